@@ -1,0 +1,3 @@
+"""kdissect: Kafka wire-protocol dissector."""
+
+__version__ = "0.1.0"

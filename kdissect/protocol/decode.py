@@ -1,0 +1,254 @@
+"""Walk a layout over bytes and build the field tree.
+
+Tolerance: the first field that cannot be read is marked with the problem and covers
+every byte that remains, and decoding of that region stops (``Abort``). Regions whose
+size is known in advance (tagged fields, record batches) recover after a failure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from .layout import Field, Struct
+from .names import error_note
+from .node import Node
+from .reader import DecodeError, Reader
+
+
+@dataclass(frozen=True)
+class Options:
+    show_secrets: bool = False
+    max_decompressed: int = 64 * 1024 * 1024   # per compressed payload
+    records: bool = True                        # decode record batches (else leave raw)
+    embedded: bool = True                       # decode structures inside bytes fields
+
+
+class Abort(Exception):
+    """A field failed; its node already carries the problem and the remaining bytes."""
+
+
+def time_note(ms: int) -> str | None:
+    if ms < 0 or ms > 253402300799999:          # -1 means "none"; beyond year 9999
+        return None
+    t = datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+    return t.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def annotate(node: Node, hint: str | None) -> None:
+    if hint == "error":
+        node.note = error_note(node.value)
+    elif hint == "time":
+        node.note = time_note(node.value)
+
+
+def fail(r: Reader, node: Node, reason: str) -> Abort:
+    """Mark ``node`` as the failing field: it takes the rest of the region."""
+    node.problem = reason
+    node.length = r.end - node.offset
+    r.pos = r.end
+    return Abort()
+
+
+_FIXED = {
+    "int8": Reader.int8, "int16": Reader.int16, "int32": Reader.int32,
+    "int64": Reader.int64, "uint16": Reader.uint16, "uint32": Reader.uint32,
+    "bool": Reader.boolean, "float64": Reader.float64, "uuid": Reader.uuid,
+    "varint": Reader.varint, "varlong": Reader.varlong, "uvarint": Reader.uvarint,
+}
+
+
+def _length(r: Reader, compact: bool, wide: bool) -> int:
+    """Length prefix: -1 means null. Compact lengths are uvarint N+1."""
+    if compact:
+        return r.uvarint("compact length") - 1
+    return r.int32() if wide else r.int16()
+
+
+def read_struct(r: Reader, st: Struct, name: str, ctx: Options, compact: bool | None = None) -> Node:
+    node = Node(name, "struct", r.pos)
+    try:
+        for f in st.fields:
+            read_field(r, f, st.flexible, node, ctx)
+        if st.flexible:
+            read_tagged(r, st, node, ctx)
+    finally:
+        node.length = r.pos - node.offset
+    return node
+
+
+def read_field(r: Reader, f: Field, flexible: bool, parent: Node, ctx: Options) -> Node:
+    if f.array:
+        return _read_array(r, f, flexible, parent, ctx)
+    compact = flexible if f.compact is None else f.compact
+    if f.type == "struct":
+        if f.nullable:
+            return _read_nullable_struct(r, f, parent, ctx)
+        child = read_struct(r, f.struct, f.name, ctx)
+        parent.add(child)
+        return child
+    return read_value(r, f, f.name, compact, parent, ctx)
+
+
+def read_value(r: Reader, f: Field, name: str, compact: bool, parent: Node, ctx: Options) -> Node:
+    node = parent.add(Node(name, f.type, r.pos))
+    try:
+        reader = _FIXED.get(f.type)
+        if reader is not None:
+            node.value = reader(r)
+        elif f.type == "string":
+            n = _length(r, compact, False)
+            if n < 0:
+                if n != -1 or not f.nullable:
+                    raise DecodeError(f"string length {n} is not allowed here"
+                                      if n != -1 else "null string in a non-nullable field")
+            else:
+                raw = r.raw(n, "string")
+                try:
+                    node.value = raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    node.value = raw.decode("utf-8", "replace")
+                    node.problem = "string is not valid UTF-8"
+        elif f.type in ("bytes", "records"):
+            n = _length(r, compact, True)
+            if n < -1 or (n == -1 and not f.nullable and f.type == "bytes"):
+                raise DecodeError(f"bytes length {n} is not allowed here")
+            if n >= 0:
+                r.need(n, f.type)
+                if f.type == "records" and ctx.records:
+                    node.value = n
+                    from .records import read_records   # records import this module
+                    read_records(r.buf, node, r.pos, r.pos + n, ctx)
+                    r.pos += n
+                else:
+                    node.value = r.raw(n, "bytes")
+        else:
+            raise DecodeError(f"unknown type {f.type!r}")
+    except DecodeError as e:
+        raise fail(r, node, str(e)) from None
+    node.length = r.pos - node.offset
+    if f.hint:
+        annotate(node, f.hint)
+    return node
+
+
+def _read_array(r: Reader, f: Field, flexible: bool, parent: Node, ctx: Options) -> Node:
+    # the count follows the struct's flexibility; string/bytes elements may say otherwise
+    compact = flexible
+    elem_compact = flexible if f.compact is None else f.compact
+    node = parent.add(Node(f.name, "array", r.pos))
+    try:
+        count_node = node.add(Node("_count", "uvarint" if compact else "int32", r.pos))
+        try:
+            n = _length(r, compact, True)
+        except DecodeError as e:
+            raise fail(r, count_node, str(e)) from None
+        count_node.value = n
+        count_node.length = r.pos - count_node.offset
+        if n < -1:
+            raise fail(r, count_node, f"array count {n} is negative")
+        if n == -1:
+            node.value = None
+            return node
+        if n > r.remaining:     # every element takes at least one byte
+            raise fail(r, count_node, f"array count {n} exceeds the {r.remaining} bytes left")
+        node.value = n
+        elem = Field(f.name, f.type, nullable=f.nullable, struct=f.struct, hint=f.hint)
+        for i in range(n):
+            if f.type == "struct":
+                node.add(read_struct(r, f.struct, f"[{i}]", ctx))
+            else:
+                read_value(r, elem, f"[{i}]", elem_compact, node, ctx)
+    finally:
+        node.length = r.pos - node.offset
+    return node
+
+
+def _read_nullable_struct(r: Reader, f: Field, parent: Node, ctx: Options) -> Node:
+    start = r.pos
+    marker = Node("_present", "int8", start)
+    try:
+        flag = r.int8()
+    except DecodeError as e:
+        parent.add(marker)
+        raise fail(r, marker, str(e)) from None
+    marker.value, marker.length = flag, 1
+    if flag < 0:
+        marker.name, marker.ktype, marker.value, marker.note = f.name, "struct", None, "null"
+        parent.add(marker)
+        return marker
+    node = read_struct(r, f.struct, f.name, ctx)
+    node.offset, node.length = start, r.pos - start
+    node.children.insert(0, marker)
+    parent.add(node)
+    return node
+
+
+def read_tagged(r: Reader, st: Struct, parent: Node, ctx: Options) -> Node:
+    section = parent.add(Node("_tagged_fields", "tagged_fields", r.pos))
+    try:
+        count = section.add(Node("_count", "uvarint", r.pos))
+        try:
+            n = r.uvarint("tagged field count")
+        except DecodeError as e:
+            raise fail(r, count, str(e)) from None
+        count.value, count.length = n, r.pos - count.offset
+        section.value = n
+        if n > r.remaining:
+            raise fail(r, count, f"tagged field count {n} exceeds the {r.remaining} bytes left")
+        for _ in range(n):
+            entry = section.add(Node("?", "tagged", r.pos))
+            tag_node = entry.add(Node("_tag", "uvarint", r.pos))
+            try:
+                tag = r.uvarint("tag")
+                tag_node.value, tag_node.length = tag, r.pos - tag_node.offset
+                size_node = entry.add(Node("_size", "uvarint", r.pos))
+                size = r.uvarint("tag size")
+                size_node.value, size_node.length = size, r.pos - size_node.offset
+                r.need(size, f"tagged field {tag}")
+            except DecodeError as e:
+                entry.length = r.end - entry.offset
+                raise fail(r, entry.children[-1], str(e)) from None
+            known = st.tag_field(tag)
+            entry.name = known.name if known else f"tag_{tag}"
+            entry.value = tag
+            end = r.pos + size
+            if known is None:
+                entry.add(Node(entry.name, "bytes", r.pos, size, r.raw(size)))
+            else:
+                sub = Reader(r.buf, r.pos, end)
+                try:
+                    read_field(sub, known, st.flexible, entry, ctx)
+                    if sub.remaining:
+                        entry.add(Node("_unread", "bytes", sub.pos, sub.remaining,
+                                       r.buf[sub.pos:end],
+                                       problem=f"tagged field {tag} has {sub.remaining} "
+                                               f"bytes its type does not use"))
+                except Abort:
+                    pass            # the field's node says what went wrong; go on after it
+                r.pos = end
+            entry.length = r.pos - entry.offset
+    finally:
+        section.length = r.pos - section.offset
+    return section
+
+
+def decode_body(buf: bytes, start: int, st: Struct, name: str, ctx: Options,
+                whole: bool = True) -> Node:
+    """Decode ``buf[start:]`` as ``st`` (``whole``: bytes left over are a problem);
+    never raises DecodeError/Abort."""
+    r = Reader(buf, start)
+    node = Node(name, "struct", start)
+    try:
+        for f in st.fields:
+            read_field(r, f, st.flexible, node, ctx)
+        if st.flexible:
+            read_tagged(r, st, node, ctx)
+    except Abort:
+        pass
+    node.length = r.pos - start
+    if whole and r.remaining:
+        node.add(Node("_trailing", "bytes", r.pos, r.remaining, buf[r.pos:],
+                      problem=f"{r.remaining} bytes after the end of the {name}"))
+        node.length = len(buf) - start
+    return node

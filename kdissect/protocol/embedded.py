@@ -1,0 +1,212 @@
+"""Structures carried inside ``bytes`` fields: the consumer protocol's subscriptions and
+assignments (JoinGroup, SyncGroup, DescribeGroups) and SASL tokens (SaslAuthenticate).
+Secrets (PLAIN passwords, SCRAM proofs, OAUTHBEARER tokens) are marked ``secret``."""
+
+from __future__ import annotations
+
+import struct
+from functools import lru_cache
+from typing import TYPE_CHECKING, Iterator
+
+from .decode import Abort, Options, read_struct
+from .grammar import parse_grammar
+from .layout import Struct
+from .node import Node
+from .reader import Reader
+
+if TYPE_CHECKING:
+    from .message import Message
+
+_CONSUMER_PROTOCOL = """
+ConsumerProtocol Subscription (Version: 0) => version [topics] user_data
+  version => INT16
+  topics => STRING
+  user_data => NULLABLE_BYTES
+ConsumerProtocol Subscription (Version: 1) => version [topics] user_data [owned_partitions]
+  version => INT16
+  topics => STRING
+  user_data => NULLABLE_BYTES
+  owned_partitions => topic [partitions]
+    topic => STRING
+    partitions => INT32
+ConsumerProtocol Subscription (Version: 2) => version [topics] user_data [owned_partitions] generation_id
+  version => INT16
+  topics => STRING
+  user_data => NULLABLE_BYTES
+  owned_partitions => topic [partitions]
+    topic => STRING
+    partitions => INT32
+  generation_id => INT32
+ConsumerProtocol Subscription (Version: 3) => version [topics] user_data [owned_partitions] generation_id rack_id
+  version => INT16
+  topics => STRING
+  user_data => NULLABLE_BYTES
+  owned_partitions => topic [partitions]
+    topic => STRING
+    partitions => INT32
+  generation_id => INT32
+  rack_id => NULLABLE_STRING
+ConsumerProtocol Assignment (Version: 0) => version [assigned_partitions] user_data
+  version => INT16
+  assigned_partitions => topic [partitions]
+    topic => STRING
+    partitions => INT32
+  user_data => NULLABLE_BYTES
+"""
+
+
+@lru_cache(maxsize=1)
+def _consumer_layouts() -> dict[tuple[str, int], Struct]:
+    messages = parse_grammar(_CONSUMER_PROTOCOL).messages
+    return {(kind.title(), version): st for (_api, kind, version), st in messages.items()}
+
+
+def _at(node: Node | None, path: str) -> Iterator[Node]:
+    """Nodes under ``node`` at a path like ``members[].metadata``."""
+    if node is None:
+        return
+    head, _, rest = path.partition(".")
+    is_array = head.endswith("[]")
+    child = node.child(head[:-2] if is_array else head)
+    if child is None:
+        return
+    targets = [c for c in child.children if not c.name.startswith("_")] if is_array else [child]
+    for t in targets:
+        if rest:
+            yield from _at(t, rest)
+        else:
+            yield t
+
+
+def _value(node: Node | None, name: str):
+    c = node.child(name) if node is not None else None
+    return c.value if c is not None else None
+
+
+def _content(node: Node) -> tuple[int, int] | None:
+    if not isinstance(node.value, (bytes, bytearray)) or node.children:
+        return None
+    return node.end - len(node.value), node.end
+
+
+def _consumer(data: bytes, node: Node, kind: str, ctx: Options, strict: bool) -> None:
+    span = _content(node)
+    if span is None or span[1] - span[0] < 2:
+        return
+    start, end = span
+    version = struct.unpack_from(">h", data, start)[0]
+    if version < 0:
+        return
+    layout = _consumer_layouts()[(kind, min(version, 3 if kind == "Subscription" else 0))]
+    r = Reader(data, start, end)
+    try:
+        sub = read_struct(r, layout, kind.lower(), ctx)
+    except Abort:
+        if strict:
+            return
+        sub = None
+    if sub is None or (strict and sub.problems()):
+        return
+    prefix = Node("_length", "int32" if start - node.offset == 4 else "uvarint",
+                  node.offset, start - node.offset, len(node.value))
+    node.children = [prefix, *sub.children]
+    if r.remaining:
+        node.add(Node("_newer_fields", "bytes", r.pos, r.remaining, data[r.pos:end],
+                      note=f"fields of {kind.lower()} v{version} that kdissect does not know"))
+    node.note = f"consumer protocol {kind.lower()} v{version}"
+
+
+def _consumer_fields(msg: Message, ctx: Options) -> None:
+    body, data = msg.body, msg.data
+    key, direction = msg.api_key, msg.direction
+    proto = _value(body, "protocol_type")
+    # without a protocol_type (older versions), decode only what decodes cleanly
+    strict = proto != "consumer"
+    if proto not in (None, "consumer"):
+        return
+    spots: list[tuple[str, str]] = []
+    if key == 11:
+        spots = [("protocols[].metadata", "Subscription")] if direction == "request" \
+            else [("members[].metadata", "Subscription")]
+    elif key == 14:
+        spots = [("assignments[].assignment", "Assignment")] if direction == "request" \
+            else [("assignment", "Assignment")]
+    elif key == 15 and direction == "response":
+        for group in _at(body, "groups[]"):
+            if _value(group, "protocol_type") != "consumer":
+                continue
+            for m in _at(group, "members[].member_metadata"):
+                _consumer(data, m, "Subscription", ctx, False)
+            for m in _at(group, "members[].member_assignment"):
+                _consumer(data, m, "Assignment", ctx, False)
+        return
+    for path, kind in spots:
+        for node in _at(body, path):
+            _consumer(data, node, kind, ctx, strict)
+
+
+def _sasl(msg: Message, ctx: Options) -> None:
+    for node in _at(msg.body, "auth_bytes"):
+        span = _content(node)
+        if span is None:
+            continue
+        start, end = span
+        token = msg.data[start:end]
+        parts = sasl_parts(token)
+        if not parts:
+            continue
+        kind, fields = parts
+        node.note = kind
+        node.add(Node("_length", "int32", node.offset, start - node.offset, len(token)))
+        for name, a, b, secret in fields:
+            child = node.add(Node(name, "string", start + a, b - a,
+                                  token[a:b].decode("utf-8", "replace")))
+            if secret:
+                child.secret = True
+                if not ctx.show_secrets:
+                    child.value = "<redacted>"
+        if not ctx.show_secrets and any(f[3] for f in fields):
+            masked = bytearray(token)
+            for _n, a, b, secret in fields:
+                if secret:
+                    masked[a:b] = b"*" * (b - a)
+            node.value = bytes(masked)
+
+
+def sasl_parts(token: bytes) -> tuple[str, list[tuple[str, int, int, bool]]] | None:
+    """Recognise a SASL token; return its kind and (name, start, end, secret) spans."""
+    text = token.decode("latin-1")
+    if text.count("\x00") == 2 and not text.startswith(("n,", "y,", "p=")):
+        a = text.index("\x00")
+        b = text.index("\x00", a + 1)
+        return "SASL/PLAIN", [("authzid", 0, a, False), ("username", a + 1, b, False),
+                              ("password", b + 1, len(text), True)]
+    if "auth=Bearer " in text:
+        i = text.index("auth=Bearer ") + len("auth=Bearer ")
+        j = text.find("\x01", i)
+        return "SASL/OAUTHBEARER", [("token", i, j if j >= 0 else len(text), True)]
+    if text.startswith(("n,", "y,", "p=", "c=", "r=", "v=", "e=")) and "=" in text:
+        kind = {"c": "client-final", "r": "server-first", "v": "server-final",
+                "e": "server-error"}.get(text[0], "client-first")
+        spans, pos = [], 0
+        names = {"n": "username", "r": "nonce", "s": "salt", "i": "iterations",
+                 "c": "channel_binding", "p": "proof", "v": "server_signature",
+                 "e": "error", "a": "authzid"}
+        for piece in text.split(","):
+            if len(piece) >= 2 and piece[1] == "=":
+                spans.append((names.get(piece[0], piece[0]), pos + 2, pos + len(piece),
+                              piece[0] == "p"))
+            pos += len(piece) + 1
+        if not spans:
+            return None
+        return f"SASL/SCRAM {kind}", spans
+    return None
+
+
+def decode_embedded(msg: Message, ctx: Options) -> None:
+    if msg.body is None or not ctx.embedded:
+        return
+    if msg.api_key in (11, 14, 15):
+        _consumer_fields(msg, ctx)
+    elif msg.api_key == 36:
+        _sasl(msg, ctx)

@@ -1,0 +1,181 @@
+"""Layouts written in the BNF notation of Kafka's protocol guide.
+
+    Metadata Response (Version: 0) => [brokers] [topics]
+      brokers => node_id host port
+        node_id => INT32
+      ...
+
+A rule's right-hand side is either one type (``INT32``, ``COMPACT_STRING``...) or a
+sequence of items, which makes it a struct. Items: ``name`` (a field), ``[name]`` (an
+array), ``TAG_BUFFER`` (the struct is flexible: tagged fields follow). Names resolve in
+the rules indented under the current one, then under its ancestors, then at the top
+level, so the guide's nested, indented layout and flat grammars (``Broker => NodeId Host
+Port`` on its own line) both work. kdissect's extensions, for what the guide cannot say:
+``?name`` a nullable struct (int8 -1/1 marker), ``name@N`` a tagged field with tag N.
+Lines starting with ``#`` are comments.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from .layout import Field, Struct, default_hint
+
+# type token -> (wire type, nullable, compact)
+TYPES: dict[str, tuple[str, bool, bool | None]] = {
+    "BOOLEAN": ("bool", False, None), "BOOL": ("bool", False, None),
+    "INT8": ("int8", False, None), "INT16": ("int16", False, None),
+    "INT32": ("int32", False, None), "INT64": ("int64", False, None),
+    "UINT16": ("uint16", False, None), "UINT32": ("uint32", False, None),
+    "VARINT": ("varint", False, None), "VARLONG": ("varlong", False, None),
+    "UNSIGNED_VARINT": ("uvarint", False, None), "UVARINT": ("uvarint", False, None),
+    "UUID": ("uuid", False, None), "FLOAT64": ("float64", False, None),
+    "STRING": ("string", False, False), "NULLABLE_STRING": ("string", True, False),
+    "COMPACT_STRING": ("string", False, True),
+    "COMPACT_NULLABLE_STRING": ("string", True, True),
+    "BYTES": ("bytes", False, False), "NULLABLE_BYTES": ("bytes", True, False),
+    "COMPACT_BYTES": ("bytes", False, True),
+    "COMPACT_NULLABLE_BYTES": ("bytes", True, True),
+    "RECORDS": ("records", True, False), "COMPACT_RECORDS": ("records", True, True),
+}
+
+_HEADER = re.compile(r"^(?P<api>[A-Za-z0-9]+) (?P<dir>[A-Za-z]+) "
+                     r"\(Version: (?P<ver>\d+)\)$")
+_ITEM = re.compile(r"\[\s*(?P<arr>[A-Za-z_][\w.]*)\s*\]|(?P<opt>\?)?(?P<name>[A-Za-z_][\w.]*)"
+                   r"(?:@(?P<tag>\d+))?")
+
+
+class GrammarError(ValueError):
+    def __init__(self, line: int, message: str):
+        super().__init__(f"line {line}: {message}")
+        self.line = line
+
+
+@dataclass
+class _Rule:
+    lhs: str
+    rhs: str
+    line: int
+    indent: int
+    parent: _Rule | None = None
+    children: dict[str, _Rule] = field(default_factory=dict)
+
+
+@dataclass
+class Grammar:
+    root: Struct
+    messages: dict[tuple[str, str, int], Struct]    # (api name, "request"/"response"..., version)
+
+
+def parse_grammar(text: str) -> Grammar:
+    rules = _read_rules(text)
+    top = {r.lhs: r for r in rules if r.parent is None}
+    if not rules:
+        raise GrammarError(1, "no rules found; expected lines like 'Message => field1 [field2]'")
+    cache: dict[int, Struct] = {}
+
+    def resolve(name: str, scope: _Rule | None, line: int) -> _Rule:
+        rule = scope
+        while rule is not None:
+            if name in rule.children:
+                return rule.children[name]
+            rule = rule.parent
+        if name in top:
+            return top[name]
+        raise GrammarError(line, f"'{name}' is used but never defined "
+                                 f"(expected a line '{name} => TYPE or fields')")
+
+    def build(rule: _Rule, stack: tuple[int, ...]) -> Struct:
+        if id(rule) in cache:
+            return cache[id(rule)]
+        if id(rule) in stack:
+            raise GrammarError(rule.line, f"'{rule.lhs}' contains itself")
+        items = rule.rhs.split()
+        flexible = "TAG_BUFFER" in items
+        fields: list[Field] = []
+        pos = 0
+        text_rhs = rule.rhs
+        while pos < len(text_rhs):
+            if text_rhs[pos].isspace():
+                pos += 1
+                continue
+            if text_rhs.startswith("TAG_BUFFER", pos):
+                pos += len("TAG_BUFFER")
+                continue
+            m = _ITEM.match(text_rhs, pos)
+            if not m:
+                what = text_rhs[pos:].split()[0]
+                hint = " (alternatives are not supported: write one rule per message)" \
+                    if what.startswith("|") else ""
+                raise GrammarError(rule.line, f"unexpected '{what}'{hint}; expected a field "
+                                              f"name, [name], ?name, name@TAG or TAG_BUFFER")
+            pos = m.end()
+            name = m.group("arr") or m.group("name")
+            try:
+                target = resolve(name, rule, rule.line)
+            except GrammarError:
+                if name.upper() in TYPES:
+                    raise GrammarError(rule.line, f"type {name} used as a field; give it a "
+                                                  f"name ('my_field => {name}')") from None
+                raise
+            fields.append(_field_for(name, target, array=m.group("arr") is not None,
+                                     nullable_struct=bool(m.group("opt")),
+                                     tag=int(m.group("tag")) if m.group("tag") else None,
+                                     build=lambda t: build(t, stack + (id(rule),))))
+        st = Struct(rule.lhs, tuple(f for f in fields if f.tag is None),
+                    tuple(f for f in fields if f.tag is not None), flexible)
+        cache[id(rule)] = st
+        return st
+
+    messages = {}
+    for r in rules:
+        if r.parent is None:
+            m = _HEADER.match(r.lhs)
+            if m:
+                messages[(m["api"], m["dir"].lower(), int(m["ver"]))] = build(r, ())
+    return Grammar(build(rules[0], ()), messages)
+
+
+def _field_for(name: str, target: _Rule, array: bool, nullable_struct: bool, tag: int | None,
+               build) -> Field:
+    token = target.rhs.strip()
+    spec = TYPES.get(token.upper()) if " " not in token else None
+    if spec is not None:
+        if nullable_struct:
+            raise GrammarError(target.line, f"'?{name}' marks a nullable struct, but "
+                                            f"{name} is {token}")
+        wire, nullable, compact = spec
+        return Field(name, wire, array=array, nullable=nullable, tag=tag, compact=compact,
+                     hint=default_hint(name, wire))
+    return Field(name, "struct", array=array, nullable=nullable_struct, tag=tag,
+                 struct=build(target))
+
+
+def _read_rules(text: str) -> list[_Rule]:
+    rules: list[_Rule] = []
+    stack: list[_Rule] = []
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        stripped = raw.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        if "=>" not in stripped:
+            raise GrammarError(lineno, f"expected 'name => definition', found {stripped!r}")
+        lhs, rhs = (s.strip() for s in stripped.split("=>", 1))
+        if not lhs:
+            raise GrammarError(lineno, "missing rule name before '=>'")
+        if not rhs:
+            raise GrammarError(lineno, f"'{lhs} =>' has no definition; expected a type "
+                                       f"(INT32, STRING, ...) or field names")
+        if not (_HEADER.match(lhs) or re.fullmatch(r"[A-Za-z_][\w.]*", lhs)):
+            raise GrammarError(lineno, f"bad rule name {lhs!r}; expected a name like "
+                                       f"'Broker' or 'Metadata Response (Version: 0)'")
+        indent = len(raw) - len(raw.lstrip())
+        while stack and stack[-1].indent >= indent:
+            stack.pop()
+        rule = _Rule(lhs, rhs, lineno, indent, stack[-1] if stack else None)
+        if rule.parent is not None:
+            rule.parent.children.setdefault(lhs, rule)
+        rules.append(rule)
+        stack.append(rule)
+    return rules

@@ -1,0 +1,2 @@
+def guess(*a, **k): raise NotImplementedError
+class Candidate: pass

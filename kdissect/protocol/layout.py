@@ -1,0 +1,49 @@
+"""The message-layout model every schema source is turned into (kio, the legacy table,
+user grammars): structs of typed fields, in wire order."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Wire types the decoder understands. "string"/"bytes"/"records"/arrays are compact
+# (uvarint length + 1) in flexible structs and classic (int16/int32 length) otherwise,
+# unless a field forces one encoding with ``compact``.
+PRIMITIVES = frozenset({
+    "int8", "int16", "int32", "int64", "uint16", "uint32", "bool", "float64", "uuid",
+    "varint", "varlong", "uvarint", "string", "bytes", "records",
+})
+
+
+@dataclass(frozen=True, slots=True)
+class Field:
+    name: str
+    type: str                      # a PRIMITIVES member, or "struct"
+    array: bool = False
+    nullable: bool = False
+    tag: int | None = None         # set for tagged fields (flexible versions only)
+    struct: Struct | None = None   # element/struct layout when type == "struct"
+    hint: str | None = None        # "error", "time" or "duration": how to annotate the value
+    compact: bool | None = None    # None: follow the enclosing struct's flexibility
+
+
+@dataclass(frozen=True, slots=True)
+class Struct:
+    name: str
+    fields: tuple[Field, ...]
+    tagged: tuple[Field, ...] = ()
+    flexible: bool = False
+
+    def tag_field(self, tag: int) -> Field | None:
+        for f in self.tagged:
+            if f.tag == tag:
+                return f
+        return None
+
+
+def default_hint(name: str, type_: str) -> str | None:
+    """Annotations that follow from Kafka's naming conventions alone."""
+    if type_ == "int16" and (name == "error_code" or name.endswith("_error_code")):
+        return "error"
+    if type_ == "int64" and (name.endswith("timestamp") or name.endswith("timestamp_ms")):
+        return "time"
+    return None

@@ -1,0 +1,127 @@
+"""Whole Kafka messages (the bytes after the 4-byte size): header + body."""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+from . import schemas
+from .decode import Options, decode_body
+from .embedded import decode_embedded
+from .names import api_name
+from .node import Node
+
+_HEAD = struct.Struct(">hhi")
+
+
+@dataclass
+class Message:
+    direction: str                 # "request" | "response"
+    api_key: int | None
+    api_version: int | None
+    correlation_id: int | None
+    client_id: str | None
+    tree: Node                     # ktype "message": children "header" and "body"
+    data: bytes
+    note: str | None = None        # e.g. how the API of a response was guessed
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def api_name(self) -> str:
+        return api_name(self.api_key)
+
+    @property
+    def title(self) -> str:
+        version = "?" if self.api_version is None else self.api_version
+        return f"{self.api_name} v{version} {self.direction.title()}"
+
+    @property
+    def body(self) -> Node | None:
+        return self.tree.child("body")
+
+    @property
+    def problems(self) -> list[tuple[str, str]]:
+        return self.tree.problems()
+
+
+@dataclass(frozen=True)
+class RequestHeader:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    size: int                      # header length in bytes
+
+
+def peek_request_header(data: bytes) -> RequestHeader | None:
+    """Read a request header cheaply (for indexing); None if the bytes cannot be one."""
+    if len(data) < 8:
+        return None
+    key, version, corr = _HEAD.unpack_from(data)
+    hv = schemas.request_header_version(key, version) if schemas.is_known(key, version) else 1
+    if hv == 0:
+        return RequestHeader(key, version, corr, None, 8)
+    if len(data) < 10:
+        return None
+    n = struct.unpack_from(">h", data, 8)[0]
+    if n < -1 or 10 + max(n, 0) > len(data):
+        return None
+    client_id = None if n == -1 else data[10:10 + n].decode("utf-8", "replace")
+    size = 10 + max(n, 0)
+    if hv == 2:
+        if size >= len(data):
+            return None
+        size += 1 if data[size] == 0 else 0   # only the empty tag section is cheap to skip
+    return RequestHeader(key, version, corr, client_id, size)
+
+
+def _message(direction: str, key: int | None, version: int | None, data: bytes,
+             header_struct, ctx: Options) -> Message:
+    name = f"{api_name(key)}{direction.title()}" if key is not None else direction.title()
+    root = Node(name, "message", 0, len(data))
+    header = decode_body(data, 0, header_struct, "header", ctx, whole=False)
+    root.add(header)
+    corr = header.child("correlation_id")
+    client = header.child("client_id")
+    msg = Message(direction, key, version, corr.value if corr else None,
+                  client.value if client else None, root, data)
+    if header.problems():
+        return msg
+    layout = schemas.layout(key, version, direction) if key is not None else None
+    start = header.end
+    if layout is None:
+        what = (f"{api_name(key)} v{version} {direction}s are not in kdissect's schemas"
+                if key is not None else "unknown API: give --api/--version")
+        root.add(Node("body", "bytes", start, len(data) - start, data[start:], problem=what))
+        return msg
+    body = decode_body(data, start, layout, "body", ctx)
+    root.add(body)
+    decode_embedded(msg, ctx)
+    return msg
+
+
+def decode_request(data: bytes, options: Options | None = None) -> Message:
+    ctx = options or Options()
+    key = version = None
+    hv = 1
+    if len(data) >= 4:
+        key, version = struct.unpack_from(">hh", data)
+        if schemas.is_known(key, version):
+            hv = schemas.request_header_version(key, version)
+    return _message("request", key, version, data, schemas.REQUEST_HEADERS[hv], ctx)
+
+
+def decode_response(data: bytes, api_key: int, api_version: int,
+                    options: Options | None = None) -> Message:
+    ctx = options or Options()
+    hv = schemas.response_header_version(api_key, api_version)
+    return _message("response", api_key, api_version, data, schemas.RESPONSE_HEADERS[hv], ctx)
+
+
+def decode(data: bytes, direction: str, api_key: int | None = None,
+           api_version: int | None = None, options: Options | None = None) -> Message:
+    if direction == "request":
+        return decode_request(data, options)
+    if api_key is None or api_version is None:
+        raise ValueError("a response needs api_key and api_version (or use guess)")
+    return decode_response(data, api_key, api_version, options)

@@ -1,0 +1,130 @@
+"""The field tree: every decoded value knows where its bytes are."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+
+class Node:
+    """One field of a decoded message.
+
+    ``offset``/``length`` locate the field's bytes in ``buffer_of(node)``: the message
+    itself, or a decompressed buffer introduced by an ancestor whose ``buffer`` is set.
+    ``problem`` is None for a clean field, else a human-readable reason.
+    ``note`` carries an interpretation of the value (an error name, a time in UTC...).
+    ``secret`` marks bytes that are masked in displays unless secrets are shown.
+    """
+
+    __slots__ = ("name", "ktype", "offset", "length", "value", "children", "problem",
+                 "note", "buffer", "secret")
+
+    def __init__(self, name: str, ktype: str, offset: int, length: int = 0,
+                 value: Any = None, children: list[Node] | None = None,
+                 problem: str | None = None, note: str | None = None):
+        self.name = name
+        self.ktype = ktype
+        self.offset = offset
+        self.length = length
+        self.value = value
+        self.children = children if children is not None else []
+        self.problem = problem
+        self.note = note
+        self.buffer: bytes | None = None
+        self.secret = False
+
+    def __repr__(self) -> str:
+        extra = f" problem={self.problem!r}" if self.problem else ""
+        return (f"Node({self.name!r}, {self.ktype}, @{self.offset}+{self.length}, "
+                f"value={self.value!r}{extra})")
+
+    @property
+    def end(self) -> int:
+        return self.offset + self.length
+
+    def add(self, child: Node) -> Node:
+        self.children.append(child)
+        return child
+
+    def child(self, name: str) -> Node | None:
+        for c in self.children:
+            if c.name == name:
+                return c
+        return None
+
+    def walk(self) -> Iterator[Node]:
+        """Depth-first, parents before children."""
+        stack = [self]
+        while stack:
+            node = stack.pop()
+            yield node
+            stack.extend(reversed(node.children))
+
+    def problems(self) -> list[tuple[str, str]]:
+        """(path, reason) for every node with a problem."""
+        found: list[tuple[str, str]] = []
+
+        def visit(node: Node, path: str) -> None:
+            here = f"{path}.{node.name}" if path else node.name
+            if node.problem:
+                found.append((here, node.problem))
+            for c in node.children:
+                visit(c, here)
+
+        visit(self, "")
+        return found
+
+    def find(self, name: str) -> Iterator[Node]:
+        return (n for n in self.walk() if n.name == name)
+
+    def plain(self) -> Any:
+        """The decoded values as plain Python data (dicts, lists, scalars); bookkeeping
+        nodes (names starting with ``_``: counts, length prefixes) are left out and known
+        tagged fields appear beside the struct's other fields."""
+        kind = self.ktype
+        if kind == "array":
+            return None if self.value is None else [c.plain() for c in self._data_children()]
+        if kind == "records":
+            if self.value is None or isinstance(self.value, bytes):
+                return self.value       # null, or left undecoded
+            return [c.plain() for c in self._data_children()]
+        if kind == "struct" and self.note == "null" and not self.children:
+            return None             # a nullable struct's -1 marker
+        if kind == "tagged":
+            return self.children[-1].plain() if self.children else None
+        if kind in ("struct", "message", "record", "record_batch") or kind.startswith(
+                "message_v") or self.children:
+            out: dict[str, Any] = {}
+            for c in self.children:
+                if c.ktype == "tagged_fields":
+                    for t in c.children:
+                        if t.ktype == "tagged":
+                            out[t.name] = t.plain()
+                elif not c.name.startswith("_"):
+                    out[c.name] = c.plain()
+            return out
+        return self.value
+
+    def _data_children(self) -> list[Node]:
+        return [c for c in self.children if not c.name.startswith("_")]
+
+    def to_json(self, show_secrets: bool = False) -> dict[str, Any]:
+        """The tree as JSON-ready dicts (see docs/json.md)."""
+        out: dict[str, Any] = {"name": self.name, "type": self.ktype,
+                               "offset": self.offset, "length": self.length}
+        value = self.value
+        if self.secret and not show_secrets:
+            value = "<redacted>"
+        elif isinstance(value, (bytes, bytearray, memoryview)):
+            value = {"hex": bytes(value).hex()}
+        if value is not None or self.ktype not in ("struct", "array", "message", "records"):
+            out["value"] = value
+        if self.note:
+            out["note"] = self.note
+        if self.problem:
+            out["problem"] = self.problem
+        if self.buffer is not None:
+            out["decompressed_length"] = len(self.buffer)
+        if self.children:
+            out["children"] = [c.to_json(show_secrets) for c in self.children]
+        return out

@@ -1,0 +1,119 @@
+"""Bounded readers for Kafka's primitive types.
+
+Every read checks the bytes that remain first, so a length field can never make us
+allocate or slice beyond what exists. Failures raise ``DecodeError``; the decoder turns
+it into a problem node (callers of kdissect never see it).
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+
+_I8 = struct.Struct(">b")
+_I16 = struct.Struct(">h")
+_U16 = struct.Struct(">H")
+_I32 = struct.Struct(">i")
+_U32 = struct.Struct(">I")
+_I64 = struct.Struct(">q")
+_F64 = struct.Struct(">d")
+
+
+class DecodeError(Exception):
+    """Bytes that cannot be read as the expected field."""
+
+
+class Reader:
+    __slots__ = ("buf", "pos", "end")
+
+    def __init__(self, buf: bytes, pos: int = 0, end: int | None = None):
+        self.buf = buf
+        self.pos = pos
+        self.end = len(buf) if end is None else min(end, len(buf))
+
+    @property
+    def remaining(self) -> int:
+        return self.end - self.pos
+
+    def need(self, n: int, what: str = "field") -> None:
+        if n > self.end - self.pos:
+            raise DecodeError(f"truncated: {what} needs {n} bytes, {self.end - self.pos} left")
+
+    def _fixed(self, s: struct.Struct, what: str) -> int:
+        if s.size > self.end - self.pos:
+            raise DecodeError(f"truncated: {what} needs {s.size} bytes, "
+                              f"{self.end - self.pos} left")
+        v = s.unpack_from(self.buf, self.pos)[0]
+        self.pos += s.size
+        return v
+
+    def int8(self) -> int:
+        return self._fixed(_I8, "int8")
+
+    def int16(self) -> int:
+        return self._fixed(_I16, "int16")
+
+    def uint16(self) -> int:
+        return self._fixed(_U16, "uint16")
+
+    def int32(self) -> int:
+        return self._fixed(_I32, "int32")
+
+    def uint32(self) -> int:
+        return self._fixed(_U32, "uint32")
+
+    def int64(self) -> int:
+        return self._fixed(_I64, "int64")
+
+    def float64(self) -> float:
+        return self._fixed(_F64, "float64")
+
+    def boolean(self) -> bool:
+        v = self._fixed(_I8, "bool")
+        if v not in (0, 1):
+            raise DecodeError(f"bool must be 0 or 1, found {v}")
+        return bool(v)
+
+    def uuid(self) -> str:
+        return str(uuid.UUID(bytes=bytes(self.raw(16, "uuid"))))
+
+    def raw(self, n: int, what: str = "bytes") -> bytes:
+        if n < 0:
+            raise DecodeError(f"negative length {n} for {what}")
+        if n > self.end - self.pos:
+            raise DecodeError(f"length {n} of {what} exceeds the {self.end - self.pos} "
+                              f"bytes that remain")
+        start = self.pos
+        self.pos += n
+        return self.buf[start:self.pos]
+
+    def uvarint(self, what: str = "uvarint") -> int:
+        """Unsigned LEB128 varint, at most 5 bytes (10 for varlong is ``uvarlong``)."""
+        return self._leb(5, what)
+
+    def uvarlong(self, what: str = "uvarlong") -> int:
+        return self._leb(10, what)
+
+    def _leb(self, max_bytes: int, what: str) -> int:
+        value = 0
+        shift = 0
+        buf, pos, end = self.buf, self.pos, self.end
+        for i in range(max_bytes):
+            if pos >= end:
+                raise DecodeError(f"truncated: {what} runs past the end")
+            b = buf[pos]
+            pos += 1
+            value |= (b & 0x7F) << shift
+            if not b & 0x80:
+                self.pos = pos
+                return value
+            shift += 7
+        raise DecodeError(f"{what} longer than {max_bytes} bytes")
+
+    def varint(self, what: str = "varint") -> int:
+        v = self._leb(5, what)
+        return (v >> 1) ^ -(v & 1)
+
+    def varlong(self, what: str = "varlong") -> int:
+        v = self._leb(10, what)
+        return (v >> 1) ^ -(v & 1)

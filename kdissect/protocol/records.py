@@ -1,0 +1,283 @@
+"""Record data: MessageSet v0/v1 and RecordBatch v2.
+
+Nodes inside decompressed data carry offsets into the decompressed buffer, which the
+node introducing it holds in ``buffer``.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+import crc32c
+
+from .codecs import CODECS, CodecError, decompress
+from .decode import Abort, Options, fail, time_note
+from .node import Node
+from .reader import DecodeError, Reader
+
+CONTROL_TYPES = {0: "ABORT", 1: "COMMIT"}
+
+
+def _leaf(r: Reader, parent: Node, name: str, kind: str, read) -> Node:
+    node = parent.add(Node(name, kind, r.pos))
+    try:
+        node.value = read(r)
+    except DecodeError as e:
+        raise fail(r, node, str(e)) from None
+    node.length = r.pos - node.offset
+    return node
+
+
+def _sized(r: Reader, parent: Node, name: str, length_kind: str) -> Node:
+    """A length-prefixed byte field (int32 or varint length; -1 is null)."""
+    node = parent.add(Node(name, "bytes", r.pos))
+    try:
+        n = r.int32() if length_kind == "int32" else r.varint()
+        if n < -1:
+            raise DecodeError(f"length {n} is negative")
+        node.value = None if n == -1 else r.raw(n, name)
+    except DecodeError as e:
+        raise fail(r, node, str(e)) from None
+    node.length = r.pos - node.offset
+    return node
+
+
+def read_records(buf: bytes, parent: Node, start: int, end: int, ctx: Options,
+                 depth: int = 0) -> None:
+    """Append one node per batch / message found in ``buf[start:end]`` to ``parent``."""
+    pos = start
+    while pos < end:
+        left = end - pos
+        if left < 17:
+            parent.add(Node("partial_batch", "bytes", pos, left, buf[pos:end],
+                            note=f"partial batch: {left} bytes (a Fetch response may end "
+                                 f"inside a batch; the client fetches the rest later)"))
+            return
+        size = struct.unpack_from(">i", buf, pos + 8)[0]
+        magic = buf[pos + 16]
+        if size < 0:
+            parent.add(Node("batch", "bytes", pos, left, buf[pos:end],
+                            problem=f"batch length {size} is negative"))
+            return
+        total = 12 + size
+        if total > left:
+            parent.add(Node("partial_batch", "bytes", pos, left, buf[pos:end],
+                            note=f"partial batch: {left} of {total} bytes (a Fetch response "
+                                 f"may end inside a batch; the client fetches the rest later)"))
+            return
+        if magic == 2:
+            parent.add(_batch_v2(buf, pos, pos + total, ctx))
+        elif magic in (0, 1):
+            parent.add(_message_v01(buf, pos, pos + total, ctx, depth))
+        else:
+            parent.add(Node("batch", "bytes", pos, total, buf[pos:pos + total],
+                            problem=f"unknown record format (magic {magic})"))
+        pos += total
+
+
+def _attributes_note(attrs: int, magic: int) -> str:
+    parts = [CODECS.get(attrs & 7, f"codec {attrs & 7}")]
+    if attrs & 0x08:
+        parts.append("log-append-time")
+    if magic == 2:
+        if attrs & 0x10:
+            parts.append("transactional")
+        if attrs & 0x20:
+            parts.append("control")
+        if attrs & 0x40:
+            parts.append("delete-horizon")
+    return ", ".join(parts)
+
+
+def _decompressed(parent: Node, codec: int, payload: bytes, offset: int, ctx: Options,
+                  name: str) -> bytes | None:
+    """Add a node holding the decompressed buffer; None (with a problem) on failure."""
+    node = parent.add(Node(name, "records", offset, len(payload)))
+    try:
+        data, how = decompress(codec, payload, ctx.max_decompressed)
+    except CodecError as e:
+        node.problem = str(e)
+        return None
+    node.buffer = data
+    node.value = len(data)
+    node.note = f"{CODECS[codec]}: {len(payload)} -> {len(data)} bytes" + (f" ({how})" if how else "")
+    return data
+
+
+# -- MessageSet v0 / v1 -------------------------------------------------------------
+
+def _message_v01(buf: bytes, start: int, end: int, ctx: Options, depth: int) -> Node:
+    node = Node("message", "message_v0", start, end - start)
+    r = Reader(buf, start, end)
+    try:
+        offset = _leaf(r, node, "offset", "int64", Reader.int64)
+        _leaf(r, node, "message_size", "int32", Reader.int32)
+        crc = _leaf(r, node, "crc", "uint32", Reader.uint32)
+        computed = zlib.crc32(buf[r.pos:end]) & 0xFFFFFFFF
+        if computed != crc.value:
+            crc.problem = f"CRC32 mismatch: computed {computed:#010x}"
+        magic = _leaf(r, node, "magic", "int8", Reader.int8).value
+        node.ktype = f"message_v{magic}"
+        attrs = _leaf(r, node, "attributes", "int8", Reader.int8)
+        attrs.note = _attributes_note(attrs.value, magic)
+        if magic >= 1:
+            ts = _leaf(r, node, "timestamp", "int64", Reader.int64)
+            ts.note = time_note(ts.value)
+        _sized(r, node, "key", "int32")
+        value = _sized(r, node, "value", "int32")
+    except Abort:
+        return node
+    codec = attrs.value & 7
+    node.note = f"offset {offset.value}" + (f", {CODECS.get(codec, codec)} wrapper" if codec else "")
+    if codec and value.value is not None:
+        if depth >= 4:
+            value.problem = "compressed messages nested too deeply"
+            return node
+        inner = _decompressed(value, codec, value.value, value.offset + 4, ctx, "messages")
+        if inner is not None:
+            holder = value.children[-1]
+            read_records(inner, holder, 0, len(inner), ctx, depth + 1)
+            if magic >= 1:
+                _resolve_relative_offsets(holder, offset.value)
+    return node
+
+
+def _resolve_relative_offsets(holder: Node, wrapper_offset: int) -> None:
+    """Magic 1 inner messages carry offsets relative to the wrapper, whose offset is the
+    absolute offset of the last inner message."""
+    inner = [c for c in holder.children if c.ktype.startswith("message_v")]
+    if not inner:
+        return
+    last = inner[-1].child("offset").value
+    for m in inner:
+        off = m.child("offset")
+        off.note = f"absolute offset {wrapper_offset - last + off.value}"
+
+
+# -- RecordBatch v2 ----------------------------------------------------------------
+
+def _batch_v2(buf: bytes, start: int, end: int, ctx: Options) -> Node:
+    node = Node("record_batch", "record_batch", start, end - start)
+    r = Reader(buf, start, end)
+    try:
+        base = _leaf(r, node, "base_offset", "int64", Reader.int64).value
+        _leaf(r, node, "batch_length", "int32", Reader.int32)
+        _leaf(r, node, "partition_leader_epoch", "int32", Reader.int32)
+        _leaf(r, node, "magic", "int8", Reader.int8)
+        crc = _leaf(r, node, "crc", "uint32", Reader.uint32)
+        computed = crc32c.crc32c(buf[r.pos:end])
+        if computed != crc.value:
+            crc.problem = f"CRC32C mismatch: computed {computed:#010x}"
+        attrs = _leaf(r, node, "attributes", "int16", Reader.int16)
+        attrs.note = _attributes_note(attrs.value, 2)
+        last_delta = _leaf(r, node, "last_offset_delta", "int32", Reader.int32).value
+        base_ts = _leaf(r, node, "base_timestamp", "int64", Reader.int64)
+        base_ts.note = time_note(base_ts.value)
+        max_ts = _leaf(r, node, "max_timestamp", "int64", Reader.int64)
+        max_ts.note = time_note(max_ts.value)
+        _leaf(r, node, "producer_id", "int64", Reader.int64)
+        _leaf(r, node, "producer_epoch", "int16", Reader.int16)
+        _leaf(r, node, "base_sequence", "int32", Reader.int32)
+        count = _leaf(r, node, "record_count", "int32", Reader.int32)
+    except Abort:
+        return node
+    codec = attrs.value & 7
+    control = bool(attrs.value & 0x20)
+    log_append = bool(attrs.value & 0x08)
+    node.note = (f"offsets {base}..{base + last_delta}, {count.value} record(s), "
+                 f"{_attributes_note(attrs.value, 2)}")
+    if count.value < 0 or count.value > end - r.pos + (ctx.max_decompressed if codec else 0):
+        count.problem = f"record count {count.value} is impossible for the bytes present"
+        node.add(Node("records", "bytes", r.pos, end - r.pos, buf[r.pos:end],
+                      problem="records not decoded"))
+        return node
+    if codec:
+        data = _decompressed(node, codec, buf[r.pos:end], r.pos, ctx, "records")
+        if data is None:
+            return node
+        holder, rr = node.children[-1], Reader(data)
+    else:
+        holder, rr = node, r
+    stamp = max_ts.value if log_append else None
+    for i in range(count.value):
+        if rr.remaining == 0:
+            holder.add(Node(f"record[{i}]", "record", rr.pos, 0,
+                            problem=f"batch says {count.value} records, found {i}"))
+            break
+        rec = _record(rr, holder, i, base, base_ts.value, stamp, control)
+        if rec is None:
+            break
+    if rr.remaining:
+        holder.add(Node("_trailing", "bytes", rr.pos, rr.remaining, rr.buf[rr.pos:rr.end],
+                        problem=f"{rr.remaining} bytes after the last record"))
+    return node
+
+
+def _record(r: Reader, parent: Node, i: int, base_offset: int, base_ts: int,
+            log_append_ts: int | None, control: bool) -> Node | None:
+    node = parent.add(Node(f"record[{i}]", "record", r.pos))
+    try:
+        length = _leaf(r, node, "length", "varint", Reader.varint).value
+        if length < 0 or length > r.remaining:
+            raise fail(r, node.children[-1], f"record length {length} exceeds the "
+                                             f"{r.remaining} bytes left")
+        sub = Reader(r.buf, r.pos, r.pos + length)
+        try:
+            _record_body(sub, node, base_offset, base_ts, log_append_ts, control)
+            if sub.remaining:
+                node.add(Node("_unread", "bytes", sub.pos, sub.remaining,
+                              r.buf[sub.pos:sub.end],
+                              problem=f"{sub.remaining} bytes inside the record left over"))
+        except Abort:
+            pass
+        r.pos += length
+    except Abort:
+        node.length = r.pos - node.offset
+        return None
+    node.length = r.pos - node.offset
+    return node
+
+
+def _record_body(r: Reader, node: Node, base_offset: int, base_ts: int,
+                 log_append_ts: int | None, control: bool) -> None:
+    _leaf(r, node, "attributes", "int8", Reader.int8)
+    ts_delta = _leaf(r, node, "timestamp_delta", "varlong", Reader.varlong)
+    off_delta = _leaf(r, node, "offset_delta", "varint", Reader.varint)
+    timestamp = log_append_ts if log_append_ts is not None else base_ts + ts_delta.value
+    ts_delta.note = time_note(timestamp)
+    offset = base_offset + off_delta.value
+    off_delta.note = f"offset {offset}"
+    key = _sized(r, node, "key", "varint")
+    value = _sized(r, node, "value", "varint")
+    headers = _leaf(r, node, "headers_count", "varint", Reader.varint)
+    if headers.value < 0 or headers.value > r.remaining:
+        raise fail(r, headers, f"header count {headers.value} exceeds the {r.remaining} "
+                               f"bytes left")
+    hnode = node.add(Node("headers", "array", r.pos, 0, headers.value))
+    try:
+        for j in range(headers.value):
+            h = hnode.add(Node(f"[{j}]", "struct", r.pos))
+            try:
+                hk = _sized(r, h, "key", "varint")
+                if hk.value is not None:
+                    hk.ktype, hk.value = "string", hk.value.decode("utf-8", "replace")
+                _sized(r, h, "value", "varint")
+            finally:
+                h.length = r.pos - h.offset
+    finally:
+        hnode.length = r.pos - hnode.offset
+    node.value = {"offset": offset, "timestamp": timestamp}
+    node.note = f"offset {offset}, {time_note(timestamp) or timestamp}"
+    if control:
+        _control(key, value)
+
+
+def _control(key: Node, value: Node) -> None:
+    """Control records: key = version + type (ABORT/COMMIT), value = version + epoch."""
+    if isinstance(key.value, bytes) and len(key.value) >= 4:
+        version, kind = struct.unpack_from(">hh", key.value)
+        key.note = f"control record: {CONTROL_TYPES.get(kind, f'type {kind}')} (v{version})"
+    if isinstance(value.value, bytes) and len(value.value) >= 6:
+        version, epoch = struct.unpack_from(">hi", value.value)
+        value.note = f"end-transaction marker v{version}, coordinator epoch {epoch}"

@@ -1,0 +1,74 @@
+"""(api_key, api_version, direction) -> layout, from kio and kdissect's legacy table."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from importlib import resources
+
+from . import kio_schemas
+from .grammar import parse_grammar
+from .layout import Field, Struct
+from .names import API_NAMES
+
+_I16 = "int16"
+_CLIENT_ID = Field("client_id", "string", nullable=True, compact=False)  # legacy even in v2
+REQUEST_HEADERS = {
+    0: Struct("RequestHeader", (Field("request_api_key", _I16), Field("request_api_version", _I16),
+                                Field("correlation_id", "int32"))),
+    1: Struct("RequestHeader", (Field("request_api_key", _I16), Field("request_api_version", _I16),
+                                Field("correlation_id", "int32"), _CLIENT_ID)),
+    2: Struct("RequestHeader", (Field("request_api_key", _I16), Field("request_api_version", _I16),
+                                Field("correlation_id", "int32"), _CLIENT_ID), flexible=True),
+}
+RESPONSE_HEADERS = {
+    0: Struct("ResponseHeader", (Field("correlation_id", "int32"),)),
+    1: Struct("ResponseHeader", (Field("correlation_id", "int32"),), flexible=True),
+}
+
+
+@lru_cache(maxsize=1)
+def _legacy() -> dict[tuple[int, str, int], Struct]:
+    text = resources.files(__package__).joinpath("legacy.bnf").read_text()
+    keys = {name: key for key, name in API_NAMES.items()}
+    return {(keys[api], direction, version): st
+            for (api, direction, version), st in parse_grammar(text).messages.items()
+            if direction in ("request", "response")}
+
+
+def legacy_versions() -> set[tuple[int, int]]:
+    return {(k, v) for (k, _d, v) in _legacy()}
+
+
+@lru_cache(maxsize=None)
+def layout(api_key: int, api_version: int, direction: str) -> Struct | None:
+    st = _legacy().get((api_key, direction, api_version))
+    return st if st is not None else kio_schemas.layout(api_key, api_version, direction)
+
+
+@lru_cache(maxsize=1)
+def all_versions() -> dict[int, tuple[int, ...]]:
+    """Every API key kdissect can decode -> its versions."""
+    out: dict[int, set[int]] = {}
+    for key, vs in kio_schemas.versions().items():
+        out.setdefault(key, set()).update(vs)
+    for key, v in legacy_versions():
+        out.setdefault(key, set()).add(v)
+    return {k: tuple(sorted(v)) for k, v in sorted(out.items())}
+
+
+def is_known(api_key: int, api_version: int) -> bool:
+    return api_version in all_versions().get(api_key, ())
+
+
+def request_header_version(api_key: int, api_version: int) -> int:
+    if api_key == 7 and api_version == 0:     # ControlledShutdown v0 predates client ids
+        return 0
+    st = layout(api_key, api_version, "request")
+    return 2 if st is not None and st.flexible else 1
+
+
+def response_header_version(api_key: int, api_version: int) -> int:
+    if api_key == 18:       # ApiVersions answers in header v0 so old clients can read it
+        return 0
+    st = layout(api_key, api_version, "response")
+    return 1 if st is not None and st.flexible else 0
