@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 from kio.index import load_payload_module
 from kio.serial import entity_writer
+from kio.serial._implicit_defaults import get_tagged_field_default
 from kio.static.constants import EntityType
 from kio.static.primitive import Records
 
@@ -66,9 +67,7 @@ def omitted(f: dataclasses.Field, value) -> bool:
     """A tagged field at its default is not written at all."""
     if "tag" not in f.metadata:
         return False
-    if f.default is not dataclasses.MISSING:
-        return value == f.default
-    return f.default_factory is not dataclasses.MISSING and value == f.default_factory()
+    return value == get_tagged_field_default(f)
 
 
 def expected_field(f: dataclasses.Field, value):
