@@ -1,0 +1,1 @@
+"""Output for people (rich text) and programs (JSON)."""

@@ -1,0 +1,166 @@
+"""Field trees and hex dumps for the terminal (rich).
+
+Each leaf field gets a colour; its name in the tree and its bytes in the hex dump share
+it, so the eye can go from one to the other. Problems are red; secrets are masked."""
+
+from __future__ import annotations
+
+from rich.console import Group
+from rich.text import Text
+from rich.tree import Tree
+
+from ..protocol.node import Node
+
+PALETTE = ["cyan", "green", "magenta", "yellow", "blue", "bright_cyan", "bright_green",
+           "bright_magenta"]
+PROBLEM = "bold white on red"
+SECRET = "bold red"
+
+
+def format_value(node: Node, show_secrets: bool = False, limit: int = 64) -> str:
+    v = node.value
+    if node.secret and not show_secrets:
+        return "<redacted>"
+    if node.ktype == "array":
+        return "null" if v is None else f"{v} item{'s' if v != 1 else ''}"
+    if node.ktype in ("struct", "message", "tagged_fields", "tagged"):
+        return ""
+    if node.ktype == "records" and isinstance(v, int):
+        return f"{v} bytes"
+    if v is None:
+        return "null"
+    if isinstance(v, (bytes, bytearray)):
+        return format_bytes(bytes(v), limit)
+    if isinstance(v, str):
+        s = v if len(v) <= limit else v[:limit] + "…"
+        return repr(s)
+    if isinstance(v, dict):
+        return ", ".join(f"{k}={val}" for k, val in v.items())
+    return str(v)
+
+
+def format_bytes(b: bytes, limit: int = 64) -> str:
+    if not b:
+        return "b''"
+    try:
+        text = b.decode("utf-8")
+        if all(ch.isprintable() or ch in "\n\t" for ch in text):
+            return repr(text if len(text) <= limit else text[:limit] + "…") + f" ({len(b)} bytes)"
+    except UnicodeDecodeError:
+        pass
+    shown = b[: limit // 2].hex(" ")
+    return f"{shown}{' …' if len(b) > limit // 2 else ''} ({len(b)} bytes)"
+
+
+def leaf_colours(root: Node) -> dict[int, str]:
+    colours: dict[int, str] = {}
+    i = 0
+    for node in root.walk():
+        if not node.children and node.length > 0:
+            colours[id(node)] = PALETTE[i % len(PALETTE)]
+            i += 1
+    return colours
+
+
+def tree_of(root: Node, show_secrets: bool = False, base: int = 0,
+            colours: dict[int, str] | None = None, title: Text | None = None) -> Tree:
+    colours = leaf_colours(root) if colours is None else colours
+    top = Tree(title or _label(root, colours, show_secrets, base, False))
+
+    def add(parent: Tree, node: Node, in_buffer: bool) -> None:
+        for child in node.children:
+            branch = parent.add(_label(child, colours, show_secrets, base, in_buffer))
+            add(branch, child, in_buffer or child.buffer is not None)
+
+    add(top, root, root.buffer is not None)
+    return top
+
+
+def _label(node: Node, colours: dict[int, str], show_secrets: bool, base: int,
+           in_buffer: bool) -> Text:
+    t = Text()
+    style = colours.get(id(node), "bold")
+    t.append(node.name, style=style if not node.name.startswith("_") else f"dim {style}")
+    t.append(f"  {node.ktype}", style="dim")
+    where = f"  @{node.offset}" if in_buffer else f"  @{node.offset + base}"
+    t.append(f"{where}+{node.length}", style="dim")
+    if in_buffer:
+        t.append(" (decompressed)", style="dim")
+    value = format_value(node, show_secrets)
+    if value:
+        t.append("  = ")
+        t.append(value, style="red" if node.secret and not show_secrets else "bold")
+    if node.note:
+        t.append(f"  ({node.note})", style="italic cyan")
+    if node.problem:
+        t.append("  ✗ ", style="bold red")
+        t.append(node.problem, style=PROBLEM)
+    return t
+
+
+def hexdump(data: bytes, root: Node | None, show_secrets: bool = False, base: int = 0,
+            colours: dict[int, str] | None = None, width: int = 16) -> Text:
+    """Hex + ASCII with each leaf's bytes in its colour (only leaves in ``data``'s own
+    buffer: decompressed buffers get their own dump)."""
+    styles: list[str | None] = [None] * len(data)
+    masked = [False] * len(data)
+    if root is not None:
+        colours = leaf_colours(root) if colours is None else colours
+        for node in _own_buffer_nodes(root):
+            lo, hi = max(node.offset, 0), min(node.end, len(data))
+            style = PROBLEM if node.problem else colours.get(id(node))
+            if node.secret and not show_secrets:
+                for i in range(lo, hi):
+                    masked[i] = True
+                style = SECRET
+            if style and not node.children or node.problem or node.secret:
+                for i in range(lo, hi):
+                    styles[i] = style
+    out = Text()
+    for row in range(0, len(data), width):
+        out.append(f"{row + base:08x}  ", style="dim")
+        chunk = range(row, min(row + width, len(data)))
+        for i in chunk:
+            out.append("**" if masked[i] else f"{data[i]:02x}", style=styles[i])
+            out.append(" " if (i - row) != width // 2 - 1 else "  ")
+        out.append("   " * (width - len(chunk)) + (" " if len(chunk) <= width // 2 else ""))
+        out.append(" │", style="dim")
+        for i in chunk:
+            ch = "*" if masked[i] else chr(data[i]) if 32 <= data[i] < 127 else "."
+            out.append(ch, style=styles[i])
+        out.append("│\n", style="dim")
+    return out
+
+
+def _own_buffer_nodes(root: Node):
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        yield node
+        if node.buffer is None or node is root:
+            stack.extend(node.children)
+
+
+def buffers(root: Node) -> list[Node]:
+    """Nodes that introduce a decompressed buffer (outermost first)."""
+    return [n for n in root.walk() if n.buffer is not None]
+
+
+def render_node(data: bytes, root: Node, show_secrets: bool = False, base: int = 0,
+                title: Text | None = None, show_hex: bool = True) -> Group:
+    colours = leaf_colours(root)
+    parts = [tree_of(root, show_secrets, base, colours, title)]
+    if show_hex:
+        parts.append(hexdump(data, root, show_secrets, base, colours))
+        for holder in buffers(root):
+            caption = Text(f"decompressed {holder.note or ''} (bytes of {holder.name} "
+                           f"@{holder.offset})", style="bold")
+            parts += [caption, hexdump(holder.buffer, _as_root(holder), show_secrets, 0, colours)]
+    return Group(*parts)
+
+
+def _as_root(holder: Node) -> Node:
+    """A view of a buffer holder whose children are walked as if they were the root."""
+    view = Node(holder.name, holder.ktype, 0, len(holder.buffer or b""))
+    view.children = holder.children
+    return view

@@ -1,0 +1,1 @@
+"""Kafka on byte streams: framing, pairing, and the models built on them."""
