@@ -65,8 +65,17 @@ def _length(r: Reader, compact: bool, wide: bool) -> int:
     return r.int32() if wide else r.int16()
 
 
-def read_struct(r: Reader, st: Struct, name: str, ctx: Options, compact: bool | None = None) -> Node:
+def read_struct(r: Reader, st: Struct, name: str, ctx: Options, parent: Node | None = None) -> Node:
+    """Decode a struct; it joins ``parent`` first, so a failure inside stays visible."""
     node = Node(name, "struct", r.pos)
+    if parent is not None:
+        parent.add(node)
+    _fill(r, st, node, ctx)
+    return node
+
+
+def _fill(r: Reader, st: Struct, node: Node, ctx: Options) -> None:
+    """Read ``st``'s fields (and tagged section) into ``node``, which ends where they do."""
     try:
         for f in st.fields:
             read_field(r, f, st.flexible, node, ctx)
@@ -74,7 +83,6 @@ def read_struct(r: Reader, st: Struct, name: str, ctx: Options, compact: bool | 
             read_tagged(r, st, node, ctx)
     finally:
         node.length = r.pos - node.offset
-    return node
 
 
 def read_field(r: Reader, f: Field, flexible: bool, parent: Node, ctx: Options) -> Node:
@@ -84,9 +92,7 @@ def read_field(r: Reader, f: Field, flexible: bool, parent: Node, ctx: Options) 
     if f.type == "struct":
         if f.nullable:
             return _read_nullable_struct(r, f, parent, ctx)
-        child = read_struct(r, f.struct, f.name, ctx)
-        parent.add(child)
-        return child
+        return read_struct(r, f.struct, f.name, ctx, parent)
     return read_value(r, f, f.name, compact, parent, ctx)
 
 
@@ -156,7 +162,7 @@ def _read_array(r: Reader, f: Field, flexible: bool, parent: Node, ctx: Options)
         elem = Field(f.name, f.type, nullable=f.nullable, struct=f.struct, hint=f.hint)
         for i in range(n):
             if f.type == "struct":
-                node.add(read_struct(r, f.struct, f"[{i}]", ctx))
+                read_struct(r, f.struct, f"[{i}]", ctx, node)
             else:
                 read_value(r, elem, f"[{i}]", elem_compact, node, ctx)
     finally:
@@ -177,10 +183,10 @@ def _read_nullable_struct(r: Reader, f: Field, parent: Node, ctx: Options) -> No
         marker.name, marker.ktype, marker.value, marker.note = f.name, "struct", None, "null"
         parent.add(marker)
         return marker
-    node = read_struct(r, f.struct, f.name, ctx)
-    node.offset, node.length = start, r.pos - start
-    node.children.insert(0, marker)
+    node = Node(f.name, "struct", start)
     parent.add(node)
+    node.add(marker)
+    _fill(r, f.struct, node, ctx)
     return node
 
 
@@ -240,13 +246,9 @@ def decode_body(buf: bytes, start: int, st: Struct, name: str, ctx: Options,
     r = Reader(buf, start)
     node = Node(name, "struct", start)
     try:
-        for f in st.fields:
-            read_field(r, f, st.flexible, node, ctx)
-        if st.flexible:
-            read_tagged(r, st, node, ctx)
+        _fill(r, st, node, ctx)
     except Abort:
         pass
-    node.length = r.pos - start
     if whole and r.remaining:
         node.add(Node("_trailing", "bytes", r.pos, r.remaining, buf[r.pos:],
                       problem=f"{r.remaining} bytes after the end of the {name}"))

@@ -1,0 +1,40 @@
+"""Turn recorded connections into paired, decoded messages with kdissect's stream layer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kdissect.protocol import Message, Options
+from kdissect.stream.framing import Framer
+from kdissect.stream.pairing import Correlator
+
+
+@dataclass
+class Exchange:
+    request: Message
+    response: Message | None
+
+
+def exchanges(conn, options: Options | None = None) -> tuple[list[Exchange], list[bytes]]:
+    """All exchanges of one connection, and responses that matched no request."""
+    corr = Correlator(options)
+    requests = [corr.request(data, i) for i, (_off, data) in
+                enumerate(Framer().feed(bytes(conn.to_broker)))]
+    out = [Exchange(r, None) for r in requests]
+    orphans = []
+    for _off, data in Framer().feed(bytes(conn.to_client)):
+        msg, pending = corr.response(data)
+        if msg is None:
+            orphans.append(data)
+        else:
+            out[pending.index].response = msg
+    return out, orphans
+
+
+def all_exchanges(conns, options: Options | None = None) -> list[Exchange]:
+    result = []
+    for c in conns:
+        ex, orphans = exchanges(c, options)
+        assert not orphans, f"{len(orphans)} responses without a request"
+        result += ex
+    return result
