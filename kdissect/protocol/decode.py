@@ -120,9 +120,11 @@ def read_value(r: Reader, f: Field, name: str, compact: bool, parent: Node, ctx:
             if n < -1 or (n == -1 and not f.nullable and f.type == "bytes"):
                 raise DecodeError(f"bytes length {n} is not allowed here")
             if n >= 0:
-                r.need(n, f.type)
+                r.check_length(n, f.type)
                 if f.type == "records" and ctx.records:
                     node.value = n
+                    node.add(Node("_length", "uvarint" if compact else "int32", node.offset,
+                                  r.pos - node.offset, n))
                     from .records import read_records   # records import this module
                     read_records(r.buf, node, r.pos, r.pos + n, ctx)
                     r.pos += n
@@ -243,14 +245,22 @@ def decode_body(buf: bytes, start: int, st: Struct, name: str, ctx: Options,
                 whole: bool = True) -> Node:
     """Decode ``buf[start:]`` as ``st`` (``whole``: bytes left over are a problem);
     never raises DecodeError/Abort."""
+    node, _complete = decode_prefix(buf, start, st, name, ctx, whole)
+    return node
+
+
+def decode_prefix(buf: bytes, start: int, st: Struct, name: str, ctx: Options,
+                  whole: bool = False) -> tuple[Node, bool]:
+    """Like ``decode_body``; also says whether decoding reached the struct's end."""
     r = Reader(buf, start)
     node = Node(name, "struct", start)
+    complete = True
     try:
         _fill(r, st, node, ctx)
     except Abort:
-        pass
+        complete = False
     if whole and r.remaining:
         node.add(Node("_trailing", "bytes", r.pos, r.remaining, buf[r.pos:],
                       problem=f"{r.remaining} bytes after the end of the {name}"))
         node.length = len(buf) - start
-    return node
+    return node, complete

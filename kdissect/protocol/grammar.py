@@ -106,9 +106,7 @@ def parse_grammar(text: str) -> Grammar:
             m = _ITEM.match(text_rhs, pos)
             if not m:
                 what = text_rhs[pos:].split()[0]
-                hint = " (alternatives are not supported: write one rule per message)" \
-                    if what.startswith("|") else ""
-                raise GrammarError(rule.line, f"unexpected '{what}'{hint}; expected a field "
+                raise GrammarError(rule.line, f"unexpected '{what}'; expected a field "
                                               f"name, [name], ?name, name@TAG or TAG_BUFFER")
             pos = m.end()
             name = m.group("arr") or m.group("name")
@@ -170,6 +168,9 @@ def _read_rules(text: str) -> list[_Rule]:
         if not (_HEADER.match(lhs) or re.fullmatch(r"[A-Za-z_][\w.]*", lhs)):
             raise GrammarError(lineno, f"bad rule name {lhs!r}; expected a name like "
                                        f"'Broker' or 'Metadata Response (Version: 0)'")
+        if "|" in rhs:
+            raise GrammarError(lineno, "unexpected '|': alternatives are not supported; "
+                                       "write one rule per message")
         indent = len(raw) - len(raw.lstrip())
         while stack and stack[-1].indent >= indent:
             stack.pop()

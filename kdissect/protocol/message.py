@@ -6,7 +6,7 @@ import struct
 from dataclasses import dataclass, field
 
 from . import schemas
-from .decode import Options, decode_body
+from .decode import Options, decode_body, decode_prefix
 from .embedded import decode_embedded
 from .names import api_name
 from .node import Node
@@ -79,14 +79,14 @@ def _message(direction: str, key: int | None, version: int | None, data: bytes,
              header_struct, ctx: Options) -> Message:
     name = f"{api_name(key)}{direction.title()}" if key is not None else direction.title()
     root = Node(name, "message", 0, len(data))
-    header = decode_body(data, 0, header_struct, "header", ctx, whole=False)
+    header, complete = decode_prefix(data, 0, header_struct, "header", ctx)
     root.add(header)
     corr = header.child("correlation_id")
     client = header.child("client_id")
     msg = Message(direction, key, version, corr.value if corr else None,
                   client.value if client else None, root, data)
-    if header.problems():
-        return msg
+    if not complete:
+        return msg          # the header's failing field already holds the remaining bytes
     layout = schemas.layout(key, version, direction) if key is not None else None
     start = header.end
     if layout is None:

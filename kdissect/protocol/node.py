@@ -60,6 +60,18 @@ class Node:
             yield node
             stack.extend(reversed(node.children))
 
+    def own_leaves(self) -> Iterator[Node]:
+        """The leaves located in this node's own buffer, in order: a node holding a
+        decompressed buffer counts as a leaf here (its children live in that buffer)."""
+        stack = [self]
+        while stack:
+            node = stack.pop()
+            if node is not self and (node.buffer is not None or not node.children):
+                if node.length > 0:
+                    yield node
+                continue
+            stack.extend(reversed(node.children))
+
     def problems(self) -> list[tuple[str, str]]:
         """(path, reason) for every node with a problem."""
         found: list[tuple[str, str]] = []

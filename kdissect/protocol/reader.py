@@ -77,12 +77,16 @@ class Reader:
     def uuid(self) -> str:
         return str(uuid.UUID(bytes=bytes(self.raw(16, "uuid"))))
 
-    def raw(self, n: int, what: str = "bytes") -> bytes:
+    def check_length(self, n: int, what: str) -> None:
+        """A length read from the bytes must fit in the bytes that remain."""
         if n < 0:
             raise DecodeError(f"negative length {n} for {what}")
         if n > self.end - self.pos:
             raise DecodeError(f"length {n} of {what} exceeds the {self.end - self.pos} "
                               f"bytes that remain")
+
+    def raw(self, n: int, what: str = "bytes") -> bytes:
+        self.check_length(n, what)
         start = self.pos
         self.pos += n
         return self.buf[start:self.pos]

@@ -134,6 +134,7 @@ def _message_v01(buf: bytes, start: int, end: int, ctx: Options, depth: int) -> 
         if depth >= 4:
             value.problem = "compressed messages nested too deeply"
             return node
+        value.add(Node("_length", "int32", value.offset, 4, len(value.value)))
         inner = _decompressed(value, codec, value.value, value.offset + 4, ctx, "messages")
         if inner is not None:
             holder = value.children[-1]

@@ -53,12 +53,11 @@ def format_bytes(b: bytes, limit: int = 64) -> str:
 
 
 def leaf_colours(root: Node) -> dict[int, str]:
+    """A colour per leaf, in every buffer (the message and each decompressed one)."""
     colours: dict[int, str] = {}
-    i = 0
-    for node in root.walk():
-        if not node.children and node.length > 0:
+    for holder in [root, *buffers(root)]:
+        for i, node in enumerate(holder.own_leaves()):
             colours[id(node)] = PALETTE[i % len(PALETTE)]
-            i += 1
     return colours
 
 
@@ -106,16 +105,13 @@ def hexdump(data: bytes, root: Node | None, show_secrets: bool = False, base: in
     masked = [False] * len(data)
     if root is not None:
         colours = leaf_colours(root) if colours is None else colours
-        for node in _own_buffer_nodes(root):
+        for node in root.own_leaves():
             lo, hi = max(node.offset, 0), min(node.end, len(data))
             style = PROBLEM if node.problem else colours.get(id(node))
             if node.secret and not show_secrets:
-                for i in range(lo, hi):
-                    masked[i] = True
+                masked[lo:hi] = [True] * (hi - lo)
                 style = SECRET
-            if style and not node.children or node.problem or node.secret:
-                for i in range(lo, hi):
-                    styles[i] = style
+            styles[lo:hi] = [style] * (hi - lo)
     out = Text()
     for row in range(0, len(data), width):
         out.append(f"{row + base:08x}  ", style="dim")
@@ -130,15 +126,6 @@ def hexdump(data: bytes, root: Node | None, show_secrets: bool = False, base: in
             out.append(ch, style=styles[i])
         out.append("│\n", style="dim")
     return out
-
-
-def _own_buffer_nodes(root: Node):
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        yield node
-        if node.buffer is None or node is root:
-            stack.extend(node.children)
 
 
 def buffers(root: Node) -> list[Node]:

@@ -1,0 +1,249 @@
+"""`kdissect blob`: every input format, the blog post's acceptance example, streams,
+hints, grammars, secrets, and clear errors, through the real command."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kdissect.blob import BlobError, parse_blob
+from kdissect.protocol import decode_request
+from kdissect.protocol.embedded import sasl_parts
+from kdissect.protocol.grammar import GrammarError, parse_grammar
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "captures" / "blobs" / "metadata-v0-response.erl"
+DATA = bytes(int(x) for x in re.findall(r"\d+", SAMPLE.read_text()))
+
+
+def run(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kdissect", *args], input=stdin,
+                          capture_output=True, cwd=ROOT, timeout=120)
+
+
+def _columns(data: bytes, per_line: int, fmt) -> str:
+    return "\n".join(fmt(i, data[i:i + per_line]) for i in range(0, len(data), per_line))
+
+
+def _ascii(chunk: bytes) -> str:
+    return "".join(chr(b) if 32 <= b < 127 else "." for b in chunk)
+
+
+def tool_dump(tool: list[str], data: bytes, tmp_path: Path) -> str:
+    path = tmp_path / "bytes.bin"
+    path.write_bytes(data)
+    return subprocess.run(tool + [str(path)], capture_output=True, text=True, check=True).stdout
+
+
+FORMATS = {
+    "hex": lambda d, t: d.hex(),
+    "spaced hex": lambda d, t: d.hex(" "),
+    "colon hex": lambda d, t: d.hex(":"),
+    "0x list": lambda d, t: ", ".join(f"0x{b:02x}" for b in d),
+    "xxd": lambda d, t: tool_dump(["xxd"], d, t),
+    "xxd -p": lambda d, t: tool_dump(["xxd", "-p"], d, t),
+    "hexdump -C": lambda d, t: tool_dump(["hexdump", "-C"], d, t),
+    "od": lambda d, t: tool_dump(["od", "-A", "x", "-t", "x1z"], d, t),
+    "erlang": lambda d, t: "<<" + ",".join(map(str, d)) + ">>",
+    "python": lambda d, t: repr(d),
+    "python list": lambda d, t: f"bytes({list(d)})",
+    "java": lambda d, t: "new byte[]{" + ", ".join(str(b - 256 if b > 127 else b) for b in d) + "};",
+    "c": lambda d, t: "{" + ", ".join(f"0x{b:02X}" for b in d) + "}",
+    "base64": lambda d, t: base64.encodebytes(d).decode(),
+}
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_formats(name, tmp_path):
+    text = FORMATS[name](DATA, tmp_path)
+    assert parse_blob(text).data == DATA
+
+
+def _pcap_with(payload: bytes, tmp_path: Path) -> Path:
+    from scapy.all import IP, TCP, Ether, wrpcap
+    path = tmp_path / "one.pcap"
+    wrpcap(str(path), [Ether() / IP(src="127.0.0.1", dst="127.0.0.1") /
+                       TCP(sport=50000, dport=9092, flags="PA") / payload])
+    return path
+
+
+def test_tcpdump_x_output(tmp_path):
+    """Real `tcpdump -X` output of a packet: the bytes read back are the packet's bytes."""
+    pcap = _pcap_with(DATA[:200], tmp_path)
+    out = subprocess.run(["tcpdump", "-r", str(pcap), "-X", "-nn"], capture_output=True,
+                         text=True, check=True).stdout
+    dump = "\n".join(ln for ln in out.splitlines() if ln.startswith("\t0x"))
+    data = parse_blob(dump).data
+    assert data.endswith(DATA[:200]) and len(data) == 20 + 20 + 200
+
+
+def test_wireshark_hex_dump(tmp_path):
+    """tshark -x prints the hex dump Wireshark copies."""
+    pcap = _pcap_with(DATA[:200], tmp_path)
+    out = subprocess.run(["tshark", "-r", str(pcap), "-x"], capture_output=True, text=True,
+                         check=True).stdout
+    data = parse_blob(out).data
+    assert data.endswith(DATA[:200]) and len(data) == 14 + 20 + 20 + 200
+
+
+def test_acceptance_blog_example_without_hints():
+    res = run("blob", str(SAMPLE), "--json")
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert out["input"] == {"format": "erlang binary", "length": 319}
+    [m] = out["messages"]
+    assert (m["api_name"], m["api_version"], m["direction"]) == ("Metadata", 0, "response")
+    assert m["correlation_id"] == 0 and m["problems"] == []
+    assert m["tree"]["length"] == 319
+    body = next(c for c in m["tree"]["children"] if c["name"] == "body")
+
+    def plain(node):
+        kids = [c for c in node.get("children", []) if not c["name"].startswith("_")]
+        if node["type"] == "array":
+            return [plain(c) for c in kids]
+        if node["type"] == "struct":
+            return {c["name"]: plain(c) for c in kids}
+        return node["value"]
+
+    b = plain(body)
+    assert [(x["node_id"], x["host"], x["port"]) for x in b["brokers"]] == [
+        (3, "vagrant-ubuntu-precise-64", 9093), (1, "vagrant-ubuntu-precise-64", 9091),
+        (2, "vagrant-ubuntu-precise-64", 9092)]
+    assert [t["name"] for t in b["topics"]] == ["a1", "a2", "a3"]
+    a3 = b["topics"][2]["partitions"]
+    assert a3[0]["leader_id"] == 3 and a3[0]["replica_nodes"] == [3, 1]
+    assert "guessed Metadata v0 response" in m["how"]
+
+
+def test_text_output_has_tree_hex_and_verdict():
+    res = run("blob", str(SAMPLE))
+    assert res.returncode == 0
+    out = res.stdout.decode()
+    assert "Metadata v0 Response" in out and "vagrant-ubuntu-precise-64" in out
+    assert "00000000  00 00 00 00" in out and "confidence" in out
+
+
+def test_junk_input_is_a_clear_error():
+    res = run("blob", "this is not bytes at all!")
+    assert res.returncode == 2
+    err = res.stderr.decode()
+    assert "expected hex" in err and "Traceback" not in err
+    with pytest.raises(BlobError):
+        parse_blob("<<1,2,oops>>")
+    with pytest.raises(BlobError, match="odd number of hex digits"):
+        parse_blob("00 01 0")
+
+
+def test_stdin_and_size_prefix():
+    prefixed = struct.pack(">i", len(DATA)) + DATA
+    res = run("blob", "--json", stdin=prefixed.hex().encode())
+    m = json.loads(res.stdout)["messages"][0]
+    assert m["size_prefixed"] and m["offset"] == 4 and m["api_name"] == "Metadata"
+
+
+def test_hints_pick_the_api():
+    res = run("blob", str(SAMPLE), "--json", "--api", "metadata", "--version", "1", "--response")
+    m = json.loads(res.stdout)["messages"][0]
+    assert (m["api_name"], m["api_version"], m["how"]) == ("Metadata", 1, "told: API and version")
+    res = run("blob", str(SAMPLE), "--api", "NoSuchApi")
+    assert res.returncode == 2 and "unknown API" in res.stderr.decode()
+
+
+def test_stream_of_messages_pairs_in_order():
+    request = struct.pack(">hhih", 3, 0, 0, 4) + b"blog" + struct.pack(">i", 0)  # Metadata v0
+    stream = b"".join(struct.pack(">i", len(m)) + m for m in (request, DATA))
+    res = run("blob", stream.hex(), "--json")
+    first, second = json.loads(res.stdout)["messages"]
+    assert (first["direction"], first["client_id"], first["problems"]) == ("request", "blog", [])
+    assert second["direction"] == "response" and second["how"].startswith("paired with request 0")
+
+
+BLOG_GRAMMAR = """
+Response => CorrelationId [Broker] [TopicMetadata]
+CorrelationId => int32
+Broker => NodeId Host Port
+NodeId => int32
+Host => string
+Port => int32
+TopicMetadata => TopicErrorCode TopicName [PartitionMetadata]
+TopicErrorCode => int16
+TopicName => string
+PartitionMetadata => PartitionErrorCode PartitionId Leader [Replicas] [Isr]
+PartitionErrorCode => int16
+PartitionId => int32
+Leader => int32
+Replicas => int32
+Isr => int32
+"""
+
+
+def test_grammar_dissects_like_the_blog(tmp_path):
+    g = tmp_path / "metadata.bnf"
+    g.write_text(BLOG_GRAMMAR)
+    res = run("blob", str(SAMPLE), "--grammar", str(g), "--json")
+    assert res.returncode == 0, res.stderr
+    tree = json.loads(res.stdout)["tree"]
+    assert tree["length"] == 319 and "problem" not in json.dumps(tree)
+    hosts = re.findall(r'"name": "Host", "type": "string", "offset": \d+, "length": \d+, '
+                       r'"value": "([^"]+)"', json.dumps(tree))
+    assert hosts == ["vagrant-ubuntu-precise-64"] * 3
+
+
+@pytest.mark.parametrize("text,line,words", [
+    ("A => B\nB => C", 2, "'C' is used but never defined"),
+    ("A => [B]\n  B => INT32 | INT16", 2, "unexpected"),
+    ("A =>", 1, "has no definition"),
+    ("just words", 1, "expected 'name => definition'"),
+    ("A => ?B\nB => INT32", 2, "nullable struct"),
+])
+def test_bad_grammars_say_where(text, line, words):
+    with pytest.raises(GrammarError) as e:
+        parse_grammar(text)
+    assert e.value.line == line and words in str(e.value)
+    res = run("blob", "00000001", "--grammar", text)
+    assert res.returncode == 2 and f"line {line}" in res.stderr.decode()
+
+
+def sasl_authenticate(token: bytes) -> bytes:
+    """SaslAuthenticate v1 request carrying ``token`` (a unit test of one decoder)."""
+    return struct.pack(">hhih", 36, 1, 9, 3) + b"cli" + struct.pack(">i", len(token)) + token
+
+
+@pytest.mark.parametrize("token,secret", [
+    (b"\x00alice\x00hunter2", b"hunter2"),
+    (b"c=biws,r=abc123server,p=dGhpc2lzYXByb29m", b"dGhpc2lzYXByb29m"),
+    (b"n,,\x01auth=Bearer eyJhbGciOi.eyJzdWIiOi.sig\x01\x01", b"eyJhbGciOi.eyJzdWIiOi.sig"),
+])
+def test_sasl_secrets_redacted_unless_asked(token, secret):
+    data = sasl_authenticate(token)
+    leaks = [secret, secret.hex().encode(), secret[:6].hex(" ").encode()]
+    for args in ((), ("--json",)):
+        res = run("blob", data.hex(), *args)
+        assert res.returncode == 0
+        assert not [leak for leak in leaks if leak in res.stdout], args
+        assert b"redacted" in res.stdout
+    shown = json.loads(run("blob", data.hex(), "--json", "--show-secrets").stdout)
+    assert secret.decode() in json.dumps(shown)
+
+
+def test_sasl_parts_name_fields():
+    kind, fields = sasl_parts(b"n,,n=alice,r=fyko+d2lbbFgONRv9qkxdawL")
+    assert kind == "SASL/SCRAM client-first"
+    assert [f[0] for f in fields] == ["username", "nonce"]
+    msg = decode_request(sasl_authenticate(b"\x00alice\x00hunter2"))
+    auth = msg.body.child("auth_bytes")
+    assert auth.note == "SASL/PLAIN" and auth.child("username").value == "alice"
+    assert auth.child("password").value == "<redacted>" and b"hunter2" not in auth.value
+
+
+def test_help_teaches():
+    res = run("blob", "--help")
+    out = res.stdout.decode()
+    assert res.returncode == 0 and "Examples:" in out and "--grammar" in out
