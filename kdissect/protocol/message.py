@@ -6,7 +6,7 @@ import struct
 from dataclasses import dataclass, field
 
 from . import schemas
-from .decode import Options, decode_body, decode_prefix
+from .decode import Options, decode_body, decode_prefix, no_cyclic_gc
 from .embedded import decode_embedded
 from .names import api_name
 from .node import Node
@@ -77,6 +77,12 @@ def peek_request_header(data: bytes) -> RequestHeader | None:
 
 def _message(direction: str, key: int | None, version: int | None, data: bytes,
              header_struct, ctx: Options) -> Message:
+    with no_cyclic_gc():
+        return _build(direction, key, version, data, header_struct, ctx)
+
+
+def _build(direction: str, key: int | None, version: int | None, data: bytes,
+           header_struct, ctx: Options) -> Message:
     name = f"{api_name(key)}{direction.title()}" if key is not None else direction.title()
     root = Node(name, "message", 0, len(data))
     header, complete = decode_prefix(data, 0, header_struct, "header", ctx)

@@ -2,22 +2,29 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
+
+
+# hint -> function(value) -> note: registered by the decoders, so a note (an ISO time,
+# an error's name and meaning) is computed only when somebody looks at it
+NOTE_MAKERS: dict[str, Callable[[Any], str | None]] = {}
+_LEAF: tuple = ()          # shared by every leaf until it gets a child
 
 
 class Node:
     """One field of a decoded message.
 
-    ``offset``/``length`` locate the field's bytes in ``buffer_of(node)``: the message
-    itself, or a decompressed buffer introduced by an ancestor whose ``buffer`` is set.
+    ``offset``/``length`` locate the field's bytes in the message, or, below a node
+    whose ``buffer`` is set (decompressed records), in that buffer.
     ``problem`` is None for a clean field, else a human-readable reason.
-    ``note`` carries an interpretation of the value (an error name, a time in UTC...).
+    ``note`` interprets the value (an error name, a time in UTC...); set it directly, or
+    set ``hint`` to have it derived from the value on demand.
     ``secret`` marks bytes that are masked in displays unless secrets are shown.
     """
 
     __slots__ = ("name", "ktype", "offset", "length", "value", "children", "problem",
-                 "note", "buffer", "secret")
+                 "_note", "hint", "buffer", "secret")
 
     def __init__(self, name: str, ktype: str, offset: int, length: int = 0,
                  value: Any = None, children: list[Node] | None = None,
@@ -27,11 +34,24 @@ class Node:
         self.offset = offset
         self.length = length
         self.value = value
-        self.children = children if children is not None else []
+        self.children = children if children is not None else _LEAF
         self.problem = problem
-        self.note = note
+        self._note = note
+        self.hint: str | None = None
         self.buffer: bytes | None = None
         self.secret = False
+
+    @property
+    def note(self) -> str | None:
+        if self._note is None and self.hint is not None:
+            maker = NOTE_MAKERS.get(self.hint)
+            if maker is not None and self.value is not None:
+                self._note = maker(self.value)
+        return self._note
+
+    @note.setter
+    def note(self, text: str | None) -> None:
+        self._note = text
 
     def __repr__(self) -> str:
         extra = f" problem={self.problem!r}" if self.problem else ""
@@ -43,7 +63,10 @@ class Node:
         return self.offset + self.length
 
     def add(self, child: Node) -> Node:
-        self.children.append(child)
+        if self.children is _LEAF:
+            self.children = [child]
+        else:
+            self.children.append(child)
         return child
 
     def child(self, name: str) -> Node | None:

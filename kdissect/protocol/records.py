@@ -13,10 +13,17 @@ import crc32c
 
 from .codecs import CODECS, CodecError, decompress
 from .decode import Abort, Options, fail, time_note
-from .node import Node
+from .node import NOTE_MAKERS, Node
 from .reader import DecodeError, Reader
 
 CONTROL_TYPES = {0: "ABORT", 1: "COMMIT"}
+
+
+def _record_note(value: dict) -> str:
+    return f"offset {value['offset']}, {time_note(value['timestamp']) or value['timestamp']}"
+
+
+NOTE_MAKERS["record"] = _record_note
 
 
 def _leaf(r: Reader, parent: Node, name: str, kind: str, read) -> Node:
@@ -122,8 +129,7 @@ def _message_v01(buf: bytes, start: int, end: int, ctx: Options, depth: int) -> 
         attrs = _leaf(r, node, "attributes", "int8", Reader.int8)
         attrs.note = _attributes_note(attrs.value, magic)
         if magic >= 1:
-            ts = _leaf(r, node, "timestamp", "int64", Reader.int64)
-            ts.note = time_note(ts.value)
+            _leaf(r, node, "timestamp", "int64", Reader.int64).hint = "time"
         _sized(r, node, "key", "int32")
         value = _sized(r, node, "value", "int32")
     except Abort:
@@ -174,9 +180,9 @@ def _batch_v2(buf: bytes, start: int, end: int, ctx: Options) -> Node:
         attrs.note = _attributes_note(attrs.value, 2)
         last_delta = _leaf(r, node, "last_offset_delta", "int32", Reader.int32).value
         base_ts = _leaf(r, node, "base_timestamp", "int64", Reader.int64)
-        base_ts.note = time_note(base_ts.value)
+        base_ts.hint = "time"
         max_ts = _leaf(r, node, "max_timestamp", "int64", Reader.int64)
-        max_ts.note = time_note(max_ts.value)
+        max_ts.hint = "time"
         _leaf(r, node, "producer_id", "int64", Reader.int64)
         _leaf(r, node, "producer_epoch", "int16", Reader.int16)
         _leaf(r, node, "base_sequence", "int32", Reader.int32)
@@ -246,9 +252,7 @@ def _record_body(r: Reader, node: Node, base_offset: int, base_ts: int,
     ts_delta = _leaf(r, node, "timestamp_delta", "varlong", Reader.varlong)
     off_delta = _leaf(r, node, "offset_delta", "varint", Reader.varint)
     timestamp = log_append_ts if log_append_ts is not None else base_ts + ts_delta.value
-    ts_delta.note = time_note(timestamp)
     offset = base_offset + off_delta.value
-    off_delta.note = f"offset {offset}"
     key = _sized(r, node, "key", "varint")
     value = _sized(r, node, "value", "varint")
     headers = _leaf(r, node, "headers_count", "varint", Reader.varint)
@@ -269,7 +273,7 @@ def _record_body(r: Reader, node: Node, base_offset: int, base_ts: int,
     finally:
         hnode.length = r.pos - hnode.offset
     node.value = {"offset": offset, "timestamp": timestamp}
-    node.note = f"offset {offset}, {time_note(timestamp) or timestamp}"
+    node.hint = "record"
     if control:
         _control(key, value)
 
