@@ -102,7 +102,7 @@ def main() -> None:
         cases.append((f"Fetch v12 response, ~1 MB {name} records", 1, 12,
                       fetch_v12_records(codec), FetchResponse))
     header = (f"{'message':40} {'bytes':>9}  {'full tree':>16}  {'no records':>16}  "
-              f"{'header only':>14}  {'kio native':>16}  {'full/kio':>8}")
+              f"{'header only':>14}  {'kio native':>16}  {'full/kio':>8}  {'no-rec/kio':>10}")
     print(header)
     print("-" * len(header))
     no_records = Options(records=False)
@@ -119,7 +119,7 @@ def main() -> None:
         records = sum(1 for n in tree.walk() if n.ktype == "record")
         print(f"{title:40} {len(data):>9}  {full:7.1f}/s {full * mb:5.1f}MB/s  "
               f"{bare:7.1f}/s {bare * mb:5.1f}MB/s  {head:12.0f}/s  "
-              f"{peer:7.1f}/s {peer * mb:5.1f}MB/s  {full / peer:8.3f}")
+              f"{peer:7.1f}/s {peer * mb:5.1f}MB/s  {full / peer:8.3f}  {bare / peer:10.3f}")
         print(f"{'':40} {nodes} nodes ({full * nodes / 1e3:.0f}k nodes/s)"
               + (f", {records} records ({full * records / 1e3:.0f}k records/s)" if records else ""))
     print("\nfull tree: every field located (records decompressed and decoded);"

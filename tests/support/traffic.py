@@ -33,8 +33,12 @@ def exchanges(conn, options: Options | None = None) -> tuple[list[Exchange], lis
 
 def all_exchanges(conns, options: Options | None = None) -> list[Exchange]:
     result = []
+    from kdissect.protocol import guess
     for c in conns:
         ex, orphans = exchanges(c, options)
-        assert not orphans, f"{len(orphans)} responses without a request"
+        assert not orphans, (
+            f"{len(orphans)} responses without a request: "
+            f"{[(o[:4].hex(), [g.label for g in guess(o)[:2]]) for o in orphans]}; requests "
+            f"{[(e.request.title, e.request.correlation_id, e.response is not None) for e in ex]}")
         result += ex
     return result
