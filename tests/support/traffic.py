@@ -6,13 +6,14 @@ from dataclasses import dataclass
 
 from kdissect.protocol import Message, Options
 from kdissect.stream.framing import Framer
-from kdissect.stream.pairing import Correlator
+from kdissect.stream.pairing import Correlator, expects_response
 
 
 @dataclass
 class Exchange:
     request: Message
     response: Message | None
+    expected: bool = True          # False: the request asked for no response (acks=0)
 
 
 def exchanges(conn, options: Options | None = None) -> tuple[list[Exchange], list[bytes]]:
@@ -20,7 +21,7 @@ def exchanges(conn, options: Options | None = None) -> tuple[list[Exchange], lis
     corr = Correlator(options)
     requests = [corr.request(data, i) for i, (_off, data) in
                 enumerate(Framer().feed(bytes(conn.to_broker)))]
-    out = [Exchange(r, None) for r in requests]
+    out = [Exchange(r, None, expects_response(r)) for r in requests]
     orphans = []
     for _off, data in Framer().feed(bytes(conn.to_client)):
         msg, pending = corr.response(data)
@@ -28,6 +29,7 @@ def exchanges(conn, options: Options | None = None) -> tuple[list[Exchange], lis
             orphans.append(data)
         else:
             out[pending.index].response = msg
+            assert pending.expected == out[pending.index].expected
     return out, orphans
 
 
