@@ -37,6 +37,7 @@ def main() -> None:
 
     \b
     Commands:
+      pcap   decode Kafka traffic in capture files (pcap, pcapng, .gz): paired exchanges
       blob   annotate bytes pasted from a debugging session (hex, dumps, b'..', <<..>>, base64)
 
     Run `kdissect COMMAND --help` for examples.
@@ -181,3 +182,133 @@ def _item_json(item, show_secrets: bool) -> dict:
         "problems": [{"path": p, "problem": r} for p, r in msg.problems],
         "tree": msg.tree.to_json(show_secrets),
     }
+
+
+PCAP_HELP = """Decode the Kafka traffic in capture files: every request paired with its response.
+
+Reads pcap and pcapng (also gzip-compressed), reassembles TCP, finds Kafka connections
+(port 9092, any --port you add, and any connection that starts like a Kafka request),
+frames the messages, pairs each response with its request by correlation id, and decodes
+every field with the request's API and version. Lost data is reported as gaps and
+decoding resumes at the next message boundary.
+
+\b
+Output (to a terminal the TUI comes in a later release; for now always text):
+  default           one line per exchange: time, client → broker, API and version,
+                    correlation id, client id, latency, topics/partitions, records, errors
+  -V, --verbose     the full field trees of both messages
+  --format jsonl    one JSON object per Kafka message (see docs/jsonl.md)
+
+\b
+Examples:
+  kdissect pcap capture.pcapng
+  kdissect pcap -p 9093 -p 19092-19094 traffic.pcap.gz
+  kdissect pcap capture.pcap --format jsonl | jq 'select(.api_name == "Produce")'
+"""
+
+
+def _ports(values: tuple[str, ...]) -> set[int]:
+    ports: set[int] = set()
+    for v in values:
+        for part in v.split(","):
+            lo, _, hi = part.strip().partition("-")
+            try:
+                a, b = int(lo), int(hi or lo)
+            except ValueError:
+                raise click.BadParameter(f"{part!r} is not a port or range (e.g. 9093, "
+                                         f"19092-19094)", param_hint="--port") from None
+            if not (0 < a <= b < 65536):
+                raise click.BadParameter(f"{part!r} is outside 1-65535", param_hint="--port")
+            ports.update(range(a, b + 1))
+    return ports
+
+
+@main.command(help=PCAP_HELP)
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("-p", "--port", "ports", multiple=True, metavar="PORT[-PORT]",
+              help="Also treat these ports as Kafka (repeatable; ranges and commas allowed).")
+@click.option("--no-detect", is_flag=True, help="Only the given ports: no automatic detection.")
+@click.option("-V", "--verbose", is_flag=True, help="Print full field trees.")
+@click.option("--format", "fmt", type=click.Choice(["text", "jsonl"]), default="text",
+              show_default=True, help="Output format.")
+@click.option("--no-tui", is_flag=True, help="Print instead of opening the TUI (the default "
+              "for now).")
+@click.option("--show-secrets", is_flag=True, help="Show SASL passwords, proofs and tokens.")
+@click.option("--max-decompressed", default="64M", show_default=True, metavar="SIZE",
+              help="Largest decompressed record payload to accept.")
+def pcap(files, ports, no_detect, verbose, fmt, no_tui, show_secrets, max_decompressed):
+    from .capture.pcapfile import CaptureError, CaptureReader
+    from .render.lines import exchange_line, message_json
+    from .stream.dissector import CaptureDissector
+    from .stream.session import DEFAULT_PORTS
+
+    console = Console(highlight=False)
+    err = Console(stderr=True, highlight=False)
+    options = Options(show_secrets=show_secrets, max_decompressed=_size(max_decompressed))
+    kafka_ports = DEFAULT_PORTS | _ports(ports)
+    total = {"exchanges": 0, "gaps": 0, "packets": 0}
+
+    def on_exchange(ex):
+        total["exchanges"] += 1
+        if fmt == "jsonl":
+            for m in (ex.request, ex.response):
+                if m is not None and not (m is ex.request and ex.repeat):
+                    click.echo(json.dumps(message_json(m, options), default=str))
+            return
+        console.print(exchange_line(ex, options), soft_wrap=True)
+        if verbose:
+            for m in (ex.request, ex.response):
+                if m is not None and not (m is ex.request and ex.repeat):
+                    d = m.decoded(options)
+                    console.print(render_node(d.data, d.tree, show_secrets, 0, None, False))
+
+    def on_gap(g):
+        total["gaps"] += 1
+        err.print(Text(f"gap: stream {g.stream} {g.direction}s lost {g.length} bytes at "
+                       f"stream offset {g.offset} (frame {g.frame}); resuming at the next "
+                       f"message boundary", style="yellow"))
+
+    read_any = False
+    for path in files:
+        dissector = CaptureDissector(on_exchange, on_gap, kafka_ports, detect=not no_detect)
+        try:
+            with CaptureReader(path) as reader:
+                for packet in _progress(reader, path, err):
+                    dissector.packet(packet)
+                read_any = read_any or dissector.packets > 0
+                for w in reader.warnings:
+                    err.print(Text(f"{path}: {w}; everything before it was decoded",
+                                   style="yellow"))
+        except CaptureError as e:
+            err.print(Text(str(e), style="bold red"))
+            continue
+        except OSError as e:
+            err.print(Text(f"{path}: {e.strerror or e}", style="bold red"))
+            continue
+        dissector.finish()
+        total["packets"] += dissector.packets
+        skipped = dissector.unsupported_summary()
+        if skipped:
+            err.print(Text(f"{path}: {skipped}", style="yellow"))
+        if not dissector.streams and dissector.packets:
+            err.print(Text(f"{path}: no Kafka traffic found in {dissector.packets} packets "
+                           f"(ports {', '.join(map(str, sorted(kafka_ports)[:5]))}; add others "
+                           f"with -p)", style="yellow"))
+    if not read_any:
+        raise SystemExit(1)
+
+
+def _progress(reader, path: str, err: Console):
+    """Packets, with a progress bar on stderr when it is a terminal and the file is big."""
+    size = os.path.getsize(path)
+    if not err.is_terminal or size < 20 * 1024 * 1024 or reader.compressed:
+        yield from reader.packets()
+        return
+    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
+    with Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
+                  TimeRemainingColumn(), console=err, transient=True) as bar:
+        task = bar.add_task(os.path.basename(path), total=size)
+        for i, packet in enumerate(reader.packets()):
+            if i % 2000 == 0:
+                bar.update(task, completed=reader.bytes_read)
+            yield packet

@@ -1,50 +1,60 @@
-"""The correlator's rules, on hand-built messages (real traffic is in test_real_clients)."""
+"""The correlator's and framer's rules, on hand-built inputs (real traffic is in
+test_real_clients and test_captures)."""
 
 import struct
 
+from kdissect.protocol import decode_request, peek_request_header
 from kdissect.stream.framing import Framer
-from kdissect.stream.pairing import Correlator
-
-
-def metadata_v0_request(corr: int) -> bytes:
-    return struct.pack(">hhih", 3, 0, corr, 1) + b"c" + struct.pack(">i", 0)
-
-
-def metadata_v0_response(corr: int) -> bytes:
-    return struct.pack(">iii", corr, 0, 0)
-
-
-def produce_v3_request(corr: int, acks: int) -> bytes:
-    return struct.pack(">hhih", 0, 3, corr, 1) + b"c" + struct.pack(">hhii", -1, acks, 1000, 0)
+from kdissect.stream.pairing import Correlator, produce_acks
 
 
 def test_duplicate_ids_pair_with_latest_unanswered():
-    c = Correlator()
-    c.request(metadata_v0_request(5), 0)
-    c.request(metadata_v0_request(5), 1)
-    _, first = c.response(metadata_v0_response(5))
-    _, second = c.response(metadata_v0_response(5))
-    assert (first.index, second.index) == (1, 0)
-    assert c.response(metadata_v0_response(5)) == (None, None)
+    c: Correlator[str] = Correlator()
+    c.request(5, "first")
+    c.request(5, "second")
+    assert c.response(5).item == "second"
+    assert c.response(5).item == "first"
+    assert c.response(5) is None
 
 
 def test_acks_zero_expects_nothing_but_pairs_if_answered():
-    c = Correlator()
-    msg = c.request(produce_v3_request(7, acks=0), 0)
-    assert msg.problems == [] and c.unanswered() == []
-    c.request(metadata_v0_request(7), 1)
-    _, got = c.response(metadata_v0_response(7))
-    assert got.index == 1 and got.expected        # the request that expects an answer wins
-    resp, got = c.response(struct.pack(">ii", 7, 0))
-    assert got.index == 0 and not got.expected
+    c: Correlator[str] = Correlator()
+    c.request(7, "produce acks=0", expected=False)
+    assert c.unanswered() == [] and not c.waiting_for(7)
+    c.request(7, "metadata")
+    got = c.response(7)
+    assert got.item == "metadata" and got.expected      # the one expecting an answer wins
+    late = c.response(7)
+    assert late.item == "produce acks=0" and not late.expected
+
+
+def produce_request(version: int, acks: int, txn: str | None) -> bytes:
+    head = struct.pack(">hhih", 0, version, 1, 1) + b"c"
+    if version >= 9:
+        head += b"\x00"                                  # empty tagged fields
+        t = b"\x00" if txn is None else bytes([len(txn) + 1]) + txn.encode()
+        return head + t + struct.pack(">hi", acks, 1000) + b"\x01\x00"
+    t = b"" if version < 3 else (struct.pack(">h", -1) if txn is None
+                                 else struct.pack(">h", len(txn)) + txn.encode())
+    return head + t + struct.pack(">hii", acks, 1000, 0)
+
+
+def test_produce_acks_without_decoding():
+    for version in (0, 3, 8, 9, 11):
+        for txn in (None, "tx-1"):
+            for acks in (0, 1, -1):
+                data = produce_request(version, acks, txn if version >= 3 else None)
+                head = peek_request_header(data)
+                assert produce_acks(data, head.size, version) == acks
+                assert decode_request(data).body.child("acks").value == acks
 
 
 def test_framer_spans_arbitrary_chunks():
-    stream = b"".join(struct.pack(">i", len(m)) + m
-                      for m in (metadata_v0_request(1), metadata_v0_request(2)))
+    msgs = [produce_request(3, 1, None), produce_request(9, 0, "t")]
+    stream = b"".join(struct.pack(">i", len(m)) + m for m in msgs)
     f = Framer()
     out = [m for i in range(len(stream)) for m in f.feed(stream[i:i + 1])]
-    assert [o for o, _ in out] == [4, 4 + len(metadata_v0_request(1)) + 4]
+    assert [d for _, d in out] == msgs
     assert f.pending == 0 and f.error is None
     bad = Framer()
     list(bad.feed(b"\xff\xff\xff\xff"))

@@ -151,26 +151,39 @@ def _sasl(msg: Message, ctx: Options) -> None:
         if span is None:
             continue
         start, end = span
-        token = msg.data[start:end]
-        parts = sasl_parts(token)
-        if not parts:
-            continue
-        kind, fields = parts
-        node.note = kind
-        node.add(Node("_length", "int32", node.offset, start - node.offset, len(token)))
-        for name, a, b, secret in fields:
-            child = node.add(Node(name, "string", start + a, b - a,
-                                  token[a:b].decode("utf-8", "replace")))
+        if sasl_parts(msg.data[start:end]):
+            node.add(Node("_length", "int32", node.offset, start - node.offset, end - start))
+            add_sasl_fields(node, msg.data, start, end, ctx)
+
+
+def add_sasl_fields(node: Node, data: bytes, start: int, end: int, ctx: Options) -> None:
+    """Children for the SASL token in ``data[start:end]`` (the bytes of ``node``): its
+    fields, with secrets redacted in the children and masked in ``node.value``."""
+    token = data[start:end]
+    parts = sasl_parts(token)
+    if not parts:
+        return
+    kind, fields = parts
+    node.note = kind
+    pos = 0
+    for name, a, b, secret in fields:
+        if a > pos:
+            node.add(Node("_separator", "bytes", start + pos, a - pos, token[pos:a]))
+        child = node.add(Node(name, "string", start + a, b - a,
+                              token[a:b].decode("utf-8", "replace")))
+        if secret:
+            child.secret = True
+            if not ctx.show_secrets:
+                child.value = "<redacted>"
+        pos = b
+    if pos < len(token):
+        node.add(Node("_separator", "bytes", start + pos, len(token) - pos, token[pos:]))
+    if not ctx.show_secrets and any(f[3] for f in fields):
+        masked = bytearray(token)
+        for _n, a, b, secret in fields:
             if secret:
-                child.secret = True
-                if not ctx.show_secrets:
-                    child.value = "<redacted>"
-        if not ctx.show_secrets and any(f[3] for f in fields):
-            masked = bytearray(token)
-            for _n, a, b, secret in fields:
-                if secret:
-                    masked[a:b] = b"*" * (b - a)
-            node.value = bytes(masked)
+                masked[a:b] = b"*" * (b - a)
+        node.value = bytes(masked)
 
 
 def sasl_parts(token: bytes) -> tuple[str, list[tuple[str, int, int, bool]]] | None:

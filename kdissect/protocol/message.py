@@ -131,3 +131,12 @@ def decode(data: bytes, direction: str, api_key: int | None = None,
     if api_key is None or api_version is None:
         raise ValueError("a response needs api_key and api_version (or use guess)")
     return decode_response(data, api_key, api_version, options)
+
+
+def sasl_token_message(data: bytes, options: Options | None = None) -> Message:
+    """A raw SASL token (sent without a Kafka header after SaslHandshake v0)."""
+    from .embedded import add_sasl_fields
+    root = Node("SaslToken", "message", 0, len(data))
+    token = root.add(Node("token", "bytes", 0, len(data), data))
+    add_sasl_fields(token, data, 0, len(data), options or Options())
+    return Message("sasl", None, None, None, None, root, data)

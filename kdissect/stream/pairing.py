@@ -3,61 +3,73 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
-from ..protocol import Message, Options, decode_request, decode_response, peek_request_header
+T = TypeVar("T")
 
 
 @dataclass
-class Pending:
-    api_key: int
-    api_version: int
-    index: int                     # caller's handle for the request (e.g. message number)
-    expected: bool = True          # False for Produce with acks=0
+class Pending(Generic[T]):
+    item: T                        # the caller's request (a message, an index...)
+    expected: bool = True          # False: the request asked for no response (acks=0)
 
 
-def expects_response(msg: Message) -> bool:
-    """Produce with acks=0 gets no response."""
-    if msg.api_key != 0 or msg.body is None:
-        return True
-    acks = msg.body.child("acks")
-    return not (acks is not None and acks.value == 0)
+class Correlator(Generic[T]):
+    """Requests awaiting their response on one connection.
 
+    A reused correlation id pairs with the latest earlier unanswered request that used
+    it; a request that expects an answer wins over an acks=0 Produce with the same id,
+    and a broker answering acks=0 anyway is still paired (``Pending.expected`` says so)."""
 
-class Correlator:
-    """Requests awaiting their response on one connection. A reused correlation id pairs
-    with the latest earlier unanswered request that used it."""
+    def __init__(self) -> None:
+        self._pending: dict[int, list[Pending[T]]] = {}
 
-    def __init__(self, options: Options | None = None):
-        self.options = options or Options()
-        self._pending: dict[int, list[Pending]] = {}
+    def request(self, correlation_id: int, item: T, expected: bool = True) -> None:
+        self._pending.setdefault(correlation_id, []).append(Pending(item, expected))
 
-    def request(self, data: bytes, index: int) -> Message:
-        msg = decode_request(data, self.options)
-        if msg.api_key is not None and msg.correlation_id is not None:
-            self._pending.setdefault(msg.correlation_id, []).append(
-                Pending(msg.api_key, msg.api_version, index, expects_response(msg)))
-        return msg
-
-    def response(self, data: bytes) -> tuple[Message | None, Pending | None]:
-        """Decode a response with its request's API; (None, None) if no request is known.
-        A request that expects an answer wins over an acks=0 Produce with the same id;
-        a broker answering acks=0 anyway is paired, and ``Pending.expected`` says so."""
-        if len(data) < 4:
-            return None, None
-        corr = int.from_bytes(data[:4], "big", signed=True)
-        waiting = self._pending.get(corr)
+    def response(self, correlation_id: int) -> Pending[T] | None:
+        waiting = self._pending.get(correlation_id)
         if not waiting:
-            return None, None
+            return None
         answered = [p for p in waiting if p.expected]
-        req = (answered or waiting)[-1]
-        waiting.remove(req)
+        match = (answered or waiting)[-1]
+        waiting.remove(match)
         if not waiting:
-            del self._pending[corr]
-        return decode_response(data, req.api_key, req.api_version, self.options), req
+            del self._pending[correlation_id]
+        return match
 
-    def unanswered(self) -> list[Pending]:
+    def waiting_for(self, correlation_id: int) -> bool:
+        return any(p.expected for p in self._pending.get(correlation_id, ()))
+
+    def unanswered(self) -> list[T]:
         """Requests still waiting for the response they expect."""
-        return [p for ps in self._pending.values() for p in ps if p.expected]
+        return [p.item for ps in self._pending.values() for p in ps if p.expected]
+
+    def clear(self) -> None:
+        self._pending.clear()
 
 
-__all__ = ["Correlator", "Pending", "expects_response", "peek_request_header"]
+def produce_acks(data: bytes, header_size: int, api_version: int) -> int | None:
+    """The acks of a Produce request (message bytes after the size), read without
+    decoding the body; None if the bytes are too short."""
+    pos = header_size
+    try:
+        if api_version >= 3:               # transactional_id comes first
+            if api_version >= 9:           # compact nullable string: uvarint length + 1
+                n, shift = 0, 0
+                while True:
+                    b = data[pos]
+                    pos += 1
+                    n |= (b & 0x7F) << shift
+                    if b < 0x80:
+                        break
+                    shift += 7
+                pos += max(n - 1, 0)
+            else:
+                n = int.from_bytes(data[pos:pos + 2], "big", signed=True)
+                pos += 2 + max(n, 0)
+        if pos + 2 > len(data):
+            return None
+        return int.from_bytes(data[pos:pos + 2], "big", signed=True)
+    except IndexError:
+        return None

@@ -4,9 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kdissect.protocol import Message, Options
+from kdissect.protocol import Message, Options, decode_request, decode_response
 from kdissect.stream.framing import Framer
-from kdissect.stream.pairing import Correlator, expects_response
+from kdissect.stream.pairing import Correlator
+
+
+def expects_response(msg: Message) -> bool:
+    """Produce with acks=0 gets no response."""
+    acks = msg.body.child("acks") if msg.api_key == 0 and msg.body is not None else None
+    return not (acks is not None and acks.value == 0)
 
 
 @dataclass
@@ -18,18 +24,20 @@ class Exchange:
 
 def exchanges(conn, options: Options | None = None) -> tuple[list[Exchange], list[bytes]]:
     """All exchanges of one connection, and responses that matched no request."""
-    corr = Correlator(options)
-    requests = [corr.request(data, i) for i, (_off, data) in
-                enumerate(Framer().feed(bytes(conn.to_broker)))]
+    corr: Correlator[int] = Correlator()
+    requests = [decode_request(data, options) for _off, data in Framer().feed(bytes(conn.to_broker))]
     out = [Exchange(r, None, expects_response(r)) for r in requests]
+    for i, r in enumerate(requests):
+        if r.correlation_id is not None:
+            corr.request(r.correlation_id, i, out[i].expected)
     orphans = []
     for _off, data in Framer().feed(bytes(conn.to_client)):
-        msg, pending = corr.response(data)
-        if msg is None:
+        match = corr.response(int.from_bytes(data[:4], "big", signed=True)) if len(data) >= 4 else None
+        if match is None:
             orphans.append(data)
-        else:
-            out[pending.index].response = msg
-            assert pending.expected == out[pending.index].expected
+            continue
+        req = requests[match.item]
+        out[match.item].response = decode_response(data, req.api_key, req.api_version, options)
     return out, orphans
 
 

@@ -1,0 +1,1 @@
+"""Bytes from the outside world: capture files and packets -> ordered TCP byte streams."""

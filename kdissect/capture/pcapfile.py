@@ -1,0 +1,179 @@
+"""pcap and pcapng files -> packets, read incrementally (also gzip-compressed).
+
+A damaged file yields every packet before the damage and then stops, with ``Reader.
+warnings`` saying where and why; only a file that is not a capture at all raises
+``CaptureError``.
+"""
+
+from __future__ import annotations
+
+import gzip
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import BinaryIO
+
+PCAP_MAGICS = {
+    b"\xd4\xc3\xb2\xa1": ("<", 1e-6), b"\xa1\xb2\xc3\xd4": (">", 1e-6),
+    b"\x4d\x3c\xb2\xa1": ("<", 1e-9), b"\xa1\xb2\x3c\x4d": (">", 1e-9),
+}
+PCAPNG_SHB = b"\x0a\x0d\x0d\x0a"
+MAX_PACKET = 256 * 1024 * 1024        # a record claiming more than this is damage
+
+
+class CaptureError(Exception):
+    pass
+
+
+@dataclass(slots=True)
+class Packet:
+    index: int            # 1-based, as Wireshark numbers frames
+    ts: float             # seconds since the epoch, UTC
+    linktype: int
+    data: bytes
+    orig_len: int         # length on the wire (> len(data) when the snaplen cut it)
+
+
+class CaptureReader:
+    def __init__(self, path: str):
+        self.path = path
+        self.warnings: list[str] = []
+        self.format = "?"
+        raw = open(path, "rb")
+        head = raw.read(2)
+        raw.seek(0)
+        self._file: BinaryIO = gzip.open(raw) if head == b"\x1f\x8b" else raw  # type: ignore[assignment]
+        self.compressed = head == b"\x1f\x8b"
+        self.bytes_read = 0
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __enter__(self) -> CaptureReader:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _read(self, n: int) -> bytes:
+        try:
+            data = self._file.read(n)
+        except (OSError, EOFError) as e:       # gzip: truncated or corrupt stream
+            self.warnings.append(f"compressed data ends early or is corrupt: {e}")
+            return b""
+        self.bytes_read += len(data)
+        return data
+
+    def packets(self) -> Iterator[Packet]:
+        magic = self._read(4)
+        if len(magic) < 4:
+            raise CaptureError(f"{self.path}: empty or too short to be a capture file")
+        if magic in PCAP_MAGICS:
+            self.format = "pcap"
+            yield from self._pcap(magic)
+        elif magic == PCAPNG_SHB:
+            self.format = "pcapng"
+            yield from self._pcapng(magic)
+        else:
+            raise CaptureError(
+                f"{self.path}: not a pcap or pcapng file (starts with {magic.hex(' ')}); "
+                f"kdissect reads pcap, pcapng and their gzip-compressed forms")
+
+    def _pcap(self, magic: bytes) -> Iterator[Packet]:
+        endian, unit = PCAP_MAGICS[magic]
+        head = self._read(20)
+        if len(head) < 20:
+            raise CaptureError(f"{self.path}: pcap header is truncated")
+        linktype = struct.unpack(endian + "I", head[16:20])[0] & 0x0FFFFFFF
+        rec = struct.Struct(endian + "IIII")
+        index = 0
+        while True:
+            hdr = self._read(16)
+            if not hdr:
+                return
+            if len(hdr) < 16:
+                self.warnings.append(f"file ends inside the header of packet {index + 1}")
+                return
+            sec, frac, incl, orig = rec.unpack(hdr)
+            if incl > MAX_PACKET:
+                self.warnings.append(f"packet {index + 1} claims {incl} bytes: the file is "
+                                     f"damaged from byte {self.bytes_read - 16} on")
+                return
+            data = self._read(incl)
+            if len(data) < incl:
+                self.warnings.append(f"file ends inside packet {index + 1} "
+                                     f"({len(data)} of {incl} bytes)")
+                return
+            index += 1
+            yield Packet(index, sec + frac * unit, linktype, data, orig)
+
+    def _pcapng(self, first: bytes) -> Iterator[Packet]:
+        endian = "<"
+        interfaces: list[tuple[int, float]] = []      # (linktype, seconds per tick)
+        index = 0
+        block_type = first
+        while True:
+            head = self._read(4) if block_type is None else block_type + self._read(4)
+            block_type = None
+            if not head:
+                return
+            if len(head) < 8:
+                self.warnings.append("file ends inside a block header")
+                return
+            if head[:4] == PCAPNG_SHB:
+                bom = self._read(4)
+                endian = "<" if bom == b"\x4d\x3c\x2b\x1a" else ">"
+                length = struct.unpack(endian + "I", head[4:8])[0]
+                rest = self._read(length - 12) if 12 <= length <= MAX_PACKET else b""
+                interfaces = []
+                if len(rest) < length - 12 or length < 12:
+                    self.warnings.append("section header block is damaged")
+                    return
+                continue
+            btype, length = struct.unpack(endian + "II", head)
+            if length < 12 or length > MAX_PACKET or length % 4:
+                self.warnings.append(f"block of type {btype:#x} has an impossible length "
+                                     f"{length}: the file is damaged from here on")
+                return
+            body = self._read(length - 8)
+            if len(body) < length - 8:
+                self.warnings.append(f"file ends inside a block (type {btype:#x})")
+                return
+            body = body[:-4]                       # trailing copy of the length
+            if btype == 1:                         # interface description
+                linktype = struct.unpack_from(endian + "H", body)[0]
+                interfaces.append((linktype, _ts_resolution(body[8:], endian)))
+            elif btype in (6, 2):                  # enhanced packet (and obsolete packet)
+                if btype == 6:
+                    iface, hi, lo, incl, orig = struct.unpack_from(endian + "IIIII", body)
+                else:
+                    iface, _drops, hi, lo, incl, orig = struct.unpack_from(endian + "HHIIII", body)
+                if iface >= len(interfaces):
+                    self.warnings.append(f"packet refers to undeclared interface {iface}")
+                    continue
+                linktype, unit = interfaces[iface]
+                index += 1
+                start = 20
+                yield Packet(index, ((hi << 32) | lo) * unit, linktype,
+                             bytes(body[start:start + incl]), orig)
+            elif btype == 3:                       # simple packet: first interface
+                if not interfaces:
+                    continue
+                orig = struct.unpack_from(endian + "I", body)[0]
+                index += 1
+                linktype, _unit = interfaces[0]
+                yield Packet(index, 0.0, linktype, bytes(body[4:4 + orig]), orig)
+
+
+def _ts_resolution(options: bytes, endian: str) -> float:
+    """if_tsresol option (code 9); default microseconds."""
+    pos = 0
+    while pos + 4 <= len(options):
+        code, length = struct.unpack_from(endian + "HH", options, pos)
+        if code == 0:
+            break
+        if code == 9 and length >= 1:
+            v = options[pos + 4]
+            return 2.0 ** -(v & 0x7F) if v & 0x80 else 10.0 ** -v
+        pos += 4 + length + (-length % 4)
+    return 1e-6

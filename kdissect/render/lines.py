@@ -1,0 +1,93 @@
+"""One line per exchange, and one JSON object per Kafka message."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from rich.text import Text
+
+from ..protocol import Options
+from ..stream.model import Exchange, KafkaMessage
+from .records import plain_json
+from .summary import facts
+
+
+def iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, tz=timezone.utc).isoformat(timespec="microseconds") \
+        .replace("+00:00", "Z")
+
+
+def endpoint(addr: tuple[str, int]) -> str:
+    host, port = addr
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def exchange_line(ex: Exchange, options: Options) -> Text:
+    first = ex.first
+    req, resp = ex.request, ex.response
+    t = Text()
+    t.append(iso(first.ts)[11:26], style="dim")
+    t.append(f"  {endpoint(ex.client)} → {endpoint(ex.broker)}  ", style="dim")
+    if first.direction == "sasl":
+        t.append("SASL token", style="bold magenta")
+        tree = first.decoded(options).tree
+        kind = tree.children[0].note if tree.children else None
+        t.append(f"  {'client' if req else 'broker'}  {len(first.data)} bytes"
+                 + (f"  {kind}" if kind else ""))
+        return t
+    msg = req or resp
+    if resp is not None and req is None:
+        resp.decoded(options)            # guesses the API of an orphan
+    version = "?" if msg.api_version is None else msg.api_version
+    t.append(f"{msg.api_name} v{version}", style="bold cyan")
+    t.append(f"  #{msg.correlation_id}")
+    if req is not None and req.client_id:
+        t.append(f"  {req.client_id}", style="green")
+    if ex.latency is not None:
+        t.append(f"  {ex.latency * 1000:.1f}ms", style="yellow" if ex.latency > 0.1 else "")
+    f = facts(req.decoded(options).body if req else None,
+              resp.decoded(options).body if resp else None)
+    summary = f.text()
+    if summary:
+        t.append("  ")
+        if f.errors:
+            t.append(summary, style="red")
+        else:
+            t.append(summary)
+    problems = sum(len(m.decoded(options).problems) for m in (req, resp) if m is not None)
+    statuses = [m.status for m in (resp, req) if m is not None and m.status != "ok"]
+    status = statuses[0] if statuses else ""
+    if status and status != "ok":
+        t.append(f"  [{status}]", style="bold yellow")
+    if resp is not None and req is None and resp.how:
+        t.append(f"  ({resp.how})", style="italic dim")
+    if problems:
+        t.append(f"  ✗ {problems} problem{'s' if problems != 1 else ''}", style="bold red")
+    return t
+
+
+def message_json(m: KafkaMessage, options: Options, show_secrets: bool = False) -> dict[str, Any]:
+    decoded = m.decoded(options)
+    body = decoded.body if m.direction != "sasl" else decoded.tree.children[0]
+    out = {
+        "index": m.index,
+        "frame": m.frame,
+        "stream": m.stream,
+        "direction": m.direction,
+        "ts": iso(m.ts),
+        "api_key": m.api_key,
+        "api_name": m.api_name,
+        "api_version": m.api_version,
+        "correlation_id": m.correlation_id,
+        "pair": m.pair,
+        "status": m.status,
+        "problems": [{"path": p, "problem": r} for p, r in decoded.problems],
+        "size": len(m.data),
+        "body": plain_json(body) if body is not None else None,
+    }
+    if m.direction == "request":
+        out["client_id"] = m.client_id
+    if m.how and m.direction == "response":
+        out["how"] = m.how
+    return out

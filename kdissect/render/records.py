@@ -1,0 +1,102 @@
+"""Plain-JSON views of decoded messages: values with Kafka's field names, bytes as text
+when they are text, records as {offset, timestamp, key, value, headers}."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..protocol.node import Node
+
+
+def json_bytes(b: bytes | None) -> Any:
+    if b is None:
+        return None
+    try:
+        text = b.decode("utf-8")
+        if all(ch.isprintable() or ch in "\r\n\t" for ch in text):
+            return text
+    except UnicodeDecodeError:
+        pass
+    return {"hex": b.hex()}
+
+
+def plain_json(node: Node) -> Any:
+    """Like Node.plain(), JSON-ready, with record data flattened into records."""
+    kind = node.ktype
+    if kind == "records":
+        if node.value is None:
+            return None
+        if isinstance(node.value, bytes):
+            return json_bytes(node.value)
+        return [batch_json(b) for b in node.children if not b.name.startswith("_")]
+    if kind == "array":
+        if node.value is None:
+            return None
+        return [plain_json(c) for c in node.children if not c.name.startswith("_")]
+    if kind == "tagged":
+        return plain_json(node.children[-1]) if node.children else None
+    if node.children and kind not in ("bytes",) or kind in ("struct", "message"):
+        if kind == "struct" and node.note == "null" and not node.children:
+            return None
+        out: dict[str, Any] = {}
+        for c in node.children:
+            if c.ktype == "tagged_fields":
+                for t in c.children:
+                    if t.ktype == "tagged":
+                        out[t.name] = plain_json(t)
+            elif not c.name.startswith("_"):
+                out[c.name] = plain_json(c)
+        return out
+    if node.children:            # bytes holding an embedded structure
+        return {c.name: plain_json(c) for c in node.children if not c.name.startswith("_")}
+    if isinstance(node.value, (bytes, bytearray)):
+        return json_bytes(bytes(node.value))
+    return node.value
+
+
+def records_of(node: Node) -> list[dict]:
+    """Every record (v2) or uncompressed message (v0/v1) under ``node``."""
+    out = []
+    for n in node.walk():
+        if n.ktype == "record":
+            out.append(record_json(n))
+        elif n.ktype.startswith("message_v"):
+            attrs = n.child("attributes")
+            if attrs is not None and attrs.value is not None and attrs.value & 7 == 0:
+                out.append(record_json(n))
+    return out
+
+
+def record_json(n: Node) -> dict:
+    if n.ktype == "record":
+        headers = n.child("headers")
+        return {"offset": (n.value or {}).get("offset"),
+                "timestamp": (n.value or {}).get("timestamp"),
+                "key": json_bytes(n.child("key").value) if n.child("key") else None,
+                "value": json_bytes(n.child("value").value) if n.child("value") else None,
+                "headers": [{"key": h.child("key").value,
+                             "value": json_bytes(h.child("value").value)}
+                            for h in (headers.children if headers else [])
+                            if h.child("key") is not None]}
+    offset = n.child("offset")
+    ts = n.child("timestamp")
+    absolute = offset.note.split()[-1] if offset is not None and offset.note else None
+    return {"offset": int(absolute) if absolute else (offset.value if offset else None),
+            "timestamp": ts.value if ts is not None else None,
+            "key": json_bytes(n.child("key").value) if n.child("key") else None,
+            "value": json_bytes(n.child("value").value) if n.child("value") else None,
+            "headers": []}
+
+
+def batch_json(b: Node) -> dict:
+    if b.ktype == "record_batch":
+        attrs = b.child("attributes")
+        return {"base_offset": b.child("base_offset").value if b.child("base_offset") else None,
+                "attributes": attrs.note if attrs is not None else None,
+                "problems": [r for _, r in b.problems()],
+                "records": records_of(b)}
+    if b.ktype.startswith("message_v"):
+        return {"magic": b.child("magic").value if b.child("magic") else None,
+                "problems": [r for _, r in b.problems()],
+                "records": records_of(b)}
+    return {"partial": b.note or b.problem, "length": b.length}

@@ -1,0 +1,74 @@
+"""One-line summaries of exchanges: topics/partitions, record counts, errors."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..protocol.names import error_name
+from ..protocol.node import Node
+
+_TOPIC_FIELDS = ("topic", "name", "topic_name")
+
+
+@dataclass
+class Facts:
+    topics: dict[str, set[int]] = field(default_factory=dict)
+    records: int = 0
+    errors: list[int] = field(default_factory=list)      # nonzero error codes
+
+    def text(self) -> str:
+        parts = []
+        if self.topics:
+            shown = []
+            for t, ps in list(self.topics.items())[:3]:
+                shown.append(f"{t}[{','.join(map(str, sorted(ps)[:6]))}"
+                             f"{',…' if len(ps) > 6 else ''}]" if ps else t)
+            more = f" +{len(self.topics) - 3}" if len(self.topics) > 3 else ""
+            parts.append(" ".join(shown) + more)
+        if self.records:
+            parts.append(f"{self.records} record{'s' if self.records != 1 else ''}")
+        if self.errors:
+            names = sorted({error_name(c) for c in self.errors})
+            parts.append(",".join(names))
+        return "  ".join(parts)
+
+
+def facts(*trees: Node | None) -> Facts:
+    f = Facts()
+    for tree in trees:
+        if tree is None:
+            continue
+        _collect(tree, f, None)
+    return f
+
+
+def _is_topic_array(name: str) -> bool:
+    return "topic" in name or name in ("responses", "partition_data")
+
+
+def _collect(node: Node, f: Facts, topic: str | None, array: str = "") -> None:
+    """Walk ``node``; ``array`` is the name of the array ``node`` is an element of."""
+    element = node.name.startswith("[")
+    if element:
+        for c in node.children:
+            if c.ktype == "string" and isinstance(c.value, str) and (
+                    c.name in ("topic", "topic_name") or
+                    (c.name == "name" and _is_topic_array(array))):
+                topic = c.value
+                f.topics.setdefault(topic, set())
+    for c in node.children:
+        kind = c.ktype
+        if kind == "int32" and element and topic is not None and \
+                c.name in ("partition_index", "partition", "index"):
+            f.topics[topic].add(c.value)
+        elif kind == "int16" and c.name.endswith("error_code") and c.value:
+            f.errors.append(c.value)
+        elif kind == "record":
+            f.records += 1
+            continue
+        elif kind.startswith("message_v"):
+            attrs = c.child("attributes")
+            if attrs is not None and attrs.value is not None and attrs.value & 7 == 0:
+                f.records += 1
+        if c.children:
+            _collect(c, f, topic, c.name if kind == "array" else array)
