@@ -83,7 +83,7 @@ Examples:
 def blob(input, api, api_version, direction, as_json, show_secrets, grammar, no_hex,
          max_decompressed):
     console = Console(highlight=False)
-    err = Console(stderr=True, highlight=False)
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
     text = _read_input(input)
     try:
         parsed = parse_blob(text)
@@ -224,7 +224,7 @@ def _ports(values: tuple[str, ...]) -> set[int]:
 
 
 @main.command(help=PCAP_HELP)
-@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
 @click.option("-p", "--port", "ports", multiple=True, metavar="PORT[-PORT]",
               help="Also treat these ports as Kafka (repeatable; ranges and commas allowed).")
 @click.option("--no-detect", is_flag=True, help="Only the given ports: no automatic detection.")
@@ -243,7 +243,7 @@ def pcap(files, ports, no_detect, verbose, fmt, no_tui, show_secrets, max_decomp
     from .stream.session import DEFAULT_PORTS
 
     console = Console(highlight=False)
-    err = Console(stderr=True, highlight=False)
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
     options = Options(show_secrets=show_secrets, max_decompressed=_size(max_decompressed))
     kafka_ports = DEFAULT_PORTS | _ports(ports)
     total = {"exchanges": 0, "gaps": 0, "packets": 0}
@@ -264,6 +264,8 @@ def pcap(files, ports, no_detect, verbose, fmt, no_tui, show_secrets, max_decomp
 
     def on_gap(g):
         total["gaps"] += 1
+        if total["gaps"] > 20:
+            return                  # the count is reported at the end
         err.print(Text(f"gap: stream {g.stream} {g.direction}s lost {g.length} bytes at "
                        f"stream offset {g.offset} (frame {g.frame}); resuming at the next "
                        f"message boundary", style="yellow"))
@@ -294,6 +296,9 @@ def pcap(files, ports, no_detect, verbose, fmt, no_tui, show_secrets, max_decomp
             err.print(Text(f"{path}: no Kafka traffic found in {dissector.packets} packets "
                            f"(ports {', '.join(map(str, sorted(kafka_ports)[:5]))}; add others "
                            f"with -p)", style="yellow"))
+    if total["gaps"] > 20:
+        err.print(Text(f"{total['gaps']} gaps in all ({total['gaps'] - 20} not listed)",
+                       style="yellow"))
     if not read_any:
         raise SystemExit(1)
 

@@ -113,7 +113,7 @@ class CaptureReader:
         index = 0
         block_type = first
         while True:
-            head = self._read(4) if block_type is None else block_type + self._read(4)
+            head = self._read(8) if block_type is None else block_type + self._read(4)
             block_type = None
             if not head:
                 return

@@ -16,7 +16,7 @@ from .pairing import Correlator, produce_acks
 from .model import Exchange, Gap, KafkaMessage
 
 DEFAULT_PORTS = frozenset({9092})
-_SNIFF = 64                # bytes needed to judge whether a connection speaks Kafka
+MAX_EARLY = 256            # responses held while waiting for a request seen out of order
 
 
 def plausible_request(data: bytes, pos: int = 0) -> bool:
@@ -38,6 +38,7 @@ class _Side:
     buf: bytearray = field(default_factory=bytearray)
     base: int = 0                  # stream offset of buf[0]
     resync: bool = False           # after a gap: look for the next message boundary
+    skip_until: int = 0            # stream offset: the rest of a truncated message ends here
     first_frame: int = 0
 
 
@@ -50,6 +51,9 @@ class KafkaConnection:
         self.emit_exchange, self.emit_gap, self.next_index = emit_exchange, emit_gap, next_index
         self.sides = (_Side(), _Side())
         self.pending: Correlator[KafkaMessage] = Correlator()
+        # responses seen before their request (packets reordered across directions),
+        # held until the request shows up or the connection ends
+        self.early: dict[int, list[KafkaMessage]] = {}
         self.sasl_mode = False     # after SaslHandshake v0: client tokens carry no header
         self.sasl_awaiting = 0     # client tokens whose broker token has not come yet
         self.messages = 0
@@ -59,6 +63,11 @@ class KafkaConnection:
 
     def data(self, side: int, offset: int, payload: bytes, ts: float, frame: int) -> None:
         s = self.sides[side]
+        if offset < s.skip_until:                  # the tail of a message already reported
+            cut = min(s.skip_until - offset, len(payload))
+            payload, offset = payload[cut:], offset + cut
+            if not payload:
+                return
         if not s.buf:
             s.base = offset
             s.first_frame = frame
@@ -68,10 +77,25 @@ class KafkaConnection:
 
     def gap(self, side: int, offset: int, length: int, ts: float, frame: int) -> None:
         s = self.sides[side]
+        end = offset + length
+        if end <= s.skip_until:
+            return                                 # inside a message already reported truncated
         self.emit_gap(Gap(self.index, "request" if side == 0 else "response", offset,
                           length, frame, ts))
+        size = struct.unpack_from(">i", s.buf)[0] if len(s.buf) >= 4 and not s.resync else -1
+        message_end = s.base + 4 + size
+        if 4 <= size <= MAX_MESSAGE and end <= message_end and len(s.buf) >= 12:
+            # the hole is inside a message whose size we know: report what was captured
+            # of it, skip exactly its remaining bytes, and frame on without resync
+            data = bytes(s.buf[4:])
+            self._message(side, s.base + 4, data, ts, frame,
+                          truncated=f"truncated: {size - len(data)} of {size} bytes not captured")
+            s.skip_until = message_end
+            s.buf.clear()
+            s.base = message_end
+            return
         s.buf.clear()
-        s.base = offset + length
+        s.base = end
         s.resync = True
 
     def close(self) -> None:
@@ -79,8 +103,13 @@ class KafkaConnection:
             if s.buf and not s.resync:
                 self.emit_gap(Gap(self.index, "request" if side == 0 else "response",
                                   s.base, len(s.buf), 0, 0.0))
+        for waiting in self.early.values():
+            for resp in waiting:
+                self._orphan(resp)
+        self.early.clear()
         for req in self.pending.unanswered():
-            req.status = "unanswered"
+            if req.status == "ok":
+                req.status = "unanswered"
             self.emit_exchange(Exchange(req, None, self.client, self.broker, self.index))
         self.pending.clear()
 
@@ -133,10 +162,13 @@ class KafkaConnection:
 
     # -- messages -------------------------------------------------------------------------
 
-    def _message(self, side: int, offset: int, data: bytes, ts: float, frame: int) -> None:
+    def _message(self, side: int, offset: int, data: bytes, ts: float, frame: int,
+                 truncated: str | None = None) -> None:
         self.messages += 1
         msg = KafkaMessage(self.next_index(), self.index, "request" if side == 0 else "response",
                            ts, frame, offset, data)
+        if truncated:
+            msg.status = truncated
         if self.sasl_mode and side == 0:
             if plausible_request(struct.pack(">i", len(data)) + data[:512]):
                 self.sasl_mode = False          # authenticated: Kafka requests again
@@ -163,28 +195,47 @@ class KafkaConnection:
             return
         msg.api_key, msg.api_version = head.api_key, head.api_version
         msg.correlation_id, msg.client_id = head.correlation_id, head.client_id
-        if not schemas.is_known(head.api_key, head.api_version):
+        if not schemas.is_known(head.api_key, head.api_version) and msg.status == "ok":
             msg.status = "unknown API version"
         if head.api_key == 0 and produce_acks(msg.data, head.size, head.api_version) == 0:
-            msg.status = "no response expected (acks=0)"
+            if msg.status == "ok":
+                msg.status = "no response expected (acks=0)"
             self.emit_exchange(Exchange(msg, None, self.client, self.broker, self.index))
             self.pending.request(head.correlation_id, msg, expected=False)
-            return
-        self.pending.request(head.correlation_id, msg)
+        else:
+            self.pending.request(head.correlation_id, msg)
+        early = self.early.get(head.correlation_id)
+        if early:
+            resp = early.pop(0)
+            if not early:
+                del self.early[head.correlation_id]
+            self._response(resp)
+
+    def _orphan(self, msg: KafkaMessage) -> None:
+        if msg.status == "ok":
+            msg.status = "orphan (request not captured)"
+        self.emit_exchange(Exchange(None, msg, self.client, self.broker, self.index))
 
     def _response(self, msg: KafkaMessage) -> None:
         corr = struct.unpack_from(">i", msg.data)[0] if len(msg.data) >= 4 else None
         msg.correlation_id = corr
         match = self.pending.response(corr) if corr is not None else None
         if match is None:
-            msg.status = "orphan (request not captured)"
-            self.emit_exchange(Exchange(None, msg, self.client, self.broker, self.index))
+            if corr is None:
+                self._orphan(msg)
+                return
+            self.early.setdefault(corr, []).append(msg)
+            if sum(map(len, self.early.values())) > MAX_EARLY:
+                oldest = min(self.early, key=lambda c: self.early[c][0].index)
+                self._orphan(self.early[oldest].pop(0))
+                if not self.early[oldest]:
+                    del self.early[oldest]
             return
         req = match.item
         msg.api_key, msg.api_version = req.api_key, req.api_version
         msg.pair, req.pair = req.index, msg.index
         msg.how = "paired by correlation id"
-        if not match.expected:
+        if not match.expected and msg.status == "ok":
             msg.status = "answer to acks=0 (brokers normally send none)"
         if req.api_key == 17 and req.api_version == 0 and _no_error(msg.data):
             # SaslHandshake v0: the tokens that follow carry no Kafka header

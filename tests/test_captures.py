@@ -1,0 +1,268 @@
+"""`kdissect pcap` on the repo's real captures (scripts/make_captures.py): every message
+framed and paired, records as produced, agreement with tshark, damaged captures."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from kdissect.capture.pcapfile import CaptureReader
+from kdissect.render.records import records_of
+from kdissect.render.summary import facts
+from kdissect.stream.dissector import CaptureDissector
+from tests.support.scenarios import SCENARIOS, records
+
+ROOT = Path(__file__).resolve().parents[1]
+CAPTURES = ROOT / "captures"
+
+
+def dissect(path: Path, **kw):
+    exchanges, gaps = [], []
+    d = CaptureDissector(exchanges.append, gaps.append, **kw)
+    with CaptureReader(str(path)) as reader:
+        for p in reader.packets():
+            d.packet(p)
+        warnings = reader.warnings
+    d.finish()
+    return exchanges, gaps, warnings
+
+
+def messages(exchanges):
+    out = []
+    for ex in exchanges:
+        for m in (ex.request, ex.response):
+            if m is not None and not (m is ex.request and ex.repeat) and m not in out:
+                out.append(m)
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_every_message_framed_and_paired(name):
+    exchanges, gaps, warnings = dissect(CAPTURES / f"{name}.pcap")
+    assert gaps == [] and warnings == []
+    assert exchanges
+    orphans = [ex for ex in exchanges if ex.request is None]
+    assert orphans == []
+    for ex in exchanges:
+        for m in (ex.request, ex.response):
+            if m is not None:
+                assert m.decoded().problems == [], (name, m.decoded().title)
+    # a request left unanswered is a long poll or a request in flight when the client closed
+    last = {}
+    for ex in exchanges:
+        if ex.request is not None:
+            last[ex.stream] = max(last.get(ex.stream, -1), ex.request.index)
+    for ex in exchanges:
+        if ex.request is not None and ex.request.status == "unanswered":
+            assert ex.request.api_key in (1, 3) or ex.request.index == last[ex.stream]
+    acks0 = [ex for ex in exchanges if ex.request is not None
+             and ex.request.status.startswith("no response expected")]
+    assert bool(acks0) == (name == "acks0")
+
+
+EXPECTED_TOPICS = {
+    "kafka-python-codecs": [f"kp-{c or 'none'}" for c in (None, "gzip", "snappy", "lz4", "zstd")],
+    "confluent-group": ["ck-group"], "aiokafka": ["aio"], "kcat": ["kcat"], "acks0": ["acks0"],
+    "legacy-0.8.2": ["legacy-0-8-2"], "legacy-0.10.0": ["legacy-0-10-0"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_TOPICS))
+def test_produced_records_decode_as_sent(name):
+    exchanges, _, _ = dissect(CAPTURES / f"{name}.pcap")
+    for topic in EXPECTED_TOPICS[name]:
+        produced = [r for m in messages(exchanges)
+                    if m.direction == "request" and m.api_key == 0
+                    and topic in facts(m.decoded().body).topics
+                    for r in records_of(m.decoded().body)]
+        assert sorted((r["key"], r["value"]) for r in produced) == sorted(
+            (k.decode(), v.decode()) for k, v in records(topic))
+        if name == "kafka-python-codecs":
+            codec = topic.split("-")[1]
+            assert all(r["headers"] == [{"key": "codec", "value": codec}] for r in produced)
+
+
+def test_big_messages_span_segments():
+    exchanges, gaps, _ = dissect(CAPTURES / "mtu1500.pcap")
+    produce = [ex.request for ex in exchanges if ex.request and ex.request.api_key == 0]
+    values = sorted(r["value"] for m in produce for r in records_of(m.decoded().body))
+    assert values == sorted(v.decode() for _, v in records("big", n=3, size=40000))
+    with CaptureReader(str(CAPTURES / "mtu1500.pcap")) as reader:
+        assert max(len(p.data) for p in reader.packets()) <= 1514
+
+
+# -- tshark cross-check -------------------------------------------------------------------
+
+TSHARK_BODY = {0: 8, 1: 11, 3: 9}          # API key -> highest version tshark 4.0 decodes
+
+
+def tshark_rows(path: Path) -> dict[int, dict]:
+    fields = ["frame.number", "kafka.api_key", "kafka.api_version", "kafka.correlation_id",
+              "kafka.client_id", "kafka.topic_name", "kafka.partition_id", "kafka.error"]
+    out = subprocess.run(["tshark", "-r", str(path), "-d", "tcp.port==9092,kafka", "-T",
+                          "fields", "-E", "separator=\t", "-E", "occurrence=a",
+                          *sum((["-e", f] for f in fields), [])],
+                         capture_output=True, text=True, check=True).stdout
+    rows = {}
+    for line in out.splitlines():
+        cols = line.split("\t")
+        if len(cols) < len(fields) or not cols[3]:
+            continue
+        split = [c.split(",") if c else [] for c in cols]
+        rows[int(cols[0])] = {
+            "corr": [int(x) for x in split[3]], "api_key": [int(x) for x in split[1]],
+            "client_id": [x for x in split[4] if x],
+            "topics": {x for x in split[5] if x and x != "[ Null ]"},
+            "partitions": {int(x) for x in split[6]},
+            "errors": {int(x) for x in split[7] if x and int(x)}}
+    return rows
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_agrees_with_tshark(name):
+    path = CAPTURES / f"{name}.pcap"
+    exchanges, _, _ = dissect(path)
+    theirs = tshark_rows(path)
+    ours: dict[int, list] = defaultdict(list)
+    for m in messages(exchanges):
+        ours[m.frame].append(m)
+    assert set(theirs) == set(ours), "frames holding Kafka messages differ"
+    compared = 0
+    for frame, row in theirs.items():
+        mine = ours[frame]
+        assert sorted(row["corr"]) == sorted(m.correlation_id for m in mine), frame
+        assert set(row["api_key"]) <= {m.api_key for m in mine}, frame
+        assert row["client_id"] == [m.client_id for m in mine
+                                    if m.direction == "request" and m.client_id], frame
+        for m in mine:
+            if m.api_key in TSHARK_BODY and m.api_version <= TSHARK_BODY[m.api_key]:
+                f = facts(m.decoded().body)
+                assert f.topics.keys() == row["topics"], (frame, m.api_name)
+                assert set().union(*f.topics.values()) == row["partitions"], (frame, m.api_name)
+                assert set(f.errors) == row["errors"], (frame, m.api_name)
+                compared += 1
+    if name in ("aiokafka", "legacy-0.8.2", "legacy-0.10.0"):
+        assert compared >= 4
+
+
+# -- damaged captures --------------------------------------------------------------------
+
+def _rewrite(src: Path, dst: Path, change) -> None:
+    from scapy.utils import PcapReader, PcapWriter
+    packets = list(PcapReader(str(src)))
+    with PcapWriter(str(dst), linktype=1, sync=True) as w:
+        for p in change(packets):
+            w.write(p)
+
+
+def _fingerprint(exchanges):
+    return sorted(repr((ex.client, m.direction, m.api_key, m.api_version, m.correlation_id,
+                        json.dumps(m.decoded().body.plain() if m.decoded().body else None,
+                                   default=str)))
+                  for ex in exchanges for m in (ex.request, ex.response) if m is not None)
+
+
+def test_reordered_and_pcapng_give_the_same_result(tmp_path):
+    src = CAPTURES / "kafka-python-codecs.pcap"
+    original, _, _ = dissect(src)
+    rng = random.Random(7)
+
+    def reorder(packets):
+        packets = list(packets)
+        for i in range(1, len(packets) - 1, 3):       # swap neighbours, keep SYNs first
+            if rng.random() < 0.5 and i > 2:
+                packets[i], packets[i + 1] = packets[i + 1], packets[i]
+        return packets
+
+    _rewrite(src, tmp_path / "reordered.pcap", reorder)
+    subprocess.run(["editcap", "-F", "pcapng", str(src), str(tmp_path / "x.pcapng")], check=True)
+    for variant in ("reordered.pcap", "x.pcapng"):
+        got, gaps, warnings = dissect(tmp_path / variant)
+        assert gaps == [] and warnings == []
+        assert _fingerprint(got) == _fingerprint(original), variant
+
+
+def _count_decoded(exchanges) -> int:
+    """Messages recovered: fully decoded, or truncated by the capture with their header."""
+    return sum(1 for m in messages(exchanges) if m.direction != "sasl" and (
+        not m.decoded().problems or m.status.startswith("truncated")))
+
+
+def _tshark_real(path: Path, real: set[tuple[int, int]]) -> int:
+    """Messages tshark finds in ``path`` that really exist: on damaged streams it also
+    reads segment payloads as new messages, with made-up correlation ids."""
+    out = subprocess.run(["tshark", "-r", str(path), "-d", "tcp.port==9092,kafka", "-T", "fields",
+                          "-E", "occurrence=a", "-e", "frame.number", "-e", "kafka.correlation_id"],
+                         capture_output=True, text=True).stdout
+    found = 0
+    for line in out.splitlines():
+        frame, _, corrs = line.partition("\t")
+        found += sum(1 for c in corrs.split(",") if c and (int(frame), int(c)) in real)
+    return found
+
+
+@pytest.mark.parametrize("damage", ["mid-stream", "drop-2pct", "truncated", "snaplen-200"])
+def test_damaged_captures(tmp_path, damage):
+    src = CAPTURES / "mtu1500.pcap" if damage != "mid-stream" else CAPTURES / "confluent-group.pcap"
+    out = tmp_path / f"{damage}.pcap"
+    rng = random.Random(11)
+    if damage == "mid-stream":
+        _rewrite(src, out, lambda ps: ps[len(ps) // 3:])
+    elif damage == "drop-2pct":
+        _rewrite(src, out, lambda ps: [p for i, p in enumerate(ps)
+                                       if i < 10 or rng.random() >= 0.02])
+    elif damage == "truncated":
+        data = src.read_bytes()
+        out.write_bytes(data[:len(data) * 2 // 3 + 7])
+    else:
+        subprocess.run(["editcap", "-s", "200", str(src), str(out)], check=True)
+    exchanges, gaps, warnings = dissect(out)
+    original = messages(dissect(src)[0])
+    real = {(m.frame, m.correlation_id) for m in original}
+    if damage == "truncated":
+        assert warnings and "ends inside" in warnings[0]
+    if damage in ("drop-2pct", "snaplen-200"):
+        assert gaps, "lost bytes are reported as gaps"
+    assert _count_decoded(exchanges) >= _tshark_real(out, real)
+    # nothing decoded from a damaged stream invents a message: every clean message we
+    # report exists in the undamaged capture
+    full = {(m.stream, m.direction, m.correlation_id, m.data) for m in original}
+    if damage in ("drop-2pct", "snaplen-200", "truncated"):
+        for m in messages(exchanges):
+            if not m.decoded().problems and m.direction != "sasl":
+                assert (m.stream, m.direction, m.correlation_id, m.data) in full
+
+
+def test_cli_on_a_capture_and_on_bad_files(tmp_path):
+    run = lambda *a: subprocess.run([sys.executable, "-m", "kdissect", "pcap", *a],
+                                    capture_output=True, text=True, cwd=ROOT, timeout=120)
+    res = run("captures/confluent-group.pcap")
+    assert res.returncode == 0
+    assert "JoinGroup v5" in res.stdout and "MEMBER_ID_REQUIRED" in res.stdout
+    assert "Produce v10" in res.stdout and "ck-group[0]  4 records" in res.stdout
+    res = run("captures/aiokafka.pcap", "--format", "jsonl")
+    rows = [json.loads(line) for line in res.stdout.splitlines()]
+    by_index = {r["index"]: r for r in rows}
+    for r in rows:
+        assert {"frame", "stream", "direction", "ts", "api_key", "api_name", "api_version",
+                "correlation_id", "pair", "status", "problems", "body"} <= r.keys()
+        if r["pair"] is not None:
+            assert by_index[r["pair"]]["pair"] == r["index"]
+    fetched = [rec for r in rows if r["api_name"] == "Fetch" and r["direction"] == "response"
+               for t in r["body"]["responses"] for p in t["partitions"]
+               for b in p["records"] for rec in b["records"]]
+    assert [(x["key"], x["value"]) for x in fetched] == [
+        (k.decode(), v.decode()) for k, v in records("aio")]
+    junk = tmp_path / "junk.pcap"
+    junk.write_text("hello, not a capture")
+    res = run(str(junk))
+    assert res.returncode == 1 and "not a pcap or pcapng file" in res.stderr
+    assert "Traceback" not in res.stderr
+    res = run(str(tmp_path / "missing.pcap"))
+    assert res.returncode == 2 and "does not exist" in res.stderr
