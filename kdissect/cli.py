@@ -284,6 +284,10 @@ def pcap(files, ports, no_detect, verbose, fmt, no_tui, show_secrets, max_decomp
         except CaptureError as e:
             err.print(Text(str(e), style="bold red"))
             continue
+        except BrokenPipeError:
+            # the reader went away (`| head`): stop quietly, as command-line tools do
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return
         except OSError as e:
             err.print(Text(f"{path}: {e.strerror or e}", style="bold red"))
             continue
