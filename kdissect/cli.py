@@ -200,9 +200,18 @@ Output (to a terminal the TUI comes in a later release; for now always text):
   --format jsonl    one JSON object per Kafka message (see docs/jsonl.md)
 
 \b
+Filters (-Y, see docs/filters.md), over exchanges:
+  api == Produce and topic == "orders"      error != 0        latency > 50ms
+  client_id ~ "rdkafka"                     api in {Fetch, ListOffsets} and records > 0
+  fields: api version correlation_id client_id latency topic partition error records
+          status stream client broker bytes problems frame
+
+\b
 Examples:
   kdissect pcap capture.pcapng
   kdissect pcap -p 9093 -p 19092-19094 traffic.pcap.gz
+  kdissect pcap capture.pcap -Y 'error != 0' -V
+  kdissect pcap capture.pcap --stats
   kdissect pcap capture.pcap --format jsonl | jq 'select(.api_name == "Produce")'
 """
 
@@ -231,25 +240,48 @@ def _ports(values: tuple[str, ...]) -> set[int]:
 @click.option("-V", "--verbose", is_flag=True, help="Print full field trees.")
 @click.option("--format", "fmt", type=click.Choice(["text", "jsonl"]), default="text",
               show_default=True, help="Output format.")
+@click.option("-Y", "--filter", "filter_text", metavar="EXPR",
+              help="Only exchanges matching this display filter.")
+@click.option("--stats", is_flag=True, help="Print statistics (per API, errors, latency "
+              "percentiles, connections) instead of the exchanges.")
 @click.option("--no-tui", is_flag=True, help="Print instead of opening the TUI (the default "
               "for now).")
 @click.option("--show-secrets", is_flag=True, help="Show SASL passwords, proofs and tokens.")
 @click.option("--max-decompressed", default="64M", show_default=True, metavar="SIZE",
               help="Largest decompressed record payload to accept.")
-def pcap(files, ports, no_detect, verbose, fmt, no_tui, show_secrets, max_decompressed):
+def pcap(files, ports, no_detect, verbose, fmt, filter_text, stats, no_tui, show_secrets,
+         max_decompressed):
     from .capture.pcapfile import CaptureError, CaptureReader
+    from .filters import FilterError, parse_filter
     from .render.lines import exchange_line, message_json
+    from .render.stats import stats_tables
     from .stream.dissector import CaptureDissector
+    from .stream.facts import ExchangeView
     from .stream.session import DEFAULT_PORTS
+    from .stream.stats import Stats
+
+    try:
+        display_filter = parse_filter(filter_text) if filter_text else None
+    except FilterError as e:
+        raise click.BadParameter(str(e), param_hint="-Y/--filter") from None
+    totals = Stats() if stats else None
 
     console = Console(highlight=False)
+    if not console.is_terminal:
+        console = Console(highlight=False, width=160)   # don't squeeze tables into 80 columns
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     options = Options(show_secrets=show_secrets, max_decompressed=_size(max_decompressed))
     kafka_ports = DEFAULT_PORTS | _ports(ports)
     total = {"exchanges": 0, "gaps": 0, "packets": 0}
 
     def on_exchange(ex):
+        view = ExchangeView(ex, options)
+        if display_filter is not None and not display_filter(view):
+            return
         total["exchanges"] += 1
+        if totals is not None:
+            totals.add(ex, view)
+            return
         if fmt == "jsonl":
             for m in (ex.request, ex.response):
                 if m is not None and not (m is ex.request and ex.repeat):
@@ -264,6 +296,8 @@ def pcap(files, ports, no_detect, verbose, fmt, no_tui, show_secrets, max_decomp
 
     def on_gap(g):
         total["gaps"] += 1
+        if totals is not None:
+            totals.add_gap(g)
         if total["gaps"] > 20:
             return                  # the count is reported at the end
         err.print(Text(f"gap: stream {g.stream} {g.direction}s lost {g.length} bytes at "
@@ -300,6 +334,8 @@ def pcap(files, ports, no_detect, verbose, fmt, no_tui, show_secrets, max_decomp
             err.print(Text(f"{path}: no Kafka traffic found in {dissector.packets} packets "
                            f"(ports {', '.join(map(str, sorted(kafka_ports)[:5]))}; add others "
                            f"with -p)", style="yellow"))
+    if totals is not None:
+        console.print(stats_tables(totals))
     if total["gaps"] > 20:
         err.print(Text(f"{total['gaps']} gaps in all ({total['gaps'] - 20} not listed)",
                        style="yellow"))

@@ -30,7 +30,8 @@ def in_namespace() -> None:
     if os.environ.get("KDISSECT_NETNS") == "1":
         return
     env = {**os.environ, "KDISSECT_NETNS": "1"}
-    os.execvpe("unshare", ["unshare", "-n", "--", sys.executable, __file__, *sys.argv[1:]], env)
+    script = os.path.abspath(sys.argv[0])        # whichever script called us
+    os.execvpe("unshare", ["unshare", "-n", "--", sys.executable, script, *sys.argv[1:]], env)
 
 
 def set_mtu(mtu: int | None) -> None:
@@ -41,10 +42,12 @@ def set_mtu(mtu: int | None) -> None:
                    check=False, capture_output=True)
 
 
-def record(name: str) -> None:
-    session, mtu, _about = SCENARIOS[name]
+def record(name: str, session=None, mtu: int | None = None, out: Path | None = None) -> None:
+    """Capture ``session`` (by default the named scenario) into ``out``."""
+    if session is None:
+        session, mtu, _about = SCENARIOS[name]
     set_mtu(mtu)
-    out = ROOT / "captures" / f"{name}.pcap"
+    out = out or ROOT / "captures" / f"{name}.pcap"
     broker = subprocess.Popen(
         [tansu_binary(), "broker", "--cluster-id", "kdissect",
          "--listener-url", f"tcp://127.0.0.1:{PORT}",
@@ -79,7 +82,7 @@ def record(name: str) -> None:
             raise SystemExit(f"{name}: tcpdump did not keep every packet: {report.strip()}")
         broker.terminate()
         broker.wait(10)
-    print(f"{out.relative_to(ROOT)}: {out.stat().st_size} bytes", flush=True)
+    print(f"{out}: {out.stat().st_size} bytes", flush=True)
 
 
 def main() -> None:

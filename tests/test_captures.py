@@ -14,7 +14,7 @@ import pytest
 
 from kdissect.capture.pcapfile import CaptureReader
 from kdissect.render.records import records_of
-from kdissect.render.summary import facts
+from kdissect.stream.facts import facts
 from kdissect.stream.dissector import CaptureDissector
 from tests.support.scenarios import SCENARIOS, records
 

@@ -10,7 +10,7 @@ from rich.text import Text
 from ..protocol import Options
 from ..stream.model import Exchange, KafkaMessage
 from .records import plain_json
-from .summary import facts
+from ..stream.facts import facts
 
 
 def iso(ts: float) -> str:

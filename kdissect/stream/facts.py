@@ -1,4 +1,5 @@
-"""One-line summaries of exchanges: topics/partitions, record counts, errors."""
+"""What an exchange touches: topics and partitions, record counts, errors; and the
+field values the display filters see."""
 
 from __future__ import annotations
 
@@ -72,3 +73,58 @@ def _collect(node: Node, f: Facts, topic: str | None, array: str = "") -> None:
                 f.records += 1
         if c.children:
             _collect(c, f, topic, c.name if kind == "array" else array)
+
+
+class ExchangeView:
+    """An exchange as the display filters see it: ``field(name)`` -> list of values.
+    Decodes (and remembers) only when a field needs the bodies."""
+
+    def __init__(self, ex, options=None):
+        self.ex = ex
+        self.options = options
+        self._facts: Facts | None = None
+
+    def facts(self) -> Facts:
+        if self._facts is None:
+            req, resp = self.ex.request, self.ex.response
+            self._facts = facts(req.decoded(self.options).body if req else None,
+                                resp.decoded(self.options).body if resp else None)
+        return self._facts
+
+    def field(self, name: str) -> list:
+        ex = self.ex
+        msgs = [m for m in (ex.request, ex.response) if m is not None]
+        first = ex.first
+        if name == "api":
+            return [first.api_key]
+        if name == "version":
+            return [first.api_version]
+        if name == "correlation_id":
+            return [first.correlation_id]
+        if name == "client_id":
+            return [ex.request.client_id] if ex.request and ex.request.client_id else []
+        if name == "latency":
+            return [ex.latency] if ex.latency is not None else []
+        if name == "topic":
+            return list(self.facts().topics)
+        if name == "partition":
+            return sorted(set().union(*self.facts().topics.values())) if self.facts().topics else []
+        if name == "error":
+            return self.facts().errors or [0]
+        if name == "records":
+            return [self.facts().records]
+        if name == "status":
+            return [m.status for m in msgs]
+        if name == "stream":
+            return [ex.stream]
+        if name == "client":
+            return [f"{ex.client[0]}:{ex.client[1]}"]
+        if name == "broker":
+            return [f"{ex.broker[0]}:{ex.broker[1]}"]
+        if name == "bytes":
+            return [sum(len(m.data) for m in msgs)]
+        if name == "problems":
+            return [sum(len(m.decoded(self.options).problems) for m in msgs)]
+        if name == "frame":
+            return [first.frame]
+        raise KeyError(name)

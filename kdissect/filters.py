@@ -1,0 +1,269 @@
+"""The display-filter language shared by the CLI, TUI and proxy.
+
+    api == Produce and topic == "orders"
+    error != 0
+    latency > 50ms
+    client_id ~ "rdkafka"
+    not (api in {Metadata, ApiVersions}) and records >= 100
+
+A field with several values (an exchange touches several topics) matches when any value
+does; ``!=`` and ``!~`` match when no value does. A bare field is true when it has a
+truthy value. See docs/filters.md.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .protocol.names import api_key_of
+
+
+class FilterError(ValueError):
+    def __init__(self, position: int, message: str, text: str):
+        self.position = position
+        pointer = f"\n  {text}\n  {' ' * position}^"
+        super().__init__(f"at position {position}: {message}{pointer}")
+
+
+@dataclass(frozen=True)
+class FieldInfo:
+    kind: str          # "number", "text", "api", "error", "duration"
+    help: str
+
+
+FIELDS: dict[str, FieldInfo] = {
+    "api": FieldInfo("api", "API name or key: api == Produce, api == 3"),
+    "version": FieldInfo("number", "API version"),
+    "correlation_id": FieldInfo("number", "correlation id"),
+    "client_id": FieldInfo("text", "client id of the request"),
+    "latency": FieldInfo("duration", "response time: latency > 50ms (units us, ms, s)"),
+    "topic": FieldInfo("text", "any topic the exchange touches"),
+    "partition": FieldInfo("number", "any partition the exchange touches"),
+    "error": FieldInfo("error", "error codes in the response (0 when none): error != 0, "
+                                "error == UNKNOWN_TOPIC_OR_PARTITION"),
+    "records": FieldInfo("number", "records carried (Produce requests, Fetch responses)"),
+    "status": FieldInfo("text", "ok, unanswered, orphan ..., truncated ..."),
+    "stream": FieldInfo("number", "connection number"),
+    "client": FieldInfo("text", "client address, ip:port"),
+    "broker": FieldInfo("text", "broker address, ip:port"),
+    "bytes": FieldInfo("number", "request + response size in bytes"),
+    "problems": FieldInfo("number", "number of fields that did not decode cleanly"),
+    "frame": FieldInfo("number", "capture frame of the request (or response)"),
+}
+_ALIASES = {"corr": "correlation_id", "api_version": "version", "client.id": "client_id",
+            "latency_ms": "latency", "errors": "error"}
+_DURATION = {"us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0}
+_TOKEN = re.compile(r"""\s*(?:
+    (?P<num>-?\d+(?:\.\d+)?(?:us|µs|ms|s)?(?![\w.]))
+  | (?P<str>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')
+  | (?P<op>==|!=|<=|>=|!~|&&|\|\||[<>~!(){},=])
+  | (?P<word>[A-Za-z_][\w.\-]*)
+)""", re.X)
+_COMPARE = {"==", "!=", "<", "<=", ">", ">=", "~", "!~", "contains", "in", "matches", "="}
+
+
+@dataclass(frozen=True)
+class Token:
+    kind: str
+    text: str
+    pos: int
+
+
+def _tokens(text: str) -> list[Token]:
+    out, pos = [], 0
+    while pos < len(text):
+        if text[pos:].strip() == "":
+            break
+        m = _TOKEN.match(text, pos)
+        if not m or m.end() == pos:
+            start = len(text) - len(text[pos:].lstrip())
+            raise FilterError(start, f"unexpected {text[start]!r}", text)
+        kind = m.lastgroup
+        start = m.start(kind)
+        out.append(Token(kind, m.group(kind), start))
+        pos = m.end()
+    out.append(Token("end", "", len(text)))
+    return out
+
+
+Predicate = Callable[[Any], bool]
+
+
+class _Parser:
+    def __init__(self, text: str):
+        self.text = text
+        self.toks = _tokens(text)
+        self.i = 0
+        self.fields: set[str] = set()
+
+    def peek(self) -> Token:
+        return self.toks[self.i]
+
+    def take(self) -> Token:
+        tok = self.toks[self.i]
+        self.i += 1
+        return tok
+
+    def error(self, tok: Token, expected: str) -> FilterError:
+        found = "the end" if tok.kind == "end" else repr(tok.text)
+        return FilterError(tok.pos, f"expected {expected}, found {found}", self.text)
+
+    def parse(self) -> Predicate:
+        if self.peek().kind == "end":
+            raise self.error(self.peek(), "a filter such as 'api == Produce'")
+        pred = self.or_()
+        if self.peek().kind != "end":
+            raise self.error(self.peek(), "'and', 'or' or the end of the filter")
+        return pred
+
+    def or_(self) -> Predicate:
+        left = self.and_()
+        while self.peek().text in ("or", "||"):
+            self.take()
+            right = self.and_()
+            left = (lambda a, b: lambda x: a(x) or b(x))(left, right)
+        return left
+
+    def and_(self) -> Predicate:
+        left = self.not_()
+        while self.peek().text in ("and", "&&"):
+            self.take()
+            right = self.not_()
+            left = (lambda a, b: lambda x: a(x) and b(x))(left, right)
+        return left
+
+    def not_(self) -> Predicate:
+        if self.peek().text in ("not", "!"):
+            self.take()
+            inner = self.not_()
+            return lambda x: not inner(x)
+        return self.primary()
+
+    def primary(self) -> Predicate:
+        tok = self.peek()
+        if tok.text == "(":
+            self.take()
+            inner = self.or_()
+            if self.peek().text != ")":
+                raise self.error(self.peek(), "')'")
+            self.take()
+            return inner
+        if tok.kind != "word":
+            raise self.error(tok, f"a field name ({', '.join(FIELDS)}) or '('")
+        name = _ALIASES.get(tok.text, tok.text)
+        if name not in FIELDS:
+            close = [f for f in FIELDS if f.startswith(tok.text[:2])]
+            hint = f" (did you mean {', '.join(close)}?)" if close else ""
+            raise FilterError(tok.pos, f"unknown field {tok.text!r}{hint}; fields: "
+                                       f"{', '.join(FIELDS)}", self.text)
+        self.take()
+        self.fields.add(name)
+        op_tok = self.peek()
+        if op_tok.text not in _COMPARE:
+            return lambda x: any(_values(x, name))
+        self.take()
+        op = {"=": "==", "matches": "~"}.get(op_tok.text, op_tok.text)
+        if op == "in":
+            values = self.value_set(name)
+            return lambda x: any(v in values for v in _values(x, name))
+        value = self.value(name, op)
+        return _compare(name, op, value)
+
+    def value_set(self, name: str) -> set:
+        if self.peek().text != "{":
+            raise self.error(self.peek(), "'{' starting a set like {Produce, Fetch}")
+        self.take()
+        values = set()
+        while True:
+            values.add(self.value(name, "=="))
+            tok = self.take()
+            if tok.text == "}":
+                return values
+            if tok.text != ",":
+                raise self.error(tok, "',' or '}'")
+
+    def value(self, name: str, op: str):
+        tok = self.take()
+        kind = FIELDS[name].kind
+        if tok.kind == "end" or tok.kind == "op":
+            raise self.error(tok, f"a value for {name}")
+        text = tok.text
+        if tok.kind == "str":
+            text = bytes(text[1:-1], "utf-8").decode("unicode_escape")
+        if op in ("~", "!~"):
+            try:
+                return re.compile(text)
+            except re.error as e:
+                raise FilterError(tok.pos, f"bad regular expression: {e}", self.text) from None
+        if kind == "api":
+            key = api_key_of(text)
+            if key is None:
+                raise FilterError(tok.pos, f"unknown API {text!r}", self.text)
+            return key
+        if kind == "error":
+            if tok.kind == "num":
+                return int(text)
+            from .protocol.names import _kio_errors
+            by_name = {n: c for c, (n, _r) in _kio_errors().items()}
+            by_name["NONE"] = 0
+            if text.upper() not in by_name:
+                raise FilterError(tok.pos, f"unknown error name {text!r}", self.text)
+            return by_name[text.upper()]
+        if kind == "duration":
+            m = re.fullmatch(r"(-?\d+(?:\.\d+)?)(us|µs|ms|s)?", text)
+            if not m:
+                raise FilterError(tok.pos, f"expected a duration like 50ms, found {text!r}",
+                                  self.text)
+            return float(m[1]) * _DURATION[m[2] or "ms"]
+        if kind == "number":
+            if tok.kind != "num" or not re.fullmatch(r"-?\d+", text):
+                raise FilterError(tok.pos, f"expected a whole number for {name}, found "
+                                           f"{text!r}", self.text)
+            return int(text)
+        return text
+
+
+def _compare(name: str, op: str, value) -> Predicate:
+    if op == "~":
+        return lambda x: any(isinstance(v, str) and value.search(v) for v in _values(x, name))
+    if op == "!~":
+        return lambda x: not any(isinstance(v, str) and value.search(v) for v in _values(x, name))
+    if op == "contains":
+        return lambda x: any(isinstance(v, str) and str(value) in v for v in _values(x, name))
+    if op == "==":
+        return lambda x: any(v == value for v in _values(x, name))
+    if op == "!=":
+        return lambda x: not any(v == value for v in _values(x, name))
+    cmp = {"<": lambda a, b: a < b, "<=": lambda a, b: a <= b,
+           ">": lambda a, b: a > b, ">=": lambda a, b: a >= b}[op]
+    return lambda x: any(v is not None and not isinstance(v, str) and cmp(v, value)
+                         for v in _values(x, name))
+
+
+def _values(x, name: str) -> list:
+    """The values of ``name`` for the item ``x`` (anything with a ``field`` method)."""
+    return x.field(name)
+
+
+@dataclass
+class Filter:
+    text: str
+    predicate: Predicate
+    fields: frozenset[str]
+
+    def __call__(self, item) -> bool:
+        return self.predicate(item)
+
+    @property
+    def needs_decoding(self) -> bool:
+        return bool(self.fields & {"topic", "partition", "error", "records", "problems"})
+
+
+def parse_filter(text: str) -> Filter:
+    """Compile a filter; FilterError says where it went wrong and what was expected."""
+    p = _Parser(text)
+    pred = p.parse()
+    return Filter(text, pred, frozenset(p.fields))
