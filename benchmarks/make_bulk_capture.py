@@ -67,7 +67,7 @@ def bulk(target_bytes: int):
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("out", nargs="?", default=str(ROOT / "benchmarks" / "data" / "bulk.pcap"))
-    ap.add_argument("--mb", type=int, default=160)
+    ap.add_argument("--mb", type=int, default=180)
     args = ap.parse_args()
     make_captures.in_namespace()
     out = Path(args.out)

@@ -287,7 +287,7 @@ def pcap(files, ports, no_detect, verbose, fmt, filter_text, stats, no_tui, show
                 if m is not None and not (m is ex.request and ex.repeat):
                     click.echo(json.dumps(message_json(m, options), default=str))
             return
-        console.print(exchange_line(ex, options), soft_wrap=True)
+        console.print(exchange_line(ex, options, view), soft_wrap=True)
         if verbose:
             for m in (ex.request, ex.response):
                 if m is not None and not (m is ex.request and ex.repeat):

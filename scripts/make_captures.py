@@ -65,6 +65,7 @@ def record(name: str, session=None, mtu: int | None = None, out: Path | None = N
             time.sleep(0.05)
     # --immediate-mode: else libpcap buffers packets and a stop loses the last ones
     dump = subprocess.Popen(["tcpdump", "-i", "lo", "-s", "0", "-U", "--immediate-mode", "-n",
+                             "-B", "262144",             # KiB: bursts must not overflow it
                              "-w", str(out), f"tcp port {PORT}"], stderr=subprocess.PIPE)
     try:
         dump.stderr.readline()            # "listening on lo ..." once it captures

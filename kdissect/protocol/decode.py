@@ -22,7 +22,9 @@ from .reader import DecodeError, Reader
 class Options:
     show_secrets: bool = False
     max_decompressed: int = 64 * 1024 * 1024   # per compressed payload
-    records: bool = True                        # decode record batches (else leave raw)
+    # True: decode record batches fully; "batches": only batch headers (counts, CRCs:
+    # what a summary needs); False: leave the bytes raw
+    records: bool | str = True
     embedded: bool = True                       # decode structures inside bytes fields
 
 

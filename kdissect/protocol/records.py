@@ -190,6 +190,12 @@ def _batch_v2(buf: bytes, start: int, end: int, ctx: Options) -> Node:
     except Abort:
         return node
     codec = attrs.value & 7
+    if ctx.records == "batches":           # a summary: the header says enough
+        node.note = (f"offsets {base}..{base + last_delta}, {count.value} record(s), "
+                     f"{_attributes_note(attrs.value, 2)}")
+        node.add(Node("records", "records", r.pos, end - r.pos, end - r.pos,
+                      note="not decoded in a summary"))
+        return node
     control = bool(attrs.value & 0x20)
     log_append = bool(attrs.value & 0x08)
     node.note = (f"offsets {base}..{base + last_delta}, {count.value} record(s), "

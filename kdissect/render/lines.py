@@ -10,7 +10,7 @@ from rich.text import Text
 from ..protocol import Options
 from ..stream.model import Exchange, KafkaMessage
 from .records import plain_json
-from ..stream.facts import facts
+from ..stream.facts import ExchangeView
 
 
 def iso(ts: float) -> str:
@@ -23,7 +23,7 @@ def endpoint(addr: tuple[str, int]) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def exchange_line(ex: Exchange, options: Options) -> Text:
+def exchange_line(ex: Exchange, options: Options, view: ExchangeView | None = None) -> Text:
     first = ex.first
     req, resp = ex.request, ex.response
     t = Text()
@@ -46,8 +46,8 @@ def exchange_line(ex: Exchange, options: Options) -> Text:
         t.append(f"  {req.client_id}", style="green")
     if ex.latency is not None:
         t.append(f"  {ex.latency * 1000:.1f}ms", style="yellow" if ex.latency > 0.1 else "")
-    f = facts(req.decoded(options).body if req else None,
-              resp.decoded(options).body if resp else None)
+    view = view or ExchangeView(ex, options)
+    f = view.facts()
     summary = f.text()
     if summary:
         t.append("  ")
@@ -55,7 +55,7 @@ def exchange_line(ex: Exchange, options: Options) -> Text:
             t.append(summary, style="red")
         else:
             t.append(summary)
-    problems = sum(len(m.decoded(options).problems) for m in (req, resp) if m is not None)
+    problems = view.problems
     statuses = [m.status for m in (resp, req) if m is not None and m.status != "ok"]
     status = statuses[0] if statuses else ""
     if status and status != "ok":

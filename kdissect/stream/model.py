@@ -31,6 +31,17 @@ class KafkaMessage:
     def api_name(self) -> str:
         return api_name(self.api_key) if self.direction != "sasl" else "SASL token"
 
+    def summary_tree(self, options: Options):
+        """A tree decoded with ``options`` (e.g. a summary), not kept: the full tree
+        from ``decoded`` stays the one that is remembered."""
+        if self._decoded is not None:
+            return self._decoded.tree
+        if self.direction == "request":
+            return decode_request(self.data, options).tree
+        if self.api_key is None:
+            return self.decoded().tree          # an orphan: the guess needs a full decode
+        return decode_response(self.data, self.api_key, self.api_version, options).tree
+
     def decoded(self, options: Options | None = None) -> Message:
         """The full field tree, built on first use and kept."""
         if self._decoded is None:
