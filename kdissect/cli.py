@@ -274,8 +274,11 @@ def pcap(files, ports, no_detect, verbose, fmt, filter_text, stats, no_tui, show
     kafka_ports = DEFAULT_PORTS | _ports(ports)
     total = {"exchanges": 0, "gaps": 0, "packets": 0}
 
+    topic_ids: dict[str, str] = {}        # learned from the capture, names Fetch v13+ topics
+
     def on_exchange(ex):
-        view = ExchangeView(ex, options)
+        view = ExchangeView(ex, options, topic_ids)
+        view.learn()
         if display_filter is not None and not display_filter(view):
             return
         total["exchanges"] += 1

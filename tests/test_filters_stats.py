@@ -92,3 +92,13 @@ def test_cli_filter_and_stats():
     assert "127.0.0.1:9092" in res.stdout
     res = run("-Y", "api === x")
     assert res.returncode == 2 and "position" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_topic_ids_are_named_from_the_capture():
+    """Fetch v16 names topics only by id; the Metadata exchanges before it say which."""
+    run = lambda *a: subprocess.run([sys.executable, "-m", "kdissect", "pcap", str(GROUP), *a],
+                                    capture_output=True, text=True, timeout=120)
+    res = run("-Y", "api == Fetch and topic == ck-group")
+    lines = res.stdout.splitlines()
+    assert len(lines) == 2 and all("Fetch v16" in ln and "ck-group[0,1,2,3]" in ln for ln in lines)
+    assert "topic-id:" not in run().stdout

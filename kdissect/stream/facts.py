@@ -35,12 +35,21 @@ class Facts:
         return "  ".join(parts)
 
 
-def facts(*trees: Node | None) -> Facts:
+_ZERO_UUID = "00000000-0000-0000-0000-000000000000"
+# Metadata, CreateTopics, DeleteTopics, DescribeTopicPartitions
+TEACHES_TOPIC_IDS = frozenset({3, 19, 20, 75})
+
+
+def facts(*trees: Node | None, topic_ids: dict[str, str] | None = None) -> Facts:
+    """What ``trees`` touch. ``topic_ids`` (topic id -> name) is learned from messages
+    that carry both (Metadata, CreateTopics...) and names topics that only have an id
+    (Fetch v13+): pass the same dict for a whole capture."""
     f = Facts()
+    ids = topic_ids if topic_ids is not None else {}
     for tree in trees:
         if tree is None:
             continue
-        _collect(tree, f, None)
+        _collect(tree, f, None, "", ids)
     return f
 
 
@@ -48,16 +57,25 @@ def _is_topic_array(name: str) -> bool:
     return "topic" in name or name in ("responses", "partition_data")
 
 
-def _collect(node: Node, f: Facts, topic: str | None, array: str = "") -> None:
+def _collect(node: Node, f: Facts, topic: str | None, array: str, ids: dict[str, str]) -> None:
     """Walk ``node``; ``array`` is the name of the array ``node`` is an element of."""
     element = node.name.startswith("[")
     if element:
+        name = topic_id = None
         for c in node.children:
             if c.ktype == "string" and isinstance(c.value, str) and (
                     c.name in ("topic", "topic_name") or
                     (c.name == "name" and _is_topic_array(array))):
-                topic = c.value
-                f.topics.setdefault(topic, set())
+                name = c.value
+            elif c.ktype == "uuid" and c.name == "topic_id" and c.value != _ZERO_UUID:
+                topic_id = c.value
+        if name is not None and topic_id is not None:
+            ids[topic_id] = name
+        elif name is None and topic_id is not None:
+            name = ids.get(topic_id, f"topic-id:{topic_id[:8]}")
+        if name is not None:
+            topic = name
+            f.topics.setdefault(topic, set())
     for c in node.children:
         kind = c.ktype
         if kind == "int32" and element and topic is not None and \
@@ -77,7 +95,7 @@ def _collect(node: Node, f: Facts, topic: str | None, array: str = "") -> None:
             if attrs is not None and attrs.value is not None and attrs.value & 7 == 0:
                 f.records += 1
         if c.children:
-            _collect(c, f, topic, c.name if kind == "array" else array)
+            _collect(c, f, topic, c.name if kind == "array" else array, ids)
 
 
 SUMMARY = Options(records="batches")
@@ -88,9 +106,10 @@ class ExchangeView:
     values. The bodies are decoded only when a field needs them, and then as a summary
     (record batch headers, not the records), which is not kept."""
 
-    def __init__(self, ex, options=None):
+    def __init__(self, ex, options=None, topic_ids: dict[str, str] | None = None):
         self.ex = ex
         self.options = options
+        self.topic_ids = topic_ids
         self._facts: Facts | None = None
         self._problems = 0
 
@@ -98,9 +117,14 @@ class ExchangeView:
         if self._facts is None:
             trees = [m.summary_tree(SUMMARY) for m in (self.ex.request, self.ex.response)
                      if m is not None and m.direction != "sasl"]
-            self._facts = facts(*(t.child("body") for t in trees))
+            self._facts = facts(*(t.child("body") for t in trees), topic_ids=self.topic_ids)
             self._problems = sum(len(t.problems()) for t in trees)
         return self._facts
+
+    def learn(self) -> None:
+        """Exchanges that pair topic ids with names teach them, filtered out or not."""
+        if self.topic_ids is not None and self.ex.first.api_key in TEACHES_TOPIC_IDS:
+            self.facts()
 
     @property
     def problems(self) -> int:
