@@ -329,3 +329,46 @@ def test_unsupported_link_type_is_reported(tmp_path):
     res = subprocess.run([sys.executable, "-m", "kdissect", "pcap", str(out)], cwd=ROOT,
                          capture_output=True, text=True, timeout=60)
     assert res.returncode == 0 and "unsupported link types: link type 189 (1 packets)" in res.stderr
+
+
+def test_sequence_wrap_around_in_a_real_capture(tmp_path):
+    """Every direction's sequence numbers moved to wrap 2^32 a few KB in."""
+    from scapy.layers.inet import IP, TCP
+    src = CAPTURES / "mtu1500.pcap"
+    first: dict[tuple, int] = {}
+
+    def shift(packets):
+        for p in packets:
+            ip, tcp = p[IP], p[TCP]
+            first.setdefault((ip.src, tcp.sport), tcp.seq)
+        delta = {k: (2**32 - 5000 - v) for k, v in first.items()}
+        for p in packets:
+            ip, tcp = p[IP], p[TCP]
+            tcp.seq = (tcp.seq + delta[(ip.src, tcp.sport)]) % 2**32
+            if (ip.dst, tcp.dport) in delta:
+                tcp.ack = (tcp.ack + delta[(ip.dst, tcp.dport)]) % 2**32
+            del tcp.chksum
+        return packets
+
+    _rewrite(src, tmp_path / "wrapped.pcap", shift)
+    got, gaps, _ = dissect(tmp_path / "wrapped.pcap")
+    assert gaps == [] and _fingerprint(got) == _fingerprint(dissect(src)[0])
+
+
+def test_orphans_are_identified_by_guessing(tmp_path):
+    """A capture started mid-connection: responses whose request is missing get their
+    API guessed, and the guess matches what the full capture knows."""
+    src = CAPTURES / "kafka-python-codecs.pcap"
+    truth = {m.data: m.api_key for m in messages(dissect(src)[0])}
+    out = tmp_path / "late.pcap"
+    _rewrite(src, out, lambda ps: [p for i, p in enumerate(ps) if i % 40 >= 6])
+    exchanges, _, _ = dissect(out)
+    orphans = [ex.response for ex in exchanges if ex.request is None]
+    assert orphans
+    checked = 0
+    for m in orphans:
+        m.decoded()
+        if m.data in truth and m.how and m.how.startswith("guessed"):
+            assert m.api_key == truth[m.data], m.how
+            checked += 1
+    assert checked >= len(orphans) // 2
