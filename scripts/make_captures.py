@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.support.broker import tansu_binary  # noqa: E402
-from tests.support.scenarios import SCENARIOS  # noqa: E402
+from tests.support.scenarios import SASL_PASSWORD, SASL_USER, SCENARIOS  # noqa: E402
 
 PORT = 9092
 
@@ -44,18 +44,22 @@ def set_mtu(mtu: int | None) -> None:
 
 def record(name: str, session=None, mtu: int | None = None, out: Path | None = None) -> None:
     """Capture ``session`` (by default the named scenario) into ``out``."""
+    auth = False
     if session is None:
-        session, mtu, _about = SCENARIOS[name]
+        session, mtu, _about, *flags = SCENARIOS[name]
+        auth = bool(flags and flags[0])
     set_mtu(mtu)
     out = out or ROOT / "captures" / f"{name}.pcap"
     broker = subprocess.Popen(
         [tansu_binary(), "broker", "--cluster-id", "kdissect",
          "--listener-url", f"tcp://127.0.0.1:{PORT}",
          "--advertised-listener-url", f"tcp://127.0.0.1:{PORT}",
-         "--storage-engine", "memory://tansu/"],
+         "--storage-engine", "memory://tansu/", *(["--authentication"] if auth else [])],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "RUST_LOG": "warn"})
     deadline = time.monotonic() + 10
-    while True:
+    if auth:
+        time.sleep(1.0)     # a bare probe connection upsets an authenticating Tansu
+    while not auth:
         try:
             socket.create_connection(("127.0.0.1", PORT), timeout=0.2).close()
             break
@@ -63,6 +67,19 @@ def record(name: str, session=None, mtu: int | None = None, out: Path | None = N
             if time.monotonic() > deadline:
                 raise SystemExit("the Tansu broker did not start")
             time.sleep(0.05)
+    if auth:
+        # the broker accepts connections a moment before it serves them: retry
+        for attempt in range(5):
+            made = subprocess.run([tansu_binary(), "user", "create", "--broker",
+                                   f"tcp://127.0.0.1:{PORT}", SASL_USER, SASL_PASSWORD],
+                                  capture_output=True, timeout=30)
+            if made.returncode == 0:
+                break
+            time.sleep(0.5)
+        else:
+            # seen here: this Tansu build authenticates SCRAM clients without it anyway
+            print(f"warning: could not create the SASL user ({made.stderr.decode().strip()}); "
+                  f"going on", flush=True)
     # --immediate-mode: else libpcap buffers packets and a stop loses the last ones
     dump = subprocess.Popen(["tcpdump", "-i", "lo", "-s", "0", "-U", "--immediate-mode", "-n",
                              "-B", "262144",             # KiB: bursts must not overflow it

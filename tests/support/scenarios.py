@@ -172,7 +172,38 @@ def big_messages(bootstrap: str) -> None:
     c.close()
 
 
-# capture name -> (session, MTU of the loopback while capturing, what it shows)
+SASL_USER, SASL_PASSWORD = "alice", "s3cret-pass"
+
+
+def sasl_scram(bootstrap: str) -> None:
+    """librdkafka: SaslHandshake v1 then SaslAuthenticate carrying SCRAM-SHA-256."""
+    from confluent_kafka import Producer
+    p = Producer({"bootstrap.servers": bootstrap, "security.protocol": "SASL_PLAINTEXT",
+                  "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": SASL_USER,
+                  "sasl.password": SASL_PASSWORD})
+    for k, v in records("sasl"):
+        p.produce("sasl", key=k, value=v, partition=0)
+    p.flush(1.5)        # Tansu drops the connection after authenticating: keep it short
+
+
+def sasl_v0_raw(bootstrap: str) -> None:
+    """kafka-python speaking Kafka 0.10.2: SaslHandshake v0, then SCRAM tokens sent raw
+    (size-prefixed, no Kafka header)."""
+    from kafka import KafkaProducer
+    from kafka.errors import KafkaError
+    try:
+        p = KafkaProducer(bootstrap_servers=bootstrap, api_version=(0, 10, 2),
+                          security_protocol="SASL_PLAINTEXT", sasl_mechanism="SCRAM-SHA-256",
+                          sasl_plain_username=SASL_USER, sasl_plain_password=SASL_PASSWORD,
+                          retries=0, request_timeout_ms=3000, max_block_ms=4000)
+        p.send("sasl0", value=b"v", partition=0).get(timeout=4)
+        p.close(timeout=2)
+    except KafkaError:
+        pass            # what Tansu makes of the raw tokens is what the capture shows
+
+
+# capture name -> (session, MTU of the loopback while capturing, what it shows[, needs
+# an authenticating broker])
 SCENARIOS = {
     "kafka-python-codecs": (kafka_python_codecs, None,
                             "kafka-python produce + fetch with each codec (none, gzip, "
@@ -193,4 +224,9 @@ SCENARIOS = {
                       "v1, Metadata v1, Fetch v2"),
     "mtu1500": (big_messages, 1500, "40 KB values over a 1500-byte MTU: messages span "
                                     "dozens of segments"),
+    "sasl-scram": (sasl_scram, None, "SASL/SCRAM-SHA-256 with SaslHandshake v1 and "
+                                     "SaslAuthenticate (librdkafka); Tansu closes each "
+                                     "connection once authenticated", True),
+    "sasl-v0": (sasl_v0_raw, None, "SaslHandshake v0 followed by raw SCRAM tokens "
+                                   "(kafka-python speaking Kafka 0.10.2)", True),
 }
