@@ -71,7 +71,7 @@ def _erlang(s: str) -> bytes | None:
 def _python(s: str) -> bytes | None:
     m = re.fullmatch(r"(?:bytes|bytearray)\(\s*(\[.*\])\s*\)", s, re.S)
     if m:
-        return _int_list(ast.literal_eval(m.group(1)), signed=False)
+        return _int_list(ast.literal_eval(m.group(1)))
     if not re.match(r"^\(?\s*[bB][rR]?['\"]", s):
         return None
     inner = s[1:-1] if s.startswith("(") and s.endswith(")") else s
@@ -81,7 +81,7 @@ def _python(s: str) -> bytes | None:
     return value
 
 
-def _int_list(items, signed: bool) -> bytes:
+def _int_list(items) -> bytes:
     out = bytearray()
     for v in items:
         if not isinstance(v, int) or not -128 <= v <= 255:
@@ -103,7 +103,7 @@ def _array(s: str) -> bytes | None:
     for t in tokens:
         t = re.sub(r"^\(byte\)\s*", "", t)
         values.append(int(t, 16) if t.lower().startswith(("0x", "-0x")) else int(t))
-    return _int_list(values, signed=True)
+    return _int_list(values)       # signed (-128..-1) or not: & 0xFF either way
 
 
 _OFFSET = re.compile(r"^\s*(?:0x)?[0-9a-fA-F]{4,8}(?::\s*|\s+)")

@@ -87,7 +87,6 @@ def _snappy(data: bytes, cap: int) -> tuple[bytes, str | None]:
 
 
 def _lz4(data: bytes, cap: int) -> tuple[bytes, str | None]:
-    import lz4.frame
     try:
         return _lz4_frame(data, cap), None
     except CodecError:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from . import schemas
 from .decode import Options, decode_body, decode_prefix, no_cyclic_gc
@@ -23,8 +23,6 @@ class Message:
     client_id: str | None
     tree: Node                     # ktype "message": children "header" and "body"
     data: bytes
-    note: str | None = None        # e.g. how the API of a response was guessed
-    extra: dict = field(default_factory=dict)
 
     @property
     def api_name(self) -> str:

@@ -17,6 +17,7 @@ from .model import Exchange, Gap, KafkaMessage
 
 DEFAULT_PORTS = frozenset({9092})
 MAX_EARLY = 256            # responses held while waiting for a request seen out of order
+RESYNC_TAIL = 4096         # bytes kept while searching for a boundary (a header's worth)
 
 
 def plausible_request(data: bytes, pos: int = 0) -> bool:
@@ -39,7 +40,6 @@ class _Side:
     base: int = 0                  # stream offset of buf[0]
     resync: bool = False           # after a gap: look for the next message boundary
     skip_until: int = 0            # stream offset: the rest of a truncated message ends here
-    first_frame: int = 0
 
 
 class KafkaConnection:
@@ -56,8 +56,6 @@ class KafkaConnection:
         self.early: dict[int, list[KafkaMessage]] = {}
         self.sasl_mode = False     # after SaslHandshake v0: client tokens carry no header
         self.sasl_awaiting = 0     # client tokens whose broker token has not come yet
-        self.messages = 0
-        self.bytes = [0, 0]
 
     # -- input ----------------------------------------------------------------------
 
@@ -70,9 +68,7 @@ class KafkaConnection:
                 return
         if not s.buf:
             s.base = offset
-            s.first_frame = frame
         s.buf += payload
-        self.bytes[side] += len(payload)
         self._frame(side, ts, frame)
 
     def gap(self, side: int, offset: int, length: int, ts: float, frame: int) -> None:
@@ -119,22 +115,22 @@ class KafkaConnection:
         s = self.sides[side]
         buf = s.buf
         pos = 0
-        if s.resync:
-            pos = self._find_boundary(side, buf)
-            if pos is None:
-                keep = max(0, len(buf) - 3 * 1024 * 1024)   # bounded while searching
-                del buf[:keep]
-                s.base += keep
-                return
-            s.resync = False
-        while len(buf) - pos >= 4:
+        while True:
+            if s.resync:
+                found = self._find_boundary(side, buf, pos)
+                if found is None:
+                    # keep only a tail that may hold the start of the next message, so
+                    # the search neither grows memory nor rescans what it has seen
+                    pos = max(pos, len(buf) - RESYNC_TAIL)
+                    break
+                pos, s.resync = found, False
+            if len(buf) - pos < 4:
+                break
             size = struct.unpack_from(">i", buf, pos)[0]
             if size < 0 or size > MAX_MESSAGE:
-                s.resync = True
-                del buf[:pos + 1]
-                s.base += pos + 1
-                self._frame(side, ts, frame)
-                return
+                s.resync = True          # not a message boundary: search from the next byte
+                pos += 1
+                continue
             if len(buf) - pos - 4 < size:
                 break
             data = bytes(buf[pos + 4:pos + 4 + size])
@@ -143,28 +139,24 @@ class KafkaConnection:
         del buf[:pos]
         s.base += pos
 
-    def _find_boundary(self, side: int, buf: bytearray) -> int | None:
-        """After a gap: the first offset where a message plausibly starts (a request
-        header, or a response carrying a pending correlation id)."""
-        limit = len(buf) - 8
-        for pos in range(max(limit + 1, 0)):
+    def _find_boundary(self, side: int, buf: bytearray, start: int) -> int | None:
+        """After a gap: the first offset from ``start`` where a message plausibly starts
+        (a request header, or a response carrying a correlation id a request waits for)."""
+        for pos in range(start, len(buf) - 7):
             size = struct.unpack_from(">i", buf, pos)[0]
             if not 4 <= size <= MAX_MESSAGE:
                 continue
             if side == 0:
                 if plausible_request(buf, pos):
                     return pos
-            else:
-                corr = struct.unpack_from(">i", buf, pos + 4)[0]
-                if self.pending.waiting_for(corr):
-                    return pos
+            elif self.pending.waiting_for(struct.unpack_from(">i", buf, pos + 4)[0]):
+                return pos
         return None
 
     # -- messages -------------------------------------------------------------------------
 
     def _message(self, side: int, offset: int, data: bytes, ts: float, frame: int,
                  truncated: str | None = None) -> None:
-        self.messages += 1
         msg = KafkaMessage(self.next_index(), self.index, "request" if side == 0 else "response",
                            ts, frame, offset, data)
         if truncated:
