@@ -267,6 +267,7 @@ def pcap(files, ports, no_detect, verbose, fmt, filter_text, stats, no_tui, show
     totals = Stats() if stats else None
 
     console = Console(highlight=False)
+    out = sys.stdout
     if not console.is_terminal:
         console = Console(highlight=False, width=160)   # don't squeeze tables into 80 columns
     err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -290,7 +291,11 @@ def pcap(files, ports, no_detect, verbose, fmt, filter_text, stats, no_tui, show
                 if m is not None and not (m is ex.request and ex.repeat):
                     click.echo(json.dumps(message_json(m, options), default=str))
             return
-        console.print(exchange_line(ex, options, view), soft_wrap=True)
+        line = exchange_line(ex, options, view)
+        if console.is_terminal:
+            console.print(line, soft_wrap=True)
+        else:
+            out.write(line.plain + "\n")        # no colours to render: skip rich's layout
         if verbose:
             for m in (ex.request, ex.response):
                 if m is not None and not (m is ex.request and ex.repeat):
