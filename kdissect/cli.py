@@ -253,100 +253,50 @@ def pcap(files, ports, no_detect, verbose, fmt, filter_text, stats, no_tui, show
          max_decompressed):
     from .capture.pcapfile import CaptureError, CaptureReader
     from .filters import FilterError, parse_filter
-    from .render.lines import exchange_line, message_json
-    from .render.stats import stats_tables
+    from .render.printer import ExchangePrinter
     from .stream.dissector import CaptureDissector
-    from .stream.facts import ExchangeView
     from .stream.session import DEFAULT_PORTS
-    from .stream.stats import Stats
 
     try:
         display_filter = parse_filter(filter_text) if filter_text else None
     except FilterError as e:
         raise click.BadParameter(str(e), param_hint="-Y/--filter") from None
-    totals = Stats() if stats else None
-
-    console = Console(highlight=False)
-    out = sys.stdout
-    if not console.is_terminal:
-        console = Console(highlight=False, width=160)   # don't squeeze tables into 80 columns
-    err = Console(stderr=True, highlight=False, soft_wrap=True)
     options = Options(show_secrets=show_secrets, max_decompressed=_size(max_decompressed))
     kafka_ports = DEFAULT_PORTS | _ports(ports)
-    total = {"exchanges": 0, "gaps": 0, "packets": 0}
-
-    topic_ids: dict[str, str] = {}        # learned from the capture, names Fetch v13+ topics
-
-    def on_exchange(ex):
-        view = ExchangeView(ex, options, topic_ids)
-        view.learn()
-        if display_filter is not None and not display_filter(view):
-            return
-        total["exchanges"] += 1
-        if totals is not None:
-            totals.add(ex, view)
-            return
-        if fmt == "jsonl":
-            for m in (ex.request, ex.response):
-                if m is not None and not (m is ex.request and ex.repeat):
-                    click.echo(json.dumps(message_json(m, options), default=str))
-            return
-        line = exchange_line(ex, options, view)
-        if console.is_terminal:
-            console.print(line, soft_wrap=True)
-        else:
-            out.write(line.plain + "\n")        # no colours to render: skip rich's layout
-        if verbose:
-            for m in (ex.request, ex.response):
-                if m is not None and not (m is ex.request and ex.repeat):
-                    d = m.decoded(options)
-                    console.print(render_node(d.data, d.tree, show_secrets, 0, None, False))
-
-    def on_gap(g):
-        total["gaps"] += 1
-        if totals is not None:
-            totals.add_gap(g)
-        if total["gaps"] > 20:
-            return                  # the count is reported at the end
-        err.print(Text(f"gap: stream {g.stream} {g.direction}s lost {g.length} bytes at "
-                       f"stream offset {g.offset} (frame {g.frame}); resuming at the next "
-                       f"message boundary", style="yellow"))
-
+    printer = ExchangePrinter(options, fmt, verbose, display_filter, stats)
     read_any = False
-    for path in files:
-        dissector = CaptureDissector(on_exchange, on_gap, kafka_ports, detect=not no_detect)
-        try:
-            with CaptureReader(path) as reader:
-                for packet in _progress(reader, path, err):
-                    dissector.packet(packet)
-                read_any = read_any or dissector.packets > 0
-                for w in reader.warnings:
-                    err.print(Text(f"{path}: {w}; everything before it was decoded",
-                                   style="yellow"))
-        except CaptureError as e:
-            err.print(Text(str(e), style="bold red"))
-            continue
-        except BrokenPipeError:
-            # the reader went away (`| head`): stop quietly, as command-line tools do
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            return
-        except OSError as e:
-            err.print(Text(f"{path}: {e.strerror or e}", style="bold red"))
-            continue
-        dissector.finish()
-        total["packets"] += dissector.packets
-        skipped = dissector.unsupported_summary()
-        if skipped:
-            err.print(Text(f"{path}: {skipped}", style="yellow"))
-        if not dissector.streams and dissector.packets:
-            err.print(Text(f"{path}: no Kafka traffic found in {dissector.packets} packets "
-                           f"(ports {', '.join(map(str, sorted(kafka_ports)[:5]))}; add others "
-                           f"with -p)", style="yellow"))
-    if totals is not None:
-        console.print(stats_tables(totals))
-    if total["gaps"] > 20:
-        err.print(Text(f"{total['gaps']} gaps in all ({total['gaps'] - 20} not listed)",
-                       style="yellow"))
+    try:
+        for path in files:
+            dissector = CaptureDissector(printer.exchange, printer.gap, kafka_ports,
+                                         detect=not no_detect)
+            try:
+                with CaptureReader(path) as reader:
+                    for packet in _progress(reader, path, printer.err):
+                        dissector.packet(packet)
+                    for w in reader.warnings:
+                        printer.warn(f"{path}: {w}; everything before it was decoded")
+            except CaptureError as e:
+                printer.error(str(e))
+                continue
+            except OSError as e:
+                if isinstance(e, BrokenPipeError):
+                    raise
+                printer.error(f"{path}: {e.strerror or e}")
+                continue
+            dissector.finish()
+            read_any = read_any or dissector.packets > 0
+            skipped = dissector.unsupported_summary()
+            if skipped:
+                printer.warn(f"{path}: {skipped}")
+            if not dissector.streams and dissector.packets:
+                printer.warn(f"{path}: no Kafka traffic found in {dissector.packets} packets "
+                             f"(ports {', '.join(map(str, sorted(kafka_ports)[:5]))}; add "
+                             f"others with -p)")
+        printer.finish()
+    except BrokenPipeError:
+        # the reader went away (`| head`): stop quietly, as command-line tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return
     if not read_any:
         raise SystemExit(1)
 

@@ -6,13 +6,14 @@ from dataclasses import dataclass
 
 from kdissect.protocol import Message, Options, decode_request, decode_response
 from kdissect.stream.framing import Framer
-from kdissect.stream.pairing import Correlator
+from kdissect.protocol import peek_request_header
+from kdissect.stream.pairing import Correlator, produce_acks
 
 
 def expects_response(msg: Message) -> bool:
-    """Produce with acks=0 gets no response."""
-    acks = msg.body.child("acks") if msg.api_key == 0 and msg.body is not None else None
-    return not (acks is not None and acks.value == 0)
+    """Produce with acks=0 gets no response (read as the capture layer reads it)."""
+    head = peek_request_header(msg.data) if msg.api_key == 0 else None
+    return head is None or produce_acks(msg.data, head.size, head.api_version) != 0
 
 
 @dataclass
