@@ -244,12 +244,13 @@ def _ports(values: tuple[str, ...]) -> set[int]:
               help="Only exchanges matching this display filter.")
 @click.option("--stats", is_flag=True, help="Print statistics (per API, errors, latency "
               "percentiles, connections) instead of the exchanges.")
-@click.option("--no-tui", is_flag=True, help="Print instead of opening the TUI (the default "
-              "for now).")
+@click.option("--tui", is_flag=True, help="Browse in the terminal UI (a preview: exchange "
+              "list, field trees, bytes).")
+@click.option("--no-tui", is_flag=True, help="Print (the default for now).")
 @click.option("--show-secrets", is_flag=True, help="Show SASL passwords, proofs and tokens.")
 @click.option("--max-decompressed", default="64M", show_default=True, metavar="SIZE",
               help="Largest decompressed record payload to accept.")
-def pcap(files, ports, no_detect, verbose, fmt, filter_text, stats, no_tui, show_secrets,
+def pcap(files, ports, no_detect, verbose, fmt, filter_text, stats, tui, no_tui, show_secrets,
          max_decompressed):
     from .capture.pcapfile import CaptureError, CaptureReader
     from .filters import FilterError, parse_filter
@@ -263,6 +264,16 @@ def pcap(files, ports, no_detect, verbose, fmt, filter_text, stats, no_tui, show
         raise click.BadParameter(str(e), param_hint="-Y/--filter") from None
     options = Options(show_secrets=show_secrets, max_decompressed=_size(max_decompressed))
     kafka_ports = DEFAULT_PORTS | _ports(ports)
+    if tui and not no_tui:
+        from .stream.dissector import load_captures
+        from .tui.app import KdissectApp
+        app = KdissectApp(lambda emit, warn: load_captures(files, emit, warn, kafka_ports,
+                                                          not no_detect),
+                          options, title=", ".join(os.path.basename(f) for f in files))
+        if filter_text:
+            app.filter = display_filter
+        app.run()
+        return
     printer = ExchangePrinter(options, fmt, verbose, display_filter, stats)
     read_any = False
     try:

@@ -98,9 +98,11 @@ def _label(node: Node, colours: dict[int, str], show_secrets: bool, base: int,
 
 
 def hexdump(data: bytes, root: Node | None, show_secrets: bool = False, base: int = 0,
-            colours: dict[int, str] | None = None, width: int = 16) -> Text:
+            colours: dict[int, str] | None = None, width: int = 16,
+            marks: list[tuple[int, int, str]] = ()) -> Text:
     """Hex + ASCII with each leaf's bytes in its colour (only leaves in ``data``'s own
-    buffer: decompressed buffers get their own dump)."""
+    buffer: decompressed buffers get their own dump); ``marks`` are (start, end, style)
+    ranges drawn over that, in order (e.g. a selected field and its parents)."""
     styles: list[str | None] = [None] * len(data)
     masked = [False] * len(data)
     if root is not None:
@@ -112,6 +114,9 @@ def hexdump(data: bytes, root: Node | None, show_secrets: bool = False, base: in
                 masked[lo:hi] = [True] * (hi - lo)
                 style = SECRET
             styles[lo:hi] = [style] * (hi - lo)
+    for lo, hi, style in marks:
+        lo, hi = max(lo, 0), min(hi, len(data))
+        styles[lo:hi] = [style] * max(hi - lo, 0)
     out = Text()
     for row in range(0, len(data), width):
         out.append(f"{row + base:08x}  ", style="dim")

@@ -114,3 +114,23 @@ class CaptureDissector:
         kinds = ", ".join(f"{LINKTYPE_NAMES.get(t, f'link type {t}')} ({n} packets)"
                           for t, n in self.unsupported.items())
         return f"skipped packets of unsupported link types: {kinds}"
+
+
+def load_captures(paths, emit, warn, ports: Iterable[int] = DEFAULT_PORTS,
+                  detect: bool = True) -> None:
+    """Every exchange in ``paths`` to ``emit``; problems with the files to ``warn``."""
+    from ..capture.pcapfile import CaptureError, CaptureReader
+    for path in paths:
+        dissector = CaptureDissector(emit, lambda g: warn(
+            f"gap: stream {g.stream} {g.direction}s lost {g.length} bytes (frame {g.frame})"),
+            ports, detect)
+        try:
+            with CaptureReader(path) as reader:
+                for packet in reader.packets():
+                    dissector.packet(packet)
+                for w in reader.warnings:
+                    warn(f"{path}: {w}")
+        except (CaptureError, OSError) as e:
+            warn(str(e))
+            continue
+        dissector.finish()

@@ -1,0 +1,1 @@
+"""Textual screens and widgets."""
