@@ -86,3 +86,35 @@ def test_filter_bar():
             assert box.tooltip and "expected a field name" in box.tooltip
 
     asyncio.run(run())
+
+
+def test_sort_stats_and_help_screens():
+    expected = len(dissect(GROUP)[0])
+
+    async def run():
+        from kdissect.tui.app import HelpScreen, StatsScreen
+        app = app_for(GROUP)
+        async with app.run_test(size=(180, 50)) as pilot:
+            await loaded(app, pilot, expected)
+            assert app.focused is app.query_one(DataTable)     # keys go to the list
+            app.sort_by("latency")
+            app.sort_by("latency")                      # again: slowest first
+            await pilot.pause()
+            first = app.view_at(0)
+            assert first.ex.first.api_key == 11 and first.ex.latency > 3.0   # the held join
+            await pilot.pause()                         # the detail follows the cursor's row
+            assert str(app.query_one(Tree).root.label).startswith("JoinGroup exchange")
+            await pilot.press("s")
+            await pilot.pause()
+            assert isinstance(app.screen, StatsScreen)
+            assert app.screen.stats.per_api["JoinGroup"] == 2
+            assert max(app.screen.latencies) > 3000
+            await pilot.press("escape")
+            await pilot.press("question_mark")
+            await pilot.pause()
+            assert isinstance(app.screen, HelpScreen)
+            await pilot.press("escape")
+            await pilot.pause()
+            assert not isinstance(app.screen, (HelpScreen, StatsScreen))
+
+    asyncio.run(run())

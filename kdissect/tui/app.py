@@ -7,15 +7,19 @@ from rich.text import Text
 from textual import on
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
-from textual.widgets import DataTable, Footer, Header, Input, Static, Tree
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.coordinate import Coordinate
+from textual.screen import ModalScreen
+from textual.widgets import DataTable, Footer, Header, Input, Sparkline, Static, Tree
 
 from ..filters import FilterError, parse_filter
 from ..protocol import Options
 from ..protocol.node import Node
 from ..render.lines import endpoint, iso
+from ..render.stats import stats_tables
 from ..render.text import format_value, hexdump
 from ..stream.facts import ExchangeView
+from ..stream.stats import Stats
 from ..stream.model import Exchange, KafkaMessage
 
 COLUMNS = ("#", "time", "client → broker", "API", "v", "corr", "client id", "latency",
@@ -30,6 +34,7 @@ class KdissectApp(App):
     and ``warn`` with anything the user should know (damaged files, gaps)."""
 
     TITLE = "kdissect"
+    AUTO_FOCUS = "#exchanges"      # not the (hidden) filter bar
     CSS = """
     #exchanges { height: 45%; }
     #detail { height: 1fr; }
@@ -40,6 +45,8 @@ class KdissectApp(App):
     """
     BINDINGS = [
         Binding("slash", "filter", "Filter"),
+        Binding("s", "stats", "Statistics"),
+        Binding("question_mark", "help", "Help"),
         Binding("escape", "close_filter", "Close filter", show=False),
         Binding("q", "quit", "Quit"),
     ]
@@ -51,6 +58,8 @@ class KdissectApp(App):
         self.views: list[ExchangeView] = []
         self.shown: list[ExchangeView] = []
         self.topic_ids: dict[str, str] = {}
+        self.by_key: dict[str, ExchangeView] = {}      # table row key -> exchange
+        self.sorted_by: tuple[str, bool] | None = None
         self.filter = None
         self.selected_message: KafkaMessage | None = None
         self.selected_field: Node | None = None
@@ -96,13 +105,15 @@ class KdissectApp(App):
                        if m is not None and m.status != "ok"), "")
         style = "red" if facts.errors or view.problems else "yellow" if status else ""
         self.query_one(DataTable).add_row(
-            str(len(self.shown)), iso(first.ts)[11:23],
+            str(first.index), iso(first.ts)[11:23],
             f"{endpoint(ex.client)} → {endpoint(ex.broker)}",
             Text(first.api_name, style="bold"), str(first.api_version),
             str(first.correlation_id),
             ex.request.client_id or "" if ex.request else "",
             f"{ex.latency * 1000:.1f}ms" if ex.latency is not None else "",
-            Text(facts.text(), style=style), Text(status, style="yellow"))
+            Text(facts.text(), style=style), Text(status, style="yellow"),
+            key=str(id(view)))
+        self.by_key[str(id(view))] = view
         self.shown.append(view)
 
     def apply_filter(self, text: str) -> str | None:
@@ -117,15 +128,29 @@ class KdissectApp(App):
         for view in self.views:
             if self.filter is None or self.filter(view):
                 self._add_row(view)
+        self.follow_cursor()
         return None
 
     # -- detail -------------------------------------------------------------------------
 
+    def view_at(self, row: int) -> ExchangeView | None:
+        table = self.query_one(DataTable)
+        if not 0 <= row < table.row_count:
+            return None
+        return self.by_key.get(table.coordinate_to_cell_key(Coordinate(row, 0)).row_key.value)
+
     @on(DataTable.RowHighlighted, "#exchanges")
-    def show_exchange(self, event: DataTable.RowHighlighted) -> None:
-        if not 0 <= event.cursor_row < len(self.shown):
+    def _row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self.show_exchange(self.view_at(event.cursor_row))
+
+    def follow_cursor(self) -> None:
+        """After the rows change under the cursor (sort, filter), show what it is on."""
+        self.show_exchange(self.view_at(self.query_one(DataTable).cursor_row))
+
+    def show_exchange(self, view: ExchangeView | None) -> None:
+        if view is None:
             return
-        ex = self.shown[event.cursor_row].ex
+        ex = view.ex
         tree = self.query_one(Tree)
         tree.clear()
         tree.root.set_label(f"{ex.first.api_name} exchange, stream {ex.stream}")
@@ -170,6 +195,25 @@ class KdissectApp(App):
                       + ([(node.offset, node.end, HIGHLIGHT)] if node is not root else []))
         self.query_one("#bytes", Static).update(
             hexdump(message.data, root, self.options.show_secrets, marks=self.marks))
+
+    @on(DataTable.HeaderSelected, "#exchanges")
+    def _header(self, event: DataTable.HeaderSelected) -> None:
+        self.sort_by(str(event.label))
+
+    def sort_by(self, column: str) -> None:
+        """Sort the list by a column; selecting it again reverses the order."""
+        reverse = self.sorted_by == (column, False)
+        table = self.query_one(DataTable)
+        key = table.ordered_columns[COLUMNS.index(column)].key
+        table.sort(key, key=lambda cell: _sort_key(cell, reverse), reverse=reverse)
+        self.sorted_by = (column, reverse)
+        self.follow_cursor()
+
+    def action_stats(self) -> None:
+        self.push_screen(StatsScreen(self.shown))
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen())
 
     # -- filter bar ---------------------------------------------------------------------
 
@@ -218,3 +262,68 @@ def _ancestors(root: Node, target: Node) -> list[Node] | None:
         return False
 
     return path if visit(root) else None
+
+
+
+def _sort_key(cell, reverse: bool = False) -> tuple:
+    """Numbers (latency in ms, ids, versions) sort as numbers, the rest as text, and
+    empty cells (no latency: unanswered) come last whichever the direction."""
+    text = str(cell).strip()
+    if not text:
+        return (-1 if reverse else 2, 0.0, "")
+    number = text[:-2] if text.endswith("ms") else text
+    try:
+        return (0, float(number), "")
+    except ValueError:
+        return (1, 0.0, text)
+
+
+class StatsScreen(ModalScreen):
+    """Statistics over the exchanges shown (the filter applies), with latency over time."""
+
+    BINDINGS = [Binding("escape,s,q", "dismiss", "Close")]
+    CSS = """
+    StatsScreen { align: center middle; }
+    #stats-box { width: 90%; height: 90%; border: round $accent; background: $surface; }
+    #latency { height: 4; margin: 0 1; }
+    """
+
+    def __init__(self, views: list[ExchangeView]):
+        super().__init__()
+        self.stats = Stats()
+        for v in views:
+            self.stats.add(v.ex, v)
+        self.latencies = [v.ex.latency * 1000 for v in sorted(views, key=lambda v: v.ex.first.ts)
+                          if v.ex.latency is not None]
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="stats-box"):
+            yield Static(Text(f"latency over time ({len(self.latencies)} exchanges, ms; "
+                              f"max {max(self.latencies, default=0):.1f})", style="bold"))
+            yield Sparkline(self.latencies or [0.0], id="latency")
+            yield Static(stats_tables(self.stats), id="stats-tables")
+            yield Static(Text("escape closes", style="dim"))
+
+
+HELP = """\
+[b]Keys[/b]
+  ↑ ↓ PgUp PgDn   move in the list (the detail follows)
+  tab             to the field tree, then the bytes
+  /               filter: api == Produce and error != 0, latency > 50ms, topic == "orders"
+                  (the border turns red while the filter cannot be read; Enter applies)
+  click a header  sort by that column (again: reverse)
+  s               statistics: per API, errors, latency percentiles, connections
+  ?               this help
+  q               quit
+See docs/filters.md for every filter field."""
+
+
+class HelpScreen(ModalScreen):
+    BINDINGS = [Binding("escape,question_mark,q", "dismiss", "Close")]
+    CSS = """
+    HelpScreen { align: center middle; }
+    #help { width: 90; height: auto; border: round $accent; background: $surface; padding: 1 2; }
+    """
+
+    def compose(self) -> ComposeResult:
+        yield Static(HELP, id="help")
