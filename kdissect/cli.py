@@ -252,10 +252,9 @@ def _ports(values: tuple[str, ...]) -> set[int]:
               help="Largest decompressed record payload to accept.")
 def pcap(files, ports, no_detect, verbose, fmt, filter_text, stats, tui, no_tui, show_secrets,
          max_decompressed):
-    from .capture.pcapfile import CaptureError, CaptureReader
     from .filters import FilterError, parse_filter
     from .render.printer import ExchangePrinter
-    from .stream.dissector import CaptureDissector
+    from .stream.dissector import load_captures
     from .stream.session import DEFAULT_PORTS
 
     try:
@@ -264,45 +263,22 @@ def pcap(files, ports, no_detect, verbose, fmt, filter_text, stats, tui, no_tui,
         raise click.BadParameter(str(e), param_hint="-Y/--filter") from None
     options = Options(show_secrets=show_secrets, max_decompressed=_size(max_decompressed))
     kafka_ports = DEFAULT_PORTS | _ports(ports)
+    detect = not no_detect
     if tui and not no_tui:
-        from .stream.dissector import load_captures
         from .tui.app import KdissectApp
-        app = KdissectApp(lambda emit, warn: load_captures(files, emit, warn, kafka_ports,
-                                                          not no_detect),
-                          options, title=", ".join(os.path.basename(f) for f in files))
+        app = KdissectApp(lambda emit, warn: load_captures(
+            files, emit, warn, on_gap=lambda g: warn(g.describe()), ports=kafka_ports,
+            detect=detect), options, title=", ".join(os.path.basename(f) for f in files))
         if filter_text:
             app.filter = display_filter
         app.run()
         return
     printer = ExchangePrinter(options, fmt, verbose, display_filter, stats)
-    read_any = False
     try:
-        for path in files:
-            dissector = CaptureDissector(printer.exchange, printer.gap, kafka_ports,
-                                         detect=not no_detect)
-            try:
-                with CaptureReader(path) as reader:
-                    for packet in _progress(reader, path, printer.err):
-                        dissector.packet(packet)
-                    for w in reader.warnings:
-                        printer.warn(f"{path}: {w}; everything before it was decoded")
-            except CaptureError as e:
-                printer.error(str(e))
-                continue
-            except OSError as e:
-                if isinstance(e, BrokenPipeError):
-                    raise
-                printer.error(f"{path}: {e.strerror or e}")
-                continue
-            dissector.finish()
-            read_any = read_any or dissector.packets > 0
-            skipped = dissector.unsupported_summary()
-            if skipped:
-                printer.warn(f"{path}: {skipped}")
-            if not dissector.streams and dissector.packets:
-                printer.warn(f"{path}: no Kafka traffic found in {dissector.packets} packets "
-                             f"(ports {', '.join(map(str, sorted(kafka_ports)[:5]))}; add "
-                             f"others with -p)")
+        read_any = load_captures(files, printer.exchange, printer.warn, on_gap=printer.gap,
+                                 error=printer.error, ports=kafka_ports, detect=detect,
+                                 packets=lambda reader, path: _progress(reader, path,
+                                                                        printer.err))
         printer.finish()
     except BrokenPipeError:
         # the reader went away (`| head`): stop quietly, as command-line tools do

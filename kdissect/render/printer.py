@@ -66,9 +66,7 @@ class ExchangePrinter:
         if self.stats is not None:
             self.stats.add_gap(g)
         if self.gaps <= GAPS_LISTED:
-            self.warn(f"gap: stream {g.stream} {g.direction}s lost {g.length} bytes at stream "
-                      f"offset {g.offset} (frame {g.frame}); resuming at the next message "
-                      f"boundary")
+            self.warn(g.describe())
 
     def warn(self, text: str) -> None:
         self.err.print(Text(text, style="yellow"))

@@ -116,21 +116,40 @@ class CaptureDissector:
         return f"skipped packets of unsupported link types: {kinds}"
 
 
-def load_captures(paths, emit, warn, ports: Iterable[int] = DEFAULT_PORTS,
-                  detect: bool = True) -> None:
-    """Every exchange in ``paths`` to ``emit``; problems with the files to ``warn``."""
+def load_captures(paths, emit: Callable[[Exchange], None], warn: Callable[[str], None], *,
+                  on_gap: Callable[[Gap], None] | None = None,
+                  error: Callable[[str], None] | None = None,
+                  ports: Iterable[int] = DEFAULT_PORTS, detect: bool = True,
+                  packets=None) -> bool:
+    """Every exchange in the capture files ``paths`` to ``emit``; what the user should
+    know about the files to ``warn`` (and ``error`` for files that cannot be read).
+    ``packets(reader, path)`` may wrap the packet iterator (e.g. with a progress bar).
+    Returns whether any packet was read. A closed output (BrokenPipeError) propagates."""
     from ..capture.pcapfile import CaptureError, CaptureReader
+    error = error or warn
+    read_any = False
     for path in paths:
-        dissector = CaptureDissector(emit, lambda g: warn(
-            f"gap: stream {g.stream} {g.direction}s lost {g.length} bytes (frame {g.frame})"),
-            ports, detect)
+        dissector = CaptureDissector(emit, on_gap, ports, detect)
         try:
             with CaptureReader(path) as reader:
-                for packet in reader.packets():
+                for packet in (packets(reader, path) if packets else reader.packets()):
                     dissector.packet(packet)
                 for w in reader.warnings:
-                    warn(f"{path}: {w}")
-        except (CaptureError, OSError) as e:
-            warn(str(e))
+                    warn(f"{path}: {w}; everything before it was decoded")
+        except CaptureError as e:
+            error(str(e))
+            continue
+        except OSError as e:
+            if isinstance(e, BrokenPipeError):
+                raise
+            error(f"{path}: {e.strerror or e}")
             continue
         dissector.finish()
+        read_any = read_any or dissector.packets > 0
+        skipped = dissector.unsupported_summary()
+        if skipped:
+            warn(f"{path}: {skipped}")
+        if not dissector.streams and dissector.packets:
+            warn(f"{path}: no Kafka traffic found in {dissector.packets} packets (ports "
+                 f"{', '.join(map(str, sorted(dissector.ports)[:5]))}; add others with -p)")
+    return read_any

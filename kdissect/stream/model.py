@@ -95,3 +95,8 @@ class Gap:
     length: int
     frame: int
     ts: float
+
+    def describe(self) -> str:
+        return (f"gap: stream {self.stream} {self.direction}s lost {self.length} bytes at "
+                f"stream offset {self.offset} (frame {self.frame}); resuming at the next "
+                f"message boundary")
