@@ -75,7 +75,7 @@ def _one(chunk: bytes, hints: Hints, options: Options, pending) -> Dissected:
     if hints.direction == "response" and hints.api_key is not None and hints.api_version is not None:
         return Dissected(0, False, decode_response(chunk, hints.api_key, hints.api_version, options),
                          "told: API and version")
-    if hints.direction != "request" and len(chunk) >= 4:
+    if len(chunk) >= 4:                 # (a told request returned above)
         corr = struct.unpack_from(">i", chunk)[0]
         if corr in pending and hints.api_key in (None, pending[corr][0]):
             key, version = pending.pop(corr)

@@ -9,9 +9,6 @@ from ..protocol import Options
 from ..protocol.names import error_name
 from ..protocol.node import Node
 
-_TOPIC_FIELDS = ("topic", "name", "topic_name")
-
-
 @dataclass
 class Facts:
     topics: dict[str, set[int]] = field(default_factory=dict)
