@@ -247,3 +247,23 @@ def test_help_teaches():
     res = run("blob", "--help")
     out = res.stdout.decode()
     assert res.returncode == 0 and "Examples:" in out and "--grammar" in out
+
+
+def join_group_v5(protocol_type: str, metadata: bytes) -> bytes:
+    """A JoinGroup v5 request (hand-built: one decoder's unit test; real consumer groups
+    are in test_real_clients and the captures)."""
+    s = lambda t: struct.pack(">h", len(t)) + t.encode()
+    return (struct.pack(">hhi", 11, 5, 4) + s("cli") + s("group") + struct.pack(">ii", 6000, 6000)
+            + s("") + struct.pack(">h", -1) + s(protocol_type) + struct.pack(">i", 1)
+            + s("range") + struct.pack(">i", len(metadata)) + metadata)
+
+
+def test_broken_subscription_is_marked_when_the_protocol_says_consumer():
+    broken = struct.pack(">hi", 0, 5) + struct.pack(">h", 3) + b"ord"   # 5 topics, 1 there
+    msg = decode_request(join_group_v5("consumer", broken))
+    meta = next(msg.tree.find("metadata"))
+    assert meta.note == "consumer protocol subscription v0"
+    assert [p for _, p in msg.problems] and "metadata" in msg.problems[0][0]
+    assert meta.child("topics").child("[0]").value == "ord"
+    other = decode_request(join_group_v5("connect", broken))        # not ours to read
+    assert other.problems == [] and next(other.tree.find("metadata")).value == broken

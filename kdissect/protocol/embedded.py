@@ -99,14 +99,14 @@ def _consumer(data: bytes, node: Node, kind: str, ctx: Options, strict: bool) ->
         return
     layout = _consumer_layouts()[(kind, min(version, 3 if kind == "Subscription" else 0))]
     r = Reader(data, start, end)
+    holder = Node("", "struct", start)
     try:
-        sub = read_struct(r, layout, kind.lower(), ctx)
+        read_struct(r, layout, kind.lower(), ctx, holder)
     except Abort:
-        if strict:
-            return
-        sub = None
-    if sub is None or (strict and sub.problems()):
-        return
+        pass        # the failing field is marked and holds the bytes that remain
+    sub = holder.children[0]
+    if strict and sub.problems():
+        return      # nothing says these bytes are a consumer protocol structure
     prefix = Node("_length", "int32" if start - node.offset == 4 else "uvarint",
                   node.offset, start - node.offset, len(node.value))
     node.children = [prefix, *sub.children]
