@@ -39,6 +39,7 @@ def main() -> None:
     Commands:
       pcap   decode Kafka traffic in capture files (pcap, pcapng, .gz): paired exchanges
       blob   annotate bytes pasted from a debugging session (hex, dumps, b'..', <<..>>, base64)
+      spark  turn many or huge captures into Parquet tables of exchanges, on Apache Spark
 
     Run `kdissect COMMAND --help` for examples.
     """
@@ -238,8 +239,11 @@ def _ports(values: tuple[str, ...]) -> set[int]:
               help="Also treat these ports as Kafka (repeatable; ranges and commas allowed).")
 @click.option("--no-detect", is_flag=True, help="Only the given ports: no automatic detection.")
 @click.option("-V", "--verbose", is_flag=True, help="Print full field trees.")
-@click.option("--format", "fmt", type=click.Choice(["text", "jsonl"]), default="text",
-              show_default=True, help="Output format.")
+@click.option("--format", "fmt", type=click.Choice(["text", "jsonl", "parquet"]),
+              default="text", show_default=True,
+              help="Output format (parquet needs -o and the kdissect[spark] extra).")
+@click.option("-o", "--output", metavar="FILE.parquet",
+              help="Where --format parquet writes the exchanges table.")
 @click.option("-Y", "--filter", "filter_text", metavar="EXPR",
               help="Only exchanges matching this display filter.")
 @click.option("--stats", is_flag=True, help="Print statistics (per API, errors, latency "
@@ -250,8 +254,8 @@ def _ports(values: tuple[str, ...]) -> set[int]:
 @click.option("--show-secrets", is_flag=True, help="Show SASL passwords, proofs and tokens.")
 @click.option("--max-decompressed", default="64M", show_default=True, metavar="SIZE",
               help="Largest decompressed record payload to accept.")
-def pcap(files, ports, no_detect, verbose, fmt, filter_text, stats, tui, no_tui, show_secrets,
-         max_decompressed):
+def pcap(files, ports, no_detect, verbose, fmt, output, filter_text, stats, tui, no_tui,
+         show_secrets, max_decompressed):
     from .filters import FilterError, parse_filter
     from .render.printer import ExchangePrinter
     from .stream.dissector import load_captures
@@ -264,6 +268,9 @@ def pcap(files, ports, no_detect, verbose, fmt, filter_text, stats, tui, no_tui,
     options = Options(show_secrets=show_secrets, max_decompressed=_size(max_decompressed))
     kafka_ports = DEFAULT_PORTS | _ports(ports)
     detect = not no_detect
+    if fmt == "parquet" or output:
+        _write_parquet(files, output, fmt, kafka_ports, detect, display_filter, options)
+        return
     if tui and not no_tui:
         from .tui.app import KdissectApp
         app = KdissectApp(lambda emit, warn: load_captures(
@@ -288,6 +295,46 @@ def pcap(files, ports, no_detect, verbose, fmt, filter_text, stats, tui, no_tui,
         raise SystemExit(1)
 
 
+def _need_spark_extra(what: str, module: str) -> None:
+    try:
+        __import__(module)
+    except ImportError:
+        raise click.ClickException(
+            f"{what} needs {module}, which is not installed: "
+            f"pip install 'kdissect[spark]'") from None
+
+
+def _write_parquet(files, output, fmt, ports, detect, display_filter, options) -> None:
+    if fmt != "parquet":
+        raise click.UsageError("-o/--output is for --format parquet; text and jsonl go "
+                               "to stdout (redirect them)")
+    if not output:
+        raise click.UsageError("--format parquet needs -o FILE.parquet")
+    _need_spark_extra("--format parquet", "pyarrow")
+    from .pipeline.local import write_exchanges
+    from .stream.facts import ExchangeView
+
+    def keep(ex, topic_ids):
+        view = ExchangeView(ex, options, topic_ids)
+        view.learn()
+        return display_filter(view)
+
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    warnings = []
+    rows = write_exchanges(list(files), output, ports=ports, detect=detect,
+                           warn=warnings.append, keep=keep if display_filter else None,
+                           packets=lambda reader, path: _progress(reader, path, err))
+    _print_warnings(err, warnings)
+    err.print(f"wrote {rows} exchange{'s' if rows != 1 else ''} to {output}", style="green")
+
+
+def _print_warnings(err: Console, warnings: list[str], listed: int = 20) -> None:
+    for w in warnings[:listed]:
+        err.print(w, style="yellow")
+    if len(warnings) > listed:
+        err.print(f"… and {len(warnings) - listed} more warnings", style="yellow")
+
+
 def _progress(reader, path: str, err: Console):
     """Packets, with a progress bar on stderr when it is a terminal and the file is big."""
     size = os.path.getsize(path)
@@ -302,3 +349,100 @@ def _progress(reader, path: str, err: Console):
             if i % 2000 == 0:
                 bar.update(task, completed=reader.bytes_read)
             yield packet
+
+
+SPARK_HELP = """Turn many and/or huge captures into Parquet tables, on Apache Spark.
+
+CAPTURE_OR_DIR are capture files (pcap, pcapng, .gz) or directories searched for them.
+Writes OUT/exchanges (one row per request/response exchange: connection, API, version,
+correlation id, client id, times, latency, sizes, error codes with names, topics and
+partitions, record counts and bytes, status, problems) and, with --records,
+OUT/records (topic, partition, offset, timestamp, key, value size, headers).
+
+Large pcap files are split into byte ranges (--shard-size) read in parallel; pcapng and
+compressed files are read one task per file. Connections are then reassembled and
+decoded in parallel. Needs the spark extra (pip install 'kdissect[spark]') and Java 17+.
+
+\b
+Where it runs (--master, else a master set in MASTER / PYSPARK_SUBMIT_ARGS /
+spark-defaults.conf / SPARK_REMOTE, else embedded local[*] on 127.0.0.1):
+  local[4]            this machine, 4 cores
+  spark://host:7077   a standalone cluster      yarn, k8s://https://...  those clusters
+  sc://host:15002     Spark Connect (needs pyspark[connect] on this side)
+On a cluster, executors must see the capture paths and have kdissect installed
+(docs/spark.md shows how to ship it).
+
+\b
+Examples:
+  kdissect spark captures/ --out tables/
+  kdissect spark big.pcap --out tables/ --records --shard-size 128M
+  kdissect spark /nfs/caps --out /nfs/tables --master spark://head:7077
+Then query, e.g. with Spark SQL or DuckDB:
+  SELECT api_name, percentile(latency_ms, 0.99) FROM exchanges GROUP BY api_name
+"""
+
+
+@main.command(help=SPARK_HELP)
+@click.argument("inputs", nargs=-1, required=True, type=click.Path(exists=True),
+                metavar="CAPTURE_OR_DIR...")
+@click.option("--out", required=True, metavar="DIR", help="Directory for the tables.")
+@click.option("-p", "--port", "ports", multiple=True, metavar="PORT[-PORT]",
+              help="Also treat these ports as Kafka (repeatable; ranges and commas allowed).")
+@click.option("--no-detect", is_flag=True, help="Only the given ports: no automatic detection.")
+@click.option("--master", metavar="URL", help="Spark master (default: see above).")
+@click.option("--records", "with_records", is_flag=True,
+              help="Also write the records table (decodes every record batch).")
+@click.option("--shard-size", default="128M", show_default=True, metavar="SIZE",
+              help="Split pcap files larger than this into byte ranges of about this size.")
+def spark(inputs, out, ports, no_detect, master, with_records, shard_size):
+    _need_spark_extra("kdissect spark", "pyspark")
+    _need_spark_extra("kdissect spark", "pyarrow")
+    import time
+    from .pipeline.spark_job import expand, get_session, run_job
+    from .stream.session import DEFAULT_PORTS
+
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    if not expand(list(inputs)):
+        raise click.UsageError("no capture files (.pcap, .pcapng, .cap, .gz) in "
+                               + ", ".join(inputs))
+    started = time.monotonic()
+    import tempfile
+    log = os.path.join(tempfile.gettempdir(), f"kdissect-spark-{os.getpid()}.log")
+    try:
+        with err.status("starting Spark…"):
+            session = get_session(master, log=log)
+    except Exception as e:                      # Java missing, bad master URL...
+        raise click.ClickException(
+            f"Spark did not start: {_first_line(e)}\n  Check `java -version` (Java 17+), "
+            f"JAVA_HOME and the --master URL; Spark's own output is in {log}") from None
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+    phases = {"shards": "reading shards", "connections": "decoding connections"}
+    with Progress("[progress.description]{task.description}", BarColumn(),
+                  MofNCompleteColumn(), TimeElapsedColumn(), console=err,
+                  transient=not err.is_terminal, disable=not err.is_terminal) as bar:
+        tasks = {}
+
+        def progress(phase: str, done: int, total: int) -> None:
+            if phase not in tasks:
+                for t in tasks.values():            # the phase before is over
+                    bar.update(t, completed=bar.tasks[t].total)
+                tasks[phase] = bar.add_task(phases[phase], total=total)
+            bar.update(tasks[phase], completed=done, total=total)
+
+        try:
+            result = run_job(session, list(inputs), out, ports=DEFAULT_PORTS | _ports(ports),
+                             detect=not no_detect, with_records=with_records,
+                             shard_bytes=_size(shard_size), progress=progress)
+        except Exception as e:
+            raise click.ClickException(f"the Spark job failed: {_first_line(e)}") from None
+    _print_warnings(err, result.warnings)
+    tables = f"{out}/exchanges" + (f" and {out}/records" if with_records else "")
+    err.print(f"wrote {result.exchanges} exchanges"
+              + (f" and {result.records} records" if with_records else "")
+              + f" to {tables} ({result.shards} shard{'s' if result.shards != 1 else ''}, "
+              f"{result.packets} packets, {time.monotonic() - started:.1f} s)", style="green")
+
+
+def _first_line(e: Exception) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__

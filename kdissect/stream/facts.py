@@ -14,6 +14,10 @@ class Facts:
     topics: dict[str, set[int]] = field(default_factory=dict)
     records: int = 0
     errors: list[int] = field(default_factory=list)      # nonzero error codes
+    # where each error was: (topic or None, partition or None, code), in errors' order
+    error_sites: list[tuple[str | None, int | None, int]] = field(default_factory=list)
+    record_bytes: int = 0          # bytes of record data (batches or message sets)
+    full_ids: bool = False         # name unknown topic ids in full (else 8 digits)
 
     def text(self) -> str:
         parts = []
@@ -37,11 +41,14 @@ _ZERO_UUID = "00000000-0000-0000-0000-000000000000"
 TEACHES_TOPIC_IDS = frozenset({3, 19, 20, 75})
 
 
-def facts(*trees: Node | None, topic_ids: dict[str, str] | None = None) -> Facts:
+def facts(*trees: Node | None, topic_ids: dict[str, str] | None = None,
+          full_ids: bool = False) -> Facts:
     """What ``trees`` touch. ``topic_ids`` (topic id -> name) is learned from messages
     that carry both (Metadata, CreateTopics...) and names topics that only have an id
-    (Fetch v13+): pass the same dict for a whole capture."""
+    (Fetch v13+): pass the same dict for a whole capture. Topics it cannot name are
+    ``topic-id:`` and the id's first 8 digits (the whole id with ``full_ids``)."""
     f = Facts()
+    f.full_ids = full_ids
     ids = topic_ids if topic_ids is not None else {}
     for tree in trees:
         if tree is None:
@@ -69,17 +76,23 @@ def _collect(node: Node, f: Facts, topic: str | None, array: str, ids: dict[str,
         if name is not None and topic_id is not None:
             ids[topic_id] = name
         elif name is None and topic_id is not None:
-            name = ids.get(topic_id, f"topic-id:{topic_id[:8]}")
+            name = ids.get(topic_id) or \
+                f"topic-id:{topic_id if f.full_ids else topic_id[:8]}"
         if name is not None:
             topic = name
             f.topics.setdefault(topic, set())
+    partition = None
     for c in node.children:
         kind = c.ktype
         if kind == "int32" and element and topic is not None and \
                 c.name in ("partition_index", "partition", "index"):
             f.topics[topic].add(c.value)
+            partition = c.value
         elif kind == "int16" and c.name.endswith("error_code") and c.value:
             f.errors.append(c.value)
+            f.error_sites.append((topic, partition, c.value))
+        elif kind == "records" and node.ktype != "record_batch" and c.value is not None:
+            f.record_bytes += c.length
         elif kind == "record":
             f.records += 1
             continue

@@ -96,7 +96,9 @@ class Gap:
     frame: int
     ts: float
 
-    def describe(self) -> str:
-        return (f"gap: stream {self.stream} {self.direction}s lost {self.length} bytes at "
+    def describe(self, where: str | None = None) -> str:
+        """``where`` names the connection (default: its stream number)."""
+        return (f"gap: {where or f'stream {self.stream}'} {self.direction}s lost "
+                f"{self.length} bytes at "
                 f"stream offset {self.offset} (frame {self.frame}); resuming at the next "
                 f"message boundary")

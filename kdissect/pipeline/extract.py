@@ -1,0 +1,159 @@
+"""The work inside the pipeline's tasks, free of Spark so it can be tested and reused.
+
+Stage 1 (``shard_segments``): one shard of a capture -> its TCP segments, keyed by flow,
+plus one summary of the shard (where it began and ended, packets, warnings).
+Stage 2 (``flow_rows``): all segments of one flow, in capture order -> exchange rows,
+record rows, the topic ids the flow taught, and warnings (gaps).
+``capture_rows`` does both stages for whole files in one process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+
+from ..capture.packet import FIN, RST, SUPPORTED, SYN, Segment, tcp_segment
+from ..capture.pcapfile import CaptureError, CaptureReader
+from ..capture.shards import read_shard
+from ..stream.dissector import CaptureDissector, load_captures
+from ..stream.model import Exchange, Gap
+from ..stream.rows import exchange_row, record_rows, resolve_record_topics, resolve_topics
+
+_KEEP_FLAGS = SYN | FIN | RST      # what a segment without payload may still tell
+
+
+# a segment row: these values, in this order (tuples are much cheaper than dicts here)
+SEGMENT_COLUMNS = ("capture", "flow", "shard", "frame", "order", "ts", "src", "sport",
+                   "dst", "dport", "seq", "ack", "flags", "payload", "missing")
+
+
+def flow_key(seg: Segment) -> str:
+    """The same key for both directions of a TCP connection."""
+    a, b = f"{seg.src}|{seg.sport}", f"{seg.dst}|{seg.dport}"
+    return f"{a}|{b}" if a <= b else f"{b}|{a}"
+
+
+@dataclass
+class ShardSummary:
+    capture: str
+    shard: int
+    start: int
+    end: int
+    first: int | None = None
+    next: int | None = None
+    packets: int = 0
+    unsupported: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+    def row(self) -> dict:
+        return {"capture": self.capture, "flow": None, "shard": self.shard,
+                "start": self.start, "end": self.end, "first": self.first,
+                "next": self.next, "packets": self.packets,
+                "unsupported": self.unsupported, "warning": "\n".join(self.warnings) or None}
+
+
+def shard_segments(capture: str, path: str, shard: int, start: int, end: int,
+                   whole: bool) -> tuple[ShardSummary, Iterator[tuple]]:
+    """The segment rows of one shard (SEGMENT_COLUMNS tuples) and its summary, which is
+    complete once they have been read. A segment that carries nothing the reassembler
+    needs (a bare ACK) is left out. ``whole``: read the file from start to end (pcapng,
+    compressed); frames then count from 1."""
+    summary = ShardSummary(capture, shard, start, end)
+
+    def rows() -> Iterator[tuple]:
+        try:
+            if whole:
+                with CaptureReader(path) as reader:
+                    try:
+                        yield from _segments(capture, shard, enumerate(reader.packets()),
+                                             summary)
+                    finally:
+                        summary.warnings += [f"{path}: {w}; everything before it was decoded"
+                                             for w in reader.warnings]
+                summary.first, summary.next = start, end
+            else:
+                found, records = read_shard(path, start, end)
+                try:
+                    yield from _segments(capture, shard, records, summary)
+                finally:
+                    summary.first, summary.next = found.first, found.next
+                    summary.warnings += found.warnings
+        except CaptureError as e:
+            summary.warnings.append(str(e))
+        except OSError as e:
+            summary.warnings.append(f"{path}: {e.strerror or e}")
+
+    return summary, rows()
+
+
+def _segments(capture, shard, packets, summary: ShardSummary) -> Iterator[tuple]:
+    for order, pkt in packets:
+        summary.packets += 1
+        if pkt.linktype not in SUPPORTED:
+            summary.unsupported += 1
+            continue
+        seg = tcp_segment(pkt.linktype, pkt.data, pkt.orig_len)
+        if seg is not None and (seg.payload or seg.missing or seg.flags & _KEEP_FLAGS):
+            yield (capture, flow_key(seg), shard, pkt.index, order, pkt.ts, seg.src,
+                   seg.sport, seg.dst, seg.dport, seg.seq, seg.ack, seg.flags, seg.payload,
+                   seg.missing)
+
+
+@dataclass
+class Rows:
+    exchanges: list[dict] = field(default_factory=list)
+    records: list[dict] = field(default_factory=list)
+    topic_ids: dict[str, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    # gaps with the connection they are in: (gap, client, broker)
+    gaps: list[tuple[Gap, tuple[str, int], tuple[str, int]]] = field(default_factory=list)
+
+
+def _collector(capture: str, rows: Rows, with_records: bool,
+               keep: Callable[[Exchange, dict], bool] | None = None) -> Callable[[Exchange], None]:
+    def emit(ex: Exchange) -> None:
+        if keep is not None and not keep(ex, rows.topic_ids):
+            return
+        rows.exchanges.append(exchange_row(ex, capture, rows.topic_ids))
+        if with_records:
+            rows.records.extend(record_rows(ex, capture))
+    return emit
+
+
+def flow_rows(capture: str, segments: Iterable[tuple], frame_base: Callable[[int], int],
+              ports, detect: bool, with_records: bool) -> Rows:
+    """Rows of one flow from its segment rows (SEGMENT_COLUMNS tuples), given in capture
+    order. ``frame_base(shard)`` is the number of packets before that shard (so frames
+    are numbered as in the file)."""
+    rows = Rows()
+
+    def gap(g: Gap) -> None:
+        conn = dissector.streams[g.stream - 1]
+        rows.gaps.append((g, conn.client, conn.broker))
+    dissector = CaptureDissector(_collector(capture, rows, with_records), gap, ports, detect)
+    segment = dissector.tcp.segment
+    for (_c, _f, shard, frame, _o, ts, src, sport, dst, dport, seq, ack, flags, payload,
+         missing) in segments:
+        segment(Segment(src, sport, dst, dport, seq, ack, flags, payload, missing), ts,
+                frame_base(shard) + frame)
+    dissector.finish()
+    return rows
+
+
+def capture_rows(paths: Iterable[tuple[str, str]], ports, detect: bool, with_records: bool,
+                 warn: Callable[[str], None], packets=None, keep=None) -> Rows:
+    """Rows of whole capture files, one process: ``paths`` are (capture name, path).
+    ``keep(exchange, topic_ids)``, if given, decides which exchanges make rows."""
+    out = Rows()
+    for capture, path in paths:
+        rows = Rows()
+
+        def gap(g: Gap, capture=capture, rows=rows) -> None:
+            rows.warnings.append(f"{capture}: {g.describe()}")
+        load_captures([path], _collector(capture, rows, with_records, keep), warn, on_gap=gap,
+                      ports=ports, detect=detect, packets=packets)
+        out.exchanges += resolve_topics(rows.exchanges, rows.topic_ids)
+        out.records += resolve_record_topics(rows.records, rows.topic_ids)
+        out.warnings += rows.warnings
+    return out
+

@@ -1,0 +1,57 @@
+"""Arrow schemas of the ``exchanges`` and ``records`` tables, and rows -> Arrow."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import pyarrow as pa
+
+_TS = pa.timestamp("us", tz="UTC")
+_TOPIC_PARTITION = pa.struct([("topic", pa.string()), ("partition", pa.int32())])
+
+EXCHANGES = pa.schema([
+    ("capture", pa.string()),
+    ("client_ip", pa.string()), ("client_port", pa.int32()),
+    ("broker_ip", pa.string()), ("broker_port", pa.int32()),
+    ("api_key", pa.int16()), ("api_name", pa.string()), ("api_version", pa.int16()),
+    ("correlation_id", pa.int32()), ("client_id", pa.string()),
+    ("request_ts", _TS), ("response_ts", _TS), ("latency_ms", pa.float64()),
+    ("request_size", pa.int32()), ("response_size", pa.int32()),
+    ("error_code", pa.int16()), ("error_name", pa.string()),
+    ("errors", pa.list_(pa.struct([("topic", pa.string()), ("partition", pa.int32()),
+                                   ("code", pa.int16()), ("name", pa.string())]))),
+    ("topics", pa.list_(pa.string())),
+    ("partitions", pa.list_(_TOPIC_PARTITION)),
+    ("record_count", pa.int64()), ("record_bytes", pa.int64()),
+    ("status", pa.string()),
+    ("problems", pa.list_(pa.string())),
+])
+
+RECORDS = pa.schema([
+    ("capture", pa.string()),
+    ("direction", pa.string()),            # produce | fetch
+    ("correlation_id", pa.int32()),
+    ("message_ts", _TS),                   # when the carrying message was captured
+    ("topic", pa.string()), ("partition", pa.int32()),
+    ("offset", pa.int64()),
+    ("timestamp_ms", pa.int64()),          # the record's own timestamp
+    ("key", pa.string()),                  # text, or 0x-prefixed hex
+    ("value_size", pa.int64()),
+    ("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.string())]))),
+    ("problems", pa.list_(pa.string())),
+])
+
+_TIME_COLUMNS = ("request_ts", "response_ts", "message_ts")
+
+
+def _micros(row: dict) -> dict:
+    for col in _TIME_COLUMNS:
+        ts = row.get(col)
+        if isinstance(ts, float):
+            row[col] = round(ts * 1_000_000)
+    return row
+
+
+def to_arrow(rows: Iterable[dict], schema: pa.Schema) -> pa.Table:
+    """Rows from ``kdissect.stream.rows`` as an Arrow table (timestamps in µs, UTC)."""
+    return pa.Table.from_pylist([_micros(dict(r)) for r in rows], schema=schema)

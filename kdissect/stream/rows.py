@@ -1,0 +1,209 @@
+"""Exchanges and records as flat rows (plain dicts) for tables: the Parquet output of
+``kdissect pcap --format parquet`` and the Spark job build the same rows here.
+
+Rows hold values only: no raw payload bytes (record keys are kept as text or hex, values
+by size), so tables stay small and safe to share.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+from ..protocol import Options
+from ..protocol.names import error_name
+from ..protocol.node import Node
+from .facts import SUMMARY, TEACHES_TOPIC_IDS, facts
+from .model import Exchange, KafkaMessage
+
+UNRESOLVED = "topic-id:"           # prefix of a topic known only by its id
+
+
+def _endpoint_cols(prefix: str, addr: tuple[str, int]) -> dict:
+    return {f"{prefix}_ip": addr[0], f"{prefix}_port": addr[1]}
+
+
+def _status(ex: Exchange) -> str:
+    statuses = [m.status for m in (ex.response, ex.request) if m is not None and m.status != "ok"]
+    return statuses[0] if statuses else "ok"
+
+
+def _body(tree: Node | None, m: KafkaMessage) -> Node | None:
+    if tree is None:
+        return None
+    return tree.children[0] if m.direction == "sasl" else tree.child("body")
+
+
+def exchange_row(ex: Exchange, capture: str, topic_ids: dict[str, str]) -> dict:
+    """One exchange as a row. ``topic_ids`` (id -> name) grows with what this exchange
+    teaches; topics it cannot name yet are left as ``topic-id:<uuid>`` for
+    ``resolve_topics`` to name once the whole capture has been read."""
+    req, resp = ex.request, ex.response
+    first = ex.first
+    trees = {}
+    for m in (req, resp):
+        if m is not None:
+            if m.direction == "response" and m.api_key is None:
+                m.decoded()                         # an orphan: guess its API
+            trees[m.direction] = m.summary_tree(SUMMARY)
+    bodies = [_body(t, m) for m, t in ((req, trees.get("request")),
+                                        (resp, trees.get("response")))
+              if m is not None and m.direction != "sasl"]
+    f = facts(*bodies, topic_ids=topic_ids, full_ids=True)
+    problems = [f"{m.direction}: {path}: {reason}"
+                for m in (req, resp) if m is not None
+                for path, reason in trees[m.direction].problems()]
+    top = _top_error(bodies[-1] if resp is not None and bodies else None)
+    return {
+        "capture": capture,
+        **_endpoint_cols("client", ex.client),
+        **_endpoint_cols("broker", ex.broker),
+        "api_key": first.api_key,
+        "api_name": first.api_name,
+        "api_version": first.api_version,
+        "correlation_id": first.correlation_id,
+        "client_id": req.client_id if req is not None else None,
+        "request_ts": req.ts if req is not None else None,
+        "response_ts": resp.ts if resp is not None else None,
+        "latency_ms": ex.latency * 1000 if ex.latency is not None else None,
+        "request_size": len(req.data) if req is not None else None,
+        "response_size": len(resp.data) if resp is not None else None,
+        "error_code": top,
+        "error_name": error_name(top) if top is not None else None,
+        "errors": [{"topic": t, "partition": p, "code": c, "name": error_name(c)}
+                   for t, p, c in f.error_sites],
+        "topics": sorted(f.topics),
+        "partitions": [{"topic": t, "partition": p}
+                       for t in sorted(f.topics) for p in sorted(f.topics[t])],
+        "record_count": f.records,
+        "record_bytes": f.record_bytes,
+        "status": _status(ex),
+        "problems": problems,
+    }
+
+
+def _top_error(body: Node | None) -> int | None:
+    """The response's own error code (a direct child of the body), if it has one."""
+    if body is None:
+        return None
+    code = body.child("error_code")
+    return code.value if code is not None and isinstance(code.value, int) else None
+
+
+def resolve_topics(rows: Iterable[dict], topic_ids: dict[str, str]) -> Iterator[dict]:
+    """Name the topics that were only known by id when their row was made."""
+    for row in rows:
+        if topic_ids and any(t and t.startswith(UNRESOLVED) for t in _row_topics(row)):
+            row = dict(row)
+            name = lambda t: topic_ids.get(t[len(UNRESOLVED):], t) \
+                if t and t.startswith(UNRESOLVED) else t
+            row["topics"] = sorted({name(t) for t in row["topics"]})
+            row["partitions"] = sorted(({**p, "topic": name(p["topic"])}
+                                        for p in row["partitions"]),
+                                       key=lambda p: (p["topic"], p["partition"]))
+            row["errors"] = [{**e, "topic": name(e["topic"])} for e in row["errors"]]
+        yield row
+
+
+def resolve_record_topics(records: Iterable[dict], topic_ids: dict[str, str]) -> Iterator[dict]:
+    """``resolve_topics`` for record rows."""
+    for r in records:
+        t = r["topic"]
+        if t and t.startswith(UNRESOLVED) and t[len(UNRESOLVED):] in topic_ids:
+            r = {**r, "topic": topic_ids[t[len(UNRESOLVED):]]}
+        yield r
+
+
+def _row_topics(row: dict) -> Iterator[str | None]:
+    yield from row["topics"]
+    for e in row["errors"]:
+        yield e["topic"]
+
+
+def teaches_topic_ids(ex: Exchange) -> bool:
+    return ex.first.api_key in TEACHES_TOPIC_IDS
+
+
+RECORDS = Options(records=True)
+
+
+def record_rows(ex: Exchange, capture: str) -> list[dict]:
+    """Every record an exchange carries (Produce requests, Fetch and ShareFetch
+    responses), with the topic and partition it belongs to."""
+    out: list[dict] = []
+    for m in (ex.request, ex.response):
+        if m is None or m.direction == "sasl" or m.api_key not in (0, 1, 78):
+            continue
+        if (m.api_key == 0) != (m.direction == "request"):
+            continue
+        body = _body(m.decoded(RECORDS).tree, m)
+        if body is not None:
+            _walk_records(body, None, None, m, capture, out)
+    return out
+
+
+def _walk_records(node: Node, topic, partition, m: KafkaMessage, capture: str,
+                  out: list[dict]) -> None:
+    if node.name.startswith("["):
+        for c in node.children:
+            if c.ktype == "string" and c.name in ("topic", "name", "topic_name"):
+                topic = c.value
+            elif c.ktype == "uuid" and c.name == "topic_id" and topic is None:
+                topic = UNRESOLVED + str(c.value)
+            elif c.ktype == "int32" and c.name in ("partition_index", "partition", "index"):
+                partition = c.value
+    for c in node.children:
+        kind = c.ktype
+        if kind == "record" or (kind.startswith("message_v") and _plain_message(c)):
+            out.append(_record_row(c, topic, partition, m, capture))
+        elif c.children:
+            _walk_records(c, topic, partition, m, capture, out)
+
+
+def _plain_message(n: Node) -> bool:
+    attrs = n.child("attributes")
+    return attrs is not None and attrs.value is not None and attrs.value & 7 == 0
+
+
+def _text_or_hex(b) -> str | None:
+    if b is None:
+        return None
+    b = bytes(b)
+    try:
+        text = b.decode("utf-8")
+        if all(ch.isprintable() for ch in text):
+            return text
+    except UnicodeDecodeError:
+        pass
+    return "0x" + b.hex()
+
+
+def _record_row(n: Node, topic, partition, m: KafkaMessage, capture: str) -> dict:
+    key, value, headers = n.child("key"), n.child("value"), n.child("headers")
+    if n.ktype == "record":
+        offset = (n.value or {}).get("offset")
+        ts = (n.value or {}).get("timestamp")
+    else:                                 # a v0/v1 message: its absolute offset is noted
+        off = n.child("offset")
+        absolute = off.note.split()[-1] if off is not None and off.note else None
+        offset = int(absolute) if absolute and absolute.lstrip("-").isdigit() else \
+            (off.value if off is not None else None)
+        t = n.child("timestamp")
+        ts = t.value if t is not None else None
+    return {
+        "capture": capture,
+        "direction": "produce" if m.direction == "request" else "fetch",
+        "correlation_id": m.correlation_id,
+        "message_ts": m.ts,
+        "topic": topic,
+        "partition": partition,
+        "offset": offset,
+        "timestamp_ms": ts,
+        "key": _text_or_hex(key.value) if key is not None else None,
+        "value_size": len(value.value) if value is not None and value.value is not None else None,
+        "headers": [{"key": h.child("key").value,
+                     "value": _text_or_hex(h.child("value").value)
+                     if h.child("value") is not None else None}
+                    for h in (headers.children if headers is not None else [])
+                    if h.child("key") is not None],
+        "problems": [r for _, r in n.problems()],
+    }
