@@ -359,9 +359,10 @@ correlation id, client id, times, latency, sizes, error codes with names, topics
 partitions, record counts and bytes, status, problems) and, with --records,
 OUT/records (topic, partition, offset, timestamp, key, value size, headers).
 
-Large pcap files are split into byte ranges (--shard-size) read in parallel; pcapng and
-compressed files are read one task per file. Connections are then reassembled and
-decoded in parallel. Needs the spark extra (pip install 'kdissect[spark]') and Java 17+.
+Each file is one task, decoded where it is read. With fewer files than cores, pcap
+files larger than --shard-size are split into byte ranges read in parallel, and their
+connections are then reassembled and decoded in parallel (pcapng and compressed files
+are never split; --split/--no-split overrides the choice). Needs the spark extra (pip install 'kdissect[spark]') and Java 17+.
 
 \b
 Where it runs (--master, else a master set in MASTER / PYSPARK_SUBMIT_ARGS /
@@ -394,7 +395,9 @@ Then query, e.g. with Spark SQL or DuckDB:
               help="Also write the records table (decodes every record batch).")
 @click.option("--shard-size", default="128M", show_default=True, metavar="SIZE",
               help="Split pcap files larger than this into byte ranges of about this size.")
-def spark(inputs, out, ports, no_detect, master, with_records, shard_size):
+@click.option("--split/--no-split", default=None,
+              help="Force splitting large pcap files, or reading every file whole.")
+def spark(inputs, out, ports, no_detect, master, with_records, shard_size, split):
     _need_spark_extra("kdissect spark", "pyspark")
     _need_spark_extra("kdissect spark", "pyarrow")
     import time
@@ -432,7 +435,8 @@ def spark(inputs, out, ports, no_detect, master, with_records, shard_size):
         try:
             result = run_job(session, list(inputs), out, ports=DEFAULT_PORTS | _ports(ports),
                              detect=not no_detect, with_records=with_records,
-                             shard_bytes=_size(shard_size), progress=progress)
+                             shard_bytes=_size(shard_size), split=split,
+                             progress=progress)
         except Exception as e:
             raise click.ClickException(f"the Spark job failed: {_first_line(e)}") from None
     _print_warnings(err, result.warnings)

@@ -83,7 +83,8 @@ def test_a_damaged_capture_does_not_fail_the_job(spark, tmp_path):
     (tmp_path / "notes.pcap").write_text("not a capture")
     result = run_job(spark, [str(broken), str(truncated), str(tmp_path / "notes.pcap")],
                      str(tmp_path / "out"), ports=DEFAULT_PORTS,
-                     shard_bytes=len(data) // 5)
+                     shard_bytes=len(data) // 5, split=True)
+    assert result.shards >= 5 + 2
     rows = table(tmp_path / "out" / "exchanges")
     by_capture = {r["capture"] for r in rows}
     assert str(broken) in by_capture and str(truncated) in by_capture
@@ -107,6 +108,8 @@ def test_shard_plan_keeps_cores_busy_and_leaves_unsplittable_files_whole(tmp_pat
     import gzip
     gz.write_bytes(gzip.compress(big.read_bytes()))
     assert [t.whole for t in plan_shards([str(gz)], 100, 4)] == [True]
+    # as many files as cores: each file is a task, read and decoded where it is read
+    assert [t.whole for t in plan_shards([str(big)] * 4, size // 3, 4)] == [True] * 4
 
 
 def test_spark_command_end_to_end(tmp_path):
@@ -126,3 +129,22 @@ def test_spark_command_end_to_end(tmp_path):
                          capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert res.returncode == 1 and "Spark did not start" in res.stderr
     assert "Traceback" not in res.stderr
+
+
+def test_the_queries_in_the_docs_run_on_the_tables(spark, tmp_path):
+    import re
+    run_job(spark, [str(CAPTURES)], str(tmp_path / "t"), ports=DEFAULT_PORTS, with_records=True)
+    for name in ("exchanges", "records"):
+        spark.read.parquet(str(tmp_path / "t" / name)).createOrReplaceTempView(name)
+    doc = (ROOT / "docs" / "spark.md").read_text()
+    queries = re.findall(r"```sql\n(.*?)```", doc, re.S)
+    assert len(queries) == 4
+    results = [spark.sql(q).collect() for q in queries]
+    assert all(results)
+    latency, topics, errors, records = results
+    assert {r["api_name"] for r in latency} >= {"Produce", "Fetch", "Metadata"}
+    assert {r["topic"] for r in topics} >= {"ck-group", "kp-gzip"}
+    named = {n for r in errors for n in r["error_names"]}
+    assert {"UNKNOWN_PRODUCER_ID", "MEMBER_ID_REQUIRED"} <= named
+    assert any(r["topic"] == "ck-group" and r["direction"] == "fetch" and r["records"] == 4
+               for r in records)

@@ -98,14 +98,21 @@ def expand(inputs: list[str]) -> list[str]:
     return out
 
 
-def plan_shards(paths: list[str], shard_bytes: int, parallelism: int = 1) -> list[ShardTask]:
-    """Shards of at most about ``shard_bytes``; a split file gets a multiple of
-    ``parallelism`` shards so that no core idles through a last, lone shard."""
+def plan_shards(paths: list[str], shard_bytes: int, parallelism: int = 1,
+                split: bool | None = None) -> list[ShardTask]:
+    """One task per file, unless there are fewer files than cores: then pcap files larger
+    than ``shard_bytes`` are split into byte ranges, a multiple of ``parallelism`` of them
+    so that no core idles through a last, lone shard. (Split shards cost a shuffle of
+    their packets; whole files are decoded where they are read, which measured about
+    twice as fast per byte, so splitting only pays when cores would otherwise idle.)
+    ``split`` True or False overrides that choice."""
+    if split is None:
+        split = len(paths) < parallelism
     tasks = []
     for path in paths:
         full = os.path.abspath(path)
         size = os.path.getsize(full)
-        if size > shard_bytes and splittable(full):
+        if split and size > shard_bytes and splittable(full):
             count = -(-size // shard_bytes)
             count = -(-count // parallelism) * parallelism
             tasks += [ShardTask(path, full, s, e, False)
@@ -399,6 +406,7 @@ class _Tracker:
 
 def run_job(spark, inputs: list[str], out: str, *, ports, detect: bool = True,
             with_records: bool = False, shard_bytes: int = DEFAULT_SHARD_BYTES,
+            split: bool | None = None,
             progress: Callable[[str, int, int], None] | None = None) -> JobResult:
     """Write ``out``/exchanges (and ``out``/records) as Parquet: one file per capture,
     rows in time order. ``progress(phase, done, total)`` hears about shards read
@@ -415,7 +423,7 @@ def run_job(spark, inputs: list[str], out: str, *, ports, detect: bool = True,
     if not paths:
         raise ValueError("no capture files found in " + ", ".join(inputs))
     parallelism = _parallelism(spark)
-    tasks = plan_shards(paths, shard_bytes, parallelism)
+    tasks = plan_shards(paths, shard_bytes, parallelism, split)
     result.shards = len(tasks)
     ports = frozenset(ports)
 
