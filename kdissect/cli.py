@@ -439,6 +439,8 @@ def spark(inputs, out, ports, no_detect, master, with_records, shard_size, split
                              progress=progress)
         except Exception as e:
             raise click.ClickException(f"the Spark job failed: {_first_line(e)}") from None
+        for t in tasks.values():                   # the last poll may predate the end
+            bar.update(t, completed=bar.tasks[t].total)
     _print_warnings(err, result.warnings)
     tables = f"{out}/exchanges" + (f" and {out}/records" if with_records else "")
     err.print(f"wrote {result.exchanges} exchanges"

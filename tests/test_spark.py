@@ -148,3 +148,17 @@ def test_the_queries_in_the_docs_run_on_the_tables(spark, tmp_path):
     assert {"UNKNOWN_PRODUCER_ID", "MEMBER_ID_REQUIRED"} <= named
     assert any(r["topic"] == "ck-group" and r["direction"] == "fetch" and r["records"] == 4
                for r in records)
+
+
+def test_the_job_runs_over_spark_connect(tmp_path):
+    """SPARK_REMOTE=local[2] starts a Spark Connect server here: the job, which uses only
+    DataFrame operations, gives the rows of one process."""
+    files = ["captures/kcat.pcap", "captures/sasl-scram.pcap"]
+    env = {**os.environ, "SPARK_REMOTE": "local[2]"}
+    res = subprocess.run([sys.executable, "-m", "kdissect", "spark", *files,
+                          "--out", str(tmp_path / "t"), "--split", "--shard-size", "20k"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=600, env=env)
+    assert res.returncode == 0, res.stderr
+    write_exchanges(files, str(tmp_path / "one.parquet"), ports=DEFAULT_PORTS, detect=True,
+                    warn=print)
+    assert table(tmp_path / "t" / "exchanges") == table(tmp_path / "one.parquet")

@@ -126,9 +126,7 @@ def plan_shards(paths: list[str], shard_bytes: int, parallelism: int = 1,
 
 def _configured_master() -> str | None:
     """A master the user set outside kdissect: MASTER, PYSPARK_SUBMIT_ARGS, or
-    spark-defaults.conf; SPARK_REMOTE means Spark Connect."""
-    if os.environ.get("SPARK_REMOTE"):
-        return os.environ["SPARK_REMOTE"]
+    spark-defaults.conf."""
     if os.environ.get("MASTER"):
         return os.environ["MASTER"]
     args = shlex.split(os.environ.get("PYSPARK_SUBMIT_ARGS", ""))
@@ -149,16 +147,20 @@ def _configured_master() -> str | None:
 def get_session(master: str | None = None, app_name: str = "kdissect",
                 log: str | None = None):
     """A Spark session: ``master`` if given, else one the user configured, else embedded
-    ``local[*]``. Executors run the Python that runs kdissect; a local Spark binds to
-    127.0.0.1 and keeps its UI and console progress quiet. With ``log``, the JVM's own
-    output goes to that file."""
+    ``local[*]``. ``sc://...`` (or SPARK_REMOTE) means Spark Connect. Executors run the
+    Python that runs kdissect; a local Spark binds to 127.0.0.1 and keeps its UI and
+    console progress quiet. With ``log``, the JVM's own output goes to that file."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
-    chosen = master or _configured_master()
     builder = SparkSession.builder.appName(app_name)
-    if chosen and chosen.startswith("sc://"):
-        return builder.remote(chosen).getOrCreate()
+    remote = master if master and master.startswith("sc://") else \
+        None if master else os.environ.get("SPARK_REMOTE")
+    if remote:
+        # a server's settings are its own; "local[N]" remotes start one here
+        with _jvm_output_to(log if remote.startswith("local") else None):
+            return builder.remote(remote).getOrCreate()
+    chosen = master or _configured_master()
     if master:
         builder = builder.master(master)
     elif chosen is None:
@@ -371,37 +373,50 @@ def _resolver(ids: dict[str, dict[str, str]], schema: pa.Schema, records: bool) 
 
 
 class _Tracker:
-    """Polls Spark's status tracker for the stages of a job group and reports each
-    stage's tasks to ``update(stage_number, done, total)`` (stages numbered from 0 in
-    the order they appear); does nothing over Spark Connect (no status tracker)."""
+    """Reports the tasks of each stage of the jobs run inside it to ``update(stage_number,
+    done, total)``, stages numbered from 0 in the order they appear: from the status
+    tracker of a classic session, or from Spark Connect's progress messages."""
 
-    def __init__(self, spark, group: str, update: Callable[[int, int, int], None]):
-        self.sc = _context(spark)
-        self.group, self.update = group, update
+    def __init__(self, spark, update: Callable[[int, int, int], None]):
+        self.spark, self.sc, self.update = spark, _context(spark), update
+        self.group = f"kdissect-{id(self)}"
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._poll, daemon=True)
+        self.connect = self.sc is None and hasattr(spark, "registerProgressHandler")
 
     def __enter__(self):
         if self.sc is not None:
-            self.sc.setJobGroup(self.group, f"kdissect: {self.group}")
+            self.sc.setJobGroup(self.group, "kdissect")
             self.thread.start()
+        elif self.connect:
+            self.spark.registerProgressHandler(self._connect_progress)
         return self
 
     def __exit__(self, *exc):
         self.stop.set()
         if self.sc is not None:
             self.thread.join()
+        elif self.connect:
+            self.spark.removeProgressHandler(self._connect_progress)
+
+    def _report(self, stages) -> None:
+        for number, (done, total) in enumerate(stages):
+            if total:
+                self.update(number, done, total)
+
+    def _connect_progress(self, stages=None, inflight_tasks=0, operation_id=None,
+                          done=False) -> None:
+        self._report((s.num_completed_tasks, s.num_tasks)
+                     for s in sorted(stages or [], key=lambda s: s.stage_id))
 
     def _poll(self):
         tracker = self.sc.statusTracker()
         while not self.stop.wait(0.2):
-            stages = sorted({stage for job in tracker.getJobIdsForGroup(self.group)
-                             for stage in (getattr(tracker.getJobInfo(job), "stageIds", None)
-                                           or [])})
-            for number, stage in enumerate(stages):
-                info = tracker.getStageInfo(stage)
-                if info is not None and info.numTasks:
-                    self.update(number, info.numCompletedTasks, info.numTasks)
+            ids = sorted({stage for job in tracker.getJobIdsForGroup(self.group)
+                          for stage in (getattr(tracker.getJobInfo(job), "stageIds", None)
+                                        or [])})
+            infos = [tracker.getStageInfo(i) for i in ids]
+            self._report((i.numCompletedTasks, i.numTasks) for i in infos if i is not None)
 
 
 def run_job(spark, inputs: list[str], out: str, *, ports, detect: bool = True,
@@ -439,7 +454,7 @@ def run_job(spark, inputs: list[str], out: str, *, ports, detect: bool = True,
                .persist(StorageLevel.MEMORY_AND_DISK))
     phases = ("shards", "connections")
     progress("shards", 0, len(tasks))
-    with _Tracker(spark, "kdissect", lambda n, d, t: n < 2 and progress(phases[n], d, t)):
+    with _Tracker(spark, lambda n, d, t: n < 2 and progress(phases[n], d, t)):
         side = decoded.where(F.col("exchange").isNull() & F.col("record").isNull()).collect()
     ids = _digest(side, result)
     if not result.unresolved:
