@@ -48,7 +48,8 @@ def main() -> None:
 BLOB_HELP = """Annotate raw Kafka bytes: which API they are, and every field, byte by byte.
 
 INPUT is the bytes as text, a file holding them, or `-` for stdin (the default when
-stdin is piped). Formats are detected: plain hex (spaces, colons, 0x allowed), xxd /
+stdin is piped). Without INPUT on a terminal, the blob screen opens: paste bytes, pick
+API, version and direction if you know them, and the tree updates as you type. Formats are detected: plain hex (spaces, colons, 0x allowed), xxd /
 hexdump -C / od -A x -t x1z / Wireshark / tcpdump -X dumps, Erlang <<0,0,3,...>>,
 Python b'\\x00...' or bytes([...]), Java/C/JS arrays {0, 0, -1, ...}, and base64.
 
@@ -85,6 +86,11 @@ def blob(input, api, api_version, direction, as_json, show_secrets, grammar, no_
          max_decompressed):
     console = Console(highlight=False)
     err = Console(stderr=True, highlight=False, soft_wrap=True)
+    if input is None and sys.stdin.isatty() and sys.stdout.isatty() and not as_json:
+        from .tui.blob_app import BlobApp
+        BlobApp(options=Options(show_secrets=show_secrets,
+                                max_decompressed=_size(max_decompressed))).run()
+        return
     text = _read_input(input)
     try:
         parsed = parse_blob(text)
@@ -194,7 +200,8 @@ every field with the request's API and version. Lost data is reported as gaps an
 decoding resumes at the next message boundary.
 
 \b
-Output (to a terminal the TUI comes in a later release; for now always text):
+Output: on a terminal, the TUI (exchange list, field trees, bytes; press ? in it).
+Piped, or with --no-tui:
   default           one line per exchange: time, client → broker, API and version,
                     correlation id, client id, latency, topics/partitions, records, errors
   -V, --verbose     the full field trees of both messages
@@ -248,9 +255,9 @@ def _ports(values: tuple[str, ...]) -> set[int]:
               help="Only exchanges matching this display filter.")
 @click.option("--stats", is_flag=True, help="Print statistics (per API, errors, latency "
               "percentiles, connections) instead of the exchanges.")
-@click.option("--tui", is_flag=True, help="Browse in the terminal UI (a preview: exchange "
-              "list, field trees, bytes).")
-@click.option("--no-tui", is_flag=True, help="Print (the default for now).")
+@click.option("--tui", is_flag=True, help="Open the terminal UI even when stdout is not a "
+              "terminal (it is the default on a terminal).")
+@click.option("--no-tui", is_flag=True, help="Print instead of opening the terminal UI.")
 @click.option("--show-secrets", is_flag=True, help="Show SASL passwords, proofs and tokens.")
 @click.option("--max-decompressed", default="64M", show_default=True, metavar="SIZE",
               help="Largest decompressed record payload to accept.")
@@ -271,14 +278,14 @@ def pcap(files, ports, no_detect, verbose, fmt, output, filter_text, stats, tui,
     if fmt == "parquet" or output:
         _write_parquet(files, output, fmt, kafka_ports, detect, display_filter, options)
         return
-    if tui and not no_tui:
-        from .tui.app import KdissectApp
-        app = KdissectApp(lambda emit, warn: load_captures(
+    interactive = sys.stdout.isatty() and sys.stdin.isatty() and fmt == "text" and \
+        not (verbose or stats)
+    if (tui or interactive) and not no_tui:
+        _run_tui(lambda emit, warn, progress: load_captures(
             files, emit, warn, on_gap=lambda g: warn(g.describe()), ports=kafka_ports,
-            detect=detect), options, title=", ".join(os.path.basename(f) for f in files))
-        if filter_text:
-            app.filter = display_filter
-        app.run()
+            detect=detect, packets=lambda reader, path: _tracked(reader, path, progress)),
+            options, ", ".join(os.path.basename(f) for f in files), filter_text,
+            display_filter)
         return
     printer = ExchangePrinter(options, fmt, verbose, display_filter, stats)
     try:
@@ -333,6 +340,25 @@ def _print_warnings(err: Console, warnings: list[str], listed: int = 20) -> None
         err.print(w, style="yellow")
     if len(warnings) > listed:
         err.print(f"… and {len(warnings) - listed} more warnings", style="yellow")
+
+
+def _run_tui(load, options: Options, title: str, filter_text: str | None = None,
+             display_filter=None) -> None:
+    from .tui.app import KdissectApp
+    app = KdissectApp(load, options, title=title)
+    if display_filter is not None:
+        app.filter_text, app.filter = filter_text, display_filter
+    app.run()
+
+
+def _tracked(reader, path: str, progress):
+    """Packets, telling ``progress(bytes read, file size)`` as they are read."""
+    size = os.path.getsize(path)
+    for i, packet in enumerate(reader.packets()):
+        if i % 1000 == 0:
+            progress(reader.bytes_read, size)
+        yield packet
+    progress(size, size)
 
 
 def _progress(reader, path: str, err: Console):

@@ -147,11 +147,11 @@ def render_node(data: bytes, root: Node, show_secrets: bool = False, base: int =
         for holder in buffers(root):
             caption = Text(f"decompressed {holder.note or ''} (bytes of {holder.name} "
                            f"@{holder.offset})", style="bold")
-            parts += [caption, hexdump(holder.buffer, _as_root(holder), show_secrets, 0, colours)]
+            parts += [caption, hexdump(holder.buffer, as_root(holder), show_secrets, 0, colours)]
     return Group(*parts)
 
 
-def _as_root(holder: Node) -> Node:
+def as_root(holder: Node) -> Node:
     """A view of a buffer holder whose children are walked as if they were the root."""
     view = Node(holder.name, holder.ktype, 0, len(holder.buffer or b""))
     view.children = holder.children

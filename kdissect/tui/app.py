@@ -1,53 +1,103 @@
-"""The Textual TUI (a first part of issue 4): the exchange list, the selected exchange's
-field trees, and the message bytes with the selected field highlighted."""
+"""The Textual TUI: the exchange list (growing while the source loads or stays live), the
+selected exchange's field trees beside its bytes, filters, search, following a
+connection, bookmarks, statistics, copy and export."""
 
 from __future__ import annotations
+
+import json
+import re
+import threading
+from collections import deque
+from pathlib import Path
 
 from rich.text import Text
 from textual import on
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import Vertical
 from textual.coordinate import Coordinate
-from textual.screen import ModalScreen
-from textual.widgets import DataTable, Footer, Header, Input, Sparkline, Static, Tree
+from textual.widgets import DataTable, Footer, Header, Input, ProgressBar, Static
 
 from ..filters import FilterError, parse_filter
 from ..protocol import Options
-from ..protocol.node import Node
-from ..render.lines import endpoint, iso
-from ..render.stats import stats_tables
-from ..render.text import format_value, hexdump
+from ..render.lines import endpoint, iso, message_json
+from ..render.text import format_value
 from ..stream.facts import ExchangeView
-from ..stream.stats import Stats
 from ..stream.model import Exchange, KafkaMessage
+from .detail import Detail, Item
+from .filterbar import FilterSuggester
+from .screens import HelpScreen, StatsScreen
 
 COLUMNS = ("#", "time", "client → broker", "API", "v", "corr", "client id", "latency",
            "summary", "status")
-HIGHLIGHT = "bold black on yellow"
-PARENT = "on grey23"
+BOOKMARK = "★"
+_DRAIN = 2000              # rows added per UI tick at most: keys stay answered
+_KEEP_DECODED = 64         # full trees kept for the messages viewed last
+
+
+def _row(view: ExchangeView) -> tuple:
+    """The cells of an exchange's row (computed off the UI thread)."""
+    ex, first = view.ex, view.ex.first
+    facts = view.facts()
+    status = next((m.status for m in (ex.response, ex.request)
+                   if m is not None and m.status != "ok"), "")
+    bad = bool(facts.errors or view.problems)
+    style = "red" if bad else "yellow" if status else ""
+    return (str(first.index), iso(first.ts)[11:23],
+            f"{endpoint(ex.client)} → {endpoint(ex.broker)}",
+            Text(first.api_name, style="bold red" if bad else "bold"),
+            str(first.api_version), str(first.correlation_id),
+            ex.request.client_id or "" if ex.request else "",
+            f"{ex.latency * 1000:.1f}ms" if ex.latency is not None else "",
+            Text(facts.text(), style=style), Text(status, style="yellow"))
+
+
+def parse_needle(text: str) -> bytes | None:
+    """Search text as bytes: ``0x0a0b``, ``hex: 0a 0b`` or plain text (UTF-8)."""
+    t = text.strip()
+    hexpart = t[4:] if t.lower().startswith("hex:") else t[2:] if t.lower().startswith("0x") \
+        else None
+    if hexpart is not None:
+        digits = re.sub(r"[\s:]", "", hexpart)
+        try:
+            return bytes.fromhex(digits) or None
+        except ValueError:
+            return None
+    return t.encode() if t else None
 
 
 class KdissectApp(App):
-    """Browse exchanges. ``load(emit, warn)`` runs in a worker thread and calls ``emit``
-    with each exchange as it is found (rows appear while the source is still loading)
-    and ``warn`` with anything the user should know (damaged files, gaps)."""
+    """Browse exchanges. ``load(emit, warn, progress)`` runs in a worker thread: it calls
+    ``emit`` with each exchange as it is found (rows appear while the source is still
+    loading, and keep coming from a live one), ``warn`` with what the user should know,
+    and ``progress(done, total)`` if it knows how far it is. ``stop`` is set when the
+    app closes, for sources that run until told."""
 
     TITLE = "kdissect"
-    AUTO_FOCUS = "#exchanges"      # not the (hidden) filter bar
+    AUTO_FOCUS = "#exchanges"
     CSS = """
     #exchanges { height: 45%; }
     #detail { height: 1fr; }
-    #fields { width: 1fr; }
-    #bytes { width: 81; overflow-y: auto; }   /* a hex dump line is 79 cells */
-    #filter { dock: bottom; display: none; }
-    #filter.visible { display: block; }
+    #progress { dock: top; height: 1; }
+    #progress.done { display: none; }
+    .bar { dock: bottom; display: none; }
+    .bar.visible { display: block; }
+    #filter-error { dock: bottom; display: none; color: $error; height: auto; }
+    #filter-error.visible { display: block; }
     """
     BINDINGS = [
         Binding("slash", "filter", "Filter"),
-        Binding("s", "stats", "Statistics"),
+        Binding("ctrl+f", "search", "Search"),
+        Binding("n", "search_next", "Next match", show=False),
+        Binding("f", "follow", "Follow"),
+        Binding("b", "bookmark", "Bookmark"),
+        Binding("B", "next_bookmark", "Next bookmark", show=False),
+        Binding("x", "jump", "Req⇄Resp"),
+        Binding("c", "copy", "Copy value", show=False),
+        Binding("e", "export", "Export JSON"),
+        Binding("s", "stats", "Stats"),
         Binding("question_mark", "help", "Help"),
-        Binding("escape", "close_filter", "Close filter", show=False),
+        Binding("escape", "close_bars", "Close bar", show=False),
         Binding("q", "quit", "Quit"),
     ]
 
@@ -58,80 +108,139 @@ class KdissectApp(App):
         self.views: list[ExchangeView] = []
         self.shown: list[ExchangeView] = []
         self.topic_ids: dict[str, str] = {}
-        self.by_key: dict[str, ExchangeView] = {}      # table row key -> exchange
+        self.by_key: dict[str, ExchangeView] = {}
         self.sorted_by: tuple[str, bool] | None = None
         self.filter = None
-        self.selected_message: KafkaMessage | None = None
-        self.selected_field: Node | None = None
-        self.marks: list[tuple[int, int, str]] = []
+        self.filter_text = ""
+        self.following: tuple[int, str] | None = None     # (stream, the filter before)
+        self.bookmarks: set[int] = set()
+        self.needle: bytes | None = None
+        self.loaded = False
+        self.stop = threading.Event()
+        self._incoming: deque = deque()
+        self._progress: tuple[int, int] | None = None
+        self._decoded: deque[KafkaMessage] = deque()
+        self.title_text = title
         self.sub_title = title
 
     def compose(self) -> ComposeResult:
         yield Header()
+        yield ProgressBar(id="progress", show_eta=True)
         with Vertical():
             yield DataTable(id="exchanges", cursor_type="row", zebra_stripes=True)
-            with Horizontal(id="detail"):
-                yield Tree("select an exchange", id="fields")
-                yield Static(id="bytes")
-        yield Input(placeholder="display filter, e.g. api == Produce and error != 0",
-                    id="filter")
+            yield Detail(self.options.show_secrets, id="detail")
+        yield Static(id="filter-error")
+        yield Input(placeholder="display filter, e.g. api == Produce and error != 0  "
+                                "(→ completes, Enter applies, Esc closes)",
+                    id="filter", classes="bar", suggester=FilterSuggester())
+        yield Input(placeholder="search bytes: text, or hex as 0x0001 / hex: 00 01",
+                    id="search", classes="bar")
         yield Footer()
 
     def on_mount(self) -> None:
         self.query_one(DataTable).add_columns(*COLUMNS)
+        self.set_interval(0.05, self._drain)
         self.run_worker(self._load, thread=True, exclusive=True)
 
-    def _load(self) -> None:
-        self.load(lambda ex: self.call_from_thread(self.add_exchange, ex),
-                  lambda text: self.call_from_thread(self.notify, text, severity="warning"))
-        self.call_from_thread(self._loaded)
+    def on_unmount(self) -> None:
+        self.stop.set()
 
-    def _loaded(self) -> None:
-        self.sub_title = f"{self.sub_title}  {len(self.views)} exchanges"
+    # -- loading (worker thread) ---------------------------------------------------------
+
+    def _load(self) -> None:
+        def emit(ex: Exchange) -> None:
+            view = ExchangeView(ex, self.options, self.topic_ids)
+            view.learn()
+            self._incoming.append((view, _row(view)))
+
+        def warn(text: str) -> None:
+            self._incoming.append(("warn", text))
+
+        def progress(done: int, total: int) -> None:
+            self._progress = (done, total)
+
+        try:
+            self.load(emit, warn, progress)
+        except Exception as e:                       # the source failed: say so, keep rows
+            warn(f"loading stopped: {e}")
+        self._incoming.append(("done", None))
+
+    def _drain(self) -> None:
+        """Add what the loader found since the last tick (a bounded number of rows)."""
+        if self._progress is not None:
+            done, total = self._progress
+            self.query_one(ProgressBar).update(total=total, progress=done)
+        table = self.query_one(DataTable)
+        added = 0
+        while self._incoming and added < _DRAIN:
+            view, row = self._incoming.popleft()
+            if view == "warn":
+                self.notify(row, severity="warning", timeout=8)
+            elif view == "done":
+                self.loaded = True
+                self.query_one(ProgressBar).add_class("done")
+                self._update_subtitle()
+            else:
+                self.views.append(view)
+                view.row = row
+                if self.filter is None or self.filter(view):
+                    self._add_row(table, view)
+                added += 1
+        if added:
+            self._update_subtitle()
+            if table.row_count == added:             # the first rows: show the first one
+                self.follow_cursor()
+
+    def _update_subtitle(self) -> None:
+        count = f"{len(self.shown)} of {len(self.views)}" if self.filter else str(len(self.views))
+        state = "" if self.loaded else "  loading…"
+        follow = f"  following stream {self.following[0]}" if self.following else ""
+        self.sub_title = f"{self.title_text}  {count} exchanges{follow}{state}"
 
     # -- the list -----------------------------------------------------------------------
 
-    def add_exchange(self, ex: Exchange) -> None:
-        view = ExchangeView(ex, self.options, self.topic_ids)
-        view.learn()
-        self.views.append(view)
-        if self.filter is None or self.filter(view):
-            self._add_row(view)
-
-    def _add_row(self, view: ExchangeView) -> None:
-        ex, first = view.ex, view.ex.first
-        facts = view.facts()
-        status = next((m.status for m in (ex.response, ex.request)
-                       if m is not None and m.status != "ok"), "")
-        style = "red" if facts.errors or view.problems else "yellow" if status else ""
-        self.query_one(DataTable).add_row(
-            str(first.index), iso(first.ts)[11:23],
-            f"{endpoint(ex.client)} → {endpoint(ex.broker)}",
-            Text(first.api_name, style="bold"), str(first.api_version),
-            str(first.correlation_id),
-            ex.request.client_id or "" if ex.request else "",
-            f"{ex.latency * 1000:.1f}ms" if ex.latency is not None else "",
-            Text(facts.text(), style=style), Text(status, style="yellow"),
-            key=str(id(view)))
+    def _add_row(self, table: DataTable, view: ExchangeView) -> None:
+        row = view.row
+        if id(view) in self.bookmarks:
+            row = (f"{BOOKMARK}{row[0]}",) + row[1:]
+        table.add_row(*row, key=str(id(view)))
         self.by_key[str(id(view))] = view
         self.shown.append(view)
 
-    def apply_filter(self, text: str) -> str | None:
-        """Show only matching exchanges; returns an error message for a bad filter."""
+    def add_exchange(self, ex: Exchange) -> None:
+        """Add one exchange at once (from the UI thread)."""
+        view = ExchangeView(ex, self.options, self.topic_ids)
+        view.learn()
+        self._incoming.append((view, _row(view)))
+        self._drain()
+
+    def apply_filter(self, text: str) -> FilterError | None:
+        """Show only matching exchanges; returns the error of a bad filter."""
         try:
             self.filter = parse_filter(text) if text.strip() else None
         except FilterError as e:
-            return str(e)
+            return e
+        self.filter_text = text
+        self._refill()
+        return None
+
+    def _refill(self) -> None:
         table = self.query_one(DataTable)
+        current = self.current_view()
         table.clear()
         self.shown = []
         for view in self.views:
             if self.filter is None or self.filter(view):
-                self._add_row(view)
+                self._add_row(table, view)
+        if self.sorted_by:
+            column, reverse = self.sorted_by
+            self.sorted_by = (column, not reverse)
+            self.sort_by(column)
+        if current is not None and str(id(current)) in self.by_key and \
+                current in self.shown:
+            table.move_cursor(row=table.get_row_index(str(id(current))))
+        self._update_subtitle()
         self.follow_cursor()
-        return None
-
-    # -- detail -------------------------------------------------------------------------
 
     def view_at(self, row: int) -> ExchangeView | None:
         table = self.query_one(DataTable)
@@ -139,62 +248,41 @@ class KdissectApp(App):
             return None
         return self.by_key.get(table.coordinate_to_cell_key(Coordinate(row, 0)).row_key.value)
 
+    def current_view(self) -> ExchangeView | None:
+        return self.view_at(self.query_one(DataTable).cursor_row)
+
     @on(DataTable.RowHighlighted, "#exchanges")
     def _row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         self.show_exchange(self.view_at(event.cursor_row))
 
     def follow_cursor(self) -> None:
         """After the rows change under the cursor (sort, filter), show what it is on."""
-        self.show_exchange(self.view_at(self.query_one(DataTable).cursor_row))
+        self.show_exchange(self.current_view())
 
     def show_exchange(self, view: ExchangeView | None) -> None:
         if view is None:
             return
         ex = view.ex
-        tree = self.query_one(Tree)
-        tree.clear()
-        tree.root.set_label(f"{ex.first.api_name} exchange, stream {ex.stream}")
+        items = []
         for m in (ex.request, ex.response):
             if m is None:
                 continue
             decoded = m.decoded(self.options)
-            branch = tree.root.add(Text(f"{decoded.title}  ({len(m.data)} bytes)", "bold"),
-                                   data=(m, decoded.tree), expand=True)
-            self._add_nodes(branch, m, decoded.tree)
-        tree.root.expand()
-        first = ex.request or ex.response
-        self.select_field(first, first.decoded(self.options).tree)
+            self._remember(m)
+            items.append(Item(Text(f"{decoded.title}  ({len(m.data)} bytes)", "bold"),
+                              m.data, decoded.tree))
+        self.query_one(Detail).show(f"{ex.first.api_name} exchange, stream {ex.stream}",
+                                    items)
 
-    def _add_nodes(self, branch, message: KafkaMessage, node: Node) -> None:
-        for child in node.children:
-            label = Text(child.name, style="red" if child.problem else "")
-            value = format_value(child, self.options.show_secrets, 40)
-            if value:
-                label.append(f" = {value}", style="bold")
-            if child.note:
-                label.append(f"  {child.note}", style="italic cyan")
-            if child.problem:
-                label.append(f"  ✗ {child.problem}", style="bold red")
-            if child.children:
-                sub = branch.add(label, data=(message, child))
-                self._add_nodes(sub, message, child)
-            else:
-                branch.add_leaf(label, data=(message, child))
-
-    @on(Tree.NodeHighlighted, "#fields")
-    def _field_highlighted(self, event: Tree.NodeHighlighted) -> None:
-        if event.node.data:
-            self.select_field(*event.node.data)
-
-    def select_field(self, message: KafkaMessage, node: Node) -> None:
-        """Show ``message``'s bytes with ``node`` highlighted and its parents shaded."""
-        self.selected_message, self.selected_field = message, node
-        root = message.decoded(self.options).tree
-        path = _ancestors(root, node) or []
-        self.marks = ([(p.offset, p.end, PARENT) for p in path[1:-1]]
-                      + ([(node.offset, node.end, HIGHLIGHT)] if node is not root else []))
-        self.query_one("#bytes", Static).update(
-            hexdump(message.data, root, self.options.show_secrets, marks=self.marks))
+    def _remember(self, m: KafkaMessage) -> None:
+        """Keep full trees for the last messages viewed only: memory stays bounded."""
+        if m in self._decoded:
+            return
+        self._decoded.append(m)
+        if len(self._decoded) > _KEEP_DECODED:
+            old = self._decoded.popleft()
+            if old.api_key is not None or old.direction != "response":
+                old._decoded = None
 
     @on(DataTable.HeaderSelected, "#exchanges")
     def _header(self, event: DataTable.HeaderSelected) -> None:
@@ -209,66 +297,161 @@ class KdissectApp(App):
         self.sorted_by = (column, reverse)
         self.follow_cursor()
 
+    # -- actions ------------------------------------------------------------------------
+
     def action_stats(self) -> None:
         self.push_screen(StatsScreen(self.shown))
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
 
-    # -- filter bar ---------------------------------------------------------------------
+    def action_follow(self) -> None:
+        """Only the selected exchange's connection, in capture order; again: all."""
+        if self.following is not None:
+            _, before = self.following
+            self.following = None
+            self.apply_filter(before)
+            self.query_one("#filter", Input).value = before
+            return
+        view = self.current_view()
+        if view is None:
+            return
+        before = self.filter_text
+        self.following = (view.ex.stream, before)
+        self.sorted_by = None
+        self.apply_filter(f"stream == {view.ex.stream}")
 
-    def action_filter(self) -> None:
-        box = self.query_one("#filter", Input)
+    def action_bookmark(self) -> None:
+        view = self.current_view()
+        if view is None:
+            return
+        self.bookmarks ^= {id(view)}
+        cell = f"{BOOKMARK}{view.row[0]}" if id(view) in self.bookmarks else view.row[0]
+        table = self.query_one(DataTable)
+        table.update_cell(str(id(view)), table.ordered_columns[0].key, cell)
+
+    def action_next_bookmark(self) -> None:
+        table = self.query_one(DataTable)
+        n = table.row_count
+        for step in range(1, n + 1):
+            row = (table.cursor_row + step) % n
+            view = self.view_at(row)
+            if view is not None and id(view) in self.bookmarks:
+                table.move_cursor(row=row)
+                return
+        self.notify("no bookmarks in the list (b bookmarks an exchange)")
+
+    def action_jump(self) -> None:
+        self.query_one(Detail).jump_message()
+
+    def action_copy(self) -> None:
+        detail = self.query_one(Detail)
+        if detail.selected is None:
+            return
+        _, node = detail.selected
+        value = format_value(node, self.options.show_secrets, 1 << 20)
+        self.copy_to_clipboard(value)
+        self.notify(f"copied {node.name}: {value[:60]}")
+
+    def action_export(self) -> None:
+        view = self.current_view()
+        if view is None:
+            return
+        ex = view.ex
+        out = {"client": endpoint(ex.client), "broker": endpoint(ex.broker),
+               "latency_ms": ex.latency * 1000 if ex.latency is not None else None,
+               **{m.direction: message_json(m, self.options, self.options.show_secrets)
+                  for m in (ex.request, ex.response) if m is not None}}
+        path = Path(f"kdissect-exchange-{ex.first.index}.json")
+        try:
+            path.write_text(json.dumps(out, indent=2, default=str))
+        except OSError as e:
+            self.notify(f"could not write {path}: {e.strerror}", severity="error")
+            return
+        self.notify(f"exported to {path.resolve()}")
+
+    # -- filter and search bars ---------------------------------------------------------
+
+    def _open_bar(self, name: str) -> None:
+        for bar in self.query(".bar"):
+            bar.remove_class("visible")
+        box = self.query_one(f"#{name}", Input)
         box.add_class("visible")
         box.focus()
 
-    def action_close_filter(self) -> None:
-        self.query_one("#filter", Input).remove_class("visible")
+    def action_filter(self) -> None:
+        self._open_bar("filter")
+
+    def action_search(self) -> None:
+        self._open_bar("search")
+
+    def action_close_bars(self) -> None:
+        for bar in self.query(".bar"):
+            bar.remove_class("visible")
+        self.query_one("#filter-error").remove_class("visible")
         self.query_one(DataTable).focus()
 
     @on(Input.Changed, "#filter")
     def _validate(self, event: Input.Changed) -> None:
+        problem = self.query_one("#filter-error", Static)
         try:
             if event.value.strip():
                 parse_filter(event.value)
             event.input.styles.border = ("tall", "green")
-            event.input.tooltip = None
+            problem.remove_class("visible")
         except FilterError as e:
             event.input.styles.border = ("tall", "red")
-            event.input.tooltip = str(e)
+            problem.update(Text(f"{' ' * (e.position + 1)}^ {str(e).splitlines()[0]}"))
+            problem.add_class("visible")
 
     @on(Input.Submitted, "#filter")
-    def _submit(self, event: Input.Submitted) -> None:
+    def _submit_filter(self, event: Input.Submitted) -> None:
         problem = self.apply_filter(event.value)
         if problem:
-            self.notify(problem, title="Bad filter", severity="error")
-        else:
-            self.action_close_filter()
+            self.notify(str(problem).splitlines()[0], title="Bad filter", severity="error")
+            return
+        self.following = None
+        self.action_close_bars()
 
+    @on(Input.Submitted, "#search")
+    def _submit_search(self, event: Input.Submitted) -> None:
+        self.needle = parse_needle(event.value)
+        if self.needle is None:
+            self.notify("type text, or hex as 0x0a0b or hex: 0a 0b", severity="error")
+            return
+        self.action_close_bars()
+        self.action_search_next()
 
-def _ancestors(root: Node, target: Node) -> list[Node] | None:
-    """The path from ``root`` down to ``target`` (inclusive), in the same buffer."""
-    path: list[Node] = []
-
-    def visit(node: Node) -> bool:
-        path.append(node)
-        if node is target:
-            return True
-        if node.buffer is None or node is root:
-            for child in node.children:
-                if visit(child):
-                    return True
-        path.pop()
-        return False
-
-    return path if visit(root) else None
-
+    def action_search_next(self) -> None:
+        """The next exchange (after the cursor, wrapping) whose bytes hold the needle;
+        the field holding the match is selected."""
+        if not self.needle:
+            self.action_search()
+            return
+        table = self.query_one(DataTable)
+        n = table.row_count
+        for step in range(1, n + 1):
+            row = (table.cursor_row + step) % n
+            view = self.view_at(row)
+            if view is None:
+                continue
+            messages = [m for m in (view.ex.request, view.ex.response) if m is not None]
+            for index, m in enumerate(messages):
+                at = m.data.find(self.needle)
+                if at >= 0:
+                    table.move_cursor(row=row)
+                    self.show_exchange(view)
+                    detail = self.query_one(Detail)
+                    detail.select(index, detail.items[index].root)
+                    detail.hexview.move_to(at)
+                    return
+        self.notify(f"{self.needle!r} is in no exchange shown", severity="warning")
 
 
 def _sort_key(cell, reverse: bool = False) -> tuple:
     """Numbers (latency in ms, ids, versions) sort as numbers, the rest as text, and
     empty cells (no latency: unanswered) come last whichever the direction."""
-    text = str(cell).strip()
+    text = str(cell).strip().lstrip(BOOKMARK)
     if not text:
         return (-1 if reverse else 2, 0.0, "")
     number = text[:-2] if text.endswith("ms") else text
@@ -277,53 +460,3 @@ def _sort_key(cell, reverse: bool = False) -> tuple:
     except ValueError:
         return (1, 0.0, text)
 
-
-class StatsScreen(ModalScreen):
-    """Statistics over the exchanges shown (the filter applies), with latency over time."""
-
-    BINDINGS = [Binding("escape,s,q", "dismiss", "Close")]
-    CSS = """
-    StatsScreen { align: center middle; }
-    #stats-box { width: 90%; height: 90%; border: round $accent; background: $surface; }
-    #latency { height: 4; margin: 0 1; }
-    """
-
-    def __init__(self, views: list[ExchangeView]):
-        super().__init__()
-        self.stats = Stats()
-        for v in views:
-            self.stats.add(v.ex, v)
-        self.latencies = [v.ex.latency * 1000 for v in sorted(views, key=lambda v: v.ex.first.ts)
-                          if v.ex.latency is not None]
-
-    def compose(self) -> ComposeResult:
-        with VerticalScroll(id="stats-box"):
-            yield Static(Text(f"latency over time ({len(self.latencies)} exchanges, ms; "
-                              f"max {max(self.latencies, default=0):.1f})", style="bold"))
-            yield Sparkline(self.latencies or [0.0], id="latency")
-            yield Static(stats_tables(self.stats), id="stats-tables")
-            yield Static(Text("escape closes", style="dim"))
-
-
-HELP = """\
-[b]Keys[/b]
-  ↑ ↓ PgUp PgDn   move in the list (the detail follows)
-  tab             to the field tree, then the bytes
-  /               filter: api == Produce and error != 0, latency > 50ms, topic == "orders"
-                  (the border turns red while the filter cannot be read; Enter applies)
-  click a header  sort by that column (again: reverse)
-  s               statistics: per API, errors, latency percentiles, connections
-  ?               this help
-  q               quit
-See docs/filters.md for every filter field."""
-
-
-class HelpScreen(ModalScreen):
-    BINDINGS = [Binding("escape,question_mark,q", "dismiss", "Close")]
-    CSS = """
-    HelpScreen { align: center middle; }
-    #help { width: 90; height: auto; border: round $accent; background: $surface; padding: 1 2; }
-    """
-
-    def compose(self) -> ComposeResult:
-        yield Static(HELP, id="help")

@@ -1,0 +1,136 @@
+"""The blob screen: paste bytes in any format ``kdissect blob`` reads, optionally say
+which API, version and direction they are, and watch the tree and bytes update."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual import on
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.suggester import SuggestFromList
+from textual.widgets import Footer, Header, Input, Select, Static, TextArea
+
+from ..blob import BlobError, parse_blob
+from ..protocol import Options
+from ..protocol.names import API_NAMES, api_key_of
+from ..stream.dissect import Hints, dissect
+from .detail import Detail, Item
+from .screens import HelpScreen
+
+BLOB_HELP = """\
+[b]Blob screen[/b]
+  Paste or type bytes in the box: hex (any spacing, 0x, colons), xxd, hexdump -C, od,
+  Wireshark or tcpdump -X dumps, Erlang <<0,0,...>>, Python b'\\x00...', byte arrays,
+  base64. The size prefix may be there or not; several messages in a row are split.
+  API, version and direction are optional: without them kdissect reads the request
+  header, or ranks every API and version by how cleanly a response decodes.
+  tab             move between the box, the hints, the field tree and the bytes
+  ← → ↑ ↓         in the bytes: move the cursor; the field under it is selected
+  ctrl+x          next message        ctrl+r   dissect now
+  ctrl+q          quit                escape   close this help"""
+
+DIRECTIONS = [("either direction", "auto"), ("request", "request"), ("response", "response")]
+
+
+class BlobApp(App):
+    TITLE = "kdissect blob"
+    CSS = """
+    #input { height: 12; }
+    #paste { width: 1fr; }
+    #hints { width: 34; }
+    #hints Input, #hints Select { margin: 0 0 1 0; }
+    #status { height: auto; max-height: 4; padding: 0 1; }
+    #detail { height: 1fr; }
+    """
+    BINDINGS = [
+        Binding("ctrl+r", "dissect", "Dissect now"),
+        Binding("ctrl+x", "jump", "Next message", show=False),
+        Binding("f1", "help", "Help"),
+        Binding("ctrl+q", "quit", "Quit"),
+    ]
+
+    def __init__(self, text: str = "", options: Options | None = None):
+        super().__init__()
+        self.initial = text
+        self.options = options or Options()
+        self._timer = None
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Vertical():
+            with Horizontal(id="input"):
+                area = TextArea(self.initial, id="paste")
+                area.border_title = "paste bytes: hex, xxd, hexdump -C, <<0,1>>, b'\\x00', base64"
+                yield area
+                with Vertical(id="hints"):
+                    yield Input(placeholder="API (name or key): any", id="api",
+                                suggester=SuggestFromList(sorted(set(API_NAMES.values())),
+                                                          case_sensitive=False))
+                    yield Input(placeholder="version: any", id="version", type="integer")
+                    yield Select(DIRECTIONS, value="auto", allow_blank=False, id="direction")
+            yield Static(Text("paste bytes above", style="dim"), id="status")
+            yield Detail(self.options.show_secrets, id="detail")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#paste", TextArea).focus()
+        if self.initial:
+            self.action_dissect()
+
+    @on(TextArea.Changed)
+    @on(Input.Changed)
+    @on(Select.Changed)
+    def _changed(self, event) -> None:
+        if self._timer is not None:
+            self._timer.stop()
+        self._timer = self.set_timer(0.3, self.action_dissect)
+
+    def hints(self) -> tuple[Hints, str | None]:
+        api_text = self.query_one("#api", Input).value.strip()
+        version_text = self.query_one("#version", Input).value.strip()
+        direction = self.query_one("#direction", Select).value
+        key = api_key_of(api_text) if api_text else None
+        problem = f"unknown API {api_text!r}" if api_text and key is None else None
+        version = int(version_text) if version_text.lstrip("-").isdigit() else None
+        return Hints(key, version, None if direction == "auto" else direction), problem
+
+    def action_dissect(self) -> None:
+        status = self.query_one("#status", Static)
+        detail = self.query_one(Detail)
+        text = self.query_one("#paste", TextArea).text
+        if not text.strip():
+            status.update(Text("paste bytes above", style="dim"))
+            detail.show("", [])
+            return
+        try:
+            parsed = parse_blob(text)
+        except BlobError as e:
+            status.update(Text(str(e), style="bold red"))
+            return
+        hints, problem = self.hints()
+        if problem:
+            status.update(Text(problem + "; use a name like Metadata or a key like 3",
+                               style="bold red"))
+            return
+        items = dissect(parsed.data, hints, self.options)
+        lines = Text(f"read {len(parsed.data)} bytes ({parsed.format}); {len(items)} "
+                     f"message{'s' if len(items) != 1 else ''}", style="dim")
+        for item in items[:3]:
+            bad = item.message.problems
+            lines.append(f"\n{item.message.title}: {item.how}",
+                         style="bold red" if bad else "bold green")
+            if bad:
+                lines.append(f"  ({len(bad)} problem{'s' if len(bad) != 1 else ''})",
+                             style="red")
+        status.update(lines)
+        detail.show(f"{len(items)} message{'s' if len(items) != 1 else ''}",
+                    [Item(Text(f"{i.message.title}  ({len(i.message.data)} bytes at "
+                               f"@{i.offset})", "bold"), i.message.data, i.message.tree)
+                     for i in items])
+
+    def action_jump(self) -> None:
+        self.query_one(Detail).jump_message()
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen(BLOB_HELP))

@@ -1,0 +1,305 @@
+"""The detail pane: field trees of one or more messages beside the bytes of the selected
+field's buffer. Moving in the tree highlights the field's bytes (its parents shaded in
+graded tones); moving the cursor in the bytes selects the innermost field there.
+Decompressed records are shown as their own buffer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.text import Text
+from textual import on
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.geometry import Region
+from textual.message import Message
+from textual.widgets import Static, Tree
+from textual.widgets.tree import TreeNode
+
+from ..protocol.node import Node
+from ..render.text import as_root, format_value, hexdump
+
+HIGHLIGHT = "bold black on yellow"
+CURSOR = "reverse"
+# parents of the selected field, nearest first: stronger to fainter
+PARENT_TONES = {True: ["on grey35", "on grey27", "on grey19"],
+                False: ["on grey74", "on grey82", "on grey89"]}
+HEX_WIDTH = 16
+_HEX_START = 10                    # "00000000  " before the first byte
+
+
+@dataclass
+class Item:
+    """One message in the detail pane."""
+    label: Text
+    data: bytes
+    root: Node
+
+
+def locate(root: Node, target: Node) -> tuple[Node, list[Node]] | None:
+    """(buffer holder, path from root to target): the holder is the innermost node on
+    the path whose ``buffer`` holds the target's bytes, or ``root``."""
+    path: list[Node] = []
+
+    def visit(node: Node) -> bool:
+        path.append(node)
+        if node is target:
+            return True
+        for child in node.children:
+            if visit(child):
+                return True
+        path.pop()
+        return False
+
+    if not visit(root):
+        return None
+    holder = root
+    for node in path[:-1]:
+        if node.buffer is not None:
+            holder = node
+    return holder, path
+
+
+def innermost(holder: Node, offset: int) -> Node:
+    """The deepest node of ``holder``'s own buffer covering ``offset``."""
+    node = holder
+    while True:
+        if node is not holder and node.buffer is not None:
+            return node                           # its children live in another buffer
+        nxt = next((c for c in node.children if c.offset <= offset < c.end), None)
+        if nxt is None:
+            return node
+        node = nxt
+
+
+class HexView(Static, can_focus=True):
+    """A hex dump with a byte cursor (arrows move it; a click places it)."""
+
+    BINDINGS = [
+        Binding("left", "move(-1)", "Byte left", show=False),
+        Binding("right", "move(1)", "Byte right", show=False),
+        Binding("up", "move(-16)", "Line up", show=False),
+        Binding("down", "move(16)", "Line down", show=False),
+        Binding("pageup", "move(-256)", show=False),
+        Binding("pagedown", "move(256)", show=False),
+        Binding("home", "move_to(0)", show=False),
+        Binding("end", "move_to(-1)", show=False),
+    ]
+
+    class CursorMoved(Message):
+        def __init__(self, view: HexView, offset: int):
+            super().__init__()
+            self.view, self.offset = view, offset
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.data = b""
+        self.root: Node | None = None
+        self.marks: list[tuple[int, int, str]] = []
+        self.cursor = 0
+        self.show_secrets = False
+
+    def show(self, data: bytes, root: Node | None, marks, cursor: int | None = None,
+             title: str = "") -> None:
+        self.data, self.root, self.marks = data, root, list(marks)
+        if cursor is not None:
+            self.cursor = max(0, min(cursor, len(data) - 1))
+        self.border_title = title
+        self._render_dump()
+
+    def _render_dump(self) -> None:
+        marks = list(self.marks)
+        if self.has_focus and self.data:
+            marks.append((self.cursor, self.cursor + 1, CURSOR))
+        self.update(hexdump(self.data, self.root, self.show_secrets, marks=marks)
+                    if self.data else Text("no bytes", style="dim"))
+
+    def on_focus(self) -> None:
+        self._render_dump()
+
+    def on_blur(self) -> None:
+        self._render_dump()
+
+    def action_move(self, delta: int) -> None:
+        self.move_to(self.cursor + delta)
+
+    def action_move_to(self, offset: int) -> None:
+        self.move_to(offset if offset >= 0 else len(self.data) - 1)
+
+    def move_to(self, offset: int) -> None:
+        if not self.data:
+            return
+        self.cursor = max(0, min(offset, len(self.data) - 1))
+        line = self.cursor // HEX_WIDTH
+        self.scroll_to_region(Region(0, line, 1, 1), animate=False)
+        self._render_dump()
+        self.post_message(self.CursorMoved(self, self.cursor))
+
+    def on_click(self, event) -> None:
+        offset = self.offset_at(event.x + int(self.scroll_x), event.y + int(self.scroll_y))
+        if offset is not None:
+            self.focus()
+            self.move_to(offset)
+
+    def offset_at(self, x: int, y: int) -> int | None:
+        """The byte under cell (x, y) of the dump (hex or text column)."""
+        col = x - _HEX_START
+        if 0 <= col < 3 * HEX_WIDTH + 1:
+            if col >= 3 * (HEX_WIDTH // 2):
+                col -= 1                        # the wider gap in the middle
+            index = col // 3
+        else:
+            text_start = _HEX_START + 3 * HEX_WIDTH + 1 + 2
+            index = x - text_start
+            if not 0 <= index < HEX_WIDTH:
+                return None
+        offset = y * HEX_WIDTH + index
+        return offset if 0 <= offset < len(self.data) else None
+
+
+class FieldTree(Tree):
+    """Field trees of the messages in the detail pane; each label shows the field's
+    offset and length, its value, note and problem."""
+
+    def __init__(self, **kwargs):
+        super().__init__("select an exchange", **kwargs)
+        self.show_secrets = False
+        self.by_node: dict[int, TreeNode] = {}
+
+    def fill(self, title: str, items: list[Item]) -> None:
+        self.clear()
+        self.by_node = {}
+        self.root.set_label(title)
+        for index, item in enumerate(items):
+            branch = self.root.add(item.label, data=(index, item.root), expand=True)
+            self.by_node[id(item.root)] = branch
+            self._add(branch, index, item.root, False)
+            for part in branch.children:          # header and body open at first
+                part.expand()
+        self.root.expand()
+
+    def _add(self, branch: TreeNode, index: int, node: Node, in_buffer: bool) -> None:
+        for child in node.children:
+            label = Text(child.name, style="red" if child.problem else
+                         "dim" if child.name.startswith("_") else "")
+            label.append(f" @{child.offset}+{child.length}", style="dim")
+            value = format_value(child, self.show_secrets, 40)
+            if value:
+                label.append(" = ")
+                label.append(value, style="bold")
+            if child.buffer is not None:
+                label.append(f"  ⇢ {len(child.buffer)} bytes decompressed", style="cyan")
+            if child.note:
+                label.append(f"  {child.note}", style="italic cyan")
+            if child.problem:
+                label.append(f"  ✗ {child.problem}", style="bold red")
+            if child.children:
+                sub = branch.add(label, data=(index, child))
+                self._add(sub, index, child, in_buffer or child.buffer is not None)
+            else:
+                sub = branch.add_leaf(label, data=(index, child))
+            self.by_node[id(child)] = sub
+
+    def reveal(self, node: Node) -> None:
+        """Move the cursor to ``node``'s line, opening its parents."""
+        tree_node = self.by_node.get(id(node))
+        if tree_node is None:
+            return
+        parent = tree_node.parent
+        while parent is not None:
+            parent.expand()
+            parent = parent.parent
+        self.call_after_refresh(self.move_cursor, tree_node)
+
+
+class Detail(Horizontal):
+    """Field trees beside the bytes; ``show(title, items)`` fills it."""
+
+    DEFAULT_CSS = """
+    Detail FieldTree { width: 1fr; }
+    Detail HexView { width: 83; overflow-y: auto; border: round $primary 40%; }
+    Detail HexView:focus { border: round $accent; }
+    """
+
+    def __init__(self, show_secrets: bool = False, **kwargs):
+        super().__init__(**kwargs)
+        self.items: list[Item] = []
+        self.show_secrets = show_secrets
+        self.selected: tuple[int, Node] | None = None
+        self.holder: Node | None = None
+        self._from_hex = False
+
+    def compose(self):
+        tree = FieldTree(id="fields")
+        tree.show_secrets = self.show_secrets
+        yield tree
+        hexview = HexView(id="bytes")
+        hexview.show_secrets = self.show_secrets
+        yield hexview
+
+    @property
+    def tree(self) -> FieldTree:
+        return self.query_one(FieldTree)
+
+    @property
+    def hexview(self) -> HexView:
+        return self.query_one(HexView)
+
+    def show(self, title: str, items: list[Item]) -> None:
+        self.items = items
+        self.tree.fill(title, items)
+        if items:
+            self.select(0, items[0].root)
+        else:
+            self.hexview.show(b"", None, [])
+
+    def select(self, index: int, node: Node, move_cursor: bool = True) -> None:
+        """Show the bytes of ``node``'s buffer with ``node`` highlighted."""
+        item = self.items[index]
+        found = locate(item.root, node)
+        if found is None:
+            return
+        holder, path = found
+        self.selected, self.holder = (index, node), holder
+        if holder is item.root:
+            data, view, title = item.data, item.root, f"{item.label.plain}"
+        else:
+            data, view = holder.buffer or b"", as_root(holder)
+            title = f"decompressed {holder.note or ''} ({len(data)} bytes of {holder.name})"
+        inside = path[path.index(holder) + 1:] if holder in path else path
+        parents = [p for p in inside[:-1] if p is not holder]
+        tones = PARENT_TONES[self.app.current_theme.dark if self.app else True]
+        marks = [(p.offset, p.end, tones[min(len(parents) - 1 - i, len(tones) - 1)])
+                 for i, p in enumerate(parents)]
+        if node is not item.root and node is not holder:
+            marks.append((node.offset, node.end, HIGHLIGHT))
+        cursor = node.offset if move_cursor and node is not item.root else None
+        self.hexview.show(data, view, marks, cursor, title)
+
+    @on(Tree.NodeHighlighted, "#fields")
+    def _field_highlighted(self, event: Tree.NodeHighlighted) -> None:
+        event.stop()
+        if event.node.data:
+            index, node = event.node.data
+            self.select(index, node, move_cursor=not self._from_hex)
+            self._from_hex = False
+
+    @on(HexView.CursorMoved)
+    def _byte_selected(self, event: HexView.CursorMoved) -> None:
+        event.stop()
+        if self.selected is None or self.holder is None:
+            return
+        index, _ = self.selected
+        node = innermost(self.holder, event.offset)
+        if node is not self.selected[1]:
+            self._from_hex = True
+            self.select(index, node, move_cursor=False)
+            self.tree.reveal(node)
+
+    def jump_message(self) -> None:
+        """Move the tree cursor to the next message's top (request ⇄ response)."""
+        if len(self.items) < 2 or self.selected is None:
+            return
+        index = (self.selected[0] + 1) % len(self.items)
+        self.tree.reveal(self.items[index].root)
+        self.select(index, self.items[index].root)
