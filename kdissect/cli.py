@@ -39,6 +39,7 @@ def main() -> None:
     Commands:
       pcap   decode Kafka traffic in capture files (pcap, pcapng, .gz): paired exchanges
       blob   annotate bytes pasted from a debugging session (hex, dumps, b'..', <<..>>, base64)
+      live   decode Kafka traffic on a network interface as it passes
       spark  turn many or huge captures into Parquet tables of exchanges, on Apache Spark
 
     Run `kdissect COMMAND --help` for examples.
@@ -343,9 +344,9 @@ def _print_warnings(err: Console, warnings: list[str], listed: int = 20) -> None
 
 
 def _run_tui(load, options: Options, title: str, filter_text: str | None = None,
-             display_filter=None) -> None:
+             display_filter=None, stop=None) -> None:
     from .tui.app import KdissectApp
-    app = KdissectApp(load, options, title=title)
+    app = KdissectApp(load, options, title=title, stop=stop)
     if display_filter is not None:
         app.filter_text, app.filter = filter_text, display_filter
     app.run()
@@ -375,6 +376,93 @@ def _progress(reader, path: str, err: Console):
             if i % 2000 == 0:
                 bar.update(task, completed=reader.bytes_read)
             yield packet
+
+
+LIVE_HELP = """Decode Kafka traffic on a network interface as it passes.
+
+Sniffs IFACE (with libpcap, like tcpdump), reassembles TCP and shows every exchange as
+its response arrives: in the TUI on a terminal, else one line per exchange (or JSON
+lines) until Ctrl-C, --count or --duration. Kafka connections are found as in
+`kdissect pcap` (port 9092, --port, or how they start; connections already open when
+sniffing starts are picked up at the next message boundary).
+
+Capturing needs root, or once: sudo setcap cap_net_raw,cap_net_admin=eip
+$(readlink -f $(which python3))
+
+\b
+Examples:
+  sudo kdissect live -i eth0
+  kdissect live -i lo -p 19092 --no-tui -Y 'error != 0'
+  kdissect live -i any --format jsonl --duration 60 > kafka.jsonl
+"""
+
+
+@main.command(help=LIVE_HELP)
+@click.option("-i", "--interface", "iface", required=True, metavar="IFACE",
+              help="Interface to sniff (lo, eth0, any...).")
+@click.option("-p", "--port", "ports", multiple=True, metavar="PORT[-PORT]",
+              help="Also treat these ports as Kafka (repeatable; ranges and commas allowed).")
+@click.option("--no-detect", is_flag=True, help="Only the given ports: no automatic detection.")
+@click.option("-f", "--capture-filter", "bpf", metavar="BPF",
+              help="Capture filter in tcpdump syntax (default: tcp, or the Kafka ports "
+                   "with --no-detect).")
+@click.option("-Y", "--filter", "filter_text", metavar="EXPR",
+              help="Only exchanges matching this display filter.")
+@click.option("--format", "fmt", type=click.Choice(["text", "jsonl"]), default="text",
+              show_default=True, help="Output format without the TUI.")
+@click.option("-V", "--verbose", is_flag=True, help="Print full field trees (without the TUI).")
+@click.option("-c", "--count", type=int, default=0, metavar="N",
+              help="Stop after N packets.")
+@click.option("-a", "--duration", type=float, metavar="SECONDS", help="Stop after SECONDS.")
+@click.option("--tui/--no-tui", default=None,
+              help="The terminal UI (default when stdout is a terminal) or printed lines.")
+@click.option("--show-secrets", is_flag=True, help="Show SASL passwords, proofs and tokens.")
+@click.option("--max-decompressed", default="64M", show_default=True, metavar="SIZE",
+              help="Largest decompressed record payload to accept.")
+def live(iface, ports, no_detect, bpf, filter_text, fmt, verbose, count, duration, tui,
+         show_secrets, max_decompressed):
+    import threading
+    from .capture.live import LiveError, sniff
+    from .filters import FilterError, parse_filter
+    from .render.printer import ExchangePrinter
+    from .stream.dissector import CaptureDissector
+    from .stream.session import DEFAULT_PORTS
+
+    try:
+        display_filter = parse_filter(filter_text) if filter_text else None
+    except FilterError as e:
+        raise click.BadParameter(str(e), param_hint="-Y/--filter") from None
+    options = Options(show_secrets=show_secrets, max_decompressed=_size(max_decompressed))
+    kafka_ports = DEFAULT_PORTS | _ports(ports)
+    if bpf is None:
+        bpf = "tcp" if not no_detect else "tcp and (" + " or ".join(
+            f"port {p}" for p in sorted(kafka_ports)[:64]) + ")"
+    stop = threading.Event()
+    interactive = sys.stdout.isatty() and sys.stdin.isatty() and fmt == "text" and not verbose
+    if tui or (tui is None and interactive):
+        def load(emit, warn, progress):
+            dissector = CaptureDissector(emit, lambda g: warn(g.describe()), kafka_ports,
+                                         not no_detect)
+            try:
+                sniff(iface, dissector.packet, stop, bpf, count, duration)
+            except LiveError as e:
+                warn(str(e))
+            dissector.finish()
+        _run_tui(load, options, f"live: {iface}", filter_text, display_filter, stop)
+        return
+    printer = ExchangePrinter(options, fmt, verbose, display_filter)
+    dissector = CaptureDissector(printer.exchange, printer.gap, kafka_ports, not no_detect)
+    try:
+        sniff(iface, dissector.packet, stop, bpf, count, duration)
+    except LiveError as e:
+        raise click.ClickException(str(e)) from None
+    except KeyboardInterrupt:
+        stop.set()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return
+    dissector.finish()
+    printer.finish()
 
 
 SPARK_HELP = """Turn many and/or huge captures into Parquet tables, on Apache Spark.

@@ -1,120 +1,340 @@
-"""The TUI preview, driven with Textual's pilot on a repo capture."""
+"""The TUI, driven with Textual's pilot on the repo's captures."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import threading
+import time
 from pathlib import Path
 
 from textual.widgets import DataTable, Input, Static, Tree
 
 from kdissect.stream.dissector import load_captures
-from kdissect.tui.app import HIGHLIGHT, PARENT, KdissectApp
+from kdissect.tui.app import BOOKMARK, KdissectApp, parse_needle
+from kdissect.tui.blob_app import BlobApp
+from kdissect.tui.detail import HIGHLIGHT, PARENT_TONES, Detail, HexView, innermost
+from kdissect.tui.screens import HelpScreen, StatsScreen
 from tests.test_captures import dissect
 
-GROUP = Path(__file__).resolve().parents[1] / "captures" / "confluent-group.pcap"
+CAPTURES = Path(__file__).resolve().parents[1] / "captures"
+GROUP = CAPTURES / "confluent-group.pcap"
+CODECS = CAPTURES / "kafka-python-codecs.pcap"
+SIZE = (180, 50)
 
 
 def app_for(path: Path) -> KdissectApp:
-    return KdissectApp(lambda emit, warn: load_captures([str(path)], emit, warn),
+    return KdissectApp(lambda emit, warn, progress: load_captures([str(path)], emit, warn),
                        title=path.name)
 
 
-async def loaded(app: KdissectApp, pilot, count: int) -> None:
-    for _ in range(200):
-        if len(app.views) >= count:
+async def loaded(app: KdissectApp, pilot) -> None:
+    for _ in range(400):
+        if app.loaded:
             break
         await pilot.pause(0.05)
     await pilot.pause()
 
 
+def run(path: Path, body) -> None:
+    async def go():
+        app = app_for(path)
+        async with app.run_test(size=SIZE) as pilot:
+            await loaded(app, pilot)
+            await body(app, pilot)
+    asyncio.run(go())
+
+
+def row_of(app: KdissectApp, pred) -> int:
+    return next(i for i in range(len(app.shown)) if pred(app.view_at(i)))
+
+
 def test_browse_select_and_highlight():
     expected = len(dissect(GROUP)[0])
 
-    async def run():
-        app = app_for(GROUP)
-        async with app.run_test(size=(180, 50)) as pilot:
-            await loaded(app, pilot, expected)
-            table = app.query_one(DataTable)
-            assert table.row_count == expected == len(app.shown)
-            join = next(i for i, v in enumerate(app.shown) if v.ex.first.api_key == 11)
-            table.move_cursor(row=join)
-            await pilot.pause()
-            tree = app.query_one(Tree)
-            titles = [str(child.label) for child in tree.root.children]
-            assert titles[0].startswith("JoinGroup v5 Request")
-            assert titles[1].startswith("JoinGroup v5 Response")
-            # select the request's group_id field: the hex pane marks exactly its bytes
-            request = app.shown[join].ex.request
-            body = request.decoded().body
-            field = body.child("group_id")
-            app.select_field(request, field)
-            await pilot.pause()
-            assert app.marks[-1] == (field.offset, field.end, HIGHLIGHT)
-            assert (body.offset, body.end, PARENT) in app.marks
-            dump = app.query_one("#bytes", Static).content
-            marked = [dump.plain[s.start:s.end] for s in dump.spans if str(s.style) == HIGHLIGHT]
-            hex_cells = [m for m in marked if len(m) == 2]          # ascii cells are 1 wide
-            assert "".join(hex_cells) == request.data[field.offset:field.end].hex()
-            # moving in the field tree selects too
-            tree.focus()
-            await pilot.press("down", "down")
-            assert app.selected_message is not None and app.selected_field is not None
+    async def body(app, pilot):
+        table = app.query_one(DataTable)
+        assert table.row_count == expected == len(app.shown)
+        join = row_of(app, lambda v: v.ex.first.api_key == 11)
+        table.move_cursor(row=join)
+        await pilot.pause()
+        tree = app.query_one(Tree)
+        titles = [str(child.label) for child in tree.root.children]
+        assert titles[0].startswith("JoinGroup v5 Request")
+        assert titles[1].startswith("JoinGroup v5 Response")
+        request = app.view_at(join).ex.request
+        body_node = request.decoded().body
+        field = body_node.child("group_id")
+        detail = app.query_one(Detail)
+        detail.select(0, field)
+        await pilot.pause()
+        hexview = app.query_one(HexView)
+        assert hexview.marks[-1] == (field.offset, field.end, HIGHLIGHT)
+        assert (body_node.offset, body_node.end) in [(s, e) for s, e, _ in hexview.marks[:-1]]
+        assert all(style in PARENT_TONES[True] for _, _, style in hexview.marks[:-1])
+        dump = hexview.content
+        marked = [dump.plain[s.start:s.end] for s in dump.spans if str(s.style) == HIGHLIGHT]
+        hex_cells = [m for m in marked if len(m) == 2]          # ascii cells are 1 wide
+        assert "".join(hex_cells) == request.data[field.offset:field.end].hex()
+        tree.focus()                                             # moving in the tree selects
+        await pilot.press("down", "down")
+        await pilot.pause()
+        assert detail.selected is not None and detail.selected[1] is not field
 
-    asyncio.run(run())
+    run(GROUP, body)
 
 
-def test_filter_bar():
-    expected = len(dissect(GROUP)[0])
+def test_hex_cursor_selects_the_innermost_field():
+    async def body(app, pilot):
+        table = app.query_one(DataTable)
+        table.move_cursor(row=row_of(app, lambda v: v.ex.first.api_key == 11))
+        await pilot.pause()
+        request = app.current_view().ex.request
+        group_id = request.decoded().body.child("group_id")
+        hexview = app.query_one(HexView)
+        hexview.focus()
+        hexview.move_to(group_id.offset + 3)                  # inside the string's text
+        await pilot.pause()
+        detail = app.query_one(Detail)
+        node = detail.selected[1]
+        assert node.offset <= group_id.offset + 3 < node.end and not node.children
+        assert node in (group_id, *group_id.children)
+        await pilot.pause()
+        assert app.query_one(Tree).cursor_node.data[1] is node   # the tree follows
+        last = node.end
+        for _ in range(last - (group_id.offset + 3)):
+            await pilot.press("right")                          # the cursor leaves the field
+        await pilot.pause()
+        assert detail.selected[1] is not node and detail.selected[1].offset >= last
+        # a click on a byte of the dump's second line lands on byte 16 + column
+        assert hexview.offset_at(10 + 3 * 9 + 1, 1) == 16 + 9
+        assert hexview.offset_at(10 + 3 * 16 + 3 + 5, 1) == 16 + 5      # the text column
 
-    async def run():
-        app = app_for(GROUP)
-        async with app.run_test(size=(180, 50)) as pilot:
-            await loaded(app, pilot, expected)
-            await pilot.press("slash")
-            box = app.query_one("#filter", Input)
-            assert box.has_focus
-            box.value = "api == JoinGroup"
-            await pilot.press("enter")
-            await pilot.pause()
-            assert app.query_one(DataTable).row_count == 2
-            assert all(v.ex.first.api_key == 11 for v in app.shown)
-            await pilot.press("slash")
-            box.value = "api == JoinGroup and"                    # incomplete: refused
-            await pilot.press("enter")
-            await pilot.pause()
-            assert app.query_one(DataTable).row_count == 2
-            assert box.tooltip and "expected a field name" in box.tooltip
+    run(GROUP, body)
 
-    asyncio.run(run())
+
+def test_decompressed_records_are_their_own_buffer():
+    async def body(app, pilot):
+        table = app.query_one(DataTable)
+        gzip_row = row_of(app, lambda v: v.ex.first.api_key == 0 and
+                          any(n.buffer is not None for n in v.ex.request.decoded().tree.walk()))
+        table.move_cursor(row=gzip_row)
+        await pilot.pause()
+        tree = app.current_view().ex.request.decoded().tree
+        holder = next(n for n in tree.walk() if n.buffer is not None)
+        record = next(n for n in holder.walk() if n.ktype == "record")
+        detail = app.query_one(Detail)
+        detail.select(0, record)
+        await pilot.pause()
+        hexview = app.query_one(HexView)
+        assert hexview.data == holder.buffer
+        assert hexview.border_title.startswith("decompressed")
+        assert hexview.marks[-1] == (record.offset, record.end, HIGHLIGHT)
+        hexview.focus()
+        hexview.move_to(record.offset + 1)                     # the cursor stays in the buffer
+        await pilot.pause()
+        assert detail.holder is holder and detail.selected[1] is innermost(holder, record.offset + 1)
+
+    run(CODECS, body)
+
+
+def test_filter_bar_validates_completes_and_applies():
+    async def body(app, pilot):
+        total = len(app.views)
+        await pilot.press("slash")
+        box = app.query_one("#filter", Input)
+        assert box.has_focus
+        box.value = "api == JoinGroup and"                    # incomplete
+        await pilot.pause()
+        problem = app.query_one("#filter-error", Static)
+        assert problem.has_class("visible")
+        assert "^" in str(problem.content) and "expected a field name" in str(problem.content)
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.query_one(DataTable).row_count == total      # refused, nothing changed
+        box.value = "api == Join"                              # completion of API names
+        await pilot.pause(0.3)
+        assert box._suggestion == "api == JoinGroup"
+        await pilot.press("right")
+        assert box.value == "api == JoinGroup"
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.query_one(DataTable).row_count == 2
+        assert all(v.ex.first.api_key == 11 for v in app.shown)
+        assert not problem.has_class("visible") and f"2 of {total}" in app.sub_title
+
+    run(GROUP, body)
+
+
+def test_follow_a_connection_and_back():
+    async def body(app, pilot):
+        table = app.query_one(DataTable)
+        table.move_cursor(row=row_of(app, lambda v: v.ex.first.api_key == 11))
+        await pilot.pause()
+        stream = app.current_view().ex.stream
+        total = len(app.views)
+        await pilot.press("f")
+        await pilot.pause()
+        shown = [app.view_at(i) for i in range(table.row_count)]
+        assert shown and all(v.ex.stream == stream for v in shown)
+        assert len(shown) == sum(1 for v in app.views if v.ex.stream == stream) < total
+        indexes = [v.ex.first.index for v in shown]
+        assert indexes == sorted(indexes)
+        assert app.current_view().ex.first.api_key == 11           # still on the same one
+        assert f"following stream {stream}" in app.sub_title
+        await pilot.press("f")
+        await pilot.pause()
+        assert table.row_count == total
+
+    run(GROUP, body)
+
+
+def test_search_bytes_bookmarks_and_jump():
+    async def body(app, pilot):
+        table = app.query_one(DataTable)
+        await pilot.press("ctrl+f")
+        box = app.query_one("#search", Input)
+        assert box.has_focus
+        box.value = "ck-group"
+        await pilot.press("enter")
+        await pilot.pause()
+        view = app.current_view()
+        detail = app.query_one(Detail)
+        index, node = detail.selected
+        data = detail.items[index].data
+        at = data.find(b"ck-group")
+        assert at >= 0 and node.offset <= at < node.end      # the field holding the match
+        first = table.cursor_row
+        await pilot.press("n")                                 # the next exchange with it
+        await pilot.pause()
+        assert table.cursor_row != first
+        assert any(b"ck-group" in m.data for m in (app.current_view().ex.request,
+                                                          app.current_view().ex.response) if m)
+        assert parse_needle("0x00 0a") == b"\x00\x0a" and parse_needle("hex: 0a:0b") == b"\n\x0b"
+        # bookmarks
+        table.move_cursor(row=3)
+        await pilot.press("b")
+        table.move_cursor(row=0)
+        await pilot.pause()
+        await pilot.press("B")
+        await pilot.pause()
+        assert table.cursor_row == 3
+        assert str(table.get_cell_at((3, 0))).startswith(BOOKMARK)
+        # request <-> response
+        detail.select(0, detail.items[0].root)
+        await pilot.press("x")
+        await pilot.pause()
+        assert detail.selected[0] == 1 and len(detail.items) == 2
+        del view
+
+    run(GROUP, body)
+
+
+def test_copy_and_export(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+
+    async def body(app, pilot):
+        table = app.query_one(DataTable)
+        table.move_cursor(row=row_of(app, lambda v: v.ex.first.api_key == 0))
+        await pilot.pause()
+        detail = app.query_one(Detail)
+        request = app.current_view().ex.request
+        topic = next(n for n in request.decoded().tree.walk() if n.name == "name")
+        detail.select(0, topic)
+        await pilot.press("c")
+        assert app.clipboard == "'ck-group'"
+        await pilot.press("e")
+        await pilot.pause()
+        exported = json.loads((tmp_path / f"kdissect-exchange-{request.index}.json").read_text())
+        assert exported["request"]["api_name"] == "Produce"
+        assert exported["response"]["correlation_id"] == request.correlation_id
+
+    run(GROUP, body)
 
 
 def test_sort_stats_and_help_screens():
-    expected = len(dissect(GROUP)[0])
+    async def body(app, pilot):
+        assert app.focused is app.query_one(DataTable)     # keys go to the list
+        app.sort_by("latency")
+        app.sort_by("latency")                            # again: slowest first
+        await pilot.pause()
+        first = app.view_at(0)
+        assert first.ex.first.api_key == 11 and first.ex.latency > 3.0   # the held join
+        await pilot.pause()
+        assert str(app.query_one(Tree).root.label).startswith("JoinGroup exchange")
+        await pilot.press("s")
+        await pilot.pause()
+        assert isinstance(app.screen, StatsScreen)
+        assert app.screen.stats.per_api["JoinGroup"] == 2
+        assert max(app.screen.latencies) > 3000
+        await pilot.press("escape")
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, (HelpScreen, StatsScreen))
 
-    async def run():
-        from kdissect.tui.app import HelpScreen, StatsScreen
-        app = app_for(GROUP)
-        async with app.run_test(size=(180, 50)) as pilot:
-            await loaded(app, pilot, expected)
-            assert app.focused is app.query_one(DataTable)     # keys go to the list
-            app.sort_by("latency")
-            app.sort_by("latency")                      # again: slowest first
-            await pilot.pause()
-            first = app.view_at(0)
-            assert first.ex.first.api_key == 11 and first.ex.latency > 3.0   # the held join
-            await pilot.pause()                         # the detail follows the cursor's row
-            assert str(app.query_one(Tree).root.label).startswith("JoinGroup exchange")
-            await pilot.press("s")
-            await pilot.pause()
-            assert isinstance(app.screen, StatsScreen)
-            assert app.screen.stats.per_api["JoinGroup"] == 2
-            assert max(app.screen.latencies) > 3000
-            await pilot.press("escape")
-            await pilot.press("question_mark")
-            await pilot.pause()
-            assert isinstance(app.screen, HelpScreen)
-            await pilot.press("escape")
-            await pilot.pause()
-            assert not isinstance(app.screen, (HelpScreen, StatsScreen))
+    run(GROUP, body)
 
-    asyncio.run(run())
+
+def test_a_live_source_keeps_the_list_growing():
+    """Exchanges arrive over time (as from `kdissect live` or the proxy): rows appear as
+    they come, the list stays usable, and the end of the source is noticed."""
+    exchanges = []
+    load_captures([str(GROUP)], exchanges.append, print)
+    release = threading.Event()
+
+    def load(emit, warn, progress):
+        for i, ex in enumerate(exchanges):
+            if i == 10:
+                release.wait(10)                  # the source goes quiet for a while
+            emit(ex)
+            time.sleep(0.005)
+
+    async def go():
+        app = KdissectApp(load, title="live")
+        async with app.run_test(size=SIZE) as pilot:
+            for _ in range(100):
+                if len(app.views) >= 10:
+                    break
+                await pilot.pause(0.05)
+            await pilot.pause(0.2)
+            table = app.query_one(DataTable)
+            assert table.row_count == 10 and not app.loaded and "loading" in app.sub_title
+            await pilot.press("down")                   # usable while the source is open
+            await pilot.pause()
+            assert table.cursor_row == 1 and app.query_one(Detail).items
+            release.set()
+            for _ in range(100):
+                if app.loaded:
+                    break
+                await pilot.pause(0.05)
+            await pilot.pause()
+            assert table.row_count == len(exchanges) and "loading" not in app.sub_title
+
+    asyncio.run(go())
+
+
+def test_blob_screen_updates_as_hints_change():
+    erl = (CAPTURES / "blobs" / "metadata-v0-response.erl").read_text()
+
+    async def go():
+        app = BlobApp(erl)
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause(0.5)
+            status = str(app.query_one("#status", Static).content)
+            assert "read 319 bytes" in status and "Metadata v0 Response" in status
+            detail = app.query_one(Detail)
+            assert detail.items and detail.items[0].data[:4] == b"\x00\x00\x00\x00"
+            app.query_one("#api", Input).value = "Produce"
+            app.query_one("#version", Input).value = "3"
+            app.query_one("#direction").value = "response"
+            await pilot.pause(0.6)
+            status = str(app.query_one("#status", Static).content)
+            assert "Produce v3 Response" in status and "problem" in status
+            app.query_one("#api", Input).value = "Nonsense"
+            await pilot.pause(0.6)
+            assert "unknown API 'Nonsense'" in str(app.query_one("#status", Static).content)
+
+    asyncio.run(go())

@@ -101,7 +101,8 @@ class KdissectApp(App):
         Binding("q", "quit", "Quit"),
     ]
 
-    def __init__(self, load, options: Options | None = None, title: str = ""):
+    def __init__(self, load, options: Options | None = None, title: str = "",
+                 stop: threading.Event | None = None):
         super().__init__()
         self.load = load
         self.options = options or Options()
@@ -115,8 +116,9 @@ class KdissectApp(App):
         self.following: tuple[int, str] | None = None     # (stream, the filter before)
         self.bookmarks: set[int] = set()
         self.needle: bytes | None = None
+        self.detail_view: ExchangeView | None = None
         self.loaded = False
-        self.stop = threading.Event()
+        self.stop = stop or threading.Event()
         self._incoming: deque = deque()
         self._progress: tuple[int, int] | None = None
         self._decoded: deque[KafkaMessage] = deque()
@@ -253,7 +255,9 @@ class KdissectApp(App):
 
     @on(DataTable.RowHighlighted, "#exchanges")
     def _row_highlighted(self, event: DataTable.RowHighlighted) -> None:
-        self.show_exchange(self.view_at(event.cursor_row))
+        view = self.view_at(event.cursor_row)
+        if view is not self.detail_view:
+            self.show_exchange(view)
 
     def follow_cursor(self) -> None:
         """After the rows change under the cursor (sort, filter), show what it is on."""
@@ -262,6 +266,7 @@ class KdissectApp(App):
     def show_exchange(self, view: ExchangeView | None) -> None:
         if view is None:
             return
+        self.detail_view = view
         ex = view.ex
         items = []
         for m in (ex.request, ex.response):
