@@ -1,0 +1,56 @@
+"""Snapshots (SVG) of the TUI's main screens on a repo capture: a change in how they
+look fails here until reviewed and accepted with `pytest --snapshot-update`."""
+
+from pathlib import Path
+
+from textual.widgets import DataTable
+
+from kdissect.tui.blob_app import BlobApp
+from kdissect.tui.detail import Detail
+from tests.test_tui import GROUP, app_for
+
+CAPTURES = Path(__file__).resolve().parents[1] / "captures"
+SIZE = (160, 45)
+
+
+async def on_join_group(pilot) -> None:
+    app = pilot.app
+    for _ in range(400):
+        if app.loaded:
+            break
+        await pilot.pause(0.05)
+    table = app.query_one(DataTable)
+    row = next(i for i in range(table.row_count) if app.view_at(i).ex.first.api_key == 11)
+    table.move_cursor(row=row)
+    await pilot.pause()
+    request = app.view_at(row).ex.request
+    app.query_one(Detail).select(0, request.decoded().body.child("group_id"))
+    await pilot.pause()
+
+
+def test_main_screen(snap_compare):
+    assert snap_compare(app_for(GROUP), terminal_size=SIZE, run_before=on_join_group)
+
+
+def test_statistics_screen(snap_compare):
+    async def stats(pilot):
+        await on_join_group(pilot)
+        await pilot.press("s")
+        await pilot.pause()
+    assert snap_compare(app_for(GROUP), terminal_size=SIZE, run_before=stats)
+
+
+def test_help_screen(snap_compare):
+    async def helped(pilot):
+        await on_join_group(pilot)
+        await pilot.press("question_mark")
+        await pilot.pause()
+    assert snap_compare(app_for(GROUP), terminal_size=SIZE, run_before=helped)
+
+
+def test_blob_screen(snap_compare):
+    erl = (CAPTURES / "blobs" / "metadata-v0-response.erl").read_text()
+
+    async def settled(pilot):
+        await pilot.pause(0.5)
+    assert snap_compare(BlobApp(erl), terminal_size=SIZE, run_before=settled)

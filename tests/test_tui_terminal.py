@@ -1,0 +1,50 @@
+"""The real `kdissect` command in a real terminal (tmux): the TUI starts by itself on a
+terminal, shows the exchanges, answers keys and quits cleanly."""
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def tmux(*args: str) -> str:
+    return subprocess.run(["tmux", *args], capture_output=True, text=True, check=True).stdout
+
+
+def wait_for(session: str, text: str, timeout: float = 30) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        screen = tmux("capture-pane", "-p", "-t", session)
+        if text in screen:
+            return screen
+        time.sleep(0.2)
+    raise AssertionError(f"{text!r} never showed; the screen was:\n{screen}")
+
+
+def test_pcap_opens_the_tui_in_a_terminal_and_quits_cleanly():
+    assert shutil.which("tmux"), "./scripts/test installs tmux"
+    session = f"kdissect-{uuid.uuid4().hex[:8]}"
+    kdissect = f"{sys.executable} -m kdissect"
+    command = f"cd {ROOT} && {kdissect} pcap captures/kcat.pcap; echo EXIT=$?; sleep 30"
+    env = {**os.environ, "TERM": "xterm-256color"}
+    subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "160", "-y", "40",
+                    command], check=True, env=env)
+    try:
+        screen = wait_for(session, "14 exchanges")
+        assert "Produce" in screen and "Fetch" in screen and "kcat.pcap" in screen
+        assert "q Quit" in screen                      # the footer's key hints
+        tmux("send-keys", "-t", session, "?")
+        wait_for(session, "this help")
+        tmux("send-keys", "-t", session, "Escape")
+        time.sleep(1)                   # else the terminal reads Escape+q as alt+q
+        assert "this help" not in tmux("capture-pane", "-p", "-t", session)
+        tmux("send-keys", "-t", session, "q")
+        screen = wait_for(session, "EXIT=0")
+        assert "Traceback" not in screen
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
