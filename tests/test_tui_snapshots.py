@@ -25,6 +25,13 @@ async def on_join_group(pilot) -> None:
     await pilot.pause()
     request = app.view_at(row).ex.request
     app.query_one(Detail).select(0, request.decoded().body.child("group_id"))
+    await settle(pilot)
+
+
+async def settle(pilot) -> None:
+    """Let the table finish sizing its columns (it does so on idle, after rows change)."""
+    await pilot.wait_for_scheduled_animations()
+    await pilot.pause(0.3)
     await pilot.pause()
 
 
@@ -36,7 +43,7 @@ def test_statistics_screen(snap_compare):
     async def stats(pilot):
         await on_join_group(pilot)
         await pilot.press("s")
-        await pilot.pause()
+        await settle(pilot)
     assert snap_compare(app_for(GROUP), terminal_size=SIZE, run_before=stats)
 
 
@@ -44,7 +51,7 @@ def test_help_screen(snap_compare):
     async def helped(pilot):
         await on_join_group(pilot)
         await pilot.press("question_mark")
-        await pilot.pause()
+        await settle(pilot)
     assert snap_compare(app_for(GROUP), terminal_size=SIZE, run_before=helped)
 
 
@@ -52,5 +59,7 @@ def test_blob_screen(snap_compare):
     erl = (CAPTURES / "blobs" / "metadata-v0-response.erl").read_text()
 
     async def settled(pilot):
-        await pilot.pause(0.5)
+        from textual.widgets import TextArea
+        pilot.app.query_one(TextArea).cursor_blink = False     # no blinking in a picture
+        await pilot.pause(0.8)                                  # past the typing debounce
     assert snap_compare(BlobApp(erl), terminal_size=SIZE, run_before=settled)

@@ -169,10 +169,13 @@ class KdissectApp(App):
 
     def _drain(self) -> None:
         """Add what the loader found since the last tick (a bounded number of rows)."""
+        tables = self.query(DataTable)
+        if not tables:                     # the app is closing: its widgets are gone
+            return
+        table = tables.first()
         if self._progress is not None:
             done, total = self._progress
             self.query_one(ProgressBar).update(total=total, progress=done)
-        table = self.query_one(DataTable)
         added = 0
         while self._incoming and added < _DRAIN:
             view, row = self._incoming.popleft()
