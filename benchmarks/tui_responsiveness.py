@@ -60,11 +60,15 @@ async def measure(capture: str) -> dict:
             if app.loaded:
                 break
             before = table.cursor_row
+            if table.row_count <= before + 1:
+                await asyncio.sleep(0.05)
+                continue
             t = time.monotonic()
-            await pilot.press("down")
-            while table.cursor_row == before and table.row_count > before + 1:
+            app.simulate_key("down")        # as a terminal would send it: no waiting
+            while table.cursor_row == before:
                 await asyncio.sleep(0.001)
             keys.append(time.monotonic() - t)
+            await asyncio.sleep(0.15)       # a person's pace: the detail follows
         out["keys"] = keys
         out["keys_while_loading"] = not app.loaded
         while not app.loaded:

@@ -356,7 +356,7 @@ def _tracked(reader, path: str, progress):
     """Packets, telling ``progress(bytes read, file size)`` as they are read."""
     size = os.path.getsize(path)
     for i, packet in enumerate(reader.packets()):
-        if i % 1000 == 0:
+        if i % 100 == 0:
             progress(reader.bytes_read, size)
         yield packet
     progress(size, size)

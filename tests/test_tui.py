@@ -45,6 +45,16 @@ def run(path: Path, body) -> None:
     asyncio.run(go())
 
 
+async def settle(app: KdissectApp, pilot) -> None:
+    """Until the detail shows the exchange under the cursor (it follows once the
+    cursor rests, decoding big ones off the UI thread)."""
+    for _ in range(200):
+        if app.detail_view is not None and app.detail_view is app.current_view():
+            break
+        await pilot.pause(0.02)
+    await pilot.pause()
+
+
 def row_of(app: KdissectApp, pred) -> int:
     return next(i for i in range(len(app.shown)) if pred(app.view_at(i)))
 
@@ -57,7 +67,7 @@ def test_browse_select_and_highlight():
         assert table.row_count == expected == len(app.shown)
         join = row_of(app, lambda v: v.ex.first.api_key == 11)
         table.move_cursor(row=join)
-        await pilot.pause()
+        await settle(app, pilot)
         tree = app.query_one(Tree)
         titles = [str(child.label) for child in tree.root.children]
         assert titles[0].startswith("JoinGroup v5 Request")
@@ -88,7 +98,7 @@ def test_hex_cursor_selects_the_innermost_field():
     async def body(app, pilot):
         table = app.query_one(DataTable)
         table.move_cursor(row=row_of(app, lambda v: v.ex.first.api_key == 11))
-        await pilot.pause()
+        await settle(app, pilot)
         request = app.current_view().ex.request
         group_id = request.decoded().body.child("group_id")
         hexview = app.query_one(HexView)
@@ -119,7 +129,7 @@ def test_decompressed_records_are_their_own_buffer():
         gzip_row = row_of(app, lambda v: v.ex.first.api_key == 0 and
                           any(n.buffer is not None for n in v.ex.request.decoded().tree.walk()))
         table.move_cursor(row=gzip_row)
-        await pilot.pause()
+        await settle(app, pilot)
         tree = app.current_view().ex.request.decoded().tree
         holder = next(n for n in tree.walk() if n.buffer is not None)
         record = next(n for n in holder.walk() if n.ktype == "record")
@@ -170,7 +180,7 @@ def test_follow_a_connection_and_back():
     async def body(app, pilot):
         table = app.query_one(DataTable)
         table.move_cursor(row=row_of(app, lambda v: v.ex.first.api_key == 11))
-        await pilot.pause()
+        await settle(app, pilot)
         stream = app.current_view().ex.stream
         total = len(app.views)
         await pilot.press("f")
@@ -221,6 +231,7 @@ def test_search_bytes_bookmarks_and_jump():
         assert table.cursor_row == 3
         assert str(table.get_cell_at((3, 0))).startswith(BOOKMARK)
         # request <-> response
+        await settle(app, pilot)
         detail.select(0, detail.items[0].root)
         await pilot.press("x")
         await pilot.pause()
@@ -236,7 +247,7 @@ def test_copy_and_export(tmp_path, monkeypatch):
     async def body(app, pilot):
         table = app.query_one(DataTable)
         table.move_cursor(row=row_of(app, lambda v: v.ex.first.api_key == 0))
-        await pilot.pause()
+        await settle(app, pilot)
         detail = app.query_one(Detail)
         request = app.current_view().ex.request
         topic = next(n for n in request.decoded().tree.walk() if n.name == "name")
@@ -293,7 +304,7 @@ def test_a_live_source_keeps_the_list_growing():
             time.sleep(0.005)
 
     async def go():
-        app = KdissectApp(load, title="live")
+        app = KdissectApp(load, title="live", isolate=False)     # `release` is ours
         async with app.run_test(size=SIZE) as pilot:
             for _ in range(100):
                 if len(app.views) >= 10:

@@ -8,6 +8,7 @@ from textual.widgets import DataTable
 from kdissect.tui.blob_app import BlobApp
 from kdissect.tui.detail import Detail
 from tests.test_tui import GROUP, app_for
+from tests.test_tui import settle as settle_detail
 
 CAPTURES = Path(__file__).resolve().parents[1] / "captures"
 SIZE = (160, 45)
@@ -22,7 +23,7 @@ async def on_join_group(pilot) -> None:
     table = app.query_one(DataTable)
     row = next(i for i in range(table.row_count) if app.view_at(i).ex.first.api_key == 11)
     table.move_cursor(row=row)
-    await pilot.pause()
+    await settle_detail(app, pilot)
     request = app.view_at(row).ex.request
     app.query_one(Detail).select(0, request.decoded().body.child("group_id"))
     await settle(pilot)

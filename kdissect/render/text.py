@@ -99,36 +99,49 @@ def _label(node: Node, colours: dict[int, str], show_secrets: bool, base: int,
 
 def hexdump(data: bytes, root: Node | None, show_secrets: bool = False, base: int = 0,
             colours: dict[int, str] | None = None, width: int = 16,
-            marks: list[tuple[int, int, str]] = ()) -> Text:
+            marks: list[tuple[int, int, str]] = (),
+            window: tuple[int, int] | None = None) -> Text:
     """Hex + ASCII with each leaf's bytes in its colour (only leaves in ``data``'s own
     buffer: decompressed buffers get their own dump); ``marks`` are (start, end, style)
-    ranges drawn over that, in order (e.g. a selected field and its parents)."""
-    styles: list[str | None] = [None] * len(data)
-    masked = [False] * len(data)
+    ranges drawn over that, in order (e.g. a selected field and its parents).
+    ``window`` (start, end) dumps only the rows holding those bytes."""
+    lo_row = 0 if window is None else max(0, window[0]) // width * width
+    hi = len(data) if window is None else min(len(data), window[1])
+    span = max(hi - lo_row, 0)
+    styles: list[str | None] = [None] * span
+    masked = [False] * span
+
+    def paint(start: int, end: int, style, secret: bool = False) -> None:
+        a, b = max(start, lo_row) - lo_row, min(end, hi) - lo_row
+        if b > a:
+            styles[a:b] = [style] * (b - a)
+            if secret:
+                masked[a:b] = [True] * (b - a)
+
     if root is not None:
         colours = leaf_colours(root) if colours is None else colours
         for node in root.own_leaves():
-            lo, hi = max(node.offset, 0), min(node.end, len(data))
-            style = PROBLEM if node.problem else colours.get(id(node))
-            if node.secret and not show_secrets:
-                masked[lo:hi] = [True] * (hi - lo)
-                style = SECRET
-            styles[lo:hi] = [style] * (hi - lo)
-    for lo, hi, style in marks:
-        lo, hi = max(lo, 0), min(hi, len(data))
-        styles[lo:hi] = [style] * max(hi - lo, 0)
+            if node.end <= lo_row or node.offset >= hi:
+                continue
+            secret = node.secret and not show_secrets
+            style = SECRET if secret else PROBLEM if node.problem else colours.get(id(node))
+            paint(node.offset, node.end, style, secret)
+    for start, end, style in marks:
+        paint(start, end, style)
     out = Text()
-    for row in range(0, len(data), width):
+    for row in range(lo_row, hi, width):
         out.append(f"{row + base:08x}  ", style="dim")
-        chunk = range(row, min(row + width, len(data)))
+        chunk = range(row, min(row + width, hi))
         for i in chunk:
-            out.append("**" if masked[i] else f"{data[i]:02x}", style=styles[i])
+            k = i - lo_row
+            out.append("**" if masked[k] else f"{data[i]:02x}", style=styles[k])
             out.append(" " if (i - row) != width // 2 - 1 else "  ")
         out.append("   " * (width - len(chunk)) + (" " if len(chunk) <= width // 2 else ""))
         out.append(" │", style="dim")
         for i in chunk:
-            ch = "*" if masked[i] else chr(data[i]) if 32 <= data[i] < 127 else "."
-            out.append(ch, style=styles[i])
+            k = i - lo_row
+            ch = "*" if masked[k] else chr(data[i]) if 32 <= data[i] < 127 else "."
+            out.append(ch, style=styles[k])
         out.append("│\n", style="dim")
     return out
 

@@ -26,13 +26,16 @@ from ..stream.facts import ExchangeView
 from ..stream.model import Exchange, KafkaMessage
 from .detail import Detail, Item
 from .filterbar import FilterSuggester
+from .loader import run_in_process, run_in_thread
 from .screens import HelpScreen, StatsScreen
 
 COLUMNS = ("#", "time", "client → broker", "API", "v", "corr", "client id", "latency",
            "summary", "status")
 BOOKMARK = "★"
 _DRAIN = 2000              # rows added per UI tick at most: keys stay answered
-_KEEP_DECODED = 64         # full trees kept for the messages viewed last
+_KEEP_DECODED = 16         # full trees kept for the messages viewed last
+_REST = 0.06               # seconds the list cursor rests before the detail follows
+_DECODE_HERE = 4096        # bigger exchanges decode in a worker thread
 
 
 def _row(view: ExchangeView) -> tuple:
@@ -70,8 +73,10 @@ class KdissectApp(App):
     """Browse exchanges. ``load(emit, warn, progress)`` runs in a worker thread: it calls
     ``emit`` with each exchange as it is found (rows appear while the source is still
     loading, and keep coming from a live one), ``warn`` with what the user should know,
-    and ``progress(done, total)`` if it knows how far it is. ``stop`` is set when the
-    app closes, for sources that run until told."""
+    and ``progress(done, total)`` if it knows how far it is. With ``isolate`` (the
+    default) it runs in a forked child process, so its CPU-bound decoding leaves this
+    process's GIL to the UI; ``isolate=False`` keeps it in a thread (a source that needs
+    this process's objects). ``stop`` is set when the app closes."""
 
     TITLE = "kdissect"
     AUTO_FOCUS = "#exchanges"
@@ -102,8 +107,9 @@ class KdissectApp(App):
     ]
 
     def __init__(self, load, options: Options | None = None, title: str = "",
-                 stop: threading.Event | None = None):
+                 stop: threading.Event | None = None, isolate: bool = True):
         super().__init__()
+        self.isolate = isolate         # run the source in a child process
         self.load = load
         self.options = options or Options()
         self.views: list[ExchangeView] = []
@@ -116,7 +122,9 @@ class KdissectApp(App):
         self.following: tuple[int, str] | None = None     # (stream, the filter before)
         self.bookmarks: set[int] = set()
         self.needle: bytes | None = None
-        self.detail_view: ExchangeView | None = None
+        self.detail_view: ExchangeView | None = None      # what the detail shows
+        self.detail_pending: ExchangeView | None = None   # what it is about to show
+        self._detail_timer = None
         self.loaded = False
         self.stop = stop or threading.Event()
         self._incoming: deque = deque()
@@ -150,22 +158,18 @@ class KdissectApp(App):
     # -- loading (worker thread) ---------------------------------------------------------
 
     def _load(self) -> None:
-        def emit(ex: Exchange) -> None:
-            view = ExchangeView(ex, self.options, self.topic_ids)
-            view.learn()
-            self._incoming.append((view, _row(view)))
-
-        def warn(text: str) -> None:
-            self._incoming.append(("warn", text))
-
-        def progress(done: int, total: int) -> None:
-            self._progress = (done, total)
-
-        try:
-            self.load(emit, warn, progress)
-        except Exception as e:                       # the source failed: say so, keep rows
-            warn(f"loading stopped: {e}")
-        self._incoming.append(("done", None))
+        def put(item) -> None:
+            kind, payload = item
+            if kind == "progress":
+                self._progress = payload
+            elif kind == "view":
+                self._incoming.append(payload)
+            else:
+                self._incoming.append(item)
+        if self.isolate:
+            run_in_process(self.load, self.options, self.topic_ids, _row, put, self.stop)
+        else:
+            run_in_thread(self.load, self.options, self.topic_ids, _row, put)
 
     def _drain(self) -> None:
         """Add what the loader found since the last tick (a bounded number of rows)."""
@@ -258,8 +262,34 @@ class KdissectApp(App):
 
     @on(DataTable.RowHighlighted, "#exchanges")
     def _row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        """The detail follows the cursor once it rests (keys that scroll through the
+        list stay instant), and big messages decode off the UI thread."""
         view = self.view_at(event.cursor_row)
-        if view is not self.detail_view:
+        if view is self.detail_view or view is None:
+            return
+        self.detail_pending = view
+        if self._detail_timer is not None:
+            self._detail_timer.stop()
+        self._detail_timer = self.set_timer(_REST, lambda: self._decode_for(view))
+
+    def _decode_for(self, view: ExchangeView) -> None:
+        if self.detail_pending is not view or not self.query(Detail):
+            return
+        size = sum(len(m.data) for m in (view.ex.request, view.ex.response) if m)
+        if size < _DECODE_HERE:
+            self.show_exchange(view)
+            return
+        self.query_one(Detail).tree.root.set_label(f"decoding {size} bytes…")
+
+        def decode() -> None:
+            for m in (view.ex.request, view.ex.response):
+                if m is not None:
+                    m.decoded(self.options)
+            self.call_from_thread(self._decoded_for, view)
+        self.run_worker(decode, thread=True, group="detail")
+
+    def _decoded_for(self, view: ExchangeView) -> None:
+        if self.detail_pending is view and self.query(Detail):
             self.show_exchange(view)
 
     def follow_cursor(self) -> None:
@@ -269,7 +299,7 @@ class KdissectApp(App):
     def show_exchange(self, view: ExchangeView | None) -> None:
         if view is None:
             return
-        self.detail_view = view
+        self.detail_view = self.detail_pending = view
         ex = view.ex
         items = []
         for m in (ex.request, ex.response):

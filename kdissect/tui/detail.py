@@ -26,6 +26,7 @@ PARENT_TONES = {True: ["on grey35", "on grey27", "on grey19"],
                 False: ["on grey74", "on grey82", "on grey89"]}
 HEX_WIDTH = 16
 _HEX_START = 10                    # "00000000  " before the first byte
+WINDOW_LINES = 96                  # lines dumped at once: big messages stay quick
 
 
 @dataclass
@@ -98,21 +99,38 @@ class HexView(Static, can_focus=True):
         self.marks: list[tuple[int, int, str]] = []
         self.cursor = 0
         self.show_secrets = False
+        self.first_line = 0            # the dump shows lines first_line... of the data
 
     def show(self, data: bytes, root: Node | None, marks, cursor: int | None = None,
              title: str = "") -> None:
         self.data, self.root, self.marks = data, root, list(marks)
         if cursor is not None:
             self.cursor = max(0, min(cursor, len(data) - 1))
+        elif self.cursor >= len(data):
+            self.cursor = 0
         self.border_title = title
         self._render_dump()
 
     def _render_dump(self) -> None:
+        """Dump a window of lines around the cursor (a 1 MB message is 65k lines:
+        rendering them all on every refresh would stall the UI)."""
         marks = list(self.marks)
         if self.has_focus and self.data:
             marks.append((self.cursor, self.cursor + 1, CURSOR))
-        self.update(hexdump(self.data, self.root, self.show_secrets, marks=marks)
-                    if self.data else Text("no bytes", style="dim"))
+        lines = -(-len(self.data) // HEX_WIDTH)
+        line = self.cursor // HEX_WIDTH
+        if not self.first_line <= line < self.first_line + WINDOW_LINES:
+            self.first_line = max(0, min(line - WINDOW_LINES // 3, lines - WINDOW_LINES))
+        start = self.first_line * HEX_WIDTH
+        window = (start, start + WINDOW_LINES * HEX_WIDTH)
+        dump = hexdump(self.data, self.root, self.show_secrets, marks=marks, window=window) \
+            if self.data else Text("no bytes", style="dim")
+        if lines > WINDOW_LINES:
+            self.border_subtitle = (f"bytes {start:#x}–{min(window[1], len(self.data)):#x} "
+                                    f"of {len(self.data)}: move the cursor for more")
+        else:
+            self.border_subtitle = ""
+        self.update(dump)
 
     def on_focus(self) -> None:
         self._render_dump()
@@ -130,9 +148,9 @@ class HexView(Static, can_focus=True):
         if not self.data:
             return
         self.cursor = max(0, min(offset, len(self.data) - 1))
-        line = self.cursor // HEX_WIDTH
-        self.scroll_to_region(Region(0, line, 1, 1), animate=False)
         self._render_dump()
+        line = self.cursor // HEX_WIDTH - self.first_line
+        self.call_after_refresh(self.scroll_to_region, Region(0, line, 1, 1), animate=False)
         self.post_message(self.CursorMoved(self, self.cursor))
 
     def on_click(self, event) -> None:
@@ -153,7 +171,7 @@ class HexView(Static, can_focus=True):
             index = x - text_start
             if not 0 <= index < HEX_WIDTH:
                 return None
-        offset = y * HEX_WIDTH + index
+        offset = (self.first_line + y) * HEX_WIDTH + index
         return offset if 0 <= offset < len(self.data) else None
 
 
@@ -173,12 +191,18 @@ class FieldTree(Tree):
         for index, item in enumerate(items):
             branch = self.root.add(item.label, data=(index, item.root), expand=True)
             self.by_node[id(item.root)] = branch
-            self._add(branch, index, item.root, False)
+            self._populate(branch)
             for part in branch.children:          # header and body open at first
+                self._populate(part)
                 part.expand()
         self.root.expand()
 
-    def _add(self, branch: TreeNode, index: int, node: Node, in_buffer: bool) -> None:
+    def _populate(self, branch: TreeNode) -> None:
+        """Add a node's children (once): trees of big messages are built as they are
+        opened, not all at once."""
+        if branch.children or not branch.data:
+            return
+        index, node = branch.data
         for child in node.children:
             label = Text(child.name, style="red" if child.problem else
                          "dim" if child.name.startswith("_") else "")
@@ -194,14 +218,22 @@ class FieldTree(Tree):
             if child.problem:
                 label.append(f"  ✗ {child.problem}", style="bold red")
             if child.children:
-                sub = branch.add(label, data=(index, child))
-                self._add(sub, index, child, in_buffer or child.buffer is not None)
+                sub = branch.add(label, data=(index, child), allow_expand=True)
             else:
                 sub = branch.add_leaf(label, data=(index, child))
             self.by_node[id(child)] = sub
 
-    def reveal(self, node: Node) -> None:
-        """Move the cursor to ``node``'s line, opening its parents."""
+    def on_tree_node_expanded(self, event: Tree.NodeExpanded) -> None:
+        self._populate(event.node)
+
+    def reveal(self, node: Node, root: Node | None = None) -> None:
+        """Move the cursor to ``node``'s line, building and opening its parents."""
+        if id(node) not in self.by_node and root is not None:
+            found = locate(root, node)
+            for parent in (found[1][:-1] if found else []):
+                tree_node = self.by_node.get(id(parent))
+                if tree_node is not None:
+                    self._populate(tree_node)
         tree_node = self.by_node.get(id(node))
         if tree_node is None:
             return
@@ -294,12 +326,12 @@ class Detail(Horizontal):
         if node is not self.selected[1]:
             self._from_hex = True
             self.select(index, node, move_cursor=False)
-            self.tree.reveal(node)
+            self.tree.reveal(node, self.items[index].root)
 
     def jump_message(self) -> None:
         """Move the tree cursor to the next message's top (request ⇄ response)."""
         if len(self.items) < 2 or self.selected is None:
             return
         index = (self.selected[0] + 1) % len(self.items)
-        self.tree.reveal(self.items[index].root)
+        self.tree.reveal(self.items[index].root, self.items[index].root)
         self.select(index, self.items[index].root)

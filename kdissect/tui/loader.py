@@ -1,0 +1,91 @@
+"""Running a TUI source: ``load(emit, warn, progress)`` in a thread of this process, or
+in a child process so that the decoding (CPU-bound Python) does not hold this process's
+GIL while the UI answers keys. Either way the UI receives ``("view", (view, row))``,
+``("warn", text)``, ``("progress", (done, total))`` and finally ``("done", None)``."""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+import time
+from collections.abc import Callable
+
+from ..stream.facts import ExchangeView
+
+_BATCH_SECONDS = 0.05
+
+
+def run_in_thread(load, options, topic_ids: dict, row_of, put: Callable) -> None:
+    def emit(ex) -> None:
+        view = ExchangeView(ex, options, topic_ids)
+        view.learn()
+        put(("view", (view, row_of(view))))
+
+    try:
+        load(emit, lambda text: put(("warn", text)),
+             lambda done, total: put(("progress", (done, total))))
+    except Exception as e:                       # the source failed: say so, keep rows
+        put(("warn", f"loading stopped: {e}"))
+    put(("done", None))
+
+
+def _child(load, options, row_of, conn) -> None:
+    """In the child: run the source, sending batches of what it finds."""
+    batch: list = []
+    last = time.monotonic()
+    ids: dict[str, str] = {}
+
+    def put(item) -> None:
+        nonlocal last
+        if item[0] == "view":
+            view, row = item[1]
+            view.facts()                         # computed here, sent with the exchange
+            item = ("view", (view.ex, view._facts, view._problems, row))
+        batch.append(item)
+        now = time.monotonic()
+        if now - last >= _BATCH_SECONDS or item[0] == "done":
+            conn.send(batch[:])
+            batch.clear()
+            last = now
+
+    run_in_thread(load, options, ids, row_of, put)
+    conn.close()
+
+
+def run_in_process(load, options, topic_ids: dict, row_of, put: Callable,
+                   stop: threading.Event) -> None:
+    """``run_in_thread``'s work in a forked child; returns when the source is done or
+    ``stop`` is set (then the child is ended)."""
+    ctx = multiprocessing.get_context("fork")
+    recv, send = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=_child, args=(load, options, row_of, send), daemon=True)
+    child.start()
+    send.close()
+    try:
+        while not stop.is_set():
+            if not recv.poll(0.1):
+                if not child.is_alive() and not recv.poll(0):
+                    put(("warn", f"the loader ended unexpectedly (exit {child.exitcode})"))
+                    put(("done", None))
+                    return
+                continue
+            try:
+                batch = recv.recv()
+            except EOFError:
+                put(("done", None))
+                return
+            for kind, payload in batch:
+                if kind == "view":
+                    ex, facts, problems, row = payload
+                    view = ExchangeView(ex, options, topic_ids)
+                    view._facts, view._problems = facts, problems
+                    view.learn()
+                    put(("view", (view, row)))
+                else:
+                    put((kind, payload))
+                if kind == "done":
+                    return
+    finally:
+        if child.is_alive():
+            child.terminate()
+        child.join(timeout=5)
