@@ -264,17 +264,11 @@ def _ports(values: tuple[str, ...]) -> set[int]:
               help="Largest decompressed record payload to accept.")
 def pcap(files, ports, no_detect, verbose, fmt, output, filter_text, stats, tui, no_tui,
          show_secrets, max_decompressed):
-    from .filters import FilterError, parse_filter
     from .render.printer import ExchangePrinter
     from .stream.dissector import load_captures
-    from .stream.session import DEFAULT_PORTS
 
-    try:
-        display_filter = parse_filter(filter_text) if filter_text else None
-    except FilterError as e:
-        raise click.BadParameter(str(e), param_hint="-Y/--filter") from None
-    options = Options(show_secrets=show_secrets, max_decompressed=_size(max_decompressed))
-    kafka_ports = DEFAULT_PORTS | _ports(ports)
+    display_filter, options, kafka_ports = _traffic_options(filter_text, show_secrets,
+                                                            max_decompressed, ports)
     detect = not no_detect
     if fmt == "parquet" or output:
         _write_parquet(files, output, fmt, kafka_ports, detect, display_filter, options)
@@ -341,6 +335,19 @@ def _print_warnings(err: Console, warnings: list[str], listed: int = 20) -> None
         err.print(w, style="yellow")
     if len(warnings) > listed:
         err.print(f"… and {len(warnings) - listed} more warnings", style="yellow")
+
+
+def _traffic_options(filter_text, show_secrets, max_decompressed, ports):
+    """(display filter, decoding options, Kafka ports) from the options `pcap` and
+    `live` share."""
+    from .filters import FilterError, parse_filter
+    from .stream.session import DEFAULT_PORTS
+    try:
+        display_filter = parse_filter(filter_text) if filter_text else None
+    except FilterError as e:
+        raise click.BadParameter(str(e), param_hint="-Y/--filter") from None
+    options = Options(show_secrets=show_secrets, max_decompressed=_size(max_decompressed))
+    return display_filter, options, DEFAULT_PORTS | _ports(ports)
 
 
 def _run_tui(load, options: Options, title: str, filter_text: str | None = None,
@@ -423,17 +430,11 @@ def live(iface, ports, no_detect, bpf, filter_text, fmt, verbose, count, duratio
          show_secrets, max_decompressed):
     import threading
     from .capture.live import LiveError, sniff
-    from .filters import FilterError, parse_filter
     from .render.printer import ExchangePrinter
     from .stream.dissector import CaptureDissector
-    from .stream.session import DEFAULT_PORTS
 
-    try:
-        display_filter = parse_filter(filter_text) if filter_text else None
-    except FilterError as e:
-        raise click.BadParameter(str(e), param_hint="-Y/--filter") from None
-    options = Options(show_secrets=show_secrets, max_decompressed=_size(max_decompressed))
-    kafka_ports = DEFAULT_PORTS | _ports(ports)
+    display_filter, options, kafka_ports = _traffic_options(filter_text, show_secrets,
+                                                            max_decompressed, ports)
     if bpf is None:
         bpf = "tcp" if not no_detect else "tcp and (" + " or ".join(
             f"port {p}" for p in sorted(kafka_ports)[:64]) + ")"
