@@ -40,6 +40,7 @@ def main() -> None:
       pcap   decode Kafka traffic in capture files (pcap, pcapng, .gz): paired exchanges
       blob   annotate bytes pasted from a debugging session (hex, dumps, b'..', <<..>>, base64)
       live   decode Kafka traffic on a network interface as it passes
+      proxy  stand between Kafka clients and brokers, decoding everything live
       spark  turn many or huge captures into Parquet tables of exchanges, on Apache Spark
 
     Run `kdissect COMMAND --help` for examples.
@@ -464,6 +465,113 @@ def live(iface, ports, no_detect, bpf, filter_text, fmt, verbose, count, duratio
         return
     dissector.finish()
     printer.finish()
+
+
+PROXY_HELP = """Stand between Kafka clients and brokers, forwarding and decoding everything.
+
+Clients connect to --listen (the bootstrap address); the proxy connects to the
+--upstream brokers. Broker addresses in responses (Metadata, FindCoordinator,
+DescribeCluster, the KIP-951 leader hints of Produce and Fetch, ShareFetch and
+ShareAcknowledge) are rewritten to listeners of the proxy, one per broker, made when a
+broker is first named, so clients keep talking through the proxy. Only those responses
+are re-encoded; every other byte passes unchanged and in order.
+
+On a terminal the TUI shows exchanges as they happen; --no-tui prints one line per
+exchange (or JSON lines with --format jsonl). Ctrl-C stops.
+
+\b
+Examples:
+  kdissect proxy --upstream kafka-1:9092,kafka-2:9092
+  kdissect proxy --upstream 10.0.0.5:9092 --listen 127.0.0.1:19092 --broker-ports 19100
+  kdissect proxy --upstream broker:9092 --listen 0.0.0.0:9092 --advertise proxy.example.com
+  kdissect proxy --upstream broker:9092 --no-tui -Y 'api == Produce'
+"""
+
+
+def _host_port(text: str, default_port: int | None = None) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        host, port = text, str(default_port or "")
+    host = host.strip("[]")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise click.BadParameter(f"{text!r} is not HOST:PORT")
+    return host, int(port)
+
+
+@main.command(help=PROXY_HELP)
+@click.option("--upstream", required=True, metavar="HOST:PORT[,HOST:PORT...]",
+              help="Bootstrap brokers the proxy connects to.")
+@click.option("--listen", default="127.0.0.1:9092", show_default=True, metavar="HOST:PORT",
+              help="Where clients connect (the address to give them as bootstrap).")
+@click.option("--broker-ports", metavar="BASE",  type=int,
+              help="Listen for broker N on port BASE+N (default: a free port each).")
+@click.option("--advertise", metavar="HOST",
+              help="The host name clients use to reach the proxy (default: the --listen host).")
+@click.option("-Y", "--filter", "filter_text", metavar="EXPR",
+              help="Only show exchanges matching this display filter.")
+@click.option("--format", "fmt", type=click.Choice(["text", "jsonl"]), default="text",
+              show_default=True, help="Output format without the TUI.")
+@click.option("-V", "--verbose", is_flag=True, help="Print full field trees (without the TUI).")
+@click.option("--tui/--no-tui", default=None,
+              help="The terminal UI (default when stdout is a terminal) or printed lines.")
+@click.option("--show-secrets", is_flag=True, help="Show SASL passwords, proofs and tokens.")
+@click.option("--max-decompressed", default="64M", show_default=True, metavar="SIZE",
+              help="Largest decompressed record payload to accept.")
+def proxy(upstream, listen, broker_ports, advertise, filter_text, fmt, verbose, tui,
+          show_secrets, max_decompressed):
+    import asyncio
+    import threading
+    from .proxy.server import Proxy
+    from .render.printer import ExchangePrinter
+
+    upstreams = [_host_port(u.strip(), 9092) for u in upstream.split(",") if u.strip()]
+    host, port = _host_port(listen)
+    display_filter, options, _ = _traffic_options(filter_text, show_secrets,
+                                                  max_decompressed, ())
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    interactive = sys.stdout.isatty() and sys.stdin.isatty() and fmt == "text" and not verbose
+
+    def make(on_exchange, on_gap, on_note) -> Proxy:
+        return Proxy(upstreams, host, port, advertise,
+                     (lambda n: broker_ports + n) if broker_ports is not None else None,
+                     on_exchange, on_gap, on_note)
+
+    async def serve(p: Proxy, stop: threading.Event, ready=None) -> None:
+        try:
+            await p.start()
+        except OSError as e:
+            raise click.ClickException(f"cannot listen on {listen}: {e.strerror or e}") from None
+        if ready:
+            ready(p)
+        if threading.current_thread() is threading.main_thread():
+            import signal               # `kill` stops it as cleanly as Ctrl-C
+            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+        while not stop.is_set():
+            await asyncio.sleep(0.1)
+        await p.close()
+
+    stop = threading.Event()
+    if tui or (tui is None and interactive):
+        def load(emit, warn, progress):
+            p = make(emit, lambda g: warn(g.describe()), warn)
+            asyncio.run(serve(p, stop, lambda p: warn(
+                f"listening on {host}:{p.bootstrap_port}; brokers {upstream}")))
+        _run_tui(load, options, f"proxy {listen} → {upstream}", filter_text,
+                 display_filter, stop)
+        return
+    printer = ExchangePrinter(options, fmt, verbose, display_filter)
+    p = make(printer.exchange, printer.gap, lambda text: err.print(text, style="cyan"))
+    try:
+        asyncio.run(serve(p, stop, lambda p: err.print(
+            f"listening on {host}:{p.bootstrap_port} for Kafka clients; brokers: {upstream} "
+            f"(Ctrl-C stops)", style="green")))
+    except KeyboardInterrupt:
+        pass
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    printer.finish()
+    err.print(f"{p.stats.connections} connections, {p.stats.frames} frames, "
+              f"{p.stats.rewritten} responses rewritten", style="dim")
 
 
 SPARK_HELP = """Turn many and/or huge captures into Parquet tables, on Apache Spark.

@@ -1,0 +1,219 @@
+"""The proxy's sockets (asyncio): a bootstrap listener, one listener per broker created
+when a response first names that broker, and for each client connection one upstream
+connection. Bytes are forwarded frame by frame (Kafka's 4-byte size prefix), in order,
+unchanged except responses whose broker addresses are rewritten. Each write waits for
+the other side to drain, so a slow reader slows its sender instead of filling memory.
+Decoding happens beside forwarding and can never stop it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import struct
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ..protocol import decode_response
+from ..stream.model import Exchange, Gap
+from ..stream.session import KafkaConnection
+from .rewrite import REWRITES, Endpoint, rewrite
+
+MAX_FRAME = 512 * 1024 * 1024        # bigger "sizes" are not Kafka (e.g. TLS on plaintext)
+MAX_PENDING = 65536                  # requests remembered per connection awaiting answers
+
+
+@dataclass
+class Listener:
+    node_id: int | None              # None: the bootstrap listener
+    upstream: tuple[str, int]
+    port: int
+    server: asyncio.base_events.Server | None = None
+
+
+@dataclass
+class Stats:
+    connections: int = 0
+    open: int = 0
+    frames: int = 0
+    rewritten: int = 0
+    bytes_up: int = 0
+    bytes_down: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def _looks_like_tls(head: bytes) -> bool:
+    return len(head) >= 3 and head[0] == 0x16 and head[1] == 0x03 and head[2] <= 0x04
+
+
+class Proxy:
+    """``upstreams``: bootstrap brokers (tried in order). Listeners bind ``host``; the
+    addresses handed to clients use ``advertise`` (default ``host``). Broker listeners
+    take ``broker_port(node_id)`` when given, else a free port."""
+
+    def __init__(self, upstreams: list[tuple[str, int]], host: str = "127.0.0.1",
+                 port: int = 9092, advertise: str | None = None,
+                 broker_port: Callable[[int], int] | None = None,
+                 on_exchange: Callable[[Exchange], None] = lambda ex: None,
+                 on_gap: Callable[[Gap], None] = lambda g: None,
+                 on_note: Callable[[str], None] = lambda text: None,
+                 kafka_ports=frozenset()):
+        self.upstreams, self.host, self.port = upstreams, host, port
+        self.advertise = advertise or host
+        self.broker_port = broker_port
+        self.on_exchange, self.on_gap, self.on_note = on_exchange, on_gap, on_note
+        self.listeners: dict[int | None, Listener] = {}
+        self.stats = Stats()
+        self._index = itertools.count(1)
+        self._messages = itertools.count()
+        self._tasks: set[asyncio.Task] = set()
+
+    # -- listeners ----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        bootstrap = Listener(None, self.upstreams[0], self.port)
+        bootstrap.server = await asyncio.start_server(
+            lambda r, w: self._client(r, w, bootstrap), self.host, self.port)
+        bootstrap.port = bootstrap.server.sockets[0].getsockname()[1]
+        self.listeners[None] = bootstrap
+
+    @property
+    def bootstrap_port(self) -> int:
+        return self.listeners[None].port
+
+    async def _listener_for(self, ep: Endpoint) -> Listener:
+        """The listener standing for broker ``ep.node_id`` (made on first mention; its
+        upstream follows the broker's latest advertised address)."""
+        current = self.listeners.get(ep.node_id)
+        if current is not None:
+            current.upstream = (ep.host, ep.port)
+            return current
+        wanted = self.broker_port(ep.node_id) if self.broker_port else 0
+        listener = Listener(ep.node_id, (ep.host, ep.port), wanted)
+        listener.server = await asyncio.start_server(
+            lambda r, w: self._client(r, w, listener), self.host, wanted)
+        listener.port = listener.server.sockets[0].getsockname()[1]
+        self.listeners[ep.node_id] = listener
+        self.on_note(f"broker {ep.node_id} ({ep.host}:{ep.port}) is reached through "
+                     f"{self.advertise}:{listener.port}")
+        return listener
+
+    async def close(self) -> None:
+        for listener in self.listeners.values():
+            if listener.server is not None:
+                listener.server.close()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    # -- one client connection ------------------------------------------------------------
+
+    async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                      listener: Listener) -> None:
+        task = asyncio.current_task()
+        self._tasks.add(task)
+        client = writer.get_extra_info("peername")[:2]
+        self.stats.connections += 1
+        self.stats.open += 1
+        upstream_w = None
+        try:
+            try:
+                up_reader, upstream_w = await asyncio.wait_for(
+                    asyncio.open_connection(*listener.upstream), timeout=10)
+            except (OSError, asyncio.TimeoutError) as e:
+                self.on_note(f"{client[0]}:{client[1]}: cannot reach broker "
+                             f"{listener.upstream[0]}:{listener.upstream[1]} ({e}); "
+                             f"closing the client's connection so it retries")
+                return
+            broker = upstream_w.get_extra_info("peername")[:2]
+            conn = KafkaConnection(next(self._index), client, broker, self._emit,
+                                   self.on_gap, lambda: next(self._messages))
+            pending: dict[int, tuple[int, int]] = {}
+            offsets = [0, 0]
+            up = asyncio.create_task(self._pump(reader, upstream_w, conn, 0, offsets,
+                                                pending, client))
+            down = asyncio.create_task(self._pump(up_reader, writer, conn, 1, offsets,
+                                                  pending, client))
+            done, rest = await asyncio.wait({up, down}, return_when=asyncio.FIRST_COMPLETED)
+            for t in rest:                       # one side ended: end the other cleanly
+                t.cancel()
+            await asyncio.gather(*rest, return_exceptions=True)
+            self._safely(conn.close)
+        finally:
+            self.stats.open -= 1
+            for w in (writer, upstream_w):
+                if w is not None:
+                    w.close()
+            self._tasks.discard(task)
+
+    def _emit(self, ex: Exchange) -> None:
+        self._safely(self.on_exchange, ex)
+
+    def _safely(self, fn, *args) -> None:
+        """Decoding and display must never disturb forwarding."""
+        try:
+            fn(*args)
+        except Exception as e:                    # pragma: no cover - reported, not raised
+            note = f"decoding failed and was skipped: {type(e).__name__}: {e}"
+            if note not in self.stats.notes:
+                self.stats.notes.append(note)
+                self.on_note(note)
+
+    async def _pump(self, reader, writer, conn: KafkaConnection, side: int,
+                    offsets: list[int], pending: dict[int, tuple[int, int]], client) -> None:
+        try:
+            while True:
+                head = await reader.readexactly(4)
+                size = struct.unpack(">i", head)[0]
+                if size < 0 or size > MAX_FRAME:
+                    what = "a TLS handshake: the client speaks TLS to a plaintext " \
+                           "listener (use --tls-cert/--tls-key, or a plaintext client)" \
+                        if side == 0 and _looks_like_tls(head) else f"a frame of {size} bytes"
+                    self.on_note(f"{client[0]}:{client[1]}: {what}; closing the connection")
+                    return
+                body = await reader.readexactly(size)
+                out = body
+                if side == 0 and size >= 8:
+                    api_key, api_version, corr = struct.unpack_from(">hhi", body)
+                    if len(pending) < MAX_PENDING:
+                        pending[corr] = (api_key, api_version)
+                elif side == 1 and size >= 4:
+                    corr = struct.unpack_from(">i", body)[0]
+                    asked = pending.pop(corr, None)
+                    if asked is not None and asked[0] in REWRITES:
+                        out = await self._rewritten(body, *asked)
+                writer.write(struct.pack(">i", len(out)) + out if out is not body
+                             else head + body)
+                await writer.drain()
+                self.stats.frames += 1
+                if side == 0:
+                    self.stats.bytes_up += 4 + size
+                else:
+                    self.stats.bytes_down += 4 + len(out)
+                self._safely(conn.data, side, offsets[side], head + body, time.time(), 0)
+                offsets[side] += 4 + size
+        except (asyncio.IncompleteReadError, ConnectionError, OSError):
+            return
+
+    async def _rewritten(self, body: bytes, api_key: int, api_version: int) -> bytes:
+        """``body`` with every broker address replaced by the proxy's listener for that
+        broker (the listeners are made first, so a client can connect at once)."""
+        try:
+            tree = decode_response(body, api_key, api_version).tree
+            from .rewrite import endpoints
+            found = endpoints(tree)
+            if not found:
+                return body
+            ports = {}
+            for ep in found:
+                ports[ep.node_id] = (await self._listener_for(ep)).port
+            new = rewrite(body, tree, lambda ep: (self.advertise, ports[ep.node_id]))
+        except Exception as e:                    # never let a rewrite break the stream
+            self.on_note(f"could not rewrite a response ({type(e).__name__}: {e}); "
+                         f"forwarded unchanged")
+            return body
+        if new is None:
+            return body
+        self.stats.rewritten += 1
+        return new
