@@ -507,6 +507,15 @@ def _host_port(text: str, default_port: int | None = None) -> tuple[str, int]:
               help="Listen for broker N on port BASE+N (default: a free port each).")
 @click.option("--advertise", metavar="HOST",
               help="The host name clients use to reach the proxy (default: the --listen host).")
+@click.option("--upstream-tls", is_flag=True, help="Connect to the brokers over TLS.")
+@click.option("--ca-file", type=click.Path(exists=True, dir_okay=False),
+              help="CA certificates to check the brokers' certificates (default: the system's).")
+@click.option("--insecure", is_flag=True,
+              help="Do not check the brokers' certificates or host names (a warning is shown).")
+@click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False),
+              help="Certificate (PEM) for TLS towards clients: the listeners then speak TLS.")
+@click.option("--tls-key", type=click.Path(exists=True, dir_okay=False),
+              help="Private key (PEM) of --tls-cert.")
 @click.option("-Y", "--filter", "filter_text", metavar="EXPR",
               help="Only show exchanges matching this display filter.")
 @click.option("--format", "fmt", type=click.Choice(["text", "jsonl"]), default="text",
@@ -517,9 +526,10 @@ def _host_port(text: str, default_port: int | None = None) -> tuple[str, int]:
 @click.option("--show-secrets", is_flag=True, help="Show SASL passwords, proofs and tokens.")
 @click.option("--max-decompressed", default="64M", show_default=True, metavar="SIZE",
               help="Largest decompressed record payload to accept.")
-def proxy(upstream, listen, broker_ports, advertise, filter_text, fmt, verbose, tui,
-          show_secrets, max_decompressed):
+def proxy(upstream, listen, broker_ports, advertise, upstream_tls, ca_file, insecure,
+          tls_cert, tls_key, filter_text, fmt, verbose, tui, show_secrets, max_decompressed):
     import asyncio
+    import ssl
     import threading
     from .proxy.server import Proxy
     from .render.printer import ExchangePrinter
@@ -530,11 +540,28 @@ def proxy(upstream, listen, broker_ports, advertise, filter_text, fmt, verbose, 
                                                   max_decompressed, ())
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     interactive = sys.stdout.isatty() and sys.stdin.isatty() and fmt == "text" and not verbose
+    upstream_ssl = server_ssl = None
+    if upstream_tls or ca_file or insecure:
+        upstream_ssl = ssl.create_default_context(cafile=ca_file)
+        if insecure:
+            upstream_ssl.check_hostname = False
+            upstream_ssl.verify_mode = ssl.CERT_NONE
+            err.print("warning: --insecure: broker certificates and host names are not "
+                      "checked; anyone on the path can pose as the brokers", style="bold yellow")
+    if tls_cert or tls_key:
+        if not (tls_cert and tls_key):
+            raise click.UsageError("--tls-cert and --tls-key go together")
+        server_ssl = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        try:
+            server_ssl.load_cert_chain(tls_cert, tls_key)
+        except (ssl.SSLError, OSError) as e:
+            raise click.BadParameter(f"cannot use {tls_cert} / {tls_key}: {e}",
+                                     param_hint="--tls-cert/--tls-key") from None
 
     def make(on_exchange, on_gap, on_note) -> Proxy:
         return Proxy(upstreams, host, port, advertise,
                      (lambda n: broker_ports + n) if broker_ports is not None else None,
-                     on_exchange, on_gap, on_note)
+                     on_exchange, on_gap, on_note, server_ssl, upstream_ssl)
 
     async def serve(p: Proxy, stop: threading.Event, ready=None) -> None:
         try:
@@ -560,16 +587,25 @@ def proxy(upstream, listen, broker_ports, advertise, filter_text, fmt, verbose, 
                  display_filter, stop)
         return
     printer = ExchangePrinter(options, fmt, verbose, display_filter)
-    p = make(printer.exchange, printer.gap, lambda text: err.print(text, style="cyan"))
+    # decoding and printing run in their own thread, fed through a bounded queue: a slow
+    # terminal or pipe must never stall forwarding (what does not fit is counted)
+    from .proxy.display import Display
+    display = Display(printer.exchange, printer.gap)
+    p = make(display.exchange, display.gap, lambda text: err.print(text, style="cyan"))
     try:
         asyncio.run(serve(p, stop, lambda p: err.print(
             f"listening on {host}:{p.bootstrap_port} for Kafka clients; brokers: {upstream} "
             f"(Ctrl-C stops)", style="green")))
     except KeyboardInterrupt:
         pass
+    display.close()
+    try:
+        printer.finish()
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    printer.finish()
+    if display.dropped:
+        err.print(f"{display.dropped} exchanges were not shown: the output could not keep "
+                  f"up (forwarding was not slowed)", style="yellow")
     err.print(f"{p.stats.connections} connections, {p.stats.frames} frames, "
               f"{p.stats.rewritten} responses rewritten", style="dim")
 

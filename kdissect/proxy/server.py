@@ -20,7 +20,7 @@ from ..stream.model import Exchange, Gap
 from ..stream.session import KafkaConnection
 from .rewrite import REWRITES, Endpoint, rewrite
 
-MAX_FRAME = 512 * 1024 * 1024        # bigger "sizes" are not Kafka (e.g. TLS on plaintext)
+MAX_FRAME = 256 * 1024 * 1024        # bigger "sizes" are not Kafka
 MAX_PENDING = 65536                  # requests remembered per connection awaiting answers
 
 
@@ -58,11 +58,12 @@ class Proxy:
                  on_exchange: Callable[[Exchange], None] = lambda ex: None,
                  on_gap: Callable[[Gap], None] = lambda g: None,
                  on_note: Callable[[str], None] = lambda text: None,
-                 kafka_ports=frozenset()):
+                 server_ssl=None, upstream_ssl=None):
         self.upstreams, self.host, self.port = upstreams, host, port
         self.advertise = advertise or host
         self.broker_port = broker_port
         self.on_exchange, self.on_gap, self.on_note = on_exchange, on_gap, on_note
+        self.server_ssl, self.upstream_ssl = server_ssl, upstream_ssl   # ssl.SSLContext
         self.listeners: dict[int | None, Listener] = {}
         self.stats = Stats()
         self._index = itertools.count(1)
@@ -74,7 +75,8 @@ class Proxy:
     async def start(self) -> None:
         bootstrap = Listener(None, self.upstreams[0], self.port)
         bootstrap.server = await asyncio.start_server(
-            lambda r, w: self._client(r, w, bootstrap), self.host, self.port)
+            lambda r, w: self._client(r, w, bootstrap), self.host, self.port,
+            ssl=self.server_ssl)
         bootstrap.port = bootstrap.server.sockets[0].getsockname()[1]
         self.listeners[None] = bootstrap
 
@@ -92,7 +94,8 @@ class Proxy:
         wanted = self.broker_port(ep.node_id) if self.broker_port else 0
         listener = Listener(ep.node_id, (ep.host, ep.port), wanted)
         listener.server = await asyncio.start_server(
-            lambda r, w: self._client(r, w, listener), self.host, wanted)
+            lambda r, w: self._client(r, w, listener), self.host, wanted,
+            ssl=self.server_ssl)
         listener.port = listener.server.sockets[0].getsockname()[1]
         self.listeners[ep.node_id] = listener
         self.on_note(f"broker {ep.node_id} ({ep.host}:{ep.port}) is reached through "
@@ -119,8 +122,12 @@ class Proxy:
         upstream_w = None
         try:
             try:
+                host, port = listener.upstream
                 up_reader, upstream_w = await asyncio.wait_for(
-                    asyncio.open_connection(*listener.upstream), timeout=10)
+                    asyncio.open_connection(host, port, ssl=self.upstream_ssl,
+                                            server_hostname=host if self.upstream_ssl and
+                                            self.upstream_ssl.check_hostname else None),
+                    timeout=10)
             except (OSError, asyncio.TimeoutError) as e:
                 self.on_note(f"{client[0]}:{client[1]}: cannot reach broker "
                              f"{listener.upstream[0]}:{listener.upstream[1]} ({e}); "
@@ -166,11 +173,15 @@ class Proxy:
             while True:
                 head = await reader.readexactly(4)
                 size = struct.unpack(">i", head)[0]
+                if side == 0 and offsets[0] == 0 and _looks_like_tls(head):
+                    self.on_note(f"{client[0]}:{client[1]}: a TLS handshake on a plaintext "
+                                 f"listener: the client speaks TLS (point it at a plaintext "
+                                 f"listener, or give the proxy --tls-cert/--tls-key); "
+                                 f"closing the connection")
+                    return
                 if size < 0 or size > MAX_FRAME:
-                    what = "a TLS handshake: the client speaks TLS to a plaintext " \
-                           "listener (use --tls-cert/--tls-key, or a plaintext client)" \
-                        if side == 0 and _looks_like_tls(head) else f"a frame of {size} bytes"
-                    self.on_note(f"{client[0]}:{client[1]}: {what}; closing the connection")
+                    self.on_note(f"{client[0]}:{client[1]}: a frame of {size} bytes is not "
+                                 f"Kafka (the limit is {MAX_FRAME}); closing the connection")
                     return
                 body = await reader.readexactly(size)
                 out = body

@@ -1,0 +1,249 @@
+"""`kdissect proxy` between real clients and a real broker (Tansu): clients work through
+it, stay on it because of the address rewriting, and every byte passes unchanged except
+the rewritten responses."""
+
+from __future__ import annotations
+
+import json
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from kdissect.protocol import decode_response
+from kdissect.proxy.rewrite import REWRITES, endpoints
+from tests.support.broker import Broker, free_port
+from tests.support.relay import Relay
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class ProxyProcess:
+    def __init__(self, upstream: str, *args: str):
+        self.port = free_port()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "kdissect", "proxy", "--upstream", upstream, "--listen",
+             f"127.0.0.1:{self.port}", "--no-tui", "--format", "jsonl", *args],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+        # read its output as it comes, as a terminal or a pipe would
+        self.out: list[str] = []
+        self.err: list[str] = []
+        for stream, sink in ((self.proc.stdout, self.out), (self.proc.stderr, self.err)):
+            threading.Thread(target=lambda s=stream, k=sink: k.extend(iter(s.readline, "")),
+                             daemon=True).start()
+        for _ in range(150):
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return
+            except OSError:
+                time.sleep(0.1)
+        raise AssertionError(self.stop()[1])
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def stop(self) -> tuple[list[dict], str]:
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+        time.sleep(0.3)                            # the readers catch the last lines
+        return [json.loads(line) for line in self.out], "".join(self.err)
+
+
+@pytest.fixture
+def chain():
+    """client → relay A → proxy → relay B → broker (which advertises relay B): the relays
+    record each side of the proxy."""
+    relay_b = Relay()
+    broker = Broker(advertised_port=relay_b.port)
+    relay_b.upstream = ("127.0.0.1", broker.port)
+    proxy = ProxyProcess(f"127.0.0.1:{relay_b.port}")
+    relay_a = Relay()
+    relay_a.upstream = ("127.0.0.1", proxy.port)
+    yield relay_a, proxy, relay_b
+    proxy.proc.kill()
+    relay_a.close()
+    relay_b.close()
+    broker.stop()
+
+
+def frames(data: bytes) -> list[bytes]:
+    out, pos = [], 0
+    while pos + 4 <= len(data):
+        size = struct.unpack_from(">i", data, pos)[0]
+        out.append(data[pos + 4:pos + 4 + size])
+        pos += 4 + size
+    return out
+
+
+def test_clients_work_through_the_proxy_and_bytes_pass_unchanged(chain):
+    from confluent_kafka import Consumer, Producer
+    from kafka import KafkaConsumer, KafkaProducer
+    relay_a, proxy, relay_b = chain
+    producer = KafkaProducer(bootstrap_servers=f"127.0.0.1:{relay_a.port}",
+                             compression_type="gzip", client_id="kp-through-proxy")
+    for i in range(5):
+        producer.send("through-proxy", key=b"k%d" % i, value=b"kafka-python %d" % i)
+    producer.flush()
+    # the client was told the proxy's address for the broker, not relay B's
+    assert {(b.host, b.port) for b in producer._metadata.brokers()} != \
+        {("127.0.0.1", relay_b.port)}
+    assert all(b.host == "127.0.0.1" and b.port not in (relay_b.port, relay_a.port)
+               for b in producer._metadata.brokers())
+    producer.close()
+    ck = Producer({"bootstrap.servers": f"127.0.0.1:{relay_a.port}",
+                   "compression.type": "lz4", "client.id": "ck-through-proxy"})
+    for i in range(5):
+        ck.produce("through-proxy", key=b"c%d" % i, value=b"confluent %d" % i)
+    assert ck.flush(10) == 0
+    consumer = KafkaConsumer("through-proxy", bootstrap_servers=f"127.0.0.1:{relay_a.port}",
+                             auto_offset_reset="earliest", consumer_timeout_ms=4000,
+                             group_id="through-proxy", session_timeout_ms=6000,
+                             max_poll_interval_ms=6000)
+    values = sorted(m.value for m in consumer)
+    consumer.close()
+    assert values == sorted([b"kafka-python %d" % i for i in range(5)] +
+                            [b"confluent %d" % i for i in range(5)])
+    ck_consumer = Consumer({"bootstrap.servers": proxy.bootstrap, "group.id": "ck-g",
+                            "auto.offset.reset": "earliest", "session.timeout.ms": 6000,
+                            "max.poll.interval.ms": 6000})   # Tansu holds joins that long
+    ck_consumer.subscribe(["through-proxy"])
+    got = []
+    deadline = time.monotonic() + 30
+    while len(got) < 10 and time.monotonic() < deadline:
+        m = ck_consumer.poll(0.5)
+        if m is not None and m.error() is None:
+            got.append(m.value())
+    ck_consumer.close()
+    assert sorted(got) == values
+    rows, err = proxy.stop()
+
+    # the proxy decoded what passed
+    seen = Counter((r["api_name"], r["direction"]) for r in rows)
+    assert seen[("Produce", "request")] >= 2 and seen[("Fetch", "response")] >= 2
+    clients = {r.get("client_id") for r in rows if r["direction"] == "request"}
+    assert {"kp-through-proxy", "ck-through-proxy"} <= clients
+    assert "is reached through" in err
+
+    # bytes: for each connection through relay A, what the client sent reached the
+    # broker unchanged, and what the broker sent reached the client unchanged except
+    # the rewritten responses, which differ only in broker addresses
+    b_conns = relay_b.snapshot()
+    rewritten = 0
+    for a in relay_a.snapshot():
+        b = next(c for c in b_conns if bytes(c.to_broker) == bytes(a.to_broker))
+        asked = {}
+        for req in frames(bytes(a.to_broker)):
+            if len(req) >= 8:
+                key, version, corr = struct.unpack_from(">hhi", req)
+                asked[corr] = (key, version)
+        sent, got_frames = frames(bytes(b.to_client)), frames(bytes(a.to_client))
+        assert len(sent) == len(got_frames)
+        for original, received in zip(sent, got_frames):
+            if original == received:
+                continue
+            key, version = asked[struct.unpack_from(">i", original)[0]]
+            assert key in REWRITES
+            before = decode_response(original, key, version)
+            after = decode_response(received, key, version)
+            assert not after.problems
+            assert [(e.node_id) for e in endpoints(after.tree)] == \
+                [(e.node_id) for e in endpoints(before.tree)]
+            assert all(e.port != relay_b.port for e in endpoints(after.tree))
+            rewritten += 1
+    assert rewritten >= 1
+
+
+def test_tls_on_a_plaintext_listener_and_a_vanished_broker_close_cleanly():
+    broker = Broker()
+    proxy = ProxyProcess(f"127.0.0.1:{broker.port}")
+    try:
+        hello = socket.create_connection(("127.0.0.1", proxy.port), timeout=10)
+        hello.sendall(bytes.fromhex("16030100f8010000f40303") + b"\x00" * 40)
+        assert hello.recv(100) == b""                     # closed, not hung
+        # a request goes through; then the broker dies: the client is disconnected
+        client = socket.create_connection(("127.0.0.1", proxy.port), timeout=10)
+        request = struct.pack(">hhih", 18, 0, 7, 4) + b"test"
+        client.sendall(struct.pack(">i", len(request)) + request)
+        size = struct.unpack(">i", client.recv(4))[0]
+        assert size > 4
+        broker.stop()
+        client.settimeout(10)
+        data = b""
+        while True:
+            chunk = client.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+        rows, err = proxy.stop()
+    finally:
+        broker.stop()
+        proxy.proc.kill()
+    assert "TLS handshake" in err and "plaintext listener" in err
+    assert any(r["api_name"] == "ApiVersions" and r["direction"] == "response" for r in rows)
+
+
+def test_tls_towards_clients_and_towards_brokers(tmp_path):
+    """kafka-python speaks TLS to the proxy (which checks nothing of it), and the proxy
+    speaks TLS to a TLS "broker", checking its certificate against --ca-file."""
+    from kafka import KafkaConsumer, KafkaProducer
+    from tests.support.tls import TlsTerminator, self_signed
+    cert, key = self_signed(tmp_path)
+    broker = Broker()
+    terminator = TlsTerminator(cert, key, ("127.0.0.1", broker.port))
+    # the broker must advertise the TLS port: run a second broker advertising it
+    broker.stop()
+    broker = Broker(advertised_port=terminator.port)
+    terminator.upstream = ("127.0.0.1", broker.port)
+    proxy = ProxyProcess(f"127.0.0.1:{terminator.port}", "--upstream-tls", "--ca-file",
+                         str(cert), "--tls-cert", str(cert), "--tls-key", str(key))
+    try:
+        tls = dict(security_protocol="SSL", ssl_cafile=str(cert), ssl_check_hostname=True)
+        producer = KafkaProducer(bootstrap_servers=proxy.bootstrap, **tls)
+        producer.send("tls-both-ways", b"secret payload").get(timeout=30)
+        producer.close()
+        consumer = KafkaConsumer("tls-both-ways", bootstrap_servers=proxy.bootstrap,
+                                 auto_offset_reset="earliest", consumer_timeout_ms=4000, **tls)
+        assert [m.value for m in consumer] == [b"secret payload"]
+        consumer.close()
+        # a plaintext client on the TLS listener is not left hanging: it is closed
+        plain = socket.create_connection(("127.0.0.1", proxy.port), timeout=10)
+        request = struct.pack(">hhih", 18, 0, 1, 1) + b"x"
+        plain.sendall(struct.pack(">i", len(request)) + request)
+        try:
+            while plain.recv(4096):                   # a TLS alert, then the end
+                pass
+        except ConnectionError:
+            pass
+        rows, err = proxy.stop()
+    finally:
+        proxy.proc.kill()
+        terminator.close()
+        broker.stop()
+    produce = [r for r in rows if r["api_name"] == "Produce" and r["direction"] == "request"]
+    assert produce, "the proxy decoded the traffic it carried over TLS"
+
+
+def test_broker_certificates_are_checked(tmp_path):
+    from tests.support.tls import TlsTerminator, self_signed
+    cert, key = self_signed(tmp_path)
+    broker = Broker()
+    terminator = TlsTerminator(cert, key, ("127.0.0.1", broker.port))
+    proxy = ProxyProcess(f"127.0.0.1:{terminator.port}", "--upstream-tls")   # system CAs
+    try:
+        client = socket.create_connection(("127.0.0.1", proxy.port), timeout=10)
+        request = struct.pack(">hhih", 18, 0, 1, 1) + b"x"
+        client.sendall(struct.pack(">i", len(request)) + request)
+        assert client.recv(100) == b""                # refused upstream: the client is closed
+        rows, err = proxy.stop()
+    finally:
+        proxy.proc.kill()
+        terminator.close()
+        broker.stop()
+    assert "cannot reach broker" in err and "CERTIFICATE_VERIFY_FAILED" in err
