@@ -516,6 +516,9 @@ def _host_port(text: str, default_port: int | None = None) -> tuple[str, int]:
               help="Certificate (PEM) for TLS towards clients: the listeners then speak TLS.")
 @click.option("--tls-key", type=click.Path(exists=True, dir_okay=False),
               help="Private key (PEM) of --tls-cert.")
+@click.option("-w", "--write", "write", metavar="FILE.pcapng",
+              help="Record both directions as a capture (SASL secrets masked unless "
+                   "--show-secrets) that kdissect pcap and Wireshark open.")
 @click.option("-Y", "--filter", "filter_text", metavar="EXPR",
               help="Only show exchanges matching this display filter.")
 @click.option("--format", "fmt", type=click.Choice(["text", "jsonl"]), default="text",
@@ -527,7 +530,8 @@ def _host_port(text: str, default_port: int | None = None) -> tuple[str, int]:
 @click.option("--max-decompressed", default="64M", show_default=True, metavar="SIZE",
               help="Largest decompressed record payload to accept.")
 def proxy(upstream, listen, broker_ports, advertise, upstream_tls, ca_file, insecure,
-          tls_cert, tls_key, filter_text, fmt, verbose, tui, show_secrets, max_decompressed):
+          tls_cert, tls_key, write, filter_text, fmt, verbose, tui, show_secrets,
+          max_decompressed):
     import asyncio
     import ssl
     import threading
@@ -559,9 +563,16 @@ def proxy(upstream, listen, broker_ports, advertise, upstream_tls, ca_file, inse
                                      param_hint="--tls-cert/--tls-key") from None
 
     def make(on_exchange, on_gap, on_note) -> Proxy:
+        recorder = None
+        if write:
+            from .proxy.recording import Recorder
+            try:
+                recorder = Recorder(write, show_secrets)
+            except OSError as e:
+                raise click.ClickException(f"cannot write {write}: {e.strerror}") from None
         return Proxy(upstreams, host, port, advertise,
                      (lambda n: broker_ports + n) if broker_ports is not None else None,
-                     on_exchange, on_gap, on_note, server_ssl, upstream_ssl)
+                     on_exchange, on_gap, on_note, server_ssl, upstream_ssl, recorder)
 
     async def serve(p: Proxy, stop: threading.Event, ready=None) -> None:
         try:
@@ -576,6 +587,8 @@ def proxy(upstream, listen, broker_ports, advertise, upstream_tls, ca_file, inse
         while not stop.is_set():
             await asyncio.sleep(0.1)
         await p.close()
+        if p.recorder is not None:
+            p.recorder.close()
 
     stop = threading.Event()
     if tui or (tui is None and interactive):

@@ -57,13 +57,15 @@ class ProxyProcess:
 
 
 @pytest.fixture
-def chain():
+def chain(tmp_path):
     """client → relay A → proxy → relay B → broker (which advertises relay B): the relays
-    record each side of the proxy."""
+    record each side of the proxy, and the proxy records to tmp_path/proxy.pcapng."""
     relay_b = Relay()
     broker = Broker(advertised_port=relay_b.port)
     relay_b.upstream = ("127.0.0.1", broker.port)
-    proxy = ProxyProcess(f"127.0.0.1:{relay_b.port}")
+    proxy = ProxyProcess(f"127.0.0.1:{relay_b.port}", "--write",
+                         str(tmp_path / "proxy.pcapng"))
+    proxy.recording = tmp_path / "proxy.pcapng"
     relay_a = Relay()
     relay_a.upstream = ("127.0.0.1", proxy.port)
     yield relay_a, proxy, relay_b
@@ -158,6 +160,23 @@ def test_clients_work_through_the_proxy_and_bytes_pass_unchanged(chain):
             assert all(e.port != relay_b.port for e in endpoints(after.tree))
             rewritten += 1
     assert rewritten >= 1
+
+    # the recording opens with kdissect pcap and with tshark, and holds what was shown
+    res = subprocess.run([sys.executable, "-m", "kdissect", "pcap", str(proxy.recording),
+                          "-p", str(relay_b.port), "--format", "jsonl"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert res.returncode == 0, res.stderr
+    recorded = [json.loads(line) for line in res.stdout.splitlines()]
+    key = lambda r: (r["api_name"], r["direction"], r["correlation_id"], r["status"])
+    assert sorted(map(key, recorded)) == sorted(map(key, rows))
+    assert all(not r["problems"] for r in recorded)
+    tshark = subprocess.run(["tshark", "-r", str(proxy.recording), "-d",
+                             f"tcp.port=={relay_b.port},kafka", "-T", "fields", "-e",
+                             "kafka.correlation_id", "-Y", "kafka"],
+                            capture_output=True, text=True, timeout=120)
+    assert tshark.returncode == 0, tshark.stderr
+    tshark_ids = sorted(int(c) for line in tshark.stdout.split() for c in line.split(",") if c)
+    assert tshark_ids == sorted(r["correlation_id"] for r in rows)
 
 
 def test_tls_on_a_plaintext_listener_and_a_vanished_broker_close_cleanly():

@@ -58,12 +58,13 @@ class Proxy:
                  on_exchange: Callable[[Exchange], None] = lambda ex: None,
                  on_gap: Callable[[Gap], None] = lambda g: None,
                  on_note: Callable[[str], None] = lambda text: None,
-                 server_ssl=None, upstream_ssl=None):
+                 server_ssl=None, upstream_ssl=None, recorder=None):
         self.upstreams, self.host, self.port = upstreams, host, port
         self.advertise = advertise or host
         self.broker_port = broker_port
         self.on_exchange, self.on_gap, self.on_note = on_exchange, on_gap, on_note
         self.server_ssl, self.upstream_ssl = server_ssl, upstream_ssl   # ssl.SSLContext
+        self.recorder = recorder                   # a recording.Recorder, or None
         self.listeners: dict[int | None, Listener] = {}
         self.stats = Stats()
         self._index = itertools.count(1)
@@ -138,15 +139,18 @@ class Proxy:
                                    self.on_gap, lambda: next(self._messages))
             pending: dict[int, tuple[int, int]] = {}
             offsets = [0, 0]
+            recorded = self.recorder.connection(client, broker) if self.recorder else None
             up = asyncio.create_task(self._pump(reader, upstream_w, conn, 0, offsets,
-                                                pending, client))
+                                                pending, client, recorded))
             down = asyncio.create_task(self._pump(up_reader, writer, conn, 1, offsets,
-                                                  pending, client))
+                                                  pending, client, recorded))
             done, rest = await asyncio.wait({up, down}, return_when=asyncio.FIRST_COMPLETED)
             for t in rest:                       # one side ended: end the other cleanly
                 t.cancel()
             await asyncio.gather(*rest, return_exceptions=True)
             self._safely(conn.close)
+            if recorded is not None:
+                self._safely(recorded.close)
         finally:
             self.stats.open -= 1
             for w in (writer, upstream_w):
@@ -168,7 +172,8 @@ class Proxy:
                 self.on_note(note)
 
     async def _pump(self, reader, writer, conn: KafkaConnection, side: int,
-                    offsets: list[int], pending: dict[int, tuple[int, int]], client) -> None:
+                    offsets: list[int], pending: dict[int, tuple[int, int]], client,
+                    recorded=None) -> None:
         try:
             while True:
                 head = await reader.readexactly(4)
@@ -202,10 +207,17 @@ class Proxy:
                     self.stats.bytes_up += 4 + size
                 else:
                     self.stats.bytes_down += 4 + len(out)
-                self._safely(conn.data, side, offsets[side], head + body, time.time(), 0)
+                now = time.time()
+                if recorded is not None:
+                    self._safely(self._record, recorded, side, head + body, now,
+                                 conn.sasl_mode)
+                self._safely(conn.data, side, offsets[side], head + body, now, 0)
                 offsets[side] += 4 + size
         except (asyncio.IncompleteReadError, ConnectionError, OSError):
             return
+
+    def _record(self, recorded, side: int, frame: bytes, ts: float, sasl_raw: bool) -> None:
+        recorded.data(side, self.recorder.mask(frame, side, sasl_raw), ts)
 
     async def _rewritten(self, body: bytes, api_key: int, api_version: int) -> bytes:
         """``body`` with every broker address replaced by the proxy's listener for that

@@ -1,0 +1,133 @@
+"""Recording what the proxy carries as a pcapng file: each proxied connection becomes a
+synthetic TCP connection between the real client and the real broker (handshake, data
+in order with real timestamps, FIN), which kdissect and Wireshark open like a capture.
+
+Secrets (PLAIN passwords, SCRAM proofs, OAUTHBEARER tokens) are masked with ``*`` of the
+same length unless asked otherwise, so framing and offsets stay valid.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import struct
+import threading
+import time
+from collections.abc import Iterable
+
+from ..protocol import Options, decode_request
+from ..protocol.message import sasl_token_message
+
+LINKTYPE_RAW = 101                     # packets start with the IP header
+_MSS = 60000                           # payload per synthetic segment (IPv4 max is 65535)
+SYN, ACK, PSH, FIN = 0x02, 0x10, 0x08, 0x01
+SASL_AUTHENTICATE = 36
+
+
+def _checksum(data: bytes) -> int:
+    if len(data) % 2:
+        data += b"\0"
+    total = sum(struct.unpack(f"!{len(data) // 2}H", data))
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return ~total & 0xFFFF
+
+
+def _packet(src: tuple[str, int], dst: tuple[str, int], seq: int, ack: int, flags: int,
+            payload: bytes) -> bytes:
+    tcp = struct.pack("!HHIIBBHHH", src[1], dst[1], seq & 0xFFFFFFFF, ack & 0xFFFFFFFF,
+                      5 << 4, flags, 65535, 0, 0)
+    a, b = ipaddress.ip_address(src[0]), ipaddress.ip_address(dst[0])
+    if a.version == 4:
+        pseudo = a.packed + b.packed + struct.pack("!BBH", 0, 6, len(tcp) + len(payload))
+        tcp = tcp[:16] + struct.pack("!H", _checksum(pseudo + tcp + payload)) + tcp[18:]
+        ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(tcp) + len(payload), 0, 0x4000,
+                         64, 6, 0, a.packed, b.packed)
+        ip = ip[:10] + struct.pack("!H", _checksum(ip)) + ip[12:]
+        return ip + tcp + payload
+    pseudo = a.packed + b.packed + struct.pack("!I3xB", len(tcp) + len(payload), 6)
+    tcp = tcp[:16] + struct.pack("!H", _checksum(pseudo + tcp + payload)) + tcp[18:]
+    ip = struct.pack("!IHBB16s16s", 6 << 28, len(tcp) + len(payload), 6, 64, a.packed,
+                     b.packed)
+    return ip + tcp + payload
+
+
+class Recorder:
+    """A pcapng file being written (thread-safe)."""
+
+    def __init__(self, path: str, show_secrets: bool = False):
+        self.file = open(path, "wb")
+        self.lock = threading.Lock()
+        self.options = Options(show_secrets=show_secrets)
+        self.show_secrets = show_secrets
+        shb_body = struct.pack("<IHHq", 0x1A2B3C4D, 1, 0, -1)
+        self._block(0x0A0D0D0A, shb_body)
+        # interface: raw IP, microsecond timestamps (the default resolution)
+        self._block(1, struct.pack("<HHI", LINKTYPE_RAW, 0, 0))
+
+    def _block(self, kind: int, body: bytes) -> None:
+        body += b"\0" * (-len(body) % 4)
+        length = 12 + len(body)
+        self.file.write(struct.pack("<II", kind, length) + body + struct.pack("<I", length))
+
+    def packet(self, data: bytes, ts: float | None = None) -> None:
+        micros = int((time.time() if ts is None else ts) * 1_000_000)
+        body = struct.pack("<IIIII", 0, micros >> 32, micros & 0xFFFFFFFF, len(data),
+                           len(data)) + data
+        with self.lock:
+            self._block(6, body)
+
+    def connection(self, client: tuple[str, int], broker: tuple[str, int]) -> RecordedConnection:
+        return RecordedConnection(self, client, broker)
+
+    def close(self) -> None:
+        with self.lock:
+            self.file.close()
+
+    def mask(self, frame: bytes, side: int, sasl_raw: bool) -> bytes:
+        """``frame`` (size prefix and message) with its secrets masked."""
+        if self.show_secrets:
+            return frame
+        body = frame[4:]
+        spans: Iterable = ()
+        if sasl_raw:
+            spans = _secret_spans(sasl_token_message(body, self.options).tree)
+        elif side == 0 and len(body) >= 2 and struct.unpack_from(">h", body)[0] == SASL_AUTHENTICATE:
+            spans = _secret_spans(decode_request(body, self.options).tree)
+        masked = bytearray(frame)
+        for start, end in spans:
+            masked[4 + start:4 + end] = b"*" * (end - start)
+        return bytes(masked)
+
+
+def _secret_spans(tree) -> list[tuple[int, int]]:
+    out = []
+    for node in tree.walk():
+        if node.secret and node.buffer is None:
+            out.append((node.offset, node.end))
+    return out
+
+
+class RecordedConnection:
+    """One proxied connection as a synthetic TCP connection client ↔ broker."""
+
+    def __init__(self, recorder: Recorder, client, broker):
+        self.r, self.client, self.broker = recorder, tuple(client), tuple(broker)
+        self.seq = [1000, 5000]                   # next sequence number per direction
+        r = recorder
+        r.packet(_packet(self.client, self.broker, self.seq[0] - 1, 0, SYN, b""))
+        r.packet(_packet(self.broker, self.client, self.seq[1] - 1, self.seq[0], SYN | ACK, b""))
+        r.packet(_packet(self.client, self.broker, self.seq[0], self.seq[1], ACK, b""))
+
+    def data(self, side: int, payload: bytes, ts: float) -> None:
+        src, dst = (self.client, self.broker) if side == 0 else (self.broker, self.client)
+        for i in range(0, len(payload), _MSS):
+            chunk = payload[i:i + _MSS]
+            self.r.packet(_packet(src, dst, self.seq[side], self.seq[1 - side], PSH | ACK,
+                                  chunk), ts)
+            self.seq[side] += len(chunk)
+
+    def close(self) -> None:
+        for side in (0, 1):
+            src, dst = (self.client, self.broker) if side == 0 else (self.broker, self.client)
+            self.r.packet(_packet(src, dst, self.seq[side], self.seq[1 - side], FIN | ACK, b""))
+            self.seq[side] += 1
