@@ -266,3 +266,102 @@ def test_broker_certificates_are_checked(tmp_path):
         terminator.close()
         broker.stop()
     assert "cannot reach broker" in err and "CERTIFICATE_VERIFY_FAILED" in err
+
+
+def test_the_recording_masks_sasl_secrets_at_the_same_length(tmp_path):
+    """Real SCRAM and SASL v0 traffic from the repo captures, through the recorder."""
+    from kdissect.proxy.recording import Recorder
+    from kdissect.stream.dissector import load_captures
+    captures = ROOT / "captures"
+    exchanges = []
+    load_captures([str(captures / "sasl-scram.pcap"), str(captures / "sasl-v0.pcap")],
+                  exchanges.append, print)
+    recorder = Recorder(str(tmp_path / "r.pcapng"))
+    masked_any = 0
+    for ex in exchanges:
+        for m in (ex.request, ex.response):
+            if m is None:
+                continue
+            frame = struct.pack(">i", len(m.data)) + m.data
+            side = 0 if m.direction in ("request",) or (m.direction == "sasl" and ex.request is m) \
+                else 1
+            out = recorder.mask(frame, side, m.direction == "sasl")
+            assert len(out) == len(frame)
+            if out != frame:
+                masked_any += 1
+                secret = [n for n in m.decoded().tree.walk() if n.secret]
+                assert secret
+                for n in secret:
+                    assert out[4 + n.offset:4 + n.end] == b"*" * n.length
+                assert b"p=" not in out or b"p=*" in out      # SCRAM proofs are gone
+    recorder.close()
+    assert masked_any >= 2
+    shown = Recorder(str(tmp_path / "s.pcapng"), show_secrets=True)
+    frame = b"\x00\x00\x00\x04abcd"
+    assert shown.mask(frame, 0, True) == frame
+    shown.close()
+
+
+def api_versions(sock: socket.socket, corr: int) -> bytes:
+    request = struct.pack(">hhih", 18, 0, corr, 4) + b"many"
+    sock.sendall(struct.pack(">i", len(request)) + request)
+    size = struct.unpack(">i", recv_exactly(sock, 4))[0]
+    return recv_exactly(sock, size)
+
+
+def recv_exactly(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise ConnectionError("closed")
+        data += chunk
+    return data
+
+
+def test_many_clients_large_messages_acks0_and_clients_that_vanish():
+    from kafka import KafkaConsumer, KafkaProducer
+    broker = Broker()
+    proxy = ProxyProcess(f"127.0.0.1:{broker.port}")
+    try:
+        # 200 connections at once, each answered on its own connection
+        socks = [socket.create_connection(("127.0.0.1", proxy.port), timeout=30)
+                 for _ in range(200)]
+        for i, s in enumerate(socks):
+            assert struct.unpack_from(">i", api_versions(s, 1000 + i))[0] == 1000 + i
+        for s in socks:
+            s.close()
+        # a client that dies in the middle of a request does not hurt the others
+        half = socket.create_connection(("127.0.0.1", proxy.port), timeout=10)
+        half.sendall(struct.pack(">i", 1000) + b"\x00\x12\x00\x00")
+        half.close()
+        # acks=0 (pipelined, never answered) and a 20 MB message
+        producer = KafkaProducer(bootstrap_servers=proxy.bootstrap, acks=0, linger_ms=5)
+        for i in range(50):
+            producer.send("acks0-through-proxy", b"fire and forget %d" % i)
+        producer.flush()
+        producer.close()
+        big = KafkaProducer(bootstrap_servers=proxy.bootstrap, max_request_size=32 << 20)
+        payload = bytes(range(256)) * (20 * 4096)          # 20 MiB
+        big.send("big-through-proxy", payload).get(timeout=60)
+        big.close()
+        consumer = KafkaConsumer("acks0-through-proxy", bootstrap_servers=proxy.bootstrap,
+                                 auto_offset_reset="earliest", consumer_timeout_ms=4000)
+        assert len([m for m in consumer]) == 50
+        consumer.close()
+        consumer = KafkaConsumer("big-through-proxy", bootstrap_servers=proxy.bootstrap,
+                                 auto_offset_reset="earliest", consumer_timeout_ms=8000,
+                                 fetch_max_bytes=64 << 20, max_partition_fetch_bytes=64 << 20)
+        values = [m.value for m in consumer]
+        consumer.close()
+        assert values == [payload]
+        rows, err = proxy.stop()
+    finally:
+        proxy.proc.kill()
+        broker.stop()
+    answered = [r for r in rows if r["api_name"] == "ApiVersions" and r["direction"] == "response"]
+    assert len(answered) >= 200
+    produce = [r for r in rows if r["api_name"] == "Produce" and r["direction"] == "request"]
+    assert any(r["size"] > 20 << 20 for r in produce)
+    assert any(r["status"].startswith("no response expected") for r in produce)
+    assert "Traceback" not in err
