@@ -199,8 +199,13 @@ class Proxy:
                     asked = pending.pop(corr, None)
                     if asked is not None and asked[0] in REWRITES:
                         out = await self._rewritten(body, *asked)
-                writer.write(struct.pack(">i", len(out)) + out if out is not body
-                             else head + body)
+                if out is body and size > 65536:      # big: spare the copy
+                    writer.write(head)
+                    writer.write(body)
+                elif out is body:                      # small: one segment, no delay
+                    writer.write(head + body)
+                else:
+                    writer.write(struct.pack(">i", len(out)) + out)
                 await writer.drain()
                 self.stats.frames += 1
                 if side == 0:
