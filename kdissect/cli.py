@@ -507,6 +507,9 @@ def _host_port(text: str, default_port: int | None = None) -> tuple[str, int]:
               help="Listen for broker N on port BASE+N (default: a free port each).")
 @click.option("--advertise", metavar="HOST",
               help="The host name clients use to reach the proxy (default: the --listen host).")
+@click.option("--map", "maps", multiple=True, metavar="ADVERTISED=HOST:PORT",
+              help="Connect to HOST:PORT for a broker that advertises ADVERTISED (host:port), "
+                   "e.g. an internal name only the proxy can reach another way. Repeatable.")
 @click.option("--upstream-tls", is_flag=True, help="Connect to the brokers over TLS.")
 @click.option("--ca-file", type=click.Path(exists=True, dir_okay=False),
               help="CA certificates to check the brokers' certificates (default: the system's).")
@@ -529,7 +532,7 @@ def _host_port(text: str, default_port: int | None = None) -> tuple[str, int]:
 @click.option("--show-secrets", is_flag=True, help="Show SASL passwords, proofs and tokens.")
 @click.option("--max-decompressed", default="64M", show_default=True, metavar="SIZE",
               help="Largest decompressed record payload to accept.")
-def proxy(upstream, listen, broker_ports, advertise, upstream_tls, ca_file, insecure,
+def proxy(upstream, listen, broker_ports, advertise, maps, upstream_tls, ca_file, insecure,
           tls_cert, tls_key, write, filter_text, fmt, verbose, tui, show_secrets,
           max_decompressed):
     import asyncio
@@ -539,6 +542,12 @@ def proxy(upstream, listen, broker_ports, advertise, upstream_tls, ca_file, inse
     from .render.printer import ExchangePrinter
 
     upstreams = [_host_port(u.strip(), 9092) for u in upstream.split(",") if u.strip()]
+    upstream_map = {}
+    for m in maps:
+        advertised, sep, real = m.partition("=")
+        if not sep:
+            raise click.BadParameter(f"{m!r} is not ADVERTISED=HOST:PORT", param_hint="--map")
+        upstream_map[_host_port(advertised)] = _host_port(real)
     host, port = _host_port(listen)
     display_filter, options, _ = _traffic_options(filter_text, show_secrets,
                                                   max_decompressed, ())
@@ -572,7 +581,8 @@ def proxy(upstream, listen, broker_ports, advertise, upstream_tls, ca_file, inse
                 raise click.ClickException(f"cannot write {write}: {e.strerror}") from None
         return Proxy(upstreams, host, port, advertise,
                      (lambda n: broker_ports + n) if broker_ports is not None else None,
-                     on_exchange, on_gap, on_note, server_ssl, upstream_ssl, recorder)
+                     on_exchange, on_gap, on_note, server_ssl, upstream_ssl, recorder,
+                     upstream_map)
 
     async def serve(p: Proxy, stop: threading.Event, ready=None) -> None:
         try:

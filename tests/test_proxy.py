@@ -365,3 +365,54 @@ def test_many_clients_large_messages_acks0_and_clients_that_vanish():
     assert any(r["size"] > 20 << 20 for r in produce)
     assert any(r["status"].startswith("no response expected") for r in produce)
     assert "Traceback" not in err
+
+
+def test_clients_succeed_only_because_addresses_are_rewritten():
+    """The broker advertises a name no client can resolve (as brokers behind NAT or in a
+    container network do). Direct, clients fail after bootstrap; through the proxy
+    (told where that name really is) aiokafka and kcat produce and consume."""
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from tests.support.scenarios import kcat_env
+    env = kcat_env()
+    broker = Broker(advertised_host="kafka-internal.invalid")
+    advertised = f"kafka-internal.invalid:{broker.port}"
+    proxy = ProxyProcess(f"127.0.0.1:{broker.port}", "--map",
+                         f"{advertised}=127.0.0.1:{broker.port}")
+    try:
+        direct = subprocess.run(["kcat", "-b", f"127.0.0.1:{broker.port}", "-P", "-t",
+                                 "unreachable", "-m", "5"], input="lost\n", text=True,
+                                capture_output=True, timeout=60, env=env)
+        assert direct.returncode != 0 and "Failed to resolve 'kafka-internal.invalid" in \
+            direct.stderr                        # direct, the advertised name is useless
+        # kcat through the proxy
+        subprocess.run(["kcat", "-b", proxy.bootstrap, "-P", "-t", "rewritten"],
+                       input="kcat one\nkcat two\n", text=True, check=True, timeout=60,
+                       env=env)
+        got = subprocess.run(["kcat", "-b", proxy.bootstrap, "-C", "-t", "rewritten", "-o",
+                              "beginning", "-e", "-q"], capture_output=True, text=True,
+                             timeout=60, env=env)
+        assert sorted(got.stdout.split()) == ["kcat", "kcat", "one", "two"]
+
+        async def aio():
+            producer = AIOKafkaProducer(bootstrap_servers=proxy.bootstrap,
+                                        compression_type="zstd")
+            await producer.start()
+            await producer.send_and_wait("rewritten-aio", b"aiokafka value")
+            await producer.stop()
+            consumer = AIOKafkaConsumer("rewritten-aio", bootstrap_servers=proxy.bootstrap,
+                                        auto_offset_reset="earliest")
+            await consumer.start()
+            try:
+                message = await asyncio.wait_for(consumer.getone(), 30)
+            finally:
+                await consumer.stop()
+            return message.value
+        assert asyncio.run(aio()) == b"aiokafka value"
+        rows, err = proxy.stop()
+    finally:
+        proxy.proc.kill()
+        broker.stop()
+    assert f"({advertised} at 127.0.0.1:{broker.port})" in err
+    assert {"Produce", "Fetch"} <= {r["api_name"] for r in rows}

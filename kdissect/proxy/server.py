@@ -58,13 +58,16 @@ class Proxy:
                  on_exchange: Callable[[Exchange], None] = lambda ex: None,
                  on_gap: Callable[[Gap], None] = lambda g: None,
                  on_note: Callable[[str], None] = lambda text: None,
-                 server_ssl=None, upstream_ssl=None, recorder=None):
+                 server_ssl=None, upstream_ssl=None, recorder=None,
+                 upstream_map: dict[tuple[str, int], tuple[str, int]] | None = None):
         self.upstreams, self.host, self.port = upstreams, host, port
         self.advertise = advertise or host
         self.broker_port = broker_port
         self.on_exchange, self.on_gap, self.on_note = on_exchange, on_gap, on_note
         self.server_ssl, self.upstream_ssl = server_ssl, upstream_ssl   # ssl.SSLContext
         self.recorder = recorder                   # a recording.Recorder, or None
+        # advertised broker address -> the address the proxy really connects to
+        self.upstream_map = upstream_map or {}
         self.listeners: dict[int | None, Listener] = {}
         self.stats = Stats()
         self._index = itertools.count(1)
@@ -88,18 +91,20 @@ class Proxy:
     async def _listener_for(self, ep: Endpoint) -> Listener:
         """The listener standing for broker ``ep.node_id`` (made on first mention; its
         upstream follows the broker's latest advertised address)."""
+        upstream = self.upstream_map.get((ep.host, ep.port), (ep.host, ep.port))
         current = self.listeners.get(ep.node_id)
         if current is not None:
-            current.upstream = (ep.host, ep.port)
+            current.upstream = upstream
             return current
         wanted = self.broker_port(ep.node_id) if self.broker_port else 0
-        listener = Listener(ep.node_id, (ep.host, ep.port), wanted)
+        listener = Listener(ep.node_id, upstream, wanted)
         listener.server = await asyncio.start_server(
             lambda r, w: self._client(r, w, listener), self.host, wanted,
             ssl=self.server_ssl)
         listener.port = listener.server.sockets[0].getsockname()[1]
         self.listeners[ep.node_id] = listener
-        self.on_note(f"broker {ep.node_id} ({ep.host}:{ep.port}) is reached through "
+        via = f" at {upstream[0]}:{upstream[1]}" if upstream != (ep.host, ep.port) else ""
+        self.on_note(f"broker {ep.node_id} ({ep.host}:{ep.port}{via}) is reached through "
                      f"{self.advertise}:{listener.port}")
         return listener
 

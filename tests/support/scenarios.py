@@ -88,12 +88,17 @@ def aiokafka_session(bootstrap: str) -> None:
     asyncio.run(run())
 
 
-def kcat_session(bootstrap: str) -> None:
-    """Debian's kcat, with the confluent-kafka wheel's librdkafka preloaded (Debian's
-    librdkafka 2.0.2 cannot read Tansu's ApiVersions v3 answer)."""
+def kcat_env() -> dict:
+    """The environment for Debian's kcat with the confluent-kafka wheel's librdkafka
+    (Debian's librdkafka 2.0.2 cannot read Tansu's ApiVersions v3 answer)."""
     libdir = resources.files("confluent_kafka").joinpath("../confluent_kafka.libs")
     lib = next(str(p) for p in libdir.iterdir() if p.name.startswith("librdkafka"))
-    env = {**os.environ, "LD_PRELOAD": lib}
+    return {**os.environ, "LD_PRELOAD": lib}
+
+
+def kcat_session(bootstrap: str) -> None:
+    """Debian's kcat (see kcat_env)."""
+    env = kcat_env()
     lines = b"".join(k + b":" + v + b"\n" for k, v in records("kcat"))
     subprocess.run(["kcat", "-b", bootstrap, "-t", "kcat", "-p", "0", "-K:", "-P"],
                    input=lines, env=env, check=True, timeout=30)
