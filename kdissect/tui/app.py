@@ -135,7 +135,7 @@ class KdissectApp(App):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield ProgressBar(id="progress", show_eta=True)
+        yield ProgressBar(id="progress", show_eta=True, classes="done")   # until progress
         with Vertical():
             yield DataTable(id="exchanges", cursor_type="row", zebra_stripes=True)
             yield Detail(self.options.show_secrets, id="detail")
@@ -177,9 +177,11 @@ class KdissectApp(App):
         if not tables:                     # the app is closing: its widgets are gone
             return
         table = tables.first()
-        if self._progress is not None:
+        if self._progress is not None and not self.loaded:
             done, total = self._progress
-            self.query_one(ProgressBar).update(total=total, progress=done)
+            bar = self.query_one(ProgressBar)
+            bar.remove_class("done")            # sources that know how far they are
+            bar.update(total=total, progress=done)
         added = 0
         while self._incoming and added < _DRAIN:
             view, row = self._incoming.popleft()
