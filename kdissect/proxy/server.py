@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import socket
+import ssl
 import struct
 import time
 from collections.abc import Callable
@@ -79,8 +81,7 @@ class Proxy:
     async def start(self) -> None:
         bootstrap = Listener(None, self.upstreams[0], self.port)
         bootstrap.server = await asyncio.start_server(
-            lambda r, w: self._client(r, w, bootstrap), self.host, self.port,
-            ssl=self.server_ssl)
+            lambda r, w: self._client(r, w, bootstrap), self.host, self.port)
         bootstrap.port = bootstrap.server.sockets[0].getsockname()[1]
         self.listeners[None] = bootstrap
 
@@ -99,8 +100,7 @@ class Proxy:
         wanted = self.broker_port(ep.node_id) if self.broker_port else 0
         listener = Listener(ep.node_id, upstream, wanted)
         listener.server = await asyncio.start_server(
-            lambda r, w: self._client(r, w, listener), self.host, wanted,
-            ssl=self.server_ssl)
+            lambda r, w: self._client(r, w, listener), self.host, wanted)
         listener.port = listener.server.sockets[0].getsockname()[1]
         self.listeners[ep.node_id] = listener
         via = f" at {upstream[0]}:{upstream[1]}" if upstream != (ep.host, ep.port) else ""
@@ -127,6 +127,8 @@ class Proxy:
         self.stats.open += 1
         upstream_w = None
         try:
+            if self.server_ssl is not None and not await self._tls_accept(writer, client):
+                return
             try:
                 host, port = listener.upstream
                 up_reader, upstream_w = await asyncio.wait_for(
@@ -162,6 +164,39 @@ class Proxy:
                 if w is not None:
                     w.close()
             self._tasks.discard(task)
+
+    async def _tls_accept(self, writer: asyncio.StreamWriter, client) -> bool:
+        """On a TLS listener: peek at the client's first byte. A TLS handshake goes on
+        (TLS from here); anything else is a plaintext client, told so and closed.
+        (asyncio's own TLS listeners drop such clients without a word.)"""
+        loop = asyncio.get_running_loop()
+        writer.transport.pause_reading()
+        # a duplicate of the socket: asyncio lets no one else watch the transport's own
+        peek = socket.fromfd(writer.get_extra_info("socket").fileno(), socket.AF_INET,
+                             socket.SOCK_STREAM)
+        ready = loop.create_future()
+        loop.add_reader(peek.fileno(), lambda: ready.done() or ready.set_result(None))
+        try:
+            await asyncio.wait_for(ready, 60)
+            first = peek.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+        except (asyncio.TimeoutError, OSError):
+            return False
+        finally:
+            loop.remove_reader(peek.fileno())
+            peek.close()
+        who = f"{client[0]}:{client[1]}"
+        if first != b"\x16":
+            self.on_note(f"{who}: a plaintext client on a TLS listener (its first byte is "
+                         f"{first.hex() or 'nothing'}): configure it for TLS "
+                         f"(security.protocol=SSL) or run the proxy without --tls-cert; "
+                         f"closing the connection")
+            return False
+        try:
+            await writer.start_tls(self.server_ssl)
+        except (ssl.SSLError, OSError) as e:
+            self.on_note(f"{who}: the TLS handshake failed ({e}); closing the connection")
+            return False
+        return True
 
     def _emit(self, ex: Exchange) -> None:
         self._safely(self.on_exchange, ex)
