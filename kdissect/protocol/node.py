@@ -83,6 +83,19 @@ class Node:
             yield node
             stack.extend(reversed(node.children))
 
+    def path_to(self, target: Node) -> list[Node] | None:
+        """The nodes from this one down to ``target`` (both included), or None."""
+        path: list[Node] = []
+
+        def visit(node: Node) -> bool:
+            path.append(node)
+            if node is target or any(visit(c) for c in node.children):
+                return True
+            path.pop()
+            return False
+
+        return path if visit(self) else None
+
     def own_leaves(self) -> Iterator[Node]:
         """The leaves located in this node's own buffer, in order: a node holding a
         decompressed buffer counts as a leaf here (its children live in that buffer)."""

@@ -68,23 +68,6 @@ def _string(data: bytes, node: Node, value: str) -> bytes:
     return _uvarint(len(raw) + 1) + raw
 
 
-def _tagged_ancestors(tree: Node, target: Node) -> list[Node]:
-    path: list[Node] = []
-
-    def visit(node: Node) -> bool:
-        path.append(node)
-        if node is target:
-            return True
-        for c in node.children:
-            if visit(c):
-                return True
-        path.pop()
-        return False
-
-    visit(tree)
-    return [n for n in path if n.ktype == "tagged"]
-
-
 def rewrite(data: bytes, tree: Node, new_address: Callable[[Endpoint], tuple[str, int]]
             ) -> bytes | None:
     """``data`` (a response, without its size prefix, decoded as ``tree``) with each
@@ -98,8 +81,9 @@ def rewrite(data: bytes, tree: Node, new_address: Callable[[Endpoint], tuple[str
             continue
         edits.append((ep.host_node.offset, ep.host_node.end, _string(data, ep.host_node, host)))
         edits.append((ep.port_node.offset, ep.port_node.end, port.to_bytes(4, "big", signed=True)))
-        for t in _tagged_ancestors(tree, ep.host_node):
-            tagged[id(t)] = t
+        for t in tree.path_to(ep.host_node) or []:
+            if t.ktype == "tagged":
+                tagged[id(t)] = t
     if not edits:
         return None
     for t in tagged.values():                 # a tagged field's size covers its value

@@ -40,19 +40,8 @@ class Item:
 def locate(root: Node, target: Node) -> tuple[Node, list[Node]] | None:
     """(buffer holder, path from root to target): the holder is the innermost node on
     the path whose ``buffer`` holds the target's bytes, or ``root``."""
-    path: list[Node] = []
-
-    def visit(node: Node) -> bool:
-        path.append(node)
-        if node is target:
-            return True
-        for child in node.children:
-            if visit(child):
-                return True
-        path.pop()
-        return False
-
-    if not visit(root):
+    path = root.path_to(target)
+    if path is None:
         return None
     holder = root
     for node in path[:-1]:
