@@ -27,7 +27,7 @@ from ..capture.shards import plan, splittable
 from ..stream.rows import UNRESOLVED, resolve_record_topics, resolve_topics
 from ..render.lines import endpoint
 from ..stream.model import Gap
-from .extract import SEGMENT_COLUMNS, flow_rows, shard_segments
+from .extract import flow_rows, shard_segments
 from .tables import EXCHANGES, RECORDS, _micros
 
 # Stage 1's rows: a chunk of one flow's segments (pickled SEGMENT_COLUMNS tuples: the

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..protocol import decode_response
 from ..protocol.node import Node
 
 # responses that carry broker addresses: Produce and Fetch (KIP-951 leader hints),
@@ -95,12 +94,3 @@ def rewrite(data: bytes, tree: Node, new_address: Callable[[Endpoint], tuple[str
     for start, end, new in sorted(edits, key=lambda e: e[0], reverse=True):
         out[start:end] = new
     return bytes(out)
-
-
-def rewrite_response(data: bytes, api_key: int, api_version: int,
-                     new_address: Callable[[Endpoint], tuple[str, int]]) -> bytes | None:
-    """Decode and rewrite in one step (for callers that hold no tree)."""
-    if api_key not in REWRITES:
-        return None
-    tree = decode_response(data, api_key, api_version).tree
-    return rewrite(data, tree, new_address)

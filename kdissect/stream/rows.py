@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator
 from ..protocol import Options
 from ..protocol.names import error_name
 from ..protocol.node import Node
-from .facts import SUMMARY, TEACHES_TOPIC_IDS, facts
+from .facts import SUMMARY, facts
 from .model import Exchange, KafkaMessage
 
 UNRESOLVED = "topic-id:"           # prefix of a topic known only by its id
@@ -117,10 +117,6 @@ def _row_topics(row: dict) -> Iterator[str | None]:
     yield from row["topics"]
     for e in row["errors"]:
         yield e["topic"]
-
-
-def teaches_topic_ids(ex: Exchange) -> bool:
-    return ex.first.api_key in TEACHES_TOPIC_IDS
 
 
 RECORDS = Options(records=True)

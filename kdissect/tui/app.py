@@ -23,7 +23,7 @@ from ..protocol import Options
 from ..render.lines import endpoint, iso, message_json
 from ..render.text import format_value
 from ..stream.facts import ExchangeView
-from ..stream.model import Exchange, KafkaMessage
+from ..stream.model import KafkaMessage
 from .detail import Detail, Item
 from .filterbar import FilterSuggester
 from .loader import run_in_process, run_in_thread
@@ -159,11 +159,8 @@ class KdissectApp(App):
 
     def _load(self) -> None:
         def put(item) -> None:
-            kind, payload = item
-            if kind == "progress":
-                self._progress = payload
-            elif kind == "view":
-                self._incoming.append(payload)
+            if item[0] == "progress":
+                self._progress = item[1]            # only the latest matters
             else:
                 self._incoming.append(item)
         if self.isolate:
@@ -184,14 +181,15 @@ class KdissectApp(App):
             bar.update(total=total, progress=done)
         added = 0
         while self._incoming and added < _DRAIN:
-            view, row = self._incoming.popleft()
-            if view == "warn":
-                self.notify(row, severity="warning", timeout=8)
-            elif view == "done":
+            kind, payload = self._incoming.popleft()
+            if kind == "warn":
+                self.notify(payload, severity="warning", timeout=8)
+            elif kind == "done":
                 self.loaded = True
                 self.query_one(ProgressBar).add_class("done")
                 self._update_subtitle()
             else:
+                view, row = payload
                 self.views.append(view)
                 view.row = row
                 if self.filter is None or self.filter(view):
@@ -217,13 +215,6 @@ class KdissectApp(App):
         table.add_row(*row, key=str(id(view)))
         self.by_key[str(id(view))] = view
         self.shown.append(view)
-
-    def add_exchange(self, ex: Exchange) -> None:
-        """Add one exchange at once (from the UI thread)."""
-        view = ExchangeView(ex, self.options, self.topic_ids)
-        view.learn()
-        self._incoming.append((view, _row(view)))
-        self._drain()
 
     def apply_filter(self, text: str) -> FilterError | None:
         """Show only matching exchanges; returns the error of a bad filter."""

@@ -78,8 +78,8 @@ def run_in_process(load, options, topic_ids: dict, row_of, put: Callable,
                 if kind == "view":
                     ex, facts, problems, row = payload
                     view = ExchangeView(ex, options, topic_ids)
+                    # summarised in the child, topic ids already named there
                     view._facts, view._problems = facts, problems
-                    view.learn()
                     put(("view", (view, row)))
                 else:
                     put((kind, payload))
