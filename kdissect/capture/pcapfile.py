@@ -85,27 +85,9 @@ class CaptureReader:
         if len(head) < 20:
             raise CaptureError(f"{self.path}: pcap header is truncated")
         linktype = struct.unpack(endian + "I", head[16:20])[0] & 0x0FFFFFFF
-        rec = struct.Struct(endian + "IIII")
-        index = 0
-        while True:
-            hdr = self._read(16)
-            if not hdr:
-                return
-            if len(hdr) < 16:
-                self.warnings.append(f"file ends inside the header of packet {index + 1}")
-                return
-            sec, frac, incl, orig = rec.unpack(hdr)
-            if incl > MAX_PACKET:
-                self.warnings.append(f"packet {index + 1} claims {incl} bytes: the file is "
-                                     f"damaged from byte {self.bytes_read - 16} on")
-                return
-            data = self._read(incl)
-            if len(data) < incl:
-                self.warnings.append(f"file ends inside packet {index + 1} "
-                                     f"({len(data)} of {incl} bytes)")
-                return
-            index += 1
-            yield Packet(index, sec + frac * unit, linktype, data, orig)
+        for _offset, packet in pcap_records(self._read, endian, unit, linktype, 24,
+                                            self.warnings):
+            yield packet
 
     def _pcapng(self, first: bytes) -> Iterator[Packet]:
         endian = "<"
@@ -163,6 +145,36 @@ class CaptureReader:
                 index += 1
                 linktype, _unit = interfaces[0]
                 yield Packet(index, 0.0, linktype, bytes(body[4:4 + orig]), orig)
+
+
+def pcap_records(read, endian: str, unit: float, linktype: int, offset: int,
+                 warnings: list[str], end: int | None = None) -> Iterator[tuple[int, Packet]]:
+    """pcap records read with ``read(n)`` from the record header at byte ``offset`` on,
+    as (offset, packet), packets numbered from 1. Stops at the end of the data, at a
+    record starting at ``end`` or later, or at damage (said in ``warnings``)."""
+    rec = struct.Struct(endian + "IIII")
+    index = 0
+    while end is None or offset < end:
+        hdr = read(16)
+        if not hdr:
+            return
+        if len(hdr) < 16:
+            warnings.append(f"file ends inside the header of packet {index + 1} "
+                            f"(byte {offset})")
+            return
+        sec, frac, incl, orig = rec.unpack(hdr)
+        if incl > MAX_PACKET:
+            warnings.append(f"packet {index + 1} claims {incl} bytes: the file is "
+                            f"damaged from byte {offset} on")
+            return
+        data = read(incl)
+        if len(data) < incl:
+            warnings.append(f"file ends inside packet {index + 1} at byte {offset} "
+                            f"({len(data)} of {incl} bytes)")
+            return
+        index += 1
+        yield offset, Packet(index, sec + frac * unit, linktype, data, orig)
+        offset += 16 + incl
 
 
 def _ts_resolution(options: bytes, endian: str) -> float:

@@ -15,7 +15,7 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from .pcapfile import MAX_PACKET, PCAP_MAGICS, Packet
+from .pcapfile import MAX_PACKET, PCAP_MAGICS, Packet, pcap_records
 
 HEADER = 24                    # pcap file header
 RECORD = 16                    # pcap record header
@@ -135,30 +135,15 @@ def read_shard(path: str, start: int, end: int) -> tuple[Shard, Iterator[tuple[i
                     shard.warnings.append(f"{path}: no pcap record found in bytes "
                                           f"{start}-{end}: the file is damaged there")
                 return
-            shard.first = pos
+            shard.first = shard.next = pos
             f.seek(pos)
-            rec = struct.Struct(h.endian + "IIII")
-            while pos < end:
-                hdr = f.read(RECORD)
-                if len(hdr) < RECORD:
-                    if hdr:
-                        shard.warnings.append(f"{path}: file ends inside a record header "
-                                              f"at byte {pos}")
-                    break
-                sec, frac, incl, orig = rec.unpack(hdr)
-                if incl > MAX_PACKET:
-                    shard.warnings.append(f"{path}: record at byte {pos} claims {incl} "
-                                          f"bytes: the file is damaged from there on")
-                    break
-                data = f.read(incl)
-                if len(data) < incl:
-                    shard.warnings.append(f"{path}: file ends inside the record at byte {pos} "
-                                          f"({len(data)} of {incl} bytes)")
-                    pos += RECORD + len(data)
-                    break
+            warnings: list[str] = []
+            for offset, packet in pcap_records(f.read, h.endian, h.unit, h.linktype, pos,
+                                               warnings, end):
                 shard.packets += 1
-                yield pos, Packet(shard.packets, sec + frac * h.unit, h.linktype, data, orig)
-                pos += RECORD + incl
-            shard.next = pos
+                shard.next = offset + RECORD + len(packet.data)
+                yield offset, packet
+            # packet numbers in these count from the shard's start
+            shard.warnings += [f"{path} (bytes {start}-{end}): {w}" for w in warnings]
 
     return shard, records()
