@@ -21,6 +21,30 @@ from .stream.dissect import Hints, dissect
 SIZE_UNITS = {"": 1, "k": 1024, "kb": 1024, "m": 1024**2, "mb": 1024**2, "g": 1024**3, "gb": 1024**3}
 
 
+def port_options(command):
+    """-p/--port and --no-detect, for the commands that find Kafka in TCP traffic."""
+    command = click.option("--no-detect", is_flag=True,
+                           help="Only the given ports: no automatic detection.")(command)
+    return click.option("-p", "--port", "ports", multiple=True, metavar="PORT[-PORT]",
+                        help="Also treat these ports as Kafka (repeatable; ranges and "
+                             "commas allowed).")(command)
+
+
+def secret_options(command):
+    """--show-secrets and --max-decompressed, for the commands that decode messages."""
+    command = click.option("--max-decompressed", default="64M", show_default=True,
+                           metavar="SIZE", help="Largest decompressed record payload to "
+                           "accept (bomb protection).")(command)
+    return click.option("--show-secrets", is_flag=True,
+                        help="Show SASL passwords, proofs and tokens.")(command)
+
+
+def on_terminal(fmt: str, printing: bool) -> bool:
+    """Whether to open the TUI by default: a terminal both ways, and nothing asked to be
+    printed."""
+    return sys.stdout.isatty() and sys.stdin.isatty() and fmt == "text" and not printing
+
+
 def _size(text: str) -> int:
     t = text.strip().lower()
     num = t.rstrip("kmgb")
@@ -244,9 +268,7 @@ def _ports(values: tuple[str, ...]) -> set[int]:
 
 @main.command(help=PCAP_HELP)
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
-@click.option("-p", "--port", "ports", multiple=True, metavar="PORT[-PORT]",
-              help="Also treat these ports as Kafka (repeatable; ranges and commas allowed).")
-@click.option("--no-detect", is_flag=True, help="Only the given ports: no automatic detection.")
+@port_options
 @click.option("-V", "--verbose", is_flag=True, help="Print full field trees.")
 @click.option("--format", "fmt", type=click.Choice(["text", "jsonl", "parquet"]),
               default="text", show_default=True,
@@ -260,9 +282,7 @@ def _ports(values: tuple[str, ...]) -> set[int]:
 @click.option("--tui", is_flag=True, help="Open the terminal UI even when stdout is not a "
               "terminal (it is the default on a terminal).")
 @click.option("--no-tui", is_flag=True, help="Print instead of opening the terminal UI.")
-@click.option("--show-secrets", is_flag=True, help="Show SASL passwords, proofs and tokens.")
-@click.option("--max-decompressed", default="64M", show_default=True, metavar="SIZE",
-              help="Largest decompressed record payload to accept.")
+@secret_options
 def pcap(files, ports, no_detect, verbose, fmt, output, filter_text, stats, tui, no_tui,
          show_secrets, max_decompressed):
     from .render.printer import ExchangePrinter
@@ -274,8 +294,7 @@ def pcap(files, ports, no_detect, verbose, fmt, output, filter_text, stats, tui,
     if fmt == "parquet" or output:
         _write_parquet(files, output, fmt, kafka_ports, detect, display_filter, options)
         return
-    interactive = sys.stdout.isatty() and sys.stdin.isatty() and fmt == "text" and \
-        not (verbose or stats)
+    interactive = on_terminal(fmt, verbose or stats)
     if (tui or interactive) and not no_tui:
         _run_tui(lambda emit, warn, progress: load_captures(
             files, emit, warn, on_gap=lambda g: warn(g.describe()), ports=kafka_ports,
@@ -380,10 +399,8 @@ def _progress(reader, path: str, err: Console):
     with Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
                   TimeRemainingColumn(), console=err, transient=True) as bar:
         task = bar.add_task(os.path.basename(path), total=size)
-        for i, packet in enumerate(reader.packets()):
-            if i % 2000 == 0:
-                bar.update(task, completed=reader.bytes_read)
-            yield packet
+        yield from _tracked(reader, path,
+                            lambda done, total: bar.update(task, completed=done))
 
 
 LIVE_HELP = """Decode Kafka traffic on a network interface as it passes.
@@ -408,9 +425,7 @@ Examples:
 @main.command(help=LIVE_HELP)
 @click.option("-i", "--interface", "iface", required=True, metavar="IFACE",
               help="Interface to sniff (lo, eth0, any...).")
-@click.option("-p", "--port", "ports", multiple=True, metavar="PORT[-PORT]",
-              help="Also treat these ports as Kafka (repeatable; ranges and commas allowed).")
-@click.option("--no-detect", is_flag=True, help="Only the given ports: no automatic detection.")
+@port_options
 @click.option("-f", "--capture-filter", "bpf", metavar="BPF",
               help="Capture filter in tcpdump syntax (default: tcp, or the Kafka ports "
                    "with --no-detect).")
@@ -424,9 +439,7 @@ Examples:
 @click.option("-a", "--duration", type=float, metavar="SECONDS", help="Stop after SECONDS.")
 @click.option("--tui/--no-tui", default=None,
               help="The terminal UI (default when stdout is a terminal) or printed lines.")
-@click.option("--show-secrets", is_flag=True, help="Show SASL passwords, proofs and tokens.")
-@click.option("--max-decompressed", default="64M", show_default=True, metavar="SIZE",
-              help="Largest decompressed record payload to accept.")
+@secret_options
 def live(iface, ports, no_detect, bpf, filter_text, fmt, verbose, count, duration, tui,
          show_secrets, max_decompressed):
     import threading
@@ -440,7 +453,7 @@ def live(iface, ports, no_detect, bpf, filter_text, fmt, verbose, count, duratio
         bpf = "tcp" if not no_detect else "tcp and (" + " or ".join(
             f"port {p}" for p in sorted(kafka_ports)[:64]) + ")"
     stop = threading.Event()
-    interactive = sys.stdout.isatty() and sys.stdin.isatty() and fmt == "text" and not verbose
+    interactive = on_terminal(fmt, verbose)
     if tui or (tui is None and interactive):
         def load(emit, warn, progress):
             dissector = CaptureDissector(emit, lambda g: warn(g.describe()), kafka_ports,
@@ -529,9 +542,7 @@ def _host_port(text: str, default_port: int | None = None) -> tuple[str, int]:
 @click.option("-V", "--verbose", is_flag=True, help="Print full field trees (without the TUI).")
 @click.option("--tui/--no-tui", default=None,
               help="The terminal UI (default when stdout is a terminal) or printed lines.")
-@click.option("--show-secrets", is_flag=True, help="Show SASL passwords, proofs and tokens.")
-@click.option("--max-decompressed", default="64M", show_default=True, metavar="SIZE",
-              help="Largest decompressed record payload to accept.")
+@secret_options
 def proxy(upstream, listen, broker_ports, advertise, maps, upstream_tls, ca_file, insecure,
           tls_cert, tls_key, write, filter_text, fmt, verbose, tui, show_secrets,
           max_decompressed):
@@ -552,7 +563,7 @@ def proxy(upstream, listen, broker_ports, advertise, maps, upstream_tls, ca_file
     display_filter, options, _ = _traffic_options(filter_text, show_secrets,
                                                   max_decompressed, ())
     err = Console(stderr=True, highlight=False, soft_wrap=True)
-    interactive = sys.stdout.isatty() and sys.stdin.isatty() and fmt == "text" and not verbose
+    interactive = on_terminal(fmt, verbose)
     upstream_ssl = server_ssl = None
     if upstream_tls or ca_file or insecure:
         upstream_ssl = ssl.create_default_context(cafile=ca_file)
@@ -669,9 +680,7 @@ Then query, e.g. with Spark SQL or DuckDB:
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(exists=True),
                 metavar="CAPTURE_OR_DIR...")
 @click.option("--out", required=True, metavar="DIR", help="Directory for the tables.")
-@click.option("-p", "--port", "ports", multiple=True, metavar="PORT[-PORT]",
-              help="Also treat these ports as Kafka (repeatable; ranges and commas allowed).")
-@click.option("--no-detect", is_flag=True, help="Only the given ports: no automatic detection.")
+@port_options
 @click.option("--master", metavar="URL", help="Spark master (default: see above).")
 @click.option("--records", "with_records", is_flag=True,
               help="Also write the records table (decodes every record batch).")
