@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from ..protocol import decode_response
 from ..stream.model import Exchange, Gap
 from ..stream.session import KafkaConnection
-from .rewrite import REWRITES, Endpoint, rewrite
+from .rewrite import REWRITES, Endpoint, endpoints, rewrite
 
 MAX_FRAME = 256 * 1024 * 1024        # bigger "sizes" are not Kafka
 MAX_PENDING = 65536                  # requests remembered per connection awaiting answers
@@ -151,7 +151,7 @@ class Proxy:
                                                 pending, client, recorded))
             down = asyncio.create_task(self._pump(up_reader, writer, conn, 1, offsets,
                                                   pending, client, recorded))
-            done, rest = await asyncio.wait({up, down}, return_when=asyncio.FIRST_COMPLETED)
+            _, rest = await asyncio.wait({up, down}, return_when=asyncio.FIRST_COMPLETED)
             for t in rest:                       # one side ended: end the other cleanly
                 t.cancel()
             await asyncio.gather(*rest, return_exceptions=True)
@@ -239,11 +239,9 @@ class Proxy:
                     asked = pending.pop(corr, None)
                     if asked is not None and asked[0] in REWRITES:
                         out = await self._rewritten(body, *asked)
-                if out is body and size > 65536:      # big: spare the copy
-                    writer.write(head)
-                    writer.write(body)
-                elif out is body:                      # small: one segment, no delay
-                    writer.write(head + body)
+                frame = head + body        # once: the stream layer and the recording take it
+                if out is body:
+                    writer.write(frame)    # one write: two (size, body) cost ~2 ms a trip
                 else:
                     writer.write(struct.pack(">i", len(out)) + out)
                 await writer.drain()
@@ -254,9 +252,8 @@ class Proxy:
                     self.stats.bytes_down += 4 + len(out)
                 now = time.time()
                 if recorded is not None:
-                    self._safely(self._record, recorded, side, head + body, now,
-                                 conn.sasl_mode)
-                self._safely(conn.data, side, offsets[side], head + body, now, 0)
+                    self._safely(self._record, recorded, side, frame, now, conn.sasl_mode)
+                self._safely(conn.data, side, offsets[side], frame, now, 0)
                 offsets[side] += 4 + size
         except (asyncio.IncompleteReadError, ConnectionError, OSError):
             return
@@ -269,7 +266,6 @@ class Proxy:
         broker (the listeners are made first, so a client can connect at once)."""
         try:
             tree = decode_response(body, api_key, api_version).tree
-            from .rewrite import endpoints
             found = endpoints(tree)
             if not found:
                 return body
