@@ -161,3 +161,27 @@ def test_parquet_needs_an_output_file():
     assert res.returncode == 2 and "needs -o FILE.parquet" in res.stderr
     res = run_cli("pcap", "captures/kcat.pcap", "-o", "x.parquet")
     assert res.returncode == 2 and "for --format parquet" in res.stderr
+
+
+def test_topic_ids_are_named_across_connections_on_real_traffic():
+    """kcat fetches with Fetch v16 (topics by id only) on a connection that never asked
+    for Metadata: the name comes from another connection of the capture."""
+    path = CAPTURES / "kcat.pcap"
+    whole = capture_rows([(path.name, str(path))], DEFAULT_PORTS, True, True, print)
+    fetches = [r for r in whole.exchanges if r["api_name"] == "Fetch"]
+    assert fetches and all(r["api_version"] >= 13 for r in fetches)
+    metadata_ports = {r["client_port"] for r in whole.exchanges if r["api_name"] == "Metadata"}
+    assert not metadata_ports & {r["client_port"] for r in fetches}
+    assert all(r["topics"] == ["kcat"] for r in fetches)
+    assert {r["topic"] for r in whole.records} == {"kcat"}
+    # shard by shard, each flow alone cannot name it; the capture-wide pass does
+    exchanges, records, _ = sharded_rows(path, max(path.stat().st_size // 6, 600))
+    assert all(r["topics"] == ["kcat"] for r in exchanges if r["api_name"] == "Fetch")
+    assert {r["topic"] for r in records} == {"kcat"}
+    # the fetching connection alone knows the topic only by its id
+    port = fetches[0]["client_port"]
+    _, segments = shard_segments(path.name, str(path), 0, 0, path.stat().st_size, True)
+    flow = [s for s in segments if port in (s[7], s[9])]
+    alone = flow_rows(path.name, flow, lambda shard: 0, DEFAULT_PORTS, True, False)
+    fetched = [t for r in alone.exchanges if r["api_name"] == "Fetch" for t in r["topics"]]
+    assert fetched and all(t.startswith(UNRESOLVED) for t in fetched)
