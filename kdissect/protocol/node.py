@@ -17,18 +17,20 @@ class Node:
 
     ``offset``/``length`` locate the field's bytes in the message, or, below a node
     whose ``buffer`` is set (decompressed records), in that buffer.
-    ``problem`` is None for a clean field, else a human-readable reason.
+    ``problem`` is None for a clean field, else a human-readable reason; ``code`` is
+    its registered finding code (``findings.REGISTRY``; None reads as malformed_field).
     ``note`` interprets the value (an error name, a time in UTC...); set it directly, or
     set ``hint`` to have it derived from the value on demand.
     ``secret`` marks bytes that are masked in displays unless secrets are shown.
     """
 
     __slots__ = ("name", "ktype", "offset", "length", "value", "children", "problem",
-                 "_note", "hint", "buffer", "secret")
+                 "_note", "hint", "buffer", "secret", "code")
 
     def __init__(self, name: str, ktype: str, offset: int, length: int = 0,
                  value: Any = None, children: list[Node] | None = None,
-                 problem: str | None = None, note: str | None = None):
+                 problem: str | None = None, note: str | None = None,
+                 code: str | None = None):
         self.name = name
         self.ktype = ktype
         self.offset = offset
@@ -40,6 +42,7 @@ class Node:
         self.hint: str | None = None
         self.buffer: bytes | None = None
         self.secret = False
+        self.code = code
 
     @property
     def note(self) -> str | None:
@@ -107,6 +110,20 @@ class Node:
                     yield node
                 continue
             stack.extend(reversed(node.children))
+
+    def findings(self) -> list[tuple[str, str, str]]:
+        """(path, code, reason) for every node with a problem."""
+        found: list[tuple[str, str, str]] = []
+
+        def visit(node: Node, path: str) -> None:
+            here = f"{path}.{node.name}" if path else node.name
+            if node.problem:
+                found.append((here, node.code or "malformed_field", node.problem))
+            for c in node.children:
+                visit(c, here)
+
+        visit(self, "")
+        return found
 
     def problems(self) -> list[tuple[str, str]]:
         """(path, reason) for every node with a problem."""

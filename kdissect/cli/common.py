@@ -1,0 +1,143 @@
+"""What the commands share: option groups, size and port parsing, progress, the TUI."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+from rich.console import Console
+
+from ..protocol import Options
+
+SIZE_UNITS = {"": 1, "k": 1024, "kb": 1024, "m": 1024**2, "mb": 1024**2, "g": 1024**3, "gb": 1024**3}
+
+
+def port_options(command):
+    """-p/--port and --no-detect, for the commands that find Kafka in TCP traffic."""
+    command = click.option("--no-detect", is_flag=True,
+                           help="Only the given ports: no automatic detection.")(command)
+    return click.option("-p", "--port", "ports", multiple=True, metavar="PORT[-PORT]",
+                        help="Also treat these ports as Kafka (repeatable; ranges and "
+                             "commas allowed).")(command)
+
+
+def secret_options(command):
+    """--show-secrets and --max-decompressed, for the commands that decode messages."""
+    command = click.option("--max-decompressed", default="64M", show_default=True,
+                           metavar="SIZE", help="Largest decompressed record payload to "
+                           "accept (bomb protection).")(command)
+    return click.option("--show-secrets", is_flag=True,
+                        help="Show SASL passwords, proofs and tokens.")(command)
+
+
+def on_terminal(fmt: str, printing: bool) -> bool:
+    """Whether to open the TUI by default: a terminal both ways, and nothing asked to be
+    printed."""
+    return sys.stdout.isatty() and sys.stdin.isatty() and fmt == "text" and not printing
+
+
+def _size(text: str) -> int:
+    t = text.strip().lower()
+    num = t.rstrip("kmgb")
+    try:
+        return int(float(num) * SIZE_UNITS[t[len(num):]])
+    except (ValueError, KeyError):
+        raise click.BadParameter(f"{text!r} is not a size (examples: 1048576, 64M, 1G)") from None
+
+
+
+def _ports(values: tuple[str, ...]) -> set[int]:
+    ports: set[int] = set()
+    for v in values:
+        for part in v.split(","):
+            lo, _, hi = part.strip().partition("-")
+            try:
+                a, b = int(lo), int(hi or lo)
+            except ValueError:
+                raise click.BadParameter(f"{part!r} is not a port or range (e.g. 9093, "
+                                         f"19092-19094)", param_hint="--port") from None
+            if not (0 < a <= b < 65536):
+                raise click.BadParameter(f"{part!r} is outside 1-65535", param_hint="--port")
+            ports.update(range(a, b + 1))
+    return ports
+
+
+def _need_spark_extra(what: str, module: str) -> None:
+    try:
+        __import__(module)
+    except ImportError:
+        raise click.ClickException(
+            f"{what} needs {module}, which is not installed: "
+            f"pip install 'kdissect[spark]'") from None
+
+
+def _print_warnings(err: Console, warnings: list[str], listed: int = 20) -> None:
+    for w in warnings[:listed]:
+        err.print(w, style="yellow")
+    if len(warnings) > listed:
+        err.print(f"… and {len(warnings) - listed} more warnings", style="yellow")
+
+
+def _traffic_options(filter_text, show_secrets, max_decompressed, ports):
+    """(display filter, decoding options, Kafka ports) from the options `pcap` and
+    `live` share."""
+    from ..filters import FilterError, parse_filter
+    from ..stream.session import DEFAULT_PORTS
+    try:
+        display_filter = parse_filter(filter_text) if filter_text else None
+    except FilterError as e:
+        raise click.BadParameter(str(e), param_hint="-Y/--filter") from None
+    options = Options(show_secrets=show_secrets, max_decompressed=_size(max_decompressed))
+    return display_filter, options, DEFAULT_PORTS | _ports(ports)
+
+
+def _run_tui(load, options: Options, title: str, filter_text: str | None = None,
+             display_filter=None, stop=None) -> None:
+    from ..tui.app import KdissectApp
+    app = KdissectApp(load, options, title=title, stop=stop)
+    if display_filter is not None:
+        app.filter_text, app.filter = filter_text, display_filter
+    app.run()
+
+
+def _tracked(reader, path: str, progress):
+    """Packets, telling ``progress(bytes read, file size)`` as they are read."""
+    size = os.path.getsize(path)
+    for i, packet in enumerate(reader.packets()):
+        if i % 100 == 0:
+            progress(reader.bytes_read, size)
+        yield packet
+    progress(size, size)
+
+
+def _progress(reader, path: str, err: Console):
+    """Packets, with a progress bar on stderr when it is a terminal and the file is big."""
+    size = os.path.getsize(path)
+    if not err.is_terminal or size < 20 * 1024 * 1024 or reader.compressed:
+        yield from reader.packets()
+        return
+    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
+    with Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
+                  TimeRemainingColumn(), console=err, transient=True) as bar:
+        task = bar.add_task(os.path.basename(path), total=size)
+        yield from _tracked(reader, path,
+                            lambda done, total: bar.update(task, completed=done))
+
+
+
+def _host_port(text: str, default_port: int | None = None) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        host, port = text, str(default_port or "")
+    host = host.strip("[]")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise click.BadParameter(f"{text!r} is not HOST:PORT")
+    return host, int(port)
+
+
+
+def _first_line(e: Exception) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+

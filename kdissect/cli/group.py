@@ -1,0 +1,26 @@
+"""Command line: thin click commands over the library, one module per command."""
+
+from __future__ import annotations
+
+import click
+
+from .. import __version__
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="kdissect")
+def main() -> None:
+    """kdissect: see every byte of Kafka traffic.
+
+    \b
+    Commands:
+      pcap   decode Kafka traffic in capture files (pcap, pcapng, .gz): paired exchanges
+      blob   annotate bytes pasted from a debugging session (hex, dumps, b'..', <<..>>, base64)
+      live   decode Kafka traffic on a network interface as it passes
+      proxy  stand between Kafka clients and brokers, decoding everything live
+      spark  turn many or huge captures into Parquet tables of exchanges, on Apache Spark
+
+    Run `kdissect COMMAND --help` for examples.
+    """
+
+

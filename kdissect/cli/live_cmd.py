@@ -1,0 +1,90 @@
+"""`kdissect live`: decode Kafka on a network interface."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from .common import _run_tui, _traffic_options, on_terminal, port_options, secret_options
+from .group import main
+
+
+LIVE_HELP = """Decode Kafka traffic on a network interface as it passes.
+
+Sniffs IFACE (with libpcap, like tcpdump), reassembles TCP and shows every exchange as
+its response arrives: in the TUI on a terminal, else one line per exchange (or JSON
+lines) until Ctrl-C, --count or --duration. Kafka connections are found as in
+`kdissect pcap` (port 9092, --port, or how they start; connections already open when
+sniffing starts are picked up at the next message boundary).
+
+Capturing needs root, or once: sudo setcap cap_net_raw,cap_net_admin=eip
+$(readlink -f $(which python3))
+
+\b
+Examples:
+  sudo kdissect live -i eth0
+  kdissect live -i lo -p 19092 --no-tui -Y 'error != 0'
+  kdissect live -i any --format jsonl --duration 60 > kafka.jsonl
+"""
+
+
+@main.command(help=LIVE_HELP)
+@click.option("-i", "--interface", "iface", required=True, metavar="IFACE",
+              help="Interface to sniff (lo, eth0, any...).")
+@port_options
+@click.option("-f", "--capture-filter", "bpf", metavar="BPF",
+              help="Capture filter in tcpdump syntax (default: tcp, or the Kafka ports "
+                   "with --no-detect).")
+@click.option("-Y", "--filter", "filter_text", metavar="EXPR",
+              help="Only exchanges matching this display filter.")
+@click.option("--format", "fmt", type=click.Choice(["text", "jsonl"]), default="text",
+              show_default=True, help="Output format without the TUI.")
+@click.option("-V", "--verbose", is_flag=True, help="Print full field trees (without the TUI).")
+@click.option("-c", "--count", type=int, default=0, metavar="N",
+              help="Stop after N packets.")
+@click.option("-a", "--duration", type=float, metavar="SECONDS", help="Stop after SECONDS.")
+@click.option("--tui/--no-tui", default=None,
+              help="The terminal UI (default when stdout is a terminal) or printed lines.")
+@secret_options
+def live(iface, ports, no_detect, bpf, filter_text, fmt, verbose, count, duration, tui,
+         show_secrets, max_decompressed):
+    import threading
+    from ..capture.live import LiveError, sniff
+    from ..render.printer import ExchangePrinter
+    from ..stream.dissector import CaptureDissector
+
+    display_filter, options, kafka_ports = _traffic_options(filter_text, show_secrets,
+                                                            max_decompressed, ports)
+    if bpf is None:
+        bpf = "tcp" if not no_detect else "tcp and (" + " or ".join(
+            f"port {p}" for p in sorted(kafka_ports)[:64]) + ")"
+    stop = threading.Event()
+    interactive = on_terminal(fmt, verbose)
+    if tui or (tui is None and interactive):
+        def load(emit, warn, progress):
+            dissector = CaptureDissector(emit, lambda g: warn(g.describe()), kafka_ports,
+                                         not no_detect)
+            try:
+                sniff(iface, dissector.packet, stop, bpf, count, duration)
+            except LiveError as e:
+                warn(str(e))
+            dissector.finish()
+        _run_tui(load, options, f"live: {iface}", filter_text, display_filter, stop)
+        return
+    printer = ExchangePrinter(options, fmt, verbose, display_filter)
+    dissector = CaptureDissector(printer.exchange, printer.gap, kafka_ports, not no_detect)
+    try:
+        sniff(iface, dissector.packet, stop, bpf, count, duration)
+    except LiveError as e:
+        raise click.ClickException(str(e)) from None
+    except KeyboardInterrupt:
+        stop.set()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return
+    dissector.finish()
+    printer.finish()
+
+

@@ -1,0 +1,125 @@
+"""`kdissect pcap`: capture files to paired, decoded exchanges."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+from rich.console import Console
+
+from .common import (_need_spark_extra, _print_warnings, _progress, _run_tui, _tracked,
+                     _traffic_options, on_terminal, port_options, secret_options)
+from .group import main
+
+
+PCAP_HELP = """Decode the Kafka traffic in capture files: every request paired with its response.
+
+Reads pcap and pcapng (also gzip-compressed), reassembles TCP, finds Kafka connections
+(port 9092, any --port you add, and any connection that starts like a Kafka request),
+frames the messages, pairs each response with its request by correlation id, and decodes
+every field with the request's API and version. Lost data is reported as gaps and
+decoding resumes at the next message boundary.
+
+\b
+Output: on a terminal, the TUI (exchange list, field trees, bytes; press ? in it).
+Piped, or with --no-tui:
+  default           one line per exchange: time, client → broker, API and version,
+                    correlation id, client id, latency, topics/partitions, records, errors
+  -V, --verbose     the full field trees of both messages
+  --format jsonl    one JSON object per Kafka message (see docs/jsonl.md)
+
+\b
+Filters (-Y, see docs/filters.md), over exchanges:
+  api == Produce and topic == "orders"      error != 0        latency > 50ms
+  client_id ~ "rdkafka"                     api in {Fetch, ListOffsets} and records > 0
+  fields: api version correlation_id client_id latency topic partition error records
+          status stream client broker bytes problems frame
+
+\b
+Examples:
+  kdissect pcap capture.pcapng
+  kdissect pcap -p 9093 -p 19092-19094 traffic.pcap.gz
+  kdissect pcap capture.pcap -Y 'error != 0' -V
+  kdissect pcap capture.pcap --stats
+  kdissect pcap capture.pcap --format jsonl | jq 'select(.api_name == "Produce")'
+"""
+
+
+
+@main.command(help=PCAP_HELP)
+@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@port_options
+@click.option("-V", "--verbose", is_flag=True, help="Print full field trees.")
+@click.option("--format", "fmt", type=click.Choice(["text", "jsonl", "parquet"]),
+              default="text", show_default=True,
+              help="Output format (parquet needs -o and the kdissect[spark] extra).")
+@click.option("-o", "--output", metavar="FILE.parquet",
+              help="Where --format parquet writes the exchanges table.")
+@click.option("-Y", "--filter", "filter_text", metavar="EXPR",
+              help="Only exchanges matching this display filter.")
+@click.option("--stats", is_flag=True, help="Print statistics (per API, errors, latency "
+              "percentiles, connections) instead of the exchanges.")
+@click.option("--tui", is_flag=True, help="Open the terminal UI even when stdout is not a "
+              "terminal (it is the default on a terminal).")
+@click.option("--no-tui", is_flag=True, help="Print instead of opening the terminal UI.")
+@secret_options
+def pcap(files, ports, no_detect, verbose, fmt, output, filter_text, stats, tui, no_tui,
+         show_secrets, max_decompressed):
+    from ..render.printer import ExchangePrinter
+    from ..stream.dissector import load_captures
+
+    display_filter, options, kafka_ports = _traffic_options(filter_text, show_secrets,
+                                                            max_decompressed, ports)
+    detect = not no_detect
+    if fmt == "parquet" or output:
+        _write_parquet(files, output, fmt, kafka_ports, detect, display_filter, options)
+        return
+    interactive = on_terminal(fmt, verbose or stats)
+    if (tui or interactive) and not no_tui:
+        _run_tui(lambda emit, warn, progress: load_captures(
+            files, emit, warn, on_gap=lambda g: warn(g.describe()), ports=kafka_ports,
+            detect=detect, packets=lambda reader, path: _tracked(reader, path, progress)),
+            options, ", ".join(os.path.basename(f) for f in files), filter_text,
+            display_filter)
+        return
+    printer = ExchangePrinter(options, fmt, verbose, display_filter, stats)
+    try:
+        read_any = load_captures(files, printer.exchange, printer.warn, on_gap=printer.gap,
+                                 error=printer.error, ports=kafka_ports, detect=detect,
+                                 packets=lambda reader, path: _progress(reader, path,
+                                                                        printer.err))
+        printer.finish()
+    except BrokenPipeError:
+        # the reader went away (`| head`): stop quietly, as command-line tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return
+    if not read_any:
+        raise SystemExit(1)
+
+
+
+def _write_parquet(files, output, fmt, ports, detect, display_filter, options) -> None:
+    if fmt != "parquet":
+        raise click.UsageError("-o/--output is for --format parquet; text and jsonl go "
+                               "to stdout (redirect them)")
+    if not output:
+        raise click.UsageError("--format parquet needs -o FILE.parquet")
+    _need_spark_extra("--format parquet", "pyarrow")
+    from ..pipeline.local import write_exchanges
+    from ..stream.facts import ExchangeView
+
+    def keep(ex, topic_ids):
+        view = ExchangeView(ex, options, topic_ids)
+        view.learn()
+        return display_filter(view)
+
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    warnings = []
+    rows = write_exchanges(list(files), output, ports=ports, detect=detect,
+                           warn=warnings.append, keep=keep if display_filter else None,
+                           packets=lambda reader, path: _progress(reader, path, err))
+    _print_warnings(err, warnings)
+    err.print(f"wrote {rows} exchange{'s' if rows != 1 else ''} to {output}", style="green")
+
+

@@ -1,0 +1,137 @@
+"""Findings: what kdissect noticed about a message or an exchange, as registered codes.
+
+The idea of Wireshark's expert infos, done for Kafka: every finding has a stable code
+(what filters, statistics, Parquet columns and the TUI use), a severity, a group and a
+one-line meaning. A ``Finding`` adds the specifics of one occurrence. The registry is
+the single list of codes; docs/findings.md is generated from it (``markdown_table``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+SEVERITIES = ("note", "warn", "error")          # in rising order
+GROUPS = ("malformed", "protocol", "sequence", "security", "performance", "budget")
+
+
+@dataclass(frozen=True, slots=True)
+class FindingKind:
+    code: str
+    severity: str
+    group: str
+    meaning: str
+
+    @property
+    def rank(self) -> int:
+        return SEVERITIES.index(self.severity)
+
+
+REGISTRY: dict[str, FindingKind] = {}
+
+
+def register(code: str, severity: str, group: str, meaning: str) -> FindingKind:
+    assert severity in SEVERITIES and group in GROUPS, (code, severity, group)
+    kind = REGISTRY.setdefault(code, FindingKind(code, severity, group, meaning))
+    assert kind.meaning == meaning, f"finding {code} registered twice"
+    return kind
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    code: str
+    detail: str = ""               # this occurrence: which field, how many bytes...
+    where: str = ""                # "request" / "response" and a field path, or ""
+
+    @property
+    def kind(self) -> FindingKind:
+        return REGISTRY.get(self.code) or REGISTRY["malformed_field"]
+
+    @property
+    def severity(self) -> str:
+        return self.kind.severity
+
+    def text(self) -> str:
+        where = f"{self.where}: " if self.where else ""
+        return f"{where}{self.detail or self.kind.meaning} [{self.code}]"
+
+    def to_json(self) -> dict:
+        return {"code": self.code, "severity": self.severity, "group": self.kind.group,
+                "where": self.where, "detail": self.detail or self.kind.meaning}
+
+
+def severity_rank(name: str) -> int | None:
+    return SEVERITIES.index(name) if name in SEVERITIES else None
+
+
+def markdown_table() -> str:
+    rows = ["| code | severity | group | meaning |", "|---|---|---|---|"]
+    for k in sorted(REGISTRY.values(), key=lambda k: (GROUPS.index(k.group), k.code)):
+        rows.append(f"| `{k.code}` | {k.severity} | {k.group} | {k.meaning} |")
+    return "\n".join(rows)
+
+
+# -- the registry ----------------------------------------------------------------------
+# malformed: the bytes do not follow the layout
+register("malformed_field", "error", "malformed",
+         "a field cannot be read as its type says (the rest of the region is kept raw)")
+register("truncated", "error", "malformed",
+         "the message ends before a field does")
+register("trailing_bytes", "warn", "malformed",
+         "bytes left over after the end of a structure")
+register("array_past_end", "error", "malformed",
+         "an array or record count needs more bytes than exist")
+register("bad_length", "error", "malformed",
+         "a length or size field is negative or points past the end")
+register("bad_utf8", "warn", "malformed", "a string is not valid UTF-8")
+register("missing_tag_trailer", "warn", "malformed",
+         "a flexible version's tagged-field section is missing")
+register("tagged_field_leftover", "warn", "malformed",
+         "a known tagged field has bytes its layout does not explain")
+register("crc_mismatch", "error", "malformed",
+         "a record batch's or message's CRC does not match its bytes")
+register("unknown_magic", "error", "malformed", "a record format (magic byte) kdissect does not know")
+register("decompression_failed", "error", "malformed",
+         "a compressed payload cannot be decompressed")
+register("record_count_mismatch", "warn", "malformed",
+         "a record batch's count differs from the records found")
+register("malformed_header", "error", "malformed", "a request header cannot be read")
+# protocol: valid bytes, odd meaning
+register("unknown_api", "warn", "protocol", "an API key kdissect's schemas do not know")
+register("assumed_version", "note", "protocol",
+         "a version newer than kdissect's schemas, decoded with the newest known layout")
+register("unknown_version", "warn", "protocol",
+         "an API version kdissect's schemas do not know (header only)")
+register("version_not_advertised", "warn", "protocol",
+         "a request version outside what ApiVersions advertised on this connection")
+register("error_code", "warn", "protocol", "the response carries a non-zero error code")
+register("unknown_error_code", "note", "protocol", "an error code not in kdissect's table")
+register("guessed_api", "note", "protocol",
+         "the request was not seen: the response's API was guessed from its bytes")
+register("sasl_token", "note", "protocol", "a raw SASL token (after SaslHandshake v0)")
+# sequence: pairing on the connection
+register("acks0_answered", "warn", "sequence",
+         "a Produce with acks=0 was answered (brokers normally send nothing)")
+register("unanswered", "warn", "sequence", "the request got no response in the capture")
+register("orphan_response", "warn", "sequence",
+         "a response whose request was not captured")
+register("out_of_order", "warn", "sequence",
+         "a response came before the answer to an earlier request (Kafka answers in order)")
+register("correlation_reused", "warn", "sequence",
+         "a correlation id reused while an earlier request with it was still pending")
+register("message_truncated", "error", "sequence",
+         "part of the message was not captured (a gap in the TCP stream)")
+register("pending_limit", "warn", "sequence",
+         "too many requests pending on one connection: the oldest was given up")
+# security
+register("sasl_secret", "note", "security", "a SASL secret (shown only with --show-secrets)")
+register("plaintext_credentials", "warn", "security",
+         "SASL PLAIN credentials sent without TLS")
+# performance
+register("throttled", "warn", "performance", "the broker throttled the client (throttle_time_ms > 0)")
+# budget: limits that keep hostile input cheap
+register("decompressed_budget", "warn", "budget",
+         "the message's decompressed-bytes budget is spent: the rest is kept compressed")
+register("node_budget", "warn", "budget",
+         "the message's field budget is spent: the rest is kept raw")
+register("nesting_budget", "warn", "budget",
+         "compressed wrappers nested deeper than the budget: the inner ones are kept raw")
