@@ -127,17 +127,7 @@ class Node:
 
     def problems(self) -> list[tuple[str, str]]:
         """(path, reason) for every node with a problem."""
-        found: list[tuple[str, str]] = []
-
-        def visit(node: Node, path: str) -> None:
-            here = f"{path}.{node.name}" if path else node.name
-            if node.problem:
-                found.append((here, node.problem))
-            for c in node.children:
-                visit(c, here)
-
-        visit(self, "")
-        return found
+        return [(path, reason) for path, _, reason in self.findings()]
 
     def find(self, name: str) -> Iterator[Node]:
         return (n for n in self.walk() if n.name == name)
