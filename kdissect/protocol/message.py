@@ -76,7 +76,7 @@ def peek_request_header(data: bytes) -> RequestHeader | None:
 def _message(direction: str, key: int | None, version: int | None, data: bytes,
              header_struct, ctx: Options) -> Message:
     with no_cyclic_gc():
-        return _build(direction, key, version, data, header_struct, ctx)
+        return _build(direction, key, version, data, header_struct, ctx.for_message())
 
 
 def _build(direction: str, key: int | None, version: int | None, data: bytes,
@@ -96,7 +96,9 @@ def _build(direction: str, key: int | None, version: int | None, data: bytes,
     if layout is None:
         what = (f"{api_name(key)} v{version} {direction}s are not in kdissect's schemas"
                 if key is not None else "unknown API: give --api/--version")
-        root.add(Node("body", "bytes", start, len(data) - start, data[start:], problem=what))
+        known_api = key is not None and bool(schemas.all_versions().get(key))
+        root.add(Node("body", "bytes", start, len(data) - start, data[start:], problem=what,
+                      code="unknown_version" if known_api else "unknown_api"))
         return msg
     body = decode_body(data, start, layout, "body", ctx)
     root.add(body)
