@@ -181,7 +181,7 @@ def _item_json(item, show_secrets: bool) -> dict:
                         "versions": list(c.versions), "direction": c.direction,
                         "score": round(c.score, 2), "clean": c.clean}
                        for c in item.candidates],
-        "problems": [{"path": p, "problem": r} for p, r in msg.problems],
+        "problems": [{"path": p, "code": c, "problem": r} for p, c, r in msg.tree.findings()],
         "tree": msg.tree.to_json(show_secrets),
     }
 

@@ -95,6 +95,7 @@ def pcap(files, ports, no_detect, verbose, fmt, output, filter_text, stats, tui,
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return
     if not read_any:
+        printer.error(f"no packets read from {', '.join(files)}: nothing to decode")
         raise SystemExit(1)
 
 

@@ -35,7 +35,7 @@ class Options:
     # the per-message budget; the defaults keep one message's tree and buffers well
     # under 256 MB (docs/protocol.md, "Budget")
     max_decompressed: int = 64 * 1024 * 1024   # decompressed bytes, all payloads together
-    max_nodes: int = 1_000_000                  # fields in the tree (array items, records...)
+    max_nodes: int = 500_000                    # fields in the tree (about 250 bytes each)
     max_nesting: int = 4                        # compressed wrappers inside wrappers
     # True: decode record batches fully; "batches": only batch headers (counts, CRCs:
     # what a summary needs); False: leave the bytes raw
