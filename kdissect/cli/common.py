@@ -9,6 +9,7 @@ import click
 from rich.console import Console
 
 from ..protocol import Options
+from ..sources.pcap import tracked
 
 SIZE_UNITS = {"": 1, "k": 1024, "kb": 1024, "m": 1024**2, "mb": 1024**2, "g": 1024**3, "gb": 1024**3}
 
@@ -51,7 +52,8 @@ def budget(max_decompressed: str, **options) -> Options:
     """Decoding options with the budget the command line asked for."""
     ctx = click.get_current_context(silent=True)
     nodes = ctx.meta.get("kdissect.max_nodes", Options.max_nodes) if ctx else Options.max_nodes
-    return Options(max_decompressed=_size(max_decompressed), max_nodes=nodes, **options)
+    return Options(max_decompressed=_size(max_decompressed, "--max-decompressed"),
+                   max_nodes=nodes, **options)
 
 
 def on_terminal(fmt: str, printing: bool) -> bool:
@@ -63,18 +65,17 @@ def on_terminal(fmt: str, printing: bool) -> bool:
 MAX_SIZE = 1 << 40          # 1 TiB: more than any machine kdissect runs on can hold
 
 
-def _size(text: str) -> int:
+def _size(text: str, option: str | None = None) -> int:
     t = text.strip().lower()
     num = t.rstrip("kmgb")
     try:
         value = float(num) * SIZE_UNITS[t[len(num):]]
     except (ValueError, KeyError):
         raise click.BadParameter(f"{text!r} is not a size (examples: 1048576, 64M, 1G)",
-                                 param_hint="--max-decompressed") from None
+                                 param_hint=option) from None
     if not 0 <= value <= MAX_SIZE:     # also NaN and infinity ('1e400')
         raise click.BadParameter(f"{text!r} is out of range: a size from 0 to 1T "
-                                 f"(examples: 1048576, 64M, 1G)",
-                                 param_hint="--max-decompressed")
+                                 f"(examples: 1048576, 64M, 1G)", param_hint=option)
     return int(value)
 
 
@@ -115,7 +116,7 @@ def _traffic_options(filter_text, show_secrets, max_decompressed, ports):
     """(display filter, decoding options, Kafka ports) from the options `pcap` and
     `live` share."""
     from ..filters import FilterError, parse_filter
-    from ..stream.session import DEFAULT_PORTS
+    from ..sources.pcap import DEFAULT_PORTS
     try:
         display_filter = parse_filter(filter_text) if filter_text else None
     except FilterError as e:
@@ -133,16 +134,6 @@ def _run_tui(load, options: Options, title: str, filter_text: str | None = None,
     app.run()
 
 
-def _tracked(reader, path: str, progress):
-    """Packets, telling ``progress(bytes read, file size)`` as they are read."""
-    size = os.path.getsize(path)
-    for i, packet in enumerate(reader.packets()):
-        if i % 100 == 0:
-            progress(reader.bytes_read, size)
-        yield packet
-    progress(size, size)
-
-
 def _progress(reader, path: str, err: Console):
     """Packets, with a progress bar on stderr when it is a terminal and the file is big."""
     size = os.path.getsize(path)
@@ -153,7 +144,7 @@ def _progress(reader, path: str, err: Console):
     with Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
                   TimeRemainingColumn(), console=err, transient=True) as bar:
         task = bar.add_task(os.path.basename(path), total=size)
-        yield from _tracked(reader, path,
+        yield from tracked(reader, path,
                             lambda done, total: bar.update(task, completed=done))
 
 
