@@ -17,7 +17,7 @@ _FULL = Options(records=False, embedded=False)
 # every layout is first tried within a small node budget, so guessing costs little even
 # for a huge message; only the few that get that far without a real problem are decoded
 # in full (at most _FULL_TRIES of them, the ones that got furthest)
-_PROBE = Options(records=False, embedded=False, max_nodes=5_000)
+_PROBE = Options(records=False, embedded=False, max_nodes=1_000)
 _FULL_TRIES = 8
 
 
