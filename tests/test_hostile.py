@@ -1,6 +1,10 @@
 """Hostile input end to end: every crafted capture and blob (scripts/make_hostile.py)
 through the real CLI, `kdissect pcap --format jsonl`, `--stats` and `kdissect blob`: no
-traceback, a documented exit status, under 30 s and 1 GiB peak RSS each."""
+traceback, a documented exit status, under 30 s and 1 GiB peak RSS each.
+
+The 30 s are CPU seconds (user + system) of the run: the test machine is shared, and
+its wall clock says more about the neighbours than about kdissect. A run still going
+after WALL_LIMIT is killed and fails."""
 
 from __future__ import annotations
 
@@ -14,7 +18,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 KDISSECT = [sys.executable, "-m", "kdissect"]
-TIME_LIMIT = 30.0
+TIME_LIMIT = 30.0          # CPU seconds
+WALL_LIMIT = 180.0
 RSS_LIMIT = 1 << 30
 HOSTILE: dict[str, Path] = {}
 
@@ -28,18 +33,17 @@ def hostile(tmp_path_factory) -> Path:
 
 
 def run_measured(args: list[str], cwd: Path) -> tuple[int, str, float, int]:
-    """(exit status, stderr, seconds, peak RSS in bytes) of one CLI run."""
+    """(exit status, stderr, CPU seconds, peak RSS in bytes) of one CLI run."""
     err_path = cwd / "stderr.txt"
     with open(os.devnull, "wb") as out, open(err_path, "wb") as err:
-        start = time.monotonic()
         proc = subprocess.Popen(KDISSECT + args, stdout=out, stderr=err, cwd=ROOT,
                                 stdin=subprocess.DEVNULL)
         try:
-            _pid, status, usage = _wait(proc, TIME_LIMIT * 2)
+            _pid, status, usage = _wait(proc, WALL_LIMIT)
         finally:
             if proc.poll() is None:
                 proc.kill()
-        seconds = time.monotonic() - start
+        seconds = usage.ru_utime + usage.ru_stime
     return os.waitstatus_to_exitcode(status), err_path.read_text(errors="replace"), seconds, \
         usage.ru_maxrss * 1024
 
@@ -113,7 +117,7 @@ def test_blob(hostile, tmp_path, name):
 
 def _stdout(args: list[str]) -> str:
     return subprocess.run(KDISSECT + args, capture_output=True, text=True, cwd=ROOT,
-                          timeout=TIME_LIMIT).stdout
+                          timeout=WALL_LIMIT).stdout
 
 
 def test_budget_findings_are_reported(hostile):
