@@ -85,7 +85,7 @@ def _first_problem(msg: Message) -> int:
 def guess(data: bytes, direction: str | None = None, api_key: int | None = None,
           api_version: int | None = None, limit: int = 5) -> list[Candidate]:
     """Ranked candidates for a message (bytes after the size prefix)."""
-    scored: list[tuple[Candidate, tuple]] = []
+    scored: list[tuple[Candidate, int]] = []      # (candidate, shape of a clean decode)
     if direction in (None, "request") and len(data) >= 8:
         msg = decode_request(data, _FULL)
         if msg.api_key is not None and schemas.is_known(msg.api_key, msg.api_version) \

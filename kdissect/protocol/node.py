@@ -230,6 +230,7 @@ class Node:
             out["note"] = self.note
         if self.problem:
             out["problem"] = self.problem
+            out["code"] = self.code or "malformed_field"
         if self.buffer is not None:
             out["decompressed_length"] = len(self.buffer)
         return out
