@@ -107,11 +107,7 @@ def blob(input, api, api_version, direction, as_json, show_secrets, grammar, no_
                 title.append(f"\n  also decodes: {c.label} (score {c.score:.1f})", style="dim")
         console.print(render_node(msg.data, msg.tree, show_secrets, item.offset, title,
                                   not no_hex))
-        problems = msg.problems
-        if problems:
-            console.print(Text(f"{len(problems)} problem(s):", style="bold red"))
-            for path, reason in problems:
-                console.print(Text(f"  {path}: {reason}", style="red"))
+        _print_problems(console, msg.tree.findings())
 
 
 def _read_input(arg: str | None) -> str | bytes:
@@ -162,8 +158,22 @@ def _blob_grammar(console, grammar: str, data: bytes, options: Options, as_json:
         return
     title = Text(f"{g.root.name} (your grammar)  {len(data)} bytes", style="bold")
     console.print(render_node(data, tree, options.show_secrets, 0, title, not no_hex))
-    for path, reason in tree.problems():
-        console.print(Text(f"  {path}: {reason}", style="red"))
+    _print_problems(console, tree.findings())
+
+
+PROBLEMS_LISTED = 50
+
+
+def _print_problems(console, findings: list[tuple[str, str, str]]) -> None:
+    """The problems of a tree, the first PROBLEMS_LISTED of them (--json has all)."""
+    if not findings:
+        return
+    console.print(Text(f"{len(findings)} problem(s):", style="bold red"))
+    for path, code, reason in findings[:PROBLEMS_LISTED]:
+        console.print(Text(f"  {path}: {reason} [{code}]", style="red"))
+    if len(findings) > PROBLEMS_LISTED:
+        console.print(Text(f"  … and {len(findings) - PROBLEMS_LISTED} more (--json lists "
+                           f"them all)", style="red"))
 
 
 def _item_json(item, n: int, show_secrets: bool) -> dict:

@@ -17,8 +17,8 @@ PROBLEM = "bold white on red"
 SECRET = "bold red"
 # what one printed message may cost the terminal: beyond these, a window and a note
 # (--json has everything)
-HEX_LIMIT = 64 * 1024           # bytes dumped per buffer
-TREE_LIMIT = 20_000             # fields listed per tree
+HEX_LIMIT = 64 * 1024           # bytes dumped per message, over all its buffers
+TREE_LIMIT = 5_000              # fields listed per tree (rich draws ~1,000 a second)
 
 
 def format_value(node: Node, show_secrets: bool = False, limit: int = 64) -> str:
@@ -167,22 +167,32 @@ def render_node(data: bytes, root: Node, show_secrets: bool = False, base: int =
     colours = leaf_colours(root)
     parts = [tree_of(root, show_secrets, base, colours, title)]
     if show_hex:
-        parts += _capped_dump(data, root, show_secrets, base, colours)
-        for holder in buffers(root):
+        left = [HEX_LIMIT]
+        parts += _capped_dump(data, root, show_secrets, base, colours, left)
+        holders = buffers(root)
+        for i, holder in enumerate(holders):
+            if left[0] <= 0:        # wrappers of wrappers can hold hundreds of buffers
+                parts.append(Text(f"… {len(holders) - i} more decompressed buffers not "
+                                  f"dumped (the dumps are cut at {HEX_LIMIT} bytes a "
+                                  f"message; --json has every field)", style="italic yellow"))
+                break
             caption = Text(f"decompressed {holder.note or ''} (bytes of {holder.name} "
                            f"@{holder.offset})", style="bold")
             parts += [caption, *_capped_dump(holder.buffer, as_root(holder), show_secrets, 0,
-                                             colours)]
+                                             colours, left)]
     return Group(*parts)
 
 
 def _capped_dump(data: bytes, root: Node, show_secrets: bool, base: int,
-                 colours: dict[int, str]) -> list[Text]:
-    """The hex dump of a buffer, or of its first HEX_LIMIT bytes and a note saying so."""
-    if len(data) <= HEX_LIMIT:
+                 colours: dict[int, str], left: list[int]) -> list[Text]:
+    """The hex dump of a buffer, or of its first bytes and a note saying so: at most
+    ``left[0]`` bytes (what the message has left of HEX_LIMIT)."""
+    cap = max(left[0], 0)
+    left[0] -= min(len(data), cap)
+    if len(data) <= cap:
         return [hexdump(data, root, show_secrets, base, colours)]
-    return [hexdump(data, root, show_secrets, base, colours, window=(0, HEX_LIMIT)),
-            Text(f"… hex dump shows the first {HEX_LIMIT} of {len(data)} bytes "
+    return [hexdump(data, root, show_secrets, base, colours, window=(0, cap)),
+            Text(f"… hex dump shows the first {cap} of {len(data)} bytes "
                  f"(--json has every field)", style="italic yellow")]
 
 
