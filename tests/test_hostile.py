@@ -101,6 +101,11 @@ def test_pcap_jsonl_and_stats(hostile, tmp_path, name):
     check(["pcap", "--stats", str(path)], tmp_path)
 
 
+# --json writes every field: run it on the inputs that make the most of them
+JSON_TOO = {"record-count-4Mi.hex", "wrappers-of-wrappers.hex", "many-topics.hex",
+            "big-request.hex", "bombs-24-zstd.hex", "deep-literal.txt", "binary.bin"}
+
+
 @pytest.mark.parametrize("name", [
     "bomb-gzip.hex", "bomb-zstd.hex", "bombs-24-zstd.hex", "record-count-4Mi.hex",
     "records-zero-length.hex", "zstd-tiny-frames.hex", "wrappers-of-wrappers.hex",
@@ -112,7 +117,8 @@ def test_blob(hostile, tmp_path, name):
     path = hostile / "blob" / name
     assert path.exists(), "make_hostile.py and this list must agree"
     code, err = check(["blob", str(path)], tmp_path)
-    check(["blob", "--json", str(path)], tmp_path)
+    if name in JSON_TOO:
+        check(["blob", "--json", str(path)], tmp_path)
     if name in ("hello.txt", "empty.txt"):
         assert code == 2 and "expected hex" in err
     if name.startswith("bom-"):
@@ -170,7 +176,7 @@ def test_a_bug_is_one_line_without_debug(tmp_path):
     exit 70; --debug shows the traceback. (A real bug is provoked by monkeypatching a
     decoder inside a child process.)"""
     script = (
-        "import sys, kdissect.stream.dissector as d\n"
+        "import sys, kdissect.sources.pcap as d\n"
         "def boom(self, packet): raise ValueError('provoked')\n"
         "d.CaptureDissector.packet = boom\n"
         "from kdissect.crash import main\n"
