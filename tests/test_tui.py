@@ -72,7 +72,7 @@ def test_browse_select_and_highlight():
         assert titles[0].startswith("JoinGroup v5 Request")
         assert titles[1].startswith("JoinGroup v5 Response")
         request = app.view_at(join).ex.request
-        body_node = request.decoded().body
+        body_node = app.tree_of(request).body
         field = body_node.child("group_id")
         detail = app.query_one(Detail)
         detail.select(0, field)
@@ -99,7 +99,7 @@ def test_hex_cursor_selects_the_innermost_field():
         table.move_cursor(row=row_of(app, lambda v: v.ex.first.api_key == 11))
         await settle(app, pilot)
         request = app.current_view().ex.request
-        group_id = request.decoded().body.child("group_id")
+        group_id = app.tree_of(request).body.child("group_id")
         hexview = app.query_one(HexView)
         hexview.focus()
         hexview.move_to(group_id.offset + 3)                  # inside the string's text
@@ -126,10 +126,10 @@ def test_decompressed_records_are_their_own_buffer():
     async def body(app, pilot):
         table = app.query_one(DataTable)
         gzip_row = row_of(app, lambda v: v.ex.first.api_key == 0 and
-                          any(n.buffer is not None for n in v.ex.request.decoded().tree.walk()))
+                          any(n.buffer is not None for n in app.tree_of(v.ex.request).tree.walk()))
         table.move_cursor(row=gzip_row)
         await settle(app, pilot)
-        tree = app.current_view().ex.request.decoded().tree
+        tree = app.tree_of(app.current_view().ex.request).tree
         holder = next(n for n in tree.walk() if n.buffer is not None)
         record = next(n for n in holder.walk() if n.ktype == "record")
         detail = app.query_one(Detail)
@@ -249,7 +249,7 @@ def test_copy_and_export(tmp_path, monkeypatch):
         await settle(app, pilot)
         detail = app.query_one(Detail)
         request = app.current_view().ex.request
-        topic = next(n for n in request.decoded().tree.walk() if n.name == "name")
+        topic = next(n for n in app.tree_of(request).tree.walk() if n.name == "name")
         detail.select(0, topic)
         await pilot.press("c")
         assert app.clipboard == "'ck-group'"

@@ -25,7 +25,7 @@ async def on_join_group(pilot) -> None:
     table.move_cursor(row=row)
     await settle_detail(app, pilot)
     request = app.view_at(row).ex.request
-    app.query_one(Detail).select(0, request.decoded().body.child("group_id"))
+    app.query_one(Detail).select(0, app.tree_of(request).body.child("group_id"))
     await settle(pilot)
 
 

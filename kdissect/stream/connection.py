@@ -116,11 +116,13 @@ class KafkaConnection:
             else:
                 self.sasl_awaiting += 1
                 msg.direction = "sasl"
+                findings.append(Finding("sasl_token", "from the client", "sasl"))
                 self._emit(msg, None, self._next_seq(), findings)
                 return
         if side == 1 and self.sasl_awaiting:
             self.sasl_awaiting -= 1
             msg.direction = "sasl"
+            findings.append(Finding("sasl_token", "from the broker", "sasl"))
             self._emit(None, msg, self._next_seq(), findings)
             return
         if side == 0:
