@@ -13,7 +13,13 @@ from .records import plain_json
 from ..stream.facts import ExchangeView
 
 
+INVALID_TIME = "????-??-??T??:??:??.??????Z"     # same shape: views slice it
+
+
 def iso(ts: float) -> str:
+    """UTC ISO-8601; a time outside 1970..9999 (a damaged capture) shows as invalid."""
+    if not 0 <= ts <= 253402300799:
+        return INVALID_TIME
     return datetime.fromtimestamp(ts, tz=timezone.utc).isoformat(timespec="microseconds") \
         .replace("+00:00", "Z")
 
@@ -75,7 +81,7 @@ def message_json(m: KafkaMessage, options: Options, ex: Exchange | None = None,
         "frame": m.frame,
         "stream": m.stream,
         "direction": m.direction,
-        "ts": iso(m.ts),
+        "ts": iso(m.ts) if 0 <= m.ts <= 253402300799 else None,
         "api_key": m.api_key,
         "api_name": m.api_name,
         "api_version": m.api_version,
