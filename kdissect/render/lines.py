@@ -9,7 +9,8 @@ from rich.text import Text
 
 from ..protocol import Options
 from ..stream.model import Exchange, KafkaMessage
-from .records import plain_json
+from ..protocol.values import body_values
+from .records import json_bytes, plain_json
 from ..stream.facts import ExchangeView
 
 
@@ -68,8 +69,17 @@ def exchange_line(ex: Exchange, options: Options, view: ExchangeView | None = No
 
 
 def message_json(m: KafkaMessage, options: Options, show_secrets: bool = False) -> dict[str, Any]:
-    decoded = m.decoded(options)
-    body = decoded.body if m.direction != "sasl" else decoded.tree.children[0]
+    body_json = problems = None
+    if m.direction != "sasl" and m.api_key is not None and m._decoded is None:
+        # the values-only decoder: no located tree (None if the message is not clean)
+        body_json = body_values(m.data, m.direction, m.api_key, m.api_version, options,
+                                json_bytes)
+        problems = []
+    if body_json is None:
+        decoded = m.decoded(options)
+        body = decoded.body if m.direction != "sasl" else decoded.tree.children[0]
+        body_json = plain_json(body) if body is not None else None
+        problems = [{"path": p, "problem": r} for p, r in decoded.problems]
     out = {
         "index": m.index,
         "frame": m.frame,
@@ -82,9 +92,9 @@ def message_json(m: KafkaMessage, options: Options, show_secrets: bool = False) 
         "correlation_id": m.correlation_id,
         "pair": m.pair,
         "status": m.status,
-        "problems": [{"path": p, "problem": r} for p, r in decoded.problems],
+        "problems": problems,
         "size": len(m.data),
-        "body": plain_json(body) if body is not None else None,
+        "body": body_json,
     }
     if m.direction == "request":
         out["client_id"] = m.client_id
