@@ -326,41 +326,66 @@ def _batch(buf: bytes, start: int, end: int, s) -> dict:
     else:
         data = buf
     stamp = max_ts if attrs & 0x08 else None
-    conv = s.conv
+    records, pos, headers = _record_loop(data, pos, end, count, base,
+                                         stamp if stamp is not None else base_ts,
+                                         stamp is not None, s.conv)
+    s.charge(9 * count + 3 * headers)     # at least what the located records cost
+    if pos != end:
+        raise Bail
+    return {"base_offset": base, "attributes": _attributes_note(attrs, 2), "problems": [],
+            "records": records}
+
+
+# The record loop runs once per record of every batch: its varints (nearly all one or two
+# bytes) are read inline. Written once as a template; VARINT(x, max) expands to the
+# inline read of an unsigned varint into ``x`` at ``p`` (the general case in _uvarint).
+_RECORD_LOOP = """
+def loop(data, pos, end, count, base, ts0, fixed_ts, conv):
     records = []
+    headers_seen = 0
     for _ in range(count):
-        # one record: length, attributes, timestamp delta, offset delta, key, value, headers
-        n, p = _uvarint(data, pos, 5)
+        p = pos
+        VARINT(n, 5)
         length = (n >> 1) ^ -(n & 1)
         rec_end = p + length
         if length < 1 or rec_end > end:
             raise Bail
-        p += 1
-        n, p = _uvarint(data, p, 10)
-        ts_delta = (n >> 1) ^ -(n & 1)
-        n, p = _uvarint(data, p, 5)
-        off_delta = (n >> 1) ^ -(n & 1)
-        kv = []
-        for _kv in (0, 1):
-            n, p = _uvarint(data, p, 5)
-            size = (n >> 1) ^ -(n & 1)
-            if size < 0:
-                if size != -1:
-                    raise Bail
-                kv.append(None)
-            else:
-                q = p + size
-                if q > rec_end:
-                    raise Bail
-                kv.append(conv(data[p:q]))
-                p = q
-        n, p = _uvarint(data, p, 5)
-        hcount = (n >> 1) ^ -(n & 1)
-        if hcount < 0 or hcount > rec_end - p:
+        p += 1                                  # attributes
+        VARINT(n, 10)
+        ts = ts0 if fixed_ts else ts0 + ((n >> 1) ^ -(n & 1))
+        VARINT(n, 5)
+        offset = base + ((n >> 1) ^ -(n & 1))
+        VARINT(n, 5)
+        size = (n >> 1) ^ -(n & 1)
+        if size < 0:
+            if size != -1:
+                raise Bail
+            key = None
+        else:
+            q = p + size
+            if q > rec_end:
+                raise Bail
+            key = conv(data[p:q])
+            p = q
+        VARINT(n, 5)
+        size = (n >> 1) ^ -(n & 1)
+        if size < 0:
+            if size != -1:
+                raise Bail
+            value = None
+        else:
+            q = p + size
+            if q > rec_end:
+                raise Bail
+            value = conv(data[p:q])
+            p = q
+        VARINT(n, 5)
+        count_h = (n >> 1) ^ -(n & 1)
+        if count_h < 0 or count_h > rec_end - p:
             raise Bail
         headers = []
-        for _h in range(hcount):
-            n, p = _uvarint(data, p, 5)
+        for _h in range(count_h):
+            VARINT(n, 5)
             size = (n >> 1) ^ -(n & 1)
             if size < 0:
                 if size != -1:
@@ -372,7 +397,7 @@ def _batch(buf: bytes, start: int, end: int, s) -> dict:
                     raise Bail
                 hkey = data[p:q].decode("utf-8", "replace")
                 p = q
-            n, p = _uvarint(data, p, 5)
+            VARINT(n, 5)
             size = (n >> 1) ^ -(n & 1)
             if size < 0:
                 if size != -1:
@@ -387,15 +412,41 @@ def _batch(buf: bytes, start: int, end: int, s) -> dict:
             headers.append({"key": hkey, "value": hvalue})
         if p != rec_end:
             raise Bail
-        s.charge(9 + 3 * hcount)      # at least what the located record costs
-        records.append({"offset": base + off_delta,
-                        "timestamp": stamp if stamp is not None else base_ts + ts_delta,
-                        "key": kv[0], "value": kv[1], "headers": headers})
+        headers_seen += count_h
+        records.append({"offset": offset, "timestamp": ts, "key": key, "value": value,
+                        "headers": headers})
         pos = rec_end
-    if pos != end:
-        raise Bail
-    return {"base_offset": base, "attributes": _attributes_note(attrs, 2), "problems": [],
-            "records": records}
+    return records, pos, headers_seen
+"""
+
+
+def _expand(template: str) -> str:
+    out = []
+    for line in template.splitlines():
+        head, sep, rest = line.partition("VARINT(")
+        if not sep:
+            out.append(line)
+            continue
+        var, max_bytes = (x.strip() for x in rest.rstrip(")").split(","))
+        for inline in (f"{var} = data[p]",
+                       f"if {var} < 128:",
+                       f"    p += 1",
+                       f"elif data[p + 1] < 128:",
+                       f"    {var} = ({var} & 127) | (data[p + 1] << 7)",
+                       f"    p += 2",
+                       f"else:",
+                       f"    {var}, p = _uvarint(data, p, {max_bytes})"):
+            out.append(head + inline)
+    return "\n".join(out)
+
+
+def _compile_loop() -> Callable:
+    env = {"Bail": Bail, "_uvarint": _uvarint}
+    exec(compile(_expand(_RECORD_LOOP), "<values record loop>", "exec"), env)
+    return env["loop"]
+
+
+_record_loop = _compile_loop()
 
 
 # -- messages -------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timezone
 from typing import Any
 
@@ -101,3 +102,8 @@ def message_json(m: KafkaMessage, options: Options, show_secrets: bool = False) 
     if m.how and m.direction == "response":
         out["how"] = m.how
     return out
+
+
+def message_line(m: KafkaMessage, options: Options) -> str:
+    """One JSON line (see docs/jsonl.md)."""
+    return json.dumps(message_json(m, options), default=str) + "\n"

@@ -3,7 +3,6 @@ then lines, field trees, JSON lines or statistics; gaps and warnings to stderr."
 
 from __future__ import annotations
 
-import json
 import sys
 
 from rich.console import Console
@@ -14,7 +13,7 @@ from ..protocol import Options
 from ..stream.facts import ExchangeView
 from ..stream.model import Exchange, Gap
 from ..stream.stats import Stats
-from .lines import exchange_line, message_json
+from .lines import exchange_line, message_line
 from .stats import stats_tables
 from .text import render_node
 
@@ -23,8 +22,13 @@ GAPS_LISTED = 20
 
 class ExchangePrinter:
     def __init__(self, options: Options, fmt: str = "text", verbose: bool = False,
-                 display_filter: Filter | None = None, stats: bool = False):
+                 display_filter: Filter | None = None, stats: bool = False, jobs: int = 1):
         self.options, self.fmt, self.verbose, self.filter = options, fmt, verbose, display_filter
+        # JSON lines decoded on worker processes (the engine stays in this one)
+        self.workers = None
+        if fmt == "jsonl" and jobs > 1 and not stats:
+            from .jsonl_workers import JsonlWorkers      # only then: processes cost start-up
+            self.workers = JsonlWorkers(options, jobs, sys.stdout.write)
         self.console = Console(highlight=False)
         if not self.console.is_terminal:
             self.console = Console(highlight=False, width=160)   # don't squeeze tables
@@ -47,8 +51,11 @@ class ExchangePrinter:
         messages = [m for m in (ex.request, ex.response)
                     if m is not None and not (m is ex.request and ex.repeat)]
         if self.fmt == "jsonl":
-            for m in messages:
-                sys.stdout.write(json.dumps(message_json(m, self.options), default=str) + "\n")
+            if self.workers is not None:
+                self.workers.add(messages)
+            else:
+                for m in messages:
+                    sys.stdout.write(message_line(m, self.options))
             return
         line = exchange_line(ex, self.options, view)
         if self.console.is_terminal:
@@ -68,6 +75,11 @@ class ExchangePrinter:
         if self.gaps <= GAPS_LISTED:
             self.warn(g.describe())
 
+    def abort(self) -> None:
+        """The output went away: stop the workers without writing."""
+        if self.workers is not None:
+            self.workers.abort()
+
     def warn(self, text: str) -> None:
         self.err.print(Text(text, style="yellow"))
 
@@ -75,6 +87,8 @@ class ExchangePrinter:
         self.err.print(Text(text, style="bold red"))
 
     def finish(self) -> None:
+        if self.workers is not None:
+            self.workers.close()
         if self.stats is not None:
             self.console.print(stats_tables(self.stats))
         if self.gaps > GAPS_LISTED:
