@@ -1,8 +1,13 @@
-"""`kdissect pcap --format jsonl -j N`: worker processes decode, the output is what one
+"""`kdissect pcap --format jsonl`: bodies from the values-only decoder and enrichment from
+summaries give the lines that full trees give; with -j N, worker processes write what one
 process writes, byte for byte and in the same order."""
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+import json
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -10,11 +15,68 @@ from pathlib import Path
 from kdissect.protocol import Options
 from kdissect.render import jsonl_workers
 from kdissect.render.jsonl_workers import JsonlWorkers
-from kdissect.render.lines import message_line
-from kdissect.stream.dissector import load_captures
+from kdissect.render.lines import message_json, message_line
+from kdissect.sources.pcap import exchanges_in, read_captures
+from kdissect.stream.enrich import enrich
+from kdissect.stream.sink import Collect
 
 ROOT = Path(__file__).parent.parent
 CAPTURES = sorted(str(p) for p in (ROOT / "captures").glob("*.pcap"))
+OPTIONS = Options()
+SUMMARY = dataclasses.replace(OPTIONS, records="batches")
+
+
+def raw_exchanges() -> list:
+    """The exchanges of every repo capture, before enrichment."""
+    sink = Collect()
+    read_captures(CAPTURES, sink)
+    return sink.exchanges
+
+
+def both_ways(exchanges) -> tuple[list[str], list[str]]:
+    """JSON lines from full-tree enrichment (the reference) and from summary enrichment
+    with values-only bodies (what --format jsonl does)."""
+    full, fast = [], []
+    for ids, options, out, keep in (({}, OPTIONS, full, True), ({}, SUMMARY, fast, False)):
+        advertised: dict = {}
+        for ex in copy.deepcopy(exchanges):
+            enrich(ex, options, ids, advertised, keep)
+            for m, d in zip(ex.messages, [d for d in (ex.decoded or ()) if d is not None]
+                            or [None] * len(ex.messages)):
+                out.append(json.dumps(message_json(m, OPTIONS, ex, d), default=str) + "\n"
+                           if keep else message_line(m, OPTIONS, ex, enriched_full=False))
+    return full, fast
+
+
+def test_values_bodies_and_summary_enrichment_give_the_full_lines():
+    full, fast = both_ways(raw_exchanges())
+    assert len(full) > 500
+    assert fast == full
+
+
+def test_damaged_messages_give_the_full_lines_too():
+    """Record bytes flipped, messages cut: the findings a full tree adds inside records
+    appear as full enrichment puts them."""
+    rng = random.Random(10)
+    exchanges = [ex for ex in raw_exchanges() if ex.first.api_key in (0, 1, 3)]
+    damaged = []
+    for _ in range(300):
+        ex = copy.deepcopy(rng.choice(exchanges))
+        m = rng.choice(ex.messages)
+        b = bytearray(m.data)
+        if rng.random() < 0.7:
+            i = rng.randrange(len(b) // 2, len(b))
+            b[i] ^= 1 << rng.randrange(8)
+        else:
+            del b[rng.randrange(8, len(b)):]
+        m.data = bytes(b)
+        damaged.append(ex)
+    full, fast = both_ways(damaged)
+    # findings inside records: the summary never sees them, the lines still show them
+    inside = [line for line in full
+              if any("record" in f["where"] for f in json.loads(line)["findings"])]
+    assert len(inside) > 10
+    assert fast == full
 
 
 def test_cli_jobs_write_what_one_process_writes():
@@ -28,27 +90,23 @@ def test_cli_jobs_write_what_one_process_writes():
 
 
 def test_many_small_chunks_keep_their_order(monkeypatch):
-    """One message per chunk, three workers: chunks finish out of order, lines do not."""
-    monkeypatch.setattr(jsonl_workers, "CHUNK_MESSAGES", 1)
-    options = Options()
-    messages = []
-    load_captures(CAPTURES, lambda ex: messages.extend(
-        m for m in (ex.request, ex.response) if m is not None and not
-        (m is ex.request and ex.repeat)), lambda _w: None)
-    expected = "".join(message_line(m, options) for m in messages)
+    """One exchange per chunk, three workers: chunks finish out of order, lines do not."""
+    monkeypatch.setattr(jsonl_workers, "CHUNK_EXCHANGES", 1)
+    exchanges = exchanges_in(CAPTURES, SUMMARY).exchanges
+    expected = "".join(message_line(m, OPTIONS, ex, enriched_full=False)
+                       for ex in exchanges for m in ex.messages)
     written: list[str] = []
-    workers = JsonlWorkers(options, 3, written.append)
-    for m in messages:
-        workers.add([m])
+    workers = JsonlWorkers(OPTIONS, 3, written.append)
+    for ex in exchanges:
+        workers.add(ex)
     workers.close()
-    assert len(written) == len(messages)
+    assert len(written) == len(exchanges)
     assert "".join(written) == expected
 
 
 def test_reader_going_away_stops_quietly():
-    """`| head -1` closes the pipe: no traceback, no stray workers left running."""
-    big = str(ROOT / "captures" / "mtu1500.pcap")
-    proc = subprocess.run(f"{sys.executable} -m kdissect pcap {' '.join(CAPTURES)} {big} "
+    """`| head -c 100` closes the pipe: no traceback, no stray workers left running."""
+    proc = subprocess.run(f"{sys.executable} -m kdissect pcap {' '.join(CAPTURES)} "
                           f"--format jsonl -j 2 | head -c 100", shell=True,
                           capture_output=True, cwd=ROOT, timeout=60)
     assert len(proc.stdout) == 100

@@ -14,7 +14,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from kdissect.protocol import Options, decode_request, decode_response
 from kdissect.protocol.values import body_values
 from kdissect.render.records import json_bytes, plain_json
-from kdissect.stream.dissector import load_captures
+from kdissect.sources.pcap import read_captures
+from kdissect.stream.sink import Collect
 from tests.test_roundtrip_kio import CASES, encode, kio_class, request_header, response_header
 
 CAPTURES = sorted((Path(__file__).parent.parent / "captures").glob("*.pcap"))
@@ -33,14 +34,11 @@ def as_json(value) -> str:
 
 def messages(path: Path) -> list[tuple[bytes, str, int, int]]:
     """(data, direction, api key, version) of every message whose API is known."""
-    out = []
-
-    def emit(ex):
-        for m in (ex.request, ex.response):
-            if m is not None and m.direction != "sasl" and m.api_key is not None:
-                out.append((m.data, m.direction, m.api_key, m.api_version))
-    load_captures([str(path)], emit, lambda _w: None)
-    return out
+    sink = Collect()
+    read_captures([str(path)], sink)
+    return [(m.data, m.direction, m.api_key, m.api_version)
+            for ex in sink.exchanges for m in ex.messages
+            if m.direction != "sasl" and m.api_key is not None]
 
 
 def agree(data: bytes, direction: str, key: int, version: int,

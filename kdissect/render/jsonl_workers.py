@@ -11,25 +11,31 @@ are in flight, which bounds memory whatever the capture's size.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import multiprocessing
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 
 from ..protocol import Options
-from ..stream.model import KafkaMessage
+from ..stream.model import Exchange, KafkaMessage
 from .lines import message_line
 
 CHUNK_BYTES = 1 << 20          # message bytes per chunk: big enough to amortise the hand-off
-CHUNK_MESSAGES = 256
+CHUNK_EXCHANGES = 256
 
 
-def _render(messages: list[KafkaMessage], options: Options) -> str:
-    return "".join(message_line(m, options) for m in messages)
+def _render(exchanges: list[Exchange], options: Options) -> str:
+    return "".join(message_line(m, options, ex, enriched_full=False)
+                   for ex in exchanges for m in ex.messages)
+
+
+def _copy(m: KafkaMessage | None) -> KafkaMessage | None:
+    return None if m is None else copy.copy(m)
 
 
 class JsonlWorkers:
-    """``add`` messages in output order; ``close`` writes the rest and stops the workers."""
+    """``add`` exchanges in output order; ``close`` writes the rest and stops the workers."""
 
     def __init__(self, options: Options, jobs: int, write: Callable[[str], object]):
         self.options, self.write = options, write
@@ -38,17 +44,19 @@ class JsonlWorkers:
         context = multiprocessing.get_context("fork" if "fork" in methods else None)
         self.pool = ProcessPoolExecutor(jobs, mp_context=context)
         self.ahead = 2 * jobs
-        self.chunk: list[KafkaMessage] = []
+        self.chunk: list[Exchange] = []
         self.chunk_bytes = 0
         self.inflight: deque[Future] = deque()
 
-    def add(self, messages: Iterable[KafkaMessage]) -> None:
-        for m in messages:
-            # as it is now: one process renders at once, and the engine may still change
-            # a message it has handed out (an acks=0 request learns its late answer)
-            self.chunk.append(copy.copy(m))
-            self.chunk_bytes += len(m.data)
-        if self.chunk_bytes >= CHUNK_BYTES or len(self.chunk) >= CHUNK_MESSAGES:
+    def add(self, ex: Exchange) -> None:
+        # as it is now (one process renders at once, and a view must not see later
+        # changes), without what the lines do not show (facts, kept trees)
+        copy = dataclasses.replace(
+            ex, request=_copy(ex.request), response=_copy(ex.response),
+            findings=list(ex.findings), facts=None, decoded=None)
+        self.chunk.append(copy)
+        self.chunk_bytes += sum(len(m.data) for m in ex.messages)
+        if self.chunk_bytes >= CHUNK_BYTES or len(self.chunk) >= CHUNK_EXCHANGES:
             self._send()
 
     def _send(self) -> None:

@@ -9,8 +9,9 @@ from typing import Any
 from rich.text import Text
 
 from ..protocol import Options
-from ..stream.model import Exchange, KafkaMessage
+from ..protocol.findings import Finding
 from ..protocol.values import body_values
+from ..stream.model import Exchange, KafkaMessage
 from .records import json_bytes, plain_json
 from ..stream.facts import ExchangeView
 
@@ -39,8 +40,6 @@ def exchange_line(ex: Exchange, options: Options, view: ExchangeView | None = No
                  + (f"  {kind}" if kind else ""))
         return t
     msg = req or resp
-    if resp is not None and req is None:
-        resp.decoded(options)            # guesses the API of an orphan
     version = "?" if msg.api_version is None else msg.api_version
     t.append(f"{msg.api_name} v{version}", style="bold cyan")
     t.append(f"  #{msg.correlation_id}")
@@ -58,9 +57,8 @@ def exchange_line(ex: Exchange, options: Options, view: ExchangeView | None = No
         else:
             t.append(summary)
     problems = view.problems
-    statuses = [m.status for m in (resp, req) if m is not None and m.status != "ok"]
-    status = statuses[0] if statuses else ""
-    if status and status != "ok":
+    status = ex.status
+    if status != "ok":
         t.append(f"  [{status}]", style="bold yellow")
     if resp is not None and req is None and resp.how:
         t.append(f"  ({resp.how})", style="italic dim")
@@ -69,18 +67,27 @@ def exchange_line(ex: Exchange, options: Options, view: ExchangeView | None = No
     return t
 
 
-def message_json(m: KafkaMessage, options: Options, show_secrets: bool = False) -> dict[str, Any]:
-    body_json = problems = None
-    if m.direction != "sasl" and m.api_key is not None and m._decoded is None:
-        # the values-only decoder: no located tree (None if the message is not clean)
-        body_json = body_values(m.data, m.direction, m.api_key, m.api_version, options,
-                                json_bytes)
-        problems = []
-    if body_json is None:
-        decoded = m.decoded(options)
+def message_json(m: KafkaMessage, options: Options, ex: Exchange | None = None,
+                 decoded=None, enriched_full: bool = True) -> dict[str, Any]:
+    """One message as JSON; ``ex`` (its enriched exchange) adds the exchange's status
+    and the findings about this message; ``decoded`` is its tree, if already made.
+
+    The body comes from the values-only decoder when the message is clean (no tree is
+    built), else from the located tree. ``enriched_full``: ``ex`` was enriched from full
+    trees; if only from summaries, a message that is not clean gets the findings its
+    full tree adds (inside records), where full enrichment puts them."""
+    values = None
+    if decoded is None and m.direction != "sasl" and m.api_key is not None:
+        values = body_values(m.data, m.direction, m.api_key, m.api_version, options,
+                             json_bytes)
+    if values is not None:
+        problems, tree_findings = [], None
+    else:
+        decoded = decoded or m.decoded(options)
         body = decoded.body if m.direction != "sasl" else decoded.tree.children[0]
-        body_json = plain_json(body) if body is not None else None
+        values = plain_json(body) if body is not None else None
         problems = [{"path": p, "problem": r} for p, r in decoded.problems]
+        tree_findings = None if enriched_full else decoded.tree.findings()
     out = {
         "index": m.index,
         "frame": m.frame,
@@ -92,10 +99,13 @@ def message_json(m: KafkaMessage, options: Options, show_secrets: bool = False) 
         "api_version": m.api_version,
         "correlation_id": m.correlation_id,
         "pair": m.pair,
-        "status": m.status,
+        "seq": ex.seq if ex is not None else None,
+        "status": ex.status if ex is not None else m.status,
         "problems": problems,
+        "findings": [f.to_json() for f in _findings(m, ex, tree_findings)]
+        if ex is not None else [],
         "size": len(m.data),
-        "body": body_json,
+        "body": values,
     }
     if m.direction == "request":
         out["client_id"] = m.client_id
@@ -104,6 +114,25 @@ def message_json(m: KafkaMessage, options: Options, show_secrets: bool = False) 
     return out
 
 
-def message_line(m: KafkaMessage, options: Options) -> str:
+# what enrichment finds after a message's tree findings (stream/enrich.py's order)
+_AFTER_TREE = frozenset({"assumed_version", "version_not_advertised", "error_code",
+                         "throttled"})
+
+
+def _findings(m: KafkaMessage, ex: Exchange, tree_findings) -> list[Finding]:
+    """The exchange's findings about ``m``; ``tree_findings`` (path, code, reason) of
+    its full tree replace those of the summary tree enrichment read."""
+    mine = [f for f in ex.findings if f.where.startswith(m.direction)]
+    if tree_findings is None:
+        return mine
+    prefix = f"{m.direction}: "
+    kept = [f for f in mine if not f.where.startswith(prefix)]
+    at = next((i for i, f in enumerate(kept) if f.code in _AFTER_TREE), len(kept))
+    full = [Finding(code, reason, prefix + path) for path, code, reason in tree_findings]
+    return kept[:at] + full + kept[at:]
+
+
+def message_line(m: KafkaMessage, options: Options, ex: Exchange | None = None,
+                 enriched_full: bool = True) -> str:
     """One JSON line (see docs/jsonl.md)."""
-    return json.dumps(message_json(m, options), default=str) + "\n"
+    return json.dumps(message_json(m, options, ex, None, enriched_full), default=str) + "\n"
