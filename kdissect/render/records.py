@@ -8,18 +8,24 @@ from typing import Any
 from ..protocol.node import Node
 
 
+_LINE_BREAKS = str.maketrans("", "", "\r\n\t")   # allowed in text besides printables
+
+
 def json_bytes(b: bytes | None) -> Any:
+    """Bytes as text when they are printable UTF-8 (tabs and line breaks allowed), else
+    as hex. One ``isprintable`` over the whole string: a per-character check was the
+    top of the jsonl profile."""
     if b is None:
         return None
     if isinstance(b, str):
         return b
     try:
         text = b.decode("utf-8")
-        if all(ch.isprintable() or ch in "\r\n\t" for ch in text):
-            return text
     except UnicodeDecodeError:
-        pass
-    return {"hex": bytes(b).hex()}
+        return {"hex": b.hex()}
+    if text.isprintable() or text.translate(_LINE_BREAKS).isprintable():
+        return text
+    return {"hex": b.hex()}
 
 
 def _child_bytes(n: Node, name: str) -> Any:
