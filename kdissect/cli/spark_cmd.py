@@ -89,7 +89,7 @@ def spark(inputs, out, mode, partition_by, ports, no_detect, master, with_record
     import tempfile
     import time
     from ..pipeline.session import SparkStartError, chosen_master, explain, get_session
-    from ..stream.session import DEFAULT_PORTS
+    from ..sources.pcap import DEFAULT_PORTS
 
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     try:

@@ -37,8 +37,7 @@ class ConnectionIds:
 
     def exchange_columns(self, ex: Exchange) -> dict:
         cid = self.connection_id(ex)
-        seq = getattr(ex, "seq", 0)  # TEMP until the engine lands
-        return {"connection_id": cid, "seq": seq, "exchange_id": f"{cid}:{seq}"}
+        return {"connection_id": cid, "seq": ex.seq, "exchange_id": f"{cid}:{ex.seq}"}
 
     def record_columns(self, ex: Exchange) -> dict:
         """What a record row needs to join its exchange and name its connection."""
