@@ -40,9 +40,9 @@ def filesystem(url: str):
     return _fs(url)
 
 
-def _url(fs, path: str) -> str:
-    proto = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
-    return path if proto in ("file", "local") else f"{proto}://{path}"
+def _url(scheme: str, path: str) -> str:
+    """A path found by fsspec as a URL in the scheme the user gave (s3a stays s3a)."""
+    return f"{scheme}://{path}" if scheme not in ("file", "local") else f"file://{path}"
 
 
 def absolute(path: str) -> str:
@@ -75,7 +75,8 @@ def expand(inputs: list[str]) -> list[str]:
         fs, p = _fs(item)
         try:
             if fs.isdir(p):
-                out += sorted(_url(fs, f) for f in fs.find(p)
+                scheme = item.split("://", 1)[0]
+                out += sorted(_url(scheme, f) for f in fs.find(p)
                               if f.lower().endswith(CAPTURE_SUFFIXES))
             elif fs.exists(p):
                 out.append(item)
