@@ -17,15 +17,16 @@ from textual.widgets import Static, Tree
 from textual.widgets.tree import TreeNode
 
 from ..protocol.node import Node
-from ..render.text import as_root, format_value, hexdump
+from ..render.text import PROBLEM, as_root, format_value, hexdump
 
 HIGHLIGHT = "bold black on yellow"
 CURSOR = "reverse"
 # parents of the selected field, nearest first: stronger to fainter
 PARENT_TONES = {True: ["on grey35", "on grey27", "on grey19"],
                 False: ["on grey74", "on grey82", "on grey89"]}
-HEX_WIDTH = 16
+HEX_WIDTH = 16                     # bytes per line when there is room (else 8)
 _HEX_START = 10                    # "00000000  " before the first byte
+_TREE_AT_LEAST = 64                # columns the field tree keeps before the dump narrows
 WINDOW_LINES = 96                  # lines dumped at once: big messages stay quick
 
 
@@ -89,6 +90,19 @@ class HexView(Static, can_focus=True):
         self.cursor = 0
         self.show_secrets = False
         self.first_line = 0            # the dump shows lines first_line... of the data
+        self.per_line = HEX_WIDTH
+
+    @staticmethod
+    def width_for(per_line: int) -> int:
+        """Columns the dump takes: offset, hex, text, borders and scroll bar."""
+        return _HEX_START + 4 * per_line + 4 + 2 + 2
+
+    def set_per_line(self, per_line: int) -> None:
+        if per_line != self.per_line:
+            self.per_line = per_line
+            self.styles.width = self.width_for(per_line)
+            self.first_line = self.cursor // per_line
+            self._render_dump()
 
     def show(self, data: bytes, root: Node | None, marks, cursor: int | None = None,
              title: str = "") -> None:
@@ -106,20 +120,28 @@ class HexView(Static, can_focus=True):
         marks = list(self.marks)
         if self.has_focus and self.data:
             marks.append((self.cursor, self.cursor + 1, CURSOR))
-        lines = -(-len(self.data) // HEX_WIDTH)
-        line = self.cursor // HEX_WIDTH
+        width = self.per_line
+        lines = -(-len(self.data) // width)
+        line = self.cursor // width
         if not self.first_line <= line < self.first_line + WINDOW_LINES:
             self.first_line = max(0, min(line - WINDOW_LINES // 3, lines - WINDOW_LINES))
-        start = self.first_line * HEX_WIDTH
-        window = (start, start + WINDOW_LINES * HEX_WIDTH)
-        dump = hexdump(self.data, self.root, self.show_secrets, marks=marks, window=window) \
-            if self.data else Text("no bytes", style="dim")
+        start = self.first_line * width
+        window = (start, start + WINDOW_LINES * width)
+        dump = hexdump(self.data, self.root, self.show_secrets, width=width, marks=marks,
+                       window=window) if self.data else Text("no bytes", style="dim")
         if lines > WINDOW_LINES:
             self.border_subtitle = (f"bytes {start:#x}–{min(window[1], len(self.data)):#x} "
                                     f"of {len(self.data)}: move the cursor for more")
         else:
-            self.border_subtitle = ""
+            self.border_subtitle = self.legend()
         self.update(dump)
+
+    def legend(self) -> str:
+        """What the shading means (Textual markup, for the border)."""
+        dark = self.app.current_theme.dark if self.app else True
+        tones = PARENT_TONES[dark]
+        return (f"[{HIGHLIGHT}] field [/] [{tones[0]}] parents [/] "
+                f"[{PROBLEM}] problem [/]")
 
     def on_focus(self) -> None:
         self._render_dump()
@@ -138,7 +160,7 @@ class HexView(Static, can_focus=True):
             return
         self.cursor = max(0, min(offset, len(self.data) - 1))
         self._render_dump()
-        line = self.cursor // HEX_WIDTH - self.first_line
+        line = self.cursor // self.per_line - self.first_line
         self.call_after_refresh(self.scroll_to_region, Region(0, line, 1, 1), animate=False)
         self.post_message(self.CursorMoved(self, self.cursor))
 
@@ -150,23 +172,26 @@ class HexView(Static, can_focus=True):
 
     def offset_at(self, x: int, y: int) -> int | None:
         """The byte under cell (x, y) of the dump (hex or text column)."""
+        width = self.per_line
         col = x - _HEX_START
-        if 0 <= col < 3 * HEX_WIDTH + 1:
-            if col >= 3 * (HEX_WIDTH // 2):
+        if 0 <= col < 3 * width + 1:
+            if col >= 3 * (width // 2):
                 col -= 1                        # the wider gap in the middle
             index = col // 3
         else:
-            text_start = _HEX_START + 3 * HEX_WIDTH + 1 + 2
+            text_start = _HEX_START + 3 * width + 1 + 2
             index = x - text_start
-            if not 0 <= index < HEX_WIDTH:
+            if not 0 <= index < width:
                 return None
-        offset = (self.first_line + y) * HEX_WIDTH + index
+        offset = (self.first_line + y) * width + index
         return offset if 0 <= offset < len(self.data) else None
 
 
 class FieldTree(Tree):
     """Field trees of the messages in the detail pane; each label shows the field's
     offset and length, its value, note and problem."""
+
+    BINDINGS = [Binding("asterisk", "expand_all", "Expand all", show=False)]
 
     def __init__(self, **kwargs):
         super().__init__("select an exchange", **kwargs)
@@ -215,6 +240,18 @@ class FieldTree(Tree):
     def on_tree_node_expanded(self, event: Tree.NodeExpanded) -> None:
         self._populate(event.node)
 
+    def action_expand_all(self, limit: int = 5000) -> None:
+        """Open everything under the cursor (a bounded number of fields: a Fetch of
+        thousands of records stays quick)."""
+        start = self.cursor_node or self.root
+        stack, opened = [start], 0
+        while stack and opened < limit:
+            node = stack.pop()
+            self._populate(node)
+            node.expand()
+            opened += 1 + len(node.children)
+            stack.extend(reversed(node.children))
+
     def reveal(self, node: Node, root: Node | None = None) -> None:
         """Move the cursor to ``node``'s line, building and opening its parents."""
         if id(node) not in self.by_node and root is not None:
@@ -238,7 +275,7 @@ class Detail(Horizontal):
 
     DEFAULT_CSS = """
     Detail FieldTree { width: 1fr; }
-    Detail HexView { width: 83; overflow-y: auto; border: round $primary 40%; }
+    Detail HexView { width: 82; overflow-y: auto; border: round $primary 40%; }
     Detail HexView:focus { border: round $accent; }
     """
 
@@ -257,6 +294,11 @@ class Detail(Horizontal):
         hexview = HexView(id="bytes")
         hexview.show_secrets = self.show_secrets
         yield hexview
+
+    def on_resize(self, event) -> None:
+        """16 bytes a line when the tree keeps its room beside them, else 8."""
+        wide = event.size.width - HexView.width_for(HEX_WIDTH) >= _TREE_AT_LEAST
+        self.hexview.set_per_line(HEX_WIDTH if wide else HEX_WIDTH // 2)
 
     @property
     def tree(self) -> FieldTree:

@@ -79,7 +79,7 @@ class ExchangeList(ScrollView, can_focus=True):
     ``order`` (a function of a view) and ``reverse`` say where each row goes."""
 
     DEFAULT_CSS = """
-    ExchangeList { background: $surface; }
+    ExchangeList { background: $surface; overflow-x: hidden; }
     ExchangeList > .exchange-list--header { text-style: bold; background: $panel; }
     ExchangeList > .exchange-list--even { background: $surface-lighten-1 50%; }
     ExchangeList > .exchange-list--cursor { background: $block-cursor-blurred-background; }
@@ -99,14 +99,22 @@ class ExchangeList(ScrollView, can_focus=True):
     ]
 
     class RowHighlighted(Message):
-        def __init__(self, row: int):
+        def __init__(self, exchanges: ExchangeList, row: int):
             super().__init__()
-            self.cursor_row = row
+            self.exchanges, self.cursor_row = exchanges, row
+
+        @property
+        def control(self) -> ExchangeList:
+            return self.exchanges
 
     class HeaderSelected(Message):
-        def __init__(self, column: str):
+        def __init__(self, exchanges: ExchangeList, column: str):
             super().__init__()
-            self.label = column
+            self.exchanges, self.label = exchanges, column
+
+        @property
+        def control(self) -> ExchangeList:
+            return self.exchanges
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
@@ -116,7 +124,7 @@ class ExchangeList(ScrollView, can_focus=True):
         self.order_name = ""
         self.reverse = False
         self.cursor_row = 0
-        self.long_time = False          # the time column with date and zone
+        self.time_of = None             # ts -> the time column's text (None: time of day)
         self.hosts: set[tuple[str, str]] = set()
 
     # -- rows ---------------------------------------------------------------------------
@@ -129,12 +137,11 @@ class ExchangeList(ScrollView, can_focus=True):
         empty, value = self.order(view)
         return (empty, _Desc(value) if self.reverse else value, view.ex.first.index)
 
-    def set_order(self, name: str, order, reverse: bool) -> None:
+    def set_order(self, name: str, order, reverse: bool, keep=None) -> None:
         """Sort by ``order(view) -> (group, value)`` (group 0 before 1: empty cells
-        stay last both ways), keeping the cursor on its row."""
-        current = self.current()
+        stay last both ways); the cursor goes to the top (the slowest, the first...)."""
         self.order, self.order_name, self.reverse = order, name, reverse
-        self.set_rows(self.rows, current)
+        self.set_rows(self.rows, keep)
 
     def set_rows(self, views, keep=None) -> None:
         keyed = sorted(((self._key(v), v) for v in views), key=lambda kv: kv[0])
@@ -184,10 +191,10 @@ class ExchangeList(ScrollView, can_focus=True):
         self.scroll_to_cursor()
         self.refresh()
         if changed:
-            self.post_message(self.RowHighlighted(row))
+            self.post_message(self.RowHighlighted(self, row))
 
     def scroll_to_cursor(self) -> None:
-        visible = max(1, self.size.height - 1)
+        visible = max(1, self.scrollable_content_region.height - 1)
         top = int(self.scroll_y)
         if self.cursor_row < top:
             self.scroll_to(y=self.cursor_row, animate=False, immediate=True)
@@ -198,7 +205,8 @@ class ExchangeList(ScrollView, can_focus=True):
         self.move_cursor(self.cursor_row + delta)
 
     def action_page(self, direction: int) -> None:
-        self.move_cursor(self.cursor_row + direction * max(1, self.size.height - 2))
+        page = max(1, self.scrollable_content_region.height - 2)
+        self.move_cursor(self.cursor_row + direction * page)
 
     def action_first(self) -> None:
         self.move_cursor(0)
@@ -211,7 +219,7 @@ class ExchangeList(ScrollView, can_focus=True):
             x = 0
             for index, width in self.layout():
                 if x <= event.x < x + width + 1:
-                    self.post_message(self.HeaderSelected(COLUMNS[index].name))
+                    self.post_message(self.HeaderSelected(self, COLUMNS[index].name))
                     return
                 x += width + 1
             return
@@ -224,7 +232,7 @@ class ExchangeList(ScrollView, can_focus=True):
     # -- drawing ------------------------------------------------------------------------
 
     def layout(self) -> list[tuple[int, int]]:
-        return fit(self.size.width, FULL_TIME if self.long_time else 12)
+        return fit(self.scrollable_content_region.width, FULL_TIME if self.time_of else 12)
 
     def short_endpoints(self) -> bool:
         """Ports only (``:45642→:9092``) when every row has the same two hosts."""
@@ -234,8 +242,8 @@ class ExchangeList(ScrollView, can_focus=True):
         cells = list(view.row)
         if self.short_endpoints():
             cells[2] = f":{view.ex.client[1]}→:{view.ex.broker[1]}"
-        if self.long_time:
-            cells[1] = view.long_time
+        if self.time_of is not None:
+            cells[1] = self.time_of(view.ex.first.ts)
         return cells
 
     def render_line(self, y: int) -> Strip:
