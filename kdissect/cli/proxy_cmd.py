@@ -74,6 +74,8 @@ def proxy(upstream, listen, broker_ports, advertise, maps, upstream_tls, ca_file
     import threading
     from ..proxy.server import Proxy
     from ..render.printer import ExchangePrinter
+    from ..stream.enrich import Enricher
+    from ..stream.sink import CallbackSink
 
     upstreams = [_host_port(u.strip(), 9092) for u in upstream.split(",") if u.strip()]
     upstream_map = {}
@@ -137,7 +139,8 @@ def proxy(upstream, listen, broker_ports, advertise, maps, upstream_tls, ca_file
     stop = threading.Event()
     if tui or (tui is None and interactive):
         def load(emit, warn, progress):
-            p = make(emit, lambda g: warn(g.describe()), warn)
+            engine = Enricher(CallbackSink(emit, warn, progress), options)
+            p = make(engine.exchange, engine.gap, warn)
             asyncio.run(serve(p, stop, lambda p: warn(
                 f"listening on {host}:{p.bootstrap_port}; brokers {upstream}")))
         _run_tui(load, options, f"proxy {listen} → {upstream}", filter_text,
@@ -147,7 +150,8 @@ def proxy(upstream, listen, broker_ports, advertise, maps, upstream_tls, ca_file
     # decoding and printing run in their own thread, fed through a bounded queue: a slow
     # terminal or pipe must never stall forwarding (what does not fit is counted)
     from ..proxy.display import Display
-    display = Display(printer.exchange, printer.gap)
+    engine = Enricher(printer, options, full=printer.full)
+    display = Display(engine.exchange, engine.gap)
     p = make(display.exchange, display.gap, lambda text: err.print(text, style="cyan"))
     try:
         asyncio.run(serve(p, stop, lambda p: err.print(
@@ -157,7 +161,7 @@ def proxy(upstream, listen, broker_ports, advertise, maps, upstream_tls, ca_file
         pass
     display.close()
     try:
-        printer.finish()
+        printer.done()
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     if display.dropped:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from ..protocol import decode_response
 from ..stream.model import Exchange, Gap
-from ..stream.session import KafkaConnection
+from ..stream.connection import KafkaConnection
 from .rewrite import REWRITES, Endpoint, endpoints, rewrite
 
 MAX_FRAME = 256 * 1024 * 1024        # bigger "sizes" are not Kafka

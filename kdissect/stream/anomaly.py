@@ -11,7 +11,6 @@ from ..protocol.node import Node
 
 SLOW = 0.5                 # seconds of broker time (latency less the asked wait): an outlier
 FETCH, JOIN_GROUP, SYNC_GROUP = 1, 11, 14
-_QUIET = {"ok", "no response expected (acks=0)"}
 
 
 def findings(ex) -> list[Finding]:
@@ -22,7 +21,7 @@ def findings(ex) -> list[Finding]:
 def _request_field(view, name: str):
     if "_request_fields" not in view.__dict__:
         req = view.ex.request
-        body = req.summary_tree(view.options or _summary()).child("body") if req else None
+        body = req.decoded(_summary()).body if req and req.direction == "request" else None
         view._request_fields = {c.name: c.value for c in body.children} if body else {}
     return view._request_fields.get(name)
 
@@ -60,16 +59,14 @@ def service_time(view) -> float | None:
 
 def reasons(view) -> list[str]:
     """Why the exchange is an anomaly (empty: it is not), most telling first."""
+    cached = view.__dict__.get("_reasons")
+    if cached is not None:
+        return cached
     ex = view.ex
     out = []
     if ex.first.direction != "sasl":
         out += sorted({error_name(c) for c in view.facts().errors})
     out += [f.code for f in findings(ex) if f.severity != "note" and f.code != "error_code"]
-    for m in (ex.request, ex.response):
-        if m is not None and m.status not in _QUIET:
-            out.append(m.status.split(":")[0].split(" (")[0])
-    if view.problems:
-        out.append(f"{view.problems} field problem{'s' if view.problems != 1 else ''}")
     slow = service_time(view)
     if slow is not None and slow > SLOW:
         out.append(f"slow ({slow * 1000:.0f}ms)")

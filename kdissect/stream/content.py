@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..protocol import Options, decode_request, decode_response
+from ..protocol import Options
 from ..protocol.node import Node
 
 _CARRY_RECORDS = {0, 1, 78}        # Produce, Fetch, ShareFetch
@@ -21,17 +21,11 @@ class Record:
 
 
 def full_tree(m, options: Options | None = None) -> Node | None:
-    """The message's full tree: the one already kept, else decoded now and not kept
-    (the list holds offsets and summaries, not trees)."""
+    """The message's full tree, records decompressed, decoded now and not kept (the
+    list holds summaries, not trees)."""
     if m is None or m.direction == "sasl":
         return None
-    if m._decoded is not None:
-        return m._decoded.tree
-    if m.direction == "request":
-        return decode_request(m.data, options or _FULL).tree
-    if m.api_key is None:
-        return m.decoded(options).tree          # an orphan: guessed once, then kept
-    return decode_response(m.data, m.api_key, m.api_version, options or _FULL).tree
+    return m.decoded(options or _FULL).tree
 
 
 def _text(value) -> str | None:
@@ -77,7 +71,7 @@ def throttle(view) -> list[int]:
     m = view.ex.response
     if m is None or m.direction == "sasl" or m.api_key is None:
         return []
-    body = m.summary_tree(SUMMARY).child("body")
+    body = m.decoded(SUMMARY).body
     node = body.child("throttle_time_ms") if body is not None else None
     return [node.value] if node is not None and isinstance(node.value, int) else []
 

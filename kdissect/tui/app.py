@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections import deque
+from collections import OrderedDict, deque
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -19,7 +19,7 @@ from textual.containers import Vertical
 from textual.widgets import Footer, Header, Input, ProgressBar, Static
 
 from ..filters import FilterError, parse_filter
-from ..protocol import Options
+from ..protocol import Message, Options
 from ..render.lines import endpoint, iso, message_json
 from ..render.text import format_value
 from ..stream import anomaly
@@ -151,7 +151,6 @@ class KdissectApp(App):
         self.load = load
         self.options = options or Options()
         self.views: list[ExchangeView] = []
-        self.topic_ids: dict[str, str] = {}
         self.sorted_by: tuple[str, bool] = ("time", False)
         self.filter = None
         self.filter_text = ""
@@ -167,7 +166,8 @@ class KdissectApp(App):
         self.stop = stop or threading.Event()
         self._incoming: deque = deque()
         self._progress: tuple[int, int] | None = None
-        self._decoded: deque[KafkaMessage] = deque()
+        # full trees of the last messages viewed (by message index): memory stays bounded
+        self._trees: OrderedDict[int, Message] = OrderedDict()
         self.title_text = title
         self.sub_title = title
 
@@ -212,9 +212,9 @@ class KdissectApp(App):
             else:
                 self._incoming.append(item)
         if self.isolate:
-            run_in_process(self.load, self.options, self.topic_ids, _row, put, self.stop)
+            run_in_process(self.load, self.options, _row, put, self.stop)
         else:
-            run_in_thread(self.load, self.options, self.topic_ids, _row, put)
+            run_in_thread(self.load, self.options, _row, put)
 
     def _drain(self) -> None:
         """Add what the loader found since the last tick (a bounded number of rows)."""
@@ -337,9 +337,8 @@ class KdissectApp(App):
         self.query_one(Detail).tree.root.set_label(f"decoding {size} bytes…")
 
         def decode() -> None:
-            for m in (view.ex.request, view.ex.response):
-                if m is not None:
-                    m.decoded(self.options)
+            for m in view.ex.messages:
+                self.tree_of(m)
             self.call_from_thread(self._decoded_for, view)
         self.run_worker(decode, thread=True, group="detail")
 
@@ -360,8 +359,7 @@ class KdissectApp(App):
         for m in (ex.request, ex.response):
             if m is None:
                 continue
-            decoded = m.decoded(self.options)
-            self._remember(m)
+            decoded = self.tree_of(m)
             items.append(Item(Text(f"{decoded.title}  ({len(m.data)} bytes)", "bold"),
                               m.data, decoded.tree))
         title = Text(f"{ex.first.api_name} exchange, stream {ex.stream}, frame "
@@ -371,15 +369,16 @@ class KdissectApp(App):
             title.append(f"  ✗ {', '.join(reasons)}", "bold red")
         self.query_one(Detail).show(title, items)
 
-    def _remember(self, m: KafkaMessage) -> None:
-        """Keep full trees for the last messages viewed only: memory stays bounded."""
-        if m in self._decoded:
-            return
-        self._decoded.append(m)
-        if len(self._decoded) > _KEEP_DECODED:
-            old = self._decoded.popleft()
-            if old.api_key is not None or old.direction != "response":
-                old._decoded = None
+    def tree_of(self, m: KafkaMessage) -> Message:
+        """The full tree of ``m``, decoded on first view and kept among the last few."""
+        decoded = self._trees.get(m.index)
+        if decoded is None:
+            decoded = self._trees[m.index] = m.decoded(self.options)
+            while len(self._trees) > _KEEP_DECODED:
+                self._trees.popitem(last=False)
+        else:
+            self._trees.move_to_end(m.index)
+        return decoded
 
     @on(ExchangeList.HeaderSelected, "#exchanges")
     def _header(self, event: ExchangeList.HeaderSelected) -> None:
@@ -504,7 +503,7 @@ class KdissectApp(App):
         ex = view.ex
         out = {"client": endpoint(ex.client), "broker": endpoint(ex.broker),
                "latency_ms": ex.latency * 1000 if ex.latency is not None else None,
-               **{m.direction: message_json(m, self.options, self.options.show_secrets)
+               **{m.direction: message_json(m, self.options, ex)
                   for m in (ex.request, ex.response) if m is not None}}
         path = Path(f"kdissect-exchange-{ex.first.index}.json")
         try:

@@ -15,7 +15,7 @@ def write_pcapng(path: str, views, show_secrets: bool = False) -> int:
     for v in views:
         ex = v.ex
         for m in (ex.request, ex.response):
-            if m is not None and not (m is ex.request and ex.repeat):
+            if m is not None:
                 side = 0 if m.direction == "request" or (m.direction == "sasl" and
                                                          m is ex.request) else 1
                 messages.append((m.ts, m.index, ex, side, m))
