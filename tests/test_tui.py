@@ -73,7 +73,7 @@ def test_browse_select_and_highlight():
         assert titles[0].startswith("JoinGroup v5 Request")
         assert titles[1].startswith("JoinGroup v5 Response")
         request = app.view_at(join).ex.request
-        body_node = request.decoded().body
+        body_node = app.tree_of(request).body
         field = body_node.child("group_id")
         detail = app.query_one(Detail)
         detail.select(0, field)
@@ -100,7 +100,7 @@ def test_hex_cursor_selects_the_innermost_field():
         table.move_cursor(row_of(app, lambda v: v.ex.first.api_key == 11))
         await settle(app, pilot)
         request = app.current_view().ex.request
-        group_id = request.decoded().body.child("group_id")
+        group_id = app.tree_of(request).body.child("group_id")
         hexview = app.query_one(HexView)
         hexview.focus()
         hexview.move_to(group_id.offset + 3)                  # inside the string's text
@@ -130,7 +130,7 @@ def test_decompressed_records_are_their_own_buffer():
                           any(n.buffer is not None for n in v.ex.request.decoded().tree.walk()))
         table.move_cursor(gzip_row)
         await settle(app, pilot)
-        tree = app.current_view().ex.request.decoded().tree
+        tree = app.tree_of(app.current_view().ex.request).tree
         holder = next(n for n in tree.walk() if n.buffer is not None)
         record = next(n for n in holder.walk() if n.ktype == "record")
         detail = app.query_one(Detail)
@@ -250,7 +250,7 @@ def test_copy_and_export(tmp_path, monkeypatch):
         await settle(app, pilot)
         detail = app.query_one(Detail)
         request = app.current_view().ex.request
-        topic = next(n for n in request.decoded().tree.walk() if n.name == "name")
+        topic = next(n for n in app.tree_of(request).tree.walk() if n.name == "name")
         detail.select(0, topic)
         await pilot.press("c")
         assert app.clipboard == "'ck-group'"
