@@ -3,25 +3,32 @@
 from __future__ import annotations
 
 from rich.text import Text
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Sparkline, Static
+from textual.widgets import Static
 
 from ..render.stats import stats_tables
+from ..stream import anomaly
 from ..stream.facts import ExchangeView
 from ..stream.stats import Stats
+from .chart import LatencyChart
 
 
 class StatsScreen(ModalScreen):
-    """Statistics over the exchanges shown (the filter applies), with latency over time."""
+    """Statistics over the exchanges shown (the filter applies): broker time over real
+    time (Enter or a click goes to the slice's slowest exchange: the screen closes with
+    it), then the tables of ``--stats``."""
 
     BINDINGS = [Binding("escape,s,q", "dismiss", "Close")]
     CSS = """
     StatsScreen { align: center middle; }
-    #stats-box { width: 90%; height: 90%; border: round $accent; background: $surface; }
-    #latency { height: 4; margin: 0 1; }
+    #stats-box { width: 96%; height: 94%; border: round $accent; background: $surface; }
+    #latency { height: 10; margin: 0 1; }
+    #latency:focus { background: $boost; }
+    #slice { margin: 0 1; color: $text-muted; }
     """
 
     def __init__(self, views: list[ExchangeView]):
@@ -29,16 +36,39 @@ class StatsScreen(ModalScreen):
         self.stats = Stats()
         for v in views:
             self.stats.add(v.ex, v)
-        self.latencies = [v.ex.latency * 1000 for v in sorted(views, key=lambda v: v.ex.first.ts)
-                          if v.ex.latency is not None]
+        timed = sorted((v for v in views if v.ex.latency is not None),
+                       key=lambda v: v.ex.first.ts)
+        self.latencies = [v.ex.latency * 1000 for v in timed]
+        self.points = [(v.ex.first.ts, anomaly.service_time(v) * 1000, v) for v in timed]
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="stats-box"):
-            yield Static(Text(f"latency over time ({len(self.latencies)} exchanges, ms; "
-                              f"max {max(self.latencies, default=0):.1f})", style="bold"))
-            yield Sparkline(self.latencies or [0.0], id="latency")
+            yield Static(Text(f"broker time over the capture ({len(self.points)} exchanges; "
+                              f"waits clients asked for left out; ← → move, Enter goes to "
+                              f"the slowest)", style="bold"))
+            yield LatencyChart(self.points, id="latency")
+            yield Static(id="slice")
             yield Static(stats_tables(self.stats), id="stats-tables")
             yield Static(Text("escape closes", style="dim"))
+
+    def on_mount(self) -> None:
+        chart = self.query_one(LatencyChart)
+        chart.focus()
+        self.call_after_refresh(self._start)
+
+    def _start(self) -> None:
+        chart = self.query_one(LatencyChart)
+        if self.points:
+            chart.jump_to_slowest()
+        self._describe()
+
+    @on(LatencyChart.Moved)
+    def _describe(self) -> None:
+        self.query_one("#slice", Static).update(self.query_one(LatencyChart).describe())
+
+    @on(LatencyChart.Picked)
+    def _picked(self, event: LatencyChart.Picked) -> None:
+        self.dismiss(event.item)
 
 
 HELP = """\
