@@ -112,7 +112,7 @@ class KdissectApp(App):
     AUTO_FOCUS = "#exchanges"
     CSS = """
     #exchanges { height: 45%; }
-    #empty { height: 45%; display: none; padding: 1 2; }
+    #empty { height: 1fr; display: none; padding: 1 2; }
     #empty.visible { display: block; }
     #detail { height: 1fr; }
     #progress { dock: top; height: 1; }
@@ -263,7 +263,7 @@ class KdissectApp(App):
         empty = self.query_one("#empty", Static)
         if self.shown or not self.loaded:
             empty.remove_class("visible")
-            self.table.display = True
+            self.table.display = self.query_one(Detail).display = True
             return
         text = Text()
         if self.views:
@@ -281,7 +281,7 @@ class KdissectApp(App):
                         "with -p PORT. q quits.")
         empty.update(text)
         empty.add_class("visible")
-        self.table.display = False
+        self.table.display = self.query_one(Detail).display = False
 
     # -- the list -----------------------------------------------------------------------
 

@@ -72,20 +72,28 @@ class StatsScreen(ModalScreen):
 
 
 HELP = """\
-[b]Exchange list[/b]
-  ↑ ↓ PgUp PgDn   move (the detail follows)      click a header   sort (again: reverse)
-  /               filter: api == Produce and error != 0, latency > 50ms, topic == "orders"
-                  (→ or Tab completes; red border and a caret where it cannot be read)
-  ctrl+f          search the bytes for text or hex (0x… or "hex: 00 01"); n: next match
+[b]Exchange list[/b] (rows in request order; # is the capture's frame number, as in Wireshark)
+  ↑ ↓ PgUp PgDn Home End   move (the detail follows)
+  p / P           next / previous problem: an error code, a finding, no answer, or broker
+                  time over 500 ms; the offending field is selected, its bytes highlighted
+  /               filter: anomaly, api == Produce and error != 0, record.key == "order-42",
+                  kafka.api_key == 0 (Tab or → completes; a caret shows what is wrong)
+  ctrl+f          search bytes, decompressed records too: text, 0x…, hex: 00 01; n: next
+  o / O           sort: next column (time, latency slowest first, status...) / reverse;
+                  a click on a header sorts by it
+  t               time of day ⇄ date and time in UTC ⇄ in the local zone
   f               follow the connection: only its exchanges, in order (f again: all)
   b / B           bookmark the exchange / go to the next bookmark
-  s               statistics: per API, errors, latency percentiles and over time
+  s               statistics: broker time over time (Enter goes to the slowest), per API,
+                  client, broker, topic; throttling; consumer-group timeline
+  E               export the exchanges listed as kdissect-exchanges.pcapng (Wireshark)
 [b]Detail[/b]
-  tab             field tree ⇄ bytes
+  tab             field tree ⇄ bytes          *   open every field under the cursor
   x               jump between the request and the response
   ← → ↑ ↓         in the bytes: move the cursor; the field under it is selected
-  c               copy the selected field's value
-  e               export the exchange as JSON (a file in the current directory)
+  c / e           copy the selected field's value / export the exchange as JSON
+[b]Colours[/b]  [red]red[/red]: an error code or malformed bytes   [yellow]yellow[/yellow]: a warning (unanswered,
+  throttled, slow...)   bytes: [bold black on yellow] field [/] [on grey35] its parents [/] [bold white on red] problem [/]
 [b]Anywhere[/b]
   ?  this help     q  quit
 See docs/tui.md and docs/filters.md."""
@@ -95,7 +103,9 @@ class HelpScreen(ModalScreen):
     BINDINGS = [Binding("escape,question_mark,q", "dismiss", "Close")]
     CSS = """
     HelpScreen { align: center middle; }
-    #help { width: 96; height: auto; border: round $accent; background: $surface; padding: 1 2; }
+    #help-box { width: 100; max-width: 100%; height: auto; max-height: 100%;
+                border: round $accent; background: $surface; }
+    #help { padding: 0 1; }
     """
 
     def __init__(self, text: str = HELP):
@@ -103,4 +113,5 @@ class HelpScreen(ModalScreen):
         self.text = text
 
     def compose(self) -> ComposeResult:
-        yield Static(self.text, id="help")
+        with VerticalScroll(id="help-box"):
+            yield Static(self.text, id="help")
