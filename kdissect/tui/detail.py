@@ -32,10 +32,12 @@ WINDOW_LINES = 96                  # lines dumped at once: big messages stay qui
 
 @dataclass
 class Item:
-    """One message in the detail pane."""
+    """One message in the detail pane; ``base`` is where its bytes start in what the
+    user gave (a pasted blob numbers offsets from the start of the paste)."""
     label: Text
     data: bytes
     root: Node
+    base: int = 0
 
 
 def locate(root: Node, target: Node) -> tuple[Node, list[Node]] | None:
@@ -91,6 +93,7 @@ class HexView(Static, can_focus=True):
         self.show_secrets = False
         self.first_line = 0            # the dump shows lines first_line... of the data
         self.per_line = HEX_WIDTH
+        self.base = 0                  # the address shown for byte 0
 
     @staticmethod
     def width_for(per_line: int) -> int:
@@ -105,8 +108,8 @@ class HexView(Static, can_focus=True):
             self._render_dump()
 
     def show(self, data: bytes, root: Node | None, marks, cursor: int | None = None,
-             title: str = "") -> None:
-        self.data, self.root, self.marks = data, root, list(marks)
+             title: str = "", base: int = 0) -> None:
+        self.data, self.root, self.marks, self.base = data, root, list(marks), base
         if cursor is not None:
             self.cursor = max(0, min(cursor, len(data) - 1))
         elif self.cursor >= len(data):
@@ -127,8 +130,8 @@ class HexView(Static, can_focus=True):
             self.first_line = max(0, min(line - WINDOW_LINES // 3, lines - WINDOW_LINES))
         start = self.first_line * width
         window = (start, start + WINDOW_LINES * width)
-        dump = hexdump(self.data, self.root, self.show_secrets, width=width, marks=marks,
-                       window=window) if self.data else Text("no bytes", style="dim")
+        dump = hexdump(self.data, self.root, self.show_secrets, self.base, width=width,
+                       marks=marks, window=window) if self.data else Text("no bytes", style="dim")
         if lines > WINDOW_LINES:
             self.border_subtitle = (f"bytes {start:#x}–{min(window[1], len(self.data)):#x} "
                                     f"of {len(self.data)}: move the cursor for more")
@@ -197,14 +200,17 @@ class FieldTree(Tree):
         super().__init__("select an exchange", **kwargs)
         self.show_secrets = False
         self.by_node: dict[int, TreeNode] = {}
+        self.bases: dict[int, int] = {}           # node -> the base of its offsets
 
     def fill(self, title: str, items: list[Item]) -> None:
         self.clear()
         self.by_node = {}
+        self.bases = {}
         self.root.set_label(title)
         for index, item in enumerate(items):
             branch = self.root.add(item.label, data=(index, item.root), expand=True)
             self.by_node[id(item.root)] = branch
+            self.bases[id(item.root)] = item.base
             self._populate(branch)
             for part in branch.children:          # header and body open at first
                 self._populate(part)
@@ -217,10 +223,13 @@ class FieldTree(Tree):
         if branch.children or not branch.data:
             return
         index, node = branch.data
+        # offsets inside a decompressed buffer count from its start
+        base = 0 if node.buffer is not None else self.bases.get(id(node), 0)
         for child in node.children:
+            self.bases[id(child)] = base
             label = Text(child.name, style="red" if child.problem else
                          "dim" if child.name.startswith("_") else "")
-            label.append(f" @{child.offset}+{child.length}", style="dim")
+            label.append(f" @{child.offset + base}+{child.length}", style="dim")
             value = format_value(child, self.show_secrets, 40)
             if value:
                 label.append(" = ")
@@ -324,6 +333,7 @@ class Detail(Horizontal):
             return
         holder, path = found
         self.selected, self.holder = (index, node), holder
+        base = item.base if holder is item.root else 0
         if holder is item.root:
             data, view, title = item.data, item.root, f"{item.label.plain}"
         else:
@@ -337,7 +347,7 @@ class Detail(Horizontal):
         if node is not item.root and node is not holder:
             marks.append((node.offset, node.end, HIGHLIGHT))
         cursor = node.offset if move_cursor and node is not item.root else None
-        self.hexview.show(data, view, marks, cursor, title)
+        self.hexview.show(data, view, marks, cursor, title, base)
 
     @on(Tree.NodeHighlighted, "#fields")
     def _field_highlighted(self, event: Tree.NodeHighlighted) -> None:
