@@ -26,7 +26,7 @@ from ..stream import anomaly
 from ..stream.content import buffer_nodes, find_bytes
 from ..stream.facts import ExchangeView, Facts
 from ..stream.model import KafkaMessage
-from .detail import Detail, Item, innermost
+from .detail import Detail, Item
 from .exchange_list import BOOKMARK, COLUMNS, ExchangeList
 from .filterbar import FilterInput, FilterSuggester
 from .loader import run_in_process, run_in_thread
@@ -595,18 +595,9 @@ class KdissectApp(App):
                 continue
             self.select_view(view)
             detail = self.query_one(Detail)
-            item = detail.items[match.message]
-            if match.buffer is None:
-                detail.select(match.message, item.root)
-                detail.hexview.move_to(match.offset)
-            else:                              # inside decompressed records
-                holder = buffer_nodes(item.root)[match.buffer]
-                node = innermost(holder, match.offset)
-                if node is holder and holder.children:
-                    node = holder.children[0]
-                detail.select(match.message, node)
-                detail.tree.reveal(node, item.root)
-                detail.hexview.move_to(match.offset)
+            root = detail.items[match.message].root
+            holder = root if match.buffer is None else buffer_nodes(root)[match.buffer]
+            detail.select_at(match.message, holder, match.offset)
             return
         self.notify(f"{self.needle_text!r} is in no exchange shown (decompressed records "
                     f"included)", severity="warning")

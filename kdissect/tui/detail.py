@@ -369,6 +369,17 @@ class Detail(Horizontal):
             self.select(index, node, move_cursor=False)
             self.tree.reveal(node, self.items[index].root)
 
+    def select_at(self, index: int, holder: Node, offset: int) -> None:
+        """Select the innermost field at ``offset`` of ``holder``'s buffer (the
+        message's own bytes when ``holder`` is its root), with the byte cursor there."""
+        node = innermost(holder, offset)
+        if node is holder and holder is not self.items[index].root and holder.children:
+            node = holder.children[0]            # inside the decompressed buffer
+        self.select(index, node, move_cursor=False)
+        self._from_hex = True                    # the tree follows; the cursor stays put
+        self.tree.reveal(node, self.items[index].root)
+        self.hexview.move_to(offset)
+
     def jump_message(self) -> None:
         """Move the tree cursor to the next message's top (request ⇄ response)."""
         if len(self.items) < 2 or self.selected is None:

@@ -31,31 +31,33 @@ class Column:
 COLUMNS = (Column("#", 7, 7, True), Column("time", 12, 12), Column("client → broker", 43, 13),
            Column("API", 18, 11), Column("v", 2, 2, True), Column("corr", 6, 4, True),
            Column("client id", 14, 8), Column("latency", 9, 8, True),
-           Column("summary", 24, 14), Column("status", 26, 14))
+           Column("summary", 24, 14), Column("status", 28, 14))
 FULL_TIME = 30             # "2026-11-23 20:38:07.661340 UTC"
-# when the terminal is narrow: first shrink these, then drop these (the list keeps the
-# frame, API, version, latency, summary and status to the last)
-_SHRINK = ("client → broker", "client id", "status", "API", "summary")
-_DROP = ("client id", "corr", "time", "client → broker")
+# when the terminal is narrow, these steps run in order until the columns fit: the list
+# keeps the frame, API, version, latency, summary and status (the error names) to the last
+_STEPS = (("shrink", "client → broker"), ("shrink", "client id"), ("drop", "client id"),
+          ("drop", "corr"), ("shrink", "summary"), ("shrink", "API"),
+          ("shrink", "status"), ("drop", "time"), ("drop", "client → broker"))
 
 
 def fit(width: int, time_width: int = 12) -> list[tuple[int, int]]:
     """(column index, width) of the columns shown in ``width`` cells; the summary takes
     what is left."""
     wants = {c.name: c.want for c in COLUMNS}
+    least = {c.name: c.least for c in COLUMNS}
     wants["time"] = time_width
     shown = [c.name for c in COLUMNS]
 
     def total() -> int:
         return sum(wants[n] for n in shown) + len(shown) - 1
 
-    for name in _SHRINK:
-        if total() > width:
-            least = next(c.least for c in COLUMNS if c.name == name)
-            wants[name] = max(least, wants[name] - (total() - width))
-    for name in _DROP:
-        if total() > width:
+    for step, name in _STEPS:
+        if total() <= width:
+            break
+        if step == "drop":
             shown.remove(name)
+        else:
+            wants[name] = max(least[name], wants[name] - (total() - width))
     wants["summary"] += max(0, width - total())
     return [(i, wants[c.name]) for i, c in enumerate(COLUMNS) if c.name in shown]
 
