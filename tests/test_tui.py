@@ -127,7 +127,7 @@ def test_decompressed_records_are_their_own_buffer():
     async def body(app, pilot):
         table = app.query_one(ExchangeList)
         gzip_row = row_of(app, lambda v: v.ex.first.api_key == 0 and
-                          any(n.buffer is not None for n in v.ex.request.decoded().tree.walk()))
+                          any(n.buffer is not None for n in app.tree_of(v.ex.request).tree.walk()))
         table.move_cursor(gzip_row)
         await settle(app, pilot)
         tree = app.tree_of(app.current_view().ex.request).tree
