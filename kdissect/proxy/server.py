@@ -104,8 +104,7 @@ class Proxy:
 
     async def start(self) -> None:
         bootstrap = Listener(None, list(self.upstreams), self.port)
-        bootstrap.server = await asyncio.start_server(
-            lambda r, w: self._client(r, w, bootstrap), self.host, self.port)
+        bootstrap.server = await self._serve(bootstrap, self.port)
         bootstrap.port = bootstrap.server.sockets[0].getsockname()[1]
         bootstrap.bound.set()
         self.listeners[None] = bootstrap
@@ -127,8 +126,7 @@ class Proxy:
         listener = Listener(sp.node_id, [upstream], wanted)
         self.listeners[sp.node_id] = listener      # before awaiting: one listener per id
         try:
-            listener.server = await asyncio.start_server(
-                lambda r, w: self._client(r, w, listener), self.host, wanted)
+            listener.server = await self._serve(listener, wanted)
         except OSError:
             del self.listeners[sp.node_id]
             raise
@@ -172,8 +170,6 @@ class Proxy:
         who = f"{client[0]}:{client[1]}"
         upstream_w = c = None
         try:
-            if self.server_ssl is not None and not await self._tls_accept(writer, client):
-                return
             up = await self._connect(listener, who)
             if up is None:
                 return
@@ -218,38 +214,48 @@ class Proxy:
                     w.close()
             self._tasks.discard(task)
 
-    async def _tls_accept(self, writer: asyncio.StreamWriter, client) -> bool:
-        """On a TLS listener: peek at the client's first byte. A TLS handshake goes on
-        (TLS from here); anything else is a plaintext client, told so and closed.
-        (asyncio's own TLS listeners drop such clients without a word.)"""
+    async def _serve(self, listener: Listener, port: int):
+        """Listen for ``listener`` on ``port`` (0: a free one)."""
+        if self.server_ssl is None:
+            return await asyncio.start_server(
+                lambda r, w: self._client(r, w, listener), self.host, port)
+        return _TlsServer(self, listener, socket.create_server((self.host, port)))
+
+    async def _tls_client(self, sock: socket.socket, listener: Listener) -> None:
+        """On a TLS listener: peek at the client's first byte before any event loop reads
+        it. A TLS handshake goes on (TLS from here); anything else is a plaintext client,
+        told so and closed (asyncio's own TLS listeners drop such clients silently)."""
         loop = asyncio.get_running_loop()
-        writer.transport.pause_reading()
-        # a duplicate of the socket: asyncio lets no one else watch the transport's own
-        peek = socket.fromfd(writer.get_extra_info("socket").fileno(), socket.AF_INET,
-                             socket.SOCK_STREAM)
-        ready = loop.create_future()
-        loop.add_reader(peek.fileno(), lambda: ready.done() or ready.set_result(None))
-        try:
-            await asyncio.wait_for(ready, 60)
-            first = peek.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
-        except (asyncio.TimeoutError, OSError):
-            return False
-        finally:
-            loop.remove_reader(peek.fileno())
-            peek.close()
+        client = sock.getpeername()[:2]
         who = f"{client[0]}:{client[1]}"
+        readable = loop.create_future()
+        loop.add_reader(sock.fileno(), lambda: readable.done() or readable.set_result(None))
+        try:
+            await asyncio.wait_for(readable, 60)
+            first = sock.recv(1, socket.MSG_PEEK)
+        except (asyncio.TimeoutError, OSError):
+            sock.close()
+            return
+        finally:
+            loop.remove_reader(sock.fileno())
         if first != b"\x16":
             self.on_note(f"{who}: a plaintext client on a TLS listener (its first byte is "
                          f"{first.hex() or 'nothing'}): configure it for TLS "
                          f"(security.protocol=SSL) or run the proxy without --tls-cert; "
                          f"closing the connection")
-            return False
+            sock.close()
+            return
+        reader = asyncio.StreamReader()
+        protocol = asyncio.StreamReaderProtocol(reader)
         try:
-            await writer.start_tls(self.server_ssl)
-        except (ssl.SSLError, OSError) as e:
+            transport, _ = await loop.connect_accepted_socket(
+                lambda: protocol, sock, ssl=self.server_ssl, ssl_handshake_timeout=60)
+        except (ssl.SSLError, OSError, asyncio.TimeoutError) as e:
             self.on_note(f"{who}: the TLS handshake failed ({e}); closing the connection")
-            return False
-        return True
+            sock.close()
+            return
+        await self._client(reader, asyncio.StreamWriter(transport, protocol, reader, loop),
+                           listener)
 
     def _safely(self, fn, *args) -> None:
         """Recording and display must never disturb forwarding."""
@@ -386,3 +392,29 @@ class Proxy:
         if new is not None:
             c.counters.rewritten += 1
         return new
+
+
+class _TlsServer:
+    """A listening socket whose connections go to ``Proxy._tls_client`` (the proxy
+    accepts them itself, to look at the first byte before TLS starts)."""
+
+    def __init__(self, proxy: Proxy, listener: Listener, sock: socket.socket):
+        sock.setblocking(False)
+        self.sockets = [sock]
+        self._task = asyncio.create_task(self._accept(proxy, listener, sock))
+
+    async def _accept(self, proxy: Proxy, listener: Listener, sock: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                conn, _ = await loop.sock_accept(sock)
+            except OSError:
+                return
+            conn.setblocking(False)
+            task = asyncio.create_task(proxy._tls_client(conn, listener))
+            proxy._tasks.add(task)
+            task.add_done_callback(proxy._tasks.discard)
+
+    def close(self) -> None:
+        self._task.cancel()
+        self.sockets[0].close()
