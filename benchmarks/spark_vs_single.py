@@ -42,7 +42,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     args = ap.parse_args()
     from kdissect.pipeline.spark_job import get_session, run_job
-    from kdissect.stream.session import DEFAULT_PORTS
+    from kdissect.sources.pcap import DEFAULT_PORTS
 
     size = os.path.getsize(args.capture)
     work = Path(tempfile.mkdtemp(prefix="kdissect-bench-"))

@@ -43,13 +43,11 @@ async def measure(capture: str, quiet: bool = False) -> dict:
     """``quiet``: press no keys (the load alone)."""
     from textual.widgets import DataTable
 
-    from kdissect.cli import _tracked
-    from kdissect.stream.dissector import load_captures
+    from kdissect.sources.pcap import capture_loader
     from kdissect.tui.app import KdissectApp
 
     start = time.monotonic()
-    app = KdissectApp(lambda emit, warn, progress: load_captures(
-        [capture], emit, warn, packets=lambda r, p: _tracked(r, p, progress)), title="bench")
+    app = KdissectApp(capture_loader([capture]), title="bench")
     out: dict = {}
     async with app.run_test(size=(160, 45)) as pilot:
         table = app.query_one(DataTable)

@@ -13,7 +13,7 @@ import pytest
 from kdissect.capture.shards import HEADER, find_start, plan, read_header, read_shard
 from kdissect.pipeline.extract import capture_rows, flow_rows, shard_segments
 from kdissect.stream.rows import UNRESOLVED, resolve_record_topics, resolve_topics
-from kdissect.stream.session import DEFAULT_PORTS
+from kdissect.sources.pcap import DEFAULT_PORTS
 
 ROOT = Path(__file__).resolve().parents[1]
 CAPTURES = ROOT / "captures"

@@ -284,11 +284,10 @@ def test_broker_certificates_are_checked(tmp_path):
 def test_the_recording_masks_sasl_secrets_at_the_same_length(tmp_path):
     """Real SCRAM and SASL v0 traffic from the repo captures, through the recorder."""
     from kdissect.proxy.recording import Recorder
-    from kdissect.stream.dissector import load_captures
+    from kdissect.sources.pcap import exchanges_in
     captures = ROOT / "captures"
-    exchanges = []
-    load_captures([str(captures / "sasl-scram.pcap"), str(captures / "sasl-v0.pcap")],
-                  exchanges.append, print)
+    exchanges = exchanges_in([str(captures / "sasl-scram.pcap"),
+                              str(captures / "sasl-v0.pcap")]).exchanges
     recorder = Recorder(str(tmp_path / "r.pcapng"))
     masked_any = 0
     for ex in exchanges:

@@ -13,7 +13,7 @@ import pytest
 from kdissect.pipeline.extract import capture_rows
 from kdissect.pipeline.local import write_exchanges
 from kdissect.pipeline.spark_job import get_session, plan_shards, run_job
-from kdissect.stream.session import DEFAULT_PORTS
+from kdissect.sources.pcap import DEFAULT_PORTS
 
 ROOT = Path(__file__).resolve().parents[1]
 CAPTURES = ROOT / "captures"

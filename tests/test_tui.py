@@ -10,7 +10,7 @@ from pathlib import Path
 
 from textual.widgets import DataTable, Input, Static, Tree
 
-from kdissect.stream.dissector import load_captures
+from kdissect.sources.pcap import capture_loader, exchanges_in
 from kdissect.tui.app import BOOKMARK, KdissectApp, parse_needle
 from kdissect.tui.blob_app import BlobApp
 from kdissect.tui.detail import HIGHLIGHT, PARENT_TONES, Detail, HexView, innermost
@@ -24,8 +24,7 @@ SIZE = (180, 50)
 
 
 def app_for(path: Path) -> KdissectApp:
-    return KdissectApp(lambda emit, warn, progress: load_captures([str(path)], emit, warn),
-                       title=path.name)
+    return KdissectApp(capture_loader([str(path)]), title=path.name)
 
 
 async def loaded(app: KdissectApp, pilot) -> None:
@@ -292,8 +291,7 @@ def test_sort_stats_and_help_screens():
 def test_a_live_source_keeps_the_list_growing():
     """Exchanges arrive over time (as from `kdissect live` or the proxy): rows appear as
     they come, the list stays usable, and the end of the source is noticed."""
-    exchanges = []
-    load_captures([str(GROUP)], exchanges.append, print)
+    exchanges = exchanges_in([str(GROUP)]).exchanges
     release = threading.Event()
 
     def load(emit, warn, progress):

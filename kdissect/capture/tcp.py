@@ -170,6 +170,7 @@ class Reassembler:
     def _skip_hole(self, conn, direction, d: Direction, ts, frame) -> None:
         """Data after a hole that never filled: report the hole and go on after it."""
         first = min(d.held)
+        _, _, ts, frame = d.held[first]      # where the data resumes after the hole
         self.sink.gap(conn, direction, d.next, first - d.next, ts, frame)
         d.gaps += 1
         d.gap_bytes += first - d.next

@@ -15,7 +15,7 @@ from ..protocol import Options, api_key_of, api_name
 from ..protocol.decode import decode_body
 from ..protocol.grammar import GrammarError, parse_grammar
 from ..render.text import render_node
-from ..stream.dissect import Hints, dissect
+from ..stream.pasted import Hints, dissect
 from .common import _size
 from .group import main
 

@@ -9,6 +9,7 @@ import click
 from rich.console import Console
 
 from ..protocol import Options
+from ..sources.pcap import tracked
 
 SIZE_UNITS = {"": 1, "k": 1024, "kb": 1024, "m": 1024**2, "mb": 1024**2, "g": 1024**3, "gb": 1024**3}
 
@@ -83,7 +84,7 @@ def _traffic_options(filter_text, show_secrets, max_decompressed, ports):
     """(display filter, decoding options, Kafka ports) from the options `pcap` and
     `live` share."""
     from ..filters import FilterError, parse_filter
-    from ..stream.session import DEFAULT_PORTS
+    from ..sources.pcap import DEFAULT_PORTS
     try:
         display_filter = parse_filter(filter_text) if filter_text else None
     except FilterError as e:
@@ -101,16 +102,6 @@ def _run_tui(load, options: Options, title: str, filter_text: str | None = None,
     app.run()
 
 
-def _tracked(reader, path: str, progress):
-    """Packets, telling ``progress(bytes read, file size)`` as they are read."""
-    size = os.path.getsize(path)
-    for i, packet in enumerate(reader.packets()):
-        if i % 100 == 0:
-            progress(reader.bytes_read, size)
-        yield packet
-    progress(size, size)
-
-
 def _progress(reader, path: str, err: Console):
     """Packets, with a progress bar on stderr when it is a terminal and the file is big."""
     size = os.path.getsize(path)
@@ -121,7 +112,7 @@ def _progress(reader, path: str, err: Console):
     with Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
                   TimeRemainingColumn(), console=err, transient=True) as bar:
         task = bar.add_task(os.path.basename(path), total=size)
-        yield from _tracked(reader, path,
+        yield from tracked(reader, path,
                             lambda done, total: bar.update(task, completed=done))
 
 

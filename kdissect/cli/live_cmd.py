@@ -51,9 +51,11 @@ Examples:
 def live(iface, ports, no_detect, bpf, filter_text, fmt, verbose, count, duration, tui,
          show_secrets, max_decompressed):
     import threading
-    from ..capture.live import LiveError, sniff
+    from ..capture.live import LiveError
     from ..render.printer import ExchangePrinter
-    from ..stream.dissector import CaptureDissector
+    from ..sources.live import watch_interface
+    from ..stream.enrich import Enricher
+    from ..stream.sink import CallbackSink
 
     display_filter, options, kafka_ports = _traffic_options(filter_text, show_secrets,
                                                             max_decompressed, ports)
@@ -62,29 +64,23 @@ def live(iface, ports, no_detect, bpf, filter_text, fmt, verbose, count, duratio
             f"port {p}" for p in sorted(kafka_ports)[:64]) + ")"
     stop = threading.Event()
     interactive = on_terminal(fmt, verbose)
+    watch = dict(ports=kafka_ports, detect=not no_detect, bpf=bpf, count=count,
+                 duration=duration)
     if tui or (tui is None and interactive):
         def load(emit, warn, progress):
-            dissector = CaptureDissector(emit, lambda g: warn(g.describe()), kafka_ports,
-                                         not no_detect)
             try:
-                sniff(iface, dissector.packet, stop, bpf, count, duration)
+                watch_interface(iface, Enricher(CallbackSink(emit, warn, progress), options),
+                                stop, **watch)
             except LiveError as e:
                 warn(str(e))
-            dissector.finish()
         _run_tui(load, options, f"live: {iface}", filter_text, display_filter, stop)
         return
     printer = ExchangePrinter(options, fmt, verbose, display_filter)
-    dissector = CaptureDissector(printer.exchange, printer.gap, kafka_ports, not no_detect)
     try:
-        sniff(iface, dissector.packet, stop, bpf, count, duration)
+        watch_interface(iface, Enricher(printer, options, full=printer.full), stop, **watch)
     except LiveError as e:
         raise click.ClickException(str(e)) from None
     except KeyboardInterrupt:
         stop.set()
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return
-    dissector.finish()
-    printer.finish()
-
-

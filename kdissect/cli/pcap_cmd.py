@@ -8,7 +8,7 @@ import sys
 import click
 from rich.console import Console
 
-from .common import (_need_spark_extra, _print_warnings, _progress, _run_tui, _tracked,
+from .common import (_need_spark_extra, _print_warnings, _progress, _run_tui,
                      _traffic_options, on_terminal, port_options, secret_options)
 from .group import main
 
@@ -67,7 +67,8 @@ Examples:
 def pcap(files, ports, no_detect, verbose, fmt, output, filter_text, stats, tui, no_tui,
          show_secrets, max_decompressed):
     from ..render.printer import ExchangePrinter
-    from ..stream.dissector import load_captures
+    from ..sources.pcap import capture_loader, read_captures
+    from ..stream.enrich import Enricher
 
     display_filter, options, kafka_ports = _traffic_options(filter_text, show_secrets,
                                                             max_decompressed, ports)
@@ -77,26 +78,20 @@ def pcap(files, ports, no_detect, verbose, fmt, output, filter_text, stats, tui,
         return
     interactive = on_terminal(fmt, verbose or stats)
     if (tui or interactive) and not no_tui:
-        _run_tui(lambda emit, warn, progress: load_captures(
-            files, emit, warn, on_gap=lambda g: warn(g.describe()), ports=kafka_ports,
-            detect=detect, packets=lambda reader, path: _tracked(reader, path, progress)),
-            options, ", ".join(os.path.basename(f) for f in files), filter_text,
+        _run_tui(capture_loader(files, options, ports=kafka_ports, detect=detect), options, ", ".join(os.path.basename(f) for f in files), filter_text,
             display_filter)
         return
     printer = ExchangePrinter(options, fmt, verbose, display_filter, stats)
     try:
-        read_any = load_captures(files, printer.exchange, printer.warn, on_gap=printer.gap,
-                                 error=printer.error, ports=kafka_ports, detect=detect,
-                                 packets=lambda reader, path: _progress(reader, path,
-                                                                        printer.err))
-        printer.finish()
+        read_captures(files, Enricher(printer, options, full=printer.full), ports=kafka_ports,
+                      detect=detect,
+                      packets=lambda reader, path: _progress(reader, path, printer.err))
     except BrokenPipeError:
         # the reader went away (`| head`): stop quietly, as command-line tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return
-    if not read_any:
-        raise SystemExit(1)
-
+    if printer.errors:
+        raise SystemExit(1)          # an input could not be read, or held no Kafka traffic
 
 
 def _write_parquet(files, output, fmt, ports, detect, display_filter, options) -> None:
@@ -109,10 +104,8 @@ def _write_parquet(files, output, fmt, ports, detect, display_filter, options) -
     from ..pipeline.local import write_exchanges
     from ..stream.facts import ExchangeView
 
-    def keep(ex, topic_ids):
-        view = ExchangeView(ex, options, topic_ids)
-        view.learn()
-        return display_filter(view)
+    def keep(ex):
+        return display_filter(ExchangeView(ex, options))
 
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     warnings = []

@@ -93,10 +93,12 @@ def proxy(upstream, listen, broker_ports, advertise, maps, upstream_tls, ca_file
     import signal
     import ssl
     import threading
-    from ..proxy import feed, process
+    from ..proxy import process
     from ..proxy.display import FeedDisplay
     from ..proxy.server import Proxy
     from ..render.printer import ExchangePrinter
+    from ..stream.enrich import Enricher
+    from ..stream.sink import CallbackSink
 
     upstreams = [_host_port(u.strip(), 9092) for u in upstream.split(",") if u.strip()]
     if not upstreams:
@@ -169,7 +171,7 @@ def proxy(upstream, listen, broker_ports, advertise, maps, upstream_tls, ca_file
 
         def load(emit, warn, progress):
             warn(listening)
-            FeedDisplay(emit, lambda g: warn(g.describe()), warn).run(forwarder.fd)
+            FeedDisplay(Enricher(CallbackSink(emit, warn, progress), options)).run(forwarder.fd)
         _run_tui(load, options, f"proxy {listen} → {upstream}", filter_text,
                  display_filter, stop)
         forwarder.stop()
@@ -178,11 +180,9 @@ def proxy(upstream, listen, broker_ports, advertise, maps, upstream_tls, ca_file
     err.print(listening + " (Ctrl-C stops)", style="green")
     printer = ExchangePrinter(options, fmt, verbose, display_filter)
     shown = _Guarded(printer, err)
-    display = FeedDisplay(shown.exchange, shown.gap,
-                          lambda text: err.print(text, style="cyan"))
-    display.run(forwarder.fd)
+    FeedDisplay(Enricher(shown, options, full=printer.full)).run(forwarder.fd)
     forwarder.join()
-    shown.finish()
+    shown.done()
 
 
 def _wait_ready(forwarder, err: Console) -> str | None:
@@ -204,19 +204,20 @@ def _wait_ready(forwarder, err: Console) -> str | None:
 
 
 class _Guarded:
-    """The printer, kept from ending the display: a closed stdout (`| head`) stops
-    printing, a display failure is reported once; forwarding goes on either way."""
+    """The printer as the display's sink, kept from ending the display: a closed stdout
+    (`| head`) stops printing, a failure to show an exchange is reported once;
+    forwarding goes on either way."""
 
     def __init__(self, printer, err: Console):
         self.printer, self.err = printer, err
         self.closed = False
         self.failures: set[str] = set()
 
-    def _call(self, fn, arg) -> None:
+    def _call(self, fn, *args) -> None:
         if self.closed:
             return
         try:
-            fn(arg)
+            fn(*args)
         except BrokenPipeError:
             self.closed = True
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -232,9 +233,12 @@ class _Guarded:
     def gap(self, g) -> None:
         self._call(self.printer.gap, g)
 
-    def finish(self) -> None:
-        try:
-            self.printer.finish()
-            sys.stdout.flush()
-        except BrokenPipeError:
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    def note(self, text: str, level: str = "warn") -> None:
+        self.err.print(text, style="cyan" if level == "info" else "yellow")
+
+    def progress(self, done: int, total: int) -> None:
+        pass
+
+    def done(self) -> None:
+        self._call(self.printer.done)
+        self._call(sys.stdout.flush)

@@ -60,7 +60,7 @@ def spark(inputs, out, ports, no_detect, master, with_records, shard_size, split
     _need_spark_extra("kdissect spark", "pyarrow")
     import time
     from ..pipeline.spark_job import expand, get_session, run_job
-    from ..stream.session import DEFAULT_PORTS
+    from ..sources.pcap import DEFAULT_PORTS
 
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     if not expand(list(inputs)):

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from ..capture.packet import FIN, RST, SUPPORTED, SYN, Segment, tcp_segment
 from ..capture.pcapfile import CaptureError, CaptureReader
 from ..capture.shards import read_shard
-from ..stream.dissector import CaptureDissector, load_captures
+from ..sources.pcap import CaptureDissector, read_captures
+from ..stream.enrich import Enricher
 from ..stream.model import Exchange, Gap
 from ..stream.rows import exchange_row, record_rows, resolve_record_topics, resolve_topics
 
@@ -109,15 +110,43 @@ class Rows:
     gaps: list[tuple[Gap, tuple[str, int], tuple[str, int]]] = field(default_factory=list)
 
 
-def _collector(capture: str, rows: Rows, with_records: bool,
-               keep: Callable[[Exchange, dict], bool] | None = None) -> Callable[[Exchange], None]:
-    def emit(ex: Exchange) -> None:
-        if keep is not None and not keep(ex, rows.topic_ids):
+class RowSink:
+    """The sink that turns enriched exchanges into rows (and records, when asked)."""
+
+    def __init__(self, capture: str, rows: Rows, with_records: bool,
+                 keep: Callable[[Exchange], bool] | None = None,
+                 on_gap: Callable[[Gap], None] | None = None,
+                 warn: Callable[[str], None] | None = None):
+        self.capture, self.rows, self.with_records, self.keep = capture, rows, with_records, keep
+        self.on_gap = on_gap or (lambda g: None)
+        self.warn = warn or rows.warnings.append
+
+    def exchange(self, ex: Exchange) -> None:
+        if self.keep is not None and not self.keep(ex):
             return
-        rows.exchanges.append(exchange_row(ex, capture, rows.topic_ids))
-        if with_records:
-            rows.records.extend(record_rows(ex, capture))
-    return emit
+        self.rows.exchanges.append(exchange_row(ex, self.capture))
+        if self.with_records:
+            self.rows.records.extend(record_rows(ex, self.capture))
+
+    def gap(self, g: Gap) -> None:
+        self.on_gap(g)
+
+    def note(self, text: str, level: str = "warn") -> None:
+        self.warn(text)
+
+    def progress(self, done: int, total: int) -> None:
+        pass
+
+    def done(self) -> None:
+        pass
+
+
+def _engine(sink: RowSink) -> Enricher:
+    """The enrichment stage in front of ``sink``; the rows share what it learns of
+    topic ids."""
+    enricher = Enricher(sink)
+    sink.rows.topic_ids = enricher.topic_ids
+    return enricher
 
 
 def flow_rows(capture: str, segments: Iterable[tuple], frame_base: Callable[[int], int],
@@ -130,7 +159,8 @@ def flow_rows(capture: str, segments: Iterable[tuple], frame_base: Callable[[int
     def gap(g: Gap) -> None:
         conn = dissector.streams[g.stream - 1]
         rows.gaps.append((g, conn.client, conn.broker))
-    dissector = CaptureDissector(_collector(capture, rows, with_records), gap, ports, detect)
+    dissector = CaptureDissector(_engine(RowSink(capture, rows, with_records, on_gap=gap)),
+                                 ports, detect)
     segment = dissector.tcp.segment
     for (_c, _f, shard, frame, _o, ts, src, sport, dst, dport, seq, ack, flags, payload,
          missing) in segments:
@@ -143,14 +173,14 @@ def flow_rows(capture: str, segments: Iterable[tuple], frame_base: Callable[[int
 def capture_rows(paths: Iterable[tuple[str, str]], ports, detect: bool, with_records: bool,
                  warn: Callable[[str], None], packets=None, keep=None) -> Rows:
     """Rows of whole capture files, one process: ``paths`` are (capture name, path).
-    ``keep(exchange, topic_ids)``, if given, decides which exchanges make rows."""
+    ``keep(exchange)``, if given, decides which (enriched) exchanges make rows."""
     out = Rows()
     for capture, path in paths:
         rows = Rows()
 
         def gap(g: Gap, capture=capture, rows=rows) -> None:
             rows.warnings.append(f"{capture}: {g.describe()}")
-        load_captures([path], _collector(capture, rows, with_records, keep), warn, on_gap=gap,
+        read_captures([path], _engine(RowSink(capture, rows, with_records, keep, gap, warn)),
                       ports=ports, detect=detect, packets=packets)
         out.exchanges += resolve_topics(rows.exchanges, rows.topic_ids)
         out.records += resolve_record_topics(rows.records, rows.topic_ids)

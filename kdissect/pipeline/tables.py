@@ -25,6 +25,8 @@ EXCHANGES = pa.schema([
     ("record_count", pa.int64()), ("record_bytes", pa.int64()),
     ("status", pa.string()),
     ("problems", pa.list_(pa.string())),
+    ("findings", pa.list_(pa.struct([("code", pa.string()), ("severity", pa.string()),
+                                     ("where", pa.string()), ("detail", pa.string())]))),
 ])
 
 RECORDS = pa.schema([

@@ -23,6 +23,8 @@ class Message:
     client_id: str | None
     tree: Node                     # ktype "message": children "header" and "body"
     data: bytes
+    # a version newer than the schemas, read with the newest known layout of its API
+    assumed_from: int | None = None
 
     @property
     def api_name(self) -> str:
@@ -73,6 +75,32 @@ def peek_request_header(data: bytes) -> RequestHeader | None:
     return RequestHeader(key, version, corr, client_id, size)
 
 
+def produce_acks(data: bytes, header_size: int, api_version: int) -> int | None:
+    """The acks of a Produce request (message bytes after the size), read without
+    decoding the body; None if the bytes are too short."""
+    pos = header_size
+    try:
+        if api_version >= 3:               # transactional_id comes first
+            if api_version >= 9:           # compact nullable string: uvarint length + 1
+                n, shift = 0, 0
+                while True:
+                    b = data[pos]
+                    pos += 1
+                    n |= (b & 0x7F) << shift
+                    if b < 0x80:
+                        break
+                    shift += 7
+                pos += max(n - 1, 0)
+            else:
+                n = int.from_bytes(data[pos:pos + 2], "big", signed=True)
+                pos += 2 + max(n, 0)
+        if pos + 2 > len(data):
+            return None
+        return int.from_bytes(data[pos:pos + 2], "big", signed=True)
+    except IndexError:
+        return None
+
+
 def _message(direction: str, key: int | None, version: int | None, data: bytes,
              header_struct, ctx: Options) -> Message:
     with no_cyclic_gc():
@@ -91,13 +119,22 @@ def _build(direction: str, key: int | None, version: int | None, data: bytes,
                   client.value if client else None, root, data)
     if not complete:
         return msg          # the header's failing field already holds the remaining bytes
-    layout = schemas.layout(key, version, direction) if key is not None else None
+    read_as = schemas.effective_version(key, version) if key is not None else None
+    layout = schemas.layout(key, read_as, direction) if read_as is not None else None
     start = header.end
     if layout is None:
-        what = (f"{api_name(key)} v{version} {direction}s are not in kdissect's schemas"
-                if key is not None else "unknown API: give --api/--version")
-        root.add(Node("body", "bytes", start, len(data) - start, data[start:], problem=what))
+        if key is None or key < 0:
+            what, code = "unknown API: give --api/--version", "unknown_api"
+        elif key in schemas.all_versions():
+            what, code = (f"{api_name(key)} v{version} {direction}s are not in kdissect's "
+                          f"schemas", "unknown_version")
+        else:
+            what, code = f"API key {key} is not in kdissect's schemas", "unknown_api"
+        root.add(Node("body", "bytes", start, len(data) - start, data[start:], problem=what,
+                      code=code))
         return msg
+    if read_as != version:
+        msg.assumed_from = read_as
     body = decode_body(data, start, layout, "body", ctx)
     root.add(body)
     decode_embedded(msg, ctx)
@@ -110,15 +147,17 @@ def decode_request(data: bytes, options: Options | None = None) -> Message:
     hv = 1
     if len(data) >= 4:
         key, version = struct.unpack_from(">hh", data)
-        if schemas.is_known(key, version):
-            hv = schemas.request_header_version(key, version)
+        read_as = schemas.effective_version(key, version)
+        if read_as is not None:
+            hv = schemas.request_header_version(key, read_as)
     return _message("request", key, version, data, schemas.REQUEST_HEADERS[hv], ctx)
 
 
 def decode_response(data: bytes, api_key: int, api_version: int,
                     options: Options | None = None) -> Message:
     ctx = options or Options()
-    hv = schemas.response_header_version(api_key, api_version)
+    read_as = schemas.effective_version(api_key, api_version)
+    hv = schemas.response_header_version(api_key, api_version if read_as is None else read_as)
     return _message("response", api_key, api_version, data, schemas.RESPONSE_HEADERS[hv], ctx)
 
 

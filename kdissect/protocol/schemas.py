@@ -60,6 +60,19 @@ def is_known(api_key: int, api_version: int) -> bool:
     return api_version in all_versions().get(api_key, ())
 
 
+def effective_version(api_key: int, api_version: int) -> int | None:
+    """The version whose layout reads ``api_version``: itself when known; for a version
+    newer than any kdissect knows, the newest known one (Kafka adds fields as tagged
+    fields or in new versions that mostly extend the last; the reading is marked as
+    assumed); None for an unknown API or an old version not in the tables."""
+    versions = all_versions().get(api_key)
+    if not versions:
+        return None
+    if api_version in versions:
+        return api_version
+    return versions[-1] if api_version > versions[-1] else None
+
+
 def request_header_version(api_key: int, api_version: int) -> int:
     if api_key == 7 and api_version == 0:     # ControlledShutdown v0 predates client ids
         return 0

@@ -1,41 +1,44 @@
-"""The display's side of the proxy, in its own process: records from the forwarder's
-channel become exchanges (the stream layer's framing and pairing, as for any source)
-and go to the callbacks of the printer or the TUI. Whatever this costs, forwarding
-never waits for it: the forwarder sheds what the channel cannot hold."""
+"""The display's side of the proxy, outside the forwarding process: records from the
+forwarder's channel go through the engine (framing, correlation, then the enrichment
+and sink the caller built: the printer or the TUI's loader), as for any source.
+Whatever this costs, forwarding never waits for it: the forwarder sheds what the
+channel cannot hold, whole exchanges at a time, and says how many."""
 
 from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Callable
+import struct
 
-from ..stream.model import Exchange, Gap
-from ..stream.session import KafkaConnection
+from ..stream.connection import KafkaConnection
+from ..stream.sink import Sink
 from . import feed
+
+_SIZE = struct.Struct(">i")
 
 
 class FeedDisplay:
-    def __init__(self, on_exchange: Callable[[Exchange], None], on_gap: Callable[[Gap], None],
-                 on_note: Callable[[str], None],
-                 on_ready: Callable[[str], None] | None = None):
-        self.on_exchange, self.on_gap, self.on_note = on_exchange, on_gap, on_note
-        self.on_ready = on_ready or on_note
+    """``sink`` gets exchanges, gaps and notes. ``run`` returns when the forwarder closes
+    the channel; ``error`` then says why it could not start, if it could not."""
+
+    def __init__(self, sink: Sink):
+        self.sink = sink
         self.connections: dict[int, KafkaConnection] = {}
         self.messages = itertools.count()
         self.dropped = 0
-        self.error: str | None = None        # the forwarder could not start
+        self.error: str | None = None
 
     def run(self, fd: int) -> None:
-        """Until the forwarder closes the channel."""
+        sink = self.sink
         for kind, conn, side, ts, offset, payload in feed.read_records(fd):
-            if kind == feed.FRAME:
+            if kind == feed.FRAME:          # a message without its size: the offset after it
                 c = self.connections.get(conn)
                 if c is not None:
-                    c.data(side, offset, payload, ts, 0)
+                    c.data(side, offset - 4, _SIZE.pack(len(payload)) + payload, ts, 0)
             elif kind == feed.OPEN:
                 client, broker = json.loads(payload)
                 self.connections[conn] = KafkaConnection(
-                    conn, tuple(client), tuple(broker), self.on_exchange, self.on_gap,
+                    conn, tuple(client), tuple(broker), sink.exchange, sink.gap,
                     lambda: next(self.messages))
             elif kind == feed.CLOSE:
                 c = self.connections.pop(conn, None)
@@ -43,14 +46,12 @@ class FeedDisplay:
                     c.close()
             elif kind == feed.DROPPED:
                 self.dropped += offset
-                self.on_note(f"{offset} exchanges not shown: the display could not keep up "
-                             f"(forwarding was not slowed; {self.dropped} so far)")
-            elif kind == feed.READY:
-                self.on_ready(payload.decode())
+                sink.note(f"{offset} exchanges not shown: the display could not keep up "
+                          f"(forwarding was not slowed; {self.dropped} in all)")
             elif kind == feed.ERROR:
                 self.error = payload.decode()
             else:
-                self.on_note(payload.decode())
+                sink.note(payload.decode(), "info")
         for c in self.connections.values():
             c.close()
         self.connections.clear()

@@ -22,16 +22,17 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ..protocol.message import produce_acks
 from ..protocol.reader import DecodeError
-from ..stream.framing import MAX_MESSAGE
-from ..stream.pairing import produce_acks
-from ..stream.session import plausible_request
+from ..stream.connection import plausible_request
+from ..stream.correlation import Correlator
+from ..stream.framing import Framer
 from .metrics import Counters, Metrics
 from .rewrite import rewrite
 from .skipscan import EndpointSpan, endpoint_spans, response_layout
 
-MAX_PENDING = 65536                  # requests awaiting answers per connection (oldest go)
 CONNECT_TIMEOUT = 10
+READ_SIZE = 1 << 18                  # bytes taken from a socket at a time
 _SIZE = struct.Struct(">i")
 _HEAD = struct.Struct(">hhi")
 _I16 = struct.Struct(">h")
@@ -55,9 +56,8 @@ class _Connection:
     advertise: str                   # the host name handed to this client for brokers
     counters: Counters
     recorded: object = None          # a recording.RecordedConnection
-    # correlation id -> (api key, api version, loop time sent, shown by the display)
-    pending: dict = field(default_factory=dict)
-    offsets: list = field(default_factory=lambda: [0, 0])
+    # requests awaiting answers: (api key, api version, shown by the display)
+    pending: Correlator = field(default_factory=Correlator)
     sasl_raw: bool = False           # after SaslHandshake v0: SASL tokens without headers
 
 
@@ -270,96 +270,121 @@ class Proxy:
             self.on_note(text)
 
     async def _requests(self, reader, writer, c: _Connection, who: str) -> None:
+        """Client to broker: each chunk is written as it comes (requests are never
+        rewritten); the framing core finds the requests in it for pairing, display and
+        recording."""
         feed, pending, counters = self.feed, c.pending, c.counters
         clock = asyncio.get_running_loop().time
+        framer = Framer()                  # no resync: a bad size ends the connection
         try:
+            first = True
             while True:
-                head = await reader.readexactly(4)
-                size = _SIZE.unpack(head)[0]
-                if c.offsets[0] == 0 and _looks_like_tls(head):
+                chunk = await reader.read(READ_SIZE)
+                if not chunk:
+                    return
+                if first and _looks_like_tls(chunk):
                     self.on_note(f"{who}: a TLS handshake on a plaintext listener: the client "
                                  f"speaks TLS (point it at a plaintext listener, or give the "
                                  f"proxy --tls-cert/--tls-key); closing the connection")
                     return
-                if not 0 <= size <= MAX_MESSAGE:
-                    self.on_note(f"{who}: a frame of {size} bytes is not Kafka (the limit is "
-                                 f"{MAX_MESSAGE}); closing the connection")
+                first = False
+                frames = framer.feed(chunk)
+                if framer.error:
+                    self.on_note(f"{who}: the client sent an {framer.error}, which is not "
+                                 f"Kafka; closing the connection")
                     return
-                body = await reader.readexactly(size)
-                frame = head + body        # once: the write, recording and display take it
-                writer.write(frame)        # one write: two (size, body) cost ~2 ms a trip
+                writer.write(chunk)
+                counters.bytes_to_broker += len(chunk)
                 ts = time.time()
-                shown = feed is not None and feed.room(len(frame))
-                token = c.sasl_raw and not plausible_request(frame[:520])
-                if c.sasl_raw and not token:
-                    c.sasl_raw = False             # authenticated: Kafka requests again
-                if size >= 8 and not token:
-                    key, version, corr = _HEAD.unpack_from(body)
-                    if key != 0 or not _acks0(body, version):
-                        if len(pending) >= MAX_PENDING:
-                            del pending[next(iter(pending))]
-                        pending[corr] = (key, version, clock(), shown)
-                counters.requests += 1
-                counters.bytes_to_broker += 4 + size
-                if shown:
-                    feed.frame(c.index, 0, ts, c.offsets[0], frame)
-                elif feed is not None:
-                    counters.dropped += 1
-                    feed.unreported += 1
-                if c.recorded is not None:
-                    self._safely(self._record, c, 0, frame, ts, token)
-                c.offsets[0] += 4 + size
+                now = clock()
+                for f in frames:
+                    data = f.data
+                    shown = feed is not None and feed.room(len(data))
+                    token = c.sasl_raw and not plausible_request(
+                        _SIZE.pack(len(data)) + data[:516])
+                    if c.sasl_raw and not token:
+                        c.sasl_raw = False         # authenticated: Kafka requests again
+                    if len(data) >= 8 and not token:
+                        key, version, corr = _HEAD.unpack_from(data)
+                        pending.request(corr, (key, version, shown),
+                                        key != 0 or not _acks0(data, version), now)
+                    counters.requests += 1
+                    if shown:
+                        feed.frame(c.index, 0, ts, f.offset, data)
+                    elif feed is not None:
+                        counters.dropped += 1
+                        feed.unreported += 1
+                    if c.recorded is not None:
+                        self._safely(self._record, c, 0, data, ts, token)
                 await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError, OSError):
+        except (ConnectionError, OSError):
             return
 
     async def _responses(self, reader, writer, c: _Connection) -> None:
+        """Broker to client: whole responses (one that names brokers may be rewritten
+        before its first byte goes out); a chunk of whole, unchanged responses is
+        written as it came."""
         feed, pending, counters = self.feed, c.pending, c.counters
         clock = asyncio.get_running_loop().time
+        framer = Framer()
         try:
             while True:
-                head = await reader.readexactly(4)
-                size = _SIZE.unpack(head)[0]
-                if not 0 <= size <= MAX_MESSAGE:
-                    self.on_note(f"broker {c.broker[0]}:{c.broker[1]} sent a frame of {size} "
-                                 f"bytes, which is not Kafka; closing the connection")
+                chunk = await reader.read(READ_SIZE)
+                if not chunk:
                     return
-                body = await reader.readexactly(size)
-                frame = head + body
-                entry = pending.pop(_SIZE.unpack_from(body)[0], None) if size >= 4 else None
-                out = None
-                if entry is not None:
-                    key, version, sent, shown = entry
-                    counters.observe(clock() - sent)
-                    if response_layout(key, version) is not None:
-                        out = await self._rewritten(body, key, version, c)
-                    elif key == 17 and version == 0 and body[4:6] == b"\0\0":
-                        c.sasl_raw = True          # SASL tokens without headers follow
-                if out is None:
-                    writer.write(frame)
-                    counters.bytes_to_client += 4 + size
-                else:
-                    writer.write(_SIZE.pack(len(out)) + out)
-                    counters.bytes_to_client += 4 + len(out)
+                whole = not framer.pending         # the chunk starts at a message boundary
+                frames = framer.feed(chunk)
+                if framer.error:
+                    self.on_note(f"broker {c.broker[0]}:{c.broker[1]} sent an "
+                                 f"{framer.error}, which is not Kafka; closing the connection")
+                    return
+                if not frames:
+                    continue
                 ts = time.time()
-                counters.responses += 1
-                if feed is not None:
-                    # the display gets whole exchanges: no answer to a request it missed
-                    if entry is None or entry[3]:
-                        if feed.room(len(frame), answer=entry is not None):
-                            feed.frame(c.index, 1, ts, c.offsets[1], frame)
-                        else:
-                            counters.dropped += 1
-                            feed.unreported += 1
-                if c.recorded is not None:          # as the broker sent it
-                    self._safely(self._record, c, 1, frame, ts, c.sasl_raw)
-                c.offsets[1] += 4 + size
+                out: list[bytes] = []
+                changed = False
+                for f in frames:
+                    data = new = f.data
+                    match = None
+                    if len(data) >= 4:
+                        match, _ = pending.response(_SIZE.unpack_from(data)[0], clock())
+                    if match is not None:
+                        p = match.pending
+                        key, version, shown = p.item
+                        counters.observe(clock() - p.ts)
+                        if response_layout(key, version) is not None:
+                            new = await self._rewritten(data, key, version, c) or data
+                        elif key == 17 and version == 0 and data[4:6] == b"\0\0":
+                            c.sasl_raw = True      # SASL tokens without headers follow
+                    if new is not data:
+                        changed = True
+                    out.append(_SIZE.pack(len(new)))
+                    out.append(new)
+                    counters.responses += 1
+                    if feed is not None:
+                        # the display gets whole exchanges: no answer to a request it missed
+                        if match is None or shown:
+                            if feed.room(len(data), answer=match is not None):
+                                feed.frame(c.index, 1, ts, f.offset, data)
+                            else:
+                                counters.dropped += 1
+                                feed.unreported += 1
+                    if c.recorded is not None:      # as the broker sent it
+                        self._safely(self._record, c, 1, data, ts, c.sasl_raw)
+                if whole and not framer.pending and not changed:
+                    writer.write(chunk)             # no copy: the bytes as they came
+                    counters.bytes_to_client += len(chunk)
+                else:
+                    joined = b"".join(out)
+                    writer.write(joined)
+                    counters.bytes_to_client += len(joined)
                 await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError, OSError):
+        except (ConnectionError, OSError):
             return
 
-    def _record(self, c: _Connection, side: int, frame: bytes, ts: float,
+    def _record(self, c: _Connection, side: int, data: bytes, ts: float,
                 sasl_raw: bool) -> None:
+        frame = _SIZE.pack(len(data)) + data
         c.recorded.data(side, self.recorder.mask(frame, side, sasl_raw), ts)
 
     async def _rewritten(self, body: bytes, api_key: int, api_version: int,

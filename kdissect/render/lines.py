@@ -37,8 +37,6 @@ def exchange_line(ex: Exchange, options: Options, view: ExchangeView | None = No
                  + (f"  {kind}" if kind else ""))
         return t
     msg = req or resp
-    if resp is not None and req is None:
-        resp.decoded(options)            # guesses the API of an orphan
     version = "?" if msg.api_version is None else msg.api_version
     t.append(f"{msg.api_name} v{version}", style="bold cyan")
     t.append(f"  #{msg.correlation_id}")
@@ -56,9 +54,8 @@ def exchange_line(ex: Exchange, options: Options, view: ExchangeView | None = No
         else:
             t.append(summary)
     problems = view.problems
-    statuses = [m.status for m in (resp, req) if m is not None and m.status != "ok"]
-    status = statuses[0] if statuses else ""
-    if status and status != "ok":
+    status = ex.status
+    if status != "ok":
         t.append(f"  [{status}]", style="bold yellow")
     if resp is not None and req is None and resp.how:
         t.append(f"  ({resp.how})", style="italic dim")
@@ -67,8 +64,11 @@ def exchange_line(ex: Exchange, options: Options, view: ExchangeView | None = No
     return t
 
 
-def message_json(m: KafkaMessage, options: Options, show_secrets: bool = False) -> dict[str, Any]:
-    decoded = m.decoded(options)
+def message_json(m: KafkaMessage, options: Options, ex: Exchange | None = None,
+                 decoded=None) -> dict[str, Any]:
+    """One message as JSON; ``ex`` (its enriched exchange) adds the exchange's status
+    and the findings about this message; ``decoded`` is its tree, if already made."""
+    decoded = decoded or m.decoded(options)
     body = decoded.body if m.direction != "sasl" else decoded.tree.children[0]
     out = {
         "index": m.index,
@@ -81,8 +81,11 @@ def message_json(m: KafkaMessage, options: Options, show_secrets: bool = False) 
         "api_version": m.api_version,
         "correlation_id": m.correlation_id,
         "pair": m.pair,
-        "status": m.status,
+        "seq": ex.seq if ex is not None else None,
+        "status": ex.status if ex is not None else m.status,
         "problems": [{"path": p, "problem": r} for p, r in decoded.problems],
+        "findings": [f.to_json() for f in ex.findings if f.where.startswith(m.direction)]
+        if ex is not None else [],
         "size": len(m.data),
         "body": plain_json(body) if body is not None else None,
     }

@@ -1,5 +1,5 @@
-"""Where `kdissect pcap` sends what the stream layer finds: the display filter first,
-then lines, field trees, JSON lines or statistics; gaps and warnings to stderr."""
+"""The printing sink of `kdissect pcap`, `live` and `proxy`: the display filter first,
+then lines, field trees, JSON lines or statistics; gaps and notes to stderr."""
 
 from __future__ import annotations
 
@@ -30,25 +30,29 @@ class ExchangePrinter:
             self.console = Console(highlight=False, width=160)   # don't squeeze tables
         self.err = Console(stderr=True, highlight=False, soft_wrap=True)
         self.stats = Stats() if stats else None
-        self.topic_ids: dict[str, str] = {}   # learned from the capture (Fetch v13+ topics)
         self.exchanges = 0
         self.gaps = 0
+        self.errors = 0                # inputs that could not be read
+
+    @property
+    def full(self) -> bool:
+        """Whether this printer shows whole trees (the engine then decodes them once)."""
+        return self.stats is None and (self.fmt == "jsonl" or self.verbose)
 
     def exchange(self, ex: Exchange) -> None:
-        view = ExchangeView(ex, self.options, self.topic_ids)
-        view.learn()
+        view = ExchangeView(ex, self.options)
         if self.filter is not None and not self.filter(view):
             return
         self.exchanges += 1
         if self.stats is not None:
             self.stats.add(ex, view)
             return
-        # a request reported earlier (acks=0, answered late) is not repeated
-        messages = [m for m in (ex.request, ex.response)
-                    if m is not None and not (m is ex.request and ex.repeat)]
+        messages = ex.messages
+        trees = self._trees(ex) if self.full else []
         if self.fmt == "jsonl":
-            for m in messages:
-                sys.stdout.write(json.dumps(message_json(m, self.options), default=str) + "\n")
+            for m, d in zip(messages, trees):
+                sys.stdout.write(json.dumps(message_json(m, self.options, ex, d),
+                                            default=str) + "\n")
             return
         line = exchange_line(ex, self.options, view)
         if self.console.is_terminal:
@@ -56,10 +60,15 @@ class ExchangePrinter:
         else:
             sys.stdout.write(line.plain + "\n")     # no colours to render: skip rich's layout
         if self.verbose:
-            for m in messages:
-                d = m.decoded(self.options)
+            for d in trees:
                 self.console.print(render_node(d.data, d.tree, self.options.show_secrets, 0,
                                                None, False))
+
+    def _trees(self, ex: Exchange) -> list:
+        """The full trees of the exchange's messages: decoded by the engine when it
+        knew this printer wants them, else here."""
+        kept = [d for d in (ex.decoded or ()) if d is not None]
+        return kept or [m.decoded(self.options) for m in ex.messages]
 
     def gap(self, g: Gap) -> None:
         self.gaps += 1
@@ -68,13 +77,19 @@ class ExchangePrinter:
         if self.gaps <= GAPS_LISTED:
             self.warn(g.describe())
 
+    def note(self, text: str, level: str = "warn") -> None:
+        if level == "error":
+            self.errors += 1
+        style = {"error": "bold red", "info": "cyan"}.get(level, "yellow")
+        self.err.print(Text(text, style=style))
+
     def warn(self, text: str) -> None:
-        self.err.print(Text(text, style="yellow"))
+        self.note(text)
 
-    def error(self, text: str) -> None:
-        self.err.print(Text(text, style="bold red"))
+    def progress(self, done: int, total: int) -> None:
+        pass
 
-    def finish(self) -> None:
+    def done(self) -> None:
         if self.stats is not None:
             self.console.print(stats_tables(self.stats))
         if self.gaps > GAPS_LISTED:

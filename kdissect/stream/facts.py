@@ -18,12 +18,14 @@ class Facts:
     error_sites: list[tuple[str | None, int | None, int]] = field(default_factory=list)
     record_bytes: int = 0          # bytes of record data (batches or message sets)
     full_ids: bool = False         # name unknown topic ids in full (else 8 digits)
+    top_error: int | None = None   # the response's own error_code (a field of its body)
 
     def text(self) -> str:
         parts = []
         if self.topics:
             shown = []
             for t, ps in list(self.topics.items())[:3]:
+                t = t[:len(UNRESOLVED) + 8] if t.startswith(UNRESOLVED) else t
                 shown.append(f"{t}[{','.join(map(str, sorted(ps)[:6]))}"
                              f"{',…' if len(ps) > 6 else ''}]" if ps else t)
             more = f" +{len(self.topics) - 3}" if len(self.topics) > 3 else ""
@@ -37,6 +39,7 @@ class Facts:
 
 
 _ZERO_UUID = "00000000-0000-0000-0000-000000000000"
+UNRESOLVED = "topic-id:"           # prefix of a topic known only by its id
 # Metadata, CreateTopics, DeleteTopics, DescribeTopicPartitions
 TEACHES_TOPIC_IDS = frozenset({3, 19, 20, 75})
 
@@ -77,7 +80,7 @@ def _collect(node: Node, f: Facts, topic: str | None, array: str, ids: dict[str,
             ids[topic_id] = name
         elif name is None and topic_id is not None:
             name = ids.get(topic_id) or \
-                f"topic-id:{topic_id if f.full_ids else topic_id[:8]}"
+                f"{UNRESOLVED}{topic_id if f.full_ids else topic_id[:8]}"
         if name is not None:
             topic = name
             f.topics.setdefault(topic, set())
@@ -109,42 +112,28 @@ def _collect(node: Node, f: Facts, topic: str | None, array: str, ids: dict[str,
 
 
 SUMMARY = Options(records="batches")
+PROBLEM_GROUPS = frozenset({"malformed", "budget"})
 
 
 class ExchangeView:
-    """An exchange as summaries and display filters see it: ``field(name)`` -> list of
-    values. The bodies are decoded only when a field needs them, and then as a summary
-    (record batch headers, not the records), which is not kept."""
+    """An enriched exchange as summaries and display filters see it: ``field(name)`` ->
+    list of values. Reads only what enrichment put on the exchange."""
 
-    def __init__(self, ex, options=None, topic_ids: dict[str, str] | None = None):
+    def __init__(self, ex, options=None):
         self.ex = ex
         self.options = options
-        self.topic_ids = topic_ids
-        self._facts: Facts | None = None
-        self._problems = 0
 
     def facts(self) -> Facts:
-        if self._facts is None:
-            trees = [m.summary_tree(SUMMARY) for m in (self.ex.request, self.ex.response)
-                     if m is not None and m.direction != "sasl"]
-            self._facts = facts(*(t.child("body") for t in trees), topic_ids=self.topic_ids)
-            self._problems = sum(len(t.problems()) for t in trees)
-        return self._facts
-
-    def learn(self) -> None:
-        """Exchanges that pair topic ids with names teach them, filtered out or not."""
-        if self.topic_ids is not None and self.ex.first.api_key in TEACHES_TOPIC_IDS:
-            self.facts()
+        return self.ex.facts if self.ex.facts is not None else Facts()
 
     @property
     def problems(self) -> int:
-        """Problems a summary decode finds (record-level ones need the full tree)."""
-        self.facts()
-        return self._problems
+        """Findings about malformed bytes or spent budgets."""
+        return sum(1 for f in self.ex.findings if f.kind.group in PROBLEM_GROUPS)
 
     def field(self, name: str) -> list:
         ex = self.ex
-        msgs = [m for m in (ex.request, ex.response) if m is not None]
+        msgs = ex.messages
         first = ex.first
         if name == "api":
             return [first.api_key]
@@ -165,7 +154,7 @@ class ExchangeView:
         if name == "records":
             return [self.facts().records]
         if name == "status":
-            return [m.status for m in msgs]
+            return [ex.status]
         if name == "stream":
             return [ex.stream]
         if name == "client":
@@ -178,4 +167,8 @@ class ExchangeView:
             return [self.problems]
         if name == "frame":
             return [first.frame]
+        if name == "finding":
+            return [f.code for f in ex.findings]
+        if name == "severity":
+            return [f.severity for f in ex.findings]
         raise KeyError(name)

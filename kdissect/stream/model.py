@@ -1,12 +1,20 @@
-"""What the stream layer hands to views: Kafka messages and the exchanges they form."""
+"""What the stream layer hands to views: Kafka messages and the exchanges they form.
+
+The framing and correlation cores build these; the enrichment stage fills in what is
+learned from decoding (an orphan's guessed API, facts, findings, status) once, in
+order. Views only read them."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..protocol import Message, Options, decode_request, decode_response
-from ..protocol.guess import guess
+from ..protocol.findings import Finding
 from ..protocol.names import api_name
+
+if TYPE_CHECKING:
+    from .facts import Facts
 
 
 @dataclass(slots=True)
@@ -23,48 +31,26 @@ class KafkaMessage:
     correlation_id: int | None = None
     client_id: str | None = None
     pair: int | None = None        # index of the paired message
-    status: str = "ok"
+    status: str = "ok"             # "ok", or what is wrong with the message's bytes
     how: str | None = None         # for a response: how its API was determined
-    _decoded: Message | None = field(default=None, repr=False)
+    first_frame: int | None = None  # capture frame that carried its first byte
 
     @property
     def api_name(self) -> str:
         return api_name(self.api_key) if self.direction != "sasl" else "SASL token"
 
-    def summary_tree(self, options: Options):
-        """A tree decoded with ``options`` (e.g. a summary), not kept: the full tree
-        from ``decoded`` stays the one that is remembered."""
-        if self._decoded is not None:
-            return self._decoded.tree
-        if self.direction == "request":
-            return decode_request(self.data, options).tree
-        if self.api_key is None:
-            return self.decoded().tree          # an orphan: the guess needs a full decode
-        return decode_response(self.data, self.api_key, self.api_version, options).tree
-
     def decoded(self, options: Options | None = None) -> Message:
-        """The full field tree, built on first use and kept."""
-        if self._decoded is None:
-            if self.direction == "request":
-                self._decoded = decode_request(self.data, options)
-            elif self.direction == "sasl":
-                from ..protocol.message import sasl_token_message
-                self._decoded = sasl_token_message(self.data, options)
-            elif self.api_key is not None:
-                self._decoded = decode_response(self.data, self.api_key, self.api_version,
-                                                options)
-            else:
-                cands = guess(self.data, "response")
-                top = cands[0] if cands else None
-                if top is not None and top.clean:
-                    self.api_key, self.api_version = top.api_key, top.api_version
-                    self.how = f"guessed {top.label}"
-                    self._decoded = decode_response(self.data, top.api_key, top.api_version,
-                                                    options)
-                else:
-                    self.how = "no API decodes it cleanly"
-                    self._decoded = decode_response(self.data, -1, -1, options)
-        return self._decoded
+        """The full field tree, decoded anew on each call (callers that show it keep
+        it as long as they need it). A response of unknown API decodes as raw bytes:
+        enrichment guesses orphans' APIs before views see them."""
+        if self.direction == "request":
+            return decode_request(self.data, options)
+        if self.direction == "sasl":
+            from ..protocol.message import sasl_token_message
+            return sasl_token_message(self.data, options)
+        if self.api_key is None:
+            return decode_response(self.data, -1, -1, options)
+        return decode_response(self.data, self.api_key, self.api_version, options)
 
 
 @dataclass(slots=True)
@@ -73,8 +59,14 @@ class Exchange:
     response: KafkaMessage | None
     client: tuple[str, int]
     broker: tuple[str, int]
-    stream: int
-    repeat: bool = False           # the request was already reported (acks=0, answered late)
+    stream: int                    # connection index (1-based)
+    seq: int = 0                   # order on its connection (requests as they were sent)
+    expected: bool = True          # False: the request asked for no answer (acks=0)
+    findings: list[Finding] = field(default_factory=list)
+    facts: Facts | None = None     # set by enrichment
+    status: str = "ok"             # set by enrichment: "ok" or the main finding, short
+    # the full trees (request, response), only when a printing sink asked for them
+    decoded: tuple | None = None
 
     @property
     def latency(self) -> float | None:
@@ -86,6 +78,13 @@ class Exchange:
     def first(self) -> KafkaMessage:
         return self.request or self.response    # type: ignore[return-value]
 
+    @property
+    def messages(self) -> list[KafkaMessage]:
+        return [m for m in (self.request, self.response) if m is not None]
+
+    def has(self, code: str) -> bool:
+        return any(f.code == code for f in self.findings)
+
 
 @dataclass(slots=True)
 class Gap:
@@ -93,12 +92,12 @@ class Gap:
     direction: str                 # "request" (client -> broker) | "response"
     offset: int
     length: int
-    frame: int
+    frame: int                     # capture frame where the data resumes (0: nowhere)
     ts: float
 
     def describe(self, where: str | None = None) -> str:
         """``where`` names the connection (default: its stream number)."""
+        resume = (f"data resumes in frame {self.frame}; decoding resumes at the next "
+                  f"message boundary" if self.frame else "the capture ends there")
         return (f"gap: {where or f'stream {self.stream}'} {self.direction}s lost "
-                f"{self.length} bytes at "
-                f"stream offset {self.offset} (frame {self.frame}); resuming at the next "
-                f"message boundary")
+                f"{self.length} bytes at stream offset {self.offset} ({resume})")

@@ -12,19 +12,13 @@ from collections.abc import Iterable, Iterator
 from ..protocol import Options
 from ..protocol.names import error_name
 from ..protocol.node import Node
-from .facts import SUMMARY, facts
+from .facts import PROBLEM_GROUPS, UNRESOLVED
 from .model import Exchange, KafkaMessage
 
-UNRESOLVED = "topic-id:"           # prefix of a topic known only by its id
 
 
 def _endpoint_cols(prefix: str, addr: tuple[str, int]) -> dict:
     return {f"{prefix}_ip": addr[0], f"{prefix}_port": addr[1]}
-
-
-def _status(ex: Exchange) -> str:
-    statuses = [m.status for m in (ex.response, ex.request) if m is not None and m.status != "ok"]
-    return statuses[0] if statuses else "ok"
 
 
 def _body(tree: Node | None, m: KafkaMessage) -> Node | None:
@@ -33,26 +27,14 @@ def _body(tree: Node | None, m: KafkaMessage) -> Node | None:
     return tree.children[0] if m.direction == "sasl" else tree.child("body")
 
 
-def exchange_row(ex: Exchange, capture: str, topic_ids: dict[str, str]) -> dict:
-    """One exchange as a row. ``topic_ids`` (id -> name) grows with what this exchange
-    teaches; topics it cannot name yet are left as ``topic-id:<uuid>`` for
-    ``resolve_topics`` to name once the whole capture has been read."""
+def exchange_row(ex: Exchange, capture: str) -> dict:
+    """One enriched exchange as a row. Topics the capture had not named by then are
+    left as ``topic-id:<uuid>`` for ``resolve_topics`` to name once the whole capture
+    has been read."""
     req, resp = ex.request, ex.response
     first = ex.first
-    trees = {}
-    for m in (req, resp):
-        if m is not None:
-            if m.direction == "response" and m.api_key is None:
-                m.decoded()                         # an orphan: guess its API
-            trees[m.direction] = m.summary_tree(SUMMARY)
-    bodies = [_body(t, m) for m, t in ((req, trees.get("request")),
-                                        (resp, trees.get("response")))
-              if m is not None and m.direction != "sasl"]
-    f = facts(*bodies, topic_ids=topic_ids, full_ids=True)
-    problems = [f"{m.direction}: {path}: {reason}"
-                for m in (req, resp) if m is not None
-                for path, reason in trees[m.direction].problems()]
-    top = _top_error(bodies[-1] if resp is not None and bodies else None)
+    f = ex.facts
+    top = f.top_error
     return {
         "capture": capture,
         **_endpoint_cols("client", ex.client),
@@ -76,17 +58,11 @@ def exchange_row(ex: Exchange, capture: str, topic_ids: dict[str, str]) -> dict:
                        for t in sorted(f.topics) for p in sorted(f.topics[t])],
         "record_count": f.records,
         "record_bytes": f.record_bytes,
-        "status": _status(ex),
-        "problems": problems,
+        "status": ex.status,
+        "problems": [x.text() for x in ex.findings if x.kind.group in PROBLEM_GROUPS],
+        "findings": [{"code": x.code, "severity": x.severity, "where": x.where,
+                      "detail": x.detail} for x in ex.findings],
     }
-
-
-def _top_error(body: Node | None) -> int | None:
-    """The response's own error code (a direct child of the body), if it has one."""
-    if body is None:
-        return None
-    code = body.child("error_code")
-    return code.value if code is not None and isinstance(code.value, int) else None
 
 
 def resolve_topics(rows: Iterable[dict], topic_ids: dict[str, str]) -> Iterator[dict]:

@@ -53,11 +53,9 @@ class Stats:
             ex.stream, ConnectionStats(f"{ex.client[0]}:{ex.client[1]}",
                                        f"{ex.broker[0]}:{ex.broker[1]}"))
         conn.exchanges += 1
-        for m in (ex.request, ex.response):
-            if m is None or (m is ex.request and ex.repeat):
-                continue
-            if m.status != "ok":
-                self.statuses[m.status.split(":")[0].split(" (")[0]] += 1
+        if ex.status != "ok":
+            self.statuses[ex.status.split(":")[0].split(" (")[0]] += 1
+        for m in ex.messages:
             size = len(m.data) + 4
             if m.direction == "response" or (m.direction == "sasl" and ex.request is None):
                 self.bytes_responses += size

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections import deque
+from collections import OrderedDict, deque
 from pathlib import Path
 
 from rich.text import Text
@@ -19,7 +19,7 @@ from textual.coordinate import Coordinate
 from textual.widgets import DataTable, Footer, Header, Input, ProgressBar, Static
 
 from ..filters import FilterError, parse_filter
-from ..protocol import Options
+from ..protocol import Message, Options
 from ..render.lines import endpoint, iso, message_json
 from ..render.text import format_value
 from ..stream.facts import ExchangeView
@@ -42,8 +42,7 @@ def _row(view: ExchangeView) -> tuple:
     """The cells of an exchange's row (computed off the UI thread)."""
     ex, first = view.ex, view.ex.first
     facts = view.facts()
-    status = next((m.status for m in (ex.response, ex.request)
-                   if m is not None and m.status != "ok"), "")
+    status = "" if ex.status == "ok" else ex.status
     bad = bool(facts.errors or view.problems)
     style = "red" if bad else "yellow" if status else ""
     return (str(first.index), iso(first.ts)[11:23],
@@ -114,7 +113,6 @@ class KdissectApp(App):
         self.options = options or Options()
         self.views: list[ExchangeView] = []
         self.shown: list[ExchangeView] = []
-        self.topic_ids: dict[str, str] = {}
         self.by_key: dict[str, ExchangeView] = {}
         self.sorted_by: tuple[str, bool] | None = None
         self.filter = None
@@ -129,7 +127,8 @@ class KdissectApp(App):
         self.stop = stop or threading.Event()
         self._incoming: deque = deque()
         self._progress: tuple[int, int] | None = None
-        self._decoded: deque[KafkaMessage] = deque()
+        # full trees of the last messages viewed (by message index): memory stays bounded
+        self._trees: OrderedDict[int, Message] = OrderedDict()
         self.title_text = title
         self.sub_title = title
 
@@ -164,9 +163,9 @@ class KdissectApp(App):
             else:
                 self._incoming.append(item)
         if self.isolate:
-            run_in_process(self.load, self.options, self.topic_ids, _row, put, self.stop)
+            run_in_process(self.load, self.options, _row, put, self.stop)
         else:
-            run_in_thread(self.load, self.options, self.topic_ids, _row, put)
+            run_in_thread(self.load, self.options, _row, put)
 
     def _drain(self) -> None:
         """Add what the loader found since the last tick (a bounded number of rows)."""
@@ -275,9 +274,8 @@ class KdissectApp(App):
         self.query_one(Detail).tree.root.set_label(f"decoding {size} bytes…")
 
         def decode() -> None:
-            for m in (view.ex.request, view.ex.response):
-                if m is not None:
-                    m.decoded(self.options)
+            for m in view.ex.messages:
+                self.tree_of(m)
             self.call_from_thread(self._decoded_for, view)
         self.run_worker(decode, thread=True, group="detail")
 
@@ -298,22 +296,22 @@ class KdissectApp(App):
         for m in (ex.request, ex.response):
             if m is None:
                 continue
-            decoded = m.decoded(self.options)
-            self._remember(m)
+            decoded = self.tree_of(m)
             items.append(Item(Text(f"{decoded.title}  ({len(m.data)} bytes)", "bold"),
                               m.data, decoded.tree))
         self.query_one(Detail).show(f"{ex.first.api_name} exchange, stream {ex.stream}",
                                     items)
 
-    def _remember(self, m: KafkaMessage) -> None:
-        """Keep full trees for the last messages viewed only: memory stays bounded."""
-        if m in self._decoded:
-            return
-        self._decoded.append(m)
-        if len(self._decoded) > _KEEP_DECODED:
-            old = self._decoded.popleft()
-            if old.api_key is not None or old.direction != "response":
-                old._decoded = None
+    def tree_of(self, m: KafkaMessage) -> Message:
+        """The full tree of ``m``, decoded on first view and kept among the last few."""
+        decoded = self._trees.get(m.index)
+        if decoded is None:
+            decoded = self._trees[m.index] = m.decoded(self.options)
+            while len(self._trees) > _KEEP_DECODED:
+                self._trees.popitem(last=False)
+        else:
+            self._trees.move_to_end(m.index)
+        return decoded
 
     @on(DataTable.HeaderSelected, "#exchanges")
     def _header(self, event: DataTable.HeaderSelected) -> None:
@@ -391,7 +389,7 @@ class KdissectApp(App):
         ex = view.ex
         out = {"client": endpoint(ex.client), "broker": endpoint(ex.broker),
                "latency_ms": ex.latency * 1000 if ex.latency is not None else None,
-               **{m.direction: message_json(m, self.options, self.options.show_secrets)
+               **{m.direction: message_json(m, self.options, ex)
                   for m in (ex.request, ex.response) if m is not None}}
         path = Path(f"kdissect-exchange-{ex.first.index}.json")
         try:

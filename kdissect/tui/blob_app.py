@@ -14,7 +14,7 @@ from textual.widgets import Footer, Header, Input, Select, Static, TextArea
 from ..blob import BlobError, parse_blob
 from ..protocol import Options
 from ..protocol.names import API_NAMES, api_key_of
-from ..stream.dissect import Hints, dissect
+from ..stream.pasted import Hints, dissect
 from .detail import Detail, Item
 from .screens import HelpScreen
 

@@ -15,10 +15,10 @@ from ..stream.facts import ExchangeView
 _BATCH_SECONDS = 0.05
 
 
-def run_in_thread(load, options, topic_ids: dict, row_of, put: Callable) -> None:
+def run_in_thread(load, options, row_of, put: Callable) -> None:
+    """``load`` hands enriched exchanges (the engine ran in front of it) to ``emit``."""
     def emit(ex) -> None:
-        view = ExchangeView(ex, options, topic_ids)
-        view.learn()
+        view = ExchangeView(ex, options)
         put(("view", (view, row_of(view))))
 
     try:
@@ -33,14 +33,12 @@ def _child(load, options, row_of, conn) -> None:
     """In the child: run the source, sending batches of what it finds."""
     batch: list = []
     last = time.monotonic()
-    ids: dict[str, str] = {}
 
     def put(item) -> None:
         nonlocal last
         if item[0] == "view":
             view, row = item[1]
-            view.facts()                         # computed here, sent with the exchange
-            item = ("view", (view.ex, view._facts, view._problems, row))
+            item = ("view", (view.ex, row))      # enriched here, in the child
         batch.append(item)
         now = time.monotonic()
         if now - last >= _BATCH_SECONDS or item[0] == "done":
@@ -48,11 +46,11 @@ def _child(load, options, row_of, conn) -> None:
             batch.clear()
             last = now
 
-    run_in_thread(load, options, ids, row_of, put)
+    run_in_thread(load, options, row_of, put)
     conn.close()
 
 
-def run_in_process(load, options, topic_ids: dict, row_of, put: Callable,
+def run_in_process(load, options, row_of, put: Callable,
                    stop: threading.Event) -> None:
     """``run_in_thread``'s work in a forked child; returns when the source is done or
     ``stop`` is set (then the child is ended)."""
@@ -76,11 +74,8 @@ def run_in_process(load, options, topic_ids: dict, row_of, put: Callable,
                 return
             for kind, payload in batch:
                 if kind == "view":
-                    ex, facts, problems, row = payload
-                    view = ExchangeView(ex, options, topic_ids)
-                    # summarised in the child, topic ids already named there
-                    view._facts, view._problems = facts, problems
-                    put(("view", (view, row)))
+                    ex, row = payload
+                    put(("view", (ExchangeView(ex, options), row)))
                 else:
                     put((kind, payload))
                 if kind == "done":

@@ -1,19 +1,15 @@
-"""Turn recorded connections into paired, decoded messages with kdissect's stream layer."""
+"""Recorded connections -> paired, decoded messages, through kdissect's own engine (the
+production framing, correlation and enrichment), so the real-client tests exercise it."""
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
-from kdissect.protocol import Message, Options, decode_request, decode_response
-from kdissect.stream.framing import Framer
-from kdissect.protocol import peek_request_header
-from kdissect.stream.pairing import Correlator, produce_acks
-
-
-def expects_response(msg: Message) -> bool:
-    """Produce with acks=0 gets no response (read as the capture layer reads it)."""
-    head = peek_request_header(msg.data) if msg.api_key == 0 else None
-    return head is None or produce_acks(msg.data, head.size, head.api_version) != 0
+from kdissect.protocol import Message, Options
+from kdissect.stream.connection import KafkaConnection
+from kdissect.stream.enrich import Enricher
+from kdissect.stream.sink import Collect
 
 
 @dataclass
@@ -21,35 +17,37 @@ class Exchange:
     request: Message
     response: Message | None
     expected: bool = True          # False: the request asked for no response (acks=0)
+    findings: tuple = ()
 
 
-def exchanges(conn, options: Options | None = None) -> tuple[list[Exchange], list[bytes]]:
-    """All exchanges of one connection, and responses that matched no request."""
-    corr: Correlator[int] = Correlator()
-    requests = [decode_request(data, options) for _off, data in Framer().feed(bytes(conn.to_broker))]
-    out = [Exchange(r, None, expects_response(r)) for r in requests]
-    for i, r in enumerate(requests):
-        if r.correlation_id is not None:
-            corr.request(r.correlation_id, i, out[i].expected)
-    orphans = []
-    for _off, data in Framer().feed(bytes(conn.to_client)):
-        match = corr.response(int.from_bytes(data[:4], "big", signed=True)) if len(data) >= 4 else None
-        if match is None:
-            orphans.append(data)
-            continue
-        req = requests[match.item]
-        out[match.item].response = decode_response(data, req.api_key, req.api_version, options)
+def exchanges(conn, options: Options | None = None) -> tuple[list[Exchange], list]:
+    """All exchanges of one recorded connection (requests first: each direction's bytes
+    are whole), and the engine's exchanges that have no request (orphans)."""
+    sink = Collect()
+    counter = itertools.count()
+    k = KafkaConnection(1, ("client", 1), ("broker", 2), Enricher(sink, options, full=True).exchange,
+                        sink.gaps.append, lambda: next(counter))
+    k.data(0, 0, bytes(conn.to_broker), 0.0, 1)
+    k.data(1, 0, bytes(conn.to_client), 0.0, 2)
+    k.close()
+    assert not sink.gaps, [g.describe() for g in sink.gaps]
+    out, orphans = [], []
+    for ex in sorted(sink.exchanges, key=lambda e: e.seq):
+        req, resp = ex.decoded
+        if req is None:
+            orphans.append(ex)
+        else:
+            out.append(Exchange(req, resp, ex.expected, tuple(f.code for f in ex.findings)))
     return out, orphans
 
 
 def all_exchanges(conns, options: Options | None = None) -> list[Exchange]:
     result = []
-    from kdissect.protocol import guess
     for c in conns:
         ex, orphans = exchanges(c, options)
         assert not orphans, (
             f"{len(orphans)} responses without a request: "
-            f"{[(o[:4].hex(), [g.label for g in guess(o)[:2]]) for o in orphans]}; requests "
+            f"{[(o.response.data[:4].hex(), o.response.how) for o in orphans]}; requests "
             f"{[(e.request.title, e.request.correlation_id, e.response is not None) for e in ex]}")
         result += ex
     return result

@@ -1,4 +1,5 @@
-"""Capture packets -> TCP reassembly -> Kafka connections -> exchanges, streaming."""
+"""Packets (from capture files or an interface) -> TCP reassembly -> which connections
+are Kafka -> the stream engine's connections -> a sink, streaming."""
 
 from __future__ import annotations
 
@@ -7,22 +8,23 @@ from collections.abc import Callable, Iterable
 from ..capture.packet import SUPPORTED, LINKTYPE_NAMES, tcp_segment
 from ..capture.pcapfile import Packet
 from ..capture.tcp import Reassembler, TcpConnection
-from .model import Exchange, Gap
-from .session import DEFAULT_PORTS, KafkaConnection, plausible_request
+from ..protocol import Options
+from ..stream.connection import KafkaConnection, plausible_request
+from ..stream.enrich import Enricher
+from ..stream.sink import CallbackSink, Collect, Sink
 
+DEFAULT_PORTS = frozenset({9092})
 _SNIFF = 256
 
 
 class CaptureDissector:
-    """Feed packets; finished exchanges and gaps go to the callbacks as they happen."""
+    """Feed packets; finished exchanges and gaps go to ``sink`` as they happen (the
+    caller calls ``finish`` at the end of the packets, and the sink's ``done``)."""
 
-    def __init__(self, on_exchange: Callable[[Exchange], None],
-                 on_gap: Callable[[Gap], None] | None = None,
-                 ports: Iterable[int] = DEFAULT_PORTS, detect: bool = True):
+    def __init__(self, sink: Sink, ports: Iterable[int] = DEFAULT_PORTS, detect: bool = True):
         self.ports = frozenset(ports)
         self.detect = detect
-        self.on_exchange = on_exchange
-        self.on_gap = on_gap or (lambda g: None)
+        self.sink = sink
         self.tcp = Reassembler(self, client_hint=lambda src, dst: dst[1] in self.ports
                                or (src[1] not in self.ports and src[1] > dst[1]))
         self.kafka: dict[int, KafkaConnection] = {}
@@ -68,8 +70,8 @@ class CaptureDissector:
         else:
             self.ignored.add(id(conn))
             return None
-        k = KafkaConnection(len(self.streams) + 1, client, broker, self.on_exchange,
-                            self.on_gap, self._next_index)
+        k = KafkaConnection(len(self.streams) + 1, client, broker, self.sink.exchange,
+                            self.sink.gap, self._next_index)
         self.kafka[id(conn)] = k
         self.streams.append(k)
         return k
@@ -116,40 +118,65 @@ class CaptureDissector:
         return f"skipped packets of unsupported link types: {kinds}"
 
 
-def load_captures(paths, emit: Callable[[Exchange], None], warn: Callable[[str], None], *,
-                  on_gap: Callable[[Gap], None] | None = None,
-                  error: Callable[[str], None] | None = None,
-                  ports: Iterable[int] = DEFAULT_PORTS, detect: bool = True,
-                  packets=None) -> bool:
-    """Every exchange in the capture files ``paths`` to ``emit``; what the user should
-    know about the files to ``warn`` (and ``error`` for files that cannot be read).
-    ``packets(reader, path)`` may wrap the packet iterator (e.g. with a progress bar).
-    Returns whether any packet was read. A closed output (BrokenPipeError) propagates."""
+def read_captures(paths, sink: Sink, *, ports: Iterable[int] = DEFAULT_PORTS,
+                  detect: bool = True, packets=None) -> int:
+    """Every exchange in the capture files ``paths`` to ``sink``, then ``sink.done()``;
+    what the user should know about the files goes to ``sink.note`` ("error" for a file
+    that cannot be read). ``packets(reader, path)`` may wrap the packet iterator (e.g.
+    with a progress bar). Returns the number of packets read. A closed output
+    (BrokenPipeError) propagates."""
     from ..capture.pcapfile import CaptureError, CaptureReader
-    error = error or warn
-    read_any = False
+    total = 0
     for path in paths:
-        dissector = CaptureDissector(emit, on_gap, ports, detect)
+        dissector = CaptureDissector(sink, ports, detect)
         try:
             with CaptureReader(path) as reader:
                 for packet in (packets(reader, path) if packets else reader.packets()):
                     dissector.packet(packet)
                 for w in reader.warnings:
-                    warn(f"{path}: {w}; everything before it was decoded")
+                    sink.note(f"{path}: {w}; everything before it was decoded")
         except CaptureError as e:
-            error(str(e))
-            continue
+            sink.note(str(e), "error")
         except OSError as e:
             if isinstance(e, BrokenPipeError):
                 raise
-            error(f"{path}: {e.strerror or e}")
-            continue
-        dissector.finish()
-        read_any = read_any or dissector.packets > 0
+            sink.note(f"{path}: {e.strerror or e}", "error")
+        dissector.finish()              # what was read of a damaged file still counts
+        total += dissector.packets
         skipped = dissector.unsupported_summary()
         if skipped:
-            warn(f"{path}: {skipped}")
-        if not dissector.streams and dissector.packets:
-            warn(f"{path}: no Kafka traffic found in {dissector.packets} packets (ports "
-                 f"{', '.join(map(str, sorted(dissector.ports)[:5]))}; add others with -p)")
-    return read_any
+            sink.note(f"{path}: {skipped}")
+        if not dissector.streams:
+            sink.note(f"{path}: no Kafka traffic found in {dissector.packets} packets "
+                      f"(ports {', '.join(map(str, sorted(dissector.ports)[:5]))}; add others "
+                      f"with -p)" if dissector.packets else f"{path}: the capture holds no "
+                      f"packets", "error")
+    sink.done()
+    return total
+
+
+def tracked(reader, path: str, progress: Callable[[int, int], None]):
+    """Packets, telling ``progress(bytes read, file size)`` as they are read."""
+    import os
+    size = os.path.getsize(path)
+    for i, packet in enumerate(reader.packets()):
+        if i % 100 == 0:
+            progress(reader.bytes_read, size)
+        yield packet
+    progress(size, size)
+
+
+def capture_loader(paths, options: Options | None = None, **kw):
+    """The TUI's source for capture files: ``load(emit, warn, progress)`` runs them
+    through the engine (``kw`` as for ``read_captures``)."""
+    def load(emit, warn, progress) -> None:
+        read_captures(paths, Enricher(CallbackSink(emit, warn, progress), options),
+                      packets=lambda reader, path: tracked(reader, path, progress), **kw)
+    return load
+
+
+def exchanges_in(paths, options: Options | None = None, **kw) -> Collect:
+    """Every enriched exchange, gap and note of the capture files, collected."""
+    sink = Collect()
+    read_captures(paths, Enricher(sink, options), **kw)
+    return sink

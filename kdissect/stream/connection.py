@@ -1,0 +1,203 @@
+"""Kafka on one connection: both directions framed by the framing core, responses paired
+with requests by the correlation core, and SASL tokens after SaslHandshake v0.
+
+Hands finished exchanges to a callback as soon as they are known, so memory holds
+only what is still pending (partial messages, unanswered requests). The findings set
+here are the ones only the sequence of messages shows; the enrichment stage adds what
+decoding shows."""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+
+from ..protocol import peek_request_header, schemas
+from ..protocol.findings import Finding
+from ..protocol.message import produce_acks
+from .correlation import Correlator, Pending
+from .framing import MAX_MESSAGE, Frame, Framer
+from .model import Exchange, Gap, KafkaMessage
+
+MAX_EARLY = 256            # responses held while waiting for a request seen out of order
+_SIZE = struct.Struct(">i")
+
+
+def plausible_request(data: bytes | bytearray, pos: int = 0) -> bool:
+    """Does ``data[pos:]`` start like a size-prefixed Kafka request?"""
+    if len(data) - pos < 14:
+        return False
+    size, key, version = struct.unpack_from(">ihh", data, pos)
+    if not (8 <= size <= MAX_MESSAGE) or not schemas.is_known(key, version):
+        return False
+    head = peek_request_header(bytes(data[pos + 4:pos + 4 + min(size, 512)]))
+    if head is None:
+        return key == 7 and version == 0 and size >= 8
+    cid = head.client_id
+    return head.correlation_id >= 0 and (cid is None or cid.isprintable())
+
+
+class KafkaConnection:
+    """One TCP connection's Kafka traffic; ``side`` 0 is the client's direction.
+
+    ``data``/``gap`` take each direction's bytes by stream offset; ``close`` ends the
+    connection (requests still waiting become unanswered exchanges)."""
+
+    def __init__(self, index: int, client, broker, emit_exchange: Callable[[Exchange], None],
+                 emit_gap: Callable[[Gap], None], next_index: Callable[[], int]):
+        self.index, self.client, self.broker = index, client, broker
+        self.emit_exchange, self.emit_gap, self.next_index = emit_exchange, emit_gap, next_index
+        self.framers = (Framer(plausible_request), Framer(self._response_boundary))
+        self.pending: Correlator[KafkaMessage] = Correlator()
+        # responses seen before their request (packets reordered across directions),
+        # held until the request shows up or the connection ends
+        self.early: dict[int, list[KafkaMessage]] = {}
+        self.sasl_mode = False     # after SaslHandshake v0: client tokens carry no header
+        self.sasl_awaiting = 0     # client tokens whose broker token has not come yet
+        self.seq = 0               # exchanges numbered in the order their first message came
+        self._first_frame = [0, 0]  # frame that carried the first byte of the next message
+
+    # -- input ----------------------------------------------------------------------
+
+    def data(self, side: int, offset: int, payload: bytes, ts: float, frame: int) -> None:
+        framer = self.framers[side]
+        if not framer.pending:
+            self._first_frame[side] = frame
+        for f in framer.feed(payload, offset):
+            self._message(side, f, ts, frame)
+            self._first_frame[side] = frame
+
+    def gap(self, side: int, offset: int, length: int, ts: float, frame: int) -> None:
+        framer = self.framers[side]
+        if framer.already_reported(offset + length):
+            return                                 # inside a message already reported truncated
+        self.emit_gap(Gap(self.index, "request" if side == 0 else "response", offset,
+                          length, frame, ts))
+        truncated = framer.gap(offset, length)
+        if truncated is not None:
+            self._message(side, truncated, ts, frame)
+        self._first_frame[side] = frame
+
+    def close(self) -> None:
+        for side, framer in enumerate(self.framers):
+            if framer.pending and not framer.resync:
+                self.emit_gap(Gap(self.index, "request" if side == 0 else "response",
+                                  framer.base, framer.pending, 0, 0.0))
+        for waiting in self.early.values():
+            for resp in waiting:
+                self._orphan(resp)
+        self.early.clear()
+        for p in self.pending.close():
+            self._unanswered(p, "unanswered")
+
+    def _response_boundary(self, buf: bytearray, pos: int) -> bool:
+        return self.pending.waiting_for(_SIZE.unpack_from(buf, pos + 4)[0])
+
+    # -- messages -------------------------------------------------------------------------
+
+    def _emit(self, request: KafkaMessage | None, response: KafkaMessage | None, seq: int,
+              findings: list[Finding], expected: bool = True) -> None:
+        self.emit_exchange(Exchange(request, response, self.client, self.broker, self.index,
+                                    seq, expected, findings))
+
+    def _next_seq(self) -> int:
+        self.seq += 1
+        return self.seq - 1
+
+    def _message(self, side: int, f: Frame, ts: float, frame: int) -> None:
+        msg = KafkaMessage(self.next_index(), self.index, "request" if side == 0 else "response",
+                           ts, frame, f.offset, f.data, first_frame=self._first_frame[side])
+        findings = []
+        if f.truncated:
+            msg.status = f.truncated
+            findings.append(Finding("message_truncated", f.truncated, msg.direction))
+        if self.sasl_mode and side == 0:
+            if plausible_request(struct.pack(">i", len(f.data)) + f.data[:512]):
+                self.sasl_mode = False          # authenticated: Kafka requests again
+            else:
+                self.sasl_awaiting += 1
+                msg.direction = "sasl"
+                self._emit(msg, None, self._next_seq(), findings)
+                return
+        if side == 1 and self.sasl_awaiting:
+            self.sasl_awaiting -= 1
+            msg.direction = "sasl"
+            self._emit(None, msg, self._next_seq(), findings)
+            return
+        if side == 0:
+            self._request(msg, findings)
+        else:
+            self._response(msg, findings)
+
+    def _request(self, msg: KafkaMessage, findings: list[Finding]) -> None:
+        head = peek_request_header(msg.data)
+        if head is None:
+            msg.status = "malformed header"
+            findings.append(Finding("malformed_header", "", "request"))
+            self._emit(msg, None, self._next_seq(), findings)
+            return
+        msg.api_key, msg.api_version = head.api_key, head.api_version
+        msg.correlation_id, msg.client_id = head.correlation_id, head.client_id
+        expected = not (head.api_key == 0 and
+                        produce_acks(msg.data, head.size, head.api_version) == 0)
+        pending, finished = self.pending.request(head.correlation_id, (msg, findings,
+                                                                         self._next_seq()),
+                                                 expected, msg.ts)
+        if pending.reused:
+            findings.append(Finding("correlation_reused",
+                                    f"correlation id {head.correlation_id} was still pending",
+                                    "request"))
+        for p in finished:                        # acks=0 ones done waiting, or pushed out
+            self._unanswered(p, "pending_limit")
+        early = self.early.get(head.correlation_id)
+        if early:
+            resp = early.pop(0)
+            if not early:
+                del self.early[head.correlation_id]
+            self._response(resp, [])
+
+    def _unanswered(self, p: Pending, code: str) -> None:
+        """A request finished without an answer; ``code`` says why, if it expected one."""
+        msg, findings, seq = p.item
+        if p.expected:
+            findings.append(Finding(code, "", "request"))
+        self._emit(msg, None, seq, findings, p.expected)
+
+    def _orphan(self, msg: KafkaMessage, findings: list[Finding] | None = None) -> None:
+        findings = findings or []
+        findings.append(Finding("orphan_response", "", "response"))
+        self._emit(None, msg, self._next_seq(), findings)
+
+    def _response(self, msg: KafkaMessage, findings: list[Finding]) -> None:
+        corr = _SIZE.unpack_from(msg.data)[0] if len(msg.data) >= 4 else None
+        msg.correlation_id = corr
+        if corr is None:
+            self._orphan(msg, findings)
+            return
+        match, finished = self.pending.response(corr, msg.ts)
+        for p in finished:                        # acks=0 requests: no answer will come
+            self._unanswered(p, "unanswered")
+        if match is None:
+            self.early.setdefault(corr, []).append(msg)
+            if sum(map(len, self.early.values())) > MAX_EARLY:
+                oldest = min(self.early, key=lambda c: self.early[c][0].index)
+                self._orphan(self.early[oldest].pop(0))
+                if not self.early[oldest]:
+                    del self.early[oldest]
+            return
+        req, req_findings, seq = match.item
+        msg.api_key, msg.api_version = req.api_key, req.api_version
+        msg.pair, req.pair = req.index, msg.index
+        msg.how = "paired by correlation id"
+        findings = req_findings + findings
+        if not match.expected:
+            findings.append(Finding("acks0_answered", "", "response"))
+        if match.out_of_order:
+            findings.append(Finding("out_of_order", "", "response"))
+        if req.api_key == 17 and req.api_version == 0 and _no_error(msg.data):
+            # SaslHandshake v0: the tokens that follow carry no Kafka header
+            self.sasl_mode = True
+        self._emit(req, msg, seq, findings, match.expected)
+
+
+def _no_error(data: bytes) -> bool:
+    return len(data) >= 6 and struct.unpack_from(">h", data, 4)[0] == 0

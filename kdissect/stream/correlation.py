@@ -1,0 +1,121 @@
+"""The correlation core: requests awaiting their responses on one connection.
+
+Kafka answers the requests of a connection in the order they were sent, and a Produce
+with acks=0 gets no answer at all. So an acks=0 request is finished (no answer will
+come) as soon as a later request is answered, when it has waited ``ACKS0_WAIT``
+seconds, or when the connection ends; a broker that answers it anyway is paired
+with it all the same (one exchange, flagged). What is pending is bounded.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict, deque
+from dataclasses import dataclass
+from itertools import takewhile
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+MAX_PENDING = 4096         # requests awaiting answers per connection (Kafka clients keep ~5)
+ACKS0_WAIT = 5.0           # seconds an acks=0 request waits for an unexpected answer
+
+
+@dataclass(slots=True, eq=False)
+class Pending(Generic[T]):
+    item: T                        # the caller's request (a message, an (api, version)...)
+    correlation_id: int
+    seq: int                       # order of the request on the connection
+    expected: bool = True          # False: the request asked for no response (acks=0)
+    ts: float = 0.0
+    reused: bool = False           # its correlation id was already pending
+
+
+@dataclass(slots=True)
+class Match(Generic[T]):
+    pending: Pending[T]
+    out_of_order: bool             # an earlier request still waits for its answer
+
+    @property
+    def item(self) -> T:
+        return self.pending.item
+
+    @property
+    def expected(self) -> bool:
+        return self.pending.expected
+
+
+class Correlator(Generic[T]):
+    """Per connection. ``request`` and ``response`` return the requests they finish
+    without an answer (acks=0 ones whose time is up, ones pushed out by the bound), in
+    the order they were sent; the caller reports those. A reused correlation id pairs
+    with the latest earlier unanswered request that used it (the earlier one's answer
+    was most likely lost); one expecting an answer wins over an acks=0 Produce."""
+
+    def __init__(self, max_pending: int = MAX_PENDING, acks0_wait: float = ACKS0_WAIT):
+        self._by_id: dict[int, list[Pending[T]]] = {}
+        self._order: OrderedDict[int, Pending[T]] = OrderedDict()   # seq -> pending
+        self._acks0: deque[Pending[T]] = deque()     # acks=0 requests, oldest first
+        self._seq = 0
+        self.max_pending = max_pending
+        self.acks0_wait = acks0_wait
+
+    def request(self, correlation_id: int, item: T, expected: bool = True,
+                ts: float = 0.0) -> tuple[Pending[T], list[Pending[T]]]:
+        waiting = self._by_id.setdefault(correlation_id, [])
+        p = Pending(item, correlation_id, self._seq, expected, ts,
+                    any(w.expected for w in waiting))
+        self._seq += 1
+        waiting.append(p)
+        self._order[p.seq] = p
+        if not expected:
+            self._acks0.append(p)
+        finished = self._expire(ts)
+        while len(self._order) > self.max_pending:
+            finished.append(self._drop(next(iter(self._order.values()))))
+        return p, finished
+
+    def response(self, correlation_id: int, ts: float = 0.0
+                 ) -> tuple[Match[T] | None, list[Pending[T]]]:
+        waiting = self._by_id.get(correlation_id)
+        if not waiting:
+            return None, self._expire(ts)
+        answered = [p for p in waiting if p.expected]
+        p = (answered or waiting)[-1]
+        earlier = list(takewhile(lambda q: q.seq < p.seq, self._order.values()))
+        self._drop(p)
+        out_of_order = any(q.expected for q in earlier)
+        # answered in order: acks=0 requests sent before this one will get no answer now
+        finished = [self._drop(q) for q in earlier if not q.expected]
+        return Match(p, out_of_order), finished + self._expire(ts)
+
+    def waiting_for(self, correlation_id: int) -> bool:
+        return any(p.expected for p in self._by_id.get(correlation_id, ()))
+
+    def close(self) -> list[Pending[T]]:
+        """Everything still pending, in the order sent; the correlator is empty after."""
+        rest = list(self._order.values())
+        self._order.clear()
+        self._by_id.clear()
+        return rest
+
+    def __len__(self) -> int:
+        return len(self._order)
+
+    def _drop(self, p: Pending[T]) -> Pending[T]:
+        del self._order[p.seq]
+        waiting = self._by_id[p.correlation_id]
+        waiting.remove(p)
+        if not waiting:
+            del self._by_id[p.correlation_id]
+        return p
+
+    def _expire(self, now: float) -> list[Pending[T]]:
+        """acks=0 requests that have waited long enough for an answer."""
+        out = []
+        queue = self._acks0
+        while queue and (queue[0].seq not in self._order or
+                         (now and now - queue[0].ts >= self.acks0_wait)):
+            p = queue.popleft()
+            if p.seq in self._order:
+                out.append(self._drop(p))
+        return out

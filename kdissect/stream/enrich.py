@@ -1,0 +1,158 @@
+"""The enrichment stage: what decoding teaches about each exchange, learned once and in
+order, before any view sees it.
+
+For each exchange from the correlation core it guesses an orphan response's API,
+decodes both messages (a summary: record batch headers, not records; or the full
+trees when the sink prints them, so nothing is decoded twice), names topics known only
+by id from what earlier exchanges taught, checks request versions against what
+ApiVersions advertised on the connection, and turns everything noticed into findings
+and a short status. Views read the result; none of them guesses, learns or rewrites.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ..protocol import Message, Options
+from ..protocol.findings import Finding
+from ..protocol.guess import guess
+from ..protocol.names import error_name
+from .facts import facts
+from .model import Exchange, Gap
+from .sink import Sink
+
+# finding code -> the exchange's status, most telling first
+_STATUS = (
+    ("message_truncated", None), ("malformed_header", "malformed header"),
+    ("orphan_response", "orphan (request not captured)"), ("unanswered", "unanswered"),
+    ("pending_limit", "given up (too many pending)"),
+    ("acks0_answered", "answer to acks=0 (brokers normally send none)"),
+    ("unknown_api", "unknown API"), ("unknown_version", "unknown API version"),
+)
+
+
+class Enricher:
+    """A sink that enriches exchanges and passes everything on to ``sink``.
+
+    ``full``: decode whole trees (kept on the exchange in ``decoded`` for the sink to
+    print, then dropped with it) instead of summaries."""
+
+    def __init__(self, sink: Sink, options: Options | None = None, full: bool = False):
+        self.sink = sink
+        options = options or Options()
+        self.full = full
+        self.options = options if full else dataclasses.replace(options, records="batches")
+        self.topic_ids: dict[str, str] = {}      # topic id -> name, learned in order
+        self.advertised: dict[int, dict[int, tuple[int, int]]] = {}   # stream -> ranges
+
+    # -- Sink ---------------------------------------------------------------------------
+
+    def exchange(self, ex: Exchange) -> None:
+        enrich(ex, self.options, self.topic_ids, self.advertised, self.full)
+        self.sink.exchange(ex)
+
+    def gap(self, g: Gap) -> None:
+        self.sink.gap(g)
+
+    def note(self, text: str, level: str = "warn") -> None:
+        self.sink.note(text, level)
+
+    def progress(self, done: int, total: int) -> None:
+        self.sink.progress(done, total)
+
+    def done(self) -> None:
+        self.sink.done()
+
+
+def enrich(ex: Exchange, options: Options, topic_ids: dict[str, str],
+           advertised: dict[int, dict[int, tuple[int, int]]], keep: bool = False) -> None:
+    req, resp = ex.request, ex.response
+    findings = ex.findings
+    if resp is not None and req is None and resp.direction == "response" \
+            and resp.api_key is None:
+        _guess(resp, findings)
+    decoded: list[Message | None] = []
+    for m in (req, resp):
+        if m is None:
+            decoded.append(None)
+            continue
+        d = m.decoded(options)
+        decoded.append(d)
+        where = m.direction
+        for path, code, reason in d.tree.findings():
+            findings.append(Finding(code, reason, f"{where}: {path}"))
+        if d.assumed_from is not None:
+            findings.append(Finding("assumed_version", f"v{m.api_version} read as "
+                                    f"v{d.assumed_from}, the newest kdissect knows", where))
+    if req is not None and req.direction == "request" and req.api_key is not None:
+        _check_version(ex, advertised, findings)
+    bodies = [d.tree.children[0] if m.direction == "sasl" else d.body
+              for m, d in zip((req, resp), decoded) if d is not None]
+    ex.facts = facts(*bodies, topic_ids=topic_ids, full_ids=True)
+    if resp is not None and resp.direction == "response":
+        body = decoded[1].body
+        code = body.child("error_code") if body is not None else None
+        if code is not None and isinstance(code.value, int):
+            ex.facts.top_error = code.value
+        seen = set()
+        for topic, partition, code in ex.facts.error_sites:
+            if code not in seen:
+                seen.add(code)
+                at = f" ({topic}[{partition}])" if topic is not None else ""
+                findings.append(Finding("error_code", f"{error_name(code)}{at}", "response"))
+        throttle = body.child("throttle_time_ms") if body is not None else None
+        if throttle is not None and isinstance(throttle.value, int) and throttle.value > 0:
+            findings.append(Finding("throttled", f"throttled {throttle.value} ms", "response"))
+        if ex.first.api_key == 18 and decoded[1] is not None:
+            _learn_versions(ex.stream, decoded[1], advertised)
+    ex.status = _status(ex)
+    if keep:
+        ex.decoded = (decoded[0], decoded[1])
+
+
+def _guess(resp, findings: list[Finding]) -> None:
+    cands = guess(resp.data, "response")
+    top = cands[0] if cands else None
+    if top is not None and top.clean:
+        resp.api_key, resp.api_version = top.api_key, top.api_version
+        resp.how = f"guessed {top.label}"
+        findings.append(Finding("guessed_api", resp.how, "response"))
+    else:
+        resp.how = "no API decodes it cleanly"
+
+
+def _learn_versions(stream: int, d: Message, advertised) -> None:
+    keys = d.body.child("api_keys") if d.body is not None else None
+    if keys is None or d.body.child("error_code") is None or d.body.child("error_code").value:
+        return
+    ranges = {}
+    for item in keys.children:
+        k, lo, hi = (item.child(n) for n in ("api_key", "min_version", "max_version"))
+        if k is not None and lo is not None and hi is not None:
+            ranges[k.value] = (lo.value, hi.value)
+    if ranges:
+        advertised[stream] = ranges
+
+
+def _check_version(ex: Exchange, advertised, findings: list[Finding]) -> None:
+    req = ex.request
+    ranges = advertised.get(ex.stream)
+    if ranges is not None and req.api_key != 18:
+        lo_hi = ranges.get(req.api_key)
+        if lo_hi is None or not lo_hi[0] <= req.api_version <= lo_hi[1]:
+            said = f"v{lo_hi[0]}-v{lo_hi[1]}" if lo_hi else "not at all"
+            findings.append(Finding("version_not_advertised",
+                                    f"{req.api_name} v{req.api_version}; the broker "
+                                    f"advertised {said}", "request"))
+
+
+def _status(ex: Exchange) -> str:
+    codes = {f.code for f in ex.findings}
+    for code, text in _STATUS:
+        if code in codes:
+            if text is None:
+                return next(m.status for m in ex.messages if m.status.startswith("truncated"))
+            return text
+    if ex.request is not None and ex.response is None and not ex.expected:
+        return "no response expected (acks=0)"
+    return "ok"
