@@ -42,6 +42,10 @@ Examples:
 """
 
 
+# Decoding for the display yields the CPU to forwarding (and to the clients and brokers
+# on the same machine): on a busy machine the display sheds exchanges instead
+DISPLAY_NICENESS = 10
+
 
 @main.command(help=PROXY_HELP)
 @click.option("--upstream", required=True, metavar="HOST:PORT[,HOST:PORT...]",
@@ -170,6 +174,7 @@ def proxy(upstream, listen, broker_ports, advertise, maps, upstream_tls, ca_file
         stop = threading.Event()
 
         def load(emit, warn, progress):
+            os.nice(DISPLAY_NICENESS)           # (the TUI's loader process)
             warn(listening)
             FeedDisplay(Enricher(CallbackSink(emit, warn, progress), options)).run(forwarder.fd)
         _run_tui(load, options, f"proxy {listen} → {upstream}", filter_text,
@@ -178,6 +183,7 @@ def proxy(upstream, listen, broker_ports, advertise, maps, upstream_tls, ca_file
         forwarder.join()
         return
     err.print(listening + " (Ctrl-C stops)", style="green")
+    os.nice(DISPLAY_NICENESS)                   # this process only decodes and prints now
     printer = ExchangePrinter(options, fmt, verbose, display_filter)
     shown = _Guarded(printer, err)
     FeedDisplay(Enricher(shown, options, full=printer.full)).run(forwarder.fd)

@@ -87,6 +87,8 @@ async def _serve(make_proxy, write_fd: int, budget: int, loop_name: str, metrics
     stop = asyncio.Event()
     feed = FeedWriter(write_fd, budget, on_broken=stop.set)   # the parent is gone
     await feed.start()
+    from .skipscan import warm
+    warm()
     try:
         proxy = make_proxy(feed, feed.note)
         await proxy.start()

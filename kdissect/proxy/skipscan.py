@@ -68,6 +68,16 @@ def response_layout(api_key: int, api_version: int) -> Struct | None:
     return st if st is not None and _holds_endpoints(st) else None
 
 
+def warm() -> None:
+    """Load the layouts of every response that can name brokers now, so that the first
+    Metadata answer does not wait for the schema tables to load."""
+    for key, versions in schemas.all_versions().items():
+        for version in versions:
+            if key in (0, 1, 3, 10, 60, 78, 79):
+                response_layout(key, version)
+                schemas.response_header_version(key, version)
+
+
 def endpoint_spans(body: bytes, api_key: int, api_version: int) -> list[EndpointSpan]:
     """The endpoints in ``body`` (a response after its size prefix). Raises DecodeError
     when the bytes do not follow the layout (the caller forwards them unchanged)."""
