@@ -56,7 +56,7 @@ class _State:
     def __init__(self, conv: Callable[[bytes], Any], options: Options):
         self.conv = conv
         self.records = options.records        # True: decode batches; False: leave raw
-        self.nodes = getattr(options, "max_nodes", 1 << 62)
+        self.nodes = options.max_nodes
         self.decompressed = options.max_decompressed
         self.tag_end = 0         # where the tagged fields just read end
 
