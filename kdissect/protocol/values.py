@@ -67,8 +67,9 @@ class _State:
 
 
 def _uvarint(buf: bytes, pos: int, max_bytes: int) -> tuple[int, int]:
-    """Unsigned LEB128 of at most ``max_bytes`` (as ``Reader._leb``); IndexError past the
-    end, Bail when too long."""
+    """Unsigned LEB128 of at most ``max_bytes``, as ``Reader._leb`` reads it (records'
+    ``_uvarint_at`` takes up to ten bytes anywhere, which the located header and body
+    readers fault); IndexError past the end, Bail when too long."""
     value = shift = 0
     for _ in range(max_bytes):
         b = buf[pos]
