@@ -1,7 +1,7 @@
 """The values-only decoder: a message's body as plain values, without located nodes.
 
-Bulk output (JSON lines, Parquet records, Spark) needs the values of every field but
-never their offsets, and building a ``Node`` per field is most of the time a full decode
+Bulk output (JSON lines; the Parquet and Spark record tables could follow) needs the
+values of every field but never their offsets, and building a ``Node`` per field is most of the time a full decode
 takes. So for each layout (``Struct``) this module generates, once, a specialised Python
 reader function from the same layouts ``decode.py`` walks (the way kio generates its
 parsers): consecutive fixed-size fields become one ``struct`` unpack, one-byte length
