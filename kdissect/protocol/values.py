@@ -421,13 +421,15 @@ def _expand(template: str) -> str:
     return "\n".join(out)
 
 
-def _compile_loop() -> Callable:
-    env = {"Bail": Bail, "_uvarint": _uvarint}
-    exec(compile(_expand(_RECORD_LOOP), "<values record loop>", "exec"), env)
-    return env["loop"]
+_LOOP: list[Callable] = []       # compiled on first use: start-up stays lean
 
 
-_record_loop = _compile_loop()
+def _record_loop(*args):
+    if not _LOOP:
+        env = {"Bail": Bail, "_uvarint": _uvarint}
+        exec(compile(_expand(_RECORD_LOOP), "<values record loop>", "exec"), env)
+        _LOOP.append(env["loop"])
+    return _LOOP[0](*args)
 
 
 # -- messages -------------------------------------------------------------------------
