@@ -27,7 +27,7 @@ import crc32c
 
 from . import schemas
 from .codecs import CodecError, decompress
-from .decode import Options
+from .context import Options
 from .layout import Field, Struct
 from .node import Node
 from .records import _attributes_note, read_records
