@@ -384,3 +384,44 @@ def test_the_job_runs_over_spark_connect(tmp_path):
     write_exchanges(files, str(tmp_path / "one.parquet"), ports=DEFAULT_PORTS,
                     detect=True, warn=print)
     assert table(tmp_path / "t" / "exchanges") == table(tmp_path / "one.parquet")
+
+
+def test_a_cluster_without_free_cores_is_said_after_a_few_seconds(tmp_path):
+    """A real standalone master with no worker: Spark waits forever for resources and
+    says so only in its log; kdissect says it on the terminal."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    bin_dir = os.path.dirname(sys.executable)
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_NO_DAEMONIZE": "1",
+           "SPARK_LOG_DIR": str(tmp_path)}
+    master = subprocess.Popen([os.path.join(bin_dir, "spark-class"),
+                               "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                               "--port", str(port), "--webui-port", "0"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    job = None
+    try:
+        job = subprocess.Popen([sys.executable, "-m", "kdissect", "spark", "captures/kcat.pcap",
+                                "--out", str(tmp_path / "t"), "--master",
+                                f"spark://127.0.0.1:{port}"],
+                               cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
+        import threading
+        watchdog = threading.Timer(240, job.kill)      # a job that never says it ends here
+        watchdog.start()
+        said = ""
+        while "no Spark task has started" not in said:
+            line = job.stderr.readline()
+            if not line:
+                break
+            said += line
+        watchdog.cancel()
+        assert "no Spark task has started after 1" in said, said
+        assert "Initial job has not accepted any resources" in said
+    finally:
+        for p in (job, master):
+            if p is not None:
+                p.terminate()
+                try:
+                    p.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    p.kill()
