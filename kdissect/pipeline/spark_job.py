@@ -414,22 +414,19 @@ def _status(st: dict) -> str:
 
 
 def _seam_problems(summaries) -> list[tuple[str, str]]:
-    """Each shard must start where the one before it stopped reading; bytes between
-    them that no shard could read are damage (unless the shard before already said
-    so)."""
+    """Each shard that owns records must start where the one before it stopped reading
+    (a shard inside one long record owns none); bytes between them that no shard could
+    read are damage, unless the shard before already said so."""
     problems = []
-    for prev, cur in zip(summaries, summaries[1:]):
+    owning = [s for s in summaries if s["first"] is not None]
+    for prev, cur in zip(owning, owning[1:]):
         if prev["capture"] != cur["capture"] or prev["next"] == cur["first"]:
             continue
-        said = any("nothing readable follows" in (w["text"] if isinstance(w, dict)
-                                                  else w.text) for w in prev["warnings"] or [])
-        if cur["first"] is not None and prev["next"] is not None and \
-                prev["next"] > cur["first"]:
+        if prev["next"] > cur["first"]:
             problems.append((cur["capture"],
                              f"shards overlap at byte {cur['first']} (one read on to "
                              f"{prev['next']}): packets there may be doubled"))
-        elif not said and prev["next"] is not None:
-            upto = cur["first"] if cur["first"] is not None else cur["end"]
-            problems.append((cur["capture"], f"bytes {prev['next']}-{upto} hold no pcap "
-                                             f"record (damaged); skipped"))
+        elif not any("nothing readable follows" in w["text"] for w in prev["warnings"] or []):
+            problems.append((cur["capture"], f"bytes {prev['next']}-{cur['first']} hold no "
+                                             f"pcap record (damaged); skipped"))
     return problems
