@@ -204,7 +204,8 @@ def test_captures_are_read_from_a_real_s3_compatible_server(spark, s3, tmp_path)
         client.upload_file(str(CAPTURES / name), "captures", f"day1/{name}")
     # one file read by byte ranges (split), one whole, both by the executors from S3
     result = run_job(spark, ["s3a://captures/day1/"], str(tmp_path / "t"),
-                     ports=DEFAULT_PORTS, with_records=True, split=True, shard_bytes=3000)
+                     ports=DEFAULT_PORTS, with_records=True, split=True, shard_bytes=3000,
+                     partition_by="date")
     assert result.shards > 2 and result.warnings == []
     local = capture_rows([(f"s3a://captures/day1/{n}", str(CAPTURES / n))
                           for n in ("aiokafka.pcap", "kcat.pcap")], DEFAULT_PORTS, True, True,
@@ -215,6 +216,11 @@ def test_captures_are_read_from_a_real_s3_compatible_server(spark, s3, tmp_path)
     assert {r["capture"] for r in got} == {"s3a://captures/day1/kcat.pcap",
                                            "s3a://captures/day1/aiokafka.pcap"}
     assert len(table(tmp_path / "t" / "records")) == len(local.records) > 0
+    # partitioned by the UTC day of each exchange
+    assert {d for d in os.listdir(tmp_path / "t" / "exchanges") if d.startswith("date=")} == \
+        {f"date={r['date']}" for r in got}
+    assert all(str(r["date"]) == (r["request_ts"] or r["response_ts"]).date().isoformat()
+               for r in got)
 
 
 def test_output_modes_refuse_replace_or_append(spark, tmp_path):
