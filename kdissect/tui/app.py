@@ -313,6 +313,7 @@ class KdissectApp(App):
     def select_view(self, view: ExchangeView) -> None:
         """Move the list's cursor to ``view`` and show it now."""
         self.table.move_cursor(self.table.index(view))
+        self.table.center_cursor()
         self.show_exchange(view)
 
     @on(ExchangeList.RowHighlighted, "#exchanges")
@@ -532,7 +533,9 @@ class KdissectApp(App):
             bar.remove_class("visible")
         box = self.query_one(f"#{name}", Input)
         box.add_class("visible")
-        box.focus()
+        # focus now, not on the next idle: keys typed right after `/` (a paste, a fast
+        # typist) must land in the bar, not run as list keys
+        self.screen.set_focus(box)
 
     def action_filter(self) -> None:
         self._open_bar("filter")

@@ -195,6 +195,11 @@ class ExchangeList(ScrollView, can_focus=True):
         if changed:
             self.post_message(self.RowHighlighted(self, row))
 
+    def center_cursor(self) -> None:
+        """Scroll so the cursor's row is in the middle (after a jump)."""
+        visible = max(1, self.scrollable_content_region.height - 1)
+        self.scroll_to(y=max(0, self.cursor_row - visible // 2), animate=False, immediate=True)
+
     def scroll_to_cursor(self) -> None:
         visible = max(1, self.scrollable_content_region.height - 1)
         top = int(self.scroll_y)
