@@ -123,8 +123,9 @@ def test_wireshark_field_names_are_aliases(views):
     for wireshark, ours in pairs:
         assert select(views, wireshark) == select(views, ours) != [], wireshark
     # the same frames as tshark's own filter finds
-    out = subprocess.run(["tshark", "-r", str(GROUP), "-Y", "kafka.api_key == 11 and "
-                          "tcp.dstport == 9092", "-T", "fields", "-e", "frame.number"],
+    out = subprocess.run(["tshark", "-r", str(GROUP), "-Y",
+                          "kafka.api_key == 11 and tcp.dstport == 9092", "-T", "fields",
+                          "-e", "frame.number"],
                          capture_output=True, text=True, check=True).stdout.split()
     assert [str(v.ex.first.frame) for v in select(views, "kafka.api_key == 11")] == out
 

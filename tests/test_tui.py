@@ -12,9 +12,9 @@ from textual.widgets import Input, Static, Tree
 
 from kdissect.sources.pcap import capture_loader, exchanges_in
 from kdissect.tui.app import KdissectApp, parse_needle
-from kdissect.tui.exchange_list import BOOKMARK, ExchangeList
 from kdissect.tui.blob_app import BlobApp
 from kdissect.tui.detail import HIGHLIGHT, PARENT_TONES, Detail, HexView, innermost
+from kdissect.tui.exchange_list import BOOKMARK, ExchangeList
 from kdissect.tui.screens import HelpScreen, StatsScreen
 from tests.test_captures import dissect
 

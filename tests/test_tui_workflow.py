@@ -185,7 +185,7 @@ def test_search_and_record_filters_reach_compressed_records():
         assert detail.holder is not None and hexview.data == detail.holder.buffer
         at = hexview.data.find(b"kp-gzip value 1")
         assert at >= 0 and hexview.cursor == at
-        index, node = detail.selected
+        _, node = detail.selected
         assert node.offset <= at < node.end
 
     run(CODECS, body, size=(200, 50))

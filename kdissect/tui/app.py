@@ -27,7 +27,7 @@ from ..stream.content import buffer_nodes, find_bytes
 from ..stream.facts import ExchangeView, Facts
 from ..stream.model import KafkaMessage
 from .detail import Detail, Item
-from .exchange_list import BOOKMARK, COLUMNS, ExchangeList
+from .exchange_list import COLUMNS, ExchangeList
 from .filterbar import FilterInput, FilterSuggester
 from .loader import run_in_process, run_in_thread
 from .screens import HelpScreen, StatsScreen
