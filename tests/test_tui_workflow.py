@@ -254,3 +254,36 @@ def test_export_the_list_as_pcapng(tmp_path, monkeypatch):
         assert tshark.returncode == 0 and tshark.stdout.split().count("11") == 4
 
     run(GROUP, body)
+
+
+def test_every_key_works_at_80x24(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+
+    async def body(app, pilot):
+        table = app.query_one(ExchangeList)
+        assert {"#", "API", "latency", "status"} <= {COLUMNS[i].name for i, _ in table.layout()}
+        await pilot.press("p")
+        await settle(app, pilot)
+        assert app.query_one(Detail).selected[1].name == "error_code"
+        await pilot.press("o", "O", "t", "end")
+        assert app.sorted_by == ("latency", False) and table.cursor_row == table.row_count - 1
+        await pilot.press("home", "f")
+        assert app.following is not None
+        await pilot.press("f", "b", "B", "x", "c", "e", "E")
+        await pilot.pause()
+        assert {p.name for p in tmp_path.iterdir()} >= {"kdissect-exchanges.pcapng"}
+        assert any(p.name.startswith("kdissect-exchange-") for p in tmp_path.iterdir())
+        await pilot.press("s")
+        await pilot.pause(0.3)
+        assert isinstance(app.screen, StatsScreen)
+        await pilot.press("escape", "question_mark")
+        await pilot.pause()
+        assert "this help" in str(app.screen.query_one("#help", Static).content)
+        await pilot.press("escape", "slash", "a", "n", "tab", "enter")
+        await pilot.pause()
+        assert app.filter_text == "anomaly" and len(app.shown) == 2
+        await pilot.press("ctrl+f", *"ck-group", "enter")
+        await pilot.pause()
+        assert app.needle == b"ck-group" and app.query_one(Detail).selected is not None
+
+    run(GROUP, body, size=(80, 24))

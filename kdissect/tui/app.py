@@ -26,7 +26,7 @@ from ..stream import anomaly
 from ..stream.content import buffer_nodes, find_bytes
 from ..stream.facts import ExchangeView, Facts
 from ..stream.model import KafkaMessage
-from .detail import Detail, Item
+from .detail import Detail, HexView, Item
 from .exchange_list import COLUMNS, ExchangeList
 from .filterbar import FilterInput, FilterSuggester
 from .loader import run_in_process, run_in_thread
@@ -329,7 +329,7 @@ class KdissectApp(App):
         self._detail_timer = self.set_timer(_REST, lambda: self._decode_for(view))
 
     def _decode_for(self, view: ExchangeView) -> None:
-        if self.detail_pending is not view or not self.query(Detail):
+        if self.detail_pending is not view or not self.query(HexView):
             return
         size = sum(len(m.data) for m in (view.ex.request, view.ex.response) if m)
         if size < _DECODE_HERE:
@@ -344,7 +344,7 @@ class KdissectApp(App):
         self.run_worker(decode, thread=True, group="detail")
 
     def _decoded_for(self, view: ExchangeView) -> None:
-        if self.detail_pending is view and self.query(Detail):
+        if self.detail_pending is view and self.query(HexView):   # not closing
             self.show_exchange(view)
 
     def follow_cursor(self) -> None:
