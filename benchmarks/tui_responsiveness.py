@@ -81,9 +81,9 @@ async def measure(capture: str, quiet: bool = False) -> dict:
 def main() -> None:
     capture = sys.argv[1] if len(sys.argv) > 1 else str(ROOT / "benchmarks/data/bulk.pcap")
     size = Path(capture).stat().st_size / 2**20
+    r = asyncio.run(measure(capture))        # before tshark runs: the children's peak
+    alone = asyncio.run(measure(capture, quiet=True))   # memory is then the loader's
     t_first, t_all = tshark_first_line(capture)
-    r = asyncio.run(measure(capture))
-    alone = asyncio.run(measure(capture, quiet=True))
     keys = sorted(r["keys"])
     print(f"capture: {capture} ({size:.0f} MiB), {r['rows']} exchanges\n")
     print(f"{'':<28}{'kdissect TUI':>14}{'tshark':>10}{'ratio':>8}")

@@ -285,5 +285,22 @@ def test_every_key_works_at_80x24(tmp_path, monkeypatch):
         await pilot.press("ctrl+f", *"ck-group", "enter")
         await pilot.pause()
         assert app.needle == b"ck-group" and app.query_one(Detail).selected is not None
+        said = []
+        app.notify = lambda message, **kw: said.append(message)
+        await pilot.press("ctrl+f", *"nowhere", "enter")
+        assert said and said[-1].startswith("'nowhere' is in no exchange") and "b'" not in said[-1]
+        tree = app.query_one(Tree)
+        tree.focus()
+        tree.move_cursor(tree.root)
+        closed = lambda: [n for n in _nodes(tree.root) if n.allow_expand and not n.is_expanded]
+        assert closed()
+        await pilot.press("asterisk")                     # open every field
+        assert closed() == []
 
     run(GROUP, body, size=(80, 24))
+
+
+def _nodes(node):
+    yield node
+    for child in node.children:
+        yield from _nodes(child)
