@@ -196,9 +196,14 @@ class ExchangeList(ScrollView, can_focus=True):
             self.post_message(self.RowHighlighted(self, row))
 
     def center_cursor(self) -> None:
-        """Scroll so the cursor's row is in the middle (after a jump)."""
-        visible = max(1, self.scrollable_content_region.height - 1)
-        self.scroll_to(y=max(0, self.cursor_row - visible // 2), animate=False, immediate=True)
+        """Scroll so the cursor's row is in the middle (after a jump); again once the
+        layout is up to date (the scroll range may lag rows just added)."""
+        def center() -> None:
+            visible = max(1, self.scrollable_content_region.height - 1)
+            self.scroll_to(y=max(0, self.cursor_row - visible // 2), animate=False,
+                           immediate=True)
+        center()
+        self.call_after_refresh(center)
 
     def scroll_to_cursor(self) -> None:
         visible = max(1, self.scrollable_content_region.height - 1)
