@@ -164,6 +164,8 @@ def test_stats_break_down_and_follow_the_group(views):
     assert list(stats.clients) == ["rdkafka"] and stats.clients["rdkafka"].exchanges == 30
     assert list(stats.brokers) == ["127.0.0.1:9092"]
     assert stats.topics["ck-group"].partitions == {0, 1, 2, 3}
+    assert {p for t, p in stats.partitions} == {0, 1, 2, 3}
+    assert stats.partitions[("ck-group", 0)].produce == 1 == stats.topics["ck-group"].produce
     assert stats.waited["Fetch"] == 1 and max(stats.service["Fetch"]) < 0.1
     assert max(stats.latency["Fetch"]) > 0.5
     group = stats.groups["kdissect-group"]

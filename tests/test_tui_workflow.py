@@ -153,13 +153,19 @@ def test_next_problem_lands_on_the_offending_field():
         await pilot.press("p")
         await settle(app, pilot)
         assert app.current_view().ex.response is None
+        await pilot.press("P")                                 # and back
+        await settle(app, pilot)
+        assert app.current_view() is view
+        await pilot.press("p")
+        await settle(app, pilot)
         # the Fetch long poll (max_wait_ms 500, answered empty) and the JoinGroup held
         # 3 s for the rebalance are waits the client asked for, not problems
         await pilot.press("p")
         await settle(app, pilot)
         assert app.current_view().ex.first.api_key == 11       # around again
         fetch_wait = [v for v in app.views if v.ex.first.api_key == 1 and v.ex.latency > 0.4]
-        assert fetch_wait and app.apply_filter("anomaly") is None
+        assert fetch_wait and fetch_wait[0].row[7].style == "dim"     # the latency cell
+        assert app.apply_filter("anomaly") is None
         assert len(app.shown) == 2 and fetch_wait[0] not in app.shown
 
     run(GROUP, body)

@@ -51,13 +51,16 @@ def _row(view: ExchangeView) -> tuple:
         f.severity == "error" for f in anomaly.findings(ex)))
     style = "red" if severe else "yellow" if reasons else ""
     summary = Facts(topics=facts.topics, records=facts.records).text()
+    latency = Text()
+    if ex.latency is not None:          # dim: mostly a wait the client asked for
+        waited = anomaly.client_wait(view) > ex.latency / 2
+        latency = Text(f"{ex.latency * 1000:.1f}ms", style="dim" if waited else "")
     cells = (str(first.frame), iso(first.ts)[11:23],
              f"{endpoint(ex.client)} → {endpoint(ex.broker)}",
              Text(first.api_name, style="bold red" if severe else "bold"),
              str(first.api_version), str(first.correlation_id),
              ex.request.client_id or "" if ex.request else "",
-             f"{ex.latency * 1000:.1f}ms" if ex.latency is not None else "",
-             Text(summary), Text(", ".join(reasons), style=style))
+             latency, Text(summary), Text(", ".join(reasons), style=style))
     return cells, reasons
 
 

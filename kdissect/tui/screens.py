@@ -92,8 +92,10 @@ HELP = """\
   x               jump between the request and the response
   ← → ↑ ↓         in the bytes: move the cursor; the field under it is selected
   c / e           copy the selected field's value / export the exchange as JSON
-[b]Colours[/b]  [red]red[/red]: an error code or malformed bytes   [yellow]yellow[/yellow]: a warning (unanswered,
-  throttled, slow...)   bytes: [bold black on yellow] field [/] [on grey35] its parents [/] [bold white on red] problem [/]
+[b]Colours[/b]
+  [red]red[/red]: an error code or malformed bytes   [yellow]yellow[/yellow]: a warning (unanswered, throttled, slow)
+  [dim]dim latency[/dim]: mostly a wait the client asked for (Fetch long poll, group rebalance)
+  bytes: [bold black on yellow] field [/] [on grey35] its parents [/] [bold white on red] problem [/]
 [b]Anywhere[/b]
   ?  this help     q  quit
 See docs/tui.md and docs/filters.md."""
