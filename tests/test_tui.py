@@ -56,7 +56,8 @@ async def settle(app: KdissectApp, pilot) -> None:
 
 
 def row_of(app: KdissectApp, pred) -> int:
-    return next(i for i in range(len(app.shown)) if pred(app.view_at(i)))
+    """The first row whose view (its bytes loaded from the spill file) satisfies pred."""
+    return next(i for i in range(len(app.shown)) if pred(app.load_bytes(app.view_at(i))))
 
 
 def test_browse_select_and_highlight():

@@ -174,7 +174,7 @@ def test_next_problem_lands_on_the_offending_field():
 def test_search_and_record_filters_reach_compressed_records():
     async def body(app, pilot):
         gzip = [v for v in app.views if v.ex.first.api_key == 0 and
-                b"kp-gzip" in v.ex.request.data]
+                b"kp-gzip" in app.load_bytes(v).ex.request.data]
         assert gzip and b"kp-gzip-key-1" not in gzip[0].ex.request.data   # compressed
         assert app.apply_filter('record.key == "kp-gzip-key-1"') is None
         assert sorted(v.ex.first.api_key for v in app.shown) == [0, 1]    # Produce, Fetch
@@ -310,3 +310,24 @@ def _nodes(node):
     yield node
     for child in node.children:
         yield from _nodes(child)
+
+
+def test_the_ui_holds_offsets_and_reads_bytes_back_when_needed():
+    """The loader spills message bytes; the UI keeps only the last KEEP exchanges' bytes."""
+    from kdissect.tui.spill import KEEP
+    path = CAPTURES / "sasl-scram.pcap"
+    original = {(e.stream, e.first.index): [m.data for m in e.messages]
+                for e in exchanges_in([str(path)]).exchanges}
+    assert len(original) > KEEP
+
+    async def body(app, pilot):
+        held = [v for v in app.views if any(m.data for m in v.ex.messages)]
+        assert len(held) <= 2                   # the one shown (and the one decoding)
+        for v in app.views:
+            key = (v.ex.stream, v.ex.first.index)
+            assert [m.data for m in app.load_bytes(v).ex.messages] == original[key]
+        held = [v for v in app.views if any(m.data for m in v.ex.messages)]
+        assert len(held) == KEEP and held == app.views[-KEEP:]
+        assert app.apply_filter('client_id ~ "."') is None and app.shown   # still works
+
+    run(path, body)

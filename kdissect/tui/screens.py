@@ -31,15 +31,18 @@ class StatsScreen(ModalScreen):
     #slice { margin: 0 1; color: $text-muted; }
     """
 
-    def __init__(self, views: list[ExchangeView]):
+    def __init__(self, views: list[ExchangeView], load=lambda view: view):
+        """``load(view)`` gives a view's messages their bytes (see tui/spill.py)."""
         super().__init__()
         self.stats = Stats()
+        points = []
         for v in views:
-            self.stats.add(v.ex, v)
-        timed = sorted((v for v in views if v.ex.latency is not None),
-                       key=lambda v: v.ex.first.ts)
-        self.latencies = [v.ex.latency * 1000 for v in timed]
-        self.points = [(v.ex.first.ts, anomaly.service_time(v) * 1000, v) for v in timed]
+            self.stats.add(load(v).ex, v)
+            if v.ex.latency is not None:
+                points.append((v.ex.first.ts, anomaly.service_time(v) * 1000, v))
+        points.sort(key=lambda p: p[0])
+        self.latencies = [p[2].ex.latency * 1000 for p in points]
+        self.points = points
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="stats-box"):
