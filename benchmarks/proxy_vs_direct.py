@@ -77,6 +77,30 @@ class ProxyRun:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
+    def wait_idle(self, quiet: float = 0.5, limit: float = 120) -> None:
+        """Until the proxy's processes stop using CPU (the display catching up), so that
+        its leftover work does not slow the next run, direct or not."""
+        found = subprocess.run(["pgrep", "-f", f"--listen 127.0.0.1:{self.port}"],
+                               capture_output=True, text=True).stdout.split()
+
+        def cpu() -> int:
+            total = 0
+            for pid in found:
+                try:
+                    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                    total += int(fields[11]) + int(fields[12])
+                except (OSError, IndexError, ValueError):
+                    pass
+            return total
+        deadline = time.monotonic() + limit
+        last = cpu()
+        while time.monotonic() < deadline:
+            time.sleep(quiet)
+            now = cpu()
+            if now == last:
+                return
+            last = now
+
     def stop(self) -> str:
         """Stop it; its exit summary."""
         if self.tmux:
@@ -229,7 +253,9 @@ def main() -> None:
                 got = {}
                 for tag, bootstrap in order:
                     topic = f"t-{mode}-{r}-{tag}"
+                    proxies[mode].wait_idle()
                     got["p" + tag] = produce(bootstrap, topic, n, args.size)
+                    proxies[mode].wait_idle()
                     got["c" + tag] = consume(bootstrap, topic, n)
                 for k, v in got.items():
                     figures[k].append(v)
@@ -254,6 +280,7 @@ def main() -> None:
         for name, request in (("ApiVersions", api_versions()),
                               (f"Metadata, all {args.topics}+ topics", metadata_all())):
             d, q = [], []
+            via.wait_idle()
             for _ in range(4):
                 d += latencies(direct, request, args.round_trips // 4)
                 q += latencies(via.bootstrap, request, args.round_trips // 4)
@@ -266,6 +293,7 @@ def main() -> None:
         for tag, bootstrap in (("direct", direct), ("proxied", via.bootstrap)):
             topic = f"probe-{tag}"
             produce(bootstrap, topic, n, args.size)
+            via.wait_idle()
             worst, p99, count = probe(bootstrap, topic, n)
             print(f"  {tag:<8} worst {worst:.1f} ms, p99 {p99:.2f} ms ({count} round trips)")
     finally:

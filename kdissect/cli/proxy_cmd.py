@@ -42,9 +42,15 @@ Examples:
 """
 
 
-# Decoding for the display yields the CPU to forwarding (and to the clients and brokers
-# on the same machine): on a busy machine the display sheds exchanges instead
-DISPLAY_NICENESS = 10
+
+def _yield_cpu() -> None:
+    """Decoding for the display runs only on CPU that forwarding, clients and brokers on
+    this machine leave idle (SCHED_IDLE on Linux, else the lowest priority): on a busy
+    machine the display sheds exchanges instead of taking time from them."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    except (AttributeError, OSError):
+        os.nice(19)
 
 
 @main.command(help=PROXY_HELP)
@@ -158,9 +164,17 @@ def proxy(upstream, listen, broker_ports, advertise, maps, upstream_tls, ca_file
                      feed_writer, on_note, server_ssl, upstream_ssl, recorder, upstream_map)
 
     forwarder = process.start(make, budget, event_loop, metrics_addr)
-    # the forwarder ends on SIGTERM; a terminal's Ctrl-C reaches it through us
+    signals = []
+
+    def on_signal(*_) -> None:
+        """The first Ctrl-C or SIGTERM stops forwarding (the display then shows what
+        it already has); a second one also stops the display."""
+        signals.append(1)
+        forwarder.stop()
+        if len(signals) > 1:
+            raise KeyboardInterrupt
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: forwarder.stop())
+        signal.signal(sig, on_signal)
     ready = _wait_ready(forwarder, err)
     if ready is None:
         forwarder.join()
@@ -174,7 +188,7 @@ def proxy(upstream, listen, broker_ports, advertise, maps, upstream_tls, ca_file
         stop = threading.Event()
 
         def load(emit, warn, progress):
-            os.nice(DISPLAY_NICENESS)           # (the TUI's loader process)
+            _yield_cpu()                        # (the TUI's loader process)
             warn(listening)
             FeedDisplay(Enricher(CallbackSink(emit, warn, progress), options)).run(forwarder.fd)
         _run_tui(load, options, f"proxy {listen} → {upstream}", filter_text,
@@ -183,10 +197,14 @@ def proxy(upstream, listen, broker_ports, advertise, maps, upstream_tls, ca_file
         forwarder.join()
         return
     err.print(listening + " (Ctrl-C stops)", style="green")
-    os.nice(DISPLAY_NICENESS)                   # this process only decodes and prints now
+    _yield_cpu()                                # this process only decodes and prints now
     printer = ExchangePrinter(options, fmt, verbose, display_filter)
     shown = _Guarded(printer, err)
-    FeedDisplay(Enricher(shown, options, full=printer.full)).run(forwarder.fd)
+    try:
+        FeedDisplay(Enricher(shown, options, full=printer.full)).run(forwarder.fd)
+    except KeyboardInterrupt:
+        err.print("stopped before the display had shown everything the proxy forwarded",
+                  style="yellow")
     forwarder.join()
     shown.done()
 

@@ -148,16 +148,22 @@ class Proxy:
     # -- one client connection ------------------------------------------------------------
 
     async def _connect(self, listener: Listener, who: str):
-        """The first reachable of the listener's upstreams: (reader, writer), or None."""
+        """The first reachable of the listener's upstreams: (reader, writer), or None.
+        The bootstrap list then starts with the one that answered."""
         failures = []
         for host, port in listener.upstreams:
             try:
-                return await asyncio.wait_for(asyncio.open_connection(
+                streams = await asyncio.wait_for(asyncio.open_connection(
                     host, port, ssl=self.upstream_ssl,
                     # SNI even with --insecure: brokers behind SNI routing need it
                     server_hostname=host if self.upstream_ssl else None), CONNECT_TIMEOUT)
             except (OSError, asyncio.TimeoutError) as e:
                 failures.append(f"{host}:{port} ({e or type(e).__name__})")
+                continue
+            if failures and (host, port) in listener.upstreams:
+                listener.upstreams.remove((host, port))
+                listener.upstreams.insert(0, (host, port))
+            return streams
         self.on_note(f"{who}: cannot reach broker {', '.join(failures)}; closing the "
                      f"client's connection so it retries")
         return None
@@ -174,13 +180,6 @@ class Proxy:
             if up is None:
                 return
             up_reader, upstream_w = up
-            if listener.node_id is None and listener.upstreams[0] != \
-                    upstream_w.get_extra_info("peername")[:2]:
-                # the first reachable bootstrap broker goes first from now on
-                reached = next(u for u in listener.upstreams
-                               if u == upstream_w.get_extra_info("peername")[:2])
-                listener.upstreams.remove(reached)
-                listener.upstreams.insert(0, reached)
             broker = upstream_w.get_extra_info("peername")[:2]
             index = next(self._index)
             advertise = self.advertise or self.host
@@ -197,11 +196,18 @@ class Proxy:
             ups = asyncio.create_task(self._requests(reader, upstream_w, c, who))
             down = asyncio.create_task(self._responses(up_reader, writer, c))
             try:
-                _, rest = await asyncio.wait({ups, down}, return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait({ups, down}, return_when=asyncio.FIRST_COMPLETED)
             finally:                               # one side ended: end the other cleanly
                 for t in (ups, down):
                     t.cancel()
                 await asyncio.gather(ups, down, return_exceptions=True)
+        except asyncio.CancelledError:
+            # the proxy is closing: end normally, or asyncio's stream callback reports the
+            # cancellation as an error with a traceback
+            pass
+        except Exception as e:                    # a bug: this connection ends, no other
+            self.note_once(f"{who}: the connection ended on an internal error "
+                           f"({type(e).__name__}: {e}); please report it")
         finally:
             if c is not None:
                 self.metrics.close(c.index)
