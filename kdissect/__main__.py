@@ -1,3 +1,3 @@
-from .cli import main
+from .crash import main
 
 main()

@@ -27,14 +27,16 @@ _EXPECTED = ("expected hex ('00 00 00 03 ...', '0x0000...'), a hex dump (xxd, he
              "b'\\x00...' literal or bytes([...]), a byte array {0, 0, -1, ...}, or base64")
 
 
+_BOMS = ((b"\xef\xbb\xbf", "utf-8"), (b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be"))
+
+
 def parse_blob(text: str | bytes) -> Blob:
     """Detect the format of ``text`` and return its bytes; BlobError says what was expected."""
     if isinstance(text, (bytes, bytearray)):
-        try:
-            text = bytes(text).decode("utf-8")
-        except UnicodeDecodeError:
-            return Blob(bytes(text), "raw binary")
-    s = text.strip()
+        text = _as_text(bytes(text))
+        if isinstance(text, Blob):
+            return text
+    s = text.lstrip("\ufeff").strip()      # a byte-order mark an editor left in front
     if not s:
         raise BlobError("no input: " + _EXPECTED)
     for fmt, parser in _PARSERS:
@@ -42,11 +44,28 @@ def parse_blob(text: str | bytes) -> Blob:
             data = parser(s)
         except BlobError:
             raise
-        except (ValueError, SyntaxError, binascii.Error, TypeError):
+        except (RecursionError, MemoryError):
+            raise BlobError(f"the input looks like {fmt} but is nested too deeply to read; "
+                            f"paste the bytes as hex instead") from None
+        except (ValueError, SyntaxError, binascii.Error, TypeError, OverflowError):
             data = None
         if data is not None:
             return Blob(data, fmt)
     raise BlobError("could not read the input as bytes: " + _EXPECTED)
+
+
+def _as_text(raw: bytes) -> str | Blob:
+    """Text (after a byte-order mark, UTF-8 or UTF-16 as it says), or raw binary."""
+    for bom, encoding in _BOMS:
+        if raw.startswith(bom):
+            try:
+                return raw[len(bom):].decode(encoding)
+            except UnicodeDecodeError:
+                break
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return Blob(raw, "raw binary")
 
 
 def _erlang(s: str) -> bytes | None:
@@ -147,8 +166,13 @@ def _plain_hex(s: str) -> bytes | None:
 
 
 def _base64(s: str) -> bytes | None:
+    # base64 is wrapped at line ends, never split by spaces ('hello world' is prose);
+    # and a Kafka message (8 bytes at least) takes 12 characters or more
+    if any(len(line.split()) > 1 for line in s.splitlines()):
+        return None
     compact = re.sub(r"\s", "", s)
-    if not re.fullmatch(r"[A-Za-z0-9+/_-]+={0,2}", compact) or len(compact) < 4:
+    if not re.fullmatch(r"[A-Za-z0-9+/_-]+={0,2}", compact) or len(compact) < 12 \
+            or len(compact.rstrip("=")) % 4 == 1:
         return None
     compact = compact.replace("-", "+").replace("_", "/")
     compact += "=" * (-len(compact) % 4)

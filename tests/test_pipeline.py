@@ -64,7 +64,7 @@ def sharded_rows(path: Path, shard_bytes: int):
     size = path.stat().st_size
     segments, summaries = [], []
     for i, (s, e) in enumerate(plan(size, shard_bytes)):
-        summary, rows = shard_segments(path.name, str(path), i, s, e, False)
+        summary, rows = shard_segments(path.name, str(path), i, s, e, True)
         segments += rows
         summaries.append(summary)
     base = dict(zip(range(len(summaries)),
@@ -180,7 +180,7 @@ def test_topic_ids_are_named_across_connections_on_real_traffic():
     assert {r["topic"] for r in records} == {"kcat"}
     # the fetching connection alone knows the topic only by its id
     port = fetches[0]["client_port"]
-    _, segments = shard_segments(path.name, str(path), 0, 0, path.stat().st_size, True)
+    _, segments = shard_segments(path.name, str(path), 0, 0, path.stat().st_size, False)
     flow = [s for s in segments if port in (s[7], s[9])]
     alone = flow_rows(path.name, flow, lambda shard: 0, DEFAULT_PORTS, True, False)
     fetched = [t for r in alone.exchanges if r["api_name"] == "Fetch" for t in r["topics"]]

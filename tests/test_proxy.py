@@ -383,7 +383,9 @@ def test_many_clients_large_messages_acks0_and_clients_that_vanish():
     assert len(answered) >= 200
     produce = [r for r in rows if r["api_name"] == "Produce" and r["direction"] == "request"]
     assert any(r["size"] > 20 << 20 for r in produce)
-    assert any(r["status"].startswith("no response expected") for r in produce)
+    # acks=0: one exchange per request, whether Tansu answers it (it does) or not
+    assert any(r["status"].startswith(("no response expected", "answer to acks=0"))
+               for r in produce)
     assert "Traceback" not in err
 
 

@@ -3,7 +3,6 @@ look fails here until reviewed and accepted with `pytest --snapshot-update`."""
 
 from pathlib import Path
 
-from textual.widgets import DataTable
 
 from kdissect.tui.blob_app import BlobApp
 from kdissect.tui.detail import Detail
@@ -20,12 +19,12 @@ async def on_join_group(pilot) -> None:
         if app.loaded:
             break
         await pilot.pause(0.05)
-    table = app.query_one(DataTable)
+    table = app.table
     row = next(i for i in range(table.row_count) if app.view_at(i).ex.first.api_key == 11)
-    table.move_cursor(row=row)
+    table.move_cursor(row)
     await settle_detail(app, pilot)
     request = app.view_at(row).ex.request
-    app.query_one(Detail).select(0, request.decoded().body.child("group_id"))
+    app.query_one(Detail).select(0, app.tree_of(request).body.child("group_id"))
     await settle(pilot)
 
 

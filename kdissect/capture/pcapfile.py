@@ -19,6 +19,9 @@ PCAP_MAGICS = {
 }
 PCAPNG_SHB = b"\x0a\x0d\x0d\x0a"
 MAX_PACKET = 256 * 1024 * 1024        # a record claiming more than this is damage
+# bytes each pcapng block type needs after its 8-byte head (before the trailing length):
+# interface description, obsolete packet, simple packet, enhanced packet
+_FIXED_PART = {1: 8, 2: 20, 3: 4, 6: 20}
 
 
 class CaptureError(Exception):
@@ -35,11 +38,12 @@ class Packet:
 
 
 class CaptureReader:
-    def __init__(self, path: str):
+    def __init__(self, path: str, raw: BinaryIO | None = None):
+        """``raw``: the file already opened (e.g. remote storage), named ``path``."""
         self.path = path
         self.warnings: list[str] = []
         self.format = "?"
-        raw = open(path, "rb")
+        raw = raw if raw is not None else open(path, "rb")
         head = raw.read(2)
         raw.seek(0)
         self._file: BinaryIO = gzip.open(raw) if head == b"\x1f\x8b" else raw  # type: ignore[assignment]
@@ -122,6 +126,12 @@ class CaptureReader:
                 self.warnings.append(f"file ends inside a block (type {btype:#x})")
                 return
             body = body[:-4]                       # trailing copy of the length
+            fixed = _FIXED_PART.get(btype, 0)
+            if len(body) < fixed:
+                # shorter than the block type's fixed fields: skip it, keep reading
+                self.warnings.append(f"block of type {btype:#x} is {length} bytes, too short "
+                                     f"for its {fixed + 12}-byte fixed part; skipped")
+                continue
             if btype == 1:                         # interface description
                 linktype = struct.unpack_from(endian + "H", body)[0]
                 interfaces.append((linktype, _ts_resolution(body[8:], endian)))
@@ -135,9 +145,11 @@ class CaptureReader:
                     continue
                 linktype, unit = interfaces[iface]
                 index += 1
-                start = 20
-                yield Packet(index, ((hi << 32) | lo) * unit, linktype,
-                             bytes(body[start:start + incl]), orig)
+                if incl > len(body) - 20:
+                    self.warnings.append(f"packet {index} claims {incl} bytes in a block "
+                                         f"holding {len(body) - 20}; kept what is there")
+                yield Packet(index, clamp_ts(((hi << 32) | lo) * unit), linktype,
+                             bytes(body[20:20 + incl]), orig)
             elif btype == 3:                       # simple packet: first interface
                 if not interfaces:
                     continue
@@ -173,19 +185,30 @@ def pcap_records(read, endian: str, unit: float, linktype: int, offset: int,
                             f"({len(data)} of {incl} bytes)")
             return
         index += 1
-        yield offset, Packet(index, sec + frac * unit, linktype, data, orig)
+        yield offset, Packet(index, clamp_ts(sec + frac * unit), linktype, data, orig)
         offset += 16 + incl
 
 
 def _ts_resolution(options: bytes, endian: str) -> float:
-    """if_tsresol option (code 9); default microseconds."""
+    """if_tsresol option (code 9); default microseconds. An option running past the block
+    is ignored; resolutions coarser than a second (0 is 10^0, fine; 0x80 is 2^0) or finer
+    than 2^-63 are taken as they are and the timestamps clamped (``clamp_ts``)."""
     pos = 0
     while pos + 4 <= len(options):
         code, length = struct.unpack_from(endian + "HH", options, pos)
         if code == 0:
             break
-        if code == 9 and length >= 1:
+        if code == 9 and length >= 1 and pos + 4 < len(options):
             v = options[pos + 4]
             return 2.0 ** -(v & 0x7F) if v & 0x80 else 10.0 ** -v
         pos += 4 + length + (-length % 4)
     return 1e-6
+
+
+# a timestamp outside 1970..9999 cannot be a capture time: it is shown as invalid (-1)
+TS_MAX = 253402300799.0
+TS_INVALID = -1.0
+
+
+def clamp_ts(ts: float) -> float:
+    return ts if 0.0 <= ts <= TS_MAX else TS_INVALID

@@ -15,8 +15,8 @@ from ..protocol import Options, api_key_of, api_name
 from ..protocol.decode import decode_body
 from ..protocol.grammar import GrammarError, parse_grammar
 from ..render.text import render_node
-from ..stream.pasted import Hints, dissect
-from .common import _size
+from ..stream.pasted import Hints, read_paste
+from .common import budget, budget_nodes_option
 from .group import main
 
 
@@ -47,7 +47,8 @@ Examples:
 @main.command(help=BLOB_HELP)
 @click.argument("input", required=False)
 @click.option("--api", "api", metavar="NAME|KEY", help="API name (Metadata) or key (3).")
-@click.option("--version", "api_version", type=int, metavar="N", help="API version.")
+@click.option("--version", "api_version", type=click.IntRange(0, 32767), metavar="N",
+              help="API version.")
 @click.option("--request", "direction", flag_value="request", help="The bytes are a request.")
 @click.option("--response", "direction", flag_value="response", help="The bytes are a response.")
 @click.option("--json", "as_json", is_flag=True, help="Print the tree as JSON (see docs/json.md).")
@@ -56,22 +57,23 @@ Examples:
               help="Dissect with your own grammar in the protocol guide's BNF notation.")
 @click.option("--no-hex", is_flag=True, help="Leave out the coloured hex dump.")
 @click.option("--max-decompressed", default="64M", show_default=True, metavar="SIZE",
-              help="Largest decompressed record payload to accept (bomb protection).")
+              help="Decompressed bytes one message may produce over all its compressed "
+                   "payloads (bomb protection; the rest stays compressed, marked).")
+@budget_nodes_option
 def blob(input, api, api_version, direction, as_json, show_secrets, grammar, no_hex,
          max_decompressed):
     console = Console(highlight=False)
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     if input is None and sys.stdin.isatty() and sys.stdout.isatty() and not as_json:
         from ..tui.blob_app import BlobApp
-        BlobApp(options=Options(show_secrets=show_secrets,
-                                max_decompressed=_size(max_decompressed))).run()
+        BlobApp(options=budget(max_decompressed, show_secrets=show_secrets)).run()
         return
     text = _read_input(input)
     try:
         parsed = parse_blob(text)
     except BlobError as e:
         raise click.UsageError(str(e)) from None
-    options = Options(show_secrets=show_secrets, max_decompressed=_size(max_decompressed))
+    options = budget(max_decompressed, show_secrets=show_secrets)
     data = parsed.data
     if grammar is not None:
         _blob_grammar(console, grammar, data, options, as_json, no_hex, parsed.format)
@@ -81,15 +83,17 @@ def blob(input, api, api_version, direction, as_json, show_secrets, grammar, no_
         key = api_key_of(api)
         if key is None:
             raise click.BadParameter(f"unknown API {api!r}; use a name like Metadata or a key "
-                                     f"like 3", param_hint="--api")
-    items = dissect(data, Hints(key, api_version, direction), options)
+                                     f"from 0 to 32767 like 3", param_hint="--api")
+    reading = read_paste(data, Hints(key, api_version, direction), options)
+    items = reading.items
     if as_json:
         out = {"input": {"format": parsed.format, "length": len(data)},
+               "reading": {"as": reading.label, "why": reading.why},
                "messages": [_item_json(i, show_secrets) for i in items]}
         click.echo(json.dumps(out, indent=2, default=str))
         return
-    err.print(Text(f"read {len(data)} bytes ({parsed.format}); "
-                   f"{len(items)} message{'s' if len(items) != 1 else ''}", style="dim"))
+    err.print(Text(f"read {len(data)} bytes ({parsed.format}) as {reading.label}"
+                   + (f" ({reading.why})" if reading.why else ""), style="dim"))
     for item in items:
         msg = item.message
         title = Text()
@@ -117,18 +121,36 @@ def _read_input(arg: str | None) -> str | bytes:
             raise click.UsageError("give the bytes as an argument, a file, or on stdin "
                                    "(e.g. `xxd -p file | kdissect blob`)")
         return sys.stdin.buffer.read()
-    if len(arg) < 4096 and os.path.isfile(arg):
-        with open(arg, "rb") as f:
-            return f.read()
+    return _file_or_text(arg, "INPUT", "the bytes")
+
+
+def _file_or_text(arg: str, what: str, holding: str) -> str | bytes:
+    """The contents of the file ``arg`` names, else ``arg`` itself as text."""
+    if len(arg) >= 4096 or "\n" in arg or "\x00" in arg:
+        return arg
+    if os.path.isdir(arg):
+        raise click.BadParameter(f"{arg!r} is a directory; give a file holding {holding}, "
+                                 f"or {holding} themselves", param_hint=what)
+    if os.path.exists(arg):
+        try:
+            with open(arg, "rb") as f:
+                return f.read()
+        except OSError as e:
+            raise click.BadParameter(f"cannot read {arg!r}: {e.strerror or e}",
+                                     param_hint=what) from None
     return arg
 
 
 def _blob_grammar(console, grammar: str, data: bytes, options: Options, as_json: bool,
                   no_hex: bool, fmt: str) -> None:
-    source = grammar
-    if len(grammar) < 4096 and os.path.isfile(grammar):
-        with open(grammar, encoding="utf-8") as f:
-            source = f.read()
+    source = _file_or_text(grammar, "--grammar", "the grammar")
+    if isinstance(source, bytes):
+        try:
+            source = source.decode("utf-8-sig")
+        except UnicodeDecodeError as e:
+            raise click.BadParameter(f"the grammar file is not UTF-8 text (byte {e.start} is "
+                                     f"{source[e.start]:#04x}); save it as UTF-8",
+                                     param_hint="--grammar") from None
     try:
         g = parse_grammar(source)
     except GrammarError as e:
@@ -161,7 +183,7 @@ def _item_json(item, show_secrets: bool) -> dict:
                         "versions": list(c.versions), "direction": c.direction,
                         "score": round(c.score, 2), "clean": c.clean}
                        for c in item.candidates],
-        "problems": [{"path": p, "problem": r} for p, r in msg.problems],
+        "problems": [{"path": p, "code": c, "problem": r} for p, c, r in msg.tree.findings()],
         "tree": msg.tree.to_json(show_secrets),
     }
 

@@ -24,12 +24,36 @@ def port_options(command):
 
 
 def secret_options(command):
-    """--show-secrets and --max-decompressed, for the commands that decode messages."""
+    """--show-secrets and the per-message budget (--max-decompressed, --max-nodes), for the
+    commands that decode messages. --max-nodes reaches ``_traffic_options`` through the
+    click context, so the commands' signatures stay as they are."""
+    command = budget_nodes_option(command)
     command = click.option("--max-decompressed", default="64M", show_default=True,
-                           metavar="SIZE", help="Largest decompressed record payload to "
-                           "accept (bomb protection).")(command)
+                           metavar="SIZE", help="Decompressed bytes one message may "
+                           "produce over all its compressed payloads (bomb protection; "
+                           "the rest stays compressed, marked).")(command)
     return click.option("--show-secrets", is_flag=True,
                         help="Show SASL passwords, proofs and tokens.")(command)
+
+
+def budget_nodes_option(command):
+    def remember(ctx, _param, value):
+        if value is not None:
+            ctx.meta["kdissect.max_nodes"] = value
+        return value
+    return click.option("--max-nodes", type=click.IntRange(1000, 1 << 40),
+                        default=Options.max_nodes, show_default=True, metavar="N",
+                        expose_value=False, callback=remember,
+                        help="Fields one message may decode into (array items, records...); "
+                             "the rest stays raw, marked.")(command)
+
+
+def budget(max_decompressed: str, **options) -> Options:
+    """Decoding options with the budget the command line asked for."""
+    ctx = click.get_current_context(silent=True)
+    nodes = ctx.meta.get("kdissect.max_nodes", Options.max_nodes) if ctx else Options.max_nodes
+    return Options(max_decompressed=_size(max_decompressed, "--max-decompressed"),
+                   max_nodes=nodes, **options)
 
 
 def on_terminal(fmt: str, printing: bool) -> bool:
@@ -38,13 +62,21 @@ def on_terminal(fmt: str, printing: bool) -> bool:
     return sys.stdout.isatty() and sys.stdin.isatty() and fmt == "text" and not printing
 
 
-def _size(text: str) -> int:
+MAX_SIZE = 1 << 40          # 1 TiB: more than any machine kdissect runs on can hold
+
+
+def _size(text: str, option: str | None = None) -> int:
     t = text.strip().lower()
     num = t.rstrip("kmgb")
     try:
-        return int(float(num) * SIZE_UNITS[t[len(num):]])
+        value = float(num) * SIZE_UNITS[t[len(num):]]
     except (ValueError, KeyError):
-        raise click.BadParameter(f"{text!r} is not a size (examples: 1048576, 64M, 1G)") from None
+        raise click.BadParameter(f"{text!r} is not a size (examples: 1048576, 64M, 1G)",
+                                 param_hint=option) from None
+    if not 0 <= value <= MAX_SIZE:     # also NaN and infinity ('1e400')
+        raise click.BadParameter(f"{text!r} is out of range: a size from 0 to 1T "
+                                 f"(examples: 1048576, 64M, 1G)", param_hint=option)
+    return int(value)
 
 
 
@@ -89,7 +121,7 @@ def _traffic_options(filter_text, show_secrets, max_decompressed, ports):
         display_filter = parse_filter(filter_text) if filter_text else None
     except FilterError as e:
         raise click.BadParameter(str(e), param_hint="-Y/--filter") from None
-    options = Options(show_secrets=show_secrets, max_decompressed=_size(max_decompressed))
+    options = budget(max_decompressed, show_secrets=show_secrets)
     return display_filter, options, DEFAULT_PORTS | _ports(ports)
 
 

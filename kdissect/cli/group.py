@@ -20,7 +20,9 @@ def main() -> None:
       proxy  stand between Kafka clients and brokers, decoding everything live
       spark  turn many or huge captures into Parquet tables of exchanges, on Apache Spark
 
-    Run `kdissect COMMAND --help` for examples.
+    Run `kdissect COMMAND --help` for examples. Exit status: 0 decoded (damage in the
+    bytes is reported, not fatal), 1 the input is not a capture / holds nothing to decode,
+    2 a wrong command line, 70 an internal error (a bug: add --debug for the traceback).
     """
 
 

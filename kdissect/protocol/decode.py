@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import gc
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
 from .layout import Field, Struct
@@ -18,18 +18,57 @@ from .node import NOTE_MAKERS, Node
 from .reader import DecodeError, Reader
 
 
+class Budget:
+    """What one message may still spend (see ``Options``): hostile bytes must not turn a
+    small message into gigabytes. Mutable, one per message decode."""
+
+    __slots__ = ("decompressed", "nodes", "max_decompressed", "max_nodes")
+
+    def __init__(self, max_decompressed: int, max_nodes: int):
+        self.decompressed = self.max_decompressed = max_decompressed
+        self.nodes = self.max_nodes = max_nodes
+
+
 @dataclass(frozen=True)
 class Options:
     show_secrets: bool = False
-    max_decompressed: int = 64 * 1024 * 1024   # per compressed payload
+    # the per-message budget; the defaults keep one message's tree and buffers well
+    # under 256 MB (docs/protocol.md, "Budget")
+    max_decompressed: int = 64 * 1024 * 1024   # decompressed bytes, all payloads together
+    max_nodes: int = 500_000                    # fields in the tree (about 250 bytes each)
+    max_nesting: int = 4                        # compressed wrappers inside wrappers
     # True: decode record batches fully; "batches": only batch headers (counts, CRCs:
     # what a summary needs); False: leave the bytes raw
     records: bool | str = True
     embedded: bool = True                       # decode structures inside bytes fields
+    # the budget of the message being decoded (set by ``for_message``)
+    budget: Budget | None = field(default=None, compare=False, repr=False)
+
+    def for_message(self) -> Options:
+        """These options with a fresh budget: call once per message."""
+        return replace(self, budget=Budget(self.max_decompressed, self.max_nodes))
 
 
 class Abort(Exception):
     """A field failed; its node already carries the problem and the remaining bytes."""
+
+
+def charge_nodes(r: Reader, parent: Node, ctx: Options, n: int) -> None:
+    """Spend ``n`` nodes of the message's budget; once it is spent, the rest of the region
+    is kept raw under ``parent`` (finding node_budget) and decoding of the region stops."""
+    budget = ctx.budget
+    if budget is None:
+        return
+    budget.nodes -= n
+    if budget.nodes < 0:
+        rest = parent.add(Node("_rest", "bytes", r.pos, r.end - r.pos, r.buf[r.pos:r.end],
+                               problem=f"node budget of {budget.max_nodes} fields spent; "
+                                       f"the remaining {r.end - r.pos} bytes are kept raw "
+                                       f"(raise it with --max-nodes)",
+                               code="node_budget"))
+        r.pos = r.end
+        budget.nodes = 0
+        raise Abort()
 
 
 def time_note(ms: int) -> str | None:
@@ -57,9 +96,10 @@ def no_cyclic_gc():
             gc.enable()
 
 
-def fail(r: Reader, node: Node, reason: str) -> Abort:
+def fail(r: Reader, node: Node, reason: str, code: str = "malformed_field") -> Abort:
     """Mark ``node`` as the failing field: it takes the rest of the region."""
     node.problem = reason
+    node.code = code
     node.length = r.end - node.offset
     r.pos = r.end
     return Abort()
@@ -122,7 +162,8 @@ def read_value(r: Reader, f: Field, name: str, compact: bool, parent: Node, ctx:
             if n < 0:
                 if n != -1 or not f.nullable:
                     raise DecodeError(f"string length {n} is not allowed here"
-                                      if n != -1 else "null string in a non-nullable field")
+                                      if n != -1 else "null string in a non-nullable field",
+                                      "bad_length" if n != -1 else "malformed_field")
             else:
                 raw = r.raw(n, "string")
                 try:
@@ -130,10 +171,11 @@ def read_value(r: Reader, f: Field, name: str, compact: bool, parent: Node, ctx:
                 except UnicodeDecodeError:
                     node.value = raw.decode("utf-8", "replace")
                     node.problem = "string is not valid UTF-8"
+                    node.code = "bad_utf8"
         elif f.type in ("bytes", "records"):
             n = _length(r, compact, True)
             if n < -1 or (n == -1 and not f.nullable and f.type == "bytes"):
-                raise DecodeError(f"bytes length {n} is not allowed here")
+                raise DecodeError(f"bytes length {n} is not allowed here", "bad_length")
             if n >= 0:
                 r.check_length(n, f.type)
                 if f.type == "records" and ctx.records:
@@ -148,7 +190,7 @@ def read_value(r: Reader, f: Field, name: str, compact: bool, parent: Node, ctx:
         else:
             raise DecodeError(f"unknown type {f.type!r}")
     except DecodeError as e:
-        raise fail(r, node, str(e)) from None
+        raise fail(r, node, str(e), e.code) from None
     node.length = r.pos - node.offset
     node.hint = f.hint
     return node
@@ -164,19 +206,23 @@ def _read_array(r: Reader, f: Field, flexible: bool, parent: Node, ctx: Options)
         try:
             n = _length(r, compact, True)
         except DecodeError as e:
-            raise fail(r, count_node, str(e)) from None
+            raise fail(r, count_node, str(e), e.code) from None
         count_node.value = n
         count_node.length = r.pos - count_node.offset
         if n < -1:
-            raise fail(r, count_node, f"array count {n} is negative")
+            raise fail(r, count_node, f"array count {n} is negative", "bad_length")
         if n == -1:
             node.value = None
             return node
         if n > r.remaining:     # every element takes at least one byte
-            raise fail(r, count_node, f"array count {n} exceeds the {r.remaining} bytes left")
+            raise fail(r, count_node, f"array count {n} exceeds the {r.remaining} bytes left",
+                       "array_past_end")
         node.value = n
         elem = Field(f.name, f.type, nullable=f.nullable, struct=f.struct, hint=f.hint)
+        # what one element costs in nodes (nested arrays charge their own elements)
+        cost = 1 + (len(f.struct.fields) if f.type == "struct" else 0)
         for i in range(n):
+            charge_nodes(r, node, ctx, cost)
             if f.type == "struct":
                 read_struct(r, f.struct, f"[{i}]", ctx, node)
             else:
@@ -193,7 +239,7 @@ def _read_nullable_struct(r: Reader, f: Field, parent: Node, ctx: Options) -> No
         flag = r.int8()
     except DecodeError as e:
         parent.add(marker)
-        raise fail(r, marker, str(e)) from None
+        raise fail(r, marker, str(e), e.code) from None
     marker.value, marker.length = flag, 1
     if flag < 0:
         marker.name, marker.ktype, marker.value, marker.note = f.name, "struct", None, "null"
@@ -213,12 +259,17 @@ def read_tagged(r: Reader, st: Struct, parent: Node, ctx: Options) -> Node:
         try:
             n = r.uvarint("tagged field count")
         except DecodeError as e:
-            raise fail(r, count, str(e)) from None
+            missing = r.remaining == 0
+            raise fail(r, count, "tagged-field section missing at the end of a flexible "
+                                 "structure" if missing else str(e),
+                       "missing_tag_trailer" if missing else e.code) from None
         count.value, count.length = n, r.pos - count.offset
         section.value = n
         if n > r.remaining:
-            raise fail(r, count, f"tagged field count {n} exceeds the {r.remaining} bytes left")
+            raise fail(r, count, f"tagged field count {n} exceeds the {r.remaining} bytes left",
+                       "array_past_end")
         for _ in range(n):
+            charge_nodes(r, section, ctx, 4)
             entry = section.add(Node("?", "tagged", r.pos))
             tag_node = entry.add(Node("_tag", "uvarint", r.pos))
             try:
@@ -230,7 +281,7 @@ def read_tagged(r: Reader, st: Struct, parent: Node, ctx: Options) -> Node:
                 r.need(size, f"tagged field {tag}")
             except DecodeError as e:
                 entry.length = r.end - entry.offset
-                raise fail(r, entry.children[-1], str(e)) from None
+                raise fail(r, entry.children[-1], str(e), e.code) from None
             known = st.tag_field(tag)
             entry.name = known.name if known else f"tag_{tag}"
             entry.value = tag
@@ -245,7 +296,8 @@ def read_tagged(r: Reader, st: Struct, parent: Node, ctx: Options) -> Node:
                         entry.add(Node("_unread", "bytes", sub.pos, sub.remaining,
                                        r.buf[sub.pos:end],
                                        problem=f"tagged field {tag} has {sub.remaining} "
-                                               f"bytes its type does not use"))
+                                               f"bytes its type does not use",
+                                       code="tagged_field_leftover"))
                 except Abort:
                     pass            # the field's node says what went wrong; go on after it
                 r.pos = end
@@ -266,6 +318,8 @@ def decode_body(buf: bytes, start: int, st: Struct, name: str, ctx: Options,
 def decode_prefix(buf: bytes, start: int, st: Struct, name: str, ctx: Options,
                   whole: bool = False) -> tuple[Node, bool]:
     """Like ``decode_body``; also says whether decoding reached the struct's end."""
+    if ctx.budget is None:
+        ctx = ctx.for_message()
     r = Reader(buf, start)
     node = Node(name, "struct", start)
     complete = True
@@ -275,6 +329,7 @@ def decode_prefix(buf: bytes, start: int, st: Struct, name: str, ctx: Options,
         complete = False
     if whole and r.remaining:
         node.add(Node("_trailing", "bytes", r.pos, r.remaining, buf[r.pos:],
-                      problem=f"{r.remaining} bytes after the end of the {name}"))
+                      problem=f"{r.remaining} bytes after the end of the {name}",
+                      code="trailing_bytes"))
         node.length = len(buf) - start
     return node, complete

@@ -123,9 +123,8 @@ register("message_truncated", "error", "sequence",
 register("pending_limit", "warn", "sequence",
          "too many requests pending on one connection: the oldest was given up")
 # security
-register("sasl_secret", "note", "security", "a SASL secret (shown only with --show-secrets)")
 register("plaintext_credentials", "warn", "security",
-         "SASL PLAIN credentials sent without TLS")
+         "a SASL/PLAIN password sent without TLS (readable by anyone on the path)")
 # performance
 register("throttled", "warn", "performance", "the broker throttled the client (throttle_time_ms > 0)")
 # budget: limits that keep hostile input cheap

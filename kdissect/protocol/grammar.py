@@ -46,6 +46,10 @@ _ITEM = re.compile(r"\[\s*(?P<arr>[A-Za-z_][\w.]*)\s*\]|(?P<opt>\?)?(?P<name>[A-
                    r"(?:@(?P<tag>\d+))?")
 
 
+MAX_DEPTH = 64      # structs inside structs: deeper grammars are refused, so decoding and
+                    # rendering (which recurse per level) stay far from Python's stack limit
+
+
 class GrammarError(ValueError):
     def __init__(self, line: int, message: str):
         super().__init__(f"line {line}: {message}")
@@ -91,6 +95,9 @@ def parse_grammar(text: str) -> Grammar:
             return cache[id(rule)]
         if id(rule) in stack:
             raise GrammarError(rule.line, f"'{rule.lhs}' contains itself")
+        if len(stack) >= MAX_DEPTH:
+            raise GrammarError(rule.line, f"'{rule.lhs}' is nested more than {MAX_DEPTH} "
+                                          f"structs deep; kdissect decodes at most that")
         items = rule.rhs.split()
         flexible = "TAG_BUFFER" in items
         fields: list[Field] = []

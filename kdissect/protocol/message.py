@@ -104,7 +104,7 @@ def produce_acks(data: bytes, header_size: int, api_version: int) -> int | None:
 def _message(direction: str, key: int | None, version: int | None, data: bytes,
              header_struct, ctx: Options) -> Message:
     with no_cyclic_gc():
-        return _build(direction, key, version, data, header_struct, ctx)
+        return _build(direction, key, version, data, header_struct, ctx.for_message())
 
 
 def _build(direction: str, key: int | None, version: int | None, data: bytes,

@@ -35,6 +35,7 @@ API_NAMES: dict[int, str] = {
     87: "ReadShareGroupStateSummary", 88: "StreamsGroupHeartbeat",
     89: "StreamsGroupDescribe", 90: "DescribeShareGroupOffsets",
     91: "AlterShareGroupOffsets", 92: "DeleteShareGroupOffsets",
+    93: "GetReplicaLogInfo",
 }
 _KEYS_BY_NAME = {name.lower(): key for key, name in API_NAMES.items()}
 
@@ -48,8 +49,9 @@ def api_name(api_key: int | None) -> str:
 def api_key_of(text: str) -> int | None:
     """``Metadata``, ``metadata``, ``3`` -> 3; None when unknown."""
     text = text.strip()
-    if text.lstrip("-").isdigit():
-        return int(text)
+    if text.isascii() and text.lstrip("-").isdigit():
+        key = int(text)
+        return key if 0 <= key <= 32767 else None     # an int16 key, never negative
     return _KEYS_BY_NAME.get(text.replace("_", "").replace("-", "").lower())
 
 
@@ -124,8 +126,10 @@ def _kio_errors() -> dict[int, tuple[str, bool]]:
 def error_info(code: int) -> ErrorInfo:
     known = _kio_errors().get(code)
     if known is None:
-        return ErrorInfo(code, f"UNKNOWN_ERROR_CODE_{code}", None,
-                         "a code newer than kdissect's table")
+        meaning = ("not a Kafka error code (they start at -1): the bytes are probably "
+                   "damaged or decoded with the wrong layout" if code < -1 else
+                   "a code newer than kdissect's table")
+        return ErrorInfo(code, f"UNKNOWN_ERROR_CODE_{code}", None, meaning)
     name, retriable = known
     meaning = _MEANINGS.get(code) or name.replace("_", " ").lower()
     return ErrorInfo(code, name, retriable, meaning)

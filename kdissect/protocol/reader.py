@@ -20,7 +20,12 @@ _F64 = struct.Struct(">d")
 
 
 class DecodeError(Exception):
-    """Bytes that cannot be read as the expected field."""
+    """Bytes that cannot be read as the expected field; ``code`` is its finding code
+    (kdissect.protocol.findings)."""
+
+    def __init__(self, message: str, code: str = "malformed_field"):
+        super().__init__(message)
+        self.code = code
 
 
 class Reader:
@@ -37,12 +42,13 @@ class Reader:
 
     def need(self, n: int, what: str = "field") -> None:
         if n > self.end - self.pos:
-            raise DecodeError(f"truncated: {what} needs {n} bytes, {self.end - self.pos} left")
+            raise DecodeError(f"truncated: {what} needs {n} bytes, {self.end - self.pos} left",
+                              "truncated")
 
     def _fixed(self, s: struct.Struct, what: str) -> int:
         if s.size > self.end - self.pos:
             raise DecodeError(f"truncated: {what} needs {s.size} bytes, "
-                              f"{self.end - self.pos} left")
+                              f"{self.end - self.pos} left", "truncated")
         v = s.unpack_from(self.buf, self.pos)[0]
         self.pos += s.size
         return v
@@ -80,10 +86,10 @@ class Reader:
     def check_length(self, n: int, what: str) -> None:
         """A length read from the bytes must fit in the bytes that remain."""
         if n < 0:
-            raise DecodeError(f"negative length {n} for {what}")
+            raise DecodeError(f"negative length {n} for {what}", "bad_length")
         if n > self.end - self.pos:
             raise DecodeError(f"length {n} of {what} exceeds the {self.end - self.pos} "
-                              f"bytes that remain")
+                              f"bytes that remain", "bad_length")
 
     def raw(self, n: int, what: str = "bytes") -> bytes:
         self.check_length(n, what)
@@ -104,7 +110,7 @@ class Reader:
         buf, pos, end = self.buf, self.pos, self.end
         for i in range(max_bytes):
             if pos >= end:
-                raise DecodeError(f"truncated: {what} runs past the end")
+                raise DecodeError(f"truncated: {what} runs past the end", "truncated")
             b = buf[pos]
             pos += 1
             value |= (b & 0x7F) << shift

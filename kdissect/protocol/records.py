@@ -11,8 +11,8 @@ import zlib
 
 import crc32c
 
-from .codecs import CODECS, CodecError, decompress
-from .decode import Abort, Options, fail, time_note
+from .codecs import CODECS, CodecError, TooBig, decompress
+from .decode import Abort, Options, charge_nodes, fail, time_note
 from .node import NOTE_MAKERS, Node
 from .reader import DecodeError, Reader
 
@@ -31,7 +31,7 @@ def _leaf(r: Reader, parent: Node, name: str, kind: str, read) -> Node:
     try:
         node.value = read(r)
     except DecodeError as e:
-        raise fail(r, node, str(e)) from None
+        raise fail(r, node, str(e), e.code) from None
     node.length = r.pos - node.offset
     return node
 
@@ -42,10 +42,10 @@ def _sized(r: Reader, parent: Node, name: str, length_kind: str) -> Node:
     try:
         n = r.int32() if length_kind == "int32" else r.varint()
         if n < -1:
-            raise DecodeError(f"length {n} is negative")
+            raise DecodeError(f"length {n} is negative", "bad_length")
         node.value = None if n == -1 else r.raw(n, name)
     except DecodeError as e:
-        raise fail(r, node, str(e)) from None
+        raise fail(r, node, str(e), e.code) from None
     node.length = r.pos - node.offset
     return node
 
@@ -53,6 +53,8 @@ def _sized(r: Reader, parent: Node, name: str, length_kind: str) -> Node:
 def read_records(buf: bytes, parent: Node, start: int, end: int, ctx: Options,
                  depth: int = 0) -> None:
     """Append one node per batch / message found in ``buf[start:end]`` to ``parent``."""
+    if ctx.budget is None:
+        ctx = ctx.for_message()
     pos = start
     while pos < end:
         left = end - pos
@@ -65,7 +67,7 @@ def read_records(buf: bytes, parent: Node, start: int, end: int, ctx: Options,
         magic = buf[pos + 16]
         if size < 0:
             parent.add(Node("batch", "bytes", pos, left, buf[pos:end],
-                            problem=f"batch length {size} is negative"))
+                            problem=f"batch length {size} is negative", code="bad_length"))
             return
         total = 12 + size
         if total > left:
@@ -73,13 +75,22 @@ def read_records(buf: bytes, parent: Node, start: int, end: int, ctx: Options,
                             note=f"partial batch: {left} of {total} bytes (a Fetch response "
                                  f"may end inside a batch; the client fetches the rest later)"))
             return
+        budget = ctx.budget
+        if budget.nodes <= 0:
+            parent.add(Node("_rest", "bytes", pos, left, buf[pos:end], code="node_budget",
+                            problem=f"node budget of {budget.max_nodes} fields spent; the "
+                                    f"remaining {left} bytes are kept raw (raise it with "
+                                    f"--max-nodes)"))
+            return
+        budget.nodes -= 16
         if magic == 2:
             parent.add(_batch_v2(buf, pos, pos + total, ctx))
         elif magic in (0, 1):
             parent.add(_message_v01(buf, pos, pos + total, ctx, depth))
         else:
             parent.add(Node("batch", "bytes", pos, total, buf[pos:pos + total],
-                            problem=f"unknown record format (magic {magic})"))
+                            problem=f"unknown record format (magic {magic})",
+                            code="unknown_magic"))
         pos += total
 
 
@@ -99,13 +110,26 @@ def _attributes_note(attrs: int, magic: int) -> str:
 
 def _decompressed(parent: Node, codec: int, payload: bytes, offset: int, ctx: Options,
                   name: str) -> bytes | None:
-    """Add a node holding the decompressed buffer; None (with a problem) on failure."""
+    """Add a node holding the decompressed buffer; None (with a problem) on failure.
+    Every payload of the message draws on one budget of decompressed bytes."""
     node = parent.add(Node(name, "records", offset, len(payload)))
+    budget = ctx.budget
     try:
-        data, how = decompress(codec, payload, ctx.max_decompressed)
+        data, how = decompress(codec, payload, budget.decompressed)
+    except TooBig:
+        node.problem = (f"decompressed-bytes budget spent: the message may decompress to "
+                        f"{budget.max_decompressed} bytes in all and "
+                        f"{budget.max_decompressed - budget.decompressed} are used; this "
+                        f"payload is kept compressed (raise it with --max-decompressed)")
+        node.code = "decompressed_budget"
+        node.value = payload
+        return None
     except CodecError as e:
         node.problem = str(e)
+        node.code = "decompression_failed"
+        node.value = payload
         return None
+    budget.decompressed -= len(data)
     node.buffer = data
     node.value = len(data)
     node.note = f"{CODECS[codec]}: {len(payload)} -> {len(data)} bytes" + (f" ({how})" if how else "")
@@ -124,6 +148,7 @@ def _message_v01(buf: bytes, start: int, end: int, ctx: Options, depth: int) -> 
         computed = zlib.crc32(buf[r.pos:end]) & 0xFFFFFFFF
         if computed != crc.value:
             crc.problem = f"CRC32 mismatch: computed {computed:#010x}"
+            crc.code = "crc_mismatch"
         magic = _leaf(r, node, "magic", "int8", Reader.int8).value
         node.ktype = f"message_v{magic}"
         attrs = _leaf(r, node, "attributes", "int8", Reader.int8)
@@ -137,8 +162,10 @@ def _message_v01(buf: bytes, start: int, end: int, ctx: Options, depth: int) -> 
     codec = attrs.value & 7
     node.note = f"offset {offset.value}" + (f", {CODECS.get(codec, codec)} wrapper" if codec else "")
     if codec and value.value is not None:
-        if depth >= 4:
-            value.problem = "compressed messages nested too deeply"
+        if depth >= ctx.max_nesting:
+            value.problem = (f"compressed wrappers nested more than {ctx.max_nesting} deep; "
+                             f"this one is kept compressed")
+            value.code = "nesting_budget"
             return node
         value.add(Node("_length", "int32", value.offset, 4, len(value.value)))
         inner = _decompressed(value, codec, value.value, value.offset + 4, ctx, "messages")
@@ -176,6 +203,7 @@ def _batch_v2(buf: bytes, start: int, end: int, ctx: Options) -> Node:
         computed = crc32c.crc32c(buf[r.pos:end])
         if computed != crc.value:
             crc.problem = f"CRC32C mismatch: computed {computed:#010x}"
+            crc.code = "crc_mismatch"
         attrs = _leaf(r, node, "attributes", "int16", Reader.int16)
         attrs.note = _attributes_note(attrs.value, 2)
         last_delta = _leaf(r, node, "last_offset_delta", "int32", Reader.int32).value
@@ -200,10 +228,12 @@ def _batch_v2(buf: bytes, start: int, end: int, ctx: Options) -> Node:
     log_append = bool(attrs.value & 0x08)
     node.note = (f"offsets {base}..{base + last_delta}, {count.value} record(s), "
                  f"{_attributes_note(attrs.value, 2)}")
-    if count.value < 0 or count.value > end - r.pos + (ctx.max_decompressed if codec else 0):
+    budget = ctx.budget
+    if count.value < 0 or count.value > end - r.pos + (budget.decompressed if codec else 0):
         count.problem = f"record count {count.value} is impossible for the bytes present"
+        count.code = "array_past_end"
         node.add(Node("records", "bytes", r.pos, end - r.pos, buf[r.pos:end],
-                      problem="records not decoded"))
+                      problem="records not decoded", code="array_past_end"))
         return node
     if codec:
         data = _decompressed(node, codec, buf[r.pos:end], r.pos, ctx, "records")
@@ -213,17 +243,23 @@ def _batch_v2(buf: bytes, start: int, end: int, ctx: Options) -> Node:
     else:
         holder, rr = node, r
     stamp = max_ts.value if log_append else None
-    for i in range(count.value):
-        if rr.remaining == 0:
-            holder.add(Node(f"record[{i}]", "record", rr.pos, 0,
-                            problem=f"batch says {count.value} records, found {i}"))
-            break
-        rec = _record(rr, holder, i, base, base_ts.value, stamp, control)
-        if rec is None:
-            break
+    try:
+        for i in range(count.value):
+            if rr.remaining == 0:
+                holder.add(Node(f"record[{i}]", "record", rr.pos, 0,
+                                problem=f"batch says {count.value} records, found {i}",
+                                code="record_count_mismatch"))
+                break
+            rec = _record(rr, holder, i, base, base_ts.value, stamp, control)
+            if rec is None:
+                break
+            charge_nodes(rr, holder, ctx, len(rec.children) + 1)
+    except Abort:
+        pass                # the budget is spent: the rest is kept raw
     if rr.remaining:
         holder.add(Node("_trailing", "bytes", rr.pos, rr.remaining, rr.buf[rr.pos:rr.end],
-                        problem=f"{rr.remaining} bytes after the last record"))
+                        problem=f"{rr.remaining} bytes after the last record",
+                        code="trailing_bytes"))
     return node
 
 
@@ -317,16 +353,18 @@ def _record(r: Reader, parent: Node, i: int, base_offset: int, base_ts: int,
     node = parent.add(Node(f"record[{i}]", "record", r.pos))
     try:
         length = _leaf(r, node, "length", "varint", Reader.varint).value
-        if length < 0 or length > r.remaining:
-            raise fail(r, node.children[-1], f"record length {length} exceeds the "
-                                             f"{r.remaining} bytes left")
+        if length < 1 or length > r.remaining:
+            # a record holds at least its attributes byte: 0 would never advance
+            raise fail(r, node.children[-1], f"record length {length} is impossible with "
+                                             f"{r.remaining} bytes left", "bad_length")
         sub = Reader(r.buf, r.pos, r.pos + length)
         try:
             _record_body(sub, node, base_offset, base_ts, log_append_ts, control)
             if sub.remaining:
                 node.add(Node("_unread", "bytes", sub.pos, sub.remaining,
                               r.buf[sub.pos:sub.end],
-                              problem=f"{sub.remaining} bytes inside the record left over"))
+                              problem=f"{sub.remaining} bytes inside the record left over",
+                              code="trailing_bytes"))
         except Abort:
             pass
         r.pos += length
@@ -349,7 +387,7 @@ def _record_body(r: Reader, node: Node, base_offset: int, base_ts: int,
     headers = _leaf(r, node, "headers_count", "varint", Reader.varint)
     if headers.value < 0 or headers.value > r.remaining:
         raise fail(r, headers, f"header count {headers.value} exceeds the {r.remaining} "
-                               f"bytes left")
+                               f"bytes left", "array_past_end")
     hnode = node.add(Node("headers", "array", r.pos, 0, headers.value))
     try:
         for j in range(headers.value):

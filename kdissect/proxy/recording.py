@@ -79,8 +79,9 @@ class Recorder:
         with self.lock:
             self._block(6, body)
 
-    def connection(self, client: tuple[str, int], broker: tuple[str, int]) -> RecordedConnection:
-        return RecordedConnection(self, client, broker)
+    def connection(self, client: tuple[str, int], broker: tuple[str, int],
+                   ts: float | None = None) -> RecordedConnection:
+        return RecordedConnection(self, client, broker, ts)
 
     def close(self) -> None:
         with self.lock:
@@ -113,13 +114,15 @@ def _secret_spans(tree) -> list[tuple[int, int]]:
 class RecordedConnection:
     """One proxied connection as a synthetic TCP connection client ↔ broker."""
 
-    def __init__(self, recorder: Recorder, client, broker):
+    def __init__(self, recorder: Recorder, client, broker, ts: float | None = None):
+        """``ts``: when the handshake happened (default: now)."""
         self.r, self.client, self.broker = recorder, tuple(client), tuple(broker)
         self.seq = [1000, 5000]                   # next sequence number per direction
         r = recorder
-        r.packet(_packet(self.client, self.broker, self.seq[0] - 1, 0, SYN, b""))
-        r.packet(_packet(self.broker, self.client, self.seq[1] - 1, self.seq[0], SYN | ACK, b""))
-        r.packet(_packet(self.client, self.broker, self.seq[0], self.seq[1], ACK, b""))
+        r.packet(_packet(self.client, self.broker, self.seq[0] - 1, 0, SYN, b""), ts)
+        r.packet(_packet(self.broker, self.client, self.seq[1] - 1, self.seq[0], SYN | ACK,
+                         b""), ts)
+        r.packet(_packet(self.client, self.broker, self.seq[0], self.seq[1], ACK, b""), ts)
 
     def data(self, side: int, payload: bytes, ts: float) -> None:
         src, dst = (self.client, self.broker) if side == 0 else (self.broker, self.client)
@@ -129,8 +132,9 @@ class RecordedConnection:
                                   chunk), ts)
             self.seq[side] += len(chunk)
 
-    def close(self) -> None:
+    def close(self, ts: float | None = None) -> None:
         for side in (0, 1):
             src, dst = (self.client, self.broker) if side == 0 else (self.broker, self.client)
-            self.r.packet(_packet(src, dst, self.seq[side], self.seq[1 - side], FIN | ACK, b""))
+            self.r.packet(_packet(src, dst, self.seq[side], self.seq[1 - side], FIN | ACK, b""),
+                          ts)
             self.seq[side] += 1

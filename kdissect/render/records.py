@@ -8,16 +8,30 @@ from typing import Any
 from ..protocol.node import Node
 
 
+_LINE_BREAKS = str.maketrans("", "", "\r\n\t")   # allowed in text besides printables
+
+
 def json_bytes(b: bytes | None) -> Any:
+    """Bytes as text when they are printable UTF-8 (tabs and line breaks allowed), else
+    as hex. One ``isprintable`` over the whole string: a per-character check was the
+    top of the jsonl profile."""
     if b is None:
         return None
+    if isinstance(b, str):
+        return b
     try:
         text = b.decode("utf-8")
-        if all(ch.isprintable() or ch in "\r\n\t" for ch in text):
-            return text
     except UnicodeDecodeError:
-        pass
+        return {"hex": b.hex()}
+    if text.isprintable() or text.translate(_LINE_BREAKS).isprintable():
+        return text
     return {"hex": b.hex()}
+
+
+def _child_bytes(n: Node, name: str) -> Any:
+    """A child's value as JSON; None when damage left the child out."""
+    c = n.child(name)
+    return json_bytes(c.value) if c is not None and not isinstance(c.value, int) else None
 
 
 def plain_json(node: Node) -> Any:
@@ -68,23 +82,25 @@ def records_of(node: Node) -> list[dict]:
 
 
 def record_json(n: Node) -> dict:
+    """One record or message; damaged ones lack children, which read as null."""
     if n.ktype == "record":
+        value = n.value if isinstance(n.value, dict) else {}
         headers = n.child("headers")
-        return {"offset": (n.value or {}).get("offset"),
-                "timestamp": (n.value or {}).get("timestamp"),
-                "key": json_bytes(n.child("key").value) if n.child("key") else None,
-                "value": json_bytes(n.child("value").value) if n.child("value") else None,
-                "headers": [{"key": h.child("key").value,
-                             "value": json_bytes(h.child("value").value)}
+        return {"offset": value.get("offset"),
+                "timestamp": value.get("timestamp"),
+                "key": _child_bytes(n, "key"),
+                "value": _child_bytes(n, "value"),
+                "headers": [{"key": h.child("key").value, "value": _child_bytes(h, "value")}
                             for h in (headers.children if headers else [])
                             if h.child("key") is not None]}
     offset = n.child("offset")
     ts = n.child("timestamp")
     absolute = offset.note.split()[-1] if offset is not None and offset.note else None
-    return {"offset": int(absolute) if absolute else (offset.value if offset else None),
+    return {"offset": int(absolute) if absolute and absolute.lstrip("-").isdigit()
+            else (offset.value if offset else None),
             "timestamp": ts.value if ts is not None else None,
-            "key": json_bytes(n.child("key").value) if n.child("key") else None,
-            "value": json_bytes(n.child("value").value) if n.child("value") else None,
+            "key": _child_bytes(n, "key"),
+            "value": _child_bytes(n, "value"),
             "headers": []}
 
 

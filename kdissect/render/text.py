@@ -15,6 +15,10 @@ PALETTE = ["cyan", "green", "magenta", "yellow", "blue", "bright_cyan", "bright_
            "bright_magenta"]
 PROBLEM = "bold white on red"
 SECRET = "bold red"
+# what one printed message may cost the terminal: beyond these, a window and a note
+# (--json has everything)
+HEX_LIMIT = 64 * 1024           # bytes dumped per buffer
+TREE_LIMIT = 20_000             # fields listed per tree
 
 
 def format_value(node: Node, show_secrets: bool = False, limit: int = 64) -> str:
@@ -65,9 +69,16 @@ def tree_of(root: Node, show_secrets: bool = False, base: int = 0,
             colours: dict[int, str] | None = None, title: Text | None = None) -> Tree:
     colours = leaf_colours(root) if colours is None else colours
     top = Tree(title or _label(root, colours, show_secrets, base, False))
+    budget = [TREE_LIMIT]
 
     def add(parent: Tree, node: Node, in_buffer: bool) -> None:
-        for child in node.children:
+        for i, child in enumerate(node.children):
+            if budget[0] <= 0:
+                parent.add(Text(f"… {len(node.children) - i} more here; the tree is cut at "
+                                f"{TREE_LIMIT} fields (--json shows every one)",
+                                style="italic yellow"))
+                return
+            budget[0] -= 1
             branch = parent.add(_label(child, colours, show_secrets, base, in_buffer))
             add(branch, child, in_buffer or child.buffer is not None)
 
@@ -156,12 +167,23 @@ def render_node(data: bytes, root: Node, show_secrets: bool = False, base: int =
     colours = leaf_colours(root)
     parts = [tree_of(root, show_secrets, base, colours, title)]
     if show_hex:
-        parts.append(hexdump(data, root, show_secrets, base, colours))
+        parts += _capped_dump(data, root, show_secrets, base, colours)
         for holder in buffers(root):
             caption = Text(f"decompressed {holder.note or ''} (bytes of {holder.name} "
                            f"@{holder.offset})", style="bold")
-            parts += [caption, hexdump(holder.buffer, as_root(holder), show_secrets, 0, colours)]
+            parts += [caption, *_capped_dump(holder.buffer, as_root(holder), show_secrets, 0,
+                                             colours)]
     return Group(*parts)
+
+
+def _capped_dump(data: bytes, root: Node, show_secrets: bool, base: int,
+                 colours: dict[int, str]) -> list[Text]:
+    """The hex dump of a buffer, or of its first HEX_LIMIT bytes and a note saying so."""
+    if len(data) <= HEX_LIMIT:
+        return [hexdump(data, root, show_secrets, base, colours)]
+    return [hexdump(data, root, show_secrets, base, colours, window=(0, HEX_LIMIT)),
+            Text(f"… hex dump shows the first {HEX_LIMIT} of {len(data)} bytes "
+                 f"(--json has every field)", style="italic yellow")]
 
 
 def as_root(holder: Node) -> Node:

@@ -81,6 +81,9 @@ def enrich(ex: Exchange, options: Options, topic_ids: dict[str, str],
         where = m.direction
         for path, code, reason in d.tree.findings():
             findings.append(Finding(code, reason, f"{where}: {path}"))
+        if any(n.note == "SASL/PLAIN" for n in d.tree.walk()):
+            # readable here, so not inside TLS: the password crossed the wire in clear
+            findings.append(Finding("plaintext_credentials", "", where))
         if d.assumed_from is not None:
             findings.append(Finding("assumed_version", f"v{m.api_version} read as "
                                     f"v{d.assumed_from}, the newest kdissect knows", where))

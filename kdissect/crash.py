@@ -1,0 +1,79 @@
+"""The last resort around every command: no Python traceback reaches the user.
+
+kdissect is fed untrusted bytes by design; if one still finds a bug, the user gets one
+line saying so, with where in the input it happened (read from the failing call's
+frames), and exit status 70 (EX_SOFTWARE). `--debug` (anywhere on the command line, or
+KDISSECT_DEBUG=1) shows the traceback instead.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+EXIT_BUG = 70
+EXIT_INTERRUPTED = 130
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in args or os.environ.get("KDISSECT_DEBUG") == "1"
+    args = [a for a in args if a != "--debug"]
+    from .cli import main as cli
+    try:
+        cli.main(args=args, prog_name="kdissect", standalone_mode=True)
+    except KeyboardInterrupt:
+        sys.exit(EXIT_INTERRUPTED)
+    except BrokenPipeError:
+        _quiet_stdout()
+        sys.exit(0)
+    except SystemExit:
+        raise
+    except BaseException as e:      # noqa: BLE001 - this is the last resort
+        if debug:
+            raise
+        sys.stderr.write(describe(e) + "\n")
+        sys.exit(EXIT_BUG)
+
+
+def describe(e: BaseException) -> str:
+    """One line: what failed, where in the input, and what to do."""
+    where = _where(e.__traceback__)
+    kind = "ran out of memory" if isinstance(e, MemoryError) else \
+        f"internal error ({type(e).__name__}: {_first_line(e)})"
+    return (f"kdissect: {kind}{' ' + where if where else ''}. This is a bug, please report "
+            f"it with the command line and the input; --debug shows the traceback.")
+
+
+def _where(tb) -> str:
+    """'in FILE near byte N, frame K' from the objects the failing frames held."""
+    from .capture.pcapfile import CaptureReader, Packet
+    path = offset = frame = None
+    try:
+        while tb is not None:
+            for value in tb.tb_frame.f_locals.values():
+                if isinstance(value, CaptureReader):
+                    path, offset = value.path, value.bytes_read
+                elif isinstance(value, Packet):
+                    frame = value.index
+            tb = tb.tb_next
+    except Exception:           # noqa: BLE001 - never fail while reporting a failure
+        pass
+    parts = []
+    if path is not None:
+        parts.append(f"in {path} near byte {offset}")
+    if frame is not None:
+        parts.append(f"frame {frame}")
+    return ", ".join(parts)
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0][:200] if text else "no message"
+
+
+def _quiet_stdout() -> None:
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except OSError:
+        pass

@@ -1,0 +1,179 @@
+"""Hostile input end to end: every crafted capture and blob (scripts/make_hostile.py)
+through the real CLI, `kdissect pcap --format jsonl`, `--stats` and `kdissect blob`: no
+traceback, a documented exit status, under 30 s and 1 GiB peak RSS each."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+KDISSECT = [sys.executable, "-m", "kdissect"]
+TIME_LIMIT = 30.0
+RSS_LIMIT = 1 << 30
+HOSTILE: dict[str, Path] = {}
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("hostile")
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "make_hostile.py"), str(out)],
+                   check=True, timeout=120)
+    return out
+
+
+def run_measured(args: list[str], cwd: Path) -> tuple[int, str, float, int]:
+    """(exit status, stderr, seconds, peak RSS in bytes) of one CLI run."""
+    err_path = cwd / "stderr.txt"
+    with open(os.devnull, "wb") as out, open(err_path, "wb") as err:
+        start = time.monotonic()
+        proc = subprocess.Popen(KDISSECT + args, stdout=out, stderr=err, cwd=ROOT,
+                                stdin=subprocess.DEVNULL)
+        try:
+            _pid, status, usage = _wait(proc, TIME_LIMIT * 2)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        seconds = time.monotonic() - start
+    return os.waitstatus_to_exitcode(status), err_path.read_text(errors="replace"), seconds, \
+        usage.ru_maxrss * 1024
+
+
+def _wait(proc, timeout: float):
+    deadline = time.monotonic() + timeout
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            return pid, status, usage
+        if time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"{proc.args} ran past {timeout} s")
+        time.sleep(0.02)
+
+
+def check(args: list[str], cwd: Path) -> tuple[int, str]:
+    code, err, seconds, rss = run_measured(args, cwd)
+    what = " ".join(args[:1] + [Path(a).name for a in args[1:]])
+    assert "Traceback" not in err and "internal error" not in err, (what, err[-2000:])
+    assert code in (0, 1, 2), (what, code, err[-2000:])
+    assert seconds < TIME_LIMIT, (what, seconds)
+    assert rss < RSS_LIMIT, (what, rss >> 20)
+    if code:
+        lines = [ln for ln in err.splitlines() if ln.strip()]
+        assert lines, (what, "a failure must say why")
+    return code, err
+
+
+CAPTURES = ["bomb-gzip.pcap", "bomb-snappy-claim.pcap", "bomb-snappy.pcap", "bomb-xerial.pcap",
+            "bomb-lz4.pcap", "bomb-zstd.pcap", "bombs-24-zstd.pcap", "record-count-4Mi.pcap",
+            "records-zero-length.pcap", "zstd-tiny-frames.pcap", "gzip-corrupt.pcap",
+            "lz4-corrupt.pcap", "wrappers-of-wrappers.pcap", "wrapper-self-similar.pcap",
+            "string-2^31.pcap", "array-2^31.pcap", "records-2^31.pcap",
+            "batch-length-2^31.pcap", "record-length-2^31.pcap", "many-topics.pcap",
+            "size-2^31.pcap", "empty.pcap", "header-cut.pcap", "record-incl-2^31.pcap",
+            "block-2^31.pcapng", "short-idb.pcapng", "short-epb.pcapng", "short-spb.pcapng",
+            "short-opb.pcapng", "epb-incl-past-block.pcapng", "tsresol-at-end.pcapng",
+            "tsresol-0.pcapng", "tsresol-0x80.pcapng", "tsresol-0xff.pcapng",
+            "gzip-cut.pcap.gz"] + [f"damaged-{n}-{k}.pcap" for n in (
+                "kafka-python-codecs", "aiokafka", "legacy-0.8.2", "confluent-group")
+                for k in range(4)]
+
+
+@pytest.mark.parametrize("name", CAPTURES)
+def test_pcap_jsonl_and_stats(hostile, tmp_path, name):
+    path = hostile / name
+    assert path.exists(), "make_hostile.py and this list must agree"
+    check(["pcap", "--format", "jsonl", str(path)], tmp_path)
+    check(["pcap", "--stats", str(path)], tmp_path)
+
+
+@pytest.mark.parametrize("name", [
+    "bomb-gzip.hex", "bomb-zstd.hex", "bombs-24-zstd.hex", "record-count-4Mi.hex",
+    "records-zero-length.hex", "zstd-tiny-frames.hex", "wrappers-of-wrappers.hex",
+    "wrapper-self-similar.hex", "string-2^31.hex", "array-2^31.hex", "records-2^31.hex",
+    "record-length-2^31.hex", "many-topics.hex", "size-2^31.hex", "big-request.hex",
+    "hello.txt", "bom-utf8.txt", "bom-utf16.txt", "deep-literal.txt", "deep-parens.txt",
+    "deep-list.txt", "binary.bin", "empty.txt"])
+def test_blob(hostile, tmp_path, name):
+    path = hostile / "blob" / name
+    assert path.exists(), "make_hostile.py and this list must agree"
+    code, err = check(["blob", str(path)], tmp_path)
+    check(["blob", "--json", str(path)], tmp_path)
+    if name in ("hello.txt", "empty.txt"):
+        assert code == 2 and "expected hex" in err
+    if name.startswith("bom-"):
+        assert code == 0 and "Metadata v0 Request" in err + _stdout(["blob", str(path)])
+
+
+def _stdout(args: list[str]) -> str:
+    return subprocess.run(KDISSECT + args, capture_output=True, text=True, cwd=ROOT,
+                          timeout=TIME_LIMIT).stdout
+
+
+def test_budget_findings_are_reported(hostile):
+    """The budget's breaches are findings with their codes, and the rest of the bytes is
+    kept (compressed or raw), not dropped."""
+    import json
+    for name, code in [("bombs-24-zstd.hex", "decompressed_budget"),
+                       ("record-count-4Mi.hex", "node_budget"),
+                       ("bomb-zstd.hex", "decompressed_budget"),
+                       ("zstd-tiny-frames.hex", None)]:
+        out = json.loads(_stdout(["blob", "--json", str(hostile / "blob" / name)]))
+        tree = json.dumps(out["messages"][0]["tree"])
+        if code:
+            assert code in {p["code"] for p in out["messages"][0]["problems"]}, name
+        assert "Traceback" not in tree
+
+
+def test_cli_errors_are_one_line(hostile, tmp_path):
+    cases = [
+        (["blob", str(hostile)], 2, "is a directory"),
+        (["blob", "hello world"], 2, "expected hex"),
+        (["blob", "--api", "99999999999999999999", "00"], 2, "unknown API"),
+        (["blob", "--max-decompressed", "1e400", "0000"], 2, "out of range"),
+        (["pcap", "--max-decompressed", "1e400", str(ROOT / "captures" / "kcat.pcap")], 2,
+         "out of range"),
+        (["pcap", str(hostile / "empty.pcap")], 1, "no packets"),
+    ]
+    for args, want, text in cases:
+        code, err, _s, _rss = run_measured(args, tmp_path)
+        assert (code, "Traceback" in err) == (want, False), (args, code, err)
+        assert text in err, (args, err)
+
+
+def test_grammar_traps(tmp_path):
+    chain = "\n".join(f"R{i} => a R{i + 1}" for i in range(400)) + "\nR400 => a\na => INT8"
+    code, err, _s, _rss = run_measured(["blob", "00 01", "--grammar", chain], tmp_path)
+    assert code == 2 and "nested more than" in err and "Traceback" not in err
+    latin = tmp_path / "grammar.bnf"
+    latin.write_bytes("Müll => a\na => INT8\n".encode("latin-1"))
+    code, err, _s, _rss = run_measured(["blob", "00 01", "--grammar", str(latin)], tmp_path)
+    assert code == 2 and "not UTF-8" in err and "Traceback" not in err
+
+
+def test_a_bug_is_one_line_without_debug(tmp_path):
+    """The last-resort handler: an internal error is one line with where it happened,
+    exit 70; --debug shows the traceback. (A real bug is provoked by monkeypatching a
+    decoder inside a child process.)"""
+    script = (
+        "import sys, kdissect.stream.dissector as d\n"
+        "def boom(self, packet): raise ValueError('provoked')\n"
+        "d.CaptureDissector.packet = boom\n"
+        "from kdissect.crash import main\n"
+        "main(sys.argv[1:])\n")
+    capture = str(ROOT / "captures" / "kcat.pcap")
+    res = subprocess.run([sys.executable, "-c", script, "pcap", "--format", "jsonl", capture],
+                         capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert res.returncode == 70 and "Traceback" not in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+    assert "this is a bug" in res.stderr.lower() and "kcat.pcap near byte" in res.stderr
+    assert "frame 1" in res.stderr
+    res = subprocess.run([sys.executable, "-c", script, "--debug", "pcap", capture],
+                         capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert "Traceback" in res.stderr and "provoked" in res.stderr
