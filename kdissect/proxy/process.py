@@ -63,7 +63,7 @@ def start(make_proxy: Callable, budget: int, loop_kind: str = "auto",
 def _main(make_proxy, read_fd: int, write_fd: int, budget: int, loop_kind: str,
           metrics_at) -> None:
     os.close(read_fd)
-    # the parent forwards a terminal's Ctrl-C as SIGTERM: handled by the loop below
+    # until the loop handles it (below), a Ctrl-C must not end start-up with a traceback
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         name, factory = event_loop_factory(loop_kind)
