@@ -77,7 +77,7 @@ class ProxyRun:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def wait_idle(self, quiet: float = 0.5, limit: float = 120) -> None:
+    def wait_idle(self, quiet: float = 0.5, limit: float = 10) -> None:
         """Until the proxy's processes stop using CPU (the display catching up), so that
         its leftover work does not slow the next run, direct or not."""
         found = subprocess.run(["pgrep", "-f", f"--listen 127.0.0.1:{self.port}"],

@@ -1,7 +1,7 @@
 """The proxy's sockets (asyncio): a bootstrap listener, one listener per broker created
 when a response first names that broker, and for each client connection one upstream
-connection. Bytes are forwarded frame by frame (Kafka's 4-byte size prefix), in order,
-unchanged except responses whose broker addresses are rewritten.
+connection. Client bytes pass to the broker as they arrive; broker responses pass whole
+and in order, unchanged except those whose broker addresses are rewritten.
 
 The forwarding path reads only request headers and response correlation ids; responses
 that can carry broker addresses in their version are walked by the skip-scanner (no
@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..protocol.message import produce_acks
+from ..protocol.message import peek_request_header, produce_acks
 from ..protocol.reader import DecodeError
 from ..stream.connection import plausible_request
 from ..stream.correlation import Correlator
@@ -35,7 +35,6 @@ CONNECT_TIMEOUT = 10
 READ_SIZE = 1 << 18                  # bytes taken from a socket at a time
 _SIZE = struct.Struct(">i")
 _HEAD = struct.Struct(">hhi")
-_I16 = struct.Struct(">h")
 _WILDCARDS = ("", "0.0.0.0", "::")
 
 
@@ -65,13 +64,10 @@ def _looks_like_tls(head: bytes) -> bool:
     return len(head) >= 3 and head[0] == 0x16 and head[1] == 0x03 and head[2] <= 0x04
 
 
-def _acks0(body: bytes, api_version: int) -> bool:
-    """A Produce request that asks for no response (its header read cheaply)."""
-    if len(body) < 10:
-        return False
-    n = _I16.unpack_from(body, 8)[0]
-    header = 10 + max(n, 0) + (1 if api_version >= 9 else 0)   # v9+: header v2 tags
-    return produce_acks(body, header, api_version) == 0
+def _acks0(body: bytes) -> bool:
+    """A Produce request that asks for no response (read without decoding the body)."""
+    head = peek_request_header(body)
+    return head is not None and produce_acks(body, head.size, head.api_version) == 0
 
 
 class Proxy:
@@ -313,7 +309,7 @@ class Proxy:
                     if len(data) >= 8 and not token:
                         key, version, corr = _HEAD.unpack_from(data)
                         pending.request(corr, (key, version, shown),
-                                        key != 0 or not _acks0(data, version), now)
+                                        key != 0 or not _acks0(data), now)
                     counters.requests += 1
                     if shown:
                         feed.frame(c.index, 0, ts, f.offset, data)
