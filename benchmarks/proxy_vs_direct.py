@@ -14,7 +14,7 @@ run on the Tansu broker; direct and proxied runs alternate, each figure is the m
                  consumer reads at full speed (direct and through the proxy)
 
     .venv/bin/python benchmarks/proxy_vs_direct.py [--messages 200000] [--size 200]
-        [--repeats 3] [--modes jsonl,text,tui,asyncio] [--topics 60]
+        [--repeats 3] [--modes jsonl,text,tui,asyncio] [--topics 60] [--latency-only]
 """
 
 from __future__ import annotations
@@ -226,7 +226,11 @@ def main() -> None:
     ap.add_argument("--modes", default="jsonl,text,tui,asyncio")
     ap.add_argument("--topics", type=int, default=60)
     ap.add_argument("--round-trips", type=int, default=2000)
+    ap.add_argument("--latency-only", action="store_true",
+                    help="skip the throughput runs (the proxy displays JSON lines)")
     args = ap.parse_args()
+    if args.latency_only:
+        args.modes = "jsonl"
     modes = [m for m in args.modes.split(",") if m]
     if "tui" in modes and not shutil.which("tmux"):
         modes.remove("tui")
@@ -243,7 +247,7 @@ def main() -> None:
               f"median of {args.repeats} alternating runs\n")
         print(f"{'proxy display':<28}{'produce direct':>15}{'proxy':>10}{'ratio':>7}"
               f"{'consume direct':>16}{'proxy':>10}{'ratio':>7}   (messages/s)")
-        for mode in modes:
+        for mode in modes if not args.latency_only else ():
             figures = {k: [] for k in ("pd", "pp", "cd", "cp", "rp", "rc")}
             for r in range(args.repeats):
                 first_direct = r % 2 == 0             # alternate which goes first
