@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Kafka traffic direct to the broker against through `kdissect proxy`, side by side in one
-run on the Tansu broker; direct and proxied runs alternate, each figure is the median of
---repeats runs, and ratios are proxied / direct:
+run on the Tansu broker; direct and proxied runs alternate in pairs (which goes first
+alternates too), each figure is the median of --repeats pairs, and a ratio is the median
+of the pairs' proxied / direct:
 
     throughput   confluent-kafka produces --messages messages (lz4), then a consumer
                  reads them back; messages per second. The proxy runs in each display
@@ -14,7 +15,7 @@ run on the Tansu broker; direct and proxied runs alternate, each figure is the m
                  consumer reads at full speed (direct and through the proxy)
 
     .venv/bin/python benchmarks/proxy_vs_direct.py [--messages 200000] [--size 200]
-        [--repeats 3] [--modes jsonl,text,tui,asyncio] [--topics 60] [--latency-only]
+        [--repeats 11] [--modes jsonl,text,tui,asyncio] [--topics 60] [--latency-only]
 """
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ class ProxyRun:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def wait_idle(self, quiet: float = 0.5, limit: float = 10) -> None:
+    def wait_idle(self, quiet: float = 0.3, limit: float = 3) -> None:
         """Until the proxy's processes stop using CPU (the display catching up), so that
         its leftover work does not slow the next run, direct or not."""
         found = subprocess.run(["pgrep", "-f", f"--listen 127.0.0.1:{self.port}"],
@@ -132,17 +133,17 @@ def produce(bootstrap: str, topic: str, n: int, size: int) -> float:
 
 
 def consume(bootstrap: str, topic: str, n: int) -> float:
-    from confluent_kafka import Consumer
+    """Messages per second reading ``topic`` (partition 0, assigned: no group join)."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{topic}",
-                  "auto.offset.reset": "earliest", "session.timeout.ms": 6000,
-                  "max.poll.interval.ms": 6000, "fetch.max.bytes": 32 << 20})
-    c.subscribe([topic])
+                  "enable.auto.commit": False, "fetch.max.bytes": 32 << 20})
+    c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
     got, start = 0, None
     deadline = time.monotonic() + 300
     while got < n and time.monotonic() < deadline:
         for m in c.consume(10000, 0.5):
             if m.error() is None:
-                if start is None:                 # from the first message: not the join
+                if start is None:                 # from the first message
                     start = time.monotonic()
                 got += 1
     rate = got / (time.monotonic() - start) if start else 0.0
@@ -190,6 +191,11 @@ def latencies(bootstrap: str, request: bytes, count: int) -> list[float]:
         return [round_trip(s, request) for _ in range(count)]
 
 
+def spread(ratios: list[float]) -> str:
+    q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else ratios * 3
+    return f"{q[0]:.0%}–{q[2]:.0%}"
+
+
 def pct(values: list[float], q: float) -> float:
     return sorted(values)[min(len(values) - 1, int(q * len(values)))] * 1000
 
@@ -222,7 +228,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--messages", type=int, default=200_000)
     ap.add_argument("--size", type=int, default=200)
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=11)
     ap.add_argument("--modes", default="jsonl,text,tui,asyncio")
     ap.add_argument("--topics", type=int, default=60)
     ap.add_argument("--round-trips", type=int, default=2000)
@@ -268,9 +274,8 @@ def main() -> None:
             med = {k: statistics.median(v) for k, v in figures.items()}
             print(f"{MODES[mode][1]:<28}{med['pd']:>15.0f}{med['pp']:>10.0f}{med['rp']:>7.0%}"
                   f"{med['cd']:>16.0f}{med['cp']:>10.0f}{med['rc']:>7.0%}"
-                  f"   (ratios per run: produce "
-                  f"{' '.join(f'{x:.0%}' for x in figures['rp'])}; consume "
-                  f"{' '.join(f'{x:.0%}' for x in figures['rc'])})")
+                  f"   (middle half of the ratios: produce {spread(figures['rp'])}, "
+                  f"consume {spread(figures['rc'])})")
 
         # latency: many topics first, so that Metadata is a big answer
         from confluent_kafka import Producer
