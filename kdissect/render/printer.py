@@ -18,6 +18,7 @@ from .stats import stats_tables
 from .text import render_node
 
 GAPS_LISTED = 20
+SEVERITY_STYLE = {"error": "bold red", "warn": "yellow", "note": "cyan"}
 
 
 class ExchangePrinter:
@@ -71,6 +72,9 @@ class ExchangePrinter:
             for d in trees:
                 self.console.print(render_node(d.data, d.tree, self.options.show_secrets, 0,
                                                None, False))
+            for f in ex.findings:
+                self.console.print(Text(f"  {f.severity}: {f.text()}",
+                                        style=SEVERITY_STYLE[f.severity]))
 
     def _trees(self, ex: Exchange) -> list:
         """The full trees of the exchange's messages: decoded by the engine when it

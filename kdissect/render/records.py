@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..protocol.node import Node
+from ..protocol.records import record_offset
 
 
 _LINE_BREAKS = str.maketrans("", "", "\r\n\t")   # allowed in text besides printables
@@ -93,11 +94,8 @@ def record_json(n: Node) -> dict:
                 "headers": [{"key": h.child("key").value, "value": _child_bytes(h, "value")}
                             for h in (headers.children if headers else [])
                             if h.child("key") is not None]}
-    offset = n.child("offset")
     ts = n.child("timestamp")
-    absolute = offset.note.split()[-1] if offset is not None and offset.note else None
-    return {"offset": int(absolute) if absolute and absolute.lstrip("-").isdigit()
-            else (offset.value if offset else None),
+    return {"offset": record_offset(n),
             "timestamp": ts.value if ts is not None else None,
             "key": _child_bytes(n, "key"),
             "value": _child_bytes(n, "value"),

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Iterator
 from ..protocol import Options
 from ..protocol.names import error_name
 from ..protocol.node import Node
+from ..protocol.records import record_offset
 from .facts import PROBLEM_GROUPS, UNRESOLVED
 from .model import Exchange, KafkaMessage
 
@@ -151,14 +152,10 @@ def _text_or_hex(b) -> str | None:
 
 def _record_row(n: Node, topic, partition, m: KafkaMessage, capture: str) -> dict:
     key, value, headers = n.child("key"), n.child("value"), n.child("headers")
+    offset = record_offset(n)
     if n.ktype == "record":
-        offset = (n.value or {}).get("offset")
         ts = (n.value or {}).get("timestamp")
-    else:                                 # a v0/v1 message: its absolute offset is noted
-        off = n.child("offset")
-        absolute = off.note.split()[-1] if off is not None and off.note else None
-        offset = int(absolute) if absolute and absolute.lstrip("-").isdigit() else \
-            (off.value if off is not None else None)
+    else:                                 # a v0/v1 message
         t = n.child("timestamp")
         ts = t.value if t is not None else None
     return {
