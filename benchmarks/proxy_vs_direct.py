@@ -11,8 +11,8 @@ of the pairs' proxied / direct:
                  asyncio instead of uvloop.
     latency      round trips on one connection: ApiVersions, and Metadata for all topics
                  (--topics of them); p50 / p99 direct and proxied, and what the proxy adds
-    probe        the worst and p99 ApiVersions round trip of a second connection while a
-                 consumer reads at full speed (direct and through the proxy)
+    probe        the worst and p99 ApiVersions round trip of a second connection while
+                 consumers read at full speed for --probe-seconds (direct and proxied)
 
     .venv/bin/python benchmarks/proxy_vs_direct.py [--messages 200000] [--size 200]
         [--repeats 11] [--modes jsonl,text,tui,asyncio] [--topics 60] [--latency-only]
@@ -133,11 +133,12 @@ def produce(bootstrap: str, topic: str, n: int, size: int) -> float:
 
 
 def consume(bootstrap: str, topic: str, n: int) -> float:
-    """Messages per second reading ``topic`` (partition 0, assigned: no group join)."""
+    """Messages per second reading ``topic`` (its partitions assigned: no group join)."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{topic}",
                   "enable.auto.commit": False, "fetch.max.bytes": 32 << 20})
-    c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    partitions = c.list_topics(topic, timeout=30).topics[topic].partitions
+    c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
     got, start = 0, None
     deadline = time.monotonic() + 300
     while got < n and time.monotonic() < deadline:
@@ -200,20 +201,20 @@ def pct(values: list[float], q: float) -> float:
     return sorted(values)[min(len(values) - 1, int(q * len(values)))] * 1000
 
 
-def probe(bootstrap: str, topic: str, n: int) -> tuple[float, float, int]:
-    """(worst ms, p99 ms, round trips) of ApiVersions every 5 ms while a consumer reads
-    ``topic`` at full speed."""
+def probe(bootstrap: str, topic: str, n: int, seconds: float) -> tuple[float, float, int]:
+    """(worst ms, p99 ms, round trips) of ApiVersions every 5 ms on another connection
+    while consumers read ``topic`` (``n`` messages) at full speed, again and again, for
+    ``seconds``."""
     samples: list[float] = []
-    reading = threading.Event()
     done = threading.Event()
 
     def reader():
-        reading.set()
-        consume(bootstrap, topic, n)
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            consume(bootstrap, topic, n)
         done.set()
     t = threading.Thread(target=reader)
     t.start()
-    reading.wait()
     host, port = bootstrap.split(":")
     with socket.create_connection((host, int(port))) as s:
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -232,6 +233,7 @@ def main() -> None:
     ap.add_argument("--modes", default="jsonl,text,tui,asyncio")
     ap.add_argument("--topics", type=int, default=60)
     ap.add_argument("--round-trips", type=int, default=2000)
+    ap.add_argument("--probe-seconds", type=float, default=15)
     ap.add_argument("--latency-only", action="store_true",
                     help="skip the throughput runs (the proxy displays JSON lines)")
     args = ap.parse_args()
@@ -303,7 +305,7 @@ def main() -> None:
             topic = f"probe-{tag}"
             produce(bootstrap, topic, n, args.size)
             via.wait_idle()
-            worst, p99, count = probe(bootstrap, topic, n)
+            worst, p99, count = probe(bootstrap, topic, n, args.probe_seconds)
             print(f"  {tag:<8} worst {worst:.1f} ms, p99 {p99:.2f} ms ({count} round trips)")
     finally:
         summaries = {mode: pr.stop() for mode, pr in proxies.items()}
