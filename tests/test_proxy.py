@@ -178,6 +178,7 @@ def test_clients_work_through_the_proxy_and_bytes_pass_unchanged(chain):
     clients = {r.get("client_id") for r in rows if r["direction"] == "request"}
     assert {"kp-through-proxy", "ck-through-proxy"} <= clients
     assert "is reached through" in err
+    assert "(uvloop)" in err                       # installed with the test extra
 
     # bytes: every byte passed unchanged except broker addresses
     assert_bytes_pass_unchanged(relay_a, relay_b) >= 1
@@ -201,8 +202,9 @@ def test_clients_work_through_the_proxy_and_bytes_pass_unchanged(chain):
 
 
 def test_tls_on_a_plaintext_listener_and_a_vanished_broker_close_cleanly():
+    """(On plain asyncio: the other tests run on uvloop.)"""
     broker = Broker()
-    proxy = ProxyProcess(f"127.0.0.1:{broker.port}")
+    proxy = ProxyProcess(f"127.0.0.1:{broker.port}", "--event-loop", "asyncio")
     try:
         hello = socket.create_connection(("127.0.0.1", proxy.port), timeout=10)
         hello.sendall(bytes.fromhex("16030100f8010000f40303") + b"\x00" * 40)
@@ -226,6 +228,7 @@ def test_tls_on_a_plaintext_listener_and_a_vanished_broker_close_cleanly():
         broker.stop()
         proxy.proc.kill()
     assert "TLS handshake" in err and "plaintext listener" in err
+    assert "(asyncio)" in err
     assert any(r["api_name"] == "ApiVersions" and r["direction"] == "response" for r in rows)
 
 

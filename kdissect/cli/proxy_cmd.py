@@ -43,6 +43,11 @@ Examples:
 
 
 
+# The TUI's own process (drawing rows, keys) also yields to forwarding, less than the
+# decoding does: it stays responsive on a machine that is not saturated
+TUI_NICENESS = 10
+
+
 def _yield_cpu() -> None:
     """Decoding for the display runs at the lowest priority: on a busy machine it falls
     behind and sheds exchanges instead of taking CPU from forwarding, or from clients and
@@ -191,6 +196,7 @@ def proxy(upstream, listen, broker_ports, advertise, maps, upstream_tls, ca_file
             _yield_cpu()                        # (the TUI's loader process)
             warn(listening)
             FeedDisplay(Enricher(CallbackSink(emit, warn, progress), options)).run(forwarder.fd)
+        os.nice(TUI_NICENESS)
         _run_tui(load, options, f"proxy {listen} → {upstream}", filter_text,
                  display_filter, stop)
         forwarder.stop()
