@@ -27,7 +27,7 @@ import crc32c
 
 from . import schemas
 from .codecs import CodecError, decompress
-from .decode import Options
+from .context import Options
 from .layout import Field, Struct
 from .node import Node
 from .records import _attributes_note, read_records
@@ -430,11 +430,11 @@ def _expand(template: str) -> str:
         var, max_bytes = (x.strip() for x in rest.rstrip(")").split(","))
         for inline in (f"{var} = data[p]",
                        f"if {var} < 128:",
-                       f"    p += 1",
-                       f"elif data[p + 1] < 128:",
+                       "    p += 1",
+                       "elif data[p + 1] < 128:",
                        f"    {var} = ({var} & 127) | (data[p + 1] << 7)",
-                       f"    p += 2",
-                       f"else:",
+                       "    p += 2",
+                       "else:",
                        f"    {var}, p = _uvarint(data, p, {max_bytes})"):
             out.append(head + inline)
     return "\n".join(out)
