@@ -78,6 +78,13 @@ class ProxyRun:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
+    def cpu(self) -> tuple[float, float]:
+        """CPU seconds used so far by (the forwarding process, the display process)."""
+        display = self.proc.pid
+        children = subprocess.run(["pgrep", "-P", str(display)], capture_output=True,
+                                  text=True).stdout.split()
+        return tuple(_cpu_seconds(int(pid)) for pid in (children[0], display))
+
     def wait_idle(self, quiet: float = 0.3, limit: float = 3) -> None:
         """Until the proxy's processes stop using CPU (the display catching up), so that
         its leftover work does not slow the next run, direct or not."""
@@ -111,6 +118,11 @@ class ProxyRun:
         _, err = self.proc.communicate(timeout=60)
         return "\n".join(line for line in err.splitlines() if line.startswith("proxy:")
                          or "not shown" in line)
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def produce(bootstrap: str, topic: str, n: int, size: int) -> float:
@@ -292,12 +304,20 @@ def main() -> None:
                               (f"Metadata, all {args.topics}+ topics", metadata_all())):
             d, q = [], []
             via.wait_idle()
+            forwarding = displaying = 0.0
             for _ in range(4):
                 d += latencies(direct, request, args.round_trips // 4)
+                before = via.cpu()
                 q += latencies(via.bootstrap, request, args.round_trips // 4)
+                via.wait_idle()
+                after = via.cpu()
+                forwarding += after[0] - before[0]
+                displaying += after[1] - before[1]
             print(f"  {name:<28} direct p50 {pct(d, .5):.3f} ms p99 {pct(d, .99):.3f} ms | "
                   f"proxied p50 {pct(q, .5):.3f} ms p99 {pct(q, .99):.3f} ms | added p50 "
                   f"{pct(q, .5) - pct(d, .5):+.3f} ms p99 {pct(q, .99) - pct(d, .99):+.3f} ms")
+            print(f"  {'':<28} CPU per round trip: forwarding {forwarding / len(q) * 1e6:.0f} µs,"
+                  f" display {displaying / len(q) * 1e6:.0f} µs")
 
         print("\nanother connection while a consumer reads at full speed "
               "(ApiVersions every 5 ms):")
