@@ -183,6 +183,8 @@ def proxy(upstream, listen, broker_ports, advertise, maps, upstream_tls, ca_file
     ready = _wait_ready(forwarder, err)
     if ready is None:
         forwarder.join()
+        if signals:                             # stopped while starting: nothing to say
+            return
         raise click.ClickException(f"cannot start the proxy on {listen}: {forwarder.error}")
     bound, loop_name = ready.rsplit("|", 1)
     listening = f"listening on {bound} for Kafka clients; brokers: {upstream} ({loop_name})"
