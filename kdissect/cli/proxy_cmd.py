@@ -213,8 +213,11 @@ def proxy(upstream, listen, broker_ports, advertise, maps, upstream_tls, ca_file
     except KeyboardInterrupt:
         err.print("stopped before the display had shown everything the proxy forwarded",
                   style="yellow")
-    forwarder.join()
+    code = forwarder.join()
     shown.done()
+    if code:
+        raise click.ClickException(f"the forwarding process ended unexpectedly (exit code "
+                                   f"{code}); please report it")
 
 
 def _wait_ready(forwarder, err: Console) -> str | None:
