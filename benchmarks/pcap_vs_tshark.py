@@ -1,57 +1,150 @@
 #!/usr/bin/env python3
 """kdissect pcap against tshark on the same capture, side by side in one run:
 
-    tshark -T fields -e kafka.api_key   vs  kdissect pcap (one summary line per exchange)
-    tshark -T json                      vs  kdissect pcap --format jsonl (every field)
+    summary      tshark -T fields -e kafka.api_key   vs  kdissect pcap
+    full decode  tshark -T json                      vs  kdissect pcap --format jsonl (-j 1, -j N)
 
-Prints wall time, peak memory (max RSS) and the ratios. The capture comes from
-benchmarks/make_bulk_capture.py (default benchmarks/data/bulk.pcap).
+Each pair runs alternately (peer, ours, peer, ours...) --runs times; the table gives
+medians of wall time, CPU time (user + system, workers included) and peak memory, and
+the ratios (peer / ours: above 1, kdissect is faster or smaller). On a machine others
+share, wall time depends on their load; CPU time much less. Peak memory is the largest
+sum of PSS (proportional set size: pages a forked worker shares with its parent count
+once) over the process and all its children, sampled every 20 ms. Output goes to
+/dev/null. The capture comes from benchmarks/make_bulk_capture.py.
 
-    .venv/bin/python benchmarks/pcap_vs_tshark.py [CAPTURE]
+kdissect runs as installed users run it: with its bytecode cached (a warm-up run writes
+it, even where PYTHONDONTWRITEBYTECODE is set, as on the development machines, where it
+would add about 0.15 s of compiling to every start), and --python picks the
+interpreter of a plain `pip install kdissect` (the test virtualenv's kio also imports
+hypothesis at start-up).
+
+    .venv/bin/python benchmarks/pcap_vs_tshark.py CAPTURE [--runs 3] [--jobs 2]
+        [--only summary|jsonl] [--no-peer] [--port 9092] [--python PLAIN_VENV/bin/python]
+
+--no-peer runs kdissect alone (e.g. the memory of --format jsonl on a 1.5 GB capture,
+where tshark -T json would need far more memory than this machine has).
 """
 
 from __future__ import annotations
 
+import argparse
 import os
-import re
+import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-KDISSECT = [sys.executable, "-m", "kdissect", "pcap"]
+# compiled modules are written and reused, as on a user's machine
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
-def measure(cmd: list[str]) -> tuple[float, float, int]:
-    """(seconds, peak MiB, output bytes) via GNU time."""
-    out = subprocess.run(["/usr/bin/time", "-f", "@@ %e %M", *cmd], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, cwd=ROOT)
-    m = re.search(rb"@@ ([\d.]+) (\d+)", out.stderr)
-    if out.returncode != 0 or not m:
-        raise SystemExit(f"{' '.join(cmd)} failed: {out.stderr[-500:].decode()}")
-    return float(m[1]), int(m[2]) / 1024, len(out.stdout)
+def _children() -> dict[int, list[int]]:
+    kids: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                with open(f"/proc/{entry.name}/stat", "rb") as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            ppid = int(stat[stat.rindex(b")") + 2:].split()[1])
+            kids.setdefault(ppid, []).append(int(entry.name))
+    return kids
+
+
+def tree_pss(pid: int) -> int:
+    """Bytes of memory ``pid`` and its descendants use (PSS)."""
+    kids, total, todo = _children(), 0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            with open(f"/proc/{p}/smaps_rollup", "rb") as f:
+                for line in f:
+                    if line.startswith(b"Pss:"):
+                        total += int(line.split()[1]) * 1024
+                        break
+        except OSError:
+            pass
+        todo += kids.get(p, [])
+    return total
+
+
+def measure(cmd: list[str]) -> tuple[float, float, float]:
+    """(wall seconds, CPU seconds, peak MiB) of the process tree."""
+    start = time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            cwd=ROOT, env=ENV)
+    peak = 0
+    while True:
+        done, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if done:
+            break
+        peak = max(peak, tree_pss(proc.pid))
+        time.sleep(0.02)
+    seconds = time.monotonic() - start
+    code = os.waitstatus_to_exitcode(status)
+    proc.returncode = code
+    if code != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed ({code}); run it alone to see why")
+    # the child's usage includes the children it waited for (kdissect's workers)
+    return seconds, usage.ru_utime + usage.ru_stime, peak / 2**20
 
 
 def main() -> None:
-    capture = sys.argv[1] if len(sys.argv) > 1 else str(ROOT / "benchmarks/data/bulk.pcap")
-    size = os.path.getsize(capture) / 2**20
-    tshark = ["tshark", "-r", capture, "-d", "tcp.port==9092,kafka"]
-    runs = [
-        ("summary", "tshark -T fields -e kafka.api_key", tshark + ["-T", "fields", "-e", "kafka.api_key"],
-         "kdissect pcap", KDISSECT + [capture]),
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("capture")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                    help="-j of the parallel kdissect run (default: the cores)")
+    ap.add_argument("--only", choices=["summary", "jsonl"])
+    ap.add_argument("--no-peer", action="store_true", help="kdissect alone")
+    ap.add_argument("--port", type=int, default=9092)
+    ap.add_argument("--python", default=sys.executable,
+                    help="the interpreter kdissect is installed for (default: this one)")
+    args = ap.parse_args()
+    cap = args.capture
+    tshark = ["tshark", "-r", cap, "-d", f"tcp.port=={args.port},kafka"]
+    kdissect = [args.python, "-m", "kdissect", "pcap"]
+    ours = kdissect + [cap, "-p", str(args.port)]
+    for fmt in ("text", "jsonl"):            # warm-up: writes the bytecode
+        subprocess.run(kdissect + [str(ROOT / "captures" / "acks0.pcap"), "--format", fmt],
+                       capture_output=True, env=ENV, check=True)
+    rows = [
+        ("summary", "tshark -T fields -e kafka.api_key",
+         tshark + ["-T", "fields", "-e", "kafka.api_key"],
+         [("kdissect pcap", ours)]),
         ("full decode", "tshark -T json", tshark + ["-T", "json"],
-         "kdissect pcap --format jsonl", KDISSECT + [capture, "--format", "jsonl"]),
+         [("kdissect pcap --format jsonl -j 1", ours + ["--format", "jsonl", "-j", "1"])]
+         + ([(f"kdissect pcap --format jsonl -j {args.jobs}",
+              ours + ["--format", "jsonl", "-j", str(args.jobs)])] if args.jobs > 1 else [])),
     ]
-    print(f"capture: {capture} ({size:.0f} MiB)\n")
-    print(f"{'':12} {'peer':36} {'s':>7} {'MiB':>6}   {'kdissect':30} {'s':>7} {'MiB':>6}"
-          f"   {'speed ×':>7} {'memory ×':>8}")
-    for label, peer_name, peer_cmd, ours_name, ours_cmd in runs:
-        ps, pm, _ = measure(peer_cmd)
-        ks, km, _ = measure(ours_cmd)
-        print(f"{label:12} {peer_name:36} {ps:7.2f} {pm:6.0f}   {ours_name:30} {ks:7.2f} {km:6.0f}"
-              f"   {ps / ks:7.2f} {pm / km:8.2f}", flush=True)
-    print("\nspeed ×: peer time / kdissect time (above 1: kdissect is faster); "
-          "memory ×: peer peak / kdissect peak.")
+    if args.only:
+        rows = [r for r in rows if (r[0] == "summary") == (args.only == "summary")]
+    size = os.path.getsize(cap) / 2**20
+    print(f"capture: {cap} ({size:.0f} MiB); {args.runs} alternating runs, medians; "
+          f"load average at start {os.getloadavg()[0]:.1f}\n", flush=True)
+    print(f"{'run':46} {'wall s':>7} {'CPU s':>7} {'MiB':>6} {'wall ×':>7} {'CPU ×':>6} "
+          f"{'mem ×':>6}")
+    for label, peer_name, peer_cmd, variants in rows:
+        got: dict[str, list[tuple[float, float, float]]] = {}
+        cmds = ([] if args.no_peer else [(peer_name, peer_cmd)]) + variants
+        for _ in range(args.runs):
+            for name, cmd in cmds:
+                got.setdefault(name, []).append(measure(cmd))
+        med = {name: tuple(statistics.median(r[i] for r in runs) for i in range(3))
+               for name, runs in got.items()}
+        peer = med.get(peer_name)
+        for name, _cmd in cmds:
+            wall, cpu, mem = med[name]
+            ratio = f"{peer[0] / wall:7.2f} {peer[1] / cpu:6.2f} {peer[2] / mem:6.2f}" \
+                if peer and name != peer_name else f"{'':7} {'':6} {'':6}"
+            runs = "/".join(f"{r[0]:.1f}" for r in got[name])
+            print(f"{label + ': ' + name:46} {wall:7.2f} {cpu:7.2f} {mem:6.0f} {ratio}   "
+                  f"(wall {runs})", flush=True)
+    print(f"\nload average at the end {os.getloadavg()[0]:.1f}; ×: peer / kdissect (above 1: "
+          f"kdissect is faster or smaller)")
 
 
 if __name__ == "__main__":

@@ -1,22 +1,35 @@
 #!/usr/bin/env python3
-"""Kafka traffic direct to the broker against through `kdissect proxy` (decoding on,
-printing lines to /dev/null), side by side in one run, on the Tansu broker:
+"""Kafka traffic direct to the broker against through `kdissect proxy`, side by side in one
+run on the Tansu broker; direct and proxied runs alternate in pairs (which goes first
+alternates too), each figure is the median of --repeats pairs, and a ratio is the median
+of the pairs' proxied / direct:
 
-    throughput   confluent-kafka produces N messages (each codec in turn), then a
-                 consumer reads them back; messages per second, direct vs proxied
-    latency      one message at a time (produce + wait for the ack), 1000 times;
-                 p50 / p99 round trip, direct vs proxied, and the difference
+    throughput   confluent-kafka produces --messages messages (lz4), then a consumer
+                 reads them back; messages per second. The proxy runs in each display
+                 mode: JSON lines to a file, text lines to /dev/null, the TUI (in a tmux
+                 terminal, so its loader decodes everything), and JSON lines on plain
+                 asyncio instead of uvloop.
+    latency      round trips on one connection: ApiVersions, and Metadata for all topics
+                 (--topics of them); p50 / p99 direct and proxied, and what the proxy adds
+    probe        the worst and p99 ApiVersions round trip of a second connection while
+                 consumers read at full speed for --probe-seconds (direct and proxied)
 
     .venv/bin/python benchmarks/proxy_vs_direct.py [--messages 200000] [--size 200]
+        [--repeats 11] [--modes jsonl,text,tui,asyncio] [--topics 60] [--latency-only]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import socket
+import statistics
+import struct
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -25,12 +38,96 @@ sys.path.insert(0, str(ROOT))
 
 from tests.support.broker import Broker, free_port  # noqa: E402
 
-CODECS = ["none", "lz4", "zstd", "snappy", "gzip"]
+MODES = {
+    "jsonl": ("--no-tui --format jsonl", "JSON lines to a file"),
+    "text": ("--no-tui", "text lines to /dev/null"),
+    "tui": ("--tui", "the TUI (tmux terminal)"),
+    "asyncio": ("--no-tui --format jsonl --event-loop asyncio", "JSON lines, plain asyncio"),
+}
 
 
-def produce(bootstrap: str, topic: str, n: int, size: int, codec: str) -> float:
+class ProxyRun:
+    """`kdissect proxy` in one display mode, until stopped."""
+
+    def __init__(self, upstream: int, mode: str, workdir: str):
+        self.port = free_port()
+        args = [sys.executable, "-m", "kdissect", "proxy", "--upstream",
+                f"127.0.0.1:{upstream}", "--listen", f"127.0.0.1:{self.port}",
+                *MODES[mode][0].split()]
+        self.tmux = None
+        out = Path(workdir) / f"{mode}.out"
+        if mode == "tui":
+            self.tmux = f"kdissect-bench-{os.getpid()}"
+            cmd = " ".join(args) + f" 2>{workdir}/tui.err"
+            subprocess.run(["tmux", "-L", self.tmux, "new-session", "-d", "-x", "200", "-y",
+                            "50", cmd], check=True, cwd=ROOT)
+            self.proc = None
+        else:
+            stdout = open(out if mode != "text" else os.devnull, "w")
+            self.proc = subprocess.Popen(args, stdout=stdout, stderr=subprocess.PIPE,
+                                         text=True, cwd=ROOT)
+        for _ in range(300):
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError(f"the proxy ({mode}) did not start")
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def cpu(self) -> tuple[float, float]:
+        """CPU seconds used so far by (the forwarding process, the display process)."""
+        display = self.proc.pid
+        children = subprocess.run(["pgrep", "-P", str(display)], capture_output=True,
+                                  text=True).stdout.split()
+        return tuple(_cpu_seconds(int(pid)) for pid in (children[0], display))
+
+    def wait_idle(self, quiet: float = 0.3, limit: float = 3) -> None:
+        """Until the proxy's processes stop using CPU (the display catching up), so that
+        its leftover work does not slow the next run, direct or not."""
+        found = subprocess.run(["pgrep", "-f", f"--listen 127.0.0.1:{self.port}"],
+                               capture_output=True, text=True).stdout.split()
+
+        def cpu() -> int:
+            total = 0
+            for pid in found:
+                try:
+                    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                    total += int(fields[11]) + int(fields[12])
+                except (OSError, IndexError, ValueError):
+                    pass
+            return total
+        deadline = time.monotonic() + limit
+        last = cpu()
+        while time.monotonic() < deadline:
+            time.sleep(quiet)
+            now = cpu()
+            if now == last:
+                return
+            last = now
+
+    def stop(self) -> str:
+        """Stop it; its exit summary."""
+        if self.tmux:
+            subprocess.run(["tmux", "-L", self.tmux, "kill-server"], check=False)
+            return ""
+        self.proc.terminate()
+        _, err = self.proc.communicate(timeout=60)
+        return "\n".join(line for line in err.splitlines() if line.startswith("proxy:")
+                         or "not shown" in line)
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def produce(bootstrap: str, topic: str, n: int, size: int) -> float:
     from confluent_kafka import Producer
-    p = Producer({"bootstrap.servers": bootstrap, "compression.type": codec,
+    p = Producer({"bootstrap.servers": bootstrap, "compression.type": "lz4",
                   "linger.ms": 5, "batch.size": 1 << 20, "queue.buffering.max.messages": 1 << 20})
     value = os.urandom(size // 2).hex().encode()
     start = time.monotonic()
@@ -44,90 +141,200 @@ def produce(bootstrap: str, topic: str, n: int, size: int, codec: str) -> float:
         if i % 10000 == 0:
             p.poll(0)
     p.flush(120)
-    return time.monotonic() - start
+    return n / (time.monotonic() - start)
 
 
 def consume(bootstrap: str, topic: str, n: int) -> float:
-    from confluent_kafka import Consumer
+    """Messages per second reading ``topic`` (its partitions assigned: no group join)."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{topic}",
-                  "auto.offset.reset": "earliest", "session.timeout.ms": 6000,
-                  "max.poll.interval.ms": 6000, "fetch.max.bytes": 32 << 20})
-    c.subscribe([topic])
-    got, start = 0, time.monotonic()
-    while got < n and time.monotonic() - start < 300:
+                  "enable.auto.commit": False, "fetch.max.bytes": 32 << 20})
+    partitions = c.list_topics(topic, timeout=30).topics[topic].partitions
+    c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+    got, start = 0, None
+    deadline = time.monotonic() + 300
+    while got < n and time.monotonic() < deadline:
         for m in c.consume(10000, 0.5):
             if m.error() is None:
+                if start is None:                 # from the first message
+                    start = time.monotonic()
                 got += 1
-    elapsed = time.monotonic() - start
+    rate = got / (time.monotonic() - start) if start else 0.0
     c.close()
-    return elapsed
+    return rate
 
 
-def latencies(bootstrap: str, topic: str, count: int = 1000) -> list[float]:
-    from confluent_kafka import Producer
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": "all"})
-    p.produce(topic, b"warm-up")
-    p.flush(30)
-    out = []
-    for _ in range(count):
-        t = time.monotonic()
-        p.produce(topic, b"x" * 100)
-        p.flush(30)
-        out.append(time.monotonic() - t)
-    return out
+# -- raw round trips ------------------------------------------------------------------
+
+def _recv(sock: socket.socket, n: int) -> bytes:
+    data = bytearray()
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise ConnectionError("closed")
+        data += chunk
+    return bytes(data)
+
+
+def round_trip(sock: socket.socket, request: bytes) -> float:
+    start = time.perf_counter()
+    sock.sendall(request)
+    size = struct.unpack(">i", _recv(sock, 4))[0]
+    _recv(sock, size)
+    return time.perf_counter() - start
+
+
+def api_versions() -> bytes:
+    body = struct.pack(">hhih", 18, 0, 1, 5) + b"bench"
+    return struct.pack(">i", len(body)) + body
+
+
+def metadata_all() -> bytes:
+    """Metadata v12, all topics (a null topic list)."""
+    body = struct.pack(">hhih", 3, 12, 2, 5) + b"bench" + b"\x00" + b"\x00\x01\x00\x00"
+    return struct.pack(">i", len(body)) + body
+
+
+def latencies(bootstrap: str, request: bytes, count: int) -> list[float]:
+    host, port = bootstrap.split(":")
+    with socket.create_connection((host, int(port))) as s:
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for _ in range(20):
+            round_trip(s, request)                 # warm up
+        return [round_trip(s, request) for _ in range(count)]
+
+
+def spread(ratios: list[float]) -> str:
+    q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else ratios * 3
+    return f"{q[0]:.0%}–{q[2]:.0%}"
 
 
 def pct(values: list[float], q: float) -> float:
     return sorted(values)[min(len(values) - 1, int(q * len(values)))] * 1000
 
 
+def probe(bootstrap: str, topic: str, n: int, seconds: float) -> tuple[float, float, int]:
+    """(worst ms, p99 ms, round trips) of ApiVersions every 5 ms on another connection
+    while consumers read ``topic`` (``n`` messages) at full speed, again and again, for
+    ``seconds``."""
+    samples: list[float] = []
+    done = threading.Event()
+
+    def reader():
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            consume(bootstrap, topic, n)
+        done.set()
+    t = threading.Thread(target=reader)
+    t.start()
+    host, port = bootstrap.split(":")
+    with socket.create_connection((host, int(port))) as s:
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        while not done.is_set():
+            samples.append(round_trip(s, api_versions()))
+            time.sleep(0.005)
+    t.join()
+    return max(samples) * 1000, pct(samples, 0.99), len(samples)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--messages", type=int, default=200_000)
     ap.add_argument("--size", type=int, default=200)
-    ap.add_argument("--latency-only", action="store_true")
+    ap.add_argument("--repeats", type=int, default=11)
+    ap.add_argument("--modes", default="jsonl,text,tui,asyncio")
+    ap.add_argument("--topics", type=int, default=60)
+    ap.add_argument("--round-trips", type=int, default=2000)
+    ap.add_argument("--probe-seconds", type=float, default=15)
+    ap.add_argument("--latency-only", action="store_true",
+                    help="skip the throughput runs (the proxy displays JSON lines)")
     args = ap.parse_args()
-    broker = Broker()
-    port = free_port()
-    proxy = subprocess.Popen([sys.executable, "-m", "kdissect", "proxy", "--upstream",
-                              f"127.0.0.1:{broker.port}", "--listen", f"127.0.0.1:{port}",
-                              "--no-tui"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    for _ in range(100):
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            break
-        except OSError:
-            time.sleep(0.1)
-    direct, proxied = f"127.0.0.1:{broker.port}", f"127.0.0.1:{port}"
-    per = args.messages // len(CODECS)
     if args.latency_only:
-        CODECS.clear()
-    print(f"{per} messages of {args.size} bytes per codec; Tansu broker; proxy decoding on\n")
-    print(f"{'codec':<8}{'produce direct':>16}{'via proxy':>12}{'ratio':>8}"
-          f"{'consume direct':>16}{'via proxy':>12}{'ratio':>8}   (messages/s)")
-    totals = [0.0, 0.0, 0.0, 0.0]
-    for codec in CODECS:
-        pd = produce(direct, f"d-{codec}", per, args.size, codec)
-        pp = produce(proxied, f"p-{codec}", per, args.size, codec)
-        cd = consume(direct, f"d-{codec}", per)
-        cp = consume(proxied, f"p-{codec}", per)
-        for i, v in enumerate((pd, pp, cd, cp)):
-            totals[i] += v
-        print(f"{codec:<8}{per / pd:>16.0f}{per / pp:>12.0f}{pd / pp:>7.0%} "
-              f"{per / cd:>16.0f}{per / cp:>12.0f}{cd / cp:>7.0%}")
-    if CODECS:
-        print(f"{'all':<8}{args.messages / totals[0]:>16.0f}{args.messages / totals[1]:>12.0f}"
-              f"{totals[0] / totals[1]:>7.0%} {args.messages / totals[2]:>16.0f}"
-              f"{args.messages / totals[3]:>12.0f}{totals[2] / totals[3]:>7.0%}")
-    ld, lp = latencies(direct, "lat-d"), latencies(proxied, "lat-p")
-    print(f"\nlatency (produce + ack, one at a time, {len(ld)} each):")
-    print(f"  direct   p50 {pct(ld, .5):.2f} ms   p99 {pct(ld, .99):.2f} ms")
-    print(f"  proxied  p50 {pct(lp, .5):.2f} ms   p99 {pct(lp, .99):.2f} ms")
-    print(f"  added    p50 {pct(lp, .5) - pct(ld, .5):.2f} ms   "
-          f"p99 {pct(lp, .99) - pct(ld, .99):.2f} ms")
-    proxy.terminate()
-    proxy.wait(30)
-    broker.stop()
+        args.modes = "jsonl"
+    modes = [m for m in args.modes.split(",") if m]
+    if "tui" in modes and not shutil.which("tmux"):
+        modes.remove("tui")
+        print("(no tmux: the TUI mode is skipped)")
+    workdir = tempfile.mkdtemp(prefix="kdissect-bench-")
+    broker = Broker()
+    direct = f"127.0.0.1:{broker.port}"
+    proxies: dict[str, ProxyRun] = {}
+    try:
+        for mode in modes:
+            proxies[mode] = ProxyRun(broker.port, mode, workdir)
+        n = args.messages
+        print(f"Tansu broker; confluent-kafka {n} messages of {args.size} bytes (lz4); "
+              f"median of {args.repeats} alternating runs\n")
+        print(f"{'proxy display':<28}{'produce direct':>15}{'proxy':>10}{'ratio':>7}"
+              f"{'consume direct':>16}{'proxy':>10}{'ratio':>7}   (messages/s)")
+        for mode in modes if not args.latency_only else ():
+            figures = {k: [] for k in ("pd", "pp", "cd", "cp", "rp", "rc")}
+            for r in range(args.repeats):
+                first_direct = r % 2 == 0             # alternate which goes first
+                order = [("d", direct), ("p", proxies[mode].bootstrap)]
+                if not first_direct:
+                    order.reverse()
+                got = {}
+                for tag, bootstrap in order:
+                    topic = f"t-{mode}-{r}-{tag}"
+                    proxies[mode].wait_idle()
+                    got["p" + tag] = produce(bootstrap, topic, n, args.size)
+                    proxies[mode].wait_idle()
+                    got["c" + tag] = consume(bootstrap, topic, n)
+                for k, v in got.items():
+                    figures[k].append(v)
+                figures["rp"].append(got["pp"] / got["pd"])
+                figures["rc"].append(got["cp"] / got["cd"])
+            med = {k: statistics.median(v) for k, v in figures.items()}
+            print(f"{MODES[mode][1]:<28}{med['pd']:>15.0f}{med['pp']:>10.0f}{med['rp']:>7.0%}"
+                  f"{med['cd']:>16.0f}{med['cp']:>10.0f}{med['rc']:>7.0%}"
+                  f"   (middle half of the ratios: produce {spread(figures['rp'])}, "
+                  f"consume {spread(figures['rc'])})")
+
+        # latency: many topics first, so that Metadata is a big answer
+        from confluent_kafka import Producer
+        p = Producer({"bootstrap.servers": direct})
+        for i in range(args.topics):
+            p.produce(f"meta-{i:03d}", b"x")
+        p.flush(60)
+        via = proxies.get("jsonl") or next(iter(proxies.values()))
+        print(f"\nround trips on one connection ({args.round_trips} each, alternating "
+              f"blocks; proxy with {MODES[[k for k, v in proxies.items() if v is via][0]][1]}):")
+        for name, request in (("ApiVersions", api_versions()),
+                              (f"Metadata, all {args.topics}+ topics", metadata_all())):
+            d, q = [], []
+            via.wait_idle()
+            forwarding = displaying = 0.0
+            for _ in range(4):
+                d += latencies(direct, request, args.round_trips // 4)
+                before = via.cpu()
+                q += latencies(via.bootstrap, request, args.round_trips // 4)
+                via.wait_idle()
+                after = via.cpu()
+                forwarding += after[0] - before[0]
+                displaying += after[1] - before[1]
+            print(f"  {name:<28} direct p50 {pct(d, .5):.3f} ms p99 {pct(d, .99):.3f} ms | "
+                  f"proxied p50 {pct(q, .5):.3f} ms p99 {pct(q, .99):.3f} ms | added p50 "
+                  f"{pct(q, .5) - pct(d, .5):+.3f} ms p99 {pct(q, .99) - pct(d, .99):+.3f} ms")
+            print(f"  {'':<28} CPU per round trip: forwarding {forwarding / len(q) * 1e6:.0f} µs,"
+                  f" display {displaying / len(q) * 1e6:.0f} µs")
+
+        print("\nanother connection while a consumer reads at full speed "
+              "(ApiVersions every 5 ms):")
+        for tag, bootstrap in (("direct", direct), ("proxied", via.bootstrap)):
+            topic = f"probe-{tag}"
+            produce(bootstrap, topic, n, args.size)
+            via.wait_idle()
+            worst, p99, count = probe(bootstrap, topic, n, args.probe_seconds)
+            print(f"  {tag:<8} worst {worst:.1f} ms, p99 {p99:.2f} ms ({count} round trips)")
+    finally:
+        summaries = {mode: pr.stop() for mode, pr in proxies.items()}
+        broker.stop()
+    print()
+    for mode, text in summaries.items():
+        if text:
+            print(f"[{mode}] {text}")
+    shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,9 @@
     latency > 50ms
     client_id ~ "rdkafka"
     not (api in {Metadata, ApiVersions}) and records >= 100
+    anomaly                                  (anything wrong: see stream/anomaly.py)
+    record.key == "order-42"                 (inside compressed batches too)
+    kafka.api_key == 0                       (Wireshark's field names work as aliases)
 
 A field with several values (an exchange touches several topics) matches when any value
 does; ``!=`` and ``!~`` match when no value does. A bare field is true when it has a
@@ -13,12 +16,14 @@ truthy value. See docs/filters.md.
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .protocol.names import api_key_of
+from .protocol.findings import REGISTRY, SEVERITIES
+from .protocol.names import API_NAMES, api_key_of
 
 
 class FilterError(ValueError):
@@ -30,7 +35,7 @@ class FilterError(ValueError):
 
 @dataclass(frozen=True)
 class FieldInfo:
-    kind: str          # "number", "text", "api", "error", "duration"
+    kind: str          # "number", "text", "api", "error", "duration", "finding", "severity"
     help: str
 
 
@@ -52,9 +57,30 @@ FIELDS: dict[str, FieldInfo] = {
     "bytes": FieldInfo("number", "request + response size in bytes"),
     "problems": FieldInfo("number", "number of fields that did not decode cleanly"),
     "frame": FieldInfo("number", "capture frame of the request (or response)"),
+    "response_frame": FieldInfo("number", "capture frame of the response"),
+    "anomaly": FieldInfo("number", "anything wrong: an error code, a finding, no answer, a "
+                                   "decoding problem, or slow beyond the wait the client "
+                                   "asked for"),
+    "finding": FieldInfo("finding", "finding codes: finding == trailing_bytes"),
+    "severity": FieldInfo("severity", "severities of the findings: severity >= warn"),
+    "service_time": FieldInfo("duration", "latency less the wait the client asked for "
+                                          "(Fetch max_wait_ms when empty, JoinGroup/SyncGroup)"),
+    "throttle": FieldInfo("number", "the response's throttle_time_ms"),
+    "record.key": FieldInfo("text", "record keys (decompressed batches too)"),
+    "record.value": FieldInfo("text", "record values (decompressed batches too)"),
+    "record.header": FieldInfo("text", "record header names; record.header.NAME: its values"),
 }
 _ALIASES = {"corr": "correlation_id", "api_version": "version", "client.id": "client_id",
-            "latency_ms": "latency", "errors": "error"}
+            "latency_ms": "latency", "errors": "error", "findings": "finding",
+            # Wireshark's names for the same things
+            "kafka.api_key": "api", "kafka.api_version": "version",
+            "kafka.correlation_id": "correlation_id", "kafka.client_id": "client_id",
+            "kafka.error": "error", "kafka.topic_name": "topic",
+            "kafka.partition_id": "partition", "kafka.request_frame": "frame",
+            "kafka.response_frame": "response_frame", "kafka.throttle_time": "throttle",
+            "kafka.message_key": "record.key", "kafka.message_value": "record.value",
+            "kafka.header_key": "record.header"}
+_HEADER = "record.header."
 _DURATION = {"us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0}
 _TOKEN = re.compile(r"""\s*(?:
     (?P<num>-?\d+(?:\.\d+)?(?:us|µs|ms|s)?(?![\w.]))
@@ -154,9 +180,12 @@ class _Parser:
         if tok.kind != "word":
             raise self.error(tok, f"a field name ({', '.join(FIELDS)}) or '('")
         name = _ALIASES.get(tok.text, tok.text)
-        if name not in FIELDS:
-            close = [f for f in FIELDS if f.startswith(tok.text[:2])]
-            hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        if name not in FIELDS and not (name.startswith(_HEADER) and len(name) > len(_HEADER)):
+            hint = _did_you_mean(tok.text, [*FIELDS, *_ALIASES])
+            apis = sorted(set(API_NAMES.values()))
+            if not hint and _did_you_mean(tok.text, apis):     # an API name as a field
+                close = _did_you_mean(tok.text, apis)[len(" (did you mean "):-2].split(", ")
+                hint = f" (did you mean api == {close[0]}?)"
             raise FilterError(tok.pos, f"unknown field {tok.text!r}{hint}; fields: "
                                        f"{', '.join(FIELDS)}", self.text)
         self.take()
@@ -187,7 +216,7 @@ class _Parser:
 
     def value(self, name: str, op: str):
         tok = self.take()
-        kind = FIELDS[name].kind
+        kind = FIELDS[name].kind if name in FIELDS else "text"
         if tok.kind == "end" or tok.kind == "op":
             raise self.error(tok, f"a value for {name}")
         text = tok.text
@@ -201,7 +230,8 @@ class _Parser:
         if kind == "api":
             key = api_key_of(text)
             if key is None:
-                raise FilterError(tok.pos, f"unknown API {text!r}", self.text)
+                hint = _did_you_mean(text, sorted(set(API_NAMES.values())))
+                raise FilterError(tok.pos, f"unknown API {text!r}{hint}", self.text)
             return key
         if kind == "error":
             if tok.kind == "num":
@@ -210,8 +240,20 @@ class _Parser:
             by_name = {n: c for c, (n, _r) in _kio_errors().items()}
             by_name["NONE"] = 0
             if text.upper() not in by_name:
-                raise FilterError(tok.pos, f"unknown error name {text!r}", self.text)
+                hint = _did_you_mean(text.upper(), list(by_name))
+                raise FilterError(tok.pos, f"unknown error name {text!r}{hint}", self.text)
             return by_name[text.upper()]
+        if kind == "finding":
+            if text not in REGISTRY:
+                hint = _did_you_mean(text, list(REGISTRY))
+                raise FilterError(tok.pos, f"unknown finding {text!r}{hint} (docs/findings.md "
+                                           f"lists them)", self.text)
+            return text
+        if kind == "severity":
+            if text.lower() not in SEVERITIES:
+                raise FilterError(tok.pos, f"expected a severity ({', '.join(SEVERITIES)}), "
+                                           f"found {text!r}", self.text)
+            return SEVERITIES.index(text.lower())
         if kind == "duration":
             m = re.fullmatch(r"(-?\d+(?:\.\d+)?)(us|µs|ms|s)?", text)
             if not m:
@@ -244,8 +286,50 @@ def _compare(name: str, op: str, value) -> Predicate:
 
 
 def _values(x, name: str) -> list:
-    """The values of ``name`` for the item ``x`` (anything with a ``field`` method)."""
+    """The values of ``name`` for the item ``x`` (an exchange view: fields it does not
+    know itself are derived here, see stream/anomaly.py and stream/content.py)."""
+    derived = _DERIVED.get(name)
+    if derived is not None:
+        return derived(x)
+    if name.startswith(_HEADER):
+        from .stream.content import header_values
+        return header_values(x, name[len(_HEADER):])
     return x.field(name)
+
+
+def _derived() -> dict[str, Callable[[Any], list]]:
+    from .stream import anomaly, content
+    return {
+        "anomaly": lambda x: [True] if anomaly.reasons(x) else [],
+        "finding": lambda x: [f.code for f in x.ex.findings],
+        "severity": lambda x: [f.kind.rank for f in x.ex.findings],
+        "service_time": lambda x: [t] if (t := anomaly.service_time(x)) is not None else [],
+        "throttle": content.throttle,
+        "response_frame": lambda x: [x.ex.response.frame] if x.ex.response else [],
+        "record.key": lambda x: [r.key for r in content.records(x) if r.key is not None],
+        "record.value": lambda x: [r.value for r in content.records(x) if r.value is not None],
+        "record.header": lambda x: [k for r in content.records(x) for k, _ in r.headers],
+    }
+
+
+class _Lazy(dict):
+    """The derived fields, imported on first use (the CLI starts lean)."""
+    def get(self, key, default=None):
+        if not len(self):
+            self.update(_derived())
+        return super().get(key, default)
+
+
+_DERIVED = _Lazy()
+
+
+def _did_you_mean(word: str, choices: list[str]) -> str:
+    lower = {c.lower(): c for c in choices}
+    w = word.lower()
+    close = [k for k in lower if k.startswith(w) and k != w]
+    close += [k for k in difflib.get_close_matches(w, list(lower), n=3, cutoff=0.6)
+              if k not in close]
+    return f" (did you mean {', '.join(lower[k] for k in close[:3])}?)" if close else ""
 
 
 @dataclass
@@ -259,7 +343,10 @@ class Filter:
 
     @property
     def needs_decoding(self) -> bool:
-        return bool(self.fields & {"topic", "partition", "error", "records", "problems"})
+        """Whether the filter reads the messages' bytes (record contents); everything
+        else comes from what enrichment put on the exchange."""
+        return bool(self.fields & {"record.key", "record.value", "record.header"}) or \
+            any(f.startswith(_HEADER) for f in self.fields)
 
 
 def parse_filter(text: str) -> Filter:

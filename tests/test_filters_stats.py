@@ -61,6 +61,12 @@ def test_filters_select_what_they_say(views):
     ("client_id ~ '('", 12, "bad regular expression"),
     ("api == Fetch Fetch", 13, "expected 'and', 'or'"),
     ("version == 1.5", 11, "whole number"),
+    ("api == Produc", 7, "unknown API 'Produc' (did you mean Produce"),
+    ("Produce", 0, "did you mean api == Produce?"),
+    ("kafka.topic == x", 0, "did you mean kafka.topic_name"),
+    ("error == MEMBER_ID", 9, "did you mean MEMBER_ID_REQUIRED"),
+    ("finding == trailing", 11, "did you mean trailing_bytes"),
+    ("severity >= bad", 12, "expected a severity (note, warn, error)"),
 ])
 def test_filter_errors_say_where(text, position, words):
     with pytest.raises(FilterError) as e:
@@ -89,6 +95,7 @@ def test_cli_filter_and_stats():
     assert res.returncode == 0 and res.stdout.count("\n") == 1 and "MEMBER_ID_REQUIRED" in res.stdout
     res = run("--stats")
     assert "Exchanges per API" in res.stdout and "MEMBER_ID_REQUIRED" in res.stdout
+    assert "Consumer group kdissect-group" in res.stdout and "ck-group[0,1,2,3]" in res.stdout
     assert "127.0.0.1:9092" in res.stdout
     res = run("-Y", "api === x")
     assert res.returncode == 2 and "position" in res.stderr and "Traceback" not in res.stderr
@@ -102,3 +109,69 @@ def test_topic_ids_are_named_from_the_capture():
     lines = res.stdout.splitlines()
     assert len(lines) == 2 and all("Fetch v16" in ln and "ck-group[0,1,2,3]" in ln for ln in lines)
     assert "topic-id:" not in run().stdout
+
+
+def test_wireshark_field_names_are_aliases(views):
+    pairs = [("kafka.api_key == 11", "api == JoinGroup"),
+             ("kafka.api_version == 5", "version == 5"),
+             ("kafka.correlation_id == 3", "correlation_id == 3"),
+             ('kafka.client_id == "rdkafka"', 'client_id == "rdkafka"'),
+             ("kafka.error == 79", "error == MEMBER_ID_REQUIRED"),
+             ('kafka.topic_name == "ck-group"', 'topic == "ck-group"'),
+             ("kafka.partition_id == 2", "partition == 2"),
+             ("kafka.request_frame == 60", "frame == 60")]
+    for wireshark, ours in pairs:
+        assert select(views, wireshark) == select(views, ours) != [], wireshark
+    # the same frames as tshark's own filter finds
+    out = subprocess.run(["tshark", "-r", str(GROUP), "-Y",
+                          "kafka.api_key == 11 and tcp.dstport == 9092", "-T", "fields",
+                          "-e", "frame.number"],
+                         capture_output=True, text=True, check=True).stdout.split()
+    assert [str(v.ex.first.frame) for v in select(views, "kafka.api_key == 11")] == out
+
+
+def test_anomaly_findings_and_waits(views):
+    wrong = select(views, "anomaly")
+    # the MEMBER_ID_REQUIRED join and the request never answered; not the Fetch long
+    # poll (max_wait_ms 500, answered empty) nor the JoinGroup held 3 s for the rebalance
+    assert sorted(v.ex.first.api_key for v in wrong) == [3, 11]
+    assert select(views, "finding == unanswered") == [v for v in wrong if v.ex.response is None]
+    assert select(views, "finding == error_code") == select(views, "error != 0")
+    assert select(views, "severity >= warn") == select(views, "anomaly")
+    held = select(views, "api == Fetch and latency > 400ms")
+    assert held and select(views, "api == Fetch and service_time > 400ms") == []
+    assert select(views, "api == JoinGroup and service_time > 1s") == []
+    assert select(views, "throttle > 0") == [] and len(select(views, "throttle == 0")) > 10
+
+
+def test_record_filters_inside_compressed_batches():
+    codecs = [ExchangeView(ex) for ex in dissect(ROOT / "captures" / "kafka-python-codecs.pcap")[0]]
+    for codec in ("gzip", "snappy", "lz4", "zstd"):
+        hits = select(codecs, f'record.key == "kp-{codec}-key-2"')
+        assert sorted(v.ex.first.api_key for v in hits) == [0, 1], codec   # Produce, Fetch
+        assert select(codecs, f"record.header.codec == {codec}") == hits
+        assert select(codecs, f'record.value ~ "^kp-{codec} value [0-9]"') == hits
+        assert select(codecs, f'kafka.message_key == "kp-{codec}-key-2"') == hits
+    compressed = select(codecs, 'record.key == "kp-gzip-key-2"')[0]
+    assert b"kp-gzip-key-2" not in compressed.ex.request.data   # only in the decompressed bytes
+    assert set(select(codecs, "record.header == codec")) == set(select(codecs, "records > 0"))
+
+
+def test_stats_break_down_and_follow_the_group(views):
+    stats = Stats()
+    for v in views:
+        stats.add(v.ex, v)
+    assert list(stats.clients) == ["rdkafka"] and stats.clients["rdkafka"].exchanges == 30
+    assert list(stats.brokers) == ["127.0.0.1:9092"]
+    assert stats.topics["ck-group"].partitions == {0, 1, 2, 3}
+    assert {p for t, p in stats.partitions} == {0, 1, 2, 3}
+    assert stats.partitions[("ck-group", 0)].produce == 1 == stats.topics["ck-group"].produce
+    assert stats.waited["Fetch"] == 1 and max(stats.service["Fetch"]) < 0.1
+    assert max(stats.latency["Fetch"]) > 0.5
+    group = stats.groups["kdissect-group"]
+    events = [(e.api, e.generation, e.error or e.detail) for e in group.events]
+    assert events[0] == ("JoinGroup", -1, "MEMBER_ID_REQUIRED")
+    assert events[1][:2] == ("JoinGroup", 0) and "leader" in events[1][2] and \
+        "waited 3.0 s" in events[1][2]
+    assert events[2] == ("SyncGroup", 0, "ck-group[0,1,2,3]")
+    assert events[3][0] == "LeaveGroup" and group.rebalances == 1 and len(group.members) == 1

@@ -8,12 +8,13 @@ import threading
 import time
 from pathlib import Path
 
-from textual.widgets import DataTable, Input, Static, Tree
+from textual.widgets import Input, Static, Tree
 
 from kdissect.sources.pcap import capture_loader, exchanges_in
-from kdissect.tui.app import BOOKMARK, KdissectApp, parse_needle
+from kdissect.tui.app import KdissectApp, parse_needle
 from kdissect.tui.blob_app import BlobApp
 from kdissect.tui.detail import HIGHLIGHT, PARENT_TONES, Detail, HexView, innermost
+from kdissect.tui.exchange_list import BOOKMARK, ExchangeList
 from kdissect.tui.screens import HelpScreen, StatsScreen
 from tests.test_captures import dissect
 
@@ -55,24 +56,25 @@ async def settle(app: KdissectApp, pilot) -> None:
 
 
 def row_of(app: KdissectApp, pred) -> int:
-    return next(i for i in range(len(app.shown)) if pred(app.view_at(i)))
+    """The first row whose view (its bytes loaded from the spill file) satisfies pred."""
+    return next(i for i in range(len(app.shown)) if pred(app.load_bytes(app.view_at(i))))
 
 
 def test_browse_select_and_highlight():
     expected = len(dissect(GROUP)[0])
 
     async def body(app, pilot):
-        table = app.query_one(DataTable)
+        table = app.query_one(ExchangeList)
         assert table.row_count == expected == len(app.shown)
         join = row_of(app, lambda v: v.ex.first.api_key == 11)
-        table.move_cursor(row=join)
+        table.move_cursor(join)
         await settle(app, pilot)
         tree = app.query_one(Tree)
         titles = [str(child.label) for child in tree.root.children]
         assert titles[0].startswith("JoinGroup v5 Request")
         assert titles[1].startswith("JoinGroup v5 Response")
         request = app.view_at(join).ex.request
-        body_node = request.decoded().body
+        body_node = app.tree_of(request).body
         field = body_node.child("group_id")
         detail = app.query_one(Detail)
         detail.select(0, field)
@@ -95,11 +97,11 @@ def test_browse_select_and_highlight():
 
 def test_hex_cursor_selects_the_innermost_field():
     async def body(app, pilot):
-        table = app.query_one(DataTable)
-        table.move_cursor(row=row_of(app, lambda v: v.ex.first.api_key == 11))
+        table = app.query_one(ExchangeList)
+        table.move_cursor(row_of(app, lambda v: v.ex.first.api_key == 11))
         await settle(app, pilot)
         request = app.current_view().ex.request
-        group_id = request.decoded().body.child("group_id")
+        group_id = app.tree_of(request).body.child("group_id")
         hexview = app.query_one(HexView)
         hexview.focus()
         hexview.move_to(group_id.offset + 3)                  # inside the string's text
@@ -124,12 +126,12 @@ def test_hex_cursor_selects_the_innermost_field():
 
 def test_decompressed_records_are_their_own_buffer():
     async def body(app, pilot):
-        table = app.query_one(DataTable)
+        table = app.query_one(ExchangeList)
         gzip_row = row_of(app, lambda v: v.ex.first.api_key == 0 and
-                          any(n.buffer is not None for n in v.ex.request.decoded().tree.walk()))
-        table.move_cursor(row=gzip_row)
+                          any(n.buffer is not None for n in app.tree_of(v.ex.request).tree.walk()))
+        table.move_cursor(gzip_row)
         await settle(app, pilot)
-        tree = app.current_view().ex.request.decoded().tree
+        tree = app.tree_of(app.current_view().ex.request).tree
         holder = next(n for n in tree.walk() if n.buffer is not None)
         record = next(n for n in holder.walk() if n.ktype == "record")
         detail = app.query_one(Detail)
@@ -160,7 +162,7 @@ def test_filter_bar_validates_completes_and_applies():
         assert "^" in str(problem.content) and "expected a field name" in str(problem.content)
         await pilot.press("enter")
         await pilot.pause()
-        assert app.query_one(DataTable).row_count == total      # refused, nothing changed
+        assert app.query_one(ExchangeList).row_count == total      # refused, nothing changed
         box.value = "api == Join"                              # completion of API names
         await pilot.pause(0.3)
         assert box._suggestion == "api == JoinGroup"
@@ -168,7 +170,7 @@ def test_filter_bar_validates_completes_and_applies():
         assert box.value == "api == JoinGroup"
         await pilot.press("enter")
         await pilot.pause()
-        assert app.query_one(DataTable).row_count == 2
+        assert app.query_one(ExchangeList).row_count == 2
         assert all(v.ex.first.api_key == 11 for v in app.shown)
         assert not problem.has_class("visible") and f"2 of {total}" in app.sub_title
 
@@ -177,8 +179,8 @@ def test_filter_bar_validates_completes_and_applies():
 
 def test_follow_a_connection_and_back():
     async def body(app, pilot):
-        table = app.query_one(DataTable)
-        table.move_cursor(row=row_of(app, lambda v: v.ex.first.api_key == 11))
+        table = app.query_one(ExchangeList)
+        table.move_cursor(row_of(app, lambda v: v.ex.first.api_key == 11))
         await settle(app, pilot)
         stream = app.current_view().ex.stream
         total = len(app.views)
@@ -200,7 +202,7 @@ def test_follow_a_connection_and_back():
 
 def test_search_bytes_bookmarks_and_jump():
     async def body(app, pilot):
-        table = app.query_one(DataTable)
+        table = app.query_one(ExchangeList)
         await pilot.press("ctrl+f")
         box = app.query_one("#search", Input)
         assert box.has_focus
@@ -221,14 +223,14 @@ def test_search_bytes_bookmarks_and_jump():
                                                           app.current_view().ex.response) if m)
         assert parse_needle("0x00 0a") == b"\x00\x0a" and parse_needle("hex: 0a:0b") == b"\n\x0b"
         # bookmarks
-        table.move_cursor(row=3)
+        table.move_cursor(3)
         await pilot.press("b")
-        table.move_cursor(row=0)
+        table.move_cursor(0)
         await pilot.pause()
         await pilot.press("B")
         await pilot.pause()
         assert table.cursor_row == 3
-        assert str(table.get_cell_at((3, 0))).startswith(BOOKMARK)
+        assert app.view_at(3).bookmarked and BOOKMARK in table.render_line(4).text
         # request <-> response
         await settle(app, pilot)
         detail.select(0, detail.items[0].root)
@@ -244,12 +246,12 @@ def test_copy_and_export(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
 
     async def body(app, pilot):
-        table = app.query_one(DataTable)
-        table.move_cursor(row=row_of(app, lambda v: v.ex.first.api_key == 0))
+        table = app.query_one(ExchangeList)
+        table.move_cursor(row_of(app, lambda v: v.ex.first.api_key == 0))
         await settle(app, pilot)
         detail = app.query_one(Detail)
         request = app.current_view().ex.request
-        topic = next(n for n in request.decoded().tree.walk() if n.name == "name")
+        topic = next(n for n in app.tree_of(request).tree.walk() if n.name == "name")
         detail.select(0, topic)
         await pilot.press("c")
         assert app.clipboard == "'ck-group'"
@@ -264,7 +266,7 @@ def test_copy_and_export(tmp_path, monkeypatch):
 
 def test_sort_stats_and_help_screens():
     async def body(app, pilot):
-        assert app.focused is app.query_one(DataTable)     # keys go to the list
+        assert app.focused is app.query_one(ExchangeList)     # keys go to the list
         app.sort_by("latency")
         app.sort_by("latency")                            # again: slowest first
         await pilot.pause()
@@ -309,7 +311,7 @@ def test_a_live_source_keeps_the_list_growing():
                     break
                 await pilot.pause(0.05)
             await pilot.pause(0.2)
-            table = app.query_one(DataTable)
+            table = app.query_one(ExchangeList)
             assert table.row_count == 10 and not app.loaded and "loading" in app.sub_title
             await pilot.press("down")                   # usable while the source is open
             await pilot.pause()

@@ -38,11 +38,12 @@ class Packet:
 
 
 class CaptureReader:
-    def __init__(self, path: str):
+    def __init__(self, path: str, raw: BinaryIO | None = None):
+        """``raw``: the file already opened (e.g. remote storage), named ``path``."""
         self.path = path
         self.warnings: list[str] = []
         self.format = "?"
-        raw = open(path, "rb")
+        raw = raw if raw is not None else open(path, "rb")
         head = raw.read(2)
         raw.seek(0)
         self._file: BinaryIO = gzip.open(raw) if head == b"\x1f\x8b" else raw  # type: ignore[assignment]

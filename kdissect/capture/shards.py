@@ -4,7 +4,9 @@ pcap records carry no sync marker: a shard that starts mid-file finds its first 
 looking for a header that starts a chain of plausible headers, each one's length leading
 exactly to the next. A shard owns the records that *start* inside its range (the last may
 end beyond it) and reports where it began and where the record after its last one starts:
-the seams meet when each shard's ``next`` is the following shard's ``first``.
+the seams meet when each shard's ``next`` is the following shard's ``first``. Damage
+inside a range is passed over the same way, so a file read as one shard recovers exactly
+what it would split.
 
 pcapng and compressed files are not split (``splittable`` says which are).
 """
@@ -12,10 +14,11 @@ pcapng and compressed files are not split (``splittable`` says which are).
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import BinaryIO
 
-from .pcapfile import MAX_PACKET, PCAP_MAGICS, Packet, pcap_records
+from .pcapfile import MAX_PACKET, PCAP_MAGICS, Packet
 
 HEADER = 24                    # pcap file header
 RECORD = 16                    # pcap record header
@@ -39,7 +42,8 @@ class Shard:
     first: int | None = None   # offset of the first record owned (None: none found)
     next: int | None = None    # offset just after the last record owned
     packets: int = 0
-    warnings: list[str] = field(default_factory=list)
+    # (packet number within the shard after which it happened, text)
+    warnings: list[tuple[int, str]] = field(default_factory=list)
 
 
 def read_header(f) -> PcapHeader | None:
@@ -53,8 +57,8 @@ def read_header(f) -> PcapHeader | None:
     return PcapHeader(endian, unit, snaplen, linktype & 0x0FFFFFFF)
 
 
-def splittable(path: str) -> bool:
-    with open(path, "rb") as f:
+def splittable(path: str, opener: Callable[[str], BinaryIO] | None = None) -> bool:
+    with _opened(path, opener) as f:
         return read_header(f) is not None
 
 
@@ -114,36 +118,90 @@ def find_start(f, h: PcapHeader, start: int, end: int, size: int) -> int | None:
     return None
 
 
-def read_shard(path: str, start: int, end: int) -> tuple[Shard, Iterator[tuple[int, Packet]]]:
+def _opened(path: str, opener: Callable[[str], BinaryIO] | None) -> BinaryIO:
+    return opener(path) if opener is not None else open(path, "rb")
+
+
+def read_shard(path: str, start: int, end: int,
+               opener: Callable[[str], BinaryIO] | None = None
+               ) -> tuple[Shard, Iterator[tuple[int, Packet]]]:
     """The records that start in [start, end) of the pcap file at ``path``, as
-    (file offset, packet) with packets numbered from 1 within the shard. The Shard is
-    complete once the iterator is exhausted."""
+    (file offset, packet) with packets numbered from 1 within the shard. Damage inside
+    the range (bytes that are not records) is skipped up to the next chain of record
+    headers, as a shard starting there would; ``Shard.warnings`` say where, as
+    (packet number before the damage, within the shard; text). The Shard is complete
+    once the iterator is exhausted. ``opener(path)`` opens the file (default: open)."""
     shard = Shard(start, end)
 
     def records() -> Iterator[tuple[int, Packet]]:
-        with open(path, "rb") as f:
+        with _opened(path, opener) as f:
             f.seek(0, 2)
             size = f.tell()
             h = read_header(f)
             if h is None:
-                shard.warnings.append(f"{path}: not a plain pcap file; cannot be split")
+                shard.warnings.append((0, "not a plain pcap file; cannot be split"))
                 return
             pos = start if start <= HEADER else find_start(f, h, start, end, size)
             if pos is None:
                 shard.next = None
                 if end - start > max(h.snaplen, _LARGEST_SANE) + RECORD:
-                    shard.warnings.append(f"{path}: no pcap record found in bytes "
-                                          f"{start}-{end}: the file is damaged there")
+                    shard.warnings.append((0, f"no pcap record found in bytes {start}-{end}: "
+                                              f"the file is damaged there"))
                 return
             shard.first = shard.next = pos
-            f.seek(pos)
-            warnings: list[str] = []
-            for offset, packet in pcap_records(f.read, h.endian, h.unit, h.linktype, pos,
-                                               warnings, end):
-                shard.packets += 1
-                shard.next = offset + RECORD + len(packet.data)
-                yield offset, packet
-            # packet numbers in these count from the shard's start
-            shard.warnings += [f"{path} (bytes {start}-{end}): {w}" for w in warnings]
+            yield from _resyncing(f, h, pos, end, size, shard)
 
     return shard, records()
+
+
+def _resyncing(f, h: PcapHeader, pos: int, end: int, size: int,
+               shard: Shard) -> Iterator[tuple[int, Packet]]:
+    """Records from ``pos`` on; after damage, on from the next chain of headers."""
+    rec = struct.Struct(h.endian + "IIII")
+    limit = max(h.snaplen, _LARGEST_SANE) if h.snaplen else _LARGEST_SANE
+    tick = 1_000_000 if h.unit == 1e-6 else 1_000_000_000
+    f.seek(pos)
+    read = f.read
+    index = 0
+    while pos < end:
+        hdr = read(RECORD)
+        if not hdr:
+            return
+        problem = None
+        if len(hdr) < RECORD:
+            problem = f"the file ends inside a record header at byte {pos}"
+        else:
+            sec, frac, incl, orig = rec.unpack(hdr)
+            if incl > limit or incl > orig or frac >= tick:
+                problem = f"byte {pos} holds no plausible record header"
+            else:
+                data = read(incl)
+                if len(data) < incl:
+                    problem = (f"the file ends inside a record at byte {pos} ({len(data)} "
+                               f"of {incl} bytes)")
+        if problem is None:
+            index += 1
+            shard.packets += 1
+            shard.next = pos + RECORD + incl
+            yield pos, Packet(index, sec + frac * h.unit, h.linktype, data, orig)
+            pos += RECORD + incl
+            continue
+        found = _next_chain(f, h, pos + 1, end, size)
+        if found is None:
+            shard.warnings.append((index, f"{problem}; nothing readable follows up to "
+                                          f"byte {min(end, size)}"))
+            return
+        shard.warnings.append((index, f"{problem}; skipped {found - pos} damaged bytes "
+                                      f"({pos}-{found})"))
+        pos = found
+        f.seek(pos)
+
+
+def _next_chain(f, h: PcapHeader, pos: int, end: int, size: int) -> int | None:
+    """``find_start`` over as many windows as it takes to reach ``end``."""
+    while pos < min(end, size):
+        found = find_start(f, h, pos, end, size)
+        if found is not None:
+            return found
+        pos += MAX_PACKET if h.snaplen > MAX_PACKET else max(h.snaplen, _LARGEST_SANE) + RECORD
+    return None

@@ -15,7 +15,7 @@ from ..protocol import Options, api_key_of, api_name
 from ..protocol.decode import decode_body
 from ..protocol.grammar import GrammarError, parse_grammar
 from ..render.text import render_node
-from ..stream.pasted import Hints, dissect
+from ..stream.pasted import Hints, read_paste
 from .common import budget, budget_nodes_option
 from .group import main
 
@@ -84,15 +84,17 @@ def blob(input, api, api_version, direction, as_json, show_secrets, grammar, no_
         if key is None:
             raise click.BadParameter(f"unknown API {api!r}; use a name like Metadata or a key "
                                      f"from 0 to 32767 like 3", param_hint="--api")
-    items = dissect(data, Hints(key, api_version, direction), options)
+    reading = read_paste(data, Hints(key, api_version, direction), options)
+    items = reading.items
     if as_json:
         out = {"input": {"format": parsed.format, "length": len(data)},
+               "reading": {"as": reading.label, "why": reading.why},
                "messages": [_item_json(item, n, show_secrets)
                             for n, item in enumerate(items)]}
         _echo_json(out, [i.message.tree for i in items], show_secrets)
         return
-    err.print(Text(f"read {len(data)} bytes ({parsed.format}); "
-                   f"{len(items)} message{'s' if len(items) != 1 else ''}", style="dim"))
+    err.print(Text(f"read {len(data)} bytes ({parsed.format}) as {reading.label}"
+                   + (f" ({reading.why})" if reading.why else ""), style="dim"))
     for item in items:
         msg = item.message
         title = Text()

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import os
-import sys
 
 import click
 from rich.console import Console
 
+from ..crash import quiet_stdout
 from .common import (_need_spark_extra, _print_warnings, _progress, _run_tui,
                      _traffic_options, on_terminal, port_options, secret_options)
 from .group import main
@@ -33,8 +33,11 @@ Piped, or with --no-tui:
 Filters (-Y, see docs/filters.md), over exchanges:
   api == Produce and topic == "orders"      error != 0        latency > 50ms
   client_id ~ "rdkafka"                     api in {Fetch, ListOffsets} and records > 0
+  anomaly (anything wrong)                  record.key == "order-42"  (compressed too)
   fields: api version correlation_id client_id latency topic partition error records
-          status stream client broker bytes problems frame
+          status stream client broker bytes problems frame response_frame anomaly
+          finding severity service_time throttle record.key record.value
+          record.header[.NAME]; Wireshark's kafka.* names work too (kafka.api_key...)
 
 \b
 Examples:
@@ -63,9 +66,12 @@ Examples:
 @click.option("--tui", is_flag=True, help="Open the terminal UI even when stdout is not a "
               "terminal (it is the default on a terminal).")
 @click.option("--no-tui", is_flag=True, help="Print instead of opening the terminal UI.")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Worker processes that decode --format jsonl (default: one per core; "
+                   "-j 1: all in this process). Output order does not change.")
 @secret_options
 def pcap(files, ports, no_detect, verbose, fmt, output, filter_text, stats, tui, no_tui,
-         show_secrets, max_decompressed):
+         jobs, show_secrets, max_decompressed):
     from ..render.printer import ExchangePrinter
     from ..sources.pcap import capture_loader, read_captures
     from ..stream.enrich import Enricher
@@ -81,17 +87,27 @@ def pcap(files, ports, no_detect, verbose, fmt, output, filter_text, stats, tui,
         _run_tui(capture_loader(files, options, ports=kafka_ports, detect=detect), options, ", ".join(os.path.basename(f) for f in files), filter_text,
             display_filter)
         return
-    printer = ExchangePrinter(options, fmt, verbose, display_filter, stats)
+    printer = ExchangePrinter(options, fmt, verbose, display_filter, stats,
+                              jobs or available_cores())
     try:
         read_captures(files, Enricher(printer, options, full=printer.full), ports=kafka_ports,
                       detect=detect,
                       packets=lambda reader, path: _progress(reader, path, printer.err))
     except BrokenPipeError:
         # the reader went away (`| head`): stop quietly, as command-line tools do
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        printer.abort()
+        quiet_stdout()
         return
     if printer.errors:
         raise SystemExit(1)          # an input could not be read, or held no Kafka traffic
+
+
+def available_cores() -> int:
+    """The default of -j: the cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:                  # not on Linux
+        return os.cpu_count() or 1
 
 
 def _write_parquet(files, output, fmt, ports, detect, display_filter, options) -> None:

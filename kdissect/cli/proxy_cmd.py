@@ -8,7 +8,7 @@ import sys
 import click
 from rich.console import Console
 
-from .common import _host_port, _run_tui, _traffic_options, on_terminal, secret_options
+from .common import _host_port, _run_tui, _size, _traffic_options, on_terminal, secret_options
 from .group import main
 
 
@@ -21,8 +21,15 @@ ShareAcknowledge) are rewritten to listeners of the proxy, one per broker, made 
 broker is first named, so clients keep talking through the proxy. Only those responses
 are re-encoded; every other byte passes unchanged and in order.
 
+Forwarding runs in a process of its own and parses only frame headers (and the
+few responses that name brokers, skipping their records). Decoding, printing and
+the TUI run beside it, fed through a buffer of --display-buffer bytes: when the
+display falls behind, whole exchanges are left out of it and counted, and the
+clients are never slowed. The -w recording is lossless.
+
 On a terminal the TUI shows exchanges as they happen; --no-tui prints one line per
-exchange (or JSON lines with --format jsonl). Ctrl-C stops.
+exchange (or JSON lines with --format jsonl). Ctrl-C or SIGTERM stops, closing open
+connections, and prints the counters (bytes, requests, latency, left-out exchanges).
 
 \b
 Examples:
@@ -30,19 +37,39 @@ Examples:
   kdissect proxy --upstream 10.0.0.5:9092 --listen 127.0.0.1:19092 --broker-ports 19100
   kdissect proxy --upstream broker:9092 --listen 0.0.0.0:9092 --advertise proxy.example.com
   kdissect proxy --upstream broker:9092 --no-tui -Y 'api == Produce'
+  kdissect proxy --upstream broker:9092 --no-tui --format jsonl \\
+      --metrics 127.0.0.1:9464 > traffic.jsonl    # metrics at :9464/metrics
 """
 
 
 
+# The TUI's own process (drawing rows, keys) also yields to forwarding, less than the
+# decoding does: it stays responsive on a machine that is not saturated
+TUI_NICENESS = 10
+
+
+def _yield_cpu() -> None:
+    """Decoding for the display runs at the lowest priority: on a busy machine it falls
+    behind and sheds exchanges instead of taking CPU from forwarding, or from clients and
+    brokers on the same machine (it still gets a little, so the display never freezes)."""
+    try:
+        os.nice(19)
+    except OSError:
+        pass
+
+
 @main.command(help=PROXY_HELP)
 @click.option("--upstream", required=True, metavar="HOST:PORT[,HOST:PORT...]",
-              help="Bootstrap brokers the proxy connects to.")
+              help="Bootstrap brokers: each client connection goes to the first that "
+                   "answers.")
 @click.option("--listen", default="127.0.0.1:9092", show_default=True, metavar="HOST:PORT",
               help="Where clients connect (the address to give them as bootstrap).")
 @click.option("--broker-ports", metavar="BASE",  type=int,
               help="Listen for broker N on port BASE+N (default: a free port each).")
 @click.option("--advertise", metavar="HOST",
-              help="The host name clients use to reach the proxy (default: the --listen host).")
+              help="The host name clients use to reach the proxy (default: the --listen "
+                   "host; with a wildcard --listen such as 0.0.0.0, the address each client "
+                   "connected to).")
 @click.option("--map", "maps", multiple=True, metavar="ADVERTISED=HOST:PORT",
               help="Connect to HOST:PORT for a broker that advertises ADVERTISED (host:port), "
                    "e.g. an internal name only the proxy can reach another way. Repeatable.")
@@ -65,19 +92,32 @@ Examples:
 @click.option("-V", "--verbose", is_flag=True, help="Print full field trees (without the TUI).")
 @click.option("--tui/--no-tui", default=None,
               help="The terminal UI (default when stdout is a terminal) or printed lines.")
+@click.option("--display-buffer", default="64M", show_default=True, metavar="SIZE",
+              help="Bytes of traffic waiting for the display at most; beyond it whole "
+                   "exchanges are left out of the display (and counted), never delayed.")
+@click.option("--metrics", "metrics_at", metavar="HOST:PORT",
+              help="Serve Prometheus metrics (bytes, requests, latency histogram, left-out "
+                   "exchanges; in total and per connection) at http://HOST:PORT/metrics.")
+@click.option("--event-loop", type=click.Choice(["auto", "uvloop", "asyncio"]),
+              default="auto", show_default=True,
+              help="auto: uvloop when installed (pip install 'kdissect[fast]'), else asyncio.")
 @secret_options
 def proxy(upstream, listen, broker_ports, advertise, maps, upstream_tls, ca_file, insecure,
-          tls_cert, tls_key, write, filter_text, fmt, verbose, tui, show_secrets,
-          max_decompressed):
-    import asyncio
+          tls_cert, tls_key, write, filter_text, fmt, verbose, tui, display_buffer,
+          metrics_at, event_loop, show_secrets, max_decompressed):
+    import signal
     import ssl
     import threading
+    from ..proxy import process
+    from ..proxy.display import FeedDisplay
     from ..proxy.server import Proxy
     from ..render.printer import ExchangePrinter
     from ..stream.enrich import Enricher
     from ..stream.sink import CallbackSink
 
     upstreams = [_host_port(u.strip(), 9092) for u in upstream.split(",") if u.strip()]
+    if not upstreams:
+        raise click.BadParameter("give at least one HOST:PORT", param_hint="--upstream")
     upstream_map = {}
     for m in maps:
         advertised, sep, real = m.partition("=")
@@ -85,6 +125,14 @@ def proxy(upstream, listen, broker_ports, advertise, maps, upstream_tls, ca_file
             raise click.BadParameter(f"{m!r} is not ADVERTISED=HOST:PORT", param_hint="--map")
         upstream_map[_host_port(advertised)] = _host_port(real)
     host, port = _host_port(listen)
+    metrics_addr = _host_port(metrics_at) if metrics_at else None
+    if metrics_addr is not None:
+        try:
+            import prometheus_client  # noqa: F401
+        except ImportError:
+            raise click.ClickException("--metrics needs prometheus_client: "
+                                       "pip install 'kdissect[metrics]'") from None
+    budget = _size(display_buffer)
     display_filter, options, _ = _traffic_options(filter_text, show_secrets,
                                                   max_decompressed, ())
     err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -106,68 +154,126 @@ def proxy(upstream, listen, broker_ports, advertise, maps, upstream_tls, ca_file
         except (ssl.SSLError, OSError) as e:
             raise click.BadParameter(f"cannot use {tls_cert} / {tls_key}: {e}",
                                      param_hint="--tls-cert/--tls-key") from None
+    recorder = None
+    if write:
+        from ..proxy.recording import Recorder
+        try:
+            recorder = Recorder(write, show_secrets)
+        except OSError as e:
+            raise click.ClickException(f"cannot write {write}: {e.strerror}") from None
+        recorder.file.flush()           # the forwarding process writes it from here on
 
-    def make(on_exchange, on_gap, on_note) -> Proxy:
-        recorder = None
-        if write:
-            from ..proxy.recording import Recorder
-            try:
-                recorder = Recorder(write, show_secrets)
-            except OSError as e:
-                raise click.ClickException(f"cannot write {write}: {e.strerror}") from None
+    def make(feed_writer, on_note) -> Proxy:
         return Proxy(upstreams, host, port, advertise,
                      (lambda n: broker_ports + n) if broker_ports is not None else None,
-                     on_exchange, on_gap, on_note, server_ssl, upstream_ssl, recorder,
-                     upstream_map)
+                     feed_writer, on_note, server_ssl, upstream_ssl, recorder, upstream_map)
 
-    async def serve(p: Proxy, stop: threading.Event, ready=None) -> None:
-        try:
-            await p.start()
-        except OSError as e:
-            raise click.ClickException(f"cannot listen on {listen}: {e.strerror or e}") from None
-        if ready:
-            ready(p)
-        if threading.current_thread() is threading.main_thread():
-            import signal               # `kill` stops it as cleanly as Ctrl-C
-            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
-        while not stop.is_set():
-            await asyncio.sleep(0.1)
-        await p.close()
-        if p.recorder is not None:
-            p.recorder.close()
+    forwarder = process.start(make, budget, event_loop, metrics_addr)
+    signals = []
 
-    stop = threading.Event()
+    def on_signal(*_) -> None:
+        """The first Ctrl-C or SIGTERM stops forwarding (the display then shows what
+        it already has); a second one also stops the display."""
+        signals.append(1)
+        forwarder.stop()
+        if len(signals) > 1:
+            raise KeyboardInterrupt
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, on_signal)
+    ready = _wait_ready(forwarder, err)
+    if ready is None:
+        forwarder.join()
+        if signals:                             # stopped while starting: nothing to say
+            return
+        raise click.ClickException(f"cannot start the proxy on {listen}: {forwarder.error}")
+    bound, loop_name = ready.rsplit("|", 1)
+    listening = f"listening on {bound} for Kafka clients; brokers: {upstream} ({loop_name})"
+    if metrics_addr is not None:
+        listening += f"; metrics at http://{metrics_addr[0]}:{metrics_addr[1]}/metrics"
+
     if tui or (tui is None and interactive):
+        stop = threading.Event()
+
         def load(emit, warn, progress):
-            engine = Enricher(CallbackSink(emit, warn, progress), options)
-            p = make(engine.exchange, engine.gap, warn)
-            asyncio.run(serve(p, stop, lambda p: warn(
-                f"listening on {host}:{p.bootstrap_port}; brokers {upstream}")))
+            _yield_cpu()                        # (the TUI's loader process)
+            warn(listening)
+            FeedDisplay(Enricher(CallbackSink(emit, warn, progress), options)).run(forwarder.fd)
+        os.nice(TUI_NICENESS)
         _run_tui(load, options, f"proxy {listen} → {upstream}", filter_text,
                  display_filter, stop)
+        forwarder.stop()
+        forwarder.join()
         return
+    err.print(listening + " (Ctrl-C stops)", style="green")
+    _yield_cpu()                                # this process only decodes and prints now
     printer = ExchangePrinter(options, fmt, verbose, display_filter)
-    # decoding and printing run in their own thread, fed through a bounded queue: a slow
-    # terminal or pipe must never stall forwarding (what does not fit is counted)
-    from ..proxy.display import Display
-    engine = Enricher(printer, options, full=printer.full)
-    display = Display(engine.exchange, engine.gap)
-    p = make(display.exchange, display.gap, lambda text: err.print(text, style="cyan"))
+    shown = _Guarded(printer, err)
     try:
-        asyncio.run(serve(p, stop, lambda p: err.print(
-            f"listening on {host}:{p.bootstrap_port} for Kafka clients; brokers: {upstream} "
-            f"(Ctrl-C stops)", style="green")))
+        FeedDisplay(Enricher(shown, options, full=printer.full)).run(forwarder.fd)
     except KeyboardInterrupt:
+        err.print("stopped before the display had shown everything the proxy forwarded",
+                  style="yellow")
+    code = forwarder.join()
+    shown.done()
+    if code:
+        raise click.ClickException(f"the forwarding process ended unexpectedly (exit code "
+                                   f"{code}); please report it")
+
+
+def _wait_ready(forwarder, err: Console) -> str | None:
+    """The bound address and event loop, once the forwarder listens; None if it could
+    not start (``forwarder.error`` says why)."""
+    from ..proxy import feed
+    forwarder.error = "the proxy process ended"
+    while True:
+        record = feed.read_record(forwarder.fd)
+        if record is None:
+            return None
+        kind, payload = record[0], record[5].decode()
+        if kind == feed.READY:
+            return payload
+        if kind == feed.ERROR:
+            forwarder.error = payload
+        else:
+            err.print(payload, style="cyan")
+
+
+class _Guarded:
+    """The printer as the display's sink, kept from ending the display: a closed stdout
+    (`| head`) stops printing, a failure to show an exchange is reported once;
+    forwarding goes on either way."""
+
+    def __init__(self, printer, err: Console):
+        self.printer, self.err = printer, err
+        self.closed = False
+        self.failures: set[str] = set()
+
+    def _call(self, fn, *args) -> None:
+        if self.closed:
+            return
+        try:
+            fn(*args)
+        except BrokenPipeError:
+            self.closed = True
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except Exception as e:                   # a display problem must not end the proxy
+            text = f"display failed for an exchange and skipped it: {type(e).__name__}: {e}"
+            if text not in self.failures:
+                self.failures.add(text)
+                self.err.print(text, style="yellow")
+
+    def exchange(self, ex) -> None:
+        self._call(self.printer.exchange, ex)
+
+    def gap(self, g) -> None:
+        self._call(self.printer.gap, g)
+
+    def note(self, text: str, level: str = "warn") -> None:
+        self.err.print(text, style="cyan" if level == "info" else "yellow")
+
+    def progress(self, done: int, total: int) -> None:
         pass
-    display.close()
-    try:
-        printer.done()
-    except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    if display.dropped:
-        err.print(f"{display.dropped} exchanges were not shown: the output could not keep "
-                  f"up (forwarding was not slowed)", style="yellow")
-    err.print(f"{p.stats.connections} connections, {p.stats.frames} frames, "
-              f"{p.stats.rewritten} responses rewritten", style="dim")
 
-
+    def done(self) -> None:
+        self._call(self.printer.done)
+        self._call(sys.stdout.flush)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import BinaryIO
 
 from ..capture.packet import FIN, RST, SUPPORTED, SYN, Segment, tcp_segment
 from ..capture.pcapfile import CaptureError, CaptureReader
@@ -19,6 +20,7 @@ from ..sources.pcap import CaptureDissector, read_captures
 from ..stream.enrich import Enricher
 from ..stream.model import Exchange, Gap
 from ..stream.rows import exchange_row, record_rows, resolve_record_topics, resolve_topics
+from .ids import ConnectionIds
 
 _KEEP_FLAGS = SYN | FIN | RST      # what a segment without payload may still tell
 
@@ -44,45 +46,50 @@ class ShardSummary:
     next: int | None = None
     packets: int = 0
     unsupported: int = 0
-    warnings: list[str] = field(default_factory=list)
+    # (packet number within the shard after which it happened, or None; text)
+    warnings: list[tuple[int | None, str]] = field(default_factory=list)
 
     def row(self) -> dict:
         return {"capture": self.capture, "flow": None, "shard": self.shard,
                 "start": self.start, "end": self.end, "first": self.first,
                 "next": self.next, "packets": self.packets,
-                "unsupported": self.unsupported, "warning": "\n".join(self.warnings) or None}
+                "unsupported": self.unsupported,
+                "warnings": [{"frame": n, "text": t} for n, t in self.warnings]}
 
 
 def shard_segments(capture: str, path: str, shard: int, start: int, end: int,
-                   whole: bool) -> tuple[ShardSummary, Iterator[tuple]]:
+                   plain: bool, opener: Callable[[str], BinaryIO] | None = None
+                   ) -> tuple[ShardSummary, Iterator[tuple]]:
     """The segment rows of one shard (SEGMENT_COLUMNS tuples) and its summary, which is
     complete once they have been read. A segment that carries nothing the reassembler
-    needs (a bare ACK) is left out. ``whole``: read the file from start to end (pcapng,
-    compressed); frames then count from 1."""
+    needs (a bare ACK) is left out. ``plain``: a plain pcap file, read from byte
+    ``start`` to ``end`` (past damage too); otherwise (pcapng, compressed) the whole
+    file is read. Frames count from 1 within the shard. ``opener(path)`` opens the file."""
     summary = ShardSummary(capture, shard, start, end)
 
     def rows() -> Iterator[tuple]:
         try:
-            if whole:
-                with CaptureReader(path) as reader:
-                    try:
-                        yield from _segments(capture, shard, enumerate(reader.packets()),
-                                             summary)
-                    finally:
-                        summary.warnings += [f"{path}: {w}; everything before it was decoded"
-                                             for w in reader.warnings]
-                summary.first, summary.next = start, end
-            else:
-                found, records = read_shard(path, start, end)
+            if plain:
+                found, records = read_shard(path, start, end, opener)
                 try:
                     yield from _segments(capture, shard, records, summary)
                 finally:
                     summary.first, summary.next = found.first, found.next
                     summary.warnings += found.warnings
+            else:
+                raw = opener(path) if opener is not None else None
+                with CaptureReader(path, raw) as reader:
+                    try:
+                        yield from _segments(capture, shard, enumerate(reader.packets()),
+                                             summary)
+                    finally:
+                        summary.warnings += [(None, f"{w}; everything before it was decoded")
+                                             for w in reader.warnings]
+                summary.first, summary.next = start, end
         except CaptureError as e:
-            summary.warnings.append(str(e))
+            summary.warnings.append((None, str(e).removeprefix(f"{path}: ")))
         except OSError as e:
-            summary.warnings.append(f"{path}: {e.strerror or e}")
+            summary.warnings.append((None, f"{e.strerror or e}"))
 
     return summary, rows()
 
@@ -106,6 +113,7 @@ class Rows:
     records: list[dict] = field(default_factory=list)
     topic_ids: dict[str, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    connections: int = 0
     # gaps with the connection they are in: (gap, client, broker)
     gaps: list[tuple[Gap, tuple[str, int], tuple[str, int]]] = field(default_factory=list)
 
@@ -118,15 +126,19 @@ class RowSink:
                  on_gap: Callable[[Gap], None] | None = None,
                  warn: Callable[[str], None] | None = None):
         self.capture, self.rows, self.with_records, self.keep = capture, rows, with_records, keep
+        self.ids = ConnectionIds(capture)
         self.on_gap = on_gap or (lambda g: None)
         self.warn = warn or rows.warnings.append
 
     def exchange(self, ex: Exchange) -> None:
+        self.ids.connection_id(ex)      # named in the order connections report, kept or not
         if self.keep is not None and not self.keep(ex):
             return
-        self.rows.exchanges.append(exchange_row(ex, self.capture))
+        self.rows.exchanges.append(exchange_row(ex, self.capture)
+                                   | self.ids.exchange_columns(ex))
         if self.with_records:
-            self.rows.records.extend(record_rows(ex, self.capture))
+            joins = self.ids.record_columns(ex)
+            self.rows.records.extend(r | joins for r in record_rows(ex, self.capture))
 
     def gap(self, g: Gap) -> None:
         self.on_gap(g)
@@ -167,6 +179,7 @@ def flow_rows(capture: str, segments: Iterable[tuple], frame_base: Callable[[int
         segment(Segment(src, sport, dst, dport, seq, ack, flags, payload, missing), ts,
                 frame_base(shard) + frame)
     dissector.finish()
+    rows.connections = len(dissector.streams)
     return rows
 
 

@@ -1,4 +1,5 @@
-"""Arrow schemas of the ``exchanges`` and ``records`` tables, and rows -> Arrow."""
+"""Arrow schemas of the ``exchanges``, ``records`` and ``captures`` tables, and rows ->
+Arrow. docs/spark.md says what each column means."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ _TOPIC_PARTITION = pa.struct([("topic", pa.string()), ("partition", pa.int32())]
 
 EXCHANGES = pa.schema([
     ("capture", pa.string()),
+    ("exchange_id", pa.string()),          # connection_id:seq, what records join on
+    ("connection_id", pa.string()),
+    ("seq", pa.int32()),                   # index of the exchange on its connection
     ("client_ip", pa.string()), ("client_port", pa.int32()),
     ("broker_ip", pa.string()), ("broker_port", pa.int32()),
     ("api_key", pa.int16()), ("api_name", pa.string()), ("api_version", pa.int16()),
@@ -31,6 +35,11 @@ EXCHANGES = pa.schema([
 
 RECORDS = pa.schema([
     ("capture", pa.string()),
+    ("exchange_id", pa.string()),          # the exchange that carried the record
+    ("connection_id", pa.string()),
+    ("client_ip", pa.string()), ("client_port", pa.int32()),
+    ("broker_ip", pa.string()), ("broker_port", pa.int32()),
+    ("api_name", pa.string()),             # Produce, Fetch or ShareFetch
     ("direction", pa.string()),            # produce | fetch
     ("correlation_id", pa.int32()),
     ("message_ts", _TS),                   # when the carrying message was captured
@@ -41,6 +50,19 @@ RECORDS = pa.schema([
     ("value_size", pa.int64()),
     ("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.string())]))),
     ("problems", pa.list_(pa.string())),
+])
+
+# one row per capture file of a run: what was read, and how well
+CAPTURES = pa.schema([
+    ("capture", pa.string()),
+    ("size_bytes", pa.int64()),
+    ("packets", pa.int64()),
+    ("connections", pa.int64()),
+    ("exchanges", pa.int64()),
+    ("records", pa.int64()),               # null when records were not decoded
+    ("gaps", pa.int64()),                  # holes in TCP streams (bytes not captured)
+    ("warnings", pa.list_(pa.string())),   # damage to the file itself, and other notes
+    ("status", pa.string()),               # ok | incomplete | damaged | no kafka | unreadable
 ])
 
 _TIME_COLUMNS = ("request_ts", "response_ts", "message_ts")

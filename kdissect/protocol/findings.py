@@ -59,10 +59,6 @@ class Finding:
                 "where": self.where, "detail": self.detail or self.kind.meaning}
 
 
-def severity_rank(name: str) -> int | None:
-    return SEVERITIES.index(name) if name in SEVERITIES else None
-
-
 def markdown_table() -> str:
     rows = ["| code | severity | group | meaning |", "|---|---|---|---|"]
     for k in sorted(REGISTRY.values(), key=lambda k: (GROUPS.index(k.group), k.code)):
@@ -123,9 +119,8 @@ register("message_truncated", "error", "sequence",
 register("pending_limit", "warn", "sequence",
          "too many requests pending on one connection: the oldest was given up")
 # security
-register("sasl_secret", "note", "security", "a SASL secret (shown only with --show-secrets)")
 register("plaintext_credentials", "warn", "security",
-         "SASL PLAIN credentials sent without TLS")
+         "a SASL/PLAIN password sent without TLS (readable by anyone on the path)")
 # performance
 register("throttled", "warn", "performance", "the broker throttled the client (throttle_time_ms > 0)")
 # budget: limits that keep hostile input cheap

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import schemas
-from .decode import Options
+from .context import Options
 from .message import Message, decode_request, decode_response
 from .names import api_name
 from .node import Node

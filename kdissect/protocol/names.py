@@ -35,6 +35,7 @@ API_NAMES: dict[int, str] = {
     87: "ReadShareGroupStateSummary", 88: "StreamsGroupHeartbeat",
     89: "StreamsGroupDescribe", 90: "DescribeShareGroupOffsets",
     91: "AlterShareGroupOffsets", 92: "DeleteShareGroupOffsets",
+    93: "GetReplicaLogInfo",
 }
 _KEYS_BY_NAME = {name.lower(): key for key, name in API_NAMES.items()}
 

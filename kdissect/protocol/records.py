@@ -12,7 +12,7 @@ import zlib
 import crc32c
 
 from .codecs import CODECS, CodecError, TooBig, decompress
-from .decode import Abort, Options, charge_nodes, fail, time_note
+from .context import Abort, Options, charge_nodes, fail, time_note
 from .node import NOTE_MAKERS, Node
 from .reader import DecodeError, Reader
 
@@ -186,7 +186,17 @@ def _resolve_relative_offsets(holder: Node, wrapper_offset: int) -> None:
     last = inner[-1].child("offset").value
     for m in inner:
         off = m.child("offset")
-        off.note = f"absolute offset {wrapper_offset - last + off.value}"
+        absolute = wrapper_offset - last + off.value
+        off.note = f"absolute offset {absolute}"
+        m.value = {"offset": absolute}         # what views read (as for v2 records)
+
+
+def record_offset(n: Node) -> int | None:
+    """The absolute offset of a record (v2) or a v0/v1 message node."""
+    if isinstance(n.value, dict) and "offset" in n.value:
+        return n.value["offset"]
+    off = n.child("offset")
+    return off.value if off is not None and isinstance(off.value, int) else None
 
 
 # -- RecordBatch v2 ----------------------------------------------------------------

@@ -26,17 +26,28 @@ RESPONSE_HEADERS = {
 }
 
 
-@lru_cache(maxsize=1)
-def _legacy() -> dict[tuple[int, str, int], Struct]:
-    text = resources.files(__package__).joinpath("legacy.bnf").read_text()
+@lru_cache(maxsize=None)
+def _table(name: str) -> dict[tuple[int, str, int], Struct]:
+    """One of kdissect's own tables, for what kio lacks: legacy.bnf (versions Kafka 4
+    dropped) and recent.bnf (what Kafka defined after kio's snapshot)."""
+    text = resources.files(__package__).joinpath(name).read_text()
     keys = {name: key for key, name in API_NAMES.items()}
     return {(keys[api], direction, version): st
             for (api, direction, version), st in parse_grammar(text).messages.items()
             if direction in ("request", "response")}
 
 
+@lru_cache(maxsize=1)
+def _legacy() -> dict[tuple[int, str, int], Struct]:
+    return {**_table("legacy.bnf"), **_table("recent.bnf")}
+
+
 def legacy_versions() -> set[tuple[int, int]]:
-    return {(k, v) for (k, _d, v) in _legacy()}
+    return {(k, v) for (k, _d, v) in _table("legacy.bnf")}
+
+
+def recent_versions() -> set[tuple[int, int]]:
+    return {(k, v) for (k, _d, v) in _table("recent.bnf")}
 
 
 @lru_cache(maxsize=None)
@@ -51,7 +62,7 @@ def all_versions() -> dict[int, tuple[int, ...]]:
     out: dict[int, set[int]] = {}
     for key, vs in kio_schemas.versions().items():
         out.setdefault(key, set()).update(vs)
-    for key, v in legacy_versions():
+    for key, v in legacy_versions() | recent_versions():
         out.setdefault(key, set()).add(v)
     return {k: tuple(sorted(v)) for k, v in sorted(out.items())}
 

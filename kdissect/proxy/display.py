@@ -1,52 +1,73 @@
-"""Showing what the proxy sees without ever slowing what it forwards: exchanges go
-through a bounded queue to a thread that decodes and prints them."""
+"""The display's side of the proxy, outside the forwarding process: records from the
+forwarder's channel go through the engine (framing, correlation, then the enrichment
+and sink the caller built: the printer or the TUI's loader), as for any source.
+Whatever this costs, forwarding never waits for it: the forwarder sheds what the
+channel cannot hold, whole exchanges at a time, and says how many."""
 
 from __future__ import annotations
 
-import queue
-import threading
-from collections.abc import Callable
+import itertools
+import json
+import struct
 
-QUEUE = 10000
+from ..stream.connection import KafkaConnection
+from ..stream.sink import Sink
+from . import feed
+
+_SIZE = struct.Struct(">i")
 
 
-class Display:
-    def __init__(self, on_exchange: Callable, on_gap: Callable):
-        self.on_exchange, self.on_gap = on_exchange, on_gap
-        self.queue: queue.Queue = queue.Queue(QUEUE)
+class FeedDisplay:
+    """``sink`` gets exchanges, gaps and notes. ``run`` returns when the forwarder closes
+    the channel; ``error`` then says why it could not start, if it could not."""
+
+    def __init__(self, sink: Sink):
+        self.sink = sink
+        self.connections: dict[int, KafkaConnection] = {}
+        self.messages = itertools.count()
         self.dropped = 0
-        self.broken = False
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
+        self.error: str | None = None
+        self.failures: set[str] = set()
 
-    def exchange(self, ex) -> None:
-        self._put((self.on_exchange, ex))
-
-    def gap(self, g) -> None:
-        self._put((self.on_gap, g))
-
-    def _put(self, item) -> None:
-        try:
-            self.queue.put_nowait(item)
-        except queue.Full:
-            self.dropped += 1
-
-    def _run(self) -> None:
-        while True:
-            item = self.queue.get()
-            if item is None:
-                return
-            fn, arg = item
-            if self.broken:
-                continue
+    def run(self, fd: int) -> None:
+        sink = self.sink
+        for kind, conn, side, ts, offset, payload in feed.read_records(fd):
+            if kind == feed.FRAME:          # a message without its size: the offset after it
+                c = self.connections.get(conn)
+                if c is not None:
+                    try:
+                        c.data(side, offset - 4, _SIZE.pack(len(payload)) + payload, ts, 0)
+                    except Exception as e:      # a decoding bug: report it, go on
+                        self._failed(e)
+            elif kind == feed.OPEN:
+                client, broker = json.loads(payload)
+                self.connections[conn] = KafkaConnection(
+                    conn, tuple(client), tuple(broker), sink.exchange, sink.gap,
+                    lambda: next(self.messages))
+            elif kind == feed.CLOSE:
+                c = self.connections.pop(conn, None)
+                if c is not None:
+                    try:
+                        c.close()
+                    except Exception as e:
+                        self._failed(e)
+            elif kind == feed.DROPPED:
+                self.dropped += offset
+                sink.note(f"{offset} exchanges not shown: the display could not keep up "
+                          f"(forwarding was not slowed; {self.dropped} in all)")
+            elif kind == feed.ERROR:
+                self.error = payload.decode()
+            else:
+                sink.note(payload.decode(), "info")
+        for c in self.connections.values():
             try:
-                fn(arg)
-            except BrokenPipeError:
-                self.broken = True          # the reader went away (| head): keep forwarding
-            except Exception:               # a display problem must not end the proxy
-                pass
+                c.close()
+            except Exception as e:
+                self._failed(e)
+        self.connections.clear()
 
-    def close(self) -> None:
-        """Show what is queued, then stop."""
-        self.queue.put(None)
-        self.thread.join(timeout=30)
+    def _failed(self, e: Exception) -> None:
+        text = f"decoding failed and was skipped: {type(e).__name__}: {e}"
+        if text not in self.failures:
+            self.failures.add(text)
+            self.sink.note(text)

@@ -1,51 +1,18 @@
-"""Broker addresses in responses, and the response re-encoded with other addresses.
+"""A response re-encoded with other broker addresses.
 
-Only the address fields change: the message is spliced at their byte ranges (with the
-string length prefix, and the size of any tagged field around them, updated); every
-other byte stays as the broker sent it.
+Only the address fields change: the message is spliced at the byte ranges the
+skip-scanner found (the host string with its length prefix, the port), and the size of
+every tagged field around them follows; every other byte stays as the broker sent it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
-from ..protocol.node import Node
-
-# responses that carry broker addresses: Produce and Fetch (KIP-951 leader hints),
-# Metadata, FindCoordinator, DescribeCluster, ShareFetch, ShareAcknowledge
-REWRITES = frozenset({0, 1, 3, 10, 60, 78, 79})
-_ID_NAMES = ("node_id", "broker_id")
+from .skipscan import EndpointSpan
 
 
-@dataclass
-class Endpoint:
-    node_id: int
-    host: str
-    port: int
-    host_node: Node
-    port_node: Node
-
-
-def endpoints(tree: Node) -> list[Endpoint]:
-    """Every (node id, host, port) in a decoded response."""
-    found = []
-    for node in tree.walk():
-        host = node.child("host")
-        port = node.child("port")
-        ident = next((c for c in node.children if c.name in _ID_NAMES), None)
-        if host is None or port is None or ident is None:
-            continue
-        if host.ktype != "string" or port.ktype != "int32" or not isinstance(host.value, str) \
-                or not isinstance(ident.value, int) or not isinstance(port.value, int):
-            continue
-        if host.problem or port.problem:
-            continue
-        found.append(Endpoint(ident.value, host.value, port.value, host, port))
-    return found
-
-
-def _uvarint(n: int) -> bytes:
+def uvarint(n: int) -> bytes:
     out = bytearray()
     while True:
         b = n & 0x7F
@@ -57,39 +24,33 @@ def _uvarint(n: int) -> bytes:
             return bytes(out)
 
 
-def _string(data: bytes, node: Node, value: str) -> bytes:
-    """``value`` encoded as ``node``'s string was (INT16 or compact length prefix)."""
+def _string(value: str, compact: bool) -> bytes:
     raw = value.encode()
-    old = node.value.encode()
-    if node.length == 2 + len(old) and int.from_bytes(data[node.offset:node.offset + 2],
-                                                      "big") == len(old):
-        return len(raw).to_bytes(2, "big") + raw
-    return _uvarint(len(raw) + 1) + raw
+    return (uvarint(len(raw) + 1) if compact else len(raw).to_bytes(2, "big")) + raw
 
 
-def rewrite(data: bytes, tree: Node, new_address: Callable[[Endpoint], tuple[str, int]]
-            ) -> bytes | None:
-    """``data`` (a response, without its size prefix, decoded as ``tree``) with each
-    endpoint's host and port replaced by ``new_address(endpoint)``; None if nothing
-    changes."""
+def rewrite(data: bytes, spans: list[EndpointSpan],
+            new_address: Callable[[EndpointSpan], tuple[str, int]]) -> bytes | None:
+    """``data`` (a response without its size prefix) with each endpoint's host and port
+    replaced by ``new_address(span)``; None if nothing changes."""
     edits: list[tuple[int, int, bytes]] = []
-    tagged: dict[int, Node] = {}
-    for ep in endpoints(tree):
-        host, port = new_address(ep)
-        if (host, port) == (ep.host, ep.port):
+    regions = {}                                   # tagged fields holding an edit
+    for sp in spans:
+        host, port = new_address(sp)
+        if (host, port) == (sp.host, sp.port):
             continue
-        edits.append((ep.host_node.offset, ep.host_node.end, _string(data, ep.host_node, host)))
-        edits.append((ep.port_node.offset, ep.port_node.end, port.to_bytes(4, "big", signed=True)))
-        for t in tree.path_to(ep.host_node) or []:
-            if t.ktype == "tagged":
-                tagged[id(t)] = t
+        edits.append((sp.host_start, sp.host_end, _string(host, sp.host_compact)))
+        edits.append((sp.port_start, sp.port_start + 4, port.to_bytes(4, "big", signed=True)))
+        for depth, t in enumerate(sp.tagged):
+            regions[t.size_start] = (depth, t)
     if not edits:
         return None
-    for t in tagged.values():                 # a tagged field's size covers its value
-        size = t.child("_size")
+    # innermost first: a tagged field's new size prefix is itself an edit inside the
+    # tagged field around it
+    for _depth, t in sorted(regions.values(), key=lambda d: -d[0]):
         grown = sum(len(new) - (end - start) for start, end, new in edits
-                    if size.end <= start and end <= t.end)
-        edits.append((size.offset, size.end, _uvarint(size.value + grown)))
+                    if t.size_end <= start and end <= t.end)
+        edits.append((t.size_start, t.size_end, uvarint(t.size + grown)))
     out = bytearray(data)
     for start, end, new in sorted(edits, key=lambda e: e[0], reverse=True):
         out[start:end] = new

@@ -1,9 +1,14 @@
 """The proxy's sockets (asyncio): a bootstrap listener, one listener per broker created
 when a response first names that broker, and for each client connection one upstream
-connection. Bytes are forwarded frame by frame (Kafka's 4-byte size prefix), in order,
-unchanged except responses whose broker addresses are rewritten. Each write waits for
-the other side to drain, so a slow reader slows its sender instead of filling memory.
-Decoding happens beside forwarding and can never stop it.
+connection. Client bytes pass to the broker as they arrive; broker responses pass whole
+and in order, unchanged except those whose broker addresses are rewritten.
+
+The forwarding path reads only request headers and response correlation ids; responses
+that can carry broker addresses in their version are walked by the skip-scanner (no
+records read). Decoding happens in another process, fed through ``feed`` (a
+``feed.FeedWriter``), which sheds what the display cannot take: forwarding never waits
+for it. Each write waits for the other side to drain, so a slow reader slows its sender
+instead of filling memory.
 """
 
 from __future__ import annotations
@@ -17,95 +22,115 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..protocol import decode_response
-from ..stream.model import Exchange, Gap
-from ..stream.connection import KafkaConnection
-from .rewrite import REWRITES, Endpoint, endpoints, rewrite
+from ..protocol.message import peek_request_header, produce_acks
+from ..protocol.reader import DecodeError
+from ..stream.connection import plausible_request
+from ..stream.correlation import Correlator
+from ..stream.framing import Framer
+from .metrics import Counters, Metrics
+from .rewrite import rewrite
+from .skipscan import EndpointSpan, endpoint_spans, response_layout
 
-MAX_FRAME = 256 * 1024 * 1024        # bigger "sizes" are not Kafka
-MAX_PENDING = 65536                  # requests remembered per connection awaiting answers
+CONNECT_TIMEOUT = 10
+READ_SIZE = 1 << 18                  # bytes taken from a socket at a time
+_SIZE = struct.Struct(">i")
+_HEAD = struct.Struct(">hhi")
+_WILDCARDS = ("", "0.0.0.0", "::")
 
 
 @dataclass
 class Listener:
     node_id: int | None              # None: the bootstrap listener
-    upstream: tuple[str, int]
+    upstreams: list[tuple[str, int]] # tried in order (the bootstrap list, or one broker)
     port: int
     server: asyncio.base_events.Server | None = None
+    bound: asyncio.Event = field(default_factory=asyncio.Event)
 
 
-@dataclass
-class Stats:
-    connections: int = 0
-    open: int = 0
-    frames: int = 0
-    rewritten: int = 0
-    bytes_up: int = 0
-    bytes_down: int = 0
-    notes: list[str] = field(default_factory=list)
+@dataclass(slots=True)
+class _Connection:
+    index: int
+    client: tuple[str, int]
+    broker: tuple[str, int]
+    advertise: str                   # the host name handed to this client for brokers
+    counters: Counters
+    recorded: object = None          # a recording.RecordedConnection
+    # requests awaiting answers: (api key, api version, shown by the display)
+    pending: Correlator = field(default_factory=Correlator)
+    sasl_raw: bool = False           # after SaslHandshake v0: SASL tokens without headers
 
 
 def _looks_like_tls(head: bytes) -> bool:
     return len(head) >= 3 and head[0] == 0x16 and head[1] == 0x03 and head[2] <= 0x04
 
 
+def _acks0(body: bytes) -> bool:
+    """A Produce request that asks for no response (read without decoding the body)."""
+    head = peek_request_header(body)
+    return head is not None and produce_acks(body, head.size, head.api_version) == 0
+
+
 class Proxy:
-    """``upstreams``: bootstrap brokers (tried in order). Listeners bind ``host``; the
-    addresses handed to clients use ``advertise`` (default ``host``). Broker listeners
+    """``upstreams``: bootstrap brokers (the first reachable is used). Listeners bind
+    ``host``; the addresses handed to clients use ``advertise``, by default ``host``, or
+    when ``host`` is a wildcard the address the client connected to. Broker listeners
     take ``broker_port(node_id)`` when given, else a free port."""
 
     def __init__(self, upstreams: list[tuple[str, int]], host: str = "127.0.0.1",
                  port: int = 9092, advertise: str | None = None,
                  broker_port: Callable[[int], int] | None = None,
-                 on_exchange: Callable[[Exchange], None] = lambda ex: None,
-                 on_gap: Callable[[Gap], None] = lambda g: None,
-                 on_note: Callable[[str], None] = lambda text: None,
+                 feed=None, on_note: Callable[[str], None] = lambda text: None,
                  server_ssl=None, upstream_ssl=None, recorder=None,
                  upstream_map: dict[tuple[str, int], tuple[str, int]] | None = None):
         self.upstreams, self.host, self.port = upstreams, host, port
-        self.advertise = advertise or host
+        self.advertise = advertise
         self.broker_port = broker_port
-        self.on_exchange, self.on_gap, self.on_note = on_exchange, on_gap, on_note
+        self.feed, self.on_note = feed, on_note
         self.server_ssl, self.upstream_ssl = server_ssl, upstream_ssl   # ssl.SSLContext
         self.recorder = recorder                   # a recording.Recorder, or None
         # advertised broker address -> the address the proxy really connects to
         self.upstream_map = upstream_map or {}
         self.listeners: dict[int | None, Listener] = {}
-        self.stats = Stats()
+        self.metrics = Metrics()
+        self.notes: set[str] = set()
         self._index = itertools.count(1)
-        self._messages = itertools.count()
         self._tasks: set[asyncio.Task] = set()
 
     # -- listeners ----------------------------------------------------------------------
 
     async def start(self) -> None:
-        bootstrap = Listener(None, self.upstreams[0], self.port)
-        bootstrap.server = await asyncio.start_server(
-            lambda r, w: self._client(r, w, bootstrap), self.host, self.port)
+        bootstrap = Listener(None, list(self.upstreams), self.port)
+        bootstrap.server = await self._serve(bootstrap, self.port)
         bootstrap.port = bootstrap.server.sockets[0].getsockname()[1]
+        bootstrap.bound.set()
         self.listeners[None] = bootstrap
 
     @property
     def bootstrap_port(self) -> int:
         return self.listeners[None].port
 
-    async def _listener_for(self, ep: Endpoint) -> Listener:
-        """The listener standing for broker ``ep.node_id`` (made on first mention; its
+    async def _listener_for(self, sp: EndpointSpan) -> Listener:
+        """The listener standing for broker ``sp.node_id`` (made on first mention; its
         upstream follows the broker's latest advertised address)."""
-        upstream = self.upstream_map.get((ep.host, ep.port), (ep.host, ep.port))
-        current = self.listeners.get(ep.node_id)
+        upstream = self.upstream_map.get((sp.host, sp.port), (sp.host, sp.port))
+        current = self.listeners.get(sp.node_id)
         if current is not None:
-            current.upstream = upstream
+            current.upstreams = [upstream]
+            await current.bound.wait()             # made by another response just now
             return current
-        wanted = self.broker_port(ep.node_id) if self.broker_port else 0
-        listener = Listener(ep.node_id, upstream, wanted)
-        listener.server = await asyncio.start_server(
-            lambda r, w: self._client(r, w, listener), self.host, wanted)
+        wanted = self.broker_port(sp.node_id) if self.broker_port else 0
+        listener = Listener(sp.node_id, [upstream], wanted)
+        self.listeners[sp.node_id] = listener      # before awaiting: one listener per id
+        try:
+            listener.server = await self._serve(listener, wanted)
+        except OSError:
+            del self.listeners[sp.node_id]
+            raise
         listener.port = listener.server.sockets[0].getsockname()[1]
-        self.listeners[ep.node_id] = listener
-        via = f" at {upstream[0]}:{upstream[1]}" if upstream != (ep.host, ep.port) else ""
-        self.on_note(f"broker {ep.node_id} ({ep.host}:{ep.port}{via}) is reached through "
-                     f"{self.advertise}:{listener.port}")
+        listener.bound.set()
+        via = f" at {upstream[0]}:{upstream[1]}" if upstream != (sp.host, sp.port) else ""
+        self.on_note(f"broker {sp.node_id} ({sp.host}:{sp.port}{via}) is reached through "
+                     f"port {listener.port}")
         return listener
 
     async def close(self) -> None:
@@ -118,166 +143,304 @@ class Proxy:
 
     # -- one client connection ------------------------------------------------------------
 
+    async def _connect(self, listener: Listener, who: str):
+        """The first reachable of the listener's upstreams: (reader, writer), or None.
+        The bootstrap list then starts with the one that answered."""
+        failures = []
+        for host, port in listener.upstreams:
+            try:
+                streams = await asyncio.wait_for(asyncio.open_connection(
+                    host, port, ssl=self.upstream_ssl,
+                    # SNI even with --insecure: brokers behind SNI routing need it
+                    server_hostname=host if self.upstream_ssl else None), CONNECT_TIMEOUT)
+            except (OSError, asyncio.TimeoutError) as e:
+                failures.append(f"{host}:{port} ({e or type(e).__name__})")
+                continue
+            if failures and (host, port) in listener.upstreams:
+                listener.upstreams.remove((host, port))
+                listener.upstreams.insert(0, (host, port))
+            return streams
+        self.on_note(f"{who}: cannot reach broker {', '.join(failures)}; closing the "
+                     f"client's connection so it retries")
+        return None
+
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                       listener: Listener) -> None:
         task = asyncio.current_task()
         self._tasks.add(task)
         client = writer.get_extra_info("peername")[:2]
-        self.stats.connections += 1
-        self.stats.open += 1
-        upstream_w = None
+        who = f"{client[0]}:{client[1]}"
+        upstream_w = c = None
         try:
-            if self.server_ssl is not None and not await self._tls_accept(writer, client):
+            up = await self._connect(listener, who)
+            if up is None:
                 return
-            try:
-                host, port = listener.upstream
-                up_reader, upstream_w = await asyncio.wait_for(
-                    asyncio.open_connection(host, port, ssl=self.upstream_ssl,
-                                            server_hostname=host if self.upstream_ssl and
-                                            self.upstream_ssl.check_hostname else None),
-                    timeout=10)
-            except (OSError, asyncio.TimeoutError) as e:
-                self.on_note(f"{client[0]}:{client[1]}: cannot reach broker "
-                             f"{listener.upstream[0]}:{listener.upstream[1]} ({e}); "
-                             f"closing the client's connection so it retries")
-                return
+            up_reader, upstream_w = up
             broker = upstream_w.get_extra_info("peername")[:2]
-            conn = KafkaConnection(next(self._index), client, broker, self._emit,
-                                   self.on_gap, lambda: next(self._messages))
-            pending: dict[int, tuple[int, int]] = {}
-            offsets = [0, 0]
-            recorded = self.recorder.connection(client, broker) if self.recorder else None
-            up = asyncio.create_task(self._pump(reader, upstream_w, conn, 0, offsets,
-                                                pending, client, recorded))
-            down = asyncio.create_task(self._pump(up_reader, writer, conn, 1, offsets,
-                                                  pending, client, recorded))
-            _, rest = await asyncio.wait({up, down}, return_when=asyncio.FIRST_COMPLETED)
-            for t in rest:                       # one side ended: end the other cleanly
-                t.cancel()
-            await asyncio.gather(*rest, return_exceptions=True)
-            self._safely(conn.close)
-            if recorded is not None:
-                self._safely(recorded.close)
+            index = next(self._index)
+            advertise = self.advertise or self.host
+            if advertise in _WILDCARDS:           # never hand out 0.0.0.0: the address
+                advertise = writer.get_extra_info("sockname")[0]     # this client used
+                if advertise.startswith("::ffff:"):
+                    advertise = advertise[7:]
+            c = _Connection(index, client, broker, advertise,
+                            self.metrics.open(index, client, broker))
+            if self.recorder is not None:
+                c.recorded = self.recorder.connection(client, broker)
+            if self.feed is not None:
+                self.feed.open(index, client, broker)
+            ups = asyncio.create_task(self._requests(reader, upstream_w, c, who))
+            down = asyncio.create_task(self._responses(up_reader, writer, c))
+            try:
+                await asyncio.wait({ups, down}, return_when=asyncio.FIRST_COMPLETED)
+            finally:                               # one side ended: end the other cleanly
+                for t in (ups, down):
+                    t.cancel()
+                await asyncio.gather(ups, down, return_exceptions=True)
+        except asyncio.CancelledError:
+            # the proxy is closing: end normally, or asyncio's stream callback reports the
+            # cancellation as an error with a traceback
+            pass
+        except Exception as e:                    # a bug: this connection ends, no other
+            self.note_once(f"{who}: the connection ended on an internal error "
+                           f"({type(e).__name__}: {e}); please report it")
         finally:
-            self.stats.open -= 1
+            if c is not None:
+                self.metrics.close(c.index)
+                if self.feed is not None:
+                    self.feed.close(c.index)
+                if c.recorded is not None:
+                    self._safely(c.recorded.close)
             for w in (writer, upstream_w):
                 if w is not None:
                     w.close()
             self._tasks.discard(task)
 
-    async def _tls_accept(self, writer: asyncio.StreamWriter, client) -> bool:
-        """On a TLS listener: peek at the client's first byte. A TLS handshake goes on
-        (TLS from here); anything else is a plaintext client, told so and closed.
-        (asyncio's own TLS listeners drop such clients without a word.)"""
+    async def _serve(self, listener: Listener, port: int):
+        """Listen for ``listener`` on ``port`` (0: a free one)."""
+        if self.server_ssl is None:
+            return await asyncio.start_server(
+                lambda r, w: self._client(r, w, listener), self.host, port)
+        return _TlsServer(self, listener, socket.create_server((self.host, port)))
+
+    async def _tls_client(self, sock: socket.socket, listener: Listener) -> None:
+        """On a TLS listener: peek at the client's first byte before any event loop reads
+        it. A TLS handshake goes on (TLS from here); anything else is a plaintext client,
+        told so and closed (asyncio's own TLS listeners drop such clients silently)."""
         loop = asyncio.get_running_loop()
-        writer.transport.pause_reading()
-        # a duplicate of the socket: asyncio lets no one else watch the transport's own
-        peek = socket.fromfd(writer.get_extra_info("socket").fileno(), socket.AF_INET,
-                             socket.SOCK_STREAM)
-        ready = loop.create_future()
-        loop.add_reader(peek.fileno(), lambda: ready.done() or ready.set_result(None))
-        try:
-            await asyncio.wait_for(ready, 60)
-            first = peek.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
-        except (asyncio.TimeoutError, OSError):
-            return False
-        finally:
-            loop.remove_reader(peek.fileno())
-            peek.close()
+        client = sock.getpeername()[:2]
         who = f"{client[0]}:{client[1]}"
+        readable = loop.create_future()
+        loop.add_reader(sock.fileno(), lambda: readable.done() or readable.set_result(None))
+        try:
+            await asyncio.wait_for(readable, 60)
+            first = sock.recv(1, socket.MSG_PEEK)
+        except (asyncio.TimeoutError, OSError):
+            sock.close()
+            return
+        finally:
+            loop.remove_reader(sock.fileno())
         if first != b"\x16":
             self.on_note(f"{who}: a plaintext client on a TLS listener (its first byte is "
                          f"{first.hex() or 'nothing'}): configure it for TLS "
                          f"(security.protocol=SSL) or run the proxy without --tls-cert; "
                          f"closing the connection")
-            return False
+            sock.close()
+            return
+        reader = asyncio.StreamReader()
+        protocol = asyncio.StreamReaderProtocol(reader)
         try:
-            await writer.start_tls(self.server_ssl)
-        except (ssl.SSLError, OSError) as e:
+            transport, _ = await loop.connect_accepted_socket(
+                lambda: protocol, sock, ssl=self.server_ssl, ssl_handshake_timeout=60)
+        except (ssl.SSLError, OSError, asyncio.TimeoutError) as e:
             self.on_note(f"{who}: the TLS handshake failed ({e}); closing the connection")
-            return False
-        return True
-
-    def _emit(self, ex: Exchange) -> None:
-        self._safely(self.on_exchange, ex)
+            sock.close()
+            return
+        await self._client(reader, asyncio.StreamWriter(transport, protocol, reader, loop),
+                           listener)
 
     def _safely(self, fn, *args) -> None:
-        """Decoding and display must never disturb forwarding."""
+        """Recording and display must never disturb forwarding."""
         try:
             fn(*args)
         except Exception as e:                    # pragma: no cover - reported, not raised
-            note = f"decoding failed and was skipped: {type(e).__name__}: {e}"
-            if note not in self.stats.notes:
-                self.stats.notes.append(note)
-                self.on_note(note)
+            self.note_once(f"recording failed and was skipped: {type(e).__name__}: {e}")
 
-    async def _pump(self, reader, writer, conn: KafkaConnection, side: int,
-                    offsets: list[int], pending: dict[int, tuple[int, int]], client,
-                    recorded=None) -> None:
+    def note_once(self, text: str) -> None:
+        if text not in self.notes:
+            self.notes.add(text)
+            self.on_note(text)
+
+    async def _requests(self, reader, writer, c: _Connection, who: str) -> None:
+        """Client to broker: each chunk is written as it comes (requests are never
+        rewritten); the framing core finds the requests in it for pairing, display and
+        recording."""
+        feed, pending, counters = self.feed, c.pending, c.counters
+        clock = asyncio.get_running_loop().time
+        framer = Framer()                  # no resync: a bad size ends the connection
         try:
+            first = True
             while True:
-                head = await reader.readexactly(4)
-                size = struct.unpack(">i", head)[0]
-                if side == 0 and offsets[0] == 0 and _looks_like_tls(head):
-                    self.on_note(f"{client[0]}:{client[1]}: a TLS handshake on a plaintext "
-                                 f"listener: the client speaks TLS (point it at a plaintext "
-                                 f"listener, or give the proxy --tls-cert/--tls-key); "
-                                 f"closing the connection")
+                chunk = await reader.read(READ_SIZE)
+                if not chunk:
                     return
-                if size < 0 or size > MAX_FRAME:
-                    self.on_note(f"{client[0]}:{client[1]}: a frame of {size} bytes is not "
-                                 f"Kafka (the limit is {MAX_FRAME}); closing the connection")
+                if first and _looks_like_tls(chunk):
+                    self.on_note(f"{who}: a TLS handshake on a plaintext listener: the client "
+                                 f"speaks TLS (point it at a plaintext listener, or give the "
+                                 f"proxy --tls-cert/--tls-key); closing the connection")
                     return
-                body = await reader.readexactly(size)
-                out = body
-                if side == 0 and size >= 8:
-                    api_key, api_version, corr = struct.unpack_from(">hhi", body)
-                    if len(pending) < MAX_PENDING:
-                        pending[corr] = (api_key, api_version)
-                elif side == 1 and size >= 4:
-                    corr = struct.unpack_from(">i", body)[0]
-                    asked = pending.pop(corr, None)
-                    if asked is not None and asked[0] in REWRITES:
-                        out = await self._rewritten(body, *asked)
-                frame = head + body        # once: the stream layer and the recording take it
-                if out is body:
-                    writer.write(frame)    # one write: two (size, body) cost ~2 ms a trip
-                else:
-                    writer.write(struct.pack(">i", len(out)) + out)
+                first = False
+                frames = framer.feed(chunk)
+                if framer.error:
+                    self.on_note(f"{who}: the client sent an {framer.error}, which is not "
+                                 f"Kafka; closing the connection")
+                    return
+                writer.write(chunk)
+                counters.bytes_to_broker += len(chunk)
+                ts = time.time()
+                now = clock()
+                for f in frames:
+                    data = f.data
+                    shown = feed is not None and feed.room(len(data))
+                    token = c.sasl_raw and not plausible_request(
+                        _SIZE.pack(len(data)) + data[:516])
+                    if c.sasl_raw and not token:
+                        c.sasl_raw = False         # authenticated: Kafka requests again
+                    if len(data) >= 8 and not token:
+                        key, version, corr = _HEAD.unpack_from(data)
+                        pending.request(corr, (key, version, shown),
+                                        key != 0 or not _acks0(data), now)
+                    counters.requests += 1
+                    if shown:
+                        feed.frame(c.index, 0, ts, f.offset, data)
+                    elif feed is not None:
+                        counters.dropped += 1
+                        feed.unreported += 1
+                    if c.recorded is not None:
+                        self._safely(self._record, c, 0, data, ts, token)
                 await writer.drain()
-                self.stats.frames += 1
-                if side == 0:
-                    self.stats.bytes_up += 4 + size
-                else:
-                    self.stats.bytes_down += 4 + len(out)
-                now = time.time()
-                if recorded is not None:
-                    self._safely(self._record, recorded, side, frame, now, conn.sasl_mode)
-                self._safely(conn.data, side, offsets[side], frame, now, 0)
-                offsets[side] += 4 + size
-        except (asyncio.IncompleteReadError, ConnectionError, OSError):
+        except (ConnectionError, OSError):
             return
 
-    def _record(self, recorded, side: int, frame: bytes, ts: float, sasl_raw: bool) -> None:
-        recorded.data(side, self.recorder.mask(frame, side, sasl_raw), ts)
-
-    async def _rewritten(self, body: bytes, api_key: int, api_version: int) -> bytes:
-        """``body`` with every broker address replaced by the proxy's listener for that
-        broker (the listeners are made first, so a client can connect at once)."""
+    async def _responses(self, reader, writer, c: _Connection) -> None:
+        """Broker to client: whole responses (one that names brokers may be rewritten
+        before its first byte goes out); a chunk of whole, unchanged responses is
+        written as it came."""
+        feed, pending, counters = self.feed, c.pending, c.counters
+        clock = asyncio.get_running_loop().time
+        framer = Framer()
         try:
-            tree = decode_response(body, api_key, api_version).tree
-            found = endpoints(tree)
-            if not found:
-                return body
-            ports = {}
-            for ep in found:
-                ports[ep.node_id] = (await self._listener_for(ep)).port
-            new = rewrite(body, tree, lambda ep: (self.advertise, ports[ep.node_id]))
-        except Exception as e:                    # never let a rewrite break the stream
-            self.on_note(f"could not rewrite a response ({type(e).__name__}: {e}); "
-                         f"forwarded unchanged")
-            return body
-        if new is None:
-            return body
-        self.stats.rewritten += 1
+            while True:
+                chunk = await reader.read(READ_SIZE)
+                if not chunk:
+                    return
+                whole = not framer.pending         # the chunk starts at a message boundary
+                frames = framer.feed(chunk)
+                if framer.error:
+                    self.on_note(f"broker {c.broker[0]}:{c.broker[1]} sent an "
+                                 f"{framer.error}, which is not Kafka; closing the connection")
+                    return
+                if not frames:
+                    continue
+                ts = time.time()
+                out: list[bytes] = []
+                changed = False
+                for f in frames:
+                    data = new = f.data
+                    match = None
+                    if len(data) >= 4:
+                        match, _ = pending.response(_SIZE.unpack_from(data)[0], clock())
+                    if match is not None:
+                        p = match.pending
+                        key, version, shown = p.item
+                        counters.observe(clock() - p.ts)
+                        if response_layout(key, version) is not None:
+                            new = await self._rewritten(data, key, version, c) or data
+                        elif key == 17 and version == 0 and data[4:6] == b"\0\0":
+                            c.sasl_raw = True      # SASL tokens without headers follow
+                    if new is not data:
+                        changed = True
+                    out.append(_SIZE.pack(len(new)))
+                    out.append(new)
+                    counters.responses += 1
+                    if feed is not None:
+                        # the display gets whole exchanges: no answer to a request it missed
+                        if match is None or shown:
+                            if feed.room(len(data), answer=match is not None):
+                                feed.frame(c.index, 1, ts, f.offset, data)
+                            else:
+                                counters.dropped += 1
+                                feed.unreported += 1
+                    if c.recorded is not None:      # as the broker sent it
+                        self._safely(self._record, c, 1, data, ts, c.sasl_raw)
+                if whole and not framer.pending and not changed:
+                    writer.write(chunk)             # no copy: the bytes as they came
+                    counters.bytes_to_client += len(chunk)
+                else:
+                    writer.writelines(out)          # uvloop writes them without joining
+                    counters.bytes_to_client += sum(map(len, out))
+                await writer.drain()
+        except (ConnectionError, OSError):
+            return
+
+    def _record(self, c: _Connection, side: int, data: bytes, ts: float,
+                sasl_raw: bool) -> None:
+        frame = _SIZE.pack(len(data)) + data
+        c.recorded.data(side, self.recorder.mask(frame, side, sasl_raw), ts)
+
+    async def _rewritten(self, body: bytes, api_key: int, api_version: int,
+                         c: _Connection) -> bytes | None:
+        """``body`` with every broker address replaced by the proxy's listener for that
+        broker (the listeners are made first, so a client can connect at once); None
+        when nothing changes."""
+        try:
+            spans = endpoint_spans(body, api_key, api_version)
+        except DecodeError as e:
+            self.note_once(f"a response (API {api_key} v{api_version}) does not follow its "
+                           f"layout ({e}); forwarded unchanged")
+            return None
+        if not spans:
+            return None
+        ports = {}
+        try:
+            for sp in spans:
+                listener = self.listeners.get(sp.node_id)
+                if listener is None or not listener.bound.is_set() or \
+                        listener.upstreams[0] != self.upstream_map.get((sp.host, sp.port),
+                                                                       (sp.host, sp.port)):
+                    listener = await self._listener_for(sp)
+                ports[sp.node_id] = listener.port
+        except OSError as e:
+            self.note_once(f"cannot listen for a broker ({e}); a response is forwarded with "
+                           f"the broker's own addresses")
+            return None
+        new = rewrite(body, spans, lambda sp: (c.advertise, ports[sp.node_id]))
+        if new is not None:
+            c.counters.rewritten += 1
         return new
+
+
+class _TlsServer:
+    """A listening socket whose connections go to ``Proxy._tls_client`` (the proxy
+    accepts them itself, to look at the first byte before TLS starts)."""
+
+    def __init__(self, proxy: Proxy, listener: Listener, sock: socket.socket):
+        sock.setblocking(False)
+        self.sockets = [sock]
+        self._task = asyncio.create_task(self._accept(proxy, listener, sock))
+
+    async def _accept(self, proxy: Proxy, listener: Listener, sock: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                conn, _ = await loop.sock_accept(sock)
+            except OSError:
+                return
+            conn.setblocking(False)
+            task = asyncio.create_task(proxy._tls_client(conn, listener))
+            proxy._tasks.add(task)
+            task.add_done_callback(proxy._tasks.discard)
+
+    def close(self) -> None:
+        self._task.cancel()
+        self.sockets[0].close()

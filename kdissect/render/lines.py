@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timezone
 from typing import Any
 
 from rich.text import Text
 
 from ..protocol import Options
+from ..protocol.findings import Finding
+from ..protocol.values import body_values
 from ..stream.model import Exchange, KafkaMessage
-from .records import plain_json
+from .records import json_bytes, plain_json
 from ..stream.facts import ExchangeView
 
 
@@ -71,11 +74,26 @@ def exchange_line(ex: Exchange, options: Options, view: ExchangeView | None = No
 
 
 def message_json(m: KafkaMessage, options: Options, ex: Exchange | None = None,
-                 decoded=None) -> dict[str, Any]:
+                 decoded=None, enriched_full: bool = True) -> dict[str, Any]:
     """One message as JSON; ``ex`` (its enriched exchange) adds the exchange's status
-    and the findings about this message; ``decoded`` is its tree, if already made."""
-    decoded = decoded or m.decoded(options)
-    body = decoded.body if m.direction != "sasl" else decoded.tree.children[0]
+    and the findings about this message; ``decoded`` is its tree, if already made.
+
+    The body comes from the values-only decoder when the message is clean (no tree is
+    built), else from the located tree. ``enriched_full``: ``ex`` was enriched from full
+    trees; if only from summaries, a message that is not clean gets the findings its
+    full tree adds (inside records), where full enrichment puts them."""
+    values = None
+    if decoded is None and m.direction != "sasl" and m.api_key is not None:
+        values = body_values(m.data, m.direction, m.api_key, m.api_version, options,
+                             json_bytes)
+    if values is not None:
+        problems, tree_findings = [], None
+    else:
+        decoded = decoded or m.decoded(options)
+        body = decoded.body if m.direction != "sasl" else decoded.tree.children[0]
+        values = plain_json(body) if body is not None else None
+        problems = [{"path": p, "problem": r} for p, r in decoded.problems]
+        tree_findings = None if enriched_full else decoded.tree.findings()
     out = {
         "index": m.index,
         "frame": m.frame,
@@ -89,14 +107,38 @@ def message_json(m: KafkaMessage, options: Options, ex: Exchange | None = None,
         "pair": m.pair,
         "seq": ex.seq if ex is not None else None,
         "status": ex.status if ex is not None else m.status,
-        "problems": [{"path": p, "problem": r} for p, r in decoded.problems],
-        "findings": [f.to_json() for f in ex.findings if f.where.startswith(m.direction)]
+        "problems": problems,
+        "findings": [f.to_json() for f in _findings(m, ex, tree_findings)]
         if ex is not None else [],
         "size": len(m.data),
-        "body": plain_json(body) if body is not None else None,
+        "body": values,
     }
     if m.direction == "request":
         out["client_id"] = m.client_id
     if m.how and m.direction == "response":
         out["how"] = m.how
     return out
+
+
+# what enrichment finds after a message's tree findings (stream/enrich.py's order)
+_AFTER_TREE = frozenset({"assumed_version", "version_not_advertised", "error_code",
+                         "throttled"})
+
+
+def _findings(m: KafkaMessage, ex: Exchange, tree_findings) -> list[Finding]:
+    """The exchange's findings about ``m``; ``tree_findings`` (path, code, reason) of
+    its full tree replace those of the summary tree enrichment read."""
+    mine = [f for f in ex.findings if f.where.startswith(m.direction)]
+    if tree_findings is None:
+        return mine
+    prefix = f"{m.direction}: "
+    kept = [f for f in mine if not f.where.startswith(prefix)]
+    at = next((i for i, f in enumerate(kept) if f.code in _AFTER_TREE), len(kept))
+    full = [Finding(code, reason, prefix + path) for path, code, reason in tree_findings]
+    return kept[:at] + full + kept[at:]
+
+
+def message_line(m: KafkaMessage, options: Options, ex: Exchange | None = None,
+                 enriched_full: bool = True) -> str:
+    """One JSON line (see docs/jsonl.md)."""
+    return json.dumps(message_json(m, options, ex, None, enriched_full), default=str) + "\n"

@@ -3,7 +3,6 @@ then lines, field trees, JSON lines or statistics; gaps and notes to stderr."""
 
 from __future__ import annotations
 
-import json
 import sys
 
 from rich.console import Console
@@ -14,17 +13,26 @@ from ..protocol import Options
 from ..stream.facts import ExchangeView
 from ..stream.model import Exchange, Gap
 from ..stream.stats import Stats
-from .lines import exchange_line, message_json
+from .lines import exchange_line, message_line
 from .stats import stats_tables
 from .text import render_node
 
 GAPS_LISTED = 20
+SEVERITY_STYLE = {"error": "bold red", "warn": "yellow", "note": "cyan"}
 
 
 class ExchangePrinter:
     def __init__(self, options: Options, fmt: str = "text", verbose: bool = False,
-                 display_filter: Filter | None = None, stats: bool = False):
+                 display_filter: Filter | None = None, stats: bool = False, jobs: int = 1):
         self.options, self.fmt, self.verbose, self.filter = options, fmt, verbose, display_filter
+        # JSON lines decoded on worker processes (the engine stays in this one)
+        self.workers = None
+        if fmt == "jsonl" and not stats:
+            from .heap import steady_heap
+            steady_heap()
+        if fmt == "jsonl" and jobs > 1 and not stats:
+            from .jsonl_workers import JsonlWorkers      # only then: processes cost start-up
+            self.workers = JsonlWorkers(options, jobs, sys.stdout.write)
         self.console = Console(highlight=False)
         if not self.console.is_terminal:
             self.console = Console(highlight=False, width=160)   # don't squeeze tables
@@ -36,8 +44,10 @@ class ExchangePrinter:
 
     @property
     def full(self) -> bool:
-        """Whether this printer shows whole trees (the engine then decodes them once)."""
-        return self.stats is None and (self.fmt == "jsonl" or self.verbose)
+        """Whether this printer shows whole trees (the engine then decodes them once).
+        JSON lines do not: their bodies come from the values-only decoder, and
+        enrichment reads summaries (message_json adds what a full tree would find)."""
+        return self.stats is None and self.verbose and self.fmt != "jsonl"
 
     def exchange(self, ex: Exchange) -> None:
         view = ExchangeView(ex, self.options)
@@ -48,12 +58,14 @@ class ExchangePrinter:
             self.stats.add(ex, view)
             return
         messages = ex.messages
-        trees = self._trees(ex) if self.full else []
         if self.fmt == "jsonl":
-            for m, d in zip(messages, trees):
-                sys.stdout.write(json.dumps(message_json(m, self.options, ex, d),
-                                            default=str) + "\n")
+            if self.workers is not None:
+                self.workers.add(ex)
+            else:
+                for m in messages:
+                    sys.stdout.write(message_line(m, self.options, ex, enriched_full=False))
             return
+        trees = self._trees(ex) if self.full else []
         line = exchange_line(ex, self.options, view)
         if self.console.is_terminal:
             self.console.print(line, soft_wrap=True)
@@ -63,6 +75,9 @@ class ExchangePrinter:
             for d in trees:
                 self.console.print(render_node(d.data, d.tree, self.options.show_secrets, 0,
                                                None, False))
+            for f in ex.findings:
+                self.console.print(Text(f"  {f.severity}: {f.text()}",
+                                        style=SEVERITY_STYLE[f.severity]))
 
     def _trees(self, ex: Exchange) -> list:
         """The full trees of the exchange's messages: decoded by the engine when it
@@ -83,6 +98,11 @@ class ExchangePrinter:
         style = {"error": "bold red", "info": "cyan"}.get(level, "yellow")
         self.err.print(Text(text, style=style))
 
+    def abort(self) -> None:
+        """The output went away: stop the workers without writing."""
+        if self.workers is not None:
+            self.workers.abort()
+
     def warn(self, text: str) -> None:
         self.note(text)
 
@@ -90,6 +110,8 @@ class ExchangePrinter:
         pass
 
     def done(self) -> None:
+        if self.workers is not None:
+            self.workers.close()
         if self.stats is not None:
             self.console.print(stats_tables(self.stats))
         if self.gaps > GAPS_LISTED:

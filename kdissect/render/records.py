@@ -6,20 +6,27 @@ from __future__ import annotations
 from typing import Any
 
 from ..protocol.node import Node
+from ..protocol.records import record_offset
+
+
+_LINE_BREAKS = str.maketrans("", "", "\r\n\t")   # allowed in text besides printables
 
 
 def json_bytes(b: bytes | None) -> Any:
+    """Bytes as text when they are printable UTF-8 (tabs and line breaks allowed), else
+    as hex. One ``isprintable`` over the whole string: a per-character check was the
+    top of the jsonl profile."""
     if b is None:
         return None
     if isinstance(b, str):
         return b
     try:
         text = b.decode("utf-8")
-        if all(ch.isprintable() or ch in "\r\n\t" for ch in text):
-            return text
     except UnicodeDecodeError:
-        pass
-    return {"hex": bytes(b).hex()}
+        return {"hex": b.hex()}
+    if text.isprintable() or text.translate(_LINE_BREAKS).isprintable():
+        return text
+    return {"hex": b.hex()}
 
 
 def _child_bytes(n: Node, name: str) -> Any:
@@ -87,11 +94,8 @@ def record_json(n: Node) -> dict:
                 "headers": [{"key": h.child("key").value, "value": _child_bytes(h, "value")}
                             for h in (headers.children if headers else [])
                             if h.child("key") is not None]}
-    offset = n.child("offset")
     ts = n.child("timestamp")
-    absolute = offset.note.split()[-1] if offset is not None and offset.note else None
-    return {"offset": int(absolute) if absolute and absolute.lstrip("-").isdigit()
-            else (offset.value if offset else None),
+    return {"offset": record_offset(n),
             "timestamp": ts.value if ts is not None else None,
             "key": _child_bytes(n, "key"),
             "value": _child_bytes(n, "value"),

@@ -1,4 +1,4 @@
-"""--stats as tables."""
+"""--stats (and the TUI's statistics screen) as tables."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from ..stream.stats import Stats
+from ..render.lines import iso
+from ..stream.stats import Breakdown, Stats, percentile
 
 
 def _ms(seconds: float) -> str:
@@ -16,18 +17,23 @@ def _ms(seconds: float) -> str:
 
 def stats_tables(stats: Stats) -> Group:
     parts = []
-    apis = Table(title="Exchanges per API", title_justify="left")
-    for col in ("API", "count", "p50 ms", "p90 ms", "p99 ms", "max ms"):
+    apis = Table(title="Exchanges per API: broker time, i.e. latency less the waits clients "
+                       "asked for (Fetch max_wait_ms answered empty, JoinGroup/SyncGroup "
+                       "rebalances)", title_justify="left")
+    for col in ("API", "count", "p50 ms", "p90 ms", "p99 ms", "max ms", "waited", "max latency ms"):
         apis.add_column(col, justify="left" if col == "API" else "right")
     every = []
     for name, count in stats.per_api.most_common():
-        lat = stats.latency.get(name, [])
-        every += lat
-        cells = [_ms(v) for v in stats.latency_summary(lat)] if lat else ["-"] * 4
-        apis.add_row(name, str(count), *cells)
+        service = stats.service.get(name) or stats.latency.get(name, [])
+        every += service
+        cells = [_ms(v) for v in stats.latency_summary(service)] if service else ["-"] * 4
+        raw = stats.latency.get(name)
+        apis.add_row(name, str(count), *cells, str(stats.waited.get(name, 0) or ""),
+                     _ms(max(raw)) if raw else "-")
     if every:
         apis.add_row(Text("all", style="bold"), str(sum(stats.per_api.values())),
-                     *[_ms(v) for v in stats.latency_summary(every)], end_section=True)
+                     *[_ms(v) for v in stats.latency_summary(every)], "", "",
+                     end_section=True)
     parts.append(apis)
     if stats.errors:
         errors = Table(title="Errors", title_justify="left")
@@ -46,6 +52,19 @@ def stats_tables(stats: Stats) -> Group:
         conns.add_row(str(index), c.client, c.broker, str(c.exchanges), str(c.to_broker),
                       str(c.to_client), f"{max(c.last - c.first, 0):.3f}", str(c.errors))
     parts.append(conns)
+    parts += [_breakdown("Clients (by client id)", "client", stats.clients),
+              _breakdown("Brokers", "broker", stats.brokers)]
+    if stats.topics:
+        topics = Table(title="Topics", title_justify="left", box=box.SIMPLE_HEAD)
+        for col in ("topic", "partitions", "exchanges", "Produce", "Fetch", "errors"):
+            topics.add_column(col, justify="left" if col in ("topic", "partitions") else "right")
+        for name, b in sorted(stats.topics.items(), key=lambda kv: -kv[1].exchanges):
+            topics.add_row(name, _ranges(b.partitions), str(b.exchanges), str(b.produce),
+                           str(b.fetch), Text(str(b.errors), "red" if b.errors else ""))
+        parts.append(topics)
+        parts.append(_partitions(stats))
+    for group, g in stats.groups.items():
+        parts.append(group_timeline(group, g))
     lines = Text()
     lines.append(f"bytes: {stats.bytes_requests} to brokers, {stats.bytes_responses} to "
                  f"clients (Kafka messages with their size prefix)\n")
@@ -57,3 +76,60 @@ def stats_tables(stats: Stats) -> Group:
         lines.append(f"{status}: {n}\n", style="yellow")
     parts.append(lines)
     return Group(*parts)
+
+
+def _breakdown(title: str, what: str, rows: dict[str, Breakdown]) -> Table:
+    table = Table(title=f"{title} (p50 and p99 of broker time)", title_justify="left",
+                  box=box.SIMPLE_HEAD)
+    for col in (what, "exchanges", "errors", "p50 ms", "p99 ms", "throttled", "throttle ms"):
+        table.add_column(col, justify="left" if col == what else "right")
+    for name, b in sorted(rows.items(), key=lambda kv: -kv[1].exchanges):
+        lat = sorted(b.latency)
+        p50, p99 = (_ms(percentile(lat, 50)), _ms(percentile(lat, 99))) if lat else ("-", "-")
+        table.add_row(name, str(b.exchanges), Text(str(b.errors), "red" if b.errors else ""),
+                      p50, p99, Text(str(b.throttled), "yellow" if b.throttled else ""),
+                      str(b.throttle_ms))
+    return table
+
+
+def _partitions(stats: Stats, listed: int = 40) -> Table:
+    """Per topic partition, the ones with errors first, then the busiest."""
+    rows = sorted(stats.partitions.items(), key=lambda kv: (-kv[1].errors, -kv[1].exchanges,
+                                                            kv[0]))
+    more = f" (the first {listed} of {len(rows)})" if len(rows) > listed else ""
+    table = Table(title=f"Partitions{more}", title_justify="left", box=box.SIMPLE_HEAD)
+    for col in ("topic", "partition", "exchanges", "Produce", "Fetch", "errors"):
+        table.add_column(col, justify="left" if col == "topic" else "right")
+    for (topic, partition), b in rows[:listed]:
+        table.add_row(topic, str(partition), str(b.exchanges), str(b.produce), str(b.fetch),
+                      Text(str(b.errors), "red" if b.errors else ""))
+    return table
+
+
+def _ranges(values: set[int]) -> str:
+    """0,1,2,3,7 -> 0-3,7"""
+    out, run = [], []
+    for v in sorted(values):
+        if run and v != run[-1] + 1:
+            out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+            run = []
+        run.append(v)
+    if run:
+        out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+    return ",".join(out)
+
+
+def group_timeline(group: str, g) -> Table:
+    """A consumer group's joins, syncs, failed heartbeats and leaves, in time order."""
+    table = Table(title=f"Consumer group {group}: {len(g.members)} member"
+                        f"{'s' if len(g.members) != 1 else ''}, {g.rebalances} generation"
+                        f"{'s' if g.rebalances != 1 else ''}, {g.heartbeats} heartbeats "
+                        f"answered", title_justify="left", box=box.SIMPLE_HEAD)
+    for col in ("time", "API", "member", "gen", "what"):
+        table.add_column(col, justify="right" if col == "gen" else "left")
+    for e in sorted(g.events, key=lambda e: e.ts):
+        what = Text(e.error, "red") if e.error else Text(e.detail)
+        member = e.member if len(e.member) <= 24 else e.member[:23] + "…"
+        table.add_row(iso(e.ts)[11:23], e.api, member,
+                      "" if e.generation is None else str(e.generation), what)
+    return table

@@ -19,6 +19,7 @@ from .framing import MAX_MESSAGE, Frame, Framer
 from .model import Exchange, Gap, KafkaMessage
 
 MAX_EARLY = 256            # responses held while waiting for a request seen out of order
+EARLY_WAIT = 1.0           # seconds such a response waits before it is called an orphan
 _SIZE = struct.Struct(">i")
 
 
@@ -50,7 +51,7 @@ class KafkaConnection:
         self.pending: Correlator[KafkaMessage] = Correlator()
         # responses seen before their request (packets reordered across directions),
         # held until the request shows up or the connection ends
-        self.early: dict[int, list[KafkaMessage]] = {}
+        self.early: dict[int, list[tuple[KafkaMessage, list[Finding]]]] = {}
         self.sasl_mode = False     # after SaslHandshake v0: client tokens carry no header
         self.sasl_awaiting = 0     # client tokens whose broker token has not come yet
         self.seq = 0               # exchanges numbered in the order their first message came
@@ -83,8 +84,8 @@ class KafkaConnection:
                 self.emit_gap(Gap(self.index, "request" if side == 0 else "response",
                                   framer.base, framer.pending, 0, 0.0))
         for waiting in self.early.values():
-            for resp in waiting:
-                self._orphan(resp)
+            for resp, findings in waiting:
+                self._orphan(resp, findings)
         self.early.clear()
         for p in self.pending.close():
             self._unanswered(p, "unanswered")
@@ -104,6 +105,8 @@ class KafkaConnection:
         return self.seq - 1
 
     def _message(self, side: int, f: Frame, ts: float, frame: int) -> None:
+        if self.early:
+            self._orphan_stale(ts)
         msg = KafkaMessage(self.next_index(), self.index, "request" if side == 0 else "response",
                            ts, frame, f.offset, f.data, first_frame=self._first_frame[side])
         findings = []
@@ -116,11 +119,13 @@ class KafkaConnection:
             else:
                 self.sasl_awaiting += 1
                 msg.direction = "sasl"
+                findings.append(Finding("sasl_token", "from the client", "sasl"))
                 self._emit(msg, None, self._next_seq(), findings)
                 return
         if side == 1 and self.sasl_awaiting:
             self.sasl_awaiting -= 1
             msg.direction = "sasl"
+            findings.append(Finding("sasl_token", "from the broker", "sasl"))
             self._emit(None, msg, self._next_seq(), findings)
             return
         if side == 0:
@@ -150,10 +155,10 @@ class KafkaConnection:
             self._unanswered(p, "pending_limit")
         early = self.early.get(head.correlation_id)
         if early:
-            resp = early.pop(0)
+            resp, resp_findings = early.pop(0)
             if not early:
                 del self.early[head.correlation_id]
-            self._response(resp, [])
+            self._response(resp, resp_findings)
 
     def _unanswered(self, p: Pending, code: str) -> None:
         """A request finished without an answer; ``code`` says why, if it expected one."""
@@ -162,8 +167,17 @@ class KafkaConnection:
             findings.append(Finding(code, "", "request"))
         self._emit(msg, None, seq, findings, p.expected)
 
-    def _orphan(self, msg: KafkaMessage, findings: list[Finding] | None = None) -> None:
-        findings = findings or []
+    def _orphan_stale(self, now: float) -> None:
+        """Responses held for a request that has not come in ``EARLY_WAIT`` seconds are
+        orphans: their request was not captured (a capture that began mid-connection)."""
+        for corr in list(self.early):
+            waiting = self.early[corr]
+            while waiting and now - waiting[0][0].ts >= EARLY_WAIT:
+                self._orphan(*waiting.pop(0))
+            if not waiting:
+                del self.early[corr]
+
+    def _orphan(self, msg: KafkaMessage, findings: list[Finding]) -> None:
         findings.append(Finding("orphan_response", "", "response"))
         self._emit(None, msg, self._next_seq(), findings)
 
@@ -177,10 +191,10 @@ class KafkaConnection:
         for p in finished:                        # acks=0 requests: no answer will come
             self._unanswered(p, "unanswered")
         if match is None:
-            self.early.setdefault(corr, []).append(msg)
+            self.early.setdefault(corr, []).append((msg, findings))
             if sum(map(len, self.early.values())) > MAX_EARLY:
-                oldest = min(self.early, key=lambda c: self.early[c][0].index)
-                self._orphan(self.early[oldest].pop(0))
+                oldest = min(self.early, key=lambda c: self.early[c][0][0].index)
+                self._orphan(*self.early[oldest].pop(0))
                 if not self.early[oldest]:
                     del self.early[oldest]
             return

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Iterator
 from ..protocol import Options
 from ..protocol.names import error_name
 from ..protocol.node import Node
+from ..protocol.records import record_offset
 from .facts import PROBLEM_GROUPS, UNRESOLVED
 from .model import Exchange, KafkaMessage
 
@@ -47,8 +48,8 @@ def exchange_row(ex: Exchange, capture: str) -> dict:
         "request_ts": req.ts if req is not None else None,
         "response_ts": resp.ts if resp is not None else None,
         "latency_ms": ex.latency * 1000 if ex.latency is not None else None,
-        "request_size": len(req.data) if req is not None else None,
-        "response_size": len(resp.data) if resp is not None else None,
+        "request_size": req.size if req is not None else None,
+        "response_size": resp.size if resp is not None else None,
         "error_code": top,
         "error_name": error_name(top) if top is not None else None,
         "errors": [{"topic": t, "partition": p, "code": c, "name": error_name(c)}
@@ -151,14 +152,10 @@ def _text_or_hex(b) -> str | None:
 
 def _record_row(n: Node, topic, partition, m: KafkaMessage, capture: str) -> dict:
     key, value, headers = n.child("key"), n.child("value"), n.child("headers")
+    offset = record_offset(n)
     if n.ktype == "record":
-        offset = (n.value or {}).get("offset")
         ts = (n.value or {}).get("timestamp")
-    else:                                 # a v0/v1 message: its absolute offset is noted
-        off = n.child("offset")
-        absolute = off.note.split()[-1] if off is not None and off.note else None
-        offset = int(absolute) if absolute and absolute.lstrip("-").isdigit() else \
-            (off.value if off is not None else None)
+    else:                                 # a v0/v1 message
         t = n.child("timestamp")
         ts = t.value if t is not None else None
     return {

@@ -1,5 +1,7 @@
-"""Statistics over exchanges: counts per API, errors, latency percentiles, bytes, and a
-summary per connection."""
+"""Statistics over exchanges: counts per API, errors, latency percentiles (with and
+without the waits clients asked for), bytes; breakdowns per connection, client, broker
+and topic; throttling; and a consumer-group timeline from JoinGroup, SyncGroup,
+Heartbeat and LeaveGroup."""
 
 from __future__ import annotations
 
@@ -8,8 +10,12 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from ..protocol.names import api_name, error_name
+from . import anomaly
 from .facts import ExchangeView
 from .model import Exchange, Gap
+
+JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 11, 12, 13, 14
+PRODUCE, FETCH = 0, 1
 
 
 def percentile(sorted_values: list[float], p: float) -> float:
@@ -33,6 +39,43 @@ class ConnectionStats:
 
 
 @dataclass
+class Breakdown:
+    """One client, broker or topic."""
+    exchanges: int = 0
+    errors: int = 0
+    latency: list[float] = field(default_factory=list)
+    throttled: int = 0
+    throttle_ms: int = 0
+    produce: int = 0               # topics: Produce and Fetch exchanges that name them
+    fetch: int = 0
+    partitions: set[int] = field(default_factory=set)
+
+
+@dataclass
+class GroupEvent:
+    """One step of a consumer group: a join, a sync, a failed heartbeat, a leave."""
+    ts: float
+    api: str
+    member: str
+    generation: int | None
+    error: str                     # "" when none
+    detail: str                    # leader and members, an assignment, a wait
+    view: ExchangeView | None = field(default=None, repr=False, compare=False)
+
+
+@dataclass
+class GroupStats:
+    events: list[GroupEvent] = field(default_factory=list)
+    members: set[str] = field(default_factory=set)
+    generations: set[int] = field(default_factory=set)
+    heartbeats: int = 0            # answered without error (not listed as events)
+
+    @property
+    def rebalances(self) -> int:
+        return len(self.generations)
+
+
+@dataclass
 class Stats:
     per_api: Counter = field(default_factory=Counter)
     errors: Counter = field(default_factory=Counter)
@@ -44,6 +87,14 @@ class Stats:
     gaps: int = 0
     gap_bytes: int = 0
     connections: dict[int, ConnectionStats] = field(default_factory=dict)
+    # latency less the waits clients asked for (Fetch max_wait_ms, group rebalances)
+    service: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    waited: Counter = field(default_factory=Counter)          # per API: exchanges that waited
+    clients: dict[str, Breakdown] = field(default_factory=dict)
+    brokers: dict[str, Breakdown] = field(default_factory=dict)
+    topics: dict[str, Breakdown] = field(default_factory=dict)
+    partitions: dict[tuple[str, int], Breakdown] = field(default_factory=dict)
+    groups: dict[str, GroupStats] = field(default_factory=dict)
 
     def add(self, ex: Exchange, view: ExchangeView) -> None:
         first = ex.first
@@ -56,7 +107,7 @@ class Stats:
         if ex.status != "ok":
             self.statuses[ex.status.split(":")[0].split(" (")[0]] += 1
         for m in ex.messages:
-            size = len(m.data) + 4
+            size = m.size + 4
             if m.direction == "response" or (m.direction == "sasl" and ex.request is None):
                 self.bytes_responses += size
                 conn.to_client += size
@@ -72,6 +123,57 @@ class Stats:
                 self.errors[error_name(code)] += 1
                 conn.errors += 1
             self.problems += view.field("problems")[0]
+            self._breakdowns(ex, view, name)
+            if first.api_key in (JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP):
+                self._group(ex, view)
+
+    def _breakdowns(self, ex: Exchange, view: ExchangeView, name: str) -> None:
+        errors = len(view.facts().errors)
+        throttle = view.facts().throttle_ms or 0
+        client = (ex.request.client_id if ex.request and ex.request.client_id else
+                  f"{ex.client[0]} (no client id)")
+        service = anomaly.service_time(view)
+        for b in (self.clients.setdefault(client, Breakdown()),
+                  self.brokers.setdefault(f"{ex.broker[0]}:{ex.broker[1]}", Breakdown())):
+            b.exchanges += 1
+            b.errors += errors
+            if service is not None:
+                b.latency.append(service)
+            if throttle:
+                b.throttled += 1
+                b.throttle_ms += throttle
+        sites = [(t, p) for t, p, _ in view.facts().error_sites]
+        key = ex.first.api_key
+        for topic, partitions in view.facts().topics.items():
+            b = self.topics.setdefault(topic, Breakdown())
+            b.partitions |= partitions
+            for part in [b, *(self.partitions.setdefault((topic, p), Breakdown())
+                              for p in partitions)]:
+                part.exchanges += 1
+                part.produce += key == PRODUCE
+                part.fetch += key == FETCH
+            b.errors += sum(1 for t, _ in sites if t == topic)
+            for p in partitions:
+                self.partitions[(topic, p)].errors += sites.count((topic, p))
+        if service is not None:
+            self.service[name].append(service)
+            if ex.latency - service > 0.001:
+                self.waited[name] += 1
+
+    def _group(self, ex: Exchange, view: ExchangeView) -> None:
+        event = group_event(ex, view)
+        if event is None:
+            return
+        group_id, event = event
+        g = self.groups.setdefault(group_id, GroupStats())
+        if event.member:
+            g.members.add(event.member)
+        if ex.first.api_key == JOIN_GROUP and not event.error and event.generation is not None:
+            g.generations.add(event.generation)
+        if ex.first.api_key == HEARTBEAT and not event.error and ex.response is not None:
+            g.heartbeats += 1
+            return
+        g.events.append(event)
 
     def add_gap(self, gap: Gap) -> None:
         self.gaps += 1
@@ -80,3 +182,58 @@ class Stats:
     def latency_summary(self, values: list[float]) -> tuple[float, float, float, float]:
         s = sorted(values)
         return percentile(s, 50), percentile(s, 90), percentile(s, 99), s[-1]
+
+
+def _items(array) -> list:
+    """The elements of an array node (not its count)."""
+    return [c for c in array.children if c.name.startswith("[")]
+
+
+def _fields(node) -> dict:
+    return {c.name: c.value for c in node.children} if node is not None else {}
+
+
+def _assignment(body) -> str:
+    """A SyncGroup's assignment as topic[partitions] (the consumer protocol, decoded)."""
+    node = body.child("assignment") if body is not None else None
+    parts = []
+    for item in node.find("assigned_partitions") if node is not None else ():
+        for t in item.children:
+            topic, partitions = t.child("topic"), t.child("partitions")
+            if topic is not None and partitions is not None:
+                ps = sorted(p.value for p in _items(partitions) if isinstance(p.value, int))
+                parts.append(f"{topic.value}[{','.join(map(str, ps))}]")
+    return " ".join(parts) or "nothing assigned"
+
+
+def group_event(ex: Exchange, view: ExchangeView) -> tuple[str, GroupEvent] | None:
+    """(group id, what the exchange did to the group), from its full trees."""
+    from ..protocol import Options
+    options = view.options or Options()
+    req = ex.request.decoded(options).body if ex.request else None
+    resp = ex.response.decoded(options).body if ex.response and ex.response.api_key \
+        is not None else None
+    asked, got = _fields(req), _fields(resp)
+    group = asked.get("group_id")
+    if not isinstance(group, str):
+        return None
+    code = got.get("error_code") or 0
+    error = error_name(code) if code else ("no answer" if ex.response is None else "")
+    member = got.get("member_id") or asked.get("member_id") or ""
+    key = ex.first.api_key
+    generation = got.get("generation_id") if key == JOIN_GROUP else asked.get("generation_id")
+    detail = ""
+    if key == JOIN_GROUP and not error:
+        members = resp.child("members") if resp is not None else None
+        count = len(_items(members)) if members is not None else 0
+        role = "leader" if got.get("leader") == member else "follower"
+        detail = f"{role}, {count} member{'s' if count != 1 else ''} listed"
+        wait = anomaly.client_wait(view)
+        if wait > 0.001:
+            detail += f", waited {wait:.1f} s for the rebalance"
+    elif key == SYNC_GROUP and not error:
+        detail = _assignment(resp)
+    elif key == LEAVE_GROUP:
+        detail = "left the group"
+    return group, GroupEvent(ex.first.ts, api_name(key), member or "", generation if
+                             isinstance(generation, int) else None, error, detail, view)

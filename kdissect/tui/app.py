@@ -8,6 +8,7 @@ import json
 import re
 import threading
 from collections import OrderedDict, deque
+from datetime import datetime, timezone
 from pathlib import Path
 
 from rich.text import Text
@@ -15,23 +16,27 @@ from textual import on
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
-from textual.coordinate import Coordinate
-from textual.widgets import DataTable, Footer, Header, Input, ProgressBar, Static
+from textual.widgets import Footer, Header, Input, ProgressBar, Static
 
 from ..filters import FilterError, parse_filter
 from ..protocol import Message, Options
 from ..render.lines import endpoint, iso, message_json
 from ..render.text import format_value
-from ..stream.facts import ExchangeView
+from ..stream import anomaly
+from ..stream.content import buffer_nodes, find_bytes
+from ..stream.facts import ExchangeView, Facts
 from ..stream.model import KafkaMessage
-from .detail import Detail, Item
-from .filterbar import FilterSuggester
+from .detail import Detail, HexView, Item
+from .exchange_list import COLUMNS, ExchangeList
+from .filterbar import FilterInput, FilterSuggester
 from .loader import run_in_process, run_in_thread
 from .screens import HelpScreen, StatsScreen
+from .spill import Spill
 
-COLUMNS = ("#", "time", "client → broker", "API", "v", "corr", "client id", "latency",
-           "summary", "status")
-BOOKMARK = "★"
+# the sort orders the `o` key cycles through (latency: slowest first)
+SORT_CYCLE = ("time", "latency", "status", "API", "client → broker", "client id", "#")
+_DESCENDING = {"latency"}
+TIME_FORMATS = ("short", "utc", "local")
 _DRAIN = 2000              # rows added per UI tick at most: keys stay answered
 _KEEP_DECODED = 16         # full trees kept for the messages viewed last
 _REST = 0.06               # seconds the list cursor rests before the detail follows
@@ -39,19 +44,49 @@ _DECODE_HERE = 4096        # bigger exchanges decode in a worker thread
 
 
 def _row(view: ExchangeView) -> tuple:
-    """The cells of an exchange's row (computed off the UI thread)."""
+    """(cells of an exchange's row, why it is an anomaly), computed off the UI thread."""
     ex, first = view.ex, view.ex.first
     facts = view.facts()
-    status = "" if ex.status == "ok" else ex.status
-    bad = bool(facts.errors or view.problems)
-    style = "red" if bad else "yellow" if status else ""
-    return (str(first.index), iso(first.ts)[11:23],
-            f"{endpoint(ex.client)} → {endpoint(ex.broker)}",
-            Text(first.api_name, style="bold red" if bad else "bold"),
-            str(first.api_version), str(first.correlation_id),
-            ex.request.client_id or "" if ex.request else "",
-            f"{ex.latency * 1000:.1f}ms" if ex.latency is not None else "",
-            Text(facts.text(), style=style), Text(status, style="yellow"))
+    reasons = anomaly.reasons(view)
+    severe = bool(facts.errors or view.problems or any(
+        f.severity == "error" for f in ex.findings))
+    style = "red" if severe else "yellow" if reasons else ""
+    summary = Facts(topics=facts.topics, records=facts.records).text()
+    latency = Text()
+    if ex.latency is not None:          # dim: mostly a wait the client asked for
+        waited = anomaly.client_wait(view) > ex.latency / 2
+        latency = Text(f"{ex.latency * 1000:.1f}ms", style="dim" if waited else "")
+    cells = (str(first.frame), iso(first.ts)[11:23],
+             f"{endpoint(ex.client)} → {endpoint(ex.broker)}",
+             Text(first.api_name, style="bold red" if severe else "bold"),
+             str(first.api_version), str(first.correlation_id),
+             ex.request.client_id or "" if ex.request else "",
+             latency, Text(summary), Text(", ".join(reasons), style=style))
+    return cells, reasons
+
+
+def _sort_value(view: ExchangeView, column: str) -> tuple:
+    """(0, value) to sort by; (1, ...) for an empty cell, which stays last."""
+    ex, first = view.ex, view.ex.first
+    if column == "time":
+        return (0, first.ts)
+    if column == "#":
+        return (0, first.frame)
+    if column == "latency":
+        return (0, ex.latency) if ex.latency is not None else (1, 0.0)
+    if column == "v":
+        return (0, first.api_version or 0)
+    if column == "corr":
+        return (0, first.correlation_id or 0)
+    text = str(view.row[[c.name for c in COLUMNS].index(column)])
+    return (0, text) if text else (1, "")
+
+
+def long_time(ts: float, local: bool) -> str:
+    when = datetime.fromtimestamp(ts, tz=timezone.utc)
+    if local:
+        when = when.astimezone()
+    return when.strftime("%Y-%m-%d %H:%M:%S.%f ") + (when.strftime("%z") if local else "UTC")
 
 
 def parse_needle(text: str) -> bytes | None:
@@ -81,6 +116,8 @@ class KdissectApp(App):
     AUTO_FOCUS = "#exchanges"
     CSS = """
     #exchanges { height: 45%; }
+    #empty { height: 1fr; display: none; padding: 1 2; }
+    #empty.visible { display: block; }
     #detail { height: 1fr; }
     #progress { dock: top; height: 1; }
     #progress.done { display: none; }
@@ -91,14 +128,20 @@ class KdissectApp(App):
     """
     BINDINGS = [
         Binding("slash", "filter", "Filter"),
+        Binding("p", "next_problem", "Next problem"),
+        Binding("P", "next_problem(-1)", "Previous problem", show=False),
         Binding("ctrl+f", "search", "Search"),
         Binding("n", "search_next", "Next match", show=False),
+        Binding("o", "sort_next", "Sort"),
+        Binding("O", "sort_reverse", "Reverse sort", show=False),
+        Binding("t", "time_format", "Time format", show=False),
         Binding("f", "follow", "Follow"),
-        Binding("b", "bookmark", "Bookmark"),
+        Binding("b", "bookmark", "Bookmark", show=False),
         Binding("B", "next_bookmark", "Next bookmark", show=False),
-        Binding("x", "jump", "Req⇄Resp"),
+        Binding("x", "jump", "Req⇄Resp", show=False),
         Binding("c", "copy", "Copy value", show=False),
-        Binding("e", "export", "Export JSON"),
+        Binding("e", "export", "Export JSON", show=False),
+        Binding("E", "export_pcapng", "Export pcapng", show=False),
         Binding("s", "stats", "Stats"),
         Binding("question_mark", "help", "Help"),
         Binding("escape", "close_bars", "Close bar", show=False),
@@ -112,18 +155,18 @@ class KdissectApp(App):
         self.load = load
         self.options = options or Options()
         self.views: list[ExchangeView] = []
-        self.shown: list[ExchangeView] = []
-        self.by_key: dict[str, ExchangeView] = {}
-        self.sorted_by: tuple[str, bool] | None = None
+        self.sorted_by: tuple[str, bool] = ("time", False)
         self.filter = None
         self.filter_text = ""
         self.following: tuple[int, str] | None = None     # (stream, the filter before)
-        self.bookmarks: set[int] = set()
         self.needle: bytes | None = None
+        self.needle_text = ""
         self.detail_view: ExchangeView | None = None      # what the detail shows
         self.detail_pending: ExchangeView | None = None   # what it is about to show
         self._detail_timer = None
         self.loaded = False
+        self.warnings: list[str] = []
+        self.time_format = "short"
         self.stop = stop or threading.Event()
         self._incoming: deque = deque()
         self._progress: tuple[int, int] | None = None
@@ -131,28 +174,48 @@ class KdissectApp(App):
         self._trees: OrderedDict[int, Message] = OrderedDict()
         self.title_text = title
         self.sub_title = title
+        # message bytes live in a spill file, loaded when needed (a forked loader only)
+        self.spill = Spill() if isolate else None
+
+    def load_bytes(self, view: ExchangeView) -> ExchangeView:
+        """``view`` with its messages' bytes loaded (they may live in the spill file)."""
+        if self.spill is not None:
+            self.spill.load(view)
+        return view
 
     def compose(self) -> ComposeResult:
         yield Header()
         yield ProgressBar(id="progress", show_eta=True, classes="done")   # until progress
         with Vertical():
-            yield DataTable(id="exchanges", cursor_type="row", zebra_stripes=True)
+            yield ExchangeList(id="exchanges")
+            yield Static(id="empty")
             yield Detail(self.options.show_secrets, id="detail")
         yield Static(id="filter-error")
-        yield Input(placeholder="display filter, e.g. api == Produce and error != 0  "
-                                "(→ completes, Enter applies, Esc closes)",
-                    id="filter", classes="bar", suggester=FilterSuggester())
-        yield Input(placeholder="search bytes: text, or hex as 0x0001 / hex: 00 01",
-                    id="search", classes="bar")
+        yield FilterInput(placeholder="display filter, e.g. anomaly, api == Produce and "
+                                      "error != 0  (Tab completes, Enter applies, Esc closes)",
+                          id="filter", classes="bar", suggester=FilterSuggester())
+        yield Input(placeholder="search bytes (decompressed records too): text, or hex as "
+                                "0x0001 / hex: 00 01", id="search", classes="bar")
         yield Footer()
 
+    @property
+    def table(self) -> ExchangeList:
+        return self.query_one(ExchangeList)
+
+    @property
+    def shown(self) -> list[ExchangeView]:
+        """The exchanges in the list, in its order."""
+        return self.table.rows
+
     def on_mount(self) -> None:
-        self.query_one(DataTable).add_columns(*COLUMNS)
+        self.table.set_order("time", lambda v: _sort_value(v, "time"), False)
         self.set_interval(0.05, self._drain)
         self.run_worker(self._load, thread=True, exclusive=True)
 
     def on_unmount(self) -> None:
         self.stop.set()
+        if self.spill is not None:
+            self.spill.close()           # the unlinked file goes with its last descriptor
 
     # -- loading (worker thread) ---------------------------------------------------------
 
@@ -163,13 +226,13 @@ class KdissectApp(App):
             else:
                 self._incoming.append(item)
         if self.isolate:
-            run_in_process(self.load, self.options, _row, put, self.stop)
+            run_in_process(self.load, self.options, _row, put, self.stop, self.spill)
         else:
             run_in_thread(self.load, self.options, _row, put)
 
     def _drain(self) -> None:
         """Add what the loader found since the last tick (a bounded number of rows)."""
-        tables = self.query(DataTable)
+        tables = self.query(ExchangeList)
         if not tables:                     # the app is closing: its widgets are gone
             return
         table = tables.first()
@@ -182,21 +245,25 @@ class KdissectApp(App):
         while self._incoming and added < _DRAIN:
             kind, payload = self._incoming.popleft()
             if kind == "warn":
+                self.warnings.append(payload)
                 self.notify(payload, severity="warning", timeout=8)
             elif kind == "done":
                 self.loaded = True
                 self.query_one(ProgressBar).add_class("done")
                 self._update_subtitle()
+                self._show_empty()
             else:
-                view, row = payload
+                view, (view.row, view._reasons) = payload
                 self.views.append(view)
-                view.row = row
-                if self.filter is None or self.filter(view):
-                    self._add_row(table, view)
+                if self.matches(view):
+                    table.add(view)
                 added += 1
         if added:
+            was_empty = table.row_count == added
+            table.grown()
             self._update_subtitle()
-            if table.row_count == added:             # the first rows: show the first one
+            self._show_empty()
+            if was_empty:                            # the first rows: show the first one
                 self.follow_cursor()
 
     def _update_subtitle(self) -> None:
@@ -205,15 +272,32 @@ class KdissectApp(App):
         follow = f"  following stream {self.following[0]}" if self.following else ""
         self.sub_title = f"{self.title_text}  {count} exchanges{follow}{state}"
 
-    # -- the list -----------------------------------------------------------------------
+    def _show_empty(self) -> None:
+        """An empty list says why, and what to do next, until rows come."""
+        empty = self.query_one("#empty", Static)
+        if self.shown or not self.loaded:
+            empty.remove_class("visible")
+            self.table.display = self.query_one(Detail).display = True
+            return
+        text = Text()
+        if self.views:
+            text.append(f"No exchange matches the filter {self.filter_text!r}", "bold yellow")
+            text.append(f" ({len(self.views)} exchanges loaded).\n\n")
+            text.append("/ changes the filter; an empty filter shows everything.")
+        else:
+            text.append(f"No Kafka exchanges in {self.title_text or 'the source'}.",
+                        "bold red")
+            text.append("\n\n")
+            for w in self.warnings:
+                text.append(f"• {w}\n", "yellow")
+            text.append("\nWhat next: check the file opens (`kdissect pcap FILE --no-tui` "
+                        "prints the same reasons); if Kafka runs on other ports, add them "
+                        "with -p PORT. q quits.")
+        empty.update(text)
+        empty.add_class("visible")
+        self.table.display = self.query_one(Detail).display = False
 
-    def _add_row(self, table: DataTable, view: ExchangeView) -> None:
-        row = view.row
-        if id(view) in self.bookmarks:
-            row = (f"{BOOKMARK}{row[0]}",) + row[1:]
-        table.add_row(*row, key=str(id(view)))
-        self.by_key[str(id(view))] = view
-        self.shown.append(view)
+    # -- the list -----------------------------------------------------------------------
 
     def apply_filter(self, text: str) -> FilterError | None:
         """Show only matching exchanges; returns the error of a bad filter."""
@@ -225,35 +309,35 @@ class KdissectApp(App):
         self._refill()
         return None
 
+    def matches(self, view: ExchangeView) -> bool:
+        if self.filter is None:
+            return True
+        if self.filter.needs_decoding:
+            self.load_bytes(view)
+        return self.filter(view)
+
     def _refill(self) -> None:
-        table = self.query_one(DataTable)
         current = self.current_view()
-        table.clear()
-        self.shown = []
-        for view in self.views:
-            if self.filter is None or self.filter(view):
-                self._add_row(table, view)
-        if self.sorted_by:
-            column, reverse = self.sorted_by
-            self.sorted_by = (column, not reverse)
-            self.sort_by(column)
-        if current is not None and str(id(current)) in self.by_key and \
-                current in self.shown:
-            table.move_cursor(row=table.get_row_index(str(id(current))))
+        self.table.set_rows([v for v in self.views if self.matches(v)], keep=current)
         self._update_subtitle()
+        self._show_empty()
         self.follow_cursor()
 
     def view_at(self, row: int) -> ExchangeView | None:
-        table = self.query_one(DataTable)
-        if not 0 <= row < table.row_count:
-            return None
-        return self.by_key.get(table.coordinate_to_cell_key(Coordinate(row, 0)).row_key.value)
+        rows = self.shown
+        return rows[row] if 0 <= row < len(rows) else None
 
     def current_view(self) -> ExchangeView | None:
-        return self.view_at(self.query_one(DataTable).cursor_row)
+        return self.table.current()
 
-    @on(DataTable.RowHighlighted, "#exchanges")
-    def _row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+    def select_view(self, view: ExchangeView) -> None:
+        """Move the list's cursor to ``view`` and show it now."""
+        self.table.move_cursor(self.table.index(view))
+        self.table.center_cursor()
+        self.show_exchange(view)
+
+    @on(ExchangeList.RowHighlighted, "#exchanges")
+    def _row_highlighted(self, event: ExchangeList.RowHighlighted) -> None:
         """The detail follows the cursor once it rests (keys that scroll through the
         list stay instant), and big messages decode off the UI thread."""
         view = self.view_at(event.cursor_row)
@@ -265,9 +349,10 @@ class KdissectApp(App):
         self._detail_timer = self.set_timer(_REST, lambda: self._decode_for(view))
 
     def _decode_for(self, view: ExchangeView) -> None:
-        if self.detail_pending is not view or not self.query(Detail):
+        if self.detail_pending is not view or not self.query(HexView):
             return
-        size = sum(len(m.data) for m in (view.ex.request, view.ex.response) if m)
+        self.load_bytes(view)
+        size = sum(m.size for m in view.ex.messages)
         if size < _DECODE_HERE:
             self.show_exchange(view)
             return
@@ -280,7 +365,7 @@ class KdissectApp(App):
         self.run_worker(decode, thread=True, group="detail")
 
     def _decoded_for(self, view: ExchangeView) -> None:
-        if self.detail_pending is view and self.query(Detail):
+        if self.detail_pending is view and self.query(HexView):   # not closing
             self.show_exchange(view)
 
     def follow_cursor(self) -> None:
@@ -291,6 +376,7 @@ class KdissectApp(App):
         if view is None:
             return
         self.detail_view = self.detail_pending = view
+        self.load_bytes(view)
         ex = view.ex
         items = []
         for m in (ex.request, ex.response):
@@ -299,37 +385,93 @@ class KdissectApp(App):
             decoded = self.tree_of(m)
             items.append(Item(Text(f"{decoded.title}  ({len(m.data)} bytes)", "bold"),
                               m.data, decoded.tree))
-        self.query_one(Detail).show(f"{ex.first.api_name} exchange, stream {ex.stream}",
-                                    items)
+        title = Text(f"{ex.first.api_name} exchange, stream {ex.stream}, frame "
+                     f"{ex.first.frame}")
+        reasons = anomaly.reasons(view)
+        if reasons:
+            title.append(f"  ✗ {', '.join(reasons)}", "bold red")
+        self.query_one(Detail).show(title, items)
 
     def tree_of(self, m: KafkaMessage) -> Message:
         """The full tree of ``m``, decoded on first view and kept among the last few."""
         decoded = self._trees.get(m.index)
         if decoded is None:
-            decoded = self._trees[m.index] = m.decoded(self.options)
+            decoded = m.decoded(self.options)
+            if not m.data and self.spill is not None:
+                return decoded              # its bytes were let go meanwhile: not kept
+            self._trees[m.index] = decoded
             while len(self._trees) > _KEEP_DECODED:
                 self._trees.popitem(last=False)
         else:
             self._trees.move_to_end(m.index)
         return decoded
 
-    @on(DataTable.HeaderSelected, "#exchanges")
-    def _header(self, event: DataTable.HeaderSelected) -> None:
+    @on(ExchangeList.HeaderSelected, "#exchanges")
+    def _header(self, event: ExchangeList.HeaderSelected) -> None:
         self.sort_by(str(event.label))
 
-    def sort_by(self, column: str) -> None:
+    def sort_by(self, column: str, reverse: bool | None = None) -> None:
         """Sort the list by a column; selecting it again reverses the order."""
-        reverse = self.sorted_by == (column, False)
-        table = self.query_one(DataTable)
-        key = table.ordered_columns[COLUMNS.index(column)].key
-        table.sort(key, key=lambda cell: _sort_key(cell, reverse), reverse=reverse)
+        if reverse is None:
+            reverse = not self.sorted_by[1] if self.sorted_by[0] == column else False
         self.sorted_by = (column, reverse)
+        self.table.set_order(column, lambda v: _sort_value(v, column), reverse)
         self.follow_cursor()
 
     # -- actions ------------------------------------------------------------------------
 
+    def action_sort_next(self) -> None:
+        """The next sort order of SORT_CYCLE (latency: slowest first)."""
+        column = self.sorted_by[0]
+        at = SORT_CYCLE.index(column) if column in SORT_CYCLE else -1
+        nxt = SORT_CYCLE[(at + 1) % len(SORT_CYCLE)]
+        self.sort_by(nxt, nxt in _DESCENDING)
+        self.notify(f"sorted by {nxt}{' (descending)' if nxt in _DESCENDING else ''}; "
+                    f"o: next column, O: reverse", timeout=2)
+
+    def action_sort_reverse(self) -> None:
+        self.sort_by(self.sorted_by[0], not self.sorted_by[1])
+
+    def action_time_format(self) -> None:
+        """Time of day ⇄ date and time in UTC ⇄ date and time in the local zone."""
+        self.time_format = TIME_FORMATS[(TIME_FORMATS.index(self.time_format) + 1) % 3]
+        table = self.table
+        table.time_of = None if self.time_format == "short" else \
+            (lambda ts, local=self.time_format == "local": long_time(ts, local))
+        table.refresh()
+
+    def action_next_problem(self, step: int = 1) -> None:
+        """The next exchange (after the cursor, wrapping) that is an anomaly, opened on
+        its offending field with the field's bytes highlighted."""
+        rows = self.shown
+        n = len(rows)
+        start = self.table.cursor_row
+        for k in range(1, n + 1):
+            view = rows[(start + step * k) % n]
+            if anomaly.reasons(view):
+                self.select_view(view)
+                self._land_on_problem(view)
+                return
+        self.notify("no anomaly among the exchanges shown: no error code, finding, "
+                    "missing answer or unexplained slowness", timeout=4)
+
+    def _land_on_problem(self, view: ExchangeView) -> None:
+        detail = self.query_one(Detail)
+        order = sorted(range(len(detail.items)), key=lambda i: -i)   # the response first
+        for index in order:
+            node = anomaly.offending(detail.items[index].root)
+            if node is not None:
+                detail.select(index, node)
+                detail.tree.reveal(node, detail.items[index].root)
+                return
+
     def action_stats(self) -> None:
-        self.push_screen(StatsScreen(self.shown))
+        self.push_screen(StatsScreen(self.shown, self.load_bytes), self._stats_closed)
+
+    def _stats_closed(self, view: ExchangeView | None) -> None:
+        """The statistics screen may send back an exchange to jump to."""
+        if view is not None and view in self.shown:
+            self.select_view(view)
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
@@ -347,26 +489,24 @@ class KdissectApp(App):
             return
         before = self.filter_text
         self.following = (view.ex.stream, before)
-        self.sorted_by = None
+        self.sorted_by = ("time", False)
+        self.table.set_order("time", lambda v: _sort_value(v, "time"), False, keep=view)
         self.apply_filter(f"stream == {view.ex.stream}")
 
     def action_bookmark(self) -> None:
         view = self.current_view()
         if view is None:
             return
-        self.bookmarks ^= {id(view)}
-        cell = f"{BOOKMARK}{view.row[0]}" if id(view) in self.bookmarks else view.row[0]
-        table = self.query_one(DataTable)
-        table.update_cell(str(id(view)), table.ordered_columns[0].key, cell)
+        view.bookmarked = not getattr(view, "bookmarked", False)
+        self.table.refresh()
 
     def action_next_bookmark(self) -> None:
-        table = self.query_one(DataTable)
-        n = table.row_count
+        rows = self.shown
+        n = len(rows)
         for step in range(1, n + 1):
-            row = (table.cursor_row + step) % n
-            view = self.view_at(row)
-            if view is not None and id(view) in self.bookmarks:
-                table.move_cursor(row=row)
+            row = (self.table.cursor_row + step) % n
+            if getattr(rows[row], "bookmarked", False):
+                self.table.move_cursor(row)
                 return
         self.notify("no bookmarks in the list (b bookmarks an exchange)")
 
@@ -386,7 +526,7 @@ class KdissectApp(App):
         view = self.current_view()
         if view is None:
             return
-        ex = view.ex
+        ex = self.load_bytes(view).ex
         out = {"client": endpoint(ex.client), "broker": endpoint(ex.broker),
                "latency_ms": ex.latency * 1000 if ex.latency is not None else None,
                **{m.direction: message_json(m, self.options, ex)
@@ -399,6 +539,19 @@ class KdissectApp(App):
             return
         self.notify(f"exported to {path.resolve()}")
 
+    def action_export_pcapng(self) -> None:
+        """The exchanges shown (the filter applies) as a pcapng file Wireshark opens."""
+        from .export import write_pcapng
+        path = Path("kdissect-exchanges.pcapng")
+        try:
+            count = write_pcapng(str(path), self.shown, self.options.show_secrets,
+                                 self.load_bytes)
+        except OSError as e:
+            self.notify(f"could not write {path}: {e.strerror}", severity="error")
+            return
+        self.notify(f"exported {count} exchanges to {path.resolve()} (secrets masked "
+                    f"unless --show-secrets)")
+
     # -- filter and search bars ---------------------------------------------------------
 
     def _open_bar(self, name: str) -> None:
@@ -406,7 +559,9 @@ class KdissectApp(App):
             bar.remove_class("visible")
         box = self.query_one(f"#{name}", Input)
         box.add_class("visible")
-        box.focus()
+        # focus now, not on the next idle: keys typed right after `/` (a paste, a fast
+        # typist) must land in the bar, not run as list keys
+        self.screen.set_focus(box)
 
     def action_filter(self) -> None:
         self._open_bar("filter")
@@ -418,7 +573,7 @@ class KdissectApp(App):
         for bar in self.query(".bar"):
             bar.remove_class("visible")
         self.query_one("#filter-error").remove_class("visible")
-        self.query_one(DataTable).focus()
+        self.table.focus()
 
     @on(Input.Changed, "#filter")
     def _validate(self, event: Input.Changed) -> None:
@@ -448,44 +603,29 @@ class KdissectApp(App):
         if self.needle is None:
             self.notify("type text, or hex as 0x0a0b or hex: 0a 0b", severity="error")
             return
+        self.needle_text = event.value.strip()
         self.action_close_bars()
         self.action_search_next()
 
     def action_search_next(self) -> None:
-        """The next exchange (after the cursor, wrapping) whose bytes hold the needle;
-        the field holding the match is selected."""
+        """The next exchange (after the cursor, wrapping) whose bytes hold the needle,
+        on the wire or in a decompressed record buffer; the field holding the match is
+        selected."""
         if not self.needle:
             self.action_search()
             return
-        table = self.query_one(DataTable)
-        n = table.row_count
+        rows = self.shown
+        n = len(rows)
         for step in range(1, n + 1):
-            row = (table.cursor_row + step) % n
-            view = self.view_at(row)
-            if view is None:
+            view = self.load_bytes(rows[(self.table.cursor_row + step) % n])
+            match = find_bytes(view.ex.messages, self.needle, self.options)
+            if match is None:
                 continue
-            messages = [m for m in (view.ex.request, view.ex.response) if m is not None]
-            for index, m in enumerate(messages):
-                at = m.data.find(self.needle)
-                if at >= 0:
-                    table.move_cursor(row=row)
-                    self.show_exchange(view)
-                    detail = self.query_one(Detail)
-                    detail.select(index, detail.items[index].root)
-                    detail.hexview.move_to(at)
-                    return
-        self.notify(f"{self.needle!r} is in no exchange shown", severity="warning")
-
-
-def _sort_key(cell, reverse: bool = False) -> tuple:
-    """Numbers (latency in ms, ids, versions) sort as numbers, the rest as text, and
-    empty cells (no latency: unanswered) come last whichever the direction."""
-    text = str(cell).strip().lstrip(BOOKMARK)
-    if not text:
-        return (-1 if reverse else 2, 0.0, "")
-    number = text[:-2] if text.endswith("ms") else text
-    try:
-        return (0, float(number), "")
-    except ValueError:
-        return (1, 0.0, text)
-
+            self.select_view(view)
+            detail = self.query_one(Detail)
+            root = detail.items[match.message].root
+            holder = root if match.buffer is None else buffer_nodes(root)[match.buffer]
+            detail.select_at(match.message, holder, match.offset)
+            return
+        self.notify(f"{self.needle_text!r} is in no exchange shown (decompressed records "
+                    f"included)", severity="warning")

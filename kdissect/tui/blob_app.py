@@ -126,7 +126,8 @@ class BlobApp(App):
         status.update(lines)
         detail.show(f"{len(items)} message{'s' if len(items) != 1 else ''}",
                     [Item(Text(f"{i.message.title}  ({len(i.message.data)} bytes at "
-                               f"@{i.offset})", "bold"), i.message.data, i.message.tree)
+                               f"@{i.offset})", "bold"), i.message.data, i.message.tree,
+                          base=i.offset)                # offsets from the paste's start
                      for i in items])
 
     def action_jump(self) -> None:

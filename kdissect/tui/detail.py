@@ -17,24 +17,27 @@ from textual.widgets import Static, Tree
 from textual.widgets.tree import TreeNode
 
 from ..protocol.node import Node
-from ..render.text import as_root, format_value, hexdump
+from ..render.text import PROBLEM, as_root, format_value, hexdump
 
 HIGHLIGHT = "bold black on yellow"
 CURSOR = "reverse"
 # parents of the selected field, nearest first: stronger to fainter
 PARENT_TONES = {True: ["on grey35", "on grey27", "on grey19"],
                 False: ["on grey74", "on grey82", "on grey89"]}
-HEX_WIDTH = 16
+HEX_WIDTH = 16                     # bytes per line when there is room (else 8)
 _HEX_START = 10                    # "00000000  " before the first byte
+_TREE_AT_LEAST = 64                # columns the field tree keeps before the dump narrows
 WINDOW_LINES = 96                  # lines dumped at once: big messages stay quick
 
 
 @dataclass
 class Item:
-    """One message in the detail pane."""
+    """One message in the detail pane; ``base`` is where its bytes start in what the
+    user gave (a pasted blob numbers offsets from the start of the paste)."""
     label: Text
     data: bytes
     root: Node
+    base: int = 0
 
 
 def locate(root: Node, target: Node) -> tuple[Node, list[Node]] | None:
@@ -89,10 +92,24 @@ class HexView(Static, can_focus=True):
         self.cursor = 0
         self.show_secrets = False
         self.first_line = 0            # the dump shows lines first_line... of the data
+        self.per_line = HEX_WIDTH
+        self.base = 0                  # the address shown for byte 0
+
+    @staticmethod
+    def width_for(per_line: int) -> int:
+        """Columns the dump takes: offset, hex, text, borders and scroll bar."""
+        return _HEX_START + 4 * per_line + 4 + 2 + 2
+
+    def set_per_line(self, per_line: int) -> None:
+        if per_line != self.per_line:
+            self.per_line = per_line
+            self.styles.width = self.width_for(per_line)
+            self.first_line = self.cursor // per_line
+            self._render_dump()
 
     def show(self, data: bytes, root: Node | None, marks, cursor: int | None = None,
-             title: str = "") -> None:
-        self.data, self.root, self.marks = data, root, list(marks)
+             title: str = "", base: int = 0) -> None:
+        self.data, self.root, self.marks, self.base = data, root, list(marks), base
         if cursor is not None:
             self.cursor = max(0, min(cursor, len(data) - 1))
         elif self.cursor >= len(data):
@@ -106,20 +123,28 @@ class HexView(Static, can_focus=True):
         marks = list(self.marks)
         if self.has_focus and self.data:
             marks.append((self.cursor, self.cursor + 1, CURSOR))
-        lines = -(-len(self.data) // HEX_WIDTH)
-        line = self.cursor // HEX_WIDTH
+        width = self.per_line
+        lines = -(-len(self.data) // width)
+        line = self.cursor // width
         if not self.first_line <= line < self.first_line + WINDOW_LINES:
             self.first_line = max(0, min(line - WINDOW_LINES // 3, lines - WINDOW_LINES))
-        start = self.first_line * HEX_WIDTH
-        window = (start, start + WINDOW_LINES * HEX_WIDTH)
-        dump = hexdump(self.data, self.root, self.show_secrets, marks=marks, window=window) \
-            if self.data else Text("no bytes", style="dim")
+        start = self.first_line * width
+        window = (start, start + WINDOW_LINES * width)
+        dump = hexdump(self.data, self.root, self.show_secrets, self.base, width=width,
+                       marks=marks, window=window) if self.data else Text("no bytes", style="dim")
         if lines > WINDOW_LINES:
             self.border_subtitle = (f"bytes {start:#x}–{min(window[1], len(self.data)):#x} "
                                     f"of {len(self.data)}: move the cursor for more")
         else:
-            self.border_subtitle = ""
+            self.border_subtitle = self.legend()
         self.update(dump)
+
+    def legend(self) -> str:
+        """What the shading means (Textual markup, for the border)."""
+        dark = self.app.current_theme.dark if self.app else True
+        tones = PARENT_TONES[dark]
+        return (f"[{HIGHLIGHT}] field [/] [{tones[0]}] parents [/] "
+                f"[{PROBLEM}] problem [/]")
 
     def on_focus(self) -> None:
         self._render_dump()
@@ -138,7 +163,7 @@ class HexView(Static, can_focus=True):
             return
         self.cursor = max(0, min(offset, len(self.data) - 1))
         self._render_dump()
-        line = self.cursor // HEX_WIDTH - self.first_line
+        line = self.cursor // self.per_line - self.first_line
         self.call_after_refresh(self.scroll_to_region, Region(0, line, 1, 1), animate=False)
         self.post_message(self.CursorMoved(self, self.cursor))
 
@@ -150,17 +175,18 @@ class HexView(Static, can_focus=True):
 
     def offset_at(self, x: int, y: int) -> int | None:
         """The byte under cell (x, y) of the dump (hex or text column)."""
+        width = self.per_line
         col = x - _HEX_START
-        if 0 <= col < 3 * HEX_WIDTH + 1:
-            if col >= 3 * (HEX_WIDTH // 2):
+        if 0 <= col < 3 * width + 1:
+            if col >= 3 * (width // 2):
                 col -= 1                        # the wider gap in the middle
             index = col // 3
         else:
-            text_start = _HEX_START + 3 * HEX_WIDTH + 1 + 2
+            text_start = _HEX_START + 3 * width + 1 + 2
             index = x - text_start
-            if not 0 <= index < HEX_WIDTH:
+            if not 0 <= index < width:
                 return None
-        offset = (self.first_line + y) * HEX_WIDTH + index
+        offset = (self.first_line + y) * width + index
         return offset if 0 <= offset < len(self.data) else None
 
 
@@ -168,18 +194,23 @@ class FieldTree(Tree):
     """Field trees of the messages in the detail pane; each label shows the field's
     offset and length, its value, note and problem."""
 
+    BINDINGS = [Binding("asterisk", "expand_all", "Expand all", show=False)]
+
     def __init__(self, **kwargs):
         super().__init__("select an exchange", **kwargs)
         self.show_secrets = False
         self.by_node: dict[int, TreeNode] = {}
+        self.bases: dict[int, int] = {}           # node -> the base of its offsets
 
     def fill(self, title: str, items: list[Item]) -> None:
         self.clear()
         self.by_node = {}
+        self.bases = {}
         self.root.set_label(title)
         for index, item in enumerate(items):
             branch = self.root.add(item.label, data=(index, item.root), expand=True)
             self.by_node[id(item.root)] = branch
+            self.bases[id(item.root)] = item.base
             self._populate(branch)
             for part in branch.children:          # header and body open at first
                 self._populate(part)
@@ -192,10 +223,13 @@ class FieldTree(Tree):
         if branch.children or not branch.data:
             return
         index, node = branch.data
+        # offsets inside a decompressed buffer count from its start
+        base = 0 if node.buffer is not None else self.bases.get(id(node), 0)
         for child in node.children:
+            self.bases[id(child)] = base
             label = Text(child.name, style="red" if child.problem else
                          "dim" if child.name.startswith("_") else "")
-            label.append(f" @{child.offset}+{child.length}", style="dim")
+            label.append(f" @{child.offset + base}+{child.length}", style="dim")
             value = format_value(child, self.show_secrets, 40)
             if value:
                 label.append(" = ")
@@ -214,6 +248,18 @@ class FieldTree(Tree):
 
     def on_tree_node_expanded(self, event: Tree.NodeExpanded) -> None:
         self._populate(event.node)
+
+    def action_expand_all(self, limit: int = 5000) -> None:
+        """Open everything under the cursor (a bounded number of fields: a Fetch of
+        thousands of records stays quick)."""
+        start = self.cursor_node or self.root
+        stack, opened = [start], 0
+        while stack and opened < limit:
+            node = stack.pop()
+            self._populate(node)
+            node.expand()
+            opened += 1 + len(node.children)
+            stack.extend(reversed(node.children))
 
     def reveal(self, node: Node, root: Node | None = None) -> None:
         """Move the cursor to ``node``'s line, building and opening its parents."""
@@ -238,7 +284,7 @@ class Detail(Horizontal):
 
     DEFAULT_CSS = """
     Detail FieldTree { width: 1fr; }
-    Detail HexView { width: 83; overflow-y: auto; border: round $primary 40%; }
+    Detail HexView { width: 82; overflow-y: auto; border: round $primary 40%; }
     Detail HexView:focus { border: round $accent; }
     """
 
@@ -257,6 +303,11 @@ class Detail(Horizontal):
         hexview = HexView(id="bytes")
         hexview.show_secrets = self.show_secrets
         yield hexview
+
+    def on_resize(self, event) -> None:
+        """16 bytes a line when the tree keeps its room beside them, else 8."""
+        wide = event.size.width - HexView.width_for(HEX_WIDTH) >= _TREE_AT_LEAST
+        self.hexview.set_per_line(HEX_WIDTH if wide else HEX_WIDTH // 2)
 
     @property
     def tree(self) -> FieldTree:
@@ -282,6 +333,7 @@ class Detail(Horizontal):
             return
         holder, path = found
         self.selected, self.holder = (index, node), holder
+        base = item.base if holder is item.root else 0
         if holder is item.root:
             data, view, title = item.data, item.root, f"{item.label.plain}"
         else:
@@ -295,7 +347,7 @@ class Detail(Horizontal):
         if node is not item.root and node is not holder:
             marks.append((node.offset, node.end, HIGHLIGHT))
         cursor = node.offset if move_cursor and node is not item.root else None
-        self.hexview.show(data, view, marks, cursor, title)
+        self.hexview.show(data, view, marks, cursor, title, base)
 
     @on(Tree.NodeHighlighted, "#fields")
     def _field_highlighted(self, event: Tree.NodeHighlighted) -> None:
@@ -316,6 +368,17 @@ class Detail(Horizontal):
             self._from_hex = True
             self.select(index, node, move_cursor=False)
             self.tree.reveal(node, self.items[index].root)
+
+    def select_at(self, index: int, holder: Node, offset: int) -> None:
+        """Select the innermost field at ``offset`` of ``holder``'s buffer (the
+        message's own bytes when ``holder`` is its root), with the byte cursor there."""
+        node = innermost(holder, offset)
+        if node is holder and holder is not self.items[index].root and holder.children:
+            node = holder.children[0]            # inside the decompressed buffer
+        self.select(index, node, move_cursor=False)
+        self._from_hex = True                    # the tree follows; the cursor stays put
+        self.tree.reveal(node, self.items[index].root)
+        self.hexview.move_to(offset)
 
     def jump_message(self) -> None:
         """Move the tree cursor to the next message's top (request ⇄ response)."""

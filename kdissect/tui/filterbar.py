@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import re
 
+from textual.binding import Binding
 from textual.suggester import Suggester
+from textual.widgets import Input
 
-from ..filters import FIELDS
+from ..filters import _ALIASES, FIELDS
+from ..protocol.findings import REGISTRY, SEVERITIES
 from ..protocol.names import API_NAMES
 
 _WORDS = ("and", "or", "not", "in", "contains", "matches")
@@ -29,14 +32,23 @@ class FilterSuggester(Suggester):
 
     def candidates(self, before: str) -> list[str]:
         """What may come at the end of ``before`` (the text up to the word typed)."""
-        field = re.search(r"([A-Za-z_]\w*)\s*(?:==|!=|in\s*\{[^}]*|=)\s*[\w,\s]*$", before)
-        if field and field.group(1) == "api":
+        field = re.search(r"([A-Za-z_][\w.]*)\s*(?:(?:==|!=|>=|<=|>|<|=)\s*|in\s*\{[^}]*)$",
+                          before)
+        name = _ALIASES.get(field.group(1), field.group(1)) if field else None
+        if name == "api":
             return self.apis
-        if field and field.group(1) in ("error", "errors"):
+        if name == "error":
             if self.errors is None:
                 self.errors = _error_names()
             return self.errors
-        return [*FIELDS, *_WORDS]
+        if name == "finding":
+            return sorted(REGISTRY)
+        if name == "severity":
+            return list(SEVERITIES)
+        fields = [*FIELDS, *sorted(a for a in _ALIASES if a.startswith("kafka."))]
+        after_value = before.strip() and not re.search(
+            r"(==|!=|>=|<=|[<>=~(!]|&&|\|\||\b(?:and|or|not))\s*$", before)
+        return [*_WORDS, *fields] if after_value else [*fields, *_WORDS]
 
     async def get_suggestion(self, value: str) -> str | None:
         word = _LAST_WORD.search(value)
@@ -47,3 +59,15 @@ class FilterSuggester(Suggester):
             if candidate.lower().startswith(prefix.lower()) and candidate != prefix:
                 return value[:word.start()] + candidate
         return None
+
+
+class FilterInput(Input):
+    """The filter bar: Tab completes (the suggestion, shown dim) instead of moving the
+    focus away, so what is typed next stays in the bar."""
+
+    BINDINGS = [Binding("tab", "complete", "Complete", show=False, priority=True)]
+
+    def action_complete(self) -> None:
+        if self._suggestion and self._suggestion != self.value:
+            self.value = self._suggestion
+            self.cursor_position = len(self.value)

@@ -3,59 +3,102 @@
 from __future__ import annotations
 
 from rich.text import Text
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Sparkline, Static
+from textual.widgets import Static
 
 from ..render.stats import stats_tables
+from ..stream import anomaly
 from ..stream.facts import ExchangeView
 from ..stream.stats import Stats
+from .chart import LatencyChart
 
 
 class StatsScreen(ModalScreen):
-    """Statistics over the exchanges shown (the filter applies), with latency over time."""
+    """Statistics over the exchanges shown (the filter applies): broker time over real
+    time (Enter or a click goes to the slice's slowest exchange: the screen closes with
+    it), then the tables of ``--stats``."""
 
     BINDINGS = [Binding("escape,s,q", "dismiss", "Close")]
     CSS = """
     StatsScreen { align: center middle; }
-    #stats-box { width: 90%; height: 90%; border: round $accent; background: $surface; }
-    #latency { height: 4; margin: 0 1; }
+    #stats-box { width: 96%; height: 94%; border: round $accent; background: $surface; }
+    #latency { height: 10; margin: 0 1; }
+    #latency:focus { background: $boost; }
+    #slice { margin: 0 1; color: $text-muted; }
     """
 
-    def __init__(self, views: list[ExchangeView]):
+    def __init__(self, views: list[ExchangeView], load=lambda view: view):
+        """``load(view)`` gives a view's messages their bytes (see tui/spill.py)."""
         super().__init__()
         self.stats = Stats()
+        points = []
         for v in views:
-            self.stats.add(v.ex, v)
-        self.latencies = [v.ex.latency * 1000 for v in sorted(views, key=lambda v: v.ex.first.ts)
-                          if v.ex.latency is not None]
+            self.stats.add(load(v).ex, v)
+            if v.ex.latency is not None:
+                points.append((v.ex.first.ts, anomaly.service_time(v) * 1000, v))
+        points.sort(key=lambda p: p[0])
+        self.latencies = [p[2].ex.latency * 1000 for p in points]
+        self.points = points
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="stats-box"):
-            yield Static(Text(f"latency over time ({len(self.latencies)} exchanges, ms; "
-                              f"max {max(self.latencies, default=0):.1f})", style="bold"))
-            yield Sparkline(self.latencies or [0.0], id="latency")
+            yield Static(Text(f"broker time over the capture ({len(self.points)} exchanges; "
+                              f"waits clients asked for left out; ← → move, Enter goes to "
+                              f"the slowest)", style="bold"))
+            yield LatencyChart(self.points, id="latency")
+            yield Static(id="slice")
             yield Static(stats_tables(self.stats), id="stats-tables")
             yield Static(Text("escape closes", style="dim"))
 
+    def on_mount(self) -> None:
+        chart = self.query_one(LatencyChart)
+        chart.focus()
+        self.call_after_refresh(self._start)
+
+    def _start(self) -> None:
+        chart = self.query_one(LatencyChart)
+        if self.points:
+            chart.jump_to_slowest()
+        self._describe()
+
+    @on(LatencyChart.Moved)
+    def _describe(self) -> None:
+        self.query_one("#slice", Static).update(self.query_one(LatencyChart).describe())
+
+    @on(LatencyChart.Picked)
+    def _picked(self, event: LatencyChart.Picked) -> None:
+        self.dismiss(event.item)
+
 
 HELP = """\
-[b]Exchange list[/b]
-  ↑ ↓ PgUp PgDn   move (the detail follows)      click a header   sort (again: reverse)
-  /               filter: api == Produce and error != 0, latency > 50ms, topic == "orders"
-                  (→ or Tab completes; red border and a caret where it cannot be read)
-  ctrl+f          search the bytes for text or hex (0x… or "hex: 00 01"); n: next match
+[b]Exchange list[/b] (rows in request order; # is the capture's frame number, as in Wireshark)
+  ↑ ↓ PgUp PgDn Home End   move (the detail follows)
+  p / P           next / previous problem: an error code, a finding, no answer, or broker
+                  time over 500 ms; the offending field is selected, its bytes highlighted
+  /               filter: anomaly, api == Produce and error != 0, record.key == "order-42",
+                  kafka.api_key == 0 (Tab or → completes; a caret shows what is wrong)
+  ctrl+f          search bytes, decompressed records too: text, 0x…, hex: 00 01; n: next
+  o / O           sort: next column (time, latency slowest first, status...) / reverse;
+                  a click on a header sorts by it
+  t               time of day ⇄ date and time in UTC ⇄ in the local zone
   f               follow the connection: only its exchanges, in order (f again: all)
   b / B           bookmark the exchange / go to the next bookmark
-  s               statistics: per API, errors, latency percentiles and over time
+  s               statistics: broker time over time (Enter goes to the slowest), per API,
+                  client, broker, topic; throttling; consumer-group timeline
+  E               export the exchanges listed as kdissect-exchanges.pcapng (Wireshark)
 [b]Detail[/b]
-  tab             field tree ⇄ bytes
+  tab             field tree ⇄ bytes          *   open every field under the cursor
   x               jump between the request and the response
   ← → ↑ ↓         in the bytes: move the cursor; the field under it is selected
-  c               copy the selected field's value
-  e               export the exchange as JSON (a file in the current directory)
+  c / e           copy the selected field's value / export the exchange as JSON
+[b]Colours[/b]
+  [red]red[/red]: an error code or malformed bytes   [yellow]yellow[/yellow]: a warning (unanswered, throttled, slow)
+  [dim]dim latency[/dim]: mostly a wait the client asked for (Fetch long poll, group rebalance)
+  bytes: [bold black on yellow] field [/] [on grey35] its parents [/] [bold white on red] problem [/]
 [b]Anywhere[/b]
   ?  this help     q  quit
 See docs/tui.md and docs/filters.md."""
@@ -65,7 +108,9 @@ class HelpScreen(ModalScreen):
     BINDINGS = [Binding("escape,question_mark,q", "dismiss", "Close")]
     CSS = """
     HelpScreen { align: center middle; }
-    #help { width: 96; height: auto; border: round $accent; background: $surface; padding: 1 2; }
+    #help-box { width: 100; max-width: 100%; height: auto; max-height: 100%;
+                border: round $accent; background: $surface; }
+    #help { padding: 0 1; }
     """
 
     def __init__(self, text: str = HELP):
@@ -73,4 +118,5 @@ class HelpScreen(ModalScreen):
         self.text = text
 
     def compose(self) -> ComposeResult:
-        yield Static(self.text, id="help")
+        with VerticalScroll(id="help-box"):
+            yield Static(self.text, id="help")

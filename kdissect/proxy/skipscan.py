@@ -1,0 +1,230 @@
+"""Broker endpoints in a response, found by walking lengths only.
+
+The proxy must rewrite the (node id, host, port) entries of Metadata, FindCoordinator,
+DescribeCluster and the ``node_endpoints`` of Produce, Fetch, ShareFetch and
+ShareAcknowledge. This walker follows the message layout but reads only counts,
+lengths and the endpoint fields themselves: ``records`` and every other string or
+bytes field are skipped by their length, never decoded, and the walk stops after the
+last field that can hold an endpoint. Pure: bytes in, byte ranges out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from ..protocol import schemas
+from ..protocol.layout import Field, Struct
+from ..protocol.reader import DecodeError, Reader
+
+_ID_NAMES = ("node_id", "broker_id")
+_FIXED_SIZE = {"int8": 1, "int16": 2, "int32": 4, "int64": 8, "uint16": 2, "uint32": 4,
+               "bool": 1, "float64": 8, "uuid": 16}
+_LEB = {"varint": 5, "uvarint": 5, "varlong": 10}
+
+
+@dataclass
+class Tagged:
+    """A tagged field around an endpoint: its size prefix must follow the value's size."""
+    size_start: int                # offset of the size uvarint
+    size_end: int
+    size: int
+    end: int                       # offset just past the value
+
+
+@dataclass
+class EndpointSpan:
+    node_id: int
+    host: str
+    port: int
+    host_start: int                # the host string, length prefix included
+    host_end: int
+    host_compact: bool
+    port_start: int
+    tagged: list[Tagged] = field(default_factory=list)   # enclosing ones, outermost first
+
+
+def _is_endpoint(st: Struct) -> bool:
+    types = {f.name: f.type for f in st.fields if not f.array}
+    return (types.get("host") == "string" and types.get("port") == "int32"
+            and any(types.get(n) == "int32" for n in _ID_NAMES))
+
+
+@lru_cache(maxsize=None)
+def _holds_endpoints(st: Struct) -> bool:
+    return _is_endpoint(st) or any(f.struct is not None and _holds_endpoints(f.struct)
+                                   for f in st.fields + st.tagged)
+
+
+def _field_holds(f: Field) -> bool:
+    return f.struct is not None and _holds_endpoints(f.struct)
+
+
+@lru_cache(maxsize=None)
+def response_layout(api_key: int, api_version: int) -> Struct | None:
+    """The layout of a response that can carry endpoints in this version, else None
+    (such responses are forwarded without any parsing beyond the header)."""
+    st = schemas.layout(api_key, api_version, "response")
+    return st if st is not None and _holds_endpoints(st) else None
+
+
+def warm() -> None:
+    """Load the layouts of every response that can name brokers now, so that the first
+    Metadata answer does not wait for the schema tables to load."""
+    for key, versions in schemas.all_versions().items():
+        for version in versions:
+            if key in (0, 1, 3, 10, 60, 78, 79):
+                response_layout(key, version)
+                schemas.response_header_version(key, version)
+
+
+def endpoint_spans(body: bytes, api_key: int, api_version: int) -> list[EndpointSpan]:
+    """The endpoints in ``body`` (a response after its size prefix). Raises DecodeError
+    when the bytes do not follow the layout (the caller forwards them unchanged)."""
+    st = response_layout(api_key, api_version)
+    if st is None:
+        return []
+    r = Reader(body)
+    r.need(4, "correlation id")
+    r.pos = 4
+    if schemas.response_header_version(api_key, api_version) >= 1:
+        _skip_tagged(r)
+    out: list[EndpointSpan] = []
+    _walk(r, st, out, [], top=True)
+    return out
+
+
+def _walk(r: Reader, st: Struct, out: list[EndpointSpan], tagged: list[Tagged],
+          top: bool = False) -> None:
+    endpoint = _is_endpoint(st)
+    found: dict[str, object] = {}
+    holds = [_field_holds(f) for f in st.fields]
+    last = max((i for i, h in enumerate(holds) if h), default=-1)
+    tagged_hold = any(_field_holds(f) for f in st.tagged)
+    for i, f in enumerate(st.fields):
+        if top and not endpoint and i > last and not tagged_hold:
+            return                             # nothing further can name a broker
+        if endpoint and not f.array and f.name in ("host", "port", *_ID_NAMES):
+            found[f.name] = _read_endpoint_field(r, f, st.flexible)
+        elif holds[i]:
+            _walk_field(r, f, st.flexible, out, tagged)
+        else:
+            _skip_field(r, f, st.flexible)
+    if endpoint:
+        ident = found.get("node_id", found.get("broker_id"))
+        (host, h0, h1), (port, p0) = found["host"], found["port"]
+        out.append(EndpointSpan(ident, host, port, h0, h1, st.flexible, p0, list(tagged)))
+    if st.flexible:
+        if tagged_hold:
+            _walk_tagged(r, st, out, tagged)
+        else:
+            _skip_tagged(r)
+
+
+def _read_endpoint_field(r: Reader, f: Field, flexible: bool):
+    start = r.pos
+    if f.type == "int32":
+        value = r.int32()
+        return value if f.name != "port" else (value, start)
+    n = r.uvarint() - 1 if flexible else r.int16()
+    raw = r.raw(n, "host") if n >= 0 else b""
+    return raw.decode("utf-8", "replace"), start, r.pos
+
+
+def _walk_field(r: Reader, f: Field, flexible: bool, out, tagged) -> None:
+    """A field whose struct can hold endpoints."""
+    if f.array:
+        n = _count(r, flexible)
+        for _ in range(n):
+            _walk(r, f.struct, out, tagged)
+    elif f.nullable and r.int8() < 0:
+        return
+    else:
+        _walk(r, f.struct, out, tagged)
+
+
+def _walk_tagged(r: Reader, st: Struct, out, tagged: list[Tagged]) -> None:
+    for _ in range(_count_tags(r)):
+        tag = r.uvarint("tag")
+        size_start = r.pos
+        size = _size(r)
+        start = end = r.pos
+        end += size
+        known = st.tag_field(tag)
+        if known is not None and _field_holds(known):
+            sub = Reader(r.buf, start, end)
+            _walk_field(sub, known, st.flexible, out,
+                        tagged + [Tagged(size_start, start, size, end)])
+        r.pos = end
+
+
+def _count(r: Reader, flexible: bool) -> int:
+    n = r.uvarint("array count") - 1 if flexible else r.int32()
+    if n > r.remaining:                    # every element takes at least one byte
+        raise DecodeError(f"array count {n} exceeds the {r.remaining} bytes left")
+    return max(n, 0)
+
+
+def _count_tags(r: Reader) -> int:
+    n = r.uvarint("tagged field count")
+    if n > r.remaining:
+        raise DecodeError(f"tagged field count {n} exceeds the {r.remaining} bytes left")
+    return n
+
+
+def _skip_tagged(r: Reader) -> None:
+    for _ in range(_count_tags(r)):
+        r.uvarint("tag")
+        r.pos += _size(r)
+
+
+def _size(r: Reader) -> int:
+    size = r.uvarint("tag size")
+    r.check_length(size, "tagged field")
+    return size
+
+
+def _skip_field(r: Reader, f: Field, flexible: bool) -> None:
+    if f.array:
+        n = _count(r, flexible)
+        if f.type == "struct":
+            for _ in range(n):
+                _skip_struct(r, f.struct)
+        else:
+            compact = flexible if f.compact is None else f.compact
+            for _ in range(n):
+                _skip_value(r, f.type, compact)
+    elif f.type == "struct":
+        if f.nullable and r.int8() < 0:
+            return
+        _skip_struct(r, f.struct)
+    else:
+        _skip_value(r, f.type, flexible if f.compact is None else f.compact)
+
+
+def _skip_struct(r: Reader, st: Struct) -> None:
+    for f in st.fields:
+        _skip_field(r, f, st.flexible)
+    if st.flexible:
+        _skip_tagged(r)
+
+
+def _skip_value(r: Reader, kind: str, compact: bool) -> None:
+    size = _FIXED_SIZE.get(kind)
+    if size is not None:
+        r.need(size, kind)
+        r.pos += size
+    elif kind in _LEB:
+        r._leb(_LEB[kind], kind)
+    elif kind == "string":
+        n = r.uvarint() - 1 if compact else r.int16()
+        if n > 0:
+            r.check_length(n, "string")
+            r.pos += n
+    elif kind in ("bytes", "records"):
+        n = r.uvarint() - 1 if compact else r.int32()
+        if n > 0:
+            r.check_length(n, kind)      # skipped by its length: never read
+            r.pos += n
+    else:
+        raise DecodeError(f"unknown type {kind!r}")

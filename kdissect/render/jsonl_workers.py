@@ -1,0 +1,83 @@
+"""JSON lines rendered on worker processes and written in the order one process writes.
+
+Framing and pairing are sequential (a connection's messages depend on the ones before);
+decoding every field and encoding it as JSON is not, and it is most of the work. So the
+engine runs in this process as always, and the messages it hands out are sent in chunks
+to ``jobs`` workers, which decode them (values-only, see protocol/values.py) and return
+their lines; chunks are written in the order they were sent, and at most one more than
+there are workers is in flight, which bounds memory whatever the capture's size.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import multiprocessing
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future, ProcessPoolExecutor
+
+from ..protocol import Options
+from ..stream.model import Exchange, KafkaMessage
+from .lines import message_line
+
+CHUNK_BYTES = 1 << 20          # message bytes per chunk: big enough to amortise the hand-off
+CHUNK_EXCHANGES = 256
+
+
+def _render(exchanges: list[Exchange], options: Options) -> str:
+    return "".join(message_line(m, options, ex, enriched_full=False)
+                   for ex in exchanges for m in ex.messages)
+
+
+def _copy(m: KafkaMessage | None) -> KafkaMessage | None:
+    return None if m is None else copy.copy(m)
+
+
+class JsonlWorkers:
+    """``add`` exchanges in output order; ``close`` writes the rest and stops the workers."""
+
+    def __init__(self, options: Options, jobs: int, write: Callable[[str], object]):
+        self.options, self.write = options, write
+        # fork: workers start at once, with everything already imported
+        methods = multiprocessing.get_all_start_methods()
+        context = multiprocessing.get_context("fork" if "fork" in methods else None)
+        self.pool = ProcessPoolExecutor(jobs, mp_context=context)
+        self.ahead = jobs + 1        # one waiting beyond those being decoded: enough
+        self.chunk: list[Exchange] = []
+        self.chunk_bytes = 0
+        self.inflight: deque[Future] = deque()
+
+    def add(self, ex: Exchange) -> None:
+        # as it is now (one process renders at once, and a view must not see later
+        # changes), without what the lines do not show (facts, kept trees)
+        copy = dataclasses.replace(
+            ex, request=_copy(ex.request), response=_copy(ex.response),
+            findings=list(ex.findings), facts=None, decoded=None)
+        self.chunk.append(copy)
+        self.chunk_bytes += sum(len(m.data) for m in ex.messages)
+        if self.chunk_bytes >= CHUNK_BYTES or len(self.chunk) >= CHUNK_EXCHANGES:
+            self._send()
+
+    def _send(self) -> None:
+        if not self.chunk:
+            return
+        self.inflight.append(self.pool.submit(_render, self.chunk, self.options))
+        self.chunk, self.chunk_bytes = [], 0
+        while self.inflight and (len(self.inflight) > self.ahead or self.inflight[0].done()):
+            self.write(self.inflight.popleft().result())
+
+    def close(self) -> None:
+        try:
+            self._send()
+            while self.inflight:
+                self.write(self.inflight.popleft().result())
+        finally:
+            self.abort()
+
+    def abort(self) -> None:
+        """Stop without writing what is pending (the reader went away)."""
+        for f in self.inflight:
+            f.cancel()
+        self.inflight.clear()
+        self.pool.shutdown(wait=True, cancel_futures=True)

@@ -1,0 +1,64 @@
+"""What is wrong with an exchange, for the `anomaly` filter and the TUI's next-problem key:
+error codes, findings, decoding problems, no answer, throttling, and slowness that is
+not a wait the client asked for (a Fetch long poll answered empty, a JoinGroup or
+SyncGroup held by the coordinator until the group rebalances)."""
+
+from __future__ import annotations
+
+from ..protocol.names import error_name
+from ..protocol.node import Node
+
+SLOW = 0.5                 # seconds of broker time (latency less the asked wait): an outlier
+FETCH, JOIN_GROUP, SYNC_GROUP = 1, 11, 14
+
+
+def client_wait(view) -> float:
+    """Seconds of the latency the client asked the broker to hold the answer."""
+    ex = view.ex
+    latency = ex.latency
+    if latency is None or ex.request is None:
+        return 0.0
+    key = ex.first.api_key
+    wait = view.facts().asked_wait_ms        # read from the request by enrichment
+    if (key == FETCH and view.facts().records == 0) or key == JOIN_GROUP:
+        return min(latency, wait / 1000) if isinstance(wait, int) and wait > 0 else 0.0
+    if key == SYNC_GROUP:                    # held until the leader sends assignments
+        return latency
+    return 0.0
+
+
+def service_time(view) -> float | None:
+    """Latency less the wait the client asked for: the time the broker took."""
+    latency = view.ex.latency
+    return None if latency is None else max(0.0, latency - client_wait(view))
+
+
+def reasons(view) -> list[str]:
+    """Why the exchange is an anomaly (empty: it is not), most telling first."""
+    cached = view.__dict__.get("_reasons")
+    if cached is not None:
+        return cached
+    ex = view.ex
+    out = []
+    if ex.first.direction != "sasl":
+        out += sorted({error_name(c) for c in view.facts().errors})
+    out += [f.code for f in ex.findings if f.severity != "note" and f.code != "error_code"]
+    slow = service_time(view)
+    if slow is not None and slow > SLOW:
+        out.append(f"slow ({slow * 1000:.0f}ms)")
+    return list(dict.fromkeys(out))
+
+
+def offending(tree: Node) -> Node | None:
+    """The field to look at first in a message: one that did not decode, else a
+    nonzero error code, else a throttle time."""
+    error = throttle = None
+    for node in tree.walk():
+        if node.problem:
+            return node
+        if error is None and node.ktype == "int16" and node.name.endswith("error_code") \
+                and node.value:
+            error = node
+        elif throttle is None and node.name == "throttle_time_ms" and node.value:
+            throttle = node
+    return error or throttle
