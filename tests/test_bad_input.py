@@ -127,8 +127,8 @@ def test_decompression_bomb_is_a_problem(codec, name):
     holder = Node("records", "records", 0, len(batch))
     options = DecodeOptions(max_decompressed=1024 * 1024)
     _bounded(lambda: read_records(batch, holder, 0, len(batch), options), limit_mb=12)
-    problems = holder.problems()
-    assert problems and "limit" in problems[0][1]
+    findings = holder.findings()
+    assert findings and findings[0][1] == "decompressed_budget" and "budget" in findings[0][2]
     # with a cap that fits, the same batch decodes to its one record
     roomy = Node("records", "records", 0, len(batch))
     read_records(batch, roomy, 0, len(batch), DecodeOptions(max_decompressed=16 * 1024 * 1024))

@@ -107,9 +107,9 @@ def _partitions(stats: Stats, listed: int = 40) -> Table:
 
 
 def _ranges(values: set[int]) -> str:
-    """0,1,2,3,7 -> 0-3,7"""
+    """0,1,2,3,7 -> 0-3,7 (a damaged message can leave a partition unread: not listed)"""
     out, run = [], []
-    for v in sorted(values):
+    for v in sorted(v for v in values if isinstance(v, int)):
         if run and v != run[-1] + 1:
             out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
             run = []
