@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from kdissect.protocol import decode_request, decode_response, guess
-from kdissect.protocol.decode import Options as DecodeOptions
+from kdissect.protocol.context import Options as DecodeOptions
 from kdissect.protocol.node import Node
 from kdissect.protocol.records import read_records
 from tests.test_real_clients import kafka_python_fetch, kafka_python_produce, settle

@@ -18,14 +18,20 @@ import pyarrow.parquet as pq
 import pytest
 
 from kdissect.pipeline.local import write_exchanges
-from kdissect.pipeline.spark_job import run_job
+from kdissect.pipeline.spark_job import get_session, run_job
 from kdissect.sources.pcap import DEFAULT_PORTS, capture_loader, exchanges_in
 from kdissect.tui.loader import run_in_thread
-from tests.test_spark import spark  # noqa: F401  (the session-wide Spark fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
 CAPTURES = ROOT / "captures"
 NAMES = sorted(p.stem for p in CAPTURES.glob("*.pcap"))
+
+
+@pytest.fixture(scope="module")
+def spark(tmp_path_factory):
+    session = get_session("local[2]", log=str(tmp_path_factory.mktemp("spark") / "log"))
+    yield session
+    session.stop()
 
 
 def key(api, version, corr, status) -> tuple:
@@ -101,7 +107,7 @@ def recording_keys(exchanges, tmp_path: Path) -> list[tuple]:
                                                                       exchanges}).exchanges)
 
 
-def test_every_path_gives_the_same_exchanges(spark, tmp_path):  # noqa: F811
+def test_every_path_gives_the_same_exchanges(spark, tmp_path):
     files = [str(CAPTURES / f"{n}.pcap") for n in NAMES]
     result = run_job(spark, files, str(tmp_path / "spark"), ports=DEFAULT_PORTS)
     spark_rows = pq.read_table(tmp_path / "spark" / "exchanges").to_pylist()
@@ -162,7 +168,7 @@ def cut_request(src: Path, dst: Path, api_key: int) -> int:
     return cut
 
 
-def test_an_orphan_response_stays_an_exchange_on_every_path(spark, tmp_path):  # noqa: F811
+def test_an_orphan_response_stays_an_exchange_on_every_path(spark, tmp_path):
     path = tmp_path / "orphan.pcap"
     corr = cut_request(CAPTURES / "aiokafka.pcap", path, 3)          # a Metadata request
     exchanges = exchanges_in([str(path)]).exchanges

@@ -3,7 +3,7 @@
 Entry points: ``decode_request``, ``decode_response``, ``peek_request_header``, ``guess``.
 """
 
-from .decode import Options
+from .context import Options
 from .guess import Candidate, guess
 from .message import Message, RequestHeader, decode, decode_request, decode_response, peek_request_header
 from .names import api_key_of, api_name, error_info, error_name

@@ -6,16 +6,15 @@ from __future__ import annotations
 
 import struct
 from functools import lru_cache
-from typing import TYPE_CHECKING, Iterator
+from typing import Iterator
 
-from .decode import Abort, Options, read_struct
+from .context import Abort, Options
+from .decode import read_struct
 from .grammar import parse_grammar
 from .layout import Struct
 from .node import Node
 from .reader import Reader
 
-if TYPE_CHECKING:
-    from .message import Message
 
 _CONSUMER_PROTOCOL = """
 ConsumerProtocol Subscription (Version: 0) => version [topics] user_data
@@ -116,9 +115,7 @@ def _consumer(data: bytes, node: Node, kind: str, ctx: Options, strict: bool) ->
     node.note = f"consumer protocol {kind.lower()} v{version}"
 
 
-def _consumer_fields(msg: Message, ctx: Options) -> None:
-    body, data = msg.body, msg.data
-    key, direction = msg.api_key, msg.direction
+def _consumer_fields(body: Node, data: bytes, key: int, direction: str, ctx: Options) -> None:
     proto = _value(body, "protocol_type")
     # without a protocol_type (older versions), decode only what decodes cleanly
     strict = proto != "consumer"
@@ -145,15 +142,15 @@ def _consumer_fields(msg: Message, ctx: Options) -> None:
             _consumer(data, node, kind, ctx, strict)
 
 
-def _sasl(msg: Message, ctx: Options) -> None:
-    for node in _at(msg.body, "auth_bytes"):
+def _sasl(body: Node, data: bytes, ctx: Options) -> None:
+    for node in _at(body, "auth_bytes"):
         span = _content(node)
         if span is None:
             continue
         start, end = span
-        if sasl_parts(msg.data[start:end]):
+        if sasl_parts(data[start:end]):
             node.add(Node("_length", "int32", node.offset, start - node.offset, end - start))
-            add_sasl_fields(node, msg.data, start, end, ctx)
+            add_sasl_fields(node, data, start, end, ctx)
 
 
 def add_sasl_fields(node: Node, data: bytes, start: int, end: int, ctx: Options) -> None:
@@ -216,10 +213,12 @@ def sasl_parts(token: bytes) -> tuple[str, list[tuple[str, int, int, bool]]] | N
     return None
 
 
-def decode_embedded(msg: Message, ctx: Options) -> None:
-    if msg.body is None or not ctx.embedded:
+def decode_embedded(body: Node | None, data: bytes, api_key: int | None, direction: str,
+                    ctx: Options) -> None:
+    """Decode the structures inside the ``bytes`` fields of a message's ``body``."""
+    if body is None or not ctx.embedded:
         return
-    if msg.api_key in (11, 14, 15):
-        _consumer_fields(msg, ctx)
-    elif msg.api_key == 36:
-        _sasl(msg, ctx)
+    if api_key in (11, 14, 15):
+        _consumer_fields(body, data, api_key, direction, ctx)
+    elif api_key == 36:
+        _sasl(body, data, ctx)

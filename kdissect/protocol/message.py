@@ -6,8 +6,9 @@ import struct
 from dataclasses import dataclass
 
 from . import schemas
-from .decode import Options, decode_body, decode_prefix, no_cyclic_gc
-from .embedded import decode_embedded
+from .context import Options
+from .decode import decode_body, decode_prefix, no_cyclic_gc
+from .embedded import add_sasl_fields, decode_embedded
 from .names import api_name
 from .node import Node
 
@@ -137,7 +138,7 @@ def _build(direction: str, key: int | None, version: int | None, data: bytes,
         msg.assumed_from = read_as
     body = decode_body(data, start, layout, "body", ctx)
     root.add(body)
-    decode_embedded(msg, ctx)
+    decode_embedded(body, data, key, direction, ctx)
     return msg
 
 
@@ -172,7 +173,6 @@ def decode(data: bytes, direction: str, api_key: int | None = None,
 
 def sasl_token_message(data: bytes, options: Options | None = None) -> Message:
     """A raw SASL token (sent without a Kafka header after SaslHandshake v0)."""
-    from .embedded import add_sasl_fields
     root = Node("SaslToken", "message", 0, len(data))
     token = root.add(Node("token", "bytes", 0, len(data), data))
     add_sasl_fields(token, data, 0, len(data), options or Options())

@@ -12,7 +12,7 @@ import zlib
 import crc32c
 
 from .codecs import CODECS, CodecError, TooBig, decompress
-from .decode import Abort, Options, charge_nodes, fail, time_note
+from .context import Abort, Options, charge_nodes, fail, time_note
 from .node import NOTE_MAKERS, Node
 from .reader import DecodeError, Reader
 

@@ -18,19 +18,6 @@ def findings(ex) -> list[Finding]:
     return list(getattr(ex, "findings", None) or ())
 
 
-def _request_field(view, name: str):
-    if "_request_fields" not in view.__dict__:
-        req = view.ex.request
-        body = req.decoded(_summary()).body if req and req.direction == "request" else None
-        view._request_fields = {c.name: c.value for c in body.children} if body else {}
-    return view._request_fields.get(name)
-
-
-def _summary():
-    from .facts import SUMMARY
-    return SUMMARY
-
-
 def client_wait(view) -> float:
     """Seconds of the latency the client asked the broker to hold the answer."""
     ex = view.ex
@@ -38,13 +25,8 @@ def client_wait(view) -> float:
     if latency is None or ex.request is None:
         return 0.0
     key = ex.first.api_key
-    if key == FETCH and view.facts().records == 0:
-        wait = _request_field(view, "max_wait_ms")
-        return min(latency, wait / 1000) if isinstance(wait, int) and wait > 0 else 0.0
-    if key == JOIN_GROUP:
-        wait = _request_field(view, "rebalance_timeout_ms")
-        if wait is None:                     # v0 has only the session timeout
-            wait = _request_field(view, "session_timeout_ms")
+    wait = view.facts().asked_wait_ms        # read from the request by enrichment
+    if (key == FETCH and view.facts().records == 0) or key == JOIN_GROUP:
         return min(latency, wait / 1000) if isinstance(wait, int) and wait > 0 else 0.0
     if key == SYNC_GROUP:                    # held until the leader sends assignments
         return latency

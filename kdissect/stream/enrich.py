@@ -92,6 +92,8 @@ def enrich(ex: Exchange, options: Options, topic_ids: dict[str, str],
     bodies = [d.tree.children[0] if m.direction == "sasl" else d.body
               for m, d in zip((req, resp), decoded) if d is not None]
     ex.facts = facts(*bodies, topic_ids=topic_ids, full_ids=True)
+    if req is not None and decoded[0] is not None and decoded[0].body is not None:
+        ex.facts.asked_wait_ms = _asked_wait(req.api_key, decoded[0].body)
     if resp is not None and resp.direction == "response":
         body = decoded[1].body
         code = body.child("error_code") if body is not None else None
@@ -111,6 +113,17 @@ def enrich(ex: Exchange, options: Options, topic_ids: dict[str, str],
     ex.status = _status(ex)
     if keep:
         ex.decoded = (decoded[0], decoded[1])
+
+
+_WAIT_FIELDS = {1: ("max_wait_ms",), 11: ("rebalance_timeout_ms", "session_timeout_ms")}
+
+
+def _asked_wait(api_key: int | None, body) -> int | None:
+    for name in _WAIT_FIELDS.get(api_key, ()):
+        field = body.child(name)
+        if field is not None and isinstance(field.value, int):
+            return field.value
+    return None
 
 
 def _guess(resp, findings: list[Finding]) -> None:

@@ -19,6 +19,9 @@ class Facts:
     record_bytes: int = 0          # bytes of record data (batches or message sets)
     full_ids: bool = False         # name unknown topic ids in full (else 8 digits)
     top_error: int | None = None   # the response's own error_code (a field of its body)
+    # how long the client asked the broker to hold the answer: Fetch max_wait_ms,
+    # JoinGroup rebalance_timeout_ms (session_timeout_ms in v0)
+    asked_wait_ms: int | None = None
 
     def text(self) -> str:
         parts = []

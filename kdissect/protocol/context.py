@@ -1,0 +1,85 @@
+"""What every decoder of a message shares: the options and the per-message budget, and
+how a field fails (the ``Abort`` signal). The field walker (decode.py) and the record
+decoder (records.py) both build on it, and neither imports the other's internals."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+
+from .names import error_note
+from .node import NOTE_MAKERS, Node
+from .reader import Reader
+
+
+class Budget:
+    """What one message may still spend (see ``Options``): hostile bytes must not turn a
+    small message into gigabytes. Mutable, one per message decode."""
+
+    __slots__ = ("decompressed", "nodes", "max_decompressed", "max_nodes")
+
+    def __init__(self, max_decompressed: int, max_nodes: int):
+        self.decompressed = self.max_decompressed = max_decompressed
+        self.nodes = self.max_nodes = max_nodes
+
+
+@dataclass(frozen=True)
+class Options:
+    show_secrets: bool = False
+    # the per-message budget; the defaults keep one message's tree and buffers well
+    # under 256 MB (docs/protocol.md, "Budget")
+    max_decompressed: int = 64 * 1024 * 1024   # decompressed bytes, all payloads together
+    max_nodes: int = 500_000                    # fields in the tree (about 250 bytes each)
+    max_nesting: int = 4                        # compressed wrappers inside wrappers
+    # True: decode record batches fully; "batches": only batch headers (counts, CRCs:
+    # what a summary needs); False: leave the bytes raw
+    records: bool | str = True
+    embedded: bool = True                       # decode structures inside bytes fields
+    # the budget of the message being decoded (set by ``for_message``)
+    budget: Budget | None = field(default=None, compare=False, repr=False)
+
+    def for_message(self) -> Options:
+        """These options with a fresh budget: call once per message."""
+        return replace(self, budget=Budget(self.max_decompressed, self.max_nodes))
+
+
+class Abort(Exception):
+    """A field failed; its node already carries the problem and the remaining bytes."""
+
+
+def charge_nodes(r: Reader, parent: Node, ctx: Options, n: int) -> None:
+    """Spend ``n`` nodes of the message's budget; once it is spent, the rest of the region
+    is kept raw under ``parent`` (finding node_budget) and decoding of the region stops."""
+    budget = ctx.budget
+    if budget is None:
+        return
+    budget.nodes -= n
+    if budget.nodes < 0:
+        parent.add(Node("_rest", "bytes", r.pos, r.end - r.pos, r.buf[r.pos:r.end],
+                        problem=f"node budget of {budget.max_nodes} fields spent; the "
+                                f"remaining {r.end - r.pos} bytes are kept raw (raise it "
+                                f"with --max-nodes)",
+                        code="node_budget"))
+        r.pos = r.end
+        budget.nodes = 0
+        raise Abort()
+
+
+def time_note(ms: int) -> str | None:
+    if ms < 0 or ms > 253402300799999:          # -1 means "none"; beyond year 9999
+        return None
+    t = datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+    return t.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+NOTE_MAKERS["error"] = error_note
+NOTE_MAKERS["time"] = time_note
+
+
+def fail(r: Reader, node: Node, reason: str, code: str = "malformed_field") -> Abort:
+    """Mark ``node`` as the failing field: it takes the rest of the region."""
+    node.problem = reason
+    node.code = code
+    node.length = r.end - node.offset
+    r.pos = r.end
+    return Abort()
