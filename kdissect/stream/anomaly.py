@@ -5,17 +5,11 @@ SyncGroup held by the coordinator until the group rebalances)."""
 
 from __future__ import annotations
 
-from ..protocol.findings import Finding
 from ..protocol.names import error_name
 from ..protocol.node import Node
 
 SLOW = 0.5                 # seconds of broker time (latency less the asked wait): an outlier
 FETCH, JOIN_GROUP, SYNC_GROUP = 1, 11, 14
-
-
-def findings(ex) -> list[Finding]:
-    """The exchange's findings (set by the engine's enrichment stage)."""
-    return list(getattr(ex, "findings", None) or ())
 
 
 def client_wait(view) -> float:
@@ -48,7 +42,7 @@ def reasons(view) -> list[str]:
     out = []
     if ex.first.direction != "sasl":
         out += sorted({error_name(c) for c in view.facts().errors})
-    out += [f.code for f in findings(ex) if f.severity != "note" and f.code != "error_code"]
+    out += [f.code for f in ex.findings if f.severity != "note" and f.code != "error_code"]
     slow = service_time(view)
     if slow is not None and slow > SLOW:
         out.append(f"slow ({slow * 1000:.0f}ms)")

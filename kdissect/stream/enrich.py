@@ -81,7 +81,8 @@ def enrich(ex: Exchange, options: Options, topic_ids: dict[str, str],
         where = m.direction
         for path, code, reason in d.tree.findings():
             findings.append(Finding(code, reason, f"{where}: {path}"))
-        if any(n.note == "SASL/PLAIN" for n in d.tree.walk()):
+        if (m.direction == "sasl" or m.api_key == 36) and \
+                any(n.note == "SASL/PLAIN" for n in d.tree.walk()):
             # readable here, so not inside TLS: the password crossed the wire in clear
             findings.append(Finding("plaintext_credentials", "", where))
         if d.assumed_from is not None:
@@ -106,8 +107,11 @@ def enrich(ex: Exchange, options: Options, topic_ids: dict[str, str],
                 at = f" ({topic}[{partition}])" if topic is not None else ""
                 findings.append(Finding("error_code", f"{error_name(code)}{at}", "response"))
         throttle = body.child("throttle_time_ms") if body is not None else None
-        if throttle is not None and isinstance(throttle.value, int) and throttle.value > 0:
-            findings.append(Finding("throttled", f"throttled {throttle.value} ms", "response"))
+        if throttle is not None and isinstance(throttle.value, int):
+            ex.facts.throttle_ms = throttle.value
+            if throttle.value > 0:
+                findings.append(Finding("throttled", f"throttled {throttle.value} ms",
+                                        "response"))
         if ex.first.api_key == 18 and decoded[1] is not None:
             _learn_versions(ex.stream, decoded[1], advertised)
     ex.status = _status(ex)

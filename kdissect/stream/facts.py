@@ -22,6 +22,7 @@ class Facts:
     # how long the client asked the broker to hold the answer: Fetch max_wait_ms,
     # JoinGroup rebalance_timeout_ms (session_timeout_ms in v0)
     asked_wait_ms: int | None = None
+    throttle_ms: int | None = None # the response's throttle_time_ms
 
     def text(self) -> str:
         parts = []
@@ -165,13 +166,9 @@ class ExchangeView:
         if name == "broker":
             return [f"{ex.broker[0]}:{ex.broker[1]}"]
         if name == "bytes":
-            return [sum(len(m.data) for m in msgs)]
+            return [sum(m.size for m in msgs)]
         if name == "problems":
             return [self.problems]
         if name == "frame":
             return [first.frame]
-        if name == "finding":
-            return [f.code for f in ex.findings]
-        if name == "severity":
-            return [f.severity for f in ex.findings]
         raise KeyError(name)
