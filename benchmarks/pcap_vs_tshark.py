@@ -5,13 +5,21 @@
     full decode  tshark -T json                      vs  kdissect pcap --format jsonl (-j 1, -j N)
 
 Each pair runs alternately (peer, ours, peer, ours...) --runs times; the table gives
-medians of wall time and of peak memory, and the ratios (peer / ours: above 1, kdissect
-is faster or smaller). Peak memory is the largest sum of RSS over the process and all its
-children (kdissect's -j workers count), sampled every 20 ms. Output goes to /dev/null.
-The capture comes from benchmarks/make_bulk_capture.py.
+medians of wall time, CPU time (user + system, workers included) and peak memory, and
+the ratios (peer / ours: above 1, kdissect is faster or smaller). On a machine others
+share, wall time depends on their load; CPU time much less. Peak memory is the largest
+sum of PSS (proportional set size: pages a forked worker shares with its parent count
+once) over the process and all its children, sampled every 20 ms. Output goes to
+/dev/null. The capture comes from benchmarks/make_bulk_capture.py.
+
+kdissect runs as installed users run it: with its bytecode cached (a warm-up run writes
+it, even where PYTHONDONTWRITEBYTECODE is set, as on the development machines, where it
+would add about 0.15 s of compiling to every start), and --python picks the
+interpreter of a plain `pip install kdissect` (the test virtualenv's kio also imports
+hypothesis at start-up).
 
     .venv/bin/python benchmarks/pcap_vs_tshark.py CAPTURE [--runs 3] [--jobs 2]
-        [--only summary|jsonl] [--no-peer] [--port 9092]
+        [--only summary|jsonl] [--no-peer] [--port 9092] [--python PLAIN_VENV/bin/python]
 
 --no-peer runs kdissect alone (e.g. the memory of --format jsonl on a 1.5 GB capture,
 where tshark -T json would need far more memory than this machine has).
@@ -28,8 +36,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-KDISSECT = [sys.executable, "-m", "kdissect", "pcap"]
-PAGE = os.sysconf("SC_PAGE_SIZE")
+# compiled modules are written and reused, as on a user's machine
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
 def _children() -> dict[int, list[int]]:
@@ -46,33 +54,42 @@ def _children() -> dict[int, list[int]]:
     return kids
 
 
-def tree_rss(pid: int) -> int:
-    """Bytes resident in ``pid`` and its descendants."""
+def tree_pss(pid: int) -> int:
+    """Bytes of memory ``pid`` and its descendants use (PSS)."""
     kids, total, todo = _children(), 0, [pid]
     while todo:
         p = todo.pop()
         try:
-            with open(f"/proc/{p}/statm", "rb") as f:
-                total += int(f.read().split()[1]) * PAGE
+            with open(f"/proc/{p}/smaps_rollup", "rb") as f:
+                for line in f:
+                    if line.startswith(b"Pss:"):
+                        total += int(line.split()[1]) * 1024
+                        break
         except OSError:
             pass
         todo += kids.get(p, [])
     return total
 
 
-def measure(cmd: list[str]) -> tuple[float, float]:
-    """(wall seconds, peak MiB of the process tree)."""
+def measure(cmd: list[str]) -> tuple[float, float, float]:
+    """(wall seconds, CPU seconds, peak MiB) of the process tree."""
     start = time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            cwd=ROOT, env=ENV)
     peak = 0
-    while proc.poll() is None:
-        peak = max(peak, tree_rss(proc.pid))
+    while True:
+        done, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if done:
+            break
+        peak = max(peak, tree_pss(proc.pid))
         time.sleep(0.02)
     seconds = time.monotonic() - start
-    err = proc.stderr.read()
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}): {err[-500:].decode()}")
-    return seconds, peak / 2**20
+    code = os.waitstatus_to_exitcode(status)
+    proc.returncode = code
+    if code != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed ({code}); run it alone to see why")
+    # the child's usage includes the children it waited for (kdissect's workers)
+    return seconds, usage.ru_utime + usage.ru_stime, peak / 2**20
 
 
 def main() -> None:
@@ -84,10 +101,16 @@ def main() -> None:
     ap.add_argument("--only", choices=["summary", "jsonl"])
     ap.add_argument("--no-peer", action="store_true", help="kdissect alone")
     ap.add_argument("--port", type=int, default=9092)
+    ap.add_argument("--python", default=sys.executable,
+                    help="the interpreter kdissect is installed for (default: this one)")
     args = ap.parse_args()
     cap = args.capture
     tshark = ["tshark", "-r", cap, "-d", f"tcp.port=={args.port},kafka"]
-    ours = KDISSECT + [cap, "-p", str(args.port)]
+    kdissect = [args.python, "-m", "kdissect", "pcap"]
+    ours = kdissect + [cap, "-p", str(args.port)]
+    for fmt in ("text", "jsonl"):            # warm-up: writes the bytecode
+        subprocess.run(kdissect + [str(ROOT / "captures" / "acks0.pcap"), "--format", fmt],
+                       capture_output=True, env=ENV, check=True)
     rows = [
         ("summary", "tshark -T fields -e kafka.api_key",
          tshark + ["-T", "fields", "-e", "kafka.api_key"],
@@ -102,27 +125,26 @@ def main() -> None:
     size = os.path.getsize(cap) / 2**20
     print(f"capture: {cap} ({size:.0f} MiB); {args.runs} alternating runs, medians; "
           f"load average at start {os.getloadavg()[0]:.1f}\n", flush=True)
-    print(f"{'run':48} {'s':>8} {'MiB':>7} {'speed ×':>8} {'memory ×':>9}")
+    print(f"{'run':46} {'wall s':>7} {'CPU s':>7} {'MiB':>6} {'wall ×':>7} {'CPU ×':>6} "
+          f"{'mem ×':>6}")
     for label, peer_name, peer_cmd, variants in rows:
-        times: dict[str, list[float]] = {}
-        mems: dict[str, list[float]] = {}
+        got: dict[str, list[tuple[float, float, float]]] = {}
         cmds = ([] if args.no_peer else [(peer_name, peer_cmd)]) + variants
         for _ in range(args.runs):
             for name, cmd in cmds:
-                s, m = measure(cmd)
-                times.setdefault(name, []).append(s)
-                mems.setdefault(name, []).append(m)
-        peer_s = statistics.median(times[peer_name]) if not args.no_peer else None
-        peer_m = statistics.median(mems[peer_name]) if not args.no_peer else None
+                got.setdefault(name, []).append(measure(cmd))
+        med = {name: tuple(statistics.median(r[i] for r in runs) for i in range(3))
+               for name, runs in got.items()}
+        peer = med.get(peer_name)
         for name, _cmd in cmds:
-            s, m = statistics.median(times[name]), statistics.median(mems[name])
-            ratio = f"{peer_s / s:8.2f} {peer_m / m:9.2f}" if peer_s and name != peer_name \
-                else f"{'':8} {'':9}"
-            runs = "/".join(f"{t:.1f}" for t in times[name])
-            print(f"{label + ': ' + name:48} {s:8.2f} {m:7.0f} {ratio}   ({runs} s)",
-                  flush=True)
-    print(f"\nload average at the end {os.getloadavg()[0]:.1f}; speed ×: peer time / "
-          f"kdissect time; memory ×: peer peak / kdissect peak")
+            wall, cpu, mem = med[name]
+            ratio = f"{peer[0] / wall:7.2f} {peer[1] / cpu:6.2f} {peer[2] / mem:6.2f}" \
+                if peer and name != peer_name else f"{'':7} {'':6} {'':6}"
+            runs = "/".join(f"{r[0]:.1f}" for r in got[name])
+            print(f"{label + ': ' + name:46} {wall:7.2f} {cpu:7.2f} {mem:6.0f} {ratio}   "
+                  f"(wall {runs})", flush=True)
+    print(f"\nload average at the end {os.getloadavg()[0]:.1f}; ×: peer / kdissect (above 1: "
+          f"kdissect is faster or smaller)")
 
 
 if __name__ == "__main__":

@@ -105,8 +105,10 @@ def test_damaged_messages_step_aside_or_agree():
 
 
 def test_raw_records_and_small_budgets():
-    """Options change both paths alike: records left raw, a tight decompression cap."""
-    opts = [Options(records=False), Options(max_decompressed=100)]
+    """Options change both paths alike: records left raw, tight budgets (decompressed
+    bytes, nodes): a message the located decoder cuts short never takes the values path."""
+    opts = [Options(records=False), Options(max_decompressed=100),
+            Options(max_decompressed=3000), Options(max_nodes=40), Options(max_nodes=400)]
     for data, direction, key, version in messages(
             Path(__file__).parent.parent / "captures" / "kafka-python-codecs.pcap"):
         for o in opts:

@@ -33,8 +33,11 @@ Piped, or with --no-tui:
 Filters (-Y, see docs/filters.md), over exchanges:
   api == Produce and topic == "orders"      error != 0        latency > 50ms
   client_id ~ "rdkafka"                     api in {Fetch, ListOffsets} and records > 0
+  anomaly (anything wrong)                  record.key == "order-42"  (compressed too)
   fields: api version correlation_id client_id latency topic partition error records
-          status stream client broker bytes problems frame
+          status stream client broker bytes problems frame response_frame anomaly
+          finding severity service_time throttle record.key record.value
+          record.header[.NAME]; Wireshark's kafka.* names work too (kafka.api_key...)
 
 \b
 Examples:

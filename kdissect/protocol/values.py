@@ -1,7 +1,7 @@
 """The values-only decoder: a message's body as plain values, without located nodes.
 
-Bulk output (JSON lines, Parquet records, Spark) needs the values of every field but
-never their offsets, and building a ``Node`` per field is most of the time a full decode
+Bulk output (JSON lines; the Parquet and Spark record tables could follow) needs the
+values of every field but never their offsets, and building a ``Node`` per field is most of the time a full decode
 takes. So for each layout (``Struct``) this module generates, once, a specialised Python
 reader function from the same layouts ``decode.py`` walks (the way kio generates its
 parsers): consecutive fixed-size fields become one ``struct`` unpack, one-byte length
@@ -56,7 +56,7 @@ class _State:
     def __init__(self, conv: Callable[[bytes], Any], options: Options):
         self.conv = conv
         self.records = options.records        # True: decode batches; False: leave raw
-        self.nodes = getattr(options, "max_nodes", 1 << 62)
+        self.nodes = options.max_nodes
         self.decompressed = options.max_decompressed
         self.tag_end = 0         # where the tagged fields just read end
 
@@ -67,8 +67,9 @@ class _State:
 
 
 def _uvarint(buf: bytes, pos: int, max_bytes: int) -> tuple[int, int]:
-    """Unsigned LEB128 of at most ``max_bytes`` (as ``Reader._leb``); IndexError past the
-    end, Bail when too long."""
+    """Unsigned LEB128 of at most ``max_bytes``, as ``Reader._leb`` reads it (records'
+    ``_uvarint_at`` takes up to ten bytes anywhere, which the located header and body
+    readers fault); IndexError past the end, Bail when too long."""
     value = shift = 0
     for _ in range(max_bytes):
         b = buf[pos]
@@ -337,8 +338,9 @@ def _batch(buf: bytes, start: int, end: int, s) -> dict:
 
 
 # The record loop runs once per record of every batch: its varints (nearly all one or two
-# bytes) are read inline. Written once as a template; VARINT(x, max) expands to the
-# inline read of an unsigned varint into ``x`` at ``p`` (the general case in _uvarint).
+# bytes) are read inline. Written once as a template: VARINT(x, max) expands to the inline
+# read of an unsigned varint into ``x`` at ``p`` (the general case in _uvarint), and
+# SIZED(x, f) to a varint-sized field of the record (-1: None) passed through ``f``.
 _RECORD_LOOP = """
 def loop(data, pos, end, count, base, ts0, fixed_ts, conv):
     records = []
@@ -355,60 +357,16 @@ def loop(data, pos, end, count, base, ts0, fixed_ts, conv):
         ts = ts0 if fixed_ts else ts0 + ((n >> 1) ^ -(n & 1))
         VARINT(n, 5)
         offset = base + ((n >> 1) ^ -(n & 1))
-        VARINT(n, 5)
-        size = (n >> 1) ^ -(n & 1)
-        if size < 0:
-            if size != -1:
-                raise Bail
-            key = None
-        else:
-            q = p + size
-            if q > rec_end:
-                raise Bail
-            key = conv(data[p:q])
-            p = q
-        VARINT(n, 5)
-        size = (n >> 1) ^ -(n & 1)
-        if size < 0:
-            if size != -1:
-                raise Bail
-            value = None
-        else:
-            q = p + size
-            if q > rec_end:
-                raise Bail
-            value = conv(data[p:q])
-            p = q
+        SIZED(key, conv)
+        SIZED(value, conv)
         VARINT(n, 5)
         count_h = (n >> 1) ^ -(n & 1)
         if count_h < 0 or count_h > rec_end - p:
             raise Bail
         headers = []
         for _h in range(count_h):
-            VARINT(n, 5)
-            size = (n >> 1) ^ -(n & 1)
-            if size < 0:
-                if size != -1:
-                    raise Bail
-                hkey = None
-            else:
-                q = p + size
-                if q > rec_end:
-                    raise Bail
-                hkey = data[p:q].decode("utf-8", "replace")
-                p = q
-            VARINT(n, 5)
-            size = (n >> 1) ^ -(n & 1)
-            if size < 0:
-                if size != -1:
-                    raise Bail
-                hvalue = None
-            else:
-                q = p + size
-                if q > rec_end:
-                    raise Bail
-                hvalue = conv(data[p:q])
-                p = q
+            SIZED(hkey, text)
+            SIZED(hvalue, conv)
             headers.append({"key": hkey, "value": hvalue})
         if p != rec_end:
             raise Bail
@@ -420,33 +378,58 @@ def loop(data, pos, end, count, base, ts0, fixed_ts, conv):
 """
 
 
+def _varint(var: str, max_bytes: str) -> list[str]:
+    return [f"{var} = data[p]",
+            f"if {var} < 128:",
+            "    p += 1",
+            "elif data[p + 1] < 128:",
+            f"    {var} = ({var} & 127) | (data[p + 1] << 7)",
+            "    p += 2",
+            "else:",
+            f"    {var}, p = _uvarint(data, p, {max_bytes})"]
+
+
+def _sized(var: str, convert: str) -> list[str]:
+    """``convert`` names a function, or is ``text`` (UTF-8, errors replaced, inline)."""
+    value = 'data[p:q].decode("utf-8", "replace")' if convert == "text" \
+        else f"{convert}(data[p:q])"
+    return [*_varint("n", "5"),
+            "size = (n >> 1) ^ -(n & 1)",
+            "if size < 0:",
+            "    if size != -1:",
+            "        raise Bail",
+            f"    {var} = None",
+            "else:",
+            "    q = p + size",
+            "    if q > rec_end:",
+            "        raise Bail",
+            f"    {var} = {value}",
+            "    p = q"]
+
+
 def _expand(template: str) -> str:
     out = []
     for line in template.splitlines():
-        head, sep, rest = line.partition("VARINT(")
-        if not sep:
+        for macro, expand in (("VARINT(", _varint), ("SIZED(", _sized)):
+            head, sep, rest = line.partition(macro)
+            if sep:
+                out += [head + inline for inline in
+                        expand(*(x.strip() for x in rest.rstrip(")").split(",")))]
+                break
+        else:
             out.append(line)
-            continue
-        var, max_bytes = (x.strip() for x in rest.rstrip(")").split(","))
-        for inline in (f"{var} = data[p]",
-                       f"if {var} < 128:",
-                       "    p += 1",
-                       "elif data[p + 1] < 128:",
-                       f"    {var} = ({var} & 127) | (data[p + 1] << 7)",
-                       "    p += 2",
-                       "else:",
-                       f"    {var}, p = _uvarint(data, p, {max_bytes})"):
-            out.append(head + inline)
     return "\n".join(out)
 
 
-def _compile_loop() -> Callable:
-    env = {"Bail": Bail, "_uvarint": _uvarint}
-    exec(compile(_expand(_RECORD_LOOP), "<values record loop>", "exec"), env)
-    return env["loop"]
+_LOOP: list[Callable] = []       # compiled on first use: start-up stays lean
 
 
-_record_loop = _compile_loop()
+def _record_loop(*args):
+    if not _LOOP:
+        env = {"Bail": Bail, "_uvarint": _uvarint}
+        exec(compile(_expand(_RECORD_LOOP), "<values record loop>", "exec"), env)
+        _LOOP.append(env["loop"])
+    return _LOOP[0](*args)
 
 
 # -- messages -------------------------------------------------------------------------

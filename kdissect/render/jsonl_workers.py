@@ -4,8 +4,8 @@ Framing and pairing are sequential (a connection's messages depend on the ones b
 decoding every field and encoding it as JSON is not, and it is most of the work. So the
 engine runs in this process as always, and the messages it hands out are sent in chunks
 to ``jobs`` workers, which decode them (values-only, see protocol/values.py) and return
-their lines; chunks are written in the order they were sent, and at most two per worker
-are in flight, which bounds memory whatever the capture's size.
+their lines; chunks are written in the order they were sent, and at most one more than
+there are workers is in flight, which bounds memory whatever the capture's size.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ class JsonlWorkers:
         methods = multiprocessing.get_all_start_methods()
         context = multiprocessing.get_context("fork" if "fork" in methods else None)
         self.pool = ProcessPoolExecutor(jobs, mp_context=context)
-        self.ahead = 2 * jobs
+        self.ahead = jobs + 1        # one waiting beyond those being decoded: enough
         self.chunk: list[Exchange] = []
         self.chunk_bytes = 0
         self.inflight: deque[Future] = deque()

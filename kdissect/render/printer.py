@@ -27,6 +27,9 @@ class ExchangePrinter:
         self.options, self.fmt, self.verbose, self.filter = options, fmt, verbose, display_filter
         # JSON lines decoded on worker processes (the engine stays in this one)
         self.workers = None
+        if fmt == "jsonl" and not stats:
+            from .heap import steady_heap
+            steady_heap()
         if fmt == "jsonl" and jobs > 1 and not stats:
             from .jsonl_workers import JsonlWorkers      # only then: processes cost start-up
             self.workers = JsonlWorkers(options, jobs, sys.stdout.write)
