@@ -179,10 +179,8 @@ class Proxy:
             broker = upstream_w.get_extra_info("peername")[:2]
             index = next(self._index)
             advertise = self.advertise or self.host
-            if advertise in _WILDCARDS:           # never hand out 0.0.0.0: the address
-                advertise = writer.get_extra_info("sockname")[0]     # this client used
-                if advertise.startswith("::ffff:"):
-                    advertise = advertise[7:]
+            if advertise in _WILDCARDS:   # never hand out 0.0.0.0: the address this client used
+                advertise = writer.get_extra_info("sockname")[0].removeprefix("::ffff:")
             c = _Connection(index, client, broker, advertise,
                             self.metrics.open(index, client, broker))
             if self.recorder is not None:
