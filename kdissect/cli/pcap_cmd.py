@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import os
-import sys
 
 import click
 from rich.console import Console
 
+from ..crash import quiet_stdout
 from .common import (_need_spark_extra, _print_warnings, _progress, _run_tui,
                      _traffic_options, on_terminal, port_options, secret_options)
 from .group import main
@@ -96,7 +96,7 @@ def pcap(files, ports, no_detect, verbose, fmt, output, filter_text, stats, tui,
     except BrokenPipeError:
         # the reader went away (`| head`): stop quietly, as command-line tools do
         printer.abort()
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        quiet_stdout()
         return
     if printer.errors:
         raise SystemExit(1)          # an input could not be read, or held no Kafka traffic

@@ -107,7 +107,7 @@ class Stats:
         if ex.status != "ok":
             self.statuses[ex.status.split(":")[0].split(" (")[0]] += 1
         for m in ex.messages:
-            size = len(m.data) + 4
+            size = m.size + 4
             if m.direction == "response" or (m.direction == "sasl" and ex.request is None):
                 self.bytes_responses += size
                 conn.to_client += size
@@ -129,9 +129,7 @@ class Stats:
 
     def _breakdowns(self, ex: Exchange, view: ExchangeView, name: str) -> None:
         errors = len(view.facts().errors)
-        throttle = next((int(f.detail.split()[1]) for f in ex.findings
-                         if f.code == "throttled" and f.detail.split()[1:2] and
-                         f.detail.split()[1].isdigit()), 0)
+        throttle = view.facts().throttle_ms or 0
         client = (ex.request.client_id if ex.request and ex.request.client_id else
                   f"{ex.client[0]} (no client id)")
         service = anomaly.service_time(view)

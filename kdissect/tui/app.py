@@ -49,7 +49,7 @@ def _row(view: ExchangeView) -> tuple:
     facts = view.facts()
     reasons = anomaly.reasons(view)
     severe = bool(facts.errors or view.problems or any(
-        f.severity == "error" for f in anomaly.findings(ex)))
+        f.severity == "error" for f in ex.findings))
     style = "red" if severe else "yellow" if reasons else ""
     summary = Facts(topics=facts.topics, records=facts.records).text()
     latency = Text()
@@ -214,6 +214,8 @@ class KdissectApp(App):
 
     def on_unmount(self) -> None:
         self.stop.set()
+        if self.spill is not None:
+            self.spill.close()           # the unlinked file goes with its last descriptor
 
     # -- loading (worker thread) ---------------------------------------------------------
 
@@ -350,7 +352,7 @@ class KdissectApp(App):
         if self.detail_pending is not view or not self.query(HexView):
             return
         self.load_bytes(view)
-        size = sum(len(m.data) for m in view.ex.messages)
+        size = sum(m.size for m in view.ex.messages)
         if size < _DECODE_HERE:
             self.show_exchange(view)
             return
