@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Kafka traffic direct to the broker against through `kdissect proxy`, side by side in one
-run on the Tansu broker; direct and proxied runs alternate, each figure is the median of
---repeats runs, and ratios are proxied / direct:
+run on the Tansu broker; direct and proxied runs alternate in pairs (which goes first
+alternates too), each figure is the median of --repeats pairs, and a ratio is the median
+of the pairs' proxied / direct:
 
     throughput   confluent-kafka produces --messages messages (lz4), then a consumer
                  reads them back; messages per second. The proxy runs in each display
@@ -10,11 +11,11 @@ run on the Tansu broker; direct and proxied runs alternate, each figure is the m
                  asyncio instead of uvloop.
     latency      round trips on one connection: ApiVersions, and Metadata for all topics
                  (--topics of them); p50 / p99 direct and proxied, and what the proxy adds
-    probe        the worst and p99 ApiVersions round trip of a second connection while a
-                 consumer reads at full speed (direct and through the proxy)
+    probe        the worst and p99 ApiVersions round trip of a second connection while
+                 consumers read at full speed for --probe-seconds (direct and proxied)
 
     .venv/bin/python benchmarks/proxy_vs_direct.py [--messages 200000] [--size 200]
-        [--repeats 3] [--modes jsonl,text,tui,asyncio] [--topics 60]
+        [--repeats 11] [--modes jsonl,text,tui,asyncio] [--topics 60] [--latency-only]
 """
 
 from __future__ import annotations
@@ -77,6 +78,35 @@ class ProxyRun:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
+    def _processes(self) -> tuple[int, list[int]]:
+        """(the forwarding process, the display's processes: printer or TUI and loader)."""
+        found = subprocess.run(["pgrep", "-f", "--", f"--listen 127.0.0.1:{self.port}"],
+                               capture_output=True, text=True, check=False).stdout.split()
+        pythons = {int(p) for p in found
+                   if Path(f"/proc/{p}/comm").exists()
+                   and Path(f"/proc/{p}/comm").read_text().startswith("python")}
+        parent = {p: _stat(p)[1] for p in pythons}
+        main = next(p for p in pythons if parent[p] not in pythons)
+        forwarder = min(p for p in pythons if parent[p] == main)   # forked first
+        return forwarder, [p for p in pythons if p != forwarder]
+
+    def cpu(self) -> tuple[float, float]:
+        """CPU seconds used so far by (forwarding, display)."""
+        forwarder, display = self._processes()
+        return _stat(forwarder)[0], sum(_stat(p)[0] for p in display)
+
+    def wait_idle(self, quiet: float = 0.3, limit: float = 3) -> None:
+        """Until the proxy's processes stop using CPU (the display catching up), at most
+        ``limit`` seconds, so that its leftover work does not slow the next run."""
+        deadline = time.monotonic() + limit
+        last = sum(self.cpu())
+        while time.monotonic() < deadline:
+            time.sleep(quiet)
+            now = sum(self.cpu())
+            if now == last:
+                return
+            last = now
+
     def stop(self) -> str:
         """Stop it; its exit summary."""
         if self.tmux:
@@ -86,6 +116,12 @@ class ProxyRun:
         _, err = self.proc.communicate(timeout=60)
         return "\n".join(line for line in err.splitlines() if line.startswith("proxy:")
                          or "not shown" in line)
+
+
+def _stat(pid: int) -> tuple[float, int]:
+    """(CPU seconds used, parent pid) of a process."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), int(fields[1])
 
 
 def produce(bootstrap: str, topic: str, n: int, size: int) -> float:
@@ -108,17 +144,18 @@ def produce(bootstrap: str, topic: str, n: int, size: int) -> float:
 
 
 def consume(bootstrap: str, topic: str, n: int) -> float:
-    from confluent_kafka import Consumer
+    """Messages per second reading ``topic`` (its partitions assigned: no group join)."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{topic}",
-                  "auto.offset.reset": "earliest", "session.timeout.ms": 6000,
-                  "max.poll.interval.ms": 6000, "fetch.max.bytes": 32 << 20})
-    c.subscribe([topic])
+                  "enable.auto.commit": False, "fetch.max.bytes": 32 << 20})
+    partitions = c.list_topics(topic, timeout=30).topics[topic].partitions
+    c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
     got, start = 0, None
     deadline = time.monotonic() + 300
     while got < n and time.monotonic() < deadline:
         for m in c.consume(10000, 0.5):
             if m.error() is None:
-                if start is None:                 # from the first message: not the join
+                if start is None:                 # from the first message
                     start = time.monotonic()
                 got += 1
     rate = got / (time.monotonic() - start) if start else 0.0
@@ -166,24 +203,33 @@ def latencies(bootstrap: str, request: bytes, count: int) -> list[float]:
         return [round_trip(s, request) for _ in range(count)]
 
 
+def per_k(seconds: list[float], messages: int) -> str:
+    return f"{seconds[0] / messages * 1e6:.1f} / {seconds[1] / messages * 1e6:.1f} ms"
+
+
+def spread(ratios: list[float]) -> str:
+    q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else ratios * 3
+    return f"{q[0]:.0%}–{q[2]:.0%}"
+
+
 def pct(values: list[float], q: float) -> float:
     return sorted(values)[min(len(values) - 1, int(q * len(values)))] * 1000
 
 
-def probe(bootstrap: str, topic: str, n: int) -> tuple[float, float, int]:
-    """(worst ms, p99 ms, round trips) of ApiVersions every 5 ms while a consumer reads
-    ``topic`` at full speed."""
+def probe(bootstrap: str, topic: str, n: int, seconds: float) -> tuple[float, float, int]:
+    """(worst ms, p99 ms, round trips) of ApiVersions every 5 ms on another connection
+    while consumers read ``topic`` (``n`` messages) at full speed, again and again, for
+    ``seconds``."""
     samples: list[float] = []
-    reading = threading.Event()
     done = threading.Event()
 
     def reader():
-        reading.set()
-        consume(bootstrap, topic, n)
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            consume(bootstrap, topic, n)
         done.set()
     t = threading.Thread(target=reader)
     t.start()
-    reading.wait()
     host, port = bootstrap.split(":")
     with socket.create_connection((host, int(port))) as s:
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -198,11 +244,16 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--messages", type=int, default=200_000)
     ap.add_argument("--size", type=int, default=200)
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=11)
     ap.add_argument("--modes", default="jsonl,text,tui,asyncio")
     ap.add_argument("--topics", type=int, default=60)
     ap.add_argument("--round-trips", type=int, default=2000)
+    ap.add_argument("--probe-seconds", type=float, default=15)
+    ap.add_argument("--latency-only", action="store_true",
+                    help="skip the throughput runs (the proxy displays JSON lines)")
     args = ap.parse_args()
+    if args.latency_only:
+        args.modes = "jsonl"
     modes = [m for m in args.modes.split(",") if m]
     if "tui" in modes and not shutil.which("tmux"):
         modes.remove("tui")
@@ -219,8 +270,9 @@ def main() -> None:
               f"median of {args.repeats} alternating runs\n")
         print(f"{'proxy display':<28}{'produce direct':>15}{'proxy':>10}{'ratio':>7}"
               f"{'consume direct':>16}{'proxy':>10}{'ratio':>7}   (messages/s)")
-        for mode in modes:
+        for mode in modes if not args.latency_only else ():
             figures = {k: [] for k in ("pd", "pp", "cd", "cp", "rp", "rc")}
+            cpu = {"p": [0.0, 0.0], "c": [0.0, 0.0]}     # (forwarding, display) seconds
             for r in range(args.repeats):
                 first_direct = r % 2 == 0             # alternate which goes first
                 order = [("d", direct), ("p", proxies[mode].bootstrap)]
@@ -229,8 +281,16 @@ def main() -> None:
                 got = {}
                 for tag, bootstrap in order:
                     topic = f"t-{mode}-{r}-{tag}"
-                    got["p" + tag] = produce(bootstrap, topic, n, args.size)
-                    got["c" + tag] = consume(bootstrap, topic, n)
+                    for kind, run in (("p", produce), ("c", consume)):
+                        proxies[mode].wait_idle()
+                        before = proxies[mode].cpu()
+                        got[kind + tag] = run(bootstrap, topic, n) if kind == "c" else \
+                            run(bootstrap, topic, n, args.size)
+                        if tag == "p":
+                            proxies[mode].wait_idle()     # the display's share too
+                            after = proxies[mode].cpu()
+                            cpu[kind][0] += after[0] - before[0]
+                            cpu[kind][1] += after[1] - before[1]
                 for k, v in got.items():
                     figures[k].append(v)
                 figures["rp"].append(got["pp"] / got["pd"])
@@ -238,9 +298,10 @@ def main() -> None:
             med = {k: statistics.median(v) for k, v in figures.items()}
             print(f"{MODES[mode][1]:<28}{med['pd']:>15.0f}{med['pp']:>10.0f}{med['rp']:>7.0%}"
                   f"{med['cd']:>16.0f}{med['cp']:>10.0f}{med['rc']:>7.0%}"
-                  f"   (ratios per run: produce "
-                  f"{' '.join(f'{x:.0%}' for x in figures['rp'])}; consume "
-                  f"{' '.join(f'{x:.0%}' for x in figures['rc'])})")
+                  f"   (middle half of the ratios: produce {spread(figures['rp'])}, "
+                  f"consume {spread(figures['rc'])}; CPU per 1000 messages, forwarding / "
+                  f"display: produce {per_k(cpu['p'], n * args.repeats)}, consume "
+                  f"{per_k(cpu['c'], n * args.repeats)})")
 
         # latency: many topics first, so that Metadata is a big answer
         from confluent_kafka import Producer
@@ -254,19 +315,29 @@ def main() -> None:
         for name, request in (("ApiVersions", api_versions()),
                               (f"Metadata, all {args.topics}+ topics", metadata_all())):
             d, q = [], []
+            via.wait_idle()
+            forwarding = displaying = 0.0
             for _ in range(4):
                 d += latencies(direct, request, args.round_trips // 4)
+                before = via.cpu()
                 q += latencies(via.bootstrap, request, args.round_trips // 4)
+                via.wait_idle()
+                after = via.cpu()
+                forwarding += after[0] - before[0]
+                displaying += after[1] - before[1]
             print(f"  {name:<28} direct p50 {pct(d, .5):.3f} ms p99 {pct(d, .99):.3f} ms | "
                   f"proxied p50 {pct(q, .5):.3f} ms p99 {pct(q, .99):.3f} ms | added p50 "
                   f"{pct(q, .5) - pct(d, .5):+.3f} ms p99 {pct(q, .99) - pct(d, .99):+.3f} ms")
+            print(f"  {'':<28} CPU per round trip: forwarding {forwarding / len(q) * 1e6:.0f} µs,"
+                  f" display {displaying / len(q) * 1e6:.0f} µs")
 
         print("\nanother connection while a consumer reads at full speed "
               "(ApiVersions every 5 ms):")
         for tag, bootstrap in (("direct", direct), ("proxied", via.bootstrap)):
             topic = f"probe-{tag}"
             produce(bootstrap, topic, n, args.size)
-            worst, p99, count = probe(bootstrap, topic, n)
+            via.wait_idle()
+            worst, p99, count = probe(bootstrap, topic, n, args.probe_seconds)
             print(f"  {tag:<8} worst {worst:.1f} ms, p99 {p99:.2f} ms ({count} round trips)")
     finally:
         summaries = {mode: pr.stop() for mode, pr in proxies.items()}

@@ -2,14 +2,15 @@
 """The exchanges table from one process against the Spark job, side by side in one run:
 
     single   kdissect pcap FILE... --format parquet -o x.parquet   (one process, one core)
-    cold     kdissect spark FILE... --out DIR --master local[N]     (JVM start included)
-    warm     run_job() again in an already started local[N] session
+    warm     run_job() in an already started local[N] session, the file whole and split
+    cold     kdissect spark FILE --out DIR --master local[N]        (JVM start included),
+             on the capture and on a tiny one (the fixed cost of starting Spark)
 
-on the capture-layer benchmark capture (benchmarks/make_bulk_capture.py), split into
-shards and left whole, then on 1, 2 and 4 copies of it (the job's own choice: split
-only when there are fewer files than cores) to show scaling with files.
+on the capture-layer benchmark capture (benchmarks/make_bulk_capture.py), then on 1, 2
+and 4 copies of it (--scaling) to show scaling with files. Single and warm runs
+alternate, round after round, and the medians are compared.
 
-    .venv/bin/python benchmarks/spark_vs_single.py [CAPTURE] [--cores 2] [--runs 3]
+    .venv/bin/python benchmarks/spark_vs_single.py [CAPTURE] [--cores 2] [--runs 3] [--scaling]
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+KD = [sys.executable, "-m", "kdissect"]
 
 
 def timed(cmd: list[str]) -> float:
@@ -40,8 +42,10 @@ def main() -> None:
     ap.add_argument("capture", nargs="?", default=str(ROOT / "benchmarks/data/bulk.pcap"))
     ap.add_argument("--cores", type=int, default=2)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--scaling", action="store_true", help="also 2 and 4 copies of it")
     args = ap.parse_args()
-    from kdissect.pipeline.spark_job import get_session, run_job
+    from kdissect.pipeline.session import get_session
+    from kdissect.pipeline.spark_job import run_job
     from kdissect.sources.pcap import DEFAULT_PORTS
 
     size = os.path.getsize(args.capture)
@@ -55,45 +59,53 @@ def main() -> None:
             files.append(str(link))
         copies[n] = files
     master = f"local[{args.cores}]"
-    kd = [sys.executable, "-m", "kdissect"]
 
     def single(files):
-        return statistics.median(timed(kd + ["pcap", *files, "--format", "parquet", "-o",
-                                              str(work / "x.parquet")])
-                                 for _ in range(args.runs))
+        return timed(KD + ["pcap", *files, "--format", "parquet", "-o", str(work / "x.parquet")])
+
+    def cold(files):
+        return timed(KD + ["spark", *files, "--out", str(work / "cold"), "--master", master,
+                           "--mode", "overwrite"])
 
     print(f"capture: {args.capture} ({size / 2**20:.0f} MiB), Spark {master}, "
-          f"median of {args.runs} runs\n")
-    one = single(copies[1])
-    cold = timed(kd + ["spark", args.capture, "--out", str(work / "cold"), "--master", master])
+          f"medians of {args.runs} alternating runs\n")
+    colds = [cold(copies[1]) for _ in range(2)]
+    tiny = [cold([str(ROOT / "captures/kcat.pcap")]) for _ in range(2)]
     spark = get_session(master, log=str(work / "spark.log"))
 
     def warm(files, split=None):
-        run_job(spark, files, str(work / "warm"), ports=DEFAULT_PORTS, split=split)
-        times = []
-        for _ in range(args.runs):
-            start = time.monotonic()
-            run_job(spark, files, str(work / "warm"), ports=DEFAULT_PORTS, split=split)
-            times.append(time.monotonic() - start)
-        return statistics.median(times)
+        start = time.monotonic()
+        run_job(spark, files, str(work / "warm"), ports=DEFAULT_PORTS, split=split,
+                mode="overwrite")
+        return time.monotonic() - start
 
-    split = warm(copies[1], True)
-    whole = warm(copies[1], False)
-    print(f"{'run':<40}{'seconds':>9}{'vs single':>11}{'MiB/s':>8}")
-    row = lambda name, t, base: print(f"{name:<40}{t:>9.2f}{t / base:>10.2f}x"
-                                      f"{size / 2**20 / t:>8.0f}")
-    row("single process (pcap --format parquet)", one, one)
-    row("Spark cold (kdissect spark, JVM start)", cold, one)
-    row("Spark warm, split into shards", split, one)
-    row("Spark warm, file whole", whole, one)
-    print()
-    print(f"{'files':<8}{'single s':>10}{'Spark warm s':>14}{'single MiB/s':>14}"
-          f"{'Spark MiB/s':>13}{'speed-up':>10}")
-    for n in (1, 2, 4):
-        s = one if n == 1 else single(copies[n])
-        w = warm(copies[n])
-        mib = n * size / 2**20
-        print(f"{n:<8}{s:>10.2f}{w:>14.2f}{mib / s:>14.0f}{mib / w:>13.0f}{s / w:>9.2f}x")
+    warm(copies[1], False)                      # the first Arrow tasks start the workers
+    times: dict[str, list[float]] = {"single": [], "whole": [], "split": []}
+    for _ in range(args.runs):
+        times["single"].append(single(copies[1]))
+        times["whole"].append(warm(copies[1], False))
+        times["split"].append(warm(copies[1], True))
+    one = statistics.median(times["single"])
+    print(f"{'run':<46}{'seconds':>9}{'vs single':>11}{'MiB/s':>8}")
+    row = lambda name, t: print(f"{name:<46}{t:>9.2f}{t / one:>10.2f}x"
+                                f"{size / 2**20 / t:>8.0f}")
+    row("single process (pcap --format parquet)", one)
+    row("Spark warm, the file whole (the default)", statistics.median(times["whole"]))
+    row("Spark warm, the file split into shards", statistics.median(times["split"]))
+    row("Spark cold (kdissect spark, JVM start)", statistics.median(colds))
+    print(f"{'Spark cold on an 8 KB capture (fixed cost)':<46}{statistics.median(tiny):>9.2f}")
+    if args.scaling:
+        print()
+        print(f"{'files':<8}{'single s':>10}{'Spark warm s':>14}{'single MiB/s':>14}"
+              f"{'Spark MiB/s':>13}{'speed-up':>10}")
+        for n in (2, 4):
+            s, w = [], []
+            for _ in range(args.runs):
+                s.append(single(copies[n]))
+                w.append(warm(copies[n]))
+            s, w = statistics.median(s), statistics.median(w)
+            mib = n * size / 2**20
+            print(f"{n:<8}{s:>10.2f}{w:>14.2f}{mib / s:>14.0f}{mib / w:>13.0f}{s / w:>9.2f}x")
     spark.stop()
 
 

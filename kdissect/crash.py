@@ -25,7 +25,7 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         sys.exit(EXIT_INTERRUPTED)
     except BrokenPipeError:
-        _quiet_stdout()
+        quiet_stdout()
         sys.exit(0)
     except SystemExit:
         raise
@@ -72,7 +72,7 @@ def _first_line(e: BaseException) -> str:
     return text.splitlines()[0][:200] if text else "no message"
 
 
-def _quiet_stdout() -> None:
+def quiet_stdout() -> None:
     try:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     except OSError:

@@ -299,11 +299,10 @@ def _values(x, name: str) -> list:
 
 def _derived() -> dict[str, Callable[[Any], list]]:
     from .stream import anomaly, content
-    finds = lambda x: anomaly.findings(x.ex)
     return {
         "anomaly": lambda x: [True] if anomaly.reasons(x) else [],
-        "finding": lambda x: [f.code for f in finds(x)],
-        "severity": lambda x: [SEVERITIES.index(f.severity) for f in finds(x)],
+        "finding": lambda x: [f.code for f in x.ex.findings],
+        "severity": lambda x: [f.kind.rank for f in x.ex.findings],
         "service_time": lambda x: [t] if (t := anomaly.service_time(x)) is not None else [],
         "throttle": content.throttle,
         "response_frame": lambda x: [x.ex.response.frame] if x.ex.response else [],
@@ -344,9 +343,9 @@ class Filter:
 
     @property
     def needs_decoding(self) -> bool:
-        return bool(self.fields & {"topic", "partition", "error", "records", "problems",
-                                   "anomaly", "service_time", "throttle", "record.key",
-                                   "record.value", "record.header"}) or \
+        """Whether the filter reads the messages' bytes (record contents); everything
+        else comes from what enrichment put on the exchange."""
+        return bool(self.fields & {"record.key", "record.value", "record.header"}) or \
             any(f.startswith(_HEADER) for f in self.fields)
 
 

@@ -123,8 +123,9 @@ def test_wireshark_field_names_are_aliases(views):
     for wireshark, ours in pairs:
         assert select(views, wireshark) == select(views, ours) != [], wireshark
     # the same frames as tshark's own filter finds
-    out = subprocess.run(["tshark", "-r", str(GROUP), "-Y", "kafka.api_key == 11 and "
-                          "tcp.dstport == 9092", "-T", "fields", "-e", "frame.number"],
+    out = subprocess.run(["tshark", "-r", str(GROUP), "-Y",
+                          "kafka.api_key == 11 and tcp.dstport == 9092", "-T", "fields",
+                          "-e", "frame.number"],
                          capture_output=True, text=True, check=True).stdout.split()
     assert [str(v.ex.first.frame) for v in select(views, "kafka.api_key == 11")] == out
 
@@ -163,6 +164,8 @@ def test_stats_break_down_and_follow_the_group(views):
     assert list(stats.clients) == ["rdkafka"] and stats.clients["rdkafka"].exchanges == 30
     assert list(stats.brokers) == ["127.0.0.1:9092"]
     assert stats.topics["ck-group"].partitions == {0, 1, 2, 3}
+    assert {p for t, p in stats.partitions} == {0, 1, 2, 3}
+    assert stats.partitions[("ck-group", 0)].produce == 1 == stats.topics["ck-group"].produce
     assert stats.waited["Fetch"] == 1 and max(stats.service["Fetch"]) < 0.1
     assert max(stats.latency["Fetch"]) > 0.5
     group = stats.groups["kdissect-group"]

@@ -1,6 +1,10 @@
 """Hostile input end to end: every crafted capture and blob (scripts/make_hostile.py)
 through the real CLI, `kdissect pcap --format jsonl`, `--stats` and `kdissect blob`: no
-traceback, a documented exit status, under 30 s and 1 GiB peak RSS each."""
+traceback, a documented exit status, under 30 s and 1 GiB peak RSS each.
+
+The 30 s are CPU seconds (user + system) of the run: the test machine is shared, and
+its wall clock says more about the neighbours than about kdissect. A run still going
+after WALL_LIMIT is killed and fails."""
 
 from __future__ import annotations
 
@@ -14,7 +18,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 KDISSECT = [sys.executable, "-m", "kdissect"]
-TIME_LIMIT = 30.0
+TIME_LIMIT = 30.0          # CPU seconds
+WALL_LIMIT = 180.0
 RSS_LIMIT = 1 << 30
 HOSTILE: dict[str, Path] = {}
 
@@ -28,18 +33,17 @@ def hostile(tmp_path_factory) -> Path:
 
 
 def run_measured(args: list[str], cwd: Path) -> tuple[int, str, float, int]:
-    """(exit status, stderr, seconds, peak RSS in bytes) of one CLI run."""
+    """(exit status, stderr, CPU seconds, peak RSS in bytes) of one CLI run."""
     err_path = cwd / "stderr.txt"
     with open(os.devnull, "wb") as out, open(err_path, "wb") as err:
-        start = time.monotonic()
         proc = subprocess.Popen(KDISSECT + args, stdout=out, stderr=err, cwd=ROOT,
                                 stdin=subprocess.DEVNULL)
         try:
-            _pid, status, usage = _wait(proc, TIME_LIMIT * 2)
+            _pid, status, usage = _wait(proc, WALL_LIMIT)
         finally:
             if proc.poll() is None:
                 proc.kill()
-        seconds = time.monotonic() - start
+        seconds = usage.ru_utime + usage.ru_stime
     return os.waitstatus_to_exitcode(status), err_path.read_text(errors="replace"), seconds, \
         usage.ru_maxrss * 1024
 
@@ -60,6 +64,10 @@ def _wait(proc, timeout: float):
 def check(args: list[str], cwd: Path) -> tuple[int, str]:
     code, err, seconds, rss = run_measured(args, cwd)
     what = " ".join(args[:1] + [Path(a).name for a in args[1:]])
+    report = os.environ.get("KDISSECT_HOSTILE_REPORT")     # figures for docs/protocol.md
+    if report:
+        with open(report, "a") as f:
+            f.write(f"{what}\t{code}\t{seconds:.2f}\t{rss >> 20}\n")
     assert "Traceback" not in err and "internal error" not in err, (what, err[-2000:])
     assert code in (0, 1, 2), (what, code, err[-2000:])
     assert seconds < TIME_LIMIT, (what, seconds)
@@ -113,7 +121,7 @@ def test_blob(hostile, tmp_path, name):
 
 def _stdout(args: list[str]) -> str:
     return subprocess.run(KDISSECT + args, capture_output=True, text=True, cwd=ROOT,
-                          timeout=TIME_LIMIT).stdout
+                          timeout=WALL_LIMIT).stdout
 
 
 def test_budget_findings_are_reported(hostile):
@@ -177,3 +185,25 @@ def test_a_bug_is_one_line_without_debug(tmp_path):
     res = subprocess.run([sys.executable, "-c", script, "--debug", "pcap", capture],
                          capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert "Traceback" in res.stderr and "provoked" in res.stderr
+
+
+def test_odd_timestamps_show_as_invalid(hostile):
+    """if_tsresol 0 and 0x80 make 2^64-second times: shown as invalid, not raised."""
+    import json
+    for name in ("tsresol-0.pcapng", "tsresol-0x80.pcapng"):
+        lines = _stdout(["pcap", "--format", "jsonl", str(hostile / name)]).splitlines()
+        rows = [json.loads(ln) for ln in lines]
+        assert rows and all(r["ts"] is None for r in rows), name
+        text = _stdout(["pcap", str(hostile / name)])
+        assert "??:??:??" in text and "Metadata" in text, name
+
+
+def test_streamed_json_equals_the_dicts():
+    """blob --json writes trees with Node.iter_json: the same JSON as Node.to_json."""
+    import json
+    from tests.fuzz.harness import seed_messages
+    from kdissect.protocol import decode_request, decode_response
+    for data, direction, key, version in seed_messages()[::7]:
+        msg = decode_request(data) if direction == "request" else \
+            decode_response(data, key, version)
+        assert json.loads("".join(msg.tree.iter_json())) == msg.tree.to_json()

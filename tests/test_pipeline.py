@@ -2,6 +2,7 @@
 ``kdissect pcap --format parquet``."""
 
 import itertools
+from collections import Counter
 import os
 import subprocess
 import sys
@@ -185,3 +186,101 @@ def test_topic_ids_are_named_across_connections_on_real_traffic():
     alone = flow_rows(path.name, flow, lambda shard: 0, DEFAULT_PORTS, True, False)
     fetched = [t for r in alone.exchanges if r["api_name"] == "Fetch" for t in r["topics"]]
     assert fetched and all(t.startswith(UNRESOLVED) for t in fetched)
+
+
+def requests_by_tshark(path: Path) -> list[tuple[int, int, int]]:
+    """(client port, api key, correlation id) of every request, as tshark reads them."""
+    out = subprocess.run(["tshark", "-r", str(path), "-d", "tcp.port==9092,kafka", "-Y",
+                          "kafka && tcp.dstport==9092", "-T", "fields", "-e", "tcp.srcport",
+                          "-e", "kafka.api_key", "-e", "kafka.correlation_id"],
+                         capture_output=True, text=True, check=True).stdout
+    return sorted(tuple(int(v) for v in line.split("\t")) for line in out.splitlines())
+
+
+def without_packet(path: Path, out: Path, drop) -> Path:
+    """A copy of the pcap at ``path`` without the packets whose TCP segment ``drop``
+    picks."""
+    from kdissect.capture.packet import tcp_segment
+    data = path.read_bytes()
+    linktype = int.from_bytes(data[20:24], "little")
+    kept, pos = [data[:HEADER]], HEADER
+    while pos + 16 <= len(data):
+        incl, orig = (int.from_bytes(data[pos + 8 + i:pos + 12 + i], "little") for i in (0, 4))
+        seg = tcp_segment(linktype, data[pos + 16:pos + 16 + incl], orig)
+        if seg is None or not drop(seg):
+            kept.append(data[pos:pos + 16 + incl])
+        pos += 16 + incl
+    out.write_bytes(b"".join(kept))
+    return out
+
+
+def test_the_acks0_capture_gives_one_row_per_request_and_orphans_stay_rows(tmp_path):
+    path = CAPTURES / "acks0.pcap"
+    rows = capture_rows([(path.name, str(path))], DEFAULT_PORTS, True, True, print)
+    sent = [(r["client_port"], r["api_key"], r["correlation_id"]) for r in rows.exchanges
+            if r["request_ts"] is not None]
+    assert sorted(sent) == requests_by_tshark(path) and len(sent) == len(rows.exchanges)
+    produce = [r for r in rows.exchanges if r["api_name"] == "Produce"]
+    assert len(produce) == 1                # the broker answered acks=0: still one exchange
+    assert produce[0]["response_ts"] is not None and produce[0]["record_count"] == 4
+    assert "acks0_answered" in {f["code"] for f in produce[0]["findings"]}
+    assert [r["exchange_id"] for r in rows.records] == [produce[0]["exchange_id"]] * 4
+    # the Metadata request of the last connection not captured: its answer is an orphan row
+    cut = without_packet(path, tmp_path / "cut.pcap",
+                         lambda s: s.sport == 32960 and s.payload[4:6] == b"\x00\x03")
+    cut_rows = capture_rows([(path.name, str(cut))], DEFAULT_PORTS, True, True, print)
+    assert len(cut_rows.exchanges) == len(rows.exchanges)
+    orphan = [r for r in cut_rows.exchanges if r["request_ts"] is None]
+    assert len(orphan) == 1 and orphan[0]["status"].startswith("orphan")
+    assert orphan[0]["api_name"] == "Metadata"            # guessed from its bytes
+    ids = [r["exchange_id"] for r in cut_rows.exchanges]
+    assert len(set(ids)) == len(ids)
+    # the ids of everything before the hole are those of the intact capture
+    assert {r["exchange_id"] for r in cut_rows.exchanges if r["client_port"] != 32960} == \
+        {r["exchange_id"] for r in rows.exchanges if r["client_port"] != 32960}
+
+
+def test_records_join_their_exchange_one_to_one_in_one_process():
+    rows = capture_rows([(p.name, str(p)) for p in ALL], DEFAULT_PORTS, True, True, print)
+    by_id = {r["exchange_id"]: r for r in rows.exchanges}
+    assert len(by_id) == len(rows.exchanges)              # a key across captures
+    carried = Counter(r["exchange_id"] for r in rows.records)
+    assert set(carried) <= set(by_id)
+    assert all(by_id[i]["record_count"] == n for i, n in carried.items())
+    assert sum(carried.values()) == len(rows.records) > 60
+
+
+def test_a_damaged_pcap_read_as_one_shard_recovers_what_shards_recover(tmp_path):
+    data = bytearray((CAPTURES / "mtu1500.pcap").read_bytes())
+    starts = record_offsets(CAPTURES / "mtu1500.pcap")
+    for at in (starts[40] + 5, starts[41] + 900, starts[120] - 3):   # headers and payload
+        data[at:at + 200] = bytes(range(200))
+    broken = tmp_path / "broken.pcap"
+    broken.write_bytes(data)
+    size = len(data)
+    whole, records = read_shard(str(broken), HEADER, size)
+    offsets = [off for off, _ in records]
+    split = [read_shard(str(broken), s, e) for s, e in plan(size, size // 7)]
+    assert offsets == [off for _, recs in split for off, _ in recs]
+    damaged = {s for s in starts if any(a < s + 16 and s < a + 200 for a in
+                                         (starts[40] + 5, starts[41] + 900, starts[120] - 3))}
+    assert damaged == {starts[40], starts[120], starts[121]}      # 120: a bare ACK
+    assert set(offsets) == set(starts) - damaged           # only what the damage hit
+    # after packet 40 (record 40's header is garbage), and after 119 (41..119 were read)
+    assert [n for n, _ in whole.warnings] == [40, 119]
+    assert f"skipped {starts[41] - starts[40]} damaged bytes" in whole.warnings[0][1]
+
+
+def test_inputs_given_as_urls_are_found_and_read_like_paths():
+    from kdissect.pipeline import storage
+    assert storage.expand([CAPTURES.as_uri()]) == [p.as_uri() for p in ALL]
+    assert storage.expand([str(CAPTURES)]) == [str(p) for p in ALL]
+    url = (CAPTURES / "kcat.pcap").as_uri()
+    assert storage.size(url) == (CAPTURES / "kcat.pcap").stat().st_size
+    by_url = list(shard_segments("k", url, 0, HEADER, storage.size(url), True,
+                                 storage.open_input)[1])
+    by_path = list(shard_segments("k", str(CAPTURES / "kcat.pcap"), 0, HEADER,
+                                  storage.size(url), True)[1])
+    assert by_url == by_path and by_url
+    with pytest.raises(storage.StorageError, match="no such file"):
+        storage.expand([str(CAPTURES / "nowhere.pcap")])

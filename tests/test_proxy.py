@@ -5,6 +5,8 @@ the rewritten responses."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import socket
 import struct
 import subprocess
@@ -25,11 +27,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 class ProxyProcess:
-    def __init__(self, upstream: str, *args: str):
+    def __init__(self, upstream: str, *args: str, listen_host: str = "127.0.0.1"):
         self.port = free_port()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "kdissect", "proxy", "--upstream", upstream, "--listen",
-             f"127.0.0.1:{self.port}", "--no-tui", "--format", "jsonl", *args],
+             f"{listen_host}:{self.port}", "--no-tui", "--format", "jsonl", *args],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
         # read its output as it comes, as a terminal or a pipe would
         self.out: list[str] = []
@@ -97,6 +99,37 @@ def frames(data: bytes) -> list[bytes]:
     return out
 
 
+def assert_bytes_pass_unchanged(relay_a: Relay, relay_b: Relay) -> int:
+    """For each connection through relay A (client side of the proxy): what the client
+    sent reached the broker unchanged, and what the broker sent reached the client
+    unchanged except rewritten responses, which differ only in broker addresses.
+    Returns how many responses were rewritten."""
+    b_conns = relay_b.snapshot()
+    rewritten = 0
+    for a in relay_a.snapshot():
+        b = next(c for c in b_conns if bytes(c.to_broker) == bytes(a.to_broker))
+        asked = {}
+        for req in frames(bytes(a.to_broker)):
+            if len(req) >= 8:
+                key, version, corr = struct.unpack_from(">hhi", req)
+                asked[corr] = (key, version)
+        sent, got_frames = frames(bytes(b.to_client)), frames(bytes(a.to_client))
+        assert len(sent) == len(got_frames)
+        for original, received in zip(sent, got_frames):
+            if original == received:
+                continue
+            key, version = asked[struct.unpack_from(">i", original)[0]]
+            assert response_layout(key, version) is not None
+            before = decode_response(original, key, version)
+            after = decode_response(received, key, version)
+            assert not after.problems
+            assert [e[0] for e in endpoints(after.tree)] == \
+                [e[0] for e in endpoints(before.tree)]
+            assert all(e[2] != relay_b.port for e in endpoints(after.tree))
+            rewritten += 1
+    return rewritten
+
+
 def test_clients_work_through_the_proxy_and_bytes_pass_unchanged(chain):
     from confluent_kafka import Consumer, Producer
     from kafka import KafkaConsumer, KafkaProducer
@@ -145,34 +178,10 @@ def test_clients_work_through_the_proxy_and_bytes_pass_unchanged(chain):
     clients = {r.get("client_id") for r in rows if r["direction"] == "request"}
     assert {"kp-through-proxy", "ck-through-proxy"} <= clients
     assert "is reached through" in err
+    assert "(uvloop)" in err                       # installed with the test extra
 
-    # bytes: for each connection through relay A, what the client sent reached the
-    # broker unchanged, and what the broker sent reached the client unchanged except
-    # the rewritten responses, which differ only in broker addresses
-    b_conns = relay_b.snapshot()
-    rewritten = 0
-    for a in relay_a.snapshot():
-        b = next(c for c in b_conns if bytes(c.to_broker) == bytes(a.to_broker))
-        asked = {}
-        for req in frames(bytes(a.to_broker)):
-            if len(req) >= 8:
-                key, version, corr = struct.unpack_from(">hhi", req)
-                asked[corr] = (key, version)
-        sent, got_frames = frames(bytes(b.to_client)), frames(bytes(a.to_client))
-        assert len(sent) == len(got_frames)
-        for original, received in zip(sent, got_frames):
-            if original == received:
-                continue
-            key, version = asked[struct.unpack_from(">i", original)[0]]
-            assert response_layout(key, version) is not None
-            before = decode_response(original, key, version)
-            after = decode_response(received, key, version)
-            assert not after.problems
-            assert [e[0] for e in endpoints(after.tree)] == \
-                [e[0] for e in endpoints(before.tree)]
-            assert all(e[2] != relay_b.port for e in endpoints(after.tree))
-            rewritten += 1
-    assert rewritten >= 1
+    # bytes: every byte passed unchanged except broker addresses
+    assert assert_bytes_pass_unchanged(relay_a, relay_b) >= 1
 
     # the recording opens with kdissect pcap and with tshark, and holds what was shown
     res = subprocess.run([sys.executable, "-m", "kdissect", "pcap", str(proxy.recording),
@@ -193,8 +202,9 @@ def test_clients_work_through_the_proxy_and_bytes_pass_unchanged(chain):
 
 
 def test_tls_on_a_plaintext_listener_and_a_vanished_broker_close_cleanly():
+    """(On plain asyncio: the other tests run on uvloop.)"""
     broker = Broker()
-    proxy = ProxyProcess(f"127.0.0.1:{broker.port}")
+    proxy = ProxyProcess(f"127.0.0.1:{broker.port}", "--event-loop", "asyncio")
     try:
         hello = socket.create_connection(("127.0.0.1", proxy.port), timeout=10)
         hello.sendall(bytes.fromhex("16030100f8010000f40303") + b"\x00" * 40)
@@ -218,6 +228,7 @@ def test_tls_on_a_plaintext_listener_and_a_vanished_broker_close_cleanly():
         broker.stop()
         proxy.proc.kill()
     assert "TLS handshake" in err and "plaintext listener" in err
+    assert "(asyncio)" in err
     assert any(r["api_name"] == "ApiVersions" and r["direction"] == "response" for r in rows)
 
 
@@ -430,3 +441,231 @@ def test_clients_succeed_only_because_addresses_are_rewritten():
         broker.stop()
     assert f"({advertised} at 127.0.0.1:{broker.port})" in err
     assert {"Produce", "Fetch"} <= {r["api_name"] for r in rows}
+
+
+# -- the Java client ----------------------------------------------------------------------
+
+def java_client(*args: str) -> subprocess.CompletedProcess:
+    """tests/support/java/JavaClient.java with kafka-clients 3.9.1 (the jars of the
+    shigawire-apache-flink-libraries wheel)."""
+    import importlib.util
+    lib = Path(next(iter(importlib.util.find_spec("pyflink").submodule_search_locations)),
+               "lib")
+    jars = [lib / f"{name}.jar" for name in ("kafka-clients", "lz4-java", "snappy-java",
+                                             "zstd-jni", "slf4j-api")]
+    assert all(j.exists() for j in jars), jars
+    return subprocess.run(["java", "-cp", ":".join(map(str, jars)),
+                           str(ROOT / "tests/support/java/JavaClient.java"), *args],
+                          capture_output=True, text=True, timeout=180)
+
+
+def test_the_java_client_through_the_proxy_byte_exact(chain):
+    relay_a, proxy, relay_b = chain
+    bootstrap = f"127.0.0.1:{relay_a.port}"
+    produced = java_client("produce", bootstrap, "java-through-proxy", "5")
+    assert produced.returncode == 0, produced.stderr[-3000:]
+    consumed = java_client("consume", bootstrap, "java-through-proxy", "5")
+    assert consumed.returncode == 0, consumed.stderr[-3000:]
+    assert sorted(consumed.stdout.split("\n")[:-1]) == [f"java {i}" for i in range(5)]
+    rows, err = proxy.stop()
+    # the Java client follows the rewritten addresses: it reached the broker only
+    # through the proxy, and every byte passed unchanged except broker addresses
+    assert assert_bytes_pass_unchanged(relay_a, relay_b) >= 1
+    assert {r.get("client_id") for r in rows if r["direction"] == "request"} == \
+        {"java-through-proxy"}
+    apis = {r["api_name"] for r in rows}
+    assert {"Produce", "Fetch", "FindCoordinator", "JoinGroup", "SyncGroup",
+            "OffsetCommit"} <= apis
+    assert not [r for r in rows if r["problems"]]
+
+
+# -- the skip-scanner ---------------------------------------------------------------------
+
+def _reference_endpoints(ex) -> list:
+    m = ex.response
+    return endpoints(decode_response(m.data, m.api_key, m.api_version).tree)
+
+
+def test_the_skip_scanner_finds_what_the_full_decoder_finds_on_real_captures():
+    from kdissect.proxy.rewrite import rewrite
+    from kdissect.proxy.skipscan import endpoint_spans
+    from kdissect.sources.pcap import exchanges_in
+    exchanges = exchanges_in(sorted(str(p) for p in (ROOT / "captures").glob("*.pcap"))
+                             ).exchanges
+    scanned = Counter()
+    for ex in exchanges:
+        m = ex.response
+        if m is None or m.api_key is None or response_layout(m.api_key, m.api_version) is None:
+            continue
+        spans = endpoint_spans(m.data, m.api_key, m.api_version)
+        assert [(s.node_id, s.host, s.port) for s in spans] == _reference_endpoints(ex)
+        scanned[(m.api_key, len(spans) > 0)] += 1
+        if spans:
+            new = rewrite(m.data, spans, lambda s: ("proxy.example.com", 19000 + s.node_id))
+            after = decode_response(new, m.api_key, m.api_version)
+            assert not after.problems
+            assert endpoints(after.tree) == [(s.node_id, "proxy.example.com", 19000 + s.node_id)
+                                             for s in spans]
+    # Metadata (old and new versions) and FindCoordinator name brokers; Produce v10 and
+    # Fetch v16 answers were walked to their end and named none
+    assert scanned[(3, True)] >= 4 and scanned[(10, True)] >= 1
+    assert scanned[(0, False)] >= 1 and scanned[(1, False)] >= 1
+    # versions that cannot name brokers are not parsed at all
+    assert response_layout(1, 15) is None and response_layout(0, 9) is None
+    assert response_layout(18, 3) is None and response_layout(3, 0) is not None
+
+
+def test_leader_hints_in_a_tagged_field_are_rewritten_and_its_size_follows():
+    """A real Fetch v16 answer (from the kcat capture, where Tansu sends an empty
+    `node_endpoints` tagged field) given one KIP-951 leader hint by hand: the records are
+    skipped, the hint is found, and after rewriting the tagged field's size covers the
+    longer host."""
+    from kdissect.proxy.rewrite import rewrite, uvarint
+    from kdissect.proxy.skipscan import endpoint_spans
+    from kdissect.sources.pcap import exchanges_in
+    fetch = next(ex.response for ex in exchanges_in([str(ROOT / "captures/kcat.pcap")]).exchanges
+                 if ex.response is not None and ex.response.api_key == 1
+                 and ex.response.api_version == 16 and len(ex.response.data) > 200)
+    # one tagged field: tag 0, size 1, an empty compact array
+    assert fetch.data.endswith(b"\x01\x00\x01\x01")
+    host = b"broker-7.internal"
+    endpoint = (struct.pack(">i", 7) + uvarint(len(host) + 1) + host + struct.pack(">i", 9092)
+                + b"\x00" + b"\x00")               # rack null, no tags
+    value = uvarint(2) + endpoint                  # a compact array of one
+    data = fetch.data[:-4] + b"\x01" + uvarint(0) + uvarint(len(value)) + value
+    spans = endpoint_spans(data, 1, 16)
+    assert [(s.node_id, s.host, s.port) for s in spans] == [(7, "broker-7.internal", 9092)]
+    assert len(spans[0].tagged) == 1
+    new = rewrite(data, spans, lambda s: ("a-much-longer-proxy-host-name.example.com", 19007))
+    after = decode_response(new, 1, 16)
+    assert not after.problems
+    assert endpoints(after.tree)[-1] == (7, "a-much-longer-proxy-host-name.example.com", 19007)
+    assert new[:len(fetch.data) - 4] == data[:len(fetch.data) - 4]   # records untouched
+
+
+# -- operations ---------------------------------------------------------------------------
+
+def scrape(port: int) -> str:
+    import urllib.request
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        return r.read().decode()
+
+
+def metric(text: str, name: str, **labels: str) -> float:
+    for line in text.splitlines():
+        if line.startswith(name + ("{" if labels else " ")) and \
+                all(f'{k}="{v}"' in line for k, v in labels.items()):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"{name} {labels} not in the metrics")
+
+
+def test_bootstrap_list_wildcard_listen_metrics_and_a_clean_stop():
+    from kafka import KafkaProducer
+    broker = Broker()
+    dead = free_port()                              # nothing listens there
+    metrics_port = free_port()
+    proxy = ProxyProcess(f"127.0.0.1:{dead},127.0.0.1:{broker.port}", "--metrics",
+                         f"127.0.0.1:{metrics_port}", listen_host="0.0.0.0")
+    try:
+        # the first bootstrap broker is down: the second is used; the listener is a
+        # wildcard, and the client is handed the address it connected to, not 0.0.0.0
+        producer = KafkaProducer(bootstrap_servers=proxy.bootstrap, client_id="ops")
+        producer.send("ops", b"through the second bootstrap broker").get(timeout=30)
+        assert {b.host for b in producer._metadata.brokers()} == {"127.0.0.1"}
+        text = scrape(metrics_port)
+        assert metric(text, "kdissect_proxy_requests_total") >= 3
+        assert metric(text, "kdissect_proxy_bytes_total", direction="to_client") > 0
+        assert metric(text, "kdissect_proxy_request_latency_seconds_count") >= 3
+        assert metric(text, "kdissect_proxy_connections_open") >= 1
+        assert metric(text, "kdissect_proxy_connection_requests_total",
+                      broker=f"127.0.0.1:{broker.port}") >= 1
+        assert metric(text, "kdissect_proxy_display_dropped_exchanges_total") == 0
+        # SIGTERM with connections open (the producer's, and one mid-request)
+        half = socket.create_connection(("127.0.0.1", proxy.port), timeout=10)
+        half.sendall(struct.pack(">i", 100) + b"\x00\x12")
+        time.sleep(0.3)
+        proxy.proc.terminate()
+        assert proxy.proc.wait(timeout=30) == 0
+        assert half.recv(10) == b""                 # closed, not left hanging
+        half.close()
+        producer.close(timeout=1)
+        rows, err = proxy.stop()
+    finally:
+        proxy.proc.kill()
+        broker.stop()
+    assert "Traceback" not in err
+    assert f"cannot reach broker 127.0.0.1:{dead}" not in err   # the next one answered
+    assert "proxy: " in err and "connections" in err and "requests" in err
+    assert any(r["api_name"] == "Produce" for r in rows)
+
+
+def test_ctrl_c_with_a_consumer_connected_exits_cleanly():
+    from kafka import KafkaConsumer
+    broker = Broker()
+    proxy = ProxyProcess(f"127.0.0.1:{broker.port}")
+    try:
+        consumer = KafkaConsumer("idle", bootstrap_servers=proxy.bootstrap,
+                                 consumer_timeout_ms=500)
+        assert list(consumer) == []                 # connected, fetching, nothing there
+        proxy.proc.send_signal(signal.SIGINT)
+        assert proxy.proc.wait(timeout=30) == 0
+        consumer.close()
+        rows, err = proxy.stop()
+    finally:
+        proxy.proc.kill()
+        broker.stop()
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+    assert "proxy: " in err
+
+
+def test_insecure_keeps_sni():
+    from tests.support.tls import TlsTerminator, self_signed
+    import tempfile
+    broker = Broker()
+    with tempfile.TemporaryDirectory() as tmp:
+        cert, key = self_signed(Path(tmp))
+        terminator = TlsTerminator(cert, key, ("127.0.0.1", broker.port))
+        proxy = ProxyProcess(f"localhost:{terminator.port}", "--upstream-tls", "--insecure")
+        try:
+            with socket.create_connection(("127.0.0.1", proxy.port), timeout=10) as s:
+                assert struct.unpack_from(">i", api_versions(s, 77))[0] == 77
+            rows, err = proxy.stop()
+        finally:
+            proxy.proc.kill()
+            terminator.close()
+            broker.stop()
+    assert terminator.server_names and set(terminator.server_names) == {"localhost"}
+    assert "--insecure" in err
+
+
+def test_a_display_that_falls_behind_sheds_whole_exchanges_not_clients():
+    """The display process is stopped (as a display that cannot keep up): clients go on
+    at full speed, the display misses whole exchanges, and says how many."""
+    from kafka import KafkaProducer
+    broker = Broker()
+    proxy = ProxyProcess(f"127.0.0.1:{broker.port}", "--display-buffer", "256K")
+    try:
+        os.kill(proxy.proc.pid, signal.SIGSTOP)      # the display (the forwarder goes on)
+        producer = KafkaProducer(bootstrap_servers=proxy.bootstrap, linger_ms=0,
+                                 max_in_flight_requests_per_connection=1)
+        start = time.monotonic()
+        for i in range(300):
+            producer.send("shed", bytes([i % 256]) * 20000).get(timeout=30)
+        elapsed = time.monotonic() - start
+        producer.close()
+        os.kill(proxy.proc.pid, signal.SIGCONT)
+        rows, err = proxy.stop()
+    finally:
+        if proxy.proc.poll() is None:
+            os.kill(proxy.proc.pid, signal.SIGCONT)
+            proxy.proc.kill()
+        broker.stop()
+    assert elapsed < 60
+    produce = [r for r in rows if r["api_name"] == "Produce"]
+    requests = {(r["stream"], r["correlation_id"]) for r in produce if r["direction"] == "request"}
+    responses = {(r["stream"], r["correlation_id"]) for r in produce
+                 if r["direction"] == "response"}
+    assert responses == requests                     # whole exchanges, nothing half shown
+    assert 0 < len(requests) < 300
+    assert "exchanges not shown: the display could not keep up" in err
+    assert "Traceback" not in err

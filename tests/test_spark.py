@@ -141,26 +141,27 @@ def test_a_capture_split_into_shards_gives_the_rows_of_the_unsplit_run(spark, tm
     assert whole.exchanges > 40 and whole.records == (40 if name == "kafka-python-codecs" else 0)
 
 
-def damaged_copy(tmp_path) -> tuple[Path, list[int]]:
-    """mtu1500.pcap with garbage over two stretches, cut short; and the byte offsets
-    of its intact records."""
+def damaged_copy(tmp_path) -> tuple[Path, int, list[tuple[int, int]]]:
+    """mtu1500.pcap with garbage over two stretches, cut short: its path, its size,
+    and the damaged byte ranges."""
     data = bytearray((CAPTURES / "mtu1500.pcap").read_bytes())
     rng = random.Random(5)
-    for at in (len(data) // 3, len(data) // 2):
-        data[at:at + 300] = bytes(rng.randrange(256) for _ in range(300))
+    damaged = [(len(data) // 3, len(data) // 3 + 300), (len(data) // 2, len(data) // 2 + 300)]
+    for a, b in damaged:
+        data[a:b] = bytes(rng.randrange(256) for _ in range(b - a))
     broken = tmp_path / "broken.pcap"
     broken.write_bytes(data[:len(data) * 5 // 6])
-    return broken, data
+    return broken, len(data), damaged
 
 
 def test_a_damaged_capture_read_whole_recovers_what_split_recovers(spark, tmp_path):
-    broken, data = damaged_copy(tmp_path)
+    broken, size, damaged = damaged_copy(tmp_path)
     truncated = tmp_path / "truncated.pcap.gz"
     truncated.write_bytes(gzip.compress((CAPTURES / "kcat.pcap").read_bytes())[:-200])
     (tmp_path / "notes.pcap").write_text("not a capture")
     inputs = [str(broken), str(truncated), str(tmp_path / "notes.pcap")]
     split = run_job(spark, inputs, str(tmp_path / "split"), ports=DEFAULT_PORTS,
-                    shard_bytes=len(data) // 5, split=True)
+                    shard_bytes=size // 5, split=True)
     whole = run_job(spark, inputs, str(tmp_path / "whole"), ports=DEFAULT_PORTS,
                     split=False)
     assert split.shards >= 5 + 2 and whole.shards == 3
@@ -179,17 +180,15 @@ def test_a_damaged_capture_read_whole_recovers_what_split_recovers(spark, tmp_pa
     assert "not a pcap or pcapng file" in status[str(tmp_path / "notes.pcap")]["warnings"][0]
     assert status[str(truncated)]["status"] == "damaged"
     # warnings name the frame, counted as in the file, after which the damage starts
-    offsets = record_offsets(bytes(data[:len(data) * 5 // 6]))
-    first_bad = len(data) // 3
-    frames_before = sum(1 for o in offsets if o < first_bad)
+    offsets = record_offsets((CAPTURES / "mtu1500.pcap").read_bytes())
+    hit = next(i for i, o in enumerate(offsets) if any(a < o + 16 and o < b for a, b in damaged))
     damage = [w for w in status[str(broken)]["warnings"] if "damaged bytes" in w]
-    assert damage and any(w.startswith(f"after frame {n}, ")
-                          for w in damage for n in range(frames_before - 1, frames_before + 1))
+    assert damage[0].startswith(f"after frame {hit}, byte {offsets[hit]} holds no plausible")
     assert all("--shard-size" not in w for w in whole.warnings + split.warnings)
 
 
 def record_offsets(data: bytes) -> list[int]:
-    """Where the records of an intact little-endian pcap start."""
+    """Where the records of an intact little-endian pcap start (frame n at [n - 1])."""
     offsets, pos = [], 24
     while pos + 16 <= len(data):
         offsets.append(pos)
@@ -205,7 +204,8 @@ def test_captures_are_read_from_a_real_s3_compatible_server(spark, s3, tmp_path)
         client.upload_file(str(CAPTURES / name), "captures", f"day1/{name}")
     # one file read by byte ranges (split), one whole, both by the executors from S3
     result = run_job(spark, ["s3a://captures/day1/"], str(tmp_path / "t"),
-                     ports=DEFAULT_PORTS, with_records=True, split=True, shard_bytes=3000)
+                     ports=DEFAULT_PORTS, with_records=True, split=True, shard_bytes=3000,
+                     partition_by="date")
     assert result.shards > 2 and result.warnings == []
     local = capture_rows([(f"s3a://captures/day1/{n}", str(CAPTURES / n))
                           for n in ("aiokafka.pcap", "kcat.pcap")], DEFAULT_PORTS, True, True,
@@ -216,6 +216,11 @@ def test_captures_are_read_from_a_real_s3_compatible_server(spark, s3, tmp_path)
     assert {r["capture"] for r in got} == {"s3a://captures/day1/kcat.pcap",
                                            "s3a://captures/day1/aiokafka.pcap"}
     assert len(table(tmp_path / "t" / "records")) == len(local.records) > 0
+    # partitioned by the UTC day of each exchange
+    assert {d for d in os.listdir(tmp_path / "t" / "exchanges") if d.startswith("date=")} == \
+        {f"date={r['date']}" for r in got}
+    assert all(str(r["date"]) == (r["request_ts"] or r["response_ts"]).date().isoformat()
+               for r in got)
 
 
 def test_output_modes_refuse_replace_or_append(spark, tmp_path):
@@ -371,17 +376,58 @@ def test_spark_command_end_to_end(tmp_path):
 def test_the_job_runs_over_spark_connect(tmp_path):
     """SPARK_REMOTE=local[2] starts a Spark Connect server here: the job, which uses only
     DataFrame operations, gives the rows of one process, and the server's parallelism
-    (2) shapes the shards: 8.6 KB -> 2 shards, 55 KB -> 4 (20k each, rounded up to a
-    multiple of 2)."""
+    (2) shapes the shards: 8.6 KB stays whole, 55 KB -> 4 shards (3 of 20k, rounded up
+    to a multiple of 2; a parallelism read as 1 gave 3)."""
     files = [str(CAPTURES / "kcat.pcap"), str(CAPTURES / "sasl-scram.pcap")]
     env = {**os.environ, "SPARK_REMOTE": "local[2]"}
     res = subprocess.run([sys.executable, "-m", "kdissect", "spark", *files,
                           "--out", "t", "--split", "--shard-size", "20k"],
                          capture_output=True, text=True, cwd=tmp_path, timeout=600, env=env)
     assert res.returncode == 0, res.stderr
-    assert "(exchanges, captures; 6 shards," in res.stderr
+    assert "(exchanges, captures; 5 shards," in res.stderr
     # the relative --out is resolved here, not in the server's working directory
     assert f"to {tmp_path / 't'} " in res.stderr
     write_exchanges(files, str(tmp_path / "one.parquet"), ports=DEFAULT_PORTS,
                     detect=True, warn=print)
     assert table(tmp_path / "t" / "exchanges") == table(tmp_path / "one.parquet")
+
+
+def test_a_cluster_without_free_cores_is_said_after_a_few_seconds(tmp_path):
+    """A real standalone master with no worker: Spark waits forever for resources and
+    says so only in its log; kdissect says it on the terminal."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    bin_dir = os.path.dirname(sys.executable)
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_NO_DAEMONIZE": "1",
+           "SPARK_LOG_DIR": str(tmp_path)}
+    master = subprocess.Popen([os.path.join(bin_dir, "spark-class"),
+                               "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                               "--port", str(port), "--webui-port", "0"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    job = None
+    try:
+        job = subprocess.Popen([sys.executable, "-m", "kdissect", "spark", "captures/kcat.pcap",
+                                "--out", str(tmp_path / "t"), "--master",
+                                f"spark://127.0.0.1:{port}"],
+                               cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
+        import threading
+        watchdog = threading.Timer(240, job.kill)      # a job that never says it ends here
+        watchdog.start()
+        said = ""
+        while "no Spark task has started" not in said:
+            line = job.stderr.readline()
+            if not line:
+                break
+            said += line
+        watchdog.cancel()
+        assert "no Spark task has started after 1" in said, said
+        assert "Initial job has not accepted any resources" in said
+    finally:
+        for p in (job, master):
+            if p is not None:
+                p.terminate()
+                try:
+                    p.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    p.kill()

@@ -12,9 +12,9 @@ from textual.widgets import Input, Static, Tree
 
 from kdissect.sources.pcap import capture_loader, exchanges_in
 from kdissect.tui.app import KdissectApp, parse_needle
-from kdissect.tui.exchange_list import BOOKMARK, ExchangeList
 from kdissect.tui.blob_app import BlobApp
 from kdissect.tui.detail import HIGHLIGHT, PARENT_TONES, Detail, HexView, innermost
+from kdissect.tui.exchange_list import BOOKMARK, ExchangeList
 from kdissect.tui.screens import HelpScreen, StatsScreen
 from tests.test_captures import dissect
 
@@ -56,7 +56,8 @@ async def settle(app: KdissectApp, pilot) -> None:
 
 
 def row_of(app: KdissectApp, pred) -> int:
-    return next(i for i in range(len(app.shown)) if pred(app.view_at(i)))
+    """The first row whose view (its bytes loaded from the spill file) satisfies pred."""
+    return next(i for i in range(len(app.shown)) if pred(app.load_bytes(app.view_at(i))))
 
 
 def test_browse_select_and_highlight():

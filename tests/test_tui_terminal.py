@@ -48,3 +48,36 @@ def test_pcap_opens_the_tui_in_a_terminal_and_quits_cleanly():
         assert "Traceback" not in screen
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+
+
+def test_at_120_columns_the_error_is_in_the_list_and_tab_completes_a_filter():
+    session = f"kdissect-{uuid.uuid4().hex[:8]}"
+    kdissect = f"{sys.executable} -m kdissect"
+    command = (f"cd {ROOT} && {kdissect} pcap captures/confluent-group.pcap; echo EXIT=$?; "
+               f"sleep 30")
+    env = {**os.environ, "TERM": "xterm-256color"}
+    subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "120", "-y", "40",
+                    command], check=True, env=env)
+    try:
+        wait_for(session, "30 exchanges")
+        tmux("send-keys", "-t", session, "p")              # the next problem
+        screen = wait_for(session, "error_code @8+2 = 79")    # landed on the field
+        rows = [line for line in screen.splitlines() if "JoinGroup" in line and "ms" in line]
+        assert any("MEMBER_ID_REQUIRED" in line for line in rows), screen   # in the list
+        tmux("send-keys", "-t", session, "/")
+        time.sleep(0.3)                                    # a person's pace
+        tmux("send-keys", "-t", session, "-l", "api == Join")
+        time.sleep(0.5)                                    # the suggestion comes
+        tmux("send-keys", "-t", session, "Tab")
+        wait_for(session, "api == JoinGroup")
+        tmux("send-keys", "-t", session, "-l", " and e")   # typed into the bar, not keys
+        wait_for(session, "api == JoinGroup and e")
+        tmux("send-keys", "-t", session, "BSpace", "BSpace", "BSpace", "BSpace", "BSpace",
+             "BSpace", "Enter")
+        wait_for(session, "2 of 30 exchanges")
+        tmux("send-keys", "-t", session, "q")
+        screen = wait_for(session, "EXIT=0")
+        assert "Traceback" not in screen
+        assert not list(ROOT.glob("kdissect-exchange-*.json"))   # `e` did not export
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)

@@ -153,13 +153,19 @@ def test_next_problem_lands_on_the_offending_field():
         await pilot.press("p")
         await settle(app, pilot)
         assert app.current_view().ex.response is None
+        await pilot.press("P")                                 # and back
+        await settle(app, pilot)
+        assert app.current_view() is view
+        await pilot.press("p")
+        await settle(app, pilot)
         # the Fetch long poll (max_wait_ms 500, answered empty) and the JoinGroup held
         # 3 s for the rebalance are waits the client asked for, not problems
         await pilot.press("p")
         await settle(app, pilot)
         assert app.current_view().ex.first.api_key == 11       # around again
         fetch_wait = [v for v in app.views if v.ex.first.api_key == 1 and v.ex.latency > 0.4]
-        assert fetch_wait and app.apply_filter("anomaly") is None
+        assert fetch_wait and fetch_wait[0].row[7].style == "dim"     # the latency cell
+        assert app.apply_filter("anomaly") is None
         assert len(app.shown) == 2 and fetch_wait[0] not in app.shown
 
     run(GROUP, body)
@@ -168,7 +174,7 @@ def test_next_problem_lands_on_the_offending_field():
 def test_search_and_record_filters_reach_compressed_records():
     async def body(app, pilot):
         gzip = [v for v in app.views if v.ex.first.api_key == 0 and
-                b"kp-gzip" in v.ex.request.data]
+                b"kp-gzip" in app.load_bytes(v).ex.request.data]
         assert gzip and b"kp-gzip-key-1" not in gzip[0].ex.request.data   # compressed
         assert app.apply_filter('record.key == "kp-gzip-key-1"') is None
         assert sorted(v.ex.first.api_key for v in app.shown) == [0, 1]    # Produce, Fetch
@@ -185,7 +191,7 @@ def test_search_and_record_filters_reach_compressed_records():
         assert detail.holder is not None and hexview.data == detail.holder.buffer
         at = hexview.data.find(b"kp-gzip value 1")
         assert at >= 0 and hexview.cursor == at
-        index, node = detail.selected
+        _, node = detail.selected
         assert node.offset <= at < node.end
 
     run(CODECS, body, size=(200, 50))
@@ -254,3 +260,74 @@ def test_export_the_list_as_pcapng(tmp_path, monkeypatch):
         assert tshark.returncode == 0 and tshark.stdout.split().count("11") == 4
 
     run(GROUP, body)
+
+
+def test_every_key_works_at_80x24(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+
+    async def body(app, pilot):
+        table = app.query_one(ExchangeList)
+        assert {"#", "API", "latency", "status"} <= {COLUMNS[i].name for i, _ in table.layout()}
+        await pilot.press("p")
+        await settle(app, pilot)
+        assert app.query_one(Detail).selected[1].name == "error_code"
+        await pilot.press("o", "O", "t", "end")
+        assert app.sorted_by == ("latency", False) and table.cursor_row == table.row_count - 1
+        await pilot.press("home", "f")
+        assert app.following is not None
+        await pilot.press("f", "b", "B", "x", "c", "e", "E")
+        await pilot.pause()
+        assert {p.name for p in tmp_path.iterdir()} >= {"kdissect-exchanges.pcapng"}
+        assert any(p.name.startswith("kdissect-exchange-") for p in tmp_path.iterdir())
+        await pilot.press("s")
+        await pilot.pause(0.3)
+        assert isinstance(app.screen, StatsScreen)
+        await pilot.press("escape", "question_mark")
+        await pilot.pause()
+        assert "this help" in str(app.screen.query_one("#help", Static).content)
+        await pilot.press("escape", "slash", "a", "n", "tab", "enter")
+        await pilot.pause()
+        assert app.filter_text == "anomaly" and len(app.shown) == 2
+        await pilot.press("ctrl+f", *"ck-group", "enter")
+        await pilot.pause()
+        assert app.needle == b"ck-group" and app.query_one(Detail).selected is not None
+        said = []
+        app.notify = lambda message, **kw: said.append(message)
+        await pilot.press("ctrl+f", *"nowhere", "enter")
+        assert said and said[-1].startswith("'nowhere' is in no exchange") and "b'" not in said[-1]
+        tree = app.query_one(Tree)
+        tree.focus()
+        tree.move_cursor(tree.root)
+        closed = lambda: [n for n in _nodes(tree.root) if n.allow_expand and not n.is_expanded]
+        assert closed()
+        await pilot.press("asterisk")                     # open every field
+        assert closed() == []
+
+    run(GROUP, body, size=(80, 24))
+
+
+def _nodes(node):
+    yield node
+    for child in node.children:
+        yield from _nodes(child)
+
+
+def test_the_ui_holds_offsets_and_reads_bytes_back_when_needed():
+    """The loader spills message bytes; the UI keeps only the last KEEP exchanges' bytes."""
+    from kdissect.tui.spill import KEEP
+    path = CAPTURES / "sasl-scram.pcap"
+    original = {(e.stream, e.first.index): [m.data for m in e.messages]
+                for e in exchanges_in([str(path)]).exchanges}
+    assert len(original) > KEEP
+
+    async def body(app, pilot):
+        held = [v for v in app.views if any(m.data for m in v.ex.messages)]
+        assert len(held) <= 2                   # the one shown (and the one decoding)
+        for v in app.views:
+            key = (v.ex.stream, v.ex.first.index)
+            assert [m.data for m in app.load_bytes(v).ex.messages] == original[key]
+        held = [v for v in app.views if any(m.data for m in v.ex.messages)]
+        assert len(held) == KEEP and held == app.views[-KEEP:]
+        assert app.apply_filter('client_id ~ "."') is None and app.shown   # still works
+
+    run(path, body)

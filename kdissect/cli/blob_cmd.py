@@ -89,8 +89,9 @@ def blob(input, api, api_version, direction, as_json, show_secrets, grammar, no_
     if as_json:
         out = {"input": {"format": parsed.format, "length": len(data)},
                "reading": {"as": reading.label, "why": reading.why},
-               "messages": [_item_json(i, show_secrets) for i in items]}
-        click.echo(json.dumps(out, indent=2, default=str))
+               "messages": [_item_json(item, n, show_secrets)
+                            for n, item in enumerate(items)]}
+        _echo_json(out, [i.message.tree for i in items], show_secrets)
         return
     err.print(Text(f"read {len(data)} bytes ({parsed.format}) as {reading.label}"
                    + (f" ({reading.why})" if reading.why else ""), style="dim"))
@@ -157,9 +158,9 @@ def _blob_grammar(console, grammar: str, data: bytes, options: Options, as_json:
         raise click.UsageError(f"bad grammar: {e}") from None
     tree = decode_body(data, 0, g.root, g.root.name, options)
     if as_json:
-        click.echo(json.dumps({"input": {"format": fmt, "length": len(data)},
-                               "grammar_root": g.root.name, "tree": tree.to_json(
-                                   options.show_secrets)}, indent=2, default=str))
+        _echo_json({"input": {"format": fmt, "length": len(data)},
+                    "grammar_root": g.root.name, "tree": _TREE.format(0)}, [tree],
+                   options.show_secrets)
         return
     title = Text(f"{g.root.name} (your grammar)  {len(data)} bytes", style="bold")
     console.print(render_node(data, tree, options.show_secrets, 0, title, not no_hex))
@@ -167,7 +168,7 @@ def _blob_grammar(console, grammar: str, data: bytes, options: Options, as_json:
         console.print(Text(f"  {path}: {reason}", style="red"))
 
 
-def _item_json(item, show_secrets: bool) -> dict:
+def _item_json(item, n: int, show_secrets: bool) -> dict:
     msg = item.message
     return {
         "offset": item.offset,
@@ -184,7 +185,26 @@ def _item_json(item, show_secrets: bool) -> dict:
                         "score": round(c.score, 2), "clean": c.clean}
                        for c in item.candidates],
         "problems": [{"path": p, "code": c, "problem": r} for p, c, r in msg.tree.findings()],
-        "tree": msg.tree.to_json(show_secrets),
+        "tree": _TREE.format(n),
     }
+
+
+_TREE = "\x00tree {}\x00"      # stands for a tree in the JSON until it is written out
+
+
+def _echo_json(out: dict, trees: list, show_secrets: bool) -> None:
+    """``out`` as indented JSON, each tree placeholder replaced by its tree written in
+    pieces (a tree as dicts can take gigabytes; as text it streams)."""
+    text = json.dumps(out, indent=2, default=str)
+    write = sys.stdout.write
+    for i, tree in enumerate(trees):
+        marker = json.dumps(_TREE.format(i))
+        head, _, text = text.partition(marker)
+        write(head)
+        line = head[head.rfind("\n") + 1:]
+        level = (len(line) - len(line.lstrip(" "))) // 2     # the "tree" key's depth
+        for piece in tree.iter_json(show_secrets, level):
+            write(piece)
+    write(text + "\n")
 
 

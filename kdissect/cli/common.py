@@ -9,7 +9,6 @@ import click
 from rich.console import Console
 
 from ..protocol import Options
-from ..sources.pcap import tracked
 
 SIZE_UNITS = {"": 1, "k": 1024, "kb": 1024, "m": 1024**2, "mb": 1024**2, "g": 1024**3, "gb": 1024**3}
 
@@ -144,6 +143,7 @@ def _progress(reader, path: str, err: Console):
     with Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
                   TimeRemainingColumn(), console=err, transient=True) as bar:
         task = bar.add_task(os.path.basename(path), total=size)
+        from ..sources.pcap import tracked       # not at start-up: --help stays quick
         yield from tracked(reader, path,
                             lambda done, total: bar.update(task, completed=done))
 
@@ -158,9 +158,4 @@ def _host_port(text: str, default_port: int | None = None) -> tuple[str, int]:
         raise click.BadParameter(f"{text!r} is not HOST:PORT")
     return host, int(port)
 
-
-
-def _first_line(e: Exception) -> str:
-    text = str(e).strip()
-    return text.splitlines()[0] if text else type(e).__name__
 

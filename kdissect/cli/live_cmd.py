@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import os
-import sys
 
 import click
 
+from ..crash import quiet_stdout
 from .common import _run_tui, _traffic_options, on_terminal, port_options, secret_options
 from .group import main
 
@@ -83,4 +82,4 @@ def live(iface, ports, no_detect, bpf, filter_text, fmt, verbose, count, duratio
     except KeyboardInterrupt:
         stop.set()
     except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        quiet_stdout()

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import os
-import sys
 
 import click
 from rich.console import Console
 
+from ..crash import quiet_stdout
 from .common import (_need_spark_extra, _print_warnings, _progress, _run_tui,
                      _traffic_options, on_terminal, port_options, secret_options)
 from .group import main
@@ -33,8 +33,11 @@ Piped, or with --no-tui:
 Filters (-Y, see docs/filters.md), over exchanges:
   api == Produce and topic == "orders"      error != 0        latency > 50ms
   client_id ~ "rdkafka"                     api in {Fetch, ListOffsets} and records > 0
+  anomaly (anything wrong)                  record.key == "order-42"  (compressed too)
   fields: api version correlation_id client_id latency topic partition error records
-          status stream client broker bytes problems frame
+          status stream client broker bytes problems frame response_frame anomaly
+          finding severity service_time throttle record.key record.value
+          record.header[.NAME]; Wireshark's kafka.* names work too (kafka.api_key...)
 
 \b
 Examples:
@@ -93,7 +96,7 @@ def pcap(files, ports, no_detect, verbose, fmt, output, filter_text, stats, tui,
     except BrokenPipeError:
         # the reader went away (`| head`): stop quietly, as command-line tools do
         printer.abort()
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        quiet_stdout()
         return
     if printer.errors:
         raise SystemExit(1)          # an input could not be read, or held no Kafka traffic

@@ -8,6 +8,7 @@ import sys
 import click
 from rich.console import Console
 
+from ..crash import quiet_stdout
 from .common import _host_port, _run_tui, _size, _traffic_options, on_terminal, secret_options
 from .group import main
 
@@ -42,9 +43,20 @@ Examples:
 """
 
 
-# Decoding for the display yields the CPU to forwarding (and to the clients and brokers
-# on the same machine): on a busy machine the display sheds exchanges instead
-DISPLAY_NICENESS = 10
+
+# The TUI's own process (drawing rows, keys) also yields to forwarding, less than the
+# decoding does: it stays responsive on a machine that is not saturated
+TUI_NICENESS = 10
+
+
+def _yield_cpu() -> None:
+    """Decoding for the display runs at the lowest priority: on a busy machine it falls
+    behind and sheds exchanges instead of taking CPU from forwarding, or from clients and
+    brokers on the same machine (it still gets a little, so the display never freezes)."""
+    try:
+        os.nice(19)
+    except OSError:
+        pass
 
 
 @main.command(help=PROXY_HELP)
@@ -158,12 +170,22 @@ def proxy(upstream, listen, broker_ports, advertise, maps, upstream_tls, ca_file
                      feed_writer, on_note, server_ssl, upstream_ssl, recorder, upstream_map)
 
     forwarder = process.start(make, budget, event_loop, metrics_addr)
-    # the forwarder ends on SIGTERM; a terminal's Ctrl-C reaches it through us
+    signals = []
+
+    def on_signal(*_) -> None:
+        """The first Ctrl-C or SIGTERM stops forwarding (the display then shows what
+        it already has); a second one also stops the display."""
+        signals.append(1)
+        forwarder.stop()
+        if len(signals) > 1:
+            raise KeyboardInterrupt
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: forwarder.stop())
+        signal.signal(sig, on_signal)
     ready = _wait_ready(forwarder, err)
     if ready is None:
         forwarder.join()
+        if signals:                             # stopped while starting: nothing to say
+            return
         raise click.ClickException(f"cannot start the proxy on {listen}: {forwarder.error}")
     bound, loop_name = ready.rsplit("|", 1)
     listening = f"listening on {bound} for Kafka clients; brokers: {upstream} ({loop_name})"
@@ -174,21 +196,29 @@ def proxy(upstream, listen, broker_ports, advertise, maps, upstream_tls, ca_file
         stop = threading.Event()
 
         def load(emit, warn, progress):
-            os.nice(DISPLAY_NICENESS)           # (the TUI's loader process)
+            _yield_cpu()                        # (the TUI's loader process)
             warn(listening)
             FeedDisplay(Enricher(CallbackSink(emit, warn, progress), options)).run(forwarder.fd)
+        os.nice(TUI_NICENESS)
         _run_tui(load, options, f"proxy {listen} → {upstream}", filter_text,
                  display_filter, stop)
         forwarder.stop()
         forwarder.join()
         return
     err.print(listening + " (Ctrl-C stops)", style="green")
-    os.nice(DISPLAY_NICENESS)                   # this process only decodes and prints now
+    _yield_cpu()                                # this process only decodes and prints now
     printer = ExchangePrinter(options, fmt, verbose, display_filter)
     shown = _Guarded(printer, err)
-    FeedDisplay(Enricher(shown, options, full=printer.full)).run(forwarder.fd)
-    forwarder.join()
+    try:
+        FeedDisplay(Enricher(shown, options, full=printer.full)).run(forwarder.fd)
+    except KeyboardInterrupt:
+        err.print("stopped before the display had shown everything the proxy forwarded",
+                  style="yellow")
+    code = forwarder.join()
     shown.done()
+    if code:
+        raise click.ClickException(f"the forwarding process ended unexpectedly (exit code "
+                                   f"{code}); please report it")
 
 
 def _wait_ready(forwarder, err: Console) -> str | None:
@@ -226,7 +256,7 @@ class _Guarded:
             fn(*args)
         except BrokenPipeError:
             self.closed = True
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            quiet_stdout()
         except Exception as e:                   # a display problem must not end the proxy
             text = f"display failed for an exchange and skipped it: {type(e).__name__}: {e}"
             if text not in self.failures:

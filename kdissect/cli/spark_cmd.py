@@ -35,8 +35,8 @@ Each file is one task, decoded where it is read. With at least 4 cores per file,
 files larger than --shard-size are split into byte ranges read in parallel (pcapng and
 compressed files are never split; --split/--no-split overrides the choice).
 Needs the spark extra (pip install 'kdissect[spark]') and Java 17+. Spark costs
-10-40 s to start: for a few local files `kdissect pcap F... --format parquet -o X`
-writes the same exchanges in one process.
+tens of seconds to start: for a few local files `kdissect pcap F... --format parquet
+-o X` writes the same exchanges in one process.
 
 \b
 Where it runs (--master, else a master set in MASTER / PYSPARK_SUBMIT_ARGS /

@@ -21,7 +21,8 @@ def write_exchanges(files: list[str], out: str, *, ports, detect: bool,
     # the order the Spark job writes: by capture, then time
     ordered = sorted(rows.exchanges, key=lambda r: (
         r["capture"], r["request_ts"] if r["request_ts"] is not None else r["response_ts"],
-        r["client_port"], r["correlation_id"] if r["correlation_id"] is not None else -1))
+        r["client_port"], r["correlation_id"] if r["correlation_id"] is not None else -1,
+        r["seq"]))
     table = to_arrow(ordered, EXCHANGES)
     pq.write_table(table, out)
     return table.num_rows

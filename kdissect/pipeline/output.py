@@ -8,7 +8,7 @@ from . import storage
 TABLES = ("exchanges", "records", "captures")
 MODES = ("error", "overwrite", "append")
 PARTITIONS = ("date", "capture", "api")
-_SPARK_MODE = {"error": "errorifexists", "overwrite": "overwrite", "append": "append"}
+_SPARK_MODE = {"error": "error", "overwrite": "overwrite", "append": "append"}
 
 
 class OutputError(Exception):

@@ -48,6 +48,7 @@ _GAP = pa.struct([("client", pa.string()), ("broker", pa.string()),
 _SUMMARY = pa.struct([(name, CHUNKS.field(name).type) for name in
                       ("shard", "start", "end", "first", "next", "packets", "unsupported",
                        "warnings")])
+_SUMMARY_COLUMNS = [f.name for f in _SUMMARY]
 # stage 2's output: one of exchange, record, summary, gap, topic id, or counts per row
 OUT = pa.schema([
     ("capture", pa.string()),
@@ -177,27 +178,25 @@ def _stage1(tasks: list[ShardTask], ports, detect: bool, with_records: bool) -> 
         for batch in batches:
             for shard_id in batch.column("id").to_pylist():
                 t = tasks[shard_id]
-                summary, rows = shard_segments(t.capture, t.path, shard_id, t.start, t.end,
-                                               t.plain, storage.open_input)
                 if t.whole:
                     # a file read whole is decoded here: only its rows are shuffled
-                    done = flow_rows(t.capture, rows, lambda shard: shard << _SHARD_BITS,
-                                     ports, detect, with_records)
-                    out = _out_rows(t.capture, done)
+                    out = _decode_file(t, shard_id, ports, detect, with_records)
                     for i in range(0, len(out), _BATCH):
                         blob = pickle.dumps(out[i:i + _BATCH], protocol=pickle.HIGHEST_PROTOCOL)
                         yield pa.RecordBatch.from_pylist(
                             [{"capture": t.capture, "flow": _DECODED, "shard": shard_id,
                               "chunk": i, "segments": blob}], schema=CHUNKS)
-                else:
-                    chunker = _Chunker(t.capture, shard_id)
-                    for row in rows:
-                        chunker.add(row)
-                        if chunker.ready:
-                            yield chunker.batch()
-                    chunker.flush_all()
+                    continue
+                summary, rows = shard_segments(t.capture, t.path, shard_id, t.start, t.end,
+                                               t.plain, storage.open_input)
+                chunker = _Chunker(t.capture, shard_id)
+                for row in rows:
+                    chunker.add(row)
                     if chunker.ready:
                         yield chunker.batch()
+                chunker.flush_all()
+                if chunker.ready:
+                    yield chunker.batch()
                 yield pa.RecordBatch.from_pylist([summary.row()], schema=CHUNKS)
     return run
 
@@ -221,15 +220,37 @@ def _out_rows(capture: str, rows) -> list[dict]:
     return out
 
 
-def _stage2(ports, detect: bool, with_records: bool) -> Callable:
-    summary_columns = [f.name for f in _SUMMARY]
+def _decode_file(t: ShardTask, shard_id: int, ports, detect: bool,
+                 with_records: bool) -> list[dict]:
+    """A whole file read and decoded in one task: stage 2's output rows, its shard
+    summary last."""
+    summary, rows = shard_segments(t.capture, t.path, shard_id, t.start, t.end, t.plain,
+                                   storage.open_input)
+    out = _out_rows(t.capture, flow_rows(t.capture, rows, lambda shard: shard << _SHARD_BITS,
+                                         ports, detect, with_records))
+    row = summary.row()
+    out.append({"capture": t.capture, "summary": {k: row[k] for k in _SUMMARY_COLUMNS}})
+    return out
 
+
+def _whole_files(tasks: list[ShardTask], ports, detect: bool, with_records: bool) -> Callable:
+    """When no file is split: stage 2's output rows straight from each task."""
+    def run(batches):
+        for batch in batches:
+            for shard_id in batch.column("id").to_pylist():
+                out = _decode_file(tasks[shard_id], shard_id, ports, detect, with_records)
+                for i in range(0, len(out), _BATCH):
+                    yield pa.RecordBatch.from_pylist(out[i:i + _BATCH], schema=OUT)
+    return run
+
+
+def _stage2(ports, detect: bool, with_records: bool) -> Callable:
     def rows_of(batches):
         for batch in batches:
             flows = batch.column("flow")
             if flows.null_count:                # shard summaries
                 for row in batch.filter(flows.is_null()).to_pylist():
-                    yield (row["capture"], None, {k: row[k] for k in summary_columns})
+                    yield (row["capture"], None, {k: row[k] for k in _SUMMARY_COLUMNS})
                 batch = batch.filter(flows.is_valid())
             for capture, flow, blob in zip(batch.column("capture").to_pylist(),
                                            batch.column("flow").to_pylist(),
@@ -302,15 +323,21 @@ def run_job(spark, inputs: list[str], out: str, *, ports, detect: bool = True,
     ports = frozenset(ports)
 
     # one job: shards -> segments (stage 1), each flow's segments together in capture
-    # order -> rows (stage 2); the small rows are kept for the writes that follow
-    decoded = (spark.range(0, len(tasks), 1, len(tasks))
-               .mapInArrow(_stage1(tasks, ports, detect, with_records), from_arrow_schema(CHUNKS))
-               # several partitions a core: connections differ in size, so few
-               # partitions would leave cores idle behind one busy with a big one
-               .repartition(4 * cores, "capture", "flow")
-               .sortWithinPartitions("capture", "flow", "shard", "chunk")
-               .mapInArrow(_stage2(ports, detect, with_records), from_arrow_schema(OUT))
-               .persist(StorageLevel.MEMORY_AND_DISK))
+    # order -> rows (stage 2); the small rows are kept for the writes that follow. With
+    # no file split, each file is decoded where it is read: one stage, no shuffle.
+    files = spark.range(0, len(tasks), 1, len(tasks))
+    if all(t.whole for t in tasks):
+        decoded = files.mapInArrow(_whole_files(tasks, ports, detect, with_records),
+                                   from_arrow_schema(OUT))
+    else:
+        decoded = (files.mapInArrow(_stage1(tasks, ports, detect, with_records),
+                                    from_arrow_schema(CHUNKS))
+                   # several partitions a core: connections differ in size, so few
+                   # partitions would leave cores idle behind one busy with a big one
+                   .repartition(4 * cores, "capture", "flow")
+                   .sortWithinPartitions("capture", "flow", "shard", "chunk")
+                   .mapInArrow(_stage2(ports, detect, with_records), from_arrow_schema(OUT)))
+    decoded = decoded.persist(StorageLevel.MEMORY_AND_DISK)
     phases = ("shards", "connections")
     progress("shards", 0, len(tasks))
     with Tracker(spark, lambda n, d, t: n < 2 and progress(phases[n], d, t), on_stall):
@@ -414,22 +441,19 @@ def _status(st: dict) -> str:
 
 
 def _seam_problems(summaries) -> list[tuple[str, str]]:
-    """Each shard must start where the one before it stopped reading; bytes between
-    them that no shard could read are damage (unless the shard before already said
-    so)."""
+    """Each shard that owns records must start where the one before it stopped reading
+    (a shard inside one long record owns none); bytes between them that no shard could
+    read are damage, unless the shard before already said so."""
     problems = []
-    for prev, cur in zip(summaries, summaries[1:]):
+    owning = [s for s in summaries if s["first"] is not None]
+    for prev, cur in zip(owning, owning[1:]):
         if prev["capture"] != cur["capture"] or prev["next"] == cur["first"]:
             continue
-        said = any("nothing readable follows" in (w["text"] if isinstance(w, dict)
-                                                  else w.text) for w in prev["warnings"] or [])
-        if cur["first"] is not None and prev["next"] is not None and \
-                prev["next"] > cur["first"]:
+        if prev["next"] > cur["first"]:
             problems.append((cur["capture"],
                              f"shards overlap at byte {cur['first']} (one read on to "
                              f"{prev['next']}): packets there may be doubled"))
-        elif not said and prev["next"] is not None:
-            upto = cur["first"] if cur["first"] is not None else cur["end"]
-            problems.append((cur["capture"], f"bytes {prev['next']}-{upto} hold no pcap "
-                                             f"record (damaged); skipped"))
+        elif not any("nothing readable follows" in w["text"] for w in prev["warnings"] or []):
+            problems.append((cur["capture"], f"bytes {prev['next']}-{cur['first']} hold no "
+                                             f"pcap record (damaged); skipped"))
     return problems

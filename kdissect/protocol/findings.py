@@ -59,10 +59,6 @@ class Finding:
                 "where": self.where, "detail": self.detail or self.kind.meaning}
 
 
-def severity_rank(name: str) -> int | None:
-    return SEVERITIES.index(name) if name in SEVERITIES else None
-
-
 def markdown_table() -> str:
     rows = ["| code | severity | group | meaning |", "|---|---|---|---|"]
     for k in sorted(REGISTRY.values(), key=lambda k: (GROUPS.index(k.group), k.code)):

@@ -13,7 +13,12 @@ from .message import Message, decode_request, decode_response
 from .names import api_name
 from .node import Node
 
-_PROBE = Options(records=False, embedded=False)
+_FULL = Options(records=False, embedded=False)
+# every layout is first tried within a small node budget, so guessing costs little even
+# for a huge message; only the few that get that far without a real problem are decoded
+# in full (at most _FULL_TRIES of them, the ones that got furthest)
+_PROBE = Options(records=False, embedded=False, max_nodes=1_000)
+_FULL_TRIES = 8
 
 
 @dataclass
@@ -61,23 +66,35 @@ def _score(msg: Message, size: int) -> tuple[float, bool]:
     return 100.0 - 10 * penalty + min(leaves, 50) / 10, True
 
 
-def _shape(msg: Message) -> tuple:
-    return tuple((n.name, n.offset, n.length, repr(n.value)) for n in msg.tree.walk()
-                 if not n.children)
+def _shape(msg: Message) -> int:
+    """A fingerprint of the decoded fields (versions with the same one decode alike)."""
+    return hash(tuple((n.name, n.offset, n.length, repr(n.value)) for n in msg.tree.walk()
+                      if not n.children))
+
+
+def _budget_only(msg: Message) -> bool:
+    """The probe stopped only because its node budget ran out."""
+    codes = {code for _path, code, _reason in msg.tree.findings()}
+    return codes == {"node_budget"}
+
+
+def _first_problem(msg: Message) -> int:
+    return min((n.offset for n in msg.tree.walk() if n.problem), default=0)
 
 
 def guess(data: bytes, direction: str | None = None, api_key: int | None = None,
           api_version: int | None = None, limit: int = 5) -> list[Candidate]:
     """Ranked candidates for a message (bytes after the size prefix)."""
-    scored: list[tuple[Candidate, tuple]] = []
+    scored: list[tuple[Candidate, int]] = []      # (candidate, shape of a clean decode)
     if direction in (None, "request") and len(data) >= 8:
-        msg = decode_request(data, _PROBE)
+        msg = decode_request(data, _FULL)
         if msg.api_key is not None and schemas.is_known(msg.api_key, msg.api_version) \
                 and api_key in (None, msg.api_key) and api_version in (None, msg.api_version):
             score, clean = _score(msg, len(data))
             scored.append((Candidate(msg.api_key, msg.api_version, "request", score + 1, clean),
-                           _shape(msg)))
+                           _shape(msg) if clean else 0))
     if direction in (None, "response"):
+        probed: list[tuple[int, int, int]] = []         # (progress, key, version) to redo
         for key, versions in schemas.all_versions().items():
             if api_key is not None and key != api_key:
                 continue
@@ -85,8 +102,21 @@ def guess(data: bytes, direction: str | None = None, api_key: int | None = None,
                 if api_version is not None and version != api_version:
                     continue
                 msg = decode_response(data, key, version, _PROBE)
+                if _budget_only(msg):
+                    probed.append((_first_problem(msg), key, version))
+                    continue
                 score, clean = _score(msg, len(data))
-                scored.append((Candidate(key, version, "response", score, clean), _shape(msg)))
+                scored.append((Candidate(key, version, "response", score, clean),
+                               _shape(msg) if clean else 0))
+        probed.sort(key=lambda p: -p[0])
+        for i, (progress, key, version) in enumerate(probed):
+            if i < _FULL_TRIES:
+                msg = decode_response(data, key, version, _FULL)
+                score, clean = _score(msg, len(data))
+                shape = _shape(msg) if clean else 0
+            else:                   # not tried in full: as far as the probe got
+                score, clean, shape = 50.0 * progress / max(len(data), 1), False, 0
+            scored.append((Candidate(key, version, "response", score, clean), shape))
     # versions that decode to the very same fields are one answer, not competitors
     groups: dict[tuple, Candidate] = {}
     for cand, shape in scored:

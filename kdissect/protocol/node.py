@@ -165,6 +165,58 @@ class Node:
 
     def to_json(self, show_secrets: bool = False) -> dict[str, Any]:
         """The tree as JSON-ready dicts (see docs/json.md)."""
+        out = self._json_fields(show_secrets)
+        if self.children:
+            out["children"] = [c.to_json(show_secrets) for c in self.children]
+        return out
+
+    def iter_json(self, show_secrets: bool = False, level: int = 0,
+                  chunk: int = 1 << 16) -> Iterator[str]:
+        """``to_json`` as indented JSON text, in pieces of about ``chunk`` characters: a
+        tree of a million fields is written without its million dicts existing at once."""
+        import json
+        from json.encoder import encode_basestring_ascii as quote
+        dumps = json.JSONEncoder(default=str).encode
+
+        def value(v: Any) -> str:       # the common types without the encoder's setup
+            kind = type(v)
+            if kind is str:
+                return quote(v)
+            if kind is int:
+                return int.__repr__(v)
+            return dumps(v)
+
+        parts: list[str] = []
+        size = 0
+        # a stack of (node, level, last sibling?) to open, and closing texts (str)
+        stack: list = [(self, level, True)]
+        while stack:
+            item = stack.pop()
+            if isinstance(item, str):
+                parts.append(item)
+                size += len(item)
+            else:
+                node, depth, last = item
+                inner = "  " * (depth + 1)
+                fields = node._json_fields(show_secrets)
+                text = ",".join(f'\n{inner}"{k}": {value(v)}' for k, v in fields.items())
+                comma = "" if last else ","
+                if node.children:
+                    parts.append(f'{{{text},\n{inner}"children": [')
+                    stack.append(f"\n{inner}]\n{'  ' * depth}}}{comma}")
+                    n = len(node.children)
+                    for i in range(n - 1, -1, -1):
+                        stack.append((node.children[i], depth + 2, i == n - 1))
+                        stack.append(f"\n{inner}  ")
+                else:
+                    parts.append(f"{{{text}\n{'  ' * depth}}}{comma}")
+                size += len(parts[-1])
+            if size >= chunk:
+                yield "".join(parts)
+                parts, size = [], 0
+        yield "".join(parts)
+
+    def _json_fields(self, show_secrets: bool) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "type": self.ktype,
                                "offset": self.offset, "length": self.length}
         value = self.value
@@ -178,8 +230,7 @@ class Node:
             out["note"] = self.note
         if self.problem:
             out["problem"] = self.problem
+            out["code"] = self.code or "malformed_field"
         if self.buffer is not None:
             out["decompressed_length"] = len(self.buffer)
-        if self.children:
-            out["children"] = [c.to_json(show_secrets) for c in self.children]
         return out

@@ -384,11 +384,11 @@ def loop(data, pos, end, count, base, ts0, fixed_ts, conv):
 def _varint(var: str, max_bytes: str) -> list[str]:
     return [f"{var} = data[p]",
             f"if {var} < 128:",
-            f"    p += 1",
-            f"elif data[p + 1] < 128:",
+            "    p += 1",
+            "elif data[p + 1] < 128:",
             f"    {var} = ({var} & 127) | (data[p + 1] << 7)",
-            f"    p += 2",
-            f"else:",
+            "    p += 2",
+            "else:",
             f"    {var}, p = _uvarint(data, p, {max_bytes})"]
 
 

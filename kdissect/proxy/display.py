@@ -27,6 +27,7 @@ class FeedDisplay:
         self.messages = itertools.count()
         self.dropped = 0
         self.error: str | None = None
+        self.failures: set[str] = set()
 
     def run(self, fd: int) -> None:
         sink = self.sink
@@ -34,7 +35,10 @@ class FeedDisplay:
             if kind == feed.FRAME:          # a message without its size: the offset after it
                 c = self.connections.get(conn)
                 if c is not None:
-                    c.data(side, offset - 4, _SIZE.pack(len(payload)) + payload, ts, 0)
+                    try:
+                        c.data(side, offset - 4, _SIZE.pack(len(payload)) + payload, ts, 0)
+                    except Exception as e:      # a decoding bug: report it, go on
+                        self._failed(e)
             elif kind == feed.OPEN:
                 client, broker = json.loads(payload)
                 self.connections[conn] = KafkaConnection(
@@ -43,7 +47,10 @@ class FeedDisplay:
             elif kind == feed.CLOSE:
                 c = self.connections.pop(conn, None)
                 if c is not None:
-                    c.close()
+                    try:
+                        c.close()
+                    except Exception as e:
+                        self._failed(e)
             elif kind == feed.DROPPED:
                 self.dropped += offset
                 sink.note(f"{offset} exchanges not shown: the display could not keep up "
@@ -53,5 +60,14 @@ class FeedDisplay:
             else:
                 sink.note(payload.decode(), "info")
         for c in self.connections.values():
-            c.close()
+            try:
+                c.close()
+            except Exception as e:
+                self._failed(e)
         self.connections.clear()
+
+    def _failed(self, e: Exception) -> None:
+        text = f"decoding failed and was skipped: {type(e).__name__}: {e}"
+        if text not in self.failures:
+            self.failures.add(text)
+            self.sink.note(text)

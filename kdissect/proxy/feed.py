@@ -7,7 +7,8 @@ the display is told how many it missed. A response to a shown request may use up
 twice the budget, so exchanges stay whole unless the display is far behind.
 
 Record: kind (1 byte), connection (4), side (1), time (float64), stream offset (8),
-payload length (4), payload.
+payload length (4), payload. The kernel's pipe (1 MiB asked for) holds records beyond
+the budget; the display reads them as they come.
 """
 
 from __future__ import annotations
@@ -36,8 +37,8 @@ class FeedWriter:
     async def start(self) -> None:
         try:
             import fcntl
-            fcntl.fcntl(self.fd, 1031, _PIPE_SIZE)        # F_SETPIPE_SZ
-        except (ImportError, OSError):
+            fcntl.fcntl(self.fd, fcntl.F_SETPIPE_SZ, _PIPE_SIZE)
+        except (ImportError, AttributeError, OSError):
             pass
         loop = asyncio.get_running_loop()
         pipe = os.fdopen(self.fd, "wb", buffering=0)
@@ -57,10 +58,11 @@ class FeedWriter:
         limit = self.budget * 2 if answer else self.budget
         return self.buffered + size + HEADER.size <= limit
 
-    def frame(self, conn: int, side: int, ts: float, offset: int, frame: bytes) -> None:
+    def frame(self, conn: int, side: int, ts: float, offset: int, data: bytes) -> None:
+        """A message (without its size prefix) found at stream ``offset``."""
         if self.unreported:
             self.dropped(self.unreported)
-        self._put(FRAME, conn, side, ts, offset, frame)
+        self._put(FRAME, conn, side, ts, offset, data)
 
     def open(self, conn: int, client, broker) -> None:
         self._put(OPEN, conn, 0, 0.0, 0, json.dumps([list(client), list(broker)]).encode())
@@ -89,7 +91,7 @@ class FeedWriter:
         """Once per turn of the event loop: one write for everything queued in it."""
         out, self._out, self._out_bytes = self._out, [], 0
         if not self.broken and self.transport is not None and not self.transport.is_closing():
-            self.transport.write(b"".join(out))
+            self.transport.writelines(out)      # uvloop writes them without joining
 
     async def aclose(self, timeout: float = 10.0) -> None:
         """Flush, give the display ``timeout`` seconds to take what is queued, close."""

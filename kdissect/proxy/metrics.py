@@ -77,8 +77,7 @@ class Metrics:
     def summary(self) -> str:
         t = self.total()
         text = (f"{self.connections} connections, {t.requests} requests, "
-                f"{t.bytes_to_broker / 1e6:.1f} MB to brokers, "
-                f"{t.bytes_to_client / 1e6:.1f} MB to clients, "
+                f"{_size(t.bytes_to_broker)} to brokers, {_size(t.bytes_to_client)} to clients, "
                 f"{t.rewritten} responses rewritten")
         p50, p99 = t.quantile(0.5), t.quantile(0.99)
         if p50 is not None:
@@ -86,6 +85,10 @@ class Metrics:
         if t.dropped:
             text += f"; {t.dropped} exchanges not shown (the display fell behind)"
         return text
+
+
+def _size(n: int) -> str:
+    return f"{n / 1e6:.1f} MB" if n >= 100_000 else f"{n / 1e3:.1f} kB"
 
 
 def serve_prometheus(metrics: Metrics, host: str, port: int):

@@ -1,7 +1,7 @@
 """The proxy's sockets (asyncio): a bootstrap listener, one listener per broker created
 when a response first names that broker, and for each client connection one upstream
-connection. Bytes are forwarded frame by frame (Kafka's 4-byte size prefix), in order,
-unchanged except responses whose broker addresses are rewritten.
+connection. Client bytes pass to the broker as they arrive; broker responses pass whole
+and in order, unchanged except those whose broker addresses are rewritten.
 
 The forwarding path reads only request headers and response correlation ids; responses
 that can carry broker addresses in their version are walked by the skip-scanner (no
@@ -22,9 +22,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..protocol.message import produce_acks
+from ..protocol.message import peek_request_header, produce_acks
 from ..protocol.reader import DecodeError
-from ..stream.connection import plausible_request
+from ..stream.connection import is_request, opens_raw_sasl
 from ..stream.correlation import Correlator
 from ..stream.framing import Framer
 from .metrics import Counters, Metrics
@@ -35,7 +35,6 @@ CONNECT_TIMEOUT = 10
 READ_SIZE = 1 << 18                  # bytes taken from a socket at a time
 _SIZE = struct.Struct(">i")
 _HEAD = struct.Struct(">hhi")
-_I16 = struct.Struct(">h")
 _WILDCARDS = ("", "0.0.0.0", "::")
 
 
@@ -65,13 +64,10 @@ def _looks_like_tls(head: bytes) -> bool:
     return len(head) >= 3 and head[0] == 0x16 and head[1] == 0x03 and head[2] <= 0x04
 
 
-def _acks0(body: bytes, api_version: int) -> bool:
-    """A Produce request that asks for no response (its header read cheaply)."""
-    if len(body) < 10:
-        return False
-    n = _I16.unpack_from(body, 8)[0]
-    header = 10 + max(n, 0) + (1 if api_version >= 9 else 0)   # v9+: header v2 tags
-    return produce_acks(body, header, api_version) == 0
+def _acks0(body: bytes) -> bool:
+    """A Produce request that asks for no response (read without decoding the body)."""
+    head = peek_request_header(body)
+    return head is not None and produce_acks(body, head.size, head.api_version) == 0
 
 
 class Proxy:
@@ -148,16 +144,22 @@ class Proxy:
     # -- one client connection ------------------------------------------------------------
 
     async def _connect(self, listener: Listener, who: str):
-        """The first reachable of the listener's upstreams: (reader, writer), or None."""
+        """The first reachable of the listener's upstreams: (reader, writer), or None.
+        The bootstrap list then starts with the one that answered."""
         failures = []
         for host, port in listener.upstreams:
             try:
-                return await asyncio.wait_for(asyncio.open_connection(
+                streams = await asyncio.wait_for(asyncio.open_connection(
                     host, port, ssl=self.upstream_ssl,
                     # SNI even with --insecure: brokers behind SNI routing need it
                     server_hostname=host if self.upstream_ssl else None), CONNECT_TIMEOUT)
             except (OSError, asyncio.TimeoutError) as e:
                 failures.append(f"{host}:{port} ({e or type(e).__name__})")
+                continue
+            if failures and (host, port) in listener.upstreams:
+                listener.upstreams.remove((host, port))
+                listener.upstreams.insert(0, (host, port))
+            return streams
         self.on_note(f"{who}: cannot reach broker {', '.join(failures)}; closing the "
                      f"client's connection so it retries")
         return None
@@ -174,20 +176,11 @@ class Proxy:
             if up is None:
                 return
             up_reader, upstream_w = up
-            if listener.node_id is None and listener.upstreams[0] != \
-                    upstream_w.get_extra_info("peername")[:2]:
-                # the first reachable bootstrap broker goes first from now on
-                reached = next(u for u in listener.upstreams
-                               if u == upstream_w.get_extra_info("peername")[:2])
-                listener.upstreams.remove(reached)
-                listener.upstreams.insert(0, reached)
             broker = upstream_w.get_extra_info("peername")[:2]
             index = next(self._index)
             advertise = self.advertise or self.host
-            if advertise in _WILDCARDS:           # never hand out 0.0.0.0: the address
-                advertise = writer.get_extra_info("sockname")[0]     # this client used
-                if advertise.startswith("::ffff:"):
-                    advertise = advertise[7:]
+            if advertise in _WILDCARDS:   # never hand out 0.0.0.0: the address this client used
+                advertise = writer.get_extra_info("sockname")[0].removeprefix("::ffff:")
             c = _Connection(index, client, broker, advertise,
                             self.metrics.open(index, client, broker))
             if self.recorder is not None:
@@ -197,11 +190,18 @@ class Proxy:
             ups = asyncio.create_task(self._requests(reader, upstream_w, c, who))
             down = asyncio.create_task(self._responses(up_reader, writer, c))
             try:
-                _, rest = await asyncio.wait({ups, down}, return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait({ups, down}, return_when=asyncio.FIRST_COMPLETED)
             finally:                               # one side ended: end the other cleanly
                 for t in (ups, down):
                     t.cancel()
                 await asyncio.gather(ups, down, return_exceptions=True)
+        except asyncio.CancelledError:
+            # the proxy is closing: end normally, or asyncio's stream callback reports the
+            # cancellation as an error with a traceback
+            pass
+        except Exception as e:                    # a bug: this connection ends, no other
+            self.note_once(f"{who}: the connection ended on an internal error "
+                           f"({type(e).__name__}: {e}); please report it")
         finally:
             if c is not None:
                 self.metrics.close(c.index)
@@ -300,14 +300,13 @@ class Proxy:
                 for f in frames:
                     data = f.data
                     shown = feed is not None and feed.room(len(data))
-                    token = c.sasl_raw and not plausible_request(
-                        _SIZE.pack(len(data)) + data[:516])
+                    token = c.sasl_raw and not is_request(data)
                     if c.sasl_raw and not token:
                         c.sasl_raw = False         # authenticated: Kafka requests again
                     if len(data) >= 8 and not token:
                         key, version, corr = _HEAD.unpack_from(data)
                         pending.request(corr, (key, version, shown),
-                                        key != 0 or not _acks0(data, version), now)
+                                        key != 0 or not _acks0(data), now)
                     counters.requests += 1
                     if shown:
                         feed.frame(c.index, 0, ts, f.offset, data)
@@ -354,7 +353,7 @@ class Proxy:
                         counters.observe(clock() - p.ts)
                         if response_layout(key, version) is not None:
                             new = await self._rewritten(data, key, version, c) or data
-                        elif key == 17 and version == 0 and data[4:6] == b"\0\0":
+                        elif opens_raw_sasl(key, version, data):
                             c.sasl_raw = True      # SASL tokens without headers follow
                     if new is not data:
                         changed = True
@@ -375,9 +374,8 @@ class Proxy:
                     writer.write(chunk)             # no copy: the bytes as they came
                     counters.bytes_to_client += len(chunk)
                 else:
-                    joined = b"".join(out)
-                    writer.write(joined)
-                    counters.bytes_to_client += len(joined)
+                    writer.writelines(out)          # uvloop writes them without joining
+                    counters.bytes_to_client += sum(map(len, out))
                 await writer.drain()
         except (ConnectionError, OSError):
             return

@@ -62,6 +62,7 @@ def stats_tables(stats: Stats) -> Group:
             topics.add_row(name, _ranges(b.partitions), str(b.exchanges), str(b.produce),
                            str(b.fetch), Text(str(b.errors), "red" if b.errors else ""))
         parts.append(topics)
+        parts.append(_partitions(stats))
     for group, g in stats.groups.items():
         parts.append(group_timeline(group, g))
     lines = Text()
@@ -88,6 +89,20 @@ def _breakdown(title: str, what: str, rows: dict[str, Breakdown]) -> Table:
         table.add_row(name, str(b.exchanges), Text(str(b.errors), "red" if b.errors else ""),
                       p50, p99, Text(str(b.throttled), "yellow" if b.throttled else ""),
                       str(b.throttle_ms))
+    return table
+
+
+def _partitions(stats: Stats, listed: int = 40) -> Table:
+    """Per topic partition, the ones with errors first, then the busiest."""
+    rows = sorted(stats.partitions.items(), key=lambda kv: (-kv[1].errors, -kv[1].exchanges,
+                                                            kv[0]))
+    more = f" (the first {listed} of {len(rows)})" if len(rows) > listed else ""
+    table = Table(title=f"Partitions{more}", title_justify="left", box=box.SIMPLE_HEAD)
+    for col in ("topic", "partition", "exchanges", "Produce", "Fetch", "errors"):
+        table.add_column(col, justify="left" if col == "topic" else "right")
+    for (topic, partition), b in rows[:listed]:
+        table.add_row(topic, str(partition), str(b.exchanges), str(b.produce), str(b.fetch),
+                      Text(str(b.errors), "red" if b.errors else ""))
     return table
 
 

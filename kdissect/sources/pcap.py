@@ -21,7 +21,10 @@ class CaptureDissector:
     """Feed packets; finished exchanges and gaps go to ``sink`` as they happen (the
     caller calls ``finish`` at the end of the packets, and the sink's ``done``)."""
 
-    def __init__(self, sink: Sink, ports: Iterable[int] = DEFAULT_PORTS, detect: bool = True):
+    def __init__(self, sink: Sink, ports: Iterable[int] = DEFAULT_PORTS, detect: bool = True,
+                 first_message: int = 0, first_stream: int = 1):
+        """``first_message``/``first_stream``: where numbering starts (files read one
+        after another keep counting, so messages and connections stay unique)."""
         self.ports = frozenset(ports)
         self.detect = detect
         self.sink = sink
@@ -30,7 +33,8 @@ class CaptureDissector:
         self.kafka: dict[int, KafkaConnection] = {}
         self.sniffing: dict[int, list[bytearray]] = {}
         self.ignored: set[int] = set()
-        self.messages = 0
+        self.messages = first_message
+        self.first_stream = first_stream
         self.packets = 0
         self.unsupported: dict[int, int] = {}     # linktype -> packets skipped
         self.streams: list[KafkaConnection] = []
@@ -70,7 +74,8 @@ class CaptureDissector:
         else:
             self.ignored.add(id(conn))
             return None
-        k = KafkaConnection(len(self.streams) + 1, client, broker, self.sink.exchange,
+        k = KafkaConnection(self.first_stream + len(self.streams), client, broker,
+                            self.sink.exchange,
                             self.sink.gap, self._next_index)
         self.kafka[id(conn)] = k
         self.streams.append(k)
@@ -126,9 +131,10 @@ def read_captures(paths, sink: Sink, *, ports: Iterable[int] = DEFAULT_PORTS,
     with a progress bar). Returns the number of packets read. A closed output
     (BrokenPipeError) propagates."""
     from ..capture.pcapfile import CaptureError, CaptureReader
-    total = 0
+    total, messages, streams = 0, 0, 1
     for path in paths:
-        dissector = CaptureDissector(sink, ports, detect)
+        dissector = CaptureDissector(sink, ports, detect, messages, streams)
+        readable = True
         try:
             with CaptureReader(path) as reader:
                 for packet in (packets(reader, path) if packets else reader.packets()):
@@ -137,16 +143,19 @@ def read_captures(paths, sink: Sink, *, ports: Iterable[int] = DEFAULT_PORTS,
                     sink.note(f"{path}: {w}; everything before it was decoded")
         except CaptureError as e:
             sink.note(str(e), "error")
+            readable = dissector.packets > 0
         except OSError as e:
             if isinstance(e, BrokenPipeError):
                 raise
             sink.note(f"{path}: {e.strerror or e}", "error")
+            readable = dissector.packets > 0
         dissector.finish()              # what was read of a damaged file still counts
         total += dissector.packets
+        messages, streams = dissector.messages, streams + len(dissector.streams)
         skipped = dissector.unsupported_summary()
         if skipped:
             sink.note(f"{path}: {skipped}")
-        if not dissector.streams:
+        if not dissector.streams and readable:
             sink.note(f"{path}: no Kafka traffic found in {dissector.packets} packets "
                       f"(ports {', '.join(map(str, sorted(dissector.ports)[:5]))}; add others "
                       f"with -p)" if dissector.packets else f"{path}: the capture holds no "

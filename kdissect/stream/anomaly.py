@@ -5,30 +5,11 @@ SyncGroup held by the coordinator until the group rebalances)."""
 
 from __future__ import annotations
 
-from ..protocol.findings import Finding
 from ..protocol.names import error_name
 from ..protocol.node import Node
 
 SLOW = 0.5                 # seconds of broker time (latency less the asked wait): an outlier
 FETCH, JOIN_GROUP, SYNC_GROUP = 1, 11, 14
-
-
-def findings(ex) -> list[Finding]:
-    """The exchange's findings (set by the engine's enrichment stage)."""
-    return list(getattr(ex, "findings", None) or ())
-
-
-def _request_field(view, name: str):
-    if "_request_fields" not in view.__dict__:
-        req = view.ex.request
-        body = req.decoded(_summary()).body if req and req.direction == "request" else None
-        view._request_fields = {c.name: c.value for c in body.children} if body else {}
-    return view._request_fields.get(name)
-
-
-def _summary():
-    from .facts import SUMMARY
-    return SUMMARY
 
 
 def client_wait(view) -> float:
@@ -38,13 +19,8 @@ def client_wait(view) -> float:
     if latency is None or ex.request is None:
         return 0.0
     key = ex.first.api_key
-    if key == FETCH and view.facts().records == 0:
-        wait = _request_field(view, "max_wait_ms")
-        return min(latency, wait / 1000) if isinstance(wait, int) and wait > 0 else 0.0
-    if key == JOIN_GROUP:
-        wait = _request_field(view, "rebalance_timeout_ms")
-        if wait is None:                     # v0 has only the session timeout
-            wait = _request_field(view, "session_timeout_ms")
+    wait = view.facts().asked_wait_ms        # read from the request by enrichment
+    if (key == FETCH and view.facts().records == 0) or key == JOIN_GROUP:
         return min(latency, wait / 1000) if isinstance(wait, int) and wait > 0 else 0.0
     if key == SYNC_GROUP:                    # held until the leader sends assignments
         return latency
@@ -66,7 +42,7 @@ def reasons(view) -> list[str]:
     out = []
     if ex.first.direction != "sasl":
         out += sorted({error_name(c) for c in view.facts().errors})
-    out += [f.code for f in findings(ex) if f.severity != "note" and f.code != "error_code"]
+    out += [f.code for f in ex.findings if f.severity != "note" and f.code != "error_code"]
     slow = service_time(view)
     if slow is not None and slow > SLOW:
         out.append(f"slow ({slow * 1000:.0f}ms)")

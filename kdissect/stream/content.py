@@ -66,14 +66,9 @@ def header_values(view, name: str) -> list[str]:
 
 
 def throttle(view) -> list[int]:
-    """The response's throttle_time_ms (from a summary decode)."""
-    from .facts import SUMMARY
-    m = view.ex.response
-    if m is None or m.direction == "sasl" or m.api_key is None:
-        return []
-    body = m.decoded(SUMMARY).body
-    node = body.child("throttle_time_ms") if body is not None else None
-    return [node.value] if node is not None and isinstance(node.value, int) else []
+    """The response's throttle_time_ms (read by enrichment)."""
+    ms = view.facts().throttle_ms
+    return [] if ms is None else [ms]
 
 
 @dataclass(frozen=True)

@@ -81,7 +81,8 @@ def enrich(ex: Exchange, options: Options, topic_ids: dict[str, str],
         where = m.direction
         for path, code, reason in d.tree.findings():
             findings.append(Finding(code, reason, f"{where}: {path}"))
-        if any(n.note == "SASL/PLAIN" for n in d.tree.walk()):
+        if (m.direction == "sasl" or m.api_key == 36) and \
+                any(n.note == "SASL/PLAIN" for n in d.tree.walk()):
             # readable here, so not inside TLS: the password crossed the wire in clear
             findings.append(Finding("plaintext_credentials", "", where))
         if d.assumed_from is not None:
@@ -92,6 +93,8 @@ def enrich(ex: Exchange, options: Options, topic_ids: dict[str, str],
     bodies = [d.tree.children[0] if m.direction == "sasl" else d.body
               for m, d in zip((req, resp), decoded) if d is not None]
     ex.facts = facts(*bodies, topic_ids=topic_ids, full_ids=True)
+    if req is not None and decoded[0] is not None and decoded[0].body is not None:
+        ex.facts.asked_wait_ms = _asked_wait(req.api_key, decoded[0].body)
     if resp is not None and resp.direction == "response":
         body = decoded[1].body
         code = body.child("error_code") if body is not None else None
@@ -104,13 +107,27 @@ def enrich(ex: Exchange, options: Options, topic_ids: dict[str, str],
                 at = f" ({topic}[{partition}])" if topic is not None else ""
                 findings.append(Finding("error_code", f"{error_name(code)}{at}", "response"))
         throttle = body.child("throttle_time_ms") if body is not None else None
-        if throttle is not None and isinstance(throttle.value, int) and throttle.value > 0:
-            findings.append(Finding("throttled", f"throttled {throttle.value} ms", "response"))
+        if throttle is not None and isinstance(throttle.value, int):
+            ex.facts.throttle_ms = throttle.value
+            if throttle.value > 0:
+                findings.append(Finding("throttled", f"throttled {throttle.value} ms",
+                                        "response"))
         if ex.first.api_key == 18 and decoded[1] is not None:
             _learn_versions(ex.stream, decoded[1], advertised)
     ex.status = _status(ex)
     if keep:
         ex.decoded = (decoded[0], decoded[1])
+
+
+_WAIT_FIELDS = {1: ("max_wait_ms",), 11: ("rebalance_timeout_ms", "session_timeout_ms")}
+
+
+def _asked_wait(api_key: int | None, body) -> int | None:
+    for name in _WAIT_FIELDS.get(api_key, ()):
+        field = body.child(name)
+        if field is not None and isinstance(field.value, int):
+            return field.value
+    return None
 
 
 def _guess(resp, findings: list[Finding]) -> None:

@@ -19,6 +19,10 @@ class Facts:
     record_bytes: int = 0          # bytes of record data (batches or message sets)
     full_ids: bool = False         # name unknown topic ids in full (else 8 digits)
     top_error: int | None = None   # the response's own error_code (a field of its body)
+    # how long the client asked the broker to hold the answer: Fetch max_wait_ms,
+    # JoinGroup rebalance_timeout_ms (session_timeout_ms in v0)
+    asked_wait_ms: int | None = None
+    throttle_ms: int | None = None # the response's throttle_time_ms
 
     def text(self) -> str:
         parts = []
@@ -162,13 +166,9 @@ class ExchangeView:
         if name == "broker":
             return [f"{ex.broker[0]}:{ex.broker[1]}"]
         if name == "bytes":
-            return [sum(len(m.data) for m in msgs)]
+            return [sum(m.size for m in msgs)]
         if name == "problems":
             return [self.problems]
         if name == "frame":
             return [first.frame]
-        if name == "finding":
-            return [f.code for f in ex.findings]
-        if name == "severity":
-            return [f.severity for f in ex.findings]
         raise KeyError(name)

@@ -26,10 +26,6 @@ class Frame:
     truncated: str | None = None   # set when part of it was not captured
 
 
-def plausible_size(size: int) -> bool:
-    return 0 <= size <= MAX_MESSAGE
-
-
 class Framer:
     """Feed one direction's bytes as they arrive; take complete messages.
 

@@ -34,6 +34,11 @@ class KafkaMessage:
     status: str = "ok"             # "ok", or what is wrong with the message's bytes
     how: str | None = None         # for a response: how its API was determined
     first_frame: int | None = None  # capture frame that carried its first byte
+    size: int = -1                 # bytes of the message (stays when ``data`` is kept elsewhere)
+
+    def __post_init__(self) -> None:
+        if self.size < 0:
+            self.size = len(self.data)
 
     @property
     def api_name(self) -> str:

@@ -48,8 +48,8 @@ def exchange_row(ex: Exchange, capture: str) -> dict:
         "request_ts": req.ts if req is not None else None,
         "response_ts": resp.ts if resp is not None else None,
         "latency_ms": ex.latency * 1000 if ex.latency is not None else None,
-        "request_size": len(req.data) if req is not None else None,
-        "response_size": len(resp.data) if resp is not None else None,
+        "request_size": req.size if req is not None else None,
+        "response_size": resp.size if resp is not None else None,
         "error_code": top,
         "error_name": error_name(top) if top is not None else None,
         "errors": [{"topic": t, "partition": p, "code": c, "name": error_name(c)}

@@ -93,6 +93,7 @@ class Stats:
     clients: dict[str, Breakdown] = field(default_factory=dict)
     brokers: dict[str, Breakdown] = field(default_factory=dict)
     topics: dict[str, Breakdown] = field(default_factory=dict)
+    partitions: dict[tuple[str, int], Breakdown] = field(default_factory=dict)
     groups: dict[str, GroupStats] = field(default_factory=dict)
 
     def add(self, ex: Exchange, view: ExchangeView) -> None:
@@ -106,7 +107,7 @@ class Stats:
         if ex.status != "ok":
             self.statuses[ex.status.split(":")[0].split(" (")[0]] += 1
         for m in ex.messages:
-            size = len(m.data) + 4
+            size = m.size + 4
             if m.direction == "response" or (m.direction == "sasl" and ex.request is None):
                 self.bytes_responses += size
                 conn.to_client += size
@@ -128,9 +129,7 @@ class Stats:
 
     def _breakdowns(self, ex: Exchange, view: ExchangeView, name: str) -> None:
         errors = len(view.facts().errors)
-        throttle = next((int(f.detail.split()[1]) for f in ex.findings
-                         if f.code == "throttled" and f.detail.split()[1:2] and
-                         f.detail.split()[1].isdigit()), 0)
+        throttle = view.facts().throttle_ms or 0
         client = (ex.request.client_id if ex.request and ex.request.client_id else
                   f"{ex.client[0]} (no client id)")
         service = anomaly.service_time(view)
@@ -143,14 +142,19 @@ class Stats:
             if throttle:
                 b.throttled += 1
                 b.throttle_ms += throttle
-        sites = {(t, p) for t, p, _ in view.facts().error_sites}
+        sites = [(t, p) for t, p, _ in view.facts().error_sites]
+        key = ex.first.api_key
         for topic, partitions in view.facts().topics.items():
             b = self.topics.setdefault(topic, Breakdown())
-            b.exchanges += 1
             b.partitions |= partitions
-            b.produce += ex.first.api_key == PRODUCE
-            b.fetch += ex.first.api_key == FETCH
+            for part in [b, *(self.partitions.setdefault((topic, p), Breakdown())
+                              for p in partitions)]:
+                part.exchanges += 1
+                part.produce += key == PRODUCE
+                part.fetch += key == FETCH
             b.errors += sum(1 for t, _ in sites if t == topic)
+            for p in partitions:
+                self.partitions[(topic, p)].errors += sites.count((topic, p))
         if service is not None:
             self.service[name].append(service)
             if ex.latency - service > 0.001:

@@ -26,11 +26,12 @@ from ..stream import anomaly
 from ..stream.content import buffer_nodes, find_bytes
 from ..stream.facts import ExchangeView, Facts
 from ..stream.model import KafkaMessage
-from .detail import Detail, Item
-from .exchange_list import BOOKMARK, COLUMNS, ExchangeList
+from .detail import Detail, HexView, Item
+from .exchange_list import COLUMNS, ExchangeList
 from .filterbar import FilterInput, FilterSuggester
 from .loader import run_in_process, run_in_thread
 from .screens import HelpScreen, StatsScreen
+from .spill import Spill
 
 # the sort orders the `o` key cycles through (latency: slowest first)
 SORT_CYCLE = ("time", "latency", "status", "API", "client → broker", "client id", "#")
@@ -48,16 +49,19 @@ def _row(view: ExchangeView) -> tuple:
     facts = view.facts()
     reasons = anomaly.reasons(view)
     severe = bool(facts.errors or view.problems or any(
-        f.severity == "error" for f in anomaly.findings(ex)))
+        f.severity == "error" for f in ex.findings))
     style = "red" if severe else "yellow" if reasons else ""
     summary = Facts(topics=facts.topics, records=facts.records).text()
+    latency = Text()
+    if ex.latency is not None:          # dim: mostly a wait the client asked for
+        waited = anomaly.client_wait(view) > ex.latency / 2
+        latency = Text(f"{ex.latency * 1000:.1f}ms", style="dim" if waited else "")
     cells = (str(first.frame), iso(first.ts)[11:23],
              f"{endpoint(ex.client)} → {endpoint(ex.broker)}",
              Text(first.api_name, style="bold red" if severe else "bold"),
              str(first.api_version), str(first.correlation_id),
              ex.request.client_id or "" if ex.request else "",
-             f"{ex.latency * 1000:.1f}ms" if ex.latency is not None else "",
-             Text(summary), Text(", ".join(reasons), style=style))
+             latency, Text(summary), Text(", ".join(reasons), style=style))
     return cells, reasons
 
 
@@ -170,6 +174,14 @@ class KdissectApp(App):
         self._trees: OrderedDict[int, Message] = OrderedDict()
         self.title_text = title
         self.sub_title = title
+        # message bytes live in a spill file, loaded when needed (a forked loader only)
+        self.spill = Spill() if isolate else None
+
+    def load_bytes(self, view: ExchangeView) -> ExchangeView:
+        """``view`` with its messages' bytes loaded (they may live in the spill file)."""
+        if self.spill is not None:
+            self.spill.load(view)
+        return view
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -202,6 +214,8 @@ class KdissectApp(App):
 
     def on_unmount(self) -> None:
         self.stop.set()
+        if self.spill is not None:
+            self.spill.close()           # the unlinked file goes with its last descriptor
 
     # -- loading (worker thread) ---------------------------------------------------------
 
@@ -212,7 +226,7 @@ class KdissectApp(App):
             else:
                 self._incoming.append(item)
         if self.isolate:
-            run_in_process(self.load, self.options, _row, put, self.stop)
+            run_in_process(self.load, self.options, _row, put, self.stop, self.spill)
         else:
             run_in_thread(self.load, self.options, _row, put)
 
@@ -241,7 +255,7 @@ class KdissectApp(App):
             else:
                 view, (view.row, view._reasons) = payload
                 self.views.append(view)
-                if self.filter is None or self.filter(view):
+                if self.matches(view):
                     table.add(view)
                 added += 1
         if added:
@@ -295,10 +309,16 @@ class KdissectApp(App):
         self._refill()
         return None
 
+    def matches(self, view: ExchangeView) -> bool:
+        if self.filter is None:
+            return True
+        if self.filter.needs_decoding:
+            self.load_bytes(view)
+        return self.filter(view)
+
     def _refill(self) -> None:
         current = self.current_view()
-        self.table.set_rows([v for v in self.views if self.filter is None or self.filter(v)],
-                            keep=current)
+        self.table.set_rows([v for v in self.views if self.matches(v)], keep=current)
         self._update_subtitle()
         self._show_empty()
         self.follow_cursor()
@@ -313,6 +333,7 @@ class KdissectApp(App):
     def select_view(self, view: ExchangeView) -> None:
         """Move the list's cursor to ``view`` and show it now."""
         self.table.move_cursor(self.table.index(view))
+        self.table.center_cursor()
         self.show_exchange(view)
 
     @on(ExchangeList.RowHighlighted, "#exchanges")
@@ -328,9 +349,10 @@ class KdissectApp(App):
         self._detail_timer = self.set_timer(_REST, lambda: self._decode_for(view))
 
     def _decode_for(self, view: ExchangeView) -> None:
-        if self.detail_pending is not view or not self.query(Detail):
+        if self.detail_pending is not view or not self.query(HexView):
             return
-        size = sum(len(m.data) for m in (view.ex.request, view.ex.response) if m)
+        self.load_bytes(view)
+        size = sum(m.size for m in view.ex.messages)
         if size < _DECODE_HERE:
             self.show_exchange(view)
             return
@@ -343,7 +365,7 @@ class KdissectApp(App):
         self.run_worker(decode, thread=True, group="detail")
 
     def _decoded_for(self, view: ExchangeView) -> None:
-        if self.detail_pending is view and self.query(Detail):
+        if self.detail_pending is view and self.query(HexView):   # not closing
             self.show_exchange(view)
 
     def follow_cursor(self) -> None:
@@ -354,6 +376,7 @@ class KdissectApp(App):
         if view is None:
             return
         self.detail_view = self.detail_pending = view
+        self.load_bytes(view)
         ex = view.ex
         items = []
         for m in (ex.request, ex.response):
@@ -373,7 +396,10 @@ class KdissectApp(App):
         """The full tree of ``m``, decoded on first view and kept among the last few."""
         decoded = self._trees.get(m.index)
         if decoded is None:
-            decoded = self._trees[m.index] = m.decoded(self.options)
+            decoded = m.decoded(self.options)
+            if not m.data and self.spill is not None:
+                return decoded              # its bytes were let go meanwhile: not kept
+            self._trees[m.index] = decoded
             while len(self._trees) > _KEEP_DECODED:
                 self._trees.popitem(last=False)
         else:
@@ -440,7 +466,7 @@ class KdissectApp(App):
                 return
 
     def action_stats(self) -> None:
-        self.push_screen(StatsScreen(self.shown), self._stats_closed)
+        self.push_screen(StatsScreen(self.shown, self.load_bytes), self._stats_closed)
 
     def _stats_closed(self, view: ExchangeView | None) -> None:
         """The statistics screen may send back an exchange to jump to."""
@@ -500,7 +526,7 @@ class KdissectApp(App):
         view = self.current_view()
         if view is None:
             return
-        ex = view.ex
+        ex = self.load_bytes(view).ex
         out = {"client": endpoint(ex.client), "broker": endpoint(ex.broker),
                "latency_ms": ex.latency * 1000 if ex.latency is not None else None,
                **{m.direction: message_json(m, self.options, ex)
@@ -518,7 +544,8 @@ class KdissectApp(App):
         from .export import write_pcapng
         path = Path("kdissect-exchanges.pcapng")
         try:
-            count = write_pcapng(str(path), self.shown, self.options.show_secrets)
+            count = write_pcapng(str(path), self.shown, self.options.show_secrets,
+                                 self.load_bytes)
         except OSError as e:
             self.notify(f"could not write {path}: {e.strerror}", severity="error")
             return
@@ -532,7 +559,9 @@ class KdissectApp(App):
             bar.remove_class("visible")
         box = self.query_one(f"#{name}", Input)
         box.add_class("visible")
-        box.focus()
+        # focus now, not on the next idle: keys typed right after `/` (a paste, a fast
+        # typist) must land in the bar, not run as list keys
+        self.screen.set_focus(box)
 
     def action_filter(self) -> None:
         self._open_bar("filter")
@@ -588,9 +617,8 @@ class KdissectApp(App):
         rows = self.shown
         n = len(rows)
         for step in range(1, n + 1):
-            view = rows[(self.table.cursor_row + step) % n]
-            messages = [m for m in (view.ex.request, view.ex.response) if m is not None]
-            match = find_bytes(messages, self.needle, self.options)
+            view = self.load_bytes(rows[(self.table.cursor_row + step) % n])
+            match = find_bytes(view.ex.messages, self.needle, self.options)
             if match is None:
                 continue
             self.select_view(view)

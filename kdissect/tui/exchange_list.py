@@ -33,6 +33,7 @@ COLUMNS = (Column("#", 7, 7, True), Column("time", 12, 12), Column("client → b
            Column("client id", 14, 8), Column("latency", 9, 8, True),
            Column("summary", 24, 14), Column("status", 28, 14))
 FULL_TIME = 30             # "2026-11-23 20:38:07.661340 UTC"
+SHORT_ENDPOINTS = 13       # ":45642→:19092"
 # when the terminal is narrow, these steps run in order until the columns fit: the list
 # keeps the frame, API, version, latency, summary and status (the error names) to the last
 _STEPS = (("shrink", "client → broker"), ("shrink", "client id"), ("drop", "client id"),
@@ -40,12 +41,13 @@ _STEPS = (("shrink", "client → broker"), ("shrink", "client id"), ("drop", "cl
           ("shrink", "status"), ("drop", "time"), ("drop", "client → broker"))
 
 
-def fit(width: int, time_width: int = 12) -> list[tuple[int, int]]:
+def fit(width: int, time_width: int = 12, endpoints_width: int = 43) -> list[tuple[int, int]]:
     """(column index, width) of the columns shown in ``width`` cells; the summary takes
     what is left."""
     wants = {c.name: c.want for c in COLUMNS}
     least = {c.name: c.least for c in COLUMNS}
     wants["time"] = time_width
+    wants["client → broker"] = endpoints_width
     shown = [c.name for c in COLUMNS]
 
     def total() -> int:
@@ -195,6 +197,16 @@ class ExchangeList(ScrollView, can_focus=True):
         if changed:
             self.post_message(self.RowHighlighted(self, row))
 
+    def center_cursor(self) -> None:
+        """Scroll so the cursor's row is in the middle (after a jump); again once the
+        layout is up to date (the scroll range may lag rows just added)."""
+        def center() -> None:
+            visible = max(1, self.scrollable_content_region.height - 1)
+            self.scroll_to(y=max(0, self.cursor_row - visible // 2), animate=False,
+                           immediate=True)
+        center()
+        self.call_after_refresh(center)
+
     def scroll_to_cursor(self) -> None:
         visible = max(1, self.scrollable_content_region.height - 1)
         top = int(self.scroll_y)
@@ -234,7 +246,8 @@ class ExchangeList(ScrollView, can_focus=True):
     # -- drawing ------------------------------------------------------------------------
 
     def layout(self) -> list[tuple[int, int]]:
-        return fit(self.scrollable_content_region.width, FULL_TIME if self.time_of else 12)
+        return fit(self.scrollable_content_region.width, FULL_TIME if self.time_of else 12,
+                   SHORT_ENDPOINTS if self.short_endpoints() else 43)
 
     def short_endpoints(self) -> bool:
         """Ports only (``:45642→:9092``) when every row has the same two hosts."""

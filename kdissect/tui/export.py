@@ -9,8 +9,9 @@ import struct
 from ..proxy.recording import Recorder
 
 
-def write_pcapng(path: str, views, show_secrets: bool = False) -> int:
-    """Write the exchanges of ``views``; returns how many were written."""
+def write_pcapng(path: str, views, show_secrets: bool = False, load=None) -> int:
+    """Write the exchanges of ``views``; returns how many were written. ``load(view)``
+    gives a view's messages their bytes (they may be kept elsewhere until needed)."""
     messages = []
     for v in views:
         ex = v.ex
@@ -18,12 +19,14 @@ def write_pcapng(path: str, views, show_secrets: bool = False) -> int:
             if m is not None:
                 side = 0 if m.direction == "request" or (m.direction == "sasl" and
                                                          m is ex.request) else 1
-                messages.append((m.ts, m.index, ex, side, m))
+                messages.append((m.ts, m.index, ex, side, m, v))
     messages.sort(key=lambda item: item[:2])
     recorder = Recorder(path, show_secrets)
     connections, last = {}, {}
     try:
-        for ts, _, ex, side, m in messages:
+        for ts, _, ex, side, m, view in messages:
+            if load is not None:
+                load(view)
             conn = connections.get(ex.stream)
             if conn is None:
                 conn = connections[ex.stream] = recorder.connection(ex.client, ex.broker, ts)

@@ -1,7 +1,9 @@
 """Running a TUI source: ``load(emit, warn, progress)`` in a thread of this process, or
 in a child process so that the decoding (CPU-bound Python) does not hold this process's
 GIL while the UI answers keys. Either way the UI receives ``("view", (view, row))``,
-``("warn", text)``, ``("progress", (done, total))`` and finally ``("done", None)``."""
+``("warn", text)``, ``("progress", (done, total))`` and finally ``("done", None)``.
+With a ``Spill``, the child sends exchanges without their messages' bytes (``view.spans``
+says where they are in the spill file)."""
 
 from __future__ import annotations
 
@@ -29,7 +31,7 @@ def run_in_thread(load, options, row_of, put: Callable) -> None:
     put(("done", None))
 
 
-def _child(load, options, row_of, conn) -> None:
+def _child(load, options, row_of, conn, spill) -> None:
     """In the child: run the source, sending batches of what it finds."""
     batch: list = []
     last = time.monotonic()
@@ -38,7 +40,8 @@ def _child(load, options, row_of, conn) -> None:
         nonlocal last
         if item[0] == "view":
             view, row = item[1]
-            item = ("view", (view.ex, row))      # enriched here, in the child
+            spans = spill.put(view.ex.messages) if spill is not None else None
+            item = ("view", (view.ex, row, spans))      # enriched here, in the child
         batch.append(item)
         now = time.monotonic()
         if now - last >= _BATCH_SECONDS or item[0] == "done":
@@ -51,12 +54,13 @@ def _child(load, options, row_of, conn) -> None:
 
 
 def run_in_process(load, options, row_of, put: Callable,
-                   stop: threading.Event) -> None:
+                   stop: threading.Event, spill=None) -> None:
     """``run_in_thread``'s work in a forked child; returns when the source is done or
     ``stop`` is set (then the child is ended)."""
     ctx = multiprocessing.get_context("fork")
     recv, send = ctx.Pipe(duplex=False)
-    child = ctx.Process(target=_child, args=(load, options, row_of, send), daemon=True)
+    child = ctx.Process(target=_child, args=(load, options, row_of, send, spill),
+                        daemon=True)
     child.start()
     send.close()
     try:
@@ -74,8 +78,10 @@ def run_in_process(load, options, row_of, put: Callable,
                 return
             for kind, payload in batch:
                 if kind == "view":
-                    ex, row = payload
-                    put(("view", (ExchangeView(ex, options), row)))
+                    ex, row, spans = payload
+                    view = ExchangeView(ex, options)
+                    view.spans = spans
+                    put(("view", (view, row)))
                 else:
                     put((kind, payload))
                 if kind == "done":

@@ -31,15 +31,18 @@ class StatsScreen(ModalScreen):
     #slice { margin: 0 1; color: $text-muted; }
     """
 
-    def __init__(self, views: list[ExchangeView]):
+    def __init__(self, views: list[ExchangeView], load=lambda view: view):
+        """``load(view)`` gives a view's messages their bytes (see tui/spill.py)."""
         super().__init__()
         self.stats = Stats()
+        points = []
         for v in views:
-            self.stats.add(v.ex, v)
-        timed = sorted((v for v in views if v.ex.latency is not None),
-                       key=lambda v: v.ex.first.ts)
-        self.latencies = [v.ex.latency * 1000 for v in timed]
-        self.points = [(v.ex.first.ts, anomaly.service_time(v) * 1000, v) for v in timed]
+            self.stats.add(load(v).ex, v)
+            if v.ex.latency is not None:
+                points.append((v.ex.first.ts, anomaly.service_time(v) * 1000, v))
+        points.sort(key=lambda p: p[0])
+        self.latencies = [p[2].ex.latency * 1000 for p in points]
+        self.points = points
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="stats-box"):
@@ -92,8 +95,10 @@ HELP = """\
   x               jump between the request and the response
   ← → ↑ ↓         in the bytes: move the cursor; the field under it is selected
   c / e           copy the selected field's value / export the exchange as JSON
-[b]Colours[/b]  [red]red[/red]: an error code or malformed bytes   [yellow]yellow[/yellow]: a warning (unanswered,
-  throttled, slow...)   bytes: [bold black on yellow] field [/] [on grey35] its parents [/] [bold white on red] problem [/]
+[b]Colours[/b]
+  [red]red[/red]: an error code or malformed bytes   [yellow]yellow[/yellow]: a warning (unanswered, throttled, slow)
+  [dim]dim latency[/dim]: mostly a wait the client asked for (Fetch long poll, group rebalance)
+  bytes: [bold black on yellow] field [/] [on grey35] its parents [/] [bold white on red] problem [/]
 [b]Anywhere[/b]
   ?  this help     q  quit
 See docs/tui.md and docs/filters.md."""

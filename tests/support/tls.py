@@ -26,6 +26,8 @@ class TlsTerminator:
         self.upstream = upstream
         self.context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         self.context.load_cert_chain(cert, key)
+        self.server_names: list[str | None] = []      # SNI of each client, as received
+        self.context.sni_callback = lambda sock, name, ctx: self.server_names.append(name)
         self.loop = asyncio.new_event_loop()
         ready = threading.Event()
         self.port = 0

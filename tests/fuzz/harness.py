@@ -1,0 +1,282 @@
+"""The fuzzer's targets and inputs: mostly real Kafka messages and captures from
+captures/ with structure-aware damage. Each target checks kdissect's promises:
+
+- nothing escapes but the documented errors (CaptureError, BlobError, GrammarError);
+- no input takes more than a second of CPU;
+- no input blows memory up (peak RSS stays under RSS_LIMIT).
+
+Targets: the decoder with hints (a message decoded as the API/version it claims or a
+drawn one, then rendered as the views render it), the decoder by guessing, the capture
+reader through the whole engine to JSON lines, the blob parser and the grammar parser.
+Why hypothesis and not atheris: see docs/protocol.md, "Fuzzing". Used by
+tests/test_fuzz.py (a bounded slice) and scripts/fuzz.py (long runs).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import resource
+import random
+import tempfile
+import zlib
+from functools import lru_cache
+from pathlib import Path
+
+
+ROOT = Path(__file__).resolve().parents[2]
+REGRESSIONS = Path(__file__).resolve().parent / "regressions"
+RSS_LIMIT = 1 << 30
+# lengths and counts an attacker picks: signs, 2^31, varint edges, -1
+INTERESTING_32 = [0, 1, 0x7F, 0x80, 0xFF, 0x7FFF, 0x8000, 0xFFFF, 0x7FFFFFFF, 0x80000000,
+                  0xFFFFFFFF, 0xFFFFFFFE]
+
+
+# -- seeds -----------------------------------------------------------------------------
+
+@lru_cache(maxsize=1)
+def seed_messages() -> list[tuple[bytes, str, int, int]]:
+    """(bytes, direction, api_key, api_version) of every message in captures/*.pcap."""
+    from kdissect.sources.pcap import read_captures
+    from kdissect.stream.sink import Collect
+    out = []
+    for path in sorted((ROOT / "captures").glob("*.pcap")):
+        sink = Collect()
+        read_captures([str(path)], sink)
+        for ex in sink.exchanges:
+            req = ex.request
+            for m in ex.messages:
+                key = m.api_key if m.api_key is not None else (req.api_key if req else None)
+                version = m.api_version if m.api_version is not None else (
+                    req.api_version if req else None)
+                if key is not None and version is not None and m.direction != "sasl":
+                    out.append((m.data, m.direction, key, version))
+    return out
+
+
+@lru_cache(maxsize=1)
+def seed_captures() -> list[bytes]:
+    """The real captures, smallest first (big ones cost a second a run)."""
+    files = sorted((ROOT / "captures").glob("*.pcap"), key=lambda p: p.stat().st_size)
+    return [p.read_bytes() for p in files if p.stat().st_size <= 64 * 1024]
+
+
+@lru_cache(maxsize=1)
+def seed_blobs() -> list[bytes]:
+    return [p.read_bytes() for p in sorted((ROOT / "captures" / "blobs").iterdir())
+            if p.is_file()]
+
+
+@lru_cache(maxsize=1)
+def seed_grammars() -> list[str]:
+    from kdissect.protocol import embedded
+    legacy = (ROOT / "kdissect" / "protocol" / "legacy.bnf").read_text()
+    rules = legacy.split("\n\n")
+    return [embedded._CONSUMER_PROTOCOL, *rules[:40]]
+
+
+# -- damage ------------------------------------------------------------------------------
+
+def mutate(rng: random.Random, seed: bytes, max_edits: int = 8) -> bytes:
+    """``seed`` with a few edits of the kinds that break parsers: bytes flipped, a length
+    overwritten with an interesting value, a cut, a piece duplicated or spliced in, a run
+    of varint continuation bytes."""
+    buf = bytearray(seed)
+    for _ in range(rng.randint(0, max_edits)):
+        op = rng.randrange(6)
+        at = rng.randrange(len(buf)) if buf else 0
+        if op == 0 and buf:
+            buf[at] = rng.randrange(256)
+        elif op == 1:
+            width = rng.choice((1, 2, 4))
+            value = rng.choice(INTERESTING_32) & ((1 << 8 * width) - 1)
+            buf[at:at + width] = value.to_bytes(width, "big")
+        elif op == 2:
+            del buf[at:]
+        elif op == 3:
+            buf[at:at] = buf[at:at + rng.randint(1, 64)]
+        elif op == 4:
+            buf[at:at] = rng.randbytes(rng.randint(1, 16))
+        else:
+            buf[at:at] = b"\xff" * rng.randint(1, 12)
+    return bytes(buf)
+
+
+# -- targets -----------------------------------------------------------------------------
+
+def check_memory() -> None:
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    assert rss < RSS_LIMIT, f"peak RSS {rss >> 20} MiB"
+
+
+def render(msg, data: bytes, full_text: bool) -> None:
+    """What the views do with a tree: values as JSON, the located tree as JSON, findings,
+    and (``full_text``) the rich tree and hex dump."""
+    from kdissect.render.records import plain_json
+    from kdissect.render.text import render_node
+    if full_text or zlib.crc32(data) % 4 == 0:      # the located JSON costs a decode
+        for _ in msg.tree.iter_json():
+            pass
+    msg.tree.findings()
+    body = msg.body
+    if body is not None:
+        plain_json(body)
+    if full_text:
+        from rich.console import Console
+        Console(file=io.StringIO(), width=100).print(render_node(data, msg.tree))
+
+
+def decode_hinted(data: bytes, direction: str, key: int, version: int) -> None:
+    from kdissect.protocol import decode_request, decode_response
+    from kdissect.protocol.decode import Options
+    options = Options(max_decompressed=8 << 20, max_nodes=50_000)
+    msg = decode_request(data, options) if direction == "request" else \
+        decode_response(data, key, version, options)
+    # the rich text view costs a hundred decodes: one input in 64, chosen by content
+    render(msg, data, full_text=len(data) < 2048 and zlib.crc32(data) % 64 == 0)
+
+
+def decode_guessed(data: bytes) -> None:
+    from kdissect.protocol import decode_response, guess
+    from kdissect.protocol.decode import Options
+    from kdissect.protocol.guess import confidence
+    cands = guess(data)
+    confidence(cands)
+    if cands:
+        top = cands[0]
+        msg = decode_response(data, top.api_key, top.api_version,
+                              Options(max_decompressed=8 << 20, max_nodes=50_000))
+        render(msg, data, full_text=False)
+
+
+_CAPTURE_FILE = None
+
+
+def read_capture(data: bytes) -> None:
+    """A capture file's bytes through the reader and the whole engine to JSON lines."""
+    global _CAPTURE_FILE
+    from kdissect.protocol.decode import Options
+    from kdissect.render.lines import exchange_line, message_json
+    from kdissect.sources.pcap import read_captures
+    from kdissect.stream.enrich import Enricher
+    from kdissect.stream.sink import Collect
+    if _CAPTURE_FILE is None:
+        fd, _CAPTURE_FILE = tempfile.mkstemp(prefix="kdissect-fuzz-", suffix=".pcap",
+                                             dir="/dev/shm" if os.path.isdir("/dev/shm")
+                                             else None)
+        os.close(fd)
+    with open(_CAPTURE_FILE, "wb") as f:
+        f.write(data)
+    options = Options(max_decompressed=8 << 20, max_nodes=50_000)
+    sink = Collect()
+    read_captures([_CAPTURE_FILE], Enricher(sink, options, full=True))
+    for ex in sink.exchanges:
+        exchange_line(ex, options)
+        for m, d in zip(ex.messages, [d for d in (ex.decoded or ()) if d is not None]):
+            message_json(m, options, ex, d)
+
+
+def parse_blob_text(data: bytes) -> None:
+    from kdissect.blob import BlobError, parse_blob
+    for text in (data, data.decode("latin-1")):
+        try:
+            parse_blob(text)
+        except BlobError:
+            pass
+
+
+def parse_grammar_text(text: str, data: bytes) -> None:
+    from kdissect.protocol.decode import Options, decode_body
+    from kdissect.protocol.grammar import GrammarError, parse_grammar
+    try:
+        g = parse_grammar(text)
+    except GrammarError:
+        return
+    tree = decode_body(data, 0, g.root, g.root.name, Options(max_nodes=50_000))
+    for _ in tree.iter_json():
+        pass
+
+
+# -- inputs: rng -> the target's arguments ---------------------------------------------
+
+def hinted_input(rng: random.Random) -> tuple[bytes, str, int, int]:
+    """A damaged real message as its own API (mostly), as a drawn API, or random bytes."""
+    data, direction, key, version = rng.choice(seed_messages())
+    roll = rng.random()
+    if roll < 0.75:
+        return mutate(rng, data), direction, key, version
+    if roll < 0.9:
+        return mutate(rng, data, 3), "response", rng.randint(0, 80), rng.randint(0, 18)
+    return (rng.randbytes(rng.randint(0, 512)), rng.choice(("request", "response")),
+            rng.randint(0, 80), rng.randint(0, 18))
+
+
+def guessed_input(rng: random.Random) -> bytes:
+    data, _direction, _key, _version = rng.choice(seed_messages())
+    return mutate(rng, data[:1024], 4)
+
+
+def capture_input(rng: random.Random) -> bytes:
+    return mutate(rng, rng.choice(seed_captures()), 12)
+
+
+def blob_input(rng: random.Random) -> bytes:
+    roll = rng.random()
+    if roll < 0.7:
+        return mutate(rng, rng.choice(seed_blobs()), 6)
+    if roll < 0.85:
+        return rng.randbytes(rng.randint(0, 256))
+    return "".join(rng.choice("0123456789abcdefx,:<>[](){}b'\\ \n-=") for _ in
+                   range(rng.randint(0, 256))).encode()
+
+
+def grammar_input(rng: random.Random) -> tuple[str, bytes]:
+    if rng.random() < 0.7:
+        text = mutate(rng, rng.choice(seed_grammars()).encode(), 6).decode("utf-8", "replace")
+    else:
+        words = ["A", "B", "[A]", "[B]", "?A", "A@1", "=>", "INT8", "STRING", "TAG_BUFFER",
+                 "COMPACT_BYTES", "\n", "\n  ", "X (Version: 1)", "#"]
+        text = " ".join(rng.choice(words) for _ in range(rng.randint(0, 60)))
+    return text, rng.randbytes(rng.randint(0, 128))
+
+
+# -- regressions -------------------------------------------------------------------------
+
+def save_regression(target: str, data: bytes, extra: str = "") -> Path:
+    """An input that failed, kept as tests/fuzz/regressions/TARGET-HASH.bin (first line of
+    the .txt beside it: what the input is for the target)."""
+    import hashlib
+    REGRESSIONS.mkdir(exist_ok=True)
+    name = f"{target}-{hashlib.sha1(data + extra.encode()).hexdigest()[:12]}"
+    (REGRESSIONS / f"{name}.bin").write_bytes(data)
+    if extra:
+        (REGRESSIONS / f"{name}.txt").write_text(extra + "\n")
+    return REGRESSIONS / f"{name}.bin"
+
+
+def replay(path: Path) -> None:
+    """Run a saved input through its target (named by the file's prefix)."""
+    target = path.name.split("-", 1)[0]
+    data = path.read_bytes()
+    extra_path = path.with_suffix(".txt")
+    extra = extra_path.read_text().rstrip("\n") if extra_path.exists() else ""
+    if target == "hinted":
+        direction, key, version = extra.split()
+        decode_hinted(data, direction, int(key), int(version))
+    elif target == "guessed":
+        decode_guessed(data)
+    elif target == "capture":
+        try:
+            read_capture(data)
+        except Exception as e:          # only the documented error may escape
+            from kdissect.capture.pcapfile import CaptureError
+            if not isinstance(e, CaptureError):
+                raise
+    elif target == "blob":
+        parse_blob_text(data)
+    elif target == "grammar":
+        parse_grammar_text(data.decode("utf-8", "replace"), bytes.fromhex(extra or ""))
+    else:
+        raise ValueError(f"unknown fuzz target in {path.name}")
+    check_memory()
+

@@ -1,0 +1,78 @@
+"""Drive the fuzz targets: hypothesis draws the stream of inputs (a random seed per
+example), and each example runs a batch of inputs made from it by the targets' fast
+mutators. Any failure (an escaped exception, an input over a second of CPU, peak RSS
+over the limit) saves the failing input under tests/fuzz/regressions/ and is raised."""
+
+from __future__ import annotations
+
+import random
+import time
+
+from hypothesis import HealthCheck, Phase, given, settings, strategies as st
+
+from . import harness as h
+
+TARGETS = {
+    # name: (make an input from an rng, run the target on it, what to save beside it)
+    "hinted": (h.hinted_input, lambda a: h.decode_hinted(*a),
+               lambda a: (a[0], f"{a[1]} {a[2]} {a[3]}")),
+    "guessed": (h.guessed_input, h.decode_guessed, lambda a: (a, "")),
+    "capture": (h.capture_input, h.read_capture, lambda a: (a, "")),
+    "blob": (h.blob_input, h.parse_blob_text, lambda a: (a, "")),
+    "grammar": (h.grammar_input, lambda a: h.parse_grammar_text(*a),
+                lambda a: (a[0].encode(), a[1].hex())),
+}
+CPU_LIMIT = 1.0         # seconds of CPU one input may take (CPU, not wall: the machine
+                        # is shared, and a loaded box must not fail the run)
+
+
+class InputFailed(Exception):
+    pass
+
+
+def warm_up() -> None:
+    """Imports and caches that cost seconds once (kio's schemas on the first guess) must
+    not count against the first input."""
+    from kdissect.protocol import guess
+    guess(b"\x00" * 16)
+    h.seed_messages(), h.seed_captures(), h.seed_blobs(), h.seed_grammars()
+
+
+def run(target: str, examples: int, batch: int = 50, seed: int | None = None) -> int:
+    """Run ``target`` on ``examples`` x ``batch`` inputs; returns how many ran."""
+    make, body, saved = TARGETS[target]
+    warm_up()
+    count = [0]
+
+    @settings(max_examples=examples, deadline=None, database=None,
+              phases=[Phase.generate], suppress_health_check=list(HealthCheck),
+              print_blob=False, derandomize=seed is not None)
+    @given(st.integers(0, 2**64 - 1) if seed is None else st.just(seed).flatmap(
+        lambda s: st.integers(0, 2**64 - 1).map(lambda x: x ^ s)))
+    def fuzz(stream_seed):
+        rng = random.Random(stream_seed)
+        for _ in range(batch):
+            args = make(rng)
+            start = time.perf_counter()
+            try:
+                body(args)
+            except Exception as e:
+                _fail(target, saved(args), f"{type(e).__name__}: {e}")
+            if time.perf_counter() - start > CPU_LIMIT:
+                # slow on the wall clock: measure the CPU it takes (reading the CPU clock
+                # costs a system call, too much for every input)
+                cpu = time.process_time()
+                body(args)
+                spent = time.process_time() - cpu
+                if spent > CPU_LIMIT:
+                    _fail(target, saved(args), f"took {spent:.2f} s of CPU")
+            count[0] += 1
+        h.check_memory()
+
+    fuzz()
+    return count[0]
+
+
+def _fail(target: str, saved: tuple[bytes, str], why: str) -> None:
+    path = h.save_regression(target, *saved)
+    raise InputFailed(f"{target}: {why}; input saved as {path}")

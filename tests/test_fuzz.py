@@ -1,0 +1,32 @@
+"""A bounded slice of the fuzzer (scripts/fuzz.py runs it for as long as you like), and
+every input it ever failed on, replayed. See tests/fuzz/ and docs/protocol.md."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.fuzz import harness, runner
+
+# inputs per target in the slice: about a minute of CPU in all
+SLICE = {"hinted": 3000, "blob": 1000, "grammar": 1000, "capture": 150, "guessed": 50}
+
+
+@pytest.mark.parametrize("target", sorted(SLICE))
+def test_fuzz_slice(target):
+    ran = runner.run(target, SLICE[target] // 25, batch=25)
+    assert ran == SLICE[target]
+
+
+REGRESSIONS = sorted(harness.REGRESSIONS.glob("*.bin"))
+
+
+def test_regressions_are_kept():
+    # the inputs found so far (crafted from issue 11's findings, and whatever the fuzzer
+    # finds later) stay in the repo
+    assert {p.name.split("-", 1)[0] for p in REGRESSIONS} >= {"capture", "blob", "grammar",
+                                                               "hinted"}
+
+
+@pytest.mark.parametrize("path", REGRESSIONS, ids=lambda p: p.name)
+def test_regression(path):
+    harness.replay(path)
