@@ -3,7 +3,6 @@
 
 import itertools
 from collections import Counter
-import os
 import subprocess
 import sys
 from pathlib import Path

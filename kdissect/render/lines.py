@@ -15,7 +15,7 @@ from ..protocol.findings import Finding
 from ..protocol.values import body_values
 from ..stream.model import Exchange, KafkaMessage
 from .records import json_bytes, plain_json
-from ..stream.facts import ExchangeView
+from ..stream.facts import ExchangeFields
 
 
 INVALID_TIME = "????-??-??T??:??:??.??????Z"     # same shape: views slice it
@@ -34,7 +34,7 @@ def endpoint(addr: tuple[str, int]) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def exchange_line(ex: Exchange, options: Options, view: ExchangeView | None = None) -> Text:
+def exchange_line(ex: Exchange, options: Options, view: ExchangeFields | None = None) -> Text:
     first = ex.first
     req, resp = ex.request, ex.response
     t = Text()
@@ -55,7 +55,7 @@ def exchange_line(ex: Exchange, options: Options, view: ExchangeView | None = No
         t.append(f"  {req.client_id}", style="green")
     if ex.latency is not None:
         t.append(f"  {ex.latency * 1000:.1f}ms", style="yellow" if ex.latency > 0.1 else "")
-    view = view or ExchangeView(ex, options)
+    view = view or ExchangeFields(ex, options)
     f = view.facts()
     summary = f.text()
     if summary:
