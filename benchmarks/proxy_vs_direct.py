@@ -78,33 +78,31 @@ class ProxyRun:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
+    def _processes(self) -> tuple[int, list[int]]:
+        """(the forwarding process, the display's processes: printer or TUI and loader)."""
+        found = subprocess.run(["pgrep", "-f", "--", f"--listen 127.0.0.1:{self.port}"],
+                               capture_output=True, text=True, check=False).stdout.split()
+        pythons = {int(p) for p in found
+                   if Path(f"/proc/{p}/comm").exists()
+                   and Path(f"/proc/{p}/comm").read_text().startswith("python")}
+        parent = {p: _stat(p)[1] for p in pythons}
+        main = next(p for p in pythons if parent[p] not in pythons)
+        forwarder = min(p for p in pythons if parent[p] == main)   # forked first
+        return forwarder, [p for p in pythons if p != forwarder]
+
     def cpu(self) -> tuple[float, float]:
-        """CPU seconds used so far by (the forwarding process, the display process)."""
-        display = self.proc.pid
-        children = subprocess.run(["pgrep", "-P", str(display)], capture_output=True,
-                                  text=True).stdout.split()
-        return tuple(_cpu_seconds(int(pid)) for pid in (children[0], display))
+        """CPU seconds used so far by (forwarding, display)."""
+        forwarder, display = self._processes()
+        return _stat(forwarder)[0], sum(_stat(p)[0] for p in display)
 
     def wait_idle(self, quiet: float = 0.3, limit: float = 3) -> None:
-        """Until the proxy's processes stop using CPU (the display catching up), so that
-        its leftover work does not slow the next run, direct or not."""
-        found = subprocess.run(["pgrep", "-f", f"--listen 127.0.0.1:{self.port}"],
-                               capture_output=True, text=True).stdout.split()
-
-        def cpu() -> int:
-            total = 0
-            for pid in found:
-                try:
-                    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-                    total += int(fields[11]) + int(fields[12])
-                except (OSError, IndexError, ValueError):
-                    pass
-            return total
+        """Until the proxy's processes stop using CPU (the display catching up), at most
+        ``limit`` seconds, so that its leftover work does not slow the next run."""
         deadline = time.monotonic() + limit
-        last = cpu()
+        last = sum(self.cpu())
         while time.monotonic() < deadline:
             time.sleep(quiet)
-            now = cpu()
+            now = sum(self.cpu())
             if now == last:
                 return
             last = now
@@ -120,9 +118,10 @@ class ProxyRun:
                          or "not shown" in line)
 
 
-def _cpu_seconds(pid: int) -> float:
+def _stat(pid: int) -> tuple[float, int]:
+    """(CPU seconds used, parent pid) of a process."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), int(fields[1])
 
 
 def produce(bootstrap: str, topic: str, n: int, size: int) -> float:
@@ -204,6 +203,10 @@ def latencies(bootstrap: str, request: bytes, count: int) -> list[float]:
         return [round_trip(s, request) for _ in range(count)]
 
 
+def per_k(seconds: list[float], messages: int) -> str:
+    return f"{seconds[0] / messages * 1e6:.1f} / {seconds[1] / messages * 1e6:.1f} ms"
+
+
 def spread(ratios: list[float]) -> str:
     q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else ratios * 3
     return f"{q[0]:.0%}–{q[2]:.0%}"
@@ -269,6 +272,7 @@ def main() -> None:
               f"{'consume direct':>16}{'proxy':>10}{'ratio':>7}   (messages/s)")
         for mode in modes if not args.latency_only else ():
             figures = {k: [] for k in ("pd", "pp", "cd", "cp", "rp", "rc")}
+            cpu = {"p": [0.0, 0.0], "c": [0.0, 0.0]}     # (forwarding, display) seconds
             for r in range(args.repeats):
                 first_direct = r % 2 == 0             # alternate which goes first
                 order = [("d", direct), ("p", proxies[mode].bootstrap)]
@@ -277,10 +281,16 @@ def main() -> None:
                 got = {}
                 for tag, bootstrap in order:
                     topic = f"t-{mode}-{r}-{tag}"
-                    proxies[mode].wait_idle()
-                    got["p" + tag] = produce(bootstrap, topic, n, args.size)
-                    proxies[mode].wait_idle()
-                    got["c" + tag] = consume(bootstrap, topic, n)
+                    for kind, run in (("p", produce), ("c", consume)):
+                        proxies[mode].wait_idle()
+                        before = proxies[mode].cpu()
+                        got[kind + tag] = run(bootstrap, topic, n) if kind == "c" else \
+                            run(bootstrap, topic, n, args.size)
+                        if tag == "p":
+                            proxies[mode].wait_idle()     # the display's share too
+                            after = proxies[mode].cpu()
+                            cpu[kind][0] += after[0] - before[0]
+                            cpu[kind][1] += after[1] - before[1]
                 for k, v in got.items():
                     figures[k].append(v)
                 figures["rp"].append(got["pp"] / got["pd"])
@@ -289,7 +299,9 @@ def main() -> None:
             print(f"{MODES[mode][1]:<28}{med['pd']:>15.0f}{med['pp']:>10.0f}{med['rp']:>7.0%}"
                   f"{med['cd']:>16.0f}{med['cp']:>10.0f}{med['rc']:>7.0%}"
                   f"   (middle half of the ratios: produce {spread(figures['rp'])}, "
-                  f"consume {spread(figures['rc'])})")
+                  f"consume {spread(figures['rc'])}; CPU per 1000 messages, forwarding / "
+                  f"display: produce {per_k(cpu['p'], n * args.repeats)}, consume "
+                  f"{per_k(cpu['c'], n * args.repeats)})")
 
         # latency: many topics first, so that Metadata is a big answer
         from confluent_kafka import Producer

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from kdissect.filters import FilterError, parse_filter
-from kdissect.stream.facts import ExchangeView
+from kdissect.stream.facts import ExchangeFields
 from kdissect.stream.stats import Stats, percentile
 from tests.test_captures import dissect
 
@@ -20,7 +20,7 @@ GROUP = ROOT / "captures" / "confluent-group.pcap"
 @pytest.fixture(scope="module")
 def views():
     exchanges, _, _ = dissect(GROUP)
-    return [ExchangeView(ex) for ex in exchanges]
+    return [ExchangeFields(ex) for ex in exchanges]
 
 
 def select(views, text: str) -> list:
@@ -145,7 +145,7 @@ def test_anomaly_findings_and_waits(views):
 
 
 def test_record_filters_inside_compressed_batches():
-    codecs = [ExchangeView(ex) for ex in dissect(ROOT / "captures" / "kafka-python-codecs.pcap")[0]]
+    codecs = [ExchangeFields(ex) for ex in dissect(ROOT / "captures" / "kafka-python-codecs.pcap")[0]]
     for codec in ("gzip", "snappy", "lz4", "zstd"):
         hits = select(codecs, f'record.key == "kp-{codec}-key-2"')
         assert sorted(v.ex.first.api_key for v in hits) == [0, 1], codec   # Produce, Fetch

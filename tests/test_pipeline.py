@@ -3,7 +3,6 @@
 
 import itertools
 from collections import Counter
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -275,6 +274,7 @@ def test_inputs_given_as_urls_are_found_and_read_like_paths():
     from kdissect.pipeline import storage
     assert storage.expand([CAPTURES.as_uri()]) == [p.as_uri() for p in ALL]
     assert storage.expand([str(CAPTURES)]) == [str(p) for p in ALL]
+    assert storage.expand([str(ALL[0]), str(CAPTURES)]) == [str(p) for p in ALL]  # once each
     url = (CAPTURES / "kcat.pcap").as_uri()
     assert storage.size(url) == (CAPTURES / "kcat.pcap").stat().st_size
     by_url = list(shard_segments("k", url, 0, HEADER, storage.size(url), True,

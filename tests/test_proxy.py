@@ -181,7 +181,7 @@ def test_clients_work_through_the_proxy_and_bytes_pass_unchanged(chain):
     assert "(uvloop)" in err                       # installed with the test extra
 
     # bytes: every byte passed unchanged except broker addresses
-    assert_bytes_pass_unchanged(relay_a, relay_b) >= 1
+    assert assert_bytes_pass_unchanged(relay_a, relay_b) >= 1
 
     # the recording opens with kdissect pcap and with tshark, and holds what was shown
     res = subprocess.run([sys.executable, "-m", "kdissect", "pcap", str(proxy.recording),

@@ -118,10 +118,10 @@ def _write_parquet(files, output, fmt, ports, detect, display_filter, options) -
         raise click.UsageError("--format parquet needs -o FILE.parquet")
     _need_spark_extra("--format parquet", "pyarrow")
     from ..pipeline.local import write_exchanges
-    from ..stream.facts import ExchangeView
+    from ..stream.facts import ExchangeFields
 
     def keep(ex):
-        return display_filter(ExchangeView(ex, options))
+        return display_filter(ExchangeFields(ex, options))
 
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     warnings = []

@@ -8,6 +8,7 @@ import sys
 import click
 from rich.console import Console
 
+from ..crash import quiet_stdout
 from .common import _host_port, _run_tui, _size, _traffic_options, on_terminal, secret_options
 from .group import main
 
@@ -255,7 +256,7 @@ class _Guarded:
             fn(*args)
         except BrokenPipeError:
             self.closed = True
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            quiet_stdout()
         except Exception as e:                   # a display problem must not end the proxy
             text = f"display failed for an exchange and skipped it: {type(e).__name__}: {e}"
             if text not in self.failures:

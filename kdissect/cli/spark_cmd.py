@@ -64,11 +64,11 @@ SMALL_INPUT = 256 * 1024 * 1024     # below this, one process beats Spark's star
 @click.argument("inputs", nargs=-1, required=True, metavar="CAPTURE_OR_DIR...")
 @click.option("--out", required=True, metavar="DIR",
               help="Directory (or URL) for the tables; a local path is made absolute here.")
-@click.option("--mode", type=click.Choice(["error", "overwrite", "append"]), default="error",
+@click.option("--mode", type=click.Choice(output.MODES), default="error",
               show_default=True,
               help="If OUT exists: refuse, replace its tables (every one, so none is left "
                    "from an earlier run), or add this run's rows to them.")
-@click.option("--partition-by", type=click.Choice(["date", "capture", "api"]),
+@click.option("--partition-by", type=click.Choice(output.PARTITIONS),
               help="Partition the exchanges and records tables by UTC day (a `date` "
                    "column), by capture file, or by API (api_name).")
 @port_options

@@ -59,8 +59,8 @@ def exists(path: str) -> bool:
 
 
 def expand(inputs: list[str]) -> list[str]:
-    """Files, and the capture files inside directories (recursively), sorted. Raises
-    StorageError for an input that does not exist."""
+    """Files, and the capture files inside directories (recursively), sorted, each
+    once. Raises StorageError for an input that does not exist."""
     out = []
     for item in inputs:
         if not is_url(item):
@@ -84,7 +84,7 @@ def expand(inputs: list[str]) -> list[str]:
                 raise StorageError(f"{item}: no such file or directory")
         except (OSError, PermissionError) as e:
             raise StorageError(f"{item}: {e}") from None
-    return out
+    return list(dict.fromkeys(out))        # a file named twice is read once
 
 
 def size(path: str) -> int:

@@ -42,6 +42,8 @@ class Tracker:
     def __exit__(self, *exc):
         self.stop.set()
         self.thread.join()
+        if self.sc is not None:
+            self._poll_once(self.sc.statusTracker())    # the end, which polls may miss
         if self.connect:
             self.spark.removeProgressHandler(self._connect_progress)
 
@@ -57,16 +59,18 @@ class Tracker:
         self._report((s.num_completed_tasks, 0, s.num_tasks)
                      for s in sorted(stages or [], key=lambda s: s.stage_id))
 
+    def _poll_once(self, tracker) -> None:
+        ids = sorted({stage for job in tracker.getJobIdsForGroup(self.group)
+                      for stage in (getattr(tracker.getJobInfo(job), "stageIds", None) or [])})
+        infos = [tracker.getStageInfo(i) for i in ids]
+        self._report((i.numCompletedTasks, i.numActiveTasks, i.numTasks)
+                     for i in infos if i is not None)
+
     def _poll(self):
         tracker = self.sc.statusTracker() if self.sc is not None else None
         while not self.stop.wait(0.2):
             if tracker is not None:
-                ids = sorted({stage for job in tracker.getJobIdsForGroup(self.group)
-                              for stage in (getattr(tracker.getJobInfo(job), "stageIds", None)
-                                            or [])})
-                infos = [tracker.getStageInfo(i) for i in ids]
-                self._report((i.numCompletedTasks, i.numActiveTasks, i.numTasks)
-                             for i in infos if i is not None)
+                self._poll_once(tracker)
             waited = time.monotonic() - self.started
             if not self.ran and self.on_stall is not None and waited >= self.stall:
                 self.on_stall(waited)

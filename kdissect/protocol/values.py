@@ -51,7 +51,7 @@ class _State:
     decoder's accounting, charged at least as much, so a message this path finishes
     never breaches the located decoder's budget)."""
 
-    __slots__ = ("conv", "records", "nodes", "decompressed", "tag_end")
+    __slots__ = ("conv", "records", "nodes", "decompressed", "tag_end", "batch_records")
 
     def __init__(self, conv: Callable[[bytes], Any], options: Options):
         self.conv = conv
@@ -59,6 +59,7 @@ class _State:
         self.nodes = options.max_nodes
         self.decompressed = options.max_decompressed
         self.tag_end = 0         # where the tagged fields just read end
+        self.batch_records: Callable[[list], Any] | None = None
 
     def charge(self, n: int) -> None:
         self.nodes -= n
@@ -336,6 +337,8 @@ def _batch(buf: bytes, start: int, end: int, s) -> dict:
     s.charge(3 * headers)                 # at least what the located records cost
     if pos != end:
         raise Bail
+    if s.batch_records is not None:
+        records = s.batch_records(records)
     return {"base_offset": base, "attributes": _attributes_note(attrs, 2), "problems": [],
             "records": records}
 
@@ -438,9 +441,13 @@ def _record_loop(*args):
 # -- messages -------------------------------------------------------------------------
 
 def body_values(data: bytes, direction: str, api_key: int, api_version: int,
-                options: Options, conv: Callable[[bytes], Any]) -> dict | None:
+                options: Options, conv: Callable[[bytes], Any],
+                batch_records: Callable[[list], Any] | None = None) -> dict | None:
     """The body of a clean message as plain values (bytes through ``conv``); None when the
-    message is not clean or not for this path (the caller decodes it located)."""
+    message is not clean or not for this path (the caller decodes it located).
+    ``batch_records``, if given, takes each record batch's list of records as soon as it
+    is read and returns what stands for it (a caller writing JSON encodes it at once, so
+    a big Fetch response never holds all its records as objects)."""
     if options.records not in (True, False) or (options.embedded and api_key in _EMBEDDED_APIS):
         return None
     layout = schemas.layout(api_key, api_version, direction)
@@ -451,6 +458,7 @@ def body_values(data: bytes, direction: str, api_key: int, api_version: int,
     else:
         head = schemas.RESPONSE_HEADERS[schemas.response_header_version(api_key, api_version)]
     s = _State(conv, options)
+    s.batch_records = batch_records
     try:
         _, pos = reader(head)(data, 0, s)
         body, pos = reader(layout)(data, pos, s)

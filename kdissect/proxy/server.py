@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from ..protocol.message import peek_request_header, produce_acks
 from ..protocol.reader import DecodeError
-from ..stream.connection import plausible_request
+from ..stream.connection import is_request, opens_raw_sasl
 from ..stream.correlation import Correlator
 from ..stream.framing import Framer
 from .metrics import Counters, Metrics
@@ -179,10 +179,8 @@ class Proxy:
             broker = upstream_w.get_extra_info("peername")[:2]
             index = next(self._index)
             advertise = self.advertise or self.host
-            if advertise in _WILDCARDS:           # never hand out 0.0.0.0: the address
-                advertise = writer.get_extra_info("sockname")[0]     # this client used
-                if advertise.startswith("::ffff:"):
-                    advertise = advertise[7:]
+            if advertise in _WILDCARDS:   # never hand out 0.0.0.0: the address this client used
+                advertise = writer.get_extra_info("sockname")[0].removeprefix("::ffff:")
             c = _Connection(index, client, broker, advertise,
                             self.metrics.open(index, client, broker))
             if self.recorder is not None:
@@ -302,8 +300,7 @@ class Proxy:
                 for f in frames:
                     data = f.data
                     shown = feed is not None and feed.room(len(data))
-                    token = c.sasl_raw and not plausible_request(
-                        _SIZE.pack(len(data)) + data[:516])
+                    token = c.sasl_raw and not is_request(data)
                     if c.sasl_raw and not token:
                         c.sasl_raw = False         # authenticated: Kafka requests again
                     if len(data) >= 8 and not token:
@@ -356,7 +353,7 @@ class Proxy:
                         counters.observe(clock() - p.ts)
                         if response_layout(key, version) is not None:
                             new = await self._rewritten(data, key, version, c) or data
-                        elif key == 17 and version == 0 and data[4:6] == b"\0\0":
+                        elif opens_raw_sasl(key, version, data):
                             c.sasl_raw = True      # SASL tokens without headers follow
                     if new is not data:
                         changed = True

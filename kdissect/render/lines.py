@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 from datetime import datetime, timezone
 from typing import Any
 
@@ -13,7 +15,7 @@ from ..protocol.findings import Finding
 from ..protocol.values import body_values
 from ..stream.model import Exchange, KafkaMessage
 from .records import json_bytes, plain_json
-from ..stream.facts import ExchangeView
+from ..stream.facts import ExchangeFields
 
 
 INVALID_TIME = "????-??-??T??:??:??.??????Z"     # same shape: views slice it
@@ -32,7 +34,7 @@ def endpoint(addr: tuple[str, int]) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def exchange_line(ex: Exchange, options: Options, view: ExchangeView | None = None) -> Text:
+def exchange_line(ex: Exchange, options: Options, view: ExchangeFields | None = None) -> Text:
     first = ex.first
     req, resp = ex.request, ex.response
     t = Text()
@@ -53,7 +55,7 @@ def exchange_line(ex: Exchange, options: Options, view: ExchangeView | None = No
         t.append(f"  {req.client_id}", style="green")
     if ex.latency is not None:
         t.append(f"  {ex.latency * 1000:.1f}ms", style="yellow" if ex.latency > 0.1 else "")
-    view = view or ExchangeView(ex, options)
+    view = view or ExchangeFields(ex, options)
     f = view.facts()
     summary = f.text()
     if summary:
@@ -74,18 +76,20 @@ def exchange_line(ex: Exchange, options: Options, view: ExchangeView | None = No
 
 
 def message_json(m: KafkaMessage, options: Options, ex: Exchange | None = None,
-                 decoded=None, enriched_full: bool = True) -> dict[str, Any]:
+                 decoded=None, enriched_full: bool = True,
+                 batch_records=None) -> dict[str, Any]:
     """One message as JSON; ``ex`` (its enriched exchange) adds the exchange's status
     and the findings about this message; ``decoded`` is its tree, if already made.
 
     The body comes from the values-only decoder when the message is clean (no tree is
     built), else from the located tree. ``enriched_full``: ``ex`` was enriched from full
     trees; if only from summaries, a message that is not clean gets the findings its
-    full tree adds (inside records), where full enrichment puts them."""
+    full tree adds (inside records), where full enrichment puts them.
+    ``batch_records``: see ``protocol.values.body_values``."""
     values = None
     if decoded is None and m.direction != "sasl" and m.api_key is not None:
         values = body_values(m.data, m.direction, m.api_key, m.api_version, options,
-                             json_bytes)
+                             json_bytes, batch_records)
     if values is not None:
         problems, tree_findings = [], None
     else:
@@ -138,7 +142,23 @@ def _findings(m: KafkaMessage, ex: Exchange, tree_findings) -> list[Finding]:
     return kept[:at] + full + kept[at:]
 
 
+# stands in a line's skeleton for a batch's records, already encoded (the nonce keeps
+# message data from ever matching it)
+_RAW = f"@@kdissect-records-{os.urandom(8).hex()}-"
+_RAW_SLOT = re.compile('"' + re.escape(_RAW) + r'(\d+)@@"')
+
+
 def message_line(m: KafkaMessage, options: Options, ex: Exchange | None = None,
                  enriched_full: bool = True) -> str:
-    """One JSON line (see docs/jsonl.md)."""
-    return json.dumps(message_json(m, options, ex, None, enriched_full), default=str) + "\n"
+    """One JSON line (see docs/jsonl.md). Each record batch is encoded as soon as it is
+    read, so a big Fetch response never holds all its records as objects at once."""
+    parts: list[str] = []
+
+    def encode(records: list) -> str:
+        parts.append(json.dumps(records, default=str))
+        return f"{_RAW}{len(parts) - 1}@@"
+
+    line = json.dumps(message_json(m, options, ex, None, enriched_full, encode), default=str)
+    if parts:
+        line = _RAW_SLOT.sub(lambda match: parts[int(match[1])], line)
+    return line + "\n"

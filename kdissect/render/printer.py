@@ -10,7 +10,7 @@ from rich.text import Text
 
 from ..filters import Filter
 from ..protocol import Options
-from ..stream.facts import ExchangeView
+from ..stream.facts import ExchangeFields
 from ..stream.model import Exchange, Gap
 from ..stream.stats import Stats
 from .lines import exchange_line, message_line
@@ -50,7 +50,7 @@ class ExchangePrinter:
         return self.stats is None and self.verbose and self.fmt != "jsonl"
 
     def exchange(self, ex: Exchange) -> None:
-        view = ExchangeView(ex, self.options)
+        view = ExchangeFields(ex, self.options)
         if self.filter is not None and not self.filter(view):
             return
         self.exchanges += 1

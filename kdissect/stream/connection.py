@@ -37,6 +37,19 @@ def plausible_request(data: bytes | bytearray, pos: int = 0) -> bool:
     return head.correlation_id >= 0 and (cid is None or cid.isprintable())
 
 
+def is_request(data: bytes) -> bool:
+    """Does a message (the bytes after its size) read as a Kafka request? After
+    SaslHandshake v0 this tells raw SASL tokens from Kafka requests again."""
+    return plausible_request(_SIZE.pack(len(data)) + data[:512])
+
+
+def opens_raw_sasl(api_key: int | None, api_version: int | None, response: bytes) -> bool:
+    """Whether this answered request makes the client's next messages raw SASL tokens:
+    a SaslHandshake v0 that succeeded."""
+    return api_key == 17 and api_version == 0 and len(response) >= 6 and \
+        struct.unpack_from(">h", response, 4)[0] == 0
+
+
 class KafkaConnection:
     """One TCP connection's Kafka traffic; ``side`` 0 is the client's direction.
 
@@ -114,7 +127,7 @@ class KafkaConnection:
             msg.status = f.truncated
             findings.append(Finding("message_truncated", f.truncated, msg.direction))
         if self.sasl_mode and side == 0:
-            if plausible_request(struct.pack(">i", len(f.data)) + f.data[:512]):
+            if is_request(f.data):
                 self.sasl_mode = False          # authenticated: Kafka requests again
             else:
                 self.sasl_awaiting += 1
@@ -207,11 +220,7 @@ class KafkaConnection:
             findings.append(Finding("acks0_answered", "", "response"))
         if match.out_of_order:
             findings.append(Finding("out_of_order", "", "response"))
-        if req.api_key == 17 and req.api_version == 0 and _no_error(msg.data):
-            # SaslHandshake v0: the tokens that follow carry no Kafka header
-            self.sasl_mode = True
+        if opens_raw_sasl(req.api_key, req.api_version, msg.data):
+            self.sasl_mode = True        # the tokens that follow carry no Kafka header
         self._emit(req, msg, seq, findings, match.expected)
 
-
-def _no_error(data: bytes) -> bool:
-    return len(data) >= 6 and struct.unpack_from(">h", data, 4)[0] == 0

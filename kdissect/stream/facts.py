@@ -119,7 +119,7 @@ SUMMARY = Options(records="batches")
 PROBLEM_GROUPS = frozenset({"malformed", "budget"})
 
 
-class ExchangeView:
+class ExchangeFields:
     """An enriched exchange as summaries and display filters see it: ``field(name)`` ->
     list of values. Reads only what enrichment put on the exchange."""
 

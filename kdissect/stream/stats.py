@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from ..protocol.names import api_name, error_name
 from . import anomaly
-from .facts import ExchangeView
+from .facts import ExchangeFields
 from .model import Exchange, Gap
 
 JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 11, 12, 13, 14
@@ -60,7 +60,7 @@ class GroupEvent:
     generation: int | None
     error: str                     # "" when none
     detail: str                    # leader and members, an assignment, a wait
-    view: ExchangeView | None = field(default=None, repr=False, compare=False)
+    view: ExchangeFields | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass
@@ -96,7 +96,7 @@ class Stats:
     partitions: dict[tuple[str, int], Breakdown] = field(default_factory=dict)
     groups: dict[str, GroupStats] = field(default_factory=dict)
 
-    def add(self, ex: Exchange, view: ExchangeView) -> None:
+    def add(self, ex: Exchange, view: ExchangeFields) -> None:
         first = ex.first
         name = api_name(first.api_key) if first.direction != "sasl" else "SASL token"
         self.per_api[name] += 1
@@ -127,7 +127,7 @@ class Stats:
             if first.api_key in (JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP):
                 self._group(ex, view)
 
-    def _breakdowns(self, ex: Exchange, view: ExchangeView, name: str) -> None:
+    def _breakdowns(self, ex: Exchange, view: ExchangeFields, name: str) -> None:
         errors = len(view.facts().errors)
         throttle = view.facts().throttle_ms or 0
         client = (ex.request.client_id if ex.request and ex.request.client_id else
@@ -160,7 +160,7 @@ class Stats:
             if ex.latency - service > 0.001:
                 self.waited[name] += 1
 
-    def _group(self, ex: Exchange, view: ExchangeView) -> None:
+    def _group(self, ex: Exchange, view: ExchangeFields) -> None:
         event = group_event(ex, view)
         if event is None:
             return
@@ -206,7 +206,7 @@ def _assignment(body) -> str:
     return " ".join(parts) or "nothing assigned"
 
 
-def group_event(ex: Exchange, view: ExchangeView) -> tuple[str, GroupEvent] | None:
+def group_event(ex: Exchange, view: ExchangeFields) -> tuple[str, GroupEvent] | None:
     """(group id, what the exchange did to the group), from its full trees."""
     from ..protocol import Options
     options = view.options or Options()

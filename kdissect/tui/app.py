@@ -24,7 +24,7 @@ from ..render.lines import endpoint, iso, message_json
 from ..render.text import format_value
 from ..stream import anomaly
 from ..stream.content import buffer_nodes, find_bytes
-from ..stream.facts import ExchangeView, Facts
+from ..stream.facts import ExchangeFields, Facts
 from ..stream.model import KafkaMessage
 from .detail import Detail, HexView, Item
 from .exchange_list import COLUMNS, ExchangeList
@@ -43,7 +43,7 @@ _REST = 0.06               # seconds the list cursor rests before the detail fol
 _DECODE_HERE = 4096        # bigger exchanges decode in a worker thread
 
 
-def _row(view: ExchangeView) -> tuple:
+def _row(view: ExchangeFields) -> tuple:
     """(cells of an exchange's row, why it is an anomaly), computed off the UI thread."""
     ex, first = view.ex, view.ex.first
     facts = view.facts()
@@ -65,7 +65,7 @@ def _row(view: ExchangeView) -> tuple:
     return cells, reasons
 
 
-def _sort_value(view: ExchangeView, column: str) -> tuple:
+def _sort_value(view: ExchangeFields, column: str) -> tuple:
     """(0, value) to sort by; (1, ...) for an empty cell, which stays last."""
     ex, first = view.ex, view.ex.first
     if column == "time":
@@ -154,15 +154,15 @@ class KdissectApp(App):
         self.isolate = isolate         # run the source in a child process
         self.load = load
         self.options = options or Options()
-        self.views: list[ExchangeView] = []
+        self.views: list[ExchangeFields] = []
         self.sorted_by: tuple[str, bool] = ("time", False)
         self.filter = None
         self.filter_text = ""
         self.following: tuple[int, str] | None = None     # (stream, the filter before)
         self.needle: bytes | None = None
         self.needle_text = ""
-        self.detail_view: ExchangeView | None = None      # what the detail shows
-        self.detail_pending: ExchangeView | None = None   # what it is about to show
+        self.detail_view: ExchangeFields | None = None      # what the detail shows
+        self.detail_pending: ExchangeFields | None = None   # what it is about to show
         self._detail_timer = None
         self.loaded = False
         self.warnings: list[str] = []
@@ -177,7 +177,7 @@ class KdissectApp(App):
         # message bytes live in a spill file, loaded when needed (a forked loader only)
         self.spill = Spill() if isolate else None
 
-    def load_bytes(self, view: ExchangeView) -> ExchangeView:
+    def load_bytes(self, view: ExchangeFields) -> ExchangeFields:
         """``view`` with its messages' bytes loaded (they may live in the spill file)."""
         if self.spill is not None:
             self.spill.load(view)
@@ -203,7 +203,7 @@ class KdissectApp(App):
         return self.query_one(ExchangeList)
 
     @property
-    def shown(self) -> list[ExchangeView]:
+    def shown(self) -> list[ExchangeFields]:
         """The exchanges in the list, in its order."""
         return self.table.rows
 
@@ -309,7 +309,7 @@ class KdissectApp(App):
         self._refill()
         return None
 
-    def matches(self, view: ExchangeView) -> bool:
+    def matches(self, view: ExchangeFields) -> bool:
         if self.filter is None:
             return True
         if self.filter.needs_decoding:
@@ -323,14 +323,14 @@ class KdissectApp(App):
         self._show_empty()
         self.follow_cursor()
 
-    def view_at(self, row: int) -> ExchangeView | None:
+    def view_at(self, row: int) -> ExchangeFields | None:
         rows = self.shown
         return rows[row] if 0 <= row < len(rows) else None
 
-    def current_view(self) -> ExchangeView | None:
+    def current_view(self) -> ExchangeFields | None:
         return self.table.current()
 
-    def select_view(self, view: ExchangeView) -> None:
+    def select_view(self, view: ExchangeFields) -> None:
         """Move the list's cursor to ``view`` and show it now."""
         self.table.move_cursor(self.table.index(view))
         self.table.center_cursor()
@@ -348,7 +348,7 @@ class KdissectApp(App):
             self._detail_timer.stop()
         self._detail_timer = self.set_timer(_REST, lambda: self._decode_for(view))
 
-    def _decode_for(self, view: ExchangeView) -> None:
+    def _decode_for(self, view: ExchangeFields) -> None:
         if self.detail_pending is not view or not self.query(HexView):
             return
         self.load_bytes(view)
@@ -364,7 +364,7 @@ class KdissectApp(App):
             self.call_from_thread(self._decoded_for, view)
         self.run_worker(decode, thread=True, group="detail")
 
-    def _decoded_for(self, view: ExchangeView) -> None:
+    def _decoded_for(self, view: ExchangeFields) -> None:
         if self.detail_pending is view and self.query(HexView):   # not closing
             self.show_exchange(view)
 
@@ -372,7 +372,7 @@ class KdissectApp(App):
         """After the rows change under the cursor (sort, filter), show what it is on."""
         self.show_exchange(self.current_view())
 
-    def show_exchange(self, view: ExchangeView | None) -> None:
+    def show_exchange(self, view: ExchangeFields | None) -> None:
         if view is None:
             return
         self.detail_view = self.detail_pending = view
@@ -455,7 +455,7 @@ class KdissectApp(App):
         self.notify("no anomaly among the exchanges shown: no error code, finding, "
                     "missing answer or unexplained slowness", timeout=4)
 
-    def _land_on_problem(self, view: ExchangeView) -> None:
+    def _land_on_problem(self, view: ExchangeFields) -> None:
         detail = self.query_one(Detail)
         order = sorted(range(len(detail.items)), key=lambda i: -i)   # the response first
         for index in order:
@@ -468,7 +468,7 @@ class KdissectApp(App):
     def action_stats(self) -> None:
         self.push_screen(StatsScreen(self.shown, self.load_bytes), self._stats_closed)
 
-    def _stats_closed(self, view: ExchangeView | None) -> None:
+    def _stats_closed(self, view: ExchangeFields | None) -> None:
         """The statistics screen may send back an exchange to jump to."""
         if view is not None and view in self.shown:
             self.select_view(view)

@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from ..stream.facts import ExchangeView
+from ..stream.facts import ExchangeFields
 
 _BATCH_SECONDS = 0.05
 
@@ -20,7 +20,7 @@ _BATCH_SECONDS = 0.05
 def run_in_thread(load, options, row_of, put: Callable) -> None:
     """``load`` hands enriched exchanges (the engine ran in front of it) to ``emit``."""
     def emit(ex) -> None:
-        view = ExchangeView(ex, options)
+        view = ExchangeFields(ex, options)
         put(("view", (view, row_of(view))))
 
     try:
@@ -79,7 +79,7 @@ def run_in_process(load, options, row_of, put: Callable,
             for kind, payload in batch:
                 if kind == "view":
                     ex, row, spans = payload
-                    view = ExchangeView(ex, options)
+                    view = ExchangeFields(ex, options)
                     view.spans = spans
                     put(("view", (view, row)))
                 else:

@@ -12,7 +12,7 @@ from textual.widgets import Static
 
 from ..render.stats import stats_tables
 from ..stream import anomaly
-from ..stream.facts import ExchangeView
+from ..stream.facts import ExchangeFields
 from ..stream.stats import Stats
 from .chart import LatencyChart
 
@@ -31,7 +31,7 @@ class StatsScreen(ModalScreen):
     #slice { margin: 0 1; color: $text-muted; }
     """
 
-    def __init__(self, views: list[ExchangeView], load=lambda view: view):
+    def __init__(self, views: list[ExchangeFields], load=lambda view: view):
         """``load(view)`` gives a view's messages their bytes (see tui/spill.py)."""
         super().__init__()
         self.stats = Stats()
