@@ -73,13 +73,19 @@ def read_paste(data: bytes, hints: Hints | None = None,
                options: Options | None = None) -> Reading:
     hints = hints or Hints()
     options = options or Options()
-    found = [Reading(_decode(data, spans, prefixed, hints, options), label)
-             for label, prefixed, spans in readings(data)]
-    best = max(found, key=Reading.score)        # ties: the size-prefixed reading, listed first
-    others = [r for r in found if r is not best]
-    if others:
-        best.why = f"chosen over {others[0].label}, which " + (
-            "decodes less cleanly" if best.score() > others[0].score() else "decodes as well")
+    best: Reading | None = None
+    for label, prefixed, spans in readings(data):     # the size-prefixed reading first
+        reading = Reading(_decode(data, spans, prefixed, hints, options), label)
+        if best is None:
+            best = reading
+            if prefixed and all(i.clean for i in reading.items):
+                best.why = "its sizes chain and every message decodes cleanly"
+                break                   # no need to hold a second decode of the paste
+            continue
+        if reading.score() > best.score():          # ties: the size-prefixed reading
+            reading, best = best, reading
+        best.why = f"chosen over {reading.label}, which " + (
+            "decodes less cleanly" if best.score() > reading.score() else "decodes as well")
     return best
 
 
