@@ -18,7 +18,6 @@ import pyarrow.parquet as pq
 import pytest
 
 from kdissect.pipeline.local import write_exchanges
-from kdissect.pipeline.spark_job import get_session, run_job
 from kdissect.sources.pcap import DEFAULT_PORTS, capture_loader, exchanges_in
 from kdissect.tui.loader import run_in_thread
 
@@ -27,11 +26,13 @@ CAPTURES = ROOT / "captures"
 NAMES = sorted(p.stem for p in CAPTURES.glob("*.pcap"))
 
 
-@pytest.fixture(scope="module")
-def spark(tmp_path_factory):
-    session = get_session("local[2]", log=str(tmp_path_factory.mktemp("spark") / "log"))
-    yield session
-    session.stop()
+def spark_exchanges(files: list[str], out: Path) -> list[dict]:
+    """`kdissect spark` on ``files`` (its own process and JVM), the exchanges table read."""
+    done = subprocess.run([sys.executable, "-m", "kdissect", "spark", *files, "--out", str(out),
+                           "--master", "local[2]"], capture_output=True, text=True,
+                          timeout=600, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return pq.read_table(out / "exchanges").to_pylist()
 
 
 def key(api, version, corr, status) -> tuple:
@@ -107,11 +108,9 @@ def recording_keys(exchanges, tmp_path: Path) -> list[tuple]:
                                                                       exchanges}).exchanges)
 
 
-def test_every_path_gives_the_same_exchanges(spark, tmp_path):
+def test_every_path_gives_the_same_exchanges(tmp_path):
     files = [str(CAPTURES / f"{n}.pcap") for n in NAMES]
-    result = run_job(spark, files, str(tmp_path / "spark"), ports=DEFAULT_PORTS)
-    spark_rows = pq.read_table(tmp_path / "spark" / "exchanges").to_pylist()
-    assert result.exchanges == len(spark_rows)
+    spark_rows = spark_exchanges(files, tmp_path / "spark")
     spark_by_capture: dict[str, list] = {}
     for r in spark_rows:
         spark_by_capture.setdefault(Path(r["capture"]).stem, []).append(r)
@@ -168,7 +167,7 @@ def cut_request(src: Path, dst: Path, api_key: int) -> int:
     return cut
 
 
-def test_an_orphan_response_stays_an_exchange_on_every_path(spark, tmp_path):
+def test_an_orphan_response_stays_an_exchange_on_every_path(tmp_path):
     path = tmp_path / "orphan.pcap"
     corr = cut_request(CAPTURES / "aiokafka.pcap", path, 3)          # a Metadata request
     exchanges = exchanges_in([str(path)]).exchanges
@@ -182,8 +181,7 @@ def test_an_orphan_response_stays_an_exchange_on_every_path(spark, tmp_path):
     write_exchanges([str(path)], str(tmp_path / "o.parquet"), ports=DEFAULT_PORTS,
                     detect=True, warn=print)
     assert want in row_keys(pq.read_table(tmp_path / "o.parquet").to_pylist())
-    run_job(spark, [str(path)], str(tmp_path / "spark"), ports=DEFAULT_PORTS)
-    assert want in row_keys(pq.read_table(tmp_path / "spark" / "exchanges").to_pylist())
+    assert want in row_keys(spark_exchanges([str(path)], tmp_path / "spark"))
 
 
 # -- layering ---------------------------------------------------------------------------
