@@ -22,6 +22,24 @@ def port_options(command):
                              "commas allowed).")(command)
 
 
+def display_options(command):
+    """-Y, --format, -V and --tui/--no-tui: how the live commands (live, proxy) show
+    exchanges."""
+    for option in reversed((
+            click.option("-Y", "--filter", "filter_text", metavar="EXPR",
+                         help="Only exchanges matching this display filter."),
+            click.option("--format", "fmt", type=click.Choice(["text", "jsonl"]),
+                         default="text", show_default=True,
+                         help="Output format without the TUI."),
+            click.option("-V", "--verbose", is_flag=True,
+                         help="Print full field trees (without the TUI)."),
+            click.option("--tui/--no-tui", default=None,
+                         help="The terminal UI (default when stdout is a terminal) or "
+                              "printed lines."))):
+        command = option(command)
+    return command
+
+
 def secret_options(command):
     """--show-secrets and the per-message budget (--max-decompressed, --max-nodes), for the
     commands that decode messages. --max-nodes reaches ``_traffic_options`` through the

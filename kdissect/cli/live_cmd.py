@@ -6,7 +6,8 @@ from __future__ import annotations
 import click
 
 from ..crash import quiet_stdout
-from .common import _run_tui, _traffic_options, on_terminal, port_options, secret_options
+from .common import (_run_tui, _traffic_options, display_options, on_terminal, port_options,
+                     secret_options)
 from .group import main
 
 
@@ -36,16 +37,10 @@ Examples:
 @click.option("-f", "--capture-filter", "bpf", metavar="BPF",
               help="Capture filter in tcpdump syntax (default: tcp, or the Kafka ports "
                    "with --no-detect).")
-@click.option("-Y", "--filter", "filter_text", metavar="EXPR",
-              help="Only exchanges matching this display filter.")
-@click.option("--format", "fmt", type=click.Choice(["text", "jsonl"]), default="text",
-              show_default=True, help="Output format without the TUI.")
-@click.option("-V", "--verbose", is_flag=True, help="Print full field trees (without the TUI).")
+@display_options
 @click.option("-c", "--count", type=int, default=0, metavar="N",
               help="Stop after N packets.")
 @click.option("-a", "--duration", type=float, metavar="SECONDS", help="Stop after SECONDS.")
-@click.option("--tui/--no-tui", default=None,
-              help="The terminal UI (default when stdout is a terminal) or printed lines.")
 @secret_options
 def live(iface, ports, no_detect, bpf, filter_text, fmt, verbose, count, duration, tui,
          show_secrets, max_decompressed):

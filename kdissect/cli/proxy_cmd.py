@@ -9,7 +9,8 @@ import click
 from rich.console import Console
 
 from ..crash import quiet_stdout
-from .common import _host_port, _run_tui, _size, _traffic_options, on_terminal, secret_options
+from .common import (_host_port, _run_tui, _size, _traffic_options, display_options,
+                     on_terminal, secret_options)
 from .group import main
 
 
@@ -86,13 +87,7 @@ def _yield_cpu() -> None:
 @click.option("-w", "--write", "write", metavar="FILE.pcapng",
               help="Record both directions as a capture (SASL secrets masked unless "
                    "--show-secrets) that kdissect pcap and Wireshark open.")
-@click.option("-Y", "--filter", "filter_text", metavar="EXPR",
-              help="Only show exchanges matching this display filter.")
-@click.option("--format", "fmt", type=click.Choice(["text", "jsonl"]), default="text",
-              show_default=True, help="Output format without the TUI.")
-@click.option("-V", "--verbose", is_flag=True, help="Print full field trees (without the TUI).")
-@click.option("--tui/--no-tui", default=None,
-              help="The terminal UI (default when stdout is a terminal) or printed lines.")
+@display_options
 @click.option("--display-buffer", default="64M", show_default=True, metavar="SIZE",
               help="Bytes of traffic waiting for the display at most; beyond it whole "
                    "exchanges are left out of the display (and counted), never delayed.")
