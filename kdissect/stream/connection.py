@@ -68,17 +68,12 @@ class KafkaConnection:
         self.sasl_mode = False     # after SaslHandshake v0: client tokens carry no header
         self.sasl_awaiting = 0     # client tokens whose broker token has not come yet
         self.seq = 0               # exchanges numbered in the order their first message came
-        self._first_frame = [0, 0]  # frame that carried the first byte of the next message
 
     # -- input ----------------------------------------------------------------------
 
     def data(self, side: int, offset: int, payload: bytes, ts: float, frame: int) -> None:
-        framer = self.framers[side]
-        if not framer.pending:
-            self._first_frame[side] = frame
-        for f in framer.feed(payload, offset):
+        for f in self.framers[side].feed(payload, offset):
             self._message(side, f, ts, frame)
-            self._first_frame[side] = frame
 
     def gap(self, side: int, offset: int, length: int, ts: float, frame: int) -> None:
         framer = self.framers[side]
@@ -89,7 +84,6 @@ class KafkaConnection:
         truncated = framer.gap(offset, length)
         if truncated is not None:
             self._message(side, truncated, ts, frame)
-        self._first_frame[side] = frame
 
     def close(self) -> None:
         for side, framer in enumerate(self.framers):
@@ -121,7 +115,7 @@ class KafkaConnection:
         if self.early:
             self._orphan_stale(ts)
         msg = KafkaMessage(self.next_index(), self.index, "request" if side == 0 else "response",
-                           ts, frame, f.offset, f.data, first_frame=self._first_frame[side])
+                           ts, frame, f.offset, f.data)
         findings = []
         if f.truncated:
             msg.status = f.truncated

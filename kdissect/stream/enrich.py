@@ -92,7 +92,7 @@ def enrich(ex: Exchange, options: Options, topic_ids: dict[str, str],
         _check_version(ex, advertised, findings)
     bodies = [d.tree.children[0] if m.direction == "sasl" else d.body
               for m, d in zip((req, resp), decoded) if d is not None]
-    ex.facts = facts(*bodies, topic_ids=topic_ids, full_ids=True)
+    ex.facts = facts(*bodies, topic_ids=topic_ids)
     if req is not None and decoded[0] is not None and decoded[0].body is not None:
         ex.facts.asked_wait_ms = _asked_wait(req.api_key, decoded[0].body)
     if resp is not None and resp.direction == "response":

@@ -17,7 +17,6 @@ class Facts:
     # where each error was: (topic or None, partition or None, code), in errors' order
     error_sites: list[tuple[str | None, int | None, int]] = field(default_factory=list)
     record_bytes: int = 0          # bytes of record data (batches or message sets)
-    full_ids: bool = False         # name unknown topic ids in full (else 8 digits)
     top_error: int | None = None   # the response's own error_code (a field of its body)
     # how long the client asked the broker to hold the answer: Fetch max_wait_ms,
     # JoinGroup rebalance_timeout_ms (session_timeout_ms in v0)
@@ -48,14 +47,12 @@ UNRESOLVED = "topic-id:"           # prefix of a topic known only by its id
 TEACHES_TOPIC_IDS = frozenset({3, 19, 20, 75})
 
 
-def facts(*trees: Node | None, topic_ids: dict[str, str] | None = None,
-          full_ids: bool = False) -> Facts:
+def facts(*trees: Node | None, topic_ids: dict[str, str] | None = None) -> Facts:
     """What ``trees`` touch. ``topic_ids`` (topic id -> name) is learned from messages
     that carry both (Metadata, CreateTopics...) and names topics that only have an id
     (Fetch v13+): pass the same dict for a whole capture. Topics it cannot name are
-    ``topic-id:`` and the id's first 8 digits (the whole id with ``full_ids``)."""
+    ``topic-id:`` and the whole id (``Facts.text`` shows its first 8 digits)."""
     f = Facts()
-    f.full_ids = full_ids
     ids = topic_ids if topic_ids is not None else {}
     for tree in trees:
         if tree is None:
@@ -84,7 +81,7 @@ def _collect(node: Node, f: Facts, topic: str | None, array: str, ids: dict[str,
             ids[topic_id] = name
         elif name is None and topic_id is not None:
             name = ids.get(topic_id) or \
-                f"{UNRESOLVED}{topic_id if f.full_ids else topic_id[:8]}"
+                f"{UNRESOLVED}{topic_id}"
         if name is not None:
             topic = name
             f.topics.setdefault(topic, set())

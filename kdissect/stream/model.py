@@ -33,7 +33,6 @@ class KafkaMessage:
     pair: int | None = None        # index of the paired message
     status: str = "ok"             # "ok", or what is wrong with the message's bytes
     how: str | None = None         # for a response: how its API was determined
-    first_frame: int | None = None  # capture frame that carried its first byte
     size: int = -1                 # bytes of the message (stays when ``data`` is kept elsewhere)
 
     def __post_init__(self) -> None:
