@@ -669,3 +669,34 @@ def test_a_display_that_falls_behind_sheds_whole_exchanges_not_clients():
     assert 0 < len(requests) < 300
     assert "exchanges not shown: the display could not keep up" in err
     assert "Traceback" not in err
+
+
+def test_the_display_pauses_while_every_core_is_busy_and_resumes_after():
+    """Decoding for the display waits while the rest of the machine leaves no core free
+    (the forwarder then sheds), and goes on at once when a core is free again."""
+    from kdissect.proxy.backoff import CpuGate
+    gate = CpuGate()
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+               for _ in range(gate.cores)]
+
+    def stop_burning():
+        for b in burners:
+            b.kill()
+            b.wait()
+    timer = threading.Timer(1.5, stop_burning)
+    timer.start()
+    try:
+        time.sleep(0.3)
+        start = time.monotonic()
+        while time.monotonic() - start < 0.5:
+            gate.check()                  # blocks while the burners run
+        waited = time.monotonic() - start
+    finally:
+        timer.cancel()
+        stop_burning()
+    assert waited >= 0.8 and gate.paused >= 0.8
+    time.sleep(0.3)
+    before, end = gate.paused, time.monotonic() + 1.0
+    while time.monotonic() < end:
+        gate.check()
+    assert gate.paused - before <= 0.2

@@ -28,6 +28,9 @@ class Segment:
 
 
 FIN, SYN, RST, ACK = 0x01, 0x02, 0x04, 0x10
+# version/IHL, total length, flags/fragment offset, protocol, addresses
+_IPV4 = struct.Struct(">BxHxxHxBxx4s4s")
+_TCP = struct.Struct(">HHIIH")
 
 
 def _ip_of(linktype: int, data: bytes) -> tuple[int, int] | None:
@@ -63,20 +66,20 @@ def _ip_of(linktype: int, data: bytes) -> tuple[int, int] | None:
 
 def tcp_segment(linktype: int, data: bytes, orig_len: int) -> Segment | None:
     """The TCP segment in a captured frame, or None (not IP/TCP, or too short)."""
-    found = _ip_of(linktype, data)
-    if found is None:
-        return None
-    etype, off = found
+    if linktype == 1 and len(data) >= 34 and data[12] == 8 and data[13] == 0:
+        etype, off = _ETH_IPV4, 14            # most captures: Ethernet, IPv4, no VLAN
+    else:
+        found = _ip_of(linktype, data)
+        if found is None:
+            return None
+        etype, off = found
     if etype == _ETH_IPV4:
         if len(data) < off + 20:
             return None
-        ihl = (data[off] & 0x0F) * 4
-        total, = struct.unpack_from(">H", data, off + 2)
-        frag, = struct.unpack_from(">H", data, off + 6)
-        proto = data[off + 9]
+        vihl, total, frag, proto, src, dst = _IPV4.unpack_from(data, off)
+        ihl = (vihl & 0x0F) * 4
         if proto != 6 or frag & 0x1FFF or ihl < 20:
             return None
-        src, dst = data[off + 12:off + 16], data[off + 16:off + 20]
         ip_end = off + total if total else len(data)
         tcp = off + ihl
     elif etype == _ETH_IPV6:
@@ -95,13 +98,14 @@ def tcp_segment(linktype: int, data: bytes, orig_len: int) -> Segment | None:
         return None
     if len(data) < tcp + 20:
         return None
-    sport, dport, seq, ack, doff_flags = struct.unpack_from(">HHIIH", data, tcp)
+    sport, dport, seq, ack, doff_flags = _TCP.unpack_from(data, tcp)
     start = tcp + ((doff_flags >> 12) * 4)
     have_end = min(ip_end, len(data))
     payload = data[start:have_end] if start < have_end else b""
     missing = max(0, ip_end - max(have_end, start))
-    return Segment(_addr(src), sport, _addr(dst), dport, seq, ack, doff_flags & 0x3F,
-                   payload, missing)
+    cache = _ADDR_CACHE
+    return Segment(cache.get(src) or _addr(src), sport, cache.get(dst) or _addr(dst), dport,
+                   seq, ack, doff_flags & 0x3F, payload, missing)
 
 
 _ADDR_CACHE: dict[bytes, str] = {}

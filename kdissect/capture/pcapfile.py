@@ -60,13 +60,16 @@ class CaptureReader:
         self.close()
 
     def _read(self, n: int) -> bytes:
+        data = self._read_raw(n)
+        self.bytes_read += len(data)
+        return data
+
+    def _read_raw(self, n: int) -> bytes:
         try:
-            data = self._file.read(n)
+            return self._file.read(n)
         except (OSError, EOFError) as e:       # gzip: truncated or corrupt stream
             self.warnings.append(f"compressed data ends early or is corrupt: {e}")
             return b""
-        self.bytes_read += len(data)
-        return data
 
     def packets(self) -> Iterator[Packet]:
         magic = self._read(4)
@@ -89,8 +92,9 @@ class CaptureReader:
         if len(head) < 20:
             raise CaptureError(f"{self.path}: pcap header is truncated")
         linktype = struct.unpack(endian + "I", head[16:20])[0] & 0x0FFFFFFF
-        for _offset, packet in pcap_records(self._read, endian, unit, linktype, 24,
-                                            self.warnings):
+        for offset, packet in pcap_records(self._read_raw, endian, unit, linktype, 24,
+                                           self.warnings):
+            self.bytes_read = offset          # where this packet's record starts
             yield packet
 
     def _pcapng(self, first: bytes) -> Iterator[Packet]:
@@ -159,34 +163,47 @@ class CaptureReader:
                 yield Packet(index, 0.0, linktype, bytes(body[4:4 + orig]), orig)
 
 
+_BLOCK = 1 << 20                      # bytes read at a time: records are cut from blocks
+
+
 def pcap_records(read, endian: str, unit: float, linktype: int, offset: int,
                  warnings: list[str], end: int | None = None) -> Iterator[tuple[int, Packet]]:
     """pcap records read with ``read(n)`` from the record header at byte ``offset`` on,
     as (offset, packet), packets numbered from 1. Stops at the end of the data, at a
-    record starting at ``end`` or later, or at damage (said in ``warnings``)."""
-    rec = struct.Struct(endian + "IIII")
+    record starting at ``end`` or later, or at damage (said in ``warnings``). Reads in
+    blocks (two reads per packet cost more than the rest of reading it)."""
+    unpack = struct.Struct(endian + "IIII").unpack_from
+    buf, pos, eof = b"", 0, False
     index = 0
     while end is None or offset < end:
-        hdr = read(16)
-        if not hdr:
+        if len(buf) - pos < 16 and not eof:
+            more = read(_BLOCK)
+            eof = not more
+            buf, pos = buf[pos:] + more, 0
+        if len(buf) - pos < 16:
+            if len(buf) > pos:
+                warnings.append(f"file ends inside the header of packet {index + 1} "
+                                f"(byte {offset})")
             return
-        if len(hdr) < 16:
-            warnings.append(f"file ends inside the header of packet {index + 1} "
-                            f"(byte {offset})")
-            return
-        sec, frac, incl, orig = rec.unpack(hdr)
+        sec, frac, incl, orig = unpack(buf, pos)
         if incl > MAX_PACKET:
             warnings.append(f"packet {index + 1} claims {incl} bytes: the file is "
                             f"damaged from byte {offset} on")
             return
-        data = read(incl)
-        if len(data) < incl:
+        stop = pos + 16 + incl
+        while stop > len(buf) and not eof:
+            more = read(max(_BLOCK, stop - len(buf)))
+            eof = not more
+            buf, stop, pos = buf[pos:] + more, stop - pos, 0
+        if stop > len(buf):
             warnings.append(f"file ends inside packet {index + 1} at byte {offset} "
-                            f"({len(data)} of {incl} bytes)")
+                            f"({len(buf) - pos - 16} of {incl} bytes)")
             return
         index += 1
-        yield offset, Packet(index, clamp_ts(sec + frac * unit), linktype, data, orig)
+        yield offset, Packet(index, clamp_ts(sec + frac * unit), linktype,
+                             buf[pos + 16:stop], orig)
         offset += 16 + incl
+        pos = stop
 
 
 def _ts_resolution(options: bytes, endian: str) -> float:

@@ -51,13 +51,18 @@ TUI_NICENESS = 10
 
 
 def _yield_cpu() -> None:
-    """Decoding for the display runs at the lowest priority: on a busy machine it falls
-    behind and sheds exchanges instead of taking CPU from forwarding, or from clients and
-    brokers on the same machine (it still gets a little, so the display never freezes)."""
+    """Decoding for the display runs at the lowest priority (SCHED_IDLE: it runs only
+    on an otherwise idle core, and any other task preempts it at once; else nice 19):
+    on a busy machine it falls behind and sheds exchanges instead of taking CPU from
+    forwarding, or from clients and brokers on the same machine. ``backoff.CpuGate``
+    also pauses it while no core is free."""
     try:
-        os.nice(19)
-    except OSError:
-        pass
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    except (AttributeError, OSError):
+        try:
+            os.nice(19)
+        except OSError:
+            pass
 
 
 @main.command(help=PROXY_HELP)

@@ -13,6 +13,7 @@ import struct
 from ..stream.connection import KafkaConnection
 from ..stream.sink import Sink
 from . import feed
+from .backoff import CpuGate
 
 _SIZE = struct.Struct(">i")
 
@@ -28,10 +29,12 @@ class FeedDisplay:
         self.dropped = 0
         self.error: str | None = None
         self.failures: set[str] = set()
+        self.gate = CpuGate()
 
     def run(self, fd: int) -> None:
-        sink = self.sink
+        sink, gate = self.sink, self.gate
         for kind, conn, side, ts, offset, payload in feed.read_records(fd):
+            gate.check()                    # no free core: wait, the forwarder sheds
             if kind == feed.FRAME:          # a message without its size: the offset after it
                 c = self.connections.get(conn)
                 if c is not None:

@@ -30,7 +30,9 @@ class CaptureDissector:
         self.sink = sink
         self.tcp = Reassembler(self, client_hint=lambda src, dst: dst[1] in self.ports
                                or (src[1] not in self.ports and src[1] > dst[1]))
-        self.kafka: dict[int, KafkaConnection] = {}
+        # TCP connection -> its Kafka connection, and 1 when the TCP initiator is not
+        # the Kafka client (a capture that began mid-connection): side = direction ^ it
+        self.kafka: dict[int, tuple[KafkaConnection, int]] = {}
         self.sniffing: dict[int, list[bytearray]] = {}
         self.ignored: set[int] = set()
         self.messages = first_message
@@ -77,18 +79,14 @@ class CaptureDissector:
         k = KafkaConnection(self.first_stream + len(self.streams), client, broker,
                             self.sink.exchange,
                             self.sink.gap, self._next_index)
-        self.kafka[id(conn)] = k
+        self.kafka[id(conn)] = (k, 0 if conn.a == client else 1)
         self.streams.append(k)
         return k
 
-    def _side(self, k: KafkaConnection, conn: TcpConnection, direction: int) -> int:
-        sender = conn.a if direction == 0 else conn.b
-        return 0 if sender == k.client else 1
-
     def data(self, conn, direction, offset, payload, ts, frame) -> None:
-        k = self.kafka.get(id(conn))
-        if k is not None:
-            k.data(self._side(k, conn, direction), offset, payload, ts, frame)
+        found = self.kafka.get(id(conn))
+        if found is not None:
+            found[0].data(direction ^ found[1], offset, payload, ts, frame)
             return
         if id(conn) in self.ignored:
             return
@@ -99,21 +97,22 @@ class CaptureDissector:
         if k is None:
             return
         del self.sniffing[id(conn)]
+        flip = self.kafka[id(conn)][1]
         chunks = sorted(((f, d, o, p, t) for d in (0, 1) for o, p, t, f in held[d]),
                         key=lambda c: c[0])
         for f, d, o, p, t in chunks:
-            k.data(self._side(k, conn, d), o, p, t, f)
+            k.data(d ^ flip, o, p, t, f)
 
     def gap(self, conn, direction, offset, length, ts, frame) -> None:
-        k = self.kafka.get(id(conn))
-        if k is not None:
-            k.gap(self._side(k, conn, direction), offset, length, ts, frame)
+        found = self.kafka.get(id(conn))
+        if found is not None:
+            found[0].gap(direction ^ found[1], offset, length, ts, frame)
 
     def closed(self, conn) -> None:
-        k = self.kafka.pop(id(conn), None)
+        found = self.kafka.pop(id(conn), None)
         self.sniffing.pop(id(conn), None)
-        if k is not None:
-            k.close()
+        if found is not None:
+            found[0].close()
 
     def unsupported_summary(self) -> str | None:
         if not self.unsupported:

@@ -43,6 +43,7 @@ class Framer:
         self.max_message = max_message
         self.resync = False             # searching for the next message boundary
         self._skip_until = 0            # the rest of a truncated message ends here
+        self._want = 0                  # buffered bytes that complete the next message
         self.error: str | None = None
 
     @property
@@ -66,6 +67,8 @@ class Framer:
         if not self._buf:
             self._base = offset
         self._buf += data
+        if len(self._buf) < self._want:
+            return []                   # a big message still arriving: nothing to look at
         return self._frames()
 
     def already_reported(self, end: int) -> bool:
@@ -80,6 +83,7 @@ class Framer:
         end = offset + length
         if end <= self._skip_until:
             return None
+        self._want = 0
         buf = self._buf
         size = _SIZE.unpack_from(buf)[0] if len(buf) >= 4 and not self.resync else -1
         message_end = self._base + 4 + size
@@ -98,7 +102,7 @@ class Framer:
     def _frames(self) -> list[Frame]:
         buf = self._buf
         out: list[Frame] = []
-        pos = 0
+        pos = want = 0
         limit = self.max_message
         while self.error is None:
             if self.resync:
@@ -121,12 +125,14 @@ class Framer:
                 pos += 1
                 continue
             if len(buf) - pos - 4 < size:
+                want = 4 + size
                 break
             out.append(Frame(self._base + pos + 4, bytes(buf[pos + 4:pos + 4 + size])))
             pos += 4 + size
         if pos:
             del buf[:pos]
             self._base += pos
+        self._want = want
         return out
 
     def _find_boundary(self, start: int) -> int | None:

@@ -42,6 +42,7 @@ def run(target: str, examples: int, batch: int = 50, seed: int | None = None) ->
     """Run ``target`` on ``examples`` x ``batch`` inputs; returns how many ran."""
     make, body, saved = TARGETS[target]
     warm_up()
+    h.reset_peak_memory()
     count = [0]
 
     @settings(max_examples=examples, deadline=None, database=None,
