@@ -27,3 +27,13 @@ def steady_heap() -> None:
         libc.mallopt(_M_MMAP_THRESHOLD, _THRESHOLD)
     except (OSError, AttributeError, TypeError):
         pass
+
+
+def give_back() -> None:
+    """Return the heap's free memory to the system (glibc's malloc_trim): a worker calls
+    it after each chunk, so that what one big Fetch response needed is not kept."""
+    name = ctypes.util.find_library("c")
+    try:
+        ctypes.CDLL(name).malloc_trim(0)
+    except (OSError, AttributeError, TypeError):
+        pass

@@ -19,6 +19,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 
 from ..protocol import Options
 from ..stream.model import Exchange, KafkaMessage
+from .heap import give_back
 from .lines import message_line
 
 CHUNK_BYTES = 1 << 20          # message bytes per chunk: big enough to amortise the hand-off
@@ -26,8 +27,11 @@ CHUNK_EXCHANGES = 256
 
 
 def _render(exchanges: list[Exchange], options: Options) -> str:
-    return "".join(message_line(m, options, ex, enriched_full=False)
-                   for ex in exchanges for m in ex.messages)
+    try:
+        return "".join(message_line(m, options, ex, enriched_full=False)
+                       for ex in exchanges for m in ex.messages)
+    finally:
+        give_back()
 
 
 def _copy(m: KafkaMessage | None) -> KafkaMessage | None:
