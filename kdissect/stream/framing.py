@@ -127,7 +127,9 @@ class Framer:
             if len(buf) - pos - 4 < size:
                 want = 4 + size
                 break
-            out.append(Frame(self._base + pos + 4, bytes(buf[pos + 4:pos + 4 + size])))
+            # one copy (a bytearray slice would make a second)
+            out.append(Frame(self._base + pos + 4,
+                             bytes(memoryview(buf)[pos + 4:pos + 4 + size])))
             pos += 4 + size
         if pos:
             del buf[:pos]
