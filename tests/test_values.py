@@ -4,6 +4,7 @@ located tree finds a problem), and on random messages kio encodes for every API 
 
 from __future__ import annotations
 
+import copy
 import json
 import random
 from pathlib import Path
@@ -11,10 +12,12 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from kdissect.protocol import Options, decode_request, decode_response
+from kdissect.protocol import Options, decode_request, decode_response, schemas
 from kdissect.protocol.values import body_values
 from kdissect.render.records import json_bytes, plain_json
 from kdissect.sources.pcap import read_captures
+from kdissect.stream.enrich import _values_body as enrich_values_body, enrich
+from kdissect.stream.facts import SUMMARY, facts
 from kdissect.stream.sink import Collect
 from tests.test_roundtrip_kio import CASES, encode, kio_class, request_header, response_header
 
@@ -50,7 +53,35 @@ def agree(data: bytes, direction: str, key: int, version: int,
         return False
     assert msg.problems == [], "the values path took a message the located tree faults"
     assert as_json(values) == as_json(plain_json(msg.body))
+    # what enrichment learns from a body without record batches (the ones it reads
+    # with the values decoder): the same from either decoder
+    if not schemas.has_records(key, version, direction):
+        assert same_facts(facts(values), facts(msg.body))
     return True
+
+
+def same_facts(a, b) -> bool:
+    return a == b and list(a.topics) == list(b.topics)
+
+
+@pytest.mark.parametrize("path", CAPTURES, ids=[p.stem for p in CAPTURES])
+def test_enrichment_from_values_equals_enrichment_from_trees(path):
+    """Summaries enrich bodies without record batches from the values decoder: every
+    exchange gets the same facts, findings and status as from located trees."""
+    raw = Collect()
+    read_captures([str(path)], raw)
+    state = [({}, {}), ({}, {})]            # (topic ids, advertised) per path
+    took = 0
+    for ex in raw.exchanges:
+        fast, slow = copy.deepcopy(ex), copy.deepcopy(ex)
+        enrich(fast, SUMMARY, *state[0])
+        enrich(slow, SUMMARY, *state[1], keep=True)
+        assert same_facts(fast.facts, slow.facts), (fast.first.frame, fast.first.api_name)
+        assert fast.findings == slow.findings and fast.status == slow.status
+        took += any(enrich_values_body(m, SUMMARY) is not None for m in ex.messages)
+    assert state[0][0] == state[1][0]
+    if any(ex.first.api_key == 3 for ex in raw.exchanges):
+        assert took                         # Metadata answers take the values path
 
 
 @pytest.mark.parametrize("path", CAPTURES, ids=[p.stem for p in CAPTURES])

@@ -56,6 +56,17 @@ def layout(api_key: int, api_version: int, direction: str) -> Struct | None:
     return st if st is not None else kio_schemas.layout(api_key, api_version, direction)
 
 
+@lru_cache(maxsize=None)
+def has_records(api_key: int, api_version: int, direction: str) -> bool:
+    """Whether the layout carries record batches anywhere (unknown layouts: True)."""
+    found = layout(api_key, api_version, direction)
+
+    def walk(s: Struct) -> bool:
+        return any(f.type == "records" or (f.struct is not None and walk(f.struct))
+                   for f in (*s.fields, *s.tagged))
+    return found is None or walk(found)
+
+
 @lru_cache(maxsize=1)
 def all_versions() -> dict[int, tuple[int, ...]]:
     """Every API key kdissect can decode -> its versions."""

@@ -47,8 +47,9 @@ UNRESOLVED = "topic-id:"           # prefix of a topic known only by its id
 TEACHES_TOPIC_IDS = frozenset({3, 19, 20, 75})
 
 
-def facts(*trees: Node | None, topic_ids: dict[str, str] | None = None) -> Facts:
-    """What ``trees`` touch. ``topic_ids`` (topic id -> name) is learned from messages
+def facts(*trees: Node | dict | None, topic_ids: dict[str, str] | None = None) -> Facts:
+    """What ``trees`` touch (located trees, or bodies the values decoder read as dicts:
+    the same walk). ``topic_ids`` (topic id -> name) is learned from messages
     that carry both (Metadata, CreateTopics...) and names topics that only have an id
     (Fetch v13+): pass the same dict for a whole capture. Topics it cannot name are
     ``topic-id:`` and the whole id (``Facts.text`` shows its first 8 digits)."""
@@ -57,7 +58,10 @@ def facts(*trees: Node | None, topic_ids: dict[str, str] | None = None) -> Facts
     for tree in trees:
         if tree is None:
             continue
-        _collect(tree, f, None, "", ids)
+        if isinstance(tree, dict):       # a body the values decoder read
+            _collect_values(tree, f, None, "", ids, False)
+        else:
+            _collect(tree, f, None, "", ids)
     return f
 
 
@@ -110,6 +114,41 @@ def _collect(node: Node, f: Facts, topic: str | None, array: str, ids: dict[str,
                 f.records += 1
         if c.children:
             _collect(c, f, topic, c.name if kind == "array" else array, ids)
+
+
+def _collect_values(d: dict, f: Facts, topic: str | None, array: str, ids: dict[str, str],
+                    element: bool) -> None:
+    if element:
+        name = topic_id = None
+        for k, v in d.items():
+            if isinstance(v, str):
+                if k in ("topic", "topic_name") or (k == "name" and _is_topic_array(array)):
+                    name = v
+                elif k == "topic_id" and v != _ZERO_UUID:
+                    topic_id = v
+        if name is not None and topic_id is not None:
+            ids[topic_id] = name
+        elif name is None and topic_id is not None:
+            name = ids.get(topic_id) or f"{UNRESOLVED}{topic_id}"
+        if name is not None:
+            topic = name
+            f.topics.setdefault(topic, set())
+    partition = None
+    for k, v in d.items():
+        if type(v) is int:
+            if element and topic is not None and k in ("partition_index", "partition",
+                                                       "index"):
+                f.topics[topic].add(v)
+                partition = v
+            elif v and k.endswith("error_code"):
+                f.errors.append(v)
+                f.error_sites.append((topic, partition, v))
+        elif type(v) is list:
+            for item in v:
+                if type(item) is dict:
+                    _collect_values(item, f, topic, k, ids, True)
+        elif type(v) is dict:
+            _collect_values(v, f, topic, array, ids, False)
 
 
 SUMMARY = Options(records="batches")
