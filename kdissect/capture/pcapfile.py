@@ -48,6 +48,7 @@ class CaptureReader:
         raw.seek(0)
         self._file: BinaryIO = gzip.open(raw) if head == b"\x1f\x8b" else raw  # type: ignore[assignment]
         self.compressed = head == b"\x1f\x8b"
+        self._broken = False           # the compressed stream broke off: nothing more
         self.bytes_read = 0
 
     def close(self) -> None:
@@ -65,11 +66,24 @@ class CaptureReader:
         return data
 
     def _read_raw(self, n: int) -> bytes:
-        try:
+        """Up to ``n`` bytes; fewer only at the end. A compressed stream that breaks off
+        gives what it held before the break (read piecemeal: one big read would lose it)."""
+        if self._broken:
+            return b""
+        if not self.compressed:
             return self._file.read(n)
+        parts, got = [], 0
+        try:
+            while got < n:
+                chunk = self._file.read1(n - got)      # type: ignore[attr-defined]
+                if not chunk:
+                    break
+                parts.append(chunk)
+                got += len(chunk)
         except (OSError, EOFError) as e:       # gzip: truncated or corrupt stream
             self.warnings.append(f"compressed data ends early or is corrupt: {e}")
-            return b""
+            self._broken = True
+        return b"".join(parts)
 
     def packets(self) -> Iterator[Packet]:
         magic = self._read(4)
