@@ -328,6 +328,24 @@ def test_link_types_and_formats_give_the_same_result(tmp_path, kind):
         assert [ex.first.ts for ex in got] == pytest.approx([ex.first.ts for ex in original])
 
 
+def test_a_gzip_capture_cut_short_gives_the_packets_before_the_cut(tmp_path):
+    """Packets are read in blocks: a compressed stream that breaks off inside a block
+    still gives every whole packet decompressed before the break, and says so."""
+    import gzip
+    from kdissect.capture.pcapfile import CaptureReader
+    src = CAPTURES / "kcat.pcap"
+    cut = tmp_path / "cut.pcap.gz"
+    cut.write_bytes(gzip.compress(src.read_bytes())[:-200])
+    with CaptureReader(str(src)) as r:
+        whole = [p.data for p in r.packets()]
+    with CaptureReader(str(cut)) as r:
+        got = [p.data for p in r.packets()]
+        warnings = r.warnings
+    assert 0 < len(got) < len(whole) and got == whole[:len(got)]
+    assert "compressed data ends early" in warnings[0]
+    assert f"file ends inside packet {len(got) + 1}" in warnings[1]
+
+
 def test_unsupported_link_type_is_reported(tmp_path):
     from scapy.utils import PcapWriter
     out = tmp_path / "usb.pcap"
