@@ -48,8 +48,8 @@ class Bail(Exception):
 
 class _State:
     """Per-message: the bytes converter and what the budget still allows (the located
-    decoder's accounting, charged at least as much, so a message this path finishes
-    never breaches the located decoder's budget)."""
+    decoder's accounting, charged never less than it charges, so a message this path
+    finishes never breaches the located decoder's budget; records exactly as much)."""
 
     __slots__ = ("conv", "records", "nodes", "decompressed", "tag_end", "batch_records")
 
@@ -334,9 +334,9 @@ def _batch(buf: bytes, start: int, end: int, s) -> dict:
     # headers array): charging more sent clean Fetch responses with a header per
     # record to the located decoder, whose tree of them took 250 MB
     s.charge(9 * count)
-    records, pos, _headers = _record_loop(data, pos, end, count, base,
-                                          stamp if stamp is not None else base_ts,
-                                          stamp is not None, s.conv)
+    records, pos = _record_loop(data, pos, end, count, base,
+                                stamp if stamp is not None else base_ts,
+                                stamp is not None, s.conv)
     if pos != end:
         raise Bail
     if s.batch_records is not None:
@@ -352,7 +352,6 @@ def _batch(buf: bytes, start: int, end: int, s) -> dict:
 _RECORD_LOOP = """
 def loop(data, pos, end, count, base, ts0, fixed_ts, conv):
     records = []
-    headers_seen = 0
     for _ in range(count):
         p = pos
         VARINT(n, 5)
@@ -378,11 +377,10 @@ def loop(data, pos, end, count, base, ts0, fixed_ts, conv):
             headers.append({"key": hkey, "value": hvalue})
         if p != rec_end:
             raise Bail
-        headers_seen += count_h
         records.append({"offset": offset, "timestamp": ts, "key": key, "value": value,
                         "headers": headers})
         pos = rec_end
-    return records, pos, headers_seen
+    return records, pos
 """
 
 
