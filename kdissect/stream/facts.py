@@ -81,14 +81,9 @@ def _collect(node: Node, f: Facts, topic: str | None, array: str, ids: dict[str,
                 name = c.value
             elif c.ktype == "uuid" and c.name == "topic_id" and c.value != _ZERO_UUID:
                 topic_id = c.value
-        if name is not None and topic_id is not None:
-            ids[topic_id] = name
-        elif name is None and topic_id is not None:
-            name = ids.get(topic_id) or \
-                f"{UNRESOLVED}{topic_id}"
-        if name is not None:
-            topic = name
-            f.topics.setdefault(topic, set())
+        named = _element_topic(name, topic_id, ids, f)
+        if named is not None:           # (an empty name is a name)
+            topic = named
     partition = None
     for c in node.children:
         kind = c.ktype
@@ -116,6 +111,19 @@ def _collect(node: Node, f: Facts, topic: str | None, array: str, ids: dict[str,
             _collect(c, f, topic, c.name if kind == "array" else array, ids)
 
 
+def _element_topic(name: str | None, topic_id: str | None, ids: dict[str, str],
+                   f: Facts) -> str | None:
+    """The topic an array element names (by name, or by id through ``ids``, which an
+    element carrying both teaches), noted in ``f``; None when it names none."""
+    if name is not None and topic_id is not None:
+        ids[topic_id] = name
+    elif name is None and topic_id is not None:
+        name = ids.get(topic_id) or f"{UNRESOLVED}{topic_id}"
+    if name is not None:
+        f.topics.setdefault(name, set())
+    return name
+
+
 def _collect_values(d: dict, f: Facts, topic: str | None, array: str, ids: dict[str, str],
                     element: bool) -> None:
     if element:
@@ -126,13 +134,9 @@ def _collect_values(d: dict, f: Facts, topic: str | None, array: str, ids: dict[
                     name = v
                 elif k == "topic_id" and v != _ZERO_UUID:
                     topic_id = v
-        if name is not None and topic_id is not None:
-            ids[topic_id] = name
-        elif name is None and topic_id is not None:
-            name = ids.get(topic_id) or f"{UNRESOLVED}{topic_id}"
-        if name is not None:
-            topic = name
-            f.topics.setdefault(topic, set())
+        named = _element_topic(name, topic_id, ids, f)
+        if named is not None:           # (an empty name is a name)
+            topic = named
     partition = None
     for k, v in d.items():
         if type(v) is int:
