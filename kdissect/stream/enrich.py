@@ -105,8 +105,7 @@ def enrich(ex: Exchange, options: Options, topic_ids: dict[str, str],
     if req is not None and req_body is not None:
         ex.facts.asked_wait_ms = _asked_wait(req.api_key, req_body)
     if resp is not None and resp.direction == "response":
-        body = resp_body
-        code = _int_field(body, "error_code")
+        code = _int_field(resp_body, "error_code")
         if code is not None:
             ex.facts.top_error = code
         seen = set()
@@ -115,7 +114,7 @@ def enrich(ex: Exchange, options: Options, topic_ids: dict[str, str],
                 seen.add(code)
                 at = f" ({topic}[{partition}])" if topic is not None else ""
                 findings.append(Finding("error_code", f"{error_name(code)}{at}", "response"))
-        throttle = _int_field(body, "throttle_time_ms")
+        throttle = _int_field(resp_body, "throttle_time_ms")
         if throttle is not None:
             ex.facts.throttle_ms = throttle
             if throttle > 0:
@@ -152,14 +151,14 @@ def _int_field(body, name: str) -> int | None:
 
 # read located: SASL/PLAIN is spotted in the tree's notes, versions are learned from
 # ApiVersions answers' nodes
-_LOCATED_APIS = frozenset({17, 18, 36})
+_LOCATED_APIS = frozenset({18, 36})
 _NO_BYTES = lambda b: None       # noqa: E731 - facts never read bytes fields
 
 
 def _values_body(m, options: Options) -> dict | None:
     """The body of a clean message without record batches, read by the values decoder
     (several times faster than a located tree, which a summary does not need: a Metadata
-    answer naming 100 topics took 20 ms located); None: decode it located."""
+    answer naming 110 topics took 31 ms located, 18 ms so); None: decode it located."""
     if m.direction == "sasl" or m.api_key is None or m.api_key in _LOCATED_APIS or \
             m.api_version is None or schemas.has_records(m.api_key, m.api_version,
                                                          m.direction):
