@@ -13,27 +13,35 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+from functools import lru_cache
 
 _M_MMAP_THRESHOLD = -3          # mallopt parameter (glibc's malloc.h)
 _THRESHOLD = 256 * 1024
 
 
+@lru_cache(maxsize=1)
+def _libc():
+    """The C library, found once (find_library runs ldconfig: too slow for every chunk);
+    None where it cannot be loaded."""
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c"))
+    except (OSError, TypeError):
+        return None
+
+
 def steady_heap() -> None:
     """Fix glibc's mmap threshold for this process and the workers it forks; nothing
     elsewhere (other C libraries keep their own policy)."""
-    name = ctypes.util.find_library("c")
     try:
-        libc = ctypes.CDLL(name)
-        libc.mallopt(_M_MMAP_THRESHOLD, _THRESHOLD)
-    except (OSError, AttributeError, TypeError):
+        _libc().mallopt(_M_MMAP_THRESHOLD, _THRESHOLD)
+    except AttributeError:
         pass
 
 
 def give_back() -> None:
     """Return the heap's free memory to the system (glibc's malloc_trim): a worker calls
     it after each chunk, so that what one big Fetch response needed is not kept."""
-    name = ctypes.util.find_library("c")
     try:
-        ctypes.CDLL(name).malloc_trim(0)
-    except (OSError, AttributeError, TypeError):
+        _libc().malloc_trim(0)
+    except AttributeError:
         pass
