@@ -4,7 +4,7 @@ The display's process already runs at the lowest scheduling priority, but measur
 2-core machine shared with the clients and the broker, a busy process even at
 SCHED_IDLE still costs them 6-13 % (caches, memory bandwidth, the hypervisor), and
 decoding every record as JSON keeps one busy for as long as traffic flows. So while the
-rest of the machine is using all cores but a fraction of one, the display pauses: the
+rest of the machine leaves less than a whole core free, the display pauses: the
 forwarder's buffer fills and sheds whole exchanges (counted and reported), and the
 display catches up when the load drops. Where there is no /proc/stat (not Linux) it
 never pauses.
@@ -18,7 +18,7 @@ import time
 WINDOW = 0.05         # seconds between looks at the machine's load
 PAUSE = 0.1           # seconds paused while the machine is busy
 FIRST_LOOK = 0.02     # after waiting for data: how long to watch the load before decoding
-FREE = 1.0           # pause when the others leave less than a whole core free
+FREE = 1.0            # pause when the others leave less than a whole core free
 
 
 def _busy_seconds() -> float | None:
