@@ -700,3 +700,45 @@ def test_the_display_pauses_while_every_core_is_busy_and_resumes_after():
     while time.monotonic() < end:
         gate.check()
     assert gate.paused - before <= 0.2
+
+
+def test_the_display_offers_its_core_while_it_decodes_and_not_while_it_waits():
+    """While the display decodes it gives its core away every few hundred µs (a timer
+    signal: on a busy machine woken forwarding tasks waited for whole decoding bursts);
+    while it waits for data, and once it is done, no timer wakes it."""
+    from kdissect.proxy import feed
+    from kdissect.proxy.backoff import YIELD_EVERY
+    from kdissect.proxy.display import FeedDisplay
+    from kdissect.sources.pcap import exchanges_in
+    from kdissect.stream.enrich import Enricher
+    from kdissect.stream.sink import CallbackSink
+
+    ex = next(e for e in exchanges_in([ROOT / "captures" / "kcat.pcap"]).exchanges
+              if e.request.api_key == 3 and e.response is not None)
+    shown, timers_seen = [], []
+
+    def exchange(ex) -> None:
+        timers_seen.append(signal.getitimer(signal.ITIMER_REAL)[1])
+        shown.append(ex)
+    read_fd, write_fd = os.pipe()
+    while_blocked: list[float] = []
+
+    def forwarder():
+        def put(kind, side, payload, offset=4):
+            os.write(write_fd, feed.HEADER.pack(kind, 1, side, 1.0, offset, len(payload))
+                     + payload)
+        put(feed.OPEN, 0, json.dumps([["127.0.0.1", 5000], ["127.0.0.1", 9092]]).encode())
+        put(feed.FRAME, 0, ex.request.data)
+        put(feed.FRAME, 1, ex.response.data)
+        time.sleep(0.5)                       # the display has it all and waits for more
+        while_blocked.append(signal.getitimer(signal.ITIMER_REAL)[1])
+        put(feed.CLOSE, 0, b"")
+        os.close(write_fd)
+    t = threading.Thread(target=forwarder)
+    t.start()
+    FeedDisplay(Enricher(CallbackSink(exchange))).run(read_fd)
+    t.join()
+    assert [e.request.api_key for e in shown] == [3]
+    assert timers_seen == [pytest.approx(YIELD_EVERY)]
+    assert while_blocked == [0.0]
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)

@@ -32,42 +32,51 @@ class FeedDisplay:
         self.gate = CpuGate()
 
     def run(self, fd: int) -> None:
-        sink, gate = self.sink, self.gate
-        for kind, conn, side, ts, offset, payload in feed.read_records(fd):
-            gate.check()                    # no free core: wait, the forwarder sheds
-            if kind == feed.FRAME:          # a message without its size: the offset after it
-                c = self.connections.get(conn)
-                if c is not None:
-                    try:
-                        c.data(side, offset - 4, _SIZE.pack(len(payload)) + payload, ts, 0)
-                    except Exception as e:      # a decoding bug: report it, go on
-                        self._failed(e)
-            elif kind == feed.OPEN:
-                client, broker = json.loads(payload)
-                self.connections[conn] = KafkaConnection(
-                    conn, tuple(client), tuple(broker), sink.exchange, sink.gap,
-                    lambda: next(self.messages))
-            elif kind == feed.CLOSE:
-                c = self.connections.pop(conn, None)
-                if c is not None:
-                    try:
-                        c.close()
-                    except Exception as e:
-                        self._failed(e)
-            elif kind == feed.DROPPED:
-                self.dropped += offset
-                sink.note(f"{offset} exchanges not shown: the display could not keep up "
-                          f"(forwarding was not slowed; {self.dropped} in all)")
-            elif kind == feed.ERROR:
-                self.error = payload.decode()
-            else:
-                sink.note(payload.decode(), "info")
+        gate = self.gate
+        gate.working()
+        try:
+            for record in feed.read_records(fd, gate.waiting, gate.working):
+                gate.check()                # no free core: wait, the forwarder sheds
+                self._record(*record)
+        finally:
+            gate.waiting()                  # no more offers of the core: nothing to decode
         for c in self.connections.values():
             try:
                 c.close()
             except Exception as e:
                 self._failed(e)
         self.connections.clear()
+
+    def _record(self, kind: int, conn: int, side: int, ts: float, offset: int,
+                payload: bytes) -> None:
+        sink = self.sink
+        if kind == feed.FRAME:              # a message without its size: the offset after it
+            c = self.connections.get(conn)
+            if c is not None:
+                try:
+                    c.data(side, offset - 4, _SIZE.pack(len(payload)) + payload, ts, 0)
+                except Exception as e:      # a decoding bug: report it, go on
+                    self._failed(e)
+        elif kind == feed.OPEN:
+            client, broker = json.loads(payload)
+            self.connections[conn] = KafkaConnection(
+                conn, tuple(client), tuple(broker), sink.exchange, sink.gap,
+                lambda: next(self.messages))
+        elif kind == feed.CLOSE:
+            c = self.connections.pop(conn, None)
+            if c is not None:
+                try:
+                    c.close()
+                except Exception as e:
+                    self._failed(e)
+        elif kind == feed.DROPPED:
+            self.dropped += offset
+            sink.note(f"{offset} exchanges not shown: the display could not keep up "
+                      f"(forwarding was not slowed; {self.dropped} in all)")
+        elif kind == feed.ERROR:
+            self.error = payload.decode()
+        else:
+            sink.note(payload.decode(), "info")
 
     def _failed(self, e: Exception) -> None:
         text = f"decoding failed and was skipped: {type(e).__name__}: {e}"

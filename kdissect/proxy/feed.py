@@ -21,6 +21,7 @@ import struct
 HEADER = struct.Struct(">BIBdQI")
 OPEN, FRAME, CLOSE, NOTE, DROPPED, READY, ERROR = range(7)
 _PIPE_SIZE = 1 << 20                    # ask the kernel for a 1 MiB pipe (Linux)
+_READ = 1 << 20                         # the display reads up to this much at a time
 
 
 class FeedWriter:
@@ -134,16 +135,26 @@ def read_record(fd: int):
     return None if payload is None else (kind, conn, side, ts, offset, payload)
 
 
-def read_records(fd: int):
+def read_records(fd: int, waiting=lambda: None, working=lambda: None):
     """The display's end: (kind, conn, side, ts, offset, payload) until the forwarder
-    closes the channel."""
-    with os.fdopen(fd, "rb", buffering=1 << 20) as f:
+    closes the channel. ``waiting()`` is called before each read that may block,
+    ``working()`` after it."""
+    buf = bytearray()
+    pos = 0
+    with os.fdopen(fd, "rb", buffering=0) as f:
         while True:
-            head = f.read(HEADER.size)
-            if len(head) < HEADER.size:
+            while len(buf) - pos >= HEADER.size:
+                kind, conn, side, ts, offset, size = HEADER.unpack_from(buf, pos)
+                start = pos + HEADER.size
+                if len(buf) < start + size:
+                    break
+                pos = start + size
+                yield kind, conn, side, ts, offset, bytes(buf[start:pos])
+            del buf[:pos]
+            pos = 0
+            waiting()
+            chunk = f.read(_READ)
+            working()
+            if not chunk:
                 return
-            kind, conn, side, ts, offset, size = HEADER.unpack(head)
-            payload = f.read(size)
-            if len(payload) < size:
-                return
-            yield kind, conn, side, ts, offset, payload
+            buf += chunk
