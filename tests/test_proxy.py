@@ -742,3 +742,19 @@ def test_the_display_offers_its_core_while_it_decodes_and_not_while_it_waits():
     assert timers_seen == [pytest.approx(YIELD_EVERY)]
     assert while_blocked == [0.0]
     assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+
+
+def test_lines_written_while_the_display_offers_its_core_arrive_whole():
+    """The timer signal cuts writes to a pipe short, and Python's buffered writer then
+    dropped the rest of a big JSON line (a 20 MiB Produce): stdout must still get
+    every byte."""
+    code = ("from kdissect.proxy.backoff import CpuGate; import sys\n"
+            "gate = CpuGate(); gate.working()\n"
+            "for i in range(3): sys.stdout.write(str(i) * (8 << 20) + '\\n')\n"
+            "sys.stdout.flush(); gate.waiting()\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, cwd=ROOT)
+    time.sleep(0.5)                      # the pipe fills: writes block, signals cut them
+    lines = proc.stdout.read().splitlines()
+    assert proc.wait() == 0
+    assert [(len(line), line[:1]) for line in lines] == [(8 << 20, b"0"), (8 << 20, b"1"),
+                                                        (8 << 20, b"2")]
