@@ -702,6 +702,22 @@ def test_the_display_pauses_while_every_core_is_busy_and_resumes_after():
     assert gate.paused - before <= 0.2
 
 
+def test_on_one_core_the_display_runs_while_the_rest_leaves_it_half():
+    """The line is "others leave under 1¼ cores free", which a 1-core machine never
+    meets: there the display still runs while the others use under half the core."""
+    from kdissect.proxy.backoff import CpuGate
+    gate = CpuGate(cores=1)
+
+    def display():
+        end = time.monotonic() + 1.0
+        while time.monotonic() < end:
+            gate.check()
+    t = threading.Thread(target=display, daemon=True)
+    t.start()
+    t.join(timeout=5)
+    assert not t.is_alive() and gate.paused <= 0.2
+
+
 def test_the_display_offers_its_core_while_it_decodes_and_not_while_it_waits():
     """While the display decodes it gives its core away every few hundred µs (a timer
     signal: on a busy machine woken forwarding tasks waited for whole decoding bursts);

@@ -149,7 +149,7 @@ def read_records(fd: int, waiting=lambda: None, working=lambda: None):
                 if len(buf) < start + size:
                     break
                 pos = start + size
-                yield kind, conn, side, ts, offset, bytes(buf[start:pos])
+                yield kind, conn, side, ts, offset, bytes(memoryview(buf)[start:pos])
             del buf[:pos]
             pos = 0
             waiting()
