@@ -702,23 +702,37 @@ def test_the_display_pauses_while_every_core_is_busy_and_resumes_after():
     assert gate.paused - before <= 0.2
 
 
-def test_on_one_core_the_display_runs_while_the_rest_leaves_it_half():
+def test_on_one_core_the_display_runs_while_the_rest_leaves_it_half(monkeypatch):
     """The line is "others leave under 1¼ cores free", which a 1-core machine never
-    meets: there the display still runs while the others use under half the core."""
+    meets: there the display runs while the others use under half the core, and
+    pauses while they use more."""
     from kdissect.proxy.backoff import CpuGate
-    gate = CpuGate(cores=1)
+    for others, pauses in ((0.4, False), (0.6, True)):
+        monkeypatch.setattr(CpuGate, "_others", lambda self, v=others: v)
+        gate = CpuGate(cores=1)
 
-    def display():
-        end = time.monotonic() + 1.0
-        while time.monotonic() < end:
-            gate.check()
-    t = threading.Thread(target=display, daemon=True)
-    t.start()
-    t.join(timeout=5)
-    assert not t.is_alive() and gate.paused <= 0.2
+        def display():
+            end = time.monotonic() + 0.5
+            while time.monotonic() < end:
+                gate.check()
+        t = threading.Thread(target=display, daemon=True)
+        t.start()
+        t.join(timeout=2)
+        assert (t.is_alive() or gate.paused > 0) == pauses
 
 
-def test_the_display_offers_its_core_while_it_decodes_and_not_while_it_waits():
+@pytest.fixture
+def display_signals():
+    """Leave the process's SIGALRM handler and output streams as they were."""
+    handler, out, err = signal.getsignal(signal.SIGALRM), sys.stdout, sys.stderr
+    yield
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    signal.signal(signal.SIGALRM, handler)
+    sys.stdout, sys.stderr = out, err
+
+
+def test_the_display_offers_its_core_while_it_decodes_and_not_while_it_waits(
+        display_signals, monkeypatch):
     """While the display decodes it gives its core away every few hundred µs (a timer
     signal: on a busy machine woken forwarding tasks waited for whole decoding bursts);
     while it waits for data, and once it is done, no timer wakes it."""
@@ -731,13 +745,20 @@ def test_the_display_offers_its_core_while_it_decodes_and_not_while_it_waits():
 
     ex = next(e for e in exchanges_in([ROOT / "captures" / "kcat.pcap"]).exchanges
               if e.request.api_key == 3 and e.response is not None)
-    shown, timers_seen = [], []
+    offers = []
+    yield_core = os.sched_yield
+    monkeypatch.setattr(os, "sched_yield", lambda: (offers.append(1), yield_core()))
+    shown, timers_seen, offers_while_showing = [], [], []
 
     def exchange(ex) -> None:
         timers_seen.append(signal.getitimer(signal.ITIMER_REAL)[1])
+        before, end = len(offers), time.monotonic() + 0.02
+        while time.monotonic() < end:          # 20 ms of "decoding"
+            pass
+        offers_while_showing.append(len(offers) - before)
         shown.append(ex)
     read_fd, write_fd = os.pipe()
-    while_blocked: list[float] = []
+    while_blocked: list[tuple] = []
 
     def forwarder():
         def put(kind, side, payload, offset=4):
@@ -747,7 +768,9 @@ def test_the_display_offers_its_core_while_it_decodes_and_not_while_it_waits():
         put(feed.FRAME, 0, ex.request.data)
         put(feed.FRAME, 1, ex.response.data)
         time.sleep(0.5)                       # the display has it all and waits for more
-        while_blocked.append(signal.getitimer(signal.ITIMER_REAL)[1])
+        count = len(offers)
+        time.sleep(0.1)
+        while_blocked.append((signal.getitimer(signal.ITIMER_REAL)[1], len(offers) - count))
         put(feed.CLOSE, 0, b"")
         os.close(write_fd)
     t = threading.Thread(target=forwarder)
@@ -756,8 +779,38 @@ def test_the_display_offers_its_core_while_it_decodes_and_not_while_it_waits():
     t.join()
     assert [e.request.api_key for e in shown] == [3]
     assert timers_seen == [pytest.approx(YIELD_EVERY)]
-    assert while_blocked == [0.0]
+    assert offers_while_showing[0] >= 10            # every 0.5 ms of 20 ms, loosely
+    assert while_blocked == [(0.0, 0)]
     assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+
+
+def test_the_display_reads_records_however_the_pipe_cuts_them():
+    """Records of every size (none, small, over the 1 MiB read) come out whole and in
+    order whatever pieces the pipe delivers; a record cut off at the end is dropped."""
+    import random
+    from kdissect.proxy import feed
+    rng = random.Random(7)
+    records = [(feed.FRAME, i, i % 2, float(i), i * 10, rng.randbytes(size))
+               for i, size in enumerate([0, 5, 3 << 20, 1, 0, 70000, (1 << 20) - 9, 200])]
+    wire = b"".join(feed.HEADER.pack(k, c, s, t, o, len(p)) + p
+                    for k, c, s, t, o, p in records)
+    wire += feed.HEADER.pack(feed.FRAME, 99, 0, 0.0, 0, 100) + b"cut"
+    read_fd, write_fd = os.pipe()
+
+    def forwarder():
+        at = 0
+        while at < len(wire):
+            piece = rng.choice([1, 7, feed.HEADER.size, 4096, 1 << 20, 3 << 20])
+            os.write(write_fd, wire[at:at + piece])
+            at += piece
+            if rng.random() < 0.3:
+                time.sleep(0.001)
+        os.close(write_fd)
+    t = threading.Thread(target=forwarder)
+    t.start()
+    got = list(feed.read_records(read_fd))
+    t.join()
+    assert got == records
 
 
 def test_lines_written_while_the_display_offers_its_core_arrive_whole():

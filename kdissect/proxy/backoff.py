@@ -34,7 +34,7 @@ PAUSE = 0.1           # seconds paused while the machine is busy
 FIRST_LOOK = 0.02     # after waiting for data: how long to watch the load before decoding
 FREE = 1.25           # pause when the others leave less than 1¼ cores free...
 BUSY_AT_LEAST = 0.5   # ...or, on 1 core, use more than half of it
-YIELD_EVERY = 0.0005  # seconds of the display's work between offers of its core
+YIELD_EVERY = 0.0005  # seconds (wall clock, while it works) between offers of its core
 
 
 def _busy_seconds() -> float | None:
@@ -68,8 +68,8 @@ class CpuGate:
 
     def working(self) -> None:
         if self.yielding and not self.offering:
+            self.offering = True             # first: waiting() then always disarms
             signal.setitimer(signal.ITIMER_REAL, YIELD_EVERY, YIELD_EVERY)
-            self.offering = True
 
     def waiting(self) -> None:
         """Before sleeping or blocking: the offers would only wake the process."""
@@ -138,6 +138,7 @@ class _WholeWrites(io.RawIOBase):
 
     def __init__(self, fd: int):
         self._fd = fd
+        self._interrupted: BaseException | None = None
 
     def writable(self) -> bool:
         return True
@@ -149,10 +150,19 @@ class _WholeWrites(io.RawIOBase):
         return os.isatty(self._fd)
 
     def write(self, b) -> int:
+        if self._interrupted is not None:    # raised after reporting what went out
+            e, self._interrupted = self._interrupted, None
+            raise e
         view = memoryview(b).cast("B")
         done = 0
-        while done < len(view):
-            done += os.write(self._fd, view[done:])
+        try:
+            while done < len(view):
+                done += os.write(self._fd, view[done:])
+        except BaseException as e:           # (Ctrl-C, a closed pipe...)
+            if not done:
+                raise
+            # the buffered writer would otherwise write the part that went out again
+            self._interrupted = e
         return done
 
 
@@ -163,6 +173,11 @@ def _finish_every_write(name: str) -> None:
     everything; regular files are never cut short and stay as they are."""
     stream = getattr(sys, name)
     try:
+        if isinstance(stream.buffer.raw, _WholeWrites):
+            return
+    except AttributeError:
+        pass
+    try:
         fd = stream.fileno()
         if stat.S_ISREG(os.fstat(fd).st_mode):
             return
@@ -170,5 +185,6 @@ def _finish_every_write(name: str) -> None:
         return
     stream.flush()
     setattr(sys, name, io.TextIOWrapper(
-        io.BufferedWriter(_WholeWrites(fd), 1 << 16), encoding=stream.encoding,
-        errors=stream.errors, line_buffering=stream.line_buffering))
+        io.BufferedWriter(_WholeWrites(fd)), encoding=stream.encoding,
+        errors=stream.errors, line_buffering=stream.line_buffering,
+        write_through=getattr(stream, "write_through", False)))

@@ -33,8 +33,8 @@ class FeedDisplay:
 
     def run(self, fd: int) -> None:
         gate = self.gate
-        gate.working()
         try:
+            gate.working()
             for record in feed.read_records(fd, gate.waiting, gate.working):
                 gate.check()                # no free core: wait, the forwarder sheds
                 self._record(*record)

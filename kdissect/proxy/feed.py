@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import select
 import struct
 
 HEADER = struct.Struct(">BIBdQI")
@@ -137,24 +138,27 @@ def read_record(fd: int):
 
 def read_records(fd: int, waiting=lambda: None, working=lambda: None):
     """The display's end: (kind, conn, side, ts, offset, payload) until the forwarder
-    closes the channel. ``waiting()`` is called before each read that may block,
-    ``working()`` after it."""
+    closes the channel. ``waiting()`` is called before a read that would block (the
+    channel is empty), ``working()`` after it."""
     buf = bytearray()
-    pos = 0
+    chunk = bytearray(_READ)
+    view = memoryview(chunk)
     with os.fdopen(fd, "rb", buffering=0) as f:
         while True:
-            while len(buf) - pos >= HEADER.size:
-                kind, conn, side, ts, offset, size = HEADER.unpack_from(buf, pos)
-                start = pos + HEADER.size
-                if len(buf) < start + size:
+            while len(buf) >= HEADER.size:
+                kind, conn, side, ts, offset, size = HEADER.unpack_from(buf)
+                end = HEADER.size + size
+                if len(buf) < end:
                     break
-                pos = start + size
-                yield kind, conn, side, ts, offset, bytes(memoryview(buf)[start:pos])
-            del buf[:pos]
-            pos = 0
-            waiting()
-            chunk = f.read(_READ)
-            working()
-            if not chunk:
+                payload = bytes(memoryview(buf)[HEADER.size:end])
+                del buf[:end]             # (cheap at the front of a bytearray)
+                yield kind, conn, side, ts, offset, payload
+            if select.select([fd], [], [], 0)[0]:
+                n = f.readinto(chunk)
+            else:
+                waiting()
+                n = f.readinto(chunk)
+                working()
+            if not n:
                 return
-            buf += chunk
+            buf += view[:n]

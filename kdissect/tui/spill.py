@@ -30,7 +30,10 @@ class Spill:
         """Write the messages' bytes; their ``data`` becomes empty. Returns where."""
         spans = []
         for m in messages:
-            os.pwrite(self.fd, m.data, self.end)
+            data, at = memoryview(m.data), self.end
+            while data:                       # a signal may cut a write short
+                n = os.pwrite(self.fd, data, at)
+                data, at = data[n:], at + n
             spans.append((self.end, len(m.data)))
             self.end += len(m.data)
             m.data = b""
