@@ -14,7 +14,7 @@ Even with a core free, one message's decoding is a burst of milliseconds (a Meta
 answer naming 110 topics: 7 ms), and measured on this kind of VM the scheduler does not
 cut a SCHED_IDLE burst short for a woken task as it should: a round trip through the
 proxy waited for the burst to end (p99 +1.5 to +2.5 ms with 7 ms bursts beside the
-proxy, +0.4 to +0.8 when the same bursts gave the core away every 0.2-1 ms). So while
+proxy, +0.4 to +0.8 when the same bursts gave the core away every 0.1-1 ms). So while
 the display works, a timer signal makes it offer its core (``sched_yield``) every
 ``YIELD_EVERY`` seconds; the offer costs about 20 µs, 4 % of the display's speed.
 """
