@@ -14,7 +14,9 @@ of the pairs' proxied / direct:
                  terminal, so its loader decodes everything), and JSON lines on plain
                  asyncio instead of uvloop.
     latency      round trips on one connection: ApiVersions, and Metadata for all topics
-                 (--topics of them); p50 / p99 direct and proxied, and what the proxy adds
+                 (--topics made for it, plus those the throughput runs made; the output
+                 says how many and how big the answer is); p50 / p99 direct and
+                 proxied, and what the proxy adds
     probe        the worst and p99 ApiVersions round trip of a second connection while
                  consumers read at full speed for --probe-seconds (direct and proxied)
 
@@ -203,6 +205,17 @@ def metadata_all() -> bytes:
     return struct.pack(">i", len(body)) + body
 
 
+def metadata_answer(bootstrap: str) -> tuple[int, int]:
+    """(topics, bytes) of the all-topics Metadata answer the latency runs get."""
+    from kdissect.protocol import decode_response
+    host, port = bootstrap.split(":")
+    with socket.create_connection((host, int(port))) as s:
+        s.sendall(metadata_all())
+        data = _recv(s, struct.unpack(">i", _recv(s, 4))[0])
+    topics = decode_response(data, 3, 12).body.child("topics")
+    return len(topics.children) if topics is not None else 0, len(data)
+
+
 def latencies(bootstrap: str, request: bytes, count: int) -> list[float]:
     host, port = bootstrap.split(":")
     with socket.create_connection((host, int(port))) as s:
@@ -319,10 +332,11 @@ def main() -> None:
             p.produce(f"meta-{i:03d}", b"x")
         p.flush(60)
         via = proxies.get("jsonl") or next(iter(proxies.values()))
+        topics, size = metadata_answer(direct)
         print(f"\nround trips on one connection ({args.round_trips} each, alternating "
               f"blocks; proxy with {MODES[[k for k, v in proxies.items() if v is via][0]][1]}):")
         for name, request in (("ApiVersions", api_versions()),
-                              (f"Metadata, all {args.topics}+ topics", metadata_all())):
+                              (f"Metadata, {topics} topics", metadata_all())):
             d, q = [], []
             via.wait_idle()
             forwarding = displaying = 0.0
@@ -334,6 +348,8 @@ def main() -> None:
                 after = via.cpu()
                 forwarding += after[0] - before[0]
                 displaying += after[1] - before[1]
+            if name.startswith("Metadata"):
+                print(f"  (the Metadata answer: {topics} topics, {size:,} bytes)")
             print(f"  {name:<28} direct p50 {pct(d, .5):.3f} ms p99 {pct(d, .99):.3f} ms | "
                   f"proxied p50 {pct(q, .5):.3f} ms p99 {pct(q, .99):.3f} ms | added p50 "
                   f"{pct(q, .5) - pct(d, .5):+.3f} ms p99 {pct(q, .99) - pct(d, .99):+.3f} ms")
