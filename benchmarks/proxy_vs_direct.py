@@ -186,11 +186,15 @@ def _recv(sock: socket.socket, n: int) -> bytes:
     return bytes(data)
 
 
+def answer(sock: socket.socket, request: bytes) -> bytes:
+    """Send ``request``; its response, without the size."""
+    sock.sendall(request)
+    return _recv(sock, struct.unpack(">i", _recv(sock, 4))[0])
+
+
 def round_trip(sock: socket.socket, request: bytes) -> float:
     start = time.perf_counter()
-    sock.sendall(request)
-    size = struct.unpack(">i", _recv(sock, 4))[0]
-    _recv(sock, size)
+    answer(sock, request)
     return time.perf_counter() - start
 
 
@@ -210,8 +214,7 @@ def metadata_answer(bootstrap: str) -> tuple[int, int]:
     from kdissect.protocol import decode_response
     host, port = bootstrap.split(":")
     with socket.create_connection((host, int(port))) as s:
-        s.sendall(metadata_all())
-        data = _recv(s, struct.unpack(">i", _recv(s, 4))[0])
+        data = answer(s, metadata_all())
     topics = decode_response(data, 3, 12).body.child("topics")
     return len(topics.children) if topics is not None else 0, len(data)
 

@@ -55,18 +55,22 @@ class CpuGate:
     """``check()`` often (it is cheap); it sleeps while the machine has no free core.
     Between ``working()`` and ``waiting()`` (before blocking for data) the process
     offers its core every ``YIELD_EVERY`` seconds; this needs the main thread (a
-    signal handler), elsewhere the offers are left out."""
+    signal handler), elsewhere the offers are left out. The handler and the streams
+    it needs are set up by the first ``working()``: a gate only asked to pause
+    changes nothing in the process."""
 
     def __init__(self, cores: int | None = None):
         self.cores = cores or os.cpu_count() or 1
         self.busy_above = max(self.cores - FREE, BUSY_AT_LEAST)   # cores the others use
         self.enabled = _busy_seconds() is not None
         self.paused = 0.0            # seconds spent paused
-        self.yielding = _offer_core_on_alarm()
+        self.yielding: bool | None = None   # can it offer? decided by the first working()
         self.offering = False        # between working() and waiting()
         self._mark()
 
     def working(self) -> None:
+        if self.yielding is None:
+            self.yielding = _offer_core_on_alarm()
         if self.yielding and not self.offering:
             self.offering = True             # first: waiting() then always disarms
             signal.setitimer(signal.ITIMER_REAL, YIELD_EVERY, YIELD_EVERY)
