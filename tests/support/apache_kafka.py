@@ -173,15 +173,18 @@ class ApacheKafka:
                  start: bool = True, extra: dict[str, str] | None = None,
                  directory: Path | None = None):
         if "PLAINTEXT" not in listeners:
-            listeners = ("PLAINTEXT", *listeners)       # the inter-broker listener
+            listeners = ("PLAINTEXT", *listeners)
         self.listeners = listeners
+        # Brokers replicate over INTERNAL and reach the controllers over CONTROLLER (both
+        # plaintext): a capture of the client listeners holds client traffic only.
+        internal = ("INTERNAL", "CONTROLLER")
         self.extra = extra or {}
         self.cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         self._own_dir = directory is None
         self.directory = Path(directory or tempfile.mkdtemp(prefix="kdissect-kafka-"))
         self.tls = Tls.make(self.directory / "tls") if "SSL" in listeners else None
         self.nodes = [Node(i, self.directory / f"node{i}",
-                           {name: free_port() for name in (*listeners, "CONTROLLER")})
+                           {name: free_port() for name in (*listeners, *internal)})
                       for i in range(1, nodes + 1)]
         self.formatted = False
         if start:
@@ -200,9 +203,11 @@ class ApacheKafka:
         """The nodes' own addresses (not the advertised ones) for that listener."""
         return ",".join(f"127.0.0.1:{n.ports[listener]}" for n in self.nodes)
 
-    def ports(self) -> list[int]:
-        """Every port of every node: what a loopback capture filters on."""
-        return [p for n in self.nodes for p in n.ports.values()]
+    def ports(self, *listeners: str) -> list[int]:
+        """The ports of these listeners (all by default) on every node: what a loopback
+        capture filters on (INTERNAL + CONTROLLER: the traffic between nodes)."""
+        return [p for n in self.nodes for name, p in n.ports.items()
+                if not listeners or name in listeners]
 
     @property
     def log_dirs(self) -> list[Path]:
@@ -222,14 +227,15 @@ class ApacheKafka:
         advertised = ",".join(
             f"{name}://{':'.join(map(str, node.advertised.get(name, ('127.0.0.1', port))))}"
             for name, port in node.ports.items() if name != "CONTROLLER")
-        protocols = ",".join(f"{name}:{'PLAINTEXT' if name == 'CONTROLLER' else name}"
-                             for name in node.ports)
+        protocols = ",".join(
+            f"{name}:{'PLAINTEXT' if name in ('CONTROLLER', 'INTERNAL') else name}"
+            for name in node.ports)
         props = {
             "process.roles": "broker,controller",
             "node.id": str(node.node_id),
             "controller.quorum.voters": voters,
             "controller.listener.names": "CONTROLLER",
-            "inter.broker.listener.name": "PLAINTEXT",
+            "inter.broker.listener.name": "INTERNAL",
             "listeners": listeners,
             "advertised.listeners": advertised,
             "listener.security.protocol.map": protocols,
@@ -249,9 +255,15 @@ class ApacheKafka:
             "num.recovery.threads.per.data.dir": "1",
             "background.threads": "2",
             "log.cleaner.enable": "false",
-            # users may read metadata and see ACL traffic without locking the tests out
+            # ACLs work (CreateAcls...), but resources without ACLs stay open to everyone
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "allow.everyone.if.no.acl.found": "true",
             "super.users": "User:admin;User:ANONYMOUS",
         }
+        if len(self.nodes) > 1:
+            # a killed broker is fenced, and its partitions led elsewhere, within 3 s
+            props.update({"broker.session.timeout.ms": "3000",
+                          "broker.heartbeat.interval.ms": "500"})
         if "SASL_PLAINTEXT" in node.ports:
             plain_users = " ".join(f'user_{u}="{p}"' for u, p in USERS.items())
             props["sasl.enabled.mechanisms"] = ",".join(("PLAIN", *SCRAM))
@@ -288,7 +300,7 @@ class ApacheKafka:
                      for a in ("--add-scram", f"{mech}=[name={user},password={password}]")]
         # one JVM per node, in parallel: the format tool takes seconds to start
         threads = [threading.Thread(target=run_tool, args=(
-            "kafka.tools.StorageTool", "format", "-t", self.cluster_id,
+            "kafka.tools.StorageTool", "format", f"--cluster-id={self.cluster_id}",
             "-c", str(self._write_config(node)), "--ignore-formatted", *scram))
             for node in self.nodes]
         for t in threads:
