@@ -30,10 +30,20 @@ def main() -> None:
         if not todo:
             continue
         listeners = ("PLAINTEXT", "SASL_PLAINTEXT", "SSL") if size == 1 else ("PLAINTEXT",)
-        with ApacheKafka(nodes=size, listeners=listeners) as kafka:
+        with ApacheKafka(nodes=size, listeners=listeners, start=False) as kafka:
+            boot = None
+            if "kafka-kraft-cluster" in todo:       # from the start: no connection mid-stream
+                boot = Tcpdump(ROOT / "captures" / "kafka-kraft-cluster.pcap",
+                               kafka.ports(*CAPTURES["kafka-kraft-cluster"][1]))
+            kafka.start()
             for name in todo:
                 _size, capture_listeners, session, _about = CAPTURES[name]
-                out = ROOT / "captures" / f"{name}.pcap"
+                out = ROOT / "captures" / ("tls" if name == "kafka-tls" else "") / f"{name}.pcap"
+                if name == "kafka-kraft-cluster":
+                    print(name, session(kafka))
+                    boot.stop()
+                    print(f"{out}: {out.stat().st_size} bytes", flush=True)
+                    continue
                 with Tcpdump(out, kafka.ports(*capture_listeners)):
                     if name == "kafka-tls":
                         keys = out.with_suffix(".keys")

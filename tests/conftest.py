@@ -27,18 +27,46 @@ def recorded(kafka):
 def apache_kafka():
     """One Apache Kafka node (broker+controller, KRaft) of the pinned release for the whole
     session, with PLAINTEXT, SASL_PLAINTEXT (PLAIN, SCRAM-SHA-256/512 users of
-    tests.support.apache_kafka.USERS) and SSL (trust ``apache_kafka.tls.ca``) listeners."""
+    tests.support.apache_kafka.USERS) and SSL (trust ``apache_kafka.tls.ca``) listeners.
+    A RELAYED listener advertises ``apache_kafka.relay``, a recording relay (see the
+    ``kafka`` fixture) whose ``bootstrap`` clients use to be recorded."""
     from tests.support.apache_kafka import ApacheKafka
-    node = ApacheKafka(nodes=1, listeners=("PLAINTEXT", "SASL_PLAINTEXT", "SSL"))
-    yield node
-    node.close()
+    relay = Relay()
+    node = ApacheKafka(nodes=1, listeners=("PLAINTEXT", "SASL_PLAINTEXT", "SSL", "RELAYED"),
+                       start=False)
+    node.advertise(1, "RELAYED", "127.0.0.1", relay.port)
+    relay.upstream = ("127.0.0.1", node.node(1).ports["RELAYED"])
+    relay.bootstrap = f"127.0.0.1:{relay.port}"
+    node.relay = relay
+    try:
+        node.start()
+        yield node
+    finally:
+        relay.close()
+        node.close()
+
+
+@pytest.fixture
+def apache_recorded(apache_kafka):
+    """The session's Apache Kafka node behind its recording relay, emptied for this test."""
+    apache_kafka.relay.reset()
+    return apache_kafka.relay
 
 
 @pytest.fixture(scope="session")
-def apache_cluster():
+def apache_cluster(tmp_path_factory):
     """Three combined broker+controller nodes (a 3-voter KRaft quorum, replication factor 3),
-    PLAINTEXT only; tests may stop and start nodes but must leave all three running."""
+    PLAINTEXT for clients; tests may stop and start nodes but must leave all three running.
+    ``apache_cluster.kraft_capture`` records the traffic between the nodes (INTERNAL and
+    CONTROLLER listeners) from before they start, so no connection is seen mid-stream."""
     from tests.support.apache_kafka import ApacheKafka
-    cluster = ApacheKafka(nodes=3)
-    yield cluster
-    cluster.close()
+    from tests.support.capture import Tcpdump
+    cluster = ApacheKafka(nodes=3, start=False)
+    cluster.kraft_capture = Tcpdump(tmp_path_factory.mktemp("kraft") / "kraft.pcap",
+                                    cluster.ports("INTERNAL", "CONTROLLER"))
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.kraft_capture.stop()
+        cluster.close()

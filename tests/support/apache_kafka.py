@@ -43,6 +43,7 @@ DUMP_LOG = "org.apache.kafka.tools.DumpLogSegments"      # in kafka-tools-<versi
 
 USERS = {"alice": "alice-secret", "admin": "admin-secret"}   # PLAIN and SCRAM-SHA-256/512
 SCRAM = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+SECURITY = ("PLAINTEXT", "SASL_PLAINTEXT", "SSL", "SASL_SSL")   # listener names = protocols
 # Small JVMs: C1 only and a serial collector start faster and stay small on a busy machine.
 JVM = ["-Xms64m", "-Xmx384m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xss512k",
        "-XX:MaxMetaspaceSize=160m", "-Xshare:auto", "-Djava.awt.headless=true"]
@@ -227,9 +228,9 @@ class ApacheKafka:
         advertised = ",".join(
             f"{name}://{':'.join(map(str, node.advertised.get(name, ('127.0.0.1', port))))}"
             for name, port in node.ports.items() if name != "CONTROLLER")
-        protocols = ",".join(
-            f"{name}:{'PLAINTEXT' if name in ('CONTROLLER', 'INTERNAL') else name}"
-            for name in node.ports)
+        # other names (CONTROLLER, INTERNAL, RELAYED: a listener a relay advertises) are plaintext
+        protocols = ",".join(f"{name}:{name if name in SECURITY else 'PLAINTEXT'}"
+                             for name in node.ports)
         props = {
             "process.roles": "broker,controller",
             "node.id": str(node.node_id),

@@ -22,6 +22,8 @@ class Tcpdump:
         time.sleep(0.3)
 
     def stop(self) -> Path:
+        if self.proc.poll() is not None:
+            return self.path                    # stopped already
         time.sleep(0.5)                         # the last segments and their ACKs
         self.proc.send_signal(signal.SIGINT)
         self.proc.wait(10)

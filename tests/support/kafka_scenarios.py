@@ -113,14 +113,17 @@ def tls_session(kafka: ApacheKafka, keylog: Path) -> list[bytes]:
     return got
 
 
-def broker_killed(kafka: ApacheKafka, victim: int = 2) -> tuple[int, int]:
+def broker_killed(kafka: ApacheKafka, victim: int = 2, bootstrap: str | None = None,
+                  topic: str = "under-load", kill: bool = True) -> tuple[int, int]:
     """librdkafka producing acks=all to three partitions with three replicas while node
-    ``victim`` is killed (SIGKILL) and started again: NOT_LEADER errors, metadata
-    refreshes, leaders moving. Returns (records acknowledged, records read back)."""
+    ``victim`` is killed (SIGKILL; with kill=False stopped: a controlled shutdown) and
+    started again: metadata refreshes, leaders moving. Clients use ``bootstrap`` (the
+    cluster's own addresses by default; a proxy's). Returns (records acknowledged, of
+    those read back with the same value)."""
     import threading
     from confluent_kafka import Consumer, Producer
-    bootstrap = kafka.bootstrap()
-    create_topic(bootstrap, "under-load", 3, 3)
+    bootstrap = bootstrap or kafka.bootstrap()
+    create_topic(bootstrap, topic, 3, 3)
     acked = []
     stop = threading.Event()
 
@@ -129,7 +132,7 @@ def broker_killed(kafka: ApacheKafka, victim: int = 2) -> tuple[int, int]:
                       "enable.idempotence": True, "client.id": "kd-under-load"})
         i = 0
         while not stop.is_set():
-            p.produce("under-load", value=b"n%d" % i,
+            p.produce(topic, value=b"n%d" % i,
                       on_delivery=lambda err, msg: err is None and acked.append(msg.value()))
             p.poll(0.01)
             i += 1
@@ -139,15 +142,15 @@ def broker_killed(kafka: ApacheKafka, victim: int = 2) -> tuple[int, int]:
     t = threading.Thread(target=load)
     t.start()
     time.sleep(2)
-    kafka.stop_node(victim, kill=True)
+    kafka.stop_node(victim, kill=kill)
     time.sleep(5)                        # fenced after broker.session.timeout.ms (3 s)
     kafka.start_node(victim)
     time.sleep(2)
     stop.set()
     t.join(90)
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "kd-under-load",
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"kd-{topic}",
                   "auto.offset.reset": "earliest", "client.id": "kd-under-load-reader"})
-    c.subscribe(["under-load"])
+    c.subscribe([topic])
     seen: set[bytes] = set()
     deadline = time.monotonic() + 40
     while len(seen) < len(acked) and time.monotonic() < deadline:

@@ -1,0 +1,38 @@
+"""`kdissect proxy` in front of Apache Kafka's three-node cluster: a producer and a consumer
+group work through it while a broker is stopped and started again; they follow the
+leaders and stay on the proxy's addresses; nothing acknowledged is lost or altered."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.kafka_scenarios import broker_killed
+from tests.test_proxy import ProxyProcess
+
+pytestmark = pytest.mark.slow
+
+
+def test_clients_follow_leader_changes_through_the_proxy(apache_cluster):
+    from confluent_kafka.admin import AdminClient
+    proxy = ProxyProcess(apache_cluster.bootstrap())
+    try:
+        real_ports = set(apache_cluster.ports())
+        admin = AdminClient({"bootstrap.servers": proxy.bootstrap})
+        before = admin.list_topics(timeout=20).brokers.values()
+        assert len(before) == 3 and not {b.port for b in before} & real_ports
+        acked, read_back = broker_killed(apache_cluster, victim=1, bootstrap=proxy.bootstrap,
+                                         topic="through-proxy", kill=False)
+        after = admin.list_topics(timeout=20)
+        assert len(after.brokers) == 3 and not {b.port for b in after.brokers.values()} & real_ports
+        leaders = {p.leader for p in after.topics["through-proxy"].partitions.values()}
+        assert leaders <= set(after.brokers)
+        del admin
+        rows, err = proxy.stop()
+    finally:
+        proxy.proc.kill()
+    assert acked > 100 and read_back == acked          # nothing acknowledged lost or altered
+    assert "Traceback" not in err
+    produced = [r for r in rows if r["api_name"] == "Produce"]
+    assert produced and {r["api_name"] for r in rows} >= {"Metadata", "Fetch", "JoinGroup"}
+    # the stopped broker's partitions were led elsewhere: its clients refreshed metadata
+    assert sum(r["api_name"] == "Metadata" for r in rows) >= 3
