@@ -71,6 +71,7 @@ def assert_clean(name: str, path: Path) -> set[int]:
     return keys
 
 
+@pytest.mark.slow                   # seconds each: captures of hundreds of KB
 @pytest.mark.parametrize("name", NAMES)
 def test_capture_decodes_cleanly(name):
     assert_clean(name, ROOT / "captures" / f"{name}.pcap")
@@ -103,6 +104,7 @@ def leaders_seen(got) -> list[dict[int, int]]:
     return out
 
 
+@pytest.mark.slow
 def test_broker_killed_capture_shows_the_leader_moving():
     """The killed broker leaves Produce requests unanswered; the client refreshes metadata
     and follows the leaders to the surviving brokers (librdkafka sees the dead connection
@@ -136,6 +138,7 @@ def tshark_messages(path: Path, ports: set[int], keylog: Path | None = None) -> 
     return found
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_tshark_finds_the_same_messages(name):
     path = ROOT / "captures" / f"{name}.pcap"
@@ -146,6 +149,7 @@ def test_tshark_finds_the_same_messages(name):
     assert theirs == ours
 
 
+@pytest.mark.slow
 def test_tls_capture_opens_with_its_key_log():
     """kafka-tls.keys (written by Python's ssl module) lets tshark read the Kafka messages
     inside kafka-tls.pcap; without it there is nothing to read."""
