@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import tempfile
 from functools import lru_cache
 from pathlib import Path
 
@@ -28,13 +29,12 @@ Case = tuple[int, int, str]   # api key, version, direction
 
 
 @lru_cache(maxsize=None)
-def kafka_dump(release: str, mode: str, tmp: str = "/tmp") -> list[dict]:
+def kafka_dump(release: str, mode: str) -> list[dict]:
     """Run KafkaSchemas on one kafka-clients jar: its JSON lines."""
     jar = (libs() / f"kafka-clients-{VERSION}.jar" if release == VERSION
            else legacy_clients_jar())
     slf4j = next(libs().glob("slf4j-api-*.jar"))
-    classes = Path(tmp) / f"kdissect-kafka-schemas-{release}"
-    classes.mkdir(exist_ok=True)
+    classes = Path(tempfile.mkdtemp(prefix=f"kdissect-kafka-schemas-{release}-"))
     subprocess.run(["javac", "-nowarn", "-d", str(classes), "-cp", str(jar), str(SOURCE)],
                    check=True, capture_output=True)
     args = ["schemas"] if mode == "schemas" else ["samples", str(SAMPLES)]

@@ -142,8 +142,8 @@ def test_tansu_malformed_list_offsets_v0(recorded):
 @pytest.mark.slow
 def test_kafka_python_record_batches(apache_recorded, codec):
     topic = f"v2-{codec}"
-    kafka_python_produce(apache_apache_recorded.bootstrap, topic, codec, headers=True)
-    fetched = kafka_python_fetch(apache_apache_recorded.bootstrap, topic)
+    kafka_python_produce(apache_recorded.bootstrap, topic, codec, headers=True)
+    fetched = kafka_python_fetch(apache_recorded.bootstrap, topic)
     assert sorted(fetched) == sorted(RECORDS)
     ex = settle(apache_recorded)
     assert_clean(ex)
@@ -162,7 +162,7 @@ def test_kafka_python_record_batches(apache_recorded, codec):
 @pytest.mark.slow
 def test_flipped_byte_gives_crc_problem(apache_recorded):
     from kdissect.protocol import decode_request
-    kafka_python_produce(apache_apache_recorded.bootstrap, "crc", "gzip")
+    kafka_python_produce(apache_recorded.bootstrap, "crc", "gzip")
     ex = settle(apache_recorded)
     req = produce_requests(ex, "crc")[0].request
     batch = next(n for n in req.tree.walk() if n.ktype == "record_batch")
@@ -176,7 +176,7 @@ def test_flipped_byte_gives_crc_problem(apache_recorded):
 @pytest.mark.slow
 def test_acks_zero_expects_no_response(apache_recorded):
     """Kafka brokers never answer acks=0 (Tansu sometimes does): kdissect expects none."""
-    kafka_python_produce(apache_apache_recorded.bootstrap, "acks0", None, acks=0)
+    kafka_python_produce(apache_recorded.bootstrap, "acks0", None, acks=0)
     ex = settle(apache_recorded)
     produce = produce_requests(ex, "acks0")
     assert produce and all(e.request.body.child("acks").value == 0 for e in produce)
