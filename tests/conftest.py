@@ -23,6 +23,27 @@ def recorded(kafka):
     return kafka
 
 
+@pytest.fixture(scope="session")
+def apache_kafka():
+    """One Apache Kafka node (broker+controller, KRaft) of the pinned release for the whole
+    session, with PLAINTEXT, SASL_PLAINTEXT (PLAIN, SCRAM-SHA-256/512 users of
+    tests.support.apache_kafka.USERS) and SSL (trust ``apache_kafka.tls.ca``) listeners."""
+    from tests.support.apache_kafka import ApacheKafka
+    node = ApacheKafka(nodes=1, listeners=("PLAINTEXT", "SASL_PLAINTEXT", "SSL"))
+    yield node
+    node.close()
+
+
+@pytest.fixture(scope="session")
+def apache_cluster():
+    """Three combined broker+controller nodes (a 3-voter KRaft quorum, replication factor 3),
+    PLAINTEXT only; tests may stop and start nodes but must leave all three running."""
+    from tests.support.apache_kafka import ApacheKafka
+    cluster = ApacheKafka(nodes=3)
+    yield cluster
+    cluster.close()
+
+
 # -- tiers ---------------------------------------------------------------------------------
 # `pytest -m "not slow"` is the fast tier for day-to-day work: no broker, JVM, tshark, Spark
 # or terminal, and under two minutes on a 2-core machine. The whole suite (CI) runs both.
@@ -34,7 +55,7 @@ SLOW_MODULES = {
     "test_tui", "test_tui_snapshots", "test_tui_workflow", "test_tui_terminal",
 }
 # fixtures that start a broker: any test that uses one is slow
-SLOW_FIXTURES = {"kafka", "recorded"}
+SLOW_FIXTURES = {"kafka", "recorded", "apache_kafka", "apache_cluster"}
 # single tests in otherwise fast modules that run tshark/tcpdump or whole CLI pipelines
 SLOW_TESTS = {
     "test_engine.py::test_every_path_gives_the_same_exchanges",
@@ -46,6 +67,8 @@ SLOW_TESTS = {
     "test_blob.py::test_wireshark_hex_dump",
     "test_blob.py::test_sasl_secrets_redacted_unless_asked",
     "test_filters_stats.py::test_wireshark_field_names_are_aliases",
+    "test_kafka_captures.py::test_tshark_finds_the_same_messages",
+    "test_kafka_captures.py::test_tls_capture_opens_with_its_key_log",
 }
 
 

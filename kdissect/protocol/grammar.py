@@ -11,7 +11,8 @@ array), ``TAG_BUFFER`` (the struct is flexible: tagged fields follow). Names res
 the rules indented under the current one, then under its ancestors, then at the top
 level, so the guide's nested, indented layout and flat grammars (``Broker => NodeId Host
 Port`` on its own line) both work. kdissect's extensions, for what the guide cannot say:
-``?name`` a nullable struct (int8 -1/1 marker), ``name@N`` a tagged field with tag N.
+``?name`` a nullable struct (int8 -1/1 marker), ``?[name]`` a nullable array (length -1
+is null), ``name@N`` a tagged field with tag N.
 Lines starting with ``#`` are comments.
 """
 
@@ -42,7 +43,7 @@ TYPES: dict[str, tuple[str, bool, bool | None]] = {
 
 _HEADER = re.compile(r"^(?P<api>[A-Za-z0-9]+) (?P<dir>[A-Za-z]+) "
                      r"\(Version: (?P<ver>\d+)\)$")
-_ITEM = re.compile(r"\[\s*(?P<arr>[A-Za-z_][\w.]*)\s*\]|(?P<opt>\?)?(?P<name>[A-Za-z_][\w.]*)"
+_ITEM = re.compile(r"(?P<optarr>\?)?\[\s*(?P<arr>[A-Za-z_][\w.]*)\s*\]|(?P<opt>\?)?(?P<name>[A-Za-z_][\w.]*)"
                    r"(?:@(?P<tag>\d+))?")
 
 
@@ -114,7 +115,7 @@ def parse_grammar(text: str) -> Grammar:
             if not m:
                 what = text_rhs[pos:].split()[0]
                 raise GrammarError(rule.line, f"unexpected '{what}'; expected a field "
-                                              f"name, [name], ?name, name@TAG or TAG_BUFFER")
+                                              f"name, [name], ?name, ?[name], name@TAG or TAG_BUFFER")
             pos = m.end()
             name = m.group("arr") or m.group("name")
             try:
@@ -126,6 +127,7 @@ def parse_grammar(text: str) -> Grammar:
                 raise
             fields.append(_field_for(name, target, array=m.group("arr") is not None,
                                      nullable_struct=bool(m.group("opt")),
+                                     nullable_array=bool(m.group("optarr")),
                                      tag=int(m.group("tag")) if m.group("tag") else None,
                                      build=lambda t: build(t, stack + (id(rule),))))
         st = Struct(rule.lhs, tuple(f for f in fields if f.tag is None),
@@ -143,7 +145,7 @@ def parse_grammar(text: str) -> Grammar:
 
 
 def _field_for(name: str, target: _Rule, array: bool, nullable_struct: bool, tag: int | None,
-               build) -> Field:
+               build, nullable_array: bool = False) -> Field:
     token = target.rhs.strip()
     spec = TYPES.get(token.upper()) if " " not in token else None
     if spec is not None:
@@ -151,9 +153,9 @@ def _field_for(name: str, target: _Rule, array: bool, nullable_struct: bool, tag
             raise GrammarError(target.line, f"'?{name}' marks a nullable struct, but "
                                             f"{name} is {token}")
         wire, nullable, compact = spec
-        return Field(name, wire, array=array, nullable=nullable, tag=tag, compact=compact,
-                     hint=default_hint(name, wire))
-    return Field(name, "struct", array=array, nullable=nullable_struct, tag=tag,
+        return Field(name, wire, array=array, nullable=nullable or nullable_array, tag=tag,
+                     compact=compact, hint=default_hint(name, wire))
+    return Field(name, "struct", array=array, nullable=nullable_struct or nullable_array, tag=tag,
                  struct=build(target))
 
 

@@ -26,6 +26,7 @@ _KIO_TYPES = {
 
 def _kafka_name(field: dataclasses.Field) -> str:
     name = field.name.rstrip("_")          # kio appends "_" to Python keywords (id_)
+    name = name.replace("k_raft", "kraft")  # kio splits KRaft; Kafka's schema says kraft_
     if field.metadata.get("kafka_type", "").startswith(("timedelta", "datetime")):
         if not name.endswith("_ms"):
             name += "_ms"

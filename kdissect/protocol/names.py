@@ -35,7 +35,9 @@ API_NAMES: dict[int, str] = {
     87: "ReadShareGroupStateSummary", 88: "StreamsGroupHeartbeat",
     89: "StreamsGroupDescribe", 90: "DescribeShareGroupOffsets",
     91: "AlterShareGroupOffsets", 92: "DeleteShareGroupOffsets",
-    93: "GetReplicaLogInfo",
+    # not in Kafka 4.3: trunk assigns 93 to KIP-1331's topology push (KAFKA-20620) after the
+    # unreleased GetReplicaLogInfo moved; no release defines its layout yet
+    93: "StreamsGroupTopologyDescriptionUpdate",
 }
 _KEYS_BY_NAME = {name.lower(): key for key, name in API_NAMES.items()}
 

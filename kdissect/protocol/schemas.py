@@ -31,6 +31,8 @@ def _table(name: str) -> dict[tuple[int, str, int], Struct]:
     """One of kdissect's own tables, for what kio lacks: legacy.bnf (versions Kafka 4
     dropped) and recent.bnf (what Kafka defined after kio's snapshot)."""
     text = resources.files(__package__).joinpath(name).read_text()
+    if all(not line.strip() or line.lstrip().startswith("#") for line in text.splitlines()):
+        return {}       # a table with nothing in it (recent.bnf when kio is current)
     keys = {name: key for key, name in API_NAMES.items()}
     return {(keys[api], direction, version): st
             for (api, direction, version), st in parse_grammar(text).messages.items()

@@ -1,0 +1,48 @@
+#!/usr/bin/env python3
+"""Record the Apache Kafka captures (captures/kafka-*.pcap): the pinned release started by
+tests/support/apache_kafka.py on free loopback ports, real clients, tcpdump on the ports of
+the listeners each capture is about (tests/support/kafka_scenarios.py: CAPTURES). Needs
+tcpdump rights and the [test] extra.
+
+    .venv/bin/python scripts/make_kafka_captures.py [NAME ...]
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.support.apache_kafka import ApacheKafka  # noqa: E402
+from tests.support.capture import Tcpdump  # noqa: E402
+from tests.support.kafka_scenarios import CAPTURES, tls_session  # noqa: E402
+
+
+def main() -> None:
+    names = sys.argv[1:] or list(CAPTURES)
+    unknown = [n for n in names if n not in CAPTURES]
+    if unknown:
+        sys.exit(f"unknown capture(s) {unknown}; choose from {list(CAPTURES)}")
+    for size in (1, 3):
+        todo = [n for n in names if CAPTURES[n][0] == size]
+        if not todo:
+            continue
+        listeners = ("PLAINTEXT", "SASL_PLAINTEXT", "SSL") if size == 1 else ("PLAINTEXT",)
+        with ApacheKafka(nodes=size, listeners=listeners) as kafka:
+            for name in todo:
+                _size, capture_listeners, session, _about = CAPTURES[name]
+                out = ROOT / "captures" / f"{name}.pcap"
+                with Tcpdump(out, kafka.ports(*capture_listeners)):
+                    if name == "kafka-tls":
+                        keys = out.with_suffix(".keys")
+                        keys.unlink(missing_ok=True)
+                        print(tls_session(kafka, keys))
+                    else:
+                        print(name, session(kafka))
+                print(f"{out}: {out.stat().st_size} bytes", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,41 @@
+"""tcpdump on the loopback interface for a set of TCP ports, stopped by PID; checks that
+libpcap kept every packet it saw."""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+
+class Tcpdump:
+    def __init__(self, path: Path, ports: list[int]):
+        self.path = Path(path)
+        expr = " or ".join(f"tcp port {p}" for p in sorted(set(ports)))
+        # --immediate-mode: else libpcap buffers packets and a stop loses the last ones
+        self.proc = subprocess.Popen(
+            ["tcpdump", "-i", "lo", "-s", "0", "-U", "--immediate-mode", "-n",
+             "-B", "262144", "-w", str(self.path), expr], stderr=subprocess.PIPE)
+        self.proc.stderr.readline()             # "listening on lo ..." once it captures
+        time.sleep(0.3)
+
+    def stop(self) -> Path:
+        time.sleep(0.5)                         # the last segments and their ACKs
+        self.proc.send_signal(signal.SIGINT)
+        self.proc.wait(10)
+        report = self.proc.stderr.read().decode()
+        captured = re.search(r"(\d+) packets? captured", report)
+        received = re.search(r"(\d+) packets? received by filter", report)
+        # the loopback shows the filter each packet twice (out and in); libpcap keeps one
+        if not captured or not received or int(captured[1]) * 2 < int(received[1]):
+            raise RuntimeError(f"tcpdump did not keep every packet: {report.strip()}")
+        return self.path
+
+    def __enter__(self) -> Tcpdump:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.proc.poll() is None:
+            self.stop()

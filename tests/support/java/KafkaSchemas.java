@@ -1,0 +1,222 @@
+// Kafka's own protocol definitions as the oracle for kdissect's tables, from the runtime
+// Schema objects of whichever kafka-clients jar is on the classpath:
+//   java -cp kafka-clients.jar:DIR KafkaSchemas schemas        one JSON line per key/version/direction
+//   java -cp kafka-clients.jar:DIR KafkaSchemas samples SEEDS  messages with non-default values
+// A sample is built as a protocol Struct with random values in every field (tagged fields
+// included), written by Kafka's Schema, read and written again by the generated *Data class
+// (its own serializer, ObjectSerializationCache), and read back as a Struct: the line carries
+// those bytes and the values Kafka reads from them.
+import java.nio.ByteBuffer;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.NavigableMap;
+import java.util.Random;
+import java.util.TreeMap;
+import org.apache.kafka.common.Uuid;
+import org.apache.kafka.common.message.ApiMessageType;
+import org.apache.kafka.common.protocol.ApiMessage;
+import org.apache.kafka.common.protocol.ByteBufferAccessor;
+import org.apache.kafka.common.protocol.ObjectSerializationCache;
+import org.apache.kafka.common.protocol.types.BoundField;
+import org.apache.kafka.common.protocol.types.Field;
+import org.apache.kafka.common.protocol.types.Schema;
+import org.apache.kafka.common.protocol.types.Struct;
+import org.apache.kafka.common.protocol.types.TaggedFields;
+import org.apache.kafka.common.protocol.types.Type;
+
+public class KafkaSchemas {
+    public static void main(String[] args) {
+        boolean samples = args[0].equals("samples");
+        int seeds = samples ? Integer.parseInt(args[1]) : 0;
+        StringBuilder out = new StringBuilder();
+        for (ApiMessageType api : ApiMessageType.values()) {
+            for (short v = api.lowestSupportedVersion(); v <= api.highestSupportedVersion(true); v++) {
+                for (String dir : new String[] {"request", "response"}) {
+                    Schema schema = (dir.equals("request") ? api.requestSchemas() : api.responseSchemas())[v];
+                    String head = "{\"key\":" + api.apiKey() + ",\"name\":" + str(api.name) + ",\"version\":" + v
+                            + ",\"direction\":\"" + dir + "\"";
+                    if (!samples) {
+                        out.append(head).append(",\"schema\":").append(schemaJson(schema)).append("}\n");
+                        continue;
+                    }
+                    for (int seed = 0; seed < seeds; seed++) {
+                        out.append(head).append(",\"seed\":").append(seed);
+                        try {
+                            byte[] bytes = sample(api, v, dir.equals("request"), schema,
+                                                  new Random(seed * 7919L + api.apiKey() * 131L + v));
+                            out.append(",\"hex\":\"").append(hex(bytes)).append("\",\"values\":")
+                               .append(valueJson(schema, schema.read(ByteBuffer.wrap(bytes)))).append("}\n");
+                        } catch (RuntimeException e) {
+                            out.append(",\"error\":").append(str(e.toString())).append("}\n");
+                        }
+                    }
+                }
+            }
+        }
+        System.out.print(out);
+    }
+
+    static byte[] sample(ApiMessageType api, short v, boolean request, Schema schema, Random r) {
+        Struct struct = (Struct) fill(schema, r);
+        ByteBuffer first = ByteBuffer.allocate(schema.sizeOf(struct));
+        schema.write(first, struct);
+        first.flip();
+        ApiMessage message = request ? api.newRequest() : api.newResponse();
+        message.read(new ByteBufferAccessor(first), v);
+        ObjectSerializationCache cache = new ObjectSerializationCache();
+        ByteBuffer out = ByteBuffer.allocate(message.size(cache, v));
+        message.write(new ByteBufferAccessor(out), cache, v);
+        return out.array();
+    }
+
+    // --- random values for every field ---------------------------------------------------
+    static Object fill(Type t, Random r) {
+        if (t instanceof Schema) {
+            Schema s = (Schema) t;
+            Struct struct = new Struct(s);
+            for (BoundField f : s.fields())
+                struct.set(f, f.def.type instanceof TaggedFields ? fillTagged((TaggedFields) f.def.type, r)
+                                                                 : nullOr(f.def.type, r));
+            return struct;
+        }
+        if (t.isArray()) {
+            Type elem = t.arrayElementType().get();
+            Object[] items = new Object[1 + r.nextInt(2)];
+            for (int i = 0; i < items.length; i++) items[i] = fill(elem, r);
+            return items;
+        }
+        String name = t.toString();
+        if (name.endsWith("RECORDS"))    // empty records, read by Kafka itself (the class moved in 4.x)
+            return t.read(ByteBuffer.wrap(name.startsWith("COMPACT") ? new byte[] {1} : new byte[4]));
+        if (name.endsWith("STRING")) return word(r);
+        if (name.endsWith("BYTES")) { byte[] b = new byte[1 + r.nextInt(6)]; r.nextBytes(b); return ByteBuffer.wrap(b); }
+        switch (name) {
+            case "BOOLEAN": return true;
+            case "INT8": return (byte) (1 + r.nextInt(120));
+            case "INT16": return (short) (1 + r.nextInt(30000));
+            case "UINT16": return 1 + r.nextInt(65000);
+            case "INT32": case "VARINT": return 1 + r.nextInt(Integer.MAX_VALUE - 1);
+            case "UINT32": return 1L + r.nextInt(Integer.MAX_VALUE - 1);
+            case "UNSIGNED_VARINT": return 1 + r.nextInt(1 << 20);
+            case "INT64": case "VARLONG": return 1L + (r.nextLong() >>> 2);
+            case "FLOAT64": return r.nextDouble() * 1e6 + 0.5;
+            case "UUID": return new Uuid(r.nextLong() | 1, r.nextLong() | 1);
+            default: throw new IllegalStateException("no sample value for type " + name);
+        }
+    }
+
+    static Object nullOr(Type t, Random r) {
+        return t.isNullable() && r.nextInt(5) == 0 ? null : fill(t, r);
+    }
+
+    static NavigableMap<Integer, Object> fillTagged(TaggedFields t, Random r) {
+        NavigableMap<Integer, Object> m = new TreeMap<>();
+        for (Map.Entry<Integer, Field> e : tagged(t).entrySet()) m.put(e.getKey(), fill(e.getValue().type, r));
+        return m;
+    }
+
+    // TaggedFields.fields() is public from 4.0 on; 3.9 keeps the map private
+    @SuppressWarnings("unchecked")
+    static Map<Integer, Field> tagged(TaggedFields t) {
+        try {
+            java.lang.reflect.Field f = TaggedFields.class.getDeclaredField("fields");
+            f.setAccessible(true);
+            return (Map<Integer, Field>) f.get(t);
+        } catch (ReflectiveOperationException e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
+    static String word(Random r) {
+        String alphabet = "abcxyz-_.\u00e9\u20ac0123";
+        StringBuilder b = new StringBuilder();
+        for (int i = 1 + r.nextInt(10); i > 0; i--) b.append(alphabet.charAt(r.nextInt(alphabet.length())));
+        return b.toString();
+    }
+
+    // --- JSON ----------------------------------------------------------------------------
+    static String schemaJson(Schema s) {
+        List<String> fields = new ArrayList<>();
+        for (BoundField f : s.fields()) {
+            if (f.def.type instanceof TaggedFields) {
+                for (Map.Entry<Integer, Field> e : tagged((TaggedFields) f.def.type).entrySet())
+                    fields.add(fieldJson(e.getValue(), e.getKey()));
+                fields.add("{\"name\":\"_tagged_fields\",\"type\":\"TAGGED_FIELDS\"}");
+            } else {
+                fields.add(fieldJson(f.def, null));
+            }
+        }
+        return "{\"fields\":[" + String.join(",", fields) + "]}";
+    }
+
+    static String fieldJson(Field f, Integer tag) {
+        return "{\"name\":" + str(f.name) + (tag == null ? "" : ",\"tag\":" + tag) + "," + typeJson(f.type).substring(1);
+    }
+
+    static String typeJson(Type t) {
+        if (t instanceof Schema)
+            return "{\"type\":\"STRUCT\",\"nullable\":" + t.isNullable() + ",\"struct\":" + schemaJson((Schema) t) + "}";
+        if (t.isArray())
+            return "{\"type\":\"" + (t.toString().startsWith("COMPACT") || t.getClass().getSimpleName().startsWith("Compact")
+                    ? "COMPACT_ARRAY" : "ARRAY") + "\",\"nullable\":" + t.isNullable()
+                    + ",\"element\":" + typeJson(t.arrayElementType().get()) + "}";
+        return "{\"type\":" + str(t.toString()) + ",\"nullable\":" + t.isNullable() + "}";
+    }
+
+    static String valueJson(Type t, Object v) {
+        if (v == null) return "null";
+        if (t instanceof Schema) {
+            Struct s = (Struct) v;
+            List<String> parts = new ArrayList<>();
+            for (BoundField f : ((Schema) t).fields()) {
+                if (f.def.type instanceof TaggedFields) {
+                    Map<Integer, Field> defs = tagged((TaggedFields) f.def.type);
+                    @SuppressWarnings("unchecked")
+                    Map<Integer, Object> present = (Map<Integer, Object>) s.get(f);
+                    for (Map.Entry<Integer, Object> e : present.entrySet()) {
+                        Field d = defs.get(e.getKey());
+                        parts.add(str(d.name) + ":" + valueJson(d.type, e.getValue()));
+                    }
+                } else {
+                    parts.add(str(f.def.name) + ":" + valueJson(f.def.type, s.get(f)));
+                }
+            }
+            return "{" + String.join(",", parts) + "}";
+        }
+        if (t.isArray()) {
+            List<String> items = new ArrayList<>();
+            for (Object o : (Object[]) v) items.add(valueJson(t.arrayElementType().get(), o));
+            return "[" + String.join(",", items) + "]";
+        }
+        if (v instanceof String) return str((String) v);
+        if (v instanceof ByteBuffer) {
+            ByteBuffer b = ((ByteBuffer) v).duplicate();
+            byte[] a = new byte[b.remaining()];
+            b.get(a);
+            return "{\"$bytes\":\"" + hex(a) + "\"}";
+        }
+        if (v.getClass().getSimpleName().endsWith("Records")) return "{\"$bytes\":\"\"}";
+        if (v instanceof Uuid) {
+            Uuid u = (Uuid) v;
+            return str(new java.util.UUID(u.getMostSignificantBits(), u.getLeastSignificantBits()).toString());
+        }
+        return v.toString();   // numbers and booleans
+    }
+
+    static String str(String s) {
+        StringBuilder b = new StringBuilder("\"");
+        for (char c : s.toCharArray()) {
+            if (c == '"' || c == '\\') b.append('\\').append(c);
+            else if (c < 0x20 || c > 0x7e) b.append(String.format("\\u%04x", (int) c));
+            else b.append(c);
+        }
+        return b.append('"').toString();
+    }
+
+    static String hex(byte[] a) {
+        StringBuilder b = new StringBuilder();
+        for (byte x : a) b.append(String.format("%02x", x));
+        return b.toString();
+    }
+}

@@ -1,0 +1,225 @@
+"""Sessions against Apache Kafka (tests.support.apache_kafka) that the captures under
+captures/ record (scripts/make_kafka_captures.py) and the tests replay live."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+import time
+
+from tests.support.apache_kafka import ApacheKafka
+
+
+def produce(bootstrap: str, topic: str, n: int, prefix: str = "v", **conf) -> None:
+    from confluent_kafka import Producer
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, **conf})
+    for i in range(n):
+        p.produce(topic, key=b"k%d" % (i % 3), value=b"%s%d" % (prefix.encode(), i))
+    assert p.flush(60) == 0
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int = 1, replicas: int = 1) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, replicas)])[topic].result(30)
+
+
+def quorum_leader(kafka: ApacheKafka) -> int:
+    """The KRaft quorum's leader, as Kafka's own kafka-metadata-quorum tool reports it."""
+    out = kafka.run_tool("org.apache.kafka.tools.MetadataQuorumCommand", "--bootstrap-controller",
+                         kafka.bootstrap("CONTROLLER"), "describe", "--status").stdout
+    return int(re.search(r"LeaderId:\s*(\d+)", out)[1])
+
+
+def kraft_cluster(kafka: ApacheKafka) -> int:
+    """Replication and the KRaft quorum at work: a topic with three replicas filled with
+    acks=all (follower Fetch), the quorum leader stopped (EndQuorumEpoch, Vote,
+    BeginQuorumEpoch, a new leader's Fetch of __cluster_metadata) and started again
+    (BrokerRegistration, catching up, AlterPartition to rejoin the ISR). Returns the node
+    that was stopped."""
+    bootstrap = kafka.bootstrap()
+    create_topic(bootstrap, "replicated-kraft", 1, 3)
+    produce(bootstrap, "replicated-kraft", 20)
+    leader = quorum_leader(kafka)
+    kafka.stop_node(leader)
+    time.sleep(2)
+    others = ",".join(f"127.0.0.1:{n.ports['PLAINTEXT']}" for n in kafka.nodes
+                      if n.node_id != leader)
+    produce(others, "replicated-kraft", 10, prefix="w")
+    kafka.start_node(leader)
+    produce(bootstrap, "replicated-kraft", 10, prefix="x")
+    time.sleep(3)                        # the restarted follower catches up and rejoins the ISR
+    return leader
+
+
+def java_session(mode: str, bootstrap: str) -> list[str]:
+    """tests/support/java/KafkaScenarios.java in MODE: the values it read."""
+    import subprocess
+    from pathlib import Path
+    from tests.support.apache_kafka import classpath
+    source = Path(__file__).parent / "java" / "KafkaScenarios.java"
+    out = subprocess.run(["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+                          "-cp", classpath(), str(source), mode, bootstrap],
+                         capture_output=True, text=True, timeout=240)
+    if out.returncode:
+        raise RuntimeError(f"KafkaScenarios {mode} failed:\n{out.stderr[-3000:]}")
+    return out.stdout.split()
+
+
+def sasl_logins(kafka: ApacheKafka) -> dict[str, bool]:
+    """librdkafka logging in with PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512, once with the right
+    password and once with a wrong one: mechanism -> whether each attempt got metadata."""
+    from confluent_kafka.admin import AdminClient
+    from tests.support.apache_kafka import USERS
+    result = {}
+    for mech in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
+        for good in (True, False):
+            errors: list[str] = []
+            admin = AdminClient({
+                "bootstrap.servers": kafka.bootstrap("SASL_PLAINTEXT"),
+                "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mech,
+                "sasl.username": "alice", "sasl.password": USERS["alice"] if good else "nope",
+                "client.id": f"kd-{mech.lower()}-{'ok' if good else 'bad'}",
+                "reconnect.backoff.ms": 5000, "error_cb": lambda e: errors.append(str(e))})
+            try:
+                admin.list_topics(timeout=8)
+                result[f"{mech} {'good' if good else 'bad'}"] = True
+            except Exception:
+                result[f"{mech} {'good' if good else 'bad'}"] = False
+            del admin
+    return result
+
+
+def tls_session(kafka: ApacheKafka, keylog: Path) -> list[bytes]:
+    """kafka-python over the SSL listener with Python's ssl module writing the session
+    keys (SSLKEYLOGFILE format) to ``keylog``: produce and consume three records."""
+    import ssl
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+    context = ssl.create_default_context(cafile=str(kafka.tls.ca))
+    context.keylog_filename = str(keylog)
+    conf = {"bootstrap_servers": kafka.bootstrap("SSL"), "security_protocol": "SSL",
+            "ssl_context": context}
+    p = KafkaProducer(**conf, client_id="kd-tls")
+    for i in range(3):
+        p.send("tls", key=b"k", value=b"secret %d" % i, partition=0)
+    p.flush(30)
+    p.close()
+    c = KafkaConsumer(**conf, client_id="kd-tls-reader", consumer_timeout_ms=5000)
+    tp = TopicPartition("tls", 0)
+    c.assign([tp])
+    c.seek(tp, 0)
+    got = [m.value for m in c][:3]
+    c.close()
+    return got
+
+
+def broker_killed(kafka: ApacheKafka, victim: int = 2) -> tuple[int, int]:
+    """librdkafka producing acks=all to three partitions with three replicas while node
+    ``victim`` is killed (SIGKILL) and started again: NOT_LEADER errors, metadata
+    refreshes, leaders moving. Returns (records acknowledged, records read back)."""
+    import threading
+    from confluent_kafka import Consumer, Producer
+    bootstrap = kafka.bootstrap()
+    create_topic(bootstrap, "under-load", 3, 3)
+    acked = []
+    stop = threading.Event()
+
+    def load():
+        p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 20,
+                      "enable.idempotence": True, "client.id": "kd-under-load"})
+        i = 0
+        while not stop.is_set():
+            p.produce("under-load", value=b"n%d" % i,
+                      on_delivery=lambda err, msg: err is None and acked.append(msg.value()))
+            p.poll(0.01)
+            i += 1
+            time.sleep(0.01)
+        assert p.flush(60) == 0
+
+    t = threading.Thread(target=load)
+    t.start()
+    time.sleep(2)
+    kafka.stop_node(victim, kill=True)
+    time.sleep(5)                        # fenced after broker.session.timeout.ms (3 s)
+    kafka.start_node(victim)
+    time.sleep(2)
+    stop.set()
+    t.join(90)
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "kd-under-load",
+                  "auto.offset.reset": "earliest", "client.id": "kd-under-load-reader"})
+    c.subscribe(["under-load"])
+    seen: set[bytes] = set()
+    deadline = time.monotonic() + 40
+    while len(seen) < len(acked) and time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is not None and not m.error():
+            seen.add(m.value())
+    c.close()
+    return len(set(acked)), len(seen & set(acked))
+
+
+def kafkajs_session(bootstrap: str, topic: str = "kafkajs") -> list[str]:
+    import os
+    import subprocess
+    node_dir = Path(os.environ.get("KDISSECT_CACHE", Path.home() / ".cache" / "kdissect")) / "node"
+    script = Path(__file__).parent / "js" / "kafkajs-session.js"
+    out = subprocess.run(["node", str(script), bootstrap, topic], capture_output=True, text=True,
+                         timeout=120, env={**os.environ, "NODE_PATH": str(node_dir / "node_modules")})
+    if out.returncode:
+        raise RuntimeError(f"kafkajs failed: {out.stderr[-2000:]}")
+    return out.stdout.split()
+
+
+def python_clients(kafka: ApacheKafka) -> None:
+    """The sessions of the Tansu captures (tests/support/scenarios.py), now against Apache
+    Kafka: kafka-python with every codec, a librdkafka consumer group, aiokafka, kcat; and
+    kafkajs."""
+    from tests.support import scenarios
+    bootstrap = kafka.bootstrap()
+    for topic in ("ck-group", "aio", "kcat", "kafkajs"):
+        create_topic(bootstrap, topic)
+    scenarios.kafka_python_codecs(bootstrap)
+    scenarios.confluent_group(bootstrap)
+    scenarios.aiokafka_session(bootstrap)
+    scenarios.kcat_session(bootstrap)
+    assert kafkajs_session(bootstrap) == ["js0", "js1", "js2"]
+
+
+# name -> (cluster: 1 node or 3, the listeners captured, session, what it holds)
+CAPTURES = {
+    "kafka-clients": (1, ("PLAINTEXT",), python_clients,
+                      "kafka-python (every codec), confluent-kafka group, aiokafka, kcat, kafkajs"),
+    "kafka-java-consumer-group": (1, ("PLAINTEXT",),
+                                  lambda k: java_session("consumer-group", k.bootstrap()),
+                                  "KIP-848 consumer group (group.protocol=consumer): "
+                                  "ConsumerGroupHeartbeat, OffsetCommit, Fetch"),
+    "kafka-java-share-group": (1, ("PLAINTEXT",),
+                               lambda k: java_session("share-group", k.bootstrap()),
+                               "KafkaShareConsumer (KIP-932): ShareGroupHeartbeat, ShareFetch, "
+                               "ShareAcknowledge; group config set by IncrementalAlterConfigs"),
+    "kafka-java-streams-group": (1, ("PLAINTEXT",),
+                                 lambda k: java_session("streams-group", k.bootstrap()),
+                                 "Kafka Streams app with group.protocol=streams (KIP-1071): "
+                                 "StreamsGroupHeartbeat"),
+    "kafka-java-transactions": (1, ("PLAINTEXT",),
+                                lambda k: java_session("transactions", k.bootstrap()),
+                                "idempotent producer; transactional producer (transaction "
+                                "version 2): InitProducerId, EndTxn commit and abort; "
+                                "read_committed consumer"),
+    "kafka-java-admin": (1, ("PLAINTEXT",), lambda k: java_session("admin", k.bootstrap()),
+                         "Admin: CreateTopics, IncrementalAlterConfigs, DescribeConfigs, "
+                         "Create/Describe/DeleteAcls, Alter/DescribeClientQuotas, "
+                         "Alter/ListPartitionReassignments, DeleteTopics"),
+    "kafka-sasl": (1, ("SASL_PLAINTEXT",), sasl_logins,
+                   "librdkafka logins with PLAIN, SCRAM-SHA-256, SCRAM-SHA-512: right and "
+                   "wrong passwords"),
+    "kafka-tls": (1, ("SSL",), None,
+                  "kafka-python over TLS 1.3; kafka-tls.keys holds the session keys"),
+    "kafka-kraft-cluster": (3, ("INTERNAL", "CONTROLLER"), kraft_cluster,
+                            "between the three nodes: follower Fetch, KRaft Fetch of "
+                            "__cluster_metadata, Vote, BeginQuorumEpoch, EndQuorumEpoch, "
+                            "BrokerRegistration, BrokerHeartbeat, AlterPartition, Envelope"),
+    "kafka-broker-killed": (3, ("PLAINTEXT",), broker_killed,
+                            "an idempotent librdkafka producer (acks=all) while a broker is "
+                            "killed and restarted: NOT_LEADER_OR_FOLLOWER, metadata refresh"),
+}

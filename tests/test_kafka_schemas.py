@@ -1,0 +1,247 @@
+"""Kafka's own protocol definitions as the oracle for kdissect's tables.
+
+tests/support/java/KafkaSchemas.java, compiled against the fetched kafka-clients jar, dumps
+every API key, version and field of the pinned release from Kafka's runtime Schema objects,
+and messages that Kafka's generated classes wrote with a non-default value in every field
+(tagged fields included). kafka-clients 3.9 does the same for the versions Kafka 4.0 dropped,
+which kdissect keeps in legacy.bnf. kdissect must have the same layouts, field for field, and
+decode the messages value for value."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+
+from kdissect.protocol import Options, decode_request, decode_response, schemas
+from kdissect.protocol.layout import Field, Struct
+from kdissect.protocol.names import API_NAMES
+from tests.support.apache_kafka import LEGACY_CLIENTS, VERSION, legacy_clients_jar, libs
+
+SOURCE = Path(__file__).parent / "support" / "java" / "KafkaSchemas.java"
+SAMPLES = 4                   # messages per key, version and direction
+RAW_RECORDS = Options(records=False, embedded=False)
+Case = tuple[int, int, str]   # api key, version, direction
+
+
+@lru_cache(maxsize=None)
+def kafka_dump(release: str, mode: str, tmp: str = "/tmp") -> list[dict]:
+    """Run KafkaSchemas on one kafka-clients jar: its JSON lines."""
+    jar = (libs() / f"kafka-clients-{VERSION}.jar" if release == VERSION
+           else legacy_clients_jar())
+    slf4j = next(libs().glob("slf4j-api-*.jar"))
+    classes = Path(tmp) / f"kdissect-kafka-schemas-{release}"
+    classes.mkdir(exist_ok=True)
+    subprocess.run(["javac", "-nowarn", "-d", str(classes), "-cp", str(jar), str(SOURCE)],
+                   check=True, capture_output=True)
+    args = ["schemas"] if mode == "schemas" else ["samples", str(SAMPLES)]
+    out = subprocess.run(["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+                          "-cp", f"{jar}:{slf4j}:{classes}", "KafkaSchemas", *args],
+                         check=True, capture_output=True, text=True, timeout=300).stdout
+    return [json.loads(line) for line in out.splitlines()]
+
+
+def by_case(lines: list[dict]) -> dict[Case, dict]:
+    return {(d["key"], d["version"], d["direction"]): d for d in lines}
+
+
+def current() -> dict[Case, dict]:
+    return by_case(kafka_dump(VERSION, "schemas"))
+
+
+def dropped() -> dict[Case, dict]:
+    """What kafka-clients 3.9 defines and the pinned release no longer does."""
+    now = current()
+    return {c: unknown_struct_nulls(d) for c, d in
+            by_case(kafka_dump(LEGACY_CLIENTS, "schemas")).items() if c not in now}
+
+
+def unknown_struct_nulls(d):
+    """3.9's runtime Schema has no nullable struct (NullableSchema came in 4.0), though its
+    generated classes write the -1/1 marker: there, "not nullable" means "unknown"."""
+    if isinstance(d, dict):
+        d = {k: unknown_struct_nulls(v) for k, v in d.items()}
+        if d.get("type") == "STRUCT" and not d["nullable"]:
+            d["nullable"] = None
+    elif isinstance(d, list):
+        d = [unknown_struct_nulls(v) for v in d]
+    return d
+
+
+# --- layouts -----------------------------------------------------------------------------
+_PRIMITIVE = {"BOOLEAN": "bool", "UNSIGNED_VARINT": "uvarint"}
+
+
+def kafka_type(d: dict, flexible: bool) -> tuple:
+    """(type, array, nullable, compact, struct) of one Kafka type."""
+    t = d["type"]
+    if t in ("ARRAY", "COMPACT_ARRAY"):
+        elem = kafka_type(d["element"], flexible)
+        return elem[0], True, d["nullable"], t == "COMPACT_ARRAY", elem[4]
+    if t == "STRUCT":
+        return "struct", False, d["nullable"], None, kafka_struct(d["struct"])
+    compact = t.startswith("COMPACT_")
+    base = t.removeprefix("COMPACT_").removeprefix("NULLABLE_")
+    if base in ("STRING", "BYTES", "RECORDS"):
+        # RECORDS says nullable in every version at runtime; the wire is the same
+        nullable = d["nullable"] if base != "RECORDS" else None
+        return base.lower(), False, nullable, compact, None
+    return _PRIMITIVE.get(base, base.lower()), False, None, None, None
+
+
+def kafka_struct(d: dict) -> tuple:
+    flexible = any(f["type"] == "TAGGED_FIELDS" for f in d["fields"])
+    fields = []
+    for f in d["fields"]:
+        if f["type"] == "TAGGED_FIELDS":
+            continue
+        kind, array, nullable, compact, sub = kafka_type(f, flexible)
+        fields.append((f["name"], kind, array, nullable, compact, f.get("tag"), sub))
+    return flexible, tuple(sorted(fields, key=lambda f: (f[5] is not None, f[5] or 0)))
+
+
+def kdissect_field(f: Field, flexible: bool) -> tuple:
+    sub = kdissect_struct(f.struct) if f.struct is not None else None
+    variable = f.array or f.type in ("string", "bytes", "records")
+    compact = (f.compact if f.compact is not None else flexible) if variable else None
+    # null exists on the wire for strings, bytes, arrays and structs only (kio also calls
+    # fixed-width uuids and times optional)
+    nullable = f.nullable if f.array or f.type in ("string", "bytes", "struct") else None
+    return (f.name, f.type, f.array, nullable, compact, f.tag, sub)
+
+
+def kdissect_struct(st: Struct) -> tuple:
+    fields = [kdissect_field(f, st.flexible) for f in (*st.fields, *st.tagged)]
+    return st.flexible, tuple(sorted(fields, key=lambda f: (f[5] is not None, f[5] or 0)))
+
+
+def differences(kafka: tuple, ours: tuple, path: str = "") -> list[str]:
+    """Readable differences between two normalized structs."""
+    out = []
+    if kafka[0] != ours[0]:
+        out.append(f"{path or '<top>'}: flexible Kafka={kafka[0]} kdissect={ours[0]}")
+    kf, of = {f[0]: f for f in kafka[1]}, {f[0]: f for f in ours[1]}
+    if [f[0] for f in kafka[1]] != [f[0] for f in ours[1]]:
+        out.append(f"{path or '<top>'}: fields Kafka={[f[0] for f in kafka[1]]} "
+                   f"kdissect={[f[0] for f in ours[1]]}")
+    for name in kf.keys() & of.keys():
+        k, o = kf[name], of[name]
+        for i, what in enumerate(("type", "array", "nullable", "compact", "tag"), start=1):
+            if k[i] != o[i] and not (what == "nullable" and None in (k[i], o[i])):
+                out.append(f"{path}{name}: {what} Kafka={k[i]} kdissect={o[i]}")
+        if k[6] is not None and o[6] is not None:
+            out += differences(k[6], o[6], f"{path}{name}.")
+    return out
+
+
+def layout_differences(cases: dict[Case, dict]) -> list[str]:
+    out = []
+    for (key, version, direction), d in sorted(cases.items()):
+        st = schemas.layout(key, version, direction)
+        where = f"{d['name']} v{version} {direction}"
+        if st is None:
+            out.append(f"{where}: kdissect has no layout")
+            continue
+        out += [f"{where}: {x}" for x in differences(kafka_struct(d["schema"]),
+                                                      kdissect_struct(st))]
+    return out
+
+
+def test_legacy_table_counts():
+    """59 versions over 28 API keys, 17 of them flexible (as DESIGN.md counts)."""
+    pairs = schemas.legacy_versions()
+    assert len(pairs) == 59 and len({k for k, _ in pairs}) == 28
+    assert len({p for p in pairs if schemas.layout(*p, "request").flexible}) == 17
+
+
+@pytest.mark.slow
+def test_api_keys_and_names_are_the_pinned_release():
+    kafka = {d["key"]: d["name"] for d in kafka_dump(VERSION, "schemas")}
+    assert {k: API_NAMES.get(k) for k in kafka} == kafka
+    known = schemas.all_versions()
+    missing = [c for c in current() if c[1] not in known.get(c[0], ())]
+    assert missing == []
+    # nothing decoded that neither the pinned release nor 3.9 defines (key 93 included)
+    old = {d["key"] for d in kafka_dump(LEGACY_CLIENTS, "schemas")}
+    assert set(known) <= set(kafka) | old
+
+
+@pytest.mark.slow
+def test_every_layout_of_the_pinned_release_is_kafkas():
+    assert layout_differences(current()) == []
+
+
+@pytest.mark.slow
+def test_legacy_table_is_what_kafka_4_dropped():
+    """legacy.bnf holds exactly the versions kafka-clients 3.9 defines and the pinned release
+    does not, each as 3.9 defines it."""
+    old = dropped()
+    assert schemas.legacy_versions() == {(k, v) for k, v, _ in old}
+    assert layout_differences(old) == []
+
+
+# --- messages written by Kafka's own classes ---------------------------------------------
+def expected(value):
+    if isinstance(value, dict):
+        if set(value) == {"$bytes"}:
+            return bytes.fromhex(value["$bytes"])
+        return {k: expected(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [expected(v) for v in value]
+    return value
+
+
+def header(key: int, version: int, direction: str, corr: int) -> bytes:
+    if direction == "response":
+        return corr.to_bytes(4, "big") + (
+            b"\x00" if schemas.response_header_version(key, version) == 1 else b"")
+    out = key.to_bytes(2, "big") + version.to_bytes(2, "big") + corr.to_bytes(4, "big")
+    hv = schemas.request_header_version(key, version)
+    if hv >= 1:
+        out += b"\x00\x04java"
+    return out + (b"\x00" if hv == 2 else b"")
+
+
+def decode_failures(samples: list[dict], cases: set[Case]) -> list[str]:
+    out = []
+    for s in samples:
+        case = (s["key"], s["version"], s["direction"])
+        if case not in cases:
+            continue
+        where = f"{s['name']} v{s['version']} {s['direction']} seed {s['seed']}"
+        if "error" in s:
+            out.append(f"{where}: Kafka could not write it: {s['error']}")
+            continue
+        corr = 7000 + s["seed"]
+        data = header(*case, corr) + bytes.fromhex(s["hex"])
+        if s["direction"] == "request":
+            msg = decode_request(data, RAW_RECORDS)
+        else:
+            msg = decode_response(data, s["key"], s["version"], RAW_RECORDS)
+        if msg.problems:
+            out.append(f"{where}: {msg.problems}")
+        elif msg.correlation_id != corr or msg.body.plain() != expected(s["values"]):
+            out.append(f"{where}: values differ")
+    return out
+
+
+@pytest.mark.slow
+def test_messages_written_by_kafka_decode_value_for_value():
+    samples = kafka_dump(VERSION, "samples")
+    assert len(samples) == len(current()) * SAMPLES
+    assert decode_failures(samples, set(current())) == []
+
+
+@pytest.mark.slow
+def test_dropped_versions_written_by_kafka_3_9_decode_value_for_value():
+    old = dropped()
+    samples = kafka_dump(LEGACY_CLIENTS, "samples")
+    failures = decode_failures(samples, set(old))
+    # Kafka 3.9 disagrees with itself here: its runtime Schema writes the nullable struct
+    # `assignment` without the -1/1 marker its generated class reads (4.0 added NullableSchema)
+    defect = "ShareGroupHeartbeat v0 response"
+    assert [f for f in failures if not f.startswith(defect)] == []
+    assert all("Kafka could not write it" in f for f in failures)
