@@ -19,7 +19,7 @@ from kdissect.sources.pcap import read_captures
 from kdissect.stream.enrich import _values_body as enrich_values_body, enrich
 from kdissect.stream.facts import SUMMARY, facts
 from kdissect.stream.sink import Collect
-from tests.test_roundtrip_kio import CASES, encode, kio_class, request_header, response_header
+from tests.test_roundtrip_kio import CASE_PARAMS, encode, kio_class, request_header, response_header
 
 CAPTURES = sorted((Path(__file__).parent.parent / "captures").glob("*.pcap"))
 FULL = Options()
@@ -146,8 +146,7 @@ def test_raw_records_and_small_budgets():
             agree(data, direction, key, version, o)
 
 
-@pytest.mark.parametrize("key,version,direction", CASES,
-                         ids=[f"{k}-v{v}-{d}" for k, v, d in CASES])
+@pytest.mark.parametrize("key,version,direction", CASE_PARAMS)
 def test_random_kio_messages_agree(key, version, direction):
     cls = kio_class(key, version, direction)
     raw_records = Options(records=False)
