@@ -30,6 +30,9 @@ class Tcpdump:
         report = self.proc.stderr.read().decode()
         captured = re.search(r"(\d+) packets? captured", report)
         received = re.search(r"(\d+) packets? received by filter", report)
+        dropped = re.search(r"(\d+) packets? dropped by kernel", report)
+        if dropped and int(dropped[1]):
+            raise RuntimeError(f"tcpdump lost packets (the capture, not the decoder): {report.strip()}")
         # the loopback shows the filter each packet twice (out and in); libpcap keeps one
         if not captured or not received or int(captured[1]) * 2 < int(received[1]):
             raise RuntimeError(f"tcpdump did not keep every packet: {report.strip()}")
