@@ -272,9 +272,10 @@ def test_a_damaged_pcap_read_as_one_shard_recovers_what_shards_recover(tmp_path)
 
 def test_inputs_given_as_urls_are_found_and_read_like_paths():
     from kdissect.pipeline import storage
-    assert storage.expand([CAPTURES.as_uri()]) == [p.as_uri() for p in ALL]
-    assert storage.expand([str(CAPTURES)]) == [str(p) for p in ALL]
-    assert storage.expand([str(ALL[0]), str(CAPTURES)]) == [str(p) for p in ALL]  # once each
+    every = sorted(CAPTURES.rglob("*.pcap"))        # directories are searched recursively
+    assert storage.expand([CAPTURES.as_uri()]) == [p.as_uri() for p in every]
+    assert storage.expand([str(CAPTURES)]) == [str(p) for p in every]
+    assert storage.expand([str(ALL[0]), str(CAPTURES)]) == [str(p) for p in every]  # once each
     url = (CAPTURES / "kcat.pcap").as_uri()
     assert storage.size(url) == (CAPTURES / "kcat.pcap").stat().st_size
     by_url = list(shard_segments("k", url, 0, HEADER, storage.size(url), True,

@@ -175,7 +175,8 @@ def _count_tags(r: Reader) -> int:
 def _skip_tagged(r: Reader) -> None:
     for _ in range(_count_tags(r)):
         r.uvarint("tag")
-        r.pos += _size(r)
+        size = _size(r)         # not `r.pos += _size(r)`: that adds to r.pos read before the size
+        r.pos += size
 
 
 def _size(r: Reader) -> int:
