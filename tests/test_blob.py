@@ -75,13 +75,15 @@ def _pcap_with(payload: bytes, tmp_path: Path) -> Path:
 
 
 def test_tcpdump_x_output(tmp_path):
-    """Real `tcpdump -X` output of a packet: the bytes read back are the packet's bytes."""
+    """Real `tcpdump -X` output of a packet, summary line and all: the bytes read back are
+    the TCP payload (the IP and TCP headers are taken off, and said so)."""
     pcap = _pcap_with(DATA[:200], tmp_path)
     out = subprocess.run(["tcpdump", "-r", str(pcap), "-X", "-nn"], capture_output=True,
                          text=True, check=True).stdout
-    dump = "\n".join(ln for ln in out.splitlines() if ln.startswith("\t0x"))
-    data = parse_blob(dump).data
-    assert data.endswith(DATA[:200]) and len(data) == 20 + 20 + 200
+    assert not out.startswith("\t")             # the summary line is in the paste
+    blob = parse_blob(out)
+    assert blob.data == DATA[:200]
+    assert any("IP and TCP headers of 1 packet(s) (40 bytes)" in s for s in blob.skipped)
 
 
 def test_wireshark_hex_dump(tmp_path):
@@ -89,8 +91,9 @@ def test_wireshark_hex_dump(tmp_path):
     pcap = _pcap_with(DATA[:200], tmp_path)
     out = subprocess.run(["tshark", "-r", str(pcap), "-x"], capture_output=True, text=True,
                          check=True).stdout
-    data = parse_blob(out).data
-    assert data.endswith(DATA[:200]) and len(data) == 14 + 20 + 20 + 200
+    blob = parse_blob(out)
+    assert blob.data == DATA[:200]
+    assert any("Ethernet, IP and TCP headers" in s for s in blob.skipped)
 
 
 def test_acceptance_blog_example_without_hints():
