@@ -76,7 +76,10 @@ def parse_blob(text: str | bytes) -> Blob:
         raise BlobError("no input: " + _EXPECTED)
     src = _Source(s)
     failures: list[BlobError] = []
-    for reader in (_read_dump, _read_code, _read_plain):
+    readers = [_read_dump, _read_code, _read_plain]
+    if _BARE_HEX.issuperset(s):
+        del readers[1]              # nothing but hex and spaces: no code to look into
+    for reader in readers:
         try:
             found = reader(src)
         except BlobError as e:
@@ -144,13 +147,22 @@ class _Out:
         self.src, self.data, self.pieces = src, bytearray(), []
         self.skipped: list[str] = []
 
-    def add(self, start: int, end: int, data: bytes, what: str) -> None:
-        """``data`` came from text positions ``start``..``end`` (exclusive)."""
+    def add(self, start: int, end: int, data: bytes, what: str, merge: bool = False) -> None:
+        """``data`` came from text positions ``start``..``end`` (exclusive); with ``merge``,
+        a piece of the same kind on the line before grows instead (one piece per block
+        of lines, not per line)."""
         if not data:
             return
         line, col = self.src.where(start)
         end_line, end_col = self.src.where(max(end - 1, start))
-        self.pieces.append(Piece(line, col, end_line, end_col, len(self.data), len(data), what))
+        last = self.pieces[-1] if self.pieces else None
+        if merge and last is not None and last.what == what and last.end_line + 1 >= line \
+                and last.offset + last.size == len(self.data):
+            self.pieces[-1] = Piece(last.line, last.col, end_line, end_col, last.offset,
+                                    last.size + len(data), what)
+        else:
+            self.pieces.append(Piece(line, col, end_line, end_col, len(self.data), len(data),
+                                     what))
         self.data += data
 
     def blob(self, fmt: str) -> Blob:
@@ -162,6 +174,7 @@ def _is_hex(s: str) -> bool:
 
 
 _HEXCHARS = frozenset("0123456789abcdefABCDEF")
+_BARE_HEX = _HEXCHARS | frozenset(" \t\r\n:-")
 
 
 # -- dumps --------------------------------------------------------------------------------
@@ -270,7 +283,8 @@ def _read_dump(src: _Source) -> Blob | None:
                 raise src.error(d.pos, "a '*' line stands for more than 64 MiB")
             out.add(d.pos, d.pos + 1, (repeat * (fill // len(repeat) + 1))[:fill],
                     "repeated line ('*')")
-        out.add(d.span[0], d.span[1], d.data, "dump line")
+        out.add(d.span[0], d.span[1], d.data, "dump lines",
+                merge=packets[-1][1] > packets[-1][0])
         expect = d.offset + len(d.data)
         packets[-1] = (packets[-1][0], len(out.data))
     if others:
@@ -341,69 +355,84 @@ def _packet_headers(p: bytes) -> tuple[int, int, int] | None:
 # -- code ---------------------------------------------------------------------------------
 
 _TOKEN = re.compile(r"""
-    (?P<nl>\n)
-  | (?P<ws>[ \t\r\f\v]++)
-  | (?P<com>(?://|\#|%)[^\n]*+)
-  | (?P<open>/\*)
-  | (?P<num>0[xX][0-9a-fA-F_]++[A-Za-z0-9_]*+|0[bB][01_]++[A-Za-z0-9_]*+|[0-9][A-Za-z0-9_]*+)
-  | (?P<id>[A-Za-z_][A-Za-z0-9_]*+)
-  | (?P<q>["'])
-  | (?P<p>.)
-""", re.X)
-# the rest of a string after its opening quote, up to the closing one on the same line
-_REST = {q: re.compile(rf"[^{q}\\\n]*+(?:\\.[^{q}\\\n]*+)*+{q}") for q in "\"'"}
+    (?:[ \t\r\n\f\v]++|(?://|\#|%)[^\n]*+)*+       # spaces and line comments: skipped
+    (?:
+      (?P<open>/\*)
+    | (?P<str>(?:[bB][rR]?|[rR][bB])?+(?:"[^"\\\n]*+(?:\\.[^"\\\n]*+)*+"
+                                   |'[^'\\\n]*+(?:\\.[^'\\\n]*+)*+'))
+    | (?P<bad>["'][^\n]*+)                 # no closing quote on the line (prose)
+    | (?P<num>0[xX][0-9a-fA-F_]++[A-Za-z0-9_]*+|0[bB][01_]++[A-Za-z0-9_]*+|[0-9][A-Za-z0-9_]*+)
+    | (?P<id>[A-Za-z_][A-Za-z0-9_]*+)
+    | (?P<p>(?P<c>.)(?P=c)*+)                # punctuation, a run of one character
+    | (?P<end>\Z)
+    )""", re.X | re.S)
 _STRING_PREFIXES = {"b", "br", "rb"}
+# a run of plain byte values with their separators, read as one token (an array of a
+# million bytes is a million items): possessive throughout, so it never backtracks
+_COMMA_RUN = re.compile(r"[ \t\r\n]*+(?P<r>(?:(?:0[xX][0-9a-fA-F]{1,2}+|-?+(?:0|[1-9][0-9]{0,2}+))"
+                        r"[ \t\r\n]*+,[ \t\r\n]*+){2,}+)")
+_SPACE_RUN = re.compile(r"[ \t\r\n]*+(?P<r>(?:(?:0|[1-9][0-9]{0,2}+) ++){2,}+)")      # Go: [0 0 0 18]
+_RUN_VALUE = re.compile(r"0[xX][0-9a-fA-F]+|-?[0-9]+")
 _INT_SUFFIX = re.compile(r"(?:[uUiI](?:8|16|32|64|size)|[lLuU]{1,3})?")
 
 
-@dataclass
+@dataclass(slots=True)
 class _Tok:
-    kind: str                  # num, char, str, bstr, id, p
+    kind: str                  # num, char, str, bstr, id, p, run (several byte values)
     pos: int
     end: int
     text: str
     value: object = None
 
 
-def _tokens(src: _Source) -> list[_Tok]:
-    s, out, pos, n = src.text, [], 0, len(src.text)
+def _tokens(src: _Source):
+    """The tokens of the text, lazily (a bad nesting stops the reader early)."""
+    s, pos, n = src.text, 0, len(src.text)
+    last = None
     while pos < n:
+        if last is not None and last.kind == "p" and last.text[-1] in "[({,<":
+            run = (_COMMA_RUN.match(s, pos) or
+                   (_SPACE_RUN.match(s, pos) if last.text[-1] == "[" else None))
+            if run is not None:
+                text = run.group("r")
+                last = _Tok("run", run.start("r"), run.end(), text,
+                            [int(v, 0) if v[1:2] in "xX" else int(v)
+                             for v in _RUN_VALUE.findall(text)])
+                yield last
+                pos = run.end()
+                continue
         m = _TOKEN.match(s, pos)
-        kind, end = m.lastgroup, m.end()
-        if kind in ("nl", "ws", "com"):
-            pos = end
-            continue
+        kind = m.lastgroup if m.lastgroup != "c" else "p"
+        start, end = m.start(kind), m.end()
+        pos = end
+        if kind == "end":
+            return
         if kind == "open":
             close = s.find("*/", end)
             pos = n if close == -1 else close + 2
             continue
-        if kind == "q" or (kind == "id" and end < n and s[end] in "\"'"
-                           and m.group().lower() in _STRING_PREFIXES):
-            out.append(_string(src, pos, end if kind == "id" else pos))
-            pos = out[-1].end
-            continue
-        out.append(_Tok(kind, pos, end, m.group()))
-        pos = end
-    return out
+        if kind == "str":
+            last = _string(src, start, end)
+        elif kind == "bad":
+            last = _Tok("p", start, end, s[start:end])
+        else:
+            last = _Tok(kind, start, end, s[start:end])
+        yield last
 
 
-def _string(src: _Source, start: int, quote_at: int) -> _Tok:
+def _string(src: _Source, start: int, end: int) -> _Tok:
     s = src.text
+    quote_at = start if s[start] in "\"'" else start + 1 if s[start + 1] in "\"'" else start + 2
     quote = s[quote_at]
-    m = _REST[quote].match(s, quote_at + 1)
-    if m is None:           # no closing quote on the line (an apostrophe in prose)
-        nl = s.find("\n", quote_at)
-        end = len(s) if nl == -1 else nl
-        return _Tok("p", start, end, s[start:end])
-    body = s[quote_at + 1:m.end() - 1]
-    prefix = s[start:quote_at].lower()
-    if "b" in prefix:
-        return _Tok("bstr", start, m.end(), body, _unescape(src, body, quote_at + 1, "r" in prefix))
+    body = s[quote_at + 1:end - 1]
+    if quote_at > start:                # b'...', rb'...'
+        prefix = s[start:quote_at].lower()
+        return _Tok("bstr", start, end, body, _unescape(src, body, quote_at + 1, "r" in prefix))
     if quote == "'" and (len(body) == 1 or (len(body) == 2 and body[0] == "\\")):
-        return _Tok("char", start, m.end(), body, _unescape(src, body, quote_at + 1, False)[0])
+        return _Tok("char", start, end, body, _unescape(src, body, quote_at + 1, False)[0])
     if "\\x" in body:
-        return _Tok("bstr", start, m.end(), body, _unescape(src, body, quote_at + 1, False))
-    return _Tok("str", start, m.end(), body)
+        return _Tok("bstr", start, end, body, _unescape(src, body, quote_at + 1, False))
+    return _Tok("str", start, end, body)
 
 
 _ESCAPES = {"n": 10, "t": 9, "r": 13, "0": 0, "\\": 92, "'": 39, '"': 34, "a": 7, "b": 8,
@@ -482,48 +511,46 @@ class _Group:
 
 
 _CLOSE = {"(": ")", "[": "]", "{": "}", "<<": ">>"}
+_MAX_DEPTH = 200
 
 
 def _read_code(src: _Source) -> Blob | None:
-    toks = _tokens(src)
-    if not toks:
-        return None
     root = _Group("", 0, [[]])
     stack = [root]
-    i, n = 0, len(toks)
-    while i < n:
-        t = toks[i]
+    for t in _tokens(src):
         top = stack[-1]
-        if t.kind == "p":
-            c = t.text
-            pair = i + 1 < n and toks[i + 1].kind == "p" and toks[i + 1].pos == t.end
-            if c == "<" and pair and toks[i + 1].text == "<":
-                stack.append(_Group("<<", t.pos, [[]], binary=True))
-                i += 2
-                continue
-            if c == ">" and pair and toks[i + 1].text == ">" and top.binary:
-                stack.pop()
-                top.end = toks[i + 1].end
-                stack[-1].items[-1].append(_Closed(top, top.end))
-                i += 2
-                continue
-            if c in "([{":
-                stack.append(_Group(c, t.pos, [[]]))
-                i += 1
-                continue
-            if c in ")]}" and len(stack) > 1 and _CLOSE[top.opener] == c:
-                stack.pop()
-                top.end = t.end
-                stack[-1].items[-1].append(_Closed(top, t.end))
-                i += 1
-                continue
-            if c in ",;" and (c == "," or not top.binary):
+        if t.kind == "p":               # a run of one punctuation character
+            c, count = t.text[0], len(t.text)
+            if c in "([{" or (c == "<" and count >= 2):
+                opener, width = ("<<", 2) if c == "<" else (c, 1)
+                if len(stack) + count // width > _MAX_DEPTH:
+                    raise src.error(t.pos, f"brackets nested more than {_MAX_DEPTH} deep")
+                for k in range(count // width):
+                    stack.append(_Group(opener, t.pos + k * width, [[]], binary=c == "<"))
+                if count % width == 0:
+                    continue
+                t = _Tok("p", t.end - 1, t.end, c)          # the odd '<' left over
+            elif c in ")]}>":
+                width = 2 if c == ">" else 1
+                k = 0
+                while k + width <= count and len(stack) > 1 and \
+                        _CLOSE[stack[-1].opener] == c * width:
+                    g = stack.pop()
+                    g.end = t.pos + k + width
+                    stack[-1].items[-1].append(_Closed(g, g.end))
+                    k += width
+                if k == count:
+                    continue
+                t = _Tok("p", t.pos + k, t.end, t.text[k:])   # stray: ordinary text
+            elif c == "," or (c == ";" and not top.binary):
                 top.commas = top.commas or c == ","
                 top.items.append([])
-                i += 1
                 continue
+            top = stack[-1]
         top.items[-1].append(t)
-        i += 1
+        if t.kind == "run" and t.text.rstrip()[-1:] == ",":
+            top.commas = True               # a comma run ends its last item
+            top.items.append([])
     while len(stack) > 1:               # unclosed brackets: take what they hold
         g = stack.pop()
         g.end = len(src.text)
@@ -568,9 +595,9 @@ def _walk(src, g: _Group, binaries: _Out, bstrings: _Out, arrays: _Out, hexes: _
             del binaries.data[start:]
         return
     # items: separated by commas, or (Go's fmt.Println [0 0 18]) by spaces
-    items = [item for item in g.items if item] if g.commas else \
-        [[t] for item in g.items for t in item]
     if g.commas or not top:
+        items = [item for item in g.items if item] if g.commas else \
+            [[t] for item in g.items for t in item]
         _array(src, items, arrays, problems, g.commas)
     for item in g.items:
         for t in item:
@@ -586,16 +613,28 @@ def _walk(src, g: _Group, binaries: _Out, bstrings: _Out, arrays: _Out, hexes: _
 
 def _array(src: _Source, items: list, arrays: _Out, problems: list, commas: bool) -> None:
     """The bytes of a group whose every item is one byte value (two at least)."""
-    if len(items) < 2:
+    if not items:
         return
-    if commas and all(_is_hex_word(item) for item in items):     # 00, 0c, 12: hex
+    if commas and all(_is_hex_word(item) for item in items) and \
+            (len(items) > 1 or items[0][0].kind == "run"):     # 00, 0c, 12: hex
         first, last = items[0][0], items[-1][0]
-        arrays.add(first.pos, last.end, bytes(int(item[0].text, 16) for item in items),
-                   "hex list")
+        arrays.add(first.pos, last.end, bytes.fromhex("".join(
+            "".join(_RUN_VALUE.findall(item[0].text)) if item[0].kind == "run" else
+            item[0].text for item in items)), "hex list")
         return
     out = bytearray()
     first = last = None
     for item in items:
+        if len(item) == 1 and isinstance(item[0], _Tok) and item[0].kind == "run":
+            t = item[0]
+            bad = next((v for v in t.value if not -128 <= v <= 255), None)
+            if bad is not None:
+                problems.append(src.error(t.pos, f"{bad} is not a byte value (expected "
+                                                 f"-128..255)"))
+                return
+            out += bytes(v & 0xFF for v in t.value)
+            first, last = first or t, t
+            continue
         found = _byte_item(item)
         if found is None:
             t = _first_token(item)
@@ -610,7 +649,8 @@ def _array(src: _Source, items: list, arrays: _Out, problems: list, commas: bool
             return
         out.append(value & 0xFF)
         first, last = first or t, t
-    arrays.add(first.pos, last.end, bytes(out), "byte array")
+    if len(out) >= 2:               # one value alone is an index (byte[12]), not bytes
+        arrays.add(first.pos, last.end, bytes(out), "byte array")
 
 
 def _first_token(item) -> _Tok | None:
@@ -624,8 +664,14 @@ def _first_token(item) -> _Tok | None:
 
 
 def _is_hex_word(item) -> bool:
-    return len(item) == 1 and isinstance(item[0], _Tok) and len(item[0].text) == 2 and \
-        _is_hex(item[0].text)
+    """00, 0c, ff: two hex digits without 0x (in a run: every value is)."""
+    if len(item) != 1 or not isinstance(item[0], _Tok):
+        return False
+    t = item[0]
+    if t.kind == "run":
+        words = _RUN_VALUE.findall(t.text)
+        return all(len(w) == 2 and w[0] != "-" for w in words) and "x" not in t.text.lower()
+    return t.kind in ("num", "id") and len(t.text) == 2 and _is_hex(t.text)
 
 
 def _byte_item(item) -> tuple[int, _Tok] | None:
@@ -678,12 +724,16 @@ def _binary(src: _Source, g: _Group) -> bytes:
         if not item:
             continue
         head, spec = item[0], item[1:]
-        while spec and isinstance(spec[0], _Tok) and spec[0].kind == "p" and spec[0].text == ":":
+        if isinstance(head, _Tok) and head.kind == "run":
+            out += bytes(v & 0xFF for v in head.value)
+            continue
+        while spec and isinstance(spec[0], _Tok) and spec[0].kind == "p" and \
+                spec[0].text.strip(":") == "":
             spec = spec[1:]
         sign = 1
         if isinstance(head, _Tok) and head.kind == "p" and head.text == "-" and len(item) > 1:
             sign, head, spec = -1, item[1], item[2:]
-            while spec and isinstance(spec[0], _Tok) and spec[0].text == ":":
+            while spec and isinstance(spec[0], _Tok) and spec[0].text.strip(":") == "":
                 spec = spec[1:]
         elif isinstance(head, _Tok) and head.kind == "p" and head.text in "$?" and len(item) > 1:
             out.append(ord(src.text[head.end]) & 0xFF)     # Erlang $a, Elixir ?a
@@ -739,7 +789,7 @@ def _read_plain(src: _Source) -> Blob | None:
             if found is not None:
                 return found
             raise src.error(pos + start + len(digits), end)
-        out.add(pos + start, pos + end, digits.encode(), "hex")
+        out.add(pos + start, pos + end, digits.encode(), "hex", merge=True)
     if not out.pieces:
         return None
     if len(out.data) % 2:
@@ -757,12 +807,13 @@ def _read_plain(src: _Source) -> Blob | None:
 
 def _after_label(line: str) -> int:
     """Where the bytes start on a line such as 'Hex Stream: 0000...' or 'data = 00 01'."""
-    stripped = line.rstrip()
-    if stripped.endswith(":") and not all(c in _HEXCHARS or c in _SEPARATORS for c in stripped):
+    if _BARE_HEX.issuperset(line):
+        return 0
+    if line.rstrip().endswith(":"):
         return len(line)                # a heading line
     for sep in (": ", ":\t", "= ", "=\t", "=> "):
         k = line.find(sep)
-        if k > 0 and not all(c in _HEXCHARS or c in _SEPARATORS for c in line[:k]):
+        if k > 0 and not _BARE_HEX.issuperset(line[:k]):
             return k + len(sep)
     return 0
 
