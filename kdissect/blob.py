@@ -824,11 +824,12 @@ _SEPARATORS = frozenset(" \t\r:,-")
 def _hex_chars(body: str) -> tuple[str, int | str]:
     """The hex digits of a line (0x / \\x prefixes and separators dropped) and where they
     end; if the line is not hex: (the text before the culprit, what is wrong)."""
-    out, i, n, end = [], 0, len(body), 0
+    out, i, n, end, word = [], 0, len(body), 0, 0
     while i < n:
         c = body[i]
         if c in _SEPARATORS:
             i += 1
+            word = i
         elif c == "0" and i + 2 < n and body[i + 1] in "xX" and body[i + 2] in _HEXCHARS:
             i += 2
         elif c == "\\" and i + 1 < n and body[i + 1] in "xX":
@@ -837,9 +838,10 @@ def _hex_chars(body: str) -> tuple[str, int | str]:
             j = i
             while j < n and body[j] in _HEXCHARS:
                 j += 1
-            if j == i:
-                word = body[i:i + 20].split()[0] if body[i:i + 20].strip() else body[i]
-                return body[:i], f"'{word}' is not hex"
+            if j == i:                  # name the whole word the culprit is in
+                text = body[word:word + 20].split()[0] if body[word:word + 20].strip() \
+                    else body[i]
+                return body[:word], f"'{text}' is not hex"
             out.append(body[i:j])
             i = end = j
     return "".join(out), end

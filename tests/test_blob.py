@@ -270,3 +270,112 @@ def test_broken_subscription_is_marked_when_the_protocol_says_consumer():
     assert meta.child("topics").child("[0]").value == "ord"
     other = decode_request(join_group_v5("connect", broken))        # not ours to read
     assert other.problems == [] and next(other.tree.find("metadata")).value == broken
+
+
+# -- the paste reader: shapes in code, where it stops, and linear time -------------------
+
+@pytest.mark.parametrize("text, expected", [
+    ("Hex Stream: 0000000a0012", "0000000a0012"),
+    ('frame_hex = "00 00 00 0a"\n', "0000000a"),
+    ("ui8 reference[] = {0x00, 0x0a, 0xff};", "000aff"),
+    ("val bytes = Array[Byte](0, -1, 0x7f)", "00ff7f"),
+    ('String s = "0000" +\n  "000a";', "0000000a"),
+    ("echo -n \"0000000a\" | xxd -r -p | nc localhost 9092", "0000000a"),
+    ("x = (b'\\x00\\x00'  # size\n     b'\\x00\\x0a')", "0000000a"),
+    ("chunks = [b'\\x00',  # one\n  b'ab']", "006162"),
+    ("[]byte{0x00, 't', 'o', // comment\n 0x01}", "00746f01"),
+    ("let b = [0b0000_0001, 0x02, /* c */ 3u8];", "010203"),
+    ('<<0, 1::16, "ab"::binary, -1::32, 7::size(16), 2::16-little # c\n>>',
+     "000001" "6162" "ffffffff" "0007" "0200"),
+    ('<<0:16, 1:32, "ab", $c>>  % erlang', "0000" "00000001" "6162" "63"),
+    ('<<0, 1>> <> <<2>>', "000102"),
+    ('{"type":"Buffer","data":[0,0,0,18]}', "00000012"),
+    ("2024/03/01 sending: [0 0 0 18 0 3]", "000000120003"),
+    ("0, 0, 0, 18", "00000012"),
+    ("00, 0c, ff", "000cff"),
+    ("Response:\n00 00 00 12\n# trailing comment\n00 03", "0000001200 03".replace(" ", "")),
+])
+def test_bytes_inside_code(text, expected):
+    assert parse_blob(text).data.hex() == expected
+
+
+@pytest.mark.parametrize("text, line, col, words", [
+    ("00 00 00 zz", 1, 10, "'zz' is not hex"),
+    ("<<0, 0,\n  corr_id::32>>", 2, 3, "corr_id"),
+    ("00000000: 0000 0001  ..\n00000020: 0000 0001  ..", 2, 1, "does not follow"),
+    ("{0, 1, 2, 3, 999}", 1, 14, "999 is not a byte value"),
+    ("00 0", 1, 1, "odd number of hex digits"),
+])
+def test_refusals_name_the_line_and_character(text, line, col, words):
+    with pytest.raises(BlobError) as e:
+        parse_blob(text)
+    assert (e.value.line, e.value.col) == (line, col), str(e.value)
+    assert words in str(e.value) and f"line {line}, character {col}" in str(e.value)
+
+
+def test_show_extraction_says_which_lines():
+    text = "# the produce response\nconst frame = Buffer.from(\n  '00000033' +\n  'abcd',\n  'hex')\n"
+    res = run("blob", text, "--show-extraction", "--no-hex")
+    res.stderr = res.stderr.decode()
+    assert "bytes 0-3 (4) from line 3 chars 3-12, quoted hex" in res.stderr
+    assert "bytes 4-5 (2) from line 4 chars 3-8" in res.stderr
+
+
+def test_the_cli_error_names_where_reading_stopped():
+    res = run("blob", "00 00 00 12\n00 0g 00 00")
+    err = res.stderr.decode()
+    assert res.returncode == 2 and "line 2, character 4: '0g' is not hex" in err
+    assert "Traceback" not in err
+
+
+def test_candidates_are_listed_and_told_apart():
+    res = run("blob", "00 00 00 07 00 00 00 00 00 00 00 00", "--no-hex", "--candidates", "all")
+    assert res.returncode == 0, res.stderr
+    out = res.stdout.decode()
+    assert "ambiguous: 12 bytes are too few" in out
+    listed = re.findall(r"^  (\w+ v[\d,-]+ response) \(score", out, re.M)
+    assert len(listed) > 5 and "told apart at byte" in out
+    short = run("blob", "00 00 00 07 00 00 00 00 00 00 00 00", "--no-hex", "--candidates", "3")
+    assert "more (--candidates all)" in short.stdout.decode()
+
+
+HOSTILE = {          # the inputs of issue 22, class 3, and their relatives, ~1 MB each
+    "xxd line of spaces": lambda n: "00000000: " + " " * n,
+    "xxd line of '| '": lambda n: "00000000: 0000 " + "| " * (n // 2),
+    "hexdump line of '| '": lambda n: "00000000  00 01  |" + "| " * (n // 2),
+    "erlang <<1, then spaces": lambda n: "<<1," + " " * n,
+    "erlang <<1, then digits": lambda n: "<<1," + "1" * n,
+    "quotes": lambda n: '"| ' * (n // 3),
+    "escaped quotes": lambda n: '\\"' * (n // 2),
+    "open comments": lambda n: "/*" * (n // 2),
+    "open brackets": lambda n: "[" * n,
+    "close brackets": lambda n: "]" * n,
+    "spaced hex": lambda n: "00 " * (n // 3),
+    "erlang bytes": lambda n: "<<" + "1," * (n // 2) + ">>",
+    "go fmt bytes": lambda n: "[" + "0 " * (n // 2) + "]",
+    "c array": lambda n: "{" + "0x00, " * (n // 6) + "}",
+    "python bytes": lambda n: "b'" + "\\x00" * (n // 4) + "'",
+    "xxd lines": lambda n: "\n".join(f"{i * 16:08x}: " + "0000 " * 8 + " ................"
+                                     for i in range(n // 60)),
+}
+
+
+@pytest.mark.parametrize("name", HOSTILE)
+def test_hostile_pastes_take_linear_time(name):
+    """1 MB in well under a second of CPU (the old reader took 12-29 CPU-s for 20-40 KB
+    of the first five), and four times the input costs about four times the time."""
+    import time
+
+    def cost(n: int) -> float:
+        text = HOSTILE[name](n)
+        start = time.process_time()
+        try:
+            parse_blob(text)
+        except BlobError:
+            pass
+        return time.process_time() - start
+
+    big = cost(1_000_000)
+    assert big < 1.0, f"{name}: {big:.2f} CPU-s for 1 MB"
+    small = cost(250_000)
+    assert big < 8 * small + 0.05, f"{name}: {small:.3f} s for 250 KB, {big:.3f} s for 1 MB"
