@@ -379,3 +379,38 @@ def test_hostile_pastes_take_linear_time(name):
     assert big < 1.0, f"{name}: {big:.2f} CPU-s for 1 MB"
     small = cost(250_000)
     assert big < 8 * small + 0.05, f"{name}: {small:.3f} s for 250 KB, {big:.3f} s for 1 MB"
+
+
+@pytest.mark.slow
+def test_blob_screen_reads_code_and_takes_the_modes():
+    """The TUI's blob screen uses the same reader and modes: a Go fixture body with
+    mode 'body' and hints, then a bare record batch, then a paste it cannot read."""
+    import asyncio
+
+    from textual.widgets import Input, Static
+
+    from kdissect.tui.blob_app import BlobApp
+    pastes = ROOT / "captures" / "blobs" / "pastes"
+
+    async def go():
+        app = BlobApp((pastes / "go-bytes.go").read_text())
+        async with app.run_test(size=(140, 45)) as pilot:
+            app.query_one("#mode").value = "body"
+            app.query_one("#api", Input).value = "Heartbeat"
+            app.query_one("#version", Input).value = "3"
+            app.query_one("#direction").value = "request"
+            await pilot.pause(0.8)
+            status = str(app.query_one("#status", Static).content)
+            assert "byte array, from lines 2-10" in status, status
+            assert "Heartbeat v3 Request: told: a body" in status and "problem" not in status
+            app.query_one("#mode").value = "records"
+            app.query_one("#paste").text = (pastes / "rust-array.rs").read_text()
+            await pilot.pause(0.8)
+            status = str(app.query_one("#status", Static).content)
+            assert "bare record batch" in status and "problem" not in status, status
+            app.query_one("#paste").text = "<<0, 0,\n  corr_id::32>>"
+            await pilot.pause(0.8)
+            status = str(app.query_one("#status", Static).content)
+            assert "line 2, character 3" in status, status
+
+    asyncio.run(go())
