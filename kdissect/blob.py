@@ -355,7 +355,8 @@ def _packet_headers(p: bytes) -> tuple[int, int, int] | None:
 # -- code ---------------------------------------------------------------------------------
 
 _TOKEN = re.compile(r"""
-    (?:[ \t\r\n\f\v]++|(?://|\#|%)[^\n]*+)*+       # spaces and line comments: skipped
+    # skipped: spaces, line comments, and punctuation no byte literal needs (= | & ! ...)
+    (?:[ \t\r\n\f\v|&!=@^~`*\\]++|(?://|\#|%)[^\n]*+)*+
     (?:
       (?P<open>/\*)
     | (?P<str>(?:[bB][rR]?|[rR][bB])?+(?:"[^"\\\n]*+(?:\\.[^"\\\n]*+)*+"

@@ -100,7 +100,9 @@ def test_acceptance_blog_example_without_hints():
     res = run("blob", str(SAMPLE), "--json")
     assert res.returncode == 0, res.stderr
     out = json.loads(res.stdout)
-    assert out["input"] == {"format": "erlang binary", "length": 319}
+    assert (out["input"]["format"], out["input"]["length"]) == ("erlang binary", 319)
+    assert out["input"]["extraction"] == [{"line": 1, "col": 1, "end_line": 1, "end_col": 782,
+                                           "offset": 0, "size": 319, "what": "binary <<...>>"}]
     [m] = out["messages"]
     assert (m["api_name"], m["api_version"], m["direction"]) == ("Metadata", 0, "response")
     assert m["correlation_id"] == 0 and m["problems"] == []
