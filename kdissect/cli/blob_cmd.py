@@ -187,7 +187,8 @@ def extraction_text(parsed, text) -> Text:
                  f"lines {p.line}-{p.end_line} (from char {p.col})")
         source = lines[p.line - 1][p.col - 1:][:40] if p.line <= len(lines) else ""
         out.append(f"\n  bytes {p.offset}-{p.offset + p.size - 1} ({p.size}) from {where}, "
-                   f"{p.what}: {source!r}", style="dim")
+                   f"{p.what}" + (f": {source!r}" if p.what != "dump lines" else ""),
+                   style="dim")
     if len(parsed.pieces) > EXTRACTION_LISTED:
         out.append(f"\n  … and {len(parsed.pieces) - EXTRACTION_LISTED} more pieces "
                    f"(--json lists them all)", style="dim")
