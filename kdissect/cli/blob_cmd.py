@@ -141,7 +141,8 @@ def blob(input, api, api_version, direction, body, records, at, show_extraction,
         msg = item.message
         title = Text()
         title.append(msg.title, style="bold")
-        title.append(f"  correlation_id={msg.correlation_id}")
+        if msg.correlation_id is not None:
+            title.append(f"  correlation_id={msg.correlation_id}")
         if msg.client_id is not None:
             title.append(f"  client_id={msg.client_id!r}")
         title.append(f"  {len(msg.data)} bytes at @{item.offset}", style="dim")

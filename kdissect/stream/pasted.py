@@ -103,6 +103,8 @@ def read_paste(data: bytes, hints: Hints | None = None,
                               "set (told: --records)"), base)
     best: Reading | None = None
     for label, prefixed, spans, findings in readings(data):   # the likeliest first
+        if hints.body:
+            label = label.replace("message", "body")
         reading = Reading(_decode(data, spans, prefixed, hints, options), label)
         for f in findings:
             for item in reading.items:
