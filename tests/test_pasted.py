@@ -170,6 +170,7 @@ def test_at_offset_starts_reading_there():
     assert reading.items[0].offset == 24
 
 
+@pytest.mark.slow
 def test_snapshot_layouts_equal_kio():
     """The shipped snapshot (kdissect/protocol/kio_snapshot.json.gz) is what kio gives:
     remake it with `python -m kdissect.protocol.snapshot` when this fails."""
