@@ -309,14 +309,17 @@ def _strip_packet_headers(out: _Out, packets: list[tuple[int, int]]) -> None:
             return
         cuts.append(head)
     data, pieces, removed = bytearray(), [], 0
+    k = 0                   # pieces are in order and none spans two packets
     for (start, end), (link, ip, tcp) in zip(packets, cuts):
         skip = link + ip + tcp
         data += out.data[start + skip:end]
-        for p in out.pieces:
+        while k < len(out.pieces) and out.pieces[k].offset < end:
+            p = out.pieces[k]
             lo, hi = max(p.offset, start + skip), min(p.offset + p.size, end)
-            if p.offset >= start and p.offset < end and hi > lo:
+            if hi > lo:
                 pieces.append(Piece(p.line, p.col, p.end_line, p.end_col,
                                     lo - removed - skip, hi - lo, p.what))
+            k += 1
         removed += skip
     names = {14: "Ethernet, ", 16: "Linux cooked, ", 0: ""}
     link_names = sorted({names.get(c[0], "link, ") for c in cuts})
