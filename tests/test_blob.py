@@ -401,17 +401,20 @@ def test_blob_screen_reads_code_and_takes_the_modes():
             app.query_one("#api", Input).value = "Heartbeat"
             app.query_one("#version", Input).value = "3"
             app.query_one("#direction").value = "request"
-            await pilot.pause(0.8)
+            await pilot.pause()
+            app.action_dissect()          # at once, not after the typing pause
             status = str(app.query_one("#status", Static).content)
             assert "byte array, from lines 2-10" in status, status
             assert "Heartbeat v3 Request: told: a body" in status and "problem" not in status
             app.query_one("#mode").value = "records"
             app.query_one("#paste").text = (pastes / "rust-array.rs").read_text()
-            await pilot.pause(0.8)
+            await pilot.pause()
+            app.action_dissect()          # at once, not after the typing pause
             status = str(app.query_one("#status", Static).content)
             assert "bare record batch" in status and "problem" not in status, status
             app.query_one("#paste").text = "<<0, 0,\n  corr_id::32>>"
-            await pilot.pause(0.8)
+            await pilot.pause()
+            app.action_dissect()          # at once, not after the typing pause
             status = str(app.query_one("#status", Static).content)
             assert "line 2, character 3" in status, status
 
