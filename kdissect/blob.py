@@ -268,16 +268,16 @@ def _read_dump(src: _Source) -> Blob | None:
     out = _Out(src)
     packets: list[tuple[int, int]] = []     # (start, end) in out.data of each block
     expect = None
+    previous = b""
     for d in lines:
         if expect is None or (d.offset == 0 and expect != 0):
             packets.append((len(out.data), len(out.data)))
         elif d.offset != expect:
-            if not (d.star and d.offset > expect and out.pieces):
+            if not (d.star and d.offset > expect and previous):
                 raise src.error(d.pos, f"this dump line's offset {d.offset:#x} does not "
                                        f"follow the previous line (expected {expect:#x}): "
                                        f"a line is missing or was edited")
-            last = out.pieces[-1]
-            repeat = bytes(out.data[last.offset:last.offset + last.size])
+            repeat = previous                   # the line before the '*' repeats
             fill = d.offset - expect
             if fill > 64 * 1024 * 1024:
                 raise src.error(d.pos, "a '*' line stands for more than 64 MiB")
@@ -286,6 +286,7 @@ def _read_dump(src: _Source) -> Blob | None:
         out.add(d.span[0], d.span[1], d.data, "dump lines",
                 merge=packets[-1][1] > packets[-1][0])
         expect = d.offset + len(d.data)
+        previous = d.data or previous
         packets[-1] = (packets[-1][0], len(out.data))
     if others:
         out.skipped.append(f"{len(others)} line(s) that are not dump lines "

@@ -435,3 +435,12 @@ def test_tcpdump_x_of_a_whole_capture():
     assert time.process_time() - start < 2.0
     payloads = b"".join(bytes(p[TCP].payload) for p in rdpcap(str(pcap)) if TCP in p)
     assert blob.data == payloads
+
+
+@pytest.mark.parametrize("tool", [["hexdump", "-C"], ["od", "-A", "x", "-t", "x1z"], ["xxd"]])
+def test_repeated_lines_of_real_dumps(tool, tmp_path):
+    """hexdump and od print '*' for lines that repeat the one before: they are filled in."""
+    data = bytes(range(16)) + bytes(64) + bytes(range(5))
+    out = tool_dump(tool, data, tmp_path)
+    assert tool[0] == "xxd" or "*" in out
+    assert parse_blob(out).data == data
