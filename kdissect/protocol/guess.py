@@ -58,14 +58,19 @@ def _plausibility(tree: Node) -> tuple[float, int]:
     return penalty, leaves
 
 
-def _score(msg: Message, size: int) -> tuple[float, bool]:
-    problems = msg.tree.problems()
-    if problems:
+def _score(msg: Message, size: int, bad: list[Node] | None = None) -> tuple[float, bool]:
+    bad = _problem_nodes(msg) if bad is None else bad
+    if bad:
         # how far it got before the first problem, as a weak hint
-        first = min((n.offset for n in msg.tree.walk() if n.problem), default=0)
+        first = min(n.offset for n in bad)
         return 50.0 * first / max(size, 1), False
     penalty, leaves = _plausibility(msg.tree)
     return 100.0 - 10 * penalty + min(leaves, 50) / 10, True
+
+
+def _problem_nodes(msg: Message) -> list[Node]:
+    """The nodes with a problem, in one walk (a guess looks at hundreds of decodes)."""
+    return [n for n in msg.tree.walk() if n.problem]
 
 
 def _leaves(msg: Message) -> tuple:
@@ -78,14 +83,9 @@ def _shape(leaves: tuple) -> int:
     return hash(tuple((name, off, length, repr(v)) for name, off, length, v in leaves))
 
 
-def _budget_only(msg: Message) -> bool:
+def _budget_only(bad: list[Node]) -> bool:
     """The probe stopped only because its node budget ran out."""
-    codes = {code for _path, code, _reason in msg.tree.findings()}
-    return codes == {"node_budget"}
-
-
-def _first_problem(msg: Message) -> int:
-    return min((n.offset for n in msg.tree.walk() if n.problem), default=0)
+    return bool(bad) and all(n.code == "node_budget" for n in bad)
 
 
 def guess(data: bytes, direction: str | None = None, api_key: int | None = None,
@@ -110,10 +110,11 @@ def guess(data: bytes, direction: str | None = None, api_key: int | None = None,
                 if api_version is not None and version != api_version:
                     continue
                 msg = _decode(data, key, version, d, body, _PROBE)
-                if _budget_only(msg):
-                    probed.append((_first_problem(msg), key, version))
+                bad = _problem_nodes(msg)
+                if _budget_only(bad):
+                    probed.append((min(n.offset for n in bad), key, version))
                     continue
-                scored.append(_candidate(msg, d, len(data)))
+                scored.append(_candidate(msg, d, len(data), bad=bad))
         probed.sort(key=lambda p: -p[0])
         for i, (progress, key, version) in enumerate(probed):
             if i < _FULL_TRIES:
@@ -147,8 +148,9 @@ def _decode(data: bytes, key: int, version: int, direction: str, body: bool,
     return decode_response(data, key, version, options)
 
 
-def _candidate(msg: Message, direction: str, size: int, bonus: float = 0) -> Candidate:
-    score, clean = _score(msg, size)
+def _candidate(msg: Message, direction: str, size: int, bonus: float = 0,
+               bad: list[Node] | None = None) -> Candidate:
+    score, clean = _score(msg, size, bad)
     return Candidate(msg.api_key, msg.api_version, direction, score + bonus, clean,
                      leaves=_leaves(msg) if clean else ())
 
