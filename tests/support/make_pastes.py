@@ -146,30 +146,28 @@ def _runs(data: bytes):
     return out
 
 
+def _segments(data: bytes, text_suffix: str, per_line: int, indent: str) -> list[str]:
+    """The rest of a binary: text runs as strings, other bytes as integers, a few a line."""
+    items = [f'"{part.decode()}"{text_suffix}' if text else str(part[0])
+             for text, part in _runs(data)]
+    lines = [indent + ", ".join(items[k:k + per_line]) + ","
+             for k in range(0, len(items), per_line)]
+    lines[-1] = lines[-1].rstrip(",")
+    return lines
+
+
 def elixir_binary(data: bytes) -> str:
     lines = ["    request = <<", f"      {struct.unpack_from('>h', data)[0]}::16,  # api key",
              f"      {struct.unpack_from('>h', data, 2)[0]}::16,  # version",
-             f"      {struct.unpack_from('>i', data, 4)[0]}::32-signed,  # correlation id"]
-    items = []
-    for text, part in _runs(data[8:]):
-        items.append(f'"{part.decode()}"::binary' if text else str(part[0]))
-    for k in range(0, len(items), 10):
-        lines.append("      " + ", ".join(items[k:k + 10]) + ",")
-    lines[-1] = lines[-1].rstrip(",")
-    lines.append("    >>")
+             f"      {struct.unpack_from('>i', data, 4)[0]}::32-signed,  # correlation id",
+             *_segments(data[8:], "::binary", 10, "      "), "    >>"]
     return "\n".join(lines) + "\n"
 
 
 def erlang_binary(data: bytes) -> str:
     lines = ["Expected = <<", f"    {struct.unpack_from('>h', data)[0]}:16,"
-             f" {struct.unpack_from('>h', data, 2)[0]}:16,  % api key, version"]
-    items = []
-    for text, part in _runs(data[4:]):
-        items.append(f'"{part.decode()}"' if text else str(part[0]))
-    for k in range(0, len(items), 12):
-        lines.append("    " + ", ".join(items[k:k + 12]) + ",")
-    lines[-1] = lines[-1].rstrip(",")
-    lines.append(">>,")
+             f" {struct.unpack_from('>h', data, 2)[0]}:16,  % api key, version",
+             *_segments(data[4:], "", 12, "    "), ">>,"]
     return "\n".join(lines) + "\n"
 
 
