@@ -79,3 +79,111 @@ def test_key_93_is_not_given_a_layout_no_release_has():
     msg = decode_request(struct.pack(">hhih", 93, 0, 5, 4) + b"test" + b"\x00" + b"\x01\x02")
     assert msg.title == "StreamsGroupTopologyDescriptionUpdate v0 Request"
     assert [text for _, text in msg.problems] == ["API key 93 is not in kdissect's schemas"]
+
+
+# -- the paste corpus (captures/blobs/pastes, made by tests/support/make_pastes.py) -------
+
+import json  # noqa: E402
+
+import pytest  # noqa: E402
+
+from kdissect.blob import parse_blob  # noqa: E402
+
+BLOBS = ROOT / "captures" / "blobs"
+CORPUS = json.loads((BLOBS / "corpus.json").read_text())
+
+
+@pytest.mark.parametrize("case", CORPUS, ids=[c["file"] for c in CORPUS])
+def test_corpus(case):
+    """Each paste: its bytes extracted exactly; the right API where the bytes say it;
+    bodies and bare batches decoded with hints; findings and ambiguity where due."""
+    blob = parse_blob((BLOBS / "pastes" / case["file"]).read_bytes())
+    assert blob.data.hex() == case["bytes"]
+    h = case.get("hints", {})
+    reading = read_paste(blob.data, Hints(h.get("api"), h.get("version"), h.get("direction"),
+                                          h.get("body", False), h.get("records", False)))
+    first = reading.items[0]
+    msg = first.message
+    assert len(reading.items) == case.get("messages", 1)
+    assert reading.skipped == case.get("skipped", 0)
+    if case.get("expect") == ["records"]:
+        assert msg.direction == "records" and msg.problems == []
+        assert any(n.ktype in ("record_batch", "message") for n in msg.tree.walk())
+    elif case.get("expect"):
+        assert [msg.api_name, msg.api_version, msg.direction] == case["expect"]
+    if "finding" in case:
+        assert case["finding"] in [f.code for f in first.findings]
+    else:
+        assert all(i.message.problems == [] for i in reading.items), msg.tree.findings()
+    if case.get("ambiguous"):
+        assert "ambiguous" in first.how and sum(c.clean for c in first.candidates) > 1
+
+
+def test_corpus_covers_every_shape_of_the_issue():
+    files = {c["file"] for c in CORPUS}
+    assert len(files) == len(CORPUS) >= 25
+    assert {p.name for p in (BLOBS / "pastes").iterdir()} == files
+
+
+def test_tcpdump_packets_are_paired_in_the_paste():
+    """Real tcpdump -X output of four packets: the TCP payloads are two exchanges, and
+    each response is decoded as its request's API by the correlation core."""
+    blob = parse_blob((BLOBS / "pastes" / "tcpdump-X.txt").read_text())
+    assert any("IP and TCP headers of 4 packet(s)" in s for s in blob.skipped)
+    assert any("not dump lines" in s for s in blob.skipped)      # the summary lines
+    reading = read_paste(blob.data)
+    titles = [i.message.title for i in reading.items]
+    assert titles == ["ApiVersions v3 Request", "ApiVersions v3 Response",
+                      "Metadata v12 Request", "Metadata v12 Response"]
+    assert reading.items[3].how.startswith("paired with request")
+
+
+def test_body_without_hints_is_guessed():
+    """A response body alone (kafkajs fixtures hold them so) is guessed over every layout."""
+    case = next(c for c in CORPUS if c["file"] == "node-buffer.json")
+    reading = read_paste(bytes.fromhex(case["bytes"]), Hints(body=True))
+    msg = reading.items[0].message
+    assert (msg.api_name, msg.direction) == ("Metadata", "response") and msg.problems == []
+    assert 12 in reading.items[0].candidates[0].versions
+
+
+def test_a_request_with_a_bad_body_keeps_its_header():
+    data = bytes.fromhex(next(c for c in CORPUS if c["file"] == "js-concat.js")["bytes"])
+    broken = data[:-6] + b"\xff\xff\xff\xff\xff\xff"
+    (item,) = read_paste(broken).items
+    assert item.message.direction == "request" and item.message.api_name == "FindCoordinator"
+    assert item.message.client_id is not None and item.message.problems
+    assert "its body does not decode cleanly" in item.how
+
+
+def test_at_offset_starts_reading_there():
+    data = bytes.fromhex(next(c for c in CORPUS if c["file"] == "fragment.txt")["bytes"])
+    reading = read_paste(data, Hints(at=20))
+    assert reading.label.startswith("2 size-prefixed messages") and reading.skipped == 20
+    assert reading.items[0].offset == 24
+
+
+@pytest.mark.slow
+def test_snapshot_layouts_equal_kio():
+    """The shipped snapshot (kdissect/protocol/kio_snapshot.json.gz) is what kio gives:
+    remake it with `python -m kdissect.protocol.snapshot` when this fails."""
+    import gzip
+
+    from kdissect.protocol import snapshot
+    shipped = json.loads(gzip.decompress(
+        (ROOT / "kdissect" / "protocol" / snapshot.FILE).read_bytes()))
+    assert shipped == json.loads(json.dumps(snapshot.build()))
+
+
+def test_guessing_answers_at_once():
+    """No hints, the seed's 319-byte Metadata v0 response: every layout tried, well
+    under a second (the benchmark, benchmarks/blob_guess.py, times the whole command)."""
+    import re
+    import time
+    data = bytes(int(x) for x in re.findall(r"\d+", (BLOBS / "metadata-v0-response.erl")
+                                                   .read_text()))
+    read_paste(data)                        # layouts loaded once
+    start = time.process_time()
+    reading = read_paste(data)
+    assert time.process_time() - start < 1.0
+    assert reading.items[0].message.title == "Metadata v0 Response"

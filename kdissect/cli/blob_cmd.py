@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -15,6 +16,7 @@ from ..protocol import Options, api_key_of, api_name
 from ..protocol.decode import decode_body
 from ..protocol.grammar import GrammarError, parse_grammar
 from ..render.text import render_node
+from ..protocol.guess import distinguish
 from ..stream.pasted import Hints, read_paste
 from .common import budget, budget_nodes_option
 from .group import main
@@ -24,19 +26,34 @@ BLOB_HELP = """Annotate raw Kafka bytes: which API they are, and every field, by
 
 INPUT is the bytes as text, a file holding them, or `-` for stdin (the default when
 stdin is piped). Without INPUT on a terminal, the blob screen opens: paste bytes, pick
-API, version and direction if you know them, and the tree updates as you type. Formats are detected: plain hex (spaces, colons, 0x allowed), xxd /
-hexdump -C / od -A x -t x1z / Wireshark / tcpdump -X dumps, Erlang <<0,0,3,...>>,
-Python b'\\x00...' or bytes([...]), Java/C/JS arrays {0, 0, -1, ...}, and base64.
+API, version and direction if you know them, and the tree updates as you type.
 
-The 4-byte size prefix may be there or not; several size-prefixed messages in a row
-are decoded one by one. A request names its API in its header; a response does not,
-so without --api/--version kdissect ranks every API and version by how cleanly the
-bytes decode and says how sure it is.
+Paste the bytes the way you found them: the code and text around them are skipped.
+Hex (spaces, colons, 0x, a label like `Hex Stream:` in front), xxd / hexdump -C /
+od -A x -t x1z / Wireshark / tcpdump -X dumps (the summary lines and the packets' IP
+and TCP headers are left out), Erlang and Elixir binaries <<0,0,3,"topic"::binary>>,
+Python b'\\x00...' literals (split over lines, in lists), arrays in C, Java, Go
+([]byte{0, 't'}), Rust (0b1), Node's {"type":"Buffer","data":[...]}, Go's fmt output
+[0 0 0 18], quoted hex in code ("00" + "12", echo -n "..." | xxd -r -p), base64.
+--show-extraction shows which lines the bytes came from; when reading fails, the
+error names the line and character that stopped it. See docs/blob.md.
+
+The 4-byte size prefix may be there or not (a prefix that does not match the bytes is
+reported); several size-prefixed messages in a row are decoded one by one; a fragment
+from mid-stream is resynced at the first request boundary (or say --at OFFSET). A
+request names its API in its header; a response does not, so without --api/--version
+kdissect ranks every API and version by how cleanly the bytes decode, lists the
+candidates that decode cleanly and says what tells the first two apart. --body reads
+a body without its header (as client test fixtures hold them), --records a bare
+record batch or message set.
 
 \b
 Examples:
   kdissect blob '00 00 00 00 00 00 00 01 ...'
   kdissect blob dump.txt --api Metadata --version 0 --response
+  kdissect blob fixture.go --body --api Produce --version 3 --request
+  kdissect blob batch.hex --records
+  tcpdump -r cap.pcap -X 'tcp port 9092' | kdissect blob --show-extraction
   xxd -p frame.bin | kdissect blob --json
   kdissect blob '<<0,0,0,1,...>>' --grammar 'Reply => CorrelationId Answer
     CorrelationId => INT32
@@ -51,6 +68,17 @@ Examples:
               help="API version.")
 @click.option("--request", "direction", flag_value="request", help="The bytes are a request.")
 @click.option("--response", "direction", flag_value="response", help="The bytes are a response.")
+@click.option("--body", is_flag=True,
+              help="The bytes are a body without its header (a client test fixture); with "
+                   "--api, --version and --request/--response, or guessed.")
+@click.option("--records", "records", is_flag=True,
+              help="The bytes are a bare record batch or message set (any magic).")
+@click.option("--at", "at", type=click.IntRange(0), default=0, metavar="OFFSET",
+              help="Start reading at this byte of the pasted bytes (a fragment).")
+@click.option("--show-extraction", is_flag=True,
+              help="Show which lines and characters of the input the bytes came from.")
+@click.option("--candidates", "shown", default="5", show_default=True, metavar="N|all",
+              help="How many of the clean candidates a guess lists.")
 @click.option("--json", "as_json", is_flag=True, help="Print the tree as JSON (see docs/json.md).")
 @click.option("--show-secrets", is_flag=True, help="Show SASL passwords, proofs and tokens.")
 @click.option("--grammar", metavar="FILE|TEXT",
@@ -60,21 +88,30 @@ Examples:
               help="Decompressed bytes one message may produce over all its compressed "
                    "payloads (bomb protection; the rest stays compressed, marked).")
 @budget_nodes_option
-def blob(input, api, api_version, direction, as_json, show_secrets, grammar, no_hex,
-         max_decompressed):
+def blob(input, api, api_version, direction, body, records, at, show_extraction, shown,
+         as_json, show_secrets, grammar, no_hex, max_decompressed):
     console = Console(highlight=False)
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     if input is None and sys.stdin.isatty() and sys.stdout.isatty() and not as_json:
         from ..tui.blob_app import BlobApp
         BlobApp(options=budget(max_decompressed, show_secrets=show_secrets)).run()
         return
+    if body and records:
+        raise click.UsageError("--body and --records exclude each other: a body holds "
+                               "record batches, --records reads one without a body")
+    limit = _candidate_limit(shown)
     text = _read_input(input)
     try:
         parsed = parse_blob(text)
     except BlobError as e:
-        raise click.UsageError(str(e)) from None
+        raise click.UsageError(f"could not read the bytes: {e}") from None
     options = budget(max_decompressed, show_secrets=show_secrets)
     data = parsed.data
+    if show_extraction and not as_json:
+        err.print(extraction_text(parsed, text))
+    if at > len(data):
+        raise click.BadParameter(f"offset {at} is past the end of the {len(data)} bytes read",
+                                 param_hint="--at")
     if grammar is not None:
         _blob_grammar(console, grammar, data, options, as_json, no_hex, parsed.format)
         return
@@ -84,10 +121,15 @@ def blob(input, api, api_version, direction, as_json, show_secrets, grammar, no_
         if key is None:
             raise click.BadParameter(f"unknown API {api!r}; use a name like Metadata or a key "
                                      f"from 0 to 32767 like 3", param_hint="--api")
-    reading = read_paste(data, Hints(key, api_version, direction), options)
+    if body and key is not None and api_version is not None and direction is None:
+        raise click.UsageError("a body has no header to say its direction: add --request "
+                               "or --response (or leave out --api/--version to guess)")
+    reading = read_paste(data, Hints(key, api_version, direction, body, records, at), options)
     items = reading.items
     if as_json:
-        out = {"input": {"format": parsed.format, "length": len(data)},
+        out = {"input": {"format": parsed.format, "length": len(data),
+                         "extraction": [dataclasses.asdict(p) for p in parsed.pieces],
+                         "skipped": list(parsed.skipped)},
                "reading": {"as": reading.label, "why": reading.why},
                "messages": [_item_json(item, n, show_secrets)
                             for n, item in enumerate(items)]}
@@ -99,17 +141,64 @@ def blob(input, api, api_version, direction, as_json, show_secrets, grammar, no_
         msg = item.message
         title = Text()
         title.append(msg.title, style="bold")
-        title.append(f"  correlation_id={msg.correlation_id}")
+        if msg.correlation_id is not None:
+            title.append(f"  correlation_id={msg.correlation_id}")
         if msg.client_id is not None:
             title.append(f"  client_id={msg.client_id!r}")
         title.append(f"  {len(msg.data)} bytes at @{item.offset}", style="dim")
         title.append(f"\n{item.how}", style="italic")
-        for c in item.candidates[1:4]:
-            if c.clean:
-                title.append(f"\n  also decodes: {c.label} (score {c.score:.1f})", style="dim")
+        title.append(candidates_text(item.candidates, limit))
         console.print(render_node(msg.data, msg.tree, show_secrets, item.offset, title,
                                   not no_hex))
-        _print_problems(console, msg.tree.findings())
+        _print_problems(console, [(f.where or "message", f.code, f.detail)
+                                  for f in item.findings] + msg.tree.findings())
+
+
+def _candidate_limit(shown: str) -> int | None:
+    if shown == "all":
+        return None
+    if not shown.isdigit():
+        raise click.BadParameter(f"{shown!r}: give a number or 'all'", param_hint="--candidates")
+    return int(shown)
+
+
+def candidates_text(cands, limit: int | None) -> Text:
+    """The clean candidates after the first (``limit`` of them; None: all), grouped
+    versions in one line each, and what tells the first two apart."""
+    out = Text()
+    clean = [c for c in cands if c.clean]
+    if len(clean) < 2:
+        return out
+    out.append(f"\n{len(clean)} candidates decode cleanly:", style="dim")
+    shown = clean if limit is None else clean[:max(limit, 2)]
+    for c in shown:
+        out.append(f"\n  {c.label} (score {c.score:.1f})", style="dim")
+    if len(shown) < len(clean):
+        out.append(f"\n  … and {len(clean) - len(shown)} more (--candidates all)", style="dim")
+    out.append(f"\ntold apart {distinguish(clean[0], clean[1])}", style="dim")
+    return out
+
+
+def extraction_text(parsed, text) -> Text:
+    """Which lines and characters of the input each run of bytes came from."""
+    out = Text(f"read {len(parsed.data)} bytes as {parsed.format}:", style="dim")
+    lines = (text.decode("utf-8", "replace") if isinstance(text, bytes) else text).splitlines()
+    for p in parsed.pieces[:EXTRACTION_LISTED]:
+        where = (f"line {p.line} chars {p.col}-{p.end_col}" if p.line == p.end_line else
+                 f"lines {p.line}-{p.end_line} (from char {p.col})")
+        source = lines[p.line - 1][p.col - 1:][:40] if p.line <= len(lines) else ""
+        out.append(f"\n  bytes {p.offset}-{p.offset + p.size - 1} ({p.size}) from {where}, "
+                   f"{p.what}" + (f": {source!r}" if p.what != "dump lines" else ""),
+                   style="dim")
+    if len(parsed.pieces) > EXTRACTION_LISTED:
+        out.append(f"\n  … and {len(parsed.pieces) - EXTRACTION_LISTED} more pieces "
+                   f"(--json lists them all)", style="dim")
+    for s in parsed.skipped:
+        out.append(f"\n  left out: {s}", style="dim")
+    return out
+
+
+EXTRACTION_LISTED = 40
 
 
 def _read_input(arg: str | None) -> str | bytes:
@@ -190,6 +279,7 @@ def _item_json(item, n: int, show_secrets: bool) -> dict:
         "correlation_id": msg.correlation_id,
         "client_id": msg.client_id,
         "how": item.how,
+        "findings": [f.to_json() for f in item.findings],
         "candidates": [{"api_key": c.api_key, "api_name": api_name(c.api_key),
                         "versions": list(c.versions), "direction": c.direction,
                         "score": round(c.score, 2), "clean": c.clean}

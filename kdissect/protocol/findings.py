@@ -91,12 +91,16 @@ register("decompression_failed", "error", "malformed",
 register("record_count_mismatch", "warn", "malformed",
          "a record batch's count differs from the records found")
 register("malformed_header", "error", "malformed", "a request header cannot be read")
+register("size_mismatch", "warn", "malformed",
+         "a pasted message's size prefix does not match the bytes pasted after it")
 # protocol: valid bytes, odd meaning
 register("unknown_api", "warn", "protocol", "an API key kdissect's schemas do not know")
 register("assumed_version", "note", "protocol",
          "a version newer than kdissect's schemas, decoded with the newest known layout")
 register("unknown_version", "warn", "protocol",
          "an API version kdissect's schemas do not know (header only)")
+register("hint_disagrees", "warn", "protocol",
+         "the API/version given as hints differ from what the request header says")
 register("version_not_advertised", "warn", "protocol",
          "a request version outside what ApiVersions advertised on this connection")
 register("error_code", "warn", "protocol", "the response carries a non-zero error code")

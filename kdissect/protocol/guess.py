@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from . import schemas
 from .context import Options
-from .message import Message, decode_request, decode_response
+from .message import Message, decode_bare_body, decode_request, decode_response
 from .names import api_name
 from .node import Node
 
@@ -29,6 +29,8 @@ class Candidate:
     score: float
     clean: bool
     versions: tuple[int, ...] = ()      # other versions that decode identically
+    # the leaves of a clean decode, (name, offset, length, value): what tells it apart
+    leaves: tuple = ()
 
     @property
     def label(self) -> str:
@@ -56,44 +58,50 @@ def _plausibility(tree: Node) -> tuple[float, int]:
     return penalty, leaves
 
 
-def _score(msg: Message, size: int) -> tuple[float, bool]:
-    problems = msg.tree.problems()
-    if problems:
+def _score(msg: Message, size: int, bad: list[Node] | None = None) -> tuple[float, bool]:
+    bad = _problem_nodes(msg) if bad is None else bad
+    if bad:
         # how far it got before the first problem, as a weak hint
-        first = min((n.offset for n in msg.tree.walk() if n.problem), default=0)
+        first = min(n.offset for n in bad)
         return 50.0 * first / max(size, 1), False
     penalty, leaves = _plausibility(msg.tree)
     return 100.0 - 10 * penalty + min(leaves, 50) / 10, True
 
 
-def _shape(msg: Message) -> int:
+def _problem_nodes(msg: Message) -> list[Node]:
+    """The nodes with a problem, in one walk (a guess looks at hundreds of decodes)."""
+    return [n for n in msg.tree.walk() if n.problem]
+
+
+def _leaves(msg: Message) -> tuple:
+    return tuple((n.name, n.offset, n.length, n.value) for n in msg.tree.walk()
+                 if not n.children and not n.name.startswith("_"))
+
+
+def _shape(leaves: tuple) -> int:
     """A fingerprint of the decoded fields (versions with the same one decode alike)."""
-    return hash(tuple((n.name, n.offset, n.length, repr(n.value)) for n in msg.tree.walk()
-                      if not n.children))
+    return hash(tuple((name, off, length, repr(v)) for name, off, length, v in leaves))
 
 
-def _budget_only(msg: Message) -> bool:
+def _budget_only(bad: list[Node]) -> bool:
     """The probe stopped only because its node budget ran out."""
-    codes = {code for _path, code, _reason in msg.tree.findings()}
-    return codes == {"node_budget"}
-
-
-def _first_problem(msg: Message) -> int:
-    return min((n.offset for n in msg.tree.walk() if n.problem), default=0)
+    return bool(bad) and all(n.code == "node_budget" for n in bad)
 
 
 def guess(data: bytes, direction: str | None = None, api_key: int | None = None,
-          api_version: int | None = None, limit: int = 5) -> list[Candidate]:
-    """Ranked candidates for a message (bytes after the size prefix)."""
-    scored: list[tuple[Candidate, int]] = []      # (candidate, shape of a clean decode)
-    if direction in (None, "request") and len(data) >= 8:
+          api_version: int | None = None, body: bool = False) -> list[Candidate]:
+    """Every candidate for a message (bytes after the size prefix; with ``body``, bytes
+    of a body without its header), clean ones first, best first; versions that decode
+    to the very same fields are grouped into one candidate."""
+    scored: list[Candidate] = []
+    if direction in (None, "request") and len(data) >= 8 and not body:
         msg = decode_request(data, _FULL)
         if msg.api_key is not None and schemas.is_known(msg.api_key, msg.api_version) \
                 and api_key in (None, msg.api_key) and api_version in (None, msg.api_version):
-            score, clean = _score(msg, len(data))
-            scored.append((Candidate(msg.api_key, msg.api_version, "request", score + 1, clean),
-                           _shape(msg) if clean else 0))
-    if direction in (None, "response"):
+            scored.append(_candidate(msg, "request", len(data), bonus=1))
+    directions = [d for d in ("response", "request") if direction in (None, d)
+                  and (body or d == "response")]
+    for d in directions:
         probed: list[tuple[int, int, int]] = []         # (progress, key, version) to redo
         for key, versions in schemas.all_versions().items():
             if api_key is not None and key != api_key:
@@ -101,28 +109,24 @@ def guess(data: bytes, direction: str | None = None, api_key: int | None = None,
             for version in versions:
                 if api_version is not None and version != api_version:
                     continue
-                msg = decode_response(data, key, version, _PROBE)
-                if _budget_only(msg):
-                    probed.append((_first_problem(msg), key, version))
+                msg = _decode(data, key, version, d, body, _PROBE)
+                bad = _problem_nodes(msg)
+                if _budget_only(bad):
+                    probed.append((min(n.offset for n in bad), key, version))
                     continue
-                score, clean = _score(msg, len(data))
-                scored.append((Candidate(key, version, "response", score, clean),
-                               _shape(msg) if clean else 0))
+                scored.append(_candidate(msg, d, len(data), bad=bad))
         probed.sort(key=lambda p: -p[0])
         for i, (progress, key, version) in enumerate(probed):
             if i < _FULL_TRIES:
-                msg = decode_response(data, key, version, _FULL)
-                score, clean = _score(msg, len(data))
-                shape = _shape(msg) if clean else 0
+                scored.append(_candidate(_decode(data, key, version, d, body, _FULL), d,
+                                         len(data)))
             else:                   # not tried in full: as far as the probe got
-                score, clean, shape = 50.0 * progress / max(len(data), 1), False, 0
-            scored.append((Candidate(key, version, "response", score, clean), shape))
-    # versions that decode to the very same fields are one answer, not competitors
+                scored.append(Candidate(key, version, d, 50.0 * progress / max(len(data), 1),
+                                        False))
     groups: dict[tuple, Candidate] = {}
-    for cand, shape in scored:
-        k = (cand.api_key, cand.direction, shape) if cand.clean else (cand.api_key,
-                                                                      cand.api_version,
-                                                                      cand.direction)
+    for cand in scored:
+        k = (cand.api_key, cand.direction, _shape(cand.leaves)) if cand.clean else \
+            (cand.api_key, cand.api_version, cand.direction)
         best = groups.get(k)
         if best is None:
             cand.versions = (cand.api_version,)
@@ -134,16 +138,57 @@ def guess(data: bytes, direction: str | None = None, api_key: int | None = None,
                                                     c.versions[0]))
     for c in ranked:
         c.api_version = c.versions[0]
-    return ranked[:limit]
+    return ranked
 
 
-def confidence(cands: list[Candidate]) -> str:
+def _decode(data: bytes, key: int, version: int, direction: str, body: bool,
+            options: Options) -> Message:
+    if body:
+        return decode_bare_body(data, key, version, direction, options)
+    return decode_response(data, key, version, options)
+
+
+def _candidate(msg: Message, direction: str, size: int, bonus: float = 0,
+               bad: list[Node] | None = None) -> Candidate:
+    score, clean = _score(msg, size, bad)
+    return Candidate(msg.api_key, msg.api_version, direction, score + bonus, clean,
+                     leaves=_leaves(msg) if clean else ())
+
+
+def distinguish(a: Candidate, b: Candidate) -> str:
+    """Where two clean candidates first read the bytes differently."""
+    for x, y in zip(a.leaves, b.leaves):
+        if x[:3] != y[:3]:
+            return (f"at byte {min(x[1], y[1])}: {a.label} reads {_leaf(x)}, "
+                    f"{b.label} reads {_leaf(y)}")
+    if len(a.leaves) != len(b.leaves):
+        return (f"{a.label} reads {len(a.leaves)} fields, {b.label} "
+                f"{len(b.leaves)}")
+    return f"{a.label} and {b.label} read the same fields: nothing in the bytes tells them apart"
+
+
+def _leaf(leaf: tuple) -> str:
+    name, offset, length, value = leaf
+    shown = repr(value) if not isinstance(value, (bytes, bytearray)) else \
+        f"{len(value)} bytes"
+    if len(shown) > 30:
+        shown = shown[:27] + "..."
+    return f"{name} = {shown} ({length} byte{'s' if length != 1 else ''} at {offset})"
+
+
+SHORT = 20      # responses shorter than this are too short to tell most APIs apart
+
+
+def confidence(cands: list[Candidate], size: int | None = None) -> str:
     """A one-line verdict on the top candidate."""
     if not cands or not cands[0].clean:
         return "no API decodes these bytes cleanly; showing the closest attempt"
     clean = [c for c in cands if c.clean]
     if len(clean) == 1:
         return "high: the only API/version that decodes every byte cleanly"
+    if size is not None and size < SHORT and cands[0].direction == "response":
+        return (f"ambiguous: {size} bytes are too few to tell {len(clean)} clean candidates "
+                f"apart; give --api/--version")
     gap = clean[0].score - clean[1].score
     level = "high" if gap >= 5 else "medium" if gap >= 1 else "low"
     return (f"{level}: {len(clean)} candidates decode cleanly; runner-up "

@@ -154,6 +154,38 @@ def decode_request(data: bytes, options: Options | None = None) -> Message:
     return _message("request", key, version, data, schemas.REQUEST_HEADERS[hv], ctx)
 
 
+def decode_request_as(data: bytes, api_key: int, api_version: int,
+                      options: Options | None = None) -> Message:
+    """A request read as ``api_key`` v``api_version`` whatever its header says (a user's
+    hint overriding the header): the header is read with that API's header version."""
+    read_as = schemas.effective_version(api_key, api_version)
+    hv = schemas.request_header_version(api_key, read_as) if read_as is not None else 1
+    return _message("request", api_key, api_version, data, schemas.REQUEST_HEADERS[hv],
+                    options or Options())
+
+
+def decode_bare_body(data: bytes, api_key: int, api_version: int, direction: str,
+                     options: Options | None = None) -> Message:
+    """Bytes that are a body without its header (as client test fixtures hold them)."""
+    ctx = (options or Options()).for_message()
+    with no_cyclic_gc():
+        root = Node(f"{api_name(api_key)}{direction.title()}", "message", 0, len(data))
+        msg = Message(direction, api_key, api_version, None, None, root, data)
+        read_as = schemas.effective_version(api_key, api_version)
+        layout = schemas.layout(api_key, read_as, direction) if read_as is not None else None
+        if layout is None:
+            root.add(Node("body", "bytes", 0, len(data), data, code="unknown_version",
+                          problem=f"{api_name(api_key)} v{api_version} {direction}s are not "
+                                  f"in kdissect's schemas"))
+            return msg
+        if read_as != api_version:
+            msg.assumed_from = read_as
+        body = decode_body(data, 0, layout, "body", ctx)
+        root.add(body)
+        decode_embedded(body, data, api_key, direction, ctx)
+        return msg
+
+
 def decode_response(data: bytes, api_key: int, api_version: int,
                     options: Options | None = None) -> Message:
     ctx = options or Options()

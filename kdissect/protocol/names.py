@@ -121,6 +121,9 @@ class ErrorInfo:
 
 @lru_cache(maxsize=None)
 def _kio_errors() -> dict[int, tuple[str, bool]]:
+    from . import snapshot
+    if snapshot.available():
+        return snapshot.errors()
     from kio.schema.errors import ErrorCode
     return {int(e.value): (e.name.upper(), bool(e.retriable)) for e in ErrorCode}
 

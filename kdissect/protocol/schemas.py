@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import lru_cache
 from importlib import resources
 
-from . import kio_schemas
+from . import snapshot
 from .grammar import parse_grammar
 from .layout import Field, Struct
 from .names import API_NAMES
@@ -55,7 +55,15 @@ def recent_versions() -> set[tuple[int, int]]:
 @lru_cache(maxsize=None)
 def layout(api_key: int, api_version: int, direction: str) -> Struct | None:
     st = _legacy().get((api_key, direction, api_version))
-    return st if st is not None else kio_schemas.layout(api_key, api_version, direction)
+    return st if st is not None else _kio().layout(api_key, api_version, direction)
+
+
+def _kio():
+    """kio's layouts: from the shipped snapshot (fast), else from kio itself."""
+    if snapshot.available():
+        return snapshot
+    from . import kio_schemas
+    return kio_schemas
 
 
 @lru_cache(maxsize=None)
@@ -73,7 +81,7 @@ def has_records(api_key: int, api_version: int, direction: str) -> bool:
 def all_versions() -> dict[int, tuple[int, ...]]:
     """Every API key kdissect can decode -> its versions."""
     out: dict[int, set[int]] = {}
-    for key, vs in kio_schemas.versions().items():
+    for key, vs in _kio().versions().items():
         out.setdefault(key, set()).update(vs)
     for key, v in legacy_versions() | recent_versions():
         out.setdefault(key, set()).add(v)

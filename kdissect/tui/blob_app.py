@@ -7,30 +7,38 @@ from rich.text import Text
 from textual import on
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Container, Horizontal, Vertical
 from textual.suggester import SuggestFromList
 from textual.widgets import Footer, Header, Input, Select, Static, TextArea
 
 from ..blob import BlobError, parse_blob
 from ..protocol import Options
 from ..protocol.names import API_NAMES, api_key_of
-from ..stream.pasted import Hints, dissect
+from ..protocol.guess import distinguish
+from ..stream.pasted import Hints, read_paste
 from .detail import Detail, Item
 from .screens import HelpScreen
 
 BLOB_HELP = """\
 [b]Blob screen[/b]
-  Paste or type bytes in the box: hex (any spacing, 0x, colons), xxd, hexdump -C, od,
-  Wireshark or tcpdump -X dumps, Erlang <<0,0,...>>, Python b'\\x00...', byte arrays,
-  base64. The size prefix may be there or not; several messages in a row are split.
+  Paste bytes the way you found them, code and all: hex (any spacing, 0x, colons, a
+  label in front), xxd, hexdump -C, od, Wireshark or tcpdump -X dumps (packet headers
+  left out), Erlang/Elixir <<0,0,"t"::binary>>, Python b'\\x00...' over several lines,
+  C/Java/Go/Rust arrays, Node's {"type":"Buffer",...}, Go's [0 0 18], quoted hex in
+  code, base64. The status line says which lines the bytes came from, or the line and
+  character where reading stopped. The size prefix may be there or not; several
+  messages in a row are split; a fragment is resynced (or give the offset to start at).
+  What: a whole message (default), a body without its header, or a bare record batch.
   API, version and direction are optional: without them kdissect reads the request
-  header, or ranks every API and version by how cleanly a response decodes.
+  header, or ranks every API and version by how cleanly the bytes decode.
   tab             move between the box, the hints, the field tree and the bytes
   ← → ↑ ↓         in the bytes: move the cursor; the field under it is selected
   ctrl+x          next message        ctrl+r   dissect now
   ctrl+q          quit                escape   close this help"""
 
 DIRECTIONS = [("either direction", "auto"), ("request", "request"), ("response", "response")]
+MODES = [("whole message(s)", "message"), ("body without header", "body"),
+         ("bare record batch", "records")]
 
 
 class BlobApp(App):
@@ -38,9 +46,8 @@ class BlobApp(App):
     CSS = """
     #input { height: 12; }
     #paste { width: 1fr; }
-    #hints { width: 34; }
-    #hints Input, #hints Select { margin: 0 0 1 0; }
-    #status { height: auto; max-height: 4; padding: 0 1; }
+    #hints { width: 56; layout: grid; grid-size: 2; grid-rows: 3; grid-gutter: 0 1; }
+    #status { height: auto; max-height: 6; padding: 0 1; }
     #detail { height: 1fr; }
     """
     BINDINGS = [
@@ -63,12 +70,14 @@ class BlobApp(App):
                 area = TextArea(self.initial, id="paste")
                 area.border_title = "paste bytes: hex, xxd, hexdump -C, <<0,1>>, b'\\x00', base64"
                 yield area
-                with Vertical(id="hints"):
+                with Container(id="hints"):
                     yield Input(placeholder="API (name or key): any", id="api",
                                 suggester=SuggestFromList(sorted(set(API_NAMES.values())),
                                                           case_sensitive=False))
                     yield Input(placeholder="version: any", id="version", type="integer")
                     yield Select(DIRECTIONS, value="auto", allow_blank=False, id="direction")
+                    yield Select(MODES, value="message", allow_blank=False, id="mode")
+                    yield Input(placeholder="start at byte: 0", id="at", type="integer")
             yield Static(Text("paste bytes above", style="dim"), id="status")
             yield Detail(self.options.show_secrets, id="detail")
         yield Footer()
@@ -93,7 +102,11 @@ class BlobApp(App):
         key = api_key_of(api_text) if api_text else None
         problem = f"unknown API {api_text!r}" if api_text and key is None else None
         version = int(version_text) if version_text.lstrip("-").isdigit() else None
-        return Hints(key, version, None if direction == "auto" else direction), problem
+        mode = self.query_one("#mode", Select).value
+        at_text = self.query_one("#at", Input).value.strip()
+        at = int(at_text) if at_text.isdigit() else 0
+        return Hints(key, version, None if direction == "auto" else direction,
+                     body=mode == "body", records=mode == "records", at=at), problem
 
     def action_dissect(self) -> None:
         status = self.query_one("#status", Static)
@@ -113,9 +126,10 @@ class BlobApp(App):
             status.update(Text(problem + "; use a name like Metadata or a key like 3",
                                style="bold red"))
             return
-        items = dissect(parsed.data, hints, self.options)
-        lines = Text(f"read {len(parsed.data)} bytes ({parsed.format}); {len(items)} "
-                     f"message{'s' if len(items) != 1 else ''}", style="dim")
+        reading = read_paste(parsed.data, hints, self.options)
+        items = reading.items
+        lines = Text(f"read {len(parsed.data)} bytes ({parsed.format}, {_where(parsed)}) as "
+                     f"{reading.label}", style="dim")
         for item in items[:3]:
             bad = item.message.problems
             lines.append(f"\n{item.message.title}: {item.how}",
@@ -123,6 +137,14 @@ class BlobApp(App):
             if bad:
                 lines.append(f"  ({len(bad)} problem{'s' if len(bad) != 1 else ''})",
                              style="red")
+            for f in item.findings:
+                lines.append(f"\n  {f.text()}", style="yellow")
+            clean = [c for c in item.candidates if c.clean]
+            if len(clean) > 1:
+                lines.append(f"\n  {len(clean)} candidates decode cleanly: "
+                             + ", ".join(c.label for c in clean[:4])
+                             + (" …" if len(clean) > 4 else "")
+                             + f"; {distinguish(clean[0], clean[1])}", style="dim")
         status.update(lines)
         detail.show(f"{len(items)} message{'s' if len(items) != 1 else ''}",
                     [Item(Text(f"{i.message.title}  ({len(i.message.data)} bytes at "
@@ -135,3 +157,14 @@ class BlobApp(App):
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen(BLOB_HELP))
+
+
+def _where(parsed) -> str:
+    """Which lines the bytes came from, in a few words."""
+    pieces = parsed.pieces
+    if not pieces:
+        return "all of it"
+    lines = f"line {pieces[0].line}" if pieces[0].line == pieces[-1].end_line else \
+        f"lines {pieces[0].line}-{pieces[-1].end_line}"
+    skipped = f"; left out {'; '.join(parsed.skipped)}" if parsed.skipped else ""
+    return f"from {lines}{skipped}"

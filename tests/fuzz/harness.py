@@ -19,6 +19,7 @@ import os
 import resource
 import random
 import tempfile
+import time
 import zlib
 from functools import lru_cache
 from pathlib import Path
@@ -206,6 +207,27 @@ def parse_blob_text(data: bytes) -> None:
             parse_blob(text)
         except BlobError:
             pass
+    if data and zlib.crc32(data) % 32 == 0:     # one input in 32, scaled up and timed
+        timed_blob(data)
+
+
+BLOB_SCALE = 64 * 1024
+
+
+def timed_blob(data: bytes) -> None:
+    """The input repeated to 64 KB must read in linear time: well under 2 CPU-s (about
+    0.3 s at worst; the old reader's backtracking took 12-29 CPU-s on 20-40 KB)."""
+    from kdissect.blob import BlobError, parse_blob
+    big = (data * (BLOB_SCALE // len(data) + 1))[:BLOB_SCALE].decode("latin-1")
+    start = time.process_time()
+    try:
+        parse_blob(big)
+    except BlobError:
+        pass
+    spent = time.process_time() - start
+    if spent > 2.0:
+        raise AssertionError(f"the paste reader took {spent:.1f} CPU-s on {BLOB_SCALE} "
+                             f"bytes of a repeated input: not linear")
 
 
 def parse_grammar_text(text: str, data: bytes) -> None:
