@@ -1,0 +1,66 @@
+"""A Kafka workload over TLS, run as its own process (so OPENSSL_CONF can restrict the
+TLS 1.3 cipher suites the client offers): kafka-python produces, consumes and asks for
+metadata, writing its TLS secrets to a key log.
+
+    python -m tests.support.tls_client HOST:PORT CAFILE KEYLOG [--tls12] [--ciphers C]
+        [--cert CERT --key KEY] [--sasl USER:PASSWORD] [--messages N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ssl
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("bootstrap")
+    ap.add_argument("cafile")
+    ap.add_argument("keylog")
+    ap.add_argument("--tls12", action="store_true")
+    ap.add_argument("--ciphers")
+    ap.add_argument("--cert")
+    ap.add_argument("--key")
+    ap.add_argument("--sasl")
+    ap.add_argument("--messages", type=int, default=20)
+    ap.add_argument("--size", type=int, default=100)
+    ap.add_argument("--topic", default="tls-topic")
+    a = ap.parse_args()
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    ctx = ssl.create_default_context(cafile=a.cafile)
+    ctx.keylog_filename = a.keylog
+    if a.tls12:
+        ctx.maximum_version = ssl.TLSVersion.TLSv1_2
+    if a.ciphers:
+        ctx.set_ciphers(a.ciphers)
+    if a.cert:
+        ctx.load_cert_chain(a.cert, a.key)
+    common = dict(bootstrap_servers=a.bootstrap, ssl_context=ctx,
+                  security_protocol="SASL_SSL" if a.sasl else "SSL", request_timeout_ms=20000)
+    if a.sasl:
+        user, _, password = a.sasl.partition(":")
+        common.update(sasl_mechanism="SCRAM-SHA-256", sasl_plain_username=user,
+                      sasl_plain_password=password)
+    producer = KafkaProducer(**common, compression_type="gzip", linger_ms=5)
+    for i in range(a.messages):
+        producer.send(a.topic, key=f"key-{i}".encode(),
+                      value=(f"tls value {i} ".encode() * (a.size // 12 + 1))[:a.size])
+    producer.flush(20)
+    producer.close(5)
+    consumer = KafkaConsumer(**common, auto_offset_reset="earliest", consumer_timeout_ms=3000,
+                             enable_auto_commit=False)
+    tp = TopicPartition(a.topic, 0)
+    consumer.assign([tp])
+    consumer.seek_to_beginning(tp)
+    got = 0
+    for _ in consumer:
+        got += 1
+        if got >= a.messages:
+            break
+    consumer.close()
+    print(f"consumed {got}")
+
+
+if __name__ == "__main__":
+    main()
