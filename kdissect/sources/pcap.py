@@ -155,7 +155,7 @@ def read_captures(paths, sink: Sink, *, ports: Iterable[int] = DEFAULT_PORTS,
     from ..capture.pcapfile import CaptureError, CaptureReader
     total, messages, streams = 0, 0, 1
     for path in paths:
-        file_keys = KeyLog(dict(keys.secrets)) if keys is not None else KeyLog()
+        file_keys = keys.copy() if keys is not None else KeyLog()
         dissector = CaptureDissector(sink, ports, detect, messages, streams, file_keys)
         readable = True
         try:

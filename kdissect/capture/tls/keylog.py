@@ -36,12 +36,35 @@ class KeyLog:
     secrets: dict[tuple[str, bytes], bytes] = field(default_factory=dict)
     skipped: int = 0                        # lines that are not usable key log lines
     first_skipped: str | None = None        # the first of them, for the user's eyes
+    files: dict[str, int] = field(default_factory=dict)    # path -> bytes read so far
 
     def __len__(self) -> int:
         return len(self.secrets)
 
     def get(self, label: str, client_random: bytes) -> bytes | None:
-        return self.secrets.get((label, client_random))
+        """The secret, re-reading the key log files first if they grew (live captures
+        and the proxy: clients append a connection's secrets as they connect)."""
+        found = self.secrets.get((label, client_random))
+        if found is None and self.files:
+            self.refresh()
+            found = self.secrets.get((label, client_random))
+        return found
+
+    def copy(self) -> KeyLog:
+        return KeyLog(dict(self.secrets), self.skipped, self.first_skipped, dict(self.files))
+
+    def refresh(self) -> None:
+        for path, done in list(self.files.items()):
+            try:
+                with open(path, "rb") as f:
+                    f.seek(done)
+                    more = f.read(MAX_FILE)
+            except OSError:
+                continue
+            cut = more.rfind(b"\n") + 1          # a line still being written waits
+            if cut:
+                self.files[path] = done + cut
+                self.add_text(more[:cut])
 
     def add_text(self, text: bytes | str) -> int:
         """Secrets in ``text`` (NSS key log lines); returns how many were new."""
@@ -88,6 +111,7 @@ class KeyLog:
         if b"\0" in data[:4096]:
             raise KeyLogError(f"{path}: not a key log (binary data); kdissect reads NSS "
                               f"key log files: lines like 'CLIENT_RANDOM <hex> <hex>'")
+        self.files[path] = len(data)
         return self.add_text(data)
 
     def problems(self) -> str | None:
