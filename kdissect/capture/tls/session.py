@@ -221,7 +221,9 @@ class TlsSession:
             why = ("no keys in the key log for this connection's client random"
                    if self.keys is not None and len(self.keys)
                    else "no key log given (--keylog FILE or SSLKEYLOGFILE)")
-            if self.suite is None and self.client_hello is not None:
+            if self.client_hello is None:
+                why = "the ClientHello was not captured whole"
+            elif self.suite is None:
                 why = "the ServerHello was not captured"
             self._finding("tls_undecryptable", why)
 

@@ -1,0 +1,301 @@
+"""TLS: key schedules against published vectors, the record layer on hand-built
+records (split, batched, damaged, updated keys), key logs with garbage, and real
+OpenSSL traffic (kafka-python through Python's ssl) decrypted to the very bytes the
+same workload sent in plaintext, checked against tshark with the same key log."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections import Counter
+
+import pytest
+
+from kdissect.capture.tls import KeyLog, KeyLogError
+from kdissect.capture.tls.schedule import SUITES, hkdf_expand_label, prf, traffic_keys
+from kdissect.capture.tls.session import TlsFacts, TlsSession
+from tests.support.tls_synth import Conversation, handshake, record
+
+# -- key schedules -------------------------------------------------------------------------
+
+
+def test_tls13_traffic_keys_rfc8448():
+    """RFC 8448 section 3 (simple 1-RTT handshake): handshake traffic secrets -> keys."""
+    suite = SUITES[0x1301]
+    server = bytes.fromhex("b67b7d690cc16c4e75e54213cb2d37b4e9c912bcded9105d42befd59d391ad38")
+    client = bytes.fromhex("b3eddb126e067f35a780b3abf45e2d8f3b1a950738f52e9600746a0e27a55a21")
+    assert [x.hex() for x in traffic_keys(server, suite)] == [
+        "3fce516009c21727d0f2e4e86ee403bc", "5d313eb2671276ee13000b30"]
+    assert [x.hex() for x in traffic_keys(client, suite)] == [
+        "dbfaa693d1762c5b666af5d950258d01", "5bd3c71b836e0b76bb73265f"]
+    assert hkdf_expand_label(server, "key", b"", 16, "sha256").hex() == \
+        "3fce516009c21727d0f2e4e86ee403bc"
+
+
+def test_tls12_prf_vector():
+    """The TLS 1.2 PRF (SHA-256) vector from the IETF TLS working group."""
+    out = prf(bytes.fromhex("9bbe436ba940f017b17652849a71db35"), b"test label",
+              bytes.fromhex("a0ba9f936cda311827a6f796ffd5198c"), 100, "sha256")
+    assert out.hex() == (
+        "e3f229ba727be17b8d122620557cd453c2aab21d07c3d495329b52d4e61edb5a"
+        "6b301791e90d35c9c9a46b4e14baf9af0fa022f7077def17abfd3797c0564bab"
+        "4fbc91666e9def9b97fce34f796789baa48082d122ee42c5a72e5a5110fff701"
+        "87347b66")
+
+
+# -- key logs ------------------------------------------------------------------------------
+
+
+def test_key_log_skips_garbage_and_counts_it(tmp_path):
+    good = "CLIENT_RANDOM " + "ab" * 32 + " " + "cd" * 48
+    text = "\n".join([
+        "# comment", good, "garbage line", "CLIENT_RANDOM zz" + "0" * 62 + " " + "00" * 48,
+        "CLIENT_RANDOM " + "ab" * 31 + " " + "00" * 48,               # short random
+        "CLIENT_RANDOM " + "01" * 32 + " " + "00" * 47,               # master not 48 bytes
+        "CLIENT_TRAFFIC_SECRET_0 " + "02" * 32 + " " + "ff" * 5000,  # huge secret
+        "X" * 100000, "SERVER_TRAFFIC_SECRET_0 " + "03" * 32 + " " + "11" * 48, ""])
+    path = tmp_path / "keys.log"
+    path.write_text(text)
+    keys = KeyLog()
+    assert keys.add_file(str(path)) == 2
+    assert keys.get("CLIENT_RANDOM", bytes.fromhex("ab" * 32)) == bytes.fromhex("cd" * 48)
+    assert keys.skipped == 6
+    assert "6 key log lines skipped" in keys.problems()
+    assert "cd" * 10 not in keys.problems()          # secrets are not echoed
+
+
+def test_key_log_errors_are_clear(tmp_path):
+    with pytest.raises(KeyLogError, match="cannot read"):
+        KeyLog().add_file(str(tmp_path / "missing.log"))
+    binary = tmp_path / "bin.log"
+    binary.write_bytes(b"\x00\x01" * 100)
+    with pytest.raises(KeyLogError, match="not a key log"):
+        KeyLog().add_file(str(binary))
+
+
+def test_key_log_rereads_a_growing_file(tmp_path):
+    path = tmp_path / "keys.log"
+    path.write_text("")
+    keys = KeyLog()
+    keys.add_file(str(path))
+    with open(path, "a") as f:
+        f.write("CLIENT_RANDOM " + "ab" * 32 + " " + "cd" * 48 + "\n")
+    assert keys.get("CLIENT_RANDOM", bytes.fromhex("ab" * 32)) is not None
+
+
+# -- the record layer on hand-built records ----------------------------------------------------
+
+
+def run(conv: Conversation, keys: KeyLog | None, chunk: int | None = None,
+        client: bytes | None = None, server: bytes | None = None):
+    """Feed a conversation (each direction in ``chunk``-byte pieces) through a session;
+    (facts, plaintext per side, gaps)."""
+    plain = [bytearray(), bytearray()]
+    gaps = []
+
+    def emit(side, offset, data, ts, frame):
+        assert offset == len(plain[side]) + sum(g[2] for g in gaps if g[0] == side)
+        plain[side] += data
+    session = TlsSession(TlsFacts(("c", 1), ("s", 2)), keys, emit,
+                         lambda side, off, n, ts, fr: gaps.append((side, off, n)))
+    streams = [bytes(client if client is not None else conv.client),
+               bytes(server if server is not None else conv.server)]
+    step = chunk or max(map(len, streams)) or 1
+    hello = 5 + int.from_bytes(streams[0][3:5], "big")
+    # as on the wire: the ClientHello, the server's flight, the client's, in pieces
+    for side, data in ((0, streams[0][:hello]), (1, streams[1]), (0, streams[0][hello:])):
+        for i in range(0, len(data), step):
+            session.data(side, data[i:i + step], 0.0, i)
+    return session.finish(), plain, gaps
+
+
+def keys_of(conv: Conversation) -> KeyLog:
+    keys = KeyLog()
+    keys.add_text(conv.key_log())
+    return keys
+
+
+def conversation_with_data() -> Conversation:
+    conv = Conversation()
+    conv.client += conv.c_app.seal(23, b"request-1") + conv.c_app.seal(23, b"request-2", pad=7)
+    conv.server += conv.s_app.seal(23, b"response-1" * 1600)      # 16000 bytes
+    return conv
+
+
+@pytest.mark.parametrize("chunk", [None, 1, 7, 1448])
+def test_records_split_over_segments_and_batched(chunk):
+    conv = conversation_with_data()
+    facts, plain, gaps = run(conv, keys_of(conv), chunk)
+    assert bytes(plain[0]) == b"request-1request-2"
+    assert bytes(plain[1]) == b"response-1" * 1600
+    assert not gaps and not facts.findings
+    assert facts.state == "decrypted" and facts.version == "TLS 1.3"
+    assert facts.server_name == "kafka.example" and facts.cipher == "TLS_AES_128_GCM_SHA256"
+
+
+def test_key_update_switches_keys():
+    conv = Conversation()
+    conv.client += conv.c_app.seal(23, b"before")
+    conv.client += conv.c_app.seal(22, handshake(24, b"\x01"))     # KeyUpdate, update_requested
+    conv.c_app.update()
+    conv.client += conv.c_app.seal(23, b"after")
+    conv.server += conv.s_app.seal(22, handshake(24, b"\x00"))
+    conv.s_app.update()
+    conv.server += conv.s_app.seal(23, b"server after")
+    facts, plain, _ = run(conv, keys_of(conv))
+    assert bytes(plain[0]) == b"beforeafter" and bytes(plain[1]) == b"server after"
+    assert not facts.findings
+
+
+def test_bad_tag_is_a_finding_and_decryption_goes_on():
+    conv = Conversation()
+    conv.client += conv.c_app.seal(23, b"one")
+    bad = bytearray(conv.c_app.seal(23, b"two"))
+    bad[-1] ^= 1
+    conv.client += bad + conv.c_app.seal(23, b"three")
+    facts, plain, gaps = run(conv, keys_of(conv))
+    assert bytes(plain[0]) == b"onethree"
+    assert [f.code for f in facts.findings] == ["tls_decrypt_failed"]
+    assert gaps == [(0, 3, len(bad) - 5)]
+
+
+def test_without_keys_the_connection_is_reported_not_lost():
+    conv = conversation_with_data()
+    facts, plain, gaps = run(conv, None)
+    assert not plain[0] and not plain[1] and not gaps
+    assert facts.state == "no keys" and [f.code for f in facts.findings] == ["tls_undecryptable"]
+    assert facts.server_name == "kafka.example" and facts.version == "TLS 1.3"
+
+
+def test_wrong_keys_fail_cleanly():
+    conv = conversation_with_data()
+    other = Conversation()
+    keys = KeyLog()
+    keys.add_text(other.key_log().replace(other.client_random.hex(), conv.client_random.hex()))
+    facts, plain, _ = run(conv, keys)
+    assert facts.state == "failed" and not plain[0] and not plain[1]
+    assert {f.code for f in facts.findings} == {"tls_decrypt_failed"}
+
+
+def test_lost_bytes_then_decryption_resumes():
+    conv = Conversation()
+    head = len(conv.client)
+    for i in range(5):
+        conv.client += conv.c_app.seal(23, f"msg-{i};".encode() * 50)
+    whole = bytes(conv.client)
+    plain, gaps = [bytearray(), bytearray()], []
+    session = TlsSession(TlsFacts(("c", 1), ("s", 2)), keys_of(conv),
+                         lambda side, off, data, ts, fr: plain[side].extend(data),
+                         lambda side, off, n, ts, fr: gaps.append((side, off, n)))
+    hello = 5 + int.from_bytes(whole[3:5], "big")
+    session.data(0, whole[:hello], 0.0, 1)
+    session.data(1, bytes(conv.server), 0.0, 1)
+    whole = whole[hello:]
+    head -= hello
+    rec = (len(whole) - head) // 5
+    session.data(0, whole[:head + rec + 10], 0.0, 2)         # record 0 and a bit of 1
+    session.gap(0, rec, 0.0, 3)                              # the rest of 1 and most of 2
+    session.data(0, whole[head + 2 * rec + 10:], 0.0, 4)     # the rest of 2, then 3 and 4
+    assert bytes(plain[0]) == b"msg-0;" * 50 + b"msg-3;" * 50 + b"msg-4;" * 50
+    assert len(gaps) == 1
+
+
+@pytest.mark.parametrize("damage", ["length", "type", "truncated_hello", "huge_handshake",
+                                    "alert"])
+def test_hostile_records_give_findings(damage):
+    conv = conversation_with_data()
+    client, server = bytes(conv.client), bytes(conv.server)
+    if damage == "length":
+        client = client[:-20] + b"\x17\x03\x03\xff\xff" + client[-15:]
+    elif damage == "type":
+        server = server + b"\x63\x03\x03\x00\x10" + bytes(16)
+    elif damage == "truncated_hello":
+        client = client[:40]
+    elif damage == "huge_handshake":
+        server = record(22, b"\x02\xff\xff\xff" + bytes(100))
+    else:
+        server += conv.s_app.seal(21, b"\x02\x28")            # fatal handshake_failure
+    facts, plain, _ = run(conv, keys_of(conv), 100, client, server)
+    codes = {f.code for f in facts.findings}
+    if damage == "truncated_hello":
+        assert facts.state == "no keys" and codes == {"tls_undecryptable"}
+        assert "ClientHello" in facts.findings[0].detail
+    elif damage == "alert":
+        assert codes == {"tls_alert"}
+        assert "handshake_failure" in facts.findings[0].detail
+    else:
+        assert "tls_decrypt_failed" in codes
+
+
+# -- real OpenSSL traffic -----------------------------------------------------------------
+
+from kdissect.sources.pcap import exchanges_in      # noqa: E402
+from tests.support.broker import Broker, free_port  # noqa: E402
+from tests.support.tls_capture import record_tls   # noqa: E402
+
+CONFIGS = {
+    "tls13-aes256gcm": dict(),
+    "tls13-aes128gcm": dict(suites13="TLS_AES_128_GCM_SHA256"),
+    "tls13-chacha20": dict(suites13="TLS_CHACHA20_POLY1305_SHA256"),
+    "tls12-aes128gcm": dict(tls12=True, ciphers="ECDHE-RSA-AES128-GCM-SHA256"),
+    "tls12-aes256gcm": dict(tls12=True, ciphers="ECDHE-RSA-AES256-GCM-SHA384"),
+    "tls12-chacha20": dict(tls12=True, ciphers="ECDHE-RSA-CHACHA20-POLY1305"),
+    "tls12-aes128cbc-sha": dict(tls12=True, ciphers="ECDHE-RSA-AES128-SHA"),
+    "tls12-aes256cbc-sha384": dict(tls12=True, ciphers="ECDHE-RSA-AES256-SHA384"),
+    "tls13-mutual": dict(mutual=True),
+    "tls12-mutual-big": dict(tls12=True, mutual=True, messages=40, size=30000),
+    "tls13-big": dict(messages=40, size=30000),
+}
+
+
+@pytest.fixture(scope="module")
+def tls_broker():
+    """One Tansu broker for the module, advertising the TLS port every run listens on."""
+    port = free_port()
+    broker = Broker(advertised_port=port)
+    yield broker, port
+    broker.stop()
+
+
+def split(ex_list, tls_port: int):
+    """(decrypted TLS exchanges, plaintext-leg exchanges) as comparable tuples."""
+    def key(e):
+        return (e.request.data if e.request else None, e.response.data if e.response else None)
+    tls = sorted(key(e) for e in ex_list if e.broker[1] == tls_port)
+    plain = sorted(key(e) for e in ex_list if e.broker[1] != tls_port)
+    return tls, plain
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_real_tls_decrypts_to_the_plaintext_leg(name, tls_broker, tmp_path):
+    broker, port = tls_broker
+    run = record_tls(tmp_path / name, broker=broker, tls_port=port, **CONFIGS[name])
+    keys = KeyLog()
+    keys.add_file(str(run.keylog))
+    got = exchanges_in([str(run.pcap)], keys=keys)
+    tls, plain = split(got.exchanges, port)
+    # the same requests; the same responses, but for one the client hung up before the
+    # terminator could pass it on (the consumer closes while its last Fetch waits)
+    assert tls and [t[0] for t in tls] == [p[0] for p in plain]
+    assert Counter(t for t in tls if t[1] is not None) - Counter(plain) == Counter()
+    assert sum(t[1] is None for t in tls) <= sum(p[1] is None for p in plain) + 1
+    assert not got.gaps
+    decrypted = [e for e in got.exchanges if e.broker[1] == port]
+    assert all(e.tls is not None and e.tls.state in ("decrypted", "handshake")
+               for e in decrypted)
+    cipher = {e.tls.cipher for e in decrypted}
+    want = CONFIGS[name]
+    if "ciphers" in want or "suites13" in want:
+        assert len(cipher) == 1
+        if "suites13" in want:
+            assert cipher == {want["suites13"]}
+    version = {e.tls.version for e in decrypted}
+    assert version == {"TLS 1.2" if want.get("tls12") else "TLS 1.3"}
+    assert not [f for e in decrypted for f in e.findings if f.code.startswith("tls")]
+    # without keys: each TLS connection reported with its facts, nothing lost
+    bare = exchanges_in([str(run.pcap)])
+    assert not bare.gaps and not [e for e in bare.exchanges if e.broker[1] == port]
+    notes = " ".join(text for _level, text in bare.notes)
+    assert f"TLS connections to 127.0.0.1:{port}" in notes and "give --keylog" in notes
