@@ -5,6 +5,7 @@ same workload sent in plaintext, checked against tshark with the same key log.""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -243,6 +244,8 @@ CONFIGS = {
     "tls12-chacha20": dict(tls12=True, ciphers="ECDHE-RSA-CHACHA20-POLY1305"),
     "tls12-aes128cbc-sha": dict(tls12=True, ciphers="ECDHE-RSA-AES128-SHA"),
     "tls12-aes256cbc-sha384": dict(tls12=True, ciphers="ECDHE-RSA-AES256-SHA384"),
+    "tls12-aes128cbc-sha256-mac-then-encrypt": dict(tls12=True, ciphers="ECDHE-RSA-AES128-SHA256",
+                                                     no_etm=True),
     "tls13-mutual": dict(mutual=True),
     "tls12-mutual-big": dict(tls12=True, mutual=True, messages=40, size=30000),
     "tls13-big": dict(messages=40, size=30000),
@@ -299,3 +302,77 @@ def test_real_tls_decrypts_to_the_plaintext_leg(name, tls_broker, tmp_path):
     assert not bare.gaps and not [e for e in bare.exchanges if e.broker[1] == port]
     notes = " ".join(text for _level, text in bare.notes)
     assert f"TLS connections to 127.0.0.1:{port}" in notes and "give --keylog" in notes
+
+
+@pytest.fixture(scope="module")
+def tls_run(tls_broker, tmp_path_factory):
+    broker, port = tls_broker
+    return record_tls(tmp_path_factory.mktemp("tls") / "run", broker=broker, tls_port=port)
+
+
+@pytest.fixture(scope="module")
+def tls12_run(tls_broker, tmp_path_factory):
+    broker, port = tls_broker
+    return record_tls(tmp_path_factory.mktemp("tls12") / "run", broker=broker, tls_port=port,
+                      tls12=True)
+
+
+def kdissect(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "kdissect", *map(str, args)],
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, **(env or {})})
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("which", ["tls_run", "tls12_run"])
+def test_tshark_decodes_the_same_messages(which, request):
+    """tshark, given the same key log, finds the same Kafka messages in the same frames."""
+    run = request.getfixturevalue(which)
+    out = subprocess.run(["tshark", "-r", str(run.pcap), "-o", f"tls.keylog_file:{run.keylog}",
+                          "-d", f"tls.port=={run.tls_port},kafka", "-Y",
+                          f"kafka && tcp.port=={run.tls_port}", "-T", "fields",
+                          "-e", "frame.number", "-e", "kafka.correlation_id"],
+                         capture_output=True, text=True, timeout=120, check=True).stdout
+    theirs = Counter((int(frame), int(c)) for line in out.splitlines()
+                     for frame, corrs in [line.split("\t")] for c in corrs.split(","))
+    keys = KeyLog()
+    keys.add_file(str(run.keylog))
+    ours = Counter((m.frame, m.correlation_id)
+                   for e in exchanges_in([str(run.pcap)], keys=keys).exchanges
+                   if e.broker[1] == run.tls_port for m in e.messages)
+    assert len(theirs) > 10 and ours == theirs
+
+
+@pytest.mark.slow
+def test_cli_without_keys_reports_tls_not_gaps(tls_run):
+    out = kdissect("pcap", tls_run.pcap, "--no-tui")
+    assert out.returncode == 0, out.stderr
+    assert f"TLS connections to 127.0.0.1:{tls_run.tls_port} (TLS 1.3, " in out.stderr
+    assert "give --keylog" in out.stderr and "gap" not in out.stderr
+    assert f":{tls_run.tls_port} " not in out.stdout            # no exchanges of the TLS leg
+    stats = kdissect("pcap", tls_run.pcap, "--no-tui", "--stats")
+    assert "TLS connections" in stats.stdout and "tls_undecryptable" in stats.stdout
+    jsonl = kdissect("pcap", tls_run.pcap, "--format", "jsonl")
+    conns = [json.loads(line)["tls_connection"] for line in jsonl.stdout.splitlines()
+             if line.startswith('{"tls_connection"')]
+    assert conns and all(c["state"] == "no keys" and c["version"] == "TLS 1.3" for c in conns)
+
+
+@pytest.mark.slow
+def test_cli_key_sources_agree(tls_run, tmp_path):
+    """--keylog, SSLKEYLOGFILE and a pcapng Decryption Secrets Block (editcap
+    --inject-secrets) decrypt the same exchanges."""
+    def tls_lines(out):
+        assert out.returncode == 0, out.stderr
+        return [line for line in out.stdout.splitlines() if f":{tls_run.tls_port} " in line]
+    by_option = tls_lines(kdissect("pcap", tls_run.pcap, "--no-tui", "--keylog", tls_run.keylog))
+    by_env = tls_lines(kdissect("pcap", tls_run.pcap, "--no-tui",
+                                env={"SSLKEYLOGFILE": str(tls_run.keylog)}))
+    dsb = tmp_path / "with-keys.pcapng"
+    subprocess.run(["editcap", "--inject-secrets", f"tls,{tls_run.keylog}", str(tls_run.pcap),
+                    str(dsb)], check=True, capture_output=True)
+    by_block = tls_lines(kdissect("pcap", dsb, "--no-tui"))
+    assert len(by_option) > 10 and by_option == by_env == by_block
+    bad = kdissect("pcap", tls_run.pcap, "--keylog", tmp_path / "nope.log")
+    assert bad.returncode == 2 and "cannot read the key log" in bad.stderr
+    assert "Traceback" not in bad.stderr

@@ -45,22 +45,22 @@ class Tcpdump:
         self.proc.wait(10)
 
 
-def openssl_conf(directory: Path, suites: str) -> Path:
-    """An OpenSSL config restricting the TLS 1.3 cipher suites a process offers."""
+def openssl_conf(directory: Path, settings: list[str]) -> Path:
+    """An OpenSSL config for a process (TLS 1.3 cipher suites, options)."""
     conf = directory / "openssl.cnf"
     conf.write_text("openssl_conf = conf\n[conf]\nssl_conf = ssl\n[ssl]\n"
-                    "system_default = sys\n[sys]\n"
-                    f"Ciphersuites = {suites}\n")
+                    "system_default = sys\n[sys]\n" + "".join(f"{s}\n" for s in settings))
     return conf
 
 
 def record_tls(directory: Path, *, tls12: bool = False, ciphers: str | None = None,
                suites13: str | None = None, mutual: bool = False, messages: int = 20,
                size: int = 100, broker: Broker | None = None, sasl: str | None = None,
-               tls_port: int | None = None) -> TlsRun:
+               tls_port: int | None = None, no_etm: bool = False) -> TlsRun:
     """One workload over TLS, captured. ``ciphers``: OpenSSL names for TLS 1.2 (set on the
     client); ``suites13``: TLS 1.3 suites the client offers; ``mutual``: the terminator
-    asks for a client certificate."""
+    asks for a client certificate; ``no_etm``: the client does not offer encrypt-then-MAC
+    (CBC suites then MAC before encrypting, as TLS 1.2 without RFC 7366)."""
     directory.mkdir(parents=True, exist_ok=True)
     cert, key = self_signed(directory)
     port = tls_port or free_port()
@@ -81,8 +81,10 @@ def record_tls(directory: Path, *, tls12: bool = False, ciphers: str | None = No
     pcap, keylog = directory / "tls.pcap", directory / "keys.log"
     dump = Tcpdump(pcap, f"tcp port {port} or tcp port {broker.port}")
     env = dict(os.environ)
-    if suites13:
-        env["OPENSSL_CONF"] = str(openssl_conf(directory, suites13))
+    settings = ([f"Ciphersuites = {suites13}"] if suites13 else []) + \
+        (["Options = -EncryptThenMac"] if no_etm else [])
+    if settings:
+        env["OPENSSL_CONF"] = str(openssl_conf(directory, settings))
     try:
         run = subprocess.run(
             [sys.executable, "-m", "tests.support.tls_client", f"127.0.0.1:{port}", str(cert),
