@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 import sys
 from collections import Counter
 
@@ -376,3 +377,60 @@ def test_cli_key_sources_agree(tls_run, tmp_path):
     bad = kdissect("pcap", tls_run.pcap, "--keylog", tmp_path / "nope.log")
     assert bad.returncode == 2 and "cannot read the key log" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+@pytest.mark.slow
+def test_proxy_writes_the_secrets_of_both_tls_legs(tls_broker, tmp_path):
+    """kafka-python -TLS-> kdissect proxy -TLS-> terminator -> broker, captured by
+    tcpdump: the proxy's --keylog decrypts both legs of the capture, and its -w
+    recording carries the secrets in a Decryption Secrets Block."""
+    from kafka import KafkaProducer
+
+    from kdissect.capture.pcapfile import CaptureReader
+    from tests.support.tls import TlsTerminator, self_signed
+    from tests.support.tls_capture import Tcpdump
+    from tests.test_proxy import ProxyProcess
+    broker, port = tls_broker
+    cert, key = self_signed(tmp_path)
+    terminator = TlsTerminator(cert, key, ("127.0.0.1", broker.port), port=port)
+    keys, recording, pcap = tmp_path / "proxy-keys.log", tmp_path / "rec.pcapng", tmp_path / "p.pcap"
+    base = free_port() - 111            # Tansu is node 111: its proxy listener is base + 111
+    proxy = ProxyProcess(f"127.0.0.1:{port}", "--upstream-tls", "--ca-file", str(cert),
+                         "--tls-cert", str(cert), "--tls-key", str(key), "--keylog", str(keys),
+                         "-w", str(recording), "--broker-ports", str(base))
+    dump = Tcpdump(pcap, f"tcp port {port} or tcp port {proxy.port} or "
+                         f"tcp port {base + 111}")
+    try:
+        producer = KafkaProducer(bootstrap_servers=proxy.bootstrap, security_protocol="SSL",
+                                 ssl_cafile=str(cert))
+        for i in range(5):
+            producer.send("proxy-tls", f"value {i}".encode())
+        producer.flush(30)
+        producer.close()
+        time.sleep(0.5)
+    finally:
+        dump.stop()
+        proxy.proc.terminate()
+        try:
+            # (the forwarding process has closed the recording by then; the proxy's
+            # display may linger after a TLS upstream: not this test's subject)
+            proxy.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proxy.proc.kill()
+        terminator.close()
+    keylog = KeyLog()
+    keylog.add_file(str(keys))
+    got = exchanges_in([str(pcap)], keys=keylog)
+    legs = [[e.request.data for e in got.exchanges if (e.broker[1] == port) == upstream
+             and e.request] for upstream in (False, True)]
+    produce = [[r for r in leg if r[:2] == b"\x00\x00"] for leg in legs]
+    assert produce[0] and produce[0] == produce[1]                # the very same Produce requests
+    assert all(e.tls is not None and e.tls.state == "decrypted" for e in got.exchanges)
+    assert not got.gaps
+    blocks = []
+    with CaptureReader(str(recording)) as reader:
+        reader.on_secrets = blocks.append
+        list(reader.packets())
+    assert blocks and b"CLIENT_TRAFFIC_SECRET_0" in b"".join(blocks)
+    rec = exchanges_in([str(recording)])
+    assert any(e.request and e.request.api_key == 0 for e in rec.exchanges)
