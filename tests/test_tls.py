@@ -434,3 +434,51 @@ def test_proxy_writes_the_secrets_of_both_tls_legs(tls_broker, tmp_path):
     assert blocks and b"CLIENT_TRAFFIC_SECRET_0" in b"".join(blocks)
     rec = exchanges_in([str(recording)])
     assert any(e.request and e.request.api_key == 0 for e in rec.exchanges)
+
+
+@pytest.mark.slow
+def test_real_apache_kafka_ssl_listener(apache_kafka, tmp_path):
+    """The real broker's SSL listener (TLS 1.3 and 1.2), and the same workload on its
+    PLAINTEXT listener: the decrypted exchanges are the plaintext ones (but for the
+    topic's name), and tshark with the same key log finds the same messages."""
+    from tests.support.tls_capture import Tcpdump, run_client
+    ssl_port = int(apache_kafka.bootstrap("SSL").rsplit(":", 1)[1])
+    plain_port = int(apache_kafka.bootstrap("PLAINTEXT").rsplit(":", 1)[1])
+    pcap, keylog = tmp_path / "kafka.pcap", tmp_path / "keys.log"
+    dump = Tcpdump(pcap, f"tcp port {ssl_port} or tcp port {plain_port}")
+    try:
+        for topic, args in (("ssl13", ()), ("ssl12", ("--tls12",)), ("plain", ("--plaintext",))):
+            port = plain_port if topic == "plain" else ssl_port
+            out = run_client(f"127.0.0.1:{port}", apache_kafka.tls.ca, keylog, "--topic",
+                             f"t-{topic}", "--messages", "30", *args)
+            assert "consumed 30" in out
+    finally:
+        dump.stop()
+    keys = KeyLog()
+    keys.add_file(str(keylog))
+    got = exchanges_in([str(pcap)], keys=keys)
+    assert not got.gaps
+
+    def workload(ex):
+        """(API, version, record values produced and fetched) of the exchanges."""
+        return Counter((e.request.api_name, e.request.api_version, e.response is not None)
+                       for e in ex if e.request and e.request.api_key in (0, 3, 18))
+    by_version = {v: [e for e in got.exchanges if e.tls is not None and e.tls.version == v]
+                  for v in ("TLS 1.3", "TLS 1.2")}
+    plain = [e for e in got.exchanges if e.broker[1] == plain_port]
+    assert by_version["TLS 1.3"] and by_version["TLS 1.2"] and plain
+    assert workload(by_version["TLS 1.3"]) == workload(by_version["TLS 1.2"]) == workload(plain)
+    produced = [[e.facts.records for e in ex if e.request and e.request.api_key == 0]
+                for ex in (by_version["TLS 1.3"], plain)]
+    assert sum(produced[0]) == sum(produced[1]) == 30
+    assert not [e for e in got.exchanges if e.broker[1] == ssl_port and e.tls is None]
+    out = subprocess.run(["tshark", "-r", str(pcap), "-o", f"tls.keylog_file:{keylog}",
+                          "-d", f"tls.port=={ssl_port},kafka", "-Y",
+                          f"kafka && tcp.port=={ssl_port}", "-T", "fields", "-e", "frame.number",
+                          "-e", "kafka.correlation_id"],
+                         capture_output=True, text=True, timeout=120, check=True).stdout
+    theirs = Counter((int(frame), int(c)) for line in out.splitlines()
+                     for frame, corrs in [line.split("\t")] for c in corrs.split(","))
+    ours = Counter((m.frame, m.correlation_id) for e in got.exchanges
+                   if e.broker[1] == ssl_port for m in e.messages)
+    assert len(theirs) > 20 and ours == theirs

@@ -53,6 +53,16 @@ def openssl_conf(directory: Path, settings: list[str]) -> Path:
     return conf
 
 
+def run_client(bootstrap: str, cafile: Path, keylog: Path, *args: str,
+               env: dict | None = None) -> str:
+    """The workload of tests.support.tls_client (its options in ``args``); its output."""
+    run = subprocess.run([sys.executable, "-m", "tests.support.tls_client", bootstrap,
+                          str(cafile), str(keylog), *args], capture_output=True, text=True,
+                         timeout=120, cwd=ROOT, env=env or dict(os.environ))
+    assert run.returncode == 0, run.stderr[-3000:]
+    return run.stdout
+
+
 def record_tls(directory: Path, *, tls12: bool = False, ciphers: str | None = None,
                suites13: str | None = None, mutual: bool = False, messages: int = 20,
                size: int = 100, broker: Broker | None = None, sasl: str | None = None,
@@ -86,17 +96,13 @@ def record_tls(directory: Path, *, tls12: bool = False, ciphers: str | None = No
     if settings:
         env["OPENSSL_CONF"] = str(openssl_conf(directory, settings))
     try:
-        run = subprocess.run(
-            [sys.executable, "-m", "tests.support.tls_client", f"127.0.0.1:{port}", str(cert),
-             str(keylog), *(["--tls12"] if tls12 else []),
-             *(["--ciphers", ciphers] if ciphers else []), *client_cert,
-             *(["--sasl", sasl] if sasl else []), "--messages", str(messages),
-             "--size", str(size)],
-            capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
+        out = run_client(f"127.0.0.1:{port}", cert, keylog, *(["--tls12"] if tls12 else []),
+                         *(["--ciphers", ciphers] if ciphers else []), *client_cert,
+                         *(["--sasl", sasl] if sasl else []), "--messages", str(messages),
+                         "--size", str(size), env=env)
     finally:
         dump.stop()
         terminator.close()
         if own:
             broker.stop()
-    assert run.returncode == 0, run.stderr[-3000:]
-    return TlsRun(pcap, keylog, port, broker.port, run.stdout)
+    return TlsRun(pcap, keylog, port, broker.port, out)

@@ -25,6 +25,7 @@ def main() -> None:
     ap.add_argument("--messages", type=int, default=20)
     ap.add_argument("--size", type=int, default=100)
     ap.add_argument("--topic", default="tls-topic")
+    ap.add_argument("--plaintext", action="store_true", help="the same workload without TLS")
     a = ap.parse_args()
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
@@ -38,6 +39,8 @@ def main() -> None:
         ctx.load_cert_chain(a.cert, a.key)
     common = dict(bootstrap_servers=a.bootstrap, ssl_context=ctx,
                   security_protocol="SASL_SSL" if a.sasl else "SSL", request_timeout_ms=20000)
+    if a.plaintext:
+        common.update(security_protocol="PLAINTEXT", ssl_context=None)
     if a.sasl:
         user, _, password = a.sasl.partition(":")
         common.update(sasl_mechanism="SCRAM-SHA-256", sasl_plain_username=user,
