@@ -482,3 +482,23 @@ def test_real_apache_kafka_ssl_listener(apache_kafka, tmp_path):
     ours = Counter((m.frame, m.correlation_id) for e in got.exchanges
                    if e.broker[1] == ssl_port for m in e.messages)
     assert len(theirs) > 20 and ours == theirs
+
+
+# -- the bundled capture ---------------------------------------------------------------------
+
+CAPTURES = __import__("pathlib").Path(__file__).resolve().parents[1] / "captures"
+
+
+def test_bundled_tls_capture_decodes_to_its_plaintext_leg():
+    keys = KeyLog()
+    keys.add_file(str(CAPTURES / "tls13.keys"))
+    got = exchanges_in([str(CAPTURES / "tls13.pcap")], keys=keys)
+    tls, plain = split(got.exchanges, 9093)
+    assert len(tls) >= 15 and [t[0] for t in tls] == [p[0] for p in plain]
+    assert Counter(t for t in tls if t[1] is not None) - Counter(plain) == Counter()
+    assert not got.gaps
+    assert ("info", "4 TLS connections to 127.0.0.1:9093 (TLS 1.3, TLS_AES_256_GCM_SHA384): "
+            "decrypted") in got.notes
+    bare = exchanges_in([str(CAPTURES / "tls13.pcap")])
+    assert not bare.gaps and not [e for e in bare.exchanges if e.broker[1] == 9093]
+    assert any("no keys for them; give --keylog" in text for _, text in bare.notes)

@@ -162,7 +162,7 @@ def _engine(sink: RowSink) -> Enricher:
 
 
 def flow_rows(capture: str, segments: Iterable[tuple], frame_base: Callable[[int], int],
-              ports, detect: bool, with_records: bool) -> Rows:
+              ports, detect: bool, with_records: bool, keys=None) -> Rows:
     """Rows of one flow from its segment rows (SEGMENT_COLUMNS tuples), given in capture
     order. ``frame_base(shard)`` is the number of packets before that shard (so frames
     are numbered as in the file)."""
@@ -172,7 +172,7 @@ def flow_rows(capture: str, segments: Iterable[tuple], frame_base: Callable[[int
         conn = dissector.streams[g.stream - 1]
         rows.gaps.append((g, conn.client, conn.broker))
     dissector = CaptureDissector(_engine(RowSink(capture, rows, with_records, on_gap=gap)),
-                                 ports, detect)
+                                 ports, detect, keys=keys.copy() if keys is not None else None)
     segment = dissector.tcp.segment
     for (_c, _f, shard, frame, _o, ts, src, sport, dst, dport, seq, ack, flags, payload,
          missing) in segments:

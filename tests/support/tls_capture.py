@@ -66,7 +66,8 @@ def run_client(bootstrap: str, cafile: Path, keylog: Path, *args: str,
 def record_tls(directory: Path, *, tls12: bool = False, ciphers: str | None = None,
                suites13: str | None = None, mutual: bool = False, messages: int = 20,
                size: int = 100, broker: Broker | None = None, sasl: str | None = None,
-               tls_port: int | None = None, no_etm: bool = False) -> TlsRun:
+               tls_port: int | None = None, no_etm: bool = False,
+               extra: tuple[str, ...] = ()) -> TlsRun:
     """One workload over TLS, captured. ``ciphers``: OpenSSL names for TLS 1.2 (set on the
     client); ``suites13``: TLS 1.3 suites the client offers; ``mutual``: the terminator
     asks for a client certificate; ``no_etm``: the client does not offer encrypt-then-MAC
@@ -99,7 +100,7 @@ def record_tls(directory: Path, *, tls12: bool = False, ciphers: str | None = No
         out = run_client(f"127.0.0.1:{port}", cert, keylog, *(["--tls12"] if tls12 else []),
                          *(["--ciphers", ciphers] if ciphers else []), *client_cert,
                          *(["--sasl", sasl] if sasl else []), "--messages", str(messages),
-                         "--size", str(size), env=env)
+                         "--size", str(size), *extra, env=env)
     finally:
         dump.stop()
         terminator.close()

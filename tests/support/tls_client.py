@@ -26,6 +26,7 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=100)
     ap.add_argument("--topic", default="tls-topic")
     ap.add_argument("--plaintext", action="store_true", help="the same workload without TLS")
+    ap.add_argument("--compression", default="gzip", help="the producer's (none: raw bytes)")
     a = ap.parse_args()
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
@@ -45,7 +46,8 @@ def main() -> None:
         user, _, password = a.sasl.partition(":")
         common.update(sasl_mechanism="SCRAM-SHA-256", sasl_plain_username=user,
                       sasl_plain_password=password)
-    producer = KafkaProducer(**common, compression_type="gzip", linger_ms=5)
+    producer = KafkaProducer(**common, compression_type=None if a.compression == "none"
+                             else a.compression, linger_ms=5)
     for i in range(a.messages):
         producer.send(a.topic, key=f"key-{i}".encode(),
                       value=(f"tls value {i} ".encode() * (a.size // 12 + 1))[:a.size])
