@@ -14,7 +14,7 @@ terminator) and PLAIN.pcap (terminator ↔ broker: the very same Kafka messages)
 command runs alternately --runs times; the table gives medians of wall and CPU time and
 peak memory (as benchmarks/pcap_vs_tshark.py measures them) and the ratios.
 
-    .venv/bin/python benchmarks/tls_vs_tshark.py --make DIR [--mb 110]
+    .venv/bin/python benchmarks/tls_vs_tshark.py --make DIR [--mb 110] [--size 32000]
     .venv/bin/python benchmarks/tls_vs_tshark.py DIR [--runs 3]
 """
 
@@ -35,9 +35,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from pcap_vs_tshark import ENV, measure  # noqa: E402
 
 
-def make(directory: Path, megabytes: int) -> None:
+def make(directory: Path, megabytes: int, size: int) -> None:
     from tests.support.tls_capture import record_tls
-    size = 32000
     messages = megabytes * 1_000_000 // (2 * size)          # produced, then fetched back
     run = record_tls(directory / "run", messages=messages, size=size,
                      extra=("--compression", "none"))
@@ -56,12 +55,13 @@ def main() -> None:
     ap.add_argument("directory")
     ap.add_argument("--make", action="store_true", help="record the captures into DIRECTORY")
     ap.add_argument("--mb", type=int, default=110, help="TLS bytes to capture (--make)")
+    ap.add_argument("--size", type=int, default=32000, help="record value bytes (--make)")
     ap.add_argument("--runs", type=int, default=3)
     args = ap.parse_args()
     d = Path(args.directory)
     if args.make:
         d.mkdir(parents=True, exist_ok=True)
-        make(d, args.mb)
+        make(d, args.mb, args.size)
         return
     ports = json.loads((d / "ports.json").read_text())
     tls, plain, keys = str(d / "tls.pcap"), str(d / "plain.pcap"), str(d / "run" / "keys.log")

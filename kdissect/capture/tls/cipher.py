@@ -38,7 +38,8 @@ class Decryptor:
         self.ivint = int.from_bytes(iv, "big") if len(iv) == 12 else 0
 
     def decrypt(self, seq: int, ctype: int, version: int, header: bytes,
-                payload: bytes) -> tuple[int, bytes] | None:
+                payload) -> tuple[int, bytes] | None:
+        """``payload``: bytes or a memoryview of them (read in place)."""
         try:
             if self.tls13:
                 inner = self.aead.decrypt((self.ivint ^ seq).to_bytes(12, "big"), payload, header)
@@ -50,7 +51,7 @@ class Decryptor:
                 return inner[end - 1], inner[:end - 1]
             if self.aead is not None:
                 return ctype, self._aead12(seq, ctype, version, payload)
-            return self._cbc(seq, ctype, version, payload)
+            return self._cbc(seq, ctype, version, bytes(payload))
         except (InvalidTag, ValueError):
             return None
 

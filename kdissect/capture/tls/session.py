@@ -116,36 +116,63 @@ class TlsSession:
     # -- input ----------------------------------------------------------------------------
 
     def data(self, side: int, payload: bytes, ts: float, frame: int) -> None:
+        """The next bytes of a direction. Records are read in place from ``payload``; only
+        a record split over segments is copied (once, when whole)."""
         s = self.sides[side]
         if s.broken:
             return
-        s.buf += payload
-        buf = s.buf
-        while True:
-            if s.lost and not self._resync(side, s):
-                break
-            pos = s.pos
-            if len(buf) - pos < 5:
-                break
-            head = record_header(buf, pos)
-            if head is None:
-                s.broken = True
-                self._finding("tls_decrypt_failed",
-                              f"{self._who(side)}: bytes at this point are not a TLS record "
-                              f"(type {buf[pos]}, length {(buf[pos + 3] << 8) | buf[pos + 4]}): "
-                              f"the rest of this direction is not read", side)
-                break
-            end = pos + 5 + head[2]
-            if end > len(buf):
-                break
-            s.pos = end
-            self._record(side, s, head[0], head[1], bytes(buf[pos:pos + 5]),
-                         bytes(buf[pos + 5:end]), ts, frame)
-            if s.broken:
-                break
-        if s.pos:
-            del buf[:s.pos]
+        if s.lost:                        # after lost bytes: find the next record first
+            s.buf += payload
+            if not self._resync(side, s):
+                del s.buf[:s.pos]
+                s.pos = 0
+                return
+            payload = bytes(s.buf[s.pos:])
+            s.buf.clear()
             s.pos = 0
+        view = memoryview(payload)
+        if s.buf:                         # a record begun in an earlier segment
+            if len(s.buf) < 5:
+                take = 5 - len(s.buf)
+                s.buf += view[:take]
+                view = view[take:]
+                if len(s.buf) < 5:
+                    return
+            head = record_header(s.buf)
+            if head is None:
+                self._not_a_record(side, s, s.buf, 0)
+                return
+            need = 5 + head[2] - len(s.buf)
+            if len(view) < need:
+                s.buf += view
+                return
+            s.buf += view[:need]
+            view = view[need:]
+            record = bytes(s.buf)
+            s.buf.clear()
+            self._record(side, s, head[0], head[1], record[:5], record[5:], ts, frame)
+        pos, n = 0, len(view)
+        while n - pos >= 5 and not s.broken:
+            head = record_header(view, pos)
+            if head is None:
+                self._not_a_record(side, s, view, pos)
+                return
+            end = pos + 5 + head[2]
+            if end > n:
+                break
+            self._record(side, s, head[0], head[1], bytes(view[pos:pos + 5]),
+                         view[pos + 5:end], ts, frame)
+            pos = end
+        if pos < n and not s.broken:
+            s.buf += view[pos:]
+
+    def _not_a_record(self, side: int, s: _Side, buf, pos: int) -> None:
+        s.broken = True
+        self._finding("tls_decrypt_failed",
+                      f"{self._who(side)}: bytes at this point are not a TLS record "
+                      f"(type {buf[pos]}, length {(buf[pos + 3] << 8) | buf[pos + 4]}): "
+                      f"the rest of this direction is not read", side)
+        s.buf.clear()
 
     def gap(self, side: int, length: int, ts: float, frame: int) -> None:
         """``length`` encrypted bytes lost: the partial record goes, the plaintext stream
