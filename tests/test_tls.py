@@ -502,3 +502,36 @@ def test_bundled_tls_capture_decodes_to_its_plaintext_leg():
     bare = exchanges_in([str(CAPTURES / "tls13.pcap")])
     assert not bare.gaps and not [e for e in bare.exchanges if e.broker[1] == 9093]
     assert any("no keys for them; give --keylog" in text for _, text in bare.notes)
+
+
+@pytest.mark.slow
+def test_sasl_plain_over_tls_is_decrypted_and_not_called_plaintext(apache_kafka, tmp_path):
+    """SASL/PLAIN inside TLS (a TLS terminator in front of the real broker's SASL_PLAINTEXT
+    listener): the decrypted exchanges are those of the plaintext leg, and only the
+    plaintext leg's password is flagged as sent in clear."""
+    from tests.support.apache_kafka import USERS
+    from tests.support.tls import TlsTerminator, self_signed
+    from tests.support.tls_capture import Tcpdump, run_client
+    sasl_port = int(apache_kafka.bootstrap("SASL_PLAINTEXT").rsplit(":", 1)[1])
+    cert, key = self_signed(tmp_path)
+    terminator = TlsTerminator(cert, key, ("127.0.0.1", sasl_port))
+    pcap, keylog = tmp_path / "sasl.pcap", tmp_path / "keys.log"
+    dump = Tcpdump(pcap, f"tcp port {terminator.port} or tcp port {sasl_port}")
+    try:
+        out = run_client(f"127.0.0.1:{terminator.port}", cert, keylog, "--sasl",
+                         f"alice:{USERS['alice']}", "--mechanism", "PLAIN", "--bootstrap-only")
+        assert "bootstrapped" in out
+    finally:
+        dump.stop()
+        terminator.close()
+    keys = KeyLog()
+    keys.add_file(str(keylog))
+    got = exchanges_in([str(pcap)], keys=keys)
+    tls, plain = split(got.exchanges, terminator.port)
+    assert [t[0] for t in tls] == [p[0] for p in plain]
+    inside = [e for e in got.exchanges if e.broker[1] == terminator.port]
+    outside = [e for e in got.exchanges if e.broker[1] == sasl_port]
+    assert any(e.request.api_key == 36 for e in inside)           # SaslAuthenticate, decrypted
+    assert all(e.tls is not None for e in inside)
+    assert not any(e.has("plaintext_credentials") for e in inside)
+    assert any(e.has("plaintext_credentials") for e in outside)

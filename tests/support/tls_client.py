@@ -3,7 +3,8 @@ TLS 1.3 cipher suites the client offers): kafka-python produces, consumes and as
 metadata, writing its TLS secrets to a key log.
 
     python -m tests.support.tls_client HOST:PORT CAFILE KEYLOG [--tls12] [--ciphers C]
-        [--cert CERT --key KEY] [--sasl USER:PASSWORD] [--messages N]
+        [--cert CERT --key KEY] [--sasl USER:PASSWORD [--mechanism M]] [--messages N]
+        [--bootstrap-only] [--plaintext] [--compression none]
 """
 
 from __future__ import annotations
@@ -21,7 +22,10 @@ def main() -> None:
     ap.add_argument("--ciphers")
     ap.add_argument("--cert")
     ap.add_argument("--key")
-    ap.add_argument("--sasl")
+    ap.add_argument("--sasl", help="USER:PASSWORD")
+    ap.add_argument("--mechanism", default="SCRAM-SHA-256")
+    ap.add_argument("--bootstrap-only", action="store_true",
+                    help="connect, authenticate, ask for metadata, and stop")
     ap.add_argument("--messages", type=int, default=20)
     ap.add_argument("--size", type=int, default=100)
     ap.add_argument("--topic", default="tls-topic")
@@ -44,10 +48,14 @@ def main() -> None:
         common.update(security_protocol="PLAINTEXT", ssl_context=None)
     if a.sasl:
         user, _, password = a.sasl.partition(":")
-        common.update(sasl_mechanism="SCRAM-SHA-256", sasl_plain_username=user,
+        common.update(sasl_mechanism=a.mechanism, sasl_plain_username=user,
                       sasl_plain_password=password)
     producer = KafkaProducer(**common, compression_type=None if a.compression == "none"
                              else a.compression, linger_ms=5)
+    if a.bootstrap_only:              # (the broker may advertise addresses not reachable so)
+        producer.close(5)
+        print("bootstrapped")
+        return
     for i in range(a.messages):
         producer.send(a.topic, key=f"key-{i}".encode(),
                       value=(f"tls value {i} ".encode() * (a.size // 12 + 1))[:a.size])
