@@ -23,6 +23,7 @@ from .schedule import SUITES, Suite, key_block, next_secret, suite_name, traffic
 MAX_HANDSHAKE = 1 << 20      # a handshake message longer than this is not followed
 MAX_RESYNC_TRIES = 4096      # sequence numbers tried after lost bytes
 MAX_FAILED_REPORTED = 3      # tls_decrypt_failed findings per direction (then counted)
+MAX_WAITING = 32             # encrypted records held while their keys may still be logged
 
 
 @dataclass
@@ -108,6 +109,9 @@ class TlsSession:
         self.master: bytes | None = None
         self.handshakes = 0
         self.keyed = False             # keys were found for the current handshake
+        self.server_hello = None
+        self.awaiting_keys = False     # the key log may still get this connection's keys
+        self.waiting: list[tuple] = []  # records held meanwhile (both sides, in order)
         if mid_connection:
             self.facts.state = "mid-connection"
             self._finding("tls_undecryptable", "the capture began after the TLS handshake: "
@@ -189,6 +193,9 @@ class TlsSession:
 
     def finish(self) -> TlsFacts:
         f = self.facts
+        if self.waiting:
+            self.waiting = []
+            self._undecryptable()
         if f.decrypted:
             f.state = "decrypted"
         elif f.failed:
@@ -210,7 +217,10 @@ class TlsSession:
             self.facts.decrypted += 1
             ctype, payload = out
         elif ctype == APPLICATION_DATA or s.encrypted:
-            self._undecryptable()
+            if self.awaiting_keys:
+                self._wait_for_keys(side, ctype, version, header, payload, ts, frame)
+            else:
+                self._undecryptable()
             return
         if ctype == APPLICATION_DATA:
             if payload:
@@ -246,7 +256,7 @@ class TlsSession:
         if self.facts.state == "handshake":
             self.facts.state = "no keys"
             why = ("no keys in the key log for this connection's client random"
-                   if self.keys is not None and len(self.keys)
+                   if self.keys is not None and (len(self.keys) or self.keys.files)
                    else "no key log given (--keylog FILE or SSLKEYLOGFILE)")
             if self.client_hello is None:
                 why = "the ClientHello was not captured whole"
@@ -312,52 +322,85 @@ class TlsSession:
 
     def _server_hello(self, hello) -> None:
         f = self.facts
-        ch = self.client_hello
         f.version = version_name(hello.version)
         f.cipher = suite_name(hello.suites[0])
         self.tls13 = hello.version == 0x0304
         self.suite = SUITES.get(hello.suites[0])
-        if ch is None:
+        self.server_hello = hello
+        if self.client_hello is None:
             return
         if self.suite is None or self.suite.tls13 != self.tls13:
             f.state = "unsupported"
             self._finding("tls_undecryptable", f"cipher suite {f.cipher} is not one kdissect "
                           f"decrypts (see docs/tls.md)")
             return
-        keys = self.keys
+        ch = self.client_hello
         if self.tls13:
-            get = (lambda label: keys.get(label, ch.random)) if keys else (lambda label: None)
-            secrets = [get(n) for n in ("CLIENT_HANDSHAKE_TRAFFIC_SECRET",
-                                        "SERVER_HANDSHAKE_TRAFFIC_SECRET",
-                                        "CLIENT_TRAFFIC_SECRET_0", "SERVER_TRAFFIC_SECRET_0")]
             f.resumed = hello.psk
+        else:
+            f.resumed = bool(hello.session_id) and hello.session_id == ch.session_id
+        # a key log being written (live captures, the proxy) may get this connection's
+        # secrets a moment after its ServerHello passed: records wait for them a little
+        self.awaiting_keys = not self._key_up() and self.keys is not None \
+            and bool(self.keys.files)
+
+    def _key_up(self) -> bool:
+        """Find the current handshake's keys in the key log and set the decryptors;
+        False when the key log does not have them (yet)."""
+        ch, hello, keys = self.client_hello, self.server_hello, self.keys
+        if self.tls13:
+            if keys is None:
+                return False
+            secrets = [keys.get(n, ch.random) for n in (
+                "CLIENT_HANDSHAKE_TRAFFIC_SECRET", "SERVER_HANDSHAKE_TRAFFIC_SECRET",
+                "CLIENT_TRAFFIC_SECRET_0", "SERVER_TRAFFIC_SECRET_0")]
+            if any(x is None for x in secrets):
+                return False
             for side, hs, app in ((0, secrets[0], secrets[2]), (1, secrets[1], secrets[3])):
                 s = self.sides[side]
                 s.app_secret = app
-                if hs is not None and app is not None:
-                    s.cipher, s.seq, s.hs_cipher_active = self._tls13_decryptor(hs), 0, True
-            self.keyed = all(x is not None for x in secrets)
-            return
-        resumed = bool(hello.session_id) and hello.session_id == ch.session_id
-        master = keys.get("CLIENT_RANDOM", ch.random) if keys else None
-        if master is None and resumed:
+                s.cipher, s.seq, s.hs_cipher_active = self._tls13_decryptor(hs), 0, True
+            self.keyed = True
+            return True
+        master = keys.get("CLIENT_RANDOM", ch.random) if keys is not None else None
+        if master is None and self.facts.resumed:
             master = self.resumable.get(hello.session_id)
         if master is None and ch.ticket:
             master = self.resumable.get(ch.ticket)
-            resumed = resumed or master is not None
-        f.resumed = resumed
-        self.master = master
+            self.facts.resumed = self.facts.resumed or master is not None
         if master is None:
-            return
+            return False
+        self.master = master
         if hello.session_id:
             self.resumable[hello.session_id] = master
         k = key_block(master, ch.random, hello.random, self.suite)
         etm = hello.encrypt_then_mac and self.suite.cipher == "cbc"
-        self.sides[0].pending = Decryptor(self.suite, k.client_key, k.client_iv, k.client_mac,
-                                          False, etm)
-        self.sides[1].pending = Decryptor(self.suite, k.server_key, k.server_iv, k.server_mac,
-                                          False, etm)
+        for s, key, iv, mac in ((self.sides[0], k.client_key, k.client_iv, k.client_mac),
+                                (self.sides[1], k.server_key, k.server_iv, k.server_mac)):
+            d = Decryptor(self.suite, key, iv, mac, False, etm)
+            if s.encrypted:                  # its ChangeCipherSpec already passed
+                s.cipher, s.seq = d, 0
+            else:
+                s.pending = d
         self.keyed = True
+        return True
+
+    def _wait_for_keys(self, side: int, ctype: int, version: int, header, payload,
+                       ts: float, frame: int) -> None:
+        """An encrypted record before its keys are in the key log: held (a few) until
+        they are, then all decrypted in order."""
+        self.waiting.append((side, ctype, version, bytes(header), bytes(payload), ts, frame))
+        if self._key_up():
+            self.awaiting_keys = False
+            held, self.waiting = self.waiting, []
+            self.facts.records -= len(held)          # counted when they came
+            for side, ctype, version, header, payload, ts, frame in held:
+                self._record(side, self.sides[side], ctype, version, header, payload, ts,
+                             frame)
+        elif len(self.waiting) >= MAX_WAITING:
+            self.awaiting_keys = False
+            self.waiting = []
+            self._undecryptable()
 
     def _tls13_decryptor(self, secret: bytes | None) -> Decryptor | None:
         if secret is None or self.suite is None:
