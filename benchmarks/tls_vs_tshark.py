@@ -15,6 +15,7 @@ command runs alternately --runs times; the table gives medians of wall and CPU t
 peak memory (as benchmarks/pcap_vs_tshark.py measures them) and the ratios.
 
     .venv/bin/python benchmarks/tls_vs_tshark.py --make DIR [--mb 110] [--size 32000]
+        [--small-requests]
     .venv/bin/python benchmarks/tls_vs_tshark.py DIR [--runs 3]
 """
 
@@ -35,11 +36,13 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from pcap_vs_tshark import ENV, measure  # noqa: E402
 
 
-def make(directory: Path, megabytes: int, size: int) -> None:
+def make(directory: Path, megabytes: int, size: int, small: bool) -> None:
     from tests.support.tls_capture import record_tls
     messages = megabytes * 1_000_000 // (2 * size)          # produced, then fetched back
-    run = record_tls(directory / "run", messages=messages, size=size,
-                     extra=("--compression", "none"))
+    extra = ("--compression", "none")
+    if small:            # many small requests: a batch and a fetch of about one record each
+        extra += ("--batch-size", str(size + 100), "--fetch-bytes", str(4 * size))
+    run = record_tls(directory / "run", messages=messages, size=size, extra=extra)
     for name, port in (("tls.pcap", run.tls_port), ("plain.pcap", run.broker_port)):
         subprocess.run(["tcpdump", "-r", str(run.pcap), "-w", str(directory / name),
                         f"tcp port {port}"], check=True, capture_output=True)
@@ -56,12 +59,14 @@ def main() -> None:
     ap.add_argument("--make", action="store_true", help="record the captures into DIRECTORY")
     ap.add_argument("--mb", type=int, default=110, help="TLS bytes to capture (--make)")
     ap.add_argument("--size", type=int, default=32000, help="record value bytes (--make)")
+    ap.add_argument("--small-requests", action="store_true",
+                    help="one record a Produce, a few a Fetch (--make): many Kafka messages")
     ap.add_argument("--runs", type=int, default=3)
     args = ap.parse_args()
     d = Path(args.directory)
     if args.make:
         d.mkdir(parents=True, exist_ok=True)
-        make(d, args.mb, args.size)
+        make(d, args.mb, args.size, args.small_requests)
         return
     ports = json.loads((d / "ports.json").read_text())
     tls, plain, keys = str(d / "tls.pcap"), str(d / "plain.pcap"), str(d / "run" / "keys.log")

@@ -31,6 +31,9 @@ def main() -> None:
     ap.add_argument("--topic", default="tls-topic")
     ap.add_argument("--plaintext", action="store_true", help="the same workload without TLS")
     ap.add_argument("--compression", default="gzip", help="the producer's (none: raw bytes)")
+    ap.add_argument("--batch-size", type=int, default=16384, help="the producer's batch.size")
+    ap.add_argument("--fetch-bytes", type=int, default=1048576,
+                    help="the consumer's max.partition.fetch.bytes")
     a = ap.parse_args()
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
@@ -51,7 +54,7 @@ def main() -> None:
         common.update(sasl_mechanism=a.mechanism, sasl_plain_username=user,
                       sasl_plain_password=password)
     producer = KafkaProducer(**common, compression_type=None if a.compression == "none"
-                             else a.compression, linger_ms=5)
+                             else a.compression, linger_ms=5, batch_size=a.batch_size)
     if a.bootstrap_only:              # (the broker may advertise addresses not reachable so)
         producer.close(5)
         print("bootstrapped")
@@ -62,7 +65,7 @@ def main() -> None:
     producer.flush(20)
     producer.close(5)
     consumer = KafkaConsumer(**common, auto_offset_reset="earliest", consumer_timeout_ms=3000,
-                             enable_auto_commit=False)
+                             enable_auto_commit=False, max_partition_fetch_bytes=a.fetch_bytes)
     tp = TopicPartition(a.topic, 0)
     consumer.assign([tp])
     consumer.seek_to_beginning(tp)
