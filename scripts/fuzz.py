@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Fuzz kdissect for a while: the decoder with hints and by guessing, the capture reader
-through the whole engine, the blob parser and the grammar parser (tests/fuzz/).
+through the whole engine, the blob parser, the grammar parser and the TLS record layer
+(tests/fuzz/).
 
     .venv/bin/python scripts/fuzz.py --minutes 30
     .venv/bin/python scripts/fuzz.py --inputs 1000000 --log fuzz.log
@@ -26,7 +27,8 @@ sys.path.insert(0, str(ROOT))
 from tests.fuzz import runner  # noqa: E402
 
 # inputs per round, per target (a round is about 3 s of CPU on the project's machine)
-ROUND = {"hinted": 4000, "blob": 500, "grammar": 400, "capture": 75, "guessed": 25}
+ROUND = {"hinted": 4000, "blob": 500, "grammar": 400, "capture": 75, "guessed": 25,
+         "tls": 400}
 BATCH = 25
 
 

@@ -67,6 +67,8 @@ def jsonl_keys(path: Path) -> list[tuple]:
     seen: dict[tuple, tuple] = {}
     for line in out.splitlines():
         m = json.loads(line)
+        if "tls_connection" in m:     # a TLS connection's facts, not a message
+            continue
         ident = (m["stream"], m["seq"])
         if ident not in seen:         # the exchange's first message names it
             seen[ident] = key(m["api_name"], m["api_version"], m["correlation_id"], m["status"])

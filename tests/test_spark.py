@@ -431,3 +431,22 @@ def test_a_cluster_without_free_cores_is_said_after_a_few_seconds(tmp_path):
                     p.wait(timeout=30)
                 except subprocess.TimeoutExpired:
                     p.kill()
+
+
+def test_tls_capture_decrypted_on_the_executors(spark, tmp_path):
+    """spark --keylog: the bundled TLS capture's TLS leg decrypts on the executors, read
+    whole or split into shards, to the exchanges one process finds."""
+    from kdissect.capture.tls import KeyLog
+    from kdissect.sources.pcap import exchanges_in
+    keys = KeyLog()
+    keys.add_file(str(CAPTURES / "tls13.keys"))
+    path = str(CAPTURES / "tls13.pcap")
+    want = sorted(e.first.correlation_id for e in exchanges_in([path], keys=keys).exchanges
+                  if e.broker[1] == 9093)
+    assert len(want) >= 15
+    for split in (False, True):
+        out = tmp_path / f"split-{split}"
+        run_job(spark, [path], str(out), ports=DEFAULT_PORTS, keys=keys, split=split,
+                shard_bytes=os.path.getsize(path) // 5)
+        rows = table(out / "exchanges")
+        assert sorted(r["correlation_id"] for r in rows if r["broker_port"] == 9093) == want

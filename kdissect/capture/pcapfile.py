@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import gzip
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
@@ -20,8 +20,9 @@ PCAP_MAGICS = {
 PCAPNG_SHB = b"\x0a\x0d\x0d\x0a"
 MAX_PACKET = 256 * 1024 * 1024        # a record claiming more than this is damage
 # bytes each pcapng block type needs after its 8-byte head (before the trailing length):
-# interface description, obsolete packet, simple packet, enhanced packet
-_FIXED_PART = {1: 8, 2: 20, 3: 4, 6: 20}
+# interface description, obsolete packet, simple packet, enhanced packet, decryption secrets
+_FIXED_PART = {1: 8, 2: 20, 3: 4, 6: 20, 10: 8}
+SECRETS_TLS_KEY_LOG = 0x544C534B      # Decryption Secrets Block holding an NSS key log
 
 
 class CaptureError(Exception):
@@ -50,6 +51,8 @@ class CaptureReader:
         self.compressed = head == b"\x1f\x8b"
         self._broken = False           # the compressed stream broke off: nothing more
         self.bytes_read = 0
+        # pcapng Decryption Secrets Blocks (TLS key logs) go here as they are read
+        self.on_secrets: Callable[[bytes], None] = lambda key_log: None
 
     def close(self) -> None:
         self._file.close()
@@ -168,6 +171,10 @@ class CaptureReader:
                                          f"holding {len(body) - 20}; kept what is there")
                 yield Packet(index, clamp_ts(((hi << 32) | lo) * unit), linktype,
                              bytes(body[20:20 + incl]), orig)
+            elif btype == 10:                      # decryption secrets
+                kind, size = struct.unpack_from(endian + "II", body)
+                if kind == SECRETS_TLS_KEY_LOG:
+                    self.on_secrets(bytes(body[8:8 + size]))
             elif btype == 3:                       # simple packet: first interface
                 if not interfaces:
                     continue

@@ -53,6 +53,29 @@ def secret_options(command):
                         help="Show SASL passwords, proofs and tokens.")(command)
 
 
+def keylog_option(command):
+    """--keylog FILE (repeatable) and SSLKEYLOGFILE: TLS session keys, as a KeyLog (or
+    None when there are none), in the ``keylog`` parameter."""
+    def load(_ctx, _param, paths):
+        from ..capture.tls import KeyLog, KeyLogError
+        env = os.environ.get("SSLKEYLOGFILE")
+        paths = list(paths) + ([env] if env and os.path.exists(env) else [])
+        if not paths:
+            return None
+        keys = KeyLog()
+        for path in paths:
+            try:
+                keys.add_file(path)
+            except KeyLogError as e:
+                raise click.BadParameter(str(e), param_hint="--keylog") from None
+        return keys
+    return click.option("--keylog", "keylog", multiple=True, metavar="FILE", callback=load,
+                        type=click.Path(dir_okay=False),
+                        help="TLS session keys (an NSS key log: what SSLKEYLOGFILE writes; "
+                             "repeatable; SSLKEYLOGFILE is read too): TLS connections are "
+                             "decrypted. See docs/tls.md.")(command)
+
+
 def budget_nodes_option(command):
     def remember(ctx, _param, value):
         if value is not None:

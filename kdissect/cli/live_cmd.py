@@ -6,8 +6,8 @@ from __future__ import annotations
 import click
 
 from ..crash import quiet_stdout
-from .common import (_run_tui, _traffic_options, display_options, on_terminal, port_options,
-                     secret_options)
+from .common import (_run_tui, _traffic_options, display_options, keylog_option, on_terminal,
+                     port_options, secret_options)
 from .group import main
 
 
@@ -27,6 +27,7 @@ Examples:
   sudo kdissect live -i eth0
   kdissect live -i lo -p 19092 --no-tui -Y 'error != 0'
   kdissect live -i any --format jsonl --duration 60 > kafka.jsonl
+  kdissect live -i lo --keylog keys.log   (TLS: the key log is re-read as clients add keys)
 """
 
 
@@ -41,9 +42,10 @@ Examples:
 @click.option("-c", "--count", type=int, default=0, metavar="N",
               help="Stop after N packets.")
 @click.option("-a", "--duration", type=float, metavar="SECONDS", help="Stop after SECONDS.")
+@keylog_option
 @secret_options
 def live(iface, ports, no_detect, bpf, filter_text, fmt, verbose, count, duration, tui,
-         show_secrets, max_decompressed):
+         keylog, show_secrets, max_decompressed):
     import threading
     from ..capture.live import LiveError
     from ..render.printer import ExchangePrinter
@@ -59,7 +61,7 @@ def live(iface, ports, no_detect, bpf, filter_text, fmt, verbose, count, duratio
     stop = threading.Event()
     interactive = on_terminal(fmt, verbose)
     watch = dict(ports=kafka_ports, detect=not no_detect, bpf=bpf, count=count,
-                 duration=duration)
+                 duration=duration, keys=keylog)
     if tui or (tui is None and interactive):
         def load(emit, warn, progress):
             try:

@@ -9,7 +9,8 @@ from rich.console import Console
 
 from ..crash import quiet_stdout
 from .common import (_need_spark_extra, _print_warnings, _progress, _run_tui,
-                     _traffic_options, on_terminal, port_options, secret_options)
+                     _traffic_options, keylog_option, on_terminal, port_options,
+                     secret_options)
 from .group import main
 
 
@@ -20,6 +21,10 @@ Reads pcap and pcapng (also gzip-compressed), reassembles TCP, finds Kafka conne
 frames the messages, pairs each response with its request by correlation id, and decodes
 every field with the request's API and version. Lost data is reported as gaps and
 decoding resumes at the next message boundary.
+
+TLS connections (found on any port by their ClientHello) are decrypted with the session
+keys of --keylog FILE, SSLKEYLOGFILE, or the capture's own pcapng Decryption Secrets
+Blocks; without keys each is reported with its server name, version and cipher.
 
 \b
 Output: on a terminal, the TUI (exchange list, field trees, bytes; press ? in it).
@@ -45,6 +50,7 @@ Examples:
   kdissect pcap -p 9093 -p 19092-19094 traffic.pcap.gz
   kdissect pcap capture.pcap -Y 'error != 0' -V
   kdissect pcap capture.pcap --stats
+  kdissect pcap tls.pcap --keylog keys.log     (TLS 1.2 and 1.3; docs/tls.md)
   kdissect pcap capture.pcap --format jsonl | jq 'select(.api_name == "Produce")'
 """
 
@@ -69,9 +75,10 @@ Examples:
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, metavar="N",
               help="Worker processes that decode --format jsonl (default: one per core; "
                    "-j 1: all in this process). Output order does not change.")
+@keylog_option
 @secret_options
 def pcap(files, ports, no_detect, verbose, fmt, output, filter_text, stats, tui, no_tui,
-         jobs, show_secrets, max_decompressed):
+         jobs, keylog, show_secrets, max_decompressed):
     from ..render.printer import ExchangePrinter
     from ..sources.pcap import capture_loader, read_captures
     from ..stream.enrich import Enricher
@@ -80,18 +87,19 @@ def pcap(files, ports, no_detect, verbose, fmt, output, filter_text, stats, tui,
                                                             max_decompressed, ports)
     detect = not no_detect
     if fmt == "parquet" or output:
-        _write_parquet(files, output, fmt, kafka_ports, detect, display_filter, options)
+        _write_parquet(files, output, fmt, kafka_ports, detect, display_filter, options, keylog)
         return
     interactive = on_terminal(fmt, verbose or stats)
     if (tui or interactive) and not no_tui:
-        _run_tui(capture_loader(files, options, ports=kafka_ports, detect=detect), options, ", ".join(os.path.basename(f) for f in files), filter_text,
+        _run_tui(capture_loader(files, options, ports=kafka_ports, detect=detect,
+                                keys=keylog), options, ", ".join(os.path.basename(f) for f in files), filter_text,
             display_filter)
         return
     printer = ExchangePrinter(options, fmt, verbose, display_filter, stats,
                               jobs or available_cores())
     try:
         read_captures(files, Enricher(printer, options, full=printer.full), ports=kafka_ports,
-                      detect=detect,
+                      detect=detect, keys=keylog,
                       packets=lambda reader, path: _progress(reader, path, printer.err))
     except BrokenPipeError:
         # the reader went away (`| head`): stop quietly, as command-line tools do
@@ -110,7 +118,8 @@ def available_cores() -> int:
         return os.cpu_count() or 1
 
 
-def _write_parquet(files, output, fmt, ports, detect, display_filter, options) -> None:
+def _write_parquet(files, output, fmt, ports, detect, display_filter, options,
+                   keys=None) -> None:
     if fmt != "parquet":
         raise click.UsageError("-o/--output is for --format parquet; text and jsonl go "
                                "to stdout (redirect them)")
@@ -127,6 +136,7 @@ def _write_parquet(files, output, fmt, ports, detect, display_filter, options) -
     warnings = []
     rows = write_exchanges(list(files), output, ports=ports, detect=detect,
                            warn=warnings.append, keep=keep if display_filter else None,
+                           keys=keys,
                            packets=lambda reader, path: _progress(reader, path, err))
     _print_warnings(err, warnings)
     err.print(f"wrote {rows} exchange{'s' if rows != 1 else ''} to {output}", style="green")

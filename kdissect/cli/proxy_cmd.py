@@ -89,6 +89,11 @@ def _yield_cpu() -> None:
               help="Certificate (PEM) for TLS towards clients: the listeners then speak TLS.")
 @click.option("--tls-key", type=click.Path(exists=True, dir_okay=False),
               help="Private key (PEM) of --tls-cert.")
+@click.option("--keylog", metavar="FILE", type=click.Path(dir_okay=False),
+              help="Append the TLS secrets of both legs (clients and brokers) to FILE, "
+                   "an NSS key log for Wireshark and kdissect --keylog; -w recordings "
+                   "carry them too (Decryption Secrets Blocks). Anyone with it can "
+                   "decrypt the captured traffic.")
 @click.option("-w", "--write", "write", metavar="FILE.pcapng",
               help="Record both directions as a capture (SASL secrets masked unless "
                    "--show-secrets) that kdissect pcap and Wireshark open.")
@@ -104,7 +109,7 @@ def _yield_cpu() -> None:
               help="auto: uvloop when installed (pip install 'kdissect[fast]'), else asyncio.")
 @secret_options
 def proxy(upstream, listen, broker_ports, advertise, maps, upstream_tls, ca_file, insecure,
-          tls_cert, tls_key, write, filter_text, fmt, verbose, tui, display_buffer,
+          tls_cert, tls_key, keylog, write, filter_text, fmt, verbose, tui, display_buffer,
           metrics_at, event_loop, show_secrets, max_decompressed):
     import signal
     import ssl
@@ -155,11 +160,18 @@ def proxy(upstream, listen, broker_ports, advertise, maps, upstream_tls, ca_file
         except (ssl.SSLError, OSError) as e:
             raise click.BadParameter(f"cannot use {tls_cert} / {tls_key}: {e}",
                                      param_hint="--tls-cert/--tls-key") from None
+    if keylog:
+        if server_ssl is None and upstream_ssl is None:
+            raise click.UsageError("--keylog writes TLS secrets: it needs TLS on a leg "
+                                   "(--tls-cert/--tls-key or --upstream-tls)")
+        for context in (server_ssl, upstream_ssl):
+            if context is not None:
+                context.keylog_filename = keylog
     recorder = None
     if write:
         from ..proxy.recording import Recorder
         try:
-            recorder = Recorder(write, show_secrets)
+            recorder = Recorder(write, show_secrets, keylog)
         except OSError as e:
             raise click.ClickException(f"cannot write {write}: {e.strerror}") from None
         recorder.file.flush()           # the forwarding process writes it from here on

@@ -7,7 +7,7 @@ import os
 import click
 from rich.console import Console
 
-from .common import _need_spark_extra, _ports, _print_warnings, _size, port_options
+from .common import _need_spark_extra, _ports, _print_warnings, _size, keylog_option, port_options
 from ..pipeline import output, storage
 from .group import main
 
@@ -82,8 +82,9 @@ SMALL_INPUT = 256 * 1024 * 1024     # below this, one process beats Spark's star
 @click.option("--keep-log", is_flag=True,
               help="Keep Spark's own log after a successful run (it is always kept, and "
                    "named, when a run fails).")
+@keylog_option
 def spark(inputs, out, mode, partition_by, ports, no_detect, master, with_records,
-          shard_size, split, keep_log):
+          shard_size, split, keep_log, keylog):
     _need_spark_extra("kdissect spark", "pyspark")
     _need_spark_extra("kdissect spark", "pyarrow")
     import tempfile
@@ -119,7 +120,7 @@ def spark(inputs, out, mode, partition_by, ports, no_detect, master, with_record
             f"output is in {log}") from None
     job = dict(ports=DEFAULT_PORTS | _ports(ports), detect=not no_detect,
                with_records=with_records, shard_bytes=_size(shard_size), split=split,
-               mode=mode, partition_by=partition_by)
+               mode=mode, partition_by=partition_by, keys=keylog)
     try:
         result = _run_with_progress(err, session, files, out, job)
     except output.OutputError as e:

@@ -162,7 +162,7 @@ def _engine(sink: RowSink) -> Enricher:
 
 
 def flow_rows(capture: str, segments: Iterable[tuple], frame_base: Callable[[int], int],
-              ports, detect: bool, with_records: bool) -> Rows:
+              ports, detect: bool, with_records: bool, keys=None) -> Rows:
     """Rows of one flow from its segment rows (SEGMENT_COLUMNS tuples), given in capture
     order. ``frame_base(shard)`` is the number of packets before that shard (so frames
     are numbered as in the file)."""
@@ -172,7 +172,7 @@ def flow_rows(capture: str, segments: Iterable[tuple], frame_base: Callable[[int
         conn = dissector.streams[g.stream - 1]
         rows.gaps.append((g, conn.client, conn.broker))
     dissector = CaptureDissector(_engine(RowSink(capture, rows, with_records, on_gap=gap)),
-                                 ports, detect)
+                                 ports, detect, keys=keys.copy() if keys is not None else None)
     segment = dissector.tcp.segment
     for (_c, _f, shard, frame, _o, ts, src, sport, dst, dport, seq, ack, flags, payload,
          missing) in segments:
@@ -184,7 +184,7 @@ def flow_rows(capture: str, segments: Iterable[tuple], frame_base: Callable[[int
 
 
 def capture_rows(paths: Iterable[tuple[str, str]], ports, detect: bool, with_records: bool,
-                 warn: Callable[[str], None], packets=None, keep=None) -> Rows:
+                 warn: Callable[[str], None], packets=None, keep=None, keys=None) -> Rows:
     """Rows of whole capture files, one process: ``paths`` are (capture name, path).
     ``keep(exchange)``, if given, decides which (enriched) exchanges make rows."""
     out = Rows()
@@ -194,7 +194,7 @@ def capture_rows(paths: Iterable[tuple[str, str]], ports, detect: bool, with_rec
         def gap(g: Gap, capture=capture, rows=rows) -> None:
             rows.warnings.append(f"{capture}: {g.describe()}")
         read_captures([path], _engine(RowSink(capture, rows, with_records, keep, gap, warn)),
-                      ports=ports, detect=detect, packets=packets)
+                      ports=ports, detect=detect, packets=packets, keys=keys)
         out.exchanges += resolve_topics(rows.exchanges, rows.topic_ids)
         out.records += resolve_record_topics(rows.records, rows.topic_ids)
         out.warnings += rows.warnings

@@ -11,11 +11,11 @@ from .tables import EXCHANGES, to_arrow
 
 
 def write_exchanges(files: list[str], out: str, *, ports, detect: bool,
-                    warn: Callable[[str], None], keep=None, packets=None) -> int:
+                    warn: Callable[[str], None], keep=None, packets=None, keys=None) -> int:
     """Write the exchanges of ``files`` to the Parquet file ``out``; returns the row count.
     ``keep(exchange)`` may leave exchanges out (display filters)."""
     rows = capture_rows([(f, f) for f in files], ports, detect, False, warn,
-                        packets=packets, keep=keep)
+                        packets=packets, keep=keep, keys=keys)
     for w in rows.warnings:
         warn(w)
     # the order the Spark job writes: by capture, then time

@@ -125,6 +125,14 @@ register("pending_limit", "warn", "sequence",
 # security
 register("plaintext_credentials", "warn", "security",
          "a SASL/PLAIN password sent without TLS (readable by anyone on the path)")
+register("tls_undecryptable", "warn", "security",
+         "a TLS connection kdissect has no keys for (give --keylog; see docs/tls.md)")
+register("tls_decrypt_failed", "error", "security",
+         "TLS records that do not decrypt or do not read as records (wrong key, damage)")
+register("tls_alert", "warn", "security",
+         "a TLS alert other than close_notify (its description says which)")
+register("renegotiation", "warn", "security",
+         "a TLS 1.2 connection started a new handshake after the first one")
 # performance
 register("throttled", "warn", "performance", "the broker throttled the client (throttle_time_ms > 0)")
 # budget: limits that keep hostile input cheap

@@ -4,6 +4,10 @@ in order with real timestamps, FIN), which kdissect and Wireshark open like a ca
 
 Secrets (PLAIN passwords, SCRAM proofs, OAUTHBEARER tokens) are masked with ``*`` of the
 same length unless asked otherwise, so framing and offsets stay valid.
+
+With a TLS key log (``proxy --keylog``), the secrets of both TLS legs are written into
+the recording too, as pcapng Decryption Secrets Blocks ahead of each connection, so a
+TLS capture of the same traffic merged with it (mergecap) opens decrypted.
 """
 
 from __future__ import annotations
@@ -57,8 +61,9 @@ def _packet(src: tuple[str, int], dst: tuple[str, int], seq: int, ack: int, flag
 class Recorder:
     """A pcapng file being written (thread-safe)."""
 
-    def __init__(self, path: str, show_secrets: bool = False):
+    def __init__(self, path: str, show_secrets: bool = False, keylog: str | None = None):
         self.file = open(path, "wb", buffering=1 << 20)
+        self.keylog, self._keylog_done = keylog, 0
         self.lock = threading.Lock()
         self.options = Options(show_secrets=show_secrets)
         self.show_secrets = show_secrets
@@ -81,9 +86,27 @@ class Recorder:
 
     def connection(self, client: tuple[str, int], broker: tuple[str, int],
                    ts: float | None = None) -> RecordedConnection:
+        self.secrets()
         return RecordedConnection(self, client, broker, ts)
 
+    def secrets(self) -> None:
+        """The key log's new lines as a Decryption Secrets Block (TLS key log)."""
+        if self.keylog is None:
+            return
+        try:
+            with open(self.keylog, "rb") as f:
+                f.seek(self._keylog_done)
+                more = f.read()
+        except OSError:
+            return
+        more = more[:more.rfind(b"\n") + 1]          # whole lines only
+        if more:
+            self._keylog_done += len(more)
+            with self.lock:
+                self._block(10, struct.pack("<II", 0x544C534B, len(more)) + more)
+
     def close(self) -> None:
+        self.secrets()
         with self.lock:
             self.file.close()
 

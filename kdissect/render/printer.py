@@ -40,6 +40,7 @@ class ExchangePrinter:
         self.stats = Stats() if stats else None
         self.exchanges = 0
         self.gaps = 0
+        self.tls_connections: list = []      # capture.tls.TlsFacts, for --stats
         self.errors = 0                # inputs that could not be read
 
     @property
@@ -92,6 +93,20 @@ class ExchangePrinter:
         if self.gaps <= GAPS_LISTED:
             self.warn(g.describe())
 
+    def tls(self, facts) -> None:
+        """A TLS connection ended: a JSON line, a --stats row, or (-V) its findings."""
+        if self.stats is not None:
+            self.tls_connections.append(facts)
+        elif self.fmt == "jsonl":
+            from .tls import tls_json_line
+            sys.stdout.write(tls_json_line(facts))
+        elif self.verbose:
+            for f in facts.findings:
+                self.console.print(Text(f"  TLS {facts.client[0]}:{facts.client[1]} → "
+                                        f"{facts.server[0]}:{facts.server[1]}: "
+                                        f"{f.severity}: {f.text()}",
+                                        style=SEVERITY_STYLE[f.severity]))
+
     def note(self, text: str, level: str = "warn") -> None:
         if level == "error":
             self.errors += 1
@@ -114,5 +129,8 @@ class ExchangePrinter:
             self.workers.close()
         if self.stats is not None:
             self.console.print(stats_tables(self.stats))
+            if self.tls_connections:
+                from .tls import tls_table
+                self.console.print(tls_table(self.tls_connections))
         if self.gaps > GAPS_LISTED:
             self.warn(f"{self.gaps} gaps in all ({self.gaps - GAPS_LISTED} not listed)")

@@ -8,6 +8,8 @@ from collections.abc import Callable, Iterable
 from ..capture.packet import SUPPORTED, LINKTYPE_NAMES, tcp_segment
 from ..capture.pcapfile import Packet
 from ..capture.tcp import Reassembler, TcpConnection
+from ..capture.tls import KeyLog, TlsFacts, TlsLayer
+from ..capture.tls.report import tls_summary
 from ..protocol import Options
 from ..stream.connection import KafkaConnection, plausible_request
 from ..stream.enrich import Enricher
@@ -22,13 +24,18 @@ class CaptureDissector:
     caller calls ``finish`` at the end of the packets, and the sink's ``done``)."""
 
     def __init__(self, sink: Sink, ports: Iterable[int] = DEFAULT_PORTS, detect: bool = True,
-                 first_message: int = 0, first_stream: int = 1):
+                 first_message: int = 0, first_stream: int = 1, keys: KeyLog | None = None):
         """``first_message``/``first_stream``: where numbering starts (files read one
-        after another keep counting, so messages and connections stay unique)."""
+        after another keep counting, so messages and connections stay unique).
+        ``keys``: TLS session keys (more may come from the capture itself)."""
         self.ports = frozenset(ports)
         self.detect = detect
         self.sink = sink
-        self.tcp = Reassembler(self, client_hint=lambda src, dst: dst[1] in self.ports
+        self.keys = keys if keys is not None else KeyLog()
+        # TLS connections are decrypted (or reported) between reassembly and Kafka
+        self.tls = TlsLayer(self, self.keys, self._tls_ended)
+        self.tls_connections: list[TlsFacts] = []
+        self.tcp = Reassembler(self.tls, client_hint=lambda src, dst: dst[1] in self.ports
                                or (src[1] not in self.ports and src[1] > dst[1]))
         # TCP connection -> its Kafka connection, and 1 when the TCP initiator is not
         # the Kafka client (a capture that began mid-connection): side = direction ^ it
@@ -56,6 +63,18 @@ class CaptureDissector:
 
     def finish(self) -> None:
         self.tcp.flush()
+        for text, level in tls_summary(self.tls_connections, self.keys):
+            self.sink.note(text, level)
+
+    def add_secrets(self, key_log: bytes) -> None:
+        """Secrets carried by the capture (pcapng Decryption Secrets Blocks)."""
+        self.keys.add_text(key_log)
+
+    def _tls_ended(self, facts: TlsFacts) -> None:
+        self.tls_connections.append(facts)
+        report = getattr(self.sink, "tls", None)
+        if report is not None:
+            report(facts)
 
     # -- StreamSink -------------------------------------------------------------------
 
@@ -81,6 +100,9 @@ class CaptureDissector:
                             self.sink.gap, self._next_index)
         self.kafka[id(conn)] = (k, 0 if conn.a == client else 1)
         self.streams.append(k)
+        k.tls = self.tls.facts(conn)
+        if k.tls is not None:
+            k.tls.stream = k.index
         return k
 
     def data(self, conn, direction, offset, payload, ts, frame) -> None:
@@ -123,19 +145,22 @@ class CaptureDissector:
 
 
 def read_captures(paths, sink: Sink, *, ports: Iterable[int] = DEFAULT_PORTS,
-                  detect: bool = True, packets=None) -> int:
+                  detect: bool = True, packets=None, keys: KeyLog | None = None) -> int:
     """Every exchange in the capture files ``paths`` to ``sink``, then ``sink.done()``;
     what the user should know about the files goes to ``sink.note`` ("error" for a file
     that cannot be read). ``packets(reader, path)`` may wrap the packet iterator (e.g.
-    with a progress bar). Returns the number of packets read. A closed output
-    (BrokenPipeError) propagates."""
+    with a progress bar). ``keys``: TLS session keys (a file's pcapng Decryption Secrets
+    Blocks add to them for that file). Returns the number of packets read. A closed
+    output (BrokenPipeError) propagates."""
     from ..capture.pcapfile import CaptureError, CaptureReader
     total, messages, streams = 0, 0, 1
     for path in paths:
-        dissector = CaptureDissector(sink, ports, detect, messages, streams)
+        file_keys = keys.copy() if keys is not None else KeyLog()
+        dissector = CaptureDissector(sink, ports, detect, messages, streams, file_keys)
         readable = True
         try:
             with CaptureReader(path) as reader:
+                reader.on_secrets = dissector.add_secrets
                 for packet in (packets(reader, path) if packets else reader.packets()):
                     dissector.packet(packet)
                 for w in reader.warnings:
@@ -154,7 +179,7 @@ def read_captures(paths, sink: Sink, *, ports: Iterable[int] = DEFAULT_PORTS,
         skipped = dissector.unsupported_summary()
         if skipped:
             sink.note(f"{path}: {skipped}")
-        if not dissector.streams and readable:
+        if not dissector.streams and readable and not dissector.tls_connections:
             sink.note(f"{path}: no Kafka traffic found in {dissector.packets} packets "
                       f"(ports {', '.join(map(str, sorted(dissector.ports)[:5]))}; add others "
                       f"with -p)" if dissector.packets else f"{path}: the capture holds no "

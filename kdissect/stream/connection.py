@@ -68,6 +68,7 @@ class KafkaConnection:
         self.sasl_mode = False     # after SaslHandshake v0: client tokens carry no header
         self.sasl_awaiting = 0     # client tokens whose broker token has not come yet
         self.seq = 0               # exchanges numbered in the order their first message came
+        self.tls = None            # the connection's TlsFacts when its bytes were decrypted
 
     # -- input ----------------------------------------------------------------------
 
@@ -105,7 +106,7 @@ class KafkaConnection:
     def _emit(self, request: KafkaMessage | None, response: KafkaMessage | None, seq: int,
               findings: list[Finding], expected: bool = True) -> None:
         self.emit_exchange(Exchange(request, response, self.client, self.broker, self.index,
-                                    seq, expected, findings))
+                                    seq, expected, findings, tls=self.tls))
 
     def _next_seq(self) -> int:
         self.seq += 1

@@ -56,6 +56,12 @@ class Enricher:
     def gap(self, g: Gap) -> None:
         self.sink.gap(g)
 
+    def tls(self, facts) -> None:
+        """A TLS connection ended (capture.tls.TlsFacts); for the sinks that show them."""
+        report = getattr(self.sink, "tls", None)
+        if report is not None:
+            report(facts)
+
     def note(self, text: str, level: str = "warn") -> None:
         self.sink.note(text, level)
 
@@ -89,9 +95,9 @@ def enrich(ex: Exchange, options: Options, topic_ids: dict[str, str],
         where = m.direction
         for path, code, reason in d.tree.findings():
             findings.append(Finding(code, reason, f"{where}: {path}"))
-        if (m.direction == "sasl" or m.api_key == 36) and \
+        if (m.direction == "sasl" or m.api_key == 36) and ex.tls is None and \
                 any(n.note == "SASL/PLAIN" for n in d.tree.walk()):
-            # readable here, so not inside TLS: the password crossed the wire in clear
+            # readable here and not decrypted TLS: the password crossed the wire in clear
             findings.append(Finding("plaintext_credentials", "", where))
         if d.assumed_from is not None:
             findings.append(Finding("assumed_version", f"v{m.api_version} read as "

@@ -71,6 +71,8 @@ class Exchange:
     status: str = "ok"             # set by enrichment: "ok" or the main finding, short
     # the full trees (request, response), only when a printing sink asked for them
     decoded: tuple | None = None
+    # the connection's TLS facts (capture.tls.TlsFacts) when its bytes were decrypted
+    tls: object | None = None
 
     @property
     def latency(self) -> float | None:

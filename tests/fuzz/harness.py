@@ -320,6 +320,9 @@ def replay(path: Path) -> None:
                 raise
     elif target == "blob":
         parse_blob_text(data)
+    elif target == "tls":
+        from .tls_target import run_tls
+        run_tls(data)
     elif target == "grammar":
         parse_grammar_text(data.decode("utf-8", "replace"), bytes.fromhex(extra or ""))
     else:

@@ -11,6 +11,7 @@ import time
 from hypothesis import HealthCheck, Phase, given, settings, strategies as st
 
 from . import harness as h
+from . import tls_target
 
 TARGETS = {
     # name: (make an input from an rng, run the target on it, what to save beside it)
@@ -21,6 +22,7 @@ TARGETS = {
     "blob": (h.blob_input, h.parse_blob_text, lambda a: (a, "")),
     "grammar": (h.grammar_input, lambda a: h.parse_grammar_text(*a),
                 lambda a: (a[0].encode(), a[1].hex())),
+    "tls": (tls_target.tls_input, tls_target.run_tls, lambda a: (a, "")),
 }
 CPU_LIMIT = 1.0         # seconds of CPU one input may take (CPU, not wall: the machine
                         # is shared, and a loaded box must not fail the run)
@@ -36,6 +38,7 @@ def warm_up() -> None:
     from kdissect.protocol import guess
     guess(b"\x00" * 16)
     h.seed_messages(), h.seed_captures(), h.seed_blobs(), h.seed_grammars()
+    tls_target.seeds()
 
 
 def run(target: str, examples: int, batch: int = 50, seed: int | None = None) -> int:

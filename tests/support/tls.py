@@ -22,9 +22,11 @@ def self_signed(directory: Path) -> tuple[Path, Path]:
 class TlsTerminator:
     """Accepts TLS on a free port and forwards the plaintext to ``upstream``."""
 
-    def __init__(self, cert: Path, key: Path, upstream: tuple[str, int]):
+    def __init__(self, cert: Path, key: Path, upstream: tuple[str, int],
+                 context: ssl.SSLContext | None = None, port: int = 0):
+        """``context``: the server's own (TLS versions, ciphers, client certificates)."""
         self.upstream = upstream
-        self.context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        self.context = context or ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         self.context.load_cert_chain(cert, key)
         self.server_names: list[str | None] = []      # SNI of each client, as received
         self.context.sni_callback = lambda sock, name, ctx: self.server_names.append(name)
@@ -33,7 +35,7 @@ class TlsTerminator:
         self.port = 0
 
         async def start():
-            self.server = await asyncio.start_server(self._client, "127.0.0.1", 0,
+            self.server = await asyncio.start_server(self._client, "127.0.0.1", port,
                                                      ssl=self.context)
             self.port = self.server.sockets[0].getsockname()[1]
             ready.set()

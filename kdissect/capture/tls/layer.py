@@ -1,0 +1,105 @@
+"""The TLS layer between TCP reassembly and Kafka framing: a connection whose first
+bytes are a TLS ClientHello (on any port), or TLS records (a capture that began
+mid-connection), becomes a ``TlsSession``; its plaintext goes on to the next stage as the
+connection's bytes, with plaintext stream offsets. Every other connection passes through
+untouched.
+
+Implements the reassembler's ``StreamSink`` and calls one (``down``) the same way, so
+the stages before and after it do not know it is there."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .handshake import starts_client_hello, starts_record
+from .keylog import KeyLog
+from .session import TlsFacts, TlsSession
+
+_PASS, _TLS = 1, 2
+
+
+class TlsLayer:
+    def __init__(self, down, keys: KeyLog | None = None,
+                 report: Callable[[TlsFacts], None] = lambda facts: None):
+        """``report(facts)`` is called once per TLS connection, when it ends (after
+        ``down.closed``)."""
+        self.down, self.keys, self.report = down, keys, report
+        self.kind: dict[int, int] = {}
+        self.sessions: dict[int, tuple[TlsSession, int]] = {}     # id(conn) -> (session, flip)
+        self.held: dict[int, list] = {}
+        self.resumable: dict[bytes, bytes] = {}                   # TLS 1.2 resumption, capture-wide
+
+    def facts(self, conn) -> TlsFacts | None:
+        found = self.sessions.get(id(conn))
+        return found[0].facts if found else None
+
+    # -- StreamSink -------------------------------------------------------------------------
+
+    def data(self, conn, direction, offset, payload, ts, frame) -> None:
+        kind = self.kind.get(id(conn))
+        if kind == _PASS:
+            self.down.data(conn, direction, offset, payload, ts, frame)
+        elif kind == _TLS:
+            session, flip = self.sessions[id(conn)]
+            session.data(direction ^ flip, payload, ts, frame)
+        else:
+            held = self.held.setdefault(id(conn), [])
+            held.append((frame, direction, offset, payload, ts))
+            self._sniff(conn, held)
+
+    def gap(self, conn, direction, offset, length, ts, frame) -> None:
+        kind = self.kind.get(id(conn))
+        if kind == _TLS:
+            session, flip = self.sessions[id(conn)]
+            session.gap(direction ^ flip, length, ts, frame)
+            return
+        if kind is None:                 # lost bytes before the start told: not TLS's to say
+            self._decide(conn, _PASS, 0)
+        self.down.gap(conn, direction, offset, length, ts, frame)
+
+    def closed(self, conn) -> None:
+        if self.kind.get(id(conn)) is None and id(conn) in self.held:
+            self._decide(conn, _PASS, 0)
+        kind = self.kind.pop(id(conn), None)
+        found = self.sessions.pop(id(conn), None)
+        self.down.closed(conn)
+        if kind == _TLS and found is not None:
+            self.report(found[0].finish())
+
+    # -- which connections are TLS --------------------------------------------------------
+
+    def _sniff(self, conn, held: list) -> None:
+        starts = [b"".join(c[3] for c in held if c[1] == d)[:512] for d in (0, 1)]
+        hello = [starts_client_hello(s) for s in starts]
+        for d in (0, 1):
+            if hello[d]:
+                self._decide(conn, _TLS, d)
+                return
+        records = [starts_record(s) for s in starts]
+        if any(records) and not any(r is False for r in records):
+            self._decide(conn, _TLS, 0, mid=True)    # the reassembler's guess of the client
+            return
+        if all(h is False for h, s in zip(hello, starts) if s) and \
+                all(r is False for r, s in zip(records, starts) if s):
+            self._decide(conn, _PASS, 0)
+        elif sum(map(len, starts)) >= 64:    # undecided after this much: not TLS
+            self._decide(conn, _PASS, 0)
+
+    def _decide(self, conn, kind: int, client: int, mid: bool = False) -> None:
+        """``client``: the direction (of the TCP connection) the TLS client sends."""
+        self.kind[id(conn)] = kind
+        held = sorted(self.held.pop(id(conn), []), key=lambda c: c[0])
+        if kind == _TLS:
+            c, s = (conn.a, conn.b) if client == 0 else (conn.b, conn.a)
+            first = held[0] if held else (0, 0, 0, b"", conn.first_ts)
+            facts = TlsFacts(c, s, first[0], first[4])
+
+            def emit(side, offset, data, ts, frame, conn=conn):
+                self.down.data(conn, side ^ client, offset, data, ts, frame)
+
+            def emit_gap(side, offset, length, ts, frame, conn=conn):
+                self.down.gap(conn, side ^ client, offset, length, ts, frame)
+            session = TlsSession(facts, self.keys, emit, emit_gap, self.resumable, mid)
+            self.sessions[id(conn)] = (session, client)
+        for frame, direction, offset, payload, ts in held:
+            self.data(conn, direction, offset, payload, ts, frame)

@@ -1,0 +1,41 @@
+"""What the user should know about a capture's TLS connections, in a few lines: grouped
+by server, state and handshake facts ("3 TLS connections to 127.0.0.1:9093 (TLS 1.3,
+TLS_AES_256_GCM_SHA384, server name localhost): no keys for them: give --keylog FILE")."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from .keylog import KeyLog
+from .session import TlsFacts
+
+_WHAT = {
+    "decrypted": ("decrypted", "info"),
+    "no keys": ("not decrypted: no keys for them; give --keylog FILE (an NSS key log, e.g. "
+                "what SSLKEYLOGFILE writes; see docs/tls.md)", "warn"),
+    "mid-connection": ("not decrypted: the capture began after their handshake (a key log "
+                       "is searched by the ClientHello's random)", "warn"),
+    "failed": ("not decrypted: their records do not authenticate with the key log's keys "
+               "(keys of another session, or damaged records)", "warn"),
+    "unsupported": ("not decrypted: a cipher suite kdissect does not decrypt (see "
+                    "docs/tls.md)", "warn"),
+    "handshake": ("with a handshake and no application data", "info"),
+}
+
+
+def tls_summary(conns: list[TlsFacts], keys: KeyLog | None) -> list[tuple[str, str]]:
+    """(text, level) notes, one per group of alike connections."""
+    groups: Counter = Counter()
+    for f in conns:
+        groups[(f"{f.server[0]}:{f.server[1]}", f.state, f.describe())] += 1
+    notes = []
+    for (server, state, facts), n in groups.items():
+        what, level = _WHAT.get(state, (state, "warn"))
+        if state == "no keys" and keys is not None and len(keys):
+            what = (f"not decrypted: the key log ({len(keys)} secrets) has none for them; "
+                    f"was it written by the client of this capture? (see docs/tls.md)")
+        notes.append((f"{n} TLS connection{'s' if n != 1 else ''} to {server} ({facts}): "
+                      f"{what}", level))
+    if conns and keys is not None and keys.problems():
+        notes.append((keys.problems(), "warn"))
+    return notes

@@ -1,0 +1,86 @@
+"""The fuzzer's TLS target: a TLS 1.3 connection's two byte streams and its key log
+(hand-built with real keys, so most inputs get past the handshake into decryption),
+damaged, through the TLS record layer in random pieces. Kept apart from harness.py so
+targets added by others merge cleanly."""
+
+from __future__ import annotations
+
+import random
+import struct
+from functools import lru_cache
+
+from . import harness as h
+
+
+def pack(client: bytes, server: bytes, key_log: bytes) -> bytes:
+    return struct.pack(">II", len(client), len(server)) + client + server + key_log
+
+
+def unpack(data: bytes) -> tuple[bytes, bytes, bytes]:
+    if len(data) < 8:
+        return data, b"", b""
+    a, b = struct.unpack_from(">II", data)
+    a = min(a, len(data) - 8)
+    b = min(b, len(data) - 8 - a)
+    return data[8:8 + a], data[8 + a:8 + a + b], data[8 + a + b:]
+
+
+@lru_cache(maxsize=1)
+def seeds() -> list[bytes]:
+    from tests.support.tls_synth import Conversation, handshake
+    out = []
+    for kind in range(4):
+        conv = Conversation()
+        for i in range(3):
+            conv.client += conv.c_app.seal(23, b"\x00\x00\x00\x0e\x00\x12\x00\x03" + bytes(10) * i)
+            conv.server += conv.s_app.seal(23, b"answer %d" % i, pad=kind)
+        if kind == 1:                                     # a key update each way
+            conv.client += conv.c_app.seal(22, handshake(24, b"\x01"))
+            conv.c_app.update()
+            conv.client += conv.c_app.seal(23, b"after the update")
+        if kind == 2:
+            conv.server += conv.s_app.seal(21, b"\x02\x28")
+        log = conv.key_log().encode()
+        if kind == 3:
+            log = b"garbage\n" + log + b"CLIENT_RANDOM " + b"00" * 32 + b" " + b"ff" * 300 + b"\n"
+        out.append(pack(bytes(conv.client), bytes(conv.server), log))
+    return out
+
+
+def tls_input(rng: random.Random) -> bytes:
+    seed = rng.choice(seeds())
+    if rng.random() < 0.2:                                # damage only the key log
+        client, server, log = unpack(seed)
+        return pack(client, server, h.mutate(rng, log, 4))
+    return h.mutate(rng, seed, 8)
+
+
+def run_tls(data: bytes) -> None:
+    """The streams through a session in pieces sized by the input, with a lost stretch
+    now and then; the facts and the summary made as the views make them."""
+    from kdissect.capture.tls import KeyLog
+    from kdissect.capture.tls.report import tls_summary
+    from kdissect.capture.tls.session import TlsFacts, TlsSession
+    client, server, log = unpack(data)
+    keys = KeyLog()
+    keys.add_text(log)
+    facts = TlsFacts(("c", 1), ("s", 2))
+    session = TlsSession(facts, keys, lambda *a: None, lambda *a: None)
+    step = 1 + (data[-1] if data else 0) % 97
+    hello = 5 + int.from_bytes(client[3:5], "big") if len(client) >= 5 else len(client)
+    session.data(0, client[:hello], 0.0, 1)
+    streams = [client[hello:], server]
+    pos = [0, 0]
+    n = 0
+    while pos[0] < len(streams[0]) or pos[1] < len(streams[1]):
+        for side in (1, 0):
+            piece = streams[side][pos[side]:pos[side] + step]
+            pos[side] += len(piece)
+            n += 1
+            if piece and n % 41 == 40:
+                session.gap(side, len(piece), 0.0, n)
+            elif piece:
+                session.data(side, piece, 0.0, n)
+    facts = session.finish()
+    facts.to_json(), facts.describe()
+    tls_summary([facts], keys)
