@@ -33,9 +33,11 @@ from .loader import run_in_process, run_in_thread
 from .screens import HelpScreen, StatsScreen
 from .spill import Spill
 
+BROKER_TIME = "broker time"    # latency beyond the wait the client asked for
 # the sort orders the `o` key cycles through (latency: slowest first)
-SORT_CYCLE = ("time", "latency", "status", "API", "client → broker", "client id", "#")
-_DESCENDING = {"latency"}
+SORT_CYCLE = ("time", BROKER_TIME, "latency", "status", "API", "client → broker",
+              "client id", "#")
+_DESCENDING = {BROKER_TIME, "latency"}
 TIME_FORMATS = ("short", "utc", "local")
 _DRAIN = 2000              # rows added per UI tick at most: keys stay answered
 _KEEP_DECODED = 16         # full trees kept for the messages viewed last
@@ -74,6 +76,9 @@ def _sort_value(view: ExchangeFields, column: str) -> tuple:
         return (0, first.frame)
     if column == "latency":
         return (0, ex.latency) if ex.latency is not None else (1, 0.0)
+    if column == BROKER_TIME:              # beyond what was asked: long polls wait less
+        took = anomaly.service_time(view)
+        return (0, took, ex.latency) if took is not None else (1, 0.0, 0.0)
     if column == "v":
         return (0, first.api_version or 0)
     if column == "corr":
@@ -101,6 +106,22 @@ def parse_needle(text: str) -> bytes | None:
         except ValueError:
             return None
     return t.encode() if t else None
+
+
+def unique_path(path: Path) -> Path:
+    """``path``, or ``name-2.ext``, ``name-3.ext``... : an export never overwrites."""
+    n, candidate = 1, path
+    while candidate.exists():
+        n += 1
+        candidate = path.with_name(f"{path.stem}-{n}{path.suffix}")
+    return candidate
+
+
+def screenshot_dir() -> Path:
+    """Where screenshots go: the Downloads folder when there is one, else here."""
+    from platformdirs import user_downloads_path
+    downloads = Path(user_downloads_path())
+    return downloads if downloads.is_dir() else Path.cwd()
 
 
 class KdissectApp(App):
@@ -241,7 +262,7 @@ class KdissectApp(App):
             bar = self.query_one(ProgressBar)
             bar.remove_class("done")            # sources that know how far they are
             bar.update(total=total, progress=done)
-        added = 0
+        added, before = 0, table.row_count
         while self._incoming and added < _DRAIN:
             kind, payload = self._incoming.popleft()
             if kind == "warn":
@@ -259,11 +280,10 @@ class KdissectApp(App):
                     table.add(view)
                 added += 1
         if added:
-            was_empty = table.row_count == added
             table.grown()
             self._update_subtitle()
             self._show_empty()
-            if was_empty:                            # the first rows: show the first one
+            if before == 0 and table.row_count:      # the first rows: show the first one
                 self.follow_cursor()
 
     def _update_subtitle(self) -> None:
@@ -426,8 +446,10 @@ class KdissectApp(App):
         at = SORT_CYCLE.index(column) if column in SORT_CYCLE else -1
         nxt = SORT_CYCLE[(at + 1) % len(SORT_CYCLE)]
         self.sort_by(nxt, nxt in _DESCENDING)
-        self.notify(f"sorted by {nxt}{' (descending)' if nxt in _DESCENDING else ''}; "
-                    f"o: next column, O: reverse", timeout=2)
+        what = {BROKER_TIME: "broker time: latency beyond the wait the client asked for, "
+                             "slowest first", "latency": "raw latency, slowest first "
+                             "(long polls and group waits included)"}.get(nxt, nxt)
+        self.notify(f"sorted by {what}; o: next order, O: reverse", timeout=3)
 
     def action_sort_reverse(self) -> None:
         self.sort_by(self.sorted_by[0], not self.sorted_by[1])
@@ -531,7 +553,7 @@ class KdissectApp(App):
                "latency_ms": ex.latency * 1000 if ex.latency is not None else None,
                **{m.direction: message_json(m, self.options, ex)
                   for m in (ex.request, ex.response) if m is not None}}
-        path = Path(f"kdissect-exchange-{ex.first.index}.json")
+        path = unique_path(Path(f"kdissect-exchange-{ex.first.frame}.json"))
         try:
             path.write_text(json.dumps(out, indent=2, default=str))
         except OSError as e:
@@ -542,7 +564,8 @@ class KdissectApp(App):
     def action_export_pcapng(self) -> None:
         """The exchanges shown (the filter applies) as a pcapng file Wireshark opens."""
         from .export import write_pcapng
-        path = Path("kdissect-exchanges.pcapng")
+        stem = Path(self.title_text).stem if self.title_text else "capture"
+        path = unique_path(Path(f"kdissect-{stem}-{len(self.shown)}-exchanges.pcapng"))
         try:
             count = write_pcapng(str(path), self.shown, self.options.show_secrets,
                                  self.load_bytes)
@@ -551,6 +574,13 @@ class KdissectApp(App):
             return
         self.notify(f"exported {count} exchanges to {path.resolve()} (secrets masked "
                     f"unless --show-secrets)")
+
+    def deliver_screenshot(self, filename: str | None = None, path: str | None = None,
+                           time_format: str | None = None) -> str | None:
+        """Screenshots (the command palette's) go to a folder that exists: Textual's
+        default, ~/Downloads, is missing on many servers and the save then failed."""
+        return super().deliver_screenshot(filename, path or str(screenshot_dir()),
+                                          time_format)
 
     # -- filter and search bars ---------------------------------------------------------
 
