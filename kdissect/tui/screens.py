@@ -17,6 +17,26 @@ from ..stream.stats import Stats
 from .chart import LatencyChart
 
 
+def gather(views: list[ExchangeFields], load=lambda view: view, gaps=(),
+           progress=lambda done, total: None, cancel=None) -> tuple[Stats, list] | None:
+    """The statistics of ``views`` and the points of the chart; None if ``cancel`` (an
+    Event) is set meanwhile. ``load(view)`` gives a view's messages their bytes."""
+    stats = Stats()
+    for gap in gaps:
+        stats.add_gap(gap)
+    points = []
+    for done, v in enumerate(views, 1):
+        stats.add(load(v).ex, v)
+        if v.ex.latency is not None:
+            points.append((v.ex.first.ts, anomaly.service_time(v) * 1000, v))
+        if done % 256 == 0:
+            if cancel is not None and cancel.is_set():
+                return None
+            progress(done, len(views))
+    points.sort(key=lambda p: p[0])
+    return stats, points
+
+
 class StatsScreen(ModalScreen):
     """Statistics over the exchanges shown (the filter applies): broker time over real
     time (Enter or a click goes to the slice's slowest exchange: the screen closes with
@@ -29,20 +49,18 @@ class StatsScreen(ModalScreen):
     #latency { height: 10; margin: 0 1; }
     #latency:focus { background: $boost; }
     #slice { margin: 0 1; color: $text-muted; }
+    #stats-box { border-subtitle-color: $text-muted; }
     """
 
-    def __init__(self, views: list[ExchangeFields], load=lambda view: view):
-        """``load(view)`` gives a view's messages their bytes (see tui/spill.py)."""
+    def __init__(self, views: list[ExchangeFields], load=lambda view: view,
+                 gathered: tuple[Stats, list] | None = None, warnings=(), gaps=()):
+        """``load(view)`` gives a view's messages their bytes (see tui/spill.py);
+        ``gathered``: what ``gather`` found (else it runs now). ``warnings``: the
+        source's, all listed; ``gaps`` are counted as --stats counts them."""
         super().__init__()
-        self.stats = Stats()
-        points = []
-        for v in views:
-            self.stats.add(load(v).ex, v)
-            if v.ex.latency is not None:
-                points.append((v.ex.first.ts, anomaly.service_time(v) * 1000, v))
-        points.sort(key=lambda p: p[0])
-        self.latencies = [p[2].ex.latency * 1000 for p in points]
-        self.points = points
+        self.stats, self.points = gathered or gather(views, load, gaps)
+        self.latencies = [p[2].ex.latency * 1000 for p in self.points]
+        self.warnings = list(warnings)
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="stats-box"):
@@ -52,9 +70,17 @@ class StatsScreen(ModalScreen):
             yield LatencyChart(self.points, id="latency")
             yield Static(id="slice")
             yield Static(stats_tables(self.stats), id="stats-tables")
+            if self.warnings:
+                listed = Text(f"Capture warnings ({len(self.warnings)})\n", style="bold")
+                for w in self.warnings:
+                    listed.append(f"• {w}\n", style="yellow")
+                yield Static(listed, id="warnings")
             yield Static(Text("escape closes", style="dim"))
 
     def on_mount(self) -> None:
+        # the tables below the chart scroll: say how
+        self.query_one("#stats-box").border_subtitle = \
+            "more below: Tab, then ↑ ↓ PgUp PgDn or the wheel · Esc closes"
         chart = self.query_one(LatencyChart)
         chart.focus()
         self.call_after_refresh(self._start)
