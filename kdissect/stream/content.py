@@ -13,11 +13,32 @@ _CARRY_RECORDS = {0, 1, 78}        # Produce, Fetch, ShareFetch
 _FULL = Options()
 
 
-@dataclass(frozen=True)
 class Record:
-    key: str | None
-    value: str | None
-    headers: tuple[tuple[str, str | None], ...]
+    """A record's key, value (text, undecodable bytes replaced) and headers, turned into
+    text when asked: a filter on keys does not pay for decoding every value."""
+    __slots__ = ("_key", "_value", "_headers")
+
+    def __init__(self, key, value, headers) -> None:
+        self._key, self._value, self._headers = key, value, headers
+
+    @property
+    def key(self) -> str | None:
+        return _text(self._key)
+
+    @property
+    def value(self) -> str | None:
+        return _text(self._value)
+
+    @property
+    def headers(self) -> tuple[tuple[str, str | None], ...]:
+        return tuple((_text(k), _text(v)) for k, v in self._headers)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Record) and (self.key, self.value, self.headers) == \
+            (other.key, other.value, other.headers)
+
+    def __repr__(self) -> str:
+        return f"Record({self.key!r}, {self.value!r}, {self.headers!r})"
 
 
 def full_tree(m, options: Options | None = None) -> Node | None:
@@ -57,11 +78,11 @@ def records(view) -> list[Record]:
             if key is None and value is None:
                 continue                         # a compressed wrapper: its inner ones count
             headers = node.child("headers")
-            pairs = tuple((_text(h.child("key").value), _text(h.child("value").value))
+            pairs = tuple((h.child("key").value, h.child("value").value)
                           for h in (headers.children if headers else ())
                           if h.child("key") is not None and h.child("value") is not None)
-            out.append(Record(_text(key.value) if key else None,
-                              _text(value.value) if value else None, pairs))
+            out.append(Record(key.value if key else None, value.value if value else None,
+                              pairs))
     return out
 
 
@@ -74,8 +95,7 @@ def _clean_records(m, options: Options | None) -> list[Record] | None:
     out: list[Record] = []
 
     def take(batch: list) -> None:
-        out.extend(Record(_text(r["key"]), _text(r["value"]),
-                          tuple((h["key"], _text(h["value"])) for h in r["headers"]))
+        out.extend(Record(r["key"], r["value"], [(h["key"], h["value"]) for h in r["headers"]])
                    for r in batch)
 
     body = body_values(m.data, m.direction, m.api_key, m.api_version, options or _FULL,
@@ -102,6 +122,27 @@ class Match:
 
 def buffer_nodes(tree: Node) -> list[Node]:
     return [n for n in tree.walk() if n.buffer is not None]
+
+
+def holds_bytes(messages: list, needle: bytes, options: Options | None = None) -> bool:
+    """Whether ``find_bytes`` finds ``needle``, quickly: clean messages have their
+    batches decompressed by the values-only decoder, without building a tree."""
+    if any(needle in m.data for m in messages):
+        return True
+    for m in messages:
+        if m.api_key not in _CARRY_RECORDS or m.direction == "sasl":
+            continue
+        seen: list[bool] = []
+        from ..protocol.values import body_values
+        body = body_values(m.data, m.direction, m.api_key, m.api_version,
+                           options or _FULL, bytes, lambda batch: None,
+                           lambda data: seen.append(needle in data))
+        if body is None:                   # not clean: the located decoder says
+            if find_bytes([m], needle, options) is not None:
+                return True
+        elif any(seen):
+            return True
+    return False
 
 
 def find_bytes(messages: list, needle: bytes, options: Options | None = None) -> Match | None:

@@ -23,7 +23,7 @@ from ..protocol import Message, Options
 from ..render.lines import endpoint, iso, message_json
 from ..render.text import format_value
 from ..stream import anomaly
-from ..stream.content import buffer_nodes, find_bytes
+from ..stream.content import buffer_nodes, find_bytes, holds_bytes
 from ..stream.facts import ExchangeFields, Facts
 from ..stream.model import Gap, KafkaMessage
 from .detail import Detail, HexView, Item
@@ -81,7 +81,7 @@ def _sort_value(view: ExchangeFields, column: str) -> tuple:
         return (0, ex.latency) if ex.latency is not None else (1, 0.0)
     if column == BROKER_TIME:              # beyond what was asked: long polls wait less
         took = anomaly.service_time(view)
-        return (0, took, ex.latency) if took is not None else (1, 0.0, 0.0)
+        return (0, (took, ex.latency)) if took is not None else (1, (0.0, 0.0))
     if column == "v":
         return (0, first.api_version or 0)
     if column == "corr":
@@ -149,9 +149,11 @@ class KdissectApp(App):
     #progress { width: 1fr; }
     #active-filter { height: 1; display: none; background: $boost; padding: 0 1; }
     #active-filter.visible { display: block; }
-    .bar { dock: bottom; display: none; }
+    #main { height: 1fr; }
+    #bars { height: auto; }
+    .bar { display: none; }
     .bar.visible { display: block; }
-    #filter-error { dock: bottom; display: none; color: $error; height: auto; }
+    #filter-error { display: none; color: $error; height: auto; max-height: 4; }
     #filter-error.visible { display: block; }
     """
     BINDINGS = [
@@ -195,6 +197,8 @@ class KdissectApp(App):
         self._detail_timer = None
         self.loaded = False
         self.warnings: list[str] = []
+        # values the filter bar completes: topics and client ids seen so far
+        self.seen: dict[str, set[str]] = {"topic": set(), "client_id": set()}
         self.gaps: list[Gap] = []          # holes in the streams (as --stats counts them)
         self._job: tuple[str, threading.Event] | None = None    # (what, cancel)
         self._job_progress: tuple[int, int] | None = None
@@ -218,7 +222,7 @@ class KdissectApp(App):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        with Vertical():
+        with Vertical(id="main"):
             # long work (loading, filters, searches, statistics): what, how far, Esc
             # stops; a line of its own, so it never covers the title
             with Horizontal(id="work", classes="done"):
@@ -228,13 +232,20 @@ class KdissectApp(App):
             yield ExchangeList(id="exchanges")
             yield Static(id="empty")
             yield Detail(self.options.show_secrets, id="detail")
-        yield Static(id="filter-error")
+        # in the flow, not docked: docked at one edge they covered each other (and the
+        # footer hid the bar's border and the reason of a bad filter)
+        with Vertical(id="bars"):
+            yield from self._bars()
+        yield Footer()
+
+    def _bars(self) -> ComposeResult:
         yield FilterInput(placeholder="display filter, e.g. anomaly, api == Produce and "
                                       "error != 0  (Tab completes, Enter applies, Esc closes)",
-                          id="filter", classes="bar", suggester=FilterSuggester())
+                          id="filter", classes="bar",
+                          suggester=FilterSuggester(lambda field: self.seen[field]))
+        yield Static(id="filter-error")
         yield Input(placeholder="search bytes (decompressed records too): text, or hex as "
                                 "0x0001 / hex: 00 01", id="search", classes="bar")
-        yield Footer()
 
     @property
     def table(self) -> ExchangeList:
@@ -292,6 +303,9 @@ class KdissectApp(App):
             else:
                 view, (view.row, view._reasons) = payload
                 self.views.append(view)
+                self.seen["topic"].update(view.facts().topics)
+                if view.ex.request is not None and view.ex.request.client_id:
+                    self.seen["client_id"].add(view.ex.request.client_id)
                 if self.matches(view):
                     table.add(view)
                 added += 1
@@ -772,15 +786,16 @@ class KdissectApp(App):
             problem.remove_class("visible")
         except FilterError as e:
             event.input.styles.border = ("tall", "red")
-            problem.update(Text(f"{' ' * (e.position + 1)}^ {str(e).splitlines()[0]}"))
+            # under the bar: a caret under the character (past the bar's border and
+            # padding: 3 cells), then the reason with its did-you-mean
+            problem.update(Text.assemble(" " * (e.position + 3) + "^\n",
+                                         (str(e).splitlines()[0], "bold")))
             problem.add_class("visible")
 
     @on(Input.Submitted, "#filter")
     def _submit_filter(self, event: Input.Submitted) -> None:
-        problem = self.apply_filter(event.value)
-        if problem:
-            self.notify(str(problem).splitlines()[0], title="Bad filter", severity="error")
-            return
+        if self.apply_filter(event.value):
+            return                  # the reason stays shown under the bar, caret and all
         self.following = None
         self.action_close_bars()
 
@@ -809,7 +824,7 @@ class KdissectApp(App):
         def test(view: ExchangeFields) -> bool:
             if spill is not None:
                 spill.load(view, lock=False)      # in a forked child
-            return find_bytes(view.ex.messages, needle, options) is not None
+            return holds_bytes(view.ex.messages, needle, options)
 
         def finish(found: list[int]) -> None:
             if found:
