@@ -9,6 +9,7 @@ from pathlib import Path
 
 from rich.text import Text
 
+from kdissect.filters import parse_filter
 from kdissect.sources.pcap import capture_loader
 from kdissect.tui.app import KdissectApp
 from kdissect.tui.detail import HIGHLIGHT, Detail, HexView
@@ -19,8 +20,8 @@ from tests.test_tui import CODECS, GROUP, loaded, row_of, settle
 def run(path: Path, body, size=(120, 40), start: str = "") -> None:
     async def go():
         app = KdissectApp(capture_loader([str(path)]), title=path.name)
-        if start:
-            app.apply_filter(start)
+        if start:                            # as the command line's -Y sets it
+            app.filter_text, app.filter = start, parse_filter(start)
         async with app.run_test(size=size) as pilot:
             await loaded(app, pilot)
             await body(app, pilot)
@@ -107,3 +108,167 @@ def test_the_bytes_follow_inside_decompressed_records():
             assert_bytes_show(detail)
 
     run(CODECS, body, size=(120, 24))
+
+
+def test_a_narrow_terminal_takes_turns_and_shows_the_field_in_full():
+    async def body(app, pilot):
+        detail = app.query_one(Detail)
+        assert detail.has_class("narrow")
+        tree, hexview = detail.tree, detail.hexview
+        assert tree.display and not hexview.display             # the tree has the width
+        await pilot.press("p")                                  # the first problem
+        await settle(app, pilot)
+        await pilot.pause(0.2)
+        line = str(app.query_one("#field-line").content)
+        _, node = detail.selected
+        assert node.name == "error_code" and node.note in line   # the explanation, whole
+        assert f"@{node.offset}+{node.length}" in line and "body.error_code" in line
+        await pilot.press("v")                                  # one key: the bytes
+        await pilot.pause(0.1)
+        assert hexview.display and not tree.display and hexview.has_focus
+        assert hexview.size.width > 60 and hexview.per_line == 8
+        assert_bytes_show(detail)
+        await pilot.press("v")
+        await pilot.pause(0.1)
+        assert tree.display and tree.has_focus
+        # the list keeps to its rows when they are few
+        assert app.apply_filter("api == JoinGroup") is None
+        await pilot.pause(0.1)
+        table = app.query_one(ExchangeList)
+        assert table.row_count == 2 and table.size.height == 3    # header and two rows
+        active = str(app.query_one("#active-filter").content)
+        assert "api == JoinGroup" in active and "2 of 30" in active   # the filter stays in sight
+
+    run(GROUP, body, size=(80, 24))
+
+
+def test_a_start_filter_with_one_match_shows_it():
+    async def body(app, pilot):
+        await settle(app, pilot)
+        assert [v.ex.first.frame for v in app.shown] == [46]
+        assert app.detail_view is app.shown[0]                  # the detail is not empty
+        assert str(app.query_one("Tree").root.label).startswith("GetTelemetry")
+        assert app.query_one("#active-filter").has_class("visible")
+
+    run(GROUP, body, start="frame == 46")
+
+
+def test_long_work_runs_in_workers_and_esc_cancels(monkeypatch):
+    import kdissect.tui.app as tui_app
+    monkeypatch.setattr(tui_app, "_IN_WORKERS", 0)             # every job in workers
+    real_scan = tui_app.scan
+    held = []
+
+    def slow_scan(items, test, progress, cancel, **kw):        # held until Esc (or 5 s)
+        if not held:
+            held.append(True)
+            cancel.wait(5)
+            return None
+        return real_scan(items, test, progress, cancel, **kw)
+    monkeypatch.setattr(tui_app, "scan", slow_scan)
+
+    async def body(app, pilot):
+        everything = len(app.shown)
+        assert app.apply_filter('record.key == "kp-zstd-key-1"') is None
+        await pilot.pause(0.1)
+        work = app.query_one("#work")
+        assert not work.has_class("done") and "Esc cancels" in str(
+            app.query_one("#work-label").content)
+        await pilot.press("down")                               # keys still answered
+        await pilot.pause(0.05)
+        assert app.table.cursor_row == 1
+        await pilot.press("escape")
+        await pilot.pause(0.2)
+        assert app._job is None and work.has_class("done")
+        assert len(app.shown) == everything and app.filter is None   # as it was
+        # again, to the end: the same rows as the filter gives in this process
+        assert app.apply_filter('record.key == "kp-zstd-key-1"') is None
+        for _ in range(200):
+            if app._job is None:
+                break
+            await pilot.pause(0.05)
+        expected = [v for v in app.views if app.load_bytes(v) and app.filter(v)]
+        assert app.shown == expected and len(expected) == 2
+        # a byte search in workers lands on the field holding the match
+        assert app.apply_filter("") is None
+        app.table.move_cursor(0)
+        await pilot.press("ctrl+f", *"kp-lz4 value 2", "enter")
+        for _ in range(200):
+            if app._job is None:
+                break
+            await pilot.pause(0.05)
+        await pilot.pause(0.2)
+        detail = app.query_one(Detail)
+        assert b"kp-lz4 value 2" in detail.hexview.data
+        assert_bytes_show(detail)
+
+    run(CODECS, body)
+
+
+def test_quick_paths_agree_with_the_located_decoder():
+    """Record filters and the byte search read clean messages with the values decoder:
+    the same records, the same answers, on every repo capture."""
+    from kdissect.sources.pcap import exchanges_in
+    from kdissect.stream import content
+    from kdissect.stream.facts import ExchangeFields
+    quick = 0
+    for path in sorted(CODECS.parent.glob("*.pcap")):
+        for ex in exchanges_in([str(path)]).exchanges:
+            view = ExchangeFields(ex, None)
+            located = []
+            for m in (ex.request, ex.response):
+                tree = content.full_tree(m) if ex.first.api_key in content._CARRY_RECORDS \
+                    else None
+                for n in (tree.walk() if tree is not None else ()):
+                    if n.ktype == "record" or n.ktype.startswith("message_v"):
+                        if n.child("key") or n.child("value"):
+                            located.append((content._text(n.child("key").value)
+                                            if n.child("key") else None))
+                quick += content._clean_records(m, None) is not None
+            assert [r.key for r in content.records(view)] == located, (path, ex.first.frame)
+            for buffer in (b for m in ex.messages if m.direction != "sasl"
+                           for b in content.buffer_nodes(content.full_tree(m))):
+                needle = bytes(buffer.buffer[-12:])
+                assert content.holds_bytes(ex.messages, needle) == \
+                    (content.find_bytes(ex.messages, needle) is not None)
+            absent = b"\xfe\xed no such bytes"
+            assert not content.holds_bytes(ex.messages, absent)
+    assert quick > 100                                     # the quick path did the work
+
+
+def test_gaps_and_warnings_are_counted_and_listed(tmp_path):
+    """A capture with a hole: the statistics count the gaps as --stats does and list
+    every warning."""
+    from kdissect.sources.pcap import exchanges_in
+    from tests.test_captures import dissect  # noqa: F401  (the repo's capture helpers)
+    damaged = tmp_path / "damaged.pcap"
+    cut_a_segment(GROUP, damaged)
+    expected = len(exchanges_in([str(damaged)]).gaps)
+    assert expected > 0
+
+    async def body(app, pilot):
+        assert len(app.gaps) == expected
+        await pilot.press("s")
+        await pilot.pause(0.3)
+        screen = app.screen
+        assert screen.stats.gaps == expected
+        listed = str(screen.query_one("#warnings").content)
+        assert listed.count("gap:") == expected
+        assert "more below" in screen.query_one("#stats-box").border_subtitle
+
+    run(damaged, body)
+
+
+def cut_a_segment(source: Path, out: Path) -> None:
+    """``source`` without one TCP segment carrying data in the middle (a classic pcap)."""
+    import struct
+    data = source.read_bytes()
+    head, pos, packets = data[:24], 24, []
+    order = "<" if data[:4] == b"\xd4\xc3\xb2\xa1" else ">"
+    while pos + 16 <= len(data):
+        incl = struct.unpack_from(order + "I", data, pos + 8)[0]
+        packets.append(data[pos:pos + 16 + incl])
+        pos += 16 + incl
+    big = [i for i, p in enumerate(packets) if len(p) > 200]
+    victim = big[len(big) // 2]
+    out.write_bytes(head + b"".join(p for i, p in enumerate(packets) if i != victim))
