@@ -9,6 +9,8 @@ import time
 import uuid
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -79,5 +81,32 @@ def test_at_120_columns_the_error_is_in_the_list_and_tab_completes_a_filter():
         screen = wait_for(session, "EXIT=0")
         assert "Traceback" not in screen
         assert not list(ROOT.glob("kdissect-exchange-*.json"))   # `e` did not export
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+
+
+@pytest.mark.slow
+def test_at_80x24_p_reaches_the_offending_field_and_its_explanation_reads_in_full():
+    session = f"kdissect-{uuid.uuid4().hex[:8]}"
+    kdissect = f"{sys.executable} -m kdissect"
+    command = (f"cd {ROOT} && {kdissect} pcap captures/confluent-group.pcap; echo EXIT=$?; "
+               f"sleep 30")
+    env = {**os.environ, "TERM": "xterm-256color"}
+    subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "80", "-y", "24",
+                    command], check=True, env=env)
+    try:
+        wait_for(session, "30 exchanges")
+        tmux("send-keys", "-t", session, "p")              # the first problem
+        wait_for(session, "body.error_code  @8+2")          # the field line
+        screen = wait_for(session, "error_code @8+2 = 79")  # the tree scrolled to it
+        flat = " ".join(" ".join(screen.split()).split("│"))
+        assert "MEMBER_ID_REQUIRED: the member must rejoin with the member id given" in flat, \
+            screen                                          # the explanation, not cut
+        tmux("send-keys", "-t", session, "v")              # the bytes instead of the tree
+        screen = wait_for(session, "00000008")             # the field's line of the dump
+        assert "error_code @8+2" not in screen
+        tmux("send-keys", "-t", session, "q")
+        screen = wait_for(session, "EXIT=0")
+        assert "Traceback" not in screen
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)

@@ -393,12 +393,13 @@ class KdissectApp(App):
         self._fit_list()
 
     def _fit_list(self) -> None:
-        """The list takes its rows (and the header), at most 45% of the screen: a short
-        list leaves the room to the detail."""
+        """The list takes its rows (and the header), at most 45% of the screen (a third
+        below 30 lines): a short list leaves the room to the detail."""
         tables = self.query(ExchangeList)
         if tables:
             table = tables.first()
-            most = max(3, int(self.size.height * 0.45))
+            share = 0.45 if self.size.height >= 30 else 0.33    # small screens: the detail
+            most = max(3, int(self.size.height * share))
             table.styles.height = max(3, min(most, table.row_count + 1))
 
     def _update_subtitle(self) -> None:
