@@ -272,3 +272,42 @@ def cut_a_segment(source: Path, out: Path) -> None:
     big = [i for i, p in enumerate(packets) if len(p) > 200]
     victim = big[len(big) // 2]
     out.write_bytes(head + b"".join(p for i, p in enumerate(packets) if i != victim))
+
+
+def test_group_waits_are_not_a_broker_time_of_zero():
+    """A JoinGroup answered MEMBER_ID_REQUIRED did not wait: its broker time is its
+    latency; a wait that took the whole latency leaves the time unknown, not 0.00."""
+    from kdissect.render.stats import stats_tables
+    from kdissect.sources.pcap import exchanges_in
+    from kdissect.stream.facts import ExchangeFields
+    from kdissect.stream.stats import Stats
+    from rich.console import Console
+    stats = Stats()
+    for ex in exchanges_in([str(GROUP)]).exchanges:
+        stats.add(ex, ExchangeFields(ex, None))
+    assert stats.service["JoinGroup"] and min(stats.service["JoinGroup"]) > 0.001
+    assert 0.0 not in stats.service.get("SyncGroup", [])
+    console = Console(width=140, record=True)
+    console.print(stats_tables(stats))
+    rows = [line for line in console.export_text().splitlines()
+            if line.startswith(("│ JoinGroup ", "│ SyncGroup "))]
+    assert len(rows) == 2 and not any("0.00" in row for row in rows), rows
+
+
+def test_screenshots_go_here_when_there_is_no_downloads_folder(tmp_path, monkeypatch):
+    home, here = tmp_path / "home", tmp_path / "here"
+    home.mkdir()
+    here.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("XDG_DOWNLOAD_DIR", raising=False)
+    monkeypatch.chdir(here)
+
+    async def body(app, pilot):
+        app.deliver_screenshot()                 # what the command palette's entry calls
+        for _ in range(50):
+            if list(here.glob("*.svg")):
+                break
+            await pilot.pause(0.05)
+        assert len(list(here.glob("*.svg"))) == 1 and not (home / "Downloads").exists()
+
+    run(GROUP, body)
