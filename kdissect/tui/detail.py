@@ -258,19 +258,9 @@ class FieldTree(Tree):
         base = 0 if node.buffer is not None else self.bases.get(id(node), 0)
         for child in node.children:
             self.bases[id(child)] = base
-            label = Text(child.name, style="red" if child.problem else
-                         "dim" if child.name.startswith("_") else "")
-            label.append(f" @{child.offset + base}+{child.length}", style="dim")
-            value = format_value(child, self.show_secrets, 40)
-            if value:
-                label.append(" = ")
-                label.append(value, style="bold")
-            if child.buffer is not None:
-                label.append(f"  ⇢ {len(child.buffer)} bytes decompressed", style="cyan")
-            if child.note:
-                label.append(f"  {child.note}", style="italic cyan")
-            if child.problem:
-                label.append(f"  ✗ {child.problem}", style="bold red")
+            label = describe(Text(child.name, style="red" if child.problem else
+                                  "dim" if child.name.startswith("_") else ""),
+                             child, base, self.show_secrets, 40)
             if child.children:
                 sub = branch.add(label, data=(index, child), allow_expand=True)
             else:
@@ -310,23 +300,28 @@ class FieldTree(Tree):
         self.call_after_refresh(self.move_cursor, tree_node)
 
 
+def describe(label: Text, node: Node, base: int, show_secrets: bool, width: int) -> Text:
+    """``label`` followed by the node's ``@offset+length``, value (cut to ``width``),
+    decompressed size, note and problem: a tree line, or the field line in full."""
+    label.append(f" @{node.offset + base}+{node.length}", style="dim")
+    value = format_value(node, show_secrets, width)
+    if value:
+        label.append(" = ")
+        label.append(value, style="bold")
+    if node.buffer is not None:
+        label.append(f"  ⇢ {len(node.buffer)} bytes decompressed", style="cyan")
+    if node.note:
+        label.append(f"  {node.note}", style="italic cyan")
+    if node.problem:
+        label.append(f"  ✗ {node.problem}", style="bold red")
+    return label
+
+
 def field_line(node: Node, path: list[Node], base: int, show_secrets: bool) -> Text:
     """The selected field in full: its dotted name, whole value, offset and length, note
     and problem (the tree cuts values to fit; this line wraps)."""
     names = [p.name for p in path[1:]] or [node.name]
-    line = Text(".".join(names), style="bold")
-    line.append(f"  @{node.offset + base}+{node.length}", style="dim")
-    value = format_value(node, show_secrets, 2000)
-    if value:
-        line.append("  = ")
-        line.append(value, style="bold")
-    if node.buffer is not None:
-        line.append(f"  ⇢ {len(node.buffer)} bytes decompressed", style="cyan")
-    if node.note:
-        line.append(f"  {node.note}", style="italic cyan")
-    if node.problem:
-        line.append(f"  ✗ {node.problem}", style="bold red")
-    return line
+    return describe(Text(".".join(names), style="bold"), node, base, show_secrets, 2000)
 
 
 class Detail(Vertical):

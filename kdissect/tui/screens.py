@@ -108,16 +108,21 @@ HELP = """\
   /               filter: anomaly, api == Produce and error != 0, record.key == "order-42",
                   kafka.api_key == 0 (Tab or → completes; a caret shows what is wrong)
   ctrl+f          search bytes, decompressed records too: text, 0x…, hex: 00 01; n: next
-  o / O           sort: next column (time, latency slowest first, status...) / reverse;
-                  a click on a header sorts by it
+  o / O           sort: time, broker time (beyond the waits clients asked for), latency,
+                  status... / reverse; a click on a header sorts by it
   t               time of day ⇄ date and time in UTC ⇄ in the local zone
   f               follow the connection: only its exchanges, in order (f again: all)
   b / B           bookmark the exchange / go to the next bookmark
   s               statistics: broker time over time (Enter goes to the slowest), per API,
                   client, broker, topic; throttling; consumer-group timeline
-  E               export the exchanges listed as kdissect-exchanges.pcapng (Wireshark)
+  E               export the exchanges listed as a pcapng for Wireshark (a new file)
+  Esc             cancel the work under way (a filter, a search, statistics) or stop
+                  loading (the rows so far stay)
 [b]Detail[/b]
   tab             field tree ⇄ bytes          *   open every field under the cursor
+  v               tree ⇄ bytes on a narrow terminal (they take turns below 114 columns)
+                  the line under them: the selected field in full (name, value, offset,
+                  length, explanation)
   x               jump between the request and the response
   ← → ↑ ↓         in the bytes: move the cursor; the field under it is selected
   c / e           copy the selected field's value / export the exchange as JSON
