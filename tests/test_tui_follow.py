@@ -206,12 +206,13 @@ def test_long_work_runs_in_workers_and_esc_cancels(monkeypatch):
 
 
 def test_quick_paths_agree_with_the_located_decoder():
-    """Record filters and the byte search read clean messages with the values decoder:
-    the same records, the same answers, on every repo capture."""
+    """Record filters and the byte search read clean messages with the values decoder
+    (keys alone: without reading values and headers): the same records, the same
+    answers, on every repo capture."""
     from kdissect.sources.pcap import exchanges_in
     from kdissect.stream import content
     from kdissect.stream.facts import ExchangeFields
-    quick = 0
+    quick = keys = 0
     for path in sorted(CODECS.parent.glob("*.pcap")):
         for ex in exchanges_in([str(path)]).exchanges:
             view = ExchangeFields(ex, None)
@@ -226,6 +227,8 @@ def test_quick_paths_agree_with_the_located_decoder():
                                             if n.child("key") else None))
                 quick += content._clean_records(m, None) is not None
             assert [r.key for r in content.records(view)] == located, (path, ex.first.frame)
+            assert content.record_keys(view) == [k for k in located if k is not None]
+            keys += sum(content._clean_keys(m, None) is not None for m in ex.messages)
             for buffer in (b for m in ex.messages if m.direction != "sasl"
                            for b in content.buffer_nodes(content.full_tree(m))):
                 needle = bytes(buffer.buffer[-12:])
@@ -233,7 +236,7 @@ def test_quick_paths_agree_with_the_located_decoder():
                     (content.find_bytes(ex.messages, needle) is not None)
             absent = b"\xfe\xed no such bytes"
             assert not content.holds_bytes(ex.messages, absent)
-    assert quick > 100                                     # the quick path did the work
+    assert quick > 100 and keys > 100                     # the quick paths did the work
 
 
 def test_gaps_and_warnings_are_counted_and_listed(tmp_path):

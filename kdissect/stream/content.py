@@ -4,7 +4,7 @@ buffers: for record filters and the TUI's search."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..protocol import Options
 from ..protocol.node import Node
@@ -62,28 +62,135 @@ def records(view) -> list[Record]:
     values as text (undecodable bytes replaced)."""
     if view.ex.first.api_key not in _CARRY_RECORDS:
         return []
-    out = []
+    return [r for m in (view.ex.request, view.ex.response)
+            for r in _message_records(m, view.options)]
+
+
+def record_keys(view) -> list[str]:
+    """The keys of ``records(view)`` (None left out), read without decoding the values
+    and headers of clean batches: a key filter over a big capture stays quick."""
+    if view.ex.first.api_key not in _CARRY_RECORDS:
+        return []
+    out: list[str] = []
     for m in (view.ex.request, view.ex.response):
-        quick = _clean_records(m, view.options)
-        if quick is not None:
-            out += quick
-            continue
-        tree = full_tree(m, view.options)
-        if tree is None:
-            continue
-        for node in tree.walk():
-            if node.ktype != "record" and not node.ktype.startswith("message_v"):
-                continue
-            key, value = node.child("key"), node.child("value")
-            if key is None and value is None:
-                continue                         # a compressed wrapper: its inner ones count
-            headers = node.child("headers")
-            pairs = tuple((h.child("key").value, h.child("value").value)
-                          for h in (headers.children if headers else ())
-                          if h.child("key") is not None and h.child("value") is not None)
-            out.append(Record(key.value if key else None, value.value if value else None,
-                              pairs))
+        keys = _clean_keys(m, view.options)
+        out += keys if keys is not None else \
+            [r.key for r in _message_records(m, view.options) if r.key is not None]
     return out
+
+
+def _message_records(m, options: Options | None) -> list[Record]:
+    quick = _clean_records(m, options)
+    if quick is not None:
+        return quick
+    out: list[Record] = []
+    tree = full_tree(m, options)
+    for node in (tree.walk() if tree is not None else ()):
+        if node.ktype != "record" and not node.ktype.startswith("message_v"):
+            continue
+        key, value = node.child("key"), node.child("value")
+        if key is None and value is None:
+            continue                         # a compressed wrapper: its inner ones count
+        headers = node.child("headers")
+        pairs = tuple((h.child("key").value, h.child("value").value)
+                      for h in (headers.children if headers else ())
+                      if h.child("key") is not None and h.child("value") is not None)
+        out.append(Record(key.value if key else None, value.value if value else None,
+                          pairs))
+    return out
+
+
+def _clean_keys(m, options: Options | None) -> list[str] | None:
+    """Record keys of a clean message (v2 batches whose CRC holds and whose records
+    frame exactly); None when anything is unusual: the caller then reads the records."""
+    if m is None or m.direction == "sasl" or not m.data:
+        return None
+    from ..protocol.values import body_values
+    options = options or _FULL
+    body = body_values(m.data, m.direction, m.api_key, m.api_version,
+                       replace(options, records=False), bytes)
+    if body is None:
+        return None
+    keys: list[str] = []
+    budget = [options.max_decompressed]
+    for raw in _records_fields(body):
+        if raw and not _batch_keys(raw, keys, budget):
+            return None
+    return keys
+
+
+def _records_fields(value):
+    """The raw record sets of a values-decoded body (its ``records`` fields)."""
+    if isinstance(value, dict):
+        for name, item in value.items():
+            if name == "records" and isinstance(item, bytes):
+                yield item
+            else:
+                yield from _records_fields(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _records_fields(item)
+
+
+def _batch_keys(raw: bytes, keys: list[str], budget: list[int]) -> bool:
+    """Append the keys of the v2 batches in ``raw``; False at anything unusual."""
+    import crc32c
+
+    from ..protocol.codecs import CodecError, decompress
+    from ..protocol.values import _BATCH_HEAD, _I32, Bail, _uvarint
+    pos, end = 0, len(raw)
+    try:
+        while pos < end:
+            if end - pos < 61 or 12 + _I32.unpack_from(raw, pos + 8)[0] > end - pos:
+                return end - pos >= 17      # a partial batch at the end: no records
+            total = 12 + _I32.unpack_from(raw, pos + 8)[0]
+            head = _BATCH_HEAD.unpack_from(raw, pos)
+            crc, attrs, count = head[4], head[5], head[12]
+            if head[3] != 2 or crc32c.crc32c(raw[pos + 21:pos + total]) != crc or count < 0:
+                return False
+            data = raw[pos + 61:pos + total]
+            if attrs & 7:
+                data, _how = decompress(attrs & 7, data, budget[0])
+                budget[0] -= len(data)
+            p = 0
+            for _ in range(count):          # varints of one or two bytes read inline
+                n = data[p]
+                if n < 0x80:
+                    p += 1
+                elif data[p + 1] < 0x80:
+                    n, p = (n & 0x7F) | data[p + 1] << 7, p + 2
+                else:
+                    n, p = _uvarint(data, p, 5)
+                rec_end = p + ((n >> 1) ^ -(n & 1))
+                if rec_end <= p or rec_end > len(data):
+                    return False
+                p += 1                                  # attributes
+                for _skip in (10, 5):                   # timestamp and offset deltas
+                    if data[p] < 0x80:
+                        p += 1
+                    elif data[p + 1] < 0x80:
+                        p += 2
+                    else:
+                        _, p = _uvarint(data, p, _skip)
+                n = data[p]
+                if n < 0x80:
+                    p += 1
+                else:
+                    n, p = _uvarint(data, p, 5)
+                size = (n >> 1) ^ -(n & 1)
+                if size >= 0:
+                    if p + size > rec_end:
+                        return False
+                    keys.append(data[p:p + size].decode("utf-8", "replace"))
+                elif size != -1:
+                    return False
+                p = rec_end
+            if p != len(data):
+                return False
+            pos += total
+    except (Bail, CodecError, IndexError):
+        return False
+    return True
 
 
 def _clean_records(m, options: Options | None) -> list[Record] | None:
