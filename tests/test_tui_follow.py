@@ -236,7 +236,7 @@ def test_quick_paths_agree_with_the_located_decoder():
                     (content.find_bytes(ex.messages, needle) is not None)
             absent = b"\xfe\xed no such bytes"
             assert not content.holds_bytes(ex.messages, absent)
-    assert quick > 100 and keys > 100                     # the quick paths did the work
+    assert quick > 100 and keys > 50                      # the quick paths did the work
 
 
 def test_gaps_and_warnings_are_counted_and_listed(tmp_path):

@@ -51,8 +51,7 @@ class _State:
     decoder's accounting, charged never less than it charges, so a message this path
     finishes never breaches the located decoder's budget; records exactly as much)."""
 
-    __slots__ = ("conv", "records", "nodes", "decompressed", "tag_end", "batch_records",
-                 "buffers")
+    __slots__ = ("conv", "records", "nodes", "decompressed", "tag_end", "batch_records")
 
     def __init__(self, conv: Callable[[bytes], Any], options: Options):
         self.conv = conv
@@ -61,7 +60,6 @@ class _State:
         self.decompressed = options.max_decompressed
         self.tag_end = 0         # where the tagged fields just read end
         self.batch_records: Callable[[list], Any] | None = None
-        self.buffers: Callable[[bytes], Any] | None = None     # sees decompressed batches
 
     def charge(self, n: int) -> None:
         self.nodes -= n
@@ -327,8 +325,6 @@ def _batch(buf: bytes, start: int, end: int, s) -> dict:
             raise Bail from None
         s.decompressed -= len(data)
         pos, end = 0, len(data)
-        if s.buffers is not None:
-            s.buffers(data)
     else:
         data = buf
     stamp = max_ts if attrs & 0x08 else None
@@ -446,14 +442,12 @@ def _record_loop(*args):
 
 def body_values(data: bytes, direction: str, api_key: int, api_version: int,
                 options: Options, conv: Callable[[bytes], Any],
-                batch_records: Callable[[list], Any] | None = None,
-                buffers: Callable[[bytes], Any] | None = None) -> dict | None:
+                batch_records: Callable[[list], Any] | None = None) -> dict | None:
     """The body of a clean message as plain values (bytes through ``conv``); None when the
     message is not clean or not for this path (the caller decodes it located).
     ``batch_records``, if given, takes each record batch's list of records as soon as it
     is read and returns what stands for it (a caller writing JSON encodes it at once, so
-    a big Fetch response never holds all its records as objects). ``buffers``, if given,
-    sees each compressed batch's records decompressed (a byte search)."""
+    a big Fetch response never holds all its records as objects)."""
     if options.records not in (True, False) or (options.embedded and api_key in _EMBEDDED_APIS):
         return None
     layout = schemas.layout(api_key, api_version, direction)
@@ -465,7 +459,6 @@ def body_values(data: bytes, direction: str, api_key: int, api_version: int,
         head = schemas.RESPONSE_HEADERS[schemas.response_header_version(api_key, api_version)]
     s = _State(conv, options)
     s.batch_records = batch_records
-    s.buffers = buffers
     try:
         _, pos = reader(head)(data, 0, s)
         body, pos = reader(layout)(data, pos, s)

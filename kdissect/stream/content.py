@@ -103,7 +103,20 @@ def _message_records(m, options: Options | None) -> list[Record]:
 def _clean_keys(m, options: Options | None) -> list[str] | None:
     """Record keys of a clean message (v2 batches whose CRC holds and whose records
     frame exactly); None when anything is unusual: the caller then reads the records."""
-    if m is None or m.direction == "sasl" or not m.data:
+    batches = _clean_batches(m, options)
+    if batches is None:
+        return None
+    keys: list[str] = []
+    for data, count, _compressed in batches:
+        if not _batch_keys(data, count, keys):
+            return None
+    return keys
+
+
+def _clean_batches(m, options: Options | None) -> list[tuple[bytes, int, bool]] | None:
+    """(records' bytes, decompressed; record count; compressed?) of each v2 batch of a
+    clean message, read without decoding its records; None when anything is unusual."""
+    if m is None or m.direction == "sasl" or not m.data or m.api_key not in _CARRY_RECORDS:
         return None
     from ..protocol.values import body_values
     options = options or _FULL
@@ -111,12 +124,12 @@ def _clean_keys(m, options: Options | None) -> list[str] | None:
                        replace(options, records=False), bytes)
     if body is None:
         return None
-    keys: list[str] = []
+    out: list[tuple[bytes, int, bool]] = []
     budget = [options.max_decompressed]
     for raw in _records_fields(body):
-        if raw and not _batch_keys(raw, keys, budget):
+        if raw and not _batches(raw, out, budget):
             return None
-    return keys
+    return out
 
 
 def _records_fields(value):
@@ -132,65 +145,73 @@ def _records_fields(value):
             yield from _records_fields(item)
 
 
-def _batch_keys(raw: bytes, keys: list[str], budget: list[int]) -> bool:
-    """Append the keys of the v2 batches in ``raw``; False at anything unusual."""
+def _batches(raw: bytes, out: list, budget: list[int]) -> bool:
+    """Append the v2 batches of ``raw`` to ``out``; False at anything unusual."""
     import crc32c
 
     from ..protocol.codecs import CodecError, decompress
-    from ..protocol.values import _BATCH_HEAD, _I32, Bail, _uvarint
+    from ..protocol.values import _BATCH_HEAD, _I32
     pos, end = 0, len(raw)
-    try:
-        while pos < end:
-            if end - pos < 61 or 12 + _I32.unpack_from(raw, pos + 8)[0] > end - pos:
-                return end - pos >= 17      # a partial batch at the end: no records
-            total = 12 + _I32.unpack_from(raw, pos + 8)[0]
-            head = _BATCH_HEAD.unpack_from(raw, pos)
-            crc, attrs, count = head[4], head[5], head[12]
-            if head[3] != 2 or crc32c.crc32c(raw[pos + 21:pos + total]) != crc or count < 0:
-                return False
-            data = raw[pos + 61:pos + total]
-            if attrs & 7:
+    while pos < end:
+        if end - pos < 61 or 12 + _I32.unpack_from(raw, pos + 8)[0] > end - pos:
+            return end - pos >= 17          # a partial batch at the end: no records
+        total = 12 + _I32.unpack_from(raw, pos + 8)[0]
+        head = _BATCH_HEAD.unpack_from(raw, pos)
+        crc, attrs, count = head[4], head[5], head[12]
+        if head[3] != 2 or crc32c.crc32c(raw[pos + 21:pos + total]) != crc or count < 0:
+            return False
+        data = raw[pos + 61:pos + total]
+        if attrs & 7:
+            try:
                 data, _how = decompress(attrs & 7, data, budget[0])
-                budget[0] -= len(data)
-            p = 0
-            for _ in range(count):          # varints of one or two bytes read inline
-                n = data[p]
-                if n < 0x80:
+            except CodecError:
+                return False
+            budget[0] -= len(data)
+        out.append((data, count, bool(attrs & 7)))
+        pos += total
+    return True
+
+
+def _batch_keys(data: bytes, count: int, keys: list[str]) -> bool:
+    """Append the keys of a batch's ``count`` records; False unless they frame exactly."""
+    from ..protocol.values import Bail, _uvarint
+    p = 0
+    try:
+        for _ in range(count):              # varints of one or two bytes read inline
+            n = data[p]
+            if n < 0x80:
+                p += 1
+            elif data[p + 1] < 0x80:
+                n, p = (n & 0x7F) | data[p + 1] << 7, p + 2
+            else:
+                n, p = _uvarint(data, p, 5)
+            rec_end = p + ((n >> 1) ^ -(n & 1))
+            if rec_end <= p or rec_end > len(data):
+                return False
+            p += 1                                  # attributes
+            for longest in (10, 5):                 # timestamp and offset deltas
+                if data[p] < 0x80:
                     p += 1
                 elif data[p + 1] < 0x80:
-                    n, p = (n & 0x7F) | data[p + 1] << 7, p + 2
+                    p += 2
                 else:
-                    n, p = _uvarint(data, p, 5)
-                rec_end = p + ((n >> 1) ^ -(n & 1))
-                if rec_end <= p or rec_end > len(data):
+                    _, p = _uvarint(data, p, longest)
+            n = data[p]
+            if n < 0x80:
+                p += 1
+            else:
+                n, p = _uvarint(data, p, 5)
+            size = (n >> 1) ^ -(n & 1)
+            if size >= 0:
+                if p + size > rec_end:
                     return False
-                p += 1                                  # attributes
-                for _skip in (10, 5):                   # timestamp and offset deltas
-                    if data[p] < 0x80:
-                        p += 1
-                    elif data[p + 1] < 0x80:
-                        p += 2
-                    else:
-                        _, p = _uvarint(data, p, _skip)
-                n = data[p]
-                if n < 0x80:
-                    p += 1
-                else:
-                    n, p = _uvarint(data, p, 5)
-                size = (n >> 1) ^ -(n & 1)
-                if size >= 0:
-                    if p + size > rec_end:
-                        return False
-                    keys.append(data[p:p + size].decode("utf-8", "replace"))
-                elif size != -1:
-                    return False
-                p = rec_end
-            if p != len(data):
+                keys.append(data[p:p + size].decode("utf-8", "replace"))
+            elif size != -1:
                 return False
-            pos += total
-    except (Bail, CodecError, IndexError):
+            p = rec_end
+    except (Bail, IndexError):
         return False
-    return True
+    return p == len(data)
 
 
 def _clean_records(m, options: Options | None) -> list[Record] | None:
@@ -232,22 +253,18 @@ def buffer_nodes(tree: Node) -> list[Node]:
 
 
 def holds_bytes(messages: list, needle: bytes, options: Options | None = None) -> bool:
-    """Whether ``find_bytes`` finds ``needle``, quickly: clean messages have their
-    batches decompressed by the values-only decoder, without building a tree."""
+    """Whether ``find_bytes`` finds ``needle``, quickly: the compressed batches of clean
+    messages are decompressed without decoding a record or building a tree."""
     if any(needle in m.data for m in messages):
         return True
     for m in messages:
         if m.api_key not in _CARRY_RECORDS or m.direction == "sasl":
             continue
-        seen: list[bool] = []
-        from ..protocol.values import body_values
-        body = body_values(m.data, m.direction, m.api_key, m.api_version,
-                           options or _FULL, bytes, lambda batch: None,
-                           lambda data: seen.append(needle in data))
-        if body is None:                   # not clean: the located decoder says
+        batches = _clean_batches(m, options)
+        if batches is None:                # not clean: the located decoder says
             if find_bytes([m], needle, options) is not None:
                 return True
-        elif any(seen):
+        elif any(needle in data for data, _count, compressed in batches if compressed):
             return True
     return False
 
