@@ -302,7 +302,7 @@ def test_every_key_works_at_80x24(tmp_path, monkeypatch):
         await settle(app, pilot)
         assert app.query_one(Detail).selected[1].name == "error_code"
         await pilot.press("o", "O", "t", "end")
-        assert app.sorted_by == ("latency", False) and table.cursor_row == table.row_count - 1
+        assert app.sorted_by == ("broker time", False) and table.cursor_row == table.row_count - 1
         await pilot.press("home", "f")
         assert app.following is not None
         await pilot.press("f", "b", "B", "x", "c", "e", "E")

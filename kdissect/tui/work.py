@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable, Sequence
 
 _REPORT_EVERY = 64          # items between progress reports from a child
+_NICER = 10                 # the children's lower priority: keys before scanning
 
 
 def cores() -> int:
@@ -25,6 +26,7 @@ def cores() -> int:
 def _scan(items: Sequence, test: Callable, first_only: bool, conn) -> None:
     """In a child: the indexes of ``items`` that pass ``test`` (the first one only with
     ``first_only``), with progress reports on the way."""
+    os.nice(_NICER)                  # the UI process keeps its share of the cores
     found: list[int] = []
     for done, item in enumerate(items, 1):
         try:
