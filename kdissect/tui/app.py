@@ -370,7 +370,7 @@ class KdissectApp(App):
             if self._job is not None and self._job[1] is cancel:
                 self._job = None
                 self._show_work()
-            if not cancel.is_set():
+            if not cancel.is_set() and result is not None:
                 finish(result)
         self.run_worker(run, thread=True, group="job")
 
