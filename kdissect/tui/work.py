@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable, Sequence
 
 _REPORT_EVERY = 64          # items between progress reports from a child
-_NICER = 4                  # the children's lower priority: keys before scanning
+_NICER = 10                 # the children's lower priority: keys before scanning
 
 
 def cores() -> int:
