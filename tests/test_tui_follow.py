@@ -14,7 +14,7 @@ from kdissect.sources.pcap import capture_loader
 from kdissect.tui.app import KdissectApp
 from kdissect.tui.detail import HIGHLIGHT, Detail, HexView
 from kdissect.tui.exchange_list import ExchangeList
-from tests.test_tui import CODECS, GROUP, loaded, row_of, settle
+from tests.test_tui import CODECS, GROUP, loaded, settle
 
 
 def run(path: Path, body, size=(120, 40), start: str = "") -> None:
@@ -245,7 +245,6 @@ def test_gaps_and_warnings_are_counted_and_listed(tmp_path):
     """A capture with a hole: the statistics count the gaps as --stats does and list
     every warning."""
     from kdissect.sources.pcap import exchanges_in
-    from tests.test_captures import dissect  # noqa: F401  (the repo's capture helpers)
     damaged = tmp_path / "damaged.pcap"
     cut_a_segment(GROUP, damaged)
     expected = len(exchanges_in([str(damaged)]).gaps)

@@ -307,7 +307,7 @@ def test_every_key_works_at_80x24(tmp_path, monkeypatch):
         assert app.following is not None
         await pilot.press("f", "b", "B", "x", "c", "e", "E")
         await pilot.pause()
-        assert {p.name for p in tmp_path.iterdir()} >= {"kdissect-confluent-group-30-exchanges.pcapng"}
+        assert (tmp_path / "kdissect-confluent-group-30-exchanges.pcapng").exists()
         assert any(p.name.startswith("kdissect-exchange-") for p in tmp_path.iterdir())
         await pilot.press("s")
         await pilot.pause(0.3)
