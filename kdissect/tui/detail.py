@@ -28,7 +28,7 @@ _HEX_START = 10                    # "00000000  " before the first byte
 _TREE_AT_LEAST = 64                # columns the field tree keeps before the dump narrows
 # below this width the tree and the bytes take turns (`v`) instead of sharing the row
 NARROW = HEX_WIDTH // 2 * 4 + 18 + _TREE_AT_LEAST
-WINDOW_LINES = 96                  # lines dumped at once: big messages stay quick
+WINDOW_LINES = 96                  # lines dumped before the pane has a size
 
 
 @dataclass
