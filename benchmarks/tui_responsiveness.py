@@ -8,10 +8,16 @@
     loaded         time until the whole file is in the list (peer: tshark's full pass)
     memory         peak RSS of the UI process after loading, and of the loader (the
                    forked child that reads and decodes the capture)
+    record filter  once loaded: `record.key == "k42"` over every exchange (in workers on
+                   all cores), with ↓ pressed every 150 ms meanwhile (key latency)
+                   (peer: `tshark -Y 'kafka.record_key == "k42"'` over the file)
+    byte search    ctrl+f for bytes that are nowhere (every message and decompressed
+                   batch is searched), keys as above (peer: the same tshark filter)
 
 The app runs headless (Textual's test driver) on benchmarks/data/bulk.pcap by default.
 
     .venv/bin/python benchmarks/tui_responsiveness.py [CAPTURE]
+    .venv/bin/python benchmarks/tui_responsiveness.py --jobs [CAPTURE] [RUNS]
 """
 
 from __future__ import annotations
@@ -78,7 +84,84 @@ async def measure(capture: str, quiet: bool = False) -> dict:
     return out
 
 
+KEY_FILTER = 'record.key == "k42"'
+TSHARK_KEY_FILTER = 'kafka.message_key == "k42"'   # tshark 4.0 names it so
+ABSENT = "no such bytes anywhere"
+
+
+def tshark_filter(capture: str) -> float:
+    start = time.monotonic()
+    subprocess.run(["tshark", "-r", capture, "-d", "tcp.port==9092,kafka", "-Y",
+                    TSHARK_KEY_FILTER], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                   check=False)
+    return time.monotonic() - start
+
+
+async def _job(app, pilot, start_job) -> tuple[float, list[float]]:
+    """(seconds until the job is done, latencies of ↓ pressed every 150 ms meanwhile)."""
+    table = app.table
+    table.move_cursor(0)
+    t0 = time.monotonic()
+    start_job()
+    keys = []
+    while app._job is not None:
+        before = table.cursor_row
+        if before + 1 < table.row_count:
+            t = time.monotonic()
+            app.simulate_key("down")
+            while table.cursor_row == before and time.monotonic() - t < 10:
+                await asyncio.sleep(0.001)
+            keys.append(time.monotonic() - t)
+        await asyncio.sleep(0.15)
+    return time.monotonic() - t0, keys
+
+
+async def measure_jobs(capture: str) -> dict:
+    """A record-key filter and a byte search over the loaded capture."""
+    from kdissect.sources.pcap import capture_loader
+    from kdissect.tui.app import KdissectApp, parse_needle
+
+    app = KdissectApp(capture_loader([capture]), title="bench")
+    out: dict = {}
+    async with app.run_test(size=(160, 45)) as pilot:
+        while not app.loaded:
+            await asyncio.sleep(0.05)
+        out["filter"], out["filter_keys"] = await _job(
+            app, pilot, lambda: app.apply_filter(KEY_FILTER))
+        out["matched"] = len(app.shown)
+        app.apply_filter("")
+        app.needle, app.needle_text = parse_needle(ABSENT), ABSENT
+        out["search"], out["search_keys"] = await _job(app, pilot, app.action_search_next)
+    return out
+
+
+def jobs_main(capture: str, runs: int) -> None:
+    """Alternating runs: kdissect's filter and search, tshark's key filter."""
+    rows = []
+    for _ in range(runs):
+        r = asyncio.run(measure_jobs(capture))
+        r["tshark"] = tshark_filter(capture)
+        rows.append(r)
+        print(f"filter {r['filter']:.2f} s ({r['matched']} exchanges), search "
+              f"{r['search']:.2f} s, tshark {r['tshark']:.2f} s; key medians "
+              f"{statistics.median(r['filter_keys'] or [0]) * 1000:.0f} / "
+              f"{statistics.median(r['search_keys'] or [0]) * 1000:.0f} ms "
+              f"({len(r['filter_keys'])} / {len(r['search_keys'])} keys)", flush=True)
+    med = {k: statistics.median(r[k] for r in rows) for k in ("filter", "search", "tshark")}
+    keys = [k for r in rows for k in r["filter_keys"] + r["search_keys"]]
+    print(f"\nmedians of {runs}: record filter {med['filter']:.2f} s, byte search "
+          f"{med['search']:.2f} s, tshark key filter {med['tshark']:.2f} s "
+          f"(tshark / kdissect: filter {med['tshark'] / med['filter']:.2f}x, search "
+          f"{med['tshark'] / med['search']:.2f}x); keys meanwhile: median "
+          f"{statistics.median(keys or [0]) * 1000:.0f} ms, worst "
+          f"{max(keys or [0]) * 1000:.0f} ms ({len(keys)} keys)")
+
+
 def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--jobs":
+        jobs_main(sys.argv[2] if len(sys.argv) > 2 else str(ROOT / "benchmarks/data/bulk.pcap"),
+                  int(sys.argv[3]) if len(sys.argv) > 3 else 3)
+        return
     capture = sys.argv[1] if len(sys.argv) > 1 else str(ROOT / "benchmarks/data/bulk.pcap")
     size = Path(capture).stat().st_size / 2**20
     r = asyncio.run(measure(capture))        # before tshark runs: the children's peak

@@ -306,7 +306,7 @@ def _derived() -> dict[str, Callable[[Any], list]]:
         "service_time": lambda x: [t] if (t := anomaly.service_time(x)) is not None else [],
         "throttle": content.throttle,
         "response_frame": lambda x: [x.ex.response.frame] if x.ex.response else [],
-        "record.key": lambda x: [r.key for r in content.records(x) if r.key is not None],
+        "record.key": content.record_keys,           # values and headers left unread
         "record.value": lambda x: [r.value for r in content.records(x) if r.value is not None],
         "record.header": lambda x: [k for r in content.records(x) for k, _ in r.headers],
     }

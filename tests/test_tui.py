@@ -257,7 +257,7 @@ def test_copy_and_export(tmp_path, monkeypatch):
         assert app.clipboard == "'ck-group'"
         await pilot.press("e")
         await pilot.pause()
-        exported = json.loads((tmp_path / f"kdissect-exchange-{request.index}.json").read_text())
+        exported = json.loads((tmp_path / f"kdissect-exchange-{request.frame}.json").read_text())
         assert exported["request"]["api_name"] == "Produce"
         assert exported["response"]["correlation_id"] == request.correlation_id
 

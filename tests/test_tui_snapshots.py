@@ -1,4 +1,4 @@
-"""Snapshots (SVG) of the TUI's screens on a repo capture at 120×40 and 200×50: a change
+"""Snapshots (SVG) of the TUI's screens on a repo capture at 80×24, 120×40 and 200×50: a change
 in how they look fails here until reviewed and accepted with `pytest --snapshot-update`.
 The main screen is shown as `p` leaves it: on the first problem, its field selected."""
 
@@ -11,7 +11,8 @@ from tests.test_tui import GROUP, app_for
 from tests.test_tui import settle as settle_detail
 
 CAPTURES = Path(__file__).resolve().parents[1] / "captures"
-SIZES = [pytest.param((120, 40), id="120x40"), pytest.param((200, 50), id="200x50")]
+SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((120, 40), id="120x40"),
+         pytest.param((200, 50), id="200x50")]
 
 
 async def on_the_first_problem(pilot) -> None:

@@ -9,6 +9,8 @@ import time
 import uuid
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -24,6 +26,17 @@ def wait_for(session: str, text: str, timeout: float = 30) -> str:
             return screen
         time.sleep(0.2)
     raise AssertionError(f"{text!r} never showed; the screen was:\n{screen}")
+
+
+def start(capture: str, width: int, height: int) -> str:
+    """A tmux session of that size running `kdissect pcap CAPTURE`; its name."""
+    session = f"kdissect-{uuid.uuid4().hex[:8]}"
+    kdissect = f"{sys.executable} -m kdissect"
+    command = f"cd {ROOT} && {kdissect} pcap {capture}; echo EXIT=$?; sleep 30"
+    env = {**os.environ, "TERM": "xterm-256color"}
+    subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", str(width), "-y",
+                    str(height), command], check=True, env=env)
+    return session
 
 
 def test_pcap_opens_the_tui_in_a_terminal_and_quits_cleanly():
@@ -51,13 +64,7 @@ def test_pcap_opens_the_tui_in_a_terminal_and_quits_cleanly():
 
 
 def test_at_120_columns_the_error_is_in_the_list_and_tab_completes_a_filter():
-    session = f"kdissect-{uuid.uuid4().hex[:8]}"
-    kdissect = f"{sys.executable} -m kdissect"
-    command = (f"cd {ROOT} && {kdissect} pcap captures/confluent-group.pcap; echo EXIT=$?; "
-               f"sleep 30")
-    env = {**os.environ, "TERM": "xterm-256color"}
-    subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "120", "-y", "40",
-                    command], check=True, env=env)
+    session = start("captures/confluent-group.pcap", 120, 40)
     try:
         wait_for(session, "30 exchanges")
         tmux("send-keys", "-t", session, "p")              # the next problem
@@ -79,5 +86,26 @@ def test_at_120_columns_the_error_is_in_the_list_and_tab_completes_a_filter():
         screen = wait_for(session, "EXIT=0")
         assert "Traceback" not in screen
         assert not list(ROOT.glob("kdissect-exchange-*.json"))   # `e` did not export
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+
+
+@pytest.mark.slow
+def test_at_80x24_p_reaches_the_offending_field_and_its_explanation_reads_in_full():
+    session = start("captures/confluent-group.pcap", 80, 24)
+    try:
+        wait_for(session, "30 exchanges")
+        tmux("send-keys", "-t", session, "p")              # the first problem
+        wait_for(session, "body.error_code @8+2")           # the field line
+        screen = wait_for(session, "── error_code @8+2 = 79")  # the tree scrolled to it
+        flat = " ".join(" ".join(screen.split()).split("│"))
+        assert "MEMBER_ID_REQUIRED: the member must rejoin with the member id given" in flat, \
+            screen                                          # the explanation, not cut
+        tmux("send-keys", "-t", session, "v")              # the bytes instead of the tree
+        screen = wait_for(session, "00000008")             # the field's line of the dump
+        assert "── error_code @8+2" not in screen             # the tree gave way
+        tmux("send-keys", "-t", session, "q")
+        screen = wait_for(session, "EXIT=0")
+        assert "Traceback" not in screen
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)

@@ -8,6 +8,7 @@ exported pcapng opens again."""
 from __future__ import annotations
 
 import asyncio
+import struct
 import subprocess
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import pytest
 from textual.widgets import Input, Static, Tree
 
 from kdissect.sources.pcap import capture_loader, exchanges_in
+from kdissect.stream import anomaly
 from kdissect.tui.app import KdissectApp
 from kdissect.tui.chart import LatencyChart
 from kdissect.tui.detail import HIGHLIGHT, Detail, HexView
@@ -119,6 +121,13 @@ def test_rows_are_in_request_order_whatever_order_answers_come_in():
 
 def test_sorting_from_the_keyboard():
     async def body(app, pilot):
+        await pilot.press("o")                        # broker time, slowest first
+        await pilot.pause()
+        assert app.sorted_by == ("broker time", True)
+        took = [anomaly.service_time(v) for v in app.shown]
+        assert [t for t in took if t is not None] == sorted(
+            [t for t in took if t is not None], reverse=True)
+        assert app.shown[0].ex.first.api_key != 11     # the held JoinGroup waited: not first
         await pilot.press("o")                        # latency, slowest first
         await pilot.pause()
         latencies = [v.ex.latency for v in app.shown]
@@ -243,6 +252,19 @@ def test_a_file_that_is_not_a_capture_says_why(tmp_path):
     run(bad, body)
 
 
+def packet_times(path: Path) -> list[int]:
+    """The timestamps of a pcapng file's packets (enhanced packet blocks), in file order."""
+    data, pos, times = path.read_bytes(), 0, []
+    order = "<" if data[8:12] == b"\x4d\x3c\x2b\x1a" else ">"
+    while pos + 12 <= len(data):
+        kind, length = struct.unpack_from(order + "II", data, pos)
+        if kind == 6:
+            high, low = struct.unpack_from(order + "II", data, pos + 12)
+            times.append(high << 32 | low)
+        pos += length
+    return times
+
+
 def test_export_the_list_as_pcapng(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
 
@@ -250,7 +272,10 @@ def test_export_the_list_as_pcapng(tmp_path, monkeypatch):
         assert app.apply_filter("api in {JoinGroup, SyncGroup}") is None
         await pilot.press("E")
         await pilot.pause()
-        out = tmp_path / "kdissect-exchanges.pcapng"
+        out = tmp_path / "kdissect-confluent-group-3-exchanges.pcapng"
+        await pilot.press("E")                                     # again: a new file
+        await pilot.pause()
+        assert (tmp_path / "kdissect-confluent-group-3-exchanges-2.pcapng").exists()
         again = exchanges_in([str(out)]).exchanges
         assert sorted(e.first.api_key for e in again) == [11, 11, 14]
         assert [e.latency for e in again] == pytest.approx([v.ex.latency for v in app.shown],
@@ -258,6 +283,11 @@ def test_export_the_list_as_pcapng(tmp_path, monkeypatch):
         tshark = subprocess.run(["tshark", "-r", str(out), "-Y", "kafka", "-T", "fields",
                                  "-e", "kafka.api_key"], capture_output=True, text=True)
         assert tshark.returncode == 0 and tshark.stdout.split().count("11") == 4
+        app.apply_filter("")                  # every connection: each closes in time order
+        await pilot.press("E")
+        await pilot.pause()
+        times = packet_times(tmp_path / "kdissect-confluent-group-30-exchanges.pcapng")
+        assert len(times) > 60 and times == sorted(times)
 
     run(GROUP, body)
 
@@ -272,12 +302,12 @@ def test_every_key_works_at_80x24(tmp_path, monkeypatch):
         await settle(app, pilot)
         assert app.query_one(Detail).selected[1].name == "error_code"
         await pilot.press("o", "O", "t", "end")
-        assert app.sorted_by == ("latency", False) and table.cursor_row == table.row_count - 1
+        assert app.sorted_by == ("broker time", False) and table.cursor_row == table.row_count - 1
         await pilot.press("home", "f")
         assert app.following is not None
         await pilot.press("f", "b", "B", "x", "c", "e", "E")
         await pilot.pause()
-        assert {p.name for p in tmp_path.iterdir()} >= {"kdissect-exchanges.pcapng"}
+        assert (tmp_path / "kdissect-confluent-group-30-exchanges.pcapng").exists()
         assert any(p.name.startswith("kdissect-exchange-") for p in tmp_path.iterdir())
         await pilot.press("s")
         await pilot.pause(0.3)

@@ -24,7 +24,8 @@ def stats_tables(stats: Stats) -> Group:
         apis.add_column(col, justify="left" if col == "API" else "right")
     every = []
     for name, count in stats.per_api.most_common():
-        service = stats.service.get(name) or stats.latency.get(name, [])
+        service = stats.service.get(name) or (
+            [] if stats.waited.get(name) else stats.latency.get(name, []))
         every += service
         cells = [_ms(v) for v in stats.latency_summary(service)] if service else ["-"] * 4
         raw = stats.latency.get(name)

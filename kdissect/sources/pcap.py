@@ -203,7 +203,8 @@ def capture_loader(paths, options: Options | None = None, **kw):
     """The TUI's source for capture files: ``load(emit, warn, progress)`` runs them
     through the engine (``kw`` as for ``read_captures``)."""
     def load(emit, warn, progress) -> None:
-        read_captures(paths, Enricher(CallbackSink(emit, warn, progress), options),
+        # gaps go to `warn` as Gap objects: the TUI counts them as --stats does
+        read_captures(paths, Enricher(CallbackSink(emit, warn, progress, gap=warn), options),
                       packets=lambda reader, path: tracked(reader, path, progress), **kw)
     return load
 

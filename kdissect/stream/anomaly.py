@@ -10,6 +10,7 @@ from ..protocol.node import Node
 
 SLOW = 0.5                 # seconds of broker time (latency less the asked wait): an outlier
 FETCH, JOIN_GROUP, SYNC_GROUP = 1, 11, 14
+MEMBER_ID_REQUIRED = 79    # a JoinGroup answered with it joined nothing: it did not wait
 
 
 def client_wait(view) -> float:
@@ -20,6 +21,8 @@ def client_wait(view) -> float:
         return 0.0
     key = ex.first.api_key
     wait = view.facts().asked_wait_ms        # read from the request by enrichment
+    if key == JOIN_GROUP and MEMBER_ID_REQUIRED in view.facts().errors:
+        return 0.0                           # answered at once: the first join's step
     if (key == FETCH and view.facts().records == 0) or key == JOIN_GROUP:
         return min(latency, wait / 1000) if isinstance(wait, int) and wait > 0 else 0.0
     if key == SYNC_GROUP:                    # held until the leader sends assignments

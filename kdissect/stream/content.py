@@ -4,7 +4,7 @@ buffers: for record filters and the TUI's search."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..protocol import Options
 from ..protocol.node import Node
@@ -13,11 +13,32 @@ _CARRY_RECORDS = {0, 1, 78}        # Produce, Fetch, ShareFetch
 _FULL = Options()
 
 
-@dataclass(frozen=True)
 class Record:
-    key: str | None
-    value: str | None
-    headers: tuple[tuple[str, str | None], ...]
+    """A record's key, value (text, undecodable bytes replaced) and headers, turned into
+    text when asked: a filter on keys does not pay for decoding every value."""
+    __slots__ = ("_key", "_value", "_headers")
+
+    def __init__(self, key, value, headers) -> None:
+        self._key, self._value, self._headers = key, value, headers
+
+    @property
+    def key(self) -> str | None:
+        return _text(self._key)
+
+    @property
+    def value(self) -> str | None:
+        return _text(self._value)
+
+    @property
+    def headers(self) -> tuple[tuple[str, str | None], ...]:
+        return tuple((_text(k), _text(v)) for k, v in self._headers)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Record) and (self.key, self.value, self.headers) == \
+            (other.key, other.value, other.headers)
+
+    def __repr__(self) -> str:
+        return f"Record({self.key!r}, {self.value!r}, {self.headers!r})"
 
 
 def full_tree(m, options: Options | None = None) -> Node | None:
@@ -41,24 +62,173 @@ def records(view) -> list[Record]:
     values as text (undecodable bytes replaced)."""
     if view.ex.first.api_key not in _CARRY_RECORDS:
         return []
-    out = []
+    return [r for m in (view.ex.request, view.ex.response)
+            for r in _message_records(m, view.options)]
+
+
+def record_keys(view) -> list[str]:
+    """The keys of ``records(view)`` (None left out), read without decoding the values
+    and headers of clean batches: a key filter over a big capture stays quick."""
+    if view.ex.first.api_key not in _CARRY_RECORDS:
+        return []
+    out: list[str] = []
     for m in (view.ex.request, view.ex.response):
-        tree = full_tree(m, view.options)
-        if tree is None:
-            continue
-        for node in tree.walk():
-            if node.ktype != "record" and not node.ktype.startswith("message_v"):
-                continue
-            key, value = node.child("key"), node.child("value")
-            if key is None and value is None:
-                continue                         # a compressed wrapper: its inner ones count
-            headers = node.child("headers")
-            pairs = tuple((_text(h.child("key").value), _text(h.child("value").value))
-                          for h in (headers.children if headers else ())
-                          if h.child("key") is not None and h.child("value") is not None)
-            out.append(Record(_text(key.value) if key else None,
-                              _text(value.value) if value else None, pairs))
+        keys = _clean_keys(m, view.options)
+        out += keys if keys is not None else \
+            [r.key for r in _message_records(m, view.options) if r.key is not None]
     return out
+
+
+def _message_records(m, options: Options | None) -> list[Record]:
+    quick = _clean_records(m, options)
+    if quick is not None:
+        return quick
+    out: list[Record] = []
+    tree = full_tree(m, options)
+    for node in (tree.walk() if tree is not None else ()):
+        if node.ktype != "record" and not node.ktype.startswith("message_v"):
+            continue
+        key, value = node.child("key"), node.child("value")
+        if key is None and value is None:
+            continue                         # a compressed wrapper: its inner ones count
+        headers = node.child("headers")
+        pairs = tuple((h.child("key").value, h.child("value").value)
+                      for h in (headers.children if headers else ())
+                      if h.child("key") is not None and h.child("value") is not None)
+        out.append(Record(key.value if key else None, value.value if value else None,
+                          pairs))
+    return out
+
+
+def _clean_keys(m, options: Options | None) -> list[str] | None:
+    """Record keys of a clean message (v2 batches whose CRC holds and whose records
+    frame exactly); None when anything is unusual: the caller then reads the records."""
+    batches = _clean_batches(m, options)
+    if batches is None:
+        return None
+    keys: list[str] = []
+    for data, count, _compressed in batches:
+        if not _batch_keys(data, count, keys):
+            return None
+    return keys
+
+
+def _clean_batches(m, options: Options | None) -> list[tuple[bytes, int, bool]] | None:
+    """(records' bytes, decompressed; record count; compressed?) of each v2 batch of a
+    clean message, read without decoding its records; None when anything is unusual."""
+    if m is None or m.direction == "sasl" or not m.data or m.api_key not in _CARRY_RECORDS:
+        return None
+    from ..protocol.values import body_values
+    options = options or _FULL
+    body = body_values(m.data, m.direction, m.api_key, m.api_version,
+                       replace(options, records=False), bytes)
+    if body is None:
+        return None
+    out: list[tuple[bytes, int, bool]] = []
+    budget = [options.max_decompressed]
+    for raw in _records_fields(body):
+        if raw and not _batches(raw, out, budget):
+            return None
+    return out
+
+
+def _records_fields(value):
+    """The raw record sets of a values-decoded body (its ``records`` fields)."""
+    if isinstance(value, dict):
+        for name, item in value.items():
+            if name == "records" and isinstance(item, bytes):
+                yield item
+            else:
+                yield from _records_fields(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _records_fields(item)
+
+
+def _batches(raw: bytes, out: list, budget: list[int]) -> bool:
+    """Append the v2 batches of ``raw`` to ``out``; False at anything unusual."""
+    import crc32c
+
+    from ..protocol.codecs import CodecError, decompress
+    from ..protocol.values import _BATCH_HEAD, _I32
+    pos, end = 0, len(raw)
+    while pos < end:
+        if end - pos < 61 or 12 + _I32.unpack_from(raw, pos + 8)[0] > end - pos:
+            return end - pos >= 17          # a partial batch at the end: no records
+        total = 12 + _I32.unpack_from(raw, pos + 8)[0]
+        head = _BATCH_HEAD.unpack_from(raw, pos)
+        crc, attrs, count = head[4], head[5], head[12]
+        if head[3] != 2 or crc32c.crc32c(raw[pos + 21:pos + total]) != crc or count < 0:
+            return False
+        data = raw[pos + 61:pos + total]
+        if attrs & 7:
+            try:
+                data, _how = decompress(attrs & 7, data, budget[0])
+            except CodecError:
+                return False
+            budget[0] -= len(data)
+        out.append((data, count, bool(attrs & 7)))
+        pos += total
+    return True
+
+
+def _batch_keys(data: bytes, count: int, keys: list[str]) -> bool:
+    """Append the keys of a batch's ``count`` records; False unless they frame exactly."""
+    from ..protocol.values import Bail, _uvarint
+    p = 0
+    try:
+        for _ in range(count):              # varints of one or two bytes read inline
+            n = data[p]
+            if n < 0x80:
+                p += 1
+            elif data[p + 1] < 0x80:
+                n, p = (n & 0x7F) | data[p + 1] << 7, p + 2
+            else:
+                n, p = _uvarint(data, p, 5)
+            rec_end = p + ((n >> 1) ^ -(n & 1))
+            if rec_end <= p or rec_end > len(data):
+                return False
+            p += 1                                  # attributes
+            for longest in (10, 5):                 # timestamp and offset deltas
+                if data[p] < 0x80:
+                    p += 1
+                elif data[p + 1] < 0x80:
+                    p += 2
+                else:
+                    _, p = _uvarint(data, p, longest)
+            n = data[p]
+            if n < 0x80:
+                p += 1
+            else:
+                n, p = _uvarint(data, p, 5)
+            size = (n >> 1) ^ -(n & 1)
+            if size >= 0:
+                if p + size > rec_end:
+                    return False
+                keys.append(data[p:p + size].decode("utf-8", "replace"))
+            elif size != -1:
+                return False
+            p = rec_end
+    except (Bail, IndexError):
+        return False
+    return p == len(data)
+
+
+def _clean_records(m, options: Options | None) -> list[Record] | None:
+    """The records of a clean message from the values-only decoder (no tree: several
+    times quicker, the same values); None when the message needs the located decoder."""
+    if m is None or m.direction == "sasl" or not m.data:
+        return None
+    from ..protocol.values import body_values
+    out: list[Record] = []
+
+    def take(batch: list) -> None:
+        out.extend(Record(r["key"], r["value"], [(h["key"], h["value"]) for h in r["headers"]])
+                   for r in batch)
+
+    body = body_values(m.data, m.direction, m.api_key, m.api_version, options or _FULL,
+                       bytes, take)
+    return None if body is None else out
 
 
 def header_values(view, name: str) -> list[str]:
@@ -80,6 +250,23 @@ class Match:
 
 def buffer_nodes(tree: Node) -> list[Node]:
     return [n for n in tree.walk() if n.buffer is not None]
+
+
+def holds_bytes(messages: list, needle: bytes, options: Options | None = None) -> bool:
+    """Whether ``find_bytes`` finds ``needle``, quickly: the compressed batches of clean
+    messages are decompressed without decoding a record or building a tree."""
+    if any(needle in m.data for m in messages):
+        return True
+    for m in messages:
+        if m.api_key not in _CARRY_RECORDS or m.direction == "sasl":
+            continue
+        batches = _clean_batches(m, options)
+        if batches is None:                # not clean: the located decoder says
+            if find_bytes([m], needle, options) is not None:
+                return True
+        elif any(needle in data for data, _count, compressed in batches if compressed):
+            return True
+    return False
 
 
 def find_bytes(messages: list, needle: bytes, options: Options | None = None) -> Match | None:

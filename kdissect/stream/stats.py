@@ -156,9 +156,10 @@ class Stats:
             for p in partitions:
                 self.partitions[(topic, p)].errors += sites.count((topic, p))
         if service is not None:
-            self.service[name].append(service)
             if ex.latency - service > 0.001:
                 self.waited[name] += 1
+            if service > 0 or ex.latency == 0:  # a wait that took it all: time unknown
+                self.service[name].append(service)
 
     def _group(self, ex: Exchange, view: ExchangeFields) -> None:
         event = group_event(ex, view)

@@ -15,7 +15,7 @@ from rich.text import Text
 from textual import on
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import Horizontal, Vertical
 from textual.widgets import Footer, Header, Input, ProgressBar, Static
 
 from ..filters import FilterError, parse_filter
@@ -23,24 +23,29 @@ from ..protocol import Message, Options
 from ..render.lines import endpoint, iso, message_json
 from ..render.text import format_value
 from ..stream import anomaly
-from ..stream.content import buffer_nodes, find_bytes
+from ..stream.content import buffer_nodes, find_bytes, holds_bytes
 from ..stream.facts import ExchangeFields, Facts
-from ..stream.model import KafkaMessage
+from ..stream.model import Gap, KafkaMessage
 from .detail import Detail, HexView, Item
 from .exchange_list import COLUMNS, ExchangeList
 from .filterbar import FilterInput, FilterSuggester
 from .loader import run_in_process, run_in_thread
 from .screens import HelpScreen, StatsScreen
 from .spill import Spill
+from .work import scan
 
+BROKER_TIME = "broker time"    # latency beyond the wait the client asked for
 # the sort orders the `o` key cycles through (latency: slowest first)
-SORT_CYCLE = ("time", "latency", "status", "API", "client → broker", "client id", "#")
-_DESCENDING = {"latency"}
+SORT_CYCLE = ("time", BROKER_TIME, "latency", "status", "API", "client → broker",
+              "client id", "#")
+_DESCENDING = {BROKER_TIME, "latency"}
 TIME_FORMATS = ("short", "utc", "local")
 _DRAIN = 2000              # rows added per UI tick at most: keys stay answered
 _KEEP_DECODED = 16         # full trees kept for the messages viewed last
 _REST = 0.06               # seconds the list cursor rests before the detail follows
 _DECODE_HERE = 4096        # bigger exchanges decode in a worker thread
+_IN_WORKERS = 200          # record filters and searches over more exchanges run in workers
+_TOASTS = 5                # load warnings shown as toasts; all of them are in `s`
 
 
 def _row(view: ExchangeFields) -> tuple:
@@ -74,6 +79,9 @@ def _sort_value(view: ExchangeFields, column: str) -> tuple:
         return (0, first.frame)
     if column == "latency":
         return (0, ex.latency) if ex.latency is not None else (1, 0.0)
+    if column == BROKER_TIME:              # beyond what was asked: long polls wait less
+        took = anomaly.service_time(view)
+        return (0, (took, ex.latency)) if took is not None else (1, (0.0, 0.0))
     if column == "v":
         return (0, first.api_version or 0)
     if column == "corr":
@@ -103,6 +111,22 @@ def parse_needle(text: str) -> bytes | None:
     return t.encode() if t else None
 
 
+def unique_path(path: Path) -> Path:
+    """``path``, or ``name-2.ext``, ``name-3.ext``... : an export never overwrites."""
+    n, candidate = 1, path
+    while candidate.exists():
+        n += 1
+        candidate = path.with_name(f"{path.stem}-{n}{path.suffix}")
+    return candidate
+
+
+def screenshot_dir() -> Path:
+    """Where screenshots go: the Downloads folder when there is one, else here."""
+    from platformdirs import user_downloads_path
+    downloads = Path(user_downloads_path())
+    return downloads if downloads.is_dir() else Path.cwd()
+
+
 class KdissectApp(App):
     """Browse exchanges. ``load(emit, warn, progress)`` runs in a worker thread: it calls
     ``emit`` with each exchange as it is found (rows appear while the source is still
@@ -119,11 +143,17 @@ class KdissectApp(App):
     #empty { height: 1fr; display: none; padding: 1 2; }
     #empty.visible { display: block; }
     #detail { height: 1fr; }
-    #progress { dock: top; height: 1; }
-    #progress.done { display: none; }
-    .bar { dock: bottom; display: none; }
+    #work { height: 1; }
+    #work.done { display: none; }
+    #work-label { width: auto; max-width: 60%; padding: 0 1; color: $text-muted; }
+    #progress { width: 1fr; }
+    #active-filter { height: 1; display: none; background: $boost; padding: 0 1; }
+    #active-filter.visible { display: block; }
+    #main { height: 1fr; }
+    #bars { height: auto; }
+    .bar { display: none; }
     .bar.visible { display: block; }
-    #filter-error { dock: bottom; display: none; color: $error; height: auto; }
+    #filter-error { display: none; color: $error; height: auto; max-height: 4; }
     #filter-error.visible { display: block; }
     """
     BINDINGS = [
@@ -139,6 +169,7 @@ class KdissectApp(App):
         Binding("b", "bookmark", "Bookmark", show=False),
         Binding("B", "next_bookmark", "Next bookmark", show=False),
         Binding("x", "jump", "Req⇄Resp", show=False),
+        Binding("v", "toggle_pane", "Tree⇄bytes"),
         Binding("c", "copy", "Copy value", show=False),
         Binding("e", "export", "Export JSON", show=False),
         Binding("E", "export_pcapng", "Export pcapng", show=False),
@@ -166,6 +197,12 @@ class KdissectApp(App):
         self._detail_timer = None
         self.loaded = False
         self.warnings: list[str] = []
+        # values the filter bar completes: topics and client ids seen so far
+        self.seen: dict[str, set[str]] = {"topic": set(), "client_id": set()}
+        self.gaps: list[Gap] = []          # holes in the streams (as --stats counts them)
+        self._job: tuple[str, threading.Event] | None = None    # (what, cancel)
+        self._job_progress: tuple[int, int] | None = None
+        self._stopped = False              # loading stopped by the user (Esc)
         self.time_format = "short"
         self.stop = stop or threading.Event()
         self._incoming: deque = deque()
@@ -185,18 +222,30 @@ class KdissectApp(App):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield ProgressBar(id="progress", show_eta=True, classes="done")   # until progress
-        with Vertical():
+        with Vertical(id="main"):
+            # long work (loading, filters, searches, statistics): what, how far, Esc
+            # stops; a line of its own, so it never covers the title
+            with Horizontal(id="work", classes="done"):
+                yield Static(id="work-label")
+                yield ProgressBar(id="progress", show_eta=True)
+            yield Static(id="active-filter")
             yield ExchangeList(id="exchanges")
             yield Static(id="empty")
             yield Detail(self.options.show_secrets, id="detail")
-        yield Static(id="filter-error")
+        # in the flow, not docked: docked at one edge they covered each other (and the
+        # footer hid the bar's border and the reason of a bad filter)
+        with Vertical(id="bars"):
+            yield from self._bars()
+        yield Footer()
+
+    def _bars(self) -> ComposeResult:
         yield FilterInput(placeholder="display filter, e.g. anomaly, api == Produce and "
                                       "error != 0  (Tab completes, Enter applies, Esc closes)",
-                          id="filter", classes="bar", suggester=FilterSuggester())
+                          id="filter", classes="bar",
+                          suggester=FilterSuggester(lambda field: self.seen[field]))
+        yield Static(id="filter-error")
         yield Input(placeholder="search bytes (decompressed records too): text, or hex as "
                                 "0x0001 / hex: 00 01", id="search", classes="bar")
-        yield Footer()
 
     @property
     def table(self) -> ExchangeList:
@@ -210,6 +259,7 @@ class KdissectApp(App):
     def on_mount(self) -> None:
         self.table.set_order("time", lambda v: _sort_value(v, "time"), False)
         self.set_interval(0.05, self._drain)
+        self._show_active_filter()             # a start filter (-Y) shows from the start
         self.run_worker(self._load, thread=True, exclusive=True)
 
     def on_unmount(self) -> None:
@@ -229,6 +279,9 @@ class KdissectApp(App):
             run_in_process(self.load, self.options, _row, put, self.stop, self.spill)
         else:
             run_in_thread(self.load, self.options, _row, put)
+        if self._stopped:                  # Esc: the rows so far stay
+            put(("warn", "loading stopped (Esc): the list holds what was read until then"))
+            put(("done", None))
 
     def _drain(self) -> None:
         """Add what the loader found since the last tick (a bounded number of rows)."""
@@ -236,35 +289,118 @@ class KdissectApp(App):
         if not tables:                     # the app is closing: its widgets are gone
             return
         table = tables.first()
-        if self._progress is not None and not self.loaded:
-            done, total = self._progress
-            bar = self.query_one(ProgressBar)
-            bar.remove_class("done")            # sources that know how far they are
-            bar.update(total=total, progress=done)
-        added = 0
+        self._show_work()
+        added, before = 0, table.row_count
         while self._incoming and added < _DRAIN:
             kind, payload = self._incoming.popleft()
             if kind == "warn":
-                self.warnings.append(payload)
-                self.notify(payload, severity="warning", timeout=8)
+                self._warned(payload)
             elif kind == "done":
                 self.loaded = True
-                self.query_one(ProgressBar).add_class("done")
+                self._show_work()
                 self._update_subtitle()
                 self._show_empty()
             else:
                 view, (view.row, view._reasons) = payload
                 self.views.append(view)
+                self.seen["topic"].update(view.facts().topics)
+                if view.ex.request is not None and view.ex.request.client_id:
+                    self.seen["client_id"].add(view.ex.request.client_id)
                 if self.matches(view):
                     table.add(view)
                 added += 1
         if added:
-            was_empty = table.row_count == added
             table.grown()
+            self._fit_list()
+            self._show_active_filter()
             self._update_subtitle()
             self._show_empty()
-            if was_empty:                            # the first rows: show the first one
+            if before == 0 and table.row_count:      # the first rows: show the first one
                 self.follow_cursor()
+
+    def _warned(self, what: str | Gap) -> None:
+        """A warning of the source: kept (the statistics list them all, with the gaps
+        counted as --stats counts them); the first few are shown as they come."""
+        if isinstance(what, Gap):
+            self.gaps.append(what)
+            what = what.describe()
+        self.warnings.append(what)
+        if len(self.warnings) <= _TOASTS:
+            self.notify(what, severity="warning", timeout=8)
+        elif len(self.warnings) == _TOASTS + 1:
+            self.notify("more warnings: s (statistics) lists them all", severity="warning",
+                        timeout=8)
+
+    def _show_work(self) -> None:
+        """The work line: the job under way, else loading (when the source says how far
+        it is); hidden when there is neither."""
+        line = self.query_one("#work")
+        bar = self.query_one(ProgressBar)
+        if self._job is not None:
+            what = f"{self._job[0]} · Esc cancels"
+            done, total = self._job_progress or (0, None)
+        elif not self.loaded and self._progress is not None:
+            what = "loading · Esc stops (rows so far stay)"
+            done, total = self._progress
+        else:
+            line.add_class("done")
+            return
+        self.query_one("#work-label", Static).update(what)
+        bar.update(total=total, progress=done)
+        line.remove_class("done")
+
+    def run_job(self, what: str, work, finish) -> None:
+        """``work(progress, cancel)`` in a worker thread (its heavy part in forked
+        children: see work.py), the work line saying ``what`` and how far; then
+        ``finish(result)`` here, with None when Esc cancelled it."""
+        if self._job is not None:
+            self._job[1].set()               # a new job replaces the one under way
+        cancel = threading.Event()
+        self._job, self._job_progress = (what, cancel), None
+        self._show_work()
+
+        def progress(done: int, total: int) -> None:
+            self._job_progress = (done, total)
+
+        def run() -> None:
+            result = work(progress, cancel)
+            self.call_from_thread(done, None if cancel.is_set() else result)
+
+        def done(result) -> None:
+            if self._job is not None and self._job[1] is cancel:
+                self._job = None
+                self._show_work()
+            if not cancel.is_set() and result is not None:
+                finish(result)
+        self.run_worker(run, thread=True, group="job")
+
+    def cancel_job(self) -> bool:
+        """Esc: cancel the job under way, else stop loading; True if there was one."""
+        if self._job is not None:
+            what, cancel = self._job
+            cancel.set()
+            self._job = None
+            self._show_work()
+            self.notify(f"cancelled: {what}; the list is as it was", timeout=3)
+            return True
+        if not self.loaded and not self.stop.is_set():
+            self._stopped = True
+            self.stop.set()
+            return True
+        return False
+
+    def on_resize(self) -> None:
+        self._fit_list()
+
+    def _fit_list(self) -> None:
+        """The list takes its rows (and the header), at most 45% of the screen (a third
+        below 30 lines): a short list leaves the room to the detail."""
+        tables = self.query(ExchangeList)
+        if tables:
+            table = tables.first()
+            share = 0.45 if self.size.height >= 30 else 0.33    # small screens: the detail
+            most = max(3, int(self.size.height * share))
+            table.styles.height = max(3, min(most, table.row_count + 1))
 
     def _update_subtitle(self) -> None:
         count = f"{len(self.shown)} of {len(self.views)}" if self.filter else str(len(self.views))
@@ -300,14 +436,37 @@ class KdissectApp(App):
     # -- the list -----------------------------------------------------------------------
 
     def apply_filter(self, text: str) -> FilterError | None:
-        """Show only matching exchanges; returns the error of a bad filter."""
+        """Show only matching exchanges; returns the error of a bad filter. A filter on
+        records (decoding every message) over many exchanges runs on all cores in the
+        background, the list staying as it was until it is done."""
         try:
-            self.filter = parse_filter(text) if text.strip() else None
+            parsed = parse_filter(text) if text.strip() else None
         except FilterError as e:
             return e
-        self.filter_text = text
+        if parsed is not None and parsed.needs_decoding and len(self.views) > _IN_WORKERS:
+            self._filter_in_workers(parsed, text)
+            return None
+        self.filter, self.filter_text = parsed, text
         self._refill()
         return None
+
+    def _filter_in_workers(self, parsed, text: str) -> None:
+        views, spill = list(self.views), self.spill
+
+        def test(view: ExchangeFields) -> bool:
+            if spill is not None:
+                spill.load(view, lock=False)      # in a forked child
+            return parsed(view)
+
+        def finish(found: list[int]) -> None:
+            self.filter, self.filter_text = parsed, text
+            later = [v for v in self.views[len(views):] if self.matches(v)]
+            current = self.current_view()
+            self.table.set_rows([views[i] for i in found] + later, keep=current)
+            self._fit_list()
+            self._after_rows_changed()
+        self.run_job(f"filter {text}",
+                     lambda progress, cancel: scan(views, test, progress, cancel), finish)
 
     def matches(self, view: ExchangeFields) -> bool:
         if self.filter is None:
@@ -319,9 +478,22 @@ class KdissectApp(App):
     def _refill(self) -> None:
         current = self.current_view()
         self.table.set_rows([v for v in self.views if self.matches(v)], keep=current)
+        self._fit_list()
+        self._after_rows_changed()
+
+    def _after_rows_changed(self) -> None:
+        self._show_active_filter()
         self._update_subtitle()
         self._show_empty()
         self.follow_cursor()
+
+    def _show_active_filter(self) -> None:
+        active = self.query_one("#active-filter", Static)
+        if self.filter is not None:          # the filter stays in sight
+            active.update(Text.assemble(("filter ", "dim"), (self.filter_text, "bold"),
+                                        (f"  {len(self.shown)} of {len(self.views)} · "
+                                         f"/ edits it", "dim")))
+        active.set_class(self.filter is not None, "visible")
 
     def view_at(self, row: int) -> ExchangeFields | None:
         rows = self.shown
@@ -426,8 +598,10 @@ class KdissectApp(App):
         at = SORT_CYCLE.index(column) if column in SORT_CYCLE else -1
         nxt = SORT_CYCLE[(at + 1) % len(SORT_CYCLE)]
         self.sort_by(nxt, nxt in _DESCENDING)
-        self.notify(f"sorted by {nxt}{' (descending)' if nxt in _DESCENDING else ''}; "
-                    f"o: next column, O: reverse", timeout=2)
+        what = {BROKER_TIME: "broker time: latency beyond the wait the client asked for, "
+                             "slowest first", "latency": "raw latency, slowest first "
+                             "(long polls and group waits included)"}.get(nxt, nxt)
+        self.notify(f"sorted by {what}; o: next order, O: reverse", timeout=3)
 
     def action_sort_reverse(self) -> None:
         self.sort_by(self.sorted_by[0], not self.sorted_by[1])
@@ -466,7 +640,19 @@ class KdissectApp(App):
                 return
 
     def action_stats(self) -> None:
-        self.push_screen(StatsScreen(self.shown, self.load_bytes), self._stats_closed)
+        """Statistics of the exchanges shown, the gaps and warnings of the source; over
+        many exchanges gathered in the background (Esc cancels)."""
+        from .screens import gather
+        views, gaps = list(self.shown), list(self.gaps)
+
+        def open_screen(gathered) -> None:
+            self.push_screen(StatsScreen(views, self.load_bytes, gathered, self.warnings),
+                             self._stats_closed)
+        if len(views) > _IN_WORKERS:
+            self.run_job("statistics", lambda progress, cancel: gather(
+                views, self.load_bytes, gaps, progress, cancel), open_screen)
+        else:
+            open_screen(gather(views, self.load_bytes, gaps))
 
     def _stats_closed(self, view: ExchangeFields | None) -> None:
         """The statistics screen may send back an exchange to jump to."""
@@ -510,6 +696,10 @@ class KdissectApp(App):
                 return
         self.notify("no bookmarks in the list (b bookmarks an exchange)")
 
+    def action_toggle_pane(self) -> None:
+        """Tree ⇄ bytes: on a narrow terminal they take turns, else the focus moves."""
+        self.query_one(Detail).toggle_pane()
+
     def action_jump(self) -> None:
         self.query_one(Detail).jump_message()
 
@@ -531,7 +721,7 @@ class KdissectApp(App):
                "latency_ms": ex.latency * 1000 if ex.latency is not None else None,
                **{m.direction: message_json(m, self.options, ex)
                   for m in (ex.request, ex.response) if m is not None}}
-        path = Path(f"kdissect-exchange-{ex.first.index}.json")
+        path = unique_path(Path(f"kdissect-exchange-{ex.first.frame}.json"))
         try:
             path.write_text(json.dumps(out, indent=2, default=str))
         except OSError as e:
@@ -542,7 +732,8 @@ class KdissectApp(App):
     def action_export_pcapng(self) -> None:
         """The exchanges shown (the filter applies) as a pcapng file Wireshark opens."""
         from .export import write_pcapng
-        path = Path("kdissect-exchanges.pcapng")
+        stem = Path(self.title_text).stem if self.title_text else "capture"
+        path = unique_path(Path(f"kdissect-{stem}-{len(self.shown)}-exchanges.pcapng"))
         try:
             count = write_pcapng(str(path), self.shown, self.options.show_secrets,
                                  self.load_bytes)
@@ -551,6 +742,13 @@ class KdissectApp(App):
             return
         self.notify(f"exported {count} exchanges to {path.resolve()} (secrets masked "
                     f"unless --show-secrets)")
+
+    def deliver_screenshot(self, filename: str | None = None, path: str | None = None,
+                           time_format: str | None = None) -> str | None:
+        """Screenshots (the command palette's) go to a folder that exists: Textual's
+        default, ~/Downloads, is missing on many servers and the save then failed."""
+        return super().deliver_screenshot(filename, path or str(screenshot_dir()),
+                                          time_format)
 
     # -- filter and search bars ---------------------------------------------------------
 
@@ -570,6 +768,10 @@ class KdissectApp(App):
         self._open_bar("search")
 
     def action_close_bars(self) -> None:
+        """Esc: close the bar that is open, else cancel the work under way (a filter, a
+        search, the statistics) or stop loading."""
+        if not any(bar.has_class("visible") for bar in self.query(".bar")):
+            self.cancel_job()
         for bar in self.query(".bar"):
             bar.remove_class("visible")
         self.query_one("#filter-error").remove_class("visible")
@@ -585,15 +787,16 @@ class KdissectApp(App):
             problem.remove_class("visible")
         except FilterError as e:
             event.input.styles.border = ("tall", "red")
-            problem.update(Text(f"{' ' * (e.position + 1)}^ {str(e).splitlines()[0]}"))
+            # under the bar: a caret under the character (past the bar's border and
+            # padding: 3 cells), then the reason with its did-you-mean
+            problem.update(Text.assemble(" " * (e.position + 3) + "^\n",
+                                         (str(e).splitlines()[0], "bold")))
             problem.add_class("visible")
 
     @on(Input.Submitted, "#filter")
     def _submit_filter(self, event: Input.Submitted) -> None:
-        problem = self.apply_filter(event.value)
-        if problem:
-            self.notify(str(problem).splitlines()[0], title="Bad filter", severity="error")
-            return
+        if self.apply_filter(event.value):
+            return                  # the reason stays shown under the bar, caret and all
         self.following = None
         self.action_close_bars()
 
@@ -610,22 +813,39 @@ class KdissectApp(App):
     def action_search_next(self) -> None:
         """The next exchange (after the cursor, wrapping) whose bytes hold the needle,
         on the wire or in a decompressed record buffer; the field holding the match is
-        selected."""
+        selected. Over many exchanges the search runs on all cores in the background."""
         if not self.needle:
             self.action_search()
             return
         rows = self.shown
         n = len(rows)
-        for step in range(1, n + 1):
-            view = self.load_bytes(rows[(self.table.cursor_row + step) % n])
-            match = find_bytes(view.ex.messages, self.needle, self.options)
-            if match is None:
-                continue
-            self.select_view(view)
-            detail = self.query_one(Detail)
-            root = detail.items[match.message].root
-            holder = root if match.buffer is None else buffer_nodes(root)[match.buffer]
-            detail.select_at(match.message, holder, match.offset)
+        order = [rows[(self.table.cursor_row + step) % n] for step in range(1, n + 1)]
+        needle, options, spill = self.needle, self.options, self.spill
+
+        def test(view: ExchangeFields) -> bool:
+            if spill is not None:
+                spill.load(view, lock=False)      # in a forked child
+            return holds_bytes(view.ex.messages, needle, options)
+
+        def finish(found: list[int]) -> None:
+            if found:
+                self._show_match(order[found[0]])
+            else:
+                self.notify(f"{self.needle_text!r} is in no exchange shown (decompressed "
+                            f"records included)", severity="warning")
+        if n > _IN_WORKERS:
+            self.run_job(f"search {self.needle_text}", lambda progress, cancel: scan(
+                order, test, progress, cancel, first_only=True), finish)
+        else:
+            finish(next(([i] for i, view in enumerate(order) if test(view)), []))
+
+    def _show_match(self, view: ExchangeFields) -> None:
+        """Select ``view`` and, in its detail, the field holding the needle."""
+        match = find_bytes(self.load_bytes(view).ex.messages, self.needle, self.options)
+        if match is None:
             return
-        self.notify(f"{self.needle_text!r} is in no exchange shown (decompressed records "
-                    f"included)", severity="warning")
+        self.select_view(view)
+        detail = self.query_one(Detail)
+        root = detail.items[match.message].root
+        holder = root if match.buffer is None else buffer_nodes(root)[match.buffer]
+        detail.select_at(match.message, holder, match.offset)

@@ -10,8 +10,7 @@ from dataclasses import dataclass
 from rich.text import Text
 from textual import on
 from textual.binding import Binding
-from textual.containers import Horizontal
-from textual.geometry import Region
+from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import Static, Tree
 from textual.widgets.tree import TreeNode
@@ -27,7 +26,9 @@ PARENT_TONES = {True: ["on grey35", "on grey27", "on grey19"],
 HEX_WIDTH = 16                     # bytes per line when there is room (else 8)
 _HEX_START = 10                    # "00000000  " before the first byte
 _TREE_AT_LEAST = 64                # columns the field tree keeps before the dump narrows
-WINDOW_LINES = 96                  # lines dumped at once: big messages stay quick
+# below this width the tree and the bytes take turns (`v`) instead of sharing the row
+NARROW = HEX_WIDTH // 2 * 4 + 18 + _TREE_AT_LEAST
+WINDOW_LINES = 96                  # lines dumped before the pane has a size
 
 
 @dataclass
@@ -71,10 +72,10 @@ class HexView(Static, can_focus=True):
     BINDINGS = [
         Binding("left", "move(-1)", "Byte left", show=False),
         Binding("right", "move(1)", "Byte right", show=False),
-        Binding("up", "move(-16)", "Line up", show=False),
-        Binding("down", "move(16)", "Line down", show=False),
-        Binding("pageup", "move(-256)", show=False),
-        Binding("pagedown", "move(256)", show=False),
+        Binding("up", "lines(-1)", "Line up", show=False),
+        Binding("down", "lines(1)", "Line down", show=False),
+        Binding("pageup", "page(-1)", show=False),
+        Binding("pagedown", "page(1)", show=False),
         Binding("home", "move_to(0)", show=False),
         Binding("end", "move_to(-1)", show=False),
     ]
@@ -117,27 +118,52 @@ class HexView(Static, can_focus=True):
         self.border_title = title
         self._render_dump()
 
+    def rows(self) -> int:
+        """Lines of the dump on screen (before the first layout: a generous window)."""
+        height = self.content_region.height
+        return height if height > 0 else WINDOW_LINES
+
     def _render_dump(self) -> None:
-        """Dump a window of lines around the cursor (a 1 MB message is 65k lines:
-        rendering them all on every refresh would stall the UI)."""
+        """Dump the lines on screen, moving them to keep the cursor (the selected
+        field's first byte) in view: the pane is its own viewport, so it follows the
+        selection whoever moves it (the tree, a search, the keys) and a 1 MB message
+        costs a screenful, not 65k lines, per refresh."""
         marks = list(self.marks)
         if self.has_focus and self.data:
             marks.append((self.cursor, self.cursor + 1, CURSOR))
-        width = self.per_line
+        width, rows = self.per_line, self.rows()
         lines = -(-len(self.data) // width)
         line = self.cursor // width
-        if not self.first_line <= line < self.first_line + WINDOW_LINES:
-            self.first_line = max(0, min(line - WINDOW_LINES // 3, lines - WINDOW_LINES))
+        if not self.first_line <= line < self.first_line + rows:
+            self.first_line = line - rows // 3          # a jump: some context above
+        self.first_line = max(0, min(self.first_line, lines - rows))
         start = self.first_line * width
-        window = (start, start + WINDOW_LINES * width)
+        window = (start, start + rows * width)
         dump = hexdump(self.data, self.root, self.show_secrets, self.base, width=width,
                        marks=marks, window=window) if self.data else Text("no bytes", style="dim")
-        if lines > WINDOW_LINES:
-            self.border_subtitle = (f"bytes {start:#x}–{min(window[1], len(self.data)):#x} "
-                                    f"of {len(self.data)}: move the cursor for more")
+        if lines > rows:                    # say it scrolls, and where the view is
+            self.border_subtitle = (f"{start + self.base:#x}–"
+                                    f"{min(window[1], len(self.data)) + self.base:#x} of "
+                                    f"{len(self.data)} bytes · ↑↓ PgUp PgDn (Tab here)")
         else:
             self.border_subtitle = self.legend()
         self.update(dump)
+
+    def on_resize(self) -> None:
+        self._render_dump()
+
+    def visible_range(self) -> tuple[int, int]:
+        """(first, end) offsets of the bytes on screen now."""
+        start = self.first_line * self.per_line
+        return start, min(len(self.data), start + self.rows() * self.per_line)
+
+    def on_mouse_scroll_down(self, event) -> None:
+        event.stop()
+        self.move_to(self.cursor + 3 * self.per_line)
+
+    def on_mouse_scroll_up(self, event) -> None:
+        event.stop()
+        self.move_to(self.cursor - 3 * self.per_line)
 
     def legend(self) -> str:
         """What the shading means (Textual markup, for the border)."""
@@ -155,6 +181,12 @@ class HexView(Static, can_focus=True):
     def action_move(self, delta: int) -> None:
         self.move_to(self.cursor + delta)
 
+    def action_lines(self, count: int) -> None:
+        self.move_to(self.cursor + count * self.per_line)
+
+    def action_page(self, direction: int) -> None:
+        self.move_to(self.cursor + direction * max(1, self.rows() - 1) * self.per_line)
+
     def action_move_to(self, offset: int) -> None:
         self.move_to(offset if offset >= 0 else len(self.data) - 1)
 
@@ -163,12 +195,11 @@ class HexView(Static, can_focus=True):
             return
         self.cursor = max(0, min(offset, len(self.data) - 1))
         self._render_dump()
-        line = self.cursor // self.per_line - self.first_line
-        self.call_after_refresh(self.scroll_to_region, Region(0, line, 1, 1), animate=False)
         self.post_message(self.CursorMoved(self, self.cursor))
 
     def on_click(self, event) -> None:
-        offset = self.offset_at(event.x + int(self.scroll_x), event.y + int(self.scroll_y))
+        inside = event.get_content_offset(self)          # past the border
+        offset = self.offset_at(inside.x, inside.y) if inside is not None else None
         if offset is not None:
             self.focus()
             self.move_to(offset)
@@ -227,19 +258,9 @@ class FieldTree(Tree):
         base = 0 if node.buffer is not None else self.bases.get(id(node), 0)
         for child in node.children:
             self.bases[id(child)] = base
-            label = Text(child.name, style="red" if child.problem else
-                         "dim" if child.name.startswith("_") else "")
-            label.append(f" @{child.offset + base}+{child.length}", style="dim")
-            value = format_value(child, self.show_secrets, 40)
-            if value:
-                label.append(" = ")
-                label.append(value, style="bold")
-            if child.buffer is not None:
-                label.append(f"  ⇢ {len(child.buffer)} bytes decompressed", style="cyan")
-            if child.note:
-                label.append(f"  {child.note}", style="italic cyan")
-            if child.problem:
-                label.append(f"  ✗ {child.problem}", style="bold red")
+            label = describe(Text(child.name, style="red" if child.problem else
+                                  "dim" if child.name.startswith("_") else ""),
+                             child, base, self.show_secrets, 40)
             if child.children:
                 sub = branch.add(label, data=(index, child), allow_expand=True)
             else:
@@ -279,13 +300,43 @@ class FieldTree(Tree):
         self.call_after_refresh(self.move_cursor, tree_node)
 
 
-class Detail(Horizontal):
-    """Field trees beside the bytes; ``show(title, items)`` fills it."""
+def describe(label: Text, node: Node, base: int, show_secrets: bool, width: int) -> Text:
+    """``label`` followed by the node's ``@offset+length``, value (cut to ``width``),
+    decompressed size, note and problem: a tree line, or the field line in full."""
+    label.append(f" @{node.offset + base}+{node.length}", style="dim")
+    value = format_value(node, show_secrets, width)
+    if value:
+        label.append(" = ")
+        label.append(value, style="bold")
+    if node.buffer is not None:
+        label.append(f"  ⇢ {len(node.buffer)} bytes decompressed", style="cyan")
+    if node.note:
+        label.append(f"  {node.note}", style="italic cyan")
+    if node.problem:
+        label.append(f"  ✗ {node.problem}", style="bold red")
+    return label
+
+
+def field_line(node: Node, path: list[Node], base: int, show_secrets: bool) -> Text:
+    """The selected field in full: its dotted name, whole value, offset and length, note
+    and problem (the tree cuts values to fit; this line wraps)."""
+    names = [p.name for p in path[1:]] or [node.name]
+    return describe(Text(".".join(names), style="bold"), node, base, show_secrets, 2000)
+
+
+class Detail(Vertical):
+    """Field trees beside the bytes (taking turns on narrow terminals: `v`), and below
+    them the selected field in full; ``show(title, items)`` fills it."""
 
     DEFAULT_CSS = """
+    Detail #panes { height: 1fr; }
     Detail FieldTree { width: 1fr; }
-    Detail HexView { width: 82; overflow-y: auto; border: round $primary 40%; }
+    Detail HexView { width: 82; height: 100%; overflow: hidden; border: round $primary 40%; }
     Detail HexView:focus { border: round $accent; }
+    Detail.narrow HexView { display: none; }
+    Detail.narrow.bytes FieldTree { display: none; }
+    Detail.narrow.bytes HexView { display: block; }
+    Detail #field-line { height: auto; max-height: 4; background: $boost; padding: 0 1; }
     """
 
     def __init__(self, show_secrets: bool = False, **kwargs):
@@ -297,17 +348,34 @@ class Detail(Horizontal):
         self._from_hex = False
 
     def compose(self):
-        tree = FieldTree(id="fields")
-        tree.show_secrets = self.show_secrets
-        yield tree
-        hexview = HexView(id="bytes")
-        hexview.show_secrets = self.show_secrets
-        yield hexview
+        with Horizontal(id="panes"):
+            tree = FieldTree(id="fields")
+            tree.show_secrets = self.show_secrets
+            yield tree
+            hexview = HexView(id="bytes")
+            hexview.show_secrets = self.show_secrets
+            yield hexview
+        yield Static(id="field-line")
 
     def on_resize(self, event) -> None:
-        """16 bytes a line when the tree keeps its room beside them, else 8."""
-        wide = event.size.width - HexView.width_for(HEX_WIDTH) >= _TREE_AT_LEAST
+        """16 bytes a line when the tree keeps its room beside them, else 8; below
+        NARROW columns the tree and the bytes take turns."""
+        width = event.size.width
+        narrow = width < NARROW
+        self.set_class(narrow, "narrow")
+        wide = width - HexView.width_for(HEX_WIDTH) >= (0 if narrow else _TREE_AT_LEAST)
         self.hexview.set_per_line(HEX_WIDTH if wide else HEX_WIDTH // 2)
+        self.hexview.styles.width = "1fr" if narrow else \
+            HexView.width_for(self.hexview.per_line)
+
+    def toggle_pane(self) -> None:
+        """On a narrow terminal: the bytes instead of the tree, or back."""
+        if not self.has_class("narrow"):
+            (self.tree if self.hexview.has_focus else self.hexview).focus()
+            return
+        bytes_now = not self.has_class("bytes")
+        self.set_class(bytes_now, "bytes")
+        (self.hexview if bytes_now else self.tree).focus()
 
     @property
     def tree(self) -> FieldTree:
@@ -324,6 +392,7 @@ class Detail(Horizontal):
             self.select(0, items[0].root)
         else:
             self.hexview.show(b"", None, [])
+            self.query_one("#field-line", Static).update("")
 
     def select(self, index: int, node: Node, move_cursor: bool = True) -> None:
         """Show the bytes of ``node``'s buffer with ``node`` highlighted."""
@@ -348,6 +417,8 @@ class Detail(Horizontal):
             marks.append((node.offset, node.end, HIGHLIGHT))
         cursor = node.offset if move_cursor and node is not item.root else None
         self.hexview.show(data, view, marks, cursor, title, base)
+        self.query_one("#field-line", Static).update(
+            field_line(node, path, base, self.show_secrets))
 
     @on(Tree.NodeHighlighted, "#fields")
     def _field_highlighted(self, event: Tree.NodeHighlighted) -> None:

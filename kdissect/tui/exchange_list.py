@@ -283,7 +283,8 @@ class ExchangeList(ScrollView, can_focus=True):
         return self._strip([cells[i] for i, _ in self.layout()], style, width)
 
     def _arrow(self, name: str) -> str:
-        if name != self.order_name:
+        if name != self.order_name and not (name == "latency" and
+                                            self.order_name == "broker time"):
             return ""
         return " ▼" if self.reverse else " ▲"
 

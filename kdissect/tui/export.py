@@ -21,10 +21,13 @@ def write_pcapng(path: str, views, show_secrets: bool = False, load=None) -> int
                                                          m is ex.request) else 1
                 messages.append((m.ts, m.index, ex, side, m, v))
     messages.sort(key=lambda item: item[:2])
+    # a connection closes (FIN) right after its last message, so the packets stay in time
+    # order: closing them all at the end wrote FINs after later packets, with earlier times
+    last = {item[2].stream: at for at, item in enumerate(messages)}
     recorder = Recorder(path, show_secrets)
-    connections, last = {}, {}
+    connections = {}
     try:
-        for ts, _, ex, side, m, view in messages:
+        for at, (ts, _, ex, side, m, view) in enumerate(messages):
             if load is not None:
                 load(view)
             conn = connections.get(ex.stream)
@@ -32,9 +35,8 @@ def write_pcapng(path: str, views, show_secrets: bool = False, load=None) -> int
                 conn = connections[ex.stream] = recorder.connection(ex.client, ex.broker, ts)
             frame = struct.pack(">i", len(m.data)) + m.data
             conn.data(side, recorder.mask(frame, side, m.direction == "sasl"), ts)
-            last[ex.stream] = ts
-        for stream, conn in connections.items():
-            conn.close(last[stream])
+            if last[ex.stream] == at:
+                conn.close(ts)
     finally:
         recorder.close()
     return len(views)

@@ -1,5 +1,6 @@
 """The filter bar's completion: field names first, then API names after ``api``,
-error names after ``error``, and the words of the language."""
+error names after ``error``, the topics and client ids seen so far after ``topic`` and
+``client_id`` (quoted), and the words of the language."""
 
 from __future__ import annotations
 
@@ -15,6 +16,9 @@ from ..protocol.names import API_NAMES
 
 _WORDS = ("and", "or", "not", "in", "contains", "matches")
 _LAST_WORD = re.compile(r"[A-Za-z_][\w.]*$")
+# a quoted value being typed after one of the fields whose values the capture tells
+_SEEN_VALUE = re.compile(r"\b(topic|client_id|client\.id|kafka\.topic_name|kafka\.client_id)"
+                         r"\s*(?:==|!=)\s*\"?([^\"\s]*)$")
 
 
 def _error_names() -> list[str]:
@@ -25,8 +29,10 @@ def _error_names() -> list[str]:
 class FilterSuggester(Suggester):
     """Completes the word being typed; → or Tab accepts (Textual's inline suggestion)."""
 
-    def __init__(self) -> None:
-        super().__init__(use_cache=True, case_sensitive=True)
+    def __init__(self, seen=lambda field: ()) -> None:
+        """``seen(field)``: the values of ``field`` ("topic", "client_id") so far."""
+        super().__init__(use_cache=False, case_sensitive=True)
+        self.seen = seen
         self.apis = sorted(set(API_NAMES.values()))
         self.errors: list[str] | None = None
 
@@ -51,6 +57,14 @@ class FilterSuggester(Suggester):
         return [*_WORDS, *fields] if after_value else [*fields, *_WORDS]
 
     async def get_suggestion(self, value: str) -> str | None:
+        typed = _SEEN_VALUE.search(value)
+        if typed is not None:
+            field = _ALIASES.get(typed.group(1), typed.group(1))
+            prefix = typed.group(2)
+            for candidate in sorted(self.seen(field)):
+                if candidate.startswith(prefix) and candidate != prefix:
+                    return value[:typed.start(2)].rstrip('"') + f'"{candidate}"'
+            return None
         word = _LAST_WORD.search(value)
         if word is None:
             return None

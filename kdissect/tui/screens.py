@@ -17,6 +17,26 @@ from ..stream.stats import Stats
 from .chart import LatencyChart
 
 
+def gather(views: list[ExchangeFields], load=lambda view: view, gaps=(),
+           progress=lambda done, total: None, cancel=None) -> tuple[Stats, list] | None:
+    """The statistics of ``views`` and the points of the chart; None if ``cancel`` (an
+    Event) is set meanwhile. ``load(view)`` gives a view's messages their bytes."""
+    stats = Stats()
+    for gap in gaps:
+        stats.add_gap(gap)
+    points = []
+    for done, v in enumerate(views, 1):
+        stats.add(load(v).ex, v)
+        if v.ex.latency is not None:
+            points.append((v.ex.first.ts, anomaly.service_time(v) * 1000, v))
+        if done % 256 == 0:
+            if cancel is not None and cancel.is_set():
+                return None
+            progress(done, len(views))
+    points.sort(key=lambda p: p[0])
+    return stats, points
+
+
 class StatsScreen(ModalScreen):
     """Statistics over the exchanges shown (the filter applies): broker time over real
     time (Enter or a click goes to the slice's slowest exchange: the screen closes with
@@ -29,20 +49,18 @@ class StatsScreen(ModalScreen):
     #latency { height: 10; margin: 0 1; }
     #latency:focus { background: $boost; }
     #slice { margin: 0 1; color: $text-muted; }
+    #stats-box { border-subtitle-color: $text-muted; }
     """
 
-    def __init__(self, views: list[ExchangeFields], load=lambda view: view):
-        """``load(view)`` gives a view's messages their bytes (see tui/spill.py)."""
+    def __init__(self, views: list[ExchangeFields], load=lambda view: view,
+                 gathered: tuple[Stats, list] | None = None, warnings=(), gaps=()):
+        """``load(view)`` gives a view's messages their bytes (see tui/spill.py);
+        ``gathered``: what ``gather`` found (else it runs now). ``warnings``: the
+        source's, all listed; ``gaps`` are counted as --stats counts them."""
         super().__init__()
-        self.stats = Stats()
-        points = []
-        for v in views:
-            self.stats.add(load(v).ex, v)
-            if v.ex.latency is not None:
-                points.append((v.ex.first.ts, anomaly.service_time(v) * 1000, v))
-        points.sort(key=lambda p: p[0])
-        self.latencies = [p[2].ex.latency * 1000 for p in points]
-        self.points = points
+        self.stats, self.points = gathered or gather(views, load, gaps)
+        self.latencies = [p[2].ex.latency * 1000 for p in self.points]
+        self.warnings = list(warnings)
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="stats-box"):
@@ -52,9 +70,17 @@ class StatsScreen(ModalScreen):
             yield LatencyChart(self.points, id="latency")
             yield Static(id="slice")
             yield Static(stats_tables(self.stats), id="stats-tables")
+            if self.warnings:
+                listed = Text(f"Capture warnings ({len(self.warnings)})\n", style="bold")
+                for w in self.warnings:
+                    listed.append(f"• {w}\n", style="yellow")
+                yield Static(listed, id="warnings")
             yield Static(Text("escape closes", style="dim"))
 
     def on_mount(self) -> None:
+        # the tables below the chart scroll: say how
+        self.query_one("#stats-box").border_subtitle = \
+            "more below: Tab, then ↑ ↓ PgUp PgDn or the wheel · Esc closes"
         chart = self.query_one(LatencyChart)
         chart.focus()
         self.call_after_refresh(self._start)
@@ -82,16 +108,21 @@ HELP = """\
   /               filter: anomaly, api == Produce and error != 0, record.key == "order-42",
                   kafka.api_key == 0 (Tab or → completes; a caret shows what is wrong)
   ctrl+f          search bytes, decompressed records too: text, 0x…, hex: 00 01; n: next
-  o / O           sort: next column (time, latency slowest first, status...) / reverse;
-                  a click on a header sorts by it
+  o / O           sort: time, broker time (beyond the waits clients asked for), latency,
+                  status... / reverse; a click on a header sorts by it
   t               time of day ⇄ date and time in UTC ⇄ in the local zone
   f               follow the connection: only its exchanges, in order (f again: all)
   b / B           bookmark the exchange / go to the next bookmark
   s               statistics: broker time over time (Enter goes to the slowest), per API,
                   client, broker, topic; throttling; consumer-group timeline
-  E               export the exchanges listed as kdissect-exchanges.pcapng (Wireshark)
+  E               export the exchanges listed as a pcapng for Wireshark (a new file)
+  Esc             cancel the work under way (a filter, a search, statistics) or stop
+                  loading (the rows so far stay)
 [b]Detail[/b]
   tab             field tree ⇄ bytes          *   open every field under the cursor
+  v               tree ⇄ bytes on a narrow terminal (they take turns below 114 columns)
+                  the line under them: the selected field in full (name, value, offset,
+                  length, explanation)
   x               jump between the request and the response
   ← → ↑ ↓         in the bytes: move the cursor; the field under it is selected
   c / e           copy the selected field's value / export the exchange as JSON

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import threading
 from collections import OrderedDict
 
 KEEP = 64                  # exchanges whose bytes stay loaded (the ones used last)
@@ -23,6 +24,7 @@ class Spill:
         self.fd = fd
         self.end = 0                          # the writer's next offset (child side)
         self.loaded: OrderedDict[int, tuple] = OrderedDict()   # id(view) -> its messages
+        self.lock = threading.Lock()          # the UI and a statistics worker both load
 
     # -- the loader ---------------------------------------------------------------------
 
@@ -41,12 +43,21 @@ class Spill:
 
     # -- the UI ---------------------------------------------------------------------------
 
-    def load(self, view) -> None:
+    def load(self, view, lock: bool = True) -> None:
         """Give ``view``'s messages their bytes back (a no-op for views not spilled);
-        the bytes of the least recently loaded exchanges beyond KEEP are let go."""
+        the bytes of the least recently loaded exchanges beyond KEEP are let go.
+        ``lock=False`` in a forked child: single-threaded, and a lock held by another
+        thread at the fork would stay held there for ever."""
         spans = getattr(view, "spans", None)
         if not spans:
             return
+        if not lock:
+            self._load(view, spans)
+            return
+        with self.lock:
+            self._load(view, spans)
+
+    def _load(self, view, spans) -> None:
         key = id(view)
         if key in self.loaded:
             self.loaded.move_to_end(key)
