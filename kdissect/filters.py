@@ -69,6 +69,14 @@ FIELDS: dict[str, FieldInfo] = {
     "record.key": FieldInfo("text", "record keys (decompressed batches too)"),
     "record.value": FieldInfo("text", "record values (decompressed batches too)"),
     "record.header": FieldInfo("text", "record header names; record.header.NAME: its values"),
+    # kdissect log (docs/log.md): a batch's header fields
+    "base_offset": FieldInfo("number", "kdissect log: a batch's first offset"),
+    "producer_id": FieldInfo("number", "kdissect log: a batch's producer id"),
+    "producer_epoch": FieldInfo("number", "kdissect log: a batch's producer epoch"),
+    "base_sequence": FieldInfo("number", "kdissect log: a batch's first sequence number"),
+    "partition_leader_epoch": FieldInfo("number", "kdissect log: a batch's leader epoch"),
+    "magic": FieldInfo("number", "kdissect log: the record format (0, 1, 2)"),
+    "offset": FieldInfo("number", "kdissect log: a batch's (or message's) first offset"),
 }
 _ALIASES = {"corr": "correlation_id", "api_version": "version", "client.id": "client_id",
             "latency_ms": "latency", "errors": "error", "findings": "finding",
@@ -288,6 +296,9 @@ def _compare(name: str, op: str, value) -> Predicate:
 def _values(x, name: str) -> list:
     """The values of ``name`` for the item ``x`` (an exchange view: fields it does not
     know itself are derived here, see stream/anomaly.py and stream/content.py)."""
+    own = getattr(x, "values_of", None)      # items that say their own values (log items)
+    if own is not None:
+        return own(name)
     derived = _DERIVED.get(name)
     if derived is not None:
         return derived(x)

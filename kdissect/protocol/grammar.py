@@ -11,7 +11,7 @@ array), ``TAG_BUFFER`` (the struct is flexible: tagged fields follow). Names res
 the rules indented under the current one, then under its ancestors, then at the top
 level, so the guide's nested, indented layout and flat grammars (``Broker => NodeId Host
 Port`` on its own line) both work. kdissect's extensions, for what the guide cannot say:
-``?name`` a nullable struct (int8 -1/1 marker), ``name@N`` a tagged field with tag N.
+``?name`` a nullable struct (int8 -1/1 marker), ``name@N`` (or ``[name]@N``) a tagged field with tag N.
 Lines starting with ``#`` are comments.
 """
 
@@ -42,8 +42,8 @@ TYPES: dict[str, tuple[str, bool, bool | None]] = {
 
 _HEADER = re.compile(r"^(?P<api>[A-Za-z0-9]+) (?P<dir>[A-Za-z]+) "
                      r"\(Version: (?P<ver>\d+)\)$")
-_ITEM = re.compile(r"\[\s*(?P<arr>[A-Za-z_][\w.]*)\s*\]|(?P<opt>\?)?(?P<name>[A-Za-z_][\w.]*)"
-                   r"(?:@(?P<tag>\d+))?")
+_ITEM = re.compile(r"\[\s*(?P<arr>[A-Za-z_][\w.]*)\s*\](?:@(?P<atag>\d+))?"
+                   r"|(?P<opt>\?)?(?P<name>[A-Za-z_][\w.]*)(?:@(?P<tag>\d+))?")
 
 
 MAX_DEPTH = 64      # structs inside structs: deeper grammars are refused, so decoding and
@@ -126,7 +126,8 @@ def parse_grammar(text: str) -> Grammar:
                 raise
             fields.append(_field_for(name, target, array=m.group("arr") is not None,
                                      nullable_struct=bool(m.group("opt")),
-                                     tag=int(m.group("tag")) if m.group("tag") else None,
+                                     tag=int(m["tag"] or m["atag"]) if (m["tag"] or m["atag"])
+                                     else None,
                                      build=lambda t: build(t, stack + (id(rule),))))
         st = Struct(rule.lhs, tuple(f for f in fields if f.tag is None),
                     tuple(f for f in fields if f.tag is not None), flexible)
