@@ -87,7 +87,7 @@ def log(paths: tuple[str, ...], verbose: bool, fmt: str, records: bool,
                     for rec in _records(item):
                         out.print(Text(f"    {_record_text(rec)}"))
     except LogError as e:
-        err.print(f"[red]{e}[/red]")
+        click.echo(f"kdissect log: {e}", err=True)
         sys.exit(1)
     except BrokenPipeError:
         sys.exit(0)

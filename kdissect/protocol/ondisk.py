@@ -53,7 +53,7 @@ def _snapshot_layout() -> Struct:
 def _entries(buf: bytes, size: int, name: str, kind: str, fields) -> Node:
     """Fixed-size entries; a trailing run of all-zero entries is the preallocated tail
     (an all-zero first entry is a real entry: offset 0 at position 0)."""
-    root = Node(name, kind, 0, len(buf))
+    root = Node(name, "array", 0, len(buf))
     n = len(buf) // size
     used = n
     while used > 1 and not any(buf[(used - 1) * size:used * size]):

@@ -433,8 +433,17 @@ def _last_offset(tree: Node) -> int | None:
         base, delta = _value(tree, "base_offset"), _value(tree, "last_offset_delta")
         return base + delta if isinstance(base, int) and isinstance(delta, int) else None
     if tree.ktype.startswith("message_v"):
-        return _value(tree, "offset")
+        inner = _inner(tree)
+        return record_offset(inner[-1]) if inner else _value(tree, "offset")
     return None
+
+
+def _inner(tree: Node) -> list[Node]:
+    """The messages inside a compressed v0/v1 wrapper (none for a plain message)."""
+    attrs = _value(tree, "attributes")
+    if not isinstance(attrs, int) or not attrs & 7:
+        return []
+    return [n for n in tree.walk() if n is not tree and n.ktype.startswith("message_v")]
 
 
 def _max_ts(tree: Node) -> int | None:
@@ -449,13 +458,9 @@ def _check_batch(item: LogItem, tree: Node, pos: int, state: _Partition, run: _R
     base = _value(tree, "base_offset") if tree.ktype == "record_batch" else _value(tree, "offset")
     last = _last_offset(tree)
     add = item.findings.append
-    if tree.ktype.startswith("message_v"):
-        attrs = _value(tree, "attributes")
-        if isinstance(attrs, int) and attrs & 7:        # a wrapper: inner offsets start lower
-            inner = [n for n in tree.walk() if n is not tree and n.ktype.startswith("message_v")]
-            first = record_offset(inner[0]) if inner else None
-            if first is not None:
-                base = first
+    inner = _inner(tree) if tree.ktype.startswith("message_v") else []
+    if inner and record_offset(inner[0]) is not None:       # a wrapper: inner offsets count
+        base = record_offset(inner[0])
     if not isinstance(base, int) or last is None:
         return
     if run.last_offset is not None:
