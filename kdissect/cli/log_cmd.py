@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.text import Text
 
 from ..filters import FilterError, parse_filter
+from ..protocol.internal import control_of
 from ..render.records import json_bytes, plain_json, record_json
 from ..render.text import tree_of
 from ..sources.logdir import LogError, LogItem, walk
@@ -193,11 +194,20 @@ def _record_obj(item: LogItem, n) -> dict:
     obj = {"type": "record", "file": str(item.path), "topic": item.topic,
            "partition": item.partition, "batch_position": item.tree.offset,
            "position": n.offset, **r}
+    attrs = item.tree.child("attributes")
+    if n.ktype == "record" and attrs is not None and isinstance(attrs.value, int) \
+            and attrs.value & 0x20:
+        found = control_of(n)
+        if found is not None:
+            obj["control_type"] = found[0]
+            if found[1] is not None:
+                obj["coordinator_epoch"] = found[1]
     for part in ("key", "value"):
         c = n.child(part)
         if c is not None and c.children and any(not k.name.startswith("_") for k in c.children):
-            decoded = {k.name: plain_json(k) for k in c.children if not k.name.startswith("_")}
-            obj[f"{part}_decoded"] = decoded
+            decoded = [k for k in c.children if not k.name.startswith("_")]
+            obj[f"{part}_decoded"] = {k.name: plain_json(k) for k in decoded}
+            obj[f"{part}_schema"] = decoded[0].note
     return obj
 
 

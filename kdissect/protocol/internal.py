@@ -38,6 +38,9 @@ TOPIC_FAMILIES = {"__consumer_offsets": "group", "__transaction_state": "transac
 METADATA_TOPIC_ID = "00000000-0000-0000-0000-000000000001"
 CONTROL_TYPES = {0: "ABORT", 1: "COMMIT", 2: "LeaderChangeMessage", 3: "SnapshotHeaderRecord",
                  4: "SnapshotFooterRecord", 5: "KRaftVersionRecord", 6: "VotersRecord"}
+# Kafka's names of the control record types (ControlRecordType)
+CONTROL_NAMES = {0: "ABORT", 1: "COMMIT", 2: "LEADER_CHANGE", 3: "SNAPSHOT_HEADER",
+                 4: "SNAPSHOT_FOOTER", 5: "KRAFT_VERSION", 6: "KRAFT_VOTERS"}
 _PREFIXED = ("group", "transaction", "share")
 _FRAMED = ("metadata", "remote")
 
@@ -215,3 +218,17 @@ def decode_wire_records(body: Node, api_key: int, ctx: Options) -> None:
             recs = p.child("records")
             if recs is not None and recs.children:
                 decode_records(recs, family, ctx)
+
+
+def control_of(record: Node) -> tuple[str, int | None] | None:
+    """A control record's type (Kafka's name) and, for transaction markers, the
+    coordinator epoch; None when the key is not a control key."""
+    key, value = record.child("key"), record.child("value")
+    if key is None or not isinstance(key.value, (bytes, bytearray)) or len(key.value) < 4:
+        return None
+    ctype = struct.unpack_from(">h", key.value, 2)[0]
+    epoch = None
+    if ctype in (0, 1) and value is not None and isinstance(value.value, (bytes, bytearray)) \
+            and len(value.value) >= 6:
+        epoch = struct.unpack_from(">i", value.value, 2)[0]
+    return CONTROL_NAMES.get(ctype, f"type {ctype}"), epoch
