@@ -21,3 +21,24 @@ def kafka():
 def recorded(kafka):
     kafka.reset()
     return kafka
+
+
+@pytest.fixture(scope="session")
+def apache_kafka():
+    """One Apache Kafka node (broker+controller, KRaft) of the pinned release for the whole
+    session, with PLAINTEXT, SASL_PLAINTEXT (PLAIN, SCRAM-SHA-256/512 users of
+    tests.support.apache_kafka.USERS) and SSL (trust ``apache_kafka.tls.ca``) listeners."""
+    from tests.support.apache_kafka import ApacheKafka
+    node = ApacheKafka(nodes=1, listeners=("PLAINTEXT", "SASL_PLAINTEXT", "SSL"))
+    yield node
+    node.close()
+
+
+@pytest.fixture(scope="session")
+def apache_cluster():
+    """Three combined broker+controller nodes (a 3-voter KRaft quorum, replication factor 3),
+    PLAINTEXT only; tests may stop and start nodes but must leave all three running."""
+    from tests.support.apache_kafka import ApacheKafka
+    cluster = ApacheKafka(nodes=3)
+    yield cluster
+    cluster.close()
