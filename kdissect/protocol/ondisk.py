@@ -52,14 +52,13 @@ def _snapshot_layout() -> Struct:
 
 def _entries(buf: bytes, size: int, name: str, kind: str, fields) -> Node:
     """Fixed-size entries; a trailing run of all-zero entries is the preallocated tail
-    (an all-zero first entry is a real entry: offset 0 at position 0)."""
+    (Kafka never writes an all-zero entry: an index entry is added only after
+    log.index.interval.bytes of batches, so never at position 0)."""
     root = Node(name, "array", 0, len(buf))
     n = len(buf) // size
     used = n
-    while used > 1 and not any(buf[(used - 1) * size:used * size]):
+    while used > 0 and not any(buf[(used - 1) * size:used * size]):
         used -= 1
-    if used == 1 and n >= 1 and not any(buf[:size]) and kind == "time_index":
-        used = 0            # a time index's first entry is never all zero
     for i in range(used):
         pos = i * size
         entry = root.add(Node(f"[{i}]", "struct", pos, size))

@@ -240,8 +240,8 @@ def _partition_dir(path: Path, options: Options,
     by_base: dict[int, dict[str, Path]] = {}
     for p in files:
         kind = file_kind(p)
-        if kind is None:
-            continue
+        if kind is None or p.suffix in (".deleted", ".cleaned", ".swap"):
+            continue            # being deleted or swapped in: not part of the partition's log
         if kind in ("offset_index", "time_index", "txn_index", "segment"):
             by_base.setdefault(_base_offset(p), {})[kind] = p
             continue
