@@ -78,6 +78,8 @@ FIELDS: dict[str, FieldInfo] = {
     "magic": FieldInfo("number", "kdissect log: the record format (0, 1, 2)"),
     "offset": FieldInfo("number", "kdissect log: a batch's (or message's) first offset"),
 }
+_LOG_ONLY = frozenset({"base_offset", "producer_id", "producer_epoch", "base_sequence",
+                       "partition_leader_epoch", "magic", "offset"})
 _ALIASES = {"corr": "correlation_id", "api_version": "version", "client.id": "client_id",
             "latency_ms": "latency", "errors": "error", "findings": "finding",
             # Wireshark's names for the same things
@@ -299,6 +301,8 @@ def _values(x, name: str) -> list:
     own = getattr(x, "values_of", None)      # items that say their own values (log items)
     if own is not None:
         return own(name)
+    if name in _LOG_ONLY:
+        return []
     derived = _DERIVED.get(name)
     if derived is not None:
         return derived(x)

@@ -80,17 +80,40 @@ def _produce(bootstrap: str) -> None:
         assert got >= 10, f"{protocol} consumer read {got} records"
 
 
+def _fetch_internal(port: int) -> None:
+    """A consumer reads __consumer_offsets and __transaction_state through the relay."""
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": f"127.0.0.1:{port}", "group.id": "internal-reader",
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    c.assign([TopicPartition(t, p, 0) for t in ("__consumer_offsets", "__transaction_state")
+              for p in range(3)])
+    got, deadline = 0, time.time() + 20
+    while time.time() < deadline and got < 20:
+        m = c.poll(0.5)
+        if m is not None and m.error() is None:
+            got += 1
+    c.close()
+
+
 @pytest.fixture(scope="module")
 def kafka_dirs(tmp_path_factory):
     from tests.support.apache_kafka import ApacheKafka
-    kafka = ApacheKafka(nodes=1, extra={
+    from tests.support.relay import Relay
+    relay = Relay()
+    kafka = ApacheKafka(nodes=1, start=False, extra={
         "log.cleaner.enable": "true", "log.cleaner.backoff.ms": "300",
         "log.index.interval.bytes": "256",
         "metadata.log.max.record.bytes.between.snapshots": "4096",
         "metadata.log.max.snapshot.interval.ms": "2000",
     })
+    kafka.advertise(1, "PLAINTEXT", "127.0.0.1", relay.port)
+    relay.upstream = ("127.0.0.1", kafka.node(1).ports["PLAINTEXT"])
     try:
+        kafka.start()
         _produce(kafka.bootstrap())
+        relay.reset()
+        _fetch_internal(relay.port)
+        wire = relay.snapshot()
         log_dir = kafka.log_dirs[0]
         deadline = time.time() + 60                # the cleaner and a metadata snapshot
         while time.time() < deadline and not (
@@ -98,9 +121,10 @@ def kafka_dirs(tmp_path_factory):
             time.sleep(0.5)
         running = _run(str(log_dir))
         kafka.stop_node(1)
-        yield log_dir, running
+        yield log_dir, running, wire
     finally:
         kafka.close()
+        relay.close()
 
 
 def _cleaned(log_dir: Path) -> bool:
@@ -125,7 +149,7 @@ def _dump(files: list[Path], decoder: str | None) -> dict[str, list[dict]]:
 
 
 def test_read_while_the_broker_runs(kafka_dirs):
-    _log_dir, (code, objs, out) = kafka_dirs
+    _log_dir, (code, objs, out), _wire = kafka_dirs
     assert code == 0, out[-2000:]
     errors = [(o["file"], f) for o in objs for f in o.get("findings", [])
               if f["severity"] == "error"]
@@ -133,7 +157,7 @@ def test_read_while_the_broker_runs(kafka_dirs):
 
 
 def test_every_segment_agrees_with_kafka_dump_log(kafka_dirs):
-    log_dir, _ = kafka_dirs
+    log_dir, _running, wire_conns = kafka_dirs
     assert _cleaned(log_dir), "the log cleaner did not run on the compacted topic"
     segments = sorted(log_dir.glob("*/*.log")) + sorted(log_dir.glob("*/*.checkpoint"))
     by_decoder: dict[str | None, list[Path]] = defaultdict(list)
@@ -173,7 +197,7 @@ def test_every_segment_agrees_with_kafka_dump_log(kafka_dirs):
 def test_stopped_broker_dir_is_consistent(kafka_dirs):
     """The whole log dir after a clean shutdown: indexes, time indexes, snapshots, epochs,
     txn indexes and the high watermark all agree with the segments."""
-    log_dir, _ = kafka_dirs
+    log_dir, _running, wire_conns = kafka_dirs
     code, objs, out = _run(str(log_dir))
     assert code == 0
     kinds = {o["type"] for o in objs}
@@ -182,3 +206,48 @@ def test_stopped_broker_dir_is_consistent(kafka_dirs):
     bad = [(o["file"], f["code"], f["detail"]) for o in objs for f in o.get("findings", [])
            if f["severity"] != "note"]
     assert bad == [], bad[:20]
+
+
+def test_internal_records_in_captured_fetch_responses(kafka_dirs):
+    """The Fetch responses a consumer of __consumer_offsets and __transaction_state got
+    (recorded by a relay) decode their records by schema, value for value as on disk."""
+    import itertools
+
+    from kdissect.render.records import decoded_json, record_json
+    from kdissect.stream.connection import KafkaConnection
+    from kdissect.stream.enrich import Enricher
+    from kdissect.stream.sink import Collect
+    log_dir, _running, wire_conns = kafka_dirs
+    # one engine over every connection, as for a capture: Fetch v13+ names topics by id,
+    # learned from the Metadata answers on the bootstrap connection
+    sink = Collect()
+    enricher, counter = Enricher(sink, full=True), itertools.count()
+    for i, conn in enumerate(wire_conns):
+        k = KafkaConnection(i, ("client", i), ("broker", 9092), enricher.exchange,
+                            sink.gaps.append, lambda: next(counter))
+        k.data(0, 0, bytes(conn.to_broker), 0.0, 1)
+        k.data(1, 0, bytes(conn.to_client), 0.0, 2)
+        k.close()
+    wire: dict[tuple, dict] = {}
+    for ex in sink.exchanges:
+        req, resp = ex.decoded
+        if req is None or resp is None or ex.first.api_key != 1:
+            continue
+        for topic in resp.tree.find("responses"):
+            for rec in topic.walk():
+                if rec.ktype == "record" and decoded_json(rec):
+                    wire[(rec.value["offset"], json.dumps(record_json(rec)["key"]))] = \
+                        decoded_json(rec)
+    assert any("OffsetCommitValue" in d.get("value_decoded", {}) for d in wire.values())
+    assert any("TransactionLogValue" in d.get("value_decoded", {}) for d in wire.values())
+    disk = {}
+    for part in sorted(log_dir.glob("__consumer_offsets-*")) + sorted(log_dir.glob("__transaction_state-*")):
+        _code, objs, _ = _run(str(part))
+        for o in objs:
+            if o["type"] == "record" and o.get("key_decoded"):
+                disk[(o["offset"], json.dumps(o["key"]))] = {
+                    k: o[k] for k in ("key_decoded", "value_decoded", "key_schema", "value_schema")
+                    if k in o}
+    shared = set(wire) & set(disk)
+    assert len(shared) >= 10
+    assert all(wire[k] == disk[k] for k in shared), [k for k in shared if wire[k] != disk[k]][:3]

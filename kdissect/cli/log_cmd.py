@@ -190,7 +190,7 @@ def batch_json(item: LogItem) -> dict:
 
 
 def _record_obj(item: LogItem, n) -> dict:
-    r = record_json(n)
+    r = record_json(n)          # with key_decoded/value_decoded for internal topics
     obj = {"type": "record", "file": str(item.path), "topic": item.topic,
            "partition": item.partition, "batch_position": item.tree.offset,
            "position": n.offset, **r}
@@ -202,12 +202,6 @@ def _record_obj(item: LogItem, n) -> dict:
             obj["control_type"] = found[0]
             if found[1] is not None:
                 obj["coordinator_epoch"] = found[1]
-    for part in ("key", "value"):
-        c = n.child(part)
-        if c is not None and c.children and any(not k.name.startswith("_") for k in c.children):
-            decoded = [k for k in c.children if not k.name.startswith("_")]
-            obj[f"{part}_decoded"] = {k.name: plain_json(k) for k in decoded}
-            obj[f"{part}_schema"] = decoded[0].note
     return obj
 
 

@@ -20,6 +20,7 @@ located in the same buffer as the record.
 from __future__ import annotations
 
 import struct
+import uuid
 from functools import lru_cache
 
 from .context import Options
@@ -59,6 +60,19 @@ def _by_type() -> dict[tuple[str, int, str], str]:
         kind = "key" if name.endswith("Key") else "value" if name.endswith("Value") else "record"
         out[(family, api_key, kind)] = name
     return out
+
+
+_NAMES = tuple(t.encode() for t in TOPIC_FAMILIES)
+_METADATA_ID_BYTES = bytes(15) + b"\x01"
+
+
+def mentions_internal_topic(data: bytes, topic_ids: dict[str, str] | None = None) -> bool:
+    """Whether a Produce/Fetch message may carry an internal topic, by name or by a known
+    id (a cheap byte search, before choosing a decoder)."""
+    if (b"__" in data and any(n in data for n in _NAMES)) or _METADATA_ID_BYTES in data:
+        return True
+    return bool(topic_ids) and any(uuid.UUID(i).bytes in data for i, name in
+                                   topic_ids.items() if name in TOPIC_FAMILIES)
 
 
 def family_of(topic: str | None) -> str | None:
@@ -210,8 +224,11 @@ def decode_wire_records(body: Node, api_key: int, ctx: Options) -> None:
         name = t.child("name") if api_key == 0 else t.child("topic")
         topic = name.value if name is not None else None
         tid = t.child("topic_id")
-        if topic is None and tid is not None and tid.value == METADATA_TOPIC_ID:
-            topic = "__cluster_metadata"
+        if topic is None and tid is not None:
+            if tid.value == METADATA_TOPIC_ID:
+                topic = "__cluster_metadata"
+            elif ctx.topic_ids:
+                topic = ctx.topic_ids.get(tid.value)
         family = family_of(topic)
         parts = t.child("partition_data" if api_key == 0 else "partitions")
         for p in (parts.children if parts is not None else ()):
