@@ -228,6 +228,4 @@ def decode_embedded(body: Node | None, data: bytes, api_key: int | None, directi
         _consumer_fields(body, data, api_key, direction, ctx)
     elif api_key == 36:
         _sasl(body, data, ctx)
-    elif (api_key, direction) in ((0, "request"), (1, "response")):
-        from .internal import decode_wire_records       # internal builds on this module
-        decode_wire_records(body, api_key, ctx)
+
