@@ -193,7 +193,9 @@ class _Parser:
         if name not in FIELDS and not (name.startswith(_HEADER) and len(name) > len(_HEADER)):
             hint = _did_you_mean(tok.text, [*FIELDS, *_ALIASES])
             apis = sorted(set(API_NAMES.values()))
-            if not hint and _did_you_mean(tok.text, apis):     # an API name as a field
+            if api_key_of(tok.text) is not None:               # an API name as a field
+                hint = f" (did you mean api == {api_name_of(tok.text)}?)"
+            elif not hint and _did_you_mean(tok.text, apis):
                 close = _did_you_mean(tok.text, apis)[len(" (did you mean "):-2].split(", ")
                 hint = f" (did you mean api == {close[0]}?)"
             raise FilterError(tok.pos, f"unknown field {tok.text!r}{hint}; fields: "
@@ -336,6 +338,10 @@ class _Lazy(dict):
 
 
 _DERIVED = _Lazy()
+
+
+def api_name_of(text: str) -> str:
+    return API_NAMES[api_key_of(text)]
 
 
 def _did_you_mean(word: str, choices: list[str]) -> str:
