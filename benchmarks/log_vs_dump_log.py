@@ -50,8 +50,13 @@ def make_segments(target: Path, size_mb: int) -> Path:
                           "linger.ms": 20, "batch.size": 256 << 10,
                           "queue.buffering.max.kbytes": 64 << 10})
             while total < (size_mb << 20) * (1 if codec == "none" else 0.5):
-                p.produce("bench", key=b"key-%d" % (i % 10000), value=value + b"%d" % i,
-                          headers=[("n", b"%d" % i)])
+                while True:
+                    try:
+                        p.produce("bench", key=b"key-%d" % (i % 10000), value=value + b"%d" % i,
+                                  headers=[("n", b"%d" % i)])
+                        break
+                    except BufferError:         # the client's queue is full: let it send
+                        p.poll(0.05)
                 total += len(value) + 24
                 i += 1
                 if i % 10000 == 0:

@@ -273,3 +273,21 @@ def test_internal_schemas_module_is_current():
     res = subprocess.run([sys.executable, str(ROOT / "scripts" / "dump_internal_schemas.py"),
                           "--check"], capture_output=True, text=True, timeout=900)
     assert res.returncode == 0, res.stderr[-2000:]
+
+
+def test_parquet_tables(tmp_path):
+    import pyarrow.parquet as pq
+    part, _positions = _partition(tmp_path)
+    log = part / "00000000000000000000.log"
+    log.write_bytes(log.read_bytes() + b"\x07" * 40)            # a nonsense tail
+    code, out = run_log(str(part), "--format", "parquet", "-o", str(tmp_path / "t"))
+    assert code == 0, out
+    batches = pq.read_table(tmp_path / "t" / "batches.parquet").to_pylist()
+    records = pq.read_table(tmp_path / "t" / "records.parquet").to_pylist()
+    checks = pq.read_table(tmp_path / "t" / "checks.parquet").to_pylist()
+    assert [b["producer_id"] for b in batches[:3]] == [7, 7, 9]
+    assert [r["key"] for r in records] == ["a", "b", "c", "d", "e"]
+    assert records[0]["headers"] == [{"key": "h", "value": "hv"}]
+    assert [c["code"] for c in checks] == ["log_nonsense_tail"]
+    code, out = run_log(str(part), "--format", "parquet")
+    assert code == 2 and "-o DIR" in out

@@ -52,8 +52,11 @@ file, 2 a wrong command line.
 @main.command(help=LOG_HELP)
 @click.argument("paths", nargs=-1, required=True, metavar="PATH...")
 @click.option("-V", "--verbose", is_flag=True, help="Print every field of every batch as a tree.")
-@click.option("--format", "fmt", type=click.Choice(["text", "jsonl"]), default="text",
-              show_default=True, help="Lines for people, or JSON lines (docs/log.md).")
+@click.option("--format", "fmt", type=click.Choice(["text", "jsonl", "parquet"]), default="text",
+              show_default=True, help="Lines for people, JSON lines, or Parquet tables "
+                                      "(batches, records, checks in the -o directory; "
+                                      "docs/log.md).")
+@click.option("-o", "--output", metavar="DIR", help="Where --format parquet writes its tables.")
 @click.option("--records", is_flag=True,
               help="Also one line (or JSON object) per record.")
 @click.option("-Y", "--filter", "filter_text", metavar="FILTER",
@@ -61,9 +64,11 @@ file, 2 a wrong command line.
                    "record.key == \"k\", base_offset >= 100 (docs/filters.md).")
 @click.option("--max-decompressed", default="64M", show_default=True, metavar="SIZE",
               help="Decompressed bytes one batch may produce.")
-def log(paths: tuple[str, ...], verbose: bool, fmt: str, records: bool,
+def log(paths: tuple[str, ...], verbose: bool, fmt: str, output: str | None, records: bool,
         filter_text: str | None, max_decompressed: str) -> None:
     err = Console(stderr=True)
+    if fmt == "parquet" and not output:
+        raise click.UsageError("--format parquet needs -o DIR (the tables' directory)")
     try:
         flt = parse_filter(filter_text) if filter_text else None
     except FilterError as e:
@@ -72,6 +77,20 @@ def log(paths: tuple[str, ...], verbose: bool, fmt: str, records: bool,
     out = Console(highlight=False, soft_wrap=True)
     write = sys.stdout.write
     shown = 0
+    if fmt == "parquet":
+        from ..pipeline.log_tables import write_log_tables
+
+        def objects():
+            for item in walk(list(paths), options):
+                if flt is None or flt(item):
+                    yield from item_json(item, True)
+        try:
+            counts = write_log_tables(objects(), output)
+        except LogError as e:
+            click.echo(f"kdissect log: {e}", err=True)
+            sys.exit(1)
+        err.print(", ".join(f"{n} {name}" for name, n in counts.items()) + f" -> {output}")
+        return
     try:
         for item in walk(list(paths), options):
             if flt is not None and not flt(item):
