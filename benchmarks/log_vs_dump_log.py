@@ -43,25 +43,26 @@ def make_segments(target: Path, size_mb: int) -> Path:
         admin = AdminClient({"bootstrap.servers": kafka.bootstrap()})
         for f in admin.create_topics([NewTopic("bench", 1, 1)]).values():
             f.result(30)
-        value = (b"kdissect benchmark payload; " * 40)[:1000]
-        total, i = 0, 0
-        for codec in ("lz4", "none"):
+        text = (b"kdissect benchmark payload; " * 20)[:500]
+        data = kafka.log_dirs[0] / "bench-0"
+        i = 0
+        for codec in ("lz4", "none"):            # each until its share of the size is on disk
             p = Producer({"bootstrap.servers": kafka.bootstrap(), "compression.type": codec,
                           "linger.ms": 20, "batch.size": 256 << 10,
                           "queue.buffering.max.kbytes": 64 << 10})
-            while total < (size_mb << 20) * (1 if codec == "none" else 0.5):
-                while True:
-                    try:
-                        p.produce("bench", key=b"key-%d" % (i % 10000), value=value + b"%d" % i,
-                                  headers=[("n", b"%d" % i)])
-                        break
-                    except BufferError:         # the client's queue is full: let it send
-                        p.poll(0.05)
-                total += len(value) + 24
-                i += 1
-                if i % 10000 == 0:
-                    p.poll(0)
-            p.flush(120)
+            goal = (size_mb << 20) * (0.5 if codec == "lz4" else 1.0)
+            while sum(f.stat().st_size for f in data.glob("*.log")) < goal:
+                for _ in range(5000):
+                    value = text + os.urandom(250).hex().encode()   # half compressible
+                    while True:
+                        try:
+                            p.produce("bench", key=b"key-%d" % (i % 10000), value=value,
+                                      headers=[("n", b"%d" % i)])
+                            break
+                        except BufferError:     # the client's queue is full: let it send
+                            p.poll(0.05)
+                    i += 1
+                p.flush(120)
         kafka.stop_node(1)
         src = kafka.log_dirs[0] / "bench-0"
         target.parent.mkdir(parents=True, exist_ok=True)

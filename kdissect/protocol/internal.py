@@ -52,6 +52,11 @@ def _layouts() -> dict[tuple[str, int], Struct]:
             parse_grammar(BNF).messages.items()}
 
 
+def internal_layout(name: str, version: int) -> Struct | None:
+    """One generated layout by message name and version (None if unknown)."""
+    return _layouts().get((name, version))
+
+
 @lru_cache(maxsize=1)
 def _by_type() -> dict[tuple[str, int, str], str]:
     """(family, record type, "key"/"value"/"record") -> message name."""

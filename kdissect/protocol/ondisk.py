@@ -19,36 +19,16 @@ from __future__ import annotations
 import json
 import struct
 import zlib
-from functools import lru_cache
 
 import crc32c
 
 from .context import Options
 from .decode import decode_body
-from .grammar import parse_grammar
-from .layout import Struct
+from .internal import internal_layout
+from .internal_schemas import MESSAGES
 from .node import Node
 
-_SNAPSHOT = """
-ProducerSnapshot File (Version: 1) => version crc [producer_entries]
-  version => INT16
-  crc => UINT32
-  producer_entries => producer_id producer_epoch last_sequence last_offset offset_delta timestamp coordinator_epoch current_txn_first_offset
-    producer_id => INT64
-    producer_epoch => INT16
-    last_sequence => INT32
-    last_offset => INT64
-    offset_delta => INT32
-    timestamp => INT64
-    coordinator_epoch => INT32
-    current_txn_first_offset => INT64
-"""
-
-
-@lru_cache(maxsize=1)
-def _snapshot_layout() -> Struct:
-    return parse_grammar(_SNAPSHOT).messages[("ProducerSnapshot", "file", 1)]
-
+_SNAPSHOT_VERSIONS = f"{MESSAGES['ProducerSnapshot'][2]}..{MESSAGES['ProducerSnapshot'][3]}"
 
 def _entries(buf: bytes, size: int, name: str, kind: str, fields) -> Node:
     """Fixed-size entries; a trailing run of all-zero entries is the preallocated tail
@@ -107,18 +87,31 @@ def txn_index(buf: bytes) -> Node:
 
 
 def producer_snapshot(buf: bytes, options: Options | None = None) -> Node:
+    """int16 version, then Kafka's ProducerSnapshot struct of that version (its layout
+    is among the generated internal schemas): a CRC32C of what follows it, the producers."""
     ctx = (options or Options()).for_message()
-    node = decode_body(buf, 0, _snapshot_layout(), "producer_snapshot", ctx)
-    version, crc = node.child("version"), node.child("crc")
-    if version is not None and version.value not in (None, 1):
-        version.problem = f"producer snapshot version {version.value}; kdissect knows 1"
-        version.code = "unknown_version"
+    root = Node("producer_snapshot", "struct", 0, len(buf))
+    if len(buf) < 2:
+        root.add(Node("version", "int16", 0, len(buf), None, problem="truncated: the file "
+                      "has no version", code="truncated"))
+        return root
+    (version,) = struct.unpack_from(">h", buf)
+    vnode = root.add(Node("version", "int16", 0, 2, version))
+    layout = internal_layout("ProducerSnapshot", version)
+    if layout is None:
+        vnode.problem = f"producer snapshot version {version}; kdissect knows {_SNAPSHOT_VERSIONS}"
+        vnode.code = "unknown_version"
+        root.add(Node("_rest", "bytes", 2, len(buf) - 2, bytes(buf[2:])))
+        return root
+    body = decode_body(buf, 2, layout, "snapshot", ctx)
+    root.children.extend(body.children)
+    crc = root.child("crc")
     if crc is not None and isinstance(crc.value, int) and len(buf) >= 6:
         computed = crc32c.crc32c(buf[6:])
         if computed != crc.value:
             crc.problem = f"CRC32C mismatch: computed {computed:#010x}"
             crc.code = "crc_mismatch"
-    return node
+    return root
 
 
 # -- text files ----------------------------------------------------------------------

@@ -259,7 +259,7 @@ def _partition_dir(path: Path, options: Options,
         if kind == "producer_snapshot":
             entries = tree.child("producer_entries")
             state.snapshots[_base_offset(p)] = {
-                e.child("producer_id").value: (e.child("producer_epoch").value,
+                e.child("producer_id").value: (e.child("epoch").value,
                                                e.child("last_sequence").value,
                                                e.child("last_offset").value)
                 for e in (entries.children if entries is not None else [])
