@@ -152,13 +152,18 @@ def item_line(item: LogItem) -> Text:
 
 
 def _records(item: LogItem) -> list:
-    from ..render.records import records_of
-    out = []
-    for n in item.tree.walk():
-        if n.ktype == "record" or (n.ktype.startswith("message_v") and
-                                   (_child_value(n, "attributes") or 0) & 7 == 0):
-            out.append(n)
-    return out if out else [] if records_of is None else out
+    """The records of a batch item: a v2 batch's (in its decompressed buffer if any), a
+    compressed v0/v1 wrapper's inner messages, or the v0/v1 message itself."""
+    tree = item.tree
+    if tree.ktype == "record_batch":
+        holder = tree.child("records")
+        kids = holder.children if holder is not None and holder.buffer is not None \
+            else tree.children
+        return [n for n in kids if n.ktype == "record"]
+    if tree.ktype.startswith("message_v"):
+        return [n for n in tree.walk() if n.ktype.startswith("message_v") and
+                (_child_value(n, "attributes") or 0) & 7 == 0]
+    return []
 
 
 def _child_value(n, name):

@@ -338,8 +338,8 @@ def _segment(path: Path, options: Options, state: _Partition, kind: str,
             holder = Node("", "records", pos)
             read_records(mm, holder, pos, pos + total, options.for_message())
             tree = holder.children[0]
-            if family is not None or mm[pos + 16] == 2:
-                decode_records(tree, family, options)
+            if family is not None or (mm[pos + 16] == 2 and mm[pos + 22] & 0x20):
+                decode_records(tree, family, options)   # internal topics, control records
             item = LogItem("batch", path, state.topic, state.partition, tree)
             _check_batch(item, tree, pos, state, run)
             last, max_ts = _last_offset(tree), _max_ts(tree)
@@ -366,9 +366,10 @@ def _segment(path: Path, options: Options, state: _Partition, kind: str,
                                                     f"ending at offset {off} has max "
                                                     f"timestamp {found[1]}")
                 ti += 1
-            if len(batch_ends) > 4096:              # only recent batches can still be named
-                for k in sorted(batch_ends)[:2048]:
-                    del batch_ends[k]
+            if len(batch_ends) > 4096:      # keep only batches a time-index entry can still name
+                needed = tidx[ti][2] if ti < len(tidx) else None
+                batch_ends = {k: v for k, v in batch_ends.items()
+                              if needed is not None and k >= needed}
             yield item
             pos += total
     finally:

@@ -198,6 +198,11 @@ def _compare_json_record(rw: str, dr: dict, kr: dict, diffs: list[str]) -> bool:
     import json
     done = False
     if "control" in dr:
+        old = re.match(r"controlType: (\w+)$", dr["control"])      # 3.x: the type only
+        if old:
+            if kr.get("control_type") != old.group(1):
+                diffs.append(f"{rw}: control {old.group(1)} vs kdissect {kr.get('control_type')}")
+            return True
         m = re.match(r"(\w+):? (\{.*\})$", dr["control"], re.S)
         if not m or m.group(1) not in _CONTROL_NAMES:
             diffs.append(f"{rw}: cannot read kafka-dump-log's {dr['control'][:80]!r}")
