@@ -109,8 +109,8 @@ def main() -> None:
           f"{med['kdissect'][1]:7.1f} {med['kdissect'][2]:6.0f}")
     w, c, m = (med["kafka-dump-log"][i] / med["kdissect"][i] for i in range(3))
     print(f"\nratios (kafka-dump-log / kdissect): wall {w:.2f}x, CPU {c:.2f}x, memory {m:.2f}x")
-    print(f"throughput: kdissect {size / med["kdissect"][0]:.2f} MiB/s, kafka-dump-log "
-          f"{size / med["kafka-dump-log"][0]:.2f} MiB/s", flush=True)
+    print(f"throughput: kdissect {size / med['kdissect'][0]:.2f} MiB/s, kafka-dump-log "
+          f"{size / med['kafka-dump-log'][0]:.2f} MiB/s", flush=True)
     time.sleep(0)
 
 
