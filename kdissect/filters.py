@@ -69,7 +69,17 @@ FIELDS: dict[str, FieldInfo] = {
     "record.key": FieldInfo("text", "record keys (decompressed batches too)"),
     "record.value": FieldInfo("text", "record values (decompressed batches too)"),
     "record.header": FieldInfo("text", "record header names; record.header.NAME: its values"),
+    # kdissect log (docs/log.md): a batch's header fields
+    "base_offset": FieldInfo("number", "kdissect log: a batch's first offset"),
+    "producer_id": FieldInfo("number", "kdissect log: a batch's producer id"),
+    "producer_epoch": FieldInfo("number", "kdissect log: a batch's producer epoch"),
+    "base_sequence": FieldInfo("number", "kdissect log: a batch's first sequence number"),
+    "partition_leader_epoch": FieldInfo("number", "kdissect log: a batch's leader epoch"),
+    "magic": FieldInfo("number", "kdissect log: the record format (0, 1, 2)"),
+    "offset": FieldInfo("number", "kdissect log: a batch's (or message's) first offset"),
 }
+_LOG_ONLY = frozenset({"base_offset", "producer_id", "producer_epoch", "base_sequence",
+                       "partition_leader_epoch", "magic", "offset"})
 _ALIASES = {"corr": "correlation_id", "api_version": "version", "client.id": "client_id",
             "latency_ms": "latency", "errors": "error", "findings": "finding",
             # Wireshark's names for the same things
@@ -183,7 +193,9 @@ class _Parser:
         if name not in FIELDS and not (name.startswith(_HEADER) and len(name) > len(_HEADER)):
             hint = _did_you_mean(tok.text, [*FIELDS, *_ALIASES])
             apis = sorted(set(API_NAMES.values()))
-            if not hint and _did_you_mean(tok.text, apis):     # an API name as a field
+            if api_key_of(tok.text) is not None:               # an API name as a field
+                hint = f" (did you mean api == {api_name_of(tok.text)}?)"
+            elif not hint and _did_you_mean(tok.text, apis):
                 close = _did_you_mean(tok.text, apis)[len(" (did you mean "):-2].split(", ")
                 hint = f" (did you mean api == {close[0]}?)"
             raise FilterError(tok.pos, f"unknown field {tok.text!r}{hint}; fields: "
@@ -288,6 +300,11 @@ def _compare(name: str, op: str, value) -> Predicate:
 def _values(x, name: str) -> list:
     """The values of ``name`` for the item ``x`` (an exchange view: fields it does not
     know itself are derived here, see stream/anomaly.py and stream/content.py)."""
+    own = getattr(x, "values_of", None)      # items that say their own values (log items)
+    if own is not None:
+        return own(name)
+    if name in _LOG_ONLY:
+        return []
     derived = _DERIVED.get(name)
     if derived is not None:
         return derived(x)
@@ -321,6 +338,10 @@ class _Lazy(dict):
 
 
 _DERIVED = _Lazy()
+
+
+def api_name_of(text: str) -> str:
+    return API_NAMES[api_key_of(text)]
 
 
 def _did_you_mean(word: str, choices: list[str]) -> str:

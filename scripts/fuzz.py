@@ -28,7 +28,7 @@ from tests.fuzz import runner  # noqa: E402
 
 # inputs per round, per target (a round is about 3 s of CPU on the project's machine)
 ROUND = {"hinted": 4000, "blob": 500, "grammar": 400, "capture": 75, "guessed": 25,
-         "tls": 400}
+         "tls": 400, "segment": 100}
 BATCH = 25
 
 

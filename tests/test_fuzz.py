@@ -9,7 +9,7 @@ from tests.fuzz import harness, runner
 
 # inputs per target in the slice: about a minute of CPU in all
 SLICE = {"hinted": 3000, "blob": 1000, "grammar": 1000, "capture": 150, "guessed": 50,
-         "tls": 500}
+         "tls": 500, "segment": 250}
 
 
 @pytest.mark.parametrize("target", sorted(SLICE))

@@ -19,6 +19,7 @@ def main() -> None:
       live   decode Kafka traffic on a network interface as it passes
       proxy  stand between Kafka clients and brokers, decoding everything live
       spark  turn many or huge captures into Parquet tables of exchanges, on Apache Spark
+      log    decode Kafka's files on disk: segments, indexes, snapshots, checkpoints
 
     Run `kdissect COMMAND --help` for examples. Exit status: 0 decoded (damage in the
     bytes is reported, not fatal), 1 the input is not a capture / holds nothing to decode,

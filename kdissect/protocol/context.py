@@ -35,6 +35,9 @@ class Options:
     # what a summary needs); False: leave the bytes raw
     records: bool | str = True
     embedded: bool = True                       # decode structures inside bytes fields
+    # topic id -> name, learned by the engine from earlier messages (Metadata...): lets
+    # decoders name the topic of a Fetch v13+ (internal topics' records by schema)
+    topic_ids: dict[str, str] | None = field(default=None, compare=False, repr=False)
     # the budget of the message being decoded (set by ``for_message``)
     budget: Budget | None = field(default=None, compare=False, repr=False)
 

@@ -166,7 +166,8 @@ def _read_nullable_struct(r: Reader, f: Field, parent: Node, ctx: Options) -> No
         parent.add(marker)
         raise fail(r, marker, str(e), e.code) from None
     marker.value, marker.length = flag, 1
-    if flag < 0:
+    # Kafka's generated readers: -1 is null; inside a tagged field, 0 is null too
+    if flag < 0 or (flag == 0 and f.tag is not None):
         marker.name, marker.ktype, marker.value, marker.note = f.name, "struct", None, "null"
         parent.add(marker)
         return marker

@@ -115,6 +115,12 @@ def _consumer(data: bytes, node: Node, kind: str, ctx: Options, strict: bool) ->
     node.note = f"consumer protocol {kind.lower()} v{version}"
 
 
+def decode_consumer_bytes(data: bytes, node: Node, kind: str, ctx: Options) -> None:
+    """Decode a ``bytes`` node holding a consumer-protocol Subscription or Assignment (as
+    group metadata on __consumer_offsets stores them) in place, if it decodes cleanly."""
+    _consumer(data, node, kind, ctx, strict=True)
+
+
 def _consumer_fields(body: Node, data: bytes, key: int, direction: str, ctx: Options) -> None:
     proto = _value(body, "protocol_type")
     # without a protocol_type (older versions), decode only what decodes cleanly
@@ -222,3 +228,4 @@ def decode_embedded(body: Node | None, data: bytes, api_key: int | None, directi
         _consumer_fields(body, data, api_key, direction, ctx)
     elif api_key == 36:
         _sasl(body, data, ctx)
+

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 SEVERITIES = ("note", "warn", "error")          # in rising order
-GROUPS = ("malformed", "protocol", "sequence", "security", "performance", "budget")
+GROUPS = ("malformed", "protocol", "sequence", "storage", "security", "performance", "budget")
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +122,39 @@ register("message_truncated", "error", "sequence",
          "part of the message was not captured (a gap in the TCP stream)")
 register("pending_limit", "warn", "sequence",
          "too many requests pending on one connection: the oldest was given up")
+# storage: Kafka's files on disk (kdissect log; docs/log.md)
+register("log_size_past_end", "error", "storage",
+         "a batch's size runs past the end of the segment file (a torn write)")
+register("log_nonsense_tail", "error", "storage",
+         "bytes at the end of a segment that are no batch: recovery truncates them")
+register("log_zero_tail", "note", "storage",
+         "a zero-filled tail after the last batch (a preallocated or torn segment)")
+register("offset_not_monotonic", "error", "storage",
+         "a batch's offsets do not grow past the previous batch's")
+register("offset_gap", "note", "storage",
+         "offsets skip between batches (normal after compaction or transactions' markers)")
+register("timestamp_not_monotonic", "note", "storage",
+         "a batch's max timestamp is lower than an earlier batch's")
+register("index_bad_entry", "error", "storage",
+         "an .index entry does not point at the start of the batch holding its offset")
+register("index_past_end", "error", "storage",
+         "an index entry points past the end of the segment")
+register("index_not_monotonic", "error", "storage",
+         "index entries' offsets or timestamps go backwards")
+register("time_index_mismatch", "warn", "storage",
+         "a .timeindex entry disagrees with the batch it names (offset or max timestamp)")
+register("leader_epoch_mismatch", "warn", "storage",
+         "a batch's partition leader epoch disagrees with leader-epoch-checkpoint")
+register("sequence_gap", "warn", "storage",
+         "a producer's sequence numbers skip or repeat between its batches")
+register("producer_state_mismatch", "warn", "storage",
+         "the producer .snapshot disagrees with the producer's last batch in the log")
+register("txnindex_mismatch", "warn", "storage",
+         "aborted transactions in the log and in the .txnindex differ")
+register("past_high_watermark", "note", "storage",
+         "batches beyond the high watermark in replication-offset-checkpoint")
+register("unknown_record_type", "warn", "protocol",
+         "an internal-topic record type kdissect's schemas do not know")
 # security
 register("plaintext_credentials", "warn", "security",
          "a SASL/PLAIN password sent without TLS (readable by anyone on the path)")

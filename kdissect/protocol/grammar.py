@@ -12,7 +12,7 @@ the rules indented under the current one, then under its ancestors, then at the 
 level, so the guide's nested, indented layout and flat grammars (``Broker => NodeId Host
 Port`` on its own line) both work. kdissect's extensions, for what the guide cannot say:
 ``?name`` a nullable struct (int8 -1/1 marker), ``?[name]`` a nullable array (length -1
-is null), ``name@N`` a tagged field with tag N.
+is null), ``name@N`` (or ``[name]@N``) a tagged field with tag N.
 Lines starting with ``#`` are comments.
 """
 
@@ -43,8 +43,8 @@ TYPES: dict[str, tuple[str, bool, bool | None]] = {
 
 _HEADER = re.compile(r"^(?P<api>[A-Za-z0-9]+) (?P<dir>[A-Za-z]+) "
                      r"\(Version: (?P<ver>\d+)\)$")
-_ITEM = re.compile(r"(?P<optarr>\?)?\[\s*(?P<arr>[A-Za-z_][\w.]*)\s*\]|(?P<opt>\?)?(?P<name>[A-Za-z_][\w.]*)"
-                   r"(?:@(?P<tag>\d+))?")
+_ITEM = re.compile(r"(?P<optarr>\?)?\[\s*(?P<arr>[A-Za-z_][\w.]*)\s*\](?:@(?P<atag>\d+))?"
+                   r"|(?P<opt>\?)?(?P<name>[A-Za-z_][\w.]*)(?:@(?P<tag>\d+))?")
 
 
 MAX_DEPTH = 64      # structs inside structs: deeper grammars are refused, so decoding and
@@ -128,7 +128,8 @@ def parse_grammar(text: str) -> Grammar:
             fields.append(_field_for(name, target, array=m.group("arr") is not None,
                                      nullable_struct=bool(m.group("opt")),
                                      nullable_array=bool(m.group("optarr")),
-                                     tag=int(m.group("tag")) if m.group("tag") else None,
+                                     tag=int(m["tag"] or m["atag"]) if (m["tag"] or m["atag"])
+                                     else None,
                                      build=lambda t: build(t, stack + (id(rule),))))
         st = Struct(rule.lhs, tuple(f for f in fields if f.tag is None),
                     tuple(f for f in fields if f.tag is not None), flexible)

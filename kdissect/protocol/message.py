@@ -9,6 +9,7 @@ from . import schemas
 from .context import Options
 from .decode import decode_body, decode_prefix, no_cyclic_gc
 from .embedded import add_sasl_fields, decode_embedded
+from .internal import decode_wire_records
 from .names import api_name
 from .node import Node
 
@@ -139,6 +140,8 @@ def _build(direction: str, key: int | None, version: int | None, data: bytes,
     body = decode_body(data, start, layout, "body", ctx)
     root.add(body)
     decode_embedded(body, data, key, direction, ctx)
+    if body is not None and ctx.embedded and (key, direction) in ((0, "request"), (1, "response")):
+        decode_wire_records(body, key, ctx)        # internal topics' records, by schema
     return msg
 
 

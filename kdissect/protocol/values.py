@@ -30,11 +30,13 @@ from .codecs import CodecError, decompress
 from .context import Options
 from .layout import Field, Struct
 from .node import Node
+from .internal import mentions_internal_topic
 from .records import _attributes_note, read_records
 
 # APIs whose bytes fields may hold embedded structures (consumer protocol, SASL tokens):
 # their JSON shows those structures, so they take the located path
 _EMBEDDED_APIS = frozenset({11, 14, 15, 36})
+_RECORD_CARRIERS = frozenset({(0, "request"), (1, "response")})
 _FIXED = {"int8": "b", "int16": "h", "int32": "i", "int64": "q", "uint16": "H",
           "uint32": "I", "float64": "d", "bool": "b", "uuid": "16s"}
 _BATCH_HEAD = struct.Struct(">qiibIhiqqqhii")   # RecordBatch v2 header, 61 bytes
@@ -450,6 +452,9 @@ def body_values(data: bytes, direction: str, api_key: int, api_version: int,
     a big Fetch response never holds all its records as objects)."""
     if options.records not in (True, False) or (options.embedded and api_key in _EMBEDDED_APIS):
         return None
+    if options.embedded and options.records is True and (api_key, direction) in _RECORD_CARRIERS \
+            and mentions_internal_topic(data, options.topic_ids):
+        return None         # internal topics' records are decoded by schema: located path
     layout = schemas.layout(api_key, api_version, direction)
     if layout is None:
         return None

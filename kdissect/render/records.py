@@ -82,6 +82,22 @@ def records_of(node: Node) -> list[dict]:
     return out
 
 
+def decoded_json(n: Node) -> dict:
+    """``key_decoded``/``value_decoded`` (the struct by name) and ``key_schema``/
+    ``value_schema`` ("OffsetCommitValue v3") of a record whose key or value was decoded
+    by an internal topic's schema (protocol/internal.py); empty for other records."""
+    out: dict = {}
+    for part in ("key", "value"):
+        c = n.child(part)
+        if c is None or not c.children:
+            continue
+        decoded = [k for k in c.children if not k.name.startswith("_")]
+        if decoded:
+            out[f"{part}_decoded"] = {k.name: plain_json(k) for k in decoded}
+            out[f"{part}_schema"] = decoded[0].note
+    return out
+
+
 def record_json(n: Node) -> dict:
     """One record or message; damaged ones lack children, which read as null."""
     if n.ktype == "record":
@@ -93,7 +109,8 @@ def record_json(n: Node) -> dict:
                 "value": _child_bytes(n, "value"),
                 "headers": [{"key": h.child("key").value, "value": _child_bytes(h, "value")}
                             for h in (headers.children if headers else [])
-                            if h.child("key") is not None]}
+                            if h.child("key") is not None],
+                **decoded_json(n)}
     ts = n.child("timestamp")
     return {"offset": record_offset(n),
             "timestamp": ts.value if ts is not None else None,

@@ -45,6 +45,8 @@ class Enricher:
         self.full = full
         self.options = options if full else dataclasses.replace(options, records="batches")
         self.topic_ids: dict[str, str] = {}      # topic id -> name, learned in order
+        # decoders see what is learned (Fetch v13+ of internal topics names them by id)
+        self.options = dataclasses.replace(self.options, topic_ids=self.topic_ids)
         self.advertised: dict[int, dict[int, tuple[int, int]]] = {}   # stream -> ranges
 
     # -- Sink ---------------------------------------------------------------------------

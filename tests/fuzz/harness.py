@@ -242,6 +242,51 @@ def parse_grammar_text(text: str, data: bytes) -> None:
         pass
 
 
+_SEGMENT_DIRS: dict[str, Path] = {}
+
+
+@lru_cache(maxsize=1)
+def seed_segments() -> list[bytes]:
+    """Segments as a broker writes them (kafka-python's record encoder, every magic and
+    codec) and an internal topic's records."""
+    import struct
+    from kafka.record.memory_records import MemoryRecordsBuilder
+    out = []
+    for magic, codec in ((2, 0), (2, 1), (2, 3), (2, 4), (1, 0), (1, 2), (0, 1)):
+        b = MemoryRecordsBuilder(magic, codec, 1 << 16, offset=0)
+        for i in range(3):
+            b.append(1700000000000 + i, b"k%d" % i, b"v" * 20, [("h", b"x")] if magic == 2 else [])
+        b.close()
+        out.append(bytes(b.buffer()))
+    key = struct.pack(">hh", 1, 1) + b"g" + struct.pack(">h", 1) + b"t" + struct.pack(">i", 0)
+    value = struct.pack(">hqi", 3, 42, 7) + struct.pack(">h", 1) + b"m" + struct.pack(">q", 0)
+    b = MemoryRecordsBuilder(2, 0, 1 << 16, offset=0)
+    b.append(0, key, value, [])
+    b.close()
+    out.append(bytes(b.buffer()) * 2)
+    return out
+
+
+def read_segment(data: bytes) -> None:
+    """Segment bytes through the log source (as __consumer_offsets-0 and as a user
+    topic's, with a damaged index beside) to JSON lines and text."""
+    from kdissect.cli.log_cmd import item_json, item_line
+    from kdissect.protocol.decode import Options
+    from kdissect.sources.logdir import walk
+    if not _SEGMENT_DIRS:
+        root = Path(tempfile.mkdtemp(prefix="kdissect-fuzz-",
+                                     dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
+        for name in ("__consumer_offsets-0", "t-0"):
+            (root / name).mkdir()
+            _SEGMENT_DIRS[name] = root / name
+    for i, d in enumerate(_SEGMENT_DIRS.values()):
+        (d / "00000000000000000000.log").write_bytes(data)
+        (d / "00000000000000000000.index").write_bytes(data[i * 8:i * 8 + 64])
+        for item in walk([str(d)], Options(max_decompressed=8 << 20, max_nodes=50_000)):
+            item_json(item, True)
+            item_line(item)
+
+
 # -- inputs: rng -> the target's arguments ---------------------------------------------
 
 def hinted_input(rng: random.Random) -> tuple[bytes, str, int, int]:
@@ -273,6 +318,12 @@ def blob_input(rng: random.Random) -> bytes:
         return rng.randbytes(rng.randint(0, 256))
     return "".join(rng.choice("0123456789abcdefx,:<>[](){}b'\\ \n-=") for _ in
                    range(rng.randint(0, 256))).encode()
+
+
+def segment_input(rng: random.Random) -> bytes:
+    seeds = seed_segments()
+    data = b"".join(rng.choice(seeds) for _ in range(rng.randint(1, 3)))
+    return mutate(rng, data, 6) if rng.random() < 0.9 else data + rng.randbytes(rng.randint(0, 64))
 
 
 def grammar_input(rng: random.Random) -> tuple[str, bytes]:
@@ -323,6 +374,8 @@ def replay(path: Path) -> None:
     elif target == "tls":
         from .tls_target import run_tls
         run_tls(data)
+    elif target == "segment":
+        read_segment(data)
     elif target == "grammar":
         parse_grammar_text(data.decode("utf-8", "replace"), bytes.fromhex(extra or ""))
     else:

@@ -20,6 +20,7 @@ TARGETS = {
     "guessed": (h.guessed_input, h.decode_guessed, lambda a: (a, "")),
     "capture": (h.capture_input, h.read_capture, lambda a: (a, "")),
     "blob": (h.blob_input, h.parse_blob_text, lambda a: (a, "")),
+    "segment": (h.segment_input, h.read_segment, lambda a: (a, "")),
     "grammar": (h.grammar_input, lambda a: h.parse_grammar_text(*a),
                 lambda a: (a[0].encode(), a[1].hex())),
     "tls": (tls_target.tls_input, tls_target.run_tls, lambda a: (a, "")),
@@ -37,7 +38,7 @@ def warm_up() -> None:
     not count against the first input."""
     from kdissect.protocol import guess
     guess(b"\x00" * 16)
-    h.seed_messages(), h.seed_captures(), h.seed_blobs(), h.seed_grammars()
+    h.seed_messages(), h.seed_captures(), h.seed_blobs(), h.seed_grammars(), h.seed_segments()
     tls_target.seeds()
 
 

@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""kdissect log against Kafka's own kafka-dump-log on the same segments, in one run:
+
+    kafka-dump-log --deep-iteration --print-data-log --files ...   vs
+    kdissect log DIR --format jsonl --records
+
+The segments are real: the Apache Kafka broker of the tests (tests/support/apache_kafka.py)
+writes --size-mb of records (1 KiB values, keys, a header; half the batches lz4, half
+uncompressed) to one partition, is stopped, and its partition directory is kept in --dir
+(reused when it is already there). Both commands then run alternately --runs times; the
+table gives medians of wall time, CPU time and peak memory (PSS of the process tree,
+sampled every 20 ms), and the ratios (peer / ours: above 1, kdissect is faster or smaller).
+Output goes to /dev/null. On a machine others share, wall time depends on their load.
+
+    .venv/bin/python benchmarks/log_vs_dump_log.py [--size-mb 1024] [--runs 3] [--dir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from pcap_vs_tshark import ENV, measure  # noqa: E402
+
+
+def make_segments(target: Path, size_mb: int) -> Path:
+    """A partition directory of about ``size_mb`` MiB written by the real broker."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from tests.support.apache_kafka import ApacheKafka
+    kafka = ApacheKafka(nodes=1, extra={"log.segment.bytes": str(256 << 20)})
+    try:
+        admin = AdminClient({"bootstrap.servers": kafka.bootstrap()})
+        for f in admin.create_topics([NewTopic("bench", 1, 1)]).values():
+            f.result(30)
+        text = (b"kdissect benchmark payload; " * 20)[:500]
+        data = kafka.log_dirs[0] / "bench-0"
+        i = 0
+        for codec in ("lz4", "none"):            # each until its share of the size is on disk
+            p = Producer({"bootstrap.servers": kafka.bootstrap(), "compression.type": codec,
+                          "linger.ms": 20, "batch.size": 256 << 10,
+                          "queue.buffering.max.kbytes": 64 << 10})
+            goal = (size_mb << 20) * (0.5 if codec == "lz4" else 1.0)
+            while sum(f.stat().st_size for f in data.glob("*.log")) < goal:
+                for _ in range(5000):
+                    value = text + os.urandom(250).hex().encode()   # half compressible
+                    while True:
+                        try:
+                            p.produce("bench", key=b"key-%d" % (i % 10000), value=value,
+                                      headers=[("n", b"%d" % i)])
+                            break
+                        except BufferError:     # the client's queue is full: let it send
+                            p.poll(0.05)
+                    i += 1
+                p.flush(120)
+        kafka.stop_node(1)
+        src = kafka.log_dirs[0] / "bench-0"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["cp", "-r", str(src), str(target)], check=True)
+    finally:
+        kafka.close()
+    return target
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--size-mb", type=int, default=1024)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--dir", default="/tmp/kdissect-bench-log/bench-0",
+                    help="the partition directory (made by the broker when missing)")
+    ap.add_argument("--python", default=sys.executable)
+    args = ap.parse_args()
+    part = Path(args.dir)
+    if not part.exists():
+        print(f"writing {args.size_mb} MiB with the Apache Kafka broker...", flush=True)
+        make_segments(part, args.size_mb)
+    from tests.support.apache_kafka import DUMP_LOG, TOOL_JVM, classpath, java
+    segments = sorted(part.glob("*.log"))
+    size = sum(s.stat().st_size for s in segments) / 2**20
+    peer = [java(), *TOOL_JVM, "-cp", classpath(), DUMP_LOG, "--deep-iteration",
+            "--print-data-log", "--files", ",".join(map(str, segments))]
+    ours = [args.python, "-m", "kdissect", "log", str(part), "--format", "jsonl", "--records"]
+    subprocess.run([args.python, "-m", "kdissect", "log", "--help"], capture_output=True,
+                   env=ENV, check=True)                          # warm-up: bytecode
+    print(f"segments: {part} ({len(segments)} files, {size:.0f} MiB); {args.runs} "
+          f"alternating runs, medians; load average at start {os.getloadavg()[0]:.1f}\n",
+          flush=True)
+    got: dict[str, list[tuple[float, float, float]]] = {"kafka-dump-log": [], "kdissect": []}
+    for _ in range(args.runs):
+        got["kafka-dump-log"].append(measure(peer))
+        got["kdissect"].append(measure(ours))
+    med = {name: tuple(statistics.median(r[i] for r in runs) for i in range(3))
+           for name, runs in got.items()}
+    print(f"{'run':58} {'wall s':>7} {'CPU s':>7} {'MiB':>6}")
+    print(f"{'kafka-dump-log --deep-iteration --print-data-log':58} "
+          f"{med['kafka-dump-log'][0]:7.1f} {med['kafka-dump-log'][1]:7.1f} "
+          f"{med['kafka-dump-log'][2]:6.0f}")
+    print(f"{'kdissect log --format jsonl --records':58} {med['kdissect'][0]:7.1f} "
+          f"{med['kdissect'][1]:7.1f} {med['kdissect'][2]:6.0f}")
+    w, c, m = (med["kafka-dump-log"][i] / med["kdissect"][i] for i in range(3))
+    print(f"\nratios (kafka-dump-log / kdissect): wall {w:.2f}x, CPU {c:.2f}x, memory {m:.2f}x")
+    print(f"throughput: kdissect {size / med['kdissect'][0]:.2f} MiB/s, kafka-dump-log "
+          f"{size / med['kafka-dump-log'][0]:.2f} MiB/s", flush=True)
+    time.sleep(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,246 @@
+"""`kdissect log`: Kafka's files on disk as byte-located trees, with recovery's checks."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+from rich.console import Console
+from rich.text import Text
+
+from ..filters import FilterError, parse_filter
+from ..protocol.internal import control_of
+from ..render.records import json_bytes, plain_json, record_json
+from ..render.text import tree_of
+from ..sources.logdir import LogError, LogItem, walk
+from .common import budget
+from .group import main
+
+LOG_HELP = """Decode Kafka's files on disk: segments, indexes, snapshots, checkpoints.
+
+PATH is a segment (.log), any other file Kafka writes in a partition directory (.index,
+.timeindex, .txnindex, producer .snapshot, leader-epoch-checkpoint, partition.metadata,
+quorum-state, KRaft .checkpoint snapshots), a partition directory (`orders-0`), a whole
+log directory (what `log.dirs` names, with meta.properties and the offset checkpoints),
+or a 0.7 `.kafka` log. Files are read in place, one batch at a time.
+
+Every batch and record is decoded (magic 0, 1 and 2, every codec, transactional and
+control batches); the internal topics (__consumer_offsets, __transaction_state,
+__cluster_metadata and KRaft snapshots, __share_group_state, __remote_log_metadata) by
+their own schemas. What broker recovery and kafka-dump-log's index checks would say
+becomes findings: CRC mismatches, a batch running past the end of the file, nonsense or
+zero bytes at the end, index entries that point nowhere, offsets going backwards,
+leader epochs against leader-epoch-checkpoint, producer sequences against the .snapshot,
+aborted transactions against the .txnindex, batches past the high watermark.
+
+\b
+Examples:
+  kdissect log /var/lib/kafka/data/orders-0
+  kdissect log /var/lib/kafka/data -Y 'finding'             # only what is wrong
+  kdissect log 00000000000000000000.log -V                  # every field, byte by byte
+  kdissect log __consumer_offsets-7 --format jsonl --records
+  kdissect log orders-0 -Y 'record.key == "order-42"' --records
+  kdissect log orders-0 -Y 'producer_id == 7 and finding == sequence_gap'
+
+JSON lines: one object per file and per batch (--records: per record too); docs/log.md.
+Exit status: 0 decoded (damage is reported as findings), 1 no such path or not a Kafka
+file, 2 a wrong command line.
+"""
+
+
+@main.command(help=LOG_HELP)
+@click.argument("paths", nargs=-1, required=True, metavar="PATH...")
+@click.option("-V", "--verbose", is_flag=True, help="Print every field of every batch as a tree.")
+@click.option("--format", "fmt", type=click.Choice(["text", "jsonl", "parquet"]), default="text",
+              show_default=True, help="Lines for people, JSON lines, or Parquet tables "
+                                      "(batches, records, checks in the -o directory; "
+                                      "docs/log.md).")
+@click.option("-o", "--output", metavar="DIR", help="Where --format parquet writes its tables.")
+@click.option("--records", is_flag=True,
+              help="Also one line (or JSON object) per record.")
+@click.option("-Y", "--filter", "filter_text", metavar="FILTER",
+              help="Show only the items that match: finding == crc_mismatch, producer_id == 7, "
+                   "record.key == \"k\", base_offset >= 100 (docs/filters.md).")
+@click.option("--max-decompressed", default="64M", show_default=True, metavar="SIZE",
+              help="Decompressed bytes one batch may produce.")
+def log(paths: tuple[str, ...], verbose: bool, fmt: str, output: str | None, records: bool,
+        filter_text: str | None, max_decompressed: str) -> None:
+    err = Console(stderr=True)
+    if fmt == "parquet" and not output:
+        raise click.UsageError("--format parquet needs -o DIR (the tables' directory)")
+    try:
+        flt = parse_filter(filter_text) if filter_text else None
+    except FilterError as e:
+        raise click.UsageError(f"bad filter: {e}") from None
+    options = budget(max_decompressed)
+    out = Console(highlight=False, soft_wrap=True)
+    write = sys.stdout.write
+    shown = 0
+    if fmt == "parquet":
+        from ..pipeline.log_tables import write_log_tables
+
+        def objects():
+            for item in walk(list(paths), options):
+                if flt is None or flt(item):
+                    yield from item_json(item, True)
+        try:
+            counts = write_log_tables(objects(), output)
+        except LogError as e:
+            click.echo(f"kdissect log: {e}", err=True)
+            sys.exit(1)
+        err.print(", ".join(f"{n} {name}" for name, n in counts.items()) + f" -> {output}")
+        return
+    try:
+        for item in walk(list(paths), options):
+            if flt is not None and not flt(item):
+                continue
+            shown += 1
+            if fmt == "jsonl":
+                for obj in item_json(item, records):
+                    write(json.dumps(obj, default=str) + "\n")
+            else:
+                out.print(item_line(item))
+                if verbose and item.tree is not None:
+                    out.print(tree_of(item.tree))
+                elif records and item.tree is not None:
+                    for rec in _records(item):
+                        out.print(Text(f"    {_record_text(rec)}"))
+    except LogError as e:
+        click.echo(f"kdissect log: {e}", err=True)
+        sys.exit(1)
+    except BrokenPipeError:
+        sys.exit(0)
+    if shown == 0 and fmt == "text":
+        err.print("nothing matched" if flt is not None else "no Kafka files found")
+
+
+# -- what an item says -----------------------------------------------------------------
+
+def _v(item: LogItem, name: str):
+    c = item.tree.child(name) if item.tree is not None else None
+    return c.value if c is not None else None
+
+
+def item_line(item: LogItem) -> Text:
+    t = Text()
+    where = item.path.name if item.kind in ("batch", "message") else str(item.path)
+    t.append(f"{where}", style="bold" if item.kind not in ("batch", "message") else "dim")
+    tree = item.tree
+    if item.kind == "batch" and tree is not None:
+        t.append(f"  @{tree.offset}+{tree.length}", style="dim")
+        if tree.note:
+            t.append(f"  {tree.note}")
+        pid = _v(item, "producer_id")
+        if isinstance(pid, int) and pid >= 0:
+            t.append(f"  producer {pid} epoch {_v(item, 'producer_epoch')} "
+                     f"seq {_v(item, 'base_sequence')}")
+        epoch = _v(item, "partition_leader_epoch")
+        if isinstance(epoch, int):
+            t.append(f"  leader epoch {epoch}")
+    elif tree is not None:
+        t.append(f"  {item.kind}")
+        if tree.note:
+            t.append(f"  {tree.note}")
+        if isinstance(tree.value, int):
+            t.append(f"  {tree.value} entries")
+    else:
+        t.append(f"  {item.kind}")
+    for f in item.all_findings():
+        t.append(f"  ✗ {f.text()}", style="red" if f.severity == "error" else "yellow")
+    return t
+
+
+def _records(item: LogItem) -> list:
+    """The records of a batch item: a v2 batch's (in its decompressed buffer if any), a
+    compressed v0/v1 wrapper's inner messages, or the v0/v1 message itself."""
+    tree = item.tree
+    if tree.ktype == "record_batch":
+        holder = tree.child("records")
+        kids = holder.children if holder is not None and holder.buffer is not None \
+            else tree.children
+        return [n for n in kids if n.ktype == "record"]
+    if tree.ktype.startswith("message_v"):
+        return [n for n in tree.walk() if n.ktype.startswith("message_v") and
+                (_child_value(n, "attributes") or 0) & 7 == 0]
+    return []
+
+
+def _child_value(n, name):
+    c = n.child(name)
+    return c.value if c is not None else None
+
+
+def _record_text(n) -> str:
+    r = record_json(n)
+    text = f"offset {r['offset']}  key {json.dumps(r['key'], default=str)}  " \
+           f"value {json.dumps(r['value'], default=str)[:120]}"
+    for part in ("key", "value"):
+        c = n.child(part)
+        if c is not None and c.note:
+            text += f"  {part}: {c.note}"
+    return text
+
+
+def batch_json(item: LogItem) -> dict:
+    """One batch (or v0/v1 message set entry, or damage) as a JSON object (docs/log.md)."""
+    tree = item.tree
+    out: dict = {"type": "batch", "file": str(item.path), "topic": item.topic,
+                 "partition": item.partition, "position": tree.offset, "size": tree.length}
+    if tree.ktype == "record_batch":
+        for name in ("base_offset", "batch_length", "partition_leader_epoch", "magic", "crc",
+                     "attributes", "last_offset_delta", "base_timestamp", "max_timestamp",
+                     "producer_id", "producer_epoch", "base_sequence", "record_count"):
+            out[name] = _v(item, name)
+        attrs = out["attributes"] or 0
+        out["last_offset"] = (out["base_offset"] + out["last_offset_delta"]
+                              if isinstance(out["base_offset"], int) and
+                              isinstance(out["last_offset_delta"], int) else None)
+        out["codec"] = ("none", "gzip", "snappy", "lz4", "zstd").__getitem__(attrs & 7) \
+            if attrs & 7 < 5 else attrs & 7
+        out["transactional"] = bool(attrs & 0x10)
+        out["control"] = bool(attrs & 0x20)
+    elif tree.ktype.startswith("message_v"):
+        for name in ("offset", "magic", "crc", "attributes", "timestamp"):
+            out[name] = _v(item, name)
+        attrs = out["attributes"] or 0
+        out["codec"] = ("none", "gzip", "snappy", "lz4", "zstd")[attrs & 7] \
+            if attrs & 7 < 5 else attrs & 7
+    crc = tree.child("crc")
+    if crc is not None:
+        out["crc_valid"] = crc.problem is None
+    out["findings"] = [f.to_json() for f in item.all_findings()]
+    return out
+
+
+def _record_obj(item: LogItem, n) -> dict:
+    r = record_json(n)          # with key_decoded/value_decoded for internal topics
+    obj = {"type": "record", "file": str(item.path), "topic": item.topic,
+           "partition": item.partition, "batch_position": item.tree.offset,
+           "position": n.offset, **r}
+    attrs = item.tree.child("attributes")
+    if n.ktype == "record" and attrs is not None and isinstance(attrs.value, int) \
+            and attrs.value & 0x20:
+        found = control_of(n)
+        if found is not None:
+            obj["control_type"] = found[0]
+            if found[1] is not None:
+                obj["coordinator_epoch"] = found[1]
+    return obj
+
+
+def item_json(item: LogItem, records: bool) -> list[dict]:
+    if item.kind in ("batch", "message") and item.tree is not None:
+        objs = [batch_json(item)]
+        if records:
+            objs += [_record_obj(item, n) for n in _records(item)]
+        return objs
+    obj = {"type": item.kind, "file": str(item.path), "topic": item.topic,
+           "partition": item.partition}
+    if item.tree is not None:
+        obj["content"] = plain_json(item.tree)
+    obj["findings"] = [f.to_json() for f in item.all_findings()]
+    return [obj]
+
+
+__all__ = ["log", "item_json", "json_bytes"]

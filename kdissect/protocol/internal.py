@@ -1,0 +1,257 @@
+"""Records of Kafka's internal topics decoded by their own schemas, wherever records appear
+(a segment on disk, a Fetch response, a Produce request, KRaft replication).
+
+The layouts come from ``internal_schemas`` (generated from Apache Kafka's jars). How each
+family frames its records:
+
+- ``group`` (__consumer_offsets), ``transaction`` (__transaction_state), ``share``
+  (__share_group_state): key = int16 record type + the key struct (version 0); value =
+  int16 version + the value struct of that type; a null value is a tombstone.
+- ``metadata`` (__cluster_metadata, KRaft snapshots) and ``remote``
+  (__remote_log_metadata): value = uvarint frame version, uvarint record type, uvarint
+  version, then the struct; no key.
+- KRaft control records (control batches in any of them): key = int16 version + int16
+  type; the value is the struct of that type (its first field is its version).
+
+Pure: no I/O. Decoded structures become children of the record's ``key``/``value`` nodes,
+located in the same buffer as the record.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from functools import lru_cache
+
+from .context import Options
+from .decode import decode_prefix
+from .embedded import decode_consumer_bytes
+from .grammar import parse_grammar
+from .layout import Struct
+from .node import Node
+from .internal_schemas import BNF, MESSAGES
+
+TOPIC_FAMILIES = {"__consumer_offsets": "group", "__transaction_state": "transaction",
+                  "__share_group_state": "share", "__cluster_metadata": "metadata",
+                  "__remote_log_metadata": "remote"}
+# KRaft's fixed topic id of __cluster_metadata (Uuid.METADATA_TOPIC_ID): Fetch v13+ between
+# controllers names the topic by id only
+METADATA_TOPIC_ID = "00000000-0000-0000-0000-000000000001"
+CONTROL_TYPES = {0: "ABORT", 1: "COMMIT", 2: "LeaderChangeMessage", 3: "SnapshotHeaderRecord",
+                 4: "SnapshotFooterRecord", 5: "KRaftVersionRecord", 6: "VotersRecord"}
+# Kafka's names of the control record types (ControlRecordType)
+CONTROL_NAMES = {0: "ABORT", 1: "COMMIT", 2: "LEADER_CHANGE", 3: "SNAPSHOT_HEADER",
+                 4: "SNAPSHOT_FOOTER", 5: "KRAFT_VERSION", 6: "KRAFT_VOTERS"}
+_PREFIXED = ("group", "transaction", "share")
+_FRAMED = ("metadata", "remote")
+
+
+@lru_cache(maxsize=1)
+def _layouts() -> dict[tuple[str, int], Struct]:
+    return {(name, version): st for (name, _rec, version), st in
+            parse_grammar(BNF).messages.items()}
+
+
+def internal_layout(name: str, version: int) -> Struct | None:
+    """One generated layout by message name and version (None if unknown)."""
+    return _layouts().get((name, version))
+
+
+@lru_cache(maxsize=1)
+def _by_type() -> dict[tuple[str, int, str], str]:
+    """(family, record type, "key"/"value"/"record") -> message name."""
+    out: dict[tuple[str, int, str], str] = {}
+    for name, (family, api_key, _lo, _hi) in MESSAGES.items():
+        kind = "key" if name.endswith("Key") else "value" if name.endswith("Value") else "record"
+        out[(family, api_key, kind)] = name
+    return out
+
+
+_NAMES = tuple(t.encode() for t in TOPIC_FAMILIES)
+
+
+def mentions_internal_topic(data: bytes, topic_ids: dict[str, str] | None = None) -> bool:
+    """Whether a Produce/Fetch message may carry an internal topic, by name or by a known
+    id (a cheap byte search, before choosing a decoder)."""
+    # (not __cluster_metadata's fixed id: fifteen zero bytes and a one are too common in
+    # other messages; bulk output of KRaft replication keeps its records raw)
+    if b"__" in data and any(n in data for n in _NAMES):
+        return True
+    return bool(topic_ids) and any(uuid.UUID(i).bytes in data for i, name in
+                                   topic_ids.items() if name in TOPIC_FAMILIES)
+
+
+def family_of(topic: str | None) -> str | None:
+    return TOPIC_FAMILIES.get(topic) if topic else None
+
+
+def _content(node: Node | None) -> tuple[int, bytes] | None:
+    """Where the bytes of a key/value node start, and the bytes; None for null/decoded."""
+    if node is None or not isinstance(node.value, (bytes, bytearray)) or node.children:
+        return None
+    return node.end - len(node.value), bytes(node.value)
+
+
+def _struct_at(name: str, version: int, data: bytes, start: int, ctx: Options,
+               holder: Node) -> None:
+    """Decode ``data[start:]`` as ``name`` at ``version`` (the newest known layout for a
+    newer version, flagged) into ``holder``'s children, offsets shifted by ``base``."""
+    _family, _key, lo, hi = MESSAGES[name]
+    used = min(max(version, lo), hi)
+    tree, _complete = decode_prefix(data, start, _layouts()[(name, used)], name, ctx,
+                                    whole=True)
+    tree.ktype = "struct"
+    tree.note = f"{name} v{version}"
+    if used != version:
+        tree.problem = (f"{name} version {version} is not in kdissect's schemas "
+                        f"(Kafka {lo}..{hi}); decoded with v{used}")
+        tree.code = "assumed_version"
+    holder.add(tree)
+    if name == "GroupMetadataValue":
+        for member in (tree.child("members") or Node("", "array", 0)).children:
+            for field, kind in (("subscription", "Subscription"), ("assignment", "Assignment")):
+                c = member.child(field)
+                if c is not None:
+                    decode_consumer_bytes(data, c, kind, ctx)
+
+
+def _shifted(node: Node, base: int) -> None:
+    for n in node.walk():
+        n.offset += base
+
+
+def _decode_into(node: Node, family: str, part: str, rtype_hint: int | None,
+                 ctx: Options) -> int | None:
+    """Decode one key or value node in place; returns the record type it names."""
+    found = _content(node)
+    if found is None:
+        return None
+    base, data = found
+    holder = Node("", "struct", 0)
+    rtype = None
+    if family in _PREFIXED:
+        if len(data) < 2:
+            return None
+        (num,) = struct.unpack_from(">h", data)
+        holder.add(Node("_record_type" if part == "key" else "_version", "int16", 0, 2, num))
+        if part == "key":
+            rtype = num
+            name = _by_type().get((family, num, "key"))
+            version = 0
+        else:
+            rtype = rtype_hint
+            name = _by_type().get((family, rtype, "value")) if rtype is not None else None
+            version = num
+        if name is None:
+            holder.children[0].problem = (f"{family} record type {rtype} is not in kdissect's "
+                                          f"schemas")
+            holder.children[0].code = "unknown_record_type"
+        else:
+            _struct_at(name, version, data, 2, ctx, holder)
+    elif family in _FRAMED:
+        pos, heads = 0, []
+        for what in ("_frame_version", "_record_type", "_version"):
+            v, shift, start = 0, 0, pos
+            while pos < len(data) and pos - start < 5:
+                b = data[pos]
+                pos += 1
+                v |= (b & 0x7F) << shift
+                shift += 7
+                if b < 0x80:
+                    break
+            else:
+                return None
+            heads.append(v)
+            holder.add(Node(what, "uvarint", start, pos - start, v))
+        rtype = heads[1]
+        name = _by_type().get((family, rtype, "record"))
+        if name is None:
+            holder.children[1].problem = f"{family} record type {rtype} is not in kdissect's schemas"
+            holder.children[1].code = "unknown_record_type"
+        else:
+            _struct_at(name, heads[2], data, pos, ctx, holder)
+    elif family == "control":
+        name = CONTROL_TYPES.get(rtype_hint or -1)
+        if name not in MESSAGES or len(data) < 2:
+            return None
+        (version,) = struct.unpack_from(">h", data)
+        _struct_at(name, version, data, 0, ctx, holder)
+    _shifted(holder, base)
+    prefix = Node("_length", "varint", node.offset, base - node.offset, len(data))
+    node.children = [prefix, *holder.children]
+    main = next((c for c in holder.children if not c.name.startswith("_")), None)
+    if main is not None:
+        node.note = main.note
+    return rtype
+
+
+def decode_record(record: Node, family: str, control: bool, ctx: Options) -> None:
+    """Decode the key and value of one record (a v2 ``record`` or v0/v1 message node) of an
+    internal topic of ``family`` in place."""
+    key, value = record.child("key"), record.child("value")
+    if control:
+        k = _content(key)
+        if k is None or len(k[1]) < 4:
+            return
+        ctype = struct.unpack_from(">h", k[1], 2)[0]
+        if ctype >= 2:
+            _decode_into(value, "control", "value", ctype, ctx) if value else None
+        return
+    rtype = _decode_into(key, family, "key", None, ctx) if key is not None else None
+    if value is not None:
+        _decode_into(value, family, "value", rtype, ctx)
+
+
+def decode_records(holder: Node, family: str | None, ctx: Options) -> None:
+    """Decode every record under ``holder`` (a records node, a batch, a segment) whose
+    batch says control, or which belongs to ``family``."""
+    if not ctx.embedded:
+        return
+    for batch in holder.walk():
+        if batch.ktype == "record_batch":
+            attrs = batch.child("attributes")
+            control = attrs is not None and isinstance(attrs.value, int) and bool(attrs.value & 0x20)
+            if family is None and not control:
+                continue
+            for rec in batch.walk():
+                if rec.ktype == "record":
+                    decode_record(rec, family or "", control, ctx)
+        elif batch.ktype.startswith("message_v") and family is not None:
+            attrs = batch.child("attributes")
+            if attrs is not None and isinstance(attrs.value, int) and attrs.value & 7 == 0:
+                decode_record(batch, family, False, ctx)
+
+
+def decode_wire_records(body: Node, api_key: int, ctx: Options) -> None:
+    """Internal-topic records inside a Produce request (``api_key`` 0) or a Fetch response
+    (1): the topic is named in the message (or, for KRaft's Fetch v13+, by its fixed id)."""
+    topics = body.child("topic_data" if api_key == 0 else "responses")
+    for t in (topics.children if topics is not None else ()):
+        name = t.child("name") if api_key == 0 else t.child("topic")
+        topic = name.value if name is not None else None
+        tid = t.child("topic_id")
+        if topic is None and tid is not None:
+            if tid.value == METADATA_TOPIC_ID:
+                topic = "__cluster_metadata"
+            elif ctx.topic_ids:
+                topic = ctx.topic_ids.get(tid.value)
+        family = family_of(topic)
+        parts = t.child("partition_data" if api_key == 0 else "partitions")
+        for p in (parts.children if parts is not None else ()):
+            recs = p.child("records")
+            if recs is not None and recs.children:
+                decode_records(recs, family, ctx)
+
+
+def control_of(record: Node) -> tuple[str, int | None] | None:
+    """A control record's type (Kafka's name) and, for transaction markers, the
+    coordinator epoch; None when the key is not a control key."""
+    key, value = record.child("key"), record.child("value")
+    if key is None or not isinstance(key.value, (bytes, bytearray)) or len(key.value) < 4:
+        return None
+    ctype = struct.unpack_from(">h", key.value, 2)[0]
+    epoch = None
+    if ctype in (0, 1) and value is not None and isinstance(value.value, (bytes, bytearray)) \
+            and len(value.value) >= 6:
+        epoch = struct.unpack_from(">i", value.value, 2)[0]
+    return CONTROL_NAMES.get(ctype, f"type {ctype}"), epoch

@@ -1,0 +1,236 @@
+"""Kafka's files on disk besides the segments' record batches: pure decoders, bytes in ->
+located nodes (offsets are positions in the file). Segments themselves are record
+batches (records.py) read by the log source; this module knows the other file kinds:
+
+- ``.index`` (8-byte entries: int32 offset relative to the segment's base, int32 position)
+- ``.timeindex`` (12-byte entries: int64 timestamp, int32 relative offset)
+- ``.txnindex`` (34-byte entries: aborted transactions)
+- producer-state ``.snapshot`` (version, CRC32C, producer entries)
+- text files: ``leader-epoch-checkpoint``, offset checkpoints (recovery, replication,
+  log-start, cleaner), ``partition.metadata``, ``meta.properties``, ``quorum-state`` (JSON)
+- 0.7 ``.kafka`` logs (4-byte length, magic, [attributes,] CRC32, payload; the message's
+  offset is its byte position)
+
+Index files are preallocated: the zero-filled tail past the last entry is one node.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import zlib
+
+import crc32c
+
+from .context import Options
+from .decode import decode_body
+from .internal import internal_layout
+from .internal_schemas import MESSAGES
+from .node import Node
+
+_SNAPSHOT_VERSIONS = f"{MESSAGES['ProducerSnapshot'][2]}..{MESSAGES['ProducerSnapshot'][3]}"
+
+def _entries(buf: bytes, size: int, name: str, kind: str, fields) -> Node:
+    """Fixed-size entries; a trailing run of all-zero entries is the preallocated tail
+    (Kafka never writes an all-zero entry: an index entry is added only after
+    log.index.interval.bytes of batches, so never at position 0)."""
+    root = Node(name, "array", 0, len(buf))
+    n = len(buf) // size
+    used = n
+    while used > 0 and not any(buf[(used - 1) * size:used * size]):
+        used -= 1
+    for i in range(used):
+        pos = i * size
+        entry = root.add(Node(f"[{i}]", "struct", pos, size))
+        at = pos
+        for fname, ftype, fmt in fields:
+            width = struct.calcsize(fmt)
+            entry.add(Node(fname, ftype, at, width, struct.unpack_from(fmt, buf, at)[0]))
+            at += width
+    if used < n:
+        root.add(Node("_preallocated", "bytes", used * size, (n - used) * size,
+                      (n - used) * size, note=f"{n - used} unused zero-filled entries "
+                                              f"(the index is preallocated)"))
+    if len(buf) % size:
+        left = len(buf) % size
+        root.add(Node("_trailing", "bytes", n * size, left, buf[n * size:],
+                      problem=f"{left} bytes after the last whole {size}-byte entry",
+                      code="trailing_bytes"))
+    root.value = used
+    return root
+
+
+def offset_index(buf: bytes, base_offset: int) -> Node:
+    root = _entries(buf, 8, "offset_index", "offset_index",
+                    (("relative_offset", "int32", ">i"), ("position", "int32", ">i")))
+    for e in root.children:
+        if e.name.startswith("["):
+            e.children[0].note = f"offset {base_offset + e.children[0].value}"
+    return root
+
+
+def time_index(buf: bytes, base_offset: int) -> Node:
+    root = _entries(buf, 12, "time_index", "time_index",
+                    (("timestamp", "int64", ">q"), ("relative_offset", "int32", ">i")))
+    for e in root.children:
+        if e.name.startswith("["):
+            e.children[0].hint = "time"
+            e.children[1].note = f"offset {base_offset + e.children[1].value}"
+    return root
+
+
+def txn_index(buf: bytes) -> Node:
+    return _entries(buf, 34, "txn_index", "txn_index",
+                    (("version", "int16", ">h"), ("producer_id", "int64", ">q"),
+                     ("first_offset", "int64", ">q"), ("last_offset", "int64", ">q"),
+                     ("last_stable_offset", "int64", ">q")))
+
+
+def producer_snapshot(buf: bytes, options: Options | None = None) -> Node:
+    """int16 version, then Kafka's ProducerSnapshot struct of that version (its layout
+    is among the generated internal schemas): a CRC32C of what follows it, the producers."""
+    ctx = (options or Options()).for_message()
+    root = Node("producer_snapshot", "struct", 0, len(buf))
+    if len(buf) < 2:
+        root.add(Node("version", "int16", 0, len(buf), None, problem="truncated: the file "
+                      "has no version", code="truncated"))
+        return root
+    (version,) = struct.unpack_from(">h", buf)
+    vnode = root.add(Node("version", "int16", 0, 2, version))
+    layout = internal_layout("ProducerSnapshot", version)
+    if layout is None:
+        vnode.problem = f"producer snapshot version {version}; kdissect knows {_SNAPSHOT_VERSIONS}"
+        vnode.code = "unknown_version"
+        root.add(Node("_rest", "bytes", 2, len(buf) - 2, bytes(buf[2:])))
+        return root
+    body = decode_body(buf, 2, layout, "snapshot", ctx)
+    root.children.extend(body.children)
+    crc = root.child("crc")
+    if crc is not None and isinstance(crc.value, int) and len(buf) >= 6:
+        computed = crc32c.crc32c(buf[6:])
+        if computed != crc.value:
+            crc.problem = f"CRC32C mismatch: computed {computed:#010x}"
+            crc.code = "crc_mismatch"
+    return root
+
+
+# -- text files ----------------------------------------------------------------------
+
+def _lines(buf: bytes):
+    """(start, text) of each line."""
+    pos = 0
+    for raw in buf.split(b"\n"):
+        yield pos, raw.decode("utf-8", "replace")
+        pos += len(raw) + 1
+
+
+def checkpoint(buf: bytes, name: str, columns: tuple[str, ...]) -> Node:
+    """Kafka's checkpoint files: a version line, a count line, then one entry per line
+    (``columns`` are its space-separated fields; numbers become ints)."""
+    root = Node(name, "checkpoint", 0, len(buf))
+    lines = [(p, t) for p, t in _lines(buf) if t.strip()]
+    entries = root.add(Node("entries", "array", 0, 0))
+    for i, (pos, text) in enumerate(lines):
+        if i < 2:
+            what = ("version", "count")[i]
+            node = root.add(Node(what, "int32", pos, len(text.encode())))
+            try:
+                node.value = int(text)
+            except ValueError:
+                node.value = text
+                node.problem = f"{what} line is not a number: {text!r}"
+                node.code = "malformed_field"
+            continue
+        entry = entries.add(Node(f"[{i - 2}]", "struct", pos, len(text.encode())))
+        parts = text.split(" ")
+        if len(parts) != len(columns):
+            entry.value = text
+            entry.problem = f"expected {len(columns)} fields ({' '.join(columns)}), found {text!r}"
+            entry.code = "malformed_field"
+            continue
+        at = pos
+        for col, part in zip(columns, parts):
+            width = len(part.encode())
+            try:
+                value: int | str = int(part) if col != "topic" else part
+            except ValueError:
+                value = part
+            entry.add(Node(col, "string" if isinstance(value, str) else "int64", at, width, value))
+            at += width + 1
+    if entries.children:
+        entries.offset = entries.children[0].offset
+        entries.length = entries.children[-1].end - entries.offset
+    entries.value = len(entries.children)
+    count = root.child("count")
+    if count is not None and isinstance(count.value, int) and count.value != entries.value:
+        count.problem = f"count says {count.value} entries, the file has {entries.value}"
+        count.code = "record_count_mismatch"
+    root.children.sort(key=lambda n: n.offset)
+    return root
+
+
+def properties(buf: bytes, name: str) -> Node:
+    """``key=value`` (meta.properties) or ``key: value`` (partition.metadata) lines."""
+    root = Node(name, "properties", 0, len(buf))
+    for pos, text in _lines(buf):
+        if not text.strip() or text.lstrip().startswith("#"):
+            continue
+        sep = "=" if "=" in text and (":" not in text or text.index("=") < text.index(":")) else ":"
+        key, _, value = text.partition(sep)
+        root.add(Node(key.strip(), "string", pos, len(text.encode()), value.strip()))
+    return root
+
+
+def quorum_state(buf: bytes) -> Node:
+    root = Node("quorum_state", "json", 0, len(buf))
+    try:
+        data = json.loads(buf.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as e:
+        root.value = bytes(buf)
+        root.problem = f"not JSON: {e}"
+        root.code = "malformed_field"
+        return root
+    if isinstance(data, dict):
+        text = buf.decode("utf-8")
+        for key, value in data.items():
+            at = text.find(f'"{key}"')
+            root.add(Node(key, "json", max(at, 0), len(key) + 2 if at >= 0 else 0, value))
+    else:
+        root.value = data
+    return root
+
+
+# -- 0.7 logs -------------------------------------------------------------------------
+
+def kafka07_message(buf: bytes, pos: int, end: int, base_offset: int) -> Node:
+    """One 0.7 log entry at ``pos``: int32 length N, then N bytes (magic, attributes for
+    magic 1, CRC32 of the payload, payload). The caller checked the 4-byte length fits."""
+    (size,) = struct.unpack_from(">i", buf, pos)
+    node = Node("message", "message_07", pos, min(4 + max(size, 0), end - pos),
+                {"offset": base_offset + pos})
+    node.add(Node("length", "int32", pos, 4, size))
+    head = 6 if size >= 1 and pos + 4 < end and buf[pos + 4] == 1 else 5
+    if size < head or pos + 4 + size > end:
+        node.children[0].problem = (f"message length {size} impossible with "
+                                    f"{end - pos - 4} bytes left")
+        node.children[0].code = "bad_length"
+        return node
+    at = pos + 4
+    magic = buf[at]
+    node.add(Node("magic", "int8", at, 1, magic))
+    at += 1
+    if magic == 1:
+        attrs = buf[at]
+        node.add(Node("attributes", "int8", at, 1, attrs,
+                      note={0: "none", 1: "gzip", 2: "snappy"}.get(attrs & 3, "codec ?")))
+        at += 1
+    crc = node.add(Node("crc", "uint32", at, 4, struct.unpack_from(">I", buf, at)[0]))
+    at += 4
+    payload = bytes(buf[at:pos + 4 + size])
+    computed = zlib.crc32(payload) & 0xFFFFFFFF
+    if computed != crc.value:
+        crc.problem = f"CRC32 mismatch: computed {computed:#010x}"
+        crc.code = "crc_mismatch"
+    node.add(Node("payload", "bytes", at, len(payload), payload))
+    node.note = f"offset {base_offset + pos}"
+    return node

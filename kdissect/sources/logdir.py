@@ -1,0 +1,580 @@
+"""Kafka's log directories as a source: segment files, partition directories and whole
+log dirs (``log.dirs``, with ``meta.properties``) turned into items (files and record
+batches) with the checks broker recovery and ``kafka-dump-log`` make, as findings.
+
+Segments are memory-mapped and read one batch at a time: a batch's tree is built from the
+map and dropped by the consumer, so memory is bounded by one batch (plus per-producer
+state), not by the file. Index files are checked in the same pass, merged by position
+and offset. Decoding itself is ``protocol`` (records.py, ondisk.py, internal.py).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import re
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..protocol import ondisk
+from ..protocol.context import Options
+from ..protocol.findings import Finding
+from ..protocol.internal import decode_records, family_of
+from ..protocol.node import Node
+from ..protocol.records import read_records, record_offset
+
+_PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)(?:\.[0-9a-f]+-(?:delete|future|stray))?$")
+_OFFSET_NAME = re.compile(r"^(?P<base>\d{20})\.(?P<ext>log|index|timeindex|txnindex|snapshot|checkpoint)"
+                          r"(?P<suffix>\.deleted|\.cleaned|\.swap)?$")
+_KAFKA07 = re.compile(r"^(?P<base>\d+)\.kafka$")
+_OFFSET_CHECKPOINTS = ("recovery-point-offset-checkpoint", "replication-offset-checkpoint",
+                       "log-start-offset-checkpoint", "cleaner-offset-checkpoint")
+CHECKPOINT_COLUMNS = {"leader-epoch-checkpoint": ("epoch", "start_offset"),
+                      **{n: ("topic", "partition", "offset") for n in _OFFSET_CHECKPOINTS}}
+BATCH_HEAD = 17                # base offset, length, leader epoch, magic: enough to frame
+
+
+class LogError(Exception):
+    """A path that is no Kafka log file or directory (the CLI says so and exits 1)."""
+
+
+@dataclass
+class LogItem:
+    """One file (``kind`` is its file kind) or one batch (``kind == "batch"``) of a
+    segment. ``tree`` is the located tree (file positions); ``findings`` are the checks
+    across batches and files (the tree's own problems are in ``tree.findings()``)."""
+    kind: str
+    path: Path
+    topic: str | None
+    partition: int | None
+    tree: Node | None = None
+    findings: list[Finding] = field(default_factory=list)
+
+    def all_findings(self) -> list[Finding]:
+        own = [Finding(code, reason, path) for path, code, reason in
+               (self.tree.findings() if self.tree is not None else [])]
+        return own + self.findings
+
+    def values_of(self, name: str) -> list:
+        """Values for display filters (kdissect.filters)."""
+        t = self.tree
+        if name in ("finding", "severity", "anomaly"):
+            fs = self.all_findings()
+            if name == "finding":
+                return [f.code for f in fs]
+            if name == "severity":
+                return [f.kind.rank for f in fs]
+            return [True] if fs else []
+        if name == "topic":
+            return [self.topic] if self.topic else []
+        if name == "partition":
+            return [self.partition] if self.partition is not None else []
+        if t is None:
+            return []
+        if name.startswith("record."):
+            from ..render.records import records_of
+            part = name[len("record."):]
+            recs = records_of(t)
+            if part in ("key", "value"):
+                return [r[part] for r in recs if isinstance(r[part], str)]
+            if part == "header":
+                return [h["key"] for r in recs for h in r["headers"]]
+            if part.startswith("header."):
+                want = part[len("header."):]
+                return [h["value"] for r in recs for h in r["headers"]
+                        if h["key"] == want and isinstance(h["value"], str)]
+            return []
+        if name == "records":
+            return [sum(1 for n in t.walk() if n.ktype == "record"
+                        or n.ktype.startswith("message_v"))]
+        if name == "offset":
+            c = t.child("base_offset") or t.child("offset")
+            return [c.value] if c is not None else []
+        c = t.child(name)
+        return [c.value] if c is not None and c.value is not None else []
+
+
+@dataclass
+class _Partition:
+    topic: str | None
+    partition: int | None
+    hw: int | None = None                                   # high watermark, if known
+    epochs: list[tuple[int, int]] = field(default_factory=list)   # (epoch, start offset)
+    snapshots: dict[int, dict[int, tuple[int, int, int]]] = field(default_factory=dict)
+
+
+def _partition_of(path: Path) -> tuple[str | None, int | None]:
+    m = _PARTITION_DIR.match(path.name)
+    return (m["topic"], int(m["partition"])) if m else (None, None)
+
+
+def _read(path: Path) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _map(path: Path):
+    """A read-only map of the file, or b"" for an empty one (mmap refuses size 0)."""
+    size = path.stat().st_size
+    if size == 0:
+        return b""
+    with open(path, "rb") as f:
+        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+
+
+def file_kind(path: Path) -> str | None:
+    name = path.name
+    m = _OFFSET_NAME.match(name)
+    if m:
+        return {"log": "segment", "index": "offset_index", "timeindex": "time_index",
+                "txnindex": "txn_index", "snapshot": "producer_snapshot",
+                "checkpoint": "kraft_snapshot"}[m["ext"]]
+    if _KAFKA07.match(name):
+        return "kafka07"
+    if name in CHECKPOINT_COLUMNS:
+        return "checkpoint"
+    if name in ("partition.metadata", "meta.properties"):
+        return "properties"
+    if name == "quorum-state":
+        return "quorum_state"
+    if name.endswith(".checkpoint"):          # bootstrap.checkpoint: record batches too
+        return "kraft_snapshot"
+    return None
+
+
+def decode_file(path: Path, kind: str, options: Options) -> Node:
+    """The located tree of one non-segment file (read whole: these files are small)."""
+    data = _read(path)
+    base = _base_offset(path)
+    if kind == "offset_index":
+        return ondisk.offset_index(data, base)
+    if kind == "time_index":
+        return ondisk.time_index(data, base)
+    if kind == "txn_index":
+        return ondisk.txn_index(data)
+    if kind == "producer_snapshot":
+        return ondisk.producer_snapshot(data, options)
+    if kind == "checkpoint":
+        return ondisk.checkpoint(data, path.name, CHECKPOINT_COLUMNS[path.name])
+    if kind == "properties":
+        return ondisk.properties(data, path.name)
+    if kind == "quorum_state":
+        return ondisk.quorum_state(data)
+    raise LogError(f"{path}: not a file kind kdissect decodes whole")
+
+
+def _base_offset(path: Path) -> int:
+    digits = path.name.split(".", 1)[0]
+    return int(digits) if digits.isdigit() else 0
+
+
+# -- walking ---------------------------------------------------------------------------
+
+def walk(paths: list[str], options: Options) -> Iterator[LogItem]:
+    """Every item of every path, in order: a log dir's files, then its partitions."""
+    for text in paths:
+        path = Path(text)
+        if not path.exists():
+            raise LogError(f"{text}: no such file or directory")
+        if path.is_file():
+            yield from _single_file(path, options)
+        elif any(_partition_of(p)[0] and p.is_dir() for p in path.iterdir()) or \
+                (path / "meta.properties").exists():
+            yield from _log_dir(path, options)
+        else:
+            yield from _partition_dir(path, options, None)
+
+
+def _single_file(path: Path, options: Options) -> Iterator[LogItem]:
+    kind = file_kind(path)
+    topic, partition = _partition_of(path.parent)
+    if kind is None:
+        raise LogError(f"{path}: not a Kafka log file (expected a .log segment, an index, a "
+                       f"snapshot, a checkpoint, partition.metadata, meta.properties, "
+                       f"quorum-state or a 0.7 .kafka file)")
+    state = _Partition(topic, partition)
+    if kind in ("segment", "kraft_snapshot"):
+        yield from _segment(path, options, state, kind)
+    elif kind == "kafka07":
+        yield from _kafka07(path, topic, partition)
+    else:
+        yield LogItem(kind, path, topic, partition, decode_file(path, kind, options))
+
+
+def _log_dir(path: Path, options: Options) -> Iterator[LogItem]:
+    hws: dict[tuple[str, int], int] = {}
+    partitions = []
+    for p in sorted(path.iterdir()):
+        if p.is_dir():
+            if _partition_of(p)[0]:
+                partitions.append(p)
+            continue
+        kind = file_kind(p)
+        if kind is None:
+            continue
+        item = LogItem(kind, p, None, None, decode_file(p, kind, options)) \
+            if kind not in ("segment", "kraft_snapshot", "kafka07") else None
+        if item is None:
+            yield from _single_file(p, options)
+            continue
+        if p.name == "replication-offset-checkpoint":
+            for e in item.tree.find("offset"):
+                entry = item.tree.path_to(e)[-2]
+                t, n = entry.child("topic"), entry.child("partition")
+                if t is not None and n is not None and isinstance(e.value, int):
+                    hws[(t.value, n.value)] = e.value
+        yield item
+    for p in partitions:
+        yield from _partition_dir(p, options, hws)
+
+
+def _partition_dir(path: Path, options: Options,
+                   hws: dict[tuple[str, int], int] | None) -> Iterator[LogItem]:
+    topic, partition = _partition_of(path)
+    state = _Partition(topic, partition)
+    if hws is not None and topic is not None:
+        state.hw = hws.get((topic, partition))
+    files = sorted(p for p in path.iterdir() if p.is_file())
+    by_base: dict[int, dict[str, Path]] = {}
+    for p in files:
+        kind = file_kind(p)
+        if kind is None or p.suffix in (".deleted", ".cleaned", ".swap"):
+            continue            # being deleted or swapped in: not part of the partition's log
+        if kind in ("offset_index", "time_index", "txn_index", "segment"):
+            by_base.setdefault(_base_offset(p), {})[kind] = p
+            continue
+        if kind == "kafka07":
+            yield from _kafka07(p, topic, partition)
+            continue
+        if kind == "kraft_snapshot":
+            yield from _segment(p, options, _Partition(topic, partition), kind)
+            continue
+        tree = decode_file(p, kind, options)
+        if p.name == "leader-epoch-checkpoint":
+            state.epochs = [(e.child("epoch").value, e.child("start_offset").value)
+                            for e in (tree.child("entries") or Node("", "", 0)).children
+                            if e.child("epoch") is not None]
+        if kind == "producer_snapshot":
+            entries = tree.child("producer_entries")
+            state.snapshots[_base_offset(p)] = {
+                e.child("producer_id").value: (e.child("epoch").value,
+                                               e.child("last_sequence").value,
+                                               e.child("last_offset").value)
+                for e in (entries.children if entries is not None else [])
+                if not e.name.startswith("_") and e.child("last_offset") is not None}
+        yield LogItem(kind, p, topic, partition, tree)
+    prev = _Running()
+    for base in sorted(by_base):
+        group = by_base[base]
+        indexes = {kind: decode_file(group[kind], kind, options)
+                   for kind in ("offset_index", "time_index", "txn_index") if kind in group}
+        if "segment" in group:
+            yield from _segment(group["segment"], options, state, "segment", indexes, prev)
+        # after their segment: the checks against it have marked their entries
+        for kind, tree in indexes.items():
+            yield LogItem(kind, group[kind], topic, partition, tree)
+
+
+# -- one segment -----------------------------------------------------------------------
+
+@dataclass
+class _Running:
+    """What the checks remember across batches of a partition (bounded: per producer)."""
+    last_offset: int | None = None
+    max_ts: int | None = None
+    producers: dict[int, tuple[int, int, int]] = field(default_factory=dict)  # epoch, last seq, last offset
+    aborts: list[tuple[int, int]] = field(default_factory=list)      # this segment's (pid, offset)
+    checked_snapshots: set[int] = field(default_factory=set)
+
+
+def _index_entries(tree: Node | None, fields: tuple[str, str]) -> list[tuple[Node, int, int]]:
+    out = []
+    for e in (tree.children if tree is not None else ()):
+        if e.name.startswith("["):
+            a, b = e.child(fields[0]), e.child(fields[1])
+            out.append((e, a.value, b.value))
+    return out
+
+
+def _segment(path: Path, options: Options, state: _Partition, kind: str,
+             indexes: dict[str, Node] | None = None,
+             run: _Running | None = None) -> Iterator[LogItem]:
+    run = run or _Running()
+    run.aborts = []
+    indexes = indexes or {}
+    base_name = _base_offset(path)
+    family = "metadata" if kind == "kraft_snapshot" else family_of(state.topic)
+    mm = _map(path)
+    size = len(mm)
+    # index entries, in file order (positions and offsets grow: merged as batches pass)
+    oidx = [(e, base_name + rel, pos) for e, rel, pos in
+            _index_entries(indexes.get("offset_index"), ("relative_offset", "position"))]
+    tidx = [(e, ts, base_name + rel) for e, ts, rel in
+            _index_entries(indexes.get("time_index"), ("timestamp", "relative_offset"))]
+    _monotonic(indexes.get("offset_index"), oidx, 1, "offsets")
+    _monotonic(indexes.get("time_index"), tidx, 1, "timestamps")
+    oi = ti = 0
+    batch_ends: dict[int, tuple[int, int]] = {}      # last offset -> (position, max ts), this segment
+    pos = 0
+    options = options.for_message()
+    try:
+        while pos < size:
+            left = size - pos
+            if left < BATCH_HEAD or not _plausible_head(mm, pos, left):
+                tail = mm[pos:size]
+                yield _tail_item(path, state, pos, tail)
+                break
+            length = struct.unpack_from(">i", mm, pos + 8)[0]
+            total = 12 + length
+            if total > left:
+                node = Node("batch", "bytes", pos, left, left,
+                            problem=f"batch of {total} bytes at position {pos} runs "
+                                    f"{total - left} bytes past the end of the file",
+                            code="log_size_past_end")
+                yield LogItem("batch", path, state.topic, state.partition, node)
+                break
+            holder = Node("", "records", pos)
+            read_records(mm, holder, pos, pos + total, options.for_message())
+            tree = holder.children[0]
+            if family is not None or (mm[pos + 16] == 2 and mm[pos + 22] & 0x20):
+                decode_records(tree, family, options)   # internal topics, control records
+            item = LogItem("batch", path, state.topic, state.partition, tree)
+            _check_batch(item, tree, pos, state, run)
+            last, max_ts = _last_offset(tree), _max_ts(tree)
+            if last is not None:
+                batch_ends[last] = (pos, max_ts if max_ts is not None else -1)
+            # offset index entries at this position name this batch's last offset
+            while oi < len(oidx) and oidx[oi][2] <= pos:
+                e, off, ipos = oidx[oi]
+                if ipos < pos or off != last:
+                    _flag(e, "index_bad_entry",
+                          f"entry (offset {off}, position {ipos}) does not point at a batch "
+                          f"start" if ipos < pos else
+                          f"entry names offset {off}; the batch at position {ipos} ends at "
+                          f"offset {last}")
+                oi += 1
+            while ti < len(tidx) and last is not None and tidx[ti][2] <= last:
+                e, ts, off = tidx[ti]
+                found = batch_ends.get(off)
+                if found is None:
+                    _flag(e, "time_index_mismatch", f"entry names offset {off}, which ends no "
+                                                    f"batch of this segment")
+                elif found[1] != ts:
+                    _flag(e, "time_index_mismatch", f"entry says timestamp {ts}; the batch "
+                                                    f"ending at offset {off} has max "
+                                                    f"timestamp {found[1]}")
+                ti += 1
+            if len(batch_ends) > 4096:      # keep only batches a time-index entry can still name
+                needed = tidx[ti][2] if ti < len(tidx) else None
+                batch_ends = {k: v for k, v in batch_ends.items()
+                              if needed is not None and k >= needed}
+            yield item
+            pos += total
+    finally:
+        if isinstance(mm, mmap.mmap):
+            mm.close()
+    for e, off, ipos in oidx[oi:]:
+        _flag(e, "index_past_end" if ipos >= size else "index_bad_entry",
+              f"entry (offset {off}, position {ipos}) points past the end of the "
+              f"{size}-byte segment" if ipos >= size else
+              f"entry (offset {off}, position {ipos}) points at no batch start")
+    for e, ts, off in tidx[ti:]:
+        _flag(e, "time_index_mismatch", f"entry names offset {off}, past the segment's last batch")
+    txn = indexes.get("txn_index")
+    if txn is not None:
+        _check_txn(txn, run.aborts, path)
+    late = _check_snapshots(state, run, None)
+    if late:
+        yield LogItem("check", path, state.topic, state.partition, None, late)
+
+
+def _plausible_head(mm, pos: int, left: int) -> bool:
+    length = struct.unpack_from(">i", mm, pos + 8)[0]
+    magic = mm[pos + 16]
+    return magic in (0, 1, 2) and length >= (14 if magic < 2 else 49) - 0 and \
+        not (length == 0 and not any(mm[pos:pos + BATCH_HEAD]))
+
+
+def _tail_item(path: Path, state: _Partition, pos: int, tail: bytes) -> LogItem:
+    n = len(tail)
+    if not any(tail):
+        node = Node("tail", "bytes", pos, n, n, problem=f"{n} zero bytes after the last batch",
+                    code="log_zero_tail")
+    else:
+        node = Node("tail", "bytes", pos, n, bytes(tail[:64]),
+                    problem=f"{n} bytes of nonsense at the end (from position {pos}): no "
+                            f"batch starts here; broker recovery truncates the segment here",
+                    code="log_nonsense_tail")
+    return LogItem("batch", path, state.topic, state.partition, node)
+
+
+def _flag(node: Node, code: str, reason: str) -> None:
+    if node.problem is None:
+        node.problem, node.code = reason, code
+
+
+def _monotonic(tree: Node | None, entries: list, col: int, what: str) -> None:
+    prev = None
+    for e in entries:
+        v = e[col]
+        if prev is not None and v < prev:
+            _flag(e[0], "index_not_monotonic", f"{what} go backwards: {v} after {prev}")
+        prev = v if prev is None else max(prev, v)
+
+
+def _value(tree: Node, name: str):
+    c = tree.child(name)
+    return c.value if c is not None else None
+
+
+def _last_offset(tree: Node) -> int | None:
+    if tree.ktype == "record_batch":
+        base, delta = _value(tree, "base_offset"), _value(tree, "last_offset_delta")
+        return base + delta if isinstance(base, int) and isinstance(delta, int) else None
+    if tree.ktype.startswith("message_v"):
+        inner = _inner(tree)
+        return record_offset(inner[-1]) if inner else _value(tree, "offset")
+    return None
+
+
+def _inner(tree: Node) -> list[Node]:
+    """The messages inside a compressed v0/v1 wrapper (none for a plain message)."""
+    attrs = _value(tree, "attributes")
+    if not isinstance(attrs, int) or not attrs & 7:
+        return []
+    return [n for n in tree.walk() if n is not tree and n.ktype.startswith("message_v")]
+
+
+def _max_ts(tree: Node) -> int | None:
+    if tree.ktype == "record_batch":
+        return _value(tree, "max_timestamp")
+    if tree.ktype.startswith("message_v"):
+        return _value(tree, "timestamp")
+    return None
+
+
+def _check_batch(item: LogItem, tree: Node, pos: int, state: _Partition, run: _Running) -> None:
+    base = _value(tree, "base_offset") if tree.ktype == "record_batch" else _value(tree, "offset")
+    last = _last_offset(tree)
+    add = item.findings.append
+    inner = _inner(tree) if tree.ktype.startswith("message_v") else []
+    if inner and record_offset(inner[0]) is not None:       # a wrapper: inner offsets count
+        base = record_offset(inner[0])
+    if not isinstance(base, int) or last is None:
+        return
+    if run.last_offset is not None:
+        if base <= run.last_offset:
+            add(Finding("offset_not_monotonic", f"batch starts at offset {base}, not after "
+                                                f"the previous batch's last offset "
+                                                f"{run.last_offset}"))
+        elif base > run.last_offset + 1:
+            add(Finding("offset_gap", f"offsets {run.last_offset + 1}..{base - 1} are not in "
+                                      f"the log"))
+    run.last_offset = max(last, run.last_offset if run.last_offset is not None else last)
+    max_ts = _max_ts(tree)
+    if isinstance(max_ts, int) and max_ts >= 0:
+        if run.max_ts is not None and max_ts < run.max_ts:
+            add(Finding("timestamp_not_monotonic", f"max timestamp {max_ts} is lower than an "
+                                                   f"earlier batch's {run.max_ts}"))
+        run.max_ts = max(max_ts, run.max_ts or max_ts)
+    if state.hw is not None and last >= state.hw:
+        add(Finding("past_high_watermark", f"last offset {last} is at or past the high "
+                                           f"watermark {state.hw}"))
+    if tree.ktype != "record_batch":
+        return
+    epoch = _value(tree, "partition_leader_epoch")
+    if state.epochs and isinstance(epoch, int) and epoch >= 0:
+        expected = None
+        for e, start in state.epochs:
+            if start <= base:
+                expected = e
+        if expected is not None and expected != epoch:
+            add(Finding("leader_epoch_mismatch", f"batch at offset {base} has leader epoch "
+                                                 f"{epoch}; leader-epoch-checkpoint says "
+                                                 f"{expected} from its start offset"))
+    item.findings += _check_snapshots(state, run, base)
+    pid, pepoch, seq = (_value(tree, n) for n in ("producer_id", "producer_epoch", "base_sequence"))
+    attrs = _value(tree, "attributes") or 0
+    if isinstance(pid, int) and pid >= 0:
+        control = bool(attrs & 0x20)
+        if control:
+            key = next((n for n in tree.walk() if n.name == "key" and isinstance(n.value, bytes)), None)
+            if key is not None and len(key.value) >= 4 and key.value[3] == 0 and key.value[2] == 0:
+                run.aborts.append((pid, base))
+            return
+        if isinstance(seq, int) and seq >= 0:
+            count = last - base
+            known = run.producers.get(pid)
+            if known is not None and known[0] == pepoch and seq != (known[1] + 1) & 0x7FFFFFFF:
+                add(Finding("sequence_gap", f"producer {pid} epoch {pepoch}: sequence {seq} "
+                                            f"follows {known[1]} (expected {known[1] + 1}; "
+                                            f"compaction can remove batches)"))
+            run.producers[pid] = (pepoch, (seq + count) & 0x7FFFFFFF, last)
+
+
+def _check_snapshots(state: _Partition, run: _Running, next_base: int | None) -> list[Finding]:
+    """A snapshot at offset S holds each producer's state after the log's batches below S:
+    compare when the log passes S (or ends). Only producers seen in the log are compared
+    (older segments may be gone; expired producers leave the snapshot)."""
+    out = []
+    for at, entries in state.snapshots.items():
+        if at in run.checked_snapshots or (next_base is not None and next_base < at):
+            continue
+        if next_base is None and (run.last_offset is None or run.last_offset + 1 < at):
+            continue            # the log (so far) ends before the snapshot's offset
+        run.checked_snapshots.add(at)
+        for pid, (epoch, seq, last) in entries.items():
+            seen = run.producers.get(pid)
+            if seen is not None and seen[2] < at and seen != (epoch, seq, last):
+                out.append(Finding("producer_state_mismatch",
+                                   f"snapshot {at}: producer {pid} epoch {epoch}, last sequence "
+                                   f"{seq} at offset {last}; the log's last batch before it: "
+                                   f"epoch {seen[0]}, sequence {seen[1]}, offset {seen[2]}"))
+    return out
+
+
+def _check_txn(txn: Node | None, aborts: list[tuple[int, int]], path: Path) -> None:
+    listed = {}
+    for e in (txn.children if txn is not None else ()):
+        if e.name.startswith("["):
+            listed[(e.child("producer_id").value, e.child("last_offset").value)] = e
+    for key in aborts:
+        if key not in listed and txn is not None:
+            txn.add(Node("_missing", "struct", txn.length, 0,
+                         problem=f"the log aborts producer {key[0]}'s transaction at offset "
+                                 f"{key[1]}; the .txnindex does not list it",
+                         code="txnindex_mismatch"))
+    seen = set(aborts)
+    for key, e in listed.items():
+        if key not in seen:
+            _flag(e, "txnindex_mismatch", f"producer {key[0]}'s aborted transaction ending at "
+                                          f"offset {key[1]} has no ABORT marker in the segment")
+
+
+def _kafka07(path: Path, topic: str | None, partition: int | None) -> Iterator[LogItem]:
+    base = _base_offset(path)
+    mm = _map(path)
+    size = len(mm)
+    pos = 0
+    try:
+        while pos < size:
+            if size - pos < 4:
+                yield _tail_item(path, _Partition(topic, partition), pos, mm[pos:size])
+                return
+            node = ondisk.kafka07_message(mm, pos, size, base)
+            n = node.child("length").value
+            if node.children[0].problem:
+                rest = mm[pos:size]
+                if not any(rest):
+                    yield _tail_item(path, _Partition(topic, partition), pos, rest)
+                else:
+                    node.children[0].code = "log_size_past_end" if n > 0 else "log_nonsense_tail"
+                    yield LogItem("message", path, topic, partition, node)
+                return
+            yield LogItem("message", path, topic, partition, node)
+            pos += 4 + n
+    finally:
+        if isinstance(mm, mmap.mmap):
+            mm.close()

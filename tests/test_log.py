@@ -1,0 +1,293 @@
+"""`kdissect log`: Kafka's files on disk. Segments are built with a real client's record
+encoder (kafka-python's MemoryRecordsBuilder: magic 0, 1, 2, every codec), the other
+files in the layouts Kafka writes them; then damaged the ways a crash damages them."""
+
+from __future__ import annotations
+
+import json
+import struct
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+
+import crc32c
+import pytest
+from click.testing import CliRunner
+from kafka.record.memory_records import MemoryRecordsBuilder
+
+from kdissect.cli import main
+from kdissect.protocol import Options
+from kdissect.protocol.internal import decode_records
+from kdissect.protocol.node import Node
+from kdissect.protocol.records import read_records
+from kdissect.sources.logdir import walk
+
+ROOT = Path(__file__).resolve().parents[1]
+CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+
+
+def batch(magic: int, codec: int, offset: int, records, pid: int = -1, epoch: int = -1,
+          seq: int = -1, transactional: bool = False) -> bytes:
+    ts = 1700000000000 + 10 * offset        # timestamps grow with offsets, as on a broker
+    b = MemoryRecordsBuilder(magic, codec, 1 << 20, offset=offset if magic < 2 else 0,
+                             transactional=transactional,
+                             producer_id=pid, producer_epoch=epoch, base_sequence=seq)
+    for i, (k, v) in enumerate(records):
+        b.append(ts + i, k, v, [("h", b"hv")] if magic == 2 else [])
+    b.close()
+    data = bytearray(b.buffer())
+    # a producer leaves offsets to the broker, which writes them (outside the CRCs): a v2
+    # batch's base offset, each plain v0/v1 message's offset, a wrapper's last inner offset
+    if magic == 2:
+        struct.pack_into(">q", data, 0, offset)
+    elif data[17] & 7:
+        struct.pack_into(">q", data, 0, offset + len(records) - 1)
+    else:
+        pos = 0
+        for i in range(len(records)):
+            struct.pack_into(">q", data, pos, offset + i)
+            pos += 12 + struct.unpack_from(">i", data, pos + 8)[0]
+    data = bytes(data)
+    return data
+
+
+def run_log(*args: str) -> tuple[int, str]:
+    res = CliRunner().invoke(main, ["log", *args], catch_exceptions=False)
+    return res.exit_code, res.output
+
+
+def jsonl(*args: str) -> list[dict]:
+    code, out = run_log(*args, "--format", "jsonl", "--records")
+    assert code == 0, out
+    return [json.loads(line) for line in out.splitlines()]
+
+
+def findings(objs: list[dict]) -> list[str]:
+    return [f["code"] for o in objs for f in o.get("findings", [])]
+
+
+@pytest.mark.parametrize("magic,codec", [(m, c) for m in (0, 1, 2) for c in CODECS
+                                         if not (m < 2 and c == 4)])
+def test_every_magic_and_codec(tmp_path, magic, codec):
+    part = tmp_path / "orders-0"
+    part.mkdir()
+    recs = [(f"k{i}".encode(), f"value {i}".encode() * 3) for i in range(5)] + [(None, None)]
+    data = batch(magic, codec, 0, recs) + batch(magic, codec, 6, [(b"x", b"y")])
+    (part / "00000000000000000000.log").write_bytes(data)
+    objs = jsonl(str(part))
+    batches = [o for o in objs if o["type"] == "batch"]
+    records = [o for o in objs if o["type"] == "record"]
+    assert [r["offset"] for r in records] == list(range(7))
+    assert [r["key"] for r in records] == [f"k{i}" for i in range(5)] + [None, "x"]
+    assert records[0]["value"] == "value 0" * 3 and records[5]["value"] is None
+    assert all(b["crc_valid"] for b in batches)
+    assert batches[0]["codec"] == CODECS[codec]
+    assert findings(objs) == []
+    if magic == 2:
+        assert records[0]["headers"] == [{"key": "h", "value": "hv"}]
+
+
+def _partition(tmp_path: Path) -> tuple[Path, list[int]]:
+    """A partition with idempotent and transactional batches, an index, a time index,
+    a leader-epoch checkpoint and a producer snapshot, consistent with each other."""
+    part = tmp_path / "pay-0"
+    part.mkdir()
+    batches = [batch(2, 0, 0, [(b"a", b"1"), (b"b", b"2")], pid=7, epoch=0, seq=0),
+               batch(2, 1, 2, [(b"c", b"3")], pid=7, epoch=0, seq=2),
+               batch(2, 0, 3, [(b"d", b"4"), (b"e", b"5")], pid=9, epoch=1, seq=0)]
+    positions, pos = [], 0
+    for b in batches:
+        positions.append(pos)
+        pos += len(b)
+    (part / "00000000000000000000.log").write_bytes(b"".join(batches))
+    # .index: (last offset of the batch - base, its position); preallocated zero tail
+    index = struct.pack(">ii", 2, positions[1]) + struct.pack(">ii", 4, positions[2])
+    (part / "00000000000000000000.index").write_bytes(index + bytes(8 * 10))
+    tindex = struct.pack(">qi", 1700000000020, 2) + struct.pack(">qi", 1700000000031, 4)
+    (part / "00000000000000000000.timeindex").write_bytes(tindex + bytes(12 * 4))
+    (part / "leader-epoch-checkpoint").write_text("0\n1\n0 0\n")
+    (part / "partition.metadata").write_text("version: 0\ntopic_id: 3J3sOs5eRJ6dK8hiE2FqXw\n")
+    entries = struct.pack(">qhiqiqiq", 7, 0, 2, 2, 0, 1700000000000, -1, -1) + \
+        struct.pack(">qhiqiqiq", 9, 1, 1, 4, 1, 1700000000001, -1, -1)
+    body = struct.pack(">i", 2) + entries
+    (part / "00000000000000000005.snapshot").write_bytes(
+        struct.pack(">hI", 1, crc32c.crc32c(body)) + body)
+    return part, positions
+
+
+def test_partition_dir_consistent(tmp_path):
+    part, positions = _partition(tmp_path)
+    objs = jsonl(str(part))
+    assert findings(objs) == [], [o for o in objs if o.get("findings")]
+    kinds = [o["type"] for o in objs]
+    assert {"checkpoint", "properties", "producer_snapshot", "offset_index", "time_index",
+            "batch", "record"} <= set(kinds)
+    snap = next(o for o in objs if o["type"] == "producer_snapshot")
+    assert [e["producer_id"] for e in snap["content"]["producer_entries"]] == [7, 9]
+    idx = next(o for o in objs if o["type"] == "offset_index")
+    assert [e["position"] for e in idx["content"][:2]] == positions[1:]
+    b = [o for o in objs if o["type"] == "batch"]
+    assert [(x["producer_id"], x["base_sequence"]) for x in b] == [(7, 0), (7, 2), (9, 0)]
+    # display filters over batches
+    code, out = run_log(str(part), "-Y", "producer_id == 9")
+    assert code == 0 and out.count("@") == 1 and "producer 9" in out
+    code, out = run_log(str(part), "-Y", 'record.key == "c"', "--records")
+    assert code == 0 and "offsets 2..2" in out
+
+
+def test_checks_find_what_disagrees(tmp_path):
+    part, positions = _partition(tmp_path)
+    # the index names the wrong position, the time index the wrong timestamp, the epoch
+    # checkpoint another epoch, the snapshot another sequence, and a sequence gap
+    (part / "00000000000000000000.index").write_bytes(struct.pack(">ii", 2, positions[1] + 3)
+                                                       + struct.pack(">ii", 4, 99999))
+    (part / "00000000000000000000.timeindex").write_bytes(struct.pack(">qi", 1, 2))
+    (part / "leader-epoch-checkpoint").write_text("0\n1\n3 0\n")
+    log = part / "00000000000000000000.log"
+    log.write_bytes(log.read_bytes() + batch(2, 0, 5, [(b"f", b"6")], pid=7, epoch=0, seq=9))
+    codes = findings(jsonl(str(part)))
+    for code in ("index_bad_entry", "index_past_end", "time_index_mismatch",
+                 "leader_epoch_mismatch", "sequence_gap"):
+        assert code in codes, (code, codes)
+
+
+def test_damage_is_found_never_raised(tmp_path):
+    good = batch(2, 1, 0, [(b"k", b"v" * 50)]) + batch(2, 0, 1, [(b"k2", b"v2")])
+    cases = {
+        "truncated": (good[:-10], "log_size_past_end"),
+        "flipped": (good[:40] + bytes([good[40] ^ 0xFF]) + good[41:], "crc_mismatch"),
+        "nonsense": (good + b"\x13\x37" * 100, "log_nonsense_tail"),
+        "zeros": (good + bytes(4096), "log_zero_tail"),
+    }
+    for name, (data, code) in cases.items():
+        d = tmp_path / name / "t-0"
+        d.mkdir(parents=True)
+        (d / "00000000000000000000.log").write_bytes(data)
+        objs = jsonl(str(d))
+        assert code in findings(objs), (name, findings(objs))
+        # what precedes the damage is decoded
+        assert objs[1]["type"] == "record" and objs[1]["key"] == "k"
+        code_, out = run_log(str(d), "-Y", f"finding == {code}")
+        assert code_ == 0 and code in out
+
+
+def test_internal_topics_on_disk(tmp_path):
+    d = tmp_path / "__consumer_offsets-3"
+    d.mkdir()
+    key = struct.pack(">hh", 1, 5) + b"group" + struct.pack(">h", 6) + b"orders" + struct.pack(">i", 2)
+    value = struct.pack(">hqi", 3, 42, 7) + struct.pack(">h", 4) + b"meta" + struct.pack(">q", 1700000000000)
+    (d / "00000000000000000000.log").write_bytes(batch(2, 0, 0, [(key, value)]))
+    rec = next(o for o in jsonl(str(d)) if o["type"] == "record")
+    assert rec["key_decoded"]["OffsetCommitKey"] == {"group": "group", "topic": "orders",
+                                                     "partition": 2}
+    v = rec["value_decoded"]["OffsetCommitValue"]
+    assert (v["offset"], v["leader_epoch"], v["metadata"]) == (42, 7, "meta")
+    # __cluster_metadata: frame version 1, TopicRecord (type 2) v0, flexible
+    m = tmp_path / "__cluster_metadata-0"
+    m.mkdir()
+    topic = bytes([1, 2, 0]) + bytes([7]) + b"orders" + bytes(range(16)) + b"\x00"
+    (m / "00000000000000000000.log").write_bytes(batch(2, 0, 0, [(None, topic)]))
+    rec = next(o for o in jsonl(str(m)) if o["type"] == "record")
+    assert rec["value_decoded"]["TopicRecord"]["name"] == "orders"
+    assert rec["value_decoded"]["TopicRecord"]["topic_id"] == "00010203-0405-0607-0809-0a0b0c0d0e0f"
+
+
+def test_internal_records_in_fetch_responses():
+    """The same decoders on the wire: a Fetch response (v12, topic named) carrying a
+    __consumer_offsets batch."""
+    from kdissect.protocol import decode_response
+    key = struct.pack(">hh", 2, 1) + b"g"
+    recs = batch(2, 0, 0, [(key, None)])
+    topic = b"__consumer_offsets"
+    body = struct.pack(">iih", 1, 0, 0) + struct.pack(">i", 0) + bytes([2])   # corr, throttle, error, session, 1 topic
+    body = struct.pack(">i", 1) + b"\x00" + struct.pack(">ihi", 0, 0, 0)[4:]  # placeholder
+    # correlation id; header v1 tagged fields; throttle, error, session id; topics[1]
+    msg = struct.pack(">i", 1) + b"\x00" + struct.pack(">ihi", 0, 0, 0) + bytes([2])
+    msg += bytes([len(topic) + 1]) + topic + bytes([2])                       # partitions[1]
+    msg += struct.pack(">ihqqq", 0, 0, 1, 1, 0) + bytes([1]) + struct.pack(">i", -1)
+    msg += bytes([len(recs) + 1]) + recs + b"\x00" + b"\x00" + b"\x00"
+    m = decode_response(msg, 1, 12)
+    keys = [n for n in m.tree.walk() if n.name == "GroupMetadataKey"]
+    assert keys and keys[0].child("group").value == "g", m.tree.problems()
+
+
+def test_zero_seven_kafka_file(tmp_path):
+    """0.7 logs, built from the layout in the 0.7 design document (no 0.7 broker exists
+    here): 4-byte length, magic, [attributes,] CRC32 of the payload, payload."""
+    def message(payload: bytes, magic: int = 1) -> bytes:
+        head = bytes([magic]) + (b"\x00" if magic == 1 else b"")
+        body = head + struct.pack(">I", zlib.crc32(payload)) + payload
+        return struct.pack(">i", len(body)) + body
+    data = message(b"hello", 0) + message(b"world") + message(b"bad")[:-1] + b"x"
+    d = tmp_path / "t_0"
+    d.mkdir()
+    (d / "00000000000000000000.kafka").write_bytes(data)
+    items = list(walk([str(d / "00000000000000000000.kafka")], Options()))
+    assert [i.tree.child("payload").value for i in items[:2]] == [b"hello", b"world"]
+    assert items[1].tree.value == {"offset": 14}
+    assert [f.code for f in items[2].all_findings()] == ["crc_mismatch"]
+
+
+def test_text_files(tmp_path):
+    (tmp_path / "meta.properties").write_text("#\nversion=1\nnode.id=1\ncluster.id=abc\n")
+    (tmp_path / "replication-offset-checkpoint").write_text("0\n1\nt 0 1\n")
+    (tmp_path / "quorum-state").write_text('{"leaderId":1,"leaderEpoch":2,"data_version":1}')
+    part = tmp_path / "t-0"
+    part.mkdir()
+    (part / "00000000000000000000.log").write_bytes(batch(2, 0, 0, [(b"a", b"1")]) +
+                                                    batch(2, 0, 1, [(b"b", b"2")]))
+    objs = jsonl(str(tmp_path))
+    meta = next(o for o in objs if o["file"].endswith("meta.properties"))
+    assert meta["content"]["cluster.id"] == "abc"
+    # the high watermark is 1: the second batch is past it
+    assert findings(objs) == ["past_high_watermark"]
+    qs = jsonl(str(tmp_path / "quorum-state"))
+    assert qs[0]["content"]["leaderEpoch"] == 2
+
+
+def test_bad_paths_are_clear_errors(tmp_path):
+    code, out = run_log(str(tmp_path / "missing"))
+    assert code == 1 and "no such file" in out
+    (tmp_path / "notes.txt").write_text("x")
+    code, out = run_log(str(tmp_path / "notes.txt"))
+    assert code == 1 and "not a Kafka log file" in out
+
+
+def test_segment_memory_is_one_batch(tmp_path):
+    """Items are yielded as the segment is read: the first comes before the last batch
+    is decoded (nothing holds the file's trees)."""
+    d = tmp_path / "t-0"
+    d.mkdir()
+    data = b"".join(batch(2, 0, i, [(b"k", b"v")]) for i in range(200))
+    (d / "00000000000000000000.log").write_bytes(data)
+    it = walk([str(d)], Options())
+    first = next(it)
+    assert first.tree.child("base_offset").value == 0
+    assert sum(1 for _ in it) == 199
+
+
+@pytest.mark.slow
+def test_internal_schemas_module_is_current():
+    """Re-run the dumper on Kafka's jars (Maven Central): the checked-in module matches."""
+    res = subprocess.run([sys.executable, str(ROOT / "scripts" / "dump_internal_schemas.py"),
+                          "--check"], capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0, res.stderr[-2000:]
+
+
+def test_parquet_tables(tmp_path):
+    import pyarrow.parquet as pq
+    part, _positions = _partition(tmp_path)
+    log = part / "00000000000000000000.log"
+    log.write_bytes(log.read_bytes() + b"\x07" * 40)            # a nonsense tail
+    code, out = run_log(str(part), "--format", "parquet", "-o", str(tmp_path / "t"))
+    assert code == 0, out
+    batches = pq.read_table(tmp_path / "t" / "batches.parquet").to_pylist()
+    records = pq.read_table(tmp_path / "t" / "records.parquet").to_pylist()
+    checks = pq.read_table(tmp_path / "t" / "checks.parquet").to_pylist()
+    assert [b["producer_id"] for b in batches[:3]] == [7, 7, 9]
+    assert [r["key"] for r in records] == ["a", "b", "c", "d", "e"]
+    assert records[0]["headers"] == [{"key": "h", "value": "hv"}]
+    assert [c["code"] for c in checks] == ["log_nonsense_tail"]
+    code, out = run_log(str(part), "--format", "parquet")
+    assert code == 2 and "-o DIR" in out
