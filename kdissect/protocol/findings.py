@@ -108,6 +108,12 @@ register("sasl_token", "note", "protocol", "a raw SASL token (after SaslHandshak
 register("acks0_answered", "warn", "sequence",
          "a Produce with acks=0 was answered (brokers normally send nothing)")
 register("unanswered", "warn", "sequence", "the request got no response in the capture")
+register("response_lost", "note", "sequence",
+         "no response in the capture, and the response stream has a hole after the request: "
+         "its answer was most likely lost there")
+register("impossible_latency", "warn", "sequence",
+         "the response was complete before its request in the capture (packets captured out "
+         "of order or clocks stepped): no latency is computed")
 register("orphan_response", "warn", "sequence",
          "a response whose request was not captured")
 register("out_of_order", "warn", "sequence",

@@ -68,6 +68,11 @@ class KafkaConnection:
         self.sasl_mode = False     # after SaslHandshake v0: client tokens carry no header
         self.sasl_awaiting = 0     # client tokens whose broker token has not come yet
         self.seq = 0               # exchanges numbered in the order their first message came
+        self.requests = 0          # requests seen
+        # requests seen when the response stream last had a hole: the answers of those
+        # before it may be lost in it
+        self.response_gap = -1
+        self.last_ts = 0.0
 
     # -- input ----------------------------------------------------------------------
 
@@ -76,20 +81,18 @@ class KafkaConnection:
             self._message(side, f, ts, frame)
 
     def gap(self, side: int, offset: int, length: int, ts: float, frame: int) -> None:
-        framer = self.framers[side]
-        if framer.already_reported(offset + length):
-            return                                 # inside a message already reported truncated
         self.emit_gap(Gap(self.index, "request" if side == 0 else "response", offset,
                           length, frame, ts))
-        truncated = framer.gap(offset, length)
-        if truncated is not None:
-            self._message(side, truncated, ts, frame)
+        if side == 1:
+            self.response_gap = self.requests     # answers to requests so far may be lost
+        for f in self.framers[side].gap(offset, length):
+            self._message(side, f, ts, frame)
 
     def close(self) -> None:
         for side, framer in enumerate(self.framers):
-            if framer.pending and not framer.resync:
-                self.emit_gap(Gap(self.index, "request" if side == 0 else "response",
-                                  framer.base, framer.pending, 0, 0.0))
+            f = framer.close()
+            if f is not None:
+                self._message(side, f, self.last_ts, 0)
         for waiting in self.early.values():
             for resp, findings in waiting:
                 self._orphan(resp, findings)
@@ -114,11 +117,14 @@ class KafkaConnection:
     def _message(self, side: int, f: Frame, ts: float, frame: int) -> None:
         if self.early:
             self._orphan_stale(ts)
+        self.last_ts = max(self.last_ts, ts)
         msg = KafkaMessage(self.next_index(), self.index, "request" if side == 0 else "response",
                            ts, frame, f.offset, f.data)
         findings = []
         if f.truncated:
             msg.status = f.truncated
+            msg.pieces, msg.holes = f.pieces, f.holes
+            msg.size += sum(len(p) for _, p in f.pieces or ())
             findings.append(Finding("message_truncated", f.truncated, msg.direction))
         if self.sasl_mode and side == 0:
             if is_request(f.data):
@@ -152,8 +158,10 @@ class KafkaConnection:
         expected = not (head.api_key == 0 and
                         produce_acks(msg.data, head.size, head.api_version) == 0)
         pending, finished = self.pending.request(head.correlation_id, (msg, findings,
-                                                                         self._next_seq()),
+                                                                         self._next_seq(),
+                                                                         self.requests),
                                                  expected, msg.ts)
+        self.requests += 1
         if pending.reused:
             findings.append(Finding("correlation_reused",
                                     f"correlation id {head.correlation_id} was still pending",
@@ -169,8 +177,10 @@ class KafkaConnection:
 
     def _unanswered(self, p: Pending, code: str) -> None:
         """A request finished without an answer; ``code`` says why, if it expected one."""
-        msg, findings, seq = p.item
+        msg, findings, seq, number = p.item
         if p.expected:
+            if code == "unanswered" and number < self.response_gap:
+                code = "response_lost"            # its answer may be in a hole of the capture
             findings.append(Finding(code, "", "request"))
         self._emit(msg, None, seq, findings, p.expected)
 
@@ -205,15 +215,24 @@ class KafkaConnection:
                 if not self.early[oldest]:
                     del self.early[oldest]
             return
-        req, req_findings, seq = match.item
+        req, req_findings, seq, _ = match.item
         msg.api_key, msg.api_version = req.api_key, req.api_version
         msg.pair, req.pair = req.index, msg.index
         msg.how = "paired by correlation id"
         findings = req_findings + findings
         if not match.expected:
             findings.append(Finding("acks0_answered", "", "response"))
-        if match.out_of_order:
-            findings.append(Finding("out_of_order", "", "response"))
+        if match.earlier:
+            if all(p.item[3] < self.response_gap for p in match.earlier):
+                # their answers were most likely in a hole: nothing was out of order
+                for p in self.pending.give_up(match.earlier):
+                    self._unanswered(p, "response_lost")
+            else:
+                findings.append(Finding("out_of_order", "", "response"))
+        if msg.ts < req.ts:
+            findings.append(Finding("impossible_latency",
+                                    f"the response was complete {(req.ts - msg.ts) * 1e3:.3f} ms "
+                                    f"before its request in the capture", "response"))
         if opens_raw_sasl(req.api_key, req.api_version, msg.data):
             self.sasl_mode = True        # the tokens that follow carry no Kafka header
         self._emit(req, msg, seq, findings, match.expected)

@@ -33,7 +33,11 @@ class Pending(Generic[T]):
 @dataclass(slots=True)
 class Match(Generic[T]):
     pending: Pending[T]
-    out_of_order: bool             # an earlier request still waits for its answer
+    earlier: list[Pending[T]]      # earlier requests still waiting for their answer
+
+    @property
+    def out_of_order(self) -> bool:
+        return bool(self.earlier)
 
     @property
     def item(self) -> T:
@@ -83,10 +87,13 @@ class Correlator(Generic[T]):
         p = (answered or waiting)[-1]
         earlier = list(takewhile(lambda q: q.seq < p.seq, self._order.values()))
         self._drop(p)
-        out_of_order = any(q.expected for q in earlier)
         # answered in order: acks=0 requests sent before this one will get no answer now
         finished = [self._drop(q) for q in earlier if not q.expected]
-        return Match(p, out_of_order), finished + self._expire(ts)
+        return Match(p, [q for q in earlier if q.expected]), finished + self._expire(ts)
+
+    def give_up(self, pending: list[Pending[T]]) -> list[Pending[T]]:
+        """Stop waiting for these (their answers will not come): returned for reporting."""
+        return [self._drop(p) for p in pending if p.seq in self._order]
 
     def waiting_for(self, correlation_id: int) -> bool:
         return any(p.expected for p in self._by_id.get(correlation_id, ()))

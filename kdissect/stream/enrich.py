@@ -33,6 +33,12 @@ _STATUS = (
 )
 
 
+# what running out of bytes looks like to the decoder: on a message the capture cut, the
+# cut explains it (message_truncated), so the layout cannot be blamed (evidence incomplete)
+_CUT_CODES = frozenset({"truncated", "missing_tag_trailer", "array_past_end", "bad_length",
+                        "record_count_mismatch", "malformed_field"})
+
+
 class Enricher:
     """A sink that enriches exchanges and passes everything on to ``sink``.
 
@@ -87,8 +93,10 @@ def enrich(ex: Exchange, options: Options, topic_ids: dict[str, str],
         d = m.decoded(options)
         decoded.append(d)
         where = m.direction
+        cut = m.status.startswith("truncated")
         for path, code, reason in d.tree.findings():
-            findings.append(Finding(code, reason, f"{where}: {path}"))
+            if not (cut and code in _CUT_CODES):
+                findings.append(Finding(code, reason, f"{where}: {path}"))
         if (m.direction == "sasl" or m.api_key == 36) and \
                 any(n.note == "SASL/PLAIN" for n in d.tree.walk()):
             # readable here, so not inside TLS: the password crossed the wire in clear
@@ -119,7 +127,7 @@ def enrich(ex: Exchange, options: Options, topic_ids: dict[str, str],
             ex.facts.throttle_ms = throttle
             if throttle > 0:
                 findings.append(Finding("throttled", f"throttled {throttle} ms", "response"))
-        if ex.first.api_key == 18 and decoded[1] is not None:
+        if ex.first.api_key == 18 and decoded[1] is not None and resp.status == "ok":
             _learn_versions(ex.stream, decoded[1], advertised)
     ex.status = _status(ex)
     if keep:
@@ -185,7 +193,8 @@ def _learn_versions(stream: int, d: Message, advertised) -> None:
     ranges = {}
     for item in keys.children:
         k, lo, hi = (item.child(n) for n in ("api_key", "min_version", "max_version"))
-        if k is not None and lo is not None and hi is not None:
+        if k is not None and lo is not None and hi is not None and \
+                all(isinstance(n.value, int) for n in (k, lo, hi)):
             ranges[k.value] = (lo.value, hi.value)
     if ranges:
         advertised[stream] = ranges
