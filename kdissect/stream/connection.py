@@ -68,10 +68,9 @@ class KafkaConnection:
         self.sasl_mode = False     # after SaslHandshake v0: client tokens carry no header
         self.sasl_awaiting = 0     # client tokens whose broker token has not come yet
         self.seq = 0               # exchanges numbered in the order their first message came
-        self.requests = 0          # requests seen
-        # requests seen when the response stream last had a hole: the answers of those
-        # before it may be lost in it
-        self.response_gap = -1
+        # when the response stream last resumed after a hole: the answers of requests
+        # complete before then may be lost in it
+        self.response_gap = float("-inf")
         self.last_ts = 0.0
 
     # -- input ----------------------------------------------------------------------
@@ -83,8 +82,8 @@ class KafkaConnection:
     def gap(self, side: int, offset: int, length: int, ts: float, frame: int) -> None:
         self.emit_gap(Gap(self.index, "request" if side == 0 else "response", offset,
                           length, frame, ts))
-        if side == 1:
-            self.response_gap = self.requests     # answers to requests so far may be lost
+        if side == 1:                              # answers to requests before may be lost
+            self.response_gap = max(self.response_gap, ts)
         for f in self.framers[side].gap(offset, length):
             self._message(side, f, ts, frame)
 
@@ -158,10 +157,8 @@ class KafkaConnection:
         expected = not (head.api_key == 0 and
                         produce_acks(msg.data, head.size, head.api_version) == 0)
         pending, finished = self.pending.request(head.correlation_id, (msg, findings,
-                                                                         self._next_seq(),
-                                                                         self.requests),
+                                                                         self._next_seq()),
                                                  expected, msg.ts)
-        self.requests += 1
         if pending.reused:
             findings.append(Finding("correlation_reused",
                                     f"correlation id {head.correlation_id} was still pending",
@@ -177,9 +174,9 @@ class KafkaConnection:
 
     def _unanswered(self, p: Pending, code: str) -> None:
         """A request finished without an answer; ``code`` says why, if it expected one."""
-        msg, findings, seq, number = p.item
+        msg, findings, seq = p.item
         if p.expected:
-            if code == "unanswered" and number < self.response_gap:
+            if code == "unanswered" and msg.ts <= self.response_gap:
                 code = "response_lost"            # its answer may be in a hole of the capture
             findings.append(Finding(code, "", "request"))
         self._emit(msg, None, seq, findings, p.expected)
@@ -215,7 +212,7 @@ class KafkaConnection:
                 if not self.early[oldest]:
                     del self.early[oldest]
             return
-        req, req_findings, seq, _ = match.item
+        req, req_findings, seq = match.item
         msg.api_key, msg.api_version = req.api_key, req.api_version
         msg.pair, req.pair = req.index, msg.index
         msg.how = "paired by correlation id"
@@ -223,7 +220,7 @@ class KafkaConnection:
         if not match.expected:
             findings.append(Finding("acks0_answered", "", "response"))
         if match.earlier:
-            if all(p.item[3] < self.response_gap for p in match.earlier):
+            if all(p.ts <= self.response_gap for p in match.earlier):
                 # their answers were most likely in a hole: nothing was out of order
                 for p in self.pending.give_up(match.earlier):
                     self._unanswered(p, "response_lost")
