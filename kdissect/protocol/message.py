@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from . import schemas
+from . import schemas, secrets
 from .context import Options
 from .decode import decode_body, decode_prefix, no_cyclic_gc
 from .embedded import add_sasl_fields, decode_embedded
@@ -139,6 +139,7 @@ def _build(direction: str, key: int | None, version: int | None, data: bytes,
     body = decode_body(data, start, layout, "body", ctx)
     root.add(body)
     decode_embedded(body, data, key, direction, ctx)
+    secrets.mark(body, key)
     return msg
 
 
