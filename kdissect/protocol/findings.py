@@ -100,6 +100,9 @@ register("unknown_version", "warn", "protocol",
 register("version_not_advertised", "warn", "protocol",
          "a request version outside what ApiVersions advertised on this connection")
 register("error_code", "warn", "protocol", "the response carries a non-zero error code")
+register("expected_error", "note", "protocol",
+         "an error code that is a normal step of the API (MEMBER_ID_REQUIRED on a first "
+         "JoinGroup, REBALANCE_IN_PROGRESS on a Heartbeat)")
 register("unknown_error_code", "note", "protocol", "an error code not in kdissect's table")
 register("guessed_api", "note", "protocol",
          "the request was not seen: the response's API was guessed from its bytes")
@@ -127,6 +130,8 @@ register("pending_limit", "warn", "sequence",
 # security
 register("plaintext_credentials", "warn", "security",
          "a SASL/PLAIN password sent without TLS (readable by anyone on the path)")
+register("authentication_failed", "warn", "security",
+         "the broker refused a SASL login (a SCRAM server-final carrying e=...)")
 # performance
 register("throttled", "warn", "performance", "the broker throttled the client (throttle_time_ms > 0)")
 # budget: limits that keep hostile input cheap

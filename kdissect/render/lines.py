@@ -130,7 +130,7 @@ def message_json(m: KafkaMessage, options: Options, ex: Exchange | None = None,
 
 
 # what enrichment finds after a message's tree findings (stream/enrich.py's order)
-_AFTER_TREE = frozenset({"assumed_version", "version_not_advertised", "error_code",
+_AFTER_TREE = frozenset({"assumed_version", "version_not_advertised", "error_code", "expected_error",
                          "throttled"})
 
 

@@ -101,6 +101,13 @@ def enrich(ex: Exchange, options: Options, topic_ids: dict[str, str],
                 any(n.note == "SASL/PLAIN" for n in d.tree.walk()):
             # readable here, so not inside TLS: the password crossed the wire in clear
             findings.append(Finding("plaintext_credentials", "", where))
+        if m.direction == "sasl" or m.api_key == 36:
+            failed = next((n for n in d.tree.walk() if n.note == "SASL/SCRAM server-error"),
+                          None)
+            if failed is not None:
+                reason = failed.child("error")
+                findings.append(Finding("authentication_failed", "SCRAM server-final: " + (
+                    str(reason.value) if reason is not None else "error"), where))
         if d.assumed_from is not None:
             findings.append(Finding("assumed_version", f"v{m.api_version} read as "
                                     f"v{d.assumed_from}, the newest kdissect knows", where))
@@ -117,11 +124,13 @@ def enrich(ex: Exchange, options: Options, topic_ids: dict[str, str],
         if code is not None:
             ex.facts.top_error = code
         seen = set()
+        normal = _EXPECTED_ERRORS.get(ex.first.api_key, ())
         for topic, partition, code in ex.facts.error_sites:
             if code not in seen:
                 seen.add(code)
                 at = f" ({topic}[{partition}])" if topic is not None else ""
-                findings.append(Finding("error_code", f"{error_name(code)}{at}", "response"))
+                findings.append(Finding("expected_error" if code in normal else "error_code",
+                                        f"{error_name(code)}{at}", "response"))
         throttle = _int_field(resp_body, "throttle_time_ms")
         if throttle is not None:
             ex.facts.throttle_ms = throttle
@@ -133,6 +142,11 @@ def enrich(ex: Exchange, options: Options, topic_ids: dict[str, str],
     if keep:
         ex.decoded = (decoded[0], decoded[1])
 
+
+# error codes that are a normal step of an API's protocol, not a failure: a first
+# JoinGroup is told MEMBER_ID_REQUIRED (79) and joins again with the id it was given
+# (KIP-394); a Heartbeat during a rebalance hears REBALANCE_IN_PROGRESS (27) and rejoins
+_EXPECTED_ERRORS: dict[int | None, frozenset[int]] = {11: frozenset({79}), 12: frozenset({27})}
 
 _WAIT_FIELDS = {1: ("max_wait_ms",), 11: ("rebalance_timeout_ms", "session_timeout_ms")}
 
