@@ -19,6 +19,7 @@ from ..protocol.guess import guess
 from ..protocol import schemas
 from ..protocol.names import error_name
 from ..protocol.values import body_values
+from .anomaly import EXPECTED_ERRORS
 from .facts import facts
 from .model import Exchange, Gap
 from .sink import Sink
@@ -124,7 +125,7 @@ def enrich(ex: Exchange, options: Options, topic_ids: dict[str, str],
         if code is not None:
             ex.facts.top_error = code
         seen = set()
-        normal = _EXPECTED_ERRORS.get(ex.first.api_key, ())
+        normal = EXPECTED_ERRORS.get(ex.first.api_key, ())
         for topic, partition, code in ex.facts.error_sites:
             if code not in seen:
                 seen.add(code)
@@ -142,11 +143,6 @@ def enrich(ex: Exchange, options: Options, topic_ids: dict[str, str],
     if keep:
         ex.decoded = (decoded[0], decoded[1])
 
-
-# error codes that are a normal step of an API's protocol, not a failure: a first
-# JoinGroup is told MEMBER_ID_REQUIRED (79) and joins again with the id it was given
-# (KIP-394); a Heartbeat during a rebalance hears REBALANCE_IN_PROGRESS (27) and rejoins
-_EXPECTED_ERRORS: dict[int | None, frozenset[int]] = {11: frozenset({79}), 12: frozenset({27})}
 
 _WAIT_FIELDS = {1: ("max_wait_ms",), 11: ("rebalance_timeout_ms", "session_timeout_ms")}
 
