@@ -37,7 +37,7 @@ def dissect(data: bytes, tmp_path: Path):
         for packet in reader.packets():
             dissector.packet(packet)
     dissector.finish()
-    return sink, dissector.streams
+    return sink, {i + 1: e for i, e in enumerate(dissector.streams)}
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
@@ -49,7 +49,7 @@ def test_damaged_capture(tmp_path, capture, variant):
                                **VARIANTS[variant])
         sink, streams = dissect(data, tmp_path)
         # loss: each hole once, exactly the bytes removed, where they were removed
-        where = {k.index: k for k in streams}
+        where = streams
         reported: dict = {}
         for g in sink.gaps:
             k = where[g.stream]

@@ -11,6 +11,7 @@ different initial sequence number).
 from __future__ import annotations
 
 import heapq
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -18,11 +19,11 @@ from .packet import ACK, FIN, RST, SYN, Segment
 
 MAX_HELD = 16 * 1024 * 1024      # out-of-order bytes held per direction before giving up
 MAX_HELD_SEGMENTS = 16384        # out-of-order segments held per direction
-MAX_HELD_TOTAL = 256 * 1024 * 1024   # out-of-order bytes held across all connections
 # A hole the receiver has acknowledged past is lost to the capture, unless the packet is
 # merely late in it: it is declared after this many more packets of the connection (not
 # after a time: a connection may be quiet for long, e.g. a JoinGroup held for seconds).
 HOLE_PACKETS = 32
+CLOSE_WAIT = 64                  # packets after which a closed connection is finished
 
 
 class StreamSink(Protocol):
@@ -41,8 +42,9 @@ class Direction:
     next: int = 0                  # next stream offset expected
     # out-of-order segments: offset -> (payload or None for a known hole, size, ts, frame),
     # with a heap of their offsets (O(log n) to find the lowest)
-    held: dict[int, tuple[bytes | None, int, float, int]] = field(default_factory=dict)
-    order: list[int] = field(default_factory=list)
+    # (None until something is held: a capture may hold 200,000 connections)
+    held: dict[int, tuple[bytes | None, int, float, int]] | None = None
+    order: list[int] | None = None
     held_bytes: int = 0
     fin: bool = False
     end: int = -1                  # stream offset where the FIN says the data ends
@@ -61,7 +63,7 @@ class Direction:
         return order[0]
 
 
-@dataclass
+@dataclass(slots=True, eq=False)
 class TcpConnection:
     index: int
     a: tuple[str, int]             # the initiator when known (SYN), else a guess
@@ -80,15 +82,17 @@ class TcpConnection:
 
 
 class Reassembler:
-    def __init__(self, sink: StreamSink, client_hint=None, max_held_total: int = MAX_HELD_TOTAL):
+    def __init__(self, sink: StreamSink, client_hint=None, budget=None):
         """``client_hint(src, dst) -> True`` if src looks like the client (e.g. dst is a
-        Kafka port); used when the capture has no SYN to tell."""
+        Kafka port); used when the capture has no SYN to tell. ``budget``: the process's
+        memory budget (``stream.budget.Budget``), charged with out-of-order bytes held."""
         self.sink = sink
         self.client_hint = client_hint or (lambda src, dst: src[1] > dst[1])
         self.conns: dict[tuple, TcpConnection] = {}
         self.count = 0
-        self.held_total = 0            # out-of-order bytes held across all connections
-        self.max_held_total = max_held_total
+        self.budget = budget
+        self.packets = 0
+        self.closing: deque[tuple[int, TcpConnection]] = deque()
 
     def _key(self, src, dst) -> tuple:
         return (src, dst) if src <= dst else (dst, src)
@@ -104,6 +108,8 @@ class Reassembler:
                 self._finish(conn)           # the 4-tuple now carries a new connection
                 conn = None
         if conn is None:
+            if not (seg.payload or seg.missing or seg.flags & (SYN | FIN | RST)):
+                return       # a bare ACK (e.g. the last one of a finished connection)
             if syn_only or (seg.flags & SYN and seg.flags & ACK):
                 client = src if syn_only else dst
             else:
@@ -147,8 +153,16 @@ class Reassembler:
                 self._overdue(conn, side, o, ts)
             else:
                 o.overdue = None
-        if seg.flags & RST or (conn.dirs[0].fin and conn.dirs[1].fin):
+        if not conn.closed and (seg.flags & RST or (conn.dirs[0].fin and conn.dirs[1].fin)):
             conn.closed = True
+            self.closing.append((self.packets, conn))
+        self.packets += 1
+        # a closed connection is finished a little later (late packets still count);
+        # finished, it keeps no state here
+        while self.closing and self.packets - self.closing[0][0] > CLOSE_WAIT:
+            _, done = self.closing.popleft()
+            if self.conns.get(done.key) is done:
+                self._finish(done)
 
     def _overdue(self, conn, direction: int, d: Direction, ts: float) -> None:
         """The receiver acknowledged bytes from ``d.next`` on that the capture lacks:
@@ -161,6 +175,7 @@ class Reassembler:
         d.overdue = None
         first = d.lowest() if d.held else d.acked
         self._skip_to(conn, direction, d, min(first, max(d.acked, d.next)), ts, 0)
+        self._charge(conn, direction, d)
 
     @staticmethod
     def _unwrap(d: Direction, seq: int) -> int:
@@ -185,21 +200,22 @@ class Reassembler:
             size -= cut
             offset = d.next
         if offset > d.next:                  # out of order: hold until the hole fills
+            if d.held is None:
+                d.held, d.order = {}, []
             old = d.held.get(offset)
             if old is None or old[1] < size:
-                grow = size - (old[1] if old else 0)
-                d.held_bytes += grow
-                self.held_total += grow
+                d.held_bytes += size - (old[1] if old else 0)
                 d.held[offset] = (payload, size, ts, frame)
                 if old is None:
                     heapq.heappush(d.order, offset)
             if d.held_bytes > MAX_HELD or len(d.held) > MAX_HELD_SEGMENTS:
                 self._skip_hole(conn, direction, d)
-            elif self.held_total > self.max_held_total:
-                self._relieve()
+            self._charge(conn, direction, d)
             return
         self._deliver(conn, direction, d, payload, size, ts, frame)
-        self._drain(conn, direction, d, ts)
+        if d.held:
+            self._drain(conn, direction, d, ts)
+            self._charge(conn, direction, d)
 
     def _deliver(self, conn, direction, d: Direction, payload: bytes | None, size: int,
                  ts: float, frame: int) -> None:
@@ -241,14 +257,13 @@ class Reassembler:
                 return
             payload, size, ts, frame = held.pop(offset)
             d.held_bytes -= size
-            self.held_total -= size
             if offset + size <= d.next:
                 d.retransmitted += size
                 continue
             cut = d.next - offset
             self._deliver(conn, direction, d, payload[cut:] if payload is not None else None,
                           size - cut, max(ts, now), frame)
-        d.order.clear()
+        d.held = d.order = None
 
     def _skip_to(self, conn, direction, d: Direction, offset: int, ts: float,
                  frame: int) -> None:
@@ -264,19 +279,21 @@ class Reassembler:
         """Data after a hole that never filled: report the hole and go on after it."""
         self._skip_to(conn, direction, d, d.lowest(), conn.last_ts, 0)
 
-    def _relieve(self) -> None:
-        """Too many bytes held across connections: the connection holding most gives
-        up its oldest hole."""
-        while self.held_total > self.max_held_total:
-            conn, direction, d = max(((c, i, d) for c in self.conns.values()
-                                      for i, d in enumerate(c.dirs) if d.held),
-                                     key=lambda t: t[2].held_bytes)
+    def _charge(self, conn, direction: int, d: Direction) -> None:
+        """Tell the budget what this direction holds; when spent, it gives up its hole."""
+        if self.budget is not None:
+            self.budget.set(id(d), d.held_bytes, lambda: self._give_up(conn, direction, d))
+
+    def _give_up(self, conn, direction: int, d: Direction) -> None:
+        while d.held:
             self._skip_hole(conn, direction, d)
 
     def _finish(self, conn: TcpConnection) -> None:
         for direction, d in enumerate(conn.dirs):
             while d.held:
                 self._skip_hole(conn, direction, d)
+            if self.budget is not None:
+                self.budget.drop(id(d))
             end = max(d.end, d.acked)
             if end > d.next:                  # the tail the receiver got or the FIN shows
                 self._hole(conn, direction, d, d.next, end - d.next, conn.last_ts, 0)

@@ -137,6 +137,9 @@ register("throttled", "warn", "performance", "the broker throttled the client (t
 # budget: limits that keep hostile input cheap
 register("decompressed_budget", "warn", "budget",
          "the message's decompressed-bytes budget is spent: the rest is kept compressed")
+register("memory_budget", "warn", "budget",
+         "the process's memory budget (--max-memory) was spent: the oldest partial message "
+         "was given up (its first bytes kept, the rest dropped)")
 register("node_budget", "warn", "budget",
          "the message's field budget is spent: the rest is kept raw")
 register("nesting_budget", "warn", "budget",

@@ -4,16 +4,23 @@ are Kafka -> the stream engine's connections -> a sink, streaming."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import NamedTuple
 
 from ..capture.packet import SUPPORTED, LINKTYPE_NAMES, tcp_segment
 from ..capture.pcapfile import Packet
 from ..capture.tcp import Reassembler, TcpConnection
 from ..protocol import Options
 from ..stream.connection import KafkaConnection, plausible_request
+from ..stream.budget import Budget
 from ..stream.enrich import Enricher
 from ..stream.sink import CallbackSink, Collect, Sink
 
 DEFAULT_PORTS = frozenset({9092})
+
+
+class Endpoints(NamedTuple):
+    client: tuple[str, int]
+    broker: tuple[str, int]
 _SNIFF = 256
 
 
@@ -22,14 +29,17 @@ class CaptureDissector:
     caller calls ``finish`` at the end of the packets, and the sink's ``done``)."""
 
     def __init__(self, sink: Sink, ports: Iterable[int] = DEFAULT_PORTS, detect: bool = True,
-                 first_message: int = 0, first_stream: int = 1):
+                 first_message: int = 0, first_stream: int = 1, budget: Budget | None = None):
         """``first_message``/``first_stream``: where numbering starts (files read one
-        after another keep counting, so messages and connections stay unique)."""
+        after another keep counting, so messages and connections stay unique).
+        ``budget``: the process's memory budget (default: ``budget.DEFAULT`` bytes)."""
+        self.budget = budget if budget is not None else Budget()
         self.ports = frozenset(ports)
         self.detect = detect
         self.sink = sink
         self.tcp = Reassembler(self, client_hint=lambda src, dst: dst[1] in self.ports
-                               or (src[1] not in self.ports and src[1] > dst[1]))
+                               or (src[1] not in self.ports and src[1] > dst[1]),
+                               budget=self.budget)
         # TCP connection -> its Kafka connection, and 1 when the TCP initiator is not
         # the Kafka client (a capture that began mid-connection): side = direction ^ it
         self.kafka: dict[int, tuple[KafkaConnection, int]] = {}
@@ -39,7 +49,9 @@ class CaptureDissector:
         self.first_stream = first_stream
         self.packets = 0
         self.unsupported: dict[int, int] = {}     # linktype -> packets skipped
-        self.streams: list[KafkaConnection] = []
+        # each Kafka connection's endpoints, by stream number - 1 (what is kept of a
+        # finished connection: a capture may hold hundreds of thousands)
+        self.streams: list[Endpoints] = []
 
     def _next_index(self) -> int:
         self.messages += 1
@@ -78,9 +90,9 @@ class CaptureDissector:
             return None
         k = KafkaConnection(self.first_stream + len(self.streams), client, broker,
                             self.sink.exchange,
-                            self.sink.gap, self._next_index)
+                            self.sink.gap, self._next_index, self.budget)
         self.kafka[id(conn)] = (k, 0 if conn.a == client else 1)
-        self.streams.append(k)
+        self.streams.append(Endpoints(client, broker))
         return k
 
     def data(self, conn, direction, offset, payload, ts, frame) -> None:
@@ -111,6 +123,7 @@ class CaptureDissector:
     def closed(self, conn) -> None:
         found = self.kafka.pop(id(conn), None)
         self.sniffing.pop(id(conn), None)
+        self.ignored.discard(id(conn))           # ids are reused once the object is gone
         if found is not None:
             found[0].close()
 
@@ -123,7 +136,7 @@ class CaptureDissector:
 
 
 def read_captures(paths, sink: Sink, *, ports: Iterable[int] = DEFAULT_PORTS,
-                  detect: bool = True, packets=None) -> int:
+                  detect: bool = True, packets=None, budget: Budget | None = None) -> int:
     """Every exchange in the capture files ``paths`` to ``sink``, then ``sink.done()``;
     what the user should know about the files goes to ``sink.note`` ("error" for a file
     that cannot be read). ``packets(reader, path)`` may wrap the packet iterator (e.g.
@@ -131,8 +144,9 @@ def read_captures(paths, sink: Sink, *, ports: Iterable[int] = DEFAULT_PORTS,
     (BrokenPipeError) propagates."""
     from ..capture.pcapfile import CaptureError, CaptureReader
     total, messages, streams = 0, 0, 1
+    budget = budget if budget is not None else Budget()
     for path in paths:
-        dissector = CaptureDissector(sink, ports, detect, messages, streams)
+        dissector = CaptureDissector(sink, ports, detect, messages, streams, budget)
         readable = True
         try:
             with CaptureReader(path) as reader:

@@ -15,6 +15,7 @@ from ..protocol import peek_request_header, schemas
 from ..protocol.findings import Finding
 from ..protocol.message import produce_acks
 from .correlation import Correlator, Pending
+from .budget import Budget
 from .framing import MAX_MESSAGE, Frame, Framer
 from .model import Exchange, Gap, KafkaMessage
 
@@ -56,9 +57,16 @@ class KafkaConnection:
     ``data``/``gap`` take each direction's bytes by stream offset; ``close`` ends the
     connection (requests still waiting become unanswered exchanges)."""
 
+    __slots__ = ("index", "client", "broker", "budget", "emit_exchange", "emit_gap",
+                 "next_index", "framers", "pending", "early", "sasl_mode", "sasl_awaiting",
+                 "seq", "response_gap", "last_ts")
+
     def __init__(self, index: int, client, broker, emit_exchange: Callable[[Exchange], None],
-                 emit_gap: Callable[[Gap], None], next_index: Callable[[], int]):
+                 emit_gap: Callable[[Gap], None], next_index: Callable[[], int],
+                 budget: Budget | None = None):
+        """``budget``: the process's memory budget, charged with partial messages."""
         self.index, self.client, self.broker = index, client, broker
+        self.budget = budget
         self.emit_exchange, self.emit_gap, self.next_index = emit_exchange, emit_gap, next_index
         self.framers = (Framer(plausible_request), Framer(self._response_boundary))
         self.pending: Correlator[KafkaMessage] = Correlator()
@@ -78,6 +86,17 @@ class KafkaConnection:
     def data(self, side: int, offset: int, payload: bytes, ts: float, frame: int) -> None:
         for f in self.framers[side].feed(payload, offset):
             self._message(side, f, ts, frame)
+        if self.budget is not None:
+            self._charge(side)
+
+    def _charge(self, side: int) -> None:
+        framer = self.framers[side]
+        self.budget.set(framer, framer.pending, lambda: self._give_up(side))
+
+    def _give_up(self, side: int) -> None:
+        f = self.framers[side].give_up()
+        if f is not None:
+            self._message(side, f, self.last_ts, 0)
 
     def gap(self, side: int, offset: int, length: int, ts: float, frame: int) -> None:
         self.emit_gap(Gap(self.index, "request" if side == 0 else "response", offset,
@@ -86,9 +105,13 @@ class KafkaConnection:
             self.response_gap = max(self.response_gap, ts)
         for f in self.framers[side].gap(offset, length):
             self._message(side, f, ts, frame)
+        if self.budget is not None:
+            self._charge(side)
 
     def close(self) -> None:
         for side, framer in enumerate(self.framers):
+            if self.budget is not None:
+                self.budget.drop(framer)
             f = framer.close()
             if f is not None:
                 self._message(side, f, self.last_ts, 0)
@@ -120,6 +143,9 @@ class KafkaConnection:
         msg = KafkaMessage(self.next_index(), self.index, "request" if side == 0 else "response",
                            ts, frame, f.offset, f.data)
         findings = []
+        if f.budget:
+            findings.append(Finding("memory_budget", f.truncated.removeprefix("truncated: "),
+                                    msg.direction))
         if f.truncated:
             msg.status = f.truncated
             msg.pieces, msg.holes = f.pieces, f.holes

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 # means we are not at a message boundary (or the peer is not speaking Kafka).
 MAX_MESSAGE = 512 * 1024 * 1024
 RESYNC_TAIL = 4096         # bytes kept while searching for a boundary (a header's worth)
+HEAD_KEPT = 512            # bytes of a message kept when the memory budget gives it up
 
 _SIZE = struct.Struct(">i")
 
@@ -28,16 +29,18 @@ class Frame:
     # bytes), and the holes as (offset in the message, length)
     pieces: list[tuple[int, bytes]] | None = None
     holes: list[tuple[int, int]] | None = None
+    budget: bool = False           # given up because the memory budget was spent
 
 
 class _Cut:
     """A message with a hole in it, collected until its announced end."""
-    __slots__ = ("start", "size", "prefix", "pieces", "holes")
+    __slots__ = ("start", "size", "prefix", "pieces", "holes", "kept")
 
     def __init__(self, start: int, size: int, prefix: bytes):
         self.start, self.size, self.prefix = start, size, prefix
         self.pieces: list[tuple[int, bytearray]] = []
         self.holes: list[tuple[int, int]] = []
+        self.kept = len(prefix)            # bytes captured so far
 
     @property
     def end(self) -> int:
@@ -45,6 +48,7 @@ class _Cut:
 
     def add(self, offset: int, data: bytes) -> None:
         rel = offset - self.start
+        self.kept += len(data)
         last = self.pieces[-1] if self.pieces else None
         if last is not None and last[0] + len(last[1]) == rel:
             last[1].extend(data)
@@ -60,7 +64,7 @@ class _Cut:
 
     def frame(self, ended: bool) -> Frame:
         """``ended``: the capture stops before the message's end (the rest unknown)."""
-        have = len(self.prefix) + sum(len(p) for _, p in self.pieces)
+        have = self.kept
         lost = sum(n for _, n in self.holes)
         why = (f"truncated: {self.size - have} of {self.size} bytes not captured "
                f"({lost} in {len(self.holes)} hole{'s' * (len(self.holes) != 1)}"
@@ -79,6 +83,9 @@ class Framer:
     starts mid-connection is the same case). Without it, a bad size stops the framer
     and ``error`` says why (the proxy then ends the connection: nothing is skipped)."""
 
+    __slots__ = ("_buf", "_base", "_boundary", "max_message", "resync", "_cut", "_skip_until",
+                 "_want", "error")
+
     def __init__(self, boundary: Callable[[bytearray, int], bool] | None = None,
                  max_message: int = MAX_MESSAGE):
         self._buf = bytearray()
@@ -87,6 +94,7 @@ class Framer:
         self.max_message = max_message
         self.resync = False             # searching for the next message boundary
         self._cut: _Cut | None = None   # a message with a hole, still being collected
+        self._skip_until = 0            # the rest of a message given up ends here
         self._want = 0                  # buffered bytes that complete the next message
         self.error: str | None = None
 
@@ -94,8 +102,7 @@ class Framer:
     def pending(self) -> int:
         """Bytes of an incomplete message waiting for more data."""
         cut = self._cut
-        return len(self._buf) + (0 if cut is None else
-                                 len(cut.prefix) + sum(len(p) for _, p in cut.pieces))
+        return len(self._buf) + (0 if cut is None else cut.kept)
 
     @property
     def base(self) -> int:
@@ -106,6 +113,11 @@ class Framer:
         if offset is None:
             offset = self._base + len(self._buf)
         out: list[Frame] = []
+        if offset < self._skip_until:            # the rest of a message given up
+            n = min(self._skip_until - offset, len(data))
+            data, offset = data[n:], offset + n
+            if not data:
+                return out
         cut = self._cut
         if cut is not None:                      # the rest of a message with a hole
             n = min(cut.end - offset, len(data))
@@ -137,9 +149,13 @@ class Framer:
         captured byte kept) and returned truncated at its end, and framing goes on
         right after it; otherwise the framer searches for the next boundary."""
         end = offset + length
+        out: list[Frame] = []
+        if end <= self._skip_until:
+            return out                           # inside a message given up
+        if offset < self._skip_until:
+            offset, length = self._skip_until, end - self._skip_until
         self._want = 0
         buf = self._buf
-        out: list[Frame] = []
         cut = self._cut
         if cut is None:
             size = _SIZE.unpack_from(buf)[0] if len(buf) >= 4 and not self.resync else -1
@@ -158,6 +174,30 @@ class Framer:
         self._base = end
         self.resync = self._boundary is not None
         return out
+
+    def give_up(self) -> Frame | None:
+        """Drop the partial message held (the memory budget is spent): its first bytes
+        come back as a truncated frame (enough to read its header), the rest of it is
+        skipped as it arrives. None when no message was begun (nothing to report)."""
+        buf, cut = self._buf, self._cut
+        self._want = 0
+        if cut is not None:
+            self._cut = None
+            prefix, size, start = cut.prefix, cut.size, cut.start
+        elif len(buf) >= 12 and not self.resync:
+            size = _SIZE.unpack_from(buf)[0]
+            prefix, start = bytes(buf[4:4 + HEAD_KEPT]), self._base + 4
+        else:                                    # not even a header: search anew
+            self._base += len(buf)
+            buf.clear()
+            self.resync = self._boundary is not None
+            return None
+        buf.clear()
+        head = prefix[:HEAD_KEPT]
+        self._skip_until = self._base = start + size
+        return Frame(start, head, f"truncated: the memory budget was spent: {size - len(head)} "
+                                  f"of {size} bytes dropped (raise --max-memory to keep them)",
+                     budget=True)
 
     def close(self) -> Frame | None:
         """The capture ended: a message begun but not finished, truncated (with its
