@@ -108,3 +108,14 @@ def test_password_like_config_values_are_masked():
     data = encode(request_header(33, 2, 7), req)
     _check(data, "request", 33, 2, ["hunter2", "s3cret-pw"])
     assert "86400000" in _outputs(data, "request", 33, 2, False)     # the rest stays
+
+
+def test_every_layout_pairing_names_with_values_is_checked_for_secret_configs():
+    def pairs(struct) -> bool:
+        names = {f.name for f in struct.fields + struct.tagged}
+        return ("value" in names and bool(names & {"name", "config_name", "key"})) or any(
+            pairs(f.struct) for f in struct.fields + struct.tagged if f.struct is not None)
+    found = {key for key, versions in schemas.all_versions().items() for version in versions
+             for direction in ("request", "response")
+             if (layout := schemas.layout(key, version, direction)) is not None and pairs(layout)}
+    assert found <= secrets.CONFIG_APIS

@@ -182,7 +182,20 @@ def _values_body(m, options: Options) -> dict | None:
                                                          m.direction):
         return None
     return body_values(m.data, m.direction, m.api_key, m.api_version,
-                       dataclasses.replace(options, records=False), _NO_BYTES)
+                       _without_records(options), _NO_BYTES)
+
+
+_PLAIN: dict[int, tuple[Options, Options]] = {}
+
+
+def _without_records(options: Options) -> Options:
+    """``options`` reading no records (made once per options: this runs per message)."""
+    got = _PLAIN.get(id(options))
+    if got is None or got[0] is not options:
+        if len(_PLAIN) > 64:
+            _PLAIN.clear()
+        got = _PLAIN[id(options)] = (options, dataclasses.replace(options, records=False))
+    return got[1]
 
 
 def _guess(resp, findings: list[Finding]) -> None:
