@@ -235,6 +235,78 @@ def blobs() -> dict[str, bytes]:
     return out
 
 
+# -- reassembly and memory: many segments, many connections, big partial messages ---------
+
+def _frame(src: int, sport: int, seq: int, payload: bytes, to_broker: bool = True,
+           flags: int = 0x18, ack: int = 0) -> bytes:
+    """An Ethernet/IPv4/TCP frame between 10.x.y.z:sport (``src``: the low 24 bits) and
+    10.0.0.2:9092, either way."""
+    a, b = struct.pack(">I", 0x0A000000 | src), b"\x0a\x00\x00\x02"
+    ports = (sport, PORT) if to_broker else (PORT, sport)
+    if not to_broker:
+        a, b = b, a
+    tcp = struct.pack(">HHIIBBHHH", *ports, seq & 0xFFFFFFFF, ack, 5 << 4, flags, 65535, 0, 0)
+    ip = struct.pack(">BBHHHBBH4s4s", 0x45, 0, 40 + len(payload), 0, 0x4000, 64, 6, 0, a, b)
+    return b"\x02\x00\x00\x00\x00\x02\x02\x00\x00\x00\x00\x01\x08\x00" + ip + tcp + payload
+
+
+def _records(frames, ts: int = 1_700_000_000):
+    for i, f in enumerate(frames):
+        yield struct.pack("<IIII", ts + i // 1_000_000, i % 1_000_000, len(f), len(f)) + f
+
+
+def _write_pcap(path: Path, frames, compress: bool = False) -> None:
+    head = struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 262144, 1)
+    with (gzip.open(path, "wb", compresslevel=1) if compress else open(path, "wb")) as f:
+        f.write(head)
+        chunk = []
+        for rec in _records(frames):
+            chunk.append(rec)
+            if len(chunk) >= 4096:
+                f.write(b"".join(chunk))
+                chunk.clear()
+        f.write(b"".join(chunk))
+
+
+def reassembly_captures(out: Path) -> list[str]:
+    """Inputs that were quadratic or unbounded in the TCP and stream layers (issue 22,
+    classes 4, 6 and 7); written straight to ``out`` (some are large). Returns names."""
+    request = metadata_v0([kstr("t")], corr=1)
+    answer = struct.pack(">i", 12) + struct.pack(">iii", 1, 0, 0)    # Metadata v0: nothing
+    stream = produce(record_batch(bytes(60_000), 1))
+    n = len(stream)
+    # 1-byte segments arriving last-first (4.3 MB)
+    _write_pcap(out / "tcp-1byte-last-first.pcap",
+                (_frame(1, 40000, 1000 + i, stream[i:i + 1]) for i in range(n - 1, -1, -1)))
+    # 60,000 segments, each after a hole that never fills
+    _write_pcap(out / "tcp-holes-60k.pcap",
+                (_frame(1, 40000, 1000 + 20 * i, stream[i * 10:i * 10 + 10] or b"x" * 10)
+                 for i in range(60_000)))
+    # 200,000 connections of one request (and its answer) each
+    def many():
+        for i in range(200_000):
+            src, sport = 1 + i // 50_000, 10_000 + i % 50_000
+            yield _frame(src, sport, 1000, request)
+            yield _frame(src, sport, 5000, answer, to_broker=False, ack=1000 + len(request))
+    _write_pcap(out / "connections-200k.pcap", many())
+    # four connections each announcing a 300 MB request and sending 200 MB of it
+    size = 300 * MiB
+    head = struct.pack(">ihhi", size, 0, 3, 1) + kstr("hostile")
+    piece = bytes(60_000)
+    def partials():
+        sent = [0] * 4
+        for c in range(4):
+            yield _frame(100 + c, 40000, 1000, head)
+            sent[c] = len(head)
+        while sent[0] < 200 * MiB:
+            for c in range(4):
+                yield _frame(100 + c, 40000, 1000 + sent[c], piece)
+                sent[c] += len(piece)
+    _write_pcap(out / "partials-4x300M.pcap.gz", partials(), compress=True)
+    return ["tcp-1byte-last-first.pcap", "tcp-holes-60k.pcap", "connections-200k.pcap",
+            "partials-4x300M.pcap.gz"]
+
+
 def main(outdir: str) -> None:
     out = Path(outdir)
     (out / "blob").mkdir(parents=True, exist_ok=True)
@@ -242,6 +314,7 @@ def main(outdir: str) -> None:
         (out / name).write_bytes(data)
     for name, data in blobs().items():
         (out / "blob" / name).write_bytes(data)
+    reassembly_captures(out)
 
 
 if __name__ == "__main__":

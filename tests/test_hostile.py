@@ -88,7 +88,10 @@ CAPTURES = ["bomb-gzip.pcap", "bomb-snappy-claim.pcap", "bomb-snappy.pcap", "bom
             "block-2^31.pcapng", "short-idb.pcapng", "short-epb.pcapng", "short-spb.pcapng",
             "short-opb.pcapng", "epb-incl-past-block.pcapng", "tsresol-at-end.pcapng",
             "tsresol-0.pcapng", "tsresol-0x80.pcapng", "tsresol-0xff.pcapng",
-            "gzip-cut.pcap.gz"] + [f"damaged-{n}-{k}.pcap" for n in (
+            "gzip-cut.pcap.gz",
+            # reassembly and the process's memory budget (make_hostile.reassembly_captures)
+            "tcp-1byte-last-first.pcap", "tcp-holes-60k.pcap", "partials-4x300M.pcap.gz",
+            ] + [f"damaged-{n}-{k}.pcap" for n in (
                 "kafka-python-codecs", "aiokafka", "legacy-0.8.2", "confluent-group")
                 for k in range(4)]
 

@@ -88,6 +88,32 @@ def budget_nodes_option(command):
                              "the rest stays raw, marked.")(command)
 
 
+def memory_option(command):
+    """--max-memory: the process's memory budget for bytes held across connections
+    (partial messages, out-of-order segments). Read back with ``memory_budget()``."""
+    def remember(ctx, _param, value):
+        from ..stream.budget import parse_size
+        try:
+            ctx.meta["kdissect.max_memory"] = parse_size(value)
+        except ValueError as e:
+            raise click.BadParameter(str(e)) from None
+        return value
+    from ..stream.budget import DEFAULT
+    return click.option("--max-memory", default=f"{DEFAULT >> 20}M", show_default=True,
+                        metavar="SIZE", expose_value=False, callback=remember,
+                        help="Bytes held at once for messages still arriving and "
+                             "out-of-order segments, over all connections; when spent, the "
+                             "oldest partial message is given up (its header kept, marked "
+                             "memory_budget).")(command)
+
+
+def memory_budget():
+    """The ``stream.budget.Budget`` the command line asked for (--max-memory)."""
+    from ..stream.budget import DEFAULT, Budget
+    ctx = click.get_current_context(silent=True)
+    return Budget(ctx.meta.get("kdissect.max_memory", DEFAULT) if ctx else DEFAULT)
+
+
 def budget(max_decompressed: str, **options) -> Options:
     """Decoding options with the budget the command line asked for."""
     ctx = click.get_current_context(silent=True)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import click
 
 from ..crash import quiet_stdout
-from .common import (_run_tui, _traffic_options, display_options, keylog_option, on_terminal,
-                     port_options, secret_options)
+from .common import (_run_tui, _traffic_options, display_options, keylog_option,
+                     memory_budget, memory_option, on_terminal, port_options, secret_options)
 from .group import main
 
 
@@ -44,6 +44,7 @@ Examples:
 @click.option("-a", "--duration", type=float, metavar="SECONDS", help="Stop after SECONDS.")
 @keylog_option
 @secret_options
+@memory_option
 def live(iface, ports, no_detect, bpf, filter_text, fmt, verbose, count, duration, tui,
          keylog, show_secrets, max_decompressed):
     import threading
@@ -61,7 +62,7 @@ def live(iface, ports, no_detect, bpf, filter_text, fmt, verbose, count, duratio
     stop = threading.Event()
     interactive = on_terminal(fmt, verbose)
     watch = dict(ports=kafka_ports, detect=not no_detect, bpf=bpf, count=count,
-                 duration=duration, keys=keylog)
+                 duration=duration, keys=keylog, budget=memory_budget())
     if tui or (tui is None and interactive):
         def load(emit, warn, progress):
             try:

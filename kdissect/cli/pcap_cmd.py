@@ -9,8 +9,8 @@ from rich.console import Console
 
 from ..crash import quiet_stdout
 from .common import (_need_spark_extra, _print_warnings, _progress, _run_tui,
-                     _traffic_options, keylog_option, on_terminal, port_options,
-                     secret_options)
+                     _traffic_options, keylog_option, memory_budget, memory_option, on_terminal,
+                     port_options, secret_options)
 from .group import main
 
 
@@ -77,6 +77,7 @@ Examples:
                    "-j 1: all in this process). Output order does not change.")
 @keylog_option
 @secret_options
+@memory_option
 def pcap(files, ports, no_detect, verbose, fmt, output, filter_text, stats, tui, no_tui,
          jobs, keylog, show_secrets, max_decompressed):
     from ..render.printer import ExchangePrinter
@@ -92,14 +93,14 @@ def pcap(files, ports, no_detect, verbose, fmt, output, filter_text, stats, tui,
     interactive = on_terminal(fmt, verbose or stats)
     if (tui or interactive) and not no_tui:
         _run_tui(capture_loader(files, options, ports=kafka_ports, detect=detect,
-                                keys=keylog), options, ", ".join(os.path.basename(f) for f in files), filter_text,
+                                keys=keylog, budget=memory_budget()), options, ", ".join(os.path.basename(f) for f in files), filter_text,
             display_filter)
         return
     printer = ExchangePrinter(options, fmt, verbose, display_filter, stats,
                               jobs or available_cores())
     try:
         read_captures(files, Enricher(printer, options, full=printer.full), ports=kafka_ports,
-                      detect=detect, keys=keylog,
+                      detect=detect, keys=keylog, budget=memory_budget(),
                       packets=lambda reader, path: _progress(reader, path, printer.err))
     except BrokenPipeError:
         # the reader went away (`| head`): stop quietly, as command-line tools do

@@ -104,6 +104,9 @@ register("hint_disagrees", "warn", "protocol",
 register("version_not_advertised", "warn", "protocol",
          "a request version outside what ApiVersions advertised on this connection")
 register("error_code", "warn", "protocol", "the response carries a non-zero error code")
+register("expected_error", "note", "protocol",
+         "an error code that is a normal step of the API (MEMBER_ID_REQUIRED on a first "
+         "JoinGroup, REBALANCE_IN_PROGRESS on a Heartbeat)")
 register("unknown_error_code", "note", "protocol", "an error code not in kdissect's table")
 register("guessed_api", "note", "protocol",
          "the request was not seen: the response's API was guessed from its bytes")
@@ -112,6 +115,12 @@ register("sasl_token", "note", "protocol", "a raw SASL token (after SaslHandshak
 register("acks0_answered", "warn", "sequence",
          "a Produce with acks=0 was answered (brokers normally send nothing)")
 register("unanswered", "warn", "sequence", "the request got no response in the capture")
+register("response_lost", "note", "sequence",
+         "no response in the capture, and the response stream has a hole after the request: "
+         "its answer was most likely lost there")
+register("impossible_latency", "warn", "sequence",
+         "the response was complete before its request in the capture (packets captured out "
+         "of order or clocks stepped): no latency is computed")
 register("orphan_response", "warn", "sequence",
          "a response whose request was not captured")
 register("out_of_order", "warn", "sequence",
@@ -158,6 +167,8 @@ register("unknown_record_type", "warn", "protocol",
 # security
 register("plaintext_credentials", "warn", "security",
          "a SASL/PLAIN password sent without TLS (readable by anyone on the path)")
+register("authentication_failed", "warn", "security",
+         "the broker refused a SASL login (a SCRAM server-final carrying e=...)")
 register("tls_undecryptable", "warn", "security",
          "a TLS connection kdissect has no keys for (give --keylog; see docs/tls.md)")
 register("tls_decrypt_failed", "error", "security",
@@ -171,6 +182,9 @@ register("throttled", "warn", "performance", "the broker throttled the client (t
 # budget: limits that keep hostile input cheap
 register("decompressed_budget", "warn", "budget",
          "the message's decompressed-bytes budget is spent: the rest is kept compressed")
+register("memory_budget", "warn", "budget",
+         "the process's memory budget (--max-memory) was spent: the oldest partial message "
+         "was given up (its first bytes kept, the rest dropped)")
 register("node_budget", "warn", "budget",
          "the message's field budget is spent: the rest is kept raw")
 register("nesting_budget", "warn", "budget",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from . import schemas
+from . import schemas, secrets
 from .context import Options
 from .decode import decode_body, decode_prefix, no_cyclic_gc
 from .embedded import add_sasl_fields, decode_embedded
@@ -142,6 +142,7 @@ def _build(direction: str, key: int | None, version: int | None, data: bytes,
     decode_embedded(body, data, key, direction, ctx)
     if body is not None and ctx.embedded and (key, direction) in ((0, "request"), (1, "response")):
         decode_wire_records(body, key, ctx)        # internal topics' records, by schema
+    secrets.mark(body, key)                        # after them: metadata records hold secrets too
     return msg
 
 

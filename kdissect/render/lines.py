@@ -12,6 +12,7 @@ from rich.text import Text
 
 from ..protocol import Options
 from ..protocol.findings import Finding
+from ..protocol import secrets
 from ..protocol.values import body_values
 from ..stream.model import Exchange, KafkaMessage
 from .records import json_bytes, plain_json
@@ -87,7 +88,9 @@ def message_json(m: KafkaMessage, options: Options, ex: Exchange | None = None,
     full tree adds (inside records), where full enrichment puts them.
     ``batch_records``: see ``protocol.values.body_values``."""
     values = None
-    if decoded is None and m.direction != "sasl" and m.api_key is not None:
+    # SASL tokens go through the located tree, whose embedded decoder masks their secrets
+    if decoded is None and m.direction != "sasl" and m.api_key is not None and \
+            m.api_key not in secrets.EMBEDDED:
         values = body_values(m.data, m.direction, m.api_key, m.api_version, options,
                              json_bytes, batch_records)
     if values is not None:
@@ -98,6 +101,8 @@ def message_json(m: KafkaMessage, options: Options, ex: Exchange | None = None,
         values = plain_json(body) if body is not None else None
         problems = [{"path": p, "problem": r} for p, r in decoded.problems]
         tree_findings = None if enriched_full else decoded.tree.findings()
+    if not options.show_secrets:
+        secrets.mask_values(values, m.api_key)
     out = {
         "index": m.index,
         "frame": m.frame,
@@ -125,7 +130,7 @@ def message_json(m: KafkaMessage, options: Options, ex: Exchange | None = None,
 
 
 # what enrichment finds after a message's tree findings (stream/enrich.py's order)
-_AFTER_TREE = frozenset({"assumed_version", "version_not_advertised", "error_code",
+_AFTER_TREE = frozenset({"assumed_version", "version_not_advertised", "error_code", "expected_error",
                          "throttled"})
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import heapq
+
 from rich import box
 from rich.console import Group
 from rich.table import Table
@@ -40,18 +42,25 @@ def stats_tables(stats: Stats) -> Group:
         errors = Table(title="Errors", title_justify="left")
         errors.add_column("error")
         errors.add_column("count", justify="right")
-        for name, count in stats.errors.most_common():
+        for name, count in stats.errors.most_common(LISTED):
             errors.add_row(Text(name, style="red"), str(count))
+        _more(errors, len(stats.errors))
         parts.append(errors)
-    conns = Table(title="Connections (bytes sent by the client and by the broker)",
+    # the busiest connections only: a table of 200,000 takes rich minutes to lay out
+    busiest = sorted(heapq.nlargest(LISTED, stats.connections.items(),
+                                    key=lambda kv: (kv[1].exchanges, -kv[0])))
+    listed = (f", the {LISTED} busiest of {len(stats.connections)}"
+              if len(stats.connections) > LISTED else "")
+    conns = Table(title=f"Connections (bytes sent by the client and by the broker{listed})",
                   title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1))
     for i, col in enumerate(("#", "client", "broker", "exchanges", "client", "broker",
                              "seconds", "errors")):
         address = i in (1, 2)
         conns.add_column(col, justify="left" if address else "right", no_wrap=address)
-    for index, c in sorted(stats.connections.items()):
+    for index, c in busiest:
         conns.add_row(str(index), c.client, c.broker, str(c.exchanges), str(c.to_broker),
                       str(c.to_client), f"{max(c.last - c.first, 0):.3f}", str(c.errors))
+    _more(conns, len(stats.connections))
     parts.append(conns)
     parts += [_breakdown("Clients (by client id)", "client", stats.clients),
               _breakdown("Brokers", "broker", stats.brokers)]
@@ -68,8 +77,11 @@ def stats_tables(stats: Stats) -> Group:
                            str(b.fetch), Text(str(b.errors), "red" if b.errors else ""))
         parts.append(topics)
         parts.append(_partitions(stats))
-    for group, g in stats.groups.items():
+    for group, g in list(stats.groups.items())[:LISTED]:
         parts.append(group_timeline(group, g))
+    if len(stats.groups) > LISTED:
+        parts.append(Text(f"and {len(stats.groups) - LISTED} more consumer groups",
+                          style="dim"))
     lines = Text()
     lines.append(f"bytes: {stats.bytes_requests} to brokers, {stats.bytes_responses} to "
                  f"clients (Kafka messages with their size prefix)\n")
@@ -84,6 +96,13 @@ def stats_tables(stats: Stats) -> Group:
 
 
 TOPICS_LISTED = 200
+LISTED = 50                 # rows of the connection, client, broker and error tables
+
+
+def _more(table: Table, total: int) -> None:
+    """Say how many rows a bounded table left out."""
+    if total > table.row_count:
+        table.add_row(Text(f"and {total - table.row_count} more", style="dim"))
 
 
 def _breakdown(title: str, what: str, rows: dict[str, Breakdown]) -> Table:
@@ -91,12 +110,13 @@ def _breakdown(title: str, what: str, rows: dict[str, Breakdown]) -> Table:
                   box=box.SIMPLE_HEAD)
     for col in (what, "exchanges", "errors", "p50 ms", "p99 ms", "throttled", "throttle ms"):
         table.add_column(col, justify="left" if col == what else "right")
-    for name, b in sorted(rows.items(), key=lambda kv: -kv[1].exchanges):
+    for name, b in heapq.nsmallest(LISTED, rows.items(), key=lambda kv: -kv[1].exchanges):
         lat = sorted(b.latency)
         p50, p99 = (_ms(percentile(lat, 50)), _ms(percentile(lat, 99))) if lat else ("-", "-")
         table.add_row(name, str(b.exchanges), Text(str(b.errors), "red" if b.errors else ""),
                       p50, p99, Text(str(b.throttled), "yellow" if b.throttled else ""),
                       str(b.throttle_ms))
+    _more(table, len(rows))
     return table
 
 
@@ -135,9 +155,14 @@ def group_timeline(group: str, g) -> Table:
                         f"answered", title_justify="left", box=box.SIMPLE_HEAD)
     for col in ("time", "API", "member", "gen", "what"):
         table.add_column(col, justify="right" if col == "gen" else "left")
-    for e in sorted(g.events, key=lambda e: e.ts):
+    events = sorted(g.events, key=lambda e: e.ts)
+    for e in events[:TIMELINE_LISTED]:
         what = Text(e.error, "red") if e.error else Text(e.detail)
         member = e.member if len(e.member) <= 24 else e.member[:23] + "…"
         table.add_row(iso(e.ts)[11:23], e.api, member,
                       "" if e.generation is None else str(e.generation), what)
+    _more(table, len(events))
     return table
+
+
+TIMELINE_LISTED = 500

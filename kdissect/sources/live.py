@@ -6,6 +6,7 @@ import threading
 from collections.abc import Iterable
 
 from ..capture.live import sniff
+from ..stream.budget import Budget
 from ..stream.sink import Sink
 from .pcap import DEFAULT_PORTS, CaptureDissector
 
@@ -13,11 +14,12 @@ from .pcap import DEFAULT_PORTS, CaptureDissector
 def watch_interface(iface: str, sink: Sink, stop: threading.Event, *,
                     ports: Iterable[int] = DEFAULT_PORTS, detect: bool = True,
                     bpf: str | None = "tcp", count: int = 0,
-                    duration: float | None = None, keys=None) -> int:
+                    duration: float | None = None, keys=None,
+                    budget: Budget | None = None) -> int:
     """Exchanges on ``iface`` to ``sink`` until ``stop``, ``count`` packets or
     ``duration`` seconds; then ``sink.done()``. Raises capture.live.LiveError when
     capturing is not possible (with what to do about it). ``keys``: a KeyLog for TLS."""
-    dissector = CaptureDissector(sink, ports, detect, keys=keys)
+    dissector = CaptureDissector(sink, ports, detect, keys=keys, budget=budget)
     try:
         return sniff(iface, dissector.packet, stop, bpf, count, duration)
     finally:                         # Ctrl-C too: what was captured is shown

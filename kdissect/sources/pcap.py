@@ -3,7 +3,10 @@ are Kafka -> the stream engine's connections -> a sink, streaming."""
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable, Iterable
+from contextlib import contextmanager
+from typing import NamedTuple
 
 from ..capture.packet import SUPPORTED, LINKTYPE_NAMES, tcp_segment
 from ..capture.pcapfile import Packet
@@ -12,10 +15,16 @@ from ..capture.tls import KeyLog, TlsFacts, TlsLayer
 from ..capture.tls.report import tls_summary
 from ..protocol import Options
 from ..stream.connection import KafkaConnection, plausible_request
+from ..stream.budget import Budget
 from ..stream.enrich import Enricher
 from ..stream.sink import CallbackSink, Collect, Sink
 
 DEFAULT_PORTS = frozenset({9092})
+
+
+class Endpoints(NamedTuple):
+    client: tuple[str, int]
+    broker: tuple[str, int]
 _SNIFF = 256
 
 
@@ -24,10 +33,13 @@ class CaptureDissector:
     caller calls ``finish`` at the end of the packets, and the sink's ``done``)."""
 
     def __init__(self, sink: Sink, ports: Iterable[int] = DEFAULT_PORTS, detect: bool = True,
-                 first_message: int = 0, first_stream: int = 1, keys: KeyLog | None = None):
+                 first_message: int = 0, first_stream: int = 1, keys: KeyLog | None = None,
+                 budget: Budget | None = None):
         """``first_message``/``first_stream``: where numbering starts (files read one
         after another keep counting, so messages and connections stay unique).
-        ``keys``: TLS session keys (more may come from the capture itself)."""
+        ``keys``: TLS session keys (more may come from the capture itself).
+        ``budget``: the process's memory budget (default: ``budget.DEFAULT`` bytes)."""
+        self.budget = budget if budget is not None else Budget()
         self.ports = frozenset(ports)
         self.detect = detect
         self.sink = sink
@@ -36,7 +48,8 @@ class CaptureDissector:
         self.tls = TlsLayer(self, self.keys, self._tls_ended)
         self.tls_connections: list[TlsFacts] = []
         self.tcp = Reassembler(self.tls, client_hint=lambda src, dst: dst[1] in self.ports
-                               or (src[1] not in self.ports and src[1] > dst[1]))
+                               or (src[1] not in self.ports and src[1] > dst[1]),
+                               budget=self.budget)
         # TCP connection -> its Kafka connection, and 1 when the TCP initiator is not
         # the Kafka client (a capture that began mid-connection): side = direction ^ it
         self.kafka: dict[int, tuple[KafkaConnection, int]] = {}
@@ -46,7 +59,9 @@ class CaptureDissector:
         self.first_stream = first_stream
         self.packets = 0
         self.unsupported: dict[int, int] = {}     # linktype -> packets skipped
-        self.streams: list[KafkaConnection] = []
+        # each Kafka connection's endpoints, by stream number - 1 (what is kept of a
+        # finished connection: a capture may hold hundreds of thousands)
+        self.streams: list[Endpoints] = []
 
     def _next_index(self) -> int:
         self.messages += 1
@@ -97,9 +112,9 @@ class CaptureDissector:
             return None
         k = KafkaConnection(self.first_stream + len(self.streams), client, broker,
                             self.sink.exchange,
-                            self.sink.gap, self._next_index)
+                            self.sink.gap, self._next_index, self.budget)
         self.kafka[id(conn)] = (k, 0 if conn.a == client else 1)
-        self.streams.append(k)
+        self.streams.append(Endpoints(client, broker))
         k.tls = self.tls.facts(conn)
         if k.tls is not None:
             k.tls.stream = k.index
@@ -133,6 +148,7 @@ class CaptureDissector:
     def closed(self, conn) -> None:
         found = self.kafka.pop(id(conn), None)
         self.sniffing.pop(id(conn), None)
+        self.ignored.discard(id(conn))           # ids are reused once the object is gone
         if found is not None:
             found[0].close()
 
@@ -145,18 +161,41 @@ class CaptureDissector:
 
 
 def read_captures(paths, sink: Sink, *, ports: Iterable[int] = DEFAULT_PORTS,
-                  detect: bool = True, packets=None, keys: KeyLog | None = None) -> int:
+                  detect: bool = True, packets=None, keys: KeyLog | None = None,
+                  budget: Budget | None = None) -> int:
     """Every exchange in the capture files ``paths`` to ``sink``, then ``sink.done()``;
     what the user should know about the files goes to ``sink.note`` ("error" for a file
     that cannot be read). ``packets(reader, path)`` may wrap the packet iterator (e.g.
     with a progress bar). ``keys``: TLS session keys (a file's pcapng Decryption Secrets
     Blocks add to them for that file). Returns the number of packets read. A closed
     output (BrokenPipeError) propagates."""
+    with steady_gc():
+        return _read(paths, sink, ports, detect, packets, keys, budget)
+
+
+@contextmanager
+def steady_gc():
+    """A capture keeps many long-lived objects per connection (200,000 connections are
+    millions): the cyclic collector, run at its default pace, rescans them again and
+    again (a quarter of the time). Collect less often while reading; what was made
+    before (modules, schemas) is set aside for good."""
+    gc.freeze()
+    before = gc.get_threshold()
+    gc.set_threshold(50_000, 20, 100)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
+
+
+def _read(paths, sink: Sink, ports, detect: bool, packets, keys: KeyLog | None,
+          budget: Budget | None) -> int:
     from ..capture.pcapfile import CaptureError, CaptureReader
     total, messages, streams = 0, 0, 1
+    budget = budget if budget is not None else Budget()
     for path in paths:
         file_keys = keys.copy() if keys is not None else KeyLog()
-        dissector = CaptureDissector(sink, ports, detect, messages, streams, file_keys)
+        dissector = CaptureDissector(sink, ports, detect, messages, streams, file_keys, budget)
         readable = True
         try:
             with CaptureReader(path) as reader:

@@ -36,6 +36,12 @@ def service_time(view) -> float | None:
     return None if latency is None else max(0.0, latency - client_wait(view))
 
 
+# error codes that are a normal step of an API's protocol, not a failure: a first
+# JoinGroup is told MEMBER_ID_REQUIRED (79) and joins again with the id it was given
+# (KIP-394); a Heartbeat during a rebalance hears REBALANCE_IN_PROGRESS (27) and rejoins
+EXPECTED_ERRORS: dict[int | None, frozenset[int]] = {11: frozenset({79}), 12: frozenset({27})}
+
+
 def reasons(view) -> list[str]:
     """Why the exchange is an anomaly (empty: it is not), most telling first."""
     cached = view.__dict__.get("_reasons")
@@ -44,7 +50,8 @@ def reasons(view) -> list[str]:
     ex = view.ex
     out = []
     if ex.first.direction != "sasl":
-        out += sorted({error_name(c) for c in view.facts().errors})
+        normal = EXPECTED_ERRORS.get(ex.first.api_key, ())
+        out += sorted({error_name(c) for c in view.facts().errors if c not in normal})
     out += [f.code for f in ex.findings if f.severity != "note" and f.code != "error_code"]
     slow = service_time(view)
     if slow is not None and slow > SLOW:

@@ -15,6 +15,7 @@ from ..protocol import peek_request_header, schemas
 from ..protocol.findings import Finding
 from ..protocol.message import produce_acks
 from .correlation import Correlator, Pending
+from .budget import Budget
 from .framing import MAX_MESSAGE, Frame, Framer
 from .model import Exchange, Gap, KafkaMessage
 
@@ -56,9 +57,16 @@ class KafkaConnection:
     ``data``/``gap`` take each direction's bytes by stream offset; ``close`` ends the
     connection (requests still waiting become unanswered exchanges)."""
 
+    __slots__ = ("index", "client", "broker", "budget", "emit_exchange", "emit_gap",
+                 "next_index", "framers", "pending", "early", "sasl_mode", "sasl_awaiting",
+                 "seq", "response_gap", "last_ts")
+
     def __init__(self, index: int, client, broker, emit_exchange: Callable[[Exchange], None],
-                 emit_gap: Callable[[Gap], None], next_index: Callable[[], int]):
+                 emit_gap: Callable[[Gap], None], next_index: Callable[[], int],
+                 budget: Budget | None = None):
+        """``budget``: the process's memory budget, charged with partial messages."""
         self.index, self.client, self.broker = index, client, broker
+        self.budget = budget
         self.emit_exchange, self.emit_gap, self.next_index = emit_exchange, emit_gap, next_index
         self.framers = (Framer(plausible_request), Framer(self._response_boundary))
         self.pending: Correlator[KafkaMessage] = Correlator()
@@ -69,28 +77,45 @@ class KafkaConnection:
         self.sasl_awaiting = 0     # client tokens whose broker token has not come yet
         self.seq = 0               # exchanges numbered in the order their first message came
         self.tls = None            # the connection's TlsFacts when its bytes were decrypted
+        # when the response stream last resumed after a hole: the answers of requests
+        # complete before then may be lost in it
+        self.response_gap = float("-inf")
+        self.last_ts = 0.0
 
     # -- input ----------------------------------------------------------------------
 
     def data(self, side: int, offset: int, payload: bytes, ts: float, frame: int) -> None:
         for f in self.framers[side].feed(payload, offset):
             self._message(side, f, ts, frame)
+        if self.budget is not None:
+            self._charge(side)
+
+    def _charge(self, side: int) -> None:
+        framer = self.framers[side]
+        self.budget.set(framer, framer.pending, lambda: self._give_up(side))
+
+    def _give_up(self, side: int) -> None:
+        f = self.framers[side].give_up()
+        if f is not None:
+            self._message(side, f, self.last_ts, 0)
 
     def gap(self, side: int, offset: int, length: int, ts: float, frame: int) -> None:
-        framer = self.framers[side]
-        if framer.already_reported(offset + length):
-            return                                 # inside a message already reported truncated
         self.emit_gap(Gap(self.index, "request" if side == 0 else "response", offset,
                           length, frame, ts))
-        truncated = framer.gap(offset, length)
-        if truncated is not None:
-            self._message(side, truncated, ts, frame)
+        if side == 1:                              # answers to requests before may be lost
+            self.response_gap = max(self.response_gap, ts)
+        for f in self.framers[side].gap(offset, length):
+            self._message(side, f, ts, frame)
+        if self.budget is not None:
+            self._charge(side)
 
     def close(self) -> None:
         for side, framer in enumerate(self.framers):
-            if framer.pending and not framer.resync:
-                self.emit_gap(Gap(self.index, "request" if side == 0 else "response",
-                                  framer.base, framer.pending, 0, 0.0))
+            if self.budget is not None:
+                self.budget.drop(framer)
+            f = framer.close()
+            if f is not None:
+                self._message(side, f, self.last_ts, 0)
         for waiting in self.early.values():
             for resp, findings in waiting:
                 self._orphan(resp, findings)
@@ -115,11 +140,17 @@ class KafkaConnection:
     def _message(self, side: int, f: Frame, ts: float, frame: int) -> None:
         if self.early:
             self._orphan_stale(ts)
+        self.last_ts = max(self.last_ts, ts)
         msg = KafkaMessage(self.next_index(), self.index, "request" if side == 0 else "response",
                            ts, frame, f.offset, f.data)
         findings = []
+        if f.budget:
+            findings.append(Finding("memory_budget", f.truncated.removeprefix("truncated: "),
+                                    msg.direction))
         if f.truncated:
             msg.status = f.truncated
+            msg.pieces, msg.holes = f.pieces, f.holes
+            msg.size += sum(len(p) for _, p in f.pieces or ())
             findings.append(Finding("message_truncated", f.truncated, msg.direction))
         if self.sasl_mode and side == 0:
             if is_request(f.data):
@@ -172,6 +203,8 @@ class KafkaConnection:
         """A request finished without an answer; ``code`` says why, if it expected one."""
         msg, findings, seq = p.item
         if p.expected:
+            if code == "unanswered" and msg.ts <= self.response_gap:
+                code = "response_lost"            # its answer may be in a hole of the capture
             findings.append(Finding(code, "", "request"))
         self._emit(msg, None, seq, findings, p.expected)
 
@@ -213,8 +246,17 @@ class KafkaConnection:
         findings = req_findings + findings
         if not match.expected:
             findings.append(Finding("acks0_answered", "", "response"))
-        if match.out_of_order:
-            findings.append(Finding("out_of_order", "", "response"))
+        if match.earlier:
+            if all(p.ts <= self.response_gap for p in match.earlier):
+                # their answers were most likely in a hole: nothing was out of order
+                for p in self.pending.give_up(match.earlier):
+                    self._unanswered(p, "response_lost")
+            else:
+                findings.append(Finding("out_of_order", "", "response"))
+        if msg.ts < req.ts:
+            findings.append(Finding("impossible_latency",
+                                    f"the response was complete {(req.ts - msg.ts) * 1e3:.3f} ms "
+                                    f"before its request in the capture", "response"))
         if opens_raw_sasl(req.api_key, req.api_version, msg.data):
             self.sasl_mode = True        # the tokens that follow carry no Kafka header
         self._emit(req, msg, seq, findings, match.expected)

@@ -19,6 +19,7 @@ from ..protocol.guess import guess
 from ..protocol import schemas
 from ..protocol.names import error_name
 from ..protocol.values import body_values
+from .anomaly import EXPECTED_ERRORS
 from .facts import facts
 from .model import Exchange, Gap
 from .sink import Sink
@@ -31,6 +32,12 @@ _STATUS = (
     ("acks0_answered", "answer to acks=0 (brokers normally send none)"),
     ("unknown_api", "unknown API"), ("unknown_version", "unknown API version"),
 )
+
+
+# what running out of bytes looks like to the decoder: on a message the capture cut, the
+# cut explains it (message_truncated), so the layout cannot be blamed (evidence incomplete)
+_CUT_CODES = frozenset({"truncated", "missing_tag_trailer", "array_past_end", "bad_length",
+                        "record_count_mismatch", "malformed_field"})
 
 
 class Enricher:
@@ -95,12 +102,21 @@ def enrich(ex: Exchange, options: Options, topic_ids: dict[str, str],
         d = m.decoded(options)
         decoded.append(d)
         where = m.direction
+        cut = m.status.startswith("truncated")
         for path, code, reason in d.tree.findings():
-            findings.append(Finding(code, reason, f"{where}: {path}"))
+            if not (cut and code in _CUT_CODES):
+                findings.append(Finding(code, reason, f"{where}: {path}"))
         if (m.direction == "sasl" or m.api_key == 36) and ex.tls is None and \
                 any(n.note == "SASL/PLAIN" for n in d.tree.walk()):
             # readable here and not decrypted TLS: the password crossed the wire in clear
             findings.append(Finding("plaintext_credentials", "", where))
+        if m.direction == "sasl" or m.api_key == 36:
+            failed = next((n for n in d.tree.walk() if n.note == "SASL/SCRAM server-error"),
+                          None)
+            if failed is not None:
+                reason = failed.child("error")
+                findings.append(Finding("authentication_failed", "SCRAM server-final: " + (
+                    str(reason.value) if reason is not None else "error"), where))
         if d.assumed_from is not None:
             findings.append(Finding("assumed_version", f"v{m.api_version} read as "
                                     f"v{d.assumed_from}, the newest kdissect knows", where))
@@ -117,17 +133,19 @@ def enrich(ex: Exchange, options: Options, topic_ids: dict[str, str],
         if code is not None:
             ex.facts.top_error = code
         seen = set()
+        normal = EXPECTED_ERRORS.get(ex.first.api_key, ())
         for topic, partition, code in ex.facts.error_sites:
             if code not in seen:
                 seen.add(code)
                 at = f" ({topic}[{partition}])" if topic is not None else ""
-                findings.append(Finding("error_code", f"{error_name(code)}{at}", "response"))
+                findings.append(Finding("expected_error" if code in normal else "error_code",
+                                        f"{error_name(code)}{at}", "response"))
         throttle = _int_field(resp_body, "throttle_time_ms")
         if throttle is not None:
             ex.facts.throttle_ms = throttle
             if throttle > 0:
                 findings.append(Finding("throttled", f"throttled {throttle} ms", "response"))
-        if ex.first.api_key == 18 and decoded[1] is not None:
+        if ex.first.api_key == 18 and decoded[1] is not None and resp.status == "ok":
             _learn_versions(ex.stream, decoded[1], advertised)
     ex.status = _status(ex)
     if keep:
@@ -172,7 +190,20 @@ def _values_body(m, options: Options) -> dict | None:
                                                          m.direction):
         return None
     return body_values(m.data, m.direction, m.api_key, m.api_version,
-                       dataclasses.replace(options, records=False), _NO_BYTES)
+                       _without_records(options), _NO_BYTES)
+
+
+_PLAIN: dict[int, tuple[Options, Options]] = {}
+
+
+def _without_records(options: Options) -> Options:
+    """``options`` reading no records (made once per options: this runs per message)."""
+    got = _PLAIN.get(id(options))
+    if got is None or got[0] is not options:
+        if len(_PLAIN) > 64:
+            _PLAIN.clear()
+        got = _PLAIN[id(options)] = (options, dataclasses.replace(options, records=False))
+    return got[1]
 
 
 def _guess(resp, findings: list[Finding]) -> None:
@@ -193,7 +224,8 @@ def _learn_versions(stream: int, d: Message, advertised) -> None:
     ranges = {}
     for item in keys.children:
         k, lo, hi = (item.child(n) for n in ("api_key", "min_version", "max_version"))
-        if k is not None and lo is not None and hi is not None:
+        if k is not None and lo is not None and hi is not None and \
+                all(isinstance(n.value, int) for n in (k, lo, hi)):
             ranges[k.value] = (lo.value, hi.value)
     if ranges:
         advertised[stream] = ranges

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 # means we are not at a message boundary (or the peer is not speaking Kafka).
 MAX_MESSAGE = 512 * 1024 * 1024
 RESYNC_TAIL = 4096         # bytes kept while searching for a boundary (a header's worth)
+HEAD_KEPT = 512            # bytes of a message kept when the memory budget gives it up
 
 _SIZE = struct.Struct(">i")
 
@@ -22,8 +23,55 @@ _SIZE = struct.Struct(">i")
 @dataclass(slots=True)
 class Frame:
     offset: int                    # stream offset of the message (after its size)
-    data: bytes                    # the message, without its 4-byte size
+    data: bytes                    # the message, without its 4-byte size (up to a hole)
     truncated: str | None = None   # set when part of it was not captured
+    # a cut message: the bytes captured after its first hole, as (offset in the message,
+    # bytes), and the holes as (offset in the message, length)
+    pieces: list[tuple[int, bytes]] | None = None
+    holes: list[tuple[int, int]] | None = None
+    budget: bool = False           # given up because the memory budget was spent
+
+
+class _Cut:
+    """A message with a hole in it, collected until its announced end."""
+    __slots__ = ("start", "size", "prefix", "pieces", "holes", "kept")
+
+    def __init__(self, start: int, size: int, prefix: bytes):
+        self.start, self.size, self.prefix = start, size, prefix
+        self.pieces: list[tuple[int, bytearray]] = []
+        self.holes: list[tuple[int, int]] = []
+        self.kept = len(prefix)            # bytes captured so far
+
+    @property
+    def end(self) -> int:
+        return self.start + self.size
+
+    def add(self, offset: int, data: bytes) -> None:
+        rel = offset - self.start
+        self.kept += len(data)
+        last = self.pieces[-1] if self.pieces else None
+        if last is not None and last[0] + len(last[1]) == rel:
+            last[1].extend(data)
+        else:
+            self.pieces.append((rel, bytearray(data)))
+
+    def hole(self, offset: int, length: int) -> None:
+        rel = offset - self.start
+        if self.holes and sum(self.holes[-1]) == rel:
+            self.holes[-1] = (self.holes[-1][0], self.holes[-1][1] + length)
+        else:
+            self.holes.append((rel, length))
+
+    def frame(self, ended: bool) -> Frame:
+        """``ended``: the capture stops before the message's end (the rest unknown)."""
+        have = self.kept
+        lost = sum(n for _, n in self.holes)
+        why = (f"truncated: {self.size - have} of {self.size} bytes not captured "
+               f"({lost} in {len(self.holes)} hole{'s' * (len(self.holes) != 1)}"
+               + (", the rest after the capture ended)" if ended and self.size - have > lost
+                  else ")"))
+        return Frame(self.start, self.prefix, why,
+                     [(rel, bytes(p)) for rel, p in self.pieces], list(self.holes))
 
 
 class Framer:
@@ -35,6 +83,9 @@ class Framer:
     starts mid-connection is the same case). Without it, a bad size stops the framer
     and ``error`` says why (the proxy then ends the connection: nothing is skipped)."""
 
+    __slots__ = ("_buf", "_base", "_boundary", "max_message", "resync", "_cut", "_skip_until",
+                 "_want", "error")
+
     def __init__(self, boundary: Callable[[bytearray, int], bool] | None = None,
                  max_message: int = MAX_MESSAGE):
         self._buf = bytearray()
@@ -42,14 +93,16 @@ class Framer:
         self._boundary = boundary
         self.max_message = max_message
         self.resync = False             # searching for the next message boundary
-        self._skip_until = 0            # the rest of a truncated message ends here
+        self._cut: _Cut | None = None   # a message with a hole, still being collected
+        self._skip_until = 0            # the rest of a message given up ends here
         self._want = 0                  # buffered bytes that complete the next message
         self.error: str | None = None
 
     @property
     def pending(self) -> int:
         """Bytes of an incomplete message waiting for more data."""
-        return len(self._buf)
+        cut = self._cut
+        return len(self._buf) + (0 if cut is None else cut.kept)
 
     @property
     def base(self) -> int:
@@ -59,44 +112,104 @@ class Framer:
         """``data`` found at stream ``offset`` (default: right after what came before)."""
         if offset is None:
             offset = self._base + len(self._buf)
-        if offset < self._skip_until:            # the tail of a message reported truncated
-            cut = min(self._skip_until - offset, len(data))
-            data, offset = data[cut:], offset + cut
+        out: list[Frame] = []
+        if offset < self._skip_until:            # the rest of a message given up
+            n = min(self._skip_until - offset, len(data))
+            data, offset = data[n:], offset + n
             if not data:
+                return out
+        cut = self._cut
+        if cut is not None:                      # the rest of a message with a hole
+            n = min(cut.end - offset, len(data))
+            cut.add(offset, data[:n])
+            if offset + n < cut.end:
                 return []
+            out.append(self._end_cut(False))
+            data, offset = data[n:], offset + n
+            if not data:
+                return out
         if not self._buf:
             self._base = offset
         self._buf += data
         if len(self._buf) < self._want:
-            return []                   # a big message still arriving: nothing to look at
-        return self._frames()
+            return out                  # a big message still arriving: nothing to look at
+        return out + self._frames()
 
-    def already_reported(self, end: int) -> bool:
-        """Whether stream bytes up to ``end`` belong to a message reported truncated."""
-        return end <= self._skip_until
+    def _end_cut(self, ended: bool) -> Frame:
+        cut = self._cut
+        assert cut is not None
+        self._cut = None
+        self._buf.clear()
+        self._base = cut.end
+        return cut.frame(ended)
 
-    def gap(self, offset: int, length: int) -> Frame | None:
-        """``length`` bytes at stream ``offset`` were lost. When the hole is inside a
-        message whose size is known, that message is returned as truncated and framing
-        continues after it; otherwise the framer searches for the next boundary.
-        Returns None also when the hole is inside a message already reported."""
+    def gap(self, offset: int, length: int) -> list[Frame]:
+        """``length`` bytes at stream ``offset`` were lost. A hole inside a message
+        whose size is known cuts it: the message is collected on (holes marked, every
+        captured byte kept) and returned truncated at its end, and framing goes on
+        right after it; otherwise the framer searches for the next boundary."""
         end = offset + length
+        out: list[Frame] = []
         if end <= self._skip_until:
-            return None
+            return out                           # inside a message given up
+        if offset < self._skip_until:
+            offset, length = self._skip_until, end - self._skip_until
         self._want = 0
         buf = self._buf
-        size = _SIZE.unpack_from(buf)[0] if len(buf) >= 4 and not self.resync else -1
-        message_end = self._base + 4 + size
-        if 4 <= size <= self.max_message and end <= message_end and len(buf) >= 12:
-            frame = Frame(self._base + 4, bytes(buf[4:]),
-                          f"truncated: {size - (len(buf) - 4)} of {size} bytes not captured")
-            self._skip_until = message_end
-            buf.clear()
-            self._base = message_end
-            return frame
+        cut = self._cut
+        if cut is None:
+            size = _SIZE.unpack_from(buf)[0] if len(buf) >= 4 and not self.resync else -1
+            if 4 <= size <= self.max_message and len(buf) >= 12 and \
+                    offset < self._base + 4 + size:
+                cut = self._cut = _Cut(self._base + 4, size, bytes(buf[4:]))
+                buf.clear()
+        if cut is not None:
+            cut.hole(offset, min(end, cut.end) - offset)
+            if end < cut.end:
+                return out
+            out.append(self._end_cut(False))
+            if end == cut.end:
+                return out                       # the next message starts right here
         buf.clear()
         self._base = end
         self.resync = self._boundary is not None
+        return out
+
+    def give_up(self) -> Frame | None:
+        """Drop the partial message held (the memory budget is spent): its first bytes
+        come back as a truncated frame (enough to read its header), the rest of it is
+        skipped as it arrives. None when no message was begun (nothing to report)."""
+        buf, cut = self._buf, self._cut
+        self._want = 0
+        if cut is not None:
+            self._cut = None
+            prefix, size, start = cut.prefix, cut.size, cut.start
+        elif len(buf) >= 12 and not self.resync:
+            size = _SIZE.unpack_from(buf)[0]
+            prefix, start = bytes(buf[4:4 + HEAD_KEPT]), self._base + 4
+        else:                                    # not even a header: search anew
+            self._base += len(buf)
+            buf.clear()
+            self.resync = self._boundary is not None
+            return None
+        buf.clear()
+        head = prefix[:HEAD_KEPT]
+        self._skip_until = self._base = start + size
+        return Frame(start, head, f"truncated: the memory budget was spent: {size - len(head)} "
+                                  f"of {size} bytes dropped (raise --max-memory to keep them)",
+                     budget=True)
+
+    def close(self) -> Frame | None:
+        """The capture ended: a message begun but not finished, truncated (with its
+        size known), or None."""
+        if self._cut is not None:
+            return self._end_cut(True)
+        buf = self._buf
+        size = _SIZE.unpack_from(buf)[0] if len(buf) >= 12 and not self.resync else -1
+        if 4 <= size <= self.max_message and len(buf) - 4 < size:
+            self._cut = _Cut(self._base + 4, size, bytes(buf[4:]))
+            buf.clear()
+            return self._end_cut(True)
         return None
 
     def _frames(self) -> list[Frame]:

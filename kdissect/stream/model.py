@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from ..protocol import Message, Options, decode_request, decode_response
 from ..protocol.findings import Finding
+from ..protocol.node import Node
 from ..protocol.names import api_name
 
 if TYPE_CHECKING:
@@ -34,6 +35,10 @@ class KafkaMessage:
     status: str = "ok"             # "ok", or what is wrong with the message's bytes
     how: str | None = None         # for a response: how its API was determined
     size: int = -1                 # bytes of the message (stays when ``data`` is kept elsewhere)
+    # a message cut by holes: ``data`` ends at the first; the bytes captured after it as
+    # (offset in the message, bytes), and the holes as (offset, length)
+    pieces: list[tuple[int, bytes]] | None = None
+    holes: list[tuple[int, int]] | None = None
 
     def __post_init__(self) -> None:
         if self.size < 0:
@@ -48,13 +53,31 @@ class KafkaMessage:
         it as long as they need it). A response of unknown API decodes as raw bytes:
         enrichment guesses orphans' APIs before views see them."""
         if self.direction == "request":
-            return decode_request(self.data, options)
-        if self.direction == "sasl":
+            m = decode_request(self.data, options)
+        elif self.direction == "sasl":
             from ..protocol.message import sasl_token_message
-            return sasl_token_message(self.data, options)
-        if self.api_key is None:
-            return decode_response(self.data, -1, -1, options)
-        return decode_response(self.data, self.api_key, self.api_version, options)
+            m = sasl_token_message(self.data, options)
+        elif self.api_key is None:
+            m = decode_response(self.data, -1, -1, options)
+        else:
+            m = decode_response(self.data, self.api_key, self.api_version, options)
+        if self.holes:
+            _show_cut(m.tree, self.holes, self.pieces or [])
+        return m
+
+
+def _show_cut(tree: Node, holes: list[tuple[int, int]],
+              pieces: list[tuple[int, bytes]]) -> None:
+    """Mark a cut message's holes and keep every byte captured after the first one, in
+    the message's order (each piece's bytes are its own buffer)."""
+    spans = [(rel, n, None) for rel, n in holes] + [(rel, len(b), b) for rel, b in pieces]
+    for rel, n, data in sorted(spans, key=lambda s: s[0]):
+        if data is None:
+            tree.add(Node("_hole", "hole", rel, n, None, note=f"{n} bytes not captured"))
+        else:
+            node = tree.add(Node("_captured_after_hole", "bytes", rel, n, data,
+                                 note=f"{n} bytes captured after a hole"))
+            node.buffer = data
 
 
 @dataclass(slots=True)
@@ -76,9 +99,13 @@ class Exchange:
 
     @property
     def latency(self) -> float | None:
+        """Seconds from the request complete to the response complete (in TCP order);
+        None when either is missing or the capture's times make it negative (that is a
+        finding, ``impossible_latency``, never a figure)."""
         if self.request is None or self.response is None:
             return None
-        return self.response.ts - self.request.ts
+        value = self.response.ts - self.request.ts
+        return value if value >= 0 else None
 
     @property
     def first(self) -> KafkaMessage:

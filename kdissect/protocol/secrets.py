@@ -1,0 +1,126 @@
+"""The one table of credential-bearing fields, and the pass that marks them ``secret``.
+
+Every view masks a node marked ``secret`` unless secrets are asked for (``--show-secrets``):
+text, -V trees, JSON lines, Parquet, the TUI and the proxy's display all read the same
+mark. Three kinds of secret:
+
+- fields that are credentials by their API and name (``FIELDS``);
+- configuration values whose *name* says they are one (``SECRET_CONFIG``), wherever a
+  struct pairs a name with a value (CreateTopics, AlterConfigs, IncrementalAlterConfigs,
+  DescribeConfigs and its synonyms, ...);
+- SASL tokens (``EMBEDDED``): the embedded decoder masks their secret parts (PLAIN
+  password, SCRAM proofs and server signatures, OAUTHBEARER tokens) and keeps the rest
+  readable; a token it cannot read is masked whole.
+
+``NOT_SECRET`` names fields that look credential-bearing but are not, with why; the test
+suite walks every layout and fails on any such-looking field in neither list.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .node import Node
+
+# api key -> names of fields that hold a credential (any depth, either direction)
+FIELDS: dict[int, frozenset[str]] = {
+    38: frozenset({"hmac"}),                   # CreateDelegationToken: the token's secret
+    39: frozenset({"hmac"}),                   # RenewDelegationToken
+    40: frozenset({"hmac"}),                   # ExpireDelegationToken
+    41: frozenset({"hmac"}),                   # DescribeDelegationToken
+    51: frozenset({"salted_password"}),        # AlterUserScramCredentials: logs in as SCRAM
+}
+# api key -> fields holding SASL tokens: the embedded decoder masks their secret parts
+EMBEDDED: dict[int, frozenset[str]] = {36: frozenset({"auth_bytes"})}
+# fields whose names look like credentials but are not (the secrets test reads this)
+NOT_SECRET: dict[str, str] = {
+    "salt": "public in SCRAM (sent to every client in server-first)",
+    "token_id": "names a delegation token, like a user name",
+    "tokens": "the array holding delegation tokens (their hmac is masked)",
+    "token_requester_principal_name": "a principal name",
+    "token_requester_principal_type": "a principal type",
+    "credential_infos": "SCRAM mechanism and iteration count, no secret",
+    "key": "a coordinator, quota or streams key",
+    "key_type": "the kind of coordinator key",
+    "coordinator_keys": "group or transaction ids",
+    "configuration_keys": "config names asked for (values are masked by name)",
+    "api_key": "an API number",
+    "api_keys": "ApiVersions ranges",
+    "is_future_key": "a flag",
+}
+LOOKS_SECRET = re.compile(r"password|secret|token|hmac|proof|credential|auth_bytes|salt|"
+                          r"jaas|bearer|key", re.I)
+# configuration names whose values are credentials (Kafka's PASSWORD-type configs and
+# JAAS/OAuth settings)
+SECRET_CONFIG = re.compile(r"password|secret|jaas\.config|credentials?$|\.key$|"
+                           r"token|private|basic\.auth\.user\.info", re.I)
+_NAME_FIELDS = ("name", "config_name", "key")
+# the APIs whose bodies carry configuration (name, value) pairs: CreateTopics,
+# DescribeConfigs, AlterConfigs, IncrementalAlterConfigs, DescribeClientQuotas,
+# AlterClientQuotas, StreamsGroupHeartbeat/Describe (the secrets test checks every layout with a
+# config-like value field is here)
+CONFIG_APIS = frozenset({19, 32, 33, 44, 48, 49, 88, 89})
+SENSITIVE_APIS = frozenset(FIELDS) | frozenset(EMBEDDED) | CONFIG_APIS
+
+
+def is_secret_config(name: object) -> bool:
+    return isinstance(name, str) and SECRET_CONFIG.search(name) is not None
+
+
+def mark(body: Node, api_key: int | None) -> None:
+    """Mark the credential-bearing nodes under ``body`` (a decoded message body)."""
+    if api_key not in SENSITIVE_APIS:
+        return
+    fields = FIELDS.get(api_key, frozenset()) if api_key is not None else frozenset()
+    embedded = EMBEDDED.get(api_key, frozenset()) if api_key is not None else frozenset()
+    stack = [body]
+    while stack:
+        node = stack.pop()
+        children = node.children
+        if not children:
+            continue
+        name_value = None
+        for child in children:
+            if child.name in fields:
+                _hide(child)
+            elif child.name in embedded and not child.children and child.value:
+                _hide(child)                  # a token the embedded decoder could not read
+            elif child.name in _NAME_FIELDS and name_value is None:
+                name_value = child.value
+            stack.append(child)
+        if is_secret_config(name_value):
+            value = node.child("value")
+            if value is not None:
+                _hide(value)
+
+
+def _hide(node: Node) -> None:
+    node.secret = True
+    for child in node.walk():
+        child.secret = True
+
+
+REDACTED = "<redacted>"
+
+
+def mask_values(values: object, api_key: int | None) -> object:
+    """The same masking on a body read as plain values (dicts and lists, as JSON lines
+    write them): credential fields and secret config values become ``REDACTED``."""
+    if api_key not in SENSITIVE_APIS:
+        return values
+    fields = FIELDS.get(api_key, frozenset()) if api_key is not None else frozenset()
+    stack = [values]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            for k, v in item.items():
+                if k in fields and v is not None:
+                    item[k] = REDACTED
+                elif isinstance(v, (dict, list)):
+                    stack.append(v)
+            name = next((item[k] for k in _NAME_FIELDS if k in item), None)
+            if is_secret_config(name) and item.get("value") is not None:
+                item["value"] = REDACTED
+    return values
