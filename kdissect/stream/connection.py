@@ -59,7 +59,7 @@ class KafkaConnection:
 
     __slots__ = ("index", "client", "broker", "budget", "emit_exchange", "emit_gap",
                  "next_index", "framers", "pending", "early", "sasl_mode", "sasl_awaiting",
-                 "seq", "response_gap", "last_ts")
+                 "seq", "tls", "response_gap", "last_ts")
 
     def __init__(self, index: int, client, broker, emit_exchange: Callable[[Exchange], None],
                  emit_gap: Callable[[Gap], None], next_index: Callable[[], int],
