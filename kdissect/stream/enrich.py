@@ -248,7 +248,9 @@ def _status(ex: Exchange) -> str:
     for code, text in _STATUS:
         if code in codes:
             if text is None:
-                return next(m.status for m in ex.messages if m.status.startswith("truncated"))
+                # a cut message whose header is unreadable too says "malformed header"
+                return next((m.status for m in ex.messages if m.status.startswith("truncated")),
+                            "truncated")
             return text
     if ex.request is not None and ex.response is None and not ex.expected:
         return "no response expected (acks=0)"

@@ -87,7 +87,7 @@ def _collect(node: Node, f: Facts, topic: str | None, array: str, ids: dict[str,
     partition = None
     for c in node.children:
         kind = c.ktype
-        if kind == "int32" and element and topic is not None and \
+        if kind == "int32" and element and topic is not None and c.value is not None and \
                 c.name in ("partition_index", "partition", "index"):
             f.topics[topic].add(c.value)
             partition = c.value
