@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
 from rich.text import Text
 
 from kdissect.filters import parse_filter
@@ -15,6 +16,8 @@ from kdissect.tui.app import KdissectApp
 from kdissect.tui.detail import HIGHLIGHT, Detail, HexView
 from kdissect.tui.exchange_list import ExchangeList
 from tests.test_tui import CODECS, GROUP, loaded, settle
+
+pytestmark = pytest.mark.slow          # each test runs the app on a capture: seconds
 
 
 def run(path: Path, body, size=(120, 40), start: str = "") -> None:
