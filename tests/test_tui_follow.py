@@ -318,3 +318,17 @@ def test_screenshots_go_here_when_there_is_no_downloads_folder(tmp_path, monkeyp
         assert len(list(here.glob("*.svg"))) == 1 and not (home / "Downloads").exists()
 
     run(GROUP, body)
+
+
+def test_the_filter_bar_completes_topics_and_clients_seen():
+    from kdissect.tui.filterbar import FilterSuggester
+    seen = {"topic": {"ck-group", "orders"}, "client_id": {"rdkafka"}}
+    bar = FilterSuggester(lambda field: seen[field])
+
+    async def ask(text: str):
+        return await bar.get_suggestion(text)
+    assert asyncio.run(ask('topic == "or')) == 'topic == "orders"'
+    assert asyncio.run(ask("topic == ck")) == 'topic == "ck-group"'
+    assert asyncio.run(ask("api == Produce and client_id == rd")) == \
+        'api == Produce and client_id == "rdkafka"'
+    assert asyncio.run(ask("api == Pro")) == "api == Produce"     # the other completions stay
