@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
 from rich.text import Text
 
 from kdissect.filters import parse_filter
@@ -15,6 +16,8 @@ from kdissect.tui.app import KdissectApp
 from kdissect.tui.detail import HIGHLIGHT, Detail, HexView
 from kdissect.tui.exchange_list import ExchangeList
 from tests.test_tui import CODECS, GROUP, loaded, settle
+
+pytestmark = pytest.mark.slow          # each test runs the app on a capture: seconds
 
 
 def run(path: Path, body, size=(120, 40), start: str = "") -> None:
@@ -315,3 +318,17 @@ def test_screenshots_go_here_when_there_is_no_downloads_folder(tmp_path, monkeyp
         assert len(list(here.glob("*.svg"))) == 1 and not (home / "Downloads").exists()
 
     run(GROUP, body)
+
+
+def test_the_filter_bar_completes_topics_and_clients_seen():
+    from kdissect.tui.filterbar import FilterSuggester
+    seen = {"topic": {"ck-group", "orders"}, "client_id": {"rdkafka"}}
+    bar = FilterSuggester(lambda field: seen[field])
+
+    async def ask(text: str):
+        return await bar.get_suggestion(text)
+    assert asyncio.run(ask('topic == "or')) == 'topic == "orders"'
+    assert asyncio.run(ask("topic == ck")) == 'topic == "ck-group"'
+    assert asyncio.run(ask("api == Produce and client_id == rd")) == \
+        'api == Produce and client_id == "rdkafka"'
+    assert asyncio.run(ask("api == Pro")) == "api == Produce"     # the other completions stay
