@@ -96,6 +96,10 @@ def _yield_cpu() -> None:
 @click.option("--display-buffer", default="64M", show_default=True, metavar="SIZE",
               help="Bytes of traffic waiting for the display at most; beyond it whole "
                    "exchanges are left out of the display (and counted), never delayed.")
+@click.option("--max-memory", default="512M", show_default=True, metavar="SIZE",
+              help="Bytes the forwarder may hold for partial messages of all connections "
+                   "together; beyond it the oldest partial request is not decoded (a note "
+                   "says so). Every byte is still forwarded unchanged.")
 @click.option("--metrics", "metrics_at", metavar="HOST:PORT",
               help="Serve Prometheus metrics (bytes, requests, latency histogram, left-out "
                    "exchanges; in total and per connection) at http://HOST:PORT/metrics.")
@@ -105,7 +109,7 @@ def _yield_cpu() -> None:
 @secret_options
 def proxy(upstream, listen, broker_ports, advertise, maps, upstream_tls, ca_file, insecure,
           tls_cert, tls_key, write, filter_text, fmt, verbose, tui, display_buffer,
-          metrics_at, event_loop, show_secrets, max_decompressed):
+          max_memory, metrics_at, event_loop, show_secrets, max_decompressed):
     import signal
     import ssl
     import threading
@@ -134,6 +138,7 @@ def proxy(upstream, listen, broker_ports, advertise, maps, upstream_tls, ca_file
             raise click.ClickException("--metrics needs prometheus_client: "
                                        "pip install 'kdissect[metrics]'") from None
     budget = _size(display_buffer)
+    memory = _size(max_memory, "--max-memory")
     display_filter, options, _ = _traffic_options(filter_text, show_secrets,
                                                   max_decompressed, ())
     err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -167,7 +172,8 @@ def proxy(upstream, listen, broker_ports, advertise, maps, upstream_tls, ca_file
     def make(feed_writer, on_note) -> Proxy:
         return Proxy(upstreams, host, port, advertise,
                      (lambda n: broker_ports + n) if broker_ports is not None else None,
-                     feed_writer, on_note, server_ssl, upstream_ssl, recorder, upstream_map)
+                     feed_writer, on_note, server_ssl, upstream_ssl, recorder, upstream_map,
+                     memory)
 
     forwarder = process.start(make, budget, event_loop, metrics_addr)
     signals = []
