@@ -177,12 +177,16 @@ def proxy(upstream, listen, broker_ports, advertise, maps, upstream_tls, ca_file
 
     forwarder = process.start(make, budget, event_loop, metrics_addr)
     signals = []
+    displays: list[FeedDisplay] = []
 
     def on_signal(*_) -> None:
-        """The first Ctrl-C or SIGTERM stops forwarding (the display then shows what
-        it already has); a second one also stops the display."""
+        """The first Ctrl-C or SIGTERM stops forwarding; the display shows what it can
+        of what it has within ``display.STOP_GRACE`` and says what it left out. A second
+        one also stops the display at once."""
         signals.append(1)
         forwarder.stop()
+        for d in displays:
+            d.stop()
         if len(signals) > 1:
             raise KeyboardInterrupt
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -215,8 +219,11 @@ def proxy(upstream, listen, broker_ports, advertise, maps, upstream_tls, ca_file
     _yield_cpu()                                # this process only decodes and prints now
     printer = ExchangePrinter(options, fmt, verbose, display_filter)
     shown = _Guarded(printer, err)
+    displays.append(FeedDisplay(Enricher(shown, options, full=printer.full)))
+    if signals:
+        displays[0].stop()
     try:
-        FeedDisplay(Enricher(shown, options, full=printer.full)).run(forwarder.fd)
+        displays[0].run(forwarder.fd)
     except KeyboardInterrupt:
         err.print("stopped before the display had shown everything the proxy forwarded",
                   style="yellow")
