@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
 
 import click
 from rich.console import Console
@@ -51,18 +53,17 @@ TUI_NICENESS = 10
 
 
 def _yield_cpu() -> None:
-    """Decoding for the display runs at the lowest priority (SCHED_IDLE: it runs only
-    on an otherwise idle core, and any other task preempts it at once; else nice 19):
-    on a busy machine it falls behind and sheds exchanges instead of taking CPU from
-    forwarding, or from clients and brokers on the same machine. ``backoff.CpuGate``
-    also pauses it while no core is free."""
+    """Decoding for the display runs at the lowest priority of normal scheduling (nice
+    19): forwarding, clients and brokers on the same machine go first, and
+    ``backoff.CpuGate`` also pauses it briefly while no core is free. Not SCHED_IDLE:
+    measured with a busy loop per core at normal priority beside the proxy, a
+    SCHED_IDLE display wrote its first line after 5-7 s and decoded 5 of 130 requests
+    (at nice 19: 1.5-4 s, and all of them); see docs/proxy.md. On Linux this sets the
+    calling thread only: threads started before keep their priority."""
     try:
-        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-    except (AttributeError, OSError):
-        try:
-            os.nice(19)
-        except OSError:
-            pass
+        os.nice(19 - os.nice(0))
+    except OSError:
+        pass
 
 
 @main.command(help=PROXY_HELP)
@@ -110,9 +111,7 @@ def _yield_cpu() -> None:
 def proxy(upstream, listen, broker_ports, advertise, maps, upstream_tls, ca_file, insecure,
           tls_cert, tls_key, write, filter_text, fmt, verbose, tui, display_buffer,
           max_memory, metrics_at, event_loop, show_secrets, max_decompressed):
-    import signal
     import ssl
-    import threading
     from ..proxy import process
     from ..proxy.display import FeedDisplay
     from ..proxy.server import Proxy
@@ -219,19 +218,75 @@ def proxy(upstream, listen, broker_ports, advertise, maps, upstream_tls, ca_file
     _yield_cpu()                                # this process only decodes and prints now
     printer = ExchangePrinter(options, fmt, verbose, display_filter)
     shown = _Guarded(printer, err)
-    displays.append(FeedDisplay(Enricher(shown, options, full=printer.full)))
+    display = FeedDisplay(Enricher(shown, options, full=printer.full))
+    displays.append(display)
     if signals:
-        displays[0].stop()
+        display.stop()
+    finished = threading.Event()
+
+    def give_up() -> None:
+        """The display did not finish in time (a low-priority process on a busy
+        machine may get a few ms of CPU a second): say what it did, and end."""
+        err.print(display.summary() + "; stopped before the display had shown "
+                  "everything it was given", style="yellow")
+        _flush_and_exit()
+    # before the display lowers its priority: the watcher thread keeps the normal one
+    _watch_signals(on_signal, finished, give_up)
     try:
-        displays[0].run(forwarder.fd)
+        display.run(forwarder.fd)
     except KeyboardInterrupt:
         err.print("stopped before the display had shown everything the proxy forwarded",
                   style="yellow")
     code = forwarder.join()
     shown.done()
+    finished.set()
     if code:
         raise click.ClickException(f"the forwarding process ended unexpectedly (exit code "
                                    f"{code}); please report it")
+    if signals:
+        # stopped: skip the interpreter's teardown (tens of ms of CPU, seconds for a
+        # low-priority process on a busy machine); everything is written
+        _flush_and_exit()
+
+
+def _flush_and_exit(timeout: float = 0.3) -> None:
+    """Flush the output and end the process; a flush the display's thread holds up
+    (it may be writing, at low priority) is given ``timeout`` seconds."""
+    def flush() -> None:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+    t = threading.Thread(target=flush, daemon=True)
+    t.start()
+    t.join(timeout)
+    os._exit(0)
+
+
+def _watch_signals(on_signal, finished: threading.Event, give_up) -> None:
+    """Ctrl-C and SIGTERM taken by a thread of normal priority instead of the main
+    thread (the display, which runs at the lowest: on a busy machine it may not run
+    for a second, and Python runs signal handlers in the main thread). The thread
+    stops forwarding and the display at once, and ends the process itself when the
+    display has not finished ``STOP_GRACE`` + 0.5 s later, or at a second signal."""
+    from ..proxy.display import STOP_GRACE
+    wanted = {signal.SIGINT, signal.SIGTERM}
+    signal.pthread_sigmask(signal.SIG_BLOCK, wanted)    # inherited by the thread
+
+    def watch() -> None:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})   # the display's
+        received = 0
+        while True:
+            signal.sigwait(wanted)
+            received += 1
+            try:
+                on_signal()
+            except KeyboardInterrupt:        # (the second signal)
+                pass
+            if received > 1 or not finished.wait(STOP_GRACE + 0.3):
+                give_up()
+    threading.Thread(target=watch, name="kdissect-signals", daemon=True).start()
 
 
 def _wait_ready(forwarder, err: Console) -> str | None:

@@ -23,7 +23,7 @@ _SIZE = struct.Struct(">i")
 
 LAG = 5.0             # seconds: records older than this mean the display is behind
 SAMPLE_EVERY = 0.25   # while behind: one exchange shown per this many seconds
-STOP_GRACE = 1.0      # seconds the display goes on after a stop is asked for
+STOP_GRACE = 0.5      # seconds the display goes on after a stop is asked for
 _REMEMBERED = 4096    # left-out requests remembered per connection (acks=0 never answer)
 
 
