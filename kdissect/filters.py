@@ -299,6 +299,9 @@ class _Parser:
             return key
         if kind == "error":
             if tok.kind == "num":
+                if not re.fullmatch(r"-?\d+", text):
+                    raise FilterError(tok.pos, f"expected an error code or name, found "
+                                               f"{text!r}", self.text)
                 return int(text)
             from .protocol.names import _kio_errors
             by_name = {n: c for c, (n, _r) in _kio_errors().items()}

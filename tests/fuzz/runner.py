@@ -22,6 +22,14 @@ TARGETS = {
     "grammar": (h.grammar_input, lambda a: h.parse_grammar_text(*a),
                 lambda a: (a[0].encode(), a[1].hex())),
 }
+
+def _hostile_targets() -> dict:
+    """Issue 22's targets (filters, the proxy's framing, TCP reassembly, pastes)."""
+    from .hostile_targets import targets
+    return targets()
+
+
+TARGETS.update(_hostile_targets())
 CPU_LIMIT = 1.0         # seconds of CPU one input may take (CPU, not wall: the machine
                         # is shared, and a loaded box must not fail the run)
 
