@@ -97,6 +97,11 @@ def _yield_cpu() -> None:
 @click.option("--display-buffer", default="64M", show_default=True, metavar="SIZE",
               help="Bytes of traffic waiting for the display at most; beyond it whole "
                    "exchanges are left out of the display (and counted), never delayed.")
+@click.option("--display-lag", default=5.0, show_default=True, metavar="SECONDS",
+              type=click.FloatRange(min=0),
+              help="When the display falls this far behind the traffic (a busy machine "
+                   "leaves it little CPU), it shows a sample of the exchanges (4 a second) "
+                   "and counts the rest until it has caught up; 0: never sample.")
 @click.option("--max-memory", default="512M", show_default=True, metavar="SIZE",
               help="Bytes the forwarder may hold for partial messages of all connections "
                    "together; beyond it the oldest partial request is not decoded (a note "
@@ -110,7 +115,7 @@ def _yield_cpu() -> None:
 @secret_options
 def proxy(upstream, listen, broker_ports, advertise, maps, upstream_tls, ca_file, insecure,
           tls_cert, tls_key, write, filter_text, fmt, verbose, tui, display_buffer,
-          max_memory, metrics_at, event_loop, show_secrets, max_decompressed):
+          display_lag, max_memory, metrics_at, event_loop, show_secrets, max_decompressed):
     import ssl
     from ..proxy import process
     from ..proxy.display import FeedDisplay
@@ -207,7 +212,8 @@ def proxy(upstream, listen, broker_ports, advertise, maps, upstream_tls, ca_file
         def load(emit, warn, progress):
             _yield_cpu()                        # (the TUI's loader process)
             warn(listening)
-            FeedDisplay(Enricher(CallbackSink(emit, warn, progress), options)).run(forwarder.fd)
+            FeedDisplay(Enricher(CallbackSink(emit, warn, progress), options),
+                        display_lag).run(forwarder.fd)
         os.nice(TUI_NICENESS)
         _run_tui(load, options, f"proxy {listen} → {upstream}", filter_text,
                  display_filter, stop)
@@ -215,10 +221,9 @@ def proxy(upstream, listen, broker_ports, advertise, maps, upstream_tls, ca_file
         forwarder.join()
         return
     err.print(listening + " (Ctrl-C stops)", style="green")
-    _yield_cpu()                                # this process only decodes and prints now
     printer = ExchangePrinter(options, fmt, verbose, display_filter)
     shown = _Guarded(printer, err)
-    display = FeedDisplay(Enricher(shown, options, full=printer.full))
+    display = FeedDisplay(Enricher(shown, options, full=printer.full), display_lag)
     displays.append(display)
     if signals:
         display.stop()
@@ -227,11 +232,13 @@ def proxy(upstream, listen, broker_ports, advertise, maps, upstream_tls, ca_file
     def give_up() -> None:
         """The display did not finish in time (a low-priority process on a busy
         machine may get a few ms of CPU a second): say what it did, and end."""
-        err.print(display.summary() + "; stopped before the display had shown "
-                  "everything it was given", style="yellow")
+        text = (display.summary() + "; stopped before the display had shown everything "
+                "it was given\n")
+        os.write(2, text.encode())         # not through the console: the display may hold it
         _flush_and_exit()
     # before the display lowers its priority: the watcher thread keeps the normal one
     _watch_signals(on_signal, finished, give_up)
+    _yield_cpu()                                # this thread only decodes and prints now
     try:
         display.run(forwarder.fd)
     except KeyboardInterrupt:
@@ -249,7 +256,7 @@ def proxy(upstream, listen, broker_ports, advertise, maps, upstream_tls, ca_file
         _flush_and_exit()
 
 
-def _flush_and_exit(timeout: float = 0.3) -> None:
+def _flush_and_exit(timeout: float = 0.2) -> None:
     """Flush the output and end the process; a flush the display's thread holds up
     (it may be writing, at low priority) is given ``timeout`` seconds."""
     def flush() -> None:
@@ -269,7 +276,7 @@ def _watch_signals(on_signal, finished: threading.Event, give_up) -> None:
     thread (the display, which runs at the lowest: on a busy machine it may not run
     for a second, and Python runs signal handlers in the main thread). The thread
     stops forwarding and the display at once, and ends the process itself when the
-    display has not finished ``STOP_GRACE`` + 0.5 s later, or at a second signal."""
+    display has not finished ``STOP_GRACE`` + 0.2 s later, or at a second signal."""
     from ..proxy.display import STOP_GRACE
     wanted = {signal.SIGINT, signal.SIGTERM}
     signal.pthread_sigmask(signal.SIG_BLOCK, wanted)    # inherited by the thread
@@ -284,7 +291,7 @@ def _watch_signals(on_signal, finished: threading.Event, give_up) -> None:
                 on_signal()
             except KeyboardInterrupt:        # (the second signal)
                 pass
-            if received > 1 or not finished.wait(STOP_GRACE + 0.3):
+            if received > 1 or not finished.wait(STOP_GRACE + 0.2):
                 give_up()
     threading.Thread(target=watch, name="kdissect-signals", daemon=True).start()
 

@@ -23,7 +23,7 @@ _SIZE = struct.Struct(">i")
 
 LAG = 5.0             # seconds: records older than this mean the display is behind
 SAMPLE_EVERY = 0.25   # while behind: one exchange shown per this many seconds
-STOP_GRACE = 0.5      # seconds the display goes on after a stop is asked for
+STOP_GRACE = 0.3      # seconds the display goes on after a stop is asked for
 _REMEMBERED = 4096    # left-out requests remembered per connection (acks=0 never answer)
 
 
@@ -33,13 +33,14 @@ class FeedDisplay:
     start, if it could not.
 
     It never waits long for a free core (``CpuGate``), and while the records it reads
-    are more than ``LAG`` old (it runs at low priority: on a busy machine it gets little
+    are more than ``lag`` seconds old (it runs at low priority: on a busy machine it gets little
     time) it shows a sample of the exchanges (one per ``SAMPLE_EVERY``) and leaves the
     others out, whole (a left-out request's response is left out too), counting them,
     until it has caught up."""
 
-    def __init__(self, sink: Sink):
+    def __init__(self, sink: Sink, lag: float = LAG):
         self.sink = sink
+        self.lag = lag                  # 0: never sample
         self.connections: dict[int, KafkaConnection] = {}
         self.messages = itertools.count()
         self.dropped = 0                # exchanges the forwarder shed
@@ -106,7 +107,7 @@ class FeedDisplay:
             return True
         now = time.monotonic()
         lag = max(0.0, time.time() - ts)
-        if lag > LAG:                       # behind: a sample, until it has caught up
+        if self.lag and lag > self.lag:     # behind: a sample, until it has caught up
             if now < self._next_sample:
                 skipped = self._skipped.setdefault(conn, {})
                 skipped[payload[4:8]] = None
