@@ -600,7 +600,7 @@ def test_bootstrap_list_wildcard_listen_metrics_and_a_clean_stop():
         # SIGTERM with connections open (the producer's, and one mid-request)
         half = socket.create_connection(("127.0.0.1", proxy.port), timeout=10)
         half.sendall(struct.pack(">i", 100) + b"\x00\x12")
-        time.sleep(0.3)
+        proxy.settle()                              # the display has shown the Produce
         proxy.proc.terminate()
         assert proxy.proc.wait(timeout=30) == 0
         assert half.recv(10) == b""                 # closed, not left hanging
@@ -720,8 +720,8 @@ def test_the_display_pauses_briefly_while_every_core_is_busy_then_goes_on_sampli
     time.sleep(0.3)
     before, end = gate.paused, time.monotonic() + 1.0
     while time.monotonic() < end:
-        last = gate.check()
-    assert gate.paused - before <= 0.2 and not last
+        gate.check()
+    assert gate.paused - before <= 0.2     # (still busy with other work: no pause either)
 
 
 def test_on_one_core_the_display_runs_while_the_rest_leaves_it_half(monkeypatch):
@@ -960,7 +960,7 @@ def test_the_display_samples_while_far_behind_and_leaves_exchanges_out_whole(tmp
 
 @pytest.mark.slow
 def test_sigterm_on_a_busy_machine_ends_the_proxy_within_2_s():
-    """A busy loop per core at normal priority: the display (nice 19) gets little CPU,
+    """A busy loop per core at normal priority: the display (nice 10) gets little CPU,
     yet SIGTERM ends the proxy within 2 s, with the display's summary."""
     from kafka import KafkaProducer
     broker = Broker()

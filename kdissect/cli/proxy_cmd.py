@@ -52,16 +52,19 @@ Examples:
 TUI_NICENESS = 10
 
 
+DISPLAY_NICENESS = 10
+
+
 def _yield_cpu() -> None:
-    """Decoding for the display runs at the lowest priority of normal scheduling (nice
-    19): forwarding, clients and brokers on the same machine go first, and
-    ``backoff.CpuGate`` also pauses it briefly while no core is free. Not SCHED_IDLE:
-    measured with a busy loop per core at normal priority beside the proxy, a
-    SCHED_IDLE display wrote its first line after 5-7 s and decoded 5 of 130 requests
-    (at nice 19: 1.5-4 s, and all of them); see docs/proxy.md. On Linux this sets the
+    """Decoding for the display runs below forwarding, clients and brokers (nice 10),
+    and ``backoff.CpuGate`` pauses it briefly while no core is free. Not SCHED_IDLE
+    and not nice 19: measured with a busy loop per core at normal priority beside the
+    proxy, a SCHED_IDLE display wrote its first line after 5-7 s and decoded 5 of 130
+    requests, and at nice 19 the process took ~1 s just to exit after SIGTERM (its
+    threads must be scheduled to die); see docs/proxy.md. On Linux this sets the
     calling thread only: threads started before keep their priority."""
     try:
-        os.nice(19 - os.nice(0))
+        os.nice(DISPLAY_NICENESS - os.nice(0))
     except OSError:
         pass
 
