@@ -69,10 +69,17 @@ class CpuGate:
         self.paused = 0.0            # seconds spent paused
         self.yielding: bool | None = None   # can it offer? decided by the first working()
         self.offering = False        # between working() and waiting()
-        self.loaded = False          # busy past MAX_PAUSE: decode less, do not wait
+        self.loaded = False          # busy past MAX_PAUSE: go on, without offers
+        self.active = False          # between working() and waiting()
         self._mark()
 
     def working(self) -> None:
+        self.active = True
+        if self.loaded:
+            # no core is free: each offer would hand the core to other work for a whole
+            # time slice (measured: 2 requests decoded in 10 s beside a busy loop per
+            # core); the display's low priority keeps forwarding first
+            return
         if self.yielding is None:
             self.yielding = _offer_core_on_alarm()
         if self.yielding and not self.offering:
@@ -81,6 +88,7 @@ class CpuGate:
 
     def waiting(self) -> None:
         """Before sleeping or blocking: the offers would only wake the process."""
+        self.active = False
         if self.offering:
             signal.setitimer(signal.ITIMER_REAL, 0)
             self.offering = False
@@ -115,22 +123,34 @@ class CpuGate:
         waited = 0.0
         while self._others() > self.busy_above:
             if self.loaded or waited >= MAX_PAUSE:
-                self.loaded = True             # still busy: go on, decoding less
+                self._set_loaded(True)         # still busy: go on
                 self._mark()
                 return True
             self._mark()
             self._sleep(PAUSE)
             self.paused += PAUSE
             waited += PAUSE
-        self.loaded = False
+        self._set_loaded(False)
         self._mark()
         return False
 
+    def _set_loaded(self, loaded: bool) -> None:
+        if loaded == self.loaded:
+            return
+        active = self.active
+        if loaded:
+            self.waiting()                     # no offers while no core is free
+            self.loaded = True
+        else:
+            self.loaded = False
+        if active:
+            self.working()
+
     def _sleep(self, seconds: float) -> None:
-        offering = self.offering
+        active = self.active
         self.waiting()
         time.sleep(seconds)
-        if offering:
+        if active:
             self.working()
 
 
