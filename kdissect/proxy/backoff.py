@@ -1,6 +1,6 @@
 """The display takes a core only when one is free, and gives it back often.
 
-The display's process already runs at the lowest scheduling priority, but measured on a
+The display's process already runs below everything else (nice 10), but measured on a
 2-core machine shared with the clients and the broker, a busy process even at
 SCHED_IDLE still costs them 6-13 % (caches, memory bandwidth, the hypervisor), and
 decoding every record as JSON keeps one busy for as long as traffic flows. So while the
@@ -8,7 +8,8 @@ rest of the machine leaves less than 1¼ cores free, the display pauses: the for
 buffer fills and sheds whole exchanges (counted and reported), and the display catches
 up when the load drops. A pause lasts half a second at most: on a machine busy with
 other work for minutes, the display would otherwise stay dark for minutes; past that
-it goes on decoding a sample of the exchanges (display.py) and counts the rest. (With a whole core as the line, Metadata round trips through
+it goes on, without offering its core, and samples the exchanges when it falls far
+behind (display.py). (With a whole core as the line, Metadata round trips through
 the proxy on 2 cores added +0.92 ms at p99 in two runs; with 1¼, +0.70.) Where there is
 no /proc/stat (not Linux) it never pauses.
 

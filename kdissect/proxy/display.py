@@ -33,8 +33,8 @@ class FeedDisplay:
     start, if it could not.
 
     It never waits long for a free core (``CpuGate``), and while the records it reads
-    are more than ``lag`` seconds old (it runs at low priority: on a busy machine it gets little
-    time) it shows a sample of the exchanges (one per ``SAMPLE_EVERY``) and leaves the
+    are more than ``lag`` seconds old (it runs at low priority: on a busy machine it
+    gets little time) it shows a sample of the exchanges (one per ``SAMPLE_EVERY``) and leaves the
     others out, whole (a left-out request's response is left out too), counting them,
     until it has caught up."""
 
@@ -44,7 +44,7 @@ class FeedDisplay:
         self.connections: dict[int, KafkaConnection] = {}
         self.messages = itertools.count()
         self.dropped = 0                # exchanges the forwarder shed
-        self.left_out = 0               # exchanges this display left out (behind, busy)
+        self.left_out = 0               # exchanges this display left out (behind)
         self.shown = 0                  # requests decoded
         self.max_lag = 0.0              # seconds between forwarding and decoding, at most
         self.error: str | None = None
@@ -88,8 +88,8 @@ class FeedDisplay:
     def summary(self, unread: int = 0) -> str:
         text = f"display: {self.shown} requests shown"
         if self.left_out:
-            text += (f", {self.left_out} exchanges left out while it was behind or the "
-                     f"machine busy (a sample was shown)")
+            text += (f", {self.left_out} exchanges left out while it was over "
+                     f"{self.lag:g} s behind (a sample was shown)")
         if self.dropped:
             text += f", {self.dropped} shed by the forwarder"
         if unread:
