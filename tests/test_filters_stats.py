@@ -195,7 +195,8 @@ def test_hostile_filters_are_refused_with_where(text, position, words):
 
 def test_escapes_decode_strictly_and_long_filters_evaluate(views):
     assert parse_filter('client_id == "a\\x41\\u00e9\\N{DIGIT ONE}"').predicate is not None
-    assert select(views, 'client_id ~ "\\w+"') == select(views, "client_id ~ '[A-Za-z0-9_]+'")
+    # an unknown escape stays as written: a regular expression reads as it looks
+    assert select(views, 'client_id ~ "\\-"') == select(views, "client_id contains '-'")
     assert select(views, "not " * 1001 + "api") == select(views, "not api")
     assert select(views, " and ".join(["api"] * 5000)) == views
     assert select(views, " or ".join(["version == 99"] * 5000)) == []
