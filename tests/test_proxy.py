@@ -777,9 +777,9 @@ def test_the_display_offers_its_core_while_it_decodes_and_not_while_it_waits(
 
     def exchange(ex) -> None:
         timers_seen.append(signal.getitimer(signal.ITIMER_REAL)[1])
-        before, end = len(offers), time.monotonic() + 0.02
-        while time.monotonic() < end:          # 20 ms of "decoding"
-            pass
+        before, end = len(offers), time.thread_time() + 0.02
+        while time.thread_time() < end:        # 20 ms of CPU "decoding" (the machine
+            pass                               # may be busy: wall time says less)
         offers_while_showing.append(len(offers) - before)
         shown.append(ex)
     read_fd, write_fd = os.pipe()
@@ -792,6 +792,9 @@ def test_the_display_offers_its_core_while_it_decodes_and_not_while_it_waits(
         put(feed.OPEN, 0, json.dumps([["127.0.0.1", 5000], ["127.0.0.1", 9092]]).encode())
         put(feed.FRAME, 0, ex.request.data)
         put(feed.FRAME, 1, ex.response.data)
+        deadline = time.monotonic() + 20          # (slow on a busy machine)
+        while not shown and time.monotonic() < deadline:
+            time.sleep(0.01)
         time.sleep(0.5)                       # the display has it all and waits for more
         count = len(offers)
         time.sleep(0.1)
@@ -804,7 +807,9 @@ def test_the_display_offers_its_core_while_it_decodes_and_not_while_it_waits(
     t.join()
     assert [e.request.api_key for e in shown] == [3]
     assert timers_seen == [pytest.approx(YIELD_EVERY)]
-    assert offers_while_showing[0] >= 10            # every 0.5 ms of 20 ms, loosely
+    # every 0.5 ms of 20 ms, loosely: on a busy machine timer signals that expire
+    # while the process waits for a core arrive as one
+    assert offers_while_showing[0] >= 5
     assert while_blocked == [(0.0, 0)]
     assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
 
