@@ -53,7 +53,7 @@ class ProxyProcess:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def settle(self, timeout: float = 60) -> None:
+    def settle(self, timeout: float = 150) -> None:
         """Wait until the display has shown what it was given: SIGTERM promises only
         what is shown within a second (on a busy machine the low-priority display may
         be behind), so a test that counts exchanges waits for it to sleep on an empty
