@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import difflib
 import re
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -29,7 +30,11 @@ from .protocol.names import API_NAMES, api_key_of
 class FilterError(ValueError):
     def __init__(self, position: int, message: str, text: str):
         self.position = position
-        pointer = f"\n  {text}\n  {' ' * position}^"
+        # a window of the text around the position (a filter may be kilobytes long)
+        start = max(0, position - 60)
+        shown = ("…" if start else "") + text[start:position + 60] + \
+            ("…" if len(text) > position + 60 else "")
+        pointer = f"\n  {shown}\n  {' ' * (position - start + (1 if start else 0))}^"
         super().__init__(f"at position {position}: {message}{pointer}")
 
 
@@ -111,11 +116,11 @@ class Token:
 def _tokens(text: str) -> list[Token]:
     out, pos = [], 0
     while pos < len(text):
-        if text[pos:].strip() == "":
+        if _BLANK_TO_END.match(text, pos):
             break
         m = _TOKEN.match(text, pos)
         if not m or m.end() == pos:
-            start = len(text) - len(text[pos:].lstrip())
+            start = _BLANK.match(text, pos).end()
             raise FilterError(start, f"unexpected {text[start]!r}", text)
         kind = m.lastgroup
         start = m.start(kind)
@@ -123,6 +128,54 @@ def _tokens(text: str) -> list[Token]:
         pos = m.end()
     out.append(Token("end", "", len(text)))
     return out
+
+
+_BLANK = re.compile(r"\s*")
+_BLANK_TO_END = re.compile(r"\s*\Z")
+MAX_DEPTH = 64          # parentheses; deeper is refused (no real filter comes close)
+MAX_DIGITS = 30         # in a number (int() refuses beyond 4,300; no field needs 30)
+_ESCAPES = {"\\": "\\", "'": "'", '"': '"', "n": "\n", "t": "\t", "r": "\r", "0": "\0",
+            "a": "\a", "b": "\b", "f": "\f", "v": "\v"}
+_HEX_ESCAPE = {"x": 2, "u": 4, "U": 8}
+
+
+def _unquote(tok: Token, text: str) -> str:
+    """The text of a quoted string: Python's escapes (\\n, \\xHH, \\uHHHH, \\UHHHHHHHH,
+    \\N{NAME}) decoded strictly, any other backslash kept as written (so regular
+    expressions like "\\d+" read as they look)."""
+    body, out, i = tok.text[1:-1], [], 0
+    while True:
+        j = body.find("\\", i)
+        if j < 0:
+            out.append(body[i:])
+            return "".join(out)
+        out.append(body[i:j])
+        c = body[j + 1]              # the tokenizer keeps a backslash from ending a string
+        where = tok.pos + 1 + j
+        if c in _ESCAPES:
+            out.append(_ESCAPES[c])
+            i = j + 2
+        elif c in _HEX_ESCAPE:
+            n = _HEX_ESCAPE[c]
+            digits = body[j + 2:j + 2 + n]
+            if len(digits) != n or not all(d in "0123456789abcdefABCDEF" for d in digits):
+                raise FilterError(where, f"\\{c} must be followed by {n} hex digits", text)
+            if int(digits, 16) > 0x10FFFF:
+                raise FilterError(where, f"\\{c}{digits} is beyond Unicode (U+10FFFF)", text)
+            out.append(chr(int(digits, 16)))
+            i = j + 2 + n
+        elif c == "N":
+            end = body.find("}", j)
+            name = body[j + 3:end] if body.startswith("{", j + 2) and end > 0 else None
+            try:
+                out.append(unicodedata.lookup(name or ""))
+            except KeyError:
+                raise FilterError(where, "\\N needs a Unicode character name: "
+                                         "\\N{LATIN SMALL LETTER E}", text) from None
+            i = end + 1
+        else:
+            out.append(body[j:j + 2])
+            i = j + 2
 
 
 Predicate = Callable[[Any], bool]
@@ -150,39 +203,48 @@ class _Parser:
     def parse(self) -> Predicate:
         if self.peek().kind == "end":
             raise self.error(self.peek(), "a filter such as 'api == Produce'")
-        pred = self.or_()
+        pred = self.or_(0)
         if self.peek().kind != "end":
             raise self.error(self.peek(), "'and', 'or' or the end of the filter")
         return pred
 
-    def or_(self) -> Predicate:
-        left = self.and_()
+    # Terms joined by and/or are lists evaluated by a loop (any/all), `not`s are counted:
+    # only parentheses nest, and they are bounded, so neither parsing nor evaluating
+    # recurses per term.
+    def or_(self, depth: int) -> Predicate:
+        terms = [self.and_(depth)]
         while self.peek().text in ("or", "||"):
             self.take()
-            right = self.and_()
-            left = (lambda a, b: lambda x: a(x) or b(x))(left, right)
-        return left
+            terms.append(self.and_(depth))
+        if len(terms) == 1:
+            return terms[0]
+        return lambda x: any(t(x) for t in terms)
 
-    def and_(self) -> Predicate:
-        left = self.not_()
+    def and_(self, depth: int) -> Predicate:
+        terms = [self.not_(depth)]
         while self.peek().text in ("and", "&&"):
             self.take()
-            right = self.not_()
-            left = (lambda a, b: lambda x: a(x) and b(x))(left, right)
-        return left
+            terms.append(self.not_(depth))
+        if len(terms) == 1:
+            return terms[0]
+        return lambda x: all(t(x) for t in terms)
 
-    def not_(self) -> Predicate:
-        if self.peek().text in ("not", "!"):
+    def not_(self, depth: int) -> Predicate:
+        negate = False
+        while self.peek().text in ("not", "!"):
             self.take()
-            inner = self.not_()
-            return lambda x: not inner(x)
-        return self.primary()
+            negate = not negate
+        inner = self.primary(depth)
+        return (lambda x: not inner(x)) if negate else inner
 
-    def primary(self) -> Predicate:
+    def primary(self, depth: int) -> Predicate:
         tok = self.peek()
         if tok.text == "(":
+            if depth >= MAX_DEPTH:
+                raise FilterError(tok.pos, f"parentheses nested more than {MAX_DEPTH} deep",
+                                  self.text)
             self.take()
-            inner = self.or_()
+            inner = self.or_(depth + 1)
             if self.peek().text != ")":
                 raise self.error(self.peek(), "')'")
             self.take()
@@ -233,7 +295,9 @@ class _Parser:
             raise self.error(tok, f"a value for {name}")
         text = tok.text
         if tok.kind == "str":
-            text = bytes(text[1:-1], "utf-8").decode("unicode_escape")
+            text = _unquote(tok, self.text)
+        elif tok.kind == "num" and sum(c.isdigit() for c in text) > MAX_DIGITS:
+            raise FilterError(tok.pos, f"number longer than {MAX_DIGITS} digits", self.text)
         if op in ("~", "!~"):
             try:
                 return re.compile(text)
@@ -247,6 +311,9 @@ class _Parser:
             return key
         if kind == "error":
             if tok.kind == "num":
+                if not re.fullmatch(r"-?\d+", text):
+                    raise FilterError(tok.pos, f"expected an error code or name, found "
+                                               f"{text!r}", self.text)
                 return int(text)
             from .protocol.names import _kio_errors
             by_name = {n: c for c, (n, _r) in _kio_errors().items()}

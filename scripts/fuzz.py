@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Fuzz kdissect for a while: the decoder with hints and by guessing, the capture reader
-through the whole engine, the blob parser, the grammar parser and the TLS record layer
-(tests/fuzz/).
+through the whole engine, the blob parser, the grammar parser, the TLS record layer and
+the segment reader; the filter language, the proxy's framing, TCP reassembly and the
+paste reader with time budgets linear in the input's size (tests/fuzz/).
 
     .venv/bin/python scripts/fuzz.py --minutes 30
     .venv/bin/python scripts/fuzz.py --inputs 1000000 --log fuzz.log
@@ -29,6 +30,14 @@ from tests.fuzz import runner  # noqa: E402
 # inputs per round, per target (a round is about 3 s of CPU on the project's machine)
 ROUND = {"hinted": 4000, "blob": 500, "grammar": 400, "capture": 75, "guessed": 25,
          "tls": 400, "segment": 100}
+
+
+def _hostile_round() -> dict[str, int]:
+    """Issue 22's targets: filters, the proxy's framing, TCP reassembly, pastes."""
+    return {"filter": 100, "framing": 400, "tcp": 100, "paste": 50}
+
+
+ROUND.update(_hostile_round())
 BATCH = 25
 
 

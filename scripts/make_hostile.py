@@ -9,6 +9,8 @@ record-count amplification, compressed wrappers of wrappers, zstd of many tiny f
 pcapng blocks shorter than their fixed part, odd if_tsresol values, an empty capture,
 and real captures with random bytes damaged. Blobs (OUTDIR/blob/*): the Kafka messages of
 the captures as hex, and pasted-text traps (prose, BOMs, deep literals, a 1 MiB request).
+Round 3 (issue 22): a SASL SCRAM flood (capture and blob), display filters (OUTDIR/filter/)
+and grammar files (OUTDIR/grammar/) that crashed their parsers.
 tests/test_hostile.py runs the CLI on each; the budget and the findings they trigger are
 documented in docs/protocol.md.
 """
@@ -307,6 +309,59 @@ def reassembly_captures(out: Path) -> list[str]:
             "partials-4x300M.pcap.gz"]
 
 
+# -- round 3 (issue 22): SASL fields without bound, filter and grammar traps -----------
+
+def sasl_scram_flood() -> bytes:
+    """A SaslAuthenticate v0 request whose 4.5 MB SCRAM token is ``a=,`` 1.5 million
+    times: one field per attribute, unless the node budget holds."""
+    token = b"n,," + b"a=," * 1_500_000
+    return struct.pack(">hhih", 36, 0, 1, 1) + b"c" + struct.pack(">i", len(token)) + token
+
+
+def round3_captures() -> dict[str, bytes]:
+    msg = _with_size(sasl_scram_flood())
+    return {"sasl-scram-flood.pcap": pcap(frames(msg))}
+
+
+def round3_blobs() -> dict[str, bytes]:
+    return {"sasl-scram-flood.hex": sasl_scram_flood().hex().encode()}
+
+
+def round3_filters() -> dict[str, str]:
+    """Display filters that crashed the parser or the evaluator (``-Y``)."""
+    return {
+        "escape-x.txt": 'client_id == "\\x"',
+        "escape-N.txt": 'client_id == "\\N{NO SUCH NAME}"',
+        "escape-u-short.txt": 'client_id == "\\u12"',
+        "escape-U-beyond.txt": 'client_id == "\\U00110000"',
+        "number-5000-digits.txt": "version == " + "1" * 5000,
+        "parens-300.txt": "(" * 300 + "api" + ")" * 300,
+        "nots-1000.txt": "not " * 1000 + "api",
+        "and-5000.txt": " and ".join(["api"] * 5000),
+        "or-5000.txt": " or ".join(["version == 99"] * 5000),
+        "error-with-unit.txt": "error == 50ms",
+    }
+
+
+def round3_grammars() -> dict[str, str]:
+    """Grammar files with numbers int() refuses (``blob --grammar``)."""
+    return {
+        "version-5000-digits.bnf": f"M Request (Version: {'1' * 5000}) => a\n  a => INT8\n",
+        "tag-5000-digits.bnf": f"M => a@{'9' * 5000}\na => INT8\n",
+    }
+
+
+def write_round3(out: Path) -> None:
+    for name, data in round3_captures().items():
+        (out / name).write_bytes(data)
+    for name, data in round3_blobs().items():
+        (out / "blob" / name).write_bytes(data)
+    for folder, texts in (("filter", round3_filters()), ("grammar", round3_grammars())):
+        (out / folder).mkdir(exist_ok=True)
+        for name, text in texts.items():
+            (out / folder / name).write_text(text)
+
+
 def main(outdir: str) -> None:
     out = Path(outdir)
     (out / "blob").mkdir(parents=True, exist_ok=True)
@@ -315,6 +370,7 @@ def main(outdir: str) -> None:
     for name, data in blobs().items():
         (out / "blob" / name).write_bytes(data)
     reassembly_captures(out)
+    write_round3(out)
 
 
 if __name__ == "__main__":

@@ -135,3 +135,19 @@ def test_decompression_bomb_is_a_problem(codec, name):
     assert roomy.problems() == []
     record = next(n for n in roomy.walk() if n.ktype == "record")
     assert record.child("value").value == b"\x00" * (8 * 1024 * 1024)
+
+
+def test_sasl_fields_spend_the_node_budget_and_a_cut_keeps_secrets_masked():
+    """A SCRAM token of many attributes stops at the field budget (node_budget), and a
+    secret after the cut stays masked in the raw rest (the recording masks by it)."""
+    from kdissect.protocol.context import Options
+    from kdissect.protocol.message import sasl_token_message
+    token = b"c=biws,r=nonce," + b"a=," * 300 + b"p=c2VjcmV0"
+    msg = sasl_token_message(token, Options(max_nodes=100))
+    node = msg.tree.child("token")
+    rest = node.children[-1]
+    assert rest.name == "_rest" and rest.code == "node_budget"
+    assert len(node.children) <= 102 and rest.secret
+    assert b"c2VjcmV0" not in bytes(rest.value) and b"c2VjcmV0" not in bytes(node.value)
+    shown = sasl_token_message(token, Options(max_nodes=100, show_secrets=True))
+    assert b"c2VjcmV0" in bytes(shown.tree.child("token").children[-1].value)

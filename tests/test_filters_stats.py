@@ -178,3 +178,28 @@ def test_stats_break_down_and_follow_the_group(views):
         "waited 3.0 s" in events[1][2]
     assert events[2] == ("SyncGroup", 0, "ck-group[0,1,2,3]")
     assert events[3][0] == "LeaveGroup" and group.rebalances == 1 and len(group.members) == 1
+
+
+@pytest.mark.parametrize("text,position,words", [
+    ('client_id == "\\x"', 14, "\\x must be followed by 2 hex digits"),
+    ('client_id == "\\u12"', 14, "\\u must be followed by 4 hex digits"),
+    ('client_id == "\\U00110000"', 14, "beyond Unicode"),
+    ('client_id == "\\N{NO SUCH}"', 14, "Unicode character name"),
+    ("version == " + "1" * 5000, 11, "longer than 30 digits"),
+    ("(" * 300 + "api" + ")" * 300, 64, "nested more than 64 deep"),
+    ("error == 50ms", 9, "expected an error code or name"),
+])
+def test_hostile_filters_are_refused_with_where(text, position, words):
+    with pytest.raises(FilterError) as e:
+        parse_filter(text)
+    assert e.value.position == position and words in str(e.value)
+    assert len(str(e.value)) < 400                  # a window of the text, not all of it
+
+
+def test_escapes_decode_strictly_and_long_filters_evaluate(views):
+    assert parse_filter('client_id == "a\\x41\\u00e9\\N{DIGIT ONE}"').predicate is not None
+    # an unknown escape stays as written: a regular expression reads as it looks
+    assert select(views, 'client_id ~ "\\-"') == select(views, "client_id contains '-'")
+    assert select(views, "not " * 1001 + "api") == select(views, "not api")
+    assert select(views, " and ".join(["api"] * 5000)) == select(views, "api")
+    assert select(views, " or ".join(["version == 99"] * 5000)) == []

@@ -10,6 +10,7 @@ from tests.fuzz import harness, runner
 # inputs per target in the slice: about a minute of CPU in all
 SLICE = {"hinted": 3000, "blob": 1000, "grammar": 1000, "capture": 150, "guessed": 50,
          "tls": 500, "segment": 250}
+SLICE.update({"filter": 200, "framing": 500, "tcp": 100, "paste": 50})     # issue 22's
 
 
 @pytest.mark.parametrize("target", sorted(SLICE))

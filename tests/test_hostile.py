@@ -88,7 +88,7 @@ CAPTURES = ["bomb-gzip.pcap", "bomb-snappy-claim.pcap", "bomb-snappy.pcap", "bom
             "block-2^31.pcapng", "short-idb.pcapng", "short-epb.pcapng", "short-spb.pcapng",
             "short-opb.pcapng", "epb-incl-past-block.pcapng", "tsresol-at-end.pcapng",
             "tsresol-0.pcapng", "tsresol-0x80.pcapng", "tsresol-0xff.pcapng",
-            "gzip-cut.pcap.gz",
+            "gzip-cut.pcap.gz", "sasl-scram-flood.pcap",
             # reassembly and the process's memory budget (make_hostile.reassembly_captures)
             "tcp-1byte-last-first.pcap", "tcp-holes-60k.pcap", "partials-4x300M.pcap.gz",
             ] + [f"damaged-{n}-{k}.pcap" for n in (
@@ -106,7 +106,8 @@ def test_pcap_jsonl_and_stats(hostile, tmp_path, name):
 
 # --json writes every field: run it on the inputs that make the most of them
 JSON_TOO = {"record-count-4Mi.hex", "wrappers-of-wrappers.hex", "many-topics.hex",
-            "big-request.hex", "bombs-24-zstd.hex", "deep-literal.txt", "binary.bin"}
+            "big-request.hex", "bombs-24-zstd.hex", "deep-literal.txt", "binary.bin",
+            "sasl-scram-flood.hex"}
 
 
 @pytest.mark.parametrize("name", [
@@ -115,7 +116,7 @@ JSON_TOO = {"record-count-4Mi.hex", "wrappers-of-wrappers.hex", "many-topics.hex
     "wrapper-self-similar.hex", "string-2^31.hex", "array-2^31.hex", "records-2^31.hex",
     "record-length-2^31.hex", "many-topics.hex", "size-2^31.hex", "big-request.hex",
     "hello.txt", "bom-utf8.txt", "bom-utf16.txt", "deep-literal.txt", "deep-parens.txt",
-    "deep-list.txt", "binary.bin", "empty.txt"])
+    "deep-list.txt", "binary.bin", "empty.txt", "sasl-scram-flood.hex"])
 def test_blob(hostile, tmp_path, name):
     path = hostile / "blob" / name
     assert path.exists(), "make_hostile.py and this list must agree"
@@ -216,3 +217,32 @@ def test_streamed_json_equals_the_dicts():
         msg = decode_request(data) if direction == "request" else \
             decode_response(data, key, version)
         assert json.loads("".join(msg.tree.iter_json())) == msg.tree.to_json()
+
+
+FILTERS = ["escape-x.txt", "escape-N.txt", "escape-u-short.txt", "escape-U-beyond.txt",
+           "number-5000-digits.txt", "parens-300.txt", "nots-1000.txt", "and-5000.txt",
+           "or-5000.txt", "error-with-unit.txt"]
+
+
+@pytest.mark.parametrize("name", FILTERS)
+def test_filter_traps(hostile, tmp_path, name):
+    """Filters that crashed the parser or the evaluator: refused with where and why
+    (exit 2), or run (exit 0) on a real capture."""
+    text = (hostile / "filter" / name).read_text()
+    code, err = check(["pcap", "-Y", text, str(ROOT / "captures" / "kcat.pcap")], tmp_path)
+    assert code in (0, 2), (name, code)
+    if code == 2:
+        assert "-Y/--filter" in err and "at position" in err, err[-500:]
+    assert len(err) < 2000                    # the filter is not echoed whole
+
+
+def test_sasl_flood_is_held_by_the_node_budget(hostile):
+    import json
+    out = json.loads(_stdout(["blob", "--json", str(hostile / "blob" / "sasl-scram-flood.hex")]))
+    assert "node_budget" in {p["code"] for p in out["messages"][0]["problems"]}
+
+
+@pytest.mark.parametrize("name", ["version-5000-digits.bnf", "tag-5000-digits.bnf"])
+def test_grammar_numbers_are_bounded(hostile, tmp_path, name):
+    code, err = check(["blob", "00 01", "--grammar", str(hostile / "grammar" / name)], tmp_path)
+    assert code == 2 and "out of range" in err

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
 
 import click
 from rich.console import Console
@@ -50,19 +52,21 @@ Examples:
 TUI_NICENESS = 10
 
 
+DISPLAY_NICENESS = 10
+
+
 def _yield_cpu() -> None:
-    """Decoding for the display runs at the lowest priority (SCHED_IDLE: it runs only
-    on an otherwise idle core, and any other task preempts it at once; else nice 19):
-    on a busy machine it falls behind and sheds exchanges instead of taking CPU from
-    forwarding, or from clients and brokers on the same machine. ``backoff.CpuGate``
-    also pauses it while no core is free."""
+    """Decoding for the display runs below forwarding, clients and brokers (nice 10),
+    and ``backoff.CpuGate`` pauses it briefly while no core is free. Not SCHED_IDLE
+    and not nice 19: measured with a busy loop per core at normal priority beside the
+    proxy, a SCHED_IDLE display wrote its first line after 5-7 s and decoded 5 of 130
+    requests, and at nice 19 the process took ~1 s just to exit after SIGTERM (its
+    threads must be scheduled to die); see docs/proxy.md. On Linux this sets the
+    calling thread only: threads started before keep their priority."""
     try:
-        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-    except (AttributeError, OSError):
-        try:
-            os.nice(19)
-        except OSError:
-            pass
+        os.nice(DISPLAY_NICENESS - os.nice(0))
+    except OSError:
+        pass
 
 
 @main.command(help=PROXY_HELP)
@@ -101,6 +105,15 @@ def _yield_cpu() -> None:
 @click.option("--display-buffer", default="64M", show_default=True, metavar="SIZE",
               help="Bytes of traffic waiting for the display at most; beyond it whole "
                    "exchanges are left out of the display (and counted), never delayed.")
+@click.option("--display-lag", default=5.0, show_default=True, metavar="SECONDS",
+              type=click.FloatRange(min=0),
+              help="When the display falls this far behind the traffic (a busy machine "
+                   "leaves it little CPU), it shows a sample of the exchanges (4 a second) "
+                   "and counts the rest until it has caught up; 0: never sample.")
+@click.option("--max-memory", default="512M", show_default=True, metavar="SIZE",
+              help="Bytes the forwarder may hold for partial messages of all connections "
+                   "together; beyond it the oldest partial request is not decoded (a note "
+                   "says so). Every byte is still forwarded unchanged.")
 @click.option("--metrics", "metrics_at", metavar="HOST:PORT",
               help="Serve Prometheus metrics (bytes, requests, latency histogram, left-out "
                    "exchanges; in total and per connection) at http://HOST:PORT/metrics.")
@@ -110,10 +123,9 @@ def _yield_cpu() -> None:
 @secret_options
 def proxy(upstream, listen, broker_ports, advertise, maps, upstream_tls, ca_file, insecure,
           tls_cert, tls_key, keylog, write, filter_text, fmt, verbose, tui, display_buffer,
-          metrics_at, event_loop, show_secrets, max_decompressed):
+          display_lag, max_memory, metrics_at, event_loop, show_secrets, max_decompressed):
     import signal
     import ssl
-    import threading
     from ..proxy import process
     from ..proxy.display import FeedDisplay
     from ..proxy.server import Proxy
@@ -139,6 +151,7 @@ def proxy(upstream, listen, broker_ports, advertise, maps, upstream_tls, ca_file
             raise click.ClickException("--metrics needs prometheus_client: "
                                        "pip install 'kdissect[metrics]'") from None
     budget = _size(display_buffer)
+    memory = _size(max_memory, "--max-memory")
     display_filter, options, _ = _traffic_options(filter_text, show_secrets,
                                                   max_decompressed, ())
     err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -179,16 +192,21 @@ def proxy(upstream, listen, broker_ports, advertise, maps, upstream_tls, ca_file
     def make(feed_writer, on_note) -> Proxy:
         return Proxy(upstreams, host, port, advertise,
                      (lambda n: broker_ports + n) if broker_ports is not None else None,
-                     feed_writer, on_note, server_ssl, upstream_ssl, recorder, upstream_map)
+                     feed_writer, on_note, server_ssl, upstream_ssl, recorder, upstream_map,
+                     memory)
 
     forwarder = process.start(make, budget, event_loop, metrics_addr)
     signals = []
+    displays: list[FeedDisplay] = []
 
     def on_signal(*_) -> None:
-        """The first Ctrl-C or SIGTERM stops forwarding (the display then shows what
-        it already has); a second one also stops the display."""
+        """The first Ctrl-C or SIGTERM stops forwarding; the display shows what it can
+        of what it has within ``display.STOP_GRACE`` and says what it left out. A second
+        one also stops the display at once."""
         signals.append(1)
         forwarder.stop()
+        for d in displays:
+            d.stop()
         if len(signals) > 1:
             raise KeyboardInterrupt
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -210,7 +228,8 @@ def proxy(upstream, listen, broker_ports, advertise, maps, upstream_tls, ca_file
         def load(emit, warn, progress):
             _yield_cpu()                        # (the TUI's loader process)
             warn(listening)
-            FeedDisplay(Enricher(CallbackSink(emit, warn, progress), options)).run(forwarder.fd)
+            FeedDisplay(Enricher(CallbackSink(emit, warn, progress), options),
+                        display_lag).run(forwarder.fd)
         os.nice(TUI_NICENESS)
         _run_tui(load, options, f"proxy {listen} → {upstream}", filter_text,
                  display_filter, stop)
@@ -218,19 +237,79 @@ def proxy(upstream, listen, broker_ports, advertise, maps, upstream_tls, ca_file
         forwarder.join()
         return
     err.print(listening + " (Ctrl-C stops)", style="green")
-    _yield_cpu()                                # this process only decodes and prints now
     printer = ExchangePrinter(options, fmt, verbose, display_filter)
     shown = _Guarded(printer, err)
+    display = FeedDisplay(Enricher(shown, options, full=printer.full), display_lag)
+    displays.append(display)
+    if signals:
+        display.stop()
+    finished = threading.Event()
+
+    def give_up() -> None:
+        """The display did not finish in time (a low-priority process on a busy
+        machine may get a few ms of CPU a second): say what it did, and end."""
+        text = (display.summary() + "; stopped before the display had shown everything "
+                "it was given\n")
+        os.write(2, text.encode())         # not through the console: the display may hold it
+        _flush_and_exit()
+    # before the display lowers its priority: the watcher thread keeps the normal one
+    _watch_signals(on_signal, finished, give_up)
+    _yield_cpu()                                # this thread only decodes and prints now
     try:
-        FeedDisplay(Enricher(shown, options, full=printer.full)).run(forwarder.fd)
+        display.run(forwarder.fd)
     except KeyboardInterrupt:
         err.print("stopped before the display had shown everything the proxy forwarded",
                   style="yellow")
     code = forwarder.join()
     shown.done()
+    finished.set()
     if code:
         raise click.ClickException(f"the forwarding process ended unexpectedly (exit code "
                                    f"{code}); please report it")
+    if signals:
+        # stopped: skip the interpreter's teardown (tens of ms of CPU, seconds for a
+        # low-priority process on a busy machine); everything is written
+        _flush_and_exit()
+
+
+def _flush_and_exit(timeout: float = 0.2) -> None:
+    """Flush the output and end the process; a flush the display's thread holds up
+    (it may be writing, at low priority) is given ``timeout`` seconds."""
+    def flush() -> None:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+    t = threading.Thread(target=flush, daemon=True)
+    t.start()
+    t.join(timeout)
+    os._exit(0)
+
+
+def _watch_signals(on_signal, finished: threading.Event, give_up) -> None:
+    """Ctrl-C and SIGTERM taken by a thread of normal priority instead of the main
+    thread (the display, which runs at the lowest: on a busy machine it may not run
+    for a second, and Python runs signal handlers in the main thread). The thread
+    stops forwarding and the display at once, and ends the process itself when the
+    display has not finished ``STOP_GRACE`` + 0.2 s later, or at a second signal."""
+    from ..proxy.display import STOP_GRACE
+    wanted = {signal.SIGINT, signal.SIGTERM}
+    signal.pthread_sigmask(signal.SIG_BLOCK, wanted)    # inherited by the thread
+
+    def watch() -> None:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})   # the display's
+        received = 0
+        while True:
+            signal.sigwait(wanted)
+            received += 1
+            try:
+                on_signal()
+            except KeyboardInterrupt:        # (the second signal)
+                pass
+            if received > 1 or not finished.wait(STOP_GRACE + 0.2):
+                give_up()
+    threading.Thread(target=watch, name="kdissect-signals", daemon=True).start()
 
 
 def _wait_ready(forwarder, err: Console) -> str | None:

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import struct
 from functools import lru_cache
-from typing import Iterator
+from itertools import chain
+from typing import Iterable, Iterator
 
-from .context import Abort, Options
+from .context import Abort, Options, charge_nodes
 from .decode import read_struct
 from .grammar import parse_grammar
 from .layout import Struct
@@ -161,15 +162,34 @@ def _sasl(body: Node, data: bytes, ctx: Options) -> None:
 
 def add_sasl_fields(node: Node, data: bytes, start: int, end: int, ctx: Options) -> None:
     """Children for the SASL token in ``data[start:end]`` (the bytes of ``node``): its
-    fields, with secrets redacted in the children and masked in ``node.value``."""
+    fields, with secrets redacted in the children and masked in ``node.value``. Each
+    field and separator is charged to the message's node budget; once it is spent, the
+    rest of the token is one raw node (finding node_budget), secret when a secret lies
+    in it, so the token's masking never depends on the budget."""
     token = data[start:end]
     parts = sasl_parts(token)
     if not parts:
         return
     kind, fields = parts
     node.note = kind
+    masked = None if ctx.show_secrets else bytearray(token)
+    has_secret = False
     pos = 0
-    for name, a, b, secret in fields:
+    cut: Node | None = None
+    for name, a, b, secret in fields:          # lazily: a token may hold millions
+        if secret:
+            has_secret = True
+            if masked is not None:
+                masked[a:b] = b"*" * (b - a)
+        if cut is not None:
+            cut.secret = cut.secret or secret
+            continue
+        try:
+            charge_nodes(Reader(data, start + pos, end), node, ctx, 2)
+        except Abort:
+            cut = node.children[-1]
+            cut.secret = secret
+            continue
         if a > pos:
             node.add(Node("_separator", "bytes", start + pos, a - pos, token[pos:a]))
         child = node.add(Node(name, "string", start + a, b - a,
@@ -179,18 +199,17 @@ def add_sasl_fields(node: Node, data: bytes, start: int, end: int, ctx: Options)
             if not ctx.show_secrets:
                 child.value = "<redacted>"
         pos = b
-    if pos < len(token):
+    if cut is None and pos < len(token):
         node.add(Node("_separator", "bytes", start + pos, len(token) - pos, token[pos:]))
-    if not ctx.show_secrets and any(f[3] for f in fields):
-        masked = bytearray(token)
-        for _n, a, b, secret in fields:
-            if secret:
-                masked[a:b] = b"*" * (b - a)
+    if masked is not None and has_secret:
         node.value = bytes(masked)
+        if cut is not None:
+            cut.value = node.value[pos:]
 
 
-def sasl_parts(token: bytes) -> tuple[str, list[tuple[str, int, int, bool]]] | None:
-    """Recognise a SASL token; return its kind and (name, start, end, secret) spans."""
+def sasl_parts(token: bytes) -> tuple[str, Iterable[tuple[str, int, int, bool]]] | None:
+    """Recognise a SASL token; return its kind and its (name, start, end, secret) spans
+    (SCRAM's are produced as they are read: a hostile token may hold millions)."""
     text = token.decode("latin-1")
     if text.count("\x00") == 2 and not text.startswith(("n,", "y,", "p=")):
         a = text.index("\x00")
@@ -204,19 +223,28 @@ def sasl_parts(token: bytes) -> tuple[str, list[tuple[str, int, int, bool]]] | N
     if text.startswith(("n,", "y,", "p=", "c=", "r=", "v=", "e=")) and "=" in text:
         kind = {"c": "client-final", "r": "server-first", "v": "server-final",
                 "e": "server-error"}.get(text[0], "client-first")
-        spans, pos = [], 0
-        names = {"n": "username", "r": "nonce", "s": "salt", "i": "iterations",
-                 "c": "channel_binding", "p": "proof", "v": "server_signature",
-                 "e": "error", "a": "authzid"}
-        for piece in text.split(","):
-            if len(piece) >= 2 and piece[1] == "=":
-                spans.append((names.get(piece[0], piece[0]), pos + 2, pos + len(piece),
-                              piece[0] == "p"))
-            pos += len(piece) + 1
-        if not spans:
+        spans = _scram_spans(text)
+        first = next(spans, None)
+        if first is None:
             return None
-        return f"SASL/SCRAM {kind}", spans
+        return f"SASL/SCRAM {kind}", chain([first], spans)
     return None
+
+
+def _scram_spans(text: str) -> Iterator[tuple[str, int, int, bool]]:
+    """The ``x=value`` attributes of a SCRAM message, comma-separated."""
+    pos = 0
+    while pos <= len(text):
+        comma = text.find(",", pos)
+        stop = len(text) if comma < 0 else comma
+        if stop - pos >= 2 and text[pos + 1] == "=":
+            yield _SCRAM_NAMES.get(text[pos], text[pos]), pos + 2, stop, text[pos] == "p"
+        pos = stop + 1
+
+
+_SCRAM_NAMES = {"n": "username", "r": "nonce", "s": "salt", "i": "iterations",
+                "c": "channel_binding", "p": "proof", "v": "server_signature",
+                "e": "error", "a": "authzid"}
 
 
 def decode_embedded(body: Node | None, data: bytes, api_key: int | None, direction: str,

@@ -128,8 +128,8 @@ def parse_grammar(text: str) -> Grammar:
             fields.append(_field_for(name, target, array=m.group("arr") is not None,
                                      nullable_struct=bool(m.group("opt")),
                                      nullable_array=bool(m.group("optarr")),
-                                     tag=int(m["tag"] or m["atag"]) if (m["tag"] or m["atag"])
-                                     else None,
+                                     tag=_number(m["tag"] or m["atag"], rule.line, "tag",
+                                                 2**31 - 1) if (m["tag"] or m["atag"]) else None,
                                      build=lambda t: build(t, stack + (id(rule),))))
         st = Struct(rule.lhs, tuple(f for f in fields if f.tag is None),
                     tuple(f for f in fields if f.tag is not None), flexible)
@@ -141,8 +141,18 @@ def parse_grammar(text: str) -> Grammar:
         if r.parent is None:
             m = _HEADER.match(r.lhs)
             if m:
-                messages[(m["api"], m["dir"].lower(), int(m["ver"]))] = build(r, ())
+                version = _number(m["ver"], r.line, "version", 2**15 - 1)
+                messages[(m["api"], m["dir"].lower(), version)] = build(r, ())
     return Grammar(build(rules[0], ()), messages)
+
+
+def _number(digits: str, line: int, what: str, limit: int) -> int:
+    """A version or tag number, refused beyond what the wire can carry (int16 versions,
+    int32 tags) before int() meets thousands of digits."""
+    if len(digits.lstrip("0")) > len(str(limit)) or int(digits) > limit:
+        raise GrammarError(line, f"{what} {digits[:12]}{'…' if len(digits) > 12 else ''} "
+                                 f"is out of range (at most {limit})")
+    return int(digits)
 
 
 def _field_for(name: str, target: _Rule, array: bool, nullable_struct: bool, tag: int | None,

@@ -211,5 +211,6 @@ def sasl_token_message(data: bytes, options: Options | None = None) -> Message:
     """A raw SASL token (sent without a Kafka header after SaslHandshake v0)."""
     root = Node("SaslToken", "message", 0, len(data))
     token = root.add(Node("token", "bytes", 0, len(data), data))
-    add_sasl_fields(token, data, 0, len(data), options or Options())
+    ctx = options or Options()
+    add_sasl_fields(token, data, 0, len(data), ctx if ctx.budget else ctx.for_message())
     return Message("sasl", None, None, None, None, root, data)

@@ -1,12 +1,15 @@
 """The display takes a core only when one is free, and gives it back often.
 
-The display's process already runs at the lowest scheduling priority, but measured on a
+The display's process already runs below everything else (nice 10), but measured on a
 2-core machine shared with the clients and the broker, a busy process even at
 SCHED_IDLE still costs them 6-13 % (caches, memory bandwidth, the hypervisor), and
 decoding every record as JSON keeps one busy for as long as traffic flows. So while the
 rest of the machine leaves less than 1¼ cores free, the display pauses: the forwarder's
 buffer fills and sheds whole exchanges (counted and reported), and the display catches
-up when the load drops. (With a whole core as the line, Metadata round trips through
+up when the load drops. A pause lasts half a second at most: on a machine busy with
+other work for minutes, the display would otherwise stay dark for minutes; past that
+it goes on, without offering its core, and samples the exchanges when it falls far
+behind (display.py). (With a whole core as the line, Metadata round trips through
 the proxy on 2 cores added +0.92 ms at p99 in two runs; with 1¼, +0.70.) Where there is
 no /proc/stat (not Linux) it never pauses.
 
@@ -30,7 +33,8 @@ import threading
 import time
 
 WINDOW = 0.05         # seconds between looks at the machine's load
-PAUSE = 0.1           # seconds paused while the machine is busy
+PAUSE = 0.1           # seconds paused while the machine is busy...
+MAX_PAUSE = 0.5       # ...at most this long in a row: then the display goes on, sampling
 FIRST_LOOK = 0.02     # after waiting for data: how long to watch the load before decoding
 FREE = 1.25           # pause when the others leave less than 1¼ cores free...
 BUSY_AT_LEAST = 0.5   # ...or, on 1 core, use more than half of it
@@ -66,9 +70,17 @@ class CpuGate:
         self.paused = 0.0            # seconds spent paused
         self.yielding: bool | None = None   # can it offer? decided by the first working()
         self.offering = False        # between working() and waiting()
+        self.loaded = False          # busy past MAX_PAUSE: go on, without offers
+        self.active = False          # between working() and waiting()
         self._mark()
 
     def working(self) -> None:
+        self.active = True
+        if self.loaded:
+            # no core is free: each offer would hand the core to other work for a whole
+            # time slice (measured: 2 requests decoded in 10 s beside a busy loop per
+            # core); the display's low priority keeps forwarding first
+            return
         if self.yielding is None:
             self.yielding = _offer_core_on_alarm()
         if self.yielding and not self.offering:
@@ -77,6 +89,7 @@ class CpuGate:
 
     def waiting(self) -> None:
         """Before sleeping or blocking: the offers would only wake the process."""
+        self.active = False
         if self.offering:
             signal.setitimer(signal.ITIMER_REAL, 0)
             self.offering = False
@@ -93,28 +106,52 @@ class CpuGate:
             return 0.0
         return max(0.0, (busy - self.busy) - (own - self.own)) / (wall - self.wall)
 
-    def check(self) -> None:
+    def check(self) -> bool:
+        """Pause while the machine has no free core, but never longer than
+        ``MAX_PAUSE`` at a time: a load that lasts (other work on the machine) must not
+        keep the display dark. Returns True while the load lasts past that: the display
+        then decodes less (see display.py) rather than waiting."""
         if not self.enabled:
-            return
+            return False
         since = time.monotonic() - self.wall
         if since < WINDOW:
-            return
+            return self.loaded
         if since > 2 * WINDOW:
             # the display was waiting for data, so that window says nothing about now:
             # traffic just resumed, and the machine may be busy with it
             self._mark()
             self._sleep(FIRST_LOOK)
+        waited = 0.0
         while self._others() > self.busy_above:
+            if self.loaded or waited >= MAX_PAUSE:
+                self._set_loaded(True)         # still busy: go on
+                self._mark()
+                return True
             self._mark()
             self._sleep(PAUSE)
             self.paused += PAUSE
+            waited += PAUSE
+        self._set_loaded(False)
         self._mark()
+        return False
+
+    def _set_loaded(self, loaded: bool) -> None:
+        if loaded == self.loaded:
+            return
+        active = self.active
+        if loaded:
+            self.waiting()                     # no offers while no core is free
+            self.loaded = True
+        else:
+            self.loaded = False
+        if active:
+            self.working()
 
     def _sleep(self, seconds: float) -> None:
-        offering = self.offering
+        active = self.active
         self.waiting()
         time.sleep(seconds)
-        if offering:
+        if active:
             self.working()
 
 

@@ -6,9 +6,12 @@ channel cannot hold, whole exchanges at a time, and says how many."""
 
 from __future__ import annotations
 
+import fcntl
 import itertools
 import json
 import struct
+import termios
+import time
 
 from ..stream.connection import KafkaConnection
 from ..stream.sink import Sink
@@ -18,25 +21,59 @@ from .backoff import CpuGate
 _SIZE = struct.Struct(">i")
 
 
+LAG = 5.0             # seconds: records older than this mean the display is behind
+SAMPLE_EVERY = 0.25   # while behind: one exchange shown per this many seconds
+STOP_GRACE = 0.3      # seconds the display goes on after a stop is asked for
+_REMEMBERED = 4096    # left-out requests remembered per connection (acks=0 never answer)
+
+
 class FeedDisplay:
     """``sink`` gets exchanges, gaps and notes. ``run`` returns when the forwarder closes
-    the channel; ``error`` then says why it could not start, if it could not."""
+    the channel, or ``STOP_GRACE`` after ``stop()``; ``error`` then says why it could not
+    start, if it could not.
 
-    def __init__(self, sink: Sink):
+    It never waits long for a free core (``CpuGate``), and while the records it reads
+    are more than ``lag`` seconds old (it runs at low priority: on a busy machine it
+    gets little time) it shows a sample of the exchanges (one per ``SAMPLE_EVERY``) and leaves the
+    others out, whole (a left-out request's response is left out too), counting them,
+    until it has caught up."""
+
+    def __init__(self, sink: Sink, lag: float = LAG):
         self.sink = sink
+        self.lag = lag                  # 0: never sample
         self.connections: dict[int, KafkaConnection] = {}
         self.messages = itertools.count()
-        self.dropped = 0
+        self.dropped = 0                # exchanges the forwarder shed
+        self.left_out = 0               # exchanges this display left out (behind)
+        self.shown = 0                  # requests decoded
+        self.max_lag = 0.0              # seconds between forwarding and decoding, at most
         self.error: str | None = None
         self.failures: set[str] = set()
         self.gate = CpuGate()
+        self.stop_at: float | None = None
+        self._skipped: dict[int, dict[bytes, None]] = {}
+        self._next_sample = 0.0
+
+    def stop(self, grace: float = STOP_GRACE) -> None:
+        """Show what can be shown in ``grace`` seconds, then end (from a signal handler)."""
+        if self.stop_at is None:
+            self.stop_at = time.monotonic() + grace
+
+    def _stopped(self) -> bool:
+        return self.stop_at is not None and time.monotonic() >= self.stop_at
 
     def run(self, fd: int) -> None:
         gate = self.gate
+        unread = 0
         try:
             gate.working()
-            for record in feed.read_records(fd, gate.waiting, gate.working):
-                gate.check()                # no free core: wait, the forwarder sheds
+            for record in feed.read_records(fd, gate.waiting, gate.working, self._stopped):
+                if self._stopped():
+                    unread = _unread(fd)
+                    break
+                gate.check()                # no free core: wait a little (not long)
+                if record[0] == feed.FRAME and not self._shows(record):
+                    continue
                 self._record(*record)
         finally:
             gate.waiting()                  # no more offers of the core: nothing to decode
@@ -46,6 +83,42 @@ class FeedDisplay:
             except Exception as e:
                 self._failed(e)
         self.connections.clear()
+        self.sink.note(self.summary(unread), "info")
+
+    def summary(self, unread: int = 0) -> str:
+        text = f"display: {self.shown} requests shown"
+        if self.left_out:
+            text += (f", {self.left_out} exchanges left out while it was over "
+                     f"{self.lag:g} s behind (a sample was shown)")
+        if self.dropped:
+            text += f", {self.dropped} shed by the forwarder"
+        if unread:
+            text += f", {unread} bytes of traffic still queued when it stopped"
+        return text + f"; at most {self.max_lag:.2f} s behind the traffic"
+
+    def _shows(self, record) -> bool:
+        """Whether to decode this message (else it is left out with its exchange)."""
+        _kind, conn, side, ts, _offset, payload = record
+        if side == 1:                       # a response: left out with its request
+            skipped = self._skipped.get(conn)
+            if skipped and payload[:4] in skipped:
+                del skipped[payload[:4]]
+                return False
+            return True
+        now = time.monotonic()
+        lag = max(0.0, time.time() - ts)
+        if self.lag and lag > self.lag:     # behind: a sample, until it has caught up
+            if now < self._next_sample:
+                skipped = self._skipped.setdefault(conn, {})
+                skipped[payload[4:8]] = None
+                if len(skipped) > _REMEMBERED:
+                    del skipped[next(iter(skipped))]
+                self.left_out += 1
+                return False
+            self._next_sample = now + SAMPLE_EVERY
+        self.shown += 1
+        self.max_lag = max(self.max_lag, lag)
+        return True
 
     def _record(self, kind: int, conn: int, side: int, ts: float, offset: int,
                 payload: bytes) -> None:
@@ -63,6 +136,7 @@ class FeedDisplay:
                 conn, tuple(client), tuple(broker), sink.exchange, sink.gap,
                 lambda: next(self.messages))
         elif kind == feed.CLOSE:
+            self._skipped.pop(conn, None)
             c = self.connections.pop(conn, None)
             if c is not None:
                 try:
@@ -83,3 +157,11 @@ class FeedDisplay:
         if text not in self.failures:
             self.failures.add(text)
             self.sink.note(text)
+
+
+def _unread(fd: int) -> int:
+    """Bytes waiting in the channel (a pipe)."""
+    try:
+        return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0" * 4))[0]
+    except OSError:
+        return 0

@@ -136,10 +136,12 @@ def read_record(fd: int):
     return None if payload is None else (kind, conn, side, ts, offset, payload)
 
 
-def read_records(fd: int, waiting=lambda: None, working=lambda: None):
+def read_records(fd: int, waiting=lambda: None, working=lambda: None,
+                 stopped=lambda: False):
     """The display's end: (kind, conn, side, ts, offset, payload) until the forwarder
-    closes the channel. ``waiting()`` is called before a read that would block (the
-    channel is empty), ``working()`` after it."""
+    closes the channel, or ``stopped()`` says to end while the channel is empty.
+    ``waiting()`` is called before a read that would block (the channel is empty),
+    ``working()`` after it."""
     buf = bytearray()
     chunk = bytearray(_READ)
     view = memoryview(chunk)
@@ -157,6 +159,9 @@ def read_records(fd: int, waiting=lambda: None, working=lambda: None):
                 n = f.readinto(chunk)
             else:
                 waiting()
+                while not select.select([fd], [], [], 0.1)[0]:
+                    if stopped():
+                        return
                 n = f.readinto(chunk)
                 working()
             if not n:

@@ -55,6 +55,7 @@ class Metrics:
         self.closed = Counters()
         self.live: dict[int, tuple[str, str, Counters]] = {}   # id -> (client, broker, c)
         self.connections = 0
+        self.given_up = 0           # partial requests not decoded (--max-memory)
 
     def open(self, index: int, client, broker) -> Counters:
         c = Counters()
@@ -84,6 +85,9 @@ class Metrics:
             text += f"; broker answers p50 ≤ {p50 * 1000:g} ms, p99 ≤ {p99 * 1000:g} ms"
         if t.dropped:
             text += f"; {t.dropped} exchanges not shown (the display fell behind)"
+        if self.given_up:
+            text += (f"; {self.given_up} partial requests not decoded (--max-memory reached; "
+                     f"forwarded unchanged)")
         return text
 
 

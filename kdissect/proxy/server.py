@@ -26,7 +26,7 @@ from ..protocol.message import peek_request_header, produce_acks
 from ..protocol.reader import DecodeError
 from ..stream.connection import is_request, opens_raw_sasl
 from ..stream.correlation import Correlator
-from ..stream.framing import Framer
+from .held import DEFAULT_LIMIT, HeldBytes
 from .metrics import Counters, Metrics
 from .rewrite import rewrite
 from .skipscan import EndpointSpan, endpoint_spans, response_layout
@@ -81,7 +81,8 @@ class Proxy:
                  broker_port: Callable[[int], int] | None = None,
                  feed=None, on_note: Callable[[str], None] = lambda text: None,
                  server_ssl=None, upstream_ssl=None, recorder=None,
-                 upstream_map: dict[tuple[str, int], tuple[str, int]] | None = None):
+                 upstream_map: dict[tuple[str, int], tuple[str, int]] | None = None,
+                 max_memory: int = DEFAULT_LIMIT):
         self.upstreams, self.host, self.port = upstreams, host, port
         self.advertise = advertise
         self.broker_port = broker_port
@@ -92,6 +93,8 @@ class Proxy:
         self.upstream_map = upstream_map or {}
         self.listeners: dict[int | None, Listener] = {}
         self.metrics = Metrics()
+        # partial messages of all connections together (forwarded regardless)
+        self.held = HeldBytes(max_memory, self._gave_up)
         self.notes: set[str] = set()
         self._index = itertools.count(1)
         self._tasks: set[asyncio.Task] = set()
@@ -264,6 +267,10 @@ class Proxy:
         except Exception as e:                    # pragma: no cover - reported, not raised
             self.note_once(f"recording failed and was skipped: {type(e).__name__}: {e}")
 
+    def _gave_up(self, text: str) -> None:
+        self.metrics.given_up += 1
+        self.on_note(text)
+
     def note_once(self, text: str) -> None:
         if text not in self.notes:
             self.notes.add(text)
@@ -275,7 +282,8 @@ class Proxy:
         recording."""
         feed, pending, counters = self.feed, c.pending, c.counters
         clock = asyncio.get_running_loop().time
-        framer = Framer()                  # no resync: a bad size ends the connection
+        held = self.held
+        side = held.side(f"{who} request")  # no resync: a bad size ends the connection
         try:
             first = True
             while True:
@@ -288,9 +296,9 @@ class Proxy:
                                  f"proxy --tls-cert/--tls-key); closing the connection")
                     return
                 first = False
-                frames = framer.feed(chunk)
-                if framer.error:
-                    self.on_note(f"{who}: the client sent an {framer.error}, which is not "
+                frames = held.feed(side, chunk)
+                if side.error:
+                    self.on_note(f"{who}: the client sent an {side.error}, which is not "
                                  f"Kafka; closing the connection")
                     return
                 writer.write(chunk)
@@ -318,6 +326,8 @@ class Proxy:
                 await writer.drain()
         except (ConnectionError, OSError):
             return
+        finally:
+            held.forget(side)
 
     async def _responses(self, reader, writer, c: _Connection) -> None:
         """Broker to client: whole responses (one that names brokers may be rewritten
@@ -325,17 +335,18 @@ class Proxy:
         written as it came."""
         feed, pending, counters = self.feed, c.pending, c.counters
         clock = asyncio.get_running_loop().time
-        framer = Framer()
+        held = self.held
+        side = held.side(f"{c.client[0]}:{c.client[1]} response", forwarded=False)
         try:
             while True:
                 chunk = await reader.read(READ_SIZE)
                 if not chunk:
                     return
-                whole = not framer.pending         # the chunk starts at a message boundary
-                frames = framer.feed(chunk)
-                if framer.error:
+                whole = not side.framer.pending    # the chunk starts at a message boundary
+                frames = held.feed(side, chunk)
+                if side.error:
                     self.on_note(f"broker {c.broker[0]}:{c.broker[1]} sent an "
-                                 f"{framer.error}, which is not Kafka; closing the connection")
+                                 f"{side.error}, which is not Kafka; closing the connection")
                     return
                 if not frames:
                     continue
@@ -370,7 +381,7 @@ class Proxy:
                                 feed.unreported += 1
                     if c.recorded is not None:      # as the broker sent it
                         self._safely(self._record, c, 1, data, ts, c.sasl_raw)
-                if whole and not framer.pending and not changed:
+                if whole and not side.framer.pending and not changed:
                     writer.write(chunk)             # no copy: the bytes as they came
                     counters.bytes_to_client += len(chunk)
                 else:
@@ -379,6 +390,8 @@ class Proxy:
                 await writer.drain()
         except (ConnectionError, OSError):
             return
+        finally:
+            held.forget(side)
 
     def _record(self, c: _Connection, side: int, data: bytes, ts: float,
                 sasl_raw: bool) -> None:

@@ -379,6 +379,8 @@ def replay(path: Path) -> None:
     elif target == "grammar":
         parse_grammar_text(data.decode("utf-8", "replace"), bytes.fromhex(extra or ""))
     else:
-        raise ValueError(f"unknown fuzz target in {path.name}")
+        from .hostile_targets import replay as replay_hostile
+        if not replay_hostile(target, data, extra):
+            raise ValueError(f"unknown fuzz target in {path.name}")
     check_memory()
 

@@ -25,6 +25,14 @@ TARGETS = {
                 lambda a: (a[0].encode(), a[1].hex())),
     "tls": (tls_target.tls_input, tls_target.run_tls, lambda a: (a, "")),
 }
+
+def _hostile_targets() -> dict:
+    """Issue 22's targets (filters, the proxy's framing, TCP reassembly, pastes)."""
+    from .hostile_targets import targets
+    return targets()
+
+
+TARGETS.update(_hostile_targets())
 CPU_LIMIT = 1.0         # seconds of CPU one input may take (CPU, not wall: the machine
                         # is shared, and a loaded box must not fail the run)
 
