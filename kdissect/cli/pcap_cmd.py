@@ -11,6 +11,7 @@ from ..crash import quiet_stdout
 from .common import (_need_spark_extra, _print_warnings, _progress, _run_tui,
                      _traffic_options, on_terminal, port_options, secret_options)
 from .group import main
+from .values_opts import value_options
 
 
 PCAP_HELP = """Decode the Kafka traffic in capture files: every request paired with its response.
@@ -70,6 +71,7 @@ Examples:
               help="Worker processes that decode --format jsonl (default: one per core; "
                    "-j 1: all in this process). Output order does not change.")
 @secret_options
+@value_options
 def pcap(files, ports, no_detect, verbose, fmt, output, filter_text, stats, tui, no_tui,
          jobs, show_secrets, max_decompressed):
     from ..render.printer import ExchangePrinter

@@ -35,6 +35,9 @@ class Options:
     # what a summary needs); False: leave the bytes raw
     records: bool | str = True
     embedded: bool = True                       # decode structures inside bytes fields
+    # record keys/values: a values_schema.SchemaSource (schemas by id, per-topic
+    # overrides) or None to leave them as bytes (docs/values.md)
+    values: object = field(default=None, compare=False)
     # the budget of the message being decoded (set by ``for_message``)
     budget: Budget | None = field(default=None, compare=False, repr=False)
 

@@ -139,6 +139,9 @@ def _build(direction: str, key: int | None, version: int | None, data: bytes,
     body = decode_body(data, start, layout, "body", ctx)
     root.add(body)
     decode_embedded(body, data, key, direction, ctx)
+    if ctx.values is not None and ctx.records is True:
+        from .values_schema import decode_values      # only when values are asked for
+        decode_values(body, ctx.values, ctx.budget)
     return msg
 
 

@@ -450,6 +450,9 @@ def body_values(data: bytes, direction: str, api_key: int, api_version: int,
     a big Fetch response never holds all its records as objects)."""
     if options.records not in (True, False) or (options.embedded and api_key in _EMBEDDED_APIS):
         return None
+    if options.values is not None and options.records and schemas.has_records(
+            api_key, api_version, direction):
+        return None         # record values decoded by schema: the located path does it
     layout = schemas.layout(api_key, api_version, direction)
     if layout is None:
         return None

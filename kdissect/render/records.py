@@ -7,6 +7,7 @@ from typing import Any
 
 from ..protocol.node import Node
 from ..protocol.records import record_offset
+from ..protocol.values_schema import decoded_of, json_value, plain_value, schema_id_of
 
 
 _LINE_BREAKS = str.maketrans("", "", "\r\n\t")   # allowed in text besides printables
@@ -30,9 +31,25 @@ def json_bytes(b: bytes | None) -> Any:
 
 
 def _child_bytes(n: Node, name: str) -> Any:
-    """A child's value as JSON; None when damage left the child out."""
+    """A child's value as JSON; None when damage left the child out. A key/value decoded
+    by its schema (docs/values.md) is its decoded value."""
     c = n.child(name)
+    if c is not None and c.children and name in ("key", "value"):
+        decoded = decoded_of(c)
+        if decoded is not None:
+            return json_value(plain_value(decoded))
     return json_bytes(c.value) if c is not None and not isinstance(c.value, int) else None
+
+
+def _schema_ids(n: Node, out: dict) -> dict:
+    """``key_schema``/``value_schema`` (the schema ids) of a record with framed data."""
+    for role in ("key", "value"):
+        c = n.child(role)
+        if c is not None and c.children:
+            sid = schema_id_of(c)
+            if sid is not None:
+                out[f"{role}_schema"] = sid
+    return out
 
 
 def plain_json(node: Node) -> Any:
@@ -87,19 +104,21 @@ def record_json(n: Node) -> dict:
     if n.ktype == "record":
         value = n.value if isinstance(n.value, dict) else {}
         headers = n.child("headers")
-        return {"offset": value.get("offset"),
-                "timestamp": value.get("timestamp"),
-                "key": _child_bytes(n, "key"),
-                "value": _child_bytes(n, "value"),
-                "headers": [{"key": h.child("key").value, "value": _child_bytes(h, "value")}
-                            for h in (headers.children if headers else [])
-                            if h.child("key") is not None]}
-    ts = n.child("timestamp")
-    return {"offset": record_offset(n),
-            "timestamp": ts.value if ts is not None else None,
+        return _schema_ids(n, {
+            "offset": value.get("offset"),
+            "timestamp": value.get("timestamp"),
             "key": _child_bytes(n, "key"),
             "value": _child_bytes(n, "value"),
-            "headers": []}
+            "headers": [{"key": h.child("key").value, "value": json_bytes(h.child("value").value)
+                         if h.child("value") is not None else None}
+                        for h in (headers.children if headers else [])
+                        if h.child("key") is not None]})
+    ts = n.child("timestamp")
+    return _schema_ids(n, {"offset": record_offset(n),
+                           "timestamp": ts.value if ts is not None else None,
+                           "key": _child_bytes(n, "key"),
+                           "value": _child_bytes(n, "value"),
+                           "headers": []})
 
 
 def batch_json(b: Node) -> dict:
