@@ -89,13 +89,17 @@ def plain_json(node: Node) -> Any:
 def records_of(node: Node) -> list[dict]:
     """Every record (v2) or uncompressed message (v0/v1) under ``node``."""
     out = []
-    for n in node.walk():
+    stack = [node]
+    while stack:            # Node.walk, not into records (decoded values can be big)
+        n = stack.pop()
         if n.ktype == "record":
             out.append(record_json(n))
-        elif n.ktype.startswith("message_v"):
+            continue
+        if n.ktype.startswith("message_v"):
             attrs = n.child("attributes")
             if attrs is not None and attrs.value is not None and attrs.value & 7 == 0:
                 out.append(record_json(n))
+        stack.extend(reversed(n.children))
     return out
 
 

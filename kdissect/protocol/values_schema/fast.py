@@ -1,0 +1,101 @@
+"""Record values for bulk output (JSON lines), without located nodes: fastavro's compiled
+reader for Avro, ``json.loads`` for JSON. Only for values the located decoder would
+decode cleanly to the same result (tests/test_values_schema.py shows both agree with
+these libraries); anything else raises ``Unfit`` and the message takes the located path,
+whose tree says what is wrong.
+
+Hostile values cannot amplify here either: an Avro schema qualifies only when it is not
+recursive (bounded nesting) and every array item takes at least one byte (a count of
+2^40 zero-byte items would otherwise build 2^40 values); the caller charges the budget
+by the value's size."""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import Any
+
+from . import Schema, json_value
+
+
+class Unfit(Exception):
+    """This value needs the located decoder."""
+
+
+_FIT: dict[int, bool] = {}      # id(parsed schema) -> qualifies (schemas live as long)
+
+
+def value_json(source: Any, raw: bytes, role: str) -> tuple[Any, int | None]:
+    """(the value as JSON, its schema id) for a framed value whose schema ``source``
+    knows; raises Unfit otherwise."""
+    if len(raw) < 5 or raw[0] != 0:
+        if role == "key":
+            raise Unfit         # the caller keeps unframed keys as they are
+        raise Unfit
+    schema_id = int.from_bytes(raw[1:5], "big")
+    schema: Schema | None = source.by_id(schema_id)
+    if schema is None:
+        raise Unfit
+    if schema.kind == "avro":
+        parsed, named = schema.parsed
+        fit = _FIT.get(id(parsed))
+        if fit is None:
+            fit = _FIT[id(parsed)] = _qualifies(parsed, named, set()) is not None
+        if not fit:
+            raise Unfit
+        from fastavro import schemaless_reader
+        stream = io.BytesIO(raw)
+        stream.seek(5)
+        try:
+            value = schemaless_reader(stream, parsed, None)
+        except Exception:               # whatever fastavro says: the located path tells
+            raise Unfit from None
+        if stream.tell() != len(raw):
+            raise Unfit                 # trailing bytes: a finding
+        return json_value(value), schema_id
+    if schema.kind == "json":
+        try:
+            return json.loads(raw[5:].decode("utf-8")), schema_id
+        except (ValueError, RecursionError):
+            raise Unfit from None
+    raise Unfit
+
+
+def _qualifies(schema: Any, named: dict[str, Any], seen: set[str]) -> int | None:
+    """The least bytes a value of ``schema`` takes, or None when the schema may amplify
+    (recursive, or an array of zero-byte items)."""
+    if isinstance(schema, str):
+        if schema == "null":
+            return 0
+        if schema in ("float",):
+            return 4
+        if schema == "double":
+            return 8
+        if schema in named:
+            if schema in seen:
+                return None
+            return _qualifies(named[schema], named, seen | {schema})
+        return 1
+    if isinstance(schema, list):
+        sizes = [_qualifies(b, named, seen) for b in schema]
+        return None if None in sizes else 1
+    kind = schema.get("type")
+    if kind in ("record", "error"):
+        name = schema.get("name")
+        if name in seen:
+            return None
+        total = 0
+        for f in schema["fields"]:
+            n = _qualifies(f["type"], named, seen | {name})
+            if n is None:
+                return None
+            total += n
+        return total
+    if kind == "array":
+        n = _qualifies(schema["items"], named, seen)
+        return None if not n else 1
+    if kind == "map":
+        return None if _qualifies(schema["values"], named, seen) is None else 1
+    if kind == "fixed":
+        return schema["size"]
+    return _qualifies(kind, named, seen)
