@@ -124,6 +124,13 @@ def test_framed_values_from_the_real_broker_decode_as_the_libraries_read_them(
     # every value in both directions (a loaded machine may make the producer retry)
     assert found["Produce"] == found["Fetch"] == set(raw_by_decoded)
     assert seen["Produce"] >= 2 * len(values) and seen["Fetch"] >= 2 * len(values)
+    # the located decoders give the same JSON lines (a per-topic override sends every
+    # message with records down the located path)
+    located = subprocess.run([sys.executable, "-m", "kdissect", "pcap", str(pcap), "--no-tui",
+                              "--format", "jsonl", "-j", "1", "--schemas", str(schemas),
+                              "--value-schema", f"no-such-topic={schemas / '21.avsc'}"],
+                             capture_output=True, text=True, timeout=120)
+    assert located.returncode == 0 and located.stdout == run.stdout
     # the trees: every decoded field located, in plain and lz4-decompressed batches
     tree = subprocess.run([sys.executable, "-m", "kdissect", "pcap", str(pcap), "--no-tui",
                            "-V", "-Y", "api == Produce", "--schemas", str(schemas)],

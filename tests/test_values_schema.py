@@ -309,3 +309,82 @@ def test_schema_files_and_errors(tmp_path: Path):
     payload = cls(id="c-9", emails=["x"]).SerializeToString()
     node = decode(framed(9, b"\x00" + payload), Schemas(tmp_path))
     assert plain_value(decoded_of(node)) == {"id": "c-9", "emails": ["x"]}
+
+
+def test_registry_client_auth_cache_and_offline(tmp_path: Path):
+    """The registry client against an HTTP server on loopback speaking the Confluent
+    API's /schemas/ids/ID (the real-registry evidence is in test_values_real.py's note)."""
+    import base64
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from kdissect.schemas_source import Registry
+    seen: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):
+            seen.append(self.path)
+            if self.headers.get("Authorization") != "Basic " + base64.b64encode(
+                    b"u:p").decode():
+                self.send_response(401)
+                self.end_headers()
+                return
+            if self.path != "/schemas/ids/5":
+                self.send_response(404)
+                self.end_headers()
+                return
+            body = json.dumps({"schema": json.dumps(ORDER)}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/vnd.schemaregistry.v1+json")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    cache = tmp_path / "cache"
+    payload = framed(5, avro_bytes(ORDER, ORDER_VALUE))
+    try:
+        with pytest.raises(SchemaError, match="refused.*401.*--registry-user"):
+            Registry(url, cache).schema(5)
+        node = decode(payload, Schemas(registry=Registry(url, cache, "u", "p")))
+        assert plain_value(decoded_of(node)) == ORDER_VALUE
+        assert Schemas(registry=Registry(url, cache, "u", "p")).by_id(6) is None
+    finally:
+        server.shutdown()
+        server.server_close()
+    # offline: the cache answers; what it lacks is said clearly, once
+    offline = Schemas(registry=Registry(url, cache))
+    assert plain_value(decoded_of(decode(payload, offline))) == ORDER_VALUE
+    node = decode(framed(7, b"\x00"), offline)
+    assert [c for _, c, _ in node.findings()] == ["value_schema_unknown"]
+    assert "is unreachable" in offline.problems[0] and "cached" in offline.problems[0]
+    assert seen.count("/schemas/ids/5") == 2          # the 401, then once: cached after
+
+
+def test_values_only_path_only_for_schemas_that_cannot_amplify():
+    from kdissect.protocol.values_schema.fast import Unfit, value_json
+    from kdissect.schemas_source import parse_schema as parse
+
+    class Source:
+        framed = True
+
+        def __init__(self, schema):
+            self.schema = schema
+
+        def by_id(self, _):
+            return self.schema
+
+    order = Source(parse(json.dumps(ORDER), "avro"))
+    payload = framed(1, avro_bytes(ORDER, ORDER_VALUE))
+    assert value_json(order, payload, "value") == (json_value(ORDER_VALUE), 1)
+    for schema, data in (({"type": "array", "items": "null"}, b"\x80\x80\x80\x80\x80\x80\x40\x00"),
+                         ({"type": "record", "name": "L", "fields": [
+                             {"name": "next", "type": ["null", "L"]}]}, b"\x02" * 9 + b"\x00")):
+        with pytest.raises(Unfit):
+            value_json(Source(parse(json.dumps(schema), "avro")), framed(1, data), "value")
+    with pytest.raises(Unfit):                      # trailing bytes: the located path says so
+        value_json(order, payload + b"\x00", "value")

@@ -360,9 +360,10 @@ def _schema_values(records: list[dict], s: _State) -> None:
             raw = r[role]
             if raw is None:
                 continue
+            tally = [0]
             try:
-                r[role], r[f"{role}_schema"] = value_json(source, raw, role)
-                s.charge(len(raw))
+                r[role], r[f"{role}_schema"] = value_json(source, raw, role, tally)
+                s.charge(tally[0] + 2)      # the located tree: each value, magic, id
             except Unfit:
                 if raw and (role == "value" or (len(raw) >= 5 and raw[0] == 0)):
                     raise Bail from None

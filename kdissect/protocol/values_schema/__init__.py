@@ -214,19 +214,36 @@ def plain_value(node: Node) -> Any:
     return node.value
 
 
-def json_value(v: Any) -> Any:
+def json_value(v: Any, tally: list[int] | None = None) -> Any:
     """``plain_value`` made JSON-ready: bytes as base64 (as Protobuf's JSON does), decimals
-    as strings (exact), times in ISO 8601, UUIDs as text."""
-    if isinstance(v, dict):
-        return {k: json_value(x) for k, x in v.items()}
-    if isinstance(v, list):
-        return [json_value(x) for x in v]
-    if isinstance(v, (bytes, bytearray)):
+    as strings (exact), times in ISO 8601, UUIDs as text. ``tally[0]`` counts the values
+    (what the located tree would spend of the node budget)."""
+    count = [0]
+    out = _json(v, count)
+    if tally is not None:
+        tally[0] += count[0]
+    return out
+
+
+_SAME = frozenset({str, int, bool, type(None)})
+
+
+def _json(v: Any, count: list[int]) -> Any:
+    # type() dispatch: this runs once per value of every record in JSON lines
+    count[0] += 1
+    t = type(v)
+    if t in _SAME:
+        return v
+    if t is dict:
+        return {k: _json(x, count) for k, x in v.items()}
+    if t is list:
+        return [_json(x, count) for x in v]
+    if t is float:
+        return str(v) if v != v or v in (float("inf"), float("-inf")) else v
+    if t is bytes or t is bytearray:
         return base64.b64encode(v).decode("ascii")
     if isinstance(v, (datetime, date, time)):
         return v.isoformat()
     if isinstance(v, (Decimal, UUID)):
-        return str(v)
-    if isinstance(v, float) and (v != v or v in (float("inf"), float("-inf"))):
         return str(v)
     return v

@@ -25,13 +25,12 @@ class Unfit(Exception):
 _FIT: dict[int, bool] = {}      # id(parsed schema) -> qualifies (schemas live as long)
 
 
-def value_json(source: Any, raw: bytes, role: str) -> tuple[Any, int | None]:
+def value_json(source: Any, raw: bytes, role: str,
+               tally: list[int] | None = None) -> tuple[Any, int | None]:
     """(the value as JSON, its schema id) for a framed value whose schema ``source``
-    knows; raises Unfit otherwise."""
+    knows; raises Unfit otherwise. ``tally[0]`` counts the values made."""
     if len(raw) < 5 or raw[0] != 0:
-        if role == "key":
-            raise Unfit         # the caller keeps unframed keys as they are
-        raise Unfit
+        raise Unfit             # unframed: the caller knows what to do
     schema_id = int.from_bytes(raw[1:5], "big")
     schema: Schema | None = source.by_id(schema_id)
     if schema is None:
@@ -52,10 +51,13 @@ def value_json(source: Any, raw: bytes, role: str) -> tuple[Any, int | None]:
             raise Unfit from None
         if stream.tell() != len(raw):
             raise Unfit                 # trailing bytes: a finding
-        return json_value(value), schema_id
+        return json_value(value, tally), schema_id
     if schema.kind == "json":
         try:
-            return json.loads(raw[5:].decode("utf-8")), schema_id
+            value = json.loads(raw[5:].decode("utf-8"))
+            if tally is not None:
+                tally[0] += len(raw)        # at most one value per byte
+            return value, schema_id
         except (ValueError, RecursionError):
             raise Unfit from None
     raise Unfit
@@ -71,10 +73,8 @@ def _qualifies(schema: Any, named: dict[str, Any], seen: set[str]) -> int | None
             return 4
         if schema == "double":
             return 8
-        if schema in named:
-            if schema in seen:
-                return None
-            return _qualifies(named[schema], named, seen | {schema})
+        if schema in named:             # a record checks ``seen`` itself
+            return _qualifies(named[schema], named, seen)
         return 1
     if isinstance(schema, list):
         sizes = [_qualifies(b, named, seen) for b in schema]
