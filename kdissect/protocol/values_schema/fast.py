@@ -1,5 +1,5 @@
-"""Record values for bulk output (JSON lines), without located nodes: fastavro's compiled
-reader for Avro, ``json.loads`` for JSON. Only for values the located decoder would
+"""Record values for bulk output (JSON lines), without located nodes: a reader generated
+per Avro schema (avro_fast.py), ``json.loads`` for JSON. Only for values the located decoder would
 decode cleanly to the same result (tests/test_values_schema.py shows both agree with
 these libraries); anything else raises ``Unfit`` and the message takes the located path,
 whose tree says what is wrong.
@@ -11,18 +11,29 @@ by the value's size."""
 
 from __future__ import annotations
 
-import io
 import json
 from typing import Any
 
-from . import Schema, json_value
+from . import Schema
 
 
 class Unfit(Exception):
     """This value needs the located decoder."""
 
 
-_FIT: dict[int, bool] = {}      # id(parsed schema) -> qualifies (schemas live as long)
+# id(parsed schema) -> its generated reader, None if the schema does not qualify (parsed
+# schemas live as long as the process's schema source)
+_READERS: dict[int, Any] = {}
+
+
+def _reader(parsed: Any, named: dict[str, Any]) -> Any:
+    from .avro_fast import Unsupported, compile_reader
+    if _qualifies(parsed, named, set()) is None:
+        return None
+    try:
+        return compile_reader(parsed, named)
+    except Unsupported:
+        return None
 
 
 def value_json(source: Any, raw: bytes, role: str,
@@ -37,21 +48,18 @@ def value_json(source: Any, raw: bytes, role: str,
         raise Unfit
     if schema.kind == "avro":
         parsed, named = schema.parsed
-        fit = _FIT.get(id(parsed))
-        if fit is None:
-            fit = _FIT[id(parsed)] = _qualifies(parsed, named, set()) is not None
-        if not fit:
+        reader = _READERS.get(id(parsed), False)
+        if reader is False:
+            reader = _READERS[id(parsed)] = _reader(parsed, named)
+        if reader is None:
             raise Unfit
-        from fastavro import schemaless_reader
-        stream = io.BytesIO(raw)
-        stream.seek(5)
         try:
-            value = schemaless_reader(stream, parsed, None)
-        except Exception:               # whatever fastavro says: the located path tells
+            value, end = reader(raw, 5, tally if tally is not None else [0])
+        except Exception:               # whatever it is, the located path says it
             raise Unfit from None
-        if stream.tell() != len(raw):
+        if end != len(raw):
             raise Unfit                 # trailing bytes: a finding
-        return json_value(value, tally), schema_id
+        return value, schema_id
     if schema.kind == "json":
         try:
             value = json.loads(raw[5:].decode("utf-8"))
