@@ -10,8 +10,8 @@ rights). Prints the medians of alternating runs and the ratio.
 
     .venv/bin/python benchmarks/values_cost.py [--records 20000] [--runs 3] [--keep DIR]
 
-The decoded run takes JSON lines' values-only path (fastavro's compiled reader) for
-clean values; the located decoders (byte spans) serve -V, the TUI and damaged values.
+The decoded run takes JSON lines' values-only path (a reader generated per Avro schema)
+for clean values; the located decoders (byte spans) serve -V, the TUI and damaged values.
 """
 
 from __future__ import annotations
