@@ -29,6 +29,8 @@ Piped, or with --no-tui:
                     correlation id, client id, latency, topics/partitions, records, errors
   -V, --verbose     the full field trees of both messages
   --format jsonl    one JSON object per Kafka message (see docs/jsonl.md)
+  --schemas DIR, --registry URL, --value-schema TOPIC=FILE
+                    record keys/values decoded (Avro, Protobuf, JSON; docs/values.md)
 
 \b
 Filters (-Y, see docs/filters.md), over exchanges:

@@ -30,7 +30,7 @@ __all__ = ["Schema", "SchemaSource", "decode_values", "decode_one", "plain_value
            "json_value", "decoded_of", "schema_id_of", "guess"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)      # identity: readers are cached per Schema object
 class Schema:
     """A parsed schema: ``kind`` avro (``parsed`` = (schema, named types)), protobuf
     (a ``protobuf.ProtoSchema``; ``message`` picks the type for unframed bytes), json

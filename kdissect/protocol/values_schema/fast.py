@@ -12,6 +12,7 @@ by the value's size."""
 from __future__ import annotations
 
 import json
+import weakref
 from typing import Any
 
 from . import Schema
@@ -21,9 +22,9 @@ class Unfit(Exception):
     """This value needs the located decoder."""
 
 
-# id(parsed schema) -> its generated reader, None if the schema does not qualify (parsed
-# schemas live as long as the process's schema source)
-_READERS: dict[int, Any] = {}
+# Schema -> its generated reader, None if the schema does not qualify; weak, so a Schema
+# unpickled per chunk in a jsonl worker does not accumulate (nor can an id be reused)
+_READERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _reader(parsed: Any, named: dict[str, Any]) -> Any:
@@ -48,9 +49,9 @@ def value_json(source: Any, raw: bytes, role: str,
         raise Unfit
     if schema.kind == "avro":
         parsed, named = schema.parsed
-        reader = _READERS.get(id(parsed), False)
+        reader = _READERS.get(schema, False)
         if reader is False:
-            reader = _READERS[id(parsed)] = _reader(parsed, named)
+            reader = _READERS[schema] = _reader(parsed, named)
         if reader is None:
             raise Unfit
         try:
