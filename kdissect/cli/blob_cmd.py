@@ -20,6 +20,7 @@ from ..protocol.guess import distinguish
 from ..stream.pasted import Hints, read_paste
 from .common import budget, budget_nodes_option
 from .group import main
+from .values_opts import value_options
 
 
 BLOB_HELP = """Annotate raw Kafka bytes: which API they are, and every field, byte by byte.
@@ -88,6 +89,7 @@ Examples:
               help="Decompressed bytes one message may produce over all its compressed "
                    "payloads (bomb protection; the rest stays compressed, marked).")
 @budget_nodes_option
+@value_options
 def blob(input, api, api_version, direction, body, records, at, show_extraction, shown,
          as_json, show_secrets, grammar, no_hex, max_decompressed):
     console = Console(highlight=False)

@@ -118,8 +118,9 @@ def budget(max_decompressed: str, **options) -> Options:
     """Decoding options with the budget the command line asked for."""
     ctx = click.get_current_context(silent=True)
     nodes = ctx.meta.get("kdissect.max_nodes", Options.max_nodes) if ctx else Options.max_nodes
+    from .values_opts import values_source          # --schemas, --registry... (or None)
     return Options(max_decompressed=_size(max_decompressed, "--max-decompressed"),
-                   max_nodes=nodes, **options)
+                   max_nodes=nodes, values=values_source(ctx), **options)
 
 
 def on_terminal(fmt: str, printing: bool) -> bool:

@@ -12,6 +12,7 @@ from .common import (_need_spark_extra, _print_warnings, _progress, _run_tui,
                      _traffic_options, keylog_option, memory_budget, memory_option, on_terminal,
                      port_options, secret_options)
 from .group import main
+from .values_opts import value_options
 
 
 PCAP_HELP = """Decode the Kafka traffic in capture files: every request paired with its response.
@@ -33,6 +34,8 @@ Piped, or with --no-tui:
                     correlation id, client id, latency, topics/partitions, records, errors
   -V, --verbose     the full field trees of both messages
   --format jsonl    one JSON object per Kafka message (see docs/jsonl.md)
+  --schemas DIR, --registry URL, --value-schema TOPIC=FILE
+                    record keys/values decoded (Avro, Protobuf, JSON; docs/values.md)
 
 \b
 Filters (-Y, see docs/filters.md), over exchanges:
@@ -78,6 +81,7 @@ Examples:
 @keylog_option
 @secret_options
 @memory_option
+@value_options
 def pcap(files, ports, no_detect, verbose, fmt, output, filter_text, stats, tui, no_tui,
          jobs, keylog, show_secrets, max_decompressed):
     from ..render.printer import ExchangePrinter

@@ -38,6 +38,9 @@ class Options:
     # topic id -> name, learned by the engine from earlier messages (Metadata...): lets
     # decoders name the topic of a Fetch v13+ (internal topics' records by schema)
     topic_ids: dict[str, str] | None = field(default=None, compare=False, repr=False)
+    # record keys/values: a values_schema.SchemaSource (schemas by id, per-topic
+    # overrides) or None to leave them as bytes (docs/values.md)
+    values: object = field(default=None, compare=False)
     # the budget of the message being decoded (set by ``for_message``)
     budget: Budget | None = field(default=None, compare=False, repr=False)
 

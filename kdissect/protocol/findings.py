@@ -86,6 +86,15 @@ register("tagged_field_leftover", "warn", "malformed",
 register("crc_mismatch", "error", "malformed",
          "a record batch's or message's CRC does not match its bytes")
 register("unknown_magic", "error", "malformed", "a record format (magic byte) kdissect does not know")
+# record values (kdissect/protocol/values_schema): what a consumer's deserializer would say
+register("value_unknown_magic", "error", "malformed",
+         "a schema-framed record key/value does not start with the magic byte 0")
+register("value_schema_unknown", "warn", "protocol",
+         "a record key/value names a schema id no schema source knows")
+register("value_schema_mismatch", "error", "malformed",
+         "a record key/value does not match its schema (the node says where it stopped)")
+register("value_trailing_bytes", "warn", "malformed",
+         "bytes left over in a record key/value after its schema's value ends")
 register("decompression_failed", "error", "malformed",
          "a compressed payload cannot be decompressed")
 register("record_count_mismatch", "warn", "malformed",

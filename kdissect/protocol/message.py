@@ -142,6 +142,9 @@ def _build(direction: str, key: int | None, version: int | None, data: bytes,
     decode_embedded(body, data, key, direction, ctx)
     if body is not None and ctx.embedded and (key, direction) in ((0, "request"), (1, "response")):
         decode_wire_records(body, key, ctx)        # internal topics' records, by schema
+    if ctx.values is not None and ctx.records is True:
+        from .values_schema import decode_values      # only when values are asked for
+        decode_values(body, ctx.values, ctx.budget)
     secrets.mark(body, key)                        # after them: metadata records hold secrets too
     return msg
 

@@ -53,10 +53,13 @@ class _State:
     decoder's accounting, charged never less than it charges, so a message this path
     finishes never breaches the located decoder's budget; records exactly as much)."""
 
-    __slots__ = ("conv", "records", "nodes", "decompressed", "tag_end", "batch_records")
+    __slots__ = ("conv", "records", "nodes", "decompressed", "tag_end", "batch_records",
+                 "values")
 
     def __init__(self, conv: Callable[[bytes], Any], options: Options):
         self.conv = conv
+        # record keys/values by schema (values_schema.fast), when asked for
+        self.values = options.values if getattr(options.values, "framed", False) else None
         self.records = options.records        # True: decode batches; False: leave raw
         self.nodes = options.max_nodes
         self.decompressed = options.max_decompressed
@@ -338,13 +341,37 @@ def _batch(buf: bytes, start: int, end: int, s) -> dict:
     s.charge(9 * count)
     records, pos = _record_loop(data, pos, end, count, base,
                                 stamp if stamp is not None else base_ts,
-                                stamp is not None, s.conv)
+                                stamp is not None, s.conv if s.values is None else bytes)
     if pos != end:
         raise Bail
+    if s.values is not None:
+        _schema_values(records, s)
     if s.batch_records is not None:
         records = s.batch_records(records)
     return {"base_offset": base, "attributes": _attributes_note(attrs, 2), "problems": [],
             "records": records}
+
+
+def _schema_values(records: list[dict], s: _State) -> None:
+    """Keys and values decoded by their schemas, as ``render.records.record_json`` shows
+    them from the located tree; Bail where that tree would hold a finding."""
+    from .values_schema.fast import Unfit, value_json
+    conv, source = s.conv, s.values
+    for r in records:
+        for role in ("key", "value"):
+            raw = r[role]
+            if raw is None:
+                continue
+            tally = [0]
+            try:
+                r[role], r[f"{role}_schema"] = value_json(source, raw, role, tally)
+                s.charge(tally[0] + 2)      # the located tree: each value, magic, id
+            except Unfit:
+                if raw and (role == "value" or (len(raw) >= 5 and raw[0] == 0)):
+                    raise Bail from None
+                r[role] = conv(raw)
+        for h in r["headers"]:
+            h["value"] = conv(h["value"]) if h["value"] is not None else None
 
 
 # The record loop runs once per record of every batch: its varints (nearly all one or two
@@ -455,6 +482,9 @@ def body_values(data: bytes, direction: str, api_key: int, api_version: int,
     if options.embedded and options.records is True and (api_key, direction) in _RECORD_CARRIERS \
             and mentions_internal_topic(data, options.topic_ids):
         return None         # internal topics' records are decoded by schema: located path
+    if getattr(options.values, "overrides", None) and options.records and \
+            schemas.has_records(api_key, api_version, direction):
+        return None         # per-topic schemas: the located path knows the topics
     layout = schemas.layout(api_key, api_version, direction)
     if layout is None:
         return None

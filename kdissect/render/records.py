@@ -7,6 +7,7 @@ from typing import Any
 
 from ..protocol.node import Node
 from ..protocol.records import record_offset
+from ..protocol.values_schema import decoded_of, json_value, plain_value, schema_id_of
 
 
 _LINE_BREAKS = str.maketrans("", "", "\r\n\t")   # allowed in text besides printables
@@ -30,9 +31,25 @@ def json_bytes(b: bytes | None) -> Any:
 
 
 def _child_bytes(n: Node, name: str) -> Any:
-    """A child's value as JSON; None when damage left the child out."""
+    """A child's value as JSON; None when damage left the child out. A key/value decoded
+    by its schema (docs/values.md) is its decoded value."""
     c = n.child(name)
+    if c is not None and c.children and name in ("key", "value"):
+        decoded = decoded_of(c)
+        if decoded is not None:
+            return json_value(plain_value(decoded))
     return json_bytes(c.value) if c is not None and not isinstance(c.value, int) else None
+
+
+def _schema_ids(n: Node, out: dict) -> dict:
+    """``key_schema``/``value_schema`` (the schema ids) of a record with framed data."""
+    for role in ("key", "value"):
+        c = n.child(role)
+        if c is not None and c.children:
+            sid = schema_id_of(c)
+            if sid is not None:
+                out[f"{role}_schema"] = sid
+    return out
 
 
 def plain_json(node: Node) -> Any:
@@ -72,13 +89,17 @@ def plain_json(node: Node) -> Any:
 def records_of(node: Node) -> list[dict]:
     """Every record (v2) or uncompressed message (v0/v1) under ``node``."""
     out = []
-    for n in node.walk():
+    stack = [node]
+    while stack:            # Node.walk, not into records (decoded values can be big)
+        n = stack.pop()
         if n.ktype == "record":
             out.append(record_json(n))
-        elif n.ktype.startswith("message_v"):
+            continue
+        if n.ktype.startswith("message_v"):
             attrs = n.child("attributes")
             if attrs is not None and attrs.value is not None and attrs.value & 7 == 0:
                 out.append(record_json(n))
+        stack.extend(reversed(n.children))
     return out
 
 
@@ -89,8 +110,9 @@ def decoded_json(n: Node) -> dict:
     out: dict = {}
     for part in ("key", "value"):
         c = n.child(part)
-        if c is None or not c.children:
-            continue
+        if c is None or not c.children or decoded_of(c) is not None or \
+                schema_id_of(c) is not None:
+            continue        # a value decoded by a registry schema (docs/values.md), not internal
         decoded = [k for k in c.children if not k.name.startswith("_")]
         if decoded:
             out[f"{part}_decoded"] = {k.name: plain_json(k) for k in decoded}
@@ -103,20 +125,21 @@ def record_json(n: Node) -> dict:
     if n.ktype == "record":
         value = n.value if isinstance(n.value, dict) else {}
         headers = n.child("headers")
-        return {"offset": value.get("offset"),
-                "timestamp": value.get("timestamp"),
-                "key": _child_bytes(n, "key"),
-                "value": _child_bytes(n, "value"),
-                "headers": [{"key": h.child("key").value, "value": _child_bytes(h, "value")}
-                            for h in (headers.children if headers else [])
-                            if h.child("key") is not None],
-                **decoded_json(n)}
-    ts = n.child("timestamp")
-    return {"offset": record_offset(n),
-            "timestamp": ts.value if ts is not None else None,
+        return _schema_ids(n, {
+            "offset": value.get("offset"),
+            "timestamp": value.get("timestamp"),
             "key": _child_bytes(n, "key"),
             "value": _child_bytes(n, "value"),
-            "headers": []}
+            "headers": [{"key": h.child("key").value, "value": _child_bytes(h, "value")}
+                        for h in (headers.children if headers else [])
+                        if h.child("key") is not None],
+            **decoded_json(n)})
+    ts = n.child("timestamp")
+    return _schema_ids(n, {"offset": record_offset(n),
+                           "timestamp": ts.value if ts is not None else None,
+                           "key": _child_bytes(n, "key"),
+                           "value": _child_bytes(n, "value"),
+                           "headers": []})
 
 
 def batch_json(b: Node) -> dict:

@@ -1,0 +1,110 @@
+"""Record values for bulk output (JSON lines), without located nodes: a reader generated
+per Avro schema (avro_fast.py), ``json.loads`` for JSON. Only for values the located decoder would
+decode cleanly to the same result (tests/test_values_schema.py shows both agree with
+these libraries); anything else raises ``Unfit`` and the message takes the located path,
+whose tree says what is wrong.
+
+Hostile values cannot amplify here either: an Avro schema qualifies only when it is not
+recursive (bounded nesting) and every array item takes at least one byte (a count of
+2^40 zero-byte items would otherwise build 2^40 values); the caller charges the budget
+by the value's size."""
+
+from __future__ import annotations
+
+import json
+import weakref
+from typing import Any
+
+from . import Schema
+
+
+class Unfit(Exception):
+    """This value needs the located decoder."""
+
+
+# Schema -> its generated reader, None if the schema does not qualify; weak, so a Schema
+# unpickled per chunk in a jsonl worker does not accumulate (nor can an id be reused)
+_READERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _reader(parsed: Any, named: dict[str, Any]) -> Any:
+    from .avro_fast import Unsupported, compile_reader
+    if _qualifies(parsed, named, set()) is None:
+        return None
+    try:
+        return compile_reader(parsed, named)
+    except Unsupported:
+        return None
+
+
+def value_json(source: Any, raw: bytes, role: str,
+               tally: list[int] | None = None) -> tuple[Any, int | None]:
+    """(the value as JSON, its schema id) for a framed value whose schema ``source``
+    knows; raises Unfit otherwise. ``tally[0]`` counts the values made."""
+    if len(raw) < 5 or raw[0] != 0:
+        raise Unfit             # unframed: the caller knows what to do
+    schema_id = int.from_bytes(raw[1:5], "big")
+    schema: Schema | None = source.by_id(schema_id)
+    if schema is None:
+        raise Unfit
+    if schema.kind == "avro":
+        parsed, named = schema.parsed
+        reader = _READERS.get(schema, False)
+        if reader is False:
+            reader = _READERS[schema] = _reader(parsed, named)
+        if reader is None:
+            raise Unfit
+        try:
+            value, end = reader(raw, 5, tally if tally is not None else [0])
+        except Exception:               # whatever it is, the located path says it
+            raise Unfit from None
+        if end != len(raw):
+            raise Unfit                 # trailing bytes: a finding
+        return value, schema_id
+    if schema.kind == "json":
+        try:
+            value = json.loads(raw[5:].decode("utf-8"))
+            if tally is not None:
+                tally[0] += len(raw)        # at most one value per byte
+            return value, schema_id
+        except (ValueError, RecursionError):
+            raise Unfit from None
+    raise Unfit
+
+
+def _qualifies(schema: Any, named: dict[str, Any], seen: set[str]) -> int | None:
+    """The least bytes a value of ``schema`` takes, or None when the schema may amplify
+    (recursive, or an array of zero-byte items)."""
+    if isinstance(schema, str):
+        if schema == "null":
+            return 0
+        if schema in ("float",):
+            return 4
+        if schema == "double":
+            return 8
+        if schema in named:             # a record checks ``seen`` itself
+            return _qualifies(named[schema], named, seen)
+        return 1
+    if isinstance(schema, list):
+        sizes = [_qualifies(b, named, seen) for b in schema]
+        return None if None in sizes else 1
+    kind = schema.get("type")
+    if kind in ("record", "error"):
+        name = schema.get("name")
+        if name in seen:
+            return None
+        total = 0
+        for f in schema["fields"]:
+            n = _qualifies(f["type"], named, seen | {name})
+            if n is None:
+                return None
+            total += n
+        return total
+    if kind == "array":
+        n = _qualifies(schema["items"], named, seen)
+        return None if not n else 1
+    if kind == "map":
+        return None if _qualifies(schema["values"], named, seen) is None else 1
+    if kind == "fixed":
+        return schema["size"]
+    return _qualifies(kind, named, seen)
