@@ -37,6 +37,7 @@ TOPIC_FAMILIES = {"__consumer_offsets": "group", "__transaction_state": "transac
 # KRaft's fixed topic id of __cluster_metadata (Uuid.METADATA_TOPIC_ID): Fetch v13+ between
 # controllers names the topic by id only
 METADATA_TOPIC_ID = "00000000-0000-0000-0000-000000000001"
+_METADATA_ID_BYTES = uuid.UUID(METADATA_TOPIC_ID).bytes
 CONTROL_TYPES = {0: "ABORT", 1: "COMMIT", 2: "LeaderChangeMessage", 3: "SnapshotHeaderRecord",
                  4: "SnapshotFooterRecord", 5: "KRaftVersionRecord", 6: "VotersRecord"}
 # Kafka's names of the control record types (ControlRecordType)
@@ -73,9 +74,11 @@ _NAMES = tuple(t.encode() for t in TOPIC_FAMILIES)
 def mentions_internal_topic(data: bytes, topic_ids: dict[str, str] | None = None) -> bool:
     """Whether a Produce/Fetch message may carry an internal topic, by name or by a known
     id (a cheap byte search, before choosing a decoder)."""
-    # (not __cluster_metadata's fixed id: fifteen zero bytes and a one are too common in
-    # other messages; bulk output of KRaft replication keeps its records raw)
     if b"__" in data and any(n in data for n in _NAMES):
+        return True
+    # __cluster_metadata's fixed id (KRaft replication): fifteen zero bytes and a one also
+    # turn up elsewhere, which only costs those messages the slower located decoder
+    if _METADATA_ID_BYTES in data:
         return True
     return bool(topic_ids) and any(uuid.UUID(i).bytes in data for i, name in
                                    topic_ids.items() if name in TOPIC_FAMILIES)
