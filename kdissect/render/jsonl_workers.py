@@ -71,6 +71,14 @@ class JsonlWorkers:
         while self.inflight and (len(self.inflight) > self.ahead or self.inflight[0].done()):
             self.write(self.inflight.popleft().result())
 
+    def line(self, text: str) -> None:
+        """A line that needs no decoding (a TLS connection's), written in its place among
+        the exchanges' lines."""
+        self._send()
+        ready: Future = Future()
+        ready.set_result(text)
+        self.inflight.append(ready)
+
     def close(self) -> None:
         try:
             self._send()

@@ -99,7 +99,10 @@ class ExchangePrinter:
             self.tls_connections.append(facts)
         elif self.fmt == "jsonl":
             from .tls import tls_json_line
-            sys.stdout.write(tls_json_line(facts))
+            if self.workers is not None:
+                self.workers.line(tls_json_line(facts))
+            else:
+                sys.stdout.write(tls_json_line(facts))
         elif self.verbose:
             for f in facts.findings:
                 self.console.print(Text(f"  TLS {facts.client[0]}:{facts.client[1]} → "
