@@ -9,6 +9,7 @@ after WALL_LIMIT is killed and fails."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -18,6 +19,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 KDISSECT = [sys.executable, "-m", "kdissect"]
+MEASURED = ROOT / "tests" / "support" / "measured.py"
 TIME_LIMIT = 30.0          # CPU seconds
 WALL_LIMIT = 180.0
 RSS_LIMIT = 1 << 30
@@ -33,30 +35,27 @@ def hostile(tmp_path_factory) -> Path:
 
 
 def run_measured(args: list[str], cwd: Path) -> tuple[int, str, float, int]:
-    """(exit status, stderr, CPU seconds, peak RSS in bytes) of one CLI run."""
-    err_path = cwd / "stderr.txt"
+    """(exit status, stderr, CPU seconds, peak RSS in bytes) of one CLI run, measured by
+    a small launcher (tests/support/measured.py: its children do not inherit pytest's size)."""
+    err_path, report = cwd / "stderr.txt", cwd / "measured.txt"
     with open(os.devnull, "wb") as out, open(err_path, "wb") as err:
-        proc = subprocess.Popen(KDISSECT + args, stdout=out, stderr=err, cwd=ROOT,
-                                stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen([sys.executable, str(MEASURED), str(report), *KDISSECT, *args],
+                                stdout=out, stderr=err, cwd=ROOT, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
         try:
-            _pid, status, usage = _wait(proc, WALL_LIMIT)
+            _wait(proc, WALL_LIMIT)
         finally:
             if proc.poll() is None:
-                proc.kill()
-        seconds = usage.ru_utime + usage.ru_stime
-    return os.waitstatus_to_exitcode(status), err_path.read_text(errors="replace"), seconds, \
-        usage.ru_maxrss * 1024
+                os.killpg(proc.pid, signal.SIGKILL)
+    code, seconds, rss = report.read_text().split()
+    return int(code), err_path.read_text(errors="replace"), float(seconds), int(rss)
 
 
-def _wait(proc, timeout: float):
+def _wait(proc, timeout: float) -> None:
     deadline = time.monotonic() + timeout
-    while True:
-        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-        if pid:
-            proc.returncode = os.waitstatus_to_exitcode(status)
-            return pid, status, usage
+    while proc.poll() is None:
         if time.monotonic() > deadline:
-            proc.kill()
+            os.killpg(proc.pid, signal.SIGKILL)
             pytest.fail(f"{proc.args} ran past {timeout} s")
         time.sleep(0.02)
 

@@ -50,7 +50,7 @@ class Direction:
     end: int = -1                  # stream offset where the FIN says the data ends
     acked: int = 0                 # highest offset the receiver acknowledged
     overdue: int | None = None     # the connection's packet count when acked passed ``next``
-    last_ts: float = 0.0           # time the last bytes were delivered in TCP order
+    last_ts: float = float("-inf")  # when the last bytes were delivered in TCP order (-1: invalid)
     hole: list | None = None       # [offset, length, ts, frame]: a hole not yet reported
     retransmitted: int = 0         # bytes seen twice
     gaps: int = 0
