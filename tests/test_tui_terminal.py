@@ -14,6 +14,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def screen_of(session: str) -> str:
+    return tmux("capture-pane", "-p", "-t", session)
+
+
 def tmux(*args: str) -> str:
     return subprocess.run(["tmux", *args], capture_output=True, text=True, check=True).stdout
 
@@ -64,24 +68,22 @@ def test_pcap_opens_the_tui_in_a_terminal_and_quits_cleanly():
 
 
 def test_at_120_columns_the_error_is_in_the_list_and_tab_completes_a_filter():
-    session = start("captures/confluent-group.pcap", 120, 40)
+    session = start("captures/kafka-sasl.pcap", 120, 40)
     try:
-        wait_for(session, "30 exchanges")
-        tmux("send-keys", "-t", session, "p")              # the next problem
-        screen = wait_for(session, "error_code @8+2 = 79")    # landed on the field
-        rows = [line for line in screen.splitlines() if "JoinGroup" in line and "ms" in line]
-        assert any("MEMBER_ID_REQUIRED" in line for line in rows), screen   # in the list
+        wait_for(session, "122 exchanges")
         tmux("send-keys", "-t", session, "/")
         time.sleep(0.3)                                    # a person's pace
-        tmux("send-keys", "-t", session, "-l", "api == Join")
+        tmux("send-keys", "-t", session, "-l", "api == SaslAuth")
         time.sleep(0.5)                                    # the suggestion comes
         tmux("send-keys", "-t", session, "Tab")
-        wait_for(session, "api == JoinGroup")
+        wait_for(session, "api == SaslAuthenticate")
         tmux("send-keys", "-t", session, "-l", " and e")   # typed into the bar, not keys
-        wait_for(session, "api == JoinGroup and e")
+        wait_for(session, "api == SaslAuthenticate and e")
         tmux("send-keys", "-t", session, "BSpace", "BSpace", "BSpace", "BSpace", "BSpace",
              "BSpace", "Enter")
-        wait_for(session, "2 of 30 exchanges")
+        screen = wait_for(session, "of 122 exchanges")
+        rows = [line for line in screen.splitlines() if "SaslAuthenticate" in line and "ms" in line]
+        assert any("SASL_AUTHENTICATION_FAILED" in line for line in rows), screen  # in the list
         tmux("send-keys", "-t", session, "q")
         screen = wait_for(session, "EXIT=0")
         assert "Traceback" not in screen
@@ -92,18 +94,21 @@ def test_at_120_columns_the_error_is_in_the_list_and_tab_completes_a_filter():
 
 @pytest.mark.slow
 def test_at_80x24_p_reaches_the_offending_field_and_its_explanation_reads_in_full():
-    session = start("captures/confluent-group.pcap", 80, 24)
+    session = start("captures/kafka-sasl.pcap", 80, 24)
     try:
-        wait_for(session, "30 exchanges")
-        tmux("send-keys", "-t", session, "p")              # the first problem
-        wait_for(session, "body.error_code @8+2")           # the field line
-        screen = wait_for(session, "── error_code @8+2 = 79")  # the tree scrolled to it
+        wait_for(session, "exchanges")
+        for _ in range(12):                                # problem after problem: a login
+            tmux("send-keys", "-t", session, "p")          # refused for a bad password
+            time.sleep(0.4)
+            if "body.error_code @" in screen_of(session):
+                break
+        screen = wait_for(session, "── error_code @4+2 = 58")  # the tree scrolled to it
         flat = " ".join(" ".join(screen.split()).split("│"))
-        assert "MEMBER_ID_REQUIRED: the member must rejoin with the member id given" in flat, \
-            screen                                          # the explanation, not cut
+        assert "SASL_AUTHENTICATION_FAILED: SASL authentication failed (wrong credentials or " \
+            "mechanism)" in flat, screen                    # the explanation, not cut
         tmux("send-keys", "-t", session, "v")              # the bytes instead of the tree
-        screen = wait_for(session, "00000008")             # the field's line of the dump
-        assert "── error_code @8+2" not in screen             # the tree gave way
+        screen = wait_for(session, "00000000")             # the field's line of the dump
+        assert "── error_code @4+2" not in screen             # the tree gave way
         tmux("send-keys", "-t", session, "q")
         screen = wait_for(session, "EXIT=0")
         assert "Traceback" not in screen
