@@ -7,7 +7,8 @@ from typing import Any
 
 from ..protocol.node import Node
 from ..protocol.records import record_offset
-from ..protocol.values_schema import decoded_of, json_value, plain_value, schema_id_of
+from ..protocol.values_schema import (by_value_schema, decoded_of, json_value, plain_value,
+                                     schema_id_of)
 
 
 _LINE_BREAKS = str.maketrans("", "", "\r\n\t")   # allowed in text besides printables
@@ -110,8 +111,7 @@ def decoded_json(n: Node) -> dict:
     out: dict = {}
     for part in ("key", "value"):
         c = n.child(part)
-        if c is None or not c.children or decoded_of(c) is not None or \
-                schema_id_of(c) is not None:
+        if c is None or not c.children or by_value_schema(c):
             continue        # a value decoded by a registry schema (docs/values.md), not internal
         decoded = [k for k in c.children if not k.name.startswith("_")]
         if decoded:

@@ -189,6 +189,16 @@ def _describe(field: Node, holder: Node, cur: Cursor, base: int, mode: str | Non
     field.children = holder.children
 
 
+# the names this package gives the children of a record key/value node
+_PARTS = frozenset({"magic", "schema_id", "message_indexes", "decoded", "guessed"})
+
+
+def by_value_schema(field: Node) -> bool:
+    """Whether a key/value node's children were made here (framing, a value by its schema
+    or a guess), not by an internal topic's record schema (protocol/internal.py)."""
+    return any(c.name in _PARTS for c in field.children)
+
+
 def decoded_of(field: Node) -> Node | None:
     """The decoded value under a record key/value node (schema or a sure guess)."""
     for c in field.children:
