@@ -1,6 +1,6 @@
-"""Command line: ``main`` is the click group; each command lives in its own module."""
+"""Command line: ``main`` is the click group; each command lives in its own module,
+imported when the command is used (group.COMMAND_MODULES)."""
 
-from . import blob_cmd, live_cmd, log_cmd, pcap_cmd, proxy_cmd, spark_cmd  # noqa: F401  (registers them)
 from .group import main
 
 __all__ = ["main"]

@@ -2,12 +2,30 @@
 
 from __future__ import annotations
 
+import importlib
+
 import click
 
 from .. import __version__
 
+# each command's module, imported when that command runs: a paste answers without
+# loading the capture, proxy, Spark and log machinery (start-up is most of its time)
+COMMAND_MODULES = {"pcap": "pcap_cmd", "blob": "blob_cmd", "live": "live_cmd",
+                   "proxy": "proxy_cmd", "spark": "spark_cmd", "log": "log_cmd"}
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(super().list_commands(ctx)) | set(COMMAND_MODULES))
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in self.commands and name in COMMAND_MODULES:
+            importlib.import_module(f"{__package__}.{COMMAND_MODULES[name]}")  # registers it
+        return super().get_command(ctx, name)
+
+
+@click.group(cls=LazyGroup,
+             context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="kdissect")
 def main() -> None:
     """kdissect: see every byte of Kafka traffic.
