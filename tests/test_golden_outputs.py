@@ -1,0 +1,23 @@
+"""Every capture and paste in the repository prints what it printed before (issue #20).
+
+A refactor must leave these digests alone; a change meant to alter an output
+regenerates the table (`python -m tests.support.golden --update`) in the same commit.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.support.golden import TABLE, compute
+
+pytestmark = pytest.mark.slow
+
+
+def test_outputs_are_unchanged() -> None:
+    expected = json.loads(TABLE.read_text())
+    actual = compute()
+    changed = sorted(name for name in expected.keys() | actual.keys() if expected.get(name) != actual.get(name))
+    assert not changed, f"{len(changed)} outputs changed (first: {changed[:8]}); " \
+                        "if intended, run python -m tests.support.golden --update"
