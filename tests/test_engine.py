@@ -91,7 +91,7 @@ def recording_keys(exchanges, tmp_path: Path) -> list[tuple]:
     """The exchanges as the proxy records them (one synthetic TCP connection each),
     read back from the pcapng it wrote."""
     import struct
-    from kdissect.proxy.recording import Recorder
+    from kdissect.capture.pcapng_writer import Recorder
     out = tmp_path / "recorded.pcapng"
     recorder = Recorder(str(out), show_secrets=True)
     conns = {}

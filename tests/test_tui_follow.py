@@ -224,7 +224,7 @@ def test_quick_paths_agree_with_the_located_decoder():
     answers, on every repo capture."""
     from kdissect.sources.pcap import exchanges_in
     from kdissect.stream import content
-    from kdissect.stream.facts import ExchangeFields
+    from kdissect.stream.fields import ExchangeFields
     quick = keys = 0
     for path in sorted(CODECS.parent.glob("*.pcap")):
         for ex in exchanges_in([str(path)]).exchanges:
@@ -294,7 +294,7 @@ def test_group_waits_are_not_a_broker_time_of_zero():
     latency; a wait that took the whole latency leaves the time unknown, not 0.00."""
     from kdissect.render.stats import stats_tables
     from kdissect.sources.pcap import exchanges_in
-    from kdissect.stream.facts import ExchangeFields
+    from kdissect.stream.fields import ExchangeFields
     from kdissect.stream.stats import Stats
     from rich.console import Console
     stats = Stats()

@@ -14,7 +14,7 @@ from ..protocol.internal import control_of
 from ..render.records import json_bytes, plain_json, record_json
 from ..render.text import tree_of
 from ..sources.logdir import LogError, LogItem, walk
-from .common import budget
+from .common import budget, format_choices
 from .group import main
 
 LOG_HELP = """Decode Kafka's files on disk: segments, indexes, snapshots, checkpoints.
@@ -52,7 +52,7 @@ file, 2 a wrong command line.
 @main.command(help=LOG_HELP)
 @click.argument("paths", nargs=-1, required=True, metavar="PATH...")
 @click.option("-V", "--verbose", is_flag=True, help="Print every field of every batch as a tree.")
-@click.option("--format", "fmt", type=click.Choice(["text", "jsonl", "parquet"]), default="text",
+@click.option("--format", "fmt", type=click.Choice(format_choices(log=True)), default="text",
               show_default=True, help="Lines for people, JSON lines, or Parquet tables "
                                       "(batches, records, checks in the -o directory; "
                                       "docs/log.md).")

@@ -182,7 +182,7 @@ def proxy(upstream, listen, broker_ports, advertise, maps, upstream_tls, ca_file
                 context.keylog_filename = keylog
     recorder = None
     if write:
-        from ..proxy.recording import Recorder
+        from ..capture.pcapng_writer import Recorder
         try:
             recorder = Recorder(write, show_secrets, keylog)
         except OSError as e:

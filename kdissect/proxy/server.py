@@ -54,7 +54,7 @@ class _Connection:
     broker: tuple[str, int]
     advertise: str                   # the host name handed to this client for brokers
     counters: Counters
-    recorded: object = None          # a recording.RecordedConnection
+    recorded: object = None          # a capture.pcapng_writer.RecordedConnection
     # requests awaiting answers: (api key, api version, shown by the display)
     pending: Correlator = field(default_factory=Correlator)
     sasl_raw: bool = False           # after SaslHandshake v0: SASL tokens without headers
@@ -88,7 +88,7 @@ class Proxy:
         self.broker_port = broker_port
         self.feed, self.on_note = feed, on_note
         self.server_ssl, self.upstream_ssl = server_ssl, upstream_ssl   # ssl.SSLContext
-        self.recorder = recorder                   # a recording.Recorder, or None
+        self.recorder = recorder                   # a capture.pcapng_writer.Recorder, or None
         # advertised broker address -> the address the proxy really connects to
         self.upstream_map = upstream_map or {}
         self.listeners: dict[int | None, Listener] = {}

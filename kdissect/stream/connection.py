@@ -12,6 +12,7 @@ import struct
 from collections.abc import Callable
 
 from ..protocol import peek_request_header, schemas
+from ..protocol.apis import CONTROLLED_SHUTDOWN, PRODUCE, SASL_HANDSHAKE
 from ..protocol.findings import Finding
 from ..protocol.message import produce_acks
 from .correlation import Correlator, Pending
@@ -33,7 +34,7 @@ def plausible_request(data: bytes | bytearray, pos: int = 0) -> bool:
         return False
     head = peek_request_header(bytes(data[pos + 4:pos + 4 + min(size, 512)]))
     if head is None:
-        return key == 7 and version == 0 and size >= 8
+        return key == CONTROLLED_SHUTDOWN and version == 0 and size >= 8
     cid = head.client_id
     return head.correlation_id >= 0 and (cid is None or cid.isprintable())
 
@@ -47,7 +48,7 @@ def is_request(data: bytes) -> bool:
 def opens_raw_sasl(api_key: int | None, api_version: int | None, response: bytes) -> bool:
     """Whether this answered request makes the client's next messages raw SASL tokens:
     a SaslHandshake v0 that succeeded."""
-    return api_key == 17 and api_version == 0 and len(response) >= 6 and \
+    return api_key == SASL_HANDSHAKE and api_version == 0 and len(response) >= 6 and \
         struct.unpack_from(">h", response, 4)[0] == 0
 
 
@@ -181,7 +182,7 @@ class KafkaConnection:
             return
         msg.api_key, msg.api_version = head.api_key, head.api_version
         msg.correlation_id, msg.client_id = head.correlation_id, head.client_id
-        expected = not (head.api_key == 0 and
+        expected = not (head.api_key == PRODUCE and
                         produce_acks(msg.data, head.size, head.api_version) == 0)
         pending, finished = self.pending.request(head.correlation_id, (msg, findings,
                                                                          self._next_seq()),

@@ -24,7 +24,8 @@ from ..render.lines import endpoint, iso, message_json
 from ..render.text import format_value
 from ..stream import anomaly
 from ..stream.content import buffer_nodes, find_bytes, holds_bytes
-from ..stream.facts import ExchangeFields, Facts
+from ..stream.facts import Facts
+from ..stream.fields import ExchangeFields
 from ..stream.model import Gap, KafkaMessage
 from .detail import Detail, HexView, Item
 from .exchange_list import COLUMNS, ExchangeList

@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from ..stream.facts import ExchangeFields
+from ..stream.fields import ExchangeFields
 
 _BATCH_SECONDS = 0.05
 
