@@ -85,8 +85,8 @@ PCAP_HELP = PCAP_HELP.replace("{fields}", help_list())
 def pcap(files, ports, no_detect, verbose, fmt, output, filter_text, stats, tui, no_tui,
          jobs, keylog, show_secrets, max_decompressed):
     from ..render.printer import ExchangePrinter
-    from ..sources.pcap import capture_loader, read_captures
-    from ..stream.enrich import Enricher
+    from ..sources.pcap import CaptureFiles, capture_loader
+    from ..stream.engine import Engine
 
     display_filter, options, kafka_ports = _traffic_options(filter_text, show_secrets,
                                                             max_decompressed, ports)
@@ -103,9 +103,10 @@ def pcap(files, ports, no_detect, verbose, fmt, output, filter_text, stats, tui,
     printer = ExchangePrinter(options, fmt, verbose, display_filter, stats,
                               jobs or available_cores())
     try:
-        read_captures(files, Enricher(printer, options, full=printer.full), ports=kafka_ports,
-                      detect=detect, keys=keylog, budget=memory_budget(),
-                      packets=lambda reader, path: _progress(reader, path, printer.err))
+        Engine(CaptureFiles(files, ports=kafka_ports, detect=detect, keys=keylog,
+                            budget=memory_budget(),
+                            packets=lambda reader, path: _progress(reader, path, printer.err)),
+               printer, options).run()
     except BrokenPipeError:
         # the reader went away (`| head`): stop quietly, as command-line tools do
         printer.abort()

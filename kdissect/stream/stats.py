@@ -9,13 +9,12 @@ import math
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-from ..protocol.apis import GROUP_MEMBERSHIP, HEARTBEAT, JOIN_GROUP
+from ..protocol.apis import (FETCH, GROUP_MEMBERSHIP, HEARTBEAT, JOIN_GROUP, LEAVE_GROUP,
+                             PRODUCE, SYNC_GROUP)
 from ..protocol.names import api_name, error_name
 from . import anomaly
 from .fields import ExchangeFields
 from .model import Exchange, Gap
-
-PRODUCE, FETCH = 0, 1
 
 
 def percentile(sorted_values: list[float], p: float) -> float:
