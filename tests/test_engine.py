@@ -212,17 +212,6 @@ def package_imports(package: str) -> dict[str, set[str]]:
             for p in (ROOT / "kdissect" / package).glob("*.py")}
 
 
-def test_layering():
-    for mod, imports in package_imports("protocol").items():
-        outside = {i for i in imports if not i.startswith("kdissect.protocol")}
-        assert not outside, (mod, outside)
-    for mod, imports in package_imports("stream").items():
-        below = {i for i in imports if i.startswith(("kdissect.capture", "kdissect.sources",
-                                                     "kdissect.cli", "kdissect.tui",
-                                                     "kdissect.proxy", "kdissect.pipeline"))}
-        assert not below, (mod, below)
-
-
 def test_no_import_cycles_in_protocol():
     graph = {mod: {i for i in imports if i in package_imports("protocol")}
              for mod, imports in package_imports("protocol").items()}
