@@ -65,3 +65,9 @@ def test_an_unregistered_finding_raises_where_it_is_made():
     with pytest.raises(UnregisteredFinding):
         Finding("no_such_code")
     assert Finding("truncated").kind.group == "malformed"
+
+
+def test_the_filter_docs_come_from_the_field_registry():
+    from kdissect.stream.fields import FIELDS, help_list, markdown_table
+    assert markdown_table() in (ROOT / "docs" / "filters.md").read_text()
+    assert all(name in help_list() for name, f in FIELDS.items() if f.get is not None)

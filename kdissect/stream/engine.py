@@ -72,7 +72,7 @@ class Engine:
 
     def __init__(self, source: Source, sinks: Sink | Sequence[Sink],
                  options: Options | None = None, full: bool | None = None):
-        many = list(sinks) if isinstance(sinks, (list, tuple)) else [sinks]
+        many: list[Sink] = list(sinks) if isinstance(sinks, (list, tuple)) else [sinks]  # type: ignore[list-item]
         if full is None:
             full = any(getattr(s, "full", False) for s in many)
         self.source = source

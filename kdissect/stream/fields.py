@@ -91,55 +91,67 @@ def _service_time(x: ExchangeFields) -> list:
     return [t] if t is not None else []
 
 
-# -- the registry (one line per field; docs/filters.md's table is generated from it) ----
-field("api", "api", "API name or key: api == Produce, api == 3", lambda x: [x.ex.first.api_key])
+# -- the registry (one call per field; docs/filters.md's table is generated from it) ----
+field("api", "api", "the API: compare with a name (`Produce`, case-insensitive) or a key (`0`)",
+      lambda x: [x.ex.first.api_key])
 field("version", "number", "API version", lambda x: [x.ex.first.api_version])
-field("correlation_id", "number", "correlation id", lambda x: [x.ex.first.correlation_id])
-field("client_id", "text", "client id of the request", _client_id)
-field("latency", "duration", "response time: latency > 50ms (units us, ms, s)",
-      lambda x: [x.ex.latency] if x.ex.latency is not None else [])
-field("topic", "text", "any topic the exchange touches", lambda x: list(x.facts().topics))
-field("partition", "number", "any partition the exchange touches", _partitions)
-field("error", "error", "error codes in the response (0 when none): error != 0, "
-      "error == UNKNOWN_TOPIC_OR_PARTITION", lambda x: x.facts().errors or [0])
+field("correlation_id", "number", "correlation id (alias `corr`)",
+      lambda x: [x.ex.first.correlation_id])
+field("client_id", "text", "the request's client id", _client_id)
+field("latency", "duration", "response time; a number with a unit: `us`, `ms` (the default) "
+      "or `s`", lambda x: [x.ex.latency] if x.ex.latency is not None else [])
+field("topic", "text", "every topic the exchange names (requests and responses)",
+      lambda x: list(x.facts().topics))
+field("partition", "number", "every partition it names", _partitions)
+field("error", "error", "the nonzero error codes in it, or `0` when there are none; compare "
+      "with a number or a name (`UNKNOWN_TOPIC_OR_PARTITION`)",
+      lambda x: x.facts().errors or [0])
 field("records", "number", "records carried (Produce requests, Fetch responses)",
       lambda x: [x.facts().records])
-field("status", "text", "ok, unanswered, orphan ..., truncated ...", lambda x: [x.ex.status])
+field("status", "text", "the messages' statuses: `ok`, `unanswered`, `orphan (request not "
+      "captured)`, `no response expected (acks=0)`, `truncated: ...`", lambda x: [x.ex.status])
 field("stream", "number", "connection number", lambda x: [x.ex.stream])
-field("client", "text", "client address, ip:port",
+field("client", "text", "the client's address as `ip:port`",
       lambda x: [f"{x.ex.client[0]}:{x.ex.client[1]}"])
-field("broker", "text", "broker address, ip:port",
+field("broker", "text", "the broker's address as `ip:port`",
       lambda x: [f"{x.ex.broker[0]}:{x.ex.broker[1]}"])
-field("bytes", "number", "request + response size in bytes",
-      lambda x: [sum(m.size for m in x.ex.messages)])
+field("bytes", "number", "request + response size", lambda x: [sum(m.size for m in x.ex.messages)])
 field("problems", "number", "number of fields that did not decode cleanly",
       lambda x: [x.problems])
-field("frame", "number", "capture frame of the request (or response)",
-      lambda x: [x.ex.first.frame])
+field("frame", "number", "capture frame of the request (of the response for an orphan), "
+      "numbered as Wireshark numbers them", lambda x: [x.ex.first.frame])
 field("response_frame", "number", "capture frame of the response", _response_frame)
-field("anomaly", "number", "anything wrong: an error code, a finding, no answer, a decoding "
-      "problem, or slow beyond the wait the client asked for",
+field("anomaly", "number", "true when anything is wrong: a nonzero error code, a finding of "
+      "severity warn or error (no answer, malformed bytes, throttled, a version not "
+      "advertised...), or a broker time over 500 ms. Waits the client asked for are not "
+      "slowness (see `service_time`). The TUI's `p` key goes to the next exchange it selects.",
       lambda x: [True] if anomaly.reasons(x) else [])
-field("finding", "finding", "finding codes: finding == trailing_bytes",
-      lambda x: [f.code for f in x.ex.findings])
-field("severity", "severity", "severities of the findings: severity >= warn",
-      lambda x: [f.kind.rank for f in x.ex.findings])
-field("service_time", "duration", "latency less the wait the client asked for "
-      "(Fetch max_wait_ms when empty, JoinGroup/SyncGroup)", _service_time)
-field("throttle", "number", "the response's throttle_time_ms", content.throttle)
-field("record.key", "text", "record keys (decompressed batches too)", content.record_keys)
-field("record.value", "text", "record values (decompressed batches too)",
+field("finding", "finding", "the exchange's finding codes (`finding == unanswered`); the codes "
+      "are listed in [findings.md](findings.md)", lambda x: [f.code for f in x.ex.findings])
+field("severity", "severity", "the severities of its findings: `note`, `warn`, `error`, in that "
+      "order (`severity >= warn`)", lambda x: [f.kind.rank for f in x.ex.findings])
+field("service_time", "duration", "broker time: the latency less the wait the client asked for "
+      "(a Fetch answered with no records may be held up to `max_wait_ms`; a JoinGroup up to "
+      "`rebalance_timeout_ms`; a SyncGroup until the leader's assignments arrive). A duration "
+      "like `latency`.", _service_time)
+field("throttle", "number", "the response's `throttle_time_ms`", content.throttle)
+field("record.key", "text", "the keys of the records carried (Produce requests, Fetch "
+      "responses), as text; records inside compressed batches (gzip, snappy, lz4, zstd) are "
+      "decompressed. Bytes that are not UTF-8 are replaced.", content.record_keys)
+field("record.value", "text", "the values of the records carried, as `record.key` reads keys",
       lambda x: [r.value for r in content.records(x) if r.value is not None])
-field("record.header", "text", "record header names; record.header.NAME: its values",
+field("record.header", "text", "the records' header names; `record.header.NAME` is the values "
+      "of the header `NAME` (`record.header.codec == gzip`)",
       lambda x: [k for r in content.records(x) for k, _ in r.headers])
-# kdissect log (docs/log.md): a batch's header fields, no value for exchanges
-field("base_offset", "number", "kdissect log: a batch's first offset")
-field("producer_id", "number", "kdissect log: a batch's producer id")
-field("producer_epoch", "number", "kdissect log: a batch's producer epoch")
-field("base_sequence", "number", "kdissect log: a batch's first sequence number")
-field("partition_leader_epoch", "number", "kdissect log: a batch's leader epoch")
-field("magic", "number", "kdissect log: the record format (0, 1, 2)")
-field("offset", "number", "kdissect log: a batch's (or message's) first offset")
+# kdissect log only (docs/log.md): a batch's header fields, no value for exchanges
+_LOG = "`kdissect log` only ([log.md](log.md)): "
+field("base_offset", "number", _LOG + "a batch's first offset")
+field("producer_id", "number", _LOG + "a batch's producer id")
+field("producer_epoch", "number", _LOG + "a batch's producer epoch")
+field("base_sequence", "number", _LOG + "a batch's first sequence number")
+field("partition_leader_epoch", "number", _LOG + "a batch's partition leader epoch")
+field("magic", "number", _LOG + "the record format (0, 1, 2)")
+field("offset", "number", _LOG + "a batch's (or a v0/v1 message's) first offset")
 
 # fields whose values come from the messages' bytes (record contents), not from enrichment
 READS_BYTES = frozenset({"record.key", "record.value", "record.header"})
@@ -156,9 +168,9 @@ def completions(kind: str) -> list[str] | None:
 
 
 def markdown_table() -> str:
-    """docs/filters.md's table of fields."""
-    rows = ["| field | type | values |", "|---|---|---|"]
-    rows += [f"| `{f.name}` | {f.kind} | {f.docs} |" for f in FIELDS.values()]
+    """docs/filters.md's table of fields (a test checks it is current)."""
+    rows = ["| field | values |", "|---|---|"]
+    rows += [f"| `{f.name}` | {f.docs} |" for f in FIELDS.values()]
     return "\n".join(rows)
 
 
