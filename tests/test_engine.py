@@ -19,7 +19,7 @@ import pytest
 
 from kdissect.pipeline.local import write_exchanges
 from kdissect.sources.pcap import DEFAULT_PORTS, capture_loader, exchanges_in
-from kdissect.tui.loader import run_in_thread
+from kdissect.tui.loader import Row, run_in_thread
 
 ROOT = Path(__file__).resolve().parents[1]
 CAPTURES = ROOT / "captures"
@@ -78,8 +78,7 @@ def jsonl_keys(path: Path) -> list[tuple]:
 def tui_keys(path: Path) -> list[tuple]:
     items = []
     run_in_thread(capture_loader([str(path)]), None, lambda view: None, items.append)
-    return engine_keys(view.ex for kind, (view, _row) in
-                       ((k, p) for k, p in items if k == "view"))
+    return engine_keys(item.view.ex for item in items if isinstance(item, Row))
 
 
 def row_keys(rows) -> list[tuple]:

@@ -51,7 +51,7 @@ JOIN_GROUP = api(11, "JoinGroup", embedded=True,
 HEARTBEAT = api(12, "Heartbeat").key
 LEAVE_GROUP = api(13, "LeaveGroup").key
 SYNC_GROUP = api(14, "SyncGroup", embedded=True).key
-api(15, "DescribeGroups", embedded=True)
+DESCRIBE_GROUPS = api(15, "DescribeGroups", embedded=True).key
 api(16, "ListGroups")
 SASL_HANDSHAKE = api(17, "SaslHandshake", sasl=True).key
 API_VERSIONS = api(18, "ApiVersions").key

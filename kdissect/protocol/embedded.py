@@ -9,7 +9,7 @@ from functools import lru_cache
 from itertools import chain
 from typing import Iterable, Iterator
 
-from .apis import SASL_AUTHENTICATE, TABLE
+from .apis import DESCRIBE_GROUPS, JOIN_GROUP, SASL_AUTHENTICATE, SYNC_GROUP, TABLE
 from .context import Abort, Options, charge_nodes
 from .decode import read_struct
 from .grammar import parse_grammar
@@ -130,13 +130,13 @@ def _consumer_fields(body: Node, data: bytes, key: int, direction: str, ctx: Opt
     if proto not in (None, "consumer"):
         return
     spots: list[tuple[str, str]] = []
-    if key == 11:
+    if key == JOIN_GROUP:
         spots = [("protocols[].metadata", "Subscription")] if direction == "request" \
             else [("members[].metadata", "Subscription")]
-    elif key == 14:
+    elif key == SYNC_GROUP:
         spots = [("assignments[].assignment", "Assignment")] if direction == "request" \
             else [("assignment", "Assignment")]
-    elif key == 15 and direction == "response":
+    elif key == DESCRIBE_GROUPS and direction == "response":
         for group in _at(body, "groups[]"):
             if _value(group, "protocol_type") != "consumer":
                 continue
