@@ -47,6 +47,10 @@ class Fanout:
         for s in self.sinks:
             s.gap(g)
 
+    def item(self, item: Any) -> None:
+        for s in self.sinks:
+            s.item(item)                       # type: ignore[attr-defined]
+
     def tls(self, facts: Any) -> None:
         for s in self.sinks:
             report = getattr(s, "tls", None)

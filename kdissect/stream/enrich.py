@@ -66,6 +66,10 @@ class Enricher:
     def gap(self, g: Gap) -> None:
         self.sink.gap(g)
 
+    def item(self, item) -> None:
+        """A file-level item or record batch (sources/logdir.py): passed on as it is."""
+        self.sink.item(item)                   # type: ignore[attr-defined]
+
     def tls(self, facts) -> None:
         """A TLS connection ended (capture.tls.TlsFacts); for the sinks that show them."""
         report = getattr(self.sink, "tls", None)
