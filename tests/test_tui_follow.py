@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from rich.text import Text
 
+from kdissect.protocol.apis import CARRY_RECORDS
 from kdissect.filters import parse_filter
 from kdissect.sources.pcap import capture_loader
 from kdissect.tui.app import KdissectApp
@@ -231,7 +232,7 @@ def test_quick_paths_agree_with_the_located_decoder():
             view = ExchangeFields(ex, None)
             located = []
             for m in (ex.request, ex.response):
-                tree = content.full_tree(m) if ex.first.api_key in content._CARRY_RECORDS \
+                tree = content.full_tree(m) if ex.first.api_key in CARRY_RECORDS \
                     else None
                 for n in (tree.walk() if tree is not None else ()):
                     if n.ktype == "record" or n.ktype.startswith("message_v"):
