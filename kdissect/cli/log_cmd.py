@@ -77,6 +77,7 @@ def log(paths: tuple[str, ...], verbose: bool, fmt: str, output: str | None, rec
     options = budget(max_decompressed)
     if fmt == "parquet":
         from ..pipeline.log_tables import write_log_tables
+        assert output is not None                      # checked above
 
         def objects():
             for item in walk(list(paths), options):
