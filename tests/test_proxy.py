@@ -326,7 +326,7 @@ def test_broker_certificates_are_checked(tmp_path):
 
 def test_the_recording_masks_sasl_secrets_at_the_same_length(tmp_path):
     """Real SCRAM and SASL v0 traffic from the repo captures, through the recorder."""
-    from kdissect.proxy.recording import Recorder
+    from kdissect.capture.pcapng_writer import Recorder
     from kdissect.sources.pcap import exchanges_in
     captures = ROOT / "captures"
     exchanges = exchanges_in([str(captures / "sasl-scram.pcap"),

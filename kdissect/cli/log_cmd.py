@@ -9,12 +9,13 @@ import click
 from rich.console import Console
 from rich.text import Text
 
-from ..filters import FilterError, parse_filter
+from ..filters import Filter, FilterError, parse_filter
 from ..protocol.internal import control_of
 from ..render.records import json_bytes, plain_json, record_json
 from ..render.text import tree_of
-from ..sources.logdir import LogError, LogItem, walk
-from .common import budget
+from ..sources.logdir import LogDir, LogError, LogItem, walk
+from ..stream.engine import Engine
+from .common import budget, format_choices
 from .group import main
 
 LOG_HELP = """Decode Kafka's files on disk: segments, indexes, snapshots, checkpoints.
@@ -52,7 +53,7 @@ file, 2 a wrong command line.
 @main.command(help=LOG_HELP)
 @click.argument("paths", nargs=-1, required=True, metavar="PATH...")
 @click.option("-V", "--verbose", is_flag=True, help="Print every field of every batch as a tree.")
-@click.option("--format", "fmt", type=click.Choice(["text", "jsonl", "parquet"]), default="text",
+@click.option("--format", "fmt", type=click.Choice(format_choices(log=True)), default="text",
               show_default=True, help="Lines for people, JSON lines, or Parquet tables "
                                       "(batches, records, checks in the -o directory; "
                                       "docs/log.md).")
@@ -74,11 +75,9 @@ def log(paths: tuple[str, ...], verbose: bool, fmt: str, output: str | None, rec
     except FilterError as e:
         raise click.UsageError(f"bad filter: {e}") from None
     options = budget(max_decompressed)
-    out = Console(highlight=False, soft_wrap=True)
-    write = sys.stdout.write
-    shown = 0
     if fmt == "parquet":
         from ..pipeline.log_tables import write_log_tables
+        assert output is not None                      # checked above
 
         def objects():
             for item in walk(list(paths), options):
@@ -91,28 +90,57 @@ def log(paths: tuple[str, ...], verbose: bool, fmt: str, output: str | None, rec
             sys.exit(1)
         err.print(", ".join(f"{n} {name}" for name, n in counts.items()) + f" -> {output}")
         return
+    printer = LogPrinter(fmt, verbose, records, flt)
     try:
-        for item in walk(list(paths), options):
-            if flt is not None and not flt(item):
-                continue
-            shown += 1
-            if fmt == "jsonl":
-                for obj in item_json(item, records):
-                    write(json.dumps(obj, default=str) + "\n")
-            else:
-                out.print(item_line(item))
-                if verbose and item.tree is not None:
-                    out.print(tree_of(item.tree))
-                elif records and item.tree is not None:
-                    for rec in _records(item):
-                        out.print(Text(f"    {_record_text(rec)}"))
+        Engine(LogDir(list(paths), options), printer).run()
     except LogError as e:
         click.echo(f"kdissect log: {e}", err=True)
         sys.exit(1)
     except BrokenPipeError:
         sys.exit(0)
-    if shown == 0 and fmt == "text":
+    if printer.shown == 0 and fmt == "text":
         err.print("nothing matched" if flt is not None else "no Kafka files found")
+
+
+class LogPrinter:
+    """The sink of ``kdissect log``: the display filter, then a line (-V: the tree;
+    --records: the records) or JSON objects per item."""
+
+    def __init__(self, fmt: str, verbose: bool, records: bool, flt: Filter | None):
+        self.fmt, self.verbose, self.records, self.filter = fmt, verbose, records, flt
+        self.out = Console(highlight=False, soft_wrap=True)
+        self.shown = 0
+
+    def item(self, item: LogItem) -> None:
+        if self.filter is not None and not self.filter(item):
+            return
+        self.shown += 1
+        if self.fmt == "jsonl":
+            write = sys.stdout.write
+            for obj in item_json(item, self.records):
+                write(json.dumps(obj, default=str) + "\n")
+            return
+        self.out.print(item_line(item))
+        if self.verbose and item.tree is not None:
+            self.out.print(tree_of(item.tree))
+        elif self.records and item.tree is not None:
+            for rec in _records(item):
+                self.out.print(Text(f"    {_record_text(rec)}"))
+
+    def exchange(self, ex) -> None:
+        pass
+
+    def gap(self, g) -> None:
+        pass
+
+    def note(self, text: str, level: str = "warn") -> None:
+        pass
+
+    def progress(self, done: int, total: int) -> None:
+        pass
+
+    def done(self) -> None:
+        pass
 
 
 # -- what an item says -----------------------------------------------------------------

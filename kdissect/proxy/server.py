@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 
 from ..protocol.message import peek_request_header, produce_acks
 from ..protocol.reader import DecodeError
-from ..stream.connection import is_request, opens_raw_sasl
+from ..protocol.apis import PRODUCE
+from ..stream.connection import RawSasl
 from ..stream.correlation import Correlator
 from .held import DEFAULT_LIMIT, HeldBytes
 from .metrics import Counters, Metrics
@@ -54,10 +55,11 @@ class _Connection:
     broker: tuple[str, int]
     advertise: str                   # the host name handed to this client for brokers
     counters: Counters
-    recorded: object = None          # a recording.RecordedConnection
+    recorded: object = None          # a capture.pcapng_writer.RecordedConnection
     # requests awaiting answers: (api key, api version, shown by the display)
-    pending: Correlator = field(default_factory=Correlator)
-    sasl_raw: bool = False           # after SaslHandshake v0: SASL tokens without headers
+    # requests as (api key, version, shown on the display)
+    pending: Correlator[tuple[int, int, bool]] = field(default_factory=Correlator)
+    sasl: RawSasl = field(default_factory=RawSasl)    # SASL tokens without headers
 
 
 def _looks_like_tls(head: bytes) -> bool:
@@ -88,7 +90,7 @@ class Proxy:
         self.broker_port = broker_port
         self.feed, self.on_note = feed, on_note
         self.server_ssl, self.upstream_ssl = server_ssl, upstream_ssl   # ssl.SSLContext
-        self.recorder = recorder                   # a recording.Recorder, or None
+        self.recorder = recorder                   # a capture.pcapng_writer.Recorder, or None
         # advertised broker address -> the address the proxy really connects to
         self.upstream_map = upstream_map or {}
         self.listeners: dict[int | None, Listener] = {}
@@ -308,13 +310,11 @@ class Proxy:
                 for f in frames:
                     data = f.data
                     shown = feed is not None and feed.room(len(data))
-                    token = c.sasl_raw and not is_request(data)
-                    if c.sasl_raw and not token:
-                        c.sasl_raw = False         # authenticated: Kafka requests again
+                    token = c.sasl.client_token(data)
                     if len(data) >= 8 and not token:
                         key, version, corr = _HEAD.unpack_from(data)
                         pending.request(corr, (key, version, shown),
-                                        key != 0 or not _acks0(data), now)
+                                        key != PRODUCE or not _acks0(data), now)
                     counters.requests += 1
                     if shown:
                         feed.frame(c.index, 0, ts, f.offset, data)
@@ -356,7 +356,8 @@ class Proxy:
                 for f in frames:
                     data = new = f.data
                     match = None
-                    if len(data) >= 4:
+                    token = c.sasl.broker_token()
+                    if len(data) >= 4 and not token:
                         match, _ = pending.response(_SIZE.unpack_from(data)[0], clock())
                     if match is not None:
                         p = match.pending
@@ -364,8 +365,8 @@ class Proxy:
                         counters.observe(clock() - p.ts)
                         if response_layout(key, version) is not None:
                             new = await self._rewritten(data, key, version, c) or data
-                        elif opens_raw_sasl(key, version, data):
-                            c.sasl_raw = True      # SASL tokens without headers follow
+                        else:
+                            c.sasl.answered(key, version, data)
                     if new is not data:
                         changed = True
                     out.append(_SIZE.pack(len(new)))
@@ -380,7 +381,7 @@ class Proxy:
                                 counters.dropped += 1
                                 feed.unreported += 1
                     if c.recorded is not None:      # as the broker sent it
-                        self._safely(self._record, c, 1, data, ts, c.sasl_raw)
+                        self._safely(self._record, c, 1, data, ts, token)
                 if whole and not side.framer.pending and not changed:
                     writer.write(chunk)             # no copy: the bytes as they came
                     counters.bytes_to_client += len(chunk)

@@ -16,7 +16,7 @@ from ..protocol import secrets
 from ..protocol.values import body_values
 from ..stream.model import Exchange, KafkaMessage
 from .records import json_bytes, plain_json
-from ..stream.facts import ExchangeFields
+from ..stream.fields import ExchangeFields
 
 
 INVALID_TIME = "????-??-??T??:??:??.??????Z"     # same shape: views slice it

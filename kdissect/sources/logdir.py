@@ -172,6 +172,19 @@ def _base_offset(path: Path) -> int:
 
 # -- walking ---------------------------------------------------------------------------
 
+class LogDir:
+    """The engine's source for Kafka's files on disk: its events are items (files and
+    record batches, ``sink.item``), not exchanges; nothing to frame or pair."""
+
+    def __init__(self, paths: list[str], options: Options):
+        self.paths, self.options = paths, options
+
+    def feed(self, sink) -> None:
+        for item in walk(self.paths, self.options):
+            sink.item(item)
+        sink.done()
+
+
 def walk(paths: list[str], options: Options) -> Iterator[LogItem]:
     """Every item of every path, in order: a log dir's files, then its partitions."""
     for text in paths:

@@ -16,7 +16,7 @@ from ..capture.tls.report import tls_summary
 from ..protocol import Options
 from ..stream.connection import KafkaConnection, plausible_request
 from ..stream.budget import Budget
-from ..stream.enrich import Enricher
+from ..stream.engine import Engine
 from ..stream.sink import CallbackSink, Collect, Sink
 
 DEFAULT_PORTS = frozenset({9092})
@@ -160,6 +160,16 @@ class CaptureDissector:
         return f"skipped packets of unsupported link types: {kinds}"
 
 
+class CaptureFiles:
+    """The engine's source for capture files (``kw`` as for ``read_captures``)."""
+
+    def __init__(self, paths, **kw):
+        self.paths, self.kw = paths, kw
+
+    def feed(self, sink: Sink) -> int:
+        return read_captures(self.paths, sink, **self.kw)
+
+
 def read_captures(paths, sink: Sink, *, ports: Iterable[int] = DEFAULT_PORTS,
                   detect: bool = True, packets=None, keys: KeyLog | None = None,
                   budget: Budget | None = None) -> int:
@@ -243,13 +253,13 @@ def capture_loader(paths, options: Options | None = None, **kw):
     through the engine (``kw`` as for ``read_captures``)."""
     def load(emit, warn, progress) -> None:
         # gaps go to `warn` as Gap objects: the TUI counts them as --stats does
-        read_captures(paths, Enricher(CallbackSink(emit, warn, progress, gap=warn), options),
-                      packets=lambda reader, path: tracked(reader, path, progress), **kw)
+        Engine(CaptureFiles(paths, packets=lambda reader, path: tracked(reader, path, progress),
+                            **kw), CallbackSink(emit, warn, progress, gap=warn), options).run()
     return load
 
 
 def exchanges_in(paths, options: Options | None = None, **kw) -> Collect:
     """Every enriched exchange, gap and note of the capture files, collected."""
     sink = Collect()
-    read_captures(paths, Enricher(sink, options), **kw)
+    Engine(CaptureFiles(paths, **kw), sink, options).run()
     return sink

@@ -7,9 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..protocol import Options
+from ..protocol.apis import CARRY_RECORDS
 from ..protocol.node import Node
 
-_CARRY_RECORDS = {0, 1, 78}        # Produce, Fetch, ShareFetch
 _FULL = Options()
 
 
@@ -60,7 +60,7 @@ def _text(value) -> str | None:
 def records(view) -> list[Record]:
     """Every record in the exchange (Produce requests, Fetch responses), with keys and
     values as text (undecodable bytes replaced)."""
-    if view.ex.first.api_key not in _CARRY_RECORDS:
+    if view.ex.first.api_key not in CARRY_RECORDS:
         return []
     return [r for m in (view.ex.request, view.ex.response)
             for r in _message_records(m, view.options)]
@@ -69,7 +69,7 @@ def records(view) -> list[Record]:
 def record_keys(view) -> list[str]:
     """The keys of ``records(view)`` (None left out), read without decoding the values
     and headers of clean batches: a key filter over a big capture stays quick."""
-    if view.ex.first.api_key not in _CARRY_RECORDS:
+    if view.ex.first.api_key not in CARRY_RECORDS:
         return []
     out: list[str] = []
     for m in (view.ex.request, view.ex.response):
@@ -116,7 +116,7 @@ def _clean_keys(m, options: Options | None) -> list[str] | None:
 def _clean_batches(m, options: Options | None) -> list[tuple[bytes, int, bool]] | None:
     """(records' bytes, decompressed; record count; compressed?) of each v2 batch of a
     clean message, read without decoding its records; None when anything is unusual."""
-    if m is None or m.direction == "sasl" or not m.data or m.api_key not in _CARRY_RECORDS:
+    if m is None or m.direction == "sasl" or not m.data or m.api_key not in CARRY_RECORDS:
         return None
     from ..protocol.values import body_values
     options = options or _FULL
@@ -258,7 +258,7 @@ def holds_bytes(messages: list, needle: bytes, options: Options | None = None) -
     if any(needle in m.data for m in messages):
         return True
     for m in messages:
-        if m.api_key not in _CARRY_RECORDS or m.direction == "sasl":
+        if m.api_key not in CARRY_RECORDS or m.direction == "sasl":
             continue
         batches = _clean_batches(m, options)
         if batches is None:                # not clean: the located decoder says
@@ -277,7 +277,7 @@ def find_bytes(messages: list, needle: bytes, options: Options | None = None) ->
         if at >= 0:
             return Match(index, None, at)
     for index, m in enumerate(messages):
-        if m.api_key not in _CARRY_RECORDS or m.direction == "sasl":
+        if m.api_key not in CARRY_RECORDS or m.direction == "sasl":
             continue
         tree = full_tree(m, options)
         for number, node in enumerate(buffer_nodes(tree) if tree is not None else ()):

@@ -10,10 +10,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 from ..protocol import Options
+from ..protocol.apis import carries_records
 from ..protocol.names import error_name
 from ..protocol.node import Node
 from ..protocol.records import record_offset
-from .facts import PROBLEM_GROUPS, UNRESOLVED
+from .facts import UNRESOLVED
+from .fields import PROBLEM_GROUPS
 from .model import Exchange, KafkaMessage
 
 
@@ -104,9 +106,7 @@ def record_rows(ex: Exchange, capture: str) -> list[dict]:
     responses), with the topic and partition it belongs to."""
     out: list[dict] = []
     for m in (ex.request, ex.response):
-        if m is None or m.direction == "sasl" or m.api_key not in (0, 1, 78):
-            continue
-        if (m.api_key == 0) != (m.direction == "request"):
+        if m is None or not carries_records(m.api_key, m.direction):
             continue
         body = _body(m.decoded(RECORDS).tree, m)
         if body is not None:

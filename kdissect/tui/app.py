@@ -24,12 +24,13 @@ from ..render.lines import endpoint, iso, message_json
 from ..render.text import format_value
 from ..stream import anomaly
 from ..stream.content import buffer_nodes, find_bytes, holds_bytes
-from ..stream.facts import ExchangeFields, Facts
+from ..stream.facts import Facts
+from ..stream.fields import ExchangeFields
 from ..stream.model import Gap, KafkaMessage
 from .detail import Detail, HexView, Item
 from .exchange_list import COLUMNS, ExchangeList
 from .filterbar import FilterInput, FilterSuggester
-from .loader import run_in_process, run_in_thread
+from .loader import Done, Progress, Row, Warn, run_in_process, run_in_thread
 from .screens import HelpScreen, StatsScreen
 from .spill import Spill
 from .work import scan
@@ -271,8 +272,8 @@ class KdissectApp(App):
 
     def _load(self) -> None:
         def put(item) -> None:
-            if item[0] == "progress":
-                self._progress = item[1]            # only the latest matters
+            if isinstance(item, Progress):
+                self._progress = (item.done, item.total)    # only the latest matters
             else:
                 self._incoming.append(item)
         if self.isolate:
@@ -280,8 +281,8 @@ class KdissectApp(App):
         else:
             run_in_thread(self.load, self.options, _row, put)
         if self._stopped:                  # Esc: the rows so far stay
-            put(("warn", "loading stopped (Esc): the list holds what was read until then"))
-            put(("done", None))
+            put(Warn("loading stopped (Esc): the list holds what was read until then"))
+            put(Done())
 
     def _drain(self) -> None:
         """Add what the loader found since the last tick (a bounded number of rows)."""
@@ -292,16 +293,17 @@ class KdissectApp(App):
         self._show_work()
         added, before = 0, table.row_count
         while self._incoming and added < _DRAIN:
-            kind, payload = self._incoming.popleft()
-            if kind == "warn":
-                self._warned(payload)
-            elif kind == "done":
+            item = self._incoming.popleft()
+            if isinstance(item, Warn):
+                self._warned(item.what)
+            elif isinstance(item, Done):
                 self.loaded = True
                 self._show_work()
                 self._update_subtitle()
                 self._show_empty()
-            else:
-                view, (view.row, view._reasons) = payload
+            elif isinstance(item, Row):
+                view = item.view
+                view.row, view._reasons = item.row
                 self.views.append(view)
                 self.seen["topic"].update(view.facts().topics)
                 if view.ex.request is not None and view.ex.request.client_id:

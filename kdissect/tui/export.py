@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import struct
 
-from ..proxy.recording import Recorder
+from ..capture.pcapng_writer import Recorder
 
 
 def write_pcapng(path: str, views, show_secrets: bool = False, load=None) -> int:

@@ -12,7 +12,7 @@ from textual.widgets import Static
 
 from ..render.stats import stats_tables
 from ..stream import anomaly
-from ..stream.facts import ExchangeFields
+from ..stream.fields import ExchangeFields
 from ..stream.stats import Stats
 from .chart import LatencyChart
 
