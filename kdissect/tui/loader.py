@@ -17,10 +17,18 @@ from ..stream.facts import ExchangeFields
 _BATCH_SECONDS = 0.05
 
 
+class ListedView(ExchangeFields):
+    """An exchange as the TUI lists it: the cells of its row, where its messages' bytes
+    are in the spill file (None: in memory) and whether the user bookmarked it."""
+    row: tuple = ()
+    spans: list[tuple[int, int]] | None = None
+    bookmarked: bool = False
+
+
 def run_in_thread(load, options, row_of, put: Callable) -> None:
     """``load`` hands enriched exchanges (the engine ran in front of it) to ``emit``."""
     def emit(ex) -> None:
-        view = ExchangeFields(ex, options)
+        view = ListedView(ex, options)
         put(("view", (view, row_of(view))))
 
     try:
@@ -79,7 +87,7 @@ def run_in_process(load, options, row_of, put: Callable,
             for kind, payload in batch:
                 if kind == "view":
                     ex, row, spans = payload
-                    view = ExchangeFields(ex, options)
+                    view = ListedView(ex, options)
                     view.spans = spans
                     put(("view", (view, row)))
                 else:
