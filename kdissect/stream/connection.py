@@ -69,7 +69,7 @@ class KafkaConnection:
         self.budget = budget
         self.emit_exchange, self.emit_gap, self.next_index = emit_exchange, emit_gap, next_index
         self.framers = (Framer(plausible_request), Framer(self._response_boundary))
-        self.pending: Correlator[KafkaMessage] = Correlator()
+        self.pending: Correlator[tuple[KafkaMessage, list[Finding], int]] = Correlator()
         # responses seen before their request (packets reordered across directions),
         # held until the request shows up or the connection ends
         self.early: dict[int, list[tuple[KafkaMessage, list[Finding]]]] = {}
@@ -92,6 +92,7 @@ class KafkaConnection:
 
     def _charge(self, side: int) -> None:
         framer = self.framers[side]
+        assert self.budget is not None, "charged only with a budget"
         self.budget.set(framer, framer.pending, lambda: self._give_up(side))
 
     def _give_up(self, side: int) -> None:
@@ -145,7 +146,8 @@ class KafkaConnection:
                            ts, frame, f.offset, f.data)
         findings = []
         if f.budget:
-            findings.append(Finding("memory_budget", f.truncated.removeprefix("truncated: "),
+            findings.append(Finding("memory_budget",
+                                    (f.truncated or "").removeprefix("truncated: "),
                                     msg.direction))
         if f.truncated:
             msg.status = f.truncated
