@@ -76,7 +76,7 @@ class KafkaConnection:
         self.sasl_mode = False     # after SaslHandshake v0: client tokens carry no header
         self.sasl_awaiting = 0     # client tokens whose broker token has not come yet
         self.seq = 0               # exchanges numbered in the order their first message came
-        self.tls = None            # the connection's TlsFacts when its bytes were decrypted
+        self.tls: object | None = None   # its capture.tls.TlsFacts when its bytes were decrypted
         # when the response stream last resumed after a hole: the answers of requests
         # complete before then may be lost in it
         self.response_gap = float("-inf")
