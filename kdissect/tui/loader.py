@@ -23,6 +23,7 @@ class ListedView(ExchangeFields):
     row: tuple = ()
     spans: list[tuple[int, int]] | None = None
     bookmarked: bool = False
+    _reasons: list[str] | None = None   # anomaly.reasons, found by the loader (its cache)
 
 
 def run_in_thread(load, options, row_of, put: Callable) -> None:
