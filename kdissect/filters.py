@@ -74,9 +74,10 @@ def _tokens(text: str) -> list[Token]:
             break
         m = _TOKEN.match(text, pos)
         if not m or m.end() == pos:
-            start = _BLANK.match(text, pos).end()
+            start = len(text) - len(text[pos:].lstrip())       # after the blanks
             raise FilterError(start, f"unexpected {text[start]!r}", text)
         kind = m.lastgroup
+        assert kind is not None, "every alternative of _TOKEN is a named group"
         start = m.start(kind)
         out.append(Token(kind, m.group(kind), start))
         pos = m.end()
@@ -319,7 +320,8 @@ def _compare(name: str, op: str, value) -> Predicate:
 
 
 def api_name_of(text: str) -> str:
-    return API_NAMES[api_key_of(text)]
+    key = api_key_of(text)
+    return API_NAMES[key] if key is not None else text
 
 
 def _did_you_mean(word: str, choices: list[str]) -> str:

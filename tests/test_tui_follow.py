@@ -118,7 +118,7 @@ def test_a_narrow_terminal_takes_turns_and_shows_the_field_in_full():
     async def body(app, pilot):
         detail = app.query_one(Detail)
         assert detail.has_class("narrow")
-        tree, hexview = detail.tree, detail.hexview
+        tree, hexview = detail.field_tree, detail.hexview
         assert tree.display and not hexview.display             # the tree has the width
         for _ in range(12):                                     # to the failed login
             await pilot.press("p")

@@ -198,7 +198,7 @@ def _run_tui(load, options: Options, title: str, filter_text: str | None = None,
     from ..tui.app import KdissectApp
     app = KdissectApp(load, options, title=title, stop=stop)
     if display_filter is not None:
-        app.filter_text, app.filter = filter_text, display_filter
+        app.filter_text, app.filter = filter_text or "", display_filter
     app.run()
 
 

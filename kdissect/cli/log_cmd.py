@@ -75,9 +75,8 @@ def log(paths: tuple[str, ...], verbose: bool, fmt: str, output: str | None, rec
     except FilterError as e:
         raise click.UsageError(f"bad filter: {e}") from None
     options = budget(max_decompressed)
-    if fmt == "parquet":
+    if fmt == "parquet" and output:             # (checked above: parquet has -o)
         from ..pipeline.log_tables import write_log_tables
-        assert output is not None                      # checked above
 
         def objects():
             for item in walk(list(paths), options):
@@ -183,6 +182,7 @@ def _records(item: LogItem) -> list:
     """The records of a batch item: a v2 batch's (in its decompressed buffer if any), a
     compressed v0/v1 wrapper's inner messages, or the v0/v1 message itself."""
     tree = item.tree
+    assert tree is not None, "batch items have a tree"
     if tree.ktype == "record_batch":
         holder = tree.child("records")
         kids = holder.children if holder is not None and holder.buffer is not None \
@@ -213,6 +213,7 @@ def _record_text(n) -> str:
 def batch_json(item: LogItem) -> dict:
     """One batch (or v0/v1 message set entry, or damage) as a JSON object (docs/log.md)."""
     tree = item.tree
+    assert tree is not None, "batch items have a tree"
     out: dict = {"type": "batch", "file": str(item.path), "topic": item.topic,
                  "partition": item.partition, "position": tree.offset, "size": tree.length}
     if tree.ktype == "record_batch":
@@ -243,6 +244,7 @@ def batch_json(item: LogItem) -> dict:
 
 def _record_obj(item: LogItem, n) -> dict:
     r = record_json(n)          # with key_decoded/value_decoded for internal topics
+    assert item.tree is not None, "records come from batch items"
     obj = {"type": "record", "file": str(item.path), "topic": item.topic,
            "partition": item.partition, "batch_position": item.tree.offset,
            "position": n.offset, **r}
@@ -263,7 +265,7 @@ def item_json(item: LogItem, records: bool) -> list[dict]:
         if records:
             objs += [_record_obj(item, n) for n in _records(item)]
         return objs
-    obj = {"type": item.kind, "file": str(item.path), "topic": item.topic,
+    obj: dict = {"type": item.kind, "file": str(item.path), "topic": item.topic,
            "partition": item.partition}
     if item.tree is not None:
         obj["content"] = plain_json(item.tree)

@@ -139,7 +139,7 @@ def _write_parquet(files, output, fmt, ports, detect, display_filter, options,
         return display_filter(ExchangeFields(ex, options))
 
     err = Console(stderr=True, highlight=False, soft_wrap=True)
-    warnings = []
+    warnings: list[str] = []
     rows = write_exchanges(list(files), output, ports=ports, detect=detect,
                            warn=warnings.append, keep=keep if display_filter else None,
                            keys=keys,

@@ -81,7 +81,7 @@ def mentions_internal_topic(data: bytes, topic_ids: dict[str, str] | None = None
     # turn up elsewhere, which only costs those messages the slower located decoder
     if _METADATA_ID_BYTES in data:
         return True
-    return bool(topic_ids) and any(uuid.UUID(i).bytes in data for i, name in
+    return topic_ids is not None and any(uuid.UUID(i).bytes in data for i, name in
                                    topic_ids.items() if name in TOPIC_FAMILIES)
 
 

@@ -21,6 +21,7 @@ import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..protocol.message import peek_request_header, produce_acks
 from ..protocol.reader import DecodeError
@@ -31,6 +32,9 @@ from .held import DEFAULT_LIMIT, HeldBytes
 from .metrics import Counters, Metrics
 from .rewrite import rewrite
 from .skipscan import EndpointSpan, endpoint_spans, response_layout
+
+if TYPE_CHECKING:
+    from ..capture.pcapng_writer import RecordedConnection, Recorder
 
 CONNECT_TIMEOUT = 10
 READ_SIZE = 1 << 18                  # bytes taken from a socket at a time
@@ -55,7 +59,7 @@ class _Connection:
     broker: tuple[str, int]
     advertise: str                   # the host name handed to this client for brokers
     counters: Counters
-    recorded: object = None          # a capture.pcapng_writer.RecordedConnection
+    recorded: RecordedConnection | None = None
     # requests awaiting answers: (api key, api version, shown by the display)
     # requests as (api key, version, shown on the display)
     pending: Correlator[tuple[int, int, bool]] = field(default_factory=Correlator)
@@ -82,7 +86,7 @@ class Proxy:
                  port: int = 9092, advertise: str | None = None,
                  broker_port: Callable[[int], int] | None = None,
                  feed=None, on_note: Callable[[str], None] = lambda text: None,
-                 server_ssl=None, upstream_ssl=None, recorder=None,
+                 server_ssl=None, upstream_ssl=None, recorder: Recorder | None = None,
                  upstream_map: dict[tuple[str, int], tuple[str, int]] | None = None,
                  max_memory: int = DEFAULT_LIMIT):
         self.upstreams, self.host, self.port = upstreams, host, port
@@ -90,7 +94,7 @@ class Proxy:
         self.broker_port = broker_port
         self.feed, self.on_note = feed, on_note
         self.server_ssl, self.upstream_ssl = server_ssl, upstream_ssl   # ssl.SSLContext
-        self.recorder = recorder                   # a capture.pcapng_writer.Recorder, or None
+        self.recorder = recorder
         # advertised broker address -> the address the proxy really connects to
         self.upstream_map = upstream_map or {}
         self.listeners: dict[int | None, Listener] = {}
@@ -172,10 +176,12 @@ class Proxy:
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                       listener: Listener) -> None:
         task = asyncio.current_task()
+        assert task is not None, "a connection is served in its own task"
         self._tasks.add(task)
         client = writer.get_extra_info("peername")[:2]
         who = f"{client[0]}:{client[1]}"
-        upstream_w = c = None
+        upstream_w: asyncio.StreamWriter | None = None
+        c: _Connection | None = None
         try:
             up = await self._connect(listener, who)
             if up is None:
@@ -234,7 +240,12 @@ class Proxy:
         client = sock.getpeername()[:2]
         who = f"{client[0]}:{client[1]}"
         readable = loop.create_future()
-        loop.add_reader(sock.fileno(), lambda: readable.done() or readable.set_result(None))
+
+        def ready() -> None:
+            if not readable.done():
+                readable.set_result(None)
+
+        loop.add_reader(sock.fileno(), ready)
         try:
             await asyncio.wait_for(readable, 60)
             first = sock.recv(1, socket.MSG_PEEK)
@@ -396,6 +407,8 @@ class Proxy:
 
     def _record(self, c: _Connection, side: int, data: bytes, ts: float,
                 sasl_raw: bool) -> None:
+        if c.recorded is None or self.recorder is None:
+            return
         frame = _SIZE.pack(len(data)) + data
         c.recorded.data(side, self.recorder.mask(frame, side, sasl_raw), ts)
 

@@ -26,6 +26,7 @@ class Endpoints(NamedTuple):
     client: tuple[str, int]
     broker: tuple[str, int]
 _SNIFF = 256
+_Chunk = tuple[int, bytes, float, int]     # a held chunk: offset, payload, ts, frame
 
 
 class CaptureDissector:
@@ -53,7 +54,7 @@ class CaptureDissector:
         # TCP connection -> its Kafka connection, and 1 when the TCP initiator is not
         # the Kafka client (a capture that began mid-connection): side = direction ^ it
         self.kafka: dict[int, tuple[KafkaConnection, int]] = {}
-        self.sniffing: dict[int, list[bytearray]] = {}
+        self.sniffing: dict[int, tuple[list[_Chunk], list[_Chunk]]] = {}
         self.ignored: set[int] = set()
         self.messages = first_message
         self.first_stream = first_stream
@@ -115,9 +116,9 @@ class CaptureDissector:
                             self.sink.gap, self._next_index, self.budget)
         self.kafka[id(conn)] = (k, 0 if conn.a == client else 1)
         self.streams.append(Endpoints(client, broker))
-        k.tls = self.tls.facts(conn)
-        if k.tls is not None:
-            k.tls.stream = k.index
+        k.tls = tls = self.tls.facts(conn)
+        if tls is not None:
+            tls.stream = k.index
         return k
 
     def data(self, conn, direction, offset, payload, ts, frame) -> None:

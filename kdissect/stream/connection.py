@@ -112,7 +112,7 @@ class KafkaConnection:
         self.early: dict[int, list[tuple[KafkaMessage, list[Finding]]]] = {}
         self.sasl = RawSasl()
         self.seq = 0               # exchanges numbered in the order their first message came
-        self.tls = None            # the connection's TlsFacts when its bytes were decrypted
+        self.tls: object | None = None   # its capture.tls.TlsFacts when its bytes were decrypted
         # when the response stream last resumed after a hole: the answers of requests
         # complete before then may be lost in it
         self.response_gap = float("-inf")
@@ -128,6 +128,7 @@ class KafkaConnection:
 
     def _charge(self, side: int) -> None:
         framer = self.framers[side]
+        assert self.budget is not None, "charged only with a budget"
         self.budget.set(framer, framer.pending, lambda: self._give_up(side))
 
     def _give_up(self, side: int) -> None:
@@ -181,7 +182,8 @@ class KafkaConnection:
                            ts, frame, f.offset, f.data)
         findings = []
         if f.budget:
-            findings.append(Finding("memory_budget", f.truncated.removeprefix("truncated: "),
+            findings.append(Finding("memory_budget",
+                                    (f.truncated or "").removeprefix("truncated: "),
                                     msg.direction))
         if f.truncated:
             msg.status = f.truncated

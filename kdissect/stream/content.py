@@ -30,7 +30,7 @@ class Record:
         return _text(self._value)
 
     @property
-    def headers(self) -> tuple[tuple[str, str | None], ...]:
+    def headers(self) -> tuple[tuple[str | None, str | None], ...]:
         return tuple((_text(k), _text(v)) for k, v in self._headers)
 
     def __eq__(self, other) -> bool:
@@ -92,9 +92,9 @@ def _message_records(m, options: Options | None) -> list[Record]:
         if key is None and value is None:
             continue                         # a compressed wrapper: its inner ones count
         headers = node.child("headers")
-        pairs = tuple((h.child("key").value, h.child("value").value)
+        pairs = tuple((k.value, v.value)
                       for h in (headers.children if headers else ())
-                      if h.child("key") is not None and h.child("value") is not None)
+                      if (k := h.child("key")) is not None and (v := h.child("value")) is not None)
         out.append(Record(key.value if key else None, value.value if value else None,
                           pairs))
     return out
@@ -281,7 +281,7 @@ def find_bytes(messages: list, needle: bytes, options: Options | None = None) ->
             continue
         tree = full_tree(m, options)
         for number, node in enumerate(buffer_nodes(tree) if tree is not None else ()):
-            at = node.buffer.find(needle)
+            at = (node.buffer or b"").find(needle)      # buffer_nodes: buffer is set
             if at >= 0:
                 return Match(index, number, at)
     return None

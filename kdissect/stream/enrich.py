@@ -119,9 +119,9 @@ def enrich(ex: Exchange, options: Options, topic_ids: dict[str, str],
             failed = next((n for n in d.tree.walk() if n.note == "SASL/SCRAM server-error"),
                           None)
             if failed is not None:
-                reason = failed.child("error")
+                said = failed.child("error")
                 findings.append(Finding("authentication_failed", "SCRAM server-final: " + (
-                    str(reason.value) if reason is not None else "error"), where))
+                    str(said.value) if said is not None else "error"), where))
         if d.assumed_from is not None:
             findings.append(Finding("assumed_version", f"v{m.api_version} read as "
                                     f"v{d.assumed_from}, the newest kdissect knows", where))
@@ -134,17 +134,17 @@ def enrich(ex: Exchange, options: Options, topic_ids: dict[str, str],
     if req is not None and req_body is not None:
         ex.facts.asked_wait_ms = _asked_wait(req.api_key, req_body)
     if resp is not None and resp.direction == "response":
-        code = _int_field(resp_body, "error_code")
-        if code is not None:
-            ex.facts.top_error = code
+        top = _int_field(resp_body, "error_code")
+        if top is not None:
+            ex.facts.top_error = top
         seen = set()
         normal = EXPECTED_ERRORS.get(ex.first.api_key, ())
-        for topic, partition, code in ex.facts.error_sites:
-            if code not in seen:
-                seen.add(code)
+        for topic, partition, err in ex.facts.error_sites:
+            if err not in seen:
+                seen.add(err)
                 at = f" ({topic}[{partition}])" if topic is not None else ""
-                findings.append(Finding("expected_error" if code in normal else "error_code",
-                                        f"{error_name(code)}{at}", "response"))
+                findings.append(Finding("expected_error" if err in normal else "error_code",
+                                        f"{error_name(err)}{at}", "response"))
         throttle = _int_field(resp_body, "throttle_time_ms")
         if throttle is not None:
             ex.facts.throttle_ms = throttle
@@ -158,7 +158,7 @@ def enrich(ex: Exchange, options: Options, topic_ids: dict[str, str],
 
 
 def _asked_wait(api_key: int | None, body) -> int | None:
-    for name in WAIT_FIELDS.get(api_key, ()):
+    for name in (WAIT_FIELDS.get(api_key, ()) if api_key is not None else ()):
         value = _int_field(body, name)
         if value is not None:
             return value
@@ -221,7 +221,8 @@ def _guess(resp, findings: list[Finding]) -> None:
 
 def _learn_versions(stream: int, d: Message, advertised) -> None:
     keys = d.body.child("api_keys") if d.body is not None else None
-    if keys is None or d.body.child("error_code") is None or d.body.child("error_code").value:
+    error = d.body.child("error_code") if d.body is not None else None
+    if keys is None or error is None or error.value:
         return
     ranges = {}
     for item in keys.children:
@@ -235,6 +236,7 @@ def _learn_versions(stream: int, d: Message, advertised) -> None:
 
 def _check_version(ex: Exchange, advertised, findings: list[Finding]) -> None:
     req = ex.request
+    assert req is not None, "checked for requests only"
     ranges = advertised.get(ex.stream)
     if ranges is not None and req.api_key != API_VERSIONS:
         lo_hi = ranges.get(req.api_key)

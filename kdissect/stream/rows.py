@@ -37,6 +37,7 @@ def exchange_row(ex: Exchange, capture: str) -> dict:
     req, resp = ex.request, ex.response
     first = ex.first
     f = ex.facts
+    assert f is not None, "rows are made of enriched exchanges"
     top = f.top_error
     return {
         "capture": capture,
@@ -169,10 +170,10 @@ def _record_row(n: Node, topic, partition, m: KafkaMessage, capture: str) -> dic
         "timestamp_ms": ts,
         "key": _text_or_hex(key.value) if key is not None else None,
         "value_size": len(value.value) if value is not None and value.value is not None else None,
-        "headers": [{"key": h.child("key").value,
-                     "value": _text_or_hex(h.child("value").value)
-                     if h.child("value") is not None else None}
+        "headers": [{"key": k.value,
+                     "value": _text_or_hex(v.value)
+                     if (v := h.child("value")) is not None else None}
                     for h in (headers.children if headers is not None else [])
-                    if h.child("key") is not None],
+                    if (k := h.child("key")) is not None],
         "problems": [r for _, r in n.problems()],
     }

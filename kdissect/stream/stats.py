@@ -154,17 +154,17 @@ class Stats:
             b.errors += sum(1 for t, _ in sites if t == topic)
             for p in partitions:
                 self.partitions[(topic, p)].errors += sites.count((topic, p))
-        if service is not None:
+        if service is not None and ex.latency is not None:
             if ex.latency - service > 0.001:
                 self.waited[name] += 1
             if service > 0 or ex.latency == 0:  # a wait that took it all: time unknown
                 self.service[name].append(service)
 
     def _group(self, ex: Exchange, view: ExchangeFields) -> None:
-        event = group_event(ex, view)
-        if event is None:
+        found = group_event(ex, view)
+        if found is None:
             return
-        group_id, event = event
+        group_id, event = found
         g = self.groups.setdefault(group_id, GroupStats())
         if event.member:
             g.members.add(event.member)

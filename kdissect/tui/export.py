@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import struct
 
-from ..capture.pcapng_writer import Recorder
+from ..capture.pcapng_writer import RecordedConnection, Recorder
 
 
 def write_pcapng(path: str, views, show_secrets: bool = False, load=None) -> int:
@@ -25,7 +25,7 @@ def write_pcapng(path: str, views, show_secrets: bool = False, load=None) -> int
     # order: closing them all at the end wrote FINs after later packets, with earlier times
     last = {item[2].stream: at for at, item in enumerate(messages)}
     recorder = Recorder(path, show_secrets)
-    connections = {}
+    connections: dict[int, RecordedConnection] = {}
     try:
         for at, (ts, _, ex, side, m, view) in enumerate(messages):
             if load is not None:

@@ -22,7 +22,7 @@ _BATCH_SECONDS = 0.05
 
 @dataclass(slots=True)
 class Row:
-    view: ExchangeFields
+    view: ListedView
     row: Any                       # what row_of(view) made of it (cells, reasons)
 
 
@@ -53,10 +53,19 @@ class _Sent:
     spans: Any
 
 
+class ListedView(ExchangeFields):
+    """An exchange as the TUI lists it: the cells of its row, where its messages' bytes
+    are in the spill file (None: in memory) and whether the user bookmarked it."""
+    row: tuple = ()
+    spans: list[tuple[int, int]] | None = None
+    bookmarked: bool = False
+    _reasons: list[str] | None = None   # anomaly.reasons, found by the loader (its cache)
+
+
 def run_in_thread(load, options, row_of, put: Callable) -> None:
     """``load`` hands enriched exchanges (the engine ran in front of it) to ``emit``."""
     def emit(ex) -> None:
-        view = ExchangeFields(ex, options)
+        view = ListedView(ex, options)
         put(Row(view, row_of(view)))
 
     try:
@@ -114,8 +123,8 @@ def run_in_process(load, options, row_of, put: Callable,
                 return
             for item in batch:
                 if isinstance(item, _Sent):
-                    view = ExchangeFields(item.ex, options)
-                    view.spans = item.spans         # type: ignore[attr-defined]
+                    view = ListedView(item.ex, options)
+                    view.spans = item.spans
                     put(Row(view, item.row))
                 else:
                     put(item)

@@ -54,7 +54,8 @@ def scan(items: Sequence, test: Callable, progress: Callable[[int, int], None],
     workers = max(1, min(workers or cores(), n))
     ctx = multiprocessing.get_context("fork")
     bounds = [n * k // workers for k in range(workers + 1)]
-    children, pipes = [], []
+    children = []
+    pipes: list[multiprocessing.connection.Connection] = []
     for k in range(workers):
         recv, send = ctx.Pipe(duplex=False)
         part = items[bounds[k]:bounds[k + 1]]
@@ -71,8 +72,9 @@ def scan(items: Sequence, test: Callable, progress: Callable[[int, int], None],
                 return None
             ready = multiprocessing.connection.wait(
                 [p for p, r in zip(pipes, results) if r is None], timeout=0.1)
-            for pipe in ready:
-                k = pipes.index(pipe)
+            for k, pipe in enumerate(pipes):
+                if pipe not in ready:
+                    continue
                 try:
                     kind, payload = pipe.recv()
                 except EOFError:                 # the child died: its share is unknown
