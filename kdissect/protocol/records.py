@@ -14,7 +14,7 @@ import crc32c
 from .codecs import CODECS, CodecError, TooBig, decompress
 from .context import Abort, Options, charge_nodes, fail, time_note
 from .node import NOTE_MAKERS, Node
-from .reader import DecodeError, Reader
+from .reader import DecodeError, Reader, VarintTooLong, uvarint
 
 CONTROL_TYPES = {0: "ABORT", 1: "COMMIT"}
 
@@ -273,27 +273,13 @@ def _batch_v2(buf: bytes, start: int, end: int, ctx: Options) -> Node:
     return node
 
 
-def _uvarint_at(buf: bytes, pos: int, end: int) -> tuple[int, int]:
-    """(value, next position) of an unsigned varint; raises IndexError past ``end``."""
-    value = shift = 0
-    while True:
-        if pos >= end or shift > 63:
-            raise IndexError
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if b < 0x80:
-            return value, pos
-        shift += 7
-
-
 def _fast_record(buf: bytes, pos: int, end: int, name: str, base_offset: int, base_ts: int,
                  log_append_ts: int | None) -> Node | None:
     """The common case in one tight pass: a well-formed record. Returns None at the first
     oddity, and the careful path (``_record``) decodes the record again and says what."""
     try:
         start = pos
-        n, p = _uvarint_at(buf, pos, end)
+        n, p = uvarint(buf, pos, end, 10)
         length = (n >> 1) ^ -(n & 1)
         rec_end = p + length
         if length < 1 or rec_end > end:
@@ -304,20 +290,20 @@ def _fast_record(buf: bytes, pos: int, end: int, name: str, base_offset: int, ba
         p += 1
         values = []
         for field, kind in (("timestamp_delta", "varlong"), ("offset_delta", "varint")):
-            n, q = _uvarint_at(buf, p, rec_end)
+            n, q = uvarint(buf, p, rec_end, 10)
             v = (n >> 1) ^ -(n & 1)
             kids.append(Node(field, kind, p, q - p, v))
             values.append(v)
             p = q
         for field in ("key", "value"):
-            n, q = _uvarint_at(buf, p, rec_end)
+            n, q = uvarint(buf, p, rec_end, 10)
             size = (n >> 1) ^ -(n & 1)
             if size < -1 or q + max(size, 0) > rec_end:
                 return None
             stop = q + max(size, 0)
             kids.append(Node(field, "bytes", p, stop - p, None if size < 0 else buf[q:stop]))
             p = stop
-        n, q = _uvarint_at(buf, p, rec_end)
+        n, q = uvarint(buf, p, rec_end, 10)
         count = (n >> 1) ^ -(n & 1)
         if count < 0 or count > rec_end - q:
             return None
@@ -328,7 +314,7 @@ def _fast_record(buf: bytes, pos: int, end: int, name: str, base_offset: int, ba
         for j in range(count):
             h = headers.add(Node(f"[{j}]", "struct", p))
             for field in ("key", "value"):
-                n, q = _uvarint_at(buf, p, rec_end)
+                n, q = uvarint(buf, p, rec_end, 10)
                 size = (n >> 1) ^ -(n & 1)
                 if size < -1 or (size == -1 and field == "key") or q + max(size, 0) > rec_end:
                     return None
@@ -343,7 +329,7 @@ def _fast_record(buf: bytes, pos: int, end: int, name: str, base_offset: int, ba
         headers.length = p - headers.offset
         if p != rec_end:
             return None
-    except IndexError:
+    except (IndexError, VarintTooLong):
         return None
     node.children = kids
     timestamp = log_append_ts if log_append_ts is not None else base_ts + values[0]

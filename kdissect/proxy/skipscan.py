@@ -12,15 +12,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Any
 
 from ..protocol import schemas
 from ..protocol.layout import Field, Struct
 from ..protocol.reader import DecodeError, Reader
+from ..protocol.wire import length, skip_value
 
 _ID_NAMES = ("node_id", "broker_id")
-_FIXED_SIZE = {"int8": 1, "int16": 2, "int32": 4, "int64": 8, "uint16": 2, "uint32": 4,
-               "bool": 1, "float64": 8, "uuid": 16}
-_LEB = {"varint": 5, "uvarint": 5, "varlong": 10}
 
 
 @dataclass
@@ -97,7 +96,7 @@ def endpoint_spans(body: bytes, api_key: int, api_version: int) -> list[Endpoint
 def _walk(r: Reader, st: Struct, out: list[EndpointSpan], tagged: list[Tagged],
           top: bool = False) -> None:
     endpoint = _is_endpoint(st)
-    found: dict[str, object] = {}
+    found: dict[str, Any] = {}
     holds = [_field_holds(f) for f in st.fields]
     last = max((i for i, h in enumerate(holds) if h), default=-1)
     tagged_hold = any(_field_holds(f) for f in st.tagged)
@@ -112,8 +111,8 @@ def _walk(r: Reader, st: Struct, out: list[EndpointSpan], tagged: list[Tagged],
             _skip_field(r, f, st.flexible)
     if endpoint:
         ident = found.get("node_id", found.get("broker_id"))
-        (host, h0, h1), (port, p0) = found["host"], found["port"]
-        out.append(EndpointSpan(ident, host, port, h0, h1, st.flexible, p0, list(tagged)))
+        (host, h0, h1, compact), (port, p0) = found["host"], found["port"]
+        out.append(EndpointSpan(ident, host, port, h0, h1, compact, p0, list(tagged)))
     if st.flexible:
         if tagged_hold:
             _walk_tagged(r, st, out, tagged)
@@ -121,14 +120,15 @@ def _walk(r: Reader, st: Struct, out: list[EndpointSpan], tagged: list[Tagged],
             _skip_tagged(r)
 
 
-def _read_endpoint_field(r: Reader, f: Field, flexible: bool):
+def _read_endpoint_field(r: Reader, f: Field, flexible: bool) -> Any:
     start = r.pos
     if f.type == "int32":
         value = r.int32()
         return value if f.name != "port" else (value, start)
-    n = r.uvarint() - 1 if flexible else r.int16()
+    compact = flexible if f.compact is None else f.compact     # as the decoder reads it
+    n = length(r, compact, False)
     raw = r.raw(n, "host") if n >= 0 else b""
-    return raw.decode("utf-8", "replace"), start, r.pos
+    return raw.decode("utf-8", "replace"), start, r.pos, compact
 
 
 def _walk_field(r: Reader, f: Field, flexible: bool, out, tagged) -> None:
@@ -186,21 +186,22 @@ def _size(r: Reader) -> int:
 
 
 def _skip_field(r: Reader, f: Field, flexible: bool) -> None:
+    compact = flexible if f.compact is None else f.compact
     if f.array:
         n = _count(r, flexible)
-        if f.type == "struct":
+        if f.struct is not None:
             for _ in range(n):
                 _skip_struct(r, f.struct)
         else:
-            compact = flexible if f.compact is None else f.compact
+            elem = Field(f.name, f.type, nullable=f.nullable)
             for _ in range(n):
-                _skip_value(r, f.type, compact)
-    elif f.type == "struct":
+                skip_value(r, elem, compact)
+    elif f.struct is not None:
         if f.nullable and r.int8() < 0:
             return
         _skip_struct(r, f.struct)
     else:
-        _skip_value(r, f.type, flexible if f.compact is None else f.compact)
+        skip_value(r, f, compact)
 
 
 def _skip_struct(r: Reader, st: Struct) -> None:
@@ -208,24 +209,3 @@ def _skip_struct(r: Reader, st: Struct) -> None:
         _skip_field(r, f, st.flexible)
     if st.flexible:
         _skip_tagged(r)
-
-
-def _skip_value(r: Reader, kind: str, compact: bool) -> None:
-    size = _FIXED_SIZE.get(kind)
-    if size is not None:
-        r.need(size, kind)
-        r.pos += size
-    elif kind in _LEB:
-        r._leb(_LEB[kind], kind)
-    elif kind == "string":
-        n = r.uvarint() - 1 if compact else r.int16()
-        if n > 0:
-            r.check_length(n, "string")
-            r.pos += n
-    elif kind in ("bytes", "records"):
-        n = r.uvarint() - 1 if compact else r.int32()
-        if n > 0:
-            r.check_length(n, kind)      # skipped by its length: never read
-            r.pos += n
-    else:
-        raise DecodeError(f"unknown type {kind!r}")
