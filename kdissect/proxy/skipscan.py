@@ -209,3 +209,11 @@ def _skip_struct(r: Reader, st: Struct) -> None:
         _skip_field(r, f, st.flexible)
     if st.flexible:
         _skip_tagged(r)
+
+
+def skip_body(buf: bytes, pos: int, st: Struct) -> int:
+    """Where a ``st`` read from ``pos`` ends, walking lengths only (the differential tests
+    hold it to the located decoder); raises DecodeError where the bytes do not follow."""
+    r = Reader(buf, pos)
+    _skip_struct(r, st)
+    return r.pos
