@@ -167,46 +167,84 @@ class _Gen:
                           *self.tables, *(["", ""] if self.tables else []), *tail]) + "\n"
 
 
-# The record loop runs once per record of every batch: its varints (nearly all one or two
-# bytes) are read inline. Written once as a template: VARINT(x, max) expands to the inline
-# read of an unsigned varint into ``x`` at ``p`` (the general case in reader.uvarint), and
-# SIZED(x, f) to a varint-sized field of the record (-1: None) passed through ``f``.
-_RECORD_LOOP = """
+# A v2 record, written once as a template and expanded twice: the values path's loop over a
+# batch's records (dicts; any oddity raises Bail and the message takes the located path)
+# and the located decoder's fast path for one record (nodes; None at any oddity, and
+# records._record reads it again and says what is wrong). Lines starting "V:" belong to
+# the values loop only, "L:" to the located reader only. Macros: VARINT(x, max) is the
+# inline read of an unsigned varint into ``x`` at ``p`` (one or two bytes inline, else
+# reader.uvarint); SIZED(x, convert, kind, parent, null) a varint-sized field of the record
+# (-1: None, unless ``null`` is "nonull" in the located reader) through ``convert`` (a
+# function, or ``text``: UTF-8 with errors replaced) and, located, a ``kind`` node under
+# ``parent``; STOP gives up.
+_RECORD = """
+p = pos
+VARINT(n, 5)
+length = (n >> 1) ^ -(n & 1)
+rec_end = p + length
+if length < 1 or rec_end > end:
+    STOP
+L:kids = [Node("length", "varint", pos, p - pos, length),
+L:        Node("attributes", "int8", p, 1, data[p] - 256 if data[p] > 127 else data[p])]
+p += 1                                  # attributes
+L:q = p
+VARINT(n, 10)
+delta = (n >> 1) ^ -(n & 1)
+L:kids.append(Node("timestamp_delta", "varlong", q, p - q, delta))
+ts = ts0 if fixed_ts else ts0 + delta
+L:q = p
+VARINT(n, 5)
+delta = (n >> 1) ^ -(n & 1)
+L:kids.append(Node("offset_delta", "varint", q, p - q, delta))
+offset = base + delta
+SIZED(key, conv, bytes, kids, null)
+SIZED(value, conv, bytes, kids, null)
+L:q = p
+VARINT(n, 5)
+count_h = (n >> 1) ^ -(n & 1)
+if count_h < 0 or count_h > rec_end - p:
+    STOP
+L:kids.append(Node("headers_count", "varint", q, p - q, count_h))
+L:hnode = Node("headers", "array", p, 0, count_h)
+L:kids.append(hnode)
+V:headers = []
+for j in range(count_h):
+L:    h = hnode.add(Node(f"[{j}]", "struct", p))
+    SIZED(hkey, text, string, h, nonull)
+    SIZED(hvalue, conv, bytes, h, null)
+V:    headers.append({"key": hkey, "value": hvalue})
+L:    h.length = p - h.offset
+L:hnode.length = p - hnode.offset
+if p != rec_end:
+    STOP
+"""
+
+_LOOP = """
 def loop(data, pos, end, count, base, ts0, fixed_ts, conv):
     records = []
     for _ in range(count):
-        p = pos
-        VARINT(n, 5)
-        length = (n >> 1) ^ -(n & 1)
-        rec_end = p + length
-        if length < 1 or rec_end > end:
-            raise Bail
-        p += 1                                  # attributes
-        VARINT(n, 10)
-        ts = ts0 if fixed_ts else ts0 + ((n >> 1) ^ -(n & 1))
-        VARINT(n, 5)
-        offset = base + ((n >> 1) ^ -(n & 1))
-        SIZED(key, conv)
-        SIZED(value, conv)
-        VARINT(n, 5)
-        count_h = (n >> 1) ^ -(n & 1)
-        if count_h < 0 or count_h > rec_end - p:
-            raise Bail
-        headers = []
-        for _h in range(count_h):
-            SIZED(hkey, text)
-            SIZED(hvalue, conv)
-            headers.append({"key": hkey, "value": hvalue})
-        if p != rec_end:
-            raise Bail
+RECORD
         records.append({"offset": offset, "timestamp": ts, "key": key, "value": value,
                         "headers": headers})
         pos = rec_end
     return records, pos
 """
 
+_LOCATED = """
+def located_record(data, pos, end, name, base, ts0, fixed_ts):
+    try:
+RECORD
+    except (IndexError, VarintTooLong):
+        return None
+    node = Node(name, "record", pos, rec_end - pos)
+    node.children = kids
+    node.value = {"offset": offset, "timestamp": ts}
+    node.hint = "record"
+    return node
+"""
 
-def _varint(var: str, max_bytes: str) -> list[str]:
+
+def _varint(located: bool, var: str, max_bytes: str) -> list[str]:
     return [f"{var} = data[p]",
             f"if {var} < 128:",
             "    p += 1",
@@ -217,36 +255,64 @@ def _varint(var: str, max_bytes: str) -> list[str]:
             f"    {var}, p = _uvarint(data, p, len(data), {max_bytes})"]
 
 
-def _sized(var: str, convert: str) -> list[str]:
-    """``convert`` names a function, or is ``text`` (UTF-8, errors replaced, inline)."""
-    value = 'data[p:q].decode("utf-8", "replace")' if convert == "text" \
-        else f"{convert}(data[p:q])"
-    return [*_varint("n", "5"),
-            "size = (n >> 1) ^ -(n & 1)",
-            "if size < 0:",
-            "    if size != -1:",
-            "        raise Bail",
-            f"    {var} = None",
-            "else:",
-            "    q = p + size",
-            "    if q > rec_end:",
-            "        raise Bail",
-            f"    {var} = {value}",
-            "    p = q"]
+def _sized(located: bool, var: str, convert: str, kind: str, parent: str,
+           null: str) -> list[str]:
+    if convert == "text":
+        value = 'data[p:q].decode("utf-8", "replace")'
+    else:
+        value = "data[p:q]" if located else f"{convert}(data[p:q])"
+    lines = [*(["o = p"] if located else []),
+             *_varint(located, "n", "5"),
+             "size = (n >> 1) ^ -(n & 1)",
+             "if size < 0:",
+             *(["    STOP"] if located and null == "nonull" else
+               ["    if size != -1:", "        STOP", f"    {var} = None"]),
+             "else:",
+             "    q = p + size",
+             "    if q > rec_end:",
+             "        STOP",
+             f"    {var} = {value}",
+             "    p = q"]
+    if located:
+        name = {"hkey": "key", "hvalue": "value"}.get(var, var)
+        lines.append(f"{parent}.{'append' if parent == 'kids' else 'add'}"
+                     f"(Node({name!r}, {kind!r}, o, p - o, {var}))")
+    return lines
 
 
-def _expand(template: str) -> str:
+def _expand(template: str, located: bool, indent: int) -> list[str]:
+    stop = "return None" if located else "raise Bail"
     out = []
-    for line in template.splitlines():
+    for line in template.strip("\n").splitlines():
+        if line.startswith(("L:", "V:")):
+            if line.startswith("L:") != located:
+                continue
+            line = line[2:]
+        line = " " * indent + line
         for macro, expand in (("VARINT(", _varint), ("SIZED(", _sized)):
             head, sep, rest = line.partition(macro)
             if sep:
-                out += [head + inline for inline in
-                        expand(*(x.strip() for x in rest.rstrip(")").split(",")))]
+                args = [x.strip() for x in rest.rstrip(")").split(",")]
+                out += [head + inline for inline in expand(located, *args)]
                 break
         else:
             out.append(line)
-    return "\n".join(out)
+    return [line.replace("STOP", stop) for line in out]
+
+
+def record_source() -> str:
+    """The module with both expansions of the record template."""
+    parts = []
+    for wrapper, located, indent in ((_LOOP, False, 8), (_LOCATED, True, 8)):
+        lines: list[str] = []
+        for line in wrapper.strip("\n").splitlines():
+            lines += _expand(_RECORD, located, indent) if line == "RECORD" else [line]
+        parts.append("\n".join(lines))
+    return (HEADER + '"""A v2 record (kdissect/protocol/gen_readers.py\'s template): the values '
+            'path\'s loop over\na batch\'s records and the located decoder\'s fast path '
+            'for one record."""\n\n'
+            "from ..node import Node\nfrom ..reader import VarintTooLong, uvarint as _uvarint\n"
+            "from ..values import Bail\n\n\n" + "\n\n\n".join(parts) + "\n")
 
 
 def _module_name(key: int) -> str:
@@ -278,11 +344,7 @@ def sources() -> dict[str, str]:
         out[f"{name}.py"] = g.module(
             f"Values readers of {API_NAMES.get(key, key)} (API key {key}).",
             ["READERS = {", *entries, "}"])
-    out["record_loop.py"] = (
-        HEADER + '"""The values path\'s record loop: the records of one v2 batch as dicts '
-        '(values.py\'s\n_batch checks the batch around it)."""\n\n'
-        "from ..reader import uvarint as _uvarint\nfrom ..values import Bail\n\n"
-        + _expand(_RECORD_LOOP) + "\n")
+    out["record_loop.py"] = record_source()
     out["__init__.py"] = (HEADER + '"""Generated values-only readers, one module per API '
                           '(see kdissect/protocol/gen_readers.py)."""\n\n'
                           "MODULES = {\n" + "".join(f"    {k}: {n!r},\n"
