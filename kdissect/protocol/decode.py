@@ -14,7 +14,7 @@ from .context import Abort, Options, charge_nodes, fail
 from .layout import Field, Struct
 from .node import Node
 from .reader import DecodeError, Reader
-from .wire import codec, length
+from .wire import TYPES, codec, length
 
 
 @contextmanager
@@ -65,7 +65,7 @@ def read_field(r: Reader, f: Field, flexible: bool, parent: Node, ctx: Options) 
 def read_value(r: Reader, f: Field, name: str, compact: bool, parent: Node, ctx: Options) -> Node:
     node = parent.add(Node(name, f.type, r.pos))
     try:
-        c = codec(f.type)
+        c = TYPES.get(f.type) or codec(f.type)      # codec() raises for unknown types
         if c.plain is not None:
             node.value = c.plain(r)
         elif c.read is not None:

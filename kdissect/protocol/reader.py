@@ -136,6 +136,10 @@ class Reader:
         return self._leb(10, what)
 
     def _leb(self, max_bytes: int, what: str) -> int:
+        pos = self.pos
+        if pos < self.end and self.buf[pos] < 0x80:     # one byte: nearly all of them
+            self.pos = pos + 1
+            return self.buf[pos]
         try:
             value, self.pos = uvarint(self.buf, self.pos, self.end, max_bytes)
         except IndexError:
