@@ -106,21 +106,41 @@ def compile_reader(schema: Any, named: dict[str, Any]) -> Read:
         name = s["name"]
         if name in records:
             return records[name]
-        fields: list[tuple[str, Read]] = []
+        # (name, how, reader): how 1 and 2 (plain strings and longs, the commonest) are
+        # read inline in the loop below, without a call
+        fields: list[tuple[str, int, Read]] = []
         static = 1                      # the record, and its plain fields
         for f in s["fields"]:
             resolved = resolve(f["type"])
             if plain(resolved):
                 static += 1
-                fields.append((f["name"], leaf(resolved)))
+                how = 0 if resolved.get("logicalType") else \
+                    {"string": 1, "long": 2}.get(resolved["type"], 0)
+                fields.append((f["name"], how, leaf(resolved)))
             else:
-                fields.append((f["name"], build(resolved)))
+                fields.append((f["name"], 0, build(resolved)))
 
         def read(b: bytes, p: int, t: list) -> tuple[Any, int]:
             t[0] += static
             d = {}
-            for key, r in fields:
-                d[key], p = r(b, p, t)
+            for key, how, r in fields:
+                if how == 0:
+                    d[key], p = r(b, p, t)
+                    continue
+                n = b[p]
+                if n < 128:
+                    n = (n >> 1) ^ -(n & 1)
+                    p += 1
+                else:
+                    n, p = _long(b, p)
+                if how == 2:
+                    d[key] = n
+                else:
+                    q = p + n
+                    if n < 0 or q > len(b):
+                        raise ValueError("length past the end")
+                    d[key] = b[p:q].decode()
+                    p = q
             return d, p
         records[name] = read
         return read
