@@ -87,19 +87,35 @@ def compile_reader(schema: Any, named: dict[str, Any]) -> Read:
         """The reader of a value of ``s``, counting itself (unions count their branch)."""
         s = resolve(s)
         if isinstance(s, list):
-            return union([build(branch) for branch in s])
+            return union(s)
         if s["type"] in ("record", "error"):
             return record(s)
         if s["type"] in ("array", "map"):
             return _counted(sequence(s))
         return _counted(leaf(s))
 
-    def union(branches: list[Read]) -> Read:
+    def counting(s: Any) -> tuple[bool, Read]:
+        """(whether the caller counts the value, its reader): plain values are counted by
+        their caller, saving a call each."""
+        s = resolve(s)
+        return (True, leaf(s)) if plain(s) else (False, build(s))
+
+    def union(schemas: list) -> Read:
+        branches = [counting(branch) for branch in schemas]
+
         def read(b: bytes, p: int, t: list) -> tuple[Any, int]:
-            i, p = _long(b, p)
+            i = b[p]
+            if i < 128:
+                i = (i >> 1) ^ -(i & 1)
+                p += 1
+            else:
+                i, p = _long(b, p)
             if i < 0:
                 raise ValueError("union index")
-            return branches[i](b, p, t)
+            counted, r = branches[i]
+            if counted:
+                t[0] += 1
+            return r(b, p, t)
         return read
 
     def record(s: dict) -> Read:
@@ -147,7 +163,7 @@ def compile_reader(schema: Any, named: dict[str, Any]) -> Read:
 
     def sequence(s: dict) -> Read:
         is_map = s["type"] == "map"
-        item = build(s["values"] if is_map else s["items"])
+        counted, item = counting(s["values"] if is_map else s["items"])
 
         def read(b: bytes, p: int, t: list) -> tuple[Any, int]:
             out: Any = {} if is_map else []
@@ -158,6 +174,8 @@ def compile_reader(schema: Any, named: dict[str, Any]) -> Read:
                 if n < 0:
                     n = -n
                     _, p = _long(b, p)          # the block's size in bytes
+                if counted:
+                    t[0] += n
                 for _ in range(n):
                     if is_map:
                         k, p = _bytes(b, p)
