@@ -64,15 +64,10 @@ def _gzip(data: bytes, cap: int) -> bytes:
 
 def _raw_snappy(data: bytes, cap: int) -> bytes:
     import snappy
-    # the uncompressed length leads the block as a varint: check it before inflating
-    n, shift, i = 0, 0, 0
-    while i < len(data) and i < 5:
-        b = data[i]
-        n |= (b & 0x7F) << shift
-        i += 1
-        if not b & 0x80:
-            break
-        shift += 7
+    from .reader import uvarint
+    # the uncompressed length leads the block as a varint: check it before inflating (a
+    # zero byte after the first five ends it, so a cut or overlong one counts as read)
+    n = uvarint(data[:5] + b"\x00", 0, 6, 6)[0]
     if n > cap:
         raise _too_big(cap)
     return snappy.uncompress(data)

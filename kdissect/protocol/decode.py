@@ -14,7 +14,7 @@ from .context import Abort, Options, charge_nodes, fail
 from .layout import Field, Struct
 from .node import Node
 from .reader import DecodeError, Reader
-from .records import read_records
+from .wire import TYPES, codec, length
 
 
 @contextmanager
@@ -29,21 +29,6 @@ def no_cyclic_gc():
     finally:
         if was_enabled:
             gc.enable()
-
-
-_FIXED = {
-    "int8": Reader.int8, "int16": Reader.int16, "int32": Reader.int32,
-    "int64": Reader.int64, "uint16": Reader.uint16, "uint32": Reader.uint32,
-    "bool": Reader.boolean, "float64": Reader.float64, "uuid": Reader.uuid,
-    "varint": Reader.varint, "varlong": Reader.varlong, "uvarint": Reader.uvarint,
-}
-
-
-def _length(r: Reader, compact: bool, wide: bool) -> int:
-    """Length prefix: -1 means null. Compact lengths are uvarint N+1."""
-    if compact:
-        return r.uvarint("compact length") - 1
-    return r.int32() if wide else r.int16()
 
 
 def read_struct(r: Reader, st: Struct, name: str, ctx: Options, parent: Node | None = None) -> Node:
@@ -81,40 +66,11 @@ def read_field(r: Reader, f: Field, flexible: bool, parent: Node, ctx: Options) 
 def read_value(r: Reader, f: Field, name: str, compact: bool, parent: Node, ctx: Options) -> Node:
     node = parent.add(Node(name, f.type, r.pos))
     try:
-        reader = _FIXED.get(f.type)
-        if reader is not None:
-            node.value = reader(r)
-        elif f.type == "string":
-            n = _length(r, compact, False)
-            if n < 0:
-                if n != -1 or not f.nullable:
-                    raise DecodeError(f"string length {n} is not allowed here"
-                                      if n != -1 else "null string in a non-nullable field",
-                                      "bad_length" if n != -1 else "malformed_field")
-            else:
-                raw = r.raw(n, "string")
-                try:
-                    node.value = raw.decode("utf-8")
-                except UnicodeDecodeError:
-                    node.value = raw.decode("utf-8", "replace")
-                    node.problem = "string is not valid UTF-8"
-                    node.code = "bad_utf8"
-        elif f.type in ("bytes", "records"):
-            n = _length(r, compact, True)
-            if n < -1 or (n == -1 and not f.nullable and f.type == "bytes"):
-                raise DecodeError(f"bytes length {n} is not allowed here", "bad_length")
-            if n >= 0:
-                r.check_length(n, f.type)
-                if f.type == "records" and ctx.records:
-                    node.value = n
-                    node.add(Node("_length", "uvarint" if compact else "int32", node.offset,
-                                  r.pos - node.offset, n))
-                    read_records(r.buf, node, r.pos, r.pos + n, ctx)
-                    r.pos += n
-                else:
-                    node.value = r.raw(n, "bytes")
-        else:
-            raise DecodeError(f"unknown type {f.type!r}")
+        c = TYPES.get(f.type) or codec(f.type)      # codec() raises for unknown types
+        if c.plain is not None:
+            node.value = c.plain(r)
+        elif c.read is not None:
+            c.read(r, f, compact, node, ctx)
     except DecodeError as e:
         raise fail(r, node, str(e), e.code) from None
     node.length = r.pos - node.offset
@@ -130,7 +86,7 @@ def _read_array(r: Reader, f: Field, flexible: bool, parent: Node, ctx: Options)
     try:
         count_node = node.add(Node("_count", "uvarint" if compact else "int32", r.pos))
         try:
-            n = _length(r, compact, True)
+            n = length(r, compact, True)
         except DecodeError as e:
             raise fail(r, count_node, str(e), e.code) from None
         count_node.value = n

@@ -30,6 +30,7 @@ from .embedded import decode_consumer_bytes
 from .grammar import parse_grammar
 from .layout import Struct
 from .node import Node
+from .reader import VarintTooLong, uvarint
 from .internal_schemas import BNF, MESSAGES
 
 TOPIC_FAMILIES = {"__consumer_offsets": "group", "__transaction_state": "transaction",
@@ -155,15 +156,10 @@ def _decode_into(node: Node, family: str, part: str, rtype_hint: int | None,
     elif family in _FRAMED:
         pos, heads = 0, []
         for what in ("_frame_version", "_record_type", "_version"):
-            v, shift, start = 0, 0, pos
-            while pos < len(data) and pos - start < 5:
-                b = data[pos]
-                pos += 1
-                v |= (b & 0x7F) << shift
-                shift += 7
-                if b < 0x80:
-                    break
-            else:
+            start = pos
+            try:
+                v, pos = uvarint(data, pos, len(data), 5)
+            except (IndexError, VarintTooLong):
                 return None
             heads.append(v)
             holder.add(Node(what, "uvarint", start, pos - start, v))

@@ -12,6 +12,7 @@ from .embedded import add_sasl_fields, decode_embedded
 from .internal import decode_wire_records
 from .names import api_name
 from .node import Node
+from .reader import VarintTooLong, uvarint
 
 _HEAD = struct.Struct(">hhi")
 
@@ -84,14 +85,7 @@ def produce_acks(data: bytes, header_size: int, api_version: int) -> int | None:
     try:
         if api_version >= 3:               # transactional_id comes first
             if api_version >= 9:           # compact nullable string: uvarint length + 1
-                n, shift = 0, 0
-                while True:
-                    b = data[pos]
-                    pos += 1
-                    n |= (b & 0x7F) << shift
-                    if b < 0x80:
-                        break
-                    shift += 7
+                n, pos = uvarint(data, pos, len(data), 5)
                 pos += max(n - 1, 0)
             else:
                 n = int.from_bytes(data[pos:pos + 2], "big", signed=True)
@@ -99,7 +93,7 @@ def produce_acks(data: bytes, header_size: int, api_version: int) -> int | None:
         if pos + 2 > len(data):
             return None
         return int.from_bytes(data[pos:pos + 2], "big", signed=True)
-    except IndexError:
+    except (IndexError, VarintTooLong):
         return None
 
 

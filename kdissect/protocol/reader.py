@@ -8,7 +8,6 @@ it into a problem node (callers of kdissect never see it).
 from __future__ import annotations
 
 import struct
-import uuid
 
 _I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")
@@ -17,6 +16,38 @@ _I32 = struct.Struct(">i")
 _U32 = struct.Struct(">I")
 _I64 = struct.Struct(">q")
 _F64 = struct.Struct(">d")
+
+
+class VarintTooLong(ValueError):
+    """A varint with more continuation bytes than its type allows."""
+
+
+def uvarint(buf: bytes, pos: int, end: int, max_bytes: int = 5) -> tuple[int, int]:
+    """(value, next position) of the unsigned LEB128 varint at ``pos``: kdissect's one
+    varint reader. At most ``max_bytes`` bytes (5 for varint/uvarint, 10 for varlong);
+    raises IndexError when it runs past ``end``, VarintTooLong when it is longer."""
+    value = shift = 0
+    for _ in range(max_bytes):
+        if pos >= end:
+            raise IndexError("varint runs past the end")
+        b = buf[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value, pos
+        shift += 7
+    raise VarintTooLong(f"varint longer than {max_bytes} bytes")
+
+
+def uuid_text(raw: bytes) -> str:
+    """A UUID's 16 bytes as Kafka's tools print them (``str(uuid.UUID)``, faster)."""
+    h = raw.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def zigzag(n: int) -> int:
+    """The signed value a zigzag-encoded varint holds."""
+    return (n >> 1) ^ -(n & 1)
 
 
 class DecodeError(Exception):
@@ -81,7 +112,7 @@ class Reader:
         return bool(v)
 
     def uuid(self) -> str:
-        return str(uuid.UUID(bytes=bytes(self.raw(16, "uuid"))))
+        return uuid_text(self.raw(16, "uuid"))
 
     def check_length(self, n: int, what: str) -> None:
         """A length read from the bytes must fit in the bytes that remain."""
@@ -105,25 +136,20 @@ class Reader:
         return self._leb(10, what)
 
     def _leb(self, max_bytes: int, what: str) -> int:
-        value = 0
-        shift = 0
-        buf, pos, end = self.buf, self.pos, self.end
-        for i in range(max_bytes):
-            if pos >= end:
-                raise DecodeError(f"truncated: {what} runs past the end", "truncated")
-            b = buf[pos]
-            pos += 1
-            value |= (b & 0x7F) << shift
-            if not b & 0x80:
-                self.pos = pos
-                return value
-            shift += 7
-        raise DecodeError(f"{what} longer than {max_bytes} bytes")
+        pos = self.pos
+        if pos < self.end and self.buf[pos] < 0x80:     # one byte: nearly all of them
+            self.pos = pos + 1
+            return self.buf[pos]
+        try:
+            value, self.pos = uvarint(self.buf, self.pos, self.end, max_bytes)
+        except IndexError:
+            raise DecodeError(f"truncated: {what} runs past the end", "truncated") from None
+        except VarintTooLong:
+            raise DecodeError(f"{what} longer than {max_bytes} bytes") from None
+        return value
 
     def varint(self, what: str = "varint") -> int:
-        v = self._leb(5, what)
-        return (v >> 1) ^ -(v & 1)
+        return zigzag(self._leb(5, what))
 
     def varlong(self, what: str = "varlong") -> int:
-        v = self._leb(10, what)
-        return (v >> 1) ^ -(v & 1)
+        return zigzag(self._leb(10, what))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Callable
 
 import crc32c
 
@@ -17,6 +18,8 @@ from .node import NOTE_MAKERS, Node
 from .reader import DecodeError, Reader
 
 CONTROL_TYPES = {0: "ABORT", 1: "COMMIT"}
+# the generated fast reader of one record (values_readers/record_loop.py)
+FastRecord = Callable[[bytes, int, int, str, int, int, bool], "Node | None"]
 
 
 def _record_note(value: dict) -> str:
@@ -261,6 +264,7 @@ def _batch_v2(buf: bytes, start: int, end: int, ctx: Options) -> Node:
     else:
         holder, rr = node, r
     stamp = max_ts.value if log_append else None
+    from .values_readers.record_loop import located_record
     try:
         for i in range(count.value):
             if rr.remaining == 0:
@@ -268,7 +272,7 @@ def _batch_v2(buf: bytes, start: int, end: int, ctx: Options) -> Node:
                                 problem=f"batch says {count.value} records, found {i}",
                                 code="record_count_mismatch"))
                 break
-            rec = _record(rr, holder, i, base, base_ts.value, stamp, control)
+            rec = _record(rr, holder, i, base, base_ts.value, stamp, control, located_record)
             if rec is None:
                 break
             charge_nodes(rr, holder, ctx, len(rec.children) + 1)
@@ -281,91 +285,14 @@ def _batch_v2(buf: bytes, start: int, end: int, ctx: Options) -> Node:
     return node
 
 
-def _uvarint_at(buf: bytes, pos: int, end: int) -> tuple[int, int]:
-    """(value, next position) of an unsigned varint; raises IndexError past ``end``."""
-    value = shift = 0
-    while True:
-        if pos >= end or shift > 63:
-            raise IndexError
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if b < 0x80:
-            return value, pos
-        shift += 7
-
-
-def _fast_record(buf: bytes, pos: int, end: int, name: str, base_offset: int, base_ts: int,
-                 log_append_ts: int | None) -> Node | None:
-    """The common case in one tight pass: a well-formed record. Returns None at the first
-    oddity, and the careful path (``_record``) decodes the record again and says what."""
-    try:
-        start = pos
-        n, p = _uvarint_at(buf, pos, end)
-        length = (n >> 1) ^ -(n & 1)
-        rec_end = p + length
-        if length < 1 or rec_end > end:
-            return None
-        node = Node(name, "record", start, rec_end - start)
-        kids = [Node("length", "varint", start, p - start, length),
-                Node("attributes", "int8", p, 1, buf[p] - 256 if buf[p] > 127 else buf[p])]
-        p += 1
-        values = []
-        for field, kind in (("timestamp_delta", "varlong"), ("offset_delta", "varint")):
-            n, q = _uvarint_at(buf, p, rec_end)
-            v = (n >> 1) ^ -(n & 1)
-            kids.append(Node(field, kind, p, q - p, v))
-            values.append(v)
-            p = q
-        for field in ("key", "value"):
-            n, q = _uvarint_at(buf, p, rec_end)
-            size = (n >> 1) ^ -(n & 1)
-            if size < -1 or q + max(size, 0) > rec_end:
-                return None
-            stop = q + max(size, 0)
-            kids.append(Node(field, "bytes", p, stop - p, None if size < 0 else buf[q:stop]))
-            p = stop
-        n, q = _uvarint_at(buf, p, rec_end)
-        count = (n >> 1) ^ -(n & 1)
-        if count < 0 or count > rec_end - q:
-            return None
-        kids.append(Node("headers_count", "varint", p, q - p, count))
-        p = q
-        headers = Node("headers", "array", p, 0, count)
-        kids.append(headers)
-        for j in range(count):
-            h = headers.add(Node(f"[{j}]", "struct", p))
-            for field in ("key", "value"):
-                n, q = _uvarint_at(buf, p, rec_end)
-                size = (n >> 1) ^ -(n & 1)
-                if size < -1 or (size == -1 and field == "key") or q + max(size, 0) > rec_end:
-                    return None
-                stop = q + max(size, 0)
-                raw = None if size < 0 else buf[q:stop]
-                if field == "key":
-                    h.add(Node("key", "string", p, stop - p,
-                               (raw or b"").decode("utf-8", "replace")))
-                else:
-                    h.add(Node("value", "bytes", p, stop - p, raw))
-                p = stop
-            h.length = p - h.offset
-        headers.length = p - headers.offset
-        if p != rec_end:
-            return None
-    except IndexError:
-        return None
-    node.children = kids
-    timestamp = log_append_ts if log_append_ts is not None else base_ts + values[0]
-    node.value = {"offset": base_offset + values[1], "timestamp": timestamp}
-    node.hint = "record"
-    return node
-
-
 def _record(r: Reader, parent: Node, i: int, base_offset: int, base_ts: int,
-            log_append_ts: int | None, control: bool) -> Node | None:
+            log_append_ts: int | None, control: bool, fast_read: FastRecord) -> Node | None:
+    """Record ``i``: the common case by the generated fast reader (a well-formed record in
+    one tight pass), else read field by field, saying what is wrong."""
     if not control:
-        fast = _fast_record(r.buf, r.pos, r.end, f"record[{i}]", base_offset, base_ts,
-                            log_append_ts)
+        fast = fast_read(r.buf, r.pos, r.end, f"record[{i}]", base_offset,
+                         base_ts if log_append_ts is None else log_append_ts,
+                         log_append_ts is not None)
         if fast is not None:
             r.pos = fast.end
             return parent.add(fast)

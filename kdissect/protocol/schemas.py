@@ -9,6 +9,7 @@ from . import snapshot
 from .grammar import parse_grammar
 from .layout import Field, Struct
 from .names import API_NAMES
+from .wire import carries_records
 
 _I16 = "int16"
 _CLIENT_ID = Field("client_id", "string", nullable=True, compact=False)  # legacy even in v2
@@ -72,7 +73,7 @@ def has_records(api_key: int, api_version: int, direction: str) -> bool:
     found = layout(api_key, api_version, direction)
 
     def walk(s: Struct) -> bool:
-        return any(f.type == "records" or (f.struct is not None and walk(f.struct))
+        return any(carries_records(f.type) or (f.struct is not None and walk(f.struct))
                    for f in (*s.fields, *s.tagged))
     return found is None or walk(found)
 

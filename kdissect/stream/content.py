@@ -174,7 +174,7 @@ def _batches(raw: bytes, out: list, budget: list[int]) -> bool:
 
 def _batch_keys(data: bytes, count: int, keys: list[str]) -> bool:
     """Append the keys of a batch's ``count`` records; False unless they frame exactly."""
-    from ..protocol.values import Bail, _uvarint
+    from ..protocol.reader import VarintTooLong, uvarint
     p = 0
     try:
         for _ in range(count):              # varints of one or two bytes read inline
@@ -184,7 +184,7 @@ def _batch_keys(data: bytes, count: int, keys: list[str]) -> bool:
             elif data[p + 1] < 0x80:
                 n, p = (n & 0x7F) | data[p + 1] << 7, p + 2
             else:
-                n, p = _uvarint(data, p, 5)
+                n, p = uvarint(data, p, len(data), 5)
             rec_end = p + ((n >> 1) ^ -(n & 1))
             if rec_end <= p or rec_end > len(data):
                 return False
@@ -195,12 +195,12 @@ def _batch_keys(data: bytes, count: int, keys: list[str]) -> bool:
                 elif data[p + 1] < 0x80:
                     p += 2
                 else:
-                    _, p = _uvarint(data, p, longest)
+                    _, p = uvarint(data, p, len(data), longest)
             n = data[p]
             if n < 0x80:
                 p += 1
             else:
-                n, p = _uvarint(data, p, 5)
+                n, p = uvarint(data, p, len(data), 5)
             size = (n >> 1) ^ -(n & 1)
             if size >= 0:
                 if p + size > rec_end:
@@ -209,7 +209,7 @@ def _batch_keys(data: bytes, count: int, keys: list[str]) -> bool:
             elif size != -1:
                 return False
             p = rec_end
-    except (Bail, IndexError):
+    except (VarintTooLong, IndexError):
         return False
     return p == len(data)
 

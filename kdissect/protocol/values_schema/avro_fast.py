@@ -1,16 +1,22 @@
-"""Avro binary straight to JSON-ready values, for JSON lines: a reader generated once per
-schema (as protocol/values.py does for Kafka's layouts), with the JSON forms of
+"""Avro binary straight to JSON-ready values, for JSON lines: a reader built once per
+schema out of closures (one per schema node, nothing compiled), with the JSON forms of
 values_schema.json_value (decimals as strings, times in ISO 8601, UUIDs as text, bytes as
-base64). Any oddity raises, and the caller takes the located decoder."""
+base64). Any oddity raises, and the caller takes the located decoder.
+
+Each value read adds one to ``tally[0]`` (what the located tree would hold); a record
+adds its own and its plain fields' counts at once, and those fields' readers do not."""
 
 from __future__ import annotations
 
 import base64
-import re
 import struct
 from datetime import date, datetime, timedelta, timezone
 from decimal import Context
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
+from uuid import UUID
+
+from ..reader import uvarint
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _LOCAL = datetime(1970, 1, 1)
@@ -21,16 +27,10 @@ _D = struct.Struct("<d").unpack_from
 
 def _long(b: bytes, p: int) -> tuple[int, int]:
     n = b[p]
-    if n < 128:
+    if n < 128:                 # nearly all of them: one byte, no call
         return (n >> 1) ^ -(n & 1), p + 1
-    value, shift = n & 127, 7
-    for i in range(1, 10):
-        n = b[p + i]
-        value |= (n & 127) << shift
-        if n < 128:
-            return (value >> 1) ^ -(value & 1), p + i + 1
-        shift += 7
-    raise ValueError("varint too long")
+    n, p = uvarint(b, p, len(b), 10)
+    return (n >> 1) ^ -(n & 1), p
 
 
 def _bytes(b: bytes, p: int) -> tuple[bytes, int]:
@@ -40,135 +40,231 @@ def _bytes(b: bytes, p: int) -> tuple[bytes, int]:
     return b[p:p + n], p + n
 
 
-_CALL = re.compile(r"^( *)(\w+), p = _long\(b, p\)$", re.M)
-
-
-def _inline(source: str) -> str:
-    """One-byte varints (nearly all of them) read inline, without a call."""
-    return _CALL.sub(lambda m: (f"{m[1]}{m[2]} = b[p]\n{m[1]}if {m[2]} < 128:\n"
-                                f"{m[1]}    {m[2]} = ({m[2]} >> 1) ^ -({m[2]} & 1); p += 1\n"
-                                f"{m[1]}else:\n{m[1]}    {m[2]}, p = _long(b, p)"), source)
-
-
 class Unsupported(Exception):
     pass
 
 
-def compile_reader(schema: Any, named: dict[str, Any]) -> Callable[[bytes, int, list], tuple[Any, int]]:
-    """``read(buf, pos, tally) -> (value, pos)``; raises Unsupported at compile time for
-    what it does not generate."""
-    lines: list[str] = []
-    funcs: dict[str, str] = {}
-    counter = [0]
+Read = Callable[[bytes, int, list], tuple[Any, int]]
 
-    def fresh(prefix: str) -> str:
-        counter[0] += 1
-        return f"{prefix}{counter[0]}"
+_TIME: dict[str, Callable[[int], str]] = {
+    "timestamp-millis": lambda x: (_EPOCH + timedelta(milliseconds=x)).isoformat(),
+    "timestamp-micros": lambda x: (_EPOCH + timedelta(microseconds=x)).isoformat(),
+    "local-timestamp-millis": lambda x: (_LOCAL + timedelta(milliseconds=x)).isoformat(),
+    "local-timestamp-micros": lambda x: (_LOCAL + timedelta(microseconds=x)).isoformat(),
+    "date": lambda x: (_DAY0 + timedelta(days=x)).isoformat(),
+    "time-millis": lambda x: (datetime.min + timedelta(milliseconds=x)).time().isoformat(),
+    "time-micros": lambda x: (datetime.min + timedelta(microseconds=x)).time().isoformat(),
+}
 
-    def emit(s: Any, target: str, ind: str, out: list[str]) -> None:
-        if isinstance(s, str) and s in named:
-            s = named[s]
-        if isinstance(s, str):
-            s = {"type": s}
+
+def _counted(read: Read) -> Read:
+    def counted(b: bytes, p: int, t: list) -> tuple[Any, int]:
+        t[0] += 1
+        return read(b, p, t)
+    return counted
+
+
+def compile_reader(schema: Any, named: dict[str, Any]) -> Read:
+    """``read(buf, pos, tally) -> (value, pos)``; raises Unsupported at build time for
+    what it does not read. ``schema`` is not recursive (fast._qualifies)."""
+    records: dict[str, Read] = {}
+
+    def resolve(s: Any) -> Any:
+        while True:
+            if isinstance(s, str):
+                s = named.get(s, {"type": s})
+            elif isinstance(s, dict) and (isinstance(s["type"], (dict, list))
+                                          or s["type"] in named):
+                s = s["type"]
+            else:
+                return s
+
+    def plain(s: Any) -> bool:
+        """A value read without nested values: its count is known in advance."""
+        return isinstance(s, dict) and s["type"] not in ("record", "error", "array", "map")
+
+    def build(s: Any) -> Read:
+        """The reader of a value of ``s``, counting itself (unions count their branch)."""
+        s = resolve(s)
         if isinstance(s, list):
-            i = fresh("u")
-            out.append(f"{ind}{i}, p = _long(b, p)")
-            for k, branch in enumerate(s):
-                out.append(f"{ind}{'if' if k == 0 else 'elif'} {i} == {k}:")
-                emit(branch, target, ind + "    ", out)
-            out.append(f"{ind}else:\n{ind}    raise ValueError('union index')")
-            return
-        kind, logical = s["type"], s.get("logicalType")
-        if isinstance(kind, (dict, list)) or (isinstance(kind, str) and kind in named):
-            emit(kind, target, ind, out)
-            return
-        out.append(f"{ind}t[0] += 1")
-        if kind in ("record", "error"):
-            name = s["name"]
-            fn = "rec_" + "".join(ch if ch.isalnum() else "_" for ch in name)
-            if fn not in funcs:
-                funcs[fn] = ""
-                body = [f"def {fn}(b, p, t):", "    d = {}"]
-                for f in s["fields"]:
-                    v = fresh("v")
-                    emit(f["type"], v, "    ", body)
-                    body.append(f"    d[{f['name']!r}] = {v}")
-                body.append("    return d, p")
-                funcs[fn] = "\n".join(body)
-            out.append(f"{ind}{target}, p = {fn}(b, p, t)")
-        elif kind == "null":
-            out.append(f"{ind}{target} = None")
-        elif kind == "boolean":
-            out.append(f"{ind}{target} = b[p]; p += 1")
-            out.append(f"{ind}if {target} > 1: raise ValueError('bool')")
-            out.append(f"{ind}{target} = {target} == 1")
-        elif kind in ("int", "long"):
-            out.append(f"{ind}{target}, p = _long(b, p)")
-            if kind == "int":
-                out.append(f"{ind}if not -2147483648 <= {target} < 2147483648: raise ValueError('int')")
-            conv = {"timestamp-millis": "(_EPOCH + timedelta(milliseconds={x})).isoformat()",
-                    "timestamp-micros": "(_EPOCH + timedelta(microseconds={x})).isoformat()",
-                    "local-timestamp-millis": "(_LOCAL + timedelta(milliseconds={x})).isoformat()",
-                    "local-timestamp-micros": "(_LOCAL + timedelta(microseconds={x})).isoformat()",
-                    "date": "(_DAY0 + timedelta(days={x})).isoformat()",
-                    "time-millis": "(datetime.min + timedelta(milliseconds={x})).time().isoformat()",
-                    "time-micros": "(datetime.min + timedelta(microseconds={x})).time().isoformat()",
-                    }.get(logical)
-            if conv:
-                out.append(f"{ind}{target} = " + conv.format(x=target))
-        elif kind == "float":
-            out.append(f"{ind}{target} = _F(b, p)[0]; p += 4")
-        elif kind == "double":
-            out.append(f"{ind}{target} = _D(b, p)[0]; p += 8")
-        elif kind in ("bytes", "string", "fixed"):
-            if kind == "fixed":
-                out.append(f"{ind}{target} = b[p:p + {s['size']}]; p += {s['size']}")
-                out.append(f"{ind}if p > len(b): raise ValueError('fixed')")
-            else:
-                out.append(f"{ind}{target}, p = _bytes(b, p)")
-            if logical == "decimal":
-                ctx = fresh("ctx")
-                funcs[ctx] = f"{ctx} = Context(prec={s.get('precision', 28)})"
-                out.append(f"{ind}{target} = str({ctx}.create_decimal(int.from_bytes("
-                           f"{target}, 'big', signed=True)).scaleb({-s.get('scale', 0)}, {ctx}))")
-            elif kind == "string":
-                out.append(f"{ind}{target} = {target}.decode()")
-                if logical == "uuid":
-                    out.append(f"{ind}{target} = str(_UUID({target}))")
-            else:
-                out.append(f"{ind}{target} = base64.b64encode({target}).decode('ascii')")
-        elif kind == "enum":
-            syms = fresh("syms")
-            funcs[syms] = f"{syms} = {tuple(s['symbols'])!r}"
-            out.append(f"{ind}{target}, p = _long(b, p)")
-            out.append(f"{ind}if {target} < 0: raise ValueError('enum')")
-            out.append(f"{ind}{target} = {syms}[{target}]")
-        elif kind in ("array", "map"):
-            n, item = fresh("n"), fresh("i")
-            out.append(f"{ind}{target} = {'[]' if kind == 'array' else '{}'}")
-            out.append(f"{ind}while True:")
-            out.append(f"{ind}    {n}, p = _long(b, p)")
-            out.append(f"{ind}    if {n} == 0: break")
-            out.append(f"{ind}    if {n} < 0:\n{ind}        {n} = -{n}\n{ind}        _, p = _long(b, p)")
-            out.append(f"{ind}    for _ in range({n}):")
-            if kind == "map":
-                key = fresh("k")
-                out.append(f"{ind}        {key}, p = _bytes(b, p)")
-                emit(s["values"], item, ind + "        ", out)
-                out.append(f"{ind}        {target}[{key}.decode()] = {item}")
-            else:
-                emit(s["items"], item, ind + "        ", out)
-                out.append(f"{ind}        {target}.append({item})")
-        else:
-            raise Unsupported(kind)
+            return union(s)
+        if s["type"] in ("record", "error"):
+            return record(s)
+        if s["type"] in ("array", "map"):
+            return _counted(sequence(s))
+        return _counted(leaf(s))
 
-    top: list[str] = ["def read(b, p, t):"]
-    emit(schema, "v", "    ", top)
-    top.append("    return v, p")
-    source = _inline("\n\n".join([*funcs.values(), "\n".join(top)]))
-    from uuid import UUID
-    scope: dict[str, Any] = {"_long": _long, "_bytes": _bytes, "_F": _F, "_D": _D, "_EPOCH": _EPOCH,
-             "_LOCAL": _LOCAL, "_DAY0": _DAY0, "timedelta": timedelta, "datetime": datetime,
-             "Context": Context, "base64": base64, "_UUID": UUID}
-    exec(compile(source, "<avro reader>", "exec"), scope)
-    return scope["read"]
+    def counting(s: Any) -> tuple[bool, Read]:
+        """(whether the caller counts the value, its reader): plain values are counted by
+        their caller, saving a call each."""
+        s = resolve(s)
+        return (True, leaf(s)) if plain(s) else (False, build(s))
+
+    def union(schemas: list) -> Read:
+        branches = [counting(branch) for branch in schemas]
+
+        def read(b: bytes, p: int, t: list) -> tuple[Any, int]:
+            i = b[p]
+            if i < 128:
+                i = (i >> 1) ^ -(i & 1)
+                p += 1
+            else:
+                i, p = _long(b, p)
+            if i < 0:
+                raise ValueError("union index")
+            counted, r = branches[i]
+            if counted:
+                t[0] += 1
+            return r(b, p, t)
+        return read
+
+    def record(s: dict) -> Read:
+        name = s["name"]
+        if name in records:
+            return records[name]
+        # (name, how, reader): how 1 and 2 (plain strings and longs, the commonest) are
+        # read inline in the loop below, without a call
+        fields: list[tuple[str, int, Read]] = []
+        static = 1                      # the record, and its plain fields
+        for f in s["fields"]:
+            resolved = resolve(f["type"])
+            if plain(resolved):
+                static += 1
+                how = 0 if resolved.get("logicalType") else \
+                    {"string": 1, "long": 2}.get(resolved["type"], 0)
+                fields.append((f["name"], how, leaf(resolved)))
+            else:
+                fields.append((f["name"], 0, build(resolved)))
+
+        def read(b: bytes, p: int, t: list) -> tuple[Any, int]:
+            t[0] += static
+            d = {}
+            for key, how, r in fields:
+                if how == 0:
+                    d[key], p = r(b, p, t)
+                    continue
+                n = b[p]
+                if n < 128:
+                    n = (n >> 1) ^ -(n & 1)
+                    p += 1
+                else:
+                    n, p = _long(b, p)
+                if how == 2:
+                    d[key] = n
+                else:
+                    q = p + n
+                    if n < 0 or q > len(b):
+                        raise ValueError("length past the end")
+                    d[key] = b[p:q].decode()
+                    p = q
+            return d, p
+        records[name] = read
+        return read
+
+    def sequence(s: dict) -> Read:
+        is_map = s["type"] == "map"
+        counted, item = counting(s["values"] if is_map else s["items"])
+
+        def read(b: bytes, p: int, t: list) -> tuple[Any, int]:
+            out: Any = {} if is_map else []
+            while True:
+                n, p = _long(b, p)
+                if n == 0:
+                    return out, p
+                if n < 0:
+                    n = -n
+                    _, p = _long(b, p)          # the block's size in bytes
+                if counted:
+                    t[0] += n
+                for _ in range(n):
+                    if is_map:
+                        k, p = _bytes(b, p)
+                        out[k.decode()], p = item(b, p, t)
+                    else:
+                        v, p = item(b, p, t)
+                        out.append(v)
+        return read
+
+    def leaf(s: dict) -> Read:
+        """A value without nested values, not counting itself."""
+        kind, logical = s["type"], s.get("logicalType")
+        if kind == "null":
+            return lambda b, p, t: (None, p)
+        if kind == "boolean":
+            def boolean(b: bytes, p: int, t: list) -> tuple[Any, int]:
+                v = b[p]
+                if v > 1:
+                    raise ValueError("bool")
+                return v == 1, p + 1
+            return boolean
+        if kind in ("int", "long"):
+            conv = _TIME.get(logical) if logical else None
+            if kind == "int":
+                def int_(b: bytes, p: int, t: list) -> tuple[Any, int]:
+                    v, p = _long(b, p)
+                    if not -2147483648 <= v < 2147483648:
+                        raise ValueError("int")
+                    return (v if conv is None else conv(v)), p
+                return int_
+            if conv is None:
+                return lambda b, p, t: _long(b, p)
+
+            def long_(b: bytes, p: int, t: list) -> tuple[Any, int]:
+                v, p = _long(b, p)
+                return conv(v), p
+            return long_
+        if kind == "float":
+            return lambda b, p, t: (_F(b, p)[0], p + 4)
+        if kind == "double":
+            return lambda b, p, t: (_D(b, p)[0], p + 8)
+        if kind in ("bytes", "string", "fixed"):
+            return _sized(kind, logical, s)
+        if kind == "enum":
+            symbols = tuple(s["symbols"])
+
+            def enum(b: bytes, p: int, t: list) -> tuple[Any, int]:
+                v, p = _long(b, p)
+                if v < 0:
+                    raise ValueError("enum")
+                return symbols[v], p
+            return enum
+        raise Unsupported(kind)
+
+    return build(schema)
+
+
+def _sized(kind: str, logical: str | None, s: dict) -> Read:
+    if kind == "fixed":
+        size = s["size"]
+
+        def raw(b: bytes, p: int) -> tuple[bytes, int]:
+            q = p + size
+            if q > len(b):
+                raise ValueError("fixed")
+            return b[p:q], q
+    else:
+        raw = _bytes
+    if logical == "decimal":
+        ctx, scale = Context(prec=s.get("precision", 28)), -s.get("scale", 0)
+
+        def decimal(b: bytes, p: int, t: list) -> tuple[Any, int]:
+            v, p = raw(b, p)
+            return str(ctx.create_decimal(int.from_bytes(v, "big", signed=True))
+                       .scaleb(scale, ctx)), p
+        return decimal
+    if kind == "string":
+        if logical == "uuid":
+            def uuid(b: bytes, p: int, t: list) -> tuple[Any, int]:
+                v, p = raw(b, p)
+                return str(UUID(v.decode())), p
+            return uuid
+
+        def text(b: bytes, p: int, t: list) -> tuple[Any, int]:
+            v, p = raw(b, p)
+            return v.decode(), p
+        return text
+
+    def b64(b: bytes, p: int, t: list) -> tuple[Any, int]:
+        v, p = raw(b, p)
+        return base64.b64encode(v).decode("ascii"), p
+    return b64

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ..context import Budget
 from ..node import Node
+from ..reader import VarintTooLong, uvarint
 
 MAX_DEPTH = 64          # nested records/messages/arrays inside one value
 
@@ -41,19 +42,13 @@ class Cursor:
 
     def uvarint(self, what: str) -> int:
         """Unsigned LEB128 of at most 10 bytes (Avro longs, Protobuf varints)."""
-        value = shift = 0
-        buf, pos, end = self.buf, self.pos, self.end
-        for _ in range(10):
-            if pos >= end:
-                raise Mismatch(self.pos, f"{what} runs past the end of the value")
-            b = buf[pos]
-            pos += 1
-            value |= (b & 0x7F) << shift
-            if b < 0x80:
-                self.pos = pos
-                return value
-            shift += 7
-        raise Mismatch(self.pos, f"{what} is a varint longer than 10 bytes")
+        try:
+            value, self.pos = uvarint(self.buf, self.pos, self.end, 10)
+        except IndexError:
+            raise Mismatch(self.pos, f"{what} runs past the end of the value") from None
+        except VarintTooLong:
+            raise Mismatch(self.pos, f"{what} is a varint longer than 10 bytes") from None
+        return value
 
     def zigzag(self, what: str) -> int:
         v = self.uvarint(what)

@@ -1,4 +1,4 @@
-"""Record values for bulk output (JSON lines), without located nodes: a reader generated
+"""Record values for bulk output (JSON lines), without located nodes: a reader built
 per Avro schema (avro_fast.py), ``json.loads`` for JSON. Only for values the located decoder would
 decode cleanly to the same result (tests/test_values_schema.py shows both agree with
 these libraries); anything else raises ``Unfit`` and the message takes the located path,
@@ -22,7 +22,7 @@ class Unfit(Exception):
     """This value needs the located decoder."""
 
 
-# Schema -> its generated reader, None if the schema does not qualify; weak, so a Schema
+# Schema -> its reader (closures), None if the schema does not qualify; weak, so a Schema
 # unpickled per chunk in a jsonl worker does not accumulate (nor can an id be reused)
 _READERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
