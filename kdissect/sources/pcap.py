@@ -116,6 +116,7 @@ class CaptureDissector:
         self.kafka[id(conn)] = (k, 0 if conn.a == client else 1)
         self.streams.append(Endpoints(client, broker))
         k.tls = self.tls.facts(conn)
+        k.opened = conn.saw_syn
         if k.tls is not None:
             k.tls.stream = k.index
         return k

@@ -96,6 +96,8 @@ class Exchange:
     decoded: tuple | None = None
     # the connection's TLS facts (capture.tls.TlsFacts) when its bytes were decrypted
     tls: object | None = None
+    # whether the connection's opening (its SYN) was captured; None: not known
+    opened: bool | None = None
 
     @property
     def latency(self) -> float | None:
