@@ -148,8 +148,8 @@ register("producer_sequence_gap", "warn", "sequence",
          "the broker refused an idempotent producer's batch as OUT_OF_ORDER_SEQUENCE_NUMBER: "
          "the text says which sequence it expected, when the capture shows it")
 register("producer_retry", "note", "sequence",
-         "an idempotent producer sent a batch again (same producer id, epoch, partition, "
-         "sequence): a retry, which the broker writes only once")
+         "an idempotent producer sent a batch again on the connection (same producer id, "
+         "epoch, partition, sequence): a retry; the text says how the broker answered")
 register("producer_epoch_bump", "note", "sequence",
          "an idempotent producer's epoch went up on the connection (a transaction ended "
          "under transaction version 2, or the producer recovered): sequences start again")

@@ -84,10 +84,11 @@ class Diagnoses:
     """Watches enriched exchanges in order and adds the diagnoses' findings."""
 
     def __init__(self) -> None:
-        # (stream, producer id, topic, partition) -> (epoch, next expected sequence, the
+        # (stream, producer id, topic, partition) -> (epoch, the sequence after the last
+        # accepted batch (-1: none seen), the sequence after the last batch sent, that
         # request's order on its connection: exchanges come out in answer order, and an
         # unanswered request comes out late)
-        self.sequences: OrderedDict[tuple, tuple[int, int, int]] = OrderedDict()
+        self.sequences: OrderedDict[tuple, tuple[int, int, int, int]] = OrderedDict()
         self.epochs: OrderedDict[tuple[int, int], int] = OrderedDict()   # (stream, pid)
         self.storms: dict[int, deque[float]] = {}     # stream -> leadership errors' times
         self.stormy: dict[int, float] = {}            # stream -> last storm reported
@@ -184,25 +185,25 @@ class Diagnoses:
             _put(self.epochs, (stream, pid), epoch)
         key = (stream, pid, topic, part)
         state = self.sequences.get(key)
-        if state is not None and order < state[2]:
+        if state is not None and order < state[3]:
             return                      # sent before the batch the state comes from
+        same = state is not None and state[0] == epoch
+        accepted, sent = (state[1], state[2]) if state is not None and same else (-1, 0)
         where = f"producer {pid} epoch {epoch}, {topic}[{part}]"
         last = seq + count - 1
         if error == OUT_OF_ORDER_SEQUENCE_NUMBER:
-            expected = state[1] if state is not None and state[0] == epoch else None
-            said = (f"the broker expected {expected}" if expected is not None else
-                    "no earlier batch of it on this connection in the capture")
+            said = (f"the broker expected {accepted}" if accepted >= 0 else
+                    "no earlier accepted batch of it on this connection in the capture")
             out.append(Finding("producer_sequence_gap", f"{where}: batch {seq}-{last} refused "
                                f"(OUT_OF_ORDER_SEQUENCE_NUMBER); {said}", "request"))
-            return
-        if state is not None and state[0] == epoch and seq < state[1]:
+        elif seq < sent:
             answer = "no answer in the capture" if error is None else (
-                "answered ok" if error == 0 else f"answered {error_name(error)}")
+                "answered ok: written once" if error == 0 else f"answered {error_name(error)}")
             out.append(Finding("producer_retry", f"{where}: batch {seq}-{last} sent again "
-                               f"({answer}: the broker keeps one copy)", "request"))
-            return
-        if error in (None, 0):
-            _put(self.sequences, key, (epoch, seq + count, order))
+                               f"(a retry; {answer})", "request"))
+        refused = error == OUT_OF_ORDER_SEQUENCE_NUMBER     # (its sequences come again)
+        _put(self.sequences, key, (epoch, seq + count if error == 0 else accepted,
+                                   sent if refused else max(sent, seq + count), order))
 
     # -- consumers -------------------------------------------------------------------------
 
