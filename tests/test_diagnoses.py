@@ -6,6 +6,7 @@ tests/test_diagnoses_live.py makes each one happen with real clients and a real 
 from __future__ import annotations
 
 import collections
+import functools
 from pathlib import Path
 
 import pytest
@@ -37,6 +38,7 @@ EXPECTED = {
 }
 
 
+@functools.lru_cache(maxsize=None)
 def _diagnoses(path: Path) -> tuple[collections.Counter, list]:
     exchanges = exchanges_in([str(path)]).exchanges
     found = [(e, f) for e in exchanges for f in e.findings if f.code in DIAGNOSES]
@@ -44,7 +46,8 @@ def _diagnoses(path: Path) -> tuple[collections.Counter, list]:
 
 
 def test_every_diagnosis_is_registered():
-    assert DIAGNOSES <= set(REGISTRY)
+    from kdissect.stream.diagnoses import CODES
+    assert DIAGNOSES <= set(REGISTRY) and DIAGNOSES == set(CODES)
 
 
 @pytest.mark.parametrize("path", sorted(CAPTURES.glob("*.pcap")), ids=lambda p: p.stem)
@@ -84,7 +87,8 @@ def test_mid_stream_start_is_not_no_api_versions(tmp_path):
 
 
 @pytest.mark.parametrize("variant", ["drop", "reorder", "snaplen", "midstream", "all"])
-@pytest.mark.parametrize("capture", ["kafka-java-transactions", "kafka-broker-killed"])
+@pytest.mark.parametrize("capture", ["kafka-java-transactions",
+                                     pytest.param("kafka-broker-killed", marks=pytest.mark.slow)])
 def test_damaged_captures_claim_nothing_new(tmp_path, capture, variant):
     """A damaged capture may lose a diagnosis (its evidence is gone) but must not make
     one up: every diagnosis it gives is one the whole capture gives on that connection."""

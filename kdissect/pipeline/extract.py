@@ -16,6 +16,7 @@ from typing import BinaryIO
 from ..capture.packet import FIN, RST, SUPPORTED, SYN, Segment, tcp_segment
 from ..capture.pcapfile import CaptureError, CaptureReader
 from ..capture.shards import read_shard
+from ..stream.budget import Budget
 from ..sources.pcap import CaptureDissector, read_captures
 from ..stream.enrich import Enricher
 from ..stream.model import Exchange, Gap
@@ -162,17 +163,21 @@ def _engine(sink: RowSink) -> Enricher:
 
 
 def flow_rows(capture: str, segments: Iterable[tuple], frame_base: Callable[[int], int],
-              ports, detect: bool, with_records: bool, keys=None) -> Rows:
+              ports, detect: bool, with_records: bool, keys=None,
+              max_memory: int | None = None) -> Rows:
     """Rows of one flow from its segment rows (SEGMENT_COLUMNS tuples), given in capture
     order. ``frame_base(shard)`` is the number of packets before that shard (so frames
-    are numbered as in the file)."""
+    are numbered as in the file). ``max_memory``: the memory budget (bytes held for
+    partial messages and out-of-order segments) as --max-memory gives pcap; a worker
+    decodes one flow at a time, so it bounds the worker process."""
     rows = Rows()
 
     def gap(g: Gap) -> None:
         conn = dissector.streams[g.stream - 1]
         rows.gaps.append((g, conn.client, conn.broker))
     dissector = CaptureDissector(_engine(RowSink(capture, rows, with_records, on_gap=gap)),
-                                 ports, detect, keys=keys.copy() if keys is not None else None)
+                                 ports, detect, keys=keys.copy() if keys is not None else None,
+                                 budget=Budget(max_memory) if max_memory else None)
     segment = dissector.tcp.segment
     for (_c, _f, shard, frame, _o, ts, src, sport, dst, dport, seq, ack, flags, payload,
          missing) in segments:

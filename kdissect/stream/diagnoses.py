@@ -22,6 +22,10 @@ from .anomaly import SLOW, client_wait
 from .facts import ExchangeFields
 from .model import Exchange, Gap
 
+# the codes this module adds (--stats counts them)
+CODES = ("removed_version", "no_api_versions", "clock_skew", "producer_sequence_gap",
+         "producer_retry", "producer_epoch_bump", "consumer_lag", "leadership_storm",
+         "slow_response")
 PRODUCE, FETCH, API_VERSIONS = 0, 1, 18
 OUT_OF_ORDER_SEQUENCE_NUMBER, DUPLICATE_SEQUENCE_NUMBER = 45, 46
 # answers that mean "ask the right broker": the client's metadata is stale

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from ..protocol.names import api_name, error_name
 from . import anomaly
+from .diagnoses import CODES as DIAGNOSES
 from .facts import ExchangeFields
 from .model import Exchange, Gap
 
@@ -95,6 +96,7 @@ class Stats:
     topics: dict[str, Breakdown] = field(default_factory=dict)
     partitions: dict[tuple[str, int], Breakdown] = field(default_factory=dict)
     groups: dict[str, GroupStats] = field(default_factory=dict)
+    diagnoses: Counter = field(default_factory=Counter)        # diagnosis code -> count
 
     def add(self, ex: Exchange, view: ExchangeFields) -> None:
         first = ex.first
@@ -118,6 +120,7 @@ class Stats:
             conn.last = max(conn.last, m.ts)
         if ex.latency is not None:
             self.latency[name].append(ex.latency)
+        self.diagnoses.update(f.code for f in ex.findings if f.code in DIAGNOSES)
         if first.direction != "sasl":
             for code in view.facts().errors:
                 self.errors[error_name(code)] += 1
