@@ -11,6 +11,7 @@ included, sees the same), bounded in size.
 
 from __future__ import annotations
 
+import functools
 from collections import OrderedDict, deque
 from typing import Any
 
@@ -127,7 +128,7 @@ class Diagnoses:
         # only look like a header: claim only what a whole, cleanly decoded request says
         clean = _complete(req) and not any(f.kind.group == "malformed" and
                                            f.where.startswith("request") for f in out)
-        if clean and (req.api_key, req.api_version) in schemas.legacy_versions():
+        if clean and (req.api_key, req.api_version) in _removed():
             out.append(Finding("removed_version", f"{req.api_name} v{req.api_version}: Kafka "
                                "4.0 no longer accepts it (KIP-896)", "request"))
         # offset 4: the first message of a connection whose SYN was captured
@@ -281,6 +282,12 @@ class Diagnoses:
                     said += " (a Produce with acks=all waits for the in-sync replicas)"
             out.append(Finding("slow_response", f"answered after {latency * 1000:.0f} ms; "
                                f"{said}", "response"))
+
+
+@functools.cache
+def _removed() -> frozenset[tuple[int, int]]:
+    """(API key, version) Kafka 4.0 removed: kdissect's legacy table holds exactly them."""
+    return frozenset(schemas.legacy_versions())
 
 
 def _ahead(seconds: float) -> str:
