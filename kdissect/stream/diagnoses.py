@@ -178,10 +178,9 @@ class Diagnoses:
                   error: int | None, out: list[Finding]) -> None:
         pid, epoch, seq, count = (batch.get(k) for k in (
             "producer_id", "producer_epoch", "base_sequence", "record_count"))
-        if not all(type(v) is int for v in (pid, epoch, seq, count)) or pid < 0 or seq < 0:
+        if not (type(pid) is int and type(epoch) is int and type(seq) is int and
+                type(count) is int) or pid < 0 or seq < 0:
             return                      # not an idempotent producer's batch
-        assert isinstance(pid, int) and isinstance(epoch, int) and isinstance(seq, int) \
-            and isinstance(count, int)
         known = self.epochs.get((stream, pid))
         if known is not None and epoch > known:
             out.append(Finding("producer_epoch_bump", f"producer {pid}: epoch {known} -> "
