@@ -457,3 +457,24 @@ def test_tls_capture_decrypted_on_the_executors(spark, tmp_path):
                 shard_bytes=os.path.getsize(path) // 5)
         rows = table(out / "exchanges")
         assert sorted(r["correlation_id"] for r in rows if r["broker_port"] == 9093) == want
+
+
+def test_the_tasks_honour_the_memory_budget(spark, tmp_path):
+    """--max-memory reaches the tasks: a tight budget gives up the same partial messages
+    on the executors as in one process (mtu1500: one connection, messages of many
+    segments), and the default gives none up."""
+    from kdissect.sources.pcap import exchanges_in
+    from kdissect.stream.budget import Budget
+    path = str(CAPTURES / "mtu1500.pcap")
+    tight = 16 * 1024
+
+    def given_up(rows):
+        return sorted(r["correlation_id"] for r in rows
+                      if any(f["code"] == "memory_budget" for f in r["findings"]))
+    run_job(spark, [path], str(tmp_path / "tight"), ports=DEFAULT_PORTS, max_memory=tight)
+    run_job(spark, [path], str(tmp_path / "roomy"), ports=DEFAULT_PORTS)
+    one = [{"correlation_id": e.first.correlation_id,
+            "findings": [{"code": f.code} for f in e.findings]}
+           for e in exchanges_in([path], budget=Budget(tight)).exchanges]
+    assert given_up(table(tmp_path / "tight" / "exchanges")) == given_up(one) != []
+    assert given_up(table(tmp_path / "roomy" / "exchanges")) == []

@@ -7,7 +7,8 @@ import os
 import click
 from rich.console import Console
 
-from .common import _need_spark_extra, _ports, _print_warnings, _size, keylog_option, port_options
+from .common import (_need_spark_extra, _ports, _print_warnings, _size, keylog_option,
+                     memory_budget, memory_option, port_options)
 from ..pipeline import output, storage
 from .group import main
 
@@ -83,6 +84,7 @@ SMALL_INPUT = 256 * 1024 * 1024     # below this, one process beats Spark's star
               help="Keep Spark's own log after a successful run (it is always kept, and "
                    "named, when a run fails).")
 @keylog_option
+@memory_option
 def spark(inputs, out, mode, partition_by, ports, no_detect, master, with_records,
           shard_size, split, keep_log, keylog):
     _need_spark_extra("kdissect spark", "pyspark")
@@ -120,7 +122,8 @@ def spark(inputs, out, mode, partition_by, ports, no_detect, master, with_record
             f"output is in {log}") from None
     job = dict(ports=DEFAULT_PORTS | _ports(ports), detect=not no_detect,
                with_records=with_records, shard_bytes=_size(shard_size), split=split,
-               mode=mode, partition_by=partition_by, keys=keylog)
+               mode=mode, partition_by=partition_by, keys=keylog,
+               max_memory=memory_budget().limit)
     try:
         result = _run_with_progress(err, session, files, out, job)
     except output.OutputError as e:

@@ -17,6 +17,7 @@ from ..capture.packet import FIN, RST, SUPPORTED, SYN, Segment, tcp_segment
 from ..capture.pcapfile import CaptureError, CaptureReader
 from ..capture.shards import read_shard
 from ..sources.pcap import CaptureDissector, CaptureFiles
+from ..stream.budget import Budget
 from ..stream.engine import Engine
 from ..stream.model import Exchange, Gap
 from ..stream.rows import exchange_row, record_rows, resolve_record_topics, resolve_topics
@@ -158,15 +159,17 @@ class ShardSegments:
     capture order) through TCP reassembly and the connection core."""
 
     def __init__(self, segments: Iterable[tuple], frame_base: Callable[[int], int], ports,
-                 detect: bool, keys=None):
+                 detect: bool, keys=None, max_memory: int | None = None):
         self.segments, self.frame_base = segments, frame_base
         self.ports, self.detect, self.keys = ports, detect, keys
+        self.max_memory = max_memory
         self.dissector: CaptureDissector | None = None
 
     def feed(self, sink) -> None:
         self.dissector = dissector = CaptureDissector(
             sink, self.ports, self.detect,
-            keys=self.keys.copy() if self.keys is not None else None)
+            keys=self.keys.copy() if self.keys is not None else None,
+            budget=Budget(self.max_memory) if self.max_memory else None)
         segment, frame_base = dissector.tcp.segment, self.frame_base
         for (_c, _f, shard, frame, _o, ts, src, sport, dst, dport, seq, ack, flags, payload,
              missing) in self.segments:
@@ -176,12 +179,15 @@ class ShardSegments:
 
 
 def flow_rows(capture: str, segments: Iterable[tuple], frame_base: Callable[[int], int],
-              ports, detect: bool, with_records: bool, keys=None) -> Rows:
+              ports, detect: bool, with_records: bool, keys=None,
+              max_memory: int | None = None) -> Rows:
     """Rows of one flow from its segment rows (SEGMENT_COLUMNS tuples), given in capture
     order. ``frame_base(shard)`` is the number of packets before that shard (so frames
-    are numbered as in the file)."""
+    are numbered as in the file). ``max_memory``: the memory budget (bytes held for
+    partial messages and out-of-order segments) as --max-memory gives pcap; a worker
+    decodes one flow at a time, so it bounds the worker process."""
     rows = Rows()
-    source = ShardSegments(segments, frame_base, ports, detect, keys)
+    source = ShardSegments(segments, frame_base, ports, detect, keys, max_memory)
 
     def gap(g: Gap) -> None:
         assert source.dissector is not None

@@ -125,6 +125,14 @@ register("hint_disagrees", "warn", "protocol",
          "the API/version given as hints differ from what the request header says")
 register("version_not_advertised", "warn", "protocol",
          "a request version outside what ApiVersions advertised on this connection")
+register("removed_version", "warn", "protocol",
+         "a request version Kafka 4.0 removed (KIP-896): a 4.x broker refuses it")
+register("no_api_versions", "note", "protocol",
+         "a connection seen from its start whose first request is not ApiVersions: the "
+         "client chose versions without asking the broker")
+register("clock_skew", "warn", "protocol",
+         "record timestamps more than 5 minutes from the capture's clock (the producer's or "
+         "the broker's clock is off, or the application sets timestamps)")
 register("error_code", "warn", "protocol", "the response carries a non-zero error code")
 register("expected_error", "note", "protocol",
          "an error code that is a normal step of the API (MEMBER_ID_REQUIRED on a first "
@@ -149,6 +157,18 @@ register("out_of_order", "warn", "sequence",
          "a response came before the answer to an earlier request (Kafka answers in order)")
 register("correlation_reused", "warn", "sequence",
          "a correlation id reused while an earlier request with it was still pending")
+register("producer_sequence_gap", "warn", "sequence",
+         "the broker refused an idempotent producer's batch as OUT_OF_ORDER_SEQUENCE_NUMBER: "
+         "the text says which sequence it expected, when the capture shows it")
+register("producer_retry", "note", "sequence",
+         "an idempotent producer sent a batch again on the connection (same producer id, "
+         "epoch, partition, sequence): a retry; the text says how the broker answered")
+register("producer_epoch_bump", "note", "sequence",
+         "an idempotent producer's epoch went up on the connection (a transaction ended "
+         "under transaction version 2, or the producer recovered): sequences start again")
+register("leadership_storm", "warn", "sequence",
+         "10 or more NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH / NOT_COORDINATOR answers "
+         "on one connection within 5 s: the client's metadata is stale")
 register("message_truncated", "error", "sequence",
          "part of the message was not captured (a gap in the TCP stream)")
 register("pending_limit", "warn", "sequence",
@@ -201,6 +221,12 @@ register("renegotiation", "warn", "security",
          "a TLS 1.2 connection started a new handshake after the first one")
 # performance
 register("throttled", "warn", "performance", "the broker throttled the client (throttle_time_ms > 0)")
+register("slow_response", "warn", "performance",
+         "the broker took more than 0.5 s beyond the wait the request asked for "
+         "(Fetch max_wait_ms, a JoinGroup's rebalance)")
+register("consumer_lag", "note", "performance",
+         "a consumer's Fetch left it behind the high watermark (lag per partition, after "
+         "the records this fetch returned)")
 # budget: limits that keep hostile input cheap
 register("decompressed_budget", "warn", "budget",
          "the message's decompressed-bytes budget is spent: the rest is kept compressed")

@@ -361,3 +361,39 @@ def _control(key: Node, value: Node) -> None:
     if isinstance(value.value, bytes) and len(value.value) >= 6:
         version, epoch = struct.unpack_from(">hi", value.value)
         value.note = f"end-transaction marker v{version}, coordinator epoch {epoch}"
+
+
+_BATCH_HEAD = 61           # a v2 batch's header: offset .. record_count
+_MAX_CHECKED = 4           # CRC work over a buffer: at most this many times its length
+
+
+def locate_batches(buf: bytes, ctx: Options) -> list[Node]:
+    """Record batches (v2) found anywhere in ``buf``: bytes captured after a hole, whose
+    place in the message's layout is lost. A batch is claimed only where its length fits
+    and its CRC32C matches; the bytes between are ``_unlocated`` raw nodes, so the nodes
+    cover ``buf`` exactly. CRC work is bounded (linear in ``len(buf)``)."""
+    if ctx.budget is None:
+        ctx = ctx.for_message()
+    out: list[Node] = []
+    n, pos, raw, budget = len(buf), 0, 0, _MAX_CHECKED * len(buf)
+    while pos + _BATCH_HEAD <= n and budget > 0:
+        if buf[pos + 16] == 2:
+            size = struct.unpack_from(">i", buf, pos + 8)[0]
+            end = pos + 12 + size
+            if _BATCH_HEAD - 12 <= size and end <= n:
+                budget -= size
+                if crc32c.crc32c(buf[pos + 21:end]) == struct.unpack_from(">I", buf, pos + 17)[0]:
+                    if pos > raw:
+                        out.append(_unlocated(buf, raw, pos))
+                    out.append(_batch_v2(buf, pos, end, ctx))
+                    pos = raw = end
+                    continue
+        pos += 1
+    if raw < n:
+        out.append(_unlocated(buf, raw, n))
+    return out
+
+
+def _unlocated(buf: bytes, start: int, end: int) -> Node:
+    return Node("_unlocated", "bytes", start, end - start, buf[start:end],
+                note=f"{end - start} bytes whose place in the message is not known")

@@ -141,9 +141,10 @@ class FeedDisplay:
                     self._failed(e)
         elif kind == feed.OPEN:
             client, broker = json.loads(payload)
-            self.connections[conn] = KafkaConnection(
+            c = self.connections[conn] = KafkaConnection(
                 conn, tuple(client), tuple(broker), sink.exchange, sink.gap,
                 lambda: next(self.messages))
+            c.opened = True                 # the proxy sees every connection from its start
         elif kind == feed.CLOSE:
             self._skipped.pop(conn, None)
             c = self.connections.pop(conn, None)

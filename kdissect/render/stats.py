@@ -46,6 +46,14 @@ def stats_tables(stats: Stats) -> Group:
             errors.add_row(Text(name, style="red"), str(count))
         _more(errors, len(stats.errors))
         parts.append(errors)
+    if stats.diagnoses:
+        found = Table(title="Diagnoses (docs/findings.md)",
+                      title_justify="left")
+        found.add_column("finding")
+        found.add_column("count", justify="right")
+        for code, count in stats.diagnoses.most_common():
+            found.add_row(code, str(count))
+        parts.append(found)
     # the busiest connections only: a table of 200,000 takes rich minutes to lay out
     busiest = sorted(heapq.nlargest(LISTED, stats.connections.items(),
                                     key=lambda kv: (kv[1].exchanges, -kv[0])))

@@ -117,6 +117,7 @@ class CaptureDissector:
         self.kafka[id(conn)] = (k, 0 if conn.a == client else 1)
         self.streams.append(Endpoints(client, broker))
         k.tls = tls = self.tls.facts(conn)
+        k.opened = conn.saw_syn
         if tls is not None:
             tls.stream = k.index
         return k

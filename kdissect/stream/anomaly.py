@@ -53,7 +53,9 @@ def reasons(view) -> list[str]:
     if ex.first.direction != "sasl":
         normal = EXPECTED_ERRORS.get(ex.first.api_key, ())
         out += sorted({error_name(c) for c in view.facts().errors if c not in normal})
-    out += [f.code for f in ex.findings if f.severity != "note" and f.code != "error_code"]
+    # (slow_response is the "slow" below, said with the figure)
+    out += [f.code for f in ex.findings if f.severity != "note" and
+            f.code not in ("error_code", "slow_response")]
     slow = service_time(view)
     if slow is not None and slow > SLOW:
         out.append(f"slow ({slow * 1000:.0f}ms)")

@@ -95,7 +95,7 @@ class KafkaConnection:
 
     __slots__ = ("index", "client", "broker", "budget", "emit_exchange", "emit_gap",
                  "next_index", "framers", "pending", "early", "sasl",
-                 "seq", "tls", "response_gap", "last_ts")
+                 "seq", "tls", "response_gap", "last_ts", "opened")
 
     def __init__(self, index: int, client, broker, emit_exchange: Callable[[Exchange], None],
                  emit_gap: Callable[[Gap], None], next_index: Callable[[], int],
@@ -113,6 +113,7 @@ class KafkaConnection:
         self.sasl = RawSasl()
         self.seq = 0               # exchanges numbered in the order their first message came
         self.tls: object | None = None   # its capture.tls.TlsFacts when its bytes were decrypted
+        self.opened: bool | None = None   # its SYN was captured (None: not known)
         # when the response stream last resumed after a hole: the answers of requests
         # complete before then may be lost in it
         self.response_gap = float("-inf")
@@ -168,7 +169,8 @@ class KafkaConnection:
     def _emit(self, request: KafkaMessage | None, response: KafkaMessage | None, seq: int,
               findings: list[Finding], expected: bool = True) -> None:
         self.emit_exchange(Exchange(request, response, self.client, self.broker, self.index,
-                                    seq, expected, findings, tls=self.tls))
+                                    seq, expected, findings, tls=self.tls,
+                                    opened=self.opened))
 
     def _next_seq(self) -> int:
         self.seq += 1

@@ -21,6 +21,7 @@ from ..protocol import schemas
 from ..protocol.names import error_name
 from ..protocol.values import body_values
 from .anomaly import EXPECTED_ERRORS
+from .diagnoses import Diagnoses
 from .facts import facts
 from .model import Exchange, Gap
 from .sink import Sink
@@ -56,14 +57,16 @@ class Enricher:
         # decoders see what is learned (Fetch v13+ of internal topics names them by id)
         self.options = dataclasses.replace(self.options, topic_ids=self.topic_ids)
         self.advertised: dict[int, dict[int, tuple[int, int]]] = {}   # stream -> ranges
+        self.diagnoses = Diagnoses()             # Kafka-level diagnoses (their state)
 
     # -- Sink ---------------------------------------------------------------------------
 
     def exchange(self, ex: Exchange) -> None:
-        enrich(ex, self.options, self.topic_ids, self.advertised, self.full)
+        enrich(ex, self.options, self.topic_ids, self.advertised, self.full, self.diagnoses)
         self.sink.exchange(ex)
 
     def gap(self, g: Gap) -> None:
+        self.diagnoses.gap(g)
         self.sink.gap(g)
 
     def item(self, item) -> None:
@@ -87,7 +90,8 @@ class Enricher:
 
 
 def enrich(ex: Exchange, options: Options, topic_ids: dict[str, str],
-           advertised: dict[int, dict[int, tuple[int, int]]], keep: bool = False) -> None:
+           advertised: dict[int, dict[int, tuple[int, int]]], keep: bool = False,
+           diagnoses: Diagnoses | None = None) -> None:
     req, resp = ex.request, ex.response
     findings = ex.findings
     if resp is not None and req is None and resp.direction == "response" \
@@ -152,6 +156,8 @@ def enrich(ex: Exchange, options: Options, topic_ids: dict[str, str],
                 findings.append(Finding("throttled", f"throttled {throttle} ms", "response"))
         if ex.first.api_key == API_VERSIONS and decoded[1] is not None and resp.status == "ok":
             _learn_versions(ex.stream, decoded[1], advertised)
+    if diagnoses is not None:
+        diagnoses.observe(ex, req_body, resp_body, topic_ids)
     ex.status = _status(ex)
     if keep:
         ex.decoded = (decoded[0], decoded[1])

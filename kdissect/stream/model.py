@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from ..protocol import Message, Options, decode_request, decode_response
 from ..protocol.findings import Finding
 from ..protocol.node import Node
+from ..protocol.records import locate_batches
 from ..protocol.names import api_name
 
 if TYPE_CHECKING:
@@ -62,14 +63,21 @@ class KafkaMessage:
         else:
             m = decode_response(self.data, self.api_key, self.api_version, options)
         if self.holes:
-            _show_cut(m.tree, self.holes, self.pieces or [])
+            _show_cut(m.tree, self.holes, self.pieces or [],
+                      options or Options(), self.api_key in _RECORD_APIS)
         return m
 
 
+# APIs whose messages are mostly record batches: Produce, Fetch, ShareFetch
+_RECORD_APIS = frozenset({0, 1, 78})
+
+
 def _show_cut(tree: Node, holes: list[tuple[int, int]],
-              pieces: list[tuple[int, bytes]]) -> None:
+              pieces: list[tuple[int, bytes]], options: Options, records: bool) -> None:
     """Mark a cut message's holes and keep every byte captured after the first one, in
-    the message's order (each piece's bytes are its own buffer)."""
+    the message's order (each piece's bytes are its own buffer). In a message of record
+    batches, the batches found whole in a piece (CRC-checked) are decoded; the rest of
+    the piece stays raw, marked."""
     spans = [(rel, n, None) for rel, n in holes] + [(rel, len(b), b) for rel, b in pieces]
     for rel, n, data in sorted(spans, key=lambda s: s[0]):
         if data is None:
@@ -78,6 +86,13 @@ def _show_cut(tree: Node, holes: list[tuple[int, int]],
             node = tree.add(Node("_captured_after_hole", "bytes", rel, n, data,
                                  note=f"{n} bytes captured after a hole"))
             node.buffer = data
+            if records and options.records:
+                found = locate_batches(data, options)
+                if any(c.ktype == "record_batch" for c in found):
+                    node.children = found
+                    whole = sum(c.length for c in found if c.ktype == "record_batch")
+                    node.note = (f"{n} bytes captured after a hole: {whole} in record "
+                                 f"batches found whole, {n - whole} raw")
 
 
 @dataclass(slots=True)
@@ -96,6 +111,8 @@ class Exchange:
     decoded: tuple | None = None
     # the connection's TLS facts (capture.tls.TlsFacts) when its bytes were decrypted
     tls: object | None = None
+    # whether the connection's opening (its SYN) was captured; None: not known
+    opened: bool | None = None
 
     @property
     def latency(self) -> float | None:

@@ -13,6 +13,7 @@ from ..protocol.apis import (FETCH, GROUP_MEMBERSHIP, HEARTBEAT, JOIN_GROUP, LEA
                              PRODUCE, SYNC_GROUP)
 from ..protocol.names import api_name, error_name
 from . import anomaly
+from .diagnoses import CODES as DIAGNOSES
 from .fields import ExchangeFields
 from .model import Exchange, Gap
 
@@ -94,6 +95,7 @@ class Stats:
     topics: dict[str, Breakdown] = field(default_factory=dict)
     partitions: dict[tuple[str, int], Breakdown] = field(default_factory=dict)
     groups: dict[str, GroupStats] = field(default_factory=dict)
+    diagnoses: Counter = field(default_factory=Counter)        # diagnosis code -> count
 
     def add(self, ex: Exchange, view: ExchangeFields) -> None:
         first = ex.first
@@ -117,6 +119,7 @@ class Stats:
             conn.last = max(conn.last, m.ts)
         if ex.latency is not None:
             self.latency[name].append(ex.latency)
+        self.diagnoses.update(f.code for f in ex.findings if f.code in DIAGNOSES)
         if first.direction != "sasl":
             for code in view.facts().errors:
                 self.errors[error_name(code)] += 1
