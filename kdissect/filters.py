@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from . import filter_values
 from .protocol.findings import REGISTRY, SEVERITIES
 from .protocol.names import API_NAMES, api_key_of
 
@@ -74,6 +75,9 @@ FIELDS: dict[str, FieldInfo] = {
     "record.key": FieldInfo("text", "record keys (decompressed batches too)"),
     "record.value": FieldInfo("text", "record values (decompressed batches too)"),
     "record.header": FieldInfo("text", "record header names; record.header.NAME: its values"),
+    # decoded keys and values (kdissect/filter_values.py; record.value.PATH, record.key.PATH)
+    "record.value_schema": FieldInfo("number", "Schema Registry ids of record values"),
+    "record.key_schema": FieldInfo("number", "Schema Registry ids of record keys"),
     # kdissect log (docs/log.md): a batch's header fields
     "base_offset": FieldInfo("number", "kdissect log: a batch's first offset"),
     "producer_id": FieldInfo("number", "kdissect log: a batch's producer id"),
@@ -252,7 +256,8 @@ class _Parser:
         if tok.kind != "word":
             raise self.error(tok, f"a field name ({', '.join(FIELDS)}) or '('")
         name = _ALIASES.get(tok.text, tok.text)
-        if name not in FIELDS and not (name.startswith(_HEADER) and len(name) > len(_HEADER)):
+        if name not in FIELDS and not (name.startswith(_HEADER) and len(name) > len(_HEADER)) \
+                and not filter_values.is_value_path(name):
             hint = _did_you_mean(tok.text, [*FIELDS, *_ALIASES])
             apis = sorted(set(API_NAMES.values()))
             if api_key_of(tok.text) is not None:               # an API name as a field
@@ -339,6 +344,14 @@ class _Parser:
                 raise FilterError(tok.pos, f"expected a duration like 50ms, found {text!r}",
                                   self.text)
             return float(m[1]) * _DURATION[m[2] or "ms"]
+        if filter_values.is_value_path(name):
+            if tok.kind == "num" and not re.fullmatch(r"-?\d+(\.\d+)?", text):
+                raise FilterError(tok.pos, f"expected a number or a quoted string, found "
+                                           f"{text!r}", self.text)
+            value = filter_values.literal(tok.kind, text)
+            if op in ("<", "<=", ">", ">=") and isinstance(value, str):
+                raise FilterError(tok.pos, f"{op} compares numbers; found {text!r}", self.text)
+            return value
         if kind == "number":
             if tok.kind != "num" or not re.fullmatch(r"-?\d+", text):
                 raise FilterError(tok.pos, f"expected a whole number for {name}, found "
@@ -375,6 +388,8 @@ def _values(x, name: str) -> list:
     derived = _DERIVED.get(name)
     if derived is not None:
         return derived(x)
+    if filter_values.needs_records(name):
+        return filter_values.values(x, name)
     if name.startswith(_HEADER):
         from .stream.content import header_values
         return header_values(x, name[len(_HEADER):])
@@ -434,7 +449,7 @@ class Filter:
         """Whether the filter reads the messages' bytes (record contents); everything
         else comes from what enrichment put on the exchange."""
         return bool(self.fields & {"record.key", "record.value", "record.header"}) or \
-            any(f.startswith(_HEADER) for f in self.fields)
+            any(f.startswith(_HEADER) or filter_values.needs_records(f) for f in self.fields)
 
 
 def parse_filter(text: str) -> Filter:

@@ -16,6 +16,7 @@ from ..render.text import tree_of
 from ..sources.logdir import LogError, LogItem, walk
 from .common import budget
 from .group import main
+from .values_opts import value_options
 
 LOG_HELP = """Decode Kafka's files on disk: segments, indexes, snapshots, checkpoints.
 
@@ -64,6 +65,7 @@ file, 2 a wrong command line.
                    "record.key == \"k\", base_offset >= 100 (docs/filters.md).")
 @click.option("--max-decompressed", default="64M", show_default=True, metavar="SIZE",
               help="Decompressed bytes one batch may produce.")
+@value_options
 def log(paths: tuple[str, ...], verbose: bool, fmt: str, output: str | None, records: bool,
         filter_text: str | None, max_decompressed: str) -> None:
     err = Console(stderr=True)

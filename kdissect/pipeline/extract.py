@@ -124,8 +124,9 @@ class RowSink:
     def __init__(self, capture: str, rows: Rows, with_records: bool,
                  keep: Callable[[Exchange], bool] | None = None,
                  on_gap: Callable[[Gap], None] | None = None,
-                 warn: Callable[[str], None] | None = None):
+                 warn: Callable[[str], None] | None = None, values=None):
         self.capture, self.rows, self.with_records, self.keep = capture, rows, with_records, keep
+        self.values = values            # schemas for the records' keys and values
         self.ids = ConnectionIds(capture)
         self.on_gap = on_gap or (lambda g: None)
         self.warn = warn or rows.warnings.append
@@ -138,7 +139,7 @@ class RowSink:
                                    | self.ids.exchange_columns(ex))
         if self.with_records:
             joins = self.ids.record_columns(ex)
-            self.rows.records.extend(r | joins for r in record_rows(ex, self.capture))
+            self.rows.records.extend(r | joins for r in record_rows(ex, self.capture, self.values))
 
     def gap(self, g: Gap) -> None:
         self.on_gap(g)
@@ -162,7 +163,7 @@ def _engine(sink: RowSink) -> Enricher:
 
 
 def flow_rows(capture: str, segments: Iterable[tuple], frame_base: Callable[[int], int],
-              ports, detect: bool, with_records: bool, keys=None) -> Rows:
+              ports, detect: bool, with_records: bool, keys=None, values=None) -> Rows:
     """Rows of one flow from its segment rows (SEGMENT_COLUMNS tuples), given in capture
     order. ``frame_base(shard)`` is the number of packets before that shard (so frames
     are numbered as in the file)."""
@@ -171,7 +172,8 @@ def flow_rows(capture: str, segments: Iterable[tuple], frame_base: Callable[[int
     def gap(g: Gap) -> None:
         conn = dissector.streams[g.stream - 1]
         rows.gaps.append((g, conn.client, conn.broker))
-    dissector = CaptureDissector(_engine(RowSink(capture, rows, with_records, on_gap=gap)),
+    dissector = CaptureDissector(_engine(RowSink(capture, rows, with_records, on_gap=gap,
+                                                 values=values)),
                                  ports, detect, keys=keys.copy() if keys is not None else None)
     segment = dissector.tcp.segment
     for (_c, _f, shard, frame, _o, ts, src, sport, dst, dport, seq, ack, flags, payload,
@@ -184,16 +186,19 @@ def flow_rows(capture: str, segments: Iterable[tuple], frame_base: Callable[[int
 
 
 def capture_rows(paths: Iterable[tuple[str, str]], ports, detect: bool, with_records: bool,
-                 warn: Callable[[str], None], packets=None, keep=None, keys=None) -> Rows:
+                 warn: Callable[[str], None], packets=None, keep=None, keys=None,
+                 values=None) -> Rows:
     """Rows of whole capture files, one process: ``paths`` are (capture name, path).
-    ``keep(exchange)``, if given, decides which (enriched) exchanges make rows."""
+    ``keep(exchange)``, if given, decides which (enriched) exchanges make rows;
+    ``values`` (a values_schema.SchemaSource) fills the records' value columns."""
     out = Rows()
     for capture, path in paths:
         rows = Rows()
 
         def gap(g: Gap, capture=capture, rows=rows) -> None:
             rows.warnings.append(f"{capture}: {g.describe()}")
-        read_captures([path], _engine(RowSink(capture, rows, with_records, keep, gap, warn)),
+        read_captures([path], _engine(RowSink(capture, rows, with_records, keep, gap, warn,
+                                              values)),
                       ports=ports, detect=detect, packets=packets, keys=keys)
         out.exchanges += resolve_topics(rows.exchanges, rows.topic_ids)
         out.records += resolve_record_topics(rows.records, rows.topic_ids)

@@ -77,6 +77,9 @@ class LogItem:
             from ..render.records import records_of
             part = name[len("record."):]
             recs = records_of(t)
+            from ..filter_values import needs_records, of_records
+            if needs_records(name):
+                return of_records(recs, name)
             if part in ("key", "value"):
                 return [r[part] for r in recs if isinstance(r[part], str)]
             if part == "header":
@@ -340,6 +343,9 @@ def _segment(path: Path, options: Options, state: _Partition, kind: str,
             tree = holder.children[0]
             if family is not None or (mm[pos + 16] == 2 and mm[pos + 22] & 0x20):
                 decode_records(tree, family, options)   # internal topics, control records
+            elif options.values is not None and options.records is True:
+                from ..protocol.values_schema import decode_values   # docs/values.md
+                decode_values(tree, options.values, options.budget, state.topic)
             item = LogItem("batch", path, state.topic, state.partition, tree)
             _check_batch(item, tree, pos, state, run)
             last, max_ts = _last_offset(tree), _max_ts(tree)

@@ -14,6 +14,7 @@ hostile value cannot amplify.
 from __future__ import annotations
 
 import base64
+import json
 from dataclasses import dataclass
 from datetime import date, datetime, time
 from decimal import Decimal
@@ -27,7 +28,7 @@ from .common import Cursor, Mismatch, OutOfBudget, rest_node
 from .guess import guess
 
 __all__ = ["Schema", "SchemaSource", "decode_values", "decode_one", "plain_value",
-           "json_value", "decoded_of", "schema_id_of", "guess"]
+           "json_value", "decoded_of", "schema_id_of", "guess", "value_columns"]
 
 
 @dataclass(frozen=True, eq=False)      # identity: readers are cached per Schema object
@@ -53,9 +54,11 @@ class SchemaSource(Protocol):
     framed: bool
 
 
-def decode_values(body: Node, source: SchemaSource, budget: Budget | None) -> None:
-    """Decode the key and value of every record under ``body`` (a message's body)."""
-    stack: list[tuple[Node, str | None]] = [(body, None)]
+def decode_values(body: Node, source: SchemaSource, budget: Budget | None,
+                  topic: str | None = None) -> None:
+    """Decode the key and value of every record under ``body`` (a message's body, or a
+    batch of ``topic`` read from disk)."""
+    stack: list[tuple[Node, str | None]] = [(body, topic)]
     while stack:
         node, topic = stack.pop()
         if node.ktype == "record" or node.ktype.startswith("message_v"):
@@ -212,6 +215,16 @@ def schema_id_of(field: Node) -> int | None:
         if c.name == "schema_id":
             return c.value
     return None
+
+
+def value_columns(field: Node | None, role: str) -> dict[str, Any]:
+    """``{role}_json`` (the value decoded by its schema, as JSON text) and ``{role}_schema``
+    (its schema id) of a record key/value node, for tables; None when not decoded."""
+    decoded = decoded_of(field) if field is not None and field.children else None
+    text = None if decoded is None else \
+        json.dumps(json_value(plain_value(decoded)), ensure_ascii=False)
+    return {f"{role}_json": text,
+            f"{role}_schema": schema_id_of(field) if decoded is not None else None}
 
 
 def plain_value(node: Node) -> Any:
