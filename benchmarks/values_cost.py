@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -62,12 +64,16 @@ def record(directory: Path, n: int) -> Path:
     return pcap
 
 
-def run(pcap: Path, extra: list[str]) -> float:
+def run(pcap: Path, extra: list[str]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds: user + sys of the kdissect process)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     subprocess.run([sys.executable, "-m", "kdissect", "pcap", str(pcap), "--no-tui",
                     "--format", "jsonl", "-j", "1", *extra], check=True,
                    stdout=subprocess.DEVNULL)
-    return time.perf_counter() - t
+    wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def main() -> None:
@@ -84,15 +90,23 @@ def main() -> None:
         if not (args.keep and pcap.exists()):
             pcap = record(directory, args.records)
         raw, decoded = [], []
+        load = os.getloadavg()[0]
         for _ in range(args.runs):           # alternating, so load drifts hit both
             raw.append(run(pcap, []))
             decoded.append(run(pcap, ["--schemas", str(directory)]))
-        r, d = statistics.median(raw), statistics.median(decoded)
+        load = (load + os.getloadavg()[0]) / 2
         print(f"capture: {pcap.stat().st_size / 1e6:.1f} MB, {args.records} Avro records "
-              f"produced and fetched")
-        print(f"jsonl, values raw:           median {r:.2f} s  (runs {raw})")
-        print(f"jsonl, values decoded (Avro): median {d:.2f} s  (runs {decoded})")
-        print(f"ratio decoded/raw: {d / r:.2f}x (goal <= 2x)")
+              f"produced and fetched; load average {load:.1f} on {os.cpu_count()} CPUs")
+        for what, runs in (("values raw", raw), ("values decoded (Avro)", decoded)):
+            walls, cpus = [w for w, _ in runs], [c for _, c in runs]
+            print(f"jsonl, {what:22} median {statistics.median(walls):.2f} s wall, "
+                  f"{statistics.median(cpus):.2f} s CPU  (CPU runs "
+                  f"{', '.join(f'{c:.2f}' for c in cpus)})")
+        r = statistics.median(c for _, c in raw)
+        d = statistics.median(c for _, c in decoded)
+        rw = statistics.median(w for w, _ in raw)
+        dw = statistics.median(w for w, _ in decoded)
+        print(f"ratio decoded/raw: {d / r:.2f}x CPU, {dw / rw:.2f}x wall (goal <= 2x)")
 
 
 if __name__ == "__main__":

@@ -139,6 +139,42 @@ def test_framed_values_from_the_real_broker_decode_as_the_libraries_read_them(
     assert "customer  struct" in tree and "message_indexes  array" in tree
     assert "value_schema_mismatch" not in tree and "✗" not in tree
 
+    # display filters into the decoded values select the same exchanges on both paths
+    def selected(flt: str, *extra: str) -> list[dict]:
+        res = subprocess.run([sys.executable, "-m", "kdissect", "pcap", str(pcap), "--no-tui",
+                              "--format", "jsonl", "-j", "1", "--schemas", str(schemas),
+                              "-Y", flt, *extra], capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0, res.stderr
+        return [json.loads(line) for line in res.stdout.splitlines()]
+
+    def values_of(lines: list[dict]) -> list:
+        return [r["value"] for m in lines for b in _batches(m["body"]) for r in b["records"]]
+
+    hit = selected('record.value.customer.id == "c-7"')
+    assert hit and {m["api_name"] for m in hit} == {"Produce", "Fetch"}
+    assert any(isinstance(v, dict) and v["customer"]["id"] == "c-7" for v in values_of(hit))
+    # Avro (21), Protobuf (22) and JSON (23) values all name c-7; the lz4 batches too
+    assert {r["value_schema"] for m in hit for b in _batches(m["body"])
+            for r in b["records"]} == {21, 22, 23}
+    assert selected('record.value.customer.id == "c-7"',
+                    "--value-schema", f"no-such-topic={schemas / '21.avsc'}") == hit
+    assert selected("record.value_schema == 22 and api == Produce")
+    assert not selected('record.value.customer.id == "c-99"')
+    by_lines = selected('record.value.lines.notes.text == "note 5"')      # Protobuf
+    carried = [{r["value_schema"] for b in _batches(m["body"]) for r in b["records"]}
+               for m in by_lines]
+    assert by_lines and all(22 in ids for ids in carried if ids)  # Produce answers carry none
+
+    # the records table's value columns (the rows kdissect spark writes)
+    from kdissect.pipeline.extract import capture_rows
+    from kdissect.schemas_source import Schemas
+    rows = capture_rows([("c", str(pcap))], frozenset(apache_kafka.ports("PLAINTEXT")), True,
+                        True, lambda w: None, values=Schemas(schemas))
+    assert rows.records and all(r["value_schema"] in (21, 22, 23) for r in rows.records)
+    assert {json.dumps(json.loads(r["value_json"]), sort_keys=True)
+            for r in rows.records} == set(raw_by_decoded)
+    assert all(r["key_json"] is None and r["key_schema"] is None for r in rows.records)
+
 
 def _batches(body) -> list[dict]:
     """Every record batch in a Produce request / Fetch response body (JSON lines)."""

@@ -27,6 +27,36 @@ class Unfit(Exception):
 _READERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
+class _Recent:
+    """The values last decoded by one schema, by their bytes: a capture holds most
+    records at least twice (the Produce request, then each consumer's Fetch response), and
+    decoding is most of what JSON lines spend on a value. Bounded: values of at most
+    ``LARGEST`` bytes, at most ``VALUES`` JSON values kept in all (the node tally: a
+    value's objects), the oldest dropped first. Readers only: a cached value is shared by
+    the records it stands for, and nothing downstream changes values."""
+
+    LARGEST = 2048
+    VALUES = 1 << 18
+
+    __slots__ = ("entries", "held")
+
+    def __init__(self) -> None:
+        self.entries: dict[bytes, tuple[Any, int]] = {}
+        self.held = 0
+
+    def add(self, raw: bytes, value: Any, count: int) -> None:
+        if len(raw) > self.LARGEST or count > self.VALUES:
+            return
+        entries = self.entries
+        entries[raw] = (value, count)
+        self.held += count
+        while self.held > self.VALUES:
+            self.held -= entries.pop(next(iter(entries)))[1]
+
+
+_RECENT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def _reader(parsed: Any, named: dict[str, Any]) -> Any:
     from .avro_fast import Unsupported, compile_reader
     if _qualifies(parsed, named, set()) is None:
@@ -48,18 +78,31 @@ def value_json(source: Any, raw: bytes, role: str,
     if schema is None:
         raise Unfit
     if schema.kind == "avro":
-        parsed, named = schema.parsed
+        recent = _RECENT.get(schema)
+        if recent is not None:
+            hit = recent.entries.get(raw)
+            if hit is not None:
+                if tally is not None:
+                    tally[0] += hit[1]
+                return hit[0], schema_id
         reader = _READERS.get(schema, False)
         if reader is False:
+            parsed, named = schema.parsed
             reader = _READERS[schema] = _reader(parsed, named)
+            _RECENT[schema] = recent = _Recent()
         if reader is None:
             raise Unfit
+        count = [0]
         try:
-            value, end = reader(raw, 5, tally if tally is not None else [0])
+            value, end = reader(raw, 5, count)
         except Exception:               # whatever it is, the located path says it
             raise Unfit from None
         if end != len(raw):
             raise Unfit                 # trailing bytes: a finding
+        if tally is not None:
+            tally[0] += count[0]
+        if recent is not None:
+            recent.add(raw, value, count[0])
         return value, schema_id
     if schema.kind == "json":
         try:
