@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-def record(directory: Path, n: int) -> Path:
+def record(directory: Path, n: int, repeat: int | None = None) -> Path:
     from confluent_kafka import Consumer, Producer
 
     from tests.support.apache_kafka import ApacheKafka
@@ -40,7 +40,8 @@ def record(directory: Path, n: int) -> Path:
     from tests.test_values_schema import ORDER, avro_bytes, framed
 
     (directory / "7.avsc").write_text(json.dumps(ORDER))
-    values = [framed(7, avro_bytes(ORDER, v)) for v in _orders(500)]
+    # every value different (as on a real topic), unless --repeat asks for a cycle
+    values = [framed(7, avro_bytes(ORDER, v)) for v in _orders(repeat or n)]
     pcap = directory / "avro-values.pcap"
     with ApacheKafka(nodes=1) as kafka:
         conf = {"bootstrap.servers": kafka.bootstrap()}
@@ -80,6 +81,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=20000)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--repeat", type=int, metavar="N",
+                    help="produce N different values in a cycle (default: all different; "
+                         "the first figures in docs/values.md used --repeat 500)")
     ap.add_argument("--keep", type=Path, help="record into this directory and keep it; "
                     "if it already holds the capture, reuse it")
     args = ap.parse_args()
@@ -88,7 +92,7 @@ def main() -> None:
         directory.mkdir(parents=True, exist_ok=True)
         pcap = directory / "avro-values.pcap"
         if not (args.keep and pcap.exists()):
-            pcap = record(directory, args.records)
+            pcap = record(directory, args.records, args.repeat)
         raw, decoded = [], []
         load = os.getloadavg()[0]
         for _ in range(args.runs):           # alternating, so load drifts hit both

@@ -221,10 +221,10 @@ def value_columns(field: Node | None, role: str) -> dict[str, Any]:
     """``{role}_json`` (the value decoded by its schema, as JSON text) and ``{role}_schema``
     (its schema id) of a record key/value node, for tables; None when not decoded."""
     decoded = decoded_of(field) if field is not None and field.children else None
-    text = None if decoded is None else \
-        json.dumps(json_value(plain_value(decoded)), ensure_ascii=False)
-    return {f"{role}_json": text,
-            f"{role}_schema": schema_id_of(field) if decoded is not None else None}
+    if field is None or decoded is None:
+        return {f"{role}_json": None, f"{role}_schema": None}
+    return {f"{role}_json": json.dumps(json_value(plain_value(decoded)), ensure_ascii=False),
+            f"{role}_schema": schema_id_of(field)}
 
 
 def plain_value(node: Node) -> Any:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import weakref
+from collections import OrderedDict
 from typing import Any
 
 from . import Schema
@@ -36,12 +37,12 @@ class _Recent:
     the records it stands for, and nothing downstream changes values."""
 
     LARGEST = 2048
-    VALUES = 1 << 18
+    VALUES = 1 << 16
 
     __slots__ = ("entries", "held")
 
     def __init__(self) -> None:
-        self.entries: dict[bytes, tuple[Any, int]] = {}
+        self.entries: OrderedDict[bytes, tuple[Any, int]] = OrderedDict()
         self.held = 0
 
     def add(self, raw: bytes, value: Any, count: int) -> None:
@@ -50,8 +51,8 @@ class _Recent:
         entries = self.entries
         entries[raw] = (value, count)
         self.held += count
-        while self.held > self.VALUES:
-            self.held -= entries.pop(next(iter(entries)))[1]
+        while self.held > self.VALUES:        # a dict's oldest is slow to find: OrderedDict
+            self.held -= entries.popitem(last=False)[1][1]
 
 
 _RECENT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
