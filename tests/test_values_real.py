@@ -1,11 +1,14 @@
 """Record values through the real Apache Kafka broker: Avro, Protobuf and JSON values with
 Schema Registry framing produced by confluent-kafka (plain and lz4-compressed), captured
-with tcpdump, then decoded by `kdissect pcap --schemas DIR` (JSON lines and -V). Oracle:
-for every record in every Produce request and Fetch response, kdissect's value equals what
-fastavro / protobuf / json read from the same bytes (consumed back from the broker).
+with tcpdump, then decoded by `kdissect pcap --schemas DIR` (JSON lines, -V, display
+filters into values) and into the records table (one process and `kdissect spark`).
+Oracle: for every record in every Produce request and Fetch response, kdissect's value
+equals what fastavro / protobuf / json read from the same bytes (consumed back from the
+broker).
 
-No Schema Registry server runs here (Apicurio's Maven artifacts are not a runnable
-server, Confluent's are not on Maven Central), so the test writes the framing itself, as
+No Schema Registry server runs here (Apicurio Registry 3.x does not resolve from Maven
+Central: its parent POM or a dozen of its modules are missing there; Confluent's are not
+on Maven Central), so the test writes the framing itself, as
 Confluent's serializers do: magic 0, the schema id, (Protobuf) the message indexes, the
 encoded value."""
 
@@ -174,6 +177,17 @@ def test_framed_values_from_the_real_broker_decode_as_the_libraries_read_them(
     assert {json.dumps(json.loads(r["value_json"]), sort_keys=True)
             for r in rows.records} == set(raw_by_decoded)
     assert all(r["key_json"] is None and r["key_schema"] is None for r in rows.records)
+    # and on Spark, through the command line's options
+    import pyarrow.parquet as pq
+    spark = subprocess.run([sys.executable, "-m", "kdissect", "spark", str(pcap), "--out",
+                            str(tmp_path / "t"), "--records", "--master", "local[1]",
+                            "--schemas", str(schemas)],
+                           capture_output=True, text=True, timeout=600)
+    assert spark.returncode == 0, spark.stderr
+    table = pq.read_table(tmp_path / "t" / "records").to_pylist()
+    assert len(table) == len(rows.records)
+    assert sorted((r["value_schema"], r["value_json"]) for r in table) == \
+        sorted((r["value_schema"], r["value_json"]) for r in rows.records)
 
 
 def _batches(body) -> list[dict]:
