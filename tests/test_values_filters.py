@@ -106,3 +106,44 @@ def test_paths_are_bounded_and_leaves_only():
     assert of_records(recs, "record.value.a.b") == [1, 2, 3]
     assert of_records(recs, "record.value.a") == [4]
     assert of_records(recs, "record.value_schema") == [1, 1]
+
+
+def test_schema_ids_in_apicurio_headers(tmp_path: Path):
+    """Apicurio's serializers can leave the value unframed and put the schema's id in a
+    header (8 bytes, big-endian): contentId, else globalId."""
+    import struct
+
+    from kdissect.protocol.context import Options
+    from kdissect.protocol.values import Bail, _schema_values, _State
+    from kdissect.schemas_source import Schemas
+    schemas = tmp_path / "schemas"
+    schemas.mkdir()
+    (schemas / "12.avsc").write_text(json.dumps(ORDER))
+    value = dict(_orders(1)[0], id="")          # plain Avro starting with byte 0
+    raw = avro_bytes(ORDER, value)
+    assert raw[0] == 0
+    part = tmp_path / "orders-0"
+    part.mkdir()
+    head = [("apicurio.value.globalId", struct.pack(">q", 99)),
+            ("apicurio.value.contentId", struct.pack(">q", 12))]
+    from kafka.record.memory_records import MemoryRecordsBuilder
+    b = MemoryRecordsBuilder(2, 0, 1 << 20)
+    b.append(1700000000000, b"k", raw, head)
+    b.append(1700000000001, b"k", raw, head[:1])        # globalId 99: no such schema
+    b.close()
+    (part / "00000000000000000000.log").write_bytes(bytes(b.buffer()))
+    code, out = run_log(str(part), "--schemas", str(schemas), "--format", "jsonl", "--records")
+    assert code == 0, out
+    recs = [o for o in map(json.loads, out.splitlines()) if o["type"] == "record"]
+    assert recs[0]["value_schema"] == 12 and recs[0]["value"]["customer"]["id"] == "c-0"
+    assert recs[1]["value_schema"] == 99 and recs[1]["value"] == {"hex": raw.hex()}
+    batch_obj = next(o for o in map(json.loads, out.splitlines()) if o["type"] == "batch")
+    assert [f["code"] for f in batch_obj["findings"]] == ["value_schema_unknown"]
+    assert offsets(part, schemas, 'record.value.customer.id == "c-0"') == [0, 1]   # the batch
+    assert offsets(part, schemas, "record.value_schema == 99") == [0, 1]
+    assert offsets(part, schemas, 'record.value.customer.id == "c-1"') == []
+    # the values-only path leaves such records to the located decoder
+    state = _State(bytes, Options(values=Schemas(schemas)))
+    with pytest.raises(Bail):
+        _schema_values([{"key": b"k", "value": raw, "headers": [
+            {"key": k, "value": v} for k, v in head]}], state)

@@ -65,7 +65,7 @@ def decode_values(body: Node, source: SchemaSource, budget: Budget | None,
             for role in ("key", "value"):
                 child = node.child(role)
                 if child is not None and isinstance(child.value, bytes) and not child.children:
-                    decode_one(child, topic, role, source, budget)
+                    decode_one(child, topic, role, source, budget, header_id(node, role))
             continue
         if node.buffer is None and node.ktype in ("bytes", "raw") or not node.children:
             continue
@@ -76,10 +76,35 @@ def decode_values(body: Node, source: SchemaSource, budget: Budget | None,
         stack.extend((c, topic) for c in node.children)
 
 
+# Apicurio's serializers may name the schema in record headers instead of framing the
+# value: an 8-byte big-endian id (contentId: what /apis/ccompat/v7/schemas/ids/ID serves
+# by default; globalId with legacy ids)
+APICURIO_HEADERS = ("apicurio.{role}.contentId", "apicurio.{role}.globalId")
+
+
+def header_id(record: Node, role: str) -> tuple[str, int] | None:
+    """(header name, schema id) when the record names its ``role``'s schema in a header."""
+    headers = record.child("headers")
+    if headers is None or not headers.children:
+        return None
+    found = {}
+    for h in headers.children:
+        k, v = h.child("key"), h.child("value")
+        if k is not None and v is not None and isinstance(v.value, bytes) and \
+                len(v.value) == 8 and isinstance(k.value, str):
+            found[k.value] = int.from_bytes(v.value, "big")
+    for name in APICURIO_HEADERS:
+        name = name.format(role=role)
+        if name in found:
+            return name, found[name]
+    return None
+
+
 def decode_one(field: Node, topic: str | None, role: str, source: SchemaSource | None,
-               budget: Budget | None) -> None:
+               budget: Budget | None, by_header: tuple[str, int] | None = None) -> None:
     """Decode one record key/value node (``field.value``: its bytes, which end at
-    ``field.end``); adds children located in the same buffer as ``field``."""
+    ``field.end``); adds children located in the same buffer as ``field``.
+    ``by_header``: (header, schema id) when a record header names the schema."""
     data: bytes = field.value
     if not data:
         return
@@ -92,7 +117,21 @@ def decode_one(field: Node, topic: str | None, role: str, source: SchemaSource |
     try:
         cur.charge(2)
         by_id = source is not None and source.framed and override is None
-        if by_id and not framed and role == "value":
+        if by_id and by_header is not None and source is not None:
+            name, schema_id = by_header
+            schema = source.by_id(schema_id)
+            # the id is in the header, not in the value: a zero-length node says so
+            sid = holder.add(Node("schema_id", "int64", 0, 0, schema_id,
+                                  note=f"from the record header {name}"))
+            if schema is None:
+                sid.problem = f"schema id {schema_id} is in no schema source given"
+                sid.code = "value_schema_unknown"
+                _describe(field, holder, cur, base, None)
+                return
+            sid.note += f"; {schema.kind}: {schema.label}" if schema.label else \
+                f"; {schema.kind}"
+            framed = False
+        elif by_id and not framed and role == "value":
             bad = holder.add(Node("magic", "int8", 0, 1, data[0]))
             bad.problem = (f"first byte is {data[0]:#04x}, not the magic byte 0 of Schema "
                            f"Registry framing (a Confluent deserializer says 'Unknown magic "
