@@ -121,15 +121,16 @@ def decode_one(field: Node, topic: str | None, role: str, source: SchemaSource |
             name, schema_id = by_header
             schema = source.by_id(schema_id)
             # the id is in the header, not in the value: a zero-length node says so
-            sid = holder.add(Node("schema_id", "int64", 0, 0, schema_id,
-                                  note=f"from the record header {name}"))
+            note = f"from the record header {name}"
+            if schema is not None:
+                note += f"; {schema.kind}: {schema.label}" if schema.label else \
+                    f"; {schema.kind}"
+            sid = holder.add(Node("schema_id", "int64", 0, 0, schema_id, note=note))
             if schema is None:
                 sid.problem = f"schema id {schema_id} is in no schema source given"
                 sid.code = "value_schema_unknown"
                 _describe(field, holder, cur, base, None)
                 return
-            sid.note += f"; {schema.kind}: {schema.label}" if schema.label else \
-                f"; {schema.kind}"
             framed = False
         elif by_id and not framed and role == "value":
             bad = holder.add(Node("magic", "int8", 0, 1, data[0]))

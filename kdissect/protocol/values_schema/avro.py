@@ -197,7 +197,7 @@ def _logical(node: Node, schema: dict, logical: str) -> None:
     node.note = f"{v} ({logical})"
 
 
-def parse(schema_json: Any, references: list[Any] = ()) -> tuple[Any, dict[str, Any]]:
+def parse(schema_json: Any, references: list[Any] | None = None) -> tuple[Any, dict[str, Any]]:
     """(parsed schema, named types) from an .avsc document (dict, list or str); raises
     ValueError with fastavro's reason when it is not a valid schema. ``references``:
     documents defining the named types it uses (Schema Registry references), in any
@@ -205,7 +205,7 @@ def parse(schema_json: Any, references: list[Any] = ()) -> tuple[Any, dict[str, 
     from fastavro import parse_schema       # a schema parser only: decoding is ours
     from fastavro.schema import SchemaParseException, UnknownType
     named: dict[str, Any] = {}
-    pending = list(references)
+    pending = list(references or ())
     while pending:                           # at most len(references) rounds
         failed = []
         for doc in pending:
