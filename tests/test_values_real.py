@@ -168,26 +168,27 @@ def test_framed_values_from_the_real_broker_decode_as_the_libraries_read_them(
                for m in by_lines]
     assert by_lines and all(22 in ids for ids in carried if ids)  # Produce answers carry none
 
-    # the records table's value columns (the rows kdissect spark writes)
-    from kdissect.pipeline.extract import capture_rows
-    from kdissect.schemas_source import Schemas
-    rows = capture_rows([("c", str(pcap))], frozenset(apache_kafka.ports("PLAINTEXT")), True,
-                        True, lambda w: None, values=Schemas(schemas))
-    assert rows.records and all(r["value_schema"] in (21, 22, 23) for r in rows.records)
-    assert {json.dumps(json.loads(r["value_json"]), sort_keys=True)
-            for r in rows.records} == set(raw_by_decoded)
-    assert all(r["key_json"] is None and r["key_schema"] is None for r in rows.records)
-    # and on Spark, through the command line's options
+    # the records table's value columns, in one process and on Spark
     import pyarrow.parquet as pq
+    one = subprocess.run([sys.executable, "-m", "kdissect", "pcap", str(pcap), "--format",
+                          "parquet", "-o", str(tmp_path / "x.parquet"), "--records-output",
+                          str(tmp_path / "r.parquet"), "--schemas", str(schemas)],
+                         capture_output=True, text=True, timeout=120)
+    assert one.returncode == 0, one.stderr
+    records = pq.read_table(tmp_path / "r.parquet").to_pylist()
+    assert records and all(r["value_schema"] in (21, 22, 23) for r in records)
+    assert {json.dumps(json.loads(r["value_json"]), sort_keys=True)
+            for r in records} == set(raw_by_decoded)
+    assert all(r["key_json"] is None and r["key_schema"] is None for r in records)
     spark = subprocess.run([sys.executable, "-m", "kdissect", "spark", str(pcap), "--out",
                             str(tmp_path / "t"), "--records", "--master", "local[1]",
                             "--schemas", str(schemas)],
                            capture_output=True, text=True, timeout=600)
     assert spark.returncode == 0, spark.stderr
     table = pq.read_table(tmp_path / "t" / "records").to_pylist()
-    assert len(table) == len(rows.records)
+    assert len(table) == len(records)
     assert sorted((r["value_schema"], r["value_json"]) for r in table) == \
-        sorted((r["value_schema"], r["value_json"]) for r in rows.records)
+        sorted((r["value_schema"], r["value_json"]) for r in records)
 
 
 def _batches(body) -> list[dict]:
