@@ -109,8 +109,9 @@ def _scalar(v: Any) -> bool:
 
 
 # the records of the last exchange asked about: a filter naming several value fields
-# decodes each exchange once (one entry: memory stays bounded)
-_last: tuple[Any, list[dict]] | None = None
+# decodes each exchange once (one entry: memory stays bounded). Keyed by the view and its
+# messages: a live exchange gains its response after a first look
+_last: tuple[tuple[Any, Any, Any], list[dict]] | None = None
 
 
 def exchange_records(view: Any) -> list[dict]:
@@ -118,8 +119,9 @@ def exchange_records(view: Any) -> list[dict]:
     view's options carry schemas): the values-only decoder for clean messages, the
     located tree otherwise."""
     global _last
-    last = _last
-    if last is not None and last[0] is view:
+    last, ex = _last, view.ex
+    if last is not None and last[0][0] is view and last[0][1] is ex.request and \
+            last[0][2] is ex.response:
         return last[1]
     from .protocol import Options
     from .protocol.values import body_values
@@ -138,5 +140,5 @@ def exchange_records(view: Any) -> list[dict]:
                 tree = full_tree(m, options)
                 found = records_of(tree) if tree is not None else []
             out += found
-    _last = (view, out)
+    _last = ((view, ex.request, ex.response), out)
     return out

@@ -33,3 +33,27 @@ def test_records_output_in_one_process(tmp_path: Path):
     assert all(r["value_json"] is None and r["value_schema"] is None for r in rows)
     res = CliRunner().invoke(main, ["pcap", str(CODECS), "--records-output", "r.parquet"])
     assert res.exit_code == 2 and "--format parquet" in res.output
+
+
+def test_pcap_filter_into_internal_topic_values():
+    """`kdissect pcap -Y` on the exchanges path: KRaft's __cluster_metadata records in
+    Fetch responses, decoded by Kafka's own schemas (read located, not values-only)."""
+    import json
+    kraft = CODECS.parent / "kafka-kraft-cluster.pcap"
+
+    def lines(*args: str) -> list[dict]:
+        res = CliRunner().invoke(main, ["pcap", str(kraft), "--no-tui", "--format", "jsonl",
+                                        "-j", "1", *args], catch_exceptions=False)
+        assert res.exit_code == 0, res.output
+        return [json.loads(line) for line in res.output.splitlines()]
+
+    def brokers(m: dict) -> set:
+        text = json.dumps(m)
+        return {int(x) for x in __import__("re").findall(
+            r'"BrokerRegistrationChangeRecord": \{"broker_id": (\d+)', text)}
+
+    every = lines()
+    want = {m["index"] for m in every if 2 in brokers(m)}
+    got = lines("-Y", "record.value.BrokerRegistrationChangeRecord.broker_id == 2")
+    assert want and want <= {m["index"] for m in got}
+    assert all(2 in brokers(m) for m in got if m["direction"] == "response")
