@@ -43,6 +43,7 @@ Examples:
   kdissect log __consumer_offsets-7 --format jsonl --records
   kdissect log orders-0 -Y 'record.key == "order-42"' --records
   kdissect log orders-0 -Y 'producer_id == 7 and finding == sequence_gap'
+  kdissect log orders-0 --schemas schemas/ --records -Y 'record.value.customer.id == "c-3"'
 
 JSON lines: one object per file and per batch (--records: per record too); docs/log.md.
 Exit status: 0 decoded (damage is reported as findings), 1 no such path or not a Kafka

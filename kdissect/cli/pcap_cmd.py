@@ -46,6 +46,7 @@ Filters (-Y, see docs/filters.md), over exchanges:
           status stream client broker bytes problems frame response_frame anomaly
           finding severity service_time throttle record.key record.value
           record.header[.NAME]; Wireshark's kafka.* names work too (kafka.api_key...)
+  into decoded values: record.value.customer.id == "c-3"   record.value_schema == 2
 
 \b
 Examples:
