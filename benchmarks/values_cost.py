@@ -22,6 +22,7 @@ import os
 import resource
 import statistics
 import subprocess
+import threading
 import sys
 import tempfile
 import time
@@ -31,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-def record(directory: Path, n: int, repeat: int | None = None) -> Path:
+def record(directory: Path, n: int, repeat: int | None = None, tail: bool = False) -> Path:
     from confluent_kafka import Consumer, Producer
 
     from tests.support.apache_kafka import ApacheKafka
@@ -46,6 +47,21 @@ def record(directory: Path, n: int, repeat: int | None = None) -> Path:
     with ApacheKafka(nodes=1) as kafka:
         conf = {"bootstrap.servers": kafka.bootstrap()}
         with Tcpdump(pcap, kafka.ports("PLAINTEXT")):
+            got = [0]
+
+            def consume() -> None:
+                c = Consumer({**conf, "group.id": "bench", "auto.offset.reset": "earliest"})
+                c.subscribe(["orders"])
+                deadline = time.monotonic() + 120
+                while got[0] < n and time.monotonic() < deadline:
+                    m = c.poll(1)
+                    got[0] += m is not None and not m.error()
+                c.close()
+            # --tail: the consumer reads while the producer writes (as a live consumer
+            # does); otherwise it starts once everything is written
+            reader = threading.Thread(target=consume)
+            if tail:
+                reader.start()
             p = Producer({**conf, "linger.ms": 20})
             for i in range(n):
                 while True:
@@ -54,14 +70,12 @@ def record(directory: Path, n: int, repeat: int | None = None) -> Path:
                         break
                     except BufferError:
                         p.poll(0.05)
+                if tail and i % 500 == 499:
+                    time.sleep(0.05)         # a producer at a steady pace
             assert p.flush(60) == 0
-            c = Consumer({**conf, "group.id": "bench", "auto.offset.reset": "earliest"})
-            c.subscribe(["orders"])
-            got, deadline = 0, time.monotonic() + 120
-            while got < n and time.monotonic() < deadline:
-                m = c.poll(1)
-                got += m is not None and not m.error()
-            c.close()
+            if not tail:
+                reader.start()
+            reader.join()
     return pcap
 
 
@@ -84,6 +98,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, metavar="N",
                     help="produce N different values in a cycle (default: all different; "
                          "the first figures in docs/values.md used --repeat 500)")
+    ap.add_argument("--tail", action="store_true",
+                    help="the consumer reads while the producer writes (default: after)")
     ap.add_argument("--keep", type=Path, help="record into this directory and keep it; "
                     "if it already holds the capture, reuse it")
     args = ap.parse_args()
@@ -92,7 +108,7 @@ def main() -> None:
         directory.mkdir(parents=True, exist_ok=True)
         pcap = directory / "avro-values.pcap"
         if not (args.keep and pcap.exists()):
-            pcap = record(directory, args.records, args.repeat)
+            pcap = record(directory, args.records, args.repeat, args.tail)
         raw, decoded = [], []
         load = os.getloadavg()[0]
         for _ in range(args.runs):           # alternating, so load drifts hit both

@@ -57,3 +57,33 @@ def test_pcap_filter_into_internal_topic_values():
     got = lines("-Y", "record.value.BrokerRegistrationChangeRecord.broker_id == 2")
     assert want and want <= {m["index"] for m in got}
     assert all(2 in brokers(m) for m in got if m["direction"] == "response")
+
+
+def test_recent_values_are_bounded_and_shared(tmp_path: Path, monkeypatch):
+    """JSON lines' cache of decoded values (values_schema/fast.py): a value seen again
+    is not decoded again, counts the same toward the budget, and what is kept is
+    bounded by values and by bytes."""
+    import json
+
+    from kdissect.protocol.values_schema import fast
+    from kdissect.schemas_source import Schemas
+    from tests.test_values_real import _orders
+    from tests.test_values_schema import ORDER, avro_bytes, framed
+    (tmp_path / "3.avsc").write_text(json.dumps(ORDER))
+    source = Schemas(tmp_path)
+    raws = [framed(3, avro_bytes(ORDER, v)) for v in _orders(30)]
+    first, again = [0], [0]
+    value, sid = fast.value_json(source, raws[0], "value", first)
+    assert fast.value_json(source, raws[0], "value", again) == (value, 3)
+    assert again == first and first[0] > 10
+    recent = fast._RECENT[source.by_id(3)]
+    monkeypatch.setattr(fast._Recent, "VALUES", 5 * first[0])
+    monkeypatch.setattr(fast._Recent, "BYTES", 10_000)
+    for raw in raws:
+        fast.value_json(source, raw, "value")
+    assert recent.held <= recent.VALUES and len(recent.entries) <= 5
+    assert list(recent.entries)[-1] == raws[-1]             # the newest kept
+    monkeypatch.setattr(fast._Recent, "BYTES", 3 * len(raws[0]))
+    for raw in raws[:10]:
+        fast.value_json(source, raw, "value")
+    assert recent.held_bytes <= recent.BYTES and len(recent.entries) <= 3

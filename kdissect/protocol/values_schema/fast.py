@@ -32,27 +32,34 @@ class _Recent:
     """The values last decoded by one schema, by their bytes: a capture holds most
     records at least twice (the Produce request, then each consumer's Fetch response), and
     decoding is most of what JSON lines spend on a value. Bounded: values of at most
-    ``LARGEST`` bytes, at most ``VALUES`` JSON values kept in all (the node tally: a
-    value's objects), the oldest dropped first. Readers only: a cached value is shared by
-    the records it stands for, and nothing downstream changes values."""
+    ``LARGEST`` bytes, at most ``VALUES`` JSON values (the node tally: a value's objects)
+    and ``BYTES`` bytes of values kept in all (some 100 MB at worst, a few tens for
+    typical values), the oldest dropped first. A consumer reads what was produced a
+    while ago: keeping fewer (1,100 of the benchmark's Order values) missed nearly every
+    Fetch of a tailing consumer. Readers only: a cached value is shared by the records it
+    stands for, and nothing downstream changes values."""
 
     LARGEST = 2048
-    VALUES = 1 << 16
+    VALUES = 1 << 20
+    BYTES = 32 << 20
 
-    __slots__ = ("entries", "held")
+    __slots__ = ("entries", "held", "held_bytes")
 
     def __init__(self) -> None:
         self.entries: OrderedDict[bytes, tuple[Any, int]] = OrderedDict()
-        self.held = 0
+        self.held = self.held_bytes = 0
 
     def add(self, raw: bytes, value: Any, count: int) -> None:
-        if len(raw) > self.LARGEST or count > self.VALUES:
+        if len(raw) > self.LARGEST or count > self.VALUES or raw in self.entries:
             return
         entries = self.entries
         entries[raw] = (value, count)
         self.held += count
-        while self.held > self.VALUES:        # a dict's oldest is slow to find: OrderedDict
-            self.held -= entries.popitem(last=False)[1][1]
+        self.held_bytes += len(raw)
+        while self.held > self.VALUES or self.held_bytes > self.BYTES:
+            old, (_, n) = entries.popitem(last=False)   # OrderedDict: the oldest at once
+            self.held -= n
+            self.held_bytes -= len(old)
 
 
 _RECENT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
