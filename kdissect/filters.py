@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from . import filter_values
 from .protocol.findings import REGISTRY, SEVERITIES
 from .protocol.names import API_NAMES, api_key_of
 from .stream.fields import FIELDS, READS_BYTES, values as _values
@@ -207,7 +208,8 @@ class _Parser:
         if tok.kind != "word":
             raise self.error(tok, f"a field name ({', '.join(FIELDS)}) or '('")
         name = _ALIASES.get(tok.text, tok.text)
-        if name not in FIELDS and not (name.startswith(_HEADER) and len(name) > len(_HEADER)):
+        if name not in FIELDS and not (name.startswith(_HEADER) and len(name) > len(_HEADER)) \
+                and not filter_values.is_value_path(name):
             hint = _did_you_mean(tok.text, [*FIELDS, *_ALIASES])
             apis = sorted(set(API_NAMES.values()))
             if api_key_of(tok.text) is not None:               # an API name as a field
@@ -294,6 +296,14 @@ class _Parser:
                 raise FilterError(tok.pos, f"expected a duration like 50ms, found {text!r}",
                                   self.text)
             return float(m[1]) * _DURATION[m[2] or "ms"]
+        if filter_values.is_value_path(name):
+            if tok.kind == "num" and not re.fullmatch(r"-?\d+(\.\d+)?", text):
+                raise FilterError(tok.pos, f"expected a number or a quoted string, found "
+                                           f"{text!r}", self.text)
+            value = filter_values.literal(tok.kind, text)
+            if op in ("<", "<=", ">", ">=") and isinstance(value, str):
+                raise FilterError(tok.pos, f"{op} compares numbers; found {text!r}", self.text)
+            return value
         if kind == "number":
             if tok.kind != "num" or not re.fullmatch(r"-?\d+", text):
                 raise FilterError(tok.pos, f"expected a whole number for {name}, found "
@@ -347,7 +357,7 @@ class Filter:
         """Whether the filter reads the messages' bytes (record contents); everything
         else comes from what enrichment put on the exchange."""
         return bool(self.fields & READS_BYTES) or \
-            any(f.startswith(_HEADER) for f in self.fields)
+            any(f.startswith(_HEADER) or filter_values.needs_records(f) for f in self.fields)
 
 
 def parse_filter(text: str) -> Filter:

@@ -40,16 +40,18 @@ def _needs(module: str) -> Any:
 
 def parse_schema(text: str, kind: str, label: str = "",
                  references: dict[str, str] | None = None) -> Schema:
-    """A schema from its text: kind avro, protobuf (.proto text; ``references`` maps
-    imported file names to their text) or json."""
+    """A schema from its text: kind avro, protobuf (.proto text) or json; ``references``
+    maps the names of referenced schemas (Protobuf imports, Avro schemas defining named
+    types) to their text."""
     if kind == "avro":
         _needs("fastavro")
         try:
             doc = json.loads(text)
+            refs = [json.loads(t) for t in (references or {}).values()]
         except ValueError as e:
             raise SchemaError(f"{label or 'Avro schema'}: not JSON ({e})") from None
         try:
-            parsed = avro.parse(doc)
+            parsed = avro.parse(doc, refs)
         except ValueError as e:
             raise SchemaError(f"{label or 'Avro schema'}: {e}") from None
         top = parsed[0]
@@ -125,7 +127,18 @@ def load_file(path: Path) -> Schema:
     if kind == "protobuf":                  # its directory's .proto files may be imported
         refs = {p.name: p.read_text(encoding="utf-8") for p in path.parent.glob("*.proto")
                 if p != path}
-    return parse_schema(text, kind, label, refs)
+    try:
+        return parse_schema(text, kind, label, refs)
+    except SchemaError as e:
+        # named types defined by other files of the directory (unknown type otherwise)
+        if kind != "avro" or "nknown type" not in str(e):
+            raise
+        try:
+            refs = {p.name: p.read_text(encoding="utf-8") for p in path.parent.glob("*.avsc")
+                    if p != path}
+        except (OSError, UnicodeDecodeError) as err:
+            raise SchemaError(f"cannot read schema {path.parent}: {err}") from None
+        return parse_schema(text, kind, label, refs)
 
 
 class Schemas:

@@ -17,6 +17,7 @@ from ..sources.logdir import LogDir, LogError, LogItem, walk
 from ..stream.engine import Engine
 from .common import budget, format_choices
 from .group import main
+from .values_opts import value_options
 
 LOG_HELP = """Decode Kafka's files on disk: segments, indexes, snapshots, checkpoints.
 
@@ -43,6 +44,7 @@ Examples:
   kdissect log __consumer_offsets-7 --format jsonl --records
   kdissect log orders-0 -Y 'record.key == "order-42"' --records
   kdissect log orders-0 -Y 'producer_id == 7 and finding == sequence_gap'
+  kdissect log orders-0 --schemas schemas/ --records -Y 'record.value.customer.id == "c-3"'
 
 JSON lines: one object per file and per batch (--records: per record too); docs/log.md.
 Exit status: 0 decoded (damage is reported as findings), 1 no such path or not a Kafka
@@ -65,6 +67,7 @@ file, 2 a wrong command line.
                    "record.key == \"k\", base_offset >= 100 (docs/filters.md).")
 @click.option("--max-decompressed", default="64M", show_default=True, metavar="SIZE",
               help="Decompressed bytes one batch may produce.")
+@value_options
 def log(paths: tuple[str, ...], verbose: bool, fmt: str, output: str | None, records: bool,
         filter_text: str | None, max_decompressed: str) -> None:
     err = Console(stderr=True)

@@ -45,6 +45,7 @@ Filters (-Y, see docs/filters.md), over exchanges:
   anomaly (anything wrong)                  record.key == "order-42"  (compressed too)
 {fields}
           (Wireshark's kafka.* names work too: kafka.api_key...)
+  into decoded values: record.value.customer.id == "c-3"   record.value_schema == 2
 
 \b
 Examples:
@@ -68,6 +69,9 @@ PCAP_HELP = PCAP_HELP.replace("{fields}", help_list())
                    "one tab-separated line per exchange).")
 @click.option("-o", "--output", metavar="FILE.parquet",
               help="Where --format parquet writes the exchanges table.")
+@click.option("--records-output", metavar="FILE.parquet",
+              help="With --format parquet: also write the records table there (with "
+                   "--schemas/--registry, keys and values as JSON: docs/values.md).")
 @click.option("-Y", "--filter", "filter_text", metavar="EXPR",
               help="Only exchanges matching this display filter.")
 @click.option("--stats", is_flag=True, help="Print statistics (per API, errors, latency "
@@ -82,8 +86,8 @@ PCAP_HELP = PCAP_HELP.replace("{fields}", help_list())
 @secret_options
 @memory_option
 @value_options
-def pcap(files, ports, no_detect, verbose, fmt, output, filter_text, stats, tui, no_tui,
-         jobs, keylog, show_secrets, max_decompressed):
+def pcap(files, ports, no_detect, verbose, fmt, output, records_output, filter_text, stats,
+         tui, no_tui, jobs, keylog, show_secrets, max_decompressed):
     from ..render.printer import ExchangePrinter
     from ..sources.pcap import CaptureFiles, capture_loader
     from ..stream.engine import Engine
@@ -91,8 +95,9 @@ def pcap(files, ports, no_detect, verbose, fmt, output, filter_text, stats, tui,
     display_filter, options, kafka_ports = _traffic_options(filter_text, show_secrets,
                                                             max_decompressed, ports)
     detect = not no_detect
-    if fmt == "parquet" or output:
-        _write_parquet(files, output, fmt, kafka_ports, detect, display_filter, options, keylog)
+    if fmt == "parquet" or output or records_output:
+        _write_parquet(files, output, fmt, kafka_ports, detect, display_filter, options, keylog,
+                       records_output)
         return
     interactive = on_terminal(fmt, verbose or stats)
     if (tui or interactive) and not no_tui:
@@ -125,10 +130,10 @@ def available_cores() -> int:
 
 
 def _write_parquet(files, output, fmt, ports, detect, display_filter, options,
-                   keys=None) -> None:
+                   keys=None, records_output=None) -> None:
     if fmt != "parquet":
-        raise click.UsageError("-o/--output is for --format parquet; text and jsonl go "
-                               "to stdout (redirect them)")
+        raise click.UsageError("-o/--output and --records-output are for --format parquet; "
+                               "text and jsonl go to stdout (redirect them)")
     if not output:
         raise click.UsageError("--format parquet needs -o FILE.parquet")
     _need_spark_extra("--format parquet", "pyarrow")
@@ -142,9 +147,10 @@ def _write_parquet(files, output, fmt, ports, detect, display_filter, options,
     warnings: list[str] = []
     rows = write_exchanges(list(files), output, ports=ports, detect=detect,
                            warn=warnings.append, keep=keep if display_filter else None,
-                           keys=keys,
+                           keys=keys, records_out=records_output, values=options.values,
                            packets=lambda reader, path: _progress(reader, path, err))
     _print_warnings(err, warnings)
-    err.print(f"wrote {rows} exchange{'s' if rows != 1 else ''} to {output}", style="green")
+    err.print(f"wrote {rows} exchange{'s' if rows != 1 else ''} to {output}"
+              + (f" (records to {records_output})" if records_output else ""), style="green")
 
 

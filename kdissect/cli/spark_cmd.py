@@ -11,6 +11,7 @@ from .common import (_need_spark_extra, _ports, _print_warnings, _size, keylog_o
                      memory_budget, memory_option, port_options)
 from ..pipeline import output, storage
 from .group import main
+from .values_opts import value_options, values_source
 
 
 SPARK_HELP = """Turn many and/or huge captures into Parquet tables, on Apache Spark.
@@ -75,7 +76,8 @@ SMALL_INPUT = 256 * 1024 * 1024     # below this, one process beats Spark's star
 @port_options
 @click.option("--master", metavar="URL", help="Spark master (default: see above).")
 @click.option("--records", "with_records", is_flag=True,
-              help="Also write the records table (decodes every record batch).")
+              help="Also write the records table (decodes every record batch; with "
+                   "--schemas/--registry, keys and values as JSON: docs/values.md).")
 @click.option("--shard-size", default="128M", show_default=True, metavar="SIZE",
               help="Split pcap files larger than this into byte ranges of about this size.")
 @click.option("--split/--no-split", default=None,
@@ -85,6 +87,7 @@ SMALL_INPUT = 256 * 1024 * 1024     # below this, one process beats Spark's star
                    "named, when a run fails).")
 @keylog_option
 @memory_option
+@value_options
 def spark(inputs, out, mode, partition_by, ports, no_detect, master, with_records,
           shard_size, split, keep_log, keylog):
     _need_spark_extra("kdissect spark", "pyspark")
@@ -123,7 +126,8 @@ def spark(inputs, out, mode, partition_by, ports, no_detect, master, with_record
     job = dict(ports=DEFAULT_PORTS | _ports(ports), detect=not no_detect,
                with_records=with_records, shard_bytes=_size(shard_size), split=split,
                mode=mode, partition_by=partition_by, keys=keylog,
-               max_memory=memory_budget().limit)
+               max_memory=memory_budget().limit,
+               values=values_source(click.get_current_context()))
     try:
         result = _run_with_progress(err, session, files, out, job)
     except output.OutputError as e:

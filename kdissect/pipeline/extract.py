@@ -125,8 +125,9 @@ class RowSink:
     def __init__(self, capture: str, rows: Rows, with_records: bool,
                  keep: Callable[[Exchange], bool] | None = None,
                  on_gap: Callable[[Gap], None] | None = None,
-                 warn: Callable[[str], None] | None = None):
+                 warn: Callable[[str], None] | None = None, values=None):
         self.capture, self.rows, self.with_records, self.keep = capture, rows, with_records, keep
+        self.values = values            # schemas for the records' keys and values
         self.ids = ConnectionIds(capture)
         self.on_gap = on_gap or (lambda g: None)
         self.warn = warn or rows.warnings.append
@@ -139,7 +140,7 @@ class RowSink:
                                    | self.ids.exchange_columns(ex))
         if self.with_records:
             joins = self.ids.record_columns(ex)
-            self.rows.records.extend(r | joins for r in record_rows(ex, self.capture))
+            self.rows.records.extend(r | joins for r in record_rows(ex, self.capture, self.values))
 
     def gap(self, g: Gap) -> None:
         self.on_gap(g)
@@ -180,7 +181,7 @@ class ShardSegments:
 
 def flow_rows(capture: str, segments: Iterable[tuple], frame_base: Callable[[int], int],
               ports, detect: bool, with_records: bool, keys=None,
-              max_memory: int | None = None) -> Rows:
+              max_memory: int | None = None, values=None) -> Rows:
     """Rows of one flow from its segment rows (SEGMENT_COLUMNS tuples), given in capture
     order. ``frame_base(shard)`` is the number of packets before that shard (so frames
     are numbered as in the file). ``max_memory``: the memory budget (bytes held for
@@ -193,7 +194,7 @@ def flow_rows(capture: str, segments: Iterable[tuple], frame_base: Callable[[int
         assert source.dissector is not None
         conn = source.dissector.streams[g.stream - 1]
         rows.gaps.append((g, conn.client, conn.broker))
-    engine = Engine(source, RowSink(capture, rows, with_records, on_gap=gap))
+    engine = Engine(source, RowSink(capture, rows, with_records, on_gap=gap, values=values))
     rows.topic_ids = engine.topic_ids          # the rows name topics as enrichment learns
     engine.run()
     assert source.dissector is not None
@@ -202,9 +203,11 @@ def flow_rows(capture: str, segments: Iterable[tuple], frame_base: Callable[[int
 
 
 def capture_rows(paths: Iterable[tuple[str, str]], ports, detect: bool, with_records: bool,
-                 warn: Callable[[str], None], packets=None, keep=None, keys=None) -> Rows:
+                 warn: Callable[[str], None], packets=None, keep=None, keys=None,
+                 values=None) -> Rows:
     """Rows of whole capture files, one process: ``paths`` are (capture name, path).
-    ``keep(exchange)``, if given, decides which (enriched) exchanges make rows."""
+    ``keep(exchange)``, if given, decides which (enriched) exchanges make rows;
+    ``values`` (a values_schema.SchemaSource) fills the records' value columns."""
     out = Rows()
     for capture, path in paths:
         rows = Rows()
@@ -213,7 +216,7 @@ def capture_rows(paths: Iterable[tuple[str, str]], ports, detect: bool, with_rec
             rows.warnings.append(f"{capture}: {g.describe()}")
         engine = Engine(CaptureFiles([path], ports=ports, detect=detect, packets=packets,
                                      keys=keys),
-                        RowSink(capture, rows, with_records, keep, gap, warn))
+                        RowSink(capture, rows, with_records, keep, gap, warn, values))
         rows.topic_ids = engine.topic_ids
         engine.run()
         out.exchanges += resolve_topics(rows.exchanges, rows.topic_ids)

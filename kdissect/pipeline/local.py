@@ -1,4 +1,5 @@
-"""The ``exchanges`` table in one process, without Spark: ``kdissect pcap --format parquet``."""
+"""The ``exchanges`` (and ``records``) tables in one process, without Spark: ``kdissect
+pcap --format parquet`` (``--records-output``)."""
 
 from __future__ import annotations
 
@@ -7,15 +8,21 @@ from collections.abc import Callable
 import pyarrow.parquet as pq
 
 from .extract import capture_rows
-from .tables import EXCHANGES, to_arrow
+from .tables import EXCHANGES, RECORDS, to_arrow
 
 
 def write_exchanges(files: list[str], out: str, *, ports, detect: bool,
-                    warn: Callable[[str], None], keep=None, packets=None, keys=None) -> int:
+                    warn: Callable[[str], None], keep=None, packets=None, keys=None,
+                    records_out: str | None = None, values=None) -> int:
     """Write the exchanges of ``files`` to the Parquet file ``out``; returns the row count.
-    ``keep(exchange)`` may leave exchanges out (display filters)."""
-    rows = capture_rows([(f, f) for f in files], ports, detect, False, warn,
-                        packets=packets, keep=keep, keys=keys)
+    ``keep(exchange)`` may leave exchanges out (display filters). ``records_out``: also
+    write the records table there (``values``: schemas for its key/value columns)."""
+    rows = capture_rows([(f, f) for f in files], ports, detect, records_out is not None,
+                        warn, packets=packets, keep=keep, keys=keys, values=values)
+    if records_out is not None:
+        pq.write_table(to_arrow(sorted(rows.records, key=lambda r: (
+            r["capture"], r["message_ts"] if r["message_ts"] is not None else 0)), RECORDS),
+            records_out)
     for w in rows.warnings:
         warn(w)
     # the order the Spark job writes: by capture, then time

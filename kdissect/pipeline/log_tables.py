@@ -81,7 +81,8 @@ def write_log_tables(objects: Iterable[dict], out: str) -> dict[str, int]:
         kind = obj["type"]
         if kind == "record":
             row = dict(obj)
-            for name in ("key", "value", "key_decoded", "value_decoded"):
+            for name in ("key", "value", "key_decoded", "value_decoded", "key_schema",
+                         "value_schema"):     # a schema id (docs/values.md) as text
                 row[name] = _text(obj.get(name))
             row["headers"] = [{"key": h["key"], "value": _text(h["value"])}
                               for h in obj.get("headers", [])]

@@ -175,7 +175,7 @@ _DECODED = ""       # the flow of stage-1 rows that carry finished rows (whole f
 
 
 def _stage1(tasks: list[ShardTask], ports, detect: bool, with_records: bool,
-            keys=None, max_memory: int | None = None) -> Callable:
+            keys=None, max_memory: int | None = None, values=None) -> Callable:
     def run(batches):
         for batch in batches:
             for shard_id in batch.column("id").to_pylist():
@@ -183,7 +183,7 @@ def _stage1(tasks: list[ShardTask], ports, detect: bool, with_records: bool,
                 if t.whole:
                     # a file read whole is decoded here: only its rows are shuffled
                     out = _decode_file(t, shard_id, ports, detect, with_records, keys,
-                                       max_memory)
+                                       max_memory, values)
                     for i in range(0, len(out), _BATCH):
                         blob = pickle.dumps(out[i:i + _BATCH], protocol=pickle.HIGHEST_PROTOCOL)
                         yield pa.RecordBatch.from_pylist(
@@ -225,33 +225,35 @@ def _out_rows(capture: str, rows) -> list[dict]:
 
 
 def _decode_file(t: ShardTask, shard_id: int, ports, detect: bool,
-                 with_records: bool, keys=None, max_memory: int | None = None) -> list[dict]:
+                 with_records: bool, keys=None, max_memory: int | None = None,
+                 values=None) -> list[dict]:
     """A whole file read and decoded in one task: stage 2's output rows, its shard
     summary last."""
     summary, rows = shard_segments(t.capture, t.path, shard_id, t.start, t.end, t.plain,
                                    storage.open_input)
     out = _out_rows(t.capture, flow_rows(t.capture, rows, lambda shard: shard << _SHARD_BITS,
-                                         ports, detect, with_records, keys, max_memory))
+                                         ports, detect, with_records, keys, max_memory,
+                                         values))
     row = summary.row()
     out.append({"capture": t.capture, "summary": {k: row[k] for k in _SUMMARY_COLUMNS}})
     return out
 
 
 def _whole_files(tasks: list[ShardTask], ports, detect: bool, with_records: bool,
-                 keys=None, max_memory: int | None = None) -> Callable:
+                 keys=None, max_memory: int | None = None, values=None) -> Callable:
     """When no file is split: stage 2's output rows straight from each task."""
     def run(batches):
         for batch in batches:
             for shard_id in batch.column("id").to_pylist():
                 out = _decode_file(tasks[shard_id], shard_id, ports, detect, with_records,
-                                   keys, max_memory)
+                                   keys, max_memory, values)
                 for i in range(0, len(out), _BATCH):
                     yield pa.RecordBatch.from_pylist(out[i:i + _BATCH], schema=OUT)
     return run
 
 
 def _stage2(ports, detect: bool, with_records: bool, keys=None,
-            max_memory: int | None = None) -> Callable:
+            max_memory: int | None = None, values=None) -> Callable:
     def rows_of(batches):
         for batch in batches:
             flows = batch.column("flow")
@@ -278,7 +280,8 @@ def _stage2(ports, detect: bool, with_records: bool, keys=None,
             else:
                 out += _out_rows(capture, flow_rows(capture, segs,
                                                     lambda shard: shard << _SHARD_BITS,
-                                                    ports, detect, with_records, keys, max_memory))
+                                                    ports, detect, with_records, keys, max_memory,
+                                                    values))
             if len(out) >= _BATCH:
                 yield pa.RecordBatch.from_pylist(out, schema=OUT)
                 out = []
@@ -304,15 +307,16 @@ def run_job(spark, inputs: list[str], out: str, *, ports, detect: bool = True,
             split: bool | None = None, mode: str = "error", partition_by: str | None = None,
             progress: Callable[[str, int, int], None] | None = None,
             on_stall: Callable[[float], None] | None = None, keys=None,
-            max_memory: int | None = None) -> JobResult:
+            max_memory: int | None = None, values=None) -> JobResult:
     """Write ``out``/exchanges, ``out``/captures (and ``out``/records) as Parquet: rows
     in time order, one file per capture (per partition with ``partition_by``: date,
     capture or api). ``mode`` (error, overwrite, append) says what to do with the tables
     of an earlier run in ``out`` (output.prepare). ``progress(phase, done, total)``
     hears about shards read ("shards") and connections decoded ("connections");
     ``on_stall(seconds)`` that no task has run yet (the cluster has no free cores).
-    ``keys``: a capture.tls.KeyLog that decrypts TLS connections (sent to the tasks).
-    ``max_memory``: each task's memory budget in bytes (--max-memory; stream.budget)."""
+    ``keys``: a capture.tls.KeyLog that decrypts TLS connections (sent to the tasks);
+    ``max_memory``: each task's memory budget in bytes (--max-memory; stream.budget);
+    ``values``: a values_schema.SchemaSource for the records' value columns (likewise)."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
@@ -338,17 +342,17 @@ def run_job(spark, inputs: list[str], out: str, *, ports, detect: bool = True,
     files = spark.range(0, len(tasks), 1, len(tasks))
     if all(t.whole for t in tasks):
         decoded = files.mapInArrow(_whole_files(tasks, ports, detect, with_records, keys,
-                                                max_memory),
+                                                max_memory, values),
                                    from_arrow_schema(OUT))
     else:
         decoded = (files.mapInArrow(_stage1(tasks, ports, detect, with_records, keys,
-                                            max_memory),
+                                            max_memory, values),
                                     from_arrow_schema(CHUNKS))
                    # several partitions a core: connections differ in size, so few
                    # partitions would leave cores idle behind one busy with a big one
                    .repartition(4 * cores, "capture", "flow")
                    .sortWithinPartitions("capture", "flow", "shard", "chunk")
-                   .mapInArrow(_stage2(ports, detect, with_records, keys, max_memory),
+                   .mapInArrow(_stage2(ports, detect, with_records, keys, max_memory, values),
                                from_arrow_schema(OUT)))
     decoded = decoded.persist(StorageLevel.MEMORY_AND_DISK)
     phases = ("shards", "connections")

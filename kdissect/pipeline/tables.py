@@ -50,6 +50,9 @@ RECORDS = pa.schema([
     ("value_size", pa.int64()),
     ("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.string())]))),
     ("problems", pa.list_(pa.string())),
+    # decoded by schema (--schemas, --registry...: docs/values.md); null otherwise
+    ("key_json", pa.string()), ("key_schema", pa.int32()),
+    ("value_json", pa.string()), ("value_schema", pa.int32()),
 ])
 
 # one row per capture file of a run: what was read, and how well

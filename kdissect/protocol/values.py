@@ -172,6 +172,8 @@ def _schema_values(records: list[dict], s: _State) -> None:
     from .values_schema.fast import Unfit, value_json
     conv, source = s.conv, s.values
     for r in records:
+        if any((h["key"] or "").startswith("apicurio.") for h in r["headers"]):
+            raise Bail              # a schema id in a header (values_schema.header_id)
         for role in ("key", "value"):
             raw = r[role]
             if raw is None:

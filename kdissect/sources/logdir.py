@@ -17,6 +17,7 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 from ..protocol import ondisk
 from ..protocol.context import Options
@@ -77,6 +78,9 @@ class LogItem:
             from ..render.records import records_of
             part = name[len("record."):]
             recs = records_of(t)
+            from ..filter_values import needs_records, of_records
+            if needs_records(name):
+                return of_records(recs, name)
             if part in ("key", "value"):
                 return [r[part] for r in recs if isinstance(r[part], str)]
             if part == "header":
@@ -352,6 +356,10 @@ def _segment(path: Path, options: Options, state: _Partition, kind: str,
             tree = holder.children[0]
             if family is not None or (mm[pos + 16] == 2 and mm[pos + 22] & 0x20):
                 decode_records(tree, family, options)   # internal topics, control records
+            elif options.values is not None and options.records is True:
+                from ..protocol.values_schema import SchemaSource, decode_values
+                decode_values(tree, cast(SchemaSource, options.values), options.budget,
+                              state.topic)                      # docs/values.md
             item = LogItem("batch", path, state.topic, state.partition, tree)
             _check_batch(item, tree, pos, state, run)
             last, max_ts = _last_offset(tree), _max_ts(tree)

@@ -143,6 +143,15 @@ field("record.value", "text", "the values of the records carried, as `record.key
 field("record.header", "text", "the records' header names; `record.header.NAME` is the values "
       "of the header `NAME` (`record.header.codec == gzip`)",
       lambda x: [k for r in content.records(x) for k, _ in r.headers])
+# decoded keys and values (kdissect/filter_values.py); record.value.PATH and record.key.PATH
+# are names under these, read by values() below
+field("record.value_schema", "number", "the Schema Registry ids of the record values "
+      "(`record.value_schema == 2`); `record.value.PATH` selects on the decoded values "
+      "(`record.value.customer.id == \"c-3\"`, [values.md](values.md))",
+      lambda x: _filter_values().values(x, "record.value_schema"))
+field("record.key_schema", "number", "the Schema Registry ids of the record keys; "
+      "`record.key.PATH` selects on the decoded keys",
+      lambda x: _filter_values().values(x, "record.key_schema"))
 # kdissect log only (docs/log.md): a batch's header fields, no value for exchanges
 _LOG = "`kdissect log` only ([log.md](log.md)): "
 field("base_offset", "number", _LOG + "a batch's first offset")
@@ -154,7 +163,8 @@ field("magic", "number", _LOG + "the record format (0, 1, 2)")
 field("offset", "number", _LOG + "a batch's (or a v0/v1 message's) first offset")
 
 # fields whose values come from the messages' bytes (record contents), not from enrichment
-READS_BYTES = frozenset({"record.key", "record.value", "record.header"})
+READS_BYTES = frozenset({"record.key", "record.value", "record.header", "record.value_schema",
+                         "record.key_schema"})
 
 
 def completions(kind: str) -> list[str] | None:
@@ -198,5 +208,12 @@ def values(item: Any, name: str) -> list:
         return f.get(item) if f.get is not None else []
     if name.startswith("record.header."):
         return content.header_values(item, name[len("record.header."):])
+    if _filter_values().is_value_path(name):
+        return _filter_values().values(item, name)
     return item.field(name)
+
+
+def _filter_values() -> Any:
+    from .. import filter_values      # imported when a filter reads decoded values
+    return filter_values
 

@@ -8,12 +8,14 @@ by size), so tables stay small and safe to share.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 
 from ..protocol import Options
 from ..protocol.apis import carries_records
 from ..protocol.names import error_name
 from ..protocol.node import Node
 from ..protocol.records import record_offset
+from ..protocol.values_schema import value_columns
 from .facts import UNRESOLVED
 from .fields import PROBLEM_GROUPS
 from .model import Exchange, KafkaMessage
@@ -102,14 +104,16 @@ def _row_topics(row: dict) -> Iterator[str | None]:
 RECORDS = Options(records=True)
 
 
-def record_rows(ex: Exchange, capture: str) -> list[dict]:
+def record_rows(ex: Exchange, capture: str, values=None) -> list[dict]:
     """Every record an exchange carries (Produce requests, Fetch and ShareFetch
-    responses), with the topic and partition it belongs to."""
+    responses), with the topic and partition it belongs to; ``values`` (a
+    values_schema.SchemaSource) decodes keys and values by schema (docs/values.md)."""
+    options = RECORDS if values is None else replace(RECORDS, values=values)
     out: list[dict] = []
     for m in (ex.request, ex.response):
         if m is None or not carries_records(m.api_key, m.direction):
             continue
-        body = _body(m.decoded(RECORDS).tree, m)
+        body = _body(m.decoded(options).tree, m)
         if body is not None:
             _walk_records(body, None, None, m, capture, out)
     return out
@@ -176,4 +180,5 @@ def _record_row(n: Node, topic, partition, m: KafkaMessage, capture: str) -> dic
                     for h in (headers.children if headers is not None else [])
                     if (k := h.child("key")) is not None],
         "problems": [r for _, r in n.problems()],
+        **value_columns(key, "key"), **value_columns(value, "value"),
     }

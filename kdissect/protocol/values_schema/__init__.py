@@ -14,6 +14,7 @@ hostile value cannot amplify.
 from __future__ import annotations
 
 import base64
+import json
 from dataclasses import dataclass
 from datetime import date, datetime, time
 from decimal import Decimal
@@ -27,7 +28,7 @@ from .common import Cursor, Mismatch, OutOfBudget, rest_node
 from .guess import guess
 
 __all__ = ["Schema", "SchemaSource", "decode_values", "decode_one", "plain_value",
-           "json_value", "decoded_of", "schema_id_of", "guess"]
+           "json_value", "decoded_of", "schema_id_of", "guess", "value_columns"]
 
 
 @dataclass(frozen=True, eq=False)      # identity: readers are cached per Schema object
@@ -53,16 +54,18 @@ class SchemaSource(Protocol):
     framed: bool
 
 
-def decode_values(body: Node, source: SchemaSource, budget: Budget | None) -> None:
-    """Decode the key and value of every record under ``body`` (a message's body)."""
-    stack: list[tuple[Node, str | None]] = [(body, None)]
+def decode_values(body: Node, source: SchemaSource, budget: Budget | None,
+                  topic: str | None = None) -> None:
+    """Decode the key and value of every record under ``body`` (a message's body, or a
+    batch of ``topic`` read from disk)."""
+    stack: list[tuple[Node, str | None]] = [(body, topic)]
     while stack:
         node, topic = stack.pop()
         if node.ktype == "record" or node.ktype.startswith("message_v"):
             for role in ("key", "value"):
                 child = node.child(role)
                 if child is not None and isinstance(child.value, bytes) and not child.children:
-                    decode_one(child, topic, role, source, budget)
+                    decode_one(child, topic, role, source, budget, header_id(node, role))
             continue
         if node.buffer is None and node.ktype in ("bytes", "raw") or not node.children:
             continue
@@ -73,10 +76,35 @@ def decode_values(body: Node, source: SchemaSource, budget: Budget | None) -> No
         stack.extend((c, topic) for c in node.children)
 
 
+# Apicurio's serializers may name the schema in record headers instead of framing the
+# value: an 8-byte big-endian id (contentId: what /apis/ccompat/v7/schemas/ids/ID serves
+# by default; globalId with legacy ids)
+APICURIO_HEADERS = ("apicurio.{role}.contentId", "apicurio.{role}.globalId")
+
+
+def header_id(record: Node, role: str) -> tuple[str, int] | None:
+    """(header name, schema id) when the record names its ``role``'s schema in a header."""
+    headers = record.child("headers")
+    if headers is None or not headers.children:
+        return None
+    found = {}
+    for h in headers.children:
+        k, v = h.child("key"), h.child("value")
+        if k is not None and v is not None and isinstance(v.value, bytes) and \
+                len(v.value) == 8 and isinstance(k.value, str):
+            found[k.value] = int.from_bytes(v.value, "big")
+    for name in APICURIO_HEADERS:
+        name = name.format(role=role)
+        if name in found:
+            return name, found[name]
+    return None
+
+
 def decode_one(field: Node, topic: str | None, role: str, source: SchemaSource | None,
-               budget: Budget | None) -> None:
+               budget: Budget | None, by_header: tuple[str, int] | None = None) -> None:
     """Decode one record key/value node (``field.value``: its bytes, which end at
-    ``field.end``); adds children located in the same buffer as ``field``."""
+    ``field.end``); adds children located in the same buffer as ``field``.
+    ``by_header``: (header, schema id) when a record header names the schema."""
     data: bytes = field.value
     if not data:
         return
@@ -89,7 +117,22 @@ def decode_one(field: Node, topic: str | None, role: str, source: SchemaSource |
     try:
         cur.charge(2)
         by_id = source is not None and source.framed and override is None
-        if by_id and not framed and role == "value":
+        if by_id and by_header is not None and source is not None:
+            name, schema_id = by_header
+            schema = source.by_id(schema_id)
+            # the id is in the header, not in the value: a zero-length node says so
+            note = f"from the record header {name}"
+            if schema is not None:
+                note += f"; {schema.kind}: {schema.label}" if schema.label else \
+                    f"; {schema.kind}"
+            sid = holder.add(Node("schema_id", "int64", 0, 0, schema_id, note=note))
+            if schema is None:
+                sid.problem = f"schema id {schema_id} is in no schema source given"
+                sid.code = "value_schema_unknown"
+                _describe(field, holder, cur, base, None)
+                return
+            framed = False
+        elif by_id and not framed and role == "value":
             bad = holder.add(Node("magic", "int8", 0, 1, data[0]))
             bad.problem = (f"first byte is {data[0]:#04x}, not the magic byte 0 of Schema "
                            f"Registry framing (a Confluent deserializer says 'Unknown magic "
@@ -212,6 +255,16 @@ def schema_id_of(field: Node) -> int | None:
         if c.name == "schema_id":
             return c.value
     return None
+
+
+def value_columns(field: Node | None, role: str) -> dict[str, Any]:
+    """``{role}_json`` (the value decoded by its schema, as JSON text) and ``{role}_schema``
+    (its schema id) of a record key/value node, for tables; None when not decoded."""
+    decoded = decoded_of(field) if field is not None and field.children else None
+    if field is None or decoded is None:
+        return {f"{role}_json": None, f"{role}_schema": None}
+    return {f"{role}_json": json.dumps(json_value(plain_value(decoded)), ensure_ascii=False),
+            f"{role}_schema": schema_id_of(field)}
 
 
 def plain_value(node: Node) -> Any:

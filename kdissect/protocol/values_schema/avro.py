@@ -197,15 +197,35 @@ def _logical(node: Node, schema: dict, logical: str) -> None:
     node.note = f"{v} ({logical})"
 
 
-def parse(schema_json: Any) -> tuple[Any, dict[str, Any]]:
+def parse(schema_json: Any, references: list[Any] | None = None) -> tuple[Any, dict[str, Any]]:
     """(parsed schema, named types) from an .avsc document (dict, list or str); raises
-    ValueError with fastavro's reason when it is not a valid schema."""
+    ValueError with fastavro's reason when it is not a valid schema. ``references``:
+    documents defining the named types it uses (Schema Registry references), in any
+    order (each is parsed once the types it needs are known)."""
     from fastavro import parse_schema       # a schema parser only: decoding is ours
     from fastavro.schema import SchemaParseException, UnknownType
     named: dict[str, Any] = {}
+    pending = list(references or ())
+    while pending:                           # at most len(references) rounds
+        failed = []
+        for doc in pending:
+            trial = dict(named)
+            try:
+                parse_schema(doc, named_schemas=trial)
+                named = trial
+            except UnknownType:
+                failed.append(doc)
+            except (SchemaParseException, KeyError, TypeError, AttributeError) as e:
+                raise ValueError(f"not a valid Avro schema reference: {e}") from None
+        if len(failed) == len(pending):
+            break                            # the main schema's parse says what is missing
+        pending = failed
     try:
         parsed = parse_schema(schema_json, named_schemas=named)
-    except (SchemaParseException, UnknownType, KeyError, TypeError, AttributeError) as e:
+    except UnknownType as e:
+        raise ValueError(f"not a valid Avro schema: unknown type {e} (not defined here "
+                         f"nor by a reference)") from None
+    except (SchemaParseException, KeyError, TypeError, AttributeError) as e:
         raise ValueError(f"not a valid Avro schema: {e}") from None
     return parsed, named
 

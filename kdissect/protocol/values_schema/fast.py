@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import weakref
+from collections import OrderedDict
 from typing import Any
 
 from . import Schema
@@ -25,6 +26,43 @@ class Unfit(Exception):
 # Schema -> its reader (closures), None if the schema does not qualify; weak, so a Schema
 # unpickled per chunk in a jsonl worker does not accumulate (nor can an id be reused)
 _READERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+class _Recent:
+    """The values last decoded by one schema, by their bytes: a capture holds most
+    records at least twice (the Produce request, then each consumer's Fetch response), and
+    decoding is most of what JSON lines spend on a value. Bounded: values of at most
+    ``LARGEST`` bytes, at most ``VALUES`` JSON values (the node tally: a value's objects)
+    and ``BYTES`` bytes of values kept in all (some 100 MB at worst, a few tens for
+    typical values), the oldest dropped first. A consumer reads what was produced a
+    while ago: keeping fewer (1,100 of the benchmark's Order values) missed nearly every
+    Fetch of a tailing consumer. Readers only: a cached value is shared by the records it
+    stands for, and nothing downstream changes values."""
+
+    LARGEST = 2048
+    VALUES = 1 << 20
+    BYTES = 32 << 20
+
+    __slots__ = ("entries", "held", "held_bytes")
+
+    def __init__(self) -> None:
+        self.entries: OrderedDict[bytes, tuple[Any, int]] = OrderedDict()
+        self.held = self.held_bytes = 0
+
+    def add(self, raw: bytes, value: Any, count: int) -> None:
+        if len(raw) > self.LARGEST or count > self.VALUES or raw in self.entries:
+            return
+        entries = self.entries
+        entries[raw] = (value, count)
+        self.held += count
+        self.held_bytes += len(raw)
+        while self.held > self.VALUES or self.held_bytes > self.BYTES:
+            old, (_, n) = entries.popitem(last=False)   # OrderedDict: the oldest at once
+            self.held -= n
+            self.held_bytes -= len(old)
+
+
+_RECENT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _reader(parsed: Any, named: dict[str, Any]) -> Any:
@@ -48,18 +86,31 @@ def value_json(source: Any, raw: bytes, role: str,
     if schema is None:
         raise Unfit
     if schema.kind == "avro":
-        parsed, named = schema.parsed
+        recent = _RECENT.get(schema)
+        if recent is not None:
+            hit = recent.entries.get(raw)
+            if hit is not None:
+                if tally is not None:
+                    tally[0] += hit[1]
+                return hit[0], schema_id
         reader = _READERS.get(schema, False)
         if reader is False:
+            parsed, named = schema.parsed
             reader = _READERS[schema] = _reader(parsed, named)
+            _RECENT[schema] = recent = _Recent()
         if reader is None:
             raise Unfit
+        count = [0]
         try:
-            value, end = reader(raw, 5, tally if tally is not None else [0])
+            value, end = reader(raw, 5, count)
         except Exception:               # whatever it is, the located path says it
             raise Unfit from None
         if end != len(raw):
             raise Unfit                 # trailing bytes: a finding
+        if tally is not None:
+            tally[0] += count[0]
+        if recent is not None:
+            recent.add(raw, value, count[0])
         return value, schema_id
     if schema.kind == "json":
         try:

@@ -1,0 +1,145 @@
+"""Display-filter fields into record keys and values (docs/values.md, docs/filters.md):
+
+    record.value.customer.id == "c-3"     a field of the value, as JSON lines show it
+    record.value.items.sku == "A-1"       through arrays: any element
+    record.value.items.0.sku == "A-1"     or one element, by index
+    record.value_schema == 2              the Schema Registry id of the value
+    record.key.id > 100, record.key_schema
+
+A path reads the value decoded by its schema (``--schemas``, ``--registry``,
+``--value-schema``), an internal topic's value by Kafka's schema, or else a value whose
+text is a JSON document. A path that ends at a record or array matches nothing; at an
+array of scalars, any element. kdissect/filters.py hooks these fields in; this module
+says which names they are, what a literal means for them, and their values.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+PATHS = ("record.value.", "record.key.")
+SCHEMA_IDS = {"record.value_schema": "value", "record.key_schema": "key"}
+_DEPTH = 64                           # JSON nesting read from a plain value's text
+
+
+def is_value_path(name: str) -> bool:
+    """``record.value.X`` / ``record.key.X`` (with something after the dot)."""
+    return name.startswith(PATHS) and not name.endswith(".") and \
+        len(name) > len("record.key.")
+
+
+def needs_records(name: str) -> bool:
+    return name in SCHEMA_IDS or is_value_path(name)
+
+
+def literal(kind: str, text: str) -> Any:
+    """A filter literal compared with decoded values: numbers as numbers, true/false as
+    booleans, anything else (quoted or a bare word) as text."""
+    if kind == "num":
+        return float(text) if "." in text else int(text)
+    if kind == "word" and text in ("true", "false"):
+        return text == "true"
+    return text
+
+
+def values(view: Any, name: str) -> list:
+    """The values of ``name`` over every record of an exchange view (Produce requests,
+    Fetch and ShareFetch responses)."""
+    return of_records(exchange_records(view), name)
+
+
+def of_records(records: Iterable[dict], name: str) -> list:
+    """The values of ``name`` over records as JSON lines show them (``render.records
+    .record_json`` or the values-only decoder): ``key``/``value`` decoded, ``*_schema``
+    the schema ids, ``*_decoded`` an internal topic's structures."""
+    if name in SCHEMA_IDS:
+        field = f"{SCHEMA_IDS[name]}_schema"
+        return [r[field] for r in records if type(r.get(field)) is int]
+    role, _, path = name[len("record."):].partition(".")
+    parts = path.split(".")
+    out: list = []
+    for r in records:
+        value = r.get(f"{role}_decoded")                    # an internal topic's
+        if value is None:
+            value = r.get(role)
+            if isinstance(value, str) and f"{role}_schema" not in r:
+                value = _json_text(value)                  # plain JSON text
+        if isinstance(value, (dict, list)):
+            _pick(value, parts, out)
+    return out
+
+
+def _json_text(text: str) -> Any:
+    if not text[:1] in ("{", "["):
+        return None
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _pick(value: Any, parts: list[str], out: list) -> None:
+    """Append to ``out`` the scalars at ``parts`` under ``value``; an array on the way
+    (not indexed) stands for each of its elements. Iterative: values may nest deep."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        v, i = stack.pop()
+        if i == len(parts):
+            if isinstance(v, list):
+                out.extend(x for x in v if _scalar(x))
+            elif _scalar(v):
+                out.append(v)
+            continue
+        part = parts[i]
+        if isinstance(v, dict):
+            if part in v:
+                stack.append((v[part], i + 1))
+        elif isinstance(v, list):
+            if part.isdigit():
+                if int(part) < len(v):
+                    stack.append((v[int(part)], i + 1))
+            else:
+                stack.extend((x, i) for x in reversed(v) if isinstance(x, dict))
+
+
+def _scalar(v: Any) -> bool:
+    return v is not None and not isinstance(v, (dict, list))
+
+
+# the records of the last exchange asked about: a filter naming several value fields
+# decodes each exchange once (one entry: memory stays bounded). Keyed by the view and its
+# messages: a live exchange gains its response after a first look
+_last: tuple[tuple[Any, Any, Any], list[dict]] | None = None
+
+
+def exchange_records(view: Any) -> list[dict]:
+    """Every record of the exchange as JSON lines show it (decoded by schema when the
+    view's options carry schemas): the values-only decoder for clean messages, the
+    located tree otherwise."""
+    global _last
+    last, ex = _last, view.ex
+    if last is not None and last[0][0] is view and last[0][1] is ex.request and \
+            last[0][2] is ex.response:
+        return last[1]
+    from .protocol import Options
+    from .protocol.values import body_values
+    from .render.records import json_bytes, records_of
+    from .protocol.apis import CARRY_RECORDS
+    from .stream.content import full_tree
+    options = view.options or Options()
+    out: list[dict] = []
+    if view.ex.first.api_key in CARRY_RECORDS:
+        for m in (view.ex.request, view.ex.response):
+            if m is None or m.direction == "sasl" or not m.data:
+                continue
+            found: list[dict] = []
+            body = body_values(m.data, m.direction, m.api_key, m.api_version, options,
+                               json_bytes, found.extend)
+            if body is None:
+                tree = full_tree(m, options)
+                found = records_of(tree) if tree is not None else []
+            out += found
+    _last = ((view, ex.request, ex.response), out)
+    return out
