@@ -17,8 +17,9 @@ ALLOWED: dict[str, set[str]] = {
     "stream": {"protocol"},                              # framing, pairing, enrichment, engine
     "schemas_source": {"protocol"},
     "blob": set(),                                       # pasted text -> bytes
-    "filters": {"protocol", "stream"},
-    "sources": {"protocol", "capture", "stream"},
+    "filters": {"protocol", "stream", "filter_values"},
+    "filter_values": {"protocol", "stream"},             # filters into decoded record values
+    "sources": {"protocol", "capture", "stream", "filter_values"},
     "render": {"protocol", "stream", "filters"},
     "proxy": {"protocol", "stream", "capture"},
     "pipeline": {"protocol", "capture", "stream", "sources", "render"},
@@ -33,6 +34,10 @@ ALLOWED: dict[str, set[str]] = {
 EXCEPTIONS = {
     # log items' record.key/value filter values reuse the JSON lines' record walk
     ("kdissect/sources/logdir.py", "render"),
+    # decoded values are filtered as JSON lines show them: the JSON lines' record walk
+    ("kdissect/filter_values.py", "render"),
+    # record.value.PATH reads values as JSON lines show them (lazily, when a filter asks)
+    ("kdissect/stream/fields.py", "filter_values"),
 }
 
 
