@@ -13,6 +13,7 @@ from ..filters import FilterError, parse_filter
 from ..protocol.internal import control_of
 from ..render.records import json_bytes, plain_json, record_json
 from ..render.text import tree_of
+from ..protocol.ondisk import BATCH_FIELDS
 from ..sources.logdir import LogError, LogItem, walk
 from .common import budget
 from .group import main
@@ -81,7 +82,7 @@ def log(paths: tuple[str, ...], verbose: bool, fmt: str, output: str | None, rec
         from ..pipeline.log_tables import write_log_tables
 
         def objects():
-            for item in walk(list(paths), options):
+            for item in walk(list(paths), options, values=flt is None):
                 if flt is None or flt(item):
                     yield from item_json(item, True)
         try:
@@ -92,13 +93,13 @@ def log(paths: tuple[str, ...], verbose: bool, fmt: str, output: str | None, rec
         err.print(", ".join(f"{n} {name}" for name, n in counts.items()) + f" -> {output}")
         return
     try:
-        for item in walk(list(paths), options):
+        bulk = fmt == "jsonl" and flt is None      # no trees needed: the values path
+        for item in walk(list(paths), options, values=bulk):
             if flt is not None and not flt(item):
                 continue
             shown += 1
             if fmt == "jsonl":
-                for obj in item_json(item, records):
-                    write(json.dumps(obj, default=str) + "\n")
+                write(item_lines(item, records))
             else:
                 out.print(item_line(item))
                 if verbose and item.tree is not None:
@@ -182,15 +183,33 @@ def _record_text(n) -> str:
     return text
 
 
+_CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+_encode = json.JSONEncoder(default=str).encode     # json.dumps(x, default=str), made once
+
+
+
+def _values_batch_json(item: LogItem) -> dict:
+    """``batch_json`` of a batch the bulk path read as values (a clean v2 batch)."""
+    h = item.values[0]
+    attrs = h["attributes"]
+    return {"type": "batch", "file": str(item.path), "topic": item.topic,
+            "partition": item.partition, "position": h["position"],
+            "size": 12 + h["batch_length"], **{n: h[n] for n in BATCH_FIELDS},
+            "last_offset": h["base_offset"] + h["last_offset_delta"],
+            "codec": _CODECS[attrs & 7] if attrs & 7 < 5 else attrs & 7,
+            "transactional": bool(attrs & 0x10), "control": bool(attrs & 0x20),
+            "crc_valid": True, "findings": [f.to_json() for f in item.findings]}
+
+
 def batch_json(item: LogItem) -> dict:
     """One batch (or v0/v1 message set entry, or damage) as a JSON object (docs/log.md)."""
+    if item.values is not None:
+        return _values_batch_json(item)
     tree = item.tree
     out: dict = {"type": "batch", "file": str(item.path), "topic": item.topic,
                  "partition": item.partition, "position": tree.offset, "size": tree.length}
     if tree.ktype == "record_batch":
-        for name in ("base_offset", "batch_length", "partition_leader_epoch", "magic", "crc",
-                     "attributes", "last_offset_delta", "base_timestamp", "max_timestamp",
-                     "producer_id", "producer_epoch", "base_sequence", "record_count"):
+        for name in BATCH_FIELDS:
             out[name] = _v(item, name)
         attrs = out["attributes"] or 0
         out["last_offset"] = (out["base_offset"] + out["last_offset_delta"]
@@ -215,9 +234,7 @@ def batch_json(item: LogItem) -> dict:
 
 def _record_obj(item: LogItem, n) -> dict:
     r = record_json(n)          # with key_decoded/value_decoded for internal topics
-    obj = {"type": "record", "file": str(item.path), "topic": item.topic,
-           "partition": item.partition, "batch_position": item.tree.offset,
-           "position": n.offset, **r}
+    obj = {**_record_head(item, item.tree.offset), "position": n.offset, **r}
     attrs = item.tree.child("attributes")
     if n.ktype == "record" and attrs is not None and isinstance(attrs.value, int) \
             and attrs.value & 0x20:
@@ -229,7 +246,31 @@ def _record_obj(item: LogItem, n) -> dict:
     return obj
 
 
+def _record_head(item: LogItem, batch_position: int) -> dict:
+    return {"type": "record", "file": str(item.path), "topic": item.topic,
+            "partition": item.partition, "batch_position": batch_position}
+
+
+def item_lines(item: LogItem, records: bool) -> str:
+    """``item_json``'s objects as JSON lines. A batch the bulk path read as values is
+    encoded without building its objects: what every record line shares is encoded once."""
+    if item.values is None:
+        return "".join(_encode(obj) + "\n" for obj in item_json(item, records))
+    text = _encode(_values_batch_json(item)) + "\n"
+    if not records:
+        return text
+    h, starts, recs = item.values
+    prefix = _encode(_record_head(item, h["position"]))[:-1] + ', "position": '
+    enc = _encode
+    return text + "".join([f"{prefix}{p}, {enc(r)[1:]}\n" for p, r in zip(starts, recs)])
+
+
 def item_json(item: LogItem, records: bool) -> list[dict]:
+    if item.values is not None:
+        h, starts, recs = item.values
+        head = _record_head(item, h["position"])
+        return [_values_batch_json(item)] + \
+            ([{**head, "position": p, **r} for p, r in zip(starts, recs)] if records else [])
     if item.kind in ("batch", "message") and item.tree is not None:
         objs = [batch_json(item)]
         if records:

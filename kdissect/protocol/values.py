@@ -467,6 +467,15 @@ def _record_loop(*args):
     return _LOOP[0](*args)
 
 
+def record_loop(data, pos: int, end: int, count: int, base: int, ts0: int, fixed_ts: bool,
+                conv: Callable[[bytes], Any]) -> tuple[list[dict], int]:
+    """The ``count`` records of a v2 batch at ``data[pos:end]`` as dicts (offset, timestamp,
+    key, value, headers; bytes through ``conv``) and where they end; raises ``Bail`` at
+    the first oddity. ``ts0`` is the base timestamp, or with ``fixed_ts`` the batch's
+    log-append time. Public: the log source's bulk path reads segments with it."""
+    return _record_loop(data, pos, end, count, base, ts0, fixed_ts, conv)
+
+
 # -- messages -------------------------------------------------------------------------
 
 def body_values(data: bytes, direction: str, api_key: int, api_version: int,
