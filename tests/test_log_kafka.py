@@ -206,6 +206,10 @@ def test_stopped_broker_dir_is_consistent(kafka_dirs):
     bad = [(o["file"], f["code"], f["detail"]) for o in objs for f in o.get("findings", [])
            if f["severity"] != "note"]
     assert bad == [], bad[:20]
+    # the JSON lines' values path (no trees) writes what the located trees say
+    from tests.test_log import both_paths
+    fast, located = both_paths(str(log_dir))
+    assert fast == located
 
 
 def test_internal_records_in_captured_fetch_responses(kafka_dirs):

@@ -331,10 +331,12 @@ def _segment(path: Path, options: Options, state: _Partition, kind: str,
     _monotonic(indexes.get("time_index"), tidx, 1, "timestamps")
     oi = ti = 0
     batch_ends: dict[int, tuple[int, int]] = {}      # last offset -> (position, max ts), this segment
-    pos = 0
+    pos = released = 0
     options = options.for_message()
     try:
         while pos < size:
+            if pos - released > _RELEASE and isinstance(mm, mmap.mmap):
+                released = _release(mm, released, pos)
             left = size - pos
             if left < BATCH_HEAD or not _plausible_head(mm, pos, left):
                 tail = mm[pos:size]
@@ -412,6 +414,19 @@ def _segment(path: Path, options: Options, state: _Partition, kind: str,
     late = _check_snapshots(state, run, None)
     if late:
         yield LogItem("check", path, state.topic, state.partition, None, late)
+
+
+_RELEASE = 16 << 20
+
+
+def _release(mm: mmap.mmap, start: int, pos: int) -> int:
+    """Drop the map's pages before ``pos`` from the process (the kernel keeps them in its
+    page cache; a later read faults them back in): a whole segment read through a map
+    would otherwise stay in the reader's resident memory until it is closed."""
+    end = pos - pos % mmap.PAGESIZE
+    if hasattr(mm, "madvise") and end > start:
+        mm.madvise(mmap.MADV_DONTNEED, start, end - start)
+    return end
 
 
 def _plausible_head(mm, pos: int, left: int) -> bool:
