@@ -65,11 +65,24 @@ file, 2 a wrong command line.
                    "record.key == \"k\", base_offset >= 100 (docs/filters.md).")
 @click.option("--max-decompressed", default="64M", show_default=True, metavar="SIZE",
               help="Decompressed bytes one batch may produce.")
+@click.option("--spark", "on_spark", is_flag=True,
+              help="With --format parquet: build the tables on Spark, a task per partition "
+                   "directory (many log dirs, a whole cluster's, or s3:// copies); -o is "
+                   "then a directory of Parquet directories (docs/log.md).")
+@click.option("--master", metavar="URL", help="With --spark: the Spark master (default: as "
+                                                "for kdissect spark).")
 def log(paths: tuple[str, ...], verbose: bool, fmt: str, output: str | None, records: bool,
-        filter_text: str | None, max_decompressed: str) -> None:
+        filter_text: str | None, max_decompressed: str, on_spark: bool,
+        master: str | None) -> None:
     err = Console(stderr=True)
     if fmt == "parquet" and not output:
         raise click.UsageError("--format parquet needs -o DIR (the tables' directory)")
+    if on_spark:
+        if fmt != "parquet" or filter_text:
+            raise click.UsageError("--spark builds the Parquet tables: use it with "
+                                   "--format parquet -o DIR, without -Y")
+        _on_spark(list(paths), output, budget(max_decompressed).max_decompressed, master, err)
+        return
     try:
         flt = parse_filter(filter_text) if filter_text else None
     except FilterError as e:
@@ -116,6 +129,28 @@ def log(paths: tuple[str, ...], verbose: bool, fmt: str, output: str | None, rec
         err.print("nothing matched" if flt is not None else "no Kafka files found")
 
 
+def _on_spark(paths: list[str], out: str, max_decompressed: int, master: str | None,
+              err: Console) -> None:
+    from .common import _need_spark_extra
+    _need_spark_extra("kdissect log --spark", "pyspark")
+    from ..pipeline.log_job import run_log_job
+    from ..pipeline.session import SparkStartError, explain, get_session
+    try:
+        session = get_session(master)
+    except SparkStartError as e:
+        raise click.ClickException(str(e)) from None
+    try:
+        counts = run_log_job(session, paths, out, max_decompressed=max_decompressed)
+    except LogError as e:
+        click.echo(f"kdissect log: {e}", err=True)
+        sys.exit(1)
+    except Exception as e:              # Spark's own errors: said in a line, not a trace
+        raise click.ClickException(explain(e)) from None
+    finally:
+        session.stop()
+    err.print(", ".join(f"{n} {name}" for name, n in counts.items()) + f" -> {out}")
+
+
 # -- what an item says -----------------------------------------------------------------
 
 def _v(item: LogItem, name: str):
@@ -125,7 +160,7 @@ def _v(item: LogItem, name: str):
 
 def item_line(item: LogItem) -> Text:
     t = Text()
-    where = item.path.name if item.kind in ("batch", "message") else str(item.path)
+    where = item.path.name if item.kind in ("batch", "message") else item.file
     t.append(f"{where}", style="bold" if item.kind not in ("batch", "message") else "dim")
     tree = item.tree
     if item.kind == "batch" and tree is not None:
@@ -192,7 +227,7 @@ def _values_batch_json(item: LogItem) -> dict:
     """``batch_json`` of a batch the bulk path read as values (a clean v2 batch)."""
     h = item.values[0]
     attrs = h["attributes"]
-    return {"type": "batch", "file": str(item.path), "topic": item.topic,
+    return {"type": "batch", "file": item.file, "topic": item.topic,
             "partition": item.partition, "position": h["position"],
             "size": 12 + h["batch_length"], **{n: h[n] for n in BATCH_FIELDS},
             "last_offset": h["base_offset"] + h["last_offset_delta"],
@@ -206,7 +241,7 @@ def batch_json(item: LogItem) -> dict:
     if item.values is not None:
         return _values_batch_json(item)
     tree = item.tree
-    out: dict = {"type": "batch", "file": str(item.path), "topic": item.topic,
+    out: dict = {"type": "batch", "file": item.file, "topic": item.topic,
                  "partition": item.partition, "position": tree.offset, "size": tree.length}
     if tree.ktype == "record_batch":
         for name in BATCH_FIELDS:
@@ -247,7 +282,7 @@ def _record_obj(item: LogItem, n) -> dict:
 
 
 def _record_head(item: LogItem, batch_position: int) -> dict:
-    return {"type": "record", "file": str(item.path), "topic": item.topic,
+    return {"type": "record", "file": item.file, "topic": item.topic,
             "partition": item.partition, "batch_position": batch_position}
 
 
@@ -276,7 +311,7 @@ def item_json(item: LogItem, records: bool) -> list[dict]:
         if records:
             objs += [_record_obj(item, n) for n in _records(item)]
         return objs
-    obj = {"type": item.kind, "file": str(item.path), "topic": item.topic,
+    obj = {"type": item.kind, "file": item.file, "topic": item.topic,
            "partition": item.partition}
     if item.tree is not None:
         obj["content"] = plain_json(item.tree)

@@ -56,6 +56,12 @@ class LogItem:
     # the bulk path's clean v2 batch, instead of a tree: (header fields by name, each
     # record's position, the records as JSON values) -- see walk(values=True)
     values: tuple[dict, list[int], list[dict]] | None = None
+    url: str | None = None      # where the file really is, when read from a copy
+
+    @property
+    def file(self) -> str:
+        """The file's name in output: its URL, or its path."""
+        return self.url or str(self.path)
 
     def all_findings(self) -> list[Finding]:
         own = [Finding(code, reason, path) for path, code, reason in
@@ -188,6 +194,11 @@ def walk(paths: list[str], options: Options, values: bool = False) -> Iterator[L
         from ..render.records import json_bytes
         conv = json_bytes
     for text in paths:
+        if "://" in text:           # a URL: copied a partition at a time
+            from .logunits import items, plan
+            for unit in plan([text]):
+                yield from items(unit, options, conv)
+            continue
         path = Path(text)
         if not path.exists():
             raise LogError(f"{text}: no such file or directory")
@@ -217,30 +228,56 @@ def _single_file(path: Path, options: Options, conv: Conv = None) -> Iterator[Lo
 
 
 def _log_dir(path: Path, options: Options, conv: Conv = None) -> Iterator[LogItem]:
-    hws: dict[tuple[str, int], int] = {}
-    partitions = []
+    yield from log_dir_files(path, options, conv)
+    hws = high_watermarks(path)
     for p in sorted(path.iterdir()):
-        if p.is_dir():
-            if _partition_of(p)[0]:
-                partitions.append(p)
-            continue
-        kind = file_kind(p)
-        if kind is None:
-            continue
-        item = LogItem(kind, p, None, None, decode_file(p, kind, options)) \
-            if kind not in ("segment", "kraft_snapshot", "kafka07") else None
-        if item is None:
+        if p.is_dir() and _partition_of(p)[0]:
+            yield from _partition_dir(p, options, hws, conv)
+
+
+def is_partition_name(name: str) -> bool:
+    return _PARTITION_DIR.match(name) is not None
+
+
+def is_partition_dir(path: Path) -> bool:
+    return path.is_dir() and is_partition_name(path.name)
+
+
+def single_file(path: Path, options: Options, conv: Conv = None) -> Iterator[LogItem]:
+    """The items of one file (its partition named by its directory)."""
+    return _single_file(path, options, conv)
+
+
+def log_dir_files(path: Path, options: Options, conv: Conv = None) -> Iterator[LogItem]:
+    """The files of a log dir itself (meta.properties, the offset checkpoints...)."""
+    for p in sorted(path.iterdir()):
+        kind = file_kind(p) if p.is_file() else None
+        if kind in ("segment", "kraft_snapshot", "kafka07"):
             yield from _single_file(p, options, conv)
-            continue
-        if p.name == "replication-offset-checkpoint":
-            for e in item.tree.find("offset"):
-                entry = item.tree.path_to(e)[-2]
-                t, n = entry.child("topic"), entry.child("partition")
-                if t is not None and n is not None and isinstance(e.value, int):
-                    hws[(t.value, n.value)] = e.value
-        yield item
-    for p in partitions:
-        yield from _partition_dir(p, options, hws, conv)
+        elif kind is not None:
+            yield LogItem(kind, p, None, None, decode_file(p, kind, options))
+
+
+def high_watermarks(log_dir: Path) -> dict[tuple[str, int], int]:
+    """Each partition's high watermark from the log dir's replication-offset-checkpoint
+    (empty without one)."""
+    p = log_dir / "replication-offset-checkpoint"
+    hws: dict[tuple[str, int], int] = {}
+    if not p.is_file():
+        return hws
+    tree = decode_file(p, "checkpoint", Options())
+    for e in tree.find("offset"):
+        entry = tree.path_to(e)[-2]
+        t, n = entry.child("topic"), entry.child("partition")
+        if t is not None and n is not None and isinstance(e.value, int):
+            hws[(t.value, n.value)] = e.value
+    return hws
+
+
+def partition_items(path: Path, options: Options, hws: dict[tuple[str, int], int] | None,
+                    conv: Conv = None) -> Iterator[LogItem]:
+    """One partition directory's items (``hws``: its log dir's high watermarks)."""
+    return _partition_dir(path, options, hws, conv)
 
 
 def _partition_dir(path: Path, options: Options,
