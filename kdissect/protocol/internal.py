@@ -225,12 +225,22 @@ def decode_records(holder: Node, family: str | None, ctx: Options) -> None:
                 decode_record(batch, family, False, ctx)
 
 
+# the messages whose records may be an internal topic's: Produce requests, Fetch
+# responses, and FetchSnapshot responses (a KRaft snapshot's bytes: __cluster_metadata)
+RECORD_CARRIERS = frozenset({(0, "request"), (1, "response"), (59, "response")})
+_CARRIED = {0: ("topic_data", "name", "partition_data", "records"),
+            1: ("responses", "topic", "partitions", "records"),
+            59: ("topics", "name", "partitions", "unaligned_records")}
+
+
 def decode_wire_records(body: Node, api_key: int, ctx: Options) -> None:
-    """Internal-topic records inside a Produce request (``api_key`` 0) or a Fetch response
-    (1): the topic is named in the message (or, for KRaft's Fetch v13+, by its fixed id)."""
-    topics = body.child("topic_data" if api_key == 0 else "responses")
+    """Internal-topic records inside a Produce request (``api_key`` 0), a Fetch response
+    (1) or a FetchSnapshot response (59): the topic is named in the message (or, for
+    KRaft's Fetch v13+, by its fixed id)."""
+    topics_name, name_name, parts_name, records_name = _CARRIED[api_key]
+    topics = body.child(topics_name)
     for t in (topics.children if topics is not None else ()):
-        name = t.child("name") if api_key == 0 else t.child("topic")
+        name = t.child(name_name)
         topic = name.value if name is not None else None
         tid = t.child("topic_id")
         if topic is None and tid is not None:
@@ -239,9 +249,9 @@ def decode_wire_records(body: Node, api_key: int, ctx: Options) -> None:
             elif ctx.topic_ids:
                 topic = ctx.topic_ids.get(tid.value)
         family = family_of(topic)
-        parts = t.child("partition_data" if api_key == 0 else "partitions")
+        parts = t.child(parts_name)
         for p in (parts.children if parts is not None else ()):
-            recs = p.child("records")
+            recs = p.child(records_name)
             if recs is not None and recs.children:
                 decode_records(recs, family, ctx)
 

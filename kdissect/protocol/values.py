@@ -30,13 +30,12 @@ from .codecs import CodecError, decompress
 from .context import Options
 from .layout import Field, Struct
 from .node import Node
-from .internal import mentions_internal_topic
+from .internal import RECORD_CARRIERS as _RECORD_CARRIERS, mentions_internal_topic
 from .records import _attributes_note, read_records
 
 # APIs whose bytes fields may hold embedded structures (consumer protocol, SASL tokens):
 # their JSON shows those structures, so they take the located path
 _EMBEDDED_APIS = frozenset({11, 14, 15, 36})
-_RECORD_CARRIERS = frozenset({(0, "request"), (1, "response")})
 _FIXED = {"int8": "b", "int16": "h", "int32": "i", "int64": "q", "uint16": "H",
           "uint32": "I", "float64": "d", "bool": "b", "uuid": "16s"}
 _BATCH_HEAD = struct.Struct(">qiibIhiqqqhii")   # RecordBatch v2 header, 61 bytes
