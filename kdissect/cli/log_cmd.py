@@ -78,7 +78,7 @@ def log(paths: tuple[str, ...], verbose: bool, fmt: str, output: str | None, rec
     if fmt == "parquet" and not output:
         raise click.UsageError("--format parquet needs -o DIR (the tables' directory)")
     if on_spark:
-        if fmt != "parquet" or filter_text:
+        if fmt != "parquet" or filter_text or output is None:
             raise click.UsageError("--spark builds the Parquet tables: use it with "
                                    "--format parquet -o DIR, without -Y")
         _on_spark(list(paths), output, budget(max_decompressed).max_decompressed, master, err)
@@ -225,6 +225,7 @@ _encode = json.JSONEncoder(default=str).encode     # json.dumps(x, default=str),
 
 def _values_batch_json(item: LogItem) -> dict:
     """``batch_json`` of a batch the bulk path read as values (a clean v2 batch)."""
+    assert item.values is not None
     h = item.values[0]
     attrs = h["attributes"]
     return {"type": "batch", "file": item.file, "topic": item.topic,

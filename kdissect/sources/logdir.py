@@ -335,7 +335,7 @@ class _Running:
     """What the checks remember across batches of a partition (bounded: per producer)."""
     last_offset: int | None = None
     max_ts: int | None = None
-    producers: dict[int, tuple[int, int, int]] = field(default_factory=dict)  # epoch, last seq, last offset
+    producers: dict[int, tuple[int | None, int, int]] = field(default_factory=dict)  # epoch, last seq, last offset
     aborts: list[tuple[int, int]] = field(default_factory=list)      # this segment's (pid, offset)
     checked_snapshots: set[int] = field(default_factory=set)
 

@@ -48,7 +48,8 @@ def _join(url: str, name: str) -> str:
 def _listing(url: str) -> tuple[list[str], list[str]]:
     """(files, directories) directly under a URL, by name."""
     fs, p = _fs(url)
-    files, dirs = [], []
+    files: list[str] = []
+    dirs: list[str] = []
     for e in fs.ls(p, detail=True):
         name = posixpath.basename(e["name"].rstrip("/"))
         (dirs if e["type"] == "directory" else files).append(name)
