@@ -288,16 +288,11 @@ def batch_values(buf, start: int, end: int, max_decompressed: int, max_nodes: in
 def _starts(data, pos: int, count: int) -> list[int]:
     """Where each of ``count`` records starts (each leads with its zigzag varint length);
     the record loop has checked these bytes already."""
+    from .records import _uvarint_at
     out = []
+    end = len(data)
     for _ in range(count):
         out.append(pos)
-        n = shift = 0
-        while True:
-            b = data[pos]
-            pos += 1
-            n |= (b & 0x7F) << shift
-            if b < 0x80:
-                break
-            shift += 7
-        pos += (n >> 1) ^ -(n & 1)
+        n, p = _uvarint_at(data, pos, end)
+        pos = p + ((n >> 1) ^ -(n & 1))
     return out
