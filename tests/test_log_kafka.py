@@ -79,6 +79,10 @@ def _produce(bootstrap: str) -> None:
                 c.commit(m, asynchronous=False)
         c.close()
         assert got >= 10, f"{protocol} consumer read {got} records"
+    # a share group (KIP-932): its records in __consumer_offsets, its acquisition state
+    # in __share_group_state
+    from tests.support.kafka_scenarios import java_session
+    assert sorted(java_session("share-group", bootstrap)) == [f"s{i}" for i in range(5)]
 
 
 def _fetch_internal(port: int) -> None:
@@ -192,7 +196,8 @@ def test_every_segment_agrees_with_kafka_dump_log(kafka_dirs):
     # what the broker wrote covers what the comparison is meant to cover
     assert {"gzip", "snappy", "lz4", "zstd", "COMMIT", "ABORT", "OffsetCommitValue",
             "GroupMetadataValue", "ConsumerGroupMetadataValue", "TransactionLogValue",
-            "TopicRecord", "PartitionRecord", "FeatureLevelRecord"} <= kinds, kinds
+            "TopicRecord", "PartitionRecord", "FeatureLevelRecord",
+            "ShareGroupMetadataValue", "ShareSnapshotValue"} <= kinds, kinds
 
 
 def test_stopped_broker_dir_is_consistent(kafka_dirs):
