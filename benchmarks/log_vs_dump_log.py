@@ -5,9 +5,10 @@
     kdissect log DIR --format jsonl --records
 
 The segments are real: the Apache Kafka broker of the tests (tests/support/apache_kafka.py)
-writes --size-mb of records (1 KiB values, keys, a header; half the batches lz4, half
-uncompressed) to one partition, is stopped, and its partition directory is kept in --dir
-(reused when it is already there). Both commands then run alternately --runs times; the
+writes --size-mb of records (MIX: batches of every codec; SIZES: values of 120 B to 16 KiB,
+keys, a header) to one partition, is stopped, and its partition directory is kept in --dir
+(reused when it is already there). kafka-dump-log runs with the JVM options its script
+uses (PEER_JVM). Both commands then run alternately --runs times; the
 table gives medians of wall time, CPU time and peak memory (PSS of the process tree,
 sampled every 20 ms), and the ratios (peer / ours: above 1, kdissect is faster or smaller).
 Output goes to /dev/null. On a machine others share, wall time depends on their load.
@@ -104,7 +105,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--size-mb", type=int, default=1024)
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--dir", default="/tmp/kdissect-bench-log/bench-0",
+    ap.add_argument("--dir", default="/tmp/kdissect-bench-log/mix/bench-0",
                     help="the partition directory (made by the broker when missing)")
     ap.add_argument("--python", default=sys.executable)
     args = ap.parse_args()
