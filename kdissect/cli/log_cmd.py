@@ -133,21 +133,35 @@ def _on_spark(paths: list[str], out: str, max_decompressed: int, master: str | N
               err: Console) -> None:
     from .common import _need_spark_extra
     _need_spark_extra("kdissect log --spark", "pyspark")
+    import os
+    import tempfile
+
     from ..pipeline.log_job import run_log_job
+    from ..pipeline.output import OutputError
     from ..pipeline.session import SparkStartError, explain, get_session
+    log = os.path.join(tempfile.gettempdir(), f"kdissect-spark-{os.getpid()}.log")
     try:
-        session = get_session(master)
+        session = get_session(master, log=log)      # the JVM's own output: in that file
     except SparkStartError as e:
-        raise click.ClickException(str(e)) from None
+        raise click.ClickException(f"Spark did not start: {e}") from None
+    except Exception as e:                          # a bad master URL...
+        raise click.ClickException(f"Spark did not start: {explain(e)}; Spark's own "
+                                   f"output is in {log}") from None
     try:
         counts = run_log_job(session, paths, out, max_decompressed=max_decompressed)
     except LogError as e:
         click.echo(f"kdissect log: {e}", err=True)
         sys.exit(1)
+    except OutputError:
+        raise click.ClickException(f"-o {out} already exists and is not empty; choose a "
+                                   f"new directory for the tables") from None
     except Exception as e:              # Spark's own errors: said in a line, not a trace
-        raise click.ClickException(explain(e)) from None
+        raise click.ClickException(f"the Spark job failed: {explain(e)}; Spark's own "
+                                   f"output is in {log}") from None
     finally:
         session.stop()
+    if os.path.exists(log):
+        os.remove(log)
     err.print(", ".join(f"{n} {name}" for name, n in counts.items()) + f" -> {out}")
 
 
