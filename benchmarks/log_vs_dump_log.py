@@ -5,9 +5,10 @@
     kdissect log DIR --format jsonl --records
 
 The segments are real: the Apache Kafka broker of the tests (tests/support/apache_kafka.py)
-writes --size-mb of records (1 KiB values, keys, a header; half the batches lz4, half
-uncompressed) to one partition, is stopped, and its partition directory is kept in --dir
-(reused when it is already there). Both commands then run alternately --runs times; the
+writes --size-mb of records (MIX: batches of every codec; SIZES: values of 120 B to 16 KiB,
+keys, a header) to one partition, is stopped, and its partition directory is kept in --dir
+(reused when it is already there). kafka-dump-log runs with the JVM options its script
+uses (PEER_JVM). Both commands then run alternately --runs times; the
 table gives medians of wall time, CPU time and peak memory (PSS of the process tree,
 sampled every 20 ms), and the ratios (peer / ours: above 1, kdissect is faster or smaller).
 Output goes to /dev/null. On a machine others share, wall time depends on their load.
@@ -22,7 +23,6 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,8 +32,29 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from pcap_vs_tshark import ENV, measure  # noqa: E402
 
 
+# The mix written: (codec, value sizes in bytes with their weights). Small JSON-like
+# events dominate real topics; some 1 KiB documents and a few 16 KiB blobs.
+MIX = (("lz4", 0.30), ("zstd", 0.20), ("snappy", 0.15), ("gzip", 0.05), ("none", 0.30))
+SIZES = ((120, 70), (1024, 25), (16 << 10, 5))
+
+
+def _values(n: int) -> list[bytes]:
+    """``n`` values of the sizes in SIZES, half text (compressible), half random hex."""
+    import random
+    rng = random.Random(7)
+    out = []
+    for i in range(n):
+        size = rng.choices([s for s, _ in SIZES], [w for _, w in SIZES])[0]
+        head = (b'{"event":"order","id":%d,"customer":"c-%d","items":[' % (i, i % 977))
+        body = head + os.urandom(max(0, size - len(head)) // 4).hex().encode()
+        out.append((body + b"x" * size)[:size])
+    return out
+
+
 def make_segments(target: Path, size_mb: int) -> Path:
-    """A partition directory of about ``size_mb`` MiB written by the real broker."""
+    """A partition directory of about ``size_mb`` MiB written by the real broker: batches
+    of every codec in MIX (the producers take turns, so each segment holds them all) and
+    values of the sizes in SIZES, with keys and a header."""
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -43,17 +64,18 @@ def make_segments(target: Path, size_mb: int) -> Path:
         admin = AdminClient({"bootstrap.servers": kafka.bootstrap()})
         for f in admin.create_topics([NewTopic("bench", 1, 1)]).values():
             f.result(30)
-        text = (b"kdissect benchmark payload; " * 20)[:500]
+        pool = _values(4096)
         data = kafka.log_dirs[0] / "bench-0"
+        producers = [(Producer({"bootstrap.servers": kafka.bootstrap(), "compression.type": c,
+                                "linger.ms": 20, "batch.size": 256 << 10,
+                                "queue.buffering.max.kbytes": 64 << 10}), share)
+                     for c, share in MIX]
         i = 0
-        for codec in ("lz4", "none"):            # each until its share of the size is on disk
-            p = Producer({"bootstrap.servers": kafka.bootstrap(), "compression.type": codec,
-                          "linger.ms": 20, "batch.size": 256 << 10,
-                          "queue.buffering.max.kbytes": 64 << 10})
-            goal = (size_mb << 20) * (0.5 if codec == "lz4" else 1.0)
-            while sum(f.stat().st_size for f in data.glob("*.log")) < goal:
-                for _ in range(5000):
-                    value = text + os.urandom(250).hex().encode()   # half compressible
+        goal = size_mb << 20
+        while sum(f.stat().st_size for f in data.glob("*.log")) < goal:
+            for p, share in producers:      # a turn each: about ``share`` of the bytes
+                for _ in range(int(20000 * share)):
+                    value = pool[i % len(pool)]
                     while True:
                         try:
                             p.produce("bench", key=b"key-%d" % (i % 10000), value=value,
@@ -63,6 +85,7 @@ def make_segments(target: Path, size_mb: int) -> Path:
                             p.poll(0.05)
                     i += 1
                 p.flush(120)
+        del producers, p            # closed before the broker stops (no reconnect noise)
         kafka.stop_node(1)
         src = kafka.log_dirs[0] / "bench-0"
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -72,11 +95,17 @@ def make_segments(target: Path, size_mb: int) -> Path:
     return target
 
 
+# what bin/kafka-dump-log.sh runs the tool with (kafka-run-class.sh's defaults)
+PEER_JVM = ["-Xmx256M", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+            "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent",
+            "-XX:MaxInlineLevel=15", "-Djava.awt.headless=true"]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--size-mb", type=int, default=1024)
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--dir", default="/tmp/kdissect-bench-log/bench-0",
+    ap.add_argument("--dir", default="/tmp/kdissect-bench-log/mix/bench-0",
                     help="the partition directory (made by the broker when missing)")
     ap.add_argument("--python", default=sys.executable)
     args = ap.parse_args()
@@ -84,10 +113,10 @@ def main() -> None:
     if not part.exists():
         print(f"writing {args.size_mb} MiB with the Apache Kafka broker...", flush=True)
         make_segments(part, args.size_mb)
-    from tests.support.apache_kafka import DUMP_LOG, TOOL_JVM, classpath, java
+    from tests.support.apache_kafka import DUMP_LOG, classpath, java
     segments = sorted(part.glob("*.log"))
     size = sum(s.stat().st_size for s in segments) / 2**20
-    peer = [java(), *TOOL_JVM, "-cp", classpath(), DUMP_LOG, "--deep-iteration",
+    peer = [java(), *PEER_JVM, "-cp", classpath(), DUMP_LOG, "--deep-iteration",
             "--print-data-log", "--files", ",".join(map(str, segments))]
     ours = [args.python, "-m", "kdissect", "log", str(part), "--format", "jsonl", "--records"]
     subprocess.run([args.python, "-m", "kdissect", "log", "--help"], capture_output=True,
@@ -110,8 +139,8 @@ def main() -> None:
     w, c, m = (med["kafka-dump-log"][i] / med["kdissect"][i] for i in range(3))
     print(f"\nratios (kafka-dump-log / kdissect): wall {w:.2f}x, CPU {c:.2f}x, memory {m:.2f}x")
     print(f"throughput: kdissect {size / med['kdissect'][0]:.2f} MiB/s, kafka-dump-log "
-          f"{size / med['kafka-dump-log'][0]:.2f} MiB/s", flush=True)
-    time.sleep(0)
+          f"{size / med['kafka-dump-log'][0]:.2f} MiB/s; load average at end "
+          f"{os.getloadavg()[0]:.1f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,8 @@ sys.path.insert(0, str(ROOT))
 
 from tests.support.apache_kafka import ApacheKafka  # noqa: E402
 from tests.support.capture import Tcpdump  # noqa: E402
-from tests.support.kafka_scenarios import CAPTURES, tls_session  # noqa: E402
+from tests.support.kafka_scenarios import (CAPTURES, SNAPSHOTTING,  # noqa: E402
+                                           kraft_snapshot_fetch, tls_session)
 
 
 def main() -> None:
@@ -25,8 +26,15 @@ def main() -> None:
     unknown = [n for n in names if n not in CAPTURES]
     if unknown:
         sys.exit(f"unknown capture(s) {unknown}; choose from {list(CAPTURES)}")
+    if "kafka-kraft-snapshot" in names:            # its own cluster: SNAPSHOTTING
+        out = ROOT / "captures" / "kafka-kraft-snapshot.pcap"
+        with ApacheKafka(nodes=3, start=False, extra=SNAPSHOTTING) as kafka:
+            with Tcpdump(out, kafka.ports("CONTROLLER")):   # from the start: whole connections
+                kafka.start()
+                print("kafka-kraft-snapshot", kraft_snapshot_fetch(kafka))
+        print(f"{out}: {out.stat().st_size} bytes", flush=True)
     for size in (1, 3):
-        todo = [n for n in names if CAPTURES[n][0] == size]
+        todo = [n for n in names if CAPTURES[n][0] == size and n != "kafka-kraft-snapshot"]
         if not todo:
             continue
         listeners = ("PLAINTEXT", "SASL_PLAINTEXT", "SSL") if size == 1 else ("PLAINTEXT",)

@@ -13,7 +13,8 @@ import pytest
 
 from kdissect.sources.pcap import exchanges_in
 from tests.support.capture import Tcpdump
-from tests.support.kafka_scenarios import CAPTURES, broker_killed, java_session, kraft_cluster
+from tests.support.kafka_scenarios import (CAPTURES, SNAPSHOTTING, broker_killed, java_session,
+                                           kraft_cluster, kraft_snapshot_fetch)
 
 ROOT = Path(__file__).resolve().parents[1]
 NAMES = sorted(n for n in CAPTURES if n != "kafka-tls")
@@ -29,6 +30,7 @@ HOLDS = {
     "kafka-sasl": {17, 36},
     "kafka-kraft-cluster": {1, 52, 53, 54, 56, 58, 62, 63},
     "kafka-broker-killed": {0, 3},
+    "kafka-kraft-snapshot": {1, 52, 53, 59, 62, 63},
 }
 
 # The real problems, explained: librdkafka 2.16's AdminClient.list_topics() sends a Metadata
@@ -41,7 +43,8 @@ REAL_PROBLEMS = {
 # nodes start, so no connection is seen mid-stream) stops with long-poll Fetch and
 # BrokerHeartbeat requests in flight, and a stopped node leaves requests to it unanswered;
 # the killed broker never answers the requests it had in flight.
-EDGE_FINDINGS = {"kafka-kraft-cluster": {"unanswered"}, "kafka-broker-killed": {"unanswered"}}
+EDGE_FINDINGS = {"kafka-kraft-cluster": {"unanswered"}, "kafka-broker-killed": {"unanswered"},
+                 "kafka-kraft-snapshot": {"unanswered"}}
 
 
 def decoded(path: Path):
@@ -199,3 +202,70 @@ def test_broker_killed_live(apache_cluster, tmp_path):
         acked, read_back = broker_killed(apache_cluster, victim=3)
     assert acked > 100 and read_back == acked          # nothing acknowledged was lost
     assert_clean("kafka-broker-killed", d.path)
+
+
+def fetched_snapshots(path: Path) -> list[tuple[dict, bytes, list[str]]]:
+    """Each FetchSnapshot response's partition (plain values), the snapshot bytes it
+    carried, and the names of the metadata records decoded in them, in order."""
+    got = exchanges_in([str(path)])
+    out = []
+    for ex in got.exchanges:
+        if ex.request is None or ex.request.api_key != 59 or ex.response is None:
+            continue
+        body = ex.response.decoded().body
+        for t in body.child("topics").children:
+            for p in (t.child("partitions").children if t.child("partitions") else ()):
+                recs = p.child("unaligned_records")
+                if recs is None:
+                    continue
+                names = [n.name for n in recs.walk() if n.ktype == "struct"
+                         and n.name.endswith("Record") and n.note]
+                batches = [b for b in recs.children if b.ktype == "record_batch"]
+                raw = ex.response.data[batches[0].offset:recs.end] if batches else b""
+                out.append(({c.name: c.plain() for c in p.children if c.name != "unaligned_records"
+                             and not c.name.startswith("_")}, raw, names))
+    return out
+
+
+@pytest.mark.slow
+def test_fetch_snapshot_carries_the_metadata_snapshot():
+    """A voter that was away while the quorum snapshotted and deleted its metadata log
+    fetches a snapshot: the FetchSnapshot response's bytes are a KRaft snapshot (the
+    .checkpoint format), decoded with the metadata records: SnapshotHeader first,
+    SnapshotFooter last, the cluster's metadata in between."""
+    (part, raw, names), = fetched_snapshots(ROOT / "captures" / "kafka-kraft-snapshot.pcap")
+    assert part["error_code"] == 0 and part["position"] == 0 and part["size"] == len(raw)
+    assert names[0] == "SnapshotHeaderRecord" and names[-1] == "SnapshotFooterRecord", names
+    assert {"FeatureLevelRecord", "RegisterBrokerRecord", "RegisterControllerRecord"} <= \
+        set(names), names
+
+
+@pytest.mark.slow
+def test_fetch_snapshot_live(tmp_path):
+    """The same, live, on a cluster of its own (SNAPSHOTTING): the snapshot bytes the
+    response carried are the .checkpoint file the voter then wrote, and `kdissect log`
+    reads that file as the same records."""
+    import json
+
+    from click.testing import CliRunner
+
+    from kdissect.cli import main
+    from tests.support.apache_kafka import ApacheKafka
+    with ApacheKafka(nodes=3, start=False, extra=SNAPSHOTTING) as kafka:
+        with Tcpdump(tmp_path / "snap.pcap", kafka.ports("CONTROLLER")) as dump:
+            kafka.start()
+            kraft_snapshot_fetch(kafka)
+        assert_clean("kafka-kraft-snapshot", dump.path)
+        fetched = fetched_snapshots(dump.path)
+        assert fetched
+        for part, raw, names in fetched:
+            sid = part["snapshot_id"]
+            ck = kafka.node(3).log_dir / "__cluster_metadata-0" / \
+                f"{sid['end_offset']:020d}-{sid['epoch']:010d}.checkpoint"
+            assert ck.read_bytes() == raw
+            res = CliRunner().invoke(main, ["log", str(ck), "--format", "jsonl", "--records"],
+                                     catch_exceptions=False)
+            on_disk = [o.get("value_schema", "").split(" ")[0]
+                       for o in map(json.loads, res.output.splitlines())
+                       if o["type"] == "record"]
+            assert on_disk == names

@@ -116,6 +116,43 @@ def _partition(tmp_path: Path) -> tuple[Path, list[int]]:
     return part, positions
 
 
+def both_paths(*paths: str) -> tuple[str, str]:
+    """The JSON lines of the bulk (values) path and of the located path, with records."""
+    from kdissect.cli.log_cmd import item_lines
+    return tuple("".join(item_lines(i, True) for i in walk(list(paths), Options(), values=v))
+                 for v in (True, False))
+
+
+def test_values_path_agrees_with_the_located_path(tmp_path):
+    """The JSON lines' fast path (no trees) writes what the trees say, byte for byte:
+    every codec, producers, transactions, a control batch, log-append time, a CRC
+    mismatch and a torn tail (those two take the located path)."""
+    from kdissect.cli.log_cmd import item_lines
+    part = tmp_path / "mix-0"
+    part.mkdir()
+    recs = [(b"k%d" % i, b"v\x00\xff" * i) for i in range(4)] + [(None, b"")]
+    data = b"".join(batch(2, c, 5 * c, recs, pid=3, epoch=0, seq=5 * c) for c in CODECS)
+    data += batch(2, 3, 25, [(b"t", "é".encode())], pid=4, epoch=1, seq=0, transactional=True)
+    marker = bytearray(batch(2, 0, 26, [(struct.pack(">hh", 0, 1), struct.pack(">hi", 0, 3))],
+                             pid=4, epoch=1, seq=1, transactional=True))
+    struct.pack_into(">h", marker, 21, 0x30)        # control + transactional: a COMMIT
+    struct.pack_into(">i", marker, 53, -1)          # markers have no sequence
+    struct.pack_into(">I", marker, 17, crc32c.crc32c(bytes(marker[21:])))
+    appended = bytearray(batch(2, 4, 27, [(b"a", b"b")]))
+    struct.pack_into(">h", appended, 21, struct.unpack_from(">h", appended, 21)[0] | 0x08)
+    struct.pack_into(">I", appended, 17, crc32c.crc32c(bytes(appended[21:])))
+    flipped = bytearray(batch(2, 0, 28, [(b"x", b"y")]))
+    flipped[-1] ^= 1
+    data += bytes(marker) + bytes(appended) + bytes(flipped) + batch(2, 1, 29, recs)[:-9]
+    (part / "00000000000000000000.log").write_bytes(data)
+    fast, located = both_paths(str(part))
+    assert fast == located
+    items = list(walk([str(part)], Options(), values=True))
+    assert sum(i.values is not None for i in items) == 7     # the clean, ordinary batches
+    assert '"control_type": "COMMIT"' in fast and "crc_mismatch" in fast
+    assert item_lines(items[0], False).count("\n") == 1
+
+
 def test_partition_dir_consistent(tmp_path):
     part, positions = _partition(tmp_path)
     objs = jsonl(str(part))

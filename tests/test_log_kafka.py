@@ -19,6 +19,7 @@ from click.testing import CliRunner
 
 from kdissect.cli import main
 from tests.support.dump_log import compare, parse
+from tests.test_spark import s3, spark  # noqa: F401  (fixtures: moto and a Spark session)
 
 pytestmark = pytest.mark.slow
 
@@ -78,6 +79,10 @@ def _produce(bootstrap: str) -> None:
                 c.commit(m, asynchronous=False)
         c.close()
         assert got >= 10, f"{protocol} consumer read {got} records"
+    # a share group (KIP-932): its records in __consumer_offsets, its acquisition state
+    # in __share_group_state
+    from tests.support.kafka_scenarios import java_session
+    assert sorted(java_session("share-group", bootstrap)) == [f"s{i}" for i in range(5)]
 
 
 def _fetch_internal(port: int) -> None:
@@ -191,7 +196,8 @@ def test_every_segment_agrees_with_kafka_dump_log(kafka_dirs):
     # what the broker wrote covers what the comparison is meant to cover
     assert {"gzip", "snappy", "lz4", "zstd", "COMMIT", "ABORT", "OffsetCommitValue",
             "GroupMetadataValue", "ConsumerGroupMetadataValue", "TransactionLogValue",
-            "TopicRecord", "PartitionRecord", "FeatureLevelRecord"} <= kinds, kinds
+            "TopicRecord", "PartitionRecord", "FeatureLevelRecord",
+            "ShareGroupMetadataValue", "ShareSnapshotValue"} <= kinds, kinds
 
 
 def test_stopped_broker_dir_is_consistent(kafka_dirs):
@@ -206,6 +212,10 @@ def test_stopped_broker_dir_is_consistent(kafka_dirs):
     bad = [(o["file"], f["code"], f["detail"]) for o in objs for f in o.get("findings", [])
            if f["severity"] != "note"]
     assert bad == [], bad[:20]
+    # the JSON lines' values path (no trees) writes what the located trees say
+    from tests.test_log import both_paths
+    fast, located = both_paths(str(log_dir))
+    assert fast == located
 
 
 def test_internal_records_in_captured_fetch_responses(kafka_dirs):
@@ -251,3 +261,43 @@ def test_internal_records_in_captured_fetch_responses(kafka_dirs):
     shared = set(wire) & set(disk)
     assert len(shared) >= 10
     assert all(wire[k] == disk[k] for k in shared), [k for k in shared if wire[k] != disk[k]][:3]
+
+
+def _rows(path: Path) -> list[str]:
+    import pyarrow.parquet as pq
+    return sorted(json.dumps(r, sort_keys=True, default=str)
+                  for r in pq.read_table(path).to_pylist())
+
+
+def test_spark_tables_equal_the_one_process_tables(kafka_dirs, spark, s3, tmp_path):
+    """Many log dirs on Spark (the broker's, and a copy as a second broker's), and the
+    same log dir copied to a real S3-compatible server (moto): the batches, records and
+    checks tables are those of `kdissect log --format parquet` in one process."""
+    import shutil
+
+    import boto3
+
+    from kdissect.pipeline.log_job import run_log_job
+    log_dir, _running, _wire = kafka_dirs
+    second = tmp_path / "broker-2"
+    shutil.copytree(log_dir, second)
+    boto3.client("s3").create_bucket(Bucket="tiered")
+    bucket = boto3.client("s3")
+    for f in log_dir.rglob("*"):
+        if f.is_file():
+            bucket.upload_file(str(f), "tiered", f"logs/{f.relative_to(log_dir)}")
+    for name, inputs in (("local", [str(log_dir), str(second)]),
+                         ("s3", ["s3://tiered/logs"])):
+        one = tmp_path / f"{name}-one"
+        res = CliRunner().invoke(main, ["log", *inputs, "--format", "parquet", "-o", str(one)],
+                                 catch_exceptions=False)
+        assert res.exit_code == 0, res.output
+        counts = run_log_job(spark, inputs, str(tmp_path / f"{name}-spark"))
+        for table in ("batches", "records", "checks"):
+            want = _rows(one / f"{table}.parquet")
+            assert _rows(tmp_path / f"{name}-spark" / table) == want, (name, table)
+            assert counts[table] == len(want)
+        assert counts["batches"] > 100 and counts["records"] > 300
+        if name == "s3":
+            assert all(json.loads(r)["file"].startswith("s3://tiered/logs/")
+                       for r in _rows(one / "batches.parquet"))

@@ -13,6 +13,7 @@ from ..filters import Filter, FilterError, parse_filter
 from ..protocol.internal import control_of
 from ..render.records import json_bytes, plain_json, record_json
 from ..render.text import tree_of
+from ..protocol.ondisk import BATCH_FIELDS
 from ..sources.logdir import LogDir, LogError, LogItem, walk
 from ..stream.engine import Engine
 from .common import budget, format_choices
@@ -68,11 +69,24 @@ file, 2 a wrong command line.
 @click.option("--max-decompressed", default="64M", show_default=True, metavar="SIZE",
               help="Decompressed bytes one batch may produce.")
 @value_options
+@click.option("--spark", "on_spark", is_flag=True,
+              help="With --format parquet: build the tables on Spark, a task per partition "
+                   "directory (many log dirs, a whole cluster's, or s3:// copies); -o is "
+                   "then a directory of Parquet directories (docs/log.md).")
+@click.option("--master", metavar="URL", help="With --spark: the Spark master (default: as "
+                                                "for kdissect spark).")
 def log(paths: tuple[str, ...], verbose: bool, fmt: str, output: str | None, records: bool,
-        filter_text: str | None, max_decompressed: str) -> None:
+        filter_text: str | None, max_decompressed: str, on_spark: bool,
+        master: str | None) -> None:
     err = Console(stderr=True)
     if fmt == "parquet" and not output:
         raise click.UsageError("--format parquet needs -o DIR (the tables' directory)")
+    if on_spark:
+        if fmt != "parquet" or filter_text or output is None:
+            raise click.UsageError("--spark builds the Parquet tables: use it with "
+                                   "--format parquet -o DIR, without -Y")
+        _on_spark(list(paths), output, budget(max_decompressed).max_decompressed, master, err)
+        return
     try:
         flt = parse_filter(filter_text) if filter_text else None
     except FilterError as e:
@@ -82,7 +96,7 @@ def log(paths: tuple[str, ...], verbose: bool, fmt: str, output: str | None, rec
         from ..pipeline.log_tables import write_log_tables
 
         def objects():
-            for item in walk(list(paths), options):
+            for item in walk(list(paths), options, values=flt is None):
                 if flt is None or flt(item):
                     yield from item_json(item, True)
         try:
@@ -94,7 +108,8 @@ def log(paths: tuple[str, ...], verbose: bool, fmt: str, output: str | None, rec
         return
     printer = LogPrinter(fmt, verbose, records, flt)
     try:
-        Engine(LogDir(list(paths), options), printer).run()
+        bulk = fmt == "jsonl" and flt is None      # no trees needed: the values path
+        Engine(LogDir(list(paths), options, values=bulk), printer).run()
     except LogError as e:
         click.echo(f"kdissect log: {e}", err=True)
         sys.exit(1)
@@ -118,9 +133,7 @@ class LogPrinter:
             return
         self.shown += 1
         if self.fmt == "jsonl":
-            write = sys.stdout.write
-            for obj in item_json(item, self.records):
-                write(json.dumps(obj, default=str) + "\n")
+            sys.stdout.write(item_lines(item, self.records))
             return
         self.out.print(item_line(item))
         if self.verbose and item.tree is not None:
@@ -145,6 +158,42 @@ class LogPrinter:
         pass
 
 
+def _on_spark(paths: list[str], out: str, max_decompressed: int, master: str | None,
+              err: Console) -> None:
+    from .common import _need_spark_extra
+    _need_spark_extra("kdissect log --spark", "pyspark")
+    import os
+    import tempfile
+
+    from ..pipeline.log_job import run_log_job
+    from ..pipeline.output import OutputError
+    from ..pipeline.session import SparkStartError, explain, get_session
+    log = os.path.join(tempfile.gettempdir(), f"kdissect-spark-{os.getpid()}.log")
+    try:
+        session = get_session(master, log=log)      # the JVM's own output: in that file
+    except SparkStartError as e:
+        raise click.ClickException(f"Spark did not start: {e}") from None
+    except Exception as e:                          # a bad master URL...
+        raise click.ClickException(f"Spark did not start: {explain(e)}; Spark's own "
+                                   f"output is in {log}") from None
+    try:
+        counts = run_log_job(session, paths, out, max_decompressed=max_decompressed)
+    except LogError as e:
+        click.echo(f"kdissect log: {e}", err=True)
+        sys.exit(1)
+    except OutputError:
+        raise click.ClickException(f"-o {out} already exists and is not empty; choose a "
+                                   f"new directory for the tables") from None
+    except Exception as e:              # Spark's own errors: said in a line, not a trace
+        raise click.ClickException(f"the Spark job failed: {explain(e)}; Spark's own "
+                                   f"output is in {log}") from None
+    finally:
+        session.stop()
+    if os.path.exists(log):
+        os.remove(log)
+    err.print(", ".join(f"{n} {name}" for name, n in counts.items()) + f" -> {out}")
+
+
 # -- what an item says -----------------------------------------------------------------
 
 def _v(item: LogItem, name: str):
@@ -154,7 +203,7 @@ def _v(item: LogItem, name: str):
 
 def item_line(item: LogItem) -> Text:
     t = Text()
-    where = item.path.name if item.kind in ("batch", "message") else str(item.path)
+    where = item.path.name if item.kind in ("batch", "message") else item.file
     t.append(f"{where}", style="bold" if item.kind not in ("batch", "message") else "dim")
     tree = item.tree
     if item.kind == "batch" and tree is not None:
@@ -213,16 +262,35 @@ def _record_text(n) -> str:
     return text
 
 
+_CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+_encode = json.JSONEncoder(default=str).encode     # json.dumps(x, default=str), made once
+
+
+
+def _values_batch_json(item: LogItem) -> dict:
+    """``batch_json`` of a batch the bulk path read as values (a clean v2 batch)."""
+    assert item.values is not None
+    h = item.values[0]
+    attrs = h["attributes"]
+    return {"type": "batch", "file": item.file, "topic": item.topic,
+            "partition": item.partition, "position": h["position"],
+            "size": 12 + h["batch_length"], **{n: h[n] for n in BATCH_FIELDS},
+            "last_offset": h["base_offset"] + h["last_offset_delta"],
+            "codec": _CODECS[attrs & 7] if attrs & 7 < 5 else attrs & 7,
+            "transactional": bool(attrs & 0x10), "control": bool(attrs & 0x20),
+            "crc_valid": True, "findings": [f.to_json() for f in item.findings]}
+
+
 def batch_json(item: LogItem) -> dict:
     """One batch (or v0/v1 message set entry, or damage) as a JSON object (docs/log.md)."""
+    if item.values is not None:
+        return _values_batch_json(item)
     tree = item.tree
-    assert tree is not None, "batch items have a tree"
-    out: dict = {"type": "batch", "file": str(item.path), "topic": item.topic,
+    assert tree is not None, "batch items have a tree or values"
+    out: dict = {"type": "batch", "file": item.file, "topic": item.topic,
                  "partition": item.partition, "position": tree.offset, "size": tree.length}
     if tree.ktype == "record_batch":
-        for name in ("base_offset", "batch_length", "partition_leader_epoch", "magic", "crc",
-                     "attributes", "last_offset_delta", "base_timestamp", "max_timestamp",
-                     "producer_id", "producer_epoch", "base_sequence", "record_count"):
+        for name in BATCH_FIELDS:
             out[name] = _v(item, name)
         attrs = out["attributes"] or 0
         out["last_offset"] = (out["base_offset"] + out["last_offset_delta"]
@@ -248,9 +316,7 @@ def batch_json(item: LogItem) -> dict:
 def _record_obj(item: LogItem, n) -> dict:
     r = record_json(n)          # with key_decoded/value_decoded for internal topics
     assert item.tree is not None, "records come from batch items"
-    obj = {"type": "record", "file": str(item.path), "topic": item.topic,
-           "partition": item.partition, "batch_position": item.tree.offset,
-           "position": n.offset, **r}
+    obj = {**_record_head(item, item.tree.offset), "position": n.offset, **r}
     attrs = item.tree.child("attributes")
     if n.ktype == "record" and attrs is not None and isinstance(attrs.value, int) \
             and attrs.value & 0x20:
@@ -262,14 +328,38 @@ def _record_obj(item: LogItem, n) -> dict:
     return obj
 
 
+def _record_head(item: LogItem, batch_position: int) -> dict:
+    return {"type": "record", "file": item.file, "topic": item.topic,
+            "partition": item.partition, "batch_position": batch_position}
+
+
+def item_lines(item: LogItem, records: bool) -> str:
+    """``item_json``'s objects as JSON lines. A batch the bulk path read as values is
+    encoded without building its objects: what every record line shares is encoded once."""
+    if item.values is None:
+        return "".join(_encode(obj) + "\n" for obj in item_json(item, records))
+    text = _encode(_values_batch_json(item)) + "\n"
+    if not records:
+        return text
+    h, starts, recs = item.values
+    prefix = _encode(_record_head(item, h["position"]))[:-1] + ', "position": '
+    enc = _encode
+    return text + "".join([f"{prefix}{p}, {enc(r)[1:]}\n" for p, r in zip(starts, recs)])
+
+
 def item_json(item: LogItem, records: bool) -> list[dict]:
+    if item.values is not None:
+        h, starts, recs = item.values
+        head = _record_head(item, h["position"])
+        return [_values_batch_json(item)] + \
+            ([{**head, "position": p, **r} for p, r in zip(starts, recs)] if records else [])
     if item.kind in ("batch", "message") and item.tree is not None:
         objs = [batch_json(item)]
         if records:
             objs += [_record_obj(item, n) for n in _records(item)]
         return objs
-    obj: dict = {"type": item.kind, "file": str(item.path), "topic": item.topic,
-           "partition": item.partition}
+    obj: dict = {"type": item.kind, "file": item.file, "topic": item.topic,
+                 "partition": item.partition}
     if item.tree is not None:
         obj["content"] = plain_json(item.tree)
     obj["findings"] = [f.to_json() for f in item.all_findings()]

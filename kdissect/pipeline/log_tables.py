@@ -10,7 +10,7 @@ Columns are the JSON lines' fields (docs/log.md)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -69,14 +69,8 @@ class _Table:
         return self.count
 
 
-def write_log_tables(objects: Iterable[dict], out: str) -> dict[str, int]:
-    """Write the JSON-lines objects of ``kdissect log`` (``item_json``) as the three tables
-    under the directory ``out``; returns the row count of each."""
-    root = Path(out)
-    root.mkdir(parents=True, exist_ok=True)
-    tables = {"batches": _Table(root / "batches.parquet", BATCHES),
-              "records": _Table(root / "records.parquet", RECORDS),
-              "checks": _Table(root / "checks.parquet", CHECKS)}
+def table_rows(objects: Iterable[dict]) -> Iterator[tuple[str, dict]]:
+    """(table name, row) for the JSON-lines objects of ``kdissect log`` (``item_json``)."""
     for obj in objects:
         kind = obj["type"]
         if kind == "record":
@@ -86,12 +80,24 @@ def write_log_tables(objects: Iterable[dict], out: str) -> dict[str, int]:
                 row[name] = _text(obj.get(name))
             row["headers"] = [{"key": h["key"], "value": _text(h["value"])}
                               for h in obj.get("headers", [])]
-            tables["records"].add(row)
+            yield "records", row
             continue
         if kind == "batch":
-            tables["batches"].add({**obj, "findings": [f["code"] for f in obj["findings"]]})
+            yield "batches", {**obj, "findings": [f["code"] for f in obj["findings"]]}
         for f in obj.get("findings", []):
-            tables["checks"].add({**f, "file": obj["file"], "topic": obj["topic"],
-                                  "partition": obj["partition"], "kind": kind,
-                                  "position": obj.get("position")})
+            yield "checks", {**f, "file": obj["file"], "topic": obj["topic"],
+                             "partition": obj["partition"], "kind": kind,
+                             "position": obj.get("position")}
+
+
+def write_log_tables(objects: Iterable[dict], out: str) -> dict[str, int]:
+    """Write the JSON-lines objects of ``kdissect log`` (``item_json``) as the three tables
+    under the directory ``out``; returns the row count of each."""
+    root = Path(out)
+    root.mkdir(parents=True, exist_ok=True)
+    tables = {"batches": _Table(root / "batches.parquet", BATCHES),
+              "records": _Table(root / "records.parquet", RECORDS),
+              "checks": _Table(root / "checks.parquet", CHECKS)}
+    for name, row in table_rows(objects):
+        tables[name].add(row)
     return {name: t.close() for name, t in tables.items()}

@@ -23,7 +23,7 @@ import struct
 import uuid
 from functools import lru_cache
 
-from .apis import PRODUCE
+from .apis import FETCH, FETCH_SNAPSHOT, PRODUCE
 from .context import Options
 from .decode import decode_prefix
 from .embedded import decode_consumer_bytes
@@ -222,12 +222,23 @@ def decode_records(holder: Node, family: str | None, ctx: Options) -> None:
                 decode_record(batch, family, False, ctx)
 
 
+# the messages whose records may be an internal topic's: Produce requests, Fetch
+# responses, and FetchSnapshot responses (a KRaft snapshot's bytes: __cluster_metadata)
+RECORD_CARRIERS = frozenset({(PRODUCE, "request"), (FETCH, "response"),
+                             (FETCH_SNAPSHOT, "response")})
+_CARRIED = {PRODUCE: ("topic_data", "name", "partition_data", "records"),
+            FETCH: ("responses", "topic", "partitions", "records"),
+            FETCH_SNAPSHOT: ("topics", "name", "partitions", "unaligned_records")}
+
+
 def decode_wire_records(body: Node, api_key: int, ctx: Options) -> None:
-    """Internal-topic records inside a Produce request (``api_key`` 0) or a Fetch response
-    (1): the topic is named in the message (or, for KRaft's Fetch v13+, by its fixed id)."""
-    topics = body.child("topic_data" if api_key == PRODUCE else "responses")
+    """Internal-topic records inside a Produce request (``api_key`` 0), a Fetch response
+    (1) or a FetchSnapshot response (59): the topic is named in the message (or, for
+    KRaft's Fetch v13+, by its fixed id)."""
+    topics_name, name_name, parts_name, records_name = _CARRIED[api_key]
+    topics = body.child(topics_name)
     for t in (topics.children if topics is not None else ()):
-        name = t.child("name") if api_key == PRODUCE else t.child("topic")
+        name = t.child(name_name)
         topic = name.value if name is not None else None
         tid = t.child("topic_id")
         if topic is None and tid is not None:
@@ -236,9 +247,9 @@ def decode_wire_records(body: Node, api_key: int, ctx: Options) -> None:
             elif ctx.topic_ids:
                 topic = ctx.topic_ids.get(tid.value)
         family = family_of(topic)
-        parts = t.child("partition_data" if api_key == PRODUCE else "partitions")
+        parts = t.child(parts_name)
         for p in (parts.children if parts is not None else ()):
-            recs = p.child("records")
+            recs = p.child(records_name)
             if recs is not None and recs.children:
                 decode_records(recs, family, ctx)
 

@@ -9,7 +9,7 @@ from . import schemas, secrets
 from .context import Options
 from .decode import decode_body, decode_prefix, no_cyclic_gc
 from .embedded import add_sasl_fields, decode_embedded
-from .internal import decode_wire_records
+from .internal import RECORD_CARRIERS, decode_wire_records
 from .names import api_name
 from .node import Node
 from .reader import VarintTooLong, uvarint
@@ -136,7 +136,7 @@ def _build(direction: str, key: int | None, version: int | None, data: bytes,
     body = decode_body(data, start, layout, "body", ctx)
     root.add(body)
     decode_embedded(body, data, key, direction, ctx)
-    if body is not None and ctx.embedded and (key, direction) in ((0, "request"), (1, "response")):
+    if body is not None and ctx.embedded and (key, direction) in RECORD_CARRIERS:
         decode_wire_records(body, key, ctx)        # internal topics' records, by schema
     if ctx.values is not None and ctx.records is True:
         from .values_schema import decode_values      # only when values are asked for

@@ -235,3 +235,65 @@ def kafka07_message(buf: bytes, pos: int, end: int, base_offset: int) -> Node:
     node.add(Node("payload", "bytes", at, len(payload), payload))
     node.note = f"offset {base_offset + pos}"
     return node
+
+
+# -- record batches as plain values (bulk output) ----------------------------------------
+
+BATCH_HEAD = struct.Struct(">qiibIhiqqqhii")      # RecordBatch v2 header, 61 bytes
+BATCH_FIELDS = ("base_offset", "batch_length", "partition_leader_epoch", "magic", "crc",
+                "attributes", "last_offset_delta", "base_timestamp", "max_timestamp",
+                "producer_id", "producer_epoch", "base_sequence", "record_count")
+
+
+def batch_values(buf, start: int, end: int, max_decompressed: int, max_nodes: int,
+                 conv) -> tuple[dict, list[int], list[dict]] | None:
+    """A clean v2 batch in ``buf[start:end]`` as plain values, without located nodes:
+    (its header fields by name, each record's position, the records as
+    ``render.records.record_json`` shows them, bytes through ``conv``). None at the first
+    oddity (CRC, codec, lengths, counts, the budgets): the caller decodes the batch
+    located, whose tree says what is wrong. The records are read by the values decoder's
+    record loop (values.py), the one the pcap JSON lines use."""
+    from .codecs import CodecError, decompress
+    from .values import Bail, record_loop
+    if end - start < 61 or buf[start + 16] != 2:
+        return None
+    head = BATCH_HEAD.unpack_from(buf, start)
+    attrs, count = head[5], head[12]
+    if crc32c.crc32c(buf[start + 21:end]) != head[4]:
+        return None
+    codec = attrs & 7
+    pos = start + 61
+    # the located decoder's budgets: a record costs 9 nodes there (tests/test_log.py)
+    if count < 0 or 9 * count + 16 > max_nodes or \
+            count > end - pos + (max_decompressed if codec else 0):
+        return None
+    if codec:
+        try:
+            data, _how = decompress(codec, buf[pos:end], max_decompressed)
+        except CodecError:
+            return None
+        pos, end = 0, len(data)
+    else:
+        data = buf
+    log_append = bool(attrs & 0x08)
+    try:
+        records, stop = record_loop(data, pos, end, count, head[0],
+                                    head[8] if log_append else head[7], log_append, conv)
+    except (Bail, IndexError, UnicodeDecodeError):
+        return None
+    if stop != end:
+        return None
+    return dict(zip(BATCH_FIELDS, head)), _starts(data, pos, count), records
+
+
+def _starts(data, pos: int, count: int) -> list[int]:
+    """Where each of ``count`` records starts (each leads with its zigzag varint length);
+    the record loop has checked these bytes already."""
+    from .reader import uvarint
+    out = []
+    end = len(data)
+    for _ in range(count):
+        out.append(pos)
+        n, p = uvarint(data, pos, end)
+        pos = p + ((n >> 1) ^ -(n & 1))
+    return out

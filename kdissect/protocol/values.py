@@ -31,14 +31,13 @@ from . import schemas
 from .codecs import CodecError, decompress
 from .context import Options
 from .node import Node
+from .internal import RECORD_CARRIERS as _RECORD_CARRIERS, mentions_internal_topic
 from .reader import VarintTooLong, uvarint
-from .internal import mentions_internal_topic
 from .records import _attributes_note, read_records
 
 # APIs whose bytes fields may hold embedded structures (consumer protocol, SASL tokens):
 # their JSON shows those structures, so they take the located path
 _EMBEDDED_APIS = frozenset({11, 14, 15, 36})
-_RECORD_CARRIERS = frozenset({(0, "request"), (1, "response")})
 _BATCH_HEAD = struct.Struct(">qiibIhiqqqhii")   # RecordBatch v2 header, 61 bytes
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
@@ -188,6 +187,16 @@ def _schema_values(records: list[dict], s: _State) -> None:
                 r[role] = conv(raw)
         for h in r["headers"]:
             h["value"] = conv(h["value"]) if h["value"] is not None else None
+
+
+def record_loop(data, pos: int, end: int, count: int, base: int, ts0: int, fixed_ts: bool,
+                conv: Callable[[bytes], Any]) -> tuple[list[dict], int]:
+    """The ``count`` records of a v2 batch at ``data[pos:end]`` as dicts (offset, timestamp,
+    key, value, headers; bytes through ``conv``) and where they end; raises ``Bail`` at
+    the first oddity. ``ts0`` is the base timestamp, or with ``fixed_ts`` the batch's
+    log-append time. Public: the log source's bulk path reads segments with it."""
+    from .values_readers.record_loop import loop
+    return loop(data, pos, end, count, base, ts0, fixed_ts, conv)
 
 
 # -- messages -------------------------------------------------------------------------

@@ -14,7 +14,8 @@ import mmap
 import os
 import re
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any, NamedTuple
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
@@ -34,6 +35,7 @@ _OFFSET_CHECKPOINTS = ("recovery-point-offset-checkpoint", "replication-offset-c
                        "log-start-offset-checkpoint", "cleaner-offset-checkpoint")
 CHECKPOINT_COLUMNS = {"leader-epoch-checkpoint": ("epoch", "start_offset"),
                       **{n: ("topic", "partition", "offset") for n in _OFFSET_CHECKPOINTS}}
+Conv = Callable[[bytes], Any] | None
 BATCH_HEAD = 17                # base offset, length, leader epoch, magic: enough to frame
 
 
@@ -52,6 +54,15 @@ class LogItem:
     partition: int | None
     tree: Node | None = None
     findings: list[Finding] = field(default_factory=list)
+    # the bulk path's clean v2 batch, instead of a tree: (header fields by name, each
+    # record's position, the records as JSON values) -- see walk(values=True)
+    values: tuple[dict, list[int], list[dict]] | None = None
+    url: str | None = None      # where the file really is, when read from a copy
+
+    @property
+    def file(self) -> str:
+        """The file's name in output: its URL, or its path."""
+        return self.url or str(self.path)
 
     def all_findings(self) -> list[Finding]:
         own = [Finding(code, reason, path) for path, code, reason in
@@ -107,6 +118,7 @@ class _Partition:
     hw: int | None = None                                   # high watermark, if known
     epochs: list[tuple[int, int]] = field(default_factory=list)   # (epoch, start offset)
     snapshots: dict[int, dict[int, tuple[int, int, int]]] = field(default_factory=dict)
+    conv: Conv = None           # set: the bulk path (walk(values=True)) with this converter
 
 
 def _partition_of(path: Path) -> tuple[str | None, int | None]:
@@ -178,40 +190,53 @@ def _base_offset(path: Path) -> int:
 
 class LogDir:
     """The engine's source for Kafka's files on disk: its events are items (files and
-    record batches, ``sink.item``), not exchanges; nothing to frame or pair."""
+    record batches, ``sink.item``), not exchanges; nothing to frame or pair. ``values``:
+    as for ``walk``."""
 
-    def __init__(self, paths: list[str], options: Options):
-        self.paths, self.options = paths, options
+    def __init__(self, paths: list[str], options: Options, values: bool = False):
+        self.paths, self.options, self.values = paths, options, values
 
     def feed(self, sink) -> None:
-        for item in walk(self.paths, self.options):
+        for item in walk(self.paths, self.options, values=self.values):
             sink.item(item)
         sink.done()
 
 
-def walk(paths: list[str], options: Options) -> Iterator[LogItem]:
-    """Every item of every path, in order: a log dir's files, then its partitions."""
+def walk(paths: list[str], options: Options, values: bool = False) -> Iterator[LogItem]:
+    """Every item of every path, in order: a log dir's files, then its partitions.
+    ``values``: clean v2 batches of ordinary topics come as plain values (``item.values``,
+    bytes as ``render.records.json_bytes`` shows them) instead of located trees, for bulk
+    output (JSON lines, Parquet); the checks are the same."""
+    conv = None
+    if values:
+        from ..render.records import json_bytes
+        conv = json_bytes
     for text in paths:
+        if "://" in text:           # a URL: copied a partition at a time
+            from .logunits import items, plan
+            for unit in plan([text]):
+                yield from items(unit, options, conv)
+            continue
         path = Path(text)
         if not path.exists():
             raise LogError(f"{text}: no such file or directory")
         if path.is_file():
-            yield from _single_file(path, options)
+            yield from _single_file(path, options, conv)
         elif any(_partition_of(p)[0] and p.is_dir() for p in path.iterdir()) or \
                 (path / "meta.properties").exists():
-            yield from _log_dir(path, options)
+            yield from _log_dir(path, options, conv)
         else:
-            yield from _partition_dir(path, options, None)
+            yield from _partition_dir(path, options, None, conv)
 
 
-def _single_file(path: Path, options: Options) -> Iterator[LogItem]:
+def _single_file(path: Path, options: Options, conv: Conv = None) -> Iterator[LogItem]:
     kind = file_kind(path)
     topic, partition = _partition_of(path.parent)
     if kind is None:
         raise LogError(f"{path}: not a Kafka log file (expected a .log segment, an index, a "
                        f"snapshot, a checkpoint, partition.metadata, meta.properties, "
                        f"quorum-state or a 0.7 .kafka file)")
-    state = _Partition(topic, partition)
+    state = _Partition(topic, partition, conv=conv)
     if kind in ("segment", "kraft_snapshot"):
         yield from _segment(path, options, state, kind)
     elif kind == "kafka07":
@@ -220,37 +245,64 @@ def _single_file(path: Path, options: Options) -> Iterator[LogItem]:
         yield LogItem(kind, path, topic, partition, decode_file(path, kind, options))
 
 
-def _log_dir(path: Path, options: Options) -> Iterator[LogItem]:
-    hws: dict[tuple[str, int], int] = {}
-    partitions = []
+def _log_dir(path: Path, options: Options, conv: Conv = None) -> Iterator[LogItem]:
+    yield from log_dir_files(path, options, conv)
+    hws = high_watermarks(path)
     for p in sorted(path.iterdir()):
-        if p.is_dir():
-            if _partition_of(p)[0]:
-                partitions.append(p)
-            continue
-        kind = file_kind(p)
-        if kind is None:
-            continue
-        item = LogItem(kind, p, None, None, decode_file(p, kind, options)) \
-            if kind not in ("segment", "kraft_snapshot", "kafka07") else None
-        if item is None:
-            yield from _single_file(p, options)
-            continue
-        if p.name == "replication-offset-checkpoint" and item.tree is not None:
-            for e in item.tree.find("offset"):
-                entry = (item.tree.path_to(e) or [e, e])[-2]    # found in it: a path
-                t, n = entry.child("topic"), entry.child("partition")
-                if t is not None and n is not None and isinstance(e.value, int):
-                    hws[(t.value, n.value)] = e.value
-        yield item
-    for p in partitions:
-        yield from _partition_dir(p, options, hws)
+        if p.is_dir() and _partition_of(p)[0]:
+            yield from _partition_dir(p, options, hws, conv)
+
+
+def is_partition_name(name: str) -> bool:
+    return _PARTITION_DIR.match(name) is not None
+
+
+def is_partition_dir(path: Path) -> bool:
+    return path.is_dir() and is_partition_name(path.name)
+
+
+def single_file(path: Path, options: Options, conv: Conv = None) -> Iterator[LogItem]:
+    """The items of one file (its partition named by its directory)."""
+    return _single_file(path, options, conv)
+
+
+def log_dir_files(path: Path, options: Options, conv: Conv = None) -> Iterator[LogItem]:
+    """The files of a log dir itself (meta.properties, the offset checkpoints...)."""
+    for p in sorted(path.iterdir()):
+        kind = file_kind(p) if p.is_file() else None
+        if kind in ("segment", "kraft_snapshot", "kafka07"):
+            yield from _single_file(p, options, conv)
+        elif kind is not None:
+            yield LogItem(kind, p, None, None, decode_file(p, kind, options))
+
+
+def high_watermarks(log_dir: Path) -> dict[tuple[str, int], int]:
+    """Each partition's high watermark from the log dir's replication-offset-checkpoint
+    (empty without one)."""
+    p = log_dir / "replication-offset-checkpoint"
+    hws: dict[tuple[str, int], int] = {}
+    if not p.is_file():
+        return hws
+    tree = decode_file(p, "checkpoint", Options())
+    for e in tree.find("offset"):
+        entry = (tree.path_to(e) or [e, e])[-2]      # found in it: a path
+        t, n = entry.child("topic"), entry.child("partition")
+        if t is not None and n is not None and isinstance(e.value, int):
+            hws[(t.value, n.value)] = e.value
+    return hws
+
+
+def partition_items(path: Path, options: Options, hws: dict[tuple[str, int], int] | None,
+                    conv: Conv = None) -> Iterator[LogItem]:
+    """One partition directory's items (``hws``: its log dir's high watermarks)."""
+    return _partition_dir(path, options, hws, conv)
 
 
 def _partition_dir(path: Path, options: Options,
-                   hws: dict[tuple[str, int], int] | None) -> Iterator[LogItem]:
+                   hws: dict[tuple[str, int], int] | None,
+                   conv: Conv = None) -> Iterator[LogItem]:
     topic, partition = _partition_of(path)
-    state = _Partition(topic, partition)
+    state = _Partition(topic, partition, conv=conv)
     if hws is not None and topic is not None and partition is not None:
         state.hw = hws.get((topic, partition))
     files = sorted(p for p in path.iterdir() if p.is_file())
@@ -301,7 +353,7 @@ class _Running:
     """What the checks remember across batches of a partition (bounded: per producer)."""
     last_offset: int | None = None
     max_ts: int | None = None
-    producers: dict[int, tuple[int, int, int]] = field(default_factory=dict)  # epoch, last seq, last offset
+    producers: dict[int, tuple[int | None, int, int]] = field(default_factory=dict)  # epoch, last seq, last offset
     aborts: list[tuple[int, int]] = field(default_factory=list)      # this segment's (pid, offset)
     checked_snapshots: set[int] = field(default_factory=set)
 
@@ -333,10 +385,12 @@ def _segment(path: Path, options: Options, state: _Partition, kind: str,
     _monotonic(indexes.get("time_index"), tidx, 1, "timestamps")
     oi = ti = 0
     batch_ends: dict[int, tuple[int, int]] = {}      # last offset -> (position, max ts), this segment
-    pos = 0
+    pos = released = 0
     options = options.for_message()
     try:
         while pos < size:
+            if pos - released > _RELEASE and isinstance(mm, mmap.mmap):
+                released = _release(mm, released, pos)
             left = size - pos
             if left < BATCH_HEAD or not _plausible_head(mm, pos, left):
                 tail = mm[pos:size]
@@ -351,18 +405,29 @@ def _segment(path: Path, options: Options, state: _Partition, kind: str,
                             code="log_size_past_end")
                 yield LogItem("batch", path, state.topic, state.partition, node)
                 break
-            holder = Node("", "records", pos)
-            read_records(mm, holder, pos, pos + total, options.for_message())
-            tree = holder.children[0]
-            if family is not None or (mm[pos + 16] == 2 and mm[pos + 22] & 0x20):
-                decode_records(tree, family, options)   # internal topics, control records
-            elif options.values is not None and options.records is True:
-                from ..protocol.values_schema import SchemaSource, decode_values
-                decode_values(tree, cast(SchemaSource, options.values), options.budget,
-                              state.topic)                      # docs/values.md
-            item = LogItem("batch", path, state.topic, state.partition, tree)
-            _check_batch(item, tree, pos, state, run)
-            last, max_ts = _last_offset(tree), _max_ts(tree)
+            control = mm[pos + 16] == 2 and mm[pos + 22] & 0x20
+            got = ondisk.batch_values(mm, pos, pos + total, options.max_decompressed,
+                                      options.max_nodes, state.conv) \
+                if state.conv is not None and family is None and not control and \
+                options.values is None else None        # values by schema need the tree
+            if got is not None:             # the bulk path: a clean batch, no tree
+                got[0]["position"] = pos
+                item = LogItem("batch", path, state.topic, state.partition, values=got)
+                head = _head_of_values(got[0])
+            else:
+                holder = Node("", "records", pos)
+                read_records(mm, holder, pos, pos + total, options.for_message())
+                tree = holder.children[0]
+                if family is not None or control:
+                    decode_records(tree, family, options)   # internal topics, control records
+                elif options.values is not None and options.records is True:
+                    from ..protocol.values_schema import SchemaSource, decode_values
+                    decode_values(tree, cast(SchemaSource, options.values), options.budget,
+                                  state.topic)                      # docs/values.md
+                item = LogItem("batch", path, state.topic, state.partition, tree)
+                head = _head_of(tree)
+            _check_batch(item, head, state, run)
+            last, max_ts = head.last, head.max_ts
             if last is not None:
                 batch_ends[last] = (pos, max_ts if max_ts is not None else -1)
             # offset index entries at this position name this batch's last offset
@@ -408,6 +473,19 @@ def _segment(path: Path, options: Options, state: _Partition, kind: str,
     late = _check_snapshots(state, run, None)
     if late:
         yield LogItem("check", path, state.topic, state.partition, None, late)
+
+
+_RELEASE = 16 << 20
+
+
+def _release(mm: mmap.mmap, start: int, pos: int) -> int:
+    """Drop the map's pages before ``pos`` from the process (the kernel keeps them in its
+    page cache; a later read faults them back in): a whole segment read through a map
+    would otherwise stay in the reader's resident memory until it is closed."""
+    end = pos - pos % mmap.PAGESIZE
+    if hasattr(mm, "madvise") and end > start:
+        mm.madvise(mmap.MADV_DONTNEED, start, end - start)
+    return end
 
 
 def _plausible_head(mm, pos: int, left: int) -> bool:
@@ -475,13 +553,48 @@ def _max_ts(tree: Node) -> int | None:
     return None
 
 
-def _check_batch(item: LogItem, tree: Node, pos: int, state: _Partition, run: _Running) -> None:
-    base = _value(tree, "base_offset") if tree.ktype == "record_batch" else _value(tree, "offset")
-    last = _last_offset(tree)
+class _Head(NamedTuple):
+    """What the checks read of a batch (or v0/v1 message), from its tree or its values."""
+    base: int | None
+    last: int | None
+    max_ts: int | None
+    epoch: int | None           # v2 only, as are the rest
+    producer_id: int | None = None
+    producer_epoch: int | None = None
+    sequence: int | None = None
+    attributes: int = 0
+    abort: bool = False         # a control batch holding an ABORT marker
+    v2: bool = True
+
+
+def _head_of_values(h: dict) -> _Head:
+    return _Head(h["base_offset"], h["base_offset"] + h["last_offset_delta"],
+                 h["max_timestamp"], h["partition_leader_epoch"], h["producer_id"],
+                 h["producer_epoch"], h["base_sequence"], h["attributes"])
+
+
+def _head_of(tree: Node) -> _Head:
+    last, max_ts = _last_offset(tree), _max_ts(tree)
+    if tree.ktype != "record_batch":
+        base = _value(tree, "offset")
+        inner = _inner(tree) if tree.ktype.startswith("message_v") else []
+        if inner and record_offset(inner[0]) is not None:   # a wrapper: inner offsets count
+            base = record_offset(inner[0])
+        return _Head(base, last, max_ts, None, v2=False)
+    attrs = _value(tree, "attributes") or 0
+    abort = False
+    if attrs & 0x20:
+        key = next((n for n in tree.walk() if n.name == "key" and isinstance(n.value, bytes)),
+                   None)
+        abort = key is not None and len(key.value) >= 4 and key.value[2:4] == b"\0\0"
+    return _Head(_value(tree, "base_offset"), last, max_ts,
+                 _value(tree, "partition_leader_epoch"), _value(tree, "producer_id"),
+                 _value(tree, "producer_epoch"), _value(tree, "base_sequence"), attrs, abort)
+
+
+def _check_batch(item: LogItem, head: _Head, state: _Partition, run: _Running) -> None:
+    base, last = head.base, head.last
     add = item.findings.append
-    inner = _inner(tree) if tree.ktype.startswith("message_v") else []
-    if inner and record_offset(inner[0]) is not None:       # a wrapper: inner offsets count
-        base = record_offset(inner[0])
     if not isinstance(base, int) or last is None:
         return
     if run.last_offset is not None:
@@ -493,7 +606,7 @@ def _check_batch(item: LogItem, tree: Node, pos: int, state: _Partition, run: _R
             add(Finding("offset_gap", f"offsets {run.last_offset + 1}..{base - 1} are not in "
                                       f"the log"))
     run.last_offset = max(last, run.last_offset if run.last_offset is not None else last)
-    max_ts = _max_ts(tree)
+    max_ts = head.max_ts
     if isinstance(max_ts, int) and max_ts >= 0:
         if run.max_ts is not None and max_ts < run.max_ts:
             add(Finding("timestamp_not_monotonic", f"max timestamp {max_ts} is lower than an "
@@ -502,9 +615,9 @@ def _check_batch(item: LogItem, tree: Node, pos: int, state: _Partition, run: _R
     if state.hw is not None and last >= state.hw:
         add(Finding("past_high_watermark", f"last offset {last} is at or past the high "
                                            f"watermark {state.hw}"))
-    if tree.ktype != "record_batch":
+    if not head.v2:             # a v0/v1 message: no epochs, producers or transactions
         return
-    epoch = _value(tree, "partition_leader_epoch")
+    epoch = head.epoch
     if state.epochs and isinstance(epoch, int) and epoch >= 0:
         expected = None
         for e, start in state.epochs:
@@ -515,13 +628,10 @@ def _check_batch(item: LogItem, tree: Node, pos: int, state: _Partition, run: _R
                                                  f"{epoch}; leader-epoch-checkpoint says "
                                                  f"{expected} from its start offset"))
     item.findings += _check_snapshots(state, run, base)
-    pid, pepoch, seq = (_value(tree, n) for n in ("producer_id", "producer_epoch", "base_sequence"))
-    attrs = _value(tree, "attributes") or 0
+    pid, pepoch, seq = head.producer_id, head.producer_epoch, head.sequence
     if isinstance(pid, int) and pid >= 0:
-        control = bool(attrs & 0x20)
-        if control:
-            key = next((n for n in tree.walk() if n.name == "key" and isinstance(n.value, bytes)), None)
-            if key is not None and len(key.value) >= 4 and key.value[3] == 0 and key.value[2] == 0:
+        if head.attributes & 0x20:
+            if head.abort:
                 run.aborts.append((pid, base))
             return
         if isinstance(seq, int) and seq >= 0:

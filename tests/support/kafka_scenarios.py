@@ -52,6 +52,73 @@ def kraft_cluster(kafka: ApacheKafka) -> int:
     return leader
 
 
+# A cluster whose quorum snapshots its metadata often and deletes the log behind the
+# snapshots at once (segments of a few KiB, a second of retention): a node that was away
+# while that happened finds its offset gone and must fetch a snapshot (FetchSnapshot).
+SNAPSHOTTING = {
+    "metadata.log.max.record.bytes.between.snapshots": "2048",
+    "metadata.log.max.snapshot.interval.ms": "500",
+    "internal.metadata.log.segment.bytes": "4096",
+    "metadata.log.segment.ms": "500",
+    "metadata.max.retention.ms": "1000",
+    "metadata.max.retention.bytes": "4096",
+    "internal.metadata.delete.delay.millis": "0",
+}
+
+
+def _metadata_offsets(log_dir) -> tuple[int, int]:
+    """(first offset, next offset) of a node's __cluster_metadata log on disk (from the
+    segments' names and kdissect's reading of the last one)."""
+    from kdissect.protocol import Options
+    from kdissect.sources.logdir import walk
+    segments = sorted((log_dir / "__cluster_metadata-0").glob("*.log"))
+    if not segments:
+        return 0, 0
+    nxt = int(segments[-1].name.split(".")[0])
+    for item in walk([str(segments[-1])], Options(), values=True):
+        if item.values is not None:
+            nxt = item.values[0]["base_offset"] + item.values[0]["last_offset_delta"] + 1
+        elif item.tree is not None and item.tree.child("base_offset") is not None:
+            last = item.tree.child("last_offset_delta")
+            nxt = item.tree.child("base_offset").value + (last.value if last else 0) + 1
+    return int(segments[0].name.split(".")[0]), nxt
+
+
+def kraft_snapshot_fetch(kafka: ApacheKafka, away: int = 3) -> tuple[int, int]:
+    """Node ``away`` (a voter) stopped; topics created and deleted until the other nodes
+    have snapshotted and deleted the metadata log it ends in (SNAPSHOTTING); node
+    ``away`` started again: its Fetch of __cluster_metadata is told to fetch a snapshot,
+    and FetchSnapshot brings it. Returns (the log end node ``away`` had, the offset of
+    the snapshot it then holds)."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+    kafka.stop_node(away)
+    had = _metadata_offsets(kafka.node(away).log_dir)[1]
+    others = [n for n in kafka.nodes if n.node_id != away]
+    admin = AdminClient({"bootstrap.servers": ",".join(f"127.0.0.1:{n.ports['PLAINTEXT']}"
+                                                       for n in others)})
+    deadline, i = time.monotonic() + 180, 0
+    while min(_metadata_offsets(n.log_dir)[0] for n in others) <= had:
+        if time.monotonic() > deadline:
+            raise AssertionError("the quorum did not delete its old metadata log in time")
+        names = [f"churn-{i}-{j}" for j in range(5)]
+        for f in admin.create_topics([NewTopic(n, 1, 2) for n in names]).values():
+            f.result(30)
+        for f in admin.delete_topics(names).values():
+            f.result(30)
+        i += 1
+        time.sleep(0.5)
+    kafka.start_node(away)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        got = [int(p.name.split("-")[0]) for p in
+               (kafka.node(away).log_dir / "__cluster_metadata-0").glob("*.checkpoint")]
+        if got and max(got) > had:
+            time.sleep(2)               # its Fetch after the snapshot
+            return had, max(got)
+        time.sleep(0.5)
+    raise AssertionError(f"node {away} holds no snapshot past offset {had}")
+
+
 def java_session(mode: str, bootstrap: str) -> list[str]:
     """tests/support/java/KafkaScenarios.java in MODE: the values it read."""
     import subprocess
@@ -222,6 +289,11 @@ CAPTURES = {
                             "between the three nodes: follower Fetch, KRaft Fetch of "
                             "__cluster_metadata, Vote, BeginQuorumEpoch, EndQuorumEpoch, "
                             "BrokerRegistration, BrokerHeartbeat, AlterPartition, Envelope"),
+    "kafka-kraft-snapshot": (3, ("CONTROLLER",), kraft_snapshot_fetch,
+                             "the controllers' listener of a cluster that snapshots and "
+                             "deletes its metadata log often (SNAPSHOTTING): a voter away "
+                             "while that happened comes back and fetches a snapshot "
+                             "(FetchSnapshot), KRaft Fetch, Vote"),
     "kafka-broker-killed": (3, ("PLAINTEXT",), broker_killed,
                             "an idempotent librdkafka producer (acks=all) while a broker is "
                             "killed and restarted: NOT_LEADER_OR_FOLLOWER, metadata refresh"),

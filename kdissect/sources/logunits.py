@@ -1,0 +1,131 @@
+"""Log directories wherever they are -- local paths, or URLs (``s3://``, ``s3a://``,
+``file://``... through fsspec, as ``pipeline.storage`` opens captures) -- cut into units
+of work: a log dir's own files, one partition directory, or one file. A partition is the
+unit because the checks run across its segments (and its log dir's high watermarks).
+
+A local unit is read in place. A URL's unit is copied to a temporary directory first, one
+partition at a time (the disk used is one partition's, freed as soon as it is read), and
+its items name the URL. Both ``kdissect log`` and the Spark job (pipeline/log_job.py)
+read through here, so their tables are the same."""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..protocol.context import Options
+from . import logdir
+from .logdir import Conv, LogError, LogItem
+
+
+@dataclass(frozen=True)
+class Unit:
+    kind: str                   # "files" (a log dir's own files), "partition" or "file"
+    path: str                   # a local path or a URL
+    log_dir: str | None = None  # a partition's log dir (for its high watermarks)
+
+
+def is_url(path: str) -> bool:
+    return "://" in path
+
+
+def _fs(url: str):
+    try:
+        import fsspec
+        return fsspec.core.url_to_fs(url)
+    except (ImportError, ValueError) as e:   # no such protocol, or its package is missing
+        raise LogError(f"{url}: {e}") from None
+
+
+def _join(url: str, name: str) -> str:
+    return url.rstrip("/") + "/" + name
+
+
+def _listing(url: str) -> tuple[list[str], list[str]]:
+    """(files, directories) directly under a URL, by name."""
+    fs, p = _fs(url)
+    files: list[str] = []
+    dirs: list[str] = []
+    for e in fs.ls(p, detail=True):
+        name = posixpath.basename(e["name"].rstrip("/"))
+        (dirs if e["type"] == "directory" else files).append(name)
+    return sorted(files), sorted(dirs)
+
+
+def plan(inputs: list[str]) -> list[Unit]:
+    """The units of every input, in the order ``kdissect log`` reads them."""
+    units: list[Unit] = []
+    for text in inputs:
+        if not is_url(text):
+            path = Path(text)
+            if not path.exists():
+                raise LogError(f"{text}: no such file or directory")
+            if path.is_file():
+                units.append(Unit("file", text))
+            elif any(logdir.is_partition_dir(p) for p in path.iterdir()) or \
+                    (path / "meta.properties").exists():
+                units.append(Unit("files", text))
+                units += [Unit("partition", str(p), text) for p in sorted(path.iterdir())
+                          if logdir.is_partition_dir(p)]
+            else:
+                units.append(Unit("partition", text))
+            continue
+        fs, p = _fs(text)
+        if not fs.exists(p):
+            raise LogError(f"{text}: no such file or directory")
+        if fs.isfile(p):
+            units.append(Unit("file", text))
+            continue
+        files, dirs = _listing(text)
+        parts = [d for d in dirs if logdir.is_partition_name(d)]
+        if parts or "meta.properties" in files:
+            units.append(Unit("files", text))
+            units += [Unit("partition", _join(text, d), text) for d in parts]
+        else:
+            units.append(Unit("partition", text))
+    return units
+
+
+def items(unit: Unit, options: Options, conv: Conv = None) -> Iterator[LogItem]:
+    """The items of one unit (a URL's copied to a temporary directory meanwhile)."""
+    if not is_url(unit.path):
+        yield from _local(unit, Path(unit.path), options, conv,
+                          Path(unit.log_dir) if unit.log_dir else None)
+        return
+    with tempfile.TemporaryDirectory(prefix="kdissect-log-") as tmp:
+        name = posixpath.basename(unit.path.rstrip("/")) or "root"
+        local = Path(tmp) / name
+        fs, p = _fs(unit.path)
+        if unit.kind == "file":
+            fs.get(p, str(local))
+        else:
+            local.mkdir()
+            for f in _listing(unit.path)[0]:
+                fs.get(_fs(_join(unit.path, f))[1], str(local / f))
+        hw_dir = None
+        if unit.log_dir is not None:
+            ck = _join(unit.log_dir, "replication-offset-checkpoint")
+            cfs, cp = _fs(ck)
+            if cfs.exists(cp):
+                hw_dir = Path(tmp) / "_log_dir"
+                hw_dir.mkdir()
+                cfs.get(cp, str(hw_dir / "replication-offset-checkpoint"))
+        base = unit.path.rstrip("/")
+        for item in _local(unit, local, options, conv, hw_dir):
+            rel = os.path.relpath(item.path, local)
+            item.url = base if rel == "." else f"{base}/{rel}"
+            yield item
+
+
+def _local(unit: Unit, path: Path, options: Options, conv: Conv,
+           log_dir: Path | None) -> Iterator[LogItem]:
+    if unit.kind == "file":
+        return logdir.single_file(path, options, conv)
+    if unit.kind == "files":
+        return logdir.log_dir_files(path, options, conv)
+    hws = logdir.high_watermarks(log_dir) if log_dir is not None else None
+    return logdir.partition_items(path, options, hws, conv)
