@@ -14,7 +14,7 @@ from ..protocol.internal import control_of
 from ..render.records import json_bytes, plain_json, record_json
 from ..render.text import tree_of
 from ..sources.logdir import LogError, LogItem, walk
-from .common import budget
+from .common import budget, on_terminal
 from .group import main
 
 LOG_HELP = """Decode Kafka's files on disk: segments, indexes, snapshots, checkpoints.
@@ -44,6 +44,9 @@ Examples:
   kdissect log orders-0 -Y 'producer_id == 7 and finding == sequence_gap'
 
 JSON lines: one object per file and per batch (--records: per record too); docs/log.md.
+On a terminal (and without -V, --records or --format), the files and batches open in the
+terminal UI: a list, the selected batch's byte tree beside its bytes (docs/tui.md).
+
 Exit status: 0 decoded (damage is reported as findings), 1 no such path or not a Kafka
 file, 2 a wrong command line.
 """
@@ -64,8 +67,11 @@ file, 2 a wrong command line.
                    "record.key == \"k\", base_offset >= 100 (docs/filters.md).")
 @click.option("--max-decompressed", default="64M", show_default=True, metavar="SIZE",
               help="Decompressed bytes one batch may produce.")
+@click.option("--tui", is_flag=True, help="Open the terminal UI even when stdout is not a "
+                                          "terminal.")
+@click.option("--no-tui", is_flag=True, help="Print instead of opening the terminal UI.")
 def log(paths: tuple[str, ...], verbose: bool, fmt: str, output: str | None, records: bool,
-        filter_text: str | None, max_decompressed: str) -> None:
+        filter_text: str | None, max_decompressed: str, tui: bool, no_tui: bool) -> None:
     err = Console(stderr=True)
     if fmt == "parquet" and not output:
         raise click.UsageError("--format parquet needs -o DIR (the tables' directory)")
@@ -74,6 +80,16 @@ def log(paths: tuple[str, ...], verbose: bool, fmt: str, output: str | None, rec
     except FilterError as e:
         raise click.UsageError(f"bad filter: {e}") from None
     options = budget(max_decompressed)
+    if (tui or on_terminal(fmt, verbose or records)) and not no_tui:
+        from pathlib import Path
+
+        from ..tui.log_app import LogApp
+        missing = [p for p in paths if not Path(p).exists()]
+        if missing:
+            click.echo(f"kdissect log: {missing[0]}: no such file or directory", err=True)
+            sys.exit(1)
+        LogApp(list(paths), options, filter_text or "").run()
+        return
     out = Console(highlight=False, soft_wrap=True)
     write = sys.stdout.write
     shown = 0

@@ -451,6 +451,29 @@ class Detail(Vertical):
         self.tree.reveal(node, self.items[index].root)
         self.hexview.move_to(offset)
 
+    def selected_path(self) -> tuple[int, list[tuple[int, str]]] | None:
+        """Where the selected field is: (message, (child index, name) from its root),
+        to select the same field in a tree decoded again (``select_path``)."""
+        if self.selected is None:
+            return None
+        index, node = self.selected
+        path = self.items[index].root.path_to(node) or []
+        return index, [(parent.children.index(child), child.name)
+                       for parent, child in zip(path, path[1:])]
+
+    def select_path(self, index: int, steps: list[tuple[int, str]]) -> None:
+        """Select the field ``selected_path`` gave, or its deepest part that is still
+        there (a decoded value's field when values are shown raw again)."""
+        if not 0 <= index < len(self.items):
+            return
+        root = node = self.items[index].root
+        for at, name in steps:
+            if at >= len(node.children) or node.children[at].name != name:
+                break
+            node = node.children[at]
+        self.select(index, node)
+        self.tree.reveal(node, root)
+
     def jump_message(self) -> None:
         """Move the tree cursor to the next message's top (request ⇄ response)."""
         if len(self.items) < 2 or self.selected is None:

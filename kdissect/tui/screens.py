@@ -11,6 +11,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from ..render.stats import stats_tables
+from ..render.tls import tls_table
 from ..stream import anomaly
 from ..stream.facts import ExchangeFields
 from ..stream.stats import Stats
@@ -53,14 +54,16 @@ class StatsScreen(ModalScreen):
     """
 
     def __init__(self, views: list[ExchangeFields], load=lambda view: view,
-                 gathered: tuple[Stats, list] | None = None, warnings=(), gaps=()):
+                 gathered: tuple[Stats, list] | None = None, warnings=(), gaps=(), tls=()):
         """``load(view)`` gives a view's messages their bytes (see tui/spill.py);
         ``gathered``: what ``gather`` found (else it runs now). ``warnings``: the
-        source's, all listed; ``gaps`` are counted as --stats counts them."""
+        source's, all listed; ``gaps`` are counted as --stats counts them; ``tls``: the
+        source's TLS connections (capture.tls.TlsFacts), decrypted or not, listed."""
         super().__init__()
         self.stats, self.points = gathered or gather(views, load, gaps)
         self.latencies = [p[2].ex.latency * 1000 for p in self.points]
         self.warnings = list(warnings)
+        self.tls = list(tls)
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="stats-box"):
@@ -70,6 +73,8 @@ class StatsScreen(ModalScreen):
             yield LatencyChart(self.points, id="latency")
             yield Static(id="slice")
             yield Static(stats_tables(self.stats), id="stats-tables")
+            if self.tls:
+                yield Static(tls_table(self.tls), id="tls")
             if self.warnings:
                 listed = Text(f"Capture warnings ({len(self.warnings)})\n", style="bold")
                 for w in self.warnings:

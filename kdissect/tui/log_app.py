@@ -1,0 +1,334 @@
+"""`kdissect log` in the terminal UI: a partition's files and record batches in a list
+(files and positions where the capture screens have connections), the selected item's
+byte tree beside its bytes, with the keys of the exchange screens: / filters (the
+display-filter language, as `kdissect log -Y`), p goes to the next problem (a finding),
+v and Tab move between the tree and the bytes, * opens every field, ? helps, q quits.
+
+Items come from ``sources.logdir.walk`` in a worker thread (one batch decoded at a
+time) and are added to the list in batches, so the screen answers keys while a big
+partition is read."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from rich.text import Text
+from textual import on
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.widgets import DataTable, Footer, Header, Input, Static
+
+from ..filters import FilterError, parse_filter
+from ..protocol import Options
+from ..protocol.node import Node
+from ..sources.logdir import LogError, LogItem, walk
+from ..stream import anomaly
+from .detail import Detail, Item
+from .filterbar import FilterInput
+from .screens import HelpScreen
+
+CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+COLUMNS = ("#", "file", "position", "offsets", "records", "codec", "producer", "status")
+_BATCH = 500               # items handed to the UI at once
+_WHOLE_FILE = 64 << 20     # files other than segments are shown whole up to this size
+
+LOG_HELP = """\
+[b]Files and batches[/b] (one row per file and per record batch, in file order)
+  ↑ ↓ PgUp PgDn Home End   move (the detail follows)
+  p / P           next / previous problem: an item with a finding (CRC mismatch, bad index
+                  entry, sequence gap...); its offending field is selected
+  /               filter: finding, record.key == "k", producer_id == 7, base_offset >= 100
+                  (as kdissect log -Y; docs/filters.md); Esc closes, an empty filter: all
+[b]Detail[/b]
+  tab / v         field tree ⇄ bytes (they take turns below 114 columns)
+  *               open every field under the cursor
+  ← → ↑ ↓         in the bytes: move the cursor; the field under it is selected
+  offsets in the tree are positions in the file; compressed records are their own buffer
+[b]Anywhere[/b]
+  ?  this help     q  quit
+See docs/log.md and docs/tui.md."""
+
+
+def _value(tree: Node | None, name: str):
+    c = tree.child(name) if tree is not None else None
+    return c.value if c is not None else None
+
+
+def row_of(number: int, item: LogItem) -> tuple:
+    """The list's cells for an item."""
+    tree = item.tree
+    findings = item.all_findings()
+    status = Text(", ".join(sorted({f.code for f in findings})),
+                  style="red" if any(f.severity == "error" for f in findings) else "yellow")
+    if item.kind != "batch" or tree is None:
+        what = tree.note if tree is not None and tree.note else item.kind
+        return (str(number), Text(item.path.name, style="bold"), "", "", "", Text(what),
+                "", status)
+    base, delta = _value(tree, "base_offset"), _value(tree, "last_offset_delta")
+    offsets = (f"{base}–{base + delta}" if isinstance(base, int) and isinstance(delta, int)
+               else str(_value(tree, "offset") if base is None else base))
+    count = _value(tree, "record_count")
+    attrs = _value(tree, "attributes")
+    codec = CODECS[attrs & 7] if isinstance(attrs, int) and attrs & 7 < 5 else ""
+    if isinstance(attrs, int) and attrs & 0x20:
+        codec += " control"
+    pid = _value(tree, "producer_id")
+    producer = f"{pid}/{_value(tree, 'producer_epoch')}" if isinstance(pid, int) and \
+        pid >= 0 else ""
+    return (str(number), item.path.name, f"@{tree.offset}+{tree.length}", offsets,
+            "" if count is None else str(count), codec, producer, status)
+
+
+def _relative(tree: Node, start: int) -> None:
+    """Offsets of ``tree`` counted from ``start`` (its bytes are shown alone); nodes in a
+    decompressed buffer keep theirs."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        node.offset -= start
+        if node.buffer is None:
+            stack.extend(node.children)
+
+
+def item_bytes(item: LogItem) -> tuple[bytes, int]:
+    """(the item's bytes, where they start in its file), read from the file now; the
+    item's tree is made relative to them once."""
+    tree = item.tree
+    assert tree is not None
+    start: int | None = getattr(item, "start", None)
+    if start is None:
+        start = tree.offset if item.kind == "batch" else 0
+        _relative(tree, start)
+        item.start = start                 # type: ignore[attr-defined]
+    size = tree.length if item.kind == "batch" else min(item.path.stat().st_size, _WHOLE_FILE)
+    try:
+        with open(item.path, "rb") as f:
+            f.seek(start)
+            data = f.read(size)
+    except OSError:
+        data = b""
+    return data, start
+
+
+class LogApp(App):
+    """Browse Kafka's files on disk: ``paths`` as `kdissect log` reads them."""
+
+    TITLE = "kdissect log"
+    AUTO_FOCUS = "#items"
+    CSS = """
+    #items { height: 45%; }
+    #detail { height: 1fr; }
+    #active-filter { height: 1; display: none; background: $boost; padding: 0 1; }
+    #active-filter.visible { display: block; }
+    #empty { height: auto; display: none; padding: 1 2; }
+    #empty.visible { display: block; }
+    .bar { display: none; }
+    .bar.visible { display: block; }
+    #filter-error { display: none; color: $error; height: auto; max-height: 4; }
+    #filter-error.visible { display: block; }
+    """
+    BINDINGS = [
+        Binding("slash", "filter", "Filter"),
+        Binding("p", "next_problem", "Next problem"),
+        Binding("P", "next_problem(-1)", "Previous problem", show=False),
+        Binding("v", "toggle_pane", "Tree⇄bytes"),
+        Binding("question_mark", "help", "Help"),
+        Binding("escape", "close_bars", "Close bar", show=False),
+        Binding("q", "quit", "Quit"),
+    ]
+
+    def __init__(self, paths: list[str], options: Options | None = None,
+                 filter_text: str = ""):
+        super().__init__()
+        self.paths = paths
+        self.options = options or Options()
+        self.items: list[LogItem] = []
+        self.shown: list[LogItem] = []
+        self.filter_text = filter_text
+        self.filter = parse_filter(filter_text) if filter_text.strip() else None
+        self.loaded = False
+        self.error: str | None = None
+        self.stop = threading.Event()
+        self.sub_title = ", ".join(Path(p).name for p in paths)
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Vertical():
+            yield Static(id="active-filter")
+            table: DataTable = DataTable(id="items", cursor_type="row", zebra_stripes=True)
+            table.add_columns(*COLUMNS)
+            yield table
+            yield Static(id="empty")
+            yield Detail(self.options.show_secrets, id="detail")
+        yield FilterInput(placeholder="display filter, e.g. finding, record.key == \"k\", "
+                                      "producer_id == 7 (Enter applies, Esc closes)",
+                          id="filter", classes="bar")
+        yield Static(id="filter-error")
+        yield Footer()
+
+    @property
+    def table(self) -> DataTable:
+        return self.query_one("#items", DataTable)
+
+    def on_mount(self) -> None:
+        self._show_active_filter()
+        self.run_worker(self._load, thread=True, exclusive=True)
+
+    def on_unmount(self) -> None:
+        self.stop.set()
+
+    # -- loading (worker thread) ---------------------------------------------------------
+
+    def _load(self) -> None:
+        batch: list[LogItem] = []
+        try:
+            for item in walk(self.paths, self.options):
+                if self.stop.is_set():
+                    return
+                batch.append(item)
+                if len(batch) >= _BATCH:
+                    self.call_from_thread(self._add, batch)
+                    batch = []
+        except LogError as e:
+            self.error = str(e)
+        except Exception as e:              # a file that cannot be read: say so, keep rows
+            self.error = f"reading stopped: {e}"
+        if not self.stop.is_set():
+            self.call_from_thread(self._add, batch, True)
+
+    def _add(self, batch: list[LogItem], done: bool = False) -> None:
+        if not self.query("#items"):              # the app is closing: its widgets are gone
+            return
+        first = not self.shown
+        for item in batch:
+            self.items.append(item)
+            if self.filter is None or self.filter(item):
+                self._append(item, len(self.items))
+        if done:
+            self.loaded = True
+            self._show_empty()
+        self._update_subtitle()
+        if first and self.shown:
+            self.show_item(self.shown[0])
+
+    def _append(self, item: LogItem, number: int) -> None:
+        self.shown.append(item)
+        self.table.add_row(*row_of(number, item))
+
+    def _update_subtitle(self) -> None:
+        names = ", ".join(Path(p).name for p in self.paths)
+        count = f"{len(self.shown)} of {len(self.items)}" if self.filter else str(len(self.items))
+        self.sub_title = f"{names}  {count} items{'' if self.loaded else '  loading…'}"
+
+    def _show_empty(self) -> None:
+        empty = self.query_one("#empty", Static)
+        if self.shown:
+            empty.remove_class("visible")
+            return
+        if self.error:
+            text = Text(self.error, style="bold red")
+        elif self.items:
+            text = Text(f"No item matches the filter {self.filter_text!r} ({len(self.items)} "
+                        f"read). / changes it; an empty filter shows everything.", "yellow")
+        else:
+            text = Text("No Kafka files found.", style="bold red")
+        empty.update(text)
+        empty.add_class("visible")
+
+    # -- the list and the detail ---------------------------------------------------------
+
+    def current(self) -> LogItem | None:
+        row = self.table.cursor_row
+        return self.shown[row] if 0 <= row < len(self.shown) else None
+
+    @on(DataTable.RowHighlighted, "#items")
+    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+        item = self.current()
+        if item is not None:
+            self.show_item(item)
+
+    def show_item(self, item: LogItem) -> None:
+        detail = self.query_one(Detail)
+        title = Text(f"{item.path}", style="bold")
+        if item.topic is not None:
+            title.append(f"  {item.topic}-{item.partition}")
+        for f in item.findings:                 # the checks across batches and files
+            title.append(f"  ✗ {f.text()}", "bold red" if f.severity == "error" else "yellow")
+        if item.tree is None:
+            detail.show(str(title), [])
+            return
+        data, start = item_bytes(item)
+        label = Text(f"{item.kind} at position {start} ({len(data)} bytes)", "bold")
+        detail.show(str(title), [Item(label, data, item.tree, start)])
+
+    def apply_filter(self, text: str) -> FilterError | None:
+        try:
+            parsed = parse_filter(text) if text.strip() else None
+        except FilterError as e:
+            return e
+        self.filter, self.filter_text = parsed, text
+        self.shown = []
+        self.table.clear()
+        for number, item in enumerate(self.items, 1):
+            if parsed is None or parsed(item):
+                self._append(item, number)
+        self._show_active_filter()
+        self._update_subtitle()
+        self._show_empty()
+        if self.shown:
+            self.show_item(self.shown[0])
+        return None
+
+    def _show_active_filter(self) -> None:
+        active = self.query_one("#active-filter", Static)
+        if self.filter is not None:
+            active.update(Text.assemble(("filter ", "dim"), (self.filter_text, "bold"),
+                                        ("  / edits it", "dim")))
+        active.set_class(self.filter is not None, "visible")
+
+    # -- actions ------------------------------------------------------------------------
+
+    def action_next_problem(self, step: int = 1) -> None:
+        """The next item with a finding (wrapping), on its offending field."""
+        n = len(self.shown)
+        for k in range(1, n + 1):
+            row = (self.table.cursor_row + step * k) % n
+            item = self.shown[row]
+            if item.all_findings():
+                self.table.move_cursor(row=row)
+                self.show_item(item)
+                node = anomaly.offending(item.tree) if item.tree is not None else None
+                if node is not None:
+                    detail = self.query_one(Detail)
+                    detail.select(0, node)
+                    detail.tree.reveal(node, item.tree)
+                return
+        self.notify("no finding among the items shown", timeout=4)
+
+    def action_toggle_pane(self) -> None:
+        self.query_one(Detail).toggle_pane()
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen(LOG_HELP))
+
+    def action_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.add_class("visible")
+        self.screen.set_focus(box)
+
+    def action_close_bars(self) -> None:
+        self.query_one("#filter").remove_class("visible")
+        self.query_one("#filter-error").remove_class("visible")
+        self.table.focus()
+
+    @on(Input.Submitted, "#filter")
+    def _submit(self, event: Input.Submitted) -> None:
+        error = self.apply_filter(event.value)
+        if error is not None:
+            box = self.query_one("#filter-error", Static)
+            box.update(Text(str(error).splitlines()[0], "bold"))
+            box.add_class("visible")
+            return
+        self.action_close_bars()
