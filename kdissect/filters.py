@@ -354,6 +354,10 @@ def _compare(name: str, op: str, value) -> Predicate:
         return lambda x: not any(isinstance(v, str) and value.search(v) for v in _values(x, name))
     if op == "contains":
         return lambda x: any(isinstance(v, str) and str(value) in v for v in _values(x, name))
+    if op == "==" and name == "record.key" and isinstance(value, str):
+        # exchanges: batches without the key's bytes are not read (stream/content.py)
+        return lambda x: any(v == value for v in _values(x, name)) if \
+            hasattr(x, "values_of") else _DERIVED.get("has_key")(x, value)
     if op == "==":
         return lambda x: any(v == value for v in _values(x, name))
     if op == "!=":
@@ -391,6 +395,7 @@ def _derived() -> dict[str, Callable[[Any], list]]:
         "throttle": content.throttle,
         "response_frame": lambda x: [x.ex.response.frame] if x.ex.response else [],
         "record.key": content.record_keys,           # values and headers left unread
+        "has_key": content.has_key,                  # record.key == "k", quicker
         "record.value": lambda x: [r.value for r in content.records(x) if r.value is not None],
         "record.header": lambda x: [k for r in content.records(x) for k, _ in r.headers],
     }

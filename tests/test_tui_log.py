@@ -55,7 +55,7 @@ def test_a_partition_in_the_list_and_its_batches_at_file_positions(tmp_path):
 
     async def body(app, pilot):
         assert app.table.row_count == len(items) == len(app.items)
-        names = [str(app.table.get_row_at(i)[1]) for i in range(app.table.row_count)]
+        names = [str(app.table.get_row_at(i)[-1]) for i in range(app.table.row_count)]
         assert "00000000000000000000.log" in names and "00000000000000000000.index" in names
         # the first batch of the segment: its tree at file positions, its bytes beside it
         row = next(i for i, item in enumerate(app.shown) if item.kind == "batch")

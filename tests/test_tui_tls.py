@@ -63,8 +63,18 @@ def test_decrypted_exchanges_say_so_and_the_statistics_list_the_connections():
         assert len(app.shown) == 23 and all(v.ex.tls is not None for v in app.shown)
         assert line_of(app.table, 0).lstrip().startswith(LOCK)
         await settle(app, pilot)
-        title = str(app.query_one(Detail).tree.root.label)
-        assert "TLS decrypted (TLS 1.3, TLS_AES_256_GCM_SHA384)" in title
+        detail = app.query_one(Detail)
+        assert f"{LOCK} TLS" in str(detail.tree.root.label)
+        # the connection's TLS facts: a tree beside the request and response
+        tls = detail.items[-1]
+        assert str(tls.label).startswith("TLS connection: decrypted")
+        facts = {n.name: n.value for n in tls.root.children}
+        assert facts["version"] == "TLS 1.3" and facts["cipher"] == "TLS_AES_256_GCM_SHA384"
+        assert facts["state"] == "decrypted" and facts["records_decrypted"] > 0
+        cipher = next(n for n in tls.root.children if n.name == "cipher")
+        detail.select(len(detail.items) - 1, cipher)
+        await pilot.pause()
+        assert "TLS_AES_256_GCM_SHA384" in str(app.query_one("#field-line").render())
         await pilot.press("s")
         await pilot.pause(0.3)
         screen = app.screen

@@ -21,6 +21,7 @@ from textual.widgets import Footer, Header, Input, ProgressBar, Static
 
 from ..filters import FilterError, parse_filter
 from ..protocol import Message, Options
+from ..protocol.node import Node
 from ..render.lines import endpoint, iso, message_json
 from ..render.text import format_value
 from ..stream import anomaly
@@ -28,7 +29,7 @@ from ..stream.content import buffer_nodes, find_bytes, holds_bytes
 from ..stream.facts import ExchangeFields, Facts
 from ..stream.model import Gap, KafkaMessage
 from .detail import Detail, HexView, Item
-from .exchange_list import COLUMNS, ExchangeList
+from .exchange_list import COLUMNS, LOCK, ExchangeList
 from .filterbar import FilterInput, FilterSuggester
 from .loader import run_in_process, run_in_thread
 from .screens import HelpScreen, StatsScreen
@@ -91,9 +92,25 @@ def _sort_value(view: ExchangeFields, column: str) -> tuple:
     return (0, text) if text else (1, "")
 
 
-def tls_line(facts) -> str:
-    """A decrypted connection's TLS facts, for the detail's title."""
-    return f"🔒 TLS decrypted ({facts.describe()})"
+def tls_item(facts) -> Item:
+    """A decrypted connection's TLS facts (capture.tls.TlsFacts) as a tree in the detail,
+    beside the request and response: each fact a field, read in full on the field line.
+    They have no bytes in the messages (the handshake is not Kafka's)."""
+    root = Node("tls_connection", "struct", 0, 0, facts.state)
+    facts_json = facts.to_json()
+    for name in ("server_name", "version", "cipher", "alpn", "resumed", "state", "records",
+                 "records_decrypted", "records_failed", "plaintext_bytes", "frame", "client",
+                 "server"):
+        value = facts_json.get(name)
+        note = facts.STATES.get(value) if name == "state" else \
+            "no SNI in the ClientHello" if name == "server_name" and value is None else None
+        root.add(Node(name, "int32" if isinstance(value, int) else "string", 0, 0,
+                      ", ".join(value) if isinstance(value, list) else value, note=note))
+    for f in facts.findings:
+        root.add(Node("finding", "string", 0, 0, f.code, problem=f.text(), code=f.code))
+    state = "decrypted" if facts.is_decrypted else facts.state
+    label = Text(f"TLS connection: {state}  ({facts.describe()})", "bold green")
+    return Item(label, b"", root)
 
 
 def long_time(ts: float, local: bool) -> str:
@@ -192,6 +209,8 @@ class KdissectApp(App):
         self.keys = keys               # the TLS key log (capture.tls.KeyLog), for `E`
         # the source's TLS connections (capture.tls.TlsFacts), decrypted or not
         self.tls_connections: list = []
+        # their final facts by Kafka connection (an exchange carries them as they were)
+        self.tls_by_stream: dict[int, object] = {}
         self.isolate = isolate         # run the source in a child process
         self.load = load
         self.options = options or Options()
@@ -338,6 +357,8 @@ class KdissectApp(App):
         connection's facts come this way too (listed in the statistics)."""
         if not isinstance(what, (str, Gap)):       # capture.tls.TlsFacts
             self.tls_connections.append(what)
+            if what.stream is not None:
+                self.tls_by_stream[what.stream] = what
             return
         if isinstance(what, Gap):
             self.gaps.append(what)
@@ -577,8 +598,9 @@ class KdissectApp(App):
                               m.data, decoded.tree))
         title = Text(f"{ex.first.api_name} exchange, stream {ex.stream}, frame "
                      f"{ex.first.frame}")
-        if ex.tls is not None:
-            title.append(f"  {tls_line(ex.tls)}", "green")
+        if ex.tls is not None:                 # read from a decrypted TLS connection
+            title.append(f"  {LOCK} TLS", "green")
+            items.append(tls_item(self.tls_by_stream.get(ex.stream, ex.tls)))
         reasons = anomaly.reasons(view)
         if reasons:
             title.append(f"  ✗ {', '.join(reasons)}", "bold red")

@@ -30,7 +30,10 @@ from .filterbar import FilterInput
 from .screens import HelpScreen
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
-COLUMNS = ("#", "file", "position", "offsets", "records", "codec", "producer", "status")
+# the status (findings) before the file name: it stays in sight at 80 columns, and the
+# detail's title names the file in full
+COLUMNS = ("#", "kind", "position", "offsets", "records", "status", "codec", "producer",
+           "file")
 _BATCH = 500               # items handed to the UI at once
 _WHOLE_FILE = 64 << 20     # files other than segments are shown whole up to this size
 
@@ -63,9 +66,10 @@ def row_of(number: int, item: LogItem) -> tuple:
     status = Text(", ".join(sorted({f.code for f in findings})),
                   style="red" if any(f.severity == "error" for f in findings) else "yellow")
     if item.kind != "batch" or tree is None:
-        what = tree.note if tree is not None and tree.note else item.kind
-        return (str(number), Text(item.path.name, style="bold"), "", "", "", Text(what),
-                "", status)
+        entries = tree.value if tree is not None and isinstance(tree.value, int) else ""
+        return (str(number), item.kind, "", "", str(entries), status, "", "",
+                Text(item.path.name, style="bold"))
+    magic = _value(tree, "magic")
     base, delta = _value(tree, "base_offset"), _value(tree, "last_offset_delta")
     offsets = (f"{base}–{base + delta}" if isinstance(base, int) and isinstance(delta, int)
                else str(_value(tree, "offset") if base is None else base))
@@ -77,8 +81,9 @@ def row_of(number: int, item: LogItem) -> tuple:
     pid = _value(tree, "producer_id")
     producer = f"{pid}/{_value(tree, 'producer_epoch')}" if isinstance(pid, int) and \
         pid >= 0 else ""
-    return (str(number), item.path.name, f"@{tree.offset}+{tree.length}", offsets,
-            "" if count is None else str(count), codec, producer, status)
+    return (str(number), f"batch v{magic}" if magic is not None else "damage",
+            f"@{tree.offset}+{tree.length}", offsets, "" if count is None else str(count),
+            status, codec, producer, item.path.name)
 
 
 def _relative(tree: Node, start: int) -> None:

@@ -129,6 +129,8 @@ HELP = """\
                   the line under them: the selected field in full (name, value, offset,
                   length, explanation)
   x               jump between the request and the response
+  d               record keys and values: decoded into trees (by --schemas, else what
+                  they look like) ⇄ raw bytes
   ← → ↑ ↓         in the bytes: move the cursor; the field under it is selected
   c / e           copy the selected field's value / export the exchange as JSON
 [b]Colours[/b]
