@@ -355,9 +355,13 @@ def _compare(name: str, op: str, value) -> Predicate:
     if op == "contains":
         return lambda x: any(isinstance(v, str) and str(value) in v for v in _values(x, name))
     if op == "==" and name == "record.key" and isinstance(value, str):
-        # exchanges: batches without the key's bytes are not read (stream/content.py)
-        return lambda x: any(v == value for v in _values(x, name)) if \
-            hasattr(x, "values_of") else _DERIVED.get("has_key")(x, value)
+        def has_key(x) -> bool:
+            if hasattr(x, "values_of"):          # log items say their own values
+                return value in x.values_of(name)
+            # exchanges: batches without the key's bytes are not read record by record
+            from .stream.content import has_key
+            return has_key(x, value)
+        return has_key
     if op == "==":
         return lambda x: any(v == value for v in _values(x, name))
     if op == "!=":
@@ -395,7 +399,6 @@ def _derived() -> dict[str, Callable[[Any], list]]:
         "throttle": content.throttle,
         "response_frame": lambda x: [x.ex.response.frame] if x.ex.response else [],
         "record.key": content.record_keys,           # values and headers left unread
-        "has_key": content.has_key,                  # record.key == "k", quicker
         "record.value": lambda x: [r.value for r in content.records(x) if r.value is not None],
         "record.header": lambda x: [k for r in content.records(x) for k, _ in r.headers],
     }
