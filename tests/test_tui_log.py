@@ -17,14 +17,7 @@ from kdissect.sources.logdir import walk
 from kdissect.tui.detail import HIGHLIGHT, Detail, HexView
 from kdissect.tui.log_app import LogApp
 from tests.test_log import _partition, batch
-
-
-async def loaded(app: LogApp, pilot) -> None:
-    for _ in range(400):
-        if app.loaded:
-            break
-        await pilot.pause(0.05)
-    await pilot.pause()
+from tests.test_tui import loaded
 
 
 def run(paths: list[str], body, size=(160, 45), start: str = "") -> None:

@@ -30,7 +30,7 @@ from ..stream.facts import ExchangeFields, Facts
 from ..stream.model import Gap, KafkaMessage
 from .detail import Detail, HexView, Item
 from .exchange_list import COLUMNS, LOCK, ExchangeList
-from .filterbar import FilterInput, FilterSuggester
+from .filterbar import FILTER_CSS, FilterInput, FilterSuggester
 from .loader import run_in_process, run_in_thread
 from .screens import HelpScreen, StatsScreen
 from .spill import Spill
@@ -170,15 +170,9 @@ class KdissectApp(App):
     #work.done { display: none; }
     #work-label { width: auto; max-width: 60%; padding: 0 1; color: $text-muted; }
     #progress { width: 1fr; }
-    #active-filter { height: 1; display: none; background: $boost; padding: 0 1; }
-    #active-filter.visible { display: block; }
     #main { height: 1fr; }
     #bars { height: auto; }
-    .bar { display: none; }
-    .bar.visible { display: block; }
-    #filter-error { display: none; color: $error; height: auto; max-height: 4; }
-    #filter-error.visible { display: block; }
-    """
+    """ + FILTER_CSS
     BINDINGS = [
         Binding("slash", "filter", "Filter"),
         Binding("p", "next_problem", "Next problem"),

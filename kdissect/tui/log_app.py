@@ -26,7 +26,7 @@ from ..protocol.node import Node
 from ..sources.logdir import LogError, LogItem, walk
 from ..stream import anomaly
 from .detail import Detail, Item
-from .filterbar import FilterInput
+from .filterbar import FILTER_CSS, FilterInput
 from .screens import HelpScreen
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
@@ -125,15 +125,9 @@ class LogApp(App):
     CSS = """
     #items { height: 45%; }
     #detail { height: 1fr; }
-    #active-filter { height: 1; display: none; background: $boost; padding: 0 1; }
-    #active-filter.visible { display: block; }
     #empty { height: auto; display: none; padding: 1 2; }
     #empty.visible { display: block; }
-    .bar { display: none; }
-    .bar.visible { display: block; }
-    #filter-error { display: none; color: $error; height: auto; max-height: 4; }
-    #filter-error.visible { display: block; }
-    """
+    """ + FILTER_CSS
     BINDINGS = [
         Binding("slash", "filter", "Filter"),
         Binding("p", "next_problem", "Next problem"),
