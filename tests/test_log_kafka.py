@@ -251,3 +251,41 @@ def test_internal_records_in_captured_fetch_responses(kafka_dirs):
     shared = set(wire) & set(disk)
     assert len(shared) >= 10
     assert all(wire[k] == disk[k] for k in shared), [k for k in shared if wire[k] != disk[k]][:3]
+
+
+def test_the_tui_shows_the_brokers_batches_at_their_file_positions(kafka_dirs):
+    """`kdissect log` in the TUI (pilot) on the stopped broker's gzip partition: a row per
+    file and batch, each batch's tree at its file position beside the batch's bytes as
+    the file holds them, and the records inside the decompressed buffer."""
+    import asyncio
+
+    from kdissect.protocol import Options
+    from kdissect.sources.logdir import walk
+    from kdissect.tui.detail import HIGHLIGHT, Detail, HexView
+    from kdissect.tui.log_app import LogApp
+    from tests.test_tui import loaded
+    log_dir, _running, _wire = kafka_dirs
+    part = log_dir / "codec-gzip-0"
+    items = list(walk([str(part)], Options()))
+    segment = next(part.glob("*.log")).read_bytes()
+
+    async def go():
+        app = LogApp([str(part)], Options())
+        async with app.run_test(size=(160, 45)) as pilot:
+            await loaded(app, pilot)
+            assert app.table.row_count == len(items) and app.error is None
+            rows = [i for i, it in enumerate(app.shown) if it.kind == "batch"]
+            assert len(rows) >= 2
+            detail, hexview = app.query_one(Detail), app.query_one(HexView)
+            for row in rows[:3]:
+                app.table.move_cursor(row=row)
+                await pilot.pause(0.1)
+                item = detail.items[0]
+                assert item.data == segment[item.base:item.base + len(item.data)]
+                holder = next(n for n in item.root.walk() if n.buffer is not None)
+                record = next(n for n in holder.children if n.ktype == "record")
+                detail.select(0, record)
+                await pilot.pause()
+                assert hexview.data == holder.buffer
+                assert (record.offset, record.end, HIGHLIGHT) in hexview.marks
+    asyncio.run(go())
