@@ -254,9 +254,9 @@ def test_internal_records_in_captured_fetch_responses(kafka_dirs):
 
 
 def test_the_tui_shows_the_brokers_batches_at_their_file_positions(kafka_dirs):
-    """`kdissect log` in the TUI (pilot) on the stopped broker's gzip partition: a row per
-    file and batch, each batch's tree at its file position beside the batch's bytes as
-    the file holds them, and the records inside the decompressed buffer."""
+    """`kdissect log` in the TUI (pilot) on the stopped broker's whole log dir: a row per
+    file and batch, each codec's batch as a tree at its file position beside the batch's
+    bytes as the segment holds them, its records inside the decompressed buffer."""
     import asyncio
 
     from kdissect.protocol import Options
@@ -265,27 +265,29 @@ def test_the_tui_shows_the_brokers_batches_at_their_file_positions(kafka_dirs):
     from kdissect.tui.log_app import LogApp
     from tests.test_tui import loaded
     log_dir, _running, _wire = kafka_dirs
-    part = log_dir / "codec-gzip-0"
-    items = list(walk([str(part)], Options()))
-    segment = next(part.glob("*.log")).read_bytes()
+    items = list(walk([str(log_dir)], Options()))
 
     async def go():
-        app = LogApp([str(part)], Options())
+        app = LogApp([str(log_dir)], Options())
         async with app.run_test(size=(160, 45)) as pilot:
             await loaded(app, pilot)
             assert app.table.row_count == len(items) and app.error is None
-            rows = [i for i, it in enumerate(app.shown) if it.kind == "batch"]
-            assert len(rows) >= 2
             detail, hexview = app.query_one(Detail), app.query_one(HexView)
-            for row in rows[:3]:
+            for codec in CODECS:
+                row = next(i for i, it in enumerate(app.shown) if it.kind == "batch"
+                           and it.topic == f"codec-{codec}")
                 app.table.move_cursor(row=row)
                 await pilot.pause(0.1)
                 item = detail.items[0]
+                segment = app.shown[row].path.read_bytes()
                 assert item.data == segment[item.base:item.base + len(item.data)]
-                holder = next(n for n in item.root.walk() if n.buffer is not None)
-                record = next(n for n in holder.children if n.ktype == "record")
+                holders = [n for n in item.root.walk() if n.buffer is not None]
+                assert bool(holders) == (codec != "none")
+                holder = holders[0] if holders else item.root.child("records") or item.root
+                record = next(n for n in (holder.children if holders else
+                                          item.root.walk()) if n.ktype == "record")
                 detail.select(0, record)
                 await pilot.pause()
-                assert hexview.data == holder.buffer
+                assert hexview.data == (holder.buffer if holders else item.data)
                 assert (record.offset, record.end, HIGHLIGHT) in hexview.marks
     asyncio.run(go())
