@@ -127,3 +127,13 @@ def test_on_a_terminal_log_opens_the_tui_and_a_missing_path_is_an_error(tmp_path
     res = CliRunner().invoke(main, ["log", str(part)])        # not a terminal: lines
     assert res.exit_code == 0 and "00000000000000000000.log" in res.output
     assert len(opened) == 1
+
+
+def test_a_file_that_is_no_kafka_file_says_so(tmp_path):
+    odd = tmp_path / "notes.txt"
+    odd.write_text("not a segment")
+
+    async def body(app, pilot):
+        assert app.loaded and not app.shown and app.error
+        assert app.error in str(app.query_one("#empty").render())
+    run([str(odd)], body)
