@@ -6,11 +6,15 @@ v and Tab move between the tree and the bytes, * opens every field, ? helps, q q
 
 Items come from ``sources.logdir.walk`` in a worker thread (one batch decoded at a
 time) and are added to the list in batches, so the screen answers keys while a big
-partition is read."""
+partition is read. Memory stays bounded as in `kdissect log`: the list keeps each
+batch's cells, findings and place in its file, not its tree; the selected batch is
+decoded again from the file (the last few are kept). A new filter reads the files again
+in the worker, as `kdissect log -Y` would."""
 
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from pathlib import Path
 
 from rich.text import Text
@@ -23,7 +27,9 @@ from textual.widgets import DataTable, Footer, Header, Input, Static
 from ..filters import FilterError, parse_filter
 from ..protocol import Options
 from ..protocol.node import Node
-from ..sources.logdir import LogError, LogItem, walk
+from ..protocol.internal import decode_records, family_of
+from ..protocol.records import read_records
+from ..sources.logdir import LogError, LogItem, file_kind, walk
 from ..stream import anomaly
 from .detail import Detail, Item
 from .filterbar import FILTER_CSS, FilterInput
@@ -36,6 +42,7 @@ COLUMNS = ("#", "kind", "position", "offsets", "records", "status", "codec", "pr
            "file")
 _BATCH = 500               # items handed to the UI at once
 _WHOLE_FILE = 64 << 20     # files other than segments are shown whole up to this size
+_KEEP_TREES = 16           # trees of the batches viewed last
 
 LOG_HELP = """\
 [b]Files and batches[/b] (one row per file and per record batch, in file order)
@@ -86,6 +93,33 @@ def row_of(number: int, item: LogItem) -> tuple:
             status, codec, producer, item.path.name)
 
 
+def _batch(item: LogItem) -> bool:
+    """Whether the item is a whole batch (its tree can be decoded again from the file)."""
+    t = item.tree
+    return item.kind == "batch" and t is not None and (
+        t.ktype == "record_batch" or t.ktype.startswith("message_v"))
+
+
+def batch_tree(item: LogItem, options: Options) -> tuple[Node, bytes]:
+    """(the batch's tree, its bytes) decoded again from its file, offsets counted from
+    the batch's first byte (as ``walk`` decodes it: internal topics and control records
+    by their schemas)."""
+    data = read_span(item.path, item.start, item.length)   # type: ignore[attr-defined]
+    holder = Node("", "records", 0)
+    read_records(data, holder, 0, len(data), options.for_message())
+    tree = holder.children[0]
+    family = "metadata" if file_kind(item.path) == "kraft_snapshot" else family_of(item.topic)
+    if family is not None or (len(data) > 22 and data[16] == 2 and data[22] & 0x20):
+        decode_records(tree, family, options)
+    return tree, data
+
+
+def read_span(path: Path, start: int, length: int) -> bytes:
+    with open(path, "rb") as f:
+        f.seek(start)
+        return f.read(length)
+
+
 def _relative(tree: Node, start: int) -> None:
     """Offsets of ``tree`` counted from ``start`` (its bytes are shown alone); nodes in a
     decompressed buffer keep theirs."""
@@ -95,26 +129,6 @@ def _relative(tree: Node, start: int) -> None:
         node.offset -= start
         if node.buffer is None:
             stack.extend(node.children)
-
-
-def item_bytes(item: LogItem) -> tuple[bytes, int]:
-    """(the item's bytes, where they start in its file), read from the file now; the
-    item's tree is made relative to them once."""
-    tree = item.tree
-    assert tree is not None
-    start: int | None = getattr(item, "start", None)
-    if start is None:
-        start = tree.offset if item.kind == "batch" else 0
-        _relative(tree, start)
-        item.start = start                 # type: ignore[attr-defined]
-    size = tree.length if item.kind == "batch" else min(item.path.stat().st_size, _WHOLE_FILE)
-    try:
-        with open(item.path, "rb") as f:
-            f.seek(start)
-            data = f.read(size)
-    except OSError:
-        data = b""
-    return data, start
 
 
 class LogApp(App):
@@ -143,8 +157,9 @@ class LogApp(App):
         super().__init__()
         self.paths = paths
         self.options = options or Options()
-        self.items: list[LogItem] = []
+        self.read = 0                  # items read (the filter may show fewer)
         self.shown: list[LogItem] = []
+        self._trees: OrderedDict[int, tuple[Node, bytes]] = OrderedDict()
         self.filter_text = filter_text
         self.filter = parse_filter(filter_text) if filter_text.strip() else None
         self.loaded = False
@@ -173,52 +188,72 @@ class LogApp(App):
 
     def on_mount(self) -> None:
         self._show_active_filter()
-        self.run_worker(self._load, thread=True, exclusive=True)
+        self._start()
+
+    def _start(self) -> None:
+        """(Re)read the files with the current filter, in a worker thread."""
+        self.stop.set()                            # the reading under way, if any
+        self.stop = threading.Event()
+        self.read, self.shown, self.loaded, self.error = 0, [], False, None
+        self.table.clear()
+        stop, flt = self.stop, self.filter
+        self.run_worker(lambda: self._load(stop, flt), thread=True, exclusive=True)
 
     def on_unmount(self) -> None:
         self.stop.set()
 
     # -- loading (worker thread) ---------------------------------------------------------
 
-    def _load(self) -> None:
+    def _load(self, stop: threading.Event, flt) -> None:
+        """In the worker: the items passing ``flt``, with their cells and findings; a
+        batch's tree is dropped once they are known (decoded again when viewed)."""
         batch: list[LogItem] = []
+        read, error = 0, None
         try:
             for item in walk(self.paths, self.options):
-                if self.stop.is_set():
+                if stop.is_set():
                     return
+                read += 1
+                if flt is not None and not flt(item):
+                    continue
+                item.cells = row_of(read, item)          # type: ignore[attr-defined]
+                item.problem = bool(item.all_findings())  # type: ignore[attr-defined]
+                if item.kind == "batch" and item.tree is not None:
+                    item.start, item.length = item.tree.offset, item.tree.length  # type: ignore[attr-defined]
+                    if _batch(item):
+                        item.tree = None            # decoded again when viewed
+                    else:                           # the damage at a segment's end: kept
+                        _relative(item.tree, item.start)  # type: ignore[attr-defined]
                 batch.append(item)
                 if len(batch) >= _BATCH:
-                    self.call_from_thread(self._add, batch)
+                    self.call_from_thread(self._add, stop, batch, read)
                     batch = []
         except LogError as e:
-            self.error = str(e)
+            error = str(e)
         except Exception as e:              # a file that cannot be read: say so, keep rows
-            self.error = f"reading stopped: {e}"
-        if not self.stop.is_set():
-            self.call_from_thread(self._add, batch, True)
+            error = f"reading stopped: {e}"
+        if not stop.is_set():
+            self.call_from_thread(self._add, stop, batch, read, True, error)
 
-    def _add(self, batch: list[LogItem], done: bool = False) -> None:
-        if not self.query("#items"):              # the app is closing: its widgets are gone
+    def _add(self, stop: threading.Event, batch: list[LogItem], read: int,
+             done: bool = False, error: str | None = None) -> None:
+        if stop is not self.stop or not self.query("#items"):   # stale, or closing
             return
         first = not self.shown
+        self.read = read
         for item in batch:
-            self.items.append(item)
-            if self.filter is None or self.filter(item):
-                self._append(item, len(self.items))
+            self.shown.append(item)
+            self.table.add_row(*item.cells)               # type: ignore[attr-defined]
         if done:
-            self.loaded = True
+            self.loaded, self.error = True, error
             self._show_empty()
         self._update_subtitle()
         if first and self.shown:
             self.show_item(self.shown[0])
 
-    def _append(self, item: LogItem, number: int) -> None:
-        self.shown.append(item)
-        self.table.add_row(*row_of(number, item))
-
     def _update_subtitle(self) -> None:
         names = ", ".join(Path(p).name for p in self.paths)
-        count = f"{len(self.shown)} of {len(self.items)}" if self.filter else str(len(self.items))
+        count = f"{len(self.shown)} of {self.read}" if self.filter else str(self.read)
         self.sub_title = f"{names}  {count} items{'' if self.loaded else '  loading…'}"
 
     def _show_empty(self) -> None:
@@ -228,8 +263,8 @@ class LogApp(App):
             return
         if self.error:
             text = Text(self.error, style="bold red")
-        elif self.items:
-            text = Text(f"No item matches the filter {self.filter_text!r} ({len(self.items)} "
+        elif self.read:
+            text = Text(f"No item matches the filter {self.filter_text!r} ({self.read} "
                         f"read). / changes it; an empty filter shows everything.", "yellow")
         else:
             text = Text("No Kafka files found.", style="bold red")
@@ -255,12 +290,34 @@ class LogApp(App):
             title.append(f"  {item.topic}-{item.partition}")
         for f in item.findings:                 # the checks across batches and files
             title.append(f"  ✗ {f.text()}", "bold red" if f.severity == "error" else "yellow")
-        if item.tree is None:
+        tree, data, start = self.tree_of(item)
+        if tree is None:
             detail.show(str(title), [])
             return
-        data, start = item_bytes(item)
         label = Text(f"{item.kind} at position {start} ({len(data)} bytes)", "bold")
-        detail.show(str(title), [Item(label, data, item.tree, start)])
+        detail.show(str(title), [Item(label, data, tree, start)])
+
+    def tree_of(self, item: LogItem) -> tuple[Node | None, bytes, int]:
+        """(tree, bytes, their position in the file): a batch decoded again from its
+        file (the last few kept), another file's tree as read."""
+        start = getattr(item, "start", 0)
+        found = self._trees.get(id(item))
+        if found is None:
+            try:
+                if item.tree is not None:         # a file other than a segment, or damage
+                    return item.tree, read_span(item.path, start, getattr(
+                        item, "length", _WHOLE_FILE)), start
+                if not hasattr(item, "start"):
+                    return None, b"", 0
+                found = batch_tree(item, self.options)
+            except OSError as e:
+                self.notify(f"cannot read {item.path}: {e.strerror}", severity="error")
+                return None, b"", 0
+            self._trees[id(item)] = found
+            while len(self._trees) > _KEEP_TREES:
+                self._trees.popitem(last=False)
+        self._trees.move_to_end(id(item))
+        return found[0], found[1], start
 
     def apply_filter(self, text: str) -> FilterError | None:
         try:
@@ -268,16 +325,9 @@ class LogApp(App):
         except FilterError as e:
             return e
         self.filter, self.filter_text = parsed, text
-        self.shown = []
-        self.table.clear()
-        for number, item in enumerate(self.items, 1):
-            if parsed is None or parsed(item):
-                self._append(item, number)
         self._show_active_filter()
+        self._start()                 # read again: a batch's tree is not kept
         self._update_subtitle()
-        self._show_empty()
-        if self.shown:
-            self.show_item(self.shown[0])
         return None
 
     def _show_active_filter(self) -> None:
@@ -295,14 +345,15 @@ class LogApp(App):
         for k in range(1, n + 1):
             row = (self.table.cursor_row + step * k) % n
             item = self.shown[row]
-            if item.all_findings():
+            if item.problem:                              # type: ignore[attr-defined]
                 self.table.move_cursor(row=row)
                 self.show_item(item)
-                node = anomaly.offending(item.tree) if item.tree is not None else None
+                tree = self.tree_of(item)[0]
+                node = anomaly.offending(tree) if tree is not None else None
                 if node is not None:
                     detail = self.query_one(Detail)
                     detail.select(0, node)
-                    detail.tree.reveal(node, item.tree)
+                    detail.tree.reveal(node, tree)
                 return
         self.notify("no finding among the items shown", timeout=4)
 
