@@ -89,6 +89,12 @@ def test_tls_screen(snap_compare, size):
             await pilot.pause(0.05)
         await pilot.press("down", "down")
         await settle_detail(pilot.app, pilot)
+        detail = pilot.app.query_one(Detail)      # on the connection's TLS facts
+        tls = detail.items[-1].root
+        cipher = next(n for n in tls.children if n.name == "cipher")
+        detail.select(len(detail.items) - 1, cipher)
+        detail.tree.reveal(cipher, tls)
+        pilot.app.clear_notifications()        # toasts last seconds: not in a picture
         await settle(pilot)
     assert snap_compare(app, terminal_size=size, run_before=third)
 
@@ -110,6 +116,7 @@ def test_values_screen(snap_compare, size):
         value = next(n.child("value") for n in root.walk() if n.ktype == "record")
         detail.select(0, value)
         detail.tree.reveal(value, root)
+        app.clear_notifications()               # toasts last seconds: not in a picture
         await settle(pilot)
     assert snap_compare(app_for(CODECS), terminal_size=size, run_before=decoded)
 

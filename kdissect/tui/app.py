@@ -28,7 +28,7 @@ from ..stream import anomaly
 from ..stream.content import buffer_nodes, find_bytes, holds_bytes
 from ..stream.facts import ExchangeFields, Facts
 from ..stream.model import Gap, KafkaMessage
-from .detail import Detail, HexView, Item
+from .detail import FACT, Detail, HexView, Item
 from .exchange_list import COLUMNS, LOCK, ExchangeList
 from .filterbar import FILTER_CSS, FilterInput, FilterSuggester
 from .loader import run_in_process, run_in_thread
@@ -96,7 +96,7 @@ def tls_item(facts) -> Item:
     """A decrypted connection's TLS facts (capture.tls.TlsFacts) as a tree in the detail,
     beside the request and response: each fact a field, read in full on the field line.
     They have no bytes in the messages (the handshake is not Kafka's)."""
-    root = Node("tls_connection", "struct", 0, 0, facts.state)
+    root = Node("tls_connection", FACT, 0, 0, facts.state)
     facts_json = facts.to_json()
     for name in ("server_name", "version", "cipher", "alpn", "resumed", "state", "records",
                  "records_decrypted", "records_failed", "plaintext_bytes", "frame", "client",
@@ -104,10 +104,10 @@ def tls_item(facts) -> Item:
         value = facts_json.get(name)
         note = facts.STATES.get(value) if name == "state" else \
             "no SNI in the ClientHello" if name == "server_name" and value is None else None
-        root.add(Node(name, "int32" if isinstance(value, int) else "string", 0, 0,
+        root.add(Node(name, FACT, 0, 0,
                       ", ".join(value) if isinstance(value, list) else value, note=note))
     for f in facts.findings:
-        root.add(Node("finding", "string", 0, 0, f.code, problem=f.text(), code=f.code))
+        root.add(Node("finding", FACT, 0, 0, f.code, problem=f.text(), code=f.code))
     state = "decrypted" if facts.is_decrypted else facts.state
     label = Text(f"TLS connection: {state}  ({facts.describe()})", "bold green")
     return Item(label, b"", root)

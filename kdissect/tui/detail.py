@@ -18,6 +18,7 @@ from textual.widgets.tree import TreeNode
 from ..protocol.node import Node
 from ..render.text import PROBLEM, as_root, format_value, hexdump
 
+FACT = "fact"                      # a node's kind when it is no bytes (TLS facts)
 HIGHLIGHT = "bold black on yellow"
 CURSOR = "reverse"
 # parents of the selected field, nearest first: stronger to fainter
@@ -303,7 +304,8 @@ class FieldTree(Tree):
 def describe(label: Text, node: Node, base: int, show_secrets: bool, width: int) -> Text:
     """``label`` followed by the node's ``@offset+length``, value (cut to ``width``),
     decompressed size, note and problem: a tree line, or the field line in full."""
-    label.append(f" @{node.offset + base}+{node.length}", style="dim")
+    if node.ktype != FACT:
+        label.append(f" @{node.offset + base}+{node.length}", style="dim")
     value = format_value(node, show_secrets, width)
     if value:
         label.append(" = ")
