@@ -111,6 +111,7 @@ def test_values_screen(snap_compare, size):
         app.table.move_cursor(row)
         await settle_detail(app, pilot)
         await pilot.press("d")
+        await settle(pilot)                     # the tree filled again, values decoded
         detail = app.query_one(Detail)
         root = detail.items[0].root
         value = next(n.child("value") for n in root.walk() if n.ktype == "record")
@@ -118,6 +119,7 @@ def test_values_screen(snap_compare, size):
         detail.tree.reveal(value, root)
         app.clear_notifications()               # toasts last seconds: not in a picture
         await settle(pilot)
+        await settle(pilot)                     # the tree scrolled to the value
     assert snap_compare(app_for(CODECS), terminal_size=size, run_before=decoded)
 
 
