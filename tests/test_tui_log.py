@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from kdissect.cli import main
@@ -18,6 +19,8 @@ from kdissect.tui.detail import HIGHLIGHT, Detail, HexView
 from kdissect.tui.log_app import LogApp
 from tests.test_log import _partition, batch
 from tests.test_tui import loaded
+
+pytestmark = pytest.mark.slow            # Textual's pilot: seconds per test
 
 
 def run(paths: list[str], body, size=(160, 45), start: str = "") -> None:

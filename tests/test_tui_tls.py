@@ -29,6 +29,8 @@ from tests.test_tui_workflow import line_of
 TLS = Path(__file__).resolve().parents[1] / "captures" / "tls" / "kafka-tls.pcap"
 KEYS = TLS.with_suffix(".keys")
 
+pytestmark = pytest.mark.slow            # Textual's pilot: seconds per test
+
 
 def key_log() -> KeyLog:
     keys = KeyLog()
@@ -117,7 +119,6 @@ def test_export_keeps_the_decrypted_messages_and_the_key_log(tmp_path, monkeypat
         [(e.first.api_key, e.first.correlation_id) for e in original]
 
 
-@pytest.mark.slow
 def test_tshark_opens_the_export_decrypted(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     out = export(tmp_path)

@@ -23,6 +23,8 @@ from tests.support.capture import Tcpdump
 from tests.test_tui import CODECS, loaded, settle
 from tests.test_values_schema import ORDER, ORDER_VALUE, avro_bytes, framed
 
+pytestmark = pytest.mark.slow            # Textual's pilot: seconds per test
+
 
 def run(path: Path, body, options: Options | None = None, size=(160, 45)) -> None:
     async def go():
@@ -48,7 +50,6 @@ async def on_produce(app, pilot, codec: str):
     return app.query_one(Detail).items[0].root
 
 
-@pytest.mark.slow
 def test_avro_values_from_the_real_broker_are_trees_located_in_their_bytes(
         apache_kafka, tmp_path):
     from confluent_kafka import Producer
