@@ -1,3 +1,3 @@
-from .crash import main
+from .cli.entry import main
 
 main()

@@ -27,6 +27,7 @@ import binascii
 import bisect
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 
 class BlobError(ValueError):
@@ -68,9 +69,10 @@ _BOMS = ((b"\xef\xbb\xbf", "utf-8"), (b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "
 def parse_blob(text: str | bytes) -> Blob:
     """Find the bytes in ``text``; BlobError says where reading stopped and what was expected."""
     if isinstance(text, (bytes, bytearray)):
-        text = _as_text(bytes(text))
-        if isinstance(text, Blob):
-            return text
+        decoded = _as_text(bytes(text))
+        if isinstance(decoded, Blob):
+            return decoded
+        text = decoded
     s = text.lstrip("\ufeff")            # a byte-order mark an editor left in front
     if not s.strip():
         raise BlobError("no input: " + _EXPECTED)
@@ -144,7 +146,8 @@ class _Out:
     """Bytes being collected, with the pieces they came from."""
 
     def __init__(self, src: _Source):
-        self.src, self.data, self.pieces = src, bytearray(), []
+        self.src, self.data = src, bytearray()
+        self.pieces: list[Piece] = []
         self.skipped: list[str] = []
 
     def add(self, start: int, end: int, data: bytes, what: str, merge: bool = False) -> None:
@@ -387,7 +390,7 @@ class _Tok:
     pos: int
     end: int
     text: str
-    value: object = None
+    value: Any = None          # run: list[int]; bstr: bytes; char: int
 
 
 def _tokens(src: _Source):
@@ -407,6 +410,7 @@ def _tokens(src: _Source):
                 pos = run.end()
                 continue
         m = _TOKEN.match(s, pos)
+        assert m is not None and m.lastgroup is not None, "_TOKEN matches anything"
         kind = m.lastgroup if m.lastgroup != "c" else "p"
         start, end = m.start(kind), m.end()
         pos = end
@@ -622,13 +626,13 @@ def _array(src: _Source, items: list, arrays: _Out, problems: list, commas: bool
         return
     if commas and all(_is_hex_word(item) for item in items) and \
             (len(items) > 1 or items[0][0].kind == "run"):     # 00, 0c, 12: hex
-        first, last = items[0][0], items[-1][0]
-        arrays.add(first.pos, last.end, bytes.fromhex("".join(
+        arrays.add(items[0][0].pos, items[-1][0].end, bytes.fromhex("".join(
             "".join(_RUN_VALUE.findall(item[0].text)) if item[0].kind == "run" else
             item[0].text for item in items)), "hex list")
         return
     out = bytearray()
-    first = last = None
+    first: _Tok | None = None
+    last: _Tok | None = None
     for item in items:
         if len(item) == 1 and isinstance(item[0], _Tok) and item[0].kind == "run":
             t = item[0]
@@ -642,9 +646,9 @@ def _array(src: _Source, items: list, arrays: _Out, problems: list, commas: bool
             continue
         found = _byte_item(item)
         if found is None:
-            t = _first_token(item)
-            if out and len(out) >= 4 and t is not None:
-                problems.append(src.error(t.pos, f"'{t.text[:30]}' is not a byte value in "
+            stray = _first_token(item)
+            if out and len(out) >= 4 and stray is not None:
+                problems.append(src.error(stray.pos, f"'{stray.text[:30]}' is not a byte value in "
                                                  f"this array"))
             return
         value, t = found
@@ -654,7 +658,7 @@ def _array(src: _Source, items: list, arrays: _Out, problems: list, commas: bool
             return
         out.append(value & 0xFF)
         first, last = first or t, t
-    if len(out) >= 2:               # one value alone is an index (byte[12]), not bytes
+    if len(out) >= 2 and first is not None and last is not None:   # one alone: an index
         arrays.add(first.pos, last.end, bytes(out), "byte array")
 
 
@@ -706,7 +710,7 @@ def _byte_item(item) -> tuple[int, _Tok] | None:
             continue                            # as u8, toByte, (byte)
         else:
             return None
-    return None if tok is None else (sign * value, tok)
+    return None if tok is None or value is None else (sign * value, tok)
 
 
 _TYPE_WORDS = {"byte", "u8", "i8", "int8_t", "uint8_t", "char", "uint8", "int8", "sbyte"}

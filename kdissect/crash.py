@@ -3,25 +3,25 @@
 kdissect is fed untrusted bytes by design; if one still finds a bug, the user gets one
 line saying so, with where in the input it happened (read from the failing call's
 frames), and exit status 70 (EX_SOFTWARE). `--debug` (anywhere on the command line, or
-KDISSECT_DEBUG=1) shows the traceback instead.
+KDISSECT_DEBUG=1) shows the traceback instead. The entry point that wraps the CLI in it
+is ``cli/entry.py`` (this module imports nothing of the CLI).
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 
 EXIT_BUG = 70
 EXIT_INTERRUPTED = 130
 
 
-def main(argv: list[str] | None = None) -> None:
-    args = list(sys.argv[1:] if argv is None else argv)
-    debug = "--debug" in args or os.environ.get("KDISSECT_DEBUG") == "1"
-    args = [a for a in args if a != "--debug"]
-    from .cli import main as cli
+def guard(run: Callable[[], object], debug: bool) -> None:
+    """Run ``run`` (a command) with the last-resort handling: exit statuses for an
+    interrupt and a closed pipe, one line for a bug (``debug``: the traceback)."""
     try:
-        cli.main(args=args, prog_name="kdissect", standalone_mode=True)
+        run()
     except KeyboardInterrupt:
         sys.exit(EXIT_INTERRUPTED)
     except BrokenPipeError:

@@ -25,6 +25,7 @@ from typing import Any
 
 from .protocol.findings import REGISTRY, SEVERITIES
 from .protocol.names import API_NAMES, api_key_of
+from .stream.fields import FIELDS, READS_BYTES, values as _values
 
 
 class FilterError(ValueError):
@@ -38,53 +39,6 @@ class FilterError(ValueError):
         super().__init__(f"at position {position}: {message}{pointer}")
 
 
-@dataclass(frozen=True)
-class FieldInfo:
-    kind: str          # "number", "text", "api", "error", "duration", "finding", "severity"
-    help: str
-
-
-FIELDS: dict[str, FieldInfo] = {
-    "api": FieldInfo("api", "API name or key: api == Produce, api == 3"),
-    "version": FieldInfo("number", "API version"),
-    "correlation_id": FieldInfo("number", "correlation id"),
-    "client_id": FieldInfo("text", "client id of the request"),
-    "latency": FieldInfo("duration", "response time: latency > 50ms (units us, ms, s)"),
-    "topic": FieldInfo("text", "any topic the exchange touches"),
-    "partition": FieldInfo("number", "any partition the exchange touches"),
-    "error": FieldInfo("error", "error codes in the response (0 when none): error != 0, "
-                                "error == UNKNOWN_TOPIC_OR_PARTITION"),
-    "records": FieldInfo("number", "records carried (Produce requests, Fetch responses)"),
-    "status": FieldInfo("text", "ok, unanswered, orphan ..., truncated ..."),
-    "stream": FieldInfo("number", "connection number"),
-    "client": FieldInfo("text", "client address, ip:port"),
-    "broker": FieldInfo("text", "broker address, ip:port"),
-    "bytes": FieldInfo("number", "request + response size in bytes"),
-    "problems": FieldInfo("number", "number of fields that did not decode cleanly"),
-    "frame": FieldInfo("number", "capture frame of the request (or response)"),
-    "response_frame": FieldInfo("number", "capture frame of the response"),
-    "anomaly": FieldInfo("number", "anything wrong: an error code, a finding, no answer, a "
-                                   "decoding problem, or slow beyond the wait the client "
-                                   "asked for"),
-    "finding": FieldInfo("finding", "finding codes: finding == trailing_bytes"),
-    "severity": FieldInfo("severity", "severities of the findings: severity >= warn"),
-    "service_time": FieldInfo("duration", "latency less the wait the client asked for "
-                                          "(Fetch max_wait_ms when empty, JoinGroup/SyncGroup)"),
-    "throttle": FieldInfo("number", "the response's throttle_time_ms"),
-    "record.key": FieldInfo("text", "record keys (decompressed batches too)"),
-    "record.value": FieldInfo("text", "record values (decompressed batches too)"),
-    "record.header": FieldInfo("text", "record header names; record.header.NAME: its values"),
-    # kdissect log (docs/log.md): a batch's header fields
-    "base_offset": FieldInfo("number", "kdissect log: a batch's first offset"),
-    "producer_id": FieldInfo("number", "kdissect log: a batch's producer id"),
-    "producer_epoch": FieldInfo("number", "kdissect log: a batch's producer epoch"),
-    "base_sequence": FieldInfo("number", "kdissect log: a batch's first sequence number"),
-    "partition_leader_epoch": FieldInfo("number", "kdissect log: a batch's leader epoch"),
-    "magic": FieldInfo("number", "kdissect log: the record format (0, 1, 2)"),
-    "offset": FieldInfo("number", "kdissect log: a batch's (or message's) first offset"),
-}
-_LOG_ONLY = frozenset({"base_offset", "producer_id", "producer_epoch", "base_sequence",
-                       "partition_leader_epoch", "magic", "offset"})
 _ALIASES = {"corr": "correlation_id", "api_version": "version", "client.id": "client_id",
             "latency_ms": "latency", "errors": "error", "findings": "finding",
             # Wireshark's names for the same things
@@ -120,9 +74,10 @@ def _tokens(text: str) -> list[Token]:
             break
         m = _TOKEN.match(text, pos)
         if not m or m.end() == pos:
-            start = _BLANK.match(text, pos).end()
+            start = len(text) - len(text[pos:].lstrip())       # after the blanks
             raise FilterError(start, f"unexpected {text[start]!r}", text)
         kind = m.lastgroup
+        assert kind is not None, "every alternative of _TOKEN is a named group"
         start = m.start(kind)
         out.append(Token(kind, m.group(kind), start))
         pos = m.end()
@@ -372,51 +327,9 @@ def _compare(name: str, op: str, value) -> Predicate:
                          for v in _values(x, name))
 
 
-def _values(x, name: str) -> list:
-    """The values of ``name`` for the item ``x`` (an exchange view: fields it does not
-    know itself are derived here, see stream/anomaly.py and stream/content.py)."""
-    own = getattr(x, "values_of", None)      # items that say their own values (log items)
-    if own is not None:
-        return own(name)
-    if name in _LOG_ONLY:
-        return []
-    derived = _DERIVED.get(name)
-    if derived is not None:
-        return derived(x)
-    if name.startswith(_HEADER):
-        from .stream.content import header_values
-        return header_values(x, name[len(_HEADER):])
-    return x.field(name)
-
-
-def _derived() -> dict[str, Callable[[Any], list]]:
-    from .stream import anomaly, content
-    return {
-        "anomaly": lambda x: [True] if anomaly.reasons(x) else [],
-        "finding": lambda x: [f.code for f in x.ex.findings],
-        "severity": lambda x: [f.kind.rank for f in x.ex.findings],
-        "service_time": lambda x: [t] if (t := anomaly.service_time(x)) is not None else [],
-        "throttle": content.throttle,
-        "response_frame": lambda x: [x.ex.response.frame] if x.ex.response else [],
-        "record.key": content.record_keys,           # values and headers left unread
-        "record.value": lambda x: [r.value for r in content.records(x) if r.value is not None],
-        "record.header": lambda x: [k for r in content.records(x) for k, _ in r.headers],
-    }
-
-
-class _Lazy(dict):
-    """The derived fields, imported on first use (the CLI starts lean)."""
-    def get(self, key, default=None):
-        if not len(self):
-            self.update(_derived())
-        return super().get(key, default)
-
-
-_DERIVED = _Lazy()
-
-
 def api_name_of(text: str) -> str:
-    return API_NAMES[api_key_of(text)]
+    key = api_key_of(text)
+    return API_NAMES[key] if key is not None else text
 
 
 def _did_you_mean(word: str, choices: list[str]) -> str:
@@ -441,7 +354,7 @@ class Filter:
     def needs_decoding(self) -> bool:
         """Whether the filter reads the messages' bytes (record contents); everything
         else comes from what enrichment put on the exchange."""
-        return bool(self.fields & {"record.key", "record.value", "record.header"}) or \
+        return bool(self.fields & READS_BYTES) or \
             any(f.startswith(_HEADER) for f in self.fields)
 
 

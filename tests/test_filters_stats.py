@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from kdissect.filters import FilterError, parse_filter
-from kdissect.stream.facts import ExchangeFields
+from kdissect.stream.fields import ExchangeFields
 from kdissect.stream.stats import Stats, percentile
 from tests.test_captures import dissect
 

@@ -182,7 +182,7 @@ def test_a_bug_is_one_line_without_debug(tmp_path):
         "import sys, kdissect.sources.pcap as d\n"
         "def boom(self, packet): raise ValueError('provoked')\n"
         "d.CaptureDissector.packet = boom\n"
-        "from kdissect.crash import main\n"
+        "from kdissect.cli.entry import main\n"
         "main(sys.argv[1:])\n")
     capture = str(ROOT / "captures" / "kcat.pcap")
     res = subprocess.run([sys.executable, "-c", script, "pcap", "--format", "jsonl", capture],

@@ -67,6 +67,13 @@ class ProxyProcess:
             asleep = asleep + 1 if state == "S" else 0
             time.sleep(0.05)
 
+    def wait_for(self, done, timeout: float = 150) -> None:
+        """Wait until the rows shown so far satisfy ``done`` (on a machine whose cores are
+        busy the display, at nice 10, can be many seconds behind the traffic)."""
+        deadline = time.monotonic() + timeout
+        while not done([json.loads(line) for line in list(self.out)]) and time.monotonic() < deadline:
+            time.sleep(0.1)
+
     def stop(self) -> tuple[list[dict], str]:
         self.settle()
         self.proc.terminate()
@@ -252,6 +259,10 @@ def test_tls_on_a_plaintext_listener_and_a_vanished_broker_close_cleanly():
     assert any(r["api_name"] == "ApiVersions" and r["direction"] == "response" for r in rows)
 
 
+def _is_produce_request(row: dict) -> bool:
+    return row["api_name"] == "Produce" and row["direction"] == "request"
+
+
 def test_tls_towards_clients_and_towards_brokers(tmp_path):
     """kafka-python speaks TLS to the proxy (which checks nothing of it), and the proxy
     speaks TLS to a TLS "broker", checking its certificate against --ca-file."""
@@ -283,12 +294,13 @@ def test_tls_towards_clients_and_towards_brokers(tmp_path):
             assert plain.recv(4096) == b""
         except ConnectionResetError:             # closed with its request unread
             pass
+        proxy.wait_for(lambda rows: any(_is_produce_request(r) for r in rows))
         rows, err = proxy.stop()
     finally:
         proxy.proc.kill()
         terminator.close()
         broker.stop()
-    produce = [r for r in rows if r["api_name"] == "Produce" and r["direction"] == "request"]
+    produce = [r for r in rows if _is_produce_request(r)]
     assert produce, "the proxy decoded the traffic it carried over TLS"
     assert "a plaintext client on a TLS listener" in err
 
@@ -314,7 +326,7 @@ def test_broker_certificates_are_checked(tmp_path):
 
 def test_the_recording_masks_sasl_secrets_at_the_same_length(tmp_path):
     """Real SCRAM and SASL v0 traffic from the repo captures, through the recorder."""
-    from kdissect.proxy.recording import Recorder
+    from kdissect.capture.pcapng_writer import Recorder
     from kdissect.sources.pcap import exchanges_in
     captures = ROOT / "captures"
     exchanges = exchanges_in([str(captures / "sasl-scram.pcap"),

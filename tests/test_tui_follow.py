@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from rich.text import Text
 
+from kdissect.protocol.apis import CARRY_RECORDS
 from kdissect.filters import parse_filter
 from kdissect.sources.pcap import capture_loader
 from kdissect.tui.app import KdissectApp
@@ -117,7 +118,7 @@ def test_a_narrow_terminal_takes_turns_and_shows_the_field_in_full():
     async def body(app, pilot):
         detail = app.query_one(Detail)
         assert detail.has_class("narrow")
-        tree, hexview = detail.tree, detail.hexview
+        tree, hexview = detail.field_tree, detail.hexview
         assert tree.display and not hexview.display             # the tree has the width
         for _ in range(12):                                     # to the failed login
             await pilot.press("p")
@@ -224,14 +225,14 @@ def test_quick_paths_agree_with_the_located_decoder():
     answers, on every repo capture."""
     from kdissect.sources.pcap import exchanges_in
     from kdissect.stream import content
-    from kdissect.stream.facts import ExchangeFields
+    from kdissect.stream.fields import ExchangeFields
     quick = keys = 0
     for path in sorted(CODECS.parent.glob("*.pcap")):
         for ex in exchanges_in([str(path)]).exchanges:
             view = ExchangeFields(ex, None)
             located = []
             for m in (ex.request, ex.response):
-                tree = content.full_tree(m) if ex.first.api_key in content._CARRY_RECORDS \
+                tree = content.full_tree(m) if ex.first.api_key in CARRY_RECORDS \
                     else None
                 for n in (tree.walk() if tree is not None else ()):
                     if n.ktype == "record" or n.ktype.startswith("message_v"):
@@ -296,7 +297,7 @@ def test_group_waits_are_not_a_broker_time_of_zero():
     latency; a wait that took the whole latency leaves the time unknown, not 0.00."""
     from kdissect.render.stats import stats_tables
     from kdissect.sources.pcap import exchanges_in
-    from kdissect.stream.facts import ExchangeFields
+    from kdissect.stream.fields import ExchangeFields
     from kdissect.stream.stats import Stats
     from rich.console import Console
     stats = Stats()

@@ -93,7 +93,7 @@ def test_tls_screen(snap_compare, size):
         tls = detail.items[-1].root
         cipher = next(n for n in tls.children if n.name == "cipher")
         detail.select(len(detail.items) - 1, cipher)
-        detail.tree.reveal(cipher, tls)
+        detail.field_tree.reveal(cipher, tls)
         pilot.app.clear_notifications()        # toasts last seconds: not in a picture
         await settle(pilot)
     assert snap_compare(app, terminal_size=size, run_before=third)
@@ -116,7 +116,7 @@ def test_values_screen(snap_compare, size):
         root = detail.items[0].root
         value = next(n.child("value") for n in root.walk() if n.ktype == "record")
         detail.select(0, value)
-        detail.tree.reveal(value, root)
+        detail.field_tree.reveal(value, root)
         app.clear_notifications()               # toasts last seconds: not in a picture
         await settle(pilot)
         await settle(pilot)                     # the tree scrolled to the value

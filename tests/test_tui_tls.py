@@ -66,7 +66,7 @@ def test_decrypted_exchanges_say_so_and_the_statistics_list_the_connections():
         assert line_of(app.table, 0).lstrip().startswith(LOCK)
         await settle(app, pilot)
         detail = app.query_one(Detail)
-        assert f"{LOCK} TLS" in str(detail.tree.root.label)
+        assert f"{LOCK} TLS" in str(detail.field_tree.root.label)
         # the connection's TLS facts: a tree beside the request and response
         tls = detail.items[-1]
         assert str(tls.label).startswith("TLS connection: decrypted")

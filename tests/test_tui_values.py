@@ -80,7 +80,7 @@ def test_avro_values_from_the_real_broker_are_trees_located_in_their_bytes(
             field = value.child("decoded").child("id")
             assert field.value == "o-1"
             detail.select(0, field)
-            detail.tree.reveal(field, root)
+            detail.field_tree.reveal(field, root)
             await pilot.pause()
             # the bytes pane: the record's buffer (decompressed for lz4), the field's
             # bytes highlighted, and they are the Avro string "o-1" (length 3, zigzag)

@@ -68,9 +68,11 @@ def sniff(iface: str, on_packet: Callable[[Packet], None], stop: threading.Event
 
     sniffer = AsyncSniffer(opened_socket=sock, prn=handle, store=False)
     sniffer.start()
+    thread = sniffer.thread
+    assert thread is not None, "start() made the sniffing thread"
     try:
         waited = 0.0
-        while not stop.is_set() and not done.is_set() and sniffer.thread.is_alive():
+        while not stop.is_set() and not done.is_set() and thread.is_alive():
             stop.wait(0.05)
             waited += 0.05
             if timeout is not None and waited >= timeout:

@@ -118,7 +118,7 @@ class CaptureReader:
         endian = "<"
         interfaces: list[tuple[int, float]] = []      # (linktype, seconds per tick)
         index = 0
-        block_type = first
+        block_type: bytes | None = first
         while True:
             head = self._read(8) if block_type is None else block_type + self._read(4)
             block_type = None

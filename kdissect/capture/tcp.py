@@ -58,6 +58,7 @@ class Direction:
 
     def lowest(self) -> int:
         order, held = self.order, self.held
+        assert order is not None and held is not None, "lowest() needs held segments"
         while order[0] not in held:
             heapq.heappop(order)          # stale: already delivered or replaced
         return order[0]
@@ -179,6 +180,7 @@ class Reassembler:
 
     @staticmethod
     def _unwrap(d: Direction, seq: int) -> int:
+        assert d.base is not None, "the direction's first sequence number is known"
         rel = (seq - d.base) & 0xFFFFFFFF
         delta = (rel - d.next) & 0xFFFFFFFF
         if delta >= 0x80000000:
@@ -200,7 +202,7 @@ class Reassembler:
             size -= cut
             offset = d.next
         if offset > d.next:                  # out of order: hold until the hole fills
-            if d.held is None:
+            if d.held is None or d.order is None:
                 d.held, d.order = {}, []
             old = d.held.get(offset)
             if old is None or old[1] < size:
@@ -242,6 +244,8 @@ class Reassembler:
         d.hole = [offset, length, ts, frame]
 
     def _report_hole(self, conn, direction, d: Direction) -> None:
+        if d.hole is None:
+            return
         offset, length, ts, frame = d.hole
         d.hole = None
         d.gaps += 1

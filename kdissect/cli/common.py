@@ -9,6 +9,7 @@ import click
 from rich.console import Console
 
 from ..protocol import Options
+from ..render.formats import choices as format_choices
 
 SIZE_UNITS = {"": 1, "k": 1024, "kb": 1024, "m": 1024**2, "mb": 1024**2, "g": 1024**3, "gb": 1024**3}
 
@@ -28,7 +29,7 @@ def display_options(command):
     for option in reversed((
             click.option("-Y", "--filter", "filter_text", metavar="EXPR",
                          help="Only exchanges matching this display filter."),
-            click.option("--format", "fmt", type=click.Choice(["text", "jsonl"]),
+            click.option("--format", "fmt", type=click.Choice(format_choices(files=False)),
                          default="text", show_default=True,
                          help="Output format without the TUI."),
             click.option("-V", "--verbose", is_flag=True,
@@ -197,7 +198,7 @@ def _run_tui(load, options: Options, title: str, filter_text: str | None = None,
     from ..tui.app import KdissectApp
     app = KdissectApp(load, options, title=title, stop=stop, keys=keys)
     if display_filter is not None:
-        app.filter_text, app.filter = filter_text, display_filter
+        app.filter_text, app.filter = filter_text or "", display_filter
     app.run()
 
 

@@ -50,8 +50,8 @@ def live(iface, ports, no_detect, bpf, filter_text, fmt, verbose, count, duratio
     import threading
     from ..capture.live import LiveError
     from ..render.printer import ExchangePrinter
-    from ..sources.live import watch_interface
-    from ..stream.enrich import Enricher
+    from ..sources.live import Interface
+    from ..stream.engine import Engine
     from ..stream.sink import CallbackSink
 
     display_filter, options, kafka_ports = _traffic_options(filter_text, show_secrets,
@@ -66,15 +66,15 @@ def live(iface, ports, no_detect, bpf, filter_text, fmt, verbose, count, duratio
     if tui or (tui is None and interactive):
         def load(emit, warn, progress):
             try:
-                watch_interface(iface, Enricher(CallbackSink(emit, warn, progress), options),
-                                stop, **watch)
+                Engine(Interface(iface, stop, **watch), CallbackSink(emit, warn, progress),
+                       options).run()
             except LiveError as e:
                 warn(str(e))
         _run_tui(load, options, f"live: {iface}", filter_text, display_filter, stop)
         return
     printer = ExchangePrinter(options, fmt, verbose, display_filter)
     try:
-        watch_interface(iface, Enricher(printer, options, full=printer.full), stop, **watch)
+        Engine(Interface(iface, stop, **watch), printer, options).run()
     except LiveError as e:
         raise click.ClickException(str(e)) from None
     except KeyboardInterrupt:

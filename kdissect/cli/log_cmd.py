@@ -9,12 +9,13 @@ import click
 from rich.console import Console
 from rich.text import Text
 
-from ..filters import FilterError, parse_filter
+from ..filters import Filter, FilterError, parse_filter
 from ..protocol.internal import control_of
 from ..render.records import json_bytes, plain_json, record_json
 from ..render.text import tree_of
-from ..sources.logdir import LogError, LogItem, walk
-from .common import budget, on_terminal
+from ..sources.logdir import LogDir, LogError, LogItem, walk
+from ..stream.engine import Engine
+from .common import budget, format_choices, on_terminal
 from .group import main
 
 LOG_HELP = """Decode Kafka's files on disk: segments, indexes, snapshots, checkpoints.
@@ -55,7 +56,7 @@ file, 2 a wrong command line.
 @main.command(help=LOG_HELP)
 @click.argument("paths", nargs=-1, required=True, metavar="PATH...")
 @click.option("-V", "--verbose", is_flag=True, help="Print every field of every batch as a tree.")
-@click.option("--format", "fmt", type=click.Choice(["text", "jsonl", "parquet"]), default="text",
+@click.option("--format", "fmt", type=click.Choice(format_choices(log=True)), default="text",
               show_default=True, help="Lines for people, JSON lines, or Parquet tables "
                                       "(batches, records, checks in the -o directory; "
                                       "docs/log.md).")
@@ -90,10 +91,7 @@ def log(paths: tuple[str, ...], verbose: bool, fmt: str, output: str | None, rec
             sys.exit(1)
         LogApp(list(paths), options, filter_text or "").run()
         return
-    out = Console(highlight=False, soft_wrap=True)
-    write = sys.stdout.write
-    shown = 0
-    if fmt == "parquet":
+    if fmt == "parquet" and output:             # (checked above: parquet has -o)
         from ..pipeline.log_tables import write_log_tables
 
         def objects():
@@ -107,28 +105,57 @@ def log(paths: tuple[str, ...], verbose: bool, fmt: str, output: str | None, rec
             sys.exit(1)
         err.print(", ".join(f"{n} {name}" for name, n in counts.items()) + f" -> {output}")
         return
+    printer = LogPrinter(fmt, verbose, records, flt)
     try:
-        for item in walk(list(paths), options):
-            if flt is not None and not flt(item):
-                continue
-            shown += 1
-            if fmt == "jsonl":
-                for obj in item_json(item, records):
-                    write(json.dumps(obj, default=str) + "\n")
-            else:
-                out.print(item_line(item))
-                if verbose and item.tree is not None:
-                    out.print(tree_of(item.tree))
-                elif records and item.tree is not None:
-                    for rec in _records(item):
-                        out.print(Text(f"    {_record_text(rec)}"))
+        Engine(LogDir(list(paths), options), printer).run()
     except LogError as e:
         click.echo(f"kdissect log: {e}", err=True)
         sys.exit(1)
     except BrokenPipeError:
         sys.exit(0)
-    if shown == 0 and fmt == "text":
+    if printer.shown == 0 and fmt == "text":
         err.print("nothing matched" if flt is not None else "no Kafka files found")
+
+
+class LogPrinter:
+    """The sink of ``kdissect log``: the display filter, then a line (-V: the tree;
+    --records: the records) or JSON objects per item."""
+
+    def __init__(self, fmt: str, verbose: bool, records: bool, flt: Filter | None):
+        self.fmt, self.verbose, self.records, self.filter = fmt, verbose, records, flt
+        self.out = Console(highlight=False, soft_wrap=True)
+        self.shown = 0
+
+    def item(self, item: LogItem) -> None:
+        if self.filter is not None and not self.filter(item):
+            return
+        self.shown += 1
+        if self.fmt == "jsonl":
+            write = sys.stdout.write
+            for obj in item_json(item, self.records):
+                write(json.dumps(obj, default=str) + "\n")
+            return
+        self.out.print(item_line(item))
+        if self.verbose and item.tree is not None:
+            self.out.print(tree_of(item.tree))
+        elif self.records and item.tree is not None:
+            for rec in _records(item):
+                self.out.print(Text(f"    {_record_text(rec)}"))
+
+    def exchange(self, ex) -> None:
+        pass
+
+    def gap(self, g) -> None:
+        pass
+
+    def note(self, text: str, level: str = "warn") -> None:
+        pass
+
+    def progress(self, done: int, total: int) -> None:
+        pass
+
+    def done(self) -> None:
+        pass
 
 
 # -- what an item says -----------------------------------------------------------------
@@ -171,6 +198,7 @@ def _records(item: LogItem) -> list:
     """The records of a batch item: a v2 batch's (in its decompressed buffer if any), a
     compressed v0/v1 wrapper's inner messages, or the v0/v1 message itself."""
     tree = item.tree
+    assert tree is not None, "batch items have a tree"
     if tree.ktype == "record_batch":
         holder = tree.child("records")
         kids = holder.children if holder is not None and holder.buffer is not None \
@@ -201,6 +229,7 @@ def _record_text(n) -> str:
 def batch_json(item: LogItem) -> dict:
     """One batch (or v0/v1 message set entry, or damage) as a JSON object (docs/log.md)."""
     tree = item.tree
+    assert tree is not None, "batch items have a tree"
     out: dict = {"type": "batch", "file": str(item.path), "topic": item.topic,
                  "partition": item.partition, "position": tree.offset, "size": tree.length}
     if tree.ktype == "record_batch":
@@ -231,6 +260,7 @@ def batch_json(item: LogItem) -> dict:
 
 def _record_obj(item: LogItem, n) -> dict:
     r = record_json(n)          # with key_decoded/value_decoded for internal topics
+    assert item.tree is not None, "records come from batch items"
     obj = {"type": "record", "file": str(item.path), "topic": item.topic,
            "partition": item.partition, "batch_position": item.tree.offset,
            "position": n.offset, **r}
@@ -251,7 +281,7 @@ def item_json(item: LogItem, records: bool) -> list[dict]:
         if records:
             objs += [_record_obj(item, n) for n in _records(item)]
         return objs
-    obj = {"type": item.kind, "file": str(item.path), "topic": item.topic,
+    obj: dict = {"type": item.kind, "file": str(item.path), "topic": item.topic,
            "partition": item.partition}
     if item.tree is not None:
         obj["content"] = plain_json(item.tree)

@@ -10,9 +10,10 @@ from rich.console import Console
 from ..crash import quiet_stdout
 from .common import (_need_spark_extra, _print_warnings, _progress, _run_tui,
                      _traffic_options, keylog_option, memory_budget, memory_option, on_terminal,
-                     port_options, secret_options)
+                     port_options, secret_options, format_choices)
 from .group import main
 from .values_opts import value_options
+from ..stream.fields import help_list
 
 
 PCAP_HELP = """Decode the Kafka traffic in capture files: every request paired with its response.
@@ -42,10 +43,8 @@ Filters (-Y, see docs/filters.md), over exchanges:
   api == Produce and topic == "orders"      error != 0        latency > 50ms
   client_id ~ "rdkafka"                     api in {Fetch, ListOffsets} and records > 0
   anomaly (anything wrong)                  record.key == "order-42"  (compressed too)
-  fields: api version correlation_id client_id latency topic partition error records
-          status stream client broker bytes problems frame response_frame anomaly
-          finding severity service_time throttle record.key record.value
-          record.header[.NAME]; Wireshark's kafka.* names work too (kafka.api_key...)
+{fields}
+          (Wireshark's kafka.* names work too: kafka.api_key...)
 
 \b
 Examples:
@@ -56,16 +55,17 @@ Examples:
   kdissect pcap tls.pcap --keylog keys.log     (TLS 1.2 and 1.3; docs/tls.md)
   kdissect pcap capture.pcap --format jsonl | jq 'select(.api_name == "Produce")'
 """
-
+PCAP_HELP = PCAP_HELP.replace("{fields}", help_list())
 
 
 @main.command(help=PCAP_HELP)
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
 @port_options
 @click.option("-V", "--verbose", is_flag=True, help="Print full field trees.")
-@click.option("--format", "fmt", type=click.Choice(["text", "jsonl", "parquet"]),
+@click.option("--format", "fmt", type=click.Choice(format_choices()),
               default="text", show_default=True,
-              help="Output format (parquet needs -o and the kdissect[spark] extra).")
+              help="Output format (parquet needs -o and the kdissect[spark] extra; tsv: "
+                   "one tab-separated line per exchange).")
 @click.option("-o", "--output", metavar="FILE.parquet",
               help="Where --format parquet writes the exchanges table.")
 @click.option("-Y", "--filter", "filter_text", metavar="EXPR",
@@ -85,8 +85,8 @@ Examples:
 def pcap(files, ports, no_detect, verbose, fmt, output, filter_text, stats, tui, no_tui,
          jobs, keylog, show_secrets, max_decompressed):
     from ..render.printer import ExchangePrinter
-    from ..sources.pcap import capture_loader, read_captures
-    from ..stream.enrich import Enricher
+    from ..sources.pcap import CaptureFiles, capture_loader
+    from ..stream.engine import Engine
 
     display_filter, options, kafka_ports = _traffic_options(filter_text, show_secrets,
                                                             max_decompressed, ports)
@@ -103,9 +103,10 @@ def pcap(files, ports, no_detect, verbose, fmt, output, filter_text, stats, tui,
     printer = ExchangePrinter(options, fmt, verbose, display_filter, stats,
                               jobs or available_cores())
     try:
-        read_captures(files, Enricher(printer, options, full=printer.full), ports=kafka_ports,
-                      detect=detect, keys=keylog, budget=memory_budget(),
-                      packets=lambda reader, path: _progress(reader, path, printer.err))
+        Engine(CaptureFiles(files, ports=kafka_ports, detect=detect, keys=keylog,
+                            budget=memory_budget(),
+                            packets=lambda reader, path: _progress(reader, path, printer.err)),
+               printer, options).run()
     except BrokenPipeError:
         # the reader went away (`| head`): stop quietly, as command-line tools do
         printer.abort()
@@ -132,13 +133,13 @@ def _write_parquet(files, output, fmt, ports, detect, display_filter, options,
         raise click.UsageError("--format parquet needs -o FILE.parquet")
     _need_spark_extra("--format parquet", "pyarrow")
     from ..pipeline.local import write_exchanges
-    from ..stream.facts import ExchangeFields
+    from ..stream.fields import ExchangeFields
 
     def keep(ex):
         return display_filter(ExchangeFields(ex, options))
 
     err = Console(stderr=True, highlight=False, soft_wrap=True)
-    warnings = []
+    warnings: list[str] = []
     rows = write_exchanges(list(files), output, ports=ports, detect=detect,
                            warn=warnings.append, keep=keep if display_filter else None,
                            keys=keys,

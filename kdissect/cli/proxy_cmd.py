@@ -130,7 +130,7 @@ def proxy(upstream, listen, broker_ports, advertise, maps, upstream_tls, ca_file
     from ..proxy.display import FeedDisplay
     from ..proxy.server import Proxy
     from ..render.printer import ExchangePrinter
-    from ..stream.enrich import Enricher
+    from ..stream.engine import Engine
     from ..stream.sink import CallbackSink
 
     upstreams = [_host_port(u.strip(), 9092) for u in upstream.split(",") if u.strip()]
@@ -182,7 +182,7 @@ def proxy(upstream, listen, broker_ports, advertise, maps, upstream_tls, ca_file
                 context.keylog_filename = keylog
     recorder = None
     if write:
-        from ..proxy.recording import Recorder
+        from ..capture.pcapng_writer import Recorder
         try:
             recorder = Recorder(write, show_secrets, keylog)
         except OSError as e:
@@ -228,8 +228,8 @@ def proxy(upstream, listen, broker_ports, advertise, maps, upstream_tls, ca_file
         def load(emit, warn, progress):
             _yield_cpu()                        # (the TUI's loader process)
             warn(listening)
-            FeedDisplay(Enricher(CallbackSink(emit, warn, progress), options),
-                        display_lag).run(forwarder.fd)
+            Engine(FeedDisplay(lag=display_lag, fd=forwarder.fd),
+                   CallbackSink(emit, warn, progress), options).run()
         os.nice(TUI_NICENESS)
         _run_tui(load, options, f"proxy {listen} → {upstream}", filter_text,
                  display_filter, stop)
@@ -239,7 +239,8 @@ def proxy(upstream, listen, broker_ports, advertise, maps, upstream_tls, ca_file
     err.print(listening + " (Ctrl-C stops)", style="green")
     printer = ExchangePrinter(options, fmt, verbose, display_filter)
     shown = _Guarded(printer, err)
-    display = FeedDisplay(Enricher(shown, options, full=printer.full), display_lag)
+    display = FeedDisplay(lag=display_lag, fd=forwarder.fd)
+    engine = Engine(display, shown, options, full=printer.full)
     displays.append(display)
     if signals:
         display.stop()
@@ -256,7 +257,7 @@ def proxy(upstream, listen, broker_ports, advertise, maps, upstream_tls, ca_file
     _watch_signals(on_signal, finished, give_up)
     _yield_cpu()                                # this thread only decodes and prints now
     try:
-        display.run(forwarder.fd)
+        engine.run()
     except KeyboardInterrupt:
         err.print("stopped before the display had shown everything the proxy forwarded",
                   style="yellow")

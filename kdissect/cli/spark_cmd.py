@@ -144,13 +144,13 @@ def spark(inputs, out, mode, partition_by, ports, no_detect, master, with_record
 
 
 def _run_with_progress(err: Console, session, files: list[str], out: str, job: dict):
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TimeElapsedColumn
     from ..pipeline.spark_job import run_job
     phases = {"shards": "reading shards", "connections": "decoding connections"}
     with Progress("[progress.description]{task.description}", BarColumn(),
                   MofNCompleteColumn(), TimeElapsedColumn(), console=err,
                   transient=not err.is_terminal, disable=not err.is_terminal) as bar:
-        tasks = {}
+        tasks: dict[str, TaskID] = {}
 
         def progress(phase: str, done: int, total: int) -> None:
             if phase not in tasks:

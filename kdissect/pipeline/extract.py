@@ -16,8 +16,8 @@ from typing import BinaryIO
 from ..capture.packet import FIN, RST, SUPPORTED, SYN, Segment, tcp_segment
 from ..capture.pcapfile import CaptureError, CaptureReader
 from ..capture.shards import read_shard
-from ..sources.pcap import CaptureDissector, read_captures
-from ..stream.enrich import Enricher
+from ..sources.pcap import CaptureDissector, CaptureFiles
+from ..stream.engine import Engine
 from ..stream.model import Exchange, Gap
 from ..stream.rows import exchange_row, record_rows, resolve_record_topics, resolve_topics
 from .ids import ConnectionIds
@@ -153,12 +153,26 @@ class RowSink:
         pass
 
 
-def _engine(sink: RowSink) -> Enricher:
-    """The enrichment stage in front of ``sink``; the rows share what it learns of
-    topic ids."""
-    enricher = Enricher(sink)
-    sink.rows.topic_ids = enricher.topic_ids
-    return enricher
+class ShardSegments:
+    """The engine's source for one flow of a Spark shard: its segment rows (given in
+    capture order) through TCP reassembly and the connection core."""
+
+    def __init__(self, segments: Iterable[tuple], frame_base: Callable[[int], int], ports,
+                 detect: bool, keys=None):
+        self.segments, self.frame_base = segments, frame_base
+        self.ports, self.detect, self.keys = ports, detect, keys
+        self.dissector: CaptureDissector | None = None
+
+    def feed(self, sink) -> None:
+        self.dissector = dissector = CaptureDissector(
+            sink, self.ports, self.detect,
+            keys=self.keys.copy() if self.keys is not None else None)
+        segment, frame_base = dissector.tcp.segment, self.frame_base
+        for (_c, _f, shard, frame, _o, ts, src, sport, dst, dport, seq, ack, flags, payload,
+             missing) in self.segments:
+            segment(Segment(src, sport, dst, dport, seq, ack, flags, payload, missing), ts,
+                    frame_base(shard) + frame)
+        dissector.finish()
 
 
 def flow_rows(capture: str, segments: Iterable[tuple], frame_base: Callable[[int], int],
@@ -167,19 +181,17 @@ def flow_rows(capture: str, segments: Iterable[tuple], frame_base: Callable[[int
     order. ``frame_base(shard)`` is the number of packets before that shard (so frames
     are numbered as in the file)."""
     rows = Rows()
+    source = ShardSegments(segments, frame_base, ports, detect, keys)
 
     def gap(g: Gap) -> None:
-        conn = dissector.streams[g.stream - 1]
+        assert source.dissector is not None
+        conn = source.dissector.streams[g.stream - 1]
         rows.gaps.append((g, conn.client, conn.broker))
-    dissector = CaptureDissector(_engine(RowSink(capture, rows, with_records, on_gap=gap)),
-                                 ports, detect, keys=keys.copy() if keys is not None else None)
-    segment = dissector.tcp.segment
-    for (_c, _f, shard, frame, _o, ts, src, sport, dst, dport, seq, ack, flags, payload,
-         missing) in segments:
-        segment(Segment(src, sport, dst, dport, seq, ack, flags, payload, missing), ts,
-                frame_base(shard) + frame)
-    dissector.finish()
-    rows.connections = len(dissector.streams)
+    engine = Engine(source, RowSink(capture, rows, with_records, on_gap=gap))
+    rows.topic_ids = engine.topic_ids          # the rows name topics as enrichment learns
+    engine.run()
+    assert source.dissector is not None
+    rows.connections = len(source.dissector.streams)
     return rows
 
 
@@ -193,8 +205,11 @@ def capture_rows(paths: Iterable[tuple[str, str]], ports, detect: bool, with_rec
 
         def gap(g: Gap, capture=capture, rows=rows) -> None:
             rows.warnings.append(f"{capture}: {g.describe()}")
-        read_captures([path], _engine(RowSink(capture, rows, with_records, keep, gap, warn)),
-                      ports=ports, detect=detect, packets=packets, keys=keys)
+        engine = Engine(CaptureFiles([path], ports=ports, detect=detect, packets=packets,
+                                     keys=keys),
+                        RowSink(capture, rows, with_records, keep, gap, warn))
+        rows.topic_ids = engine.topic_ids
+        engine.run()
         out.exchanges += resolve_topics(rows.exchanges, rows.topic_ids)
         out.records += resolve_record_topics(rows.records, rows.topic_ids)
         out.warnings += rows.warnings

@@ -85,11 +85,9 @@ def get_session(master: str | None = None, app_name: str = "kdissect",
         with _jvm_output_to(log if remote.startswith("local") else None):
             return builder.remote(remote).getOrCreate()
     check_java()
-    chosen = master or _configured_master()
-    if master:
-        builder = builder.master(master)
-    elif chosen is None:
-        chosen = "local[*]"
+    configured = _configured_master()
+    chosen = master or configured or "local[*]"
+    if master or configured is None:        # else Spark's own configuration names it
         builder = builder.master(chosen)
     if chosen.startswith("local"):
         builder = (builder.config("spark.driver.bindAddress", "127.0.0.1")

@@ -16,6 +16,7 @@ import itertools
 import pickle
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 
@@ -204,7 +205,8 @@ def _stage1(tasks: list[ShardTask], ports, detect: bool, with_records: bool,
 
 def _out_rows(capture: str, rows) -> list[dict]:
     """A flow's (or file's) rows as stage 2's output rows."""
-    out = [{"capture": capture, "exchange": _micros(r)} for r in rows.exchanges]
+    out: list[dict[str, Any]] = [{"capture": capture, "exchange": _micros(r)}
+                                 for r in rows.exchanges]
     out += ({"capture": capture, "record": _micros(r)} for r in rows.records)
     out += ({"capture": capture, "topic_id": i, "topic_name": n}
             for i, n in rows.topic_ids.items())
@@ -343,7 +345,12 @@ def run_job(spark, inputs: list[str], out: str, *, ports, detect: bool = True,
     decoded = decoded.persist(StorageLevel.MEMORY_AND_DISK)
     phases = ("shards", "connections")
     progress("shards", 0, len(tasks))
-    with Tracker(spark, lambda n, d, t: n < 2 and progress(phases[n], d, t), on_stall):
+
+    def shown(n: int, done: int, total: int) -> None:      # the first two phases
+        if n < 2:
+            progress(phases[n], done, total)
+
+    with Tracker(spark, shown, on_stall):
         side = decoded.where(F.col("exchange").isNull() & F.col("record").isNull()).collect()
     ids = _digest(side, result, paths, sizes, with_records)
     if not result.unresolved:
@@ -381,10 +388,11 @@ def _digest(side, result: JobResult, paths: list[str], sizes: dict[str, int],
     returns the topic ids per capture."""
     summaries = sorted((r["summary"].asDict() | {"capture": r["capture"]}
                         for r in side if r["summary"] is not None), key=lambda s: s["shard"])
-    stats = {p: {"capture": p, "size_bytes": sizes.get(p), "packets": 0, "connections": 0,
+    stats: dict[str, dict[str, Any]] = {p: {"capture": p, "size_bytes": sizes.get(p), "packets": 0, "connections": 0,
                  "exchanges": 0, "records": 0 if with_records else None, "gaps": 0,
                  "warnings": []} for p in paths}
-    frame_base, before = {}, {}
+    frame_base: dict[int, int] = {}
+    before: dict[str, int] = {}
     for s in summaries:
         c = s["capture"]
         frame_base[s["shard"]] = base = before.get(c, 0)

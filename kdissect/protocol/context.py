@@ -6,10 +6,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING
 
 from .names import error_note
 from .node import NOTE_MAKERS, Node
 from .reader import Reader
+
+if TYPE_CHECKING:       # values_schema is imported only when values are asked for
+    from .values_schema import SchemaSource
 
 
 class Budget:
@@ -40,7 +44,7 @@ class Options:
     topic_ids: dict[str, str] | None = field(default=None, compare=False, repr=False)
     # record keys/values: a values_schema.SchemaSource (schemas by id, per-topic
     # overrides) or None to leave them as bytes (docs/values.md)
-    values: object = field(default=None, compare=False)
+    values: SchemaSource | None = field(default=None, compare=False)
     # the budget of the message being decoded (set by ``for_message``)
     budget: Budget | None = field(default=None, compare=False, repr=False)
 

@@ -73,6 +73,7 @@ def read_field(r: Reader, f: Field, flexible: bool, parent: Node, ctx: Options) 
     if f.type == "struct":
         if f.nullable:
             return _read_nullable_struct(r, f, parent, ctx)
+        assert f.struct is not None, "a struct field has its layout"
         return read_struct(r, f.struct, f.name, ctx, parent)
     return read_value(r, f, f.name, compact, parent, ctx)
 
@@ -145,11 +146,12 @@ def _read_array(r: Reader, f: Field, flexible: bool, parent: Node, ctx: Options)
         node.value = n
         elem = Field(f.name, f.type, nullable=f.nullable, struct=f.struct, hint=f.hint)
         # what one element costs in nodes (nested arrays charge their own elements)
-        cost = 1 + (len(f.struct.fields) if f.type == "struct" else 0)
+        struct = f.struct if f.type == "struct" else None
+        cost = 1 + (len(struct.fields) if struct is not None else 0)
         for i in range(n):
             charge_nodes(r, node, ctx, cost)
-            if f.type == "struct":
-                read_struct(r, f.struct, f"[{i}]", ctx, node)
+            if struct is not None:
+                read_struct(r, struct, f"[{i}]", ctx, node)
             else:
                 read_value(r, elem, f"[{i}]", elem_compact, node, ctx)
     finally:
@@ -174,6 +176,7 @@ def _read_nullable_struct(r: Reader, f: Field, parent: Node, ctx: Options) -> No
     node = Node(f.name, "struct", start)
     parent.add(node)
     node.add(marker)
+    assert f.struct is not None, "a struct field has its layout"
     _fill(r, f.struct, node, ctx)
     return node
 

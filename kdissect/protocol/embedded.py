@@ -9,6 +9,7 @@ from functools import lru_cache
 from itertools import chain
 from typing import Iterable, Iterator
 
+from .apis import DESCRIBE_GROUPS, JOIN_GROUP, SASL_AUTHENTICATE, SYNC_GROUP, TABLE
 from .context import Abort, Options, charge_nodes
 from .decode import read_struct
 from .grammar import parse_grammar
@@ -129,13 +130,13 @@ def _consumer_fields(body: Node, data: bytes, key: int, direction: str, ctx: Opt
     if proto not in (None, "consumer"):
         return
     spots: list[tuple[str, str]] = []
-    if key == 11:
+    if key == JOIN_GROUP:
         spots = [("protocols[].metadata", "Subscription")] if direction == "request" \
             else [("members[].metadata", "Subscription")]
-    elif key == 14:
+    elif key == SYNC_GROUP:
         spots = [("assignments[].assignment", "Assignment")] if direction == "request" \
             else [("assignment", "Assignment")]
-    elif key == 15 and direction == "response":
+    elif key == DESCRIBE_GROUPS and direction == "response":
         for group in _at(body, "groups[]"):
             if _value(group, "protocol_type") != "consumer":
                 continue
@@ -252,8 +253,12 @@ def decode_embedded(body: Node | None, data: bytes, api_key: int | None, directi
     """Decode the structures inside the ``bytes`` fields of a message's ``body``."""
     if body is None or not ctx.embedded:
         return
-    if api_key in (11, 14, 15):
-        _consumer_fields(body, data, api_key, direction, ctx)
-    elif api_key == 36:
+    if api_key == SASL_AUTHENTICATE:
         _sasl(body, data, ctx)
+    elif api_key in _CONSUMER_GROUP_APIS:
+        _consumer_fields(body, data, api_key, direction, ctx)
+
+
+# the group APIs whose bytes fields hold consumer-protocol structures
+_CONSUMER_GROUP_APIS = frozenset(k for k, a in TABLE.items() if a.embedded and not a.sasl)
 

@@ -29,10 +29,18 @@ class FindingKind:
 REGISTRY: dict[str, FindingKind] = {}
 
 
+class UnregisteredFinding(ValueError):
+    """A finding whose code is not in the registry: a bug in kdissect, raised where the
+    finding is made (never shown as another code)."""
+
+
 def register(code: str, severity: str, group: str, meaning: str) -> FindingKind:
-    assert severity in SEVERITIES and group in GROUPS, (code, severity, group)
+    """Add one code to the registry (one call per code, next to related codes below)."""
+    if severity not in SEVERITIES or group not in GROUPS:
+        raise ValueError(f"finding {code}: severity {severity!r} or group {group!r} unknown")
     kind = REGISTRY.setdefault(code, FindingKind(code, severity, group, meaning))
-    assert kind.meaning == meaning, f"finding {code} registered twice"
+    if kind.meaning != meaning:
+        raise ValueError(f"finding {code} registered twice")
     return kind
 
 
@@ -42,9 +50,14 @@ class Finding:
     detail: str = ""               # this occurrence: which field, how many bytes...
     where: str = ""                # "request" / "response" and a field path, or ""
 
+    def __post_init__(self) -> None:
+        if self.code not in REGISTRY:
+            raise UnregisteredFinding(f"finding code {self.code!r} is not registered "
+                                      "(kdissect/protocol/findings.py)")
+
     @property
     def kind(self) -> FindingKind:
-        return REGISTRY.get(self.code) or REGISTRY["malformed_field"]
+        return REGISTRY[self.code]
 
     @property
     def severity(self) -> str:

@@ -96,7 +96,8 @@ def guess(data: bytes, direction: str | None = None, api_key: int | None = None,
     scored: list[Candidate] = []
     if direction in (None, "request") and len(data) >= 8 and not body:
         msg = decode_request(data, _FULL)
-        if msg.api_key is not None and schemas.is_known(msg.api_key, msg.api_version) \
+        if msg.api_key is not None and msg.api_version is not None \
+                and schemas.is_known(msg.api_key, msg.api_version) \
                 and api_key in (None, msg.api_key) and api_version in (None, msg.api_version):
             scored.append(_candidate(msg, "request", len(data), bonus=1))
     directions = [d for d in ("response", "request") if direction in (None, d)
@@ -151,6 +152,7 @@ def _decode(data: bytes, key: int, version: int, direction: str, body: bool,
 def _candidate(msg: Message, direction: str, size: int, bonus: float = 0,
                bad: list[Node] | None = None) -> Candidate:
     score, clean = _score(msg, size, bad)
+    assert msg.api_key is not None and msg.api_version is not None, "read as a known API"
     return Candidate(msg.api_key, msg.api_version, direction, score + bonus, clean,
                      leaves=_leaves(msg) if clean else ())
 

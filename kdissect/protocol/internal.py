@@ -23,6 +23,7 @@ import struct
 import uuid
 from functools import lru_cache
 
+from .apis import PRODUCE
 from .context import Options
 from .decode import decode_prefix
 from .embedded import decode_consumer_bytes
@@ -80,7 +81,7 @@ def mentions_internal_topic(data: bytes, topic_ids: dict[str, str] | None = None
     # turn up elsewhere, which only costs those messages the slower located decoder
     if _METADATA_ID_BYTES in data:
         return True
-    return bool(topic_ids) and any(uuid.UUID(i).bytes in data for i, name in
+    return topic_ids is not None and any(uuid.UUID(i).bytes in data for i, name in
                                    topic_ids.items() if name in TOPIC_FAMILIES)
 
 
@@ -228,9 +229,9 @@ def decode_records(holder: Node, family: str | None, ctx: Options) -> None:
 def decode_wire_records(body: Node, api_key: int, ctx: Options) -> None:
     """Internal-topic records inside a Produce request (``api_key`` 0) or a Fetch response
     (1): the topic is named in the message (or, for KRaft's Fetch v13+, by its fixed id)."""
-    topics = body.child("topic_data" if api_key == 0 else "responses")
+    topics = body.child("topic_data" if api_key == PRODUCE else "responses")
     for t in (topics.children if topics is not None else ()):
-        name = t.child("name") if api_key == 0 else t.child("topic")
+        name = t.child("name") if api_key == PRODUCE else t.child("topic")
         topic = name.value if name is not None else None
         tid = t.child("topic_id")
         if topic is None and tid is not None:
@@ -239,7 +240,7 @@ def decode_wire_records(body: Node, api_key: int, ctx: Options) -> None:
             elif ctx.topic_ids:
                 topic = ctx.topic_ids.get(tid.value)
         family = family_of(topic)
-        parts = t.child("partition_data" if api_key == 0 else "partitions")
+        parts = t.child("partition_data" if api_key == PRODUCE else "partitions")
         for p in (parts.children if parts is not None else ()):
             recs = p.child("records")
             if recs is not None and recs.children:

@@ -48,7 +48,7 @@ def _field(f: dataclasses.Field) -> Field:
         tp, _ = _unwrap_optional(typing.get_args(tp)[0])
     name = _kafka_name(f)
     tag = f.metadata.get("tag")
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return Field(name, "struct", array=array, nullable=nullable, tag=tag,
                      struct=struct_of(tp))
     ktype = f.metadata["kafka_type"]
@@ -76,7 +76,8 @@ def versions() -> dict[int, list[int]]:
 
 @lru_cache(maxsize=None)
 def layout(api_key: int, version: int, direction: str) -> Struct | None:
-    entity = EntityType.request if direction == "request" else EntityType.response
+    entity: typing.Literal[EntityType.request, EntityType.response] = (
+        EntityType.request if direction == "request" else EntityType.response)
     try:
         module = load_payload_module(api_key, version, entity)
     except Exception:   # kio raises its own index errors for unknown key/version

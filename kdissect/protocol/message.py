@@ -121,7 +121,8 @@ def _build(direction: str, key: int | None, version: int | None, data: bytes,
                   client.value if client else None, root, data)
     if not complete:
         return msg          # the header's failing field already holds the remaining bytes
-    read_as = schemas.effective_version(key, version) if key is not None else None
+    read_as = (schemas.effective_version(key, version)
+               if key is not None and version is not None else None)
     layout = schemas.layout(key, read_as, direction) if read_as is not None else None
     start = header.end
     if layout is None:
@@ -135,6 +136,7 @@ def _build(direction: str, key: int | None, version: int | None, data: bytes,
         root.add(Node("body", "bytes", start, len(data) - start, data[start:], problem=what,
                       code=code))
         return msg
+    assert key is not None, "a layout was found for the key"
     if read_as != version:
         msg.assumed_from = read_as
     body = decode_body(data, start, layout, "body", ctx)

@@ -9,7 +9,7 @@ from typing import Any
 # hint -> function(value) -> note: registered by the decoders, so a note (an ISO time,
 # an error's name and meaning) is computed only when somebody looks at it
 NOTE_MAKERS: dict[str, Callable[[Any], str | None]] = {}
-_LEAF: tuple = ()          # shared by every leaf until it gets a child
+_LEAF: tuple[Node, ...] = ()   # shared by every leaf until it gets a child
 
 
 class Node:
@@ -36,7 +36,8 @@ class Node:
         self.offset = offset
         self.length = length
         self.value = value
-        self.children = children if children is not None else _LEAF
+        self.children: list[Node] | tuple[Node, ...] = (
+            children if children is not None else _LEAF)
         self.problem = problem
         self._note = note
         self.hint: str | None = None
@@ -66,11 +67,16 @@ class Node:
         return self.offset + self.length
 
     def add(self, child: Node) -> Node:
-        if self.children is _LEAF:
-            self.children = [child]
-        else:
+        if isinstance(self.children, list):
             self.children.append(child)
+        else:
+            self.children = [child]
         return child
+
+    def remove(self, child: Node) -> None:
+        """Take ``child`` out (a later occurrence of a key replaces an earlier one)."""
+        if isinstance(self.children, list):
+            self.children.remove(child)
 
     def child(self, name: str) -> Node | None:
         for c in self.children:

@@ -104,7 +104,8 @@ def producer_snapshot(buf: bytes, options: Options | None = None) -> Node:
         root.add(Node("_rest", "bytes", 2, len(buf) - 2, bytes(buf[2:])))
         return root
     body = decode_body(buf, 2, layout, "snapshot", ctx)
-    root.children.extend(body.children)
+    for child in body.children:
+        root.add(child)
     crc = root.child("crc")
     if crc is not None and isinstance(crc.value, int) and len(buf) >= 6:
         computed = crc32c.crc32c(buf[6:])
@@ -165,7 +166,7 @@ def checkpoint(buf: bytes, name: str, columns: tuple[str, ...]) -> Node:
     if count is not None and isinstance(count.value, int) and count.value != entries.value:
         count.problem = f"count says {count.value} entries, the file has {entries.value}"
         count.code = "record_count_mismatch"
-    root.children.sort(key=lambda n: n.offset)
+    root.children = sorted(root.children, key=lambda n: n.offset)
     return root
 
 

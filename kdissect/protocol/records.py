@@ -76,6 +76,7 @@ def read_records(buf: bytes, parent: Node, start: int, end: int, ctx: Options,
                                  f"may end inside a batch; the client fetches the rest later)"))
             return
         budget = ctx.budget
+        assert budget is not None, "records are decoded with a message's budget"
         if budget.nodes <= 0:
             parent.add(Node("_rest", "bytes", pos, left, buf[pos:end], code="node_budget",
                             problem=f"node budget of {budget.max_nodes} fields spent; the "
@@ -114,6 +115,7 @@ def _decompressed(parent: Node, codec: int, payload: bytes, offset: int, ctx: Op
     Every payload of the message draws on one budget of decompressed bytes."""
     node = parent.add(Node(name, "records", offset, len(payload)))
     budget = ctx.budget
+    assert budget is not None, "records are decoded with a message's budget"
     try:
         data, how = decompress(codec, payload, budget.decompressed)
     except TooBig:
@@ -183,9 +185,14 @@ def _resolve_relative_offsets(holder: Node, wrapper_offset: int) -> None:
     inner = [c for c in holder.children if c.ktype.startswith("message_v")]
     if not inner:
         return
-    last = inner[-1].child("offset").value
+    last_offset = inner[-1].child("offset")
+    if last_offset is None:
+        return
+    last = last_offset.value
     for m in inner:
         off = m.child("offset")
+        if off is None:
+            continue
         absolute = wrapper_offset - last + off.value
         off.note = f"absolute offset {absolute}"
         m.value = {"offset": absolute}         # what views read (as for v2 records)
@@ -239,6 +246,7 @@ def _batch_v2(buf: bytes, start: int, end: int, ctx: Options) -> Node:
     node.note = (f"offsets {base}..{base + last_delta}, {count.value} record(s), "
                  f"{_attributes_note(attrs.value, 2)}")
     budget = ctx.budget
+    assert budget is not None, "records are decoded with a message's budget"
     if count.value < 0 or count.value > end - r.pos + (budget.decompressed if codec else 0):
         count.problem = f"record count {count.value} is impossible for the bytes present"
         count.code = "array_past_end"
@@ -335,7 +343,8 @@ def _fast_record(buf: bytes, pos: int, end: int, name: str, base_offset: int, ba
                 stop = q + max(size, 0)
                 raw = None if size < 0 else buf[q:stop]
                 if field == "key":
-                    h.add(Node("key", "string", p, stop - p, raw.decode("utf-8", "replace")))
+                    h.add(Node("key", "string", p, stop - p,
+                               (raw or b"").decode("utf-8", "replace")))
                 else:
                     h.add(Node("value", "bytes", p, stop - p, raw))
                 p = stop

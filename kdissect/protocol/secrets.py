@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 
+from .apis import SASL_AUTHENTICATE
 from .node import Node
 
 # api key -> names of fields that hold a credential (any depth, either direction)
@@ -31,7 +32,7 @@ FIELDS: dict[int, frozenset[str]] = {
     51: frozenset({"salted_password"}),        # AlterUserScramCredentials: logs in as SCRAM
 }
 # api key -> fields holding SASL tokens: the embedded decoder masks their secret parts
-EMBEDDED: dict[int, frozenset[str]] = {36: frozenset({"auth_bytes"})}
+EMBEDDED: dict[int, frozenset[str]] = {SASL_AUTHENTICATE: frozenset({"auth_bytes"})}
 # fields whose names look like credentials but are not (the secrets test reads this)
 NOT_SECRET: dict[str, str] = {
     "salt": "public in SCRAM (sent to every client in server-first)",

@@ -13,6 +13,7 @@ import gzip
 import json
 from functools import lru_cache
 from importlib import resources
+from typing import Any
 
 from .layout import Field, Struct
 
@@ -32,22 +33,30 @@ def available() -> bool:
     return _data() is not None
 
 
+def _loaded() -> dict:
+    """The snapshot (callers asked ``available()`` first)."""
+    data = _data()
+    if data is None:
+        raise FileNotFoundError(f"{FILE} is missing from the kdissect package: reinstall it")
+    return data
+
+
 def versions() -> dict[int, list[int]]:
-    return {int(k): v for k, v in _data()["versions"].items()}
+    return {int(k): v for k, v in _loaded()["versions"].items()}
 
 
 def errors() -> dict[int, tuple[str, bool]]:
-    return {int(k): (name, retriable) for k, (name, retriable) in _data()["errors"].items()}
+    return {int(k): (name, retriable) for k, (name, retriable) in _loaded()["errors"].items()}
 
 
 def layout(api_key: int, version: int, direction: str) -> Struct | None:
-    index = _data()["layouts"].get(f"{api_key}/{version}/{direction}")
+    index = _loaded()["layouts"].get(f"{api_key}/{version}/{direction}")
     return None if index is None else _struct(index)
 
 
 @lru_cache(maxsize=None)
 def _struct(index: int) -> Struct:
-    name, fields, tagged, flexible = _data()["structs"][index]
+    name, fields, tagged, flexible = _loaded()["structs"][index]
     return Struct(name, tuple(map(_field, fields)), tuple(map(_field, tagged)), flexible)
 
 
@@ -62,12 +71,12 @@ def build() -> dict:
     from kio.schema.errors import ErrorCode
 
     from . import kio_schemas
-    structs: list = []
+    structs: list[list[Any]] = []
     ids: dict[Struct, int] = {}
 
     def struct_id(st: Struct) -> int:
         if st not in ids:
-            row = [st.name, None, None, st.flexible]
+            row: list[Any] = [st.name, None, None, st.flexible]
             ids[st] = len(structs)
             structs.append(row)
             row[1] = [field_row(f) for f in st.fields]

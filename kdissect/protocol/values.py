@@ -174,10 +174,11 @@ class _Gen:
             self.emit(d, "if n == -1:")
             self.emit(d + 1, f"{target} = None")
             self.emit(d, "else:")
-            cost = 1 + (len(f.struct.fields) if f.type == "struct" else 0)
+            cost = 1 + (len(f.struct.fields) if f.type == "struct" and f.struct else 0)
             self.emit(d + 1, f"s.charge(n * {cost})")
             self.emit(d + 1, "a = []")
             if f.type == "struct":
+                assert f.struct is not None, "a struct field has its layout"
                 r = self.name(reader(f.struct), "_r")
                 self.emit(d + 1, "for _ in range(n):")
                 self.emit(d + 2, f"v, pos = {r}(buf, pos, s); a.append(v)")
@@ -188,6 +189,7 @@ class _Gen:
                 self.emit(d + 2, "a.append(w)")
             self.emit(d + 1, f"{target} = a")
         elif f.type == "struct":
+            assert f.struct is not None, "a struct field has its layout"
             r = self.name(reader(f.struct), "_r")
             if f.nullable:
                 self.emit(d, "v = buf[pos]; pos += 1")
@@ -461,7 +463,7 @@ _LOOP: list[Callable] = []       # compiled on first use: start-up stays lean
 
 def _record_loop(*args):
     if not _LOOP:
-        env = {"Bail": Bail, "_uvarint": _uvarint}
+        env: dict[str, Any] = {"Bail": Bail, "_uvarint": _uvarint}
         exec(compile(_expand(_RECORD_LOOP), "<values record loop>", "exec"), env)
         _LOOP.append(env["loop"])
     return _LOOP[0](*args)

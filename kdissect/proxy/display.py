@@ -14,7 +14,7 @@ import termios
 import time
 
 from ..stream.connection import KafkaConnection
-from ..stream.sink import Sink
+from ..stream.sink import CallbackSink, Sink
 from . import feed
 from .backoff import CpuGate
 
@@ -38,8 +38,10 @@ class FeedDisplay:
     others out, whole (a left-out request's response is left out too), counting them,
     until it has caught up."""
 
-    def __init__(self, sink: Sink, lag: float = LAG):
-        self.sink = sink
+    def __init__(self, sink: Sink | None = None, lag: float = LAG, fd: int | None = None):
+        """``sink``: given here or by ``feed`` (as the engine's source, reading ``fd``)."""
+        self.fd = fd
+        self.sink: Sink = sink if sink is not None else CallbackSink(lambda ex: None)
         self.lag = lag                  # 0: never sample
         self.connections: dict[int, KafkaConnection] = {}
         self.messages = itertools.count()
@@ -58,6 +60,13 @@ class FeedDisplay:
         """Show what can be shown in ``grace`` seconds, then end (from a signal handler)."""
         if self.stop_at is None:
             self.stop_at = time.monotonic() + grace
+
+    def feed(self, sink: Sink) -> None:
+        """As the engine's source: decode the channel ``fd`` into ``sink`` (the caller
+        ends with ``done``, after the forwarder has ended)."""
+        assert self.fd is not None
+        self.sink = sink
+        self.run(self.fd)
 
     def _stopped(self) -> bool:
         return self.stop_at is not None and time.monotonic() >= self.stop_at

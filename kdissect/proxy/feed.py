@@ -44,8 +44,8 @@ class FeedWriter:
             pass
         loop = asyncio.get_running_loop()
         pipe = os.fdopen(self.fd, "wb", buffering=0)
-        self.transport, _ = await loop.connect_write_pipe(_Protocol, pipe)
-        self.transport.get_protocol().feed = self
+        self.transport, protocol = await loop.connect_write_pipe(_Protocol, pipe)
+        protocol.feed = self
 
     @property
     def buffered(self) -> int:

@@ -81,7 +81,7 @@ class Metrics:
                 f"{_size(t.bytes_to_broker)} to brokers, {_size(t.bytes_to_client)} to clients, "
                 f"{t.rewritten} responses rewritten")
         p50, p99 = t.quantile(0.5), t.quantile(0.99)
-        if p50 is not None:
+        if p50 is not None and p99 is not None:
             text += f"; broker answers p50 ≤ {p50 * 1000:g} ms, p99 ≤ {p99 * 1000:g} ms"
         if t.dropped:
             text += f"; {t.dropped} exchanges not shown (the display fell behind)"

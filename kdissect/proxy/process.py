@@ -36,6 +36,7 @@ class Forwarder:
 
     def __init__(self, process, fd: int):
         self.process, self.fd = process, fd
+        self.error = "the proxy process ended"      # why it did not start (its channel says)
 
     def stop(self) -> None:
         if self.process.pid and self.process.is_alive():

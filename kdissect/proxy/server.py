@@ -21,15 +21,20 @@ import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..protocol.message import peek_request_header, produce_acks
 from ..protocol.reader import DecodeError
-from ..stream.connection import is_request, opens_raw_sasl
+from ..protocol.apis import PRODUCE
+from ..stream.connection import RawSasl
 from ..stream.correlation import Correlator
 from .held import DEFAULT_LIMIT, HeldBytes
 from .metrics import Counters, Metrics
 from .rewrite import rewrite
 from .skipscan import EndpointSpan, endpoint_spans, response_layout
+
+if TYPE_CHECKING:
+    from ..capture.pcapng_writer import RecordedConnection, Recorder
 
 CONNECT_TIMEOUT = 10
 READ_SIZE = 1 << 18                  # bytes taken from a socket at a time
@@ -54,10 +59,11 @@ class _Connection:
     broker: tuple[str, int]
     advertise: str                   # the host name handed to this client for brokers
     counters: Counters
-    recorded: object = None          # a recording.RecordedConnection
+    recorded: RecordedConnection | None = None
     # requests awaiting answers: (api key, api version, shown by the display)
-    pending: Correlator = field(default_factory=Correlator)
-    sasl_raw: bool = False           # after SaslHandshake v0: SASL tokens without headers
+    # requests as (api key, version, shown on the display)
+    pending: Correlator[tuple[int, int, bool]] = field(default_factory=Correlator)
+    sasl: RawSasl = field(default_factory=RawSasl)    # SASL tokens without headers
 
 
 def _looks_like_tls(head: bytes) -> bool:
@@ -80,7 +86,7 @@ class Proxy:
                  port: int = 9092, advertise: str | None = None,
                  broker_port: Callable[[int], int] | None = None,
                  feed=None, on_note: Callable[[str], None] = lambda text: None,
-                 server_ssl=None, upstream_ssl=None, recorder=None,
+                 server_ssl=None, upstream_ssl=None, recorder: Recorder | None = None,
                  upstream_map: dict[tuple[str, int], tuple[str, int]] | None = None,
                  max_memory: int = DEFAULT_LIMIT):
         self.upstreams, self.host, self.port = upstreams, host, port
@@ -88,7 +94,7 @@ class Proxy:
         self.broker_port = broker_port
         self.feed, self.on_note = feed, on_note
         self.server_ssl, self.upstream_ssl = server_ssl, upstream_ssl   # ssl.SSLContext
-        self.recorder = recorder                   # a recording.Recorder, or None
+        self.recorder = recorder
         # advertised broker address -> the address the proxy really connects to
         self.upstream_map = upstream_map or {}
         self.listeners: dict[int | None, Listener] = {}
@@ -170,10 +176,12 @@ class Proxy:
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                       listener: Listener) -> None:
         task = asyncio.current_task()
+        assert task is not None, "a connection is served in its own task"
         self._tasks.add(task)
         client = writer.get_extra_info("peername")[:2]
         who = f"{client[0]}:{client[1]}"
-        upstream_w = c = None
+        upstream_w: asyncio.StreamWriter | None = None
+        c: _Connection | None = None
         try:
             up = await self._connect(listener, who)
             if up is None:
@@ -232,7 +240,12 @@ class Proxy:
         client = sock.getpeername()[:2]
         who = f"{client[0]}:{client[1]}"
         readable = loop.create_future()
-        loop.add_reader(sock.fileno(), lambda: readable.done() or readable.set_result(None))
+
+        def ready() -> None:
+            if not readable.done():
+                readable.set_result(None)
+
+        loop.add_reader(sock.fileno(), ready)
         try:
             await asyncio.wait_for(readable, 60)
             first = sock.recv(1, socket.MSG_PEEK)
@@ -308,13 +321,11 @@ class Proxy:
                 for f in frames:
                     data = f.data
                     shown = feed is not None and feed.room(len(data))
-                    token = c.sasl_raw and not is_request(data)
-                    if c.sasl_raw and not token:
-                        c.sasl_raw = False         # authenticated: Kafka requests again
+                    token = c.sasl.client_token(data)
                     if len(data) >= 8 and not token:
                         key, version, corr = _HEAD.unpack_from(data)
                         pending.request(corr, (key, version, shown),
-                                        key != 0 or not _acks0(data), now)
+                                        key != PRODUCE or not _acks0(data), now)
                     counters.requests += 1
                     if shown:
                         feed.frame(c.index, 0, ts, f.offset, data)
@@ -356,7 +367,8 @@ class Proxy:
                 for f in frames:
                     data = new = f.data
                     match = None
-                    if len(data) >= 4:
+                    token = c.sasl.broker_token()
+                    if len(data) >= 4 and not token:
                         match, _ = pending.response(_SIZE.unpack_from(data)[0], clock())
                     if match is not None:
                         p = match.pending
@@ -364,8 +376,8 @@ class Proxy:
                         counters.observe(clock() - p.ts)
                         if response_layout(key, version) is not None:
                             new = await self._rewritten(data, key, version, c) or data
-                        elif opens_raw_sasl(key, version, data):
-                            c.sasl_raw = True      # SASL tokens without headers follow
+                        else:
+                            c.sasl.answered(key, version, data)
                     if new is not data:
                         changed = True
                     out.append(_SIZE.pack(len(new)))
@@ -380,7 +392,7 @@ class Proxy:
                                 counters.dropped += 1
                                 feed.unreported += 1
                     if c.recorded is not None:      # as the broker sent it
-                        self._safely(self._record, c, 1, data, ts, c.sasl_raw)
+                        self._safely(self._record, c, 1, data, ts, token)
                 if whole and not side.framer.pending and not changed:
                     writer.write(chunk)             # no copy: the bytes as they came
                     counters.bytes_to_client += len(chunk)
@@ -395,6 +407,8 @@ class Proxy:
 
     def _record(self, c: _Connection, side: int, data: bytes, ts: float,
                 sasl_raw: bool) -> None:
+        if c.recorded is None or self.recorder is None:
+            return
         frame = _SIZE.pack(len(data)) + data
         c.recorded.data(side, self.recorder.mask(frame, side, sasl_raw), ts)
 

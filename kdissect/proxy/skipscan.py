@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Any
 
 from ..protocol import schemas
 from ..protocol.layout import Field, Struct
@@ -97,7 +98,7 @@ def endpoint_spans(body: bytes, api_key: int, api_version: int) -> list[Endpoint
 def _walk(r: Reader, st: Struct, out: list[EndpointSpan], tagged: list[Tagged],
           top: bool = False) -> None:
     endpoint = _is_endpoint(st)
-    found: dict[str, object] = {}
+    found: dict[str, Any] = {}
     holds = [_field_holds(f) for f in st.fields]
     last = max((i for i, h in enumerate(holds) if h), default=-1)
     tagged_hold = any(_field_holds(f) for f in st.tagged)
@@ -111,7 +112,7 @@ def _walk(r: Reader, st: Struct, out: list[EndpointSpan], tagged: list[Tagged],
         else:
             _skip_field(r, f, st.flexible)
     if endpoint:
-        ident = found.get("node_id", found.get("broker_id"))
+        ident = found["node_id"] if "node_id" in found else found["broker_id"]   # one is
         (host, h0, h1), (port, p0) = found["host"], found["port"]
         out.append(EndpointSpan(ident, host, port, h0, h1, st.flexible, p0, list(tagged)))
     if st.flexible:
@@ -133,6 +134,7 @@ def _read_endpoint_field(r: Reader, f: Field, flexible: bool):
 
 def _walk_field(r: Reader, f: Field, flexible: bool, out, tagged) -> None:
     """A field whose struct can hold endpoints."""
+    assert f.struct is not None, "only struct fields hold endpoints"
     if f.array:
         n = _count(r, flexible)
         for _ in range(n):
@@ -188,14 +190,14 @@ def _size(r: Reader) -> int:
 def _skip_field(r: Reader, f: Field, flexible: bool) -> None:
     if f.array:
         n = _count(r, flexible)
-        if f.type == "struct":
+        if f.struct is not None:                # type "struct"
             for _ in range(n):
                 _skip_struct(r, f.struct)
         else:
             compact = flexible if f.compact is None else f.compact
             for _ in range(n):
                 _skip_value(r, f.type, compact)
-    elif f.type == "struct":
+    elif f.struct is not None:                  # type "struct"
         if f.nullable and r.int8() < 0:
             return
         _skip_struct(r, f.struct)

@@ -16,7 +16,7 @@ from ..protocol import secrets
 from ..protocol.values import body_values
 from ..stream.model import Exchange, KafkaMessage
 from .records import json_bytes, plain_json
-from ..stream.facts import ExchangeFields
+from ..stream.fields import ExchangeFields
 
 
 INVALID_TIME = "????-??-??T??:??:??.??????Z"     # same shape: views slice it
@@ -49,6 +49,7 @@ def exchange_line(ex: Exchange, options: Options, view: ExchangeFields | None = 
                  + (f"  {kind}" if kind else ""))
         return t
     msg = req or resp
+    assert msg is not None, "an exchange has a request or a response"
     version = "?" if msg.api_version is None else msg.api_version
     t.append(f"{msg.api_name} v{version}", style="bold cyan")
     t.append(f"  #{msg.correlation_id}")
@@ -90,7 +91,7 @@ def message_json(m: KafkaMessage, options: Options, ex: Exchange | None = None,
     values = None
     # SASL tokens go through the located tree, whose embedded decoder masks their secrets
     if decoded is None and m.direction != "sasl" and m.api_key is not None and \
-            m.api_key not in secrets.EMBEDDED:
+            m.api_version is not None and m.api_key not in secrets.EMBEDDED:
         values = body_values(m.data, m.direction, m.api_key, m.api_version, options,
                              json_bytes, batch_records)
     if values is not None:

@@ -130,9 +130,9 @@ def record_json(n: Node) -> dict:
             "timestamp": value.get("timestamp"),
             "key": _child_bytes(n, "key"),
             "value": _child_bytes(n, "value"),
-            "headers": [{"key": h.child("key").value, "value": _child_bytes(h, "value")}
+            "headers": [{"key": k.value, "value": _child_bytes(h, "value")}
                         for h in (headers.children if headers else [])
-                        if h.child("key") is not None],
+                        if (k := h.child("key")) is not None],
             **decoded_json(n)})
     ts = n.child("timestamp")
     return _schema_ids(n, {"offset": record_offset(n),
@@ -144,13 +144,14 @@ def record_json(n: Node) -> dict:
 
 def batch_json(b: Node) -> dict:
     if b.ktype == "record_batch":
-        attrs = b.child("attributes")
-        return {"base_offset": b.child("base_offset").value if b.child("base_offset") else None,
+        attrs, base = b.child("attributes"), b.child("base_offset")
+        return {"base_offset": base.value if base is not None else None,
                 "attributes": attrs.note if attrs is not None else None,
                 "problems": [r for _, r in b.problems()],
                 "records": records_of(b)}
     if b.ktype.startswith("message_v"):
-        return {"magic": b.child("magic").value if b.child("magic") else None,
+        magic = b.child("magic")
+        return {"magic": magic.value if magic is not None else None,
                 "problems": [r for _, r in b.problems()],
                 "records": records_of(b)}
     return {"partial": b.note or b.problem, "length": b.length}

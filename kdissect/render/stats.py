@@ -5,7 +5,7 @@ from __future__ import annotations
 import heapq
 
 from rich import box
-from rich.console import Group
+from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
@@ -18,7 +18,7 @@ def _ms(seconds: float) -> str:
 
 
 def stats_tables(stats: Stats) -> Group:
-    parts = []
+    parts: list[RenderableType] = []
     apis = Table(title="Exchanges per API: broker time, i.e. latency less the waits clients "
                        "asked for (Fetch max_wait_ms answered empty, JoinGroup/SyncGroup "
                        "rebalances)", title_justify="left")
@@ -136,7 +136,8 @@ def _partitions(stats: Stats, listed: int = 40) -> Table:
 
 def _ranges(values: set[int]) -> str:
     """0,1,2,3,7 -> 0-3,7 (a damaged message can leave a partition unread: not listed)"""
-    out, run = [], []
+    out: list[str] = []
+    run: list[int] = []
     for v in sorted(v for v in values if isinstance(v, int)):
         if run and v != run[-1] + 1:
             out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))

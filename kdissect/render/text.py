@@ -5,7 +5,9 @@ it, so the eye can go from one to the other. Problems are red; secrets are maske
 
 from __future__ import annotations
 
-from rich.console import Group
+from collections.abc import Sequence
+
+from rich.console import Group, RenderableType
 from rich.text import Text
 from rich.tree import Tree
 
@@ -110,7 +112,7 @@ def _label(node: Node, colours: dict[int, str], show_secrets: bool, base: int,
 
 def hexdump(data: bytes, root: Node | None, show_secrets: bool = False, base: int = 0,
             colours: dict[int, str] | None = None, width: int = 16,
-            marks: list[tuple[int, int, str]] = (),
+            marks: Sequence[tuple[int, int, str]] = (),
             window: tuple[int, int] | None = None) -> Text:
     """Hex + ASCII with each leaf's bytes in its colour (only leaves in ``data``'s own
     buffer: decompressed buffers get their own dump); ``marks`` are (start, end, style)
@@ -165,7 +167,7 @@ def buffers(root: Node) -> list[Node]:
 def render_node(data: bytes, root: Node, show_secrets: bool = False, base: int = 0,
                 title: Text | None = None, show_hex: bool = True) -> Group:
     colours = leaf_colours(root)
-    parts = [tree_of(root, show_secrets, base, colours, title)]
+    parts: list[RenderableType] = [tree_of(root, show_secrets, base, colours, title)]
     if show_hex:
         left = [HEX_LIMIT]
         parts += _capped_dump(data, root, show_secrets, base, colours, left)
@@ -178,7 +180,7 @@ def render_node(data: bytes, root: Node, show_secrets: bool = False, base: int =
                 break
             caption = Text(f"decompressed {holder.note or ''} (bytes of {holder.name} "
                            f"@{holder.offset})", style="bold")
-            parts += [caption, *_capped_dump(holder.buffer, as_root(holder), show_secrets, 0,
+            parts += [caption, *_capped_dump(holder.buffer or b"", as_root(holder), show_secrets, 0,
                                              colours, left)]
     return Group(*parts)
 

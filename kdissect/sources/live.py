@@ -11,6 +11,16 @@ from ..stream.sink import Sink
 from .pcap import DEFAULT_PORTS, CaptureDissector
 
 
+class Interface:
+    """The engine's source for a network interface (``kw`` as for ``watch_interface``)."""
+
+    def __init__(self, iface: str, stop: threading.Event, **kw):
+        self.iface, self.stop, self.kw = iface, stop, kw
+
+    def feed(self, sink: Sink) -> int:
+        return watch_interface(self.iface, sink, self.stop, **self.kw)
+
+
 def watch_interface(iface: str, sink: Sink, stop: threading.Event, *,
                     ports: Iterable[int] = DEFAULT_PORTS, detect: bool = True,
                     bpf: str | None = "tcp", count: int = 0,

@@ -172,6 +172,19 @@ def _base_offset(path: Path) -> int:
 
 # -- walking ---------------------------------------------------------------------------
 
+class LogDir:
+    """The engine's source for Kafka's files on disk: its events are items (files and
+    record batches, ``sink.item``), not exchanges; nothing to frame or pair."""
+
+    def __init__(self, paths: list[str], options: Options):
+        self.paths, self.options = paths, options
+
+    def feed(self, sink) -> None:
+        for item in walk(self.paths, self.options):
+            sink.item(item)
+        sink.done()
+
+
 def walk(paths: list[str], options: Options) -> Iterator[LogItem]:
     """Every item of every path, in order: a log dir's files, then its partitions."""
     for text in paths:
@@ -219,9 +232,9 @@ def _log_dir(path: Path, options: Options) -> Iterator[LogItem]:
         if item is None:
             yield from _single_file(p, options)
             continue
-        if p.name == "replication-offset-checkpoint":
+        if p.name == "replication-offset-checkpoint" and item.tree is not None:
             for e in item.tree.find("offset"):
-                entry = item.tree.path_to(e)[-2]
+                entry = (item.tree.path_to(e) or [e, e])[-2]    # found in it: a path
                 t, n = entry.child("topic"), entry.child("partition")
                 if t is not None and n is not None and isinstance(e.value, int):
                     hws[(t.value, n.value)] = e.value
@@ -234,7 +247,7 @@ def _partition_dir(path: Path, options: Options,
                    hws: dict[tuple[str, int], int] | None) -> Iterator[LogItem]:
     topic, partition = _partition_of(path)
     state = _Partition(topic, partition)
-    if hws is not None and topic is not None:
+    if hws is not None and topic is not None and partition is not None:
         state.hw = hws.get((topic, partition))
     files = sorted(p for p in path.iterdir() if p.is_file())
     by_base: dict[int, dict[str, Path]] = {}
@@ -253,22 +266,22 @@ def _partition_dir(path: Path, options: Options,
             continue
         tree = decode_file(p, kind, options)
         if p.name == "leader-epoch-checkpoint":
-            state.epochs = [(e.child("epoch").value, e.child("start_offset").value)
+            state.epochs = [(_value(e, "epoch"), _value(e, "start_offset"))
                             for e in (tree.child("entries") or Node("", "", 0)).children
                             if e.child("epoch") is not None]
         if kind == "producer_snapshot":
             entries = tree.child("producer_entries")
             state.snapshots[_base_offset(p)] = {
-                e.child("producer_id").value: (e.child("epoch").value,
-                                               e.child("last_sequence").value,
-                                               e.child("last_offset").value)
+                _value(e, "producer_id"): (_value(e, "epoch"),
+                                           _value(e, "last_sequence"),
+                                           _value(e, "last_offset"))
                 for e in (entries.children if entries is not None else [])
                 if not e.name.startswith("_") and e.child("last_offset") is not None}
         yield LogItem(kind, p, topic, partition, tree)
     prev = _Running()
     for base in sorted(by_base):
         group = by_base[base]
-        indexes = {kind: decode_file(group[kind], kind, options)
+        indexes: dict[str, Node] = {kind: decode_file(group[kind], kind, options)
                    for kind in ("offset_index", "time_index", "txn_index") if kind in group}
         if "segment" in group:
             yield from _segment(group["segment"], options, state, "segment", indexes, prev)
@@ -293,8 +306,7 @@ def _index_entries(tree: Node | None, fields: tuple[str, str]) -> list[tuple[Nod
     out = []
     for e in (tree.children if tree is not None else ()):
         if e.name.startswith("["):
-            a, b = e.child(fields[0]), e.child(fields[1])
-            out.append((e, a.value, b.value))
+            out.append((e, _value(e, fields[0]), _value(e, fields[1])))
     return out
 
 
@@ -539,7 +551,7 @@ def _check_txn(txn: Node | None, aborts: list[tuple[int, int]], path: Path) -> N
     listed = {}
     for e in (txn.children if txn is not None else ()):
         if e.name.startswith("["):
-            listed[(e.child("producer_id").value, e.child("last_offset").value)] = e
+            listed[(_value(e, "producer_id"), _value(e, "last_offset"))] = e
     for key in aborts:
         if key not in listed and txn is not None:
             txn.add(Node("_missing", "struct", txn.length, 0,
@@ -564,7 +576,7 @@ def _kafka07(path: Path, topic: str | None, partition: int | None) -> Iterator[L
                 yield _tail_item(path, _Partition(topic, partition), pos, mm[pos:size])
                 return
             node = ondisk.kafka07_message(mm, pos, size, base)
-            n = node.child("length").value
+            n = _value(node, "length")
             if node.children[0].problem:
                 rest = mm[pos:size]
                 if not any(rest):

@@ -16,7 +16,7 @@ from ..capture.tls.report import tls_summary
 from ..protocol import Options
 from ..stream.connection import KafkaConnection, plausible_request
 from ..stream.budget import Budget
-from ..stream.enrich import Enricher
+from ..stream.engine import Engine
 from ..stream.sink import CallbackSink, Collect, Sink
 
 DEFAULT_PORTS = frozenset({9092})
@@ -26,6 +26,7 @@ class Endpoints(NamedTuple):
     client: tuple[str, int]
     broker: tuple[str, int]
 _SNIFF = 256
+_Chunk = tuple[int, bytes, float, int]     # a held chunk: offset, payload, ts, frame
 
 
 class CaptureDissector:
@@ -53,7 +54,7 @@ class CaptureDissector:
         # TCP connection -> its Kafka connection, and 1 when the TCP initiator is not
         # the Kafka client (a capture that began mid-connection): side = direction ^ it
         self.kafka: dict[int, tuple[KafkaConnection, int]] = {}
-        self.sniffing: dict[int, list[bytearray]] = {}
+        self.sniffing: dict[int, tuple[list[_Chunk], list[_Chunk]]] = {}
         self.ignored: set[int] = set()
         self.messages = first_message
         self.first_stream = first_stream
@@ -115,9 +116,9 @@ class CaptureDissector:
                             self.sink.gap, self._next_index, self.budget)
         self.kafka[id(conn)] = (k, 0 if conn.a == client else 1)
         self.streams.append(Endpoints(client, broker))
-        k.tls = self.tls.facts(conn)
-        if k.tls is not None:
-            k.tls.stream = k.index
+        k.tls = tls = self.tls.facts(conn)
+        if tls is not None:
+            tls.stream = k.index
         return k
 
     def data(self, conn, direction, offset, payload, ts, frame) -> None:
@@ -158,6 +159,16 @@ class CaptureDissector:
         kinds = ", ".join(f"{LINKTYPE_NAMES.get(t, f'link type {t}')} ({n} packets)"
                           for t, n in self.unsupported.items())
         return f"skipped packets of unsupported link types: {kinds}"
+
+
+class CaptureFiles:
+    """The engine's source for capture files (``kw`` as for ``read_captures``)."""
+
+    def __init__(self, paths, **kw):
+        self.paths, self.kw = paths, kw
+
+    def feed(self, sink: Sink) -> int:
+        return read_captures(self.paths, sink, **self.kw)
 
 
 def read_captures(paths, sink: Sink, *, ports: Iterable[int] = DEFAULT_PORTS,
@@ -246,13 +257,13 @@ def capture_loader(paths, options: Options | None = None, **kw):
         # the gaps as --stats does and lists the TLS connections
         sink = CallbackSink(emit, warn, progress, gap=warn)
         sink.tls = warn                         # type: ignore[attr-defined]
-        read_captures(paths, Enricher(sink, options),
-                      packets=lambda reader, path: tracked(reader, path, progress), **kw)
+        Engine(CaptureFiles(paths, packets=lambda reader, path: tracked(reader, path, progress),
+                            **kw), sink, options).run()
     return load
 
 
 def exchanges_in(paths, options: Options | None = None, **kw) -> Collect:
     """Every enriched exchange, gap and note of the capture files, collected."""
     sink = Collect()
-    read_captures(paths, Enricher(sink, options), **kw)
+    Engine(CaptureFiles(paths, **kw), sink, options).run()
     return sink

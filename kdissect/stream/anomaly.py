@@ -5,11 +5,11 @@ SyncGroup held by the coordinator until the group rebalances)."""
 
 from __future__ import annotations
 
+from ..protocol.apis import FETCH, HEARTBEAT, JOIN_GROUP, SYNC_GROUP
 from ..protocol.names import error_name
 from ..protocol.node import Node
 
 SLOW = 0.5                 # seconds of broker time (latency less the asked wait): an outlier
-FETCH, JOIN_GROUP, SYNC_GROUP = 1, 11, 14
 MEMBER_ID_REQUIRED = 79    # a JoinGroup answered with it joined nothing: it did not wait
 
 
@@ -39,7 +39,8 @@ def service_time(view) -> float | None:
 # error codes that are a normal step of an API's protocol, not a failure: a first
 # JoinGroup is told MEMBER_ID_REQUIRED (79) and joins again with the id it was given
 # (KIP-394); a Heartbeat during a rebalance hears REBALANCE_IN_PROGRESS (27) and rejoins
-EXPECTED_ERRORS: dict[int | None, frozenset[int]] = {11: frozenset({79}), 12: frozenset({27})}
+EXPECTED_ERRORS: dict[int | None, frozenset[int]] = {
+    JOIN_GROUP: frozenset({MEMBER_ID_REQUIRED}), HEARTBEAT: frozenset({27})}
 
 
 def reasons(view) -> list[str]:

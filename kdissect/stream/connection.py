@@ -12,6 +12,7 @@ import struct
 from collections.abc import Callable
 
 from ..protocol import peek_request_header, schemas
+from ..protocol.apis import CONTROLLED_SHUTDOWN, PRODUCE, SASL_HANDSHAKE
 from ..protocol.findings import Finding
 from ..protocol.message import produce_acks
 from .correlation import Correlator, Pending
@@ -33,7 +34,7 @@ def plausible_request(data: bytes | bytearray, pos: int = 0) -> bool:
         return False
     head = peek_request_header(bytes(data[pos + 4:pos + 4 + min(size, 512)]))
     if head is None:
-        return key == 7 and version == 0 and size >= 8
+        return key == CONTROLLED_SHUTDOWN and version == 0 and size >= 8
     cid = head.client_id
     return head.correlation_id >= 0 and (cid is None or cid.isprintable())
 
@@ -47,8 +48,43 @@ def is_request(data: bytes) -> bool:
 def opens_raw_sasl(api_key: int | None, api_version: int | None, response: bytes) -> bool:
     """Whether this answered request makes the client's next messages raw SASL tokens:
     a SaslHandshake v0 that succeeded."""
-    return api_key == 17 and api_version == 0 and len(response) >= 6 and \
+    return api_key == SASL_HANDSHAKE and api_version == 0 and len(response) >= 6 and \
         struct.unpack_from(">h", response, 4)[0] == 0
+
+
+class RawSasl:
+    """SASL without Kafka headers on one connection: after a SaslHandshake v0 that
+    succeeded, the client's messages are raw SASL tokens until it sends a Kafka request
+    again, and each is answered by one raw token from the broker. The one state machine
+    of the connection core and of the proxy's forwarder."""
+
+    __slots__ = ("active", "awaiting")
+
+    def __init__(self) -> None:
+        self.active = False        # client messages are raw tokens
+        self.awaiting = 0          # client tokens whose broker token has not come yet
+
+    def client_token(self, data: bytes) -> bool:
+        """Whether this client message (after its size) is a raw token."""
+        if not self.active:
+            return False
+        if is_request(data):
+            self.active = False    # authenticated: Kafka requests again
+            return False
+        self.awaiting += 1
+        return True
+
+    def broker_token(self) -> bool:
+        """Whether this broker message answers a raw client token."""
+        if not self.awaiting:
+            return False
+        self.awaiting -= 1
+        return True
+
+    def answered(self, api_key: int | None, api_version: int | None, response: bytes) -> None:
+        """A request was answered: a successful SaslHandshake v0 starts raw tokens."""
+        if opens_raw_sasl(api_key, api_version, response):
+            self.active = True
 
 
 class KafkaConnection:
@@ -58,7 +94,7 @@ class KafkaConnection:
     connection (requests still waiting become unanswered exchanges)."""
 
     __slots__ = ("index", "client", "broker", "budget", "emit_exchange", "emit_gap",
-                 "next_index", "framers", "pending", "early", "sasl_mode", "sasl_awaiting",
+                 "next_index", "framers", "pending", "early", "sasl",
                  "seq", "tls", "response_gap", "last_ts")
 
     def __init__(self, index: int, client, broker, emit_exchange: Callable[[Exchange], None],
@@ -69,14 +105,14 @@ class KafkaConnection:
         self.budget = budget
         self.emit_exchange, self.emit_gap, self.next_index = emit_exchange, emit_gap, next_index
         self.framers = (Framer(plausible_request), Framer(self._response_boundary))
-        self.pending: Correlator[KafkaMessage] = Correlator()
+        # each request kept as (message, its findings, its seq on the connection)
+        self.pending: Correlator[tuple[KafkaMessage, list[Finding], int]] = Correlator()
         # responses seen before their request (packets reordered across directions),
         # held until the request shows up or the connection ends
         self.early: dict[int, list[tuple[KafkaMessage, list[Finding]]]] = {}
-        self.sasl_mode = False     # after SaslHandshake v0: client tokens carry no header
-        self.sasl_awaiting = 0     # client tokens whose broker token has not come yet
+        self.sasl = RawSasl()
         self.seq = 0               # exchanges numbered in the order their first message came
-        self.tls = None            # the connection's TlsFacts when its bytes were decrypted
+        self.tls: object | None = None   # its capture.tls.TlsFacts when its bytes were decrypted
         # when the response stream last resumed after a hole: the answers of requests
         # complete before then may be lost in it
         self.response_gap = float("-inf")
@@ -92,6 +128,7 @@ class KafkaConnection:
 
     def _charge(self, side: int) -> None:
         framer = self.framers[side]
+        assert self.budget is not None, "charged only with a budget"
         self.budget.set(framer, framer.pending, lambda: self._give_up(side))
 
     def _give_up(self, side: int) -> None:
@@ -145,24 +182,20 @@ class KafkaConnection:
                            ts, frame, f.offset, f.data)
         findings = []
         if f.budget:
-            findings.append(Finding("memory_budget", f.truncated.removeprefix("truncated: "),
+            findings.append(Finding("memory_budget",
+                                    (f.truncated or "").removeprefix("truncated: "),
                                     msg.direction))
         if f.truncated:
             msg.status = f.truncated
             msg.pieces, msg.holes = f.pieces, f.holes
             msg.size += sum(len(p) for _, p in f.pieces or ())
             findings.append(Finding("message_truncated", f.truncated, msg.direction))
-        if self.sasl_mode and side == 0:
-            if is_request(f.data):
-                self.sasl_mode = False          # authenticated: Kafka requests again
-            else:
-                self.sasl_awaiting += 1
-                msg.direction = "sasl"
-                findings.append(Finding("sasl_token", "from the client", "sasl"))
-                self._emit(msg, None, self._next_seq(), findings)
-                return
-        if side == 1 and self.sasl_awaiting:
-            self.sasl_awaiting -= 1
+        if side == 0 and self.sasl.client_token(f.data):
+            msg.direction = "sasl"
+            findings.append(Finding("sasl_token", "from the client", "sasl"))
+            self._emit(msg, None, self._next_seq(), findings)
+            return
+        if side == 1 and self.sasl.broker_token():
             msg.direction = "sasl"
             findings.append(Finding("sasl_token", "from the broker", "sasl"))
             self._emit(None, msg, self._next_seq(), findings)
@@ -181,7 +214,7 @@ class KafkaConnection:
             return
         msg.api_key, msg.api_version = head.api_key, head.api_version
         msg.correlation_id, msg.client_id = head.correlation_id, head.client_id
-        expected = not (head.api_key == 0 and
+        expected = not (head.api_key == PRODUCE and
                         produce_acks(msg.data, head.size, head.api_version) == 0)
         pending, finished = self.pending.request(head.correlation_id, (msg, findings,
                                                                          self._next_seq()),
@@ -257,7 +290,6 @@ class KafkaConnection:
             findings.append(Finding("impossible_latency",
                                     f"the response was complete {(req.ts - msg.ts) * 1e3:.3f} ms "
                                     f"before its request in the capture", "response"))
-        if opens_raw_sasl(req.api_key, req.api_version, msg.data):
-            self.sasl_mode = True        # the tokens that follow carry no Kafka header
+        self.sasl.answered(req.api_key, req.api_version, msg.data)
         self._emit(req, msg, seq, findings, match.expected)
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..protocol import Options
+from ..protocol.apis import CARRY_RECORDS
 from ..protocol.node import Node
 
-_CARRY_RECORDS = {0, 1, 78}        # Produce, Fetch, ShareFetch
 _FULL = Options()
 
 
@@ -30,7 +30,7 @@ class Record:
         return _text(self._value)
 
     @property
-    def headers(self) -> tuple[tuple[str, str | None], ...]:
+    def headers(self) -> tuple[tuple[str | None, str | None], ...]:
         return tuple((_text(k), _text(v)) for k, v in self._headers)
 
     def __eq__(self, other) -> bool:
@@ -60,7 +60,7 @@ def _text(value) -> str | None:
 def records(view) -> list[Record]:
     """Every record in the exchange (Produce requests, Fetch responses), with keys and
     values as text (undecodable bytes replaced)."""
-    if view.ex.first.api_key not in _CARRY_RECORDS:
+    if view.ex.first.api_key not in CARRY_RECORDS:
         return []
     return [r for m in (view.ex.request, view.ex.response)
             for r in _message_records(m, view.options)]
@@ -69,7 +69,7 @@ def records(view) -> list[Record]:
 def record_keys(view) -> list[str]:
     """The keys of ``records(view)`` (None left out), read without decoding the values
     and headers of clean batches: a key filter over a big capture stays quick."""
-    if view.ex.first.api_key not in _CARRY_RECORDS:
+    if view.ex.first.api_key not in CARRY_RECORDS:
         return []
     out: list[str] = []
     for m in (view.ex.request, view.ex.response):
@@ -83,7 +83,7 @@ def has_key(view, key: str) -> bool:
     """Whether a record of the exchange has the key ``key`` (``key in record_keys(view)``,
     quicker): a key is bytes of its batch, so a clean batch whose records' bytes do not
     hold the key's UTF-8 bytes (one C-speed search) is not read record by record."""
-    if view.ex.first.api_key not in _CARRY_RECORDS:
+    if view.ex.first.api_key not in CARRY_RECORDS:
         return False
     if "\ufffd" in key:                     # may stand for bytes that are not UTF-8
         return key in record_keys(view)
@@ -126,9 +126,9 @@ def _message_records(m, options: Options | None) -> list[Record]:
         if key is None and value is None:
             continue                         # a compressed wrapper: its inner ones count
         headers = node.child("headers")
-        pairs = tuple((h.child("key").value, h.child("value").value)
+        pairs = tuple((k.value, v.value)
                       for h in (headers.children if headers else ())
-                      if h.child("key") is not None and h.child("value") is not None)
+                      if (k := h.child("key")) is not None and (v := h.child("value")) is not None)
         out.append(Record(key.value if key else None, value.value if value else None,
                           pairs))
     return out
@@ -150,7 +150,7 @@ def _clean_keys(m, options: Options | None) -> list[str] | None:
 def _clean_batches(m, options: Options | None) -> list[tuple[bytes, int, bool]] | None:
     """(records' bytes, decompressed; record count; compressed?) of each v2 batch of a
     clean message, read without decoding its records; None when anything is unusual."""
-    if m is None or m.direction == "sasl" or not m.data or m.api_key not in _CARRY_RECORDS:
+    if m is None or m.direction == "sasl" or not m.data or m.api_key not in CARRY_RECORDS:
         return None
     from ..protocol.values import body_values
     options = options or _FULL
@@ -292,7 +292,7 @@ def holds_bytes(messages: list, needle: bytes, options: Options | None = None) -
     if any(needle in m.data for m in messages):
         return True
     for m in messages:
-        if m.api_key not in _CARRY_RECORDS or m.direction == "sasl":
+        if m.api_key not in CARRY_RECORDS or m.direction == "sasl":
             continue
         batches = _clean_batches(m, options)
         if batches is None:                # not clean: the located decoder says
@@ -311,11 +311,11 @@ def find_bytes(messages: list, needle: bytes, options: Options | None = None) ->
         if at >= 0:
             return Match(index, None, at)
     for index, m in enumerate(messages):
-        if m.api_key not in _CARRY_RECORDS or m.direction == "sasl":
+        if m.api_key not in CARRY_RECORDS or m.direction == "sasl":
             continue
         tree = full_tree(m, options)
         for number, node in enumerate(buffer_nodes(tree) if tree is not None else ()):
-            at = node.buffer.find(needle)
+            at = (node.buffer or b"").find(needle)      # buffer_nodes: buffer is set
             if at >= 0:
                 return Match(index, number, at)
     return None

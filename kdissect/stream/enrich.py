@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..protocol import Message, Options
+from ..protocol.apis import API_VERSIONS, SASL_AUTHENTICATE, WAIT_FIELDS
 from ..protocol.findings import Finding
 from ..protocol.guess import guess
 from ..protocol import schemas
@@ -65,6 +66,10 @@ class Enricher:
     def gap(self, g: Gap) -> None:
         self.sink.gap(g)
 
+    def item(self, item) -> None:
+        """A file-level item or record batch (sources/logdir.py): passed on as it is."""
+        self.sink.item(item)                   # type: ignore[attr-defined]
+
     def tls(self, facts) -> None:
         """A TLS connection ended (capture.tls.TlsFacts); for the sinks that show them."""
         report = getattr(self.sink, "tls", None)
@@ -106,17 +111,17 @@ def enrich(ex: Exchange, options: Options, topic_ids: dict[str, str],
         for path, code, reason in d.tree.findings():
             if not (cut and code in _CUT_CODES):
                 findings.append(Finding(code, reason, f"{where}: {path}"))
-        if (m.direction == "sasl" or m.api_key == 36) and ex.tls is None and \
+        if (m.direction == "sasl" or m.api_key == SASL_AUTHENTICATE) and ex.tls is None and \
                 any(n.note == "SASL/PLAIN" for n in d.tree.walk()):
             # readable here and not decrypted TLS: the password crossed the wire in clear
             findings.append(Finding("plaintext_credentials", "", where))
-        if m.direction == "sasl" or m.api_key == 36:
+        if m.direction == "sasl" or m.api_key == SASL_AUTHENTICATE:
             failed = next((n for n in d.tree.walk() if n.note == "SASL/SCRAM server-error"),
                           None)
             if failed is not None:
-                reason = failed.child("error")
+                said = failed.child("error")
                 findings.append(Finding("authentication_failed", "SCRAM server-final: " + (
-                    str(reason.value) if reason is not None else "error"), where))
+                    str(said.value) if said is not None else "error"), where))
         if d.assumed_from is not None:
             findings.append(Finding("assumed_version", f"v{m.api_version} read as "
                                     f"v{d.assumed_from}, the newest kdissect knows", where))
@@ -129,34 +134,31 @@ def enrich(ex: Exchange, options: Options, topic_ids: dict[str, str],
     if req is not None and req_body is not None:
         ex.facts.asked_wait_ms = _asked_wait(req.api_key, req_body)
     if resp is not None and resp.direction == "response":
-        code = _int_field(resp_body, "error_code")
-        if code is not None:
-            ex.facts.top_error = code
+        top = _int_field(resp_body, "error_code")
+        if top is not None:
+            ex.facts.top_error = top
         seen = set()
         normal = EXPECTED_ERRORS.get(ex.first.api_key, ())
-        for topic, partition, code in ex.facts.error_sites:
-            if code not in seen:
-                seen.add(code)
+        for topic, partition, err in ex.facts.error_sites:
+            if err not in seen:
+                seen.add(err)
                 at = f" ({topic}[{partition}])" if topic is not None else ""
-                findings.append(Finding("expected_error" if code in normal else "error_code",
-                                        f"{error_name(code)}{at}", "response"))
+                findings.append(Finding("expected_error" if err in normal else "error_code",
+                                        f"{error_name(err)}{at}", "response"))
         throttle = _int_field(resp_body, "throttle_time_ms")
         if throttle is not None:
             ex.facts.throttle_ms = throttle
             if throttle > 0:
                 findings.append(Finding("throttled", f"throttled {throttle} ms", "response"))
-        if ex.first.api_key == 18 and decoded[1] is not None and resp.status == "ok":
+        if ex.first.api_key == API_VERSIONS and decoded[1] is not None and resp.status == "ok":
             _learn_versions(ex.stream, decoded[1], advertised)
     ex.status = _status(ex)
     if keep:
         ex.decoded = (decoded[0], decoded[1])
 
 
-_WAIT_FIELDS = {1: ("max_wait_ms",), 11: ("rebalance_timeout_ms", "session_timeout_ms")}
-
-
 def _asked_wait(api_key: int | None, body) -> int | None:
-    for name in _WAIT_FIELDS.get(api_key, ()):
+    for name in (WAIT_FIELDS.get(api_key, ()) if api_key is not None else ()):
         value = _int_field(body, name)
         if value is not None:
             return value
@@ -177,7 +179,7 @@ def _int_field(body, name: str) -> int | None:
 
 # read located: SASL/PLAIN is spotted in the tree's notes, versions are learned from
 # ApiVersions answers' nodes
-_LOCATED_APIS = frozenset({18, 36})
+_LOCATED_APIS = frozenset({API_VERSIONS, SASL_AUTHENTICATE})
 _NO_BYTES = lambda b: None       # noqa: E731 - facts never read bytes fields
 
 
@@ -219,7 +221,8 @@ def _guess(resp, findings: list[Finding]) -> None:
 
 def _learn_versions(stream: int, d: Message, advertised) -> None:
     keys = d.body.child("api_keys") if d.body is not None else None
-    if keys is None or d.body.child("error_code") is None or d.body.child("error_code").value:
+    error = d.body.child("error_code") if d.body is not None else None
+    if keys is None or error is None or error.value:
         return
     ranges = {}
     for item in keys.children:
@@ -233,8 +236,9 @@ def _learn_versions(stream: int, d: Message, advertised) -> None:
 
 def _check_version(ex: Exchange, advertised, findings: list[Finding]) -> None:
     req = ex.request
+    assert req is not None, "checked for requests only"
     ranges = advertised.get(ex.stream)
-    if ranges is not None and req.api_key != 18:
+    if ranges is not None and req.api_key != API_VERSIONS:
         lo_hi = ranges.get(req.api_key)
         if lo_hi is None or not lo_hi[0] <= req.api_version <= lo_hi[1]:
             said = f"v{lo_hi[0]}-v{lo_hi[1]}" if lo_hi else "not at all"

@@ -1,5 +1,6 @@
-"""What an exchange touches: topics and partitions, record counts, errors; and the
-field values the display filters see."""
+"""What an exchange touches: topics and partitions, record counts, errors, read once by
+enrichment from its messages' bodies. (What display filters see of an exchange is
+``stream/fields.py``.)"""
 
 from __future__ import annotations
 
@@ -43,8 +44,6 @@ class Facts:
 
 _ZERO_UUID = "00000000-0000-0000-0000-000000000000"
 UNRESOLVED = "topic-id:"           # prefix of a topic known only by its id
-# Metadata, CreateTopics, DeleteTopics, DescribeTopicPartitions
-TEACHES_TOPIC_IDS = frozenset({3, 19, 20, 75})
 
 
 def facts(*trees: Node | dict | None, topic_ids: dict[str, str] | None = None) -> Facts:
@@ -155,60 +154,4 @@ def _collect_values(d: dict, f: Facts, topic: str | None, array: str, ids: dict[
             _collect_values(v, f, topic, array, ids, False)
 
 
-SUMMARY = Options(records="batches")
-PROBLEM_GROUPS = frozenset({"malformed", "budget"})
-
-
-class ExchangeFields:
-    """An enriched exchange as summaries and display filters see it: ``field(name)`` ->
-    list of values. Reads only what enrichment put on the exchange."""
-
-    def __init__(self, ex, options=None):
-        self.ex = ex
-        self.options = options
-
-    def facts(self) -> Facts:
-        return self.ex.facts if self.ex.facts is not None else Facts()
-
-    @property
-    def problems(self) -> int:
-        """Findings about malformed bytes or spent budgets."""
-        return sum(1 for f in self.ex.findings if f.kind.group in PROBLEM_GROUPS)
-
-    def field(self, name: str) -> list:
-        ex = self.ex
-        msgs = ex.messages
-        first = ex.first
-        if name == "api":
-            return [first.api_key]
-        if name == "version":
-            return [first.api_version]
-        if name == "correlation_id":
-            return [first.correlation_id]
-        if name == "client_id":
-            return [ex.request.client_id] if ex.request and ex.request.client_id else []
-        if name == "latency":
-            return [ex.latency] if ex.latency is not None else []
-        if name == "topic":
-            return list(self.facts().topics)
-        if name == "partition":
-            return sorted(set().union(*self.facts().topics.values())) if self.facts().topics else []
-        if name == "error":
-            return self.facts().errors or [0]
-        if name == "records":
-            return [self.facts().records]
-        if name == "status":
-            return [ex.status]
-        if name == "stream":
-            return [ex.stream]
-        if name == "client":
-            return [f"{ex.client[0]}:{ex.client[1]}"]
-        if name == "broker":
-            return [f"{ex.broker[0]}:{ex.broker[1]}"]
-        if name == "bytes":
-            return [sum(m.size for m in msgs)]
-        if name == "problems":
-            return [self.problems]
-        if name == "frame":
-            return [first.frame]
-        raise KeyError(name)
+SUMMARY = Options(records="batches")     # a summary reads record batch headers, not records

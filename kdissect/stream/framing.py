@@ -252,6 +252,8 @@ class Framer:
 
     def _find_boundary(self, start: int) -> int | None:
         buf, limit, boundary = self._buf, self.max_message, self._boundary
+        if boundary is None:                    # resync is only set with a boundary test
+            return None
         for pos in range(start, len(buf) - 7):
             size = _SIZE.unpack_from(buf, pos)[0]
             if 4 <= size <= limit and boundary(buf, pos):

@@ -57,7 +57,7 @@ class KafkaMessage:
         elif self.direction == "sasl":
             from ..protocol.message import sasl_token_message
             m = sasl_token_message(self.data, options)
-        elif self.api_key is None:
+        elif self.api_key is None or self.api_version is None:
             m = decode_response(self.data, -1, -1, options)
         else:
             m = decode_response(self.data, self.api_key, self.api_version, options)

@@ -68,7 +68,8 @@ class Reading:
 def readings(data: bytes) -> list[tuple[str, bool, list[tuple[int, int]], list[Finding]]]:
     """(label, size_prefixed, spans, findings) of each way the bytes can be cut into
     messages, the likeliest first."""
-    out = [("one message without a size prefix", False, [(0, len(data))], [])]
+    out: list[tuple[str, bool, list[tuple[int, int]], list[Finding]]] = [
+        ("one message without a size prefix", False, [(0, len(data))], [])]
     spans = chain(data)
     if spans is not None:
         label = ("one size-prefixed message" if len(spans) == 1 else
@@ -116,6 +117,7 @@ def read_paste(data: bytes, hints: Hints | None = None,
                 break                   # no need to hold a second decode of the paste
             continue
         best = _better(best, reading)
+    assert best is not None, "readings() gives at least one"
     if not all(i.clean for i in best.items) and not hints.body and base == 0:
         resynced = _resync(data, hints, options)
         if resynced is not None:
@@ -166,7 +168,7 @@ def _records(data: bytes, options: Options) -> Dissected:
 
 
 def _decode(data: bytes, spans, prefixed: bool, hints: Hints, options: Options) -> list[Dissected]:
-    pending: Correlator[tuple[int, int]] = Correlator()
+    pending: Correlator[tuple[int, int | None]] = Correlator()
     out: list[Dissected] = []
     for start, end in spans:
         item = _one(data[start:end], hints, options, pending)
@@ -190,6 +192,7 @@ def _one(chunk: bytes, hints: Hints, options: Options, pending: Correlator) -> D
         corr = struct.unpack_from(">i", chunk)[0]
         if pending.waiting_for(corr):
             match, _ = pending.response(corr)
+            assert match is not None, "waiting_for(corr) said so"
             key, version = match.item
             if hints.api_key in (None, key):
                 msg = decode_response(chunk, key, version, options)

@@ -10,10 +10,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 from ..protocol import Options
+from ..protocol.apis import carries_records
 from ..protocol.names import error_name
 from ..protocol.node import Node
 from ..protocol.records import record_offset
-from .facts import PROBLEM_GROUPS, UNRESOLVED
+from .facts import UNRESOLVED
+from .fields import PROBLEM_GROUPS
 from .model import Exchange, KafkaMessage
 
 
@@ -35,6 +37,7 @@ def exchange_row(ex: Exchange, capture: str) -> dict:
     req, resp = ex.request, ex.response
     first = ex.first
     f = ex.facts
+    assert f is not None, "rows are made of enriched exchanges"
     top = f.top_error
     return {
         "capture": capture,
@@ -104,9 +107,7 @@ def record_rows(ex: Exchange, capture: str) -> list[dict]:
     responses), with the topic and partition it belongs to."""
     out: list[dict] = []
     for m in (ex.request, ex.response):
-        if m is None or m.direction == "sasl" or m.api_key not in (0, 1, 78):
-            continue
-        if (m.api_key == 0) != (m.direction == "request"):
+        if m is None or not carries_records(m.api_key, m.direction):
             continue
         body = _body(m.decoded(RECORDS).tree, m)
         if body is not None:
@@ -169,10 +170,10 @@ def _record_row(n: Node, topic, partition, m: KafkaMessage, capture: str) -> dic
         "timestamp_ms": ts,
         "key": _text_or_hex(key.value) if key is not None else None,
         "value_size": len(value.value) if value is not None and value.value is not None else None,
-        "headers": [{"key": h.child("key").value,
-                     "value": _text_or_hex(h.child("value").value)
-                     if h.child("value") is not None else None}
+        "headers": [{"key": k.value,
+                     "value": _text_or_hex(v.value)
+                     if (v := h.child("value")) is not None else None}
                     for h in (headers.children if headers is not None else [])
-                    if h.child("key") is not None],
+                    if (k := h.child("key")) is not None],
         "problems": [r for _, r in n.problems()],
     }

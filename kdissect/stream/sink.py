@@ -4,7 +4,10 @@ loader, the Parquet/Spark row collector and the proxy display.
 A source calls ``exchange`` for each finished exchange (after enrichment), ``gap`` for
 each hole in a stream, ``note`` for what the user should know (``level`` "info",
 "warn" or "error": an error means some input could not be read at all),
-``progress(done, total)`` on long work, and ``done`` once at the end.
+``progress(done, total)`` on long work, and ``done`` once at the end. Sources whose
+items are not exchanges (``kdissect log``: files and record batches) call ``item``
+instead, which the sinks that show such items have; enrichment passes items on as they
+are (they carry their own findings).
 """
 
 from __future__ import annotations

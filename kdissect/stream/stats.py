@@ -9,13 +9,12 @@ import math
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
+from ..protocol.apis import (FETCH, GROUP_MEMBERSHIP, HEARTBEAT, JOIN_GROUP, LEAVE_GROUP,
+                             PRODUCE, SYNC_GROUP)
 from ..protocol.names import api_name, error_name
 from . import anomaly
-from .facts import ExchangeFields
+from .fields import ExchangeFields
 from .model import Exchange, Gap
-
-JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 11, 12, 13, 14
-PRODUCE, FETCH = 0, 1
 
 
 def percentile(sorted_values: list[float], p: float) -> float:
@@ -124,7 +123,7 @@ class Stats:
                 conn.errors += 1
             self.problems += view.field("problems")[0]
             self._breakdowns(ex, view, name)
-            if first.api_key in (JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP):
+            if first.api_key in GROUP_MEMBERSHIP:
                 self._group(ex, view)
 
     def _breakdowns(self, ex: Exchange, view: ExchangeFields, name: str) -> None:
@@ -155,17 +154,17 @@ class Stats:
             b.errors += sum(1 for t, _ in sites if t == topic)
             for p in partitions:
                 self.partitions[(topic, p)].errors += sites.count((topic, p))
-        if service is not None:
+        if service is not None and ex.latency is not None:
             if ex.latency - service > 0.001:
                 self.waited[name] += 1
             if service > 0 or ex.latency == 0:  # a wait that took it all: time unknown
                 self.service[name].append(service)
 
     def _group(self, ex: Exchange, view: ExchangeFields) -> None:
-        event = group_event(ex, view)
-        if event is None:
+        found = group_event(ex, view)
+        if found is None:
             return
-        group_id, event = event
+        group_id, event = found
         g = self.groups.setdefault(group_id, GroupStats())
         if event.member:
             g.members.add(event.member)

@@ -17,21 +17,22 @@ from textual import on
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.timer import Timer
 from textual.widgets import Footer, Header, Input, ProgressBar, Static
 
-from ..filters import FilterError, parse_filter
+from ..filters import Filter, FilterError, parse_filter
 from ..protocol import Message, Options
 from ..protocol.node import Node
 from ..render.lines import endpoint, iso, message_json
 from ..render.text import format_value
 from ..stream import anomaly
 from ..stream.content import buffer_nodes, find_bytes, holds_bytes
-from ..stream.facts import ExchangeFields, Facts
+from ..stream.facts import Facts
 from ..stream.model import Gap, KafkaMessage
 from .detail import FACT, Detail, HexView, Item
 from .exchange_list import COLUMNS, LOCK, ExchangeList
 from .filterbar import FILTER_CSS, FilterInput, FilterSuggester
-from .loader import run_in_process, run_in_thread
+from .loader import Done, ListedView, Progress, Row, Warn, run_in_process, run_in_thread
 from .screens import HelpScreen, StatsScreen
 from .spill import Spill
 from .work import scan
@@ -50,7 +51,7 @@ _IN_WORKERS = 200          # record filters and searches over more exchanges run
 _TOASTS = 5                # load warnings shown as toasts; all of them are in `s`
 
 
-def _row(view: ExchangeFields) -> tuple:
+def _row(view: ListedView) -> tuple:
     """(cells of an exchange's row, why it is an anomaly), computed off the UI thread."""
     ex, first = view.ex, view.ex.first
     facts = view.facts()
@@ -72,7 +73,7 @@ def _row(view: ExchangeFields) -> tuple:
     return cells, reasons
 
 
-def _sort_value(view: ExchangeFields, column: str) -> tuple:
+def _sort_value(view: ListedView, column: str) -> tuple:
     """(0, value) to sort by; (1, ...) for an empty cell, which stays last."""
     ex, first = view.ex, view.ex.first
     if column == "time":
@@ -208,16 +209,16 @@ class KdissectApp(App):
         self.isolate = isolate         # run the source in a child process
         self.load = load
         self.options = options or Options()
-        self.views: list[ExchangeFields] = []
+        self.views: list[ListedView] = []
         self.sorted_by: tuple[str, bool] = ("time", False)
-        self.filter = None
+        self.filter: Filter | None = None
         self.filter_text = ""
         self.following: tuple[int, str] | None = None     # (stream, the filter before)
         self.needle: bytes | None = None
         self.needle_text = ""
-        self.detail_view: ExchangeFields | None = None      # what the detail shows
-        self.detail_pending: ExchangeFields | None = None   # what it is about to show
-        self._detail_timer = None
+        self.detail_view: ListedView | None = None      # what the detail shows
+        self.detail_pending: ListedView | None = None   # what it is about to show
+        self._detail_timer: Timer | None = None
         self.loaded = False
         self.warnings: list[str] = []
         # values the filter bar completes: topics and client ids seen so far
@@ -241,7 +242,7 @@ class KdissectApp(App):
         # message bytes live in a spill file, loaded when needed (a forked loader only)
         self.spill = Spill() if isolate else None
 
-    def load_bytes(self, view: ExchangeFields) -> ExchangeFields:
+    def load_bytes(self, view: ListedView) -> ListedView:
         """``view`` with its messages' bytes loaded (they may live in the spill file)."""
         if self.spill is not None:
             self.spill.load(view)
@@ -279,7 +280,7 @@ class KdissectApp(App):
         return self.query_one(ExchangeList)
 
     @property
-    def shown(self) -> list[ExchangeFields]:
+    def shown(self) -> list[ListedView]:
         """The exchanges in the list, in its order."""
         return self.table.rows
 
@@ -298,8 +299,8 @@ class KdissectApp(App):
 
     def _load(self) -> None:
         def put(item) -> None:
-            if item[0] == "progress":
-                self._progress = item[1]            # only the latest matters
+            if isinstance(item, Progress):
+                self._progress = (item.done, item.total)    # only the latest matters
             else:
                 self._incoming.append(item)
         if self.isolate:
@@ -307,8 +308,8 @@ class KdissectApp(App):
         else:
             run_in_thread(self.load, self.options, _row, put)
         if self._stopped:                  # Esc: the rows so far stay
-            put(("warn", "loading stopped (Esc): the list holds what was read until then"))
-            put(("done", None))
+            put(Warn("loading stopped (Esc): the list holds what was read until then"))
+            put(Done())
 
     def _drain(self) -> None:
         """Add what the loader found since the last tick (a bounded number of rows)."""
@@ -319,16 +320,17 @@ class KdissectApp(App):
         self._show_work()
         added, before = 0, table.row_count
         while self._incoming and added < _DRAIN:
-            kind, payload = self._incoming.popleft()
-            if kind == "warn":
-                self._warned(payload)
-            elif kind == "done":
+            item = self._incoming.popleft()
+            if isinstance(item, Warn):
+                self._warned(item.what)
+            elif isinstance(item, Done):
                 self.loaded = True
                 self._show_work()
                 self._update_subtitle()
                 self._show_empty()
-            else:
-                view, (view.row, view._reasons) = payload
+            elif isinstance(item, Row):
+                view = item.view
+                view.row, view._reasons = item.row
                 self.views.append(view)
                 self.seen["topic"].update(view.facts().topics)
                 if view.ex.request is not None and view.ex.request.client_id:
@@ -486,7 +488,7 @@ class KdissectApp(App):
     def _filter_in_workers(self, parsed, text: str) -> None:
         views, spill = list(self.views), self.spill
 
-        def test(view: ExchangeFields) -> bool:
+        def test(view: ListedView) -> bool:
             if spill is not None:
                 spill.load(view, lock=False)      # in a forked child
             return parsed(view)
@@ -501,7 +503,7 @@ class KdissectApp(App):
         self.run_job(f"filter {text}",
                      lambda progress, cancel: scan(views, test, progress, cancel), finish)
 
-    def matches(self, view: ExchangeFields) -> bool:
+    def matches(self, view: ListedView) -> bool:
         if self.filter is None:
             return True
         if self.filter.needs_decoding:
@@ -528,14 +530,14 @@ class KdissectApp(App):
                                          f"/ edits it", "dim")))
         active.set_class(self.filter is not None, "visible")
 
-    def view_at(self, row: int) -> ExchangeFields | None:
+    def view_at(self, row: int) -> ListedView | None:
         rows = self.shown
         return rows[row] if 0 <= row < len(rows) else None
 
-    def current_view(self) -> ExchangeFields | None:
+    def current_view(self) -> ListedView | None:
         return self.table.current()
 
-    def select_view(self, view: ExchangeFields) -> None:
+    def select_view(self, view: ListedView) -> None:
         """Move the list's cursor to ``view`` and show it now."""
         self.table.move_cursor(self.table.index(view))
         self.table.center_cursor()
@@ -553,7 +555,7 @@ class KdissectApp(App):
             self._detail_timer.stop()
         self._detail_timer = self.set_timer(_REST, lambda: self._decode_for(view))
 
-    def _decode_for(self, view: ExchangeFields) -> None:
+    def _decode_for(self, view: ListedView) -> None:
         if self.detail_pending is not view or not self.query(HexView):
             return
         self.load_bytes(view)
@@ -561,7 +563,7 @@ class KdissectApp(App):
         if size < _DECODE_HERE:
             self.show_exchange(view)
             return
-        self.query_one(Detail).tree.root.set_label(f"decoding {size} bytes…")
+        self.query_one(Detail).field_tree.root.set_label(f"decoding {size} bytes…")
 
         def decode() -> None:
             for m in view.ex.messages:
@@ -569,7 +571,7 @@ class KdissectApp(App):
             self.call_from_thread(self._decoded_for, view)
         self.run_worker(decode, thread=True, group="detail")
 
-    def _decoded_for(self, view: ExchangeFields) -> None:
+    def _decoded_for(self, view: ListedView) -> None:
         if self.detail_pending is view and self.query(HexView):   # not closing
             self.show_exchange(view)
 
@@ -577,7 +579,7 @@ class KdissectApp(App):
         """After the rows change under the cursor (sort, filter), show what it is on."""
         self.show_exchange(self.current_view())
 
-    def show_exchange(self, view: ExchangeFields | None) -> None:
+    def show_exchange(self, view: ListedView | None) -> None:
         if view is None:
             return
         self.detail_view = self.detail_pending = view
@@ -677,14 +679,14 @@ class KdissectApp(App):
         self.notify("no anomaly among the exchanges shown: no error code, finding, "
                     "missing answer or unexplained slowness", timeout=4)
 
-    def _land_on_problem(self, view: ExchangeFields) -> None:
+    def _land_on_problem(self, view: ListedView) -> None:
         detail = self.query_one(Detail)
         order = sorted(range(len(detail.items)), key=lambda i: -i)   # the response first
         for index in order:
             node = anomaly.offending(detail.items[index].root)
             if node is not None:
                 detail.select(index, node)
-                detail.tree.reveal(node, detail.items[index].root)
+                detail.field_tree.reveal(node, detail.items[index].root)
                 return
 
     def action_stats(self) -> None:
@@ -702,7 +704,7 @@ class KdissectApp(App):
         else:
             open_screen(gather(views, self.load_bytes, gaps))
 
-    def _stats_closed(self, view: ExchangeFields | None) -> None:
+    def _stats_closed(self, view: ListedView | None) -> None:
         """The statistics screen may send back an exchange to jump to."""
         if view is not None and view in self.shown:
             self.select_view(view)
@@ -731,7 +733,7 @@ class KdissectApp(App):
         view = self.current_view()
         if view is None:
             return
-        view.bookmarked = not getattr(view, "bookmarked", False)
+        view.bookmarked = not view.bookmarked
         self.table.refresh()
 
     def action_next_bookmark(self) -> None:
@@ -888,7 +890,7 @@ class KdissectApp(App):
         order = [rows[(self.table.cursor_row + step) % n] for step in range(1, n + 1)]
         needle, options, spill = self.needle, self.options, self.spill
 
-        def test(view: ExchangeFields) -> bool:
+        def test(view: ListedView) -> bool:
             if spill is not None:
                 spill.load(view, lock=False)      # in a forked child
             return holds_bytes(view.ex.messages, needle, options)
@@ -905,8 +907,10 @@ class KdissectApp(App):
         else:
             finish(next(([i] for i, view in enumerate(order) if test(view)), []))
 
-    def _show_match(self, view: ExchangeFields) -> None:
+    def _show_match(self, view: ListedView) -> None:
         """Select ``view`` and, in its detail, the field holding the needle."""
+        if self.needle is None:
+            return
         match = find_bytes(self.load_bytes(view).ex.messages, self.needle, self.options)
         if match is None:
             return

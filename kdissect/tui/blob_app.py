@@ -9,6 +9,7 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Container, Horizontal, Vertical
 from textual.suggester import SuggestFromList
+from textual.timer import Timer
 from textual.widgets import Footer, Header, Input, Select, Static, TextArea
 
 from ..blob import BlobError, parse_blob
@@ -61,7 +62,7 @@ class BlobApp(App):
         super().__init__()
         self.initial = text
         self.options = options or Options()
-        self._timer = None
+        self._timer: Timer | None = None
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -98,14 +99,15 @@ class BlobApp(App):
     def hints(self) -> tuple[Hints, str | None]:
         api_text = self.query_one("#api", Input).value.strip()
         version_text = self.query_one("#version", Input).value.strip()
-        direction = self.query_one("#direction", Select).value
+        direction = self.query_one("#direction", Select).value   # no blank: a str
         key = api_key_of(api_text) if api_text else None
         problem = f"unknown API {api_text!r}" if api_text and key is None else None
         version = int(version_text) if version_text.lstrip("-").isdigit() else None
         mode = self.query_one("#mode", Select).value
         at_text = self.query_one("#at", Input).value.strip()
         at = int(at_text) if at_text.isdigit() else 0
-        return Hints(key, version, None if direction == "auto" else direction,
+        return Hints(key, version,
+                     direction if isinstance(direction, str) and direction != "auto" else None,
                      body=mode == "body", records=mode == "records", at=at), problem
 
     def action_dissect(self) -> None:

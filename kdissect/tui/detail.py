@@ -234,7 +234,7 @@ class FieldTree(Tree):
         self.by_node: dict[int, TreeNode] = {}
         self.bases: dict[int, int] = {}           # node -> the base of its offsets
 
-    def fill(self, title: str, items: list[Item]) -> None:
+    def fill(self, title: str | Text, items: list[Item]) -> None:
         self.clear()
         self.by_node = {}
         self.bases = {}
@@ -294,10 +294,10 @@ class FieldTree(Tree):
         tree_node = self.by_node.get(id(node))
         if tree_node is None:
             return
-        parent = tree_node.parent
-        while parent is not None:
-            parent.expand()
-            parent = parent.parent
+        up = tree_node.parent
+        while up is not None:
+            up.expand()
+            up = up.parent
         self.call_after_refresh(self.move_cursor, tree_node)
 
 
@@ -373,23 +373,23 @@ class Detail(Vertical):
     def toggle_pane(self) -> None:
         """On a narrow terminal: the bytes instead of the tree, or back."""
         if not self.has_class("narrow"):
-            (self.tree if self.hexview.has_focus else self.hexview).focus()
+            (self.field_tree if self.hexview.has_focus else self.hexview).focus()
             return
         bytes_now = not self.has_class("bytes")
         self.set_class(bytes_now, "bytes")
-        (self.hexview if bytes_now else self.tree).focus()
+        (self.hexview if bytes_now else self.field_tree).focus()
 
     @property
-    def tree(self) -> FieldTree:
+    def field_tree(self) -> FieldTree:
         return self.query_one(FieldTree)
 
     @property
     def hexview(self) -> HexView:
         return self.query_one(HexView)
 
-    def show(self, title: str, items: list[Item]) -> None:
+    def show(self, title: str | Text, items: list[Item]) -> None:
         self.items = items
-        self.tree.fill(title, items)
+        self.field_tree.fill(title, items)
         if items:
             self.select(0, items[0].root)
         else:
@@ -440,7 +440,7 @@ class Detail(Vertical):
         if node is not self.selected[1]:
             self._from_hex = True
             self.select(index, node, move_cursor=False)
-            self.tree.reveal(node, self.items[index].root)
+            self.field_tree.reveal(node, self.items[index].root)
 
     def select_at(self, index: int, holder: Node, offset: int) -> None:
         """Select the innermost field at ``offset`` of ``holder``'s buffer (the
@@ -450,7 +450,7 @@ class Detail(Vertical):
             node = holder.children[0]            # inside the decompressed buffer
         self.select(index, node, move_cursor=False)
         self._from_hex = True                    # the tree follows; the cursor stays put
-        self.tree.reveal(node, self.items[index].root)
+        self.field_tree.reveal(node, self.items[index].root)
         self.hexview.move_to(offset)
 
     def selected_path(self) -> tuple[int, list[tuple[int, str]]] | None:
@@ -474,12 +474,12 @@ class Detail(Vertical):
                 break
             node = node.children[at]
         self.select(index, node)
-        self.tree.reveal(node, root)
+        self.field_tree.reveal(node, root)
 
     def jump_message(self) -> None:
         """Move the tree cursor to the next message's top (request ⇄ response)."""
         if len(self.items) < 2 or self.selected is None:
             return
         index = (self.selected[0] + 1) % len(self.items)
-        self.tree.reveal(self.items[index].root, self.items[index].root)
+        self.field_tree.reveal(self.items[index].root, self.items[index].root)
         self.select(index, self.items[index].root)

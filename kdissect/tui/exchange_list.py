@@ -6,7 +6,9 @@ to the terminal's width, dropping the least useful ones first."""
 from __future__ import annotations
 
 import bisect
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from rich.segment import Segment
 from rich.style import Style
@@ -125,11 +127,12 @@ class ExchangeList(ScrollView, can_focus=True):
         super().__init__(**kwargs)
         self.rows: list = []
         self._keys: list = []
-        self.order = None
+        self.order: Callable[[Any], tuple[int, Any]] | None = None
         self.order_name = ""
         self.reverse = False
         self.cursor_row = 0
-        self.time_of = None             # ts -> the time column's text (None: time of day)
+        # ts -> the time column's text (None: time of day)
+        self.time_of: Callable[[float], str] | None = None
         self.hosts: set[tuple[str, str]] = set()
 
     # -- rows ---------------------------------------------------------------------------
@@ -139,7 +142,9 @@ class ExchangeList(ScrollView, can_focus=True):
         return len(self.rows)
 
     def _key(self, view):
-        empty, value = self.order(view)
+        order = self.order
+        assert order is not None, "set_order() comes before rows"
+        empty, value = order(view)
         return (empty, _Desc(value) if self.reverse else value, view.ex.first.index)
 
     def set_order(self, name: str, order, reverse: bool, keep=None) -> None:
@@ -232,7 +237,7 @@ class ExchangeList(ScrollView, can_focus=True):
     def on_click(self, event) -> None:
         if event.y == 0:
             x = 0
-            for index, width in self.layout():
+            for index, width in self.columns_shown():
                 if x <= event.x < x + width + 1:
                     self.post_message(self.HeaderSelected(self, COLUMNS[index].name))
                     return
@@ -246,7 +251,7 @@ class ExchangeList(ScrollView, can_focus=True):
 
     # -- drawing ------------------------------------------------------------------------
 
-    def layout(self) -> list[tuple[int, int]]:
+    def columns_shown(self) -> list[tuple[int, int]]:
         return fit(self.scrollable_content_region.width, FULL_TIME if self.time_of else 12,
                    SHORT_ENDPOINTS if self.short_endpoints() else 43)
 
@@ -269,7 +274,8 @@ class ExchangeList(ScrollView, can_focus=True):
         base = self.rich_style
         if y == 0:
             style = base + self.get_component_rich_style("exchange-list--header")
-            labels = [COLUMNS[i].name + self._arrow(COLUMNS[i].name) for i, _ in self.layout()]
+            labels = [COLUMNS[i].name + self._arrow(COLUMNS[i].name)
+                      for i, _ in self.columns_shown()]
             return self._strip(labels, style, width)
         row = int(self.scroll_y) + y - 1
         if not 0 <= row < len(self.rows):
@@ -283,7 +289,7 @@ class ExchangeList(ScrollView, can_focus=True):
         cells = self.cells(view)
         if getattr(view, "bookmarked", False):
             cells[0] = f"{BOOKMARK}{cells[0]}"
-        return self._strip([cells[i] for i, _ in self.layout()], style, width)
+        return self._strip([cells[i] for i, _ in self.columns_shown()], style, width)
 
     def _arrow(self, name: str) -> str:
         if name != self.order_name and not (name == "latency" and
@@ -293,7 +299,7 @@ class ExchangeList(ScrollView, can_focus=True):
 
     def _strip(self, cells: list, style: Style, width: int) -> Strip:
         line = Text(no_wrap=True, overflow="ellipsis", end="")
-        for (index, w), cell in zip(self.layout(), cells):
+        for (index, w), cell in zip(self.columns_shown(), cells):
             text = cell.copy() if isinstance(cell, Text) else Text(str(cell))
             text.truncate(w, overflow="ellipsis")
             pad = w - text.cell_len

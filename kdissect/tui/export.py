@@ -13,7 +13,7 @@ import os
 import struct
 import tempfile
 
-from ..proxy.recording import Recorder
+from ..capture.pcapng_writer import RecordedConnection, Recorder
 
 
 def _keylog_file(keys) -> str | None:
@@ -47,7 +47,7 @@ def write_pcapng(path: str, views, show_secrets: bool = False, load=None,
     last = {item[2].stream: at for at, item in enumerate(messages)}
     keylog = _keylog_file(keys)
     recorder = Recorder(path, show_secrets, keylog)
-    connections: dict = {}
+    connections: dict[int, RecordedConnection] = {}
     try:
         for at, (ts, _, ex, side, m, view) in enumerate(messages):
             if load is not None:

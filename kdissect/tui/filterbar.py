@@ -10,9 +10,9 @@ from textual.binding import Binding
 from textual.suggester import Suggester
 from textual.widgets import Input
 
-from ..filters import _ALIASES, FIELDS
-from ..protocol.findings import REGISTRY, SEVERITIES
+from ..filters import _ALIASES
 from ..protocol.names import API_NAMES
+from ..stream.fields import FIELDS, completions
 
 _WORDS = ("and", "or", "not", "in", "contains", "matches")
 _LAST_WORD = re.compile(r"[A-Za-z_][\w.]*$")
@@ -47,11 +47,11 @@ class FilterSuggester(Suggester):
             if self.errors is None:
                 self.errors = _error_names()
             return self.errors
-        if name == "finding":
-            return sorted(REGISTRY)
-        if name == "severity":
-            return list(SEVERITIES)
-        fields = [*FIELDS, *sorted(a for a in _ALIASES if a.startswith("kafka."))]
+        fixed = completions(FIELDS[name].kind) if name in FIELDS else None
+        if fixed is not None:
+            return fixed
+        fields = [*(n for n, f in FIELDS.items() if f.complete),
+                  *sorted(a for a in _ALIASES if a.startswith("kafka."))]
         after_value = before.strip() and not re.search(
             r"(==|!=|>=|<=|[<>=~(!]|&&|\|\||\b(?:and|or|not))\s*$", before)
         return [*_WORDS, *fields] if after_value else [*fields, *_WORDS]

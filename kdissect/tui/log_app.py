@@ -353,7 +353,7 @@ class LogApp(App):
                 if node is not None:
                     detail = self.query_one(Detail)
                     detail.select(0, node)
-                    detail.tree.reveal(node, tree)
+                    detail.field_tree.reveal(node, tree)
                 return
         self.notify("no finding among the items shown", timeout=4)
 

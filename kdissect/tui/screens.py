@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
@@ -13,12 +15,12 @@ from textual.widgets import Static
 from ..render.stats import stats_tables
 from ..render.tls import tls_table
 from ..stream import anomaly
-from ..stream.facts import ExchangeFields
+from ..stream.fields import ExchangeFields
 from ..stream.stats import Stats
 from .chart import LatencyChart
 
 
-def gather(views: list[ExchangeFields], load=lambda view: view, gaps=(),
+def gather(views: Sequence[ExchangeFields], load=lambda view: view, gaps=(),
            progress=lambda done, total: None, cancel=None) -> tuple[Stats, list] | None:
     """The statistics of ``views`` and the points of the chart; None if ``cancel`` (an
     Event) is set meanwhile. ``load(view)`` gives a view's messages their bytes."""
@@ -28,8 +30,9 @@ def gather(views: list[ExchangeFields], load=lambda view: view, gaps=(),
     points = []
     for done, v in enumerate(views, 1):
         stats.add(load(v).ex, v)
-        if v.ex.latency is not None:
-            points.append((v.ex.first.ts, anomaly.service_time(v) * 1000, v))
+        service = anomaly.service_time(v)           # None: no latency
+        if service is not None:
+            points.append((v.ex.first.ts, service * 1000, v))
         if done % 256 == 0:
             if cancel is not None and cancel.is_set():
                 return None
@@ -53,14 +56,17 @@ class StatsScreen(ModalScreen):
     #stats-box { border-subtitle-color: $text-muted; }
     """
 
-    def __init__(self, views: list[ExchangeFields], load=lambda view: view,
+    def __init__(self, views: Sequence[ExchangeFields], load=lambda view: view,
                  gathered: tuple[Stats, list] | None = None, warnings=(), gaps=(), tls=()):
         """``load(view)`` gives a view's messages their bytes (see tui/spill.py);
         ``gathered``: what ``gather`` found (else it runs now). ``warnings``: the
         source's, all listed; ``gaps`` are counted as --stats counts them; ``tls``: the
         source's TLS connections (capture.tls.TlsFacts), decrypted or not, listed."""
         super().__init__()
-        self.stats, self.points = gathered or gather(views, load, gaps)
+        if gathered is None:
+            gathered = gather(views, load, gaps)
+            assert gathered is not None, "gather() without a cancel event finishes"
+        self.stats, self.points = gathered
         self.latencies = [p[2].ex.latency * 1000 for p in self.points]
         self.warnings = list(warnings)
         self.tls = list(tls)

@@ -60,7 +60,8 @@ def scan(items: Sequence, test: Callable, progress: Callable[[int, int], None],
 
     def index(k: int, i: int) -> int:
         return bounds[k] + i if first_only else k + i * workers
-    children, pipes = [], []
+    children = []
+    pipes: list[multiprocessing.connection.Connection] = []
     for k in range(workers):
         recv, send = ctx.Pipe(duplex=False)
         part = items[bounds[k]:bounds[k + 1]] if first_only else items[k::workers]
@@ -77,8 +78,9 @@ def scan(items: Sequence, test: Callable, progress: Callable[[int, int], None],
                 return None
             ready = multiprocessing.connection.wait(
                 [p for p, r in zip(pipes, results) if r is None], timeout=0.1)
-            for pipe in ready:
-                k = pipes.index(pipe)
+            for k, pipe in enumerate(pipes):
+                if pipe not in ready:
+                    continue
                 try:
                     kind, payload = pipe.recv()
                 except EOFError:                 # the child died: its share is unknown

@@ -70,7 +70,7 @@ def filter_input(rng: random.Random) -> str:
 def filter_views() -> list:
     """Exchanges of a real consumer-group capture, as filters see them."""
     from kdissect.sources.pcap import read_captures
-    from kdissect.stream.facts import ExchangeFields
+    from kdissect.stream.fields import ExchangeFields
     from kdissect.stream.sink import Collect
     sink = Collect()
     read_captures([str(h.ROOT / "captures" / "confluent-group.pcap")], sink)

@@ -3,12 +3,11 @@ production framing, correlation and enrichment), so the real-client tests exerci
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
 
 from kdissect.protocol import Message, Options
-from kdissect.stream.connection import KafkaConnection
-from kdissect.stream.enrich import Enricher
+from kdissect.sources.rawstreams import RawStreams
+from kdissect.stream.engine import Engine
 from kdissect.stream.sink import Collect
 
 
@@ -24,12 +23,8 @@ def exchanges(conn, options: Options | None = None) -> tuple[list[Exchange], lis
     """All exchanges of one recorded connection (requests first: each direction's bytes
     are whole), and the engine's exchanges that have no request (orphans)."""
     sink = Collect()
-    counter = itertools.count()
-    k = KafkaConnection(1, ("client", 1), ("broker", 2), Enricher(sink, options, full=True).exchange,
-                        sink.gaps.append, lambda: next(counter))
-    k.data(0, 0, bytes(conn.to_broker), 0.0, 1)
-    k.data(1, 0, bytes(conn.to_client), 0.0, 2)
-    k.close()
+    Engine(RawStreams(bytes(conn.to_broker), bytes(conn.to_client), ("client", 1), ("broker", 2)),
+           sink, options, full=True).run()
     assert not sink.gaps, [g.describe() for g in sink.gaps]
     out, orphans = [], []
     for ex in sorted(sink.exchanges, key=lambda e: e.seq):

@@ -26,6 +26,7 @@ class Decryptor:
                  tls13: bool = True, encrypt_then_mac: bool = False):
         self.suite, self.iv, self.tls13 = suite, iv, tls13
         self.mac_key, self.etm = mac_key, encrypt_then_mac
+        self.aead: AESGCM | ChaCha20Poly1305 | AESCCM | None
         if suite.cipher == "gcm":
             self.aead = AESGCM(key)
         elif suite.cipher == "chacha":
@@ -40,29 +41,33 @@ class Decryptor:
     def decrypt(self, seq: int, ctype: int, version: int, header: bytes,
                 payload) -> tuple[int, bytes] | None:
         """``payload``: bytes or a memoryview of them (read in place)."""
+        aead = self.aead
         try:
             if self.tls13:
-                inner = self.aead.decrypt((self.ivint ^ seq).to_bytes(12, "big"), payload, header)
+                if aead is None:                        # every TLS 1.3 suite is an AEAD
+                    return None
+                inner = aead.decrypt((self.ivint ^ seq).to_bytes(12, "big"), payload, header)
                 end = len(inner)
                 while end and inner[end - 1] == 0:      # padding after the real type
                     end -= 1
                 if not end:
                     return None
                 return inner[end - 1], inner[:end - 1]
-            if self.aead is not None:
-                return ctype, self._aead12(seq, ctype, version, payload)
+            if aead is not None:
+                return ctype, self._aead12(aead, seq, ctype, version, payload)
             return self._cbc(seq, ctype, version, bytes(payload))
         except (InvalidTag, ValueError):
             return None
 
-    def _aead12(self, seq: int, ctype: int, version: int, payload: bytes) -> bytes:
+    def _aead12(self, aead: AESGCM | ChaCha20Poly1305 | AESCCM, seq: int, ctype: int,
+                version: int, payload: bytes) -> bytes:
         if self.suite.cipher == "chacha":               # RFC 7905: no explicit nonce
             nonce, data = (self.ivint ^ seq).to_bytes(12, "big"), payload
         else:                                           # RFC 5288: 8 explicit bytes
             nonce, data = self.iv + payload[:8], payload[8:]
         if len(data) < 16:
             raise ValueError("short")
-        return self.aead.decrypt(nonce, data, _AAD.pack(seq, ctype, version, len(data) - 16))
+        return aead.decrypt(nonce, data, _AAD.pack(seq, ctype, version, len(data) - 16))
 
     def _cbc(self, seq: int, ctype: int, version: int, payload: bytes) -> tuple[int, bytes] | None:
         fn, mac_len = HASHES[self.suite.mac]            # type: ignore[index]

@@ -99,11 +99,11 @@ class _Reader:
         self.p += n
         return self.b[self.p - n:self.p]
 
-    def int(self, n: int) -> int:
+    def uint(self, n: int) -> int:
         return int.from_bytes(self.take(n), "big")
 
     def vec(self, n: int) -> bytes:
-        return self.take(self.int(n))
+        return self.take(self.uint(n))
 
 
 def parse_hello(body: bytes, client: bool) -> Hello | None:
@@ -111,7 +111,7 @@ def parse_hello(body: bytes, client: bool) -> Hello | None:
     header); None when malformed."""
     try:
         r = _Reader(body)
-        version = r.int(2)
+        version = r.uint(2)
         random = r.take(32)
         session_id = r.vec(1)
         if client:
@@ -119,7 +119,7 @@ def parse_hello(body: bytes, client: bool) -> Hello | None:
             suites = [int.from_bytes(raw[i:i + 2], "big") for i in range(0, len(raw) - 1, 2)]
             r.vec(1)
         else:
-            suites = [r.int(2)]
+            suites = [r.uint(2)]
             r.take(1)
         hello = Hello(random, version, session_id, suites, retry=random == HRR_RANDOM)
         if r.p < r.end:
@@ -132,12 +132,12 @@ def parse_hello(body: bytes, client: bool) -> Hello | None:
 def _extensions(hello: Hello, data: bytes, client: bool) -> None:
     r = _Reader(data)
     while r.p < r.end:
-        kind, ext = r.int(2), r.vec(2)
+        kind, ext = r.uint(2), r.vec(2)
         e = _Reader(ext)
         if kind == 0 and client and ext:                   # server_name
             names = _Reader(e.vec(2))
             while names.p < names.end:
-                name_type, name = names.int(1), names.vec(2)
+                name_type, name = names.uint(1), names.vec(2)
                 if name_type == 0:
                     hello.server_name = name.decode("ascii", "replace")
         elif kind == 43:                                   # supported_versions
@@ -148,7 +148,7 @@ def _extensions(hello: Hello, data: bytes, client: bool) -> None:
                 if known:
                     hello.version = max(known)
             else:
-                hello.version = e.int(2)
+                hello.version = e.uint(2)
         elif kind == 16 and ext:                           # ALPN
             names = _Reader(e.vec(2))
             while names.p < names.end:

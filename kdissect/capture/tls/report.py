@@ -28,7 +28,7 @@ def tls_summary(conns: list[TlsFacts], keys: KeyLog | None) -> list[tuple[str, s
     groups: Counter = Counter()
     for f in conns:
         groups[(f"{f.server[0]}:{f.server[1]}", f.state, f.describe())] += 1
-    notes = []
+    notes: list[tuple[str, str]] = []
     for (server, state, facts), n in groups.items():
         what, level = _WHAT.get(state, (state, "warn"))
         if state == "no keys" and keys is not None and len(keys):
@@ -36,6 +36,7 @@ def tls_summary(conns: list[TlsFacts], keys: KeyLog | None) -> list[tuple[str, s
                     f"was it written by the client of this capture? (see docs/tls.md)")
         notes.append((f"{n} TLS connection{'s' if n != 1 else ''} to {server} ({facts}): "
                       f"{what}", level))
-    if conns and keys is not None and keys.problems():
-        notes.append((keys.problems(), "warn"))
+    skipped = keys.problems() if keys is not None else None
+    if conns and skipped:
+        notes.append((skipped, "warn"))
     return notes

@@ -16,7 +16,7 @@ from ...protocol.findings import Finding
 from .cipher import Decryptor
 from .handshake import (ALERT, APPLICATION_DATA, CHANGE_CIPHER_SPEC, CLIENT_HELLO,
                         FINISHED, HANDSHAKE, HELLO_REQUEST, KEY_UPDATE, NEW_SESSION_TICKET,
-                        SERVER_HELLO, alert_text, parse_hello, record_header, version_name)
+                        SERVER_HELLO, Hello, alert_text, parse_hello, record_header, version_name)
 from .keylog import KeyLog
 from .schedule import SUITES, Suite, key_block, next_secret, suite_name, traffic_keys
 
@@ -103,13 +103,13 @@ class TlsSession:
         self.facts, self.keys, self.emit, self.emit_gap = facts, keys, emit, emit_gap
         self.resumable = resumable if resumable is not None else {}   # session id/ticket -> master
         self.sides = (_Side(), _Side())
-        self.client_hello = None
+        self.client_hello: Hello | None = None
         self.suite: Suite | None = None
         self.tls13 = False
         self.master: bytes | None = None
         self.handshakes = 0
         self.keyed = False             # keys were found for the current handshake
-        self.server_hello = None
+        self.server_hello: Hello | None = None
         self.awaiting_keys = False     # the key log may still get this connection's keys
         self.waiting: list[tuple] = []  # records held meanwhile (both sides, in order)
         if mid_connection:
@@ -205,7 +205,7 @@ class TlsSession:
     # -- records ---------------------------------------------------------------------------
 
     def _record(self, side: int, s: _Side, ctype: int, version: int, header: bytes,
-                payload: bytes, ts: float, frame: int) -> None:
+                payload: bytes | memoryview, ts: float, frame: int) -> None:
         self.facts.records += 1
         if s.cipher is not None and ctype != CHANGE_CIPHER_SPEC and \
                 (ctype == APPLICATION_DATA or not self.tls13):
@@ -223,8 +223,8 @@ class TlsSession:
                 self._undecryptable()
             return
         if ctype == APPLICATION_DATA:
-            if payload:
-                self.emit(side, s.plain, payload, ts, frame)
+            if payload:                 # decrypted: bytes (bytes() of bytes is no copy)
+                self.emit(side, s.plain, bytes(payload), ts, frame)
                 s.plain += len(payload)
                 self.facts.plaintext_bytes += len(payload)
         elif ctype == HANDSHAKE:
@@ -266,7 +266,7 @@ class TlsSession:
 
     # -- handshake --------------------------------------------------------------------------
 
-    def _handshake_bytes(self, side: int, s: _Side, data: bytes) -> None:
+    def _handshake_bytes(self, side: int, s: _Side, data: bytes | memoryview) -> None:
         s.hs += data
         while len(s.hs) >= 4:
             length = int.from_bytes(s.hs[1:4], "big")
@@ -320,7 +320,7 @@ class TlsSession:
         elif kind == NEW_SESSION_TICKET and not self.tls13 and self.master and len(body) > 6:
             self.resumable[body[6:]] = self.master      # ticket -> master secret
 
-    def _server_hello(self, hello) -> None:
+    def _server_hello(self, hello: Hello) -> None:
         f = self.facts
         f.version = version_name(hello.version)
         f.cipher = suite_name(hello.suites[0])
@@ -348,6 +348,8 @@ class TlsSession:
         """Find the current handshake's keys in the key log and set the decryptors;
         False when the key log does not have them (yet)."""
         ch, hello, keys = self.client_hello, self.server_hello, self.keys
+        if ch is None or hello is None:                 # no handshake yet
+            return False
         if self.tls13:
             if keys is None:
                 return False
@@ -368,16 +370,17 @@ class TlsSession:
         if master is None and ch.ticket:
             master = self.resumable.get(ch.ticket)
             self.facts.resumed = self.facts.resumed or master is not None
-        if master is None:
+        suite = self.suite
+        if master is None or suite is None:
             return False
         self.master = master
         if hello.session_id:
             self.resumable[hello.session_id] = master
-        k = key_block(master, ch.random, hello.random, self.suite)
-        etm = hello.encrypt_then_mac and self.suite.cipher == "cbc"
+        k = key_block(master, ch.random, hello.random, suite)
+        etm = hello.encrypt_then_mac and suite.cipher == "cbc"
         for s, key, iv, mac in ((self.sides[0], k.client_key, k.client_iv, k.client_mac),
                                 (self.sides[1], k.server_key, k.server_iv, k.server_mac)):
-            d = Decryptor(self.suite, key, iv, mac, False, etm)
+            d = Decryptor(suite, key, iv, mac, False, etm)
             if s.encrypted:                  # its ChangeCipherSpec already passed
                 s.cipher, s.seq = d, 0
             else:

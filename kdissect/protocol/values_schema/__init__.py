@@ -104,7 +104,7 @@ def decode_one(field: Node, topic: str | None, role: str, source: SchemaSource |
             schema_id = int.from_bytes(data[1:5], "big")
             sid = holder.add(Node("schema_id", "int32", 1, 4, schema_id))
             cur.pos = 5
-            if schema is None:
+            if schema is None and source is not None:     # by_id: schemas by their id
                 schema = source.by_id(schema_id)
             if schema is None:
                 sid.problem = f"schema id {schema_id} is in no schema source given"

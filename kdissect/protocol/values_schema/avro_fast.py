@@ -167,7 +167,7 @@ def compile_reader(schema: Any, named: dict[str, Any]) -> Callable[[bytes, int, 
     top.append("    return v, p")
     source = _inline("\n\n".join([*funcs.values(), "\n".join(top)]))
     from uuid import UUID
-    scope = {"_long": _long, "_bytes": _bytes, "_F": _F, "_D": _D, "_EPOCH": _EPOCH,
+    scope: dict[str, Any] = {"_long": _long, "_bytes": _bytes, "_F": _F, "_D": _D, "_EPOCH": _EPOCH,
              "_LOCAL": _LOCAL, "_DAY0": _DAY0, "timedelta": timedelta, "datetime": datetime,
              "Context": Context, "base64": base64, "_UUID": UUID}
     exec(compile(source, "<avro reader>", "exec"), scope)

@@ -4,7 +4,8 @@ what ``json.loads`` returns (it is the oracle in tests)."""
 from __future__ import annotations
 
 import re
-from json.decoder import scanstring
+# CPython's JSON string scanner (C-accelerated); typeshed does not declare it
+from json.decoder import scanstring  # type: ignore[attr-defined]
 from typing import Any
 
 from ..node import Node
@@ -13,6 +14,12 @@ from .common import Cursor, Mismatch
 _NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(\.\d+)?([eE][-+]?\d+)?")
 _SPACE = re.compile(r"[ \t\n\r]*")
 _LITERALS = {"true": True, "false": False, "null": None}
+
+
+def _skip_space(text: str, i: int) -> int:
+    """The index after the white space starting at ``i``."""
+    m = _SPACE.match(text, i)
+    return i if m is None else m.end()       # never None: the pattern matches ""
 
 
 def decode(cur: Cursor, parent: Node, name: str) -> Node:
@@ -38,9 +45,9 @@ def decode(cur: Cursor, parent: Node, name: str) -> Node:
         def at(i: int) -> int:
             return base + starts[i]
     parser = _Parser(text, at, cur)
-    i = _SPACE.match(text, 0).end()
+    i = _skip_space(text, 0)
     node, i = parser.value(i, parent, name)
-    i = _SPACE.match(text, i).end()
+    i = _skip_space(text, i)
     cur.pos = at(i)
     return node
 
@@ -87,7 +94,7 @@ class _Parser:
                                value=None if is_object else 0))
         close = "}" if is_object else "]"
         cur.enter()
-        i = _SPACE.match(text, i + 1).end()
+        i = _skip_space(text, i + 1)
         try:
             if text.startswith(close, i):
                 return node, i + 1
@@ -99,20 +106,20 @@ class _Parser:
                         key, i = scanstring(text, i + 1)
                     except ValueError:
                         raise self.fail(i, "bad JSON string") from None
-                    i = _SPACE.match(text, i).end()
+                    i = _skip_space(text, i)
                     if not text.startswith(":", i):
                         raise self.fail(i, "JSON object needs ':' after a key")
-                    i = _SPACE.match(text, i + 1).end()
+                    i = _skip_space(text, i + 1)
                     old = node.child(key)
                     if old is not None:             # json.loads keeps the last
-                        node.children.remove(old)
+                        node.remove(old)
                     _, i = self.value(i, node, key)
                 else:
                     _, i = self.value(i, node, f"[{node.value}]")
                     node.value += 1
-                i = _SPACE.match(text, i).end()
+                i = _skip_space(text, i)
                 if text.startswith(",", i):
-                    i = _SPACE.match(text, i + 1).end()
+                    i = _skip_space(text, i + 1)
                     continue
                 if text.startswith(close, i):
                     return node, i + 1

@@ -113,7 +113,7 @@ def decode(cur: Cursor, schema: ProtoSchema, message: str, parent: Node, name: s
             else:
                 old = node.child(f.name)
                 if old is not None:             # a later occurrence wins
-                    node.children.remove(old)
+                    node.remove(old)
                 _field(cur, schema, f, wire, node, f.name, tag_at, stop)
         if cur.pos != stop:
             raise Mismatch(cur.pos, "a field runs past the end of its message")
@@ -205,7 +205,7 @@ def _map_entry(cur: Cursor, schema: ProtoSchema, f: Any, wire: int, holder: Node
     label = "" if key is None else str(key.value)
     old = holder.child(label)
     if old is not None:
-        holder.children.remove(old)
+        holder.remove(old)
     if value is None:               # proto3 leaves a default value out
         holder.add(Node(label, "unset", tag_at, entry.length))
         return

@@ -1,4 +1,4 @@
-"""Recording what the proxy carries as a pcapng file: each proxied connection becomes a
+"""A pcapng writer: what the proxy carries, or what the TUI exports, as a pcapng file: each proxied connection becomes a
 synthetic TCP connection between the real client and the real broker (handshake, data
 in order with real timestamps, FIN), which kdissect and Wireshark open like a capture.
 
@@ -19,12 +19,12 @@ import time
 from collections.abc import Iterable
 
 from ..protocol import Options, decode_request
+from ..protocol.apis import SASL_AUTHENTICATE
 from ..protocol.message import sasl_token_message
 
 LINKTYPE_RAW = 101                     # packets start with the IP header
 _MSS = 60000                           # payload per synthetic segment (IPv4 max is 65535)
 SYN, ACK, PSH, FIN = 0x02, 0x10, 0x08, 0x01
-SASL_AUTHENTICATE = 36
 
 
 def _checksum(data: bytes) -> int:

@@ -1,0 +1,48 @@
+"""--format jsonl: one JSON object per Kafka message (docs/jsonl.md), decoded on worker
+processes with -j N (the engine stays in this one)."""
+
+from __future__ import annotations
+
+import sys
+
+from ..stream.fields import ExchangeFields
+from ..stream.model import Exchange
+from .formats import WriterContext
+from .heap import steady_heap
+from .lines import message_line
+
+
+class JsonlWriter:
+    # bodies come from the values-only decoder and enrichment reads summaries
+    # (message_json adds what a full tree would find)
+    full = False
+
+    def __init__(self, ctx: WriterContext):
+        self.options = ctx.options
+        steady_heap()
+        self.workers = None
+        if ctx.jobs > 1:
+            from .jsonl_workers import JsonlWorkers      # only then: processes cost start-up
+            self.workers = JsonlWorkers(ctx.options, ctx.jobs, sys.stdout.write)
+
+    def exchange(self, ex: Exchange, view: ExchangeFields) -> None:
+        if self.workers is not None:
+            self.workers.add(ex)
+        else:
+            for m in ex.messages:
+                sys.stdout.write(message_line(m, self.options, ex, enriched_full=False))
+
+    def tls(self, facts) -> None:
+        from .tls import tls_json_line
+        if self.workers is not None:
+            self.workers.line(tls_json_line(facts))
+        else:
+            sys.stdout.write(tls_json_line(facts))
+
+    def close(self) -> None:
+        if self.workers is not None:
+            self.workers.close()
+
+    def abort(self) -> None:
+        if self.workers is not None:
+            self.workers.abort()

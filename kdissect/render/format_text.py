@@ -1,0 +1,56 @@
+"""--format text: one line per exchange; with -V the field trees and findings."""
+
+from __future__ import annotations
+
+import sys
+
+from rich.text import Text
+
+from ..stream.fields import ExchangeFields
+from ..stream.model import Exchange
+from .formats import WriterContext
+from .lines import exchange_line
+from .text import render_node
+
+SEVERITY_STYLE = {"error": "bold red", "warn": "yellow", "note": "cyan"}
+
+
+class TextWriter:
+    def __init__(self, ctx: WriterContext):
+        self.options, self.verbose, self.console = ctx.options, ctx.verbose, ctx.console
+        self.full = ctx.verbose
+
+    def exchange(self, ex: Exchange, view: ExchangeFields) -> None:
+        trees = self._trees(ex) if self.full else []
+        line = exchange_line(ex, self.options, view)
+        if self.console.is_terminal:
+            self.console.print(line, soft_wrap=True)
+        else:
+            sys.stdout.write(line.plain + "\n")     # no colours to render: skip rich's layout
+        if self.verbose:
+            for d in trees:
+                self.console.print(render_node(d.data, d.tree, self.options.show_secrets, 0,
+                                               None, False))
+            for f in ex.findings:
+                self.console.print(Text(f"  {f.severity}: {f.text()}",
+                                        style=SEVERITY_STYLE[f.severity]))
+
+    def _trees(self, ex: Exchange) -> list:
+        """The full trees of the exchange's messages: decoded by the engine when it
+        knew this printer wants them, else here."""
+        kept = [d for d in (ex.decoded or ()) if d is not None]
+        return kept or [m.decoded(self.options) for m in ex.messages]
+
+    def tls(self, facts) -> None:
+        if self.verbose:
+            for f in facts.findings:
+                self.console.print(Text(f"  TLS {facts.client[0]}:{facts.client[1]} → "
+                                        f"{facts.server[0]}:{facts.server[1]}: "
+                                        f"{f.severity}: {f.text()}",
+                                        style=SEVERITY_STYLE[f.severity]))
+
+    def close(self) -> None:
+        pass
+
+    def abort(self) -> None:
+        pass

@@ -1,0 +1,49 @@
+"""--format tsv: one tab-separated line per exchange under a header line, for cut, awk,
+sort and spreadsheets. The columns are display-filter fields (stream/fields.py), so a
+column reads exactly what ``-Y`` compares; a field with several values joins them with
+commas. (The worked example of docs/engine.md: a format is this module and one line in
+formats.py.)"""
+
+from __future__ import annotations
+
+import sys
+
+from ..stream.fields import ExchangeFields
+from ..stream.model import Exchange
+from .formats import WriterContext
+from .lines import iso
+
+COLUMNS = ("stream", "client", "broker", "api", "version", "correlation_id", "client_id",
+           "latency", "status", "topic", "records", "error", "finding")
+_CLEAN = str.maketrans({"\t": " ", "\n": " ", "\r": " "})
+
+
+def _cell(values: list) -> str:
+    return ",".join("" if v is None else str(v) for v in values).translate(_CLEAN)
+
+
+class TsvWriter:
+    full = False
+
+    def __init__(self, ctx: WriterContext):
+        sys.stdout.write("\t".join(("time", *COLUMNS)) + "\n")
+
+    def exchange(self, ex: Exchange, view: ExchangeFields) -> None:
+        cells = [iso(ex.first.ts)]
+        for name in COLUMNS:
+            values = view.field(name)
+            if name == "api":
+                values = [ex.first.api_name]
+            elif name == "latency":
+                values = [f"{v * 1000:.3f}" for v in values]     # milliseconds
+            cells.append(_cell(values))
+        sys.stdout.write("\t".join(cells) + "\n")
+
+    def tls(self, facts) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def abort(self) -> None:
+        pass

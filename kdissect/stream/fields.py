@@ -1,0 +1,202 @@
+"""The display-filter fields: one registry of name, type, getter and docs.
+
+The filter language (``kdissect.filters``), its error messages and ``--help`` list, the
+TUI's completion and docs/filters.md's table all come from ``FIELDS``. Registering a
+field is one ``field(...)`` call; its getter takes an ``ExchangeFields`` (an enriched
+exchange) and returns the list of its values (a field with several values matches when
+any does). Items that say their own values (``values_of``: the log items of ``kdissect
+log``) are asked directly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..protocol.findings import REGISTRY as FINDINGS
+from ..protocol.findings import SEVERITIES
+from . import anomaly, content
+from .facts import Facts
+
+if TYPE_CHECKING:
+    from ..protocol import Options
+    from .model import Exchange
+
+KINDS = ("number", "text", "api", "error", "duration", "finding", "severity")
+PROBLEM_GROUPS = frozenset({"malformed", "budget"})
+
+
+class ExchangeFields:
+    """An enriched exchange as summaries and display filters see it: ``field(name)`` ->
+    list of values. Reads only what enrichment put on the exchange."""
+
+    def __init__(self, ex: Exchange, options: Options | None = None):
+        self.ex = ex
+        self.options = options
+
+    def facts(self) -> Facts:
+        return self.ex.facts if self.ex.facts is not None else Facts()
+
+    @property
+    def problems(self) -> int:
+        """Findings about malformed bytes or spent budgets."""
+        return sum(1 for f in self.ex.findings if f.kind.group in PROBLEM_GROUPS)
+
+    def field(self, name: str) -> list:
+        get = FIELDS[name].get
+        return get(self) if get is not None else []
+
+
+Getter = Callable[[ExchangeFields], list]
+
+
+@dataclass(frozen=True, slots=True)
+class FilterField:
+    name: str
+    kind: str                     # one of KINDS: how a compared value is read
+    docs: str                     # one line: --help, error messages, docs/filters.md
+    get: Getter | None = None     # None: no value for exchanges (log items say their own)
+    complete: bool = True         # offered by the TUI's completion
+
+
+FIELDS: dict[str, FilterField] = {}
+
+
+def field(name: str, kind: str, docs: str, get: Getter | None = None,
+          complete: bool = True) -> FilterField:
+    """Register one display-filter field."""
+    if kind not in KINDS or name in FIELDS:
+        raise ValueError(f"filter field {name}: kind {kind!r} unknown or registered twice")
+    FIELDS[name] = f = FilterField(name, kind, docs, get, complete)
+    return f
+
+
+def _partitions(x: ExchangeFields) -> list:
+    topics = x.facts().topics
+    return sorted(set().union(*topics.values())) if topics else []
+
+
+def _client_id(x: ExchangeFields) -> list:
+    r = x.ex.request
+    return [r.client_id] if r is not None and r.client_id else []
+
+
+def _response_frame(x: ExchangeFields) -> list:
+    return [x.ex.response.frame] if x.ex.response is not None else []
+
+
+def _service_time(x: ExchangeFields) -> list:
+    t = anomaly.service_time(x)
+    return [t] if t is not None else []
+
+
+# -- the registry (one call per field; docs/filters.md's table is generated from it) ----
+field("api", "api", "the API: compare with a name (`Produce`, case-insensitive) or a key (`0`)",
+      lambda x: [x.ex.first.api_key])
+field("version", "number", "API version", lambda x: [x.ex.first.api_version])
+field("correlation_id", "number", "correlation id (alias `corr`)",
+      lambda x: [x.ex.first.correlation_id])
+field("client_id", "text", "the request's client id", _client_id)
+field("latency", "duration", "response time; a number with a unit: `us`, `ms` (the default) "
+      "or `s`", lambda x: [x.ex.latency] if x.ex.latency is not None else [])
+field("topic", "text", "every topic the exchange names (requests and responses)",
+      lambda x: list(x.facts().topics))
+field("partition", "number", "every partition it names", _partitions)
+field("error", "error", "the nonzero error codes in it, or `0` when there are none; compare "
+      "with a number or a name (`UNKNOWN_TOPIC_OR_PARTITION`)",
+      lambda x: x.facts().errors or [0])
+field("records", "number", "records carried (Produce requests, Fetch responses)",
+      lambda x: [x.facts().records])
+field("status", "text", "the messages' statuses: `ok`, `unanswered`, `orphan (request not "
+      "captured)`, `no response expected (acks=0)`, `truncated: ...`", lambda x: [x.ex.status])
+field("stream", "number", "connection number", lambda x: [x.ex.stream])
+field("client", "text", "the client's address as `ip:port`",
+      lambda x: [f"{x.ex.client[0]}:{x.ex.client[1]}"])
+field("broker", "text", "the broker's address as `ip:port`",
+      lambda x: [f"{x.ex.broker[0]}:{x.ex.broker[1]}"])
+field("bytes", "number", "request + response size", lambda x: [sum(m.size for m in x.ex.messages)])
+field("problems", "number", "number of fields that did not decode cleanly",
+      lambda x: [x.problems])
+field("frame", "number", "capture frame of the request (of the response for an orphan), "
+      "numbered as Wireshark numbers them", lambda x: [x.ex.first.frame])
+field("response_frame", "number", "capture frame of the response", _response_frame)
+field("anomaly", "number", "true when anything is wrong: a nonzero error code, a finding of "
+      "severity warn or error (no answer, malformed bytes, throttled, a version not "
+      "advertised...), or a broker time over 500 ms. Waits the client asked for are not "
+      "slowness (see `service_time`). The TUI's `p` key goes to the next exchange it selects.",
+      lambda x: [True] if anomaly.reasons(x) else [])
+field("finding", "finding", "the exchange's finding codes (`finding == unanswered`); the codes "
+      "are listed in [findings.md](findings.md)", lambda x: [f.code for f in x.ex.findings])
+field("severity", "severity", "the severities of its findings: `note`, `warn`, `error`, in that "
+      "order (`severity >= warn`)", lambda x: [f.kind.rank for f in x.ex.findings])
+field("service_time", "duration", "broker time: the latency less the wait the client asked for "
+      "(a Fetch answered with no records may be held up to `max_wait_ms`; a JoinGroup up to "
+      "`rebalance_timeout_ms`; a SyncGroup until the leader's assignments arrive). A duration "
+      "like `latency`.", _service_time)
+field("throttle", "number", "the response's `throttle_time_ms`", content.throttle)
+field("record.key", "text", "the keys of the records carried (Produce requests, Fetch "
+      "responses), as text; records inside compressed batches (gzip, snappy, lz4, zstd) are "
+      "decompressed. Bytes that are not UTF-8 are replaced.", content.record_keys)
+field("record.value", "text", "the values of the records carried, as `record.key` reads keys",
+      lambda x: [r.value for r in content.records(x) if r.value is not None])
+field("record.header", "text", "the records' header names; `record.header.NAME` is the values "
+      "of the header `NAME` (`record.header.codec == gzip`)",
+      lambda x: [k for r in content.records(x) for k, _ in r.headers])
+# kdissect log only (docs/log.md): a batch's header fields, no value for exchanges
+_LOG = "`kdissect log` only ([log.md](log.md)): "
+field("base_offset", "number", _LOG + "a batch's first offset")
+field("producer_id", "number", _LOG + "a batch's producer id")
+field("producer_epoch", "number", _LOG + "a batch's producer epoch")
+field("base_sequence", "number", _LOG + "a batch's first sequence number")
+field("partition_leader_epoch", "number", _LOG + "a batch's partition leader epoch")
+field("magic", "number", _LOG + "the record format (0, 1, 2)")
+field("offset", "number", _LOG + "a batch's (or a v0/v1 message's) first offset")
+
+# fields whose values come from the messages' bytes (record contents), not from enrichment
+READS_BYTES = frozenset({"record.key", "record.value", "record.header"})
+
+
+def completions(kind: str) -> list[str] | None:
+    """Values the TUI offers after ``field ==`` for fields of this kind (None: the values
+    seen so far)."""
+    if kind == "finding":
+        return sorted(FINDINGS)
+    if kind == "severity":
+        return list(SEVERITIES)
+    return None
+
+
+def markdown_table() -> str:
+    """docs/filters.md's table of fields (a test checks it is current)."""
+    rows = ["| field | values |", "|---|---|"]
+    rows += [f"| `{f.name}` | {f.docs} |" for f in FIELDS.values()]
+    return "\n".join(rows)
+
+
+def help_list(first: str = "  fields: ", width: int = 88) -> str:
+    """The names of the exchange fields, wrapped for ``--help`` after ``first``."""
+    names = [n if n != "record.header" else "record.header[.NAME]"
+             for n, f in FIELDS.items() if f.get is not None]
+    lines, line = [], first
+    for name in names:
+        if len(line) + len(name) + 1 > width and line.strip():
+            lines.append(line.rstrip())
+            line = " " * len(first)
+        line += name + " "
+    return "\n".join([*lines, line.rstrip()])
+
+
+def values(item: Any, name: str) -> list:
+    """The values of ``name`` for ``item``: an ``ExchangeFields``, or an item that says
+    its own (``values_of``)."""
+    own = getattr(item, "values_of", None)
+    if own is not None:
+        return own(name)
+    f = FIELDS.get(name)
+    if f is not None:
+        return f.get(item) if f.get is not None else []
+    if name.startswith("record.header."):
+        return content.header_values(item, name[len("record.header."):])
+    return item.field(name)
+
