@@ -17,12 +17,15 @@
 The app runs headless (Textual's test driver) on benchmarks/data/bulk.pcap by default.
 
     .venv/bin/python benchmarks/tui_responsiveness.py [CAPTURE]
-    .venv/bin/python benchmarks/tui_responsiveness.py --jobs [CAPTURE] [RUNS]
+    .venv/bin/python benchmarks/tui_responsiveness.py --jobs [CAPTURE] [RUNS] [NICE...]
+
+(--jobs: the workers' priorities to compare, alternating; default +10, as shipped)
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import resource
 import statistics
 import subprocess
@@ -89,19 +92,30 @@ TSHARK_KEY_FILTER = 'kafka.message_key == "k42"'   # tshark 4.0 names it so
 ABSENT = "no such bytes anywhere"
 
 
-def tshark_filter(capture: str) -> float:
-    start = time.monotonic()
+def cpu_seconds(who: int | None = None) -> float:
+    """User + system CPU seconds of this process (RUSAGE_SELF), of its finished
+    children (RUSAGE_CHILDREN: the scan workers, tshark), or both (None)."""
+    whos = (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN) if who is None else (who,)
+    return sum(u.ru_utime + u.ru_stime for u in (resource.getrusage(w) for w in whos))
+
+
+def tshark_filter(capture: str) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of tshark's key filter over the file."""
+    start, cpu = time.monotonic(), cpu_seconds()
     subprocess.run(["tshark", "-r", capture, "-d", "tcp.port==9092,kafka", "-Y",
                     TSHARK_KEY_FILTER], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                    check=False)
-    return time.monotonic() - start
+    return time.monotonic() - start, cpu_seconds() - cpu
 
 
-async def _job(app, pilot, start_job) -> tuple[float, list[float]]:
-    """(seconds until the job is done, latencies of ↓ pressed every 150 ms meanwhile)."""
+async def _job(app, pilot, start_job) -> tuple[float, list[float], tuple[float, float]]:
+    """(seconds until the job is done, latencies of ↓ pressed every 150 ms meanwhile,
+    (CPU seconds of the workers, of the UI process: its share is mostly the detail
+    decoding the exchange each ↓ lands on)."""
     table = app.table
     table.move_cursor(0)
     t0 = time.monotonic()
+    ui, workers = cpu_seconds(resource.RUSAGE_SELF), cpu_seconds(resource.RUSAGE_CHILDREN)
     start_job()
     keys = []
     while app._job is not None:
@@ -113,7 +127,8 @@ async def _job(app, pilot, start_job) -> tuple[float, list[float]]:
                 await asyncio.sleep(0.001)
             keys.append(time.monotonic() - t)
         await asyncio.sleep(0.15)
-    return time.monotonic() - t0, keys
+    return time.monotonic() - t0, keys, (cpu_seconds(resource.RUSAGE_CHILDREN) - workers,
+                                         cpu_seconds(resource.RUSAGE_SELF) - ui)
 
 
 async def measure_jobs(capture: str) -> dict:
@@ -126,41 +141,61 @@ async def measure_jobs(capture: str) -> dict:
     async with app.run_test(size=(160, 45)) as pilot:
         while not app.loaded:
             await asyncio.sleep(0.05)
-        out["filter"], out["filter_keys"] = await _job(
+        out["filter"], out["filter_keys"], out["filter_cpu"] = await _job(
             app, pilot, lambda: app.apply_filter(KEY_FILTER))
         out["matched"] = len(app.shown)
         app.apply_filter("")
         app.needle, app.needle_text = parse_needle(ABSENT), ABSENT
-        out["search"], out["search_keys"] = await _job(app, pilot, app.action_search_next)
+        out["search"], out["search_keys"], out["search_cpu"] = await _job(
+            app, pilot, app.action_search_next)
     return out
 
 
-def jobs_main(capture: str, runs: int) -> None:
-    """Alternating runs: kdissect's filter and search, tshark's key filter."""
-    rows = []
+def jobs_main(capture: str, runs: int, nices: list[int]) -> None:
+    """Alternating runs: kdissect's filter and search (with each priority of the workers
+    in ``nices``), then tshark's key filter."""
+    from kdissect.tui import work
+    rows: dict[int, list[dict]] = {n: [] for n in nices}
+    tshark: list[tuple[float, float]] = []
     for _ in range(runs):
-        r = asyncio.run(measure_jobs(capture))
-        r["tshark"] = tshark_filter(capture)
-        rows.append(r)
-        print(f"filter {r['filter']:.2f} s ({r['matched']} exchanges), search "
-              f"{r['search']:.2f} s, tshark {r['tshark']:.2f} s; key medians "
-              f"{statistics.median(r['filter_keys'] or [0]) * 1000:.0f} / "
-              f"{statistics.median(r['search_keys'] or [0]) * 1000:.0f} ms "
-              f"({len(r['filter_keys'])} / {len(r['search_keys'])} keys)", flush=True)
-    med = {k: statistics.median(r[k] for r in rows) for k in ("filter", "search", "tshark")}
-    keys = [k for r in rows for k in r["filter_keys"] + r["search_keys"]]
-    print(f"\nmedians of {runs}: record filter {med['filter']:.2f} s, byte search "
-          f"{med['search']:.2f} s, tshark key filter {med['tshark']:.2f} s "
-          f"(tshark / kdissect: filter {med['tshark'] / med['filter']:.2f}x, search "
-          f"{med['tshark'] / med['search']:.2f}x); keys meanwhile: median "
-          f"{statistics.median(keys or [0]) * 1000:.0f} ms, worst "
-          f"{max(keys or [0]) * 1000:.0f} ms ({len(keys)} keys)")
+        for nice in nices:
+            work._NICER = nice
+            r = asyncio.run(measure_jobs(capture))
+            r["load"] = os.getloadavg()[0]
+            rows[nice].append(r)
+            print(f"nice +{nice}: filter {r['filter']:.2f} s (CPU-s workers "
+                  f"{r['filter_cpu'][0]:.1f}, UI {r['filter_cpu'][1]:.1f}; {r['matched']} "
+                  f"exchanges), search {r['search']:.2f} s (CPU-s workers "
+                  f"{r['search_cpu'][0]:.1f}, UI {r['search_cpu'][1]:.1f}); load "
+                  f"{r['load']:.1f}; key medians "
+                  f"{statistics.median(r['filter_keys'] or [0]) * 1000:.0f} / "
+                  f"{statistics.median(r['search_keys'] or [0]) * 1000:.0f} ms "
+                  f"({len(r['filter_keys'])} / {len(r['search_keys'])} keys)", flush=True)
+        tshark.append(tshark_filter(capture))
+        print(f"tshark key filter {tshark[-1][0]:.2f} s ({tshark[-1][1]:.1f} CPU-s); load "
+              f"{os.getloadavg()[0]:.1f}", flush=True)
+    t_wall = statistics.median(t[0] for t in tshark)
+    t_cpu = statistics.median(t[1] for t in tshark)
+    print(f"\nmedians of {runs}; tshark key filter {t_wall:.2f} s, {t_cpu:.1f} CPU-s")
+    for nice, got in rows.items():
+        med = {k: statistics.median(r[k] for r in got) for k in ("filter", "search")}
+        cpu = {k: statistics.median(r[f"{k}_cpu"][0] for r in got) for k in ("filter", "search")}
+        keys = [k for r in got for k in r["filter_keys"] + r["search_keys"]]
+        print(f"nice +{nice}: record filter {med['filter']:.2f} s ({cpu['filter']:.1f} "
+              f"CPU-s in workers), byte search {med['search']:.2f} s ({cpu['search']:.1f}); "
+              f"tshark / kdissect: filter {t_wall / med['filter']:.2f}x, search "
+              f"{t_wall / med['search']:.2f}x (CPU: {t_cpu / cpu['filter']:.1f}x, "
+              f"{t_cpu / cpu['search']:.1f}x); load {min(r['load'] for r in got):.1f}-"
+              f"{max(r['load'] for r in got):.1f}; keys meanwhile: median "
+              f"{statistics.median(keys or [0]) * 1000:.0f} ms, worst "
+              f"{max(keys or [0]) * 1000:.0f} ms ({len(keys)} keys)")
 
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--jobs":
         jobs_main(sys.argv[2] if len(sys.argv) > 2 else str(ROOT / "benchmarks/data/bulk.pcap"),
-                  int(sys.argv[3]) if len(sys.argv) > 3 else 3)
+                  int(sys.argv[3]) if len(sys.argv) > 3 else 3,
+                  [int(n) for n in sys.argv[4:]] or [10])
         return
     capture = sys.argv[1] if len(sys.argv) > 1 else str(ROOT / "benchmarks/data/bulk.pcap")
     size = Path(capture).stat().st_size / 2**20

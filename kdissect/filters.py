@@ -319,6 +319,14 @@ def _compare(name: str, op: str, value) -> Predicate:
         return lambda x: not any(isinstance(v, str) and value.search(v) for v in _values(x, name))
     if op == "contains":
         return lambda x: any(isinstance(v, str) and str(value) in v for v in _values(x, name))
+    if op == "==" and name == "record.key" and isinstance(value, str):
+        def has_key(x) -> bool:
+            if hasattr(x, "values_of"):          # log items say their own values
+                return value in x.values_of(name)
+            # exchanges: batches without the key's bytes are not read record by record
+            from .stream.content import has_key
+            return has_key(x, value)
+        return has_key
     if op == "==":
         return lambda x: any(v == value for v in _values(x, name))
     if op == "!=":

@@ -301,3 +301,43 @@ def test_spark_tables_equal_the_one_process_tables(kafka_dirs, spark, s3, tmp_pa
         if name == "s3":
             assert all(json.loads(r)["file"].startswith("s3://tiered/logs/")
                        for r in _rows(one / "batches.parquet"))
+
+
+def test_the_tui_shows_the_brokers_batches_at_their_file_positions(kafka_dirs):
+    """`kdissect log` in the TUI (pilot) on the stopped broker's whole log dir: a row per
+    file and batch, each codec's batch as a tree at its file position beside the batch's
+    bytes as the segment holds them, its records inside the decompressed buffer."""
+    import asyncio
+
+    from kdissect.protocol import Options
+    from kdissect.sources.logdir import walk
+    from kdissect.tui.detail import HIGHLIGHT, Detail, HexView
+    from kdissect.tui.log_app import LogApp
+    from tests.test_tui import loaded
+    log_dir, _running, _wire = kafka_dirs
+    items = list(walk([str(log_dir)], Options()))
+
+    async def go():
+        app = LogApp([str(log_dir)], Options())
+        async with app.run_test(size=(160, 45)) as pilot:
+            await loaded(app, pilot)
+            assert app.table.row_count == len(items) and app.error is None
+            detail, hexview = app.query_one(Detail), app.query_one(HexView)
+            for codec in CODECS:
+                row = next(i for i, it in enumerate(app.shown) if it.kind == "batch"
+                           and it.topic == f"codec-{codec}")
+                app.table.move_cursor(row=row)
+                await pilot.pause(0.1)
+                item = detail.items[0]
+                segment = app.shown[row].path.read_bytes()
+                assert item.data == segment[item.base:item.base + len(item.data)]
+                holders = [n for n in item.root.walk() if n.buffer is not None]
+                assert bool(holders) == (codec != "none")
+                holder = holders[0] if holders else item.root.child("records") or item.root
+                record = next(n for n in (holder.children if holders else
+                                          item.root.walk()) if n.ktype == "record")
+                detail.select(0, record)
+                await pilot.pause()
+                assert hexview.data == (holder.buffer if holders else item.data)
+                assert (record.offset, record.end, HIGHLIGHT) in hexview.marks
+    asyncio.run(go())

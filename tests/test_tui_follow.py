@@ -242,6 +242,8 @@ def test_quick_paths_agree_with_the_located_decoder():
                 quick += content._clean_records(m, None) is not None
             assert [r.key for r in content.records(view)] == located, (path, ex.first.frame)
             assert content.record_keys(view) == [k for k in located if k is not None]
+            for key in {k for k in located if k is not None} | {"no such key", ""}:
+                assert content.has_key(view, key) == (key in located), (path, key)
             keys += sum(content._clean_keys(m, None) is not None for m in ex.messages)
             for buffer in (b for m in ex.messages if m.direction != "sasl"
                            for b in content.buffer_nodes(content.full_tree(m))):

@@ -1,13 +1,21 @@
 """Snapshots (SVG) of the TUI's screens on a repo capture at 80×24, 120×40 and 200×50: a change
 in how they look fails here until reviewed and accepted with `pytest --snapshot-update`.
-The main screen is shown as `p` leaves it: on the first problem, its field selected."""
+The main screen is shown as `p` leaves it: on the first problem, its field selected. The
+TLS capture decrypted, a Produce request's values decoded (`d`) and a damaged partition
+in `kdissect log`'s screen are shown at the same three sizes."""
 
 from pathlib import Path
 
 import pytest
 
+from kdissect.capture.tls import KeyLog
+from kdissect.protocol import Options
+from kdissect.sources.pcap import capture_loader
+from kdissect.tui.app import KdissectApp
 from kdissect.tui.blob_app import BlobApp
-from tests.test_tui import GROUP, app_for
+from kdissect.tui.detail import Detail
+from kdissect.tui.log_app import LogApp
+from tests.test_tui import CODECS, GROUP, app_for
 from tests.test_tui import settle as settle_detail
 
 CAPTURES = Path(__file__).resolve().parents[1] / "captures"
@@ -65,3 +73,68 @@ def test_blob_screen(snap_compare, size):
         pilot.app.query_one(TextArea).cursor_blink = False     # no blinking in a picture
         await pilot.pause(0.8)                                  # past the typing debounce
     assert snap_compare(BlobApp(erl), terminal_size=size, run_before=settled)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_tls_screen(snap_compare, size):
+    tls = CAPTURES / "tls" / "kafka-tls.pcap"
+    keys = KeyLog()
+    keys.add_file(str(tls.with_suffix(".keys")))
+    app = KdissectApp(capture_loader([str(tls)], keys=keys), title=tls.name, keys=keys)
+
+    async def third(pilot):
+        for _ in range(400):
+            if pilot.app.loaded:
+                break
+            await pilot.pause(0.05)
+        await pilot.press("down", "down")
+        await settle_detail(pilot.app, pilot)
+        detail = pilot.app.query_one(Detail)      # on the connection's TLS facts
+        tls = detail.items[-1].root
+        cipher = next(n for n in tls.children if n.name == "cipher")
+        detail.select(len(detail.items) - 1, cipher)
+        detail.field_tree.reveal(cipher, tls)
+        pilot.app.clear_notifications()        # toasts last seconds: not in a picture
+        await settle(pilot)
+    assert snap_compare(app, terminal_size=size, run_before=third)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_values_screen(snap_compare, size):
+    async def decoded(pilot):
+        app = pilot.app
+        for _ in range(400):
+            if app.loaded:
+                break
+            await pilot.pause(0.05)
+        row = next(i for i, v in enumerate(app.shown) if v.ex.first.api_name == "Produce")
+        app.table.move_cursor(row)
+        await settle_detail(app, pilot)
+        await pilot.press("d")
+        await settle(pilot)                     # the tree filled again, values decoded
+        detail = app.query_one(Detail)
+        root = detail.items[0].root
+        value = next(n.child("value") for n in root.walk() if n.ktype == "record")
+        detail.select(0, value)
+        detail.field_tree.reveal(value, root)
+        app.clear_notifications()               # toasts last seconds: not in a picture
+        await settle(pilot)
+        await settle(pilot)                     # the tree scrolled to the value
+    assert snap_compare(app_for(CODECS), terminal_size=size, run_before=decoded)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_log_screen(snap_compare, size, tmp_path, monkeypatch):
+    from tests.test_tui_log import damaged_partition
+    monkeypatch.chdir(tmp_path)
+    damaged_partition(Path("."))
+
+    async def on_the_damage(pilot):
+        for _ in range(400):
+            if pilot.app.loaded:
+                break
+            await pilot.pause(0.05)
+        await pilot.press("p")
+        await settle(pilot)
+    assert snap_compare(LogApp(["pay-0"], Options()), terminal_size=size,
+                        run_before=on_the_damage)

@@ -16,7 +16,7 @@ from ..render.text import tree_of
 from ..protocol.ondisk import BATCH_FIELDS
 from ..sources.logdir import LogDir, LogError, LogItem, walk
 from ..stream.engine import Engine
-from .common import budget, format_choices
+from .common import budget, format_choices, on_terminal
 from .group import main
 from .values_opts import value_options
 
@@ -48,6 +48,9 @@ Examples:
   kdissect log orders-0 --schemas schemas/ --records -Y 'record.value.customer.id == "c-3"'
 
 JSON lines: one object per file and per batch (--records: per record too); docs/log.md.
+On a terminal (and without -V, --records or --format), the files and batches open in the
+terminal UI: a list, the selected batch's byte tree beside its bytes (docs/tui.md).
+
 Exit status: 0 decoded (damage is reported as findings), 1 no such path or not a Kafka
 file, 2 a wrong command line.
 """
@@ -75,9 +78,12 @@ file, 2 a wrong command line.
                    "then a directory of Parquet directories (docs/log.md).")
 @click.option("--master", metavar="URL", help="With --spark: the Spark master (default: as "
                                                 "for kdissect spark).")
+@click.option("--tui", is_flag=True, help="Open the terminal UI even when stdout is not a "
+                                          "terminal.")
+@click.option("--no-tui", is_flag=True, help="Print instead of opening the terminal UI.")
 def log(paths: tuple[str, ...], verbose: bool, fmt: str, output: str | None, records: bool,
         filter_text: str | None, max_decompressed: str, on_spark: bool,
-        master: str | None) -> None:
+        master: str | None, tui: bool, no_tui: bool) -> None:
     err = Console(stderr=True)
     if fmt == "parquet" and not output:
         raise click.UsageError("--format parquet needs -o DIR (the tables' directory)")
@@ -92,6 +98,16 @@ def log(paths: tuple[str, ...], verbose: bool, fmt: str, output: str | None, rec
     except FilterError as e:
         raise click.UsageError(f"bad filter: {e}") from None
     options = budget(max_decompressed)
+    if (tui or on_terminal(fmt, verbose or records)) and not no_tui:
+        from pathlib import Path
+
+        from ..tui.log_app import LogApp
+        missing = [p for p in paths if not Path(p).exists()]
+        if missing:
+            click.echo(f"kdissect log: {missing[0]}: no such file or directory", err=True)
+            sys.exit(1)
+        LogApp(list(paths), options, filter_text or "").run()
+        return
     if fmt == "parquet" and output:             # (checked above: parquet has -o)
         from ..pipeline.log_tables import write_log_tables
 

@@ -103,7 +103,7 @@ def pcap(files, ports, no_detect, verbose, fmt, output, records_output, filter_t
     if (tui or interactive) and not no_tui:
         _run_tui(capture_loader(files, options, ports=kafka_ports, detect=detect,
                                 keys=keylog, budget=memory_budget()), options, ", ".join(os.path.basename(f) for f in files), filter_text,
-            display_filter)
+            display_filter, keys=keylog)
         return
     printer = ExchangePrinter(options, fmt, verbose, display_filter, stats,
                               jobs or available_cores())

@@ -254,9 +254,12 @@ def capture_loader(paths, options: Options | None = None, **kw):
     """The TUI's source for capture files: ``load(emit, warn, progress)`` runs them
     through the engine (``kw`` as for ``read_captures``)."""
     def load(emit, warn, progress) -> None:
-        # gaps go to `warn` as Gap objects: the TUI counts them as --stats does
+        # gaps and TLS connections (TlsFacts) go to `warn` as objects: the TUI counts
+        # the gaps as --stats does and lists the TLS connections
+        sink = CallbackSink(emit, warn, progress, gap=warn)
+        sink.tls = warn                         # type: ignore[attr-defined]
         Engine(CaptureFiles(paths, packets=lambda reader, path: tracked(reader, path, progress),
-                            **kw), CallbackSink(emit, warn, progress, gap=warn), options).run()
+                            **kw), sink, options).run()
     return load
 
 

@@ -79,6 +79,40 @@ def record_keys(view) -> list[str]:
     return out
 
 
+def has_key(view, key: str) -> bool:
+    """Whether a record of the exchange has the key ``key`` (``key in record_keys(view)``,
+    quicker): a key is bytes of its batch, so a clean batch whose records' bytes do not
+    hold the key's UTF-8 bytes (one C-speed search) is not read record by record."""
+    if view.ex.first.api_key not in CARRY_RECORDS:
+        return False
+    if "\ufffd" in key:                     # may stand for bytes that are not UTF-8
+        return key in record_keys(view)
+    minimal, padded = _key_needles(key.encode())
+    for m in (view.ex.request, view.ex.response):
+        batches = _clean_batches(m, view.options)
+        keys: list[str] = []
+        if batches is not None and all(
+                (minimal not in data and padded not in data) or _batch_keys(data, count, keys)
+                for data, count, _compressed in batches):
+            if key in keys:
+                return True
+        elif any(r.key == key for r in _message_records(m, view.options)):
+            return True
+    return False
+
+
+def _key_needles(key: bytes) -> tuple[bytes, bytes]:
+    """Bytes every v2 record with this key holds: its length (a zigzag varint) then the
+    key; or, when the length was written in more bytes than needed (legal, never done
+    by clients), a last length byte of 0 then the key."""
+    n, prefix = len(key) << 1, bytearray()
+    while n >= 0x80:
+        prefix.append(n & 0x7F | 0x80)
+        n >>= 7
+    prefix.append(n)
+    return bytes(prefix) + key, b"\0" + key
+
+
 def _message_records(m, options: Options | None) -> list[Record]:
     quick = _clean_records(m, options)
     if quick is not None:

@@ -8,6 +8,7 @@ import json
 import re
 import threading
 from collections import OrderedDict, deque
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -21,15 +22,16 @@ from textual.widgets import Footer, Header, Input, ProgressBar, Static
 
 from ..filters import Filter, FilterError, parse_filter
 from ..protocol import Message, Options
+from ..protocol.node import Node
 from ..render.lines import endpoint, iso, message_json
 from ..render.text import format_value
 from ..stream import anomaly
 from ..stream.content import buffer_nodes, find_bytes, holds_bytes
 from ..stream.facts import Facts
 from ..stream.model import Gap, KafkaMessage
-from .detail import Detail, HexView, Item
-from .exchange_list import COLUMNS, ExchangeList
-from .filterbar import FilterInput, FilterSuggester
+from .detail import FACT, Detail, HexView, Item
+from .exchange_list import COLUMNS, LOCK, ExchangeList
+from .filterbar import FILTER_CSS, FilterInput, FilterSuggester
 from .loader import Done, ListedView, Progress, Row, Warn, run_in_process, run_in_thread
 from .screens import HelpScreen, StatsScreen
 from .spill import Spill
@@ -91,6 +93,27 @@ def _sort_value(view: ListedView, column: str) -> tuple:
     return (0, text) if text else (1, "")
 
 
+def tls_item(facts) -> Item:
+    """A decrypted connection's TLS facts (capture.tls.TlsFacts) as a tree in the detail,
+    beside the request and response: each fact a field, read in full on the field line.
+    They have no bytes in the messages (the handshake is not Kafka's)."""
+    root = Node("tls_connection", FACT, 0, 0, facts.state)
+    facts_json = facts.to_json()
+    for name in ("server_name", "version", "cipher", "alpn", "resumed", "state", "records",
+                 "records_decrypted", "records_failed", "plaintext_bytes", "frame", "client",
+                 "server"):
+        value = facts_json.get(name)
+        note = facts.STATES.get(value) if name == "state" else \
+            "no SNI in the ClientHello" if name == "server_name" and value is None else None
+        root.add(Node(name, FACT, 0, 0,
+                      ", ".join(value) if isinstance(value, list) else value, note=note))
+    for f in facts.findings:
+        root.add(Node("finding", FACT, 0, 0, f.code, problem=f.text(), code=f.code))
+    state = "decrypted" if facts.is_decrypted else facts.state
+    label = Text(f"TLS connection: {state}  ({facts.describe()})", "bold green")
+    return Item(label, b"", root)
+
+
 def long_time(ts: float, local: bool) -> str:
     when = datetime.fromtimestamp(ts, tz=timezone.utc)
     if local:
@@ -148,15 +171,9 @@ class KdissectApp(App):
     #work.done { display: none; }
     #work-label { width: auto; max-width: 60%; padding: 0 1; color: $text-muted; }
     #progress { width: 1fr; }
-    #active-filter { height: 1; display: none; background: $boost; padding: 0 1; }
-    #active-filter.visible { display: block; }
     #main { height: 1fr; }
     #bars { height: auto; }
-    .bar { display: none; }
-    .bar.visible { display: block; }
-    #filter-error { display: none; color: $error; height: auto; max-height: 4; }
-    #filter-error.visible { display: block; }
-    """
+    """ + FILTER_CSS
     BINDINGS = [
         Binding("slash", "filter", "Filter"),
         Binding("p", "next_problem", "Next problem"),
@@ -171,6 +188,7 @@ class KdissectApp(App):
         Binding("B", "next_bookmark", "Next bookmark", show=False),
         Binding("x", "jump", "Req⇄Resp", show=False),
         Binding("v", "toggle_pane", "Tree⇄bytes"),
+        Binding("d", "toggle_values", "Values raw⇄decoded", show=False),
         Binding("c", "copy", "Copy value", show=False),
         Binding("e", "export", "Export JSON", show=False),
         Binding("E", "export_pcapng", "Export pcapng", show=False),
@@ -181,8 +199,13 @@ class KdissectApp(App):
     ]
 
     def __init__(self, load, options: Options | None = None, title: str = "",
-                 stop: threading.Event | None = None, isolate: bool = True):
+                 stop: threading.Event | None = None, isolate: bool = True, keys=None):
         super().__init__()
+        self.keys = keys               # the TLS key log (capture.tls.KeyLog), for `E`
+        # the source's TLS connections (capture.tls.TlsFacts), decrypted or not
+        self.tls_connections: list = []
+        # their final facts by Kafka connection (an exchange carries them as they were)
+        self.tls_by_stream: dict[int, object] = {}
         self.isolate = isolate         # run the source in a child process
         self.load = load
         self.options = options or Options()
@@ -208,8 +231,12 @@ class KdissectApp(App):
         self.stop = stop or threading.Event()
         self._incoming: deque = deque()
         self._progress: tuple[int, int] | None = None
-        # full trees of the last messages viewed (by message index): memory stays bounded
-        self._trees: OrderedDict[int, Message] = OrderedDict()
+        # record keys and values in the tree: decoded (by their schemas, else what they
+        # look like) or raw bytes; `d` toggles (see tree_options)
+        self.values_decoded = self.options.values is not None
+        # full trees of the last messages viewed (by message index and whether values
+        # were decoded): memory stays bounded
+        self._trees: OrderedDict[tuple[int, bool], Message] = OrderedDict()
         self.title_text = title
         self.sub_title = title
         # message bytes live in a spill file, loaded when needed (a forked loader only)
@@ -320,9 +347,15 @@ class KdissectApp(App):
             if before == 0 and table.row_count:      # the first rows: show the first one
                 self.follow_cursor()
 
-    def _warned(self, what: str | Gap) -> None:
+    def _warned(self, what) -> None:
         """A warning of the source: kept (the statistics list them all, with the gaps
-        counted as --stats counts them); the first few are shown as they come."""
+        counted as --stats counts them); the first few are shown as they come. A TLS
+        connection's facts come this way too (listed in the statistics)."""
+        if not isinstance(what, (str, Gap)):       # capture.tls.TlsFacts
+            self.tls_connections.append(what)
+            if what.stream is not None:
+                self.tls_by_stream[what.stream] = what
+            return
         if isinstance(what, Gap):
             self.gaps.append(what)
             what = what.describe()
@@ -561,23 +594,38 @@ class KdissectApp(App):
                               m.data, decoded.tree))
         title = Text(f"{ex.first.api_name} exchange, stream {ex.stream}, frame "
                      f"{ex.first.frame}")
+        if ex.tls is not None:                 # read from a decrypted TLS connection
+            title.append(f"  {LOCK} TLS", "green")
+            items.append(tls_item(self.tls_by_stream.get(ex.stream, ex.tls)))
         reasons = anomaly.reasons(view)
         if reasons:
             title.append(f"  ✗ {', '.join(reasons)}", "bold red")
         self.query_one(Detail).show(title, items)
 
+    def tree_options(self) -> Options:
+        """The options trees are decoded with: record keys and values raw, or decoded
+        by the schemas given (without any, `d` shows what they look like: JSON, text,
+        Protobuf, as ``--values`` does)."""
+        if not self.values_decoded:
+            return replace(self.options, values=None)
+        if self.options.values is None:
+            from ..schemas_source import Schemas
+            self.options = replace(self.options, values=Schemas())
+        return self.options
+
     def tree_of(self, m: KafkaMessage) -> Message:
         """The full tree of ``m``, decoded on first view and kept among the last few."""
-        decoded = self._trees.get(m.index)
+        key = (m.index, self.values_decoded)
+        decoded = self._trees.get(key)
         if decoded is None:
-            decoded = m.decoded(self.options)
+            decoded = m.decoded(self.tree_options())
             if not m.data and self.spill is not None:
                 return decoded              # its bytes were let go meanwhile: not kept
-            self._trees[m.index] = decoded
+            self._trees[key] = decoded
             while len(self._trees) > _KEEP_DECODED:
                 self._trees.popitem(last=False)
         else:
-            self._trees.move_to_end(m.index)
+            self._trees.move_to_end(key)
         return decoded
 
     @on(ExchangeList.HeaderSelected, "#exchanges")
@@ -648,8 +696,8 @@ class KdissectApp(App):
         views, gaps = list(self.shown), list(self.gaps)
 
         def open_screen(gathered) -> None:
-            self.push_screen(StatsScreen(views, self.load_bytes, gathered, self.warnings),
-                             self._stats_closed)
+            self.push_screen(StatsScreen(views, self.load_bytes, gathered, self.warnings,
+                                         tls=self.tls_connections), self._stats_closed)
         if len(views) > _IN_WORKERS:
             self.run_job("statistics", lambda progress, cancel: gather(
                 views, self.load_bytes, gaps, progress, cancel), open_screen)
@@ -702,6 +750,23 @@ class KdissectApp(App):
         """Tree ⇄ bytes: on a narrow terminal they take turns, else the focus moves."""
         self.query_one(Detail).toggle_pane()
 
+    def action_toggle_values(self) -> None:
+        """Record keys and values as raw bytes ⇄ decoded into trees (by the schemas
+        given, else by what they look like); the detail shows the same field again."""
+        self.values_decoded = not self.values_decoded
+        detail = self.query_one(Detail)
+        path = detail.selected_path()
+        self.show_exchange(self.detail_view)
+        if path is not None:
+            detail.select_path(*path)
+        how = ("decoded" + ("" if self.options.values is not None and
+                            getattr(self.options.values, "framed", False) or
+                            getattr(self.options.values, "overrides", None)
+                            else " by what they look like (no schemas given: --schemas DIR, "
+                                 "--value-schema TOPIC=FILE)")
+               if self.values_decoded else "raw bytes")
+        self.notify(f"record keys and values: {how}; d toggles", timeout=4)
+
     def action_jump(self) -> None:
         self.query_one(Detail).jump_message()
 
@@ -738,12 +803,13 @@ class KdissectApp(App):
         path = unique_path(Path(f"kdissect-{stem}-{len(self.shown)}-exchanges.pcapng"))
         try:
             count = write_pcapng(str(path), self.shown, self.options.show_secrets,
-                                 self.load_bytes)
+                                 self.load_bytes, self.keys)
         except OSError as e:
             self.notify(f"could not write {path}: {e.strerror}", severity="error")
             return
-        self.notify(f"exported {count} exchanges to {path.resolve()} (secrets masked "
-                    f"unless --show-secrets)")
+        tls = " with the TLS key log" if self.keys is not None and len(self.keys) else ""
+        self.notify(f"exported {count} exchanges to {path.resolve()}{tls} (SASL secrets "
+                    f"masked unless --show-secrets)")
 
     def deliver_screenshot(self, filename: str | None = None, path: str | None = None,
                            time_format: str | None = None) -> str | None:

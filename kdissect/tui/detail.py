@@ -18,6 +18,7 @@ from textual.widgets.tree import TreeNode
 from ..protocol.node import Node
 from ..render.text import PROBLEM, as_root, format_value, hexdump
 
+FACT = "fact"                      # a node's kind when it is no bytes (TLS facts)
 HIGHLIGHT = "bold black on yellow"
 CURSOR = "reverse"
 # parents of the selected field, nearest first: stronger to fainter
@@ -303,7 +304,8 @@ class FieldTree(Tree):
 def describe(label: Text, node: Node, base: int, show_secrets: bool, width: int) -> Text:
     """``label`` followed by the node's ``@offset+length``, value (cut to ``width``),
     decompressed size, note and problem: a tree line, or the field line in full."""
-    label.append(f" @{node.offset + base}+{node.length}", style="dim")
+    if node.ktype != FACT:
+        label.append(f" @{node.offset + base}+{node.length}", style="dim")
     value = format_value(node, show_secrets, width)
     if value:
         label.append(" = ")
@@ -450,6 +452,29 @@ class Detail(Vertical):
         self._from_hex = True                    # the tree follows; the cursor stays put
         self.field_tree.reveal(node, self.items[index].root)
         self.hexview.move_to(offset)
+
+    def selected_path(self) -> tuple[int, list[tuple[int, str]]] | None:
+        """Where the selected field is: (message, (child index, name) from its root),
+        to select the same field in a tree decoded again (``select_path``)."""
+        if self.selected is None:
+            return None
+        index, node = self.selected
+        path = self.items[index].root.path_to(node) or []
+        return index, [(parent.children.index(child), child.name)
+                       for parent, child in zip(path, path[1:])]
+
+    def select_path(self, index: int, steps: list[tuple[int, str]]) -> None:
+        """Select the field ``selected_path`` gave, or its deepest part that is still
+        there (a decoded value's field when values are shown raw again)."""
+        if not 0 <= index < len(self.items):
+            return
+        root = node = self.items[index].root
+        for at, name in steps:
+            if at >= len(node.children) or node.children[at].name != name:
+                break
+            node = node.children[at]
+        self.select(index, node)
+        self.field_tree.reveal(node, root)
 
     def jump_message(self) -> None:
         """Move the tree cursor to the next message's top (request ⇄ response)."""

@@ -35,6 +35,7 @@ COLUMNS = (Column("#", 7, 7, True), Column("time", 12, 12), Column("client → b
            Column("client id", 14, 8), Column("latency", 9, 8, True),
            Column("summary", 24, 14), Column("status", 28, 14))
 FULL_TIME = 30             # "2026-11-23 20:38:07.661340 UTC"
+LOCK = "🔒"               # before the frame number: a decrypted TLS connection
 SHORT_ENDPOINTS = 13       # ":45642→:19092"
 # when the terminal is narrow, these steps run in order until the columns fit: the list
 # keeps the frame, API, version, latency, summary and status (the error names) to the last
@@ -264,6 +265,8 @@ class ExchangeList(ScrollView, can_focus=True):
             cells[2] = f":{view.ex.client[1]}→:{view.ex.broker[1]}"
         if self.time_of is not None:
             cells[1] = self.time_of(view.ex.first.ts)
+        if view.ex.tls is not None:          # read from a decrypted TLS connection
+            cells[0] = f"{LOCK}{cells[0]}"
         return cells
 
     def render_line(self, y: int) -> Strip:

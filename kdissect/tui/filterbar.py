@@ -85,3 +85,15 @@ class FilterInput(Input):
         if self._suggestion and self._suggestion != self.value:
             self.value = self._suggestion
             self.cursor_position = len(self.value)
+
+
+# how the filter bar, its reason and the active filter line look, in every screen
+# that has them (the exchanges', kdissect log's)
+FILTER_CSS = """
+    #active-filter { height: 1; display: none; background: $boost; padding: 0 1; }
+    #active-filter.visible { display: block; }
+    .bar { display: none; }
+    .bar.visible { display: block; }
+    #filter-error { display: none; color: $error; height: auto; max-height: 4; }
+    #filter-error.visible { display: block; }
+"""

@@ -28,7 +28,7 @@ class Row:
 
 @dataclass(slots=True)
 class Warn:
-    what: str | Gap
+    what: str | Gap | object        # a note, a Gap, or a TLS connection's TlsFacts
 
 
 @dataclass(slots=True)

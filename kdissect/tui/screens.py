@@ -13,6 +13,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from ..render.stats import stats_tables
+from ..render.tls import tls_table
 from ..stream import anomaly
 from ..stream.fields import ExchangeFields
 from ..stream.stats import Stats
@@ -56,10 +57,11 @@ class StatsScreen(ModalScreen):
     """
 
     def __init__(self, views: Sequence[ExchangeFields], load=lambda view: view,
-                 gathered: tuple[Stats, list] | None = None, warnings=(), gaps=()):
+                 gathered: tuple[Stats, list] | None = None, warnings=(), gaps=(), tls=()):
         """``load(view)`` gives a view's messages their bytes (see tui/spill.py);
         ``gathered``: what ``gather`` found (else it runs now). ``warnings``: the
-        source's, all listed; ``gaps`` are counted as --stats counts them."""
+        source's, all listed; ``gaps`` are counted as --stats counts them; ``tls``: the
+        source's TLS connections (capture.tls.TlsFacts), decrypted or not, listed."""
         super().__init__()
         if gathered is None:
             gathered = gather(views, load, gaps)
@@ -67,6 +69,7 @@ class StatsScreen(ModalScreen):
         self.stats, self.points = gathered
         self.latencies = [p[2].ex.latency * 1000 for p in self.points]
         self.warnings = list(warnings)
+        self.tls = list(tls)
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="stats-box"):
@@ -76,6 +79,8 @@ class StatsScreen(ModalScreen):
             yield LatencyChart(self.points, id="latency")
             yield Static(id="slice")
             yield Static(stats_tables(self.stats), id="stats-tables")
+            if self.tls:
+                yield Static(tls_table(self.tls), id="tls")
             if self.warnings:
                 listed = Text(f"Capture warnings ({len(self.warnings)})\n", style="bold")
                 for w in self.warnings:
@@ -130,6 +135,8 @@ HELP = """\
                   the line under them: the selected field in full (name, value, offset,
                   length, explanation)
   x               jump between the request and the response
+  d               record keys and values: decoded into trees (by --schemas, else what
+                  they look like) ⇄ raw bytes
   ← → ↑ ↓         in the bytes: move the cursor; the field under it is selected
   c / e           copy the selected field's value / export the exchange as JSON
 [b]Colours[/b]

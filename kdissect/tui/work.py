@@ -53,12 +53,18 @@ def scan(items: Sequence, test: Callable, progress: Callable[[int, int], None],
         return []
     workers = max(1, min(workers or cores(), n))
     ctx = multiprocessing.get_context("fork")
+    # a search wants the first hit: contiguous shares, the earliest with a hit decides;
+    # a filter wants them all: every workers-th item, so that costly exchanges (big
+    # Produce requests and Fetch responses come in runs) are shared out evenly
     bounds = [n * k // workers for k in range(workers + 1)]
+
+    def index(k: int, i: int) -> int:
+        return bounds[k] + i if first_only else k + i * workers
     children = []
     pipes: list[multiprocessing.connection.Connection] = []
     for k in range(workers):
         recv, send = ctx.Pipe(duplex=False)
-        part = items[bounds[k]:bounds[k + 1]]
+        part = items[bounds[k]:bounds[k + 1]] if first_only else items[k::workers]
         child = ctx.Process(target=_scan, args=(part, test, first_only, send), daemon=True)
         child.start()
         send.close()
@@ -84,14 +90,14 @@ def scan(items: Sequence, test: Callable, progress: Callable[[int, int], None],
                     done += payload
                     progress(done, n)
                 else:
-                    results[k] = [bounds[k] + i for i in payload]
+                    results[k] = [index(k, i) for i in payload]
             if first_only:                       # the earliest share with a hit decides
                 for r in results:
                     if r is None:
                         break
                     if r:
                         return r[:1]
-        found = [i for r in results for i in (r or [])]
+        found = sorted(i for r in results for i in (r or []))
         return found[:1] if first_only else found
     finally:
         for child in children:
