@@ -11,7 +11,9 @@ import gzip
 import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import Any, BinaryIO
+
+from .native import scanner_class
 
 PCAP_MAGICS = {
     b"\xd4\xc3\xb2\xa1": ("<", 1e-6), b"\xa1\xb2\xc3\xd4": (">", 1e-6),
@@ -53,6 +55,7 @@ class CaptureReader:
         self.bytes_read = 0
         # pcapng Decryption Secrets Blocks (TLS key logs) go here as they are read
         self.on_secrets: Callable[[bytes], None] = lambda key_log: None
+        self.scanned: Any = None           # the compiled Scanner, once ``items`` runs it
 
     def close(self) -> None:
         self._file.close()
@@ -87,6 +90,41 @@ class CaptureReader:
             self.warnings.append(f"compressed data ends early or is corrupt: {e}")
             self._broken = True
         return b"".join(parts)
+
+    def items(self) -> Iterator[Packet | list[tuple]]:
+        """What the packet path makes of the file: Packets (pure Python) or, with the
+        compiled extension, batches of the TCP segments and secrets it found
+        (``native.Scanner`` rows). ``native_packets``/``unsupported`` count its packets."""
+        scanner = scanner_class()
+        if scanner is None or self.scanned is not None:
+            yield from self.packets()
+            return
+        yield from self._scan(scanner())
+
+    def _scan(self, scanner) -> Iterator[list[tuple]]:
+        self.scanned = scanner
+        seen = 0                               # the scanner's warnings already taken
+        eof = False
+        while not eof:
+            mark = len(self.warnings)
+            data = self._read(_BLOCK)
+            eof = len(data) < _BLOCK               # reads are short only at the end
+            broke = self.warnings[mark:]           # the compressed stream broke off here:
+            del self.warnings[mark:]               # said after what the bytes before it hold
+            for chunk, last in ((data, False), (b"", True))[:1 + eof]:
+                try:
+                    rows = scanner.feed(chunk, last)
+                except ValueError as e:
+                    raise CaptureError(f"{self.path}: {e}") from None
+                finally:
+                    self.format = scanner.format
+                said = scanner.warnings
+                self.warnings += said[seen:]
+                seen = len(said)
+                if not last:
+                    self.warnings += broke
+                if rows:
+                    yield rows
 
     def packets(self) -> Iterator[Packet]:
         magic = self._read(4)

@@ -14,6 +14,11 @@ COMMAND_MODULES = {"pcap": "pcap_cmd", "blob": "blob_cmd", "live": "live_cmd",
                    "proxy": "proxy_cmd", "spark": "spark_cmd", "log": "log_cmd"}
 
 
+def _packet_path() -> str:
+    from ..capture.native import packet_path
+    return packet_path()
+
+
 class LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(set(super().list_commands(ctx)) | set(COMMAND_MODULES))
@@ -26,7 +31,8 @@ class LazyGroup(click.Group):
 
 @click.group(cls=LazyGroup,
              context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.version_option(__version__, prog_name="kdissect")
+@click.version_option(__version__, prog_name="kdissect",
+                      message="%(prog)s %(version)s\n" + _packet_path())
 def main() -> None:
     """kdissect: see every byte of Kafka traffic.
 
