@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import struct
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
@@ -86,7 +87,7 @@ class CaptureReader:
                     break
                 parts.append(chunk)
                 got += len(chunk)
-        except (OSError, EOFError) as e:       # gzip: truncated or corrupt stream
+        except (OSError, EOFError, zlib.error) as e:   # gzip: truncated or corrupt stream
             self.warnings.append(f"compressed data ends early or is corrupt: {e}")
             self._broken = True
         return b"".join(parts)
@@ -103,28 +104,24 @@ class CaptureReader:
 
     def _scan(self, scanner) -> Iterator[list[tuple]]:
         self.scanned = scanner
+        # a compressed stream that breaks off says so when the read reaches the break:
+        # read it as the Python path does so the warning falls where it would
+        exact = self.compressed
         seen = 0                               # the scanner's warnings already taken
-        eof = False
-        while not eof:
-            mark = len(self.warnings)
-            data = self._read(_BLOCK)
-            eof = len(data) < _BLOCK               # reads are short only at the end
-            broke = self.warnings[mark:]           # the compressed stream broke off here:
-            del self.warnings[mark:]               # said after what the bytes before it hold
-            for chunk, last in ((data, False), (b"", True))[:1 + eof]:
-                try:
-                    rows = scanner.feed(chunk, last)
-                except ValueError as e:
-                    raise CaptureError(f"{self.path}: {e}") from None
-                finally:
-                    self.format = scanner.format
-                said = scanner.warnings
-                self.warnings += said[seen:]
-                seen = len(said)
-                if not last:
-                    self.warnings += broke
-                if rows:
-                    yield rows
+        while not scanner.done:
+            want = scanner.want if exact else _BLOCK
+            data = self._read(want)
+            try:
+                rows = scanner.feed(data, len(data) < want)    # short only at the end
+            except ValueError as e:
+                raise CaptureError(f"{self.path}: {e}") from None
+            finally:
+                self.format = scanner.format
+            said = scanner.warnings
+            self.warnings += said[seen:]
+            seen = len(said)
+            if rows:
+                yield rows
 
     def packets(self) -> Iterator[Packet]:
         magic = self._read(4)

@@ -17,6 +17,7 @@ const TLS_KEY_LOG: u32 = 0x544C_534B;
 const ETH_IPV4: i64 = 0x0800;
 const ETH_IPV6: i64 = 0x86DD;
 const ADDR_CACHE: usize = 65536;
+const BLOCK: usize = 1 << 20; // pcapfile.py's _BLOCK: what the Python reader reads at a time
 
 fn clamp_ts(ts: f64) -> f64 {
     if (0.0..=TS_MAX).contains(&ts) {
@@ -237,6 +238,10 @@ struct Scanner {
     unsupported: HashMap<u32, u64>,
     addrs: HashMap<Vec<u8>, Py<PyString>>,
     ip_address: Option<PyObject>,
+    /// bytes the Python reader would read next (a compressed file is fed exactly so: a
+    /// stream that breaks off is then said where the Python path says it)
+    #[pyo3(get)]
+    want: usize,
 }
 
 impl Scanner {
@@ -247,6 +252,7 @@ impl Scanner {
     /// ``n`` bytes if there are (or, at the end, what is left); None: wait for more.
     fn take(&mut self, n: usize) -> Option<(usize, usize)> {
         if self.avail() < n && !self.eof {
+            self.want = n - self.avail();
             return None;
         }
         let start = self.pos;
@@ -332,6 +338,7 @@ impl Scanner {
         loop {
             if self.avail() < 16 {
                 if !self.eof {
+                    self.want = BLOCK;
                     return Ok(());
                 }
                 if self.avail() > 0 {
@@ -360,6 +367,7 @@ impl Scanner {
             }
             if self.avail() < 16 + incl {
                 if !self.eof {
+                    self.want = BLOCK.max(16 + incl - self.avail());
                     return Ok(());
                 }
                 let text = format!(
@@ -541,7 +549,14 @@ impl Scanner {
             unsupported: HashMap::new(),
             addrs: HashMap::new(),
             ip_address: None,
+            want: 4,
         }
+    }
+
+    /// Nothing more to read: the file ended, or is damaged from here on.
+    #[getter]
+    fn done(&self) -> bool {
+        self.state == State::Done
     }
 
     /// The next bytes of the file (``eof``: the last); what they complete, in order.
@@ -559,6 +574,7 @@ impl Scanner {
                 State::Magic => {
                     if self.avail() < 4 {
                         if !self.eof {
+                            self.want = 4 - self.avail();
                             break;
                         }
                         self.state = State::Done;
@@ -595,6 +611,7 @@ impl Scanner {
                 State::PcapHeader => {
                     if self.avail() < 20 {
                         if !self.eof {
+                            self.want = 20 - self.avail();
                             break;
                         }
                         self.state = State::Done;
