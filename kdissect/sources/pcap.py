@@ -219,7 +219,7 @@ def _read(paths, sink: Sink, ports, detect: bool, packets, keys: KeyLog | None,
                 reader.on_secrets = dissector.add_secrets
                 try:
                     for item in (packets(reader, path) if packets else reader.items()):
-                        if type(item) is list:
+                        if isinstance(item, list):
                             dissector.rows(item)
                         else:
                             dissector.packet(item)
