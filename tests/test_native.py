@@ -54,6 +54,7 @@ def test_repo_captures_scan_alike(path, tmp_path):
         assert divergence(str(f)) is None, name
 
 
+@pytest.mark.slow                      # whole CLI pipelines, both paths
 @pytest.mark.parametrize("capture", ["kafka-python-codecs", "aiokafka", "legacy-0.8.2",
                                      "confluent-group", "mtu1500"])
 def test_damaged_captures_scan_and_print_alike(capture, tmp_path):
@@ -74,6 +75,7 @@ def assert_same_output(path: Path, *views: list[str]) -> None:
         assert runs[0].output == runs[1].output, (path.name, view)
 
 
+@pytest.mark.slow
 def test_repo_capture_output_alike():
     """All the views of one capture (the golden digests cover every capture, run on
     whichever path is built: tests/test_golden_outputs.py)."""
@@ -85,10 +87,11 @@ def test_repo_capture_output_alike():
 def hostile(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("hostile")
     subprocess.run([sys.executable, str(ROOT / "scripts" / "make_hostile.py"), str(out)],
-                   check=True, timeout=300)
+                   check=True, timeout=900)        # minutes on a loaded machine
     return out
 
 
+@pytest.mark.slow
 def test_hostile_set_scans_alike(hostile):
     names = sorted(p.name for p in hostile.iterdir() if p.is_file())
     assert len(names) > 30
