@@ -13,8 +13,10 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
-from kdissect.capture.packet import SUPPORTED, tcp_segment
+from types import SimpleNamespace
+
 from kdissect.capture.pcapfile import CaptureError, CaptureReader
+from kdissect.sources.pcap import CaptureDissector
 
 
 @dataclass
@@ -27,22 +29,30 @@ class Scan:
     error: str | None = None
 
 
+class _Segments:
+    """Stands in for the reassembler: records what the Python path hands it."""
+
+    def __init__(self, events: list[tuple]):
+        self.events = events
+
+    def segment(self, s, ts: float, frame: int) -> None:
+        self.events.append((frame, ts, s.src, s.sport, s.dst, s.dport, s.seq, s.ack,
+                            s.flags, s.payload, s.missing))
+
+
 def python_scan(path: str) -> Scan:
+    """The Python path: the reader's packets through the dissector's own ``packet``."""
     scan = Scan()
+    dissector = SimpleNamespace(packets=0, unsupported=scan.unsupported,
+                                tcp=_Segments(scan.events))
     with CaptureReader(path) as reader:
         reader.on_secrets = lambda key_log: scan.events.append((key_log,))
         try:
             for pkt in reader.packets():
-                scan.packets += 1
-                if pkt.linktype not in SUPPORTED:
-                    scan.unsupported[pkt.linktype] = scan.unsupported.get(pkt.linktype, 0) + 1
-                    continue
-                s = tcp_segment(pkt.linktype, pkt.data, pkt.orig_len)
-                if s is not None:
-                    scan.events.append((pkt.index, pkt.ts, s.src, s.sport, s.dst, s.dport,
-                                        s.seq, s.ack, s.flags, s.payload, s.missing))
+                CaptureDissector.packet(dissector, pkt)  # type: ignore[arg-type]
         except CaptureError as e:
             scan.error = str(e)
+        scan.packets = dissector.packets
         scan.warnings, scan.format = reader.warnings, reader.format
     return scan
 
