@@ -2,7 +2,12 @@
 """kdissect pcap against tshark on the same capture, side by side in one run:
 
     summary      tshark -T fields -e kafka.api_key   vs  kdissect pcap
+    stats        tshark -T fields -e kafka.api_key   vs  kdissect pcap --stats
+    parquet      tshark -T fields -e kafka.api_key   vs  kdissect pcap --format parquet
     full decode  tshark -T json                      vs  kdissect pcap --format jsonl (-j 1, -j N)
+
+kdissect runs on its compiled packet path and, with --paths both (the default), on the
+pure-Python one too (KDISSECT_PURE=1), so the two compare in the same run.
 
 Each pair runs alternately (peer, ours, peer, ours...) --runs times; the table gives
 medians of wall time, CPU time (user + system, workers included) and peak memory, and
@@ -19,7 +24,8 @@ interpreter of a plain `pip install kdissect` (the test virtualenv's kio also im
 hypothesis at start-up).
 
     .venv/bin/python benchmarks/pcap_vs_tshark.py CAPTURE [--runs 3] [--jobs 2]
-        [--only summary|jsonl] [--no-peer] [--port 9092] [--python PLAIN_VENV/bin/python]
+        [--only summary|stats|parquet|jsonl] [--no-peer] [--port 9092]
+        [--paths both|compiled|pure] [--python PLAIN_VENV/bin/python]
 
 --no-peer runs kdissect alone (e.g. the memory of --format jsonl on a 1.5 GB capture,
 where tshark -T json would need far more memory than this machine has).
@@ -71,11 +77,16 @@ def tree_pss(pid: int) -> int:
     return total
 
 
-def measure(cmd: list[str]) -> tuple[float, float, float]:
+PURE = "(pure Python)"                # in a run's name: KDISSECT_PURE=1
+
+
+def measure(cmd: list[str], pure: bool = False) -> tuple[float, float, float]:
     """(wall seconds, CPU seconds, peak MiB) of the process tree."""
     start = time.monotonic()
+    env = {**ENV, "KDISSECT_PURE": "1"} if pure else {k: v for k, v in ENV.items()
+                                                      if k != "KDISSECT_PURE"}
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            cwd=ROOT, env=ENV)
+                            cwd=ROOT, env=env)
     peak = 0
     while True:
         done, status, usage = os.wait4(proc.pid, os.WNOHANG)
@@ -98,7 +109,11 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                     help="-j of the parallel kdissect run (default: the cores)")
-    ap.add_argument("--only", choices=["summary", "jsonl"])
+    ap.add_argument("--only", choices=["summary", "stats", "parquet", "jsonl"])
+    ap.add_argument("--paths", choices=["both", "compiled", "pure"], default="both",
+                    help="kdissect's packet paths to run (default: both, alternating)")
+    ap.add_argument("--parquet-out", default="/tmp/kdissect-bench.parquet",
+                    help="where the parquet runs write (overwritten)")
     ap.add_argument("--no-peer", action="store_true", help="kdissect alone")
     ap.add_argument("--port", type=int, default=9092)
     ap.add_argument("--python", default=sys.executable,
@@ -111,28 +126,36 @@ def main() -> None:
     for fmt in ("text", "jsonl"):            # warm-up: writes the bytecode
         subprocess.run(kdissect + [str(ROOT / "captures" / "acks0.pcap"), "--format", fmt],
                        capture_output=True, env=ENV, check=True)
+    fields = tshark + ["-T", "fields", "-e", "kafka.api_key"]
     rows = [
-        ("summary", "tshark -T fields -e kafka.api_key",
-         tshark + ["-T", "fields", "-e", "kafka.api_key"],
-         [("kdissect pcap", ours)]),
+        ("summary", "tshark -T fields -e kafka.api_key", fields, [("kdissect pcap", ours)]),
+        ("stats", "tshark -T fields -e kafka.api_key", fields,
+         [("kdissect pcap --stats", ours + ["--stats"])]),
+        ("parquet", "tshark -T fields -e kafka.api_key", fields,
+         [("kdissect pcap --format parquet", ours + ["--format", "parquet", "-o",
+                                                     args.parquet_out])]),
         ("full decode", "tshark -T json", tshark + ["-T", "json"],
          [("kdissect pcap --format jsonl -j 1", ours + ["--format", "jsonl", "-j", "1"])]
          + ([(f"kdissect pcap --format jsonl -j {args.jobs}",
               ours + ["--format", "jsonl", "-j", str(args.jobs)])] if args.jobs > 1 else [])),
     ]
     if args.only:
-        rows = [r for r in rows if (r[0] == "summary") == (args.only == "summary")]
+        rows = [r for r in rows if r[0] == args.only.replace("jsonl", "full decode")]
+    paths = {"both": ["", PURE], "compiled": [""], "pure": [PURE]}[args.paths]
+    rows = [(label, peer_name, peer_cmd, [(f"{name} {path}".strip(), cmd)
+                                          for name, cmd in variants for path in paths])
+            for label, peer_name, peer_cmd, variants in rows]
     size = os.path.getsize(cap) / 2**20
     print(f"capture: {cap} ({size:.0f} MiB); {args.runs} alternating runs, medians; "
           f"load average at start {os.getloadavg()[0]:.1f}\n", flush=True)
-    print(f"{'run':46} {'wall s':>7} {'CPU s':>7} {'MiB':>6} {'wall ×':>7} {'CPU ×':>6} "
+    print(f"{'run':60} {'wall s':>7} {'CPU s':>7} {'MiB':>6} {'wall ×':>7} {'CPU ×':>6} "
           f"{'mem ×':>6}")
     for label, peer_name, peer_cmd, variants in rows:
         got: dict[str, list[tuple[float, float, float]]] = {}
         cmds = ([] if args.no_peer else [(peer_name, peer_cmd)]) + variants
         for _ in range(args.runs):
             for name, cmd in cmds:
-                got.setdefault(name, []).append(measure(cmd))
+                got.setdefault(name, []).append(measure(cmd, name.endswith(PURE)))
         med = {name: tuple(statistics.median(r[i] for r in runs) for i in range(3))
                for name, runs in got.items()}
         peer = med.get(peer_name)
@@ -141,7 +164,7 @@ def main() -> None:
             ratio = f"{peer[0] / wall:7.2f} {peer[1] / cpu:6.2f} {peer[2] / mem:6.2f}" \
                 if peer and name != peer_name else f"{'':7} {'':6} {'':6}"
             runs = "/".join(f"{r[0]:.1f}" for r in got[name])
-            print(f"{label + ': ' + name:46} {wall:7.2f} {cpu:7.2f} {mem:6.0f} {ratio}   "
+            print(f"{label + ': ' + name:60} {wall:7.2f} {cpu:7.2f} {mem:6.0f} {ratio}   "
                   f"(wall {runs})", flush=True)
     print(f"\nload average at the end {os.getloadavg()[0]:.1f}; ×: peer / kdissect (above 1: "
           f"kdissect is faster or smaller)")

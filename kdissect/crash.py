@@ -51,11 +51,13 @@ def _where(tb) -> str:
     path = offset = frame = None
     try:
         while tb is not None:
-            for value in tb.tb_frame.f_locals.values():
+            for name, value in tb.tb_frame.f_locals.items():
                 if isinstance(value, CaptureReader):
                     path, offset = value.path, value.bytes_read
                 elif isinstance(value, Packet):
                     frame = value.index
+                elif name == "row" and type(value) is tuple and len(value) == 11:
+                    frame = value[0]         # a segment of the compiled scanner
             tb = tb.tb_next
     except Exception:           # noqa: BLE001 - never fail while reporting a failure
         pass

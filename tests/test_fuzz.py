@@ -11,6 +11,7 @@ from tests.fuzz import harness, runner
 SLICE = {"hinted": 3000, "blob": 1000, "grammar": 1000, "capture": 150, "guessed": 50,
          "tls": 500, "segment": 250}
 SLICE.update({"filter": 200, "framing": 500, "tcp": 100, "paste": 50})     # issue 22's
+SLICE["native"] = 250                  # issue 28's: both packet paths, compared
 
 
 @pytest.mark.parametrize("target", sorted(SLICE))

@@ -179,9 +179,9 @@ def test_a_bug_is_one_line_without_debug(tmp_path):
     exit 70; --debug shows the traceback. (A real bug is provoked by monkeypatching a
     decoder inside a child process.)"""
     script = (
-        "import sys, kdissect.sources.pcap as d\n"
-        "def boom(self, packet): raise ValueError('provoked')\n"
-        "d.CaptureDissector.packet = boom\n"
+        "import sys, kdissect.capture.tcp as t\n"
+        "def boom(self, *segment): raise ValueError('provoked')\n"
+        "t.Reassembler.take = boom\n"
         "from kdissect.cli.entry import main\n"
         "main(sys.argv[1:])\n")
     capture = str(ROOT / "captures" / "kcat.pcap")

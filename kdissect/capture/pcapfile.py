@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import gzip
 import struct
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import Any, BinaryIO
+
+from .native import scanner_class
 
 PCAP_MAGICS = {
     b"\xd4\xc3\xb2\xa1": ("<", 1e-6), b"\xa1\xb2\xc3\xd4": (">", 1e-6),
@@ -53,6 +56,7 @@ class CaptureReader:
         self.bytes_read = 0
         # pcapng Decryption Secrets Blocks (TLS key logs) go here as they are read
         self.on_secrets: Callable[[bytes], None] = lambda key_log: None
+        self.scanned: Any = None           # the compiled Scanner, once ``items`` runs it
 
     def close(self) -> None:
         self._file.close()
@@ -83,10 +87,41 @@ class CaptureReader:
                     break
                 parts.append(chunk)
                 got += len(chunk)
-        except (OSError, EOFError) as e:       # gzip: truncated or corrupt stream
+        except (OSError, EOFError, zlib.error) as e:   # gzip: truncated or corrupt stream
             self.warnings.append(f"compressed data ends early or is corrupt: {e}")
             self._broken = True
         return b"".join(parts)
+
+    def items(self) -> Iterator[Packet | list[tuple]]:
+        """What the packet path makes of the file: Packets (pure Python) or, with the
+        compiled extension, batches of the TCP segments and secrets it found
+        (``native.Scanner`` rows). ``native_packets``/``unsupported`` count its packets."""
+        scanner = scanner_class()
+        if scanner is None or self.scanned is not None:
+            yield from self.packets()
+            return
+        yield from self._scan(scanner())
+
+    def _scan(self, scanner) -> Iterator[list[tuple]]:
+        self.scanned = scanner
+        # a compressed stream that breaks off says so when the read reaches the break:
+        # read it as the Python path does so the warning falls where it would
+        exact = self.compressed
+        seen = 0                               # the scanner's warnings already taken
+        while not scanner.done:
+            want = scanner.want if exact else _BLOCK
+            data = self._read(want)
+            try:
+                rows = scanner.feed(data, len(data) < want)    # short only at the end
+            except ValueError as e:
+                raise CaptureError(f"{self.path}: {e}") from None
+            finally:
+                self.format = scanner.format
+            said = scanner.warnings
+            self.warnings += said[seen:]
+            seen = len(said)
+            if rows:
+                yield rows
 
     def packets(self) -> Iterator[Packet]:
         magic = self._read(4)

@@ -99,52 +99,57 @@ class Reassembler:
         return (src, dst) if src <= dst else (dst, src)
 
     def segment(self, seg: Segment, ts: float, frame: int) -> None:
-        src, dst = (seg.src, seg.sport), (seg.dst, seg.dport)
+        self.take(frame, ts, seg.src, seg.sport, seg.dst, seg.dport, seg.seq, seg.ack,
+                  seg.flags, seg.payload, seg.missing)
+
+    def take(self, frame: int, ts: float, src_ip: str, sport: int, dst_ip: str, dport: int,
+             seq: int, ack: int, flags: int, payload: bytes, missing: int) -> None:
+        """A segment's fields, in the order the compiled scanner gives them."""
+        src, dst = (src_ip, sport), (dst_ip, dport)
         key = self._key(src, dst)
         conn = self.conns.get(key)
-        syn_only = seg.flags & SYN and not seg.flags & ACK
+        syn_only = flags & SYN and not flags & ACK
         if conn is not None and syn_only:
             d = conn.dirs[0 if src == conn.a else 1]
-            if conn.closed or (d.base is not None and d.base != (seg.seq + 1) & 0xFFFFFFFF):
+            if conn.closed or (d.base is not None and d.base != (seq + 1) & 0xFFFFFFFF):
                 self._finish(conn)           # the 4-tuple now carries a new connection
                 conn = None
         if conn is None:
-            if not (seg.payload or seg.missing or seg.flags & (SYN | FIN | RST)):
+            if not (payload or missing or flags & (SYN | FIN | RST)):
                 return       # a bare ACK (e.g. the last one of a finished connection)
-            if syn_only or (seg.flags & SYN and seg.flags & ACK):
+            if syn_only or (flags & SYN and flags & ACK):
                 client = src if syn_only else dst
             else:
                 client = src if self.client_hint(src, dst) else dst
             server = dst if client == src else src
             self.count += 1
-            conn = TcpConnection(self.count, client, server, ts, bool(seg.flags & SYN), key=key)
+            conn = TcpConnection(self.count, client, server, ts, bool(flags & SYN), key=key)
             self.conns[key] = conn
         conn.last_ts = ts
         conn.packets += 1
         direction = 0 if src == conn.a else 1
         d = conn.dirs[direction]
-        if seg.flags & SYN:
-            if d.base != (seg.seq + 1) & 0xFFFFFFFF:     # not a late copy of the SYN
-                d.base = (seg.seq + 1) & 0xFFFFFFFF
+        if flags & SYN:
+            if d.base != (seq + 1) & 0xFFFFFFFF:     # not a late copy of the SYN
+                d.base = (seq + 1) & 0xFFFFFFFF
                 d.next = 0
         elif d.base is None:
-            d.base = seg.seq                 # mid-connection start: this byte is offset 0
-        payload = seg.payload
-        if payload or seg.missing:
-            offset = self._unwrap(d, seg.seq)
+            d.base = seq                 # mid-connection start: this byte is offset 0
+        if payload or missing:
+            offset = self._unwrap(d, seq)
             if payload:
                 self._accept(conn, direction, d, offset, payload, len(payload), ts, frame)
-            if seg.missing:
+            if missing:
                 # the snaplen cut this segment: its tail is a hole we know the size of
-                self._accept(conn, direction, d, offset + len(payload), None, seg.missing,
+                self._accept(conn, direction, d, offset + len(payload), None, missing,
                              ts, frame)
-        if seg.flags & FIN:
+        if flags & FIN:
             d.fin = True
-            d.end = self._unwrap(d, seg.seq) + len(payload) + seg.missing
+            d.end = self._unwrap(d, seq) + len(payload) + missing
             d.acked = min(d.acked, d.end)
         other = conn.dirs[1 - direction]
-        if seg.flags & ACK and other.base is not None:
-            acked = self._unwrap(other, seg.ack)
+        if flags & ACK and other.base is not None:
+            acked = self._unwrap(other, ack)
             if other.end >= 0:
                 acked = min(acked, other.end)        # a FIN takes a sequence number too
             if acked > other.acked:
@@ -154,7 +159,7 @@ class Reassembler:
                 self._overdue(conn, side, o, ts)
             else:
                 o.overdue = None
-        if not conn.closed and (seg.flags & RST or (conn.dirs[0].fin and conn.dirs[1].fin)):
+        if not conn.closed and (flags & RST or (conn.dirs[0].fin and conn.dirs[1].fin)):
             conn.closed = True
             self.closing.append((self.packets, conn))
         self.packets += 1

@@ -206,7 +206,7 @@ def _progress(reader, path: str, err: Console):
     """Packets, with a progress bar on stderr when it is a terminal and the file is big."""
     size = os.path.getsize(path)
     if not err.is_terminal or size < 20 * 1024 * 1024 or reader.compressed:
-        yield from reader.packets()
+        yield from reader.items()
         return
     from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
     with Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),

@@ -14,6 +14,14 @@ COMMAND_MODULES = {"pcap": "pcap_cmd", "blob": "blob_cmd", "live": "live_cmd",
                    "proxy": "proxy_cmd", "spark": "spark_cmd", "log": "log_cmd"}
 
 
+def _show_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if not value or ctx.resilient_parsing:
+        return
+    from ..capture.native import packet_path      # only now: start-up stays quick
+    click.echo(f"kdissect {__version__}\n{packet_path()}")
+    ctx.exit()
+
+
 class LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(set(super().list_commands(ctx)) | set(COMMAND_MODULES))
@@ -26,7 +34,9 @@ class LazyGroup(click.Group):
 
 @click.group(cls=LazyGroup,
              context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.version_option(__version__, prog_name="kdissect")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True,
+              callback=_show_version,
+              help="Show the version and which packet path runs (compiled or Python), and exit.")
 def main() -> None:
     """kdissect: see every byte of Kafka traffic.
 

@@ -77,6 +77,23 @@ class CaptureDissector:
         if seg is not None:
             self.tcp.segment(seg, pkt.ts, pkt.index)
 
+    def rows(self, batch: list[tuple]) -> None:
+        """A batch of the compiled scanner (capture.native): segments and secrets."""
+        take = self.tcp.take
+        for row in batch:
+            if len(row) == 11:
+                take(*row)
+            else:
+                self.add_secrets(row[0])
+
+    def scanned(self, reader) -> None:
+        """Count the packets the compiled scanner read (it counts them itself)."""
+        scanner = reader.scanned
+        if scanner is not None:
+            self.packets += scanner.packets
+            for linktype, n in scanner.unsupported.items():
+                self.unsupported[linktype] = self.unsupported.get(linktype, 0) + n
+
     def finish(self) -> None:
         self.tcp.flush()
         for text, level in tls_summary(self.tls_connections, self.keys):
@@ -212,8 +229,14 @@ def _read(paths, sink: Sink, ports, detect: bool, packets, keys: KeyLog | None,
         try:
             with CaptureReader(path) as reader:
                 reader.on_secrets = dissector.add_secrets
-                for packet in (packets(reader, path) if packets else reader.packets()):
-                    dissector.packet(packet)
+                try:
+                    for item in (packets(reader, path) if packets else reader.items()):
+                        if isinstance(item, list):
+                            dissector.rows(item)
+                        else:
+                            dissector.packet(item)
+                finally:
+                    dissector.scanned(reader)
                 for w in reader.warnings:
                     sink.note(f"{path}: {w}; everything before it was decoded")
         except CaptureError as e:
@@ -243,7 +266,7 @@ def tracked(reader, path: str, progress: Callable[[int, int], None]):
     """Packets, telling ``progress(bytes read, file size)`` as they are read."""
     import os
     size = os.path.getsize(path)
-    for i, packet in enumerate(reader.packets()):
+    for i, packet in enumerate(reader.items()):
         if i % 100 == 0:
             progress(reader.bytes_read, size)
         yield packet

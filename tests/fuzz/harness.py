@@ -378,6 +378,9 @@ def replay(path: Path) -> None:
         read_segment(data)
     elif target == "grammar":
         parse_grammar_text(data.decode("utf-8", "replace"), bytes.fromhex(extra or ""))
+    elif target == "native":
+        from .native_target import run_native
+        run_native(data)
     else:
         from .hostile_targets import replay as replay_hostile
         if not replay_hostile(target, data, extra):

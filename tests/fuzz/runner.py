@@ -33,6 +33,15 @@ def _hostile_targets() -> dict:
 
 
 TARGETS.update(_hostile_targets())
+
+
+def _native_target() -> dict:
+    """Issue 28's: both packet paths on the same capture, compared."""
+    from .native_target import native_input, run_native
+    return {"native": (native_input, run_native, lambda a: (a, ""))}
+
+
+TARGETS.update(_native_target())
 CPU_LIMIT = 1.0         # seconds of CPU one input may take (CPU, not wall: the machine
                         # is shared, and a loaded box must not fail the run)
 

@@ -1,0 +1,32 @@
+"""Which packet path runs: the compiled one (``kdissect._native``, built from native/ in
+Rust when a Rust compiler is at hand at install time) or the pure-Python reference
+(pcapfile.py, packet.py). Both give the same output (tests/test_native.py);
+``KDISSECT_PURE=1`` forces the Python path."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+PURE_ENV = "KDISSECT_PURE"
+
+
+def scanner_class() -> Any | None:
+    """The compiled Scanner class, or None when the Python path is to run."""
+    if os.environ.get(PURE_ENV, "") not in ("", "0"):
+        return None
+    try:
+        from .. import _native  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    return _native.Scanner
+
+
+def packet_path() -> str:
+    """What `kdissect --version` says about the packet path."""
+    if scanner_class() is not None:
+        return "packet path: compiled (Rust extension kdissect._native)"
+    if os.environ.get(PURE_ENV, "") not in ("", "0"):
+        return f"packet path: pure Python ({PURE_ENV} is set)"
+    return ("packet path: pure Python (the Rust extension was not built: install with "
+            "a Rust compiler, https://rustup.rs, to get it)")

@@ -1,0 +1,647 @@
+//! kdissect's compiled packet path: pcap and pcapng records -> link/IPv4/IPv6/VLAN/TCP
+//! headers -> TCP segments, handed to Python in batches.
+//!
+//! The pure-Python modules (kdissect/capture/pcapfile.py, packet.py) are the reference:
+//! this code reads the same records, says the same warnings and finds the same segments,
+//! byte for byte (tests/test_native.py and the fuzzer compare the two). It does no I/O:
+//! Python feeds it the file's bytes (already decompressed) as it reads them.
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
+use std::collections::HashMap;
+
+const MAX_PACKET: usize = 256 * 1024 * 1024;
+const TS_MAX: f64 = 253402300799.0;
+const TLS_KEY_LOG: u32 = 0x544C_534B;
+const ETH_IPV4: i64 = 0x0800;
+const ETH_IPV6: i64 = 0x86DD;
+const ADDR_CACHE: usize = 65536;
+const BLOCK: usize = 1 << 20; // pcapfile.py's _BLOCK: what the Python reader reads at a time
+
+fn clamp_ts(ts: f64) -> f64 {
+    if (0.0..=TS_MAX).contains(&ts) {
+        ts
+    } else {
+        -1.0
+    }
+}
+
+fn supported(linktype: u32) -> bool {
+    matches!(linktype, 0 | 1 | 12 | 101 | 108 | 113 | 228 | 229 | 276)
+}
+
+#[derive(Clone, Copy)]
+struct Endian(bool); // true: little-endian
+
+impl Endian {
+    fn u16(self, b: &[u8], at: usize) -> u32 {
+        let v = [b[at], b[at + 1]];
+        (if self.0 { u16::from_le_bytes(v) } else { u16::from_be_bytes(v) }) as u32
+    }
+    fn u32(self, b: &[u8], at: usize) -> u32 {
+        let v = [b[at], b[at + 1], b[at + 2], b[at + 3]];
+        if self.0 {
+            u32::from_le_bytes(v)
+        } else {
+            u32::from_be_bytes(v)
+        }
+    }
+}
+
+fn be16(b: &[u8], at: usize) -> i64 {
+    ((b[at] as i64) << 8) | b[at + 1] as i64
+}
+
+fn be32(b: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+/// A TCP segment's fields (payload as a range of the packet's bytes).
+struct Seg {
+    src: (usize, usize),
+    sport: u32,
+    dst: (usize, usize),
+    dport: u32,
+    seq: u32,
+    ack: u32,
+    flags: u32,
+    payload: (usize, usize),
+    missing: i64,
+}
+
+/// (ethertype-like IP version marker, offset of the IP header): packet.py's ``_ip_of``.
+fn ip_of(linktype: u32, d: &[u8]) -> Option<(i64, usize)> {
+    match linktype {
+        1 => {
+            if d.len() < 14 {
+                return None;
+            }
+            let (mut etype, mut off) = (be16(d, 12), 14usize);
+            while matches!(etype, 0x8100 | 0x88A8 | 0x9100) && d.len() >= off + 4 {
+                etype = be16(d, off + 2);
+                off += 4;
+            }
+            Some((etype, off))
+        }
+        113 => (d.len() >= 16).then(|| (be16(d, 14), 16)),
+        276 => (d.len() >= 20).then(|| (be16(d, 0), 20)),
+        0 | 108 => {
+            if d.len() < 4 {
+                return None;
+            }
+            let mut family = Endian(true).u32(d, 0);
+            if family > 0xFFFF {
+                family = be32(d, 0);
+            }
+            let etype = match family {
+                2 => ETH_IPV4,
+                10 | 24 | 28 | 30 => ETH_IPV6,
+                _ => -1,
+            };
+            Some((etype, 4))
+        }
+        12 | 101 | 228 | 229 => {
+            if d.is_empty() {
+                return None;
+            }
+            Some((if d[0] >> 4 == 4 { ETH_IPV4 } else { ETH_IPV6 }, 0))
+        }
+        _ => None,
+    }
+}
+
+/// packet.py's ``tcp_segment``: the TCP segment in a captured frame, or None.
+fn tcp_segment(linktype: u32, d: &[u8]) -> Option<Seg> {
+    let (etype, off) = if linktype == 1 && d.len() >= 34 && d[12] == 8 && d[13] == 0 {
+        (ETH_IPV4, 14)
+    } else {
+        ip_of(linktype, d)?
+    };
+    let (src, dst, tcp, ip_end);
+    if etype == ETH_IPV4 {
+        if d.len() < off + 20 {
+            return None;
+        }
+        let ihl = ((d[off] & 0x0F) as usize) * 4;
+        let total = be16(d, off + 2) as usize;
+        let frag = be16(d, off + 6);
+        if d[off + 9] != 6 || frag & 0x1FFF != 0 || ihl < 20 {
+            return None;
+        }
+        src = (off + 12, off + 16);
+        dst = (off + 16, off + 20);
+        ip_end = if total != 0 { off + total } else { d.len() };
+        tcp = off + ihl;
+    } else if etype == ETH_IPV6 {
+        if d.len() < off + 40 {
+            return None;
+        }
+        let plen = be16(d, off + 4) as usize;
+        let mut nxt = d[off + 6];
+        src = (off + 8, off + 24);
+        dst = (off + 24, off + 40);
+        let mut at = off + 40;
+        while matches!(nxt, 0 | 43 | 60) && d.len() >= at + 8 {
+            let hlen = (d[at + 1] as usize + 1) * 8;
+            nxt = d[at];
+            at += hlen;
+        }
+        if nxt != 6 {
+            return None;
+        }
+        tcp = at;
+        ip_end = off + 40 + plen;
+    } else {
+        return None;
+    }
+    if d.len() < tcp + 20 {
+        return None;
+    }
+    let doff_flags = be16(d, tcp + 12) as usize;
+    let start = tcp + (doff_flags >> 12) * 4;
+    let have_end = ip_end.min(d.len());
+    let payload = if start < have_end { (start, have_end) } else { (0, 0) };
+    let missing = (ip_end as i64 - have_end.max(start) as i64).max(0);
+    Some(Seg {
+        src,
+        sport: be16(d, tcp) as u32,
+        dst,
+        dport: be16(d, tcp + 2) as u32,
+        seq: be32(d, tcp + 4),
+        ack: be32(d, tcp + 8),
+        flags: (doff_flags & 0x3F) as u32,
+        payload,
+        missing,
+    })
+}
+
+/// pcapfile.py's ``_ts_resolution``: seconds per tick from an if_tsresol option.
+fn ts_resolution(opts: &[u8], e: Endian) -> f64 {
+    let mut pos = 0usize;
+    while pos + 4 <= opts.len() {
+        let code = e.u16(opts, pos);
+        let length = e.u16(opts, pos + 2) as usize;
+        if code == 0 {
+            break;
+        }
+        if code == 9 && length >= 1 && pos + 4 < opts.len() {
+            let v = opts[pos + 4];
+            return if v & 0x80 != 0 {
+                2.0f64.powf(-((v & 0x7F) as f64))
+            } else {
+                10.0f64.powf(-(v as f64))
+            };
+        }
+        pos += 4 + length + ((4 - length % 4) % 4);
+    }
+    1e-6
+}
+
+#[derive(PartialEq)]
+enum State {
+    Magic,
+    PcapHeader,
+    PcapRecords,
+    BlockHead,
+    Done,
+}
+
+/// One capture file's bytes in, its TCP segments out (see the module's comment).
+///
+/// ``feed(data, eof)`` takes the next bytes (``eof``: no more follow) and returns what
+/// they complete, in file order: ``(frame, ts, src, sport, dst, dport, seq, ack, flags,
+/// payload, missing)`` for a TCP segment, ``(key_log,)`` for a pcapng Decryption
+/// Secrets Block. ``packets``, ``unsupported`` (linktype -> packets), ``warnings`` and
+/// ``format`` say the rest. A file that is not a capture raises ValueError.
+#[pyclass(module = "kdissect._native")]
+struct Scanner {
+    buf: Vec<u8>,
+    pos: usize,
+    eof: bool,
+    state: State,
+    pcap_endian: Endian,
+    unit: f64,
+    linktype: u32,
+    ng_endian: Endian,
+    interfaces: Vec<(u32, f64)>,
+    first_block: bool,
+    index: u64,
+    offset: u64,
+    #[pyo3(get)]
+    packets: u64,
+    #[pyo3(get)]
+    warnings: Vec<String>,
+    #[pyo3(get)]
+    format: String,
+    #[pyo3(get)]
+    unsupported: HashMap<u32, u64>,
+    addrs: HashMap<Vec<u8>, Py<PyString>>,
+    ip_address: Option<PyObject>,
+    /// bytes the Python reader would read next (a compressed file is fed exactly so: a
+    /// stream that breaks off is then said where the Python path says it)
+    #[pyo3(get)]
+    want: usize,
+}
+
+impl Scanner {
+    fn avail(&self) -> usize {
+        self.buf.len() - self.pos
+    }
+
+    /// ``n`` bytes if there are (or, at the end, what is left); None: wait for more.
+    fn take(&mut self, n: usize) -> Option<(usize, usize)> {
+        if self.avail() < n && !self.eof {
+            self.want = n - self.avail();
+            return None;
+        }
+        let start = self.pos;
+        let got = n.min(self.avail());
+        self.pos += got;
+        Some((start, start + got))
+    }
+
+    fn addr(&mut self, py: Python<'_>, raw: &[u8]) -> PyResult<Py<PyString>> {
+        if let Some(s) = self.addrs.get(raw) {
+            return Ok(s.clone_ref(py));
+        }
+        let s: Py<PyString> = if raw.len() == 4 {
+            PyString::new(py, &format!("{}.{}.{}.{}", raw[0], raw[1], raw[2], raw[3])).unbind()
+        } else {
+            // IPv6 text as this Python writes it (versions differ on IPv4-mapped forms)
+            let ip_address = match &self.ip_address {
+                Some(f) => f.clone_ref(py),
+                None => {
+                    let f: PyObject = py.import("ipaddress")?.getattr("ip_address")?.unbind();
+                    self.ip_address = Some(f.clone_ref(py));
+                    f
+                }
+            };
+            ip_address.call1(py, (PyBytes::new(py, raw),))?.bind(py).str()?.unbind()
+        };
+        if self.addrs.len() < ADDR_CACHE {
+            self.addrs.insert(raw.to_vec(), s.clone_ref(py));
+        }
+        Ok(s)
+    }
+
+    /// One packet: counted, and its TCP segment (if any) appended to ``out``.
+    fn packet(
+        &mut self,
+        py: Python<'_>,
+        out: &Bound<'_, PyList>,
+        ts: f64,
+        linktype: u32,
+        data: (usize, usize),
+    ) -> PyResult<()> {
+        self.index += 1;
+        self.packets += 1;
+        if !supported(linktype) {
+            *self.unsupported.entry(linktype).or_insert(0) += 1;
+            return Ok(());
+        }
+        let d = &self.buf[data.0..data.1];
+        let Some(s) = tcp_segment(linktype, d) else {
+            return Ok(());
+        };
+        let payload = PyBytes::new(py, &d[s.payload.0..s.payload.1]);
+        let (src_raw, dst_raw) = (d[s.src.0..s.src.1].to_vec(), d[s.dst.0..s.dst.1].to_vec());
+        let src = self.addr(py, &src_raw)?;
+        let dst = self.addr(py, &dst_raw)?;
+        let row = PyTuple::new(
+            py,
+            [
+                self.index.into_pyobject(py)?.into_any(),
+                ts.into_pyobject(py)?.into_any(),
+                src.into_bound(py).into_any(),
+                s.sport.into_pyobject(py)?.into_any(),
+                dst.into_bound(py).into_any(),
+                s.dport.into_pyobject(py)?.into_any(),
+                s.seq.into_pyobject(py)?.into_any(),
+                s.ack.into_pyobject(py)?.into_any(),
+                s.flags.into_pyobject(py)?.into_any(),
+                payload.into_any(),
+                s.missing.into_pyobject(py)?.into_any(),
+            ],
+        )?;
+        out.append(row)
+    }
+
+    fn warn(&mut self, text: String) {
+        self.warnings.push(text);
+        self.state = State::Done;
+    }
+
+    /// pcapfile.py's ``pcap_records``: as many records as the bytes hold.
+    fn pcap_records(&mut self, py: Python<'_>, out: &Bound<'_, PyList>) -> PyResult<()> {
+        let e = self.pcap_endian;
+        loop {
+            if self.avail() < 16 {
+                if !self.eof {
+                    self.want = BLOCK;
+                    return Ok(());
+                }
+                if self.avail() > 0 {
+                    let text = format!(
+                        "file ends inside the header of packet {} (byte {})",
+                        self.index + 1,
+                        self.offset
+                    );
+                    self.warn(text);
+                } else {
+                    self.state = State::Done;
+                }
+                return Ok(());
+            }
+            let b = &self.buf[self.pos..self.pos + 16];
+            let (sec, frac, incl) = (e.u32(b, 0), e.u32(b, 4), e.u32(b, 8) as usize);
+            if incl > MAX_PACKET {
+                let text = format!(
+                    "packet {} claims {} bytes: the file is damaged from byte {} on",
+                    self.index + 1,
+                    incl,
+                    self.offset
+                );
+                self.warn(text);
+                return Ok(());
+            }
+            if self.avail() < 16 + incl {
+                if !self.eof {
+                    self.want = BLOCK.max(16 + incl - self.avail());
+                    return Ok(());
+                }
+                let text = format!(
+                    "file ends inside packet {} at byte {} ({} of {} bytes)",
+                    self.index + 1,
+                    self.offset,
+                    self.avail() - 16,
+                    incl
+                );
+                self.warn(text);
+                return Ok(());
+            }
+            let start = self.pos + 16;
+            self.pos = start + incl;
+            self.offset += 16 + incl as u64;
+            let ts = clamp_ts(sec as f64 + frac as f64 * self.unit);
+            self.packet(py, out, ts, self.linktype, (start, start + incl))?;
+        }
+    }
+
+    /// pcapfile.py's ``_pcapng``: as many blocks as the bytes hold.
+    fn pcapng_blocks(&mut self, py: Python<'_>, out: &Bound<'_, PyList>) -> PyResult<()> {
+        loop {
+            let mark = self.pos;
+            // the first block's type was read as the file's magic
+            let Some((h0, h1)) = self.take(if self.first_block { 4 } else { 8 }) else {
+                return Ok(());
+            };
+            let head: Vec<u8> = if self.first_block {
+                let mut v = b"\x0a\x0d\x0d\x0a".to_vec();
+                v.extend_from_slice(&self.buf[h0..h1]);
+                v
+            } else {
+                self.buf[h0..h1].to_vec()
+            };
+            if head.is_empty() {
+                self.state = State::Done;
+                return Ok(());
+            }
+            if head.len() < 8 {
+                self.warn("file ends inside a block header".into());
+                return Ok(());
+            }
+            if head[..4] == *b"\x0a\x0d\x0d\x0a" {
+                let Some((b0, b1)) = self.take(4) else {
+                    self.pos = mark;
+                    return Ok(());
+                };
+                let e = Endian(self.buf[b0..b1] == *b"\x4d\x3c\x2b\x1a");
+                let length = e.u32(&head, 4) as usize;
+                let want = if (12..=MAX_PACKET).contains(&length) { length - 12 } else { 0 };
+                let Some((r0, r1)) = self.take(want) else {
+                    self.pos = mark;
+                    return Ok(());
+                };
+                self.first_block = false;
+                self.ng_endian = e;
+                self.interfaces.clear();
+                if length < 12 || length > MAX_PACKET || r1 - r0 < want {
+                    self.warn("section header block is damaged".into());
+                    return Ok(());
+                }
+                continue;
+            }
+            let e = self.ng_endian;
+            let (btype, length) = (e.u32(&head, 0), e.u32(&head, 4) as usize);
+            if length < 12 || length > MAX_PACKET || length % 4 != 0 {
+                self.warn(format!(
+                    "block of type {:#x} has an impossible length {}: the file is damaged \
+                     from here on",
+                    btype, length
+                ));
+                return Ok(());
+            }
+            let Some((b0, b1)) = self.take(length - 8) else {
+                self.pos = mark;
+                return Ok(());
+            };
+            if b1 - b0 < length - 8 {
+                self.warn(format!("file ends inside a block (type {:#x})", btype));
+                return Ok(());
+            }
+            let body = (b0, b1 - 4); // without the trailing copy of the length
+            let blen = body.1 - body.0;
+            let fixed = match btype {
+                1 => 8,
+                2 | 6 => 20,
+                3 => 4,
+                10 => 8,
+                _ => 0,
+            };
+            if blen < fixed {
+                self.warnings.push(format!(
+                    "block of type {:#x} is {} bytes, too short for its {}-byte fixed part; \
+                     skipped",
+                    btype,
+                    length,
+                    fixed + 12
+                ));
+                continue;
+            }
+            match btype {
+                1 => {
+                    let b = &self.buf[body.0..body.1];
+                    let linktype = e.u16(b, 0);
+                    let unit = ts_resolution(&b[8..], e);
+                    self.interfaces.push((linktype, unit));
+                }
+                2 | 6 => {
+                    let b = &self.buf[body.0..body.1];
+                    let (iface, hi, lo, incl) = if btype == 6 {
+                        (e.u32(b, 0), e.u32(b, 4), e.u32(b, 8), e.u32(b, 12))
+                    } else {
+                        (e.u16(b, 0), e.u32(b, 4), e.u32(b, 8), e.u32(b, 12))
+                    };
+                    let Some(&(linktype, unit)) = self.interfaces.get(iface as usize) else {
+                        self.warnings
+                            .push(format!("packet refers to undeclared interface {}", iface));
+                        continue;
+                    };
+                    let room = blen - 20;
+                    if incl as usize > room {
+                        self.warnings.push(format!(
+                            "packet {} claims {} bytes in a block holding {}; kept what is there",
+                            self.index + 1,
+                            incl,
+                            room
+                        ));
+                    }
+                    let ticks = ((hi as u64) << 32) | lo as u64;
+                    let ts = clamp_ts(ticks as f64 * unit);
+                    let end = body.0 + 20 + (incl as usize).min(room);
+                    self.packet(py, out, ts, linktype, (body.0 + 20, end))?;
+                }
+                10 => {
+                    let b = &self.buf[body.0..body.1];
+                    let (kind, size) = (e.u32(b, 0), e.u32(b, 4) as usize);
+                    if kind == TLS_KEY_LOG {
+                        let end = (8 + size).min(blen);
+                        let secret = PyBytes::new(py, &b[8..end]);
+                        out.append(PyTuple::new(py, [secret])?)?;
+                    }
+                }
+                3 => {
+                    let Some(&(linktype, _)) = self.interfaces.first() else {
+                        continue;
+                    };
+                    let b = &self.buf[body.0..body.1];
+                    let orig = e.u32(b, 0) as usize;
+                    let end = body.0 + 4 + orig.min(blen - 4);
+                    self.packet(py, out, 0.0, linktype, (body.0 + 4, end))?;
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+#[pymethods]
+impl Scanner {
+    #[new]
+    fn new() -> Self {
+        Scanner {
+            buf: Vec::new(),
+            pos: 0,
+            eof: false,
+            state: State::Magic,
+            pcap_endian: Endian(true),
+            unit: 1e-6,
+            linktype: 0,
+            ng_endian: Endian(true),
+            interfaces: Vec::new(),
+            first_block: true,
+            index: 0,
+            offset: 24,
+            packets: 0,
+            warnings: Vec::new(),
+            format: "?".into(),
+            unsupported: HashMap::new(),
+            addrs: HashMap::new(),
+            ip_address: None,
+            want: 4,
+        }
+    }
+
+    /// Nothing more to read: the file ended, or is damaged from here on.
+    #[getter]
+    fn done(&self) -> bool {
+        self.state == State::Done
+    }
+
+    /// The next bytes of the file (``eof``: the last); what they complete, in order.
+    #[pyo3(signature = (data, eof=false))]
+    fn feed<'py>(&mut self, py: Python<'py>, data: &[u8], eof: bool) -> PyResult<Bound<'py, PyList>> {
+        if self.pos > 0 && self.pos >= self.buf.len() / 2 {
+            self.buf.drain(..self.pos);
+            self.pos = 0;
+        }
+        self.buf.extend_from_slice(data);
+        self.eof |= eof;
+        let out = PyList::empty(py);
+        loop {
+            match self.state {
+                State::Magic => {
+                    if self.avail() < 4 {
+                        if !self.eof {
+                            self.want = 4 - self.avail();
+                            break;
+                        }
+                        self.state = State::Done;
+                        return Err(PyValueError::new_err("empty or too short to be a capture file"));
+                    }
+                    let m = [self.buf[self.pos], self.buf[self.pos + 1], self.buf[self.pos + 2], self.buf[self.pos + 3]];
+                    let (little, unit) = match m {
+                        [0xd4, 0xc3, 0xb2, 0xa1] => (true, 1e-6),
+                        [0xa1, 0xb2, 0xc3, 0xd4] => (false, 1e-6),
+                        [0x4d, 0x3c, 0xb2, 0xa1] => (true, 1e-9),
+                        [0xa1, 0xb2, 0x3c, 0x4d] => (false, 1e-9),
+                        [0x0a, 0x0d, 0x0d, 0x0a] => {
+                            self.pos += 4;
+                            self.format = "pcapng".into();
+                            self.state = State::BlockHead;
+                            continue;
+                        }
+                        _ => {
+                            self.state = State::Done;
+                            let hex: Vec<String> = m.iter().map(|b| format!("{:02x}", b)).collect();
+                            return Err(PyValueError::new_err(format!(
+                                "not a pcap or pcapng file (starts with {}); kdissect reads \
+                                 pcap, pcapng and their gzip-compressed forms",
+                                hex.join(" ")
+                            )));
+                        }
+                    };
+                    self.pos += 4;
+                    self.format = "pcap".into();
+                    self.pcap_endian = Endian(little);
+                    self.unit = unit;
+                    self.state = State::PcapHeader;
+                }
+                State::PcapHeader => {
+                    if self.avail() < 20 {
+                        if !self.eof {
+                            self.want = 20 - self.avail();
+                            break;
+                        }
+                        self.state = State::Done;
+                        return Err(PyValueError::new_err("pcap header is truncated"));
+                    }
+                    self.linktype = self.pcap_endian.u32(&self.buf, self.pos + 16) & 0x0FFF_FFFF;
+                    self.pos += 20;
+                    self.state = State::PcapRecords;
+                }
+                State::PcapRecords => {
+                    self.pcap_records(py, &out)?;
+                    break;
+                }
+                State::BlockHead => {
+                    self.pcapng_blocks(py, &out)?;
+                    break;
+                }
+                State::Done => break,
+            }
+        }
+        if self.state == State::Done {
+            self.buf.clear();
+            self.pos = 0;
+        }
+        Ok(out)
+    }
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Scanner>()?;
+    Ok(())
+}

@@ -1,0 +1,117 @@
+"""The compiled packet path against the pure-Python one, on one capture file.
+
+Both turn a file into the same things for the engine: the TCP segments of its packets
+(frame, time, addresses, ports, sequence numbers, flags, payload, bytes cut), the TLS
+key logs of pcapng Decryption Secrets Blocks (in file order with the segments), the
+packet count, packets of unsupported link types, the warnings and the error of a file
+that is not a capture. Everything after that is the same Python code, so equal scans
+mean equal output; tests/test_native.py also compares the printed output.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+from types import SimpleNamespace
+
+from kdissect.capture.pcapfile import CaptureError, CaptureReader
+from kdissect.sources.pcap import CaptureDissector
+
+
+@dataclass
+class Scan:
+    events: list[tuple] = field(default_factory=list)
+    packets: int = 0
+    unsupported: dict[int, int] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    format: str = "?"
+    error: str | None = None
+
+
+class _Segments:
+    """Stands in for the reassembler: records what the Python path hands it."""
+
+    def __init__(self, events: list[tuple]):
+        self.events = events
+
+    def segment(self, s, ts: float, frame: int) -> None:
+        self.events.append((frame, ts, s.src, s.sport, s.dst, s.dport, s.seq, s.ack,
+                            s.flags, s.payload, s.missing))
+
+
+def python_scan(path: str) -> Scan:
+    """The Python path: the reader's packets through the dissector's own ``packet``."""
+    scan = Scan()
+    dissector = SimpleNamespace(packets=0, unsupported=scan.unsupported,
+                                tcp=_Segments(scan.events))
+    with CaptureReader(path) as reader:
+        reader.on_secrets = lambda key_log: scan.events.append((key_log,))
+        try:
+            for pkt in reader.packets():
+                CaptureDissector.packet(dissector, pkt)  # type: ignore[arg-type]
+        except CaptureError as e:
+            scan.error = str(e)
+        scan.packets = dissector.packets
+        scan.warnings, scan.format = reader.warnings, reader.format
+    return scan
+
+
+def native_scan(path: str) -> Scan:
+    from kdissect import _native  # type: ignore[attr-defined]
+    scan = Scan()
+    with CaptureReader(path) as reader:
+        try:
+            for batch in reader._scan(_native.Scanner()):
+                scan.events += batch
+        except CaptureError as e:
+            scan.error = str(e)
+        scanner = reader.scanned
+        scan.packets, scan.unsupported = scanner.packets, dict(scanner.unsupported)
+        scan.warnings, scan.format = reader.warnings, reader.format
+    return scan
+
+
+def divergence(path: str) -> str | None:
+    """Where the two paths differ on the file at ``path``, or None."""
+    py, rs = python_scan(path), native_scan(path)
+    for name in ("error", "format", "packets", "unsupported", "warnings"):
+        if getattr(py, name) != getattr(rs, name):
+            return f"{name}: python {getattr(py, name)!r} != native {getattr(rs, name)!r}"
+    for i, (a, b) in enumerate(zip(py.events, rs.events)):
+        if a != b or [type(x) for x in a] != [type(x) for x in b]:
+            return f"event {i}: python {a!r:.300} != native {b!r:.300}"
+    if len(py.events) != len(rs.events):
+        return f"python found {len(py.events)} segments, native {len(rs.events)}"
+    return None
+
+
+def to_pcapng(pcap: bytes, secrets: bytes = b"", big_endian: bool = False,
+              tsresol: int | None = None) -> bytes:
+    """A classic pcap file rewritten as pcapng (one interface; a Decryption Secrets
+    Block first when ``secrets``): the pcapng reader's inputs for the fuzzer."""
+    e = ">" if big_endian else "<"
+    endian = "<" if pcap[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"
+    linktype = struct.unpack_from(endian + "I", pcap, 20)[0] & 0xFFFF
+
+    def block(kind: int, body: bytes) -> bytes:
+        body += b"\0" * (-len(body) % 4)
+        n = len(body) + 12
+        return struct.pack(e + "II", kind, n) + body + struct.pack(e + "I", n)
+
+    out = [block(0x0A0D0D0A, struct.pack(e + "IHHq", 0x1A2B3C4D, 1, 0, -1))]
+    opts = b""
+    if tsresol is not None:
+        opts = struct.pack(e + "HHB3x", 9, 1, tsresol) + struct.pack(e + "HH", 0, 0)
+    out.append(block(1, struct.pack(e + "HHI", linktype, 0, 262144) + opts))
+    if secrets:
+        out.append(block(10, struct.pack(e + "II", 0x544C534B, len(secrets)) + secrets))
+    pos = 24
+    while pos + 16 <= len(pcap):
+        sec, frac, incl, orig = struct.unpack_from(endian + "IIII", pcap, pos)
+        data = pcap[pos + 16:pos + 16 + incl]
+        ticks = sec * 1_000_000 + frac
+        out.append(block(6, struct.pack(e + "IIIII", 0, ticks >> 32, ticks & 0xFFFFFFFF,
+                                        len(data), orig) + data))
+        pos += 16 + incl
+    return b"".join(out)

@@ -1,0 +1,100 @@
+"""The compiled packet path (native/, Rust) against the pure-Python reference: the same
+segments, secrets, counts and warnings (tests/support/native_check.py) on every repo
+capture (also as pcapng and gzip), damaged captures and the hostile set, and the same
+printed output in every format. ./scripts/test builds the extension (pip install -e .):
+a checkout without it fails here rather than testing one path twice."""
+
+from __future__ import annotations
+
+import gzip
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from kdissect.cli import main
+from tests.support.damage import damage
+from tests.support.native_check import divergence, to_pcapng
+
+ROOT = Path(__file__).resolve().parents[1]
+CAPTURES = sorted((ROOT / "captures").glob("*.pcap")) + [ROOT / "captures/tls/kafka-tls.pcap"]
+
+
+@pytest.fixture(autouse=True)
+def _built():
+    try:
+        from kdissect import _native  # noqa: F401  # type: ignore[attr-defined]
+    except ImportError:
+        pytest.fail("the compiled packet path is not built: install with cargo on the PATH "
+                    "(pip install -e ., as ./scripts/test does)")
+
+
+def test_version_says_which_path():
+    out = subprocess.run([sys.executable, "-m", "kdissect", "--version"], capture_output=True,
+                         text=True, timeout=60).stdout
+    assert "packet path: compiled" in out
+    pure = subprocess.run([sys.executable, "-m", "kdissect", "--version"], capture_output=True,
+                          text=True, timeout=60, env={"KDISSECT_PURE": "1", "PATH": "/usr/bin"})
+    assert "packet path: pure Python (KDISSECT_PURE is set)" in pure.stdout
+
+
+@pytest.mark.parametrize("path", CAPTURES, ids=lambda p: p.name)
+def test_repo_captures_scan_alike(path, tmp_path):
+    data = path.read_bytes()
+    variants = {"pcap": data, "pcap.gz": gzip.compress(data, 1),
+                "gz-cut": gzip.compress(data, 1)[: len(data) // 3],
+                "pcapng": to_pcapng(data, b"CLIENT_RANDOM 00 11\n"),
+                "pcapng-be-ns": to_pcapng(data, big_endian=True, tsresol=9),
+                "pcapng-cut": to_pcapng(data)[: len(data) // 2 + 7]}
+    for name, content in variants.items():
+        f = tmp_path / name
+        f.write_bytes(content)
+        assert divergence(str(f)) is None, name
+
+
+@pytest.mark.slow                      # whole CLI pipelines, both paths
+@pytest.mark.parametrize("capture", ["kafka-python-codecs", "aiokafka", "legacy-0.8.2",
+                                     "confluent-group", "mtu1500"])
+def test_damaged_captures_scan_and_print_alike(capture, tmp_path):
+    for seed in range(3):
+        data, _ = damage((ROOT / "captures" / f"{capture}.pcap").read_bytes(), seed=seed)
+        f = tmp_path / f"{seed}.pcap"
+        f.write_bytes(data)
+        assert divergence(str(f)) is None, seed
+        assert_same_output(f, ["--format", "jsonl"], ["--stats"], [])
+
+
+def assert_same_output(path: Path, *views: list[str]) -> None:
+    for view in views:
+        args = ["pcap", "--no-tui", "-j", "1", str(path), *view]
+        runs = [CliRunner().invoke(main, args, env={"KDISSECT_PURE": pure})
+                for pure in ("1", "0")]
+        assert [r.exit_code for r in runs][0] == runs[1].exit_code, view
+        assert runs[0].output == runs[1].output, (path.name, view)
+
+
+@pytest.mark.slow
+def test_repo_capture_output_alike():
+    """All the views of one capture (the golden digests cover every capture, run on
+    whichever path is built: tests/test_golden_outputs.py)."""
+    assert_same_output(ROOT / "captures" / "kafka-java-consumer-group.pcap",
+                       [], ["-V"], ["--format", "jsonl"], ["--stats"])
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("hostile")
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "make_hostile.py"), str(out)],
+                   check=True, timeout=900)        # minutes on a loaded machine
+    return out
+
+
+@pytest.mark.slow
+def test_hostile_set_scans_alike(hostile):
+    names = sorted(p.name for p in hostile.iterdir() if p.is_file())
+    assert len(names) > 30
+    for name in names:
+        if "pcap" in name:
+            assert divergence(str(hostile / name)) is None, name
