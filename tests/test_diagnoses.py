@@ -33,6 +33,8 @@ EXPECTED = {
     # the Raft client's connections open with Fetch; followers of the stopped leader hear
     # NOT_LEADER_OR_FOLLOWER many times a second; a Vote answered after half a second
     "kafka-kraft-cluster": {"no_api_versions": 3, "leadership_storm": 1, "slow_response": 1},
+    # made at load 30: ApiVersions and Vote answered after 0.5-0.9 s while the nodes started
+    "kafka-kraft-snapshot": {"slow_response": 98},
     # acks=all Produce while a broker is killed: answers take seconds
     "kafka-broker-killed": {"slow_response": 14},
 }

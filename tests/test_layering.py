@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # package (or top-level module) -> the kdissect packages it may import
 ALLOWED: dict[str, set[str]] = {
     "protocol": set(),                                   # pure functions of bytes
-    "capture": {"protocol"},                             # packets, TCP, TLS, pcapng writing
+    "capture": {"protocol", "_native"},                  # _native: the compiled packet path                             # packets, TCP, TLS, pcapng writing
     "stream": {"protocol"},                              # framing, pairing, enrichment, engine
     "schemas_source": {"protocol"},
     "blob": set(),                                       # pasted text -> bytes
@@ -23,7 +23,8 @@ ALLOWED: dict[str, set[str]] = {
     "render": {"protocol", "stream", "filters"},
     "proxy": {"protocol", "stream", "capture"},
     "pipeline": {"protocol", "capture", "stream", "sources", "render"},
-    "tui": {"protocol", "capture", "stream", "filters", "render", "blob", "sources"},
+    "tui": {"protocol", "capture", "stream", "filters", "render", "blob", "sources",
+            "schemas_source"},
     "crash": {"capture"},                                # names the input a bug met
     "cli": {"protocol", "capture", "stream", "sources", "filters", "render", "proxy",
             "pipeline", "tui", "blob", "schemas_source", "crash", "__init__", "__version__"},
