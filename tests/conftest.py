@@ -83,7 +83,7 @@ SLOW_MODULES = {
     "test_tui", "test_tui_snapshots", "test_tui_workflow", "test_tui_terminal",
 }
 # fixtures that start a broker: any test that uses one is slow
-SLOW_FIXTURES = {"kafka", "recorded", "apache_kafka", "apache_cluster", "apache_recorded"}
+SLOW_FIXTURES = {"kafka", "recorded", "apache_kafka", "apache_cluster", "apache_recorded", "s3", "spark"}
 # single tests in otherwise fast modules that run tshark/tcpdump or whole CLI pipelines
 SLOW_TESTS = {
     "test_engine.py::test_every_path_gives_the_same_exchanges",
@@ -107,3 +107,42 @@ def pytest_collection_modifyitems(config, items):
         if (module in SLOW_MODULES or name in SLOW_TESTS
                 or SLOW_FIXTURES & set(getattr(item, "fixturenames", ()))):
             item.add_marker(pytest.mark.slow)
+
+
+# Spark and S3 (moto) for test_spark.py and test_log_kafka.py
+@pytest.fixture(scope="session")
+def s3():
+    """A real S3-compatible server (moto) on a free loopback port, with credentials in
+    the environment before Spark starts, so that its Python workers inherit them. One for
+    the session: Spark's JVM keeps the environment it started with, so a second server
+    (another port) would be out of its workers' reach."""
+    import os
+    import socket
+
+    from moto.server import ThreadedMotoServer
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    env = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
+           "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}"}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    yield env
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory, s3):
+    """One Spark session for every test module (the JVM outlives a stopped session)."""
+    from kdissect.pipeline.session import get_session
+    log = tmp_path_factory.mktemp("spark") / "spark.log"
+    session = get_session("local[2]", log=str(log))
+    yield session
+    session.stop()

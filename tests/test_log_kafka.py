@@ -19,7 +19,6 @@ from click.testing import CliRunner
 
 from kdissect.cli import main
 from tests.support.dump_log import compare, parse
-from tests.test_spark import s3, spark  # noqa: F401  (fixtures: moto and a Spark session)
 
 pytestmark = pytest.mark.slow
 

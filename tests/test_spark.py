@@ -30,37 +30,6 @@ REPO_FILES = sorted(str(p) for p in CAPTURES.rglob("*.pcap"))   # as the job wal
 
 
 @pytest.fixture(scope="module")
-def s3():
-    """A real S3-compatible server (moto) on a free loopback port, with credentials in
-    the environment before Spark starts, so that its Python workers inherit them."""
-    from moto.server import ThreadedMotoServer
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    env = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
-           "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}"}
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    yield env
-    for k, v in saved.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def spark(tmp_path_factory, s3):
-    log = tmp_path_factory.mktemp("spark") / "spark.log"
-    session = get_session("local[2]", log=str(log))
-    yield session
-    session.stop()
-
-
-@pytest.fixture(scope="module")
 def repo_tables(spark, tmp_path_factory):
     """The repository's captures through the job once: (result, directory)."""
     out = tmp_path_factory.mktemp("repo") / "t"

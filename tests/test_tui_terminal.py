@@ -52,9 +52,9 @@ def test_pcap_opens_the_tui_in_a_terminal_and_quits_cleanly():
     subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "160", "-y", "40",
                     command], check=True, env=env)
     try:
-        screen = wait_for(session, "14 exchanges")
+        wait_for(session, "14 exchanges")
+        screen = wait_for(session, "q Quit")           # the footer's key hints (drawn last)
         assert "Produce" in screen and "Fetch" in screen and "kcat.pcap" in screen
-        assert "q Quit" in screen                      # the footer's key hints
         tmux("send-keys", "-t", session, "?")
         wait_for(session, "this help")
         tmux("send-keys", "-t", session, "Escape")
