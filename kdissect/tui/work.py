@@ -13,7 +13,10 @@ import threading
 from collections.abc import Callable, Sequence
 
 _REPORT_EVERY = 64          # items between progress reports from a child
-_NICER = 10                 # the children's lower priority: keys before scanning
+# the children's priority: measured with both cores busy (docs/tui.md), workers at +10
+# lost to the busy loops (the filter took 10 s, tshark 7) while keys at +0 stayed at a
+# 6 ms median; only at load 30 did +10 keep keys faster (203 ms against 488 ms)
+_NICER = 0
 
 
 def cores() -> int:
@@ -26,7 +29,8 @@ def cores() -> int:
 def _scan(items: Sequence, test: Callable, first_only: bool, conn) -> None:
     """In a child: the indexes of ``items`` that pass ``test`` (the first one only with
     ``first_only``), with progress reports on the way."""
-    os.nice(_NICER)                  # the UI process keeps its share of the cores
+    if _NICER:
+        os.nice(_NICER)
     found: list[int] = []
     for done, item in enumerate(items, 1):
         try:
