@@ -19,7 +19,7 @@ The app runs headless (Textual's test driver) on benchmarks/data/bulk.pcap by de
     .venv/bin/python benchmarks/tui_responsiveness.py [CAPTURE]
     .venv/bin/python benchmarks/tui_responsiveness.py --jobs [CAPTURE] [RUNS] [NICE...]
 
-(--jobs: the workers' priorities to compare, alternating; default +10, as shipped)
+(--jobs: the workers' priorities to compare, alternating; default +0, as shipped)
 """
 
 from __future__ import annotations
@@ -195,7 +195,7 @@ def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--jobs":
         jobs_main(sys.argv[2] if len(sys.argv) > 2 else str(ROOT / "benchmarks/data/bulk.pcap"),
                   int(sys.argv[3]) if len(sys.argv) > 3 else 3,
-                  [int(n) for n in sys.argv[4:]] or [10])
+                  [int(n) for n in sys.argv[4:]] or [0])
         return
     capture = sys.argv[1] if len(sys.argv) > 1 else str(ROOT / "benchmarks/data/bulk.pcap")
     size = Path(capture).stat().st_size / 2**20
