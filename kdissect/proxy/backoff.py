@@ -155,8 +155,21 @@ class CpuGate:
             self.working()
 
 
+_offering = False
+
+
 def _offer_core(signum, frame) -> None:
-    os.sched_yield()
+    # On a starved core the next alarm can come while this one still yields, and Python
+    # runs its handler inside this one: without the flag the handlers nest until
+    # RecursionError (seen at SIGTERM with a busy loop on each core)
+    global _offering
+    if _offering:
+        return
+    _offering = True
+    try:
+        os.sched_yield()
+    finally:
+        _offering = False
 
 
 def _offer_core_on_alarm() -> bool:
