@@ -19,7 +19,8 @@ from tests.test_damaged import dissect
 CAPTURES = Path(__file__).parent.parent / "captures"
 DIAGNOSES = frozenset({"removed_version", "no_api_versions", "clock_skew",
                        "producer_sequence_gap", "producer_retry", "producer_epoch_bump",
-                       "leadership_storm", "slow_response", "consumer_lag"})
+                       "leadership_storm", "slow_response", "consumer_lag",
+                       "consumer_rebalance", "empty_fetches", "commit_behind_fetch"})
 # what each repo capture really shows (checked by reading the exchanges; see the notes)
 EXPECTED = {
     # Produce v2 / v0 to Tansu from kafka-python told to speak 0.10.0 / 0.8.2
