@@ -30,6 +30,7 @@ import pytest
 from kdissect.sources.pcap import exchanges_in
 from tests.support.capture import Tcpdump
 from tests.support.kafka_scenarios import create_topic
+from tests.test_diagnoses_live import by_client
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
@@ -167,8 +168,8 @@ def _commit_behind(bootstrap: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def diagnosed(apache_kafka, tmp_path_factory):
-    """client id -> the exchanges of its connections, from one capture."""
+def capture(apache_kafka, tmp_path_factory) -> Path:
+    """One capture of every scenario (each client has its own client id)."""
     bootstrap = apache_kafka.bootstrap()
     relay = apache_kafka.relay
     create_topic(bootstrap, "kd-groups", partitions=2)
@@ -197,13 +198,13 @@ def diagnosed(apache_kafka, tmp_path_factory):
     finally:
         relay.tamper = None
     assert not errors, errors
-    exchanges = exchanges_in([str(path)]).exchanges
-    owner = {e.stream: e.request.client_id for e in exchanges
-             if e.request is not None and e.request.client_id}
-    by_client: dict[str, list] = {}
-    for e in exchanges:
-        by_client.setdefault(owner.get(e.stream, ""), []).append(e)
-    return by_client
+    return path
+
+
+@pytest.fixture(scope="module")
+def diagnosed(capture):
+    """client id -> the exchanges of its connections."""
+    return by_client(capture)
 
 
 def _found(diagnosed, code: str, clients=None) -> list:
@@ -260,3 +261,27 @@ def test_commit_behind_fetch(diagnosed):
     assert len(behind) == 1, behind
     assert behind[0][1].detail.startswith("group kd-commit: kd-commit[0] committed 5 after "
                                           "this client was given records up to 19")
+
+
+DIAGNOSED = ("producer_retry", "producer_sequence_gap", "consumer_rebalance", "empty_fetches",
+             "commit_behind_fetch")
+
+
+def _claims(exchanges) -> set[tuple[str, tuple, str]]:
+    """(code, client address, what it is about: the producer and partition, the group)."""
+    return {(f.code, e.client, "" if f.code == "empty_fetches" else f.detail.split(":")[0])
+            for e in exchanges for f in e.findings if f.code in DIAGNOSED}
+
+
+@pytest.mark.parametrize("variant", ["drop", "reorder", "snaplen", "midstream", "all"])
+def test_damaged_capture_claims_nothing_new(capture, tmp_path, variant):
+    """The capture damaged (tests/support/damage.py) may lose these diagnoses, never make
+    one up: each it gives, the whole capture gives for that client and subject."""
+    from tests.support.damage import damage
+    from tests.test_damaged import VARIANTS, dissect
+    truth = _claims(exchanges_in([str(capture)]).exchanges)
+    assert {code for code, _, _ in truth} == set(DIAGNOSED)
+    data, _ = damage(capture.read_bytes(), seed=1, **VARIANTS[variant])
+    sink, _ = dissect(data, tmp_path)
+    made = _claims(sink.exchanges)
+    assert made <= truth, made - truth

@@ -122,11 +122,18 @@ class _Send:
         on): only then is it a retry. On one connection the order tells; across
         connections a send still waiting may be the same request seen on both sides of
         a proxy (the same correlation id, answered after the other was sent)."""
+        if not self.earlier(other):
+            return False
+        if self.stream == other.stream:
+            return True
+        return self.corr != other.corr and (self.answered is None or
+                                            self.answered <= other.sent)
+
+    def earlier(self, other: _Send) -> bool:
+        """Whether this send came first."""
         if self.stream == other.stream:
             return self.order < other.order
-        if self.sent >= other.sent or self.corr == other.corr:
-            return False
-        return self.answered is None or self.answered <= other.sent
+        return self.sent < other.sent
 
 
 @dataclass(slots=True)
@@ -295,7 +302,7 @@ class Diagnoses:
         where = f"producer {pid} epoch {epoch}, {topic}[{part}]"
         batch_seqs = f"batch {this.first}-{this.last}"
         if error in _codes("OUT_OF_ORDER_SEQUENCE_NUMBER"):
-            accepted = max((s.last + 1 for s in sends if s.error == 0 and s.sent < this.sent),
+            accepted = max((s.last + 1 for s in sends if s.error == 0 and s.earlier(this)),
                            default=None)
             said = (f"the broker expected {accepted}" if accepted is not None else
                     "no earlier accepted batch of it in the capture")
