@@ -176,9 +176,8 @@ class Diagnoses:
     """Watches enriched exchanges in order and adds the diagnoses' findings."""
 
     def __init__(self) -> None:
-        # (producer id, epoch, topic, partition) -> the latest sends of its batches and
-        # the sequence after the last batch the broker accepted (-1: none seen), kept per
-        # capture: clients retry on a new connection after a timeout or NOT_LEADER
+        # (producer id, epoch, topic, partition) -> the latest sends of its batches, kept
+        # per capture: clients retry on a new connection after a timeout or NOT_LEADER
         self.sends: OrderedDict[tuple, deque[_Send]] = OrderedDict()
         self.epochs: OrderedDict[int, int] = OrderedDict()          # producer id -> epoch
         self.storms: dict[int, deque[float]] = {}     # stream -> leadership errors' times
