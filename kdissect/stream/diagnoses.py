@@ -176,16 +176,20 @@ class Diagnoses:
     """Watches enriched exchanges in order and adds the diagnoses' findings."""
 
     def __init__(self) -> None:
-        # (producer id, epoch, topic, partition) -> the latest sends of its batches, kept
-        # per capture: clients retry on a new connection after a timeout or NOT_LEADER
+        # (client host, client id, producer id, epoch, topic, partition) -> the latest
+        # sends of its batches, kept per capture: clients retry on a new connection after
+        # a timeout or NOT_LEADER. (The client is in the key because producer ids are a
+        # cluster's: two clusters in one capture may both have a producer 0.)
         self.sends: OrderedDict[tuple, deque[_Send]] = OrderedDict()
-        self.epochs: OrderedDict[int, int] = OrderedDict()          # producer id -> epoch
+        # (client host, client id, producer id) -> epoch
+        self.epochs: OrderedDict[tuple, int] = OrderedDict()
         self.storms: dict[int, deque[float]] = {}     # stream -> leadership errors' times
         self.stormy: dict[int, float] = {}            # stream -> last storm reported
         # streams whose answers had a hole: the bytes after a lost segment are complete
         # only when the hole is given up on, so their latencies are not the broker's
         self.answers_cut: set[int] = set()
-        self.groups: OrderedDict[str, _Group] = OrderedDict()        # group id -> state
+        # (coordinator address, group id) -> its state
+        self.groups: OrderedDict[tuple, _Group] = OrderedDict()
         # stream -> (first fetch of a run that returned nothing, how many, reported)
         self.empty: dict[int, tuple[float, int, bool]] = {}
         # (client host, client id, topic, partition) -> (offset after the last record
@@ -282,18 +286,19 @@ class Diagnoses:
         if not (type(pid) is int and type(epoch) is int and type(seq) is int and
                 type(count) is int) or pid < 0 or seq < 0 or count < 1:
             return                      # not an idempotent producer's batch
-        known = self.epochs.get(pid)
+        req, resp = ex.request, ex.response
+        assert req is not None
+        producer = (ex.client[0], req.client_id, pid)
+        known = self.epochs.get(producer)
         if known is not None and epoch > known:
             out.append(Finding("producer_epoch_bump", f"producer {pid}: epoch {known} -> "
                                f"{epoch} (sequences start again)", "request"))
         if known is None or epoch >= known:
-            _put(self.epochs, pid, epoch)
-        req, resp = ex.request, ex.response
-        assert req is not None
+            _put(self.epochs, producer, epoch)
         this = _Send(ex.stream, ex.seq, req.correlation_id, req.ts,
                      resp.ts if resp is not None and error is not None else None, error,
                      seq, seq + count - 1)
-        key = (pid, epoch, topic, part)
+        key = (*producer, epoch, topic, part)
         sends = self.sends.get(key)
         if sends is None:
             sends = deque(maxlen=SENDS_KEPT)
@@ -421,8 +426,10 @@ class Diagnoses:
         gid = body.get("group_id")
         if not isinstance(gid, str):
             return
-        g = self.groups.get(gid) or _Group()
-        _put(self.groups, gid, g)
+        # by coordinator too: group ids are a cluster's (a coordinator that moves starts
+        # again, and says nothing about its first generation)
+        g = self.groups.get((ex.broker, gid)) or _Group()
+        _put(self.groups, (ex.broker, gid), g)
         error, member = answer.get("error_code"), body.get("member_id")
         if key == LEAVE_GROUP:
             if error == 0:
