@@ -189,3 +189,29 @@ def test_cli_paths_agree(tmp_path, native):
                            env={"PATH": "/usr/bin", **env}).stdout
             for env in ({}, {"KDISSECT_PURE": "1"})]
     assert outs[0] == outs[1] and outs[0].count(b'"type": "record"') == 300
+
+
+def test_a_clean_batch_with_an_overlong_varint(tmp_path):
+    """A batch whose CRC is right but whose record has a 6-byte varint (a writer's bug,
+    not a crash's): every path hands it to the located decoder, which marks it; before,
+    the values path let the varint reader's error escape."""
+    part = tmp_path / "t-0"
+    part.mkdir()
+    data = bytearray(batch(2, 0, 0, [(b"k", b"v")]))
+    rec = varint(10) + b"\x00\x00" + b"\x80" * 5 + b"\x01" + b"\x00" * 2     # offset delta
+    data = data[:61] + rec
+    struct.pack_into(">i", data, 8, len(data) - 12)
+    struct.pack_into(">I", data, 17, crc32c.crc32c(bytes(data[21:])))
+    (part / "00000000000000000000.log").write_bytes(bytes(data))
+    located = _lines([str(part)])
+    assert '"crc_valid": true' in located and '"findings": [{' in located
+    assert _lines([str(part)], values=True) == _lines([str(part)], lines=True) == located
+
+
+def test_prefixes_alike():
+    from kdissect.render.log_lines import _compiled, with_prefix_py
+    native = _compiled("log_prefix_lines")
+    assert native is not None
+    for prefix, lines in (("p", ""), ('{"a": "é", "position": ', "1, x}\n2, y}\n"),
+                          ("", "1\n"), ("pp", "\n\n")):
+        assert native(prefix, lines) == with_prefix_py(prefix, lines)

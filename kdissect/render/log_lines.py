@@ -47,19 +47,19 @@ def record_lines_py(data, pos: int, end: int, count: int, base: int, ts0: int,
                     for p, r in zip(record_starts(data, pos, count), records)])
 
 
-def _compiled() -> Callable | None:
+def _compiled(name: str) -> Callable | None:
     if os.environ.get("KDISSECT_PURE", "") not in ("", "0"):
         return None
     try:
         from .. import _native  # type: ignore[attr-defined]
     except ImportError:
         return None
-    return getattr(_native, "log_record_lines", None)
+    return getattr(_native, name, None)
 
 
 def record_lines_for() -> RecordLines:
     """The compiled writer with the reference behind it, or the reference alone."""
-    native = _compiled()
+    native = _compiled("log_record_lines")
     if native is None:
         return record_lines_py
 
@@ -71,9 +71,12 @@ def record_lines_for() -> RecordLines:
     return record_lines
 
 
-def with_prefix(prefix: str, lines: str) -> str:
+def with_prefix_py(prefix: str, lines: str) -> str:
     """``lines`` (each ending in a newline) with ``prefix`` in front of each; the JSON
     text holds no raw newline (``json`` escapes it), so each newline ends a line."""
     if not lines:
         return ""
     return prefix + lines[:-1].replace("\n", "\n" + prefix) + "\n"
+
+
+with_prefix: Callable[[str, str], str] = _compiled("log_prefix_lines") or with_prefix_py

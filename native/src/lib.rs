@@ -646,5 +646,6 @@ impl Scanner {
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Scanner>()?;
     m.add_function(wrap_pyfunction!(logjson::log_record_lines, m)?)?;
+    m.add_function(wrap_pyfunction!(logjson::log_prefix_lines, m)?)?;
     Ok(())
 }

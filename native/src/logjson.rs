@@ -11,7 +11,39 @@
 use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
 use pyo3::types::PyString;
+use std::cell::RefCell;
 use std::io::Write;
+
+thread_local! {
+    /// The output buffer, kept between calls: a fresh one per batch costs a page fault
+    /// per 4 KiB written (the allocator maps big blocks anew each time).
+    static OUT: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+/// Capacity kept after a call (more is freed: memory stays bounded by one batch).
+const KEEP: usize = 16 << 20;
+
+/// `f` writing into the kept buffer (cleared), then the text made a Python str.
+fn text_of(py: Python<'_>, f: impl FnOnce(&mut Vec<u8>) -> PyResult<bool>) -> PyResult<Option<Py<PyString>>> {
+    OUT.with(|cell| {
+        let mut fresh = Vec::new();
+        let mut kept = cell.try_borrow_mut();
+        let out = match kept.as_mut() {
+            Ok(v) => &mut **v,
+            Err(_) => &mut fresh,
+        };
+        out.clear();
+        let got = if f(out)? {
+            // only ASCII was written
+            Some(PyString::new(py, unsafe { std::str::from_utf8_unchecked(out) }).unbind())
+        } else {
+            None
+        };
+        if out.capacity() > KEEP {
+            *out = Vec::new();
+        }
+        Ok(got)
+    })
+}
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
@@ -100,34 +132,126 @@ fn push_u(out: &mut Vec<u8>, v: u32) {
 
 fn push_hex(out: &mut Vec<u8>, b: &[u8]) {
     out.extend_from_slice(b"{\"hex\": \"");
-    out.reserve(2 * b.len());
+    out.reserve(2 * b.len() + 2);
     for &c in b {
-        out.push(HEX[(c >> 4) as usize]);
-        out.push(HEX[(c & 0xf) as usize]);
+        out.extend_from_slice(&[HEX[(c >> 4) as usize], HEX[(c & 0xf) as usize]]);
     }
     out.extend_from_slice(b"\"}");
 }
 
-/// `render.records.json_bytes`: text when the bytes are UTF-8 whose every character is
-/// printable (Python's `str.isprintable`) or a tab or line break, else `{"hex": ...}`.
-/// ASCII is judged here; the non-ASCII characters, if any, by Python itself.
-fn push_bytes(py: Python<'_>, out: &mut Vec<u8>, b: &[u8]) -> PyResult<()> {
-    let mut wide = false;
-    for &c in b {
-        if c >= 0x80 {
-            wide = true;
-        } else if !(0x20..0x7f).contains(&c) && c != b'\t' && c != b'\n' && c != b'\r' {
-            push_hex(out, b); // a control character: not printable, whatever follows
-            return Ok(());
+/// A decimal integer (i128: a 10-byte varint delta plus an int64 goes past i64).
+#[inline]
+fn push_int(out: &mut Vec<u8>, v: i128) {
+    if v < 0 {
+        out.push(b'-');
+    }
+    let n = v.unsigned_abs();
+    if n > u64::MAX as u128 {
+        let _ = write!(out, "{n}");
+        return;
+    }
+    let mut buf = [0u8; 20];
+    let mut at = buf.len();
+    let mut m = n as u64;
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (m % 10) as u8;
+        m /= 10;
+        if m == 0 {
+            break;
         }
     }
-    if !wide {
-        push_json_str(out, unsafe { std::str::from_utf8_unchecked(b) });
-        return Ok(());
+    out.extend_from_slice(&buf[at..]);
+}
+
+/// What a byte asks of the JSON text: 0 itself, 1 an escape (`"`, `\\`, tab, line
+/// breaks), 2 a control character (not printable: the bytes become hex), 3 non-ASCII.
+const CLASS: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = if i >= 0x80 {
+            3
+        } else if i == b'"' as usize || i == b'\\' as usize || i == 9 || i == 10 || i == 13 {
+            1
+        } else if i < 0x20 || i == 0x7f {
+            2
+        } else {
+            0
+        };
+        i += 1;
     }
+    t
+};
+
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGHS: u64 = 0x8080_8080_8080_8080;
+
+/// Whether the 8 bytes of `w` are all printable ASCII other than `"` and `\\`.
+#[inline]
+fn plain8(w: u64) -> bool {
+    let has_zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGHS;
+    let low = w.wrapping_sub(ONES * 0x20) & !w & HIGHS; // a byte below 0x20
+    let high = (w.wrapping_add(ONES) | w) & HIGHS; // 0x7f and above
+    (low | high | has_zero(w ^ (ONES * b'"' as u64)) | has_zero(w ^ (ONES * b'\\' as u64))) == 0
+}
+
+/// `render.records.json_bytes`: text when the bytes are UTF-8 whose every character is
+/// printable (Python's `str.isprintable`) or a tab or line break, else `{"hex": ...}`.
+/// ASCII is judged (and escaped) here in one pass; a value with non-ASCII characters is
+/// judged again with Python's own `isprintable` on those characters.
+fn push_bytes(py: Python<'_>, out: &mut Vec<u8>, b: &[u8]) -> PyResult<()> {
+    let mark = out.len();
+    out.push(b'"');
+    let mut run = 0;
+    let mut i = 0;
+    while i < b.len() {
+        if i + 8 <= b.len() {
+            let w = u64::from_le_bytes(b[i..i + 8].try_into().unwrap());
+            if plain8(w) {
+                i += 8;
+                continue;
+            }
+        }
+        let c = b[i];
+        match CLASS[c as usize] {
+            0 => {
+                i += 1;
+                continue;
+            }
+            1 => {
+                out.extend_from_slice(&b[run..i]);
+                out.extend_from_slice(match c {
+                    b'"' => b"\\\"",
+                    b'\\' => b"\\\\",
+                    b'\n' => b"\\n",
+                    b'\r' => b"\\r",
+                    _ => b"\\t",
+                });
+                i += 1;
+                run = i;
+            }
+            2 => {
+                out.truncate(mark);
+                push_hex(out, b);
+                return Ok(());
+            }
+            _ => {
+                out.truncate(mark);
+                return push_wide(py, out, b);
+            }
+        }
+    }
+    out.extend_from_slice(&b[run..]);
+    out.push(b'"');
+    Ok(())
+}
+
+/// `push_bytes` for bytes with a non-ASCII byte.
+fn push_wide(py: Python<'_>, out: &mut Vec<u8>, b: &[u8]) -> PyResult<()> {
     let s = match std::str::from_utf8(b) {
-        Ok(s) => s,
-        Err(_) => {
+        Ok(s) if !s.bytes().any(|c| CLASS[c as usize] == 2) => s,
+        _ => {
             push_hex(out, b);
             return Ok(());
         }
@@ -171,6 +295,7 @@ fn push_nullable(py: Python<'_>, out: &mut Vec<u8>, b: Option<&[u8]>) -> PyResul
 /// The lines, or Ok(None) at the first thing the Python reference must judge.
 fn lines(
     py: Python<'_>,
+    out: &mut Vec<u8>,
     d: &[u8],
     mut pos: usize,
     end: usize,
@@ -178,57 +303,62 @@ fn lines(
     base: i64,
     ts0: i64,
     fixed_ts: bool,
-) -> PyResult<Option<Vec<u8>>> {
-    let mut out: Vec<u8> = Vec::with_capacity((end - pos) + (end - pos) / 4 + 64);
+) -> PyResult<bool> {
+    out.reserve((end - pos) + (end - pos) / 4 + 64);
     for _ in 0..count {
         let start = pos;
         let mut p = pos;
-        let Some(length) = varint(d, &mut p, end, 5) else { return Ok(None) };
+        let Some(length) = varint(d, &mut p, end, 5) else { return Ok(false) };
         if length < 1 || length > (end - p) as i128 {
-            return Ok(None);
+            return Ok(false);
         }
         let rec_end = p + length as usize;
         p += 1; // attributes
-        let Some(ts_delta) = varint(d, &mut p, rec_end, 10) else { return Ok(None) };
+        let Some(ts_delta) = varint(d, &mut p, rec_end, 10) else { return Ok(false) };
         let ts = if fixed_ts { ts0 as i128 } else { ts0 as i128 + ts_delta };
-        let Some(off_delta) = varint(d, &mut p, rec_end, 5) else { return Ok(None) };
+        let Some(off_delta) = varint(d, &mut p, rec_end, 5) else { return Ok(false) };
         let offset = base as i128 + off_delta;
-        let Some(key) = nullable(d, &mut p, rec_end) else { return Ok(None) };
-        let Some(value) = nullable(d, &mut p, rec_end) else { return Ok(None) };
-        let Some(nh) = varint(d, &mut p, rec_end, 5) else { return Ok(None) };
+        let Some(key) = nullable(d, &mut p, rec_end) else { return Ok(false) };
+        let Some(value) = nullable(d, &mut p, rec_end) else { return Ok(false) };
+        let Some(nh) = varint(d, &mut p, rec_end, 5) else { return Ok(false) };
         if nh < 0 || nh > (rec_end - p) as i128 {
-            return Ok(None);
+            return Ok(false);
         }
-        let _ = write!(out, "{start}, \"offset\": {offset}, \"timestamp\": {ts}, \"key\": ");
-        push_nullable(py, &mut out, key)?;
+        push_int(out, start as i128);
+        out.extend_from_slice(b", \"offset\": ");
+        push_int(out, offset);
+        out.extend_from_slice(b", \"timestamp\": ");
+        push_int(out, ts);
+        out.extend_from_slice(b", \"key\": ");
+        push_nullable(py, out, key)?;
         out.extend_from_slice(b", \"value\": ");
-        push_nullable(py, &mut out, value)?;
+        push_nullable(py, out, value)?;
         out.extend_from_slice(b", \"headers\": [");
         for j in 0..nh {
             if j > 0 {
                 out.extend_from_slice(b", ");
             }
-            let Some(hkey) = nullable(d, &mut p, rec_end) else { return Ok(None) };
+            let Some(hkey) = nullable(d, &mut p, rec_end) else { return Ok(false) };
             out.extend_from_slice(b"{\"key\": ");
             match hkey {
                 None => out.extend_from_slice(b"null"),
                 Some(k) => match std::str::from_utf8(k) {
-                    Ok(s) => push_json_str(&mut out, s),
-                    Err(_) => return Ok(None), // decoded with U+FFFD by Python
+                    Ok(s) => push_json_str(out, s),
+                    Err(_) => return Ok(false), // decoded with U+FFFD by Python
                 },
             }
-            let Some(hvalue) = nullable(d, &mut p, rec_end) else { return Ok(None) };
+            let Some(hvalue) = nullable(d, &mut p, rec_end) else { return Ok(false) };
             out.extend_from_slice(b", \"value\": ");
-            push_nullable(py, &mut out, hvalue)?;
+            push_nullable(py, out, hvalue)?;
             out.push(b'}');
         }
         if p != rec_end {
-            return Ok(None);
+            return Ok(false);
         }
         out.extend_from_slice(b"]}\n");
         pos = rec_end;
     }
-    Ok(if pos == end { Some(out) } else { None })
+    Ok(pos == end)
 }
 
 /// `render.log_lines.record_lines_py` for the `count` records of a v2 batch in
@@ -253,8 +383,45 @@ pub fn log_record_lines(
     }
     // Safety: a contiguous buffer of len_bytes bytes, held (and read only) for this call
     let d = unsafe { std::slice::from_raw_parts(data.buf_ptr() as *const u8, data.len_bytes()) };
-    Ok(lines(py, d, pos, end, count, base, ts0, fixed_ts)?.map(|out| {
-        // only ASCII was written
-        PyString::new(py, unsafe { std::str::from_utf8_unchecked(&out) }).unbind()
-    }))
+    text_of(py, |out| lines(py, out, d, pos, end, count, base, ts0, fixed_ts))
+}
+
+/// The first newline at or after `from` (8 bytes at a time).
+#[inline]
+fn newline(b: &[u8], mut from: usize) -> Option<usize> {
+    let has_zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGHS;
+    while from + 8 <= b.len() {
+        let w = u64::from_le_bytes(b[from..from + 8].try_into().unwrap());
+        if has_zero(w ^ (ONES * b'\n' as u64)) != 0 {
+            break;
+        }
+        from += 8;
+    }
+    b[from..].iter().position(|&c| c == b'\n').map(|i| from + i)
+}
+
+/// `render.log_lines.with_prefix`: `prefix` in front of each line of `lines`.
+#[pyfunction]
+pub fn log_prefix_lines(py: Python<'_>, prefix: &str, lines: &str) -> PyResult<Py<PyString>> {
+    if !prefix.is_ascii() || !lines.is_ascii() {
+        let mut out = String::with_capacity(lines.len());
+        for line in lines.split_inclusive('\n') {
+            out.push_str(prefix);
+            out.push_str(line);
+        }
+        return Ok(PyString::new(py, &out).unbind());
+    }
+    let got = text_of(py, |out| {
+        let b = lines.as_bytes();
+        out.reserve(b.len() + b.len() / 8);
+        let mut start = 0;
+        while start < b.len() {
+            let stop = newline(b, start).map_or(b.len(), |i| i + 1);
+            out.extend_from_slice(prefix.as_bytes());
+            out.extend_from_slice(&b[start..stop]);
+            start = stop;
+        }
+        Ok(true)
+    })?;
+    Ok(got.unwrap_or_else(|| PyString::new(py, "").unbind()))
 }
