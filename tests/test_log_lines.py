@@ -209,9 +209,10 @@ def test_a_clean_batch_with_an_overlong_varint(tmp_path):
 
 
 def test_prefixes_alike():
-    from kdissect.render.log_lines import _compiled, with_prefix_py
+    from kdissect.render.log_lines import _compiled, prefixed_py
     native = _compiled("log_prefix_lines")
     assert native is not None
+    long = "".join(f"{i}, {'x' * (i % 37)}}}\n" for i in range(500))
     for prefix, lines in (("p", ""), ('{"a": "é", "position": ', "1, x}\n2, y}\n"),
-                          ("", "1\n"), ("pp", "\n\n")):
-        assert native(prefix, lines) == with_prefix_py(prefix, lines)
+                          ("", "1\n"), ("pp", "\n\n"), ("{", long)):
+        assert native(prefix, lines) == prefixed_py(prefix, lines)

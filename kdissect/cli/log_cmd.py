@@ -11,7 +11,7 @@ from rich.text import Text
 
 from ..filters import Filter, FilterError, parse_filter
 from ..protocol.internal import control_of
-from ..render.log_lines import encode as _encode, with_prefix
+from ..render.log_lines import encode as _encode, prefixed
 from ..render.records import json_bytes, plain_json, record_json
 from ..render.text import tree_of
 from ..protocol.ondisk import BATCH_FIELDS
@@ -150,7 +150,12 @@ class LogPrinter:
             return
         self.shown += 1
         if self.fmt == "jsonl":
-            sys.stdout.write(item_lines(item, self.records))
+            out = getattr(sys.stdout, "buffer", None)      # bytes: no encoding pass
+            for chunk in item_chunks(item, self.records):
+                if out is not None:
+                    out.write(chunk)
+                else:
+                    sys.stdout.write(chunk.decode())
             return
         self.out.print(item_line(item))
         if self.verbose and item.tree is not None:
@@ -354,15 +359,23 @@ def _record_prefix(item: LogItem, batch_position: int) -> str:
     return _encode(_record_head(item, batch_position))[:-1] + ', "position": '
 
 
+def item_chunks(item: LogItem, records: bool) -> list[bytes]:
+    """``item_lines`` as UTF-8 (ASCII: the JSON is written with ``ensure_ascii``) in
+    pieces: a batch of the JSON lines path is its batch line and its record lines, which
+    are prefixed straight into bytes (render/log_lines.py)."""
+    if item.lines is None:
+        return [item_lines(item, records).encode()]
+    h, body = item.lines
+    text = (_encode(_values_batch_json(item)) + "\n").encode()
+    return [text, prefixed(_record_prefix(item, h["position"]), body)] if records else [text]
+
+
 def item_lines(item: LogItem, records: bool) -> str:
     """``item_json``'s objects as JSON lines. A batch the bulk path read as values or
     lines is encoded without building its objects: what every record line shares is
     encoded once (render/log_lines.py)."""
     if item.lines is not None:
-        h, body = item.lines
-        text = _encode(_values_batch_json(item)) + "\n"
-        return text + with_prefix(_record_prefix(item, h["position"]), body) if records \
-            else text
+        return b"".join(item_chunks(item, records)).decode()
     if item.values is None:
         return "".join(_encode(obj) + "\n" for obj in item_json(item, records))
     text = _encode(_values_batch_json(item)) + "\n"

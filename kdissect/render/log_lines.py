@@ -4,7 +4,7 @@ A record's JSON line is the prefix every record of its batch shares (type, file,
 partition, batch_position) followed by ``"position": P, "offset": ...}`` (docs/log.md).
 ``record_lines`` writes the second part of every record of a batch, one line each:
 ``P, "offset": O, "timestamp": T, "key": K, "value": V, "headers": [...]}``; the writer
-puts the prefix in front of each line (``with_prefix``).
+puts the prefix in front of each line (``prefixed``, straight to bytes for stdout).
 
 Two implementations give the same text: ``record_lines_py``, the reference (the values
 decoder's record loop, ``json_bytes``, the ``json`` module), and the compiled one
@@ -71,12 +71,12 @@ def record_lines_for() -> RecordLines:
     return record_lines
 
 
-def with_prefix_py(prefix: str, lines: str) -> str:
-    """``lines`` (each ending in a newline) with ``prefix`` in front of each; the JSON
-    text holds no raw newline (``json`` escapes it), so each newline ends a line."""
+def prefixed_py(prefix: str, lines: str) -> bytes:
+    """``lines`` (each ending in a newline) with ``prefix`` in front of each, as UTF-8; the
+    JSON text holds no raw newline (``json`` escapes it), so each newline ends a line."""
     if not lines:
-        return ""
-    return prefix + lines[:-1].replace("\n", "\n" + prefix) + "\n"
+        return b""
+    return (prefix + lines[:-1].replace("\n", "\n" + prefix) + "\n").encode()
 
 
-with_prefix: Callable[[str, str], str] = _compiled("log_prefix_lines") or with_prefix_py
+prefixed: Callable[[str, str], bytes] = _compiled("log_prefix_lines") or prefixed_py

@@ -10,7 +10,7 @@
 
 use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
-use pyo3::types::PyString;
+use pyo3::types::{PyBytes, PyString};
 use std::cell::RefCell;
 use std::io::Write;
 
@@ -400,28 +400,30 @@ fn newline(b: &[u8], mut from: usize) -> Option<usize> {
     b[from..].iter().position(|&c| c == b'\n').map(|i| from + i)
 }
 
-/// `render.log_lines.with_prefix`: `prefix` in front of each line of `lines`.
+/// `render.log_lines.prefixed_py`: `prefix` in front of each line of `lines` (each
+/// ending in a newline), as UTF-8 bytes written straight into the bytes object.
 #[pyfunction]
-pub fn log_prefix_lines(py: Python<'_>, prefix: &str, lines: &str) -> PyResult<Py<PyString>> {
-    if !prefix.is_ascii() || !lines.is_ascii() {
-        let mut out = String::with_capacity(lines.len());
-        for line in lines.split_inclusive('\n') {
-            out.push_str(prefix);
-            out.push_str(line);
-        }
-        return Ok(PyString::new(py, &out).unbind());
+pub fn log_prefix_lines<'py>(py: Python<'py>, prefix: &str, lines: &str) -> PyResult<Bound<'py, PyBytes>> {
+    let b = lines.as_bytes();
+    let p = prefix.as_bytes();
+    let mut n = 0;
+    let mut at = 0;
+    while let Some(i) = newline(b, at) {
+        n += 1;
+        at = i + 1;
     }
-    let got = text_of(py, |out| {
-        let b = lines.as_bytes();
-        out.reserve(b.len() + b.len() / 8);
-        let mut start = 0;
-        while start < b.len() {
-            let stop = newline(b, start).map_or(b.len(), |i| i + 1);
-            out.extend_from_slice(prefix.as_bytes());
-            out.extend_from_slice(&b[start..stop]);
-            start = stop;
+    let tail = at < b.len(); // a last line without its newline: prefixed too
+    let size = b.len() + (n + tail as usize) * p.len();
+    PyBytes::new_with(py, size, |buf: &mut [u8]| {
+        let (mut from, mut to) = (0, 0);
+        while from < b.len() {
+            let stop = newline(b, from).map_or(b.len(), |i| i + 1);
+            buf[to..to + p.len()].copy_from_slice(p);
+            to += p.len();
+            buf[to..to + stop - from].copy_from_slice(&b[from..stop]);
+            to += stop - from;
+            from = stop;
         }
-        Ok(true)
-    })?;
-    Ok(got.unwrap_or_else(|| PyString::new(py, "").unbind()))
+        Ok(())
+    })
 }
