@@ -141,7 +141,7 @@ def test_random_records_agree(native):
                 native(bytes(data), 0, len(data), len(recs), base, 1700000000000, False) == py
 
 
-def _lines(paths: list[str], **how) -> str:
+def lines_of(paths: list[str], **how) -> str:
     from kdissect.cli.log_cmd import item_lines
     return "".join(item_lines(i, True) for i in walk(paths, Options(), **how))
 
@@ -167,12 +167,12 @@ def test_all_paths_write_the_same_lines(tmp_path, native, monkeypatch):
     flipped[-3] ^= 1
     data += bytes(marker) + bytes(appended) + bytes(flipped) + batch(2, 3, 400, recs)[:-9]
     (part / "00000000000000000000.log").write_bytes(data)
-    compiled = _lines([str(part)], lines=True)
+    compiled = lines_of([str(part)], lines=True)
     items = list(walk([str(part)], Options(), lines=True))
     assert sum(i.lines is not None for i in items) == 6
-    assert compiled == _lines([str(part)], values=True) == _lines([str(part)])
+    assert compiled == lines_of([str(part)], values=True) == lines_of([str(part)])
     monkeypatch.setenv("KDISSECT_PURE", "1")
-    assert compiled == _lines([str(part)], lines=True)
+    assert compiled == lines_of([str(part)], lines=True)
     assert '"control_type": "ABORT"' in compiled and "crc_mismatch" in compiled
     assert "log_size_past_end" in compiled
 
@@ -203,9 +203,9 @@ def test_a_clean_batch_with_an_overlong_varint(tmp_path):
     struct.pack_into(">i", data, 8, len(data) - 12)
     struct.pack_into(">I", data, 17, crc32c.crc32c(bytes(data[21:])))
     (part / "00000000000000000000.log").write_bytes(bytes(data))
-    located = _lines([str(part)])
+    located = lines_of([str(part)])
     assert '"crc_valid": true' in located and '"findings": [{' in located
-    assert _lines([str(part)], values=True) == _lines([str(part)], lines=True) == located
+    assert lines_of([str(part)], values=True) == lines_of([str(part)], lines=True) == located
 
 
 def test_prefixes_alike():
