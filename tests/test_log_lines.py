@@ -14,9 +14,10 @@ import crc32c
 import pytest
 
 from kdissect.protocol import Options
+from kdissect.proxy.rewrite import uvarint
 from kdissect.render.log_lines import record_lines_py
 from kdissect.sources.logdir import walk
-from tests.test_log import CODECS, batch
+from tests.test_log import CODECS, batch, marker_and_damage
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
 
@@ -29,18 +30,6 @@ def native():
         pytest.fail("the compiled extension is not built: install with cargo on the PATH "
                     "(pip install -e ., as ./scripts/test does)")
     return _native.log_record_lines
-
-
-def uvarint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
 
 
 def varint(n: int) -> bytes:
@@ -155,17 +144,7 @@ def test_all_paths_write_the_same_lines(tmp_path, native, monkeypatch):
     part.mkdir()
     recs = [(t, t[::-1] or None) for t in TEXTS[:-1]]
     data = b"".join(batch(2, c, 50 * c, recs, pid=3, epoch=0, seq=50 * c) for c in CODECS)
-    marker = bytearray(batch(2, 0, 300, [(struct.pack(">hh", 0, 0), struct.pack(">hi", 0, 3))],
-                             pid=3, epoch=0, seq=250, transactional=True))
-    struct.pack_into(">h", marker, 21, 0x30)        # control + transactional: an ABORT
-    struct.pack_into(">i", marker, 53, -1)          # markers have no sequence
-    struct.pack_into(">I", marker, 17, crc32c.crc32c(bytes(marker[21:])))
-    appended = bytearray(batch(2, 4, 301, [(b"a", b"b")]))
-    struct.pack_into(">h", appended, 21, struct.unpack_from(">h", appended, 21)[0] | 0x08)
-    struct.pack_into(">I", appended, 17, crc32c.crc32c(bytes(appended[21:])))
-    flipped = bytearray(batch(2, 1, 302, recs))
-    flipped[-3] ^= 1
-    data += bytes(marker) + bytes(appended) + bytes(flipped) + batch(2, 3, 400, recs)[:-9]
+    data += marker_and_damage(300, 3, 0, 250, recs, marker=0)       # an ABORT
     (part / "00000000000000000000.log").write_bytes(data)
     compiled = lines_of([str(part)], lines=True)
     items = list(walk([str(part)], Options(), lines=True))
