@@ -39,6 +39,7 @@ def _hostile_round() -> dict[str, int]:
 
 ROUND.update(_hostile_round())
 ROUND["native"] = 150          # issue 28: the compiled packet path against the Python one
+ROUND["logjson"] = 400         # issue 25: kdissect log's compiled record lines, likewise
 BATCH = 25
 
 

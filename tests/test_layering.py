@@ -20,7 +20,7 @@ ALLOWED: dict[str, set[str]] = {
     "filters": {"protocol", "stream", "filter_values"},
     "filter_values": {"protocol", "stream"},             # filters into decoded record values
     "sources": {"protocol", "capture", "stream", "filter_values"},
-    "render": {"protocol", "stream", "filters"},
+    "render": {"protocol", "stream", "filters", "_native"},  # _native: log record lines
     "proxy": {"protocol", "stream", "capture"},
     "pipeline": {"protocol", "capture", "stream", "sources", "render"},
     "tui": {"protocol", "capture", "stream", "filters", "render", "blob", "sources",
