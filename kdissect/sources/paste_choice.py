@@ -22,11 +22,10 @@ guessed there) make a ``Reading``. The policy, in order:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from ..protocol import Options
 from ..stream.engine import Engine
-from ..stream.model import Exchange, Gap
+from ..stream.sink import ItemSink
 from .pasted import Cut, Dissected, Hints, PastedBytes, cuts, records_cut, resync_cut
 
 
@@ -72,29 +71,14 @@ def read_paste(data: bytes, hints: Hints | None = None,
     return _shift(best, base)
 
 
-class _Items:
+class _Items(ItemSink):
     """The sink of one reading: keeps the paste's items."""
 
     def __init__(self) -> None:
         self.items: list[Dissected] = []
 
-    def item(self, item: Any) -> None:
+    def item(self, item: Dissected) -> None:
         self.items.append(item)
-
-    def exchange(self, ex: Exchange) -> None:
-        raise AssertionError("a paste's source emits items, not exchanges")
-
-    def gap(self, g: Gap) -> None:
-        pass
-
-    def note(self, text: str, level: str = "warn") -> None:
-        pass
-
-    def progress(self, done: int, total: int) -> None:
-        pass
-
-    def done(self) -> None:
-        pass
 
 
 def _read(data: bytes, cut: Cut, hints: Hints, options: Options) -> Reading:
