@@ -9,6 +9,7 @@ step reader finds a problem."""
 from __future__ import annotations
 
 import random
+from functools import lru_cache
 from pathlib import Path
 
 from kdissect.protocol import Options, decode_request, decode_response
@@ -38,6 +39,7 @@ def read(buf: bytes, start: int, end: int, batch: tuple[int, int, int | None], f
     return node, r.pos
 
 
+@lru_cache(maxsize=1)
 def records() -> list[tuple[bytes, int, int, tuple[int, int, int | None]]]:
     """(buffer, record start, end of its batch's records, (base offset, base timestamp,
     log-append time)) of every record of a non-control batch in the repo captures."""
