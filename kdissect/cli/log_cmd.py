@@ -17,6 +17,7 @@ from ..render.text import tree_of
 from ..protocol.ondisk import BATCH_FIELDS
 from ..sources.logdir import LogDir, LogError, LogItem, walk
 from ..stream.engine import Engine
+from ..stream.sink import ItemSink
 from .common import budget, format_choices, on_terminal
 from .group import main
 from .values_opts import value_options
@@ -136,7 +137,7 @@ def log(paths: tuple[str, ...], verbose: bool, fmt: str, output: str | None, rec
         err.print("nothing matched" if flt is not None else "no Kafka files found")
 
 
-class LogPrinter:
+class LogPrinter(ItemSink):
     """The sink of ``kdissect log``: the display filter, then a line (-V: the tree;
     --records: the records) or JSON objects per item."""
 
@@ -163,21 +164,6 @@ class LogPrinter:
         elif self.records and item.tree is not None:
             for rec in _records(item):
                 self.out.print(Text(f"    {_record_text(rec)}"))
-
-    def exchange(self, ex) -> None:
-        pass
-
-    def gap(self, g) -> None:
-        pass
-
-    def note(self, text: str, level: str = "warn") -> None:
-        pass
-
-    def progress(self, done: int, total: int) -> None:
-        pass
-
-    def done(self) -> None:
-        pass
 
 
 def _on_spark(paths: list[str], out: str, max_decompressed: int, master: str | None,

@@ -32,8 +32,9 @@ from .codecs import CodecError, decompress
 from .context import Options
 from .node import Node
 from .internal import RECORD_CARRIERS as _RECORD_CARRIERS, mentions_internal_topic
-from .reader import VarintTooLong, uvarint
+from .reader import Bail, VarintTooLong, uvarint
 from .records import _attributes_note, read_records
+from .values_readers.record_loop import loop as _loop
 
 # APIs whose bytes fields may hold embedded structures (consumer protocol, SASL tokens):
 # their JSON shows those structures, so they take the located path
@@ -45,10 +46,6 @@ _I16 = struct.Struct(">h")
 
 # a generated reader: (buffer, position, state) -> (values, position after them)
 ValuesReader = Callable[[bytes, int, "_State"], tuple[dict, int]]
-
-
-class Bail(Exception):
-    """This message needs the located decoder (something in it is not clean)."""
 
 
 class _State:
@@ -151,10 +148,8 @@ def _batch(buf: bytes, start: int, end: int, s) -> dict:
     # headers array): charging more sent clean Fetch responses with a header per
     # record to the located decoder, whose tree of them took 250 MB
     s.charge(9 * count)
-    from .values_readers.record_loop import loop
-    records, pos = loop(data, pos, end, count, base,
-                                stamp if stamp is not None else base_ts,
-                                stamp is not None, s.conv if s.values is None else bytes)
+    records, pos = _loop(data, pos, end, count, base, stamp if stamp is not None else base_ts,
+                         stamp is not None, s.conv if s.values is None else bytes)
     if pos != end:
         raise Bail
     if s.values is not None:
@@ -195,8 +190,7 @@ def record_loop(data, pos: int, end: int, count: int, base: int, ts0: int, fixed
     key, value, headers; bytes through ``conv``) and where they end; raises ``Bail`` at
     the first oddity. ``ts0`` is the base timestamp, or with ``fixed_ts`` the batch's
     log-append time. Public: the log source's bulk path reads segments with it."""
-    from .values_readers.record_loop import loop
-    return loop(data, pos, end, count, base, ts0, fixed_ts, conv)
+    return _loop(data, pos, end, count, base, ts0, fixed_ts, conv)
 
 
 # -- messages -------------------------------------------------------------------------
