@@ -168,8 +168,10 @@ def _batch(buf: bytes, start: int, end: int, s) -> dict:
 def _schema_values(records: list[dict], s: _State) -> None:
     """Keys and values decoded by their schemas, as ``render.records.record_json`` shows
     them from the located tree; Bail where that tree would hold a finding."""
-    from .values_schema.fast import Unfit, value_json
+    from .values_schema.fast import Unfit, value_json, value_text
     conv, source = s.conv, s.values
+    # a batch_records caller writes JSON at once: Avro values come as JSON text (body_values)
+    decode = value_json if s.batch_records is None else value_text
     for r in records:
         if any((h["key"] or "").startswith("apicurio.") for h in r["headers"]):
             raise Bail              # a schema id in a header (values_schema.header_id)
@@ -179,7 +181,7 @@ def _schema_values(records: list[dict], s: _State) -> None:
                 continue
             tally = [0]
             try:
-                r[role], r[f"{role}_schema"] = value_json(source, raw, role, tally)
+                r[role], r[f"{role}_schema"] = decode(source, raw, role, tally)
                 s.charge(tally[0] + 2)      # the located tree: each value, magic, id
             except Unfit:
                 if raw and (role == "value" or (len(raw) >= 5 and raw[0] == 0)):
@@ -225,7 +227,8 @@ def body_values(data: bytes, direction: str, api_key: int, api_version: int,
     message is not clean or not for this path (the caller decodes it located).
     ``batch_records``, if given, takes each record batch's list of records as soon as it
     is read and returns what stands for it (a caller writing JSON encodes it at once, so
-    a big Fetch response never holds all its records as objects)."""
+    a big Fetch response never holds all its records as objects); its records' decoded
+    values may be ``values_schema.fast.JsonText``, which ``fast.dumps`` encodes."""
     if options.records not in (True, False) or (options.embedded and api_key in _EMBEDDED_APIS):
         return None
     if options.embedded and options.records is True and (api_key, direction) in _RECORD_CARRIERS \

@@ -14,6 +14,7 @@ from ..protocol import Options
 from ..protocol.findings import Finding
 from ..protocol import secrets
 from ..protocol.values import body_values
+from ..protocol.values_schema.fast import dumps
 from ..stream.model import Exchange, KafkaMessage
 from .records import json_bytes, plain_json
 from ..stream.fields import ExchangeFields
@@ -161,7 +162,7 @@ def message_line(m: KafkaMessage, options: Options, ex: Exchange | None = None,
     parts: list[str] = []
 
     def encode(records: list) -> str:
-        parts.append(json.dumps(records, default=str))
+        parts.append(dumps(records))        # json.dumps, record values pre-encoded
         return f"{_RAW}{len(parts) - 1}@@"
 
     line = json.dumps(message_json(m, options, ex, None, enriched_full, encode), default=str)

@@ -11,6 +11,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 use std::collections::HashMap;
 
+mod avro;
+
 const MAX_PACKET: usize = 256 * 1024 * 1024;
 const TS_MAX: f64 = 253402300799.0;
 const TLS_KEY_LOG: u32 = 0x544C_534B;
@@ -643,5 +645,6 @@ impl Scanner {
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Scanner>()?;
+    m.add_class::<avro::AvroJson>()?;
     Ok(())
 }
