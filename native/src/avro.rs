@@ -350,10 +350,20 @@ fn uuid_json(out: &mut String, s: &[u8]) -> Res<()> {
 /// ``str(Context(prec).create_decimal(unscaled).scaleb(-scale))`` as a JSON string, when
 /// nothing rounds (at most ``prec`` digits) and the number fits 128 bits.
 fn decimal_json(out: &mut String, s: &[u8], prec: u32, scale: u32) -> Res<()> {
-    if s.is_empty() || s.len() > 16 || scale > 1000 {
-        return Err(Fail); // an empty value is 0 to Python: rare enough to leave to it
+    if scale > 1000 {
+        return Err(Fail);
     }
-    let mut v: i128 = if s[0] & 0x80 != 0 { -1 } else { 0 };
+    // int.from_bytes(s, "big", signed=True): leading sign bytes add nothing ("" is 0)
+    let negative = s.first().is_some_and(|&b| b & 0x80 != 0);
+    let pad = if negative { 0xFF } else { 0x00 };
+    let mut s = s;
+    while s.len() > 16 && s[0] == pad && (s[1] & 0x80 != 0) == negative {
+        s = &s[1..];
+    }
+    if s.len() > 16 {
+        return Err(Fail); // beyond 128 bits: left to Python
+    }
+    let mut v: i128 = if negative { -1 } else { 0 };
     for &byte in s {
         v = (v << 8) | byte as i128;
     }
@@ -411,7 +421,14 @@ fn float_json(out: &mut String, v: f64) {
         out.push_str(if v.is_sign_negative() { "-0.0" } else { "0.0" });
         return;
     }
-    let sci = format!("{:e}", v); // shortest round-trip digits: "-1.2345e-7"
+    // the fewest digits that read back as v ("-1.2345e-7"); of the strings with that many
+    // digits, Python's repr takes the one nearest v: correctly rounded, when it reads back
+    let mut sci = format!("{:e}", v);
+    let n = sci.split_once('e').map_or(0, |(m, _)| m.trim_start_matches('-').len());
+    let nearest = format!("{:.*e}", n.saturating_sub(2), v); // n counts the point
+    if nearest != sci && nearest.parse::<f64>() == Ok(v) {
+        sci = nearest;
+    }
     let (mantissa, exp) = sci.split_once('e').expect("{:e} has an exponent");
     let exp: i32 = exp.parse().expect("{:e}'s exponent is a number");
     let (neg, mantissa) = match mantissa.strip_prefix('-') {
