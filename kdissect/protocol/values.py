@@ -173,11 +173,15 @@ def _schema_values(records: list[dict], s: _State) -> None:
     # a batch_records caller writes JSON at once: Avro values come as JSON text (body_values)
     decode = value_json if s.batch_records is None else value_text
     for r in records:
-        if any((h["key"] or "").startswith("apicurio.") for h in r["headers"]):
+        headers = r["headers"]
+        if headers and any((h["key"] or "").startswith("apicurio.") for h in headers):
             raise Bail              # a schema id in a header (values_schema.header_id)
         for role in ("key", "value"):
             raw = r[role]
             if raw is None:
+                continue
+            if role == "key" and (len(raw) < 5 or raw[0]):
+                r[role] = conv(raw)         # an unframed key: as bytes (as Unfit below)
                 continue
             tally = [0]
             try:
