@@ -20,7 +20,7 @@ from kdissect.protocol.values_schema.fast import JsonText, Unfit, dumps, value_j
 from kdissect.schemas_source import parse_schema
 from tests.fuzz.harness import mutate
 from tests.support.avro_random import WIDE, encoded
-from tests.test_values_schema import ORDER, ORDER_VALUE, avro_bytes, framed
+from tests.test_values_schema import ORDER, ORDER_VALUE, OneSchema, avro_bytes, framed
 
 # fields whose values the compiled reader may decline by design: decimals that round or
 # pass 128 bits, UUIDs not spelled canonically (Python's UUID() takes braces, "urn:"...)
@@ -102,16 +102,7 @@ def test_damaged_values_are_declined_or_read_alike():
 
 
 def test_json_lines_take_the_text_and_splice_it():
-    class Source:
-        framed = True
-
-        def __init__(self, schema):
-            self.schema = schema
-
-        def by_id(self, _):
-            return self.schema
-
-    order = Source(parse_schema(json.dumps(ORDER), "avro"))
+    order = OneSchema(parse_schema(json.dumps(ORDER), "avro"))
     payload = framed(1, avro_bytes(ORDER, ORDER_VALUE))
     text, schema_id = value_text(order, payload, "value")
     assert isinstance(text, JsonText) and schema_id == 1

@@ -365,19 +365,22 @@ def test_registry_client_auth_cache_and_offline(tmp_path: Path):
     assert seen.count("/schemas/ids/5") == 2          # the 401, then once: cached after
 
 
+class OneSchema:
+    """A schema source knowing one schema, under every id."""
+    framed = True
+
+    def __init__(self, schema):
+        self.schema = schema
+
+    def by_id(self, _):
+        return self.schema
+
+
 def test_values_only_path_only_for_schemas_that_cannot_amplify():
     from kdissect.protocol.values_schema.fast import Unfit, value_json
     from kdissect.schemas_source import parse_schema as parse
 
-    class Source:
-        framed = True
-
-        def __init__(self, schema):
-            self.schema = schema
-
-        def by_id(self, _):
-            return self.schema
-
+    Source = OneSchema
     order = Source(parse(json.dumps(ORDER), "avro"))
     payload = framed(1, avro_bytes(ORDER, ORDER_VALUE))
     assert value_json(order, payload, "value") == (json_value(ORDER_VALUE), 1)

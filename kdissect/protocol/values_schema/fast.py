@@ -97,6 +97,19 @@ def _avro_reader(schema: Schema) -> Any:
     return reader
 
 
+def _kept(kept: weakref.WeakKeyDictionary, schema: Schema, raw: bytes,
+          tally: list[int] | None) -> Any:
+    """The value ``raw`` was last decoded to by ``schema`` (None: not kept), its values
+    counted into ``tally``."""
+    recent = kept.get(schema)
+    hit = recent.entries.get(raw) if recent is not None else None
+    if hit is None:
+        return None
+    if tally is not None:
+        tally[0] += hit[1]
+    return hit[0]
+
+
 def _read_avro(schema: Schema, raw: bytes) -> tuple[Any, int]:
     """(value, values it holds) by avro_fast's reader; Unfit where it does not read."""
     reader = _avro_reader(schema)
@@ -118,13 +131,9 @@ def value_json(source: Any, raw: bytes, role: str,
     knows; raises Unfit otherwise. ``tally[0]`` counts the values made."""
     schema, schema_id = _schema(source, raw)
     if schema.kind == "avro":
-        recent = _RECENT.get(schema)
-        if recent is not None:
-            hit = recent.entries.get(raw)
-            if hit is not None:
-                if tally is not None:
-                    tally[0] += hit[1]
-                return hit[0], schema_id
+        hit = _kept(_RECENT, schema, raw, tally)
+        if hit is not None:
+            return hit, schema_id
         value, count = _read_avro(schema, raw)
         if tally is not None:
             tally[0] += count
@@ -165,13 +174,9 @@ def value_text(source: Any, raw: bytes, role: str,
     schema, schema_id = _schema(source, raw)
     if schema.kind != "avro":
         return value_json(source, raw, role, tally)
-    recent = _RECENT_TEXT.get(schema)
-    if recent is not None:
-        hit = recent.entries.get(raw)
-        if hit is not None:
-            if tally is not None:
-                tally[0] += hit[1]
-            return hit[0], schema_id
+    hit = _kept(_RECENT_TEXT, schema, raw, tally)
+    if hit is not None:
+        return hit, schema_id
     if _avro_reader(schema) is None:            # not qualified: nor for the compiled one
         raise Unfit
     compiled = _COMPILED.get(schema, False)
