@@ -143,7 +143,10 @@ def value_json(source: Any, raw: bytes, role: str,
         try:
             value = json.loads(raw[5:].decode("utf-8"))
             if tally is not None:
-                tally[0] += len(raw)        # at most one value per byte
+                # at least the values the located tree holds (one a value: the first,
+                # then one after each ':', ',' or '['; in strings these only add), and
+                # never more than one a byte
+                tally[0] += 1 + raw.count(b":") + raw.count(b",") + raw.count(b"[")
             return value, schema_id
         except (ValueError, RecursionError):
             raise Unfit from None
