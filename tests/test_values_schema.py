@@ -391,3 +391,18 @@ def test_values_only_path_only_for_schemas_that_cannot_amplify():
             value_json(Source(parse(json.dumps(schema), "avro")), framed(1, data), "value")
     with pytest.raises(Unfit):                      # trailing bytes: the located path says so
         value_json(order, payload + b"\x00", "value")
+
+
+def test_json_values_charge_at_least_the_values_they_hold_and_not_a_node_a_byte():
+    from kdissect.protocol.values_schema.fast import value_json
+    source = OneSchema(parse_schema(json.dumps({"type": "object"}), "json"))
+
+    def values(x) -> int:
+        inner = x.values() if isinstance(x, dict) else x if isinstance(x, list) else ()
+        return 1 + sum(values(v) for v in inner)
+    for doc in ({"customer": {"id": "c-1", "vip": True}, "lines": [{"sku": "a", "n": 1}],
+                 "n": [1, 2.5, None, [], {}], "text": "a, b: [c]"}, [], 7, "x", [[[[1]]]]):
+        raw = framed(9, json.dumps(doc).encode())
+        tally = [0]
+        assert value_json(source, raw, "value", tally)[0] == doc
+        assert values(doc) <= tally[0] < len(raw)
