@@ -56,7 +56,8 @@ class _State:
     decoder's accounting, charged never less than it charges, so a message this path
     finishes never breaches the located decoder's budget; records exactly as much)."""
 
-    __slots__ = ("conv", "records", "nodes", "decompressed", "batch_records", "values")
+    __slots__ = ("conv", "records", "nodes", "decompressed", "batch_records", "values",
+                 "text_values")
 
     def __init__(self, conv: Callable[[bytes], Any], options: Options):
         self.conv = conv
@@ -66,6 +67,7 @@ class _State:
         self.nodes = options.max_nodes
         self.decompressed = options.max_decompressed
         self.batch_records: Callable[[list], Any] | None = None
+        self.text_values = False
 
     def charge(self, n: int) -> None:
         self.nodes -= n
@@ -170,8 +172,8 @@ def _schema_values(records: list[dict], s: _State) -> None:
     them from the located tree; Bail where that tree would hold a finding."""
     from .values_schema.fast import Unfit, value_json, value_text
     conv, source = s.conv, s.values
-    # a batch_records caller writes JSON at once: Avro values come as JSON text (body_values)
-    decode = value_json if s.batch_records is None else value_text
+    # a caller writing JSON lines takes Avro values as JSON text (body_values)
+    decode = value_text if s.text_values else value_json
     for r in records:
         headers = r["headers"]
         if headers and any((h["key"] or "").startswith("apicurio.") for h in headers):
@@ -226,13 +228,15 @@ def reader(api_key: int, api_version: int, direction: str) -> ValuesReader | Non
 
 def body_values(data: bytes, direction: str, api_key: int, api_version: int,
                 options: Options, conv: Callable[[bytes], Any],
-                batch_records: Callable[[list], Any] | None = None) -> dict | None:
+                batch_records: Callable[[list], Any] | None = None,
+                text_values: bool = False) -> dict | None:
     """The body of a clean message as plain values (bytes through ``conv``); None when the
     message is not clean or not for this path (the caller decodes it located).
     ``batch_records``, if given, takes each record batch's list of records as soon as it
     is read and returns what stands for it (a caller writing JSON encodes it at once, so
-    a big Fetch response never holds all its records as objects); its records' decoded
-    values may be ``values_schema.fast.JsonText``, which ``fast.dumps`` encodes."""
+    a big Fetch response never holds all its records as objects). ``text_values``: the
+    records' decoded Avro values come as ``values_schema.fast.JsonText``, for a caller
+    encoding them with ``fast.dumps``."""
     if options.records not in (True, False) or (options.embedded and api_key in _EMBEDDED_APIS):
         return None
     if options.embedded and options.records is True and (api_key, direction) in _RECORD_CARRIERS \
@@ -251,6 +255,7 @@ def body_values(data: bytes, direction: str, api_key: int, api_version: int,
         head = headers.RESPONSE[schemas.response_header_version(api_key, api_version)]
     s = _State(conv, options)
     s.batch_records = batch_records
+    s.text_values = text_values
     try:
         _, pos = head(data, 0, s)
         body, pos = read(data, pos, s)
