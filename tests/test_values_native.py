@@ -112,3 +112,21 @@ def test_json_lines_take_the_text_and_splice_it():
     assert value_text(order, payload, "value")[0] is text          # kept: decoded once
     with pytest.raises(Unfit):
         value_text(order, payload + b"\x00", "value")               # trailing bytes
+
+
+def test_only_a_json_lines_writer_gets_json_text():
+    """The filter into values hands body_values a batch_records callback too, and must
+    get values it can walk, not JsonText."""
+    from kdissect.protocol import Options
+    from kdissect.protocol.values import _schema_values, _State
+    from kdissect.render.records import json_bytes
+    options = Options(values=OneSchema(parse_schema(json.dumps(ORDER), "avro")))
+    payload = framed(1, avro_bytes(ORDER, ORDER_VALUE))
+    for text_values in (False, True):
+        s = _State(json_bytes, options)
+        s.batch_records, s.text_values = [].extend, text_values
+        records = [{"key": b"k", "value": payload, "headers": []}]
+        _schema_values(records, s)
+        value = records[0]["value"]
+        assert isinstance(value, JsonText) == text_values
+        assert (json.loads(value.text) if text_values else value) == json_value(ORDER_VALUE)
