@@ -12,7 +12,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # package (or top-level module) -> the kdissect packages it may import
 ALLOWED: dict[str, set[str]] = {
-    "protocol": set(),                                   # pure functions of bytes
+    "protocol": {"_native"},                             # pure functions of bytes; _native:
+                                                         # the compiled Avro reader (pure too)
     "capture": {"protocol", "_native"},                  # _native: the compiled packet path                             # packets, TCP, TLS, pcapng writing
     "stream": {"protocol"},                              # framing, pairing, enrichment, engine
     "schemas_source": {"protocol"},

@@ -53,7 +53,8 @@ class _State:
     decoder's accounting, charged never less than it charges, so a message this path
     finishes never breaches the located decoder's budget; records exactly as much)."""
 
-    __slots__ = ("conv", "records", "nodes", "decompressed", "batch_records", "values")
+    __slots__ = ("conv", "records", "nodes", "decompressed", "batch_records", "values",
+                 "text_values")
 
     def __init__(self, conv: Callable[[bytes], Any], options: Options):
         self.conv = conv
@@ -63,6 +64,7 @@ class _State:
         self.nodes = options.max_nodes
         self.decompressed = options.max_decompressed
         self.batch_records: Callable[[list], Any] | None = None
+        self.text_values = False
 
     def charge(self, n: int) -> None:
         self.nodes -= n
@@ -163,18 +165,24 @@ def _batch(buf: bytes, start: int, end: int, s) -> dict:
 def _schema_values(records: list[dict], s: _State) -> None:
     """Keys and values decoded by their schemas, as ``render.records.record_json`` shows
     them from the located tree; Bail where that tree would hold a finding."""
-    from .values_schema.fast import Unfit, value_json
+    from .values_schema.fast import Unfit, value_json, value_text
     conv, source = s.conv, s.values
+    # a caller writing JSON lines takes Avro values as JSON text (body_values)
+    decode = value_text if s.text_values else value_json
     for r in records:
-        if any((h["key"] or "").startswith("apicurio.") for h in r["headers"]):
+        headers = r["headers"]
+        if headers and any((h["key"] or "").startswith("apicurio.") for h in headers):
             raise Bail              # a schema id in a header (values_schema.header_id)
         for role in ("key", "value"):
             raw = r[role]
             if raw is None:
                 continue
+            if role == "key" and (len(raw) < 5 or raw[0]):
+                r[role] = conv(raw)         # an unframed key: as bytes (as Unfit below)
+                continue
             tally = [0]
             try:
-                r[role], r[f"{role}_schema"] = value_json(source, raw, role, tally)
+                r[role], r[f"{role}_schema"] = decode(source, raw, role, tally)
                 s.charge(tally[0] + 2)      # the located tree: each value, magic, id
             except Unfit:
                 if raw and (role == "value" or (len(raw) >= 5 and raw[0] == 0)):
@@ -214,12 +222,15 @@ def reader(api_key: int, api_version: int, direction: str) -> ValuesReader | Non
 
 def body_values(data: bytes, direction: str, api_key: int, api_version: int,
                 options: Options, conv: Callable[[bytes], Any],
-                batch_records: Callable[[list], Any] | None = None) -> dict | None:
+                batch_records: Callable[[list], Any] | None = None,
+                text_values: bool = False) -> dict | None:
     """The body of a clean message as plain values (bytes through ``conv``); None when the
     message is not clean or not for this path (the caller decodes it located).
     ``batch_records``, if given, takes each record batch's list of records as soon as it
     is read and returns what stands for it (a caller writing JSON encodes it at once, so
-    a big Fetch response never holds all its records as objects)."""
+    a big Fetch response never holds all its records as objects). ``text_values``: the
+    records' decoded Avro values come as ``values_schema.fast.JsonText``, for a caller
+    encoding them with ``fast.dumps``."""
     if options.records not in (True, False) or (options.embedded and api_key in _EMBEDDED_APIS):
         return None
     if options.embedded and options.records is True and (api_key, direction) in _RECORD_CARRIERS \
@@ -238,6 +249,7 @@ def body_values(data: bytes, direction: str, api_key: int, api_version: int,
         head = headers.RESPONSE[schemas.response_header_version(api_key, api_version)]
     s = _State(conv, options)
     s.batch_records = batch_records
+    s.text_values = text_values
     try:
         _, pos = head(data, 0, s)
         body, pos = read(data, pos, s)

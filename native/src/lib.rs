@@ -12,6 +12,7 @@ use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 use std::collections::HashMap;
 
 mod logjson;
+mod avro;
 
 const MAX_PACKET: usize = 256 * 1024 * 1024;
 const TS_MAX: f64 = 253402300799.0;
@@ -647,5 +648,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Scanner>()?;
     m.add_function(wrap_pyfunction!(logjson::log_record_lines, m)?)?;
     m.add_function(wrap_pyfunction!(logjson::log_prefix_lines, m)?)?;
+    m.add_class::<avro::AvroJson>()?;
     Ok(())
 }
