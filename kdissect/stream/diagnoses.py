@@ -51,7 +51,7 @@ def plain(body: Node | dict | None) -> Any:
     if kind == "records":
         return [plain(c) for c in body.children if c.ktype == "record_batch" and not c.problem]
     if body.children:
-        out = {}
+        out: dict[str, Any] = {}
         for c in body.children:
             if c.ktype == "tagged_fields":      # known tags by name, as the values decoder
                 for tag in c.children:          # gives them (Fetch's replica_state)
