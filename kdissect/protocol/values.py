@@ -54,13 +54,15 @@ class _State:
     finishes never breaches the located decoder's budget; records exactly as much)."""
 
     __slots__ = ("conv", "records", "nodes", "decompressed", "batch_records", "values",
-                 "text_values")
+                 "text_values", "compact")
 
     def __init__(self, conv: Callable[[bytes], Any], options: Options):
         self.conv = conv
         # record keys/values by schema (values_schema.fast), when asked for
         self.values = options.values if getattr(options.values, "framed", False) else None
-        self.records = options.records        # True: decode batches; False: leave raw
+        # True: decode batches; "batches": their headers only (BatchHeads); False: raw
+        self.records = options.records
+        self.compact = False                  # a flexible version: compact lengths
         self.nodes = options.max_nodes
         self.decompressed = options.max_decompressed
         self.batch_records: Callable[[list], Any] | None = None
@@ -98,9 +100,71 @@ def _tagged(buf: bytes, pos: int, n: int, s: _State, out: dict, readers: dict) -
 
 # -- records ------------------------------------------------------------------------
 
+class BatchHeads(list):
+    """A records field read for a summary (``Options(records="batches")``): the headers
+    of its v2 batches as dicts (the fields ``stream.diagnoses.plain`` makes of the
+    located summary's batch nodes), and ``size``, the field's bytes with its length
+    prefix (what the located tree's records node spans)."""
+
+    __slots__ = ("size",)
+
+    def __init__(self, heads: list[dict], size: int):
+        super().__init__(heads)
+        self.size = size
+
+
+_HEAD_NAMES = ("base_offset", "batch_length", "partition_leader_epoch", "magic", "crc",
+               "attributes", "last_offset_delta", "base_timestamp", "max_timestamp",
+               "producer_id", "producer_epoch", "base_sequence", "record_count")
+
+
+def _batch_heads(buf: bytes, pos: int, end: int, s) -> BatchHeads:
+    """The located decoder's summary of a records field (``records.read_records`` with
+    ``records="batches"``: headers and CRCs, no records), without its nodes; Bail where
+    that summary would hold a problem or a message set (v0/v1), which it decodes whole."""
+    n = end - pos
+    if s.compact:                         # the located node spans the uvarint (n + 1) too
+        prefix = _uvarint_bytes(n + 1)
+        if buf[pos - len(prefix):pos] != prefix:
+            raise Bail                    # written in more bytes than needed (legal, rare)
+        size = n + len(prefix)
+    else:
+        size = n + 4
+    heads = []
+    while pos < end:
+        left = end - pos
+        if left < 17:
+            break                                   # a partial batch: no problem, no count
+        total = 12 + _I32.unpack_from(buf, pos + 8)[0]
+        if total < 12:
+            raise Bail                              # a negative length
+        if total > left:
+            break                                   # a partial batch
+        if s.nodes <= 0 or buf[pos + 16] != 2 or total < 61:
+            raise Bail                              # budget spent, v0/v1 or unknown, short
+        s.nodes -= 16                               # what the located summary charges
+        head = _BATCH_HEAD.unpack_from(buf, pos)
+        if crc32c.crc32c(buf[pos + 21:pos + total]) != head[4]:
+            raise Bail
+        heads.append(dict(zip(_HEAD_NAMES, head), records=[]))
+        pos += total
+    return BatchHeads(heads, size)
+
+
+def _uvarint_bytes(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
 def _records(buf: bytes, pos: int, end: int, s) -> list:
     """Record batches (v2 only: message sets bail) in ``buf[pos:end]``, as
-    ``render.records.batch_json`` shows them."""
+    ``render.records.batch_json`` shows them (with ``records="batches"``: BatchHeads)."""
+    if s.records == "batches":
+        return _batch_heads(buf, pos, end, s)
     out = []
     while pos < end:
         left = end - pos
@@ -231,12 +295,13 @@ def body_values(data: bytes, direction: str, api_key: int, api_version: int,
     a big Fetch response never holds all its records as objects). ``text_values``: the
     records' decoded Avro values come as ``values_schema.fast.JsonText``, for a caller
     encoding them with ``fast.dumps``."""
-    if options.records not in (True, False) or (options.embedded and api_key in _EMBEDDED_APIS):
+    if options.records not in (True, False, "batches") or \
+            (options.embedded and api_key in _EMBEDDED_APIS):
         return None
     if options.embedded and options.records is True and (api_key, direction) in _RECORD_CARRIERS \
             and mentions_internal_topic(data, options.topic_ids):
         return None         # internal topics' records are decoded by schema: located path
-    if getattr(options.values, "overrides", None) and options.records and \
+    if getattr(options.values, "overrides", None) and options.records is True and \
             schemas.has_records(api_key, api_version, direction):
         return None         # per-topic schemas: the located path knows the topics
     read = reader(api_key, api_version, direction)
@@ -250,6 +315,8 @@ def body_values(data: bytes, direction: str, api_key: int, api_version: int,
     s = _State(conv, options)
     s.batch_records = batch_records
     s.text_values = text_values
+    st = schemas.layout(api_key, api_version, direction)
+    s.compact = st is not None and st.flexible
     try:
         _, pos = head(data, 0, s)
         body, pos = read(data, pos, s)

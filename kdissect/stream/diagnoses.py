@@ -60,7 +60,8 @@ EXPIRED = ("UNKNOWN_MEMBER_ID", "FENCED_MEMBER_EPOCH")
 
 def plain(body: Node | dict | None) -> Any:
     """A body as plain values (the values decoder's dicts are already): structs ->
-    dicts, arrays -> lists, a records field -> its record batches' headers."""
+    dicts (tagged fields among them), arrays -> lists, a records field -> its record
+    batches' headers."""
     if body is None or not isinstance(body, Node):
         return body
     kind = body.ktype
@@ -69,7 +70,15 @@ def plain(body: Node | dict | None) -> Any:
     if kind == "records":
         return [plain(c) for c in body.children if c.ktype == "record_batch" and not c.problem]
     if body.children:
-        return {c.name: plain(c) for c in body.children if not c.name.startswith("_")}
+        out: dict[str, Any] = {}
+        for c in body.children:
+            if c.ktype == "tagged_fields":      # known tags by name, as the values decoder
+                for tag in c.children:          # gives them (Fetch's replica_state)
+                    out.update((v.name, plain(v)) for v in tag.children
+                               if not v.name.startswith("_"))
+            elif not c.name.startswith("_"):
+                out[c.name] = plain(c)
+        return out
     return body.value
 
 

@@ -17,7 +17,6 @@ from ..protocol import Message, Options
 from ..protocol.apis import API_VERSIONS, SASL_AUTHENTICATE, WAIT_FIELDS
 from ..protocol.findings import Finding
 from ..protocol.guess import guess
-from ..protocol import schemas
 from ..protocol.names import error_name
 from ..protocol.values import body_values
 from .anomaly import EXPECTED_ERRORS
@@ -190,28 +189,15 @@ _NO_BYTES = lambda b: None       # noqa: E731 - facts never read bytes fields
 
 
 def _values_body(m, options: Options) -> dict | None:
-    """The body of a clean message without record batches, read by the values decoder
-    (several times faster than a located tree, which a summary does not need: a Metadata
-    answer naming 110 topics took 31 ms located, 18 ms so); None: decode it located."""
+    """The body of a clean message read by the values decoder, record batches as their
+    headers (``options.records`` is "batches"): the same facts and findings as a located
+    summary tree, which no summary needs (several times faster: a Metadata answer naming
+    110 topics took 31 ms located, 18 ms so). None: decode it located (a message cut by
+    holes shows what was captured after them there)."""
     if m.direction == "sasl" or m.api_key is None or m.api_key in _LOCATED_APIS or \
-            m.api_version is None or schemas.has_records(m.api_key, m.api_version,
-                                                         m.direction):
+            m.api_version is None or m.holes:
         return None
-    return body_values(m.data, m.direction, m.api_key, m.api_version,
-                       _without_records(options), _NO_BYTES)
-
-
-_PLAIN: dict[int, tuple[Options, Options]] = {}
-
-
-def _without_records(options: Options) -> Options:
-    """``options`` reading no records (made once per options: this runs per message)."""
-    got = _PLAIN.get(id(options))
-    if got is None or got[0] is not options:
-        if len(_PLAIN) > 64:
-            _PLAIN.clear()
-        got = _PLAIN[id(options)] = (options, dataclasses.replace(options, records=False))
-    return got[1]
+    return body_values(m.data, m.direction, m.api_key, m.api_version, options, _NO_BYTES)
 
 
 def _guess(resp, findings: list[Finding]) -> None:

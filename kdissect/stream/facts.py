@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from ..protocol import Options
 from ..protocol.names import error_name
 from ..protocol.node import Node
+from ..protocol.values import BatchHeads
 
 @dataclass
 class Facts:
@@ -152,6 +153,10 @@ def _collect_values(d: dict, f: Facts, topic: str | None, array: str, ids: dict[
                     _collect_values(item, f, topic, k, ids, True)
         elif type(v) is dict:
             _collect_values(v, f, topic, array, ids, False)
+        elif type(v) is BatchHeads:      # a records field read for a summary
+            f.record_bytes += v.size
+            for batch in v:
+                f.records += batch["record_count"] or 0
 
 
 SUMMARY = Options(records="batches")     # a summary reads record batch headers, not records

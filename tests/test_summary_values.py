@@ -1,0 +1,144 @@
+"""Summaries without trees (issue 28): enrichment reads clean messages, Produce and Fetch
+included, with the values-only decoder (record batches as their headers), and what it
+learns is what the located summary tree says."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kdissect.protocol import node as node_module
+from kdissect.protocol import schemas
+from kdissect.protocol.apis import API_VERSIONS, FETCH, PRODUCE
+from kdissect.protocol.values import BatchHeads, body_values
+from kdissect.sources.pcap import CaptureFiles
+from kdissect.stream import enrich as enrich_module
+from kdissect.stream.engine import Engine
+from kdissect.stream.facts import SUMMARY
+
+ROOT = Path(__file__).resolve().parents[1]
+CAPTURES = sorted((ROOT / "captures").glob("*.pcap")) + sorted((ROOT / "captures").glob("*.pcapng"))
+
+
+class _Keep:
+    def __init__(self) -> None:
+        self.exchanges: list = []
+
+    def exchange(self, ex) -> None:
+        self.exchanges.append(ex)
+
+    def gap(self, g) -> None:
+        pass
+
+    def note(self, text: str, level: str = "warn") -> None:
+        pass
+
+    def progress(self, done: int, total: int) -> None:
+        pass
+
+    def done(self) -> None:
+        pass
+
+
+def _summaries(path: Path) -> list[tuple]:
+    sink = _Keep()
+    Engine(CaptureFiles([str(path)]), sink).run()
+    return [(ex.stream, ex.seq, ex.status, [(f.code, f.detail, f.where) for f in ex.findings],
+             ex.facts) for ex in sink.exchanges]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("capture", CAPTURES, ids=lambda p: p.name)
+def test_values_summary_is_the_located_summary(capture, monkeypatch):
+    """Facts (topics, partitions, record counts and bytes, errors), findings (the
+    diagnoses' too: producer sequences, consumer lag, clock skew read batch headers) and
+    status: the same whether enrichment reads messages carrying records by value or as
+    located summary trees."""
+    by_value = _summaries(capture)
+    plain = enrich_module.body_values
+
+    def located_records(data, direction, api_key, api_version, *rest):
+        if schemas.has_records(api_key, api_version, direction):
+            return None                  # as summaries read them before: a located tree
+        return plain(data, direction, api_key, api_version, *rest)
+    monkeypatch.setattr(enrich_module, "body_values", located_records)
+    located = _summaries(capture)
+    assert by_value == located
+
+
+def test_the_summary_builds_no_node_for_clean_messages(monkeypatch):
+    """A capture of clean Produce and Fetch traffic: enrichment builds located nodes only
+    for what reads them (ApiVersions answers, where versions are learned)."""
+    built: list[str] = []          # nodes made outside the located decodes watched
+    decoded: list[int | None] = []
+    inside = [False]
+    plain_init = node_module.Node.__init__
+
+    def counting(self, name, *args, **kwargs):
+        if not inside[0]:
+            built.append(name)
+        plain_init(self, name, *args, **kwargs)
+
+    from kdissect.stream.model import KafkaMessage
+    plain_method = KafkaMessage.decoded
+
+    def watching(self, options=None):
+        decoded.append(self.api_key)
+        inside[0] = True
+        try:
+            return plain_method(self, options)
+        finally:
+            inside[0] = False
+
+    monkeypatch.setattr(node_module.Node, "__init__", counting)
+    monkeypatch.setattr(KafkaMessage, "decoded", watching)
+    sink = _Keep()
+    Engine(CaptureFiles([str(ROOT / "captures" / "kafka-python-codecs.pcap")]), sink).run()
+    apis = {ex.first.api_key for ex in sink.exchanges}
+    assert {PRODUCE, FETCH} <= apis
+    assert sum(ex.facts.records for ex in sink.exchanges) >= 40
+    assert set(decoded) <= {API_VERSIONS}, "only ApiVersions answers are read located"
+    assert built == []
+
+
+def test_batch_heads_say_what_the_batches_say():
+    """A Produce request read for a summary: its records field as the headers of its
+    batches, with the field's size (length prefix included), no records."""
+    sink = _Keep()
+    Engine(CaptureFiles([str(ROOT / "captures" / "acks0.pcap")]), sink).run()
+    req = next(ex.request for ex in sink.exchanges if ex.first.api_key == PRODUCE)
+    body = body_values(req.data, "request", PRODUCE, req.api_version, SUMMARY, bytes)
+    assert body is not None
+    (records,) = [p["records"] for t in body["topic_data"] for p in t["partition_data"]]
+    assert isinstance(records, BatchHeads)
+    assert [b["record_count"] for b in records] == [4] and records[0]["records"] == []
+    assert records[0]["magic"] == 2 and records.size == 191
+
+
+@pytest.mark.slow
+def test_tables_are_what_from_pylist_makes_without_pandas():
+    """Parquet's tables go through Arrow's JSON reader: the same table ``from_pylist``
+    makes (every column type, times, nested lists, empty tables), and pandas, which
+    ``pa.array`` imports (0.4 CPU-s), stays out of the process."""
+    import subprocess
+    import sys
+
+    import pyarrow as pa
+
+    from kdissect.pipeline.extract import capture_rows
+    from kdissect.pipeline.tables import EXCHANGES, RECORDS, _micros, to_arrow
+    path = str(ROOT / "captures" / "kafka-java-transactions.pcap")
+    rows = capture_rows([(path, path)], (9092,), True, True, lambda w: None)
+    assert rows.exchanges and rows.records
+    for got, schema in ((rows.exchanges, EXCHANGES), (rows.records, RECORDS), ([], RECORDS)):
+        table = to_arrow(got, schema)
+        assert table.equals(pa.Table.from_pylist([_micros(dict(r)) for r in got], schema=schema))
+    probe = ("import sys\nfrom kdissect.pipeline.extract import capture_rows\n"
+             "from kdissect.pipeline.tables import EXCHANGES, to_arrow\n"
+             f"rows = capture_rows([({path!r}, {path!r})], (9092,), True, False, print)\n"
+             "to_arrow(rows.exchanges, EXCHANGES)\nto_arrow([], EXCHANGES)\n"
+             "print('pandas' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          check=True)
+    assert done.stdout.split() == ["False"]
