@@ -1,17 +1,21 @@
 #!/usr/bin/env python3
 """What decoding record values costs: `kdissect pcap --format jsonl` of a capture whose
 records are all Schema-Registry-framed Avro values (the tests' Order schema: nested
-records, unions, enums, decimals, maps, timestamps), with `--schemas DIR` against the
-same run with the values left raw. Goal (issue 27): at most 2x.
+records, unions, enums, decimals, maps, timestamps; or with --kind the same as Protobuf,
+or JSON documents), with `--schemas DIR` against the same run with the values left raw.
+Goal (issue 27): at most 2x for Avro.
 
 The capture is recorded here: the pinned Apache Kafka (tests/support/apache_kafka.py),
 confluent-kafka producing and consuming, tcpdump on loopback (needs root or capture
 rights). Prints the medians of alternating runs and the ratio.
 
     .venv/bin/python benchmarks/values_cost.py [--records 20000] [--runs 3] [--keep DIR]
+        [--kind avro|protobuf|json] [--tail] [--repeat N] [--pure]
 
-The decoded run takes JSON lines' values-only path (a reader generated per Avro schema)
-for clean values; the located decoders (byte spans) serve -V, the TUI and damaged values.
+The decoded run takes JSON lines' values-only path for clean Avro values (the compiled
+reader of native/src/avro.rs writing JSON text; with --pure, KDISSECT_PURE=1 in both
+runs, the Python reader of values_schema/avro_fast.py) and JSON values; Protobuf takes
+the located decoder, as -V, the TUI and damaged values do.
 """
 
 from __future__ import annotations
@@ -32,18 +36,49 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-def record(directory: Path, n: int, repeat: int | None = None, tail: bool = False) -> Path:
+def values_of(kind: str, directory: Path, n: int) -> list[bytes]:
+    """``n`` different framed values of ``kind``, their schema written into ``directory``:
+    the tests' Order as Avro (id 7) or Protobuf (id 8, message indexes [0]), or a JSON
+    document (id 9, JSON Schema)."""
+    from tests.test_values_real import _orders
+    from tests.test_values_schema import (COMMON_PROTO, ORDER, SHOP_PROTO, avro_bytes,
+                                          framed)
+    if kind == "avro":
+        (directory / "7.avsc").write_text(json.dumps(ORDER))
+        return [framed(7, avro_bytes(ORDER, v)) for v in _orders(n)]
+    if kind == "json":
+        (directory / "9.json").write_text(json.dumps({"title": "Order", "type": "object"}))
+        return [framed(9, json.dumps({"id": f"o-{i}", "qty": i, "customer": {
+            "id": f"c-{i}", "vip": i % 2 == 0}, "lines": [{"sku": f"s{j}", "n": j}
+                                                          for j in range(i % 3)],
+            "total": f"{i}.50", "note": None if i % 2 else "n"}).encode()) for i in range(n)]
+    from google.protobuf import message_factory
+
+    from kdissect.schemas_source import compile_proto
+    (directory / "8.proto").write_text(SHOP_PROTO)
+    (directory / "common.proto").write_text(COMMON_PROTO)
+    Order = message_factory.GetMessages(compile_proto(
+        SHOP_PROTO, {"common.proto": COMMON_PROTO}, "bench").file)["shop.Order"]
+    out = []
+    for i in range(n):
+        m = Order(id=f"o-{i}", qty=i, packed=list(range(i % 5)), status=i % 3)
+        m.lines.add(sku="a", n=i).notes.add(text=f"note {i}")
+        m.by_sku[f"s{i}"].n = i
+        m.customer.id = f"c-{i}"
+        out.append(framed(8, b"\x00" + m.SerializeToString()))
+    return out
+
+
+def record(directory: Path, n: int, repeat: int | None = None, tail: bool = False,
+           kind: str = "avro") -> Path:
     from confluent_kafka import Consumer, Producer
 
     from tests.support.apache_kafka import ApacheKafka
     from tests.support.capture import Tcpdump
-    from tests.test_values_real import _orders
-    from tests.test_values_schema import ORDER, avro_bytes, framed
 
-    (directory / "7.avsc").write_text(json.dumps(ORDER))
     # every value different (as on a real topic), unless --repeat asks for a cycle
-    values = [framed(7, avro_bytes(ORDER, v)) for v in _orders(repeat or n)]
-    pcap = directory / "avro-values.pcap"
+    values = values_of(kind, directory, repeat or n)
+    pcap = directory / f"{kind}-values.pcap"
     with ApacheKafka(nodes=1) as kafka:
         conf = {"bootstrap.servers": kafka.bootstrap()}
         with Tcpdump(pcap, kafka.ports("PLAINTEXT")):
@@ -79,13 +114,14 @@ def record(directory: Path, n: int, repeat: int | None = None, tail: bool = Fals
     return pcap
 
 
-def run(pcap: Path, extra: list[str]) -> tuple[float, float]:
+def run(pcap: Path, extra: list[str], pure: bool = False) -> tuple[float, float]:
     """(wall seconds, CPU seconds: user + sys of the kdissect process)."""
+    env = {**os.environ, "KDISSECT_PURE": "1"} if pure else None
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     subprocess.run([sys.executable, "-m", "kdissect", "pcap", str(pcap), "--no-tui",
                     "--format", "jsonl", "-j", "1", *extra], check=True,
-                   stdout=subprocess.DEVNULL)
+                   stdout=subprocess.DEVNULL, env=env)
     wall = time.perf_counter() - t
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -100,24 +136,29 @@ def main() -> None:
                          "the first figures in docs/values.md used --repeat 500)")
     ap.add_argument("--tail", action="store_true",
                     help="the consumer reads while the producer writes (default: after)")
+    ap.add_argument("--kind", choices=("avro", "protobuf", "json"), default="avro",
+                    help="what the values are (default: Avro)")
+    ap.add_argument("--pure", action="store_true",
+                    help="KDISSECT_PURE=1 in both runs: the pure-Python paths")
     ap.add_argument("--keep", type=Path, help="record into this directory and keep it; "
                     "if it already holds the capture, reuse it")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         directory = args.keep or Path(tmp)
         directory.mkdir(parents=True, exist_ok=True)
-        pcap = directory / "avro-values.pcap"
+        pcap = directory / f"{args.kind}-values.pcap"
         if not (args.keep and pcap.exists()):
-            pcap = record(directory, args.records, args.repeat, args.tail)
+            pcap = record(directory, args.records, args.repeat, args.tail, args.kind)
         raw, decoded = [], []
         load = os.getloadavg()[0]
         for _ in range(args.runs):           # alternating, so load drifts hit both
-            raw.append(run(pcap, []))
-            decoded.append(run(pcap, ["--schemas", str(directory)]))
+            raw.append(run(pcap, [], args.pure))
+            decoded.append(run(pcap, ["--schemas", str(directory)], args.pure))
         load = (load + os.getloadavg()[0]) / 2
-        print(f"capture: {pcap.stat().st_size / 1e6:.1f} MB, {args.records} Avro records "
-              f"produced and fetched; load average {load:.1f} on {os.cpu_count()} CPUs")
-        for what, runs in (("values raw", raw), ("values decoded (Avro)", decoded)):
+        print(f"capture: {pcap.stat().st_size / 1e6:.1f} MB, {args.records} {args.kind} records "
+              f"produced and fetched; load average {load:.1f} on {os.cpu_count()} CPUs"
+              + ("; pure-Python paths (KDISSECT_PURE=1)" if args.pure else ""))
+        for what, runs in (("values raw", raw), (f"values decoded ({args.kind})", decoded)):
             walls, cpus = [w for w, _ in runs], [c for _, c in runs]
             print(f"jsonl, {what:22} median {statistics.median(walls):.2f} s wall, "
                   f"{statistics.median(cpus):.2f} s CPU  (CPU runs "

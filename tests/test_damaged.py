@@ -30,7 +30,8 @@ NEEDS_EVIDENCE = {"out_of_order", "version_not_advertised", "missing_tag_trailer
                   # (tests/test_diagnoses.py checks every repo capture's count)
                   "removed_version", "no_api_versions", "clock_skew", "producer_sequence_gap",
                   "producer_retry", "producer_epoch_bump", "leadership_storm",
-                  "slow_response", "consumer_lag"}
+                  "slow_response", "consumer_lag", "consumer_rebalance", "empty_fetches",
+                  "commit_behind_fetch"}
 
 
 def dissect(data: bytes, tmp_path: Path):

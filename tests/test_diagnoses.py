@@ -19,7 +19,8 @@ from tests.test_damaged import dissect
 CAPTURES = Path(__file__).parent.parent / "captures"
 DIAGNOSES = frozenset({"removed_version", "no_api_versions", "clock_skew",
                        "producer_sequence_gap", "producer_retry", "producer_epoch_bump",
-                       "leadership_storm", "slow_response", "consumer_lag"})
+                       "leadership_storm", "slow_response", "consumer_lag",
+                       "consumer_rebalance", "empty_fetches", "commit_behind_fetch"})
 # what each repo capture really shows (checked by reading the exchanges; see the notes)
 EXPECTED = {
     # Produce v2 / v0 to Tansu from kafka-python told to speak 0.10.0 / 0.8.2
@@ -36,7 +37,9 @@ EXPECTED = {
     # made at load 30: ApiVersions and Vote answered after 0.5-0.9 s while the nodes started
     "kafka-kraft-snapshot": {"slow_response": 98},
     # acks=all Produce while a broker is killed: answers take seconds
-    "kafka-broker-killed": {"slow_response": 14},
+    "kafka-broker-killed": {"slow_response": 14,
+                            # two batches sent to the killed leader, sent again to the new
+                            "producer_retry": 2},
 }
 
 
@@ -72,7 +75,13 @@ def test_evidence_in_the_text():
     assert storm and storm[0].startswith("10 leadership errors (NOT_LEADER_OR_FOLLOWER)")
     _, found = _diagnoses(CAPTURES / "kafka-broker-killed.pcap")
     for e, f in found:
-        assert e.latency > 0.5 and f"answered after {e.latency * 1000:.0f} ms" in f.detail
+        if f.code == "slow_response":
+            assert e.latency > 0.5 and f"answered after {e.latency * 1000:.0f} ms" in f.detail
+    # the killed broker's connection (5) never answered; the new leader's (4) wrote them
+    assert [(e.stream, f.detail) for e, f in found if f.code == "producer_retry"] == [
+        (4, f"producer 0 epoch 0, under-load[1]: batch {b} sent again (a retry: the send on "
+            "connection 5 got no answer in the capture; this one was answered ok: written "
+            "once)") for b in ("28-28", "29-30")]
 
 
 def test_mid_stream_start_is_not_no_api_versions(tmp_path):
@@ -106,8 +115,9 @@ def test_damaged_captures_claim_nothing_new(tmp_path, capture, variant):
         assert made <= truth, (seed, made - truth)
 
 
-def _produce(seq: int, error: int | None, order: int, epoch: int = 0):
-    """An idempotent producer's Produce of 5 records from ``seq`` on connection 1 and its
+def _produce(seq: int, error: int | None, order: int, epoch: int = 0, stream: int = 1,
+             corr: int = 1, ts: float = 10.0):
+    """An idempotent producer's Produce of 5 records from ``seq`` on a connection and its
     answer (``error``; None: no answer), as the decoders' values."""
     from kdissect.stream.facts import Facts
     from kdissect.stream.model import Exchange, KafkaMessage
@@ -115,35 +125,57 @@ def _produce(seq: int, error: int | None, order: int, epoch: int = 0):
              "producer_epoch": epoch, "base_sequence": seq, "record_count": 5}
     body = {"topic_data": [{"name": "t", "partition_data": [{"index": 0,
                                                                "records": [batch]}]}]}
-    req = KafkaMessage(0, 1, "request", 10.0, 1, 100, b"", api_key=0, api_version=9)
-    resp = None if error is None else KafkaMessage(1, 1, "response", 10.001, 2, 100, b"",
-                                                   api_key=0, api_version=9)
+    req = KafkaMessage(0, stream, "request", ts, 1, 100, b"", api_key=0, api_version=9,
+                       correlation_id=corr)
+    resp = None if error is None else KafkaMessage(1, stream, "response", ts + 0.001, 2, 100,
+                                                   b"", api_key=0, api_version=9)
     answer = None if error is None else {"responses": [{"name": "t", "partition_responses": [
         {"index": 0, "error_code": error}]}]}
-    ex = Exchange(req, resp, ("c", 1), ("b", 2), 1, seq=order, facts=Facts())
+    ex = Exchange(req, resp, ("c", stream), ("b", 2), stream, seq=order, facts=Facts())
     return ex, body, answer
 
 
-def test_producer_sequences_decoder_values():
-    """The bookkeeping on the values the decoders give (the real traffic that makes
-    retries and refused gaps is not reproducible with a one-node cluster; see
-    docs/findings.md): a refused gap names the expected sequence, a retry names the
-    answer, an earlier request reported late is no retry, an epoch bump starts again."""
+def _run(sends) -> list[list[str]]:
     from kdissect.stream.diagnoses import Diagnoses
     d = Diagnoses()
-    codes = []
-    for seq, error, order, epoch in [(0, 0, 0, 0), (5, 0, 2, 0), (0, None, 1, 0),
-                                     (15, 45, 3, 0), (5, 0, 4, 0), (10, 19, 5, 0),
-                                     (10, 0, 6, 0), (0, 0, 7, 1)]:
-        ex, body, answer = _produce(seq, error, order, epoch)
+    out = []
+    for args in sends:
+        ex, body, answer = _produce(*args)
         d.observe(ex, body, answer, {})
-        codes.append([f.detail for f in ex.findings])
-    assert codes == [
-        [], [], [],
-        ["producer 7 epoch 0, t[0]: batch 15-19 refused (OUT_OF_ORDER_SEQUENCE_NUMBER); "
-         "the broker expected 10"],
-        ["producer 7 epoch 0, t[0]: batch 5-9 sent again (a retry; answered ok: written once)"],
+        out.append([f.detail for f in ex.findings])
+    return out
+
+
+W = "producer 7 epoch 0, t[0]: "
+
+
+def test_producer_sequences_on_one_connection():
+    """The bookkeeping on the values the decoders give: a refused gap names the expected
+    sequence, a retry says how each send was answered, an epoch bump starts again."""
+    assert _run([(0, 0, 0), (5, 0, 2), (0, None, 1), (15, 45, 3), (5, 0, 4), (10, 19, 5),
+                 (10, 0, 6), (0, 0, 7, 1)]) == [
+        [], [],
+        [W + "batch 0-4 sent again (a retry: the send was answered ok; this one got no "
+         "answer in the capture)"],
+        [W + "batch 15-19 refused (OUT_OF_ORDER_SEQUENCE_NUMBER); the broker expected 10"],
+        [W + "batch 5-9 sent again (a retry: the send was answered ok; this one was "
+         "answered ok: written once)"],
         [],
-        ["producer 7 epoch 0, t[0]: batch 10-14 sent again (a retry; answered ok: "
-         "written once)"],
+        [W + "batch 10-14 sent again (a retry: the send was answered NOT_ENOUGH_REPLICAS; "
+         "this one was answered ok: written once)"],
         ["producer 7: epoch 0 -> 1 (sequences start again)"]]
+
+
+def test_producer_retries_across_connections():
+    """A send on another connection is a retry only once the first send was over: the
+    same request seen on both sides of a proxy (same correlation id, answered after the
+    other was sent) is none; an unanswered send reported after its retry says so."""
+    # (seq, error, order, epoch, stream, corr, ts)
+    assert _run([(0, 0, 0, 0, 2, 5, 10.2), (0, 0, 0, 0, 1, 5, 10.1)]) == [[], []]
+    assert _run([(0, None, 0, 0, 1, 5, 10.0), (0, None, 0, 0, 2, 5, 10.1)]) == [[], []]
+    assert _run([(0, 0, 0, 0, 2, 9, 12.0), (0, None, 0, 0, 1, 5, 10.0)]) == [[], [
+        W + "batch 0-4 got no answer in the capture; sent again later (a retry: the send "
+        "on connection 2 was answered ok)"]]
+    assert _run([(0, 19, 0, 0, 1, 5, 10.0), (0, 0, 0, 0, 2, 9, 12.0)]) == [[], [
+        W + "batch 0-4 sent again (a retry: the send on connection 1 was answered "
+        "NOT_ENOUGH_REPLICAS; this one was answered ok: written once)"]]

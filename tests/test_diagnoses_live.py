@@ -103,13 +103,18 @@ def diagnosed(apache_kafka, tmp_path_factory):
         assert _lagging(bootstrap) == LAG_RECORDS
         _slow(bootstrap, apache_kafka.node(1).proc.pid)
         dump.stop()
+    return by_client(path)
+
+
+def by_client(path) -> dict[str, list]:
+    """client id -> the exchanges of its connections (by stream) in a capture."""
     exchanges = exchanges_in([str(path)]).exchanges
     owner = {e.stream: e.request.client_id for e in exchanges
              if e.request is not None and e.request.client_id}
-    by_client: dict[str, list] = {}
+    found: dict[str, list] = {}
     for e in exchanges:
-        by_client.setdefault(owner.get(e.stream, ""), []).append(e)
-    return by_client
+        found.setdefault(owner.get(e.stream, ""), []).append(e)
+    return found
 
 
 def _found(exchanges, code: str) -> list:

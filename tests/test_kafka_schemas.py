@@ -1,6 +1,6 @@
 """Kafka's own protocol definitions as the oracle for kdissect's tables.
 
-tests/support/java/KafkaSchemas.java, compiled against the fetched kafka-clients jar, dumps
+scripts/kafka/KafkaSchemas.java, compiled against the fetched kafka-clients jar, dumps
 every API key, version and field of the pinned release from Kafka's runtime Schema objects,
 and messages that Kafka's generated classes wrote with a non-default value in every field
 (tagged fields included). kafka-clients 3.9 does the same for the versions Kafka 4.0 dropped,
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import tempfile
 from functools import lru_cache
 from pathlib import Path
 
@@ -20,9 +19,9 @@ import pytest
 from kdissect.protocol import Options, decode_request, decode_response, schemas
 from kdissect.protocol.layout import Field, Struct
 from kdissect.protocol.names import API_NAMES
-from tests.support.apache_kafka import LEGACY_CLIENTS, VERSION, legacy_clients_jar, libs
+from tests.support.apache_kafka import LEGACY_CLIENTS, VERSION
 
-SOURCE = Path(__file__).parent / "support" / "java" / "KafkaSchemas.java"
+SCHEMAS = Path(__file__).resolve().parents[1] / "scripts" / "kafka" / "schemas"
 SAMPLES = 4                   # messages per key, version and direction
 RAW_RECORDS = Options(records=False, embedded=False)
 Case = tuple[int, int, str]   # api key, version, direction
@@ -31,15 +30,9 @@ Case = tuple[int, int, str]   # api key, version, direction
 @lru_cache(maxsize=None)
 def kafka_dump(release: str, mode: str) -> list[dict]:
     """Run KafkaSchemas on one kafka-clients jar: its JSON lines."""
-    jar = (libs() / f"kafka-clients-{VERSION}.jar" if release == VERSION
-           else legacy_clients_jar())
-    slf4j = next(libs().glob("slf4j-api-*.jar"))
-    classes = Path(tempfile.mkdtemp(prefix=f"kdissect-kafka-schemas-{release}-"))
-    subprocess.run(["javac", "-nowarn", "-d", str(classes), "-cp", str(jar), str(SOURCE)],
-                   check=True, capture_output=True)
+    legacy = [] if release == VERSION else ["--legacy"]
     args = ["schemas"] if mode == "schemas" else ["samples", str(SAMPLES)]
-    out = subprocess.run(["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-                          "-cp", f"{jar}:{slf4j}:{classes}", "KafkaSchemas", *args],
+    out = subprocess.run([str(SCHEMAS), *legacy, *args],
                          check=True, capture_output=True, text=True, timeout=300).stdout
     return [json.loads(line) for line in out.splitlines()]
 

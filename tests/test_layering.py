@@ -12,7 +12,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # package (or top-level module) -> the kdissect packages it may import
 ALLOWED: dict[str, set[str]] = {
-    "protocol": set(),                                   # pure functions of bytes
+    "protocol": {"_native"},                             # pure functions of bytes; _native:
+                                                         # the compiled Avro reader (pure too)
     "capture": {"protocol", "_native"},                  # _native: the compiled packet path                             # packets, TCP, TLS, pcapng writing
     "stream": {"protocol"},                              # framing, pairing, enrichment, engine
     "schemas_source": {"protocol"},
@@ -20,7 +21,7 @@ ALLOWED: dict[str, set[str]] = {
     "filters": {"protocol", "stream", "filter_values"},
     "filter_values": {"protocol", "stream"},             # filters into decoded record values
     "sources": {"protocol", "capture", "stream", "filter_values"},
-    "render": {"protocol", "stream", "filters"},
+    "render": {"protocol", "stream", "filters", "_native"},  # _native: log record lines
     "proxy": {"protocol", "stream", "capture"},
     "pipeline": {"protocol", "capture", "stream", "sources", "render"},
     "tui": {"protocol", "capture", "stream", "filters", "render", "blob", "sources",

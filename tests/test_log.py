@@ -116,6 +116,25 @@ def _partition(tmp_path: Path) -> tuple[Path, list[int]]:
     return part, positions
 
 
+def marker_and_damage(offset: int, pid: int, epoch: int, seq: int, recs,
+                      marker: int = 1) -> bytes:
+    """From ``offset`` on: the producer's transaction marker (1 COMMIT, 0 ABORT), a batch
+    with log-append time, a batch whose CRC is wrong and a torn batch (``recs``)."""
+    control = bytearray(batch(2, 0, offset, [(struct.pack(">hh", 0, marker),
+                                              struct.pack(">hi", 0, 3))],
+                              pid=pid, epoch=epoch, seq=seq, transactional=True))
+    struct.pack_into(">h", control, 21, 0x30)       # control + transactional
+    struct.pack_into(">i", control, 53, -1)         # markers have no sequence
+    struct.pack_into(">I", control, 17, crc32c.crc32c(bytes(control[21:])))
+    appended = bytearray(batch(2, 4, offset + 1, [(b"a", b"b")]))
+    struct.pack_into(">h", appended, 21, struct.unpack_from(">h", appended, 21)[0] | 0x08)
+    struct.pack_into(">I", appended, 17, crc32c.crc32c(bytes(appended[21:])))
+    flipped = bytearray(batch(2, 0, offset + 2, [(b"x", b"y")]))
+    flipped[-1] ^= 1
+    return bytes(control) + bytes(appended) + bytes(flipped) + \
+        batch(2, 1, offset + 3, recs)[:-9]
+
+
 def both_paths(*paths: str) -> tuple[str, str]:
     """The JSON lines of the bulk (values) path and of the located path, with records."""
     from kdissect.cli.log_cmd import item_lines
@@ -133,17 +152,7 @@ def test_values_path_agrees_with_the_located_path(tmp_path):
     recs = [(b"k%d" % i, b"v\x00\xff" * i) for i in range(4)] + [(None, b"")]
     data = b"".join(batch(2, c, 5 * c, recs, pid=3, epoch=0, seq=5 * c) for c in CODECS)
     data += batch(2, 3, 25, [(b"t", "é".encode())], pid=4, epoch=1, seq=0, transactional=True)
-    marker = bytearray(batch(2, 0, 26, [(struct.pack(">hh", 0, 1), struct.pack(">hi", 0, 3))],
-                             pid=4, epoch=1, seq=1, transactional=True))
-    struct.pack_into(">h", marker, 21, 0x30)        # control + transactional: a COMMIT
-    struct.pack_into(">i", marker, 53, -1)          # markers have no sequence
-    struct.pack_into(">I", marker, 17, crc32c.crc32c(bytes(marker[21:])))
-    appended = bytearray(batch(2, 4, 27, [(b"a", b"b")]))
-    struct.pack_into(">h", appended, 21, struct.unpack_from(">h", appended, 21)[0] | 0x08)
-    struct.pack_into(">I", appended, 17, crc32c.crc32c(bytes(appended[21:])))
-    flipped = bytearray(batch(2, 0, 28, [(b"x", b"y")]))
-    flipped[-1] ^= 1
-    data += bytes(marker) + bytes(appended) + bytes(flipped) + batch(2, 1, 29, recs)[:-9]
+    data += marker_and_damage(26, 4, 1, 1, recs)
     (part / "00000000000000000000.log").write_bytes(data)
     fast, located = both_paths(str(part))
     assert fast == located

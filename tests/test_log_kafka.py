@@ -199,7 +199,7 @@ def test_every_segment_agrees_with_kafka_dump_log(kafka_dirs):
             "ShareGroupMetadataValue", "ShareSnapshotValue"} <= kinds, kinds
 
 
-def test_stopped_broker_dir_is_consistent(kafka_dirs):
+def test_stopped_broker_dir_is_consistent(kafka_dirs, monkeypatch):
     """The whole log dir after a clean shutdown: indexes, time indexes, snapshots, epochs,
     txn indexes and the high watermark all agree with the segments."""
     log_dir, _running, wire_conns = kafka_dirs
@@ -215,6 +215,12 @@ def test_stopped_broker_dir_is_consistent(kafka_dirs):
     from tests.test_log import both_paths
     fast, located = both_paths(str(log_dir))
     assert fast == located
+    # and so do the record lines the command writes (compiled, and the Python reference:
+    # every codec, control batch and internal topic the broker wrote)
+    from tests.test_log_lines import lines_of
+    assert out == located == lines_of([str(log_dir)], lines=True)
+    monkeypatch.setenv("KDISSECT_PURE", "1")
+    assert lines_of([str(log_dir)], lines=True) == located
 
 
 def test_internal_records_in_captured_fetch_responses(kafka_dirs):

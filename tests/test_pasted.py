@@ -5,7 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kdissect.stream.pasted import Hints, read_paste
+from kdissect.sources.paste_choice import read_paste
+from kdissect.sources.pasted import Hints
 
 ROOT = Path(__file__).resolve().parents[1]
 

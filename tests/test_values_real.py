@@ -6,9 +6,10 @@ Oracle: for every record in every Produce request and Fetch response, kdissect's
 equals what fastavro / protobuf / json read from the same bytes (consumed back from the
 broker).
 
-No Schema Registry server runs here (Apicurio Registry 3.x does not resolve from Maven
-Central: its parent POM or a dozen of its modules are missing there; Confluent's are not
-on Maven Central), so the test writes the framing itself, as
+No Schema Registry server runs here (Apicurio Registry 3.x and 2.6.13.Final do not
+resolve from Maven Central: its parent POM or some of its modules are missing there,
+docs/values.md says which; Confluent's are not on Maven Central), so the test writes the
+framing itself, as
 Confluent's serializers do: magic 0, the schema id, (Protobuf) the message indexes, the
 encoded value."""
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import subprocess
 import sys
 import time
@@ -134,6 +136,12 @@ def test_framed_values_from_the_real_broker_decode_as_the_libraries_read_them(
                               "--value-schema", f"no-such-topic={schemas / '21.avsc'}"],
                              capture_output=True, text=True, timeout=120)
     assert located.returncode == 0 and located.stdout == run.stdout
+    # and so does the pure-Python Avro reader (the compiled one wrote the lines above)
+    pure = subprocess.run([sys.executable, "-m", "kdissect", "pcap", str(pcap), "--no-tui",
+                           "--format", "jsonl", "-j", "1", "--schemas", str(schemas)],
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "KDISSECT_PURE": "1"})
+    assert pure.returncode == 0 and pure.stdout == run.stdout
     # the trees: every decoded field located, in plain and lz4-decompressed batches
     tree = subprocess.run([sys.executable, "-m", "kdissect", "pcap", str(pcap), "--no-tui",
                            "-V", "-Y", "api == Produce", "--schemas", str(schemas)],

@@ -365,19 +365,22 @@ def test_registry_client_auth_cache_and_offline(tmp_path: Path):
     assert seen.count("/schemas/ids/5") == 2          # the 401, then once: cached after
 
 
+class OneSchema:
+    """A schema source knowing one schema, under every id."""
+    framed = True
+
+    def __init__(self, schema):
+        self.schema = schema
+
+    def by_id(self, _):
+        return self.schema
+
+
 def test_values_only_path_only_for_schemas_that_cannot_amplify():
     from kdissect.protocol.values_schema.fast import Unfit, value_json
     from kdissect.schemas_source import parse_schema as parse
 
-    class Source:
-        framed = True
-
-        def __init__(self, schema):
-            self.schema = schema
-
-        def by_id(self, _):
-            return self.schema
-
+    Source = OneSchema
     order = Source(parse(json.dumps(ORDER), "avro"))
     payload = framed(1, avro_bytes(ORDER, ORDER_VALUE))
     assert value_json(order, payload, "value") == (json_value(ORDER_VALUE), 1)
@@ -388,3 +391,18 @@ def test_values_only_path_only_for_schemas_that_cannot_amplify():
             value_json(Source(parse(json.dumps(schema), "avro")), framed(1, data), "value")
     with pytest.raises(Unfit):                      # trailing bytes: the located path says so
         value_json(order, payload + b"\x00", "value")
+
+
+def test_json_values_charge_at_least_the_values_they_hold_and_not_a_node_a_byte():
+    from kdissect.protocol.values_schema.fast import value_json
+    source = OneSchema(parse_schema(json.dumps({"type": "object"}), "json"))
+
+    def values(x) -> int:
+        inner = x.values() if isinstance(x, dict) else x if isinstance(x, list) else ()
+        return 1 + sum(values(v) for v in inner)
+    for doc in ({"customer": {"id": "c-1", "vip": True}, "lines": [{"sku": "a", "n": 1}],
+                 "n": [1, 2.5, None, [], {}], "text": "a, b: [c]"}, [], 7, "x", [[[[1]]]]):
+        raw = framed(9, json.dumps(doc).encode())
+        tally = [0]
+        assert value_json(source, raw, "value", tally)[0] == doc
+        assert values(doc) <= tally[0] < len(raw)

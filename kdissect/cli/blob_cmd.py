@@ -17,7 +17,8 @@ from ..protocol.decode import decode_body
 from ..protocol.grammar import GrammarError, parse_grammar
 from ..render.text import render_node
 from ..protocol.guess import distinguish
-from ..stream.pasted import Hints, read_paste
+from ..sources.paste_choice import read_paste
+from ..sources.pasted import Hints
 from .common import budget, budget_nodes_option
 from .group import main
 from .values_opts import value_options

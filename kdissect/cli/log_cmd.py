@@ -11,11 +11,13 @@ from rich.text import Text
 
 from ..filters import Filter, FilterError, parse_filter
 from ..protocol.internal import control_of
+from ..render.log_lines import encode as _encode, prefixed
 from ..render.records import json_bytes, plain_json, record_json
 from ..render.text import tree_of
 from ..protocol.ondisk import BATCH_FIELDS
 from ..sources.logdir import LogDir, LogError, LogItem, walk
 from ..stream.engine import Engine
+from ..stream.sink import ItemSink
 from .common import budget, format_choices, on_terminal
 from .group import main
 from .values_opts import value_options
@@ -124,8 +126,8 @@ def log(paths: tuple[str, ...], verbose: bool, fmt: str, output: str | None, rec
         return
     printer = LogPrinter(fmt, verbose, records, flt)
     try:
-        bulk = fmt == "jsonl" and flt is None      # no trees needed: the values path
-        Engine(LogDir(list(paths), options, values=bulk), printer).run()
+        bulk = fmt == "jsonl" and flt is None      # no trees needed: records as text
+        Engine(LogDir(list(paths), options, lines=bulk), printer).run()
     except LogError as e:
         click.echo(f"kdissect log: {e}", err=True)
         sys.exit(1)
@@ -135,7 +137,7 @@ def log(paths: tuple[str, ...], verbose: bool, fmt: str, output: str | None, rec
         err.print("nothing matched" if flt is not None else "no Kafka files found")
 
 
-class LogPrinter:
+class LogPrinter(ItemSink):
     """The sink of ``kdissect log``: the display filter, then a line (-V: the tree;
     --records: the records) or JSON objects per item."""
 
@@ -149,7 +151,12 @@ class LogPrinter:
             return
         self.shown += 1
         if self.fmt == "jsonl":
-            sys.stdout.write(item_lines(item, self.records))
+            out = getattr(sys.stdout, "buffer", None)      # bytes: no encoding pass
+            for chunk in item_chunks(item, self.records):
+                if out is not None:
+                    out.write(chunk)
+                else:
+                    sys.stdout.write(chunk.decode())
             return
         self.out.print(item_line(item))
         if self.verbose and item.tree is not None:
@@ -157,21 +164,6 @@ class LogPrinter:
         elif self.records and item.tree is not None:
             for rec in _records(item):
                 self.out.print(Text(f"    {_record_text(rec)}"))
-
-    def exchange(self, ex) -> None:
-        pass
-
-    def gap(self, g) -> None:
-        pass
-
-    def note(self, text: str, level: str = "warn") -> None:
-        pass
-
-    def progress(self, done: int, total: int) -> None:
-        pass
-
-    def done(self) -> None:
-        pass
 
 
 def _on_spark(paths: list[str], out: str, max_decompressed: int, master: str | None,
@@ -279,14 +271,13 @@ def _record_text(n) -> str:
 
 
 _CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
-_encode = json.JSONEncoder(default=str).encode     # json.dumps(x, default=str), made once
-
 
 
 def _values_batch_json(item: LogItem) -> dict:
-    """``batch_json`` of a batch the bulk path read as values (a clean v2 batch)."""
-    assert item.values is not None
-    h = item.values[0]
+    """``batch_json`` of a batch the bulk path read as values or lines (a clean v2 batch)."""
+    got = item.values or item.lines
+    assert got is not None
+    h = got[0]
     attrs = h["attributes"]
     return {"type": "batch", "file": item.file, "topic": item.topic,
             "partition": item.partition, "position": h["position"],
@@ -299,7 +290,7 @@ def _values_batch_json(item: LogItem) -> dict:
 
 def batch_json(item: LogItem) -> dict:
     """One batch (or v0/v1 message set entry, or damage) as a JSON object (docs/log.md)."""
-    if item.values is not None:
+    if item.values is not None or item.lines is not None:
         return _values_batch_json(item)
     tree = item.tree
     assert tree is not None, "batch items have a tree or values"
@@ -349,21 +340,42 @@ def _record_head(item: LogItem, batch_position: int) -> dict:
             "partition": item.partition, "batch_position": batch_position}
 
 
+def _record_prefix(item: LogItem, batch_position: int) -> str:
+    """What every record line of a batch starts with, up to its position's value."""
+    return _encode(_record_head(item, batch_position))[:-1] + ', "position": '
+
+
+def item_chunks(item: LogItem, records: bool) -> list[bytes]:
+    """``item_lines`` as UTF-8 (ASCII: the JSON is written with ``ensure_ascii``) in
+    pieces: a batch of the JSON lines path is its batch line and its record lines, which
+    are prefixed straight into bytes (render/log_lines.py)."""
+    if item.lines is None:
+        return [item_lines(item, records).encode()]
+    h, body = item.lines
+    text = (_encode(_values_batch_json(item)) + "\n").encode()
+    return [text, prefixed(_record_prefix(item, h["position"]), body)] if records else [text]
+
+
 def item_lines(item: LogItem, records: bool) -> str:
-    """``item_json``'s objects as JSON lines. A batch the bulk path read as values is
-    encoded without building its objects: what every record line shares is encoded once."""
+    """``item_json``'s objects as JSON lines. A batch the bulk path read as values or
+    lines is encoded without building its objects: what every record line shares is
+    encoded once (render/log_lines.py)."""
+    if item.lines is not None:
+        return b"".join(item_chunks(item, records)).decode()
     if item.values is None:
         return "".join(_encode(obj) + "\n" for obj in item_json(item, records))
     text = _encode(_values_batch_json(item)) + "\n"
     if not records:
         return text
     h, starts, recs = item.values
-    prefix = _encode(_record_head(item, h["position"]))[:-1] + ', "position": '
+    prefix = _record_prefix(item, h["position"])
     enc = _encode
     return text + "".join([f"{prefix}{p}, {enc(r)[1:]}\n" for p, r in zip(starts, recs)])
 
 
 def item_json(item: LogItem, records: bool) -> list[dict]:
+    if item.lines is not None:          # (the JSON lines path's items: parsed back)
+        return [json.loads(line) for line in item_lines(item, records).splitlines()]
     if item.values is not None:
         h, starts, recs = item.values
         head = _record_head(item, h["position"])

@@ -161,11 +161,12 @@ register("producer_sequence_gap", "warn", "sequence",
          "the broker refused an idempotent producer's batch as OUT_OF_ORDER_SEQUENCE_NUMBER: "
          "the text says which sequence it expected, when the capture shows it")
 register("producer_retry", "note", "sequence",
-         "an idempotent producer sent a batch again on the connection (same producer id, "
-         "epoch, partition, sequence): a retry; the text says how the broker answered")
+         "an idempotent producer sent a batch again, on the same or a new connection (same "
+         "producer id, epoch, partition, sequences): a retry; the text says how the broker "
+         "answered each send")
 register("producer_epoch_bump", "note", "sequence",
-         "an idempotent producer's epoch went up on the connection (a transaction ended "
-         "under transaction version 2, or the producer recovered): sequences start again")
+         "an idempotent producer's epoch went up (a transaction ended under transaction "
+         "version 2, or the producer recovered): sequences start again")
 register("leadership_storm", "warn", "sequence",
          "10 or more NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH / NOT_COORDINATOR answers "
          "on one connection within 5 s: the client's metadata is stale")
@@ -227,6 +228,15 @@ register("slow_response", "warn", "performance",
 register("consumer_lag", "note", "performance",
          "a consumer's Fetch left it behind the high watermark (lag per partition, after "
          "the records this fetch returned)")
+register("empty_fetches", "note", "performance",
+         "a consumer's fetches on a connection returned no records for 10 s or more (the "
+         "text says why: nothing new, or an open transaction holding read_committed)")
+register("commit_behind_fetch", "note", "performance",
+         "a group committed an offset below what the same client had been given by its "
+         "fetches: those records would be delivered again after a restart or rebalance")
+register("consumer_rebalance", "note", "performance",
+         "a consumer group rebalanced (a new generation, or a KIP-848 group epoch); the text "
+         "gives the causes the capture shows (new member, member left, session expired)")
 # budget: limits that keep hostile input cheap
 register("decompressed_budget", "warn", "budget",
          "the message's decompressed-bytes budget is spent: the rest is kept compressed")

@@ -312,8 +312,8 @@ def record_source() -> str:
     return (HEADER + '"""A v2 record (kdissect/protocol/gen_readers.py\'s template): the values '
             'path\'s loop over\na batch\'s records and the located decoder\'s fast path '
             'for one record."""\n\n'
-            "from ..node import Node\nfrom ..reader import VarintTooLong, uvarint as _uvarint\n"
-            "from ..values import Bail\n\n\n" + "\n\n\n".join(parts) + "\n")
+            "from ..node import Node\nfrom ..reader import Bail, VarintTooLong, uvarint as _uvarint\n"
+            "\n\n" + "\n\n\n".join(parts) + "\n")
 
 
 def _module_name(key: int) -> str:

@@ -119,3 +119,9 @@ def error_note(code: int) -> str:
 
 def error_name(code: int) -> str:
     return "NONE" if code == 0 else error_info(code).name
+
+
+@lru_cache(maxsize=None)
+def error_code(name: str) -> int:
+    """The code of an error named as Kafka names it (``"NOT_LEADER_OR_FOLLOWER"``)."""
+    return next(code for code, (known, _) in _kio_errors().items() if known == name)

@@ -119,16 +119,16 @@ class Node:
 
     def findings(self) -> list[tuple[str, str, str]]:
         """(path, code, reason) for every node with a problem."""
+        # a loop, not a recursive closure: the closure's reference to itself is a cycle
+        # only the cyclic collector frees, one per call
         found: list[tuple[str, str, str]] = []
-
-        def visit(node: Node, path: str) -> None:
+        stack: list[tuple[Node, str]] = [(self, "")]
+        while stack:
+            node, path = stack.pop()
             here = f"{path}.{node.name}" if path else node.name
             if node.problem:
                 found.append((here, node.code or "malformed_field", node.problem))
-            for c in node.children:
-                visit(c, here)
-
-        visit(self, "")
+            stack.extend((c, here) for c in reversed(node.children))
         return found
 
     def problems(self) -> list[tuple[str, str]]:

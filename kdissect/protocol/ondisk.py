@@ -245,21 +245,17 @@ BATCH_FIELDS = ("base_offset", "batch_length", "partition_leader_epoch", "magic"
                 "producer_id", "producer_epoch", "base_sequence", "record_count")
 
 
-def batch_values(buf, start: int, end: int, max_decompressed: int, max_nodes: int,
-                 conv) -> tuple[dict, list[int], list[dict]] | None:
-    """A clean v2 batch in ``buf[start:end]`` as plain values, without located nodes:
-    (its header fields by name, each record's position, the records as
-    ``render.records.record_json`` shows them, bytes through ``conv``). None at the first
-    oddity (CRC, codec, lengths, counts, the budgets): the caller decodes the batch
-    located, whose tree says what is wrong. The records are read by the values decoder's
-    record loop (values.py), the one the pcap JSON lines use."""
+def clean_batch(buf, start: int, end: int, max_decompressed: int, max_nodes: int):
+    """The v2 batch in ``buf[start:end]`` if its header, CRC, codec, count and the budgets
+    are clean: (its header fields, as BATCH_HEAD unpacks them; the records' bytes; where
+    they start and end in them: the file's map itself when uncompressed). None at the
+    first oddity: the caller decodes the batch located, whose tree says what is wrong."""
     from .codecs import CodecError, decompress
-    from .values import Bail, record_loop
     if end - start < 61 or buf[start + 16] != 2:
         return None
     head = BATCH_HEAD.unpack_from(buf, start)
     attrs, count = head[5], head[12]
-    if crc32c.crc32c(buf[start + 21:end]) != head[4]:
+    if crc32c.crc32c(memoryview(buf)[start + 21:end]) != head[4]:
         return None
     codec = attrs & 7
     pos = start + 61
@@ -272,21 +268,54 @@ def batch_values(buf, start: int, end: int, max_decompressed: int, max_nodes: in
             data, _how = decompress(codec, buf[pos:end], max_decompressed)
         except CodecError:
             return None
-        pos, end = 0, len(data)
-    else:
-        data = buf
-    log_append = bool(attrs & 0x08)
+        return head, data, 0, len(data)
+    return head, buf, pos, end
+
+
+def _loop_args(head: tuple) -> tuple[int, int, int, bool]:
+    """The record loop's count, base offset, first timestamp and whether every record
+    has it (log-append time: the batch's max timestamp)."""
+    log_append = bool(head[5] & 0x08)
+    return head[12], head[0], head[8] if log_append else head[7], log_append
+
+
+def batch_values(buf, start: int, end: int, max_decompressed: int, max_nodes: int,
+                 conv) -> tuple[dict, list[int], list[dict]] | None:
+    """A clean v2 batch in ``buf[start:end]`` as plain values, without located nodes:
+    (its header fields by name, each record's position, the records as
+    ``render.records.record_json`` shows them, bytes through ``conv``). None at the first
+    oddity (CRC, codec, lengths, counts, the budgets): the caller decodes the batch
+    located, whose tree says what is wrong. The records are read by the values decoder's
+    record loop (values.py), the one the pcap JSON lines use."""
+    from .reader import VarintTooLong
+    from .values import Bail, record_loop
+    got = clean_batch(buf, start, end, max_decompressed, max_nodes)
+    if got is None:
+        return None
+    head, data, pos, end = got
+    count = head[12]
     try:
-        records, stop = record_loop(data, pos, end, count, head[0],
-                                    head[8] if log_append else head[7], log_append, conv)
-    except (Bail, IndexError, UnicodeDecodeError):
+        records, stop = record_loop(data, pos, end, *_loop_args(head), conv)
+    except (Bail, IndexError, UnicodeDecodeError, VarintTooLong):
         return None
     if stop != end:
         return None
-    return dict(zip(BATCH_FIELDS, head)), _starts(data, pos, count), records
+    return dict(zip(BATCH_FIELDS, head)), record_starts(data, pos, count), records
 
 
-def _starts(data, pos: int, count: int) -> list[int]:
+def batch_lines(buf, start: int, end: int, max_decompressed: int, max_nodes: int,
+                lines) -> tuple[dict, str] | None:
+    """``batch_values`` for JSON lines: (the header fields by name, the records' text as
+    ``lines`` writes it: render/log_lines.py), or None as there."""
+    got = clean_batch(buf, start, end, max_decompressed, max_nodes)
+    if got is None:
+        return None
+    head, data, pos, end = got
+    text = lines(data, pos, end, *_loop_args(head))
+    return None if text is None else (dict(zip(BATCH_FIELDS, head)), text)
+
+
+def record_starts(data, pos: int, count: int) -> list[int]:
     """Where each of ``count`` records starts (each leads with its zigzag varint length);
     the record loop has checked these bytes already."""
     from .reader import uvarint

@@ -18,6 +18,11 @@ _I64 = struct.Struct(">q")
 _F64 = struct.Struct(">d")
 
 
+class Bail(Exception):
+    """A values-only reader met something not clean: the message needs the located
+    decoder, whose tree says what is wrong (protocol/values.py)."""
+
+
 class VarintTooLong(ValueError):
     """A varint with more continuation bytes than its type allows."""
 

@@ -16,6 +16,7 @@ from .codecs import CODECS, CodecError, TooBig, decompress
 from .context import Abort, Options, charge_nodes, fail, time_note
 from .node import NOTE_MAKERS, Node
 from .reader import DecodeError, Reader
+from .values_readers.record_loop import located_record
 
 CONTROL_TYPES = {0: "ABORT", 1: "COMMIT"}
 # the generated fast reader of one record (values_readers/record_loop.py)
@@ -264,7 +265,6 @@ def _batch_v2(buf: bytes, start: int, end: int, ctx: Options) -> Node:
     else:
         holder, rr = node, r
     stamp = max_ts.value if log_append else None
-    from .values_readers.record_loop import located_record
     try:
         for i in range(count.value):
             if rr.remaining == 0:

@@ -32,8 +32,9 @@ from .codecs import CodecError, decompress
 from .context import Options
 from .node import Node
 from .internal import RECORD_CARRIERS as _RECORD_CARRIERS, mentions_internal_topic
-from .reader import VarintTooLong, uvarint
+from .reader import Bail, VarintTooLong, uvarint
 from .records import _attributes_note, read_records
+from .values_readers.record_loop import loop as _loop
 
 # APIs whose bytes fields may hold embedded structures (consumer protocol, SASL tokens):
 # their JSON shows those structures, so they take the located path
@@ -47,16 +48,13 @@ _I16 = struct.Struct(">h")
 ValuesReader = Callable[[bytes, int, "_State"], tuple[dict, int]]
 
 
-class Bail(Exception):
-    """This message needs the located decoder (something in it is not clean)."""
-
-
 class _State:
     """Per-message: the bytes converter and what the budget still allows (the located
     decoder's accounting, charged never less than it charges, so a message this path
     finishes never breaches the located decoder's budget; records exactly as much)."""
 
-    __slots__ = ("conv", "records", "nodes", "decompressed", "batch_records", "values")
+    __slots__ = ("conv", "records", "nodes", "decompressed", "batch_records", "values",
+                 "text_values")
 
     def __init__(self, conv: Callable[[bytes], Any], options: Options):
         self.conv = conv
@@ -66,6 +64,7 @@ class _State:
         self.nodes = options.max_nodes
         self.decompressed = options.max_decompressed
         self.batch_records: Callable[[list], Any] | None = None
+        self.text_values = False
 
     def charge(self, n: int) -> None:
         self.nodes -= n
@@ -151,10 +150,8 @@ def _batch(buf: bytes, start: int, end: int, s) -> dict:
     # headers array): charging more sent clean Fetch responses with a header per
     # record to the located decoder, whose tree of them took 250 MB
     s.charge(9 * count)
-    from .values_readers.record_loop import loop
-    records, pos = loop(data, pos, end, count, base,
-                                stamp if stamp is not None else base_ts,
-                                stamp is not None, s.conv if s.values is None else bytes)
+    records, pos = _loop(data, pos, end, count, base, stamp if stamp is not None else base_ts,
+                         stamp is not None, s.conv if s.values is None else bytes)
     if pos != end:
         raise Bail
     if s.values is not None:
@@ -168,18 +165,24 @@ def _batch(buf: bytes, start: int, end: int, s) -> dict:
 def _schema_values(records: list[dict], s: _State) -> None:
     """Keys and values decoded by their schemas, as ``render.records.record_json`` shows
     them from the located tree; Bail where that tree would hold a finding."""
-    from .values_schema.fast import Unfit, value_json
+    from .values_schema.fast import Unfit, value_json, value_text
     conv, source = s.conv, s.values
+    # a caller writing JSON lines takes Avro values as JSON text (body_values)
+    decode = value_text if s.text_values else value_json
     for r in records:
-        if any((h["key"] or "").startswith("apicurio.") for h in r["headers"]):
+        headers = r["headers"]
+        if headers and any((h["key"] or "").startswith("apicurio.") for h in headers):
             raise Bail              # a schema id in a header (values_schema.header_id)
         for role in ("key", "value"):
             raw = r[role]
             if raw is None:
                 continue
+            if role == "key" and (len(raw) < 5 or raw[0]):
+                r[role] = conv(raw)         # an unframed key: as bytes (as Unfit below)
+                continue
             tally = [0]
             try:
-                r[role], r[f"{role}_schema"] = value_json(source, raw, role, tally)
+                r[role], r[f"{role}_schema"] = decode(source, raw, role, tally)
                 s.charge(tally[0] + 2)      # the located tree: each value, magic, id
             except Unfit:
                 if raw and (role == "value" or (len(raw) >= 5 and raw[0] == 0)):
@@ -195,8 +198,7 @@ def record_loop(data, pos: int, end: int, count: int, base: int, ts0: int, fixed
     key, value, headers; bytes through ``conv``) and where they end; raises ``Bail`` at
     the first oddity. ``ts0`` is the base timestamp, or with ``fixed_ts`` the batch's
     log-append time. Public: the log source's bulk path reads segments with it."""
-    from .values_readers.record_loop import loop
-    return loop(data, pos, end, count, base, ts0, fixed_ts, conv)
+    return _loop(data, pos, end, count, base, ts0, fixed_ts, conv)
 
 
 # -- messages -------------------------------------------------------------------------
@@ -233,12 +235,15 @@ _HEADERS: Any = None
 
 def body_values(data: bytes, direction: str, api_key: int, api_version: int,
                 options: Options, conv: Callable[[bytes], Any],
-                batch_records: Callable[[list], Any] | None = None) -> dict | None:
+                batch_records: Callable[[list], Any] | None = None,
+                text_values: bool = False) -> dict | None:
     """The body of a clean message as plain values (bytes through ``conv``); None when the
     message is not clean or not for this path (the caller decodes it located).
     ``batch_records``, if given, takes each record batch's list of records as soon as it
     is read and returns what stands for it (a caller writing JSON encodes it at once, so
-    a big Fetch response never holds all its records as objects)."""
+    a big Fetch response never holds all its records as objects). ``text_values``: the
+    records' decoded Avro values come as ``values_schema.fast.JsonText``, for a caller
+    encoding them with ``fast.dumps``."""
     if options.records not in (True, False) or (options.embedded and api_key in _EMBEDDED_APIS):
         return None
     if options.embedded and options.records is True and (api_key, direction) in _RECORD_CARRIERS \
@@ -256,6 +261,7 @@ def body_values(data: bytes, direction: str, api_key: int, api_version: int,
         head = _headers().RESPONSE[schemas.response_header_version(api_key, api_version)]
     s = _State(conv, options)
     s.batch_records = batch_records
+    s.text_values = text_values
     try:
         _, pos = head(data, 0, s)
         body, pos = read(data, pos, s)

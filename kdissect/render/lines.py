@@ -15,6 +15,7 @@ from ..protocol import Options
 from ..protocol.findings import Finding
 from ..protocol import secrets
 from ..protocol.values import body_values
+from ..protocol.values_schema.fast import dumps
 from ..stream.model import Exchange, KafkaMessage
 from .records import json_bytes, plain_json
 from ..stream.fields import ExchangeFields
@@ -104,7 +105,8 @@ def message_json(m: KafkaMessage, options: Options, ex: Exchange | None = None,
     built), else from the located tree. ``enriched_full``: ``ex`` was enriched from full
     trees; if only from summaries, a message that is not clean gets the findings its
     full tree adds (inside records), where full enrichment puts them.
-    ``batch_records``: see ``protocol.values.body_values``."""
+    ``batch_records``: see ``protocol.values.body_values``; with it, record values may
+    be pre-encoded JSON (``values_schema.fast.dumps`` encodes them)."""
     # the body enrichment read with the values decoder for this sink, if it did
     values = m.values if decoded is None else None
     # SASL tokens go through the located tree, whose embedded decoder masks their secrets
@@ -112,7 +114,7 @@ def message_json(m: KafkaMessage, options: Options, ex: Exchange | None = None,
             m.api_key is not None and m.api_version is not None and \
             m.api_key not in secrets.EMBEDDED:
         values = body_values(m.data, m.direction, m.api_key, m.api_version, options,
-                             json_bytes, batch_records)
+                             json_bytes, batch_records, batch_records is not None)
     if values is not None:
         problems, tree_findings = [], None
     else:
@@ -182,7 +184,7 @@ def message_line(m: KafkaMessage, options: Options, ex: Exchange | None = None,
     parts: list[str] = []
 
     def encode(records: list) -> str:
-        parts.append(_encode(records))
+        parts.append(dumps(records))        # json.dumps, record values pre-encoded
         return f"{_RAW}{len(parts) - 1}@@"
 
     line = _encode(message_json(m, options, ex, None, enriched_full, encode))

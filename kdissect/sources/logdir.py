@@ -35,7 +35,15 @@ _OFFSET_CHECKPOINTS = ("recovery-point-offset-checkpoint", "replication-offset-c
                        "log-start-offset-checkpoint", "cleaner-offset-checkpoint")
 CHECKPOINT_COLUMNS = {"leader-epoch-checkpoint": ("epoch", "start_offset"),
                       **{n: ("topic", "partition", "offset") for n in _OFFSET_CHECKPOINTS}}
-Conv = Callable[[bytes], Any] | None
+
+
+class Lines(NamedTuple):
+    """The bulk path for JSON lines (``walk(lines=True)``): a clean batch's records are
+    written as text by ``write`` (render/log_lines.py's ``record_lines``)."""
+    write: Callable[..., str | None]
+
+
+Conv = Callable[[bytes], Any] | Lines | None
 BATCH_HEAD = 17                # base offset, length, leader epoch, magic: enough to frame
 
 
@@ -57,6 +65,9 @@ class LogItem:
     # the bulk path's clean v2 batch, instead of a tree: (header fields by name, each
     # record's position, the records as JSON values) -- see walk(values=True)
     values: tuple[dict, list[int], list[dict]] | None = None
+    # the JSON lines path's clean v2 batch (walk(lines=True)): (header fields by name,
+    # its records' lines as render/log_lines.py writes them)
+    lines: tuple[dict, str] | None = None
     url: str | None = None      # where the file really is, when read from a copy
 
     @property
@@ -190,25 +201,31 @@ def _base_offset(path: Path) -> int:
 
 class LogDir:
     """The engine's source for Kafka's files on disk: its events are items (files and
-    record batches, ``sink.item``), not exchanges; nothing to frame or pair. ``values``:
-    as for ``walk``."""
+    record batches, ``sink.item``), not exchanges; nothing to frame or pair. ``values``,
+    ``lines``: as for ``walk``."""
 
-    def __init__(self, paths: list[str], options: Options, values: bool = False):
-        self.paths, self.options, self.values = paths, options, values
+    def __init__(self, paths: list[str], options: Options, values: bool = False,
+                 lines: bool = False):
+        self.paths, self.options, self.values, self.lines = paths, options, values, lines
 
     def feed(self, sink) -> None:
-        for item in walk(self.paths, self.options, values=self.values):
+        for item in walk(self.paths, self.options, values=self.values, lines=self.lines):
             sink.item(item)
         sink.done()
 
 
-def walk(paths: list[str], options: Options, values: bool = False) -> Iterator[LogItem]:
+def walk(paths: list[str], options: Options, values: bool = False,
+         lines: bool = False) -> Iterator[LogItem]:
     """Every item of every path, in order: a log dir's files, then its partitions.
     ``values``: clean v2 batches of ordinary topics come as plain values (``item.values``,
     bytes as ``render.records.json_bytes`` shows them) instead of located trees, for bulk
-    output (JSON lines, Parquet); the checks are the same."""
-    conv = None
-    if values:
+    output (JSON lines, Parquet); the checks are the same. ``lines``: such batches come
+    with their records as JSON text instead (``item.lines``), for JSON lines only."""
+    conv: Conv = None
+    if lines:
+        from ..render.log_lines import record_lines_for
+        conv = Lines(record_lines_for())
+    elif values:
         from ..render.records import json_bytes
         conv = json_bytes
     for text in paths:
@@ -406,13 +423,21 @@ def _segment(path: Path, options: Options, state: _Partition, kind: str,
                 yield LogItem("batch", path, state.topic, state.partition, node)
                 break
             control = mm[pos + 16] == 2 and mm[pos + 22] & 0x20
-            got = ondisk.batch_values(mm, pos, pos + total, options.max_decompressed,
-                                      options.max_nodes, state.conv) \
-                if state.conv is not None and family is None and not control and \
+            bulk = state.conv if family is None and not control and \
                 options.values is None else None        # values by schema need the tree
-            if got is not None:             # the bulk path: a clean batch, no tree
+            got: Any = None
+            if isinstance(bulk, Lines):     # the JSON lines path: a clean batch as text
+                got = ondisk.batch_lines(mm, pos, pos + total, options.max_decompressed,
+                                         options.max_nodes, bulk.write)
+                if got is not None:
+                    item = LogItem("batch", path, state.topic, state.partition, lines=got)
+            elif bulk is not None:          # the bulk path: a clean batch, no tree
+                got = ondisk.batch_values(mm, pos, pos + total, options.max_decompressed,
+                                          options.max_nodes, bulk)
+                if got is not None:
+                    item = LogItem("batch", path, state.topic, state.partition, values=got)
+            if got is not None:
                 got[0]["position"] = pos
-                item = LogItem("batch", path, state.topic, state.partition, values=got)
                 head = _head_of_values(got[0])
             else:
                 holder = Node("", "records", pos)

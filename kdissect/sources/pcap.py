@@ -208,13 +208,23 @@ def read_captures(paths, sink: Sink, *, ports: Iterable[int] = DEFAULT_PORTS,
         return _read(paths, sink, ports, detect, packets, keys, budget)
 
 
+_frozen = False
+
+
 @contextmanager
 def steady_gc():
     """A capture keeps many long-lived objects per connection (200,000 connections are
     millions): the cyclic collector, run at its default pace, rescans them again and
     again (a quarter of the time). Collect less often while reading; what was made
-    before (modules, schemas) is set aside for good."""
-    gc.freeze()
+    before the first read (modules, schemas) is set aside for good. Only once per
+    process, after a collection: a process that reads capture after capture (the TUI,
+    a Spark worker, the fuzzer) would otherwise freeze each read's uncollected garbage
+    forever."""
+    global _frozen
+    if not _frozen:
+        gc.collect()
+        gc.freeze()
+        _frozen = True
     before = gc.get_threshold()
     gc.set_threshold(50_000, 20, 100)
     try:

@@ -1,24 +1,29 @@
-"""Kafka-level diagnoses: what a run of exchanges on one connection says about the
-clients and brokers (idempotent producers' sequences, consumer lag, versions Kafka 4.0
-removed, clients that never ask ApiVersions, clock skew, leadership storms, slow
+"""Kafka-level diagnoses: what the exchanges of a capture say about the clients and
+brokers (idempotent producers' sequences, consumer lag, rebalances and their causes,
+fetches that return nothing for long, commits behind what was fetched, versions Kafka
+4.0 removed, clients that never ask ApiVersions, clock skew, leadership storms, slow
 answers), as registered findings with their evidence in the text.
 
 Each diagnosis fires only on complete evidence: a message the capture cut, a missing
 answer or a connection seen mid-stream makes it stay silent (docs/findings.md says when
-each one cannot know). State is kept per connection (every path, Spark's per-flow shards
-included, sees the same), bounded in size.
+each one cannot know). What one connection shows is kept per connection; what clients do
+across connections (a producer retrying on a new connection, a consumer group's members,
+a consumer's fetches and its commits) is kept per capture, so a Spark job that decodes
+a split file flow by flow sees only each connection's part. State is bounded in size.
 """
 
 from __future__ import annotations
 
 import functools
 from collections import OrderedDict, deque
+from dataclasses import dataclass
 from typing import Any
 
 from ..protocol import schemas
-from ..protocol.apis import API_VERSIONS, FETCH, PRODUCE
+from ..protocol.apis import API_VERSIONS, FETCH, HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, PRODUCE, \
+    SYNC_GROUP
 from ..protocol.findings import Finding
-from ..protocol.names import error_name
+from ..protocol.names import api_key_of, error_code, error_name
 from ..protocol.node import Node
 from .anomaly import SLOW, client_wait
 from .fields import ExchangeFields
@@ -26,17 +31,31 @@ from .model import Exchange, Gap
 
 # the codes this module adds (--stats counts them)
 CODES = ("removed_version", "no_api_versions", "clock_skew", "producer_sequence_gap",
-         "producer_retry", "producer_epoch_bump", "consumer_lag", "leadership_storm",
-         "slow_response")
+         "producer_retry", "producer_epoch_bump", "consumer_lag", "consumer_rebalance",
+         "empty_fetches", "commit_behind_fetch", "leadership_storm", "slow_response")
 
-OUT_OF_ORDER_SEQUENCE_NUMBER, DUPLICATE_SEQUENCE_NUMBER = 45, 46
-# answers that mean "ask the right broker": the client's metadata is stale
-LEADERSHIP_ERRORS = frozenset({6, 74, 16})   # NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH,
-#                                              NOT_COORDINATOR
 STORM_COUNT = 10           # that many leadership errors on a connection ...
 STORM_WINDOW = 5.0         # ... within these seconds is a storm
 SKEW_S = 300.0             # record timestamps this far from the capture clock: skew
-MAX_TRACKED = 100_000      # producer/partition states kept (oldest dropped first)
+EMPTY_S = 10.0             # a consumer's fetches returning nothing for this long
+MAX_TRACKED = 100_000      # producer/partition/group states kept (oldest dropped first)
+SENDS_KEPT = 8             # a producer/partition's latest sends compared for retries
+
+OFFSET_COMMIT = api_key_of("OffsetCommit")
+CONSUMER_GROUP_HEARTBEAT = api_key_of("ConsumerGroupHeartbeat")      # KIP-848
+
+
+@functools.cache
+def _codes(*names: str) -> frozenset[int]:
+    """Error codes by the names Kafka gives them (kdissect's error table)."""
+    return frozenset(error_code(n) for n in names)
+
+
+# answers that mean "ask the right broker": the client's metadata is stale
+LEADERSHIP = ("NOT_LEADER_OR_FOLLOWER", "FENCED_LEADER_EPOCH", "NOT_COORDINATOR")
+# what a coordinator tells a member it no longer has (its session expired, or it was
+# fenced): the member must join again
+EXPIRED = ("UNKNOWN_MEMBER_ID", "FENCED_MEMBER_EPOCH")
 
 
 def plain(body: Node | dict | None) -> Any:
@@ -86,36 +105,121 @@ def _complete(m) -> bool:
     return m is not None and m.status == "ok" and not m.holes
 
 
+@dataclass(slots=True)
+class _Send:
+    """One Produce of an idempotent producer's batch to one partition."""
+    stream: int
+    order: int                    # the request's order on its connection
+    corr: int | None
+    sent: float                   # when the request was complete in the capture
+    answered: float | None        # when its answer was (None: no answer captured)
+    error: int | None             # the partition's answer (None: no answer captured)
+    first: int
+    last: int
+
+    def before(self, other: _Send) -> bool:
+        """Whether ``other`` was sent after this send was over (answered, or given up
+        on): only then is it a retry. On one connection the order tells; across
+        connections a send still waiting may be the same request seen on both sides of
+        a proxy (the same correlation id, answered after the other was sent)."""
+        if not self.earlier(other):
+            return False
+        if self.stream == other.stream:
+            return True
+        return self.corr != other.corr and (self.answered is None or
+                                            self.answered <= other.sent)
+
+    def earlier(self, other: _Send) -> bool:
+        """Whether this send came first."""
+        if self.stream == other.stream:
+            return self.order < other.order
+        return self.sent < other.sent
+
+
+@dataclass(slots=True)
+class _Group:
+    """What the capture shows of one consumer group (classic generations, or KIP-848
+    epochs), and what happened since the last rebalance seen."""
+    generation: int | None = None
+    members: frozenset[str] | None = None       # the last generation's (leader's answer)
+    causes: list[str] | None = None
+    # connection -> the member id last used on it (a member that comes back after the
+    # coordinator dropped it joins again on its connection with a new id)
+    on: dict[tuple[str, int], str] | None = None
+    gone: dict[str, str] | None = None          # member -> how it was dropped
+
+    def cause(self, text: str) -> None:
+        self.causes = self.causes or []
+        if len(self.causes) < 10:
+            self.causes.append(text)
+
+    def uses(self, client: tuple[str, int], member) -> None:
+        if isinstance(member, str) and member:
+            self.on = self.on or {}
+            if len(self.on) < 1000 or client in self.on:
+                self.on[client] = member
+
+    def dropped(self, member: str, how: str) -> None:
+        self.gone = self.gone or {}
+        if len(self.gone) < 1000:
+            self.gone[member] = how
+
+    def joined(self, client: tuple[str, int], member: str) -> None:
+        before = self.on.get(client) if self.on else None
+        how = self.gone.pop(before, None) if self.gone and before else None
+        self.cause(f"member {before}, {how}, joined again on its connection as {member}"
+                   if how and before != member else f"new member {member} joined")
+        self.uses(client, member)
+
+
 class Diagnoses:
     """Watches enriched exchanges in order and adds the diagnoses' findings."""
 
     def __init__(self) -> None:
-        # (stream, producer id, topic, partition) -> (epoch, the sequence after the last
-        # accepted batch (-1: none seen), the sequence after the last batch sent, that
-        # request's order on its connection: exchanges come out in answer order, and an
-        # unanswered request comes out late)
-        self.sequences: OrderedDict[tuple, tuple[int, int, int, int]] = OrderedDict()
-        self.epochs: OrderedDict[tuple[int, int], int] = OrderedDict()   # (stream, pid)
+        # (client host, client id, producer id, epoch, topic, partition) -> the latest
+        # sends of its batches, kept per capture: clients retry on a new connection after
+        # a timeout or NOT_LEADER. (The client is in the key because producer ids are a
+        # cluster's: two clusters in one capture may both have a producer 0.)
+        self.sends: OrderedDict[tuple, deque[_Send]] = OrderedDict()
+        # (client host, client id, producer id) -> epoch
+        self.epochs: OrderedDict[tuple, int] = OrderedDict()
         self.storms: dict[int, deque[float]] = {}     # stream -> leadership errors' times
         self.stormy: dict[int, float] = {}            # stream -> last storm reported
         # streams whose answers had a hole: the bytes after a lost segment are complete
         # only when the hole is given up on, so their latencies are not the broker's
         self.answers_cut: set[int] = set()
+        # (coordinator address, group id) -> its state
+        self.groups: OrderedDict[tuple, _Group] = OrderedDict()
+        # stream -> (first fetch of a run that returned nothing, how many, reported)
+        self.empty: dict[int, tuple[float, int, bool]] = {}
+        # (client host, client id, topic, partition) -> (offset after the last record
+        # returned, when that answer came)
+        self.fetched: OrderedDict[tuple, tuple[int, float]] = OrderedDict()
 
     def gap(self, g: Gap) -> None:
         if g.direction == "response":
             self.answers_cut.add(g.stream)
+            self.empty.pop(g.stream, None)      # a lost answer may have held records
 
     def observe(self, ex: Exchange, req_body, resp_body, topic_ids: dict[str, str]) -> None:
         req, resp = ex.request, ex.response
         out = ex.findings
         if req is not None and req.direction == "request" and req.api_key is not None:
             self._versions(ex, out)
-            if req.api_key == PRODUCE and _complete(req):
+            key = req.api_key
+            if key == PRODUCE and _complete(req):
                 self._produce(ex, plain(req_body), plain(resp_body)
                               if _complete(resp) else None, topic_ids, out)
-            if req.api_key == FETCH and _complete(req) and _complete(resp):
-                self._lag(plain(req_body), plain(resp_body), topic_ids, out)
+            elif _complete(req) and _complete(resp):
+                if key == FETCH:
+                    self._fetch(ex, plain(req_body), plain(resp_body), topic_ids, out)
+                elif key in (JOIN_GROUP, LEAVE_GROUP, HEARTBEAT, SYNC_GROUP,
+                             CONSUMER_GROUP_HEARTBEAT):
+                    self._group(ex, key, plain(req_body), plain(resp_body), out)
+                elif key == OFFSET_COMMIT:
+                    self._commit(ex, plain(req_body), plain(resp_body), topic_ids, out)
+            elif key == FETCH:
+                self.empty.pop(ex.stream, None)         # what it returned is not known
         if resp is not None and resp.direction == "response" and ex.facts is not None:
             self._storm(ex, out)
         self._slow(ex, out)
@@ -156,7 +260,7 @@ class Diagnoses:
                 if not isinstance(batch, dict) or batch.get("magic") != 2:
                     continue
                 self._skew(batch, capture_ms, f"{topic}[{part}]", out)
-                self._sequence(ex.stream, ex.seq, batch, topic, part,
+                self._sequence(ex, batch, topic, part,
                                errors.get((topic, part)) if answer is not None else None, out)
         for (topic, part), t in appended.items():
             assert ex.response is not None      # appended is read from the answer
@@ -175,78 +279,222 @@ class Diagnoses:
             out.append(Finding("clock_skew", f"records for {where} stamped {_ahead(ahead)} the "
                                "capture clock (CreateTime)", "request"))
 
-    def _sequence(self, stream: int, order: int, batch: dict, topic: str, part: int | None,
+    def _sequence(self, ex: Exchange, batch: dict, topic: str, part: int | None,
                   error: int | None, out: list[Finding]) -> None:
         pid, epoch, seq, count = (batch.get(k) for k in (
             "producer_id", "producer_epoch", "base_sequence", "record_count"))
         if not (type(pid) is int and type(epoch) is int and type(seq) is int and
-                type(count) is int) or pid < 0 or seq < 0:
+                type(count) is int) or pid < 0 or seq < 0 or count < 1:
             return                      # not an idempotent producer's batch
-        known = self.epochs.get((stream, pid))
+        req, resp = ex.request, ex.response
+        assert req is not None
+        producer = (ex.client[0], req.client_id, pid)
+        known = self.epochs.get(producer)
         if known is not None and epoch > known:
             out.append(Finding("producer_epoch_bump", f"producer {pid}: epoch {known} -> "
                                f"{epoch} (sequences start again)", "request"))
         if known is None or epoch >= known:
-            _put(self.epochs, (stream, pid), epoch)
-        key = (stream, pid, topic, part)
-        state = self.sequences.get(key)
-        if state is not None and order < state[3]:
-            return                      # sent before the batch the state comes from
-        same = state is not None and state[0] == epoch
-        accepted, sent = (state[1], state[2]) if state is not None and same else (-1, 0)
+            _put(self.epochs, producer, epoch)
+        this = _Send(ex.stream, ex.seq, req.correlation_id, req.ts,
+                     resp.ts if resp is not None and error is not None else None, error,
+                     seq, seq + count - 1)
+        key = (*producer, epoch, topic, part)
+        sends = self.sends.get(key)
+        if sends is None:
+            sends = deque(maxlen=SENDS_KEPT)
+        _put(self.sends, key, sends)
         where = f"producer {pid} epoch {epoch}, {topic}[{part}]"
-        last = seq + count - 1
-        if error == OUT_OF_ORDER_SEQUENCE_NUMBER:
-            said = (f"the broker expected {accepted}" if accepted >= 0 else
-                    "no earlier accepted batch of it on this connection in the capture")
-            out.append(Finding("producer_sequence_gap", f"{where}: batch {seq}-{last} refused "
+        batch_seqs = f"batch {this.first}-{this.last}"
+        if error in _codes("OUT_OF_ORDER_SEQUENCE_NUMBER"):
+            accepted = max((s.last + 1 for s in sends if s.error == 0 and s.earlier(this)),
+                           default=None)
+            said = (f"the broker expected {accepted}" if accepted is not None else
+                    "no earlier accepted batch of it in the capture")
+            out.append(Finding("producer_sequence_gap", f"{where}: {batch_seqs} refused "
                                f"(OUT_OF_ORDER_SEQUENCE_NUMBER); {said}", "request"))
-        elif seq < sent:
-            answer = "no answer in the capture" if error is None else (
-                "answered ok: written once" if error == 0 else f"answered {error_name(error)}")
-            out.append(Finding("producer_retry", f"{where}: batch {seq}-{last} sent again "
-                               f"(a retry; {answer})", "request"))
-        refused = error == OUT_OF_ORDER_SEQUENCE_NUMBER     # (its sequences come again)
-        _put(self.sequences, key, (epoch, seq + count if error == 0 else accepted,
-                                   sent if refused else max(sent, seq + count), order))
+        overlapping = [s for s in sends if s.first <= this.last and this.first <= s.last]
+        earlier = [s for s in overlapping if s.before(this)]
+        later = [s for s in overlapping if this.before(s)]
+        if earlier:
+            prior = max(earlier, key=lambda s: s.sent)
+            out.append(Finding("producer_retry", f"{where}: {batch_seqs} sent again (a retry: "
+                               f"the {_send(prior, this)} {_answer(prior)}; this one "
+                               f"{_answer(this)}{': written once' if this.error == 0 else ''})",
+                               "request"))
+        elif later:
+            # reported late (an unanswered request comes out when its connection ends):
+            # its retry came out first
+            retry = min(later, key=lambda s: s.sent)
+            out.append(Finding("producer_retry", f"{where}: {batch_seqs} {_answer(this)}; "
+                               f"sent again later (a retry: the {_send(retry, this)} "
+                               f"{_answer(retry)})", "request"))
+        sends.append(this)
 
     # -- consumers -------------------------------------------------------------------------
 
-    def _lag(self, body, answer, topic_ids, out: list[Finding]) -> None:
-        if not isinstance(body, dict) or not isinstance(answer, dict):
+    def _fetch(self, ex: Exchange, body, answer, topic_ids, out: list[Finding]) -> None:
+        """A consumer's Fetch: its lag, a run of fetches that return nothing, and how far
+        it was given records (for commits behind them)."""
+        if not isinstance(body, dict) or not isinstance(answer, dict) or not _consumer(body):
             return
-        replica = body.get("replica_id")
-        state = body.get("replica_state")
-        if isinstance(state, dict):
-            replica = state.get("replica_id")
-        if type(replica) is int and replica >= 0:
-            return                      # a follower's or a voter's fetch, not a consumer's
+        req, resp = ex.request, ex.response
+        assert req is not None and resp is not None
         asked = {(t, _index(p)): p.get("fetch_offset")
                  for t, p in _partitions(body, "topics", "partitions", topic_ids)}
-        behind = []
+        behind, idle = [], []
+        returned = False
         for topic, p in _partitions(answer, "responses", "partitions", topic_ids):
             part = _index(p)
-            start, high = asked.get((topic, part)), p.get("high_watermark")
-            if p.get("error_code") or type(start) is not int or type(high) is not int:
-                continue
             batches = [b for b in p.get("records") or () if isinstance(b, dict)]
-            last = batches[-1] if batches else None
-            after = start
-            if last is not None and type(last.get("base_offset")) is int and \
-                    type(last.get("last_offset_delta")) is int:
-                after = max(start, last["base_offset"] + last["last_offset_delta"] + 1)
-            if high - after > 0:
-                behind.append(f"{topic}[{part}] {high - after} behind (fetched at {start}, "
+            returned = returned or bool(batches)
+            start, high, error = asked.get((topic, part)), p.get("high_watermark"), \
+                p.get("error_code")
+            if error:
+                idle.append(f"{topic}[{part}] answered {error_name(error)}"
+                            if type(error) is int else f"{topic}[{part}]")
+                continue
+            if type(start) is not int or type(high) is not int:
+                continue
+            after = _after(batches)
+            self._given(ex, topic, part, start, after)
+            end = start if after is None else max(start, after)
+            if high - end > 0:
+                behind.append(f"{topic}[{part}] {high - end} behind (fetched at {start}, "
                               f"high watermark {high})")
+            if after is None:
+                idle.append(_why_empty(topic, part, start, high, p.get("last_stable_offset")))
         if behind:
-            more = f" +{len(behind) - 3} more" if len(behind) > 3 else ""
-            out.append(Finding("consumer_lag", "; ".join(behind[:3]) + more, "response"))
+            out.append(Finding("consumer_lag", _some(behind), "response"))
+        self._empty(ex.stream, req.ts, resp.ts, returned, idle, out)
+
+    def _given(self, ex: Exchange, topic: str, part: int | None, start: int,
+               after: int | None) -> None:
+        """Remember how far this client was given records of a partition."""
+        req, resp = ex.request, ex.response
+        assert req is not None and resp is not None
+        key = (ex.client[0], req.client_id, topic, part)
+        known = self.fetched.get(key)
+        if known is not None and start < known[0]:
+            # it went back (a seek, a reset): what it was given before no longer counts
+            self.fetched.pop(key)
+            known = None
+        if after is not None and (known is None or after > known[0]):
+            _put(self.fetched, key, (after, resp.ts))
+
+    def _empty(self, stream: int, asked: float, now: float, returned: bool,
+               idle: list[str], out: list[Finding]) -> None:
+        if returned:
+            self.empty.pop(stream, None)
+            return
+        first, count, said = self.empty.get(stream, (asked, 0, False))
+        count += 1
+        if not said and now - first >= EMPTY_S:
+            said = True
+            why = _some(idle) if idle else ("no partition in the answers (an incremental "
+                                             "fetch session: nothing changed)")
+            out.append(Finding("empty_fetches", f"{count} fetches over {now - first:.1f} s "
+                               f"returned no records: {why}", "response"))
+        self.empty[stream] = (first, count, said)
+
+    def _commit(self, ex: Exchange, body, answer, topic_ids, out: list[Finding]) -> None:
+        if not isinstance(body, dict) or not isinstance(answer, dict):
+            return
+        req = ex.request
+        assert req is not None
+        done = {(t, _index(p)) for t, p in _partitions(answer, "topics", "partitions",
+                                                        topic_ids) if p.get("error_code") == 0}
+        behind = []
+        for topic, p in _partitions(body, "topics", "partitions", topic_ids):
+            part, committed = _index(p), p.get("committed_offset")
+            given = self.fetched.get((ex.client[0], req.client_id, topic, part))
+            # only records given before the commit was sent count
+            if (topic, part) not in done or type(committed) is not int or committed < 0 or \
+                    given is None or given[1] > req.ts or committed >= given[0]:
+                continue
+            behind.append(f"{topic}[{part}] committed {committed} after this client was "
+                          f"given records up to {given[0] - 1} ({given[0] - committed} would "
+                          "be delivered again after a restart or rebalance)")
+        if behind:
+            out.append(Finding("commit_behind_fetch", f"group {body.get('group_id')}: "
+                               + _some(behind), "request"))
+
+    def _group(self, ex: Exchange, key: int, body, answer, out: list[Finding]) -> None:
+        """Group membership (classic JoinGroup generations, KIP-848 heartbeats' epochs):
+        what happened since the last rebalance, said when the next one is seen."""
+        if not isinstance(body, dict) or not isinstance(answer, dict):
+            return
+        gid = body.get("group_id")
+        if not isinstance(gid, str):
+            return
+        # by coordinator too: group ids are a cluster's (a coordinator that moves starts
+        # again, and says nothing about its first generation)
+        g = self.groups.get((ex.broker, gid)) or _Group()
+        _put(self.groups, (ex.broker, gid), g)
+        error, member = answer.get("error_code"), body.get("member_id")
+        if key == LEAVE_GROUP:
+            if error == 0:
+                gone = [m.get("member_id") for m in body.get("members") or ()
+                        if isinstance(m, dict)] or [member]
+                for m in gone:
+                    if isinstance(m, str):
+                        g.cause(f"member {m} left (LeaveGroup)")
+            return
+        if error in _codes(*EXPIRED) and isinstance(member, str) and member:
+            g.dropped(member, f"told {error_name(error)} on its {ex.first.api_name} (the "
+                      "coordinator had dropped it: its session or rebalance timed out)")
+        if key == JOIN_GROUP:
+            given = answer.get("member_id")
+            if member == "" and error in (0, *_codes("MEMBER_ID_REQUIRED")) and given:
+                g.joined(ex.client, given)
+            g.uses(ex.client, member)
+            generation = answer.get("generation_id")
+            if error == 0 and type(generation) is int and generation >= 0:
+                members = [m.get("member_id") for m in answer.get("members") or ()
+                           if isinstance(m, dict)]
+                self._rebalanced(gid, g, "generation", generation,
+                                 frozenset(m for m in members if isinstance(m, str))
+                                 if members else None, out)
+        elif key == CONSUMER_GROUP_HEARTBEAT and error == 0:
+            epoch, given = body.get("member_epoch"), answer.get("member_id") or member
+            if epoch == 0 and isinstance(given, str):
+                g.joined(ex.client, given)
+            elif epoch in (-1, -2):
+                g.cause(f"member {given} left (member_epoch {epoch})")
+            now = answer.get("member_epoch")
+            if type(now) is int and now > 0:
+                self._rebalanced(gid, g, "epoch", now, None, out)
+        else:
+            g.uses(ex.client, member)
+
+    @staticmethod
+    def _rebalanced(gid: str, g: _Group, what: str, number: int,
+                    members: frozenset[str] | None, out: list[Finding]) -> None:
+        if g.generation is not None and number > g.generation:
+            causes = list(g.causes or ())
+            if members is not None and g.members is not None:
+                said = " ".join(causes)
+                for m in sorted(g.members - members):
+                    if m not in said:
+                        causes.append(f"member {m} is gone without a LeaveGroup in the "
+                                      "capture")
+                        g.dropped(m, "dropped from the group without a LeaveGroup (its "
+                                  "session or rebalance timeout ran out)")
+            out.append(Finding("consumer_rebalance", f"group {gid}: {what} {g.generation} -> "
+                               f"{number}; " + ("; ".join(causes) if causes else
+                                                "its cause is not in the capture"),
+                               "response"))
+        if g.generation is None or number > g.generation:
+            g.causes = None             # (the first one seen: what led to it is not known)
+        if g.generation is None or number >= g.generation:
+            g.generation = number
+            if members is not None:
+                g.members = members
 
     # -- brokers ---------------------------------------------------------------------------
 
     def _storm(self, ex: Exchange, out: list[Finding]) -> None:
         assert ex.facts is not None and ex.response is not None
-        hits = [c for c in ex.facts.errors if c in LEADERSHIP_ERRORS]
+        hits = [c for c in ex.facts.errors if c in _codes(*LEADERSHIP)]
         if not hits:
             return
         now = ex.response.ts
@@ -288,6 +536,50 @@ class Diagnoses:
 def _removed() -> frozenset[tuple[int, int]]:
     """(API key, version) Kafka 4.0 removed: kdissect's legacy table holds exactly them."""
     return frozenset(schemas.legacy_versions())
+
+
+def _consumer(body: dict) -> bool:
+    """A consumer's Fetch, not a follower's or a KRaft voter's (replica id >= 0)."""
+    replica = body.get("replica_id")
+    state = body.get("replica_state")
+    if isinstance(state, dict):
+        replica = state.get("replica_id")
+    return not (type(replica) is int and replica >= 0)
+
+
+def _after(batches: list[dict]) -> int | None:
+    """The offset after the last batch a fetch returned (None: none, or unknown)."""
+    last = batches[-1] if batches else None
+    if last is None or type(last.get("base_offset")) is not int or \
+            type(last.get("last_offset_delta")) is not int:
+        return None
+    return last["base_offset"] + last["last_offset_delta"] + 1
+
+
+def _why_empty(topic: str, part: int | None, start: int, high: int, stable) -> str:
+    if start >= high:
+        return f"{topic}[{part}] at the high watermark {high} (nothing new written)"
+    if type(stable) is int and 0 <= stable < high and start >= stable:
+        return (f"{topic}[{part}] held at the last stable offset {stable} below the high "
+                f"watermark {high} (an open transaction; the consumer reads committed)")
+    return f"{topic}[{part}] fetched at {start}, high watermark {high}"
+
+
+def _some(items: list[str]) -> str:
+    more = f" +{len(items) - 3} more" if len(items) > 3 else ""
+    return "; ".join(items[:3]) + more
+
+
+def _send(other: _Send, this: _Send) -> str:
+    return "send" if other.stream == this.stream else f"send on connection {other.stream}"
+
+
+def _answer(send: _Send) -> str:
+    if send.error is None:
+        return "got no answer in the capture"
+    if send.error == 0:
+        return "was answered ok"
+    return f"was answered {error_name(send.error)}"
 
 
 def _ahead(seconds: float) -> str:

@@ -208,8 +208,9 @@ def values(item: Any, name: str) -> list:
         return f.get(item) if f.get is not None else []
     if name.startswith("record.header."):
         return content.header_values(item, name[len("record.header."):])
-    if _filter_values().is_value_path(name):
-        return _filter_values().values(item, name)
+    decoded = _filter_values()
+    if decoded.is_value_path(name):
+        return decoded.values(item, name)
     return item.field(name)
 
 

@@ -44,6 +44,26 @@ class CallbackSink:
         pass
 
 
+class ItemSink:
+    """A sink for sources whose events are items (a log directory, a paste): subclasses
+    define ``item``; the other events are not theirs."""
+
+    def exchange(self, ex: Exchange) -> None:
+        pass
+
+    def gap(self, g: Gap) -> None:
+        pass
+
+    def note(self, text: str, level: str = "warn") -> None:
+        pass
+
+    def progress(self, done: int, total: int) -> None:
+        pass
+
+    def done(self) -> None:
+        pass
+
+
 class Collect(CallbackSink):
     """Keeps everything (tests, small tools)."""
 

@@ -16,7 +16,8 @@ from ..blob import BlobError, parse_blob
 from ..protocol import Options
 from ..protocol.names import API_NAMES, api_key_of
 from ..protocol.guess import distinguish
-from ..stream.pasted import Hints, read_paste
+from ..sources.paste_choice import read_paste
+from ..sources.pasted import Hints
 from .detail import Detail, Item
 from .screens import HelpScreen
 

@@ -11,6 +11,9 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 use std::collections::HashMap;
 
+mod logjson;
+mod avro;
+
 const MAX_PACKET: usize = 256 * 1024 * 1024;
 const TS_MAX: f64 = 253402300799.0;
 const TLS_KEY_LOG: u32 = 0x544C_534B;
@@ -643,5 +646,8 @@ impl Scanner {
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Scanner>()?;
+    m.add_function(wrap_pyfunction!(logjson::log_record_lines, m)?)?;
+    m.add_function(wrap_pyfunction!(logjson::log_prefix_lines, m)?)?;
+    m.add_class::<avro::AvroJson>()?;
     Ok(())
 }

@@ -381,6 +381,9 @@ def replay(path: Path) -> None:
     elif target == "native":
         from .native_target import run_native
         run_native(data)
+    elif target == "avro":
+        from .avro_target import run_avro
+        run_avro(data)
     else:
         from .hostile_targets import replay as replay_hostile
         if not replay_hostile(target, data, extra):

@@ -42,6 +42,25 @@ def _native_target() -> dict:
 
 
 TARGETS.update(_native_target())
+
+
+def _logjson_target() -> dict:
+    """Issue 25's: kdissect log's compiled record lines against the Python reference."""
+    from .logjson_target import logjson_input, run_logjson
+    return {"logjson": (logjson_input, run_logjson, lambda a: (a, ""))}
+
+
+TARGETS.update(_logjson_target())
+
+
+def _avro_target() -> dict:
+    """Issue 27's: the compiled Avro reader against the Python one."""
+    from .avro_target import avro_input, run_avro
+    return {"avro": (avro_input, run_avro, lambda a: (a, ""))}
+
+
+TARGETS.update(_avro_target())
+
 CPU_LIMIT = 1.0         # seconds of CPU one input may take (CPU, not wall: the machine
                         # is shared, and a loaded box must not fail the run)
 

@@ -4,7 +4,9 @@ every byte of each connection, per direction, in arrival order."""
 from __future__ import annotations
 
 import socket
+import struct
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 
@@ -21,6 +23,10 @@ class Relay:
         self.port = self.listener.getsockname()[1]
         self.upstream: tuple[str, int] | None = None
         self.connections: list[Connection] = []
+        # a fault to inject (tests/test_diagnoses_faults.py): called with the connection,
+        # the direction (0: to the broker) and each whole Kafka message (size included);
+        # returns the bytes to pass on (b"": drop it) or None: drop the connection
+        self.tamper: Callable[[Connection, int, bytes], bytes | None] | None = None
         self._lock = threading.Lock()
         self._stop = False
         threading.Thread(target=self._accept, daemon=True).start()
@@ -53,11 +59,14 @@ class Relay:
             conn = Connection(addr)
             with self._lock:
                 self.connections.append(conn)
-            for src, dst, sink in ((client, upstream, conn.to_broker),
-                                   (upstream, client, conn.to_client)):
-                threading.Thread(target=self._pump, args=(src, dst, sink), daemon=True).start()
+            for side, (src, dst, sink) in enumerate(((client, upstream, conn.to_broker),
+                                                     (upstream, client, conn.to_client))):
+                threading.Thread(target=self._pump, args=(conn, side, src, dst, sink),
+                                 daemon=True).start()
 
-    def _pump(self, src: socket.socket, dst: socket.socket, sink: bytearray) -> None:
+    def _pump(self, conn: Connection, side: int, src: socket.socket, dst: socket.socket,
+              sink: bytearray) -> None:
+        held = bytearray()           # a partial Kafka message, when tampering
         try:
             while True:
                 data = src.recv(65536)
@@ -65,7 +74,18 @@ class Relay:
                     break
                 with self._lock:
                     sink += data
-                dst.sendall(data)
+                tamper = self.tamper
+                if tamper is None and not held:
+                    dst.sendall(data)
+                    continue
+                held += data
+                while len(held) >= 4 and len(held) >= 4 + struct.unpack_from(">i", held)[0]:
+                    end = 4 + struct.unpack_from(">i", held)[0]
+                    message, held[:end] = bytes(held[:end]), b""
+                    out = tamper(conn, side, message) if tamper is not None else message
+                    if out is None:
+                        return                  # the finally drops the connection
+                    dst.sendall(out)
         except OSError:
             pass
         finally:

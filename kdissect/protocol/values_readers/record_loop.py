@@ -6,8 +6,7 @@
 a batch's records and the located decoder's fast path for one record."""
 
 from ..node import Node
-from ..reader import VarintTooLong, uvarint as _uvarint
-from ..values import Bail
+from ..reader import Bail, VarintTooLong, uvarint as _uvarint
 
 
 def loop(data, pos, end, count, base, ts0, fixed_ts, conv):

@@ -64,28 +64,32 @@ def _counted(read: Read) -> Read:
     return counted
 
 
+def resolve(s: Any, named: dict[str, Any]) -> Any:
+    """The schema ``s`` stands for: a named type's definition, a primitive's name as
+    ``{"type": name}``, a ``{"type": {...}}`` wrapper unwrapped; a union stays a list."""
+    while True:
+        if isinstance(s, str):
+            s = named.get(s, {"type": s})
+        elif isinstance(s, dict) and (isinstance(s["type"], (dict, list))
+                                      or s["type"] in named):
+            s = s["type"]
+        else:
+            return s
+
+
+def plain(s: Any) -> bool:
+    """A (resolved) value read without nested values: its count is known in advance."""
+    return isinstance(s, dict) and s["type"] not in ("record", "error", "array", "map")
+
+
 def compile_reader(schema: Any, named: dict[str, Any]) -> Read:
     """``read(buf, pos, tally) -> (value, pos)``; raises Unsupported at build time for
     what it does not read. ``schema`` is not recursive (fast._qualifies)."""
     records: dict[str, Read] = {}
 
-    def resolve(s: Any) -> Any:
-        while True:
-            if isinstance(s, str):
-                s = named.get(s, {"type": s})
-            elif isinstance(s, dict) and (isinstance(s["type"], (dict, list))
-                                          or s["type"] in named):
-                s = s["type"]
-            else:
-                return s
-
-    def plain(s: Any) -> bool:
-        """A value read without nested values: its count is known in advance."""
-        return isinstance(s, dict) and s["type"] not in ("record", "error", "array", "map")
-
     def build(s: Any) -> Read:
         """The reader of a value of ``s``, counting itself (unions count their branch)."""
-        s = resolve(s)
+        s = resolve(s, named)
         if isinstance(s, list):
             return union(s)
         if s["type"] in ("record", "error"):
@@ -97,7 +101,7 @@ def compile_reader(schema: Any, named: dict[str, Any]) -> Read:
     def counting(s: Any) -> tuple[bool, Read]:
         """(whether the caller counts the value, its reader): plain values are counted by
         their caller, saving a call each."""
-        s = resolve(s)
+        s = resolve(s, named)
         return (True, leaf(s)) if plain(s) else (False, build(s))
 
     def union(schemas: list) -> Read:
@@ -127,7 +131,7 @@ def compile_reader(schema: Any, named: dict[str, Any]) -> Read:
         fields: list[tuple[str, int, Read]] = []
         static = 1                      # the record, and its plain fields
         for f in s["fields"]:
-            resolved = resolve(f["type"])
+            resolved = resolve(f["type"], named)
             if plain(resolved):
                 static += 1
                 how = 0 if resolved.get("logicalType") else \

@@ -1,19 +1,25 @@
-"""Bytes of unknown provenance (a pasted blob) -> decoded Kafka messages.
+"""A paste as a source: bytes of unknown provenance, cut one way into messages.
 
 A paste may be one message with or without its 4-byte size prefix, several
 size-prefixed messages in a row, a size-prefixed message whose prefix does not match
 what was pasted, a fragment from mid-stream, a body without its header, or a bare
-record batch / message set. Each reading that fits the bytes is decoded (the framing
-core's ``chain`` finds back-to-back messages and its resync finds the first message
-boundary in a fragment; the correlation core pairs responses with requests earlier in
-the same paste; guessing names what remains) and the reading that decodes best is
-chosen: with hints, the one in which the hinted API decodes cleanly; without, by the
-candidates' scores. ``Reading.why`` says which was chosen over what.
+record batch / message set. ``cuts`` and ``resync_cut`` list the ways the framing core
+cuts the bytes (``chain`` finds back-to-back messages, its resync the first message
+boundary in a fragment); ``PastedBytes`` is the source of one cut: it decodes each
+message in order, pairs responses with requests earlier in the paste through the
+correlation core, names the rest with the guesser (``protocol.guess``) and the hints,
+and emits each message as an item (``Dissected``):
+
+    Engine(PastedBytes(data, cut, hints, options), sink).run()
+
+Which cut is the paste's reading is decided on top of this, by the policy of
+``sources/paste_choice.py``.
 """
 
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from ..protocol import Options, decode_request, decode_response, schemas
@@ -22,9 +28,10 @@ from ..protocol.guess import Candidate, confidence, guess
 from ..protocol.message import Message, decode_bare_body, decode_request_as, peek_request_header
 from ..protocol.node import Node
 from ..protocol.records import read_records
-from .connection import plausible_request
-from .correlation import Correlator
-from .framing import Framer, chain
+from ..stream.connection import plausible_request
+from ..stream.correlation import Correlator
+from ..stream.framing import Framer, chain
+from ..stream.sink import Sink
 
 
 @dataclass
@@ -39,6 +46,7 @@ class Hints:
 
 @dataclass
 class Dissected:
+    """One message of a paste: the item ``PastedBytes`` emits."""
     offset: int                  # where the message (after any size prefix) starts in the input
     size_prefixed: bool
     message: Message
@@ -52,29 +60,26 @@ class Dissected:
 
 
 @dataclass
-class Reading:
-    items: list[Dissected]
-    label: str                   # "one message without a size prefix", ...
-    why: str = ""                # why this reading was chosen over the others
-    skipped: int = 0             # bytes before the first message (--at, resync)
+class Cut:
+    """One way to cut a paste into messages: ``spans`` (start, end) of each message's
+    bytes after any size prefix; ``findings`` go to every message; ``skipped``: bytes
+    before the first message. ``records``: the whole paste is a bare record batch."""
+    label: str
+    prefixed: bool
+    spans: list[tuple[int, int]]
+    findings: list[Finding] = field(default_factory=list)
+    skipped: int = 0
+    records: bool = False
 
-    def score(self) -> tuple:
-        size = sum(len(i.message.data) for i in self.items) or 1
-        clean = sum(len(i.message.data) for i in self.items if i.clean)
-        best = max((i.candidates[0].score for i in self.items if i.candidates), default=0.0)
-        return (all(i.clean for i in self.items), clean / size, -self.skipped, best)
 
-
-def readings(data: bytes) -> list[tuple[str, bool, list[tuple[int, int]], list[Finding]]]:
-    """(label, size_prefixed, spans, findings) of each way the bytes can be cut into
-    messages, the likeliest first."""
-    out: list[tuple[str, bool, list[tuple[int, int]], list[Finding]]] = [
-        ("one message without a size prefix", False, [(0, len(data))], [])]
+def cuts(data: bytes) -> list[Cut]:
+    """The ways the bytes can be cut into messages from their start, the likeliest first."""
+    out = [Cut("one message without a size prefix", False, [(0, len(data))])]
     spans = chain(data)
     if spans is not None:
         label = ("one size-prefixed message" if len(spans) == 1 else
                  f"{len(spans)} size-prefixed messages")
-        out.insert(0, (label, True, spans, []))
+        out.insert(0, Cut(label, True, spans))
     elif len(data) >= 12:
         size, left = struct.unpack_from(">i", data)[0], len(data) - 4
         # a prefix that is near the byte count: a paste cut short, or with bytes after it
@@ -84,68 +89,14 @@ def readings(data: bytes) -> list[tuple[str, bool, list[tuple[int, int]], list[F
                     f"{left - size} bytes follow the message")
             finding = Finding("size_mismatch", f"the size prefix says {size} bytes, but "
                                                f"{left} follow it: {what}")
-            out.append((f"one size-prefixed message whose size ({size}) does not match the "
-                        f"{left} bytes after it", True, [(4, end)], [finding]))
+            out.append(Cut(f"one size-prefixed message whose size ({size}) does not match "
+                           f"the {left} bytes after it", True, [(4, end)], [finding]))
     return out
 
 
-def dissect(data: bytes, hints: Hints | None = None, options: Options | None = None) -> list[Dissected]:
-    return read_paste(data, hints, options).items
-
-
-def read_paste(data: bytes, hints: Hints | None = None,
-               options: Options | None = None) -> Reading:
-    hints = hints or Hints()
-    options = options or Options()
-    base = max(0, min(hints.at, len(data)))
-    data = data[base:]
-    if hints.records:
-        return _shift(Reading([_records(data, options)], "a bare record batch / message "
-                              "set (told: --records)"), base)
-    best: Reading | None = None
-    for label, prefixed, spans, findings in readings(data):   # the likeliest first
-        if hints.body:
-            label = label.replace("message", "body")
-        reading = Reading(_decode(data, spans, prefixed, hints, options), label)
-        for f in findings:
-            for item in reading.items:
-                item.findings.append(f)
-        if best is None:
-            best = reading
-            if prefixed and all(i.clean for i in reading.items):
-                best.why = "its sizes chain and every message decodes cleanly"
-                break                   # no need to hold a second decode of the paste
-            continue
-        best = _better(best, reading)
-    assert best is not None, "readings() gives at least one"
-    if not all(i.clean for i in best.items) and not hints.body and base == 0:
-        resynced = _resync(data, hints, options)
-        if resynced is not None:
-            best = _better(best, resynced)
-    return _shift(best, base)
-
-
-def _better(best: Reading, reading: Reading) -> Reading:
-    if reading.score() > best.score():              # ties: the earlier (likelier) reading
-        reading, best = best, reading
-    best.why = f"chosen over {reading.label}, which " + (
-        "decodes less cleanly" if best.score() > reading.score() else "decodes as well")
-    return best
-
-
-def _shift(reading: Reading, base: int) -> Reading:
-    """Offsets from the start of the paste, not from --at."""
-    if base:
-        for item in reading.items:
-            item.offset += base
-        reading.skipped += base
-        reading.label += f", from offset {base}"
-    return reading
-
-
-def _resync(data: bytes, hints: Hints, options: Options) -> Reading | None:
+def resync_cut(data: bytes) -> Cut | None:
     """A fragment from mid-stream: the framing core searches for the first place where a
-    size-prefixed request starts, and frames from there."""
+    size-prefixed request starts, and frames from there (None: nowhere after byte 0)."""
     framer = Framer(plausible_request)
     framer.resync = True
     frames = framer.feed(data, 0)
@@ -153,9 +104,43 @@ def _resync(data: bytes, hints: Hints, options: Options) -> Reading | None:
         return None
     spans = [(f.offset, f.offset + len(f.data)) for f in frames]
     skip = spans[0][0] - 4
-    items = _decode(data, spans, True, hints, options)
-    return Reading(items, f"a fragment: {skip} bytes skipped, then {len(items)} "
-                          f"size-prefixed message(s) found by resync", skipped=skip)
+    return Cut(f"a fragment: {skip} bytes skipped, then {len(spans)} size-prefixed "
+               f"message(s) found by resync", True, spans, skipped=skip)
+
+
+def records_cut(data: bytes) -> Cut:
+    return Cut("a bare record batch / message set (told: --records)", False,
+               [(0, len(data))], records=True)
+
+
+class PastedBytes:
+    """The source of one cut of a paste: a ``Dissected`` item per message, in order."""
+
+    def __init__(self, data: bytes, cut: Cut, hints: Hints | None = None,
+                 options: Options | None = None):
+        self.data, self.cut = data, cut
+        self.hints, self.options = hints or Hints(), options or Options()
+
+    def feed(self, sink: Sink) -> None:
+        for item in self.items():
+            sink.item(item)                     # type: ignore[attr-defined]
+        sink.done()
+
+    def items(self) -> Iterator[Dissected]:
+        data, hints, options = self.data, self.hints, self.options
+        if self.cut.records:
+            yield _records(data, options)
+            return
+        pending: Correlator[tuple[int, int | None]] = Correlator()
+        for start, end in self.cut.spans:
+            item = _one(data[start:end], hints, options, pending)
+            item.offset, item.size_prefixed = start, self.cut.prefixed
+            item.findings.extend(self.cut.findings)
+            msg = item.message
+            if msg.direction == "request" and msg.api_key is not None \
+                    and msg.correlation_id is not None:
+                pending.request(msg.correlation_id, (msg.api_key, msg.api_version))
+            yield item
 
 
 def _records(data: bytes, options: Options) -> Dissected:
@@ -165,19 +150,6 @@ def _records(data: bytes, options: Options) -> Dissected:
     read_records(data, holder, 0, len(data), ctx)
     msg = Message("records", None, None, None, None, root, data)
     return Dissected(0, False, msg, "told: a bare record batch / message set (--records)")
-
-
-def _decode(data: bytes, spans, prefixed: bool, hints: Hints, options: Options) -> list[Dissected]:
-    pending: Correlator[tuple[int, int | None]] = Correlator()
-    out: list[Dissected] = []
-    for start, end in spans:
-        item = _one(data[start:end], hints, options, pending)
-        item.offset, item.size_prefixed = start, prefixed
-        msg = item.message
-        if msg.direction == "request" and msg.api_key is not None and msg.correlation_id is not None:
-            pending.request(msg.correlation_id, (msg.api_key, msg.api_version))
-        out.append(item)
-    return out
 
 
 def _one(chunk: bytes, hints: Hints, options: Options, pending: Correlator) -> Dissected:

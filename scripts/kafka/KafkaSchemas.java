@@ -1,18 +1,30 @@
-// Kafka's own protocol definitions as the oracle for kdissect's tables, from the runtime
-// Schema objects of whichever kafka-clients jar is on the classpath:
-//   java -cp kafka-clients.jar:DIR KafkaSchemas schemas        one JSON line per key/version/direction
-//   java -cp kafka-clients.jar:DIR KafkaSchemas samples SEEDS  messages with non-default values
+// Kafka's own definitions, read from the runtime Schema objects of the jars on the classpath:
+// the oracle for kdissect's tables and the source of its internal-record layouts. Run by
+// scripts/kafka/schemas (which fetches the jars and compiles this file); never by hand.
+//   KafkaSchemas schemas          one JSON line per API key/version/direction (kafka-clients)
+//   KafkaSchemas samples SEEDS    messages with non-default values in every field
+//   KafkaSchemas internal JAR...  the layouts of internal-topic and KRaft control records found
+//                                 in JAR..., as kdissect/protocol/internal_schemas.py
 // A sample is built as a protocol Struct with random values in every field (tagged fields
 // included), written by Kafka's Schema, read and written again by the generated *Data class
 // (its own serializer, ObjectSerializationCache), and read back as a Struct: the line carries
 // those bytes and the values Kafka reads from them.
 import java.nio.ByteBuffer;
+import java.lang.reflect.Modifier;
 import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Collections;
+import java.util.HashSet;
+import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.NavigableMap;
 import java.util.Random;
+import java.util.Set;
 import java.util.TreeMap;
+import java.util.TreeSet;
+import java.util.jar.JarEntry;
+import java.util.jar.JarFile;
 import org.apache.kafka.common.Uuid;
 import org.apache.kafka.common.message.ApiMessageType;
 import org.apache.kafka.common.protocol.ApiMessage;
@@ -26,7 +38,11 @@ import org.apache.kafka.common.protocol.types.TaggedFields;
 import org.apache.kafka.common.protocol.types.Type;
 
 public class KafkaSchemas {
-    public static void main(String[] args) {
+    public static void main(String[] args) throws Exception {
+        if (args[0].equals("internal")) {
+            internal(Arrays.copyOfRange(args, 1, args.length));
+            return;
+        }
         boolean samples = args[0].equals("samples");
         int seeds = samples ? Integer.parseInt(args[1]) : 0;
         StringBuilder out = new StringBuilder();
@@ -218,5 +234,118 @@ public class KafkaSchemas {
         StringBuilder b = new StringBuilder();
         for (byte x : a) b.append(String.format("%02x", x));
         return b.toString();
+    }
+
+    // --- internal-topic records (kdissect/protocol/internal_schemas.py) --------------------
+    // package prefix -> kdissect's name of the family (see kdissect/protocol/internal.py)
+    static final String[][] FAMILIES = {
+        {"org.apache.kafka.common.metadata.", "metadata"},
+        {"org.apache.kafka.coordinator.group.generated.", "group"},
+        {"org.apache.kafka.coordinator.transaction.generated.", "transaction"},
+        {"org.apache.kafka.coordinator.share.generated.", "share"},
+        {"org.apache.kafka.server.log.remote.metadata.storage.generated.", "remote"},
+    };
+    // KRaft control records live among the client messages
+    static final Set<String> CONTROL = new HashSet<>(Arrays.asList(
+        "LeaderChangeMessage", "SnapshotHeaderRecord", "SnapshotFooterRecord",
+        "KRaftVersionRecord", "VotersRecord"));
+    static final Map<Object, String> TYPE_NAMES = new IdentityHashMap<>();
+
+    static void internal(String[] jars) throws Exception {
+        for (java.lang.reflect.Field f : Type.class.getFields()) {
+            if (Modifier.isStatic(f.getModifiers()) && Type.class.isAssignableFrom(f.getType()))
+                TYPE_NAMES.put(f.get(null), f.getName().equals("UNSIGNED_INT32") ? "UINT32" : f.getName());
+        }
+        TreeMap<String, String[]> index = new TreeMap<>();
+        StringBuilder bnf = new StringBuilder();
+        TreeSet<String> classes = new TreeSet<>();
+        for (String jar : jars) {
+            try (JarFile jf = new JarFile(jar)) {
+                for (JarEntry e : Collections.list(jf.entries())) {
+                    String n = e.getName();
+                    if (!n.endsWith(".class") || n.contains("$") || n.endsWith("JsonConverter.class")
+                        || n.endsWith("JsonConverters.class")) continue;
+                    classes.add(n.substring(0, n.length() - 6).replace('/', '.'));
+                }
+            }
+        }
+        for (String cn : classes) {
+            String family = null;
+            for (String[] fam : FAMILIES) if (cn.startsWith(fam[0])) family = fam[1];
+            String simple = cn.substring(cn.lastIndexOf('.') + 1);
+            if (family == null && cn.startsWith("org.apache.kafka.common.message.") && CONTROL.contains(simple))
+                family = "control";
+            if (family == null) continue;
+            Class<?> c = Class.forName(cn);
+            if (!ApiMessage.class.isAssignableFrom(c)) continue;
+            java.lang.reflect.Field sf;
+            try { sf = c.getField("SCHEMAS"); } catch (NoSuchFieldException ex) { continue; }
+            Schema[] schemas = (Schema[]) sf.get(null);
+            ApiMessage m = (ApiMessage) c.getConstructor().newInstance();
+            short lo = m.lowestSupportedVersion(), hi = m.highestSupportedVersion();
+            index.put(simple, new String[]{family, Short.toString(m.apiKey()), Short.toString(lo), Short.toString(hi)});
+            for (int v = lo; v <= hi; v++) {
+                bnf.append(simple).append(" Record (Version: ").append(v).append(") =>");
+                bnfStruct(bnf, schemas[v], 0);
+                bnf.append('\n');
+            }
+        }
+        StringBuilder out = new StringBuilder();
+        out.append("# Generated by scripts/dump_internal_schemas.py from Apache Kafka ").append(System.getProperty("kafka.version", "?"))
+           .append("'s jars: DO NOT EDIT.\n");
+        out.append("\"\"\"The layouts of Kafka's internal-topic and KRaft control records, read from the runtime\n")
+           .append("Schema objects of the generated classes in Apache Kafka's jars (kafka-metadata,\n")
+           .append("kafka-group-coordinator, kafka-transaction-coordinator, kafka-share-coordinator,\n")
+           .append("kafka-storage, kafka-clients). ``MESSAGES``: name -> (family, api key, lowest and\n")
+           .append("highest version); ``BNF``: every version in the protocol guide's notation (grammar.py).\"\"\"\n\n");
+        out.append("MESSAGES: dict[str, tuple[str, int, int, int]] = {\n");
+        for (Map.Entry<String, String[]> e : index.entrySet()) {
+            String[] v = e.getValue();
+            out.append("    \"").append(e.getKey()).append("\": (\"").append(v[0]).append("\", ")
+               .append(v[1]).append(", ").append(v[2]).append(", ").append(v[3]).append("),\n");
+        }
+        out.append("}\n\nBNF = \"\"\"\n").append(bnf).append("\"\"\"\n");
+        System.out.print(out);
+    }
+
+    // the items of a struct on the current line, then its fields' rules indented below
+    static void bnfStruct(StringBuilder sb, Schema s, int depth) {
+        List<String> rules = new ArrayList<>();
+        List<Object> nested = new ArrayList<>();      // a Schema, or a type's name
+        for (BoundField bf : s.fields()) {
+            Type t = bf.def.type;
+            if (t instanceof TaggedFields) {
+                sb.append(" TAG_BUFFER");
+                for (Map.Entry<Integer, Field> e : tagged((TaggedFields) t).entrySet())
+                    bnfItem(sb, e.getValue().name, e.getValue().type, e.getKey(), rules, nested);
+                continue;
+            }
+            bnfItem(sb, bf.def.name, t, null, rules, nested);
+        }
+        String pad = "  ".repeat(depth + 1);
+        for (int i = 0; i < rules.size(); i++) {
+            sb.append('\n').append(pad).append(rules.get(i)).append(" =>");
+            Object n = nested.get(i);
+            if (n instanceof Schema) bnfStruct(sb, (Schema) n, depth + 1);
+            else sb.append(' ').append(n);
+        }
+    }
+
+    static void bnfItem(StringBuilder sb, String name, Type t, Integer tag, List<String> rules, List<Object> nested) {
+        String prefix = "", open = "", close = "";
+        if (t.isArray()) {
+            open = "["; close = "]";
+            t = t.arrayElementType().get();
+        }
+        if (t.getClass().getSimpleName().equals("NullableSchema")) prefix = "?";   // 4.0+
+        sb.append(' ').append(open).append(prefix).append(name).append(close);
+        if (tag != null) sb.append('@').append(tag);
+        rules.add(name);
+        if (t instanceof Schema) nested.add(t);
+        else {
+            String tn = TYPE_NAMES.get(t);
+            if (tn == null) throw new IllegalStateException("unknown type " + t + " of " + name);
+            nested.add(tn);
+        }
     }
 }

@@ -1,0 +1,55 @@
+"""The fuzz target of `kdissect log --format jsonl`'s compiled record lines
+(native/src/logjson.rs): mutated record regions of real v2 batches (kafka-python's
+encoder; text of every kind) through the compiled writer and the Python reference
+(render/log_lines.py). The compiled one must write exactly the reference's text or hand
+over (None); a difference, an exception or a crash is a failure.
+
+An input is: a byte holding the record count, a byte of flags (1: log-append time), then
+the records' bytes."""
+
+from __future__ import annotations
+
+import random
+from functools import lru_cache
+
+from . import harness as h
+
+_TEXTS = [b"plain", b"", b'q"b\\', b"t\tn\nr\r", b"\x07", b"\x7f", "é日😀".encode(),
+          "\u00a0\u200b\u2028\ue000".encode(), b"\xff\xfe", b"\xed\xa0\x80", b"x" * 300]
+
+
+@lru_cache(maxsize=1)
+def seeds() -> list[bytes]:
+    from kafka.record.memory_records import MemoryRecordsBuilder
+    rng = random.Random(28)
+    out = []
+    for n in (1, 3, 7):
+        b = MemoryRecordsBuilder(2, 0, 1 << 20, offset=0)
+        for i in range(n):
+            key = rng.choice(_TEXTS + [None])
+            headers = [(rng.choice(["h", "é", "k\x01"]), rng.choice(_TEXTS + [None]))
+                       for _ in range(rng.randint(0, 2))]
+            b.append(1700000000000 + i * rng.choice((1, 1000, 1 << 40)), key,
+                     rng.choice(_TEXTS + [None]), headers)
+        b.close()
+        out.append(bytes([n, 0]) + bytes(b.buffer())[61:])
+    return out
+
+
+def logjson_input(rng: random.Random) -> bytes:
+    data = rng.choice(seeds())
+    if rng.random() < 0.2:
+        data = bytes([rng.randrange(12), rng.randrange(2)]) + data[2:]
+    return h.mutate(rng, data, 4) if rng.random() < 0.8 else data
+
+
+def run_logjson(data: bytes) -> None:
+    from kdissect import _native  # type: ignore[attr-defined]
+    from kdissect.render.log_lines import record_lines_py
+    if len(data) < 2:
+        return
+    count, fixed = data[0], bool(data[1] & 1)
+    args = (data, 2, len(data), count, 1 << 40, 1700000000000, fixed)
+    want = record_lines_py(*args)
+    got = _native.log_record_lines(*args)
+    assert got is None or got == want, f"the record lines differ: {got!r} != {want!r}"
