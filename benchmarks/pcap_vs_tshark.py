@@ -14,8 +14,10 @@ medians of wall time, CPU time (user + system, workers included) and peak memory
 the ratios (peer / ours: above 1, kdissect is faster or smaller). On a machine others
 share, wall time depends on their load; CPU time much less. Peak memory is the largest
 sum of PSS (proportional set size: pages a forked worker shares with its parent count
-once) over the process and all its children, sampled every 20 ms. Output goes to
-/dev/null. The capture comes from benchmarks/make_bulk_capture.py.
+once) over the process and all its children, sampled every 20 ms; "RSS" is the peak
+resident set of the largest single process (what tests/test_hostile.py bounds). Output
+goes to /dev/null. The capture comes from benchmarks/make_bulk_capture.py (or
+benchmarks/many_connections.py).
 
 kdissect runs as installed users run it: with its bytecode cached (a warm-up run writes
 it, even where PYTHONDONTWRITEBYTECODE is set, as on the development machines, where it
@@ -24,7 +26,7 @@ interpreter of a plain `pip install kdissect` (the test virtualenv's kio also im
 hypothesis at start-up).
 
     .venv/bin/python benchmarks/pcap_vs_tshark.py CAPTURE [--runs 3] [--jobs 2]
-        [--only summary|stats|parquet|jsonl] [--no-peer] [--port 9092]
+        [--only summary|stats|parquet|jsonl]... [--no-peer] [--port 9092]
         [--paths both|compiled|pure] [--python PLAIN_VENV/bin/python]
 
 --no-peer runs kdissect alone (e.g. the memory of --format jsonl on a 1.5 GB capture,
@@ -80,8 +82,8 @@ def tree_pss(pid: int) -> int:
 PURE = "(pure Python)"                # in a run's name: KDISSECT_PURE=1
 
 
-def measure(cmd: list[str], pure: bool = False) -> tuple[float, float, float]:
-    """(wall seconds, CPU seconds, peak MiB) of the process tree."""
+def measure(cmd: list[str], pure: bool = False) -> tuple[float, float, float, float]:
+    """(wall seconds, CPU seconds, peak MiB (PSS), peak RSS MiB) of the process tree."""
     start = time.monotonic()
     env = {**ENV, "KDISSECT_PURE": "1"} if pure else {k: v for k, v in ENV.items()
                                                       if k != "KDISSECT_PURE"}
@@ -100,7 +102,7 @@ def measure(cmd: list[str], pure: bool = False) -> tuple[float, float, float]:
     if code != 0:
         raise SystemExit(f"{' '.join(cmd)} failed ({code}); run it alone to see why")
     # the child's usage includes the children it waited for (kdissect's workers)
-    return seconds, usage.ru_utime + usage.ru_stime, peak / 2**20
+    return seconds, usage.ru_utime + usage.ru_stime, peak / 2**20, usage.ru_maxrss / 1024
 
 
 def main() -> None:
@@ -109,7 +111,8 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                     help="-j of the parallel kdissect run (default: the cores)")
-    ap.add_argument("--only", choices=["summary", "stats", "parquet", "jsonl"])
+    ap.add_argument("--only", choices=["summary", "stats", "parquet", "jsonl"], action="append",
+                    help="these runs only (may repeat)")
     ap.add_argument("--paths", choices=["both", "compiled", "pure"], default="both",
                     help="kdissect's packet paths to run (default: both, alternating)")
     ap.add_argument("--parquet-out", default="/tmp/kdissect-bench.parquet",
@@ -140,7 +143,7 @@ def main() -> None:
               ours + ["--format", "jsonl", "-j", str(args.jobs)])] if args.jobs > 1 else [])),
     ]
     if args.only:
-        rows = [r for r in rows if r[0] == args.only.replace("jsonl", "full decode")]
+        rows = [r for r in rows if r[0] in {o.replace("jsonl", "full decode") for o in args.only}]
     paths = {"both": ["", PURE], "compiled": [""], "pure": [PURE]}[args.paths]
     rows = [(label, peer_name, peer_cmd, [(f"{name} {path}".strip(), cmd)
                                           for name, cmd in variants for path in paths])
@@ -148,24 +151,26 @@ def main() -> None:
     size = os.path.getsize(cap) / 2**20
     print(f"capture: {cap} ({size:.0f} MiB); {args.runs} alternating runs, medians; "
           f"load average at start {os.getloadavg()[0]:.1f}\n", flush=True)
-    print(f"{'run':60} {'wall s':>7} {'CPU s':>7} {'MiB':>6} {'wall ×':>7} {'CPU ×':>6} "
-          f"{'mem ×':>6}")
+    print(f"{'run':60} {'wall s':>7} {'CPU s':>7} {'MiB':>6} {'RSS':>6} {'wall ×':>7} "
+          f"{'CPU ×':>6} {'mem ×':>6}")
     for label, peer_name, peer_cmd, variants in rows:
-        got: dict[str, list[tuple[float, float, float]]] = {}
+        got: dict[str, list[tuple[float, float, float, float]]] = {}
         cmds = ([] if args.no_peer else [(peer_name, peer_cmd)]) + variants
         for _ in range(args.runs):
             for name, cmd in cmds:
                 got.setdefault(name, []).append(measure(cmd, name.endswith(PURE)))
-        med = {name: tuple(statistics.median(r[i] for r in runs) for i in range(3))
+        med = {name: tuple(statistics.median(r[i] for r in runs) for i in range(4))
                for name, runs in got.items()}
         peer = med.get(peer_name)
         for name, _cmd in cmds:
-            wall, cpu, mem = med[name]
+            wall, cpu, mem, rss = med[name]
             ratio = f"{peer[0] / wall:7.2f} {peer[1] / cpu:6.2f} {peer[2] / mem:6.2f}" \
                 if peer and name != peer_name else f"{'':7} {'':6} {'':6}"
             runs = "/".join(f"{r[0]:.1f}" for r in got[name])
-            print(f"{label + ': ' + name:60} {wall:7.2f} {cpu:7.2f} {mem:6.0f} {ratio}   "
-                  f"(wall {runs})", flush=True)
+            cpus = "/".join(f"{r[1]:.1f}" for r in got[name])
+            print(f"{label + ': ' + name:60} {wall:7.2f} {cpu:7.2f} {mem:6.0f} {rss:6.0f} "
+                  f"{ratio}   (wall {runs}; CPU {cpus}; load {os.getloadavg()[0]:.1f})",
+                  flush=True)
     print(f"\nload average at the end {os.getloadavg()[0]:.1f}; ×: peer / kdissect (above 1: "
           f"kdissect is faster or smaller)")
 

@@ -270,11 +270,23 @@ def _write_pcap(path: Path, frames, compress: bool = False) -> None:
         f.write(b"".join(chunk))
 
 
+def many_connections(path: Path, count: int) -> None:
+    """``count`` connections of one Metadata request and its answer each, none closed
+    (benchmarks/many_connections.py makes it too)."""
+    request = metadata_v0([kstr("t")], corr=1)
+    answer = struct.pack(">i", 12) + struct.pack(">iii", 1, 0, 0)    # Metadata v0: nothing
+
+    def frames():
+        for i in range(count):
+            src, sport = 1 + i // 50_000, 10_000 + i % 50_000
+            yield _frame(src, sport, 1000, request)
+            yield _frame(src, sport, 5000, answer, to_broker=False, ack=1000 + len(request))
+    _write_pcap(path, frames())
+
+
 def reassembly_captures(out: Path) -> list[str]:
     """Inputs that were quadratic or unbounded in the TCP and stream layers (issue 22,
     classes 4, 6 and 7); written straight to ``out`` (some are large). Returns names."""
-    request = metadata_v0([kstr("t")], corr=1)
-    answer = struct.pack(">i", 12) + struct.pack(">iii", 1, 0, 0)    # Metadata v0: nothing
     stream = produce(record_batch(bytes(60_000), 1))
     n = len(stream)
     # 1-byte segments arriving last-first (4.3 MB)
@@ -284,13 +296,7 @@ def reassembly_captures(out: Path) -> list[str]:
     _write_pcap(out / "tcp-holes-60k.pcap",
                 (_frame(1, 40000, 1000 + 20 * i, stream[i * 10:i * 10 + 10] or b"x" * 10)
                  for i in range(60_000)))
-    # 200,000 connections of one request (and its answer) each
-    def many():
-        for i in range(200_000):
-            src, sport = 1 + i // 50_000, 10_000 + i % 50_000
-            yield _frame(src, sport, 1000, request)
-            yield _frame(src, sport, 5000, answer, to_broker=False, ack=1000 + len(request))
-    _write_pcap(out / "connections-200k.pcap", many())
+    many_connections(out / "connections-200k.pcap", 200_000)
     # four connections each announcing a 300 MB request and sending 200 MB of it
     size = 300 * MiB
     head = struct.pack(">ihhi", size, 0, 3, 1) + kstr("hostile")

@@ -10,12 +10,16 @@ from ..stream.model import Exchange
 from .formats import WriterContext
 from .heap import steady_heap
 from .lines import message_line
+from .records import json_bytes
 
 
 class JsonlWriter:
     # bodies come from the values-only decoder and enrichment reads summaries
     # (message_json adds what a full tree would find)
     full = False
+    # bodies enrichment reads with the values decoder are kept for the lines (bytes as
+    # JSON shows them): one decode per message
+    values_conv = staticmethod(json_bytes)
 
     def __init__(self, ctx: WriterContext):
         self.options = ctx.options

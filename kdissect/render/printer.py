@@ -40,6 +40,12 @@ class ExchangePrinter:
         """Whether this printer shows whole trees (the engine then decodes them once)."""
         return self.writer is not None and self.writer.full
 
+    @property
+    def values_conv(self):
+        """How the writer shows bytes in the bodies it prints from the values decoder,
+        if it does (enrichment then keeps the bodies it reads for it)."""
+        return getattr(self.writer, "values_conv", None)
+
     def exchange(self, ex: Exchange) -> None:
         view = ExchangeFields(ex, self.options)
         if self.filter is not None and not self.filter(view):

@@ -146,6 +146,12 @@ class CaptureDissector:
             return
         if id(conn) in self.ignored:
             return
+        if conn.a[1] in self.ports or conn.b[1] in self.ports:
+            # a Kafka port says it at once: nothing to hold
+            k = self._decide(conn, ([], []))
+            assert k is not None, "a connection on a Kafka port is Kafka"
+            k.data(direction ^ self.kafka[id(conn)][1], offset, payload, ts, frame)
+            return
         # undecided: hold the chunks until the first bytes tell, then replay them in order
         held = self.sniffing.setdefault(id(conn), ([], []))
         held[direction].append((offset, payload, ts, frame))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
+from functools import partial
 
 from ..protocol import peek_request_header, schemas
 from ..protocol.apis import CONTROLLED_SHUTDOWN, PRODUCE, SASL_HANDSHAKE
@@ -23,6 +24,7 @@ from .model import Exchange, Gap, KafkaMessage
 MAX_EARLY = 256            # responses held while waiting for a request seen out of order
 EARLY_WAIT = 1.0           # seconds such a response waits before it is called an orphan
 _SIZE = struct.Struct(">i")
+_NOTHING = lambda: None    # noqa: E731 - nothing held, nothing to give up
 
 
 def plausible_request(data: bytes | bytearray, pos: int = 0) -> bool:
@@ -87,6 +89,11 @@ class RawSasl:
             self.active = True
 
 
+def _answers_pending(pending: Correlator, buf: bytearray, pos: int) -> bool:
+    """Does a response to a pending request plausibly start at ``buf[pos]``?"""
+    return pending.waiting_for(_SIZE.unpack_from(buf, pos + 4)[0])
+
+
 class KafkaConnection:
     """One TCP connection's Kafka traffic; ``side`` 0 is the client's direction.
 
@@ -104,9 +111,11 @@ class KafkaConnection:
         self.index, self.client, self.broker = index, client, broker
         self.budget = budget
         self.emit_exchange, self.emit_gap, self.next_index = emit_exchange, emit_gap, next_index
-        self.framers = (Framer(plausible_request), Framer(self._response_boundary))
         # each request kept as (message, its findings, its seq on the connection)
         self.pending: Correlator[tuple[KafkaMessage, list[Finding], int]] = Correlator()
+        # (the response side's boundary asks the correlator, not this object: no cycle, so
+        # a finished connection is freed at once, not by the cyclic collector)
+        self.framers = (Framer(plausible_request), Framer(partial(_answers_pending, self.pending)))
         # responses seen before their request (packets reordered across directions),
         # held until the request shows up or the connection ends
         self.early: dict[int, list[tuple[KafkaMessage, list[Finding]]]] = {}
@@ -130,7 +139,8 @@ class KafkaConnection:
     def _charge(self, side: int) -> None:
         framer = self.framers[side]
         assert self.budget is not None, "charged only with a budget"
-        self.budget.set(framer, framer.pending, lambda: self._give_up(side))
+        held = framer.pending
+        self.budget.set(framer, held, (lambda: self._give_up(side)) if held else _NOTHING)
 
     def _give_up(self, side: int) -> None:
         f = self.framers[side].give_up()
@@ -160,9 +170,6 @@ class KafkaConnection:
         self.early.clear()
         for p in self.pending.close():
             self._unanswered(p, "unanswered")
-
-    def _response_boundary(self, buf: bytearray, pos: int) -> bool:
-        return self.pending.waiting_for(_SIZE.unpack_from(buf, pos + 4)[0])
 
     # -- messages -------------------------------------------------------------------------
 

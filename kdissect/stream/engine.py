@@ -81,7 +81,10 @@ class Engine:
             full = any(getattr(s, "full", False) for s in many)
         self.source = source
         self.sink: Sink = many[0] if len(many) == 1 else Fanout(many)
-        self.enricher = Enricher(self.sink, options, full=full)
+        # a sink that prints bodies read by the values decoder (JSON lines) takes the ones
+        # enrichment reads (bytes shown its way) instead of decoding them again
+        conv = getattr(self.sink, "values_conv", None) if len(many) == 1 else None
+        self.enricher = Enricher(self.sink, options, full=full, values_conv=conv)
 
     @property
     def topic_ids(self) -> dict[str, str]:

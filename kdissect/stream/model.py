@@ -40,6 +40,9 @@ class KafkaMessage:
     # (offset in the message, bytes), and the holes as (offset, length)
     pieces: list[tuple[int, bytes]] | None = None
     holes: list[tuple[int, int]] | None = None
+    # its body as the values decoder read it for enrichment, kept only for a sink that
+    # prints bodies (JSON lines: one decode per message), bytes as that sink shows them
+    values: dict | None = None
 
     def __post_init__(self) -> None:
         if self.size < 0:

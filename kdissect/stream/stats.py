@@ -101,9 +101,10 @@ class Stats:
         first = ex.first
         name = api_name(first.api_key) if first.direction != "sasl" else "SASL token"
         self.per_api[name] += 1
-        conn = self.connections.setdefault(
-            ex.stream, ConnectionStats(f"{ex.client[0]}:{ex.client[1]}",
-                                       f"{ex.broker[0]}:{ex.broker[1]}"))
+        conn = self.connections.get(ex.stream)
+        if conn is None:
+            conn = self.connections[ex.stream] = ConnectionStats(
+                f"{ex.client[0]}:{ex.client[1]}", f"{ex.broker[0]}:{ex.broker[1]}")
         conn.exchanges += 1
         if ex.status != "ok":
             self.statuses[ex.status.split(":")[0].split(" (")[0]] += 1
@@ -119,7 +120,9 @@ class Stats:
             conn.last = max(conn.last, m.ts)
         if ex.latency is not None:
             self.latency[name].append(ex.latency)
-        self.diagnoses.update(f.code for f in ex.findings if f.code in DIAGNOSES)
+        diagnosed = [f.code for f in ex.findings if f.code in DIAGNOSES]
+        if diagnosed:
+            self.diagnoses.update(diagnosed)
         if first.direction != "sasl":
             for code in view.facts().errors:
                 self.errors[error_name(code)] += 1
@@ -135,8 +138,8 @@ class Stats:
         client = (ex.request.client_id if ex.request and ex.request.client_id else
                   f"{ex.client[0]} (no client id)")
         service = anomaly.service_time(view)
-        for b in (self.clients.setdefault(client, Breakdown()),
-                  self.brokers.setdefault(f"{ex.broker[0]}:{ex.broker[1]}", Breakdown())):
+        for b in (_breakdown(self.clients, client),
+                  _breakdown(self.brokers, f"{ex.broker[0]}:{ex.broker[1]}")):
             b.exchanges += 1
             b.errors += errors
             if service is not None:
@@ -147,10 +150,9 @@ class Stats:
         sites = [(t, p) for t, p, _ in view.facts().error_sites]
         key = ex.first.api_key
         for topic, partitions in view.facts().topics.items():
-            b = self.topics.setdefault(topic, Breakdown())
+            b = _breakdown(self.topics, topic)
             b.partitions |= partitions
-            for part in [b, *(self.partitions.setdefault((topic, p), Breakdown())
-                              for p in partitions)]:
+            for part in [b, *(_breakdown(self.partitions, (topic, p)) for p in partitions)]:
                 part.exchanges += 1
                 part.produce += key == PRODUCE
                 part.fetch += key == FETCH
@@ -185,6 +187,14 @@ class Stats:
     def latency_summary(self, values: list[float]) -> tuple[float, float, float, float]:
         s = sorted(values)
         return percentile(s, 50), percentile(s, 90), percentile(s, 99), s[-1]
+
+
+def _breakdown(table: dict, key) -> Breakdown:
+    """``table[key]``, made when missing (not one made and dropped per exchange)."""
+    b = table.get(key)
+    if b is None:
+        b = table[key] = Breakdown()
+    return b
 
 
 def _items(array) -> list:

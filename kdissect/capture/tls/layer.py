@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .handshake import starts_client_hello, starts_record
+from .handshake import CHANGE_CIPHER_SPEC, HEARTBEAT, starts_client_hello, starts_record
 from .keylog import KeyLog
 from .session import TlsFacts, TlsSession
 
 _PASS, _TLS = 1, 2
+_TLS_FIRST = (CHANGE_CIPHER_SPEC, HEARTBEAT)      # what a TLS stream's first byte may be
 
 
 class TlsLayer:
@@ -42,6 +43,12 @@ class TlsLayer:
         elif kind == _TLS:
             session, flip = self.sessions[id(conn)]
             session.data(direction ^ flip, payload, ts, frame)
+        elif payload and not _TLS_FIRST[0] <= payload[0] <= _TLS_FIRST[1] and \
+                id(conn) not in self.held:
+            # the first bytes seen start neither a ClientHello nor a record: what _sniff
+            # decides, without holding them (a capture may hold 200,000 connections)
+            self.kind[id(conn)] = _PASS
+            self.down.data(conn, direction, offset, payload, ts, frame)
         else:
             held = self.held.setdefault(id(conn), [])
             held.append((frame, direction, offset, payload, ts))
