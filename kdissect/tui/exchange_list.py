@@ -83,7 +83,11 @@ class _Desc:
 
 class ExchangeList(ScrollView, can_focus=True):
     """Rows of exchange views (each with ``row``: its cells, one per column). The
-    ``order`` (a function of a view) and ``reverse`` say where each row goes."""
+    ``order`` (a function of a view) and ``reverse`` say where each row goes. A list of
+    other rows (kdissect log's files and batches) overrides ``COLUMNS``, ``tiebreak``,
+    ``track``, ``cells`` and ``columns_shown``."""
+
+    COLUMNS: tuple[Column, ...] = COLUMNS
 
     DEFAULT_CSS = """
     ExchangeList { background: $surface; overflow-x: hidden; }
@@ -145,7 +149,15 @@ class ExchangeList(ScrollView, can_focus=True):
         order = self.order
         assert order is not None, "set_order() comes before rows"
         empty, value = order(view)
-        return (empty, _Desc(value) if self.reverse else value, view.ex.first.index)
+        return (empty, _Desc(value) if self.reverse else value, self.tiebreak(view))
+
+    def tiebreak(self, view) -> int:
+        """Rows of equal sort values stay in this order."""
+        return view.ex.first.index
+
+    def track(self, views) -> None:
+        """Note what the drawing needs to know of new rows (their hosts)."""
+        self.hosts.update((v.ex.client[0], v.ex.broker[0]) for v in views)
 
     def set_order(self, name: str, order, reverse: bool, keep=None) -> None:
         """Sort by ``order(view) -> (group, value)`` (group 0 before 1: empty cells
@@ -157,7 +169,8 @@ class ExchangeList(ScrollView, can_focus=True):
         keyed = sorted(((self._key(v), v) for v in views), key=lambda kv: kv[0])
         self._keys = [k for k, _ in keyed]
         self.rows = [v for _, v in keyed]
-        self.hosts = {(v.ex.client[0], v.ex.broker[0]) for v in self.rows}
+        self.hosts = set()
+        self.track(self.rows)
         self.cursor_row = self.index(keep) if keep is not None and keep in self.rows else 0
         self._resized()
         self.scroll_to_cursor()
@@ -168,7 +181,7 @@ class ExchangeList(ScrollView, can_focus=True):
         at = bisect.bisect(self._keys, key)
         self._keys.insert(at, key)
         self.rows.insert(at, view)
-        self.hosts.add((view.ex.client[0], view.ex.broker[0]))
+        self.track((view,))
         if at <= self.cursor_row and len(self.rows) > 1:
             self.cursor_row += 1
 
@@ -239,7 +252,7 @@ class ExchangeList(ScrollView, can_focus=True):
             x = 0
             for index, width in self.columns_shown():
                 if x <= event.x < x + width + 1:
-                    self.post_message(self.HeaderSelected(self, COLUMNS[index].name))
+                    self.post_message(self.HeaderSelected(self, self.COLUMNS[index].name))
                     return
                 x += width + 1
             return
@@ -274,7 +287,7 @@ class ExchangeList(ScrollView, can_focus=True):
         base = self.rich_style
         if y == 0:
             style = base + self.get_component_rich_style("exchange-list--header")
-            labels = [COLUMNS[i].name + self._arrow(COLUMNS[i].name)
+            labels = [self.COLUMNS[i].name + self._arrow(self.COLUMNS[i].name)
                       for i, _ in self.columns_shown()]
             return self._strip(labels, style, width)
         row = int(self.scroll_y) + y - 1
@@ -303,7 +316,7 @@ class ExchangeList(ScrollView, can_focus=True):
             text = cell.copy() if isinstance(cell, Text) else Text(str(cell))
             text.truncate(w, overflow="ellipsis")
             pad = w - text.cell_len
-            if COLUMNS[index].right:
+            if self.COLUMNS[index].right:
                 line.append(" " * pad)
                 line.append_text(text)
             else:
