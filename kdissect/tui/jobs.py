@@ -36,8 +36,13 @@ class Jobs:
     def _show_work(self) -> None:
         """The work line: the job under way, else loading (when the source says how far
         it is); hidden when there is neither."""
-        line = self.query_one("#work")                  # type: ignore[attr-defined]
-        bar = self.query_one(ProgressBar)               # type: ignore[attr-defined]
+        # the main screen's line, also while a modal screen (help, statistics) is on top
+        stack = getattr(self, "screen_stack", [])
+        lines = stack[0].query("#work") if stack else None
+        if not lines:                                   # starting, or closing
+            return
+        line = lines.first()
+        bar = stack[0].query_one(ProgressBar)
         progress = getattr(self, "_progress", None)
         if self._job is not None:
             what = f"{self._job[0]} · Esc cancels"
@@ -48,7 +53,7 @@ class Jobs:
         else:
             line.add_class("done")
             return
-        self.query_one("#work-label", Static).update(what)   # type: ignore[attr-defined]
+        stack[0].query_one("#work-label", Static).update(what)
         bar.update(total=total, progress=done)
         line.remove_class("done")
 

@@ -8,15 +8,15 @@ from rich.text import Text
 
 from .exchange_list import Column, ExchangeList
 
-COLUMNS = (Column("#", 7, 5, True), Column("kind", 9, 6), Column("position", 18, 10),
+COLUMNS = (Column("#", 7, 5, True), Column("kind", 17, 8), Column("position", 18, 10),
            Column("offsets", 15, 8), Column("records", 7, 5, True), Column("status", 24, 12),
            Column("codec", 6, 4), Column("producer", 9, 6), Column("time", 23, 23),
            Column("file", 26, 10))
 # when the terminal is narrow, these steps run in order until the columns fit: the list
 # keeps the number, kind, position, offsets, records and status (the findings) to the last
-_STEPS = (("shrink", "file"), ("drop", "time"), ("shrink", "status"), ("drop", "producer"),
-          ("drop", "codec"), ("shrink", "position"), ("shrink", "offsets"),
-          ("shrink", "kind"), ("drop", "file"))
+_STEPS = (("shrink", "file"), ("drop", "time"), ("shrink", "kind"), ("shrink", "status"),
+          ("drop", "producer"), ("drop", "codec"), ("shrink", "position"),
+          ("shrink", "offsets"), ("drop", "file"))
 
 
 def fit(width: int) -> list[tuple[int, int]]:

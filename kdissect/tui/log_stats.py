@@ -84,21 +84,20 @@ def _counts(counter: Counter) -> str:
 
 def _table(title: str, first: str, tallies: dict[str, Tally], files: bool) -> Table:
     table = Table(title=title, title_justify="left", title_style="bold", expand=True)
-    table.add_column(first, overflow="fold", ratio=3)
+    table.add_column(first, overflow="fold", min_width=16, ratio=2)
     if files:
-        table.add_column("files", justify="right")
+        table.add_column("files", justify="right", no_wrap=True)
     for name in ("batches", "records", "bytes"):
-        table.add_column(name, justify="right")
-    table.add_column("codecs (batches)", ratio=2)
-    table.add_column("producers", justify="right")
-    table.add_column("findings", ratio=2)
-    table.add_column("first timestamp (UTC)")
-    table.add_column("last timestamp (UTC)")
+        table.add_column(name, justify="right", no_wrap=True)
+    table.add_column("codecs (batches)", min_width=10, ratio=1)
+    table.add_column("producers", justify="right", no_wrap=True)
+    table.add_column("findings", min_width=12, ratio=2)
+    table.add_column("time (UTC): first, last", no_wrap=True)
     for name, t in tallies.items():
         cells: list = [name] + ([str(len(t.files))] if files else []) + [
             str(t.batches), str(t.records), f"{t.bytes:,}", _counts(t.codecs),
             str(len(t.producers)), Text(_counts(t.findings), style="yellow"),
-            _when(t.first_ts), _when(t.last_ts)]
+            f"{_when(t.first_ts)}\n{_when(t.last_ts)}"]
         table.add_row(*cells)
     return table
 

@@ -1,14 +1,18 @@
 """Tiered storage for the tests: one Apache Kafka node whose RemoteStorageManager is
-Kafka's own LocalTieredStorage (kafka-storage's test jar: "remote" segments copied to a
-local directory) with the default TopicBasedRemoteLogMetadataManager, which writes a
-record to ``__remote_log_metadata`` for every copy (started, finished) and deletion.
+Kafka's own LocalTieredStorage (kafka-storage's test jar, fetched by scripts/kafka/fetch:
+"remote" segments copied to a local directory) with the default
+TopicBasedRemoteLogMetadataManager, which writes a record to ``__remote_log_metadata`` for
+every copy (started, finished) and deletion (segments, then the partition).
 
-    kafka, remote = tiered_kafka(tmp)          # started; remote: LocalTieredStorage's root
+    kafka, remote = tiered_kafka(tmp)          # not started: advertise a relay first
+    kafka.start()
     copied = fill(kafka, remote, "tiered")     # produce, roll segments, wait for copies
+    delete_topic(kafka, "tiered")              # the deletion records, until finished
 """
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -16,13 +20,15 @@ from tests.support.apache_kafka import ApacheKafka, tiered_storage_jar
 
 RSM = "org.apache.kafka.server.log.remote.storage.LocalTieredStorage"
 SEGMENT = 1 << 20          # the smallest segment.bytes Kafka 4 accepts
+METADATA = "__remote_log_metadata"
 
 
 def tiered_kafka(directory: Path) -> tuple[ApacheKafka, Path]:
+    """A one-node broker with remote storage (not started) and LocalTieredStorage's root."""
     remote = directory / "remote"
     remote.mkdir(parents=True, exist_ok=True)
-    kafka = ApacheKafka(nodes=1, directory=directory / "kafka", jars=(tiered_storage_jar(),),
-                        extra={
+    kafka = ApacheKafka(nodes=1, directory=directory / "kafka", start=False,
+                        jars=(tiered_storage_jar(),), extra={
         "remote.log.storage.system.enable": "true",
         "remote.log.storage.manager.class.name": RSM,
         "rsm.config.dir": str(remote),
@@ -43,8 +49,9 @@ def remote_segments(remote: Path) -> list[Path]:
 
 def fill(kafka: ApacheKafka, remote: Path, topic: str, copies: int = 2,
          timeout: float = 90) -> list[Path]:
-    """A topic with remote storage and tiny local retention: records enough for a few
-    1 MiB segments, then the remote segments once ``copies`` of them are there."""
+    """A topic with remote storage and a 1 s local retention: incompressible records
+    for ``copies`` + 1 segments of 1 MiB, then the remote segments once ``copies`` are
+    there (only rolled segments are copied)."""
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
     admin = AdminClient({"bootstrap.servers": kafka.bootstrap()})
@@ -54,9 +61,8 @@ def fill(kafka: ApacheKafka, remote: Path, topic: str, copies: int = 2,
         f.result(30)
     p = Producer({"bootstrap.servers": kafka.bootstrap(), "linger.ms": 20,
                   "compression.type": "lz4", "enable.idempotence": True})
-    value = bytes(range(256)) * 4                    # 1 KiB that lz4 does not shrink much
-    for i in range((copies + 1) * SEGMENT // 900):
-        p.produce(topic, key=b"k%d" % i, value=value[i % 256:] + b"%d" % i)
+    for i in range((copies + 1) * SEGMENT // 1000 + 50):
+        p.produce(topic, key=b"k%d" % i, value=os.urandom(500).hex().encode())
         if i % 500 == 0:
             p.poll(0)
     p.flush(60)
@@ -68,4 +74,20 @@ def fill(kafka: ApacheKafka, remote: Path, topic: str, copies: int = 2,
         time.sleep(0.5)
     raise RuntimeError(f"LocalTieredStorage copied {len(remote_segments(remote))} segments "
                        f"in {timeout:.0f} s (wanted {copies}):\n"
+                       + kafka.node(1).server_log.read_text(errors="replace")[-3000:])
+
+
+def delete_topic(kafka: ApacheKafka, topic: str, done, timeout: float = 90) -> None:
+    """Delete ``topic``; returns once ``done()`` (e.g. the partition's deletion finished
+    in ``__remote_log_metadata``)."""
+    from confluent_kafka.admin import AdminClient
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap()})
+    for f in admin.delete_topics([topic]).values():
+        f.result(30)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if done():
+            return
+        time.sleep(0.5)
+    raise RuntimeError(f"the remote deletion of {topic} did not finish in {timeout:.0f} s:\n"
                        + kafka.node(1).server_log.read_text(errors="replace")[-3000:])
