@@ -180,8 +180,10 @@ def test_sort_search_statistics_and_help(partition):
 
 
 def _plain(renderable) -> str:
+    import io
+
     from rich.console import Console
-    console = Console(width=250, record=True)
+    console = Console(width=250, record=True, file=io.StringIO())
     console.print(renderable)
     return console.export_text()
 

@@ -35,6 +35,7 @@ _PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)(?:\.[0-9a-f]+-(?
 _OFFSET_NAME = re.compile(r"^(?P<base>\d{20})(?:" + _UUID + r")?\.(?P<ext>log|index|timeindex|txnindex"
                           r"|snapshot|checkpoint|leader_epoch_checkpoint)"
                           r"(?P<suffix>\.deleted|\.cleaned|\.swap)?$")
+_REMOTE_NAME = re.compile(r"^\d{20}" + _UUID + r"\.")
 _KAFKA07 = re.compile(r"^(?P<base>\d+)\.kafka$")
 _OFFSET_CHECKPOINTS = ("recovery-point-offset-checkpoint", "replication-offset-checkpoint",
                        "log-start-offset-checkpoint", "cleaner-offset-checkpoint")
@@ -332,7 +333,9 @@ def _partition_dir(path: Path, options: Options,
             state.epochs = [(_value(e, "epoch"), _value(e, "start_offset"))
                             for e in (tree.child("entries") or Node("", "", 0)).children
                             if e.child("epoch") is not None]
-        if kind == "producer_snapshot":
+        # a tiered copy's snapshot is named by its segment's first offset but holds the
+        # state at the segment's end: no offset to compare it at
+        if kind == "producer_snapshot" and not _REMOTE_NAME.match(p.name):
             entries = tree.child("producer_entries")
             state.snapshots[_base_offset(p)] = {
                 _value(e, "producer_id"): (_value(e, "epoch"),

@@ -32,6 +32,7 @@ from ..stream.model import Gap, KafkaMessage
 from .detail import FACT, Detail, HexView, Item
 from .exchange_list import COLUMNS, LOCK, ExchangeList
 from .filterbar import FILTER_CSS, FilterInput, FilterSuggester, check_filter
+from .jobs import IN_WORKERS as _IN_WORKERS
 from .jobs import WORK_CSS, Jobs, work_line
 from .loader import Done, ListedView, Progress, Row, Warn, run_in_process, run_in_thread
 from .screens import HelpScreen, StatsScreen
@@ -48,7 +49,6 @@ _DRAIN = 2000              # rows added per UI tick at most: keys stay answered
 _KEEP_DECODED = 16         # full trees kept for the messages viewed last
 _REST = 0.06               # seconds the list cursor rests before the detail follows
 _DECODE_HERE = 4096        # bigger exchanges decode in a worker thread
-_IN_WORKERS = 200          # record filters and searches over more exchanges run in workers
 _TOASTS = 5                # load warnings shown as toasts; all of them are in `s`
 
 
@@ -756,31 +756,6 @@ class KdissectApp(Jobs, App):
 
     # -- filter and search bars ---------------------------------------------------------
 
-    def _open_bar(self, name: str) -> None:
-        for bar in self.query(".bar"):
-            bar.remove_class("visible")
-        box = self.query_one(f"#{name}", Input)
-        box.add_class("visible")
-        # focus now, not on the next idle: keys typed right after `/` (a paste, a fast
-        # typist) must land in the bar, not run as list keys
-        self.screen.set_focus(box)
-
-    def action_filter(self) -> None:
-        self._open_bar("filter")
-
-    def action_search(self) -> None:
-        self._open_bar("search")
-
-    def action_close_bars(self) -> None:
-        """Esc: close the bar that is open, else cancel the work under way (a filter, a
-        search, the statistics) or stop loading."""
-        if not any(bar.has_class("visible") for bar in self.query(".bar")):
-            self.cancel_job()
-        for bar in self.query(".bar"):
-            bar.remove_class("visible")
-        self.query_one("#filter-error").remove_class("visible")
-        self.table.focus()
-
     @on(Input.Changed, "#filter")
     def _validate(self, event: Input.Changed) -> None:
         check_filter(event.input, self.query_one("#filter-error", Static))
@@ -809,27 +784,14 @@ class KdissectApp(Jobs, App):
         if not self.needle:
             self.action_search()
             return
-        rows = self.shown
-        n = len(rows)
-        order = [rows[(self.table.cursor_row + step) % n] for step in range(1, n + 1)]
         needle, options, spill = self.needle, self.options, self.spill
 
         def test(view: ListedView) -> bool:
             if spill is not None:
                 spill.load(view, lock=False)      # in a forked child
             return holds_bytes(view.ex.messages, needle, options)
-
-        def finish(found: list[int]) -> None:
-            if found:
-                self._show_match(order[found[0]])
-            else:
-                self.notify(f"{self.needle_text!r} is in no exchange shown (decompressed "
-                            f"records included)", severity="warning")
-        if n > _IN_WORKERS:
-            self.run_job(f"search {self.needle_text}", lambda progress, cancel: scan(
-                order, test, progress, cancel, first_only=True), finish)
-        else:
-            finish(next(([i] for i, view in enumerate(order) if test(view)), []))
+        self.search_from_cursor(test, self._show_match, f"{self.needle_text!r} is in no "
+                                "exchange shown (decompressed records included)")
 
     def _show_match(self, view: ListedView) -> None:
         """Select ``view`` and, in its detail, the field holding the needle."""

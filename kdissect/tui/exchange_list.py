@@ -47,24 +47,32 @@ _STEPS = (("shrink", "client → broker"), ("shrink", "client id"), ("drop", "cl
 def fit(width: int, time_width: int = 12, endpoints_width: int = 43) -> list[tuple[int, int]]:
     """(column index, width) of the columns shown in ``width`` cells; the summary takes
     what is left."""
-    wants = {c.name: c.want for c in COLUMNS}
-    least = {c.name: c.least for c in COLUMNS}
-    wants["time"] = time_width
-    wants["client → broker"] = endpoints_width
-    shown = [c.name for c in COLUMNS]
+    return fit_columns(COLUMNS, _STEPS, width, {"time": time_width,
+                                                "client → broker": endpoints_width},
+                       ("summary",))
+
+
+def fit_columns(columns: tuple[Column, ...], steps, width: int, wants: dict[str, int],
+                fill: tuple[str, ...]) -> list[tuple[int, int]]:
+    """(column index, width) of ``columns`` in ``width`` cells: the ``steps`` (shrink or
+    drop a column) run in order until they fit; the first of ``fill`` still shown takes
+    what is left. ``wants``: widths other than the columns' own."""
+    wants = {**{c.name: c.want for c in columns}, **wants}
+    least = {c.name: c.least for c in columns}
+    shown = [c.name for c in columns]
 
     def total() -> int:
         return sum(wants[n] for n in shown) + len(shown) - 1
 
-    for step, name in _STEPS:
+    for step, name in steps:
         if total() <= width:
             break
         if step == "drop":
             shown.remove(name)
         else:
             wants[name] = max(least[name], wants[name] - (total() - width))
-    wants["summary"] += max(0, width - total())
-    return [(i, wants[c.name]) for i, c in enumerate(COLUMNS) if c.name in shown]
+    wants[next(n for n in fill if n in shown)] += max(0, width - total())
+    return [(i, wants[c.name]) for i, c in enumerate(columns) if c.name in shown]
 
 
 class _Desc:

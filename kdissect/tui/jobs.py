@@ -1,8 +1,10 @@
 """Long work in the TUIs (record filters, byte search, statistics, export): a job runs in
 a worker thread (its heavy part in forked children: work.py) while a line above the list
-says what runs and how far; Esc cancels it. The same line shows loading's progress. Both
-apps (exchanges, kdissect log) mix this in; they keep ``loaded``, ``_progress`` (done,
-total of the loading, or None), ``stop`` (an Event ending the loading) and ``_stopped``."""
+says what runs and how far; Esc cancels it. The same line shows loading's progress. And
+the bars (filter, search) under the list, and the search from the cursor. Both apps
+(exchanges, kdissect log) mix this in; they keep ``loaded``, ``_progress`` (done, total of
+the loading, or None), ``stop`` (an Event ending the loading), ``_stopped``, ``table``
+(the list), ``shown`` (its rows) and ``needle_text``."""
 
 from __future__ import annotations
 
@@ -10,7 +12,11 @@ import threading
 
 from textual.app import ComposeResult
 from textual.containers import Horizontal
-from textual.widgets import ProgressBar, Static
+from textual.widgets import Input, ProgressBar, Static
+
+from .work import scan
+
+IN_WORKERS = 200           # record filters and searches over more rows run in workers
 
 WORK_CSS = """
     #work { height: 1; }
@@ -97,3 +103,51 @@ class Jobs:
             stop.set()
             return True
         return False
+
+    # -- the bars -------------------------------------------------------------------------
+
+    def _open_bar(self, name: str) -> None:
+        for bar in self.query(".bar"):                  # type: ignore[attr-defined]
+            bar.remove_class("visible")
+        box = self.query_one(f"#{name}", Input)         # type: ignore[attr-defined]
+        box.add_class("visible")
+        # focus now, not on the next idle: keys typed right after `/` (a paste, a fast
+        # typist) must land in the bar, not run as list keys
+        self.screen.set_focus(box)                      # type: ignore[attr-defined]
+
+    def action_filter(self) -> None:
+        self._open_bar("filter")
+
+    def action_search(self) -> None:
+        self._open_bar("search")
+
+    def action_close_bars(self) -> None:
+        """Esc: close the bar that is open, else cancel the work under way (a filter, a
+        search, the statistics) or stop loading."""
+        bars = self.query(".bar")                       # type: ignore[attr-defined]
+        if not any(bar.has_class("visible") for bar in bars):
+            self.cancel_job()
+        for bar in bars:
+            bar.remove_class("visible")
+        self.query_one("#filter-error").remove_class("visible")   # type: ignore[attr-defined]
+        self.table.focus()                              # type: ignore[attr-defined]
+
+    def search_from_cursor(self, test, found, nothing: str) -> None:
+        """``found(row)`` with the next row after the cursor (wrapping) passing ``test``,
+        else ``nothing`` is said; over many rows on all cores in the background."""
+        rows = self.shown                               # type: ignore[attr-defined]
+        n = len(rows)
+        at = self.table.cursor_row                      # type: ignore[attr-defined]
+        order = [rows[(at + step) % n] for step in range(1, n + 1)]
+
+        def finish(hits: list[int]) -> None:
+            if hits:
+                found(order[hits[0]])
+            else:
+                self.notify(nothing, severity="warning")   # type: ignore[attr-defined]
+        if n > IN_WORKERS:
+            self.run_job(f"search {self.needle_text}",   # type: ignore[attr-defined]
+                         lambda progress, cancel: scan(order, test, progress, cancel,
+                                                       first_only=True), finish)
+        else:
+            finish(next(([i] for i, row in enumerate(order) if test(row)), []))

@@ -43,6 +43,7 @@ from ..stream.content import _batches, buffer_nodes
 from .app import parse_needle, unique_path
 from .detail import Detail, Item
 from .filterbar import FILTER_CSS, FilterInput, FilterSuggester, check_filter
+from .jobs import IN_WORKERS as _IN_WORKERS
 from .jobs import WORK_CSS, Jobs, work_line
 from .log_list import LogList
 from .screens import HelpScreen
@@ -54,7 +55,6 @@ _BATCH = 2000              # items handed to the UI at once at most
 _WHOLE_FILE = 64 << 20     # files other than segments are shown whole up to this size
 _KEEP_TREES = 16           # trees of the batches viewed last
 _REST = 0.06               # seconds the list cursor rests before the detail follows
-_IN_WORKERS = 200          # filters, searches over more items run in forked workers
 # filter fields known without decoding a batch again (its findings are kept)
 _KEPT = frozenset({"finding", "severity", "anomaly", "topic", "partition"})
 # the sort orders the `o` key cycles through (size and records: biggest first)
@@ -712,29 +712,6 @@ class LogApp(Jobs, App):
 
     # -- bars -----------------------------------------------------------------------------
 
-    def _open_bar(self, name: str) -> None:
-        for bar in self.query(".bar"):
-            bar.remove_class("visible")
-        box = self.query_one(f"#{name}", Input)
-        box.add_class("visible")
-        self.screen.set_focus(box)
-
-    def action_filter(self) -> None:
-        self._open_bar("filter")
-
-    def action_search(self) -> None:
-        self._open_bar("search")
-
-    def action_close_bars(self) -> None:
-        """Esc: close the bar that is open, else cancel the work under way or stop
-        reading."""
-        if not any(bar.has_class("visible") for bar in self.query(".bar")):
-            self.cancel_job()
-        for bar in self.query(".bar"):
-            bar.remove_class("visible")
-        self.query_one("#filter-error").remove_class("visible")
-        self.table.focus()
-
     @on(Input.Changed, "#filter")
     def _validate(self, event: Input.Changed) -> None:
         check_filter(event.input, self.query_one("#filter-error", Static))
@@ -762,24 +739,10 @@ class LogApp(Jobs, App):
         if not self.needle:
             self.action_search()
             return
-        rows = self.shown
-        n = len(rows)
-        order = [rows[(self.table.cursor_row + step) % n] for step in range(1, n + 1)]
         needle, options = self.needle, self.options
-
-        def finish(found: list[int]) -> None:
-            if found:
-                self._show_match(order[found[0]])
-            else:
-                self.notify(f"{self.needle_text!r} is in no item shown (decompressed "
-                            f"records included)", severity="warning")
-        if n > _IN_WORKERS:
-            self.run_job(f"search {self.needle_text}", lambda progress, cancel: scan(
-                order, lambda item: holds(item, needle, options), progress, cancel,
-                first_only=True), finish)
-        else:
-            finish(next(([i] for i, item in enumerate(order)
-                         if holds(item, needle, options)), []))
+        self.search_from_cursor(lambda item: holds(item, needle, options), self._show_match,
+                                f"{self.needle_text!r} is in no item shown (decompressed "
+                                f"records included)")
 
     def _show_match(self, item: LogItem) -> None:
         """Select ``item`` and, in its detail, the field holding the needle."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from .exchange_list import Column, ExchangeList
+from .exchange_list import Column, ExchangeList, fit_columns
 
 COLUMNS = (Column("#", 7, 5, True), Column("kind", 17, 8), Column("position", 18, 10),
            Column("offsets", 15, 8), Column("records", 7, 5, True), Column("status", 24, 12),
@@ -22,22 +22,7 @@ _STEPS = (("shrink", "file"), ("drop", "time"), ("shrink", "kind"), ("shrink", "
 def fit(width: int) -> list[tuple[int, int]]:
     """(column index, width) of the columns shown in ``width`` cells; the file name (or
     else the status) takes what is left."""
-    wants = {c.name: c.want for c in COLUMNS}
-    least = {c.name: c.least for c in COLUMNS}
-    shown = [c.name for c in COLUMNS]
-
-    def total() -> int:
-        return sum(wants[n] for n in shown) + len(shown) - 1
-
-    for step, name in _STEPS:
-        if total() <= width:
-            break
-        if step == "drop":
-            shown.remove(name)
-        else:
-            wants[name] = max(least[name], wants[name] - (total() - width))
-    wants["file" if "file" in shown else "status"] += max(0, width - total())
-    return [(i, wants[c.name]) for i, c in enumerate(COLUMNS) if c.name in shown]
+    return fit_columns(COLUMNS, _STEPS, width, {}, ("file", "status"))
 
 
 class LogList(ExchangeList):
