@@ -174,6 +174,18 @@ def describe(number: int, item: LogItem) -> None:
                  first_ts, max_ts, codes)
 
 
+def lighten(item: LogItem) -> None:
+    """After ``describe``: drop what the list does not keep (a batch's tree or values:
+    decoded again from the file when needed); damage at a segment's end keeps its tree,
+    offsets counted from its first byte."""
+    item.values = None
+    if item.kind == "batch" and item.tree is not None:
+        if item.tree.ktype == "record_batch" or item.tree.ktype.startswith("message_v"):
+            item.tree = None
+        else:
+            _shift(item.tree, -item.start)                        # type: ignore[attr-defined]
+
+
 def whole_batch(item: LogItem) -> bool:
     """Whether the item is a whole batch read from its file (decoded again when needed;
     damage at a segment's end keeps its tree)."""
@@ -248,7 +260,7 @@ def holds(item: LogItem, needle: bytes, options: Options) -> bool:
     if not whole_batch(item) or not item.stat[1] or item.stat[1] == "none":   # type: ignore[attr-defined]
         return False
     out: list = []
-    if _batches(data, out, [options.max_decompressed]):
+    if len(data) > 16 and data[16] == 2 and _batches(data, out, [options.max_decompressed]):
         return any(needle in d for d, _count, compressed in out if compressed)
     tree = batch_tree(item, options)[0]
     return any(needle in (n.buffer or b"") for n in buffer_nodes(tree))
@@ -413,12 +425,7 @@ class LogApp(Jobs, App):
                     if last_path is not None and total is not None:
                         done_bytes += last_path.stat().st_size
                     last_path = item.path
-                item.values = None                  # the bulk path's records: not kept
-                if item.kind == "batch" and item.tree is not None:
-                    if item.tree.ktype == "record_batch" or item.tree.ktype.startswith("message_v"):
-                        item.tree = None            # decoded again when viewed
-                    else:                           # the damage at a segment's end: kept
-                        _shift(item.tree, -item.start)                        # type: ignore[attr-defined]
+                lighten(item)
                 if total:
                     self._progress = (done_bytes + item.start + item.length, total)  # type: ignore[attr-defined]
                 batch.append(item)
