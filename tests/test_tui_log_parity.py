@@ -32,8 +32,9 @@ SINGLES = 240                            # one batch each: over the workers' thr
 
 @pytest.fixture(scope="module")
 def partition(apache_kafka, tmp_path_factory) -> Path:
-    """A partition the broker wrote: SINGLES gzip batches of one record (an idempotent
-    producer), then one lz4 batch holding the needle, copied out of the running broker's
+    """A partition the broker wrote: SINGLES batches of one record (an idempotent
+    producer asked for gzip: librdkafka sends them uncompressed, gzip would not shrink
+    them), then one lz4 batch holding the needle, copied out of the running broker's
     log dir."""
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
@@ -158,7 +159,7 @@ def test_sort_search_statistics_and_help(partition):
         holder = next(n for n in detail.items[0].root.walk() if n.buffer is not None)
         assert app.query_one(HexView).data == holder.buffer
         assert b"find-me-in-lz4" in holder.buffer
-        # text found in the file's own bytes: a key of an uncompressed... gzip: not plain
+        # bytes that are nowhere: said so, the cursor stays
         await pilot.press("ctrl+f")
         await _type(pilot, "nowhere-at-all")
         await pilot.press("enter")
@@ -169,7 +170,8 @@ def test_sort_search_statistics_and_help(partition):
         await pilot.pause(0.3)
         assert isinstance(app.screen, LogStatsScreen)
         text = _plain(app.screen.renderable)
-        assert f"{TOPIC}-0" in text and "gzip 240" in text and "lz4 1" in text
+        # librdkafka sends a batch uncompressed when gzip would not shrink it: one record
+        assert f"{TOPIC}-0" in text and "none 240, lz4 1" in text
         assert f"{SINGLES + 20} records" in text
         await pilot.press("escape")
         await pilot.press("question_mark")
@@ -220,7 +222,7 @@ def test_export_is_json_lines_and_a_segment_kafka_reads(partition, tmp_path, mon
     assert [(o["offset"], o["key"], o["value"]) for o in again] == \
         [(o["offset"], o["key"], o["value"]) for o in original
          if o["type"] == "record" and o["offset"] >= 100]
-    assert not any(f for o in _jsonl(str(segment)) for f in o["findings"]
+    assert not any(f for o in _jsonl(str(segment)) for f in o.get("findings", [])
                    if f["severity"] == "error")
     # and Kafka's own tool reads it, batch for batch, record for record
     from tests.support.apache_kafka import DUMP_LOG, run_tool
@@ -240,7 +242,7 @@ def test_esc_cancels_a_filter_in_workers(partition):
         app.apply_filter('record.value contains "never"')
         assert app._job is not None              # started: the list as it was meanwhile
         assert app.shown == before
-        await pilot.press("escape")
-        await pilot.pause(0.2)
+        app.action_close_bars()                  # Esc, before the job can finish
+        await pilot.pause(0.5)
         assert app._job is None and app.shown == before and app.filter is None
     run(partition, body)

@@ -508,8 +508,10 @@ class LogApp(Jobs, App):
         self._detail_timer = self.set_timer(_REST, self._show_current)
 
     def _show_current(self) -> None:
+        if not self.query(LogList):             # the app is closing: its widgets are gone
+            return
         item = self.current()
-        if item is not None and item is not self.detail_item and self.query(Detail):
+        if item is not None and item is not self.detail_item:
             self.show_item(item)
 
     def show_item(self, item: LogItem) -> None:
