@@ -10,7 +10,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
@@ -83,16 +82,17 @@ def _counts(counter: Counter) -> str:
 
 
 def _table(title: str, first: str, tallies: dict[str, Tally], files: bool) -> Table:
-    table = Table(title=title, title_justify="left", title_style="bold", expand=True)
-    table.add_column(first, overflow="fold", min_width=16, ratio=2)
+    # no ratios: on a narrow screen they squeezed the name to nothing; rich wraps instead
+    table = Table(title=title, title_justify="left", title_style="bold")
+    table.add_column(first, overflow="fold", min_width=12)
     if files:
         table.add_column("files", justify="right", no_wrap=True)
     for name in ("batches", "records", "bytes"):
         table.add_column(name, justify="right", no_wrap=True)
-    table.add_column("codecs (batches)", min_width=10, ratio=1)
+    table.add_column("codecs (batches)", min_width=8)
     table.add_column("producers", justify="right", no_wrap=True)
-    table.add_column("findings", min_width=12, ratio=2)
-    table.add_column("time (UTC): first, last", no_wrap=True)
+    table.add_column("findings", min_width=10)
+    table.add_column("time (UTC): first, last", min_width=10)
     for name, t in tallies.items():
         cells: list = [name] + ([str(len(t.files))] if files else []) + [
             str(t.batches), str(t.records), f"{t.bytes:,}", _counts(t.codecs),
@@ -102,21 +102,49 @@ def _table(title: str, first: str, tallies: dict[str, Tally], files: bool) -> Ta
     return table
 
 
-def stats_view(stats: LogStats):
-    """The statistics as rich renderables, one table after another."""
-    t = stats.total
-    head = Text.assemble(
-        (f"{stats.items} items", "bold"), f": {len(t.files)} files, {t.batches} batches, "
-        f"{t.records} records, {t.bytes:,} bytes of batches, {len(t.producers)} producers; "
-        f"time {_when(t.first_ts) or '-'} → {_when(t.last_ts) or '-'} UTC")
-    parts: list = [head, _table("Per partition", "partition", stats.partitions, True),
-                   _table("Per segment file", "file", stats.files, False)]
-    findings = Table(title="Findings", title_justify="left", title_style="bold")
-    findings.add_column("code")
-    findings.add_column("count", justify="right")
-    for code, n in t.findings.most_common():
-        findings.add_row(code, str(n))
-    if not t.findings:
-        findings.add_row(Text("none", style="green"), "")
-    parts.append(findings)
-    return Group(*parts)
+def _line(name: str, t: Tally, files: bool) -> Text:
+    """One partition or file as a wrapped line (narrow screens)."""
+    text = Text.assemble((name, "bold"), ": ")
+    if files:
+        text.append(f"{len(t.files)} files, ")
+    text.append(f"{t.batches} batches, {t.records} records, {t.bytes:,} bytes; codecs "
+                f"{_counts(t.codecs) or '-'}; {len(t.producers)} producers; ")
+    text.append(f"findings {_counts(t.findings) or 'none'}", "yellow" if t.findings else "")
+    text.append(f"; {_when(t.first_ts) or '-'} → {_when(t.last_ts) or '-'} UTC")
+    return text
+
+
+class StatsView:
+    """The statistics: tables when there is room (110 columns), else a line each."""
+
+    def __init__(self, stats: LogStats):
+        self.stats = stats
+
+    def __rich_console__(self, console, options):
+        stats, t = self.stats, self.stats.total
+        yield Text.assemble(
+            (f"{stats.items} items", "bold"), f": {len(t.files)} files, {t.batches} batches, "
+            f"{t.records} records, {t.bytes:,} bytes of batches, {len(t.producers)} "
+            f"producers; time {_when(t.first_ts) or '-'} → {_when(t.last_ts) or '-'} UTC")
+        wide = options.max_width >= 110
+        for title, first, tallies, files in (
+                ("Per partition", "partition", stats.partitions, True),
+                ("Per segment file", "file", stats.files, False)):
+            if wide:
+                yield _table(title, first, tallies, files)
+            else:
+                yield Text(title, style="bold")
+                for name, tally in tallies.items():
+                    yield _line(name, tally, files)
+        findings = Table(title="Findings", title_justify="left", title_style="bold")
+        findings.add_column("code")
+        findings.add_column("count", justify="right")
+        for code, n in t.findings.most_common():
+            findings.add_row(code, str(n))
+        if not t.findings:
+            findings.add_row(Text("none", style="green"), "")
+        yield findings
+
+
+def stats_view(stats: LogStats) -> StatsView:
+    return StatsView(stats)
