@@ -226,33 +226,8 @@ def test_stopped_broker_dir_is_consistent(kafka_dirs, monkeypatch):
 def test_internal_records_in_captured_fetch_responses(kafka_dirs):
     """The Fetch responses a consumer of __consumer_offsets and __transaction_state got
     (recorded by a relay) decode their records by schema, value for value as on disk."""
-    import itertools
-
-    from kdissect.render.records import decoded_json, record_json
-    from kdissect.stream.connection import KafkaConnection
-    from kdissect.stream.enrich import Enricher
-    from kdissect.stream.sink import Collect
     log_dir, _running, wire_conns = kafka_dirs
-    # one engine over every connection, as for a capture: Fetch v13+ names topics by id,
-    # learned from the Metadata answers on the bootstrap connection
-    sink = Collect()
-    enricher, counter = Enricher(sink, full=True), itertools.count()
-    for i, conn in enumerate(wire_conns):
-        k = KafkaConnection(i, ("client", i), ("broker", 9092), enricher.exchange,
-                            sink.gaps.append, lambda: next(counter))
-        k.data(0, 0, bytes(conn.to_broker), 0.0, 1)
-        k.data(1, 0, bytes(conn.to_client), 0.0, 2)
-        k.close()
-    wire: dict[tuple, dict] = {}
-    for ex in sink.exchanges:
-        req, resp = ex.decoded
-        if req is None or resp is None or ex.first.api_key != 1:
-            continue
-        for topic in resp.tree.find("responses"):
-            for rec in topic.walk():
-                if rec.ktype == "record" and decoded_json(rec):
-                    wire[(rec.value["offset"], json.dumps(record_json(rec)["key"]))] = \
-                        decoded_json(rec)
+    wire = fetched_records(wire_conns)
     assert any("OffsetCommitValue" in d.get("value_decoded", {}) for d in wire.values())
     assert any("TransactionLogValue" in d.get("value_decoded", {}) for d in wire.values())
     disk = {}
@@ -266,6 +241,24 @@ def test_internal_records_in_captured_fetch_responses(kafka_dirs):
     shared = set(wire) & set(disk)
     assert len(shared) >= 10
     assert all(wire[k] == disk[k] for k in shared), [k for k in shared if wire[k] != disk[k]][:3]
+
+
+def fetched_records(conns) -> dict[tuple, dict]:
+    """(offset, key as JSON) -> the decoded record, of every record decoded by schema in
+    the recorded connections' Fetch responses."""
+    from kdissect.render.records import decoded_json, record_json
+    from tests.support.relay import exchanges
+    wire: dict[tuple, dict] = {}
+    for ex in exchanges(conns):
+        req, resp = ex.decoded
+        if req is None or resp is None or ex.first.api_key != 1:
+            continue
+        for topic in resp.tree.find("responses"):
+            for rec in topic.walk():
+                if rec.ktype == "record" and decoded_json(rec):
+                    wire[(rec.value["offset"], json.dumps(record_json(rec)["key"]))] = \
+                        decoded_json(rec)
+    return wire
 
 
 def _rows(path: Path) -> list[str]:
@@ -319,6 +312,7 @@ def test_the_tui_shows_the_brokers_batches_at_their_file_positions(kafka_dirs):
     from kdissect.tui.detail import HIGHLIGHT, Detail, HexView
     from kdissect.tui.log_app import LogApp
     from tests.test_tui import loaded
+    from tests.test_tui_log import shown
     log_dir, _running, _wire = kafka_dirs
     items = list(walk([str(log_dir)], Options()))
 
@@ -332,7 +326,7 @@ def test_the_tui_shows_the_brokers_batches_at_their_file_positions(kafka_dirs):
                 row = next(i for i, it in enumerate(app.shown) if it.kind == "batch"
                            and it.topic == f"codec-{codec}")
                 app.table.move_cursor(row=row)
-                await pilot.pause(0.1)
+                await shown(app, pilot)
                 item = detail.items[0]
                 segment = app.shown[row].path.read_bytes()
                 assert item.data == segment[item.base:item.base + len(item.data)]

@@ -32,6 +32,15 @@ def run(paths: list[str], body, size=(160, 45), start: str = "") -> None:
     asyncio.run(go())
 
 
+async def shown(app, pilot) -> None:
+    """Until the detail follows the cursor (it waits for the cursor to rest)."""
+    for _ in range(100):
+        await pilot.pause(0.05)
+        if app.detail_item is app.current():
+            break
+    await pilot.pause()
+
+
 def damaged_partition(tmp_path: Path) -> tuple[Path, int]:
     """The consistent partition of test_log, plus a batch whose CRC no longer holds (at
     the returned file position)."""
@@ -53,12 +62,12 @@ def test_a_partition_in_the_list_and_its_batches_at_file_positions(tmp_path):
         assert app.table.row_count == len(items) == app.read
         # the list keeps no batch's tree: the one viewed is decoded again from the file
         assert all(it.tree is None for it in app.shown if it.kind == "batch")
-        names = [str(app.table.get_row_at(i)[-1]) for i in range(app.table.row_count)]
+        names = [app.shown[i].cells[-1] for i in range(app.table.row_count)]
         assert "00000000000000000000.log" in names and "00000000000000000000.index" in names
         # the first batch of the segment: its tree at file positions, its bytes beside it
         row = next(i for i, item in enumerate(app.shown) if item.kind == "batch")
         app.table.move_cursor(row=row)
-        await pilot.pause(0.1)
+        await shown(app, pilot)
         detail = app.query_one(Detail)
         item = detail.items[0]
         assert item.base == 0 and item.data == data[:len(item.data)]
@@ -70,7 +79,7 @@ def test_a_partition_in_the_list_and_its_batches_at_file_positions(tmp_path):
         # a batch further on: the tree says the file position, the pane its own bytes
         second = [i for i, it in enumerate(app.shown) if it.kind == "batch"][1]
         app.table.move_cursor(row=second)
-        await pilot.pause(0.1)
+        await shown(app, pilot)
         item = detail.items[0]
         assert item.base > 0 and item.data == data[item.base:item.base + len(item.data)]
         assert item.root.offset == 0 and item.root.length == len(item.data)
@@ -103,7 +112,7 @@ def test_the_hex_cursor_selects_fields_inside_a_compressed_batch(tmp_path):
 
     async def body(app, pilot):
         app.table.move_cursor(row=0)
-        await pilot.pause(0.1)
+        await shown(app, pilot)
         detail = app.query_one(Detail)
         root = detail.items[0].root
         holder = next(n for n in root.walk() if n.buffer is not None)

@@ -138,3 +138,44 @@ def test_log_screen(snap_compare, size, tmp_path, monkeypatch):
         await settle(pilot)
     assert snap_compare(LogApp(["pay-0"], Options()), terminal_size=size,
                         run_before=on_the_damage)
+
+
+async def _log_loaded(pilot) -> None:
+    for _ in range(400):
+        if pilot.app.loaded:
+            break
+        await pilot.pause(0.05)
+    await settle(pilot)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_log_statistics_screen(snap_compare, size, tmp_path, monkeypatch):
+    """`s` in kdissect log: per partition and segment file, then the findings."""
+    from tests.test_tui_log import damaged_partition
+    monkeypatch.chdir(tmp_path)
+    damaged_partition(Path("."))
+
+    async def stats(pilot):
+        await _log_loaded(pilot)
+        await pilot.press("s")
+        await settle(pilot)
+    assert snap_compare(LogApp(["pay-0"], Options()), terminal_size=size, run_before=stats)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_log_filter_bar_with_a_caret(snap_compare, size, tmp_path, monkeypatch):
+    """The filter bar of kdissect log, sorted by size: a misspelt field, the caret under
+    it and the did-you-mean."""
+    from tests.test_tui_log import damaged_partition
+    monkeypatch.chdir(tmp_path)
+    damaged_partition(Path("."))
+
+    async def typed(pilot):
+        await _log_loaded(pilot)
+        await pilot.press("o")
+        pilot.app.clear_notifications()
+        await pilot.press("slash")
+        for key in "producr_id":
+            await pilot.press("underscore" if key == "_" else key)
+        await settle(pilot)
+    assert snap_compare(LogApp(["pay-0"], Options()), terminal_size=size, run_before=typed)

@@ -51,7 +51,10 @@ Examples:
 
 JSON lines: one object per file and per batch (--records: per record too); docs/log.md.
 On a terminal (and without -V, --records or --format), the files and batches open in the
-terminal UI: a list, the selected batch's byte tree beside its bytes (docs/tui.md).
+terminal UI: a list, the selected batch's byte tree beside its bytes, with the keys of the
+capture screens: / filter, ctrl+f search (compressed batches too), o sort, s statistics,
+e/E export (JSON lines; the batches as segments Kafka reads), ? all keys (docs/tui.md).
+Tiered storage's copies (LocalTieredStorage's `<offset>-<segment id>.log`...) read too.
 
 Exit status: 0 decoded (damage is reported as findings), 1 no such path or not a Kafka
 file, 2 a wrong command line.

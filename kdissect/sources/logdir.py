@@ -27,9 +27,15 @@ from ..protocol.internal import decode_records, family_of
 from ..protocol.node import Node
 from ..protocol.records import read_records, record_offset
 
-_PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)(?:\.[0-9a-f]+-(?:delete|future|stray))?$")
-_OFFSET_NAME = re.compile(r"^(?P<base>\d{20})\.(?P<ext>log|index|timeindex|txnindex|snapshot|checkpoint)"
+# tiered storage (Kafka's LocalTieredStorage) adds the topic id to a partition's directory
+# and the segment's id to its files: topic-0-<base64 Uuid>/<offset>-<base64 Uuid>.log
+_UUID = r"-[A-Za-z0-9_-]{22}"
+_PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)(?:\.[0-9a-f]+-(?:delete|future|stray)"
+                            r"|" + _UUID + r")?$")
+_OFFSET_NAME = re.compile(r"^(?P<base>\d{20})(?:" + _UUID + r")?\.(?P<ext>log|index|timeindex|txnindex"
+                          r"|snapshot|checkpoint|leader_epoch_checkpoint)"
                           r"(?P<suffix>\.deleted|\.cleaned|\.swap)?$")
+_REMOTE_NAME = re.compile(r"^\d{20}" + _UUID + r"\.")
 _KAFKA07 = re.compile(r"^(?P<base>\d+)\.kafka$")
 _OFFSET_CHECKPOINTS = ("recovery-point-offset-checkpoint", "replication-offset-checkpoint",
                        "log-start-offset-checkpoint", "cleaner-offset-checkpoint")
@@ -157,7 +163,8 @@ def file_kind(path: Path) -> str | None:
     if m:
         return {"log": "segment", "index": "offset_index", "timeindex": "time_index",
                 "txnindex": "txn_index", "snapshot": "producer_snapshot",
-                "checkpoint": "kraft_snapshot"}[m["ext"]]
+                "checkpoint": "kraft_snapshot",
+                "leader_epoch_checkpoint": "checkpoint"}[m["ext"]]
     if _KAFKA07.match(name):
         return "kafka07"
     if name in CHECKPOINT_COLUMNS:
@@ -184,7 +191,8 @@ def decode_file(path: Path, kind: str, options: Options) -> Node:
     if kind == "producer_snapshot":
         return ondisk.producer_snapshot(data, options)
     if kind == "checkpoint":
-        return ondisk.checkpoint(data, path.name, CHECKPOINT_COLUMNS[path.name])
+        return ondisk.checkpoint(data, path.name, CHECKPOINT_COLUMNS.get(
+            path.name, CHECKPOINT_COLUMNS["leader-epoch-checkpoint"]))
     if kind == "properties":
         return ondisk.properties(data, path.name)
     if kind == "quorum_state":
@@ -193,7 +201,7 @@ def decode_file(path: Path, kind: str, options: Options) -> Node:
 
 
 def _base_offset(path: Path) -> int:
-    digits = path.name.split(".", 1)[0]
+    digits = path.name.split(".", 1)[0].split("-", 1)[0]
     return int(digits) if digits.isdigit() else 0
 
 
@@ -338,11 +346,13 @@ def _partition_dir(path: Path, options: Options,
             yield from _segment(p, options, _Partition(topic, partition), kind)
             continue
         tree = decode_file(p, kind, options)
-        if p.name == "leader-epoch-checkpoint":
+        if p.name.endswith(("leader-epoch-checkpoint", ".leader_epoch_checkpoint")):
             state.epochs = [(_value(e, "epoch"), _value(e, "start_offset"))
                             for e in (tree.child("entries") or Node("", "", 0)).children
                             if e.child("epoch") is not None]
-        if kind == "producer_snapshot":
+        # a tiered copy's snapshot is named by its segment's first offset but holds the
+        # state at the segment's end: no offset to compare it at
+        if kind == "producer_snapshot" and not _REMOTE_NAME.match(p.name):
             entries = tree.child("producer_entries")
             state.snapshots[_base_offset(p)] = {
                 _value(e, "producer_id"): (_value(e, "epoch"),

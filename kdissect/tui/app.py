@@ -16,9 +16,9 @@ from rich.text import Text
 from textual import on
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Vertical
 from textual.timer import Timer
-from textual.widgets import Footer, Header, Input, ProgressBar, Static
+from textual.widgets import Footer, Header, Input, Static
 
 from ..filters import Filter, FilterError, parse_filter
 from ..protocol import Message, Options
@@ -31,7 +31,9 @@ from ..stream.facts import Facts
 from ..stream.model import Gap, KafkaMessage
 from .detail import FACT, Detail, HexView, Item
 from .exchange_list import COLUMNS, LOCK, ExchangeList
-from .filterbar import FILTER_CSS, FilterInput, FilterSuggester
+from .filterbar import FILTER_CSS, FilterInput, FilterSuggester, check_filter
+from .jobs import IN_WORKERS as _IN_WORKERS
+from .jobs import WORK_CSS, Jobs, work_line
 from .loader import Done, ListedView, Progress, Row, Warn, run_in_process, run_in_thread
 from .screens import HelpScreen, StatsScreen
 from .spill import Spill
@@ -47,7 +49,6 @@ _DRAIN = 2000              # rows added per UI tick at most: keys stay answered
 _KEEP_DECODED = 16         # full trees kept for the messages viewed last
 _REST = 0.06               # seconds the list cursor rests before the detail follows
 _DECODE_HERE = 4096        # bigger exchanges decode in a worker thread
-_IN_WORKERS = 200          # record filters and searches over more exchanges run in workers
 _TOASTS = 5                # load warnings shown as toasts; all of them are in `s`
 
 
@@ -151,7 +152,7 @@ def screenshot_dir() -> Path:
     return downloads if downloads.is_dir() else Path.cwd()
 
 
-class KdissectApp(App):
+class KdissectApp(Jobs, App):
     """Browse exchanges. ``load(emit, warn, progress)`` runs in a worker thread: it calls
     ``emit`` with each exchange as it is found (rows appear while the source is still
     loading, and keep coming from a live one), ``warn`` with what the user should know,
@@ -167,13 +168,9 @@ class KdissectApp(App):
     #empty { height: 1fr; display: none; padding: 1 2; }
     #empty.visible { display: block; }
     #detail { height: 1fr; }
-    #work { height: 1; }
-    #work.done { display: none; }
-    #work-label { width: auto; max-width: 60%; padding: 0 1; color: $text-muted; }
-    #progress { width: 1fr; }
     #main { height: 1fr; }
     #bars { height: auto; }
-    """ + FILTER_CSS
+    """ + FILTER_CSS + WORK_CSS
     BINDINGS = [
         Binding("slash", "filter", "Filter"),
         Binding("p", "next_problem", "Next problem"),
@@ -252,10 +249,7 @@ class KdissectApp(App):
         yield Header()
         with Vertical(id="main"):
             # long work (loading, filters, searches, statistics): what, how far, Esc
-            # stops; a line of its own, so it never covers the title
-            with Horizontal(id="work", classes="done"):
-                yield Static(id="work-label")
-                yield ProgressBar(id="progress", show_eta=True)
+            yield from work_line()
             yield Static(id="active-filter")
             yield ExchangeList(id="exchanges")
             yield Static(id="empty")
@@ -365,64 +359,6 @@ class KdissectApp(App):
         elif len(self.warnings) == _TOASTS + 1:
             self.notify("more warnings: s (statistics) lists them all", severity="warning",
                         timeout=8)
-
-    def _show_work(self) -> None:
-        """The work line: the job under way, else loading (when the source says how far
-        it is); hidden when there is neither."""
-        line = self.query_one("#work")
-        bar = self.query_one(ProgressBar)
-        if self._job is not None:
-            what = f"{self._job[0]} · Esc cancels"
-            done, total = self._job_progress or (0, None)
-        elif not self.loaded and self._progress is not None:
-            what = "loading · Esc stops (rows so far stay)"
-            done, total = self._progress
-        else:
-            line.add_class("done")
-            return
-        self.query_one("#work-label", Static).update(what)
-        bar.update(total=total, progress=done)
-        line.remove_class("done")
-
-    def run_job(self, what: str, work, finish) -> None:
-        """``work(progress, cancel)`` in a worker thread (its heavy part in forked
-        children: see work.py), the work line saying ``what`` and how far; then
-        ``finish(result)`` here, with None when Esc cancelled it."""
-        if self._job is not None:
-            self._job[1].set()               # a new job replaces the one under way
-        cancel = threading.Event()
-        self._job, self._job_progress = (what, cancel), None
-        self._show_work()
-
-        def progress(done: int, total: int) -> None:
-            self._job_progress = (done, total)
-
-        def run() -> None:
-            result = work(progress, cancel)
-            self.call_from_thread(done, None if cancel.is_set() else result)
-
-        def done(result) -> None:
-            if self._job is not None and self._job[1] is cancel:
-                self._job = None
-                self._show_work()
-            if not cancel.is_set() and result is not None:
-                finish(result)
-        self.run_worker(run, thread=True, group="job")
-
-    def cancel_job(self) -> bool:
-        """Esc: cancel the job under way, else stop loading; True if there was one."""
-        if self._job is not None:
-            what, cancel = self._job
-            cancel.set()
-            self._job = None
-            self._show_work()
-            self.notify(f"cancelled: {what}; the list is as it was", timeout=3)
-            return True
-        if not self.loaded and not self.stop.is_set():
-            self._stopped = True
-            self.stop.set()
-            return True
-        return False
 
     def on_resize(self) -> None:
         self._fit_list()
@@ -820,46 +756,9 @@ class KdissectApp(App):
 
     # -- filter and search bars ---------------------------------------------------------
 
-    def _open_bar(self, name: str) -> None:
-        for bar in self.query(".bar"):
-            bar.remove_class("visible")
-        box = self.query_one(f"#{name}", Input)
-        box.add_class("visible")
-        # focus now, not on the next idle: keys typed right after `/` (a paste, a fast
-        # typist) must land in the bar, not run as list keys
-        self.screen.set_focus(box)
-
-    def action_filter(self) -> None:
-        self._open_bar("filter")
-
-    def action_search(self) -> None:
-        self._open_bar("search")
-
-    def action_close_bars(self) -> None:
-        """Esc: close the bar that is open, else cancel the work under way (a filter, a
-        search, the statistics) or stop loading."""
-        if not any(bar.has_class("visible") for bar in self.query(".bar")):
-            self.cancel_job()
-        for bar in self.query(".bar"):
-            bar.remove_class("visible")
-        self.query_one("#filter-error").remove_class("visible")
-        self.table.focus()
-
     @on(Input.Changed, "#filter")
     def _validate(self, event: Input.Changed) -> None:
-        problem = self.query_one("#filter-error", Static)
-        try:
-            if event.value.strip():
-                parse_filter(event.value)
-            event.input.styles.border = ("tall", "green")
-            problem.remove_class("visible")
-        except FilterError as e:
-            event.input.styles.border = ("tall", "red")
-            # under the bar: a caret under the character (past the bar's border and
-            # padding: 3 cells), then the reason with its did-you-mean
-            problem.update(Text.assemble(" " * (e.position + 3) + "^\n",
-                                         (str(e).splitlines()[0], "bold")))
-            problem.add_class("visible")
+        check_filter(event.input, self.query_one("#filter-error", Static))
 
     @on(Input.Submitted, "#filter")
     def _submit_filter(self, event: Input.Submitted) -> None:
@@ -885,27 +784,14 @@ class KdissectApp(App):
         if not self.needle:
             self.action_search()
             return
-        rows = self.shown
-        n = len(rows)
-        order = [rows[(self.table.cursor_row + step) % n] for step in range(1, n + 1)]
         needle, options, spill = self.needle, self.options, self.spill
 
         def test(view: ListedView) -> bool:
             if spill is not None:
                 spill.load(view, lock=False)      # in a forked child
             return holds_bytes(view.ex.messages, needle, options)
-
-        def finish(found: list[int]) -> None:
-            if found:
-                self._show_match(order[found[0]])
-            else:
-                self.notify(f"{self.needle_text!r} is in no exchange shown (decompressed "
-                            f"records included)", severity="warning")
-        if n > _IN_WORKERS:
-            self.run_job(f"search {self.needle_text}", lambda progress, cancel: scan(
-                order, test, progress, cancel, first_only=True), finish)
-        else:
-            finish(next(([i] for i, view in enumerate(order) if test(view)), []))
+        self.search_from_cursor(test, self._show_match, f"{self.needle_text!r} is in no "
+                                "exchange shown (decompressed records included)")
 
     def _show_match(self, view: ListedView) -> None:
         """Select ``view`` and, in its detail, the field holding the needle."""

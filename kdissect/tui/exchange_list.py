@@ -47,24 +47,32 @@ _STEPS = (("shrink", "client → broker"), ("shrink", "client id"), ("drop", "cl
 def fit(width: int, time_width: int = 12, endpoints_width: int = 43) -> list[tuple[int, int]]:
     """(column index, width) of the columns shown in ``width`` cells; the summary takes
     what is left."""
-    wants = {c.name: c.want for c in COLUMNS}
-    least = {c.name: c.least for c in COLUMNS}
-    wants["time"] = time_width
-    wants["client → broker"] = endpoints_width
-    shown = [c.name for c in COLUMNS]
+    return fit_columns(COLUMNS, _STEPS, width, {"time": time_width,
+                                                "client → broker": endpoints_width},
+                       ("summary",))
+
+
+def fit_columns(columns: tuple[Column, ...], steps, width: int, wants: dict[str, int],
+                fill: tuple[str, ...]) -> list[tuple[int, int]]:
+    """(column index, width) of ``columns`` in ``width`` cells: the ``steps`` (shrink or
+    drop a column) run in order until they fit; the first of ``fill`` still shown takes
+    what is left. ``wants``: widths other than the columns' own."""
+    wants = {**{c.name: c.want for c in columns}, **wants}
+    least = {c.name: c.least for c in columns}
+    shown = [c.name for c in columns]
 
     def total() -> int:
         return sum(wants[n] for n in shown) + len(shown) - 1
 
-    for step, name in _STEPS:
+    for step, name in steps:
         if total() <= width:
             break
         if step == "drop":
             shown.remove(name)
         else:
             wants[name] = max(least[name], wants[name] - (total() - width))
-    wants["summary"] += max(0, width - total())
-    return [(i, wants[c.name]) for i, c in enumerate(COLUMNS) if c.name in shown]
+    wants[next(n for n in fill if n in shown)] += max(0, width - total())
+    return [(i, wants[c.name]) for i, c in enumerate(columns) if c.name in shown]
 
 
 class _Desc:
@@ -83,7 +91,11 @@ class _Desc:
 
 class ExchangeList(ScrollView, can_focus=True):
     """Rows of exchange views (each with ``row``: its cells, one per column). The
-    ``order`` (a function of a view) and ``reverse`` say where each row goes."""
+    ``order`` (a function of a view) and ``reverse`` say where each row goes. A list of
+    other rows (kdissect log's files and batches) overrides ``COLUMNS``, ``tiebreak``,
+    ``track``, ``cells`` and ``columns_shown``."""
+
+    COLUMNS: tuple[Column, ...] = COLUMNS
 
     DEFAULT_CSS = """
     ExchangeList { background: $surface; overflow-x: hidden; }
@@ -145,7 +157,15 @@ class ExchangeList(ScrollView, can_focus=True):
         order = self.order
         assert order is not None, "set_order() comes before rows"
         empty, value = order(view)
-        return (empty, _Desc(value) if self.reverse else value, view.ex.first.index)
+        return (empty, _Desc(value) if self.reverse else value, self.tiebreak(view))
+
+    def tiebreak(self, view) -> int:
+        """Rows of equal sort values stay in this order."""
+        return view.ex.first.index
+
+    def track(self, views) -> None:
+        """Note what the drawing needs to know of new rows (their hosts)."""
+        self.hosts.update((v.ex.client[0], v.ex.broker[0]) for v in views)
 
     def set_order(self, name: str, order, reverse: bool, keep=None) -> None:
         """Sort by ``order(view) -> (group, value)`` (group 0 before 1: empty cells
@@ -157,7 +177,8 @@ class ExchangeList(ScrollView, can_focus=True):
         keyed = sorted(((self._key(v), v) for v in views), key=lambda kv: kv[0])
         self._keys = [k for k, _ in keyed]
         self.rows = [v for _, v in keyed]
-        self.hosts = {(v.ex.client[0], v.ex.broker[0]) for v in self.rows}
+        self.hosts = set()
+        self.track(self.rows)
         self.cursor_row = self.index(keep) if keep is not None and keep in self.rows else 0
         self._resized()
         self.scroll_to_cursor()
@@ -168,7 +189,7 @@ class ExchangeList(ScrollView, can_focus=True):
         at = bisect.bisect(self._keys, key)
         self._keys.insert(at, key)
         self.rows.insert(at, view)
-        self.hosts.add((view.ex.client[0], view.ex.broker[0]))
+        self.track((view,))
         if at <= self.cursor_row and len(self.rows) > 1:
             self.cursor_row += 1
 
@@ -239,7 +260,7 @@ class ExchangeList(ScrollView, can_focus=True):
             x = 0
             for index, width in self.columns_shown():
                 if x <= event.x < x + width + 1:
-                    self.post_message(self.HeaderSelected(self, COLUMNS[index].name))
+                    self.post_message(self.HeaderSelected(self, self.COLUMNS[index].name))
                     return
                 x += width + 1
             return
@@ -274,7 +295,7 @@ class ExchangeList(ScrollView, can_focus=True):
         base = self.rich_style
         if y == 0:
             style = base + self.get_component_rich_style("exchange-list--header")
-            labels = [COLUMNS[i].name + self._arrow(COLUMNS[i].name)
+            labels = [self.COLUMNS[i].name + self._arrow(self.COLUMNS[i].name)
                       for i, _ in self.columns_shown()]
             return self._strip(labels, style, width)
         row = int(self.scroll_y) + y - 1
@@ -303,7 +324,7 @@ class ExchangeList(ScrollView, can_focus=True):
             text = cell.copy() if isinstance(cell, Text) else Text(str(cell))
             text.truncate(w, overflow="ellipsis")
             pad = w - text.cell_len
-            if COLUMNS[index].right:
+            if self.COLUMNS[index].right:
                 line.append(" " * pad)
                 line.append_text(text)
             else:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import re
 
+from rich.text import Text
 from textual.binding import Binding
 from textual.suggester import Suggester
-from textual.widgets import Input
+from textual.widgets import Input, Static
 
-from ..filters import _ALIASES
+from ..filters import _ALIASES, FilterError, parse_filter
 from ..protocol.names import API_NAMES
 from ..stream.fields import FIELDS, completions
 
@@ -29,10 +30,12 @@ def _error_names() -> list[str]:
 class FilterSuggester(Suggester):
     """Completes the word being typed; → or Tab accepts (Textual's inline suggestion)."""
 
-    def __init__(self, seen=lambda field: ()) -> None:
-        """``seen(field)``: the values of ``field`` ("topic", "client_id") so far."""
+    def __init__(self, seen=lambda field: (), fields: list[str] | None = None) -> None:
+        """``seen(field)``: the values of ``field`` ("topic", "client_id") so far;
+        ``fields``: the names offered (all the language's by default)."""
         super().__init__(use_cache=False, case_sensitive=True)
         self.seen = seen
+        self.fields = fields
         self.apis = sorted(set(API_NAMES.values()))
         self.errors: list[str] | None = None
 
@@ -50,8 +53,9 @@ class FilterSuggester(Suggester):
         fixed = completions(FIELDS[name].kind) if name in FIELDS else None
         if fixed is not None:
             return fixed
-        fields = [*(n for n, f in FIELDS.items() if f.complete),
-                  *sorted(a for a in _ALIASES if a.startswith("kafka."))]
+        fields = self.fields if self.fields is not None else [
+            *(n for n, f in FIELDS.items() if f.complete),
+            *sorted(a for a in _ALIASES if a.startswith("kafka."))]
         after_value = before.strip() and not re.search(
             r"(==|!=|>=|<=|[<>=~(!]|&&|\|\||\b(?:and|or|not))\s*$", before)
         return [*_WORDS, *fields] if after_value else [*fields, *_WORDS]
@@ -85,6 +89,22 @@ class FilterInput(Input):
         if self._suggestion and self._suggestion != self.value:
             self.value = self._suggestion
             self.cursor_position = len(self.value)
+
+
+def check_filter(box: Input, problem: Static) -> None:
+    """As the filter is typed: a green border while it reads, else a red one and, under
+    the bar, a caret under the character (past the bar's border and padding: 3 cells),
+    then the reason with its did-you-mean."""
+    try:
+        if box.value.strip():
+            parse_filter(box.value)
+        box.styles.border = ("tall", "green")
+        problem.remove_class("visible")
+    except FilterError as e:
+        box.styles.border = ("tall", "red")
+        problem.update(Text.assemble(" " * (e.position + 3) + "^\n",
+                                     (str(e).splitlines()[0], "bold")))
+        problem.add_class("visible")
 
 
 # how the filter bar, its reason and the active filter line look, in every screen

@@ -1,56 +1,88 @@
-"""`kdissect log` in the terminal UI: a partition's files and record batches in a list
-(files and positions where the capture screens have connections), the selected item's
-byte tree beside its bytes, with the keys of the exchange screens: / filters (the
-display-filter language, as `kdissect log -Y`), p goes to the next problem (a finding),
-v and Tab move between the tree and the bytes, * opens every field, ? helps, q quits.
+"""`kdissect log` in the terminal UI: Kafka's files and record batches in a list (files
+and positions where the capture screens have connections), the selected item's byte tree
+beside its bytes, with the keys of the exchange screens: / filters (the display-filter
+language, as `kdissect log -Y`, with completion and a caret under what is wrong), ctrl+f
+searches bytes (inside compressed batches too), o/O and the headers sort, s shows
+statistics, e/E export, p goes to the next problem (a finding), ? helps, q quits.
 
-Items come from ``sources.logdir.walk`` in a worker thread (one batch decoded at a
-time) and are added to the list in batches, so the screen answers keys while a big
-partition is read. Memory stays bounded as in `kdissect log`: the list keeps each
-batch's cells, findings and place in its file, not its tree; the selected batch is
-decoded again from the file (the last few are kept). A new filter reads the files again
-in the worker, as `kdissect log -Y` would."""
+Items come from ``sources.logdir.walk`` in a worker thread (one batch decoded at a time)
+and are added to the list in batches, so the screen answers keys while a big log dir is
+read. Memory stays bounded as in `kdissect log`: the list keeps each batch's cells,
+findings and place in its file, not its tree; the selected batch is decoded again from
+the file (the last few are kept). Filters over the items read, searches, statistics and
+exports run in the background (filters and searches on every core: work.py), with
+progress on the work line; Esc cancels them."""
 
 from __future__ import annotations
 
+import copy
+import os
 import threading
+import time
 from collections import OrderedDict
+from datetime import datetime, timezone
 from pathlib import Path
 
 from rich.text import Text
 from textual import on
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
-from textual.widgets import DataTable, Footer, Header, Input, Static
+from textual.containers import Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.timer import Timer
+from textual.widgets import Footer, Header, Input, Static
 
-from ..filters import FilterError, parse_filter
+from ..filters import Filter, FilterError, parse_filter
 from ..protocol import Options
-from ..protocol.node import Node
 from ..protocol.internal import decode_records, family_of
+from ..protocol.node import Node
 from ..protocol.records import read_records
 from ..sources.logdir import LogError, LogItem, file_kind, walk
 from ..stream import anomaly
+from ..stream.content import _batches, buffer_nodes
+from .app import parse_needle, unique_path
 from .detail import Detail, Item
-from .filterbar import FILTER_CSS, FilterInput
+from .filterbar import FILTER_CSS, FilterInput, FilterSuggester, check_filter
+from .jobs import IN_WORKERS as _IN_WORKERS
+from .jobs import WORK_CSS, Jobs, work_line
+from .log_list import LogList
 from .screens import HelpScreen
+from .work import scan
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
-# the status (findings) before the file name: it stays in sight at 80 columns, and the
-# detail's title names the file in full
-COLUMNS = ("#", "kind", "position", "offsets", "records", "status", "codec", "producer",
-           "file")
-_BATCH = 500               # items handed to the UI at once
+_FLUSH = 0.1               # seconds between hand-overs of items to the UI while reading
+_BATCH = 2000              # items handed to the UI at once at most
 _WHOLE_FILE = 64 << 20     # files other than segments are shown whole up to this size
 _KEEP_TREES = 16           # trees of the batches viewed last
+_REST = 0.06               # seconds the list cursor rests before the detail follows
+# filter fields known without decoding a batch again (its findings are kept)
+_KEPT = frozenset({"finding", "severity", "anomaly", "topic", "partition"})
+# the sort orders the `o` key cycles through (size and records: biggest first)
+SORT_CYCLE = ("#", "size", "records", "time", "status", "producer", "codec", "offsets",
+              "kind", "file")
+_DESCENDING = {"size", "records"}
+# the fields the filter bar offers (docs/log.md)
+LOG_FIELDS = ["finding", "severity", "anomaly", "topic", "partition", "records", "record.key",
+              "record.value", "record.header", "base_offset", "offset", "producer_id",
+              "producer_epoch", "base_sequence", "partition_leader_epoch", "magic"]
 
 LOG_HELP = """\
 [b]Files and batches[/b] (one row per file and per record batch, in file order)
   ↑ ↓ PgUp PgDn Home End   move (the detail follows)
   p / P           next / previous problem: an item with a finding (CRC mismatch, bad index
                   entry, sequence gap...); its offending field is selected
-  /               filter: finding, record.key == "k", producer_id == 7, base_offset >= 100
-                  (as kdissect log -Y; docs/filters.md); Esc closes, an empty filter: all
+  /               filter: finding == crc_mismatch, record.key == "k", producer_id == 7,
+                  base_offset >= 100 (as kdissect log -Y; Tab or → completes; a caret
+                  shows what is wrong; docs/filters.md); an empty filter: all
+  ctrl+f          search bytes, in compressed batches too: text, 0x…, hex: 00 01; n: next
+  o / O           sort: file order, size, records, time, status, producer, codec...
+                  / reverse; a click on a header sorts by it
+  s               statistics: per partition and segment file (batches, records, bytes,
+                  codecs, producers, findings, time range), findings by code
+  e               export the item (its batch and records) as JSON lines
+  E               export the items listed: JSON lines and their batches as a log dir
+                  (one .log segment per partition: kafka-dump-log and kdissect log read it)
+  Esc             close the bar, else cancel the work under way or stop reading
 [b]Detail[/b]
   tab / v         field tree ⇄ bytes (they take turns below 114 columns)
   *               open every field under the cursor
@@ -66,38 +98,109 @@ def _value(tree: Node | None, name: str):
     return c.value if c is not None else None
 
 
-def row_of(number: int, item: LogItem) -> tuple:
-    """The list's cells for an item."""
+def _when(ms) -> str:
+    if not isinstance(ms, int) or ms < 0:
+        return ""
+    try:
+        return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime(
+            "%Y-%m-%d %H:%M:%S.%f")[:-3]
+    except (OverflowError, ValueError, OSError):
+        return str(ms)
+
+
+def _head(item: LogItem) -> dict:
+    """A batch's header fields by name: from the bulk path's values, else its tree."""
+    if item.values is not None:
+        return item.values[0]
+    tree = item.tree
+    return {n: _value(tree, n) for n in ("magic", "base_offset", "offset",
+                                         "last_offset_delta", "record_count", "attributes",
+                                         "producer_id", "producer_epoch", "base_timestamp",
+                                         "max_timestamp", "timestamp")}
+
+
+def describe(number: int, item: LogItem) -> None:
+    """Set what the list keeps of an item (its tree or values are then dropped):
+    ``cells``, ``stat`` (records, codec, producer, first and last timestamp, finding
+    codes), ``every`` (all its findings), ``severe``, ``problem``, ``base``, ``number``,
+    and ``start``/``length`` (its place in its file)."""
     tree = item.tree
     findings = item.all_findings()
-    status = Text(", ".join(sorted({f.code for f in findings})),
-                  style="red" if any(f.severity == "error" for f in findings) else "yellow")
-    if item.kind != "batch" or tree is None:
+    item.number, item.every = number, findings                    # type: ignore[attr-defined]
+    item.severe = any(f.severity == "error" for f in findings)    # type: ignore[attr-defined]
+    item.problem = bool(findings)                                 # type: ignore[attr-defined]
+    codes = tuple(sorted({f.code for f in findings}))
+    status = ", ".join(codes)
+    item.base = None                                              # type: ignore[attr-defined]
+    if item.kind != "batch" or (tree is None and item.values is None):
         entries = tree.value if tree is not None and isinstance(tree.value, int) else ""
-        return (str(number), item.kind, "", "", str(entries), status, "", "",
-                Text(item.path.name, style="bold"))
-    magic = _value(tree, "magic")
-    base, delta = _value(tree, "base_offset"), _value(tree, "last_offset_delta")
+        item.cells = (str(number), item.kind, "", "", str(entries), status, "", "", "",  # type: ignore[attr-defined]
+                      item.path.name)
+        item.stat = (None, "", None, None, None, codes)          # type: ignore[attr-defined]
+        item.start, item.length = 0, min(_WHOLE_FILE, item.path.stat().st_size)  # type: ignore[attr-defined]
+        return
+    if item.values is not None:
+        h = _head(item)
+        start, length = h["position"], 12 + h["batch_length"]
+    else:
+        assert tree is not None
+        h, start, length = _head(item), tree.offset, tree.length
+    item.start, item.length = start, length                       # type: ignore[attr-defined]
+    magic = h["magic"]
+    base, delta = h["base_offset"], h["last_offset_delta"]
+    if base is None:
+        base = h.get("offset")
+    item.base = base if isinstance(base, int) else None           # type: ignore[attr-defined]
     offsets = (f"{base}–{base + delta}" if isinstance(base, int) and isinstance(delta, int)
-               else str(_value(tree, "offset") if base is None else base))
-    count = _value(tree, "record_count")
-    attrs = _value(tree, "attributes")
+               else "" if base is None else str(base))
+    count = h["record_count"]
+    if count is None and magic in (0, 1) and tree is not None:
+        count = 1 + sum(1 for n in tree.walk() if n.ktype.startswith("message_v")
+                        and n is not tree)
+    attrs = h["attributes"]
     codec = CODECS[attrs & 7] if isinstance(attrs, int) and attrs & 7 < 5 else ""
-    if isinstance(attrs, int) and attrs & 0x20:
-        codec += " control"
-    pid = _value(tree, "producer_id")
-    producer = f"{pid}/{_value(tree, 'producer_epoch')}" if isinstance(pid, int) and \
-        pid >= 0 else ""
-    return (str(number), f"batch v{magic}" if magic is not None else "damage",
-            f"@{tree.offset}+{tree.length}", offsets, "" if count is None else str(count),
-            status, codec, producer, item.path.name)
+    pid = h["producer_id"]
+    pid = pid if isinstance(pid, int) and pid >= 0 else None
+    producer = f"{pid}/{h['producer_epoch']}" if pid is not None else ""
+    first_ts, max_ts = h["base_timestamp"], h["max_timestamp"]
+    if first_ts is None:
+        first_ts = max_ts = h.get("timestamp")
+    shown_codec = codec + (" control" if isinstance(attrs, int) and attrs & 0x20 else "")
+    item.cells = (str(number), f"batch v{magic}" if magic is not None else "damage",  # type: ignore[attr-defined]
+                  f"@{start}+{length}", offsets,
+                  "" if count is None else str(count), status, shown_codec, producer,
+                  _when(max_ts), item.path.name)
+    item.stat = (count if isinstance(count, int) else None, codec, pid,  # type: ignore[attr-defined]
+                 first_ts, max_ts, codes)
 
 
-def _batch(item: LogItem) -> bool:
-    """Whether the item is a whole batch (its tree can be decoded again from the file)."""
-    t = item.tree
-    return item.kind == "batch" and t is not None and (
-        t.ktype == "record_batch" or t.ktype.startswith("message_v"))
+def lighten(item: LogItem) -> None:
+    """After ``describe``: drop what the list does not keep (a batch's tree or values:
+    decoded again from the file when needed); damage at a segment's end keeps its tree,
+    offsets counted from its first byte."""
+    item.values = None
+    if item.kind == "batch" and item.tree is not None:
+        if item.tree.ktype == "record_batch" or item.tree.ktype.startswith("message_v"):
+            item.tree = None
+        else:
+            _shift(item.tree, -item.start)                        # type: ignore[attr-defined]
+
+
+def whole_batch(item: LogItem) -> bool:
+    """Whether the item is a whole batch read from its file (decoded again when needed;
+    damage at a segment's end keeps its tree)."""
+    return item.kind == "batch" and item.tree is None and hasattr(item, "start")
+
+
+def _sort_value(item, column: str) -> tuple:
+    """(0, value) to sort by; (1, ...) for an empty cell, which stays last."""
+    records, codec, pid, _first, max_ts, codes = item.stat
+    value = {"#": item.number, "size": getattr(item, "length", None), "records": records,
+             "time": max_ts, "producer": pid, "offsets": item.base,
+             "status": ", ".join(codes) or None, "codec": codec or None, "kind": item.kind,
+             "position": (str(item.path), getattr(item, "start", 0)),
+             "file": (str(item.path), getattr(item, "start", 0))}.get(column, item.number)
+    return (0, value) if value is not None else (1, 0)
 
 
 def batch_tree(item: LogItem, options: Options) -> tuple[Node, bytes]:
@@ -120,18 +223,90 @@ def read_span(path: Path, start: int, length: int) -> bytes:
         return f.read(length)
 
 
-def _relative(tree: Node, start: int) -> None:
-    """Offsets of ``tree`` counted from ``start`` (its bytes are shown alone); nodes in a
-    decompressed buffer keep theirs."""
+def _shift(tree: Node, delta: int) -> None:
+    """Offsets of ``tree`` moved by ``delta``; nodes in a decompressed buffer keep theirs."""
     stack = [tree]
     while stack:
         node = stack.pop()
-        node.offset -= start
+        node.offset += delta
         if node.buffer is None:
             stack.extend(node.children)
 
 
-class LogApp(App):
+def passes(flt: Filter, item: LogItem, options: Options) -> bool:
+    """Whether an item the list keeps passes ``flt``: its findings are kept; a filter on
+    anything else decodes the batch again from its file."""
+    if not whole_batch(item):
+        return flt(item)
+    if flt.fields <= _KEPT:
+        light = LogItem(item.kind, item.path, item.topic, item.partition, None,
+                        item.every)                               # type: ignore[attr-defined]
+        return flt(light)
+    tree = batch_tree(item, options)[0]
+    return flt(LogItem(item.kind, item.path, item.topic, item.partition, tree, item.findings))
+
+
+def item_bytes(item: LogItem) -> bytes:
+    """An item's bytes in its file (a whole non-segment file up to _WHOLE_FILE)."""
+    return read_span(item.path, getattr(item, "start", 0), getattr(item, "length", _WHOLE_FILE))
+
+
+def holds(item: LogItem, needle: bytes, options: Options) -> bool:
+    """Whether ``needle`` is in the item's bytes or in a decompressed buffer of its
+    records (v2 batches decompressed without decoding a record)."""
+    data = item_bytes(item)
+    if needle in data:
+        return True
+    if not whole_batch(item) or not item.stat[1] or item.stat[1] == "none":   # type: ignore[attr-defined]
+        return False
+    out: list = []
+    if len(data) > 16 and data[16] == 2 and _batches(data, out, [options.max_decompressed]):
+        return any(needle in d for d, _count, compressed in out if compressed)
+    tree = batch_tree(item, options)[0]
+    return any(needle in (n.buffer or b"") for n in buffer_nodes(tree))
+
+
+def _total_size(paths: list[str]) -> int | None:
+    """The bytes under ``paths`` (loading's progress); None for URLs."""
+    total = 0
+    for text in paths:
+        if "://" in text:
+            return None
+        p = Path(text)
+        if p.is_file():
+            total += p.stat().st_size
+        else:
+            for root, _dirs, files in os.walk(p):
+                total += sum(os.path.getsize(os.path.join(root, f)) for f in files)
+    return total
+
+
+class LogStatsScreen(ModalScreen):
+    """The statistics of the items listed (the filter applies)."""
+
+    BINDINGS = [Binding("escape,s,q", "dismiss", "Close")]
+    CSS = """
+    LogStatsScreen { align: center middle; }
+    #stats-box { width: 96%; height: 94%; border: round $accent; background: $surface;
+                 border-subtitle-color: $text-muted; }
+    """
+
+    def __init__(self, renderable) -> None:
+        super().__init__()
+        self.renderable = renderable
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="stats-box"):
+            yield Static(self.renderable, id="stats-tables")
+            yield Static(Text("escape closes", style="dim"))
+
+    def on_mount(self) -> None:
+        box = self.query_one("#stats-box")
+        box.border_subtitle = "↑ ↓ PgUp PgDn or the wheel scroll · Esc closes"
+        box.focus()
+
+
+class LogApp(Jobs, App):
     """Browse Kafka's files on disk: ``paths`` as `kdissect log` reads them."""
 
     TITLE = "kdissect log"
@@ -139,13 +314,22 @@ class LogApp(App):
     CSS = """
     #items { height: 45%; }
     #detail { height: 1fr; }
+    #main { height: 1fr; }
+    #bars { height: auto; }
     #empty { height: auto; display: none; padding: 1 2; }
     #empty.visible { display: block; }
-    """ + FILTER_CSS
+    """ + FILTER_CSS + WORK_CSS
     BINDINGS = [
         Binding("slash", "filter", "Filter"),
         Binding("p", "next_problem", "Next problem"),
         Binding("P", "next_problem(-1)", "Previous problem", show=False),
+        Binding("ctrl+f", "search", "Search"),
+        Binding("n", "search_next", "Next match", show=False),
+        Binding("o", "sort_next", "Sort"),
+        Binding("O", "sort_reverse", "Reverse sort", show=False),
+        Binding("s", "stats", "Stats"),
+        Binding("e", "export", "Export item", show=False),
+        Binding("E", "export_shown", "Export"),
         Binding("v", "toggle_pane", "Tree⇄bytes"),
         Binding("question_mark", "help", "Help"),
         Binding("escape", "close_bars", "Close bar", show=False),
@@ -157,108 +341,148 @@ class LogApp(App):
         super().__init__()
         self.paths = paths
         self.options = options or Options()
-        self.read = 0                  # items read (the filter may show fewer)
-        self.shown: list[LogItem] = []
+        self.items: list[LogItem] = []     # every item read, in file order
+        self.read = 0                      # items read (the filter may show fewer)
         self._trees: OrderedDict[int, tuple[Node, bytes]] = OrderedDict()
         self.filter_text = filter_text
         self.filter = parse_filter(filter_text) if filter_text.strip() else None
+        self.sorted_by: tuple[str, bool] = ("#", False)
+        self.needle: bytes | None = None
+        self.needle_text = ""
         self.loaded = False
         self.error: str | None = None
         self.stop = threading.Event()
-        self.sub_title = ", ".join(Path(p).name for p in paths)
+        self._stopped = False
+        self._progress: tuple[int, int] | None = None
+        self._detail_timer: Timer | None = None
+        self.detail_item: LogItem | None = None      # what the detail shows
+        self.seen: dict[str, set[str]] = {"topic": set()}
+        self.names = ", ".join(Path(p).name for p in paths)
+        self.sub_title = self.names
 
     def compose(self) -> ComposeResult:
         yield Header()
-        with Vertical():
+        with Vertical(id="main"):
+            yield from work_line()
             yield Static(id="active-filter")
-            table: DataTable = DataTable(id="items", cursor_type="row", zebra_stripes=True)
-            table.add_columns(*COLUMNS)
-            yield table
+            yield LogList(id="items")
             yield Static(id="empty")
             yield Detail(self.options.show_secrets, id="detail")
-        yield FilterInput(placeholder="display filter, e.g. finding, record.key == \"k\", "
-                                      "producer_id == 7 (Enter applies, Esc closes)",
-                          id="filter", classes="bar")
-        yield Static(id="filter-error")
+        with Vertical(id="bars"):
+            yield FilterInput(placeholder="display filter, e.g. finding, record.key == \"k\", "
+                                          "producer_id == 7 (Tab completes, Enter applies, "
+                                          "Esc closes)", id="filter", classes="bar",
+                              suggester=FilterSuggester(lambda field: self.seen.get(field, ()),
+                                                        LOG_FIELDS))
+            yield Static(id="filter-error")
+            yield Input(placeholder="search bytes (in compressed batches too): text, or hex "
+                                    "as 0x0001 / hex: 00 01", id="search", classes="bar")
         yield Footer()
 
     @property
-    def table(self) -> DataTable:
-        return self.query_one("#items", DataTable)
+    def table(self) -> LogList:
+        return self.query_one(LogList)
+
+    @property
+    def shown(self) -> list[LogItem]:
+        """The items in the list, in its order."""
+        return self.table.rows
 
     def on_mount(self) -> None:
+        self.table.set_order("#", lambda it: _sort_value(it, "#"), False)
         self._show_active_filter()
-        self._start()
-
-    def _start(self) -> None:
-        """(Re)read the files with the current filter, in a worker thread."""
-        self.stop.set()                            # the reading under way, if any
-        self.stop = threading.Event()
-        self.read, self.shown, self.loaded, self.error = 0, [], False, None
-        self.table.clear()
-        stop, flt = self.stop, self.filter
-        self.run_worker(lambda: self._load(stop, flt), thread=True, exclusive=True)
+        stop = self.stop
+        self.run_worker(lambda: self._load(stop), thread=True, exclusive=True)
+        self.set_interval(0.1, self._show_work)
 
     def on_unmount(self) -> None:
         self.stop.set()
 
     # -- loading (worker thread) ---------------------------------------------------------
 
-    def _load(self, stop: threading.Event, flt) -> None:
-        """In the worker: the items passing ``flt``, with their cells and findings; a
-        batch's tree is dropped once they are known (decoded again when viewed)."""
+    def _load(self, stop: threading.Event) -> None:
+        """In the worker: every item with its cells and findings, tested against the
+        filter of the moment; a batch's tree is dropped once they are known (decoded
+        again when viewed)."""
+        total = _total_size(self.paths)
         batch: list[LogItem] = []
-        read, error = 0, None
+        read, error, done_bytes, last_path = 0, None, 0, None
+        flushed = time.monotonic()
         try:
-            for item in walk(self.paths, self.options):
+            # without a filter on records, clean batches come as values (no tree):
+            # several times quicker; a batch viewed is decoded again anyway
+            flt = self.filter
+            bulk = flt is None or flt.fields <= _KEPT
+            for item in walk(self.paths, self.options, values=bulk):
                 if stop.is_set():
-                    return
+                    break
                 read += 1
-                if flt is not None and not flt(item):
-                    continue
-                item.cells = row_of(read, item)          # type: ignore[attr-defined]
-                item.problem = bool(item.all_findings())  # type: ignore[attr-defined]
-                if item.kind == "batch" and item.tree is not None:
-                    item.start, item.length = item.tree.offset, item.tree.length  # type: ignore[attr-defined]
-                    if _batch(item):
-                        item.tree = None            # decoded again when viewed
-                    else:                           # the damage at a segment's end: kept
-                        _relative(item.tree, item.start)  # type: ignore[attr-defined]
+                describe(read, item)
+                flt = self.filter
+                if flt is not None:
+                    item.tested = (flt, flt(item))        # type: ignore[attr-defined]
+                if item.path != last_path:
+                    if last_path is not None and total is not None:
+                        done_bytes += last_path.stat().st_size
+                    last_path = item.path
+                lighten(item)
+                if total:
+                    self._progress = (done_bytes + item.start + item.length, total)  # type: ignore[attr-defined]
                 batch.append(item)
-                if len(batch) >= _BATCH:
+                if len(batch) >= _BATCH or time.monotonic() - flushed > _FLUSH:
                     self.call_from_thread(self._add, stop, batch, read)
-                    batch = []
+                    batch, flushed = [], time.monotonic()
         except LogError as e:
             error = str(e)
         except Exception as e:              # a file that cannot be read: say so, keep rows
             error = f"reading stopped: {e}"
-        if not stop.is_set():
-            self.call_from_thread(self._add, stop, batch, read, True, error)
+        if stop.is_set() and not self._stopped:
+            return                          # closing
+        if self._stopped:
+            error = "reading stopped (Esc): the list holds what was read until then"
+        self.call_from_thread(self._add, stop, batch, read, True, error)
 
     def _add(self, stop: threading.Event, batch: list[LogItem], read: int,
              done: bool = False, error: str | None = None) -> None:
-        if stop is not self.stop or not self.query("#items"):   # stale, or closing
+        if stop is not self.stop or not self.query(LogList):   # stale, or closing
             return
-        first = not self.shown
+        table = self.table
+        first = not table.rows
         self.read = read
         for item in batch:
-            self.shown.append(item)
-            self.table.add_row(*item.cells)               # type: ignore[attr-defined]
+            self.items.append(item)
+            if item.topic is not None:
+                self.seen["topic"].add(item.topic)
+            if self._matches(item):
+                table.add(item)
+        table.grown()
         if done:
             self.loaded, self.error = True, error
-            self._show_empty()
+            if error and table.rows:
+                self.notify(error, severity="warning", timeout=8)
+        self._show_work()
+        self._show_empty()
+        self._show_active_filter()
         self._update_subtitle()
-        if first and self.shown:
-            self.show_item(self.shown[0])
+        if first and table.rows:
+            self.show_item(table.rows[0])
+
+    def _matches(self, item: LogItem) -> bool:
+        flt = self.filter
+        if flt is None:
+            return True
+        tested = getattr(item, "tested", None)
+        if tested is not None and tested[0] is flt:
+            return tested[1]
+        return passes(flt, item, self.options)
 
     def _update_subtitle(self) -> None:
-        names = ", ".join(Path(p).name for p in self.paths)
         count = f"{len(self.shown)} of {self.read}" if self.filter else str(self.read)
-        self.sub_title = f"{names}  {count} items{'' if self.loaded else '  loading…'}"
+        self.sub_title = f"{self.names}  {count} items{'' if self.loaded else '  loading…'}"
 
     def _show_empty(self) -> None:
         empty = self.query_one("#empty", Static)
-        if self.shown:
+        if self.shown or not self.loaded:
             empty.remove_class("visible")
             return
         if self.error:
@@ -274,16 +498,24 @@ class LogApp(App):
     # -- the list and the detail ---------------------------------------------------------
 
     def current(self) -> LogItem | None:
-        row = self.table.cursor_row
-        return self.shown[row] if 0 <= row < len(self.shown) else None
+        return self.table.current()
 
-    @on(DataTable.RowHighlighted, "#items")
-    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+    @on(LogList.RowHighlighted, "#items")
+    def _highlighted(self, event: LogList.RowHighlighted) -> None:
+        """The detail follows the cursor once it rests: keys that scroll stay instant."""
+        if self._detail_timer is not None:
+            self._detail_timer.stop()
+        self._detail_timer = self.set_timer(_REST, self._show_current)
+
+    def _show_current(self) -> None:
+        if not self.query(LogList):             # the app is closing: its widgets are gone
+            return
         item = self.current()
-        if item is not None:
+        if item is not None and item is not self.detail_item:
             self.show_item(item)
 
     def show_item(self, item: LogItem) -> None:
+        self.detail_item = item
         detail = self.query_one(Detail)
         title = Text(f"{item.path}", style="bold")
         if item.topic is not None:
@@ -292,10 +524,10 @@ class LogApp(App):
             title.append(f"  ✗ {f.text()}", "bold red" if f.severity == "error" else "yellow")
         tree, data, start = self.tree_of(item)
         if tree is None:
-            detail.show(str(title), [])
+            detail.show(title, [])
             return
         label = Text(f"{item.kind} at position {start} ({len(data)} bytes)", "bold")
-        detail.show(str(title), [Item(label, data, tree, start)])
+        detail.show(title, [Item(label, data, tree, start)])
 
     def tree_of(self, item: LogItem) -> tuple[Node | None, bytes, int]:
         """(tree, bytes, their position in the file): a batch decoded again from its
@@ -305,8 +537,7 @@ class LogApp(App):
         if found is None:
             try:
                 if item.tree is not None:         # a file other than a segment, or damage
-                    return item.tree, read_span(item.path, start, getattr(
-                        item, "length", _WHOLE_FILE)), start
+                    return item.tree, item_bytes(item), start
                 if not hasattr(item, "start"):
                     return None, b"", 0
                 found = batch_tree(item, self.options)
@@ -319,35 +550,81 @@ class LogApp(App):
         self._trees.move_to_end(id(item))
         return found[0], found[1], start
 
+    def file_tree(self, item: LogItem) -> Node | None:
+        """The item's tree at positions in its file (for the JSON lines); safe off the
+        UI thread."""
+        start = getattr(item, "start", 0)
+        if item.tree is not None:
+            if not start:
+                return item.tree
+            tree = copy.deepcopy(item.tree)
+        else:
+            tree = batch_tree(item, self.options)[0]
+        _shift(tree, start)
+        return tree
+
+    def select_item(self, item: LogItem) -> None:
+        """Move the list's cursor to ``item`` and show it now."""
+        self.table.move_cursor(self.table.index(item))
+        self.table.center_cursor()
+        self.show_item(item)
+
+    # -- filter ---------------------------------------------------------------------------
+
     def apply_filter(self, text: str) -> FilterError | None:
+        """Show only the items read that pass the filter; returns the error of a bad
+        filter. Over many items (a filter that decodes the batches again) it runs on all
+        cores in the background, the list staying as it was until it is done."""
         try:
             parsed = parse_filter(text) if text.strip() else None
         except FilterError as e:
             return e
-        self.filter, self.filter_text = parsed, text
-        self._show_active_filter()
-        self._start()                 # read again: a batch's tree is not kept
-        self._update_subtitle()
+        items, options = list(self.items), self.options
+        if parsed is None or len(items) <= _IN_WORKERS or parsed.fields <= _KEPT:
+            self._filtered(parsed, text, items, None)
+            return None
+        self.run_job(f"filter {text}", lambda progress, cancel: scan(
+            items, lambda item: passes(parsed, item, options), progress, cancel),
+            lambda found: self._filtered(parsed, text, items, found))
         return None
+
+    def _filtered(self, parsed: Filter | None, text: str, items: list[LogItem],
+                  found: list[int] | None) -> None:
+        self.filter, self.filter_text = parsed, text
+        if parsed is None:
+            rows = list(self.items)
+        else:
+            if found is None:
+                rows = [it for it in items if passes(parsed, it, self.options)]
+            else:
+                rows = [items[i] for i in found]
+            for item in rows:
+                item.tested = (parsed, True)                # type: ignore[attr-defined]
+            rows += [it for it in self.items[len(items):] if self._matches(it)]
+        self.table.set_rows(rows, keep=self.current())
+        self._show_active_filter()
+        self._update_subtitle()
+        self._show_empty()
+        self._show_current()
 
     def _show_active_filter(self) -> None:
         active = self.query_one("#active-filter", Static)
         if self.filter is not None:
             active.update(Text.assemble(("filter ", "dim"), (self.filter_text, "bold"),
-                                        ("  / edits it", "dim")))
+                                        (f"  {len(self.shown)} of {self.read} · / edits it",
+                                         "dim")))
         active.set_class(self.filter is not None, "visible")
 
     # -- actions ------------------------------------------------------------------------
 
     def action_next_problem(self, step: int = 1) -> None:
         """The next item with a finding (wrapping), on its offending field."""
-        n = len(self.shown)
+        rows = self.shown
+        n = len(rows)
         for k in range(1, n + 1):
-            row = (self.table.cursor_row + step * k) % n
-            item = self.shown[row]
+            item = rows[(self.table.cursor_row + step * k) % n]
             if item.problem:                              # type: ignore[attr-defined]
-                self.table.move_cursor(row=row)
-                self.show_item(item)
+                self.select_item(item)
                 tree = self.tree_of(item)[0]
                 node = anomaly.offending(tree) if tree is not None else None
                 if node is not None:
@@ -357,28 +634,139 @@ class LogApp(App):
                 return
         self.notify("no finding among the items shown", timeout=4)
 
+    def sort_by(self, column: str, reverse: bool | None = None) -> None:
+        """Sort the list by a column; selecting it again reverses the order."""
+        if reverse is None:
+            reverse = not self.sorted_by[1] if self.sorted_by[0] == column else False
+        self.sorted_by = (column, reverse)
+        self.table.set_order(column, lambda it: _sort_value(it, column), reverse)
+        self._show_current()
+
+    @on(LogList.HeaderSelected, "#items")
+    def _header(self, event: LogList.HeaderSelected) -> None:
+        self.sort_by(str(event.label))
+
+    def action_sort_next(self) -> None:
+        column = self.sorted_by[0]
+        at = SORT_CYCLE.index(column) if column in SORT_CYCLE else -1
+        nxt = SORT_CYCLE[(at + 1) % len(SORT_CYCLE)]
+        self.sort_by(nxt, nxt in _DESCENDING)
+        what = {"#": "file order", "size": "size, biggest first",
+                "records": "records, most first", "time": "last timestamp"}.get(nxt, nxt)
+        self.notify(f"sorted by {what}; o: next order, O: reverse", timeout=3)
+
+    def action_sort_reverse(self) -> None:
+        self.sort_by(self.sorted_by[0], not self.sorted_by[1])
+
+    def action_stats(self) -> None:
+        """Statistics of the items listed; over many gathered in the background."""
+        from .log_stats import gather, stats_view
+        items = list(self.shown)
+
+        def open_screen(stats) -> None:
+            self.push_screen(LogStatsScreen(stats_view(stats)))
+        if len(items) > 20 * _IN_WORKERS:
+            self.run_job("statistics", lambda progress, cancel: gather(
+                items, progress, cancel), open_screen)
+        else:
+            open_screen(gather(items))
+
+    def action_export(self) -> None:
+        """The item under the cursor (a batch with its records) as JSON lines."""
+        from .log_export import item_jsonl
+        item = self.current()
+        if item is None:
+            return
+        where = f"-{item.start}" if item.kind == "batch" else ""   # type: ignore[attr-defined]
+        path = unique_path(Path(f"kdissect-log-{item.path.stem}{where}.jsonl"))
+        try:
+            path.write_text(item_jsonl(item, self.file_tree))
+        except OSError as e:
+            self.notify(f"could not write {path}: {e.strerror}", severity="error")
+            return
+        self.notify(f"exported to {path.resolve()}")
+
+    def action_export_shown(self) -> None:
+        """The items listed (the filter applies), in the background: JSON lines and
+        their whole batches as a log dir (a segment per partition)."""
+        from .log_export import export
+        items = list(self.shown)
+        if not items:
+            self.notify("nothing to export: the list is empty", severity="warning")
+            return
+        directory = unique_path(Path(f"kdissect-log-{len(items)}-items"))
+
+        def finish(result) -> None:
+            jsonl, n, segments = result
+            self.notify(f"exported {n} items to {jsonl.resolve()} and "
+                        f"{sum(segments.values())} batches as {len(segments)} segment(s) "
+                        f"under {directory.resolve()} (kdissect log and kafka-dump-log read "
+                        f"them)", timeout=10)
+
+        def work(progress, cancel):
+            try:
+                return export(directory, items, whole_batch, self.file_tree, item_bytes,
+                              progress, cancel)
+            except OSError as e:
+                self.call_from_thread(self.notify, f"could not write {directory}: "
+                                      f"{e.strerror}", severity="error")
+                return None
+        self.run_job(f"export {len(items)} items", work, finish)
+
     def action_toggle_pane(self) -> None:
         self.query_one(Detail).toggle_pane()
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen(LOG_HELP))
 
-    def action_filter(self) -> None:
-        box = self.query_one("#filter", Input)
-        box.add_class("visible")
-        self.screen.set_focus(box)
+    # -- bars -----------------------------------------------------------------------------
 
-    def action_close_bars(self) -> None:
-        self.query_one("#filter").remove_class("visible")
-        self.query_one("#filter-error").remove_class("visible")
-        self.table.focus()
+    @on(Input.Changed, "#filter")
+    def _validate(self, event: Input.Changed) -> None:
+        check_filter(event.input, self.query_one("#filter-error", Static))
 
     @on(Input.Submitted, "#filter")
     def _submit(self, event: Input.Submitted) -> None:
         error = self.apply_filter(event.value)
         if error is not None:
-            box = self.query_one("#filter-error", Static)
-            box.update(Text(str(error).splitlines()[0], "bold"))
-            box.add_class("visible")
-            return
+            return                  # the reason stays shown under the bar, caret and all
         self.action_close_bars()
+
+    @on(Input.Submitted, "#search")
+    def _submit_search(self, event: Input.Submitted) -> None:
+        self.needle = parse_needle(event.value)
+        if self.needle is None:
+            self.notify("type text, or hex as 0x0a0b or hex: 0a 0b", severity="error")
+            return
+        self.needle_text = event.value.strip()
+        self.action_close_bars()
+        self.action_search_next()
+
+    def action_search_next(self) -> None:
+        """The next item (after the cursor, wrapping) whose bytes hold the needle, in
+        its file or in a decompressed buffer of its records; the match is selected."""
+        if not self.needle:
+            self.action_search()
+            return
+        needle, options = self.needle, self.options
+        self.search_from_cursor(lambda item: holds(item, needle, options), self._show_match,
+                                f"{self.needle_text!r} is in no item shown (decompressed "
+                                f"records included)")
+
+    def _show_match(self, item: LogItem) -> None:
+        """Select ``item`` and, in its detail, the field holding the needle."""
+        assert self.needle is not None
+        self.select_item(item)
+        detail = self.query_one(Detail)
+        if not detail.items:
+            return
+        root, data = detail.items[0].root, detail.items[0].data
+        at = data.find(self.needle)
+        if at >= 0:
+            detail.select_at(0, root, at)
+            return
+        for node in buffer_nodes(root):
+            at = (node.buffer or b"").find(self.needle)
+            if at >= 0:
+                detail.select_at(0, node, at)
+                return

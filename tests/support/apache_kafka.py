@@ -86,6 +86,11 @@ def classpath() -> str:
     return str(libs() / "*")
 
 
+def tiered_storage_jar() -> Path:
+    """kafka-storage's test jar (LocalTieredStorage), fetched beside the release's jars."""
+    return libs().parent / "tiered" / f"kafka-storage-{VERSION}-test.jar"
+
+
 def legacy_clients_jar() -> Path:
     """kafka-clients of the last 3.x line: it still defines the versions Kafka 4.0 removed."""
     return libs().parents[1] / f"kafka-clients-{LEGACY_CLIENTS}" / f"kafka-clients-{LEGACY_CLIENTS}.jar"
@@ -172,7 +177,9 @@ class Node:
 class ApacheKafka:
     def __init__(self, nodes: int = 1, listeners: tuple[str, ...] = ("PLAINTEXT",),
                  start: bool = True, extra: dict[str, str] | None = None,
-                 directory: Path | None = None):
+                 directory: Path | None = None, jars: tuple[Path, ...] = ()):
+        """``jars``: more jars on the nodes' classpath (a RemoteStorageManager...)."""
+        self.jars = jars
         if "PLAINTEXT" not in listeners:
             listeners = ("PLAINTEXT", *listeners)
         self.listeners = listeners
@@ -357,7 +364,8 @@ class ApacheKafka:
         stdout = open(node.directory / "stdout.log", "ab")
         node.proc = subprocess.Popen(
             [java(), *JVM, f"-Dlog4j2.configurationFile={node.directory / 'log4j2.properties'}",
-             "-cp", classpath(), "kafka.Kafka", str(config)],
+             "-cp", os.pathsep.join([classpath(), *map(str, self.jars)]), "kafka.Kafka",
+             str(config)],
             stdout=stdout, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             preexec_fn=_die_with_parent)
         stdout.close()

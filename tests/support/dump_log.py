@@ -242,6 +242,79 @@ def _compare_json_record(rw: str, dr: dict, kr: dict, diffs: list[str]) -> bool:
     return done
 
 
+# kafka-dump-log --remote-log-metadata-decoder prints the classes' toString(): their names,
+# kdissect's schema for each, and the states (enums) by their codes
+_REMOTE = {"RemoteLogSegmentMetadata": "RemoteLogSegmentMetadataRecord",
+           "RemoteLogSegmentMetadataUpdate": "RemoteLogSegmentMetadataUpdateRecord",
+           "RemotePartitionDeleteMetadata": "RemotePartitionDeleteMetadataRecord"}
+_SEGMENT_STATES = ("COPY_SEGMENT_STARTED", "COPY_SEGMENT_FINISHED", "DELETE_SEGMENT_STARTED",
+                   "DELETE_SEGMENT_FINISHED")
+_PARTITION_STATES = ("DELETE_PARTITION_MARKED", "DELETE_PARTITION_STARTED",
+                     "DELETE_PARTITION_FINISHED")
+_REMOTE_NAMES = {"startOffset": "start_offset", "endOffset": "end_offset",
+                 "brokerId": "broker_id", "maxTimestampMs": "max_timestamp_ms",
+                 "eventTimestampMs": "event_timestamp_ms",
+                 "segmentSizeInBytes": "segment_size_in_bytes", "txnIdxEmpty": "txn_index_empty"}
+
+
+def _b64_uuid(text: str) -> str:
+    import base64
+    import uuid as _uuid
+    return str(_uuid.UUID(bytes=base64.urlsafe_b64decode(text + "==")))
+
+
+def _compare_remote(rw: str, payload: str, kr: dict, diffs: list[str]) -> bool:
+    """A ``__remote_log_metadata`` record as kafka-dump-log prints it (``Name{field=value,
+    ...}``) against kdissect's decoded value, every field; False if it is not one."""
+    m = re.match(r"(\w+)\{(.*)\}$", payload, re.S)
+    if not m or m.group(1) not in _REMOTE:
+        return False
+    schema = _REMOTE[m.group(1)]
+    ours = (kr.get("value_decoded") or {}).get(schema)
+    if ours is None:
+        diffs.append(f"{rw}: kafka-dump-log decodes {schema}, kdissect {kr.get('value_schema')}")
+        return True
+    body = m.group(2)
+    seen: list[str] = []
+
+    def same(what: str, theirs: Any, mine: Any) -> None:
+        seen.append(what)
+        if theirs != mine:
+            diffs.append(f"{rw} {schema}.{what}: {theirs!r} vs kdissect {mine!r}")
+    where = re.search(r"topic(?:Id)?Partition=([A-Za-z0-9_-]{22}):(.+)-(\d+)[,}]", body)
+    tp = (ours.get("remote_log_segment_id") or {}).get("topic_id_partition") \
+        or ours.get("topic_id_partition") or {}
+    if where:
+        same("topic_id_partition", (_b64_uuid(where.group(1)), where.group(2),
+                                    int(where.group(3))),
+             (tp.get("id"), tp.get("name"), tp.get("partition")))
+    segment = re.search(r"RemoteLogSegmentId\{.*?, id=([A-Za-z0-9_-]{22})\}", body)
+    if segment:
+        same("segment id", _b64_uuid(segment.group(1)),
+             (ours.get("remote_log_segment_id") or {}).get("id"))
+    for name, value in re.findall(r"(\w+)=(-?\d+|true|false|[A-Z][A-Z_]+)(?=[,}]|$)",
+                                  body.replace("segmentLeaderEpochs={", "segmentLeaderEpochs=[")):
+        if name in _REMOTE_NAMES:
+            same(_REMOTE_NAMES[name], value, _java_scalar(ours.get(_REMOTE_NAMES[name])))
+        elif name == "state":
+            states = _PARTITION_STATES if "remote_partition_delete_state" in ours \
+                else _SEGMENT_STATES
+            field = "remote_partition_delete_state" if states is _PARTITION_STATES \
+                else "remote_log_segment_state"
+            same(field, value, states[ours[field]] if 0 <= ours.get(field, -1) < len(states)
+                 else ours.get(field))
+        elif not name.isdigit():
+            diffs.append(f"{rw} {schema}: kafka-dump-log's {name}={value} not compared")
+    epochs = re.search(r"segmentLeaderEpochs=\{([^}]*)\}", body)
+    if epochs:
+        pairs = [tuple(map(int, p.split("="))) for p in epochs.group(1).split(", ") if p]
+        same("segment_leader_epochs", pairs, [(e["leader_epoch"], e["offset"])
+                                              for e in ours.get("segment_leader_epochs", [])])
+    if "customMetadata=Optional.empty" in body:
+        same("custom_metadata", None, ours.get("custom_metadata"))
+    return True
+
+
 def compare(dump: list[dict], ours: list[dict]) -> list[str]:
     """Differences between kafka-dump-log's batches of one segment and kdissect's JSON
     lines of the same segment (``type`` batch and record objects)."""
@@ -291,7 +364,8 @@ def compare(dump: list[dict], ours: list[dict]) -> list[str]:
                                      else h["key"] for h in kr["headers"])
                 if keys != mine_keys:
                     diffs.append(f"{rw}: header keys [{keys}] vs kdissect [{mine_keys}]")
-            if _compare_json_record(rw, dr, kr, diffs):
+            if _compare_json_record(rw, dr, kr, diffs) or \
+                    _compare_remote(rw, dr.get("payload", ""), kr, diffs):
                 continue
             if "control" not in dr and "endTxnMarker" not in dr and "record" not in dr:
                 # 4.x leaves a null key or payload out of the line

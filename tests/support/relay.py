@@ -94,3 +94,22 @@ class Relay:
                     s.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
+
+
+def exchanges(conns: list[Connection]) -> list:
+    """The exchanges of recorded connections, through one engine as for a capture (Fetch
+    v13+ names topics by id, learned from the Metadata answers on another connection)."""
+    import itertools
+
+    from kdissect.stream.connection import KafkaConnection
+    from kdissect.stream.enrich import Enricher
+    from kdissect.stream.sink import Collect
+    sink = Collect()
+    enricher, counter = Enricher(sink, full=True), itertools.count()
+    for i, conn in enumerate(conns):
+        k = KafkaConnection(i, ("client", i), ("broker", 9092), enricher.exchange,
+                            sink.gaps.append, lambda: next(counter))
+        k.data(0, 0, bytes(conn.to_broker), 0.0, 1)
+        k.data(1, 0, bytes(conn.to_client), 0.0, 2)
+        k.close()
+    return sink.exchanges

@@ -1,0 +1,153 @@
+"""Long work in the TUIs (record filters, byte search, statistics, export): a job runs in
+a worker thread (its heavy part in forked children: work.py) while a line above the list
+says what runs and how far; Esc cancels it. The same line shows loading's progress. And
+the bars (filter, search) under the list, and the search from the cursor. Both apps
+(exchanges, kdissect log) mix this in; they keep ``loaded``, ``_progress`` (done, total of
+the loading, or None), ``stop`` (an Event ending the loading), ``_stopped``, ``table``
+(the list), ``shown`` (its rows) and ``needle_text``."""
+
+from __future__ import annotations
+
+import threading
+
+from textual.app import ComposeResult
+from textual.containers import Horizontal
+from textual.widgets import Input, ProgressBar, Static
+
+from .work import scan
+
+IN_WORKERS = 200           # record filters and searches over more rows run in workers
+
+WORK_CSS = """
+    #work { height: 1; }
+    #work.done { display: none; }
+    #work-label { width: auto; max-width: 60%; padding: 0 1; color: $text-muted; }
+    #progress { width: 1fr; }
+"""
+
+
+def work_line() -> ComposeResult:
+    """What runs and how far: a line of its own, so it never covers the title."""
+    with Horizontal(id="work", classes="done"):
+        yield Static(id="work-label")
+        yield ProgressBar(id="progress", show_eta=True)
+
+
+class Jobs:
+    """The job under way and the work line (a mixin of a Textual App)."""
+
+    _job: tuple[str, threading.Event] | None = None     # (what, cancel)
+    _job_progress: tuple[int, int] | None = None
+
+    def _show_work(self) -> None:
+        """The work line: the job under way, else loading (when the source says how far
+        it is); hidden when there is neither."""
+        # the main screen's line, also while a modal screen (help, statistics) is on top
+        stack = getattr(self, "screen_stack", [])
+        lines = stack[0].query("#work") if stack else None
+        if not lines:                                   # starting, or closing
+            return
+        line = lines.first()
+        bar = stack[0].query_one(ProgressBar)
+        progress = getattr(self, "_progress", None)
+        if self._job is not None:
+            what = f"{self._job[0]} · Esc cancels"
+            done, total = self._job_progress or (0, None)
+        elif not getattr(self, "loaded", True) and progress is not None:
+            what = "loading · Esc stops (rows so far stay)"
+            done, total = progress
+        else:
+            line.add_class("done")
+            return
+        stack[0].query_one("#work-label", Static).update(what)
+        bar.update(total=total, progress=done)
+        line.remove_class("done")
+
+    def run_job(self, what: str, work, finish) -> None:
+        """``work(progress, cancel)`` in a worker thread (its heavy part in forked
+        children: see work.py), the work line saying ``what`` and how far; then
+        ``finish(result)`` here, with None when Esc cancelled it."""
+        if self._job is not None:
+            self._job[1].set()               # a new job replaces the one under way
+        cancel = threading.Event()
+        self._job, self._job_progress = (what, cancel), None
+        self._show_work()
+
+        def progress(done: int, total: int) -> None:
+            self._job_progress = (done, total)
+
+        def run() -> None:
+            result = work(progress, cancel)
+            self.call_from_thread(done, None if cancel.is_set() else result)  # type: ignore[attr-defined]
+
+        def done(result) -> None:
+            if self._job is not None and self._job[1] is cancel:
+                self._job = None
+                self._show_work()
+            if not cancel.is_set() and result is not None:
+                finish(result)
+        self.run_worker(run, thread=True, group="job")   # type: ignore[attr-defined]
+
+    def cancel_job(self) -> bool:
+        """Esc: cancel the job under way, else stop loading; True if there was one."""
+        if self._job is not None:
+            what, cancel = self._job
+            cancel.set()
+            self._job = None
+            self._show_work()
+            self.notify(f"cancelled: {what}; the list is as it was", timeout=3)  # type: ignore[attr-defined]
+            return True
+        stop = getattr(self, "stop", None)
+        if not getattr(self, "loaded", True) and stop is not None and not stop.is_set():
+            self._stopped = True
+            stop.set()
+            return True
+        return False
+
+    # -- the bars -------------------------------------------------------------------------
+
+    def _open_bar(self, name: str) -> None:
+        for bar in self.query(".bar"):                  # type: ignore[attr-defined]
+            bar.remove_class("visible")
+        box = self.query_one(f"#{name}", Input)         # type: ignore[attr-defined]
+        box.add_class("visible")
+        # focus now, not on the next idle: keys typed right after `/` (a paste, a fast
+        # typist) must land in the bar, not run as list keys
+        self.screen.set_focus(box)                      # type: ignore[attr-defined]
+
+    def action_filter(self) -> None:
+        self._open_bar("filter")
+
+    def action_search(self) -> None:
+        self._open_bar("search")
+
+    def action_close_bars(self) -> None:
+        """Esc: close the bar that is open, else cancel the work under way (a filter, a
+        search, the statistics) or stop loading."""
+        bars = self.query(".bar")                       # type: ignore[attr-defined]
+        if not any(bar.has_class("visible") for bar in bars):
+            self.cancel_job()
+        for bar in bars:
+            bar.remove_class("visible")
+        self.query_one("#filter-error").remove_class("visible")   # type: ignore[attr-defined]
+        self.table.focus()                              # type: ignore[attr-defined]
+
+    def search_from_cursor(self, test, found, nothing: str) -> None:
+        """``found(row)`` with the next row after the cursor (wrapping) passing ``test``,
+        else ``nothing`` is said; over many rows on all cores in the background."""
+        rows = self.shown                               # type: ignore[attr-defined]
+        n = len(rows)
+        at = self.table.cursor_row                      # type: ignore[attr-defined]
+        order = [rows[(at + step) % n] for step in range(1, n + 1)]
+
+        def finish(hits: list[int]) -> None:
+            if hits:
+                found(order[hits[0]])
+            else:
+                self.notify(nothing, severity="warning")   # type: ignore[attr-defined]
+        if n > IN_WORKERS:
+            self.run_job(f"search {self.needle_text}",   # type: ignore[attr-defined]
+                         lambda progress, cancel: scan(order, test, progress, cancel,
+                                                       first_only=True), finish)
+        else:
+            finish(next(([i] for i, row in enumerate(order) if test(row)), []))
