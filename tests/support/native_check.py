@@ -86,11 +86,13 @@ def divergence(path: str) -> str | None:
     return None
 
 
-def _engine_view(path: str, pure: bool, budget: int | None) -> list:
+def _engine_view(path: str, pure: bool, budget: int | None, block: int | None = None) -> list:
     """Everything the engine makes of a file before enrichment: each message (bytes,
-    frame, time, offset, status, holes), exchange (pairing, findings), gap and note."""
+    frame, time, offset, status, holes), exchange (pairing, findings), gap and note.
+    ``block``: the bytes the reader feeds the compiled scanner at a time."""
     import os
 
+    from kdissect.capture import pcapfile
     from kdissect.capture.native import PURE_ENV
     from kdissect.sources.pcap import read_captures
     from kdissect.stream.budget import Budget
@@ -101,12 +103,14 @@ def _engine_view(path: str, pure: bool, budget: int | None) -> list:
             m.index, m.stream, m.direction, m.ts, m.frame, m.offset, m.data, m.api_key,
             m.api_version, m.correlation_id, m.client_id, m.pair, m.status, m.how, m.size,
             m.pieces, m.holes)
-    before = os.environ.get(PURE_ENV)
+    before, block_before = os.environ.get(PURE_ENV), pcapfile._BLOCK
     os.environ[PURE_ENV] = "1" if pure else "0"
+    pcapfile._BLOCK = block or block_before
     try:
         sink = Collect()
         read_captures([path], sink, budget=Budget(budget) if budget else None)
     finally:
+        pcapfile._BLOCK = block_before
         if before is None:
             del os.environ[PURE_ENV]
         else:
@@ -118,12 +122,14 @@ def _engine_view(path: str, pure: bool, budget: int | None) -> list:
                    for g in sink.gaps] + sink.notes
 
 
-def engine_divergence(path: str, budget: int | None = None) -> str | None:
+def engine_divergence(path: str, budget: int | None = None, block: int = 2048) -> str | None:
     """Where the engine's output differs between the compiled path (scanner and TCP
     reassembly in Rust) and the pure-Python one, on the file at ``path``, or None.
     ``budget``: a memory budget in bytes (a small one makes the compiled reassembler
-    hand its state to Python mid-file)."""
-    py, rs = _engine_view(path, True, budget), _engine_view(path, False, budget)
+    hand its state to Python mid-file). ``block``: the compiled path's read size (small,
+    so Kafka connections are known to Python, and their sizes tracked in Rust, after
+    the first blocks even of a small file)."""
+    py, rs = _engine_view(path, True, budget), _engine_view(path, False, budget, block)
     for i, (a, b) in enumerate(zip(py, rs)):
         if a != b:
             return f"item {i}: python {a!r:.400} != native {b!r:.400}"
