@@ -6,7 +6,7 @@ from __future__ import annotations
 import gc
 from collections.abc import Callable, Iterable
 from contextlib import contextmanager
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from collections import deque
 
@@ -68,7 +68,7 @@ class CaptureDissector:
         self.streams: list[Endpoints] = []
         # the compiled reassembler (``attach``), its connections by number, and those
         # whose directions may yet be size-tracked there
-        self.reasm = None
+        self.reasm: Any = None
         self.rconns: dict[int, TcpConnection] = {}
         self.untracked: set[int] = set()
 
