@@ -90,6 +90,7 @@ def _engine_view(path: str, pure: bool, budget: int | None, block: int | None = 
     """Everything the engine makes of a file before enrichment: each message (bytes,
     frame, time, offset, status, holes), exchange (pairing, findings), gap and note.
     ``block``: the bytes the reader feeds the compiled scanner at a time."""
+    import gc
     import os
 
     from kdissect.capture import pcapfile
@@ -110,6 +111,7 @@ def _engine_view(path: str, pure: bool, budget: int | None, block: int | None = 
         sink = Collect()
         read_captures([path], sink, budget=Budget(budget) if budget else None)
     finally:
+        gc.unfreeze()        # read_captures freezes what exists: a fuzzer calls it often
         pcapfile._BLOCK = block_before
         if before is None:
             del os.environ[PURE_ENV]
