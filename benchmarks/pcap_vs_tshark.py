@@ -7,7 +7,9 @@
     full decode  tshark -T json                      vs  kdissect pcap --format jsonl (-j 1, -j N)
 
 kdissect runs on its compiled packet path and, with --paths both (the default), on the
-pure-Python one too (KDISSECT_PURE=1), so the two compare in the same run.
+pure-Python one too (KDISSECT_PURE=1), so the two compare in the same run; --paths all
+adds the compiled scanner with TCP reassembly in Python (KDISSECT_PY_REASM=1, the
+compiled path before issue 28's reassembly step).
 
 Each pair runs alternately (peer, ours, peer, ours...) --runs times; the table gives
 medians of wall time, CPU time (user + system, workers included) and peak memory, and
@@ -27,7 +29,7 @@ hypothesis at start-up).
 
     .venv/bin/python benchmarks/pcap_vs_tshark.py CAPTURE [--runs 3] [--jobs 2]
         [--only summary|stats|parquet|jsonl]... [--no-peer] [--port 9092]
-        [--paths both|compiled|pure] [--python PLAIN_VENV/bin/python]
+        [--paths both|all|compiled|pure] [--python PLAIN_VENV/bin/python]
 
 --no-peer runs kdissect alone (e.g. the memory of --format jsonl on a 1.5 GB capture,
 where tshark -T json would need far more memory than this machine has).
@@ -80,13 +82,17 @@ def tree_pss(pid: int) -> int:
 
 
 PURE = "(pure Python)"                # in a run's name: KDISSECT_PURE=1
+PY_REASM = "(TCP in Python)"          # in a run's name: KDISSECT_PY_REASM=1
+_PATH_ENV = {PURE: "KDISSECT_PURE", PY_REASM: "KDISSECT_PY_REASM"}
 
 
-def measure(cmd: list[str], pure: bool = False) -> tuple[float, float, float, float]:
-    """(wall seconds, CPU seconds, peak MiB (PSS), peak RSS MiB) of the process tree."""
+def measure(cmd: list[str], path: str = "") -> tuple[float, float, float, float]:
+    """(wall seconds, CPU seconds, peak MiB (PSS), peak RSS MiB) of the process tree;
+    ``path``: PURE, PY_REASM or "" (the compiled path)."""
     start = time.monotonic()
-    env = {**ENV, "KDISSECT_PURE": "1"} if pure else {k: v for k, v in ENV.items()
-                                                      if k != "KDISSECT_PURE"}
+    env = {k: v for k, v in ENV.items() if k not in _PATH_ENV.values()}
+    if path:
+        env[_PATH_ENV[path]] = "1"
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             cwd=ROOT, env=env)
     peak = 0
@@ -113,7 +119,7 @@ def main() -> None:
                     help="-j of the parallel kdissect run (default: the cores)")
     ap.add_argument("--only", choices=["summary", "stats", "parquet", "jsonl"], action="append",
                     help="these runs only (may repeat)")
-    ap.add_argument("--paths", choices=["both", "compiled", "pure"], default="both",
+    ap.add_argument("--paths", choices=["both", "all", "compiled", "pure"], default="both",
                     help="kdissect's packet paths to run (default: both, alternating)")
     ap.add_argument("--parquet-out", default="/tmp/kdissect-bench.parquet",
                     help="where the parquet runs write (overwritten)")
@@ -144,7 +150,8 @@ def main() -> None:
     ]
     if args.only:
         rows = [r for r in rows if r[0] in {o.replace("jsonl", "full decode") for o in args.only}]
-    paths = {"both": ["", PURE], "compiled": [""], "pure": [PURE]}[args.paths]
+    paths = {"both": ["", PURE], "all": ["", PY_REASM, PURE], "compiled": [""],
+             "pure": [PURE]}[args.paths]
     rows = [(label, peer_name, peer_cmd, [(f"{name} {path}".strip(), cmd)
                                           for name, cmd in variants for path in paths])
             for label, peer_name, peer_cmd, variants in rows]
@@ -158,7 +165,8 @@ def main() -> None:
         cmds = ([] if args.no_peer else [(peer_name, peer_cmd)]) + variants
         for _ in range(args.runs):
             for name, cmd in cmds:
-                got.setdefault(name, []).append(measure(cmd, name.endswith(PURE)))
+                path = next((p for p in _PATH_ENV if name.endswith(p)), "")
+                got.setdefault(name, []).append(measure(cmd, path))
         med = {name: tuple(statistics.median(r[i] for r in runs) for i in range(4))
                for name, runs in got.items()}
         peer = med.get(peer_name)

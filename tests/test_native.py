@@ -1,7 +1,10 @@
 """The compiled packet path (native/, Rust) against the pure-Python reference: the same
 segments, secrets, counts and warnings (tests/support/native_check.py) on every repo
-capture (also as pcapng and gzip), damaged captures and the hostile set, and the same
-printed output in every format. ./scripts/test builds the extension (pip install -e .):
+capture (also as pcapng and gzip), damaged captures and the hostile set; the same
+messages, exchanges, gaps and notes after TCP reassembly (Rust's, native/src/reasm.rs,
+against capture/tcp.py), also under memory budgets small enough that the compiled
+reassembler hands its state to Python mid-file; and the same printed output in every
+format. ./scripts/test builds the extension (pip install -e .):
 a checkout without it fails here rather than testing one path twice."""
 
 from __future__ import annotations
@@ -16,7 +19,11 @@ from click.testing import CliRunner
 
 from kdissect.cli import main
 from tests.support.damage import damage
-from tests.support.native_check import divergence, to_pcapng
+from kdissect.capture import pcapfile
+from kdissect.sources import pcap as pcap_source
+from kdissect.sources.pcap import read_captures
+from kdissect.stream.sink import Collect
+from tests.support.native_check import divergence, engine_divergence, to_pcapng
 
 ROOT = Path(__file__).resolve().parents[1]
 CAPTURES = sorted((ROOT / "captures").glob("*.pcap")) + [ROOT / "captures/tls/kafka-tls.pcap"]
@@ -54,6 +61,50 @@ def test_repo_captures_scan_alike(path, tmp_path):
         assert divergence(str(f)) is None, name
 
 
+BUDGETS = [None, 200_000, 20_000]     # the default, and two that make the Rust side hand over
+
+
+@pytest.mark.parametrize("path", CAPTURES, ids=lambda p: p.name)
+def test_repo_captures_reassemble_alike(path):
+    for budget in BUDGETS:
+        assert engine_divergence(str(path), budget) is None, budget
+
+
+def test_tight_budget_hands_over_mid_file(monkeypatch):
+    """A budget the capture's partial messages can spend: the compiled reassembler gives
+    Python's its state part-way (its giving up is the reference's) and the result is
+    the pure path's, to the byte."""
+    taken = []
+    take_over = pcap_source.CaptureDissector._take_over
+    monkeypatch.setattr(pcap_source.CaptureDissector, "_take_over",
+                        lambda self: (taken.append(self.packets), take_over(self)))
+    path = str(ROOT / "captures" / "mtu1500.pcap")
+    assert engine_divergence(path, 20_000) is None
+    assert taken, "the budget never got tight: the hand-over was not exercised"
+
+
+def test_kafka_sizes_tracked_in_rust(monkeypatch):
+    """On MTU-1500 traffic Python gets a few chunks per message, not one per segment."""
+    chunks = []
+    rows = pcap_source.CaptureDissector.rows
+    monkeypatch.setattr(pcap_source.CaptureDissector, "rows",
+                        lambda self, batch: (chunks.extend(r for r in batch if r[0] == 1
+                                                           and len(r) == 7), rows(self, batch)))
+    monkeypatch.delenv("KDISSECT_PURE", raising=False)
+    monkeypatch.setattr(pcapfile, "_BLOCK", 4096)  # Python learns what is Kafka early
+    sink = Collect()
+    read_captures([str(ROOT / "captures" / "mtu1500.pcap")], sink)
+    messages = sum((x.request is not None) + (x.response is not None) for x in sink.exchanges)
+    segments = divergence_free_segments(ROOT / "captures" / "mtu1500.pcap")
+    assert messages and chunks
+    assert len(chunks) <= 3 * messages < segments, (len(chunks), messages, segments)
+
+
+def divergence_free_segments(path: Path) -> int:
+    from tests.support.native_check import python_scan
+    return sum(1 for e in python_scan(str(path)).events if len(e) == 11 and e[9])
+
+
 @pytest.mark.slow                      # whole CLI pipelines, both paths
 @pytest.mark.parametrize("capture", ["kafka-python-codecs", "aiokafka", "legacy-0.8.2",
                                      "confluent-group", "mtu1500"])
@@ -63,6 +114,8 @@ def test_damaged_captures_scan_and_print_alike(capture, tmp_path):
         f = tmp_path / f"{seed}.pcap"
         f.write_bytes(data)
         assert divergence(str(f)) is None, seed
+        for budget in BUDGETS:
+            assert engine_divergence(str(f), budget) is None, (seed, budget)
         assert_same_output(f, ["--format", "jsonl"], ["--stats"], [])
 
 
@@ -98,3 +151,5 @@ def test_hostile_set_scans_alike(hostile):
     for name in names:
         if "pcap" in name:
             assert divergence(str(hostile / name)) is None, name
+            for budget in BUDGETS:
+                assert engine_divergence(str(hostile / name), budget) is None, (name, budget)

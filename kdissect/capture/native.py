@@ -1,7 +1,8 @@
 """Which packet path runs: the compiled one (``kdissect._native``, built from native/ in
 Rust when a Rust compiler is at hand at install time) or the pure-Python reference
 (pcapfile.py, packet.py). Both give the same output (tests/test_native.py);
-``KDISSECT_PURE=1`` forces the Python path."""
+``KDISSECT_PURE=1`` forces the Python path; ``KDISSECT_PY_REASM=1`` keeps the compiled
+scanner but reassembles TCP in Python (capture/tcp.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import os
 from typing import Any
 
 PURE_ENV = "KDISSECT_PURE"
+PY_REASM_ENV = "KDISSECT_PY_REASM"
 
 
 def scanner_class() -> Any | None:
@@ -22,9 +24,20 @@ def scanner_class() -> Any | None:
     return _native.Scanner
 
 
+def reasm_class() -> Any | None:
+    """The compiled TCP reassembler (``_native.Reasm``), or None."""
+    if scanner_class() is None or os.environ.get(PY_REASM_ENV, "") not in ("", "0"):
+        return None
+    from .. import _native  # type: ignore[attr-defined]
+    return getattr(_native, "Reasm", None)
+
+
 def packet_path() -> str:
     """What `kdissect --version` says about the packet path."""
     if scanner_class() is not None:
+        if reasm_class() is None:
+            return ("packet path: compiled (Rust extension kdissect._native), TCP "
+                    f"reassembly in Python ({PY_REASM_ENV} is set)")
         return "packet path: compiled (Rust extension kdissect._native)"
     if os.environ.get(PURE_ENV, "") not in ("", "0"):
         return f"packet path: pure Python ({PURE_ENV} is set)"

@@ -57,6 +57,7 @@ class CaptureReader:
         # pcapng Decryption Secrets Blocks (TLS key logs) go here as they are read
         self.on_secrets: Callable[[bytes], None] = lambda key_log: None
         self.scanned: Any = None           # the compiled Scanner, once ``items`` runs it
+        self.reasm: Any = None             # a compiled ``Reasm`` the Scanner hands segments to
 
     def close(self) -> None:
         self._file.close()
@@ -104,6 +105,8 @@ class CaptureReader:
 
     def _scan(self, scanner) -> Iterator[list[tuple]]:
         self.scanned = scanner
+        if self.reasm is not None:
+            scanner.attach(self.reasm)
         # a compressed stream that breaks off says so when the read reaches the break:
         # read it as the Python path does so the warning falls where it would
         exact = self.compressed

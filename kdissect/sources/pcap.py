@@ -6,8 +6,11 @@ from __future__ import annotations
 import gc
 from collections.abc import Callable, Iterable
 from contextlib import contextmanager
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
+from collections import deque
+
+from ..capture.native import reasm_class
 from ..capture.packet import SUPPORTED, LINKTYPE_NAMES, tcp_segment
 from ..capture.pcapfile import Packet
 from ..capture.tcp import Reassembler, TcpConnection
@@ -63,6 +66,11 @@ class CaptureDissector:
         # each Kafka connection's endpoints, by stream number - 1 (what is kept of a
         # finished connection: a capture may hold hundreds of thousands)
         self.streams: list[Endpoints] = []
+        # the compiled reassembler (``attach``), its connections by number, and those
+        # whose directions may yet be size-tracked there
+        self.reasm: Any = None
+        self.rconns: dict[int, TcpConnection] = {}
+        self.untracked: set[int] = set()
 
     def _next_index(self) -> int:
         self.messages += 1
@@ -77,14 +85,96 @@ class CaptureDissector:
         if seg is not None:
             self.tcp.segment(seg, pkt.ts, pkt.index)
 
+    def attach(self, reader) -> None:
+        """Reassemble the reader's segments in Rust when the compiled path runs: the
+        scanner's batches are then this reassembler's events (``rows``)."""
+        cls = reasm_class()
+        if cls is not None:
+            self.reasm = reader.reasm = cls(sorted(self.ports))
+            self.reasm.room = self.budget.limit - self.budget.used
+
     def rows(self, batch: list[tuple]) -> None:
-        """A batch of the compiled scanner (capture.native): segments and secrets."""
+        """A batch of the compiled scanner (capture.native): segments and secrets, or
+        the compiled reassembler's events (native/src/reasm.rs says what they are)."""
         take = self.tcp.take
+        tls, conns = self.tls, self.rconns
         for row in batch:
-            if len(row) == 11:
+            n = len(row)
+            if n == 11:
                 take(*row)
-            else:
+            elif n == 1:
                 self.add_secrets(row[0])
+            elif row[0] == 1:
+                tls.data(conns[row[1]], row[2], row[3], row[4], row[5], row[6])
+            else:
+                self._event(row)
+        rs = self.reasm
+        if rs is not None and not rs.tight:
+            if self.untracked:
+                self._track()
+            rs.room = self.budget.limit - self.budget.used
+
+    def _event(self, row: tuple) -> None:
+        tag, cid = row[0], row[1]
+        if tag == 0:
+            _, cid, a_ip, a_port, b_ip, b_port, ts, syn = row
+            self.rconns[cid] = TcpConnection(cid, (a_ip, a_port), (b_ip, b_port), ts, syn)
+            self.untracked.add(cid)
+        elif tag == 2:
+            self.tls.gap(self.rconns[cid], *row[2:])
+        elif tag == 3:
+            self.untracked.discard(cid)
+            self.tls.closed(self.rconns.pop(cid))
+        elif tag == 4:
+            conn = self.rconns[cid]
+            d = conn.dirs[row[2]]
+            d.held_bytes = row[3]
+            self.tcp._charge(conn, row[2], d)
+        elif tag == 5:
+            self.budget.drop(id(self.rconns[cid].dirs[row[2]]))
+        elif tag == 6:
+            self._take_over()
+
+    def _track(self) -> None:
+        """Connections now known to be plain Kafka: let the compiled reassembler follow
+        their message sizes (it then hands over about two chunks per message)."""
+        assert self.reasm is not None
+        for cid in list(self.untracked):
+            conn = self.rconns[cid]
+            kind = self.tls.kind.get(id(conn))
+            found = self.kafka.get(id(conn))
+            if kind is None or (found is None and id(conn) not in self.ignored):
+                continue                         # not decided yet
+            self.untracked.discard(cid)
+            if found is None or self.tls.facts(conn) is not None:
+                continue                         # not Kafka, or TLS: Python's to read
+            k, flip = found
+            for direction in (0, 1):
+                at = k.framers[direction ^ flip].position()
+                if at is not None:
+                    self.reasm.track(cid, direction, *at)
+
+    def _take_over(self) -> None:
+        """The memory budget may be spent: Python's reassembler (the reference, whose
+        giving up is exact) takes the compiled one's state and the rest of the file."""
+        assert self.reasm is not None
+        count, packets, closing, conns = self.reasm.export()
+        tcp = self.tcp
+        tcp.count, tcp.packets = count, packets
+        for cid, closed, last_ts, n, dirs in conns:
+            conn = self.rconns[cid]
+            conn.closed, conn.last_ts, conn.packets = closed, last_ts, n
+            conn.key = tcp._key(conn.a, conn.b)
+            for d, state in zip(conn.dirs, dirs):
+                (d.base, d.next, held, d.held_bytes, d.fin, d.end, d.acked, d.overdue,
+                 d.last_ts, d.hole, d.retransmitted, d.gaps, d.gap_bytes) = state
+                if held:
+                    d.held = {off: (p, size, ts, frame) for off, p, size, ts, frame in held}
+                    d.order = [h[0] for h in held]    # ascending: already a heap
+            tcp.conns[conn.key] = conn
+        gone = TcpConnection(0, ("", 0), ("", 0), 0.0, False)  # finished since it closed
+        tcp.closing = deque((at, self.rconns.get(cid, gone)) for at, cid in closing)
+        self.untracked.clear()
 
     def scanned(self, reader) -> None:
         """Count the packets the compiled scanner read (it counts them itself)."""
@@ -95,6 +185,8 @@ class CaptureDissector:
                 self.unsupported[linktype] = self.unsupported.get(linktype, 0) + n
 
     def finish(self) -> None:
+        if self.reasm is not None and not self.reasm.tight:
+            self.rows(self.reasm.flush())
         self.tcp.flush()
         for text, level in tls_summary(self.tls_connections, self.keys):
             self.sink.note(text, level)
@@ -245,6 +337,7 @@ def _read(paths, sink: Sink, ports, detect: bool, packets, keys: KeyLog | None,
         try:
             with CaptureReader(path) as reader:
                 reader.on_secrets = dissector.add_secrets
+                dissector.attach(reader)
                 try:
                     for item in (packets(reader, path) if packets else reader.items()):
                         if isinstance(item, list):

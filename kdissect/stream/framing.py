@@ -108,6 +108,15 @@ class Framer:
     def base(self) -> int:
         return self._base
 
+    def position(self) -> tuple[int, bytes] | None:
+        """(stream offset of the message being filled, the bytes held of it) while the
+        framer simply frames by sizes (no hole, search or skip); else None. The compiled
+        reassembler then tracks the sizes itself (capture/native.py)."""
+        if self._cut is not None or self.resync or self.error is not None or \
+                self._skip_until > self._base + len(self._buf):
+            return None
+        return self._base, bytes(self._buf)
+
     def feed(self, data: bytes, offset: int | None = None) -> list[Frame]:
         """``data`` found at stream ``offset`` (default: right after what came before)."""
         if offset is None:

@@ -13,6 +13,7 @@ use std::collections::HashMap;
 
 mod logjson;
 mod avro;
+mod reasm;
 
 const MAX_PACKET: usize = 256 * 1024 * 1024;
 const TS_MAX: f64 = 253402300799.0;
@@ -210,6 +211,32 @@ enum State {
     Done,
 }
 
+/// An address as Python text, cached (IPv6 written by Python's ``ipaddress``).
+fn addr_text(py: Python<'_>, addrs: &mut HashMap<Vec<u8>, Py<PyString>>, ip_address_slot: &mut Option<PyObject>,
+         raw: &[u8]) -> PyResult<Py<PyString>> {
+    if let Some(s) = addrs.get(raw) {
+        return Ok(s.clone_ref(py));
+    }
+    let s: Py<PyString> = if raw.len() == 4 {
+        PyString::new(py, &format!("{}.{}.{}.{}", raw[0], raw[1], raw[2], raw[3])).unbind()
+    } else {
+        // IPv6 text as this Python writes it (versions differ on IPv4-mapped forms)
+        let ip_address = match &*ip_address_slot {
+            Some(f) => f.clone_ref(py),
+            None => {
+                let f: PyObject = py.import("ipaddress")?.getattr("ip_address")?.unbind();
+                *ip_address_slot = Some(f.clone_ref(py));
+                f
+            }
+        };
+        ip_address.call1(py, (PyBytes::new(py, raw),))?.bind(py).str()?.unbind()
+    };
+    if addrs.len() < ADDR_CACHE {
+        addrs.insert(raw.to_vec(), s.clone_ref(py));
+    }
+    Ok(s)
+}
+
 /// One capture file's bytes in, its TCP segments out (see the module's comment).
 ///
 /// ``feed(data, eof)`` takes the next bytes (``eof``: no more follow) and returns what
@@ -245,6 +272,8 @@ struct Scanner {
     /// stream that breaks off is then said where the Python path says it)
     #[pyo3(get)]
     want: usize,
+    /// TCP reassembly in Rust (``attach``): segments go there, not to Python
+    reasm: Option<Py<reasm::Reasm>>,
 }
 
 impl Scanner {
@@ -265,27 +294,7 @@ impl Scanner {
     }
 
     fn addr(&mut self, py: Python<'_>, raw: &[u8]) -> PyResult<Py<PyString>> {
-        if let Some(s) = self.addrs.get(raw) {
-            return Ok(s.clone_ref(py));
-        }
-        let s: Py<PyString> = if raw.len() == 4 {
-            PyString::new(py, &format!("{}.{}.{}.{}", raw[0], raw[1], raw[2], raw[3])).unbind()
-        } else {
-            // IPv6 text as this Python writes it (versions differ on IPv4-mapped forms)
-            let ip_address = match &self.ip_address {
-                Some(f) => f.clone_ref(py),
-                None => {
-                    let f: PyObject = py.import("ipaddress")?.getattr("ip_address")?.unbind();
-                    self.ip_address = Some(f.clone_ref(py));
-                    f
-                }
-            };
-            ip_address.call1(py, (PyBytes::new(py, raw),))?.bind(py).str()?.unbind()
-        };
-        if self.addrs.len() < ADDR_CACHE {
-            self.addrs.insert(raw.to_vec(), s.clone_ref(py));
-        }
-        Ok(s)
+        addr_text(py, &mut self.addrs, &mut self.ip_address, raw)
     }
 
     /// One packet: counted, and its TCP segment (if any) appended to ``out``.
@@ -307,6 +316,26 @@ impl Scanner {
         let Some(s) = tcp_segment(linktype, d) else {
             return Ok(());
         };
+        if let Some(r) = self.reasm.as_ref() {
+            let mut r = r.bind(py).borrow_mut();
+            let cost = (s.payload.1 - s.payload.0) as i64 + s.missing.max(0);
+            if r.fits(py, cost)? {
+                let seg = reasm::SegIn {
+                    frame: self.index as i64,
+                    ts,
+                    src: reasm::Addr::new(&d[s.src.0..s.src.1], s.sport),
+                    dst: reasm::Addr::new(&d[s.dst.0..s.dst.1], s.dport),
+                    seq: s.seq,
+                    ack: s.ack,
+                    flags: s.flags,
+                    payload: &d[s.payload.0..s.payload.1],
+                    missing: s.missing,
+                };
+                let (addrs, ip) = (&mut self.addrs, &mut self.ip_address);
+                return r.take(py, &seg, &mut |raw| addr_text(py, addrs, ip, raw));
+            }
+            r.drain_into(out)?;         // rows keep their place after the events
+        }
         let payload = PyBytes::new(py, &d[s.payload.0..s.payload.1]);
         let (src_raw, dst_raw) = (d[s.src.0..s.src.1].to_vec(), d[s.dst.0..s.dst.1].to_vec());
         let src = self.addr(py, &src_raw)?;
@@ -511,6 +540,9 @@ impl Scanner {
                     if kind == TLS_KEY_LOG {
                         let end = (8 + size).min(blen);
                         let secret = PyBytes::new(py, &b[8..end]);
+                        if let Some(r) = self.reasm.as_ref() {
+                            r.bind(py).borrow_mut().drain_into(out)?;
+                        }
                         out.append(PyTuple::new(py, [secret])?)?;
                     }
                 }
@@ -553,7 +585,14 @@ impl Scanner {
             addrs: HashMap::new(),
             ip_address: None,
             want: 4,
+            reasm: None,
         }
+    }
+
+    /// Hand the TCP segments to ``reasm`` (a ``Reasm``): ``feed`` then returns its
+    /// events instead of segment rows (rows again once it is tight).
+    fn attach(&mut self, reasm: Py<reasm::Reasm>) {
+        self.reasm = Some(reasm);
     }
 
     /// Nothing more to read: the file ended, or is damaged from here on.
@@ -635,6 +674,9 @@ impl Scanner {
                 State::Done => break,
             }
         }
+        if let Some(r) = self.reasm.as_ref() {
+            r.bind(py).borrow_mut().drain_into(&out)?;
+        }
         if self.state == State::Done {
             self.buf.clear();
             self.pos = 0;
@@ -649,5 +691,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(logjson::log_record_lines, m)?)?;
     m.add_function(wrap_pyfunction!(logjson::log_prefix_lines, m)?)?;
     m.add_class::<avro::AvroJson>()?;
+    m.add_class::<reasm::Reasm>()?;
     Ok(())
 }

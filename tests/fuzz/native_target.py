@@ -1,6 +1,8 @@
 """The fuzz target of issue 28: mutated captures (pcap, pcapng with secrets and odd time
 resolutions, gzip) through both packet paths, the compiled one and the pure-Python
-reference; any difference in what they hand the engine is a failure
+reference; any difference in what they hand the engine, or in what the engine makes of
+it after TCP reassembly (Rust or Python; under a random memory budget, often one small
+enough that the compiled reassembler hands its state over), is a failure
 (tests/support/native_check.py)."""
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import random
 import tempfile
 from functools import lru_cache
 
-from tests.support.native_check import divergence, to_pcapng
+from tests.support.native_check import divergence, engine_divergence, to_pcapng
 
 from . import harness as h
 
@@ -45,3 +47,6 @@ def run_native(data: bytes) -> None:
         f.write(data)
     differs = divergence(_FILE)
     assert differs is None, f"the packet paths differ: {differs}"
+    budget = random.Random(data).choice([None, 1 << 20, 100_000, 20_000, 4_000])
+    differs = engine_divergence(_FILE, budget)
+    assert differs is None, f"the reassembly paths differ (budget {budget}): {differs}"

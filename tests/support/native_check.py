@@ -86,6 +86,60 @@ def divergence(path: str) -> str | None:
     return None
 
 
+def _engine_view(path: str, pure: bool, budget: int | None, block: int | None = None) -> list:
+    """Everything the engine makes of a file before enrichment: each message (bytes,
+    frame, time, offset, status, holes), exchange (pairing, findings), gap and note.
+    ``block``: the bytes the reader feeds the compiled scanner at a time."""
+    import gc
+    import os
+
+    from kdissect.capture import pcapfile
+    from kdissect.capture.native import PURE_ENV
+    from kdissect.sources.pcap import read_captures
+    from kdissect.stream.budget import Budget
+    from kdissect.stream.sink import Collect
+
+    def msg(m):
+        return None if m is None else (
+            m.index, m.stream, m.direction, m.ts, m.frame, m.offset, m.data, m.api_key,
+            m.api_version, m.correlation_id, m.client_id, m.pair, m.status, m.how, m.size,
+            m.pieces, m.holes)
+    before, block_before = os.environ.get(PURE_ENV), pcapfile._BLOCK
+    os.environ[PURE_ENV] = "1" if pure else "0"
+    pcapfile._BLOCK = block or block_before
+    try:
+        sink = Collect()
+        read_captures([path], sink, budget=Budget(budget) if budget else None)
+    finally:
+        gc.unfreeze()        # read_captures freezes what exists: a fuzzer calls it often
+        pcapfile._BLOCK = block_before
+        if before is None:
+            del os.environ[PURE_ENV]
+        else:
+            os.environ[PURE_ENV] = before
+    view: list = [(msg(x.request), msg(x.response), x.client, x.broker, x.stream, x.seq,
+                   x.expected, [(f.code, f.detail) for f in x.findings], x.opened)
+                  for x in sink.exchanges]
+    return view + [(g.stream, g.direction, g.offset, g.length, g.frame, g.ts)
+                   for g in sink.gaps] + sink.notes
+
+
+def engine_divergence(path: str, budget: int | None = None, block: int = 2048) -> str | None:
+    """Where the engine's output differs between the compiled path (scanner and TCP
+    reassembly in Rust) and the pure-Python one, on the file at ``path``, or None.
+    ``budget``: a memory budget in bytes (a small one makes the compiled reassembler
+    hand its state to Python mid-file). ``block``: the compiled path's read size (small,
+    so Kafka connections are known to Python, and their sizes tracked in Rust, after
+    the first blocks even of a small file)."""
+    py, rs = _engine_view(path, True, budget), _engine_view(path, False, budget, block)
+    for i, (a, b) in enumerate(zip(py, rs)):
+        if a != b:
+            return f"item {i}: python {a!r:.400} != native {b!r:.400}"
+    if len(py) != len(rs):
+        return f"python made {len(py)} items, native {len(rs)}"
+    return None
+
+
 def to_pcapng(pcap: bytes, secrets: bytes = b"", big_endian: bool = False,
               tsresol: int | None = None) -> bytes:
     """A classic pcap file rewritten as pcapng (one interface; a Decryption Secrets

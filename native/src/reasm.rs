@@ -1,0 +1,756 @@
+//! TCP reassembly (a port of kdissect/capture/tcp.py, the reference: same semantics, same
+//! bounds, same events in the same order) and Kafka size-prefix tracking, fed by the
+//! Scanner's segments without building a Python tuple per segment.
+//!
+//! Events go to Python as tuples, in order: (0, cid, a_ip, a_port, b_ip, b_port, ts,
+//! saw_syn) a new connection; (1, cid, dir, offset, bytes, ts, frame) data; (2, cid, dir,
+//! offset, length, ts, frame) a gap; (3, cid) closed; (4, cid, dir, held) the bytes a
+//! direction holds out of order (the memory budget's charge); (5, cid, dir) its charge
+//! dropped; (6, None) the budget is tight: Python takes the state over (``export``).
+//!
+//! Size-prefix tracking (``track``): for a direction Python frames as Kafka, data that
+//! neither starts a partial message nor completes one is held here and handed over with
+//! the data that completes the message, so Python sees about two calls per message
+//! instead of one per segment. The framer's output is the same: it frames only when a
+//! message is complete, with the time and frame of the data that completed it. The
+//! bytes held here count against the budget's headroom (``room``): when a segment could
+//! spend it, everything held is handed over and Python's reassembler takes over.
+
+use pyo3::prelude::*;
+use pyo3::BoundObject;
+use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+
+const FIN: u32 = 0x01;
+const SYN: u32 = 0x02;
+const RST: u32 = 0x04;
+const ACK: u32 = 0x10;
+const MAX_HELD: i64 = 16 * 1024 * 1024;
+const MAX_HELD_SEGMENTS: usize = 16384;
+const HOLE_PACKETS: i64 = 32;
+const CLOSE_WAIT: i64 = 64;
+const MAX_MESSAGE: i64 = 512 * 1024 * 1024; // stream/framing.py's MAX_MESSAGE
+
+/// An endpoint: address bytes (4 or 16 used) and port.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Addr {
+    ip: [u8; 16],
+    len: u8,
+    port: u32,
+}
+
+impl Addr {
+    pub fn new(raw: &[u8], port: u32) -> Addr {
+        let mut ip = [0u8; 16];
+        let n = raw.len().min(16);
+        ip[..n].copy_from_slice(&raw[..n]);
+        Addr { ip, len: n as u8, port }
+    }
+    fn raw(&self) -> &[u8] {
+        &self.ip[..self.len as usize]
+    }
+}
+
+struct Held {
+    payload: Option<Vec<u8>>,
+    size: i64,
+    ts: f64,
+    frame: i64,
+}
+
+/// Size-prefix tracking of one direction Python frames as Kafka.
+struct Track {
+    start: i64,          // stream offset of the message being filled (its size prefix)
+    head: Vec<u8>,       // its first bytes, until the 4 of the size are known
+    end: i64,            // where it ends (-1: size not known yet)
+    py_pending: bool,    // Python's framer holds bytes of it
+    acc: Vec<u8>,        // data held here, not yet handed over
+    acc_offset: i64,
+    acc_ts: f64,
+    acc_frame: i64,
+}
+
+struct Dir {
+    base: Option<u32>,
+    next: i64,
+    held: BTreeMap<i64, Held>,
+    held_bytes: i64,
+    fin: bool,
+    end: i64,
+    acked: i64,
+    overdue: Option<i64>,
+    last_ts: f64,
+    hole: Option<(i64, i64, f64, i64)>,
+    retransmitted: i64,
+    gaps: i64,
+    gap_bytes: i64,
+    track: Option<Track>,
+}
+
+impl Dir {
+    fn new() -> Dir {
+        Dir {
+            base: None,
+            next: 0,
+            held: BTreeMap::new(),
+            held_bytes: 0,
+            fin: false,
+            end: -1,
+            acked: 0,
+            overdue: None,
+            last_ts: f64::NEG_INFINITY,
+            hole: None,
+            retransmitted: 0,
+            gaps: 0,
+            gap_bytes: 0,
+            track: None,
+        }
+    }
+    fn lowest(&self) -> i64 {
+        *self.held.keys().next().expect("lowest() needs held segments")
+    }
+    fn unwrap(&self, seq: u32) -> i64 {
+        let base = self.base.expect("the direction's first sequence number is known");
+        let rel = seq.wrapping_sub(base) as i64;
+        let mut delta = (rel - self.next).rem_euclid(1 << 32);
+        if delta >= 0x8000_0000 {
+            delta -= 0x1_0000_0000;
+        }
+        self.next + delta
+    }
+}
+
+struct Conn {
+    cid: u64,
+    a: Addr,
+    key: (Addr, Addr),
+    dirs: [Dir; 2],
+    closed: bool,
+    last_ts: f64,
+    packets: i64,
+}
+
+/// A segment as the Scanner found it.
+pub struct SegIn<'a> {
+    pub frame: i64,
+    pub ts: f64,
+    pub src: Addr,
+    pub dst: Addr,
+    pub seq: u32,
+    pub ack: u32,
+    pub flags: u32,
+    pub payload: &'a [u8],
+    pub missing: i64,
+}
+
+#[pyclass(module = "kdissect._native")]
+pub struct Reasm {
+    ports: HashSet<u32>,
+    slab: Vec<Option<Conn>>,
+    free: Vec<usize>,
+    by_key: HashMap<(Addr, Addr), usize>,
+    by_cid: HashMap<u64, usize>,
+    count: u64,
+    packets: i64,
+    closing: VecDeque<(i64, u64, (Addr, Addr))>,
+    out: Vec<PyObject>,
+    acc_total: i64,
+    /// budget headroom left for this batch (set by Python before each feed)
+    #[pyo3(get, set)]
+    room: i64,
+    /// the budget may be spent: Python's reassembler has taken over
+    #[pyo3(get)]
+    tight: bool,
+}
+
+fn key_of(src: Addr, dst: Addr) -> (Addr, Addr) {
+    // any fixed order of the two endpoints does: the key only finds the connection
+    if (src.raw(), src.port) <= (dst.raw(), dst.port) {
+        (src, dst)
+    } else {
+        (dst, src)
+    }
+}
+
+impl Reasm {
+    fn push<'py, T: IntoPyObject<'py, Target = PyTuple>>(&mut self, py: Python<'py>, event: T) -> PyResult<()>
+    where
+        PyErr: From<T::Error>,
+    {
+        self.out.push(event.into_pyobject(py)?.into_any().unbind());
+        Ok(())
+    }
+
+    /// Flush what a direction's tracking holds (before any other event of it).
+    fn flush_acc(&mut self, py: Python<'_>, cid: u64, dir: usize, d: &mut Dir) -> PyResult<()> {
+        if let Some(t) = d.track.as_mut() {
+            if !t.acc.is_empty() {
+                let bytes = PyBytes::new(py, &t.acc).into_any().unbind();
+                let (off, ts, frame) = (t.acc_offset, t.acc_ts, t.acc_frame);
+                self.acc_total -= t.acc.len() as i64;
+                t.acc.clear();
+                t.py_pending = true;
+                self.push(py, (1, cid,
+                    dir, off, bytes,
+                    ts, frame))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn emit_data(&mut self, py: Python<'_>, cid: u64, dir: usize, off: i64, payload: &[u8], ts: f64,
+                 frame: i64) -> PyResult<()> {
+        let bytes = PyBytes::new(py, payload).into_any().unbind();
+        self.push(py, (1, cid,
+            dir, off, bytes,
+            ts, frame))
+    }
+
+    /// Data in TCP order: to Python now, or held by the size-prefix tracking.
+    fn data(&mut self, py: Python<'_>, cid: u64, dir: usize, d: &mut Dir, off: i64, payload: &[u8],
+            ts: f64, frame: i64) -> PyResult<()> {
+        let Some(t) = d.track.as_mut() else {
+            return self.emit_data(py, cid, dir, off, payload, ts, frame);
+        };
+        // walk the size prefixes this data holds
+        let stop = off + payload.len() as i64;
+        let mut completes = false;
+        let mut bad = false;
+        loop {
+            if t.end < 0 {
+                let need = 4 - t.head.len() as i64;
+                let from = t.start + t.head.len() as i64;   // stream offset of the next head byte
+                if from >= stop {
+                    break;
+                }
+                let avail = (stop - from).min(need);
+                let at = (from - off) as usize;
+                t.head.extend_from_slice(&payload[at..at + avail as usize]);
+                if t.head.len() < 4 {
+                    break;
+                }
+                let size = i32::from_be_bytes([t.head[0], t.head[1], t.head[2], t.head[3]]) as i64;
+                if size < 0 || size > MAX_MESSAGE {
+                    bad = true;          // Python's framer searches for a boundary now
+                    break;
+                }
+                t.end = t.start + 4 + size;
+            }
+            if t.end > stop {
+                break;
+            }
+            completes = true;
+            t.start = t.end;
+            t.end = -1;
+            t.head.clear();
+        }
+        if bad {
+            self.flush_acc(py, cid, dir, d)?;
+            d.track = None;
+            return self.emit_data(py, cid, dir, off, payload, ts, frame);
+        }
+        if completes {
+            let had = t.acc.len() as i64;
+            let start = if had == 0 { off } else { t.acc_offset };
+            let whole = if had == 0 {
+                PyBytes::new(py, payload)
+            } else {
+                t.acc.extend_from_slice(payload);
+                PyBytes::new(py, &t.acc)
+            };
+            self.acc_total -= had;
+            t.acc.clear();
+            t.py_pending = stop > t.start;
+            let bytes = whole.into_any().unbind();
+            return self.push(py, (1, cid,
+                dir, start, bytes,
+                ts, frame));
+        }
+        if !t.py_pending && t.acc.is_empty() {
+            // the first bytes of a message: Python's framer starts holding (the budget
+            // learns of the holder here, in the order the Python path tells it)
+            t.py_pending = true;
+            return self.emit_data(py, cid, dir, off, payload, ts, frame);
+        }
+        if t.acc.is_empty() {
+            t.acc_offset = off;
+        }
+        t.acc.extend_from_slice(payload);
+        t.acc_ts = ts;
+        t.acc_frame = frame;
+        self.acc_total += payload.len() as i64;
+        Ok(())
+    }
+
+    fn gap_event(&mut self, py: Python<'_>, c: &mut Conn, dir: usize, off: i64, len: i64, ts: f64,
+                 frame: i64) -> PyResult<()> {
+        let cid = c.cid;
+        let d = &mut c.dirs[dir];
+        self.flush_acc(py, cid, dir, d)?;
+        d.track = None;                  // Python's framer cuts or resyncs from here
+        self.push(py, (2, cid,
+            dir, off,
+            len, ts,
+            frame))
+    }
+
+    fn charge(&mut self, py: Python<'_>, c: &Conn, dir: usize) -> PyResult<()> {
+        let held = c.dirs[dir].held_bytes;
+        self.push(py, (4, c.cid,
+            dir, held))
+    }
+
+    fn client_hint(&self, src: Addr, dst: Addr) -> bool {
+        self.ports.contains(&dst.port) || (!self.ports.contains(&src.port) && src.port > dst.port)
+    }
+
+    /// tcp.py's ``take``; ``addr`` writes an address as Python text (for a new connection).
+    pub fn take(&mut self, py: Python<'_>, s: &SegIn<'_>,
+                addr: &mut dyn FnMut(&[u8]) -> PyResult<Py<PyString>>) -> PyResult<()> {
+        let key = key_of(s.src, s.dst);
+        let syn_only = s.flags & SYN != 0 && s.flags & ACK == 0;
+        let mut slot = self.by_key.get(&key).copied();
+        if let (Some(i), true) = (slot, syn_only) {
+            let c = self.slab[i].as_ref().expect("live");
+            let d = &c.dirs[if s.src == c.a { 0 } else { 1 }];
+            if c.closed || (d.base.is_some() && d.base != Some(s.seq.wrapping_add(1))) {
+                self.finish(py, i)?;
+                slot = None;
+            }
+        }
+        let i = match slot {
+            Some(i) => i,
+            None => {
+                if !(!s.payload.is_empty() || s.missing != 0 || s.flags & (SYN | FIN | RST) != 0) {
+                    return Ok(());
+                }
+                let client = if syn_only || (s.flags & SYN != 0 && s.flags & ACK != 0) {
+                    if syn_only { s.src } else { s.dst }
+                } else if self.client_hint(s.src, s.dst) {
+                    s.src
+                } else {
+                    s.dst
+                };
+                let server = if client == s.src { s.dst } else { s.src };
+                self.count += 1;
+                let cid = self.count;
+                let a_ip = addr(client.raw())?;
+                let b_ip = addr(server.raw())?;
+                self.push(py, (0, cid,
+                    a_ip, client.port, b_ip,
+                    server.port, s.ts,
+                    s.flags & SYN != 0))?;
+                let c = Conn { cid, a: client, key, dirs: [Dir::new(), Dir::new()], closed: false,
+                               last_ts: 0.0, packets: 0 };
+                let i = match self.free.pop() {
+                    Some(i) => { self.slab[i] = Some(c); i }
+                    None => { self.slab.push(Some(c)); self.slab.len() - 1 }
+                };
+                self.by_key.insert(key, i);
+                self.by_cid.insert(cid, i);
+                i
+            }
+        };
+        let mut c = self.slab[i].take().expect("live");
+        let r = self.take_in(py, &mut c, s);
+        self.slab[i] = Some(c);
+        r?;
+        self.packets += 1;
+        while let Some(&(at, cid, k)) = self.closing.front() {
+            if self.packets - at <= CLOSE_WAIT {
+                break;
+            }
+            self.closing.pop_front();
+            if let Some(&j) = self.by_key.get(&k) {
+                if self.slab[j].as_ref().map(|c| c.cid) == Some(cid) {
+                    self.finish(py, j)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn take_in(&mut self, py: Python<'_>, c: &mut Conn, s: &SegIn<'_>) -> PyResult<()> {
+        let (ts, flags) = (s.ts, s.flags);
+        c.last_ts = ts;
+        c.packets += 1;
+        let dir = if s.src == c.a { 0 } else { 1 };
+        {
+            let d = &mut c.dirs[dir];
+            if flags & SYN != 0 {
+                let b = s.seq.wrapping_add(1);
+                if d.base != Some(b) {
+                    d.base = Some(b);
+                    d.next = 0;
+                }
+            } else if d.base.is_none() {
+                d.base = Some(s.seq);
+            }
+        }
+        let plen = s.payload.len() as i64;
+        if plen != 0 || s.missing != 0 {
+            let offset = c.dirs[dir].unwrap(s.seq);
+            if plen != 0 {
+                self.accept(py, c, dir, offset, Some(s.payload), plen, ts, s.frame)?;
+            }
+            if s.missing != 0 {
+                self.accept(py, c, dir, offset + plen, None, s.missing, ts, s.frame)?;
+            }
+        }
+        if flags & FIN != 0 {
+            let d = &mut c.dirs[dir];
+            d.fin = true;
+            d.end = d.unwrap(s.seq) + plen + s.missing;
+            d.acked = d.acked.min(d.end);
+        }
+        {
+            let o = &mut c.dirs[1 - dir];
+            if flags & ACK != 0 && o.base.is_some() {
+                let mut acked = o.unwrap(s.ack);
+                if o.end >= 0 {
+                    acked = acked.min(o.end);
+                }
+                if acked > o.acked {
+                    o.acked = acked;
+                }
+            }
+        }
+        for side in 0..2 {
+            if c.dirs[side].acked > c.dirs[side].next {
+                self.overdue(py, c, side, ts)?;
+            } else {
+                c.dirs[side].overdue = None;
+            }
+        }
+        if !c.closed && (flags & RST != 0 || (c.dirs[0].fin && c.dirs[1].fin)) {
+            c.closed = true;
+            self.closing.push_back((self.packets, c.cid, c.key));
+        }
+        Ok(())
+    }
+
+    fn overdue(&mut self, py: Python<'_>, c: &mut Conn, dir: usize, ts: f64) -> PyResult<()> {
+        let packets = c.packets;
+        let d = &mut c.dirs[dir];
+        let Some(since) = d.overdue else {
+            d.overdue = Some(packets);
+            return Ok(());
+        };
+        if packets - since < HOLE_PACKETS {
+            return Ok(());
+        }
+        d.overdue = None;
+        let first = if d.held.is_empty() { d.acked } else { d.lowest() };
+        let to = first.min(d.acked.max(d.next));
+        self.skip_to(py, c, dir, to, ts, 0)?;
+        self.charge(py, c, dir)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn accept(&mut self, py: Python<'_>, c: &mut Conn, dir: usize, mut offset: i64, mut payload: Option<&[u8]>,
+              mut size: i64, ts: f64, frame: i64) -> PyResult<()> {
+        let d = &mut c.dirs[dir];
+        let end = offset + size;
+        if end <= d.next {
+            d.retransmitted += size;
+            return Ok(());
+        }
+        if offset < d.next {
+            let cut = d.next - offset;
+            d.retransmitted += cut;
+            payload = payload.map(|p| &p[cut as usize..]);
+            size -= cut;
+            offset = d.next;
+        }
+        if offset > d.next {
+            let bigger = match d.held.get(&offset) {
+                None => Some(0),
+                Some(old) if old.size < size => Some(old.size),
+                _ => None,
+            };
+            if let Some(old) = bigger {
+                d.held_bytes += size - old;
+                d.held.insert(offset, Held { payload: payload.map(|p| p.to_vec()), size, ts, frame });
+            }
+            if d.held_bytes > MAX_HELD || d.held.len() > MAX_HELD_SEGMENTS {
+                self.skip_hole(py, c, dir)?;
+            }
+            return self.charge(py, c, dir);
+        }
+        self.deliver(py, c, dir, payload, size, ts, frame)?;
+        if !c.dirs[dir].held.is_empty() {
+            self.drain(py, c, dir, ts)?;
+            self.charge(py, c, dir)?;
+        }
+        Ok(())
+    }
+
+    fn deliver(&mut self, py: Python<'_>, c: &mut Conn, dir: usize, payload: Option<&[u8]>, size: i64,
+               ts: f64, frame: i64) -> PyResult<()> {
+        match payload {
+            None => {
+                let at = c.dirs[dir].next;
+                self.hole(py, c, dir, at, size, ts, frame)?;
+            }
+            Some(p) => {
+                if c.dirs[dir].hole.is_some() {
+                    self.report_hole(py, c, dir)?;
+                }
+                let cid = c.cid;
+                let d = &mut c.dirs[dir];
+                if ts > d.last_ts {
+                    d.last_ts = ts;
+                }
+                let (at, when) = (d.next, d.last_ts);
+                self.data(py, cid, dir, d, at, p, when, frame)?;
+            }
+        }
+        c.dirs[dir].next += size;
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn hole(&mut self, py: Python<'_>, c: &mut Conn, dir: usize, offset: i64, length: i64, ts: f64,
+            frame: i64) -> PyResult<()> {
+        if let Some(h) = c.dirs[dir].hole.as_mut() {
+            if h.0 + h.1 == offset {
+                h.1 += length;
+                h.2 = ts;
+                h.3 = frame;
+                return Ok(());
+            }
+            self.report_hole(py, c, dir)?;
+        }
+        c.dirs[dir].hole = Some((offset, length, ts, frame));
+        Ok(())
+    }
+
+    fn report_hole(&mut self, py: Python<'_>, c: &mut Conn, dir: usize) -> PyResult<()> {
+        let Some((offset, length, ts, frame)) = c.dirs[dir].hole.take() else {
+            return Ok(());
+        };
+        let d = &mut c.dirs[dir];
+        d.gaps += 1;
+        d.gap_bytes += length;
+        self.gap_event(py, c, dir, offset, length, ts, frame)
+    }
+
+    fn drain(&mut self, py: Python<'_>, c: &mut Conn, dir: usize, now: f64) -> PyResult<()> {
+        while !c.dirs[dir].held.is_empty() {
+            let d = &mut c.dirs[dir];
+            let offset = d.lowest();
+            if offset > d.next {
+                return Ok(());
+            }
+            let h = d.held.remove(&offset).expect("held");
+            d.held_bytes -= h.size;
+            if offset + h.size <= d.next {
+                d.retransmitted += h.size;
+                continue;
+            }
+            let cut = d.next - offset;
+            let when = if h.ts > now { h.ts } else { now };
+            let p = h.payload.as_ref().map(|p| &p[cut as usize..]);
+            self.deliver(py, c, dir, p, h.size - cut, when, h.frame)?;
+        }
+        Ok(())
+    }
+
+    fn skip_to(&mut self, py: Python<'_>, c: &mut Conn, dir: usize, offset: i64, mut ts: f64,
+               mut frame: i64) -> PyResult<()> {
+        let d = &c.dirs[dir];
+        if offset > d.next {
+            if !d.held.is_empty() && d.lowest() == offset {
+                let h = &d.held[&offset];
+                ts = h.ts;
+                frame = h.frame;
+            }
+            let at = d.next;
+            self.hole(py, c, dir, at, offset - at, ts, frame)?;
+            c.dirs[dir].next = offset;
+        }
+        self.drain(py, c, dir, 0.0)
+    }
+
+    fn skip_hole(&mut self, py: Python<'_>, c: &mut Conn, dir: usize) -> PyResult<()> {
+        let to = c.dirs[dir].lowest();
+        let ts = c.last_ts;
+        self.skip_to(py, c, dir, to, ts, 0)
+    }
+
+    fn finish(&mut self, py: Python<'_>, i: usize) -> PyResult<()> {
+        let mut c = self.slab[i].take().expect("live");
+        for dir in 0..2 {
+            while !c.dirs[dir].held.is_empty() {
+                self.skip_hole(py, &mut c, dir)?;
+            }
+            self.push(py, (5, c.cid,
+                dir))?;
+            let d = &c.dirs[dir];
+            let end = d.end.max(d.acked);
+            if end > d.next {
+                let (at, ts) = (d.next, c.last_ts);
+                self.hole(py, &mut c, dir, at, end - at, ts, 0)?;
+                c.dirs[dir].next = end;
+            }
+            if c.dirs[dir].hole.is_some() {
+                self.report_hole(py, &mut c, dir)?;
+            }
+            let cid = c.cid;
+            self.flush_acc(py, cid, dir, &mut c.dirs[dir])?;
+        }
+        self.push(py, (3, c.cid))?;
+        if self.by_key.get(&c.key) == Some(&i) {
+            self.by_key.remove(&c.key);
+        }
+        self.by_cid.remove(&c.cid);
+        self.free.push(i);
+        Ok(())
+    }
+
+    /// The budget may be spent by the next segment: hand everything held over.
+    pub fn go_tight(&mut self, py: Python<'_>) -> PyResult<()> {
+        let mut live: Vec<usize> = self.by_cid.values().copied().collect();
+        live.sort_by_key(|&i| self.slab[i].as_ref().map(|c| c.cid));
+        for i in live {
+            let mut c = self.slab[i].take().expect("live");
+            let cid = c.cid;
+            for dir in 0..2 {
+                self.flush_acc(py, cid, dir, &mut c.dirs[dir])?;
+                c.dirs[dir].track = None;
+            }
+            self.slab[i] = Some(c);
+        }
+        self.tight = true;
+        self.push(py, (6, py.None()))
+    }
+
+    /// Whether the Scanner should hand this segment here (false: as a Python row).
+    pub fn fits(&mut self, py: Python<'_>, cost: i64) -> PyResult<bool> {
+        if self.tight {
+            return Ok(false);
+        }
+        if self.room - self.acc_total - cost < 0 {
+            self.go_tight(py)?;
+            return Ok(false);
+        }
+        self.room -= cost;
+        Ok(true)
+    }
+
+    /// Events so far, appended to ``out`` (before a row the Scanner adds itself).
+    pub fn drain_into(&mut self, out: &Bound<'_, PyList>) -> PyResult<()> {
+        for e in self.out.drain(..) {
+            out.append(e)?;
+        }
+        Ok(())
+    }
+}
+
+#[pymethods]
+impl Reasm {
+    /// ``ports``: the Kafka ports (they tell the client when no SYN does).
+    #[new]
+    fn py_new(ports: Vec<u32>) -> Self {
+        Reasm {
+            ports: ports.into_iter().collect(),
+            slab: Vec::new(),
+            free: Vec::new(),
+            by_key: HashMap::new(),
+            by_cid: HashMap::new(),
+            count: 0,
+            packets: 0,
+            closing: VecDeque::new(),
+            out: Vec::new(),
+            acc_total: 0,
+            room: 0,
+            tight: false,
+        }
+    }
+
+    /// Track the size prefixes of a direction Python frames as Kafka: its framer holds
+    /// ``held`` (the bytes so far of the message starting at stream offset ``start``).
+    fn track(&mut self, cid: u64, dir: usize, start: i64, held: &[u8]) {
+        let head = &held[..held.len().min(4)];
+        let Some(&i) = self.by_cid.get(&cid) else { return };
+        let Some(c) = self.slab[i].as_mut() else { return };
+        if self.tight || dir > 1 {
+            return;
+        }
+        let d = &mut c.dirs[dir];
+        if d.next != start + held.len() as i64 {
+            return;              // not where the framer stands: leave it to Python
+        }
+        let mut t = Track { start, head: Vec::new(), end: -1, py_pending: !held.is_empty(),
+                            acc: Vec::new(), acc_offset: 0, acc_ts: 0.0, acc_frame: 0 };
+        t.head.extend_from_slice(&head[..head.len().min(4)]);
+        if t.head.len() == 4 {
+            let size = i32::from_be_bytes([t.head[0], t.head[1], t.head[2], t.head[3]]) as i64;
+            if !(0..=MAX_MESSAGE).contains(&size) {
+                return;
+            }
+            t.end = start + 4 + size;
+            if t.end <= d.next {
+                return;          // the framer would have framed it: not its state
+            }
+        }
+        d.track = Some(t);
+    }
+
+    /// End of the file: every connection finished, in the order they began.
+    fn flush<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let mut live: Vec<(u64, usize)> = self.by_cid.iter().map(|(&c, &i)| (c, i)).collect();
+        live.sort();
+        for (_, i) in live {
+            self.finish(py, i)?;
+        }
+        let out = PyList::empty(py);
+        self.drain_into(&out)?;
+        Ok(out)
+    }
+
+    /// Everything after tight: (count, packets, closing [(packets, cid)], connections
+    /// [(cid, closed, last_ts, packets, (dir0, dir1))] in the order they began), each
+    /// direction (base, next, held [(offset, payload, size, ts, frame)], held_bytes, fin,
+    /// end, acked, overdue, last_ts, hole, retransmitted, gaps, gap_bytes).
+    fn export<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        let conns = PyList::empty(py);
+        let mut live: Vec<(u64, usize)> = self.by_cid.iter().map(|(&c, &i)| (c, i)).collect();
+        live.sort();
+        for (_, i) in live {
+            let c = self.slab[i].as_ref().expect("live");
+            let mut dirs = Vec::new();
+            for d in &c.dirs {
+                let held = PyList::empty(py);
+                for (off, h) in &d.held {
+                    let p: PyObject = match &h.payload {
+                        Some(p) => PyBytes::new(py, p).into_any().unbind(),
+                        None => py.None(),
+                    };
+                    held.append((*off, p, h.size, h.ts, h.frame))?;
+                }
+                let hole: PyObject = match d.hole {
+                    Some(h) => PyList::new(py, [h.0.into_pyobject(py)?.into_any(), h.1.into_pyobject(py)?.into_any(),
+                        h.2.into_pyobject(py)?.into_any(), h.3.into_pyobject(py)?.into_any()])?.into_any().unbind(),
+                    None => py.None(),
+                };
+                let t = PyTuple::new(py, [
+                    d.base.into_pyobject(py)?.into_any(), d.next.into_pyobject(py)?.into_any(),
+                    held.into_any(), d.held_bytes.into_pyobject(py)?.into_any(),
+                    pyo3::types::PyBool::new(py, d.fin).to_owned().into_any(), d.end.into_pyobject(py)?.into_any(),
+                    d.acked.into_pyobject(py)?.into_any(), d.overdue.into_pyobject(py)?.into_any(),
+                    d.last_ts.into_pyobject(py)?.into_any(), hole.into_bound(py),
+                    d.retransmitted.into_pyobject(py)?.into_any(), d.gaps.into_pyobject(py)?.into_any(),
+                    d.gap_bytes.into_pyobject(py)?.into_any()])?;
+                dirs.push(t);
+            }
+            conns.append((c.cid, c.closed, c.last_ts, c.packets, (dirs[0].clone(), dirs[1].clone())))?;
+        }
+        let closing = PyList::empty(py);
+        for (at, cid, _) in &self.closing {
+            closing.append((*at, *cid))?;
+        }
+        PyTuple::new(py, [self.count.into_pyobject(py)?.into_any(), self.packets.into_pyobject(py)?.into_any(),
+                          closing.into_any(), conns.into_any()])
+    }
+}
