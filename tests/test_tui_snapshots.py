@@ -15,6 +15,7 @@ from kdissect.tui.app import KdissectApp
 from kdissect.tui.blob_app import BlobApp
 from kdissect.tui.detail import Detail
 from kdissect.tui.log_app import LogApp
+from textual.widgets import Input
 from tests.test_tui import CODECS, GROUP, app_for
 from tests.test_tui import settle as settle_detail
 
@@ -174,6 +175,8 @@ def test_log_filter_bar_with_a_caret(snap_compare, size, tmp_path, monkeypatch):
         await _log_loaded(pilot)
         await pilot.press("o")
         pilot.app.clear_notifications()
+        for field in pilot.app.query(Input):
+            field.cursor_blink = False              # no blinking in a picture
         await pilot.press("slash")
         for key in "producr_id":
             await pilot.press("underscore" if key == "_" else key)

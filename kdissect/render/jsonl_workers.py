@@ -48,10 +48,14 @@ def _unpack(packed: tuple) -> Exchange:
                     client, broker, stream, seq, expected, findings, status=status)
 
 
-def _render(chunk: list[bytes], options: Options) -> str:
+def _loads(item: bytes | tuple) -> tuple:
+    return pickle.loads(item) if isinstance(item, bytes) else item
+
+
+def _render(chunk: list[bytes | tuple], options: Options) -> str:
     try:
         return "".join(message_line(m, options, ex, enriched_full=False)
-                       for ex in map(_unpack, map(pickle.loads, chunk)) for m in ex.messages)
+                       for ex in map(_unpack, map(_loads, chunk)) for m in ex.messages)
     finally:
         give_back()
 
@@ -66,13 +70,21 @@ class JsonlWorkers:
         context = multiprocessing.get_context("fork" if "fork" in methods else None)
         self.pool = ProcessPoolExecutor(jobs, mp_context=context)
         self.ahead = jobs + 1        # one waiting beyond those being decoded: enough
-        self.chunk: list[bytes] = []
+        self.chunk: list[bytes | tuple] = []
         self.chunk_bytes = 0
         self.inflight: deque[Future] = deque()
 
     def add(self, ex: Exchange) -> None:
+        size = sum(len(m.data) for m in ex.messages)
+        if size >= CHUNK_BYTES:
+            # a big exchange goes alone and unpickled: the pool pickles it once (a copy
+            # made here as well would hold a third copy of a message of hundreds of MB)
+            self._send()
+            self.chunk.append(_pack(ex))
+            self._send()
+            return
         self.chunk.append(pickle.dumps(_pack(ex), pickle.HIGHEST_PROTOCOL))
-        self.chunk_bytes += sum(len(m.data) for m in ex.messages)
+        self.chunk_bytes += size
         if self.chunk_bytes >= CHUNK_BYTES or len(self.chunk) >= CHUNK_EXCHANGES:
             self._send()
 

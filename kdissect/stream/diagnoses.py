@@ -33,6 +33,11 @@ from .model import Exchange, Gap
 CODES = ("removed_version", "no_api_versions", "clock_skew", "producer_sequence_gap",
          "producer_retry", "producer_epoch_bump", "consumer_lag", "consumer_rebalance",
          "empty_fetches", "commit_behind_fetch", "leadership_storm", "slow_response")
+# the codes drawn from several connections (state kept per capture): a job that decodes a
+# split file flow by flow finds fewer of them, never others
+ACROSS_CONNECTIONS = frozenset({"producer_sequence_gap", "producer_retry",
+                                "producer_epoch_bump", "consumer_rebalance",
+                                "commit_behind_fetch"})
 
 STORM_COUNT = 10           # that many leadership errors on a connection ...
 STORM_WINDOW = 5.0         # ... within these seconds is a storm
@@ -176,8 +181,10 @@ class _Group:
     def joined(self, client: tuple[str, int], member: str) -> None:
         before = self.on.get(client) if self.on else None
         how = self.gone.pop(before, None) if self.gone and before else None
-        self.cause(f"member {before}, {how}, joined again on its connection as {member}"
-                   if how and before != member else f"new member {member} joined")
+        # a KIP-848 member keeps its id when it joins again; a classic one gets a new id
+        again = "" if before == member else f" as {member}"
+        self.cause(f"member {before}, {how}, joined again on its connection{again}"
+                   if how else f"new member {member} joined")
         self.uses(client, member)
 
 
