@@ -16,36 +16,21 @@ from kdissect.sources.pcap import CaptureFiles
 from kdissect.stream import enrich as enrich_module
 from kdissect.stream.engine import Engine
 from kdissect.stream.facts import SUMMARY
+from kdissect.stream.sink import CallbackSink
 
 ROOT = Path(__file__).resolve().parents[1]
 CAPTURES = sorted((ROOT / "captures").glob("*.pcap")) + sorted((ROOT / "captures").glob("*.pcapng"))
 
 
-class _Keep:
-    def __init__(self) -> None:
-        self.exchanges: list = []
-
-    def exchange(self, ex) -> None:
-        self.exchanges.append(ex)
-
-    def gap(self, g) -> None:
-        pass
-
-    def note(self, text: str, level: str = "warn") -> None:
-        pass
-
-    def progress(self, done: int, total: int) -> None:
-        pass
-
-    def done(self) -> None:
-        pass
+def _exchanges(path: Path) -> list:
+    got: list = []
+    Engine(CaptureFiles([str(path)]), CallbackSink(got.append)).run()
+    return got
 
 
 def _summaries(path: Path) -> list[tuple]:
-    sink = _Keep()
-    Engine(CaptureFiles([str(path)]), sink).run()
     return [(ex.stream, ex.seq, ex.status, [(f.code, f.detail, f.where) for f in ex.findings],
-             ex.facts) for ex in sink.exchanges]
+             ex.facts) for ex in _exchanges(path)]
 
 
 @pytest.mark.slow
@@ -93,11 +78,10 @@ def test_the_summary_builds_no_node_for_clean_messages(monkeypatch):
 
     monkeypatch.setattr(node_module.Node, "__init__", counting)
     monkeypatch.setattr(KafkaMessage, "decoded", watching)
-    sink = _Keep()
-    Engine(CaptureFiles([str(ROOT / "captures" / "kafka-python-codecs.pcap")]), sink).run()
-    apis = {ex.first.api_key for ex in sink.exchanges}
+    exchanges = _exchanges(ROOT / "captures" / "kafka-python-codecs.pcap")
+    apis = {ex.first.api_key for ex in exchanges}
     assert {PRODUCE, FETCH} <= apis
-    assert sum(ex.facts.records for ex in sink.exchanges) >= 40
+    assert sum(ex.facts.records for ex in exchanges) >= 40
     assert set(decoded) <= {API_VERSIONS}, "only ApiVersions answers are read located"
     assert built == []
 
@@ -105,9 +89,8 @@ def test_the_summary_builds_no_node_for_clean_messages(monkeypatch):
 def test_batch_heads_say_what_the_batches_say():
     """A Produce request read for a summary: its records field as the headers of its
     batches, with the field's size (length prefix included), no records."""
-    sink = _Keep()
-    Engine(CaptureFiles([str(ROOT / "captures" / "acks0.pcap")]), sink).run()
-    req = next(ex.request for ex in sink.exchanges if ex.first.api_key == PRODUCE)
+    req = next(ex.request for ex in _exchanges(ROOT / "captures" / "acks0.pcap")
+               if ex.first.api_key == PRODUCE)
     body = body_values(req.data, "request", PRODUCE, req.api_version, SUMMARY, bytes)
     assert body is not None
     (records,) = [p["records"] for t in body["topic_data"] for p in t["partition_data"]]
