@@ -154,7 +154,7 @@ class CaptureReader:
 
     def _pcapng(self, first: bytes) -> Iterator[Packet]:
         endian = "<"
-        interfaces: list[tuple[int, float]] = []      # (linktype, seconds per tick)
+        interfaces: list[tuple[int, int]] = []        # (linktype, if_tsresol byte)
         index = 0
         block_type: bytes | None = first
         while True:
@@ -202,12 +202,12 @@ class CaptureReader:
                 if iface >= len(interfaces):
                     self.warnings.append(f"packet refers to undeclared interface {iface}")
                     continue
-                linktype, unit = interfaces[iface]
+                linktype, resolution = interfaces[iface]
                 index += 1
                 if incl > len(body) - 20:
                     self.warnings.append(f"packet {index} claims {incl} bytes in a block "
                                          f"holding {len(body) - 20}; kept what is there")
-                yield Packet(index, clamp_ts(((hi << 32) | lo) * unit), linktype,
+                yield Packet(index, clamp_ts(ticks_to_seconds((hi << 32) | lo, resolution)), linktype,
                              bytes(body[20:20 + incl]), orig)
             elif btype == 10:                      # decryption secrets
                 kind, size = struct.unpack_from(endian + "II", body)
@@ -218,7 +218,7 @@ class CaptureReader:
                     continue
                 orig = struct.unpack_from(endian + "I", body)[0]
                 index += 1
-                linktype, _unit = interfaces[0]
+                linktype, _resolution = interfaces[0]
                 yield Packet(index, 0.0, linktype, bytes(body[4:4 + orig]), orig)
 
 
@@ -265,20 +265,29 @@ def pcap_records(read, endian: str, unit: float, linktype: int, offset: int,
         pos = stop
 
 
-def _ts_resolution(options: bytes, endian: str) -> float:
-    """if_tsresol option (code 9); default microseconds. An option running past the block
-    is ignored; resolutions coarser than a second (0 is 10^0, fine; 0x80 is 2^0) or finer
-    than 2^-63 are taken as they are and the timestamps clamped (``clamp_ts``)."""
+def _ts_resolution(options: bytes, endian: str) -> int:
+    """The if_tsresol option (code 9) as its byte; default 6 (microseconds). An option running
+    past the block is ignored; resolutions coarser than a second (0 is 10^0, fine; 0x80 is 2^0)
+    or finer than 2^-63 are taken as they are and the timestamps clamped (``clamp_ts``)."""
     pos = 0
     while pos + 4 <= len(options):
         code, length = struct.unpack_from(endian + "HH", options, pos)
         if code == 0:
             break
         if code == 9 and length >= 1 and pos + 4 < len(options):
-            v = options[pos + 4]
-            return 2.0 ** -(v & 0x7F) if v & 0x80 else 10.0 ** -v
+            return options[pos + 4]
         pos += 4 + length + (-length % 4)
-    return 1e-6
+    return 6
+
+
+def ticks_to_seconds(ticks: int, resolution: int) -> float:
+    """Whole seconds plus the fraction, computed as pcap's ``sec + usec * 1e-6`` is: the same
+    instant read from pcap and from pcapng is the same float (a latency of 1.25 ms must not
+    print 1.2 from one file and 1.3 from the other)."""
+    exponent = resolution & 0x7F
+    per_second = 1 << exponent if resolution & 0x80 else 10 ** exponent
+    unit = 2.0 ** -exponent if resolution & 0x80 else 10.0 ** -exponent
+    return ticks // per_second + (ticks % per_second) * unit
 
 
 # a timestamp outside 1970..9999 cannot be a capture time: it is shown as invalid (-1)

@@ -180,8 +180,8 @@ fn tcp_segment(linktype: u32, d: &[u8]) -> Option<Seg> {
     })
 }
 
-/// pcapfile.py's ``_ts_resolution``: seconds per tick from an if_tsresol option.
-fn ts_resolution(opts: &[u8], e: Endian) -> f64 {
+/// pcapfile.py's ``_ts_resolution``: the if_tsresol option's byte; default 6 (microseconds).
+fn ts_resolution(opts: &[u8], e: Endian) -> u8 {
     let mut pos = 0usize;
     while pos + 4 <= opts.len() {
         let code = e.u16(opts, pos);
@@ -190,16 +190,27 @@ fn ts_resolution(opts: &[u8], e: Endian) -> f64 {
             break;
         }
         if code == 9 && length >= 1 && pos + 4 < opts.len() {
-            let v = opts[pos + 4];
-            return if v & 0x80 != 0 {
-                2.0f64.powf(-((v & 0x7F) as f64))
-            } else {
-                10.0f64.powf(-(v as f64))
-            };
+            return opts[pos + 4];
         }
         pos += 4 + length + ((4 - length % 4) % 4);
     }
-    1e-6
+    6
+}
+
+/// pcapfile.py's ``ticks_to_seconds``: whole seconds plus the fraction, as pcap's are
+/// computed, so one instant is one float from either file format.
+fn ticks_to_seconds(ticks: u64, resolution: u8) -> f64 {
+    let exponent = (resolution & 0x7F) as u32;
+    let (base, unit) = if resolution & 0x80 != 0 {
+        (2u128, 2.0f64.powf(-(exponent as f64)))
+    } else {
+        (10u128, 10.0f64.powf(-(exponent as f64)))
+    };
+    let ticks = ticks as u128;
+    match base.checked_pow(exponent) {
+        Some(per_second) => (ticks / per_second) as f64 + (ticks % per_second) as f64 * unit,
+        None => 0.0 + ticks as f64 * unit, // a tick count always below one second
+    }
 }
 
 #[derive(PartialEq)]
@@ -254,7 +265,7 @@ struct Scanner {
     unit: f64,
     linktype: u32,
     ng_endian: Endian,
-    interfaces: Vec<(u32, f64)>,
+    interfaces: Vec<(u32, u8)>,
     first_block: bool,
     index: u64,
     offset: u64,
@@ -505,8 +516,8 @@ impl Scanner {
                 1 => {
                     let b = &self.buf[body.0..body.1];
                     let linktype = e.u16(b, 0);
-                    let unit = ts_resolution(&b[8..], e);
-                    self.interfaces.push((linktype, unit));
+                    let resolution = ts_resolution(&b[8..], e);
+                    self.interfaces.push((linktype, resolution));
                 }
                 2 | 6 => {
                     let b = &self.buf[body.0..body.1];
@@ -515,7 +526,7 @@ impl Scanner {
                     } else {
                         (e.u16(b, 0), e.u32(b, 4), e.u32(b, 8), e.u32(b, 12))
                     };
-                    let Some(&(linktype, unit)) = self.interfaces.get(iface as usize) else {
+                    let Some(&(linktype, resolution)) = self.interfaces.get(iface as usize) else {
                         self.warnings
                             .push(format!("packet refers to undeclared interface {}", iface));
                         continue;
@@ -530,7 +541,7 @@ impl Scanner {
                         ));
                     }
                     let ticks = ((hi as u64) << 32) | lo as u64;
-                    let ts = clamp_ts(ticks as f64 * unit);
+                    let ts = clamp_ts(ticks_to_seconds(ticks, resolution));
                     let end = body.0 + 20 + (incl as usize).min(room);
                     self.packet(py, out, ts, linktype, (body.0 + 20, end))?;
                 }
