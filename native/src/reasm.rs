@@ -376,10 +376,15 @@ impl Reasm {
         c.packets += 1;
         let dir = if s.src == c.a { 0 } else { 1 };
         {
+            let cid = c.cid;
             let d = &mut c.dirs[dir];
             if flags & SYN != 0 {
                 let b = s.seq.wrapping_add(1);
                 if d.base != Some(b) {
+                    // offsets start again from 0: the size-prefix tracking's positions
+                    // mean nothing now, so Python's framer sees everything from here
+                    self.flush_acc(py, cid, dir, d)?;
+                    d.track = None;
                     d.base = Some(b);
                     d.next = 0;
                 }
