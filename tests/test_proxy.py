@@ -486,8 +486,9 @@ def java_client(*args: str) -> subprocess.CompletedProcess:
     jars = [lib / f"{name}.jar" for name in ("kafka-clients", "lz4-java", "snappy-java",
                                              "zstd-jni", "slf4j-api")]
     assert all(j.exists() for j in jars), jars
-    return subprocess.run(["java", "-cp", ":".join(map(str, jars)),
-                           str(ROOT / "tests/support/java/JavaClient.java"), *args],
+    from tests.support.javac import java_command
+    return subprocess.run([*java_command(ROOT / "tests/support/java/JavaClient.java",
+                                         ":".join(map(str, jars))), *args],
                           capture_output=True, text=True, timeout=180)
 
 

@@ -124,9 +124,10 @@ def java_session(mode: str, bootstrap: str) -> list[str]:
     import subprocess
     from pathlib import Path
     from tests.support.apache_kafka import classpath
+    from tests.support.javac import java_command
     source = Path(__file__).parent / "java" / "KafkaScenarios.java"
-    out = subprocess.run(["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-                          "-cp", classpath(), str(source), mode, bootstrap],
+    out = subprocess.run([*java_command(source, classpath(), "-Xmx256m", "-XX:+UseSerialGC",
+                                        "-XX:TieredStopAtLevel=1"), mode, bootstrap],
                          capture_output=True, text=True, timeout=240)
     if out.returncode:
         raise RuntimeError(f"KafkaScenarios {mode} failed:\n{out.stderr[-3000:]}")
