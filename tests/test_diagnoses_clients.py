@@ -326,14 +326,20 @@ def _claims(exchanges) -> set[tuple[str, tuple | None, str]]:
             for e in exchanges for f in e.findings if f.code in DIAGNOSED}
 
 
+@pytest.fixture(scope="module")
+def truth(capture) -> set:
+    """What the whole capture claims (once for every variant below)."""
+    claims = _claims(exchanges_in([str(capture)]).exchanges)
+    assert {code for code, _, _ in claims} == set(DIAGNOSED)
+    return claims
+
+
 @pytest.mark.parametrize("variant", ["drop", "reorder", "snaplen", "midstream", "all"])
-def test_damaged_capture_claims_nothing_new(capture, tmp_path, variant):
+def test_damaged_capture_claims_nothing_new(capture, truth, tmp_path, variant):
     """The capture damaged (tests/support/damage.py) may lose these diagnoses, never make
     one up: each it gives, the whole capture gives for that client and subject."""
     from tests.support.damage import damage
     from tests.test_damaged import VARIANTS, dissect
-    truth = _claims(exchanges_in([str(capture)]).exchanges)
-    assert {code for code, _, _ in truth} == set(DIAGNOSED)
     data, _ = damage(capture.read_bytes(), seed=1, **VARIANTS[variant])
     sink, _ = dissect(data, tmp_path)
     made = _claims(sink.exchanges)
