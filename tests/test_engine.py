@@ -26,12 +26,12 @@ CAPTURES = ROOT / "captures"
 NAMES = sorted(p.stem for p in CAPTURES.glob("*.pcap"))
 
 
-def spark_exchanges(files: list[str], out: Path) -> list[dict]:
-    """`kdissect spark` on ``files`` (its own process and JVM), the exchanges table read."""
-    done = subprocess.run([sys.executable, "-m", "kdissect", "spark", *files, "--out", str(out),
-                           "--master", "local[2]"], capture_output=True, text=True,
-                          timeout=600, cwd=ROOT)
-    assert done.returncode == 0, done.stderr[-2000:]
+def spark_exchanges(spark, files: list[str], out: Path) -> list[dict]:
+    """The Spark job (on the session's Spark: a JVM of its own per test took ~15 s; the
+    `kdissect spark` command around the same job is tests/test_spark.py's) on ``files``
+    as the command runs it, the exchanges table read."""
+    from kdissect.pipeline.spark_job import run_job
+    run_job(spark, files, str(out), ports=DEFAULT_PORTS, detect=True)
     return pq.read_table(out / "exchanges").to_pylist()
 
 
@@ -109,9 +109,9 @@ def recording_keys(exchanges, tmp_path: Path) -> list[tuple]:
                                                                       exchanges}).exchanges)
 
 
-def test_every_path_gives_the_same_exchanges(tmp_path):
+def test_every_path_gives_the_same_exchanges(spark, tmp_path):
     files = [str(CAPTURES / f"{n}.pcap") for n in NAMES]
-    spark_rows = spark_exchanges(files, tmp_path / "spark")
+    spark_rows = spark_exchanges(spark, files, tmp_path / "spark")
     spark_by_capture: dict[str, list] = {}
     for r in spark_rows:
         spark_by_capture.setdefault(Path(r["capture"]).stem, []).append(r)
@@ -168,7 +168,7 @@ def cut_request(src: Path, dst: Path, api_key: int) -> int:
     return cut
 
 
-def test_an_orphan_response_stays_an_exchange_on_every_path(tmp_path):
+def test_an_orphan_response_stays_an_exchange_on_every_path(spark, tmp_path):
     path = tmp_path / "orphan.pcap"
     corr = cut_request(CAPTURES / "aiokafka.pcap", path, 3)          # a Metadata request
     exchanges = exchanges_in([str(path)]).exchanges
@@ -182,7 +182,7 @@ def test_an_orphan_response_stays_an_exchange_on_every_path(tmp_path):
     write_exchanges([str(path)], str(tmp_path / "o.parquet"), ports=DEFAULT_PORTS,
                     detect=True, warn=print)
     assert want in row_keys(pq.read_table(tmp_path / "o.parquet").to_pylist())
-    assert want in row_keys(spark_exchanges([str(path)], tmp_path / "spark"))
+    assert want in row_keys(spark_exchanges(spark, [str(path)], tmp_path / "spark"))
 
 
 # -- layering ---------------------------------------------------------------------------

@@ -4,10 +4,10 @@ broker, and a clear answer when capturing is not allowed."""
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from tests.support.broker import Broker
+from tests.support.capture import wait_sniffing
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -20,7 +20,7 @@ def test_live_decodes_what_passes_on_loopback():
             [sys.executable, "-m", "kdissect", "live", "-i", "lo", "-p", str(broker.port),
              "--no-detect", "--no-tui", "--format", "jsonl", "--duration", "12"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
-        time.sleep(3)                                    # the sniffer opens its socket
+        wait_sniffing(sniffer.pid)
         producer = KafkaProducer(bootstrap_servers=f"127.0.0.1:{broker.port}",
                                  client_id="live-test")
         for i in range(3):

@@ -38,9 +38,11 @@ class ProxyProcess:
         # read its output as it comes, as a terminal or a pipe would
         self.out: list[str] = []
         self.err: list[str] = []
-        for stream, sink in ((self.proc.stdout, self.out), (self.proc.stderr, self.err)):
-            threading.Thread(target=lambda s=stream, k=sink: k.extend(iter(s.readline, "")),
-                             daemon=True).start()
+        self.readers = [threading.Thread(target=lambda s=stream, k=sink: k.extend(
+            iter(s.readline, "")), daemon=True) for stream, sink in (
+                (self.proc.stdout, self.out), (self.proc.stderr, self.err))]
+        for reader in self.readers:
+            reader.start()
         for _ in range(150):
             try:
                 socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
@@ -78,7 +80,8 @@ class ProxyProcess:
         self.settle()
         self.proc.terminate()
         self.proc.wait(timeout=30)
-        time.sleep(0.3)                            # the readers catch the last lines
+        for reader in self.readers:                # the last lines, up to the end of output
+            reader.join(10)
         return [json.loads(line) for line in self.out], "".join(self.err)
 
 
@@ -486,8 +489,9 @@ def java_client(*args: str) -> subprocess.CompletedProcess:
     jars = [lib / f"{name}.jar" for name in ("kafka-clients", "lz4-java", "snappy-java",
                                              "zstd-jni", "slf4j-api")]
     assert all(j.exists() for j in jars), jars
-    return subprocess.run(["java", "-cp", ":".join(map(str, jars)),
-                           str(ROOT / "tests/support/java/JavaClient.java"), *args],
+    from tests.support.javac import java_command
+    return subprocess.run([*java_command(ROOT / "tests/support/java/JavaClient.java",
+                                         ":".join(map(str, jars))), *args],
                           capture_output=True, text=True, timeout=180)
 
 
@@ -997,7 +1001,8 @@ def test_sigterm_on_a_busy_machine_ends_the_proxy_within_2_s():
         proxy.proc.terminate()
         proxy.proc.wait(timeout=30)
         took = time.monotonic() - start
-        time.sleep(0.3)
+        for reader in proxy.readers:
+            reader.join(10)
         err = "".join(proxy.err)
     finally:
         for b in burners:

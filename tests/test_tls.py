@@ -542,6 +542,7 @@ def test_sasl_plain_over_tls_is_decrypted_and_not_called_plaintext(apache_kafka,
 def test_live_decrypts_with_a_key_log_being_written(tls_broker, tmp_path):
     """`kdissect live --keylog` while the client writes the key log: each new connection's
     secrets are read as they appear."""
+    from tests.support.capture import wait_sniffing
     from tests.support.tls import TlsTerminator, self_signed
     from tests.support.tls_capture import run_client
     broker, port = tls_broker
@@ -554,7 +555,7 @@ def test_live_decrypts_with_a_key_log_being_written(tls_broker, tmp_path):
          "--no-tui", "--format", "jsonl", "--duration", "20", "--keylog", str(keylog)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        time.sleep(4)                            # the sniffer opens its socket
+        wait_sniffing(sniffer.pid)
         run_client(f"127.0.0.1:{port}", cert, keylog, "--topic", "live-tls", "--messages", "5")
         out, err = sniffer.communicate(timeout=90)
     finally:

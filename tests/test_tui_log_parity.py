@@ -47,7 +47,10 @@ def partition(apache_kafka, tmp_path_factory) -> Path:
     for i in range(SINGLES):
         p.produce(TOPIC, key=b"k%d" % i, value=b"plain value %d" % i)
         p.flush(30)                        # a batch per record
-    z = Producer({"bootstrap.servers": bootstrap, "compression.type": "lz4", "linger.ms": 200})
+    # the 20 wait for flush(), which sends them at once (librdkafka ignores linger.ms while
+    # flushing): one batch however slow the machine (200 ms of linger was a guess)
+    z = Producer({"bootstrap.servers": bootstrap, "compression.type": "lz4",
+                  "linger.ms": 60000})
     for i in range(20):
         z.produce(TOPIC, key=b"needle-key" if i == 7 else b"z%d" % i,
                   value=(b"find-me-in-lz4 " if i == 7 else b"") + b"lz4 value %d " % i * 8)

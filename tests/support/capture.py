@@ -44,3 +44,23 @@ class Tcpdump:
     def __exit__(self, *exc) -> None:
         if self.proc.poll() is None:
             self.stop()
+
+
+def wait_sniffing(pid: int, timeout: float = 60) -> None:
+    """Until process ``pid`` (e.g. `kdissect live -i lo`) has a packet socket bound to an
+    interface and running (/proc/net/packet): what a fixed sleep used to guess."""
+    import os
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            mine = {os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
+        except OSError:                         # gone, or an fd closed while listed
+            mine = set()
+        with open("/proc/net/packet") as f:
+            for line in f.readlines()[1:]:
+                cols = line.split()             # sk RefCnt Type Proto Iface R Rmem User Inode
+                if f"socket:[{cols[8]}]" in mine and cols[4] != "0" and cols[5] == "1":
+                    time.sleep(0.2)             # (its filter is set next)
+                    return
+        time.sleep(0.05)
+    raise AssertionError(f"process {pid} opened no packet socket in {timeout:.0f} s")

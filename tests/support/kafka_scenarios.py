@@ -48,8 +48,24 @@ def kraft_cluster(kafka: ApacheKafka) -> int:
     produce(others, "replicated-kraft", 10, prefix="w")
     kafka.start_node(leader)
     produce(bootstrap, "replicated-kraft", 10, prefix="x")
-    time.sleep(3)                        # the restarted follower catches up and rejoins the ISR
+    in_sync(bootstrap, "replicated-kraft", leader)     # (AlterPartition)
     return leader
+
+
+def in_sync(bootstrap: str, topic: str, node: int, timeout: float = 90) -> None:
+    """Wait until ``node`` is back in the ISR of every partition of ``topic`` (a restarted
+    follower catches up and rejoins: how long that takes is the machine's business)."""
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AdminClient
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + timeout
+    while True:
+        d = admin.describe_topics(TopicCollection([topic]))[topic].result(30)
+        if all(node in {n.id for n in p.isr} for p in d.partitions):
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"node {node} is not back in the ISR of {topic}")
+        time.sleep(0.2)
 
 
 # A cluster whose quorum snapshots its metadata often and deletes the log behind the
@@ -124,9 +140,10 @@ def java_session(mode: str, bootstrap: str) -> list[str]:
     import subprocess
     from pathlib import Path
     from tests.support.apache_kafka import classpath
+    from tests.support.javac import java_command
     source = Path(__file__).parent / "java" / "KafkaScenarios.java"
-    out = subprocess.run(["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-                          "-cp", classpath(), str(source), mode, bootstrap],
+    out = subprocess.run([*java_command(source, classpath(), "-Xmx256m", "-XX:+UseSerialGC",
+                                        "-XX:TieredStopAtLevel=1"), mode, bootstrap],
                          capture_output=True, text=True, timeout=240)
     if out.returncode:
         raise RuntimeError(f"KafkaScenarios {mode} failed:\n{out.stderr[-3000:]}")
