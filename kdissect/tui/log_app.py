@@ -37,6 +37,7 @@ from ..protocol import Options
 from ..protocol.internal import decode_records, family_of
 from ..protocol.node import Node
 from ..protocol.records import read_records
+from ..render.log_json import CODECS
 from ..sources.logdir import LogError, LogItem, file_kind, walk
 from ..stream import anomaly
 from ..stream.content import _batches, buffer_nodes
@@ -47,9 +48,9 @@ from .jobs import IN_WORKERS as _IN_WORKERS
 from .jobs import WORK_CSS, Jobs, work_line
 from .log_list import LogList
 from .screens import HelpScreen
+from .sorting import SORT_BINDINGS, Sorting
 from .work import scan
 
-CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 _FLUSH = 0.1               # seconds between hand-overs of items to the UI while reading
 _BATCH = 2000              # items handed to the UI at once at most
 _WHOLE_FILE = 64 << 20     # files other than segments are shown whole up to this size
@@ -60,7 +61,6 @@ _KEPT = frozenset({"finding", "severity", "anomaly", "topic", "partition"})
 # the sort orders the `o` key cycles through (size and records: biggest first)
 SORT_CYCLE = ("#", "size", "records", "time", "status", "producer", "codec", "offsets",
               "kind", "file")
-_DESCENDING = {"size", "records"}
 # the fields the filter bar offers (docs/log.md)
 LOG_FIELDS = ["finding", "severity", "anomaly", "topic", "partition", "records", "record.key",
               "record.value", "record.header", "base_offset", "offset", "producer_id",
@@ -306,11 +306,15 @@ class LogStatsScreen(ModalScreen):
         box.focus()
 
 
-class LogApp(Jobs, App):
+class LogApp(Sorting, Jobs, App):
     """Browse Kafka's files on disk: ``paths`` as `kdissect log` reads them."""
 
     TITLE = "kdissect log"
     AUTO_FOCUS = "#items"
+    SORT_CYCLE = SORT_CYCLE
+    DESCENDING = frozenset({"size", "records"})
+    SORT_NAMES = {"#": "file order", "size": "size, biggest first",
+                  "records": "records, most first", "time": "last timestamp"}
     CSS = """
     #items { height: 45%; }
     #detail { height: 1fr; }
@@ -325,8 +329,7 @@ class LogApp(Jobs, App):
         Binding("P", "next_problem(-1)", "Previous problem", show=False),
         Binding("ctrl+f", "search", "Search"),
         Binding("n", "search_next", "Next match", show=False),
-        Binding("o", "sort_next", "Sort"),
-        Binding("O", "sort_reverse", "Reverse sort", show=False),
+        *SORT_BINDINGS,
         Binding("s", "stats", "Stats"),
         Binding("e", "export", "Export item", show=False),
         Binding("E", "export_shown", "Export"),
@@ -634,29 +637,11 @@ class LogApp(Jobs, App):
                 return
         self.notify("no finding among the items shown", timeout=4)
 
-    def sort_by(self, column: str, reverse: bool | None = None) -> None:
-        """Sort the list by a column; selecting it again reverses the order."""
-        if reverse is None:
-            reverse = not self.sorted_by[1] if self.sorted_by[0] == column else False
-        self.sorted_by = (column, reverse)
-        self.table.set_order(column, lambda it: _sort_value(it, column), reverse)
+    def sort_value(self, column: str):
+        return lambda it: _sort_value(it, column)
+
+    def after_sort(self) -> None:
         self._show_current()
-
-    @on(LogList.HeaderSelected, "#items")
-    def _header(self, event: LogList.HeaderSelected) -> None:
-        self.sort_by(str(event.label))
-
-    def action_sort_next(self) -> None:
-        column = self.sorted_by[0]
-        at = SORT_CYCLE.index(column) if column in SORT_CYCLE else -1
-        nxt = SORT_CYCLE[(at + 1) % len(SORT_CYCLE)]
-        self.sort_by(nxt, nxt in _DESCENDING)
-        what = {"#": "file order", "size": "size, biggest first",
-                "records": "records, most first", "time": "last timestamp"}.get(nxt, nxt)
-        self.notify(f"sorted by {what}; o: next order, O: reverse", timeout=3)
-
-    def action_sort_reverse(self) -> None:
-        self.sort_by(self.sorted_by[0], not self.sorted_by[1])
 
     def action_stats(self) -> None:
         """Statistics of the items listed; over many gathered in the background."""
