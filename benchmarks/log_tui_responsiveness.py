@@ -157,7 +157,7 @@ def main() -> None:
               f"({r['search_cpu']:.1f} CPU-s); keys meanwhile median "
               f"{statistics.median(r['filter_keys'] + r['search_keys'] or [0]) * 1000:.0f} ms; "
               f"peak RSS {r['rss_mib']:.0f} MiB; load {r['load']:.1f}", flush=True)
-        wall, cpu, mib = measure_cmd(peer_cmd)
+        wall, cpu, mib = measure_cmd(peer_cmd)[:3]
         peer.append((wall, cpu, mib, os.getloadavg()[0]))
         print(f"kafka-dump-log: {wall:.1f} s ({cpu:.1f} CPU-s, {mib:.0f} MiB); load "
               f"{peer[-1][3]:.1f}", flush=True)
