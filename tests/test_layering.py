@@ -36,11 +36,6 @@ ALLOWED: dict[str, set[str]] = {
 EXCEPTIONS = {
     # log items' record.key/value filter values reuse the JSON lines' record walk
     ("kdissect/sources/logdir.py", "render"),
-    # the Spark tasks write the JSON objects `kdissect log` writes (they belong in render/
-    # with the log item model; until then, imported lazily from the command)
-    ("kdissect/pipeline/log_job.py", "cli"),
-    # the log TUI's export writes those same JSON lines (same reason, imported lazily)
-    ("kdissect/tui/log_export.py", "cli"),
     # decoded values are filtered as JSON lines show them: the JSON lines' record walk
     ("kdissect/filter_values.py", "render"),
     # record.value.PATH reads values as JSON lines show them (lazily, when a filter asks)

@@ -1,19 +1,26 @@
 """The pieces of kdissect log's TUI without a terminal (fast): what the list keeps of an
-item, sorting, the byte search inside compressed batches, statistics, the segment export
-read back, the columns fitted to the width, and tiered storage's file names."""
+item, sorting, the byte search inside compressed batches, record filters read from the
+batches' values (trees only where the values cannot answer), the reader in a forked
+child, statistics, the segment export read back, the columns fitted to the width, and
+tiered storage's file names."""
 
 from __future__ import annotations
 
+import os
+import threading
 from pathlib import Path
 
+from kdissect.filters import parse_filter
 from kdissect.protocol import Options
-from kdissect.sources.logdir import file_kind, is_partition_name, walk
-from kdissect.tui.log_app import (_sort_value, describe, holds, item_bytes, lighten,
-                                  whole_batch)
+from kdissect.sources.logdir import LogItem, file_kind, is_partition_name, walk
+from kdissect.tui import log_app
+from kdissect.tui.loader import Done, Progress, run_forked
+from kdissect.tui.log_app import (_sort_value, batch_tree, describe, holds, item_bytes,
+                                  lighten, passes, read_items, whole_batch)
 from kdissect.tui.log_export import write_segments
 from kdissect.tui.log_list import COLUMNS, fit
 from kdissect.tui.log_stats import gather
-from tests.test_log import _partition, batch
+from tests.test_log import _partition, batch, marker_and_damage
 
 
 def _items(path: Path, values: bool = True) -> list:
@@ -54,6 +61,71 @@ def test_search_finds_bytes_inside_compressed_batches_only_where_they_are(tmp_pa
     items = [i for i in _items(part) if i.kind == "batch"]
     assert all(NEEDLE not in item_bytes(i) for i in items)        # compressed on disk
     assert [holds(i, NEEDLE, Options()) for i in items] == [False, True, True]
+
+
+FILTERS = ['record.key == "b"', 'record.key == "k"', 'record.key contains "e"',
+           'record.value == "4"', 'record.header == "h"', 'record.header.h == "hv"',
+           'producer_id == 7', 'base_sequence >= 1', 'records == 2', 'offset >= 3',
+           'magic == 1', 'partition_leader_epoch == 0', 'finding and record.key == "a"',
+           'not record.key == "c" and producer_epoch == 0']
+
+
+def test_record_filters_read_values_and_answer_as_the_trees_do(tmp_path, monkeypatch):
+    """A filter on a batch's header or records reads clean v2 batches again as values
+    (no tree: the key filter over a big log stays cheap) and gives the answer the
+    batch's located tree gives; damaged, legacy and control batches take their trees."""
+    part, _ = _partition(tmp_path)
+    log = part / "00000000000000000000.log"
+    log.write_bytes(log.read_bytes() + batch(2, 2, 5, [(b"e", b"6"), (None, b"7")]) +
+                    batch(1, 1, 7, [(b"k", b"legacy")]) +
+                    marker_and_damage(8, 11, 0, 0, [(b"a", b"b")]))
+    items = [i for i in _items(part) if whole_batch(i)]
+    options = Options()
+
+    def by_tree(flt, item) -> bool:        # what the filter said before: the whole tree
+        tree = batch_tree(item, options)[0]
+        return flt(LogItem(item.kind, item.path, item.topic, item.partition, tree,
+                           item.findings))
+    trees = []
+    real = log_app.batch_tree
+    monkeypatch.setattr(log_app, "batch_tree", lambda item, o: trees.append(item) or
+                        real(item, o))
+    for text in FILTERS:
+        flt = parse_filter(text)
+        trees.clear()
+        got = [passes(flt, item, options) for item in items]
+        # (by_tree calls the real decoder directly: not counted)
+        assert got == [by_tree(flt, item) for item in items], text
+        # clean v2 batches of an ordinary topic never needed their tree
+        clean = [i for i in items if i.cells[1] == "batch v2" and not i.every and
+                 "control" not in i.cells[6]]
+        assert len(clean) >= 4 and not set(map(id, trees)) & set(map(id, clean)), text
+    assert any(passes(parse_filter('record.key == "e"'), i, options) for i in items)
+
+
+def test_the_reader_runs_in_a_forked_child(tmp_path):
+    """The log TUI's reading (``read_items``) runs in another process and sends what the
+    list keeps, in order: the UI process's GIL stays with the UI."""
+    part, _ = _partition(tmp_path)
+    got: list = []
+    pids: list[int] = []
+
+    def work(emit) -> None:
+        emit(os.getpid())
+        read_items([str(part)], Options(), parse_filter("producer_id == 9"), emit)
+    assert run_forked(work, got.append, threading.Event()) is None
+    pids, rest = got[:1], got[1:]
+    assert pids[0] != os.getpid()
+    assert isinstance(rest[-1], Done)
+    items = [o for o in rest if isinstance(o, LogItem)]
+    assert [i.cells for i in items] == [i.cells for i in _items(part)]
+    assert [i.passed for i in items if i.kind == "batch"] == [False, False, True]
+    assert all(i.tree is None for i in items if whole_batch(i))     # no tree kept
+    assert all(isinstance(o, (LogItem, Progress, Done)) for o in rest)
+
+
+def test_a_reader_that_dies_says_so():
+    assert run_forked(lambda emit: os._exit(3), lambda obj: None, threading.Event()) == 3
 
 
 def test_statistics_per_partition_and_file(tmp_path):

@@ -10,11 +10,9 @@ from rich.console import Console
 from rich.text import Text
 
 from ..filters import Filter, FilterError, parse_filter
-from ..protocol.internal import control_of
-from ..render.log_lines import encode as _encode, prefixed
-from ..render.records import json_bytes, plain_json, record_json
+from ..render.log_json import batch_records, field_value, item_chunks, item_json, item_lines
+from ..render.records import json_bytes, record_json
 from ..render.text import tree_of
-from ..protocol.ondisk import BATCH_FIELDS
 from ..sources.logdir import LogDir, LogError, LogItem, walk
 from ..stream.engine import Engine
 from ..stream.sink import ItemSink
@@ -165,7 +163,7 @@ class LogPrinter(ItemSink):
         if self.verbose and item.tree is not None:
             self.out.print(tree_of(item.tree))
         elif self.records and item.tree is not None:
-            for rec in _records(item):
+            for rec in batch_records(item):
                 self.out.print(Text(f"    {_record_text(rec)}"))
 
 
@@ -207,11 +205,6 @@ def _on_spark(paths: list[str], out: str, max_decompressed: int, master: str | N
 
 # -- what an item says -----------------------------------------------------------------
 
-def _v(item: LogItem, name: str):
-    c = item.tree.child(name) if item.tree is not None else None
-    return c.value if c is not None else None
-
-
 def item_line(item: LogItem) -> Text:
     t = Text()
     where = item.path.name if item.kind in ("batch", "message") else item.file
@@ -221,11 +214,11 @@ def item_line(item: LogItem) -> Text:
         t.append(f"  @{tree.offset}+{tree.length}", style="dim")
         if tree.note:
             t.append(f"  {tree.note}")
-        pid = _v(item, "producer_id")
+        pid = field_value(item, "producer_id")
         if isinstance(pid, int) and pid >= 0:
-            t.append(f"  producer {pid} epoch {_v(item, 'producer_epoch')} "
-                     f"seq {_v(item, 'base_sequence')}")
-        epoch = _v(item, "partition_leader_epoch")
+            t.append(f"  producer {pid} epoch {field_value(item, 'producer_epoch')} "
+                     f"seq {field_value(item, 'base_sequence')}")
+        epoch = field_value(item, "partition_leader_epoch")
         if isinstance(epoch, int):
             t.append(f"  leader epoch {epoch}")
     elif tree is not None:
@@ -241,27 +234,6 @@ def item_line(item: LogItem) -> Text:
     return t
 
 
-def _records(item: LogItem) -> list:
-    """The records of a batch item: a v2 batch's (in its decompressed buffer if any), a
-    compressed v0/v1 wrapper's inner messages, or the v0/v1 message itself."""
-    tree = item.tree
-    assert tree is not None, "batch items have a tree"
-    if tree.ktype == "record_batch":
-        holder = tree.child("records")
-        kids = holder.children if holder is not None and holder.buffer is not None \
-            else tree.children
-        return [n for n in kids if n.ktype == "record"]
-    if tree.ktype.startswith("message_v"):
-        return [n for n in tree.walk() if n.ktype.startswith("message_v") and
-                (_child_value(n, "attributes") or 0) & 7 == 0]
-    return []
-
-
-def _child_value(n, name):
-    c = n.child(name)
-    return c.value if c is not None else None
-
-
 def _record_text(n) -> str:
     r = record_json(n)
     text = f"offset {r['offset']}  key {json.dumps(r['key'], default=str)}  " \
@@ -273,128 +245,4 @@ def _record_text(n) -> str:
     return text
 
 
-_CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
-
-
-def _values_batch_json(item: LogItem) -> dict:
-    """``batch_json`` of a batch the bulk path read as values or lines (a clean v2 batch)."""
-    got = item.values or item.lines
-    assert got is not None
-    h = got[0]
-    attrs = h["attributes"]
-    return {"type": "batch", "file": item.file, "topic": item.topic,
-            "partition": item.partition, "position": h["position"],
-            "size": 12 + h["batch_length"], **{n: h[n] for n in BATCH_FIELDS},
-            "last_offset": h["base_offset"] + h["last_offset_delta"],
-            "codec": _CODECS[attrs & 7] if attrs & 7 < 5 else attrs & 7,
-            "transactional": bool(attrs & 0x10), "control": bool(attrs & 0x20),
-            "crc_valid": True, "findings": [f.to_json() for f in item.findings]}
-
-
-def batch_json(item: LogItem) -> dict:
-    """One batch (or v0/v1 message set entry, or damage) as a JSON object (docs/log.md)."""
-    if item.values is not None or item.lines is not None:
-        return _values_batch_json(item)
-    tree = item.tree
-    assert tree is not None, "batch items have a tree or values"
-    out: dict = {"type": "batch", "file": item.file, "topic": item.topic,
-                 "partition": item.partition, "position": tree.offset, "size": tree.length}
-    if tree.ktype == "record_batch":
-        for name in BATCH_FIELDS:
-            out[name] = _v(item, name)
-        attrs = out["attributes"] or 0
-        out["last_offset"] = (out["base_offset"] + out["last_offset_delta"]
-                              if isinstance(out["base_offset"], int) and
-                              isinstance(out["last_offset_delta"], int) else None)
-        out["codec"] = ("none", "gzip", "snappy", "lz4", "zstd").__getitem__(attrs & 7) \
-            if attrs & 7 < 5 else attrs & 7
-        out["transactional"] = bool(attrs & 0x10)
-        out["control"] = bool(attrs & 0x20)
-    elif tree.ktype.startswith("message_v"):
-        for name in ("offset", "magic", "crc", "attributes", "timestamp"):
-            out[name] = _v(item, name)
-        attrs = out["attributes"] or 0
-        out["codec"] = ("none", "gzip", "snappy", "lz4", "zstd")[attrs & 7] \
-            if attrs & 7 < 5 else attrs & 7
-    crc = tree.child("crc")
-    if crc is not None:
-        out["crc_valid"] = crc.problem is None
-    out["findings"] = [f.to_json() for f in item.all_findings()]
-    return out
-
-
-def _record_obj(item: LogItem, n) -> dict:
-    r = record_json(n)          # with key_decoded/value_decoded for internal topics
-    assert item.tree is not None, "records come from batch items"
-    obj = {**_record_head(item, item.tree.offset), "position": n.offset, **r}
-    attrs = item.tree.child("attributes")
-    if n.ktype == "record" and attrs is not None and isinstance(attrs.value, int) \
-            and attrs.value & 0x20:
-        found = control_of(n)
-        if found is not None:
-            obj["control_type"] = found[0]
-            if found[1] is not None:
-                obj["coordinator_epoch"] = found[1]
-    return obj
-
-
-def _record_head(item: LogItem, batch_position: int) -> dict:
-    return {"type": "record", "file": item.file, "topic": item.topic,
-            "partition": item.partition, "batch_position": batch_position}
-
-
-def _record_prefix(item: LogItem, batch_position: int) -> str:
-    """What every record line of a batch starts with, up to its position's value."""
-    return _encode(_record_head(item, batch_position))[:-1] + ', "position": '
-
-
-def item_chunks(item: LogItem, records: bool) -> list[bytes]:
-    """``item_lines`` as UTF-8 (ASCII: the JSON is written with ``ensure_ascii``) in
-    pieces: a batch of the JSON lines path is its batch line and its record lines, which
-    are prefixed straight into bytes (render/log_lines.py)."""
-    if item.lines is None:
-        return [item_lines(item, records).encode()]
-    h, body = item.lines
-    text = (_encode(_values_batch_json(item)) + "\n").encode()
-    return [text, prefixed(_record_prefix(item, h["position"]), body)] if records else [text]
-
-
-def item_lines(item: LogItem, records: bool) -> str:
-    """``item_json``'s objects as JSON lines. A batch the bulk path read as values or
-    lines is encoded without building its objects: what every record line shares is
-    encoded once (render/log_lines.py)."""
-    if item.lines is not None:
-        return b"".join(item_chunks(item, records)).decode()
-    if item.values is None:
-        return "".join(_encode(obj) + "\n" for obj in item_json(item, records))
-    text = _encode(_values_batch_json(item)) + "\n"
-    if not records:
-        return text
-    h, starts, recs = item.values
-    prefix = _record_prefix(item, h["position"])
-    enc = _encode
-    return text + "".join([f"{prefix}{p}, {enc(r)[1:]}\n" for p, r in zip(starts, recs)])
-
-
-def item_json(item: LogItem, records: bool) -> list[dict]:
-    if item.lines is not None:          # (the JSON lines path's items: parsed back)
-        return [json.loads(line) for line in item_lines(item, records).splitlines()]
-    if item.values is not None:
-        h, starts, recs = item.values
-        head = _record_head(item, h["position"])
-        return [_values_batch_json(item)] + \
-            ([{**head, "position": p, **r} for p, r in zip(starts, recs)] if records else [])
-    if item.kind in ("batch", "message") and item.tree is not None:
-        objs = [batch_json(item)]
-        if records:
-            objs += [_record_obj(item, n) for n in _records(item)]
-        return objs
-    obj: dict = {"type": item.kind, "file": item.file, "topic": item.topic,
-                 "partition": item.partition}
-    if item.tree is not None:
-        obj["content"] = plain_json(item.tree)
-    obj["findings"] = [f.to_json() for f in item.all_findings()]
-    return [obj]
-
-
-__all__ = ["log", "item_json", "json_bytes"]
+__all__ = ["log", "item_json", "item_lines", "item_line", "json_bytes"]

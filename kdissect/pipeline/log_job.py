@@ -31,7 +31,7 @@ OUT = pa.schema([(_ROW[name], pa.struct(list(_spark_schema(schema))))
 
 def _task(units: list, max_decompressed: int) -> Callable:
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from ..cli.log_cmd import item_json
+        from ..render.log_json import item_json
         from ..render.records import json_bytes
         from ..sources.logunits import items
         options = Options(max_decompressed=max_decompressed)

@@ -100,15 +100,19 @@ class LogItem:
             return [self.topic] if self.topic else []
         if name == "partition":
             return [self.partition] if self.partition is not None else []
-        if t is None:
+        head = self.values[0] if t is None and self.values is not None else None
+        if t is None and head is None:
             return []
         if name.startswith("record."):
-            from ..render.records import records_of
             part = name[len("record."):]
-            recs = records_of(t)
-            from ..filter_values import needs_records, of_records
-            if needs_records(name):
-                return of_records(recs, name)
+            if t is None:                   # the bulk path's values: records as JSON shows them
+                recs = self.values[2]       # type: ignore[index]
+            else:
+                from ..render.records import records_of
+                recs = records_of(t)
+                from ..filter_values import needs_records, of_records
+                if needs_records(name):
+                    return of_records(recs, name)
             if part in ("key", "value"):
                 return [r[part] for r in recs if isinstance(r[part], str)]
             if part == "header":
@@ -118,6 +122,10 @@ class LogItem:
                 return [h["value"] for r in recs for h in r["headers"]
                         if h["key"] == want and isinstance(h["value"], str)]
             return []
+        if head is not None:                # a clean v2 batch: its header's fields
+            value = head.get({"records": "record_count", "offset": "base_offset"}.get(name, name))
+            return [value] if value is not None and name in _HEAD_FIELDS else []
+        assert t is not None
         if name == "records":
             return [sum(1 for n in t.walk() if n.ktype == "record"
                         or n.ktype.startswith("message_v"))]
@@ -126,6 +134,19 @@ class LogItem:
             return [c.value] if c is not None else []
         c = t.child(name)
         return [c.value] if c is not None and c.value is not None else []
+
+
+# the filter fields a clean v2 batch read as values answers as its tree does (the tree's
+# other names -- its records, its compressed buffer -- need the tree)
+_HEAD_FIELDS = frozenset(ondisk.BATCH_FIELDS) | {"records", "offset"}
+VALUES_FIELDS = _HEAD_FIELDS | {"finding", "severity", "anomaly", "topic", "partition",
+                                "record.key", "record.value", "record.header"}
+
+
+def values_answer(fields: frozenset[str] | set[str]) -> bool:
+    """Whether a filter on ``fields`` gives the same answer for a clean v2 batch read as
+    values (``walk(values=True)``) as for its located tree."""
+    return all(f in VALUES_FIELDS or f.startswith("record.header.") for f in fields)
 
 
 @dataclass

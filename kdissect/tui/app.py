@@ -36,6 +36,7 @@ from .jobs import IN_WORKERS as _IN_WORKERS
 from .jobs import WORK_CSS, Jobs, work_line
 from .loader import Done, ListedView, Progress, Row, Warn, run_in_process, run_in_thread
 from .screens import HelpScreen, StatsScreen
+from .sorting import SORT_BINDINGS, Sorting
 from .spill import Spill
 from .work import scan
 
@@ -43,7 +44,6 @@ BROKER_TIME = "broker time"    # latency beyond the wait the client asked for
 # the sort orders the `o` key cycles through (latency: slowest first)
 SORT_CYCLE = ("time", BROKER_TIME, "latency", "status", "API", "client → broker",
               "client id", "#")
-_DESCENDING = {BROKER_TIME, "latency"}
 TIME_FORMATS = ("short", "utc", "local")
 _DRAIN = 2000              # rows added per UI tick at most: keys stay answered
 _KEEP_DECODED = 16         # full trees kept for the messages viewed last
@@ -152,7 +152,7 @@ def screenshot_dir() -> Path:
     return downloads if downloads.is_dir() else Path.cwd()
 
 
-class KdissectApp(Jobs, App):
+class KdissectApp(Sorting, Jobs, App):
     """Browse exchanges. ``load(emit, warn, progress)`` runs in a worker thread: it calls
     ``emit`` with each exchange as it is found (rows appear while the source is still
     loading, and keep coming from a live one), ``warn`` with what the user should know,
@@ -163,6 +163,12 @@ class KdissectApp(Jobs, App):
 
     TITLE = "kdissect"
     AUTO_FOCUS = "#exchanges"
+    SORT_CYCLE = SORT_CYCLE
+    DESCENDING = frozenset({BROKER_TIME, "latency"})
+    SORT_NAMES = {BROKER_TIME: "broker time: latency beyond the wait the client asked for, "
+                               "slowest first",
+                  "latency": "raw latency, slowest first (long polls and group waits "
+                             "included)"}
     CSS = """
     #exchanges { height: 45%; }
     #empty { height: 1fr; display: none; padding: 1 2; }
@@ -177,8 +183,7 @@ class KdissectApp(Jobs, App):
         Binding("P", "next_problem(-1)", "Previous problem", show=False),
         Binding("ctrl+f", "search", "Search"),
         Binding("n", "search_next", "Next match", show=False),
-        Binding("o", "sort_next", "Sort"),
-        Binding("O", "sort_reverse", "Reverse sort", show=False),
+        *SORT_BINDINGS,
         Binding("t", "time_format", "Time format", show=False),
         Binding("f", "follow", "Follow"),
         Binding("b", "bookmark", "Bookmark", show=False),
@@ -564,33 +569,13 @@ class KdissectApp(Jobs, App):
             self._trees.move_to_end(key)
         return decoded
 
-    @on(ExchangeList.HeaderSelected, "#exchanges")
-    def _header(self, event: ExchangeList.HeaderSelected) -> None:
-        self.sort_by(str(event.label))
+    def sort_value(self, column: str):
+        return lambda v: _sort_value(v, column)
 
-    def sort_by(self, column: str, reverse: bool | None = None) -> None:
-        """Sort the list by a column; selecting it again reverses the order."""
-        if reverse is None:
-            reverse = not self.sorted_by[1] if self.sorted_by[0] == column else False
-        self.sorted_by = (column, reverse)
-        self.table.set_order(column, lambda v: _sort_value(v, column), reverse)
+    def after_sort(self) -> None:
         self.follow_cursor()
 
     # -- actions ------------------------------------------------------------------------
-
-    def action_sort_next(self) -> None:
-        """The next sort order of SORT_CYCLE (latency: slowest first)."""
-        column = self.sorted_by[0]
-        at = SORT_CYCLE.index(column) if column in SORT_CYCLE else -1
-        nxt = SORT_CYCLE[(at + 1) % len(SORT_CYCLE)]
-        self.sort_by(nxt, nxt in _DESCENDING)
-        what = {BROKER_TIME: "broker time: latency beyond the wait the client asked for, "
-                             "slowest first", "latency": "raw latency, slowest first "
-                             "(long polls and group waits included)"}.get(nxt, nxt)
-        self.notify(f"sorted by {what}; o: next order, O: reverse", timeout=3)
-
-    def action_sort_reverse(self) -> None:
-        self.sort_by(self.sorted_by[0], not self.sorted_by[1])
 
     def action_time_format(self) -> None:
         """Time of day ⇄ date and time in UTC ⇄ date and time in the local zone."""

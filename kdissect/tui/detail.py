@@ -16,7 +16,7 @@ from textual.widgets import Static, Tree
 from textual.widgets.tree import TreeNode
 
 from ..protocol.node import Node
-from ..render.text import PROBLEM, as_root, format_value, hexdump
+from ..render.text import PROBLEM, as_root, format_value, hexdump, leaf_colours
 
 FACT = "fact"                      # a node's kind when it is no bytes (TLS facts)
 HIGHLIGHT = "bold black on yellow"
@@ -30,6 +30,8 @@ _TREE_AT_LEAST = 64                # columns the field tree keeps before the dum
 # below this width the tree and the bytes take turns (`v`) instead of sharing the row
 NARROW = HEX_WIDTH // 2 * 4 + 18 + _TREE_AT_LEAST
 WINDOW_LINES = 96                  # lines dumped before the pane has a size
+_OPEN_AT_FIRST = 64                 # a part with more fields (a big batch's records) opens
+                                   # when asked: hundreds of rows cost a key its 100 ms
 
 
 @dataclass
@@ -96,6 +98,7 @@ class HexView(Static, can_focus=True):
         self.first_line = 0            # the dump shows lines first_line... of the data
         self.per_line = HEX_WIDTH
         self.base = 0                  # the address shown for byte 0
+        self._colours: tuple[Node | None, dict[int, str]] = (None, {})
 
     @staticmethod
     def width_for(per_line: int) -> int:
@@ -140,7 +143,11 @@ class HexView(Static, can_focus=True):
         self.first_line = max(0, min(self.first_line, lines - rows))
         start = self.first_line * width
         window = (start, start + rows * width)
-        dump = hexdump(self.data, self.root, self.show_secrets, self.base, width=width,
+        if self.root is not None and self._colours[0] is not self.root:
+            # a leaf's colour per tree, once: the cursor moves re-render the same tree
+            self._colours = (self.root, leaf_colours(self.root))
+        dump = hexdump(self.data, self.root, self.show_secrets, self.base,
+                       self._colours[1] if self.root is not None else None, width=width,
                        marks=marks, window=window) if self.data else Text("no bytes", style="dim")
         if lines > rows:                    # say it scrolls, and where the view is
             self.border_subtitle = (f"{start + self.base:#x}–"
@@ -245,8 +252,9 @@ class FieldTree(Tree):
             self.bases[id(item.root)] = item.base
             self._populate(branch)
             for part in branch.children:          # header and body open at first
-                self._populate(part)
-                part.expand()
+                if part.data and len(part.data[1].children) <= _OPEN_AT_FIRST:
+                    self._populate(part)
+                    part.expand()
         self.root.expand()
 
     def _populate(self, branch: TreeNode) -> None:

@@ -76,61 +76,86 @@ def run_in_thread(load, options, row_of, put: Callable) -> None:
     put(Done())
 
 
-def _child(load, options, row_of, conn, spill) -> None:
-    """In the child: run the source, sending batches of what it finds."""
-    batch: list[Message | _Sent] = []
+class _End:
+    """The child's last message: it finished (without it, it died)."""
+
+
+_MOST = 256                    # objects per batch at most: each unpickles in a few ms
+
+
+def _forked_child(work: Callable, conn) -> None:
+    """In the child: ``work(emit)``, what it emits sent in batches."""
+    batch: list = []
     last = time.monotonic()
 
-    def put(item: Message) -> None:
+    def emit(obj) -> None:
         nonlocal last
-        sent: Message | _Sent = item
-        if isinstance(item, Row):
-            spans = spill.put(item.view.ex.messages) if spill is not None else None
-            sent = _Sent(item.view.ex, item.row, spans)      # enriched here, in the child
-        batch.append(sent)
+        batch.append(obj)
         now = time.monotonic()
-        if now - last >= _BATCH_SECONDS or isinstance(item, Done):
+        if now - last >= _BATCH_SECONDS or len(batch) >= _MOST:
             conn.send(batch[:])
             batch.clear()
             last = now
 
-    run_in_thread(load, options, row_of, put)
+    work(emit)
+    conn.send(batch + [_End()])
     conn.close()
+
+
+def run_forked(work: Callable[[Callable[[Any], None]], None], take: Callable[[Any], None],
+               stop: threading.Event) -> int | None:
+    """``work(emit)`` in a forked child (its CPU-bound Python leaves this process's GIL
+    to the UI); ``take(obj)`` here with each object it emits, in order, in small batches
+    (unpickling a batch holds the GIL: keys wait for it). Returns None when the child
+    finished or ``stop`` was set (the child is then ended), else the exit code of a child
+    that died first."""
+    ctx = multiprocessing.get_context("fork")
+    recv, send = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=_forked_child, args=(work, send), daemon=True)
+    child.start()
+    send.close()
+    try:
+        while not stop.is_set():
+            if not recv.poll(0.1):
+                continue
+            try:
+                batch = recv.recv()
+            except EOFError:                     # it died without its last message
+                child.join(timeout=5)
+                return child.exitcode if child.exitcode is not None else -1
+            for obj in batch:
+                if isinstance(obj, _End):
+                    return None
+                take(obj)
+        return None
+    finally:
+        if child.is_alive():
+            child.terminate()
+        child.join(timeout=5)
+        recv.close()
 
 
 def run_in_process(load, options, row_of, put: Callable,
                    stop: threading.Event, spill=None) -> None:
     """``run_in_thread``'s work in a forked child; returns when the source is done or
     ``stop`` is set (then the child is ended)."""
-    ctx = multiprocessing.get_context("fork")
-    recv, send = ctx.Pipe(duplex=False)
-    child = ctx.Process(target=_child, args=(load, options, row_of, send, spill),
-                        daemon=True)
-    child.start()
-    send.close()
-    try:
-        while not stop.is_set():
-            if not recv.poll(0.1):
-                if not child.is_alive() and not recv.poll(0):
-                    put(Warn(f"the loader ended unexpectedly (exit {child.exitcode})"))
-                    put(Done())
-                    return
-                continue
-            try:
-                batch = recv.recv()
-            except EOFError:
-                put(Done())
-                return
-            for item in batch:
-                if isinstance(item, _Sent):
-                    view = ListedView(item.ex, options)
-                    view.spans = item.spans
-                    put(Row(view, item.row))
-                else:
-                    put(item)
-                if isinstance(item, Done):
-                    return
-    finally:
-        if child.is_alive():
-            child.terminate()
-        child.join(timeout=5)
+    def work(emit: Callable) -> None:
+        def sent(item: Message) -> None:
+            if isinstance(item, Row):            # enriched here, in the child
+                spans = spill.put(item.view.ex.messages) if spill is not None else None
+                emit(_Sent(item.view.ex, item.row, spans))
+            else:
+                emit(item)
+        run_in_thread(load, options, row_of, sent)
+
+    def take(item) -> None:
+        if isinstance(item, _Sent):
+            view = ListedView(item.ex, options)
+            view.spans = item.spans
+            put(Row(view, item.row))
+        else:
+            put(item)
+    code = run_forked(work, take, stop)
+    if code is not None:
+        put(Warn(f"the loader ended unexpectedly (exit {code})"))
+        put(Done())

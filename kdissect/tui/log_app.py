@@ -5,8 +5,9 @@ language, as `kdissect log -Y`, with completion and a caret under what is wrong)
 searches bytes (inside compressed batches too), o/O and the headers sort, s shows
 statistics, e/E export, p goes to the next problem (a finding), ? helps, q quits.
 
-Items come from ``sources.logdir.walk`` in a worker thread (one batch decoded at a time)
-and are added to the list in batches, so the screen answers keys while a big log dir is
+Items come from ``sources.logdir.walk`` in a forked child (``read_items``: one batch
+decoded at a time, its decoding never holding this process's GIL) and are added to the
+list in slices of a few milliseconds, so the screen answers keys while a big log dir is
 read. Memory stays bounded as in `kdissect log`: the list keeps each batch's cells,
 findings and place in its file, not its tree; the selected batch is decoded again from
 the file (the last few are kept). Filters over the items read, searches, statistics and
@@ -19,7 +20,8 @@ import copy
 import os
 import threading
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -33,34 +35,38 @@ from textual.timer import Timer
 from textual.widgets import Footer, Header, Input, Static
 
 from ..filters import Filter, FilterError, parse_filter
-from ..protocol import Options
+from ..protocol import Options, ondisk
 from ..protocol.internal import decode_records, family_of
 from ..protocol.node import Node
 from ..protocol.records import read_records
-from ..sources.logdir import LogError, LogItem, file_kind, walk
+from ..render.log_json import CODECS
+from ..render.records import json_bytes
+from ..sources.logdir import LogError, LogItem, file_kind, values_answer, walk
 from ..stream import anomaly
-from ..stream.content import _batches, buffer_nodes
+from ..stream.content import buffer_nodes
 from .app import parse_needle, unique_path
 from .detail import Detail, Item
 from .filterbar import FILTER_CSS, FilterInput, FilterSuggester, check_filter
 from .jobs import IN_WORKERS as _IN_WORKERS
 from .jobs import WORK_CSS, Jobs, work_line
+from .loader import Done, Progress, Warn, run_forked
 from .log_list import LogList
 from .screens import HelpScreen
+from .sorting import SORT_BINDINGS, Sorting
 from .work import scan
 
-CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
-_FLUSH = 0.1               # seconds between hand-overs of items to the UI while reading
-_BATCH = 2000              # items handed to the UI at once at most
+_FLUSH = 0.1               # seconds between reports of how far reading is
+_TICK = 0.05               # seconds between hand-overs of items read to the list
+_SLICE = 0.01              # seconds a hand-over takes at most: keys wait no longer
 _WHOLE_FILE = 64 << 20     # files other than segments are shown whole up to this size
 _KEEP_TREES = 16           # trees of the batches viewed last
 _REST = 0.06               # seconds the list cursor rests before the detail follows
+_DECODE_HERE = 4096        # bigger batches decode in a worker thread
 # filter fields known without decoding a batch again (its findings are kept)
 _KEPT = frozenset({"finding", "severity", "anomaly", "topic", "partition"})
 # the sort orders the `o` key cycles through (size and records: biggest first)
 SORT_CYCLE = ("#", "size", "records", "time", "status", "producer", "codec", "offsets",
               "kind", "file")
-_DESCENDING = {"size", "records"}
 # the fields the filter bar offers (docs/log.md)
 LOG_FIELDS = ["finding", "severity", "anomaly", "topic", "partition", "records", "record.key",
               "record.value", "record.header", "base_offset", "offset", "producer_id",
@@ -109,9 +115,11 @@ def _when(ms) -> str:
 
 
 def _head(item: LogItem) -> dict:
-    """A batch's header fields by name: from the bulk path's values, else its tree."""
-    if item.values is not None:
-        return item.values[0]
+    """A batch's header fields by name: from the bulk path's lines or values, else its
+    tree."""
+    bulk = item.lines or item.values
+    if bulk is not None:
+        return bulk[0]
     tree = item.tree
     return {n: _value(tree, n) for n in ("magic", "base_offset", "offset",
                                          "last_offset_delta", "record_count", "attributes",
@@ -132,14 +140,14 @@ def describe(number: int, item: LogItem) -> None:
     codes = tuple(sorted({f.code for f in findings}))
     status = ", ".join(codes)
     item.base = None                                              # type: ignore[attr-defined]
-    if item.kind != "batch" or (tree is None and item.values is None):
+    if item.kind != "batch" or (tree is None and item.values is None and item.lines is None):
         entries = tree.value if tree is not None and isinstance(tree.value, int) else ""
         item.cells = (str(number), item.kind, "", "", str(entries), status, "", "", "",  # type: ignore[attr-defined]
                       item.path.name)
         item.stat = (None, "", None, None, None, codes)          # type: ignore[attr-defined]
         item.start, item.length = 0, min(_WHOLE_FILE, item.path.stat().st_size)  # type: ignore[attr-defined]
         return
-    if item.values is not None:
+    if item.values is not None or item.lines is not None:
         h = _head(item)
         start, length = h["position"], 12 + h["batch_length"]
     else:
@@ -175,10 +183,10 @@ def describe(number: int, item: LogItem) -> None:
 
 
 def lighten(item: LogItem) -> None:
-    """After ``describe``: drop what the list does not keep (a batch's tree or values:
-    decoded again from the file when needed); damage at a segment's end keeps its tree,
-    offsets counted from its first byte."""
-    item.values = None
+    """After ``describe``: drop what the list does not keep (a batch's tree, values or
+    lines: decoded again from the file when needed); damage at a segment's end keeps its
+    tree, offsets counted from its first byte."""
+    item.values = item.lines = None
     if item.kind == "batch" and item.tree is not None:
         if item.tree.ktype == "record_batch" or item.tree.ktype.startswith("message_v"):
             item.tree = None
@@ -235,15 +243,35 @@ def _shift(tree: Node, delta: int) -> None:
 
 def passes(flt: Filter, item: LogItem, options: Options) -> bool:
     """Whether an item the list keeps passes ``flt``: its findings are kept; a filter on
-    anything else decodes the batch again from its file."""
+    a batch's header or its records' keys, values and headers reads the batch again from
+    its file as values (the bulk path's: no tree), as a tree only when the batch is not
+    clean, holds records of an internal topic, or the filter asks more."""
     if not whole_batch(item):
         return flt(item)
     if flt.fields <= _KEPT:
         light = LogItem(item.kind, item.path, item.topic, item.partition, None,
                         item.every)                               # type: ignore[attr-defined]
         return flt(light)
+    values = batch_values(item, options) if values_answer(flt.fields) else None
+    if values is not None:
+        return flt(LogItem(item.kind, item.path, item.topic, item.partition, None,
+                           item.every, values=values))            # type: ignore[attr-defined]
     tree = batch_tree(item, options)[0]
     return flt(LogItem(item.kind, item.path, item.topic, item.partition, tree, item.findings))
+
+
+def batch_values(item: LogItem, options: Options):
+    """A whole batch read again from its file as the bulk path reads it (header fields,
+    record positions, records as JSON values): None unless it is a clean v2 batch of an
+    ordinary topic, neither control nor decoded by value schemas (as ``walk`` decides)."""
+    if options.values is not None or family_of(item.topic) is not None or \
+            file_kind(item.path) == "kraft_snapshot":
+        return None
+    data = read_span(item.path, item.start, item.length)       # type: ignore[attr-defined]
+    if len(data) < 61 or data[16] != 2 or data[22] & 0x20:
+        return None
+    return ondisk.batch_values(data, 0, len(data), options.max_decompressed,
+                               options.max_nodes, json_bytes)
 
 
 def item_bytes(item: LogItem) -> bytes:
@@ -259,11 +287,46 @@ def holds(item: LogItem, needle: bytes, options: Options) -> bool:
         return True
     if not whole_batch(item) or not item.stat[1] or item.stat[1] == "none":   # type: ignore[attr-defined]
         return False
-    out: list = []
-    if len(data) > 16 and data[16] == 2 and _batches(data, out, [options.max_decompressed]):
-        return any(needle in d for d, _count, compressed in out if compressed)
+    clean = ondisk.clean_batch(data, 0, len(data), options.max_decompressed,
+                               options.max_nodes)
+    if clean is not None:                 # compressed: its records' bytes, decompressed
+        _head_fields, records, start, end = clean
+        return needle in records[start:end]
     tree = batch_tree(item, options)[0]
     return any(needle in (n.buffer or b"") for n in buffer_nodes(tree))
+
+
+def read_items(paths: list[str], options: Options, flt: Filter | None,
+               emit: Callable[[object], None]) -> None:
+    """Every item of ``paths`` (``walk``'s bulk path: clean batches as JSON lines, no
+    tree), described for the list and lightened (``describe``, ``lighten``), tested
+    against ``flt`` (``item.passed``), with ``Progress`` (bytes read of the total) now
+    and then, a ``Warn`` if reading stopped early, then ``Done``: what the log TUI's
+    reader (a forked child) sends to the UI."""
+    total = _total_size(paths)
+    read = done_bytes = 0
+    last_path: Path | None = None
+    said = 0.0
+    try:
+        for item in walk(paths, options, lines=True):
+            read += 1
+            describe(read, item)
+            lighten(item)
+            if flt is not None:
+                item.passed = passes(flt, item, options)      # type: ignore[attr-defined]
+            if item.path != last_path:
+                if last_path is not None and total is not None:
+                    done_bytes += last_path.stat().st_size
+                last_path = item.path
+            emit(item)
+            if total and time.monotonic() - said > _FLUSH:
+                emit(Progress(done_bytes + item.start + item.length, total))  # type: ignore[attr-defined]
+                said = time.monotonic()
+    except LogError as e:
+        emit(Warn(str(e)))
+    except Exception as e:              # a file that cannot be read: say so, keep rows
+        emit(Warn(f"reading stopped: {e}"))
+    emit(Done())
 
 
 def _total_size(paths: list[str]) -> int | None:
@@ -306,11 +369,15 @@ class LogStatsScreen(ModalScreen):
         box.focus()
 
 
-class LogApp(Jobs, App):
+class LogApp(Sorting, Jobs, App):
     """Browse Kafka's files on disk: ``paths`` as `kdissect log` reads them."""
 
     TITLE = "kdissect log"
     AUTO_FOCUS = "#items"
+    SORT_CYCLE = SORT_CYCLE
+    DESCENDING = frozenset({"size", "records"})
+    SORT_NAMES = {"#": "file order", "size": "size, biggest first",
+                  "records": "records, most first", "time": "last timestamp"}
     CSS = """
     #items { height: 45%; }
     #detail { height: 1fr; }
@@ -325,8 +392,7 @@ class LogApp(Jobs, App):
         Binding("P", "next_problem(-1)", "Previous problem", show=False),
         Binding("ctrl+f", "search", "Search"),
         Binding("n", "search_next", "Next match", show=False),
-        Binding("o", "sort_next", "Sort"),
-        Binding("O", "sort_reverse", "Reverse sort", show=False),
+        *SORT_BINDINGS,
         Binding("s", "stats", "Stats"),
         Binding("e", "export", "Export item", show=False),
         Binding("E", "export_shown", "Export"),
@@ -346,6 +412,8 @@ class LogApp(Jobs, App):
         self._trees: OrderedDict[int, tuple[Node, bytes]] = OrderedDict()
         self.filter_text = filter_text
         self.filter = parse_filter(filter_text) if filter_text.strip() else None
+        self._start_filter = self.filter   # what the reader tests items against
+        self._incoming: deque = deque()    # what the reader sent, not yet in the list
         self.sorted_by: tuple[str, bool] = ("#", False)
         self.needle: bytes | None = None
         self.needle_text = ""
@@ -356,6 +424,7 @@ class LogApp(Jobs, App):
         self._progress: tuple[int, int] | None = None
         self._detail_timer: Timer | None = None
         self.detail_item: LogItem | None = None      # what the detail shows
+        self._pending: LogItem | None = None         # what it is about to show
         self.seen: dict[str, set[str]] = {"topic": set()}
         self.names = ", ".join(Path(p).name for p in paths)
         self.sub_title = self.names
@@ -391,81 +460,73 @@ class LogApp(Jobs, App):
     def on_mount(self) -> None:
         self.table.set_order("#", lambda it: _sort_value(it, "#"), False)
         self._show_active_filter()
-        stop = self.stop
-        self.run_worker(lambda: self._load(stop), thread=True, exclusive=True)
+        self.run_worker(self._load, thread=True, exclusive=True)
         self.set_interval(0.1, self._show_work)
+        self.set_interval(_TICK, self._drain)
 
     def on_unmount(self) -> None:
         self.stop.set()
 
-    # -- loading (worker thread) ---------------------------------------------------------
+    # -- loading (a forked child; a worker thread receives) -------------------------------
 
-    def _load(self, stop: threading.Event) -> None:
-        """In the worker: every item with its cells and findings, tested against the
-        filter of the moment; a batch's tree is dropped once they are known (decoded
-        again when viewed)."""
-        total = _total_size(self.paths)
-        batch: list[LogItem] = []
-        read, error, done_bytes, last_path = 0, None, 0, None
-        flushed = time.monotonic()
-        try:
-            # without a filter on records, clean batches come as values (no tree):
-            # several times quicker; a batch viewed is decoded again anyway
-            flt = self.filter
-            bulk = flt is None or flt.fields <= _KEPT
-            for item in walk(self.paths, self.options, values=bulk):
-                if stop.is_set():
-                    break
-                read += 1
-                describe(read, item)
-                flt = self.filter
-                if flt is not None:
-                    item.tested = (flt, flt(item))        # type: ignore[attr-defined]
-                if item.path != last_path:
-                    if last_path is not None and total is not None:
-                        done_bytes += last_path.stat().st_size
-                    last_path = item.path
-                lighten(item)
-                if total:
-                    self._progress = (done_bytes + item.start + item.length, total)  # type: ignore[attr-defined]
-                batch.append(item)
-                if len(batch) >= _BATCH or time.monotonic() - flushed > _FLUSH:
-                    self.call_from_thread(self._add, stop, batch, read)
-                    batch, flushed = [], time.monotonic()
-        except LogError as e:
-            error = str(e)
-        except Exception as e:              # a file that cannot be read: say so, keep rows
-            error = f"reading stopped: {e}"
-        if stop.is_set() and not self._stopped:
-            return                          # closing
-        if self._stopped:
-            error = "reading stopped (Esc): the list holds what was read until then"
-        self.call_from_thread(self._add, stop, batch, read, True, error)
+    def _load(self) -> None:
+        """In the worker: the items read by a forked child (``read_items``), queued for
+        ``_drain``; the child's decoding never holds this process's GIL."""
+        paths, options, flt = self.paths, self.options, self.filter
 
-    def _add(self, stop: threading.Event, batch: list[LogItem], read: int,
-             done: bool = False, error: str | None = None) -> None:
-        if stop is not self.stop or not self.query(LogList):   # stale, or closing
+        def take(obj) -> None:
+            if isinstance(obj, Progress):
+                self._progress = (obj.done, obj.total)       # only the latest matters
+            else:
+                self._incoming.append(obj)
+        code = run_forked(lambda emit: read_items(paths, options, flt, emit), take, self.stop)
+        if code is not None:
+            take(Warn(f"reading stopped: the reader ended unexpectedly (exit {code})"))
+            take(Done())
+        elif self._stopped:
+            take(Warn("reading stopped (Esc): the list holds what was read until then"))
+            take(Done())
+
+    def _drain(self) -> None:
+        """Add what the reader sent since the last tick, for _SLICE seconds at most: keys
+        are answered between slices."""
+        if not self._incoming or not self.query(LogList):     # nothing, or closing
             return
         table = self.table
         first = not table.rows
-        self.read = read
-        for item in batch:
-            self.items.append(item)
-            if item.topic is not None:
-                self.seen["topic"].add(item.topic)
-            if self._matches(item):
-                table.add(item)
+        until = time.monotonic() + _SLICE
+        done = False
+        while self._incoming and time.monotonic() < until:
+            obj = self._incoming.popleft()
+            if isinstance(obj, Warn):
+                self.error = str(obj.what)
+            elif isinstance(obj, Done):
+                done = True
+            else:
+                self._take_item(obj)
         table.grown()
+        self.read = len(self.items)
         if done:
-            self.loaded, self.error = True, error
-            if error and table.rows:
-                self.notify(error, severity="warning", timeout=8)
+            self.loaded = True
+            if self.error and table.rows:
+                self.notify(self.error, severity="warning", timeout=8)
         self._show_work()
         self._show_empty()
         self._show_active_filter()
         self._update_subtitle()
         if first and table.rows:
             self.show_item(table.rows[0])
+
+    def _take_item(self, item: LogItem) -> None:
+        passed = getattr(item, "passed", None)           # tested against the start filter
+        if passed is not None:
+            item.tested = (self._start_filter, passed)     # type: ignore[attr-defined]
+            del item.passed                                # type: ignore[attr-defined]
+        self.items.append(item)
+        if item.topic is not None:
+            self.seen["topic"].add(item.topic)
+        if self._matches(item):
+            self.table.add(item)
 
     def _matches(self, item: LogItem) -> bool:
         flt = self.filter
@@ -511,7 +572,28 @@ class LogApp(Jobs, App):
         if not self.query(LogList):             # the app is closing: its widgets are gone
             return
         item = self.current()
-        if item is not None and item is not self.detail_item:
+        if item is None or item is self.detail_item:
+            return
+        if not whole_batch(item) or id(item) in self._trees or \
+                item.length < _DECODE_HERE:                    # type: ignore[attr-defined]
+            self.show_item(item)
+            return
+        # a big batch decodes in a worker thread: keys pressed meanwhile are answered
+        self._pending = item
+        options = self.options
+
+        def decode() -> None:
+            try:
+                found = batch_tree(item, options)
+            except OSError:
+                found = None                     # show_item says so
+            self.call_from_thread(self._decoded, item, found)
+        self.run_worker(decode, thread=True, group="detail")
+
+    def _decoded(self, item: LogItem, found: tuple[Node, bytes] | None) -> None:
+        if found is not None:
+            self._keep_tree(item, found)
+        if self._pending is item and self.current() is item and self.query(LogList):
             self.show_item(item)
 
     def show_item(self, item: LogItem) -> None:
@@ -544,11 +626,14 @@ class LogApp(Jobs, App):
             except OSError as e:
                 self.notify(f"cannot read {item.path}: {e.strerror}", severity="error")
                 return None, b"", 0
-            self._trees[id(item)] = found
-            while len(self._trees) > _KEEP_TREES:
-                self._trees.popitem(last=False)
+            self._keep_tree(item, found)
         self._trees.move_to_end(id(item))
         return found[0], found[1], start
+
+    def _keep_tree(self, item: LogItem, found: tuple[Node, bytes]) -> None:
+        self._trees[id(item)] = found
+        while len(self._trees) > _KEEP_TREES:
+            self._trees.popitem(last=False)
 
     def file_tree(self, item: LogItem) -> Node | None:
         """The item's tree at positions in its file (for the JSON lines); safe off the
@@ -634,29 +719,11 @@ class LogApp(Jobs, App):
                 return
         self.notify("no finding among the items shown", timeout=4)
 
-    def sort_by(self, column: str, reverse: bool | None = None) -> None:
-        """Sort the list by a column; selecting it again reverses the order."""
-        if reverse is None:
-            reverse = not self.sorted_by[1] if self.sorted_by[0] == column else False
-        self.sorted_by = (column, reverse)
-        self.table.set_order(column, lambda it: _sort_value(it, column), reverse)
+    def sort_value(self, column: str):
+        return lambda it: _sort_value(it, column)
+
+    def after_sort(self) -> None:
         self._show_current()
-
-    @on(LogList.HeaderSelected, "#items")
-    def _header(self, event: LogList.HeaderSelected) -> None:
-        self.sort_by(str(event.label))
-
-    def action_sort_next(self) -> None:
-        column = self.sorted_by[0]
-        at = SORT_CYCLE.index(column) if column in SORT_CYCLE else -1
-        nxt = SORT_CYCLE[(at + 1) % len(SORT_CYCLE)]
-        self.sort_by(nxt, nxt in _DESCENDING)
-        what = {"#": "file order", "size": "size, biggest first",
-                "records": "records, most first", "time": "last timestamp"}.get(nxt, nxt)
-        self.notify(f"sorted by {what}; o: next order, O: reverse", timeout=3)
-
-    def action_sort_reverse(self) -> None:
-        self.sort_by(self.sorted_by[0], not self.sorted_by[1])
 
     def action_stats(self) -> None:
         """Statistics of the items listed; over many gathered in the background."""

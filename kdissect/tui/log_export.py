@@ -8,12 +8,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
+from ..render.log_json import item_lines
 from ..sources.logdir import LogItem
 
 
 def item_jsonl(item: LogItem, tree_of: Callable) -> str:
     """The JSON lines of one item (a batch with its records), positions in its file."""
-    from ..cli.log_cmd import item_lines
     tree = tree_of(item)
     whole = LogItem(item.kind, item.path, item.topic, item.partition, tree,
                     list(item.findings), url=item.url)
