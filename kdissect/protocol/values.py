@@ -20,6 +20,7 @@ Pure: no I/O; nothing is compiled at run time.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import struct
 from collections.abc import Callable
@@ -151,6 +152,7 @@ def _batch_heads(buf: bytes, pos: int, end: int, s) -> BatchHeads:
     return BatchHeads(heads, size)
 
 
+@functools.lru_cache(maxsize=4096)       # a capture's batches repeat their sizes
 def _uvarint_bytes(n: int) -> bytes:
     out = bytearray()
     while n >= 0x80:
