@@ -7,6 +7,7 @@ import math
 import os
 import re
 from datetime import datetime, timezone
+from collections.abc import Callable
 from typing import Any
 
 from rich.control import strip_control_codes
@@ -16,7 +17,6 @@ from ..protocol import Options
 from ..protocol.findings import Finding
 from ..protocol import secrets
 from ..protocol.values import body_values
-from ..protocol.values_schema.fast import dumps
 from ..stream.model import Exchange, KafkaMessage
 from .records import json_bytes, plain_json
 from ..stream.fields import ExchangeFields
@@ -196,6 +196,7 @@ def message_line(m: KafkaMessage, options: Options, ex: Exchange | None = None,
     """One JSON line (see docs/jsonl.md). Each record batch is encoded as soon as it is
     read, so a big Fetch response never holds all its records as objects at once."""
     parts: list[str] = []
+    dumps = _DUMPS or _load_dumps()
 
     def encode(records: list) -> str:
         parts.append(dumps(records))        # json.dumps, record values pre-encoded
@@ -205,3 +206,15 @@ def message_line(m: KafkaMessage, options: Options, ex: Exchange | None = None,
     if parts:
         line = _RAW_SLOT.sub(lambda match: parts[int(match[1])], line)
     return line + "\n"
+
+
+_DUMPS: Callable[[Any], str] | None = None
+
+
+def _load_dumps() -> Callable[[Any], str]:
+    """``values_schema.fast.dumps``, imported when a JSON line is first written (the
+    schema decoders it brings are no summary's business)."""
+    global _DUMPS
+    from ..protocol.values_schema.fast import dumps
+    _DUMPS = dumps
+    return dumps
