@@ -16,7 +16,6 @@ truthy value. See docs/filters.md.
 
 from __future__ import annotations
 
-import difflib
 import re
 import unicodedata
 from collections.abc import Callable
@@ -346,6 +345,7 @@ def _did_you_mean(word: str, choices: list[str]) -> str:
     lower = {c.lower(): c for c in choices}
     w = word.lower()
     close = [k for k in lower if k.startswith(w) and k != w]
+    import difflib                  # only to say what a mistyped name may mean
     close += [k for k in difflib.get_close_matches(w, list(lower), n=3, cutoff=0.6)
               if k not in close]
     return f" (did you mean {', '.join(lower[k] for k in close[:3])}?)" if close else ""

@@ -20,7 +20,7 @@ import json
 import struct
 import zlib
 
-import crc32c
+from .crc import crc32c
 
 from .context import Options
 from .decode import decode_body
@@ -108,7 +108,7 @@ def producer_snapshot(buf: bytes, options: Options | None = None) -> Node:
         root.add(child)
     crc = root.child("crc")
     if crc is not None and isinstance(crc.value, int) and len(buf) >= 6:
-        computed = crc32c.crc32c(buf[6:])
+        computed = crc32c(buf[6:])
         if computed != crc.value:
             crc.problem = f"CRC32C mismatch: computed {computed:#010x}"
             crc.code = "crc_mismatch"
@@ -255,7 +255,7 @@ def clean_batch(buf, start: int, end: int, max_decompressed: int, max_nodes: int
         return None
     head = BATCH_HEAD.unpack_from(buf, start)
     attrs, count = head[5], head[12]
-    if crc32c.crc32c(memoryview(buf)[start + 21:end]) != head[4]:
+    if crc32c(memoryview(buf)[start + 21:end]) != head[4]:
         return None
     codec = attrs & 7
     pos = start + 61

@@ -20,12 +20,13 @@ Pure: no I/O; nothing is compiled at run time.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import struct
 from collections.abc import Callable
 from typing import Any
 
-import crc32c
+from .crc import crc32c
 
 from . import schemas
 from .codecs import CodecError, decompress
@@ -144,13 +145,14 @@ def _batch_heads(buf: bytes, pos: int, end: int, s) -> BatchHeads:
             raise Bail                              # budget spent, v0/v1 or unknown, short
         s.nodes -= 16                               # what the located summary charges
         head = _BATCH_HEAD.unpack_from(buf, pos)
-        if crc32c.crc32c(buf[pos + 21:pos + total]) != head[4]:
+        if crc32c(buf[pos + 21:pos + total]) != head[4]:
             raise Bail
         heads.append(dict(zip(_HEAD_NAMES, head), records=[]))
         pos += total
     return BatchHeads(heads, size)
 
 
+@functools.lru_cache(maxsize=4096)       # a capture's batches repeat their sizes
 def _uvarint_bytes(n: int) -> bytes:
     out = bytearray()
     while n >= 0x80:
@@ -193,7 +195,7 @@ def _batch(buf: bytes, start: int, end: int, s) -> dict:
     (base, _length, _epoch, _magic, crc, attrs, last_delta, base_ts, max_ts, _pid, _pe,
      _seq, count) = _BATCH_HEAD.unpack_from(buf, start)
     pos = start + 61
-    if crc32c.crc32c(buf[start + 21:end]) != crc:
+    if crc32c(buf[start + 21:end]) != crc:
         raise Bail
     codec = attrs & 7
     if count < 0 or count > end - pos + (s.decompressed if codec else 0):

@@ -9,7 +9,7 @@ from rich.text import Text
 from ..stream.fields import ExchangeFields
 from ..stream.model import Exchange
 from .formats import WriterContext
-from .lines import exchange_line
+from .lines import exchange_line, exchange_plain
 from .text import render_node
 
 SEVERITY_STYLE = {"error": "bold red", "warn": "yellow", "note": "cyan"}
@@ -19,14 +19,14 @@ class TextWriter:
     def __init__(self, ctx: WriterContext):
         self.options, self.verbose, self.console = ctx.options, ctx.verbose, ctx.console
         self.full = ctx.verbose
+        self.terminal = self.console.is_terminal    # asked once: rich asks the OS each time
 
     def exchange(self, ex: Exchange, view: ExchangeFields) -> None:
         trees = self._trees(ex) if self.full else []
-        line = exchange_line(ex, self.options, view)
-        if self.console.is_terminal:
-            self.console.print(line, soft_wrap=True)
-        else:
-            sys.stdout.write(line.plain + "\n")     # no colours to render: skip rich's layout
+        if self.terminal:
+            self.console.print(exchange_line(ex, self.options, view), soft_wrap=True)
+        else:       # no colours to render: skip rich's Text and layout
+            sys.stdout.write(exchange_plain(ex, self.options, view) + "\n")
         if self.verbose:
             for d in trees:
                 self.console.print(render_node(d.data, d.tree, self.options.show_secrets, 0,

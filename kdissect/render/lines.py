@@ -7,15 +7,16 @@ import math
 import os
 import re
 from datetime import datetime, timezone
+from collections.abc import Callable
 from typing import Any
 
+from rich.control import strip_control_codes
 from rich.text import Text
 
 from ..protocol import Options
 from ..protocol.findings import Finding
 from ..protocol import secrets
 from ..protocol.values import body_values
-from ..protocol.values_schema.fast import dumps
 from ..stream.model import Exchange, KafkaMessage
 from .records import json_bytes, plain_json
 from ..stream.fields import ExchangeFields
@@ -54,44 +55,57 @@ def endpoint(addr: tuple[str, int]) -> str:
 
 
 def exchange_line(ex: Exchange, options: Options, view: ExchangeFields | None = None) -> Text:
+    """The exchange's line, styled (for a terminal)."""
+    t = Text()
+    for text, style in line_parts(ex, options, view):
+        t.append(text, style=style)
+    return t
+
+
+def exchange_plain(ex: Exchange, options: Options, view: ExchangeFields | None = None) -> str:
+    """The exchange's line as ``exchange_line(...).plain`` is, without building a rich
+    ``Text`` (appending to one was a tenth of a summary of many small exchanges)."""
+    return strip_control_codes("".join([text for text, _ in line_parts(ex, options, view)]))
+
+
+def line_parts(ex: Exchange, options: Options, view: ExchangeFields | None = None
+               ) -> list[tuple[str, str | None]]:
+    """The pieces of an exchange's line and their styles."""
     first = ex.first
     req, resp = ex.request, ex.response
-    t = Text()
-    t.append(iso(first.ts)[11:26], style="dim")
-    t.append(f"  {endpoint(ex.client)} → {endpoint(ex.broker)}  ", style="dim")
+    t: list[tuple[str, str | None]] = [
+        (iso(first.ts)[11:26], "dim"),
+        (f"  {endpoint(ex.client)} → {endpoint(ex.broker)}  ", "dim")]
     if first.direction == "sasl":
-        t.append("SASL token", style="bold magenta")
+        t.append(("SASL token", "bold magenta"))
         tree = first.decoded(options).tree
         kind = tree.children[0].note if tree.children else None
-        t.append(f"  {'client' if req else 'broker'}  {len(first.data)} bytes"
-                 + (f"  {kind}" if kind else ""))
+        t.append((f"  {'client' if req else 'broker'}  {len(first.data)} bytes"
+                  + (f"  {kind}" if kind else ""), None))
         return t
     msg = req or resp
     assert msg is not None, "an exchange has a request or a response"
     version = "?" if msg.api_version is None else msg.api_version
-    t.append(f"{msg.api_name} v{version}", style="bold cyan")
-    t.append(f"  #{msg.correlation_id}")
+    t.append((f"{msg.api_name} v{version}", "bold cyan"))
+    t.append((f"  #{msg.correlation_id}", None))
     if req is not None and req.client_id:
-        t.append(f"  {req.client_id}", style="green")
+        t.append((f"  {req.client_id}", "green"))
     if ex.latency is not None:
-        t.append(f"  {ex.latency * 1000:.1f}ms", style="yellow" if ex.latency > 0.1 else "")
+        t.append((f"  {ex.latency * 1000:.1f}ms", "yellow" if ex.latency > 0.1 else ""))
     view = view or ExchangeFields(ex, options)
     f = view.facts()
     summary = f.text()
     if summary:
-        t.append("  ")
-        if f.errors:
-            t.append(summary, style="red")
-        else:
-            t.append(summary)
+        t.append(("  ", None))
+        t.append((summary, "red" if f.errors else None))
     problems = view.problems
     status = ex.status
     if status != "ok":
-        t.append(f"  [{status}]", style="bold yellow")
+        t.append((f"  [{status}]", "bold yellow"))
     if resp is not None and req is None and resp.how:
-        t.append(f"  ({resp.how})", style="italic dim")
+        t.append((f"  ({resp.how})", "italic dim"))
     if problems:
-        t.append(f"  ✗ {problems} problem{'s' if problems != 1 else ''}", style="bold red")
+        t.append((f"  ✗ {problems} problem{'s' if problems != 1 else ''}", "bold red"))
     return t
 
 
@@ -182,6 +196,7 @@ def message_line(m: KafkaMessage, options: Options, ex: Exchange | None = None,
     """One JSON line (see docs/jsonl.md). Each record batch is encoded as soon as it is
     read, so a big Fetch response never holds all its records as objects at once."""
     parts: list[str] = []
+    dumps = _DUMPS or _load_dumps()
 
     def encode(records: list) -> str:
         parts.append(dumps(records))        # json.dumps, record values pre-encoded
@@ -191,3 +206,15 @@ def message_line(m: KafkaMessage, options: Options, ex: Exchange | None = None,
     if parts:
         line = _RAW_SLOT.sub(lambda match: parts[int(match[1])], line)
     return line + "\n"
+
+
+_DUMPS: Callable[[Any], str] | None = None
+
+
+def _load_dumps() -> Callable[[Any], str]:
+    """``values_schema.fast.dumps``, imported when a JSON line is first written (the
+    schema decoders it brings are no summary's business)."""
+    global _DUMPS
+    from ..protocol.values_schema.fast import dumps
+    _DUMPS = dumps
+    return dumps

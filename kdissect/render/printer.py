@@ -13,7 +13,6 @@ from ..stream.fields import ExchangeFields
 from ..stream.model import Exchange, Gap
 from ..stream.stats import Stats
 from .formats import FORMATS, FormatWriter, WriterContext
-from .stats import stats_tables
 
 GAPS_LISTED = 20
 
@@ -92,6 +91,7 @@ class ExchangePrinter:
         if self.writer is not None:
             self.writer.close()
         if self.stats is not None:
+            from .stats import stats_tables     # rich's tables: only for --stats
             self.console.print(stats_tables(self.stats))
             if self.tls_connections:
                 from .tls import tls_table

@@ -181,9 +181,8 @@ def _records_fields(value):
 
 def _batches(raw: bytes, out: list, budget: list[int]) -> bool:
     """Append the v2 batches of ``raw`` to ``out``; False at anything unusual."""
-    import crc32c
-
     from ..protocol.codecs import CodecError, decompress
+    from ..protocol.crc import crc32c as checksum
     from ..protocol.values import _BATCH_HEAD, _I32
     pos, end = 0, len(raw)
     while pos < end:
@@ -192,7 +191,7 @@ def _batches(raw: bytes, out: list, budget: list[int]) -> bool:
         total = 12 + _I32.unpack_from(raw, pos + 8)[0]
         head = _BATCH_HEAD.unpack_from(raw, pos)
         crc, attrs, count = head[4], head[5], head[12]
-        if head[3] != 2 or crc32c.crc32c(raw[pos + 21:pos + total]) != crc or count < 0:
+        if head[3] != 2 or checksum(raw[pos + 21:pos + total]) != crc or count < 0:
             return False
         data = raw[pos + 61:pos + total]
         if attrs & 7:

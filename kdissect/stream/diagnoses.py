@@ -188,6 +188,21 @@ class _Group:
         self.uses(client, member)
 
 
+class _Sends(deque):
+    """A producer/partition's latest sends, and the highest sequence any of them ended
+    at (``top``: never below the kept sends' ends, so a batch starting above it
+    overlaps none of them)."""
+
+    def __init__(self, maxlen: int):
+        super().__init__(maxlen=maxlen)
+        self.top = -1
+
+    def append(self, send: _Send) -> None:
+        super().append(send)
+        if send.last > self.top:
+            self.top = send.last
+
+
 class Diagnoses:
     """Watches enriched exchanges in order and adds the diagnoses' findings."""
 
@@ -196,7 +211,7 @@ class Diagnoses:
         # sends of its batches, kept per capture: clients retry on a new connection after
         # a timeout or NOT_LEADER. (The client is in the key because producer ids are a
         # cluster's: two clusters in one capture may both have a producer 0.)
-        self.sends: OrderedDict[tuple, deque[_Send]] = OrderedDict()
+        self.sends: OrderedDict[tuple, _Sends] = OrderedDict()
         # (client host, client id, producer id) -> epoch
         self.epochs: OrderedDict[tuple, int] = OrderedDict()
         self.storms: dict[int, deque[float]] = {}     # stream -> leadership errors' times
@@ -297,8 +312,9 @@ class Diagnoses:
 
     def _sequence(self, ex: Exchange, batch: dict, topic: str, part: int | None,
                   error: int | None, out: list[Finding]) -> None:
-        pid, epoch, seq, count = (batch.get(k) for k in (
-            "producer_id", "producer_epoch", "base_sequence", "record_count"))
+        get = batch.get
+        pid, epoch, seq, count = (get("producer_id"), get("producer_epoch"),
+                                  get("base_sequence"), get("record_count"))
         if not (type(pid) is int and type(epoch) is int and type(seq) is int and
                 type(count) is int) or pid < 0 or seq < 0 or count < 1:
             return                      # not an idempotent producer's batch
@@ -317,8 +333,13 @@ class Diagnoses:
         key = (*producer, epoch, topic, part)
         sends = self.sends.get(key)
         if sends is None:
-            sends = deque(maxlen=SENDS_KEPT)
+            sends = _Sends(SENDS_KEPT)
         _put(self.sends, key, sends)
+        if this.first > sends.top and error not in _codes("OUT_OF_ORDER_SEQUENCE_NUMBER"):
+            # the common case, told cheaply: a batch past every kept send overlaps none,
+            # and was not refused as out of order: nothing to say
+            sends.append(this)
+            return
         where = f"producer {pid} epoch {epoch}, {topic}[{part}]"
         batch_seqs = f"batch {this.first}-{this.last}"
         if error in _codes("OUT_OF_ORDER_SEQUENCE_NUMBER"):

@@ -128,35 +128,54 @@ def _collect_values(d: dict, f: Facts, topic: str | None, array: str, ids: dict[
                     element: bool) -> None:
     if element:
         name = topic_id = None
-        for k, v in d.items():
-            if isinstance(v, str):
-                if k in ("topic", "topic_name") or (k == "name" and _is_topic_array(array)):
+        if "topic" in d or "topic_name" in d or "name" in d:
+            for k in _NAME_KEYS:
+                v = d.get(k)
+                if isinstance(v, str) and (k != "name" or _is_topic_array(array)):
+                    if name is not None:        # two names: the later one, as _collect
+                        name = _last_name(d, array)
+                        break
                     name = v
-                elif k == "topic_id" and v != _ZERO_UUID:
-                    topic_id = v
+        v = d.get("topic_id")
+        if isinstance(v, str) and v != _ZERO_UUID:
+            topic_id = v
         named = _element_topic(name, topic_id, ids, f)
         if named is not None:           # (an empty name is a name)
             topic = named
     partition = None
     for k, v in d.items():
-        if type(v) is int:
-            if element and topic is not None and k in ("partition_index", "partition",
-                                                       "index"):
+        kind = type(v)
+        if kind is int:
+            if element and topic is not None and k in _PARTITION_KEYS:
                 f.topics[topic].add(v)
                 partition = v
             elif v and k.endswith("error_code"):
                 f.errors.append(v)
                 f.error_sites.append((topic, partition, v))
-        elif type(v) is list:
+        elif kind is list:
             for item in v:
                 if type(item) is dict:
                     _collect_values(item, f, topic, k, ids, True)
-        elif type(v) is dict:
+        elif kind is dict:
             _collect_values(v, f, topic, array, ids, False)
-        elif type(v) is BatchHeads:      # a records field read for a summary
+        elif kind is BatchHeads:         # a records field read for a summary
             f.record_bytes += v.size
             for batch in v:
                 f.records += batch["record_count"] or 0
+
+
+_NAME_KEYS = ("topic", "topic_name", "name")
+_PARTITION_KEYS = frozenset({"partition_index", "partition", "index"})
+
+
+def _last_name(d: dict, array: str) -> str | None:
+    """An element's topic name when several keys could give it: the last of them."""
+    name = None
+    for k, v in d.items():
+        if isinstance(v, str) and (k in ("topic", "topic_name") or
+                                   (k == "name" and _is_topic_array(array))):
+            name = v
+    return name
 
 
 SUMMARY = Options(records="batches")     # a summary reads record batch headers, not records

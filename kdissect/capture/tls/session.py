@@ -11,14 +11,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ...protocol.findings import Finding
-from .cipher import Decryptor
 from .handshake import (ALERT, APPLICATION_DATA, CHANGE_CIPHER_SPEC, CLIENT_HELLO,
                         FINISHED, HANDSHAKE, HELLO_REQUEST, KEY_UPDATE, NEW_SESSION_TICKET,
                         SERVER_HELLO, Hello, alert_text, parse_hello, record_header, version_name)
 from .keylog import KeyLog
 from .schedule import SUITES, Suite, key_block, next_secret, suite_name, traffic_keys
+
+if TYPE_CHECKING:        # imported when keys are found: cryptography is a tenth of start-up
+    from .cipher import Decryptor
 
 MAX_HANDSHAKE = 1 << 20      # a handshake message longer than this is not followed
 MAX_RESYNC_TRIES = 4096      # sequence numbers tried after lost bytes
@@ -378,6 +381,7 @@ class TlsSession:
             self.resumable[hello.session_id] = master
         k = key_block(master, ch.random, hello.random, suite)
         etm = hello.encrypt_then_mac and suite.cipher == "cbc"
+        from .cipher import Decryptor
         for s, key, iv, mac in ((self.sides[0], k.client_key, k.client_iv, k.client_mac),
                                 (self.sides[1], k.server_key, k.server_iv, k.server_mac)):
             d = Decryptor(suite, key, iv, mac, False, etm)
@@ -409,6 +413,7 @@ class TlsSession:
         if secret is None or self.suite is None:
             return None
         key, iv = traffic_keys(secret, self.suite)
+        from .cipher import Decryptor
         return Decryptor(self.suite, key, iv)
 
     # -- after lost bytes ----------------------------------------------------------------
