@@ -136,6 +136,8 @@ def _write_parquet(files, output, fmt, ports, detect, display_filter, options,
                                "text and jsonl go to stdout (redirect them)")
     if not output:
         raise click.UsageError("--format parquet needs -o FILE.parquet")
+    from ..pipeline.lean_arrow import import_pyarrow_lean
+    import_pyarrow_lean()                    # first: the import that checks would take numpy
     _need_spark_extra("--format parquet", "pyarrow")
     from ..pipeline.local import write_exchanges
     from ..stream.fields import ExchangeFields

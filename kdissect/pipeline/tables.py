@@ -102,5 +102,12 @@ def to_arrow(rows: Iterable[dict], schema: pa.Schema) -> pa.Table:
             explicit_schema=read, unexpected_field_behavior="error"))
     except (TypeError, ValueError, pa.ArrowException):
         return pa.Table.from_pylist(rows, schema=schema)
-    return pa.Table.from_arrays([table.column(f.name).cast(f.type) if f.name in _TIME_COLUMNS
-                                 else table.column(f.name) for f in schema], schema=schema)
+    return pa.Table.from_arrays([_timestamps(table.column(f.name), f.type)
+                                 if f.name in _TIME_COLUMNS else table.column(f.name)
+                                 for f in schema], schema=schema)
+
+
+def _timestamps(micros: pa.ChunkedArray, kind: pa.DataType) -> pa.ChunkedArray:
+    """int64 µs as timestamps, the same buffers viewed (``cast`` imports pyarrow.compute:
+    0.15 CPU-s, a tenth of a Parquet run of 150 MB)."""
+    return pa.chunked_array([c.view(kind) for c in micros.chunks], kind)

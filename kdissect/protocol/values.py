@@ -55,7 +55,7 @@ class _State:
     finishes never breaches the located decoder's budget; records exactly as much)."""
 
     __slots__ = ("conv", "records", "nodes", "decompressed", "batch_records", "values",
-                 "text_values", "compact")
+                 "text_values", "compact", "batch_text")
 
     def __init__(self, conv: Callable[[bytes], Any], options: Options):
         self.conv = conv
@@ -68,6 +68,7 @@ class _State:
         self.decompressed = options.max_decompressed
         self.batch_records: Callable[[list], Any] | None = None
         self.text_values = False
+        self.batch_text: Callable[..., Any] | None = None
 
     def charge(self, n: int) -> None:
         self.nodes -= n
@@ -216,12 +217,17 @@ def _batch(buf: bytes, start: int, end: int, s) -> dict:
     # headers array): charging more sent clean Fetch responses with a header per
     # record to the located decoder, whose tree of them took 250 MB
     s.charge(9 * count)
-    records, pos = _loop(data, pos, end, count, base, stamp if stamp is not None else base_ts,
-                         stamp is not None, s.conv if s.values is None else bytes)
-    if pos != end:
-        raise Bail
-    if s.values is not None:
-        _schema_values(records, s)
+    ts0 = stamp if stamp is not None else base_ts
+    # the records' JSON text at once, when the caller has a writer for it (None: unsure)
+    records = s.batch_text(data, pos, end, count, base, ts0, stamp is not None) \
+        if s.batch_text is not None and s.values is None else None
+    if records is None:
+        records, pos = _loop(data, pos, end, count, base, ts0, stamp is not None,
+                             s.conv if s.values is None else bytes)
+        if pos != end:
+            raise Bail
+        if s.values is not None:
+            _schema_values(records, s)
     if s.batch_records is not None:
         records = s.batch_records(records)
     return {"base_offset": base, "attributes": _attributes_note(attrs, 2), "problems": [],
@@ -302,14 +308,17 @@ _HEADERS: Any = None
 def body_values(data: bytes, direction: str, api_key: int, api_version: int,
                 options: Options, conv: Callable[[bytes], Any],
                 batch_records: Callable[[list], Any] | None = None,
-                text_values: bool = False) -> dict | None:
+                text_values: bool = False,
+                batch_text: Callable[..., Any] | None = None) -> dict | None:
     """The body of a clean message as plain values (bytes through ``conv``); None when the
     message is not clean or not for this path (the caller decodes it located).
     ``batch_records``, if given, takes each record batch's list of records as soon as it
     is read and returns what stands for it (a caller writing JSON encodes it at once, so
     a big Fetch response never holds all its records as objects). ``text_values``: the
     records' decoded Avro values come as ``values_schema.fast.JsonText``, for a caller
-    encoding them with ``fast.dumps``."""
+    encoding them with ``fast.dumps``. ``batch_text(data, pos, end, count, base, ts0,
+    fixed_ts)``, with ``batch_records``: a batch's records already encoded (what
+    ``batch_records`` gets instead of the list), or None to read them here."""
     if options.records not in (True, False, "batches") or \
             (options.embedded and api_key in _EMBEDDED_APIS):
         return None
@@ -329,6 +338,7 @@ def body_values(data: bytes, direction: str, api_key: int, api_version: int,
     s = _State(conv, options)
     s.batch_records = batch_records
     s.text_values = text_values
+    s.batch_text = batch_text if batch_records is not None else None
     st = schemas.layout(api_key, api_version, direction)
     s.compact = st is not None and st.flexible
     try:

@@ -19,6 +19,7 @@ from ..protocol import secrets
 from ..protocol.values import body_values
 from ..stream.model import Exchange, KafkaMessage
 from .records import json_bytes, plain_json
+from . import jsonl_records
 from ..stream.fields import ExchangeFields
 
 
@@ -128,7 +129,8 @@ def message_json(m: KafkaMessage, options: Options, ex: Exchange | None = None,
             m.api_key is not None and m.api_version is not None and \
             m.api_key not in secrets.EMBEDDED:
         values = body_values(m.data, m.direction, m.api_key, m.api_version, options,
-                             json_bytes, batch_records, batch_records is not None)
+                             json_bytes, batch_records, batch_records is not None,
+                             jsonl_records.batch_text)
     if values is not None:
         problems, tree_findings = [], None
     else:

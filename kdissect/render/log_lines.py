@@ -17,13 +17,13 @@ kdissect/capture/native.py).
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
 from typing import Any
 
 from ..protocol.ondisk import record_starts
 from ..protocol.reader import VarintTooLong
 from ..protocol.values import Bail, record_loop
+from .compiled import compiled as _compiled
 from .records import json_bytes
 
 # json.dumps(x, default=str): what every `kdissect log` JSON line is encoded with
@@ -45,16 +45,6 @@ def record_lines_py(data, pos: int, end: int, count: int, base: int, ts0: int,
     enc = encode
     return "".join([f"{p}, {enc(r)[1:]}\n"
                     for p, r in zip(record_starts(data, pos, count), records)])
-
-
-def _compiled(name: str) -> Callable | None:
-    if os.environ.get("KDISSECT_PURE", "") not in ("", "0"):
-        return None
-    try:
-        from .. import _native  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    return getattr(_native, name, None)
 
 
 def record_lines_for() -> RecordLines:

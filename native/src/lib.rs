@@ -14,6 +14,7 @@ use std::collections::HashMap;
 mod logjson;
 mod avro;
 mod reasm;
+mod jsonrec;
 
 const MAX_PACKET: usize = 256 * 1024 * 1024;
 const TS_MAX: f64 = 253402300799.0;
@@ -703,5 +704,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(logjson::log_prefix_lines, m)?)?;
     m.add_class::<avro::AvroJson>()?;
     m.add_class::<reasm::Reasm>()?;
+    m.add_function(wrap_pyfunction!(jsonrec::records_json, m)?)?;
     Ok(())
 }

@@ -23,7 +23,7 @@ thread_local! {
 const KEEP: usize = 16 << 20;
 
 /// `f` writing into the kept buffer (cleared), then the text made a Python str.
-fn text_of(py: Python<'_>, f: impl FnOnce(&mut Vec<u8>) -> PyResult<bool>) -> PyResult<Option<Py<PyString>>> {
+pub(crate) fn text_of(py: Python<'_>, f: impl FnOnce(&mut Vec<u8>) -> PyResult<bool>) -> PyResult<Option<Py<PyString>>> {
     OUT.with(|cell| {
         let mut fresh = Vec::new();
         let mut kept = cell.try_borrow_mut();
@@ -292,8 +292,11 @@ fn push_nullable(py: Python<'_>, out: &mut Vec<u8>, b: Option<&[u8]>) -> PyResul
     Ok(())
 }
 
-/// The lines, or Ok(None) at the first thing the Python reference must judge.
-fn lines(
+/// The lines, or Ok(false) at the first thing the Python reference must judge. `list`:
+/// the records as one JSON array instead (`[{"offset": ...}, ...]`, what `json.dumps`
+/// makes of the values decoder's list: `kdissect pcap --format jsonl`'s batches).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn lines(
     py: Python<'_>,
     out: &mut Vec<u8>,
     d: &[u8],
@@ -303,9 +306,13 @@ fn lines(
     base: i64,
     ts0: i64,
     fixed_ts: bool,
+    list: bool,
 ) -> PyResult<bool> {
     out.reserve((end - pos) + (end - pos) / 4 + 64);
-    for _ in 0..count {
+    if list {
+        out.push(b'[');
+    }
+    for i in 0..count {
         let start = pos;
         let mut p = pos;
         let Some(length) = varint(d, &mut p, end, 5) else { return Ok(false) };
@@ -324,8 +331,12 @@ fn lines(
         if nh < 0 || nh > (rec_end - p) as i128 {
             return Ok(false);
         }
-        push_int(out, start as i128);
-        out.extend_from_slice(b", \"offset\": ");
+        if !list {
+            push_int(out, start as i128);
+            out.extend_from_slice(b", \"offset\": ");
+        } else {
+            out.extend_from_slice(if i > 0 { b", {\"offset\": " } else { b"{\"offset\": " });
+        }
         push_int(out, offset);
         out.extend_from_slice(b", \"timestamp\": ");
         push_int(out, ts);
@@ -355,8 +366,11 @@ fn lines(
         if p != rec_end {
             return Ok(false);
         }
-        out.extend_from_slice(b"]}\n");
+        out.extend_from_slice(if list { b"]}" } else { b"]}\n" });
         pos = rec_end;
+    }
+    if list {
+        out.push(b']');
     }
     Ok(pos == end)
 }
@@ -383,7 +397,7 @@ pub fn log_record_lines(
     }
     // Safety: a contiguous buffer of len_bytes bytes, held (and read only) for this call
     let d = unsafe { std::slice::from_raw_parts(data.buf_ptr() as *const u8, data.len_bytes()) };
-    text_of(py, |out| lines(py, out, d, pos, end, count, base, ts0, fixed_ts))
+    text_of(py, |out| lines(py, out, d, pos, end, count, base, ts0, fixed_ts, false))
 }
 
 /// The first newline at or after `from` (8 bytes at a time).
