@@ -13,7 +13,7 @@ from collections import deque
 from ..capture.native import reasm_class
 from ..capture.packet import SUPPORTED, LINKTYPE_NAMES, tcp_segment
 from ..capture.pcapfile import Packet
-from ..capture.tcp import Reassembler, TcpConnection
+from ..capture.tcp import Direction, Reassembler, TcpConnection
 from ..capture.tls import KeyLog, TlsFacts, TlsLayer
 from ..capture.tls.report import tls_summary
 from ..protocol import Options
@@ -30,6 +30,10 @@ class Endpoints(NamedTuple):
     broker: tuple[str, int]
 _SNIFF = 256
 _Chunk = tuple[int, bytes, float, int]     # a held chunk: offset, payload, ts, frame
+# a connection of the compiled reassembler has no Python Direction objects until the
+# budget charges one or Python's reassembler takes over (``_dirs``): it keeps that state
+# itself, and a capture may hold 200,000 connections
+_NO_DIRS: Any = ()
 
 
 class CaptureDissector:
@@ -118,7 +122,8 @@ class CaptureDissector:
         tag, cid = row[0], row[1]
         if tag == 0:
             _, cid, a_ip, a_port, b_ip, b_port, ts, syn = row
-            self.rconns[cid] = TcpConnection(cid, (a_ip, a_port), (b_ip, b_port), ts, syn)
+            self.rconns[cid] = TcpConnection(cid, (a_ip, a_port), (b_ip, b_port), ts, syn,
+                                             _NO_DIRS)
             self.untracked.add(cid)
         elif tag == 2:
             self.tls.gap(self.rconns[cid], *row[2:])
@@ -127,11 +132,13 @@ class CaptureDissector:
             self.tls.closed(self.rconns.pop(cid))
         elif tag == 4:
             conn = self.rconns[cid]
-            d = conn.dirs[row[2]]
+            d = _dirs(conn)[row[2]]
             d.held_bytes = row[3]
             self.tcp._charge(conn, row[2], d)
         elif tag == 5:
-            self.budget.drop(id(self.rconns[cid].dirs[row[2]]))
+            dirs = self.rconns[cid].dirs
+            if dirs:                             # else never charged
+                self.budget.drop(id(dirs[row[2]]))
         elif tag == 6:
             self._take_over()
 
@@ -165,7 +172,7 @@ class CaptureDissector:
             conn = self.rconns[cid]
             conn.closed, conn.last_ts, conn.packets = closed, last_ts, n
             conn.key = tcp._key(conn.a, conn.b)
-            for d, state in zip(conn.dirs, dirs):
+            for d, state in zip(_dirs(conn), dirs):
                 (d.base, d.next, held, d.held_bytes, d.fin, d.end, d.acked, d.overdue,
                  d.last_ts, d.hole, d.retransmitted, d.gaps, d.gap_bytes) = state
                 if held:
@@ -277,6 +284,12 @@ class CaptureDissector:
         return f"skipped packets of unsupported link types: {kinds}"
 
 
+def _dirs(conn: TcpConnection) -> tuple[Direction, Direction]:
+    if not conn.dirs:
+        conn.dirs = (Direction(), Direction())
+    return conn.dirs
+
+
 class CaptureFiles:
     """The engine's source for capture files (``kw`` as for ``read_captures``)."""
 
@@ -307,7 +320,10 @@ _frozen = False
 def steady_gc():
     """A capture keeps many long-lived objects per connection (200,000 connections are
     millions): the cyclic collector, run at its default pace, rescans them again and
-    again (a quarter of the time). Collect less often while reading; what was made
+    again (a quarter of the time). Collect less often while reading (the young
+    generation at 200,000 allocations and the middle one at every 50th: at 50,000 and
+    20, 200,000 connections spent 2.1 CPU-s in the collector, half of it rescanning the
+    middle generation; now 1.0); what was made
     before the first read (modules, schemas) is set aside for good. Only once per
     process, after a collection: a process that reads capture after capture (the TUI,
     a Spark worker, the fuzzer) would otherwise freeze each read's uncollected garbage
@@ -318,7 +334,7 @@ def steady_gc():
         gc.freeze()
         _frozen = True
     before = gc.get_threshold()
-    gc.set_threshold(50_000, 20, 100)
+    gc.set_threshold(200_000, 50, 100)
     try:
         yield
     finally:

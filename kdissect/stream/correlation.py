@@ -71,7 +71,7 @@ class Correlator(Generic[T]):
                 ts: float = 0.0) -> tuple[Pending[T], list[Pending[T]]]:
         waiting = self._by_id.setdefault(correlation_id, [])
         p = Pending(item, correlation_id, self._seq, expected, ts,
-                    any(w.expected for w in waiting))
+                    bool(waiting) and any(w.expected for w in waiting))
         self._seq += 1
         waiting.append(p)
         self._order[p.seq] = p
@@ -89,8 +89,14 @@ class Correlator(Generic[T]):
         waiting = self._by_id.get(correlation_id)
         if not waiting:
             return None, self._expire(ts)
-        answered = [p for p in waiting if p.expected]
-        p = (answered or waiting)[-1]
+        if len(waiting) == 1:
+            p = waiting[0]
+        else:
+            answered = [p for p in waiting if p.expected]
+            p = (answered or waiting)[-1]
+        if next(iter(self._order)) == p.seq:     # the oldest: nothing earlier (most answers)
+            self._drop(p)
+            return Match(p, []), self._expire(ts)
         earlier = list(takewhile(lambda q: q.seq < p.seq, self._order.values()))
         self._drop(p)
         # answered in order: acks=0 requests sent before this one will get no answer now
