@@ -40,6 +40,7 @@ def _hostile_round() -> dict[str, int]:
 ROUND.update(_hostile_round())
 ROUND["native"] = 150          # issue 28: the compiled packet path against the Python one
 ROUND["logjson"] = 400         # issue 25: kdissect log's compiled record lines, likewise
+ROUND["jsonrec"] = 400         # issue 28: JSON lines' compiled record lists, likewise
 ROUND["avro"] = 1000           # issue 27: the compiled Avro reader against the Python one
 BATCH = 25
 

@@ -13,6 +13,7 @@ SLICE = {"hinted": 3000, "blob": 1000, "grammar": 1000, "capture": 150, "guessed
 SLICE.update({"filter": 200, "framing": 500, "tcp": 100, "paste": 50})     # issue 22's
 SLICE["native"] = 250                  # issue 28's: both packet paths, compared
 SLICE["logjson"] = 500                 # issue 25's: both record-line writers, compared
+SLICE["jsonrec"] = 500                 # issue 28's: both record-list writers, compared
 SLICE["avro"] = 1000                   # issue 27's: both Avro readers, compared
 
 

@@ -53,3 +53,17 @@ def run_logjson(data: bytes) -> None:
     want = record_lines_py(*args)
     got = _native.log_record_lines(*args)
     assert got is None or got == want, f"the record lines differ: {got!r} != {want!r}"
+
+
+def run_jsonrec(data: bytes) -> None:
+    """Issue 28's: JSON lines' compiled record-list writer (native/src/jsonrec.rs, the same
+    record loop in its list mode) against its reference, on the same inputs."""
+    from kdissect import _native  # type: ignore[attr-defined]
+    from kdissect.render.jsonl_records import records_json_py
+    if len(data) < 2:
+        return
+    count, fixed = data[0], bool(data[1] & 1)
+    args = (data, 2, len(data), count, 1 << 40, 1700000000000, fixed)
+    want = records_json_py(*args)
+    got = _native.records_json(*args)
+    assert got is None or got == want, f"the record lists differ: {got!r} != {want!r}"

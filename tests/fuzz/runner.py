@@ -46,8 +46,9 @@ TARGETS.update(_native_target())
 
 def _logjson_target() -> dict:
     """Issue 25's: kdissect log's compiled record lines against the Python reference."""
-    from .logjson_target import logjson_input, run_logjson
-    return {"logjson": (logjson_input, run_logjson, lambda a: (a, ""))}
+    from .logjson_target import logjson_input, run_jsonrec, run_logjson
+    return {"logjson": (logjson_input, run_logjson, lambda a: (a, "")),
+            "jsonrec": (logjson_input, run_jsonrec, lambda a: (a, ""))}
 
 
 TARGETS.update(_logjson_target())
