@@ -10,7 +10,7 @@ use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 
-use crate::logjson::{lines, text_of};
+use crate::logjson::records_text;
 
 /// `json.dumps` of the `count` records of a v2 batch in `data[pos:end]` as the values
 /// decoder reads them (`[{"offset": O, "timestamp": T, "key": K, "value": V, "headers":
@@ -28,10 +28,5 @@ pub fn records_json(
     ts0: i64,
     fixed_ts: bool,
 ) -> PyResult<Option<Py<PyString>>> {
-    if !data.is_c_contiguous() || end > data.len_bytes() || pos > end {
-        return Ok(None);
-    }
-    // Safety: a contiguous buffer of len_bytes bytes, held (and read only) for this call
-    let d = unsafe { std::slice::from_raw_parts(data.buf_ptr() as *const u8, data.len_bytes()) };
-    text_of(py, |out| lines(py, out, d, pos, end, count, base, ts0, fixed_ts, true))
+    records_text(py, data, pos, end, count, base, ts0, fixed_ts, true)
 }

@@ -23,7 +23,7 @@ thread_local! {
 const KEEP: usize = 16 << 20;
 
 /// `f` writing into the kept buffer (cleared), then the text made a Python str.
-pub(crate) fn text_of(py: Python<'_>, f: impl FnOnce(&mut Vec<u8>) -> PyResult<bool>) -> PyResult<Option<Py<PyString>>> {
+fn text_of(py: Python<'_>, f: impl FnOnce(&mut Vec<u8>) -> PyResult<bool>) -> PyResult<Option<Py<PyString>>> {
     OUT.with(|cell| {
         let mut fresh = Vec::new();
         let mut kept = cell.try_borrow_mut();
@@ -296,7 +296,7 @@ fn push_nullable(py: Python<'_>, out: &mut Vec<u8>, b: Option<&[u8]>) -> PyResul
 /// the records as one JSON array instead (`[{"offset": ...}, ...]`, what `json.dumps`
 /// makes of the values decoder's list: `kdissect pcap --format jsonl`'s batches).
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn lines(
+fn lines(
     py: Python<'_>,
     out: &mut Vec<u8>,
     d: &[u8],
@@ -392,12 +392,29 @@ pub fn log_record_lines(
     ts0: i64,
     fixed_ts: bool,
 ) -> PyResult<Option<Py<PyString>>> {
+    records_text(py, data, pos, end, count, base, ts0, fixed_ts, false)
+}
+
+/// The records of `data[pos:end]` as lines (`list` false) or as the JSON text of their
+/// list (`list` true: jsonrec.rs); None when the Python reference must decide.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn records_text(
+    py: Python<'_>,
+    data: PyBuffer<u8>,
+    pos: usize,
+    end: usize,
+    count: i64,
+    base: i64,
+    ts0: i64,
+    fixed_ts: bool,
+    list: bool,
+) -> PyResult<Option<Py<PyString>>> {
     if !data.is_c_contiguous() || end > data.len_bytes() || pos > end {
         return Ok(None);
     }
     // Safety: a contiguous buffer of len_bytes bytes, held (and read only) for this call
     let d = unsafe { std::slice::from_raw_parts(data.buf_ptr() as *const u8, data.len_bytes()) };
-    text_of(py, |out| lines(py, out, d, pos, end, count, base, ts0, fixed_ts, false))
+    text_of(py, |out| lines(py, out, d, pos, end, count, base, ts0, fixed_ts, list))
 }
 
 /// The first newline at or after `from` (8 bytes at a time).

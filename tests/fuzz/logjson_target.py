@@ -43,16 +43,21 @@ def logjson_input(rng: random.Random) -> bytes:
     return h.mutate(rng, data, 4) if rng.random() < 0.8 else data
 
 
-def run_logjson(data: bytes) -> None:
-    from kdissect import _native  # type: ignore[attr-defined]
-    from kdissect.render.log_lines import record_lines_py
+def _compare(data: bytes, reference, compiled, what: str) -> None:
+    """The compiled writer writes exactly the reference's text, or hands over (None)."""
     if len(data) < 2:
         return
     count, fixed = data[0], bool(data[1] & 1)
     args = (data, 2, len(data), count, 1 << 40, 1700000000000, fixed)
-    want = record_lines_py(*args)
-    got = _native.log_record_lines(*args)
-    assert got is None or got == want, f"the record lines differ: {got!r} != {want!r}"
+    want = reference(*args)
+    got = compiled(*args)
+    assert got is None or got == want, f"the {what} differ: {got!r} != {want!r}"
+
+
+def run_logjson(data: bytes) -> None:
+    from kdissect import _native  # type: ignore[attr-defined]
+    from kdissect.render.log_lines import record_lines_py
+    _compare(data, record_lines_py, _native.log_record_lines, "record lines")
 
 
 def run_jsonrec(data: bytes) -> None:
@@ -60,10 +65,4 @@ def run_jsonrec(data: bytes) -> None:
     record loop in its list mode) against its reference, on the same inputs."""
     from kdissect import _native  # type: ignore[attr-defined]
     from kdissect.render.jsonl_records import records_json_py
-    if len(data) < 2:
-        return
-    count, fixed = data[0], bool(data[1] & 1)
-    args = (data, 2, len(data), count, 1 << 40, 1700000000000, fixed)
-    want = records_json_py(*args)
-    got = _native.records_json(*args)
-    assert got is None or got == want, f"the record lists differ: {got!r} != {want!r}"
+    _compare(data, records_json_py, _native.records_json, "record lists")
