@@ -15,7 +15,7 @@ from ..blob import BlobError, parse_blob
 from ..protocol import Options, api_key_of, api_name
 from ..protocol.decode import decode_body
 from ..protocol.grammar import GrammarError, parse_grammar
-from ..render.text import render_node
+from ..render.text import print_node
 from ..protocol.guess import distinguish
 from ..sources.paste_choice import read_paste
 from ..sources.pasted import Hints
@@ -151,8 +151,7 @@ def blob(input, api, api_version, direction, body, records, at, show_extraction,
         title.append(f"  {len(msg.data)} bytes at @{item.offset}", style="dim")
         title.append(f"\n{item.how}", style="italic")
         title.append(candidates_text(item.candidates, limit))
-        console.print(render_node(msg.data, msg.tree, show_secrets, item.offset, title,
-                                  not no_hex))
+        print_node(console, msg.data, msg.tree, show_secrets, item.offset, title, not no_hex)
         _print_problems(console, [(f.where or "message", f.code, f.detail)
                                   for f in item.findings] + msg.tree.findings())
 
@@ -251,7 +250,7 @@ def _blob_grammar(console, grammar: str, data: bytes, options: Options, as_json:
                    options.show_secrets)
         return
     title = Text(f"{g.root.name} (your grammar)  {len(data)} bytes", style="bold")
-    console.print(render_node(data, tree, options.show_secrets, 0, title, not no_hex))
+    print_node(console, data, tree, options.show_secrets, 0, title, not no_hex)
     _print_problems(console, tree.findings())
 
 

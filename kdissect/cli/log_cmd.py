@@ -12,7 +12,7 @@ from rich.text import Text
 from ..filters import Filter, FilterError, parse_filter
 from ..render.log_json import batch_records, field_value, item_chunks, item_json, item_lines
 from ..render.records import json_bytes, record_json
-from ..render.text import tree_of
+from ..render.text import print_tree
 from ..sources.logdir import LogDir, LogError, LogItem, walk
 from ..stream.engine import Engine
 from ..stream.sink import ItemSink
@@ -161,7 +161,7 @@ class LogPrinter(ItemSink):
             return
         self.out.print(item_line(item))
         if self.verbose and item.tree is not None:
-            self.out.print(tree_of(item.tree))
+            print_tree(self.out, item.tree)
         elif self.records and item.tree is not None:
             for rec in batch_records(item):
                 self.out.print(Text(f"    {_record_text(rec)}"))

@@ -10,7 +10,7 @@ from ..stream.fields import ExchangeFields
 from ..stream.model import Exchange
 from .formats import WriterContext
 from .lines import exchange_line, exchange_plain
-from .text import render_node
+from .text import print_node
 
 SEVERITY_STYLE = {"error": "bold red", "warn": "yellow", "note": "cyan"}
 
@@ -29,8 +29,8 @@ class TextWriter:
             sys.stdout.write(exchange_plain(ex, self.options, view) + "\n")
         if self.verbose:
             for d in trees:
-                self.console.print(render_node(d.data, d.tree, self.options.show_secrets, 0,
-                                               None, False))
+                print_node(self.console, d.data, d.tree, self.options.show_secrets, 0, None,
+                           False)
             for f in ex.findings:
                 self.console.print(Text(f"  {f.severity}: {f.text()}",
                                         style=SEVERITY_STYLE[f.severity]))

@@ -5,13 +5,14 @@ it, so the eye can go from one to the other. Problems are red; secrets are maske
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
-from rich.console import Group, RenderableType
+from rich.console import Console, Group, RenderableType
 from rich.text import Text
 from rich.tree import Tree
 
 from ..protocol.node import Node
+from .plain_print import Entries, Part, Piece, PlainPrinter, prints_plain
 
 PALETTE = ["cyan", "green", "magenta", "yellow", "blue", "bright_cyan", "bright_green",
            "bright_magenta"]
@@ -67,46 +68,66 @@ def leaf_colours(root: Node) -> dict[int, str]:
     return colours
 
 
+def tree_entries(root: Node, show_secrets: bool = False, base: int = 0,
+                 colours: dict[int, str] | None = None,
+                 title: Text | None = None) -> list[tuple[int, list[Part]]]:
+    """The tree's labels in preorder with their depths (the root at 0), cut at
+    TREE_LIMIT fields: what both the rich Tree and the plain printer draw."""
+    colours = leaf_colours(root) if colours is None else colours
+    out: list[tuple[int, list[Part]]] = [
+        (0, [title] if title is not None else _label_parts(root, colours, show_secrets,
+                                                            base, False))]
+    budget = TREE_LIMIT
+    # an explicit stack: trees can be deeper than Python's recursion limit
+    stack = [(root, 0, 1, root.buffer is not None)]
+    while stack:
+        node, i, depth, in_buffer = stack.pop()
+        if i >= len(node.children):
+            continue
+        if budget <= 0:
+            out.append((depth, [(f"… {len(node.children) - i} more here; the tree is cut at "
+                                 f"{TREE_LIMIT} fields (--json shows every one)",
+                                 "italic yellow")]))
+            continue
+        budget -= 1
+        child = node.children[i]
+        out.append((depth, _label_parts(child, colours, show_secrets, base, in_buffer)))
+        stack.append((node, i + 1, depth, in_buffer))
+        stack.append((child, 0, depth + 1, in_buffer or child.buffer is not None))
+    return out
+
+
 def tree_of(root: Node, show_secrets: bool = False, base: int = 0,
             colours: dict[int, str] | None = None, title: Text | None = None) -> Tree:
-    colours = leaf_colours(root) if colours is None else colours
-    top = Tree(title or _label(root, colours, show_secrets, base, False))
-    budget = [TREE_LIMIT]
+    return _tree(tree_entries(root, show_secrets, base, colours, title))
 
-    def add(parent: Tree, node: Node, in_buffer: bool) -> None:
-        for i, child in enumerate(node.children):
-            if budget[0] <= 0:
-                parent.add(Text(f"… {len(node.children) - i} more here; the tree is cut at "
-                                f"{TREE_LIMIT} fields (--json shows every one)",
-                                style="italic yellow"))
-                return
-            budget[0] -= 1
-            branch = parent.add(_label(child, colours, show_secrets, base, in_buffer))
-            add(branch, child, in_buffer or child.buffer is not None)
 
-    add(top, root, root.buffer is not None)
+def _tree(entries: Entries) -> Tree:
+    top = Tree(Text.assemble(*entries[0][1]))
+    path = [top]
+    for depth, parts in entries[1:]:
+        del path[depth:]
+        path.append(path[-1].add(Text.assemble(*parts)))
     return top
 
 
-def _label(node: Node, colours: dict[int, str], show_secrets: bool, base: int,
-           in_buffer: bool) -> Text:
-    t = Text()
+def _label_parts(node: Node, colours: dict[int, str], show_secrets: bool, base: int,
+                 in_buffer: bool) -> list[Part]:
     style = colours.get(id(node), "bold")
-    t.append(node.name, style=style if not node.name.startswith("_") else f"dim {style}")
-    t.append(f"  {node.ktype}", style="dim")
     where = f"  @{node.offset}" if in_buffer else f"  @{node.offset + base}"
-    t.append(f"{where}+{node.length}", style="dim")
+    t: list[Part] = [(node.name, style if not node.name.startswith("_") else f"dim {style}"),
+                     (f"  {node.ktype}", "dim"), (f"{where}+{node.length}", "dim")]
     if in_buffer:
-        t.append(" (decompressed)", style="dim")
+        t.append((" (decompressed)", "dim"))
     value = format_value(node, show_secrets)
     if value:
         t.append("  = ")
-        t.append(value, style="red" if node.secret and not show_secrets else "bold")
+        t.append((value, "red" if node.secret and not show_secrets else "bold"))
     if node.note:
-        t.append(f"  ({node.note})", style="italic cyan")
+        t.append((f"  ({node.note})", "italic cyan"))
     if node.problem:
-        t.append("  ✗ ", style="bold red")
-        t.append(node.problem, style=PROBLEM)
+        t.append(("  ✗ ", "bold red"))
+        t.append((node.problem, PROBLEM))
     return t
 
 
@@ -118,6 +139,19 @@ def hexdump(data: bytes, root: Node | None, show_secrets: bool = False, base: in
     buffer: decompressed buffers get their own dump); ``marks`` are (start, end, style)
     ranges drawn over that, in order (e.g. a selected field and its parents).
     ``window`` (start, end) dumps only the rows holding those bytes."""
+    out = Text()
+    append = out.append
+    for piece, style in hex_pieces(data, root, show_secrets, base, colours, width, marks,
+                                   window):
+        append(piece, style=style)
+    return out
+
+
+def hex_pieces(data: bytes, root: Node | None, show_secrets: bool = False, base: int = 0,
+               colours: dict[int, str] | None = None, width: int = 16,
+               marks: Sequence[tuple[int, int, str]] = (),
+               window: tuple[int, int] | None = None) -> Iterator[tuple[str, str | None]]:
+    """hexdump's text in styled pieces (joined, the plain dump)."""
     lo_row = 0 if window is None else max(0, window[0]) // width * width
     hi = len(data) if window is None else min(len(data), window[1])
     span = max(hi - lo_row, 0)
@@ -141,22 +175,26 @@ def hexdump(data: bytes, root: Node | None, show_secrets: bool = False, base: in
             paint(node.offset, node.end, style, secret)
     for start, end, style in marks:
         paint(start, end, style)
-    out = Text()
+    return _hex_rows(data, base, width, lo_row, hi, styles, masked)
+
+
+def _hex_rows(data: bytes, base: int, width: int, lo_row: int, hi: int,
+                styles: list[str | None], masked: list[bool]
+                ) -> Iterator[tuple[str, str | None]]:
+    """The dump's text in styled pieces: the layout of a row, for rich and plain."""
     for row in range(lo_row, hi, width):
-        out.append(f"{row + base:08x}  ", style="dim")
+        yield f"{row + base:08x}  ", "dim"
         chunk = range(row, min(row + width, hi))
         for i in chunk:
             k = i - lo_row
-            out.append("**" if masked[k] else f"{data[i]:02x}", style=styles[k])
-            out.append(" " if (i - row) != width // 2 - 1 else "  ")
-        out.append("   " * (width - len(chunk)) + (" " if len(chunk) <= width // 2 else ""))
-        out.append(" │", style="dim")
+            yield "**" if masked[k] else f"{data[i]:02x}", styles[k]
+            yield " " if (i - row) != width // 2 - 1 else "  ", None
+        yield "   " * (width - len(chunk)) + (" " if len(chunk) <= width // 2 else ""), None
+        yield " │", "dim"
         for i in chunk:
             k = i - lo_row
-            ch = "*" if masked[k] else chr(data[i]) if 32 <= data[i] < 127 else "."
-            out.append(ch, style=styles[k])
-        out.append("│\n", style="dim")
-    return out
+            yield "*" if masked[k] else chr(data[i]) if 32 <= data[i] < 127 else ".", styles[k]
+        yield "│\n", "dim"
 
 
 def buffers(root: Node) -> list[Node]:
@@ -164,38 +202,72 @@ def buffers(root: Node) -> list[Node]:
     return [n for n in root.walk() if n.buffer is not None]
 
 
-def render_node(data: bytes, root: Node, show_secrets: bool = False, base: int = 0,
-                title: Text | None = None, show_hex: bool = True) -> Group:
+def node_pieces(data: bytes, root: Node, show_secrets: bool = False, base: int = 0,
+                title: Text | None = None, show_hex: bool = True) -> list[Piece]:
+    """A message's tree and hex dumps (its own bytes, then each decompressed buffer's),
+    cut at HEX_LIMIT bytes, as pieces for rich (render_node) or plain text (print_node)."""
     colours = leaf_colours(root)
-    parts: list[RenderableType] = [tree_of(root, show_secrets, base, colours, title)]
+    pieces: list[Piece] = [("tree", tree_entries(root, show_secrets, base, colours, title))]
     if show_hex:
         left = [HEX_LIMIT]
-        parts += _capped_dump(data, root, show_secrets, base, colours, left)
+        pieces += _capped_dump(data, root, show_secrets, base, colours, left)
         holders = buffers(root)
         for i, holder in enumerate(holders):
             if left[0] <= 0:        # wrappers of wrappers can hold hundreds of buffers
-                parts.append(Text(f"… {len(holders) - i} more decompressed buffers not "
-                                  f"dumped (the dumps are cut at {HEX_LIMIT} bytes a "
-                                  f"message; --json has every field)", style="italic yellow"))
+                pieces.append(("text", [(f"… {len(holders) - i} more decompressed buffers "
+                                         f"not dumped (the dumps are cut at {HEX_LIMIT} bytes "
+                                         f"a message; --json has every field)",
+                                         "italic yellow")]))
                 break
-            caption = Text(f"decompressed {holder.note or ''} (bytes of {holder.name} "
-                           f"@{holder.offset})", style="bold")
-            parts += [caption, *_capped_dump(holder.buffer or b"", as_root(holder), show_secrets, 0,
-                                             colours, left)]
-    return Group(*parts)
+            pieces.append(("text", [(f"decompressed {holder.note or ''} (bytes of "
+                                     f"{holder.name} @{holder.offset})", "bold")]))
+            pieces += _capped_dump(holder.buffer or b"", as_root(holder), show_secrets, 0,
+                                   colours, left)
+    return pieces
+
+
+def render_node(data: bytes, root: Node, show_secrets: bool = False, base: int = 0,
+                title: Text | None = None, show_hex: bool = True) -> Group:
+    return Group(*(_renderable(p) for p in node_pieces(data, root, show_secrets, base, title,
+                                                        show_hex)))
+
+
+def print_node(console: Console, data: bytes, root: Node, show_secrets: bool = False,
+               base: int = 0, title: Text | None = None, show_hex: bool = True) -> None:
+    """Print render_node's output; without colours, as plain text without rich's layout
+    (the same characters: render/plain_print.py)."""
+    pieces = node_pieces(data, root, show_secrets, base, title, show_hex)
+    if prints_plain(console):
+        PlainPrinter(console).print_pieces(pieces)
+    else:
+        console.print(Group(*(_renderable(p) for p in pieces)))
+
+
+def print_tree(console: Console, root: Node) -> None:
+    """Print tree_of(root) as print_node prints its tree."""
+    if prints_plain(console):
+        PlainPrinter(console).print_pieces([("tree", tree_entries(root))])
+    else:
+        console.print(tree_of(root))
+
+
+def _renderable(piece: Piece) -> RenderableType:
+    kind, body = piece
+    return _tree(body) if kind == "tree" else Text.assemble(*body)
 
 
 def _capped_dump(data: bytes, root: Node, show_secrets: bool, base: int,
-                 colours: dict[int, str], left: list[int]) -> list[Text]:
+                 colours: dict[int, str], left: list[int]) -> list[Piece]:
     """The hex dump of a buffer, or of its first bytes and a note saying so: at most
     ``left[0]`` bytes (what the message has left of HEX_LIMIT)."""
     cap = max(left[0], 0)
     left[0] -= min(len(data), cap)
     if len(data) <= cap:
-        return [hexdump(data, root, show_secrets, base, colours)]
-    return [hexdump(data, root, show_secrets, base, colours, window=(0, cap)),
-            Text(f"… hex dump shows the first {cap} of {len(data)} bytes "
-                 f"(--json has every field)", style="italic yellow")]
+        return [("text", list(hex_pieces(data, root, show_secrets, base, colours)))]
+    return [("text", list(hex_pieces(data, root, show_secrets, base, colours,
+                                     window=(0, cap)))),
+            ("text", [(f"… hex dump shows the first {cap} of {len(data)} bytes "
+                       f"(--json has every field)", "italic yellow")])]
 
 
 def as_root(holder: Node) -> Node:
