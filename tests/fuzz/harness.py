@@ -137,7 +137,7 @@ def render(msg, data: bytes, full_text: bool) -> None:
     """What the views do with a tree: values as JSON, the located tree as JSON, findings,
     and (``full_text``) the rich tree and hex dump."""
     from kdissect.render.records import plain_json
-    from kdissect.render.text import render_node
+    from kdissect.render.text import print_node, render_node
     if full_text or zlib.crc32(data) % 4 == 0:      # the located JSON costs a decode
         for _ in msg.tree.iter_json():
             pass
@@ -145,9 +145,12 @@ def render(msg, data: bytes, full_text: bool) -> None:
     body = msg.body
     if body is not None:
         plain_json(body)
-    if full_text:
+    if full_text:       # rich, and the plain printer, which must print the same text
         from rich.console import Console
-        Console(file=io.StringIO(), width=100).print(render_node(data, msg.tree))
+        by_rich, plain = io.StringIO(), io.StringIO()
+        Console(file=by_rich, width=100).print(render_node(data, msg.tree))
+        print_node(Console(file=plain, width=100), data, msg.tree)
+        assert plain.getvalue() == by_rich.getvalue(), "plain -V text differs from rich's"
 
 
 def decode_hinted(data: bytes, direction: str, key: int, version: int) -> None:
