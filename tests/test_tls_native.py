@@ -21,20 +21,10 @@ from kdissect.capture.tls.session import decryptor
 from kdissect.cli import main
 from tests.fuzz import tls_target
 from tests.support.tls_synth import Conversation, handshake
+from tests.test_native import _built  # noqa: F401  (autouse: fails unless the extension is built)
 
 ROOT = Path(__file__).resolve().parents[1]
 AEAD = [s for s in SUITES.values() if s.cipher in ("gcm", "chacha")]
-
-
-@pytest.fixture(autouse=True)
-def _compiled():
-    try:
-        from kdissect import _native  # noqa: F401  # type: ignore[attr-defined]
-    except ImportError:
-        pytest.fail("the compiled packet path is not built: install with cargo on the PATH "
-                    "(pip install -e ., as ./scripts/test does)")
-    if os.environ.get("KDISSECT_PURE", "") not in ("", "0"):
-        pytest.fail("KDISSECT_PURE is set: these tests compare the compiled path with it")
 
 
 def seal(suite, key: bytes, iv: bytes, seq: int, ctype: int, plain: bytes) -> tuple[bytes, bytes]:
