@@ -16,7 +16,10 @@ peak memory (as benchmarks/pcap_vs_tshark.py measures them) and the ratios.
 
     .venv/bin/python benchmarks/tls_vs_tshark.py --make DIR [--mb 110] [--size 32000]
         [--small-requests]
-    .venv/bin/python benchmarks/tls_vs_tshark.py DIR [--runs 3]
+    .venv/bin/python benchmarks/tls_vs_tshark.py DIR [--runs 3] [--before CHECKOUT]
+
+--before runs CHECKOUT's kdissect too (another worktree with its own .venv, e.g. main):
+its --keylog run beside this one's, in the same alternation.
 """
 
 from __future__ import annotations
@@ -62,6 +65,7 @@ def main() -> None:
     ap.add_argument("--small-requests", action="store_true",
                     help="one record a Produce, a few a Fetch (--make): many Kafka messages")
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--before", help="a checkout with its own .venv to compare with")
     args = ap.parse_args()
     d = Path(args.directory)
     if args.make:
@@ -82,6 +86,11 @@ def main() -> None:
         ("kdissect --keylog (TLS)", kd + [tls, "--keylog", keys]),
         ("kdissect (plaintext)", kd + [plain, "-p", str(ports["plain"])]),
     ]
+    if args.before:
+        b = Path(args.before).resolve()
+        commands.insert(1, ("before: kdissect --keylog", ["env", "-C", str(b), str(
+            b / ".venv/bin/python"), "-m", "kdissect", "pcap", "--no-tui", tls, "--keylog", keys]))
+    load = os.getloadavg()[0]
     results: dict[str, list[tuple[float, float, float]]] = {n: [] for n, _ in commands}
     for _ in range(args.runs):
         for name, cmd in commands:
@@ -98,7 +107,11 @@ def main() -> None:
           f"(goal: ≥ 3)")
     print(f"decryption cost: kdissect TLS / plaintext: wall ×{k[0] / p[0]:.2f}, "
           f"CPU ×{k[1] / p[1]:.2f} (goal: ≤ 1.5)")
-    print(f"load average at the end {os.getloadavg()[0]:.1f} (the machine is shared: wall "
+    if args.before:
+        b = med["before: kdissect --keylog"]
+        print(f"kdissect --keylog before / now: wall ×{b[0] / k[0]:.2f}, CPU ×{b[1] / k[1]:.2f}")
+    print(f"load average {load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end (the "
+          f"machine is shared: wall "
           f"time depends on the others' load, CPU time much less)")
 
 

@@ -273,12 +273,17 @@ def split(ex_list, tls_port: int):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(CONFIGS))
-def test_real_tls_decrypts_to_the_plaintext_leg(name, tls_broker, tmp_path):
+def test_real_tls_decrypts_to_the_plaintext_leg(name, tls_broker, tmp_path, monkeypatch):
     broker, port = tls_broker
     run = record_tls(tmp_path / name, broker=broker, tls_port=port, **CONFIGS[name])
     keys = KeyLog()
     keys.add_file(str(run.keylog))
     got = exchanges_in([str(run.pcap)], keys=keys)
+    # the compiled path's record layer (native/src/tls.rs) and the pure-Python one agree
+    monkeypatch.setenv("KDISSECT_PURE", "1")
+    pure = exchanges_in([str(run.pcap)], keys=keys)
+    monkeypatch.delenv("KDISSECT_PURE")
+    assert (got.exchanges, got.gaps, got.notes) == (pure.exchanges, pure.gaps, pure.notes)
     tls, plain = split(got.exchanges, port)
     # the same requests; the same responses, but for one the client hung up before the
     # terminator could pass it on (the consumer closes while its last Fetch waits)

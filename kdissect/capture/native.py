@@ -43,3 +43,12 @@ def packet_path() -> str:
         return f"packet path: pure Python ({PURE_ENV} is set)"
     return ("packet path: pure Python (the Rust extension was not built: install with "
             "a Rust compiler, https://rustup.rs, to get it)")
+
+
+def record_cipher_class() -> Any | None:
+    """The compiled TLS record decryptor (``_native.RecordCipher``: AES-GCM and
+    ChaCha20-Poly1305), or None: capture/tls/cipher.py's ``Decryptor`` then decrypts."""
+    if scanner_class() is None:
+        return None
+    from .. import _native  # type: ignore[attr-defined]
+    return getattr(_native, "RecordCipher", None)

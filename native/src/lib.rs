@@ -15,6 +15,7 @@ mod logjson;
 mod avro;
 mod reasm;
 mod jsonrec;
+mod tls;
 
 const MAX_PACKET: usize = 256 * 1024 * 1024;
 const TS_MAX: f64 = 253402300799.0;
@@ -705,5 +706,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<avro::AvroJson>()?;
     m.add_class::<reasm::Reasm>()?;
     m.add_function(wrap_pyfunction!(jsonrec::records_json, m)?)?;
+    m.add_class::<tls::RecordCipher>()?;
     Ok(())
 }

@@ -1,13 +1,18 @@
 """The fuzzer's TLS target: a TLS 1.3 connection's two byte streams and its key log
 (hand-built with real keys, so most inputs get past the handshake into decryption),
-damaged, through the TLS record layer in random pieces. Kept apart from harness.py so
+damaged, through the TLS record layer in random pieces, on the compiled decryptor and
+on the pure-Python one: they must agree. Kept apart from harness.py so
 targets added by others merge cleanly."""
 
 from __future__ import annotations
 
+import os
 import random
 import struct
+from contextlib import contextmanager
 from functools import lru_cache
+
+from kdissect.capture.native import PURE_ENV
 
 from . import harness as h
 
@@ -56,8 +61,34 @@ def tls_input(rng: random.Random) -> bytes:
 
 
 def run_tls(data: bytes) -> None:
+    """The input through both record layers (the compiled decryptor's and the pure-Python
+    one, KDISSECT_PURE=1): anything but the same plaintext, gaps and facts fails."""
+    compiled = session_output(data)
+    with pure_python():
+        reference = session_output(data)
+    if compiled != reference:
+        raise AssertionError(f"the compiled TLS path differs from the pure-Python one: "
+                             f"{compiled!r:.1500} != {reference!r:.1500}")
+
+
+@contextmanager
+def pure_python():
+    """KDISSECT_PURE=1 for a while: decryptors made meanwhile are cipher.py's."""
+    before = os.environ.get(PURE_ENV)
+    os.environ[PURE_ENV] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[PURE_ENV]
+        else:
+            os.environ[PURE_ENV] = before
+
+
+def session_output(data: bytes) -> tuple:
     """The streams through a session in pieces sized by the input, with a lost stretch
-    now and then; the facts and the summary made as the views make them."""
+    now and then; (plaintext runs, gaps, facts, summary). A run joins what one call
+    emitted for one side at one frame (the compiled path emits a run of records at once)."""
     from kdissect.capture.tls import KeyLog
     from kdissect.capture.tls.report import tls_summary
     from kdissect.capture.tls.session import TlsFacts, TlsSession
@@ -65,8 +96,18 @@ def run_tls(data: bytes) -> None:
     keys = KeyLog()
     keys.add_text(log)
     facts = TlsFacts(("c", 1), ("s", 2))
-    session = TlsSession(facts, keys, lambda *a: None, lambda *a: None)
-    step = 1 + (data[-1] if data else 0) % 97
+    runs: list[list] = []
+    gaps: list[tuple] = []
+
+    def emit(side: int, offset: int, plain: bytes, ts: float, frame: int) -> None:
+        last = runs[-1] if runs else None
+        if last and last[0] == side and last[3] == frame and last[1] + len(last[2]) == offset:
+            last[2] += plain
+        else:
+            runs.append([side, offset, bytearray(plain), frame])
+    session = TlsSession(facts, keys, emit, lambda *a: gaps.append(a))
+    # pieces of 1 to 97 bytes (records cut anywhere) or up to 4,801 (runs of whole ones)
+    step = 1 + (data[-1] % 97) * (50 if data[-2] & 1 else 1) if len(data) > 1 else 1
     hello = 5 + int.from_bytes(client[3:5], "big") if len(client) >= 5 else len(client)
     session.data(0, client[:hello], 0.0, 1)
     streams = [client[hello:], server]
@@ -82,5 +123,4 @@ def run_tls(data: bytes) -> None:
             elif piece:
                 session.data(side, piece, 0.0, n)
     facts = session.finish()
-    facts.to_json(), facts.describe()
-    tls_summary([facts], keys)
+    return runs, gaps, facts.to_json(), facts.describe(), tls_summary([facts], keys)

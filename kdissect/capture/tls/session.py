@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ...protocol.findings import Finding
+from ..native import record_cipher_class
 from .handshake import (ALERT, APPLICATION_DATA, CHANGE_CIPHER_SPEC, CLIENT_HELLO,
                         FINISHED, HANDSHAKE, HELLO_REQUEST, KEY_UPDATE, NEW_SESSION_TICKET,
                         SERVER_HELLO, Hello, alert_text, parse_hello, record_header, version_name)
@@ -75,6 +76,18 @@ class TlsFacts:
                 "records_decrypted": self.decrypted, "records_failed": self.failed,
                 "plaintext_bytes": self.plaintext_bytes,
                 "findings": [f.to_json() for f in self.findings]}
+
+
+def decryptor(suite: Suite, key: bytes, iv: bytes, mac_key: bytes = b"", tls13: bool = True,
+              encrypt_then_mac: bool = False) -> Decryptor:
+    """One direction's record decryptor: the compiled one for the AEAD suites it knows
+    (its ``open_records`` then decrypts runs of application data in one call), else
+    cipher.py's (which imports ``cryptography`` only then)."""
+    compiled = record_cipher_class()
+    if compiled is not None and suite.cipher in ("gcm", "chacha"):
+        return compiled(suite.cipher, key, iv, tls13)
+    from .cipher import Decryptor
+    return Decryptor(suite, key, iv, mac_key, tls13, encrypt_then_mac)
 
 
 class _Side:
@@ -160,6 +173,12 @@ class TlsSession:
             self._record(side, s, head[0], head[1], record[:5], record[5:], ts, frame)
         pos, n = 0, len(view)
         while n - pos >= 5 and not s.broken:
+            opener = getattr(s.cipher, "open_records", None)
+            if opener is not None and view[pos] == APPLICATION_DATA:
+                plain, count, pos, seq = opener(view, pos, n, s.seq)
+                self._opened(side, s, plain, count, seq, ts, frame)
+                if n - pos < 5:
+                    break
             head = record_header(view, pos)
             if head is None:
                 self._not_a_record(side, s, view, pos)
@@ -172,6 +191,21 @@ class TlsSession:
             pos = end
         if pos < n and not s.broken:
             s.buf += view[pos:]
+
+    def _opened(self, side: int, s: _Side, plain: bytes, count: int, seq: int,
+                ts: float, frame: int) -> None:
+        """What the compiled decryptor's ``open_records`` did: ``count`` application-data
+        records, read as ``_record`` reads them (their plaintext joined: one emit); the
+        record at ``pos`` (if whole) is then ``_record``'s."""
+        if count:
+            f = self.facts
+            f.records += count
+            f.decrypted += count
+            s.seq = seq
+            if plain:
+                self.emit(side, s.plain, plain, ts, frame)
+                s.plain += len(plain)
+                f.plaintext_bytes += len(plain)
 
     def _not_a_record(self, side: int, s: _Side, buf, pos: int) -> None:
         s.broken = True
@@ -381,10 +415,9 @@ class TlsSession:
             self.resumable[hello.session_id] = master
         k = key_block(master, ch.random, hello.random, suite)
         etm = hello.encrypt_then_mac and suite.cipher == "cbc"
-        from .cipher import Decryptor
         for s, key, iv, mac in ((self.sides[0], k.client_key, k.client_iv, k.client_mac),
                                 (self.sides[1], k.server_key, k.server_iv, k.server_mac)):
-            d = Decryptor(suite, key, iv, mac, False, etm)
+            d = decryptor(suite, key, iv, mac, False, etm)
             if s.encrypted:                  # its ChangeCipherSpec already passed
                 s.cipher, s.seq = d, 0
             else:
@@ -413,8 +446,7 @@ class TlsSession:
         if secret is None or self.suite is None:
             return None
         key, iv = traffic_keys(secret, self.suite)
-        from .cipher import Decryptor
-        return Decryptor(self.suite, key, iv)
+        return decryptor(self.suite, key, iv)
 
     # -- after lost bytes ----------------------------------------------------------------
 
