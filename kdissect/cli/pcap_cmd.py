@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 
 import click
-from rich.console import Console
 
 from ..crash import quiet_stdout
 from .common import (_need_spark_extra, _print_warnings, _progress, _run_tui,
@@ -145,6 +144,7 @@ def _write_parquet(files, output, fmt, ports, detect, display_filter, options,
     def keep(ex):
         return display_filter(ExchangeFields(ex, options))
 
+    from rich.console import Console
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     warnings: list[str] = []
     rows = write_exchanges(list(files), output, ports=ports, detect=detect,

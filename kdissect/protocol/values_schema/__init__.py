@@ -23,9 +23,7 @@ from uuid import UUID
 
 from ..context import Budget
 from ..node import Node
-from . import avro, jsonv, protobuf
 from .common import Cursor, Mismatch, OutOfBudget, rest_node
-from .guess import guess
 
 __all__ = ["Schema", "SchemaSource", "decode_values", "decode_one", "plain_value",
            "json_value", "decoded_of", "schema_id_of", "guess", "value_columns"]
@@ -177,6 +175,7 @@ def decode_one(field: Node, topic: str | None, role: str, source: SchemaSource |
 
 
 def _decode_with(cur: Cursor, schema: Schema, holder: Node, framed: bool) -> None:
+    from . import avro, jsonv, protobuf      # only with schemas: not at every start-up
     if schema.kind == "avro":
         parsed, named = schema.parsed
         avro.decode(cur, parsed, named, holder, "decoded")
@@ -215,6 +214,7 @@ def _decode_with(cur: Cursor, schema: Schema, holder: Node, framed: bool) -> Non
 def _describe(field: Node, holder: Node, cur: Cursor, base: int, mode: str | None) -> None:
     """Move ``holder``'s children under ``field``, shifted into the record's buffer."""
     if mode == "guess":
+        from .guess import guess
         g = guess(cur.buf, cur.pos, cur.end, cur.budget)
         field.note = g.summary
         if g.tree is not None:
