@@ -17,10 +17,10 @@ from ..sources.logdir import LogDir, LogError, LogItem, walk
 from ..stream.engine import Engine
 from ..stream.sink import ItemSink
 from .common import budget, format_choices, on_terminal
-from .group import main
+from .group import SUMMARIES, main
 from .values_opts import value_options
 
-LOG_HELP = """Decode Kafka's files on disk: segments, indexes, snapshots, checkpoints.
+LOG_HELP = SUMMARIES["log"] + """
 
 PATH is a segment (.log), any other file Kafka writes in a partition directory (.index,
 .timeindex, .txnindex, producer .snapshot, leader-epoch-checkpoint, partition.metadata,

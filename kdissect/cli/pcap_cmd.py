@@ -10,12 +10,12 @@ from ..crash import quiet_stdout
 from .common import (_need_spark_extra, _print_warnings, _progress, _run_tui,
                      _traffic_options, keylog_option, memory_budget, memory_option, on_terminal,
                      port_options, secret_options, format_choices)
-from .group import main
+from .group import SUMMARIES, main
 from .values_opts import value_options
 from ..stream.fields import help_list
 
 
-PCAP_HELP = """Decode the Kafka traffic in capture files: every request paired with its response.
+PCAP_HELP = SUMMARIES["pcap"] + """
 
 Reads pcap and pcapng (also gzip-compressed), reassembles TCP, finds Kafka connections
 (port 9092, any --port you add, and any connection that starts like a Kafka request),
