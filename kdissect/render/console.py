@@ -53,6 +53,19 @@ class _Deferred:
         return getattr(self._console, name)
 
 
+def print_line(console: Console, text: str, style: str) -> None:
+    """``console.print(Text(text, style=style))``. On a stream that is surely not a
+    terminal, a printable line is written as it is: that is exactly what rich prints there
+    (no colours, soft wrap: tests/test_startup.py compares the two), and rich is not
+    imported for a capture's one closing note."""
+    if isinstance(console, _Deferred) and text.isprintable():
+        stream = sys.stderr if console._options.get("stderr") else sys.stdout
+        stream.write(text + "\n")
+        return
+    from rich.text import Text
+    console.print(Text(text, style=style))
+
+
 def console(**options: Any) -> Console:
     """``rich.console.Console(**options)``, or on a stream that is surely not a terminal a
     stand-in that imports rich only when something is printed through it."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..stream.fields import ExchangeFields
-from .console import console
+from .console import console, print_line
 from .formats import FORMATS, FormatWriter, WriterContext
 
 if TYPE_CHECKING:
@@ -79,8 +79,7 @@ class ExchangePrinter:
         if level == "error":
             self.errors += 1
         style = {"error": "bold red", "info": "cyan"}.get(level, "yellow")
-        from rich.text import Text
-        self.err.print(Text(text, style=style))
+        print_line(self.err, text, style)
 
     def abort(self) -> None:
         """The output went away: stop the writer without writing."""

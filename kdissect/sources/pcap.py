@@ -333,7 +333,7 @@ def steady_gc():
     forever."""
     global _frozen
     if not _frozen:
-        gc.collect()
+        gc.collect(1)       # the young garbage; a full collection cost a small capture 10 ms
         gc.freeze()
         _frozen = True
     before = gc.get_threshold()
