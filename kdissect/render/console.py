@@ -53,17 +53,27 @@ class _Deferred:
         return getattr(self._console, name)
 
 
-def print_line(console: Console, text: str, style: str) -> None:
-    """``console.print(Text(text, style=style))``. On a stream that is surely not a
+def print_line(console: Console, text: str, style: str | None = None) -> None:
+    """``console.print(Text(text, style=style))``: see ``print_parts``."""
+    print_parts(console, [(text, style)])
+
+
+def print_parts(console: Console, parts: list[tuple[str, str | None]]) -> None:
+    """Print one line made of (text, style) parts, as ``console.print`` prints the rich
+    ``Text`` they make (a soft-wrapping console). On a stream that is surely not a
     terminal, a printable line is written as it is: that is exactly what rich prints there
-    (no colours, soft wrap: tests/test_startup.py compares the two), and rich is not
-    imported for a capture's one closing note."""
-    if isinstance(console, _Deferred) and text.isprintable():
-        stream = sys.stderr if console._options.get("stderr") else sys.stdout
-        stream.write(text + "\n")
-        return
+    (no colours, no wrapping: tests/test_startup.py compares the two), and rich is not
+    imported for a capture's closing note or a log's lines."""
+    if isinstance(console, _Deferred):
+        text = "".join([t for t, _ in parts])
+        if text.isprintable():
+            (sys.stderr if console._options.get("stderr") else sys.stdout).write(text + "\n")
+            return
     from rich.text import Text
-    console.print(Text(text, style=style))
+    line = Text()
+    for t, style in parts:
+        line.append(t, style=style)
+    console.print(line)
 
 
 def console(**options: Any) -> Console:
