@@ -146,3 +146,22 @@ def test_table_versions_from_headers_match_the_parsed_tables():
     for name in ("legacy.bnf", "recent.bnf"):
         assert schemas._versions(name) == {(k, v) for k, _d, v in schemas._table(name)}
     assert schemas.legacy_versions()                               # not empty
+
+
+def test_jsonl_workers_start_only_for_a_full_chunk():
+    """A capture smaller than one chunk is rendered in this process: no workers forked."""
+    from kdissect.protocol import Options
+    from kdissect.render.jsonl_workers import JsonlWorkers
+    from kdissect.render.lines import message_line
+    from kdissect.sources.pcap import exchanges_in
+    options = Options()
+    exchanges = exchanges_in([str(CAPTURES / "acks0.pcap")], options).exchanges
+    written: list[str] = []
+    workers = JsonlWorkers(options, 2, written.append)
+    for ex in exchanges:
+        workers.add(ex)
+    workers.line("a TLS line\n")
+    workers.close()
+    assert workers.pool is None
+    assert "".join(written) == "".join(message_line(m, options, ex, enriched_full=False)
+                                       for ex in exchanges for m in ex.messages) + "a TLS line\n"
