@@ -21,6 +21,7 @@ from .values_opts import value_options
 
 if TYPE_CHECKING:
     from rich.console import Console
+    from rich.text import Text
 
     from ..filters import Filter
 
@@ -213,6 +214,15 @@ def _on_spark(paths: list[str], out: str, max_decompressed: int, master: str | N
 
 # -- what an item says -----------------------------------------------------------------
 
+def item_line(item: LogItem) -> Text:
+    """An item's line as a rich Text (what a terminal shows)."""
+    from rich.text import Text
+    t = Text()
+    for text, style in item_parts(item):
+        t.append(text, style=style)
+    return t
+
+
 def item_parts(item: LogItem) -> list[tuple[str, str | None]]:
     """An item's line as (text, style) parts: a rich Text on a terminal, plain text on a
     pipe (render/console.print_parts)."""
@@ -255,4 +265,4 @@ def _record_text(n) -> str:
     return text
 
 
-__all__ = ["log", "item_json", "item_lines", "item_parts", "json_bytes"]
+__all__ = ["log", "item_json", "item_lines", "item_line", "item_parts", "json_bytes"]
