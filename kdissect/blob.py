@@ -27,6 +27,7 @@ import binascii
 import bisect
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 
@@ -361,7 +362,8 @@ def _packet_headers(p: bytes) -> tuple[int, int, int] | None:
 
 # -- code ---------------------------------------------------------------------------------
 
-_TOKEN = re.compile(r"""
+# compiled when code is first read (_token): 3 ms of every start-up otherwise
+_TOKEN = r"""
     # skipped: spaces, line comments, and punctuation no byte literal needs (= | & ! ...)
     (?:[ \t\r\n\f\v|&!=@^~`*\\]++|(?://|\#|%)[^\n]*+)*+
     (?:
@@ -373,7 +375,12 @@ _TOKEN = re.compile(r"""
     | (?P<id>[A-Za-z_][A-Za-z0-9_]*+)
     | (?P<p>(?P<c>.)(?P=c)*+)                # punctuation, a run of one character
     | (?P<end>\Z)
-    )""", re.X | re.S)
+    )"""
+
+
+@lru_cache(maxsize=1)
+def _token() -> re.Pattern[str]:
+    return re.compile(_TOKEN, re.X | re.S)
 _STRING_PREFIXES = {"b", "br", "rb"}
 # a run of plain byte values with their separators, read as one token (an array of a
 # million bytes is a million items): possessive throughout, so it never backtracks
@@ -397,6 +404,7 @@ def _tokens(src: _Source):
     """The tokens of the text, lazily (a bad nesting stops the reader early)."""
     s, pos, n = src.text, 0, len(src.text)
     last = None
+    token = _token()
     while pos < n:
         if last is not None and last.kind == "p" and last.text[-1] in "[({,<":
             run = (_COMMA_RUN.match(s, pos) or
@@ -409,7 +417,7 @@ def _tokens(src: _Source):
                 yield last
                 pos = run.end()
                 continue
-        m = _TOKEN.match(s, pos)
+        m = token.match(s, pos)
         assert m is not None and m.lastgroup is not None, "_TOKEN matches anything"
         kind = m.lastgroup if m.lastgroup != "c" else "p"
         start, end = m.start(kind), m.end()

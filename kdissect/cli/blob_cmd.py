@@ -20,11 +20,11 @@ from ..protocol.guess import distinguish
 from ..sources.paste_choice import read_paste
 from ..sources.pasted import Hints
 from .common import budget, budget_nodes_option
-from .group import main
+from .group import SUMMARIES, main
 from .values_opts import value_options
 
 
-BLOB_HELP = """Annotate raw Kafka bytes: which API they are, and every field, byte by byte.
+BLOB_HELP = SUMMARIES["blob"] + """
 
 INPUT is the bytes as text, a file holding them, or `-` for stdin (the default when
 stdin is piped). Without INPUT on a terminal, the blob screen opens: paste bytes, pick

@@ -5,11 +5,15 @@ from __future__ import annotations
 import os
 import sys
 
+from typing import TYPE_CHECKING
+
 import click
-from rich.console import Console
 
 from ..protocol import Options
 from ..render.formats import choices as format_choices
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 SIZE_UNITS = {"": 1, "k": 1024, "kb": 1024, "m": 1024**2, "mb": 1024**2, "g": 1024**3, "gb": 1024**3}
 
@@ -58,11 +62,11 @@ def keylog_option(command):
     """--keylog FILE (repeatable) and SSLKEYLOGFILE: TLS session keys, as a KeyLog (or
     None when there are none), in the ``keylog`` parameter."""
     def load(_ctx, _param, paths):
-        from ..capture.tls import KeyLog, KeyLogError
         env = os.environ.get("SSLKEYLOGFILE")
         paths = list(paths) + ([env] if env and os.path.exists(env) else [])
         if not paths:
             return None
+        from ..capture.tls.keylog import KeyLog, KeyLogError
         keys = KeyLog()
         for path in paths:
             try:
@@ -183,12 +187,14 @@ def _print_warnings(err: Console, warnings: list[str], listed: int = 20) -> None
 def _traffic_options(filter_text, show_secrets, max_decompressed, ports):
     """(display filter, decoding options, Kafka ports) from the options `pcap` and
     `live` share."""
-    from ..filters import FilterError, parse_filter
     from ..sources.pcap import DEFAULT_PORTS
-    try:
-        display_filter = parse_filter(filter_text) if filter_text else None
-    except FilterError as e:
-        raise click.BadParameter(str(e), param_hint="-Y/--filter") from None
+    display_filter = None
+    if filter_text:
+        from ..filters import FilterError, parse_filter      # only with -Y
+        try:
+            display_filter = parse_filter(filter_text)
+        except FilterError as e:
+            raise click.BadParameter(str(e), param_hint="-Y/--filter") from None
     options = budget(max_decompressed, show_secrets=show_secrets)
     return display_filter, options, DEFAULT_PORTS | _ports(ports)
 

@@ -13,6 +13,17 @@ from .. import __version__
 COMMAND_MODULES = {"pcap": "pcap_cmd", "blob": "blob_cmd", "live": "live_cmd",
                    "proxy": "proxy_cmd", "spark": "spark_cmd", "log": "log_cmd"}
 
+# the first paragraph of each command's help: the modules' help texts start with it, and
+# `kdissect --help` lists the commands from it without importing any of their modules
+SUMMARIES = {
+    "pcap": "Decode the Kafka traffic in capture files: every request paired with its response.",
+    "blob": "Annotate raw Kafka bytes: which API they are, and every field, byte by byte.",
+    "live": "Decode Kafka traffic on a network interface as it passes.",
+    "proxy": "Stand between Kafka clients and brokers, forwarding and decoding everything.",
+    "spark": "Turn many and/or huge captures into Parquet tables, on Apache Spark.",
+    "log": "Decode Kafka's files on disk: segments, indexes, snapshots, checkpoints.",
+}
+
 
 def _show_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
     if not value or ctx.resilient_parsing:
@@ -30,6 +41,12 @@ class LazyGroup(click.Group):
         if name not in self.commands and name in COMMAND_MODULES:
             importlib.import_module(f"{__package__}.{COMMAND_MODULES[name]}")  # registers it
         return super().get_command(ctx, name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # click's own listing, over stand-ins that carry only the summaries: listing the
+        # commands through get_command would import every command's module
+        stand_ins = [click.Command(name, help=SUMMARIES[name]) for name in COMMAND_MODULES]
+        click.Group(commands=stand_ins).format_commands(ctx, formatter)
 
 
 @click.group(cls=LazyGroup,

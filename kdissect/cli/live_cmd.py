@@ -8,10 +8,10 @@ import click
 from ..crash import quiet_stdout
 from .common import (_run_tui, _traffic_options, display_options, keylog_option,
                      memory_budget, memory_option, on_terminal, port_options, secret_options)
-from .group import main
+from .group import SUMMARIES, main
 
 
-LIVE_HELP = """Decode Kafka traffic on a network interface as it passes.
+LIVE_HELP = SUMMARIES["live"] + """
 
 Sniffs IFACE (with libpcap, like tcpdump), reassembles TCP and shows every exchange as
 its response arrives: in the TUI on a terminal, else one line per exchange (or JSON

@@ -5,22 +5,27 @@ from __future__ import annotations
 import json
 import sys
 
-import click
-from rich.console import Console
-from rich.text import Text
+from typing import TYPE_CHECKING
 
-from ..filters import Filter, FilterError, parse_filter
+import click
+
+from ..render.console import console, print_parts
 from ..render.log_json import batch_records, field_value, item_chunks, item_json, item_lines
 from ..render.records import json_bytes, record_json
-from ..render.text import print_tree
 from ..sources.logdir import LogDir, LogError, LogItem, walk
 from ..stream.engine import Engine
 from ..stream.sink import ItemSink
 from .common import budget, format_choices, on_terminal
-from .group import main
+from .group import SUMMARIES, main
 from .values_opts import value_options
 
-LOG_HELP = """Decode Kafka's files on disk: segments, indexes, snapshots, checkpoints.
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.text import Text
+
+    from ..filters import Filter
+
+LOG_HELP = SUMMARIES["log"] + """
 
 PATH is a segment (.log), any other file Kafka writes in a partition directory (.index,
 .timeindex, .txnindex, producer .snapshot, leader-epoch-checkpoint, partition.metadata,
@@ -87,7 +92,7 @@ file, 2 a wrong command line.
 def log(paths: tuple[str, ...], verbose: bool, fmt: str, output: str | None, records: bool,
         filter_text: str | None, max_decompressed: str, on_spark: bool,
         master: str | None, tui: bool, no_tui: bool) -> None:
-    err = Console(stderr=True)
+    err = console(stderr=True)         # rich itself only if something is said through it
     if fmt == "parquet" and not output:
         raise click.UsageError("--format parquet needs -o DIR (the tables' directory)")
     if on_spark:
@@ -96,10 +101,13 @@ def log(paths: tuple[str, ...], verbose: bool, fmt: str, output: str | None, rec
                                    "--format parquet -o DIR, without -Y")
         _on_spark(list(paths), output, budget(max_decompressed).max_decompressed, master, err)
         return
-    try:
-        flt = parse_filter(filter_text) if filter_text else None
-    except FilterError as e:
-        raise click.UsageError(f"bad filter: {e}") from None
+    flt = None
+    if filter_text:
+        from ..filters import FilterError, parse_filter      # only with -Y
+        try:
+            flt = parse_filter(filter_text)
+        except FilterError as e:
+            raise click.UsageError(f"bad filter: {e}") from None
     options = budget(max_decompressed)
     if (tui or on_terminal(fmt, verbose or records)) and not no_tui:
         from pathlib import Path
@@ -144,7 +152,7 @@ class LogPrinter(ItemSink):
 
     def __init__(self, fmt: str, verbose: bool, records: bool, flt: Filter | None):
         self.fmt, self.verbose, self.records, self.filter = fmt, verbose, records, flt
-        self.out = Console(highlight=False, soft_wrap=True)
+        self.out = console(highlight=False, soft_wrap=True)
         self.shown = 0
 
     def item(self, item: LogItem) -> None:
@@ -159,12 +167,13 @@ class LogPrinter(ItemSink):
                 else:
                     sys.stdout.write(chunk.decode())
             return
-        self.out.print(item_line(item))
+        print_parts(self.out, item_parts(item))
         if self.verbose and item.tree is not None:
+            from ..render.text import print_tree    # trees: only with -V
             print_tree(self.out, item.tree)
         elif self.records and item.tree is not None:
             for rec in batch_records(item):
-                self.out.print(Text(f"    {_record_text(rec)}"))
+                print_parts(self.out, [(f"    {_record_text(rec)}", None)])
 
 
 def _on_spark(paths: list[str], out: str, max_decompressed: int, master: str | None,
@@ -206,32 +215,43 @@ def _on_spark(paths: list[str], out: str, max_decompressed: int, master: str | N
 # -- what an item says -----------------------------------------------------------------
 
 def item_line(item: LogItem) -> Text:
+    """An item's line as a rich Text (what a terminal shows)."""
+    from rich.text import Text
     t = Text()
+    for text, style in item_parts(item):
+        t.append(text, style=style)
+    return t
+
+
+def item_parts(item: LogItem) -> list[tuple[str, str | None]]:
+    """An item's line as (text, style) parts: a rich Text on a terminal, plain text on a
+    pipe (render/console.print_parts)."""
     where = item.path.name if item.kind in ("batch", "message") else item.file
-    t.append(f"{where}", style="bold" if item.kind not in ("batch", "message") else "dim")
+    parts: list[tuple[str, str | None]] = [
+        (f"{where}", "bold" if item.kind not in ("batch", "message") else "dim")]
     tree = item.tree
     if item.kind == "batch" and tree is not None:
-        t.append(f"  @{tree.offset}+{tree.length}", style="dim")
+        parts.append((f"  @{tree.offset}+{tree.length}", "dim"))
         if tree.note:
-            t.append(f"  {tree.note}")
+            parts.append((f"  {tree.note}", None))
         pid = field_value(item, "producer_id")
         if isinstance(pid, int) and pid >= 0:
-            t.append(f"  producer {pid} epoch {field_value(item, 'producer_epoch')} "
-                     f"seq {field_value(item, 'base_sequence')}")
+            parts.append((f"  producer {pid} epoch {field_value(item, 'producer_epoch')} "
+                          f"seq {field_value(item, 'base_sequence')}", None))
         epoch = field_value(item, "partition_leader_epoch")
         if isinstance(epoch, int):
-            t.append(f"  leader epoch {epoch}")
+            parts.append((f"  leader epoch {epoch}", None))
     elif tree is not None:
-        t.append(f"  {item.kind}")
+        parts.append((f"  {item.kind}", None))
         if tree.note:
-            t.append(f"  {tree.note}")
+            parts.append((f"  {tree.note}", None))
         if isinstance(tree.value, int):
-            t.append(f"  {tree.value} entries")
+            parts.append((f"  {tree.value} entries", None))
     else:
-        t.append(f"  {item.kind}")
+        parts.append((f"  {item.kind}", None))
     for f in item.all_findings():
-        t.append(f"  ✗ {f.text()}", style="red" if f.severity == "error" else "yellow")
-    return t
+        parts.append((f"  ✗ {f.text()}", "red" if f.severity == "error" else "yellow"))
+    return parts
 
 
 def _record_text(n) -> str:
@@ -245,4 +265,4 @@ def _record_text(n) -> str:
     return text
 
 
-__all__ = ["log", "item_json", "item_lines", "item_line", "json_bytes"]
+__all__ = ["log", "item_json", "item_lines", "item_line", "item_parts", "json_bytes"]

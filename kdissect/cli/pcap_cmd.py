@@ -5,18 +5,17 @@ from __future__ import annotations
 import os
 
 import click
-from rich.console import Console
 
 from ..crash import quiet_stdout
 from .common import (_need_spark_extra, _print_warnings, _progress, _run_tui,
                      _traffic_options, keylog_option, memory_budget, memory_option, on_terminal,
                      port_options, secret_options, format_choices)
-from .group import main
+from .group import SUMMARIES, main
 from .values_opts import value_options
 from ..stream.fields import help_list
 
 
-PCAP_HELP = """Decode the Kafka traffic in capture files: every request paired with its response.
+PCAP_HELP = SUMMARIES["pcap"] + """
 
 Reads pcap and pcapng (also gzip-compressed), reassembles TCP, finds Kafka connections
 (port 9092, any --port you add, and any connection that starts like a Kafka request),
@@ -145,6 +144,7 @@ def _write_parquet(files, output, fmt, ports, detect, display_filter, options,
     def keep(ex):
         return display_filter(ExchangeFields(ex, options))
 
+    from rich.console import Console
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     warnings: list[str] = []
     rows = write_exchanges(list(files), output, ports=ports, detect=detect,

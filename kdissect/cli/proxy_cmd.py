@@ -13,10 +13,10 @@ from rich.console import Console
 from ..crash import quiet_stdout
 from .common import (_host_port, _run_tui, _size, _traffic_options, display_options,
                      on_terminal, secret_options)
-from .group import main
+from .group import SUMMARIES, main
 
 
-PROXY_HELP = """Stand between Kafka clients and brokers, forwarding and decoding everything.
+PROXY_HELP = SUMMARIES["proxy"] + """
 
 Clients connect to --listen (the bootstrap address); the proxy connects to the
 --upstream brokers. Broker addresses in responses (Metadata, FindCoordinator,

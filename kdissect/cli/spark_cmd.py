@@ -10,11 +10,11 @@ from rich.console import Console
 from .common import (_need_spark_extra, _ports, _print_warnings, _size, keylog_option,
                      memory_budget, memory_option, port_options)
 from ..pipeline import output, storage
-from .group import main
+from .group import SUMMARIES, main
 from .values_opts import value_options, values_source
 
 
-SPARK_HELP = """Turn many and/or huge captures into Parquet tables, on Apache Spark.
+SPARK_HELP = SUMMARIES["spark"] + """
 
 CAPTURE_OR_DIR are capture files (pcap, pcapng, .gz) or directories searched for them:
 local paths, or URLs the executors can read (file://, s3a:// or s3://, hdfs://, gs://;

@@ -146,6 +146,20 @@ def parse_grammar(text: str) -> Grammar:
     return Grammar(build(rules[0], ()), messages)
 
 
+def message_headers(text: str) -> list[tuple[str, str, int]]:
+    """(api name, direction, version) of each message rule at the left margin, read from
+    its header line alone (``Produce Request (Version: 0) => ...``): which messages a
+    well-formed table defines, without building any layout."""
+    out = []
+    for raw in text.splitlines():
+        if raw[:1].isspace() or "=>" not in raw:
+            continue
+        m = _HEADER.match(raw.split("=>", 1)[0].strip())
+        if m:
+            out.append((m["api"], m["dir"].lower(), int(m["ver"])))
+    return out
+
+
 def _number(digits: str, line: int, what: str, limit: int) -> int:
     """A version or tag number, refused beyond what the wire can carry (int16 versions,
     int32 tags) before int() meets thousands of digits."""

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import pkgutil
 from functools import lru_cache
-from importlib import resources
 
 from . import snapshot
-from .grammar import parse_grammar
+from .grammar import message_headers, parse_grammar
 from .layout import Field, Struct
 from .names import API_NAMES
 from .wire import carries_records
@@ -31,7 +31,7 @@ RESPONSE_HEADERS = {
 def _table(name: str) -> dict[tuple[int, str, int], Struct]:
     """One of kdissect's own tables, for what kio lacks: legacy.bnf (versions Kafka 4
     dropped) and recent.bnf (what Kafka defined after kio's snapshot)."""
-    text = resources.files(__package__).joinpath(name).read_text()
+    text = _text(name)
     if all(not line.strip() or line.lstrip().startswith("#") for line in text.splitlines()):
         return {}       # a table with nothing in it (recent.bnf when kio is current)
     keys = {name: key for key, name in API_NAMES.items()}
@@ -45,18 +45,40 @@ def _legacy() -> dict[tuple[int, str, int], Struct]:
     return {**_table("legacy.bnf"), **_table("recent.bnf")}
 
 
+@lru_cache(maxsize=None)
+def _text(name: str) -> str:
+    data = pkgutil.get_data(__package__, name)      # (importlib.resources: 5 ms to import)
+    assert data is not None, name
+    return data.decode("utf-8")
+
+
+@lru_cache(maxsize=None)
+def _versions(name: str) -> frozenset[tuple[int, int]]:
+    """(api key, version) of the messages in one of the tables, from their header lines:
+    knowing which versions exist parses no layout (parsing all of legacy.bnf was most of
+    the decoding work of a small capture whose clients speak no legacy version).
+    tests/test_startup.py checks it against the parsed tables."""
+    keys = {name: key for key, name in API_NAMES.items()}
+    return frozenset((keys[api], version) for api, direction, version in message_headers(_text(name))
+                     if direction in ("request", "response"))
+
+
 def legacy_versions() -> set[tuple[int, int]]:
-    return {(k, v) for (k, _d, v) in _table("legacy.bnf")}
+    return set(_versions("legacy.bnf"))
 
 
 def recent_versions() -> set[tuple[int, int]]:
-    return {(k, v) for (k, _d, v) in _table("recent.bnf")}
+    return set(_versions("recent.bnf"))
 
 
 @lru_cache(maxsize=None)
 def layout(api_key: int, api_version: int, direction: str) -> Struct | None:
-    st = _legacy().get((api_key, direction, api_version))
-    return st if st is not None else _kio().layout(api_key, api_version, direction)
+    if (api_key, api_version) in _versions("legacy.bnf") or \
+            (api_key, api_version) in _versions("recent.bnf"):
+        st = _legacy().get((api_key, direction, api_version))
+        if st is not None:
+            return st
+    return _kio().layout(api_key, api_version, direction)
 
 
 def _kio():

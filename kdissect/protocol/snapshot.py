@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import pkgutil
 from functools import lru_cache
-from importlib import resources
 from typing import Any
 
 from .layout import Field, Struct
@@ -23,8 +23,10 @@ FILE = "kio_snapshot.json.gz"
 @lru_cache(maxsize=1)
 def _data() -> dict | None:
     try:
-        raw = resources.files(__package__).joinpath(FILE).read_bytes()
+        raw = pkgutil.get_data(__package__, FILE)     # (importlib.resources: 5 ms to import)
     except (FileNotFoundError, OSError):
+        return None
+    if raw is None:
         return None
     return json.loads(gzip.decompress(raw))
 
@@ -102,6 +104,7 @@ def build() -> dict:
 
 
 def main() -> None:
+    from importlib import resources
     path = resources.files(__package__).joinpath(FILE)
     text = json.dumps(build(), separators=(",", ":"), sort_keys=True).encode()
     with open(str(path), "wb") as f:

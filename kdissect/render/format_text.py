@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
-from rich.text import Text
-
-from ..stream.fields import ExchangeFields
-from ..stream.model import Exchange
 from .formats import WriterContext
 from .lines import exchange_line, exchange_plain
-from .text import print_node
+
+if TYPE_CHECKING:
+    from ..stream.fields import ExchangeFields
+    from ..stream.model import Exchange
 
 SEVERITY_STYLE = {"error": "bold red", "warn": "yellow", "note": "cyan"}
 
@@ -28,6 +28,8 @@ class TextWriter:
         else:       # no colours to render: skip rich's Text and layout
             sys.stdout.write(exchange_plain(ex, self.options, view) + "\n")
         if self.verbose:
+            from rich.text import Text      # trees and findings: rich's rendering
+            from .text import print_node
             for d in trees:
                 print_node(self.console, d.data, d.tree, self.options.show_secrets, 0, None,
                            False)
@@ -43,6 +45,7 @@ class TextWriter:
 
     def tls(self, facts) -> None:
         if self.verbose:
+            from rich.text import Text
             for f in facts.findings:
                 self.console.print(Text(f"  TLS {facts.client[0]}:{facts.client[1]} → "
                                         f"{facts.server[0]}:{facts.server[1]}: "

@@ -5,23 +5,28 @@ decoding every field and encoding it as JSON is not, and it is most of the work.
 engine runs in this process as always, and the messages it hands out are sent in chunks
 to ``jobs`` workers, which decode them (values-only, see protocol/values.py) and return
 their lines; chunks are written in the order they were sent, and at most one more than
-there are workers is in flight, which bounds memory whatever the capture's size.
+there are workers is in flight, which bounds memory whatever the capture's size. The
+workers start with the first full chunk: a capture smaller than one chunk is rendered
+here, by the same function, without forking them (they were most of its run).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import multiprocessing
 import operator
 import pickle
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Future
+from typing import TYPE_CHECKING
 
 from ..protocol import Options
 from ..stream.model import Exchange, KafkaMessage
 from .heap import give_back
 from .lines import message_line
+
+if TYPE_CHECKING:
+    from concurrent.futures import ProcessPoolExecutor
 
 CHUNK_BYTES = 1 << 20          # message bytes per chunk: big enough to amortise the hand-off
 CHUNK_EXCHANGES = 256
@@ -64,11 +69,8 @@ class JsonlWorkers:
     """``add`` exchanges in output order; ``close`` writes the rest and stops the workers."""
 
     def __init__(self, options: Options, jobs: int, write: Callable[[str], object]):
-        self.options, self.write = options, write
-        # fork: workers start at once, with everything already imported
-        methods = multiprocessing.get_all_start_methods()
-        context = multiprocessing.get_context("fork" if "fork" in methods else None)
-        self.pool = ProcessPoolExecutor(jobs, mp_context=context)
+        self.options, self.write, self.jobs = options, write, jobs
+        self.pool: ProcessPoolExecutor | None = None     # with the first full chunk
         self.ahead = jobs + 1        # one waiting beyond those being decoded: enough
         self.chunk: list[bytes | tuple] = []
         self.chunk_bytes = 0
@@ -79,18 +81,31 @@ class JsonlWorkers:
         if size >= CHUNK_BYTES:
             # a big exchange goes alone and unpickled: the pool pickles it once (a copy
             # made here as well would hold a third copy of a message of hundreds of MB)
-            self._send()
+            self._send(full=True)
             self.chunk.append(_pack(ex))
-            self._send()
+            self._send(full=True)
             return
         self.chunk.append(pickle.dumps(_pack(ex), pickle.HIGHEST_PROTOCOL))
         self.chunk_bytes += size
         if self.chunk_bytes >= CHUNK_BYTES or len(self.chunk) >= CHUNK_EXCHANGES:
-            self._send()
+            self._send(full=True)
 
-    def _send(self) -> None:
+    def _send(self, full: bool = False) -> None:
+        """Hand the chunk to the workers; before they are started (no chunk was ever
+        full), render it here and write it: nothing is in flight before it."""
         if not self.chunk:
             return
+        if self.pool is None:
+            if not full:
+                self.write(_render(self.chunk, self.options))
+                self.chunk, self.chunk_bytes = [], 0
+                return
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+            # fork: workers start at once, with everything already imported
+            methods = multiprocessing.get_all_start_methods()
+            context = multiprocessing.get_context("fork" if "fork" in methods else None)
+            self.pool = ProcessPoolExecutor(self.jobs, mp_context=context)
         self.inflight.append(self.pool.submit(_render, self.chunk, self.options))
         self.chunk, self.chunk_bytes = [], 0
         while self.inflight and (len(self.inflight) > self.ahead or self.inflight[0].done()):
@@ -100,6 +115,9 @@ class JsonlWorkers:
         """A line that needs no decoding (a TLS connection's), written in its place among
         the exchanges' lines."""
         self._send()
+        if self.pool is None:               # nothing in flight: write it now
+            self.write(text)
+            return
         ready: Future = Future()
         ready.set_result(text)
         self.inflight.append(ready)
@@ -117,4 +135,5 @@ class JsonlWorkers:
         for f in self.inflight:
             f.cancel()
         self.inflight.clear()
-        self.pool.shutdown(wait=True, cancel_futures=True)
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)

@@ -8,10 +8,7 @@ import os
 import re
 from datetime import datetime, timezone
 from collections.abc import Callable
-from typing import Any
-
-from rich.control import strip_control_codes
-from rich.text import Text
+from typing import TYPE_CHECKING, Any
 
 from ..protocol import Options
 from ..protocol.findings import Finding
@@ -21,6 +18,10 @@ from ..stream.model import Exchange, KafkaMessage
 from .records import json_bytes, plain_json
 from . import jsonl_records
 from ..stream.fields import ExchangeFields
+from .console import strip_control_codes
+
+if TYPE_CHECKING:
+    from rich.text import Text
 
 
 INVALID_TIME = "????-??-??T??:??:??.??????Z"     # same shape: views slice it
@@ -57,6 +58,7 @@ def endpoint(addr: tuple[str, int]) -> str:
 
 def exchange_line(ex: Exchange, options: Options, view: ExchangeFields | None = None) -> Text:
     """The exchange's line, styled (for a terminal)."""
+    from rich.text import Text      # a terminal's line: piped output never needs rich
     t = Text()
     for text, style in line_parts(ex, options, view):
         t.append(text, style=style)

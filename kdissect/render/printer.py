@@ -4,15 +4,16 @@ statistics; gaps and notes to stderr."""
 
 from __future__ import annotations
 
-from rich.console import Console
-from rich.text import Text
+from typing import TYPE_CHECKING
 
-from ..filters import Filter
-from ..protocol import Options
 from ..stream.fields import ExchangeFields
-from ..stream.model import Exchange, Gap
-from ..stream.stats import Stats
+from .console import console, print_line
 from .formats import FORMATS, FormatWriter, WriterContext
+
+if TYPE_CHECKING:
+    from ..filters import Filter
+    from ..protocol import Options
+    from ..stream.model import Exchange, Gap
 
 GAPS_LISTED = 20
 
@@ -21,11 +22,15 @@ class ExchangePrinter:
     def __init__(self, options: Options, fmt: str = "text", verbose: bool = False,
                  display_filter: Filter | None = None, stats: bool = False, jobs: int = 1):
         self.options, self.fmt, self.verbose, self.filter = options, fmt, verbose, display_filter
-        self.console = Console(highlight=False)
+        # rich itself only when something is rendered with it (render/console.py)
+        self.console = console(highlight=False)
         if not self.console.is_terminal:
-            self.console = Console(highlight=False, width=160)   # don't squeeze tables
-        self.err = Console(stderr=True, highlight=False, soft_wrap=True)
-        self.stats = Stats() if stats else None
+            self.console = console(highlight=False, width=160)   # don't squeeze tables
+        self.err = console(stderr=True, highlight=False, soft_wrap=True)
+        self.stats = None
+        if stats:
+            from ..stream.stats import Stats
+            self.stats = Stats()
         # the format's writer (none with --stats: the tables replace it)
         self.writer: FormatWriter | None = None if stats else FORMATS[fmt].build(
             WriterContext(options, verbose, jobs, self.console))
@@ -74,7 +79,7 @@ class ExchangePrinter:
         if level == "error":
             self.errors += 1
         style = {"error": "bold red", "info": "cyan"}.get(level, "yellow")
-        self.err.print(Text(text, style=style))
+        print_line(self.err, text, style)
 
     def abort(self) -> None:
         """The output went away: stop the writer without writing."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import gc
 from collections.abc import Callable, Iterable
 from contextlib import contextmanager
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from collections import deque
 
@@ -14,13 +14,16 @@ from ..capture.native import reasm_class
 from ..capture.packet import SUPPORTED, LINKTYPE_NAMES, tcp_segment
 from ..capture.pcapfile import Packet
 from ..capture.tcp import Direction, Reassembler, TcpConnection
-from ..capture.tls import KeyLog, TlsFacts, TlsLayer
+from ..capture.tls import KeyLog, TlsLayer
 from ..capture.tls.report import tls_summary
 from ..protocol import Options
 from ..stream.connection import KafkaConnection, plausible_request
 from ..stream.budget import Budget
 from ..stream.engine import Engine
 from ..stream.sink import CallbackSink, Collect, Sink
+
+if TYPE_CHECKING:
+    from ..capture.tls import TlsFacts
 
 DEFAULT_PORTS = frozenset({9092})
 
@@ -330,7 +333,7 @@ def steady_gc():
     forever."""
     global _frozen
     if not _frozen:
-        gc.collect()
+        gc.collect(1)       # the young garbage; a full collection cost a small capture 10 ms
         gc.freeze()
         _frozen = True
     before = gc.get_threshold()

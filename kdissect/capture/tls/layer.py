@@ -10,10 +10,13 @@ the stages before and after it do not know it is there."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from .handshake import CHANGE_CIPHER_SPEC, HEARTBEAT, starts_client_hello, starts_record
-from .keylog import KeyLog
-from .session import TlsFacts, TlsSession
+
+if TYPE_CHECKING:
+    from .keylog import KeyLog
+    from .session import TlsFacts, TlsSession
 
 _PASS, _TLS = 1, 2
 _TLS_FIRST = (CHANGE_CIPHER_SPEC, HEARTBEAT)      # what a TLS stream's first byte may be
@@ -97,6 +100,7 @@ class TlsLayer:
         self.kind[id(conn)] = kind
         held = sorted(self.held.pop(id(conn), []), key=lambda c: c[0])
         if kind == _TLS:
+            from .session import TlsFacts, TlsSession    # only with TLS: not at start-up
             c, s = (conn.a, conn.b) if client == 0 else (conn.b, conn.a)
             first = held[0] if held else (0, 0, 0, b"", conn.first_ts)
             facts = TlsFacts(c, s, first[0], first[4])

@@ -5,9 +5,11 @@ TLS_AES_256_GCM_SHA384, server name localhost): no keys for them: give --keylog 
 from __future__ import annotations
 
 from collections import Counter
+from typing import TYPE_CHECKING
 
-from .keylog import KeyLog
-from .session import TlsFacts
+if TYPE_CHECKING:
+    from .keylog import KeyLog
+    from .session import TlsFacts
 
 _WHAT = {
     "decrypted": ("decrypted", "info"),

@@ -17,15 +17,12 @@ import base64
 import json
 from dataclasses import dataclass
 from datetime import date, datetime, time
-from decimal import Decimal
 from typing import Any, Protocol
 from uuid import UUID
 
 from ..context import Budget
 from ..node import Node
-from . import avro, jsonv, protobuf
 from .common import Cursor, Mismatch, OutOfBudget, rest_node
-from .guess import guess
 
 __all__ = ["Schema", "SchemaSource", "decode_values", "decode_one", "plain_value",
            "json_value", "decoded_of", "schema_id_of", "guess", "value_columns"]
@@ -177,6 +174,7 @@ def decode_one(field: Node, topic: str | None, role: str, source: SchemaSource |
 
 
 def _decode_with(cur: Cursor, schema: Schema, holder: Node, framed: bool) -> None:
+    from . import avro, jsonv, protobuf      # only with schemas: not at every start-up
     if schema.kind == "avro":
         parsed, named = schema.parsed
         avro.decode(cur, parsed, named, holder, "decoded")
@@ -215,6 +213,7 @@ def _decode_with(cur: Cursor, schema: Schema, holder: Node, framed: bool) -> Non
 def _describe(field: Node, holder: Node, cur: Cursor, base: int, mode: str | None) -> None:
     """Move ``holder``'s children under ``field``, shifted into the record's buffer."""
     if mode == "guess":
+        from .guess import guess
         g = guess(cur.buf, cur.pos, cur.end, cur.budget)
         field.note = g.summary
         if g.tree is not None:
@@ -307,6 +306,7 @@ def _json(v: Any, count: list[int]) -> Any:
         return base64.b64encode(v).decode("ascii")
     if isinstance(v, (datetime, date, time)):
         return v.isoformat()
+    from decimal import Decimal         # rare here; 3 ms to import at every start-up
     if isinstance(v, (Decimal, UUID)):
         return str(v)
     return v
