@@ -106,10 +106,11 @@ def test_pcap_jsonl_and_stats(hostile, tmp_path, name):
     check(["pcap", "--stats", str(path)], tmp_path, limit)
 
 
-# Issue 22 asks 30 CPU-s of 200,000 connections too; they are not there yet (27-33 CPU-s
-# on an idle 2-core machine; 44 for JSON lines with the default workers, whose pickling
-# counts too, in a full suite run): a bound against regressions (the quadratic cases of
-# issue 22 took minutes) meanwhile; the goal stays open
+# Issue 22 asks 30 CPU-s of 200,000 connections too; they are not there yet (--stats 29,
+# jsonl -j 1 41 CPU-s at load 6-8, medians of docs/pcap.md's third round; 44 for JSON
+# lines with the default workers, whose pickling counts too, in a full suite run): a
+# bound against regressions (the quadratic cases of issue 22 took minutes) meanwhile;
+# the goal stays open
 MANY_CONNECTIONS_LIMIT = 60.0
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from . import schemas, secrets
 from .context import Options
@@ -47,8 +48,7 @@ class Message:
         return self.tree.problems()
 
 
-@dataclass(frozen=True)
-class RequestHeader:
+class RequestHeader(NamedTuple):  # (a tuple: made per request, a frozen dataclass was slow)
     api_key: int
     api_version: int
     correlation_id: int
@@ -61,7 +61,11 @@ def peek_request_header(data: bytes) -> RequestHeader | None:
     if len(data) < 8:
         return None
     key, version, corr = _HEAD.unpack_from(data)
-    hv = schemas.request_header_version(key, version) if schemas.is_known(key, version) else 1
+    hv = _HEADER_VERSIONS.get((key, version))
+    if hv is None:
+        hv = 1
+        if schemas.is_known(key, version):    # (only known pairs kept: a bounded table)
+            hv = _HEADER_VERSIONS[(key, version)] = schemas.request_header_version(key, version)
     if hv == 0:
         return RequestHeader(key, version, corr, None, 8)
     if len(data) < 10:
@@ -76,6 +80,10 @@ def peek_request_header(data: bytes) -> RequestHeader | None:
             return None
         size += 1 if data[size] == 0 else 0   # only the empty tag section is cheap to skip
     return RequestHeader(key, version, corr, client_id, size)
+
+
+# (api key, version) -> its request header's version, for the pairs kdissect knows
+_HEADER_VERSIONS: dict[tuple[int, int], int] = {}
 
 
 def produce_acks(data: bytes, header_size: int, api_version: int) -> int | None:

@@ -90,6 +90,7 @@ def _kio():
 
 
 @lru_cache(maxsize=None)
+@lru_cache(maxsize=None)       # asked per message; layouts never change in a run
 def has_records(api_key: int, api_version: int, direction: str) -> bool:
     """Whether the layout carries record batches anywhere (unknown layouts: True)."""
     found = layout(api_key, api_version, direction)

@@ -550,13 +550,13 @@ class Diagnoses:
 
     def _slow(self, ex: Exchange, out: list[Finding]) -> None:
         latency = ex.latency
-        if latency is None or ex.facts is None or ex.request is None or \
+        if latency is None or latency <= SLOW or ex.facts is None or ex.request is None or \
                 not _complete(ex.request) or not _complete(ex.response):
             return
         if ex.stream in self.answers_cut:
             return                      # when this answer came is not known
         view = ExchangeFields(ex)
-        wait = client_wait(view)
+        wait = client_wait(view)                # (>= 0: quick answers are never slow)
         if latency - wait > SLOW:
             asked = ex.facts.asked_wait_ms
             if wait and asked:

@@ -152,9 +152,10 @@ def enrich(ex: Exchange, options: Options, topic_ids: dict[str, str],
         top = _int_field(resp_body, "error_code")
         if top is not None:
             ex.facts.top_error = top
-        seen = set()
-        normal = EXPECTED_ERRORS.get(ex.first.api_key, ())
-        for topic, partition, err in ex.facts.error_sites:
+        seen: set[int] = set()
+        sites = ex.facts.error_sites
+        normal = EXPECTED_ERRORS.get(ex.first.api_key, ()) if sites else ()
+        for topic, partition, err in sites:
             if err not in seen:
                 seen.add(err)
                 at = f" ({topic}[{partition}])" if topic is not None else ""

@@ -138,6 +138,15 @@ class Framer:
             if not data:
                 return out
         if not self._buf:
+            if type(data) is bytes and len(data) >= 4 and not self.resync and \
+                    self.error is None:
+                size = _SIZE.unpack_from(data)[0]
+                if len(data) == 4 + size and 0 <= size <= self.max_message:
+                    # exactly one whole message (the usual chunk of the compiled
+                    # reassembler): no copy through the buffer
+                    self._base, self._want = offset + 4 + size, 0
+                    out.append(Frame(offset + 4, data[4:]))
+                    return out
             self._base = offset
         self._buf += data
         if len(self._buf) < self._want:

@@ -14,6 +14,7 @@ from ..protocol.apis import (FETCH, GROUP_MEMBERSHIP, HEARTBEAT, JOIN_GROUP, LEA
 from ..protocol.names import api_name, error_name
 from . import anomaly
 from .diagnoses import CODES as DIAGNOSES
+from .facts import Facts
 from .fields import ExchangeFields
 from .model import Exchange, Gap
 
@@ -99,45 +100,58 @@ class Stats:
 
     def add(self, ex: Exchange, view: ExchangeFields) -> None:
         first = ex.first
-        name = api_name(first.api_key) if first.direction != "sasl" else "SASL token"
+        sasl = first.direction == "sasl"
+        name = api_name(first.api_key) if not sasl else "SASL token"
         self.per_api[name] += 1
         conn = self.connections.get(ex.stream)
         if conn is None:
             conn = self.connections[ex.stream] = ConnectionStats(
                 f"{ex.client[0]}:{ex.client[1]}", f"{ex.broker[0]}:{ex.broker[1]}")
         conn.exchanges += 1
-        if ex.status != "ok":
-            self.statuses[ex.status.split(":")[0].split(" (")[0]] += 1
-        for m in ex.messages:
+        status = ex.status
+        if status != "ok":
+            self.statuses[status.split(":")[0].split(" (")[0]] += 1
+        req, resp = ex.request, ex.response
+        for m in (req, resp):
+            if m is None:
+                continue
             size = m.size + 4
-            if m.direction == "response" or (m.direction == "sasl" and ex.request is None):
+            if m.direction == "response" or (m.direction == "sasl" and req is None):
                 self.bytes_responses += size
                 conn.to_client += size
             else:
                 self.bytes_requests += size
                 conn.to_broker += size
-            conn.first = min(conn.first, m.ts)
-            conn.last = max(conn.last, m.ts)
-        if ex.latency is not None:
-            self.latency[name].append(ex.latency)
-        diagnosed = [f.code for f in ex.findings if f.code in DIAGNOSES]
-        if diagnosed:
-            self.diagnoses.update(diagnosed)
-        if first.direction != "sasl":
-            for code in view.facts().errors:
+            ts = m.ts
+            if ts < conn.first:
+                conn.first = ts
+            if ts > conn.last:
+                conn.last = ts
+        latency = ex.latency
+        if latency is not None:
+            self.latency[name].append(latency)
+        if ex.findings:
+            diagnosed = [f.code for f in ex.findings if f.code in DIAGNOSES]
+            if diagnosed:
+                self.diagnoses.update(diagnosed)
+        if not sasl:
+            facts = view.facts()
+            for code in facts.errors:
                 self.errors[error_name(code)] += 1
                 conn.errors += 1
-            self.problems += view.field("problems")[0]
-            self._breakdowns(ex, view, name)
+            self.problems += view.problems
+            self._breakdowns(ex, view, name, facts, latency)
             if first.api_key in GROUP_MEMBERSHIP:
                 self._group(ex, view)
 
-    def _breakdowns(self, ex: Exchange, view: ExchangeFields, name: str) -> None:
-        errors = len(view.facts().errors)
-        throttle = view.facts().throttle_ms or 0
-        client = (ex.request.client_id if ex.request and ex.request.client_id else
+    def _breakdowns(self, ex: Exchange, view: ExchangeFields, name: str, facts: Facts,
+                    latency: float | None) -> None:
+        errors = len(facts.errors)
+        throttle = facts.throttle_ms or 0
+        req = ex.request
+        client = (req.client_id if req and req.client_id else
                   f"{ex.client[0]} (no client id)")
-        service = anomaly.service_time(view)
+        service = anomaly.service_time(view) if latency is not None else None
         for b in (_breakdown(self.clients, client),
                   _breakdown(self.brokers, f"{ex.broker[0]}:{ex.broker[1]}")):
             b.exchanges += 1
@@ -147,22 +161,23 @@ class Stats:
             if throttle:
                 b.throttled += 1
                 b.throttle_ms += throttle
-        sites = [(t, p) for t, p, _ in view.facts().error_sites]
-        key = ex.first.api_key
-        for topic, partitions in view.facts().topics.items():
-            b = _breakdown(self.topics, topic)
-            b.partitions |= partitions
-            for part in [b, *(_breakdown(self.partitions, (topic, p)) for p in partitions)]:
-                part.exchanges += 1
-                part.produce += key == PRODUCE
-                part.fetch += key == FETCH
-            b.errors += sum(1 for t, _ in sites if t == topic)
-            for p in partitions:
-                self.partitions[(topic, p)].errors += sites.count((topic, p))
-        if service is not None and ex.latency is not None:
-            if ex.latency - service > 0.001:
+        if facts.topics:
+            sites = [(t, p) for t, p, _ in facts.error_sites]
+            key = ex.first.api_key
+            for topic, partitions in facts.topics.items():
+                b = _breakdown(self.topics, topic)
+                b.partitions |= partitions
+                for part in [b, *(_breakdown(self.partitions, (topic, p)) for p in partitions)]:
+                    part.exchanges += 1
+                    part.produce += key == PRODUCE
+                    part.fetch += key == FETCH
+                b.errors += sum(1 for t, _ in sites if t == topic)
+                for p in partitions:
+                    self.partitions[(topic, p)].errors += sites.count((topic, p))
+        if service is not None and latency is not None:
+            if latency - service > 0.001:
                 self.waited[name] += 1
-            if service > 0 or ex.latency == 0:  # a wait that took it all: time unknown
+            if service > 0 or latency == 0:  # a wait that took it all: time unknown
                 self.service[name].append(service)
 
     def _group(self, ex: Exchange, view: ExchangeFields) -> None:
