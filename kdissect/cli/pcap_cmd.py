@@ -8,7 +8,7 @@ import click
 from rich.console import Console
 
 from ..crash import quiet_stdout
-from .common import (_need_spark_extra, _print_warnings, _progress, _run_tui,
+from .common import (_print_warnings, _progress, _run_tui,
                      _traffic_options, keylog_option, memory_budget, memory_option, on_terminal,
                      port_options, secret_options, format_choices)
 from .group import main
@@ -65,7 +65,7 @@ PCAP_HELP = PCAP_HELP.replace("{fields}", help_list())
 @click.option("-V", "--verbose", is_flag=True, help="Print full field trees.")
 @click.option("--format", "fmt", type=click.Choice(format_choices()),
               default="text", show_default=True,
-              help="Output format (parquet needs -o and the kdissect[spark] extra; tsv: "
+              help="Output format (parquet needs -o FILE.parquet; tsv: "
                    "one tab-separated line per exchange).")
 @click.option("-o", "--output", metavar="FILE.parquet",
               help="Where --format parquet writes the exchanges table.")
@@ -136,10 +136,7 @@ def _write_parquet(files, output, fmt, ports, detect, display_filter, options,
                                "text and jsonl go to stdout (redirect them)")
     if not output:
         raise click.UsageError("--format parquet needs -o FILE.parquet")
-    from ..pipeline.lean_arrow import import_pyarrow_lean
-    import_pyarrow_lean()                    # first: the import that checks would take numpy
-    _need_spark_extra("--format parquet", "pyarrow")
-    from ..pipeline.local import write_exchanges
+    from ..pipeline.local import write_exchanges      # our own writer: no pyarrow
     from ..stream.fields import ExchangeFields
 
     def keep(ex):

@@ -1,14 +1,13 @@
 """The ``exchanges`` (and ``records``) tables in one process, without Spark: ``kdissect
-pcap --format parquet`` (``--records-output``)."""
+pcap --format parquet`` (``--records-output``), written by pipeline/parquet_file.py."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-import pyarrow.parquet as pq
-
+from . import columns
 from .extract import capture_rows
-from .tables import EXCHANGES, RECORDS, to_arrow
+from .parquet_file import write_table
 
 
 def write_exchanges(files: list[str], out: str, *, ports, detect: bool,
@@ -20,9 +19,9 @@ def write_exchanges(files: list[str], out: str, *, ports, detect: bool,
     rows = capture_rows([(f, f) for f in files], ports, detect, records_out is not None,
                         warn, packets=packets, keep=keep, keys=keys, values=values)
     if records_out is not None:
-        pq.write_table(to_arrow(sorted(rows.records, key=lambda r: (
-            r["capture"], r["message_ts"] if r["message_ts"] is not None else 0)), RECORDS),
-            records_out)
+        write_table(sorted(rows.records, key=lambda r: (
+            r["capture"], r["message_ts"] if r["message_ts"] is not None else 0)),
+            columns.RECORDS, records_out)
     for w in rows.warnings:
         warn(w)
     # the order the Spark job writes: by capture, then time
@@ -30,6 +29,4 @@ def write_exchanges(files: list[str], out: str, *, ports, detect: bool,
         r["capture"], r["request_ts"] if r["request_ts"] is not None else r["response_ts"],
         r["client_port"], r["correlation_id"] if r["correlation_id"] is not None else -1,
         r["seq"]))
-    table = to_arrow(ordered, EXCHANGES)
-    pq.write_table(table, out)
-    return table.num_rows
+    return write_table(ordered, columns.EXCHANGES, out)
