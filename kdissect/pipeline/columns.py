@@ -84,11 +84,6 @@ TIME_COLUMNS = tuple(name for table in (EXCHANGES, RECORDS) for name, kind in ta
                      if kind == TIMESTAMP)
 
 
-def micros(ts: float | int | None) -> int | None:
-    """A row's time (float seconds) as integer µs, as the tables hold it."""
-    return round(ts * 1_000_000) if isinstance(ts, float) else ts
-
-
 def micros_row(row: dict) -> dict:
     """``row`` with its times in µs (changed in place)."""
     for col in TIME_COLUMNS:

@@ -16,16 +16,17 @@ structs: pipeline/columns.py), so the format's plain subset is enough:
 
 from __future__ import annotations
 
+import re
 import struct
 from collections.abc import Iterable, Sequence
-from itertools import groupby
+from itertools import chain
 from typing import Any, BinaryIO
 
 import snappy
 
 from .. import __version__
 from . import thrift as t
-from .columns import FLOAT64, INT16, INT32, INT64, STRING, TIMESTAMP, Columns, ListOf, micros
+from .columns import FLOAT64, INT16, INT32, INT64, STRING, TIMESTAMP, Columns
 
 ROW_GROUP = 65_536
 
@@ -57,45 +58,54 @@ class _Leaf:
             if in_list else [column]
         self.max_def = (2 if field else 1) + 2 if in_list else 1
 
-    def levels(self, rows: Sequence[dict]) -> tuple[list[int] | None, list[int], list]:
-        """(repetition levels or None, definition levels, the values that are not null)."""
+    def levels(self, rows: Sequence[dict]) -> tuple[bytes | None, bytes, list]:
+        """(repetition levels or None, definition levels, the values that are not null);
+        levels one byte each."""
         col = self.column
         if not self.in_list:
             values = [r.get(col) for r in rows]
-            return None, [0 if v is None else 1 for v in values], \
-                [v for v in values if v is not None]
-        reps: list[int] = []
-        defs: list[int] = []
+            present = [v for v in values if v is not None]
+            return None, b"\x01" * len(values) if len(present) == len(values) else \
+                bytes([v is not None for v in values]), present
+        reps, defs = bytearray(), bytearray()
         found: list[Any] = []
         field, top = self.field, self.max_def
+        full = bytes([top])
         for r in rows:
             items = r.get(col)
             if not items:                   # null (0) or empty (1)
                 reps.append(0)
                 defs.append(0 if items is None else 1)
                 continue
-            rep = 0
-            for item in items:
-                reps.append(rep)
-                rep = 1
-                if field is not None:
-                    if item is None:
-                        defs.append(2)
-                        continue
-                    item = item.get(field)
-                if item is None:
-                    defs.append(top - 1)
+            reps.append(0)
+            reps += b"\x01" * (len(items) - 1)
+            if field is not None:
+                if None in items:           # a null struct: no field below it
+                    items = [_NULL_ITEM if it is None else it.get(field) for it in items]
                 else:
-                    defs.append(top)
-                    found.append(item)
-        return reps, defs, found
+                    items = [it.get(field) for it in items]
+            if None in items or _NULL_ITEM in items:
+                for item in items:
+                    if item is None or item is _NULL_ITEM:
+                        defs.append(2 if item is _NULL_ITEM else top - 1)
+                    else:
+                        defs.append(top)
+                        found.append(item)
+            else:
+                defs += full * len(items)
+                found += items
+        return bytes(reps), bytes(defs), found
 
     def plain(self, values: list) -> bytes:
         if self.kind == STRING:
-            return b"".join(_U32(len(b)) + b for b in _utf8(values))
-        if self.kind == TIMESTAMP:
-            values = [micros(v) for v in values]
+            data = _utf8(values)
+            return b"".join(chain.from_iterable(zip(map(_U32, map(len, data)), data)))
+        if self.kind == TIMESTAMP:            # float seconds -> µs, as columns.micros_row does
+            values = [round(v * 1_000_000) if isinstance(v, float) else v for v in values]
         return struct.pack(f"<{len(values)}{_SCALARS[self.kind][1]}", *values)
+
+
+_NULL_ITEM = object()           # a list's null struct, in the list of one field's values
 
 
 def _utf8(values: list[str]) -> list[bytes]:
@@ -105,15 +115,17 @@ def _utf8(values: list[str]) -> list[bytes]:
         return [v.encode("utf-8", "replace") for v in values]
 
 
-def _rle(levels: list[int], max_level: int) -> bytes:
-    """Levels in the RLE/bit-packed hybrid as RLE runs (a bit width of at most 8: one byte
-    per run's value), with the 4-byte length a v1 data page puts before them."""
+_RUNS = re.compile(rb"(.)\1*", re.S)
+
+
+def _rle(levels: bytes) -> bytes:
+    """Levels (one byte each, so a bit width of at most 8: one byte per run's value) in
+    the RLE/bit-packed hybrid as RLE runs, with the 4-byte length a v1 data page puts
+    before them."""
     out = bytearray()
-    if max_level > 255:
-        raise ValueError("levels above 255 are not written here")
-    for value, run in groupby(levels):
-        t.varint(out, sum(1 for _ in run) << 1)
-        out.append(value)
+    for run in _RUNS.finditer(levels):
+        t.varint(out, (run.end() - run.start()) << 1)
+        out.append(levels[run.start()])
     return _U32(len(out)) + bytes(out)
 
 
@@ -173,7 +185,7 @@ class ParquetWriter:
         first, size, packed = self.pos, 0, 0
         for leaf in self.leaves:
             reps, defs, values = leaf.levels(rows)
-            page = (_rle(reps, 1) if reps is not None else b"") + _rle(defs, leaf.max_def) \
+            page = (_rle(reps) if reps is not None else b"") + _rle(defs) \
                 + leaf.plain(values)
             data = snappy.compress(page)
             header = t.encode([
