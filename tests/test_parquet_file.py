@@ -131,3 +131,25 @@ def test_the_cli_writes_parquet_without_pyarrow(tmp_path):
         sorted(map(repr, expected(rows.exchanges, EXCHANGES).to_pylist()))
     assert sorted(map(repr, pq.read_table(rec).to_pylist())) == \
         sorted(map(repr, expected(rows.records, RECORDS).to_pylist()))
+
+
+def test_rows_spilled_to_disk_come_back_in_the_same_order(tmp_path, monkeypatch):
+    """Past spill.RUN rows, runs are sorted on disk and merged: the same files, byte for
+    byte, as when every row stays in memory (a stable sort either way)."""
+    from kdissect.pipeline import spill
+    from kdissect.pipeline.local import write_exchanges
+    files = [str(ROOT / "captures" / n) for n in ("kafka-clients.pcap", "kcat.pcap",
+                                                  "kafka-python-codecs.pcap")]
+    got = {}
+    for run in (1_000_000, 5):
+        monkeypatch.setattr(spill, "RUN", run)
+        x, r = tmp_path / f"{run}-x.parquet", tmp_path / f"{run}-r.parquet"
+        n = write_exchanges(files, str(x), ports=(9092,), detect=True, warn=lambda w: None,
+                            records_out=str(r))
+        got[run] = (n, x.read_bytes(), r.read_bytes())
+    assert got[5][0] == got[1_000_000][0] > 200
+    assert got[5] == got[1_000_000]
+    rows = sorted(range(100), key=lambda i: i % 7)
+    many = spill.SortedRows(lambda row: row["k"] % 7, run=9)
+    many += ({"k": i} for i in range(100))
+    assert [row["k"] for row in many] == rows and len(many) == 100

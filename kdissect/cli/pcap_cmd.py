@@ -137,6 +137,7 @@ def _write_parquet(files, output, fmt, ports, detect, display_filter, options,
     if not output:
         raise click.UsageError("--format parquet needs -o FILE.parquet")
     from ..pipeline.local import write_exchanges      # our own writer: no pyarrow
+    from ..pipeline.parquet_file import WriteError
     from ..stream.fields import ExchangeFields
 
     def keep(ex):
@@ -144,10 +145,14 @@ def _write_parquet(files, output, fmt, ports, detect, display_filter, options,
 
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     warnings: list[str] = []
-    rows = write_exchanges(list(files), output, ports=ports, detect=detect,
-                           warn=warnings.append, keep=keep if display_filter else None,
-                           keys=keys, records_out=records_output, values=options.values,
-                           packets=lambda reader, path: _progress(reader, path, err))
+    try:
+        rows = write_exchanges(list(files), output, ports=ports, detect=detect,
+                               warn=warnings.append, keep=keep if display_filter else None,
+                               keys=keys, records_out=records_output, values=options.values,
+                               packets=lambda reader, path: _progress(reader, path, err))
+    except WriteError as e:
+        raise click.ClickException(f"{e}; give -o/--records-output a file in a directory "
+                                   f"that exists and is writable")
     _print_warnings(err, warnings)
     err.print(f"wrote {rows} exchange{'s' if rows != 1 else ''} to {output}"
               + (f" (records to {records_output})" if records_output else ""), style="green")

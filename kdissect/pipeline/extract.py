@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from ..capture.packet import FIN, RST, SUPPORTED, SYN, Segment, tcp_segment
 from ..capture.pcapfile import CaptureError, CaptureReader
@@ -204,13 +204,19 @@ def flow_rows(capture: str, segments: Iterable[tuple], frame_base: Callable[[int
 
 def capture_rows(paths: Iterable[tuple[str, str]], ports, detect: bool, with_records: bool,
                  warn: Callable[[str], None], packets=None, keep=None, keys=None,
-                 values=None) -> Rows:
+                 values=None, collect: Callable[[str], Any] | None = None) -> Rows:
     """Rows of whole capture files, one process: ``paths`` are (capture name, path).
     ``keep(exchange)``, if given, decides which (enriched) exchanges make rows;
-    ``values`` (a values_schema.SchemaSource) fills the records' value columns."""
-    out = Rows()
+    ``values`` (a values_schema.SchemaSource) fills the records' value columns;
+    ``collect(table)`` makes what holds the rows of ``exchanges`` and ``records`` (with
+    ``append``, ``extend``, ``+=`` and iteration; default: lists)."""
+    def rows_of() -> Rows:
+        if collect is None:
+            return Rows()
+        return Rows(exchanges=collect("exchanges"), records=collect("records"))
+    out = rows_of()
     for capture, path in paths:
-        rows = Rows()
+        rows = rows_of()
 
         def gap(g: Gap, capture=capture, rows=rows) -> None:
             rows.warnings.append(f"{capture}: {g.describe()}")

@@ -28,7 +28,7 @@ from .. import __version__
 from . import thrift as t
 from .columns import FLOAT64, INT16, INT32, INT64, STRING, TIMESTAMP, Columns
 
-ROW_GROUP = 65_536
+ROW_GROUP = 16_384
 
 # parquet.thrift's enums
 _INT32, _INT64, _DOUBLE, _BYTE_ARRAY = 1, 2, 5, 6               # physical types
@@ -213,16 +213,23 @@ class ParquetWriter:
         self.out.write(footer + _U32(len(footer)) + b"PAR1")
 
 
+class WriteError(Exception):
+    """The file could not be written (says which, and why)."""
+
+
 def write_table(rows: Iterable[dict], columns: Columns, path: str) -> int:
     """Write ``rows`` as a Parquet file of ``columns`` at ``path``; returns the row count."""
-    with open(path, "wb") as f:
-        writer = ParquetWriter(f, columns)
-        batch: list[dict] = []
-        for row in rows:
-            batch.append(row)
-            if len(batch) == ROW_GROUP:
-                writer.write(batch)
-                batch = []
-        writer.write(batch)
-        writer.close()
+    try:
+        with open(path, "wb") as f:
+            writer = ParquetWriter(f, columns)
+            batch: list[dict] = []
+            for row in rows:
+                batch.append(row)
+                if len(batch) == ROW_GROUP:
+                    writer.write(batch)
+                    batch = []
+            writer.write(batch)
+            writer.close()
+    except OSError as e:
+        raise WriteError(f"cannot write {path}: {e.strerror or e}") from None
     return writer.rows
