@@ -15,7 +15,6 @@ from typing import Any, BinaryIO
 
 from ..capture.packet import FIN, RST, SUPPORTED, SYN, Segment, tcp_segment
 from ..capture.pcapfile import CaptureError, CaptureReader
-from ..capture.shards import read_shard
 from ..sources.pcap import CaptureDissector, CaptureFiles
 from ..stream.budget import Budget
 from ..stream.engine import Engine
@@ -71,6 +70,7 @@ def shard_segments(capture: str, path: str, shard: int, start: int, end: int,
     def rows() -> Iterator[tuple]:
         try:
             if plain:
+                from ..capture.shards import read_shard     # (Spark's path only)
                 found, records = read_shard(path, start, end, opener)
                 try:
                     yield from _segments(capture, shard, records, summary)
