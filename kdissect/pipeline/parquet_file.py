@@ -16,10 +16,10 @@ structs: pipeline/columns.py), so the format's plain subset is enough:
 
 from __future__ import annotations
 
-import re
 import struct
 from collections.abc import Iterable, Sequence
 from itertools import chain
+from operator import itemgetter
 from typing import Any, BinaryIO
 
 import snappy
@@ -58,43 +58,37 @@ class _Leaf:
             if in_list else [column]
         self.max_def = (2 if field else 1) + 2 if in_list else 1
 
-    def levels(self, rows: Sequence[dict]) -> tuple[bytes | None, bytes, list]:
+    def levels(self, rows: dict[str, Sequence], lists: dict[str, _Slots]
+               ) -> tuple[bytes | None, bytes, list]:
         """(repetition levels or None, definition levels, the values that are not null);
-        levels one byte each."""
+        levels one byte each. ``rows``: the row group's values by column; ``lists``: the
+        slots of list columns, made once for all fields of their structs."""
         col = self.column
         if not self.in_list:
-            values = [r.get(col) for r in rows]
+            values = rows[col]
             present = [v for v in values if v is not None]
             return None, b"\x01" * len(values) if len(present) == len(values) else \
                 bytes([v is not None for v in values]), present
-        reps, defs = bytearray(), bytearray()
-        found: list[Any] = []
-        field, top = self.field, self.max_def
-        full = bytes([top])
-        for r in rows:
-            items = r.get(col)
-            if not items:                   # null (0) or empty (1)
-                reps.append(0)
-                defs.append(0 if items is None else 1)
-                continue
-            reps.append(0)
-            reps += b"\x01" * (len(items) - 1)
-            if field is not None:
-                if None in items:           # a null struct: no field below it
-                    items = [_NULL_ITEM if it is None else it.get(field) for it in items]
-                else:
-                    items = [it.get(field) for it in items]
-            if None in items or _NULL_ITEM in items:
-                for item in items:
-                    if item is None or item is _NULL_ITEM:
-                        defs.append(2 if item is _NULL_ITEM else top - 1)
-                    else:
-                        defs.append(top)
-                        found.append(item)
+        if col not in lists:
+            lists[col] = _Slots(rows[col])
+        slots, field, top = lists[col], self.field, self.max_def
+        values = slots.items
+        if field is not None:
+            if None in values:
+                values = [_NULL_ITEM if it is None else it.get(field) for it in values]
             else:
-                defs += full * len(items)
-                found += items
-        return bytes(reps), bytes(defs), found
+                try:
+                    values = list(map(itemgetter(field), values))
+                except KeyError:            # an item without the field: null there
+                    values = [it.get(field) for it in values]
+        if None not in values and _NULL_ITEM not in values:
+            return slots.reps, slots.kinds.replace(_ITEM, _BYTE[top]), values
+        # a null struct (2), a null value (top - 1) or a value (top), put in the items' places
+        item_defs = [2 if v is _NULL_ITEM else top - 1 if v is None else top for v in values]
+        pieces = slots.kinds.split(_ITEM)
+        defs = b"".join(chain.from_iterable(zip(pieces, map(_BYTE.__getitem__, item_defs))))
+        return slots.reps, defs + pieces[-1], \
+            [v for v in values if v is not None and v is not _NULL_ITEM]
 
     def plain(self, values: list) -> bytes:
         if self.kind == STRING:
@@ -106,6 +100,27 @@ class _Leaf:
 
 
 _NULL_ITEM = object()           # a list's null struct, in the list of one field's values
+_ITEM = b"\xff"                 # in _Slots.kinds: an item's place
+_BYTE = [bytes([i]) for i in range(256)]
+
+
+class _Slots:
+    """A list column's shape in a row group: repetition levels, and per level entry
+    whether the list is null (0), empty (1) or holds an item there (_ITEM); the items."""
+
+    def __init__(self, lists: Sequence[list | None]):
+        reps, kinds = bytearray(), bytearray()
+        self.items: list[Any] = []
+        for items in lists:
+            if not items:
+                reps.append(0)
+                kinds.append(0 if items is None else 1)
+                continue
+            reps.append(0)
+            reps += b"\x01" * (len(items) - 1)
+            kinds += _ITEM * len(items)
+            self.items += items
+        self.reps, self.kinds = bytes(reps), bytes(kinds)
 
 
 def _utf8(values: list[str]) -> list[bytes]:
@@ -115,17 +130,26 @@ def _utf8(values: list[str]) -> list[bytes]:
         return [v.encode("utf-8", "replace") for v in values]
 
 
-_RUNS = re.compile(rb"(.)\1*", re.S)
+_BITS = {w: [format(v, f"0{w}b")[-w:] for v in range(256)] for w in range(1, 9)}
 
 
-def _rle(levels: bytes) -> bytes:
-    """Levels (one byte each, so a bit width of at most 8: one byte per run's value) in
-    the RLE/bit-packed hybrid as RLE runs, with the 4-byte length a v1 data page puts
-    before them."""
+def _hybrid(levels: bytes, max_level: int) -> bytes:
+    """Levels (one byte each) in the RLE/bit-packed hybrid, with the 4-byte length a v1
+    data page puts before them: one RLE run when they are all the same, else one
+    bit-packed run of them all (LSB first: the bits made by int() of a binary string of
+    the levels in reverse, which runs in C)."""
+    width, n = max_level.bit_length(), len(levels)
     out = bytearray()
-    for run in _RUNS.finditer(levels):
-        t.varint(out, (run.end() - run.start()) << 1)
-        out.append(levels[run.start()])
+    if width > 8:
+        raise ValueError("levels above 255 are not written here")
+    if n == 0 or levels.count(levels[0]) == n:
+        t.varint(out, n << 1)
+        out += levels[:1] or b"\0"
+    else:
+        groups = (n + 7) // 8
+        bits = "".join(map(_BITS[width].__getitem__, reversed(levels + bytes(groups * 8 - n))))
+        t.varint(out, groups << 1 | 1)
+        out += int(bits, 2).to_bytes(groups * width, "little")
     return _U32(len(out)) + bytes(out)
 
 
@@ -183,9 +207,17 @@ class ParquetWriter:
     def _group(self, rows: Sequence[dict]) -> None:
         chunks: list[t.Struct] = []
         first, size, packed = self.pos, 0, 0
+        names = [name for name, _kind in self.columns]
+        try:                    # the values by column, transposed in C
+            if len(names) < 2:
+                raise KeyError      # (itemgetter of one name gives values, not tuples)
+            by_column: dict[str, Sequence] = dict(zip(names, zip(*map(itemgetter(*names), rows))))
+        except KeyError:        # a row without some column: null there
+            by_column = {name: [r.get(name) for r in rows] for name in names}
+        lists: dict[str, _Slots] = {}
         for leaf in self.leaves:
-            reps, defs, values = leaf.levels(rows)
-            page = (_rle(reps) if reps is not None else b"") + _rle(defs) \
+            reps, defs, values = leaf.levels(by_column, lists)
+            page = (_hybrid(reps, 1) if reps is not None else b"") + _hybrid(defs, leaf.max_def) \
                 + leaf.plain(values)
             data = snappy.compress(page)
             header = t.encode([
