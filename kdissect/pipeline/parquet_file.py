@@ -24,7 +24,6 @@ from typing import Any, BinaryIO
 
 import snappy
 
-from .. import __version__
 from . import thrift as t
 from .columns import FLOAT64, INT16, INT32, INT64, STRING, TIMESTAMP, Columns
 
@@ -241,7 +240,7 @@ class ParquetWriter:
     def close(self) -> None:
         footer = t.encode([(1, t.I32, 1), (2, t.LIST, (t.STRUCT, _schema(self.columns))),
                            (3, t.I64, self.rows), (4, t.LIST, (t.STRUCT, self.groups)),
-                           (6, t.BINARY, f"kdissect version {__version__}")])
+                           (6, t.BINARY, "kdissect")])
         self.out.write(footer + _U32(len(footer)) + b"PAR1")
 
 
