@@ -27,7 +27,7 @@ import snappy
 from . import thrift as t
 from .columns import FLOAT64, INT16, INT32, INT64, STRING, TIMESTAMP, Columns
 
-ROW_GROUP = 16_384
+ROW_GROUP = 8_192
 
 # parquet.thrift's enums
 _INT32, _INT64, _DOUBLE, _BYTE_ARRAY = 1, 2, 5, 6               # physical types

@@ -1,6 +1,6 @@
 """Rows sorted without holding them all: ``kdissect pcap --format parquet`` writes its tables
 in time order, but exchanges complete (and become rows) in another order, and a capture
-may hold millions of them. Rows are kept in memory up to ``RUN`` of them; past that, each
+may hold millions of them. Rows are kept in memory up to ``RUN`` of them (a few MiB per thousand); past that, each
 run is sorted and pickled to a temporary file, and reading merges the runs (a stable
 sort, like ``sorted``: the same order either way)."""
 
@@ -12,7 +12,7 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any
 
-RUN = 16_384
+RUN = 8_192
 _CHUNK = 256         # rows per pickle: what a run holds in memory while merged
 
 
