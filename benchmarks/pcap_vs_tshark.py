@@ -4,6 +4,7 @@
     summary      tshark -T fields -e kafka.api_key   vs  kdissect pcap
     stats        tshark -T fields -e kafka.api_key   vs  kdissect pcap --stats
     parquet      tshark -T fields -e kafka.api_key   vs  kdissect pcap --format parquet
+    (--peer summary: stats and parquet against kdissect pcap's summary instead)
     full decode  tshark -T json                      vs  kdissect pcap --format jsonl (-j 1, -j N)
 
 kdissect runs on its compiled packet path and, with --paths both (the default), on the
@@ -28,7 +29,8 @@ interpreter of a plain `pip install kdissect` (the test virtualenv's kio also im
 hypothesis at start-up).
 
     .venv/bin/python benchmarks/pcap_vs_tshark.py CAPTURE [--runs 3] [--jobs 2]
-        [--only summary|stats|parquet|jsonl]... [--no-peer] [--port 9092]
+        [--only summary|stats|parquet|jsonl]... [--no-peer] [--peer tshark|summary]
+        [--port 9092]
         [--paths both|all|compiled|pure] [--python PLAIN_VENV/bin/python]
 
 --no-peer runs kdissect alone (e.g. the memory of --format jsonl on a 1.5 GB capture,
@@ -124,6 +126,10 @@ def main() -> None:
     ap.add_argument("--parquet-out", default="/tmp/kdissect-bench.parquet",
                     help="where the parquet runs write (overwritten)")
     ap.add_argument("--no-peer", action="store_true", help="kdissect alone")
+    ap.add_argument("--peer", choices=["tshark", "summary"], default="tshark",
+                    help="the peer of the stats and parquet runs: tshark -T fields, or "
+                         "kdissect's own summary (compiled path), which issue 28 asks them "
+                         "to be as fast as")
     ap.add_argument("--port", type=int, default=9092)
     ap.add_argument("--python", default=sys.executable,
                     help="the interpreter kdissect is installed for (default: this one)")
@@ -136,11 +142,13 @@ def main() -> None:
         subprocess.run(kdissect + [str(ROOT / "captures" / "acks0.pcap"), "--format", fmt],
                        capture_output=True, env=ENV, check=True)
     fields = tshark + ["-T", "fields", "-e", "kafka.api_key"]
+    # the peer of --stats and Parquet
+    light = ("tshark -T fields -e kafka.api_key", fields) if args.peer == "tshark" else \
+        ("kdissect pcap (summary)", ours)
     rows = [
         ("summary", "tshark -T fields -e kafka.api_key", fields, [("kdissect pcap", ours)]),
-        ("stats", "tshark -T fields -e kafka.api_key", fields,
-         [("kdissect pcap --stats", ours + ["--stats"])]),
-        ("parquet", "tshark -T fields -e kafka.api_key", fields,
+        ("stats", *light, [("kdissect pcap --stats", ours + ["--stats"])]),
+        ("parquet", *light,
          [("kdissect pcap --format parquet", ours + ["--format", "parquet", "-o",
                                                      args.parquet_out])]),
         ("full decode", "tshark -T json", tshark + ["-T", "json"],

@@ -176,6 +176,10 @@ def test_parquet_needs_an_output_file():
     assert res.returncode == 2 and "needs -o FILE.parquet" in res.stderr
     res = run_cli("pcap", "captures/kcat.pcap", "-o", "x.parquet")
     assert res.returncode == 2 and "for --format parquet" in res.stderr
+    res = run_cli("pcap", "captures/kcat.pcap", "--format", "parquet", "-o",
+                  "/nonexistent/x.parquet")
+    assert res.returncode == 1 and "Traceback" not in res.stderr
+    assert "cannot write /nonexistent/x.parquet: No such file or directory" in res.stderr
 
 
 def test_topic_ids_are_named_across_connections_on_real_traffic():

@@ -13,6 +13,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -21,7 +22,7 @@ from kdissect.pipeline.local import write_exchanges
 from kdissect.pipeline.output import OutputError
 from kdissect.pipeline.session import explain, get_session
 from kdissect.pipeline.spark_job import plan_shards, run_job
-from kdissect.pipeline.tables import RECORDS, to_arrow
+from kdissect.pipeline.tables import RECORDS, _micros
 from kdissect.sources.pcap import DEFAULT_PORTS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,7 +49,7 @@ def canonical(rows):
     return sorted(repr(sorted(r.items())) for r in rows)
 
 
-def test_the_repo_captures_give_the_rows_of_one_process(repo_tables, tmp_path):
+def test_the_repo_captures_give_the_rows_of_one_process(repo_tables, spark, tmp_path):
     result, out = repo_tables
     write_exchanges(REPO_FILES, str(tmp_path / "one.parquet"), ports=DEFAULT_PORTS,
                     detect=True, warn=print)
@@ -56,11 +57,18 @@ def test_the_repo_captures_give_the_rows_of_one_process(repo_tables, tmp_path):
     one_rows = table(tmp_path / "one.parquet")
     assert len(spark_rows) == result.exchanges == len(one_rows) > 250
     assert spark_rows == one_rows                       # same rows (and ids), same order
+    # Spark reads the file kdissect's own writer made (pipeline/parquet_file.py) as the
+    # table it wrote itself: same schema, same rows
+    ours, theirs = spark.read.parquet(str(tmp_path / "one.parquet")), \
+        spark.read.parquet(str(out / "exchanges"))
+    assert ours.schema == theirs.schema
+    assert ours.exceptAll(theirs).count() == 0 == theirs.exceptAll(ours).count()
     records = table(out / "records")
     expected = capture_rows([(f, f) for f in REPO_FILES], DEFAULT_PORTS, True, True,
                             print).records
     assert len(records) == result.records == len(expected)
-    assert canonical(records) == canonical(to_arrow(expected, RECORDS).to_pylist())
+    assert canonical(records) == canonical(
+        pa.Table.from_pylist([_micros(dict(r)) for r in expected], RECORDS).to_pylist())
     assert result.shards == len(REPO_FILES) and result.warnings == []
     assert ("shards", len(REPO_FILES), len(REPO_FILES)) in result.seen
     captures = {c["capture"]: c for c in table(out / "captures")}

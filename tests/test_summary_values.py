@@ -97,31 +97,3 @@ def test_batch_heads_say_what_the_batches_say():
     assert isinstance(records, BatchHeads)
     assert [b["record_count"] for b in records] == [4] and records[0]["records"] == []
     assert records[0]["magic"] == 2 and records.size == 191
-
-
-@pytest.mark.slow
-def test_tables_are_what_from_pylist_makes_without_pandas():
-    """Parquet's tables go through Arrow's JSON reader: the same table ``from_pylist``
-    makes (every column type, times, nested lists, empty tables), and pandas, which
-    ``pa.array`` imports (0.4 CPU-s), stays out of the process."""
-    import subprocess
-    import sys
-
-    import pyarrow as pa
-
-    from kdissect.pipeline.extract import capture_rows
-    from kdissect.pipeline.tables import EXCHANGES, RECORDS, _micros, to_arrow
-    path = str(ROOT / "captures" / "kafka-java-transactions.pcap")
-    rows = capture_rows([(path, path)], (9092,), True, True, lambda w: None)
-    assert rows.exchanges and rows.records
-    for got, schema in ((rows.exchanges, EXCHANGES), (rows.records, RECORDS), ([], RECORDS)):
-        table = to_arrow(got, schema)
-        assert table.equals(pa.Table.from_pylist([_micros(dict(r)) for r in got], schema=schema))
-    probe = ("import sys\nfrom kdissect.pipeline.extract import capture_rows\n"
-             "from kdissect.pipeline.tables import EXCHANGES, to_arrow\n"
-             f"rows = capture_rows([({path!r}, {path!r})], (9092,), True, False, print)\n"
-             "to_arrow(rows.exchanges, EXCHANGES)\nto_arrow([], EXCHANGES)\n"
-             "print('pandas' in sys.modules)")
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                          check=True)
-    assert done.stdout.split() == ["False"]

@@ -7,7 +7,7 @@ import os
 import click
 
 from ..crash import quiet_stdout
-from .common import (_need_spark_extra, _print_warnings, _progress, _run_tui,
+from .common import (_print_warnings, _progress, _run_tui,
                      _traffic_options, keylog_option, memory_budget, memory_option, on_terminal,
                      port_options, secret_options, format_choices)
 from .group import SUMMARIES, main
@@ -64,7 +64,7 @@ PCAP_HELP = PCAP_HELP.replace("{fields}", help_list())
 @click.option("-V", "--verbose", is_flag=True, help="Print full field trees.")
 @click.option("--format", "fmt", type=click.Choice(format_choices()),
               default="text", show_default=True,
-              help="Output format (parquet needs -o and the kdissect[spark] extra; tsv: "
+              help="Output format (parquet needs -o FILE.parquet; tsv: "
                    "one tab-separated line per exchange).")
 @click.option("-o", "--output", metavar="FILE.parquet",
               help="Where --format parquet writes the exchanges table.")
@@ -135,22 +135,25 @@ def _write_parquet(files, output, fmt, ports, detect, display_filter, options,
                                "text and jsonl go to stdout (redirect them)")
     if not output:
         raise click.UsageError("--format parquet needs -o FILE.parquet")
-    from ..pipeline.lean_arrow import import_pyarrow_lean
-    import_pyarrow_lean()                    # first: the import that checks would take numpy
-    _need_spark_extra("--format parquet", "pyarrow")
-    from ..pipeline.local import write_exchanges
+    from ..pipeline.local import write_exchanges      # our own writer: no pyarrow
+    from ..pipeline.parquet_file import WriteError
     from ..stream.fields import ExchangeFields
 
     def keep(ex):
         return display_filter(ExchangeFields(ex, options))
 
     from rich.console import Console
-    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    # (emoji=False: rich's emoji table is an import of 9 ms, a percent of a run)
+    err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
     warnings: list[str] = []
-    rows = write_exchanges(list(files), output, ports=ports, detect=detect,
-                           warn=warnings.append, keep=keep if display_filter else None,
-                           keys=keys, records_out=records_output, values=options.values,
-                           packets=lambda reader, path: _progress(reader, path, err))
+    try:
+        rows = write_exchanges(list(files), output, ports=ports, detect=detect,
+                               warn=warnings.append, keep=keep if display_filter else None,
+                               keys=keys, records_out=records_output, values=options.values,
+                               packets=lambda reader, path: _progress(reader, path, err))
+    except WriteError as e:
+        raise click.ClickException(f"{e}; give -o/--records-output a file in a directory "
+                                   f"that exists and is writable")
     _print_warnings(err, warnings)
     err.print(f"wrote {rows} exchange{'s' if rows != 1 else ''} to {output}"
               + (f" (records to {records_output})" if records_output else ""), style="green")

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import BinaryIO
+from itertools import groupby
+from operator import itemgetter
+from typing import Any, BinaryIO
 
 from ..capture.packet import FIN, RST, SUPPORTED, SYN, Segment, tcp_segment
 from ..capture.pcapfile import CaptureError, CaptureReader
-from ..capture.shards import read_shard
 from ..sources.pcap import CaptureDissector, CaptureFiles
 from ..stream.budget import Budget
 from ..stream.engine import Engine
@@ -71,6 +72,7 @@ def shard_segments(capture: str, path: str, shard: int, start: int, end: int,
     def rows() -> Iterator[tuple]:
         try:
             if plain:
+                from ..capture.shards import read_shard     # (Spark's path only)
                 found, records = read_shard(path, start, end, opener)
                 try:
                     yield from _segments(capture, shard, records, summary)
@@ -204,13 +206,20 @@ def flow_rows(capture: str, segments: Iterable[tuple], frame_base: Callable[[int
 
 def capture_rows(paths: Iterable[tuple[str, str]], ports, detect: bool, with_records: bool,
                  warn: Callable[[str], None], packets=None, keep=None, keys=None,
-                 values=None) -> Rows:
+                 values=None, collect: Callable[[str], Any] | None = None) -> Rows:
     """Rows of whole capture files, one process: ``paths`` are (capture name, path).
     ``keep(exchange)``, if given, decides which (enriched) exchanges make rows;
-    ``values`` (a values_schema.SchemaSource) fills the records' value columns."""
+    ``values`` (a values_schema.SchemaSource) fills the records' value columns;
+    ``collect(table)`` makes what holds the rows of ``exchanges`` and ``records`` for
+    all captures (``append``, ``extend``, iteration; default: lists); their topics are
+    then named as they are read (a capture's topic ids are known once it has been read)."""
     out = Rows()
+    if collect is not None:
+        out.exchanges, out.records = collect("exchanges"), collect("records")
+    learnt: dict[str, dict[str, str]] = {}
     for capture, path in paths:
-        rows = Rows()
+        rows = Rows() if collect is None else Rows(exchanges=out.exchanges,
+                                                  records=out.records)
 
         def gap(g: Gap, capture=capture, rows=rows) -> None:
             rows.warnings.append(f"{capture}: {g.describe()}")
@@ -219,8 +228,24 @@ def capture_rows(paths: Iterable[tuple[str, str]], ports, detect: bool, with_rec
                         RowSink(capture, rows, with_records, keep, gap, warn, values))
         rows.topic_ids = engine.topic_ids
         engine.run()
-        out.exchanges += resolve_topics(rows.exchanges, rows.topic_ids)
-        out.records += resolve_record_topics(rows.records, rows.topic_ids)
         out.warnings += rows.warnings
+        if collect is None:
+            out.exchanges += resolve_topics(rows.exchanges, rows.topic_ids)
+            out.records += resolve_record_topics(rows.records, rows.topic_ids)
+        else:
+            learnt[capture] = rows.topic_ids
+    if collect is not None:
+        out.exchanges = _Named(out.exchanges, learnt, resolve_topics)     # type: ignore
+        out.records = _Named(out.records, learnt, resolve_record_topics)  # type: ignore
     return out
 
+
+class _Named:
+    """Rows whose topics are named, as they are read, by their capture's topic ids."""
+
+    def __init__(self, rows: Iterable[dict], learnt: dict[str, dict[str, str]], resolve):
+        self.rows, self.learnt, self.resolve = rows, learnt, resolve
+
+    def __iter__(self) -> Iterator[dict]:
+        for capture, group in groupby(self.rows, key=itemgetter("capture")):
+            yield from self.resolve(group, self.learnt.get(capture, {}))

@@ -1,14 +1,14 @@
 """The ``exchanges`` (and ``records``) tables in one process, without Spark: ``kdissect
-pcap --format parquet`` (``--records-output``)."""
+pcap --format parquet`` (``--records-output``), written by pipeline/parquet_file.py."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-import pyarrow.parquet as pq
-
+from . import columns
 from .extract import capture_rows
-from .tables import EXCHANGES, RECORDS, to_arrow
+from .parquet_file import write_table
+from .spill import SortedRows
 
 
 def write_exchanges(files: list[str], out: str, *, ports, detect: bool,
@@ -18,18 +18,20 @@ def write_exchanges(files: list[str], out: str, *, ports, detect: bool,
     ``keep(exchange)`` may leave exchanges out (display filters). ``records_out``: also
     write the records table there (``values``: schemas for its key/value columns)."""
     rows = capture_rows([(f, f) for f in files], ports, detect, records_out is not None,
-                        warn, packets=packets, keep=keep, keys=keys, values=values)
+                        warn, packets=packets, keep=keep, keys=keys, values=values,
+                        collect=lambda table: SortedRows(_ORDER[table]))
     if records_out is not None:
-        pq.write_table(to_arrow(sorted(rows.records, key=lambda r: (
-            r["capture"], r["message_ts"] if r["message_ts"] is not None else 0)), RECORDS),
-            records_out)
+        write_table(rows.records, columns.RECORDS, records_out)
     for w in rows.warnings:
         warn(w)
-    # the order the Spark job writes: by capture, then time
-    ordered = sorted(rows.exchanges, key=lambda r: (
+    return write_table(rows.exchanges, columns.EXCHANGES, out)
+
+
+# the order the Spark job writes: by capture, then time
+_ORDER = {
+    "exchanges": lambda r: (
         r["capture"], r["request_ts"] if r["request_ts"] is not None else r["response_ts"],
         r["client_port"], r["correlation_id"] if r["correlation_id"] is not None else -1,
-        r["seq"]))
-    table = to_arrow(ordered, EXCHANGES)
-    pq.write_table(table, out)
-    return table.num_rows
+        r["seq"]),
+    "records": lambda r: (r["capture"], r["message_ts"] if r["message_ts"] is not None else 0),
+}

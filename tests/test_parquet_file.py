@@ -1,0 +1,155 @@
+"""kdissect's own Parquet writer (pipeline/parquet_file.py): the tables it writes read back,
+with pyarrow and with DuckDB, as the rows they were made of, in the Arrow schemas of
+pipeline/tables.py (the Spark job's; tests/test_spark.py has Spark read them too)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from kdissect.pipeline import columns, parquet_file
+from kdissect.pipeline.extract import capture_rows
+from kdissect.pipeline.parquet_file import write_table
+from kdissect.pipeline.tables import EXCHANGES, RECORDS, _micros, arrow_schema
+
+ROOT = Path(__file__).resolve().parents[1]
+CAPTURES = sorted(str(p) for p in (ROOT / "captures").rglob("*.pcap"))
+
+
+def expected(rows: list[dict], schema: pa.Schema) -> pa.Table:
+    """What pyarrow makes of the rows itself (times as µs)."""
+    return pa.Table.from_pylist([_micros(dict(r)) for r in rows], schema=schema)
+
+
+def check(rows: list[dict], cols: columns.Columns, path: Path) -> pa.Table:
+    """Write ``rows``, read them back with pyarrow and DuckDB, compare with ``rows``."""
+    schema = arrow_schema(cols)
+    assert write_table(rows, cols, str(path)) == len(rows)
+    got = pq.read_table(path)
+    assert got.schema.equals(schema)          # types, logical types, nullability, UTC µs
+    want = expected(rows, schema)
+    assert got.equals(want)
+    assert got.to_pylist() == want.to_pylist()
+    # DuckDB: the same values, lists and structs, times as the same instants
+    con = duckdb.connect()
+    con.execute("SET TimeZone = 'UTC'")
+    names = ", ".join(f'"{f.name}"' for f in schema)
+    by_duck = con.execute(f"SELECT {names} FROM read_parquet('{path}')").fetchall()
+    assert by_duck == [tuple(r.values()) for r in want.to_pylist()]
+    return got
+
+
+def test_nulls_empties_and_odd_values_read_back(tmp_path):
+    """Every way a value can be missing (a null column, a null or empty list, a null
+    struct in a list, a null field of a struct, a null string in a list), extremes of
+    each type, text that is not ASCII."""
+    base = {name: None for name, _kind in columns.EXCHANGES}
+    rows = [
+        base,
+        base | {"errors": [], "topics": [], "partitions": [], "problems": [], "findings": []},
+        base | {"capture": "c ✓ 日本", "seq": -2**31, "api_key": 2**15 - 1,
+                "api_version": -2**15, "record_count": 2**63 - 1, "record_bytes": -2**63,
+                "latency_ms": 0.1 + 0.2, "request_ts": 1_700_000_000.123456,
+                "response_ts": 0.0,
+                "errors": [None, {"topic": None, "partition": 3, "code": -1, "name": "x"},
+                           {"topic": "t", "partition": None, "code": None, "name": None}],
+                "topics": ["a", None, "", "b"],
+                "partitions": [{"topic": "t", "partition": 0}, None],
+                "findings": [{"code": "c", "severity": None, "where": "", "detail": "d"}]},
+        base | {"topics": [None], "errors": [None], "problems": ["p" * 70_000]},
+    ]
+    check(rows, columns.EXCHANGES, tmp_path / "x.parquet")
+
+
+def test_row_groups_and_empty_tables(tmp_path, monkeypatch):
+    monkeypatch.setattr(parquet_file, "ROW_GROUP", 7)
+    rows = [{"capture": f"c{i}", "topic": None if i % 3 else "t", "offset": i,
+             "headers": [{"key": "k", "value": None}] * (i % 4) if i % 5 else None,
+             "message_ts": i + 0.5} for i in range(50)]
+    got = check(rows, columns.RECORDS, tmp_path / "r.parquet")
+    assert pq.ParquetFile(tmp_path / "r.parquet").num_row_groups == 8
+    assert got.num_rows == 50
+    empty = check([], columns.RECORDS, tmp_path / "e.parquet")
+    assert empty.num_rows == 0
+
+
+def test_text_that_is_not_utf8_is_replaced_not_a_traceback(tmp_path):
+    write_table([{"capture": "a\udcff"}], columns.CAPTURES, str(tmp_path / "c.parquet"))
+    assert pq.read_table(tmp_path / "c.parquet").column("capture").to_pylist() == ["a?"]
+
+
+@pytest.mark.parametrize("capture", ["captures/kafka-java-transactions.pcap",
+                                     "captures/legacy-0.8.2.pcap"])
+def test_capture_tables_read_back(capture, tmp_path):
+    rows = capture_rows([(capture, str(ROOT / capture))], (9092,), True, True, lambda w: None)
+    assert rows.exchanges and rows.records
+    check(rows.exchanges, columns.EXCHANGES, tmp_path / "x.parquet")
+    check(rows.records, columns.RECORDS, tmp_path / "r.parquet")
+
+
+@pytest.mark.slow                       # every repo capture: some seconds
+def test_every_capture_reads_back(tmp_path):
+    rows = capture_rows([(c, c) for c in CAPTURES], (9092,), True, True, lambda w: None)
+    assert len(rows.exchanges) > 250 and len(rows.records) > 250
+    check(rows.exchanges, columns.EXCHANGES, tmp_path / "x.parquet")
+    check(rows.records, columns.RECORDS, tmp_path / "r.parquet")
+
+
+PROBE = """
+import sys
+sys.modules["pyarrow"] = None           # as where the spark extra is not installed
+from kdissect.cli.entry import main
+sys.argv = ["kdissect", "pcap", "captures/kafka-python-codecs.pcap", "--format", "parquet",
+            "-o", sys.argv[1], "--records-output", sys.argv[2]]
+try:
+    main()
+except SystemExit as e:
+    assert not e.code, e.code
+print(sorted(m for m in ("pyarrow", "numpy", "pandas") if sys.modules.get(m)))
+"""
+
+
+def test_the_cli_writes_parquet_without_pyarrow(tmp_path):
+    """``--format parquet`` needs neither pyarrow nor numpy (0.18 CPU-s and 43 MiB of
+    imports, more than writing the tables takes) and writes what capture_rows makes."""
+    ex, rec = tmp_path / "x.parquet", tmp_path / "r.parquet"
+    done = subprocess.run([sys.executable, "-c", PROBE, str(ex), str(rec)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["[]"]
+    assert "wrote 50 exchanges" in done.stderr
+    path = "captures/kafka-python-codecs.pcap"
+    rows = capture_rows([(path, path)], (9092,), True, True, lambda w: None)
+    assert pq.read_table(ex).num_rows == 50
+    assert sorted(map(repr, pq.read_table(ex).to_pylist())) == \
+        sorted(map(repr, expected(rows.exchanges, EXCHANGES).to_pylist()))
+    assert sorted(map(repr, pq.read_table(rec).to_pylist())) == \
+        sorted(map(repr, expected(rows.records, RECORDS).to_pylist()))
+
+
+def test_rows_spilled_to_disk_come_back_in_the_same_order(tmp_path, monkeypatch):
+    """Past spill.RUN rows, runs are sorted on disk and merged: the same files, byte for
+    byte, as when every row stays in memory (a stable sort either way)."""
+    from kdissect.pipeline import spill
+    from kdissect.pipeline.local import write_exchanges
+    files = [str(ROOT / "captures" / n) for n in ("kafka-clients.pcap", "kcat.pcap",
+                                                  "kafka-python-codecs.pcap")]
+    got = {}
+    for run in (1_000_000, 5):
+        monkeypatch.setattr(spill, "RUN", run)
+        x, r = tmp_path / f"{run}-x.parquet", tmp_path / f"{run}-r.parquet"
+        n = write_exchanges(files, str(x), ports=(9092,), detect=True, warn=lambda w: None,
+                            records_out=str(r))
+        got[run] = (n, x.read_bytes(), r.read_bytes())
+    assert got[5][0] == got[1_000_000][0] > 200
+    assert got[5] == got[1_000_000]
+    rows = sorted(range(100), key=lambda i: i % 7)
+    many = spill.SortedRows(lambda row: row["k"] % 7, run=9)
+    many += ({"k": i} for i in range(100))
+    assert [row["k"] for row in many] == rows and len(many) == 100
