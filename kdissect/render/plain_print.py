@@ -64,8 +64,7 @@ class PlainPrinter:
                 and (line.isascii() or cell_len(line) == len(line)))
 
     def _rich_lines(self, text: Text, options: ConsoleOptions) -> list[str]:
-        return ["".join(s.text for s in line)
-                for line in self.console.render_lines(text, options, pad=False)]
+        return [_text_of(line) for line in self.console.render_lines(text, options, pad=False)]
 
     def _text_lines(self, parts: Sequence[Part]) -> list[str]:
         """The lines rich prints for Text.assemble(*parts) at the console's width."""
@@ -73,7 +72,7 @@ class PlainPrinter:
         if all(self._fits(line, self.width) for line in lines):
             return lines
         # as console.print renders it: not cropped here (_write crops unless soft-wrapping)
-        return ["".join(s.text for s in line) for line in Segment.split_lines(
+        return [_text_of(line) for line in Segment.split_lines(
             self.console.render(Text.assemble(*parts), self.options))]
 
     def _label_lines(self, parts: Sequence[Part], width: int) -> list[str]:
@@ -87,8 +86,8 @@ class PlainPrinter:
     def _write(self, lines: list[str]) -> None:
         width = self.width
         if self.crop:
-            lines = [line if len(line) <= width and cell_len(line) <= width else
-                     "".join(s.text for s in next(iter(Segment.split_and_crop_lines(
+            lines = [line if len(line) <= width and (line.isascii() or cell_len(line) <= width)
+                     else _text_of(next(iter(Segment.split_and_crop_lines(
                          [Segment(line)], width, pad=False))))
                      for line in lines]
         self.console.file.write("\n".join(lines) + "\n" if lines else "")
@@ -123,14 +122,17 @@ class PlainPrinter:
         self._write(lines)
 
 
+def _text_of(line: Iterable[Segment]) -> str:
+    return "".join(s.text for s in line)
+
+
 def _last_flags(entries: Entries) -> list[bool]:
     """For each entry: whether it is the last child of its parent."""
     flags = [True] * len(entries)
-    seen: dict[int, bool] = {}      # depth → a later sibling exists at this depth
+    later: set[int] = set()         # depths where a later sibling of this entry exists
     for i in range(len(entries) - 1, -1, -1):
         depth = entries[i][0]
-        flags[i] = not seen.get(depth, False)
-        seen[depth] = True
-        for d in [d for d in seen if d > depth]:
-            del seen[d]
+        flags[i] = depth not in later
+        later = {d for d in later if d < depth}
+        later.add(depth)
     return flags
