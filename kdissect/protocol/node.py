@@ -118,17 +118,24 @@ class Node:
             stack.extend(reversed(node.children))
 
     def findings(self) -> list[tuple[str, str, str]]:
-        """(path, code, reason) for every node with a problem."""
-        # a loop, not a recursive closure: the closure's reference to itself is a cycle
-        # only the cyclic collector frees, one per call
+        """(path, code, reason) for every node with a problem, in tree order."""
+        # a loop, not a recursive closure (the closure's reference to itself is a cycle
+        # only the cyclic collector frees, one per call). A node's path is written only
+        # when it has a problem: a big tree has millions of clean nodes, and formatting
+        # each one's path was most of a budget-sized Fetch response's JSON line
         found: list[tuple[str, str, str]] = []
-        stack: list[tuple[Node, str]] = [(self, "")]
+        stack: list[tuple[Node, tuple | None]] = [(self, None)]
+        pop, push = stack.pop, stack.append
         while stack:
-            node, path = stack.pop()
-            here = f"{path}.{node.name}" if path else node.name
+            node, parent = pop()
             if node.problem:
-                found.append((here, node.code or "malformed_field", node.problem))
-            stack.extend((c, here) for c in reversed(node.children))
+                found.append((_path(node.name, parent), node.code or "malformed_field",
+                              node.problem))
+            children = node.children
+            if children:
+                here = (node.name, parent)      # the path as a chain, shared by siblings
+                for c in reversed(children):
+                    push((c, here))
         return found
 
     def problems(self) -> list[tuple[str, str]]:
@@ -240,3 +247,16 @@ class Node:
         if self.buffer is not None:
             out["decompressed_length"] = len(self.buffer)
         return out
+
+
+def _path(name: str, parent: tuple | None) -> str:
+    """The dotted path from a chain of (name, parent) links; an empty name adds no dot
+    where nothing precedes it (as paths always read)."""
+    names = [name]
+    while parent is not None:
+        names.append(parent[0])
+        parent = parent[1]
+    path = ""
+    for n in reversed(names):
+        path = f"{path}.{n}" if path else n
+    return path

@@ -139,8 +139,9 @@ def message_json(m: KafkaMessage, options: Options, ex: Exchange | None = None,
         decoded = decoded or m.decoded(options)
         body = decoded.body if m.direction != "sasl" else decoded.tree.children[0]
         values = plain_json(body) if body is not None else None
-        problems = [{"path": p, "problem": r} for p, r in decoded.problems]
-        tree_findings = None if enriched_full else decoded.tree.findings()
+        found = decoded.tree.findings()        # one walk for both (big trees)
+        problems = [{"path": p, "problem": r} for p, _, r in found]
+        tree_findings = None if enriched_full else found
     if not options.show_secrets:
         secrets.mask_values(values, m.api_key)
     out = {
