@@ -78,6 +78,7 @@ class CaptureDissector:
         self.reasm: Any = None
         self.rconns: dict[int, TcpConnection] = {}
         self.untracked: set[int] = set()
+        self.tls_ready: set[tuple[int, int]] = set()     # (cid, direction) to decrypt there
 
     def _next_index(self) -> int:
         self.messages += 1
@@ -99,6 +100,7 @@ class CaptureDissector:
         if cls is not None:
             self.reasm = reader.reasm = cls(sorted(self.ports))
             self.reasm.room = self.budget.limit - self.budget.used
+            self.tls.ready = self._tls_ready
 
     def rows(self, batch: list[tuple]) -> None:
         """A batch of the compiled scanner (capture.native): segments and secrets, or
@@ -113,12 +115,16 @@ class CaptureDissector:
                 self.add_secrets(row[0])
             elif row[0] == 1:
                 tls.data(conns[row[1]], row[2], row[3], row[4], row[5], row[6])
+            elif row[0] == 8:
+                tls.given_back(conns[row[1]], *row[2:])
             else:
                 self._event(row)
         rs = self.reasm
         if rs is not None and not rs.tight:
             if self.untracked:
                 self._track()
+            if self.tls_ready:
+                self._tls_track()
             rs.room = self.budget.limit - self.budget.used
 
     def _event(self, row: tuple) -> None:
@@ -132,6 +138,8 @@ class CaptureDissector:
             self.tls.gap(self.rconns[cid], *row[2:])
         elif tag == 3:
             self.untracked.discard(cid)
+            self.tls_ready.discard((cid, 0))
+            self.tls_ready.discard((cid, 1))
             self.tls.closed(self.rconns.pop(cid))
         elif tag == 4:
             conn = self.rconns[cid]
@@ -163,6 +171,31 @@ class CaptureDissector:
                 at = k.framers[direction ^ flip].position()
                 if at is not None:
                     self.reasm.track(cid, direction, *at)
+
+    def _tls_ready(self, conn: TcpConnection, direction: int) -> None:
+        self.tls_ready.add((conn.index, direction))
+
+    def _tls_track(self) -> None:
+        """TLS directions with application keys: the compiled reassembler decrypts them
+        (and follows their Kafka sizes) until anything else comes (``TlsSession``)."""
+        assert self.reasm is not None
+        for cid, direction in list(self.tls_ready):
+            conn = self.rconns.get(cid)
+            found = self.kafka.get(id(conn))
+            if conn is not None and found is None and id(conn) not in self.ignored:
+                continue                         # Kafka or not: not decided yet
+            state = self.tls.hand_over(conn, direction) if conn is not None else True
+            if state is False:
+                continue                         # not at a record's start yet
+            self.tls_ready.discard((cid, direction))
+            if state is True:
+                continue
+            at = found[0].framers[direction ^ found[1]].position() if found else None
+            start, held = at if at is not None else (-1, b"")
+            if not self.reasm.tls_track(cid, direction, *state, start, held):
+                cipher, seq, plain, begun = state
+                self.tls.given_back(conn, direction, seq, 0, plain, begun, 0.0, 0)
+                self.tls_ready.discard((cid, direction))
 
     def _take_over(self) -> None:
         """The memory budget may be spent: Python's reassembler (the reference, whose
