@@ -10,7 +10,9 @@
 //! `Decryptor.decrypt`'s signature and results; `open_records` decrypts the run of whole
 //! application-data records that authenticate (in TLS 1.3: whose inner type is
 //! application data too) and stops before anything else, which Python then reads.
-//! Handshake parsing, the key schedule and every decision stay in Python.
+//! `TlsDir` does the same for a direction the compiled reassembler (reasm.rs) reads
+//! itself, segment by segment. Handshake parsing, the key schedule and every decision
+//! stay in Python.
 
 use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_128_GCM, AES_256_GCM,
                  CHACHA20_POLY1305};
