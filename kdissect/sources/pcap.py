@@ -172,6 +172,28 @@ class CaptureDissector:
                 if at is not None:
                     self.reasm.track(cid, direction, *at)
 
+    def _take_over(self) -> None:
+        """The memory budget may be spent: Python's reassembler (the reference, whose
+        giving up is exact) takes the compiled one's state and the rest of the file."""
+        assert self.reasm is not None
+        count, packets, closing, conns = self.reasm.export()
+        tcp = self.tcp
+        tcp.count, tcp.packets = count, packets
+        for cid, closed, last_ts, n, dirs in conns:
+            conn = self.rconns[cid]
+            conn.closed, conn.last_ts, conn.packets = closed, last_ts, n
+            conn.key = tcp._key(conn.a, conn.b)
+            for d, state in zip(_dirs(conn), dirs):
+                (d.base, d.next, held, d.held_bytes, d.fin, d.end, d.acked, d.overdue,
+                 d.last_ts, d.hole, d.retransmitted, d.gaps, d.gap_bytes) = state
+                if held:
+                    d.held = {off: (p, size, ts, frame) for off, p, size, ts, frame in held}
+                    d.order = [h[0] for h in held]    # ascending: already a heap
+            tcp.conns[conn.key] = conn
+        gone = TcpConnection(0, ("", 0), ("", 0), 0.0, False)  # finished since it closed
+        tcp.closing = deque((at, self.rconns.get(cid, gone)) for at, cid in closing)
+        self.untracked.clear()
+
     def _tls_ready(self, conn: TcpConnection, direction: int) -> None:
         self.tls_ready.add((conn.index, direction))
 
@@ -196,28 +218,6 @@ class CaptureDissector:
                 cipher, seq, plain, begun = state
                 self.tls.given_back(conn, direction, seq, 0, plain, begun, 0.0, 0)
                 self.tls_ready.discard((cid, direction))
-
-    def _take_over(self) -> None:
-        """The memory budget may be spent: Python's reassembler (the reference, whose
-        giving up is exact) takes the compiled one's state and the rest of the file."""
-        assert self.reasm is not None
-        count, packets, closing, conns = self.reasm.export()
-        tcp = self.tcp
-        tcp.count, tcp.packets = count, packets
-        for cid, closed, last_ts, n, dirs in conns:
-            conn = self.rconns[cid]
-            conn.closed, conn.last_ts, conn.packets = closed, last_ts, n
-            conn.key = tcp._key(conn.a, conn.b)
-            for d, state in zip(_dirs(conn), dirs):
-                (d.base, d.next, held, d.held_bytes, d.fin, d.end, d.acked, d.overdue,
-                 d.last_ts, d.hole, d.retransmitted, d.gaps, d.gap_bytes) = state
-                if held:
-                    d.held = {off: (p, size, ts, frame) for off, p, size, ts, frame in held}
-                    d.order = [h[0] for h in held]    # ascending: already a heap
-            tcp.conns[conn.key] = conn
-        gone = TcpConnection(0, ("", 0), ("", 0), 0.0, False)  # finished since it closed
-        tcp.closing = deque((at, self.rconns.get(cid, gone)) for at, cid in closing)
-        self.untracked.clear()
 
     def scanned(self, reader) -> None:
         """Count the packets the compiled scanner read (it counts them itself)."""

@@ -109,8 +109,6 @@ def _engine_view(path: str, pure: bool, budget: int | None, block: int | None = 
     pcapfile._BLOCK = block or block_before
     try:
         sink = Collect()
-        tls: list = []                       # each TLS connection's facts as it ends
-        sink.tls = lambda facts: tls.append(facts.to_json())   # type: ignore[attr-defined]
         read_captures([path], sink, budget=Budget(budget) if budget else None)
     finally:
         gc.unfreeze()        # read_captures freezes what exists: a fuzzer calls it often
@@ -123,7 +121,7 @@ def _engine_view(path: str, pure: bool, budget: int | None, block: int | None = 
                    x.expected, [(f.code, f.detail) for f in x.findings], x.opened)
                   for x in sink.exchanges]
     return view + [(g.stream, g.direction, g.offset, g.length, g.frame, g.ts)
-                   for g in sink.gaps] + sink.notes + tls
+                   for g in sink.gaps] + sink.notes + [f.to_json() for f in sink.tls_facts]
 
 
 def engine_divergence(path: str, budget: int | None = None, block: int = 2048) -> str | None:
