@@ -715,7 +715,9 @@ impl Reasm {
         if d.next != start + held.len() as i64 {
             return;              // not where the framer stands: leave it to Python
         }
-        d.track = Track::at(start, held, d.next);
+        if let Some(t) = Track::at(start, held, d.next) {
+            d.track = Some(t);
+        }
     }
 
     /// Decrypt a TLS direction here (tls.rs ``TlsDir``) from now on: ``cipher`` (a
