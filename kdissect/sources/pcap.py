@@ -58,6 +58,8 @@ class CaptureDissector:
         # TLS connections are decrypted (or reported) between reassembly and Kafka
         self.tls = TlsLayer(self, self.keys, self._tls_ended)
         self.tls_connections: list[TlsFacts] = []
+        # TLS directions the compiled reassembler could decrypt: (its cid, direction)
+        self.tls_ready: set[tuple[int, int]] = set()
         self.tcp = Reassembler(self.tls, client_hint=lambda src, dst: dst[1] in self.ports
                                or (src[1] not in self.ports and src[1] > dst[1]),
                                budget=self.budget)
@@ -78,7 +80,6 @@ class CaptureDissector:
         self.reasm: Any = None
         self.rconns: dict[int, TcpConnection] = {}
         self.untracked: set[int] = set()
-        self.tls_ready: set[tuple[int, int]] = set()     # (cid, direction) to decrypt there
 
     def _next_index(self) -> int:
         self.messages += 1
@@ -115,8 +116,6 @@ class CaptureDissector:
                 self.add_secrets(row[0])
             elif row[0] == 1:
                 tls.data(conns[row[1]], row[2], row[3], row[4], row[5], row[6])
-            elif row[0] == 8:
-                tls.given_back(conns[row[1]], *row[2:])
             else:
                 self._event(row)
         rs = self.reasm
@@ -152,6 +151,8 @@ class CaptureDissector:
                 self.budget.drop(id(dirs[row[2]]))
         elif tag == 6:
             self._take_over()
+        elif tag == 8:                           # a TLS direction the reassembler decrypted
+            self.tls.given_back(self.rconns[cid], *row[2:])
 
     def _track(self) -> None:
         """Connections now known to be plain Kafka: let the compiled reassembler follow
