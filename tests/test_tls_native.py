@@ -137,3 +137,56 @@ def test_bundled_capture_prints_the_same_on_both_paths(fmt):
     assert runs[0].stdout == runs[1].stdout and runs[0].stderr == runs[1].stderr
     assert "TLS_AES_256_GCM_SHA384): decrypted" in runs[0].stderr
     assert runs[0].stdout.count("\n") > 8
+
+
+def kafka_conversation() -> bytes:
+    """A TLS 1.3 connection carrying size-framed Kafka-like messages of 14 bytes to 40 KB
+    (one record holds several, or one message spans several records), with a
+    NewSessionTicket, a key update, a record that does not authenticate and an alert
+    between them: the compiled reassembler gives the direction back at each."""
+    conv = Conversation()
+    for i in range(32):
+        body = struct.pack(">hhih", 18, 0, i, -1) + bytes(i * 1500 % 40_000)
+        frame = struct.pack(">i", len(body)) + body
+        for at in range(0, len(frame), 7000 + i * 300):
+            conv.client += conv.c_app.seal(23, frame[at:at + 7000 + i * 300], pad=i % 2)
+        answer = struct.pack(">ih", i, 0) + bytes(i * 300)
+        conv.server += conv.s_app.seal(23, struct.pack(">i", len(answer)) + answer)
+        if i == 8:
+            conv.server += conv.s_app.seal(22, handshake(4, bytes(20)))
+        if i == 20:
+            conv.client += conv.c_app.seal(22, handshake(24, b"\x00"))
+            conv.c_app.update()
+        if i == 28:
+            bad = bytearray(conv.s_app.seal(23, b"\x00\x00\x00\x02\x00\x00"))
+            bad[-1] ^= 1
+            conv.server += bad
+    conv.server += conv.s_app.seal(21, b"\x02\x28")
+    return tls_target.pack(bytes(conv.client), bytes(conv.server), conv.key_log().encode())
+
+
+@pytest.mark.parametrize("last,block,least", [pytest.param(b"\x00\x48", 2048, 1,
+                                                           marks=pytest.mark.slow),
+                                              (b"\x01\x60", 512, 20),
+                                              (b"\x01\x60", 1 << 16, 20)],
+                         ids=["73-byte-pieces", "4801-byte-pieces", "4801-byte-big-reads"])
+def test_compiled_reassembler_decrypts_as_the_reference(last, block, least, monkeypatch):
+    """TLS directions decrypted inside the compiled reassembler (native/src/tls.rs's
+    TlsDir, handed over between the scanner's batches and given back at anything but
+    application data, at lost bytes and at the end) give the engine exactly what the
+    pure-Python path gives: exchanges, gaps, notes, TLS facts."""
+    from kdissect.capture.tls.session import TlsSession
+    from tests.support.native_check import engine_divergence
+    given_back = TlsSession.given_back
+    in_rust = []
+
+    def spy(self, side, seq, records, *rest):
+        in_rust.append(records)
+        given_back(self, side, seq, records, *rest)
+    monkeypatch.setattr(TlsSession, "given_back", spy)
+    data = kafka_conversation() + last
+    path = tls_target.write_capture(data)
+    assert engine_divergence(path, None, block) is None
+    # records the compiled reassembler decrypted (with small pieces most records are lost)
+    assert sum(in_rust) >= least
+    assert engine_divergence(path, 60_000, block) is None    # Python's reassembler takes over

@@ -58,6 +58,8 @@ class CaptureDissector:
         # TLS connections are decrypted (or reported) between reassembly and Kafka
         self.tls = TlsLayer(self, self.keys, self._tls_ended)
         self.tls_connections: list[TlsFacts] = []
+        # TLS directions the compiled reassembler could decrypt: (its cid, direction)
+        self.tls_ready: set[tuple[int, int]] = set()
         self.tcp = Reassembler(self.tls, client_hint=lambda src, dst: dst[1] in self.ports
                                or (src[1] not in self.ports and src[1] > dst[1]),
                                budget=self.budget)
@@ -99,6 +101,7 @@ class CaptureDissector:
         if cls is not None:
             self.reasm = reader.reasm = cls(sorted(self.ports))
             self.reasm.room = self.budget.limit - self.budget.used
+            self.tls.ready = self._tls_ready
 
     def rows(self, batch: list[tuple]) -> None:
         """A batch of the compiled scanner (capture.native): segments and secrets, or
@@ -119,6 +122,8 @@ class CaptureDissector:
         if rs is not None and not rs.tight:
             if self.untracked:
                 self._track()
+            if self.tls_ready:
+                self._tls_track()
             rs.room = self.budget.limit - self.budget.used
 
     def _event(self, row: tuple) -> None:
@@ -132,6 +137,8 @@ class CaptureDissector:
             self.tls.gap(self.rconns[cid], *row[2:])
         elif tag == 3:
             self.untracked.discard(cid)
+            self.tls_ready.discard((cid, 0))
+            self.tls_ready.discard((cid, 1))
             self.tls.closed(self.rconns.pop(cid))
         elif tag == 4:
             conn = self.rconns[cid]
@@ -144,6 +151,8 @@ class CaptureDissector:
                 self.budget.drop(id(dirs[row[2]]))
         elif tag == 6:
             self._take_over()
+        elif tag == 8:                           # a TLS direction the reassembler decrypted
+            self.tls.given_back(self.rconns[cid], *row[2:])
 
     def _track(self) -> None:
         """Connections now known to be plain Kafka: let the compiled reassembler follow
@@ -185,6 +194,31 @@ class CaptureDissector:
         gone = TcpConnection(0, ("", 0), ("", 0), 0.0, False)  # finished since it closed
         tcp.closing = deque((at, self.rconns.get(cid, gone)) for at, cid in closing)
         self.untracked.clear()
+
+    def _tls_ready(self, conn: TcpConnection, direction: int) -> None:
+        self.tls_ready.add((conn.index, direction))
+
+    def _tls_track(self) -> None:
+        """TLS directions with application keys: the compiled reassembler decrypts them
+        (and follows their Kafka sizes) until anything else comes (``TlsSession``)."""
+        assert self.reasm is not None
+        for cid, direction in list(self.tls_ready):
+            conn = self.rconns.get(cid)
+            found = self.kafka.get(id(conn))
+            if conn is not None and found is None and id(conn) not in self.ignored:
+                continue                         # Kafka or not: not decided yet
+            state = self.tls.hand_over(conn, direction) if conn is not None else True
+            if state is False:
+                continue                         # not at a record's start yet
+            self.tls_ready.discard((cid, direction))
+            if state is True:
+                continue
+            at = found[0].framers[direction ^ found[1]].position() if found else None
+            start, held = at if at is not None else (-1, b"")
+            if not self.reasm.tls_track(cid, direction, *state, start, held):
+                cipher, seq, plain, begun = state
+                self.tls.given_back(conn, direction, seq, 0, plain, begun, 0.0, 0)
+                self.tls_ready.discard((cid, direction))
 
     def scanned(self, reader) -> None:
         """Count the packets the compiled scanner read (it counts them itself)."""

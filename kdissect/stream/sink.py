@@ -71,7 +71,11 @@ class Collect(CallbackSink):
         self.exchanges: list[Exchange] = []
         self.gaps: list[Gap] = []
         self.notes: list[tuple[str, str]] = []
+        self.tls_facts: list = []          # each TLS connection's TlsFacts, as it ends
         super().__init__(self.exchanges.append, gap=self.gaps.append)
+
+    def tls(self, facts) -> None:
+        self.tls_facts.append(facts)
 
     def note(self, text: str, level: str = "warn") -> None:
         self.notes.append((level, text))

@@ -70,6 +70,28 @@ struct Track {
     acc_frame: i64,
 }
 
+impl Track {
+    /// Tracking from where Python's framer stands (the message at ``start``, of which it
+    /// holds ``held``; the stream delivered up to ``next``), or None when that is not a
+    /// plain size-framed state.
+    fn at(start: i64, held: &[u8], next: i64) -> Option<Track> {
+        let head = &held[..held.len().min(4)];
+        let mut t = Track { start, head: head.to_vec(), end: -1, py_pending: !held.is_empty(),
+                            acc: Vec::new(), acc_offset: 0, acc_ts: 0.0, acc_frame: 0 };
+        if t.head.len() == 4 {
+            let size = i32::from_be_bytes([t.head[0], t.head[1], t.head[2], t.head[3]]) as i64;
+            if !(0..=MAX_MESSAGE).contains(&size) {
+                return None;
+            }
+            t.end = start + 4 + size;
+            if t.end <= next {
+                return None;     // the framer would have framed it: not its state
+            }
+        }
+        Some(t)
+    }
+}
+
 struct Dir {
     base: Option<u32>,
     next: i64,
@@ -85,6 +107,7 @@ struct Dir {
     gaps: i64,
     gap_bytes: i64,
     track: Option<Track>,
+    tls: Option<crate::tls::TlsDir>,   // TLS records decrypted here (tls_track)
 }
 
 impl Dir {
@@ -104,6 +127,7 @@ impl Dir {
             gaps: 0,
             gap_bytes: 0,
             track: None,
+            tls: None,
         }
     }
     fn lowest(&self) -> i64 {
@@ -183,6 +207,9 @@ impl Reasm {
 
     /// Flush what a direction's tracking holds (before any other event of it).
     fn flush_acc(&mut self, py: Python<'_>, cid: u64, dir: usize, d: &mut Dir) -> PyResult<()> {
+        if let Some(tls) = d.tls.take() {
+            return self.tls_back(py, cid, dir, d, tls, &[]);
+        }
         if let Some(t) = d.track.as_mut() {
             if !t.acc.is_empty() {
                 let bytes = PyBytes::new(py, &t.acc).into_any().unbind();
@@ -209,6 +236,9 @@ impl Reasm {
     /// Data in TCP order: to Python now, or held by the size-prefix tracking.
     fn data(&mut self, py: Python<'_>, cid: u64, dir: usize, d: &mut Dir, off: i64, payload: &[u8],
             ts: f64, frame: i64) -> PyResult<()> {
+        if d.tls.is_some() {
+            return self.tls_data(py, cid, dir, d, payload, ts, frame);
+        }
         let Some(t) = d.track.as_mut() else {
             return self.emit_data(py, cid, dir, off, payload, ts, frame);
         };
@@ -676,7 +706,6 @@ impl Reasm {
     /// Track the size prefixes of a direction Python frames as Kafka: its framer holds
     /// ``held`` (the bytes so far of the message starting at stream offset ``start``).
     fn track(&mut self, cid: u64, dir: usize, start: i64, held: &[u8]) {
-        let head = &held[..held.len().min(4)];
         let Some(&i) = self.by_cid.get(&cid) else { return };
         let Some(c) = self.slab[i].as_mut() else { return };
         if self.tight || dir > 1 {
@@ -686,20 +715,33 @@ impl Reasm {
         if d.next != start + held.len() as i64 {
             return;              // not where the framer stands: leave it to Python
         }
-        let mut t = Track { start, head: Vec::new(), end: -1, py_pending: !held.is_empty(),
-                            acc: Vec::new(), acc_offset: 0, acc_ts: 0.0, acc_frame: 0 };
-        t.head.extend_from_slice(&head[..head.len().min(4)]);
-        if t.head.len() == 4 {
-            let size = i32::from_be_bytes([t.head[0], t.head[1], t.head[2], t.head[3]]) as i64;
-            if !(0..=MAX_MESSAGE).contains(&size) {
-                return;
-            }
-            t.end = start + 4 + size;
-            if t.end <= d.next {
-                return;          // the framer would have framed it: not its state
-            }
+        if let Some(t) = Track::at(start, held, d.next) {
+            d.track = Some(t);
         }
-        d.track = Some(t);
+    }
+
+    /// Decrypt a TLS direction here (tls.rs ``TlsDir``) from now on: ``cipher`` (a
+    /// RecordCipher) and ``seq`` its keys, ``plain`` the plaintext offset reached,
+    /// ``begun`` the record begun; ``start``/``held`` the framer's position as for
+    /// ``track`` (``start`` < 0: its sizes are not tracked). False when not taken (Python
+    /// then reads on). Given back as event 8 (``tls_back``).
+    #[allow(clippy::too_many_arguments)]
+    fn tls_track(&mut self, cid: u64, dir: usize, cipher: Py<crate::tls::RecordCipher>, seq: u64,
+                 plain: i64, begun: &[u8], start: i64, held: &[u8]) -> bool {
+        let Some(&i) = self.by_cid.get(&cid) else { return false };
+        let Some(c) = self.slab[i].as_mut() else { return false };
+        if self.tight || dir > 1 || !self.out.is_empty() || c.closed {
+            return false;        // Python has not seen all that was delivered
+        }
+        let d = &mut c.dirs[dir];
+        if d.tls.is_some() || d.track.is_some() {
+            return false;
+        }
+        if start >= 0 && plain == start + held.len() as i64 {
+            d.track = Track::at(start, held, plain);
+        }
+        d.tls = Some(crate::tls::TlsDir::new(cipher, seq, begun, plain));
+        true
     }
 
     /// End of the file: every connection finished, in the order they began.
@@ -757,5 +799,43 @@ impl Reasm {
         }
         PyTuple::new(py, [self.count.into_pyobject(py)?.into_any(), self.packets.into_pyobject(py)?.into_any(),
                           closing.into_any(), conns.into_any()])
+    }
+}
+
+/// TLS directions decrypted here (``tls_track``): the plaintext goes through the same
+/// size-prefix tracking and data events as a plain direction's; anything else is given
+/// back to Python's session as (8, cid, dir, next sequence number, records decrypted
+/// here, plaintext offset, the bytes from the record Python reads on, ts, frame).
+impl Reasm {
+    #[allow(clippy::too_many_arguments)]
+    fn tls_data(&mut self, py: Python<'_>, cid: u64, dir: usize, d: &mut Dir, payload: &[u8],
+                ts: f64, frame: i64) -> PyResult<()> {
+        let mut tls = d.tls.take().expect("a TLS direction");
+        tls.ts = ts;
+        tls.frame = frame;
+        let mut plain = Vec::new();
+        let back = tls.feed(payload, &mut plain);
+        if !plain.is_empty() {
+            let at = tls.plain;
+            tls.plain += plain.len() as i64;
+            self.data(py, cid, dir, d, at, &plain, ts, frame)?;
+        }
+        match back {
+            None => {
+                d.tls = Some(tls);
+                Ok(())
+            }
+            Some(rest) => self.tls_back(py, cid, dir, d, tls, &rest),
+        }
+    }
+
+    /// The direction back to Python: what tracking holds first, then event 8.
+    fn tls_back(&mut self, py: Python<'_>, cid: u64, dir: usize, d: &mut Dir,
+                mut tls: crate::tls::TlsDir, rest: &[u8]) -> PyResult<()> {
+        self.flush_acc(py, cid, dir, d)?;
+        d.track = None;
+        let bytes = if rest.is_empty() { std::mem::take(&mut tls.buf) } else { rest.to_vec() };
+        let bytes = PyBytes::new(py, &bytes).into_any().unbind();
+        self.push(py, (8, cid, dir, tls.seq, tls.records, tls.plain, bytes, tls.ts, tls.frame))
     }
 }

@@ -10,7 +10,9 @@
 //! `Decryptor.decrypt`'s signature and results; `open_records` decrypts the run of whole
 //! application-data records that authenticate (in TLS 1.3: whose inner type is
 //! application data too) and stops before anything else, which Python then reads.
-//! Handshake parsing, the key schedule and every decision stay in Python.
+//! `TlsDir` does the same for a direction the compiled reassembler (reasm.rs) reads
+//! itself, segment by segment. Handshake parsing, the key schedule and every decision
+//! stay in Python.
 
 use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_128_GCM, AES_256_GCM,
                  CHACHA20_POLY1305};
@@ -143,25 +145,115 @@ impl RecordCipher {
         let (mut at, mut n) = (pos, 0u64);
         let mut out = Vec::with_capacity(end.saturating_sub(pos));
         while end >= at + 5 {
-            let h = &d[at..at + 5];
-            let len = ((h[3] as usize) << 8) | h[4] as usize;
-            if h[0] != APPLICATION_DATA || h[1] != 3 || h[2] > 4 || len > MAX_RECORD
-                || at + 5 + len > end {
+            let Some(len) = app_header(&d[at..at + 5]) else { break };
+            if at + 5 + len > end || !self.open_app(seq + n, &d[at..at + 5 + len], &mut out) {
                 break;
-            }
-            let mark = out.len();
-            let version = ((h[1] as u16) << 8) | h[2] as u16;
-            match self.open_into(seq + n, h[0], version, h, &d[at + 5..at + 5 + len], &mut out) {
-                Some(APPLICATION_DATA) => {}
-                Some(_) => {
-                    out.truncate(mark); // a handshake message or alert: Python's to read
-                    break;
-                }
-                None => break,
             }
             n += 1;
             at += 5 + len;
         }
         Ok((PyBytes::new(py, &out), n, at, seq + n))
+    }
+}
+
+/// The length of the application-data record whose header `h` (5 bytes) is, or None.
+fn app_header(h: &[u8]) -> Option<usize> {
+    let len = ((h[3] as usize) << 8) | h[4] as usize;
+    (h[0] == APPLICATION_DATA && h[1] == 3 && h[2] <= 4 && len <= MAX_RECORD).then_some(len)
+}
+
+impl RecordCipher {
+    /// One whole application-data record's plaintext appended to `out`: false (and `out`
+    /// unchanged) when it does not authenticate or (TLS 1.3) holds something else.
+    fn open_app(&self, seq: u64, record: &[u8], out: &mut Vec<u8>) -> bool {
+        let (h, mark) = (&record[..5], out.len());
+        let version = ((h[1] as u16) << 8) | h[2] as u16;
+        match self.open_into(seq, h[0], version, h, &record[5..], out) {
+            Some(APPLICATION_DATA) => true,
+            Some(_) => {
+                out.truncate(mark); // a handshake message or alert: Python's to read
+                false
+            }
+            None => false,
+        }
+    }
+}
+
+/// One direction of a TLS connection whose application data the compiled reassembler
+/// decrypts itself (reasm.rs `tls_track`): Python's session hands it the keys, the next
+/// sequence number and any record begun, and gets the direction back (with the bytes
+/// from the first record that is not application data that authenticates) as soon as
+/// there is anything else to read: `session.py` stays the one place for every decision.
+pub struct TlsDir {
+    cipher: Py<RecordCipher>,
+    pub seq: u64,
+    pub buf: Vec<u8>,      // a record begun in an earlier segment
+    pub records: u64,      // records decrypted here (Python counts them when it is back)
+    pub plain: i64,        // plaintext stream offset of the next byte
+    pub ts: f64,           // time and frame of the last segment read
+    pub frame: i64,
+}
+
+impl TlsDir {
+    pub fn new(cipher: Py<RecordCipher>, seq: u64, buf: &[u8], plain: i64) -> TlsDir {
+        TlsDir { cipher, seq, buf: buf.to_vec(), records: 0, plain, ts: 0.0, frame: 0 }
+    }
+
+    /// The plaintext of the records `payload` completes appended to `out`; Some(the
+    /// bytes from the first record Python must read on) when one is not application data
+    /// that authenticates (a header that is not one's counts).
+    pub fn feed(&mut self, payload: &[u8], out: &mut Vec<u8>) -> Option<Vec<u8>> {
+        let cipher = self.cipher.get();
+        let mut p = payload;
+        if !self.buf.is_empty() {
+            if self.buf.len() < 5 {
+                let take = (5 - self.buf.len()).min(p.len());
+                self.buf.extend_from_slice(&p[..take]);
+                p = &p[take..];
+                if self.buf.len() < 5 {
+                    return None;
+                }
+            }
+            let Some(len) = app_header(&self.buf[..5]) else {
+                return Some(self.back(p));
+            };
+            let need = 5 + len - self.buf.len();
+            if p.len() < need {
+                self.buf.extend_from_slice(p);
+                return None;
+            }
+            self.buf.extend_from_slice(&p[..need]);
+            p = &p[need..];
+            if !cipher.open_app(self.seq, &self.buf, out) {
+                return Some(self.back(p));
+            }
+            self.buf.clear();
+            self.seq += 1;
+            self.records += 1;
+        }
+        let mut at = 0;
+        while p.len() >= at + 5 {
+            let Some(len) = app_header(&p[at..at + 5]) else {
+                return Some(p[at..].to_vec());
+            };
+            if at + 5 + len > p.len() {
+                break;
+            }
+            if !cipher.open_app(self.seq, &p[at..at + 5 + len], out) {
+                return Some(p[at..].to_vec());
+            }
+            self.seq += 1;
+            self.records += 1;
+            at += 5 + len;
+        }
+        self.buf.extend_from_slice(&p[at..]);
+        None
+    }
+
+    /// The record begun, then `rest`: what Python reads on.
+    fn back(&mut self, rest: &[u8]) -> Vec<u8> {
+        let mut b = std::mem::take(&mut self.buf);
+        b.extend_from_slice(rest);
+        b
     }
 }

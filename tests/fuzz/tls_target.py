@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 import random
 import struct
+import tempfile
+import zlib
 from contextlib import contextmanager
 from functools import lru_cache
 
@@ -62,13 +64,72 @@ def tls_input(rng: random.Random) -> bytes:
 
 def run_tls(data: bytes) -> None:
     """The input through both record layers (the compiled decryptor's and the pure-Python
-    one, KDISSECT_PURE=1): anything but the same plaintext, gaps and facts fails."""
+    one, KDISSECT_PURE=1): anything but the same plaintext, gaps and facts fails. One
+    input in three also goes through whole captures (``capture_divergence``)."""
     compiled = session_output(data)
     with pure_python():
         reference = session_output(data)
     if compiled != reference:
         raise AssertionError(f"the compiled TLS path differs from the pure-Python one: "
                              f"{compiled!r:.1500} != {reference!r:.1500}")
+    if zlib.crc32(data) % 3 == 0:
+        differs = capture_divergence(data)
+        assert differs is None, f"the compiled reassembler's TLS differs: {differs}"
+
+
+_FILE: str | None = None
+
+
+def capture_divergence(data: bytes) -> str | None:
+    """The streams as a capture (``write_capture``) through the engine on the compiled
+    path (TLS decrypted in the compiled reassembler, native/src/tls.rs ``TlsDir``, the
+    file read in blocks of a size chosen by the input, small so it takes directions over
+    mid-file) and on the pure-Python one, sometimes under a memory budget small enough
+    that Python's reassembler takes over mid-file: where they differ (exchanges, gaps,
+    notes, TLS facts), or None."""
+    from tests.support.native_check import engine_divergence
+    crc = zlib.crc32(data)
+    block = (512, 2048, 1 << 16)[crc // 3 % 3]
+    budget = (None, None, 100_000, 30_000)[crc // 9 % 4]
+    return engine_divergence(write_capture(data), budget, block)
+
+
+def write_capture(data: bytes) -> str:
+    """The input's streams as a pcapng capture of a Kafka port (the key log in a
+    Decryption Secrets Block; segments sized by the input, every 41st lost), in a
+    scratch file: its path."""
+    from kdissect.capture.pcapng_writer import Recorder
+    global _FILE
+    if _FILE is None:
+        fd, _FILE = tempfile.mkstemp(prefix="kdissect-tls-", suffix=".pcapng",
+                                     dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+        os.close(fd)
+    client, server, log = unpack(data)
+    with open(_FILE + ".keys", "wb") as f:
+        f.write(log + b"\n")
+    recorder = Recorder(_FILE, show_secrets=True, keylog=_FILE + ".keys")
+    conn = recorder.connection(("10.0.0.1", 40000), ("10.0.0.2", 9092), 1.0)
+    step = _step(data)
+    hello = 5 + int.from_bytes(client[3:5], "big") if len(client) >= 5 else len(client)
+    conn.data(0, client[:hello], 1.0)
+    streams, pos, n = [client[hello:], server], [0, 0], 0
+    while pos[0] < len(streams[0]) or pos[1] < len(server):
+        for side in (1, 0):                       # as session_output: the server first
+            piece = streams[side][pos[side]:pos[side] + step]
+            pos[side] += len(piece)
+            n += 1
+            if piece and n % 41 == 40:            # lost
+                conn.seq[side] += len(piece)
+            elif piece:
+                conn.data(side, piece, 1.0 + n / 1000)
+    conn.close(2.0)
+    recorder.close()
+    return _FILE
+
+
+def _step(data: bytes) -> int:
+    """Pieces of 1 to 97 bytes (records cut anywhere) or up to 4,801 (runs of whole ones)."""
+    return 1 + (data[-1] % 97) * (50 if data[-2] & 1 else 1) if len(data) > 1 else 1
 
 
 @contextmanager
@@ -106,8 +167,7 @@ def session_output(data: bytes) -> tuple:
         else:
             runs.append([side, offset, bytearray(plain), frame])
     session = TlsSession(facts, keys, emit, lambda *a: gaps.append(a))
-    # pieces of 1 to 97 bytes (records cut anywhere) or up to 4,801 (runs of whole ones)
-    step = 1 + (data[-1] % 97) * (50 if data[-2] & 1 else 1) if len(data) > 1 else 1
+    step = _step(data)
     hello = 5 + int.from_bytes(client[3:5], "big") if len(client) >= 5 else len(client)
     session.data(0, client[:hello], 0.0, 1)
     streams = [client[hello:], server]

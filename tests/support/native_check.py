@@ -121,7 +121,7 @@ def _engine_view(path: str, pure: bool, budget: int | None, block: int | None = 
                    x.expected, [(f.code, f.detail) for f in x.findings], x.opened)
                   for x in sink.exchanges]
     return view + [(g.stream, g.direction, g.offset, g.length, g.frame, g.ts)
-                   for g in sink.gaps] + sink.notes
+                   for g in sink.gaps] + sink.notes + [f.to_json() for f in sink.tls_facts]
 
 
 def engine_divergence(path: str, budget: int | None = None, block: int = 2048) -> str | None:

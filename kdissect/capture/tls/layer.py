@@ -10,7 +10,7 @@ the stages before and after it do not know it is there."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .handshake import CHANGE_CIPHER_SPEC, HEARTBEAT, starts_client_hello, starts_record
 
@@ -32,10 +32,22 @@ class TlsLayer:
         self.sessions: dict[int, tuple[TlsSession, int]] = {}     # id(conn) -> (session, flip)
         self.held: dict[int, list] = {}
         self.resumable: dict[bytes, bytes] = {}                   # TLS 1.2 resumption, capture-wide
+        # ready(conn, direction): a direction the compiled reassembler could now decrypt
+        self.ready: Callable[[Any, int], None] | None = None
 
     def facts(self, conn) -> TlsFacts | None:
         found = self.sessions.get(id(conn))
         return found[0].facts if found else None
+
+    def hand_over(self, conn, direction: int) -> tuple | bool:
+        """``TlsSession.hand_over`` for a direction of the TCP connection."""
+        session, flip = self.sessions[id(conn)]
+        return session.hand_over(direction ^ flip)
+
+    def given_back(self, conn, direction: int, *state) -> None:
+        """``TlsSession.given_back`` for a direction of the TCP connection."""
+        session, flip = self.sessions[id(conn)]
+        session.given_back(direction ^ flip, *state)
 
     # -- StreamSink -------------------------------------------------------------------------
 
@@ -110,7 +122,10 @@ class TlsLayer:
 
             def emit_gap(side, offset, length, ts, frame, conn=conn):
                 self.down.gap(conn, side ^ client, offset, length, ts, frame)
-            session = TlsSession(facts, self.keys, emit, emit_gap, self.resumable, mid)
+            def ready(side, conn=conn, tell=self.ready):
+                if tell is not None:
+                    tell(conn, side ^ client)
+            session = TlsSession(facts, self.keys, emit, emit_gap, self.resumable, mid, ready)
             self.sessions[id(conn)] = (session, client)
         for frame, direction, offset, payload, ts in held:
             self.data(conn, direction, offset, payload, ts, frame)

@@ -92,7 +92,8 @@ def decryptor(suite: Suite, key: bytes, iv: bytes, mac_key: bytes = b"", tls13: 
 
 class _Side:
     __slots__ = ("buf", "pos", "plain", "cipher", "pending", "seq", "hs", "secret",
-                 "app_secret", "lost", "broken", "failed", "hs_cipher_active", "encrypted")
+                 "app_secret", "lost", "broken", "failed", "hs_cipher_active", "encrypted",
+                 "native")
 
     def __init__(self) -> None:
         self.buf = bytearray()
@@ -109,14 +110,19 @@ class _Side:
         self.failed = 0                # records that failed to decrypt
         self.hs_cipher_active = False  # TLS 1.3: handshake keys in use
         self.encrypted = False         # TLS 1.2: after ChangeCipherSpec (keys or not)
+        self.native = False            # the compiled reassembler decrypts (``hand_over``)
 
 
 class TlsSession:
     def __init__(self, facts: TlsFacts, keys: KeyLog | None,
                  emit: Callable[[int, int, bytes, float, int], None],
                  emit_gap: Callable[[int, int, int, float, int], None],
-                 resumable: dict[bytes, bytes] | None = None, mid_connection: bool = False):
+                 resumable: dict[bytes, bytes] | None = None, mid_connection: bool = False,
+                 ready: Callable[[int], None] = lambda side: None):
+        """``ready(side)``: a direction now has application keys the compiled reassembler
+        could use (``hand_over``)."""
         self.facts, self.keys, self.emit, self.emit_gap = facts, keys, emit, emit_gap
+        self.ready = ready
         self.resumable = resumable if resumable is not None else {}   # session id/ticket -> master
         self.sides = (_Side(), _Side())
         self.client_hello: Hello | None = None
@@ -139,6 +145,11 @@ class TlsSession:
         """The next bytes of a direction. Records are read in place from ``payload``; only
         a record split over segments is copied (once, when whole)."""
         s = self.sides[side]
+        if s.native:                      # decrypted by the compiled reassembler
+            self.emit(side, s.plain, payload, ts, frame)
+            s.plain += len(payload)
+            self.facts.plaintext_bytes += len(payload)
+            return
         if s.broken:
             return
         if s.lost:                        # after lost bytes: find the next record first
@@ -191,6 +202,39 @@ class TlsSession:
             pos = end
         if pos < n and not s.broken:
             s.buf += view[pos:]
+
+    # -- the compiled reassembler decrypting (capture/native.py, native/src/tls.rs) -------
+
+    def hand_over(self, side: int) -> tuple | bool:
+        """(keys, next sequence number, plaintext offset, the record begun) when the
+        compiled reassembler can decrypt this direction's application data from here
+        (it then gives the direction back with ``given_back``); False: not now, maybe
+        later; True: not with these keys."""
+        s = self.sides[side]
+        if s.broken or s.cipher is None or not hasattr(s.cipher, "open_records"):
+            return True
+        if s.lost or s.hs or self.waiting or (s.buf and s.buf[0] != APPLICATION_DATA) or \
+                (s.hs_cipher_active if self.tls13 else not s.encrypted):
+            return False
+        begun = bytes(s.buf)
+        s.buf.clear()
+        s.native = True
+        return s.cipher, s.seq, s.plain, begun
+
+    def given_back(self, side: int, seq: int, records: int, plain: int, rest: bytes,
+                   ts: float, frame: int) -> None:
+        """The compiled reassembler stopped decrypting at ``rest`` (a record that is not
+        application data, or does not authenticate, or the direction's end, a gap):
+        ``records`` were decrypted there, up to plaintext offset ``plain``."""
+        s, f = self.sides[side], self.facts
+        s.native = False
+        s.seq = seq
+        f.records += records
+        f.decrypted += records
+        assert s.plain == plain, "the compiled decryptor's offset is the session's"
+        if rest:
+            self.data(side, rest, ts, frame)
+        self.ready(side)
 
     def _opened(self, side: int, s: _Side, plain: bytes, count: int, seq: int,
                 ts: float, frame: int) -> None:
@@ -270,6 +314,7 @@ class TlsSession:
             if not self.tls13:
                 s.encrypted = True
                 s.cipher, s.pending, s.seq = s.pending, None, 0
+                self.ready(side)
         elif ctype == ALERT and len(payload) >= 2:
             if payload[1] != 0:                      # close_notify is how TLS ends
                 self._finding("tls_alert", f"{self._who(side)} sent "
@@ -351,9 +396,11 @@ class TlsSession:
             s.hs_cipher_active = False
             s.secret = s.app_secret
             s.cipher, s.seq = self._tls13_decryptor(s.app_secret), 0
+            self.ready(side)
         elif kind == KEY_UPDATE and self.tls13 and s.secret is not None and self.suite:
             s.secret = next_secret(s.secret, self.suite)
             s.cipher, s.seq = self._tls13_decryptor(s.secret), 0
+            self.ready(side)
         elif kind == NEW_SESSION_TICKET and not self.tls13 and self.master and len(body) > 6:
             self.resumable[body[6:]] = self.master      # ticket -> master secret
 
@@ -415,11 +462,12 @@ class TlsSession:
             self.resumable[hello.session_id] = master
         k = key_block(master, ch.random, hello.random, suite)
         etm = hello.encrypt_then_mac and suite.cipher == "cbc"
-        for s, key, iv, mac in ((self.sides[0], k.client_key, k.client_iv, k.client_mac),
-                                (self.sides[1], k.server_key, k.server_iv, k.server_mac)):
-            d = decryptor(suite, key, iv, mac, False, etm)
+        for side, key, iv, mac in ((0, k.client_key, k.client_iv, k.client_mac),
+                                   (1, k.server_key, k.server_iv, k.server_mac)):
+            d, s = decryptor(suite, key, iv, mac, False, etm), self.sides[side]
             if s.encrypted:                  # its ChangeCipherSpec already passed
                 s.cipher, s.seq = d, 0
+                self.ready(side)
             else:
                 s.pending = d
         self.keyed = True
