@@ -91,7 +91,6 @@ SLOW_FIXTURES = {"kafka", "recorded", "apache_kafka", "apache_cluster", "apache_
 SLOW_TESTS = {
     "test_engine.py::test_every_path_gives_the_same_exchanges",
     "test_engine.py::test_an_orphan_response_stays_an_exchange_on_every_path",
-    "test_engine.py::test_no_import_cycles_in_protocol",
     "test_captures.py::test_agrees_with_tshark",
     "test_captures.py::test_damaged_captures",
     "test_blob.py::test_tcpdump_x_output",
