@@ -27,14 +27,6 @@ RSS_LIMIT = 1 << 30
 HOSTILE: dict[str, Path] = {}
 
 
-@pytest.fixture(scope="module")
-def hostile(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("hostile")
-    subprocess.run([sys.executable, str(ROOT / "scripts" / "make_hostile.py"), str(out)],
-                   check=True, timeout=600)
-    return out
-
-
 def run_measured(args: list[str], cwd: Path) -> tuple[int, str, float, int]:
     """(exit status, stderr, CPU seconds, peak RSS in bytes) of one CLI run, measured by
     a small launcher (tests/support/measured.py: its children do not inherit pytest's size)."""

@@ -151,14 +151,6 @@ def test_repo_capture_output_alike():
                        [], ["-V"], ["--format", "jsonl"], ["--stats"])
 
 
-@pytest.fixture(scope="module")
-def hostile(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("hostile")
-    subprocess.run([sys.executable, str(ROOT / "scripts" / "make_hostile.py"), str(out)],
-                   check=True, timeout=900)        # minutes on a loaded machine
-    return out
-
-
 @pytest.mark.slow
 def test_hostile_set_scans_alike(hostile):
     names = sorted(p.name for p in hostile.iterdir() if p.is_file())
