@@ -49,6 +49,21 @@ def apache_kafka():
         node.close()
 
 
+@pytest.fixture(scope="session")
+def hostile(tmp_path_factory):
+    """The hostile set (scripts/make_hostile.py: 90 MB, ~20 s to write) once for the
+    session: tests/test_hostile.py runs it through the CLI, tests/test_native.py through
+    both packet paths. Tests read it and must not change it."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    out = tmp_path_factory.mktemp("hostile")
+    script = Path(__file__).resolve().parents[1] / "scripts" / "make_hostile.py"
+    subprocess.run([sys.executable, str(script), str(out)], check=True,
+                   timeout=900)        # minutes on a loaded machine
+    return out
+
+
 @pytest.fixture
 def apache_recorded(apache_kafka):
     """The session's Apache Kafka node behind its recording relay, emptied for this test."""
@@ -91,7 +106,6 @@ SLOW_FIXTURES = {"kafka", "recorded", "apache_kafka", "apache_cluster", "apache_
 SLOW_TESTS = {
     "test_engine.py::test_every_path_gives_the_same_exchanges",
     "test_engine.py::test_an_orphan_response_stays_an_exchange_on_every_path",
-    "test_engine.py::test_no_import_cycles_in_protocol",
     "test_captures.py::test_agrees_with_tshark",
     "test_captures.py::test_damaged_captures",
     "test_blob.py::test_tcpdump_x_output",
