@@ -200,7 +200,7 @@ def main() -> None:
             ratio = f"{peer[0] / wall:7.2f} {peer[1] / cpu:6.2f} {peer[2] / mem:6.2f}" \
                 if peer and name != peer_name else f"{'':7} {'':6} {'':6}"
             runs = "/".join(f"{r[0]:.1f}" for r in got[name])
-            cpus = "/".join(f"{r[1]:.1f}" for r in got[name])
+            cpus = "/".join(f"{r[1]:.2f}" for r in got[name])
             print(f"{label + ': ' + name:60} {wall:7.2f} {cpu:7.2f} {mem:6.0f} {rss:6.0f} "
                   f"{ratio}   (wall {runs}; CPU {cpus}; load {os.getloadavg()[0]:.1f})",
                   flush=True)

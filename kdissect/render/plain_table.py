@@ -174,9 +174,10 @@ def _table_lines(table: Table, width: int, ascii_only: bool) -> list[str] | None
                                                *(c.justify for c in columns)} <= _JUSTIFY:
         return None
     pad = table.padding[1]
-    texts = [[_plain(c.header) for c in columns]]
-    texts += [[_plain(c) for c in row] for row in table.rows]
-    if any(None in row for row in texts):
+    cells = [[_plain(c.header) for c in columns]]
+    cells += [[_plain(c) for c in row] for row in table.rows]
+    texts: list[list[str]] = [row for row in cells if None not in row]  # type: ignore[misc]
+    if len(texts) < len(cells):
         return None
     widths = [max(len(row[i]) for row in texts) + 2 * pad or 1 for i in range(len(columns))]
     extra = 2 + len(columns) - 1             # the edges and the dividers

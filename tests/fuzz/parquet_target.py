@@ -27,7 +27,7 @@ def _scalar(rng: random.Random, kind: str):
     if rng.random() < 0.15:
         return None
     if kind == STRING:
-        if rng.random() < 0.02:
+        if rng.random() < 0.002:
             return "y" * rng.randrange(70_000)
         return "".join(rng.choice(TEXTS) for _ in range(rng.randrange(4)))
     if kind in _BITS:
@@ -49,7 +49,7 @@ def _value(rng: random.Random, kind):
     if rng.random() < 0.15:
         return None
     items = []
-    for _ in range(rng.choice([0, 0, 1, 2, 5, 40])):
+    for _ in range(rng.choice([0, 0, 1, 2, 5, 12])):
         if isinstance(kind.item, str):
             items.append(_scalar(rng, kind.item))
         elif rng.random() < 0.1:
