@@ -20,30 +20,31 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any, TextIO, Union
 
 # a cell: text, or (text, style)
 Cell = Union[str, tuple[str, str]]
 
 
-@dataclass
+# (plain classes, not dataclasses: making a dataclass costs a millisecond at import)
 class Column:
-    header: str
-    justify: str = "left"                # left, right or center
-    no_wrap: bool = False
+    def __init__(self, header: str, justify: str = "left", no_wrap: bool = False):
+        self.header = header
+        self.justify = justify           # left, right or center
+        self.no_wrap = no_wrap
 
 
-@dataclass
 class Table:
     """A table described as for ``rich.table.Table`` (the subset kdissect draws)."""
-    title: str | None = None
-    title_justify: str = "center"
-    box: str = "HEAVY_HEAD"              # a name in rich.box
-    padding: tuple[int, int] = (0, 1)    # (top and bottom, left and right)
-    columns: list[Column] = field(default_factory=list)
-    rows: list[tuple[Cell, ...]] = field(default_factory=list)
-    sections: set[int] = field(default_factory=set)      # rows followed by a line
+
+    def __init__(self, title: str | None = None, title_justify: str = "center",
+                 box: str = "HEAVY_HEAD", padding: tuple[int, int] = (0, 1)):
+        self.title, self.title_justify = title, title_justify
+        self.box = box                   # a name in rich.box
+        self.padding = padding           # (top and bottom, left and right)
+        self.columns: list[Column] = []
+        self.rows: list[tuple[Cell, ...]] = []
+        self.sections: set[int] = set()  # rows followed by a line
 
     def add_column(self, header: str, justify: str = "left", no_wrap: bool = False) -> None:
         self.columns.append(Column(header, justify, no_wrap))
@@ -75,10 +76,11 @@ class Table:
         return table
 
 
-@dataclass
 class Lines:
     """Text of (text, style) parts printed as one rich ``Text``."""
-    parts: list[tuple[str, str]] = field(default_factory=list)
+
+    def __init__(self, parts: list[tuple[str, str]] | None = None):
+        self.parts = parts if parts is not None else []
 
     def append(self, text: str, style: str = "") -> None:
         self.parts.append((text, style))
@@ -212,11 +214,12 @@ def _table_lines(table: Table, width: int, ascii_only: bool) -> list[str] | None
     return out
 
 
-@dataclass
 class _Options:
     """What Box.substitute reads of a console's options."""
-    ascii_only: bool
-    legacy_windows: bool = False
+    legacy_windows = False
+
+    def __init__(self, ascii_only: bool):
+        self.ascii_only = ascii_only
 
 
 def print_pieces(console: Any, pieces: Iterable[Piece]) -> None:
