@@ -10,7 +10,7 @@ import heapq
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any
 
-RUN = 8_192
+RUN = 16_384         # rows held in memory (about 1 KiB each): a run of this many is spilled
 _CHUNK = 256         # rows per pickle: what a run holds in memory while merged
 
 
