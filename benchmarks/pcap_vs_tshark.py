@@ -31,7 +31,11 @@ hypothesis at start-up).
     .venv/bin/python benchmarks/pcap_vs_tshark.py CAPTURE [--runs 3] [--jobs 2]
         [--only summary|stats|parquet|jsonl]... [--no-peer] [--peer tshark|summary]
         [--port 9092]
-        [--paths both|all|compiled|pure] [--python PLAIN_VENV/bin/python]
+        [--paths both|all|compiled|pure] [--python PLAIN_VENV/bin/python] [--baseline DIR]
+
+--baseline DIR adds, to every kdissect run, the same run of the kdissect source tree in DIR
+(e.g. a `git worktree add /tmp/base main`; with PYTHONPATH=DIR, the compiled extension
+copied into DIR/kdissect), alternating with the others: before/after in the same run.
 
 --no-peer runs kdissect alone (e.g. the memory of --format jsonl on a 1.5 GB capture,
 where tshark -T json would need far more memory than this machine has).
@@ -84,17 +88,22 @@ def tree_pss(pid: int) -> int:
 
 
 PURE = "(pure Python)"                # in a run's name: KDISSECT_PURE=1
+BASELINE = "(baseline)"               # in a run's name: PYTHONPATH=--baseline
 PY_REASM = "(TCP in Python)"          # in a run's name: KDISSECT_PY_REASM=1
 _PATH_ENV = {PURE: "KDISSECT_PURE", PY_REASM: "KDISSECT_PY_REASM"}
 
 
-def measure(cmd: list[str], path: str = "") -> tuple[float, float, float, float]:
+def measure(cmd: list[str], path: str = "", baseline: str | None = None
+            ) -> tuple[float, float, float, float]:
     """(wall seconds, CPU seconds, peak MiB (PSS), peak RSS MiB) of the process tree;
-    ``path``: PURE, PY_REASM or "" (the compiled path)."""
+    ``path``: PURE, PY_REASM or "" (the compiled path); ``baseline``: a source tree to
+    run instead (PYTHONPATH)."""
     start = time.monotonic()
     env = {k: v for k, v in ENV.items() if k not in _PATH_ENV.values()}
     if path:
         env[_PATH_ENV[path]] = "1"
+    if baseline:
+        env["PYTHONPATH"] = baseline
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             cwd=ROOT, env=env)
     peak = 0
@@ -133,6 +142,8 @@ def main() -> None:
     ap.add_argument("--port", type=int, default=9092)
     ap.add_argument("--python", default=sys.executable,
                     help="the interpreter kdissect is installed for (default: this one)")
+    ap.add_argument("--baseline", metavar="DIR",
+                    help="also run the kdissect source tree in DIR (before/after)")
     args = ap.parse_args()
     cap = args.capture
     tshark = ["tshark", "-r", cap, "-d", f"tcp.port=={args.port},kafka"]
@@ -163,6 +174,11 @@ def main() -> None:
     rows = [(label, peer_name, peer_cmd, [(f"{name} {path}".strip(), cmd)
                                           for name, cmd in variants for path in paths])
             for label, peer_name, peer_cmd, variants in rows]
+    if args.baseline:
+        rows = [(label, peer_name, peer_cmd, variants + [
+            (f"{name} {BASELINE}", cmd) for name, cmd in
+            ([(peer_name, peer_cmd)] if peer_name.startswith("kdissect") else []) + variants])
+            for label, peer_name, peer_cmd, variants in rows]
     size = os.path.getsize(cap) / 2**20
     print(f"capture: {cap} ({size:.0f} MiB); {args.runs} alternating runs, medians; "
           f"load average at start {os.getloadavg()[0]:.1f}\n", flush=True)
@@ -173,8 +189,9 @@ def main() -> None:
         cmds = ([] if args.no_peer else [(peer_name, peer_cmd)]) + variants
         for _ in range(args.runs):
             for name, cmd in cmds:
-                path = next((p for p in _PATH_ENV if name.endswith(p)), "")
-                got.setdefault(name, []).append(measure(cmd, path))
+                path = next((p for p in _PATH_ENV if p in name), "")
+                base = args.baseline if name.endswith(BASELINE) else None
+                got.setdefault(name, []).append(measure(cmd, path, base))
         med = {name: tuple(statistics.median(r[i] for r in runs) for i in range(4))
                for name, runs in got.items()}
         peer = med.get(peer_name)
@@ -183,7 +200,7 @@ def main() -> None:
             ratio = f"{peer[0] / wall:7.2f} {peer[1] / cpu:6.2f} {peer[2] / mem:6.2f}" \
                 if peer and name != peer_name else f"{'':7} {'':6} {'':6}"
             runs = "/".join(f"{r[0]:.1f}" for r in got[name])
-            cpus = "/".join(f"{r[1]:.1f}" for r in got[name])
+            cpus = "/".join(f"{r[1]:.2f}" for r in got[name])
             print(f"{label + ': ' + name:60} {wall:7.2f} {cpu:7.2f} {mem:6.0f} {rss:6.0f} "
                   f"{ratio}   (wall {runs}; CPU {cpus}; load {os.getloadavg()[0]:.1f})",
                   flush=True)

@@ -42,6 +42,7 @@ ROUND["native"] = 150          # issue 28: the compiled packet path against the 
 ROUND["logjson"] = 400         # issue 25: kdissect log's compiled record lines, likewise
 ROUND["jsonrec"] = 400         # issue 28: JSON lines' compiled record lists, likewise
 ROUND["avro"] = 1000           # issue 27: the compiled Avro reader against the Python one
+ROUND["parquet"] = 100         # issue 28: the Parquet writer, read back by pyarrow
 BATCH = 25
 
 

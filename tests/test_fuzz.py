@@ -15,6 +15,7 @@ SLICE["native"] = 250                  # issue 28's: both packet paths, compared
 SLICE["logjson"] = 500                 # issue 25's: both record-line writers, compared
 SLICE["jsonrec"] = 500                 # issue 28's: both record-list writers, compared
 SLICE["avro"] = 1000                   # issue 27's: both Avro readers, compared
+SLICE["parquet"] = 50                  # issue 28's: the Parquet writer, read back by pyarrow
 
 
 @pytest.mark.parametrize("target", sorted(SLICE))

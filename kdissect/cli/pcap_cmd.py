@@ -142,9 +142,10 @@ def _write_parquet(files, output, fmt, ports, detect, display_filter, options,
     def keep(ex):
         return display_filter(ExchangeFields(ex, options))
 
-    from rich.console import Console
-    # (emoji=False: rich's emoji table is an import of 9 ms, a percent of a run)
-    err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
+    from ..render.console import console, print_line
+    # (rich only if something is printed on a terminal: its import is 5 % of a run;
+    # emoji=False: rich's emoji table is an import of 9 ms, a percent of a run)
+    err = console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
     warnings: list[str] = []
     try:
         rows = write_exchanges(list(files), output, ports=ports, detect=detect,
@@ -155,7 +156,7 @@ def _write_parquet(files, output, fmt, ports, detect, display_filter, options,
         raise click.ClickException(f"{e}; give -o/--records-output a file in a directory "
                                    f"that exists and is writable")
     _print_warnings(err, warnings)
-    err.print(f"wrote {rows} exchange{'s' if rows != 1 else ''} to {output}"
-              + (f" (records to {records_output})" if records_output else ""), style="green")
+    print_line(err, f"wrote {rows} exchange{'s' if rows != 1 else ''} to {output}"
+               + (f" (records to {records_output})" if records_output else ""), "green")
 
 

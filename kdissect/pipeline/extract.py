@@ -138,8 +138,9 @@ class RowSink:
         self.ids.connection_id(ex)      # named in the order connections report, kept or not
         if self.keep is not None and not self.keep(ex):
             return
-        self.rows.exchanges.append(exchange_row(ex, self.capture)
-                                   | self.ids.exchange_columns(ex))
+        row = exchange_row(ex, self.capture)
+        row.update(self.ids.exchange_columns(ex))      # (not ``|``: no copy of the row)
+        self.rows.exchanges.append(row)
         if self.with_records:
             joins = self.ids.record_columns(ex)
             self.rows.records.extend(r | joins for r in record_rows(ex, self.capture, self.values))

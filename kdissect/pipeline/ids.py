@@ -10,7 +10,10 @@ else the capture holds or on the order connections are decoded in.
 
 from __future__ import annotations
 
-import hashlib
+try:                        # (not through hashlib: its OpenSSL import is 2 % of a small run)
+    from _blake2 import blake2b
+except ImportError:         # another Python than CPython
+    from hashlib import blake2b
 
 from ..stream.model import Exchange
 
@@ -31,7 +34,7 @@ class ConnectionIds:
             self.uses[ends] = reuse + 1
             key = f"{self.capture}\0{ex.client[0]}\0{ex.client[1]}\0{ex.broker[0]}\0" \
                   f"{ex.broker[1]}\0{reuse}"
-            cid = hashlib.blake2b(key.encode(), digest_size=8).hexdigest()
+            cid = blake2b(key.encode(), digest_size=8).hexdigest()
             self.by_stream[ex.stream] = cid
         return cid
 

@@ -17,6 +17,7 @@ structs: pipeline/columns.py), so the format's plain subset is enough:
 from __future__ import annotations
 
 import struct
+from math import isfinite
 from collections.abc import Iterable, Sequence
 from itertools import chain
 from operator import itemgetter
@@ -65,7 +66,12 @@ class _Leaf:
         col = self.column
         if not self.in_list:
             values = rows[col]
+            if self.kind == TIMESTAMP:
+                values = _micros(values)
             present = [v for v in values if v is not None]
+            if present and self.kind in _BOUNDS and not _within(present, self.kind):
+                values = _in_range(values, self.kind)
+                present = [v for v in values if v is not None]
             return None, b"\x01" * len(values) if len(present) == len(values) else \
                 bytes([v is not None for v in values]), present
         if col not in lists:
@@ -80,6 +86,12 @@ class _Leaf:
                     values = list(map(itemgetter(field), values))
                 except KeyError:            # an item without the field: null there
                     values = [it.get(field) for it in values]
+        if self.kind == TIMESTAMP:
+            values = _micros(values)
+        if self.kind in _BOUNDS:
+            present = [v for v in values if v is not None and v is not _NULL_ITEM]
+            if present and not _within(present, self.kind):
+                values = _in_range(values, self.kind)
         if None not in values and _NULL_ITEM not in values:
             return slots.reps, slots.kinds.replace(_ITEM, _BYTE[top]), values
         # a null struct (2), a null value (top - 1) or a value (top), put in the items' places
@@ -93,9 +105,29 @@ class _Leaf:
         if self.kind == STRING:
             data = _utf8(values)
             return b"".join(chain.from_iterable(zip(map(_U32, map(len, data)), data)))
-        if self.kind == TIMESTAMP:            # float seconds -> µs, as columns.micros_row does
-            values = [round(v * 1_000_000) if isinstance(v, float) else v for v in values]
         return struct.pack(f"<{len(values)}{_SCALARS[self.kind][1]}", *values)
+
+
+# what the integer types hold: a value outside (a damaged capture's record timestamp
+# past 2^63, a capture time past year 294,247) is written as null, not a traceback
+_BOUNDS = {INT16: (-2**15, 2**15 - 1), INT32: (-2**31, 2**31 - 1),
+           INT64: (-2**63, 2**63 - 1), TIMESTAMP: (-2**63, 2**63 - 1)}
+
+
+def _within(present: list, kind: str) -> bool:
+    lo, hi = _BOUNDS[kind]
+    return lo <= min(present) and max(present) <= hi
+
+
+def _in_range(values: Sequence, kind: str) -> list:
+    lo, hi = _BOUNDS[kind]
+    return [v if v is None or v is _NULL_ITEM or lo <= v <= hi else None for v in values]
+
+
+def _micros(values: Sequence) -> list:
+    """Float seconds as µs (as columns.micros_row makes them); not finite: null."""
+    return [(round(v * 1_000_000) if isfinite(v) else None) if isinstance(v, float) else v
+            for v in values]
 
 
 _NULL_ITEM = object()           # a list's null struct, in the list of one field's values

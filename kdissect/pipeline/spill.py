@@ -7,12 +7,10 @@ sort, like ``sorted``: the same order either way)."""
 from __future__ import annotations
 
 import heapq
-import pickle
-import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any
 
-RUN = 8_192
+RUN = 16_384         # rows held in memory (about 1 KiB each): a run of this many is spilled
 _CHUNK = 256         # rows per pickle: what a run holds in memory while merged
 
 
@@ -40,6 +38,8 @@ class SortedRows:
         return self
 
     def _spill(self) -> None:
+        import pickle
+        import tempfile         # (here: most captures never spill, and the import costs)
         f = tempfile.TemporaryFile()
         rows = sorted(self.rows, key=self.key)
         for start in range(0, len(rows), _CHUNK):
@@ -65,6 +65,7 @@ class SortedRows:
 
 
 def _read(f: IO[bytes]) -> Iterator[dict]:
+    import pickle
     while True:
         try:
             yield from pickle.load(f)

@@ -96,10 +96,11 @@ class ExchangePrinter:
         if self.writer is not None:
             self.writer.close()
         if self.stats is not None:
-            from .stats import stats_tables     # rich's tables: only for --stats
-            self.console.print(stats_tables(self.stats))
+            from .plain_table import print_pieces
+            from .stats import stats_pieces
+            print_pieces(self.console, stats_pieces(self.stats))
             if self.tls_connections:
-                from .tls import tls_table
-                self.console.print(tls_table(self.tls_connections))
+                from .tls import tls_rows
+                print_pieces(self.console, [tls_rows(self.tls_connections)])
         if self.gaps > GAPS_LISTED:
             self.warn(f"{self.gaps} gaps in all ({self.gaps - GAPS_LISTED} not listed)")

@@ -1,15 +1,14 @@
-"""--stats (and the TUI's statistics screen) as tables."""
+"""--stats (and the TUI's statistics screen) as tables (render/plain_table.py: written
+plainly to a pipe or a file, drawn by rich elsewhere)."""
 
 from __future__ import annotations
 
 import heapq
 
-from rich import box
-from rich.console import Group, RenderableType
-from rich.table import Table
-from rich.text import Text
+from typing import Any
 
 from ..render.lines import iso
+from .plain_table import Lines, Pieces, Table
 from ..stream.stats import Breakdown, Stats, percentile
 
 
@@ -17,8 +16,13 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1000:.2f}"
 
 
-def stats_tables(stats: Stats) -> Group:
-    parts: list[RenderableType] = []
+def stats_tables(stats: Stats) -> Any:
+    """The tables as a rich ``Group`` (the TUI's statistics screen)."""
+    return stats_pieces(stats).__rich__()
+
+
+def stats_pieces(stats: Stats) -> Pieces:
+    parts = Pieces()
     apis = Table(title="Exchanges per API: broker time, i.e. latency less the waits clients "
                        "asked for (Fetch max_wait_ms answered empty, JoinGroup/SyncGroup "
                        "rebalances)", title_justify="left")
@@ -34,7 +38,7 @@ def stats_tables(stats: Stats) -> Group:
         apis.add_row(name, str(count), *cells, str(stats.waited.get(name, 0) or ""),
                      _ms(max(raw)) if raw else "-")
     if every:
-        apis.add_row(Text("all", style="bold"), str(sum(stats.per_api.values())),
+        apis.add_row(("all", "bold"), str(sum(stats.per_api.values())),
                      *[_ms(v) for v in stats.latency_summary(every)], "", "",
                      end_section=True)
     parts.append(apis)
@@ -43,7 +47,7 @@ def stats_tables(stats: Stats) -> Group:
         errors.add_column("error")
         errors.add_column("count", justify="right")
         for name, count in stats.errors.most_common(LISTED):
-            errors.add_row(Text(name, style="red"), str(count))
+            errors.add_row((name, "red"), str(count))
         _more(errors, len(stats.errors))
         parts.append(errors)
     if stats.diagnoses:
@@ -60,7 +64,7 @@ def stats_tables(stats: Stats) -> Group:
     listed = (f", the {LISTED} busiest of {len(stats.connections)}"
               if len(stats.connections) > LISTED else "")
     conns = Table(title=f"Connections (bytes sent by the client and by the broker{listed})",
-                  title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1))
+                  title_justify="left", box="SIMPLE_HEAD", padding=(0, 1))
     for i, col in enumerate(("#", "client", "broker", "exchanges", "client", "broker",
                              "seconds", "errors")):
         address = i in (1, 2)
@@ -77,20 +81,20 @@ def stats_tables(stats: Stats) -> Group:
         rows = sorted(stats.topics.items(), key=lambda kv: -kv[1].exchanges)
         more = f" (the first {TOPICS_LISTED} of {len(rows)})" if len(rows) > TOPICS_LISTED \
             else ""
-        topics = Table(title=f"Topics{more}", title_justify="left", box=box.SIMPLE_HEAD)
+        topics = Table(title=f"Topics{more}", title_justify="left", box="SIMPLE_HEAD")
         for col in ("topic", "partitions", "exchanges", "Produce", "Fetch", "errors"):
             topics.add_column(col, justify="left" if col in ("topic", "partitions") else "right")
         for name, b in rows[:TOPICS_LISTED]:
             topics.add_row(name, _ranges(b.partitions), str(b.exchanges), str(b.produce),
-                           str(b.fetch), Text(str(b.errors), "red" if b.errors else ""))
+                           str(b.fetch), (str(b.errors), "red" if b.errors else ""))
         parts.append(topics)
         parts.append(_partitions(stats))
     for group, g in list(stats.groups.items())[:LISTED]:
         parts.append(group_timeline(group, g))
     if len(stats.groups) > LISTED:
-        parts.append(Text(f"and {len(stats.groups) - LISTED} more consumer groups",
-                          style="dim"))
-    lines = Text()
+        parts.append(Lines([(f"and {len(stats.groups) - LISTED} more consumer groups",
+                             "dim")]))
+    lines = Lines()
     lines.append(f"bytes: {stats.bytes_requests} to brokers, {stats.bytes_responses} to "
                  f"clients (Kafka messages with their size prefix)\n")
     lines.append(f"gaps: {stats.gaps} ({stats.gap_bytes} bytes lost)\n",
@@ -100,7 +104,7 @@ def stats_tables(stats: Stats) -> Group:
     for status, n in stats.statuses.most_common():
         lines.append(f"{status}: {n}\n", style="yellow")
     parts.append(lines)
-    return Group(*parts)
+    return parts
 
 
 TOPICS_LISTED = 200
@@ -110,19 +114,19 @@ LISTED = 50                 # rows of the connection, client, broker and error t
 def _more(table: Table, total: int) -> None:
     """Say how many rows a bounded table left out."""
     if total > table.row_count:
-        table.add_row(Text(f"and {total - table.row_count} more", style="dim"))
+        table.add_row((f"and {total - table.row_count} more", "dim"))
 
 
 def _breakdown(title: str, what: str, rows: dict[str, Breakdown]) -> Table:
     table = Table(title=f"{title} (p50 and p99 of broker time)", title_justify="left",
-                  box=box.SIMPLE_HEAD)
+                  box="SIMPLE_HEAD")
     for col in (what, "exchanges", "errors", "p50 ms", "p99 ms", "throttled", "throttle ms"):
         table.add_column(col, justify="left" if col == what else "right")
     for name, b in heapq.nsmallest(LISTED, rows.items(), key=lambda kv: -kv[1].exchanges):
         lat = sorted(b.latency)
         p50, p99 = (_ms(percentile(lat, 50)), _ms(percentile(lat, 99))) if lat else ("-", "-")
-        table.add_row(name, str(b.exchanges), Text(str(b.errors), "red" if b.errors else ""),
-                      p50, p99, Text(str(b.throttled), "yellow" if b.throttled else ""),
+        table.add_row(name, str(b.exchanges), (str(b.errors), "red" if b.errors else ""),
+                      p50, p99, (str(b.throttled), "yellow" if b.throttled else ""),
                       str(b.throttle_ms))
     _more(table, len(rows))
     return table
@@ -133,12 +137,12 @@ def _partitions(stats: Stats, listed: int = 40) -> Table:
     rows = sorted(stats.partitions.items(), key=lambda kv: (-kv[1].errors, -kv[1].exchanges,
                                                             kv[0]))
     more = f" (the first {listed} of {len(rows)})" if len(rows) > listed else ""
-    table = Table(title=f"Partitions{more}", title_justify="left", box=box.SIMPLE_HEAD)
+    table = Table(title=f"Partitions{more}", title_justify="left", box="SIMPLE_HEAD")
     for col in ("topic", "partition", "exchanges", "Produce", "Fetch", "errors"):
         table.add_column(col, justify="left" if col == "topic" else "right")
     for (topic, partition), b in rows[:listed]:
         table.add_row(topic, str(partition), str(b.exchanges), str(b.produce), str(b.fetch),
-                      Text(str(b.errors), "red" if b.errors else ""))
+                      (str(b.errors), "red" if b.errors else ""))
     return table
 
 
@@ -161,12 +165,12 @@ def group_timeline(group: str, g) -> Table:
     table = Table(title=f"Consumer group {group}: {len(g.members)} member"
                         f"{'s' if len(g.members) != 1 else ''}, {g.rebalances} generation"
                         f"{'s' if g.rebalances != 1 else ''}, {g.heartbeats} heartbeats "
-                        f"answered", title_justify="left", box=box.SIMPLE_HEAD)
+                        f"answered", title_justify="left", box="SIMPLE_HEAD")
     for col in ("time", "API", "member", "gen", "what"):
         table.add_column(col, justify="right" if col == "gen" else "left")
     events = sorted(g.events, key=lambda e: e.ts)
     for e in events[:TIMELINE_LISTED]:
-        what = Text(e.error, "red") if e.error else Text(e.detail)
+        what = (e.error, "red") if e.error else (e.detail, "")
         member = e.member if len(e.member) <= 24 else e.member[:23] + "…"
         table.add_row(iso(e.ts)[11:23], e.api, member,
                       "" if e.generation is None else str(e.generation), what)

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
-from rich import box
-from rich.table import Table
+from .plain_table import Table
 
 
-def tls_table(conns: list) -> Table:
+def tls_table(conns: list) -> Any:
+    """The rich table of ``tls_rows`` (the TUI's)."""
+    return tls_rows(conns).__rich__()
+
+
+def tls_rows(conns: list) -> Table:
     """One row per TLS connection (capture.tls.TlsFacts)."""
-    table = Table(title="TLS connections", title_justify="left", box=box.SIMPLE_HEAD,
+    table = Table(title="TLS connections", title_justify="left", box="SIMPLE_HEAD",
                   padding=(0, 1))
     for col in ("#", "client", "server", "server name", "version", "cipher", "state",
                 "records", "decrypted", "failed", "findings"):

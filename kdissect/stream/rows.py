@@ -22,10 +22,6 @@ from .model import Exchange, KafkaMessage
 
 
 
-def _endpoint_cols(prefix: str, addr: tuple[str, int]) -> dict:
-    return {f"{prefix}_ip": addr[0], f"{prefix}_port": addr[1]}
-
-
 def _body(tree: Node | None, m: KafkaMessage) -> Node | None:
     if tree is None:
         return None
@@ -35,16 +31,19 @@ def _body(tree: Node | None, m: KafkaMessage) -> Node | None:
 def exchange_row(ex: Exchange, capture: str) -> dict:
     """One enriched exchange as a row. Topics the capture had not named by then are
     left as ``topic-id:<uuid>`` for ``resolve_topics`` to name once the whole capture
-    has been read."""
+    has been read. (Made once per exchange by --format parquet: no comprehension runs
+    on an empty list, the topics are sorted once.)"""
     req, resp = ex.request, ex.response
     first = ex.first
     f = ex.facts
     assert f is not None, "rows are made of enriched exchanges"
     top = f.top_error
+    topics = sorted(f.topics) if f.topics else []
+    findings = ex.findings
     return {
         "capture": capture,
-        **_endpoint_cols("client", ex.client),
-        **_endpoint_cols("broker", ex.broker),
+        "client_ip": ex.client[0], "client_port": ex.client[1],
+        "broker_ip": ex.broker[0], "broker_port": ex.broker[1],
         "api_key": first.api_key,
         "api_name": first.api_name,
         "api_version": first.api_version,
@@ -58,23 +57,27 @@ def exchange_row(ex: Exchange, capture: str) -> dict:
         "error_code": top,
         "error_name": error_name(top) if top is not None else None,
         "errors": [{"topic": t, "partition": p, "code": c, "name": error_name(c)}
-                   for t, p, c in f.error_sites],
-        "topics": sorted(f.topics),
+                   for t, p, c in f.error_sites] if f.error_sites else [],
+        "topics": topics,
         "partitions": [{"topic": t, "partition": p}
-                       for t in sorted(f.topics) for p in sorted(f.topics[t])],
+                       for t in topics for p in sorted(f.topics[t])],
         "record_count": f.records,
         "record_bytes": f.record_bytes,
         "status": ex.status,
-        "problems": [x.text() for x in ex.findings if x.kind.group in PROBLEM_GROUPS],
+        "problems": [x.text() for x in findings if x.kind.group in PROBLEM_GROUPS]
+        if findings else [],
         "findings": [{"code": x.code, "severity": x.severity, "where": x.where,
-                      "detail": x.detail} for x in ex.findings],
+                      "detail": x.detail} for x in findings] if findings else [],
     }
 
 
 def resolve_topics(rows: Iterable[dict], topic_ids: dict[str, str]) -> Iterator[dict]:
     """Name the topics that were only known by id when their row was made."""
+    if not topic_ids:
+        yield from rows
+        return
     for row in rows:
-        if topic_ids and any(t and t.startswith(UNRESOLVED) for t in _row_topics(row)):
+        if _unresolved(row):
             row = dict(row)
             name = lambda t: topic_ids.get(t[len(UNRESOLVED):], t) \
                 if t and t.startswith(UNRESOLVED) else t
@@ -95,10 +98,16 @@ def resolve_record_topics(records: Iterable[dict], topic_ids: dict[str, str]) ->
         yield r
 
 
-def _row_topics(row: dict) -> Iterator[str | None]:
-    yield from row["topics"]
+def _unresolved(row: dict) -> bool:
+    """Whether a row names a topic by id (asked of every row: plain loops)."""
+    for t in row["topics"]:
+        if t and t.startswith(UNRESOLVED):
+            return True
     for e in row["errors"]:
-        yield e["topic"]
+        t = e["topic"]
+        if t and t.startswith(UNRESOLVED):
+            return True
+    return False
 
 
 RECORDS = Options(records=True)

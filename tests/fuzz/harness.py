@@ -387,6 +387,9 @@ def replay(path: Path) -> None:
     elif target == "avro":
         from .avro_target import run_avro
         run_avro(data)
+    elif target == "parquet":
+        from .parquet_target import run_parquet
+        run_parquet(data)
     else:
         from .hostile_targets import replay as replay_hostile
         if not replay_hostile(target, data, extra):

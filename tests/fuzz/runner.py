@@ -62,6 +62,15 @@ def _avro_target() -> dict:
 
 TARGETS.update(_avro_target())
 
+
+def _parquet_target() -> dict:
+    """Issue 28's: kdissect's Parquet writer, read back by pyarrow."""
+    from .parquet_target import parquet_input, run_parquet
+    return {"parquet": (parquet_input, run_parquet, lambda a: (a, ""))}
+
+
+TARGETS.update(_parquet_target())
+
 CPU_LIMIT = 1.0         # seconds of CPU one input may take (CPU, not wall: the machine
                         # is shared, and a loaded box must not fail the run)
 
