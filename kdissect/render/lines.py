@@ -158,7 +158,7 @@ def message_json(m: KafkaMessage, options: Options, ex: Exchange | None = None,
         "status": ex.status if ex is not None else m.status,
         "problems": problems,
         "findings": [f.to_json() for f in _findings(m, ex, tree_findings)]
-        if ex is not None else [],
+        if ex is not None and (ex.findings or tree_findings) else [],
         "size": len(m.data),
         "body": values,
     }

@@ -256,7 +256,7 @@ def _check_version(ex: Exchange, advertised, findings: list[Finding]) -> None:
 
 def _status(ex: Exchange) -> str:
     codes = {f.code for f in ex.findings}
-    for code, text in _STATUS:
+    for code, text in _STATUS if codes else ():
         if code in codes:
             if text is None:
                 # a cut message whose header is unreadable too says "malformed header"

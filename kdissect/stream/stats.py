@@ -27,7 +27,7 @@ def percentile(sorted_values: list[float], p: float) -> float:
     return sorted_values[max(0, min(len(sorted_values), rank) - 1)]
 
 
-@dataclass
+@dataclass(slots=True)          # one per connection: a capture may hold 200,000
 class ConnectionStats:
     client: str
     broker: str
@@ -39,7 +39,7 @@ class ConnectionStats:
     errors: int = 0
 
 
-@dataclass
+@dataclass(slots=True)
 class Breakdown:
     """One client, broker or topic."""
     exchanges: int = 0
