@@ -149,20 +149,22 @@ class CaptureDissector:
         """Connections now known to be plain Kafka: let the compiled reassembler follow
         their message sizes (it then hands over about two chunks per message)."""
         assert self.reasm is not None
-        for cid in list(self.untracked):
-            conn = self.rconns[cid]
-            kind = self.tls.kind.get(id(conn))
-            found = self.kafka.get(id(conn))
-            if kind is None or (found is None and id(conn) not in self.ignored):
+        track, kinds, kafka, rconns = self.reasm.track, self.tls.kind, self.kafka, self.rconns
+        untracked, tls_facts = self.untracked, self.tls.facts
+        for cid in list(untracked):
+            conn = rconns[cid]
+            key = id(conn)
+            found = kafka.get(key)
+            if kinds.get(key) is None or (found is None and key not in self.ignored):
                 continue                         # not decided yet
-            self.untracked.discard(cid)
-            if found is None or self.tls.facts(conn) is not None:
+            untracked.discard(cid)
+            if found is None or tls_facts(conn) is not None:
                 continue                         # not Kafka, or TLS: Python's to read
             k, flip = found
             for direction in (0, 1):
                 at = k.framers[direction ^ flip].position()
                 if at is not None:
-                    self.reasm.track(cid, direction, *at)
+                    track(cid, direction, *at)
 
     def _take_over(self) -> None:
         """The memory budget may be spent: Python's reassembler (the reference, whose

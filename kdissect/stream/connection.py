@@ -120,7 +120,7 @@ class KafkaConnection:
         # held until the request shows up or the connection ends (made when the first
         # comes: most connections never have one)
         self.early: dict[int, list[tuple[KafkaMessage, list[Finding]]]] | None = None
-        self.sasl = RawSasl()
+        self.sasl: RawSasl | None = None    # made by a SaslHandshake v0's answer
         self.seq = 0               # exchanges numbered in the order their first message came
         self.tls: object | None = None   # its capture.tls.TlsFacts when its bytes were decrypted
         self.opened: bool | None = None   # its SYN was captured (None: not known)
@@ -208,12 +208,12 @@ class KafkaConnection:
             msg.size += sum(len(p) for _, p in f.pieces or ())
             findings.append(Finding("message_truncated", f.truncated, msg.direction))
         sasl = self.sasl                       # (its state read here: a call per message)
-        if side == 0 and sasl.active and sasl.client_token(f.data):
+        if sasl is not None and side == 0 and sasl.active and sasl.client_token(f.data):
             msg.direction = "sasl"
             findings.append(Finding("sasl_token", "from the client", "sasl"))
             self._emit(msg, None, self._next_seq(), findings)
             return
-        if side == 1 and sasl.awaiting and sasl.broker_token():
+        if sasl is not None and side == 1 and sasl.awaiting and sasl.broker_token():
             msg.direction = "sasl"
             findings.append(Finding("sasl_token", "from the broker", "sasl"))
             self._emit(None, msg, self._next_seq(), findings)
@@ -314,6 +314,8 @@ class KafkaConnection:
                                     f"the response was complete {(req.ts - msg.ts) * 1e3:.3f} ms "
                                     f"before its request in the capture", "response"))
         if req.api_key == SASL_HANDSHAKE:
+            if self.sasl is None:
+                self.sasl = RawSasl()
             self.sasl.answered(req.api_key, req.api_version, msg.data)
         self._emit(req, msg, seq, findings, match.expected)
 

@@ -251,7 +251,8 @@ class Diagnoses:
                     self._commit(ex, plain(req_body), plain(resp_body), topic_ids, out)
             elif key == FETCH:
                 self.empty.pop(ex.stream, None)         # what it returned is not known
-        if resp is not None and resp.direction == "response" and ex.facts is not None:
+        if resp is not None and resp.direction == "response" and ex.facts is not None and \
+                ex.facts.errors:
             self._storm(ex, out)
         self._slow(ex, out)
 
