@@ -78,6 +78,9 @@ class CaptureDissector:
         self.reasm: Any = None
         self.rconns: dict[int, TcpConnection] = {}
         self.untracked: set[int] = set()
+        # what each Kafka connection calls, bound once (not three bound methods made and
+        # kept per connection)
+        self._calls = (sink.exchange, sink.gap, self._next_index)
 
     def _next_index(self) -> int:
         self.messages += 1
@@ -113,6 +116,10 @@ class CaptureDissector:
                 self.add_secrets(row[0])
             elif row[0] == 1:
                 tls.data(conns[row[1]], row[2], row[3], row[4], row[5], row[6])
+            elif row[0] == 5:                    # a direction's charge dropped (two per
+                dirs = conns[row[1]].dirs        # connection at its end: inline)
+                if dirs:                         # else never charged
+                    self.budget.drop(id(dirs[row[2]]))
             else:
                 self._event(row)
         rs = self.reasm
@@ -138,10 +145,6 @@ class CaptureDissector:
             d = _dirs(conn)[row[2]]
             d.held_bytes = row[3]
             self.tcp._charge(conn, row[2], d)
-        elif tag == 5:
-            dirs = self.rconns[cid].dirs
-            if dirs:                             # else never charged
-                self.budget.drop(id(dirs[row[2]]))
         elif tag == 6:
             self._take_over()
 
@@ -233,8 +236,7 @@ class CaptureDissector:
             self.ignored.add(id(conn))
             return None
         k = KafkaConnection(self.first_stream + len(self.streams), client, broker,
-                            self.sink.exchange,
-                            self.sink.gap, self._next_index, self.budget)
+                            *self._calls, self.budget)
         self.kafka[id(conn)] = (k, 0 if conn.a == client else 1)
         self.streams.append(Endpoints(client, broker))
         k.tls = tls = self.tls.facts(conn)
