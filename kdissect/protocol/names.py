@@ -12,9 +12,11 @@ _KEYS_BY_NAME = {name.lower(): key for key, name in API_NAMES.items()}
 
 
 def api_name(api_key: int | None) -> str:
-    if api_key is None:
-        return "Unknown"
-    return API_NAMES.get(api_key, f"ApiKey{api_key}")
+    # (a default argument to get() would be formatted on every call)
+    name = API_NAMES.get(api_key)     # type: ignore[arg-type]
+    if name is not None:
+        return name
+    return "Unknown" if api_key is None else f"ApiKey{api_key}"
 
 
 def api_key_of(text: str) -> int | None:

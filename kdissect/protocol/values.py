@@ -57,18 +57,22 @@ class _State:
     __slots__ = ("conv", "records", "nodes", "decompressed", "batch_records", "values",
                  "text_values", "compact", "batch_text")
 
-    def __init__(self, conv: Callable[[bytes], Any], options: Options):
+    def __init__(self, conv: Callable[[bytes], Any], options: Options, compact: bool = False,
+                 batch_records: Callable[[list], Any] | None = None,
+                 text_values: bool = False, batch_text: Callable[..., Any] | None = None):
         self.conv = conv
         # record keys/values by schema (values_schema.fast), when asked for
-        self.values = options.values if getattr(options.values, "framed", False) else None
+        values = options.values
+        self.values = values if values is not None and getattr(values, "framed", False) \
+            else None
         # True: decode batches; "batches": their headers only (BatchHeads); False: raw
         self.records = options.records
-        self.compact = False                  # a flexible version: compact lengths
+        self.compact = compact                # a flexible version: compact lengths
         self.nodes = options.max_nodes
         self.decompressed = options.max_decompressed
-        self.batch_records: Callable[[list], Any] | None = None
-        self.text_values = False
-        self.batch_text: Callable[..., Any] | None = None
+        self.batch_records = batch_records
+        self.text_values = text_values
+        self.batch_text = batch_text
 
     def charge(self, n: int) -> None:
         self.nodes -= n
@@ -351,11 +355,8 @@ def body_values(data: bytes, direction: str, api_key: int, api_version: int,
     read, head, compact = plan
     if read is None:
         return None
-    s = _State(conv, options)
-    s.batch_records = batch_records
-    s.text_values = text_values
-    s.batch_text = batch_text if batch_records is not None else None
-    s.compact = compact
+    s = _State(conv, options, compact, batch_records, text_values,
+               batch_text if batch_records is not None else None)
     try:
         _, pos = head(data, 0, s)
         body, pos = read(data, pos, s)

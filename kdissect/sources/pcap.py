@@ -80,6 +80,9 @@ class CaptureDissector:
         self.reasm: Any = None
         self.rconns: dict[int, TcpConnection] = {}
         self.untracked: set[int] = set()
+        # what each Kafka connection calls, bound once (not three bound methods made and
+        # kept per connection)
+        self._calls = (sink.exchange, sink.gap, self._next_index)
 
     def _next_index(self) -> int:
         self.messages += 1
@@ -116,6 +119,10 @@ class CaptureDissector:
                 self.add_secrets(row[0])
             elif row[0] == 1:
                 tls.data(conns[row[1]], row[2], row[3], row[4], row[5], row[6])
+            elif row[0] == 5:                    # a direction's charge dropped (two per
+                dirs = conns[row[1]].dirs        # connection at its end: inline)
+                if dirs:                         # else never charged
+                    self.budget.drop(id(dirs[row[2]]))
             else:
                 self._event(row)
         rs = self.reasm
@@ -145,10 +152,6 @@ class CaptureDissector:
             d = _dirs(conn)[row[2]]
             d.held_bytes = row[3]
             self.tcp._charge(conn, row[2], d)
-        elif tag == 5:
-            dirs = self.rconns[cid].dirs
-            if dirs:                             # else never charged
-                self.budget.drop(id(dirs[row[2]]))
         elif tag == 6:
             self._take_over()
         elif tag == 8:                           # a TLS direction the reassembler decrypted
@@ -158,20 +161,22 @@ class CaptureDissector:
         """Connections now known to be plain Kafka: let the compiled reassembler follow
         their message sizes (it then hands over about two chunks per message)."""
         assert self.reasm is not None
-        for cid in list(self.untracked):
-            conn = self.rconns[cid]
-            kind = self.tls.kind.get(id(conn))
-            found = self.kafka.get(id(conn))
-            if kind is None or (found is None and id(conn) not in self.ignored):
+        track, kinds, kafka, rconns = self.reasm.track, self.tls.kind, self.kafka, self.rconns
+        untracked, tls_facts = self.untracked, self.tls.facts
+        for cid in list(untracked):
+            conn = rconns[cid]
+            key = id(conn)
+            found = kafka.get(key)
+            if kinds.get(key) is None or (found is None and key not in self.ignored):
                 continue                         # not decided yet
-            self.untracked.discard(cid)
-            if found is None or self.tls.facts(conn) is not None:
+            untracked.discard(cid)
+            if found is None or tls_facts(conn) is not None:
                 continue                         # not Kafka, or TLS: Python's to read
             k, flip = found
             for direction in (0, 1):
                 at = k.framers[direction ^ flip].position()
                 if at is not None:
-                    self.reasm.track(cid, direction, *at)
+                    track(cid, direction, *at)
 
     def _take_over(self) -> None:
         """The memory budget may be spent: Python's reassembler (the reference, whose
@@ -265,8 +270,7 @@ class CaptureDissector:
             self.ignored.add(id(conn))
             return None
         k = KafkaConnection(self.first_stream + len(self.streams), client, broker,
-                            self.sink.exchange,
-                            self.sink.gap, self._next_index, self.budget)
+                            *self._calls, self.budget)
         self.kafka[id(conn)] = (k, 0 if conn.a == client else 1)
         self.streams.append(Endpoints(client, broker))
         k.tls = tls = self.tls.facts(conn)

@@ -50,6 +50,9 @@ class Budget:
         if self.used > self.limit:
             self._relieve(holder)
 
+    def holds(self, holder: object) -> bool:
+        return holder in self._held
+
     def drop(self, holder: object) -> None:
         old = self._held.pop(holder, None)
         if old is not None:

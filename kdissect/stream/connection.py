@@ -117,9 +117,10 @@ class KafkaConnection:
         # a finished connection is freed at once, not by the cyclic collector)
         self.framers = (Framer(plausible_request), Framer(partial(_answers_pending, self.pending)))
         # responses seen before their request (packets reordered across directions),
-        # held until the request shows up or the connection ends
-        self.early: dict[int, list[tuple[KafkaMessage, list[Finding]]]] = {}
-        self.sasl = RawSasl()
+        # held until the request shows up or the connection ends (made when the first
+        # comes: most connections never have one)
+        self.early: dict[int, list[tuple[KafkaMessage, list[Finding]]]] | None = None
+        self.sasl: RawSasl | None = None    # made by a SaslHandshake v0's answer
         self.seq = 0               # exchanges numbered in the order their first message came
         self.tls: object | None = None   # its capture.tls.TlsFacts when its bytes were decrypted
         self.opened: bool | None = None   # its SYN was captured (None: not known)
@@ -131,9 +132,12 @@ class KafkaConnection:
     # -- input ----------------------------------------------------------------------
 
     def data(self, side: int, offset: int, payload: bytes, ts: float, frame: int) -> None:
-        for f in self.framers[side].feed(payload, offset):
+        framer = self.framers[side]
+        for f in framer.feed(payload, offset):
             self._message(side, f, ts, frame)
-        if self.budget is not None:
+        budget = self.budget
+        # (most chunks end at a message's end: nothing held, nothing charged before)
+        if budget is not None and (framer.pending or budget.holds(framer)):
             self._charge(side)
 
     def _charge(self, side: int) -> None:
@@ -158,18 +162,21 @@ class KafkaConnection:
             self._charge(side)
 
     def close(self) -> None:
+        budget = self.budget
         for side, framer in enumerate(self.framers):
-            if self.budget is not None:
-                self.budget.drop(framer)
+            if budget is not None:
+                budget.drop(framer)
             f = framer.close()
             if f is not None:
                 self._message(side, f, self.last_ts, 0)
-        for waiting in self.early.values():
-            for resp, findings in waiting:
-                self._orphan(resp, findings)
-        self.early.clear()
-        for p in self.pending.close():
-            self._unanswered(p, "unanswered")
+        if self.early:
+            for waiting in self.early.values():
+                for resp, findings in waiting:
+                    self._orphan(resp, findings)
+            self.early.clear()
+        if self.pending:
+            for p in self.pending.close():
+                self._unanswered(p, "unanswered")
 
     # -- messages -------------------------------------------------------------------------
 
@@ -186,7 +193,8 @@ class KafkaConnection:
     def _message(self, side: int, f: Frame, ts: float, frame: int) -> None:
         if self.early:
             self._orphan_stale(ts)
-        self.last_ts = max(self.last_ts, ts)
+        if ts > self.last_ts:
+            self.last_ts = ts
         msg = KafkaMessage(self.next_index(), self.index, "request" if side == 0 else "response",
                            ts, frame, f.offset, f.data)
         findings = []
@@ -199,12 +207,13 @@ class KafkaConnection:
             msg.pieces, msg.holes = f.pieces, f.holes
             msg.size += sum(len(p) for _, p in f.pieces or ())
             findings.append(Finding("message_truncated", f.truncated, msg.direction))
-        if side == 0 and self.sasl.client_token(f.data):
+        sasl = self.sasl                       # (its state read here: a call per message)
+        if sasl is not None and side == 0 and sasl.active and sasl.client_token(f.data):
             msg.direction = "sasl"
             findings.append(Finding("sasl_token", "from the client", "sasl"))
             self._emit(msg, None, self._next_seq(), findings)
             return
-        if side == 1 and self.sasl.broker_token():
+        if sasl is not None and side == 1 and sasl.awaiting and sasl.broker_token():
             msg.direction = "sasl"
             findings.append(Finding("sasl_token", "from the broker", "sasl"))
             self._emit(None, msg, self._next_seq(), findings)
@@ -234,8 +243,9 @@ class KafkaConnection:
                                     "request"))
         for p in finished:                        # acks=0 ones done waiting, or pushed out
             self._unanswered(p, "pending_limit")
-        early = self.early.get(head.correlation_id)
+        early = self.early.get(head.correlation_id) if self.early else None
         if early:
+            assert self.early is not None
             resp, resp_findings = early.pop(0)
             if not early:
                 del self.early[head.correlation_id]
@@ -253,6 +263,7 @@ class KafkaConnection:
     def _orphan_stale(self, now: float) -> None:
         """Responses held for a request that has not come in ``EARLY_WAIT`` seconds are
         orphans: their request was not captured (a capture that began mid-connection)."""
+        assert self.early is not None, "called with responses held"
         for corr in list(self.early):
             waiting = self.early[corr]
             while waiting and now - waiting[0][0].ts >= EARLY_WAIT:
@@ -274,12 +285,15 @@ class KafkaConnection:
         for p in finished:                        # acks=0 requests: no answer will come
             self._unanswered(p, "unanswered")
         if match is None:
-            self.early.setdefault(corr, []).append((msg, findings))
-            if sum(map(len, self.early.values())) > MAX_EARLY:
-                oldest = min(self.early, key=lambda c: self.early[c][0][0].index)
-                self._orphan(*self.early[oldest].pop(0))
-                if not self.early[oldest]:
-                    del self.early[oldest]
+            if self.early is None:
+                self.early = {}
+            early = self.early
+            early.setdefault(corr, []).append((msg, findings))
+            if sum(map(len, early.values())) > MAX_EARLY:
+                oldest = min(early, key=lambda c: early[c][0][0].index)
+                self._orphan(*early[oldest].pop(0))
+                if not early[oldest]:
+                    del early[oldest]
             return
         req, req_findings, seq = match.item
         msg.api_key, msg.api_version = req.api_key, req.api_version
@@ -299,6 +313,9 @@ class KafkaConnection:
             findings.append(Finding("impossible_latency",
                                     f"the response was complete {(req.ts - msg.ts) * 1e3:.3f} ms "
                                     f"before its request in the capture", "response"))
-        self.sasl.answered(req.api_key, req.api_version, msg.data)
+        if req.api_key == SASL_HANDSHAKE:
+            if self.sasl is None:
+                self.sasl = RawSasl()
+            self.sasl.answered(req.api_key, req.api_version, msg.data)
         self._emit(req, msg, seq, findings, match.expected)
 

@@ -79,7 +79,7 @@ class Correlator(Generic[T]):
             if self._acks0 is None:
                 self._acks0 = deque()
             self._acks0.append(p)
-        finished = self._expire(ts)
+        finished = self._expire(ts) if self._acks0 else []
         while len(self._order) > self.max_pending:
             finished.append(self._drop(next(iter(self._order.values()))))
         return p, finished
@@ -88,7 +88,7 @@ class Correlator(Generic[T]):
                  ) -> tuple[Match[T] | None, list[Pending[T]]]:
         waiting = self._by_id.get(correlation_id)
         if not waiting:
-            return None, self._expire(ts)
+            return None, self._expire(ts) if self._acks0 else []
         if len(waiting) == 1:
             p = waiting[0]
         else:
@@ -96,12 +96,13 @@ class Correlator(Generic[T]):
             p = (answered or waiting)[-1]
         if next(iter(self._order)) == p.seq:     # the oldest: nothing earlier (most answers)
             self._drop(p)
-            return Match(p, []), self._expire(ts)
+            return Match(p, []), self._expire(ts) if self._acks0 else []
         earlier = list(takewhile(lambda q: q.seq < p.seq, self._order.values()))
         self._drop(p)
         # answered in order: acks=0 requests sent before this one will get no answer now
         finished = [self._drop(q) for q in earlier if not q.expected]
-        return Match(p, [q for q in earlier if q.expected]), finished + self._expire(ts)
+        return Match(p, [q for q in earlier if q.expected]), \
+            finished + (self._expire(ts) if self._acks0 else [])
 
     def give_up(self, pending: list[Pending[T]]) -> list[Pending[T]]:
         """Stop waiting for these (their answers will not come): returned for reporting."""
@@ -127,7 +128,8 @@ class Correlator(Generic[T]):
         if not waiting:
             del self._by_id[p.correlation_id]
         if not self._order:         # a dict keeps its grown table: start small again
-            self._order, self._by_id = {}, {}
+            self._order.clear()     # (clear frees it; no new dicts per exchange)
+            self._by_id.clear()
         return p
 
     def _expire(self, now: float) -> list[Pending[T]]:

@@ -251,7 +251,8 @@ class Diagnoses:
                     self._commit(ex, plain(req_body), plain(resp_body), topic_ids, out)
             elif key == FETCH:
                 self.empty.pop(ex.stream, None)         # what it returned is not known
-        if resp is not None and resp.direction == "response" and ex.facts is not None:
+        if resp is not None and resp.direction == "response" and ex.facts is not None and \
+                ex.facts.errors:
             self._storm(ex, out)
         self._slow(ex, out)
 
@@ -262,8 +263,8 @@ class Diagnoses:
         assert req is not None and req.api_key is not None and req.api_version is not None
         # a request framed after a hole (or a connection's sides mistaken) may be bytes that
         # only look like a header: claim only what a whole, cleanly decoded request says
-        clean = _complete(req) and not any(f.kind.group == "malformed" and
-                                           f.where.startswith("request") for f in out)
+        clean = _complete(req) and not (out and any(f.kind.group == "malformed" and
+                                                    f.where.startswith("request") for f in out))
         if clean and (req.api_key, req.api_version) in _removed():
             out.append(Finding("removed_version", f"{req.api_name} v{req.api_version}: Kafka "
                                "4.0 no longer accepts it (KIP-896)", "request"))

@@ -141,12 +141,13 @@ def enrich(ex: Exchange, options: Options, topic_ids: dict[str, str],
             findings.append(Finding("assumed_version", f"v{m.api_version} read as "
                                     f"v{d.assumed_from}, the newest kdissect knows", where))
         bodies.append(d.tree.children[0] if m.direction == "sasl" else d.body)
-    if req is not None and req.direction == "request" and req.api_key is not None:
+    if advertised and req is not None and req.direction == "request" and \
+            req.api_key is not None:
         _check_version(ex, advertised, findings)
     ex.facts = facts(*bodies, topic_ids=topic_ids)
     req_body = bodies[0] if req is not None else None
     resp_body = bodies[-1] if resp is not None else None
-    if req is not None and req_body is not None:
+    if req is not None and req_body is not None and req.api_key in WAIT_FIELDS:
         ex.facts.asked_wait_ms = _asked_wait(req.api_key, req_body)
     if resp is not None and resp.direction == "response":
         top = _int_field(resp_body, "error_code")
@@ -256,7 +257,7 @@ def _check_version(ex: Exchange, advertised, findings: list[Finding]) -> None:
 
 def _status(ex: Exchange) -> str:
     codes = {f.code for f in ex.findings}
-    for code, text in _STATUS:
+    for code, text in _STATUS if codes else ():
         if code in codes:
             if text is None:
                 # a cut message whose header is unreadable too says "malformed header"

@@ -223,6 +223,8 @@ class Framer:
         if self._cut is not None:
             return self._end_cut(True)
         buf = self._buf
+        if not buf:
+            return None
         size = _SIZE.unpack_from(buf)[0] if len(buf) >= 12 and not self.resync else -1
         if 4 <= size <= self.max_message and len(buf) - 4 < size:
             self._cut = _Cut(self._base + 4, size, bytes(buf[4:]))

@@ -27,7 +27,7 @@ def percentile(sorted_values: list[float], p: float) -> float:
     return sorted_values[max(0, min(len(sorted_values), rank) - 1)]
 
 
-@dataclass
+@dataclass(slots=True)          # one per connection: a capture may hold 200,000
 class ConnectionStats:
     client: str
     broker: str
@@ -39,7 +39,7 @@ class ConnectionStats:
     errors: int = 0
 
 
-@dataclass
+@dataclass(slots=True)
 class Breakdown:
     """One client, broker or topic."""
     exchanges: int = 0
@@ -97,6 +97,9 @@ class Stats:
     partitions: dict[tuple[str, int], Breakdown] = field(default_factory=dict)
     groups: dict[str, GroupStats] = field(default_factory=dict)
     diagnoses: Counter = field(default_factory=Counter)        # diagnosis code -> count
+    # broker address -> its "host:port" (formatted once, not per exchange)
+    _broker_names: dict[tuple[str, int], str] = field(default_factory=dict, repr=False,
+                                                      compare=False)
 
     def add(self, ex: Exchange, view: ExchangeFields) -> None:
         first = ex.first
@@ -139,7 +142,8 @@ class Stats:
             for code in facts.errors:
                 self.errors[error_name(code)] += 1
                 conn.errors += 1
-            self.problems += view.problems
+            if ex.findings:
+                self.problems += view.problems
             self._breakdowns(ex, view, name, facts, latency)
             if first.api_key in GROUP_MEMBERSHIP:
                 self._group(ex, view)
@@ -152,8 +156,10 @@ class Stats:
         client = (req.client_id if req and req.client_id else
                   f"{ex.client[0]} (no client id)")
         service = anomaly.service_time(view) if latency is not None else None
-        for b in (_breakdown(self.clients, client),
-                  _breakdown(self.brokers, f"{ex.broker[0]}:{ex.broker[1]}")):
+        broker = self._broker_names.get(ex.broker)
+        if broker is None:
+            broker = self._broker_names[ex.broker] = f"{ex.broker[0]}:{ex.broker[1]}"
+        for b in (_breakdown(self.clients, client), _breakdown(self.brokers, broker)):
             b.exchanges += 1
             b.errors += errors
             if service is not None:
@@ -164,16 +170,23 @@ class Stats:
         if facts.topics:
             sites = [(t, p) for t, p, _ in facts.error_sites]
             key = ex.first.api_key
+            produce, fetch = key == PRODUCE, key == FETCH
             for topic, partitions in facts.topics.items():
                 b = _breakdown(self.topics, topic)
-                b.partitions |= partitions
-                for part in [b, *(_breakdown(self.partitions, (topic, p)) for p in partitions)]:
-                    part.exchanges += 1
-                    part.produce += key == PRODUCE
-                    part.fetch += key == FETCH
-                b.errors += sum(1 for t, _ in sites if t == topic)
-                for p in partitions:
-                    self.partitions[(topic, p)].errors += sites.count((topic, p))
+                b.exchanges += 1
+                b.produce += produce
+                b.fetch += fetch
+                if partitions:
+                    b.partitions |= partitions
+                    for p in partitions:
+                        part = _breakdown(self.partitions, (topic, p))
+                        part.exchanges += 1
+                        part.produce += produce
+                        part.fetch += fetch
+                        if sites:
+                            part.errors += sites.count((topic, p))
+                if sites:
+                    b.errors += sum(1 for t, _ in sites if t == topic)
         if service is not None and latency is not None:
             if latency - service > 0.001:
                 self.waited[name] += 1
