@@ -743,6 +743,27 @@ def test_the_display_pauses_briefly_while_every_core_is_busy_then_goes_on_sampli
     assert gate.paused - before <= 0.2     # (still busy with other work: no pause either)
 
 
+def test_one_look_finding_a_core_free_does_not_end_a_lasting_load():
+    """/proc/stat counts in 10 ms ticks, so a 50 ms look may find a core free on a
+    machine that has none: that must not start another pause within a lasting load
+    (a full suite saw 1.0 s of pauses in 2 s of burning); several such looks do end it."""
+    from kdissect.proxy.backoff import MAX_PAUSE, PAUSE, QUIET_LOOKS, WINDOW, CpuGate
+    gate = CpuGate(cores=2)
+    gate.enabled = True
+    busy, free = 2.0, 0.0
+    # the first check pauses through MAX_PAUSE of busy looks, then goes on (loaded)
+    first = round(MAX_PAUSE / PAUSE) + 1
+    looks = iter([busy] * (first + 1) + [free] + [busy] * 3 + [free] * QUIET_LOOKS)
+    gate._others = lambda: next(looks)              # type: ignore[method-assign]
+    gate._sleep = lambda seconds: None              # type: ignore[method-assign]
+    answers = []
+    for _ in range(1 + 1 + 1 + 3 + QUIET_LOOKS):
+        gate.wall = time.monotonic() - 1.5 * WINDOW  # one window since the last look
+        answers.append(gate.check())
+    assert gate.paused == pytest.approx(MAX_PAUSE)  # one pause, not one per false look
+    assert answers[:-1] == [True] * (len(answers) - 1) and answers[-1] is False
+
+
 def test_on_one_core_the_display_runs_while_the_rest_leaves_it_half(monkeypatch):
     """The line is "others leave under 1¼ cores free", which a 1-core machine never
     meets: there the display runs while the others use under half the core, and

@@ -38,6 +38,7 @@ MAX_PAUSE = 0.5       # ...at most this long in a row: then the display goes on,
 FIRST_LOOK = 0.02     # after waiting for data: how long to watch the load before decoding
 FREE = 1.25           # pause when the others leave less than 1¼ cores free...
 BUSY_AT_LEAST = 0.5   # ...or, on 1 core, use more than half of it
+QUIET_LOOKS = 4       # looks in a row with a core free before a lasting load counts as over
 YIELD_EVERY = 0.0005  # seconds (wall clock, while it works) between offers of its core
 
 
@@ -71,6 +72,7 @@ class CpuGate:
         self.yielding: bool | None = None   # can it offer? decided by the first working()
         self.offering = False        # between working() and waiting()
         self.loaded = False          # busy past MAX_PAUSE: go on, without offers
+        self.quiet = 0               # looks in a row that found a core free, while loaded
         self.active = False          # between working() and waiting()
         self._mark()
 
@@ -123,6 +125,7 @@ class CpuGate:
             self._sleep(FIRST_LOOK)
         waited = 0.0
         while self._others() > self.busy_above:
+            self.quiet = 0
             if self.loaded or waited >= MAX_PAUSE:
                 self._set_loaded(True)         # still busy: go on
                 self._mark()
@@ -131,6 +134,15 @@ class CpuGate:
             self._sleep(PAUSE)
             self.paused += PAUSE
             waited += PAUSE
+        if self.loaded:
+            # /proc/stat counts in 10 ms ticks, so one 50 ms look may find a core free
+            # on a machine that has none: a lasting load is over only after several
+            # such looks in a row (else each false look cost another pause)
+            self.quiet += 1
+            if self.quiet < QUIET_LOOKS:
+                self._mark()
+                return True
+        self.quiet = 0
         self._set_loaded(False)
         self._mark()
         return False
