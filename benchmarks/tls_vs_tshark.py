@@ -15,8 +15,12 @@ command runs alternately --runs times; the table gives medians of wall and CPU t
 peak memory (as benchmarks/pcap_vs_tshark.py measures them) and the ratios.
 
     .venv/bin/python benchmarks/tls_vs_tshark.py --make DIR [--mb 110] [--size 32000]
-        [--small-requests]
+        [--small-requests] [--mtu 1500]
     .venv/bin/python benchmarks/tls_vs_tshark.py DIR [--runs 3] [--before CHECKOUT]
+
+--mtu records inside a private network namespace whose loopback has that MTU and no
+segmentation offloads (root; as scripts/make_captures.py): a TLS record then spans about
+eleven 1,448-byte segments, as on a real network, instead of loopback's 64 KB ones.
 
 --before runs CHECKOUT's kdissect too (another worktree with its own .venv, e.g. main):
 its --keylog run beside this one's, in the same alternation.
@@ -39,8 +43,12 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from pcap_vs_tshark import ENV, measure  # noqa: E402
 
 
-def make(directory: Path, megabytes: int, size: int, small: bool) -> None:
+def make(directory: Path, megabytes: int, size: int, small: bool, mtu: int | None) -> None:
     from tests.support.tls_capture import record_tls
+    if mtu:
+        from scripts.make_captures import in_namespace, set_mtu
+        in_namespace()                   # re-runs this script in its own namespace
+        set_mtu(mtu)
     messages = megabytes * 1_000_000 // (2 * size)          # produced, then fetched back
     extra = ("--compression", "none")
     if small:            # many small requests: a batch and a fetch of about one record each
@@ -64,13 +72,14 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=32000, help="record value bytes (--make)")
     ap.add_argument("--small-requests", action="store_true",
                     help="one record a Produce, a few a Fetch (--make): many Kafka messages")
+    ap.add_argument("--mtu", type=int, help="loopback MTU while recording (--make; root)")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--before", help="a checkout with its own .venv to compare with")
     args = ap.parse_args()
     d = Path(args.directory)
     if args.make:
         d.mkdir(parents=True, exist_ok=True)
-        make(d, args.mb, args.size, args.small_requests)
+        make(d, args.mb, args.size, args.small_requests, args.mtu)
         return
     ports = json.loads((d / "ports.json").read_text())
     tls, plain, keys = str(d / "tls.pcap"), str(d / "plain.pcap"), str(d / "run" / "keys.log")
