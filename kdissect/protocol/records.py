@@ -221,7 +221,7 @@ def _batch_v2(buf: bytes, start: int, end: int, ctx: Options) -> Node:
         _leaf(r, node, "partition_leader_epoch", "int32", Reader.int32)
         _leaf(r, node, "magic", "int8", Reader.int8)
         crc = _leaf(r, node, "crc", "uint32", Reader.uint32)
-        computed = crc32c(buf[r.pos:end])
+        computed = crc32c(memoryview(buf)[r.pos:end])
         if computed != crc.value:
             crc.problem = f"CRC32C mismatch: computed {computed:#010x}"
             crc.code = "crc_mismatch"
@@ -382,7 +382,7 @@ def locate_batches(buf: bytes, ctx: Options) -> list[Node]:
             end = pos + 12 + size
             if _BATCH_HEAD - 12 <= size and end <= n:
                 budget -= size
-                if crc32c(buf[pos + 21:end]) == struct.unpack_from(">I", buf, pos + 17)[0]:
+                if crc32c(memoryview(buf)[pos + 21:end]) == struct.unpack_from(">I", buf, pos + 17)[0]:
                     if pos > raw:
                         out.append(_unlocated(buf, raw, pos))
                     out.append(_batch_v2(buf, pos, end, ctx))

@@ -119,11 +119,6 @@ class BatchHeads(list):
         self.size = size
 
 
-_HEAD_NAMES = ("base_offset", "batch_length", "partition_leader_epoch", "magic", "crc",
-               "attributes", "last_offset_delta", "base_timestamp", "max_timestamp",
-               "producer_id", "producer_epoch", "base_sequence", "record_count")
-
-
 def _batch_heads(buf: bytes, pos: int, end: int, s) -> BatchHeads:
     """The located decoder's summary of a records field (``records.read_records`` with
     ``records="batches"``: headers and CRCs, no records), without its nodes; Bail where
@@ -149,10 +144,18 @@ def _batch_heads(buf: bytes, pos: int, end: int, s) -> BatchHeads:
         if s.nodes <= 0 or buf[pos + 16] != 2 or total < 61:
             raise Bail                              # budget spent, v0/v1 or unknown, short
         s.nodes -= 16                               # what the located summary charges
-        head = _BATCH_HEAD.unpack_from(buf, pos)
-        if crc32c(buf[pos + 21:pos + total]) != head[4]:
+        (base, length, epoch, magic, crc, attrs, last_delta, base_ts, max_ts, pid, pe, seq,
+         count) = _BATCH_HEAD.unpack_from(buf, pos)
+        # (a view: a slice would copy the batch, and batches are most of a capture's bytes)
+        if crc32c(memoryview(buf)[pos + 21:pos + total]) != crc:
             raise Bail
-        heads.append(dict(zip(_HEAD_NAMES, head), records=[]))
+        # (a literal: dict(zip(...)) took twice as long, a fifth of a big Produce's read)
+        heads.append({"base_offset": base, "batch_length": length,
+                      "partition_leader_epoch": epoch, "magic": magic, "crc": crc,
+                      "attributes": attrs, "last_offset_delta": last_delta,
+                      "base_timestamp": base_ts, "max_timestamp": max_ts, "producer_id": pid,
+                      "producer_epoch": pe, "base_sequence": seq, "record_count": count,
+                      "records": []})
         pos += total
     return BatchHeads(heads, size)
 
@@ -200,7 +203,7 @@ def _batch(buf: bytes, start: int, end: int, s) -> dict:
     (base, _length, _epoch, _magic, crc, attrs, last_delta, base_ts, max_ts, _pid, _pe,
      _seq, count) = _BATCH_HEAD.unpack_from(buf, start)
     pos = start + 61
-    if crc32c(buf[start + 21:end]) != crc:
+    if crc32c(memoryview(buf)[start + 21:end]) != crc:
         raise Bail
     codec = attrs & 7
     if count < 0 or count > end - pos + (s.decompressed if codec else 0):

@@ -127,7 +127,7 @@ def _element_topic(name: str | None, topic_id: str | None, ids: dict[str, str],
 def _collect_values(d: dict, f: Facts, topic: str | None, array: str, ids: dict[str, str],
                     element: bool) -> None:
     if element:
-        name = topic_id = None
+        name = None
         if "topic" in d or "topic_name" in d or "name" in d:
             for k in _NAME_KEYS:
                 v = d.get(k)
@@ -137,19 +137,23 @@ def _collect_values(d: dict, f: Facts, topic: str | None, array: str, ids: dict[
                         break
                     name = v
         v = d.get("topic_id")
-        if isinstance(v, str) and v != _ZERO_UUID:
-            topic_id = v
-        named = _element_topic(name, topic_id, ids, f)
-        if named is not None:           # (an empty name is a name)
-            topic = named
+        topic_id = v if isinstance(v, str) and v != _ZERO_UUID else None
+        if name is not None or topic_id is not None:
+            named = _element_topic(name, topic_id, ids, f)
+            if named is not None:       # (an empty name is a name)
+                topic = named
     partition = None
     for k, v in d.items():
         kind = type(v)
         if kind is int:
-            if element and topic is not None and k in _PARTITION_KEYS:
-                f.topics[topic].add(v)
-                partition = v
-            elif v and k.endswith("error_code"):
+            role = _INT_ROLES.get(k)
+            if role is None:
+                role = _int_role(k)
+            if role == _PARTITION:
+                if element and topic is not None:
+                    f.topics[topic].add(v)
+                    partition = v
+            elif role == _ERROR and v:
                 f.errors.append(v)
                 f.error_sites.append((topic, partition, v))
         elif kind is list:
@@ -162,6 +166,20 @@ def _collect_values(d: dict, f: Facts, topic: str | None, array: str, ids: dict[
             f.record_bytes += v.size
             for batch in v:
                 f.records += batch["record_count"] or 0
+
+
+# what an integer field is to the facts, by its name (a body's keys are its schema's
+# field names: a few hundred, told once each instead of a string test per field)
+_OTHER, _PARTITION, _ERROR = 0, 1, 2
+_INT_ROLES: dict[str, int] = {}
+
+
+def _int_role(key: str) -> int:
+    role = _PARTITION if key in _PARTITION_KEYS else \
+        _ERROR if key.endswith("error_code") else _OTHER
+    if len(_INT_ROLES) < 4096:           # unknown tags' keys (tag_N) are unbounded
+        _INT_ROLES[key] = role
+    return role
 
 
 _NAME_KEYS = ("topic", "topic_name", "name")
