@@ -291,7 +291,7 @@ class Diagnoses:
             for batch in p.get("records") or ():
                 if not isinstance(batch, dict) or batch.get("magic") != 2:
                     continue
-                self._skew(batch, capture_ms, f"{topic}[{part}]", out)
+                self._skew(batch, capture_ms, topic, part, out)
                 self._sequence(ex, batch, topic, part,
                                errors.get((topic, part)) if answer is not None else None, out)
         for (topic, part), t in appended.items():
@@ -302,13 +302,15 @@ class Diagnoses:
                                    f"{_ahead(ahead)} the capture clock (LogAppendTime)",
                                    "response"))
 
-    def _skew(self, batch: dict, capture_ms: float, where: str, out: list[Finding]) -> None:
+    def _skew(self, batch: dict, capture_ms: float, topic: str, part: int | None,
+              out: list[Finding]) -> None:
         attrs, stamp = batch.get("attributes"), batch.get("max_timestamp")
         if type(attrs) is not int or attrs & 8 or type(stamp) is not int or stamp < 0:
             return                      # LogAppendTime: the broker stamps it, not the client
         ahead = (stamp - capture_ms) / 1000
         if abs(ahead) > SKEW_S:
-            out.append(Finding("clock_skew", f"records for {where} stamped {_ahead(ahead)} the "
+            out.append(Finding("clock_skew", f"records for {topic}[{part}] stamped "
+                               f"{_ahead(ahead)} the "
                                "capture clock (CreateTime)", "request"))
 
     def _sequence(self, ex: Exchange, batch: dict, topic: str, part: int | None,
