@@ -108,9 +108,10 @@ def main() -> None:
            for n, rs in results.items()}
     print(f"TLS capture {os.path.getsize(tls) / 1e6:.1f} MB, plaintext {os.path.getsize(plain) / 1e6:.1f} MB; "
           f"medians of {args.runs} alternating runs")
-    print(f"{'':28} {'wall s':>8} {'CPU s':>8} {'peak MiB':>9}")
+    print(f"{'':28} {'wall s':>8} {'CPU s':>8} {'peak MiB':>9}   CPU s of each run")
     for name, (wall, cpu, mib) in med.items():
-        print(f"{name:28} {wall:8.2f} {cpu:8.2f} {mib:9.0f}")
+        each = " ".join(f"{r[1]:.2f}" for r in results[name])
+        print(f"{name:28} {wall:8.2f} {cpu:8.2f} {mib:9.0f}   {each}")
     t, k, p = med["tshark --keylog (TLS)"], med["kdissect --keylog (TLS)"], med["kdissect (plaintext)"]
     print(f"tshark / kdissect on TLS: wall ×{t[0] / k[0]:.2f}, CPU ×{t[1] / k[1]:.2f} "
           f"(goal: ≥ 3)")
