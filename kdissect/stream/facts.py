@@ -4,35 +4,26 @@ enrichment from its messages' bodies. (What display filters see of an exchange i
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from ..protocol import Options
 from ..protocol.names import error_name
 from ..protocol.node import Node
-from ..protocol.plain import Compared
 from ..protocol.values import BatchHeads
 
-
-class Facts(Compared):
-    """What one exchange touches (a plain class: start-up, protocol/plain.py)."""
-
-    _fields = ("topics", "records", "errors", "error_sites", "record_bytes", "top_error",
-               "asked_wait_ms", "throttle_ms")
-
-    def __init__(self, topics: dict[str, set[int]] | None = None, records: int = 0,
-                 errors: list[int] | None = None,
-                 error_sites: list[tuple[str | None, int | None, int]] | None = None,
-                 record_bytes: int = 0, top_error: int | None = None,
-                 asked_wait_ms: int | None = None, throttle_ms: int | None = None):
-        self.topics = {} if topics is None else topics
-        self.records = records
-        self.errors = [] if errors is None else errors         # nonzero error codes
-        # where each error was: (topic or None, partition or None, code), in errors' order
-        self.error_sites = [] if error_sites is None else error_sites
-        self.record_bytes = record_bytes   # bytes of record data (batches or message sets)
-        self.top_error = top_error         # the response's own error_code (a field of its body)
-        # how long the client asked the broker to hold the answer: Fetch max_wait_ms,
-        # JoinGroup rebalance_timeout_ms (session_timeout_ms in v0)
-        self.asked_wait_ms = asked_wait_ms
-        self.throttle_ms = throttle_ms     # the response's throttle_time_ms
+@dataclass
+class Facts:
+    topics: dict[str, set[int]] = field(default_factory=dict)
+    records: int = 0
+    errors: list[int] = field(default_factory=list)      # nonzero error codes
+    # where each error was: (topic or None, partition or None, code), in errors' order
+    error_sites: list[tuple[str | None, int | None, int]] = field(default_factory=list)
+    record_bytes: int = 0          # bytes of record data (batches or message sets)
+    top_error: int | None = None   # the response's own error_code (a field of its body)
+    # how long the client asked the broker to hold the answer: Fetch max_wait_ms,
+    # JoinGroup rebalance_timeout_ms (session_timeout_ms in v0)
+    asked_wait_ms: int | None = None
+    throttle_ms: int | None = None # the response's throttle_time_ms
 
     def text(self) -> str:
         parts = []
