@@ -126,6 +126,18 @@ def test_jsonl_to_a_pipe_loads_only_its_path(tmp_path):
     assert _present(modules, NEVER + ("rich", "cryptography")) == []
 
 
+def test_jsonl_with_workers_loads_no_pool_for_a_small_capture(tmp_path):
+    """Workers start with the first full chunk: before that, no process pool machinery
+    (concurrent.futures and logging: 13 ms), and the C library is found without
+    ctypes.util (whose ldconfig child cost 15 ms of CPU)."""
+    modules, out = loaded(tmp_path, "pcap", "--format", "jsonl", "-j", "2",
+                          str(CAPTURES / "acks0.pcap"))
+    assert json.loads(out.splitlines()[0])["api_name"]
+    assert "kdissect.render.jsonl_workers" in modules and "kdissect.render.heap" in modules
+    assert _present(modules, NEVER + ("rich", "concurrent", "multiprocessing", "logging",
+                                      "ctypes.util")) == []
+
+
 def test_cryptography_only_for_tls_connections_with_keys(tmp_path):
     capture, keys = str(CAPTURES / "tls13.pcap"), str(CAPTURES / "tls13.keys")
     without, _ = loaded(tmp_path, "pcap", "--no-tui", capture)
