@@ -62,6 +62,7 @@ def commands(work: Path) -> dict[str, list[str]]:
         "--help": ["--help"],
         "pcap (text)": ["pcap", "--no-tui", str(TINY)],
         "pcap --format jsonl": ["pcap", "--format", "jsonl", str(TINY)],
+        "pcap --stats": ["pcap", "--stats", str(TINY)],
         "pcap --keylog (TLS 1.3)": ["pcap", "--no-tui", "--keylog", str(KEYS), str(TLS)],
         "blob": ["blob", BLOB],
         "log": ["log", str(log)],

@@ -60,7 +60,66 @@ def test_pcap_to_a_pipe_loads_only_its_path(tmp_path):
     modules, out = loaded(tmp_path, "pcap", "--no-tui", str(CAPTURES / "acks0.pcap"))
     assert "Produce" in out                                     # it did decode
     assert _present(modules, NEVER + ("rich", "cryptography", "hashlib",
-                                      "kdissect.capture.tls.session")) == []
+                                      "kdissect.capture.tls.session",
+                                      "kdissect.protocol.guess")) == []   # no orphan here
+
+
+def installed_loaded(tmp_path: Path, *args: str) -> set[str]:
+    """The modules a command loads as installed by `pip install .` (README): without
+    the development install's finder, which itself imports pathlib, urllib and more."""
+    import site
+    out = tmp_path / "modules.txt"
+    env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "SSLKEYLOGFILE")}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *site.getsitepackages()])
+    p = subprocess.run([sys.executable, "-S", "-c", _PROBE, str(out), *args],
+                       capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
+    assert p.returncode == 0, p.stderr
+    return set(out.read_text().split())
+
+
+@pytest.mark.parametrize("args", [["--no-tui"], ["--format", "jsonl", "-j", "1"], ["--stats"]])
+def test_installed_summary_runs_load_no_file_system_helpers(tmp_path, args):
+    """pathlib (and with it urllib.parse, ipaddress, fnmatch), pkgutil and the guesser
+    are for value options, other inputs and orphans: a summary of a capture file reads
+    its bytes without them."""
+    modules = installed_loaded(tmp_path, "pcap", *args, str(CAPTURES / "acks0.pcap"))
+    assert "kdissect.stream.engine" in modules                 # it ran
+    from kdissect.capture.native import scanner_class
+    never = tuple(n for n in NEVER if not ("--stats" in args and n == "kdissect.stream.stats"))
+    # (the Python packet path, KDISSECT_PURE=1, writes addresses with ipaddress)
+    helpers = ("pathlib", "urllib", "pkgutil", "importlib.resources", "kdissect.protocol.guess",
+               *(("ipaddress",) if scanner_class() is not None else ()))
+    assert _present(modules, never + helpers) == []
+
+
+# the dataclasses a summary run still defines (modules others were changing when the
+# rest became plain classes); each costs ~1 ms of every start-up: new value classes on
+# these paths derive from protocol.plain instead
+DATACLASSES_LEFT = {
+    "kdissect.capture.pcapfile.Packet", "kdissect.protocol.context.Options",
+    "kdissect.stream.correlation.Match", "kdissect.stream.correlation.Pending",
+    "kdissect.stream.diagnoses._Group", "kdissect.stream.diagnoses._Send",
+    "kdissect.stream.facts.Facts", "kdissect.stream.framing.Frame",
+    "kdissect.stream.model.Exchange", "kdissect.stream.model.Gap",
+    "kdissect.stream.model.KafkaMessage"}
+
+
+@pytest.mark.parametrize("args", [["--no-tui"], ["--format", "jsonl", "-j", "1"], ["--stats"],
+                                  ["--no-tui", "--keylog", str(CAPTURES / "tls13.keys")]])
+def test_summary_runs_define_no_new_dataclasses(tmp_path, args):
+    """@dataclass compiles its methods at import (0.5-1.5 ms a class: thirty of them
+    were a fifth of a small capture's run): the classes these runs load are plain."""
+    import dataclasses
+    import importlib
+    import inspect
+    capture = "tls13.pcap" if "--keylog" in args else "acks0.pcap"
+    modules, _ = loaded(tmp_path, "pcap", *args, str(CAPTURES / capture))
+    found = set()
+    for name in sorted(m for m in modules if m.startswith("kdissect")):
+        for cls in vars(importlib.import_module(name)).values():
+            if inspect.isclass(cls) and cls.__module__ == name and dataclasses.is_dataclass(cls):
+                found.add(f"{name}.{cls.__qualname__}")
+    assert found - DATACLASSES_LEFT == set()
 
 
 def test_jsonl_to_a_pipe_loads_only_its_path(tmp_path):
@@ -68,6 +127,18 @@ def test_jsonl_to_a_pipe_loads_only_its_path(tmp_path):
                           str(CAPTURES / "acks0.pcap"))
     assert json.loads(out.splitlines()[0])["api_name"]
     assert _present(modules, NEVER + ("rich", "cryptography")) == []
+
+
+def test_jsonl_with_workers_loads_no_pool_for_a_small_capture(tmp_path):
+    """Workers start with the first full chunk: before that, no process pool machinery
+    (concurrent.futures and logging: 13 ms), and the C library is found without
+    ctypes.util (whose ldconfig child cost 15 ms of CPU)."""
+    modules, out = loaded(tmp_path, "pcap", "--format", "jsonl", "-j", "2",
+                          str(CAPTURES / "acks0.pcap"))
+    assert json.loads(out.splitlines()[0])["api_name"]
+    assert "kdissect.render.jsonl_workers" in modules and "kdissect.render.heap" in modules
+    assert _present(modules, NEVER + ("rich", "concurrent", "multiprocessing", "logging",
+                                      "ctypes.util")) == []
 
 
 def test_cryptography_only_for_tls_connections_with_keys(tmp_path):
@@ -169,3 +240,37 @@ def test_jsonl_workers_start_only_for_a_full_chunk():
     assert workers.pool is None
     assert "".join(written) == "".join(message_line(m, options, ex, enriched_full=False)
                                        for ex in exchanges for m in ex.messages) + "a TLS line\n"
+
+
+def test_plain_classes_behave_as_the_dataclasses_they_replaced():
+    """repr, equality and hashing as @dataclass gave them (frozen, plain, eq=False)."""
+    import dataclasses
+
+    from kdissect.capture.packet import Segment
+    from kdissect.capture.tcp import TcpConnection
+    from kdissect.protocol.findings import Finding
+    from kdissect.protocol.layout import Field, Struct
+
+    def twin(obj, **kw):
+        """The dataclass the object's class was: same name, fields and values."""
+        cls = dataclasses.make_dataclass(type(obj).__qualname__, obj._fields, **kw)
+        return cls(*obj._values())
+
+    struct = Struct("S", (Field("a", "int8"), Field("b", "string", nullable=True)))
+    for obj, kw in ((Finding("guessed_api", "x", "response"), {"frozen": True}),
+                    (struct, {"frozen": True}),
+                    (Segment("1.2.3.4", 1, "5.6.7.8", 9092, 7, 8, 0x18, b"ab", 0), {})):
+        dc = twin(obj, **kw)
+        assert repr(obj) == repr(dc)
+        same = type(obj)(*obj._values())
+        assert same == obj and same is not obj and obj != dc
+        if kw.get("frozen"):
+            assert hash(same) == hash(obj) == hash(dc)
+        else:
+            with pytest.raises(TypeError):
+                hash(obj)
+    assert Finding("guessed_api") != Finding("guessed_api", "other")
+    conn = TcpConnection(1, ("a", 1), ("b", 2), 0.0, True)
+    other = TcpConnection(1, ("a", 1), ("b", 2), 0.0, True)
+    assert conn != other and len({conn, other}) == 2              # by identity
+    assert repr(conn).startswith("TcpConnection(index=1, a=('a', 1)")

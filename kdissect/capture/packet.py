@@ -3,9 +3,8 @@ this; see benchmarks/capture_read.py)."""
 
 from __future__ import annotations
 
-import ipaddress
 import struct
-from dataclasses import dataclass
+from ..protocol.plain import Compared
 
 LINKTYPE_NAMES = {0: "BSD loopback", 1: "Ethernet", 12: "raw IP", 101: "raw IP",
                   108: "OpenBSD loopback", 113: "Linux cooked (SLL)",
@@ -14,17 +13,17 @@ SUPPORTED = frozenset(LINKTYPE_NAMES)
 _ETH_IPV4, _ETH_IPV6, _VLAN_TAGS = 0x0800, 0x86DD, (0x8100, 0x88A8, 0x9100)
 
 
-@dataclass(slots=True)
-class Segment:
-    src: str
-    sport: int
-    dst: str
-    dport: int
-    seq: int
-    ack: int
-    flags: int
-    payload: bytes
-    missing: int          # payload bytes on the wire that the capture cut off (snaplen)
+class Segment(Compared):
+    """A TCP segment's addresses, numbers, flags and payload."""
+
+    __slots__ = _fields = ("src", "sport", "dst", "dport", "seq", "ack", "flags", "payload",
+                           "missing")
+
+    def __init__(self, src: str, sport: int, dst: str, dport: int, seq: int, ack: int,
+                 flags: int, payload: bytes,
+                 missing: int):   # payload bytes on the wire that the capture cut off (snaplen)
+        self.src, self.sport, self.dst, self.dport = src, sport, dst, dport
+        self.seq, self.ack, self.flags, self.payload, self.missing = seq, ack, flags, payload, missing
 
 
 FIN, SYN, RST, ACK = 0x01, 0x02, 0x04, 0x10
@@ -114,6 +113,7 @@ _ADDR_CACHE: dict[bytes, str] = {}
 def _addr(raw: bytes) -> str:
     s = _ADDR_CACHE.get(raw)
     if s is None:
+        import ipaddress                  # only for a new address: not at start-up
         s = str(ipaddress.ip_address(raw))
         if len(_ADDR_CACHE) < 65536:
             _ADDR_CACHE[raw] = s

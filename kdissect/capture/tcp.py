@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from dataclasses import dataclass, field
+from ..protocol.plain import Compared, Plain
 from typing import Protocol
 
 from .packet import ACK, FIN, RST, SYN, Segment
@@ -36,25 +36,31 @@ class StreamSink(Protocol):
     def closed(self, conn: TcpConnection) -> None: ...
 
 
-@dataclass(slots=True)
-class Direction:
-    base: int | None = None        # sequence number of stream offset 0
-    next: int = 0                  # next stream offset expected
-    # out-of-order segments: offset -> (payload or None for a known hole, size, ts, frame),
-    # with a heap of their offsets (O(log n) to find the lowest)
-    # (None until something is held: a capture may hold 200,000 connections)
-    held: dict[int, tuple[bytes | None, int, float, int]] | None = None
-    order: list[int] | None = None
-    held_bytes: int = 0
-    fin: bool = False
-    end: int = -1                  # stream offset where the FIN says the data ends
-    acked: int = 0                 # highest offset the receiver acknowledged
-    overdue: int | None = None     # the connection's packet count when acked passed ``next``
-    last_ts: float = float("-inf")  # when the last bytes were delivered in TCP order (-1: invalid)
-    hole: list | None = None       # [offset, length, ts, frame]: a hole not yet reported
-    retransmitted: int = 0         # bytes seen twice
-    gaps: int = 0
-    gap_bytes: int = 0
+class Direction(Compared):
+    """One direction of a TCP connection: where its stream stands, what it holds."""
+
+    __slots__ = _fields = ("base", "next", "held", "order", "held_bytes", "fin", "end",
+                           "acked", "overdue", "last_ts", "hole", "retransmitted", "gaps",
+                           "gap_bytes")
+
+    def __init__(self) -> None:
+        self.base: int | None = None   # sequence number of stream offset 0
+        self.next = 0                  # next stream offset expected
+        # out-of-order segments: offset -> (payload or None for a known hole, size, ts,
+        # frame), with a heap of their offsets (O(log n) to find the lowest)
+        # (None until something is held: a capture may hold 200,000 connections)
+        self.held: dict[int, tuple[bytes | None, int, float, int]] | None = None
+        self.order: list[int] | None = None
+        self.held_bytes = 0
+        self.fin = False
+        self.end = -1                  # stream offset where the FIN says the data ends
+        self.acked = 0                 # highest offset the receiver acknowledged
+        self.overdue: int | None = None  # the connection's packet count when acked passed ``next``
+        self.last_ts = float("-inf")   # when the last bytes were delivered in TCP order (-1: invalid)
+        self.hole: list | None = None  # [offset, length, ts, frame]: a hole not yet reported
+        self.retransmitted = 0         # bytes seen twice
+        self.gaps = 0
+        self.gap_bytes = 0
 
     def lowest(self) -> int:
         order, held = self.order, self.held
@@ -64,18 +70,20 @@ class Direction:
         return order[0]
 
 
-@dataclass(slots=True, eq=False)
-class TcpConnection:
-    index: int
-    a: tuple[str, int]             # the initiator when known (SYN), else a guess
-    b: tuple[str, int]
-    first_ts: float
-    saw_syn: bool
-    dirs: tuple[Direction, Direction] = field(default_factory=lambda: (Direction(), Direction()))
-    closed: bool = False
-    last_ts: float = 0.0
-    key: tuple = ()
-    packets: int = 0
+class TcpConnection(Plain):
+    """A TCP connection: its endpoints, directions and counters (compared by identity)."""
+
+    __slots__ = _fields = ("index", "a", "b", "first_ts", "saw_syn", "dirs", "closed",
+                           "last_ts", "key", "packets")
+
+    def __init__(self, index: int,
+                 a: tuple[str, int],   # the initiator when known (SYN), else a guess
+                 b: tuple[str, int], first_ts: float, saw_syn: bool,
+                 dirs: tuple[Direction, Direction] | None = None, closed: bool = False,
+                 last_ts: float = 0.0, key: tuple = (), packets: int = 0):
+        self.index, self.a, self.b, self.first_ts, self.saw_syn = index, a, b, first_ts, saw_syn
+        self.dirs = (Direction(), Direction()) if dirs is None else dirs
+        self.closed, self.last_ts, self.key, self.packets = closed, last_ts, key, packets
 
     def endpoint(self, direction: int) -> tuple[tuple[str, int], tuple[str, int]]:
         """(sender, receiver) of a direction (0: a -> b)."""

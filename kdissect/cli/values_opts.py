@@ -4,8 +4,6 @@ click context, so the commands' signatures stay as they are."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
 _META = "kdissect.values"
@@ -59,6 +57,8 @@ def values_source(ctx: click.Context | None):
     asked = ctx.meta.get(_META) if ctx is not None else None
     if not asked:
         return None
+    from pathlib import Path             # (not at start-up: pathlib pulls urllib, ipaddress)
+
     from ..schemas_source import Registry, SchemaError, Schemas, default_cache, load_file
     overrides = {}
     try:

@@ -10,19 +10,25 @@ this table (or the sets derived from it below) instead of writing API keys by nu
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from .plain import Frozen
 
 
-@dataclass(frozen=True, slots=True)
-class Api:
-    key: int
-    name: str
-    records: str = ""              # "request" / "response": the direction carrying record batches
-    embedded: bool = False         # bytes fields hold structures (consumer protocol, SASL tokens)
-    teaches_topic_ids: bool = False  # its messages carry topic names with their ids
-    names_brokers: bool = False    # its responses carry broker host:port (the proxy rewrites them)
-    waits: tuple[str, ...] = ()    # request fields asking the broker to hold the answer (first found)
-    sasl: bool = False             # part of SASL authentication
+class Api(Frozen):
+    """One API's row (a plain class, not a dataclass: start-up, see plain.py)."""
+
+    __slots__ = _fields = ("key", "name", "records", "embedded", "teaches_topic_ids",
+                           "names_brokers", "waits", "sasl")
+
+    def __init__(self, key: int, name: str,
+                 records: str = "",       # "request"/"response": the direction carrying record batches
+                 embedded: bool = False,  # bytes fields hold structures (consumer protocol, SASL tokens)
+                 teaches_topic_ids: bool = False,  # its messages carry topic names with their ids
+                 names_brokers: bool = False,  # its responses carry broker host:port (the proxy rewrites them)
+                 waits: tuple[str, ...] = (),  # request fields asking the broker to hold the answer (first found)
+                 sasl: bool = False):     # part of SASL authentication
+        self.key, self.name, self.records, self.embedded = key, name, records, embedded
+        self.teaches_topic_ids, self.names_brokers = teaches_topic_ids, names_brokers
+        self.waits, self.sasl = waits, sasl
 
 
 TABLE: dict[int, Api] = {}

@@ -8,18 +8,19 @@ the single list of codes; docs/findings.md is generated from it (``markdown_tabl
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from .plain import Frozen
 
 SEVERITIES = ("note", "warn", "error")          # in rising order
 GROUPS = ("malformed", "protocol", "sequence", "storage", "security", "performance", "budget")
 
 
-@dataclass(frozen=True, slots=True)
-class FindingKind:
-    code: str
-    severity: str
-    group: str
-    meaning: str
+class FindingKind(Frozen):
+    """A registered code: its severity, group and one-line meaning."""
+
+    __slots__ = _fields = ("code", "severity", "group", "meaning")
+
+    def __init__(self, code: str, severity: str, group: str, meaning: str):
+        self.code, self.severity, self.group, self.meaning = code, severity, group, meaning
 
     @property
     def rank(self) -> int:
@@ -44,16 +45,18 @@ def register(code: str, severity: str, group: str, meaning: str) -> FindingKind:
     return kind
 
 
-@dataclass(frozen=True, slots=True)
-class Finding:
-    code: str
-    detail: str = ""               # this occurrence: which field, how many bytes...
-    where: str = ""                # "request" / "response" and a field path, or ""
+class Finding(Frozen):
+    """One occurrence of a registered code."""
 
-    def __post_init__(self) -> None:
-        if self.code not in REGISTRY:
-            raise UnregisteredFinding(f"finding code {self.code!r} is not registered "
+    __slots__ = _fields = ("code", "detail", "where")
+
+    def __init__(self, code: str,
+                 detail: str = "",    # this occurrence: which field, how many bytes...
+                 where: str = ""):    # "request" / "response" and a field path, or ""
+        if code not in REGISTRY:
+            raise UnregisteredFinding(f"finding code {code!r} is not registered "
                                       "(kdissect/protocol/findings.py)")
+        self.code, self.detail, self.where = code, detail, where
 
     @property
     def kind(self) -> FindingKind:

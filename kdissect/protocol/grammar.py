@@ -19,9 +19,9 @@ Lines starting with ``#`` are comments.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 
 from .layout import Field, Struct, default_hint
+from .plain import Compared, Plain
 
 # type token -> (wire type, nullable, compact)
 TYPES: dict[str, tuple[str, bool, bool | None]] = {
@@ -57,20 +57,26 @@ class GrammarError(ValueError):
         self.line = line
 
 
-@dataclass
-class _Rule:
-    lhs: str
-    rhs: str
-    line: int
-    indent: int
-    parent: _Rule | None = None
-    children: dict[str, _Rule] = field(default_factory=dict)
+class _Rule(Plain):
+    """One rule line, in its place among the others (shown without its relatives)."""
+
+    __slots__ = ("lhs", "rhs", "line", "indent", "parent", "children")
+    _fields = ("lhs", "rhs", "line", "indent")
+
+    def __init__(self, lhs: str, rhs: str, line: int, indent: int,
+                 parent: _Rule | None = None):
+        self.lhs, self.rhs, self.line, self.indent, self.parent = lhs, rhs, line, indent, parent
+        self.children: dict[str, _Rule] = {}
 
 
-@dataclass
-class Grammar:
-    root: Struct
-    messages: dict[tuple[str, str, int], Struct]    # (api name, "request"/"response"..., version)
+class Grammar(Compared):
+    """A parsed grammar: its first rule's layout and the messages it names."""
+
+    _fields = ("root", "messages")
+
+    def __init__(self, root: Struct,
+                 messages: dict[tuple[str, str, int], Struct]):  # (api name, "request"/"response"..., version)
+        self.root, self.messages = root, messages
 
 
 def parse_grammar(text: str) -> Grammar:

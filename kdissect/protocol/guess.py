@@ -5,13 +5,12 @@ offers (how many fields it explains)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from . import schemas
 from .context import Options
 from .message import Message, decode_bare_body, decode_request, decode_response
 from .names import api_name
 from .node import Node
+from .plain import Compared
 
 _FULL = Options(records=False, embedded=False)
 # every layout is first tried within a small node budget, so guessing costs little even
@@ -21,16 +20,18 @@ _PROBE = Options(records=False, embedded=False, max_nodes=1_000)
 _FULL_TRIES = 8
 
 
-@dataclass
-class Candidate:
-    api_key: int
-    api_version: int
-    direction: str
-    score: float
-    clean: bool
-    versions: tuple[int, ...] = ()      # other versions that decode identically
-    # the leaves of a clean decode, (name, offset, length, value): what tells it apart
-    leaves: tuple = ()
+class Candidate(Compared):
+    """One reading of unknown bytes: which API, version and direction, and how well."""
+
+    _fields = ("api_key", "api_version", "direction", "score", "clean", "versions", "leaves")
+
+    def __init__(self, api_key: int, api_version: int, direction: str, score: float,
+                 clean: bool,
+                 versions: tuple[int, ...] = (),  # other versions that decode identically
+                 # the leaves of a clean decode, (name, offset, length, value): what tells it apart
+                 leaves: tuple = ()):
+        self.api_key, self.api_version, self.direction = api_key, api_version, direction
+        self.score, self.clean, self.versions, self.leaves = score, clean, versions, leaves
 
     @property
     def label(self) -> str:

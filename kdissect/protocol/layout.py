@@ -3,7 +3,7 @@ user grammars): structs of typed fields, in wire order."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from .plain import Frozen
 
 # Wire types the decoder understands. "string"/"bytes"/"records"/arrays are compact
 # (uvarint length + 1) in flexible structs and classic (int16/int32 length) otherwise,
@@ -14,24 +14,32 @@ PRIMITIVES = frozenset({
 })
 
 
-@dataclass(frozen=True, slots=True)
-class Field:
-    name: str
-    type: str                      # a PRIMITIVES member, or "struct"
-    array: bool = False
-    nullable: bool = False
-    tag: int | None = None         # set for tagged fields (flexible versions only)
-    struct: Struct | None = None   # element/struct layout when type == "struct"
-    hint: str | None = None        # "error", "time" or "duration": how to annotate the value
-    compact: bool | None = None    # None: follow the enclosing struct's flexibility
+class Field(Frozen):
+    """One field of a struct, in wire order."""
+
+    __slots__ = _fields = ("name", "type", "array", "nullable", "tag", "struct", "hint",
+                           "compact")
+
+    def __init__(self, name: str,
+                 type: str,                      # a PRIMITIVES member, or "struct"
+                 array: bool = False,
+                 nullable: bool = False,
+                 tag: int | None = None,         # set for tagged fields (flexible versions only)
+                 struct: Struct | None = None,   # element/struct layout when type == "struct"
+                 hint: str | None = None,        # "error", "time" or "duration": how to annotate the value
+                 compact: bool | None = None):   # None: follow the enclosing struct's flexibility
+        self.name, self.type, self.array, self.nullable = name, type, array, nullable
+        self.tag, self.struct, self.hint, self.compact = tag, struct, hint, compact
 
 
-@dataclass(frozen=True, slots=True)
-class Struct:
-    name: str
-    fields: tuple[Field, ...]
-    tagged: tuple[Field, ...] = ()
-    flexible: bool = False
+class Struct(Frozen):
+    """A struct's fields in wire order, and its tagged fields (flexible versions)."""
+
+    __slots__ = _fields = ("name", "fields", "tagged", "flexible")
+
+    def __init__(self, name: str, fields: tuple[Field, ...], tagged: tuple[Field, ...] = (),
+                 flexible: bool = False):
+        self.name, self.fields, self.tagged, self.flexible = name, fields, tagged, flexible
 
     def tag_field(self, tag: int) -> Field | None:
         for f in self.tagged:

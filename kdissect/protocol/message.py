@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 from typing import NamedTuple
 
 from . import schemas, secrets
@@ -13,22 +12,28 @@ from .embedded import add_sasl_fields, decode_embedded
 from .internal import RECORD_CARRIERS, decode_wire_records
 from .names import api_name
 from .node import Node
+from .plain import Compared
 from .reader import VarintTooLong, uvarint
 
 _HEAD = struct.Struct(">hhi")
 
 
-@dataclass
-class Message:
-    direction: str                 # "request" | "response"
-    api_key: int | None
-    api_version: int | None
-    correlation_id: int | None
-    client_id: str | None
-    tree: Node                     # ktype "message": children "header" and "body"
-    data: bytes
-    # a version newer than the schemas, read with the newest known layout of its API
-    assumed_from: int | None = None
+class Message(Compared):
+    """A decoded message: its header's facts and its located tree."""
+
+    _fields = ("direction", "api_key", "api_version", "correlation_id", "client_id", "tree",
+               "data", "assumed_from")
+
+    def __init__(self, direction: str,    # "request" | "response"
+                 api_key: int | None, api_version: int | None, correlation_id: int | None,
+                 client_id: str | None,
+                 tree: Node,              # ktype "message": children "header" and "body"
+                 data: bytes,
+                 # a version newer than the schemas, read with the newest known layout of its API
+                 assumed_from: int | None = None):
+        self.direction, self.api_key, self.api_version = direction, api_key, api_version
+        self.correlation_id, self.client_id, self.tree = correlation_id, client_id, tree
+        self.data, self.assumed_from = data, assumed_from
 
     @property
     def api_name(self) -> str:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import lru_cache
 
 from .apis import NAMES
+from .plain import Frozen
 
 API_NAMES: dict[int, str] = NAMES      # from the API table (apis.py)
 _KEYS_BY_NAME = {name.lower(): key for key, name in API_NAMES.items()}
@@ -82,12 +82,13 @@ _MEANINGS = {
 }
 
 
-@dataclass(frozen=True)
-class ErrorInfo:
-    code: int
-    name: str
-    retriable: bool | None
-    meaning: str
+class ErrorInfo(Frozen):
+    """A Kafka error code: its name, whether a client retries it, what it means."""
+
+    __slots__ = _fields = ("code", "name", "retriable", "meaning")
+
+    def __init__(self, code: int, name: str, retriable: bool | None, meaning: str):
+        self.code, self.name, self.retriable, self.meaning = code, name, retriable, meaning
 
 
 @lru_cache(maxsize=None)

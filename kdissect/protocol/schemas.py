@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pkgutil
 from functools import lru_cache
 
 from . import snapshot
@@ -47,9 +46,7 @@ def _legacy() -> dict[tuple[int, str, int], Struct]:
 
 @lru_cache(maxsize=None)
 def _text(name: str) -> str:
-    data = pkgutil.get_data(__package__, name)      # (importlib.resources: 5 ms to import)
-    assert data is not None, name
-    return data.decode("utf-8")
+    return snapshot.package_data(name).decode("utf-8")
 
 
 @lru_cache(maxsize=None)

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .context import Options
 from .node import Node
+from .plain import Frozen
 from .reader import DecodeError, Reader
 
 if TYPE_CHECKING:
@@ -32,18 +32,25 @@ class Emitter(Protocol):
     def unpacker(self, fmt: str) -> str: ...
 
 
-@dataclass(frozen=True, slots=True)
-class Codec:
-    name: str
-    size: int | None = None           # fixed width in bytes; None: variable
-    fmt: str | None = None            # struct format of a fixed width
-    packable: bool = False            # a fixed width whose unpacked value is the value
-    plain: Callable[[Reader], Any] | None = None   # read a value (fixed widths, varints)
-    read: Callable[[Reader, Field, bool, Node, Options], None] | None = None  # located
-    varint: int = 0                   # varints: their longest encoding in bytes
-    zigzag: bool = False
-    wide: bool = False                # classic length prefix int32 (else int16)
-    records: bool = False             # carries record batches
+class Codec(Frozen):
+    """How one wire type is read, located and values-only."""
+
+    __slots__ = _fields = ("name", "size", "fmt", "packable", "plain", "read", "varint",
+                           "zigzag", "wide", "records")
+
+    def __init__(self, name: str,
+                 size: int | None = None,   # fixed width in bytes; None: variable
+                 fmt: str | None = None,    # struct format of a fixed width
+                 packable: bool = False,    # a fixed width whose unpacked value is the value
+                 plain: Callable[[Reader], Any] | None = None,  # read a value (fixed widths, varints)
+                 read: Callable[[Reader, Field, bool, Node, Options], None] | None = None,  # located
+                 varint: int = 0,           # varints: their longest encoding in bytes
+                 zigzag: bool = False,
+                 wide: bool = False,        # classic length prefix int32 (else int16)
+                 records: bool = False):    # carries record batches
+        self.name, self.size, self.fmt, self.packable = name, size, fmt, packable
+        self.plain, self.read, self.varint, self.zigzag = plain, read, varint, zigzag
+        self.wide, self.records = wide, records
 
 
 def length(r: Reader, compact: bool, wide: bool) -> int:

@@ -10,8 +10,9 @@ docs/engine.md for a worked example (``tsv``).
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
+
+from ..protocol.plain import Frozen
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -35,22 +36,26 @@ class FormatWriter(Protocol):
     def abort(self) -> None: ...                # the output went away: stop, write nothing
 
 
-@dataclass(frozen=True)
-class WriterContext:
+class WriterContext(Frozen):
     """What a writer is built with."""
-    options: Options
-    verbose: bool
-    jobs: int
-    console: Console
+
+    __slots__ = _fields = ("options", "verbose", "jobs", "console")
+
+    def __init__(self, options: Options, verbose: bool, jobs: int, console: Console):
+        self.options, self.verbose, self.jobs, self.console = options, verbose, jobs, console
 
 
-@dataclass(frozen=True, slots=True)
-class Format:
-    name: str
-    docs: str                     # one line, for --help and docs
-    writer: str = ""              # "module:Class" (relative to kdissect.render); "": a file
-                                  # format written by its own path (parquet: -o)
-    log: bool = False             # kdissect log writes it too (its items are files and batches)
+class Format(Frozen):
+    """One output format: its name, its --help line, and who writes it."""
+
+    __slots__ = _fields = ("name", "docs", "writer", "log")
+
+    def __init__(self, name: str,
+                 docs: str,            # one line, for --help and docs
+                 writer: str = "",     # "module:Class" (relative to kdissect.render); "": a
+                                       # file format written by its own path (parquet: -o)
+                 log: bool = False):   # kdissect log writes it too (its items are files and batches)
+        self.name, self.docs, self.writer, self.log = name, docs, writer, log
 
     @property
     def streams(self) -> bool:

@@ -17,7 +17,6 @@ import operator
 import pickle
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
 from ..protocol import Options
@@ -26,7 +25,7 @@ from .heap import give_back
 from .lines import message_line
 
 if TYPE_CHECKING:
-    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures import Future, ProcessPoolExecutor
 
 CHUNK_BYTES = 1 << 20          # message bytes per chunk: big enough to amortise the hand-off
 CHUNK_EXCHANGES = 256
@@ -118,6 +117,7 @@ class JsonlWorkers:
         if self.pool is None:               # nothing in flight: write it now
             self.write(text)
             return
+        from concurrent.futures import Future     # (with the pool: imported by then)
         ready: Future = Future()
         ready.set_result(text)
         self.inflight.append(ready)

@@ -4,11 +4,12 @@ buffers: for record filters and the TUI's search."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from ..protocol import Options
 from ..protocol.apis import CARRY_RECORDS
 from ..protocol.node import Node
+from ..protocol.plain import Frozen
 
 _FULL = Options()
 
@@ -274,11 +275,15 @@ def throttle(view) -> list[int]:
     return [] if ms is None else [ms]
 
 
-@dataclass(frozen=True)
-class Match:
-    message: int                   # 0: the exchange's first message, 1: the second
-    buffer: int | None             # which decompressed buffer (in tree order); None: wire
-    offset: int                    # in the message, or in that buffer
+class Match(Frozen):
+    """Where found bytes are."""
+
+    __slots__ = _fields = ("message", "buffer", "offset")
+
+    def __init__(self, message: int,   # 0: the exchange's first message, 1: the second
+                 buffer: int | None,   # which decompressed buffer (in tree order); None: wire
+                 offset: int):         # in the message, or in that buffer
+        self.message, self.buffer, self.offset = message, buffer, offset
 
 
 def buffer_nodes(tree: Node) -> list[Node]:

@@ -17,7 +17,6 @@ from collections.abc import Callable
 from ..protocol import Message, Options, schemas
 from ..protocol.apis import API_VERSIONS, SASL_AUTHENTICATE, WAIT_FIELDS
 from ..protocol.findings import Finding
-from ..protocol.guess import guess
 from ..protocol.names import error_name
 from ..protocol.values import body_values
 from .anomaly import EXPECTED_ERRORS
@@ -217,6 +216,7 @@ def _values_body(m, options: Options, conv: Callable[[bytes], object] = _NO_BYTE
 
 
 def _guess(resp, findings: list[Finding]) -> None:
+    from ..protocol.guess import guess
     cands = guess(resp.data, "response")
     top = cands[0] if cands else None
     if top is not None and top.clean:

@@ -11,11 +11,11 @@ log``) are asked directly.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..protocol.findings import REGISTRY as FINDINGS
 from ..protocol.findings import SEVERITIES
+from ..protocol.plain import Frozen
 from . import anomaly, content
 from .facts import Facts
 
@@ -51,13 +51,17 @@ class ExchangeFields:
 Getter = Callable[[ExchangeFields], list]
 
 
-@dataclass(frozen=True, slots=True)
-class FilterField:
-    name: str
-    kind: str                     # one of KINDS: how a compared value is read
-    docs: str                     # one line: --help, error messages, docs/filters.md
-    get: Getter | None = None     # None: no value for exchanges (log items say their own)
-    complete: bool = True         # offered by the TUI's completion
+class FilterField(Frozen):
+    """A display-filter field: its kind, its one-line docs, how an exchange gives it."""
+
+    __slots__ = _fields = ("name", "kind", "docs", "get", "complete")
+
+    def __init__(self, name: str,
+                 kind: str,                  # one of KINDS: how a compared value is read
+                 docs: str,                  # one line: --help, error messages, docs/filters.md
+                 get: Getter | None = None,  # None: no value for exchanges (log items say their own)
+                 complete: bool = True):     # offered by the TUI's completion
+        self.name, self.kind, self.docs, self.get, self.complete = name, kind, docs, get, complete
 
 
 FIELDS: dict[str, FilterField] = {}

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
 
 from ..protocol.apis import (FETCH, GROUP_MEMBERSHIP, HEARTBEAT, JOIN_GROUP, LEAVE_GROUP,
                              PRODUCE, SYNC_GROUP)
 from ..protocol.names import api_name, error_name
+from ..protocol.plain import Compared
 from . import anomaly
 from .diagnoses import CODES as DIAGNOSES
 from .facts import Facts
@@ -27,79 +27,95 @@ def percentile(sorted_values: list[float], p: float) -> float:
     return sorted_values[max(0, min(len(sorted_values), rank) - 1)]
 
 
-@dataclass(slots=True)          # one per connection: a capture may hold 200,000
-class ConnectionStats:
-    client: str
-    broker: str
-    exchanges: int = 0
-    to_broker: int = 0
-    to_client: int = 0
-    first: float = float("inf")
-    last: float = 0.0
-    errors: int = 0
+class ConnectionStats(Compared):
+    """One connection's counts (one per connection: a capture may hold 200,000)."""
+
+    __slots__ = _fields = ("client", "broker", "exchanges", "to_broker", "to_client", "first",
+                           "last", "errors")
+
+    def __init__(self, client: str, broker: str, exchanges: int = 0, to_broker: int = 0,
+                 to_client: int = 0, first: float = float("inf"), last: float = 0.0,
+                 errors: int = 0):
+        self.client, self.broker, self.exchanges = client, broker, exchanges
+        self.to_broker, self.to_client, self.first, self.last = to_broker, to_client, first, last
+        self.errors = errors
 
 
-@dataclass(slots=True)
-class Breakdown:
+class Breakdown(Compared):
     """One client, broker or topic."""
-    exchanges: int = 0
-    errors: int = 0
-    latency: list[float] = field(default_factory=list)
-    throttled: int = 0
-    throttle_ms: int = 0
-    produce: int = 0               # topics: Produce and Fetch exchanges that name them
-    fetch: int = 0
-    partitions: set[int] = field(default_factory=set)
+
+    __slots__ = _fields = ("exchanges", "errors", "latency", "throttled", "throttle_ms",
+                           "produce", "fetch", "partitions")
+
+    def __init__(self) -> None:
+        self.exchanges = 0
+        self.errors = 0
+        self.latency: list[float] = []
+        self.throttled = 0
+        self.throttle_ms = 0
+        self.produce = 0               # topics: Produce and Fetch exchanges that name them
+        self.fetch = 0
+        self.partitions: set[int] = set()
 
 
-@dataclass
-class GroupEvent:
+class GroupEvent(Compared):
     """One step of a consumer group: a join, a sync, a failed heartbeat, a leave."""
-    ts: float
-    api: str
-    member: str
-    generation: int | None
-    error: str                     # "" when none
-    detail: str                    # leader and members, an assignment, a wait
-    view: ExchangeFields | None = field(default=None, repr=False, compare=False)
+
+    _fields = ("ts", "api", "member", "generation", "error", "detail")   # (not the view)
+
+    def __init__(self, ts: float, api: str, member: str, generation: int | None,
+                 error: str,                  # "" when none
+                 detail: str,                 # leader and members, an assignment, a wait
+                 view: ExchangeFields | None = None):
+        self.ts, self.api, self.member, self.generation = ts, api, member, generation
+        self.error, self.detail, self.view = error, detail, view
 
 
-@dataclass
-class GroupStats:
-    events: list[GroupEvent] = field(default_factory=list)
-    members: set[str] = field(default_factory=set)
-    generations: set[int] = field(default_factory=set)
-    heartbeats: int = 0            # answered without error (not listed as events)
+class GroupStats(Compared):
+    """One consumer group's events, members and generations."""
+
+    _fields = ("events", "members", "generations", "heartbeats")
+
+    def __init__(self) -> None:
+        self.events: list[GroupEvent] = []
+        self.members: set[str] = set()
+        self.generations: set[int] = set()
+        self.heartbeats = 0            # answered without error (not listed as events)
 
     @property
     def rebalances(self) -> int:
         return len(self.generations)
 
 
-@dataclass
-class Stats:
-    per_api: Counter = field(default_factory=Counter)
-    errors: Counter = field(default_factory=Counter)
-    latency: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
-    bytes_requests: int = 0
-    bytes_responses: int = 0
-    statuses: Counter = field(default_factory=Counter)
-    problems: int = 0
-    gaps: int = 0
-    gap_bytes: int = 0
-    connections: dict[int, ConnectionStats] = field(default_factory=dict)
-    # latency less the waits clients asked for (Fetch max_wait_ms, group rebalances)
-    service: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
-    waited: Counter = field(default_factory=Counter)          # per API: exchanges that waited
-    clients: dict[str, Breakdown] = field(default_factory=dict)
-    brokers: dict[str, Breakdown] = field(default_factory=dict)
-    topics: dict[str, Breakdown] = field(default_factory=dict)
-    partitions: dict[tuple[str, int], Breakdown] = field(default_factory=dict)
-    groups: dict[str, GroupStats] = field(default_factory=dict)
-    diagnoses: Counter = field(default_factory=Counter)        # diagnosis code -> count
-    # broker address -> its "host:port" (formatted once, not per exchange)
-    _broker_names: dict[tuple[str, int], str] = field(default_factory=dict, repr=False,
-                                                      compare=False)
+class Stats(Compared):
+    """What --stats prints, added up exchange by exchange."""
+
+    _fields = ("per_api", "errors", "latency", "bytes_requests", "bytes_responses", "statuses",
+               "problems", "gaps", "gap_bytes", "connections", "service", "waited", "clients",
+               "brokers", "topics", "partitions", "groups", "diagnoses")
+
+    def __init__(self) -> None:
+        self.per_api: Counter = Counter()
+        self.errors: Counter = Counter()
+        self.latency: dict[str, list[float]] = defaultdict(list)
+        self.bytes_requests = 0
+        self.bytes_responses = 0
+        self.statuses: Counter = Counter()
+        self.problems = 0
+        self.gaps = 0
+        self.gap_bytes = 0
+        self.connections: dict[int, ConnectionStats] = {}
+        # latency less the waits clients asked for (Fetch max_wait_ms, group rebalances)
+        self.service: dict[str, list[float]] = defaultdict(list)
+        self.waited: Counter = Counter()          # per API: exchanges that waited
+        self.clients: dict[str, Breakdown] = {}
+        self.brokers: dict[str, Breakdown] = {}
+        self.topics: dict[str, Breakdown] = {}
+        self.partitions: dict[tuple[str, int], Breakdown] = {}
+        self.groups: dict[str, GroupStats] = {}
+        self.diagnoses: Counter = Counter()        # diagnosis code -> count
+        # broker address -> its "host:port" (formatted once, not per exchange)
+        self._broker_names: dict[tuple[str, int], str] = {}
 
     def add(self, ex: Exchange, view: ExchangeFields) -> None:
         first = ex.first

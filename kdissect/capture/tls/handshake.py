@@ -5,7 +5,7 @@ Malformed input gives None, never an exception."""
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field
+from ...protocol.plain import Compared
 
 CHANGE_CIPHER_SPEC, ALERT, HANDSHAKE, APPLICATION_DATA, HEARTBEAT = 20, 21, 22, 23, 24
 CLIENT_HELLO, SERVER_HELLO, NEW_SESSION_TICKET, FINISHED, KEY_UPDATE = 1, 2, 4, 20, 24
@@ -73,18 +73,26 @@ def starts_record(data) -> bool | None:
     return True if len(data) <= nxt else record_header(data, nxt) is not None
 
 
-@dataclass
-class Hello:
-    random: bytes
-    version: int                    # the negotiated (ServerHello) or highest offered version
-    session_id: bytes
-    suites: list[int] = field(default_factory=list)      # offered, or [the chosen one]
-    server_name: str | None = None
-    alpn: list[str] = field(default_factory=list)
-    ticket: bytes | None = None     # ClientHello session_ticket extension (TLS 1.2)
-    encrypt_then_mac: bool = False  # ServerHello: RFC 7366 for CBC suites
-    retry: bool = False             # a HelloRetryRequest (TLS 1.3)
-    psk: bool = False               # ServerHello: a pre-shared key (TLS 1.3 resumption)
+class Hello(Compared):
+    """What a ClientHello or ServerHello says."""
+
+    _fields = ("random", "version", "session_id", "suites", "server_name", "alpn", "ticket",
+               "encrypt_then_mac", "retry", "psk")
+
+    def __init__(self, random: bytes,
+                 version: int,        # the negotiated (ServerHello) or highest offered version
+                 session_id: bytes,
+                 suites: list[int] | None = None,    # offered, or [the chosen one]
+                 server_name: str | None = None, alpn: list[str] | None = None,
+                 ticket: bytes | None = None,        # ClientHello session_ticket extension (TLS 1.2)
+                 encrypt_then_mac: bool = False,     # ServerHello: RFC 7366 for CBC suites
+                 retry: bool = False,                # a HelloRetryRequest (TLS 1.3)
+                 psk: bool = False):                 # ServerHello: a pre-shared key (TLS 1.3 resumption)
+        self.random, self.version, self.session_id = random, version, session_id
+        self.suites = [] if suites is None else suites
+        self.server_name = server_name
+        self.alpn = [] if alpn is None else alpn
+        self.ticket, self.encrypt_then_mac, self.retry, self.psk = ticket, encrypt_then_mac, retry, psk
 
 
 class _Reader:

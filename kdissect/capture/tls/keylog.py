@@ -13,7 +13,7 @@ counted, never fatal: key logs are appended to by many processes and often hold 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from ...protocol.plain import Compared
 
 LABELS = frozenset({
     "CLIENT_RANDOM", "CLIENT_HANDSHAKE_TRAFFIC_SECRET", "SERVER_HANDSHAKE_TRAFFIC_SECRET",
@@ -28,15 +28,19 @@ class KeyLogError(Exception):
     """A key log that cannot be read at all (missing, unreadable, not text)."""
 
 
-@dataclass
-class KeyLog:
+class KeyLog(Compared):
     """Secrets by (label, client random). ``add_text`` may be called many times (a
     file, the environment's SSLKEYLOGFILE, pcapng Decryption Secrets Blocks)."""
 
-    secrets: dict[tuple[str, bytes], bytes] = field(default_factory=dict)
-    skipped: int = 0                        # lines that are not usable key log lines
-    first_skipped: str | None = None        # the first of them, for the user's eyes
-    files: dict[str, int] = field(default_factory=dict)    # path -> bytes read so far
+    _fields = ("secrets", "skipped", "first_skipped", "files")
+
+    def __init__(self, secrets: dict[tuple[str, bytes], bytes] | None = None,
+                 skipped: int = 0,                   # lines that are not usable key log lines
+                 first_skipped: str | None = None,   # the first of them, for the user's eyes
+                 files: dict[str, int] | None = None):   # path -> bytes read so far
+        self.secrets = {} if secrets is None else secrets
+        self.skipped, self.first_skipped = skipped, first_skipped
+        self.files = {} if files is None else files
 
     def __len__(self) -> int:
         return len(self.secrets)

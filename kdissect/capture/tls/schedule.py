@@ -7,22 +7,27 @@ from __future__ import annotations
 import hashlib
 import hmac
 import struct
-from dataclasses import dataclass
+
+from ...protocol.plain import Frozen
 
 HASHES = {"sha256": (hashlib.sha256, 32), "sha384": (hashlib.sha384, 48),
           "sha1": (hashlib.sha1, 20)}
 
 
-@dataclass(frozen=True, slots=True)
-class Suite:
-    code: int
-    name: str
-    tls13: bool
-    cipher: str           # "gcm", "chacha", "ccm", "cbc"
-    key_len: int
-    iv_len: int           # fixed IV bytes from the key schedule (GCM 1.2: 4; CBC: 0)
-    hash: str             # the PRF / HKDF hash
-    mac: str | None = None  # CBC suites: the record MAC's hash
+class Suite(Frozen):
+    """A cipher suite kdissect can decrypt."""
+
+    __slots__ = _fields = ("code", "name", "tls13", "cipher", "key_len", "iv_len", "hash",
+                           "mac")
+
+    def __init__(self, code: int, name: str, tls13: bool,
+                 cipher: str,             # "gcm", "chacha", "ccm", "cbc"
+                 key_len: int,
+                 iv_len: int,             # fixed IV bytes from the key schedule (GCM 1.2: 4; CBC: 0)
+                 hash: str,               # the PRF / HKDF hash
+                 mac: str | None = None):  # CBC suites: the record MAC's hash
+        self.code, self.name, self.tls13, self.cipher = code, name, tls13, cipher
+        self.key_len, self.iv_len, self.hash, self.mac = key_len, iv_len, hash, mac
 
 
 def _suites() -> dict[int, Suite]:
@@ -108,14 +113,17 @@ def prf(secret: bytes, label: bytes, seed: bytes, length: int, hash_: str) -> by
     return out[:length]
 
 
-@dataclass(frozen=True, slots=True)
-class Keys12:
-    client_mac: bytes
-    server_mac: bytes
-    client_key: bytes
-    server_key: bytes
-    client_iv: bytes
-    server_iv: bytes
+class Keys12(Frozen):
+    """Both sides' MAC keys, keys and IVs from a TLS 1.2 key block."""
+
+    __slots__ = _fields = ("client_mac", "server_mac", "client_key", "server_key",
+                           "client_iv", "server_iv")
+
+    def __init__(self, client_mac: bytes, server_mac: bytes, client_key: bytes,
+                 server_key: bytes, client_iv: bytes, server_iv: bytes):
+        self.client_mac, self.server_mac = client_mac, server_mac
+        self.client_key, self.server_key = client_key, server_key
+        self.client_iv, self.server_iv = client_iv, server_iv
 
 
 def key_block(master: bytes, client_random: bytes, server_random: bytes,

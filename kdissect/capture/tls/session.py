@@ -10,10 +10,10 @@ what went wrong. Memory per direction: one record and one handshake message."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ...protocol.findings import Finding
+from ...protocol.plain import Compared
 from ..native import record_cipher_class
 from .handshake import (ALERT, APPLICATION_DATA, CHANGE_CIPHER_SPEC, CLIENT_HELLO,
                         FINISHED, HANDSHAKE, HELLO_REQUEST, KEY_UPDATE, NEW_SESSION_TICKET,
@@ -30,25 +30,28 @@ MAX_FAILED_REPORTED = 3      # tls_decrypt_failed findings per direction (then c
 MAX_WAITING = 32             # encrypted records held while their keys may still be logged
 
 
-@dataclass
-class TlsFacts:
+class TlsFacts(Compared):
     """What a TLS connection is, for every view (text, JSON lines, stats, the TUI)."""
-    client: tuple[str, int]
-    server: tuple[str, int]
-    first_frame: int = 0
-    ts: float = 0.0
-    stream: int | None = None       # the Kafka connection's number, once its plaintext is Kafka
-    server_name: str | None = None  # SNI from the ClientHello
-    version: str | None = None      # negotiated (ServerHello), else the highest offered
-    cipher: str | None = None       # negotiated cipher suite
-    alpn: list[str] = field(default_factory=list)
-    resumed: bool = False
-    state: str = "handshake"        # see STATES
-    records: int = 0                # records read (both directions)
-    decrypted: int = 0              # records decrypted
-    failed: int = 0                 # records that did not authenticate
-    plaintext_bytes: int = 0        # application data handed on
-    findings: list[Finding] = field(default_factory=list)
+
+    _fields = ("client", "server", "first_frame", "ts", "stream", "server_name", "version",
+               "cipher", "alpn", "resumed", "state", "records", "decrypted", "failed",
+               "plaintext_bytes", "findings")
+
+    def __init__(self, client: tuple[str, int], server: tuple[str, int], first_frame: int = 0,
+                 ts: float = 0.0) -> None:
+        self.client, self.server, self.first_frame, self.ts = client, server, first_frame, ts
+        self.stream: int | None = None       # the Kafka connection's number, once its plaintext is Kafka
+        self.server_name: str | None = None  # SNI from the ClientHello
+        self.version: str | None = None      # negotiated (ServerHello), else the highest offered
+        self.cipher: str | None = None       # negotiated cipher suite
+        self.alpn: list[str] = []
+        self.resumed = False
+        self.state = "handshake"             # see STATES
+        self.records = 0                     # records read (both directions)
+        self.decrypted = 0                   # records decrypted
+        self.failed = 0                      # records that did not authenticate
+        self.plaintext_bytes = 0             # application data handed on
+        self.findings: list[Finding] = []
 
     STATES = {"decrypted": "decrypted", "no keys": "no keys in the key log",
               "mid-connection": "the capture began after the handshake",

@@ -15,28 +15,28 @@ from __future__ import annotations
 
 import base64
 import json
-from dataclasses import dataclass
 from datetime import date, datetime, time
 from typing import Any, Protocol
 from uuid import UUID
 
 from ..context import Budget
 from ..node import Node
+from ..plain import Plain
 from .common import Cursor, Mismatch, OutOfBudget, rest_node
 
 __all__ = ["Schema", "SchemaSource", "decode_values", "decode_one", "plain_value",
            "json_value", "decoded_of", "schema_id_of", "guess", "value_columns"]
 
 
-@dataclass(frozen=True, eq=False)      # identity: readers are cached per Schema object
-class Schema:
+class Schema(Plain):                   # identity: readers are cached per Schema object
     """A parsed schema: ``kind`` avro (``parsed`` = (schema, named types)), protobuf
     (a ``protobuf.ProtoSchema``; ``message`` picks the type for unframed bytes), json
     (``parsed`` = the JSON Schema document; values are checked as JSON only) or text."""
-    kind: str
-    parsed: Any
-    label: str = ""
-    message: str | None = None
+
+    _fields = ("kind", "parsed", "label", "message")
+
+    def __init__(self, kind: str, parsed: Any, label: str = "", message: str | None = None):
+        self.kind, self.parsed, self.label, self.message = kind, parsed, label, message
 
 
 class SchemaSource(Protocol):
