@@ -110,10 +110,20 @@ class CaptureReader:
         # a compressed stream that breaks off says so when the read reaches the break:
         # read it as the Python path does so the warning falls where it would
         exact = self.compressed
+        # a plain file is read into one block, reused: the scanner parses it in place
+        # (a fresh 1 MiB object a read is fresh pages, faulted in and cleared each time)
+        readinto = None if exact else getattr(self._file, "readinto", None)
+        block = memoryview(bytearray(_BLOCK if readinto is not None else 0))
         seen = 0                               # the scanner's warnings already taken
         while not scanner.done:
             want = scanner.want if exact else _BLOCK
-            data = self._read(want)
+            data: Any
+            if readinto is not None:
+                got = readinto(block) or 0
+                self.bytes_read += got
+                data = block[:got]
+            else:
+                data = self._read(want)
             try:
                 rows = scanner.feed(data, len(data) < want)    # short only at the end
             except ValueError as e:

@@ -148,6 +148,19 @@ class Framer:
                     out.append(Frame(offset + 4, data[4:]))
                     return out
             self._base = offset
+        elif len(data) >= self._want - len(self._buf) > 0 and not self.resync:
+            # the piece completing the message begun in the buffer (the compiled
+            # reassembler's usual second chunk): joined once, not through the buffer
+            buf = self._buf
+            n = self._want - len(buf)
+            out.append(Frame(self._base + 4, b"".join((memoryview(buf)[4:],
+                                                        memoryview(data)[:n]))))
+            self._base += self._want
+            buf.clear()
+            self._want = 0
+            if len(data) == n:
+                return out
+            return out + self.feed(data[n:], offset + n)
         self._buf += data
         if len(self._buf) < self._want:
             return out                  # a big message still arriving: nothing to look at
