@@ -17,6 +17,7 @@ mod avro;
 mod reasm;
 mod jsonrec;
 mod tls;
+mod mapped;
 
 const MAX_PACKET: usize = 256 * 1024 * 1024;
 const TS_MAX: f64 = 253402300799.0;
@@ -289,6 +290,10 @@ struct Scanner {
     want: usize,
     /// TCP reassembly in Rust (``attach``): segments go there, not to Python
     reasm: Option<Py<reasm::Reasm>>,
+    /// the slot of mapped.rs's guard over the map fed (-1: the bytes fed are not a map):
+    /// a page of it that vanished (the file shrank) stops the scan after that record
+    #[pyo3(get, set)]
+    guard: i64,
 }
 
 impl Scanner {
@@ -375,6 +380,20 @@ impl Scanner {
         out.append(row)
     }
 
+    /// The mapped file shrank under the scan (mapped.rs): said, and the scan ends.
+    fn shrank(&mut self) -> bool {
+        if self.guard < 0 || !mapped::faulted(self.guard as usize) {
+            return false;
+        }
+        let text = format!(
+            "the file shrank while it was read: stopped after packet {}, whose bytes \
+             past the file's new end were taken as zeros",
+            self.index
+        );
+        self.warn(text);
+        true
+    }
+
     fn warn(&mut self, text: String) {
         self.warnings.push(text);
         self.state = State::Done;
@@ -436,12 +455,18 @@ impl Scanner {
             self.offset += 16 + incl as u64;
             let ts = clamp_ts(sec as f64 + frac as f64 * self.unit);
             self.packet(py, out, ts, self.linktype, &src[start..start + incl])?;
+            if self.shrank() {
+                return Ok(());
+            }
         }
     }
 
     /// pcapfile.py's ``_pcapng``: as many blocks as the bytes hold.
     fn pcapng_blocks(&mut self, py: Python<'_>, src: &[u8], out: &Bound<'_, PyList>) -> PyResult<()> {
         loop {
+            if self.shrank() {
+                return Ok(());
+            }
             let mark = self.pos;
             // the first block's type was read as the file's magic
             let Some((h0, h1)) = self.take(src, if self.first_block { 4 } else { 8 }) else {
@@ -606,6 +631,7 @@ impl Scanner {
             ip_address: None,
             want: 4,
             reasm: None,
+            guard: -1,
         }
     }
 
@@ -739,5 +765,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<reasm::Reasm>()?;
     m.add_function(wrap_pyfunction!(jsonrec::records_json, m)?)?;
     m.add_class::<tls::RecordCipher>()?;
+    m.add_function(wrap_pyfunction!(mapped::map_guard, m)?)?;
+    m.add_function(wrap_pyfunction!(mapped::map_faulted, m)?)?;
+    m.add_function(wrap_pyfunction!(mapped::map_unguard, m)?)?;
     Ok(())
 }
