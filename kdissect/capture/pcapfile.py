@@ -121,6 +121,8 @@ class CaptureReader:
         size = min(_BLOCK, _SCAN_BLOCK)        # (tests make _BLOCK small)
         block = memoryview(bytearray(size if readinto is not None else 0))
         mapped = _Mapped.of(self._file) if readinto is not None else None
+        if mapped is not None:
+            scanner.guard = mapped.slot        # a page of it that vanishes stops the scan
         seen = 0                               # the scanner's warnings already taken
         try:
             while not scanner.done:
@@ -128,10 +130,10 @@ class CaptureReader:
                 if data is not None:
                     want = size                # the map's end is read, not mapped
                     self.bytes_read += len(data)
-                    scanner.guard = mapped.slot    # a page that vanishes stops it
                 elif readinto is not None:
-                    mapped = None
-                    scanner.guard = -1
+                    if mapped is not None:     # stopped: read on from where it stopped
+                        mapped = None
+                        scanner.guard = -1
                     want = size
                     got = readinto(block) or 0
                     self.bytes_read += got
@@ -255,7 +257,7 @@ _BLOCK = 1 << 20                      # bytes read at a time: records are cut fr
 # stay in the CPU's cache from the kernel's copy into it to the scanner's reading of it
 # (1 MiB blocks cost 0.05 CPU-s more in the kernel on 107 MB)
 _SCAN_BLOCK = 1 << 18
-_MAP_DROP = 1 << 24                   # pages of a map given back behind the scanner
+_MAP_DROP = 1 << 22                   # pages of a map given back behind the scanner
 
 
 class _Mapped:
@@ -267,6 +269,13 @@ class _Mapped:
     unguarded platform: the file is read on from where the map stopped."""
 
     __slots__ = ("file", "fd", "mm", "view", "slot", "at", "dropped")
+    file: Any
+    fd: int
+    mm: mmap.mmap
+    view: memoryview
+    slot: int | None                       # the guard's (None: stopped)
+    at: int                                # file offset of the next block
+    dropped: int                           # pages before this given back
 
     @classmethod
     def of(cls, file: Any) -> _Mapped | None:
