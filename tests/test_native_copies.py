@@ -143,3 +143,35 @@ def test_framer_joins_the_completing_piece():
         cuts = sorted(rng.sample(range(1, len(stream)), rng.randint(1, 6)))
         pieces = [stream[a:b] for a, b in zip([0] + cuts, cuts + [len(stream)])]
         assert _frames(Framer(), pieces) == reference
+
+
+FOREIGN_SIGBUS = """
+import faulthandler, mmap, sys
+from kdissect.capture import pcapfile
+from kdissect import _native
+if sys.argv[3] == "faulthandler":
+    faulthandler.enable()
+with pcapfile.CaptureReader(sys.argv[1]) as reader:     # mapped: the guard is installed
+    n = sum(len(b) for b in reader._scan(_native.Scanner()))
+other = sys.argv[2]
+open(other, "wb").write(b"x" * 65536)
+f = open(other, "r+b")
+mm = mmap.mmap(f.fileno(), 65536, access=mmap.ACCESS_READ)
+f.truncate(0)
+print("scanned", n, flush=True)
+mm[40000]                                          # not a guarded map: SIGBUS as ever
+print("survived", flush=True)
+"""
+
+
+@pytest.mark.parametrize("mode", ["plain", "faulthandler"])
+def test_sigbus_elsewhere_still_ends_the_process(tmp_path, mode):
+    """The guard passes a SIGBUS outside the maps it guards to the handler before it
+    (faulthandler's, or the default): a real crash is not swallowed."""
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent(FOREIGN_SIGBUS), str(MTU),
+                        str(tmp_path / "other"), mode],
+                       capture_output=True, text=True, timeout=120)
+    assert "scanned" in r.stdout and "survived" not in r.stdout, (r.stdout, r.stderr)
+    assert r.returncode == -7, (r.returncode, r.stderr[-1000:])       # SIGBUS
+    if mode == "faulthandler":
+        assert "Bus error" in r.stderr

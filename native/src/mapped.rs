@@ -15,7 +15,6 @@ use pyo3::prelude::*;
 #[cfg(target_os = "linux")]
 mod imp {
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-    use std::sync::Once;
 
     const SLOTS: usize = 16;
     #[allow(clippy::declare_interior_mutable_const)]
@@ -25,9 +24,8 @@ mod imp {
     static START: [AtomicUsize; SLOTS] = [FREE; SLOTS];
     static END: [AtomicUsize; SLOTS] = [FREE; SLOTS];
     static FAULTED: [AtomicBool; SLOTS] = [CLEAR; SLOTS];
-    static INSTALL: Once = Once::new();
-    static INSTALLED: AtomicBool = AtomicBool::new(false);
     static mut PREVIOUS: Option<libc::sigaction> = None;
+    static FOREIGN: AtomicBool = AtomicBool::new(false);   // a fault not ours was passed on
 
     extern "C" fn on_sigbus(sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut libc::c_void) {
         // Safety: the kernel hands a valid siginfo; mmap and sigaction may be called here
@@ -46,30 +44,42 @@ mod imp {
                     }
                 }
             }
-            // not a guarded page: the handler before ours (or the default) takes it when
-            // the access faults again
-            let previous = (*std::ptr::addr_of!(PREVIOUS)).unwrap_or_else(|| {
-                let mut dfl: libc::sigaction = std::mem::zeroed();
-                dfl.sa_sigaction = libc::SIG_DFL;
-                dfl
-            });
+            // not a guarded page: the handler before ours takes it when the access faults
+            // again (the default, should that one hand it back here: the process ends)
+            let mut dfl: libc::sigaction = std::mem::zeroed();
+            dfl.sa_sigaction = libc::SIG_DFL;
+            let previous = match *std::ptr::addr_of!(PREVIOUS) {
+                Some(p) if !FOREIGN.swap(true, Ordering::AcqRel) => p,
+                _ => dfl,
+            };
             libc::sigaction(sig, &previous, std::ptr::null_mut());
         }
     }
 
+    /// Ours the SIGBUS handler (again, if another took the signal since: Python's
+    /// faulthandler is enabled and disabled at run time), the one before kept to pass
+    /// foreign faults on to.
     fn install() -> bool {
-        INSTALL.call_once(|| unsafe {
+        let handler = on_sigbus as *const () as usize;
+        unsafe {
+            let mut current: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(libc::SIGBUS, std::ptr::null(), &mut current) != 0 {
+                return false;
+            }
+            if current.sa_sigaction == handler {
+                return true;
+            }
             let mut action: libc::sigaction = std::mem::zeroed();
-            action.sa_sigaction = on_sigbus as *const () as usize;
+            action.sa_sigaction = handler;
             action.sa_flags = libc::SA_SIGINFO | libc::SA_NODEFER;
             libc::sigemptyset(&mut action.sa_mask);
             let mut previous: libc::sigaction = std::mem::zeroed();
-            if libc::sigaction(libc::SIGBUS, &action, &mut previous) == 0 {
-                PREVIOUS = Some(previous);
-                INSTALLED.store(true, Ordering::Release);
+            if libc::sigaction(libc::SIGBUS, &action, &mut previous) != 0 {
+                return false;
             }
-        });
-        INSTALLED.load(Ordering::Acquire)
+            *std::ptr::addr_of_mut!(PREVIOUS) = Some(previous);
+        }
+        true
     }
 
     pub fn guard(start: usize, len: usize) -> Option<usize> {
