@@ -94,6 +94,27 @@ def test_file_shrinking_between_blocks(tmp_path, monkeypatch):
     assert events == expected.events
 
 
+def test_file_growing_while_mapped(tmp_path, monkeypatch):
+    """Appended to while mapped: read on past the map's end (all of it, as a file
+    written whole)."""
+    monkeypatch.setattr(pcapfile, "_BLOCK", 4096)
+    data = MTU.read_bytes()
+    f = tmp_path / "growing.pcap"
+    f.write_bytes(data[: len(data) // 2])
+    events = []
+    with pcapfile.CaptureReader(str(f)) as reader:
+        from kdissect import _native  # type: ignore[attr-defined]
+        for i, batch in enumerate(reader._scan(_native.Scanner())):
+            if i == 0:
+                with open(f, "ab") as w:
+                    w.write(data[len(data) // 2:])
+            events += batch
+        warnings = reader.warnings
+    expected = native_scan(str(MTU))
+    assert warnings == expected.warnings == []
+    assert events == expected.events
+
+
 SHRINK_DURING_A_BLOCK = """
 import sys
 from kdissect.capture import pcapfile

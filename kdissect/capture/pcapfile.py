@@ -128,8 +128,8 @@ class CaptureReader:
             while not scanner.done:
                 data: Any = mapped.next(size) if mapped is not None else None
                 if data is not None:
-                    want = size                # the map's end is read, not mapped
-                    self.bytes_read += len(data)
+                    want = len(data)           # never the end: that is read, not mapped
+                    self.bytes_read += want
                 elif readinto is not None:
                     if mapped is not None:     # stopped: read on from where it stopped
                         mapped = None
@@ -265,8 +265,9 @@ class _Mapped:
     compiled scanner: the kernel copies nothing. A map of a file that shrinks is the
     danger (touching a page past the new end raises SIGBUS): the size is checked before
     each block, and native/src/mapped.rs's guard turns a page that vanishes during a
-    block into zeros and stops the scanner there (a warning says so). The map's end, a shrunk file, or an
-    unguarded platform: the file is read on from where the map stopped."""
+    block into zeros and stops the scanner there (a warning says so). At the map's end
+    (the file may have grown) or when the file shrank, the file is read on from where
+    the map stopped; where no guard exists the file is read, not mapped."""
 
     __slots__ = ("file", "fd", "mm", "view", "slot", "at", "dropped")
     file: Any
