@@ -4,7 +4,8 @@
 //! The pure-Python modules (kdissect/capture/pcapfile.py, packet.py) are the reference:
 //! this code reads the same records, says the same warnings and finds the same segments,
 //! byte for byte (tests/test_native.py and the fuzzer compare the two). It does no I/O:
-//! Python feeds it the file's bytes (already decompressed) as it reads them.
+//! Python feeds it the file's bytes (a map of the file, or read and decompressed) a block
+//! at a time, and it parses them where they lie (mapped.rs guards a map).
 
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::PyValueError;
