@@ -52,3 +52,17 @@ def record_cipher_class() -> Any | None:
         return None
     from .. import _native  # type: ignore[attr-defined]
     return getattr(_native, "RecordCipher", None)
+
+
+def map_guard() -> Any | None:
+    """The compiled guard of mapped capture files (``_native.map_guard``: native/src/
+    mapped.rs), or None: files are then read, not mapped."""
+    if scanner_class() is None:
+        return None
+    from .. import _native  # type: ignore[attr-defined]
+    return getattr(_native, "map_guard", None)
+
+
+def map_unguard(slot: int) -> bool:
+    from .. import _native  # type: ignore[attr-defined]
+    return bool(_native.map_unguard(slot))

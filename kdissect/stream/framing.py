@@ -83,13 +83,16 @@ class Framer:
     starts mid-connection is the same case). Without it, a bad size stops the framer
     and ``error`` says why (the proxy then ends the connection: nothing is skipped)."""
 
-    __slots__ = ("_buf", "_base", "_boundary", "max_message", "resync", "_cut", "_skip_until",
-                 "_want", "error")
+    __slots__ = ("_buf", "_held", "_base", "_boundary", "max_message", "resync", "_cut",
+                 "_skip_until", "_want", "error")
 
     def __init__(self, boundary: Callable[[bytearray, int], bool] | None = None,
                  max_message: int = MAX_MESSAGE):
         self._buf = bytearray()
-        self._base = 0                  # stream offset of _buf[0]
+        # the first piece of a message, kept as the bytes it came in (not copied into
+        # _buf) while nothing else is held: the piece completing it is joined to it
+        self._held: bytes | None = None
+        self._base = 0                  # stream offset of _buf[0] (or _held[0])
         self._boundary = boundary
         self.max_message = max_message
         self.resync = False             # searching for the next message boundary
@@ -101,8 +104,16 @@ class Framer:
     @property
     def pending(self) -> int:
         """Bytes of an incomplete message waiting for more data."""
-        cut = self._cut
-        return len(self._buf) + (0 if cut is None else cut.kept)
+        cut, held = self._cut, self._held
+        return len(self._buf) + (0 if held is None else len(held)) + \
+            (0 if cut is None else cut.kept)
+
+    def _unhold(self) -> bytearray:
+        """The buffer, with the piece held as bytes moved into it."""
+        if self._held is not None:
+            self._buf += self._held
+            self._held = None
+        return self._buf
 
     @property
     def base(self) -> int:
@@ -112,6 +123,8 @@ class Framer:
         """(stream offset of the message being filled, the bytes held of it) while the
         framer simply frames by sizes (no hole, search or skip); else None. The compiled
         reassembler then tracks the sizes itself (capture/native.py)."""
+        if self._held is not None:
+            return self._base, self._held
         if self._cut is not None or self.resync or self.error is not None or \
                 self._skip_until > self._base + len(self._buf):
             return None
@@ -119,8 +132,9 @@ class Framer:
 
     def feed(self, data: bytes, offset: int | None = None) -> list[Frame]:
         """``data`` found at stream ``offset`` (default: right after what came before)."""
+        held = self._held
         if offset is None:
-            offset = self._base + len(self._buf)
+            offset = self._base + len(self._buf) + (0 if held is None else len(held))
         out: list[Frame] = []
         if offset < self._skip_until:            # the rest of a message given up
             n = min(self._skip_until - offset, len(data))
@@ -137,19 +151,40 @@ class Framer:
             data, offset = data[n:], offset + n
             if not data:
                 return out
-        if not self._buf:
+        have = len(self._buf) if held is None else len(held)
+        if not have:
             if type(data) is bytes and len(data) >= 4 and not self.resync and \
                     self.error is None:
                 size = _SIZE.unpack_from(data)[0]
-                if len(data) == 4 + size and 0 <= size <= self.max_message:
-                    # exactly one whole message (the usual chunk of the compiled
-                    # reassembler): no copy through the buffer
+                if len(data) <= 4 + size and 0 <= size <= self.max_message:
+                    if len(data) < 4 + size:
+                        # the first piece of a message (the compiled reassembler's
+                        # usual first chunk): kept as it came, not copied
+                        self._held, self._base, self._want = data, offset, 4 + size
+                        return out
+                    # exactly one whole message (its usual chunk otherwise): no copy
+                    # through the buffer
                     self._base, self._want = offset + 4 + size, 0
                     out.append(Frame(offset + 4, data[4:]))
                     return out
             self._base = offset
-        self._buf += data
-        if len(self._buf) < self._want:
+        elif len(data) >= self._want - have > 0 and not self.resync:
+            # the piece completing the message begun (the compiled reassembler's usual
+            # second chunk): joined to the first once, not through the buffer
+            n = self._want - have
+            first = self._buf if held is None else held
+            out.append(Frame(self._base + 4, b"".join((memoryview(first)[4:],
+                                                        memoryview(data)[:n]))))
+            self._base += self._want
+            self._buf.clear()
+            self._held = None
+            self._want = 0
+            if len(data) == n:
+                return out
+            return out + self.feed(data[n:], offset + n)
+        buf = self._unhold()
+        buf += data
+        if len(buf) < self._want:
             return out                  # a big message still arriving: nothing to look at
         return out + self._frames()
 
@@ -173,7 +208,7 @@ class Framer:
         if offset < self._skip_until:
             offset, length = self._skip_until, end - self._skip_until
         self._want = 0
-        buf = self._buf
+        buf = self._unhold()
         cut = self._cut
         if cut is None:
             size = _SIZE.unpack_from(buf)[0] if len(buf) >= 4 and not self.resync else -1
@@ -197,7 +232,7 @@ class Framer:
         """Drop the partial message held (the memory budget is spent): its first bytes
         come back as a truncated frame (enough to read its header), the rest of it is
         skipped as it arrives. None when no message was begun (nothing to report)."""
-        buf, cut = self._buf, self._cut
+        buf, cut = self._unhold(), self._cut
         self._want = 0
         if cut is not None:
             self._cut = None
@@ -222,7 +257,7 @@ class Framer:
         size known), or None."""
         if self._cut is not None:
             return self._end_cut(True)
-        buf = self._buf
+        buf = self._unhold()
         if not buf:
             return None
         size = _SIZE.unpack_from(buf)[0] if len(buf) >= 12 and not self.resync else -1

@@ -4,8 +4,10 @@
 //! The pure-Python modules (kdissect/capture/pcapfile.py, packet.py) are the reference:
 //! this code reads the same records, says the same warnings and finds the same segments,
 //! byte for byte (tests/test_native.py and the fuzzer compare the two). It does no I/O:
-//! Python feeds it the file's bytes (already decompressed) as it reads them.
+//! Python feeds it the file's bytes (a map of the file, or read and decompressed) a block
+//! at a time, and it parses them where they lie (mapped.rs guards a map).
 
+use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
@@ -16,6 +18,7 @@ mod avro;
 mod reasm;
 mod jsonrec;
 mod tls;
+mod mapped;
 
 const MAX_PACKET: usize = 256 * 1024 * 1024;
 const TS_MAX: f64 = 253402300799.0;
@@ -259,8 +262,9 @@ fn addr_text(py: Python<'_>, addrs: &mut HashMap<Vec<u8>, Py<PyString>>, ip_addr
 /// ``format`` say the rest. A file that is not a capture raises ValueError.
 #[pyclass(module = "kdissect._native")]
 struct Scanner {
-    buf: Vec<u8>,
-    pos: usize,
+    buf: Vec<u8>,        // a record begun in an earlier feed (else empty: parsed in place)
+    pos: usize,          // where parsing stands in the bytes being parsed
+    need: usize,         // bytes the record begun still needs
     eof: bool,
     state: State,
     pcap_endian: Endian,
@@ -287,21 +291,27 @@ struct Scanner {
     want: usize,
     /// TCP reassembly in Rust (``attach``): segments go there, not to Python
     reasm: Option<Py<reasm::Reasm>>,
+    /// the slot of mapped.rs's guard over the map fed (-1: the bytes fed are not a map):
+    /// a page of it that vanished (the file shrank) stops the scan after that record
+    #[pyo3(get, set)]
+    guard: i64,
 }
 
 impl Scanner {
-    fn avail(&self) -> usize {
-        self.buf.len() - self.pos
+    fn avail(&self, src: &[u8]) -> usize {
+        src.len() - self.pos
     }
 
-    /// ``n`` bytes if there are (or, at the end, what is left); None: wait for more.
-    fn take(&mut self, n: usize) -> Option<(usize, usize)> {
-        if self.avail() < n && !self.eof {
-            self.want = n - self.avail();
+    /// ``n`` bytes of ``src`` if there are (or, at the end, what is left); None: wait.
+    fn take(&mut self, src: &[u8], n: usize) -> Option<(usize, usize)> {
+        let avail = self.avail(src);
+        if avail < n && !self.eof {
+            self.want = n - avail;
+            self.need = self.want;
             return None;
         }
         let start = self.pos;
-        let got = n.min(self.avail());
+        let got = n.min(avail);
         self.pos += got;
         Some((start, start + got))
     }
@@ -317,7 +327,7 @@ impl Scanner {
         out: &Bound<'_, PyList>,
         ts: f64,
         linktype: u32,
-        data: (usize, usize),
+        d: &[u8],
     ) -> PyResult<()> {
         self.index += 1;
         self.packets += 1;
@@ -325,7 +335,6 @@ impl Scanner {
             *self.unsupported.entry(linktype).or_insert(0) += 1;
             return Ok(());
         }
-        let d = &self.buf[data.0..data.1];
         let Some(s) = tcp_segment(linktype, d) else {
             return Ok(());
         };
@@ -372,21 +381,37 @@ impl Scanner {
         out.append(row)
     }
 
+    /// The mapped file shrank under the scan (mapped.rs): said, and the scan ends.
+    fn shrank(&mut self) -> bool {
+        if self.guard < 0 || !mapped::faulted(self.guard as usize) {
+            return false;
+        }
+        let text = format!(
+            "the file shrank while it was read: stopped after packet {}, whose bytes \
+             past the file's new end were taken as zeros",
+            self.index
+        );
+        self.warn(text);
+        true
+    }
+
     fn warn(&mut self, text: String) {
         self.warnings.push(text);
         self.state = State::Done;
     }
 
     /// pcapfile.py's ``pcap_records``: as many records as the bytes hold.
-    fn pcap_records(&mut self, py: Python<'_>, out: &Bound<'_, PyList>) -> PyResult<()> {
+    fn pcap_records(&mut self, py: Python<'_>, src: &[u8], out: &Bound<'_, PyList>) -> PyResult<()> {
         let e = self.pcap_endian;
         loop {
-            if self.avail() < 16 {
+            let avail = self.avail(src);
+            if avail < 16 {
                 if !self.eof {
                     self.want = BLOCK;
+                    self.need = 16 - avail;
                     return Ok(());
                 }
-                if self.avail() > 0 {
+                if avail > 0 {
                     let text = format!(
                         "file ends inside the header of packet {} (byte {})",
                         self.index + 1,
@@ -398,7 +423,7 @@ impl Scanner {
                 }
                 return Ok(());
             }
-            let b = &self.buf[self.pos..self.pos + 16];
+            let b = &src[self.pos..self.pos + 16];
             let (sec, frac, incl) = (e.u32(b, 0), e.u32(b, 4), e.u32(b, 8) as usize);
             if incl > MAX_PACKET {
                 let text = format!(
@@ -410,16 +435,17 @@ impl Scanner {
                 self.warn(text);
                 return Ok(());
             }
-            if self.avail() < 16 + incl {
+            if avail < 16 + incl {
                 if !self.eof {
-                    self.want = BLOCK.max(16 + incl - self.avail());
+                    self.want = BLOCK.max(16 + incl - avail);
+                    self.need = 16 + incl - avail;
                     return Ok(());
                 }
                 let text = format!(
                     "file ends inside packet {} at byte {} ({} of {} bytes)",
                     self.index + 1,
                     self.offset,
-                    self.avail() - 16,
+                    avail - 16,
                     incl
                 );
                 self.warn(text);
@@ -429,24 +455,30 @@ impl Scanner {
             self.pos = start + incl;
             self.offset += 16 + incl as u64;
             let ts = clamp_ts(sec as f64 + frac as f64 * self.unit);
-            self.packet(py, out, ts, self.linktype, (start, start + incl))?;
+            self.packet(py, out, ts, self.linktype, &src[start..start + incl])?;
+            if self.shrank() {
+                return Ok(());
+            }
         }
     }
 
     /// pcapfile.py's ``_pcapng``: as many blocks as the bytes hold.
-    fn pcapng_blocks(&mut self, py: Python<'_>, out: &Bound<'_, PyList>) -> PyResult<()> {
+    fn pcapng_blocks(&mut self, py: Python<'_>, src: &[u8], out: &Bound<'_, PyList>) -> PyResult<()> {
         loop {
+            if self.shrank() {
+                return Ok(());
+            }
             let mark = self.pos;
             // the first block's type was read as the file's magic
-            let Some((h0, h1)) = self.take(if self.first_block { 4 } else { 8 }) else {
+            let Some((h0, h1)) = self.take(src, if self.first_block { 4 } else { 8 }) else {
                 return Ok(());
             };
             let head: Vec<u8> = if self.first_block {
                 let mut v = b"\x0a\x0d\x0d\x0a".to_vec();
-                v.extend_from_slice(&self.buf[h0..h1]);
+                v.extend_from_slice(&src[h0..h1]);
                 v
             } else {
-                self.buf[h0..h1].to_vec()
+                src[h0..h1].to_vec()
             };
             if head.is_empty() {
                 self.state = State::Done;
@@ -457,14 +489,14 @@ impl Scanner {
                 return Ok(());
             }
             if head[..4] == *b"\x0a\x0d\x0d\x0a" {
-                let Some((b0, b1)) = self.take(4) else {
+                let Some((b0, b1)) = self.take(src, 4) else {
                     self.pos = mark;
                     return Ok(());
                 };
-                let e = Endian(self.buf[b0..b1] == *b"\x4d\x3c\x2b\x1a");
+                let e = Endian(src[b0..b1] == *b"\x4d\x3c\x2b\x1a");
                 let length = e.u32(&head, 4) as usize;
                 let want = if (12..=MAX_PACKET).contains(&length) { length - 12 } else { 0 };
-                let Some((r0, r1)) = self.take(want) else {
+                let Some((r0, r1)) = self.take(src, want) else {
                     self.pos = mark;
                     return Ok(());
                 };
@@ -487,7 +519,7 @@ impl Scanner {
                 ));
                 return Ok(());
             }
-            let Some((b0, b1)) = self.take(length - 8) else {
+            let Some((b0, b1)) = self.take(src, length - 8) else {
                 self.pos = mark;
                 return Ok(());
             };
@@ -516,13 +548,13 @@ impl Scanner {
             }
             match btype {
                 1 => {
-                    let b = &self.buf[body.0..body.1];
+                    let b = &src[body.0..body.1];
                     let linktype = e.u16(b, 0);
                     let resolution = ts_resolution(&b[8..], e);
                     self.interfaces.push((linktype, resolution));
                 }
                 2 | 6 => {
-                    let b = &self.buf[body.0..body.1];
+                    let b = &src[body.0..body.1];
                     let (iface, hi, lo, incl) = if btype == 6 {
                         (e.u32(b, 0), e.u32(b, 4), e.u32(b, 8), e.u32(b, 12))
                     } else {
@@ -545,10 +577,10 @@ impl Scanner {
                     let ticks = ((hi as u64) << 32) | lo as u64;
                     let ts = clamp_ts(ticks_to_seconds(ticks, resolution));
                     let end = body.0 + 20 + (incl as usize).min(room);
-                    self.packet(py, out, ts, linktype, (body.0 + 20, end))?;
+                    self.packet(py, out, ts, linktype, &src[body.0 + 20..end])?;
                 }
                 10 => {
-                    let b = &self.buf[body.0..body.1];
+                    let b = &src[body.0..body.1];
                     let (kind, size) = (e.u32(b, 0), e.u32(b, 4) as usize);
                     if kind == TLS_KEY_LOG {
                         let end = (8 + size).min(blen);
@@ -563,10 +595,10 @@ impl Scanner {
                     let Some(&(linktype, _)) = self.interfaces.first() else {
                         continue;
                     };
-                    let b = &self.buf[body.0..body.1];
+                    let b = &src[body.0..body.1];
                     let orig = e.u32(b, 0) as usize;
                     let end = body.0 + 4 + orig.min(blen - 4);
-                    self.packet(py, out, 0.0, linktype, (body.0 + 4, end))?;
+                    self.packet(py, out, 0.0, linktype, &src[body.0 + 4..end])?;
                 }
                 _ => {}
             }
@@ -581,6 +613,7 @@ impl Scanner {
         Scanner {
             buf: Vec::new(),
             pos: 0,
+            need: 0,
             eof: false,
             state: State::Magic,
             pcap_endian: Endian(true),
@@ -599,6 +632,7 @@ impl Scanner {
             ip_address: None,
             want: 4,
             reasm: None,
+            guard: -1,
         }
     }
 
@@ -614,28 +648,65 @@ impl Scanner {
         self.state == State::Done
     }
 
-    /// The next bytes of the file (``eof``: the last); what they complete, in order.
+    /// The next bytes of the file (``eof``: the last; any buffer: the reader reuses
+    /// one); what they complete, in order. They are parsed where they lie: only a
+    /// record they leave unfinished is copied (and completed with the bytes it needs).
     #[pyo3(signature = (data, eof=false))]
-    fn feed<'py>(&mut self, py: Python<'py>, data: &[u8], eof: bool) -> PyResult<Bound<'py, PyList>> {
-        if self.pos > 0 && self.pos >= self.buf.len() / 2 {
-            self.buf.drain(..self.pos);
+    fn feed<'py>(&mut self, py: Python<'py>, data: PyBuffer<u8>, eof: bool) -> PyResult<Bound<'py, PyList>> {
+        let mut rest = tls::bytes_of(&data)?;
+        let out = PyList::empty(py);
+        // a record begun in an earlier feed: completed in ``buf`` with only what it needs
+        while self.pos < self.buf.len() && self.state != State::Done {
+            let n = self.need.max(1).min(rest.len());
+            self.buf.extend_from_slice(&rest[..n]);
+            rest = &rest[n..];
+            self.eof = eof && rest.is_empty();
+            let buf = std::mem::take(&mut self.buf);
+            let done = self.run(py, &buf, &out);
+            self.buf = buf;
+            done?;
+            if rest.is_empty() {
+                break;
+            }
+        }
+        if self.state != State::Done && self.pos >= self.buf.len() {
+            self.buf.clear();
+            self.pos = 0;
+            self.eof = eof;
+            self.run(py, rest, &out)?;
+            if self.state != State::Done {
+                self.buf.extend_from_slice(&rest[self.pos..]);  // the record begun
+                self.pos = 0;
+            }
+        }
+        if let Some(r) = self.reasm.as_ref() {
+            r.bind(py).borrow_mut().drain_into(&out)?;
+        }
+        if self.state == State::Done {
+            self.buf = Vec::new();
             self.pos = 0;
         }
-        self.buf.extend_from_slice(data);
-        self.eof |= eof;
-        let out = PyList::empty(py);
+        Ok(out)
+    }
+}
+
+impl Scanner {
+    /// Parse ``src`` from ``pos`` on, as far as it goes.
+    fn run(&mut self, py: Python<'_>, src: &[u8], out: &Bound<'_, PyList>) -> PyResult<()> {
         loop {
             match self.state {
                 State::Magic => {
-                    if self.avail() < 4 {
+                    let avail = self.avail(src);
+                    if avail < 4 {
                         if !self.eof {
-                            self.want = 4 - self.avail();
-                            break;
+                            self.want = 4 - avail;
+                            self.need = self.want;
+                            return Ok(());
                         }
                         self.state = State::Done;
                         return Err(PyValueError::new_err("empty or too short to be a capture file"));
                     }
-                    let m = [self.buf[self.pos], self.buf[self.pos + 1], self.buf[self.pos + 2], self.buf[self.pos + 3]];
+                    let m = [src[self.pos], src[self.pos + 1], src[self.pos + 2], src[self.pos + 3]];
                     let (little, unit) = match m {
                         [0xd4, 0xc3, 0xb2, 0xa1] => (true, 1e-6),
                         [0xa1, 0xb2, 0xc3, 0xd4] => (false, 1e-6),
@@ -664,37 +735,25 @@ impl Scanner {
                     self.state = State::PcapHeader;
                 }
                 State::PcapHeader => {
-                    if self.avail() < 20 {
+                    let avail = self.avail(src);
+                    if avail < 20 {
                         if !self.eof {
-                            self.want = 20 - self.avail();
-                            break;
+                            self.want = 20 - avail;
+                            self.need = self.want;
+                            return Ok(());
                         }
                         self.state = State::Done;
                         return Err(PyValueError::new_err("pcap header is truncated"));
                     }
-                    self.linktype = self.pcap_endian.u32(&self.buf, self.pos + 16) & 0x0FFF_FFFF;
+                    self.linktype = self.pcap_endian.u32(src, self.pos + 16) & 0x0FFF_FFFF;
                     self.pos += 20;
                     self.state = State::PcapRecords;
                 }
-                State::PcapRecords => {
-                    self.pcap_records(py, &out)?;
-                    break;
-                }
-                State::BlockHead => {
-                    self.pcapng_blocks(py, &out)?;
-                    break;
-                }
-                State::Done => break,
+                State::PcapRecords => return self.pcap_records(py, src, out),
+                State::BlockHead => return self.pcapng_blocks(py, src, out),
+                State::Done => return Ok(()),
             }
         }
-        if let Some(r) = self.reasm.as_ref() {
-            r.bind(py).borrow_mut().drain_into(&out)?;
-        }
-        if self.state == State::Done {
-            self.buf.clear();
-            self.pos = 0;
-        }
-        Ok(out)
     }
 }
 
@@ -707,5 +766,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<reasm::Reasm>()?;
     m.add_function(wrap_pyfunction!(jsonrec::records_json, m)?)?;
     m.add_class::<tls::RecordCipher>()?;
+    m.add_function(wrap_pyfunction!(mapped::map_guard, m)?)?;
+    m.add_function(wrap_pyfunction!(mapped::map_faulted, m)?)?;
+    m.add_function(wrap_pyfunction!(mapped::map_unguard, m)?)?;
     Ok(())
 }

@@ -179,12 +179,30 @@ pub struct Reasm {
     closing: VecDeque<(i64, u64, (Addr, Addr))>,
     out: Vec<PyObject>,
     acc_total: i64,
+    plain: Vec<u8>,      // a TLS segment's plaintext (kept: reused for the next)
     /// budget headroom left for this batch (set by Python before each feed)
     #[pyo3(get, set)]
     room: i64,
     /// the budget may be spent: Python's reassembler has taken over
     #[pyo3(get)]
     tight: bool,
+}
+
+/// A Python bytes object holding ``parts`` joined: one copy of each, and no zeroing of
+/// its memory first (as ``PyBytes::new_with`` does).
+pub(crate) fn joined<'py>(py: Python<'py>, parts: &[&[u8]]) -> PyResult<Bound<'py, PyBytes>> {
+    let n: usize = parts.iter().map(|p| p.len()).sum();
+    // Safety: a new bytes object of n bytes, not yet shared, filled before it is returned
+    unsafe {
+        let obj = pyo3::ffi::PyBytes_FromStringAndSize(std::ptr::null(), n as pyo3::ffi::Py_ssize_t);
+        let bytes = Bound::from_owned_ptr_or_err(py, obj)?.downcast_into_unchecked::<PyBytes>();
+        let mut at = pyo3::ffi::PyBytes_AsString(obj) as *mut u8;
+        for p in parts {
+            std::ptr::copy_nonoverlapping(p.as_ptr(), at, p.len());
+            at = at.add(p.len());
+        }
+        Ok(bytes)
+    }
 }
 
 fn key_of(src: Addr, dst: Addr) -> (Addr, Addr) {
@@ -285,8 +303,7 @@ impl Reasm {
             let whole = if had == 0 {
                 PyBytes::new(py, payload)
             } else {
-                t.acc.extend_from_slice(payload);
-                PyBytes::new(py, &t.acc)
+                joined(py, &[&t.acc, payload])?    // one copy of each part
             };
             self.acc_total -= had;
             t.acc.clear();
@@ -698,6 +715,7 @@ impl Reasm {
             closing: VecDeque::new(),
             out: Vec::new(),
             acc_total: 0,
+            plain: Vec::new(),
             room: 0,
             tight: false,
         }
@@ -813,12 +831,17 @@ impl Reasm {
         let mut tls = d.tls.take().expect("a TLS direction");
         tls.ts = ts;
         tls.frame = frame;
-        let mut plain = Vec::new();
+        let mut plain = std::mem::take(&mut self.plain);   // reused: no fresh pages
+        plain.clear();
         let back = tls.feed(payload, &mut plain);
         if !plain.is_empty() {
             let at = tls.plain;
             tls.plain += plain.len() as i64;
-            self.data(py, cid, dir, d, at, &plain, ts, frame)?;
+            let sent = self.data(py, cid, dir, d, at, &plain, ts, frame);
+            self.plain = plain;
+            sent?;
+        } else {
+            self.plain = plain;
         }
         match back {
             None => {

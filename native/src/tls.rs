@@ -93,7 +93,7 @@ impl RecordCipher {
     }
 }
 
-fn bytes_of<'a>(b: &'a PyBuffer<u8>) -> PyResult<&'a [u8]> {
+pub(crate) fn bytes_of<'a>(b: &'a PyBuffer<u8>) -> PyResult<&'a [u8]> {
     if !b.is_c_contiguous() {
         return Err(PyValueError::new_err("a contiguous buffer is needed"));
     }
