@@ -767,7 +767,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(jsonrec::records_json, m)?)?;
     m.add_class::<tls::RecordCipher>()?;
     m.add_function(wrap_pyfunction!(mapped::map_guard, m)?)?;
-    m.add_function(wrap_pyfunction!(mapped::map_faulted, m)?)?;
     m.add_function(wrap_pyfunction!(mapped::map_unguard, m)?)?;
     Ok(())
 }

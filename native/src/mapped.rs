@@ -133,11 +133,6 @@ pub fn map_guard(view: PyBuffer<u8>) -> Option<usize> {
 }
 
 /// Whether a page of the guarded map vanished (the file shrank) since it was guarded.
-#[pyfunction]
-pub fn map_faulted(slot: usize) -> bool {
-    imp::faulted(slot)
-}
-
 pub fn faulted(slot: usize) -> bool {
     imp::faulted(slot)
 }
