@@ -39,6 +39,7 @@ ROOT = Path(__file__).resolve().parents[2]
 FETCH = ROOT / "scripts" / "kafka" / "fetch"
 VERSION = (ROOT / "scripts" / "kafka" / "VERSION").read_text().strip()
 LEGACY_CLIENTS = (ROOT / "scripts" / "kafka" / "LEGACY_CLIENTS").read_text().strip()
+TIERED_TEST_JAR = (ROOT / "scripts" / "kafka" / "TIERED_TEST_JAR").read_text().strip()
 DUMP_LOG = "org.apache.kafka.tools.DumpLogSegments"      # in kafka-tools-<version>.jar
 
 USERS = {"alice": "alice-secret", "admin": "admin-secret"}   # PLAIN and SCRAM-SHA-256/512
@@ -87,8 +88,9 @@ def classpath() -> str:
 
 
 def tiered_storage_jar() -> Path:
-    """kafka-storage's test jar (LocalTieredStorage), fetched beside the release's jars."""
-    return libs().parent / "tiered" / f"kafka-storage-{VERSION}-test.jar"
+    """kafka-storage's test jar (LocalTieredStorage), fetched beside the release's jars (from
+    the release scripts/kafka/TIERED_TEST_JAR names: not every release publishes it)."""
+    return libs().parent / "tiered" / f"kafka-storage-{TIERED_TEST_JAR}-test.jar"
 
 
 def legacy_clients_jar() -> Path:
