@@ -13,6 +13,7 @@ TLS capture of the same traffic merged with it (mergecap) opens decrypted.
 from __future__ import annotations
 
 import ipaddress
+import os
 import struct
 import threading
 import time
@@ -62,7 +63,9 @@ class Recorder:
     """A pcapng file being written (thread-safe)."""
 
     def __init__(self, path: str, show_secrets: bool = False, keylog: str | None = None):
-        self.file = open(path, "wb", buffering=1 << 20)
+        # a recording holds TLS secrets and (with --show-secrets) credentials: 0600
+        self.file = os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600),
+                              "wb", buffering=1 << 20)
         self.keylog, self._keylog_done = keylog, 0
         self.lock = threading.Lock()
         self.options = Options(show_secrets=show_secrets)

@@ -142,8 +142,13 @@ def log(paths: tuple[str, ...], verbose: bool, fmt: str, output: str | None, rec
         sys.exit(1)
     except BrokenPipeError:
         sys.exit(0)
-    if printer.shown == 0 and fmt == "text":
-        err.print("nothing matched" if flt is not None else "no Kafka files found")
+    if printer.shown == 0 and flt is not None and fmt == "text":
+        err.print("nothing matched")
+    elif printer.shown == 0 and flt is None:
+        click.echo(f"kdissect log: no Kafka files found in {', '.join(paths)} (expected "
+                   f"segments, indexes, checkpoints, a partition directory or a log dir)",
+                   err=True)
+        sys.exit(1)
 
 
 class LogPrinter(ItemSink):

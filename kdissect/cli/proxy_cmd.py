@@ -158,7 +158,13 @@ def proxy(upstream, listen, broker_ports, advertise, maps, upstream_tls, ca_file
     interactive = on_terminal(fmt, verbose)
     upstream_ssl = server_ssl = None
     if upstream_tls or ca_file or insecure:
-        upstream_ssl = ssl.create_default_context(cafile=ca_file)
+        try:
+            upstream_ssl = ssl.create_default_context(cafile=ca_file)
+        except (ssl.SSLError, OSError) as e:
+            raise click.BadParameter(f"cannot use {ca_file} as CA certificates: "
+                                     f"{getattr(e, 'strerror', None) or e} (give PEM "
+                                     f"certificates: -----BEGIN CERTIFICATE-----...)",
+                                     param_hint="--ca-file") from None
         if insecure:
             upstream_ssl.check_hostname = False
             upstream_ssl.verify_mode = ssl.CERT_NONE
@@ -177,9 +183,15 @@ def proxy(upstream, listen, broker_ports, advertise, maps, upstream_tls, ca_file
         if server_ssl is None and upstream_ssl is None:
             raise click.UsageError("--keylog writes TLS secrets: it needs TLS on a leg "
                                    "(--tls-cert/--tls-key or --upstream-tls)")
-        for context in (server_ssl, upstream_ssl):
-            if context is not None:
-                context.keylog_filename = keylog
+        try:                # secrets: the file is the user's alone (0600), made before
+            os.close(os.open(keylog, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
+            for context in (server_ssl, upstream_ssl):
+                if context is not None:
+                    context.keylog_filename = keylog
+        except OSError as e:
+            raise click.BadParameter(f"cannot write {keylog}: {e.strerror or e} (give a "
+                                     f"file in an existing directory)",
+                                     param_hint="--keylog") from None
     recorder = None
     if write:
         from ..capture.pcapng_writer import Recorder

@@ -250,3 +250,7 @@ register("node_budget", "warn", "budget",
          "the message's field budget is spent: the rest is kept raw")
 register("nesting_budget", "warn", "budget",
          "compressed wrappers nested deeper than the budget: the inner ones are kept raw")
+# reading the input itself (kdissect log: one file of a log dir; the others are still read)
+register("unreadable_file", "error", "storage",
+         "a file or directory cannot be read (permissions, not a regular file, too big "
+         "to take whole): it is skipped, the rest is read")

@@ -26,20 +26,26 @@ from .context import Options
 from .decode import decode_body
 from .internal import internal_layout
 from .internal_schemas import MESSAGES
+from .json_bounded import JsonError, load_json
 from .node import Node
 
 _SNAPSHOT_VERSIONS = f"{MESSAGES['ProducerSnapshot'][2]}..{MESSAGES['ProducerSnapshot'][3]}"
 
-def _entries(buf: bytes, size: int, name: str, kind: str, fields) -> Node:
+# entries turned into nodes (3-6 nodes each, about 250 bytes a node): a real index of a
+# 1 GiB segment at the default log.index.interval.bytes has 262,144; past this the rest is
+# kept as bytes with a node_budget problem
+MAX_ENTRIES = 300_000
+
+
+def _entries(buf: bytes, size: int, name: str, kind: str, fields,
+             max_entries: int = MAX_ENTRIES) -> Node:
     """Fixed-size entries; a trailing run of all-zero entries is the preallocated tail
     (Kafka never writes an all-zero entry: an index entry is added only after
     log.index.interval.bytes of batches, so never at position 0)."""
     root = Node(name, "array", 0, len(buf))
     n = len(buf) // size
-    used = n
-    while used > 0 and not any(buf[(used - 1) * size:used * size]):
-        used -= 1
-    for i in range(used):
+    used = min(n, -(-len(bytes(buf[:n * size]).rstrip(b"\0")) // size))
+    for i in range(min(used, max_entries)):
         pos = i * size
         entry = root.add(Node(f"[{i}]", "struct", pos, size))
         at = pos
@@ -47,6 +53,12 @@ def _entries(buf: bytes, size: int, name: str, kind: str, fields) -> Node:
             width = struct.calcsize(fmt)
             entry.add(Node(fname, ftype, at, width, struct.unpack_from(fmt, buf, at)[0]))
             at += width
+    if used > max_entries:
+        root.add(Node("_rest", "bytes", max_entries * size, (used - max_entries) * size,
+                      bytes(buf[max_entries * size:used * size]),
+                      problem=f"{used - max_entries} more entries kept as bytes: kdissect "
+                              f"shows at most {max_entries} entries of an index",
+                      code="node_budget"))
     if used < n:
         root.add(Node("_preallocated", "bytes", used * size, (n - used) * size,
                       (n - used) * size, note=f"{n - used} unused zero-filled entries "
@@ -118,25 +130,46 @@ def producer_snapshot(buf: bytes, options: Options | None = None) -> Node:
 # -- text files ----------------------------------------------------------------------
 
 def _lines(buf: bytes):
-    """(start, text) of each line."""
-    pos = 0
-    for raw in buf.split(b"\n"):
-        yield pos, raw.decode("utf-8", "replace")
-        pos += len(raw) + 1
+    """(start, text) of each line (one at a time: a file of newlines costs no list)."""
+    pos, end = 0, len(buf)
+    while pos <= end:
+        nl = buf.find(b"\n", pos)
+        stop = end if nl < 0 else nl
+        yield pos, bytes(buf[pos:stop]).decode("utf-8", "replace")
+        pos = stop + 1
 
 
-def checkpoint(buf: bytes, name: str, columns: tuple[str, ...]) -> Node:
+_KAFKA_REFUSES = ("Kafka cannot read this file (\"Malformed line in checkpoint file\"): a "
+                  "broker fails to load this log dir at start-up")
+
+
+def _checkpoint_int(text: str) -> int:
+    """A checkpoint's number as Java's parseInt/parseLong takes it (decimal, sign, at
+    most 19 digits: a longer one is no int64)."""
+    digits = text[1:] if text[:1] in "+-" else text
+    if not digits.isascii() or not digits.isdigit() or len(digits) > 19:
+        raise ValueError(text)
+    return int(text)
+
+
+def checkpoint(buf: bytes, name: str, columns: tuple[str, ...],
+               max_entries: int = MAX_ENTRIES) -> Node:
     """Kafka's checkpoint files: a version line, a count line, then one entry per line
     (``columns`` are its space-separated fields; numbers become ints)."""
     root = Node(name, "checkpoint", 0, len(buf))
-    lines = [(p, t) for p, t in _lines(buf) if t.strip()]
+    lines = ((p, t) for p, t in _lines(buf) if t.strip())
     entries = root.add(Node("entries", "array", 0, 0))
     for i, (pos, text) in enumerate(lines):
+        if i - 2 >= max_entries:
+            root.add(Node("_rest", "bytes", pos, len(buf) - pos, bytes(buf[pos:]),
+                          problem=f"kdissect shows at most {max_entries} entries of a "
+                                  f"checkpoint; the rest is kept as bytes", code="node_budget"))
+            break
         if i < 2:
             what = ("version", "count")[i]
             node = root.add(Node(what, "int32", pos, len(text.encode())))
             try:
-                node.value = int(text)
+                node.value = _checkpoint_int(text)
             except ValueError:
                 node.value = text
                 node.problem = f"{what} line is not a number: {text!r}"
@@ -146,17 +179,20 @@ def checkpoint(buf: bytes, name: str, columns: tuple[str, ...]) -> Node:
         parts = text.split(" ")
         if len(parts) != len(columns):
             entry.value = text
-            entry.problem = f"expected {len(columns)} fields ({' '.join(columns)}), found {text!r}"
+            entry.problem = (f"expected {len(columns)} fields ({' '.join(columns)}), found "
+                             f"{text!r}; {_KAFKA_REFUSES}")
             entry.code = "malformed_field"
             continue
         at = pos
         for col, part in zip(columns, parts):
             width = len(part.encode())
-            try:
-                value: int | str = int(part) if col != "topic" else part
-            except ValueError:
-                value = part
-            entry.add(Node(col, "string" if isinstance(value, str) else "int64", at, width, value))
+            field = entry.add(Node(col, "string" if col == "topic" else "int64", at, width, part))
+            if col != "topic":
+                try:
+                    field.value = _checkpoint_int(part)
+                except ValueError:
+                    field.problem = f"{col} is not a number: {part!r}; {_KAFKA_REFUSES}"
+                    field.code = "malformed_field"
             at += width + 1
     if entries.children:
         entries.offset = entries.children[0].offset
@@ -185,17 +221,20 @@ def properties(buf: bytes, name: str) -> Node:
 def quorum_state(buf: bytes) -> Node:
     root = Node("quorum_state", "json", 0, len(buf))
     try:
-        data = json.loads(buf.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as e:
+        data = load_json(buf)
+    except JsonError as e:
         root.value = bytes(buf)
-        root.problem = f"not JSON: {e}"
+        root.problem = f"not JSON Kafka can read: {e}"
         root.code = "malformed_field"
         return root
     if isinstance(data, dict):
         text = buf.decode("utf-8")
-        for key, value in data.items():
-            at = text.find(f'"{key}"')
-            root.add(Node(key, "json", max(at, 0), len(key) + 2 if at >= 0 else 0, value))
+        at = 0
+        for key, value in data.items():       # keys in file order: each found after the last
+            found = text.find(json.dumps(key), at)
+            if found >= 0:
+                at = found + 1
+            root.add(Node(key, "json", max(found, 0), len(key) + 2 if found >= 0 else 0, value))
     else:
         root.value = data
     return root
