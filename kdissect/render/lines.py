@@ -139,7 +139,7 @@ def message_json(m: KafkaMessage, options: Options, ex: Exchange | None = None,
     else:
         decoded = decoded or m.decoded(options)
         body = decoded.body if m.direction != "sasl" else decoded.tree.children[0]
-        values = plain_json(body) if body is not None else None
+        values = plain_json(body, options.show_secrets) if body is not None else None
         found = decoded.tree.findings()        # one walk for both (big trees)
         problems = [{"path": p, "problem": r} for p, _, r in found]
         tree_findings = None if enriched_full else found
