@@ -410,7 +410,7 @@ class Proxy:
         if c.recorded is None or self.recorder is None:
             return
         frame = _SIZE.pack(len(data)) + data
-        c.recorded.data(side, self.recorder.mask(frame, side, sasl_raw), ts)
+        c.recorded.frame(side, frame, ts, sasl_raw)
 
     async def _rewritten(self, body: bytes, api_key: int, api_version: int,
                          c: _Connection) -> bytes | None:
