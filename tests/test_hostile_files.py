@@ -360,3 +360,58 @@ def test_proxy_keylog_and_recording_are_private(tmp_path):
 def test_live_bad_capture_filter(tmp_path):
     code, err = check(["live", "-i", "lo", "-f", "tcp port ((((", "--format", "text"], tmp_path)
     assert code == 1 and "capture filter" in err
+
+
+# -- control characters in text outputs -------------------------------------------------------
+
+FORGED_CLIENT = "cl\x1b]0;pwned\x07id\r"          # a terminal title change
+FORGED_TOPIC = "top\nFORGED 10.0.0.1 → x\x1b[31mred"   # a forged line, a colour
+
+
+def _control_pcap(path: Path) -> Path:
+    head = struct.pack(">hhi", 0, 3, 1) + mh.kstr(FORGED_CLIENT)
+    records = mh.record_batch(b"", 0)
+    body = struct.pack(">h", -1) + struct.pack(">hi", 1, 1000) + struct.pack(">i", 1) \
+        + mh.kstr(FORGED_TOPIC) + struct.pack(">ii", 1, 0) + struct.pack(">i", len(records)) + records
+    msg = head + body
+    path.write_bytes(mh.pcap(mh.frames(struct.pack(">i", len(msg)) + msg)))
+    return path
+
+
+@pytest.mark.parametrize("view", [[], ["--stats"], ["--format", "tsv"], ["-V"]],
+                         ids=lambda v: " ".join(v) or "text")
+def test_control_characters_escaped_in_text(tmp_path, view):
+    pcap = _control_pcap(tmp_path / "ctl.pcap")
+    code, out, _ = stdout_of(["pcap", "--no-tui", *view, str(pcap)], tmp_path)
+    assert code == 0
+    assert "\x1b" not in out and "\x07" not in out and "\r" not in out
+    assert not any(line.startswith("FORGED") for line in out.splitlines())
+    assert "\\x1b]0;pwned" in out or "'cl\\x1b]0;pwned" in out
+
+
+def test_control_characters_escaped_on_a_terminal(tmp_path):
+    """On a TTY (rich's styled lines): no escape sequence from the input reaches it."""
+    import pty
+    import subprocess
+    import sys
+    pcap = _control_pcap(tmp_path / "ctl.pcap")
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "kdissect", "pcap", "--no-tui", str(pcap)],
+                            stdout=slave, stderr=slave, stdin=subprocess.DEVNULL, cwd=ROOT,
+                            env={**os.environ, "TERM": "xterm-256color", "COLUMNS": "200"})
+    os.close(slave)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    proc.wait(120)
+    os.close(master)
+    text = out.decode("utf-8", "replace")
+    assert proc.returncode == 0 and "Produce" in text
+    assert "\x1b]0;pwned" not in text and "\x1b[31mred" not in text and "\x07" not in text
+    assert "\\x1b]0;pwned" in text
