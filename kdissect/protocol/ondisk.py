@@ -130,13 +130,18 @@ def producer_snapshot(buf: bytes, options: Options | None = None) -> Node:
 # -- text files ----------------------------------------------------------------------
 
 def _lines(buf: bytes):
-    """(start, text) of each line (one at a time: a file of newlines costs no list)."""
+    """(start, raw bytes) of each line (one at a time: a file of newlines costs no list);
+    widths are of the raw bytes (a replaced invalid byte is 1 byte, not U+FFFD's 3)."""
     pos, end = 0, len(buf)
     while pos <= end:
         nl = buf.find(b"\n", pos)
         stop = end if nl < 0 else nl
-        yield pos, bytes(buf[pos:stop]).decode("utf-8", "replace")
+        yield pos, bytes(buf[pos:stop])
         pos = stop + 1
+
+
+def _text(raw: bytes) -> str:
+    return raw.decode("utf-8", "replace")
 
 
 _KAFKA_REFUSES = ("Kafka cannot read this file (\"Malformed line in checkpoint file\"): a "
@@ -157,17 +162,18 @@ def checkpoint(buf: bytes, name: str, columns: tuple[str, ...],
     """Kafka's checkpoint files: a version line, a count line, then one entry per line
     (``columns`` are its space-separated fields; numbers become ints)."""
     root = Node(name, "checkpoint", 0, len(buf))
-    lines = ((p, t) for p, t in _lines(buf) if t.strip())
+    lines = ((p, raw) for p, raw in _lines(buf) if raw.strip())
     entries = root.add(Node("entries", "array", 0, 0))
-    for i, (pos, text) in enumerate(lines):
+    for i, (pos, raw) in enumerate(lines):
         if i - 2 >= max_entries:
             root.add(Node("_rest", "bytes", pos, len(buf) - pos, bytes(buf[pos:]),
                           problem=f"kdissect shows at most {max_entries} entries of a "
                                   f"checkpoint; the rest is kept as bytes", code="node_budget"))
             break
+        text = _text(raw)
         if i < 2:
             what = ("version", "count")[i]
-            node = root.add(Node(what, "int32", pos, len(text.encode())))
+            node = root.add(Node(what, "int32", pos, len(raw)))
             try:
                 node.value = _checkpoint_int(text)
             except ValueError:
@@ -175,8 +181,8 @@ def checkpoint(buf: bytes, name: str, columns: tuple[str, ...],
                 node.problem = f"{what} line is not a number: {text!r}"
                 node.code = "malformed_field"
             continue
-        entry = entries.add(Node(f"[{i - 2}]", "struct", pos, len(text.encode())))
-        parts = text.split(" ")
+        entry = entries.add(Node(f"[{i - 2}]", "struct", pos, len(raw)))
+        parts = raw.split(b" ")
         if len(parts) != len(columns):
             entry.value = text
             entry.problem = (f"expected {len(columns)} fields ({' '.join(columns)}), found "
@@ -185,15 +191,16 @@ def checkpoint(buf: bytes, name: str, columns: tuple[str, ...],
             continue
         at = pos
         for col, part in zip(columns, parts):
-            width = len(part.encode())
-            field = entry.add(Node(col, "string" if col == "topic" else "int64", at, width, part))
+            value = _text(part)
+            field = entry.add(Node(col, "string" if col == "topic" else "int64", at, len(part),
+                                   value))
             if col != "topic":
                 try:
-                    field.value = _checkpoint_int(part)
+                    field.value = _checkpoint_int(value)
                 except ValueError:
-                    field.problem = f"{col} is not a number: {part!r}; {_KAFKA_REFUSES}"
+                    field.problem = f"{col} is not a number: {value!r}; {_KAFKA_REFUSES}"
                     field.code = "malformed_field"
-            at += width + 1
+            at += len(part) + 1
     if entries.children:
         entries.offset = entries.children[0].offset
         entries.length = entries.children[-1].end - entries.offset
@@ -209,12 +216,13 @@ def checkpoint(buf: bytes, name: str, columns: tuple[str, ...],
 def properties(buf: bytes, name: str) -> Node:
     """``key=value`` (meta.properties) or ``key: value`` (partition.metadata) lines."""
     root = Node(name, "properties", 0, len(buf))
-    for pos, text in _lines(buf):
+    for pos, raw in _lines(buf):
+        text = _text(raw)
         if not text.strip() or text.lstrip().startswith("#"):
             continue
         sep = "=" if "=" in text and (":" not in text or text.index("=") < text.index(":")) else ":"
         key, _, value = text.partition(sep)
-        root.add(Node(key.strip(), "string", pos, len(text.encode()), value.strip()))
+        root.add(Node(key.strip(), "string", pos, len(raw), value.strip()))
     return root
 
 

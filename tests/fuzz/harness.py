@@ -391,8 +391,9 @@ def replay(path: Path) -> None:
         from .parquet_target import run_parquet
         run_parquet(data)
     else:
+        from .files_target import replay as replay_files
         from .hostile_targets import replay as replay_hostile
-        if not replay_hostile(target, data, extra):
+        if not replay_hostile(target, data, extra) and not replay_files(target, data):
             raise ValueError(f"unknown fuzz target in {path.name}")
     check_memory()
 
