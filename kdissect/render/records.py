@@ -37,7 +37,7 @@ def _child_bytes(n: Node, name: str, show: bool = False) -> Any:
     by its schema (docs/values.md) is its decoded value. A secret (protocol/secrets.py)
     is REDACTED unless ``show``."""
     c = n.child(name)
-    if c is not None and c.secret and not show:
+    if c is not None and c.secret and not show and c.value is not None:
         return REDACTED
     if c is not None and c.children and name in ("key", "value"):
         decoded = decoded_of(c)
@@ -60,8 +60,9 @@ def _schema_ids(n: Node, out: dict) -> dict:
 def plain_json(node: Node, show: bool = False) -> Any:
     """Like Node.plain(), JSON-ready, with record data flattened into records; secrets
     (protocol/secrets.py) REDACTED unless ``show`` (--show-secrets)."""
-    if node.secret and not show and not node.children:
-        return REDACTED         # (a secret holder's own bytes: its fields are its children)
+    if node.secret and not show and not node.children and node.value is not None:
+        return REDACTED         # (a secret holder's own bytes: its fields are its children;
+                                # a null stays null, as secrets.mask_values leaves it)
     kind = node.ktype
     if kind == "records":
         if node.value is None:
