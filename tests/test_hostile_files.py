@@ -415,3 +415,21 @@ def test_control_characters_escaped_on_a_terminal(tmp_path):
     assert proc.returncode == 0 and "Produce" in text
     assert "\x1b]0;pwned" not in text and "\x1b[31mred" not in text and "\x07" not in text
     assert "\\x1b]0;pwned" in text
+
+
+def test_preallocated_segment_and_07_log_zero_tails(tmp_path):
+    """A 1 GiB segment as log.preallocate=true leaves it (2 GB: the zero tail copied
+    whole) and a 0.7 .kafka log with a 1 GiB zero tail: the tail is found by seeking
+    (holes are never read) and reported as preallocated space, under the limits."""
+    part = tmp_path / "t-0"
+    part.mkdir()
+    seg = part / "00000000000000000000.log"
+    seg.write_bytes(mh.record_batch(b"", 0))
+    os.truncate(seg, 1 << 30)
+    code, out, _ = stdout_of(["log", str(seg)], tmp_path)
+    assert code == 0 and "log_zero_tail" in out and "preallocated" in out
+    old = part / "0.kafka"
+    old.write_bytes(b"\0" * 8)
+    os.truncate(old, 1 << 30)
+    code, out, _ = stdout_of(["log", str(old)], tmp_path)
+    assert code == 0 and "log_zero_tail" in out

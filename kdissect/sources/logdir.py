@@ -491,8 +491,7 @@ def _segment(path: Path, options: Options, state: _Partition, kind: str,
                 released = _release(mm, released, pos)
             left = size - pos
             if left < BATCH_HEAD or not _plausible_head(mm, pos, left):
-                tail = mm[pos:size]
-                yield _tail_item(path, state, pos, tail)
+                yield _tail_item(path, state, pos, mm, size)
                 break
             length = struct.unpack_from(">i", mm, pos + 8)[0]
             total = 12 + length
@@ -601,13 +600,45 @@ def _plausible_head(mm, pos: int, left: int) -> bool:
         not (length == 0 and not any(mm[pos:pos + BATCH_HEAD]))
 
 
-def _tail_item(path: Path, state: _Partition, pos: int, tail: bytes) -> LogItem:
-    n = len(tail)
-    if not any(tail):
-        node = Node("tail", "bytes", pos, n, n, problem=f"{n} zero bytes after the last batch",
+_CHUNK = 1 << 20
+
+
+def _all_zero(path: Path, start: int, end: int) -> bool:
+    """Whether bytes ``start:end`` of the file are all zero. A preallocated segment's
+    tail (log.preallocate: a sparse file) is skipped by seeking to its next data
+    (SEEK_DATA: holes are never read); data is read a MiB at a time with pread, never
+    mapped nor copied whole."""
+    seek_data = getattr(os, "SEEK_DATA", None)
+    with open(path, "rb") as f:
+        fd, at = f.fileno(), start
+        while at < end:
+            if seek_data is not None:
+                try:
+                    at = os.lseek(fd, at, seek_data)
+                except OSError:             # ENXIO: only holes from here to the end
+                    return True
+                if at >= end:
+                    return True
+            chunk = os.pread(fd, min(_CHUNK, end - at), at)
+            if not chunk:
+                return True
+            if chunk.count(0) != len(chunk):
+                return False
+            at += len(chunk)
+    return True
+
+
+def _tail_item(path: Path, state: _Partition, pos: int, buf, end: int) -> LogItem:
+    """The item for ``buf[pos:end]``, where no batch starts (only its first bytes kept)."""
+    n = end - pos
+    tail = bytes(buf[pos:min(end, pos + 64)])
+    if _all_zero(path, pos, end):
+        node = Node("tail", "bytes", pos, n, n, problem=f"{n} zero bytes after the last batch "
+                    f"(preallocated space: log.preallocate, or a segment an unclean stop left "
+                    f"untrimmed)",
                     code="log_zero_tail")
     else:
-        node = Node("tail", "bytes", pos, n, bytes(tail[:64]),
+        node = Node("tail", "bytes", pos, n, tail,
                     problem=f"{n} bytes of nonsense at the end (from position {pos}): no "
                             f"batch starts here; broker recovery truncates the segment here",
                     code="log_nonsense_tail")
@@ -797,14 +828,13 @@ def _kafka07(path: Path, topic: str | None, partition: int | None) -> Iterator[L
     try:
         while pos < size:
             if size - pos < 4:
-                yield _tail_item(path, _Partition(topic, partition), pos, mm[pos:size])
+                yield _tail_item(path, _Partition(topic, partition), pos, mm, size)
                 return
             node = ondisk.kafka07_message(mm, pos, size, base)
             n = _value(node, "length")
             if node.children[0].problem:
-                rest = mm[pos:size]
-                if not any(rest):
-                    yield _tail_item(path, _Partition(topic, partition), pos, rest)
+                if _all_zero(path, pos, size):
+                    yield _tail_item(path, _Partition(topic, partition), pos, mm, size)
                 else:
                     node.children[0].code = "log_size_past_end" if n > 0 else "log_nonsense_tail"
                     yield LogItem("message", path, topic, partition, node)
