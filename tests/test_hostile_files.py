@@ -433,3 +433,24 @@ def test_preallocated_segment_and_07_log_zero_tails(tmp_path):
     os.truncate(old, 1 << 30)
     code, out, _ = stdout_of(["log", str(old)], tmp_path)
     assert code == 0 and "log_zero_tail" in out
+
+
+def test_huge_avro_decimals(tmp_path):
+    """A 600 KB decimal (25 CPU-s, then decimal.Overflow: exit 70) and three of 400 KB
+    (34 CPU-s): more digits than the precision allows is said, the bytes are kept."""
+    schema = {"type": "record", "name": "D", "fields": [
+        {"name": f"d{i}", "type": {"type": "bytes", "logicalType": "decimal", "precision": 38,
+                                   "scale": 2}} for i in range(3)]}
+    (tmp_path / "d.avsc").write_text(json.dumps(schema))
+    for sizes in ((600_000, 1, 1), (400_000, 400_000, 400_000)):
+        value = b"".join(_varint(n) + b"\x7f" * n for n in sizes)
+        pcap = produce_pcap(tmp_path / "d.pcap", value)
+        for fmt in ("text", "jsonl"):
+            code, out, _ = stdout_of(["pcap", "--format", fmt, "--value-schema",
+                                      f"t={tmp_path / 'd.avsc'}", str(pcap)], tmp_path)
+            assert code == 0
+    value = _varint(2) + b"\x30\x39" + _varint(1) + b"\x01" + _varint(1) + b"\xff"
+    pcap = produce_pcap(tmp_path / "ok.pcap", value)
+    code, out, _ = stdout_of(["pcap", "--format", "jsonl", "--value-schema",
+                              f"t={tmp_path / 'd.avsc'}", str(pcap)], tmp_path)
+    assert code == 0 and '"123.45"' in out and '"-0.01"' in out
