@@ -454,3 +454,29 @@ def test_huge_avro_decimals(tmp_path):
     code, out, _ = stdout_of(["pcap", "--format", "jsonl", "--value-schema",
                               f"t={tmp_path / 'd.avsc'}", str(pcap)], tmp_path)
     assert code == 0 and '"123.45"' in out and '"-0.01"' in out
+
+
+def test_tls_resync_after_a_gap_is_bounded():
+    """After lost bytes, each fake record header (17 03 03 ..) got 4,096 trial
+    decryptions (1.4 MB: 42 CPU-s); the trials after one loss are now capped in all, and
+    the direction is then given up with a finding."""
+    import time
+    from kdissect.capture.tls.session import TlsFacts, TlsSession
+    from tests.support.tls_synth import Conversation
+    from tests.test_tls import keys_of
+    conv = Conversation()
+    conv.client += conv.c_app.seal(23, b"hello" * 50)
+    whole = bytes(conv.client)
+    session = TlsSession(TlsFacts(("c", 1), ("s", 2)), keys_of(conv),
+                         lambda *a: None, lambda *a: None)
+    session.data(0, whole, 0.0, 1)
+    session.data(1, bytes(conv.server), 0.0, 1)
+    session.gap(0, 1_000_000, 0.0, 2)                  # a big loss: many tries per header
+    fake = (b"\x17\x03\x03\x00\x10" + bytes(16)) * (1_400_000 // 21)
+    start = time.process_time()
+    for i in range(0, len(fake), 1460):
+        session.data(0, fake[i:i + 1460], 0.0, 3 + i)
+    spent = time.process_time() - start
+    facts = session.finish()
+    assert spent < 10, spent
+    assert any(f.code == "tls_decrypt_failed" and "tries" in f.detail for f in facts.findings)
