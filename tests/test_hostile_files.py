@@ -480,3 +480,16 @@ def test_tls_resync_after_a_gap_is_bounded():
     facts = session.finish()
     assert spent < 10, spent
     assert any(f.code == "tls_decrypt_failed" and "tries" in f.detail for f in facts.findings)
+
+
+def test_protobuf_message_index_path_is_bounded(tmp_path):
+    """A framed Protobuf value whose message-index path counts 2 M levels (4 MB took
+    1.4 GB: a list and a node per index, never charged to the budget)."""
+    schemas = tmp_path / "schemas"
+    schemas.mkdir()
+    (schemas / "1.proto").write_text('syntax = "proto3"; message R { int32 x = 1; }\n')
+    n = 2_000_000
+    pcap = produce_pcap(tmp_path / "p.pcap", framed(1, _varint(n) + b"\0" * n + b"\x08\x01"))
+    code, out, _ = stdout_of(["pcap", "--format", "jsonl", "--schemas", str(schemas), str(pcap)],
+                             tmp_path)
+    assert code == 0 and "message index path" in out
