@@ -493,3 +493,23 @@ def test_protobuf_message_index_path_is_bounded(tmp_path):
     code, out, _ = stdout_of(["pcap", "--format", "jsonl", "--schemas", str(schemas), str(pcap)],
                              tmp_path)
     assert code == 0 and "message index path" in out
+
+
+def test_pcapng_secrets_block_of_newlines(tmp_path):
+    """A 282 KB .pcapng.gz whose Decryption Secrets Block inflates to 256 MB of newlines
+    (> 2.6 GB: a list of empty lines): read as a key log without such a list."""
+    import gzip
+    size = 256 << 20
+    head = mh.SHB + mh.idb()
+    body_len = 8 + size
+    block_len = 12 + body_len + (-body_len % 4)
+    path = tmp_path / "dsb.pcapng.gz"
+    with gzip.open(path, "wb", compresslevel=1) as f:
+        f.write(head)
+        f.write(struct.pack("<II", 10, block_len) + struct.pack("<II", 0x544C534B, size))
+        chunk = b"\n" * (1 << 20)
+        for _ in range(size >> 20):
+            f.write(chunk)
+        f.write(bytes(-body_len % 4) + struct.pack("<I", block_len))
+        f.write(mh.epb(mh.frames(b"\0\0\0\0")[0]))
+    check(["pcap", str(path)], tmp_path)
