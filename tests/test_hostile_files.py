@@ -282,6 +282,7 @@ def test_registry_credentials_from_userinfo_never_printed_nor_redirected(tmp_pat
     assert "hunter2-pw" not in out + err and "unreachable" in err
 
 
+@pytest.mark.slow           # 30 s of waiting on the clock: the full suite only
 def test_registry_that_trickles_is_given_up(tmp_path):
     """One byte every 2 s: the 10 s timeout is per read; the whole answer has a
     deadline (30 s) after which the run goes on without it."""
