@@ -138,6 +138,12 @@ def test_full_index_and_huge_checkpoint_are_bounded(tmp_path):
     code, out, _ = stdout_of(["log", "--format", "jsonl", str(part / "00000000000000000000.index")],
                              tmp_path)
     assert code == 0 and "node_budget" in out
+    n = (10 << 20) // 12
+    (part / "00000000000000000000.timeindex").write_bytes(
+        b"".join(struct.pack(">qi", 1_700_000_000_000 + i, i + 1) for i in range(n)))
+    (part / "00000000000000000000.log").write_bytes(mh.record_batch(b"", 0))
+    code, out, _ = stdout_of(["log", "--format", "jsonl", str(part)], tmp_path)   # both, checked
+    assert code == 0 and out.count("node_budget") >= 2
     lines = ["0", "2000000"] + [f"{i} {i}" for i in range(2_000_000)]
     (part / "leader-epoch-checkpoint").write_text("\n".join(lines) + "\n")
     code, out, _ = stdout_of(["log", str(part / "leader-epoch-checkpoint")], tmp_path)
