@@ -196,3 +196,19 @@ def test_sensitive_by_the_brokers_word_not_by_name(tmp_path):
                    tmp_path)
         assert "CustomPw-5151" not in out, view
         assert NOT_SECRET in out, view
+
+
+def test_envelope_response_masked(tmp_path):
+    """The controller's answer inside an Envelope response (it may hold a delegation
+    token's HMAC) is read without its request's API: masked whole."""
+    inner = b"\0\0\0\x07" + b"HmacInside-7731"
+    body = struct.pack(">i", 7) + b"\0" + _uv(len(inner) + 1) + inner + b"\0\0" + b"\0"
+    blob = tmp_path / "env.hex"
+    blob.write_text(_sized(body).hex())
+    for view in ([], ["--json"]):
+        out = _run(["blob", "--api", "Envelope", "--version", "0", "--response", *view,
+                    str(blob)], tmp_path)
+        assert "HmacInside" not in out and "486d6163" not in out.replace(" ", ""), view
+    shown = _run(["blob", "--api", "Envelope", "--version", "0", "--response", "--json",
+                  "--show-secrets", str(blob)], tmp_path)
+    assert "486d6163" in shown.replace(" ", "")

@@ -33,6 +33,9 @@ FIELDS: dict[int, frozenset[str]] = {
     40: frozenset({"hmac"}),                   # ExpireDelegationToken
     41: frozenset({"hmac"}),                   # DescribeDelegationToken
     51: frozenset({"salted_password"}),        # AlterUserScramCredentials: logs in as SCRAM
+    # Envelope: the controller's answer to a forwarded request (a delegation token's HMAC,
+    # DescribeConfigs values...), read without its request's API: masked whole
+    ENVELOPE: frozenset({"response_data"}),
 }
 # KRaft metadata record (and other internal record) -> fields holding a credential
 RECORD_FIELDS: dict[str, frozenset[str]] = {
