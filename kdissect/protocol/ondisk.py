@@ -31,10 +31,11 @@ from .node import Node
 
 _SNAPSHOT_VERSIONS = f"{MESSAGES['ProducerSnapshot'][2]}..{MESSAGES['ProducerSnapshot'][3]}"
 
-# entries turned into nodes (3-6 nodes each, about 250 bytes a node): a real index of a
-# 1 GiB segment at the default log.index.interval.bytes has 262,144; past this the rest is
-# kept as bytes with a node_budget problem
-MAX_ENTRIES = 300_000
+# entries turned into nodes (3-6 nodes each, about 300 bytes a node: a segment's full
+# .index and .timeindex together stay near 400 MB); an index gets an entry per
+# log.index.interval.bytes (4 KiB) of batches, at most one a batch: a 1 GiB segment of
+# 16 KB batches has 65,536. Past this the rest is kept as bytes (node_budget)
+MAX_ENTRIES = 150_000
 
 
 def _entries(buf: bytes, size: int, name: str, kind: str, fields,
