@@ -3,6 +3,8 @@ every input it ever failed on, replayed. See tests/fuzz/ and docs/protocol.md.""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from tests.fuzz import harness, runner
@@ -18,9 +20,14 @@ SLICE["avro"] = 1000                   # issue 27's: both Avro readers, compared
 SLICE["parquet"] = 50                  # issue 28's: the Parquet writer, read back by pyarrow
 
 
+# The slice is seeded: a failure here reproduces on every machine. Another seed explores
+# other inputs (KDISSECT_FUZZ_SEED=N), scripts/fuzz.py draws fresh ones for as long as asked.
+SEED = int(os.environ.get("KDISSECT_FUZZ_SEED", "20261129"))
+
+
 @pytest.mark.parametrize("target", sorted(SLICE))
 def test_fuzz_slice(target):
-    ran = runner.run(target, SLICE[target] // 25, batch=25)
+    ran = runner.run(target, SLICE[target] // 25, batch=25, seed=SEED)
     assert ran == SLICE[target]
 
 
