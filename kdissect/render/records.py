@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..protocol.node import Node
+from ..protocol.ondisk import BATCH_FIELDS
 from ..protocol.records import record_offset
 from ..protocol.values_schema import (by_value_schema, decoded_of, json_value, plain_value,
                                      schema_id_of)
@@ -144,11 +145,13 @@ def record_json(n: Node) -> dict:
 
 def batch_json(b: Node) -> dict:
     if b.ktype == "record_batch":
-        attrs, base = b.child("attributes"), b.child("base_offset")
-        return {"base_offset": base.value if base is not None else None,
-                "attributes": attrs.note if attrs is not None else None,
-                "problems": [r for _, r in b.problems()],
-                "records": records_of(b)}
+        # every field of the batch's header (null where a damaged batch lacks it), the
+        # attributes as the tree notes them
+        head: dict = {}
+        for name in BATCH_FIELDS:
+            n = b.child(name)
+            head[name] = (n.note if name == "attributes" else n.value) if n is not None else None
+        return {**head, "problems": [r for _, r in b.problems()], "records": records_of(b)}
     if b.ktype.startswith("message_v"):
         magic = b.child("magic")
         return {"magic": magic.value if magic is not None else None,
