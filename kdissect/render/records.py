@@ -135,8 +135,10 @@ def record_json(n: Node) -> dict:
                         for h in (headers.children if headers else [])
                         if (k := h.child("key")) is not None],
             **decoded_json(n)})
-    ts = n.child("timestamp")
+    ts, crc, magic = n.child("timestamp"), n.child("crc"), n.child("magic")
     return _schema_ids(n, {"offset": record_offset(n),
+                           "crc": crc.value if crc is not None else None,
+                           "magic": magic.value if magic is not None else None,
                            "timestamp": ts.value if ts is not None else None,
                            "key": _child_bytes(n, "key"),
                            "value": _child_bytes(n, "value"),
