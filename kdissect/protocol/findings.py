@@ -172,7 +172,12 @@ register("producer_epoch_bump", "note", "sequence",
          "version 2, or the producer recovered): sequences start again")
 register("leadership_storm", "warn", "sequence",
          "10 or more NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH / NOT_COORDINATOR answers "
-         "on one connection within 5 s: the client's metadata is stale")
+         "on one connection within 5 s: the client's metadata is stale (not KRaft's own "
+         "Fetch, whose such answers are a quorum election's steps)")
+register("controlled_shutdown", "note", "sequence",
+         "a broker asked the KRaft controller to shut down (BrokerHeartbeat want_shut_down): "
+         "a controlled shutdown or restart, its partitions' leadership moving away; said "
+         "when it first asks and when the controller lets it go")
 register("message_truncated", "error", "sequence",
          "part of the message was not captured (a gap in the TCP stream)")
 register("pending_limit", "warn", "sequence",
@@ -226,8 +231,9 @@ register("renegotiation", "warn", "security",
 # performance
 register("throttled", "warn", "performance", "the broker throttled the client (throttle_time_ms > 0)")
 register("slow_response", "warn", "performance",
-         "the broker took more than 0.5 s beyond the wait the request asked for "
-         "(Fetch max_wait_ms, a JoinGroup's rebalance)")
+         "the broker took more than 0.5 s beyond every wait the request asked for "
+         "(Fetch and ShareFetch max_wait_ms, even when records came back; a JoinGroup's "
+         "rebalance), the text says which wait was subtracted")
 register("consumer_lag", "note", "performance",
          "a consumer's Fetch left it behind the high watermark (lag per partition, after "
          "the records this fetch returned)")

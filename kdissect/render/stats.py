@@ -24,7 +24,7 @@ def stats_tables(stats: Stats) -> Any:
 def stats_pieces(stats: Stats) -> Pieces:
     parts = Pieces()
     apis = Table(title="Exchanges per API: broker time, i.e. latency less the waits clients "
-                       "asked for (Fetch max_wait_ms answered empty, JoinGroup/SyncGroup "
+                       "asked for (Fetch/ShareFetch max_wait_ms, JoinGroup/SyncGroup "
                        "rebalances)", title_justify="left")
     for col in ("API", "count", "p50 ms", "p90 ms", "p99 ms", "max ms", "waited", "max latency ms"):
         apis.add_column(col, justify="left" if col == "API" else "right")

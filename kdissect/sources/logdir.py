@@ -372,8 +372,11 @@ def _partition_dir(path: Path, options: Options,
                             for e in (tree.child("entries") or Node("", "", 0)).children
                             if e.child("epoch") is not None]
         # a tiered copy's snapshot is named by its segment's first offset but holds the
-        # state at the segment's end: no offset to compare it at
-        if kind == "producer_snapshot" and not _REMOTE_NAME.match(p.name):
+        # state at the segment's end: no offset to compare it at; nor has one whose CRC
+        # fails (Kafka's recovery deletes it and rebuilds the state from the log)
+        crc = tree.child("crc") if kind == "producer_snapshot" else None
+        if kind == "producer_snapshot" and not _REMOTE_NAME.match(p.name) and \
+                not (crc is not None and crc.code == "crc_mismatch"):
             entries = tree.child("producer_entries")
             state.snapshots[_base_offset(p)] = {
                 _value(e, "producer_id"): (_value(e, "epoch"),
@@ -401,7 +404,9 @@ class _Running:
     """What the checks remember across batches of a partition (bounded: per producer)."""
     last_offset: int | None = None
     max_ts: int | None = None
-    producers: dict[int, tuple[int | None, int, int]] = field(default_factory=dict)  # epoch, last seq, last offset
+    # producer id -> (epoch, last sequence, last data offset, offset of its last batch or
+    # marker): what Kafka's producer state holds of it
+    producers: dict[int, tuple[int | None, int, int, int]] = field(default_factory=dict)
     aborts: list[tuple[int, int]] = field(default_factory=list)      # this segment's (pid, offset)
     checked_snapshots: set[int] = field(default_factory=set)
 
@@ -689,6 +694,12 @@ def _check_batch(item: LogItem, head: _Head, state: _Partition, run: _Running) -
         if head.attributes & 0x20:
             if head.abort:
                 run.aborts.append((pid, base))
+            # a COMMIT/ABORT marker of a newer epoch (transactions v2, KIP-890, bumps it
+            # at each end) starts the producer again: Kafka's ProducerStateEntry drops its
+            # batches (last sequence and offset -1), as its snapshots then hold
+            known = run.producers.get(pid)
+            if isinstance(pepoch, int) and (known is None or known[0] != pepoch):
+                run.producers[pid] = (pepoch, -1, -1, last)
             return
         if isinstance(seq, int) and seq >= 0:
             count = last - base
@@ -697,7 +708,7 @@ def _check_batch(item: LogItem, head: _Head, state: _Partition, run: _Running) -
                 add(Finding("sequence_gap", f"producer {pid} epoch {pepoch}: sequence {seq} "
                                             f"follows {known[1]} (expected {known[1] + 1}; "
                                             f"compaction can remove batches)"))
-            run.producers[pid] = (pepoch, (seq + count) & 0x7FFFFFFF, last)
+            run.producers[pid] = (pepoch, (seq + count) & 0x7FFFFFFF, last, last)
 
 
 def _check_snapshots(state: _Partition, run: _Running, next_base: int | None) -> list[Finding]:
@@ -713,7 +724,7 @@ def _check_snapshots(state: _Partition, run: _Running, next_base: int | None) ->
         run.checked_snapshots.add(at)
         for pid, (epoch, seq, last) in entries.items():
             seen = run.producers.get(pid)
-            if seen is not None and seen[2] < at and seen != (epoch, seq, last):
+            if seen is not None and seen[3] < at and seen[:3] != (epoch, seq, last):
                 out.append(Finding("producer_state_mismatch",
                                    f"snapshot {at}: producer {pid} epoch {epoch}, last sequence "
                                    f"{seq} at offset {last}; the log's last batch before it: "
