@@ -189,6 +189,18 @@ register("log_nonsense_tail", "error", "storage",
          "bytes at the end of a segment that are no batch: recovery truncates them")
 register("log_zero_tail", "note", "storage",
          "a zero-filled tail after the last batch (a preallocated or torn segment)")
+register("log_bad_batch", "error", "storage",
+         "bytes where a batch should start that are no batch (a length past the end or "
+         "too short, a magic byte no Kafka writes with a failing CRC), with intact batches "
+         "after them: damage, not a torn write; recovery truncates there (the text says "
+         "whether it runs); the batches after it are read")
+register("log_bad_magic", "error", "storage",
+         "a batch whose magic byte no Kafka writes, though its length and CRC hold (the "
+         "CRC does not cover the magic byte): Kafka's recovery keeps it; kept as bytes, "
+         "the batches after it are read")
+register("unclean_shutdown", "note", "storage",
+         "a broker's log dir without .kafka_cleanshutdown: the broker is running or did not "
+         "stop cleanly; it recovers the segments past each recovery point at its next start")
 register("offset_not_monotonic", "error", "storage",
          "a batch's offsets do not grow past the previous batch's")
 register("offset_gap", "note", "storage",

@@ -22,6 +22,7 @@ from typing import cast
 
 from ..protocol import ondisk
 from ..protocol.context import Options
+from ..protocol.crc import crc32c
 from ..protocol.findings import Finding
 from ..protocol.internal import decode_records, family_of
 from ..protocol.node import Node
@@ -156,6 +157,8 @@ class _Partition:
     hw: int | None = None                                   # high watermark, if known
     epochs: list[tuple[int, int]] = field(default_factory=list)   # (epoch, start offset)
     snapshots: dict[int, dict[int, tuple[int, int, int]]] = field(default_factory=dict)
+    # whether its log dir holds .kafka_cleanshutdown (None: not read as a log dir)
+    clean: bool | None = None
     conv: Conv = None           # set: the bulk path (walk(values=True)) with this converter
 
 
@@ -291,12 +294,23 @@ def _single_file(path: Path, options: Options, conv: Conv = None) -> Iterator[Lo
         yield LogItem(kind, path, topic, partition, decode_file(path, kind, options))
 
 
+CLEAN_SHUTDOWN = ".kafka_cleanshutdown"     # a broker's log dir after a clean stop
+
+
 def _log_dir(path: Path, options: Options, conv: Conv = None) -> Iterator[LogItem]:
-    yield from log_dir_files(path, options, conv)
+    clean = (path / CLEAN_SHUTDOWN).exists() if (path / "meta.properties").exists() else None
+    for item in log_dir_files(path, options, conv):
+        if clean is False and item.path.name == "meta.properties":
+            item.findings.append(Finding(
+                "unclean_shutdown", f"no {CLEAN_SHUTDOWN}: the broker is running, or did not "
+                "stop cleanly (killed, crashed); its indexes may be preallocated, and at its "
+                "next start it recovers each partition's segments past its recovery point "
+                "(reading every batch, rebuilding their indexes)"))
+        yield item
     hws = high_watermarks(path)
     for p in sorted(path.iterdir()):
         if p.is_dir() and _partition_of(p)[0]:
-            yield from _partition_dir(p, options, hws, conv)
+            yield from _partition_dir(p, options, hws, conv, clean)
 
 
 def is_partition_name(name: str) -> bool:
@@ -346,9 +360,9 @@ def partition_items(path: Path, options: Options, hws: dict[tuple[str, int], int
 
 def _partition_dir(path: Path, options: Options,
                    hws: dict[tuple[str, int], int] | None,
-                   conv: Conv = None) -> Iterator[LogItem]:
+                   conv: Conv = None, clean: bool | None = None) -> Iterator[LogItem]:
     topic, partition = _partition_of(path)
-    state = _Partition(topic, partition, conv=conv)
+    state = _Partition(topic, partition, conv=conv, clean=clean)
     if hws is not None and topic is not None and partition is not None:
         state.hw = hws.get((topic, partition))
     files = sorted(p for p in path.iterdir() if p.is_file())
@@ -438,6 +452,7 @@ def _segment(path: Path, options: Options, state: _Partition, kind: str,
     _monotonic(indexes.get("time_index"), tidx, 1, "timestamps")
     oi = ti = 0
     batch_ends: dict[int, tuple[int, int]] = {}      # last offset -> (position, max ts), this segment
+    starts: set[int] = set()        # where damaged batches start (index entries may name them)
     pos = released = 0
     options = options.for_message()
     try:
@@ -445,12 +460,26 @@ def _segment(path: Path, options: Options, state: _Partition, kind: str,
             if pos - released > _RELEASE and isinstance(mm, mmap.mmap):
                 released = _release(mm, released, pos)
             left = size - pos
+            length = struct.unpack_from(">i", mm, pos + 8)[0] if left >= BATCH_HEAD else 0
+            total = 12 + length
+            if left >= BATCH_HEAD and (not _plausible_head(mm, pos, left) or total > left):
+                # damage, not a torn write, when intact batches follow: say what Kafka does
+                # with it and go on at the next batch
+                resume = _next_batch(mm, pos, size, [e[2] for e in oidx[oi:]])
+                if resume is not None:
+                    node = _damaged(mm, pos, resume, state)
+                    yield LogItem("batch", path, state.topic, state.partition, node)
+                    starts.add(pos)
+                    # a batch whose CRC holds says its offsets; other damage hides them
+                    run.last_offset = struct.unpack_from(">q", mm, pos)[0] + \
+                        struct.unpack_from(">i", mm, pos + 23)[0] \
+                        if node.code == "log_bad_magic" else None
+                    pos = resume
+                    continue
             if left < BATCH_HEAD or not _plausible_head(mm, pos, left):
                 tail = mm[pos:size]
                 yield _tail_item(path, state, pos, tail)
                 break
-            length = struct.unpack_from(">i", mm, pos + 8)[0]
-            total = 12 + length
             if total > left:
                 node = Node("batch", "bytes", pos, left, left,
                             problem=f"batch of {total} bytes at position {pos} runs "
@@ -487,6 +516,7 @@ def _segment(path: Path, options: Options, state: _Partition, kind: str,
                                   state.topic)                      # docs/values.md
                 item = LogItem("batch", path, state.topic, state.partition, tree)
                 head = _head_of(tree)
+                _what_recovery_does(tree, state)
             _check_batch(item, head, state, run)
             last, max_ts = head.last, head.max_ts
             if last is not None:
@@ -494,7 +524,9 @@ def _segment(path: Path, options: Options, state: _Partition, kind: str,
             # offset index entries at this position name this batch's last offset
             while oi < len(oidx) and oidx[oi][2] <= pos:
                 e, off, ipos = oidx[oi]
-                if ipos < pos or off != last:
+                if ipos in starts:
+                    pass                # the damaged batch there says what is wrong
+                elif ipos < pos or off != last:
                     _flag(e, "index_bad_entry",
                           f"entry (offset {off}, position {ipos}) does not point at a batch "
                           f"start" if ipos < pos else
@@ -554,6 +586,100 @@ def _plausible_head(mm, pos: int, left: int) -> bool:
     magic = mm[pos + 16]
     return magic in (0, 1, 2) and length >= (14 if magic < 2 else 49) - 0 and \
         not (length == 0 and not any(mm[pos:pos + BATCH_HEAD]))
+
+
+_RESYNC_SCAN = 1 << 20         # bytes searched for the next batch after damage
+
+
+def _intact_v2(mm, pos: int, size: int) -> int | None:
+    """The end of an intact v2 batch at ``pos`` (length fits, CRC32C holds), else None."""
+    if pos < 0 or pos + 61 > size or mm[pos + 16] != 2:
+        return None
+    end = pos + 12 + struct.unpack_from(">i", mm, pos + 8)[0]
+    if end - pos < 61 or end > size:
+        return None
+    return end if crc32c(memoryview(mm)[pos + 21:end]) == \
+        struct.unpack_from(">I", mm, pos + 17)[0] else None
+
+
+def _next_batch(mm, pos: int, size: int, indexed: list[int]) -> int | None:
+    """Where the next intact v2 batch after damage at ``pos`` starts: where the damaged
+    batch's own length ends, an index entry's position, or within the next MiB; None when
+    none (what is left is a torn or nonsense tail)."""
+    length = struct.unpack_from(">i", mm, pos + 8)[0] if pos + 12 <= size else -1
+    candidates = [pos + 12 + length] if length > 0 else []
+    candidates += [p for p in indexed if p > pos][:4]
+    for c in candidates:
+        if c < size and _intact_v2(mm, c, size) is not None:
+            return c
+    end = min(size, pos + _RESYNC_SCAN)
+    c = pos + 1
+    while c + 61 <= end:
+        magic = mm.find(b"\x02", c + 16, end)       # a v2 batch's magic byte
+        if magic < 0:
+            return None
+        c = magic - 16
+        if _intact_v2(mm, c, size) is not None:
+            return c
+        c += 1
+    return None
+
+
+def _damaged(mm, pos: int, resume: int, state: _Partition) -> Node:
+    """Bytes where a batch should start that are no batch Kafka reads, intact batches
+    after them, and what Kafka does with them (LogSegment.recover: a batch whose length
+    runs past the end ends the scan; one whose CRC fails throws; the magic byte is not
+    under the CRC and is not checked)."""
+    n = resume - pos
+    length = struct.unpack_from(">i", mm, pos + 8)[0]
+    magic = mm[pos + 16]
+    crc_ok = pos + 21 <= resume and 12 + length == n and magic >= 2 and \
+        crc32c(memoryview(mm)[pos + 21:resume]) == struct.unpack_from(">I", mm, pos + 17)[0]
+    if 12 + length == n and crc_ok:
+        what = (f"a batch of {n} bytes at position {pos} with magic byte {magic}, which no "
+                f"Kafka writes; its length and CRC hold (the CRC does not cover the magic "
+                f"byte): Kafka's recovery keeps it, and kafka-dump-log lists it; kept as "
+                f"bytes, the batches after it are read")
+        code = "log_bad_magic"
+    else:
+        said = (f"magic byte {magic}" if 12 + length == n else
+                f"a length of {length} bytes" + (" (past the end of the file)"
+                                                 if pos + 12 + length > len(mm) else ""))
+        what = (f"{n} bytes at position {pos} are no batch ({said}), and an intact batch "
+                f"starts at position {resume}: damage, not a torn write; "
+                + _recovery(state, "truncates the partition at this position (the batches "
+                                   "after it, in this segment and later ones, are deleted)"))
+        code = "log_bad_batch"
+    return Node("damaged", "bytes", pos, n, bytes(mm[pos:pos + min(n, 64)]), problem=what,
+                code=code)
+
+
+def _what_recovery_does(tree: Node, state: _Partition) -> None:
+    """Add to a batch's CRC or decompression problem what Kafka's recovery does with it:
+    it checks each batch's CRC (a mismatch truncates the partition there) and decompresses
+    nothing."""
+    bad = {n.code: n for n in tree.walk() if n.code in ("crc_mismatch", "decompression_failed")}
+    if "crc_mismatch" in bad:
+        n = bad["crc_mismatch"]
+        n.problem = f"{n.problem}; " + _recovery(
+            state, "truncates the partition at this batch (it and every later batch, in "
+                   "this segment and later ones, are deleted)")
+    elif "decompression_failed" in bad:
+        n = bad["decompression_failed"]
+        n.problem = (f"{n.problem}; its CRC holds, so Kafka's recovery keeps it (it checks "
+                     "CRCs and decompresses nothing); consumers fail to read it")
+
+
+def _recovery(state: _Partition, what: str) -> str:
+    """What Kafka's recovery does with damage, as far as the log dir tells whether it
+    runs: after an unclean shutdown (no .kafka_cleanshutdown) it reads the segments past
+    each partition's recovery point; after a clean one, none."""
+    if state.clean is True:
+        return ("the broker stopped cleanly, so recovery does not read it at the next start "
+                f"(if it ran: it {what}); consumers reading it fail")
+    if state.clean is False:
+        return f"Kafka's recovery, at the broker's next start, {what}"
+    return f"Kafka's recovery, when it runs over it (after an unclean shutdown), {what}"
 
 
 def _tail_item(path: Path, state: _Partition, pos: int, tail: bytes) -> LogItem:
@@ -668,7 +794,9 @@ def _check_batch(item: LogItem, head: _Head, state: _Partition, run: _Running) -
                                       f"the log"))
     run.last_offset = max(last, run.last_offset if run.last_offset is not None else last)
     max_ts = head.max_ts
-    if isinstance(max_ts, int) and max_ts >= 0:
+    # (a COMMIT/ABORT marker carries the transaction coordinator's clock at the end of
+    # the transaction, not its records' CreateTime: it may well be below them)
+    if isinstance(max_ts, int) and max_ts >= 0 and not (head.v2 and head.attributes & 0x20):
         if run.max_ts is not None and max_ts < run.max_ts:
             add(Finding("timestamp_not_monotonic", f"max timestamp {max_ts} is lower than an "
                                                    f"earlier batch's {run.max_ts}"))
