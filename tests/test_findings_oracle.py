@@ -163,8 +163,8 @@ def test_clean_stop_log_dir_has_no_finding(stopped):
     assert found == [], found[:10]
     # the case happened: a marker of a later epoch than the transaction's batches
     txn = [o for o in objs if o.get("type") == "batch" and "/txn-0/" in o["file"]]
-    data = {o["producer_epoch"] for o in txn if not o.get("is_control")}
-    markers = {o["producer_epoch"] for o in txn if o.get("is_control")}
+    data = {o["producer_epoch"] for o in txn if not o.get("control")}
+    markers = {o["producer_epoch"] for o in txn if o.get("control")}
     assert markers and data and max(markers) > min(data), (data, markers)
     assert list((log_dir / "txn-0").glob("*.snapshot"))
 
