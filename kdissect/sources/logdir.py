@@ -589,15 +589,22 @@ def _plausible_head(mm, pos: int, left: int) -> bool:
 
 
 _RESYNC_SCAN = 1 << 20         # bytes searched for the next batch after damage
+_RESYNC_CRC = 16 << 20         # bytes CRC-checked in one search (crafted heads that all
+                               # claim long batches cannot make it quadratic)
 
 
-def _intact_v2(mm, pos: int, size: int) -> int | None:
-    """The end of an intact v2 batch at ``pos`` (length fits, CRC32C holds), else None."""
+def _intact_v2(mm, pos: int, size: int, budget: list[int] | None = None) -> int | None:
+    """The end of an intact v2 batch at ``pos`` (length fits, CRC32C holds), else None.
+    ``budget``: [bytes it may still CRC-check], spent."""
     if pos < 0 or pos + 61 > size or mm[pos + 16] != 2:
         return None
     end = pos + 12 + struct.unpack_from(">i", mm, pos + 8)[0]
     if end - pos < 61 or end > size:
         return None
+    if budget is not None:
+        if budget[0] < end - pos:
+            return None
+        budget[0] -= end - pos
     return end if crc32c(memoryview(mm)[pos + 21:end]) == \
         struct.unpack_from(">I", mm, pos + 17)[0] else None
 
@@ -609,17 +616,18 @@ def _next_batch(mm, pos: int, size: int, indexed: list[int]) -> int | None:
     length = struct.unpack_from(">i", mm, pos + 8)[0] if pos + 12 <= size else -1
     candidates = [pos + 12 + length] if length > 0 else []
     candidates += [p for p in indexed if p > pos][:4]
+    budget = [_RESYNC_CRC]
     for c in candidates:
-        if c < size and _intact_v2(mm, c, size) is not None:
+        if c < size and _intact_v2(mm, c, size, budget) is not None:
             return c
     end = min(size, pos + _RESYNC_SCAN)
     c = pos + 1
-    while c + 61 <= end:
+    while c + 61 <= end and budget[0] > 0:
         magic = mm.find(b"\x02", c + 16, end)       # a v2 batch's magic byte
         if magic < 0:
             return None
         c = magic - 16
-        if _intact_v2(mm, c, size) is not None:
+        if _intact_v2(mm, c, size, budget) is not None:
             return c
         c += 1
     return None
