@@ -368,9 +368,13 @@ def test_damage_with_intact_batches_after_it(tmp_path):
         data = bytearray(b"".join(batches))
         data[starts[2] + at:starts[2] + at + len(value)] = value
         root = _segment_dir(tmp_path, name, bytes(data), marker=False)
-        # index entries at the damaged batch and at the intact ones after it
+        # index entries at the damaged batch and at the intact ones after it (the time
+        # index names the damaged batch too: its header holds when the CRC does)
         (root / "t-0" / "00000000000000000000.index").write_bytes(
             b"".join(struct.pack(">ii", i, starts[i]) for i in (2, 3, 5)) + bytes(80))
+        if name == "magic":
+            (root / "t-0" / "00000000000000000000.timeindex").write_bytes(
+                b"".join(struct.pack(">qi", 1700000000000 + 10 * i, i) for i in (2, 3)))
         objs = jsonl(str(root))
         codes = findings(objs)
         assert codes == ["unclean_shutdown", code], (name, codes)

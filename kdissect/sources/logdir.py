@@ -470,10 +470,14 @@ def _segment(path: Path, options: Options, state: _Partition, kind: str,
                     node = _damaged(mm, pos, resume, state)
                     yield LogItem("batch", path, state.topic, state.partition, node)
                     starts.add(pos)
-                    # a batch whose CRC holds says its offsets; other damage hides them
-                    run.last_offset = struct.unpack_from(">q", mm, pos)[0] + \
-                        struct.unpack_from(">i", mm, pos + 23)[0] \
-                        if node.code == "log_bad_magic" else None
+                    # a batch whose CRC holds says its offsets (and the time index may
+                    # name it); other damage hides them
+                    run.last_offset = None
+                    if node.code == "log_bad_magic":
+                        run.last_offset = struct.unpack_from(">q", mm, pos)[0] + \
+                            struct.unpack_from(">i", mm, pos + 23)[0]
+                        batch_ends[run.last_offset] = (pos, struct.unpack_from(">q", mm,
+                                                                               pos + 35)[0])
                     pos = resume
                     continue
             if left < BATCH_HEAD or not _plausible_head(mm, pos, left):

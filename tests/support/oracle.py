@@ -26,7 +26,9 @@ LEADERSHIP = {6, 16, 74}
 
 
 def kafka_decoded(exchanges: list[Exchange]) -> dict[int, dict]:
-    """Message index -> its body as Kafka's classes read it (messages captured whole)."""
+    """Message index -> its body as Kafka's classes read it (messages captured whole); a
+    request's header's API key and version as ``"_api"`` (key, version) in it (a request
+    of a version Kafka 4 removed: only that, and ``"_unread"``, why Kafka did not)."""
     from tests.support.apache_kafka import classpath
     from tests.support.javac import java_command
     lines = []
@@ -50,6 +52,10 @@ def kafka_decoded(exchanges: list[Exchange]) -> dict[int, dict]:
         row = json.loads(line)
         if "body" in row:
             truth[row["i"]] = row["body"]
+        elif "api_key" in row:          # a version Kafka 4 removed: its header only
+            truth[row["i"]] = {"_unread": row["error"]}
+        if "api_key" in row:
+            truth[row["i"]]["_api"] = (row["api_key"], row["api_version"], row["supported"])
     return truth
 
 
@@ -66,7 +72,8 @@ def _slow(ex: Exchange, detail: str, truth: dict[int, dict], _state) -> str | No
     request named; and the text says nothing asked it to hold only when nothing did."""
     assert ex.request is not None
     body = truth.get(ex.request.index)
-    if body is None or ex.response is None or truth.get(ex.response.index) is None:
+    if body is None or "_unread" in body or ex.response is None or \
+            truth.get(ex.response.index) is None:
         return "a message Kafka's classes do not read"
     if ex.first.api_key == 14:
         return "a SyncGroup is held until the group's leader sends the assignments"
@@ -106,8 +113,38 @@ def _shutdown(ex: Exchange, detail: str, truth: dict[int, dict], _state) -> str 
     return None
 
 
+def _no_api_versions(ex: Exchange, detail: str, truth: dict[int, dict], _state) -> str | None:
+    """no_api_versions: the connection's first request (its SYN captured, its first
+    bytes) is, by Kafka's reading of its header, not ApiVersions."""
+    req = ex.request
+    body = truth.get(req.index) if req is not None else None
+    if body is None:
+        return "a request Kafka's classes do not read"
+    if not ex.opened or req.offset != 4:
+        return "not the first request of a connection seen from its start"
+    if body["_api"][0] == 18:
+        return "Kafka reads it as ApiVersions"
+    return None
+
+
+def _removed(ex: Exchange, detail: str, truth: dict[int, dict], _state) -> str | None:
+    """removed_version: Kafka's ApiKeys no longer accept the header's version, and the
+    text names that API and version."""
+    body = truth.get(ex.request.index) if ex.request is not None else None
+    if body is None:
+        return "a request Kafka's classes do not read"
+    key, version, supported = body["_api"]
+    if supported:
+        return f"Kafka accepts API {key} v{version}"
+    if not detail.startswith(f"{ex.request.api_name} v{version}:"):
+        return f"the text names another version than v{version}"
+    return None
+
+
 RULES: dict[str, Callable[..., str | None]] = {
-    "slow_response": _slow, "leadership_storm": _storm, "controlled_shutdown": _shutdown}
+    "removed_version": _removed,
+    "slow_response": _slow, "leadership_storm": _storm, "controlled_shutdown": _shutdown,
+    "no_api_versions": _no_api_versions}
 
 
 def _errors(body) -> list[int]:

@@ -3,7 +3,9 @@
 // broker's RequestConvertToJson), one per input line:
 //   INDEX req HEX                       a request: header and body (no size prefix)
 //   INDEX resp API_KEY VERSION HEX      a response: header and body (no size prefix)
-// Prints one JSON line per input: {"i": INDEX, "body": {...}} or {"i": INDEX, "error": "..."}.
+// Prints one JSON line per input: {"i": INDEX, "body": {...}} or {"i": INDEX, "error":
+// "..."}; a request's also with "api_key" and "api_version" from its header and
+// "supported": whether this Kafka's ApiKeys still accept that version.
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.nio.ByteBuffer;
@@ -32,6 +34,14 @@ public class KafkaDecode {
             try {
                 if (f[1].equals("req")) {
                     ByteBuffer buf = ByteBuffer.wrap(HexFormat.of().parseHex(f[2]));
+                    // the header's first fields, as every version has them (also for the
+                    // versions Kafka 4 removed, which it no longer parses)
+                    if (buf.remaining() >= 4) {
+                        short k = buf.getShort(0), v = buf.getShort(2);
+                        row.put("api_key", k);
+                        row.put("api_version", v);
+                        row.put("supported", ApiKeys.hasId(k) && ApiKeys.forId(k).isVersionSupported(v));
+                    }
                     RequestHeader header = RequestHeader.parse(buf);
                     AbstractRequest req = AbstractRequest.parseRequest(header.apiKey(),
                         header.apiVersion(), new ByteBufferAccessor(buf)).request;
