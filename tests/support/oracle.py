@@ -78,6 +78,8 @@ def _slow(ex: Exchange, detail: str, truth: dict[int, dict], _state) -> str | No
     if ex.first.api_key == 14:
         return "a SyncGroup is held until the group's leader sends the assignments"
     waits = _waits(ex.first.api_key, body)
+    if ex.first.api_key == 11 and truth[ex.response.index].get("errorCode") == 79:
+        waits = []          # MEMBER_ID_REQUIRED: a first JoinGroup is answered at once
     latency = ex.response.ts - ex.request.ts
     beyond = latency - sum(v for _, v in waits) / 1000
     if beyond <= SLOW_S:
