@@ -172,8 +172,8 @@ register("producer_epoch_bump", "note", "sequence",
          "version 2, or the producer recovered): sequences start again")
 register("leadership_storm", "warn", "sequence",
          "10 or more NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH / NOT_COORDINATOR answers "
-         "on one connection within 5 s: the client's metadata is stale (not KRaft's own "
-         "Fetch, whose such answers are a quorum election's steps)")
+         "on one connection within 5 s: the client's metadata is stale (not the KRaft "
+         "quorum's own requests, whose such answers are an election's steps)")
 register("controlled_shutdown", "note", "sequence",
          "a broker asked the KRaft controller to shut down (BrokerHeartbeat want_shut_down): "
          "a controlled shutdown or restart, its partitions' leadership moving away; said "

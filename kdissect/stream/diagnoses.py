@@ -49,6 +49,8 @@ SENDS_KEPT = 8             # a producer/partition's latest sends compared for re
 
 OFFSET_COMMIT = api_key_of("OffsetCommit")
 BROKER_HEARTBEAT = api_key_of("BrokerHeartbeat")
+QUORUM = frozenset(api_key_of(n) for n in ("Vote", "BeginQuorumEpoch", "EndQuorumEpoch",
+                                           "FetchSnapshot"))
 CONSUMER_GROUP_HEARTBEAT = api_key_of("ConsumerGroupHeartbeat")      # KIP-848
 
 
@@ -257,12 +259,13 @@ class Diagnoses:
                     self._shutdown(ex, plain(req_body), plain(resp_body), out)
             elif key == FETCH:
                 self.empty.pop(ex.stream, None)         # what it returned is not known
-        # (KRaft's own Fetch of __cluster_metadata is answered NOT_LEADER_OR_FOLLOWER or
+        # (the KRaft quorum's own requests -- its Fetch of __cluster_metadata, Vote,
+        # Begin/EndQuorumEpoch, FetchSnapshot -- are answered NOT_LEADER_OR_FOLLOWER or
         # FENCED_LEADER_EPOCH while the quorum elects a leader, at start-up or after a
-        # leader left: the answer names the leader, so these are election steps, no storm)
+        # leader left: the answers name the leader, so these are election steps, no storm)
         if resp is not None and resp.direction == "response" and ex.facts is not None and \
-                ex.facts.errors and not (ex.first.api_key == FETCH and
-                                         "__cluster_metadata" in ex.facts.topics):
+                ex.facts.errors and ex.first.api_key not in QUORUM and \
+                not (ex.first.api_key == FETCH and "__cluster_metadata" in ex.facts.topics):
             self._storm(ex, out)
         self._slow(ex, out)
 

@@ -23,6 +23,7 @@ SLOW_S = 0.5
 METADATA_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAQ"        # Kafka's JSON of Uuid.METADATA_TOPIC_ID
 # error codes (Kafka's Errors): NOT_LEADER_OR_FOLLOWER, NOT_COORDINATOR, FENCED_LEADER_EPOCH
 LEADERSHIP = {6, 16, 74}
+QUORUM = {52, 53, 54, 59}       # Vote, Begin/EndQuorumEpoch, FetchSnapshot
 
 
 def kafka_decoded(exchanges: list[Exchange]) -> dict[int, dict]:
@@ -93,8 +94,9 @@ def _storm(ex: Exchange, detail: str, truth: dict[int, dict], state) -> str | No
     """leadership_storm: 10 or more leadership errors answered on the connection within
     5 s (Kafka's reading of the answers), none of them KRaft's own Fetch."""
     times: deque = state.setdefault(("storm", ex.stream), deque())
-    if ex.first.api_key == 1 and _is_kraft_fetch(truth.get(ex.request.index) or {}):
-        return "a KRaft Fetch of __cluster_metadata: the quorum electing its leader"
+    if ex.first.api_key in QUORUM or (ex.first.api_key == 1 and
+                                      _is_kraft_fetch(truth.get(ex.request.index) or {})):
+        return "a KRaft quorum request: the quorum electing its leader"
     return None if len(times) >= 10 and times[-1] - times[0] <= 5.0 else \
         f"{len(times)} leadership errors in the 5 s before it"
 
@@ -173,8 +175,9 @@ def check(exchanges: list[Exchange], truth: dict[int, dict]
     state: dict = {}
     for ex in sorted(exchanges, key=lambda e: e.response.ts if e.response else e.first.ts):
         if ex.response is not None and ex.response.index in truth and \
-                not (ex.first.api_key == 1 and
-                     _is_kraft_fetch(truth.get(ex.request.index) or {} if ex.request else {})):
+                ex.first.api_key not in QUORUM and not (
+                    ex.first.api_key == 1 and
+                    _is_kraft_fetch(truth.get(ex.request.index) or {} if ex.request else {})):
             hits = [c for c in _errors(truth[ex.response.index]) if c in LEADERSHIP]
             times: deque = state.setdefault(("storm", ex.stream), deque())
             times.extend([ex.response.ts] * len(hits))
