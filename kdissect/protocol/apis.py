@@ -120,7 +120,8 @@ api(74, "ListConfigResources")
 api(75, "DescribeTopicPartitions", teaches_topic_ids=True)
 api(76, "ShareGroupHeartbeat")
 api(77, "ShareGroupDescribe")
-api(78, "ShareFetch", records="response", names_brokers=True)
+SHARE_FETCH = api(78, "ShareFetch", records="response", names_brokers=True,
+                  waits=("max_wait_ms",)).key
 api(79, "ShareAcknowledge", names_brokers=True)
 api(80, "AddRaftVoter")
 api(81, "RemoveRaftVoter")

@@ -36,9 +36,9 @@ def _entries(buf: bytes, size: int, name: str, kind: str, fields) -> Node:
     log.index.interval.bytes of batches, so never at position 0)."""
     root = Node(name, "array", 0, len(buf))
     n = len(buf) // size
-    used = n
-    while used > 0 and not any(buf[(used - 1) * size:used * size]):
-        used -= 1
+    # (the last nonzero byte ends the last entry used: one C-speed pass, where a test per
+    # entry cost seconds on the 10 MiB an unclean stop leaves preallocated)
+    used = -(-len(bytes(buf[:n * size]).rstrip(b"\0")) // size)
     for i in range(used):
         pos = i * size
         entry = root.add(Node(f"[{i}]", "struct", pos, size))
