@@ -29,7 +29,7 @@ def api_key_of(text: str) -> int | None:
 
 
 # Short explanations, in our words, of the codes people meet most while debugging.
-# Every other code still gets its name and retriable flag from the table (_errors).
+# Every other code still gets its name and retriable flag from the table (error_table).
 _MEANINGS = {
     -1: "the broker hit an unexpected error; its log has the cause",
     0: "no error",
@@ -104,7 +104,7 @@ RECENT_ERRORS: dict[int, tuple[str, bool]] = {
 
 
 @lru_cache(maxsize=None)
-def _errors() -> dict[int, tuple[str, bool]]:
+def error_table() -> dict[int, tuple[str, bool]]:
     """Every error code kdissect names: kio's table, then the pinned release's additions."""
     from . import snapshot
     if snapshot.available():
@@ -116,7 +116,7 @@ def _errors() -> dict[int, tuple[str, bool]]:
 
 
 def error_info(code: int) -> ErrorInfo:
-    known = _errors().get(code)
+    known = error_table().get(code)
     if known is None:
         meaning = ("not a Kafka error code (they start at -1): the bytes are probably "
                    "damaged or decoded with the wrong layout" if code < -1 else
@@ -142,4 +142,4 @@ def error_name(code: int) -> str:
 @lru_cache(maxsize=None)
 def error_code(name: str) -> int:
     """The code of an error named as Kafka names it (``"NOT_LEADER_OR_FOLLOWER"``)."""
-    return next(code for code, (known, _) in _errors().items() if known == name)
+    return next(code for code, (known, _) in error_table().items() if known == name)

@@ -88,10 +88,14 @@ def classpath() -> str:
     return str(libs() / "*")
 
 
-def tiered_storage_jar() -> Path:
+def tiered_storage_jars() -> tuple[Path, ...]:
     """kafka-storage's test jar (LocalTieredStorage), fetched beside the release's jars (from
-    the release scripts/kafka/TIERED_TEST_JAR names: not every release publishes it)."""
-    return libs().parent / "tiered" / f"kafka-storage-{TIERED_TEST_JAR}-test.jar"
+    the release scripts/kafka/TIERED_TEST_JAR names: not every release publishes it), and the
+    class of that release it needs that the pinned one moved (LogContext: scripts/kafka/fetch)."""
+    tiered = libs().parent / "tiered"
+    compat = tiered / f"logcontext-{TIERED_TEST_JAR}.jar"
+    return (tiered / f"kafka-storage-{TIERED_TEST_JAR}-test.jar",
+            *((compat,) if TIERED_TEST_JAR != VERSION else ()))
 
 
 def legacy_clients_jar() -> Path:
