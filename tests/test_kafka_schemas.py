@@ -138,6 +138,32 @@ def test_legacy_table_counts():
     assert len({p for p in pairs if schemas.layout(*p, "request").flexible}) == 17
 
 
+def test_recent_layouts_read_like_the_version_before():
+    """recent.bnf comes from Kafka's runtime schemas, which have no hints: its layouts take
+    kio's ("duration", "time") from the newest version kio has, field by field."""
+    from kdissect.protocol.layout import Field, Struct
+
+    def bare(st: Struct) -> Struct:
+        def one(f: Field) -> Field:
+            return Field(f.name, f.type, f.array, f.nullable, f.tag,
+                         bare(f.struct) if f.struct is not None else None, None, f.compact)
+        return Struct(st.name, tuple(map(one, st.fields)), tuple(map(one, st.tagged)), st.flexible)
+
+    def hints(st: Struct) -> dict:
+        return {f.name: f.hint for f in (*st.fields, *st.tagged)}
+    kio = schemas._kio()
+    fetch = kio.layout(1, max(kio.versions()[1]), "response")      # durations, nested structs
+    assert schemas._hinted(bare(fetch), fetch) == fetch
+    assert hints(fetch)["throttle_time_ms"] == "duration"
+    for key, version in schemas.recent_versions():
+        for direction in ("request", "response"):
+            before = schemas._kio_before(key, version, direction)
+            if before is not None:
+                new = hints(schemas.layout(key, version, direction))
+                assert {n: new[n] for n in hints(before).keys() & new.keys()} == \
+                    {n: h for n, h in hints(before).items() if n in new}
+
+
 @pytest.mark.slow
 def test_api_keys_and_names_are_the_pinned_release():
     kafka = {d["key"]: d["name"] for d in kafka_dump(VERSION, "schemas")}
