@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..blob import _EXPECTED, Blob, BlobError, find_candidates, parse_blob
 from ..protocol import Options
 from ..stream.engine import Engine
 from ..stream.sink import ItemSink
@@ -104,3 +105,59 @@ def _shift(reading: Reading, base: int) -> Reading:
         reading.skipped += base
         reading.label += f", from offset {base}"
     return reading
+
+
+@dataclass
+class Candidate:
+    """One region of a pasted text read as bytes, and the reading of those bytes."""
+    blob: Blob
+    reading: Reading
+
+    def rank(self) -> tuple:
+        """Better first when larger: every message clean, then size prefixes that match
+        the bytes, then the bytes in clean messages less those in broken ones (a header
+        with a known API and a clean body read more of them), then the guess's score."""
+        items = self.reading.items
+        clean = sum(len(i.message.data) for i in items if i.clean)
+        broken = sum(len(i.message.data) for i in items if not i.clean)
+        best = max((i.candidates[0].score for i in items if i.candidates), default=0.0)
+        framed = all(i.size_prefixed and not i.findings for i in items)  # sizes that match
+        return (all(i.clean for i in items), framed, clean - 2 * broken - self.reading.skipped,
+                best)
+
+
+@dataclass
+class TextReading:
+    """The chosen region's reading, and every candidate region ranked (chosen first)."""
+    candidates: list[Candidate]
+    chosen: int = 0
+
+    @property
+    def blob(self) -> Blob:
+        return self.candidates[self.chosen].blob
+
+    @property
+    def reading(self) -> Reading:
+        return self.candidates[self.chosen].reading
+
+
+def read_text(text: str | bytes, hints: Hints | None = None, options: Options | None = None,
+              pick: int | None = None) -> TextReading:
+    """Find the bytes in a pasted text: every candidate region (blob.find_candidates) is
+    decoded, and the one that decodes best is the paste's reading (``pick``: the
+    candidate of that rank instead, 1 = the best). Raises BlobError when nothing in the
+    text can be bytes, naming where the readers stopped."""
+    found = find_candidates(text)
+    if not found:
+        parse_blob(text)                 # raises the error that says what stopped it
+        raise BlobError("nothing in the input can be bytes: " + _EXPECTED)
+    hints = hints or Hints()
+    ranked = sorted((Candidate(b, read_paste(b.data, hints, options)) for b in found),
+                    key=Candidate.rank, reverse=True)       # stable: earlier wins ties
+    chosen = 0
+    if pick is not None:
+        if not 1 <= pick <= len(ranked):
+            raise BlobError(f"there is no candidate {pick}: the input holds {len(ranked)} "
+                            f"(see --show-extraction)")
+        chosen = pick - 1
+    return TextReading(ranked, chosen)
