@@ -28,6 +28,7 @@ import bisect
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import islice
 from typing import Any
 
 
@@ -1014,12 +1015,15 @@ def _line_regions(src: _Source):
     rows: list[_Row] = []
     blank_before: set[int] = set()      # rows with an empty line before them
     blank = False
+    words: list[_Row] = []              # long hex words inside other lines
     for number, (pos, line) in enumerate(src.lines(), 1):
         if len(rows) > 100_000:
             break
         row = _row(pos, line, number)
         if row is None:
             blank = blank or not line.strip() or line.strip().endswith("]")
+            if len(words) < _MAX_PIECES:
+                words.extend(islice(_hex_words(pos, line, number), _MAX_PIECES - len(words)))
             continue
         if blank:
             blank_before.add(len(rows))
@@ -1043,30 +1047,41 @@ def _line_regions(src: _Source):
         yield _rows_blob(src, b, "hex dump")
     # plain hex lines: runs (prose and comment lines between are left out), paragraphs,
     # and long single lines
+    for r in words[:_MAX_PIECES]:
+        yield _rows_blob(src, [r], "a hex word in a line")
     plain = [(i, r) for i, r in enumerate(rows) if r.offset is None]
     if not plain:
         return
     yield _rows_blob(src, [r for _, r in plain], "hex lines")
-    paragraph: list[_Row] = []
-    for i, r in plain:
-        if paragraph and i in blank_before:
-            yield _rows_blob(src, paragraph, "hex lines")
-            paragraph = []
-        paragraph.append(r)
-    yield _rows_blob(src, paragraph, "hex lines")
+    cuts = [k for k, (i, _) in enumerate(plain) if k and i in blank_before][:_MAX_PIECES]
+    if cuts:                                    # paragraphs, when there are several
+        for lo, hi in zip([0] + cuts, cuts + [len(plain)]):
+            yield _rows_blob(src, [r for _, r in plain[lo:hi]], "hex lines")
     for _, r in plain[:_MAX_PIECES]:
         if len(r.data) >= 12:
             yield _rows_blob(src, [r], "a hex line")
 
 
 def _rows_blob(src: _Source, rows: list[_Row], fmt: str) -> Blob:
-    out = _Out(src)
+    """The rows' bytes, one piece per block of adjacent lines (the rows know their line:
+    no search for it)."""
+    data = b"".join(r.data for r in rows)
+    pieces: list[Piece] = []
+    done = 0
     for r in rows:
-        out.add(r.start, r.end, r.data, fmt, merge=True)
-    return out.blob(fmt)
+        col = r.start - src.starts[r.line - 1] + 1
+        end_col = max(r.end - 1, r.start) - src.starts[r.line - 1] + 1
+        last = pieces[-1] if pieces else None
+        if last is not None and last.end_line + 1 >= r.line:
+            pieces[-1] = Piece(last.line, last.col, r.line, end_col, last.offset,
+                               last.size + len(r.data), fmt)
+        else:
+            pieces.append(Piece(r.line, col, r.line, end_col, done, len(r.data), fmt))
+        done += len(r.data)
+    return Blob(data, fmt, tuple(pieces))
 
 
-_PREFIX_ENDS = ("] ", "> ", "$ ", ": ", "| ", "\t")
+_PREFIX_ENDS = ("] ", "> ", "$ ", ": ", "| ", "\t", "// ", "# ", "-- ", "% ", "* ")
 
 
 def _row(pos: int, line: str, number: int) -> _Row | None:
@@ -1077,11 +1092,13 @@ def _row(pos: int, line: str, number: int) -> _Row | None:
     starts = [0]
     head = line[:120]
     for mark in _PREFIX_ENDS:
-        k = head.rfind(mark)
-        if k > 0:
-            starts.append(k + len(mark))
+        if mark in head:
+            starts.append(head.rfind(mark) + len(mark))
     for start in sorted(set(starts)):
         rest = line[start:]
+        first = rest.lstrip(" \t")[:1]
+        if not first or (first not in _HEXCHARS and first != "\\"):
+            continue                            # fast: prose starts with other letters
         body = rest
         for comment in ("  #", "\t#", " //", "  --"):
             k = body.find(comment)
@@ -1101,10 +1118,31 @@ def _row(pos: int, line: str, number: int) -> _Row | None:
     return None
 
 
+_HEX_WORD = re.compile(r"[0-9a-fA-F]{16,}+")
+
+
+def _hex_words(pos: int, line: str, number: int):
+    """Words of 16 hex digits or more in a line of other text (a shell command's
+    argument, a log field): each may be a message."""
+    n = len(line)
+    for m in _HEX_WORD.finditer(line):      # a run of one class: each start scans < 16
+        i, j = m.span()
+        if (j - i) % 2 == 0 and (i == 0 or not line[i - 1].isalnum()) \
+                and (j == n or not line[j].isalnum()):
+            yield _Row(number, pos + i, pos + j, bytes.fromhex(line[i:j]), None)
+
+
 def _hex_row(body: str) -> bytes | None:
     """The bytes of a line of hex (spaced, colons, 0x, \\x; at least 1 byte), else None."""
     text = body.strip()
-    if not text or ", " in text and "0x" not in text and "\\x" not in text:
+    if not text:
+        return None
+    if _BARE_HEX.issuperset(text):              # the common case, without a char loop
+        words = text.replace(":", " ").replace("-", " ").split()
+        if not words or any(len(w) % 2 for w in words):
+            return None
+        return bytes.fromhex("".join(words))
+    if "0x" not in text and "0X" not in text and "\\x" not in text:
         return None
     digits, end = _hex_chars(text)
     if isinstance(end, str) or not digits or len(digits) % 2:

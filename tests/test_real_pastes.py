@@ -96,6 +96,13 @@ def verdict(case: dict, hints: Hints | None = None) -> str:
     return ""
 
 
+def names_the_hint(case: dict, hint: list[str]) -> bool:
+    """kdissect's own answer, unhinted, says which option would settle it."""
+    text = (DATA / case["file"]).read_text()
+    said = " ".join(i.how for i in read_text(text).reading.items)
+    return all(option in said for option in hint if option in ("--api", "--body"))
+
+
 def score() -> tuple[float, list[str]]:
     lines, right = [], 0
     for case in CASES:
@@ -104,7 +111,8 @@ def score() -> tuple[float, list[str]]:
             right += 1
             continue
         hint = case.get("hint")
-        fixed = hint is not None and not verdict(case, hints_of(hint))
+        fixed = hint is not None and not verdict(case, hints_of(hint)) and \
+            names_the_hint(case, hint)
         lines.append(f"  {case['file']}: {wrong}" +
                      (f"; right with the hint {' '.join(hint)}" if fixed else
                       "; no hint listed makes it right" if hint is None else

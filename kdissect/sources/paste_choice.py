@@ -53,7 +53,7 @@ def read_paste(data: bytes, hints: Hints | None = None,
     if hints.records:
         return _shift(_read(data, records_cut(data), hints, options), base)
     best: Reading | None = None
-    for cut in cuts(data):                                  # the likeliest first
+    for cut in cuts(data, hints.api_key is not None):      # the likeliest first
         if hints.body:
             cut.label = cut.label.replace("message", "body")
         reading = _read(data, cut, hints, options)
@@ -141,6 +141,9 @@ class TextReading:
         return self.candidates[self.chosen].reading
 
 
+DECODE_BUDGET = 4 << 20         # bytes decoded over all the candidates of one paste
+
+
 def read_text(text: str | bytes, hints: Hints | None = None, options: Options | None = None,
               pick: int | None = None) -> TextReading:
     """Find the bytes in a pasted text: every candidate region (blob.find_candidates) is
@@ -152,8 +155,14 @@ def read_text(text: str | bytes, hints: Hints | None = None, options: Options | 
         parse_blob(text)                 # raises the error that says what stopped it
         raise BlobError("nothing in the input can be bytes: " + _EXPECTED)
     hints = hints or Hints()
-    ranked = sorted((Candidate(b, read_paste(b.data, hints, options)) for b in found),
-                    key=Candidate.rank, reverse=True)       # stable: earlier wins ties
+    decoded: list[Candidate] = []
+    spent = 0
+    for blob in found:                  # the decode work is bounded, whatever the paste
+        if decoded and spent + len(blob.data) > DECODE_BUDGET:
+            continue
+        spent += len(blob.data)
+        decoded.append(Candidate(blob, read_paste(blob.data, hints, options)))
+    ranked = sorted(decoded, key=Candidate.rank, reverse=True)  # stable: earlier wins ties
     chosen = 0
     if pick is not None:
         if not 1 <= pick <= len(ranked):
