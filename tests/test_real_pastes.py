@@ -29,9 +29,9 @@ GOAL = 0.9
 def frames(case: dict) -> list[bytes]:
     """The expected messages' bytes (after each size prefix)."""
     data, pos, out = bytes.fromhex(case["hex"]), 0, []
+    if case.get("unprefixed") or case["messages"][0].get("body"):
+        return [data]                   # one message (or body) without a size prefix
     for m in case["messages"]:
-        if m.get("body"):
-            return [data]
         size = struct.unpack_from(">i", data, pos)[0]
         out.append(data[pos + 4:pos + 4 + size])
         pos += 4 + size
