@@ -89,6 +89,7 @@ import json  # noqa: E402
 import pytest  # noqa: E402
 
 from kdissect.blob import parse_blob  # noqa: E402
+from kdissect.sources.paste_choice import read_text  # noqa: E402
 
 BLOBS = ROOT / "captures" / "blobs"
 CORPUS = json.loads((BLOBS / "corpus.json").read_text())
@@ -98,11 +99,14 @@ CORPUS = json.loads((BLOBS / "corpus.json").read_text())
 def test_corpus(case):
     """Each paste: its bytes extracted exactly; the right API where the bytes say it;
     bodies and bare batches decoded with hints; findings and ambiguity where due."""
-    blob = parse_blob((BLOBS / "pastes" / case["file"]).read_bytes())
-    assert blob.data.hex() == case["bytes"]
+    text = (BLOBS / "pastes" / case["file"]).read_bytes()
+    assert parse_blob(text).data.hex() == case["bytes"]       # the whole-text reading
     h = case.get("hints", {})
-    reading = read_paste(blob.data, Hints(h.get("api"), h.get("version"), h.get("direction"),
-                                          h.get("body", False), h.get("records", False)))
+    # and what `kdissect blob` reads: the best of every candidate region
+    found = read_text(text, Hints(h.get("api"), h.get("version"), h.get("direction"),
+                                  h.get("body", False), h.get("records", False)))
+    assert found.blob.data.hex() == case["bytes"]
+    reading = found.reading
     first = reading.items[0]
     msg = first.message
     assert len(reading.items) == case.get("messages", 1)
@@ -195,7 +199,6 @@ def test_guessing_answers_at_once():
 import base64  # noqa: E402
 
 from kdissect.protocol import api_key_of  # noqa: E402
-from kdissect.sources.paste_choice import read_text  # noqa: E402
 
 REAL = Path(__file__).parent / "data" / "real_pastes"
 REQUEST = bytes.fromhex("00000014001200020000000100" "0a636f6e73756d65722d31")  # ApiVersions v2
