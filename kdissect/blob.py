@@ -923,6 +923,9 @@ def _b64(text: str) -> bytes | None:
 MAX_CANDIDATES = 24         # the decodes a paste may cost, whatever its size
 _MAX_PIECES = 256           # literals of one kind looked at one by one
 _MIN_BYTES = 8              # a Kafka message is 8 bytes at least (size + a header)
+# rows (dump or hex lines) the region search looks at: 256 KB of bytes in 16-byte rows;
+# a longer dump is read whole by the whole-text readers
+_MAX_ROWS = 16_384
 
 
 def find_candidates(text: str | bytes) -> list[Blob]:
@@ -1017,7 +1020,7 @@ def _line_regions(src: _Source):
     blank = False
     words: list[_Row] = []              # long hex words inside other lines
     for number, (pos, line) in enumerate(src.lines(), 1):
-        if len(rows) > 100_000:
+        if len(rows) >= _MAX_ROWS:
             break
         row = _row(pos, line, number)
         if row is None:
