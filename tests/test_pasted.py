@@ -299,6 +299,10 @@ def test_show_extraction_lists_the_candidates_and_candidate_picks_one():
     out = json.loads(other.stdout)
     assert out["input"]["candidate"] == 3 and out["input"]["length"] == 23
     assert [m["direction"] for m in out["messages"]] == ["response"]
+    plain = subprocess.run([sys.executable, "-m", "kdissect", "blob", text, "--no-hex"],
+                           capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert plain.stderr.startswith("read 62 bytes (hex dumps, joined) from lines 6-14, "
+                                   "candidate 1 of 3 (--show-extraction lists them)")
     bad = subprocess.run([sys.executable, "-m", "kdissect", "blob", text, "--candidate", "9"],
                          capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert bad.returncode == 2 and "there is no candidate 9" in bad.stderr

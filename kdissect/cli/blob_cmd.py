@@ -154,7 +154,11 @@ def blob(input, api, api_version, direction, body, records, at, show_extraction,
                             for n, item in enumerate(items)]}
         _echo_json(out, [i.message.tree for i in items], show_secrets)
         return
-    err.print(Text(f"read {len(data)} bytes ({parsed.format}) as {reading.label}"
+    region = ""
+    if len(found.candidates) > 1:       # say which region of the text was read
+        region = (f" from {_where(parsed)}, candidate {found.chosen + 1} of "
+                  f"{len(found.candidates)} (--show-extraction lists them)")
+    err.print(Text(f"read {len(data)} bytes ({parsed.format}){region} as {reading.label}"
                    + (f" ({reading.why})" if reading.why else ""), style="dim"))
     for item in items:
         msg = item.message
