@@ -31,7 +31,7 @@ from ..protocol.node import Node
 from ..protocol.records import read_records
 from ..stream.connection import plausible_request
 from ..stream.correlation import Correlator
-from ..stream.framing import Framer, chain
+from ..stream.framing import MAX_MESSAGE, Framer, chain
 from ..stream.sink import Sink
 
 
@@ -73,9 +73,6 @@ class Cut:
     records: bool = False
 
 
-_MAX_MESSAGE = 1 << 30         # a size prefix beyond this is not a message's
-
-
 def cuts(data: bytes, told: bool = False) -> list[Cut]:
     """The ways the bytes can be cut into messages from their start, the likeliest first
     (``told``: the API is hinted, so a prefix larger than the bytes is believed)."""
@@ -87,7 +84,7 @@ def cuts(data: bytes, told: bool = False) -> list[Cut]:
         out.insert(0, Cut(label, True, spans))
     elif len(data) >= 12:
         size, left = struct.unpack_from(">i", data)[0], len(data) - 4
-        if left < size <= _MAX_MESSAGE and (told or _request_header(data[4:])):
+        if left < size <= MAX_MESSAGE and (told or _request_header(data[4:])):
             # a fixture that holds the first bytes of a longer message: decode what is
             # there (slices only: the prefix never sizes anything), the rest is missing
             finding = Finding("truncated", f"the size prefix says {size} bytes, but only "
