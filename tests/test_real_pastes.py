@@ -10,12 +10,14 @@ expected bytes in cases.json were written from the sources, not from kdissect.""
 from __future__ import annotations
 
 import json
+import re
 import struct
 import zlib
 from pathlib import Path
 
 import pytest
 
+from kdissect.blob import find_candidates
 from kdissect.protocol import api_key_of
 from kdissect.sources.paste_choice import read_text
 from kdissect.sources.pasted import Hints
@@ -133,11 +135,20 @@ def test_real_pastes_read_right_without_hints(capsys):
 
 
 def test_cases_hold_text_and_several_literals():
-    """At least 10 pastes have text, several literals or comments around the bytes."""
-    busy = 0
+    """At least 10 pastes have text, several literals or comments around the bytes: more
+    than one region that can be bytes, a comment, or a line of three words or more."""
+    def words(line: str) -> int:
+        return sum(len(w) > 1 and w.isalpha() for w in re.split(r"[^A-Za-z]+", line))
+
+    busy = []
     for case in CASES:
         text = (DATA / case["file"]).read_text()
-        data = bytes.fromhex(case["hex"])
-        digits = sum(c.isalnum() for c in text)
-        busy += digits > 3 * len(data) or len(case["messages"]) > 1
-    assert busy >= 10
+        lines = text.splitlines()
+        if len(find_candidates(text)) > 1 or \
+                any(re.search(r"(//|#|%|--) *[A-Za-z]", line) for line in lines) or \
+                any(words(line) >= 3 for line in lines):
+            busy.append(case["file"])
+    assert len(busy) >= 10, busy
+    several = [c["file"] for c in CASES
+               if len(find_candidates((DATA / c["file"]).read_text())) > 1]
+    assert len(several) >= 10, several
