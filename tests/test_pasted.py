@@ -89,7 +89,7 @@ import json  # noqa: E402
 import pytest  # noqa: E402
 
 from kdissect.blob import parse_blob  # noqa: E402
-from kdissect.sources.paste_choice import read_text  # noqa: E402
+from kdissect.cli.blob_cmd import read_text  # noqa: E402
 
 BLOBS = ROOT / "captures" / "blobs"
 CORPUS = json.loads((BLOBS / "corpus.json").read_text())

@@ -19,7 +19,7 @@ import pytest
 
 from kdissect.blob import find_candidates
 from kdissect.protocol import api_key_of
-from kdissect.sources.paste_choice import read_text
+from kdissect.cli.blob_cmd import read_text
 from kdissect.sources.pasted import Hints
 from tests.support.kafka_python_oracle import decode, field
 

@@ -11,13 +11,13 @@ import click
 from rich.console import Console
 from rich.text import Text
 
-from ..blob import BlobError, parse_blob
+from ..blob import _EXPECTED, BlobError, find_candidates, parse_blob
 from ..protocol import Options, api_key_of, api_name
 from ..protocol.decode import decode_body
 from ..protocol.grammar import GrammarError, parse_grammar
 from ..render.text import print_node
 from ..protocol.guess import distinguish
-from ..sources.paste_choice import read_text
+from ..sources.paste_choice import NoSuchCandidate, TextReading, read_regions
 from ..sources.pasted import Hints
 from .common import budget, budget_nodes_option
 from .group import SUMMARIES, main
@@ -132,7 +132,7 @@ def blob(input, api, api_version, direction, body, records, at, show_extraction,
     try:
         found = read_text(text, Hints(key, api_version, direction, body, records, at), options,
                           pick)
-    except BlobError as e:
+    except (BlobError, NoSuchCandidate) as e:
         raise click.UsageError(f"could not read the bytes: {e}") from None
     parsed, reading = found.blob, found.reading
     data = parsed.data
@@ -174,6 +174,18 @@ def blob(input, api, api_version, direction, body, records, at, show_extraction,
         print_node(console, msg.data, msg.tree, show_secrets, item.offset, title, not no_hex)
         _print_problems(console, [(f.where or "message", f.code, f.detail)
                                   for f in item.findings] + msg.tree.findings())
+
+
+def read_text(text: str | bytes, hints: Hints | None = None, options: Options | None = None,
+              pick: int | None = None) -> TextReading:
+    """Find the bytes in a pasted text: every region that can be bytes
+    (blob.find_candidates) is decoded, the one that decodes best is the reading. Raises
+    BlobError, naming where the readers stopped, when nothing in the text can be bytes."""
+    found = find_candidates(text)
+    if not found:
+        parse_blob(text)                # raises the error that says what stopped it
+        raise BlobError("nothing in the input can be bytes: " + _EXPECTED)
+    return read_regions(found, hints, options, pick)
 
 
 def _candidate_limit(shown: str) -> int | None:

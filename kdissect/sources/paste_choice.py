@@ -17,13 +17,19 @@ guessed there) make a ``Reading``. The policy, in order:
    ``--at``): the resync cut of a mid-stream fragment competes the same way.
 
 ``Reading.why`` says what was chosen over what.
+
+A pasted text may hold several regions that can be bytes (``blob.find_candidates``):
+``read_regions`` reads each as above and ranks them by ``Candidate.rank`` (every
+message clean, size prefixes that match, bytes in clean messages less bytes in broken
+ones, the guess's score); the best region is the paste's reading.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, Protocol
 
-from ..blob import _EXPECTED, Blob, BlobError, find_candidates, parse_blob
 from ..protocol import Options
 from ..stream.engine import Engine
 from ..stream.sink import ItemSink
@@ -107,10 +113,16 @@ def _shift(reading: Reading, base: int) -> Reading:
     return reading
 
 
+class Region(Protocol):
+    """A region of a pasted text that can be bytes (blob.find_candidates gives them)."""
+    @property
+    def data(self) -> bytes: ...
+
+
 @dataclass
 class Candidate:
     """One region of a pasted text read as bytes, and the reading of those bytes."""
-    blob: Blob
+    blob: Any                   # a Region
     reading: Reading
 
     def rank(self) -> tuple:
@@ -133,7 +145,7 @@ class TextReading:
     chosen: int = 0
 
     @property
-    def blob(self) -> Blob:
+    def blob(self) -> Any:
         return self.candidates[self.chosen].blob
 
     @property
@@ -144,29 +156,29 @@ class TextReading:
 DECODE_BUDGET = 4 << 20         # bytes decoded over all the candidates of one paste
 
 
-def read_text(text: str | bytes, hints: Hints | None = None, options: Options | None = None,
-              pick: int | None = None) -> TextReading:
-    """Find the bytes in a pasted text: every candidate region (blob.find_candidates) is
-    decoded, and the one that decodes best is the paste's reading (``pick``: the
-    candidate of that rank instead, 1 = the best). Raises BlobError when nothing in the
-    text can be bytes, naming where the readers stopped."""
-    found = find_candidates(text)
-    if not found:
-        parse_blob(text)                 # raises the error that says what stopped it
-        raise BlobError("nothing in the input can be bytes: " + _EXPECTED)
+class NoSuchCandidate(ValueError):
+    pass
+
+
+def read_regions(regions: Sequence[Region], hints: Hints | None = None,
+                 options: Options | None = None, pick: int | None = None) -> TextReading:
+    """The regions of a pasted text that can be bytes (at least one), each read as a
+    paste, ranked by how well they decode: the best is the paste's reading (``pick``:
+    the region of that rank instead, 1 = the best)."""
+    assert regions, "find_candidates found something"
     hints = hints or Hints()
     decoded: list[Candidate] = []
     spent = 0
-    for blob in found:                  # the decode work is bounded, whatever the paste
-        if decoded and spent + len(blob.data) > DECODE_BUDGET:
+    for region in regions:              # the decode work is bounded, whatever the paste
+        if decoded and spent + len(region.data) > DECODE_BUDGET:
             continue
-        spent += len(blob.data)
-        decoded.append(Candidate(blob, read_paste(blob.data, hints, options)))
+        spent += len(region.data)
+        decoded.append(Candidate(region, read_paste(region.data, hints, options)))
     ranked = sorted(decoded, key=Candidate.rank, reverse=True)  # stable: earlier wins ties
     chosen = 0
     if pick is not None:
         if not 1 <= pick <= len(ranked):
-            raise BlobError(f"there is no candidate {pick}: the input holds {len(ranked)} "
-                            f"(see --show-extraction)")
+            raise NoSuchCandidate(f"there is no candidate {pick}: the input holds "
+                                  f"{len(ranked)} (see --show-extraction)")
         chosen = pick - 1
     return TextReading(ranked, chosen)
