@@ -6,7 +6,8 @@ API and version, printing the tree).
     .venv/bin/python benchmarks/blob_guess.py [--runs 5]
 
 Peers in the same run, alternating with it: the same paste with its hints (--api
-Metadata --version 0 --response: nothing to guess) and `kdissect blob --help` (the
+Metadata --version 0 --response: nothing to guess), a real tester log whose text holds
+three candidate regions (each decoded and ranked) and `kdissect blob --help` (the
 floor: start-up and imports only). Wall-clock medians; the goal is 0.3 s for the
 guessed paste."""
 
@@ -25,8 +26,12 @@ ROOT = Path(__file__).resolve().parents[1]
 PASTE = ROOT / "captures" / "blobs" / "metadata-v0-response.erl"
 GOAL = 0.3
 
+SEVERAL = ROOT / "tests" / "data" / "real_pastes" / "tester-log-request-and-response.txt"
+
 COMMANDS = {
     "guessed (no hints)": ["blob", str(PASTE)],
+    # a real paste whose text holds 3 regions that can be bytes: all decoded, ranked
+    "3 candidate regions": ["blob", str(SEVERAL)],
     "hinted": ["blob", str(PASTE), "--api", "Metadata", "--version", "0", "--response"],
     "start-up only (--help)": ["blob", "--help"],
 }

@@ -28,6 +28,7 @@ import bisect
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import islice
 from typing import Any
 
 
@@ -532,6 +533,11 @@ _MAX_DEPTH = 200
 
 
 def _read_code(src: _Source) -> Blob | None:
+    return _choose(src, _code_root(src))
+
+
+def _code_root(src: _Source) -> _Group:
+    """The text's brackets and tokens as a tree of groups."""
     root = _Group("", 0, [[]])
     stack = [root]
     for t in _tokens(src):
@@ -572,7 +578,7 @@ def _read_code(src: _Source) -> Blob | None:
         g = stack.pop()
         g.end = len(src.text)
         stack[-1].items[-1].append(_Closed(g, g.end))
-    return _choose(src, root)
+    return root
 
 
 @dataclass
@@ -602,7 +608,8 @@ def _choose(src: _Source, root: _Group) -> Blob | None:
 
 
 def _walk(src, g: _Group, binaries: _Out, bstrings: _Out, arrays: _Out, hexes: _Out,
-          problems: list, top: bool = False) -> None:
+          problems: list, top: bool = False, b64s: _Out | None = None) -> None:
+    b64s = b64s if b64s is not None else _Out(src)
     if g.binary:
         start = len(binaries.data)
         try:
@@ -619,13 +626,17 @@ def _walk(src, g: _Group, binaries: _Out, bstrings: _Out, arrays: _Out, hexes: _
     for item in g.items:
         for t in item:
             if isinstance(t, _Closed):
-                _walk(src, t.group, binaries, bstrings, arrays, hexes, problems)
+                _walk(src, t.group, binaries, bstrings, arrays, hexes, problems, b64s=b64s)
             elif t.kind == "bstr":
                 bstrings.add(t.pos, t.end, t.value, "byte string")
             elif t.kind == "str":
                 data = _hex_string(t.text)
                 if data:
                     hexes.add(t.pos, t.end, data, "quoted hex")
+                elif len(t.text) >= 16 and _B64.issuperset(t.text.rstrip("=")):
+                    data = _b64(t.text)
+                    if data:
+                        b64s.add(t.pos, t.end, data, "base64 string")
 
 
 def _array(src: _Source, items: list, arrays: _Out, problems: list, commas: bool) -> None:
@@ -887,3 +898,259 @@ def _read_base64(src: _Source) -> Blob | None:
 
 
 _B64 = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/-_")
+
+
+def _b64(text: str) -> bytes | None:
+    bare = text.strip().rstrip("=").replace("-", "+").replace("_", "/")
+    if len(bare) % 4 == 1:
+        return None
+    try:
+        return base64.b64decode(bare + "=" * (-len(bare) % 4), validate=True)
+    except binascii.Error:
+        return None
+
+
+# -- search: every region that can be bytes -------------------------------------------------
+#
+# A paste is searched, not parsed: the whole-text readers above give the shapes they know
+# (a dump, the code's literals joined, plain hex), and besides them every region of the
+# text that can be bytes is a candidate of its own: each literal of the code alone, a
+# literal with the ones that continue it (its size prefix says how far), runs of dump
+# lines behind any line prefix (a log tag, a prompt, `remote: [tester::#NH4]`, `0000 | ..`
+# tables), runs of hex lines with prose or comments between them, single long hex lines.
+# Which candidate is the paste's bytes is decided by decoding them (sources/paste_choice).
+
+MAX_CANDIDATES = 24         # the decodes a paste may cost, whatever its size
+_MAX_PIECES = 256           # literals of one kind looked at one by one
+_MIN_BYTES = 8              # a Kafka message is 8 bytes at least (size + a header)
+# rows (dump or hex lines) the region search looks at: 256 KB of bytes in 16-byte rows;
+# a longer dump is read whole by the whole-text readers
+_MAX_ROWS = 16_384
+
+
+def find_candidates(text: str | bytes) -> list[Blob]:
+    """Every distinct byte string the text can hold, the whole-text readings first; at most
+    MAX_CANDIDATES; regions hold 8 bytes at least (an empty list: nothing looks like
+    bytes)."""
+    if isinstance(text, (bytes, bytearray)):
+        decoded = _as_text(bytes(text))
+        if isinstance(decoded, Blob):
+            return [decoded]
+        text = decoded
+    s = text.lstrip("\ufeff")
+    if not s.strip():
+        return []
+    src = _Source(s)
+    found: list[Blob] = []
+    seen: set[bytes] = set()
+
+    def keep(blob: Blob | None, least: int = _MIN_BYTES) -> None:
+        if blob is not None and len(blob.data) >= least and blob.data not in seen \
+                and len(found) < MAX_CANDIDATES:
+            seen.add(blob.data)
+            found.append(blob)
+
+    readers = [_read_dump, _read_plain]
+    for reader in readers:          # the whole-text readings: any size
+        try:
+            keep(reader(src), 1)
+        except BlobError:
+            pass
+    root = None
+    if not _BARE_HEX.issuperset(s):
+        try:
+            root = _code_root(src)
+            keep(_choose(src, root), 1)
+        except BlobError:
+            pass
+    for blob in _line_regions(src):
+        keep(blob)
+    if root is not None:
+        for blob in _code_literals(src, root):
+            keep(blob)
+    return found
+
+
+def _code_literals(src: _Source, root: _Group):
+    """Each literal of the code alone, and joined with the literals that continue it."""
+    outs = {name: _Out(src) for name in ("erlang binary", "byte string literal", "byte array",
+                                         "quoted hex", "base64")}
+    try:
+        _walk(src, root, outs["erlang binary"], outs["byte string literal"],
+              outs["byte array"], outs["quoted hex"], [], top=True, b64s=outs["base64"])
+    except BlobError:
+        return
+    for fmt, out in outs.items():
+        pieces = out.pieces[:_MAX_PIECES]
+        if len(out.pieces) > 1:
+            yield out.blob(fmt + "s, joined")
+        for i, p in enumerate(pieces):
+            data = bytes(out.data[p.offset:p.offset + p.size])
+            yield Blob(data, fmt, (Piece(p.line, p.col, p.end_line, p.end_col, 0, p.size,
+                                         p.what),))
+            # a size prefix longer than this literal: the literals after it continue it
+            if len(data) >= 4 and len(pieces) > i + 1:
+                want = 4 + int.from_bytes(data[:4], "big")
+                if len(data) < want <= len(out.data) - p.offset:
+                    end = i + 1
+                    while end < len(pieces) and end - i < 64 and \
+                            pieces[end].offset + pieces[end].size - p.offset < want:
+                        end += 1
+                    if end < len(pieces):
+                        last = pieces[end]
+                        joined = bytes(out.data[p.offset:last.offset + last.size])
+                        yield Blob(joined, fmt + "s, continued", tuple(
+                            Piece(q.line, q.col, q.end_line, q.end_col, q.offset - p.offset,
+                                  q.size, q.what) for q in pieces[i:end + 1]))
+
+
+@dataclass
+class _Row:
+    line: int
+    start: int                  # text positions of the bytes
+    end: int
+    data: bytes
+    offset: int | None          # a dump row's offset; None: a plain hex line
+
+
+def _line_regions(src: _Source):
+    """Dump rows and hex lines, behind whatever prefix each line has, grouped into runs."""
+    rows: list[_Row] = []
+    blank_before: set[int] = set()      # rows with an empty line before them
+    blank = False
+    words: list[_Row] = []              # long hex words inside other lines
+    for number, (pos, line) in enumerate(src.lines(), 1):
+        if len(rows) >= _MAX_ROWS:
+            break
+        row = _row(pos, line, number)
+        if row is None:
+            blank = blank or not line.strip() or line.strip().endswith("]")
+            if len(words) < _MAX_PIECES:
+                words.extend(islice(_hex_words(pos, line, number), _MAX_PIECES - len(words)))
+            continue
+        if blank:
+            blank_before.add(len(rows))
+        blank = False
+        rows.append(row)
+    # dump rows whose offsets follow each other: a block; blocks in a row: joined
+    blocks: list[list[_Row]] = []
+    for r in rows:
+        if r.offset is None:
+            continue
+        last = blocks[-1][-1] if blocks else None
+        if last is not None and r.offset != 0 and last.offset is not None and \
+                r.offset == last.offset + len(last.data):
+            blocks[-1].append(r)
+        else:
+            blocks.append([r])
+    real = [b for b in blocks if len(b) > 1 or b[0].offset == 0]
+    if len(real) > 1:
+        yield _rows_blob(src, [r for b in real for r in b], "hex dumps, joined")
+    for b in real[:_MAX_PIECES]:
+        yield _rows_blob(src, b, "hex dump")
+    # plain hex lines: runs (prose and comment lines between are left out), paragraphs,
+    # and long single lines
+    for r in words[:_MAX_PIECES]:
+        yield _rows_blob(src, [r], "a hex word in a line")
+    plain = [(i, r) for i, r in enumerate(rows) if r.offset is None]
+    if not plain:
+        return
+    yield _rows_blob(src, [r for _, r in plain], "hex lines")
+    cuts = [k for k, (i, _) in enumerate(plain) if k and i in blank_before][:_MAX_PIECES]
+    if cuts:                                    # paragraphs, when there are several
+        for lo, hi in zip([0] + cuts, cuts + [len(plain)]):
+            yield _rows_blob(src, [r for _, r in plain[lo:hi]], "hex lines")
+    for _, r in plain[:_MAX_PIECES]:
+        if len(r.data) >= 12:
+            yield _rows_blob(src, [r], "a hex line")
+
+
+def _rows_blob(src: _Source, rows: list[_Row], fmt: str) -> Blob:
+    """The rows' bytes, one piece per block of adjacent lines (the rows know their line:
+    no search for it)."""
+    data = b"".join(r.data for r in rows)
+    pieces: list[Piece] = []
+    done = 0
+    for r in rows:
+        col = r.start - src.starts[r.line - 1] + 1
+        end_col = max(r.end - 1, r.start) - src.starts[r.line - 1] + 1
+        last = pieces[-1] if pieces else None
+        if last is not None and last.end_line + 1 >= r.line:
+            pieces[-1] = Piece(last.line, last.col, r.line, end_col, last.offset,
+                               last.size + len(r.data), fmt)
+        else:
+            pieces.append(Piece(r.line, col, r.line, end_col, done, len(r.data), fmt))
+        done += len(r.data)
+    return Blob(data, fmt, tuple(pieces))
+
+
+_PREFIX_ENDS = ("] ", "> ", "$ ", ": ", "| ", "\t", "// ", "# ", "-- ", "% ", "* ")
+
+
+def _row(pos: int, line: str, number: int) -> _Row | None:
+    """The bytes of a line that is a dump row or a line of hex, after any prefix (a log
+    tag, a prompt, a label) and before any comment; None for other lines."""
+    if len(line) > 100_000:
+        return None
+    starts = [0]
+    head = line[:120]
+    for mark in _PREFIX_ENDS:
+        if mark in head:
+            starts.append(head.rfind(mark) + len(mark))
+    for start in sorted(set(starts)):
+        rest = line[start:]
+        first = rest.lstrip(" \t")[:1]
+        if not first or (first not in _HEXCHARS and first != "\\"):
+            continue                            # fast: prose starts with other letters
+        body = rest
+        for comment in ("  #", "\t#", " //", "  --"):
+            k = body.find(comment)
+            if k > 0:
+                body = body[:k]
+        if "|" in body[:14]:                    # `0000 | 00 01 ... | ascii` tables
+            body = body.replace("|", " ")
+        dump = _dump_line(body)
+        if dump is not None:
+            data, end, _ = _columns(body, dump[1])
+            if data and dump[2] >= 4:
+                return _Row(number, pos + start + dump[1], pos + start + end, data, dump[0])
+        row = _hex_row(body)
+        if row is not None:
+            lead = len(body) - len(body.lstrip())
+            return _Row(number, pos + start + lead, pos + start + len(body.rstrip()), row, None)
+    return None
+
+
+_HEX_WORD = re.compile(r"[0-9a-fA-F]{16,}+")
+
+
+def _hex_words(pos: int, line: str, number: int):
+    """Words of 16 hex digits or more in a line of other text (a shell command's
+    argument, a log field): each may be a message."""
+    n = len(line)
+    for m in _HEX_WORD.finditer(line):      # a run of one class: each start scans < 16
+        i, j = m.span()
+        if (j - i) % 2 == 0 and (i == 0 or not line[i - 1].isalnum()) \
+                and (j == n or not line[j].isalnum()):
+            yield _Row(number, pos + i, pos + j, bytes.fromhex(line[i:j]), None)
+
+
+def _hex_row(body: str) -> bytes | None:
+    """The bytes of a line of hex (spaced, colons, 0x, \\x; at least 1 byte), else None."""
+    text = body.strip()
+    if not text:
+        return None
+    if _BARE_HEX.issuperset(text):              # the common case, without a char loop
+        words = text.replace(":", " ").replace("-", " ").split()
+        if not words or any(len(w) % 2 for w in words):
+            return None
+        return bytes.fromhex("".join(words))
+    if "0x" not in text and "0X" not in text and "\\x" not in text:
+        return None
+    digits, end = _hex_chars(text)
+    if isinstance(end, str) or not digits or len(digits) % 2:
+        return None
+    words = text.replace(":", " ").replace("-", " ").split()
+    if any(len(w) % 2 for w in words if _is_hex(w)):
+        return None                     # 'add', 'be a': words, not bytes
+    return bytes.fromhex(digits)

@@ -271,8 +271,8 @@ class _Parser:
                     raise FilterError(tok.pos, f"expected an error code or name, found "
                                                f"{text!r}", self.text)
                 return int(text)
-            from .protocol.names import _kio_errors
-            by_name = {n: c for c, (n, _r) in _kio_errors().items()}
+            from .protocol.names import error_table
+            by_name = {n: c for c, (n, _r) in error_table().items()}
             by_name["NONE"] = 0
             if text.upper() not in by_name:
                 hint = _did_you_mean(text.upper(), list(by_name))

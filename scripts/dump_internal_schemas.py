@@ -6,7 +6,8 @@
 
 scripts/kafka/schemas runs scripts/kafka/KafkaSchemas.java (mode ``internal``) on the release's
 jars (fetched by scripts/kafka/fetch), which prints the layouts it finds in the generated
-classes' runtime Schema objects. Needs Java 17+ and mvn.
+classes' runtime Schema objects. Needs Java 17+ and mvn. scripts/kafka/update regenerates
+this module with every other table generated from the jars.
 """
 
 from __future__ import annotations

@@ -203,3 +203,31 @@ def test_escapes_decode_strictly_and_long_filters_evaluate(views):
     assert select(views, "not " * 1001 + "api") == select(views, "not api")
     assert select(views, " and ".join(["api"] * 5000)) == select(views, "api")
     assert select(views, " or ".join(["version == 99"] * 5000)) == []
+
+
+def test_group_timeline_beyond_classic():
+    """KIP-848 consumer groups, share groups and streams groups (real Apache Kafka
+    captures of kafka-clients and Kafka Streams): their heartbeats' joins, epochs,
+    assignments and leaves are the timeline; heartbeats that change nothing are counted."""
+    from kdissect.stream.stats import Stats
+    from kdissect.stream.fields import ExchangeFields
+    from kdissect.sources.pcap import exchanges_in
+    captures = Path(__file__).parent.parent / "captures"
+    want = {"kafka-java-consumer-group": ("kd-kip848-group", "KIP-848 consumer group", [
+                (2, "joined at epoch 2, assigned topic-id:36b7b0a9-97e5-469e-9a58-c51348bcf231[0]"),
+                (-1, "left the group")]),
+            "kafka-java-share-group": ("kd-share-group", "share group", [
+                (2, "joined at epoch 2, assigned nothing"),
+                (3, "epoch 2 -> 3, assigned topic-id:3801642b-99af-4523-98a7-84a1c282e511[0]"),
+                (-1, "left the group")]),
+            "kafka-java-streams-group": ("kd-streams-app", "streams group", [
+                (1, "joined at epoch 1"), (2, "epoch 1 -> 2, assigned active subtopology 0[0]"),
+                (-1, "left the group")])}
+    for name, (group, kind, events) in want.items():
+        stats = Stats()
+        for ex in exchanges_in([str(captures / f"{name}.pcap")]).exchanges:
+            stats.add(ex, ExchangeFields(ex))
+        g = stats.groups[group]
+        assert g.kind == kind
+        assert [(e.generation, e.detail) for e in g.events] == events, name
+        assert g.heartbeats >= 1

@@ -1,17 +1,22 @@
-"""Apache Kafka 4.3.1 and today's clients: the captures/kafka-*.pcap recorded by
-scripts/make_kafka_captures.py decode with no problem markers but the real ones (each
-explained here), tshark agrees where it decodes, and the same sessions replayed live against
-the session's broker and three-node cluster decode the same way."""
+"""Apache Kafka and today's clients: the captures/kafka-*.pcap recorded by
+scripts/make_kafka_captures.py (Kafka 4.3.1, Java clients 4.3.1) decode with no problem
+markers but the real ones (each explained here), tshark agrees where it decodes, and the same
+sessions replayed live against the pinned release's broker and three-node cluster (Java
+clients of the pinned release, and one of the previous line) decode the same way."""
 
 from __future__ import annotations
 
+import json
 import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
+from kdissect.protocol import schemas
 from kdissect.sources.pcap import exchanges_in
+from tests.support.apache_kafka import PREVIOUS_CLIENTS, VERSION, previous_clients_classpath
 from tests.support.capture import Tcpdump
 from tests.support.kafka_scenarios import (CAPTURES, SNAPSHOTTING, broker_killed, java_session,
                                            kraft_cluster, kraft_snapshot_fetch)
@@ -173,19 +178,75 @@ def test_tls_capture_opens_with_its_key_log():
 
 
 # -- live: the same sessions against the session's broker and cluster -------------------
+def cli_lines(path: Path, ports: list[int]) -> list[dict]:
+    """`kdissect pcap PATH -p PORT... --format jsonl`, as a user runs it: its messages."""
+    args = [sys.executable, "-m", "kdissect", "pcap", str(path), "--format", "jsonl"]
+    for port in ports:
+        args += ["-p", str(port)]
+    out = subprocess.run(args, capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return [json.loads(x) for x in out.stdout.splitlines() if x.startswith("{")]
+
+
+# what a clean reading has none of: every malformed finding, and those saying the tables
+# did not know what the client spoke
+NOT_KNOWN = {"unknown_api", "assumed_version", "unknown_version", "version_not_advertised",
+             "guessed_api", "orphan_response"}
+
+
+def assert_cli_clean(lines: list[dict], clients: str) -> None:
+    """Every connection opens with an ApiVersions request from a kafka-clients of release
+    ``clients`` (the pinned release's opens with the newest version: Kafka 4.4's v5,
+    KIP-1242), and no message has a problem or a malformed/unknown-version finding."""
+    from kdissect.protocol.findings import REGISTRY
+    first: dict[int, dict] = {}
+    for line in lines:
+        first.setdefault(line["stream"], line)
+    newest = schemas.all_versions()[18][-1]
+    openings = {(m["direction"], m["api_name"], m["api_version"] if clients == VERSION else None,
+                 m["body"].get("client_software_version")) for m in first.values()}
+    assert openings == {("request", "ApiVersions", newest if clients == VERSION else None,
+                         clients)}, openings
+    assert [(m["api_name"], m["api_version"], m["problems"]) for m in lines if m["problems"]] == []
+    bad = {c for c, k in REGISTRY.items() if k.group == "malformed"} | NOT_KNOWN
+    found = Counter(f["code"] for m in lines for f in m["findings"])
+    assert not set(found) & bad, found
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("mode,expect", [
-    ("consumer-group", [f"c{i}" for i in range(5)]),
-    ("share-group", [f"s{i}" for i in range(5)]),
-    ("streams-group", [f"T{i}" for i in range(5)]),
-    ("transactions", [f"committed{i}" for i in range(3)]),
+@pytest.mark.parametrize("mode,expect,clients", [
+    ("consumer-group", [f"c{i}" for i in range(5)], VERSION),
+    ("share-group", [f"s{i}" for i in range(5)], VERSION),
+    ("streams-group", [f"T{i}" for i in range(5)], VERSION),
+    ("transactions", [f"committed{i}" for i in range(3)], VERSION),
+    # a client of the previous release line (scripts/kafka/PREVIOUS_CLIENTS) on this broker
+    ("admin", ["retention.ms=3600000", "acls=1"], PREVIOUS_CLIENTS),
 ])
-def test_java_clients_live(apache_kafka, tmp_path, mode, expect):
+def test_java_clients_live(apache_kafka, tmp_path, mode, expect, clients):
+    """Java clients against the pinned broker, recorded, decode cleanly (as the checked-in
+    captures do) and, through the CLI, without a false malformed finding: before kdissect
+    knew Kafka 4.4, every connection of a 4.4 client opened with one (ApiVersions v5)."""
     name = f"kafka-java-{mode}"
+    jars = None if clients == VERSION else previous_clients_classpath()
     with Tcpdump(tmp_path / "live.pcap", apache_kafka.ports("PLAINTEXT")) as dump:
-        got = java_session(mode, apache_kafka.bootstrap())
-    assert sorted(got) == sorted(expect)
+        got = java_session(mode, apache_kafka.bootstrap(), jars)
+    if mode == "admin":
+        assert set(expect) <= set(got), got
+    else:
+        assert sorted(got) == sorted(expect)
     assert_clean(name, dump.path)
+    lines = cli_lines(dump.path, apache_kafka.ports("PLAINTEXT"))
+    assert_cli_clean(lines, clients)
+    if mode == "transactions":
+        # offsets committed in the transaction (TxnOffsetCommit: by topic id from 4.4's v6)
+        # and the group deleted (DeleteGroups)
+        txn = [m for m in lines if m["api_name"] == "TxnOffsetCommit" and m["direction"] == "request"]
+        assert txn and {m["api_version"] for m in txn} == {schemas.all_versions()[28][-1]}
+        assert [(p["partition_index"], p["committed_offset"]) for m in txn
+                for t in m["body"]["topics"] for p in t["partitions"]] == [(0, 3)]
+        deleted = [m for m in lines if m["api_name"] == "DeleteGroups" and m["direction"] == "response"]
+        assert [(g["group_id"], g["error_code"]) for m in deleted for g in m["body"]["results"]] \
+            == [("kd-txn-offsets", 0)]
 
 
 @pytest.mark.slow

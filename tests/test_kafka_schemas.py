@@ -2,10 +2,13 @@
 
 scripts/kafka/KafkaSchemas.java, compiled against the fetched kafka-clients jar, dumps
 every API key, version and field of the pinned release from Kafka's runtime Schema objects,
-and messages that Kafka's generated classes wrote with a non-default value in every field
-(tagged fields included). kafka-clients 3.9 does the same for the versions Kafka 4.0 dropped,
-which kdissect keeps in legacy.bnf. kdissect must have the same layouts, field for field, and
-decode the messages value for value."""
+its error codes, and messages that Kafka's generated classes wrote with a non-default value
+in every field (tagged fields included); on all the release's jars, the same for the
+records of internal topics (__consumer_offsets, __cluster_metadata...). kafka-clients 3.9
+does the same for the versions Kafka 4.0 dropped, which kdissect keeps in legacy.bnf.
+kdissect must know every key, version, record type and error code of the release, have the
+same layouts, field for field, and decode the messages value for value. scripts/kafka/update
+writes the tables from the same dumps."""
 
 from __future__ import annotations
 
@@ -17,11 +20,11 @@ from pathlib import Path
 import pytest
 
 from kdissect.protocol import Options, decode_request, decode_response, schemas
-from kdissect.protocol.layout import Field, Struct
 from kdissect.protocol.names import API_NAMES
 from tests.support.apache_kafka import LEGACY_CLIENTS, VERSION
 
 SCHEMAS = Path(__file__).resolve().parents[1] / "scripts" / "kafka" / "schemas"
+UPDATE = SCHEMAS.with_name("update")
 SAMPLES = 4                   # messages per key, version and direction
 RAW_RECORDS = Options(records=False, embedded=False)
 Case = tuple[int, int, str]   # api key, version, direction
@@ -31,7 +34,7 @@ Case = tuple[int, int, str]   # api key, version, direction
 def kafka_dump(release: str, mode: str) -> list[dict]:
     """Run KafkaSchemas on one kafka-clients jar: its JSON lines."""
     legacy = [] if release == VERSION else ["--legacy"]
-    args = ["schemas"] if mode == "schemas" else ["samples", str(SAMPLES)]
+    args = [mode, str(SAMPLES)] if mode.endswith("samples") else [mode]
     out = subprocess.run([str(SCHEMAS), *legacy, *args],
                          check=True, capture_output=True, text=True, timeout=300).stdout
     return [json.loads(line) for line in out.splitlines()]
@@ -96,21 +99,6 @@ def kafka_struct(d: dict) -> tuple:
     return flexible, tuple(sorted(fields, key=lambda f: (f[5] is not None, f[5] or 0)))
 
 
-def kdissect_field(f: Field, flexible: bool) -> tuple:
-    sub = kdissect_struct(f.struct) if f.struct is not None else None
-    variable = f.array or f.type in ("string", "bytes", "records")
-    compact = (f.compact if f.compact is not None else flexible) if variable else None
-    # null exists on the wire for strings, bytes, arrays and structs only (kio also calls
-    # fixed-width uuids and times optional)
-    nullable = f.nullable if f.array or f.type in ("string", "bytes", "struct") else None
-    return (f.name, f.type, f.array, nullable, compact, f.tag, sub)
-
-
-def kdissect_struct(st: Struct) -> tuple:
-    fields = [kdissect_field(f, st.flexible) for f in (*st.fields, *st.tagged)]
-    return st.flexible, tuple(sorted(fields, key=lambda f: (f[5] is not None, f[5] or 0)))
-
-
 def differences(kafka: tuple, ours: tuple, path: str = "") -> list[str]:
     """Readable differences between two normalized structs."""
     out = []
@@ -139,7 +127,7 @@ def layout_differences(cases: dict[Case, dict]) -> list[str]:
             out.append(f"{where}: kdissect has no layout")
             continue
         out += [f"{where}: {x}" for x in differences(kafka_struct(d["schema"]),
-                                                      kdissect_struct(st))]
+                                                      schemas.wire_shape(st))]
     return out
 
 
@@ -150,6 +138,32 @@ def test_legacy_table_counts():
     assert len({p for p in pairs if schemas.layout(*p, "request").flexible}) == 17
 
 
+def test_recent_layouts_read_like_the_version_before():
+    """recent.bnf comes from Kafka's runtime schemas, which have no hints: its layouts take
+    kio's ("duration", "time") from the newest version kio has, field by field."""
+    from kdissect.protocol.layout import Field, Struct
+
+    def bare(st: Struct) -> Struct:
+        def one(f: Field) -> Field:
+            return Field(f.name, f.type, f.array, f.nullable, f.tag,
+                         bare(f.struct) if f.struct is not None else None, None, f.compact)
+        return Struct(st.name, tuple(map(one, st.fields)), tuple(map(one, st.tagged)), st.flexible)
+
+    def hints(st: Struct) -> dict:
+        return {f.name: f.hint for f in (*st.fields, *st.tagged)}
+    kio = schemas._kio()
+    fetch = kio.layout(1, max(kio.versions()[1]), "response")      # durations, nested structs
+    assert schemas._hinted(bare(fetch), fetch) == fetch
+    assert hints(fetch)["throttle_time_ms"] == "duration"
+    for key, version in schemas.recent_versions():
+        for direction in ("request", "response"):
+            before = schemas._kio_before(key, version, direction)
+            if before is not None:
+                new = hints(schemas.layout(key, version, direction))
+                assert {n: new[n] for n in hints(before).keys() & new.keys()} == \
+                    {n: h for n, h in hints(before).items() if n in new}
+
+
 @pytest.mark.slow
 def test_api_keys_and_names_are_the_pinned_release():
     kafka = {d["key"]: d["name"] for d in kafka_dump(VERSION, "schemas")}
@@ -157,7 +171,7 @@ def test_api_keys_and_names_are_the_pinned_release():
     known = schemas.all_versions()
     missing = [c for c in current() if c[1] not in known.get(c[0], ())]
     assert missing == []
-    # nothing decoded that neither the pinned release nor 3.9 defines (key 93 included)
+    # nothing decoded that neither the pinned release nor 3.9 defines
     old = {d["key"] for d in kafka_dump(LEGACY_CLIENTS, "schemas")}
     assert set(known) <= set(kafka) | old
 
@@ -238,3 +252,73 @@ def test_dropped_versions_written_by_kafka_3_9_decode_value_for_value():
     defect = "ShareGroupHeartbeat v0 response"
     assert [f for f in failures if not f.startswith(defect)] == []
     assert all("Kafka could not write it" in f for f in failures)
+
+
+# --- error codes and internal records ----------------------------------------------------
+@pytest.mark.slow
+def test_every_error_code_of_the_pinned_release_is_named_as_kafka_names_it():
+    from kdissect.protocol.names import error_info
+    kafka = {d["code"]: (d["name"], d["retriable"]) for d in kafka_dump(VERSION, "errors")}
+    assert len(kafka) > 130 and kafka[129][0] == "REBOOTSTRAP_REQUIRED"
+    ours = {c: (error_info(c).name, error_info(c).retriable) for c in kafka if c != 0}
+    assert ours == {c: v for c, v in kafka.items() if c != 0}
+
+
+def internal_index() -> dict[str, list]:
+    """name -> [family, record type, lowest, highest version] of every internal record
+    class in the release's jars (what internal_schemas.MESSAGES must say)."""
+    out: dict[str, list] = {}
+    for s in kafka_dump(VERSION, "internal-samples"):
+        row = out.setdefault(s["name"], [s["family"], s["type"], s["version"], s["version"]])
+        row[2], row[3] = min(row[2], s["version"]), max(row[3], s["version"])
+    return out
+
+
+@pytest.mark.slow
+def test_every_internal_record_type_of_the_pinned_release_is_known():
+    from kdissect.protocol.internal_schemas import MESSAGES
+    kafka = internal_index()
+    assert {n: tuple(v) for n, v in kafka.items()} == MESSAGES
+    # the families kdissect decodes, each with its record types (4.4: metadata type 29)
+    assert {"group", "transaction", "share", "metadata", "remote", "control"} == \
+        {v[0] for v in kafka.values()}
+    assert kafka["UnregisterControllerRecord"][:2] == ["metadata", 29]
+
+
+@pytest.mark.slow
+def test_internal_records_written_by_kafka_decode_value_for_value():
+    """Every version of every internal record (__consumer_offsets, __transaction_state,
+    __share_group_state, __cluster_metadata, __remote_log_metadata, KRaft control records),
+    written by its generated class, decodes with kdissect's layout to Kafka's values."""
+    from kdissect.protocol.decode import decode_prefix
+    from kdissect.protocol.internal import internal_layout
+    samples = kafka_dump(VERSION, "internal-samples")
+    failures, seen = [], set()
+    for s in samples:
+        where = f"{s['name']} v{s['version']} seed {s['seed']}"
+        if "error" in s:
+            failures.append(f"{where}: Kafka could not write it: {s['error']}")
+            continue
+        st = internal_layout(s["name"], s["version"])
+        if st is None:
+            failures.append(f"{where}: kdissect has no layout")
+            continue
+        tree, complete = decode_prefix(bytes.fromhex(s["hex"]), 0, st, s["name"], RAW_RECORDS,
+                                       whole=True)
+        if not complete or tree.problems():
+            failures.append(f"{where}: {tree.problems()}")
+        elif tree.plain() != expected(s["values"]):
+            failures.append(f"{where}: values differ")
+        seen.add(s["name"])
+    assert failures == []
+    assert len(samples) == SAMPLES * sum(v[3] - v[2] + 1 for v in internal_index().values())
+    assert {"UnregisterControllerRecord", "StreamsGroupMetadataValue", "OffsetCommitValue",
+            "StreamsGroupTopologyValue", "VotersRecord"} <= seen
+
+
+@pytest.mark.slow
+def test_generated_tables_are_current_for_the_pinned_release():
+    """scripts/kafka/update --check: recent.bnf, the new API rows, the error codes, the
+    internal layouts and the values readers are what the pinned release's jars give."""
+    res = subprocess.run([str(UPDATE), "--check"], capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0, res.stderr[-2000:] + res.stdout[-2000:]

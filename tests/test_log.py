@@ -286,8 +286,11 @@ def test_text_files(tmp_path):
     objs = jsonl(str(tmp_path))
     meta = next(o for o in objs if o["file"].endswith("meta.properties"))
     assert meta["content"]["cluster.id"] == "abc"
-    # the high watermark is 1: the second batch is past it
-    assert findings(objs) == ["past_high_watermark"]
+    # the high watermark is 1: the second batch is past it; no .kafka_cleanshutdown: the
+    # broker runs or did not stop cleanly
+    assert findings(objs) == ["unclean_shutdown", "past_high_watermark"]
+    (tmp_path / ".kafka_cleanshutdown").write_text("{}")
+    assert findings(jsonl(str(tmp_path))) == ["past_high_watermark"]
     qs = jsonl(str(tmp_path / "quorum-state"))
     assert qs[0]["content"]["leaderEpoch"] == 2
 
@@ -337,3 +340,139 @@ def test_parquet_tables(tmp_path):
     assert [c["code"] for c in checks] == ["log_nonsense_tail"]
     code, out = run_log(str(part), "--format", "parquet")
     assert code == 2 and "-o DIR" in out
+
+
+def _segment_dir(tmp_path: Path, name: str, data: bytes, marker: bool | None = None) -> Path:
+    """``data`` as partition t-0's first segment; in a broker's log dir (meta.properties)
+    stopped cleanly (marker True) or not (False), or a lone partition dir (None)."""
+    root = tmp_path / name
+    part = root / "t-0" if marker is not None else root
+    part.mkdir(parents=True)
+    (part / "00000000000000000000.log").write_bytes(data)
+    if marker is not None:
+        (root / "meta.properties").write_text("version=1\nnode.id=1\ncluster.id=abc\n")
+        if marker:
+            (root / ".kafka_cleanshutdown").write_text("{}")
+    return root
+
+
+def test_damage_with_intact_batches_after_it(tmp_path):
+    """A magic byte no Kafka writes (its length and CRC intact: Kafka's recovery keeps the
+    batch) or a garbage length, with intact batches after it: the scan goes on over them,
+    index entries naming them are right, and neither is called a torn write."""
+    batches = [batch(2, 0, i, [(b"k%d" % i, b"v" * 30)]) for i in range(6)]
+    starts = [sum(map(len, batches[:i])) for i in range(6)]
+    for name, at, value, code in (("magic", 16, b"\x07", "log_bad_magic"),
+                                  ("length", 8, struct.pack(">i", 0x7FFF0000), "log_bad_batch"),
+                                  ("short", 8, struct.pack(">i", 3), "log_bad_batch")):
+        data = bytearray(b"".join(batches))
+        data[starts[2] + at:starts[2] + at + len(value)] = value
+        root = _segment_dir(tmp_path, name, bytes(data), marker=False)
+        # index entries at the damaged batch and at the intact ones after it (the time
+        # index names the damaged batch too: its header holds when the CRC does)
+        (root / "t-0" / "00000000000000000000.index").write_bytes(
+            b"".join(struct.pack(">ii", i, starts[i]) for i in (2, 3, 5)) + bytes(80))
+        if name == "magic":
+            (root / "t-0" / "00000000000000000000.timeindex").write_bytes(
+                b"".join(struct.pack(">qi", 1700000000000 + 10 * i, i) for i in (2, 3)))
+        objs = jsonl(str(root))
+        codes = findings(objs)
+        assert codes == ["unclean_shutdown", code], (name, codes)
+        keys = [o["key"] for o in objs if o["type"] == "record"]
+        assert keys == ["k0", "k1", "k3", "k4", "k5"], (name, keys)
+        said = next(f["detail"] for o in objs for f in o.get("findings", [])
+                    if f["code"] == code)
+        if code == "log_bad_magic":
+            assert "magic byte 7" in said and "recovery keeps it" in said
+        else:
+            assert "not a torn write" in said and f"starts at position {starts[3]}" in said
+            assert "at the broker's next start, truncates the partition" in said
+    # a torn last batch with nothing after it is still one
+    data = b"".join(batches)[:-10]
+    assert findings(jsonl(str(_segment_dir(tmp_path, "torn", data)))) == ["log_size_past_end"]
+
+
+def test_crc_mismatch_says_what_recovery_does(tmp_path):
+    """Kafka's recovery (LogSegment.recover) checks every batch's CRC past the recovery
+    point after an unclean stop, and truncates the partition at the first that fails;
+    after a clean stop it reads nothing."""
+    good = [batch(2, 0, i, [(b"k", b"v" * 30)]) for i in range(3)]
+    flipped = bytearray(good[1])
+    flipped[-1] ^= 1
+    data = good[0] + bytes(flipped) + good[2]
+    said = {}
+    for name, marker in (("unclean", False), ("clean", True), ("alone", None)):
+        objs = jsonl(str(_segment_dir(tmp_path, name, data, marker)))
+        said[name] = [f["detail"] for o in objs for f in o.get("findings", [])
+                      if f["code"] == "crc_mismatch"]
+        assert len(said[name]) == 1, (name, findings(objs))
+    assert "at the broker's next start, truncates the partition at this batch" in \
+        said["unclean"][0]
+    assert "stopped cleanly, so recovery does not read it" in said["clean"][0]
+    assert "when it runs over it (after an unclean shutdown)" in said["alone"][0]
+
+
+def test_producer_snapshot_with_a_bad_crc_is_not_compared(tmp_path):
+    part, _ = _partition(tmp_path)
+    snap = part / "00000000000000000005.snapshot"
+    data = bytearray(snap.read_bytes())
+    data[20] ^= 0xFF                    # producer 7's epoch: garbage, the CRC fails
+    snap.write_bytes(bytes(data))
+    assert findings(jsonl(str(part))) == ["crc_mismatch"]
+
+
+def test_a_newer_epoch_marker_resets_the_producer_state(tmp_path):
+    """Transactions v2 (KIP-890) write the COMMIT/ABORT marker with the producer epoch
+    bumped: Kafka's producer state then holds that epoch and no batch (last sequence and
+    offset -1), as its snapshot does."""
+    part = tmp_path / "txn-0"
+    part.mkdir()
+    data = batch(2, 0, 0, [(b"a", b"1"), (b"b", b"2")], pid=7, epoch=0, seq=0,
+                 transactional=True)
+    marked = marker_and_damage(2, 7, 1, 0, [(b"x", b"y")])
+    control = marked[:12 + struct.unpack_from(">i", marked, 8)[0]]
+    (part / "00000000000000000000.log").write_bytes(data + control)
+    body = struct.pack(">i", 1) + struct.pack(">qhiqiqiq", 7, 1, -1, -1, 0, 1700000000000,
+                                              0, -1)
+    (part / "00000000000000000003.snapshot").write_bytes(
+        struct.pack(">hI", 1, crc32c.crc32c(body)) + body)
+    objs = jsonl(str(part))
+    assert [o.get("control_type") for o in objs if o["type"] == "record"] == \
+        [None, None, "COMMIT"]
+    assert findings(objs) == []
+    # the epoch-0 batch as the snapshot's state is what does not match
+    body = struct.pack(">i", 1) + struct.pack(">qhiqiqiq", 7, 0, 1, 1, 1, 1700000000000,
+                                              0, -1)
+    (part / "00000000000000000003.snapshot").write_bytes(
+        struct.pack(">hI", 1, crc32c.crc32c(body)) + body)
+    assert findings(jsonl(str(part))) == ["producer_state_mismatch"]
+
+
+def test_preallocated_index_is_read_cheaply(tmp_path):
+    import time
+    from kdissect.protocol.ondisk import offset_index
+    data = struct.pack(">ii", 3, 4096) + struct.pack(">ii", 9, 8192) + bytes(10 << 20)
+    started = time.process_time()
+    tree = offset_index(data, 0)
+    assert time.process_time() - started < 0.5
+    assert [c.name for c in tree.children] == ["[0]", "[1]", "_preallocated"]
+
+
+def test_resync_after_damage_is_bounded(tmp_path):
+    """After damage the next intact batch is searched for within a MiB, its CRC work
+    bounded: heads every 64 bytes that all claim a batch running to the file's end (each
+    a CRC over megabytes) cost no more than a few."""
+    import time
+    size = 3 << 20
+    data = bytearray(size)
+    data[8:12] = struct.pack(">i", -5)                      # no batch at position 0
+    for pos in range(64, 1 << 20, 64):
+        struct.pack_into(">i", data, pos + 8, size - pos - 12)
+        data[pos + 16] = 2
+    part = tmp_path / "t-0"
+    part.mkdir()
+    (part / "00000000000000000000.log").write_bytes(bytes(data))
+    started = time.process_time()
+    codes = findings(jsonl(str(part)))
+    assert time.process_time() - started < 10
+    assert codes == ["log_nonsense_tail"], codes

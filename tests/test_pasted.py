@@ -73,13 +73,14 @@ def test_a_version_newer_than_the_schemas_decodes_with_the_newest_layout():
     assert ex.has("assumed_version")
 
 
-def test_key_93_is_not_given_a_layout_no_release_has():
-    """Kafka 4.3 defines no key 93; trunk gave it to StreamsGroupTopologyDescriptionUpdate
-    (an earlier trunk had GetReplicaLogInfo there): named, but the body is not guessed."""
-    from kdissect.protocol import decode_request
-    msg = decode_request(struct.pack(">hhih", 93, 0, 5, 4) + b"test" + b"\x00" + b"\x01\x02")
-    assert msg.title == "StreamsGroupTopologyDescriptionUpdate v0 Request"
-    assert [text for _, text in msg.problems] == ["API key 93 is not in kdissect's schemas"]
+def test_a_key_no_release_defines_is_not_given_a_layout():
+    """The key after the pinned release's last (Kafka 4.4: 95) is named by its number and
+    its body is not guessed (key 93 was such a key until 4.4 defined it)."""
+    from kdissect.protocol import decode_request, schemas
+    key = max(schemas.all_versions()) + 1
+    msg = decode_request(struct.pack(">hhih", key, 0, 5, 4) + b"test" + b"\x00" + b"\x01\x02")
+    assert msg.title == f"ApiKey{key} v0 Request"
+    assert [text for _, text in msg.problems] == [f"API key {key} is not in kdissect's schemas"]
 
 
 # -- the paste corpus (captures/blobs/pastes, made by tests/support/make_pastes.py) -------
@@ -89,6 +90,7 @@ import json  # noqa: E402
 import pytest  # noqa: E402
 
 from kdissect.blob import parse_blob  # noqa: E402
+from kdissect.cli.blob_cmd import read_text  # noqa: E402
 
 BLOBS = ROOT / "captures" / "blobs"
 CORPUS = json.loads((BLOBS / "corpus.json").read_text())
@@ -98,11 +100,14 @@ CORPUS = json.loads((BLOBS / "corpus.json").read_text())
 def test_corpus(case):
     """Each paste: its bytes extracted exactly; the right API where the bytes say it;
     bodies and bare batches decoded with hints; findings and ambiguity where due."""
-    blob = parse_blob((BLOBS / "pastes" / case["file"]).read_bytes())
-    assert blob.data.hex() == case["bytes"]
+    text = (BLOBS / "pastes" / case["file"]).read_bytes()
+    assert parse_blob(text).data.hex() == case["bytes"]       # the whole-text reading
     h = case.get("hints", {})
-    reading = read_paste(blob.data, Hints(h.get("api"), h.get("version"), h.get("direction"),
-                                          h.get("body", False), h.get("records", False)))
+    # and what `kdissect blob` reads: the best of every candidate region
+    found = read_text(text, Hints(h.get("api"), h.get("version"), h.get("direction"),
+                                  h.get("body", False), h.get("records", False)))
+    assert found.blob.data.hex() == case["bytes"]
+    reading = found.reading
     first = reading.items[0]
     msg = first.message
     assert len(reading.items) == case.get("messages", 1)
@@ -188,3 +193,117 @@ def test_guessing_answers_at_once():
     reading = read_paste(data)
     assert time.process_time() - start < 1.0
     assert reading.items[0].message.title == "Metadata v0 Response"
+
+
+# -- issue 40: the bytes found by search; a prefix larger than the bytes; bare messages ---
+
+import base64  # noqa: E402
+
+from kdissect.protocol import api_key_of  # noqa: E402
+
+REAL = Path(__file__).parent / "data" / "real_pastes"
+REQUEST = bytes.fromhex("00000014001200020000000100" "0a636f6e73756d65722d31")  # ApiVersions v2
+
+
+def _real(name: str) -> bytes:
+    cases = {c["file"]: c for c in json.loads((REAL / "cases.json").read_text())}
+    return bytes.fromhex(cases[name]["hex"])
+
+
+SHAPES = {   # the shapes the issue names; each holds REQUEST among other text
+    "markdown fence, prompt and prose": "I send this by hand:\n\n```\n$ echo -n "
+        + REQUEST.hex() + " | xxd -r -p | nc localhost 9092\n```\nGenerating it fails. Why?",
+    "prose line before a dump": "Generating the request, then xxd:\n00000000: 0000 0014 0012 "
+        "0002 0000 0001 000a 636f  ..............co\n00000010: 6e73 756d 6572 2d31          "
+        "            nsumer-1\n",
+    "bytes in // comments": "// " + REQUEST.hex(" ") + "\nfn main() {}\n",
+    "a rust vec! and b\"\" literals in its assert": "let v = vec![" + ", ".join(map(str, REQUEST))
+        + "];\nassert_eq!(r.value, b\"0123456789\");\nassert_eq!(r.key, b\"k1\");\n",
+    "an erlang assert with more binaries": "?assertEqual(<<" + ",".join(map(str, REQUEST))
+        + ">>, encode(R)),\n?assertEqual(<<\"consumer-1\">>, client(R)),\n"
+        "?assertEqual([0, 1, 2], partitions(R)).\n",
+    "an array of ids after the message": "msg = bytes([" + ", ".join(map(str, REQUEST))
+        + "])\nassert parts == [0, 1, 2, 3, 4]\n",
+    "a tester table with a remote: prefix": "remote: [tester::#NH4] Hexdump of sent request:\n"
+        "remote: [tester::#NH4] Idx  | Hex                                             | ASCII\n"
+        + "".join(f"remote: [tester::#NH4] {i:04x} | {REQUEST[i:i + 16].hex(' '):47} | x\n"
+                  for i in range(0, len(REQUEST), 16)) + "remote: [tester::#NH4]\n",
+    "base64 in a code string": 'local b64 = "' + base64.b64encode(REQUEST).decode()
+        + '"\nlocal raw = ngx.decode_base64(b64)\n',
+    "an annotated decimal list": "[0, 0, 0, 20,  // size\n 0, 18 (api key), 0, 2 (version),"
+        " 0, 0, 0, 1 (correlation id),\n 0, 10, " + ", ".join(map(str, REQUEST[14:])) + "]",
+}
+
+
+@pytest.mark.parametrize("name", SHAPES)
+def test_the_bytes_are_found_in_any_text(name):
+    found = read_text(SHAPES[name])
+    assert found.blob.data == REQUEST, [(c.blob.format, c.blob.data.hex())
+                                        for c in found.candidates]
+    [item] = found.reading.items
+    assert (item.message.api_name, item.message.api_version, item.clean) == \
+        ("ApiVersions", 2, True)
+    assert item.message.client_id == "consumer-1"
+
+
+def test_a_prefix_larger_than_the_bytes_is_a_message_cut_short():
+    """A fixture that holds the first 45 bytes of a 163-byte JoinGroup v5 request (real
+    bytes, tests/data/real_pastes): what is there is decoded, the rest marked missing."""
+    data = _real("rust-join-group-v5-with-byte-strings.rs")[:45]
+    reading = read_paste(data)
+    [item] = reading.items
+    assert "cut short (41 of 159 bytes)" in reading.label
+    assert (item.message.api_name, item.message.api_version) == ("JoinGroup", 5)
+    assert item.message.correlation_id == 3 and item.message.client_id == "rdkafka"
+    assert [f.code for f in item.findings] == ["truncated"]
+    assert "the last 118 are missing" in item.findings[0].detail
+
+
+def test_a_hint_wins_over_guessing_for_a_message_cut_short():
+    """A response has no header to tell it: without hints the guess is free; told the
+    API and version, the prefix is believed and the cut-short response is read as told."""
+    data = _real("rust-find-coordinator-v1-response.rs")[:40]
+    told = read_paste(data, Hints(api_key_of("FindCoordinator"), 1, "response"))
+    [item] = told.items
+    assert (item.message.api_name, item.message.api_version, item.message.direction) == \
+        ("FindCoordinator", 1, "response")
+    assert item.how == "told: API and version" and item.findings[0].code == "truncated"
+    assert item.message.correlation_id == 0
+    body = {c.name: c.value for c in item.message.tree.children[1].children}
+    assert body["node_id"] == 1002
+
+
+def test_records_reads_a_bare_v0_message_as_a_message_set_entry():
+    """The Perl client's produce fixture holds a v0 message (crc, magic 0, null key,
+    'Hello!'); given --records without its offset and size, it is that message, its CRC
+    checked, not a partial batch."""
+    message = bytes.fromhex("8dc795a20000ffffffff0000000648656c6c6f21")
+    [item] = read_paste(message, Hints(records=True)).items
+    [entry] = item.message.tree.children[0].children
+    fields = {c.name: (c.offset, c.value, c.problem) for c in entry.children}
+    assert entry.name == "message" and (entry.offset, entry.length) == (0, 20)
+    assert fields["crc"] == (0, 0x8dc795a2, None)         # verifies
+    assert fields["value"][:2] == (10, b"Hello!") and fields["key"][1] is None
+    assert "bare v0/v1 message" in item.how and not item.message.tree.findings()
+
+
+def test_show_extraction_lists_the_candidates_and_candidate_picks_one():
+    text = (REAL / "tester-log-request-and-response.txt").read_text()
+    res = subprocess.run([sys.executable, "-m", "kdissect", "blob", text, "--show-extraction",
+                          "--no-hex"], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert "3 candidate region(s), best first" in res.stderr
+    assert "1. 62 bytes (hex dumps, joined) from lines 6-14: 2 size-prefixed messages" \
+        in res.stderr and "<- read" in res.stderr
+    other = subprocess.run([sys.executable, "-m", "kdissect", "blob", text, "--candidate", "3",
+                            "--json"], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    out = json.loads(other.stdout)
+    assert out["input"]["candidate"] == 3 and out["input"]["length"] == 23
+    assert [m["direction"] for m in out["messages"]] == ["response"]
+    plain = subprocess.run([sys.executable, "-m", "kdissect", "blob", text, "--no-hex"],
+                           capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert plain.stderr.startswith("read 62 bytes (hex dumps, joined) from lines 6-14, "
+                                   "candidate 1 of 3 (--show-extraction lists them)")
+    bad = subprocess.run([sys.executable, "-m", "kdissect", "blob", text, "--candidate", "9"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert bad.returncode == 2 and "there is no candidate 9" in bad.stderr

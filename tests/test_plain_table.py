@@ -35,7 +35,7 @@ BOXES = ["HEAVY_HEAD", "SIMPLE_HEAD", "ROUNDED", "ASCII", "MINIMAL", "SIMPLE", "
          "DOUBLE_EDGE", "MINIMAL_HEAVY_HEAD", "HORIZONTALS", "MARKDOWN"]
 TITLES = [None, "", "Errors", "Diagnoses (docs/findings.md)",
           "Exchanges per API: broker time, i.e. latency less the waits clients asked for "
-          "(Fetch max_wait_ms answered empty, JoinGroup/SyncGroup rebalances)",
+          "(Fetch/ShareFetch max_wait_ms, JoinGroup/SyncGroup rebalances)",
           "a " + "x" * 90 + " b", "  leading spaces and   several   gaps  ", "宽 title"]
 
 

@@ -68,6 +68,26 @@ def expected(value):
     return value
 
 
+def kafka_names(value, kio, ours):
+    """kio's values under kdissect's field names: where the pinned release renamed a field
+    that kio still has under its old name (recent.bnf, e.g. TxnOffsetCommit v3-5's
+    generation_id_or_member_epoch), the wire is the same and kdissect follows Kafka
+    (tests/test_kafka_schemas.py); fields pair up by position, tagged ones by tag."""
+    if isinstance(value, list):
+        return [kafka_names(v, kio, ours) for v in value]
+    if not isinstance(value, dict) or kio is None or ours is None or kio == ours:
+        return value
+    pairs = {**{a.name: b for a, b in zip(kio.fields, ours.fields)},
+             **{a.name: ours.tag_field(a.tag) for a in kio.tagged}}
+    out = {}
+    for name, v in value.items():
+        mine = pairs.get(name)
+        out[name if mine is None else mine.name] = v if mine is None else \
+            kafka_names(v, next(f.struct for f in (*kio.fields, *kio.tagged) if f.name == name),
+                        mine.struct)
+    return out
+
+
 def omitted(f: dataclasses.Field, value) -> bool:
     """A tagged field at its default is not written at all."""
     if "tag" not in f.metadata:
@@ -134,7 +154,9 @@ def test_kio_roundtrip(key, version, direction):
             msg = decode_response(data, key, version, RAW_RECORDS)
         assert msg.problems == []
         assert msg.correlation_id == corr
-        assert msg.body.plain() == expected(instance)
+        assert msg.body.plain() == kafka_names(expected(instance),
+                                               kio_schemas.layout(key, version, direction),
+                                               schemas.layout(key, version, direction))
         assert_tiles(msg.tree, len(data))
 
     check()

@@ -38,8 +38,8 @@ def _decoded(part: Path) -> list[dict]:
 
 def _segments_deleted(part: Path) -> bool:
     """Whether every segment copied to remote storage has been deleted there (Kafka
-    4.3.1 deletes a deleted topic's remote segments one by one: DELETE_SEGMENT_STARTED,
-    DELETE_SEGMENT_FINISHED; it writes no RemotePartitionDeleteMetadataRecord)."""
+    4.3.1 and 4.4.0 delete a deleted topic's remote segments one by one: DELETE_SEGMENT_STARTED,
+    DELETE_SEGMENT_FINISHED; neither writes a RemotePartitionDeleteMetadataRecord)."""
     copied, deleted = set(), set()
     for r in _decoded(part):
         for name, v in r["value_decoded"].items():

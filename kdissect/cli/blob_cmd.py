@@ -11,13 +11,13 @@ import click
 from rich.console import Console
 from rich.text import Text
 
-from ..blob import BlobError, parse_blob
+from ..blob import _EXPECTED, BlobError, find_candidates, parse_blob
 from ..protocol import Options, api_key_of, api_name
 from ..protocol.decode import decode_body
 from ..protocol.grammar import GrammarError, parse_grammar
 from ..render.text import print_node
 from ..protocol.guess import distinguish
-from ..sources.paste_choice import read_paste
+from ..sources.paste_choice import NoSuchCandidate, TextReading, read_regions
 from ..sources.pasted import Hints
 from .common import budget, budget_nodes_option
 from .group import SUMMARIES, main
@@ -37,8 +37,12 @@ and TCP headers are left out), Erlang and Elixir binaries <<0,0,3,"topic"::binar
 Python b'\\x00...' literals (split over lines, in lists), arrays in C, Java, Go
 ([]byte{0, 't'}), Rust (0b1), Node's {"type":"Buffer","data":[...]}, Go's fmt output
 [0 0 0 18], quoted hex in code ("00" + "12", echo -n "..." | xxd -r -p), base64.
---show-extraction shows which lines the bytes came from; when reading fails, the
-error names the line and character that stopped it. See docs/blob.md.
+The input is searched, not parsed: every region that can be bytes (each literal,
+runs of dump or hex lines behind any prefix such as a log tag or prompt) is decoded,
+and the one that decodes best is read. --show-extraction shows which lines the bytes
+came from and lists the other candidates; --candidate N reads another. When nothing
+can be bytes, the error names the line and character that stopped the reader. See
+docs/blob.md.
 
 The 4-byte size prefix may be there or not (a prefix that does not match the bytes is
 reported); several size-prefixed messages in a row are decoded one by one; a fragment
@@ -78,7 +82,11 @@ Examples:
 @click.option("--at", "at", type=click.IntRange(0), default=0, metavar="OFFSET",
               help="Start reading at this byte of the pasted bytes (a fragment).")
 @click.option("--show-extraction", is_flag=True,
-              help="Show which lines and characters of the input the bytes came from.")
+              help="Show which lines and characters of the input the bytes came from, and "
+                   "the other regions of the input that could be the bytes (candidates).")
+@click.option("--candidate", "pick", type=click.IntRange(1), metavar="N",
+              help="Read the N-th candidate region of the input (see --show-extraction) "
+                   "instead of the one that decodes best.")
 @click.option("--candidates", "shown", default="5", show_default=True, metavar="N|all",
               help="How many of the clean candidates a guess lists.")
 @click.option("--json", "as_json", is_flag=True, help="Print the tree as JSON (see docs/json.md).")
@@ -91,7 +99,7 @@ Examples:
                    "payloads (bomb protection; the rest stays compressed, marked).")
 @budget_nodes_option
 @value_options
-def blob(input, api, api_version, direction, body, records, at, show_extraction, shown,
+def blob(input, api, api_version, direction, body, records, at, show_extraction, pick, shown,
          as_json, show_secrets, grammar, no_hex, max_decompressed):
     console = Console(highlight=False)
     err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -104,19 +112,13 @@ def blob(input, api, api_version, direction, body, records, at, show_extraction,
                                "record batches, --records reads one without a body")
     limit = _candidate_limit(shown)
     text = _read_input(input)
-    try:
-        parsed = parse_blob(text)
-    except BlobError as e:
-        raise click.UsageError(f"could not read the bytes: {e}") from None
     options = budget(max_decompressed, show_secrets=show_secrets)
-    data = parsed.data
-    if show_extraction and not as_json:
-        err.print(extraction_text(parsed, text))
-    if at > len(data):
-        raise click.BadParameter(f"offset {at} is past the end of the {len(data)} bytes read",
-                                 param_hint="--at")
     if grammar is not None:
-        _blob_grammar(console, grammar, data, options, as_json, no_hex, parsed.format)
+        try:
+            parsed = parse_blob(text)
+        except BlobError as e:
+            raise click.UsageError(f"could not read the bytes: {e}") from None
+        _blob_grammar(console, grammar, parsed.data, options, as_json, no_hex, parsed.format)
         return
     key = None
     if api is not None:
@@ -127,18 +129,36 @@ def blob(input, api, api_version, direction, body, records, at, show_extraction,
     if body and key is not None and api_version is not None and direction is None:
         raise click.UsageError("a body has no header to say its direction: add --request "
                                "or --response (or leave out --api/--version to guess)")
-    reading = read_paste(data, Hints(key, api_version, direction, body, records, at), options)
+    try:
+        found = read_text(text, Hints(key, api_version, direction, body, records, at), options,
+                          pick)
+    except (BlobError, NoSuchCandidate) as e:
+        raise click.UsageError(f"could not read the bytes: {e}") from None
+    parsed, reading = found.blob, found.reading
+    data = parsed.data
+    if show_extraction and not as_json:
+        err.print(extraction_text(parsed, text))
+        err.print(candidates_list(found))
+    if at > len(data):
+        raise click.BadParameter(f"offset {at} is past the end of the {len(data)} bytes read",
+                                 param_hint="--at")
     items = reading.items
     if as_json:
         out = {"input": {"format": parsed.format, "length": len(data),
                          "extraction": [dataclasses.asdict(p) for p in parsed.pieces],
-                         "skipped": list(parsed.skipped)},
+                         "skipped": list(parsed.skipped),
+                         "candidate": found.chosen + 1,
+                         "candidates": [_candidate_json(c) for c in found.candidates]},
                "reading": {"as": reading.label, "why": reading.why},
                "messages": [_item_json(item, n, show_secrets)
                             for n, item in enumerate(items)]}
         _echo_json(out, [i.message.tree for i in items], show_secrets)
         return
-    err.print(Text(f"read {len(data)} bytes ({parsed.format}) as {reading.label}"
+    region = ""
+    if len(found.candidates) > 1:       # say which region of the text was read
+        region = (f" from {_where(parsed)}, candidate {found.chosen + 1} of "
+                  f"{len(found.candidates)} (--show-extraction lists them)")
+    err.print(Text(f"read {len(data)} bytes ({parsed.format}){region} as {reading.label}"
                    + (f" ({reading.why})" if reading.why else ""), style="dim"))
     for item in items:
         msg = item.message
@@ -154,6 +174,18 @@ def blob(input, api, api_version, direction, body, records, at, show_extraction,
         print_node(console, msg.data, msg.tree, show_secrets, item.offset, title, not no_hex)
         _print_problems(console, [(f.where or "message", f.code, f.detail)
                                   for f in item.findings] + msg.tree.findings())
+
+
+def read_text(text: str | bytes, hints: Hints | None = None, options: Options | None = None,
+              pick: int | None = None) -> TextReading:
+    """Find the bytes in a pasted text: every region that can be bytes
+    (blob.find_candidates) is decoded, the one that decodes best is the reading. Raises
+    BlobError, naming where the readers stopped, when nothing in the text can be bytes."""
+    found = find_candidates(text)
+    if not found:
+        parse_blob(text)                # raises the error that says what stopped it
+        raise BlobError("nothing in the input can be bytes: " + _EXPECTED)
+    return read_regions(found, hints, options, pick)
 
 
 def _candidate_limit(shown: str) -> int | None:
@@ -201,6 +233,40 @@ def extraction_text(parsed, text) -> Text:
 
 
 EXTRACTION_LISTED = 40
+
+
+def _where(blob) -> str:
+    if not blob.pieces:
+        return "the whole input"
+    first, last = blob.pieces[0], blob.pieces[-1]
+    return (f"line {first.line}" if first.line == last.end_line else
+            f"lines {first.line}-{last.end_line}")
+
+
+def _candidate_summary(c) -> str:
+    items = c.reading.items
+    names = ", ".join(i.message.title for i in items[:3]) + \
+        (f" and {len(items) - 3} more" if len(items) > 3 else "")
+    state = "clean" if all(i.clean for i in items) else "does not decode cleanly"
+    return (f"{len(c.blob.data)} bytes ({c.blob.format}) from {_where(c.blob)}: "
+            f"{c.reading.label}, {names}, {state}")
+
+
+def candidates_list(found) -> Text:
+    """Every region of the input that could be the bytes, best first; which one was read."""
+    out = Text(f"{len(found.candidates)} candidate region(s), best first "
+               f"(--candidate N reads another):", style="dim")
+    for n, c in enumerate(found.candidates, 1):
+        mark = "  <- read" if n - 1 == found.chosen else ""
+        out.append(f"\n  {n}. {_candidate_summary(c)}{mark}", style="dim")
+    return out
+
+
+def _candidate_json(c) -> dict:
+    return {"format": c.blob.format, "length": len(c.blob.data), "where": _where(c.blob),
+            "reading": c.reading.label,
+            "messages": [i.message.title for i in c.reading.items],
+            "clean": all(i.clean for i in c.reading.items)}
 
 
 def _read_input(arg: str | None) -> str | bytes:

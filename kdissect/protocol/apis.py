@@ -120,7 +120,8 @@ api(74, "ListConfigResources")
 api(75, "DescribeTopicPartitions", teaches_topic_ids=True)
 api(76, "ShareGroupHeartbeat")
 api(77, "ShareGroupDescribe")
-api(78, "ShareFetch", records="response", names_brokers=True)
+SHARE_FETCH = api(78, "ShareFetch", records="response", names_brokers=True,
+                  waits=("max_wait_ms",)).key
 api(79, "ShareAcknowledge", names_brokers=True)
 api(80, "AddRaftVoter")
 api(81, "RemoveRaftVoter")
@@ -135,9 +136,10 @@ api(89, "StreamsGroupDescribe")
 api(90, "DescribeShareGroupOffsets")
 api(91, "AlterShareGroupOffsets")
 api(92, "DeleteShareGroupOffsets")
-# not in Kafka 4.3: trunk assigns 93 to KIP-1331's topology push (KAFKA-20620) after the
-# unreleased GetReplicaLogInfo moved; no release defines its layout yet
-api(93, "StreamsGroupTopologyDescriptionUpdate")
+api(93, "StreamsGroupTopologyDescriptionUpdate")   # Kafka 4.4 (KIP-1331's topology push)
+api(94, "UnregisterController")                    # Kafka 4.4
+# A newer release's keys are appended below by scripts/kafka/update (one line each, no
+# properties: add those by hand where they apply).
 
 # -- derived views (sets and dicts: these are asked per message) -------------------------
 NAMES: dict[int, str] = {k: a.name for k, a in TABLE.items()}

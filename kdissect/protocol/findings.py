@@ -172,7 +172,12 @@ register("producer_epoch_bump", "note", "sequence",
          "version 2, or the producer recovered): sequences start again")
 register("leadership_storm", "warn", "sequence",
          "10 or more NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH / NOT_COORDINATOR answers "
-         "on one connection within 5 s: the client's metadata is stale")
+         "on one connection within 5 s: the client's metadata is stale (not the KRaft "
+         "quorum's own requests, whose such answers are an election's steps)")
+register("controlled_shutdown", "note", "sequence",
+         "a broker asked the KRaft controller to shut down (BrokerHeartbeat want_shut_down): "
+         "a controlled shutdown or restart, its partitions' leadership moving away; said "
+         "when it first asks and when the controller lets it go")
 register("message_truncated", "error", "sequence",
          "part of the message was not captured (a gap in the TCP stream)")
 register("pending_limit", "warn", "sequence",
@@ -184,6 +189,18 @@ register("log_nonsense_tail", "error", "storage",
          "bytes at the end of a segment that are no batch: recovery truncates them")
 register("log_zero_tail", "note", "storage",
          "a zero-filled tail after the last batch (a preallocated or torn segment)")
+register("log_bad_batch", "error", "storage",
+         "bytes where a batch should start that are no batch (a length past the end or "
+         "too short, a magic byte no Kafka writes with a failing CRC), with intact batches "
+         "after them: damage, not a torn write; recovery truncates there (the text says "
+         "whether it runs); the batches after it are read")
+register("log_bad_magic", "error", "storage",
+         "a batch whose magic byte no Kafka writes, though its length and CRC hold (the "
+         "CRC does not cover the magic byte): Kafka's recovery keeps it; kept as bytes, "
+         "the batches after it are read")
+register("unclean_shutdown", "note", "storage",
+         "a broker's log dir without .kafka_cleanshutdown: the broker is running or did not "
+         "stop cleanly; it recovers the segments past each recovery point at its next start")
 register("offset_not_monotonic", "error", "storage",
          "a batch's offsets do not grow past the previous batch's")
 register("offset_gap", "note", "storage",
@@ -226,8 +243,9 @@ register("renegotiation", "warn", "security",
 # performance
 register("throttled", "warn", "performance", "the broker throttled the client (throttle_time_ms > 0)")
 register("slow_response", "warn", "performance",
-         "the broker took more than 0.5 s beyond the wait the request asked for "
-         "(Fetch max_wait_ms, a JoinGroup's rebalance)")
+         "the broker took more than 0.5 s beyond every wait the request asked for "
+         "(Fetch and ShareFetch max_wait_ms, even when records came back; a JoinGroup's "
+         "rebalance), the text says which wait was subtracted")
 register("consumer_lag", "note", "performance",
          "a consumer's Fetch left it behind the high watermark (lag per partition, after "
          "the records this fetch returned)")

@@ -45,6 +45,8 @@ def _entries(buf: bytes, size: int, name: str, kind: str, fields,
     log.index.interval.bytes of batches, so never at position 0)."""
     root = Node(name, "array", 0, len(buf))
     n = len(buf) // size
+    # (the last nonzero byte ends the last entry used: one C-speed pass, where a test per
+    # entry cost seconds on the 10 MiB an unclean stop leaves preallocated)
     used = min(n, -(-len(bytes(buf[:n * size]).rstrip(b"\0")) // size))
     for i in range(min(used, max_entries)):
         pos = i * size

@@ -29,7 +29,8 @@ RESPONSE_HEADERS = {
 @lru_cache(maxsize=None)
 def _table(name: str) -> dict[tuple[int, str, int], Struct]:
     """One of kdissect's own tables, for what kio lacks: legacy.bnf (versions Kafka 4
-    dropped) and recent.bnf (what Kafka defined after kio's snapshot)."""
+    dropped) and recent.bnf (the pinned release's versions kio lacks or gets wrong,
+    written by scripts/kafka/update)."""
     text = _text(name)
     if all(not line.strip() or line.lstrip().startswith("#") for line in text.splitlines()):
         return {}       # a table with nothing in it (recent.bnf when kio is current)
@@ -37,11 +38,6 @@ def _table(name: str) -> dict[tuple[int, str, int], Struct]:
     return {(keys[api], direction, version): st
             for (api, direction, version), st in parse_grammar(text).messages.items()
             if direction in ("request", "response")}
-
-
-@lru_cache(maxsize=1)
-def _legacy() -> dict[tuple[int, str, int], Struct]:
-    return {**_table("legacy.bnf"), **_table("recent.bnf")}
 
 
 @lru_cache(maxsize=None)
@@ -70,12 +66,56 @@ def recent_versions() -> set[tuple[int, int]]:
 
 @lru_cache(maxsize=None)
 def layout(api_key: int, api_version: int, direction: str) -> Struct | None:
-    if (api_key, api_version) in _versions("legacy.bnf") or \
-            (api_key, api_version) in _versions("recent.bnf"):
-        st = _legacy().get((api_key, direction, api_version))
+    # recent.bnf first: it also corrects versions kio has (one direction may be there alone)
+    if (api_key, api_version) in _versions("recent.bnf"):
+        st = _table("recent.bnf").get((api_key, direction, api_version))
+        if st is not None:
+            return _hinted(st, _kio_before(api_key, api_version, direction))
+    if (api_key, api_version) in _versions("legacy.bnf"):
+        st = _table("legacy.bnf").get((api_key, direction, api_version))
         if st is not None:
             return st
     return _kio().layout(api_key, api_version, direction)
+
+
+def _kio_before(api_key: int, api_version: int, direction: str) -> Struct | None:
+    """kio's layout of the newest version up to ``api_version`` (None for a key kio lacks)."""
+    older = [v for v in _kio().versions().get(api_key, ()) if v <= api_version]
+    return _kio().layout(api_key, max(older), direction) if older else None
+
+
+def _hinted(st: Struct, ref: Struct | None) -> Struct:
+    """``st`` with the hints ("duration", "time") kio gives the same fields in ``ref``:
+    recent.bnf comes from Kafka's runtime schemas, which do not say that an int32 is a
+    duration, and a newer version should read like the one before it."""
+    if ref is None:
+        return st
+    known = {f.name: f for f in (*ref.fields, *ref.tagged)}
+
+    def one(f: Field) -> Field:
+        r = known.get(f.name)
+        if r is None or r.type != f.type:
+            return f
+        sub = _hinted(f.struct, r.struct) if f.struct is not None else None
+        return Field(f.name, f.type, f.array, f.nullable, f.tag, sub, f.hint or r.hint, f.compact)
+    return Struct(st.name, tuple(map(one, st.fields)), tuple(map(one, st.tagged)), st.flexible)
+
+
+def wire_shape(st: Struct) -> tuple:
+    """What the wire sees of a layout, to compare layouts from different sources
+    (scripts/kafka/update, tests/test_kafka_schemas.py): (flexible, fields), each field
+    (name, type, array, nullable, compact, tag, its struct's shape); tagged fields after
+    the others by tag. Nullability counts only where the wire has a null (strings, bytes,
+    arrays, structs: kio also calls fixed-width uuids optional); hints and struct names
+    do not count."""
+    fields = []
+    for f in (*st.fields, *st.tagged):
+        sub = wire_shape(f.struct) if f.struct is not None else None
+        variable = f.array or f.type in ("string", "bytes", "records")
+        compact = (f.compact if f.compact is not None else st.flexible) if variable else None
+        nullable = f.nullable if f.array or f.type in ("string", "bytes", "struct") else None
+        fields.append((f.name, f.type, f.array, nullable, compact, f.tag, sub))
+    return st.flexible, tuple(sorted(fields, key=lambda f: (f[5] is not None, f[5] or 0)))
 
 
 def _kio():

@@ -200,8 +200,8 @@ def _records(buf: bytes, pos: int, end: int, s) -> list:
 def _batch(buf: bytes, start: int, end: int, s) -> dict:
     if end - start < 61:
         raise Bail
-    (base, _length, _epoch, _magic, crc, attrs, last_delta, base_ts, max_ts, _pid, _pe,
-     _seq, count) = _BATCH_HEAD.unpack_from(buf, start)
+    (base, length, epoch, magic, crc, attrs, last_delta, base_ts, max_ts, pid, pe,
+     seq, count) = _BATCH_HEAD.unpack_from(buf, start)
     pos = start + 61
     if crc32c(memoryview(buf)[start + 21:end]) != crc:
         raise Bail
@@ -237,8 +237,11 @@ def _batch(buf: bytes, start: int, end: int, s) -> dict:
             _schema_values(records, s)
     if s.batch_records is not None:
         records = s.batch_records(records)
-    return {"base_offset": base, "attributes": _attributes_note(attrs, 2), "problems": [],
-            "records": records}
+    return {"base_offset": base, "batch_length": length, "partition_leader_epoch": epoch,
+            "magic": magic, "crc": crc, "attributes": _attributes_note(attrs, 2),
+            "last_offset_delta": last_delta, "base_timestamp": base_ts,
+            "max_timestamp": max_ts, "producer_id": pid, "producer_epoch": pe,
+            "base_sequence": seq, "record_count": count, "problems": [], "records": records}
 
 
 def _schema_values(records: list[dict], s: _State) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..protocol.node import Node
+from ..protocol.ondisk import BATCH_FIELDS
 from ..protocol.records import record_offset
 from ..protocol.secrets import REDACTED
 from ..protocol.values_schema import (by_value_schema, decoded_of, json_value, plain_value,
@@ -142,8 +143,10 @@ def record_json(n: Node, show: bool = False) -> dict:
                         for h in (headers.children if headers else [])
                         if (k := h.child("key")) is not None],
             **decoded_json(n, show)})
-    ts = n.child("timestamp")
+    ts, crc, magic = n.child("timestamp"), n.child("crc"), n.child("magic")
     return _schema_ids(n, {"offset": record_offset(n),
+                           "crc": crc.value if crc is not None else None,
+                           "magic": magic.value if magic is not None else None,
                            "timestamp": ts.value if ts is not None else None,
                            "key": _child_bytes(n, "key", show),
                            "value": _child_bytes(n, "value", show),
@@ -152,11 +155,13 @@ def record_json(n: Node, show: bool = False) -> dict:
 
 def batch_json(b: Node, show: bool = False) -> dict:
     if b.ktype == "record_batch":
-        attrs, base = b.child("attributes"), b.child("base_offset")
-        return {"base_offset": base.value if base is not None else None,
-                "attributes": attrs.note if attrs is not None else None,
-                "problems": [r for _, r in b.problems()],
-                "records": records_of(b, show)}
+        # every field of the batch's header (null where a damaged batch lacks it), the
+        # attributes as the tree notes them
+        head: dict = {}
+        for name in BATCH_FIELDS:
+            n = b.child(name)
+            head[name] = (n.note if name == "attributes" else n.value) if n is not None else None
+        return {**head, "problems": [r for _, r in b.problems()], "records": records_of(b, show)}
     if b.ktype.startswith("message_v"):
         magic = b.child("magic")
         return {"magic": magic.value if magic is not None else None,

@@ -24,7 +24,7 @@ def stats_tables(stats: Stats) -> Any:
 def stats_pieces(stats: Stats) -> Pieces:
     parts = Pieces()
     apis = Table(title="Exchanges per API: broker time, i.e. latency less the waits clients "
-                       "asked for (Fetch max_wait_ms answered empty, JoinGroup/SyncGroup "
+                       "asked for (Fetch/ShareFetch max_wait_ms, JoinGroup/SyncGroup "
                        "rebalances)", title_justify="left")
     for col in ("API", "count", "p50 ms", "p90 ms", "p99 ms", "max ms", "waited", "max latency ms"):
         apis.add_column(col, justify="left" if col == "API" else "right")
@@ -92,7 +92,7 @@ def stats_pieces(stats: Stats) -> Pieces:
     for group, g in list(stats.groups.items())[:LISTED]:
         parts.append(group_timeline(group, g))
     if len(stats.groups) > LISTED:
-        parts.append(Lines([(f"and {len(stats.groups) - LISTED} more consumer groups",
+        parts.append(Lines([(f"and {len(stats.groups) - LISTED} more groups",
                              "dim")]))
     lines = Lines()
     lines.append(f"bytes: {stats.bytes_requests} to brokers, {stats.bytes_responses} to "
@@ -161,16 +161,22 @@ def _ranges(values: set[int]) -> str:
 
 
 def group_timeline(group: str, g) -> Table:
-    """A consumer group's joins, syncs, failed heartbeats and leaves, in time order."""
-    table = Table(title=f"Consumer group {group}: {len(g.members)} member"
-                        f"{'s' if len(g.members) != 1 else ''}, {g.rebalances} generation"
+    """A group's joins, syncs, failed heartbeats and leaves (classic), or its members'
+    joins, epochs, assignments, fencing and leaves (KIP-848, share, streams), in time
+    order."""
+    classic = g.kind == "consumer group"
+    numbers = "generation" if classic else "member epoch"
+    table = Table(title=f"{g.kind[0].upper()}{g.kind[1:]} {group}: {len(g.members)} member"
+                        f"{'s' if len(g.members) != 1 else ''}, {g.rebalances} {numbers}"
                         f"{'s' if g.rebalances != 1 else ''}, {g.heartbeats} heartbeats "
-                        f"answered", title_justify="left", box="SIMPLE_HEAD")
-    for col in ("time", "API", "member", "gen", "what"):
-        table.add_column(col, justify="right" if col == "gen" else "left")
+                        f"answered" + ("" if classic else " with nothing new"),
+                  title_justify="left", box="SIMPLE_HEAD")
+    for col in ("time", "API", "member", "gen" if classic else "epoch", "what"):
+        table.add_column(col, justify="right" if col in ("gen", "epoch") else "left")
     events = sorted(g.events, key=lambda e: e.ts)
     for e in events[:TIMELINE_LISTED]:
-        what = (e.error, "red") if e.error else (e.detail, "")
+        what = (e.error + (f": {e.detail}" if e.detail and not classic else ""), "red") \
+            if e.error else (e.detail, "")
         member = e.member if len(e.member) <= 24 else e.member[:23] + "…"
         table.add_row(iso(e.ts)[11:23], e.api, member,
                       "" if e.generation is None else str(e.generation), what)

@@ -23,6 +23,7 @@ from typing import cast
 from ..bounded import InputError, read_file
 from ..protocol import ondisk
 from ..protocol.context import Options
+from ..protocol.crc import crc32c
 from ..protocol.findings import Finding
 from ..protocol.internal import decode_records, family_of
 from ..protocol.node import Node
@@ -157,6 +158,8 @@ class _Partition:
     hw: int | None = None                                   # high watermark, if known
     epochs: list[tuple[int, int]] = field(default_factory=list)   # (epoch, start offset)
     snapshots: dict[int, dict[int, tuple[int, int, int]]] = field(default_factory=dict)
+    # whether its log dir holds .kafka_cleanshutdown (None: not read as a log dir)
+    clean: bool | None = None
     conv: Conv = None           # set: the bulk path (walk(values=True)) with this converter
 
 
@@ -332,8 +335,19 @@ def _single_file(path: Path, options: Options, conv: Conv = None) -> Iterator[Lo
         yield LogItem(kind, path, topic, partition, decode_file(path, kind, options))
 
 
+CLEAN_SHUTDOWN = ".kafka_cleanshutdown"     # a broker's log dir after a clean stop
+
+
 def _log_dir(path: Path, options: Options, conv: Conv = None) -> Iterator[LogItem]:
-    yield from log_dir_files(path, options, conv)
+    clean = (path / CLEAN_SHUTDOWN).exists() if (path / "meta.properties").exists() else None
+    for item in log_dir_files(path, options, conv):
+        if clean is False and item.path.name == "meta.properties":
+            item.findings.append(Finding(
+                "unclean_shutdown", f"no {CLEAN_SHUTDOWN}: the broker is running, or did not "
+                "stop cleanly (killed, crashed); its indexes may be preallocated, and at its "
+                "next start it recovers each partition's segments past its recovery point "
+                "(reading every batch, rebuilding their indexes)"))
+        yield item
     hws = high_watermarks(path)
     for p in sorted(path.iterdir()):
         if p.is_dir() and _partition_of(p)[0]:
@@ -341,7 +355,7 @@ def _log_dir(path: Path, options: Options, conv: Conv = None) -> Iterator[LogIte
             if bad is not None:
                 yield bad
                 continue
-            yield from _partition_dir(p, options, hws, conv)
+            yield from _partition_dir(p, options, hws, conv, clean)
 
 
 def is_partition_name(name: str) -> bool:
@@ -393,9 +407,9 @@ def partition_items(path: Path, options: Options, hws: dict[tuple[str, int], int
 
 def _partition_dir(path: Path, options: Options,
                    hws: dict[tuple[str, int], int] | None,
-                   conv: Conv = None) -> Iterator[LogItem]:
+                   conv: Conv = None, clean: bool | None = None) -> Iterator[LogItem]:
     topic, partition = _partition_of(path)
-    state = _Partition(topic, partition, conv=conv)
+    state = _Partition(topic, partition, conv=conv, clean=clean)
     if hws is not None and topic is not None and partition is not None:
         state.hw = hws.get((topic, partition))
     files = sorted(p for p in path.iterdir() if p.is_file() or file_kind(p) is not None)
@@ -422,8 +436,11 @@ def _partition_dir(path: Path, options: Options,
                             if isinstance(epoch := _value(e, "epoch"), int)
                             and isinstance(start := _value(e, "start_offset"), int)]
         # a tiered copy's snapshot is named by its segment's first offset but holds the
-        # state at the segment's end: no offset to compare it at
-        if kind == "producer_snapshot" and not _REMOTE_NAME.match(p.name):
+        # state at the segment's end: no offset to compare it at; nor has one whose CRC
+        # fails (Kafka's recovery deletes it and rebuilds the state from the log)
+        crc = tree.child("crc") if kind == "producer_snapshot" else None
+        if kind == "producer_snapshot" and not _REMOTE_NAME.match(p.name) and \
+                not (crc is not None and crc.code == "crc_mismatch"):
             entries = tree.child("producer_entries")
             state.snapshots[_base_offset(p)] = {
                 _value(e, "producer_id"): (_value(e, "epoch"),
@@ -451,7 +468,9 @@ class _Running:
     """What the checks remember across batches of a partition (bounded: per producer)."""
     last_offset: int | None = None
     max_ts: int | None = None
-    producers: dict[int, tuple[int | None, int, int]] = field(default_factory=dict)  # epoch, last seq, last offset
+    # producer id -> (epoch, last sequence, last data offset, offset of its last batch or
+    # marker): what Kafka's producer state holds of it
+    producers: dict[int, tuple[int | None, int, int, int]] = field(default_factory=dict)
     aborts: list[tuple[int, int]] = field(default_factory=list)      # this segment's (pid, offset)
     checked_snapshots: set[int] = field(default_factory=set)
 
@@ -483,6 +502,7 @@ def _segment(path: Path, options: Options, state: _Partition, kind: str,
     _monotonic(indexes.get("time_index"), tidx, 1, "timestamps")
     oi = ti = 0
     batch_ends: dict[int, tuple[int, int]] = {}      # last offset -> (position, max ts), this segment
+    starts: set[int] = set()        # where damaged batches start (index entries may name them)
     pos = released = 0
     options = options.for_message()
     try:
@@ -490,11 +510,29 @@ def _segment(path: Path, options: Options, state: _Partition, kind: str,
             if pos - released > _RELEASE and isinstance(mm, mmap.mmap):
                 released = _release(mm, released, pos)
             left = size - pos
+            length = struct.unpack_from(">i", mm, pos + 8)[0] if left >= BATCH_HEAD else 0
+            total = 12 + length
+            if left >= BATCH_HEAD and (not _plausible_head(mm, pos, left) or total > left):
+                # damage, not a torn write, when intact batches follow: say what Kafka does
+                # with it and go on at the next batch
+                resume = _next_batch(mm, pos, size, [e[2] for e in oidx[oi:]])
+                if resume is not None:
+                    node = _damaged(mm, pos, resume, state)
+                    yield LogItem("batch", path, state.topic, state.partition, node)
+                    starts.add(pos)
+                    # a batch whose CRC holds says its offsets (and the time index may
+                    # name it); other damage hides them
+                    run.last_offset = None
+                    if node.code == "log_bad_magic":
+                        run.last_offset = struct.unpack_from(">q", mm, pos)[0] + \
+                            struct.unpack_from(">i", mm, pos + 23)[0]
+                        batch_ends[run.last_offset] = (pos, struct.unpack_from(">q", mm,
+                                                                               pos + 35)[0])
+                    pos = resume
+                    continue
             if left < BATCH_HEAD or not _plausible_head(mm, pos, left):
                 yield _tail_item(path, state, pos, mm, size)
                 break
-            length = struct.unpack_from(">i", mm, pos + 8)[0]
-            total = 12 + length
             if total > left:
                 node = Node("batch", "bytes", pos, left, left,
                             problem=f"batch of {total} bytes at position {pos} runs "
@@ -531,6 +569,7 @@ def _segment(path: Path, options: Options, state: _Partition, kind: str,
                                   state.topic)                      # docs/values.md
                 item = LogItem("batch", path, state.topic, state.partition, tree)
                 head = _head_of(tree)
+                _what_recovery_does(tree, state)
             _check_batch(item, head, state, run)
             last, max_ts = head.last, head.max_ts
             if last is not None:
@@ -538,7 +577,9 @@ def _segment(path: Path, options: Options, state: _Partition, kind: str,
             # offset index entries at this position name this batch's last offset
             while oi < len(oidx) and oidx[oi][2] <= pos:
                 e, off, ipos = oidx[oi]
-                if ipos < pos or off != last:
+                if ipos in starts:
+                    pass                # the damaged batch there says what is wrong
+                elif ipos < pos or off != last:
                     _flag(e, "index_bad_entry",
                           f"entry (offset {off}, position {ipos}) does not point at a batch "
                           f"start" if ipos < pos else
@@ -598,6 +639,108 @@ def _plausible_head(mm, pos: int, left: int) -> bool:
     magic = mm[pos + 16]
     return magic in (0, 1, 2) and length >= (14 if magic < 2 else 49) - 0 and \
         not (length == 0 and not any(mm[pos:pos + BATCH_HEAD]))
+
+
+_RESYNC_SCAN = 1 << 20         # bytes searched for the next batch after damage
+_RESYNC_CRC = 16 << 20         # bytes CRC-checked in one search (crafted heads that all
+                               # claim long batches cannot make it quadratic)
+
+
+def _intact_v2(mm, pos: int, size: int, budget: list[int] | None = None) -> int | None:
+    """The end of an intact v2 batch at ``pos`` (length fits, CRC32C holds), else None.
+    ``budget``: [bytes it may still CRC-check], spent."""
+    if pos < 0 or pos + 61 > size or mm[pos + 16] != 2:
+        return None
+    end = pos + 12 + struct.unpack_from(">i", mm, pos + 8)[0]
+    if end - pos < 61 or end > size:
+        return None
+    if budget is not None:
+        if budget[0] < end - pos:
+            return None
+        budget[0] -= end - pos
+    return end if crc32c(memoryview(mm)[pos + 21:end]) == \
+        struct.unpack_from(">I", mm, pos + 17)[0] else None
+
+
+def _next_batch(mm, pos: int, size: int, indexed: list[int]) -> int | None:
+    """Where the next intact v2 batch after damage at ``pos`` starts: where the damaged
+    batch's own length ends, an index entry's position, or within the next MiB; None when
+    none (what is left is a torn or nonsense tail)."""
+    length = struct.unpack_from(">i", mm, pos + 8)[0] if pos + 12 <= size else -1
+    candidates = [pos + 12 + length] if length > 0 else []
+    candidates += [p for p in indexed if p > pos][:4]
+    budget = [_RESYNC_CRC]
+    for c in candidates:
+        if c < size and _intact_v2(mm, c, size, budget) is not None:
+            return c
+    end = min(size, pos + _RESYNC_SCAN)
+    c = pos + 1
+    while c + 61 <= end and budget[0] > 0:
+        magic = mm.find(b"\x02", c + 16, end)       # a v2 batch's magic byte
+        if magic < 0:
+            return None
+        c = magic - 16
+        if _intact_v2(mm, c, size, budget) is not None:
+            return c
+        c += 1
+    return None
+
+
+def _damaged(mm, pos: int, resume: int, state: _Partition) -> Node:
+    """Bytes where a batch should start that are no batch Kafka reads, intact batches
+    after them, and what Kafka does with them (LogSegment.recover: a batch whose length
+    runs past the end ends the scan; one whose CRC fails throws; the magic byte is not
+    under the CRC and is not checked)."""
+    n = resume - pos
+    length = struct.unpack_from(">i", mm, pos + 8)[0]
+    magic = mm[pos + 16]
+    crc_ok = pos + 21 <= resume and 12 + length == n and magic >= 2 and \
+        crc32c(memoryview(mm)[pos + 21:resume]) == struct.unpack_from(">I", mm, pos + 17)[0]
+    if 12 + length == n and crc_ok:
+        what = (f"a batch of {n} bytes at position {pos} with magic byte {magic}, which no "
+                f"Kafka writes; its length and CRC hold (the CRC does not cover the magic "
+                f"byte): Kafka's recovery keeps it, and kafka-dump-log lists it; kept as "
+                f"bytes, the batches after it are read")
+        code = "log_bad_magic"
+    else:
+        said = (f"magic byte {magic}" if 12 + length == n else
+                f"a length of {length} bytes" + (" (past the end of the file)"
+                                                 if pos + 12 + length > len(mm) else ""))
+        what = (f"{n} bytes at position {pos} are no batch ({said}), and an intact batch "
+                f"starts at position {resume}: damage, not a torn write; "
+                + _recovery(state, "truncates the partition at this position (the batches "
+                                   "after it, in this segment and later ones, are deleted)"))
+        code = "log_bad_batch"
+    return Node("damaged", "bytes", pos, n, bytes(mm[pos:pos + min(n, 64)]), problem=what,
+                code=code)
+
+
+def _what_recovery_does(tree: Node, state: _Partition) -> None:
+    """Add to a batch's CRC or decompression problem what Kafka's recovery does with it:
+    it checks each batch's CRC (a mismatch truncates the partition there) and decompresses
+    nothing."""
+    bad = {n.code: n for n in tree.walk() if n.code in ("crc_mismatch", "decompression_failed")}
+    if "crc_mismatch" in bad:
+        n = bad["crc_mismatch"]
+        n.problem = f"{n.problem}; " + _recovery(
+            state, "truncates the partition at this batch (it and every later batch, in "
+                   "this segment and later ones, are deleted)")
+    elif "decompression_failed" in bad:
+        n = bad["decompression_failed"]
+        n.problem = (f"{n.problem}; its CRC holds, so Kafka's recovery keeps it (it checks "
+                     "CRCs and decompresses nothing); consumers fail to read it")
+
+
+def _recovery(state: _Partition, what: str) -> str:
+    """What Kafka's recovery does with damage, as far as the log dir tells whether it
+    runs: after an unclean shutdown (no .kafka_cleanshutdown) it reads the segments past
+    each partition's recovery point; after a clean one, none."""
+    if state.clean is True:
+        return ("the broker stopped cleanly, so recovery does not read it at the next start "
+                f"(if it ran: it {what}); consumers reading it fail")
+    if state.clean is False:
+        return f"Kafka's recovery, at the broker's next start, {what}"
+    return f"Kafka's recovery, when it runs over it (after an unclean shutdown), {what}"
 
 
 _CHUNK = 1 << 20
@@ -744,7 +887,9 @@ def _check_batch(item: LogItem, head: _Head, state: _Partition, run: _Running) -
                                       f"the log"))
     run.last_offset = max(last, run.last_offset if run.last_offset is not None else last)
     max_ts = head.max_ts
-    if isinstance(max_ts, int) and max_ts >= 0:
+    # (a COMMIT/ABORT marker carries the transaction coordinator's clock at the end of
+    # the transaction, not its records' CreateTime: it may well be below them)
+    if isinstance(max_ts, int) and max_ts >= 0 and not (head.v2 and head.attributes & 0x20):
         if run.max_ts is not None and max_ts < run.max_ts:
             add(Finding("timestamp_not_monotonic", f"max timestamp {max_ts} is lower than an "
                                                    f"earlier batch's {run.max_ts}"))
@@ -770,6 +915,12 @@ def _check_batch(item: LogItem, head: _Head, state: _Partition, run: _Running) -
         if head.attributes & 0x20:
             if head.abort:
                 run.aborts.append((pid, base))
+            # a COMMIT/ABORT marker of a newer epoch (transactions v2, KIP-890, bumps it
+            # at each end) starts the producer again: Kafka's ProducerStateEntry drops its
+            # batches (last sequence and offset -1), as its snapshots then hold
+            known = run.producers.get(pid)
+            if isinstance(pepoch, int) and (known is None or known[0] != pepoch):
+                run.producers[pid] = (pepoch, -1, -1, last)
             return
         if isinstance(seq, int) and seq >= 0:
             count = last - base
@@ -778,7 +929,7 @@ def _check_batch(item: LogItem, head: _Head, state: _Partition, run: _Running) -
                 add(Finding("sequence_gap", f"producer {pid} epoch {pepoch}: sequence {seq} "
                                             f"follows {known[1]} (expected {known[1] + 1}; "
                                             f"compaction can remove batches)"))
-            run.producers[pid] = (pepoch, (seq + count) & 0x7FFFFFFF, last)
+            run.producers[pid] = (pepoch, (seq + count) & 0x7FFFFFFF, last, last)
 
 
 def _check_snapshots(state: _Partition, run: _Running, next_base: int | None) -> list[Finding]:
@@ -794,7 +945,7 @@ def _check_snapshots(state: _Partition, run: _Running, next_base: int | None) ->
         run.checked_snapshots.add(at)
         for pid, (epoch, seq, last) in entries.items():
             seen = run.producers.get(pid)
-            if seen is not None and seen[2] < at and seen != (epoch, seq, last):
+            if seen is not None and seen[3] < at and seen[:3] != (epoch, seq, last):
                 out.append(Finding("producer_state_mismatch",
                                    f"snapshot {at}: producer {pid} epoch {epoch}, last sequence "
                                    f"{seq} at offset {last}; the log's last batch before it: "

@@ -17,11 +17,18 @@ guessed there) make a ``Reading``. The policy, in order:
    ``--at``): the resync cut of a mid-stream fragment competes the same way.
 
 ``Reading.why`` says what was chosen over what.
+
+A pasted text may hold several regions that can be bytes (``blob.find_candidates``):
+``read_regions`` reads each as above and ranks them by ``Candidate.rank`` (every
+message clean, size prefixes that match, bytes in clean messages less bytes in broken
+ones, the guess's score); the best region is the paste's reading.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from ..protocol import Options
 from ..stream.engine import Engine
@@ -52,7 +59,7 @@ def read_paste(data: bytes, hints: Hints | None = None,
     if hints.records:
         return _shift(_read(data, records_cut(data), hints, options), base)
     best: Reading | None = None
-    for cut in cuts(data):                                  # the likeliest first
+    for cut in cuts(data, hints.api_key is not None):      # the likeliest first
         if hints.body:
             cut.label = cut.label.replace("message", "body")
         reading = _read(data, cut, hints, options)
@@ -104,3 +111,74 @@ def _shift(reading: Reading, base: int) -> Reading:
         reading.skipped += base
         reading.label += f", from offset {base}"
     return reading
+
+
+class Region(Protocol):
+    """A region of a pasted text that can be bytes (blob.find_candidates gives them)."""
+    @property
+    def data(self) -> bytes: ...
+
+
+@dataclass
+class Candidate:
+    """One region of a pasted text read as bytes, and the reading of those bytes."""
+    blob: Any                   # a Region
+    reading: Reading
+
+    def rank(self) -> tuple:
+        """Better first when larger: every message clean, then size prefixes that match
+        the bytes, then the bytes in clean messages less those in broken ones (a header
+        with a known API and a clean body read more of them), then the guess's score."""
+        items = self.reading.items
+        clean = sum(len(i.message.data) for i in items if i.clean)
+        broken = sum(len(i.message.data) for i in items if not i.clean)
+        best = max((i.candidates[0].score for i in items if i.candidates), default=0.0)
+        framed = all(i.size_prefixed and not i.findings for i in items)  # sizes that match
+        return (all(i.clean for i in items), framed, clean - 2 * broken - self.reading.skipped,
+                best)
+
+
+@dataclass
+class TextReading:
+    """The chosen region's reading, and every candidate region ranked (chosen first)."""
+    candidates: list[Candidate]
+    chosen: int = 0
+
+    @property
+    def blob(self) -> Any:
+        return self.candidates[self.chosen].blob
+
+    @property
+    def reading(self) -> Reading:
+        return self.candidates[self.chosen].reading
+
+
+DECODE_BUDGET = 4 << 20         # bytes decoded over all the candidates of one paste
+
+
+class NoSuchCandidate(ValueError):
+    pass
+
+
+def read_regions(regions: Sequence[Region], hints: Hints | None = None,
+                 options: Options | None = None, pick: int | None = None) -> TextReading:
+    """The regions of a pasted text that can be bytes (at least one), each read as a
+    paste, ranked by how well they decode: the best is the paste's reading (``pick``:
+    the region of that rank instead, 1 = the best)."""
+    assert regions, "find_candidates found something"
+    hints = hints or Hints()
+    decoded: list[Candidate] = []
+    spent = 0
+    for region in regions:              # the decode work is bounded, whatever the paste
+        if decoded and spent + len(region.data) > DECODE_BUDGET:
+            continue
+        spent += len(region.data)
+        decoded.append(Candidate(region, read_paste(region.data, hints, options)))
+    ranked = sorted(decoded, key=Candidate.rank, reverse=True)  # stable: earlier wins ties
+    chosen = 0
+    if pick is not None:
+        if not 1 <= pick <= len(ranked):
+            raise NoSuchCandidate(f"there is no candidate {pick}: the input holds "
+                                  f"{len(ranked)} (see --show-extraction)")
+        chosen = pick - 1
+    return TextReading(ranked, chosen)

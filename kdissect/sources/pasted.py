@@ -19,6 +19,7 @@ Which cut is the paste's reading is decided on top of this, by the policy of
 from __future__ import annotations
 
 import struct
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -30,7 +31,7 @@ from ..protocol.node import Node
 from ..protocol.records import read_records
 from ..stream.connection import plausible_request
 from ..stream.correlation import Correlator
-from ..stream.framing import Framer, chain
+from ..stream.framing import MAX_MESSAGE, Framer, chain
 from ..stream.sink import Sink
 
 
@@ -72,8 +73,9 @@ class Cut:
     records: bool = False
 
 
-def cuts(data: bytes) -> list[Cut]:
-    """The ways the bytes can be cut into messages from their start, the likeliest first."""
+def cuts(data: bytes, told: bool = False) -> list[Cut]:
+    """The ways the bytes can be cut into messages from their start, the likeliest first
+    (``told``: the API is hinted, so a prefix larger than the bytes is believed)."""
     out = [Cut("one message without a size prefix", False, [(0, len(data))])]
     spans = chain(data)
     if spans is not None:
@@ -82,8 +84,16 @@ def cuts(data: bytes) -> list[Cut]:
         out.insert(0, Cut(label, True, spans))
     elif len(data) >= 12:
         size, left = struct.unpack_from(">i", data)[0], len(data) - 4
+        if left < size <= MAX_MESSAGE and (told or _request_header(data[4:])):
+            # a fixture that holds the first bytes of a longer message: decode what is
+            # there (slices only: the prefix never sizes anything), the rest is missing
+            finding = Finding("truncated", f"the size prefix says {size} bytes, but only "
+                                           f"{left} were pasted: the last {size - left} are "
+                                           f"missing; what is there is decoded")
+            out.insert(0, Cut(f"one size-prefixed message cut short ({left} of {size} "
+                              f"bytes)", True, [(4, len(data))], [finding]))
         # a prefix that is near the byte count: a paste cut short, or with bytes after it
-        if 8 <= size != left and size <= 2 * left + 64:
+        elif 8 <= size != left and size <= 2 * left + 64:
             end = 4 + min(size, left)
             what = (f"{size - left} bytes are missing" if size > left else
                     f"{left - size} bytes follow the message")
@@ -92,6 +102,14 @@ def cuts(data: bytes) -> list[Cut]:
             out.append(Cut(f"one size-prefixed message whose size ({size}) does not match "
                            f"the {left} bytes after it", True, [(4, end)], [finding]))
     return out
+
+
+def _request_header(chunk: bytes) -> bool:
+    """The bytes start with a request header of a known API and version and a client id
+    (zeros, as a response's correlation id often is, read as a Produce v0 header)."""
+    head = peek_request_header(chunk)
+    return head is not None and schemas.is_known(head.api_key, head.api_version) and \
+        bool(head.client_id) and head.client_id is not None and head.client_id.isprintable()
 
 
 def resync_cut(data: bytes) -> Cut | None:
@@ -147,9 +165,45 @@ def _records(data: bytes, options: Options) -> Dissected:
     ctx = options.for_message()
     root = Node("Records", "message", 0, len(data))
     holder = root.add(Node("records", "records", 0, len(data)))
-    read_records(data, holder, 0, len(data), ctx)
+    if _bare_message(data):
+        _read_bare_message(data, holder, ctx)
+        how = ("told: records (--records); a bare v0/v1 message without its offset and size, "
+               "read as a MessageSet entry")
+    else:
+        read_records(data, holder, 0, len(data), ctx)
+        how = "told: a bare record batch / message set (--records)"
     msg = Message("records", None, None, None, None, root, data)
-    return Dissected(0, False, msg, "told: a bare record batch / message set (--records)")
+    return Dissected(0, False, msg, how)
+
+
+def _bare_message(data: bytes) -> bool:
+    """A MessageSet v0/v1 message without its offset and size: crc, magic 0 or 1, ...,
+    the CRC verifying (a record batch starts with an 8-byte offset instead)."""
+    return len(data) >= 14 and data[4] in (0, 1) and \
+        zlib.crc32(data[4:]) & 0xFFFFFFFF == int.from_bytes(data[:4], "big")
+
+
+def _read_bare_message(data: bytes, holder: Node, options: Options) -> None:
+    """Read it as the one entry of a MessageSet: the records reader is given the offset
+    and size it lacks, and the entry's nodes are moved back onto the pasted bytes."""
+    head = struct.pack(">qi", 0, len(data))
+    read_records(head + data, holder, 0, len(head) + len(data), options)
+    for entry in holder.children:
+        entry.children = [c for c in entry.children
+                          if c.name not in ("offset", "message_size")]
+        _shift(entry, -len(head))
+        entry.offset, entry.length = 0, len(data)
+        entry.note = "a bare message: no offset or size in front of it"
+
+
+def _shift(node: Node, by: int) -> None:
+    """Move a node and its children; a decompressed buffer's nodes keep their places
+    (they are located in that buffer, not in the paste)."""
+    node.offset += by
+    if getattr(node, "buffer", None) is not None:
+        return
+    for child in node.children:
+        _shift(child, by)
 
 
 def _one(chunk: bytes, hints: Hints, options: Options, pending: Correlator) -> Dissected:
@@ -191,9 +245,14 @@ def _one(chunk: bytes, hints: Hints, options: Options, pending: Correlator) -> D
     if top.direction == "request" and top.clean:
         how = "request header names the API"
     elif top.clean:
-        how = f"guessed {top.label} (confidence {confidence(cands, len(chunk))})"
+        verdict = confidence(cands, len(chunk))
+        how = f"guessed {top.label} (confidence {verdict})"
+        if not verdict.startswith("high") and "--api" not in verdict:
+            how += "; if you know the API, give --api NAME --version N"
     else:
-        how = f"no API decodes these bytes cleanly; the closest is {top.label}"
+        how = (f"no API decodes these bytes cleanly; the closest is {top.label}; a body "
+               f"without its header? try --body (with --api, --version and --request or "
+               f"--response if you know them)")
     return Dissected(0, False, msg, how, cands)
 
 

@@ -1,11 +1,11 @@
 """What is wrong with an exchange, for the `anomaly` filter and the TUI's next-problem key:
 error codes, findings, decoding problems, no answer, throttling, and slowness that is
-not a wait the client asked for (a Fetch long poll answered empty, a JoinGroup or
+not a wait the client asked for (a Fetch or ShareFetch long poll, a JoinGroup or
 SyncGroup held by the coordinator until the group rebalances)."""
 
 from __future__ import annotations
 
-from ..protocol.apis import FETCH, HEARTBEAT, JOIN_GROUP, SYNC_GROUP
+from ..protocol.apis import FETCH, HEARTBEAT, JOIN_GROUP, SHARE_FETCH, SYNC_GROUP
 from ..protocol.names import error_name
 from ..protocol.node import Node
 
@@ -23,7 +23,10 @@ def client_wait(view) -> float:
     wait = view.facts().asked_wait_ms        # read from the request by enrichment
     if key == JOIN_GROUP and MEMBER_ID_REQUIRED in view.facts().errors:
         return 0.0                           # answered at once: the first join's step
-    if (key == FETCH and view.facts().records == 0) or key == JOIN_GROUP:
+    # a Fetch is held until min_bytes arrive or max_wait_ms runs out, so it may be held
+    # even when it returns records (a KRaft quorum leader holds one with min_bytes 0 too);
+    # a ShareFetch likewise: the broker's time is what is beyond the whole wait
+    if key in (FETCH, SHARE_FETCH, JOIN_GROUP):
         return min(latency, wait / 1000) if isinstance(wait, int) and wait > 0 else 0.0
     if key == SYNC_GROUP:                    # held until the leader sends assignments
         return latency

@@ -32,7 +32,8 @@ from .model import Exchange, Gap
 # the codes this module adds (--stats counts them)
 CODES = ("removed_version", "no_api_versions", "clock_skew", "producer_sequence_gap",
          "producer_retry", "producer_epoch_bump", "consumer_lag", "consumer_rebalance",
-         "empty_fetches", "commit_behind_fetch", "leadership_storm", "slow_response")
+         "empty_fetches", "commit_behind_fetch", "leadership_storm", "slow_response",
+         "controlled_shutdown")
 # the codes drawn from several connections (state kept per capture): a job that decodes a
 # split file flow by flow finds fewer of them, never others
 ACROSS_CONNECTIONS = frozenset({"producer_sequence_gap", "producer_retry",
@@ -47,6 +48,9 @@ MAX_TRACKED = 100_000      # producer/partition/group states kept (oldest droppe
 SENDS_KEPT = 8             # a producer/partition's latest sends compared for retries
 
 OFFSET_COMMIT = api_key_of("OffsetCommit")
+BROKER_HEARTBEAT = api_key_of("BrokerHeartbeat")
+QUORUM = frozenset(api_key_of(n) for n in ("Vote", "BeginQuorumEpoch", "EndQuorumEpoch",
+                                           "FetchSnapshot"))
 CONSUMER_GROUP_HEARTBEAT = api_key_of("ConsumerGroupHeartbeat")      # KIP-848
 
 
@@ -226,6 +230,8 @@ class Diagnoses:
         # (client host, client id, topic, partition) -> (offset after the last record
         # returned, when that answer came)
         self.fetched: OrderedDict[tuple, tuple[int, float]] = OrderedDict()
+        # (controller address, broker id, broker epoch) of shutdowns said
+        self.shutdowns: OrderedDict[tuple, bool] = OrderedDict()
 
     def gap(self, g: Gap) -> None:
         if g.direction == "response":
@@ -249,10 +255,17 @@ class Diagnoses:
                     self._group(ex, key, plain(req_body), plain(resp_body), out)
                 elif key == OFFSET_COMMIT:
                     self._commit(ex, plain(req_body), plain(resp_body), topic_ids, out)
+                elif key == BROKER_HEARTBEAT:
+                    self._shutdown(ex, plain(req_body), plain(resp_body), out)
             elif key == FETCH:
                 self.empty.pop(ex.stream, None)         # what it returned is not known
+        # (the KRaft quorum's own requests -- its Fetch of __cluster_metadata, Vote,
+        # Begin/EndQuorumEpoch, FetchSnapshot -- are answered NOT_LEADER_OR_FOLLOWER or
+        # FENCED_LEADER_EPOCH while the quorum elects a leader, at start-up or after a
+        # leader left: the answers name the leader, so these are election steps, no storm)
         if resp is not None and resp.direction == "response" and ex.facts is not None and \
-                ex.facts.errors:
+                ex.facts.errors and ex.first.api_key not in QUORUM and \
+                not (ex.first.api_key == FETCH and "__cluster_metadata" in ex.facts.topics):
             self._storm(ex, out)
         self._slow(ex, out)
 
@@ -532,6 +545,25 @@ class Diagnoses:
 
     # -- brokers ---------------------------------------------------------------------------
 
+    def _shutdown(self, ex: Exchange, body, answer, out: list[Finding]) -> None:
+        """A broker's controlled shutdown: it heartbeats want_shut_down until the
+        controller, its leaderships moved, answers should_shut_down."""
+        if not isinstance(body, dict) or not isinstance(answer, dict) or \
+                body.get("want_shut_down") is not True:
+            return
+        key = (ex.broker, body.get("broker_id"), body.get("broker_epoch"))
+        allowed = answer.get("should_shut_down") is True
+        said = self.shutdowns.get(key)
+        if said is None or (allowed and not said):
+            _put(self.shutdowns, key, allowed)
+            error = answer.get("error_code")
+            out.append(Finding("controlled_shutdown", f"broker {key[1]} (epoch {key[2]}) asks "
+                               "the controller to shut down (BrokerHeartbeat want_shut_down); "
+                               + (f"answered {error_name(error)}" if error else
+                                  "the controller lets it go (should_shut_down)" if allowed
+                                  else "the controller holds it while leaderships move"),
+                               "request"))
+
     def _storm(self, ex: Exchange, out: list[Finding]) -> None:
         assert ex.facts is not None and ex.response is not None
         hits = [c for c in ex.facts.errors if c in _codes(*LEADERSHIP)]
@@ -561,15 +593,25 @@ class Diagnoses:
         view = ExchangeFields(ex)
         wait = client_wait(view)                # (>= 0: quick answers are never slow)
         if latency - wait > SLOW:
-            asked = ex.facts.asked_wait_ms
-            if wait and asked:
-                said = f"it asked the broker to wait up to {asked} ms"
-            else:
-                said = "nothing in the request asked the broker to hold it"
-                if ex.first.api_key == PRODUCE:
-                    said += " (a Produce with acks=all waits for the in-sync replicas)"
             out.append(Finding("slow_response", f"answered after {latency * 1000:.0f} ms; "
-                               f"{said}", "response"))
+                               + _waited(ex, wait), "response"))
+
+
+def _waited(ex: Exchange, wait: float) -> str:
+    """What of the latency was a wait the request asked for (subtracted), and what not."""
+    assert ex.facts is not None
+    asked, name = ex.facts.asked_wait_ms, ex.facts.asked_wait_field
+    api = ex.first.api_name
+    if wait and asked:
+        return (f"{((ex.latency or 0) - wait) * 1000:.0f} ms beyond the {asked} ms its "
+                f"{name} asked the broker to hold the {api} (subtracted)")
+    if asked and name:                  # a JoinGroup told MEMBER_ID_REQUIRED: not held
+        return (f"its {name} ({asked} ms) does not hold this answer: a first JoinGroup is "
+                "answered MEMBER_ID_REQUIRED at once")
+    said = "nothing in the request asked the broker to hold it"
+    if ex.first.api_key == PRODUCE:
+        said += " (a Produce with acks=all waits for the in-sync replicas)"
+    return said
 
 
 @functools.cache

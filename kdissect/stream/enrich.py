@@ -147,7 +147,7 @@ def enrich(ex: Exchange, options: Options, topic_ids: dict[str, str],
     req_body = bodies[0] if req is not None else None
     resp_body = bodies[-1] if resp is not None else None
     if req is not None and req_body is not None and req.api_key in WAIT_FIELDS:
-        ex.facts.asked_wait_ms = _asked_wait(req.api_key, req_body)
+        ex.facts.asked_wait_field, ex.facts.asked_wait_ms = _asked_wait(req.api_key, req_body)
     if resp is not None and resp.direction == "response":
         top = _int_field(resp_body, "error_code")
         if top is not None:
@@ -175,12 +175,13 @@ def enrich(ex: Exchange, options: Options, topic_ids: dict[str, str],
         ex.decoded = (decoded[0], decoded[1])
 
 
-def _asked_wait(api_key: int | None, body) -> int | None:
+def _asked_wait(api_key: int | None, body) -> tuple[str | None, int | None]:
+    """(the field that asks the broker to hold the answer, its value), or (None, None)."""
     for name in (WAIT_FIELDS.get(api_key, ()) if api_key is not None else ()):
         value = _int_field(body, name)
         if value is not None:
-            return value
-    return None
+            return name, value
+    return None, None
 
 
 def _int_field(body, name: str) -> int | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..protocol import Options
+from ..protocol.internal import METADATA_TOPIC_ID
 from ..protocol.names import error_name
 from ..protocol.node import Node
 from ..protocol.values import BatchHeads
@@ -20,9 +21,10 @@ class Facts:
     error_sites: list[tuple[str | None, int | None, int]] = field(default_factory=list)
     record_bytes: int = 0          # bytes of record data (batches or message sets)
     top_error: int | None = None   # the response's own error_code (a field of its body)
-    # how long the client asked the broker to hold the answer: Fetch max_wait_ms,
-    # JoinGroup rebalance_timeout_ms (session_timeout_ms in v0)
+    # how long the client asked the broker to hold the answer, and the field that asked:
+    # Fetch/ShareFetch max_wait_ms, JoinGroup rebalance_timeout_ms (session_timeout_ms in v0)
     asked_wait_ms: int | None = None
+    asked_wait_field: str | None = None
     throttle_ms: int | None = None # the response's throttle_time_ms
 
     def text(self) -> str:
@@ -45,6 +47,13 @@ class Facts:
 
 _ZERO_UUID = "00000000-0000-0000-0000-000000000000"
 UNRESOLVED = "topic-id:"           # prefix of a topic known only by its id
+
+
+def topic_of_id(topic_id: str, ids: dict[str, str]) -> str:
+    """A topic known by its id: its name if ``ids`` (or KRaft's fixed id of
+    __cluster_metadata) gives it, else ``topic-id:`` and the id."""
+    return ids.get(topic_id) or ("__cluster_metadata" if topic_id == METADATA_TOPIC_ID
+                                 else f"{UNRESOLVED}{topic_id}")
 
 
 def facts(*trees: Node | dict | None, topic_ids: dict[str, str] | None = None) -> Facts:
@@ -118,7 +127,7 @@ def _element_topic(name: str | None, topic_id: str | None, ids: dict[str, str],
     if name is not None and topic_id is not None:
         ids[topic_id] = name
     elif name is None and topic_id is not None:
-        name = ids.get(topic_id) or f"{UNRESOLVED}{topic_id}"
+        name = topic_of_id(topic_id, ids)
     if name is not None:
         f.topics.setdefault(name, set())
     return name

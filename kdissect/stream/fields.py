@@ -135,7 +135,8 @@ field("finding", "finding", "the exchange's finding codes (`finding == unanswere
 field("severity", "severity", "the severities of its findings: `note`, `warn`, `error`, in that "
       "order (`severity >= warn`)", lambda x: [f.kind.rank for f in x.ex.findings])
 field("service_time", "duration", "broker time: the latency less the wait the client asked for "
-      "(a Fetch answered with no records may be held up to `max_wait_ms`; a JoinGroup up to "
+      "(a Fetch or ShareFetch may be held up to `max_wait_ms`, with records or without; a "
+      "JoinGroup up to "
       "`rebalance_timeout_ms`; a SyncGroup until the leader's assignments arrive). A duration "
       "like `latency`.", _service_time)
 field("throttle", "number", "the response's `throttle_time_ms`", content.throttle)

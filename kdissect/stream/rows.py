@@ -16,7 +16,7 @@ from ..protocol.names import error_name
 from ..protocol.node import Node
 from ..protocol.records import record_offset
 from ..protocol.values_schema import value_columns
-from .facts import UNRESOLVED
+from .facts import UNRESOLVED, topic_of_id
 from .fields import PROBLEM_GROUPS
 from .model import Exchange, KafkaMessage
 
@@ -135,7 +135,7 @@ def _walk_records(node: Node, topic, partition, m: KafkaMessage, capture: str,
             if c.ktype == "string" and c.name in ("topic", "name", "topic_name"):
                 topic = c.value
             elif c.ktype == "uuid" and c.name == "topic_id" and topic is None:
-                topic = UNRESOLVED + str(c.value)
+                topic = topic_of_id(str(c.value), {})
             elif c.ktype == "int32" and c.name in ("partition_index", "partition", "index"):
                 partition = c.value
     for c in node.children:

@@ -1,7 +1,8 @@
 """Statistics over exchanges: counts per API, errors, latency percentiles (with and
 without the waits clients asked for), bytes; breakdowns per connection, client, broker
-and topic; throttling; and a consumer-group timeline from JoinGroup, SyncGroup,
-Heartbeat and LeaveGroup."""
+and topic; throttling; and a group timeline: classic groups from JoinGroup, SyncGroup,
+Heartbeat and LeaveGroup, KIP-848 consumer groups, share groups and streams groups from
+their heartbeats (members joining and leaving, epochs, assignments, fencing)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from collections import Counter, defaultdict
 
 from ..protocol.apis import (FETCH, GROUP_MEMBERSHIP, HEARTBEAT, JOIN_GROUP, LEAVE_GROUP,
                              PRODUCE, SYNC_GROUP)
-from ..protocol.names import api_name, error_name
+from ..protocol.names import api_key_of, api_name, error_name
 from ..protocol.plain import Compared
 from . import anomaly
 from .diagnoses import CODES as DIAGNOSES
@@ -71,16 +72,23 @@ class GroupEvent(Compared):
         self.error, self.detail, self.view = error, detail, view
 
 
-class GroupStats(Compared):
-    """One consumer group's events, members and generations."""
+# the heartbeats of the groups that are not classic: (API key, what the group is)
+HEARTBEATS = {api_key_of("ConsumerGroupHeartbeat"): "KIP-848 consumer group",
+              api_key_of("ShareGroupHeartbeat"): "share group",
+              api_key_of("StreamsGroupHeartbeat"): "streams group"}
 
-    _fields = ("events", "members", "generations", "heartbeats")
+
+class GroupStats(Compared):
+    """One group's events, members and generations (classic) or member epochs."""
+
+    _fields = ("events", "members", "generations", "heartbeats", "kind")
 
     def __init__(self) -> None:
         self.events: list[GroupEvent] = []
         self.members: set[str] = set()
         self.generations: set[int] = set()
         self.heartbeats = 0            # answered without error (not listed as events)
+        self.kind = "consumer group"   # classic; else a value of HEARTBEATS
 
     @property
     def rebalances(self) -> int:
@@ -161,7 +169,7 @@ class Stats(Compared):
             if ex.findings:
                 self.problems += view.problems
             self._breakdowns(ex, view, name, facts, latency)
-            if first.api_key in GROUP_MEMBERSHIP:
+            if first.api_key in GROUP_MEMBERSHIP or first.api_key in HEARTBEATS:
                 self._group(ex, view)
 
     def _breakdowns(self, ex: Exchange, view: ExchangeFields, name: str, facts: Facts,
@@ -215,12 +223,18 @@ class Stats(Compared):
             return
         group_id, event = found
         g = self.groups.setdefault(group_id, GroupStats())
+        key = ex.first.api_key
         if event.member:
             g.members.add(event.member)
-        if ex.first.api_key == JOIN_GROUP and not event.error and event.generation is not None:
+        if key == JOIN_GROUP and not event.error and event.generation is not None:
             g.generations.add(event.generation)
-        if ex.first.api_key == HEARTBEAT and not event.error and ex.response is not None:
-            g.heartbeats += 1
+        if key in HEARTBEATS:
+            g.kind = HEARTBEATS[key]
+            if not event.error and event.generation is not None and event.generation > 0:
+                g.generations.add(event.generation)
+        if (key == HEARTBEAT or (key in HEARTBEATS and not event.detail)) and \
+                not event.error and ex.response is not None:
+            g.heartbeats += 1           # nothing changed: counted, not listed
             return
         g.events.append(event)
 
@@ -280,7 +294,9 @@ def group_event(ex: Exchange, view: ExchangeFields) -> tuple[str, GroupEvent] | 
     key = ex.first.api_key
     generation = got.get("generation_id") if key == JOIN_GROUP else asked.get("generation_id")
     detail = ""
-    if key == JOIN_GROUP and not error:
+    if key in HEARTBEATS:
+        generation, detail = _heartbeat(req, resp, error, options)
+    elif key == JOIN_GROUP and not error:
         members = resp.child("members") if resp is not None else None
         count = len(_items(members)) if members is not None else 0
         role = "leader" if got.get("leader") == member else "follower"
@@ -294,3 +310,48 @@ def group_event(ex: Exchange, view: ExchangeFields) -> tuple[str, GroupEvent] | 
         detail = "left the group"
     return group, GroupEvent(ex.first.ts, api_name(key), member or "", generation if
                              isinstance(generation, int) else None, error, detail, view)
+
+
+def _heartbeat(req, resp, error: str, options) -> tuple[int | None, str]:
+    """(member epoch, what changed) of a KIP-848, share or streams group heartbeat: a
+    member joining (epoch 0) or leaving (-1; -2 a static member), its epoch moving and
+    what it was assigned, or why the coordinator fenced it. "" when nothing changed."""
+    from .diagnoses import plain
+    from .facts import topic_of_id
+    asked, got = plain(req) or {}, plain(resp) or {}
+    sent, now = asked.get("member_epoch"), got.get("member_epoch")
+    if error:
+        why = {"FENCED_MEMBER_EPOCH": "the coordinator moved on without it (its session or "
+                                      "rebalance timed out)",
+               "UNKNOWN_MEMBER_ID": "the coordinator dropped it (its session timed out)",
+               "UNRELEASED_INSTANCE_ID": "its instance id is still held by another member"}
+        return (sent if type(sent) is int else None,
+                f"sent epoch {sent}: {why[error]}; it joins again with epoch 0"
+                if error in why else "")
+    epoch = now if type(now) is int else None
+    if sent in (-1, -2):
+        return epoch, "left the group" + (" (a static member: it may come back)"
+                                          if sent == -2 else "")
+    topic_ids = getattr(options, "topic_ids", None) or {}
+    assigned = got.get("assignment")
+    parts: list[str] = []
+    if isinstance(assigned, dict):
+        for t in assigned.get("topic_partitions") or ():
+            if isinstance(t, dict) and isinstance(t.get("topic_id"), str):
+                ps = sorted(p for p in t.get("partitions") or () if type(p) is int)
+                parts.append(f"{topic_of_id(t['topic_id'], topic_ids)}"
+                             f"[{','.join(map(str, ps))}]")
+    for kind in ("active_tasks", "standby_tasks", "warmup_tasks"):      # streams
+        for t in got.get(kind) or ():
+            if isinstance(t, dict):
+                ps = sorted(p for p in t.get("partitions") or () if type(p) is int)
+                parts.append(f"{kind.split('_')[0]} subtopology {t.get('subtopology_id')}"
+                             f"[{','.join(map(str, ps))}]")
+    given = ("assigned " + " ".join(parts)) if parts else (
+        "assigned nothing" if isinstance(assigned, dict) else "")
+    if sent == 0:
+        return epoch, "joined" + (f" at epoch {epoch}" if epoch is not None else "") + \
+            (f", {given}" if given else "")
+    if type(sent) is int and epoch is not None and epoch != sent:
+        return epoch, f"epoch {sent} -> {epoch}" + (f", {given}" if given else "")
+    return epoch, given

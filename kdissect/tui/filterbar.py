@@ -23,8 +23,8 @@ _SEEN_VALUE = re.compile(r"\b(topic|client_id|client\.id|kafka\.topic_name|kafka
 
 
 def _error_names() -> list[str]:
-    from kio.schema.errors import ErrorCode
-    return sorted(e.name.upper() for e in ErrorCode)
+    from ..protocol.names import error_table
+    return sorted(name for name, _retriable in error_table().values())
 
 
 class FilterSuggester(Suggester):

@@ -253,7 +253,11 @@ impl<'a> Reader<'a> {
                 return Ok(());
             }
             Conv::TsMillis | Conv::TsMicros | Conv::LocalMillis | Conv::LocalMicros => {
-                let us = if matches!(conv, Conv::TsMillis | Conv::LocalMillis) { v * 1000 } else { v };
+                let us = if matches!(conv, Conv::TsMillis | Conv::LocalMillis) {
+                    v * 1000
+                } else {
+                    v
+                };
                 out.push('"');
                 datetime_text(out, us)?;
                 if matches!(conv, Conv::TsMillis | Conv::TsMicros) {
@@ -263,7 +267,7 @@ impl<'a> Reader<'a> {
             }
             Conv::Date => {
                 let days = v;
-                if days < -DAYS_TO_YEAR1 || days >= DAYS_YEAR1_TO_10000 - DAYS_TO_YEAR1 {
+                if !(-DAYS_TO_YEAR1..DAYS_YEAR1_TO_10000 - DAYS_TO_YEAR1).contains(&days) {
                     return Err(Fail);
                 }
                 out.push('"');
@@ -272,8 +276,12 @@ impl<'a> Reader<'a> {
             }
             Conv::TimeMillis | Conv::TimeMicros => {
                 // datetime.min + timedelta(...): within 0001-01-01 .. 9999-12-31
-                let us = if matches!(conv, Conv::TimeMillis) { v * 1000 } else { v };
-                if us < 0 || us >= DAYS_YEAR1_TO_10000 * DAY_US {
+                let us = if matches!(conv, Conv::TimeMillis) {
+                    v * 1000
+                } else {
+                    v
+                };
+                if !(0..DAYS_YEAR1_TO_10000 * DAY_US).contains(&us) {
                     return Err(Fail);
                 }
                 out.push('"');
@@ -311,7 +319,7 @@ fn time_text(out: &mut String, us: i128) {
 /// ``datetime.isoformat`` (without zone) of microseconds from 1970-01-01.
 fn datetime_text(out: &mut String, us: i128) -> Res<()> {
     let days = us.div_euclid(DAY_US);
-    if days < -DAYS_TO_YEAR1 || days >= DAYS_YEAR1_TO_10000 - DAYS_TO_YEAR1 {
+    if !(-DAYS_TO_YEAR1..DAYS_YEAR1_TO_10000 - DAYS_TO_YEAR1).contains(&days) {
         return Err(Fail);
     }
     date_text(out, days);
@@ -424,7 +432,9 @@ fn float_json(out: &mut String, v: f64) {
     // the fewest digits that read back as v ("-1.2345e-7"); of the strings with that many
     // digits, Python's repr takes the one nearest v: correctly rounded, when it reads back
     let mut sci = format!("{:e}", v);
-    let n = sci.split_once('e').map_or(0, |(m, _)| m.trim_start_matches('-').len());
+    let n = sci
+        .split_once('e')
+        .map_or(0, |(m, _)| m.trim_start_matches('-').len());
     let nearest = format!("{:.*e}", n.saturating_sub(2), v); // n counts the point
     if nearest != sci && nearest.parse::<f64>() == Ok(v) {
         sci = nearest;
@@ -465,14 +475,20 @@ fn float_json(out: &mut String, v: f64) {
             out.push('.');
             out.push_str(&digits[1..]);
         }
-        out.push_str(&format!("e{}{:02}", if exp < 0 { '-' } else { '+' }, exp.abs()));
+        out.push_str(&format!(
+            "e{}{:02}",
+            if exp < 0 { '-' } else { '+' },
+            exp.abs()
+        ));
     }
 }
 
 /// ``json.dumps`` of a string (ensure_ascii: only printable ASCII stays as it is).
 fn string_json(out: &mut String, s: &str) {
     out.push('"');
-    if s.bytes().all(|c| (b' '..=b'~').contains(&c) && c != b'"' && c != b'\\') {
+    if s.bytes()
+        .all(|c| (b' '..=b'~').contains(&c) && c != b'"' && c != b'\\')
+    {
         out.push_str(s);
     } else {
         for c in s.chars() {
@@ -503,7 +519,11 @@ const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz012
 fn base64_json(out: &mut String, s: &[u8]) {
     out.push('"');
     for chunk in s.chunks(3) {
-        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
         let n = (b[0] as u32) << 16 | (b[1] as u32) << 8 | b[2] as u32;
         for i in 0..4 {
             if i <= chunk.len() {
@@ -545,7 +565,11 @@ fn op_of(t: &Bound<'_, PyTuple>, count: usize) -> PyResult<Op> {
         "int" | "long" => {
             let conv: Option<String> = t.get_item(1)?.extract()?;
             let conv = conv_of(conv.as_deref())?;
-            if kind == "int" { Op::Int(conv) } else { Op::Long(conv) }
+            if kind == "int" {
+                Op::Int(conv)
+            } else {
+                Op::Long(conv)
+            }
         }
         "float" => Op::Float,
         "double" => Op::Double,
@@ -553,10 +577,23 @@ fn op_of(t: &Bound<'_, PyTuple>, count: usize) -> PyResult<Op> {
         "uuid" => Op::Uuid,
         "bytes" => Op::Bytes,
         "fixed" => Op::Fixed(t.get_item(1)?.extract()?),
-        "decimal" => Op::Decimal(t.get_item(1)?.extract()?, t.get_item(2)?.extract()?, t.get_item(3)?.extract()?),
+        "decimal" => Op::Decimal(
+            t.get_item(1)?.extract()?,
+            t.get_item(2)?.extract()?,
+            t.get_item(3)?.extract()?,
+        ),
         "enum" => {
             let symbols: Vec<String> = t.get_item(1)?.extract()?;
-            Op::Enum(symbols.iter().map(|s| { let mut o = String::new(); string_json(&mut o, s); o }).collect())
+            Op::Enum(
+                symbols
+                    .iter()
+                    .map(|s| {
+                        let mut o = String::new();
+                        string_json(&mut o, s);
+                        o
+                    })
+                    .collect(),
+            )
         }
         "record" => {
             let fields: Vec<(String, usize)> = t.get_item(1)?.extract()?;
@@ -625,7 +662,13 @@ impl AvroJson {
         if pos > buf.len() {
             return Err(PyValueError::new_err("position past the end"));
         }
-        let mut r = Reader { ops: &self.ops, b: buf, p: pos, out: String::with_capacity(256), count: 0 };
+        let mut r = Reader {
+            ops: &self.ops,
+            b: buf,
+            p: pos,
+            out: String::with_capacity(256),
+            count: 0,
+        };
         match r.value(self.root, 0) {
             Ok(()) => Ok((r.out, r.p, r.count)),
             Err(Fail) => Err(PyValueError::new_err("not read")),

@@ -13,12 +13,12 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 use std::collections::HashMap;
 
-mod logjson;
 mod avro;
-mod reasm;
 mod jsonrec;
-mod tls;
+mod logjson;
 mod mapped;
+mod reasm;
+mod tls;
 
 const MAX_PACKET: usize = 256 * 1024 * 1024;
 const TS_MAX: f64 = 253402300799.0;
@@ -46,7 +46,11 @@ struct Endian(bool); // true: little-endian
 impl Endian {
     fn u16(self, b: &[u8], at: usize) -> u32 {
         let v = [b[at], b[at + 1]];
-        (if self.0 { u16::from_le_bytes(v) } else { u16::from_be_bytes(v) }) as u32
+        (if self.0 {
+            u16::from_le_bytes(v)
+        } else {
+            u16::from_be_bytes(v)
+        }) as u32
     }
     fn u32(self, b: &[u8], at: usize) -> u32 {
         let v = [b[at], b[at + 1], b[at + 2], b[at + 3]];
@@ -170,7 +174,11 @@ fn tcp_segment(linktype: u32, d: &[u8]) -> Option<Seg> {
     let doff_flags = be16(d, tcp + 12) as usize;
     let start = tcp + (doff_flags >> 12) * 4;
     let have_end = ip_end.min(d.len());
-    let payload = if start < have_end { (start, have_end) } else { (0, 0) };
+    let payload = if start < have_end {
+        (start, have_end)
+    } else {
+        (0, 0)
+    };
     let missing = (ip_end as i64 - have_end.max(start) as i64).max(0);
     Some(Seg {
         src,
@@ -228,8 +236,12 @@ enum State {
 }
 
 /// An address as Python text, cached (IPv6 written by Python's ``ipaddress``).
-fn addr_text(py: Python<'_>, addrs: &mut HashMap<Vec<u8>, Py<PyString>>, ip_address_slot: &mut Option<PyObject>,
-         raw: &[u8]) -> PyResult<Py<PyString>> {
+fn addr_text(
+    py: Python<'_>,
+    addrs: &mut HashMap<Vec<u8>, Py<PyString>>,
+    ip_address_slot: &mut Option<PyObject>,
+    raw: &[u8],
+) -> PyResult<Py<PyString>> {
     if let Some(s) = addrs.get(raw) {
         return Ok(s.clone_ref(py));
     }
@@ -245,7 +257,11 @@ fn addr_text(py: Python<'_>, addrs: &mut HashMap<Vec<u8>, Py<PyString>>, ip_addr
                 f
             }
         };
-        ip_address.call1(py, (PyBytes::new(py, raw),))?.bind(py).str()?.unbind()
+        ip_address
+            .call1(py, (PyBytes::new(py, raw),))?
+            .bind(py)
+            .str()?
+            .unbind()
     };
     if addrs.len() < ADDR_CACHE {
         addrs.insert(raw.to_vec(), s.clone_ref(py));
@@ -262,9 +278,9 @@ fn addr_text(py: Python<'_>, addrs: &mut HashMap<Vec<u8>, Py<PyString>>, ip_addr
 /// ``format`` say the rest. A file that is not a capture raises ValueError.
 #[pyclass(module = "kdissect._native")]
 struct Scanner {
-    buf: Vec<u8>,        // a record begun in an earlier feed (else empty: parsed in place)
-    pos: usize,          // where parsing stands in the bytes being parsed
-    need: usize,         // bytes the record begun still needs
+    buf: Vec<u8>, // a record begun in an earlier feed (else empty: parsed in place)
+    pos: usize,   // where parsing stands in the bytes being parsed
+    need: usize,  // bytes the record begun still needs
     eof: bool,
     state: State,
     pcap_endian: Endian,
@@ -356,7 +372,7 @@ impl Scanner {
                 let (addrs, ip) = (&mut self.addrs, &mut self.ip_address);
                 return r.take(py, &seg, &mut |raw| addr_text(py, addrs, ip, raw));
             }
-            r.drain_into(out)?;         // rows keep their place after the events
+            r.drain_into(out)?; // rows keep their place after the events
         }
         let payload = PyBytes::new(py, &d[s.payload.0..s.payload.1]);
         let (src_raw, dst_raw) = (d[s.src.0..s.src.1].to_vec(), d[s.dst.0..s.dst.1].to_vec());
@@ -401,7 +417,12 @@ impl Scanner {
     }
 
     /// pcapfile.py's ``pcap_records``: as many records as the bytes hold.
-    fn pcap_records(&mut self, py: Python<'_>, src: &[u8], out: &Bound<'_, PyList>) -> PyResult<()> {
+    fn pcap_records(
+        &mut self,
+        py: Python<'_>,
+        src: &[u8],
+        out: &Bound<'_, PyList>,
+    ) -> PyResult<()> {
         let e = self.pcap_endian;
         loop {
             let avail = self.avail(src);
@@ -463,7 +484,12 @@ impl Scanner {
     }
 
     /// pcapfile.py's ``_pcapng``: as many blocks as the bytes hold.
-    fn pcapng_blocks(&mut self, py: Python<'_>, src: &[u8], out: &Bound<'_, PyList>) -> PyResult<()> {
+    fn pcapng_blocks(
+        &mut self,
+        py: Python<'_>,
+        src: &[u8],
+        out: &Bound<'_, PyList>,
+    ) -> PyResult<()> {
         loop {
             if self.shrank() {
                 return Ok(());
@@ -495,7 +521,11 @@ impl Scanner {
                 };
                 let e = Endian(src[b0..b1] == *b"\x4d\x3c\x2b\x1a");
                 let length = e.u32(&head, 4) as usize;
-                let want = if (12..=MAX_PACKET).contains(&length) { length - 12 } else { 0 };
+                let want = if (12..=MAX_PACKET).contains(&length) {
+                    length - 12
+                } else {
+                    0
+                };
                 let Some((r0, r1)) = self.take(src, want) else {
                     self.pos = mark;
                     return Ok(());
@@ -503,7 +533,7 @@ impl Scanner {
                 self.first_block = false;
                 self.ng_endian = e;
                 self.interfaces.clear();
-                if length < 12 || length > MAX_PACKET || r1 - r0 < want {
+                if !(12..=MAX_PACKET).contains(&length) || r1 - r0 < want {
                     self.warn("section header block is damaged".into());
                     return Ok(());
                 }
@@ -511,7 +541,7 @@ impl Scanner {
             }
             let e = self.ng_endian;
             let (btype, length) = (e.u32(&head, 0), e.u32(&head, 4) as usize);
-            if length < 12 || length > MAX_PACKET || length % 4 != 0 {
+            if !(12..=MAX_PACKET).contains(&length) || length % 4 != 0 {
                 self.warn(format!(
                     "block of type {:#x} has an impossible length {}: the file is damaged \
                      from here on",
@@ -652,7 +682,12 @@ impl Scanner {
     /// one); what they complete, in order. They are parsed where they lie: only a
     /// record they leave unfinished is copied (and completed with the bytes it needs).
     #[pyo3(signature = (data, eof=false))]
-    fn feed<'py>(&mut self, py: Python<'py>, data: PyBuffer<u8>, eof: bool) -> PyResult<Bound<'py, PyList>> {
+    fn feed<'py>(
+        &mut self,
+        py: Python<'py>,
+        data: PyBuffer<u8>,
+        eof: bool,
+    ) -> PyResult<Bound<'py, PyList>> {
         let mut rest = tls::bytes_of(&data)?;
         let out = PyList::empty(py);
         // a record begun in an earlier feed: completed in ``buf`` with only what it needs
@@ -675,7 +710,7 @@ impl Scanner {
             self.eof = eof;
             self.run(py, rest, &out)?;
             if self.state != State::Done {
-                self.buf.extend_from_slice(&rest[self.pos..]);  // the record begun
+                self.buf.extend_from_slice(&rest[self.pos..]); // the record begun
                 self.pos = 0;
             }
         }
@@ -704,9 +739,16 @@ impl Scanner {
                             return Ok(());
                         }
                         self.state = State::Done;
-                        return Err(PyValueError::new_err("empty or too short to be a capture file"));
+                        return Err(PyValueError::new_err(
+                            "empty or too short to be a capture file",
+                        ));
                     }
-                    let m = [src[self.pos], src[self.pos + 1], src[self.pos + 2], src[self.pos + 3]];
+                    let m = [
+                        src[self.pos],
+                        src[self.pos + 1],
+                        src[self.pos + 2],
+                        src[self.pos + 3],
+                    ];
                     let (little, unit) = match m {
                         [0xd4, 0xc3, 0xb2, 0xa1] => (true, 1e-6),
                         [0xa1, 0xb2, 0xc3, 0xd4] => (false, 1e-6),
@@ -769,4 +811,98 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(mapped::map_guard, m)?)?;
     m.add_function(wrap_pyfunction!(mapped::map_unguard, m)?)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An Ethernet + IPv4 + TCP frame (no options) carrying ``payload``.
+    fn frame(seq: u32, flags: u8, payload: &[u8]) -> Vec<u8> {
+        let mut d = vec![0u8; 12];
+        d.extend_from_slice(&[0x08, 0x00]);
+        let total = (20 + 20 + payload.len()) as u16;
+        d.extend_from_slice(&[
+            0x45,
+            0,
+            (total >> 8) as u8,
+            total as u8,
+            0,
+            0,
+            0x40,
+            0,
+            64,
+            6,
+            0,
+            0,
+        ]);
+        d.extend_from_slice(&[127, 0, 0, 1, 127, 0, 0, 2]);
+        d.extend_from_slice(&[0xC3, 0x50, 0x23, 0x84]); // ports 50000 -> 9092
+        d.extend_from_slice(&seq.to_be_bytes());
+        d.extend_from_slice(&7u32.to_be_bytes());
+        d.extend_from_slice(&[0x50, flags, 0xFF, 0xFF, 0, 0, 0, 0]);
+        d.extend_from_slice(payload);
+        d
+    }
+
+    #[test]
+    fn tcp_segment_reads_ports_sequence_and_payload() {
+        let d = frame(1000, 0x18, b"kafka");
+        let s = tcp_segment(1, &d).expect("a TCP segment");
+        assert_eq!(
+            (s.sport, s.dport, s.seq, s.ack, s.flags),
+            (50000, 9092, 1000, 7, 0x18)
+        );
+        assert_eq!(&d[s.payload.0..s.payload.1], b"kafka");
+        assert_eq!(&d[s.src.0..s.src.1], &[127, 0, 0, 1]);
+        assert_eq!(s.missing, 0);
+    }
+
+    #[test]
+    fn tcp_segment_counts_bytes_the_snap_length_cut() {
+        let mut d = frame(1, 0x18, &[0xAB; 100]);
+        d.truncate(d.len() - 30);
+        let s = tcp_segment(1, &d).expect("a TCP segment");
+        assert_eq!(s.payload.1 - s.payload.0, 70);
+        assert_eq!(s.missing, 30);
+    }
+
+    #[test]
+    fn tcp_segment_refuses_what_is_not_tcp_or_too_short() {
+        let mut udp = frame(1, 0x18, b"x");
+        udp[14 + 9] = 17;
+        assert!(tcp_segment(1, &udp).is_none());
+        let d = frame(1, 0x18, b"x");
+        for cut in 0..54 {
+            assert!(tcp_segment(1, &d[..cut]).is_none(), "cut at {cut}");
+        }
+        let mut fragment = frame(1, 0x18, b"x");
+        fragment[14 + 7] = 8; // a fragment offset: not the segment's start
+        assert!(tcp_segment(1, &fragment).is_none());
+    }
+
+    #[test]
+    fn vlan_tags_are_skipped() {
+        let d = frame(5, 0x10, b"ab");
+        let mut tagged = d[..12].to_vec();
+        tagged.extend_from_slice(&[0x81, 0x00, 0x00, 0x05]);
+        tagged.extend_from_slice(&d[12..]);
+        assert_eq!(ip_of(1, &tagged), Some((ETH_IPV4, 18)));
+        assert_eq!(tcp_segment(1, &tagged).map(|s| s.seq), Some(5));
+    }
+
+    #[test]
+    fn timestamp_resolution_and_ticks() {
+        assert_eq!(ts_resolution(&[], Endian(true)), 6);
+        // if_tsresol = 9 (nanoseconds), little-endian option list
+        let opts = [9, 0, 1, 0, 9, 0, 0, 0, 0, 0, 0, 0];
+        assert_eq!(ts_resolution(&opts, Endian(true)), 9);
+        assert_eq!(ticks_to_seconds(1_500_000, 6), 1.5);
+        assert_eq!(ticks_to_seconds(3_000_000_000, 9), 3.0);
+        assert_eq!(ticks_to_seconds(3, 0x81), 1.5); // 2^-1 s ticks
+        assert_eq!(
+            ticks_to_seconds(u64::MAX, 127),
+            0.0 + u64::MAX as f64 * 1e-127
+        );
+    }
 }

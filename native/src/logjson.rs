@@ -23,7 +23,10 @@ thread_local! {
 const KEEP: usize = 16 << 20;
 
 /// `f` writing into the kept buffer (cleared), then the text made a Python str.
-fn text_of(py: Python<'_>, f: impl FnOnce(&mut Vec<u8>) -> PyResult<bool>) -> PyResult<Option<Py<PyString>>> {
+fn text_of(
+    py: Python<'_>,
+    f: impl FnOnce(&mut Vec<u8>) -> PyResult<bool>,
+) -> PyResult<Option<Py<PyString>>> {
     OUT.with(|cell| {
         let mut fresh = Vec::new();
         let mut kept = cell.try_borrow_mut();
@@ -315,19 +318,35 @@ fn lines(
     for i in 0..count {
         let start = pos;
         let mut p = pos;
-        let Some(length) = varint(d, &mut p, end, 5) else { return Ok(false) };
+        let Some(length) = varint(d, &mut p, end, 5) else {
+            return Ok(false);
+        };
         if length < 1 || length > (end - p) as i128 {
             return Ok(false);
         }
         let rec_end = p + length as usize;
         p += 1; // attributes
-        let Some(ts_delta) = varint(d, &mut p, rec_end, 10) else { return Ok(false) };
-        let ts = if fixed_ts { ts0 as i128 } else { ts0 as i128 + ts_delta };
-        let Some(off_delta) = varint(d, &mut p, rec_end, 5) else { return Ok(false) };
+        let Some(ts_delta) = varint(d, &mut p, rec_end, 10) else {
+            return Ok(false);
+        };
+        let ts = if fixed_ts {
+            ts0 as i128
+        } else {
+            ts0 as i128 + ts_delta
+        };
+        let Some(off_delta) = varint(d, &mut p, rec_end, 5) else {
+            return Ok(false);
+        };
         let offset = base as i128 + off_delta;
-        let Some(key) = nullable(d, &mut p, rec_end) else { return Ok(false) };
-        let Some(value) = nullable(d, &mut p, rec_end) else { return Ok(false) };
-        let Some(nh) = varint(d, &mut p, rec_end, 5) else { return Ok(false) };
+        let Some(key) = nullable(d, &mut p, rec_end) else {
+            return Ok(false);
+        };
+        let Some(value) = nullable(d, &mut p, rec_end) else {
+            return Ok(false);
+        };
+        let Some(nh) = varint(d, &mut p, rec_end, 5) else {
+            return Ok(false);
+        };
         if nh < 0 || nh > (rec_end - p) as i128 {
             return Ok(false);
         }
@@ -335,7 +354,11 @@ fn lines(
             push_int(out, start as i128);
             out.extend_from_slice(b", \"offset\": ");
         } else {
-            out.extend_from_slice(if i > 0 { b", {\"offset\": " } else { b"{\"offset\": " });
+            out.extend_from_slice(if i > 0 {
+                b", {\"offset\": "
+            } else {
+                b"{\"offset\": "
+            });
         }
         push_int(out, offset);
         out.extend_from_slice(b", \"timestamp\": ");
@@ -349,7 +372,9 @@ fn lines(
             if j > 0 {
                 out.extend_from_slice(b", ");
             }
-            let Some(hkey) = nullable(d, &mut p, rec_end) else { return Ok(false) };
+            let Some(hkey) = nullable(d, &mut p, rec_end) else {
+                return Ok(false);
+            };
             out.extend_from_slice(b"{\"key\": ");
             match hkey {
                 None => out.extend_from_slice(b"null"),
@@ -358,7 +383,9 @@ fn lines(
                     Err(_) => return Ok(false), // decoded with U+FFFD by Python
                 },
             }
-            let Some(hvalue) = nullable(d, &mut p, rec_end) else { return Ok(false) };
+            let Some(hvalue) = nullable(d, &mut p, rec_end) else {
+                return Ok(false);
+            };
             out.extend_from_slice(b", \"value\": ");
             push_nullable(py, out, hvalue)?;
             out.push(b'}');
@@ -414,7 +441,9 @@ pub(crate) fn records_text(
     }
     // Safety: a contiguous buffer of len_bytes bytes, held (and read only) for this call
     let d = unsafe { std::slice::from_raw_parts(data.buf_ptr() as *const u8, data.len_bytes()) };
-    text_of(py, |out| lines(py, out, d, pos, end, count, base, ts0, fixed_ts, list))
+    text_of(py, |out| {
+        lines(py, out, d, pos, end, count, base, ts0, fixed_ts, list)
+    })
 }
 
 /// The first newline at or after `from` (8 bytes at a time).
@@ -434,7 +463,11 @@ fn newline(b: &[u8], mut from: usize) -> Option<usize> {
 /// `render.log_lines.prefixed_py`: `prefix` in front of each line of `lines` (each
 /// ending in a newline), as UTF-8 bytes written straight into the bytes object.
 #[pyfunction]
-pub fn log_prefix_lines<'py>(py: Python<'py>, prefix: &str, lines: &str) -> PyResult<Bound<'py, PyBytes>> {
+pub fn log_prefix_lines<'py>(
+    py: Python<'py>,
+    prefix: &str,
+    lines: &str,
+) -> PyResult<Bound<'py, PyBytes>> {
     let b = lines.as_bytes();
     let p = prefix.as_bytes();
     let mut n = 0;

@@ -25,19 +25,28 @@ mod imp {
     static END: [AtomicUsize; SLOTS] = [FREE; SLOTS];
     static FAULTED: [AtomicBool; SLOTS] = [CLEAR; SLOTS];
     static mut PREVIOUS: Option<libc::sigaction> = None;
-    static FOREIGN: AtomicBool = AtomicBool::new(false);   // a fault not ours was passed on
+    static FOREIGN: AtomicBool = AtomicBool::new(false); // a fault not ours was passed on
 
     extern "C" fn on_sigbus(sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut libc::c_void) {
         // Safety: the kernel hands a valid siginfo; mmap and sigaction may be called here
         unsafe {
             let addr = (*info).si_addr() as usize;
             for i in 0..SLOTS {
-                let (start, end) = (START[i].load(Ordering::Acquire), END[i].load(Ordering::Acquire));
+                let (start, end) = (
+                    START[i].load(Ordering::Acquire),
+                    END[i].load(Ordering::Acquire),
+                );
                 if start != 0 && start <= addr && addr < end {
                     let page = libc::sysconf(libc::_SC_PAGESIZE) as usize;
                     let at = (addr & !(page - 1)) as *mut libc::c_void;
-                    let zero = libc::mmap(at, page, libc::PROT_READ,
-                                          libc::MAP_FIXED | libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0);
+                    let zero = libc::mmap(
+                        at,
+                        page,
+                        libc::PROT_READ,
+                        libc::MAP_FIXED | libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                        -1,
+                        0,
+                    );
                     if zero != libc::MAP_FAILED {
                         FAULTED[i].store(true, Ordering::Release);
                         return; // the access is retried and reads zeros
@@ -87,7 +96,10 @@ mod imp {
             return None;
         }
         for i in 0..SLOTS {
-            if START[i].compare_exchange(0, usize::MAX, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+            if START[i]
+                .compare_exchange(0, usize::MAX, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+            {
                 FAULTED[i].store(false, Ordering::Release);
                 END[i].store(start + len, Ordering::Release);
                 START[i].store(start, Ordering::Release);

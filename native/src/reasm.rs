@@ -17,8 +17,8 @@
 //! spend it, everything held is handed over and Python's reassembler takes over.
 
 use pyo3::prelude::*;
-use pyo3::BoundObject;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
+use pyo3::BoundObject;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
 const FIN: u32 = 0x01;
@@ -44,7 +44,11 @@ impl Addr {
         let mut ip = [0u8; 16];
         let n = raw.len().min(16);
         ip[..n].copy_from_slice(&raw[..n]);
-        Addr { ip, len: n as u8, port }
+        Addr {
+            ip,
+            len: n as u8,
+            port,
+        }
     }
     fn raw(&self) -> &[u8] {
         &self.ip[..self.len as usize]
@@ -60,11 +64,11 @@ struct Held {
 
 /// Size-prefix tracking of one direction Python frames as Kafka.
 struct Track {
-    start: i64,          // stream offset of the message being filled (its size prefix)
-    head: Vec<u8>,       // its first bytes, until the 4 of the size are known
-    end: i64,            // where it ends (-1: size not known yet)
-    py_pending: bool,    // Python's framer holds bytes of it
-    acc: Vec<u8>,        // data held here, not yet handed over
+    start: i64,       // stream offset of the message being filled (its size prefix)
+    head: Vec<u8>,    // its first bytes, until the 4 of the size are known
+    end: i64,         // where it ends (-1: size not known yet)
+    py_pending: bool, // Python's framer holds bytes of it
+    acc: Vec<u8>,     // data held here, not yet handed over
     acc_offset: i64,
     acc_ts: f64,
     acc_frame: i64,
@@ -76,8 +80,16 @@ impl Track {
     /// plain size-framed state.
     fn at(start: i64, held: &[u8], next: i64) -> Option<Track> {
         let head = &held[..held.len().min(4)];
-        let mut t = Track { start, head: head.to_vec(), end: -1, py_pending: !held.is_empty(),
-                            acc: Vec::new(), acc_offset: 0, acc_ts: 0.0, acc_frame: 0 };
+        let mut t = Track {
+            start,
+            head: head.to_vec(),
+            end: -1,
+            py_pending: !held.is_empty(),
+            acc: Vec::new(),
+            acc_offset: 0,
+            acc_ts: 0.0,
+            acc_frame: 0,
+        };
         if t.head.len() == 4 {
             let size = i32::from_be_bytes([t.head[0], t.head[1], t.head[2], t.head[3]]) as i64;
             if !(0..=MAX_MESSAGE).contains(&size) {
@@ -85,7 +97,7 @@ impl Track {
             }
             t.end = start + 4 + size;
             if t.end <= next {
-                return None;     // the framer would have framed it: not its state
+                return None; // the framer would have framed it: not its state
             }
         }
         Some(t)
@@ -107,7 +119,7 @@ struct Dir {
     gaps: i64,
     gap_bytes: i64,
     track: Option<Track>,
-    tls: Option<crate::tls::TlsDir>,   // TLS records decrypted here (tls_track)
+    tls: Option<crate::tls::TlsDir>, // TLS records decrypted here (tls_track)
 }
 
 impl Dir {
@@ -131,10 +143,16 @@ impl Dir {
         }
     }
     fn lowest(&self) -> i64 {
-        *self.held.keys().next().expect("lowest() needs held segments")
+        *self
+            .held
+            .keys()
+            .next()
+            .expect("lowest() needs held segments")
     }
     fn unwrap(&self, seq: u32) -> i64 {
-        let base = self.base.expect("the direction's first sequence number is known");
+        let base = self
+            .base
+            .expect("the direction's first sequence number is known");
         let rel = seq.wrapping_sub(base) as i64;
         let mut delta = (rel - self.next).rem_euclid(1 << 32);
         if delta >= 0x8000_0000 {
@@ -179,7 +197,7 @@ pub struct Reasm {
     closing: VecDeque<(i64, u64, (Addr, Addr))>,
     out: Vec<PyObject>,
     acc_total: i64,
-    plain: Vec<u8>,      // a TLS segment's plaintext (kept: reused for the next)
+    plain: Vec<u8>, // a TLS segment's plaintext (kept: reused for the next)
     /// budget headroom left for this batch (set by Python before each feed)
     #[pyo3(get, set)]
     room: i64,
@@ -194,7 +212,8 @@ pub(crate) fn joined<'py>(py: Python<'py>, parts: &[&[u8]]) -> PyResult<Bound<'p
     let n: usize = parts.iter().map(|p| p.len()).sum();
     // Safety: a new bytes object of n bytes, not yet shared, filled before it is returned
     unsafe {
-        let obj = pyo3::ffi::PyBytes_FromStringAndSize(std::ptr::null(), n as pyo3::ffi::Py_ssize_t);
+        let obj =
+            pyo3::ffi::PyBytes_FromStringAndSize(std::ptr::null(), n as pyo3::ffi::Py_ssize_t);
         let bytes = Bound::from_owned_ptr_or_err(py, obj)?.downcast_into_unchecked::<PyBytes>();
         let mut at = pyo3::ffi::PyBytes_AsString(obj) as *mut u8;
         for p in parts {
@@ -215,7 +234,11 @@ fn key_of(src: Addr, dst: Addr) -> (Addr, Addr) {
 }
 
 impl Reasm {
-    fn push<'py, T: IntoPyObject<'py, Target = PyTuple>>(&mut self, py: Python<'py>, event: T) -> PyResult<()>
+    fn push<'py, T: IntoPyObject<'py, Target = PyTuple>>(
+        &mut self,
+        py: Python<'py>,
+        event: T,
+    ) -> PyResult<()>
     where
         PyErr: From<T::Error>,
     {
@@ -235,25 +258,38 @@ impl Reasm {
                 self.acc_total -= t.acc.len() as i64;
                 t.acc.clear();
                 t.py_pending = true;
-                self.push(py, (1, cid,
-                    dir, off, bytes,
-                    ts, frame))?;
+                self.push(py, (1, cid, dir, off, bytes, ts, frame))?;
             }
         }
         Ok(())
     }
 
-    fn emit_data(&mut self, py: Python<'_>, cid: u64, dir: usize, off: i64, payload: &[u8], ts: f64,
-                 frame: i64) -> PyResult<()> {
+    fn emit_data(
+        &mut self,
+        py: Python<'_>,
+        cid: u64,
+        dir: usize,
+        off: i64,
+        payload: &[u8],
+        ts: f64,
+        frame: i64,
+    ) -> PyResult<()> {
         let bytes = PyBytes::new(py, payload).into_any().unbind();
-        self.push(py, (1, cid,
-            dir, off, bytes,
-            ts, frame))
+        self.push(py, (1, cid, dir, off, bytes, ts, frame))
     }
 
     /// Data in TCP order: to Python now, or held by the size-prefix tracking.
-    fn data(&mut self, py: Python<'_>, cid: u64, dir: usize, d: &mut Dir, off: i64, payload: &[u8],
-            ts: f64, frame: i64) -> PyResult<()> {
+    fn data(
+        &mut self,
+        py: Python<'_>,
+        cid: u64,
+        dir: usize,
+        d: &mut Dir,
+        off: i64,
+        payload: &[u8],
+        ts: f64,
+        frame: i64,
+    ) -> PyResult<()> {
         if d.tls.is_some() {
             return self.tls_data(py, cid, dir, d, payload, ts, frame);
         }
@@ -267,7 +303,7 @@ impl Reasm {
         loop {
             if t.end < 0 {
                 let need = 4 - t.head.len() as i64;
-                let from = t.start + t.head.len() as i64;   // stream offset of the next head byte
+                let from = t.start + t.head.len() as i64; // stream offset of the next head byte
                 if from >= stop {
                     break;
                 }
@@ -278,8 +314,8 @@ impl Reasm {
                     break;
                 }
                 let size = i32::from_be_bytes([t.head[0], t.head[1], t.head[2], t.head[3]]) as i64;
-                if size < 0 || size > MAX_MESSAGE {
-                    bad = true;          // Python's framer searches for a boundary now
+                if !(0..=MAX_MESSAGE).contains(&size) {
+                    bad = true; // Python's framer searches for a boundary now
                     break;
                 }
                 t.end = t.start + 4 + size;
@@ -303,15 +339,13 @@ impl Reasm {
             let whole = if had == 0 {
                 PyBytes::new(py, payload)
             } else {
-                joined(py, &[&t.acc, payload])?    // one copy of each part
+                joined(py, &[&t.acc, payload])? // one copy of each part
             };
             self.acc_total -= had;
             t.acc.clear();
             t.py_pending = stop > t.start;
             let bytes = whole.into_any().unbind();
-            return self.push(py, (1, cid,
-                dir, start, bytes,
-                ts, frame));
+            return self.push(py, (1, cid, dir, start, bytes, ts, frame));
         }
         if !t.py_pending && t.acc.is_empty() {
             // the first bytes of a message: Python's framer starts holding (the budget
@@ -329,22 +363,26 @@ impl Reasm {
         Ok(())
     }
 
-    fn gap_event(&mut self, py: Python<'_>, c: &mut Conn, dir: usize, off: i64, len: i64, ts: f64,
-                 frame: i64) -> PyResult<()> {
+    fn gap_event(
+        &mut self,
+        py: Python<'_>,
+        c: &mut Conn,
+        dir: usize,
+        off: i64,
+        len: i64,
+        ts: f64,
+        frame: i64,
+    ) -> PyResult<()> {
         let cid = c.cid;
         let d = &mut c.dirs[dir];
         self.flush_acc(py, cid, dir, d)?;
-        d.track = None;                  // Python's framer cuts or resyncs from here
-        self.push(py, (2, cid,
-            dir, off,
-            len, ts,
-            frame))
+        d.track = None; // Python's framer cuts or resyncs from here
+        self.push(py, (2, cid, dir, off, len, ts, frame))
     }
 
     fn charge(&mut self, py: Python<'_>, c: &Conn, dir: usize) -> PyResult<()> {
         let held = c.dirs[dir].held_bytes;
-        self.push(py, (4, c.cid,
-            dir, held))
+        self.push(py, (4, c.cid, dir, held))
     }
 
     fn client_hint(&self, src: Addr, dst: Addr) -> bool {
@@ -352,8 +390,12 @@ impl Reasm {
     }
 
     /// tcp.py's ``take``; ``addr`` writes an address as Python text (for a new connection).
-    pub fn take(&mut self, py: Python<'_>, s: &SegIn<'_>,
-                addr: &mut dyn FnMut(&[u8]) -> PyResult<Py<PyString>>) -> PyResult<()> {
+    pub fn take(
+        &mut self,
+        py: Python<'_>,
+        s: &SegIn<'_>,
+        addr: &mut dyn FnMut(&[u8]) -> PyResult<Py<PyString>>,
+    ) -> PyResult<()> {
         let key = key_of(s.src, s.dst);
         let syn_only = s.flags & SYN != 0 && s.flags & ACK == 0;
         let mut slot = self.by_key.get(&key).copied();
@@ -372,7 +414,11 @@ impl Reasm {
                     return Ok(());
                 }
                 let client = if syn_only || (s.flags & SYN != 0 && s.flags & ACK != 0) {
-                    if syn_only { s.src } else { s.dst }
+                    if syn_only {
+                        s.src
+                    } else {
+                        s.dst
+                    }
                 } else if self.client_hint(s.src, s.dst) {
                     s.src
                 } else {
@@ -383,15 +429,37 @@ impl Reasm {
                 let cid = self.count;
                 let a_ip = addr(client.raw())?;
                 let b_ip = addr(server.raw())?;
-                self.push(py, (0, cid,
-                    a_ip, client.port, b_ip,
-                    server.port, s.ts,
-                    s.flags & SYN != 0))?;
-                let c = Conn { cid, a: client, key, dirs: [Dir::new(), Dir::new()], closed: false,
-                               last_ts: 0.0, packets: 0 };
+                self.push(
+                    py,
+                    (
+                        0,
+                        cid,
+                        a_ip,
+                        client.port,
+                        b_ip,
+                        server.port,
+                        s.ts,
+                        s.flags & SYN != 0,
+                    ),
+                )?;
+                let c = Conn {
+                    cid,
+                    a: client,
+                    key,
+                    dirs: [Dir::new(), Dir::new()],
+                    closed: false,
+                    last_ts: 0.0,
+                    packets: 0,
+                };
                 let i = match self.free.pop() {
-                    Some(i) => { self.slab[i] = Some(c); i }
-                    None => { self.slab.push(Some(c)); self.slab.len() - 1 }
+                    Some(i) => {
+                        self.slab[i] = Some(c);
+                        i
+                    }
+                    None => {
+                        self.slab.push(Some(c));
+                        self.slab.len() - 1
+                    }
                 };
                 self.by_key.insert(key, i);
                 self.by_cid.insert(cid, i);
@@ -492,15 +560,28 @@ impl Reasm {
             return Ok(());
         }
         d.overdue = None;
-        let first = if d.held.is_empty() { d.acked } else { d.lowest() };
+        let first = if d.held.is_empty() {
+            d.acked
+        } else {
+            d.lowest()
+        };
         let to = first.min(d.acked.max(d.next));
         self.skip_to(py, c, dir, to, ts, 0)?;
         self.charge(py, c, dir)
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn accept(&mut self, py: Python<'_>, c: &mut Conn, dir: usize, mut offset: i64, mut payload: Option<&[u8]>,
-              mut size: i64, ts: f64, frame: i64) -> PyResult<()> {
+    fn accept(
+        &mut self,
+        py: Python<'_>,
+        c: &mut Conn,
+        dir: usize,
+        mut offset: i64,
+        mut payload: Option<&[u8]>,
+        mut size: i64,
+        ts: f64,
+        frame: i64,
+    ) -> PyResult<()> {
         let d = &mut c.dirs[dir];
         let end = offset + size;
         if end <= d.next {
@@ -522,7 +603,15 @@ impl Reasm {
             };
             if let Some(old) = bigger {
                 d.held_bytes += size - old;
-                d.held.insert(offset, Held { payload: payload.map(|p| p.to_vec()), size, ts, frame });
+                d.held.insert(
+                    offset,
+                    Held {
+                        payload: payload.map(|p| p.to_vec()),
+                        size,
+                        ts,
+                        frame,
+                    },
+                );
             }
             if d.held_bytes > MAX_HELD || d.held.len() > MAX_HELD_SEGMENTS {
                 self.skip_hole(py, c, dir)?;
@@ -537,8 +626,16 @@ impl Reasm {
         Ok(())
     }
 
-    fn deliver(&mut self, py: Python<'_>, c: &mut Conn, dir: usize, payload: Option<&[u8]>, size: i64,
-               ts: f64, frame: i64) -> PyResult<()> {
+    fn deliver(
+        &mut self,
+        py: Python<'_>,
+        c: &mut Conn,
+        dir: usize,
+        payload: Option<&[u8]>,
+        size: i64,
+        ts: f64,
+        frame: i64,
+    ) -> PyResult<()> {
         match payload {
             None => {
                 let at = c.dirs[dir].next;
@@ -562,8 +659,16 @@ impl Reasm {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn hole(&mut self, py: Python<'_>, c: &mut Conn, dir: usize, offset: i64, length: i64, ts: f64,
-            frame: i64) -> PyResult<()> {
+    fn hole(
+        &mut self,
+        py: Python<'_>,
+        c: &mut Conn,
+        dir: usize,
+        offset: i64,
+        length: i64,
+        ts: f64,
+        frame: i64,
+    ) -> PyResult<()> {
         if let Some(h) = c.dirs[dir].hole.as_mut() {
             if h.0 + h.1 == offset {
                 h.1 += length;
@@ -608,8 +713,15 @@ impl Reasm {
         Ok(())
     }
 
-    fn skip_to(&mut self, py: Python<'_>, c: &mut Conn, dir: usize, offset: i64, mut ts: f64,
-               mut frame: i64) -> PyResult<()> {
+    fn skip_to(
+        &mut self,
+        py: Python<'_>,
+        c: &mut Conn,
+        dir: usize,
+        offset: i64,
+        mut ts: f64,
+        mut frame: i64,
+    ) -> PyResult<()> {
         let d = &c.dirs[dir];
         if offset > d.next {
             if !d.held.is_empty() && d.lowest() == offset {
@@ -636,8 +748,7 @@ impl Reasm {
             while !c.dirs[dir].held.is_empty() {
                 self.skip_hole(py, &mut c, dir)?;
             }
-            self.push(py, (5, c.cid,
-                dir))?;
+            self.push(py, (5, c.cid, dir))?;
             let d = &c.dirs[dir];
             let end = d.end.max(d.acked);
             if end > d.next {
@@ -724,14 +835,18 @@ impl Reasm {
     /// Track the size prefixes of a direction Python frames as Kafka: its framer holds
     /// ``held`` (the bytes so far of the message starting at stream offset ``start``).
     fn track(&mut self, cid: u64, dir: usize, start: i64, held: &[u8]) {
-        let Some(&i) = self.by_cid.get(&cid) else { return };
-        let Some(c) = self.slab[i].as_mut() else { return };
+        let Some(&i) = self.by_cid.get(&cid) else {
+            return;
+        };
+        let Some(c) = self.slab[i].as_mut() else {
+            return;
+        };
         if self.tight || dir > 1 {
             return;
         }
         let d = &mut c.dirs[dir];
         if d.next != start + held.len() as i64 {
-            return;              // not where the framer stands: leave it to Python
+            return; // not where the framer stands: leave it to Python
         }
         if let Some(t) = Track::at(start, held, d.next) {
             d.track = Some(t);
@@ -744,12 +859,25 @@ impl Reasm {
     /// ``track`` (``start`` < 0: its sizes are not tracked). False when not taken (Python
     /// then reads on). Given back as event 8 (``tls_back``).
     #[allow(clippy::too_many_arguments)]
-    fn tls_track(&mut self, cid: u64, dir: usize, cipher: Py<crate::tls::RecordCipher>, seq: u64,
-                 plain: i64, begun: &[u8], start: i64, held: &[u8]) -> bool {
-        let Some(&i) = self.by_cid.get(&cid) else { return false };
-        let Some(c) = self.slab[i].as_mut() else { return false };
+    fn tls_track(
+        &mut self,
+        cid: u64,
+        dir: usize,
+        cipher: Py<crate::tls::RecordCipher>,
+        seq: u64,
+        plain: i64,
+        begun: &[u8],
+        start: i64,
+        held: &[u8],
+    ) -> bool {
+        let Some(&i) = self.by_cid.get(&cid) else {
+            return false;
+        };
+        let Some(c) = self.slab[i].as_mut() else {
+            return false;
+        };
         if self.tight || dir > 1 || !self.out.is_empty() || c.closed {
-            return false;        // Python has not seen all that was delivered
+            return false; // Python has not seen all that was delivered
         }
         let d = &mut c.dirs[dir];
         if d.tls.is_some() || d.track.is_some() {
@@ -795,28 +923,60 @@ impl Reasm {
                     held.append((*off, p, h.size, h.ts, h.frame))?;
                 }
                 let hole: PyObject = match d.hole {
-                    Some(h) => PyList::new(py, [h.0.into_pyobject(py)?.into_any(), h.1.into_pyobject(py)?.into_any(),
-                        h.2.into_pyobject(py)?.into_any(), h.3.into_pyobject(py)?.into_any()])?.into_any().unbind(),
+                    Some(h) => PyList::new(
+                        py,
+                        [
+                            h.0.into_pyobject(py)?.into_any(),
+                            h.1.into_pyobject(py)?.into_any(),
+                            h.2.into_pyobject(py)?.into_any(),
+                            h.3.into_pyobject(py)?.into_any(),
+                        ],
+                    )?
+                    .into_any()
+                    .unbind(),
                     None => py.None(),
                 };
-                let t = PyTuple::new(py, [
-                    d.base.into_pyobject(py)?.into_any(), d.next.into_pyobject(py)?.into_any(),
-                    held.into_any(), d.held_bytes.into_pyobject(py)?.into_any(),
-                    pyo3::types::PyBool::new(py, d.fin).to_owned().into_any(), d.end.into_pyobject(py)?.into_any(),
-                    d.acked.into_pyobject(py)?.into_any(), d.overdue.into_pyobject(py)?.into_any(),
-                    d.last_ts.into_pyobject(py)?.into_any(), hole.into_bound(py),
-                    d.retransmitted.into_pyobject(py)?.into_any(), d.gaps.into_pyobject(py)?.into_any(),
-                    d.gap_bytes.into_pyobject(py)?.into_any()])?;
+                let t = PyTuple::new(
+                    py,
+                    [
+                        d.base.into_pyobject(py)?.into_any(),
+                        d.next.into_pyobject(py)?.into_any(),
+                        held.into_any(),
+                        d.held_bytes.into_pyobject(py)?.into_any(),
+                        pyo3::types::PyBool::new(py, d.fin).to_owned().into_any(),
+                        d.end.into_pyobject(py)?.into_any(),
+                        d.acked.into_pyobject(py)?.into_any(),
+                        d.overdue.into_pyobject(py)?.into_any(),
+                        d.last_ts.into_pyobject(py)?.into_any(),
+                        hole.into_bound(py),
+                        d.retransmitted.into_pyobject(py)?.into_any(),
+                        d.gaps.into_pyobject(py)?.into_any(),
+                        d.gap_bytes.into_pyobject(py)?.into_any(),
+                    ],
+                )?;
                 dirs.push(t);
             }
-            conns.append((c.cid, c.closed, c.last_ts, c.packets, (dirs[0].clone(), dirs[1].clone())))?;
+            conns.append((
+                c.cid,
+                c.closed,
+                c.last_ts,
+                c.packets,
+                (dirs[0].clone(), dirs[1].clone()),
+            ))?;
         }
         let closing = PyList::empty(py);
         for (at, cid, _) in &self.closing {
             closing.append((*at, *cid))?;
         }
-        PyTuple::new(py, [self.count.into_pyobject(py)?.into_any(), self.packets.into_pyobject(py)?.into_any(),
-                          closing.into_any(), conns.into_any()])
+        PyTuple::new(
+            py,
+            [
+                self.count.into_pyobject(py)?.into_any(),
+                self.packets.into_pyobject(py)?.into_any(),
+                closing.into_any(),
+                conns.into_any(),
+            ],
+        )
     }
 }
 
@@ -826,12 +986,20 @@ impl Reasm {
 /// here, plaintext offset, the bytes from the record Python reads on, ts, frame).
 impl Reasm {
     #[allow(clippy::too_many_arguments)]
-    fn tls_data(&mut self, py: Python<'_>, cid: u64, dir: usize, d: &mut Dir, payload: &[u8],
-                ts: f64, frame: i64) -> PyResult<()> {
+    fn tls_data(
+        &mut self,
+        py: Python<'_>,
+        cid: u64,
+        dir: usize,
+        d: &mut Dir,
+        payload: &[u8],
+        ts: f64,
+        frame: i64,
+    ) -> PyResult<()> {
         let mut tls = d.tls.take().expect("a TLS direction");
         tls.ts = ts;
         tls.frame = frame;
-        let mut plain = std::mem::take(&mut self.plain);   // reused: no fresh pages
+        let mut plain = std::mem::take(&mut self.plain); // reused: no fresh pages
         plain.clear();
         let back = tls.feed(payload, &mut plain);
         if !plain.is_empty() {
@@ -853,12 +1021,77 @@ impl Reasm {
     }
 
     /// The direction back to Python: what tracking holds first, then event 8.
-    fn tls_back(&mut self, py: Python<'_>, cid: u64, dir: usize, d: &mut Dir,
-                mut tls: crate::tls::TlsDir, rest: &[u8]) -> PyResult<()> {
+    fn tls_back(
+        &mut self,
+        py: Python<'_>,
+        cid: u64,
+        dir: usize,
+        d: &mut Dir,
+        mut tls: crate::tls::TlsDir,
+        rest: &[u8],
+    ) -> PyResult<()> {
         self.flush_acc(py, cid, dir, d)?;
         d.track = None;
-        let bytes = if rest.is_empty() { std::mem::take(&mut tls.buf) } else { rest.to_vec() };
+        let bytes = if rest.is_empty() {
+            std::mem::take(&mut tls.buf)
+        } else {
+            rest.to_vec()
+        };
         let bytes = PyBytes::new(py, &bytes).into_any().unbind();
-        self.push(py, (8, cid, dir, tls.seq, tls.records, tls.plain, bytes, tls.ts, tls.frame))
+        self.push(
+            py,
+            (
+                8,
+                cid,
+                dir,
+                tls.seq,
+                tls.records,
+                tls.plain,
+                bytes,
+                tls.ts,
+                tls.frame,
+            ),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dir_at(base: u32, next: i64) -> Dir {
+        let mut d = Dir::new();
+        d.base = Some(base);
+        d.next = next;
+        d
+    }
+
+    #[test]
+    fn sequence_numbers_unwrap_across_the_32_bit_wrap() {
+        let d = dir_at(0xFFFF_FF00, 0);
+        assert_eq!(d.unwrap(0xFFFF_FF00), 0);
+        assert_eq!(d.unwrap(0x0000_0010), 0x110); // past the wrap: still ahead
+        let ahead = dir_at(0xFFFF_FF00, 0x1_0000_0000);
+        assert_eq!(ahead.unwrap(0xFFFF_FF00), 0x1_0000_0000);
+    }
+
+    #[test]
+    fn an_old_retransmission_unwraps_behind() {
+        let d = dir_at(100, 5000);
+        assert_eq!(d.unwrap(100 + 4000), 4000);
+        assert_eq!(d.unwrap(100 + 6000), 6000);
+    }
+
+    #[test]
+    fn tracking_starts_only_from_a_size_framed_state() {
+        // a message of 10 bytes at 0, 2 of its bytes held: tracked to end at 14
+        let t = Track::at(0, &[0, 0, 0, 10, 1, 2], 6).expect("tracked");
+        assert_eq!((t.end, t.py_pending), (14, true));
+        // the size prefix not known yet
+        assert_eq!(Track::at(0, &[0, 0], 2).map(|t| t.end), Some(-1));
+        // a negative size is no framing state
+        assert!(Track::at(0, &[0xFF, 0xFF, 0xFF, 0xFF], 4).is_none());
+        // a message the framer would already have framed
+        assert!(Track::at(0, &[0, 0, 0, 1, 9], 10).is_none());
     }
 }

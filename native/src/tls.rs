@@ -14,12 +14,13 @@
 //! itself, segment by segment. Handshake parsing, the key schedule and every decision
 //! stay in Python.
 
-use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_128_GCM, AES_256_GCM,
-                 CHACHA20_POLY1305};
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
+use ring::aead::{
+    Aad, LessSafeKey, Nonce, UnboundKey, AES_128_GCM, AES_256_GCM, CHACHA20_POLY1305,
+};
 
 const APPLICATION_DATA: u8 = 23;
 const MAX_RECORD: usize = (1 << 14) + 2048; // handshake.py's MAX_RECORD
@@ -27,7 +28,8 @@ const TAG: usize = 16;
 
 /// Decrypts `buf` (ciphertext, then its tag) in place: true when it authenticates.
 fn open(key: &LessSafeKey, nonce: [u8; 12], aad: &[u8], buf: &mut [u8]) -> bool {
-    key.open_in_place(Nonce::assume_unique_for_key(nonce), Aad::from(aad), buf).is_ok()
+    key.open_in_place(Nonce::assume_unique_for_key(nonce), Aad::from(aad), buf)
+        .is_ok()
 }
 
 /// One direction's record keys (`cipher`: "gcm" or "chacha", as `schedule.Suite`).
@@ -54,8 +56,15 @@ impl RecordCipher {
 
     /// The plaintext of one record appended to `out` (`body` is the record's payload);
     /// its content type, or None when it does not authenticate (`out` then unchanged).
-    fn open_into(&self, seq: u64, ctype: u8, version: u16, header: &[u8], body: &[u8],
-                 out: &mut Vec<u8>) -> Option<u8> {
+    fn open_into(
+        &self,
+        seq: u64,
+        ctype: u8,
+        version: u16,
+        header: &[u8],
+        body: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Option<u8> {
         let explicit = if self.gcm12 { 8 } else { 0 };
         if body.len() < explicit + TAG {
             return None;
@@ -63,7 +72,7 @@ impl RecordCipher {
         let nonce = self.nonce(seq, &body[..explicit]);
         let data_len = body.len() - explicit - TAG;
         let start = out.len();
-        out.extend_from_slice(&body[explicit..]);          // ciphertext and tag
+        out.extend_from_slice(&body[explicit..]); // ciphertext and tag
         let ok = if self.tls13 {
             open(&self.key, nonce, header, &mut out[start..])
         } else {
@@ -78,7 +87,7 @@ impl RecordCipher {
             out.truncate(start);
             return None;
         }
-        out.truncate(start + data_len);                     // the tag goes
+        out.truncate(start + data_len); // the tag goes
         if !self.tls13 {
             return Some(ctype);
         }
@@ -93,7 +102,7 @@ impl RecordCipher {
     }
 }
 
-pub(crate) fn bytes_of<'a>(b: &'a PyBuffer<u8>) -> PyResult<&'a [u8]> {
+pub(crate) fn bytes_of(b: &PyBuffer<u8>) -> PyResult<&[u8]> {
     if !b.is_c_contiguous() {
         return Err(PyValueError::new_err("a contiguous buffer is needed"));
     }
@@ -120,17 +129,29 @@ impl RecordCipher {
             (false, 12) => fixed.copy_from_slice(iv),
             _ => return Err(bad()),
         }
-        Ok(RecordCipher { key, iv: fixed, gcm12, tls13 })
+        Ok(RecordCipher {
+            key,
+            iv: fixed,
+            gcm12,
+            tls13,
+        })
     }
 
     /// `Decryptor.decrypt`: (content type, plaintext) of one record, or None when it does
     /// not authenticate.
-    fn decrypt<'py>(&self, py: Python<'py>, seq: u64, ctype: u8, version: u16,
-                    header: PyBuffer<u8>, payload: PyBuffer<u8>)
-                    -> PyResult<Option<(u8, Bound<'py, PyBytes>)>> {
+    fn decrypt<'py>(
+        &self,
+        py: Python<'py>,
+        seq: u64,
+        ctype: u8,
+        version: u16,
+        header: PyBuffer<u8>,
+        payload: PyBuffer<u8>,
+    ) -> PyResult<Option<(u8, Bound<'py, PyBytes>)>> {
         let (header, payload) = (bytes_of(&header)?, bytes_of(&payload)?);
         let mut out = Vec::with_capacity(payload.len());
-        Ok(self.open_into(seq, ctype, version, header, payload, &mut out)
+        Ok(self
+            .open_into(seq, ctype, version, header, payload, &mut out)
             .map(|t| (t, PyBytes::new(py, &out))))
     }
 
@@ -138,14 +159,22 @@ impl RecordCipher {
     /// with sequence numbers from `seq`, up to the first record that is not one (or is
     /// cut off, or does not authenticate, or holds something else in TLS 1.3):
     /// (their plaintext joined, how many, where reading stopped, the next sequence number).
-    fn open_records<'py>(&self, py: Python<'py>, data: PyBuffer<u8>, pos: usize, end: usize,
-                         seq: u64) -> PyResult<(Bound<'py, PyBytes>, u64, usize, u64)> {
+    fn open_records<'py>(
+        &self,
+        py: Python<'py>,
+        data: PyBuffer<u8>,
+        pos: usize,
+        end: usize,
+        seq: u64,
+    ) -> PyResult<(Bound<'py, PyBytes>, u64, usize, u64)> {
         let d = bytes_of(&data)?;
         let end = end.min(d.len());
         let (mut at, mut n) = (pos, 0u64);
         let mut out = Vec::with_capacity(end.saturating_sub(pos));
         while end >= at + 5 {
-            let Some(len) = app_header(&d[at..at + 5]) else { break };
+            let Some(len) = app_header(&d[at..at + 5]) else {
+                break;
+            };
             if at + 5 + len > end || !self.open_app(seq + n, &d[at..at + 5 + len], &mut out) {
                 break;
             }
@@ -187,16 +216,24 @@ impl RecordCipher {
 pub struct TlsDir {
     cipher: Py<RecordCipher>,
     pub seq: u64,
-    pub buf: Vec<u8>,      // a record begun in an earlier segment
-    pub records: u64,      // records decrypted here (Python counts them when it is back)
-    pub plain: i64,        // plaintext stream offset of the next byte
-    pub ts: f64,           // time and frame of the last segment read
+    pub buf: Vec<u8>, // a record begun in an earlier segment
+    pub records: u64, // records decrypted here (Python counts them when it is back)
+    pub plain: i64,   // plaintext stream offset of the next byte
+    pub ts: f64,      // time and frame of the last segment read
     pub frame: i64,
 }
 
 impl TlsDir {
     pub fn new(cipher: Py<RecordCipher>, seq: u64, buf: &[u8], plain: i64) -> TlsDir {
-        TlsDir { cipher, seq, buf: buf.to_vec(), records: 0, plain, ts: 0.0, frame: 0 }
+        TlsDir {
+            cipher,
+            seq,
+            buf: buf.to_vec(),
+            records: 0,
+            plain,
+            ts: 0.0,
+            frame: 0,
+        }
     }
 
     /// The plaintext of the records `payload` completes appended to `out`; Some(the

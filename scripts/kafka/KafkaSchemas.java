@@ -3,8 +3,10 @@
 // scripts/kafka/schemas (which fetches the jars and compiles this file); never by hand.
 //   KafkaSchemas schemas          one JSON line per API key/version/direction (kafka-clients)
 //   KafkaSchemas samples SEEDS    messages with non-default values in every field
+//   KafkaSchemas errors           one JSON line per error code (Errors: code, name, retriable)
 //   KafkaSchemas internal JAR...  the layouts of internal-topic and KRaft control records found
 //                                 in JAR..., as kdissect/protocol/internal_schemas.py
+//   KafkaSchemas internal-samples SEEDS JAR...   such records written by their generated classes
 // A sample is built as a protocol Struct with random values in every field (tagged fields
 // included), written by Kafka's Schema, read and written again by the generated *Data class
 // (its own serializer, ObjectSerializationCache), and read back as a Struct: the line carries
@@ -43,6 +45,20 @@ public class KafkaSchemas {
             internal(Arrays.copyOfRange(args, 1, args.length));
             return;
         }
+        if (args[0].equals("internal-samples")) {
+            internalSamples(Integer.parseInt(args[1]), Arrays.copyOfRange(args, 2, args.length));
+            return;
+        }
+        if (args[0].equals("errors")) {
+            StringBuilder out = new StringBuilder();
+            for (org.apache.kafka.common.protocol.Errors e : org.apache.kafka.common.protocol.Errors.values())
+                out.append("{\"code\":").append(e.code()).append(",\"name\":").append(str(e.name()))
+                   .append(",\"retriable\":")
+                   .append(e.exception() instanceof org.apache.kafka.common.errors.RetriableException)
+                   .append("}\n");
+            System.out.print(out);
+            return;
+        }
         boolean samples = args[0].equals("samples");
         int seeds = samples ? Integer.parseInt(args[1]) : 0;
         StringBuilder out = new StringBuilder();
@@ -59,7 +75,8 @@ public class KafkaSchemas {
                     for (int seed = 0; seed < seeds; seed++) {
                         out.append(head).append(",\"seed\":").append(seed);
                         try {
-                            byte[] bytes = sample(api, v, dir.equals("request"), schema,
+                            ApiMessage message = dir.equals("request") ? api.newRequest() : api.newResponse();
+                            byte[] bytes = sample(message, v, schema,
                                                   new Random(seed * 7919L + api.apiKey() * 131L + v));
                             out.append(",\"hex\":\"").append(hex(bytes)).append("\",\"values\":")
                                .append(valueJson(schema, schema.read(ByteBuffer.wrap(bytes)))).append("}\n");
@@ -73,12 +90,11 @@ public class KafkaSchemas {
         System.out.print(out);
     }
 
-    static byte[] sample(ApiMessageType api, short v, boolean request, Schema schema, Random r) {
+    static byte[] sample(ApiMessage message, short v, Schema schema, Random r) {
         Struct struct = (Struct) fill(schema, r);
         ByteBuffer first = ByteBuffer.allocate(schema.sizeOf(struct));
         schema.write(first, struct);
         first.flip();
-        ApiMessage message = request ? api.newRequest() : api.newResponse();
         message.read(new ByteBufferAccessor(first), v);
         ObjectSerializationCache cache = new ObjectSerializationCache();
         ByteBuffer out = ByteBuffer.allocate(message.size(cache, v));
@@ -251,13 +267,9 @@ public class KafkaSchemas {
         "KRaftVersionRecord", "VotersRecord"));
     static final Map<Object, String> TYPE_NAMES = new IdentityHashMap<>();
 
-    static void internal(String[] jars) throws Exception {
-        for (java.lang.reflect.Field f : Type.class.getFields()) {
-            if (Modifier.isStatic(f.getModifiers()) && Type.class.isAssignableFrom(f.getType()))
-                TYPE_NAMES.put(f.get(null), f.getName().equals("UNSIGNED_INT32") ? "UINT32" : f.getName());
-        }
-        TreeMap<String, String[]> index = new TreeMap<>();
-        StringBuilder bnf = new StringBuilder();
+    // simple name -> (family, class) of every internal record class in the jars, by class name
+    static Map<String, Object[]> internalClasses(String[] jars) throws Exception {
+        Map<String, Object[]> found = new java.util.LinkedHashMap<>();   // in class-name order
         TreeSet<String> classes = new TreeSet<>();
         for (String jar : jars) {
             try (JarFile jf = new JarFile(jar)) {
@@ -278,9 +290,23 @@ public class KafkaSchemas {
             if (family == null) continue;
             Class<?> c = Class.forName(cn);
             if (!ApiMessage.class.isAssignableFrom(c)) continue;
-            java.lang.reflect.Field sf;
-            try { sf = c.getField("SCHEMAS"); } catch (NoSuchFieldException ex) { continue; }
-            Schema[] schemas = (Schema[]) sf.get(null);
+            try { c.getField("SCHEMAS"); } catch (NoSuchFieldException ex) { continue; }
+            found.put(simple, new Object[]{family, c});
+        }
+        return found;
+    }
+
+    static void internal(String[] jars) throws Exception {
+        for (java.lang.reflect.Field f : Type.class.getFields()) {
+            if (Modifier.isStatic(f.getModifiers()) && Type.class.isAssignableFrom(f.getType()))
+                TYPE_NAMES.put(f.get(null), f.getName().equals("UNSIGNED_INT32") ? "UINT32" : f.getName());
+        }
+        TreeMap<String, String[]> index = new TreeMap<>();
+        StringBuilder bnf = new StringBuilder();
+        for (Map.Entry<String, Object[]> found : internalClasses(jars).entrySet()) {
+            String simple = found.getKey(), family = (String) found.getValue()[0];
+            Class<?> c = (Class<?>) found.getValue()[1];
+            Schema[] schemas = (Schema[]) c.getField("SCHEMAS").get(null);
             ApiMessage m = (ApiMessage) c.getConstructor().newInstance();
             short lo = m.lowestSupportedVersion(), hi = m.highestSupportedVersion();
             index.put(simple, new String[]{family, Short.toString(m.apiKey()), Short.toString(lo), Short.toString(hi)});
@@ -305,6 +331,34 @@ public class KafkaSchemas {
                .append(v[1]).append(", ").append(v[2]).append(", ").append(v[3]).append("),\n");
         }
         out.append("}\n\nBNF = \"\"\"\n").append(bnf).append("\"\"\"\n");
+        System.out.print(out);
+    }
+
+    // every version of every internal record, written as the API samples are: a Struct with
+    // random values, read and written again by the generated class
+    static void internalSamples(int seeds, String[] jars) throws Exception {
+        StringBuilder out = new StringBuilder();
+        for (Map.Entry<String, Object[]> found : internalClasses(jars).entrySet()) {
+            Class<?> c = (Class<?>) found.getValue()[1];
+            Schema[] schemas = (Schema[]) c.getField("SCHEMAS").get(null);
+            ApiMessage m = (ApiMessage) c.getConstructor().newInstance();
+            for (short v = m.lowestSupportedVersion(); v <= m.highestSupportedVersion(); v++) {
+                for (int seed = 0; seed < seeds; seed++) {
+                    out.append("{\"name\":").append(str(found.getKey())).append(",\"family\":")
+                       .append(str((String) found.getValue()[0])).append(",\"type\":").append(m.apiKey())
+                       .append(",\"version\":").append(v).append(",\"seed\":").append(seed);
+                    try {
+                        ApiMessage fresh = (ApiMessage) c.getConstructor().newInstance();
+                        byte[] bytes = sample(fresh, v, schemas[v],
+                                              new Random(seed * 7919L + found.getKey().hashCode() * 131L + v));
+                        out.append(",\"hex\":\"").append(hex(bytes)).append("\",\"values\":")
+                           .append(valueJson(schemas[v], schemas[v].read(ByteBuffer.wrap(bytes)))).append("}\n");
+                    } catch (RuntimeException e) {
+                        out.append(",\"error\":").append(str(e.toString())).append("}\n");
+                    }
+                }
+            }
+        }
         System.out.print(out);
     }
 

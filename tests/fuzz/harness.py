@@ -204,12 +204,14 @@ def read_capture(data: bytes) -> None:
 
 
 def parse_blob_text(data: bytes) -> None:
-    from kdissect.blob import BlobError, parse_blob
+    from kdissect.blob import BlobError, find_candidates, parse_blob
     for text in (data, data.decode("latin-1")):
         try:
             parse_blob(text)
         except BlobError:
             pass
+        for blob in find_candidates(text):      # the search never raises
+            assert blob.data and sum(p.size for p in blob.pieces) <= len(blob.data)
     if data and zlib.crc32(data) % 32 == 0:     # one input in 32, scaled up and timed
         timed_blob(data)
 
@@ -220,13 +222,14 @@ BLOB_SCALE = 64 * 1024
 def timed_blob(data: bytes) -> None:
     """The input repeated to 64 KB must read in linear time: well under 2 CPU-s (about
     0.3 s at worst; the old reader's backtracking took 12-29 CPU-s on 20-40 KB)."""
-    from kdissect.blob import BlobError, parse_blob
+    from kdissect.blob import BlobError, find_candidates, parse_blob
     big = (data * (BLOB_SCALE // len(data) + 1))[:BLOB_SCALE].decode("latin-1")
     start = time.process_time()
     try:
         parse_blob(big)
     except BlobError:
         pass
+    find_candidates(big)
     spent = time.process_time() - start
     if spent > 2.0:
         raise AssertionError(f"the paste reader took {spent:.1f} CPU-s on {BLOB_SCALE} "

@@ -269,7 +269,7 @@ def paste_input(rng: random.Random) -> bytes:
 
 
 def run_paste(data: bytes) -> None:
-    from kdissect.blob import BlobError, parse_blob
+    from kdissect.blob import BlobError, find_candidates, parse_blob
     with _no_gc():
         start = time.process_time()
         try:
@@ -277,6 +277,9 @@ def run_paste(data: bytes) -> None:
         except BlobError:
             pass
         _within(start, len(data), PASTE_BUDGET, "reading a paste")
+        start = time.process_time()
+        find_candidates(data)
+        _within(start, len(data), PASTE_BUDGET, "searching a paste for bytes")
 
 
 # -- registration (runner.TARGETS, harness.replay) ------------------------------------

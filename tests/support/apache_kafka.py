@@ -40,6 +40,7 @@ FETCH = ROOT / "scripts" / "kafka" / "fetch"
 VERSION = (ROOT / "scripts" / "kafka" / "VERSION").read_text().strip()
 LEGACY_CLIENTS = (ROOT / "scripts" / "kafka" / "LEGACY_CLIENTS").read_text().strip()
 TIERED_TEST_JAR = (ROOT / "scripts" / "kafka" / "TIERED_TEST_JAR").read_text().strip()
+PREVIOUS_CLIENTS = (ROOT / "scripts" / "kafka" / "PREVIOUS_CLIENTS").read_text().strip()
 DUMP_LOG = "org.apache.kafka.tools.DumpLogSegments"      # in kafka-tools-<version>.jar
 
 USERS = {"alice": "alice-secret", "admin": "admin-secret"}   # PLAIN and SCRAM-SHA-256/512
@@ -87,15 +88,27 @@ def classpath() -> str:
     return str(libs() / "*")
 
 
-def tiered_storage_jar() -> Path:
+def tiered_storage_jars() -> tuple[Path, ...]:
     """kafka-storage's test jar (LocalTieredStorage), fetched beside the release's jars (from
-    the release scripts/kafka/TIERED_TEST_JAR names: not every release publishes it)."""
-    return libs().parent / "tiered" / f"kafka-storage-{TIERED_TEST_JAR}-test.jar"
+    the release scripts/kafka/TIERED_TEST_JAR names: not every release publishes it), and the
+    class of that release it needs that the pinned one moved (LogContext: scripts/kafka/fetch)."""
+    tiered = libs().parent / "tiered"
+    compat = tiered / f"logcontext-{TIERED_TEST_JAR}.jar"
+    return (tiered / f"kafka-storage-{TIERED_TEST_JAR}-test.jar",
+            *((compat,) if TIERED_TEST_JAR != VERSION else ()))
 
 
 def legacy_clients_jar() -> Path:
     """kafka-clients of the last 3.x line: it still defines the versions Kafka 4.0 removed."""
     return libs().parents[1] / f"kafka-clients-{LEGACY_CLIENTS}" / f"kafka-clients-{LEGACY_CLIENTS}.jar"
+
+
+def previous_clients_classpath() -> str:
+    """The pinned release's jars with its kafka-clients replaced by the previous line's
+    (scripts/kafka/PREVIOUS_CLIENTS): a client of the last release against today's broker."""
+    jar = libs().parents[1] / f"kafka-clients-{PREVIOUS_CLIENTS}" / f"kafka-clients-{PREVIOUS_CLIENTS}.jar"
+    others = [str(j) for j in sorted(libs().glob("*.jar")) if j.name != f"kafka-clients-{VERSION}.jar"]
+    return os.pathsep.join([str(jar), *others])
 
 
 def java() -> str:

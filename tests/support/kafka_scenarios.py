@@ -135,14 +135,15 @@ def kraft_snapshot_fetch(kafka: ApacheKafka, away: int = 3) -> tuple[int, int]:
     raise AssertionError(f"node {away} holds no snapshot past offset {had}")
 
 
-def java_session(mode: str, bootstrap: str) -> list[str]:
-    """tests/support/java/KafkaScenarios.java in MODE: the values it read."""
+def java_session(mode: str, bootstrap: str, jars: str | None = None) -> list[str]:
+    """tests/support/java/KafkaScenarios.java in MODE: the values it read. ``jars``: another
+    classpath than the pinned release's (apache_kafka.previous_clients_classpath)."""
     import subprocess
     from pathlib import Path
     from tests.support.apache_kafka import classpath
     from tests.support.javac import java_command
     source = Path(__file__).parent / "java" / "KafkaScenarios.java"
-    out = subprocess.run([*java_command(source, classpath(), "-Xmx256m", "-XX:+UseSerialGC",
+    out = subprocess.run([*java_command(source, jars or classpath(), "-Xmx256m", "-XX:+UseSerialGC",
                                         "-XX:TieredStopAtLevel=1"), mode, bootstrap],
                          capture_output=True, text=True, timeout=240)
     if out.returncode:

@@ -16,7 +16,7 @@ import os
 import time
 from pathlib import Path
 
-from tests.support.apache_kafka import ApacheKafka, tiered_storage_jar
+from tests.support.apache_kafka import ApacheKafka, tiered_storage_jars
 
 RSM = "org.apache.kafka.server.log.remote.storage.LocalTieredStorage"
 SEGMENT = 1 << 20          # the smallest segment.bytes Kafka 4 accepts
@@ -28,7 +28,7 @@ def tiered_kafka(directory: Path) -> tuple[ApacheKafka, Path]:
     remote = directory / "remote"
     remote.mkdir(parents=True, exist_ok=True)
     kafka = ApacheKafka(nodes=1, directory=directory / "kafka", start=False,
-                        jars=(tiered_storage_jar(),), extra={
+                        jars=tiered_storage_jars(), extra={
         "remote.log.storage.system.enable": "true",
         "remote.log.storage.manager.class.name": RSM,
         "rsm.config.dir": str(remote),

@@ -98,4 +98,6 @@ MODULES = {
     90: 'm090_describe_share_group_offsets',
     91: 'm091_alter_share_group_offsets',
     92: 'm092_delete_share_group_offsets',
+    93: 'm093_streams_group_topology_description_update',
+    94: 'm094_unregister_controller',
 }

@@ -239,11 +239,57 @@ def r_ApiVersionsResponse_3(buf, pos, s):
     return out, pos
 
 
+def r_ApiVersions_Request__Version__5_(buf, pos, s):
+    out = {}
+    n = buf[pos]
+    if n < 128: pos += 1
+    else: n, pos = _uvarint(buf, pos, len(buf), 5)
+    n -= 1
+    if n < 0:
+        raise Bail
+        out['client_software_name'] = None
+    else:
+        e = pos + n
+        if e > len(buf): raise Bail
+        out['client_software_name'] = buf[pos:e].decode(); pos = e
+    n = buf[pos]
+    if n < 128: pos += 1
+    else: n, pos = _uvarint(buf, pos, len(buf), 5)
+    n -= 1
+    if n < 0:
+        raise Bail
+        out['client_software_version'] = None
+    else:
+        e = pos + n
+        if e > len(buf): raise Bail
+        out['client_software_version'] = buf[pos:e].decode(); pos = e
+    n = buf[pos]
+    if n < 128: pos += 1
+    else: n, pos = _uvarint(buf, pos, len(buf), 5)
+    n -= 1
+    if n < 0:
+        if n != -1: raise Bail
+        out['cluster_id'] = None
+    else:
+        e = pos + n
+        if e > len(buf): raise Bail
+        out['cluster_id'] = buf[pos:e].decode(); pos = e
+    v = _u_i(buf, pos)[0]; pos += 4
+    out['node_id'] = v
+    n = buf[pos]
+    if n < 128: pos += 1
+    else: n, pos = _uvarint(buf, pos, len(buf), 5)
+    if n:
+        pos = _tagged(buf, pos, n, s, out, _T_r_ApiVersions_Request__Version__5_)
+    return out, pos
+
+
 _T_r_ApiVersionsRequest_2 = {}
 _T_r_ApiVersion_2 = {}
 _T_r_SupportedFeatureKey = {}
 _T_r_FinalizedFeatureKey = {}
 _T_r_ApiVersionsResponse_3 = {0: r_supported_features, 1: r_finalized_features_epoch, 2: r_finalized_features, 3: r_zk_migration_ready}
+_T_r_ApiVersions_Request__Version__5_ = {}
 
 
 READERS = {
@@ -257,4 +303,6 @@ READERS = {
     (3, 'response'): r_ApiVersionsResponse_3,
     (4, 'request'): r_ApiVersionsRequest_2,
     (4, 'response'): r_ApiVersionsResponse_3,
+    (5, 'request'): r_ApiVersions_Request__Version__5_,
+    (5, 'response'): r_ApiVersionsResponse_3,
 }

@@ -9,6 +9,7 @@ from struct import Struct as _S
 from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 from ..values import Bail, _records, _tagged  # noqa: F401
 
+_u_16s = _S('>16s').unpack_from
 _u_h = _S('>h').unpack_from
 _u_i = _S('>i').unpack_from
 _u_ih = _S('>ih').unpack_from
@@ -213,7 +214,7 @@ def r_TxnOffsetCommitRequest_2(buf, pos, s):
     return out, pos
 
 
-def r_TxnOffsetCommitRequestPartition_3(buf, pos, s):
+def r_partitions(buf, pos, s):
     out = {}
     x0, x1, x2, = _u_iqi(buf, pos); pos += 16
     out['partition_index'] = x0
@@ -234,11 +235,11 @@ def r_TxnOffsetCommitRequestPartition_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_TxnOffsetCommitRequestPartition_3)
+        pos = _tagged(buf, pos, n, s, out, _T_r_partitions)
     return out, pos
 
 
-def r_TxnOffsetCommitRequestTopic_3(buf, pos, s):
+def r_topics(buf, pos, s):
     out = {}
     n = buf[pos]
     if n < 128: pos += 1
@@ -262,17 +263,17 @@ def r_TxnOffsetCommitRequestTopic_3(buf, pos, s):
         s.charge(n * 5)
         a = []
         for _ in range(n):
-            v, pos = r_TxnOffsetCommitRequestPartition_3(buf, pos, s); a.append(v)
+            v, pos = r_partitions(buf, pos, s); a.append(v)
         out['partitions'] = a
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_TxnOffsetCommitRequestTopic_3)
+        pos = _tagged(buf, pos, n, s, out, _T_r_topics)
     return out, pos
 
 
-def r_TxnOffsetCommitRequest_3(buf, pos, s):
+def r_TxnOffsetCommit_Request__Version__3_(buf, pos, s):
     out = {}
     n = buf[pos]
     if n < 128: pos += 1
@@ -299,7 +300,7 @@ def r_TxnOffsetCommitRequest_3(buf, pos, s):
     x0, x1, x2, = _u_qhi(buf, pos); pos += 14
     out['producer_id'] = x0
     out['producer_epoch'] = x1
-    out['generation_id'] = x2
+    out['generation_id_or_member_epoch'] = x2
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
@@ -333,13 +334,13 @@ def r_TxnOffsetCommitRequest_3(buf, pos, s):
         s.charge(n * 3)
         a = []
         for _ in range(n):
-            v, pos = r_TxnOffsetCommitRequestTopic_3(buf, pos, s); a.append(v)
+            v, pos = r_topics(buf, pos, s); a.append(v)
         out['topics'] = a
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_TxnOffsetCommitRequest_3)
+        pos = _tagged(buf, pos, n, s, out, _T_r_TxnOffsetCommit_Request__Version__3_)
     return out, pos
 
 
@@ -415,12 +416,162 @@ def r_TxnOffsetCommitResponse_2(buf, pos, s):
     return out, pos
 
 
-_T_r_TxnOffsetCommitRequestPartition_3 = {}
-_T_r_TxnOffsetCommitRequestTopic_3 = {}
-_T_r_TxnOffsetCommitRequest_3 = {}
+def r_topics_2(buf, pos, s):
+    out = {}
+    v = _u_16s(buf, pos)[0]; pos += 16
+    out['topic_id'] = _uuid(v)
+    n = buf[pos]
+    if n < 128: pos += 1
+    else: n, pos = _uvarint(buf, pos, len(buf), 5)
+    n -= 1
+    if n < -1 or n > len(buf) - pos: raise Bail
+    if n == -1:
+        out['partitions'] = None
+    else:
+        s.charge(n * 5)
+        a = []
+        for _ in range(n):
+            v, pos = r_partitions(buf, pos, s); a.append(v)
+        out['partitions'] = a
+    n = buf[pos]
+    if n < 128: pos += 1
+    else: n, pos = _uvarint(buf, pos, len(buf), 5)
+    if n:
+        pos = _tagged(buf, pos, n, s, out, _T_r_topics_2)
+    return out, pos
+
+
+def r_TxnOffsetCommit_Request__Version__6_(buf, pos, s):
+    out = {}
+    n = buf[pos]
+    if n < 128: pos += 1
+    else: n, pos = _uvarint(buf, pos, len(buf), 5)
+    n -= 1
+    if n < 0:
+        raise Bail
+        out['transactional_id'] = None
+    else:
+        e = pos + n
+        if e > len(buf): raise Bail
+        out['transactional_id'] = buf[pos:e].decode(); pos = e
+    n = buf[pos]
+    if n < 128: pos += 1
+    else: n, pos = _uvarint(buf, pos, len(buf), 5)
+    n -= 1
+    if n < 0:
+        raise Bail
+        out['group_id'] = None
+    else:
+        e = pos + n
+        if e > len(buf): raise Bail
+        out['group_id'] = buf[pos:e].decode(); pos = e
+    x0, x1, x2, = _u_qhi(buf, pos); pos += 14
+    out['producer_id'] = x0
+    out['producer_epoch'] = x1
+    out['generation_id_or_member_epoch'] = x2
+    n = buf[pos]
+    if n < 128: pos += 1
+    else: n, pos = _uvarint(buf, pos, len(buf), 5)
+    n -= 1
+    if n < 0:
+        raise Bail
+        out['member_id'] = None
+    else:
+        e = pos + n
+        if e > len(buf): raise Bail
+        out['member_id'] = buf[pos:e].decode(); pos = e
+    n = buf[pos]
+    if n < 128: pos += 1
+    else: n, pos = _uvarint(buf, pos, len(buf), 5)
+    n -= 1
+    if n < 0:
+        if n != -1: raise Bail
+        out['group_instance_id'] = None
+    else:
+        e = pos + n
+        if e > len(buf): raise Bail
+        out['group_instance_id'] = buf[pos:e].decode(); pos = e
+    n = buf[pos]
+    if n < 128: pos += 1
+    else: n, pos = _uvarint(buf, pos, len(buf), 5)
+    n -= 1
+    if n < -1 or n > len(buf) - pos: raise Bail
+    if n == -1:
+        out['topics'] = None
+    else:
+        s.charge(n * 3)
+        a = []
+        for _ in range(n):
+            v, pos = r_topics_2(buf, pos, s); a.append(v)
+        out['topics'] = a
+    n = buf[pos]
+    if n < 128: pos += 1
+    else: n, pos = _uvarint(buf, pos, len(buf), 5)
+    if n:
+        pos = _tagged(buf, pos, n, s, out, _T_r_TxnOffsetCommit_Request__Version__6_)
+    return out, pos
+
+
+def r_topics_3(buf, pos, s):
+    out = {}
+    v = _u_16s(buf, pos)[0]; pos += 16
+    out['topic_id'] = _uuid(v)
+    n = buf[pos]
+    if n < 128: pos += 1
+    else: n, pos = _uvarint(buf, pos, len(buf), 5)
+    n -= 1
+    if n < -1 or n > len(buf) - pos: raise Bail
+    if n == -1:
+        out['partitions'] = None
+    else:
+        s.charge(n * 3)
+        a = []
+        for _ in range(n):
+            v, pos = r_TxnOffsetCommitResponsePartition_2(buf, pos, s); a.append(v)
+        out['partitions'] = a
+    n = buf[pos]
+    if n < 128: pos += 1
+    else: n, pos = _uvarint(buf, pos, len(buf), 5)
+    if n:
+        pos = _tagged(buf, pos, n, s, out, _T_r_topics_3)
+    return out, pos
+
+
+def r_TxnOffsetCommit_Response__Version__6_(buf, pos, s):
+    out = {}
+    v = _u_i(buf, pos)[0]; pos += 4
+    out['throttle_time_ms'] = v
+    n = buf[pos]
+    if n < 128: pos += 1
+    else: n, pos = _uvarint(buf, pos, len(buf), 5)
+    n -= 1
+    if n < -1 or n > len(buf) - pos: raise Bail
+    if n == -1:
+        out['topics'] = None
+    else:
+        s.charge(n * 3)
+        a = []
+        for _ in range(n):
+            v, pos = r_topics_3(buf, pos, s); a.append(v)
+        out['topics'] = a
+    n = buf[pos]
+    if n < 128: pos += 1
+    else: n, pos = _uvarint(buf, pos, len(buf), 5)
+    if n:
+        pos = _tagged(buf, pos, n, s, out, _T_r_TxnOffsetCommit_Response__Version__6_)
+    return out, pos
+
+
+_T_r_partitions = {}
+_T_r_topics = {}
+_T_r_TxnOffsetCommit_Request__Version__3_ = {}
 _T_r_TxnOffsetCommitResponsePartition_2 = {}
 _T_r_TxnOffsetCommitResponseTopic_2 = {}
 _T_r_TxnOffsetCommitResponse_2 = {}
+_T_r_topics_2 = {}
+_T_r_TxnOffsetCommit_Request__Version__6_ = {}
+_T_r_topics_3 = {}
+_T_r_TxnOffsetCommit_Response__Version__6_ = {}
 
 
 READERS = {
@@ -430,10 +581,12 @@ READERS = {
     (1, 'response'): r_TxnOffsetCommitResponse,
     (2, 'request'): r_TxnOffsetCommitRequest_2,
     (2, 'response'): r_TxnOffsetCommitResponse,
-    (3, 'request'): r_TxnOffsetCommitRequest_3,
+    (3, 'request'): r_TxnOffsetCommit_Request__Version__3_,
     (3, 'response'): r_TxnOffsetCommitResponse_2,
-    (4, 'request'): r_TxnOffsetCommitRequest_3,
+    (4, 'request'): r_TxnOffsetCommit_Request__Version__3_,
     (4, 'response'): r_TxnOffsetCommitResponse_2,
-    (5, 'request'): r_TxnOffsetCommitRequest_3,
+    (5, 'request'): r_TxnOffsetCommit_Request__Version__3_,
     (5, 'response'): r_TxnOffsetCommitResponse_2,
+    (6, 'request'): r_TxnOffsetCommit_Request__Version__6_,
+    (6, 'response'): r_TxnOffsetCommit_Response__Version__6_,
 }

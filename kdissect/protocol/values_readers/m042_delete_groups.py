@@ -150,9 +150,70 @@ def r_DeleteGroupsResponse_2(buf, pos, s):
     return out, pos
 
 
+def r_results(buf, pos, s):
+    out = {}
+    n = buf[pos]
+    if n < 128: pos += 1
+    else: n, pos = _uvarint(buf, pos, len(buf), 5)
+    n -= 1
+    if n < 0:
+        raise Bail
+        out['group_id'] = None
+    else:
+        e = pos + n
+        if e > len(buf): raise Bail
+        out['group_id'] = buf[pos:e].decode(); pos = e
+    v = _u_h(buf, pos)[0]; pos += 2
+    out['error_code'] = v
+    n = buf[pos]
+    if n < 128: pos += 1
+    else: n, pos = _uvarint(buf, pos, len(buf), 5)
+    n -= 1
+    if n < 0:
+        if n != -1: raise Bail
+        out['error_message'] = None
+    else:
+        e = pos + n
+        if e > len(buf): raise Bail
+        out['error_message'] = buf[pos:e].decode(); pos = e
+    n = buf[pos]
+    if n < 128: pos += 1
+    else: n, pos = _uvarint(buf, pos, len(buf), 5)
+    if n:
+        pos = _tagged(buf, pos, n, s, out, _T_r_results)
+    return out, pos
+
+
+def r_DeleteGroups_Response__Version__3_(buf, pos, s):
+    out = {}
+    v = _u_i(buf, pos)[0]; pos += 4
+    out['throttle_time_ms'] = v
+    n = buf[pos]
+    if n < 128: pos += 1
+    else: n, pos = _uvarint(buf, pos, len(buf), 5)
+    n -= 1
+    if n < -1 or n > len(buf) - pos: raise Bail
+    if n == -1:
+        out['results'] = None
+    else:
+        s.charge(n * 4)
+        a = []
+        for _ in range(n):
+            v, pos = r_results(buf, pos, s); a.append(v)
+        out['results'] = a
+    n = buf[pos]
+    if n < 128: pos += 1
+    else: n, pos = _uvarint(buf, pos, len(buf), 5)
+    if n:
+        pos = _tagged(buf, pos, n, s, out, _T_r_DeleteGroups_Response__Version__3_)
+    return out, pos
+
+
 _T_r_DeleteGroupsRequest_2 = {}
 _T_r_DeletableGroupResult_2 = {}
 _T_r_DeleteGroupsResponse_2 = {}
+_T_r_results = {}
+_T_r_DeleteGroups_Response__Version__3_ = {}
 
 
 READERS = {
@@ -162,4 +223,6 @@ READERS = {
     (1, 'response'): r_DeleteGroupsResponse,
     (2, 'request'): r_DeleteGroupsRequest_2,
     (2, 'response'): r_DeleteGroupsResponse_2,
+    (3, 'request'): r_DeleteGroupsRequest_2,
+    (3, 'response'): r_DeleteGroups_Response__Version__3_,
 }

@@ -16,6 +16,7 @@ _u_i = _S('>i').unpack_from
 _u_ih = _S('>ih').unpack_from
 _u_ii = _S('>ii').unpack_from
 _u_iiii = _S('>iiii').unpack_from
+_u_iiiq = _S('>iiiq').unpack_from
 _u_iq = _S('>iq').unpack_from
 
 
@@ -544,7 +545,7 @@ def r_StreamsGroupHeartbeatRequest(buf, pos, s):
     return out, pos
 
 
-def r_Status(buf, pos, s):
+def r_status(buf, pos, s):
     out = {}
     v = _u_b(buf, pos)[0]; pos += 1
     out['status_code'] = v
@@ -563,11 +564,11 @@ def r_Status(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_Status)
+        pos = _tagged(buf, pos, n, s, out, _T_r_status)
     return out, pos
 
 
-def r_TopicPartition(buf, pos, s):
+def r_active_partitions(buf, pos, s):
     out = {}
     n = buf[pos]
     if n < 128: pos += 1
@@ -599,11 +600,11 @@ def r_TopicPartition(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_TopicPartition)
+        pos = _tagged(buf, pos, n, s, out, _T_r_active_partitions)
     return out, pos
 
 
-def r_EndpointToPartitions(buf, pos, s):
+def r_partitions_by_user_endpoint(buf, pos, s):
     out = {}
     out['user_endpoint'], pos = r_Endpoint(buf, pos, s)
     n = buf[pos]
@@ -617,7 +618,7 @@ def r_EndpointToPartitions(buf, pos, s):
         s.charge(n * 3)
         a = []
         for _ in range(n):
-            v, pos = r_TopicPartition(buf, pos, s); a.append(v)
+            v, pos = r_active_partitions(buf, pos, s); a.append(v)
         out['active_partitions'] = a
     n = buf[pos]
     if n < 128: pos += 1
@@ -630,17 +631,17 @@ def r_EndpointToPartitions(buf, pos, s):
         s.charge(n * 3)
         a = []
         for _ in range(n):
-            v, pos = r_TopicPartition(buf, pos, s); a.append(v)
+            v, pos = r_active_partitions(buf, pos, s); a.append(v)
         out['standby_partitions'] = a
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_EndpointToPartitions)
+        pos = _tagged(buf, pos, n, s, out, _T_r_partitions_by_user_endpoint)
     return out, pos
 
 
-def r_StreamsGroupHeartbeatResponse(buf, pos, s):
+def r_StreamsGroupHeartbeat_Response__Version__0_(buf, pos, s):
     out = {}
     x0, x1, = _u_ih(buf, pos); pos += 6
     out['throttle_time_ms'] = x0
@@ -670,7 +671,7 @@ def r_StreamsGroupHeartbeatResponse(buf, pos, s):
     x0, x1, x2, x3, = _u_iiii(buf, pos); pos += 16
     out['member_epoch'] = x0
     out['heartbeat_interval_ms'] = x1
-    out['acceptable_recovery_lag'] = x2
+    out['acceptable_recovery_lag_legacy'] = x2
     out['task_offset_interval_ms'] = x3
     n = buf[pos]
     if n < 128: pos += 1
@@ -683,7 +684,7 @@ def r_StreamsGroupHeartbeatResponse(buf, pos, s):
         s.charge(n * 3)
         a = []
         for _ in range(n):
-            v, pos = r_Status(buf, pos, s); a.append(v)
+            v, pos = r_status(buf, pos, s); a.append(v)
         out['status'] = a
     n = buf[pos]
     if n < 128: pos += 1
@@ -737,13 +738,123 @@ def r_StreamsGroupHeartbeatResponse(buf, pos, s):
         s.charge(n * 4)
         a = []
         for _ in range(n):
-            v, pos = r_EndpointToPartitions(buf, pos, s); a.append(v)
+            v, pos = r_partitions_by_user_endpoint(buf, pos, s); a.append(v)
         out['partitions_by_user_endpoint'] = a
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_StreamsGroupHeartbeatResponse)
+        pos = _tagged(buf, pos, n, s, out, _T_r_StreamsGroupHeartbeat_Response__Version__0_)
+    return out, pos
+
+
+def r_StreamsGroupHeartbeat_Response__Version__1_(buf, pos, s):
+    out = {}
+    x0, x1, = _u_ih(buf, pos); pos += 6
+    out['throttle_time_ms'] = x0
+    out['error_code'] = x1
+    n = buf[pos]
+    if n < 128: pos += 1
+    else: n, pos = _uvarint(buf, pos, len(buf), 5)
+    n -= 1
+    if n < 0:
+        if n != -1: raise Bail
+        out['error_message'] = None
+    else:
+        e = pos + n
+        if e > len(buf): raise Bail
+        out['error_message'] = buf[pos:e].decode(); pos = e
+    n = buf[pos]
+    if n < 128: pos += 1
+    else: n, pos = _uvarint(buf, pos, len(buf), 5)
+    n -= 1
+    if n < 0:
+        raise Bail
+        out['member_id'] = None
+    else:
+        e = pos + n
+        if e > len(buf): raise Bail
+        out['member_id'] = buf[pos:e].decode(); pos = e
+    x0, x1, x2, x3, = _u_iiiq(buf, pos); pos += 20
+    out['member_epoch'] = x0
+    out['heartbeat_interval_ms'] = x1
+    out['task_offset_interval_ms'] = x2
+    out['acceptable_recovery_lag'] = x3
+    n = buf[pos]
+    if n < 128: pos += 1
+    else: n, pos = _uvarint(buf, pos, len(buf), 5)
+    n -= 1
+    if n < -1 or n > len(buf) - pos: raise Bail
+    if n == -1:
+        out['status'] = None
+    else:
+        s.charge(n * 3)
+        a = []
+        for _ in range(n):
+            v, pos = r_status(buf, pos, s); a.append(v)
+        out['status'] = a
+    n = buf[pos]
+    if n < 128: pos += 1
+    else: n, pos = _uvarint(buf, pos, len(buf), 5)
+    n -= 1
+    if n < -1 or n > len(buf) - pos: raise Bail
+    if n == -1:
+        out['active_tasks'] = None
+    else:
+        s.charge(n * 3)
+        a = []
+        for _ in range(n):
+            v, pos = r_TaskIds(buf, pos, s); a.append(v)
+        out['active_tasks'] = a
+    n = buf[pos]
+    if n < 128: pos += 1
+    else: n, pos = _uvarint(buf, pos, len(buf), 5)
+    n -= 1
+    if n < -1 or n > len(buf) - pos: raise Bail
+    if n == -1:
+        out['standby_tasks'] = None
+    else:
+        s.charge(n * 3)
+        a = []
+        for _ in range(n):
+            v, pos = r_TaskIds(buf, pos, s); a.append(v)
+        out['standby_tasks'] = a
+    n = buf[pos]
+    if n < 128: pos += 1
+    else: n, pos = _uvarint(buf, pos, len(buf), 5)
+    n -= 1
+    if n < -1 or n > len(buf) - pos: raise Bail
+    if n == -1:
+        out['warmup_tasks'] = None
+    else:
+        s.charge(n * 3)
+        a = []
+        for _ in range(n):
+            v, pos = r_TaskIds(buf, pos, s); a.append(v)
+        out['warmup_tasks'] = a
+    v = _u_b(buf, pos)[0]; pos += 1
+    if v != 0 and v != 1: raise Bail
+    out['topology_description_required'] = v == 1
+    v = _u_i(buf, pos)[0]; pos += 4
+    out['endpoint_information_epoch'] = v
+    n = buf[pos]
+    if n < 128: pos += 1
+    else: n, pos = _uvarint(buf, pos, len(buf), 5)
+    n -= 1
+    if n < -1 or n > len(buf) - pos: raise Bail
+    if n == -1:
+        out['partitions_by_user_endpoint'] = None
+    else:
+        s.charge(n * 4)
+        a = []
+        for _ in range(n):
+            v, pos = r_partitions_by_user_endpoint(buf, pos, s); a.append(v)
+        out['partitions_by_user_endpoint'] = a
+    n = buf[pos]
+    if n < 128: pos += 1
+    else: n, pos = _uvarint(buf, pos, len(buf), 5)
+    if n:
+        pos = _tagged(buf, pos, n, s, out, _T_r_StreamsGroupHeartbeat_Response__Version__1_)
     return out, pos
 
 
@@ -756,13 +867,16 @@ _T_r_TaskIds = {}
 _T_r_Endpoint = {}
 _T_r_TaskOffset = {}
 _T_r_StreamsGroupHeartbeatRequest = {}
-_T_r_Status = {}
-_T_r_TopicPartition = {}
-_T_r_EndpointToPartitions = {}
-_T_r_StreamsGroupHeartbeatResponse = {}
+_T_r_status = {}
+_T_r_active_partitions = {}
+_T_r_partitions_by_user_endpoint = {}
+_T_r_StreamsGroupHeartbeat_Response__Version__0_ = {}
+_T_r_StreamsGroupHeartbeat_Response__Version__1_ = {}
 
 
 READERS = {
     (0, 'request'): r_StreamsGroupHeartbeatRequest,
-    (0, 'response'): r_StreamsGroupHeartbeatResponse,
+    (0, 'response'): r_StreamsGroupHeartbeat_Response__Version__0_,
+    (1, 'request'): r_StreamsGroupHeartbeatRequest,
+    (1, 'response'): r_StreamsGroupHeartbeat_Response__Version__1_,
 }

@@ -598,6 +598,345 @@ def r_StreamsGroupDescribeResponse(buf, pos, s):
     return out, pos
 
 
+def r_StreamsGroupDescribe_Request__Version__1_(buf, pos, s):
+    out = {}
+    n = buf[pos]
+    if n < 128: pos += 1
+    else: n, pos = _uvarint(buf, pos, len(buf), 5)
+    n -= 1
+    if n < -1 or n > len(buf) - pos: raise Bail
+    if n == -1:
+        out['group_ids'] = None
+    else:
+        s.charge(n * 1)
+        a = []
+        for _ in range(n):
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _uvarint(buf, pos, len(buf), 5)
+            n -= 1
+            if n < 0:
+                raise Bail
+                w = None
+            else:
+                e = pos + n
+                if e > len(buf): raise Bail
+                w = buf[pos:e].decode(); pos = e
+            a.append(w)
+        out['group_ids'] = a
+    v = _u_b(buf, pos)[0]; pos += 1
+    if v != 0 and v != 1: raise Bail
+    out['include_authorized_operations'] = v == 1
+    v = _u_b(buf, pos)[0]; pos += 1
+    if v != 0 and v != 1: raise Bail
+    out['include_topology_description'] = v == 1
+    n = buf[pos]
+    if n < 128: pos += 1
+    else: n, pos = _uvarint(buf, pos, len(buf), 5)
+    if n:
+        pos = _tagged(buf, pos, n, s, out, _T_r_StreamsGroupDescribe_Request__Version__1_)
+    return out, pos
+
+
+def r_nodes(buf, pos, s):
+    out = {}
+    n = buf[pos]
+    if n < 128: pos += 1
+    else: n, pos = _uvarint(buf, pos, len(buf), 5)
+    n -= 1
+    if n < 0:
+        raise Bail
+        out['name'] = None
+    else:
+        e = pos + n
+        if e > len(buf): raise Bail
+        out['name'] = buf[pos:e].decode(); pos = e
+    v = _u_b(buf, pos)[0]; pos += 1
+    out['node_type'] = v
+    n = buf[pos]
+    if n < 128: pos += 1
+    else: n, pos = _uvarint(buf, pos, len(buf), 5)
+    n -= 1
+    if n < -1 or n > len(buf) - pos: raise Bail
+    if n == -1:
+        out['source_topics'] = None
+    else:
+        s.charge(n * 1)
+        a = []
+        for _ in range(n):
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _uvarint(buf, pos, len(buf), 5)
+            n -= 1
+            if n < 0:
+                raise Bail
+                w = None
+            else:
+                e = pos + n
+                if e > len(buf): raise Bail
+                w = buf[pos:e].decode(); pos = e
+            a.append(w)
+        out['source_topics'] = a
+    n = buf[pos]
+    if n < 128: pos += 1
+    else: n, pos = _uvarint(buf, pos, len(buf), 5)
+    n -= 1
+    if n < 0:
+        if n != -1: raise Bail
+        out['sink_topic'] = None
+    else:
+        e = pos + n
+        if e > len(buf): raise Bail
+        out['sink_topic'] = buf[pos:e].decode(); pos = e
+    n = buf[pos]
+    if n < 128: pos += 1
+    else: n, pos = _uvarint(buf, pos, len(buf), 5)
+    n -= 1
+    if n < -1 or n > len(buf) - pos: raise Bail
+    if n == -1:
+        out['stores'] = None
+    else:
+        s.charge(n * 1)
+        a = []
+        for _ in range(n):
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _uvarint(buf, pos, len(buf), 5)
+            n -= 1
+            if n < 0:
+                raise Bail
+                w = None
+            else:
+                e = pos + n
+                if e > len(buf): raise Bail
+                w = buf[pos:e].decode(); pos = e
+            a.append(w)
+        out['stores'] = a
+    n = buf[pos]
+    if n < 128: pos += 1
+    else: n, pos = _uvarint(buf, pos, len(buf), 5)
+    n -= 1
+    if n < -1 or n > len(buf) - pos: raise Bail
+    if n == -1:
+        out['successors'] = None
+    else:
+        s.charge(n * 1)
+        a = []
+        for _ in range(n):
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _uvarint(buf, pos, len(buf), 5)
+            n -= 1
+            if n < 0:
+                raise Bail
+                w = None
+            else:
+                e = pos + n
+                if e > len(buf): raise Bail
+                w = buf[pos:e].decode(); pos = e
+            a.append(w)
+        out['successors'] = a
+    n = buf[pos]
+    if n < 128: pos += 1
+    else: n, pos = _uvarint(buf, pos, len(buf), 5)
+    if n:
+        pos = _tagged(buf, pos, n, s, out, _T_r_nodes)
+    return out, pos
+
+
+def r_subtopologies(buf, pos, s):
+    out = {}
+    n = buf[pos]
+    if n < 128: pos += 1
+    else: n, pos = _uvarint(buf, pos, len(buf), 5)
+    n -= 1
+    if n < 0:
+        raise Bail
+        out['subtopology_id'] = None
+    else:
+        e = pos + n
+        if e > len(buf): raise Bail
+        out['subtopology_id'] = buf[pos:e].decode(); pos = e
+    n = buf[pos]
+    if n < 128: pos += 1
+    else: n, pos = _uvarint(buf, pos, len(buf), 5)
+    n -= 1
+    if n < -1 or n > len(buf) - pos: raise Bail
+    if n == -1:
+        out['nodes'] = None
+    else:
+        s.charge(n * 7)
+        a = []
+        for _ in range(n):
+            v, pos = r_nodes(buf, pos, s); a.append(v)
+        out['nodes'] = a
+    n = buf[pos]
+    if n < 128: pos += 1
+    else: n, pos = _uvarint(buf, pos, len(buf), 5)
+    if n:
+        pos = _tagged(buf, pos, n, s, out, _T_r_subtopologies)
+    return out, pos
+
+
+def r_global_stores(buf, pos, s):
+    out = {}
+    out['source'], pos = r_nodes(buf, pos, s)
+    out['processor'], pos = r_nodes(buf, pos, s)
+    n = buf[pos]
+    if n < 128: pos += 1
+    else: n, pos = _uvarint(buf, pos, len(buf), 5)
+    if n:
+        pos = _tagged(buf, pos, n, s, out, _T_r_global_stores)
+    return out, pos
+
+
+def r_topology_description(buf, pos, s):
+    out = {}
+    n = buf[pos]
+    if n < 128: pos += 1
+    else: n, pos = _uvarint(buf, pos, len(buf), 5)
+    n -= 1
+    if n < -1 or n > len(buf) - pos: raise Bail
+    if n == -1:
+        out['subtopologies'] = None
+    else:
+        s.charge(n * 3)
+        a = []
+        for _ in range(n):
+            v, pos = r_subtopologies(buf, pos, s); a.append(v)
+        out['subtopologies'] = a
+    n = buf[pos]
+    if n < 128: pos += 1
+    else: n, pos = _uvarint(buf, pos, len(buf), 5)
+    n -= 1
+    if n < -1 or n > len(buf) - pos: raise Bail
+    if n == -1:
+        out['global_stores'] = None
+    else:
+        s.charge(n * 3)
+        a = []
+        for _ in range(n):
+            v, pos = r_global_stores(buf, pos, s); a.append(v)
+        out['global_stores'] = a
+    n = buf[pos]
+    if n < 128: pos += 1
+    else: n, pos = _uvarint(buf, pos, len(buf), 5)
+    if n:
+        pos = _tagged(buf, pos, n, s, out, _T_r_topology_description)
+    return out, pos
+
+
+def r_groups(buf, pos, s):
+    out = {}
+    v = _u_h(buf, pos)[0]; pos += 2
+    out['error_code'] = v
+    n = buf[pos]
+    if n < 128: pos += 1
+    else: n, pos = _uvarint(buf, pos, len(buf), 5)
+    n -= 1
+    if n < 0:
+        if n != -1: raise Bail
+        out['error_message'] = None
+    else:
+        e = pos + n
+        if e > len(buf): raise Bail
+        out['error_message'] = buf[pos:e].decode(); pos = e
+    n = buf[pos]
+    if n < 128: pos += 1
+    else: n, pos = _uvarint(buf, pos, len(buf), 5)
+    n -= 1
+    if n < 0:
+        raise Bail
+        out['group_id'] = None
+    else:
+        e = pos + n
+        if e > len(buf): raise Bail
+        out['group_id'] = buf[pos:e].decode(); pos = e
+    n = buf[pos]
+    if n < 128: pos += 1
+    else: n, pos = _uvarint(buf, pos, len(buf), 5)
+    n -= 1
+    if n < 0:
+        raise Bail
+        out['group_state'] = None
+    else:
+        e = pos + n
+        if e > len(buf): raise Bail
+        out['group_state'] = buf[pos:e].decode(); pos = e
+    x0, x1, = _u_ii(buf, pos); pos += 8
+    out['group_epoch'] = x0
+    out['assignment_epoch'] = x1
+    v = buf[pos]; pos += 1
+    if v > 127:
+        out['topology'] = None
+    else:
+        out['topology'], pos = r_Topology(buf, pos, s)
+    n = buf[pos]
+    if n < 128: pos += 1
+    else: n, pos = _uvarint(buf, pos, len(buf), 5)
+    n -= 1
+    if n < -1 or n > len(buf) - pos: raise Bail
+    if n == -1:
+        out['members'] = None
+    else:
+        s.charge(n * 16)
+        a = []
+        for _ in range(n):
+            v, pos = r_Member(buf, pos, s); a.append(v)
+        out['members'] = a
+    v = _u_i(buf, pos)[0]; pos += 4
+    out['authorized_operations'] = v
+    v = buf[pos]; pos += 1
+    if v > 127:
+        out['topology_description'] = None
+    else:
+        out['topology_description'], pos = r_topology_description(buf, pos, s)
+    v = _u_b(buf, pos)[0]; pos += 1
+    out['topology_description_status'] = v
+    n = buf[pos]
+    if n < 128: pos += 1
+    else: n, pos = _uvarint(buf, pos, len(buf), 5)
+    n -= 1
+    if n < 0:
+        if n != -1: raise Bail
+        out['assignor_name'] = None
+    else:
+        e = pos + n
+        if e > len(buf): raise Bail
+        out['assignor_name'] = buf[pos:e].decode(); pos = e
+    n = buf[pos]
+    if n < 128: pos += 1
+    else: n, pos = _uvarint(buf, pos, len(buf), 5)
+    if n:
+        pos = _tagged(buf, pos, n, s, out, _T_r_groups)
+    return out, pos
+
+
+def r_StreamsGroupDescribe_Response__Version__1_(buf, pos, s):
+    out = {}
+    v = _u_i(buf, pos)[0]; pos += 4
+    out['throttle_time_ms'] = v
+    n = buf[pos]
+    if n < 128: pos += 1
+    else: n, pos = _uvarint(buf, pos, len(buf), 5)
+    n -= 1
+    if n < -1 or n > len(buf) - pos: raise Bail
+    if n == -1:
+        out['groups'] = None
+    else:
+        s.charge(n * 13)
+        a = []
+        for _ in range(n):
+            v, pos = r_groups(buf, pos, s); a.append(v)
+        out['groups'] = a
+    n = buf[pos]
+    if n < 128: pos += 1
+    else: n, pos = _uvarint(buf, pos, len(buf), 5)
+    if n:
+        pos = _tagged(buf, pos, n, s, out, _T_r_StreamsGroupDescribe_Response__Version__1_)
+    return out, pos
+
+
 _T_r_StreamsGroupDescribeRequest = {}
 _T_r_KeyValue = {}
 _T_r_TopicInfo = {}
@@ -610,9 +949,18 @@ _T_r_Assignment = {}
 _T_r_Member = {}
 _T_r_DescribedGroup = {}
 _T_r_StreamsGroupDescribeResponse = {}
+_T_r_StreamsGroupDescribe_Request__Version__1_ = {}
+_T_r_nodes = {}
+_T_r_subtopologies = {}
+_T_r_global_stores = {}
+_T_r_topology_description = {}
+_T_r_groups = {}
+_T_r_StreamsGroupDescribe_Response__Version__1_ = {}
 
 
 READERS = {
     (0, 'request'): r_StreamsGroupDescribeRequest,
     (0, 'response'): r_StreamsGroupDescribeResponse,
+    (1, 'request'): r_StreamsGroupDescribe_Request__Version__1_,
+    (1, 'response'): r_StreamsGroupDescribe_Response__Version__1_,
 }

@@ -157,6 +157,10 @@ public class KafkaScenarios {
             producer.initTransactions();
             producer.beginTransaction();
             for (int i = 0; i < 3; i++) producer.send(new ProducerRecord<>("txn", "k" + i, "committed" + i));
+            // offsets committed with the transaction (AddOffsetsToTxn, TxnOffsetCommit: v6 names
+            // topics by id from Kafka 4.4) for a group with no members
+            producer.sendOffsetsToTransaction(Map.of(new TopicPartition("txn", 0), new OffsetAndMetadata(3)),
+                                              new ConsumerGroupMetadata("kd-txn-offsets"));
             producer.commitTransaction();
             producer.beginTransaction();
             for (int i = 0; i < 2; i++) producer.send(new ProducerRecord<>("txn", "k" + i, "aborted" + i));
@@ -175,6 +179,9 @@ public class KafkaScenarios {
                     System.out.println(r.value());
                     got++;
                 }
+        }
+        try (Admin admin = Admin.create(props("kd-txn-admin"))) {       // DeleteGroups (v3 in 4.4)
+            admin.deleteConsumerGroups(List.of("kd-txn-offsets")).all().get(30, TimeUnit.SECONDS);
         }
     }
 
