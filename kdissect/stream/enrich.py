@@ -137,8 +137,11 @@ def enrich(ex: Exchange, options: Options, topic_ids: dict[str, str],
                 findings.append(Finding("authentication_failed", "SCRAM server-final: " + (
                     str(said.value) if said is not None else "error"), where))
         if d.assumed_from is not None:
+            left = d.body.child("_unexplained") if d.body is not None else None
             findings.append(Finding("assumed_version", f"v{m.api_version} read as "
-                                    f"v{d.assumed_from}, the newest kdissect knows", where))
+                                    f"v{d.assumed_from}, the newest kdissect knows" + (
+                                        f"; {left.length} bytes it does not explain"
+                                        if left is not None else ""), where))
         bodies.append(d.tree.children[0] if m.direction == "sasl" else d.body)
     if advertised and req is not None and req.direction == "request" and \
             req.api_key is not None:
