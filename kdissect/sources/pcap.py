@@ -272,7 +272,7 @@ class CaptureDissector:
         starts = [b"".join(c[1] for c in chunks)[:_SNIFF] for chunks in held]
         verdict = evidence.decide(
             conn.a, conn.b, starts, syn=conn.saw_syn,
-            hello=tls.client if tls is not None and tls.state != "mid-connection" else None,
+            hello=tls.client if tls is not None and tls.hello_seen else None,
             ports=self.ports, listeners=self.listeners, detect=self.detect and not on_port,
             held=sum(len(c[1]) for chunks in held for c in chunks), ending=ending)
         if verdict is None:

@@ -23,6 +23,7 @@ from .anomaly import EXPECTED_ERRORS
 from .diagnoses import Diagnoses
 from .facts import facts
 from .model import Exchange, Gap
+from .orphans import Orphans
 from .sink import Sink
 
 # finding code -> the exchange's status, most telling first
@@ -61,12 +62,13 @@ class Enricher:
         self.options = dataclasses.replace(self.options, topic_ids=self.topic_ids)
         self.advertised: dict[int, dict[int, tuple[int, int]]] = {}   # stream -> ranges
         self.diagnoses = Diagnoses()             # Kafka-level diagnoses (their state)
+        self.orphans = Orphans()                 # what orphan responses taught so far
 
     # -- Sink ---------------------------------------------------------------------------
 
     def exchange(self, ex: Exchange) -> None:
         enrich(ex, self.options, self.topic_ids, self.advertised, self.full, self.diagnoses,
-               self.values_conv)
+               self.values_conv, self.orphans)
         self.sink.exchange(ex)
 
     def gap(self, g: Gap) -> None:
@@ -96,12 +98,13 @@ class Enricher:
 def enrich(ex: Exchange, options: Options, topic_ids: dict[str, str],
            advertised: dict[int, dict[int, tuple[int, int]]], keep: bool = False,
            diagnoses: Diagnoses | None = None,
-           values_conv: Callable[[bytes], object] | None = None) -> None:
+           values_conv: Callable[[bytes], object] | None = None,
+           orphans: Orphans | None = None) -> None:
     req, resp = ex.request, ex.response
     findings = ex.findings
     if resp is not None and req is None and resp.direction == "response" \
             and resp.api_key is None:
-        _guess(resp, findings)
+        _guess(resp, findings, orphans if orphans is not None else Orphans())
     decoded: list[Message | None] = []
     bodies: list = []
     for m in (req, resp):
@@ -218,16 +221,11 @@ def _values_body(m, options: Options, conv: Callable[[bytes], object] = _NO_BYTE
     return body_values(m.data, m.direction, m.api_key, m.api_version, options, conv)
 
 
-def _guess(resp, findings: list[Finding]) -> None:
-    from ..protocol.guess import guess
-    cands = guess(resp.data, "response")
-    top = cands[0] if cands else None
-    if top is not None and top.clean:
-        resp.api_key, resp.api_version = top.api_key, top.api_version
-        resp.how = f"guessed {top.label}"
+def _guess(resp, findings: list[Finding], orphans: Orphans) -> None:
+    kind, resp.how = orphans.guess(resp.stream, resp.data)
+    if kind is not None:
+        resp.api_key, resp.api_version = kind
         findings.append(Finding("guessed_api", resp.how, "response"))
-    else:
-        resp.how = "no API decodes it cleanly"
 
 
 def _learn_versions(stream: int, d: Message, advertised) -> None:

@@ -66,3 +66,35 @@ def first_requests_as(packets: list, broker_port: int, version: int,
         del t.chksum
         changed += 1
     return packets, changed
+
+
+def begun_later(packets: list, skip: int, cut: int) -> list:
+    """The capture as if begun ``skip`` data packets into every connection, ``cut``
+    bytes into the next packet of each direction (inside whatever it carries: a TLS
+    record, a Kafka message)."""
+    from scapy.packet import Raw
+    out, data_seen, trimmed = [], {}, set()
+    for p in without_handshakes(packets):
+        t = _tcp(p)
+        if t is None or Raw not in p:
+            if t is not None and t.flags & 0x05:        # FIN/RST: keep the ending
+                out.append(p)
+            continue
+        conn = frozenset([(t.sport, t.dport)])
+        key = (t.sport, t.dport)
+        n = data_seen[conn] = data_seen.get(conn, 0) + 1 if conn in data_seen else 1
+        if n <= skip:
+            continue
+        if key not in trimmed:
+            trimmed.add(key)
+            load = bytes(p[Raw].load)
+            if len(load) <= cut:
+                continue
+            p[Raw].load = load[cut:]
+            t.seq = (t.seq + cut) & 0xFFFFFFFF
+            del t.chksum
+            if hasattr(p.payload, "len"):
+                del p.payload.len
+                del p.payload.chksum
+        out.append(p)
+    return out
