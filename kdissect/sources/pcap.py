@@ -290,6 +290,13 @@ class CaptureDissector:
         k.tls = tls
         k.opened = conn.saw_syn
         k.side_by = verdict.label
+        if verdict.sure in (evidence.MEDIUM, evidence.LOW):
+            k.doubt = verdict.label
+        if not conn.saw_syn and not (tls is not None and tls.hello_seen):
+            # seen without its start: the first bytes may be inside a message (a request
+            # must also start like one; an answer cannot be told by its start)
+            for side, framer in enumerate(k.framers):
+                framer.begun_inside(check=side == 0)
         if tls is not None:
             tls.stream = k.index
         return k

@@ -108,7 +108,7 @@ class KafkaConnection:
 
     __slots__ = ("index", "client", "broker", "budget", "emit_exchange", "emit_gap",
                  "next_index", "framers", "pending", "early", "sasl",
-                 "seq", "tls", "response_gap", "last_ts", "opened", "side_by")
+                 "seq", "tls", "response_gap", "last_ts", "opened", "side_by", "doubt")
 
     def __init__(self, index: int, client, broker, emit_exchange: Callable[[Exchange], None],
                  emit_gap: Callable[[Gap], None], next_index: Callable[[], int],
@@ -132,6 +132,7 @@ class KafkaConnection:
         self.opened: bool | None = None   # its SYN was captured (None: not known)
         # what decided which side is the client, and how sure (stream.direction)
         self.side_by: str | None = None
+        self.doubt: str | None = None      # a weak side_by, for a finding on the first exchange
         # when the response stream last resumed after a hole: the answers of requests
         # complete before then may be lost in it
         self.response_gap = float("-inf")
@@ -190,6 +191,10 @@ class KafkaConnection:
 
     def _emit(self, request: KafkaMessage | None, response: KafkaMessage | None, seq: int,
               findings: list[Finding], expected: bool = True) -> None:
+        if self.doubt is not None:                # said once, on the first exchange
+            findings.append(Finding("client_side_guessed", self.doubt,
+                                    "request" if request is not None else "response"))
+            self.doubt = None
         self.emit_exchange(Exchange(request, response, self.client, self.broker, self.index,
                                     seq, expected, findings, tls=self.tls,
                                     opened=self.opened, side_by=self.side_by))
