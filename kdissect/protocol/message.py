@@ -74,8 +74,10 @@ def peek_request_header(data: bytes) -> RequestHeader | None:
         # bounded table)
         read_as = schemas.effective_version(key, version) if 0 <= version <= 127 else None
         if read_as is not None:
-            hv = _HEADER_VERSIONS[(key, version)] = schemas.request_header_version(key,
-                                                                                   read_as)
+            hv = schemas.request_header_version(key, read_as)
+            if read_as != version and hv == 2:
+                hv = _ASSUMED_FLEXIBLE        # (its tag section is not required)
+            _HEADER_VERSIONS[(key, version)] = hv
     if hv == 0:
         return RequestHeader(key, version, corr, None, 8)
     if len(data) < 10:
@@ -85,15 +87,18 @@ def peek_request_header(data: bytes) -> RequestHeader | None:
         return None
     client_id = None if n == -1 else data[10:10 + n].decode("utf-8", "replace")
     size = 10 + max(n, 0)
-    if hv == 2:
+    if hv == 2 or hv == _ASSUMED_FLEXIBLE:
         if size >= len(data):
-            return None
+            # a version newer than the tables may not be flexible after all
+            return None if hv == 2 else RequestHeader(key, version, corr, client_id, size)
         size += 1 if data[size] == 0 else 0   # only the empty tag section is cheap to skip
     return RequestHeader(key, version, corr, client_id, size)
 
 
 # (api key, version) -> its request header's version, for the pairs kdissect knows
+# (and versions newer than it knows, read as the newest known one)
 _HEADER_VERSIONS: dict[tuple[int, int], int] = {}
+_ASSUMED_FLEXIBLE = -2     # a newer version of a flexible API: header v2, probably
 
 
 def produce_acks(data: bytes, header_size: int, api_version: int) -> int | None:
