@@ -306,3 +306,48 @@ def test_resync_and_a_mid_message_start_never_take_an_oversized_size():
     assert framer.feed(struct.pack(">i", 5000) + b"\x00" * 100, 0) == []
     cut = framer.close()
     assert cut is not None and UNSURE in (cut.truncated or "")
+
+
+# -- a real broker and client, captured after the connections opened ------------------------
+
+@pytest.mark.slow
+def test_a_real_capture_begun_after_the_connections_opened(tmp_path):
+    """Tansu on a free port (not 9092) and kafka-python: the producer's and consumer's
+    connections are open (ApiVersions, Metadata, a first produce) before tcpdump starts,
+    so the capture holds no SYN of them. Read without -p, every connection is read in the
+    right direction (the broker is the listening side) from other evidence, with the same
+    exchanges as with -p."""
+    from kafka import KafkaConsumer, KafkaProducer
+
+    from tests.support.broker import Broker
+    from tests.support.capture import Tcpdump
+
+    broker = Broker()
+    try:
+        boot = f"127.0.0.1:{broker.port}"
+        producer = KafkaProducer(bootstrap_servers=boot, linger_ms=0)
+        consumer = KafkaConsumer(bootstrap_servers=boot, auto_offset_reset="earliest",
+                                 consumer_timeout_ms=1500)
+        producer.send("late", b"before the capture").get(timeout=30)
+        consumer.topics()
+        with Tcpdump(tmp_path / "late.pcap", [broker.port]) as dump:
+            for i in range(20):
+                producer.send("late", f"during {i}".encode()).get(timeout=30)
+            consumer.subscribe(["late"])
+            seen = [m.value for m in consumer]
+            producer.close()
+            consumer.close()
+        dump.stop()
+    finally:
+        broker.stop()
+    assert b"during 19" in seen
+    detected = dissect(tmp_path / "late.pcap")
+    by_port = dissect(tmp_path / "late.pcap", ports={broker.port})
+    assert detected.exchanges and reading(detected) == reading(by_port)
+    assert all(ex.broker[1] == broker.port for ex in detected.exchanges)
+    assert not any(ex.has("orphan_response") or ex.has("malformed_header")
+                   for ex in detected.exchanges)
+    evidence = sides(detected)
+    assert any(not by.startswith("SYN") for by in evidence), evidence
+    produced = [ex for ex in detected.exchanges if ex.first.api_key == 0]
+    assert len(produced) >= 20
