@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from kdissect.capture.pcapng_writer import ACK, PSH, Recorder, _packet
+from kdissect.protocol import schemas
 from kdissect.sources.pcap import exchanges_in
 from kdissect.stream import orphans
 from kdissect.stream.framing import UNSURE, UNSURE_MAX, Framer
@@ -145,6 +146,33 @@ def test_what_the_newest_layout_cannot_explain_is_one_note(tmp_path):
     assert tree.problems == []
     left = tree.body.child("_unexplained")
     assert left is not None and left.length == 5 and left.end == len(answer.response.data)
+
+
+def test_what_the_broker_advertised_backs_an_assumed_version(tmp_path):
+    """The connection's ApiVersions answer says the broker speaks Metadata up to one
+    version more than the tables know: the Metadata request in that version after it is
+    read as the newest known, with the broker's word in the note, and no
+    version_not_advertised."""
+    exchanges = _api_versions_v6()
+    side, resp = exchanges[1]
+    tree = dissect(JAVA).exchanges[0].response.decoded()
+    entry = next(e for e in tree.body.child("api_keys").children
+                 if e.child("api_key") is not None and e.child("api_key").value == 3)
+    top = entry.child("max_version")
+    newest = max(schemas.all_versions()[3])
+    assert top.value == newest             # Apache Kafka 4.3 speaks the newest we know
+    at = top.offset                        # the answer's bytes up to it are unchanged
+    exchanges[1] = (side, resp[:at] + struct.pack(">h", newest + 1) + resp[at + 2:])
+    side, meta = exchanges[2]
+    exchanges[2] = (side, meta[:2] + struct.pack(">h", newest + 1) + meta[4:])
+    path = tmp_path / "metadata-newer.pcapng"
+    _write(path, exchanges, True)
+    got = dissect(path)
+    meta_ex = got.exchanges[1]
+    assert (meta_ex.request.api_key, meta_ex.request.api_version) == (3, newest + 1)
+    notes = [f for f in meta_ex.findings if f.code == "assumed_version"]
+    assert len(notes) == 2 and [f.code for f in meta_ex.findings] == ["assumed_version"] * 2
+    assert f"the broker advertised v0-v{newest + 1} on this connection" in notes[0].detail
 
 
 def test_a_request_header_is_recognised_by_its_shape():

@@ -140,11 +140,8 @@ def enrich(ex: Exchange, options: Options, topic_ids: dict[str, str],
                 findings.append(Finding("authentication_failed", "SCRAM server-final: " + (
                     str(said.value) if said is not None else "error"), where))
         if d.assumed_from is not None:
-            left = d.body.child("_unexplained") if d.body is not None else None
-            findings.append(Finding("assumed_version", f"v{m.api_version} read as "
-                                    f"v{d.assumed_from}, the newest kdissect knows" + (
-                                        f"; {left.length} bytes it does not explain"
-                                        if left is not None else ""), where))
+            findings.append(Finding("assumed_version", _assumed(m, d, advertised.get(ex.stream)),
+                                    where))
         bodies.append(d.tree.children[0] if m.direction == "sasl" else d.body)
     if advertised and req is not None and req.direction == "request" and \
             req.api_key is not None:
@@ -179,6 +176,22 @@ def enrich(ex: Exchange, options: Options, topic_ids: dict[str, str],
     ex.status = _status(ex)
     if keep:
         ex.decoded = (decoded[0], decoded[1])
+
+
+def _assumed(m, d: Message, ranges: dict[int, tuple[int, int]] | None) -> str:
+    """What an ``assumed_version`` finding says: the layout used, what it left
+    unexplained, and whether the broker said on this connection that it speaks the
+    version (its ApiVersions answer)."""
+    text = f"v{m.api_version} read as v{d.assumed_from}, the newest kdissect knows"
+    left = d.body.child("_unexplained") if d.body is not None else None
+    if left is not None:
+        text += f"; {left.length} bytes it does not explain"
+    said = ranges.get(m.api_key) if ranges else None
+    if said is not None:
+        speaks = said[0] <= m.api_version <= said[1]
+        text += (f"; the broker advertised v{said[0]}-v{said[1]} on this connection" +
+                 ("" if speaks else ", not this version"))
+    return text
 
 
 def _asked_wait(api_key: int | None, body) -> int | None:
