@@ -8,6 +8,7 @@ later, filtered to one direction, or sent by a client newer than the tables."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import struct
 import subprocess
@@ -259,9 +260,10 @@ def test_one_way_capture_orphans_are_guessed_boundedly(tmp_path, monkeypatch):
     src = CAPTURES / "kafka-clients.pcap"
     two_way = [ex.response for ex in dissect(src).exchanges if ex.response is not None]
     truth = {m.data: m.api_key for m in two_way}
+    guesser = importlib.import_module("kdissect.protocol.guess")
     full = []
-    real = orphans.guess
-    monkeypatch.setattr(orphans, "guess", lambda data, d: full.append(data) or real(data, d))
+    real = guesser.guess
+    monkeypatch.setattr(guesser, "guess", lambda data, d: full.append(data) or real(data, d))
     got = dissect(rewrite(src, tmp_path / "one-way.pcap", lambda ps: one_way(ps, PORT)),
                   ports={PORT})
     answers = [ex.response for ex in got.exchanges]

@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections import Counter, OrderedDict
 
 from ..protocol import Options
-from ..protocol.guess import guess
 from ..protocol.names import api_name
 from ..protocol.values import body_values
 
@@ -86,6 +85,7 @@ class Orphans:
         self.full_guesses += 1
         # (not the values decoder over every kind: it compiles a reader per kind, more
         # than a full guess costs, once per process)
+        from ..protocol.guess import guess     # (only with orphans: not at start-up)
         cands = guess(data, "response")
         top = cands[0] if cands and cands[0].clean else None
         kind = (top.api_key, top.api_version) if top is not None else None
