@@ -20,7 +20,7 @@ from ..protocol import Options, schemas
 from ..protocol.values import body_values
 from .connection import plausible_request
 
-HOLD = 64 * 1024           # bytes held per connection while the shape alone cannot tell
+HOLD = 2048               # bytes held per connection while the shape alone waits for an answer
 SNIFF = 14                 # bytes of a side that show a request header's start
 NAMES_LISTENERS = frozenset({3, 10, 60})   # Metadata, FindCoordinator, DescribeCluster
 MAX_LISTENERS = 4096       # listeners learned per capture (a bound, not a real count)
