@@ -86,8 +86,6 @@ class CaptureDissector:
         self._calls = (self._exchange, sink.gap, self._next_index)
         # broker listeners named in the capture's answers: (host, port)
         self.listeners: set[tuple[str, int]] = set()
-        # connections by the evidence that decided their client side (--stats)
-        self.sides: dict[str, int] = {}
 
     def _next_index(self) -> int:
         self.messages += 1
@@ -286,7 +284,6 @@ class CaptureDissector:
                             *self._calls, self.budget)
         self.kafka[id(conn)] = (k, verdict.client)
         self.streams.append(Endpoints(client, broker))
-        self.sides[verdict.by] = self.sides.get(verdict.by, 0) + 1
         k.tls = tls
         k.opened = conn.saw_syn
         k.side_by = verdict.label
