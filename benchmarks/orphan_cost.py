@@ -15,9 +15,10 @@ port (a lone broker side is Kafka only by its port). CPU medians of alternating 
 the goal is one-way <= 2x two-way. ``--before DIR``: also run the kdissect of another
 checkout (e.g. a worktree of the commit before the change) on the same files.
 
-Measured (load 12-20 on 2 cores, 3 runs): before (each orphan guessed in full) two-way
-2.20 CPU-s, one-way 66.4 CPU-s (x30.2, 12.5 ms more per orphan); after: two-way 2.17,
-one-way 2.38 (x1.10, 40 us more per orphan).
+Measured (load 12-20 on 2 cores): before (each orphan guessed in full; 1 run) two-way
+2.20 CPU-s, one-way 66.4 CPU-s (x30.2, 12.5 ms more per orphan); after (3 runs) two-way
+1.99, one-way 1.88 (x0.95: the one-way capture has no requests to decode; its guessing
+costs about 55 us per orphan, most of it the 25 full guesses of the kinds first seen).
 """
 
 from __future__ import annotations
