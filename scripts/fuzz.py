@@ -43,6 +43,7 @@ ROUND["logjson"] = 400         # issue 25: kdissect log's compiled record lines,
 ROUND["jsonrec"] = 400         # issue 28: JSON lines' compiled record lists, likewise
 ROUND["avro"] = 1000           # issue 27: the compiled Avro reader against the Python one
 ROUND["parquet"] = 100         # issue 28: the Parquet writer, read back by pyarrow
+ROUND["midway"] = 200          # issue 36: connections seen without their start
 BATCH = 25
 
 

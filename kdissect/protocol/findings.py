@@ -143,6 +143,10 @@ register("expected_error", "note", "protocol",
 register("unknown_error_code", "note", "protocol", "an error code not in kdissect's table")
 register("guessed_api", "note", "protocol",
          "the request was not seen: the response's API was guessed from its bytes")
+register("client_side_guessed", "note", "protocol",
+         "a connection seen without its SYN or TLS ClientHello, on no Kafka or listener "
+         "port: which side is the client was judged from how its bytes start (--stats says "
+         "how sure); give -p PORT if it reads backwards")
 register("sasl_token", "note", "protocol", "a raw SASL token (after SaslHandshake v0)")
 # sequence: pairing on the connection
 register("acks0_answered", "warn", "sequence",

@@ -71,6 +71,15 @@ def _parquet_target() -> dict:
 
 TARGETS.update(_parquet_target())
 
+
+def _midway_target() -> dict:
+    """Issue 36's: connections seen without their start."""
+    from .midway_target import midway_input, run_midway
+    return {"midway": (midway_input, run_midway, lambda a: (a, ""))}
+
+
+TARGETS.update(_midway_target())
+
 CPU_LIMIT = 1.0         # seconds of CPU one input may take (CPU, not wall: the machine
                         # is shared, and a loaded box must not fail the run)
 
