@@ -51,7 +51,13 @@ def rewrite(data: bytes, spans: list[EndpointSpan],
         grown = sum(len(new) - (end - start) for start, end, new in edits
                     if t.size_end <= start and end <= t.end)
         edits.append((t.size_start, t.size_end, uvarint(t.size + grown)))
-    out = bytearray(data)
-    for start, end, new in sorted(edits, key=lambda e: e[0], reverse=True):
-        out[start:end] = new
-    return bytes(out)
+    # edits never overlap (a tagged field's size comes before its value): the message
+    # is joined from the pieces between them in one pass (splicing a bytearray edit by
+    # edit moves the tail each time: 100,000 endpoints took seconds)
+    pieces, at = [], 0
+    for start, end, new in sorted(edits, key=lambda e: e[0]):
+        pieces.append(data[at:start])
+        pieces.append(new)
+        at = end
+    pieces.append(data[at:])
+    return b"".join(pieces)

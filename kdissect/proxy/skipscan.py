@@ -18,7 +18,7 @@ from ..protocol import schemas
 from ..protocol.apis import NAMES_BROKERS
 from ..protocol.layout import Field, Struct
 from ..protocol.reader import DecodeError, Reader
-from ..protocol.wire import length, skip_value
+from ..protocol.wire import codec, length, skip_value
 
 _ID_NAMES = ("node_id", "broker_id")
 
@@ -219,3 +219,46 @@ def skip_body(buf: bytes, pos: int, st: Struct) -> int:
     r = Reader(buf, pos)
     _skip_struct(r, st)
     return r.pos
+
+
+@lru_cache(maxsize=None)
+def _error_code_at(api_key: int, api_version: int) -> tuple[int, bool] | None:
+    """(offset of the response's top-level ``error_code`` after the header, whether the
+    header has tagged fields), when only fixed-width fields come before it; else None
+    (the answer has no top-level error code, or it is behind a variable-length field)."""
+    st = schemas.layout(api_key, api_version, "response")
+    if st is None:
+        return None
+    at = 0
+    for f in st.fields:
+        if f.name == "error_code" and f.type == "int16" and not f.array:
+            return at, schemas.response_header_version(api_key, api_version) >= 1
+        size = codec(f.type).size if f.struct is None and not f.array else None
+        if size is None:
+            return None
+        at += size
+    return None
+
+
+def top_error_code(body: bytes, api_key: int, api_version: int) -> int | None:
+    """The response's top-level error code (``body`` after its size prefix), or None
+    when it has none there or the bytes are too short. Reads two bytes, for metrics."""
+    where = _error_code_at(api_key, api_version)
+    if where is None:
+        return None
+    at, flexible = where
+    pos = 4
+    try:
+        if flexible:
+            if body[pos] == 0:                     # no tagged fields: the usual case
+                pos += 1
+            else:
+                r = Reader(body, pos)
+                _skip_tagged(r)
+                pos = r.pos
+        pos += at
+        if pos + 2 > len(body):
+            return None
+    except (IndexError, DecodeError):
+        return None
+    return int.from_bytes(body[pos:pos + 2], "big", signed=True)
