@@ -27,14 +27,14 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 class ProxyProcess:
-    def __init__(self, upstream: str, *args: str, listen_host: str = "127.0.0.1"):
+    def __init__(self, upstream: str, *args: str, listen_host: str = "127.0.0.1", **popen):
         self.port = free_port()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "kdissect", "proxy", "--upstream", upstream, "--listen",
              f"{listen_host}:{self.port}", "--no-tui", "--format", "jsonl",
              # the tests count exchanges: no sampling when a busy machine slows the display
              *(() if "--display-lag" in args else ("--display-lag", "0")), *args],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, **popen)
         # read its output as it comes, as a terminal or a pipe would
         self.out: list[str] = []
         self.err: list[str] = []

@@ -103,8 +103,10 @@ class FeedDisplay:
         if self.left_out:
             text += (f", {self.left_out} exchanges left out while it was over "
                      f"{self.lag:g} s behind (a sample was shown)")
-        if self.dropped:
-            text += f", {self.dropped} shed by the forwarder"
+        # the forwarder's own count: its last DROPPED record may come after a stop
+        dropped = max(self.dropped, self.shared.shed() if self.shared is not None else 0)
+        if dropped:
+            text += f", {dropped} shed by the forwarder"
         if unread:
             text += f", {unread} bytes of traffic still queued when it stopped"
         return text + f"; at most {self.max_lag:.2f} s behind the traffic"

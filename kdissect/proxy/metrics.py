@@ -77,19 +77,28 @@ def quantile(latency: list[int], q: float) -> float | None:
 
 
 class DisplayShared:
-    """Counters the display process writes and the forwarder reads (memory shared
-    across the fork): exchanges left out while behind, and requests shown."""
-    _LAYOUT = struct.Struct("=qq")
+    """Counts both processes read (memory shared across the fork): exchanges the
+    display left out while behind and requests it showed (the display writes them),
+    exchanges the forwarder shed (it writes them: the display's summary must not wait
+    for the channel to tell it, it may stop before)."""
+    _DISPLAY = struct.Struct("=qq")
+    _SHED = struct.Struct("=q")
 
     def __init__(self) -> None:
-        self._mem = mmap.mmap(-1, self._LAYOUT.size)    # anonymous, shared with children
+        self._mem = mmap.mmap(-1, self._DISPLAY.size + self._SHED.size)   # anonymous: shared
 
     def write(self, left_out: int, shown: int) -> None:
-        self._LAYOUT.pack_into(self._mem, 0, left_out, shown)
+        self._DISPLAY.pack_into(self._mem, 0, left_out, shown)
 
     def read(self) -> tuple[int, int]:
-        left_out, shown = self._LAYOUT.unpack_from(self._mem, 0)
+        left_out, shown = self._DISPLAY.unpack_from(self._mem, 0)
         return left_out, shown
+
+    def write_shed(self, shed: int) -> None:
+        self._SHED.pack_into(self._mem, self._DISPLAY.size, shed)
+
+    def shed(self) -> int:
+        return self._SHED.unpack_from(self._mem, self._DISPLAY.size)[0]
 
 
 class Metrics:
@@ -104,7 +113,14 @@ class Metrics:
         self.idle_closed = 0        # connections closed by --idle-timeout
         self.listeners_refused = 0  # brokers named beyond the listener caps
         self.given_up = 0           # partial requests not decoded (--max-memory)
+        self.shed_total = 0         # exchanges shed (the display's buffer was full)
         self.display = display
+
+    def shed(self) -> None:
+        """One more exchange shed by the forwarder (counted per connection too)."""
+        self.shed_total += 1
+        if self.display is not None:
+            self.display.write_shed(self.shed_total)
 
     def api(self, key: int) -> ApiCounters:
         a = self.apis.get(key)

@@ -223,8 +223,10 @@ class Proxy:
                 listener.upstreams.remove((host, port))
                 listener.upstreams.insert(0, (host, port))
             return streams
-        self.on_note(f"{who}: cannot reach broker {', '.join(failures)}; closing the "
-                     f"client's connection so it retries")
+        self.repeated(f"cannot reach broker {listener.upstreams[0][0]}:"
+                      f"{listener.upstreams[0][1]}",
+                      f"{who}: cannot reach broker {', '.join(failures)}; closing the "
+                      f"client's connection so it retries")
         return None
 
     def admit(self, who: str) -> bool:
@@ -333,13 +335,17 @@ class Proxy:
             return
         finally:
             loop.remove_reader(sock.fileno())
+        if not first:                        # it left without a word
+            self.active -= 1
+            sock.close()
+            return
         if first != b"\x16":
             self.active -= 1
             # SASL_SSL when clients here authenticate (a SASL_PLAINTEXT client told
             # "SSL" would fail again, differently)
             protocol_hint = ("SASL_SSL" if self.saw_sasl
                              else "SSL, or SASL_SSL if it authenticates with SASL")
-            self.repeated("plaintext clients on a TLS listener",
+            self.repeated(f"plaintext clients on a TLS listener ({protocol_hint})",
                           f"{who}: a plaintext client on a TLS listener (its first byte is "
                           f"{first.hex() or 'nothing'}): configure it for TLS "
                           f"(security.protocol={protocol_hint}) or run the proxy without "
@@ -423,6 +429,7 @@ class Proxy:
                     elif feed is not None:
                         counters.dropped += 1
                         feed.unreported += 1
+                        self.metrics.shed()
                     if c.recorded is not None:
                         self._safely(self._record, c, 0, data, ts, token)
                 await writer.drain()
@@ -494,6 +501,7 @@ class Proxy:
                             else:
                                 counters.dropped += 1
                                 feed.unreported += 1
+                                self.metrics.shed()
                     if c.recorded is not None:      # as the broker sent it
                         self._safely(self._record, c, 1, data, ts, token)
                 if gone:
