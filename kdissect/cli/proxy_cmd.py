@@ -23,7 +23,9 @@ Clients connect to --listen (the bootstrap address); the proxy connects to the
 DescribeCluster, the KIP-951 leader hints of Produce and Fetch, ShareFetch and
 ShareAcknowledge) are rewritten to listeners of the proxy, one per broker, made when a
 broker is first named, so clients keep talking through the proxy. Only those responses
-are re-encoded; every other byte passes unchanged and in order.
+are re-encoded; every other byte passes unchanged and in order. Entries that name no
+broker (FindCoordinator errors: node -1) pass unchanged; controllers' addresses
+(DescribeQuorum) are not rewritten (docs/proxy.md says why).
 
 Forwarding runs in a process of its own and parses only frame headers (and the
 few responses that name brokers, skipping their records). Decoding, printing and
