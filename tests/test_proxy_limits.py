@@ -319,3 +319,52 @@ def test_running_out_of_file_descriptors_ends_no_listener(apache_kafka, tmp_path
     assert "Traceback" not in err, err[-3000:]
     # the storm did meet the limit (on accept, or connecting to the broker)
     assert "out of file descriptors" in err or "Too many open files" in err, err[-3000:]
+
+
+# -- large answers pass as they come -----------------------------------------------------------
+
+def test_large_answers_pass_as_they_come_byte_exact(apache_kafka):
+    """Fetch answers of megabytes are passed on before their last byte arrives (v4:
+    as they come; v12+ librdkafka: but their tail): the bytes are the broker's, and a
+    consumer reads every record."""
+    import hashlib
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from tests.test_proxy_recording import _fetch_v4
+    topic = "large-answers"
+    admin = AdminClient({"bootstrap.servers": apache_kafka.bootstrap()})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(60)
+    producer = Producer({"bootstrap.servers": apache_kafka.bootstrap(), "linger.ms": 5})
+    values = [hashlib.sha256(str(i).encode()).digest() * 32 for i in range(3000)]  # 1 KiB
+    for v in values:
+        producer.produce(topic, v)
+    assert producer.flush(60) == 0
+    proxy = ProxyProcess(apache_kafka.bootstrap())
+    try:
+        fetch = _fetch_v4(topic, 100, 9)
+        fetch = fetch[:-4] + struct.pack(">i", 8 << 20)          # partition max bytes
+        fetch = fetch.replace(struct.pack(">iiii", -1, 100, 1, 1 << 20),
+                              struct.pack(">iiii", -1, 100, 1, 8 << 20))
+        with socket.create_connection(("127.0.0.1", apache_kafka.node(1).ports["PLAINTEXT"]),
+                                      timeout=30) as s:
+            direct = call(s, fetch)
+        with socket.create_connection(("127.0.0.1", proxy.port), timeout=30) as s:
+            through = call(s, fetch)
+        assert len(direct) > 1_000_000 and through == direct
+        consumer = Consumer({"bootstrap.servers": proxy.bootstrap, "group.id": "large",
+                             "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        consumer.subscribe([topic])
+        got: list[bytes] = []
+        deadline = time.monotonic() + 120
+        while len(got) < len(values) and time.monotonic() < deadline:
+            got += [m.value() for m in consumer.consume(1000, 1.0) if not m.error()]
+        consumer.close()
+        assert got == values
+        proxy.wait_for(lambda rows: sum(r["api_name"] == "Fetch" and r["direction"] == "response"
+                                        for r in rows) >= 2)
+        rows, err = proxy.stop()
+    finally:
+        proxy.proc.kill()
+    assert "Traceback" not in err
+    assert any(r["api_name"] == "Fetch" and r["direction"] == "response"
+               and r.get("api_version") == 4 for r in rows)

@@ -30,6 +30,9 @@ class Tagged:
     size_end: int
     size: int
     end: int                       # offset just past the value
+    tag_start: int = -1            # offset of the tag number (a uvarint before the size)
+    tag: int = -1
+    known_tags: tuple[int, ...] = ()   # the tags the enclosing struct defines
 
 
 @dataclass
@@ -147,6 +150,7 @@ def _walk_field(r: Reader, f: Field, flexible: bool, out, tagged) -> None:
 
 def _walk_tagged(r: Reader, st: Struct, out, tagged: list[Tagged]) -> None:
     for _ in range(_count_tags(r)):
+        tag_start = r.pos
         tag = r.uvarint("tag")
         size_start = r.pos
         size = _size(r)
@@ -155,8 +159,10 @@ def _walk_tagged(r: Reader, st: Struct, out, tagged: list[Tagged]) -> None:
         known = st.tag_field(tag)
         if known is not None and _field_holds(known):
             sub = Reader(r.buf, start, end)
+            known_tags = tuple(f.tag for f in st.tagged if f.tag is not None)
             _walk_field(sub, known, st.flexible, out,
-                        tagged + [Tagged(size_start, start, size, end)])
+                        tagged + [Tagged(size_start, start, size, end, tag_start, tag,
+                                         known_tags)])
         r.pos = end
 
 
