@@ -33,7 +33,8 @@ from .held import DEFAULT_LIMIT, HeldBytes
 from .metrics import Counters, DisplayShared, Metrics
 from .notes import Notes
 from .rewrite import rewrite, rewrite_same_size
-from .skipscan import EndpointSpan, endpoint_spans, response_layout, top_error_code
+from .skipscan import (EndpointSpan, TooManyEndpoints, endpoint_spans, response_layout,
+                       top_error_code)
 
 if TYPE_CHECKING:
     from ..capture.pcapng_writer import RecordedConnection, Recorder
@@ -641,6 +642,12 @@ class Proxy:
         (listeners made as needed); None when there is nothing to rewrite."""
         try:
             spans = endpoint_spans(body, api_key, api_version)
+        except TooManyEndpoints as e:
+            self.metrics.listeners_refused += 1
+            self.repeated("answers naming too many brokers", (
+                f"an answer (API {api_key} v{api_version}) names {e}: forwarded with the "
+                f"brokers' own addresses (clients reaching them bypass the proxy)"))
+            return None
         except DecodeError as e:
             self.note_once(f"a response (API {api_key} v{api_version}) does not follow its "
                            f"layout ({e}); forwarded unchanged")
