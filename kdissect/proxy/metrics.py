@@ -165,8 +165,8 @@ class Metrics:
         p50, p99 = quantile(latency, 0.5), quantile(latency, 0.99)
         if p50 is not None and p99 is not None:
             text += f"; broker answers p50 ≤ {p50 * 1000:g} ms, p99 ≤ {p99 * 1000:g} ms"
-        if t.dropped:
-            text += f"; {t.dropped} exchanges shed (the display's buffer was full)"
+        if self.shed_total:
+            text += f"; {self.shed_total} exchanges shed (the display's buffer was full)"
         if self.refused:
             text += f"; {self.refused} connections refused (--max-connections)"
         if self.idle_closed:
@@ -251,7 +251,7 @@ def serve_prometheus(metrics: Metrics, host: str, port: int, per_connection: boo
                               "display did not show (forwarding was not slowed): shed when "
                               "its buffer was full, left out while it was far behind",
                               labels=["reason"])
-            dropped.add_metric(["shed"], t.dropped)
+            dropped.add_metric(["shed"], metrics.shed_total)
             dropped.add_metric(["left_out"], metrics.left_out())
             yield dropped
             if not per_connection:
