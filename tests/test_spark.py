@@ -539,7 +539,7 @@ def _one_process_tables(paths: list[str], out: Path) -> tuple[pa.Table, pa.Table
 
 
 _RECORD_ORDER = [(c, "ascending") for c in ("capture", "exchange_id", "topic", "partition",
-                                              "offset", "timestamp_ms", "key", "value_size")]
+                                              "offset", "timestamp", "key", "value_size")]
 
 
 def assert_same_tables(spark_dir: Path, one: tuple[pa.Table, pa.Table]) -> None:
@@ -566,8 +566,7 @@ def big_capture(path: Path, copies: int) -> Path:
 def test_a_60_mb_capture_read_whole_with_records_fits_a_700m_python_worker(tmp_path):
     """One task decodes the whole file under Spark's own per-worker limit (RLIMIT_AS of
     700 MiB): rows leave the task as they are made, so its memory does not grow with the
-    file (before: 1 GB for 61 MB). Then a limit no worker can live with is said as
-    memory, with what to do, not as Spark's EOFException."""
+    file (before: 1 GB for 61 MB)."""
     big = big_capture(tmp_path / "big.pcap", 290)
     assert big.stat().st_size >= 60 * 2**20
     env = {**os.environ, "TMPDIR": str(tmp_path),
@@ -581,7 +580,13 @@ def test_a_60_mb_capture_read_whole_with_records_fits_a_700m_python_worker(tmp_p
     [log] = tmp_path.glob("kdissect-spark-*.log")
     assert f"Setting mem limits to {700 * 2**20}" in log.read_text()    # the limit was on
     assert_same_tables(tmp_path / "t", _one_process_tables([str(big)], tmp_path))
-    env["PYSPARK_SUBMIT_ARGS"] = "--conf spark.executor.pyspark.memory=60m pyspark-shell"
+
+
+def test_a_python_worker_out_of_memory_is_said_with_what_to_do(tmp_path):
+    """A limit no worker can live with (60 MiB: pyarrow cannot even be mapped) is said as
+    memory, with what to do, not as Spark's EOFException or a loader's error."""
+    env = {**os.environ, "TMPDIR": str(tmp_path),
+           "PYSPARK_SUBMIT_ARGS": "--conf spark.executor.pyspark.memory=60m pyspark-shell"}
     res = subprocess.run([sys.executable, "-m", "kdissect", "spark", str(CAPTURES / "kcat.pcap"),
                           "--out", str(tmp_path / "u"), "--master", "local[1]"],
                          capture_output=True, text=True, cwd=ROOT, timeout=600, env=env)

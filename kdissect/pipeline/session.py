@@ -156,6 +156,10 @@ MEMORY_ADVICE = ("a task ran out of memory decoding one file or connection: spli
                  "files (--split, --shard-size) or give each Python worker more memory "
                  "(spark.executor.pyspark.memory, spark.executor.memory), or lower "
                  "--max-memory")
+# what running out of memory looks like in a worker's traceback: a MemoryError, or a
+# library that could not be mapped (Spark's RLIMIT_AS from spark.executor.pyspark.memory)
+_NO_MEMORY = re.compile(r"^(?:\w+\.)*(?:Task)?MemoryError\b|failed to map segment from "
+                        r"shared object|Cannot allocate memory", re.M)
 _WORKER_DIED = re.compile(r"EOFException|Python worker exited unexpectedly|"
                           r"Connection reset|killed by the OS")
 
@@ -177,8 +181,8 @@ def explain(e: BaseException) -> str:
         except Exception:
             pass
     if "Traceback (most recent call last)" in text:
-        if "TaskMemoryError" in text or "\nMemoryError" in text:
-            return f"in a Python worker: MemoryError: {MEMORY_ADVICE}"
+        if _NO_MEMORY.search(text):
+            return f"in a Python worker: out of memory: {MEMORY_ADVICE}"
         tail = text.split("Traceback (most recent call last)")[-1]
         lines = [ln.strip() for ln in tail.splitlines() if ln.strip()]
         # the exception line is the last one that is not a frame or source line
