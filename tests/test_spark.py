@@ -596,38 +596,6 @@ def test_a_python_worker_out_of_memory_is_said_with_what_to_do(tmp_path):
     assert not (tmp_path / "u" / "exchanges").exists()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _children(pid: int) -> list[int]:
-    """Every process under ``pid``."""
-    out = subprocess.run(["ps", "-e", "-o", "pid=,ppid="], capture_output=True,
-                         text=True).stdout
-    kids: dict[int, list[int]] = {}
-    for line in out.splitlines():
-        p, pp = map(int, line.split())
-        kids.setdefault(pp, []).append(p)
-    found, todo = [], [pid]
-    while todo:
-        for c in kids.get(todo.pop(), []):
-            found.append(c)
-            todo.append(c)
-    return found
-
-
-def _python_under(pid: int) -> bool:
-    for c in _children(pid):
-        try:
-            if b"pyspark" in Path(f"/proc/{c}/cmdline").read_bytes():
-                return True
-        except OSError:
-            pass
-    return False
-
-
 def test_a_standalone_cluster_that_loses_a_worker_mid_job_gives_the_rows_of_one_process(
         tmp_path):
     """A real standalone cluster: a master and two workers (1 core, 1 GiB each) as
@@ -637,36 +605,25 @@ def test_a_standalone_cluster_that_loses_a_worker_mid_job_gives_the_rows_of_one_
     import signal
     import threading
     import time
+
+    from tests.support.spark_cluster import processes_under, runs_python, standalone
     caps = [big_capture(tmp_path / f"c{n}.pcap", n) for n in (20, 21, 22, 23)]
     caps += [CAPTURES / "kcat.pcap", CAPTURES / "kafka-java-share-group.pcap"]
-    port = _free_port()
-    spark_class = os.path.join(os.path.dirname(sys.executable), "spark-class")
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_NO_DAEMONIZE": "1",
-           "SPARK_LOG_DIR": str(tmp_path), "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp_path)}
-    procs = [subprocess.Popen([spark_class, "org.apache.spark.deploy.master.Master",
-                               "--host", "127.0.0.1", "--port", str(port),
-                               "--webui-port", "0"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)]
-    for n in (1, 2):
-        procs.append(subprocess.Popen(
-            [spark_class, "org.apache.spark.deploy.worker.Worker", f"spark://127.0.0.1:{port}",
-             "--host", "127.0.0.1", "--cores", "1", "--memory", "1g", "--webui-port", "0",
-             "--work-dir", str(tmp_path / f"work{n}")],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env))
-    job = None
     killed = threading.Event()
-    try:
+    with standalone(tmp_path, workers=2, cores=1, memory="1g",
+                    pythonpath=str(ROOT)) as cluster:
         job = subprocess.Popen([sys.executable, "-m", "kdissect", "spark", *map(str, caps),
                                 "--out", str(tmp_path / "t"), "--records", "--no-split",
-                                "--master", f"spark://127.0.0.1:{port}"],
-                               cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
-        victim = procs[1]
+                                "--master", cluster.url],
+                               cwd=ROOT, env={**cluster.env, "TMPDIR": str(tmp_path)},
+                               stderr=subprocess.PIPE, text=True)
+        victim = cluster.workers[0]
 
         def kill_when_busy():
-            deadline = time.monotonic() + 600
+            deadline = time.monotonic() + 900
             while job.poll() is None and time.monotonic() < deadline:
-                if all(_python_under(w.pid) for w in procs[1:]):
-                    for pid in _children(victim.pid) + [victim.pid]:
+                if all(runs_python(w.pid) for w in cluster.workers):
+                    for pid in processes_under(victim.pid) + [victim.pid]:
                         try:
                             os.kill(pid, signal.SIGKILL)
                         except ProcessLookupError:
@@ -676,16 +633,12 @@ def test_a_standalone_cluster_that_loses_a_worker_mid_job_gives_the_rows_of_one_
                 time.sleep(0.2)
         killer = threading.Thread(target=kill_when_busy)
         killer.start()
-        _, err = job.communicate(timeout=1200)
-        killer.join()
+        try:
+            _, err = job.communicate(timeout=1500)
+        finally:
+            if job.poll() is None:
+                job.kill()
+            killer.join()
         assert job.returncode == 0, err[-3000:]
         assert killed.is_set(), "the job ended before both workers ran a task"
-    finally:
-        for p in [job, *procs]:
-            if p is not None and p.poll() is None:
-                p.terminate()
-                try:
-                    p.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    p.kill()
     assert_same_tables(tmp_path / "t", _one_process_tables([str(c) for c in caps], tmp_path))

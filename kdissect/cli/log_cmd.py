@@ -129,7 +129,8 @@ def log(paths: tuple[str, ...], verbose: bool, fmt: str, output: str | None, rec
                     yield from item_json(item, True)
         _no_kafka_files(list(paths), options)
         try:
-            counts = write_log_tables(objects(), output)
+            counts = write_log_tables(objects(), output, {
+                "max_decompressed": options.max_decompressed, "filter": filter_text})
         except LogError as e:
             click.echo(f"kdissect log: {e}", err=True)
             sys.exit(1)
@@ -215,9 +216,8 @@ def _on_spark(paths: list[str], out: str, max_decompressed: int, master: str | N
     except LogError as e:
         click.echo(f"kdissect log: {e}", err=True)
         sys.exit(1)
-    except OutputError:
-        raise click.ClickException(f"-o {out} already exists and is not empty; choose a "
-                                   f"new directory for the tables") from None
+    except OutputError as e:
+        raise click.ClickException(str(e)) from None
     except Exception as e:              # Spark's own errors: said in a line, not a trace
         raise click.ClickException(f"the Spark job failed: {explain(e)}; Spark's own "
                                    f"output is in {log}") from None

@@ -51,9 +51,9 @@ def _text(v) -> str | None:
 
 
 class _Table:
-    def __init__(self, path: Path, schema: pa.Schema):
+    def __init__(self, path: Path, schema: pa.Schema, metadata: dict[str, str]):
         self.schema = schema
-        self.writer = pq.ParquetWriter(str(path), schema)
+        self.writer = pq.ParquetWriter(str(path), schema.with_metadata(metadata))
         self.rows: list[dict] = []
         self.count = 0
 
@@ -98,14 +98,18 @@ def table_rows(objects: Iterable[dict]) -> Iterator[tuple[str, dict]]:
                              "position": obj.get("position")}
 
 
-def write_log_tables(objects: Iterable[dict], out: str) -> dict[str, int]:
+def write_log_tables(objects: Iterable[dict], out: str,
+                     options: dict | None = None) -> dict[str, int]:
     """Write the JSON-lines objects of ``kdissect log`` (``item_json``) as the three tables
-    under the directory ``out``; returns the row count of each."""
+    under the directory ``out`` (``options``, what the run was asked, in their key-value
+    metadata); returns the row count of each."""
+    from .manifest import metadata
     root = Path(out)
     root.mkdir(parents=True, exist_ok=True)
-    tables = {"batches": _Table(root / "batches.parquet", BATCHES),
-              "records": _Table(root / "records.parquet", RECORDS),
-              "checks": _Table(root / "checks.parquet", CHECKS)}
+    meta = metadata("log", options or {})
+    tables = {"batches": _Table(root / "batches.parquet", BATCHES, meta),
+              "records": _Table(root / "records.parquet", RECORDS, meta),
+              "checks": _Table(root / "checks.parquet", CHECKS, meta)}
     for name, row in table_rows(objects):
         tables[name].add(row)
     return {name: t.close() for name, t in tables.items()}

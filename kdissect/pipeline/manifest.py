@@ -8,8 +8,6 @@ under another name (``./x.pcap`` after ``x.pcap``, or a copy elsewhere)."""
 from __future__ import annotations
 
 import json
-import uuid
-from datetime import datetime, timezone
 
 from . import storage
 
@@ -21,10 +19,12 @@ _BLOCK = 1 << 20            # a capture's identity: its size and a hash of these
 
 
 def new_run_id() -> str:
+    import uuid
     return uuid.uuid4().hex
 
 
 def now() -> str:
+    from datetime import datetime, timezone
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
@@ -76,11 +76,14 @@ def write(out: str, manifest: dict) -> None:
     os.replace(tmp, path)
 
 
-def metadata(kind: str, run_id: str, options: dict) -> dict[str, str]:
-    """The key-value metadata of a table's Parquet files (and of ``_common_metadata``)."""
+def metadata(kind: str, options: dict) -> dict[str, str]:
+    """The key-value metadata of the Parquet files kdissect writes itself (``kdissect pcap
+    --format parquet``, ``kdissect log --format parquet``). No run id or time: the same
+    input and options give the same bytes. (Spark's writer takes no key-value metadata:
+    its tables have the manifest.)"""
     from .. import __version__
     return {"kdissect.kind": kind, "kdissect.schema_version": str(SCHEMA_VERSION),
-            "kdissect.version": __version__, "kdissect.run_id": run_id,
+            "kdissect.version": __version__,
             "kdissect.options": json.dumps(options, sort_keys=True)}
 
 
