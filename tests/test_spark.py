@@ -607,7 +607,7 @@ def test_a_standalone_cluster_that_loses_a_worker_mid_job_gives_the_rows_of_one_
     import time
 
     from tests.support.spark_cluster import processes_under, runs_python, standalone
-    caps = [big_capture(tmp_path / f"c{n}.pcap", n) for n in (20, 21, 22, 23)]
+    caps = [big_capture(tmp_path / f"c{n}.pcap", n) for n in (8, 9, 10, 11)]
     caps += [CAPTURES / "kcat.pcap", CAPTURES / "kafka-java-share-group.pcap"]
     killed = threading.Event()
     with standalone(tmp_path, workers=2, cores=1, memory="1g",

@@ -95,7 +95,8 @@ def runs_python(pid: int) -> bool:
     """Whether a PySpark worker runs under ``pid`` (an executor running a task)."""
     for c in processes_under(pid):
         try:
-            if b"pyspark" in Path(f"/proc/{c}/cmdline").read_bytes():
+            cmd = Path(f"/proc/{c}/cmdline").read_bytes()
+            if b"pyspark.daemon" in cmd or b"pyspark.worker" in cmd:
                 return True
         except OSError:
             pass
