@@ -61,6 +61,9 @@ def run_log_job(spark, inputs: list[str], out: str, *, mode: str = "error",
     from pyspark.sql.pandas.types import from_arrow_schema
 
     from ..sources.logunits import plan
+    # timestamps as Parquet's microsecond UTC type (Spark's default, INT96, is legacy and
+    # reads back without its time zone), as the capture tables and the one-process run
+    spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
     out = storage.absolute(out)
     units = plan([storage.absolute(i) for i in inputs])
     checked = output.check(out, mode, True, [], kind="log")
