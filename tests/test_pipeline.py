@@ -325,3 +325,17 @@ def test_a_worker_out_of_memory_is_said_with_what_to_do():
     died = said("org.apache.spark.SparkException: Job aborted\ncaused by java.io.EOFException")
     assert died.startswith("a Python worker died without saying why (Spark: EOFException)")
     assert "--split" in died
+
+
+def test_log_tables_of_a_directory_without_kafka_files_are_refused(tmp_path):
+    """`kdissect log DIR --format parquet` on a directory holding no log dir exits 1 and
+    writes nothing (empty tables would say the log was read and found empty)."""
+    (tmp_path / "in" / "sub").mkdir(parents=True)
+    (tmp_path / "in" / "sub" / "notes.txt").write_text("not Kafka's")
+    res = subprocess.run([sys.executable, "-m", "kdissect", "log", str(tmp_path / "in"),
+                          "--format", "parquet", "-o", str(tmp_path / "t")],
+                         capture_output=True, text=True, timeout=120,
+                         cwd=Path(__file__).resolve().parents[1])
+    assert res.returncode == 1 and "Traceback" not in res.stderr
+    assert "no Kafka log files in" in res.stderr
+    assert not (tmp_path / "t").exists()
