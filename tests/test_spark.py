@@ -20,7 +20,7 @@ import pytest
 from kdissect.pipeline.extract import capture_rows
 from kdissect.pipeline.local import write_exchanges
 from kdissect.pipeline.output import OutputError
-from kdissect.pipeline.session import explain, get_session
+from kdissect.pipeline.session import explain
 from kdissect.pipeline.spark_job import plan_shards, run_job
 from kdissect.pipeline.tables import RECORDS, _micros
 from kdissect.sources.pcap import DEFAULT_PORTS
