@@ -24,7 +24,8 @@ ALLOWED: dict[str, set[str]] = {
     "sources": {"protocol", "capture", "stream", "filter_values", "bounded"},
     "render": {"protocol", "stream", "filters", "_native"},  # _native: log record lines
     "proxy": {"protocol", "stream", "capture", "bounded"},
-    "pipeline": {"protocol", "capture", "stream", "sources", "render"},
+    "pipeline": {"protocol", "capture", "stream", "sources", "render",
+                 "__version__"},                     # the version tables record
     "tui": {"protocol", "capture", "stream", "filters", "render", "blob", "sources",
             "schemas_source"},
     "crash": {"capture"},                                # names the input a bug met

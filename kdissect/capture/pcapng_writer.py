@@ -60,12 +60,21 @@ def _packet(src: tuple[str, int], dst: tuple[str, int], seq: int, ack: int, flag
 
 
 class Recorder:
-    """A pcapng file being written (thread-safe)."""
+    """A pcapng file being written (thread-safe), created readable by its owner only
+    (it holds the traffic). Blocks are kept in memory and written whole by ``flush``
+    (the proxy calls it every second and when it stops; past ``FLUSH_AT`` bytes it
+    happens at once): the file always ends at a block boundary, so a reader following
+    it (``tail -f | tshark -r -``) or a process killed with SIGKILL leaves a valid
+    capture up to the last flush."""
+
+    FLUSH_AT = 1 << 20
 
     def __init__(self, path: str, show_secrets: bool = False, keylog: str | None = None):
-        # a recording holds TLS secrets and (with --show-secrets) credentials: 0600
-        self.file = os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600),
-                              "wb", buffering=1 << 20)
+        self.file = open(path, "wb", buffering=0,
+                         opener=lambda p, flags: os.open(p, flags, 0o600))
+        os.fchmod(self.file.fileno(), 0o600)      # an existing file keeps its mode else
+        self._pending: list[bytes] = []
+        self._pending_bytes = 0
         self.keylog, self._keylog_done = keylog, 0
         self.lock = threading.Lock()
         self.options = Options(show_secrets=show_secrets)
@@ -78,7 +87,24 @@ class Recorder:
     def _block(self, kind: int, body: bytes) -> None:
         body += b"\0" * (-len(body) % 4)
         length = 12 + len(body)
-        self.file.write(struct.pack("<II", kind, length) + body + struct.pack("<I", length))
+        block = struct.pack("<II", kind, length) + body + struct.pack("<I", length)
+        self._pending.append(block)
+        self._pending_bytes += len(block)
+        if self._pending_bytes >= self.FLUSH_AT:
+            self._write()
+
+    def _write(self) -> None:
+        """Write the whole blocks kept (the caller holds the lock, or is alone)."""
+        if self._pending and not self.file.closed:
+            data = b"".join(self._pending)
+            self._pending, self._pending_bytes = [], 0
+            view = memoryview(data)        # unbuffered: whole blocks, in as few writes
+            while view:                    # as the kernel takes (one, for a file)
+                view = view[self.file.write(view) or 0:]
+
+    def flush(self) -> None:
+        with self.lock:
+            self._write()
 
     def packet(self, data: bytes, ts: float | None = None) -> None:
         micros = int((time.time() if ts is None else ts) * 1_000_000)
@@ -111,6 +137,7 @@ class Recorder:
     def close(self) -> None:
         self.secrets()
         with self.lock:
+            self._write()
             self.file.close()
 
     def mask(self, frame: bytes, side: int, sasl_raw: bool,

@@ -129,7 +129,8 @@ register("hint_disagrees", "warn", "protocol",
 register("version_not_advertised", "warn", "protocol",
          "a request version outside what ApiVersions advertised on this connection")
 register("removed_version", "warn", "protocol",
-         "a request version Kafka 4.0 removed (KIP-896): a 4.x broker refuses it")
+         "a request version a Kafka release removed (4.0: KIP-896's old versions; 4.1: "
+         "Share* v0), as Kafka's own jars say: brokers from that release refuse it")
 register("no_api_versions", "note", "protocol",
          "a connection seen from its start whose first request is not ApiVersions: the "
          "client chose versions without asking the broker")
@@ -143,6 +144,10 @@ register("expected_error", "note", "protocol",
 register("unknown_error_code", "note", "protocol", "an error code not in kdissect's table")
 register("guessed_api", "note", "protocol",
          "the request was not seen: the response's API was guessed from its bytes")
+register("client_side_guessed", "note", "protocol",
+         "a connection seen without its SYN or TLS ClientHello, on no Kafka or listener "
+         "port: which side is the client was judged from how its bytes start (--stats says "
+         "how sure); give -p PORT if it reads backwards")
 register("sasl_token", "note", "protocol", "a raw SASL token (after SaslHandshake v0)")
 # sequence: pairing on the connection
 register("acks0_answered", "warn", "sequence",

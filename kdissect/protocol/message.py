@@ -70,8 +70,15 @@ def peek_request_header(data: bytes) -> RequestHeader | None:
     hv = _HEADER_VERSIONS.get((key, version))
     if hv is None:
         hv = 1
-        if schemas.is_known(key, version):    # (only known pairs kept: a bounded table)
-            hv = _HEADER_VERSIONS[(key, version)] = schemas.request_header_version(key, version)
+        # a version newer than the tables has the newest known one's header (what its
+        # body is read as); only pairs of known APIs with a sane version are kept (a
+        # bounded table)
+        read_as = schemas.effective_version(key, version) if 0 <= version <= 127 else None
+        if read_as is not None:
+            hv = schemas.request_header_version(key, read_as)
+            if read_as != version and hv == 2:
+                hv = _ASSUMED_FLEXIBLE        # (its tag section is not required)
+            _HEADER_VERSIONS[(key, version)] = hv
     if hv == 0:
         return RequestHeader(key, version, corr, None, 8)
     if len(data) < 10:
@@ -81,15 +88,18 @@ def peek_request_header(data: bytes) -> RequestHeader | None:
         return None
     client_id = None if n == -1 else data[10:10 + n].decode("utf-8", "replace")
     size = 10 + max(n, 0)
-    if hv == 2:
+    if hv == 2 or hv == _ASSUMED_FLEXIBLE:
         if size >= len(data):
-            return None
+            # a version newer than the tables may not be flexible after all
+            return None if hv == 2 else RequestHeader(key, version, corr, client_id, size)
         size += 1 if data[size] == 0 else 0   # only the empty tag section is cheap to skip
     return RequestHeader(key, version, corr, client_id, size)
 
 
 # (api key, version) -> its request header's version, for the pairs kdissect knows
+# (and versions newer than it knows, read as the newest known one)
 _HEADER_VERSIONS: dict[tuple[int, int], int] = {}
+_ASSUMED_FLEXIBLE = -2     # a newer version of a flexible API: header v2, probably
 
 
 def produce_acks(data: bytes, header_size: int, api_version: int) -> int | None:
@@ -148,6 +158,8 @@ def _build(direction: str, key: int | None, version: int | None, data: bytes,
     if read_as != version:
         msg.assumed_from = read_as
     body = decode_body(data, start, layout, "body", ctx)
+    if msg.assumed_from is not None:
+        _unexplained(body, data, version, read_as)
     root.add(body)
     decode_embedded(body, data, key, direction, ctx)
     if body is not None and ctx.embedded and (key, direction) in RECORD_CARRIERS:
@@ -179,6 +191,27 @@ def _envelope(body: Node, ctx: Options) -> None:
     holder.children = tree.children
     holder.note = tree.name
     holder.secret = True       # its own bytes only (shown as hex): its fields are the children
+
+
+def _unexplained(body: Node, data: bytes, version: int | None, read_as: int | None) -> None:
+    """A version newer than the tables read with the newest known layout: where that
+    layout stops making sense is not an error of the message (the newer version may add
+    a field the layout lacks), so the fields from the one holding the first problem on
+    are replaced by the bytes they covered, unexplained, with one note (the finding is
+    ``assumed_version``'s)."""
+    bad = [n.offset for n in body.walk() if n.problem]
+    if not bad:
+        return
+    first = min(bad)
+    kept = [c for c in body.children if c.end <= first and not c.problem]
+    at = kept[-1].end if kept else body.offset
+    end = len(data)
+    body.children = kept
+    body.problem = body.code = None
+    body.add(Node("_unexplained", "bytes", at, end - at, data[at:end],
+                  note=f"{end - at} bytes the v{read_as} layout does not explain "
+                       f"(v{version} is newer than kdissect knows)"))
+    body.length = end - body.offset
 
 
 def decode_request(data: bytes, options: Options | None = None) -> Message:

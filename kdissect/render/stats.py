@@ -4,6 +4,7 @@ plainly to a pipe or a file, drawn by rich elsewhere)."""
 from __future__ import annotations
 
 import heapq
+from collections import Counter
 
 from typing import Any
 
@@ -74,6 +75,15 @@ def stats_pieces(stats: Stats) -> Pieces:
                       str(c.to_client), f"{max(c.last - c.first, 0):.3f}", str(c.errors))
     _more(conns, len(stats.connections))
     parts.append(conns)
+    sides = Counter(c.side_by for c in stats.connections.values() if c.side_by)
+    if sides:
+        decided = Table(title="Client side decided by",
+                        title_justify="left")
+        decided.add_column("evidence")
+        decided.add_column("connections", justify="right")
+        for by, n in sides.most_common():
+            decided.add_row(by, str(n))
+        parts.append(decided)
     parts += [_breakdown("Clients (by client id)", "client", stats.clients),
               _breakdown("Brokers", "broker", stats.brokers)]
     if stats.topics:

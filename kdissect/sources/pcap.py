@@ -17,7 +17,8 @@ from ..capture.tcp import Direction, Reassembler, TcpConnection
 from ..capture.tls import KeyLog, TlsLayer
 from ..capture.tls.report import tls_summary
 from ..protocol import Options
-from ..stream.connection import KafkaConnection, plausible_request
+from ..stream import direction as evidence
+from ..stream.connection import KafkaConnection
 from ..stream.budget import Budget
 from ..stream.engine import Engine
 from ..stream.sink import CallbackSink, Collect, Sink
@@ -82,7 +83,9 @@ class CaptureDissector:
         self.untracked: set[int] = set()
         # what each Kafka connection calls, bound once (not three bound methods made and
         # kept per connection)
-        self._calls = (sink.exchange, sink.gap, self._next_index)
+        self._calls = (self._exchange, sink.gap, self._next_index)
+        # broker listeners named in the capture's answers: (host, port)
+        self.listeners: set[tuple[str, int]] = set()
 
     def _next_index(self) -> int:
         self.messages += 1
@@ -252,32 +255,60 @@ class CaptureDissector:
 
     # -- StreamSink -------------------------------------------------------------------
 
-    def _decide(self, conn: TcpConnection, held) -> KafkaConnection | None:
+    def _decide(self, conn: TcpConnection, held, ending: bool = False
+                ) -> KafkaConnection | None:
         """Is this connection Kafka, and which side is the client? None: not yet known
-        (or not Kafka: then it is ignored from now on)."""
-        if conn.a[1] in self.ports or conn.b[1] in self.ports:
-            client, broker = (conn.a, conn.b) if conn.b[1] in self.ports else (conn.b, conn.a)
-        elif self.detect:
-            starts = [b"".join(c[1] for c in chunks)[:_SNIFF] for chunks in held]
-            plausible = [plausible_request(s) for s in starts]
-            if not any(plausible):
-                if all(len(s) >= 14 for s in starts) or sum(map(len, starts)) >= _SNIFF:
-                    self.ignored.add(id(conn))
-                    self.sniffing.pop(id(conn), None)
-                return None
-            client, broker = (conn.a, conn.b) if plausible[0] else (conn.b, conn.a)
-        else:
+        (or not Kafka: then it is ignored from now on). ``ending``: the connection ends,
+        decide with what was held. The client side is taken from the strongest evidence
+        there is (``direction.decide``); whether it is Kafka from a Kafka port, else from
+        how its bytes start."""
+        on_port = conn.a[1] in self.ports or conn.b[1] in self.ports
+        if not on_port and not self.detect:
             self.ignored.add(id(conn))
             return None
+        tls = self.tls.facts(conn)
+        starts = [b"".join(c[1] for c in chunks)[:_SNIFF] for chunks in held]
+        verdict = evidence.decide(
+            conn.a, conn.b, starts, syn=conn.saw_syn,
+            hello=tls.client if tls is not None and tls.hello_seen else None,
+            ports=self.ports, listeners=self.listeners, detect=self.detect and not on_port,
+            held=sum(len(c[1]) for chunks in held for c in chunks), ending=ending)
+        if verdict is None:
+            return None
+        if verdict is evidence.NOT_KAFKA:
+            self.ignored.add(id(conn))
+            self.sniffing.pop(id(conn), None)
+            return None
+        client, broker = (conn.a, conn.b) if verdict.client == 0 else (conn.b, conn.a)
         k = KafkaConnection(self.first_stream + len(self.streams), client, broker,
                             *self._calls, self.budget)
-        self.kafka[id(conn)] = (k, 0 if conn.a == client else 1)
+        self.kafka[id(conn)] = (k, verdict.client)
         self.streams.append(Endpoints(client, broker))
-        k.tls = tls = self.tls.facts(conn)
+        k.tls = tls
         k.opened = conn.saw_syn
+        k.side_by = verdict.label
+        if verdict.sure in (evidence.MEDIUM, evidence.LOW):
+            k.doubt = verdict.label
+        if not conn.saw_syn and not (tls is not None and tls.hello_seen):
+            # seen without its start: the first bytes may be inside a message (a request
+            # must also start like one; an answer cannot be told by its start)
+            for side, framer in enumerate(k.framers):
+                framer.begun_inside(check=side == 0)
         if tls is not None:
             tls.stream = k.index
         return k
+
+    def _exchange(self, ex) -> None:
+        """Each exchange on to the sink; the broker listeners its Metadata,
+        FindCoordinator and DescribeCluster answers name are learned on the way (a
+        connection to one of them, seen without its start, is a client's)."""
+        req = ex.request
+        if req is not None and req.api_key in evidence.NAMES_LISTENERS and \
+                ex.response is not None and self.detect and \
+                len(self.listeners) < evidence.MAX_LISTENERS:
+            self.listeners |= evidence.listeners(ex.response.data, req.api_key,
+                                                  req.api_version)
+        self.sink.exchange(ex)
 
     def data(self, conn, direction, offset, payload, ts, frame) -> None:
         found = self.kafka.get(id(conn))
@@ -286,8 +317,9 @@ class CaptureDissector:
             return
         if id(conn) in self.ignored:
             return
-        if conn.a[1] in self.ports or conn.b[1] in self.ports:
-            # a Kafka port says it at once: nothing to hold
+        if (conn.a[1] in self.ports or conn.b[1] in self.ports) and \
+                (conn.saw_syn or (conn.a[1] in self.ports) != (conn.b[1] in self.ports)):
+            # a Kafka port (and which side it is on) says it at once: nothing to hold
             k = self._decide(conn, ([], []))
             assert k is not None, "a connection on a Kafka port is Kafka"
             k.data(direction ^ self.kafka[id(conn)][1], offset, payload, ts, frame)
@@ -295,7 +327,10 @@ class CaptureDissector:
         # undecided: hold the chunks until the first bytes tell, then replay them in order
         held = self.sniffing.setdefault(id(conn), ([], []))
         held[direction].append((offset, payload, ts, frame))
-        k = self._decide(conn, held)
+        self._decided(conn, held, self._decide(conn, held))
+
+    def _decided(self, conn, held, k: KafkaConnection | None) -> None:
+        """Replay what was held while deciding, in the order it came."""
         if k is None:
             return
         del self.sniffing[id(conn)]
@@ -311,6 +346,10 @@ class CaptureDissector:
             found[0].gap(direction ^ found[1], offset, length, ts, frame)
 
     def closed(self, conn) -> None:
+        held = self.sniffing.get(id(conn))
+        if held is not None and id(conn) not in self.kafka:
+            # still deciding (e.g. waiting for the other side that never came)
+            self._decided(conn, held, self._decide(conn, held, ending=True))
         found = self.kafka.pop(id(conn), None)
         self.sniffing.pop(id(conn), None)
         self.ignored.discard(id(conn))           # ids are reused once the object is gone

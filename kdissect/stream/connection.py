@@ -27,12 +27,18 @@ _SIZE = struct.Struct(">i")
 _NOTHING = lambda: None    # noqa: E731 - nothing held, nothing to give up
 
 
+MAX_VERSION = 127          # a request header's version, recognised by shape (Kafka is at ~20)
+
+
 def plausible_request(data: bytes | bytearray, pos: int = 0) -> bool:
-    """Does ``data[pos:]`` start like a size-prefixed Kafka request?"""
+    """Does ``data[pos:]`` start like a size-prefixed Kafka request? Recognised by its
+    shape: a known API key, any version up to ``MAX_VERSION`` (a client newer than
+    kdissect's tables speaks versions they lack), a sane correlation id and client id."""
     if len(data) - pos < 14:
         return False
     size, key, version = struct.unpack_from(">ihh", data, pos)
-    if not (8 <= size <= MAX_MESSAGE) or not schemas.is_known(key, version):
+    if not (8 <= size <= MAX_MESSAGE) or not 0 <= version <= MAX_VERSION or \
+            key not in schemas.all_versions():
         return False
     head = peek_request_header(bytes(data[pos + 4:pos + 4 + min(size, 512)]))
     if head is None:
@@ -102,7 +108,7 @@ class KafkaConnection:
 
     __slots__ = ("index", "client", "broker", "budget", "emit_exchange", "emit_gap",
                  "next_index", "framers", "pending", "early", "sasl",
-                 "seq", "tls", "response_gap", "last_ts", "opened")
+                 "seq", "tls", "response_gap", "last_ts", "opened", "side_by", "doubt")
 
     def __init__(self, index: int, client, broker, emit_exchange: Callable[[Exchange], None],
                  emit_gap: Callable[[Gap], None], next_index: Callable[[], int],
@@ -124,6 +130,9 @@ class KafkaConnection:
         self.seq = 0               # exchanges numbered in the order their first message came
         self.tls: object | None = None   # its capture.tls.TlsFacts when its bytes were decrypted
         self.opened: bool | None = None   # its SYN was captured (None: not known)
+        # what decided which side is the client, and how sure (stream.direction)
+        self.side_by: str | None = None
+        self.doubt: str | None = None      # a weak side_by, for a finding on the first exchange
         # when the response stream last resumed after a hole: the answers of requests
         # complete before then may be lost in it
         self.response_gap = float("-inf")
@@ -182,9 +191,13 @@ class KafkaConnection:
 
     def _emit(self, request: KafkaMessage | None, response: KafkaMessage | None, seq: int,
               findings: list[Finding], expected: bool = True) -> None:
+        if self.doubt is not None:                # said once, on the first exchange
+            findings.append(Finding("client_side_guessed", self.doubt,
+                                    "request" if request is not None else "response"))
+            self.doubt = None
         self.emit_exchange(Exchange(request, response, self.client, self.broker, self.index,
                                     seq, expected, findings, tls=self.tls,
-                                    opened=self.opened))
+                                    opened=self.opened, side_by=self.side_by))
 
     def _next_seq(self) -> int:
         self.seq += 1

@@ -23,6 +23,7 @@ from .anomaly import EXPECTED_ERRORS
 from .diagnoses import Diagnoses
 from .facts import facts
 from .model import Exchange, Gap
+from .orphans import Orphans
 from .sink import Sink
 
 # finding code -> the exchange's status, most telling first
@@ -61,12 +62,13 @@ class Enricher:
         self.options = dataclasses.replace(self.options, topic_ids=self.topic_ids)
         self.advertised: dict[int, dict[int, tuple[int, int]]] = {}   # stream -> ranges
         self.diagnoses = Diagnoses()             # Kafka-level diagnoses (their state)
+        self.orphans = Orphans()                 # what orphan responses taught so far
 
     # -- Sink ---------------------------------------------------------------------------
 
     def exchange(self, ex: Exchange) -> None:
         enrich(ex, self.options, self.topic_ids, self.advertised, self.full, self.diagnoses,
-               self.values_conv)
+               self.values_conv, self.orphans)
         self.sink.exchange(ex)
 
     def gap(self, g: Gap) -> None:
@@ -96,12 +98,13 @@ class Enricher:
 def enrich(ex: Exchange, options: Options, topic_ids: dict[str, str],
            advertised: dict[int, dict[int, tuple[int, int]]], keep: bool = False,
            diagnoses: Diagnoses | None = None,
-           values_conv: Callable[[bytes], object] | None = None) -> None:
+           values_conv: Callable[[bytes], object] | None = None,
+           orphans: Orphans | None = None) -> None:
     req, resp = ex.request, ex.response
     findings = ex.findings
     if resp is not None and req is None and resp.direction == "response" \
             and resp.api_key is None:
-        _guess(resp, findings)
+        _guess(resp, findings, orphans if orphans is not None else Orphans())
     decoded: list[Message | None] = []
     bodies: list = []
     for m in (req, resp):
@@ -137,8 +140,8 @@ def enrich(ex: Exchange, options: Options, topic_ids: dict[str, str],
                 findings.append(Finding("authentication_failed", "SCRAM server-final: " + (
                     str(said.value) if said is not None else "error"), where))
         if d.assumed_from is not None:
-            findings.append(Finding("assumed_version", f"v{m.api_version} read as "
-                                    f"v{d.assumed_from}, the newest kdissect knows", where))
+            findings.append(Finding("assumed_version", _assumed(m, d, advertised.get(ex.stream)),
+                                    where))
         bodies.append(d.tree.children[0] if m.direction == "sasl" else d.body)
     if advertised and req is not None and req.direction == "request" and \
             req.api_key is not None:
@@ -173,6 +176,22 @@ def enrich(ex: Exchange, options: Options, topic_ids: dict[str, str],
     ex.status = _status(ex)
     if keep:
         ex.decoded = (decoded[0], decoded[1])
+
+
+def _assumed(m, d: Message, ranges: dict[int, tuple[int, int]] | None) -> str:
+    """What an ``assumed_version`` finding says: the layout used, what it left
+    unexplained, and whether the broker said on this connection that it speaks the
+    version (its ApiVersions answer)."""
+    text = f"v{m.api_version} read as v{d.assumed_from}, the newest kdissect knows"
+    left = d.body.child("_unexplained") if d.body is not None else None
+    if left is not None:
+        text += f"; {left.length} bytes it does not explain"
+    said = ranges.get(m.api_key) if ranges else None
+    if said is not None:
+        speaks = said[0] <= m.api_version <= said[1]
+        text += (f"; the broker advertised v{said[0]}-v{said[1]} on this connection" +
+                 ("" if speaks else ", not this version"))
+    return text
 
 
 def _asked_wait(api_key: int | None, body) -> tuple[str | None, int | None]:
@@ -216,16 +235,11 @@ def _values_body(m, options: Options, conv: Callable[[bytes], object] = _NO_BYTE
     return body_values(m.data, m.direction, m.api_key, m.api_version, options, conv)
 
 
-def _guess(resp, findings: list[Finding]) -> None:
-    from ..protocol.guess import guess
-    cands = guess(resp.data, "response")
-    top = cands[0] if cands else None
-    if top is not None and top.clean:
-        resp.api_key, resp.api_version = top.api_key, top.api_version
-        resp.how = f"guessed {top.label}"
+def _guess(resp, findings: list[Finding], orphans: Orphans) -> None:
+    kind, resp.how = orphans.guess(resp.stream, resp.data)
+    if kind is not None:
+        resp.api_key, resp.api_version = kind
         findings.append(Finding("guessed_api", resp.how, "response"))
-    else:
-        resp.how = "no API decodes it cleanly"
 
 
 def _learn_versions(stream: int, d: Message, advertised) -> None:

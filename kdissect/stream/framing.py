@@ -14,6 +14,13 @@ from dataclasses import dataclass
 # The broker's default socket.request.max.bytes is 100 MiB; a size beyond this bound
 # means we are not at a message boundary (or the peer is not speaking Kafka).
 MAX_MESSAGE = 512 * 1024 * 1024
+# ... and a message whose start is not confirmed by the one before it (found by
+# resynchronisation, or the first of a connection seen without its start) must fit what
+# a broker accepts by default: a bigger size there is taken for bytes that only look
+# like one (a capture begun mid-connection once gave a "Produce v0" of 137,967,921 bytes)
+UNSURE_MAX = 100 * 1024 * 1024
+UNSURE = ("; its start was not confirmed (found by resynchronisation, or the capture "
+          "began inside the connection): its size may be false")
 RESYNC_TAIL = 4096         # bytes kept while searching for a boundary (a header's worth)
 HEAD_KEPT = 512            # bytes of a message kept when the memory budget gives it up
 
@@ -84,7 +91,7 @@ class Framer:
     and ``error`` says why (the proxy then ends the connection: nothing is skipped)."""
 
     __slots__ = ("_buf", "_held", "_base", "_boundary", "max_message", "resync", "_cut",
-                 "_skip_until", "_want", "error")
+                 "_skip_until", "_want", "error", "unsure_at", "_check_start")
 
     def __init__(self, boundary: Callable[[bytearray, int], bool] | None = None,
                  max_message: int = MAX_MESSAGE):
@@ -100,6 +107,17 @@ class Framer:
         self._skip_until = 0            # the rest of a message given up ends here
         self._want = 0                  # buffered bytes that complete the next message
         self.error: str | None = None
+        # the stream offset of a message start not confirmed by the message before it
+        # (-1: none); ``begun_inside`` sets it for the first
+        self.unsure_at = -1
+        self._check_start = False       # ``boundary`` also checks the first message
+
+    def begun_inside(self, check: bool) -> None:
+        """The capture began inside the connection: its first bytes may be anywhere in a
+        message. Their size must fit ``UNSURE_MAX``, and with ``check`` pass the boundary
+        test too; else the framer searches for the next boundary."""
+        self.unsure_at = self._base
+        self._check_start = check and self._boundary is not None
 
     @property
     def pending(self) -> int:
@@ -154,7 +172,7 @@ class Framer:
         have = len(self._buf) if held is None else len(held)
         if not have:
             if type(data) is bytes and len(data) >= 4 and not self.resync and \
-                    self.error is None:
+                    self.error is None and self.unsure_at < 0:
                 size = _SIZE.unpack_from(data)[0]
                 if len(data) <= 4 + size and 0 <= size <= self.max_message:
                     if len(data) < 4 + size:
@@ -194,7 +212,11 @@ class Framer:
         self._cut = None
         self._buf.clear()
         self._base = cut.end
-        return cut.frame(ended)
+        f = cut.frame(ended)
+        if self.unsure_at == cut.start - 4:
+            self.unsure_at = -1
+            f.truncated = (f.truncated or "truncated") + UNSURE
+        return f
 
     def gap(self, offset: int, length: int) -> list[Frame]:
         """``length`` bytes at stream ``offset`` were lost. A hole inside a message
@@ -281,10 +303,24 @@ class Framer:
                     pos = max(pos, len(buf) - RESYNC_TAIL)
                     break
                 pos, self.resync = found, False
+                self.unsure_at = self._base + pos
             if len(buf) - pos < 4:
                 break
             size = _SIZE.unpack_from(buf, pos)[0]
-            if size < 0 or size > limit:
+            if self.unsure_at >= 0 and self.unsure_at != self._base + pos:
+                self.unsure_at = -1             # the unconfirmed message ended where said
+            if self.unsure_at == self._base + pos and self._check_start:
+                if len(buf) - pos < 14 and size > len(buf) - pos - 4:
+                    break                       # (too few bytes to check the start yet)
+                self._check_start = False
+                assert self._boundary is not None, "checked only with a boundary test"
+                if size > UNSURE_MAX or not self._boundary(buf, pos):
+                    self.unsure_at = -1
+                    self.resync = True
+                    pos += 1
+                    continue
+            if size < 0 or size > (UNSURE_MAX if self.unsure_at == self._base + pos
+                                   else limit):
                 if self._boundary is None:
                     self.error = (f"implausible message size {size} at stream offset "
                                   f"{self._base + pos}")
@@ -309,6 +345,7 @@ class Framer:
         buf, limit, boundary = self._buf, self.max_message, self._boundary
         if boundary is None:                    # resync is only set with a boundary test
             return None
+        limit = min(limit, UNSURE_MAX)
         for pos in range(start, len(buf) - 7):
             size = _SIZE.unpack_from(buf, pos)[0]
             if 4 <= size <= limit and boundary(buf, pos):

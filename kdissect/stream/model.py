@@ -116,6 +116,9 @@ class Exchange:
     tls: object | None = None
     # whether the connection's opening (its SYN) was captured; None: not known
     opened: bool | None = None
+    # what decided which side is the client, and how sure (stream/direction.py); None
+    # where it was never in doubt (the proxy, pasted bytes)
+    side_by: str | None = None
 
     @property
     def latency(self) -> float | None:

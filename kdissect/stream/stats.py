@@ -32,14 +32,15 @@ class ConnectionStats(Compared):
     """One connection's counts (one per connection: a capture may hold 200,000)."""
 
     __slots__ = _fields = ("client", "broker", "exchanges", "to_broker", "to_client", "first",
-                           "last", "errors")
+                           "last", "errors", "side_by")
 
     def __init__(self, client: str, broker: str, exchanges: int = 0, to_broker: int = 0,
                  to_client: int = 0, first: float = float("inf"), last: float = 0.0,
-                 errors: int = 0):
+                 errors: int = 0, side_by: str | None = None):
         self.client, self.broker, self.exchanges = client, broker, exchanges
         self.to_broker, self.to_client, self.first, self.last = to_broker, to_client, first, last
         self.errors = errors
+        self.side_by = side_by         # what decided the client side (stream/direction.py)
 
 
 class Breakdown(Compared):
@@ -133,7 +134,8 @@ class Stats(Compared):
         conn = self.connections.get(ex.stream)
         if conn is None:
             conn = self.connections[ex.stream] = ConnectionStats(
-                f"{ex.client[0]}:{ex.client[1]}", f"{ex.broker[0]}:{ex.broker[1]}")
+                f"{ex.client[0]}:{ex.client[1]}", f"{ex.broker[0]}:{ex.broker[1]}",
+                side_by=ex.side_by)
         conn.exchanges += 1
         status = ex.status
         if status != "ok":

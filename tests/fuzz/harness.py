@@ -393,6 +393,9 @@ def replay(path: Path) -> None:
     elif target == "parquet":
         from .parquet_target import run_parquet
         run_parquet(data)
+    elif target == "midway":
+        from .midway_target import run_midway
+        run_midway(data)
     else:
         from .files_target import replay as replay_files
         from .hostile_targets import replay as replay_hostile

@@ -72,6 +72,15 @@ def _parquet_target() -> dict:
 TARGETS.update(_parquet_target())
 
 
+def _midway_target() -> dict:
+    """Issue 36's: connections seen without their start."""
+    from .midway_target import midway_input, run_midway
+    return {"midway": (midway_input, run_midway, lambda a: (a, ""))}
+
+
+TARGETS.update(_midway_target())
+
+
 def _files_targets() -> dict:
     """Issue 39's: log files, bounded JSON, registry answers, schemas, key logs."""
     from .files_target import targets

@@ -4,7 +4,6 @@ Malformed input gives None, never an exception."""
 
 from __future__ import annotations
 
-import struct
 from ...protocol.plain import Compared
 
 CHANGE_CIPHER_SPEC, ALERT, HANDSHAKE, APPLICATION_DATA, HEARTBEAT = 20, 21, 22, 23, 24
@@ -71,6 +70,25 @@ def starts_record(data) -> bool | None:
         return False
     nxt = 5 + head[2]
     return True if len(data) <= nxt else record_header(data, nxt) is not None
+
+
+def record_chain(data, limit: int = MAX_RECORD + 5) -> int | None:
+    """Where whole TLS records start in a stream begun inside one (a capture that began
+    mid-record): the first offset before ``limit`` holding a record header followed by
+    another right after its record (two chained headers: random bytes almost never
+    do), or None."""
+    end = min(len(data), limit)
+    found = []
+    for ctype in (APPLICATION_DATA, HANDSHAKE, ALERT, CHANGE_CIPHER_SPEC):
+        pos = data.find(bytes([ctype, 3]), 0, end)
+        while pos >= 0:
+            head = record_header(data, pos)
+            if head is not None and head[2] and \
+                    record_header(data, pos + 5 + head[2]) is not None:
+                found.append(pos)
+                break
+            pos = data.find(bytes([ctype, 3]), pos + 1, end)
+    return min(found, default=None)
 
 
 class Hello(Compared):

@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .handshake import CHANGE_CIPHER_SPEC, HEARTBEAT, starts_client_hello, starts_record
+from .handshake import (CHANGE_CIPHER_SPEC, HEARTBEAT, MAX_RECORD, record_chain,
+                        starts_client_hello, starts_record)
 
 if TYPE_CHECKING:
     from .keylog import KeyLog
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
 
 _PASS, _TLS = 1, 2
 _TLS_FIRST = (CHANGE_CIPHER_SPEC, HEARTBEAT)      # what a TLS stream's first byte may be
+_INSIDE = 2 * (MAX_RECORD + 5)    # bytes of a side searched for records begun before it
 
 
 class TlsLayer:
@@ -59,9 +61,11 @@ class TlsLayer:
             session, flip = self.sessions[id(conn)]
             session.data(direction ^ flip, payload, ts, frame)
         elif payload and not _TLS_FIRST[0] <= payload[0] <= _TLS_FIRST[1] and \
-                id(conn) not in self.held:
+                id(conn) not in self.held and (conn.saw_syn or not payload[0]):
             # the first bytes seen start neither a ClientHello nor a record: what _sniff
-            # decides, without holding them (a capture may hold 200,000 connections)
+            # decides, without holding them (a capture may hold 200,000 connections).
+            # (Seen without its start, a connection may begin inside a record: unless
+            # its first byte is a Kafka size's (0), _sniff looks for records further on)
             self.kind[id(conn)] = _PASS
             self.down.data(conn, direction, offset, payload, ts, frame)
         else:
@@ -81,7 +85,10 @@ class TlsLayer:
 
     def closed(self, conn) -> None:
         if self.kind.get(id(conn)) is None and id(conn) in self.held:
-            self._decide(conn, _PASS, 0)
+            if conn.saw_syn:
+                self._decide(conn, _PASS, 0)
+            else:
+                self._inside(conn, self.held[id(conn)], ending=True)
         kind = self.kind.pop(id(conn), None)
         found = self.sessions.pop(id(conn), None)
         self.down.closed(conn)
@@ -103,12 +110,29 @@ class TlsLayer:
             return
         if all(h is False for h, s in zip(hello, starts) if s) and \
                 all(r is False for r, s in zip(records, starts) if s):
-            self._decide(conn, _PASS, 0)
+            if conn.saw_syn:
+                self._decide(conn, _PASS, 0)
+            else:
+                self._inside(conn, held)
         elif sum(map(len, starts)) >= 64:    # undecided after this much: not TLS
             self._decide(conn, _PASS, 0)
 
-    def _decide(self, conn, kind: int, client: int, mid: bool = False) -> None:
-        """``client``: the direction (of the TCP connection) the TLS client sends."""
+    def _inside(self, conn, held: list, ending: bool = False) -> None:
+        """A connection seen without its start, whose bytes start no record: whole
+        records further on (two chained headers) say it began inside one; no record
+        header within a record's length of a side's start says it is not TLS."""
+        sides = [b"".join(c[3] for c in held if c[1] == d)[:_INSIDE] for d in (0, 1)]
+        at = [record_chain(s) if s else None for s in sides]
+        if any(p is not None for p in at):
+            self._decide(conn, _TLS, 0, mid=True, inside=at)
+        elif ending or any(len(s) >= _INSIDE for s in sides):
+            self._decide(conn, _PASS, 0)
+
+    def _decide(self, conn, kind: int, client: int, mid: bool = False,
+                inside: list[int | None] | None = None) -> None:
+        """``client``: the direction (of the TCP connection) the TLS client sends;
+        ``inside``: the capture began inside a record: where each direction's first
+        whole record starts (None: not found or no bytes)."""
         self.kind[id(conn)] = kind
         held = sorted(self.held.pop(id(conn), []), key=lambda c: c[0])
         if kind == _TLS:
@@ -127,5 +151,7 @@ class TlsLayer:
                     tell(conn, side ^ client)
             session = TlsSession(facts, self.keys, emit, emit_gap, self.resumable, mid, ready)
             self.sessions[id(conn)] = (session, client)
+            if inside is not None:
+                session.begun_inside([inside[client], inside[1 - client]])
         for frame, direction, offset, payload, ts in held:
             self.data(conn, direction, offset, payload, ts, frame)

@@ -17,6 +17,8 @@ _WHAT = {
                 "what SSLKEYLOGFILE writes; see docs/tls.md)", "warn"),
     "mid-connection": ("not decrypted: the capture began after their handshake (a key log "
                        "is searched by the ClientHello's random)", "warn"),
+    "mid-record": ("not decrypted: the capture began inside a TLS record, after their "
+                   "handshake (found by the record headers further on)", "warn"),
     "failed": ("not decrypted: their records do not authenticate with the key log's keys "
                "(keys of another session, or damaged records)", "warn"),
     "unsupported": ("not decrypted: a cipher suite kdissect does not decrypt (see "
@@ -28,11 +30,16 @@ _WHAT = {
 def tls_summary(conns: list[TlsFacts], keys: KeyLog | None) -> list[tuple[str, str]]:
     """(text, level) notes, one per group of alike connections."""
     groups: Counter = Counter()
+    sizes: Counter = Counter()
     for f in conns:
-        groups[(f"{f.server[0]}:{f.server[1]}", f.state, f.describe())] += 1
+        key = (f"{f.server[0]}:{f.server[1]}", f.state, f.describe())
+        groups[key] += 1
+        sizes[key] += f.record_bytes
     notes: list[tuple[str, str]] = []
     for (server, state, facts), n in groups.items():
         what, level = _WHAT.get(state, (state, "warn"))
+        if state == "mid-record":
+            what += f"; {sizes[(server, state, facts)]} bytes of TLS records"
         if state == "no keys" and keys is not None and len(keys):
             what = (f"not decrypted: the key log ({len(keys)} secrets) has none for them; "
                     f"was it written by the client of this capture? (see docs/tls.md)")

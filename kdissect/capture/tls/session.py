@@ -54,12 +54,19 @@ class TlsFacts(Compared):
         self.decrypted = 0                   # records decrypted
         self.failed = 0                      # records that did not authenticate
         self.plaintext_bytes = 0             # application data handed on
+        self.record_bytes = 0                # bytes of the records read (headers too)
         self.findings: list[Finding] = []
 
     STATES = {"decrypted": "decrypted", "no keys": "no keys in the key log",
               "mid-connection": "the capture began after the handshake",
+              "mid-record": "the capture began inside a TLS record",
               "failed": "decryption failed", "handshake": "handshake only (no data)",
               "unsupported": "cipher suite kdissect cannot decrypt"}
+
+    @property
+    def hello_seen(self) -> bool:
+        """Its ClientHello was captured (so ``client`` is the one who sent it)."""
+        return self.state not in ("mid-connection", "mid-record")
 
     @property
     def is_decrypted(self) -> bool:
@@ -145,6 +152,20 @@ class TlsSession:
             self.facts.state = "mid-connection"
             self._finding("tls_undecryptable", "the capture began after the TLS handshake: "
                           "without its ClientHello the key log cannot be searched")
+
+    def begun_inside(self, first: list[int | None]) -> None:
+        """The capture began inside a record: each side's bytes up to ``first[side]``
+        (where its first whole record starts; None: not seen yet) belong to records
+        begun before it. Both sides read on from their next record header (``_resync``)."""
+        said = []
+        for side, s in enumerate(self.sides):
+            s.lost = max(s.lost, 1)
+            if first[side]:
+                said.append(f"{first[side]} bytes from the {self._who(side)}")
+        self.facts.state = "mid-record"
+        self._finding("tls_undecryptable", "the capture began inside a TLS record (whole "
+                      "records found further on by their headers)" +
+                      (f": {' and '.join(said)} before the first whole record" if said else ""))
 
     # -- input ----------------------------------------------------------------------------
 
@@ -295,6 +316,7 @@ class TlsSession:
     def _record(self, side: int, s: _Side, ctype: int, version: int, header: bytes,
                 payload: bytes | memoryview, ts: float, frame: int) -> None:
         self.facts.records += 1
+        self.facts.record_bytes += 5 + len(payload)
         if s.cipher is not None and ctype != CHANGE_CIPHER_SPEC and \
                 (ctype == APPLICATION_DATA or not self.tls13):
             out = s.cipher.decrypt(s.seq, ctype, version, header, payload)

@@ -1,0 +1,152 @@
+"""Which side of a TCP connection is the Kafka client, from the strongest evidence the
+capture holds, in this order: who sent the SYN, who sent the TLS ClientHello, a Kafka
+port (``-p``, 9092) or a broker listener named by the capture's own Metadata,
+FindCoordinator or DescribeCluster answers, and last how the first bytes of each side
+start (a request header's shape, answered by its correlation id).
+
+The shape alone can mislead: a response whose correlation id is small reads as a
+Produce request header. So when only the shape speaks, the other side's first bytes are
+awaited (up to ``HOLD`` bytes) to check that they answer the request's correlation id.
+A wrong guess reads a whole connection backwards, and every "response" then becomes a
+guess among hundreds of layouts; deciding costs a few slices of the first bytes.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple
+
+from ..protocol import Options, schemas
+from ..protocol.values import body_values
+from .connection import plausible_request
+
+HOLD = 2048               # bytes held per connection while the shape alone waits for an answer
+SNIFF = 14                 # bytes of a side that show a request header's start
+NAMES_LISTENERS = frozenset({3, 10, 60})   # Metadata, FindCoordinator, DescribeCluster
+MAX_LISTENERS = 4096       # listeners learned per capture (a bound, not a real count)
+
+# how sure each kind of evidence is
+CERTAIN, HIGH, MEDIUM, LOW = "certain", "high", "medium", "low"
+KINDS = ("SYN", "TLS ClientHello", "Kafka port", "listener port", "request shape")
+
+
+class Verdict(NamedTuple):
+    client: int            # the TCP direction (0: a -> b) the client sends
+    by: str                # one of KINDS
+    sure: str              # CERTAIN, HIGH, MEDIUM or LOW
+    why: str = ""          # what the shape saw, when it decided
+
+    @property
+    def label(self) -> str:
+        return f"{self.by}{': ' + self.why if self.why else ''} ({self.sure})"
+
+
+NOT_KAFKA = Verdict(-1, "", "")
+
+
+def decide(a: tuple[str, int], b: tuple[str, int], starts: list[bytes], *, syn: bool,
+           hello: tuple[str, int] | None, ports: frozenset[int],
+           listeners: set[tuple[str, int]], detect: bool, held: int,
+           ending: bool) -> Verdict | None:
+    """``starts``: the first bytes of each direction (0: a -> b); ``syn``: ``a`` sent
+    the SYN; ``hello``: who sent the TLS ClientHello, if seen; ``detect``: whether the
+    bytes must show Kafka (else a Kafka port said it); ``held``: bytes held so far;
+    ``ending``: the connection ends (decide with what there is). None: not yet known."""
+    side = _strong(a, b, syn, hello, ports, listeners)
+    if side is not None:
+        if not detect or side.by in ("Kafka port", "listener port"):
+            return side
+        start, other = starts[side.client], starts[1 - side.client]
+        if len(start) >= SNIFF:
+            return side if plausible_request(start) else NOT_KAFKA
+        # (a broker never speaks first: a server talking alone is not Kafka)
+        if ending or held >= HOLD or len(other) >= 256:
+            return NOT_KAFKA
+        return None
+    return _shape(starts, detect, held, ending)
+
+
+def _strong(a, b, syn: bool, hello, ports: frozenset[int],
+            listeners: set[tuple[str, int]]) -> Verdict | None:
+    if syn:
+        return Verdict(0, "SYN", CERTAIN)
+    if hello is not None:
+        return Verdict(0 if hello == a else 1, "TLS ClientHello", CERTAIN)
+    on = (a[1] in ports, b[1] in ports)
+    if on[0] != on[1]:
+        return Verdict(1 if on[0] else 0, "Kafka port", HIGH)
+    if listeners:
+        named = (_listener(a, listeners), _listener(b, listeners))
+        if named[0] != named[1]:
+            return Verdict(1 if named[0] else 0, "listener port", HIGH)
+    return None
+
+
+def _listener(end: tuple[str, int], listeners: set[tuple[str, int]]) -> bool:
+    # a listener is named by host name or address: its port is what can be compared
+    return end in listeners or any(port == end[1] for _, port in listeners)
+
+
+def _answered(starts: list[bytes], d: int) -> bool:
+    """Does the other side's first message answer side ``d``'s first request (its
+    correlation id)?"""
+    s, o = starts[d], starts[1 - d]
+    return len(s) >= 12 and len(o) >= 8 and s[8:12] == o[4:8]
+
+
+def _shape(starts: list[bytes], detect: bool, held: int, ending: bool) -> Verdict | None:
+    plausible = [plausible_request(s) for s in starts]
+    final = ending or held >= HOLD
+    if not any(plausible):
+        if not detect:                        # on a Kafka port: the reassembler's guess
+            return Verdict(0, "request shape", LOW, "neither side starts like a request") \
+                if final or all(len(s) >= SNIFF for s in starts) else None
+        if all(len(s) >= SNIFF for s in starts) or sum(map(len, starts)) >= 256 or ending:
+            return NOT_KAFKA
+        return None
+    answered = [plausible[d] and _answered(starts, d) for d in (0, 1)]
+    if answered[0] != answered[1]:
+        d = answered.index(True)
+        return Verdict(d, "request shape", HIGH, "answered by its correlation id")
+    if plausible[0] != plausible[1]:
+        d = plausible.index(True)
+        if len(starts[1 - d]) < 8 and not final:
+            return None                       # wait for the other side's first bytes
+        why = "the other side sent nothing" if not starts[1 - d] else \
+            "the other side does not start like one"
+        return Verdict(d, "request shape", MEDIUM, why)
+    # both start like requests and neither answers the other: a version the tables know
+    # is the better sign, else the reassembler's guess (the higher port is the client's)
+    known = [schemas.is_known(*struct.unpack_from(">hh", s, 4)) for s in starts]
+    if known[0] != known[1]:
+        return Verdict(known.index(True), "request shape", LOW, "both sides start like "
+                       "requests; one in a version kdissect knows")
+    return Verdict(0, "request shape", LOW, "both sides start like requests")
+
+
+def listeners(data: bytes, api_key: int, api_version: int | None) -> set[tuple[str, int]]:
+    """The (host, port) of the brokers an answer names."""
+    if api_version is None:
+        return set()
+    body = body_values(data, "response", api_key, api_version, _OPTIONS, _NO_BYTES)
+    found: set[tuple[str, int]] = set()
+    _walk(body, found)
+    return found
+
+
+_OPTIONS = Options(records=False, embedded=False)
+_NO_BYTES = lambda b: None     # noqa: E731
+
+
+def _walk(value, found: set[tuple[str, int]]) -> None:
+    if isinstance(value, dict):
+        host, port = value.get("host"), value.get("port")
+        if isinstance(host, str) and type(port) is int and 0 < port < 65536:
+            found.add((host, port))
+        for v in value.values():
+            if isinstance(v, (dict, list)):
+                _walk(v, found)
+    elif isinstance(value, list):
+        for v in value:
+            if isinstance(v, (dict, list)):
+                _walk(v, found)

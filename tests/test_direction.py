@@ -1,0 +1,384 @@
+"""How a capture's connections are read at the edge of kdissect's knowledge: a request
+version newer than its tables (a marked assumption, never an error, never a connection
+read backwards), which side is the client (from the strongest evidence there is),
+responses whose requests were not captured (guessed cheaply), and captures that begin
+inside a TLS record or inside a Kafka message. The captures are the repository's real
+ones (Apache Kafka and real clients on port 57019, not 9092), edited as a capture begun
+later, filtered to one direction, or sent by a client newer than the tables."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import struct
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from kdissect.capture.pcapng_writer import ACK, PSH, Recorder, _packet
+from kdissect.protocol import schemas
+from kdissect.sources.pcap import exchanges_in
+from kdissect.stream import orphans
+from kdissect.stream.framing import UNSURE, UNSURE_MAX, Framer
+from kdissect.stream.connection import plausible_request
+from tests.support.pcap_edit import (begun_later, first_requests_as, one_way, rewrite,
+                                     without_handshakes)
+
+ROOT = Path(__file__).resolve().parents[1]
+CAPTURES = ROOT / "captures"
+JAVA = CAPTURES / "kafka-java-consumer-group.pcap"      # Java 4.3 clients, broker on 57019
+PORT = 57019
+NEWER = 99        # a request version no release has (what a client newer than the tables sends)
+
+
+def dissect(path: Path, **kw):
+    return exchanges_in([str(path)], **kw)
+
+
+def reading(got) -> list[tuple]:
+    """Every message as (client, direction, api, correlation id, size): the reading that
+    a connection read backwards would change."""
+    return sorted((ex.client, m.direction, m.api_key, m.correlation_id, m.size)
+                  for ex in got.exchanges for m in ex.messages)
+
+
+def sides(got) -> Counter:
+    return Counter({ex.stream: ex.side_by for ex in got.exchanges}.values())
+
+
+def kdissect(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kdissect", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+
+
+# -- a version newer than the tables ----------------------------------------------------
+
+def _with_tag(message: bytes, section: int, tag: int, value: bytes) -> bytes:
+    """``message`` (no size prefix) whose tagged-field section at ``section`` (it ends the
+    message; fewer than 127 fields) gets one more field."""
+    count = message[section]
+    assert count < 127 and section < len(message)
+    return message[:section] + bytes([count + 1]) + message[section + 1:] + \
+        bytes([tag, len(value)]) + value
+
+
+def _api_versions_v6():
+    """A real ApiVersions v4 exchange of a Java 4.3 client and Apache Kafka, made v6: the
+    version rewritten and a tagged field (99) added to the request and to the answer, as
+    Kafka adds fields to a flexible version; and the Metadata exchange after it."""
+    got = dissect(JAVA)
+    api, meta = got.exchanges[0], got.exchanges[1]
+    assert (api.request.api_key, api.request.api_version) == (18, 4)
+    req = api.request.data
+    body = api.request.decoded().body
+    tags = next(c for c in body.children if c.name == "_tagged_fields")
+    req6 = _with_tag(req[:2] + struct.pack(">h", 6) + req[4:], tags.offset, 99, b"4.5")
+    resp_tags = next(c for c in api.response.decoded().body.children
+                     if c.name == "_tagged_fields")
+    resp6 = _with_tag(api.response.data, resp_tags.offset, 99, b"\x00\x01")
+    return [(0, req6), (1, resp6), (0, meta.request.data), (1, meta.response.data)]
+
+
+def _write(path: Path, exchanges, syn: bool, client=("10.0.0.7", 51515),
+           broker=("10.0.0.9", PORT)) -> None:
+    """One connection carrying ``exchanges`` ((side, message) in order), with its
+    handshake (the project's pcapng writer) or as seen without it."""
+    rec = Recorder(str(path), show_secrets=True)
+    ts = 1_700_000_000.0
+    if syn:
+        conn = rec.connection(client, broker, ts)
+        for side, msg in exchanges:
+            ts += 0.001
+            conn.data(side, struct.pack(">i", len(msg)) + msg, ts)
+        conn.close(ts)
+    else:
+        seq = [7000, 90000]
+        for side, msg in exchanges:
+            ts += 0.001
+            src, dst = (client, broker) if side == 0 else (broker, client)
+            payload = struct.pack(">i", len(msg)) + msg
+            rec.packet(_packet(src, dst, seq[side], seq[1 - side], PSH | ACK, payload), ts)
+            seq[side] += len(payload)
+    rec.close()
+
+
+@pytest.mark.parametrize("syn", [True, False], ids=["with-syn", "no-syn"])
+def test_a_newer_api_versions_decodes_with_an_assumption_and_no_error(tmp_path, syn):
+    path = tmp_path / "api-versions-v6.pcapng"
+    _write(path, _api_versions_v6(), syn)
+    res = kdissect("pcap", "--no-tui", str(path), "--format", "jsonl")
+    assert res.returncode == 0, res.stderr
+    lines = [json.loads(line) for line in res.stdout.splitlines()]
+    assert [(m["direction"], m["api_name"], m["api_version"]) for m in lines] == [
+        ("request", "ApiVersions", 6), ("response", "ApiVersions", 6),
+        ("request", "Metadata", 13), ("response", "Metadata", 13)]
+    codes = [f["code"] for m in lines for f in m["findings"]]
+    assert all(not m["problems"] and m["status"] == "ok" for m in lines)
+    assert codes.count("assumed_version") == 2
+    assert set(codes) <= {"assumed_version", "client_side_guessed"}
+    assert all(f["severity"] == "note" for m in lines for f in m["findings"])
+    assumed = next(f for f in lines[1]["findings"] if f["code"] == "assumed_version")
+    newest = schemas.all_versions()[18][-1]          # ApiVersions' newest known layout
+    assert assumed["detail"].startswith(f"v6 read as v{newest}")
+    # the answer's fields read as Kafka sent them; the unknown tag is kept, not an error
+    answer = lines[1]["body"]
+    assert answer["error_code"] == 0 and len(answer["api_keys"]) > 50
+    text = kdissect("pcap", "--no-tui", str(path))
+    assert text.returncode == 0 and "ApiVersions v6" in text.stdout and "problem" not in text.stdout
+
+
+def test_what_the_newest_layout_cannot_explain_is_one_note(tmp_path):
+    """A newer version whose answer carries bytes the newest known layout lacks: they are
+    shown as unexplained bytes with one note, not as errors."""
+    exchanges = _api_versions_v6()
+    side, resp = exchanges[1]
+    exchanges[1] = (side, resp + b"\x00\x00\x00\x2a\x01")   # a field v6 added at the end
+    path = tmp_path / "api-versions-v6-longer.pcapng"
+    _write(path, exchanges, True)
+    got = dissect(path)
+    answer = got.exchanges[0]
+    assert answer.status == "ok"
+    assumed = [f for f in answer.findings if f.code == "assumed_version"]
+    assert len(assumed) == 2 and [f.code for f in answer.findings] == ["assumed_version"] * 2
+    assert "5 bytes it does not explain" in assumed[1].detail
+    tree = answer.response.decoded()
+    assert tree.problems == []
+    left = tree.body.child("_unexplained")
+    assert left is not None and left.length == 5 and left.end == len(answer.response.data)
+
+
+def test_what_the_broker_advertised_backs_an_assumed_version(tmp_path):
+    """The connection's ApiVersions answer says the broker speaks Metadata up to one
+    version more than the tables know: the Metadata request in that version after it is
+    read as the newest known, with the broker's word in the note, and no
+    version_not_advertised."""
+    exchanges = _api_versions_v6()
+    side, resp = exchanges[1]
+    tree = dissect(JAVA).exchanges[0].response.decoded()
+    entry = next(e for e in tree.body.child("api_keys").children
+                 if e.child("api_key") is not None and e.child("api_key").value == 3)
+    top = entry.child("max_version")
+    newest = max(schemas.all_versions()[3])
+    assert top.value == newest             # Apache Kafka 4.3 speaks the newest we know
+    at = top.offset                        # the answer's bytes up to it are unchanged
+    exchanges[1] = (side, resp[:at] + struct.pack(">h", newest + 1) + resp[at + 2:])
+    side, meta = exchanges[2]
+    exchanges[2] = (side, meta[:2] + struct.pack(">h", newest + 1) + meta[4:])
+    path = tmp_path / "metadata-newer.pcapng"
+    _write(path, exchanges, True)
+    got = dissect(path)
+    meta_ex = got.exchanges[1]
+    assert (meta_ex.request.api_key, meta_ex.request.api_version) == (3, newest + 1)
+    notes = [f for f in meta_ex.findings if f.code == "assumed_version"]
+    assert len(notes) == 2 and [f.code for f in meta_ex.findings] == ["assumed_version"] * 2
+    assert f"the broker advertised v0-v{newest + 1} on this connection" in notes[0].detail
+
+
+def test_a_request_header_is_recognised_by_its_shape():
+    head = struct.pack(">ihhih", 30, 18, NEWER, 7, 3) + b"abc" + b"\x00" * 17
+    assert plausible_request(head)                            # any version up to 127
+    assert not plausible_request(struct.pack(">ihhih", 30, 18, 300, 7, 3) + b"abc" + b"\0" * 17)
+    assert not plausible_request(struct.pack(">ihhih", 30, 999, 1, 7, 3) + b"abc" + b"\0" * 17)
+    assert not plausible_request(struct.pack(">ihhih", 30, 18, 4, -5, 3) + b"abc" + b"\0" * 17)
+    assert not plausible_request(struct.pack(">ihhih", 30, 18, 4, 7, 3) + b"a\x01c" + b"\0" * 17)
+
+
+# -- which side is the client -------------------------------------------------------------
+
+def test_the_client_side_comes_from_the_strongest_evidence(tmp_path):
+    original = dissect(JAVA)
+    assert sides(original) == {"SYN (certain)": 7}
+    # begun after every connection opened: the first by the request's shape (its
+    # correlation id answered), the others by the broker port the Metadata answer named
+    late = rewrite(JAVA, tmp_path / "late.pcap", without_handshakes)
+    got = dissect(late)
+    assert reading(got) == reading(original)
+    assert sides(got) == {"request shape: answered by its correlation id (high)": 1,
+                          "listener port (high)": 6}
+    # and with -p on the broker's port, the port says it
+    got = dissect(late, ports={PORT})
+    assert reading(got) == reading(original) and sides(got) == {"Kafka port (high)": 7}
+
+
+def test_a_first_request_newer_than_the_tables_does_not_flip_the_connection(tmp_path):
+    """Java clients open every connection with ApiVersions; rewritten to a version the
+    tables lack, in a capture begun after the connections opened, off port 9092: the
+    broker's answer must not be taken for the request (it read every message backwards)."""
+    original = dissect(JAVA)
+
+    def newer(packets):
+        packets, n = first_requests_as(without_handshakes(packets), PORT, NEWER, api_key=18)
+        assert n == 7
+        return packets
+
+    got = dissect(rewrite(JAVA, tmp_path / "newer.pcap", newer))
+    assert reading(got) == reading(original)
+    assert sides(got)["request shape: answered by its correlation id (high)"] == 1
+    codes = Counter(f.code for ex in got.exchanges for f in ex.findings)
+    assert codes == {"assumed_version": 14}            # request and answer, 7 connections
+    assert all(ex.status == "ok" for ex in got.exchanges)
+    stats = kdissect("pcap", "--no-tui", str(tmp_path / "newer.pcap"), "--stats")
+    assert "Client side decided by" in stats.stdout and "listener port (high)" in stats.stdout
+
+
+def test_tls_client_hello_decides_without_the_syn(tmp_path):
+    keys = CAPTURES / "tls" / "kafka-tls.keys"
+    src = CAPTURES / "tls" / "kafka-tls.pcap"
+    original = dissect(src, keys=_keys(keys))
+    late = dissect(rewrite(src, tmp_path / "late-tls.pcap", without_handshakes), keys=_keys(keys))
+    assert original.exchanges and reading(late) == reading(original)
+    assert set(sides(late)) == {"TLS ClientHello (certain)"}
+
+
+def _keys(path: Path):
+    from kdissect.capture.tls import KeyLog
+    keys = KeyLog()
+    keys.add_text(path.read_bytes())
+    return keys
+
+
+def test_shape_alone_is_flagged_as_a_guess(tmp_path):
+    """A broker's answers alone, without the SYN-ACK, on no known port: nothing but the
+    shape speaks, and the reading says it is a guess."""
+    src = CAPTURES / "kafka-java-admin.pcap"
+    lone = rewrite(src, tmp_path / "lone.pcap",
+                   lambda ps: without_handshakes(one_way(ps, PORT)))
+    got = dissect(lone)
+    for stream in {ex.stream for ex in got.exchanges}:
+        first = next(ex for ex in got.exchanges if ex.stream == stream)
+        assert first.side_by.startswith("request shape") and first.has("client_side_guessed")
+
+
+# -- responses whose requests were not captured --------------------------------------------
+
+def test_one_way_capture_orphans_are_guessed_boundedly(tmp_path, monkeypatch):
+    """The broker's answers only (kafka-clients.pcap: five client libraries): each is an
+    orphan; the full guesses are few (the rest read as kinds already seen), and the
+    guesses agree with the two-way capture as often as guessing each one did."""
+    src = CAPTURES / "kafka-clients.pcap"
+    two_way = [ex.response for ex in dissect(src).exchanges if ex.response is not None]
+    truth = {m.data: m.api_key for m in two_way}
+    guesser = importlib.import_module("kdissect.protocol.guess")
+    full = []
+    real = guesser.guess
+    monkeypatch.setattr(guesser, "guess", lambda data, d: full.append(data) or real(data, d))
+    got = dissect(rewrite(src, tmp_path / "one-way.pcap", lambda ps: one_way(ps, PORT)),
+                  ports={PORT})
+    answers = [ex.response for ex in got.exchanges]
+    assert len(answers) == len(two_way) and all(ex.request is None for ex in got.exchanges)
+    right = sum(m.api_key == truth[m.data] for m in answers)
+    wrong = sum(m.api_key is not None and m.api_key != truth[m.data] for m in answers)
+    assert right >= 0.9 * len(answers) and wrong <= 0.06 * len(answers), (right, wrong)
+    kinds = {(m.api_key, m.api_version) for m in answers if m.api_key is not None}
+    assert len(full) <= len(kinds) + 5 < len(answers) // 4
+
+
+def test_full_guesses_are_bounded_per_capture():
+    o = orphans.Orphans()
+    noise = [bytes([i % 251, (i * 7) % 256]) * 20 for i in range(3000)]
+    calls = 0
+    for i, data in enumerate(noise):
+        before = o.full_guesses
+        o.guess(i % 50, struct.pack(">i", i) + data)
+        calls += o.full_guesses - before
+    assert calls <= orphans.FULL_FREE + len(noise) // orphans.FULL_EVERY
+
+
+# -- captures begun inside a TLS record or a Kafka message -----------------------------------
+
+@pytest.mark.parametrize("ports", [None, {57655}], ids=["detected", "with-p"])
+def test_a_capture_begun_inside_a_tls_record_is_reported_as_tls(tmp_path, ports):
+    src = CAPTURES / "tls" / "kafka-tls.pcap"
+    inside = rewrite(src, tmp_path / "inside.pcap", lambda ps: begun_later(ps, 4, 7))
+    got = dissect(inside, **({"ports": ports} if ports else {}))
+    assert got.exchanges == []            # no Kafka message made of ciphertext
+    notes = [text for _, text in got.notes]
+    assert any("began inside a TLS record" in n and "bytes of TLS records" in n for n in notes), \
+        notes
+
+
+@pytest.mark.parametrize("name,skip,cut", [("kafka-python-codecs.pcap", 3, 9),
+                                           ("mtu1500.pcap", 5, 700),
+                                           ("kafka-clients.pcap", 2, 5)])
+def test_a_capture_begun_inside_messages_never_makes_one_bigger_than_a_broker_takes(
+        tmp_path, name, skip, cut):
+    got = dissect(rewrite(CAPTURES / name, tmp_path / "inside.pcap",
+                          lambda ps: begun_later(ps, skip, cut)), ports={9092, PORT})
+    assert got.exchanges
+    for ex in got.exchanges:
+        for m in ex.messages:
+            assert m.size <= UNSURE_MAX
+            if m.status.startswith("truncated") and m.size > len(m.data) and \
+                    m.offset < 100_000:
+                assert UNSURE in m.status or m.holes, m.status
+
+
+def test_resync_and_a_mid_message_start_never_take_an_oversized_size():
+    """The bytes of the false 137,967,921-byte Produce v0: a Produce v0 header after a size
+    beyond what a broker accepts, at the start of a connection seen without it, or found
+    by resynchronisation; the real request after them is framed."""
+    false = struct.pack(">ihhih", 137_967_921, 0, 0, 1, 16) + b"rdkafka-producer" + b"\x00" * 40
+    real = struct.pack(">hhih", 18, 3, 5, 3) + b"abc" + b"\x00\x00\x00"
+    stream = false + struct.pack(">i", len(real)) + real
+    framer = Framer(plausible_request)
+    framer.begun_inside(check=True)
+    frames = framer.feed(stream, 0)
+    assert [f.data for f in frames] == [real]
+    framer = Framer(plausible_request)
+    framer.gap(0, 10)                                     # lost bytes: search from here
+    frames = framer.feed(stream, 10)
+    assert [f.data for f in frames] == [real]
+    # an answer cannot be told by its start: taken, but marked at the end of the capture
+    framer = Framer(lambda buf, pos: False)
+    framer.begun_inside(check=False)
+    assert framer.feed(struct.pack(">i", 5000) + b"\x00" * 100, 0) == []
+    cut = framer.close()
+    assert cut is not None and UNSURE in (cut.truncated or "")
+
+
+# -- a real broker and client, captured after the connections opened ------------------------
+
+@pytest.mark.slow
+def test_a_real_capture_begun_after_the_connections_opened(tmp_path):
+    """Tansu on a free port (not 9092) and kafka-python: the producer's and consumer's
+    connections are open (ApiVersions, Metadata, a first produce) before tcpdump starts,
+    so the capture holds no SYN of them. Read without -p, every connection is read in the
+    right direction (the broker is the listening side) from other evidence, with the same
+    exchanges as with -p."""
+    from kafka import KafkaConsumer, KafkaProducer
+
+    from tests.support.broker import Broker
+    from tests.support.capture import Tcpdump
+
+    broker = Broker()
+    try:
+        boot = f"127.0.0.1:{broker.port}"
+        producer = KafkaProducer(bootstrap_servers=boot, linger_ms=0)
+        consumer = KafkaConsumer(bootstrap_servers=boot, auto_offset_reset="earliest",
+                                 consumer_timeout_ms=1500)
+        producer.send("late", b"before the capture").get(timeout=30)
+        consumer.topics()
+        with Tcpdump(tmp_path / "late.pcap", [broker.port]) as dump:
+            for i in range(20):
+                producer.send("late", f"during {i}".encode()).get(timeout=30)
+            consumer.subscribe(["late"])
+            seen = [m.value for m in consumer]
+            producer.close()
+            consumer.close()
+        dump.stop()
+    finally:
+        broker.stop()
+    assert b"during 19" in seen
+    detected = dissect(tmp_path / "late.pcap")
+    by_port = dissect(tmp_path / "late.pcap", ports={broker.port})
+    assert detected.exchanges and reading(detected) == reading(by_port)
+    assert all(ex.broker[1] == broker.port for ex in detected.exchanges)
+    assert not any(ex.has("orphan_response") or ex.has("malformed_header")
+                   for ex in detected.exchanges)
+    evidence = sides(detected)
+    assert any(not by.startswith("SYN") for by in evidence), evidence
+    produced = [ex for ex in detected.exchanges if ex.first.api_key == 0]
+    assert len(produced) >= 20
