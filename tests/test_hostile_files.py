@@ -35,11 +35,20 @@ def _varint(n: int) -> bytes:
         out += bytes([b | 0x80])
 
 
+def tcp_pcap(stream: bytes) -> bytes:
+    """A capture of ``stream`` from 10.0.0.1:40000 to 10.0.0.2:9092 after a TCP handshake
+    (a capture without one reads as begun inside the connection)."""
+    shake = [mh._frame(1, 40000, 999, b"", True, 0x02),
+             mh._frame(1, 40000, 4999, b"", False, 0x12, ack=1000),
+             mh._frame(1, 40000, 1000, b"", True, 0x10, ack=5000)]
+    return mh.pcap(shake + mh.frames(stream))
+
+
 def produce_pcap(path: Path, value: bytes) -> Path:
     """A capture of one Produce request to topic "t" whose one record holds ``value``."""
     body = b"\0" + _varint(0) + _varint(0) + _varint(-1) + _varint(len(value)) + value + _varint(0)
     records = _varint(len(body)) + body
-    path.write_bytes(mh.pcap(mh.frames(mh.produce(mh.record_batch(records, 1)))))
+    path.write_bytes(tcp_pcap(mh.produce(mh.record_batch(records, 1))))
     return path
 
 
@@ -381,7 +390,7 @@ def _control_pcap(path: Path) -> Path:
     body = struct.pack(">h", -1) + struct.pack(">hi", 1, 1000) + struct.pack(">i", 1) \
         + mh.kstr(FORGED_TOPIC) + struct.pack(">ii", 1, 0) + struct.pack(">i", len(records)) + records
     msg = head + body
-    path.write_bytes(mh.pcap(mh.frames(struct.pack(">i", len(msg)) + msg)))
+    path.write_bytes(tcp_pcap(struct.pack(">i", len(msg)) + msg))
     return path
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.test_hostile import KDISSECT, ROOT
-from tests.test_hostile_files import _varint, mh
+from tests.test_hostile_files import _varint, mh, tcp_pcap
 
 JAAS_PW = "JaasPw-7781"
 KEYSTORE_PW = "KeystorePw-4411"
@@ -140,8 +140,7 @@ def inputs(tmp_path_factory):
     d = tmp_path_factory.mktemp("secrets")
     (d / "logs" / "__cluster_metadata-0").mkdir(parents=True)
     (d / "logs" / "__cluster_metadata-0" / "00000000000000000000.log").write_bytes(metadata_batch())
-    frames = mh.frames(produce_to_metadata() + envelope())
-    (d / "requests.pcap").write_bytes(mh.pcap(frames))
+    (d / "requests.pcap").write_bytes(tcp_pcap(produce_to_metadata() + envelope()))
     return d
 
 
