@@ -79,7 +79,7 @@ def main() -> None:
         base = statistics.median(times["single"])
         print(f"\n{args.files} files, {size:.1f} MiB, --records; {args.cores} cores; "
               f"medians of {args.runs} runs")
-        print(f"| run | seconds | vs single process |\n|---|---|---|")
+        print("| run | seconds | vs single process |\n|---|---|---|")
         for k, v in times.items():
             m = statistics.median(v)
             print(f"| {k} | {m:.1f} | {m / base:.2f}x |")

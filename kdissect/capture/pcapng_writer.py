@@ -20,7 +20,7 @@ import time
 from collections.abc import Iterable
 
 from ..protocol import Options, decode_request, decode_response, secrets
-from ..protocol.apis import ENVELOPE, SASL_AUTHENTICATE
+from ..protocol.apis import ENVELOPE
 from ..protocol.message import sasl_token_message
 
 LINKTYPE_RAW = 101                     # packets start with the IP header

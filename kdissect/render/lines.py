@@ -20,7 +20,6 @@ from ..stream.model import Exchange, KafkaMessage
 from .records import json_bytes, plain_json
 from . import jsonl_records
 from ..stream.fields import ExchangeFields
-from .console import strip_control_codes
 
 if TYPE_CHECKING:
     from rich.text import Text

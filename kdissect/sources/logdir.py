@@ -611,7 +611,7 @@ def _segment(path: Path, options: Options, state: _Partition, kind: str,
               f"entry (offset {off}, position {ipos}) points past the end of the "
               f"{size}-byte segment" if ipos >= size else
               f"entry (offset {off}, position {ipos}) points at no batch start")
-    for e, ts, off in tidx[ti:]:
+    for e, _ts, off in tidx[ti:]:
         _flag(e, "time_index_mismatch", f"entry names offset {off}, past the segment's last batch")
     txn = indexes.get("txn_index")
     if txn is not None:
