@@ -5,8 +5,8 @@ connection, bookmarks, statistics, copy and export."""
 from __future__ import annotations
 
 import json
-import re
 import threading
+import time
 from collections import OrderedDict, deque
 from dataclasses import replace
 from datetime import datetime, timezone
@@ -33,7 +33,7 @@ from .detail import FACT, Detail, HexView, Item
 from .exchange_list import COLUMNS, LOCK, ExchangeList
 from .filterbar import FILTER_CSS, FilterInput, FilterSuggester, check_filter
 from .jobs import IN_WORKERS as _IN_WORKERS
-from .jobs import WORK_CSS, Jobs, work_line
+from .jobs import BAR_BINDINGS, WORK_CSS, Jobs, set_text, parse_needle, work_line
 from .loader import Done, ListedView, Progress, Row, Warn, run_in_process, run_in_thread
 from .screens import HelpScreen, StatsScreen
 from .sorting import SORT_BINDINGS, Sorting
@@ -45,7 +45,8 @@ BROKER_TIME = "broker time"    # latency beyond the wait the client asked for
 SORT_CYCLE = ("time", BROKER_TIME, "latency", "status", "API", "client → broker",
               "client id", "#")
 TIME_FORMATS = ("short", "utc", "local")
-_DRAIN = 2000              # rows added per UI tick at most: keys stay answered
+_SLICE = 0.01              # seconds a UI tick adds rows for at most: keys stay answered
+_REDRAW = 0.3              # seconds between redraws of the growing list's extent and counts
 _KEEP_DECODED = 16         # full trees kept for the messages viewed last
 _REST = 0.06               # seconds the list cursor rests before the detail follows
 _DECODE_HERE = 4096        # bigger exchanges decode in a worker thread
@@ -122,20 +123,6 @@ def long_time(ts: float, local: bool) -> str:
     return when.strftime("%Y-%m-%d %H:%M:%S.%f ") + (when.strftime("%z") if local else "UTC")
 
 
-def parse_needle(text: str) -> bytes | None:
-    """Search text as bytes: ``0x0a0b``, ``hex: 0a 0b`` or plain text (UTF-8)."""
-    t = text.strip()
-    hexpart = t[4:] if t.lower().startswith("hex:") else t[2:] if t.lower().startswith("0x") \
-        else None
-    if hexpart is not None:
-        digits = re.sub(r"[\s:]", "", hexpart)
-        try:
-            return bytes.fromhex(digits) or None
-        except ValueError:
-            return None
-    return t.encode() if t else None
-
-
 def unique_path(path: Path) -> Path:
     """``path``, or ``name-2.ext``, ``name-3.ext``... : an export never overwrites."""
     n, candidate = 1, path
@@ -178,10 +165,9 @@ class KdissectApp(Sorting, Jobs, App):
     #bars { height: auto; }
     """ + FILTER_CSS + WORK_CSS
     BINDINGS = [
-        Binding("slash", "filter", "Filter"),
+        *BAR_BINDINGS,
         Binding("p", "next_problem", "Next problem"),
         Binding("P", "next_problem(-1)", "Previous problem", show=False),
-        Binding("ctrl+f", "search", "Search"),
         Binding("n", "search_next", "Next match", show=False),
         *SORT_BINDINGS,
         Binding("t", "time_format", "Time format", show=False),
@@ -196,7 +182,6 @@ class KdissectApp(Sorting, Jobs, App):
         Binding("E", "export_pcapng", "Export pcapng", show=False),
         Binding("s", "stats", "Stats"),
         Binding("question_mark", "help", "Help"),
-        Binding("escape", "close_bars", "Close bar", show=False),
         Binding("q", "quit", "Quit"),
     ]
 
@@ -233,6 +218,8 @@ class KdissectApp(Sorting, Jobs, App):
         self.stop = stop or threading.Event()
         self._incoming: deque = deque()
         self._progress: tuple[int, int] | None = None
+        self._drawn = 0.0                  # when the growing list was last redrawn
+        self._undrawn = False              # rows (or the end) came since
         # record keys and values in the tree: decoded (by their schemas, else what they
         # look like) or raw bytes; `d` toggles (see tree_options)
         self.values_decoded = self.options.values is not None
@@ -311,22 +298,23 @@ class KdissectApp(Sorting, Jobs, App):
             put(Done())
 
     def _drain(self) -> None:
-        """Add what the loader found since the last tick (a bounded number of rows)."""
+        """Add what the loader found since the last tick, for _SLICE seconds at most:
+        keys are answered between slices. What the rows change on screen (the list's
+        extent, the counts, the progress) is redrawn every _REDRAW seconds at most:
+        a redraw of the screen costs more than adding thousands of rows."""
         tables = self.query(ExchangeList)
         if not tables:                     # the app is closing: its widgets are gone
             return
         table = tables.first()
-        self._show_work()
-        added, before = 0, table.row_count
-        while self._incoming and added < _DRAIN:
+        before = table.row_count
+        until = time.monotonic() + _SLICE
+        while self._incoming and time.monotonic() < until:
             item = self._incoming.popleft()
             if isinstance(item, Warn):
                 self._warned(item.what)
             elif isinstance(item, Done):
                 self.loaded = True
-                self._show_work()
-                self._update_subtitle()
-                self._show_empty()
+                self._undrawn = True
             elif isinstance(item, Row):
                 view = item.view
                 view.row, view._reasons = item.row
@@ -336,15 +324,20 @@ class KdissectApp(Sorting, Jobs, App):
                     self.seen["client_id"].add(view.ex.request.client_id)
                 if self.matches(view):
                     table.add(view)
-                added += 1
-        if added:
+                self._undrawn = True
+        now = time.monotonic()
+        first = before == 0 and table.row_count > 0
+        if (self._undrawn or not self.loaded) and (
+                first or self.loaded or now - self._drawn >= _REDRAW):
+            self._drawn, self._undrawn = now, False
+            self._show_work()
             table.grown()
             self._fit_list()
             self._show_active_filter()
             self._update_subtitle()
             self._show_empty()
-            if before == 0 and table.row_count:      # the first rows: show the first one
-                self.follow_cursor()
+        if first:                          # the first rows: show the first one
+            self.follow_cursor()
 
     def _warned(self, what) -> None:
         """A warning of the source: kept (the statistics list them all, with the gaps
@@ -466,9 +459,9 @@ class KdissectApp(Sorting, Jobs, App):
     def _show_active_filter(self) -> None:
         active = self.query_one("#active-filter", Static)
         if self.filter is not None:          # the filter stays in sight
-            active.update(Text.assemble(("filter ", "dim"), (self.filter_text, "bold"),
+            set_text(active, Text.assemble(("filter ", "dim"), (self.filter_text, "bold"),
                                         (f"  {len(self.shown)} of {len(self.views)} · "
-                                         f"/ edits it", "dim")))
+                                         f"/ edits it", "dim")), layout=False)
         active.set_class(self.filter is not None, "visible")
 
     def view_at(self, row: int) -> ListedView | None:
@@ -745,22 +738,11 @@ class KdissectApp(Sorting, Jobs, App):
     def _validate(self, event: Input.Changed) -> None:
         check_filter(event.input, self.query_one("#filter-error", Static))
 
-    @on(Input.Submitted, "#filter")
-    def _submit_filter(self, event: Input.Submitted) -> None:
-        if self.apply_filter(event.value):
+    def submit_filter(self, text: str) -> None:
+        if self.apply_filter(text) is not None:
             return                  # the reason stays shown under the bar, caret and all
-        self.following = None
+        self.following = None       # a filter typed ends following a connection
         self.action_close_bars()
-
-    @on(Input.Submitted, "#search")
-    def _submit_search(self, event: Input.Submitted) -> None:
-        self.needle = parse_needle(event.value)
-        if self.needle is None:
-            self.notify("type text, or hex as 0x0a0b or hex: 0a 0b", severity="error")
-            return
-        self.needle_text = event.value.strip()
-        self.action_close_bars()
-        self.action_search_next()
 
     def action_search_next(self) -> None:
         """The next exchange (after the cursor, wrapping) whose bytes hold the needle,

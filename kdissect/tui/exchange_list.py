@@ -6,6 +6,7 @@ to the terminal's width, dropping the least useful ones first."""
 from __future__ import annotations
 
 import bisect
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -44,6 +45,7 @@ _STEPS = (("shrink", "client → broker"), ("shrink", "client id"), ("drop", "cl
           ("shrink", "status"), ("drop", "time"), ("drop", "client → broker"))
 
 
+@functools.lru_cache(maxsize=64)     # asked twice per line drawn
 def fit(width: int, time_width: int = 12, endpoints_width: int = 43) -> list[tuple[int, int]]:
     """(column index, width) of the columns shown in ``width`` cells; the summary takes
     what is left."""

@@ -44,11 +44,11 @@ from ..render.records import json_bytes
 from ..sources.logdir import LogError, LogItem, file_kind, values_answer, walk
 from ..stream import anomaly
 from ..stream.content import buffer_nodes
-from .app import parse_needle, unique_path
+from .app import unique_path
 from .detail import Detail, Item
 from .filterbar import FILTER_CSS, FilterInput, FilterSuggester, check_filter
 from .jobs import IN_WORKERS as _IN_WORKERS
-from .jobs import WORK_CSS, Jobs, work_line
+from .jobs import BAR_BINDINGS, WORK_CSS, Jobs, set_text, work_line
 from .loader import Done, Progress, Warn, run_forked
 from .log_list import LogList
 from .screens import HelpScreen
@@ -387,10 +387,9 @@ class LogApp(Sorting, Jobs, App):
     #empty.visible { display: block; }
     """ + FILTER_CSS + WORK_CSS
     BINDINGS = [
-        Binding("slash", "filter", "Filter"),
+        *BAR_BINDINGS,
         Binding("p", "next_problem", "Next problem"),
         Binding("P", "next_problem(-1)", "Previous problem", show=False),
-        Binding("ctrl+f", "search", "Search"),
         Binding("n", "search_next", "Next match", show=False),
         *SORT_BINDINGS,
         Binding("s", "stats", "Stats"),
@@ -398,7 +397,6 @@ class LogApp(Sorting, Jobs, App):
         Binding("E", "export_shown", "Export"),
         Binding("v", "toggle_pane", "Tree⇄bytes"),
         Binding("question_mark", "help", "Help"),
-        Binding("escape", "close_bars", "Close bar", show=False),
         Binding("q", "quit", "Quit"),
     ]
 
@@ -695,9 +693,9 @@ class LogApp(Sorting, Jobs, App):
     def _show_active_filter(self) -> None:
         active = self.query_one("#active-filter", Static)
         if self.filter is not None:
-            active.update(Text.assemble(("filter ", "dim"), (self.filter_text, "bold"),
+            set_text(active, Text.assemble(("filter ", "dim"), (self.filter_text, "bold"),
                                         (f"  {len(self.shown)} of {self.read} · / edits it",
-                                         "dim")))
+                                         "dim")), layout=False)
         active.set_class(self.filter is not None, "visible")
 
     # -- actions ------------------------------------------------------------------------
@@ -791,23 +789,6 @@ class LogApp(Sorting, Jobs, App):
     @on(Input.Changed, "#filter")
     def _validate(self, event: Input.Changed) -> None:
         check_filter(event.input, self.query_one("#filter-error", Static))
-
-    @on(Input.Submitted, "#filter")
-    def _submit(self, event: Input.Submitted) -> None:
-        error = self.apply_filter(event.value)
-        if error is not None:
-            return                  # the reason stays shown under the bar, caret and all
-        self.action_close_bars()
-
-    @on(Input.Submitted, "#search")
-    def _submit_search(self, event: Input.Submitted) -> None:
-        self.needle = parse_needle(event.value)
-        if self.needle is None:
-            self.notify("type text, or hex as 0x0a0b or hex: 0a 0b", severity="error")
-            return
-        self.needle_text = event.value.strip()
-        self.action_close_bars()
-        self.action_search_next()
 
     def action_search_next(self) -> None:
         """The next item (after the cursor, wrapping) whose bytes hold the needle, in

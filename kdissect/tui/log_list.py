@@ -4,6 +4,8 @@ their own columns fitted to the terminal's width."""
 
 from __future__ import annotations
 
+import functools
+
 from rich.text import Text
 
 from .exchange_list import Column, ExchangeList, fit_columns
@@ -19,6 +21,7 @@ _STEPS = (("shrink", "file"), ("drop", "time"), ("shrink", "kind"), ("shrink", "
           ("shrink", "offsets"), ("drop", "file"))
 
 
+@functools.lru_cache(maxsize=64)     # asked twice per line drawn
 def fit(width: int) -> list[tuple[int, int]]:
     """(column index, width) of the columns shown in ``width`` cells; the file name (or
     else the status) takes what is left."""
