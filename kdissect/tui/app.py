@@ -22,6 +22,7 @@ from textual.widgets import Footer, Header, Input, Static
 
 from ..filters import Filter, FilterError, parse_filter
 from ..protocol import Message, Options
+from ..protocol.names import error_name
 from ..protocol.node import Node
 from ..render.lines import endpoint, iso, message_json
 from ..render.text import format_value
@@ -29,6 +30,7 @@ from ..stream import anomaly
 from ..stream.content import buffer_nodes, find_bytes, holds_bytes
 from ..stream.facts import Facts
 from ..stream.model import Gap, KafkaMessage
+from .palette import ANSI_DARK, ANSI_LIGHT
 from .detail import FACT, Detail, HexView, Item
 from .exchange_list import COLUMNS, LOCK, ExchangeList
 from .filterbar import FILTER_CSS, FilterInput, FilterSuggester, check_filter
@@ -53,12 +55,22 @@ _DECODE_HERE = 4096        # bigger exchanges decode in a worker thread
 _TOASTS = 5                # load warnings shown as toasts; all of them are in `s`
 
 
+EXPECTED = "italic"         # an expected step (MEMBER_ID_REQUIRED): the text's own colour
+EXPECTED_MARK = "↻ "       # before an expected error's name: a step that is retried
+
+
 def _row(view: ListedView) -> tuple:
-    """(cells of an exchange's row, why it is an anomaly), computed off the UI thread."""
+    """(cells of an exchange's row, why it is an anomaly), computed off the UI thread.
+    The status names the anomalies (red: an error, yellow: a warning), then the errors
+    that are a normal step of the protocol (a first JoinGroup's MEMBER_ID_REQUIRED), set
+    apart as expected: visible, not a problem."""
     ex, first = view.ex, view.ex.first
     facts = view.facts()
     reasons = anomaly.reasons(view)
-    severe = bool(facts.errors or view.problems or any(
+    normal = anomaly.EXPECTED_ERRORS.get(first.api_key, frozenset())
+    expected = sorted({error_name(c) for c in facts.errors if c in normal}) \
+        if first.direction != "sasl" else []
+    severe = bool(view.problems or any(c not in normal for c in facts.errors) or any(
         f.severity == "error" for f in ex.findings))
     style = "red" if severe else "yellow" if reasons else ""
     summary = Facts(topics=facts.topics, records=facts.records).text()
@@ -66,12 +78,17 @@ def _row(view: ListedView) -> tuple:
     if ex.latency is not None:          # dim: mostly a wait the client asked for
         waited = anomaly.client_wait(view) > ex.latency / 2
         latency = Text(f"{ex.latency * 1000:.1f}ms", style="dim" if waited else "")
+    status = Text()
+    status.append(", ".join(reasons), style=style)
+    for name in expected:
+        status.append(", " if status else "")
+        status.append(EXPECTED_MARK + name, style=EXPECTED)
     cells = (str(first.frame), iso(first.ts)[11:23],
              f"{endpoint(ex.client)} → {endpoint(ex.broker)}",
              Text(first.api_name, style="bold red" if severe else "bold"),
              str(first.api_version), str(first.correlation_id),
              ex.request.client_id or "" if ex.request else "",
-             latency, Text(summary), Text(", ".join(reasons), style=style))
+             latency, Text(summary), status)
     return cells, reasons
 
 
@@ -271,6 +288,7 @@ class KdissectApp(Sorting, Jobs, App):
         return self.table.rows
 
     def on_mount(self) -> None:
+        self.ansi_theme_dark, self.ansi_theme_light = ANSI_DARK, ANSI_LIGHT   # legible
         self.table.set_order("time", lambda v: _sort_value(v, "time"), False)
         self.set_interval(0.05, self._drain)
         self._show_active_filter()             # a start filter (-Y) shows from the start

@@ -18,6 +18,7 @@ from ..protocol.names import API_NAMES, api_key_of
 from ..protocol.guess import distinguish
 from ..sources.paste_choice import read_paste
 from ..sources.pasted import Hints
+from .palette import ANSI_DARK, ANSI_LIGHT
 from .detail import Detail, Item
 from .screens import HelpScreen
 
@@ -85,6 +86,7 @@ class BlobApp(App):
         yield Footer()
 
     def on_mount(self) -> None:
+        self.ansi_theme_dark, self.ansi_theme_light = ANSI_DARK, ANSI_LIGHT   # legible
         self.query_one("#paste", TextArea).focus()
         if self.initial:
             self.action_dissect()

@@ -45,6 +45,7 @@ from ..sources.logdir import LogError, LogItem, file_kind, values_answer, walk
 from ..stream import anomaly
 from ..stream.content import buffer_nodes
 from .app import unique_path
+from .palette import ANSI_DARK, ANSI_LIGHT
 from .detail import Detail, Item
 from .filterbar import FILTER_CSS, FilterInput, FilterSuggester, check_filter
 from .jobs import IN_WORKERS as _IN_WORKERS
@@ -364,6 +365,7 @@ class LogStatsScreen(ModalScreen):
             yield Static(Text("escape closes", style="dim"))
 
     def on_mount(self) -> None:
+        self.ansi_theme_dark, self.ansi_theme_light = ANSI_DARK, ANSI_LIGHT   # legible
         box = self.query_one("#stats-box")
         box.border_subtitle = "↑ ↓ PgUp PgDn or the wheel scroll · Esc closes"
         box.focus()

@@ -142,7 +142,7 @@ HELP = """\
 [b]Colours[/b]
   [red]red[/red]: an error code or malformed bytes   [yellow]yellow[/yellow]: a warning (unanswered, throttled, slow)
   [dim]dim latency[/dim]: mostly a wait the client asked for (Fetch long poll, group rebalance)
-  bytes: [bold black on yellow] field [/] [on grey35] its parents [/] [bold white on red] problem [/]
+  bytes: [bold black on #fd971f] field [/] [black on #a8a8a8] its parents [/] [bold bright_white on dark_red] problem [/]
 [b]Anywhere[/b]
   ?  this help     q  quit
 See docs/tui.md and docs/filters.md."""
