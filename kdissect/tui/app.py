@@ -183,7 +183,7 @@ class KdissectApp(Sorting, Jobs, App):
     """ + FILTER_CSS + WORK_CSS
     BINDINGS = [
         *BAR_BINDINGS,
-        Binding("p", "next_problem", "Next problem"),
+        Binding("p", "next_problem", "Problem"),   # short: the footer keeps s ? q at 80
         Binding("P", "next_problem(-1)", "Previous problem", show=False),
         Binding("n", "search_next", "Next match", show=False),
         *SORT_BINDINGS,
@@ -192,7 +192,7 @@ class KdissectApp(Sorting, Jobs, App):
         Binding("b", "bookmark", "Bookmark", show=False),
         Binding("B", "next_bookmark", "Next bookmark", show=False),
         Binding("x", "jump", "Req⇄Resp", show=False),
-        Binding("v", "toggle_pane", "Tree⇄bytes"),
+        Binding("v", "toggle_pane", "Bytes"),
         Binding("d", "toggle_values", "Values raw⇄decoded", show=False),
         Binding("c", "copy", "Copy value", show=False),
         Binding("e", "export", "Export JSON", show=False),

@@ -398,9 +398,15 @@ class Detail(Vertical):
         return self.query_one(HexView)
 
     def show(self, title: str | Text, items: list[Item]) -> None:
+        """Show ``items``, on the field selected before if the same path is there (the
+        same field of the next exchange, as one reads down a list), else the first
+        message."""
+        path = self.selected_path() if self.items else None
         self.items = items
         self.field_tree.fill(title, items)
-        if items:
+        if path is not None and self.path_exists(*path):
+            self.select_path(*path)
+        elif items:
             self.select(0, items[0].root)
         else:
             self.hexview.show(b"", None, [])
@@ -472,6 +478,17 @@ class Detail(Vertical):
         path = self.items[index].root.path_to(node) or []
         return index, [(parent.children.index(child), child.name)
                        for parent, child in zip(path, path[1:])]
+
+    def path_exists(self, index: int, steps: list[tuple[int, str]]) -> bool:
+        """Whether the field ``selected_path`` gave is in the items shown (by name)."""
+        if not 0 <= index < len(self.items):
+            return False
+        node = self.items[index].root
+        for at, name in steps:
+            if at >= len(node.children) or node.children[at].name != name:
+                return False
+            node = node.children[at]
+        return True
 
     def select_path(self, index: int, steps: list[tuple[int, str]]) -> None:
         """Select the field ``selected_path`` gave, or its deepest part that is still

@@ -217,7 +217,12 @@ class ExchangeList(ScrollView, can_focus=True):
         self.track(self.rows)
         self.cursor_row = self.index(keep) if keep is not None and keep in self.rows else 0
         self._resized()
-        self.scroll_to_cursor()
+        if self.cursor_row:
+            # the row kept (unfollowing, a new filter) in the middle of the view, once the
+            # scroll range has grown to the rows (scrolling now stopped at the old range)
+            self.center_cursor()
+        else:
+            self.scroll_to(y=0, animate=False, immediate=True)
 
     def add(self, view) -> None:
         """Insert a row in order; the cursor stays on the exchange it was on."""
@@ -331,8 +336,7 @@ class ExchangeList(ScrollView, can_focus=True):
         base = self.rich_style
         if y == 0:
             style = base + self.get_component_rich_style("exchange-list--header")
-            labels = [self.COLUMNS[i].name + self._arrow(self.COLUMNS[i].name)
-                      for i, _ in self.columns_shown()]
+            labels = [self.header_label(self.COLUMNS[i].name) for i, _ in self.columns_shown()]
             return self._strip(labels, style, width)
         row = int(self.scroll_y) + y - 1
         if not 0 <= row < len(self.rows):
@@ -368,6 +372,14 @@ class ExchangeList(ScrollView, can_focus=True):
                                             self.order_name == "broker time"):
             return ""
         return " ▼" if self.reverse else " ▲"
+
+    def header_label(self, name: str) -> str:
+        """A column's header: its name and the sort arrow; the latency column sorted by
+        broker time says so (both orders used to read `latency ▼`)."""
+        arrow = self._arrow(name)
+        if name == "latency" and self.order_name == "broker time":
+            return "broker" + arrow
+        return name + arrow
 
     def _strip(self, cells: list, style: Style, width: int, over: Style | None = None
                ) -> Strip:

@@ -36,7 +36,7 @@ WORK_CSS = """
 # a bar stays a character; ``check_action`` leaves them to a modal screen on top.
 BAR_BINDINGS = [
     Binding("slash", "filter", "Filter", priority=True),
-    Binding("ctrl+f", "search", "Search", priority=True),
+    Binding("ctrl+f", "search", "Search", show=False, priority=True),
     Binding("escape", "close_bars", "Close bar", show=False, priority=True),
     Binding("enter", "submit_bar", "Apply", show=False, priority=True),
 ]

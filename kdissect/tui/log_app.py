@@ -390,14 +390,14 @@ class LogApp(Sorting, Jobs, App):
     """ + FILTER_CSS + WORK_CSS
     BINDINGS = [
         *BAR_BINDINGS,
-        Binding("p", "next_problem", "Next problem"),
+        Binding("p", "next_problem", "Problem"),   # short: the footer keeps s ? q at 80
         Binding("P", "next_problem(-1)", "Previous problem", show=False),
         Binding("n", "search_next", "Next match", show=False),
         *SORT_BINDINGS,
         Binding("s", "stats", "Stats"),
         Binding("e", "export", "Export item", show=False),
         Binding("E", "export_shown", "Export"),
-        Binding("v", "toggle_pane", "Tree⇄bytes"),
+        Binding("v", "toggle_pane", "Bytes"),
         Binding("question_mark", "help", "Help"),
         Binding("q", "quit", "Quit"),
     ]

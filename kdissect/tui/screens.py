@@ -149,7 +149,11 @@ See docs/tui.md and docs/filters.md."""
 
 
 class HelpScreen(ModalScreen):
-    BINDINGS = [Binding("escape,question_mark,q", "dismiss", "Close")]
+    """The keys; it scrolls at once (the box has the focus) with ↑ ↓ PgUp PgDn Home End
+    and Space, and says so when it does not fit."""
+
+    BINDINGS = [Binding("escape,question_mark,q", "dismiss", "Close"),
+                Binding("space", "page_down", "Page down", show=False)]
     CSS = """
     HelpScreen { align: center middle; }
     #help-box { width: 100; max-width: 100%; height: auto; max-height: 100%;
@@ -164,3 +168,16 @@ class HelpScreen(ModalScreen):
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help-box"):
             yield Static(self.text, id="help")
+
+    def on_mount(self) -> None:
+        box = self.query_one("#help-box", VerticalScroll)
+        box.focus()
+        self.call_after_refresh(self._say_it_scrolls)
+
+    def _say_it_scrolls(self) -> None:
+        box = self.query_one("#help-box", VerticalScroll)
+        if box.max_scroll_y > 0:
+            box.border_subtitle = "more below: ↓ PgDn Space End · Esc closes"
+
+    def action_page_down(self) -> None:
+        self.query_one("#help-box", VerticalScroll).scroll_page_down()
