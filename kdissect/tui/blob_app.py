@@ -4,7 +4,7 @@ which API, version and direction they are, and watch the tree and bytes update."
 from __future__ import annotations
 
 from rich.text import Text
-from textual import on
+from textual import events, on
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Container, Horizontal, Vertical
@@ -36,8 +36,27 @@ BLOB_HELP = """\
   header, or ranks every API and version by how cleanly the bytes decode.
   tab             move between the box, the hints, the field tree and the bytes
   ← → ↑ ↓         in the bytes: move the cursor; the field under it is selected
+  a paste replaces what the box held (select part of it to paste over that part only)
+  ctrl+l          clear the box and the tree
   ctrl+x          next message        ctrl+r   dissect now
   ctrl+q          quit                escape   close this help"""
+
+class PasteArea(TextArea):
+    """The paste box: a paste replaces what the box held (a second blob pasted after
+    the first was appended to it and read as one), unless part of it is selected."""
+
+    async def _on_paste(self, event: events.Paste) -> None:
+        if self.read_only:
+            return
+        if self.selection.is_empty:
+            event.prevent_default()
+            event.stop()
+            self.load_text(event.text)
+            self.move_cursor(self.document.end)
+            self.post_message(TextArea.Changed(self))   # load_text does not say so
+            return
+        await super()._on_paste(event)
+
 
 DIRECTIONS = [("either direction", "auto"), ("request", "request"), ("response", "response")]
 MODES = [("whole message(s)", "message"), ("body without header", "body"),
@@ -55,6 +74,7 @@ class BlobApp(App):
     """
     BINDINGS = [
         Binding("ctrl+r", "dissect", "Dissect now"),
+        Binding("ctrl+l", "clear", "Clear"),
         Binding("ctrl+x", "jump", "Next message", show=False),
         Binding("f1", "help", "Help"),
         Binding("ctrl+q", "quit", "Quit"),
@@ -70,7 +90,7 @@ class BlobApp(App):
         yield Header()
         with Vertical():
             with Horizontal(id="input"):
-                area = TextArea(self.initial, id="paste")
+                area = PasteArea(self.initial, id="paste")
                 area.border_title = "paste bytes: hex, xxd, hexdump -C, <<0,1>>, b'\\x00', base64"
                 yield area
                 with Container(id="hints"):
@@ -125,11 +145,13 @@ class BlobApp(App):
             parsed = parse_blob(text)
         except BlobError as e:
             status.update(Text(str(e), style="bold red"))
+            detail.show("", [])             # not the tree of the bytes pasted before
             return
         hints, problem = self.hints()
         if problem:
             status.update(Text(problem + "; use a name like Metadata or a key like 3",
                                style="bold red"))
+            detail.show("", [])
             return
         reading = read_paste(parsed.data, hints, self.options)
         items = reading.items
@@ -156,6 +178,13 @@ class BlobApp(App):
                                f"@{i.offset})", "bold"), i.message.data, i.message.tree,
                           base=i.offset)                # offsets from the paste's start
                      for i in items])
+
+    def action_clear(self) -> None:
+        """Empty the paste box (and so the tree): ready for the next blob."""
+        area = self.query_one("#paste", TextArea)
+        area.load_text("")
+        area.focus()
+        self.action_dissect()
 
     def action_jump(self) -> None:
         self.query_one(Detail).jump_message()
