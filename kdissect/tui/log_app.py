@@ -36,7 +36,7 @@ from textual.widgets import Footer, Header, Input, Static
 
 from ..filters import Filter, FilterError, parse_filter
 from ..protocol import Options, ondisk
-from ..protocol.internal import decode_records, family_of
+from ..protocol.internal import control_of, decode_records, family_of
 from ..protocol.node import Node
 from ..protocol.records import read_records
 from ..render.log_json import CODECS
@@ -174,13 +174,28 @@ def describe(number: int, item: LogItem) -> None:
     first_ts, max_ts = h["base_timestamp"], h["max_timestamp"]
     if first_ts is None:
         first_ts = max_ts = h.get("timestamp")
-    shown_codec = codec + (" control" if isinstance(attrs, int) and attrs & 0x20 else "")
-    item.cells = (str(number), f"batch v{magic}" if magic is not None else "damage",  # type: ignore[attr-defined]
+    control = isinstance(attrs, int) and bool(attrs & 0x20)
+    shown_codec = codec + (" control" if control else "")
+    kind = f"batch v{magic}" if magic is not None else "damage"
+    marker = control_marker(tree) if control and tree is not None else None
+    if marker:                                   # a transaction's end: COMMIT or ABORT
+        kind += f" {marker}"
+    item.cells = (str(number), kind,  # type: ignore[attr-defined]
                   f"@{start}+{length}", offsets,
                   "" if count is None else str(count), status, shown_codec, producer,
                   _when(max_ts), item.path.name)
     item.stat = (count if isinstance(count, int) else None, codec, pid,  # type: ignore[attr-defined]
                  first_ts, max_ts, codes)
+
+
+def control_marker(tree: Node) -> str | None:
+    """A control batch's record type as Kafka names it (COMMIT, ABORT, LEADER_CHANGE...)."""
+    for node in tree.walk():
+        if node.ktype == "record":
+            found = control_of(node)
+            if found is not None:
+                return found[0]
+    return None
 
 
 def lighten(item: LogItem) -> None:
@@ -206,6 +221,8 @@ def _sort_value(item, column: str) -> tuple:
     records, codec, pid, _first, max_ts, codes = item.stat
     value = {"#": item.number, "size": getattr(item, "length", None), "records": records,
              "time": max_ts, "producer": pid, "offsets": item.base,
+             "partition": (item.topic or "", item.partition if item.partition is not None
+                           else -1),
              "status": ", ".join(codes) or None, "codec": codec or None, "kind": item.kind,
              "position": (str(item.path), getattr(item, "start", 0)),
              "file": (str(item.path), getattr(item, "start", 0))}.get(column, item.number)
