@@ -103,3 +103,45 @@ def test_the_next_exchange_shows_the_same_field():
         assert detail.selected is not None and detail.selected[1].name == "client_id"
         assert detail.selected[1] is not client_id
     run(body, size=(120, 40))
+
+
+def test_a_live_list_is_titled_live_numbers_its_rows_and_follows_them():
+    """As the proxy's TUI: rows without a frame number are numbered as they come, the
+    title says live (not "loading…" forever) and the cursor on the last row follows new
+    ones."""
+    import threading
+    import time
+
+    from kdissect.sources.pcap import exchanges_in
+    exchanges = exchanges_in([str(CLIENTS)]).exchanges[:30]
+    for ex in exchanges:
+        for m in ex.messages:
+            m.frame = 0                           # the proxy has no frames
+    release = threading.Event()
+
+    def load(emit, warn, progress):
+        for i, ex in enumerate(exchanges):
+            if i == 10:
+                release.wait(10)
+            emit(ex)
+            time.sleep(0.005)
+
+    async def go():
+        app = KdissectApp(load, title="proxy", isolate=False, live=True)
+        async with app.run_test(size=(120, 40)) as pilot:
+            for _ in range(100):
+                if len(app.views) >= 10:
+                    break
+                await pilot.pause(0.05)
+            await pilot.pause(0.4)
+            assert "live" in app.sub_title and "loading" not in app.sub_title
+            assert [v.row[0] for v in app.shown] == [str(n) for n in range(1, 11)]
+            app.table.move_cursor(9)                          # on the last row
+            release.set()
+            for _ in range(100):
+                if len(app.views) == len(exchanges):
+                    break
+                await pilot.pause(0.05)
+            await pilot.pause(0.4)
+            assert app.table.cursor_row == len(exchanges) - 1
+    asyncio.run(go())

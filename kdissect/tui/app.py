@@ -203,8 +203,13 @@ class KdissectApp(Sorting, Jobs, App):
     ]
 
     def __init__(self, load, options: Options | None = None, title: str = "",
-                 stop: threading.Event | None = None, isolate: bool = True, keys=None):
+                 stop: threading.Event | None = None, isolate: bool = True, keys=None,
+                 live: bool = False):
+        """``live``: a source that runs until stopped (an interface, the proxy): the
+        title says "live", rows without a frame number are numbered as they come, and
+        the list follows new rows while its cursor is on the last one."""
         super().__init__()
+        self.live = live
         self.keys = keys               # the TLS key log (capture.tls.KeyLog), for `E`
         # the source's TLS connections (capture.tls.TlsFacts), decrypted or not
         self.tls_connections: list = []
@@ -325,6 +330,9 @@ class KdissectApp(Sorting, Jobs, App):
             return
         table = tables.first()
         before = table.row_count
+        # a live list follows new rows while the cursor is on the last one (tail -f)
+        at_end = self.live and table.cursor_row >= before - 1 and \
+            self.sorted_by == ("time", False)
         until = time.monotonic() + _SLICE
         while self._incoming and time.monotonic() < until:
             item = self._incoming.popleft()
@@ -336,6 +344,8 @@ class KdissectApp(Sorting, Jobs, App):
             elif isinstance(item, Row):
                 view = item.view
                 view.row, view._reasons = item.row
+                if view.row[0] in ("", "0"):      # no frame (the proxy's): by arrival
+                    view.row = (str(len(self.views) + 1), *view.row[1:])
                 self.views.append(view)
                 self.seen["topic"].update(view.facts().topics)
                 if view.ex.request is not None and view.ex.request.client_id:
@@ -356,6 +366,8 @@ class KdissectApp(Sorting, Jobs, App):
             self._show_empty()
         if first:                          # the first rows: show the first one
             self.follow_cursor()
+        elif at_end and table.row_count > before:
+            table.move_cursor(table.row_count - 1)
 
     def _warned(self, what) -> None:
         """A warning of the source: kept (the statistics list them all, with the gaps
@@ -391,7 +403,7 @@ class KdissectApp(Sorting, Jobs, App):
 
     def _update_subtitle(self) -> None:
         count = f"{len(self.shown)} of {len(self.views)}" if self.filter else str(len(self.views))
-        state = "" if self.loaded else "  loading…"
+        state = "" if self.loaded else "  live" if self.live else "  loading…"
         follow = f"  following stream {self.following[0]}" if self.following else ""
         self.sub_title = f"{self.title_text}  {count} exchanges{follow}{state}"
 
