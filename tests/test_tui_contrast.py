@@ -81,6 +81,7 @@ def deep_field(root):
     return walk(root, 0)
 
 
+@pytest.mark.slow                        # every error row, both cursors, deep fields: 20 s
 @pytest.mark.parametrize("theme", THEMES)
 def test_the_exchange_screen_is_readable(theme):
     async def go():

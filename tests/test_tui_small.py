@@ -145,3 +145,24 @@ def test_a_live_list_is_titled_live_numbers_its_rows_and_follows_them():
             await pilot.pause(0.4)
             assert app.table.cursor_row == len(exchanges) - 1
     asyncio.run(go())
+
+
+def test_the_filtered_list_exports_as_json_lines(tmp_path, monkeypatch):
+    import json
+    monkeypatch.chdir(tmp_path)
+
+    async def body(app, pilot):
+        app.apply_filter("api == Produce")
+        await pilot.pause()
+        shown = list(app.shown)
+        await pilot.press("J")
+        for _ in range(100):
+            files = list(tmp_path.glob("kdissect-*-exchanges.jsonl"))
+            if files and app._job is None:
+                break
+            await pilot.pause(0.05)
+        lines = [json.loads(line) for line in files[0].read_text().splitlines()]
+        assert lines and all(line["api_name"] == "Produce" for line in lines)
+        answered = sum(1 for v in shown if v.ex.response is not None)
+        assert len(lines) == len(shown) + answered
+    run(body, size=(120, 40))

@@ -111,7 +111,7 @@ def typeahead(app, pilot_size, filters: list[str], after: str, check
                 if not ok:
                     print(f"trial {i}: filter {app.filter_text!r}, bar "
                           f"{app.query_one('#filter', Input).value!r}, sorted "
-                          f"{app.sorted_by}, time {app.time_format}")
+                          f"{app.sorted_by}")
                 intact += ok
             result.update(intact=intact, during=during, lat=typist.latencies)
     asyncio.run(go())
@@ -137,6 +137,7 @@ def exchange_filters_hold(tmp: Path, copies: int, n: int) -> None:
     assert during >= 1, "the capture was loaded before the first filter: make it bigger"
 
 
+@pytest.mark.slow                        # a loading capture: half a minute of a core or two
 def test_filters_typed_while_a_capture_loads_arrive_whole(tmp_path):
     exchange_filters_hold(tmp_path, 120, 6)              # 13 MB, 18 000 exchanges
 
@@ -178,6 +179,7 @@ def log_filters_hold(tmp: Path, batches: int, n: int) -> None:
     assert during >= 1, "the log was read before the first filter: make it bigger"
 
 
+@pytest.mark.slow
 def test_filters_typed_while_a_log_loads_arrive_whole(tmp_path):
     log_filters_hold(tmp_path, 60_000, 4)
 

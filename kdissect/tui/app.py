@@ -197,6 +197,7 @@ class KdissectApp(Sorting, Jobs, App):
         Binding("c", "copy", "Copy value", show=False),
         Binding("e", "export", "Export JSON", show=False),
         Binding("E", "export_pcapng", "Export pcapng", show=False),
+        Binding("J", "export_list", "Export list as JSON lines", show=False),
         Binding("s", "stats", "Stats"),
         Binding("question_mark", "help", "Help"),
         Binding("q", "quit", "Quit"),
@@ -739,6 +740,41 @@ class KdissectApp(Sorting, Jobs, App):
             self.notify(f"could not write {path}: {e.strerror}", severity="error")
             return
         self.notify(f"exported to {path.resolve()}")
+
+    def action_export_list(self) -> None:
+        """The exchanges listed (the filter applies), in the list's order, as JSON lines
+        (``--format jsonl``'s messages), written in the background (Esc cancels)."""
+        views = list(self.shown)
+        if not views:
+            self.notify("nothing to export: the list is empty", severity="warning")
+            return
+        stem = Path(self.title_text).stem if self.title_text else "capture"
+        path = unique_path(Path(f"kdissect-{stem}-{len(views)}-exchanges.jsonl"))
+        options = self.options
+
+        def work(progress, cancel):
+            try:
+                with open(path, "w") as out:
+                    for done, view in enumerate(views, 1):
+                        ex = self.load_bytes(view).ex
+                        for m in (ex.request, ex.response):
+                            if m is not None:
+                                out.write(json.dumps(message_json(m, options, ex),
+                                                     default=str) + "\n")
+                        if done % 256 == 0:
+                            if cancel.is_set():
+                                return None
+                            progress(done, len(views))
+            except OSError as e:
+                self.call_from_thread(self.notify, f"could not write {path}: {e.strerror}",
+                                      severity="error")
+                return None
+            return len(views)
+
+        def finish(count: int) -> None:
+            self.notify(f"exported {count} exchanges to {path.resolve()} (JSON lines, a "
+                        f"message a line; SASL secrets masked unless --show-secrets)")
+        self.run_job(f"export {len(views)} exchanges as JSON", work, finish)
 
     def action_export_pcapng(self) -> None:
         """The exchanges shown (the filter applies) as a pcapng file Wireshark opens."""

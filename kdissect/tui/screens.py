@@ -127,6 +127,7 @@ HELP = """\
   s               statistics: broker time over time (Enter goes to the slowest), per API,
                   client, broker, topic; throttling; consumer-group timeline
   E               export the exchanges listed as a pcapng for Wireshark (a new file)
+  J               export the exchanges listed as JSON lines (a message a line)
   Esc             cancel the work under way (a filter, a search, statistics) or stop
                   loading (the rows so far stay)
 [b]Detail[/b]
