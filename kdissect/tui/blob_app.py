@@ -107,9 +107,18 @@ class BlobApp(App):
 
     def on_mount(self) -> None:
         self.ansi_theme_dark, self.ansi_theme_light = ANSI_DARK, ANSI_LIGHT   # legible
+        self._fit_input()
         self.query_one("#paste", TextArea).focus()
         if self.initial:
             self.action_dissect()
+
+    def on_resize(self) -> None:
+        self._fit_input()
+
+    def _fit_input(self) -> None:
+        """The paste box and hints take a third of a short screen (at 24 lines the
+        tree had 5 rows under a 12-line box), 9 lines (the hints whole) to 12."""
+        self.query_one("#input").styles.height = max(9, min(12, self.size.height // 3))
 
     @on(TextArea.Changed)
     @on(Input.Changed)
