@@ -84,7 +84,8 @@ def test_a_partition_in_the_list_and_its_batches_at_file_positions(tmp_path):
         assert item.base > 0 and item.data == data[item.base:item.base + len(item.data)]
         assert item.root.offset == 0 and item.root.length == len(item.data)
         line = str(app.query_one("#field-line").render())
-        assert f"@{item.base}+{len(item.data)}" in line
+        # the field selected before (base_offset), in this batch: at its file position
+        assert f"base_offset @{item.base}+8" in line
         # p: the damaged batch, on its offending field (the CRC), highlighted
         await pilot.press("p")
         await pilot.pause(0.1)

@@ -202,7 +202,8 @@ def _traffic_options(filter_text, show_secrets, max_decompressed, ports):
 def _run_tui(load, options: Options, title: str, filter_text: str | None = None,
              display_filter=None, stop=None, keys=None) -> None:
     from ..tui.app import KdissectApp
-    app = KdissectApp(load, options, title=title, stop=stop, keys=keys)
+    # a source the user stops (live, proxy) runs until then: the TUI shows it as live
+    app = KdissectApp(load, options, title=title, stop=stop, keys=keys, live=stop is not None)
     if display_filter is not None:
         app.filter_text, app.filter = filter_text or "", display_filter
     app.run()

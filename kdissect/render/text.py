@@ -16,7 +16,7 @@ from .plain_print import Entries, Part, Piece, PlainPrinter, prints_plain
 
 PALETTE = ["cyan", "green", "magenta", "yellow", "blue", "bright_cyan", "bright_green",
            "bright_magenta"]
-PROBLEM = "bold white on red"
+PROBLEM = "bold bright_white on dark_red"    # white on ANSI red: 4:1 or less
 SECRET = "bold red"
 # what one printed message may cost the terminal: beyond these, a window and a note
 # (--json has everything)

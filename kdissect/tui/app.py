@@ -5,8 +5,8 @@ connection, bookmarks, statistics, copy and export."""
 from __future__ import annotations
 
 import json
-import re
 import threading
+import time
 from collections import OrderedDict, deque
 from dataclasses import replace
 from datetime import datetime, timezone
@@ -22,6 +22,7 @@ from textual.widgets import Footer, Header, Input, Static
 
 from ..filters import Filter, FilterError, parse_filter
 from ..protocol import Message, Options
+from ..protocol.names import error_name
 from ..protocol.node import Node
 from ..render.lines import endpoint, iso, message_json
 from ..render.text import format_value
@@ -29,11 +30,12 @@ from ..stream import anomaly
 from ..stream.content import buffer_nodes, find_bytes, holds_bytes
 from ..stream.facts import Facts
 from ..stream.model import Gap, KafkaMessage
+from .palette import ANSI_DARK, ANSI_LIGHT
 from .detail import FACT, Detail, HexView, Item
 from .exchange_list import COLUMNS, LOCK, ExchangeList
 from .filterbar import FILTER_CSS, FilterInput, FilterSuggester, check_filter
 from .jobs import IN_WORKERS as _IN_WORKERS
-from .jobs import WORK_CSS, Jobs, work_line
+from .jobs import BAR_BINDINGS, WORK_CSS, Jobs, set_text, parse_needle, work_line
 from .loader import Done, ListedView, Progress, Row, Warn, run_in_process, run_in_thread
 from .screens import HelpScreen, StatsScreen
 from .sorting import SORT_BINDINGS, Sorting
@@ -45,19 +47,30 @@ BROKER_TIME = "broker time"    # latency beyond the wait the client asked for
 SORT_CYCLE = ("time", BROKER_TIME, "latency", "status", "API", "client → broker",
               "client id", "#")
 TIME_FORMATS = ("short", "utc", "local")
-_DRAIN = 2000              # rows added per UI tick at most: keys stay answered
+_SLICE = 0.01              # seconds a UI tick adds rows for at most: keys stay answered
+_REDRAW = 0.3              # seconds between redraws of the growing list's extent and counts
 _KEEP_DECODED = 16         # full trees kept for the messages viewed last
 _REST = 0.06               # seconds the list cursor rests before the detail follows
 _DECODE_HERE = 4096        # bigger exchanges decode in a worker thread
 _TOASTS = 5                # load warnings shown as toasts; all of them are in `s`
 
 
+EXPECTED = "italic"         # an expected step (MEMBER_ID_REQUIRED): the text's own colour
+EXPECTED_MARK = "↻ "       # before an expected error's name: a step that is retried
+
+
 def _row(view: ListedView) -> tuple:
-    """(cells of an exchange's row, why it is an anomaly), computed off the UI thread."""
+    """(cells of an exchange's row, why it is an anomaly), computed off the UI thread.
+    The status names the anomalies (red: an error, yellow: a warning), then the errors
+    that are a normal step of the protocol (a first JoinGroup's MEMBER_ID_REQUIRED), set
+    apart as expected: visible, not a problem."""
     ex, first = view.ex, view.ex.first
     facts = view.facts()
     reasons = anomaly.reasons(view)
-    severe = bool(facts.errors or view.problems or any(
+    normal = anomaly.EXPECTED_ERRORS.get(first.api_key, frozenset())
+    expected = sorted({error_name(c) for c in facts.errors if c in normal}) \
+        if first.direction != "sasl" else []
+    severe = bool(view.problems or any(c not in normal for c in facts.errors) or any(
         f.severity == "error" for f in ex.findings))
     style = "red" if severe else "yellow" if reasons else ""
     summary = Facts(topics=facts.topics, records=facts.records).text()
@@ -65,12 +78,17 @@ def _row(view: ListedView) -> tuple:
     if ex.latency is not None:          # dim: mostly a wait the client asked for
         waited = anomaly.client_wait(view) > ex.latency / 2
         latency = Text(f"{ex.latency * 1000:.1f}ms", style="dim" if waited else "")
+    status = Text()
+    status.append(", ".join(reasons), style=style)
+    for name in expected:
+        status.append(", " if status else "")
+        status.append(EXPECTED_MARK + name, style=EXPECTED)
     cells = (str(first.frame), iso(first.ts)[11:23],
              f"{endpoint(ex.client)} → {endpoint(ex.broker)}",
              Text(first.api_name, style="bold red" if severe else "bold"),
              str(first.api_version), str(first.correlation_id),
              ex.request.client_id or "" if ex.request else "",
-             latency, Text(summary), Text(", ".join(reasons), style=style))
+             latency, Text(summary), status)
     return cells, reasons
 
 
@@ -122,20 +140,6 @@ def long_time(ts: float, local: bool) -> str:
     return when.strftime("%Y-%m-%d %H:%M:%S.%f ") + (when.strftime("%z") if local else "UTC")
 
 
-def parse_needle(text: str) -> bytes | None:
-    """Search text as bytes: ``0x0a0b``, ``hex: 0a 0b`` or plain text (UTF-8)."""
-    t = text.strip()
-    hexpart = t[4:] if t.lower().startswith("hex:") else t[2:] if t.lower().startswith("0x") \
-        else None
-    if hexpart is not None:
-        digits = re.sub(r"[\s:]", "", hexpart)
-        try:
-            return bytes.fromhex(digits) or None
-        except ValueError:
-            return None
-    return t.encode() if t else None
-
-
 def unique_path(path: Path) -> Path:
     """``path``, or ``name-2.ext``, ``name-3.ext``... : an export never overwrites."""
     n, candidate = 1, path
@@ -178,10 +182,9 @@ class KdissectApp(Sorting, Jobs, App):
     #bars { height: auto; }
     """ + FILTER_CSS + WORK_CSS
     BINDINGS = [
-        Binding("slash", "filter", "Filter"),
-        Binding("p", "next_problem", "Next problem"),
+        *BAR_BINDINGS,
+        Binding("p", "next_problem", "Problem"),   # short: the footer keeps s ? q at 80
         Binding("P", "next_problem(-1)", "Previous problem", show=False),
-        Binding("ctrl+f", "search", "Search"),
         Binding("n", "search_next", "Next match", show=False),
         *SORT_BINDINGS,
         Binding("t", "time_format", "Time format", show=False),
@@ -189,20 +192,25 @@ class KdissectApp(Sorting, Jobs, App):
         Binding("b", "bookmark", "Bookmark", show=False),
         Binding("B", "next_bookmark", "Next bookmark", show=False),
         Binding("x", "jump", "Req⇄Resp", show=False),
-        Binding("v", "toggle_pane", "Tree⇄bytes"),
+        Binding("v", "toggle_pane", "Bytes"),
         Binding("d", "toggle_values", "Values raw⇄decoded", show=False),
         Binding("c", "copy", "Copy value", show=False),
         Binding("e", "export", "Export JSON", show=False),
         Binding("E", "export_pcapng", "Export pcapng", show=False),
+        Binding("J", "export_list", "Export list as JSON lines", show=False),
         Binding("s", "stats", "Stats"),
         Binding("question_mark", "help", "Help"),
-        Binding("escape", "close_bars", "Close bar", show=False),
         Binding("q", "quit", "Quit"),
     ]
 
     def __init__(self, load, options: Options | None = None, title: str = "",
-                 stop: threading.Event | None = None, isolate: bool = True, keys=None):
+                 stop: threading.Event | None = None, isolate: bool = True, keys=None,
+                 live: bool = False):
+        """``live``: a source that runs until stopped (an interface, the proxy): the
+        title says "live", rows without a frame number are numbered as they come, and
+        the list follows new rows while its cursor is on the last one."""
         super().__init__()
+        self.live = live
         self.keys = keys               # the TLS key log (capture.tls.KeyLog), for `E`
         # the source's TLS connections (capture.tls.TlsFacts), decrypted or not
         self.tls_connections: list = []
@@ -233,6 +241,8 @@ class KdissectApp(Sorting, Jobs, App):
         self.stop = stop or threading.Event()
         self._incoming: deque = deque()
         self._progress: tuple[int, int] | None = None
+        self._drawn = 0.0                  # when the growing list was last redrawn
+        self._undrawn = False              # rows (or the end) came since
         # record keys and values in the tree: decoded (by their schemas, else what they
         # look like) or raw bytes; `d` toggles (see tree_options)
         self.values_decoded = self.options.values is not None
@@ -284,6 +294,7 @@ class KdissectApp(Sorting, Jobs, App):
         return self.table.rows
 
     def on_mount(self) -> None:
+        self.ansi_theme_dark, self.ansi_theme_light = ANSI_DARK, ANSI_LIGHT   # legible
         self.table.set_order("time", lambda v: _sort_value(v, "time"), False)
         self.set_interval(0.05, self._drain)
         self._show_active_filter()             # a start filter (-Y) shows from the start
@@ -311,40 +322,53 @@ class KdissectApp(Sorting, Jobs, App):
             put(Done())
 
     def _drain(self) -> None:
-        """Add what the loader found since the last tick (a bounded number of rows)."""
+        """Add what the loader found since the last tick, for _SLICE seconds at most:
+        keys are answered between slices. What the rows change on screen (the list's
+        extent, the counts, the progress) is redrawn every _REDRAW seconds at most:
+        a redraw of the screen costs more than adding thousands of rows."""
         tables = self.query(ExchangeList)
         if not tables:                     # the app is closing: its widgets are gone
             return
         table = tables.first()
-        self._show_work()
-        added, before = 0, table.row_count
-        while self._incoming and added < _DRAIN:
+        before = table.row_count
+        # a live list follows new rows while the cursor is on the last one (tail -f)
+        at_end = self.live and table.cursor_row >= before - 1 and \
+            self.sorted_by == ("time", False)
+        until = time.monotonic() + _SLICE
+        while self._incoming and time.monotonic() < until:
             item = self._incoming.popleft()
             if isinstance(item, Warn):
                 self._warned(item.what)
             elif isinstance(item, Done):
                 self.loaded = True
-                self._show_work()
-                self._update_subtitle()
-                self._show_empty()
+                self._undrawn = True
             elif isinstance(item, Row):
                 view = item.view
                 view.row, view._reasons = item.row
+                if view.row[0] in ("", "0"):      # no frame (the proxy's): by arrival
+                    view.row = (str(len(self.views) + 1), *view.row[1:])
                 self.views.append(view)
                 self.seen["topic"].update(view.facts().topics)
                 if view.ex.request is not None and view.ex.request.client_id:
                     self.seen["client_id"].add(view.ex.request.client_id)
                 if self.matches(view):
                     table.add(view)
-                added += 1
-        if added:
+                self._undrawn = True
+        now = time.monotonic()
+        first = before == 0 and table.row_count > 0
+        if (self._undrawn or not self.loaded) and (
+                first or self.loaded or now - self._drawn >= _REDRAW):
+            self._drawn, self._undrawn = now, False
+            self._show_work()
             table.grown()
             self._fit_list()
             self._show_active_filter()
             self._update_subtitle()
             self._show_empty()
-            if before == 0 and table.row_count:      # the first rows: show the first one
-                self.follow_cursor()
+        if first:                          # the first rows: show the first one
+            self.follow_cursor()
+        elif at_end and table.row_count > before:
+            table.move_cursor(table.row_count - 1)
 
     def _warned(self, what) -> None:
         """A warning of the source: kept (the statistics list them all, with the gaps
@@ -380,7 +404,7 @@ class KdissectApp(Sorting, Jobs, App):
 
     def _update_subtitle(self) -> None:
         count = f"{len(self.shown)} of {len(self.views)}" if self.filter else str(len(self.views))
-        state = "" if self.loaded else "  loading…"
+        state = "" if self.loaded else "  live" if self.live else "  loading…"
         follow = f"  following stream {self.following[0]}" if self.following else ""
         self.sub_title = f"{self.title_text}  {count} exchanges{follow}{state}"
 
@@ -466,9 +490,9 @@ class KdissectApp(Sorting, Jobs, App):
     def _show_active_filter(self) -> None:
         active = self.query_one("#active-filter", Static)
         if self.filter is not None:          # the filter stays in sight
-            active.update(Text.assemble(("filter ", "dim"), (self.filter_text, "bold"),
+            set_text(active, Text.assemble(("filter ", "dim"), (self.filter_text, "bold"),
                                         (f"  {len(self.shown)} of {len(self.views)} · "
-                                         f"/ edits it", "dim")))
+                                         f"/ edits it", "dim")), layout=False)
         active.set_class(self.filter is not None, "visible")
 
     def view_at(self, row: int) -> ListedView | None:
@@ -717,6 +741,41 @@ class KdissectApp(Sorting, Jobs, App):
             return
         self.notify(f"exported to {path.resolve()}")
 
+    def action_export_list(self) -> None:
+        """The exchanges listed (the filter applies), in the list's order, as JSON lines
+        (``--format jsonl``'s messages), written in the background (Esc cancels)."""
+        views = list(self.shown)
+        if not views:
+            self.notify("nothing to export: the list is empty", severity="warning")
+            return
+        stem = Path(self.title_text).stem if self.title_text else "capture"
+        path = unique_path(Path(f"kdissect-{stem}-{len(views)}-exchanges.jsonl"))
+        options = self.options
+
+        def work(progress, cancel):
+            try:
+                with open(path, "w") as out:
+                    for done, view in enumerate(views, 1):
+                        ex = self.load_bytes(view).ex
+                        for m in (ex.request, ex.response):
+                            if m is not None:
+                                out.write(json.dumps(message_json(m, options, ex),
+                                                     default=str) + "\n")
+                        if done % 256 == 0:
+                            if cancel.is_set():
+                                return None
+                            progress(done, len(views))
+            except OSError as e:
+                self.call_from_thread(self.notify, f"could not write {path}: {e.strerror}",
+                                      severity="error")
+                return None
+            return len(views)
+
+        def finish(count: int) -> None:
+            self.notify(f"exported {count} exchanges to {path.resolve()} (JSON lines, a "
+                        f"message a line; SASL secrets masked unless --show-secrets)")
+        self.run_job(f"export {len(views)} exchanges as JSON", work, finish)
+
     def action_export_pcapng(self) -> None:
         """The exchanges shown (the filter applies) as a pcapng file Wireshark opens."""
         from .export import write_pcapng
@@ -745,22 +804,11 @@ class KdissectApp(Sorting, Jobs, App):
     def _validate(self, event: Input.Changed) -> None:
         check_filter(event.input, self.query_one("#filter-error", Static))
 
-    @on(Input.Submitted, "#filter")
-    def _submit_filter(self, event: Input.Submitted) -> None:
-        if self.apply_filter(event.value):
+    def submit_filter(self, text: str) -> None:
+        if self.apply_filter(text) is not None:
             return                  # the reason stays shown under the bar, caret and all
-        self.following = None
+        self.following = None       # a filter typed ends following a connection
         self.action_close_bars()
-
-    @on(Input.Submitted, "#search")
-    def _submit_search(self, event: Input.Submitted) -> None:
-        self.needle = parse_needle(event.value)
-        if self.needle is None:
-            self.notify("type text, or hex as 0x0a0b or hex: 0a 0b", severity="error")
-            return
-        self.needle_text = event.value.strip()
-        self.action_close_bars()
-        self.action_search_next()
 
     def action_search_next(self) -> None:
         """The next exchange (after the cursor, wrapping) whose bytes hold the needle,

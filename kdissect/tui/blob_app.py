@@ -4,7 +4,7 @@ which API, version and direction they are, and watch the tree and bytes update."
 from __future__ import annotations
 
 from rich.text import Text
-from textual import on
+from textual import events, on
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Container, Horizontal, Vertical
@@ -18,6 +18,7 @@ from ..protocol.names import API_NAMES, api_key_of
 from ..protocol.guess import distinguish
 from ..sources.paste_choice import read_paste
 from ..sources.pasted import Hints
+from .palette import ANSI_DARK, ANSI_LIGHT
 from .detail import Detail, Item
 from .screens import HelpScreen
 
@@ -35,8 +36,27 @@ BLOB_HELP = """\
   header, or ranks every API and version by how cleanly the bytes decode.
   tab             move between the box, the hints, the field tree and the bytes
   ← → ↑ ↓         in the bytes: move the cursor; the field under it is selected
+  a paste replaces what the box held (select part of it to paste over that part only)
+  ctrl+l          clear the box and the tree
   ctrl+x          next message        ctrl+r   dissect now
   ctrl+q          quit                escape   close this help"""
+
+class PasteArea(TextArea):
+    """The paste box: a paste replaces what the box held (a second blob pasted after
+    the first was appended to it and read as one), unless part of it is selected."""
+
+    async def _on_paste(self, event: events.Paste) -> None:
+        if self.read_only:
+            return
+        if self.selection.is_empty:
+            event.prevent_default()
+            event.stop()
+            self.load_text(event.text)
+            self.move_cursor(self.document.end)
+            self.post_message(TextArea.Changed(self))   # load_text does not say so
+            return
+        await super()._on_paste(event)
+
 
 DIRECTIONS = [("either direction", "auto"), ("request", "request"), ("response", "response")]
 MODES = [("whole message(s)", "message"), ("body without header", "body"),
@@ -54,6 +74,7 @@ class BlobApp(App):
     """
     BINDINGS = [
         Binding("ctrl+r", "dissect", "Dissect now"),
+        Binding("ctrl+l", "clear", "Clear"),
         Binding("ctrl+x", "jump", "Next message", show=False),
         Binding("f1", "help", "Help"),
         Binding("ctrl+q", "quit", "Quit"),
@@ -69,7 +90,7 @@ class BlobApp(App):
         yield Header()
         with Vertical():
             with Horizontal(id="input"):
-                area = TextArea(self.initial, id="paste")
+                area = PasteArea(self.initial, id="paste")
                 area.border_title = "paste bytes: hex, xxd, hexdump -C, <<0,1>>, b'\\x00', base64"
                 yield area
                 with Container(id="hints"):
@@ -85,9 +106,19 @@ class BlobApp(App):
         yield Footer()
 
     def on_mount(self) -> None:
+        self.ansi_theme_dark, self.ansi_theme_light = ANSI_DARK, ANSI_LIGHT   # legible
+        self._fit_input()
         self.query_one("#paste", TextArea).focus()
         if self.initial:
             self.action_dissect()
+
+    def on_resize(self) -> None:
+        self._fit_input()
+
+    def _fit_input(self) -> None:
+        """The paste box and hints take a third of a short screen (at 24 lines the
+        tree had 5 rows under a 12-line box), 9 lines (the hints whole) to 12."""
+        self.query_one("#input").styles.height = max(9, min(12, self.size.height // 3))
 
     @on(TextArea.Changed)
     @on(Input.Changed)
@@ -123,11 +154,13 @@ class BlobApp(App):
             parsed = parse_blob(text)
         except BlobError as e:
             status.update(Text(str(e), style="bold red"))
+            detail.show("", [])             # not the tree of the bytes pasted before
             return
         hints, problem = self.hints()
         if problem:
             status.update(Text(problem + "; use a name like Metadata or a key like 3",
                                style="bold red"))
+            detail.show("", [])
             return
         reading = read_paste(parsed.data, hints, self.options)
         items = reading.items
@@ -154,6 +187,13 @@ class BlobApp(App):
                                f"@{i.offset})", "bold"), i.message.data, i.message.tree,
                           base=i.offset)                # offsets from the paste's start
                      for i in items])
+
+    def action_clear(self) -> None:
+        """Empty the paste box (and so the tree): ready for the next blob."""
+        area = self.query_one("#paste", TextArea)
+        area.load_text("")
+        area.focus()
+        self.action_dissect()
 
     def action_jump(self) -> None:
         self.query_one(Detail).jump_message()

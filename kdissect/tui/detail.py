@@ -17,13 +17,11 @@ from textual.widgets.tree import TreeNode
 
 from ..protocol.node import Node
 from ..render.text import PROBLEM, as_root, format_value, hexdump, leaf_colours
+from .palette import PARENT_TONES, TREE_CURSOR_CSS, dark, legible
 
 FACT = "fact"                      # a node's kind when it is no bytes (TLS facts)
-HIGHLIGHT = "bold black on yellow"
+HIGHLIGHT = "bold #000000 on #fd971f"     # RGB: a light theme's ANSI yellow is dark
 CURSOR = "reverse"
-# parents of the selected field, nearest first: stronger to fainter
-PARENT_TONES = {True: ["on grey35", "on grey27", "on grey19"],
-                False: ["on grey74", "on grey82", "on grey89"]}
 HEX_WIDTH = 16                     # bytes per line when there is room (else 8)
 _HEX_START = 10                    # "00000000  " before the first byte
 _TREE_AT_LEAST = 64                # columns the field tree keeps before the dump narrows
@@ -155,7 +153,7 @@ class HexView(Static, can_focus=True):
                                     f"{len(self.data)} bytes · ↑↓ PgUp PgDn (Tab here)")
         else:
             self.border_subtitle = self.legend()
-        self.update(dump)
+        self.update(legible(dump, dark(self)))
 
     def on_resize(self) -> None:
         self._render_dump()
@@ -232,6 +230,9 @@ class HexView(Static, can_focus=True):
 class FieldTree(Tree):
     """Field trees of the messages in the detail pane; each label shows the field's
     offset and length, its value, note and problem."""
+
+    def render_label(self, node, base_style, style) -> Text:
+        return legible(super().render_label(node, base_style, style), dark(self))
 
     BINDINGS = [Binding("asterisk", "expand_all", "Expand all", show=False)]
 
@@ -347,7 +348,8 @@ class Detail(Vertical):
     Detail.narrow.bytes FieldTree { display: none; }
     Detail.narrow.bytes HexView { display: block; }
     Detail #field-line { height: auto; max-height: 4; background: $boost; padding: 0 1; }
-    """
+    Detail HexView { border-title-color: $foreground; }
+    """ + TREE_CURSOR_CSS
 
     def __init__(self, show_secrets: bool = False, **kwargs):
         super().__init__(**kwargs)
@@ -396,9 +398,15 @@ class Detail(Vertical):
         return self.query_one(HexView)
 
     def show(self, title: str | Text, items: list[Item]) -> None:
+        """Show ``items``, on the field selected before if the same path is there (the
+        same field of the next exchange, as one reads down a list), else the first
+        message."""
+        path = self.selected_path() if self.items else None
         self.items = items
         self.field_tree.fill(title, items)
-        if items:
+        if path is not None and self.path_exists(*path):
+            self.select_path(*path)
+        elif items:
             self.select(0, items[0].root)
         else:
             self.hexview.show(b"", None, [])
@@ -470,6 +478,17 @@ class Detail(Vertical):
         path = self.items[index].root.path_to(node) or []
         return index, [(parent.children.index(child), child.name)
                        for parent, child in zip(path, path[1:])]
+
+    def path_exists(self, index: int, steps: list[tuple[int, str]]) -> bool:
+        """Whether the field ``selected_path`` gave is in the items shown (by name)."""
+        if not 0 <= index < len(self.items):
+            return False
+        node = self.items[index].root
+        for at, name in steps:
+            if at >= len(node.children) or node.children[at].name != name:
+                return False
+            node = node.children[at]
+        return True
 
     def select_path(self, index: int, steps: list[tuple[int, str]]) -> None:
         """Select the field ``selected_path`` gave, or its deepest part that is still

@@ -6,6 +6,7 @@ to the terminal's width, dropping the least useful ones first."""
 from __future__ import annotations
 
 import bisect
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +20,8 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from .palette import CURSOR_CSS
+
 BOOKMARK = "★"
 
 
@@ -30,20 +33,53 @@ class Column:
     right: bool = False    # right-aligned (numbers)
 
 
-COLUMNS = (Column("#", 7, 7, True), Column("time", 12, 12), Column("client → broker", 43, 13),
+COLUMNS = (Column("#", 7, 7, True), Column("time", 12, 12), Column("client → broker", 43, 22),
            Column("API", 18, 11), Column("v", 2, 2, True), Column("corr", 6, 4, True),
            Column("client id", 14, 8), Column("latency", 9, 8, True),
-           Column("summary", 24, 14), Column("status", 28, 14))
+           Column("summary", 24, 12), Column("status", 28, 24))
 FULL_TIME = 30             # "2026-11-23 20:38:07.661340 UTC"
 LOCK = "🔒"               # before the frame number: a decrypted TLS connection
 SHORT_ENDPOINTS = 13       # ":45642→:19092"
 # when the terminal is narrow, these steps run in order until the columns fit: the list
-# keeps the frame, API, version, latency, summary and status (the error names) to the last
+# keeps the frame, API, version, latency, summary and status (24 columns down to 80:
+# error names whole or abbreviated) to the last; endpoints shrink to the client's port
+# and the broker in full
 _STEPS = (("shrink", "client → broker"), ("shrink", "client id"), ("drop", "client id"),
-          ("drop", "corr"), ("shrink", "summary"), ("shrink", "API"),
-          ("shrink", "status"), ("drop", "time"), ("drop", "client → broker"))
+          ("drop", "corr"), ("shrink", "summary"), ("shrink", "API"), ("shrink", "status"),
+          ("drop", "time"), ("drop", "client → broker"))
+# long words of error names, shortened when a status does not fit its column
+_ABBREVIATIONS = (("COORDINATOR", "COORD"), ("AUTHORIZATION", "AUTHZ"),
+                  ("PROGRESS", "PROG"), ("PARTITION", "PART"), ("AVAILABLE", "AVAIL"),
+                  ("TRANSACTIONAL", "TXN"), ("TRANSACTION", "TXN"), ("UNKNOWN", "UNKN"),
+                  ("REQUIRED", "REQ"), ("REBALANCE", "REBAL"), ("PRODUCER", "PROD"),
+                  ("EXCEPTION", "EXC"), ("INVALID", "INVAL"))
 
 
+def abbreviate(text: Text, width: int) -> Text:
+    """``text`` (error names, each in its style) in ``width`` cells: long words of the
+    names shortened (COORDINATOR_LOAD_IN_PROGRESS: COORD_LOAD_IN_PROG) before the end is
+    cut."""
+    if text.cell_len <= width:
+        return text
+    cuts = sorted({0, len(text.plain), *(x for sp in text.spans for x in (sp.start, sp.end))})
+    out = Text(style=text.style)
+    for piece in text.divide(cuts[1:-1]):
+        plain = piece.plain
+        for word, short in _ABBREVIATIONS:
+            plain = plain.replace(word, short)
+        out.append(plain, style=piece.spans[0].style if piece.spans else "")
+    return out
+
+
+def compact_endpoints(view) -> str:
+    """The client's port and the broker in full (``:41234→127.1.0.2:9092``): which
+    broker matters more than which client host."""
+    host, port = view.ex.broker[0], view.ex.broker[1]
+    broker = f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
+    return f":{view.ex.client[1]}→{broker}"
+
+
+@functools.lru_cache(maxsize=64)     # asked twice per line drawn
 def fit(width: int, time_width: int = 12, endpoints_width: int = 43) -> list[tuple[int, int]]:
     """(column index, width) of the columns shown in ``width`` cells; the summary takes
     what is left."""
@@ -70,7 +106,7 @@ def fit_columns(columns: tuple[Column, ...], steps, width: int, wants: dict[str,
         if step == "drop":
             shown.remove(name)
         else:
-            wants[name] = max(least[name], wants[name] - (total() - width))
+            wants[name] = min(wants[name], max(least[name], wants[name] - (total() - width)))
     wants[next(n for n in fill if n in shown)] += max(0, width - total())
     return [(i, wants[c.name]) for i, c in enumerate(columns) if c.name in shown]
 
@@ -105,7 +141,7 @@ class ExchangeList(ScrollView, can_focus=True):
     ExchangeList:focus > .exchange-list--cursor {
         background: $block-cursor-background; color: $block-cursor-foreground;
     }
-    """
+    """ + CURSOR_CSS
     COMPONENT_CLASSES = {"exchange-list--header", "exchange-list--even",
                          "exchange-list--cursor"}
     BINDINGS = [
@@ -181,7 +217,12 @@ class ExchangeList(ScrollView, can_focus=True):
         self.track(self.rows)
         self.cursor_row = self.index(keep) if keep is not None and keep in self.rows else 0
         self._resized()
-        self.scroll_to_cursor()
+        if self.cursor_row:
+            # the row kept (unfollowing, a new filter) in the middle of the view, once the
+            # scroll range has grown to the rows (scrolling now stopped at the old range)
+            self.center_cursor()
+        else:
+            self.scroll_to(y=0, animate=False, immediate=True)
 
     def add(self, view) -> None:
         """Insert a row in order; the cursor stays on the exchange it was on."""
@@ -295,8 +336,7 @@ class ExchangeList(ScrollView, can_focus=True):
         base = self.rich_style
         if y == 0:
             style = base + self.get_component_rich_style("exchange-list--header")
-            labels = [self.COLUMNS[i].name + self._arrow(self.COLUMNS[i].name)
-                      for i, _ in self.columns_shown()]
+            labels = [self.header_label(self.COLUMNS[i].name) for i, _ in self.columns_shown()]
             return self._strip(labels, style, width)
         row = int(self.scroll_y) + y - 1
         if not 0 <= row < len(self.rows):
@@ -310,7 +350,22 @@ class ExchangeList(ScrollView, can_focus=True):
         cells = self.cells(view)
         if getattr(view, "bookmarked", False):
             cells[0] = f"{BOOKMARK}{cells[0]}"
-        return self._strip([cells[i] for i, _ in self.columns_shown()], style, width)
+        shown = [self.squeeze(self.COLUMNS[i].name, cells[i], w, view)
+                 for i, w in self.columns_shown()]
+        if row == self.cursor_row:
+            # the cursor's colours over the cells' own (red on the cursor's blue was
+            # 1.08:1): the detail below says the same in its colours
+            return self._strip(shown, style, width, over=Style(
+                color=style.color, bgcolor=style.bgcolor, dim=False))
+        return self._strip(shown, style, width)
+
+    def squeeze(self, column: str, cell, width: int, view):
+        """A cell fitted to its column's ``width`` (before its end is cut)."""
+        if column == "client → broker" and len(str(cell)) > width:
+            return compact_endpoints(view)
+        if column == "status" and isinstance(cell, Text):
+            return abbreviate(cell, width)
+        return cell
 
     def _arrow(self, name: str) -> str:
         if name != self.order_name and not (name == "latency" and
@@ -318,7 +373,16 @@ class ExchangeList(ScrollView, can_focus=True):
             return ""
         return " ▼" if self.reverse else " ▲"
 
-    def _strip(self, cells: list, style: Style, width: int) -> Strip:
+    def header_label(self, name: str) -> str:
+        """A column's header: its name and the sort arrow; the latency column sorted by
+        broker time says so (both orders used to read `latency ▼`)."""
+        arrow = self._arrow(name)
+        if name == "latency" and self.order_name == "broker time":
+            return "broker" + arrow
+        return name + arrow
+
+    def _strip(self, cells: list, style: Style, width: int, over: Style | None = None
+               ) -> Strip:
         line = Text(no_wrap=True, overflow="ellipsis", end="")
         for (index, w), cell in zip(self.columns_shown(), cells):
             text = cell.copy() if isinstance(cell, Text) else Text(str(cell))
@@ -332,5 +396,5 @@ class ExchangeList(ScrollView, can_focus=True):
                 line.append(" " * pad)
             line.append(" ")
         segments = list(line.render(self.app.console))
-        strip = Strip(Segment.apply_style(segments, style), line.cell_len)
+        strip = Strip(Segment.apply_style(segments, style, over), line.cell_len)
         return strip.crop_extend(0, width, style)

@@ -61,6 +61,11 @@ class FilterSuggester(Suggester):
         return [*_WORDS, *fields] if after_value else [*fields, *_WORDS]
 
     async def get_suggestion(self, value: str) -> str | None:
+        return self.suggest(value)
+
+    def suggest(self, value: str) -> str | None:
+        """The completion of ``value``, computed now (Tab right after the last letter
+        must not wait for the suggestion Textual computes in the background)."""
         typed = _SEEN_VALUE.search(value)
         if typed is not None:
             field = _ALIASES.get(typed.group(1), typed.group(1))
@@ -85,10 +90,25 @@ class FilterInput(Input):
 
     BINDINGS = [Binding("tab", "complete", "Complete", show=False, priority=True)]
 
+    def _current_suggestion(self) -> str:
+        """The suggestion for the value as it is now: Textual computes it in a worker
+        after each change, so a Tab typed right after the last letter found none (or
+        the one of the value before)."""
+        if isinstance(self.suggester, FilterSuggester) and self.value:
+            return self.suggester.suggest(self.value) or ""
+        return self._suggestion
+
     def action_complete(self) -> None:
-        if self._suggestion and self._suggestion != self.value:
-            self.value = self._suggestion
+        suggestion = self._current_suggestion()
+        if suggestion and suggestion != self.value:
+            self.value = suggestion
             self.cursor_position = len(self.value)
+
+    def action_cursor_right(self, select: bool = False) -> None:
+        """→ at the end accepts the completion (as Tab), computed now too."""
+        if not select and self.cursor_at_end and self.selection.is_empty:
+            self._suggestion = self._current_suggestion()
+        super().action_cursor_right(select)
 
 
 def check_filter(box: Input, problem: Static) -> None:

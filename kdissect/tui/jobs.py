@@ -8,9 +8,11 @@ the loading, or None), ``stop`` (an Event ending the loading), ``_stopped``, ``t
 
 from __future__ import annotations
 
+import re
 import threading
 
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.widgets import Input, ProgressBar, Static
 
@@ -26,6 +28,43 @@ WORK_CSS = """
 """
 
 
+# The keys that move the focus (open a bar, close it) are priority bindings:
+# Textual runs them as the key is read, before the next key is handed to the widget
+# with the focus. As ordinary bindings they ran once the list had taken the key from its
+# queue, and the keys typed meanwhile (`/api`: `api`) had already been queued for the
+# list: lost, or run as list commands. An Input consumes printable keys, so `/` typed in
+# a bar stays a character; ``check_action`` leaves them to a modal screen on top.
+BAR_BINDINGS = [
+    Binding("slash", "filter", "Filter", priority=True),
+    Binding("ctrl+f", "search", "Search", show=False, priority=True),
+    Binding("escape", "close_bars", "Close bar", show=False, priority=True),
+]
+_BAR_ACTIONS = frozenset({"filter", "search", "close_bars"})
+
+
+def parse_needle(text: str) -> bytes | None:
+    """Search text as bytes: ``0x0a0b``, ``hex: 0a 0b`` or plain text (UTF-8)."""
+    t = text.strip()
+    hexpart = t[4:] if t.lower().startswith("hex:") else t[2:] if t.lower().startswith("0x") \
+        else None
+    if hexpart is not None:
+        digits = re.sub(r"[\s:]", "", hexpart)
+        try:
+            return bytes.fromhex(digits) or None
+        except ValueError:
+            return None
+    return t.encode() if t else None
+
+
+def set_text(line: Static, content, layout: bool = True) -> None:
+    """``line`` shows ``content``, redrawn only when it changed: the lines redrawn as a
+    source loads cost a layout of the screen each (``layout=False``: a line whose size
+    stays, as the active filter's)."""
+    if getattr(line, "_kd_shown", None) != content:
+        line._kd_shown = content                        # type: ignore[attr-defined]
+        line.update(content, layout=layout)
+
+
 def work_line() -> ComposeResult:
     """What runs and how far: a line of its own, so it never covers the title."""
     with Horizontal(id="work", classes="done"):
@@ -38,6 +77,13 @@ class Jobs:
 
     _job: tuple[str, threading.Event] | None = None     # (what, cancel)
     _job_progress: tuple[int, int] | None = None
+
+    def check_action(self, action: str, parameters) -> bool | None:
+        """The bar keys act on the main screen only (a modal one on top has its own
+        Esc)."""
+        if action in _BAR_ACTIONS and len(self.screen_stack) > 1:   # type: ignore[attr-defined]
+            return False
+        return True
 
     def _show_work(self) -> None:
         """The work line: the job under way, else loading (when the source says how far
@@ -59,7 +105,7 @@ class Jobs:
         else:
             line.add_class("done")
             return
-        stack[0].query_one("#work-label", Static).update(what)
+        set_text(stack[0].query_one("#work-label", Static), what)
         bar.update(total=total, progress=done)
         line.remove_class("done")
 
@@ -121,6 +167,30 @@ class Jobs:
     def action_search(self) -> None:
         self._open_bar("search")
 
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        """Enter in a bar. (As a priority binding, Enter right after Backspace in one
+        read of a real terminal was lost: tests/test_tui_terminal.py.)"""
+        if event.input.id == "filter":
+            self.submit_filter(event.value)
+        elif event.input.id == "search":
+            self.submit_search(event.value)
+
+    def submit_filter(self, text: str) -> None:
+        """Apply the filter typed; a bad one keeps the bar open, its reason under it."""
+        if self.apply_filter(text) is not None:         # type: ignore[attr-defined]
+            return                  # the reason stays shown under the bar, caret and all
+        self.action_close_bars()
+
+    def submit_search(self, text: str) -> None:
+        self.needle = parse_needle(text)
+        if self.needle is None:
+            self.notify("type text, or hex as 0x0a0b or hex: 0a 0b",  # type: ignore[attr-defined]
+                        severity="error")
+            return
+        self.needle_text = text.strip()
+        self.action_close_bars()
+        self.action_search_next()                       # type: ignore[attr-defined]
+
     def action_close_bars(self) -> None:
         """Esc: close the bar that is open, else cancel the work under way (a filter, a
         search, the statistics) or stop loading."""
@@ -146,7 +216,7 @@ class Jobs:
             else:
                 self.notify(nothing, severity="warning")   # type: ignore[attr-defined]
         if n > IN_WORKERS:
-            self.run_job(f"search {self.needle_text}",   # type: ignore[attr-defined]
+            self.run_job(f"search {self.needle_text}",
                          lambda progress, cancel: scan(order, test, progress, cancel,
                                                        first_only=True), finish)
         else:

@@ -36,7 +36,7 @@ from textual.widgets import Footer, Header, Input, Static
 
 from ..filters import Filter, FilterError, parse_filter
 from ..protocol import Options, ondisk
-from ..protocol.internal import decode_records, family_of
+from ..protocol.internal import control_of, decode_records, family_of
 from ..protocol.node import Node
 from ..protocol.records import read_records
 from ..render.log_json import CODECS
@@ -44,11 +44,12 @@ from ..render.records import json_bytes
 from ..sources.logdir import LogError, LogItem, file_kind, values_answer, walk
 from ..stream import anomaly
 from ..stream.content import buffer_nodes
-from .app import parse_needle, unique_path
+from .app import unique_path
+from .palette import ANSI_DARK, ANSI_LIGHT
 from .detail import Detail, Item
 from .filterbar import FILTER_CSS, FilterInput, FilterSuggester, check_filter
 from .jobs import IN_WORKERS as _IN_WORKERS
-from .jobs import WORK_CSS, Jobs, work_line
+from .jobs import BAR_BINDINGS, WORK_CSS, Jobs, set_text, work_line
 from .loader import Done, Progress, Warn, run_forked
 from .log_list import LogList
 from .screens import HelpScreen
@@ -173,13 +174,28 @@ def describe(number: int, item: LogItem) -> None:
     first_ts, max_ts = h["base_timestamp"], h["max_timestamp"]
     if first_ts is None:
         first_ts = max_ts = h.get("timestamp")
-    shown_codec = codec + (" control" if isinstance(attrs, int) and attrs & 0x20 else "")
-    item.cells = (str(number), f"batch v{magic}" if magic is not None else "damage",  # type: ignore[attr-defined]
+    control = isinstance(attrs, int) and bool(attrs & 0x20)
+    shown_codec = codec + (" control" if control else "")
+    kind = f"batch v{magic}" if magic is not None else "damage"
+    marker = control_marker(tree) if control and tree is not None else None
+    if marker:                                   # a transaction's end: COMMIT or ABORT
+        kind += f" {marker}"
+    item.cells = (str(number), kind,  # type: ignore[attr-defined]
                   f"@{start}+{length}", offsets,
                   "" if count is None else str(count), status, shown_codec, producer,
                   _when(max_ts), item.path.name)
     item.stat = (count if isinstance(count, int) else None, codec, pid,  # type: ignore[attr-defined]
                  first_ts, max_ts, codes)
+
+
+def control_marker(tree: Node) -> str | None:
+    """A control batch's record type as Kafka names it (COMMIT, ABORT, LEADER_CHANGE...)."""
+    for node in tree.walk():
+        if node.ktype == "record":
+            found = control_of(node)
+            if found is not None:
+                return found[0]
+    return None
 
 
 def lighten(item: LogItem) -> None:
@@ -205,6 +221,8 @@ def _sort_value(item, column: str) -> tuple:
     records, codec, pid, _first, max_ts, codes = item.stat
     value = {"#": item.number, "size": getattr(item, "length", None), "records": records,
              "time": max_ts, "producer": pid, "offsets": item.base,
+             "partition": (item.topic or "", item.partition if item.partition is not None
+                           else -1),
              "status": ", ".join(codes) or None, "codec": codec or None, "kind": item.kind,
              "position": (str(item.path), getattr(item, "start", 0)),
              "file": (str(item.path), getattr(item, "start", 0))}.get(column, item.number)
@@ -364,6 +382,7 @@ class LogStatsScreen(ModalScreen):
             yield Static(Text("escape closes", style="dim"))
 
     def on_mount(self) -> None:
+        self.ansi_theme_dark, self.ansi_theme_light = ANSI_DARK, ANSI_LIGHT   # legible
         box = self.query_one("#stats-box")
         box.border_subtitle = "↑ ↓ PgUp PgDn or the wheel scroll · Esc closes"
         box.focus()
@@ -387,18 +406,16 @@ class LogApp(Sorting, Jobs, App):
     #empty.visible { display: block; }
     """ + FILTER_CSS + WORK_CSS
     BINDINGS = [
-        Binding("slash", "filter", "Filter"),
-        Binding("p", "next_problem", "Next problem"),
+        *BAR_BINDINGS,
+        Binding("p", "next_problem", "Problem"),   # short: the footer keeps s ? q at 80
         Binding("P", "next_problem(-1)", "Previous problem", show=False),
-        Binding("ctrl+f", "search", "Search"),
         Binding("n", "search_next", "Next match", show=False),
         *SORT_BINDINGS,
         Binding("s", "stats", "Stats"),
         Binding("e", "export", "Export item", show=False),
         Binding("E", "export_shown", "Export"),
-        Binding("v", "toggle_pane", "Tree⇄bytes"),
+        Binding("v", "toggle_pane", "Bytes"),
         Binding("question_mark", "help", "Help"),
-        Binding("escape", "close_bars", "Close bar", show=False),
         Binding("q", "quit", "Quit"),
     ]
 
@@ -695,9 +712,9 @@ class LogApp(Sorting, Jobs, App):
     def _show_active_filter(self) -> None:
         active = self.query_one("#active-filter", Static)
         if self.filter is not None:
-            active.update(Text.assemble(("filter ", "dim"), (self.filter_text, "bold"),
+            set_text(active, Text.assemble(("filter ", "dim"), (self.filter_text, "bold"),
                                         (f"  {len(self.shown)} of {self.read} · / edits it",
-                                         "dim")))
+                                         "dim")), layout=False)
         active.set_class(self.filter is not None, "visible")
 
     # -- actions ------------------------------------------------------------------------
@@ -791,23 +808,6 @@ class LogApp(Sorting, Jobs, App):
     @on(Input.Changed, "#filter")
     def _validate(self, event: Input.Changed) -> None:
         check_filter(event.input, self.query_one("#filter-error", Static))
-
-    @on(Input.Submitted, "#filter")
-    def _submit(self, event: Input.Submitted) -> None:
-        error = self.apply_filter(event.value)
-        if error is not None:
-            return                  # the reason stays shown under the bar, caret and all
-        self.action_close_bars()
-
-    @on(Input.Submitted, "#search")
-    def _submit_search(self, event: Input.Submitted) -> None:
-        self.needle = parse_needle(event.value)
-        if self.needle is None:
-            self.notify("type text, or hex as 0x0a0b or hex: 0a 0b", severity="error")
-            return
-        self.needle_text = event.value.strip()
-        self.action_close_bars()
-        self.action_search_next()
 
     def action_search_next(self) -> None:
         """The next item (after the cursor, wrapping) whose bytes hold the needle, in

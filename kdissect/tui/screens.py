@@ -127,6 +127,7 @@ HELP = """\
   s               statistics: broker time over time (Enter goes to the slowest), per API,
                   client, broker, topic; throttling; consumer-group timeline
   E               export the exchanges listed as a pcapng for Wireshark (a new file)
+  J               export the exchanges listed as JSON lines (a message a line)
   Esc             cancel the work under way (a filter, a search, statistics) or stop
                   loading (the rows so far stay)
 [b]Detail[/b]
@@ -142,14 +143,18 @@ HELP = """\
 [b]Colours[/b]
   [red]red[/red]: an error code or malformed bytes   [yellow]yellow[/yellow]: a warning (unanswered, throttled, slow)
   [dim]dim latency[/dim]: mostly a wait the client asked for (Fetch long poll, group rebalance)
-  bytes: [bold black on yellow] field [/] [on grey35] its parents [/] [bold white on red] problem [/]
+  bytes: [bold black on #fd971f] field [/] [black on #a8a8a8] its parents [/] [bold bright_white on dark_red] problem [/]
 [b]Anywhere[/b]
   ?  this help     q  quit
 See docs/tui.md and docs/filters.md."""
 
 
 class HelpScreen(ModalScreen):
-    BINDINGS = [Binding("escape,question_mark,q", "dismiss", "Close")]
+    """The keys; it scrolls at once (the box has the focus) with ↑ ↓ PgUp PgDn Home End
+    and Space, and says so when it does not fit."""
+
+    BINDINGS = [Binding("escape,question_mark,q", "dismiss", "Close"),
+                Binding("space", "page_down", "Page down", show=False)]
     CSS = """
     HelpScreen { align: center middle; }
     #help-box { width: 100; max-width: 100%; height: auto; max-height: 100%;
@@ -164,3 +169,16 @@ class HelpScreen(ModalScreen):
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help-box"):
             yield Static(self.text, id="help")
+
+    def on_mount(self) -> None:
+        box = self.query_one("#help-box", VerticalScroll)
+        box.focus()
+        self.call_after_refresh(self._say_it_scrolls)
+
+    def _say_it_scrolls(self) -> None:
+        box = self.query_one("#help-box", VerticalScroll)
+        if box.max_scroll_y > 0:
+            box.border_subtitle = "more below: ↓ PgDn Space End · Esc closes"
+
+    def action_page_down(self) -> None:
+        self.query_one("#help-box", VerticalScroll).scroll_page_down()

@@ -1,0 +1,168 @@
+"""At 80×24: the footer keeps `s ? q`, the help scrolls at once with ↓ PgDn End Space
+(no Tab first) and says so, unfollowing keeps the exchange in view, the latency column
+says which latency it is sorted by, and the next exchange shows the same field."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from textual.containers import VerticalScroll
+from textual.widgets import Footer
+from textual.widgets._footer import FooterKey
+
+from kdissect.sources.pcap import capture_loader
+from kdissect.tui.app import KdissectApp
+from kdissect.tui.detail import Detail
+from kdissect.tui.screens import HelpScreen
+from tests.test_tui import loaded, settle
+
+CLIENTS = Path(__file__).resolve().parents[1] / "captures" / "kafka-clients.pcap"
+
+
+def run(body, size=(80, 24)) -> None:
+    async def go():
+        app = KdissectApp(capture_loader([str(CLIENTS)]), title="clients")
+        async with app.run_test(size=size) as pilot:
+            await loaded(app, pilot)
+            await settle(app, pilot)
+            await body(app, pilot)
+    asyncio.run(go())
+
+
+def test_footer_keeps_stats_help_and_quit_at_80_columns():
+    async def body(app, pilot):
+        await pilot.pause(0.2)
+        keys = {k.key: k for k in app.screen.query_one(Footer).query(FooterKey)}
+        for key in ("s", "question_mark", "q"):
+            assert key in keys, sorted(keys)
+            region = keys[key].region
+            assert region.width > 0 and region.right <= 80, (key, region)
+    run(body)
+
+
+def test_help_scrolls_with_the_usual_keys_at_once():
+    async def body(app, pilot):
+        await pilot.press("question_mark")
+        await pilot.pause(0.2)
+        assert isinstance(app.screen, HelpScreen)
+        box = app.screen.query_one("#help-box", VerticalScroll)
+        assert box.max_scroll_y > 0 and "more below" in str(box.border_subtitle)
+        for key in ("down", "pagedown", "space", "end"):
+            before = box.scroll_y
+            await pilot.press(key)
+            await pilot.pause(0.2)
+            assert box.scroll_y > before or box.scroll_y == box.max_scroll_y, key
+        assert box.scroll_y == box.max_scroll_y
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, HelpScreen)
+    run(body)
+
+
+def test_unfollowing_keeps_the_selected_exchange_in_view():
+    async def body(app, pilot):
+        table = app.table
+        target = len(app.shown) * 2 // 3
+        table.move_cursor(target)
+        await settle(app, pilot)
+        view = app.current_view()
+        await pilot.press("f")
+        await pilot.pause(0.2)
+        await pilot.press("f")
+        await pilot.pause(0.3)
+        assert app.current_view() is view
+        visible = table.scrollable_content_region.height - 1
+        assert table.scroll_y <= table.cursor_row < table.scroll_y + visible
+    run(body, size=(120, 40))
+
+
+def test_sorts_by_broker_time_and_raw_latency_are_labelled_apart():
+    async def body(app, pilot):
+        app.sort_by("broker time", True)
+        header = app.table.render_line(0).text
+        assert "broker ▼" in header and "latency" not in header
+        app.sort_by("latency", True)
+        header = app.table.render_line(0).text
+        assert "latency ▼" in header and "broker" not in header
+    run(body, size=(120, 40))
+
+
+def test_the_next_exchange_shows_the_same_field():
+    async def body(app, pilot):
+        detail = app.query_one(Detail)
+        table = app.table
+        produce = [i for i, v in enumerate(app.shown) if v.ex.first.api_key == 0]
+        table.move_cursor(produce[0])
+        await settle(app, pilot)
+        request = detail.items[0].root
+        client_id = next(n for n in request.walk() if n.name == "client_id")
+        detail.select(0, client_id)
+        table.move_cursor(produce[1])
+        await settle(app, pilot)
+        assert detail.selected is not None and detail.selected[1].name == "client_id"
+        assert detail.selected[1] is not client_id
+    run(body, size=(120, 40))
+
+
+def test_a_live_list_is_titled_live_numbers_its_rows_and_follows_them():
+    """As the proxy's TUI: rows without a frame number are numbered as they come, the
+    title says live (not "loading…" forever) and the cursor on the last row follows new
+    ones."""
+    import threading
+    import time
+
+    from kdissect.sources.pcap import exchanges_in
+    exchanges = exchanges_in([str(CLIENTS)]).exchanges[:30]
+    for ex in exchanges:
+        for m in ex.messages:
+            m.frame = 0                           # the proxy has no frames
+    release = threading.Event()
+
+    def load(emit, warn, progress):
+        for i, ex in enumerate(exchanges):
+            if i == 10:
+                release.wait(10)
+            emit(ex)
+            time.sleep(0.005)
+
+    async def go():
+        app = KdissectApp(load, title="proxy", isolate=False, live=True)
+        async with app.run_test(size=(120, 40)) as pilot:
+            for _ in range(100):
+                if len(app.views) >= 10:
+                    break
+                await pilot.pause(0.05)
+            await pilot.pause(0.4)
+            assert "live" in app.sub_title and "loading" not in app.sub_title
+            assert [v.row[0] for v in app.shown] == [str(n) for n in range(1, 11)]
+            app.table.move_cursor(9)                          # on the last row
+            release.set()
+            for _ in range(100):
+                if len(app.views) == len(exchanges):
+                    break
+                await pilot.pause(0.05)
+            await pilot.pause(0.4)
+            assert app.table.cursor_row == len(exchanges) - 1
+    asyncio.run(go())
+
+
+def test_the_filtered_list_exports_as_json_lines(tmp_path, monkeypatch):
+    import json
+    monkeypatch.chdir(tmp_path)
+
+    async def body(app, pilot):
+        app.apply_filter("api == Produce")
+        await pilot.pause()
+        shown = list(app.shown)
+        await pilot.press("J")
+        for _ in range(100):
+            files = list(tmp_path.glob("kdissect-*-exchanges.jsonl"))
+            if files and app._job is None:
+                break
+            await pilot.pause(0.05)
+        lines = [json.loads(line) for line in files[0].read_text().splitlines()]
+        assert lines and all(line["api_name"] == "Produce" for line in lines)
+        answered = sum(1 for v in shown if v.ex.response is not None)
+        assert len(lines) == len(shown) + answered
+    run(body, size=(120, 40))
