@@ -17,8 +17,8 @@ sys.path.insert(0, str(ROOT))
 
 from tests.support.apache_kafka import ApacheKafka  # noqa: E402
 from tests.support.capture import Tcpdump  # noqa: E402
-from tests.support.kafka_scenarios import (CAPTURES, SNAPSHOTTING,  # noqa: E402
-                                           kraft_snapshot_fetch, tls_session)
+from tests.support.kafka_scenarios import (CAPTURES, QUIET_REPLICATION,  # noqa: E402
+                                           SNAPSHOTTING, kraft_snapshot_fetch, tls_session)
 
 
 def main() -> None:
@@ -33,8 +33,15 @@ def main() -> None:
                 kafka.start()
                 print("kafka-kraft-snapshot", kraft_snapshot_fetch(kafka))
         print(f"{out}: {out.stat().st_size} bytes", flush=True)
+    if "kafka44-cluster" in names:                 # its own cluster: QUIET_REPLICATION
+        out = ROOT / "captures" / "kafka44-cluster.pcap"
+        with ApacheKafka(nodes=3, extra=QUIET_REPLICATION) as kafka:
+            with Tcpdump(out, kafka.ports(*CAPTURES["kafka44-cluster"][1])):
+                print("kafka44-cluster", CAPTURES["kafka44-cluster"][2](kafka))
+        print(f"{out}: {out.stat().st_size} bytes", flush=True)
+    own = ("kafka-kraft-snapshot", "kafka44-cluster")
     for size in (1, 3):
-        todo = [n for n in names if CAPTURES[n][0] == size and n != "kafka-kraft-snapshot"]
+        todo = [n for n in names if CAPTURES[n][0] == size and n not in own]
         if not todo:
             continue
         listeners = ("PLAINTEXT", "SASL_PLAINTEXT", "SSL") if size == 1 else ("PLAINTEXT",)
