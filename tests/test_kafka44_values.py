@@ -87,7 +87,7 @@ def test_every_value_equals_kafkas(name):
     assert [m.index for m in messages if m.status != "ok" or m.holes] == []
     assert sorted(m.index for m in messages) == sorted(truth)     # Kafka read every one
     diffs: list[str] = []
-    values = 0
+    values = confirmed = 0
     for m in messages:
         body = dict(truth[m.index])
         assert "_unread" not in body
@@ -95,10 +95,17 @@ def test_every_value_equals_kafkas(name):
         if api is not None:
             assert (api[0], api[1], api[2]) == (m.api_key, m.api_version, True)
         decoded = m.decoded(RAW)
-        assert decoded.problems == [], (m.index, decoded.problems)
+        # the one problem allowed: bytes after the body that Kafka's classes leave too
+        # (librdkafka's Metadata v13 request ends with 3 of them)
+        trailing = body.pop("_trailing", None)
+        want = [] if trailing is None else [f"{trailing} bytes after the end of the body"]
+        assert [r for p, r in decoded.problems] == want, (m.index, decoded.problems)
+        assert all(p.endswith("body._trailing") for p, _ in decoded.problems)
+        confirmed += trailing is not None
         values += compare(body, decoded.body.plain(),
                           schemas.layout(m.api_key, m.api_version, m.direction),
                           f"#{m.index} {m.api_name} v{m.api_version} {m.direction}", diffs)
     assert diffs == [], diffs[:20]
     assert values > 10 * len(messages)
-    print(f"{name}: {len(messages)} messages, {values} values equal")
+    print(f"{name}: {len(messages)} messages, {values} values equal, "
+          f"{confirmed} trailing-bytes problems Kafka's classes confirm")
