@@ -18,7 +18,8 @@ sys.path.insert(0, str(ROOT))
 from tests.support.apache_kafka import ApacheKafka  # noqa: E402
 from tests.support.capture import Tcpdump  # noqa: E402
 from tests.support.kafka_scenarios import (CAPTURES, QUIET_REPLICATION,  # noqa: E402
-                                           SNAPSHOTTING, kraft_snapshot_fetch, tls_session)
+                                           SNAPSHOTTING, franz_tls_session,
+                                           kraft_snapshot_fetch, tls_session)
 
 
 def main() -> None:
@@ -53,17 +54,19 @@ def main() -> None:
             kafka.start()
             for name in todo:
                 _size, capture_listeners, session, _about = CAPTURES[name]
-                out = ROOT / "captures" / ("tls" if name == "kafka-tls" else "") / f"{name}.pcap"
+                tls = name in ("kafka-tls", "kafka44-tls")
+                out = ROOT / "captures" / ("tls" if tls else "") / f"{name}.pcap"
                 if name == "kafka-kraft-cluster":
                     print(name, session(kafka))
                     boot.stop()
                     print(f"{out}: {out.stat().st_size} bytes", flush=True)
                     continue
                 with Tcpdump(out, kafka.ports(*capture_listeners)):
-                    if name == "kafka-tls":
+                    if tls:
                         keys = out.with_suffix(".keys")
                         keys.unlink(missing_ok=True)
-                        print(tls_session(kafka, keys))
+                        print((tls_session if name == "kafka-tls" else franz_tls_session)(
+                            kafka, keys))
                     else:
                         print(name, session(kafka))
                 print(f"{out}: {out.stat().st_size} bytes", flush=True)

@@ -198,6 +198,22 @@ def tls_session(kafka: ApacheKafka, keylog: Path) -> list[bytes]:
     return got
 
 
+def franz_tls_session(kafka: ApacheKafka, keylog: Path, records: int = 5) -> list[str]:
+    """franz-go (tests/support/go/franztls, built with the Go toolchain; modules from the
+    Go module proxy) over the SSL listener, Go's crypto/tls writing the session keys to
+    ``keylog``: produce ``records`` records, read them back in a consumer group."""
+    import os
+    import subprocess
+    source = Path(__file__).parent / "go" / "franztls"
+    out = subprocess.run(["go", "run", ".", kafka.bootstrap("SSL"), str(kafka.tls.ca),
+                          str(keylog), "franz-tls", str(records)], cwd=source,
+                         capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "GOFLAGS": "-mod=mod"})
+    if out.returncode:
+        raise RuntimeError(f"franz-go failed:\n{out.stderr[-3000:]}")
+    return out.stdout.splitlines()
+
+
 def broker_killed(kafka: ApacheKafka, victim: int = 2, bootstrap: str | None = None,
                   topic: str = "under-load", kill: bool = True) -> tuple[int, int]:
     """librdkafka producing acks=all to three partitions with three replicas while node
@@ -325,6 +341,9 @@ CAPTURES = {
                    "wrong passwords"),
     "kafka-tls": (1, ("SSL",), None,
                   "kafka-python over TLS 1.3; kafka-tls.keys holds the session keys"),
+    "kafka44-tls": (1, ("SSL",), None,
+                    "franz-go over TLS 1.3 to a 4.4 broker; kafka44-tls.keys holds the "
+                    "session keys"),
     "kafka-kraft-cluster": (3, ("INTERNAL", "CONTROLLER"), kraft_cluster,
                             "between the three nodes: follower Fetch, KRaft Fetch of "
                             "__cluster_metadata, Vote, BeginQuorumEpoch, EndQuorumEpoch, "
