@@ -17,7 +17,8 @@ sys.path.insert(0, str(ROOT))
 
 from tests.support.apache_kafka import ApacheKafka  # noqa: E402
 from tests.support.capture import Tcpdump  # noqa: E402
-from tests.support.kafka_scenarios import (CAPTURES, SNAPSHOTTING,  # noqa: E402
+from tests.support.kafka_scenarios import (CAPTURES, QUIET_REPLICATION,  # noqa: E402
+                                           SNAPSHOTTING, franz_tls_session,
                                            kraft_snapshot_fetch, tls_session)
 
 
@@ -33,8 +34,15 @@ def main() -> None:
                 kafka.start()
                 print("kafka-kraft-snapshot", kraft_snapshot_fetch(kafka))
         print(f"{out}: {out.stat().st_size} bytes", flush=True)
+    if "kafka44-cluster" in names:                 # its own cluster: QUIET_REPLICATION
+        out = ROOT / "captures" / "kafka44-cluster.pcap"
+        with ApacheKafka(nodes=3, extra=QUIET_REPLICATION) as kafka:
+            with Tcpdump(out, kafka.ports(*CAPTURES["kafka44-cluster"][1])):
+                print("kafka44-cluster", CAPTURES["kafka44-cluster"][2](kafka))
+        print(f"{out}: {out.stat().st_size} bytes", flush=True)
+    own = ("kafka-kraft-snapshot", "kafka44-cluster")
     for size in (1, 3):
-        todo = [n for n in names if CAPTURES[n][0] == size and n != "kafka-kraft-snapshot"]
+        todo = [n for n in names if CAPTURES[n][0] == size and n not in own]
         if not todo:
             continue
         listeners = ("PLAINTEXT", "SASL_PLAINTEXT", "SSL") if size == 1 else ("PLAINTEXT",)
@@ -46,17 +54,19 @@ def main() -> None:
             kafka.start()
             for name in todo:
                 _size, capture_listeners, session, _about = CAPTURES[name]
-                out = ROOT / "captures" / ("tls" if name == "kafka-tls" else "") / f"{name}.pcap"
+                tls = name in ("kafka-tls", "kafka44-tls")
+                out = ROOT / "captures" / ("tls" if tls else "") / f"{name}.pcap"
                 if name == "kafka-kraft-cluster":
                     print(name, session(kafka))
                     boot.stop()
                     print(f"{out}: {out.stat().st_size} bytes", flush=True)
                     continue
                 with Tcpdump(out, kafka.ports(*capture_listeners)):
-                    if name == "kafka-tls":
+                    if tls:
                         keys = out.with_suffix(".keys")
                         keys.unlink(missing_ok=True)
-                        print(tls_session(kafka, keys))
+                        print((tls_session if name == "kafka-tls" else franz_tls_session)(
+                            kafka, keys))
                     else:
                         print(name, session(kafka))
                 print(f"{out}: {out.stat().st_size} bytes", flush=True)

@@ -41,6 +41,11 @@ EXPECTED = {
     # nodes started (KRaft Fetches held up to their max_wait_ms are not counted); node 3's
     # controlled shutdown
     "kafka-kraft-snapshot": {"slow_response": 81, "controlled_shutdown": 1},
+    # the six replica fetchers' connections open with Fetch v18 (brokers know their
+    # versions); made under load: two ConsumerGroupHeartbeats, a StreamsGroupHeartbeat
+    # answered after 0.6-1.1 s and an InitProducerId after 4.6 s (the coordinator loading
+    # __transaction_state); transaction version 2 bumps the producer epoch
+    "kafka44-cluster": {"no_api_versions": 6, "slow_response": 4, "producer_epoch_bump": 1},
     # acks=all Produce while a broker is killed: answers take seconds
     "kafka-broker-killed": {"slow_response": 14,
                             # two batches sent to the killed leader, sent again to the new

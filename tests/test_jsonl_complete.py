@@ -5,6 +5,7 @@ the message's JSON line, whichever decoder wrote the line."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -133,17 +134,21 @@ def json_paths(value: Any, path: str, out: set[str], opaque: set[str]) -> None:
 
 
 def missing_fields(paths: list[Path]) -> tuple[int, dict[str, set[str]]]:
-    options = Options()
     missing: dict[str, set[str]] = {}
     checked = 0
     for capture in paths:
+        # as the command line: one dict of topic ids the engine fills and JSON lines read
+        # (records of internal topics fetched by id); the tree with what the engine learnt
+        options = Options(topic_ids={})
         sink = Collect()
-        Engine(CaptureFiles([str(capture)]), sink, options).run()
+        engine = Engine(CaptureFiles([str(capture)]), sink, options)
+        engine.run()
+        tree_options = dataclasses.replace(options, topic_ids=engine.topic_ids)
         for ex in sink.exchanges:
             for m in ex.messages:
                 if m.api_key is None or m.direction == "sasl":
                     continue
-                decoded = m.decoded(options)
+                decoded = m.decoded(tree_options)
                 if decoded.body is None:
                     continue
                 want: set[str] = set()

@@ -69,6 +69,10 @@ class JsonlWorkers:
 
     def __init__(self, options: Options, jobs: int, write: Callable[[str], object]):
         self.options, self.write, self.jobs = options, write, jobs
+        # the topic ids the engine has learnt (it fills options.topic_ids as it goes): a
+        # chunk is rendered with a copy of them as they were when its exchanges were
+        # added, as one process renders each exchange when it comes
+        self.chunk_options, self.ids_known = options, 0
         self.pool: ProcessPoolExecutor | None = None     # with the first full chunk
         self.ahead = jobs + 1        # one waiting beyond those being decoded: enough
         self.chunk: list[bytes | tuple] = []
@@ -76,6 +80,11 @@ class JsonlWorkers:
         self.inflight: deque[Future] = deque()
 
     def add(self, ex: Exchange) -> None:
+        ids = self.options.topic_ids
+        if ids is not None and len(ids) != self.ids_known:
+            self._send()                # the exchanges added before these were learnt
+            self.ids_known = len(ids)
+            self.chunk_options = dataclasses.replace(self.options, topic_ids=dict(ids))
         size = sum(len(m.data) for m in ex.messages)
         if size >= CHUNK_BYTES:
             # a big exchange goes alone and unpickled: the pool pickles it once (a copy
@@ -96,7 +105,7 @@ class JsonlWorkers:
             return
         if self.pool is None:
             if not full:
-                self.write(_render(self.chunk, self.options))
+                self.write(_render(self.chunk, self.chunk_options))
                 self.chunk, self.chunk_bytes = [], 0
                 return
             import multiprocessing
@@ -105,7 +114,7 @@ class JsonlWorkers:
             methods = multiprocessing.get_all_start_methods()
             context = multiprocessing.get_context("fork" if "fork" in methods else None)
             self.pool = ProcessPoolExecutor(self.jobs, mp_context=context)
-        self.inflight.append(self.pool.submit(_render, self.chunk, self.options))
+        self.inflight.append(self.pool.submit(_render, self.chunk, self.chunk_options))
         self.chunk, self.chunk_bytes = [], 0
         while self.inflight and (len(self.inflight) > self.ahead or self.inflight[0].done()):
             self.write(self.inflight.popleft().result())

@@ -57,7 +57,10 @@ class Enricher:
         options = options or Options()
         self.full = full
         self.options = options if full else dataclasses.replace(options, records="batches")
-        self.topic_ids: dict[str, str] = {}      # topic id -> name, learned in order
+        # topic id -> name, learned in order; the caller's dict if its options hold one,
+        # so that its sinks' decoders (JSON lines) name what enrichment's do
+        self.topic_ids: dict[str, str] = options.topic_ids if options.topic_ids is not None \
+            else {}
         # decoders see what is learned (Fetch v13+ of internal topics names them by id)
         self.options = dataclasses.replace(self.options, topic_ids=self.topic_ids)
         self.advertised: dict[int, dict[int, tuple[int, int]]] = {}   # stream -> ranges

@@ -198,6 +198,22 @@ def tls_session(kafka: ApacheKafka, keylog: Path) -> list[bytes]:
     return got
 
 
+def franz_tls_session(kafka: ApacheKafka, keylog: Path, records: int = 5) -> list[str]:
+    """franz-go (tests/support/go/franztls, built with the Go toolchain; modules from the
+    Go module proxy) over the SSL listener, Go's crypto/tls writing the session keys to
+    ``keylog``: produce ``records`` records, read them back in a consumer group."""
+    import os
+    import subprocess
+    source = Path(__file__).parent / "go" / "franztls"
+    out = subprocess.run(["go", "run", ".", kafka.bootstrap("SSL"), str(kafka.tls.ca),
+                          str(keylog), "franz-tls", str(records)], cwd=source,
+                         capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "GOFLAGS": "-mod=mod"})
+    if out.returncode:
+        raise RuntimeError(f"franz-go failed:\n{out.stderr[-3000:]}")
+    return out.stdout.splitlines()
+
+
 def broker_killed(kafka: ApacheKafka, victim: int = 2, bootstrap: str | None = None,
                   topic: str = "under-load", kill: bool = True) -> tuple[int, int]:
     """librdkafka producing acks=all to three partitions with three replicas while node
@@ -273,6 +289,28 @@ def python_clients(kafka: ApacheKafka) -> None:
     assert kafkajs_session(bootstrap) == ["js0", "js1", "js2"]
 
 
+# The 4.4 cluster capture's own cluster: followers hold their empty Fetch 5 s (not 0.5 s), so
+# the replication between the sessions stays a few KB (a Fetch with data answers at once).
+QUIET_REPLICATION = {"replica.fetch.wait.max.ms": "5000"}
+
+
+def cluster_sessions(kafka: ApacheKafka) -> list[str]:
+    """Java clients of the pinned release on a three-node cluster: a KIP-848 consumer
+    group, a transactional producer (transaction version 2) and read_committed consumer,
+    a Kafka Streams app with group.protocol=streams; the brokers replicate the groups'
+    offsets and the transactions' state (__consumer_offsets, __transaction_state: three
+    replicas each) over INTERNAL. After each session librdkafka lists every topic
+    (Metadata): the internal topics' ids are named only from then on, so replication of
+    them is seen both before and after a reader of the capture can know their names."""
+    from confluent_kafka.admin import AdminClient
+    got = []
+    for mode in ("consumer-group", "transactions", "streams-group"):
+        got += java_session(mode, kafka.bootstrap())
+        AdminClient({"bootstrap.servers": kafka.bootstrap(),
+                     "client.id": "kd-list-topics"}).list_topics(timeout=30)
+    return got
+
+
 # name -> (cluster: 1 node or 3, the listeners captured, session, what it holds)
 CAPTURES = {
     "kafka-clients": (1, ("PLAINTEXT",), python_clients,
@@ -303,6 +341,9 @@ CAPTURES = {
                    "wrong passwords"),
     "kafka-tls": (1, ("SSL",), None,
                   "kafka-python over TLS 1.3; kafka-tls.keys holds the session keys"),
+    "kafka44-tls": (1, ("SSL",), None,
+                    "franz-go over TLS 1.3 to a 4.4 broker; kafka44-tls.keys holds the "
+                    "session keys"),
     "kafka-kraft-cluster": (3, ("INTERNAL", "CONTROLLER"), kraft_cluster,
                             "between the three nodes: follower Fetch, KRaft Fetch of "
                             "__cluster_metadata, Vote, BeginQuorumEpoch, EndQuorumEpoch, "
@@ -312,6 +353,10 @@ CAPTURES = {
                              "deletes its metadata log often (SNAPSHOTTING): a voter away "
                              "while that happened comes back and fetches a snapshot "
                              "(FetchSnapshot), KRaft Fetch, Vote"),
+    "kafka44-cluster": (3, ("PLAINTEXT", "INTERNAL"), cluster_sessions,
+                        "Java 4.4 clients on three nodes (consumer group, transactions, "
+                        "streams group) and the brokers' replication of __consumer_offsets "
+                        "and __transaction_state"),
     "kafka-broker-killed": (3, ("PLAINTEXT",), broker_killed,
                             "an idempotent librdkafka producer (acks=all) while a broker is "
                             "killed and restarted: NOT_LEADER_OR_FOLLOWER, metadata refresh"),

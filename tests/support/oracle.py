@@ -28,7 +28,8 @@ QUORUM = {52, 53, 54, 59}       # Vote, Begin/EndQuorumEpoch, FetchSnapshot
 
 def kafka_decoded(exchanges: list[Exchange]) -> dict[int, dict]:
     """Message index -> its body as Kafka's classes read it (messages captured whole); a
-    request's header's API key and version as ``"_api"`` (key, version) in it (a request
+    request's header's API key and version as ``"_api"`` (key, version) in it, the bytes
+    Kafka left unread after the body as ``"_trailing"`` (when any) (a request
     of a version Kafka 4 removed: only that, and ``"_unread"``, why Kafka did not)."""
     from tests.support.apache_kafka import classpath
     from tests.support.javac import java_command
@@ -53,6 +54,8 @@ def kafka_decoded(exchanges: list[Exchange]) -> dict[int, dict]:
         row = json.loads(line)
         if "body" in row:
             truth[row["i"]] = row["body"]
+            if row.get("unread"):           # bytes Kafka's classes left after the body
+                row["body"]["_trailing"] = row["unread"]
         elif "api_key" in row:          # a version Kafka 4 removed: its header only
             truth[row["i"]] = {"_unread": row["error"]}
         if "api_key" in row:

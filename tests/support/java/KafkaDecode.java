@@ -3,8 +3,8 @@
 // broker's RequestConvertToJson), one per input line:
 //   INDEX req HEX                       a request: header and body (no size prefix)
 //   INDEX resp API_KEY VERSION HEX      a response: header and body (no size prefix)
-// Prints one JSON line per input: {"i": INDEX, "body": {...}} or {"i": INDEX, "error":
-// "..."}; a request's also with "api_key" and "api_version" from its header and
+// Prints one JSON line per input: {"i": INDEX, "body": {...}, "unread": BYTES after what
+// Kafka read} or {"i": INDEX, "error": "..."}; a request's also with "api_key" and "api_version" from its header and
 // "supported": whether this Kafka's ApiKeys still accept that version.
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
@@ -46,6 +46,7 @@ public class KafkaDecode {
                     AbstractRequest req = AbstractRequest.parseRequest(header.apiKey(),
                         header.apiVersion(), new ByteBufferAccessor(buf)).request;
                     row.set("body", RequestConvertToJson.request(req));
+                    row.put("unread", buf.remaining());     // bytes after what Kafka read
                 } else {
                     ApiKeys key = ApiKeys.forId(Integer.parseInt(f[2]));
                     short version = Short.parseShort(f[3]);
@@ -54,6 +55,7 @@ public class KafkaDecode {
                     AbstractResponse resp = AbstractResponse.parseResponse(key,
                         new ByteBufferAccessor(buf), version);
                     row.set("body", RequestConvertToJson.response(resp, version));
+                    row.put("unread", buf.remaining());
                 }
             } catch (Exception e) {
                 row.put("error", e.toString());
