@@ -57,7 +57,7 @@ async def measure(capture: str, quiet: bool = False) -> dict:
     start = time.monotonic()
     app = KdissectApp(capture_loader([capture]), title="bench")
     out: dict = {}
-    async with app.run_test(size=(160, 45)) as pilot:
+    async with app.run_test(size=(160, 45)):
         table = app.table
         while table.row_count == 0:
             await asyncio.sleep(0.005)

@@ -386,10 +386,12 @@ def test_hostile_pastes_take_linear_time(name):
 
     # parse_blob: the one reading of the whole text; find_candidates: the search for
     # every region that `kdissect blob` runs (it holds the whole-text readings too)
+    # the better of two runs of each: one run's CPU time moves by tens of percent on a busy
+    # machine (caches, the collector), which a ratio of two single runs magnifies
     for read in (parse_blob, find_candidates):
-        big = cost(1_000_000, read)
+        big = min(cost(1_000_000, read) for _ in range(2))
         assert big < 2.0, f"{name}: {big:.2f} CPU-s for 1 MB"   # ~0.8 idle, 1.04 in busy CI
-        small = cost(250_000, read)
+        small = min(cost(250_000, read) for _ in range(2))
         assert big < 8 * small + 0.05, f"{name}: {small:.3f} s for 250 KB, {big:.3f} s for 1 MB"
 
 

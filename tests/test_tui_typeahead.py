@@ -121,7 +121,6 @@ def typeahead(app, pilot_size, filters: list[str], after: str, check
 def exchange_filters_hold(tmp: Path, copies: int, n: int) -> None:
     app = KdissectApp(capture_loader([str(replicated(tmp, copies))]), title="big")
     filters = ["api == Produce" if i % 2 else "api == Fetch" for i in range(n)]
-    formats = ("short", "utc", "local")
 
     def check(app, text: str, times: int) -> bool:
         """The filter whole, no list key run (`o` sorts, `t` changes the time, `f`

@@ -35,7 +35,7 @@ from .detail import FACT, Detail, HexView, Item
 from .exchange_list import COLUMNS, LOCK, ExchangeList
 from .filterbar import FILTER_CSS, FilterInput, FilterSuggester, check_filter
 from .jobs import IN_WORKERS as _IN_WORKERS
-from .jobs import BAR_BINDINGS, WORK_CSS, Jobs, set_text, parse_needle, work_line
+from .jobs import BAR_BINDINGS, WORK_CSS, Jobs, set_text, work_line
 from .loader import Done, ListedView, Progress, Row, Warn, run_in_process, run_in_thread
 from .screens import HelpScreen, StatsScreen
 from .sorting import SORT_BINDINGS, Sorting
