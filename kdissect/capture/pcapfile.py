@@ -45,6 +45,31 @@ class Packet:
     orig_len: int         # length on the wire (> len(data) when the snaplen cut it)
 
 
+# A capture's packets may be out of time order (several capture queues, merged files):
+# they are read in time order within WINDOW packets, so that a message's time is that of
+# the first copy of its bytes and a connection's SYN comes before its data. Frames keep
+# their numbers. The compiled scanner (native/src/lib.rs) follows the same rule.
+WINDOW = 16
+
+
+def in_time_order(packets: Iterator[Packet], window: int = WINDOW) -> Iterator[Packet]:
+    """``packets`` in timestamp order, each put before the earlier-read packets that are
+    later in time; at most ``window`` packets are put before any one (a clock stepped
+    back delays no packet for more than ``window`` packets), equal times keep their order."""
+    held: list[list] = []                  # [packet, how many were put before it]
+    for p in packets:
+        at = len(held)
+        while at and held[at - 1][0].ts > p.ts and held[at - 1][1] < window:
+            at -= 1
+        for w in held[at:]:
+            w[1] += 1
+        held.insert(at, [p, 0])
+        if len(held) > window:
+            yield held.pop(0)[0]
+    for p, _ in held:
+        yield p
+
+
 class CaptureReader:
     def __init__(self, path: str, raw: BinaryIO | None = None):
         """``raw``: the file already opened (e.g. remote storage), named ``path``."""
@@ -162,10 +187,10 @@ class CaptureReader:
             raise CaptureError(f"{self.path}: empty or too short to be a capture file")
         if magic in PCAP_MAGICS:
             self.format = "pcap"
-            yield from self._pcap(magic)
+            yield from in_time_order(self._pcap(magic))
         elif magic == PCAPNG_SHB:
             self.format = "pcapng"
-            yield from self._pcapng(magic)
+            yield from in_time_order(self._pcapng(magic))
         else:
             raise CaptureError(
                 f"{self.path}: not a pcap or pcapng file (starts with {magic.hex(' ')}); "

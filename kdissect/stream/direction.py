@@ -56,11 +56,13 @@ def decide(a: tuple[str, int], b: tuple[str, int], starts: list[bytes], *, syn: 
     if side is not None:
         if not detect or side.by in ("Kafka port", "listener port"):
             return side
-        start, other = starts[side.client], starts[1 - side.client]
+        start = starts[side.client]
         if len(start) >= SNIFF:
             return side if plausible_request(start) else NOT_KAFKA
-        # (a broker never speaks first: a server talking alone is not Kafka)
-        if ending or held >= HOLD or len(other) >= 256:
+        # a broker never speaks first, but its answer may come before the request in
+        # file order (packets reordered, timestamps kept): only a server talking alone
+        # for HOLD bytes is not Kafka
+        if ending or held >= HOLD:
             return NOT_KAFKA
         return None
     return _shape(starts, detect, held, ending)

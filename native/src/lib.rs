@@ -11,7 +11,7 @@ use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
 mod avro;
 mod jsonrec;
@@ -27,6 +27,16 @@ const ETH_IPV4: i64 = 0x0800;
 const ETH_IPV6: i64 = 0x86DD;
 const ADDR_CACHE: usize = 65536;
 const BLOCK: usize = 1 << 20; // pcapfile.py's _BLOCK: what the Python reader reads at a time
+const WINDOW: u32 = 16; // pcapfile.py's WINDOW: how far a packet may move into time order
+
+/// A packet read, waiting in the window that puts packets in time order.
+struct Waiting {
+    ts: f64,
+    index: u64,
+    linktype: u32,
+    data: Vec<u8>,
+    passed: u32, // later packets put before it
+}
 
 fn clamp_ts(ts: f64) -> f64 {
     if (0.0..=TS_MAX).contains(&ts) {
@@ -311,6 +321,9 @@ struct Scanner {
     /// a page of it that vanished (the file shrank) stops the scan after that record
     #[pyo3(get, set)]
     guard: i64,
+    /// packets read, in time order, until WINDOW more were read (``in_time_order``)
+    window: VecDeque<Waiting>,
+    spare: Vec<Vec<u8>>, // buffers of packets released, for the next ones
 }
 
 impl Scanner {
@@ -336,7 +349,8 @@ impl Scanner {
         addr_text(py, &mut self.addrs, &mut self.ip_address, raw)
     }
 
-    /// One packet: counted, and its TCP segment (if any) appended to ``out``.
+    /// One packet read: counted, and into the window that puts packets in time order
+    /// (pcapfile.py's ``in_time_order``, the same rule); the one it pushes out goes on.
     fn packet(
         &mut self,
         py: Python<'_>,
@@ -347,6 +361,53 @@ impl Scanner {
     ) -> PyResult<()> {
         self.index += 1;
         self.packets += 1;
+        let mut data = self.spare.pop().unwrap_or_default();
+        data.clear();
+        data.extend_from_slice(d);
+        let mut at = self.window.len();
+        while at > 0 && self.window[at - 1].ts > ts && self.window[at - 1].passed < WINDOW {
+            at -= 1;
+        }
+        for w in self.window.range_mut(at..) {
+            w.passed += 1;
+        }
+        let waiting = Waiting {
+            ts,
+            index: self.index,
+            linktype,
+            data,
+            passed: 0,
+        };
+        self.window.insert(at, waiting);
+        if self.window.len() > WINDOW as usize {
+            self.release(py, out, 1)?;
+        }
+        Ok(())
+    }
+
+    /// The first ``n`` packets of the window on (all of them: ``usize::MAX``).
+    fn release(&mut self, py: Python<'_>, out: &Bound<'_, PyList>, n: usize) -> PyResult<()> {
+        for _ in 0..n {
+            let Some(w) = self.window.pop_front() else {
+                break;
+            };
+            let done = self.segment(py, out, w.index, w.ts, w.linktype, &w.data);
+            self.spare.push(w.data);
+            done?;
+        }
+        Ok(())
+    }
+
+    /// A packet in time order: its TCP segment (if any) to the reassembler or ``out``.
+    fn segment(
+        &mut self,
+        py: Python<'_>,
+        out: &Bound<'_, PyList>,
+        index: u64,
+        ts: f64,
+        linktype: u32,
+        d: &[u8],
+    ) -> PyResult<()> {
         if !supported(linktype) {
             *self.unsupported.entry(linktype).or_insert(0) += 1;
             return Ok(());
@@ -359,7 +420,7 @@ impl Scanner {
             let cost = (s.payload.1 - s.payload.0) as i64 + s.missing.max(0);
             if r.fits(py, cost)? {
                 let seg = reasm::SegIn {
-                    frame: self.index as i64,
+                    frame: index as i64,
                     ts,
                     src: reasm::Addr::new(&d[s.src.0..s.src.1], s.sport),
                     dst: reasm::Addr::new(&d[s.dst.0..s.dst.1], s.dport),
@@ -381,7 +442,7 @@ impl Scanner {
         let row = PyTuple::new(
             py,
             [
-                self.index.into_pyobject(py)?.into_any(),
+                index.into_pyobject(py)?.into_any(),
                 ts.into_pyobject(py)?.into_any(),
                 src.into_bound(py).into_any(),
                 s.sport.into_pyobject(py)?.into_any(),
@@ -663,6 +724,8 @@ impl Scanner {
             want: 4,
             reasm: None,
             guard: -1,
+            window: VecDeque::new(),
+            spare: Vec::new(),
         }
     }
 
@@ -713,6 +776,9 @@ impl Scanner {
                 self.buf.extend_from_slice(&rest[self.pos..]); // the record begun
                 self.pos = 0;
             }
+        }
+        if self.state == State::Done {
+            self.release(py, &out, usize::MAX)?; // the file ends: the window too
         }
         if let Some(r) = self.reasm.as_ref() {
             r.bind(py).borrow_mut().drain_into(&out)?;

@@ -98,3 +98,37 @@ def begun_later(packets: list, skip: int, cut: int) -> list:
                 del p.payload.chksum
         out.append(p)
     return out
+
+
+def reordered(packets: list, seed: int, share: float = 0.1) -> tuple[list, int]:
+    """The packets locally out of order, timestamps kept (what several capture queues
+    or a merge give): about ``share`` of them each moved 1-4 places later, by a seeded
+    draw. Returns the packets and how many moved."""
+    import random
+    rng, out, moved, i = random.Random(seed), list(packets), 0, 0
+    while i < len(out) - 1:
+        if rng.random() < share:
+            j = min(i + rng.randint(1, 4), len(out) - 1)
+            out.insert(j, out.pop(i))
+            moved, i = moved + 1, j + 1
+        else:
+            i += 1
+    return out, moved
+
+
+def copies_swapped(packets: list) -> tuple[list, int]:
+    """Each retransmitted segment's later copy moved just before its first copy (a
+    retransmission read first): returns the packets and how many were moved."""
+    out, first, moved = list(packets), {}, 0
+    for p in list(out):
+        t = _tcp(p)
+        if t is None or not len(t.payload):
+            continue
+        key = (t.sport, t.dport, t.seq, len(t.payload))
+        if key not in first:
+            first[key] = p
+        elif p.time > first[key].time:
+            out.remove(p)
+            out.insert(out.index(first[key]), p)
+            moved += 1
+    return out, moved
