@@ -11,7 +11,8 @@ from pathlib import Path
 from textual.widgets import Input, Static, Tree
 
 from kdissect.sources.pcap import capture_loader, exchanges_in
-from kdissect.tui.app import KdissectApp, parse_needle
+from kdissect.tui.app import KdissectApp
+from kdissect.tui.jobs import parse_needle
 from kdissect.tui.blob_app import BlobApp
 from kdissect.tui.detail import HIGHLIGHT, PARENT_TONES, Detail, HexView, innermost
 from kdissect.tui.exchange_list import BOOKMARK, ExchangeList
