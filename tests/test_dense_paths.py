@@ -1,6 +1,7 @@
-"""Facts of bodies the values decoder read (issue 43): walked through a plan made once per
-message kind from its layout, they are what the whole walk of the body finds, and
-ApiVersions answers read by value teach the versions their located trees taught."""
+"""The per-message paths of message-dense traffic (issue 43): facts of bodies the values
+decoder read, walked through a plan made once per message kind from its layout, are what
+the whole walk of the body finds; ApiVersions answers read by value teach the versions
+their located trees taught; internal-topic messages without records are read by value."""
 
 from __future__ import annotations
 
@@ -75,3 +76,33 @@ def test_versions_learned_by_value_as_located(capture, monkeypatch):
     assert engine.enricher.advertised == advertised
     assert [(ex.status, ex.findings, ex.facts) for ex in by_value] == \
         [(ex.status, ex.findings, ex.facts) for ex in located]
+
+
+def test_internal_topic_fetches_without_records_are_read_by_value():
+    """KRaft's replication Fetch answers name __cluster_metadata (by its fixed id): those
+    carrying records go to the located path, which decodes the metadata records by their
+    schemas; those carrying none (half of them in this capture) are read by value, as
+    any other clean message."""
+    from kdissect.protocol import Options
+    from kdissect.protocol.apis import FETCH
+    from kdissect.protocol.internal import mentions_internal_topic
+    from kdissect.protocol.values import body_values
+    from kdissect.stream.facts import SUMMARY
+
+    exchanges, engine = _run(ROOT / "captures" / "kafka-kraft-cluster.pcap")
+    full = Options(topic_ids=engine.enricher.topic_ids)
+    by_value = located = 0
+    for ex in exchanges:
+        resp = ex.response
+        if ex.first.api_key != FETCH or resp is None or ex.status != "ok" or \
+                not mentions_internal_topic(resp.data, full.topic_ids):
+            continue
+        heads = body_values(resp.data, "response", FETCH, resp.api_version, SUMMARY, bytes)
+        assert heads is not None
+        batches = [b for t in heads["responses"] for p in t["partitions"]
+                   for b in (p["records"] or ())]
+        body = body_values(resp.data, "response", FETCH, resp.api_version, full, bytes)
+        assert (body is None) == bool(batches)
+        by_value += body is not None
+        located += body is None
+    assert by_value > 50 and located > 50, (by_value, located)
