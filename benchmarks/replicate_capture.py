@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """A bigger capture from a real one: COPIES copies one after another, each copy's IPv4
-addresses moved to their own /24 (the third octet plus the copy's number) and its times
-shifted past the previous copy's end, so every copy's connections are new ones. Makes
-the 1.5 GB capture of benchmarks/pcap_vs_tshark.py from make_bulk_capture.py's 150 MB:
+addresses moved to their own subnet and its times shifted past the previous copy's end,
+so every copy's connections are new ones (tests/support/replicate.py). Makes the 1.5 GB
+capture of benchmarks/pcap_vs_tshark.py from make_bulk_capture.py's 150 MB:
 
     python benchmarks/replicate_capture.py IN.pcap OUT.pcap --copies 10
 
@@ -13,7 +13,12 @@ as they are (neither kdissect nor tshark checks them by default).
 from __future__ import annotations
 
 import argparse
-import struct
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.support.replicate import replicate  # noqa: E402
 
 
 def main() -> None:
@@ -23,29 +28,8 @@ def main() -> None:
     ap.add_argument("--copies", type=int, default=10)
     args = ap.parse_args()
     data = open(args.input, "rb").read()
-    endian = "<" if data[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"
-    rec = struct.Struct(endian + "IIII")
-    first = last = None
-    pos = 24
-    while pos + 16 <= len(data):
-        sec, _frac, incl, _orig = rec.unpack_from(data, pos)
-        first = sec if first is None else first
-        last = sec
-        pos += 16 + incl
-    span = (last - first + 1) if first is not None else 0
     with open(args.output, "wb") as out:
-        out.write(data[:24])
-        for k in range(args.copies):
-            pos = 24
-            while pos + 16 <= len(data):
-                sec, frac, incl, orig = rec.unpack_from(data, pos)
-                frame = bytearray(data[pos + 16:pos + 16 + incl])
-                if len(frame) >= 34 and frame[12:14] == b"\x08\x00":
-                    frame[28] = (frame[28] + k) & 0xFF          # source, third octet
-                    frame[32] = (frame[32] + k) & 0xFF          # destination, third octet
-                out.write(rec.pack(sec + k * span, frac, incl, orig))
-                out.write(frame)
-                pos += 16 + incl
+        replicate(data, args.copies, out)
 
 
 if __name__ == "__main__":

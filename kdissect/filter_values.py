@@ -72,7 +72,7 @@ def of_records(records: Iterable[dict], name: str) -> list:
 
 
 def _json_text(text: str) -> Any:
-    if not text[:1] in ("{", "["):
+    if text[:1] not in ("{", "["):
         return None
     try:
         return json.loads(text)

@@ -9,18 +9,22 @@ Protobuf); the decoders in kdissect/protocol/values_schema get parsed ``Schema``
 from __future__ import annotations
 
 import base64
-import json
 import os
 import ssl
 import subprocess
 import sys
 import tempfile
+import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
 
+from .bounded import InputError, load_json, read_file, read_json
 from .protocol.values_schema import Schema, avro, protobuf
+
+MAX_SCHEMA = 16 << 20          # bytes of one schema file or registry answer
 
 SUFFIXES = (".avsc", ".proto", ".json", ".desc")
 
@@ -46,10 +50,10 @@ def parse_schema(text: str, kind: str, label: str = "",
     if kind == "avro":
         _needs("fastavro")
         try:
-            doc = json.loads(text)
-            refs = [json.loads(t) for t in (references or {}).values()]
-        except ValueError as e:
-            raise SchemaError(f"{label or 'Avro schema'}: not JSON ({e})") from None
+            doc = load_json(text, label or "Avro schema")
+            refs = [load_json(t, label or "Avro schema") for t in (references or {}).values()]
+        except InputError as e:
+            raise SchemaError(str(e)) from None
         try:
             parsed = avro.parse(doc, refs)
         except ValueError as e:
@@ -64,9 +68,9 @@ def parse_schema(text: str, kind: str, label: str = "",
         return Schema("protobuf", ps, _label(ps.top[0].lstrip(".") if ps.top else "", label))
     if kind == "json":
         try:
-            doc = json.loads(text)
-        except ValueError as e:
-            raise SchemaError(f"{label or 'JSON Schema'}: not JSON ({e})") from None
+            doc = load_json(text, label or "JSON Schema")
+        except InputError as e:
+            raise SchemaError(str(e)) from None
         title = doc.get("title", "") if isinstance(doc, dict) else ""
         return Schema("json", doc, _label(title, label))
     raise SchemaError(f"unknown schema type {kind!r} (AVRO, PROTOBUF and JSON are known)")
@@ -112,21 +116,25 @@ def load_file(path: Path) -> Schema:
             descriptor_pb2 = _needs("google.protobuf.descriptor_pb2")
             fds = descriptor_pb2.FileDescriptorSet()
             try:
-                fds.ParseFromString(path.read_bytes())
+                fds.ParseFromString(read_file(path, MAX_SCHEMA, "schema"))
+            except InputError:
+                raise
             except Exception as e:          # protobuf's DecodeError
                 raise SchemaError(f"{path}: not a FileDescriptorSet ({e})") from None
             ps = protobuf.from_file_set(fds)
             return Schema("protobuf", ps, ps.top[0].lstrip(".") if ps.top else label)
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise SchemaError(f"cannot read schema {path}: {e}") from None
+        text = _read_text(path)
+    except InputError as e:
+        raise SchemaError(str(e)) from None
     kind = {".avsc": "avro", ".proto": "protobuf", ".json": "json"}.get(path.suffix)
     if kind is None:
         raise SchemaError(f"{path}: schema files end in {', '.join(SUFFIXES)}")
     refs = {}
     if kind == "protobuf":                  # its directory's .proto files may be imported
-        refs = {p.name: p.read_text(encoding="utf-8") for p in path.parent.glob("*.proto")
-                if p != path}
+        try:
+            refs = {p.name: _read_text(p) for p in path.parent.glob("*.proto") if p != path}
+        except InputError as e:
+            raise SchemaError(str(e)) from None
     try:
         return parse_schema(text, kind, label, refs)
     except SchemaError as e:
@@ -134,11 +142,17 @@ def load_file(path: Path) -> Schema:
         if kind != "avro" or "nknown type" not in str(e):
             raise
         try:
-            refs = {p.name: p.read_text(encoding="utf-8") for p in path.parent.glob("*.avsc")
-                    if p != path}
-        except (OSError, UnicodeDecodeError) as err:
-            raise SchemaError(f"cannot read schema {path.parent}: {err}") from None
+            refs = {p.name: _read_text(p) for p in path.parent.glob("*.avsc") if p != path}
+        except InputError as err:
+            raise SchemaError(str(err)) from None
         return parse_schema(text, kind, label, refs)
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return read_file(path, MAX_SCHEMA, "schema").decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InputError(f"cannot read schema {path}: not UTF-8 text ({e})") from None
 
 
 class Schemas:
@@ -180,14 +194,23 @@ class Schemas:
 
 class Registry:
     """A Confluent-compatible Schema Registry (Confluent, Apicurio's /apis/ccompat/v7,
-    Redpanda, Karapace): ``GET /schemas/ids/ID``, cached on disk under ``cache``."""
+    Redpanda, Karapace): ``GET /schemas/ids/ID``, cached on disk under ``cache``.
+    Credentials come from --registry-user/--registry-password or the URL's userinfo
+    (``https://user:pass@host``), are never printed and never follow a redirect to
+    another host; an answer is read within ``deadline`` seconds and MAX_SCHEMA bytes."""
 
     def __init__(self, url: str, cache: Path | None, user: str | None = None,
                  password: str | None = None, cafile: str | None = None,
-                 insecure: bool = False, timeout: float = 10.0):
-        self.url = url.rstrip("/")
+                 insecure: bool = False, timeout: float = 10.0, deadline: float = 30.0):
+        parts = urllib.parse.urlsplit(url.rstrip("/"))
+        if parts.username is not None and user is None:
+            user = urllib.parse.unquote(parts.username)
+            password = urllib.parse.unquote(parts.password or "")
+        host = parts.hostname or ""
+        netloc = (f"[{host}]" if ":" in host else host) + (f":{parts.port}" if parts.port else "")
+        self.url = urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", ""))
         self.cache = cache
-        self.timeout = timeout
+        self.timeout, self.deadline = timeout, deadline
         self.headers = {"Accept": "application/vnd.schemaregistry.v1+json, application/json"}
         if user is not None:
             token = base64.b64encode(f"{user}:{password or ''}".encode()).decode()
@@ -205,24 +228,62 @@ class Registry:
     def get(self, path: str) -> Any:
         """The JSON at ``path``; from the cache when there, else fetched and cached."""
         cached = self._cache_file(path.strip("/").replace("/", "_"))
-        if cached is not None and cached.exists():
-            return json.loads(cached.read_text())
+        if cached is not None and cached.is_file():
+            try:
+                return read_json(cached, MAX_SCHEMA, "registry cache file")
+            except InputError:
+                pass                    # a damaged cache entry: asked again, then replaced
         if self.offline:
             raise SchemaError(f"registry {self.url} is unreachable and {path} is not in "
                               f"the cache")
+        body = self._fetch(path)
+        try:
+            doc = load_json(body, f"registry {self.url} answered {path} with something")
+        except InputError as e:
+            raise SchemaError(f"{e}: is --registry the Schema Registry's URL?") from None
+        if cached is not None:
+            try:
+                cached.parent.mkdir(parents=True, exist_ok=True)
+                tmp = cached.with_suffix(".tmp")
+                tmp.write_bytes(body)
+                os.replace(tmp, cached)
+            except OSError as e:
+                print(f"kdissect: cannot cache registry answers in {self.cache} "
+                      f"({e.strerror or e}); going on without a cache", file=sys.stderr)
+                self.cache = None
+        return doc
+
+    def _fetch(self, path: str) -> bytes:
+        """The body of GET ``path`` (None-free: 404 raises _NotFound)."""
         req = urllib.request.Request(self.url + path, headers=self.headers)
-        context = None
+        handlers: list[Any] = [_SameHostRedirects()]
         if self.url.startswith("https:"):
             context = ssl.create_default_context(cafile=self.cafile)
             if self.insecure:
                 context.check_hostname = False
                 context.verify_mode = ssl.CERT_NONE
+            handlers.append(urllib.request.HTTPSHandler(context=context))
+        opener = urllib.request.build_opener(*handlers)
+        stop = time.monotonic() + self.deadline
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout, context=context) as r:
-                doc = json.loads(r.read())
+            with opener.open(req, timeout=self.timeout) as r:
+                chunks, size = [], 0
+                while True:
+                    chunk = r.read1(1 << 16)
+                    if not chunk:
+                        break
+                    size += len(chunk)
+                    if size > MAX_SCHEMA:
+                        raise SchemaError(f"registry {self.url}: the answer to {path} is "
+                                          f"larger than {MAX_SCHEMA >> 20} MiB")
+                    if time.monotonic() > stop:
+                        raise SchemaError(f"registry {self.url}: the answer to {path} took "
+                                          f"longer than {self.deadline:g} s")
+                    chunks.append(chunk)
+                return b"".join(chunks)
         except urllib.error.HTTPError as e:
             if e.code == 404:
-                return None
+                raise _NotFound() from None
             if e.code in (401, 403):
                 raise SchemaError(f"registry {self.url} refused {path} (HTTP {e.code}): "
                                   f"give --registry-user/--registry-password") from None
@@ -232,37 +293,69 @@ class Registry:
             reason = getattr(e, "reason", e)
             raise SchemaError(f"registry {self.url} is unreachable ({reason}); schemas "
                               f"already cached are still used (--registry-cache)") from None
-        if cached is not None:
-            cached.parent.mkdir(parents=True, exist_ok=True)
-            tmp = cached.with_suffix(".tmp")
-            tmp.write_text(json.dumps(doc))
-            os.replace(tmp, cached)
-        return doc
 
     def schema(self, schema_id: int) -> Schema | None:
-        doc = self.get(f"/schemas/ids/{schema_id}")
-        if doc is None or "schema" not in doc:
+        doc = self._get(f"/schemas/ids/{schema_id}")
+        if doc is None:
             return None
-        kind = {"AVRO": "avro", "PROTOBUF": "protobuf", "JSON": "json"}.get(
-            doc.get("schemaType", "AVRO"), "avro")
         refs: dict[str, str] = {}
         self._references(doc.get("references") or [], refs, 0)
+        kind = {"AVRO": "avro", "PROTOBUF": "protobuf", "JSON": "json"}.get(
+            doc.get("schemaType") or "AVRO", "avro")
         return parse_schema(doc["schema"], kind, f"id {schema_id}", refs)
+
+    def _get(self, path: str) -> dict | None:
+        """A schema answer ({"schema": text, "schemaType", "references"}), checked for
+        shape, or None if the registry has none (404)."""
+        try:
+            doc = self.get(path)
+        except _NotFound:
+            return None
+        refs = doc.get("references") if isinstance(doc, dict) else None
+        if not isinstance(doc, dict) or not isinstance(doc.get("schema"), str) \
+                or not isinstance(doc.get("schemaType") or "", str) \
+                or not isinstance(refs or [], list) \
+                or not all(isinstance(r, dict) and isinstance(r.get("name"), str)
+                           and isinstance(r.get("subject"), str)
+                           and isinstance(r.get("version"), int) for r in refs or []):
+            raise SchemaError(f"registry {self.url}: the answer to {path} is not a schema "
+                              f"(expected {{\"schema\": text, \"references\": [{{name, "
+                              f"subject, version}}]}}); is --registry the Schema Registry's URL?")
+        return doc
 
     def _references(self, refs: list, out: dict[str, str], depth: int) -> None:
         """Imported schemas (Protobuf imports, Avro named types) by name, recursively."""
         if depth > 16:
             raise SchemaError(f"registry {self.url}: schema references nest too deep")
         for ref in refs:
-            name = ref.get("name")
-            if not name or name in out:
+            name = ref["name"]
+            if name in out:
                 continue
-            doc = self.get(f"/subjects/{ref['subject']}/versions/{ref['version']}")
+            where = (f"/subjects/{urllib.parse.quote(ref['subject'], safe='')}"
+                     f"/versions/{ref['version']}")
+            doc = self._get(where)
             if doc is None:
                 raise SchemaError(f"registry {self.url}: reference {name} "
                                   f"({ref['subject']} v{ref['version']}) not found")
             out[name] = doc["schema"]
             self._references(doc.get("references") or [], out, depth + 1)
+
+
+class _NotFound(Exception):
+    """HTTP 404: the registry has no such schema."""
+
+
+class _SameHostRedirects(urllib.request.HTTPRedirectHandler):
+    """Redirects followed, the credentials only to the host they were given for."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is not None and urllib.parse.urlsplit(newurl).netloc != \
+                urllib.parse.urlsplit(req.full_url).netloc:
+            for key in [k for k in new.headers if k.lower() == "authorization"]:
+                del new.headers[key]
+            new.unredirected_hdrs.pop("Authorization", None)
+        return new
 
 
 def default_cache() -> Path:

@@ -44,6 +44,8 @@ ROUND["jsonrec"] = 400         # issue 28: JSON lines' compiled record lists, li
 ROUND["avro"] = 1000           # issue 27: the compiled Avro reader against the Python one
 ROUND["parquet"] = 100         # issue 28: the Parquet writer, read back by pyarrow
 ROUND["midway"] = 200          # issue 36: connections seen without their start
+# issue 39: log files, bounded JSON, registry answers, schemas, key logs
+ROUND.update({"logfile": 1000, "json": 1000, "answer": 500, "schema": 500, "keylog": 1000})
 BATCH = 25
 
 

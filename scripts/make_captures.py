@@ -65,11 +65,11 @@ def record(name: str, session=None, mtu: int | None = None, out: Path | None = N
             break
         except OSError:
             if time.monotonic() > deadline:
-                raise SystemExit("the Tansu broker did not start")
+                raise SystemExit("the Tansu broker did not start") from None
             time.sleep(0.05)
     if auth:
         # the broker accepts connections a moment before it serves them: retry
-        for attempt in range(5):
+        for _attempt in range(5):
             made = subprocess.run([tansu_binary(), "user", "create", "--broker",
                                    f"tcp://127.0.0.1:{PORT}", SASL_USER, SASL_PASSWORD],
                                   capture_output=True, timeout=30)

@@ -19,6 +19,8 @@ SLICE["jsonrec"] = 500                 # issue 28's: both record-list writers, c
 SLICE["avro"] = 1000                   # issue 27's: both Avro readers, compared
 SLICE["parquet"] = 50                  # issue 28's: the Parquet writer, read back by pyarrow
 SLICE["midway"] = 250                  # issue 36's: connections seen without their start
+SLICE.update({"logfile": 1000, "json": 1000, "answer": 500, "schema": 500,    # issue 39's
+              "keylog": 500})
 
 
 # The slice is seeded: a failure here reproduces on every machine. Another seed explores

@@ -14,21 +14,24 @@ ROOT = Path(__file__).resolve().parents[1]
 ALLOWED: dict[str, set[str]] = {
     "protocol": {"_native"},                             # pure functions of bytes; _native:
                                                          # the compiled Avro reader (pure too)
-    "capture": {"protocol", "_native"},                  # _native: the compiled packet path                             # packets, TCP, TLS, pcapng writing
+    "bounded": {"protocol"},                             # input files read within limits
+    "capture": {"protocol", "_native", "bounded"},                  # _native: the compiled packet path                             # packets, TCP, TLS, pcapng writing
     "stream": {"protocol"},                              # framing, pairing, enrichment, engine
-    "schemas_source": {"protocol"},
+    "schemas_source": {"protocol", "bounded"},
     "blob": set(),                                       # pasted text -> bytes
     "filters": {"protocol", "stream", "filter_values"},
     "filter_values": {"protocol", "stream"},             # filters into decoded record values
-    "sources": {"protocol", "capture", "stream", "filter_values"},
+    "sources": {"protocol", "capture", "stream", "filter_values", "bounded"},
     "render": {"protocol", "stream", "filters", "_native"},  # _native: log record lines
-    "proxy": {"protocol", "stream", "capture"},
-    "pipeline": {"protocol", "capture", "stream", "sources", "render"},
+    "proxy": {"protocol", "stream", "capture", "bounded"},
+    "pipeline": {"protocol", "capture", "stream", "sources", "render",
+                 "__version__"},                     # the version tables record
     "tui": {"protocol", "capture", "stream", "filters", "render", "blob", "sources",
             "schemas_source"},
     "crash": {"capture"},                                # names the input a bug met
     "cli": {"protocol", "capture", "stream", "sources", "filters", "render", "proxy",
-            "pipeline", "tui", "blob", "schemas_source", "crash", "__init__", "__version__"},
+            "pipeline", "tui", "blob", "schemas_source", "crash", "bounded", "__init__",
+            "__version__"},
     "__main__": {"cli"},
     "__init__": set(),
 }

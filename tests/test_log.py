@@ -18,9 +18,6 @@ from kafka.record.memory_records import MemoryRecordsBuilder
 
 from kdissect.cli import main
 from kdissect.protocol import Options
-from kdissect.protocol.internal import decode_records
-from kdissect.protocol.node import Node
-from kdissect.protocol.records import read_records
 from kdissect.sources.logdir import walk
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -246,8 +243,6 @@ def test_internal_records_in_fetch_responses():
     key = struct.pack(">hh", 2, 1) + b"g"
     recs = batch(2, 0, 0, [(key, None)])
     topic = b"__consumer_offsets"
-    body = struct.pack(">iih", 1, 0, 0) + struct.pack(">i", 0) + bytes([2])   # corr, throttle, error, session, 1 topic
-    body = struct.pack(">i", 1) + b"\x00" + struct.pack(">ihi", 0, 0, 0)[4:]  # placeholder
     # correlation id; header v1 tagged fields; throttle, error, session id; topics[1]
     msg = struct.pack(">i", 1) + b"\x00" + struct.pack(">ihi", 0, 0, 0) + bytes([2])
     msg += bytes([len(topic) + 1]) + topic + bytes([2])                       # partitions[1]

@@ -153,3 +153,26 @@ def test_rows_spilled_to_disk_come_back_in_the_same_order(tmp_path, monkeypatch)
     many = spill.SortedRows(lambda row: row["k"] % 7, run=9)
     many += ({"k": i} for i in range(100))
     assert [row["k"] for row in many] == rows and len(many) == 100
+
+
+def test_the_files_say_what_wrote_them(tmp_path):
+    """The key-value metadata of --format parquet's files: kind, schema version, kdissect
+    version and options (the manifest of a Spark output says the same)."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    from kdissect import __version__
+    from kdissect.pipeline.local import write_exchanges
+    from kdissect.pipeline.manifest import SCHEMA_VERSION
+    x, r = tmp_path / "x.parquet", tmp_path / "r.parquet"
+    write_exchanges([str(ROOT / "captures" / "kcat.pcap")], str(x), ports=(9092,),
+                    detect=True, warn=lambda w: None, records_out=str(r))
+    for path in (x, r):
+        meta = {k.decode(): v.decode() for k, v in pq.read_metadata(path).metadata.items()}
+        assert meta["kdissect.kind"] == "capture"
+        assert meta["kdissect.schema_version"] == str(SCHEMA_VERSION)
+        assert meta["kdissect.version"] == __version__
+        assert json.loads(meta["kdissect.options"])["records"] is True
+    stamp = pq.read_table(r).schema.field("timestamp").type
+    assert str(stamp) == "timestamp[us, tz=UTC]"

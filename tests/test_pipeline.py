@@ -304,3 +304,38 @@ def test_inputs_given_as_urls_are_found_and_read_like_paths():
     assert by_url == by_path and by_url
     with pytest.raises(storage.StorageError, match="no such file"):
         storage.expand([str(CAPTURES / "nowhere.pcap")])
+
+
+def test_a_worker_out_of_memory_is_said_with_what_to_do():
+    """Spark's reports of a Python worker out of memory (the texts its exceptions carry)
+    become one line with the remedy; other errors stay themselves."""
+    from kdissect.pipeline.session import explain
+
+    def said(text: str) -> str:
+        return explain(Exception(text))
+    trace = "Traceback (most recent call last):\n  File \"worker.py\", line 1\n"
+    for last in ("kdissect.pipeline.spark_job.TaskMemoryError: a task ran out",
+                 "MemoryError", "ImportError: /v/pyarrow/lib.so: failed to map segment "
+                                "from shared object"):
+        text = said(trace + last)
+        assert text.startswith("in a Python worker: out of memory: ")
+        assert "--split" in text and "spark.executor.pyspark.memory" in text
+    assert said(trace + "ValueError: capture bytes ran out") == \
+        "in a Python worker: ValueError: capture bytes ran out"
+    died = said("org.apache.spark.SparkException: Job aborted\ncaused by java.io.EOFException")
+    assert died.startswith("a Python worker died without saying why (Spark: EOFException)")
+    assert "--split" in died
+
+
+def test_log_tables_of_a_directory_without_kafka_files_are_refused(tmp_path):
+    """`kdissect log DIR --format parquet` on a directory holding no log dir exits 1 and
+    writes nothing (empty tables would say the log was read and found empty)."""
+    (tmp_path / "in" / "sub").mkdir(parents=True)
+    (tmp_path / "in" / "sub" / "notes.txt").write_text("not Kafka's")
+    res = subprocess.run([sys.executable, "-m", "kdissect", "log", str(tmp_path / "in"),
+                          "--format", "parquet", "-o", str(tmp_path / "t")],
+                         capture_output=True, text=True, timeout=120,
+                         cwd=Path(__file__).resolve().parents[1])
+    assert res.returncode == 1 and "Traceback" not in res.stderr
+    assert "no Kafka log files in" in res.stderr
+    assert not (tmp_path / "t").exists()

@@ -33,7 +33,7 @@ def frames(case: dict) -> list[bytes]:
     data, pos, out = bytes.fromhex(case["hex"]), 0, []
     if case.get("unprefixed") or case["messages"][0].get("body"):
         return [data]                   # one message (or body) without a size prefix
-    for m in case["messages"]:
+    for _ in case["messages"]:
         size = struct.unpack_from(">i", data, pos)[0]
         out.append(data[pos + 4:pos + 4 + size])
         pos += 4 + size

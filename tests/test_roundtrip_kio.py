@@ -17,11 +17,11 @@ from kio.serial._implicit_defaults import get_tagged_field_default
 from kio.static.constants import EntityType
 from kio.static.primitive import Records
 
-# records are opaque bytes to kio; kdissect's record decoding is tested on real batches
-st.register_type_strategy(Records, st.binary(max_size=64).map(Records))
-
 from kdissect.protocol import Options, decode_request, decode_response
 from kdissect.protocol import kio_schemas, schemas
+
+# records are opaque bytes to kio; kdissect's record decoding is tested on real batches
+st.register_type_strategy(Records, st.binary(max_size=64).map(Records))
 
 CASES = [(key, version, direction)
          for key, versions in kio_schemas.versions().items()

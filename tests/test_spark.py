@@ -20,7 +20,7 @@ import pytest
 from kdissect.pipeline.extract import capture_rows
 from kdissect.pipeline.local import write_exchanges
 from kdissect.pipeline.output import OutputError
-from kdissect.pipeline.session import explain, get_session
+from kdissect.pipeline.session import explain
 from kdissect.pipeline.spark_job import plan_shards, run_job
 from kdissect.pipeline.tables import RECORDS, _micros
 from kdissect.sources.pcap import DEFAULT_PORTS
@@ -217,12 +217,87 @@ def test_output_modes_refuse_replace_or_append(spark, tmp_path):
     (out / "mine.txt").write_text("not kdissect's")
     run_job(spark, [admin], str(out), ports=DEFAULT_PORTS, mode="overwrite",
             partition_by="api")
-    assert sorted(os.listdir(out)) == ["captures", "exchanges", "mine.txt"]
+    assert sorted(os.listdir(out)) == ["_kdissect.json", "captures", "exchanges", "mine.txt"]
     assert {r["capture"] for r in table(out / "exchanges")} == {admin}
     assert any(d.startswith("api_name=") for d in os.listdir(out / "exchanges"))
     (tmp_path / "file").write_text("x")
     with pytest.raises(OutputError, match="is a file"):
         run_job(spark, [kcat], str(tmp_path / "file"), ports=DEFAULT_PORTS)
+
+
+def test_appends_that_would_corrupt_a_table_are_refused(spark, tmp_path, monkeypatch):
+    """The layout recorded in the manifest is checked before any work; a capture is
+    known by its content, whatever its name; a run that fails leaves the tables as
+    they were."""
+    import json
+
+    from kdissect import __version__
+    from kdissect.pipeline import output
+    out = tmp_path / "t"
+    kcat, admin = str(CAPTURES / "kcat.pcap"), str(CAPTURES / "admin.pcap")
+    first = run_job(spark, [kcat], str(out), ports=DEFAULT_PORTS, with_records=True,
+                    partition_by="date")
+    before = sorted(p.relative_to(out) for p in out.rglob("*"))
+    manifest = json.loads((out / "_kdissect.json").read_text())
+    assert manifest["kind"] == "capture" and manifest["schema_version"] >= 2
+    assert manifest["layout"] == {"records": True, "partition_by": "date"}
+    [run] = manifest["runs"]
+    assert run["run_id"] == first.run_id and run["kdissect_version"] == __version__
+    assert run["options"]["records"] is True and run["options"]["partition_by"] == "date"
+    assert [c["capture"] for c in run["captures"]] == [kcat]
+    assert run["captures"][0]["content"].startswith(f"{os.path.getsize(kcat)}:")
+    # an append without --partition-by into a date-partitioned table
+    with pytest.raises(OutputError, match=r"written with --partition-by date; an append "
+                                          r"with no --partition-by"):
+        run_job(spark, [admin], str(out), ports=DEFAULT_PORTS, with_records=True,
+                mode="append")
+    # the same file under another name (./x after x), and a copy elsewhere
+    monkeypatch.chdir(CAPTURES)
+    with pytest.raises(OutputError, match=r"\./kcat.pcap has the same content as .*kcat"
+                                          r"\.pcap, already in .*rows twice"):
+        run_job(spark, ["./kcat.pcap"], str(out), ports=DEFAULT_PORTS, with_records=True,
+                mode="append", partition_by="date")
+    copy = tmp_path / "copy-of-kcat.pcap"
+    copy.write_bytes((CAPTURES / "kcat.pcap").read_bytes())
+    with pytest.raises(OutputError, match="same content"):
+        run_job(spark, [str(copy)], str(out), ports=DEFAULT_PORTS, with_records=True,
+                mode="append", partition_by="date")
+    assert sorted(p.relative_to(out) for p in out.rglob("*")) == before
+    # all or nothing: a run that fails after writing the exchanges adds no row anywhere
+    real = output.write
+    calls = []
+
+    def fails_second(df, path, mode, by=None):
+        calls.append(path)
+        if len(calls) == 2:
+            raise RuntimeError("the disk filled up")
+        real(df, path, mode, by)
+    monkeypatch.setattr(output, "write", fails_second)
+    with pytest.raises(RuntimeError, match="disk filled"):
+        run_job(spark, [admin], str(out), ports=DEFAULT_PORTS, with_records=True,
+                mode="append", partition_by="date")
+    monkeypatch.setattr(output, "write", real)
+    assert sorted(p.relative_to(out) for p in out.rglob("*")) == before
+    # a good append joins the table, and the manifest lists both runs
+    added = run_job(spark, [admin], str(out), ports=DEFAULT_PORTS, with_records=True,
+                    mode="append", partition_by="date")
+    rows = pq.read_table(out / "exchanges").to_pylist()
+    assert Counter(r["capture"] for r in rows) == {kcat: 14, admin: added.exchanges}
+    assert len({r["exchange_id"] for r in rows}) == len(rows)
+    runs = json.loads((out / "_kdissect.json").read_text())["runs"]
+    assert [[c["capture"] for c in r["captures"]] for r in runs] == [[kcat], [admin]]
+    assert not [p for p in os.listdir(out) if p.startswith("_staging")]
+
+
+def test_the_same_content_twice_in_one_run_is_read_once(spark, tmp_path):
+    kcat = CAPTURES / "kcat.pcap"
+    copy = tmp_path / "again.pcap"
+    copy.write_bytes(kcat.read_bytes())
+    result = run_job(spark, [str(kcat), str(copy)], str(tmp_path / "t"),
+                     ports=DEFAULT_PORTS)
+    assert result.exchanges == 14
+    assert result.warnings == [f"{copy}: the same content as {kcat}; read once"]
+    assert {r["capture"] for r in table(tmp_path / "t" / "exchanges")} == {str(kcat)}
 
 
 def test_a_python_error_in_a_worker_is_named(spark):
@@ -455,3 +530,115 @@ def test_the_tasks_honour_the_memory_budget(spark, tmp_path):
            for e in exchanges_in([path], budget=Budget(tight)).exchanges]
     assert given_up(table(tmp_path / "tight" / "exchanges")) == given_up(one) != []
     assert given_up(table(tmp_path / "roomy" / "exchanges")) == []
+
+
+def _one_process_tables(paths: list[str], out: Path) -> tuple[pa.Table, pa.Table]:
+    write_exchanges(paths, str(out / "one.parquet"), ports=DEFAULT_PORTS, detect=True,
+                    warn=lambda w: None, records_out=str(out / "one-records.parquet"))
+    return pq.read_table(out / "one.parquet"), pq.read_table(out / "one-records.parquet")
+
+
+_RECORD_ORDER = [(c, "ascending") for c in ("capture", "exchange_id", "topic", "partition",
+                                              "offset", "timestamp", "key", "value_size")]
+
+
+def assert_same_tables(spark_dir: Path, one: tuple[pa.Table, pa.Table]) -> None:
+    """The tables Spark wrote under ``spark_dir`` hold exactly one process's rows."""
+    order = [("capture", "ascending"), ("exchange_id", "ascending")]
+    exchanges = pq.read_table(spark_dir / "exchanges")
+    assert exchanges.num_rows == one[0].num_rows > 0
+    assert exchanges.sort_by(order).equals(one[0].cast(exchanges.schema).sort_by(order))
+    records = pq.read_table(spark_dir / "records")
+    assert records.num_rows == one[1].num_rows > 0
+    assert records.sort_by(_RECORD_ORDER).equals(
+        one[1].cast(records.schema).sort_by(_RECORD_ORDER))
+
+
+def big_capture(path: Path, copies: int) -> Path:
+    """``copies`` copies of a real capture (a broker killed under produce and fetch load:
+    1,577 records each), every copy's connections its own (tests/support/replicate.py)."""
+    from tests.support.replicate import replicate
+    with open(path, "wb") as f:
+        replicate((CAPTURES / "kafka-broker-killed.pcap").read_bytes(), copies, f)
+    return path
+
+
+def test_a_60_mb_capture_read_whole_with_records_fits_a_700m_python_worker(tmp_path):
+    """One task decodes the whole file under Spark's own per-worker limit (RLIMIT_AS of
+    700 MiB): rows leave the task as they are made, so its memory does not grow with the
+    file (before: 1 GB for 61 MB)."""
+    big = big_capture(tmp_path / "big.pcap", 290)
+    assert big.stat().st_size >= 60 * 2**20
+    env = {**os.environ, "TMPDIR": str(tmp_path),
+           "PYSPARK_SUBMIT_ARGS": "--conf spark.executor.pyspark.memory=700m pyspark-shell"}
+    res = subprocess.run([sys.executable, "-m", "kdissect", "spark", str(big), "--out",
+                          str(tmp_path / "t"), "--records", "--no-split", "--master",
+                          "local[1]", "--keep-log"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=1500, env=env)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "(exchanges, records, captures; 1 shard," in res.stderr
+    [log] = tmp_path.glob("kdissect-spark-*.log")
+    assert f"Setting mem limits to {700 * 2**20}" in log.read_text()    # the limit was on
+    assert_same_tables(tmp_path / "t", _one_process_tables([str(big)], tmp_path))
+
+
+def test_a_python_worker_out_of_memory_is_said_with_what_to_do(tmp_path):
+    """A limit no worker can live with (60 MiB: pyarrow cannot even be mapped) is said as
+    memory, with what to do, not as Spark's EOFException or a loader's error."""
+    env = {**os.environ, "TMPDIR": str(tmp_path),
+           "PYSPARK_SUBMIT_ARGS": "--conf spark.executor.pyspark.memory=60m pyspark-shell"}
+    res = subprocess.run([sys.executable, "-m", "kdissect", "spark", str(CAPTURES / "kcat.pcap"),
+                          "--out", str(tmp_path / "u"), "--master", "local[1]"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=600, env=env)
+    assert res.returncode == 1 and "Traceback" not in res.stderr
+    said = " ".join(res.stderr.split())
+    assert "memory" in said and "--split" in said and "spark.executor.pyspark.memory" in said, said
+    assert not (tmp_path / "u" / "exchanges").exists()
+
+
+def test_a_standalone_cluster_that_loses_a_worker_mid_job_gives_the_rows_of_one_process(
+        tmp_path):
+    """A real standalone cluster: a master and two workers (1 core, 1 GiB each) as
+    separate JVMs. While both run a task of the job (real captures, --records), one
+    worker and its executor are killed with SIGKILL; Spark runs the lost tasks again on
+    the other, and the tables hold exactly the rows of one process."""
+    import signal
+    import threading
+    import time
+
+    from tests.support.spark_cluster import processes_under, runs_python, standalone
+    caps = [big_capture(tmp_path / f"c{n}.pcap", n) for n in (8, 9, 10, 11)]
+    caps += [CAPTURES / "kcat.pcap", CAPTURES / "kafka-java-share-group.pcap"]
+    killed = threading.Event()
+    with standalone(tmp_path, workers=2, cores=1, memory="1g",
+                    pythonpath=str(ROOT)) as cluster:
+        job = subprocess.Popen([sys.executable, "-m", "kdissect", "spark", *map(str, caps),
+                                "--out", str(tmp_path / "t"), "--records", "--no-split",
+                                "--master", cluster.url],
+                               cwd=ROOT, env={**cluster.env, "TMPDIR": str(tmp_path)},
+                               stderr=subprocess.PIPE, text=True)
+        victim = cluster.workers[0]
+
+        def kill_when_busy():
+            deadline = time.monotonic() + 900
+            while job.poll() is None and time.monotonic() < deadline:
+                if all(runs_python(w.pid) for w in cluster.workers):
+                    for pid in processes_under(victim.pid) + [victim.pid]:
+                        try:
+                            os.kill(pid, signal.SIGKILL)
+                        except ProcessLookupError:
+                            pass
+                    killed.set()
+                    return
+                time.sleep(0.2)
+        killer = threading.Thread(target=kill_when_busy)
+        killer.start()
+        try:
+            _, err = job.communicate(timeout=1500)
+        finally:
+            if job.poll() is None:
+                job.kill()
+            killer.join()
+        assert job.returncode == 0, err[-3000:]
+        assert killed.is_set(), "the job ended before both workers ran a task"
+    assert_same_tables(tmp_path / "t", _one_process_tables([str(c) for c in caps], tmp_path))

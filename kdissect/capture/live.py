@@ -30,7 +30,12 @@ def _open(iface: str, bpf: str | None):
         conf.use_pcap = True
     except Exception:                 # no libpcap: the native socket will do
         pass
-    return conf.L2listen(iface=iface, filter=bpf), conf.l2types.layer2num
+    from scapy.error import Scapy_Exception
+    try:
+        return conf.L2listen(iface=iface, filter=bpf), conf.l2types.layer2num
+    except Scapy_Exception as e:          # libpcap refused the filter
+        raise LiveError(f"bad capture filter {bpf!r}: {e}; -f takes tcpdump's BPF syntax, "
+                        f"e.g. 'tcp port 9092'") from None
 
 
 def sniff(iface: str, on_packet: Callable[[Packet], None], stop: threading.Event,

@@ -13,13 +13,14 @@ TLS capture of the same traffic merged with it (mergecap) opens decrypted.
 from __future__ import annotations
 
 import ipaddress
+import os
 import struct
 import threading
 import time
 from collections.abc import Iterable
 
-from ..protocol import Options, decode_request
-from ..protocol.apis import SASL_AUTHENTICATE
+from ..protocol import Options, decode_request, decode_response, secrets
+from ..protocol.apis import ENVELOPE, SASL_AUTHENTICATE
 from ..protocol.message import sasl_token_message
 
 LINKTYPE_RAW = 101                     # packets start with the IP header
@@ -59,10 +60,21 @@ def _packet(src: tuple[str, int], dst: tuple[str, int], seq: int, ack: int, flag
 
 
 class Recorder:
-    """A pcapng file being written (thread-safe)."""
+    """A pcapng file being written (thread-safe), created readable by its owner only
+    (it holds the traffic). Blocks are kept in memory and written whole by ``flush``
+    (the proxy calls it every second and when it stops; past ``FLUSH_AT`` bytes it
+    happens at once): the file always ends at a block boundary, so a reader following
+    it (``tail -f | tshark -r -``) or a process killed with SIGKILL leaves a valid
+    capture up to the last flush."""
+
+    FLUSH_AT = 1 << 20
 
     def __init__(self, path: str, show_secrets: bool = False, keylog: str | None = None):
-        self.file = open(path, "wb", buffering=1 << 20)
+        self.file = open(path, "wb", buffering=0,
+                         opener=lambda p, flags: os.open(p, flags, 0o600))
+        os.fchmod(self.file.fileno(), 0o600)      # an existing file keeps its mode else
+        self._pending: list[bytes] = []
+        self._pending_bytes = 0
         self.keylog, self._keylog_done = keylog, 0
         self.lock = threading.Lock()
         self.options = Options(show_secrets=show_secrets)
@@ -75,7 +87,24 @@ class Recorder:
     def _block(self, kind: int, body: bytes) -> None:
         body += b"\0" * (-len(body) % 4)
         length = 12 + len(body)
-        self.file.write(struct.pack("<II", kind, length) + body + struct.pack("<I", length))
+        block = struct.pack("<II", kind, length) + body + struct.pack("<I", length)
+        self._pending.append(block)
+        self._pending_bytes += len(block)
+        if self._pending_bytes >= self.FLUSH_AT:
+            self._write()
+
+    def _write(self) -> None:
+        """Write the whole blocks kept (the caller holds the lock, or is alone)."""
+        if self._pending and not self.file.closed:
+            data = b"".join(self._pending)
+            self._pending, self._pending_bytes = [], 0
+            view = memoryview(data)        # unbuffered: whole blocks, in as few writes
+            while view:                    # as the kernel takes (one, for a file)
+                view = view[self.file.write(view) or 0:]
+
+    def flush(self) -> None:
+        with self.lock:
+            self._write()
 
     def packet(self, data: bytes, ts: float | None = None) -> None:
         micros = int((time.time() if ts is None else ts) * 1_000_000)
@@ -108,30 +137,45 @@ class Recorder:
     def close(self) -> None:
         self.secrets()
         with self.lock:
+            self._write()
             self.file.close()
 
-    def mask(self, frame: bytes, side: int, sasl_raw: bool) -> bytes:
-        """``frame`` (size prefix and message) with its secrets masked."""
+    def mask(self, frame: bytes, side: int, sasl_raw: bool,
+             request: tuple[int, int] | None = None) -> bytes:
+        """``frame`` (size prefix and message) with its secrets masked: SASL tokens, and
+        the credentials of every API secrets.py knows (SCRAM salted passwords,
+        delegation-token HMACs, config passwords, Envelope's forwarded request).
+        ``request``: for a response, its request's (api key, version)."""
         if self.show_secrets:
             return frame
         body = frame[4:]
         spans: Iterable = ()
+        key = struct.unpack_from(">h", body)[0] if len(body) >= 2 else None
         if sasl_raw:
             spans = _secret_spans(sasl_token_message(body, self.options).tree)
-        elif side == 0 and len(body) >= 2 and struct.unpack_from(">h", body)[0] == SASL_AUTHENTICATE:
+        elif side == 0 and key in _MASKED_REQUESTS:
             spans = _secret_spans(decode_request(body, self.options).tree)
+        elif side == 1 and request is not None and request[0] in secrets.SENSITIVE_APIS:
+            spans = _secret_spans(decode_response(body, *request, self.options).tree)
         masked = bytearray(frame)
         for start, end in spans:
             masked[4 + start:4 + end] = b"*" * (end - start)
         return bytes(masked)
 
 
+# requests that may carry a credential (read whole only then)
+_MASKED_REQUESTS = secrets.SENSITIVE_APIS | {ENVELOPE}
+
+
 def _secret_spans(tree) -> list[tuple[int, int]]:
     out = []
-    for node in tree.walk():
-        if node.secret and node.buffer is None:
+    for node in tree.walk():        # leaves: a holder's secret is its own hex, not its bytes
+        if node.secret and node.buffer is None and not node.children:
             out.append((node.offset, node.end))
     return out
+
+
+_MAX_ASKED = 10_000             # sensitive requests awaiting their answer, per connection
 
 
 class RecordedConnection:
@@ -141,11 +185,24 @@ class RecordedConnection:
         """``ts``: when the handshake happened (default: now)."""
         self.r, self.client, self.broker = recorder, tuple(client), tuple(broker)
         self.seq = [1000, 5000]                   # next sequence number per direction
+        self.asked: dict[int, tuple[int, int]] = {}   # correlation id -> sensitive API asked
         r = recorder
         r.packet(_packet(self.client, self.broker, self.seq[0] - 1, 0, SYN, b""), ts)
         r.packet(_packet(self.broker, self.client, self.seq[1] - 1, self.seq[0], SYN | ACK,
                          b""), ts)
         r.packet(_packet(self.client, self.broker, self.seq[0], self.seq[1], ACK, b""), ts)
+
+    def frame(self, side: int, frame: bytes, ts: float, sasl_raw: bool = False) -> None:
+        """One whole frame (size prefix and message), its secrets masked (a response's
+        by its request's API, remembered by correlation id), then written."""
+        request = None
+        if side == 0 and len(frame) >= 12:
+            key, version, corr = struct.unpack_from(">hhi", frame, 4)
+            if key in secrets.SENSITIVE_APIS and len(self.asked) < _MAX_ASKED:
+                self.asked[corr] = (key, version)
+        elif side == 1 and len(frame) >= 8:
+            request = self.asked.pop(struct.unpack_from(">i", frame, 4)[0], None)
+        self.data(side, self.r.mask(frame, side, sasl_raw, request), ts)
 
     def data(self, side: int, payload: bytes, ts: float) -> None:
         src, dst = (self.client, self.broker) if side == 0 else (self.broker, self.client)

@@ -99,6 +99,7 @@ def log(paths: tuple[str, ...], verbose: bool, fmt: str, output: str | None, rec
         if fmt != "parquet" or filter_text or output is None:
             raise click.UsageError("--spark builds the Parquet tables: use it with "
                                    "--format parquet -o DIR, without -Y")
+        _no_kafka_files(list(paths), budget(max_decompressed))
         _on_spark(list(paths), output, budget(max_decompressed).max_decompressed, master, err)
         return
     flt = None
@@ -126,8 +127,10 @@ def log(paths: tuple[str, ...], verbose: bool, fmt: str, output: str | None, rec
             for item in walk(list(paths), options, values=flt is None):
                 if flt is None or flt(item):
                     yield from item_json(item, True)
+        _no_kafka_files(list(paths), options)
         try:
-            counts = write_log_tables(objects(), output)
+            counts = write_log_tables(objects(), output, {
+                "max_decompressed": options.max_decompressed, "filter": filter_text})
         except LogError as e:
             click.echo(f"kdissect log: {e}", err=True)
             sys.exit(1)
@@ -142,8 +145,13 @@ def log(paths: tuple[str, ...], verbose: bool, fmt: str, output: str | None, rec
         sys.exit(1)
     except BrokenPipeError:
         sys.exit(0)
-    if printer.shown == 0 and fmt == "text":
-        err.print("nothing matched" if flt is not None else "no Kafka files found")
+    if printer.shown == 0 and flt is not None and fmt == "text":
+        err.print("nothing matched")
+    elif printer.shown == 0 and flt is None:
+        click.echo(f"kdissect log: no Kafka files found in {', '.join(paths)} (expected "
+                   f"segments, indexes, checkpoints, a partition directory or a log dir)",
+                   err=True)
+        sys.exit(1)
 
 
 class LogPrinter(ItemSink):
@@ -176,6 +184,20 @@ class LogPrinter(ItemSink):
                 print_parts(self.out, [(f"    {_record_text(rec)}", None)])
 
 
+def _no_kafka_files(paths: list[str], options) -> None:
+    """Exit 1, before any table is written, when ``paths`` hold no file Kafka writes
+    (empty tables would say the log was read and found empty)."""
+    try:
+        if next(walk(paths, options), None) is None:
+            click.echo(f"kdissect log: no Kafka log files in {', '.join(paths)} (give log "
+                       f"dirs, partition directories or segment files); no tables written",
+                       err=True)
+            sys.exit(1)
+    except LogError as e:
+        click.echo(f"kdissect log: {e}", err=True)
+        sys.exit(1)
+
+
 def _on_spark(paths: list[str], out: str, max_decompressed: int, master: str | None,
               err: Console) -> None:
     from .common import _need_spark_extra
@@ -199,9 +221,8 @@ def _on_spark(paths: list[str], out: str, max_decompressed: int, master: str | N
     except LogError as e:
         click.echo(f"kdissect log: {e}", err=True)
         sys.exit(1)
-    except OutputError:
-        raise click.ClickException(f"-o {out} already exists and is not empty; choose a "
-                                   f"new directory for the tables") from None
+    except OutputError as e:
+        raise click.ClickException(str(e)) from None
     except Exception as e:              # Spark's own errors: said in a line, not a trace
         raise click.ClickException(f"the Spark job failed: {explain(e)}; Spark's own "
                                    f"output is in {log}") from None

@@ -154,7 +154,7 @@ def _write_parquet(files, output, fmt, ports, detect, display_filter, options,
                                packets=lambda reader, path: _progress(reader, path, err))
     except WriteError as e:
         raise click.ClickException(f"{e}; give -o/--records-output a file in a directory "
-                                   f"that exists and is writable")
+                                   f"that exists and is writable") from None
     _print_warnings(err, warnings)
     print_line(err, f"wrote {rows} exchange{'s' if rows != 1 else ''} to {output}"
                + (f" (records to {records_output})" if records_output else ""), "green")

@@ -23,7 +23,9 @@ Clients connect to --listen (the bootstrap address); the proxy connects to the
 DescribeCluster, the KIP-951 leader hints of Produce and Fetch, ShareFetch and
 ShareAcknowledge) are rewritten to listeners of the proxy, one per broker, made when a
 broker is first named, so clients keep talking through the proxy. Only those responses
-are re-encoded; every other byte passes unchanged and in order.
+are re-encoded; every other byte passes unchanged and in order. Entries that name no
+broker (FindCoordinator errors: node -1) pass unchanged; controllers' addresses
+(DescribeQuorum) are not rewritten (docs/proxy.md says why).
 
 Forwarding runs in a process of its own and parses only frame headers (and the
 few responses that name brokers, skipping their records). Decoding, printing and
@@ -75,8 +77,9 @@ def _yield_cpu() -> None:
                    "answers.")
 @click.option("--listen", default="127.0.0.1:9092", show_default=True, metavar="HOST:PORT",
               help="Where clients connect (the address to give them as bootstrap).")
-@click.option("--broker-ports", metavar="BASE",  type=int,
-              help="Listen for broker N on port BASE+N (default: a free port each).")
+@click.option("--broker-ports", metavar="BASE", type=click.IntRange(1, 65535),
+              help="Listen for broker N on port BASE+N (default: a free port each); a "
+                   "broker whose BASE+N is past 65535 gets a free port (a note says which).")
 @click.option("--advertise", metavar="HOST",
               help="The host name clients use to reach the proxy (default: the --listen "
                    "host; with a wildcard --listen such as 0.0.0.0, the address each client "
@@ -114,16 +117,31 @@ def _yield_cpu() -> None:
               help="Bytes the forwarder may hold for partial messages of all connections "
                    "together; beyond it the oldest partial request is not decoded (a note "
                    "says so). Every byte is still forwarded unchanged.")
+@click.option("--max-connections", type=click.IntRange(min=1), metavar="N",
+              help="Client connections open at once at most; more are closed at once "
+                   "(counted) so clients retry. Default: 10,000, fewer when the open-files "
+                   "limit (ulimit -n) does not allow two descriptors each.")
+@click.option("--idle-timeout", default=600.0, show_default=True, metavar="SECONDS",
+              type=click.FloatRange(min=0),
+              help="Close a client connection after this long without traffic and without "
+                   "a request awaiting its answer (the brokers' own default, "
+                   "connections.max.idle.ms, is 600 s); 0: never.")
 @click.option("--metrics", "metrics_at", metavar="HOST:PORT",
-              help="Serve Prometheus metrics (bytes, requests, latency histogram, left-out "
-                   "exchanges; in total and per connection) at http://HOST:PORT/metrics.")
+              help="Serve Prometheus metrics at http://HOST:PORT/metrics: bytes, requests "
+                   "and responses, broker latency histograms, top-level error codes and "
+                   "rewritten answers per API, exchanges the display did not show, "
+                   "connections refused or closed idle.")
+@click.option("--metrics-per-connection", is_flag=True,
+              help="Also one series per open connection (bytes, requests, shed exchanges): "
+                   "thousands of clients make thousands of series.")
 @click.option("--event-loop", type=click.Choice(["auto", "uvloop", "asyncio"]),
               default="auto", show_default=True,
               help="auto: uvloop when installed (pip install 'kdissect[fast]'), else asyncio.")
 @secret_options
 def proxy(upstream, listen, broker_ports, advertise, maps, upstream_tls, ca_file, insecure,
           tls_cert, tls_key, keylog, write, filter_text, fmt, verbose, tui, display_buffer,
-          display_lag, max_memory, metrics_at, event_loop, show_secrets, max_decompressed):
+          display_lag, max_memory, max_connections, idle_timeout, metrics_at,
+          metrics_per_connection, event_loop, show_secrets, max_decompressed):
     import signal
     import ssl
     from ..proxy import process
@@ -158,7 +176,13 @@ def proxy(upstream, listen, broker_ports, advertise, maps, upstream_tls, ca_file
     interactive = on_terminal(fmt, verbose)
     upstream_ssl = server_ssl = None
     if upstream_tls or ca_file or insecure:
-        upstream_ssl = ssl.create_default_context(cafile=ca_file)
+        try:
+            upstream_ssl = ssl.create_default_context(cafile=ca_file)
+        except (ssl.SSLError, OSError) as e:
+            raise click.BadParameter(f"cannot use {ca_file} as CA certificates: "
+                                     f"{getattr(e, 'strerror', None) or e} (give PEM "
+                                     f"certificates: -----BEGIN CERTIFICATE-----...)",
+                                     param_hint="--ca-file") from None
         if insecure:
             upstream_ssl.check_hostname = False
             upstream_ssl.verify_mode = ssl.CERT_NONE
@@ -177,6 +201,12 @@ def proxy(upstream, listen, broker_ports, advertise, maps, upstream_tls, ca_file
         if server_ssl is None and upstream_ssl is None:
             raise click.UsageError("--keylog writes TLS secrets: it needs TLS on a leg "
                                    "(--tls-cert/--tls-key or --upstream-tls)")
+        try:                            # TLS secrets: readable by the owner only
+            fd = os.open(keylog, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            os.fchmod(fd, 0o600)
+            os.close(fd)
+        except OSError as e:
+            raise click.ClickException(f"cannot write {keylog}: {e.strerror}") from None
         for context in (server_ssl, upstream_ssl):
             if context is not None:
                 context.keylog_filename = keylog
@@ -187,15 +217,18 @@ def proxy(upstream, listen, broker_ports, advertise, maps, upstream_tls, ca_file
             recorder = Recorder(write, show_secrets, keylog)
         except OSError as e:
             raise click.ClickException(f"cannot write {write}: {e.strerror}") from None
-        recorder.file.flush()           # the forwarding process writes it from here on
+        recorder.flush()                # the forwarding process writes it from here on
 
-    def make(feed_writer, on_note) -> Proxy:
+    if max_connections is None:
+        max_connections = _default_max_connections()
+
+    def make(feed_writer, on_note, shared) -> Proxy:
         return Proxy(upstreams, host, port, advertise,
                      (lambda n: broker_ports + n) if broker_ports is not None else None,
                      feed_writer, on_note, server_ssl, upstream_ssl, recorder, upstream_map,
-                     memory)
+                     memory, max_connections, idle_timeout, shared)
 
-    forwarder = process.start(make, budget, event_loop, metrics_addr)
+    forwarder = process.start(make, budget, event_loop, metrics_addr, metrics_per_connection)
     signals = []
     displays: list[FeedDisplay] = []
 
@@ -228,7 +261,7 @@ def proxy(upstream, listen, broker_ports, advertise, maps, upstream_tls, ca_file
         def load(emit, warn, progress):
             _yield_cpu()                        # (the TUI's loader process)
             warn(listening)
-            Engine(FeedDisplay(lag=display_lag, fd=forwarder.fd),
+            Engine(FeedDisplay(lag=display_lag, fd=forwarder.fd, shared=forwarder.shared),
                    CallbackSink(emit, warn, progress), options).run()
         os.nice(TUI_NICENESS)
         _run_tui(load, options, f"proxy {listen} → {upstream}", filter_text,
@@ -239,7 +272,7 @@ def proxy(upstream, listen, broker_ports, advertise, maps, upstream_tls, ca_file
     err.print(listening + " (Ctrl-C stops)", style="green")
     printer = ExchangePrinter(options, fmt, verbose, display_filter)
     shown = _Guarded(printer, err)
-    display = FeedDisplay(lag=display_lag, fd=forwarder.fd)
+    display = FeedDisplay(lag=display_lag, fd=forwarder.fd, shared=forwarder.shared)
     engine = Engine(display, shown, options, full=printer.full)
     displays.append(display)
     if signals:
@@ -271,6 +304,24 @@ def proxy(upstream, listen, broker_ports, advertise, maps, upstream_tls, ca_file
         # stopped: skip the interpreter's teardown (tens of ms of CPU, seconds for a
         # low-priority process on a busy machine); everything is written
         _flush_and_exit()
+
+
+def _default_max_connections() -> int:
+    """10,000, or what the open-files limit allows (raised to its hard limit first):
+    each connection takes two descriptors (client and broker), and listeners, the
+    recording and the display need some."""
+    try:
+        import resource
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if hard == resource.RLIM_INFINITY or soft < hard:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+    except (ImportError, ValueError, OSError):
+        return 10_000
+    if soft == resource.RLIM_INFINITY:
+        return 10_000
+    from ..proxy.server import MAX_LISTENERS
+    return max(1, min(10_000, (soft - 64 - min(MAX_LISTENERS, soft // 4)) // 2))
 
 
 def _flush_and_exit(timeout: float = 0.2) -> None:

@@ -103,7 +103,7 @@ def spark(inputs, out, mode, partition_by, ports, no_detect, master, with_record
         if not files:
             raise click.UsageError("no capture files (.pcap, .pcapng, .cap, .gz) in "
                                    + ", ".join(inputs))
-        output.check(storage.absolute(out), mode, with_records, files)
+        output.check(storage.absolute(out), mode, with_records, files, partition_by)
     except (storage.StorageError, output.OutputError) as e:
         raise click.UsageError(str(e)) from None
     if chosen_master(master).startswith("local") and not any(map(storage.is_url, files)):

@@ -74,6 +74,9 @@ def values_source(ctx: click.Context | None):
     registry = None
     if asked.get("registry"):
         cache = asked.get("registry_cache")
+        if cache and cache != "none" and Path(cache).exists() and not Path(cache).is_dir():
+            raise click.BadParameter(f"{cache} is a file; give a directory (or 'none')",
+                                     param_hint="--registry-cache")
         registry = Registry(asked["registry"],
                             None if cache == "none" else Path(cache) if cache else default_cache(),
                             asked.get("registry_user"), asked.get("registry_password"),

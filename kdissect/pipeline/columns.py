@@ -57,7 +57,7 @@ RECORDS: Columns = (
     ("message_ts", TIMESTAMP),             # when the carrying message was captured
     ("topic", STRING), ("partition", INT32),
     ("offset", INT64),
-    ("timestamp_ms", INT64),               # the record's own timestamp
+    ("timestamp", TIMESTAMP),              # the record's own (null: none, or past 9999)
     ("key", STRING),                       # text, or 0x-prefixed hex
     ("value_size", INT64),
     ("headers", ListOf((("key", STRING), ("value", STRING)))),

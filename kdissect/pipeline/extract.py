@@ -170,6 +170,11 @@ class ShardSegments:
         self.dissector: CaptureDissector | None = None
 
     def feed(self, sink) -> None:
+        for _ in self.steps(sink):
+            pass
+
+    def steps(self, sink) -> Iterator[None]:
+        """``feed``, pausing after each segment (so rows can be taken out as they come)."""
         self.dissector = dissector = CaptureDissector(
             sink, self.ports, self.detect,
             keys=self.keys.copy() if self.keys is not None else None,
@@ -179,7 +184,39 @@ class ShardSegments:
              missing) in self.segments:
             segment(Segment(src, sport, dst, dport, seq, ack, flags, payload, missing), ts,
                     frame_base(shard) + frame)
+            yield
         dissector.finish()
+
+
+# rows a task holds before handing them on: memory stays flat in the size of the file
+CHUNK_ROWS = 4096
+
+
+def flow_row_chunks(capture: str, segments: Iterable[tuple], frame_base: Callable[[int], int],
+                    ports, detect: bool, with_records: bool, keys=None,
+                    max_memory: int | None = None, values=None,
+                    chunk_rows: int = CHUNK_ROWS) -> Iterator[Rows]:
+    """``flow_rows`` as it goes: Rows of about ``chunk_rows`` exchanges and records each,
+    in the order they were made; the last one also carries the topic ids learned and the
+    connection count. A task holds one chunk, however big the file."""
+    rows = Rows()
+    source = ShardSegments(segments, frame_base, ports, detect, keys, max_memory)
+
+    def gap(g: Gap) -> None:
+        assert source.dissector is not None
+        conn = source.dissector.streams[g.stream - 1]
+        sink.rows.gaps.append((g, conn.client, conn.broker))
+    sink = RowSink(capture, rows, with_records, on_gap=gap, values=values,
+                   warn=lambda text: sink.rows.warnings.append(text))
+    engine = Engine(source, sink)
+    sink.rows.topic_ids = engine.topic_ids     # rows name topics as enrichment learns
+    for _ in source.steps(engine.enricher):    # (what engine.run does, in steps)
+        if len(sink.rows.exchanges) + len(sink.rows.records) >= chunk_rows:
+            yield sink.rows
+            sink.rows = Rows(topic_ids=engine.topic_ids)
+    assert source.dissector is not None
+    sink.rows.connections = len(source.dissector.streams)
+    yield sink.rows
 
 
 def flow_rows(capture: str, segments: Iterable[tuple], frame_base: Callable[[int], int],
@@ -191,17 +228,9 @@ def flow_rows(capture: str, segments: Iterable[tuple], frame_base: Callable[[int
     partial messages and out-of-order segments) as --max-memory gives pcap; a worker
     decodes one flow at a time, so it bounds the worker process."""
     rows = Rows()
-    source = ShardSegments(segments, frame_base, ports, detect, keys, max_memory)
-
-    def gap(g: Gap) -> None:
-        assert source.dissector is not None
-        conn = source.dissector.streams[g.stream - 1]
-        rows.gaps.append((g, conn.client, conn.broker))
-    engine = Engine(source, RowSink(capture, rows, with_records, on_gap=gap, values=values))
-    rows.topic_ids = engine.topic_ids          # the rows name topics as enrichment learns
-    engine.run()
-    assert source.dissector is not None
-    rows.connections = len(source.dissector.streams)
+    for chunk in flow_row_chunks(capture, segments, frame_base, ports, detect, with_records,
+                                 keys, max_memory, values, chunk_rows=1 << 62):
+        rows = chunk
     return rows
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from . import columns
+from . import columns, manifest
 from .extract import capture_rows
 from .parquet_file import write_table
 from .spill import SortedRows
@@ -20,11 +20,14 @@ def write_exchanges(files: list[str], out: str, *, ports, detect: bool,
     rows = capture_rows([(f, f) for f in files], ports, detect, records_out is not None,
                         warn, packets=packets, keep=keep, keys=keys, values=values,
                         collect=lambda table: SortedRows(_ORDER[table]))
+    meta = manifest.metadata("capture", {
+        "records": records_out is not None, "detect": detect, "ports": sorted(ports),
+        "filtered": keep is not None, "keylog": keys is not None, "values": values is not None})
     if records_out is not None:
-        write_table(rows.records, columns.RECORDS, records_out)
+        write_table(rows.records, columns.RECORDS, records_out, meta)
     for w in rows.warnings:
         warn(w)
-    return write_table(rows.exchanges, columns.EXCHANGES, out)
+    return write_table(rows.exchanges, columns.EXCHANGES, out, meta)
 
 
 # the order the Spark job writes: by capture, then time

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 import pyarrow as pa
 
 from ..protocol.context import Options
-from . import output, storage
+from . import manifest, output, storage
 from .log_tables import BATCHES, CHECKS, RECORDS, ROW_GROUP, table_rows
 
 TABLES = {"batches": BATCHES, "records": RECORDS, "checks": CHECKS}
@@ -61,17 +61,33 @@ def run_log_job(spark, inputs: list[str], out: str, *, mode: str = "error",
     from pyspark.sql.pandas.types import from_arrow_schema
 
     from ..sources.logunits import plan
+    # timestamps as Parquet's microsecond UTC type (Spark's default, INT96, is legacy and
+    # reads back without its time zone), as the capture tables and the one-process run
+    spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
     out = storage.absolute(out)
     units = plan([storage.absolute(i) for i in inputs])
-    write_mode = output.prepare(out, mode, True, [])
-    decoded = (spark.range(0, len(units), 1, max(1, len(units)))
-               .mapInArrow(_task(units, max_decompressed), from_arrow_schema(OUT))
-               .persist(StorageLevel.MEMORY_AND_DISK))
-    counts = {}
-    for table, column in _ROW.items():
-        rows = decoded.where(F.col(column).isNotNull()).select(f"{column}.*")
-        output.write(rows.sortWithinPartitions("file", "position"),
-                     storage.child(out, table), write_mode)
-        counts[table] = rows.count()
-    decoded.unpersist()
+    checked = output.check(out, mode, True, [], kind="log")
+    run_id = manifest.new_run_id()
+    started = manifest.now()
+    staged = output.staging(out, run_id)
+    try:
+        decoded = (spark.range(0, len(units), 1, max(1, len(units)))
+                   .mapInArrow(_task(units, max_decompressed), from_arrow_schema(OUT))
+                   .persist(StorageLevel.MEMORY_AND_DISK))
+        counts = {}
+        for table, column in _ROW.items():
+            rows = decoded.where(F.col(column).isNotNull()).select(f"{column}.*")
+            output.write(rows.sortWithinPartitions("file", "position"),
+                         storage.child(staged, table), "error")
+            counts[table] = rows.count()
+        decoded.unpersist()
+        record = manifest.recorded(
+            checked.previous, kind="log", tables=list(TABLES), layout={},
+            run={"run_id": run_id, "started": started, "finished": manifest.now(),
+                 "options": {"max_decompressed": max_decompressed},
+                 "inputs": list(inputs)})
+        output.commit(checked, staged, list(TABLES), record)
+    except BaseException:
+        output.abandon(staged)
+        raise
     return counts

@@ -3,72 +3,149 @@ run left there (``--mode``), and how tables are partitioned (``--partition-by``)
 
 from __future__ import annotations
 
-from . import storage
+from dataclasses import dataclass, field
+
+from . import manifest, storage
 
 TABLES = ("exchanges", "records", "captures")
+LOG_TABLES = ("batches", "records", "checks")      # kdissect log --spark
 MODES = ("error", "overwrite", "append")
 PARTITIONS = ("date", "capture", "api")
-_SPARK_MODE = {"error": "error", "overwrite": "overwrite", "append": "append"}
 
 
 class OutputError(Exception):
     pass
 
 
-def check(out: str, mode: str, with_records: bool, captures: list[str]) -> list[str] | None:
+@dataclass
+class Plan:
+    """What a run will do in ``out``, once checked (``check``)."""
+    out: str
+    mode: str
+    ours: list[str]                   # kdissect's tables found in ``out``
+    previous: dict | None             # the manifest they were written with (append)
+    captures: list[str]               # what to read: the inputs, each content once
+    content: dict[str, str] = field(default_factory=dict)     # capture -> content id
+    skipped: list[str] = field(default_factory=list)          # warnings: inputs left out
+
+
+def _layout(with_records: bool, partition_by: str | None) -> dict:
+    return {"records": with_records, "partition_by": partition_by}
+
+
+def _partition_option(by: str | None) -> str:
+    return f"--partition-by {by}" if by else "no --partition-by"
+
+
+def check(out: str, mode: str, with_records: bool, captures: list[str],
+          partition_by: str | None = None, kind: str = "capture") -> Plan:
     """Refuse, before any work is done, what ``mode`` does not allow in ``out``: raises
-    OutputError saying what to do instead. Returns kdissect's tables found in ``out``
-    (None: ``out`` cannot be listed from here, and Spark's own checks apply)."""
+    OutputError saying what to do instead. An append must match the layout recorded in
+    the directory's manifest (records or not, partitioning, schema version) and may not
+    add a capture already there, by name or by content. A capture given twice in one
+    run (the same content under two names) is read once."""
     try:
         names = storage.listing(out)
-    except (storage.StorageError, OSError):
-        return None
+    except (storage.StorageError, OSError):     # not listable here: Spark's checks apply
+        return Plan(out, mode, [], None, list(captures))
     if names is None:
         raise OutputError(f"--out {out} is a file; give a directory (a new one, or one "
                           f"kdissect spark wrote)")
-    ours = [t for t in TABLES if t in names]
+    ours = [t for t in dict.fromkeys(TABLES + LOG_TABLES) if t in names]
     if mode == "error" and names:
         raise OutputError(
             f"--out {out} already exists and is not empty "
             f"({', '.join(sorted(names)[:4])}{', …' if len(names) > 4 else ''}); choose "
             f"a new directory, or pass --mode overwrite to replace its tables or "
             f"--mode append to add to them")
-    if mode == "append" and "exchanges" in ours:
-        if ("records" in ours) != with_records:
+    plan = Plan(out, mode, ours, None, [])
+    seen: dict[str, str] = {}
+    for c in captures:
+        try:
+            cid = manifest.content_id(c)
+        except OSError as e:
+            raise OutputError(f"{c}: {e.strerror or e}") from None
+        if cid in seen:
+            plan.skipped.append(f"{c}: the same content as {seen[cid]}; read once")
+            continue
+        seen[cid] = c
+        plan.content[c] = cid
+        plan.captures.append(c)
+    if mode == "append" and ours:
+        try:
+            plan.previous = found = manifest.read(out)
+        except (ValueError, OSError) as e:
+            raise OutputError(f"{e}; use another --out") from None
+        if found is None:
             raise OutputError(
-                f"{out} {'has' if 'records' in ours else 'has no'} records table, so "
-                f"{'without' if 'records' in ours else 'with'} --records an append would "
+                f"{out} has tables ({', '.join(ours)}) but no {manifest.NAME}: they were "
+                f"written by an older kdissect (or something else), so an append cannot "
+                f"be checked against their layout; write to a new --out, or rewrite them "
+                f"with --mode overwrite")
+        if found.get("kind") != kind or found.get("schema_version") != manifest.SCHEMA_VERSION:
+            raise OutputError(
+                f"{out} holds {found.get('kind')} tables of schema version "
+                f"{found.get('schema_version')}; this kdissect writes {kind} tables of "
+                f"version {manifest.SCHEMA_VERSION}, so appending would mix column types; "
+                f"write to a new --out, or rewrite it with --mode overwrite")
+        layout = found.get("layout", {})
+        if layout.get("records") != with_records:
+            had = layout.get("records")
+            raise OutputError(
+                f"{out} {'has' if had else 'has no'} records table, so "
+                f"{'without' if had else 'with'} --records an append would "
                 f"leave records and exchanges out of step; "
-                f"{'add' if 'records' in ours else 'drop'} --records, or use another --out")
-        if "captures" in ours:
-            again = sorted(_captures_in(storage.child(out, "captures")) & set(captures))
-            if again:
+                f"{'add' if had else 'drop'} --records, or use another --out")
+        if layout.get("partition_by") != partition_by:
+            raise OutputError(
+                f"{out} was written with {_partition_option(layout.get('partition_by'))}; "
+                f"an append with {_partition_option(partition_by)} would mix directory "
+                f"layouts (readers would miss or reject rows); append with "
+                f"{_partition_option(layout.get('partition_by'))}, or use another --out")
+        names_before = {c["capture"]: c["content"] for run in found.get("runs", [])
+                        for c in run.get("captures", [])}
+        contents_before = {v: k for k, v in names_before.items()}
+        for c in plan.captures:
+            if c in names_before or plan.content[c] in contents_before:
+                same = c if c in names_before else contents_before[plan.content[c]]
+                why = "is already" if same == c else f"has the same content as {same}, already"
                 raise OutputError(
-                    f"{again[0]}{f' (and {len(again) - 1} more)' if len(again) > 1 else ''} "
-                    f"is already in {out}: appending would add its rows twice; leave it "
+                    f"{c} {why} in {out}: appending would add its rows twice; leave it "
                     f"out, or use --mode overwrite")
-    return ours
+    return plan
 
 
-def _captures_in(table: str) -> set[str]:
-    import pyarrow.dataset as ds
-    if storage.is_url(table):
-        fs, path = storage.filesystem(table)
-        found = ds.dataset(path, filesystem=fs, format="parquet")
-    else:
-        found = ds.dataset(table, format="parquet")
-    return set(found.to_table(columns=["capture"]).column("capture").to_pylist())
+def staging(out: str, run_id: str) -> str:
+    """Where a run writes its tables before ``commit`` moves them into ``out``."""
+    return storage.child(out, f"_staging-{run_id}")
 
 
-def prepare(out: str, mode: str, with_records: bool, captures: list[str]) -> str:
-    """``check``, then clear what an overwrite replaces: every table of kdissect's, so
-    none from an earlier run survives beside new ones (anything else in ``out`` stays).
-    Returns the Spark write mode for the tables."""
-    ours = check(out, mode, with_records, captures)
-    if mode == "overwrite":
-        for table in ours or ():
-            storage.remove_tree(storage.child(out, table))
-    return _SPARK_MODE[mode]
+def commit(plan: Plan, staged: str, tables: list[str], record: dict) -> None:
+    """Move the tables a run wrote under ``staged`` into ``plan.out`` (replacing
+    kdissect's tables there with --mode overwrite), then write the manifest: a run that
+    fails before this leaves the tables as they were."""
+    if plan.mode == "overwrite":
+        for table in plan.ours:
+            storage.remove_tree(storage.child(plan.out, table))
+    for table in tables:
+        storage.move_files(storage.child(staged, table), storage.child(plan.out, table))
+    manifest.write(plan.out, record)
+    storage.remove_tree(staged)
+
+
+def abandon(staged: str) -> None:
+    """Remove what a failed run staged (best effort: it is never read as a table)."""
+    try:
+        if storage.exists(staged):
+            storage.remove_tree(staged)
+    except (OSError, storage.StorageError):
+        pass
+
+
+def prepare(out: str, mode: str, with_records: bool, captures: list[str],
+            partition_by: str | None = None, kind: str = "capture") -> Plan:
+    """``check`` (kept for the log job's name for it)."""
+    return check(out, mode, with_records, captures, partition_by, kind)
 
 
 def partitioned(df, table: str, by: str | None):

@@ -223,8 +223,9 @@ class ParquetWriter:
     """Rows (dicts keyed by column name; a missing key is null) into a Parquet file of
     ``columns``, one row group per ``write`` call of at most ``ROW_GROUP`` rows."""
 
-    def __init__(self, out: BinaryIO, columns: Columns):
+    def __init__(self, out: BinaryIO, columns: Columns, metadata: dict[str, str] | None = None):
         self.out, self.columns = out, columns
+        self.metadata = metadata or {}           # the footer's key-value metadata
         self.leaves = _leaves(columns)
         self.groups: list[t.Struct] = []
         self.rows = 0
@@ -270,8 +271,10 @@ class ParquetWriter:
         self.rows += len(rows)
 
     def close(self) -> None:
+        kv = [[(1, t.BINARY, k), (2, t.BINARY, v)] for k, v in self.metadata.items()]
         footer = t.encode([(1, t.I32, 1), (2, t.LIST, (t.STRUCT, _schema(self.columns))),
                            (3, t.I64, self.rows), (4, t.LIST, (t.STRUCT, self.groups)),
+                           (5, t.LIST, (t.STRUCT, kv)) if kv else (5, t.LIST, None),
                            (6, t.BINARY, "kdissect")])
         self.out.write(footer + _U32(len(footer)) + b"PAR1")
 
@@ -280,11 +283,13 @@ class WriteError(Exception):
     """The file could not be written (says which, and why)."""
 
 
-def write_table(rows: Iterable[dict], columns: Columns, path: str) -> int:
-    """Write ``rows`` as a Parquet file of ``columns`` at ``path``; returns the row count."""
+def write_table(rows: Iterable[dict], columns: Columns, path: str,
+                metadata: dict[str, str] | None = None) -> int:
+    """Write ``rows`` as a Parquet file of ``columns`` at ``path`` (with ``metadata`` as
+    the file's key-value metadata); returns the row count."""
     try:
         with open(path, "wb") as f:
-            writer = ParquetWriter(f, columns)
+            writer = ParquetWriter(f, columns, metadata)
             batch: list[dict] = []
             for row in rows:
                 batch.append(row)

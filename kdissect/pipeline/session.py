@@ -152,6 +152,18 @@ def parallelism(spark) -> int:
         return 1
 
 
+MEMORY_ADVICE = ("a task ran out of memory decoding one file or connection: split large "
+                 "files (--split, --shard-size) or give each Python worker more memory "
+                 "(spark.executor.pyspark.memory, spark.executor.memory), or lower "
+                 "--max-memory")
+# what running out of memory looks like in a worker's traceback: a MemoryError, or a
+# library that could not be mapped (Spark's RLIMIT_AS from spark.executor.pyspark.memory)
+_NO_MEMORY = re.compile(r"^(?:\w+\.)*(?:Task)?MemoryError\b|failed to map segment from "
+                        r"shared object|Cannot allocate memory", re.M)
+_WORKER_DIED = re.compile(r"EOFException|Python worker exited unexpectedly|"
+                          r"Connection reset|killed by the OS")
+
+
 def explain(e: BaseException) -> str:
     """One line that says what went wrong in a Spark call: the Python exception raised
     in a worker (not Spark's "An exception was thrown from the Python worker"), the
@@ -169,6 +181,8 @@ def explain(e: BaseException) -> str:
         except Exception:
             pass
     if "Traceback (most recent call last)" in text:
+        if _NO_MEMORY.search(text):
+            return f"in a Python worker: out of memory: {MEMORY_ADVICE}"
         tail = text.split("Traceback (most recent call last)")[-1]
         lines = [ln.strip() for ln in tail.splitlines() if ln.strip()]
         # the exception line is the last one that is not a frame or source line
@@ -176,6 +190,12 @@ def explain(e: BaseException) -> str:
                                                 r"Interrupt|Warning)\b", ln)]
         if raised:
             return f"in a Python worker: {raised[-1]}"
+    elif (died := _WORKER_DIED.search(text)) is not None:
+        # the worker died without a word (killed over its memory limit, or out of memory
+        # where Python could not even raise): Spark says only that its stream ended
+        return (f"a Python worker died without saying why (Spark: "
+                f"{died.group(0)}); when a task reads a large file "
+                f"that is usually its memory limit. If so, {MEMORY_ADVICE}")
     text = re.sub(r"^\[[A-Z_.]+\]\s*", "", text)       # Spark's [ERROR_CLASS] prefix
     text = re.sub(r"^(?:[a-z]\w*\.)+(\w+(?:Exception|Error))", r"\1", text)  # short class
     first = text.splitlines()[0] if text else type(e).__name__

@@ -12,9 +12,10 @@ over Spark Connect. Files are read through ``storage`` (local paths, or URLs suc
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import pickle
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,9 +25,9 @@ from ..capture.shards import HEADER, plan, splittable
 from ..render.lines import endpoint
 from ..stream.model import Gap
 from ..stream.rows import UNRESOLVED, resolve_record_topics, resolve_topics
-from . import output, storage
-from .extract import flow_rows, shard_segments
-from .session import get_session, parallelism  # noqa: F401  (get_session: the API's entry)
+from . import manifest, output, storage
+from .extract import flow_row_chunks, shard_segments
+from .session import MEMORY_ADVICE, get_session, parallelism  # noqa: F401  (get_session: the API's entry)
 from .tables import CAPTURES, EXCHANGES, RECORDS, _micros
 from .tracker import Tracker
 
@@ -91,6 +92,7 @@ class JobResult:
     unresolved: int = 0        # rows whose topics were known only by id when made
     warnings: list[str] = field(default_factory=list)
     captures: list[dict] = field(default_factory=list)     # the captures table's rows
+    run_id: str = ""           # this run's id in the output's manifest
 
 
 def expand(inputs: list[str]) -> list[str]:
@@ -182,10 +184,10 @@ def _stage1(tasks: list[ShardTask], ports, detect: bool, with_records: bool,
                 t = tasks[shard_id]
                 if t.whole:
                     # a file read whole is decoded here: only its rows are shuffled
-                    out = _decode_file(t, shard_id, ports, detect, with_records, keys,
-                                       max_memory, values)
-                    for i in range(0, len(out), _BATCH):
-                        blob = pickle.dumps(out[i:i + _BATCH], protocol=pickle.HIGHEST_PROTOCOL)
+                    for i, out in enumerate(_decode_file(t, shard_id, ports, detect,
+                                                         with_records, keys, max_memory,
+                                                         values)):
+                        blob = pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
                         yield pa.RecordBatch.from_pylist(
                             [{"capture": t.capture, "flow": _DECODED, "shard": shard_id,
                               "chunk": i, "segments": blob}], schema=CHUNKS)
@@ -226,17 +228,35 @@ def _out_rows(capture: str, rows) -> list[dict]:
 
 def _decode_file(t: ShardTask, shard_id: int, ports, detect: bool,
                  with_records: bool, keys=None, max_memory: int | None = None,
-                 values=None) -> list[dict]:
-    """A whole file read and decoded in one task: stage 2's output rows, its shard
-    summary last."""
+                 values=None) -> Iterator[list[dict]]:
+    """A whole file read and decoded in one task: stage 2's output rows, a list of about
+    _BATCH at a time as they are made (a task's memory does not grow with the file), its
+    shard summary last."""
     summary, rows = shard_segments(t.capture, t.path, shard_id, t.start, t.end, t.plain,
                                    storage.open_input)
-    out = _out_rows(t.capture, flow_rows(t.capture, rows, lambda shard: shard << _SHARD_BITS,
-                                         ports, detect, with_records, keys, max_memory,
-                                         values))
+    with _memory_said():
+        for chunk in flow_row_chunks(t.capture, rows, lambda shard: shard << _SHARD_BITS,
+                                     ports, detect, with_records, keys, max_memory, values,
+                                     chunk_rows=_BATCH):
+            yield _out_rows(t.capture, chunk)
     row = summary.row()
-    out.append({"capture": t.capture, "summary": {k: row[k] for k in _SUMMARY_COLUMNS}})
-    return out
+    yield [{"capture": t.capture, "summary": {k: row[k] for k in _SUMMARY_COLUMNS}}]
+
+
+class TaskMemoryError(MemoryError):
+    pass
+
+
+@contextlib.contextmanager
+def _memory_said():
+    """A MemoryError in a task said with what to do (Spark would otherwise report the
+    worker's death as an EOFException, the cause only in the executor's log)."""
+    try:
+        yield
+    except MemoryError as e:
+        if isinstance(e, TaskMemoryError):
+            raise
+        raise TaskMemoryError(MEMORY_ADVICE) from None
 
 
 def _whole_files(tasks: list[ShardTask], ports, detect: bool, with_records: bool,
@@ -245,10 +265,9 @@ def _whole_files(tasks: list[ShardTask], ports, detect: bool, with_records: bool
     def run(batches):
         for batch in batches:
             for shard_id in batch.column("id").to_pylist():
-                out = _decode_file(tasks[shard_id], shard_id, ports, detect, with_records,
-                                   keys, max_memory, values)
-                for i in range(0, len(out), _BATCH):
-                    yield pa.RecordBatch.from_pylist(out[i:i + _BATCH], schema=OUT)
+                for out in _decode_file(tasks[shard_id], shard_id, ports, detect,
+                                        with_records, keys, max_memory, values):
+                    yield pa.RecordBatch.from_pylist(out, schema=OUT)
     return run
 
 
@@ -269,19 +288,26 @@ def _stage2(ports, detect: bool, with_records: bool, keys=None,
                 else:
                     yield from pickle.loads(blob)
 
-    def run(batches):
-        out: list[dict] = []
+    def made(batches) -> Iterator[list[dict]]:
+        """Output rows, a few at a time, as the sorted input is read."""
         for (capture, flow), segs in itertools.groupby(rows_of(batches),
                                                        key=lambda r: (r[0], r[1])):
             if flow is None:
-                out += ({"capture": capture, "summary": s[2]} for s in segs)
+                yield [{"capture": capture, "summary": s[2]} for s in segs]
             elif flow == _DECODED:
-                out += (s[2] for s in segs)
+                yield from ([s[2]] for s in segs)
             else:
-                out += _out_rows(capture, flow_rows(capture, segs,
-                                                    lambda shard: shard << _SHARD_BITS,
-                                                    ports, detect, with_records, keys, max_memory,
-                                                    values))
+                with _memory_said():
+                    for chunk in flow_row_chunks(capture, segs,
+                                                 lambda shard: shard << _SHARD_BITS, ports,
+                                                 detect, with_records, keys, max_memory,
+                                                 values, chunk_rows=_BATCH):
+                        yield _out_rows(capture, chunk)
+
+    def run(batches):
+        out: list[dict] = []
+        for rows in made(batches):
+            out += rows
             if len(out) >= _BATCH:
                 yield pa.RecordBatch.from_pylist(out, schema=OUT)
                 out = []
@@ -311,16 +337,13 @@ def run_job(spark, inputs: list[str], out: str, *, ports, detect: bool = True,
     """Write ``out``/exchanges, ``out``/captures (and ``out``/records) as Parquet: rows
     in time order, one file per capture (per partition with ``partition_by``: date,
     capture or api). ``mode`` (error, overwrite, append) says what to do with the tables
-    of an earlier run in ``out`` (output.prepare). ``progress(phase, done, total)``
+    of an earlier run in ``out`` (output.check): a run that fails leaves them as they
+    were (its tables are written aside, then moved in). ``progress(phase, done, total)``
     hears about shards read ("shards") and connections decoded ("connections");
     ``on_stall(seconds)`` that no task has run yet (the cluster has no free cores).
     ``keys``: a capture.tls.KeyLog that decrypts TLS connections (sent to the tasks);
     ``max_memory``: each task's memory budget in bytes (--max-memory; stream.budget);
     ``values``: a values_schema.SchemaSource for the records' value columns (likewise)."""
-    from pyspark import StorageLevel
-    from pyspark.sql import functions as F
-    from pyspark.sql.pandas.types import from_arrow_schema
-
     progress = progress or (lambda phase, done, total: None)
     # timestamps as Parquet's microsecond UTC type (Spark's default, INT96, is legacy)
     spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
@@ -329,12 +352,54 @@ def run_job(spark, inputs: list[str], out: str, *, ports, detect: bool = True,
     paths = expand(inputs)
     if not paths:
         raise ValueError("no capture files found in " + ", ".join(inputs))
-    write_mode = output.prepare(out, mode, with_records, paths)
+    plan = output.check(out, mode, with_records, paths, partition_by)
+    paths = plan.captures
+    result.warnings += plan.skipped
+    run_id = manifest.new_run_id()
+    started = manifest.now()
+    staged = output.staging(out, run_id)
+    try:
+        _decode_and_write(spark, result, paths, staged, ports=frozenset(ports),
+                          detect=detect, with_records=with_records,
+                          shard_bytes=shard_bytes, split=split, partition_by=partition_by,
+                          progress=progress, on_stall=on_stall, keys=keys,
+                          max_memory=max_memory, values=values)
+        options = {"records": with_records, "partition_by": partition_by,
+                   "ports": sorted(ports), "detect": detect, "split": split,
+                   "shard_bytes": shard_bytes, "max_memory": max_memory,
+                   "keylog": keys is not None, "values": values is not None}
+        tables = [t for t in output.TABLES if t != "records" or with_records]
+        record = manifest.recorded(
+            plan.previous, kind="capture", tables=tables,
+            layout={"records": with_records, "partition_by": partition_by},
+            run={"run_id": run_id, "started": started, "finished": manifest.now(),
+                 "options": options,
+                 "captures": [{"capture": c, "content": plan.content.get(c)}
+                              for c in paths]})
+        output.commit(plan, staged, tables, record)
+    except BaseException:
+        output.abandon(staged)              # all or nothing: the tables stay as they were
+        raise
+    result.run_id = run_id
+    return result
+
+
+def _decode_and_write(spark, result: JobResult, paths: list[str], out: str, *, ports,
+                      detect: bool, with_records: bool, shard_bytes: int,
+                      split: bool | None, partition_by: str | None,
+                      progress: Callable[[str, int, int], None], on_stall, keys,
+                      max_memory: int | None, values) -> None:
+    """The job proper: the tables of ``paths`` written as new directories under ``out``
+    (the run's staging directory)."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    write_mode = "error"
     cores = parallelism(spark)
     tasks = plan_shards(paths, shard_bytes, cores, split)
     result.shards = len(tasks)
     sizes = {t.capture: t.end for t in tasks}     # the last shard of a file ends it
-    ports = frozenset(ports)
 
     # one job: shards -> segments (stage 1), each flow's segments together in capture
     # order -> rows (stage 2); the small rows are kept for the writes that follow. With
@@ -390,7 +455,6 @@ def run_job(spark, inputs: list[str], out: str, *, ports, detect: bool = True,
     decoded.unpersist()
     output.write(spark.createDataFrame(pa.Table.from_pylist(result.captures, CAPTURES))
                  .coalesce(1), storage.child(out, "captures"), write_mode)
-    return result
 
 
 def _digest(side, result: JobResult, paths: list[str], sizes: dict[str, int],

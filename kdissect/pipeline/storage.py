@@ -128,3 +128,26 @@ def remove_tree(path: str) -> None:
         return
     fs, p = _fs(path)
     fs.rm(p, recursive=True)
+
+
+def move_files(src: str, dst: str) -> None:
+    """Move the files of the directory tree ``src`` into ``dst`` at the same relative
+    paths (beside what ``dst`` holds), leaving out writers' markers (``_SUCCESS``,
+    ``.crc`` files): a run's new Parquet files join a table."""
+    if not is_url(src):
+        for d, _, files in os.walk(src):
+            rel = os.path.relpath(d, src)
+            for name in files:
+                if name.startswith(("_", ".")):
+                    continue
+                target = os.path.normpath(os.path.join(dst, rel))
+                os.makedirs(target, exist_ok=True)
+                os.replace(os.path.join(d, name), os.path.join(target, name))
+        return
+    fs, s = _fs(src)
+    _, t = _fs(dst)
+    for f in fs.find(s):
+        rel = posixpath.relpath(f, s)
+        if posixpath.basename(rel).startswith(("_", ".")):
+            continue
+        fs.mv(f, posixpath.join(t, rel))

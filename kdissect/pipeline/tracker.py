@@ -72,6 +72,21 @@ class Tracker:
             if tracker is not None:
                 self._poll_once(tracker)
             waited = time.monotonic() - self.started
-            if not self.ran and self.on_stall is not None and waited >= self.stall:
+            if not self.ran and self.on_stall is not None and waited >= self.stall \
+                    and not self._has_executors():
                 self.on_stall(waited)
                 self.on_stall = None
+
+    def _has_executors(self) -> bool:
+        """Whether the job has somewhere to run. The status tracker hears of tasks
+        through Spark's listener bus, which lags seconds behind on a busy machine, so
+        "no task seen yet" alone is no stall: a local master always runs tasks, and a
+        cluster's are stalled only while no executor (besides the driver) is there."""
+        if self.sc is None:
+            return False
+        try:
+            if self.sc.master.startswith("local"):
+                return True
+            return self.sc._jsc.sc().getExecutorMemoryStatus().size() > 1
+        except Exception:
+            return False

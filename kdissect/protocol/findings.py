@@ -129,7 +129,8 @@ register("hint_disagrees", "warn", "protocol",
 register("version_not_advertised", "warn", "protocol",
          "a request version outside what ApiVersions advertised on this connection")
 register("removed_version", "warn", "protocol",
-         "a request version Kafka 4.0 removed (KIP-896): a 4.x broker refuses it")
+         "a request version a Kafka release removed (4.0: KIP-896's old versions; 4.1: "
+         "Share* v0), as Kafka's own jars say: brokers from that release refuse it")
 register("no_api_versions", "note", "protocol",
          "a connection seen from its start whose first request is not ApiVersions: the "
          "client chose versions without asking the broker")
@@ -272,3 +273,7 @@ register("node_budget", "warn", "budget",
          "the message's field budget is spent: the rest is kept raw")
 register("nesting_budget", "warn", "budget",
          "compressed wrappers nested deeper than the budget: the inner ones are kept raw")
+# reading the input itself (kdissect log: one file of a log dir; the others are still read)
+register("unreadable_file", "error", "storage",
+         "a file or directory cannot be read (permissions, not a regular file, too big "
+         "to take whole): it is skipped, the rest is read")

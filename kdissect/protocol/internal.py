@@ -30,6 +30,7 @@ from .embedded import decode_consumer_bytes
 from .grammar import parse_grammar
 from .layout import Struct
 from .node import Node
+from . import secrets
 from .reader import VarintTooLong, uvarint
 from .internal_schemas import BNF, MESSAGES
 
@@ -182,6 +183,7 @@ def _decode_into(node: Node, family: str, part: str, rtype_hint: int | None,
     main = next((c for c in holder.children if not c.name.startswith("_")), None)
     if main is not None:
         node.note = main.note
+        secrets.mark_record(node)
     return rtype
 
 

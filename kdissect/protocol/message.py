@@ -6,6 +6,7 @@ import struct
 from typing import NamedTuple
 
 from . import schemas, secrets
+from .apis import ENVELOPE
 from .context import Options
 from .decode import decode_body, decode_prefix, no_cyclic_gc
 from .embedded import add_sasl_fields, decode_embedded
@@ -166,8 +167,30 @@ def _build(direction: str, key: int | None, version: int | None, data: bytes,
     if ctx.values is not None and ctx.records is True:
         from .values_schema import decode_values      # only when values are asked for
         decode_values(body, ctx.values, ctx.budget)
+    if key == ENVELOPE and direction == "request":
+        _envelope(body, ctx)
     secrets.mark(body, key)                        # after them: metadata records hold secrets too
     return msg
+
+
+def _envelope(body: Node, ctx: Options) -> None:
+    """The request an Envelope forwards (KRaft: a broker to the controller), decoded
+    under its ``request_data`` (its secrets masked as in any request); an Envelope
+    inside one is left as bytes (Kafka never nests them; the depth stays one)."""
+    holder = body.child("request_data")
+    if holder is None or not isinstance(holder.value, (bytes, bytearray)) or holder.children \
+            or len(holder.value) < 4:
+        return
+    inner = bytes(holder.value)
+    if struct.unpack_from(">h", inner)[0] == ENVELOPE:
+        return
+    tree = decode_request(inner, ctx).tree
+    base = holder.end - len(inner)
+    for n in tree.walk():
+        n.offset += base
+    holder.children = tree.children
+    holder.note = tree.name
+    holder.secret = True       # its own bytes only (shown as hex): its fields are the children
 
 
 def _unexplained(body: Node, data: bytes, version: int | None, read_as: int | None) -> None:

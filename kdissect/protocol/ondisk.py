@@ -26,11 +26,20 @@ from .context import Options
 from .decode import decode_body
 from .internal import internal_layout
 from .internal_schemas import MESSAGES
+from .json_bounded import JsonError, load_json
 from .node import Node
 
 _SNAPSHOT_VERSIONS = f"{MESSAGES['ProducerSnapshot'][2]}..{MESSAGES['ProducerSnapshot'][3]}"
 
-def _entries(buf: bytes, size: int, name: str, kind: str, fields) -> Node:
+# entries turned into nodes (3-6 nodes each, about 300 bytes a node: a segment's full
+# .index and .timeindex together stay near 400 MB); an index gets an entry per
+# log.index.interval.bytes (4 KiB) of batches, at most one a batch: a 1 GiB segment of
+# 16 KB batches has 65,536. Past this the rest is kept as bytes (node_budget)
+MAX_ENTRIES = 150_000
+
+
+def _entries(buf: bytes, size: int, name: str, kind: str, fields,
+             max_entries: int = MAX_ENTRIES) -> Node:
     """Fixed-size entries; a trailing run of all-zero entries is the preallocated tail
     (Kafka never writes an all-zero entry: an index entry is added only after
     log.index.interval.bytes of batches, so never at position 0)."""
@@ -38,8 +47,8 @@ def _entries(buf: bytes, size: int, name: str, kind: str, fields) -> Node:
     n = len(buf) // size
     # (the last nonzero byte ends the last entry used: one C-speed pass, where a test per
     # entry cost seconds on the 10 MiB an unclean stop leaves preallocated)
-    used = -(-len(bytes(buf[:n * size]).rstrip(b"\0")) // size)
-    for i in range(used):
+    used = min(n, -(-len(bytes(buf[:n * size]).rstrip(b"\0")) // size))
+    for i in range(min(used, max_entries)):
         pos = i * size
         entry = root.add(Node(f"[{i}]", "struct", pos, size))
         at = pos
@@ -47,6 +56,12 @@ def _entries(buf: bytes, size: int, name: str, kind: str, fields) -> Node:
             width = struct.calcsize(fmt)
             entry.add(Node(fname, ftype, at, width, struct.unpack_from(fmt, buf, at)[0]))
             at += width
+    if used > max_entries:
+        root.add(Node("_rest", "bytes", max_entries * size, (used - max_entries) * size,
+                      bytes(buf[max_entries * size:used * size]),
+                      problem=f"{used - max_entries} more entries kept as bytes: kdissect "
+                              f"shows at most {max_entries} entries of an index",
+                      code="node_budget"))
     if used < n:
         root.add(Node("_preallocated", "bytes", used * size, (n - used) * size,
                       (n - used) * size, note=f"{n - used} unused zero-filled entries "
@@ -118,46 +133,77 @@ def producer_snapshot(buf: bytes, options: Options | None = None) -> Node:
 # -- text files ----------------------------------------------------------------------
 
 def _lines(buf: bytes):
-    """(start, text) of each line."""
-    pos = 0
-    for raw in buf.split(b"\n"):
-        yield pos, raw.decode("utf-8", "replace")
-        pos += len(raw) + 1
+    """(start, raw bytes) of each line (one at a time: a file of newlines costs no list);
+    widths are of the raw bytes (a replaced invalid byte is 1 byte, not U+FFFD's 3)."""
+    pos, end = 0, len(buf)
+    while pos <= end:
+        nl = buf.find(b"\n", pos)
+        stop = end if nl < 0 else nl
+        yield pos, bytes(buf[pos:stop])
+        pos = stop + 1
 
 
-def checkpoint(buf: bytes, name: str, columns: tuple[str, ...]) -> Node:
+def _text(raw: bytes) -> str:
+    return raw.decode("utf-8", "replace")
+
+
+_KAFKA_REFUSES = ("Kafka cannot read this file (\"Malformed line in checkpoint file\"): a "
+                  "broker fails to load this log dir at start-up")
+
+
+def _checkpoint_int(text: str) -> int:
+    """A checkpoint's number as Java's parseInt/parseLong takes it (decimal, sign, at
+    most 19 digits: a longer one is no int64)."""
+    digits = text[1:] if text[:1] in "+-" else text
+    if not digits.isascii() or not digits.isdigit() or len(digits) > 19:
+        raise ValueError(text)
+    return int(text)
+
+
+def checkpoint(buf: bytes, name: str, columns: tuple[str, ...],
+               max_entries: int = MAX_ENTRIES) -> Node:
     """Kafka's checkpoint files: a version line, a count line, then one entry per line
     (``columns`` are its space-separated fields; numbers become ints)."""
     root = Node(name, "checkpoint", 0, len(buf))
-    lines = [(p, t) for p, t in _lines(buf) if t.strip()]
+    lines = ((p, raw) for p, raw in _lines(buf) if raw.strip())
     entries = root.add(Node("entries", "array", 0, 0))
-    for i, (pos, text) in enumerate(lines):
+    for i, (pos, raw) in enumerate(lines):
+        if i - 2 >= max_entries:
+            root.add(Node("_rest", "bytes", pos, len(buf) - pos, bytes(buf[pos:]),
+                          problem=f"kdissect shows at most {max_entries} entries of a "
+                                  f"checkpoint; the rest is kept as bytes", code="node_budget"))
+            break
+        text = _text(raw)
         if i < 2:
             what = ("version", "count")[i]
-            node = root.add(Node(what, "int32", pos, len(text.encode())))
+            node = root.add(Node(what, "int32", pos, len(raw)))
             try:
-                node.value = int(text)
+                node.value = _checkpoint_int(text)
             except ValueError:
                 node.value = text
                 node.problem = f"{what} line is not a number: {text!r}"
                 node.code = "malformed_field"
             continue
-        entry = entries.add(Node(f"[{i - 2}]", "struct", pos, len(text.encode())))
-        parts = text.split(" ")
+        entry = entries.add(Node(f"[{i - 2}]", "struct", pos, len(raw)))
+        parts = raw.split(b" ")
         if len(parts) != len(columns):
             entry.value = text
-            entry.problem = f"expected {len(columns)} fields ({' '.join(columns)}), found {text!r}"
+            entry.problem = (f"expected {len(columns)} fields ({' '.join(columns)}), found "
+                             f"{text!r}; {_KAFKA_REFUSES}")
             entry.code = "malformed_field"
             continue
         at = pos
         for col, part in zip(columns, parts):
-            width = len(part.encode())
-            try:
-                value: int | str = int(part) if col != "topic" else part
-            except ValueError:
-                value = part
-            entry.add(Node(col, "string" if isinstance(value, str) else "int64", at, width, value))
-            at += width + 1
+            value = _text(part)
+            field = entry.add(Node(col, "string" if col == "topic" else "int64", at, len(part),
+                                   value))
+            if col != "topic":
+                try:
+                    field.value = _checkpoint_int(value)
+                except ValueError:
+                    field.problem = f"{col} is not a number: {value!r}; {_KAFKA_REFUSES}"
+                    field.code = "malformed_field"
+            at += len(part) + 1
     if entries.children:
         entries.offset = entries.children[0].offset
         entries.length = entries.children[-1].end - entries.offset
@@ -173,29 +219,33 @@ def checkpoint(buf: bytes, name: str, columns: tuple[str, ...]) -> Node:
 def properties(buf: bytes, name: str) -> Node:
     """``key=value`` (meta.properties) or ``key: value`` (partition.metadata) lines."""
     root = Node(name, "properties", 0, len(buf))
-    for pos, text in _lines(buf):
+    for pos, raw in _lines(buf):
+        text = _text(raw)
         if not text.strip() or text.lstrip().startswith("#"):
             continue
         sep = "=" if "=" in text and (":" not in text or text.index("=") < text.index(":")) else ":"
         key, _, value = text.partition(sep)
-        root.add(Node(key.strip(), "string", pos, len(text.encode()), value.strip()))
+        root.add(Node(key.strip(), "string", pos, len(raw), value.strip()))
     return root
 
 
 def quorum_state(buf: bytes) -> Node:
     root = Node("quorum_state", "json", 0, len(buf))
     try:
-        data = json.loads(buf.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as e:
+        data = load_json(buf)
+    except JsonError as e:
         root.value = bytes(buf)
-        root.problem = f"not JSON: {e}"
+        root.problem = f"not JSON Kafka can read: {e}"
         root.code = "malformed_field"
         return root
     if isinstance(data, dict):
         text = buf.decode("utf-8")
-        for key, value in data.items():
-            at = text.find(f'"{key}"')
-            root.add(Node(key, "json", max(at, 0), len(key) + 2 if at >= 0 else 0, value))
+        at = 0
+        for key, value in data.items():       # keys in file order: each found after the last
+            found = text.find(json.dumps(key), at)
+            if found >= 0:
+                at = found + 1
+            root.add(Node(key, "json", max(found, 0), len(key) + 2 if found >= 0 else 0, value))
     else:
         root.value = data
     return root

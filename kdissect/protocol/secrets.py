@@ -5,9 +5,12 @@ text, -V trees, JSON lines, Parquet, the TUI and the proxy's display all read th
 mark. Three kinds of secret:
 
 - fields that are credentials by their API and name (``FIELDS``);
-- configuration values whose *name* says they are one (``SECRET_CONFIG``), wherever a
-  struct pairs a name with a value (CreateTopics, AlterConfigs, IncrementalAlterConfigs,
-  DescribeConfigs and its synonyms, ...);
+- configuration values of Kafka's PASSWORD-type configs (``PASSWORD_CONFIGS``, by exact
+  name, prefixes allowed) or that the broker itself calls sensitive (``is_sensitive`` in
+  DescribeConfigs), wherever a struct pairs a name with a value (CreateTopics,
+  AlterConfigs, IncrementalAlterConfigs, DescribeConfigs and its synonyms, KRaft's
+  ConfigRecord...);
+- SCRAM credentials in KRaft's metadata records (``RECORD_FIELDS``);
 - SASL tokens (``EMBEDDED``): the embedded decoder masks their secret parts (PLAIN
   password, SCRAM proofs and server signatures, OAUTHBEARER tokens) and keeps the rest
   readable; a token it cannot read is masked whole.
@@ -20,7 +23,7 @@ from __future__ import annotations
 
 import re
 
-from .apis import SASL_AUTHENTICATE
+from .apis import ENVELOPE, SASL_AUTHENTICATE
 from .node import Node
 
 # api key -> names of fields that hold a credential (any depth, either direction)
@@ -30,9 +33,20 @@ FIELDS: dict[int, frozenset[str]] = {
     40: frozenset({"hmac"}),                   # ExpireDelegationToken
     41: frozenset({"hmac"}),                   # DescribeDelegationToken
     51: frozenset({"salted_password"}),        # AlterUserScramCredentials: logs in as SCRAM
+    # Envelope: the controller's answer to a forwarded request (a delegation token's HMAC,
+    # DescribeConfigs values...), read without its request's API: masked whole
+    ENVELOPE: frozenset({"response_data"}),
+}
+# KRaft metadata record (and other internal record) -> fields holding a credential
+RECORD_FIELDS: dict[str, frozenset[str]] = {
+    # SCRAM's stored and server keys log in as the user (RFC 5802: anyone holding them
+    # can pose as the server, and brute-force the password offline)
+    "UserScramCredentialRecord": frozenset({"stored_key", "server_key"}),
 }
 # api key -> fields holding SASL tokens: the embedded decoder masks their secret parts
-EMBEDDED: dict[int, frozenset[str]] = {SASL_AUTHENTICATE: frozenset({"auth_bytes"})}
+# (and Envelope's forwarded request: decoded and masked as any request, message.py)
+EMBEDDED: dict[int, frozenset[str]] = {SASL_AUTHENTICATE: frozenset({"auth_bytes"}),
+                                       ENVELOPE: frozenset({"request_data"})}
 # fields whose names look like credentials but are not (the secrets test reads this)
 NOT_SECRET: dict[str, str] = {
     "salt": "public in SCRAM (sent to every client in server-first)",
@@ -51,10 +65,20 @@ NOT_SECRET: dict[str, str] = {
 }
 LOOKS_SECRET = re.compile(r"password|secret|token|hmac|proof|credential|auth_bytes|salt|"
                           r"jaas|bearer|key", re.I)
-# configuration names whose values are credentials (Kafka's PASSWORD-type configs and
-# JAAS/OAuth settings)
-SECRET_CONFIG = re.compile(r"password|secret|jaas\.config|credentials?$|\.key$|"
-                           r"token|private|basic\.auth\.user\.info", re.I)
+# Kafka's configs of type PASSWORD (ConfigDef.Type.PASSWORD in clients, broker, KRaft and
+# Connect), and the Schema Registry client's: their values are credentials. A prefixed
+# name (listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config, producer.override.
+# ssl.key.password, value.converter.basic.auth.user.info) is the same config. Never a
+# substring of a name: delegation.token.expiry.time.ms is no secret.
+PASSWORD_CONFIGS = frozenset({
+    "ssl.key.password", "ssl.keystore.password", "ssl.keystore.key",
+    "ssl.keystore.certificate.chain", "ssl.truststore.password", "ssl.truststore.certificates",
+    "sasl.jaas.config", "sasl.oauthbearer.client.credentials.client.secret",
+    "sasl.oauthbearer.assertion.private.key.passphrase",
+    "delegation.token.secret.key", "delegation.token.master.key",
+    "password.encoder.secret", "password.encoder.old.secret",
+    "basic.auth.user.info", "bearer.auth.token", "bearer.auth.client.secret",
+})
 _NAME_FIELDS = ("name", "config_name", "key")
 # the APIs whose bodies carry configuration (name, value) pairs: CreateTopics,
 # DescribeConfigs, AlterConfigs, IncrementalAlterConfigs, DescribeClientQuotas,
@@ -65,7 +89,16 @@ SENSITIVE_APIS = frozenset(FIELDS) | frozenset(EMBEDDED) | CONFIG_APIS
 
 
 def is_secret_config(name: object) -> bool:
-    return isinstance(name, str) and SECRET_CONFIG.search(name) is not None
+    """Whether the config ``name`` (perhaps prefixed) is one of PASSWORD_CONFIGS."""
+    if not isinstance(name, str):
+        return False
+    name = name.lower()
+    while name not in PASSWORD_CONFIGS:
+        dot = name.find(".")
+        if dot < 0:
+            return False
+        name = name[dot + 1:]
+    return True
 
 
 def mark(body: Node, api_key: int | None) -> None:
@@ -89,10 +122,14 @@ def mark(body: Node, api_key: int | None) -> None:
             elif child.name in _NAME_FIELDS and name_value is None:
                 name_value = child.value
             stack.append(child)
-        if is_secret_config(name_value):
+        sensitive = node.child("is_sensitive")       # the broker's own word (DescribeConfigs)
+        if is_secret_config(name_value) or (sensitive is not None and sensitive.value is True):
             value = node.child("value")
             if value is not None:
                 _hide(value)
+            for synonym in (node.child("synonyms") or node).children or ():
+                if synonym is not node and synonym.child("value") is not None:
+                    _hide(synonym.child("value"))     # type: ignore[arg-type]
 
 
 def _hide(node: Node) -> None:
@@ -122,6 +159,37 @@ def mask_values(values: object, api_key: int | None) -> object:
                 elif isinstance(v, (dict, list)):
                     stack.append(v)
             name = next((item[k] for k in _NAME_FIELDS if k in item), None)
-            if is_secret_config(name) and item.get("value") is not None:
-                item["value"] = REDACTED
+            if is_secret_config(name) or item.get("is_sensitive") is True:
+                if item.get("value") is not None:
+                    item["value"] = REDACTED
+                for synonym in item.get("synonyms") or ():
+                    if isinstance(synonym, dict) and synonym.get("value") is not None:
+                        synonym["value"] = REDACTED
     return values
+
+
+def mark_record(holder: Node) -> None:
+    """Mark the credentials in one decoded internal record (``holder``: the record's
+    key or value node, its decoded struct a child): SCRAM keys, and ConfigRecord values
+    of PASSWORD-type configs. The holder's own bytes (the record's raw value, shown as
+    hex) are masked too; its decoded fields stay readable."""
+    hidden = False
+    for struct in holder.children or ():
+        name = (struct.note or "").split(" ", 1)[0]
+        fields = RECORD_FIELDS.get(name, frozenset())
+        for child in struct.children or ():
+            if child.name in fields and child.value is not None:
+                _hide(child)
+                hidden = True
+        if name == "ConfigRecord" and is_secret_config(_value_of(struct, "name")):
+            value = struct.child("value")
+            if value is not None and value.value is not None:
+                _hide(value)
+                hidden = True
+    if hidden:
+        holder.secret = True        # its own value only: the raw bytes hold the secret
+
+
+def _value_of(node: Node, name: str) -> object:
+    c = node.child(name)
+    return c.value if c is not None else None

@@ -39,7 +39,7 @@ from .values_readers.record_loop import loop as _loop
 
 # APIs whose bytes fields may hold embedded structures (consumer protocol, SASL tokens):
 # their JSON shows those structures, so they take the located path
-_EMBEDDED_APIS = frozenset({11, 14, 15, 36})
+_EMBEDDED_APIS = frozenset({11, 14, 15, 36, 58})    # 58: Envelope (its request decoded)
 _BATCH_HEAD = struct.Struct(">qiibIhiqqqhii")   # RecordBatch v2 header, 61 bytes
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")

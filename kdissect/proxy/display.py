@@ -17,6 +17,7 @@ from ..stream.connection import KafkaConnection
 from ..stream.sink import CallbackSink, Sink
 from . import feed
 from .backoff import CpuGate
+from .metrics import DisplayShared
 
 _SIZE = struct.Struct(">i")
 
@@ -38,9 +39,12 @@ class FeedDisplay:
     others out, whole (a left-out request's response is left out too), counting them,
     until it has caught up."""
 
-    def __init__(self, sink: Sink | None = None, lag: float = LAG, fd: int | None = None):
-        """``sink``: given here or by ``feed`` (as the engine's source, reading ``fd``)."""
+    def __init__(self, sink: Sink | None = None, lag: float = LAG, fd: int | None = None,
+                 shared: DisplayShared | None = None):
+        """``sink``: given here or by ``feed`` (as the engine's source, reading ``fd``);
+        ``shared``: where the forwarder's metrics read this display's counts."""
         self.fd = fd
+        self.shared = shared
         self.sink: Sink = sink if sink is not None else CallbackSink(lambda ex: None)
         self.lag = lag                  # 0: never sample
         self.connections: dict[int, KafkaConnection] = {}
@@ -99,8 +103,10 @@ class FeedDisplay:
         if self.left_out:
             text += (f", {self.left_out} exchanges left out while it was over "
                      f"{self.lag:g} s behind (a sample was shown)")
-        if self.dropped:
-            text += f", {self.dropped} shed by the forwarder"
+        # the forwarder's own count: its last DROPPED record may come after a stop
+        dropped = max(self.dropped, self.shared.shed() if self.shared is not None else 0)
+        if dropped:
+            text += f", {dropped} shed by the forwarder"
         if unread:
             text += f", {unread} bytes of traffic still queued when it stopped"
         return text + f"; at most {self.max_lag:.2f} s behind the traffic"
@@ -123,11 +129,17 @@ class FeedDisplay:
                 if len(skipped) > _REMEMBERED:
                     del skipped[next(iter(skipped))]
                 self.left_out += 1
+                self._share()
                 return False
             self._next_sample = now + SAMPLE_EVERY
         self.shown += 1
+        self._share()
         self.max_lag = max(self.max_lag, lag)
         return True
+
+    def _share(self) -> None:
+        if self.shared is not None:
+            self.shared.write(self.left_out, self.shown)
 
     def _record(self, kind: int, conn: int, side: int, ts: float, offset: int,
                 payload: bytes) -> None:

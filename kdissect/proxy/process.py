@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable
 
 from .feed import ERROR, READY, FeedWriter
+from .metrics import DisplayShared
 
 
 def event_loop_factory(kind: str):
@@ -34,8 +35,9 @@ def event_loop_factory(kind: str):
 class Forwarder:
     """The child process and the read end of its display channel."""
 
-    def __init__(self, process, fd: int):
+    def __init__(self, process, fd: int, shared: DisplayShared):
         self.process, self.fd = process, fd
+        self.shared = shared          # the display's counts, read by the forwarder
         self.error = "the proxy process ended"      # why it did not start (its channel says)
 
     def stop(self) -> None:
@@ -51,19 +53,23 @@ class Forwarder:
 
 
 def start(make_proxy: Callable, budget: int, loop_kind: str = "auto",
-          metrics_at: tuple[str, int] | None = None) -> Forwarder:
-    """Fork the forwarding process. ``make_proxy(feed, on_note)`` builds the Proxy there."""
+          metrics_at: tuple[str, int] | None = None,
+          per_connection: bool = False) -> Forwarder:
+    """Fork the forwarding process. ``make_proxy(feed, on_note, shared)`` builds the
+    Proxy there."""
     read_fd, write_fd = os.pipe()
+    shared = DisplayShared()
     ctx = multiprocessing.get_context("fork")
     process = ctx.Process(target=_main, args=(make_proxy, read_fd, write_fd, budget,
-                                              loop_kind, metrics_at), name="kdissect-proxy")
+                                              loop_kind, (metrics_at, per_connection),
+                                              shared), name="kdissect-proxy")
     process.start()
     os.close(write_fd)                # EOF for the display once the forwarder is gone
-    return Forwarder(process, read_fd)
+    return Forwarder(process, read_fd, shared)
 
 
 def _main(make_proxy, read_fd: int, write_fd: int, budget: int, loop_kind: str,
-          metrics_at) -> None:
+          metrics_at, shared: DisplayShared) -> None:
     os.close(read_fd)
     # until the loop handles it (below), a Ctrl-C must not end start-up with a traceback
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -73,7 +79,7 @@ def _main(make_proxy, read_fd: int, write_fd: int, budget: int, loop_kind: str,
         _fatal(write_fd, str(e))
         return
     with asyncio.Runner(loop_factory=factory) as runner:
-        code = runner.run(_serve(make_proxy, write_fd, budget, name, metrics_at))
+        code = runner.run(_serve(make_proxy, write_fd, budget, name, metrics_at, shared))
     sys.stderr.flush()
     os._exit(code)
 
@@ -85,31 +91,41 @@ def _fatal(write_fd: int, text: str) -> None:
     os.close(write_fd)
 
 
-async def _serve(make_proxy, write_fd: int, budget: int, loop_name: str, metrics_at) -> int:
+async def _serve(make_proxy, write_fd: int, budget: int, loop_name: str, metrics_at,
+                 shared: DisplayShared) -> int:
+    metrics_addr, per_connection = metrics_at
     stop = asyncio.Event()
     feed = FeedWriter(write_fd, budget, on_broken=stop.set)   # the parent is gone
     await feed.start()
     from .skipscan import warm
     warm()
+    loop = asyncio.get_running_loop()
     try:
-        proxy = make_proxy(feed, feed.note)
+        proxy = make_proxy(feed, feed.note, shared)
+        # what the event loop itself reports (an accept that failed for want of file
+        # descriptors: asyncio pauses that listener for a second and goes on) is a
+        # note, counted, never a traceback
+        loop.set_exception_handler(lambda _loop, context: proxy.repeated(
+            "event loop", f"{context.get('message')}: "
+                          f"{context.get('exception') or ''} (the proxy goes on)"))
         await proxy.start()
     except Exception as e:
         feed.note(str(getattr(e, "strerror", None) or e), ERROR)
         await feed.aclose()
         return 2
-    if metrics_at is not None:
+    if metrics_addr is not None:
         from .metrics import serve_prometheus
         try:
-            serve_prometheus(proxy.metrics, *metrics_at)
+            serve_prometheus(proxy.metrics, metrics_addr[0], metrics_addr[1], per_connection)
         except OSError as e:
-            feed.note(f"cannot serve metrics on {metrics_at[0]}:{metrics_at[1]}: "
+            feed.note(f"cannot serve metrics on {metrics_addr[0]}:{metrics_addr[1]}: "
                       f"{e.strerror or e}", ERROR)
             await proxy.close()
             await feed.aclose()
             return 2
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    # every catchable ending signal closes cleanly (the recording flushed); SIGKILL
+    # leaves the recording as it was at the last flush, a second at most behind
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         loop.add_signal_handler(sig, stop.set)
     # what is loaded now (schemas, modules: ~64,000 objects) lives as long as the process:
     # out of the collector's sight, a full collection takes microseconds instead of the

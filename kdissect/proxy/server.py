@@ -14,6 +14,7 @@ instead of filling memory.
 from __future__ import annotations
 
 import asyncio
+import errno
 import itertools
 import socket
 import ssl
@@ -25,13 +26,15 @@ from typing import TYPE_CHECKING
 
 from ..protocol.message import peek_request_header, produce_acks
 from ..protocol.reader import DecodeError
-from ..protocol.apis import PRODUCE
+from ..protocol.apis import FETCH, PRODUCE, SASL
 from ..stream.connection import RawSasl
 from ..stream.correlation import Correlator
 from .held import DEFAULT_LIMIT, HeldBytes
-from .metrics import Counters, Metrics
-from .rewrite import rewrite
-from .skipscan import EndpointSpan, endpoint_spans, response_layout
+from .metrics import Counters, DisplayShared, Metrics
+from .notes import Notes
+from .rewrite import rewrite, rewrite_same_size
+from .skipscan import (EndpointSpan, TooManyEndpoints, endpoint_spans, response_layout,
+                       top_error_code)
 
 if TYPE_CHECKING:
     from ..capture.pcapng_writer import RecordedConnection, Recorder
@@ -41,6 +44,25 @@ READ_SIZE = 1 << 18                  # bytes taken from a socket at a time
 _SIZE = struct.Struct(">i")
 _HEAD = struct.Struct(">hhi")
 _WILDCARDS = ("", "0.0.0.0", "::")
+# Linux caps it at net.core.somaxconn (4096 by default): asyncio's 100 overflowed when
+# 2,000 clients connected at once, and the overflow waited for SYN retries (1 s, 3 s...)
+BACKLOG = 4096
+# brokers in one answer that get a new listener, and listeners in all: one answer naming
+# 100,000 broker ids must not take every file descriptor (real clusters: dozens)
+MAX_NEW_LISTENERS = 256
+MAX_LISTENERS = 1024
+LATE_ANSWERS = 5.0                   # seconds answers are awaited after the client left
+# Responses larger than this are passed on as they arrive instead of whole (a Fetch
+# answer of megabytes held until its last byte doubled its time on the way: consume
+# through the proxy was 0.41-0.46 of direct). A Fetch answer that may carry leader
+# hints at its end keeps its last STREAM_TAIL bytes until it is whole.
+STREAM_TAIL = 64 * 1024
+_HOLD, _STREAM, _TAIL = 1, 2, 3
+HOUSEKEEPING = 1.0                   # seconds between flushes of -w, idle sweeps, notes
+DEFAULT_MAX_CONNECTIONS = 10_000
+DEFAULT_IDLE_TIMEOUT = 600.0         # the brokers' connections.max.idle.ms (10 minutes)
+_SASL_KEYS = SASL
+_OUT_OF_FDS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 
 
 @dataclass
@@ -64,6 +86,11 @@ class _Connection:
     # requests as (api key, version, shown on the display)
     pending: Correlator[tuple[int, int, bool]] = field(default_factory=Correlator)
     sasl: RawSasl = field(default_factory=RawSasl)    # SASL tokens without headers
+    last: float = 0.0                # (event loop clock) when bytes last passed
+    # requests awaiting answers, by correlation id (bytes): what decides how a large
+    # response is passed on when its first bytes come
+    kinds: dict[bytes, tuple[int, int]] = field(default_factory=dict)
+    task: asyncio.Task | None = None
 
 
 def _looks_like_tls(head: bytes) -> bool:
@@ -88,7 +115,10 @@ class Proxy:
                  feed=None, on_note: Callable[[str], None] = lambda text: None,
                  server_ssl=None, upstream_ssl=None, recorder: Recorder | None = None,
                  upstream_map: dict[tuple[str, int], tuple[str, int]] | None = None,
-                 max_memory: int = DEFAULT_LIMIT):
+                 max_memory: int = DEFAULT_LIMIT,
+                 max_connections: int = DEFAULT_MAX_CONNECTIONS,
+                 idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
+                 display: DisplayShared | None = None):
         self.upstreams, self.host, self.port = upstreams, host, port
         self.advertise = advertise
         self.broker_port = broker_port
@@ -98,12 +128,18 @@ class Proxy:
         # advertised broker address -> the address the proxy really connects to
         self.upstream_map = upstream_map or {}
         self.listeners: dict[int | None, Listener] = {}
-        self.metrics = Metrics()
+        self.metrics = Metrics(display)
         # partial messages of all connections together (forwarded regardless)
         self.held = HeldBytes(max_memory, self._gave_up)
         self.notes: set[str] = set()
+        self.repeated = Notes(on_note)     # notes a client can repeat: once, then counted
+        self.max_connections, self.idle_timeout = max_connections, idle_timeout
+        self.active = 0                    # client connections admitted and not ended
+        self.live: dict[int, _Connection] = {}
+        self.saw_sasl = False              # a client authenticated with SASL here
         self._index = itertools.count(1)
         self._tasks: set[asyncio.Task] = set()
+        self._housekeeping: asyncio.Task | None = None
 
     # -- listeners ----------------------------------------------------------------------
 
@@ -113,6 +149,27 @@ class Proxy:
         bootstrap.port = bootstrap.server.sockets[0].getsockname()[1]
         bootstrap.bound.set()
         self.listeners[None] = bootstrap
+        self._housekeeping = asyncio.create_task(self._keep_house())
+
+    async def _keep_house(self) -> None:
+        """Every second: the recording flushed (a crash loses at most the last second),
+        idle connections closed, repeated notes summed up."""
+        clock = asyncio.get_running_loop().time
+        while True:
+            await asyncio.sleep(HOUSEKEEPING)
+            if self.recorder is not None:
+                self._safely(self.recorder.flush)
+            if self.idle_timeout:
+                now = clock()
+                for c in list(self.live.values()):
+                    if now - c.last > self.idle_timeout and not len(c.pending) \
+                            and c.task is not None:
+                        self.metrics.idle_closed += 1
+                        self.repeated("idle connections closed", f"{c.client[0]}:"
+                                      f"{c.client[1]}: no traffic for {self.idle_timeout:g} s"
+                                      f" (--idle-timeout): connection closed")
+                        c.task.cancel()
+            self.repeated.tick()
 
     @property
     def bootstrap_port(self) -> int:
@@ -128,6 +185,10 @@ class Proxy:
             await current.bound.wait()             # made by another response just now
             return current
         wanted = self.broker_port(sp.node_id) if self.broker_port else 0
+        if not 0 <= wanted <= 65535:      # never wrapped (50000 + 19100 is not 3564)
+            self.on_note(f"broker {sp.node_id}: --broker-ports would give it port {wanted}, "
+                         f"which is not a TCP port (0-65535); it gets a free port instead")
+            wanted = 0
         listener = Listener(sp.node_id, [upstream], wanted)
         self.listeners[sp.node_id] = listener      # before awaiting: one listener per id
         try:
@@ -143,6 +204,9 @@ class Proxy:
         return listener
 
     async def close(self) -> None:
+        if self._housekeeping is not None:
+            self._housekeeping.cancel()
+        self.repeated.tick(final=True)
         for listener in self.listeners.values():
             if listener.server is not None:
                 listener.server.close()
@@ -169,17 +233,34 @@ class Proxy:
                 listener.upstreams.remove((host, port))
                 listener.upstreams.insert(0, (host, port))
             return streams
-        self.on_note(f"{who}: cannot reach broker {', '.join(failures)}; closing the "
-                     f"client's connection so it retries")
+        self.repeated(f"cannot reach broker {listener.upstreams[0][0]}:"
+                      f"{listener.upstreams[0][1]}",
+                      f"{who}: cannot reach broker {', '.join(failures)}; closing the "
+                      f"client's connection so it retries")
         return None
 
+    def admit(self, who: str) -> bool:
+        """Whether one more client connection may open (--max-connections); a refused
+        one is closed at once, so its client retries instead of waiting."""
+        if self.active >= self.max_connections:
+            self.metrics.refused += 1
+            self.repeated("connections refused", f"{who}: {self.active} client connections "
+                          f"are open (--max-connections {self.max_connections}): closing "
+                          f"new ones at once until some end")
+            return False
+        self.active += 1
+        return True
+
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                      listener: Listener) -> None:
+                      listener: Listener, admitted: bool = False) -> None:
         task = asyncio.current_task()
         assert task is not None, "a connection is served in its own task"
-        self._tasks.add(task)
         client = writer.get_extra_info("peername")[:2]
         who = f"{client[0]}:{client[1]}"
+        if not admitted and not self.admit(who):
+            writer.close()
+            return
+        self._tasks.add(task)
         upstream_w: asyncio.StreamWriter | None = None
         c: _Connection | None = None
         try:
@@ -194,6 +275,8 @@ class Proxy:
                 advertise = writer.get_extra_info("sockname")[0].removeprefix("::ffff:")
             c = _Connection(index, client, broker, advertise,
                             self.metrics.open(index, client, broker))
+            c.last, c.task = asyncio.get_running_loop().time(), task
+            self.live[index] = c
             if self.recorder is not None:
                 c.recorded = self.recorder.connection(client, broker)
             if self.feed is not None:
@@ -202,6 +285,10 @@ class Proxy:
             down = asyncio.create_task(self._responses(up_reader, writer, c))
             try:
                 await asyncio.wait({ups, down}, return_when=asyncio.FIRST_COMPLETED)
+                if ups.done() and not down.done() and len(c.pending):
+                    # the client left with requests in flight: their answers are still
+                    # read (and recorded) for a while
+                    await asyncio.wait({down}, timeout=LATE_ANSWERS)
             finally:                               # one side ended: end the other cleanly
                 for t in (ups, down):
                     t.cancel()
@@ -214,7 +301,9 @@ class Proxy:
             self.note_once(f"{who}: the connection ended on an internal error "
                            f"({type(e).__name__}: {e}); please report it")
         finally:
+            self.active -= 1
             if c is not None:
+                self.live.pop(c.index, None)
                 self.metrics.close(c.index)
                 if self.feed is not None:
                     self.feed.close(c.index)
@@ -229,8 +318,9 @@ class Proxy:
         """Listen for ``listener`` on ``port`` (0: a free one)."""
         if self.server_ssl is None:
             return await asyncio.start_server(
-                lambda r, w: self._client(r, w, listener), self.host, port)
-        return _TlsServer(self, listener, socket.create_server((self.host, port)))
+                lambda r, w: self._client(r, w, listener), self.host, port, backlog=BACKLOG)
+        return _TlsServer(self, listener,
+                          socket.create_server((self.host, port), backlog=BACKLOG))
 
     async def _tls_client(self, sock: socket.socket, listener: Listener) -> None:
         """On a TLS listener: peek at the client's first byte before any event loop reads
@@ -250,15 +340,26 @@ class Proxy:
             await asyncio.wait_for(readable, 60)
             first = sock.recv(1, socket.MSG_PEEK)
         except (asyncio.TimeoutError, OSError):
+            self.active -= 1
             sock.close()
             return
         finally:
             loop.remove_reader(sock.fileno())
+        if not first:                        # it left without a word
+            self.active -= 1
+            sock.close()
+            return
         if first != b"\x16":
-            self.on_note(f"{who}: a plaintext client on a TLS listener (its first byte is "
-                         f"{first.hex() or 'nothing'}): configure it for TLS "
-                         f"(security.protocol=SSL) or run the proxy without --tls-cert; "
-                         f"closing the connection")
+            self.active -= 1
+            # SASL_SSL when clients here authenticate (a SASL_PLAINTEXT client told
+            # "SSL" would fail again, differently)
+            protocol_hint = ("SASL_SSL" if self.saw_sasl
+                             else "SSL, or SASL_SSL if it authenticates with SASL")
+            self.repeated(f"plaintext clients on a TLS listener ({protocol_hint})",
+                          f"{who}: a plaintext client on a TLS listener (its first byte is "
+                          f"{first.hex() or 'nothing'}): configure it for TLS "
+                          f"(security.protocol={protocol_hint}) or run the proxy without "
+                          f"--tls-cert; closing the connection")
             sock.close()
             return
         reader = asyncio.StreamReader()
@@ -267,11 +368,13 @@ class Proxy:
             transport, _ = await loop.connect_accepted_socket(
                 lambda: protocol, sock, ssl=self.server_ssl, ssl_handshake_timeout=60)
         except (ssl.SSLError, OSError, asyncio.TimeoutError) as e:
-            self.on_note(f"{who}: the TLS handshake failed ({e}); closing the connection")
+            self.active -= 1
+            self.repeated("TLS handshakes failed", f"{who}: the TLS handshake failed ({e}); "
+                          f"closing the connection")
             sock.close()
             return
         await self._client(reader, asyncio.StreamWriter(transport, protocol, reader, loop),
-                           listener)
+                           listener, admitted=True)
 
     def _safely(self, fn, *args) -> None:
         """Recording and display must never disturb forwarding."""
@@ -294,6 +397,7 @@ class Proxy:
         rewritten); the framing core finds the requests in it for pairing, display and
         recording."""
         feed, pending, counters = self.feed, c.pending, c.counters
+        api = self.metrics.api
         clock = asyncio.get_running_loop().time
         held = self.held
         side = held.side(f"{who} request")  # no resync: a bad size ends the connection
@@ -317,21 +421,29 @@ class Proxy:
                 writer.write(chunk)
                 counters.bytes_to_broker += len(chunk)
                 ts = time.time()
-                now = clock()
+                now = c.last = clock()
                 for f in frames:
                     data = f.data
                     shown = feed is not None and feed.room(len(data))
                     token = c.sasl.client_token(data)
                     if len(data) >= 8 and not token:
                         key, version, corr = _HEAD.unpack_from(data)
-                        pending.request(corr, (key, version, shown),
-                                        key != PRODUCE or not _acks0(data), now)
+                        answered = key != PRODUCE or not _acks0(data)
+                        pending.request(corr, (key, version, shown), answered, now)
+                        if answered:
+                            if len(c.kinds) > 4096:          # answers that never came
+                                c.kinds.clear()
+                            c.kinds[data[4:8]] = (key, version)
+                        api(key).requests += 1
+                        if key in _SASL_KEYS:
+                            self.saw_sasl = True
                     counters.requests += 1
                     if shown:
                         feed.frame(c.index, 0, ts, f.offset, data)
                     elif feed is not None:
                         counters.dropped += 1
                         feed.unreported += 1
+                        self.metrics.shed()
                     if c.recorded is not None:
                         self._safely(self._record, c, 0, data, ts, token)
                 await writer.drain()
@@ -341,31 +453,42 @@ class Proxy:
             held.forget(side)
 
     async def _responses(self, reader, writer, c: _Connection) -> None:
-        """Broker to client: whole responses (one that names brokers may be rewritten
-        before its first byte goes out); a chunk of whole, unchanged responses is
-        written as it came."""
+        """Broker to client, in order. A response that names brokers may be rewritten,
+        so it goes out whole (they are small); a chunk of whole, unchanged responses is
+        written as it came; a large response that cannot name brokers is passed on as
+        its bytes come, and a large Fetch answer (whose leader hints come last) as its
+        bytes come but its last STREAM_TAIL bytes, changed only in ways that keep its
+        size (``rewrite_same_size``)."""
         feed, pending, counters = self.feed, c.pending, c.counters
+        api = self.metrics.api
         clock = asyncio.get_running_loop().time
         held = self.held
         side = held.side(f"{c.client[0]}:{c.client[1]} response", forwarded=False)
+        gone = False                       # the client left: answers are recorded only
+        # the response being passed on as it comes
+        cur_start, cur_mode, cur_sent, cur_size = -1, 0, 0, 0
+        cur_buf = bytearray()              # its bytes received and not yet written
         try:
             while True:
+                if gone and not len(pending):
+                    return
                 chunk = await reader.read(READ_SIZE)
                 if not chunk:
                     return
+                c.last = clock()
                 whole = not side.framer.pending    # the chunk starts at a message boundary
                 frames = held.feed(side, chunk)
                 if side.error:
                     self.on_note(f"broker {c.broker[0]}:{c.broker[1]} sent an "
                                  f"{side.error}, which is not Kafka; closing the connection")
                     return
-                if not frames:
-                    continue
+                chunk_start = side.pos - len(chunk)
                 ts = time.time()
                 out: list[bytes] = []
                 changed = False
                 for f in frames:
                     data = new = f.data
+                    streamed = f.offset - 4 == cur_start and cur_sent > 0
                     match = None
                     token = c.sasl.broker_token()
                     if len(data) >= 4 and not token:
@@ -373,15 +496,38 @@ class Proxy:
                     if match is not None:
                         p = match.pending
                         key, version, shown = p.item
-                        counters.observe(clock() - p.ts)
+                        c.kinds.pop(data[:4], None)
+                        a = api(key)
+                        a.responses += 1
+                        a.observe(clock() - p.ts)
+                        code = top_error_code(data, key, version)
+                        if code:
+                            a.error(code)
                         if response_layout(key, version) is not None:
-                            new = await self._rewritten(data, key, version, c) or data
+                            if streamed:
+                                same = await self._rewritten_same_size(data, key, version,
+                                                                       c, cur_sent - 4)
+                                if same is None:
+                                    return             # (said why) the client reconnects
+                                new = same
+                            else:
+                                new = await self._rewritten(data, key, version, c) or data
+                            if new is not data:
+                                a.rewritten += 1
                         else:
                             c.sasl.answered(key, version, data)
                     if new is not data:
                         changed = True
-                    out.append(_SIZE.pack(len(new)))
-                    out.append(new)
+                    if streamed:                       # the rest of it (size unchanged)
+                        rest = cur_sent - 4
+                        out.append(new[rest:] if rest >= 0 else
+                                   _SIZE.pack(len(new))[cur_sent:] + new)
+                    else:
+                        out.append(_SIZE.pack(len(new)))
+                        out.append(new)
+                    if f.offset - 4 == cur_start:
+                        cur_start, cur_mode, cur_sent = -1, 0, 0
+                        cur_buf = bytearray()
                     counters.responses += 1
                     if feed is not None:
                         # the display gets whole exchanges: no answer to a request it missed
@@ -391,57 +537,161 @@ class Proxy:
                             else:
                                 counters.dropped += 1
                                 feed.unreported += 1
+                                self.metrics.shed()
                     if c.recorded is not None:      # as the broker sent it
                         self._safely(self._record, c, 1, data, ts, token)
+                if side.framer.pending:             # a response not whole yet
+                    base = side.framer.base
+                    if base != cur_start:           # it began in this chunk
+                        cur_start, cur_mode, cur_sent = base, 0, 0
+                        cur_buf = bytearray(chunk[base - chunk_start:])
+                        if base < chunk_start:      # (cannot happen) kept whole
+                            cur_mode, cur_buf = _HOLD, bytearray()
+                    elif cur_mode != _HOLD:
+                        cur_buf += chunk
+                    if not cur_mode and len(cur_buf) >= 8:
+                        cur_size = _SIZE.unpack_from(cur_buf)[0]
+                        cur_mode = self._passing(c, cur_size, bytes(cur_buf[4:8]))
+                        if cur_mode == _HOLD:
+                            cur_buf = bytearray()
+                    if cur_mode in (_STREAM, _TAIL):
+                        limit = cur_sent + len(cur_buf)
+                        if cur_mode == _TAIL:
+                            limit = min(limit, 4 + cur_size - STREAM_TAIL)
+                        if limit > cur_sent:
+                            out.append(bytes(cur_buf[:limit - cur_sent]))
+                            del cur_buf[:limit - cur_sent]
+                            cur_sent = limit
+                if not out or gone:
+                    continue
+                if writer.transport.is_closing():
+                    gone = True
+                    continue
                 if whole and not side.framer.pending and not changed:
                     writer.write(chunk)             # no copy: the bytes as they came
                     counters.bytes_to_client += len(chunk)
                 else:
                     writer.writelines(out)          # uvloop writes them without joining
                     counters.bytes_to_client += sum(map(len, out))
-                await writer.drain()
+                try:
+                    await writer.drain()
+                except (ConnectionError, OSError):
+                    gone = True
         except (ConnectionError, OSError):
             return
         finally:
             held.forget(side)
+
+    @staticmethod
+    def _passing(c: _Connection, size: int, correlation: bytes) -> int:
+        """How a response of ``size`` bytes answering ``correlation`` is passed on:
+        whole (small, or it may need rewriting, or unknown), as it comes (it cannot name
+        brokers), or as it comes but its tail (a Fetch answer: leader hints last)."""
+        kind = c.kinds.get(correlation)
+        if size <= STREAM_TAIL or kind is None or c.sasl.awaiting:
+            return _HOLD
+        if response_layout(*kind) is None:
+            return _STREAM
+        return _TAIL if kind[0] == FETCH else _HOLD
 
     def _record(self, c: _Connection, side: int, data: bytes, ts: float,
                 sasl_raw: bool) -> None:
         if c.recorded is None or self.recorder is None:
             return
         frame = _SIZE.pack(len(data)) + data
-        c.recorded.data(side, self.recorder.mask(frame, side, sasl_raw), ts)
+        c.recorded.frame(side, frame, ts, sasl_raw)
 
     async def _rewritten(self, body: bytes, api_key: int, api_version: int,
                          c: _Connection) -> bytes | None:
         """``body`` with every broker address replaced by the proxy's listener for that
         broker (the listeners are made first, so a client can connect at once); None
         when nothing changes."""
-        try:
-            spans = endpoint_spans(body, api_key, api_version)
-        except DecodeError as e:
-            self.note_once(f"a response (API {api_key} v{api_version}) does not follow its "
-                           f"layout ({e}); forwarded unchanged")
+        found = await self._ports(body, api_key, api_version)
+        if found is None:
             return None
-        if not spans:
-            return None
-        ports = {}
-        try:
-            for sp in spans:
-                listener = self.listeners.get(sp.node_id)
-                if listener is None or not listener.bound.is_set() or \
-                        listener.upstreams[0] != self.upstream_map.get((sp.host, sp.port),
-                                                                       (sp.host, sp.port)):
-                    listener = await self._listener_for(sp)
-                ports[sp.node_id] = listener.port
-        except OSError as e:
-            self.note_once(f"cannot listen for a broker ({e}); a response is forwarded with "
-                           f"the broker's own addresses")
-            return None
+        spans, ports = found
         new = rewrite(body, spans, lambda sp: (c.advertise, ports[sp.node_id]))
         if new is not None:
             c.counters.rewritten += 1
         return new
+
+    async def _rewritten_same_size(self, body: bytes, api_key: int, api_version: int,
+                                   c: _Connection, sent: int) -> bytes | None:
+        """``body`` (a response whose first ``sent`` bytes are written already) with
+        its broker addresses rewritten without changing its size (or its leader hints
+        hidden: ``rewrite_same_size``); None when that cannot be done: the connection is
+        then closed (the client reconnects) rather than a broker's own address passed."""
+        found = await self._ports(body, api_key, api_version)
+        if found is None:
+            return body
+        spans, ports = found
+        done = rewrite_same_size(body, spans, lambda sp: (c.advertise, ports[sp.node_id]))
+        if done is None or done[1] < sent:
+            self.repeated("a streamed answer could not be rewritten",
+                          f"{c.client[0]}:{c.client[1]}: a large answer (API {api_key} "
+                          f"v{api_version}) names brokers where the proxy could no longer "
+                          f"rewrite them; closing the connection (the client reconnects)")
+            return None
+        if done[0] is not body:
+            c.counters.rewritten += 1
+        return done[0]
+
+    async def _ports(self, body: bytes, api_key: int, api_version: int
+                     ) -> tuple[list[EndpointSpan], dict[int, int]] | None:
+        """The endpoints in ``body`` to rewrite and the proxy's port for each broker
+        (listeners made as needed); None when there is nothing to rewrite."""
+        try:
+            spans = endpoint_spans(body, api_key, api_version)
+        except TooManyEndpoints as e:
+            self.metrics.listeners_refused += 1
+            self.repeated("answers naming too many brokers", (
+                f"an answer (API {api_key} v{api_version}) names {e}: forwarded with the "
+                f"brokers' own addresses (clients reaching them bypass the proxy)"))
+            return None
+        except DecodeError as e:
+            self.note_once(f"a response (API {api_key} v{api_version}) does not follow its "
+                           f"layout ({e}); forwarded unchanged")
+            return None
+        # only what names a real broker: error answers (FindCoordinator's "no
+        # coordinator": node -1, host "", port -1) pass as the broker sent them
+        spans = [sp for sp in spans if sp.node_id >= 0 and sp.host]
+        if not spans:
+            return None
+        latest: dict[int, EndpointSpan] = {}       # one look per broker, not per entry
+        for sp in spans:
+            latest[sp.node_id] = sp
+        ports: dict[int, int] = {}
+        new_ids = 0
+        refused = []
+        for node_id, sp in latest.items():
+            listener = self.listeners.get(node_id)
+            if listener is not None and listener.bound.is_set() and \
+                    listener.upstreams[0] == self.upstream_map.get((sp.host, sp.port),
+                                                                   (sp.host, sp.port)):
+                ports[node_id] = listener.port
+                continue
+            if listener is None:
+                if new_ids >= MAX_NEW_LISTENERS or len(self.listeners) > MAX_LISTENERS:
+                    refused.append(node_id)
+                    continue
+                new_ids += 1
+            try:
+                ports[node_id] = (await self._listener_for(sp)).port
+            except (OSError, OverflowError) as e:
+                refused.append(node_id)
+                self.repeated("cannot listen for a broker", f"cannot listen for broker "
+                              f"{node_id} ({getattr(e, 'strerror', None) or e}): answers "
+                              f"name it with its own address (clients reach it directly)")
+        if refused:
+            self.metrics.listeners_refused += len(refused)
+            self.repeated("brokers beyond the listener caps", (
+                f"an answer (API {api_key} v{api_version}) names {len(latest):,} brokers; "
+                f"{len(refused):,} got no listener of the proxy (at most "
+                f"{MAX_NEW_LISTENERS} new ones per answer, {MAX_LISTENERS} in all) and are "
+                f"passed with their own addresses: clients reaching them bypass the proxy"))
+        if not ports:
+            return None
+        return [sp for sp in spans if sp.node_id in ports], ports
 
 
 class _TlsServer:
@@ -457,9 +707,23 @@ class _TlsServer:
         loop = asyncio.get_running_loop()
         while True:
             try:
-                conn, _ = await loop.sock_accept(sock)
-            except OSError:
-                return
+                conn, peer = await loop.sock_accept(sock)
+            except (ConnectionAbortedError, InterruptedError):
+                continue                       # that client gave up: the next one
+            except OSError as e:
+                if sock.fileno() < 0:          # closed: the proxy is stopping
+                    return
+                # out of file descriptors (EMFILE) or memory: the listener stays, and
+                # takes the clients waiting in its backlog once connections end
+                what = "out of file descriptors" if e.errno in _OUT_OF_FDS else e.strerror
+                proxy.repeated("accept failed", f"cannot accept a client on port "
+                               f"{sock.getsockname()[1]} ({what}): the listener retries "
+                               f"every 0.1 s")
+                await asyncio.sleep(0.1)
+                continue
+            if not proxy.admit(f"{peer[0]}:{peer[1]}"):
+                conn.close()
+                continue
             conn.setblocking(False)
             task = asyncio.create_task(proxy._tls_client(conn, listener))
             proxy._tasks.add(task)

@@ -13,6 +13,8 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any, cast
 
+from .printable import printable
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -66,6 +68,7 @@ def print_parts(console: Console, parts: list[tuple[str, str | None]]) -> None:
     terminal, a printable line is written as it is: that is exactly what rich prints there
     (no colours, no wrapping: tests/test_startup.py compares the two), and rich is not
     imported for a capture's closing note or a log's lines."""
+    parts = [(printable(t), style) for t, style in parts]     # (input strings in them)
     if isinstance(console, _Deferred):
         text = "".join([t for t, _ in parts])
         if text.isprintable():

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from .formats import WriterContext
 from .lines import exchange_line, exchange_plain
+from .printable import printable
 
 if TYPE_CHECKING:
     from ..stream.fields import ExchangeFields
@@ -34,7 +35,7 @@ class TextWriter:
                 print_node(self.console, d.data, d.tree, self.options.show_secrets, 0, None,
                            False)
             for f in ex.findings:
-                self.console.print(Text(f"  {f.severity}: {f.text()}",
+                self.console.print(Text(f"  {f.severity}: {printable(f.text())}",
                                         style=SEVERITY_STYLE[f.severity]))
 
     def _trees(self, ex: Exchange) -> list:

@@ -12,14 +12,14 @@ from ..stream.fields import ExchangeFields
 from ..stream.model import Exchange
 from .formats import WriterContext
 from .lines import iso
+from .printable import printable
 
 COLUMNS = ("stream", "client", "broker", "api", "version", "correlation_id", "client_id",
            "latency", "status", "topic", "records", "error", "finding")
-_CLEAN = str.maketrans({"\t": " ", "\n": " ", "\r": " "})
-
-
 def _cell(values: list) -> str:
-    return ",".join("" if v is None else str(v) for v in values).translate(_CLEAN)
+    """Values joined by commas, control characters (tabs, newlines) escaped: one line
+    of one cell."""
+    return printable(",".join("" if v is None else str(v) for v in values))
 
 
 class TsvWriter:

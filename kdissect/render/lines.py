@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from .printable import printable
 from ..protocol import Options
 from ..protocol.findings import Finding
 from ..protocol import secrets
@@ -62,14 +63,14 @@ def exchange_line(ex: Exchange, options: Options, view: ExchangeFields | None = 
     from rich.text import Text      # a terminal's line: piped output never needs rich
     t = Text()
     for text, style in line_parts(ex, options, view):
-        t.append(text, style=style)
+        t.append(printable(text), style=style)
     return t
 
 
 def exchange_plain(ex: Exchange, options: Options, view: ExchangeFields | None = None) -> str:
     """The exchange's line as ``exchange_line(...).plain`` is, without building a rich
     ``Text`` (appending to one was a tenth of a summary of many small exchanges)."""
-    return strip_control_codes("".join([text for text, _ in line_parts(ex, options, view)]))
+    return printable("".join([text for text, _ in line_parts(ex, options, view)]))
 
 
 def line_parts(ex: Exchange, options: Options, view: ExchangeFields | None = None
@@ -139,7 +140,7 @@ def message_json(m: KafkaMessage, options: Options, ex: Exchange | None = None,
     else:
         decoded = decoded or m.decoded(options)
         body = decoded.body if m.direction != "sasl" else decoded.tree.children[0]
-        values = plain_json(body) if body is not None else None
+        values = plain_json(body, options.show_secrets) if body is not None else None
         found = decoded.tree.findings()        # one walk for both (big trees)
         problems = [{"path": p, "problem": r} for p, _, r in found]
         tree_findings = None if enriched_full else found

@@ -22,6 +22,8 @@ import sys
 from collections.abc import Iterable
 from typing import Any, TextIO, Union
 
+from .printable import printable
+
 # a cell: text, or (text, style)
 Cell = Union[str, tuple[str, str]]
 
@@ -51,6 +53,8 @@ class Table:
 
     def add_row(self, *cells: Cell, end_section: bool = False) -> None:
         """Cells left out are empty, as in rich."""
+        cells = tuple(printable(c) if isinstance(c, str) else (printable(c[0]), c[1])
+                      for c in cells)       # (client ids, topics...: from the input)
         cells = cells + ("",) * (len(self.columns) - len(cells))
         if end_section:
             self.sections.add(len(self.rows))

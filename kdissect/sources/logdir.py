@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
 
+from ..bounded import InputError, read_file
 from ..protocol import ondisk
 from ..protocol.context import Options
 from ..protocol.crc import crc32c
@@ -167,9 +168,13 @@ def _partition_of(path: Path) -> tuple[str | None, int | None]:
     return (m["topic"], int(m["partition"])) if m else (None, None)
 
 
+# files decoded whole (indexes, snapshots, checkpoints, properties, quorum-state): Kafka's
+# largest default is a 10 MiB preallocated index (segment.index.bytes)
+MAX_WHOLE = 64 << 20
+
+
 def _read(path: Path) -> bytes:
-    with open(path, "rb") as f:
-        return f.read()
+    return read_file(path, MAX_WHOLE, "Kafka file")
 
 
 def _map(path: Path):
@@ -179,6 +184,28 @@ def _map(path: Path):
         return b""
     with open(path, "rb") as f:
         return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+
+
+def _unreadable(path: Path, topic: str | None, partition: int | None,
+                want_dir: bool = False) -> LogItem | None:
+    """An item saying why ``path`` cannot be read (then skipped), or None if it can:
+    a regular file that opens, or (``want_dir``) a directory that lists."""
+    why = None
+    try:
+        if want_dir:
+            os.listdir(path)
+        elif not path.is_file():
+            why = ("a directory, not a file" if path.is_dir() else
+                   "not a regular file (a FIFO, socket, device or dangling link)")
+        else:
+            os.close(os.open(path, os.O_RDONLY))
+    except OSError as e:
+        why = f"cannot read it: {e.strerror or e}"
+    if why is None:
+        return None
+    tree = Node(path.name, "file", 0, 0, problem=f"{why}; skipped (run kdissect as a user "
+                "who can read the whole log dir)", code="unreadable_file")
+    return LogItem(file_kind(path) or "file", path, topic, partition, tree)
 
 
 def file_kind(path: Path) -> str | None:
@@ -204,7 +231,10 @@ def file_kind(path: Path) -> str | None:
 
 def decode_file(path: Path, kind: str, options: Options) -> Node:
     """The located tree of one non-segment file (read whole: these files are small)."""
-    data = _read(path)
+    try:
+        data = _read(path)
+    except InputError as e:
+        return Node(path.name, "file", 0, 0, problem=f"{e}; skipped", code="unreadable_file")
     base = _base_offset(path)
     if kind == "offset_index":
         return ondisk.offset_index(data, base)
@@ -269,6 +299,17 @@ def walk(paths: list[str], options: Options, values: bool = False,
         path = Path(text)
         if not path.exists():
             raise LogError(f"{text}: no such file or directory")
+        if not path.is_file() and not path.is_dir():
+            raise LogError(f"{text}: not a regular file or directory (a FIFO, socket or "
+                           f"device); give a segment, a partition directory or a log dir")
+        try:
+            if path.is_dir():
+                os.listdir(path)
+            else:
+                os.close(os.open(path, os.O_RDONLY))
+        except OSError as e:
+            raise LogError(f"{text}: cannot read it: {e.strerror or e} (run kdissect as a "
+                           f"user who can read it)") from None
         if path.is_file():
             yield from _single_file(path, options, conv)
         elif any(_partition_of(p)[0] and p.is_dir() for p in path.iterdir()) or \
@@ -310,6 +351,10 @@ def _log_dir(path: Path, options: Options, conv: Conv = None) -> Iterator[LogIte
     hws = high_watermarks(path)
     for p in sorted(path.iterdir()):
         if p.is_dir() and _partition_of(p)[0]:
+            bad = _unreadable(p, *_partition_of(p), want_dir=True)
+            if bad is not None:
+                yield bad
+                continue
             yield from _partition_dir(p, options, hws, conv, clean)
 
 
@@ -329,8 +374,10 @@ def single_file(path: Path, options: Options, conv: Conv = None) -> Iterator[Log
 def log_dir_files(path: Path, options: Options, conv: Conv = None) -> Iterator[LogItem]:
     """The files of a log dir itself (meta.properties, the offset checkpoints...)."""
     for p in sorted(path.iterdir()):
-        kind = file_kind(p) if p.is_file() else None
-        if kind in ("segment", "kraft_snapshot", "kafka07"):
+        kind = file_kind(p) if not _partition_of(p)[0] else None
+        if kind is not None and (bad := _unreadable(p, None, None)) is not None:
+            yield bad
+        elif kind in ("segment", "kraft_snapshot", "kafka07"):
             yield from _single_file(p, options, conv)
         elif kind is not None:
             yield LogItem(kind, p, None, None, decode_file(p, kind, options))
@@ -365,10 +412,13 @@ def _partition_dir(path: Path, options: Options,
     state = _Partition(topic, partition, conv=conv, clean=clean)
     if hws is not None and topic is not None and partition is not None:
         state.hw = hws.get((topic, partition))
-    files = sorted(p for p in path.iterdir() if p.is_file())
+    files = sorted(p for p in path.iterdir() if p.is_file() or file_kind(p) is not None)
     by_base: dict[int, dict[str, Path]] = {}
     for p in files:
         kind = file_kind(p)
+        if kind is not None and (bad := _unreadable(p, topic, partition)) is not None:
+            yield bad
+            continue
         if kind is None or p.suffix in (".deleted", ".cleaned", ".swap"):
             continue            # being deleted or swapped in: not part of the partition's log
         if kind in ("offset_index", "time_index", "txn_index", "segment"):
@@ -382,9 +432,9 @@ def _partition_dir(path: Path, options: Options,
             continue
         tree = decode_file(p, kind, options)
         if p.name.endswith(("leader-epoch-checkpoint", ".leader_epoch_checkpoint")):
-            state.epochs = [(_value(e, "epoch"), _value(e, "start_offset"))
-                            for e in (tree.child("entries") or Node("", "", 0)).children
-                            if e.child("epoch") is not None]
+            state.epochs = [(epoch, start) for e in (tree.child("entries") or Node("", "", 0)).children
+                            if isinstance(epoch := _value(e, "epoch"), int)
+                            and isinstance(start := _value(e, "start_offset"), int)]
         # a tiered copy's snapshot is named by its segment's first offset but holds the
         # state at the segment's end: no offset to compare it at; nor has one whose CRC
         # fails (Kafka's recovery deletes it and rebuilds the state from the log)
@@ -481,8 +531,7 @@ def _segment(path: Path, options: Options, state: _Partition, kind: str,
                     pos = resume
                     continue
             if left < BATCH_HEAD or not _plausible_head(mm, pos, left):
-                tail = mm[pos:size]
-                yield _tail_item(path, state, pos, tail)
+                yield _tail_item(path, state, pos, mm, size)
                 break
             if total > left:
                 node = Node("batch", "bytes", pos, left, left,
@@ -694,13 +743,45 @@ def _recovery(state: _Partition, what: str) -> str:
     return f"Kafka's recovery, when it runs over it (after an unclean shutdown), {what}"
 
 
-def _tail_item(path: Path, state: _Partition, pos: int, tail: bytes) -> LogItem:
-    n = len(tail)
-    if not any(tail):
-        node = Node("tail", "bytes", pos, n, n, problem=f"{n} zero bytes after the last batch",
+_CHUNK = 1 << 20
+
+
+def _all_zero(path: Path, start: int, end: int) -> bool:
+    """Whether bytes ``start:end`` of the file are all zero. A preallocated segment's
+    tail (log.preallocate: a sparse file) is skipped by seeking to its next data
+    (SEEK_DATA: holes are never read); data is read a MiB at a time with pread, never
+    mapped nor copied whole."""
+    seek_data = getattr(os, "SEEK_DATA", None)
+    with open(path, "rb") as f:
+        fd, at = f.fileno(), start
+        while at < end:
+            if seek_data is not None:
+                try:
+                    at = os.lseek(fd, at, seek_data)
+                except OSError:             # ENXIO: only holes from here to the end
+                    return True
+                if at >= end:
+                    return True
+            chunk = os.pread(fd, min(_CHUNK, end - at), at)
+            if not chunk:
+                return True
+            if chunk.count(0) != len(chunk):
+                return False
+            at += len(chunk)
+    return True
+
+
+def _tail_item(path: Path, state: _Partition, pos: int, buf, end: int) -> LogItem:
+    """The item for ``buf[pos:end]``, where no batch starts (only its first bytes kept)."""
+    n = end - pos
+    tail = bytes(buf[pos:min(end, pos + 64)])
+    if _all_zero(path, pos, end):
+        node = Node("tail", "bytes", pos, n, n, problem=f"{n} zero bytes after the last batch "
+                    f"(preallocated space: log.preallocate, or a segment an unclean stop left "
+                    f"untrimmed)",
                     code="log_zero_tail")
     else:
-        node = Node("tail", "bytes", pos, n, bytes(tail[:64]),
+        node = Node("tail", "bytes", pos, n, tail,
                     problem=f"{n} bytes of nonsense at the end (from position {pos}): no "
                             f"batch starts here; broker recovery truncates the segment here",
                     code="log_nonsense_tail")
@@ -898,14 +979,13 @@ def _kafka07(path: Path, topic: str | None, partition: int | None) -> Iterator[L
     try:
         while pos < size:
             if size - pos < 4:
-                yield _tail_item(path, _Partition(topic, partition), pos, mm[pos:size])
+                yield _tail_item(path, _Partition(topic, partition), pos, mm, size)
                 return
             node = ondisk.kafka07_message(mm, pos, size, base)
             n = _value(node, "length")
             if node.children[0].problem:
-                rest = mm[pos:size]
-                if not any(rest):
-                    yield _tail_item(path, _Partition(topic, partition), pos, rest)
+                if _all_zero(path, pos, size):
+                    yield _tail_item(path, _Partition(topic, partition), pos, mm, size)
                 else:
                     node.children[0].code = "log_size_past_end" if n > 0 else "log_nonsense_tail"
                     yield LogItem("message", path, topic, partition, node)

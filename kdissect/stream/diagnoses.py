@@ -19,12 +19,12 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass
 from typing import Any
 
-from ..protocol import schemas
 from ..protocol.apis import API_VERSIONS, FETCH, HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, PRODUCE, \
     SYNC_GROUP
 from ..protocol.findings import Finding
 from ..protocol.names import api_key_of, error_code, error_name
 from ..protocol.node import Node
+from ..protocol.removed_versions import REMOVED
 from .anomaly import SLOW, client_wait
 from .fields import ExchangeFields
 from .model import Exchange, Gap
@@ -278,9 +278,11 @@ class Diagnoses:
         # only look like a header: claim only what a whole, cleanly decoded request says
         clean = _complete(req) and not (out and any(f.kind.group == "malformed" and
                                                     f.where.startswith("request") for f in out))
-        if clean and (req.api_key, req.api_version) in _removed():
+        gone = REMOVED.get((req.api_key, req.api_version)) if clean else None
+        if gone is not None:
             out.append(Finding("removed_version", f"{req.api_name} v{req.api_version}: Kafka "
-                               "4.0 no longer accepts it (KIP-896)", "request"))
+                               f"{gone} no longer accepts it"
+                               + (" (KIP-896)" if gone == "4.0" else ""), "request"))
         # offset 4: the first message of a connection whose SYN was captured
         if clean and ex.opened and req.offset == 4 and req.api_key != API_VERSIONS:
             out.append(Finding("no_api_versions", f"the connection opens with {req.api_name} "
@@ -612,12 +614,6 @@ def _waited(ex: Exchange, wait: float) -> str:
     if ex.first.api_key == PRODUCE:
         said += " (a Produce with acks=all waits for the in-sync replicas)"
     return said
-
-
-@functools.cache
-def _removed() -> frozenset[tuple[int, int]]:
-    """(API key, version) Kafka 4.0 removed: kdissect's legacy table holds exactly them."""
-    return frozenset(schemas.legacy_versions())
 
 
 def _consumer(body: dict) -> bool:

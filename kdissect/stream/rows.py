@@ -151,6 +151,16 @@ def _plain_message(n: Node) -> bool:
     return attrs is not None and attrs.value is not None and attrs.value & 7 == 0
 
 
+# a record's own timestamp (ms) as the tables' TIMESTAMP (int µs): -1 (none) and values
+# past 9999-12-31 (damage) are null there; JSON lines keep the number as it was sent
+MAX_TIMESTAMP_MS = 253_402_300_799_999
+
+
+def ms_micros(ms) -> int | None:
+    """A Kafka timestamp (ms) as a table's TIMESTAMP (µs), or None (see above)."""
+    return ms * 1000 if type(ms) is int and 0 <= ms <= MAX_TIMESTAMP_MS else None
+
+
 def _text_or_hex(b) -> str | None:
     if b is None:
         return None
@@ -180,7 +190,7 @@ def _record_row(n: Node, topic, partition, m: KafkaMessage, capture: str) -> dic
         "topic": topic,
         "partition": partition,
         "offset": offset,
-        "timestamp_ms": ts,
+        "timestamp": ms_micros(ts),
         "key": _text_or_hex(key.value) if key is not None else None,
         "value_size": len(value.value) if value is not None and value.value is not None else None,
         "headers": [{"key": k.value,

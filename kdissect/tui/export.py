@@ -56,7 +56,7 @@ def write_pcapng(path: str, views, show_secrets: bool = False, load=None,
             if conn is None:
                 conn = connections[ex.stream] = recorder.connection(ex.client, ex.broker, ts)
             frame = struct.pack(">i", len(m.data)) + m.data
-            conn.data(side, recorder.mask(frame, side, m.direction == "sasl"), ts)
+            conn.frame(side, frame, ts, m.direction == "sasl")
             if last[ex.stream] == at:
                 conn.close(ts)
     finally:

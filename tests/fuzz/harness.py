@@ -397,8 +397,9 @@ def replay(path: Path) -> None:
         from .midway_target import run_midway
         run_midway(data)
     else:
+        from .files_target import replay as replay_files
         from .hostile_targets import replay as replay_hostile
-        if not replay_hostile(target, data, extra):
+        if not replay_hostile(target, data, extra) and not replay_files(target, data):
             raise ValueError(f"unknown fuzz target in {path.name}")
     check_memory()
 

@@ -135,7 +135,8 @@ def run_framing(args: tuple[bytes, list[int], int]) -> None:
     accounted exactly. Then the skip-scanner on each whole message read as a response."""
     from kdissect.protocol.reader import DecodeError
     from kdissect.proxy.held import HeldBytes
-    from kdissect.proxy.skipscan import endpoint_spans, response_layout
+    from kdissect.proxy.rewrite import rewrite_same_size
+    from kdissect.proxy.skipscan import endpoint_spans, response_layout, top_error_code
     stream, cuts, limit = args
     whole = HeldBytes(1 << 40)
     side = whole.side("whole")
@@ -161,10 +162,14 @@ def run_framing(args: tuple[bytes, list[int], int]) -> None:
         key, version = int.from_bytes(data[:2], "big"), int.from_bytes(data[2:4], "big")
         if response_layout(key, version) is None:
             continue
+        top_error_code(data[4:], key, version)          # never raises
         try:
-            endpoint_spans(data[4:], key, version)
+            spans = endpoint_spans(data[4:], key, version)
         except DecodeError:
-            pass
+            continue
+        # a streamed answer's rewrite never changes its size, whatever the bytes
+        done = rewrite_same_size(data[4:], spans, lambda sp: ("127.0.0.1", 19092))
+        assert done is None or len(done[0]) == len(data) - 4
 
 
 # -- TCP reassembly (the public interface of kdissect/capture/tcp.py) -------------------

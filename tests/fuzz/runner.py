@@ -80,6 +80,15 @@ def _midway_target() -> dict:
 
 TARGETS.update(_midway_target())
 
+
+def _files_targets() -> dict:
+    """Issue 39's: log files, bounded JSON, registry answers, schemas, key logs."""
+    from .files_target import targets
+    return targets()
+
+
+TARGETS.update(_files_targets())
+
 CPU_LIMIT = 1.0         # seconds of CPU one input may take (CPU, not wall: the machine
                         # is shared, and a loaded box must not fail the run)
 

@@ -40,7 +40,7 @@ class Broker:
             except OSError:
                 if self.proc.poll() is not None or time.monotonic() > deadline:
                     self.stop()
-                    raise RuntimeError("the Tansu broker did not start")
+                    raise RuntimeError("the Tansu broker did not start") from None
                 time.sleep(0.05)
 
     def stop(self) -> None:

@@ -65,7 +65,7 @@ def chunks(data: bytes, n: int):
 
 def c_array(data: bytes, name: str) -> str:
     lines = [f"/* {name}: written out of a debugging session */",
-             f"ui8 reference[] = {{"]
+             "ui8 reference[] = {"]
     for i, part in enumerate(chunks(data, 12)):
         lines.append("    " + ", ".join(f"0x{b:02x}" for b in part) + ","
                      + ("   /* size */" if i == 0 else ""))

@@ -4,7 +4,6 @@ Malformed input gives None, never an exception."""
 
 from __future__ import annotations
 
-import struct
 from ...protocol.plain import Compared
 
 CHANGE_CIPHER_SPEC, ALERT, HANDSHAKE, APPLICATION_DATA, HEARTBEAT = 20, 21, 22, 23, 24

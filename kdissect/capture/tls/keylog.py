@@ -13,6 +13,8 @@ counted, never fatal: key logs are appended to by many processes and often hold 
 from __future__ import annotations
 
 import os
+import re
+
 from ...protocol.plain import Compared
 
 LABELS = frozenset({
@@ -22,6 +24,7 @@ LABELS = frozenset({
 MAX_SECRET = 64            # bytes: the longest real secret is 48 (TLS 1.2) or 48 (SHA-384)
 MAX_LINE = 1024            # a longer line is not a key log line (read no further into it)
 MAX_FILE = 256 * 1024 * 1024
+_LINE = re.compile(rb"[^\r\n]+")
 
 
 class KeyLogError(Exception):
@@ -75,8 +78,10 @@ class KeyLog(Compared):
         if isinstance(text, str):
             text = text.encode("utf-8", "replace")
         before = len(self.secrets)
-        for raw in text.splitlines():
-            line = raw.strip()
+        # the non-blank lines one at a time: a file (or a pcapng secrets block) of
+        # millions of empty lines costs no list of them
+        for found in _LINE.finditer(text):
+            line = found.group().strip()
             if not line or line.startswith(b"#"):
                 continue
             if not self._line(line):

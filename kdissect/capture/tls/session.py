@@ -25,7 +25,10 @@ if TYPE_CHECKING:        # imported when keys are found: cryptography is a tenth
     from .cipher import Decryptor
 
 MAX_HANDSHAKE = 1 << 20      # a handshake message longer than this is not followed
-MAX_RESYNC_TRIES = 4096      # sequence numbers tried after lost bytes
+MAX_RESYNC_TRIES = 4096      # sequence numbers tried after lost bytes, per candidate
+# trial decryptions after one loss, over every candidate header: bytes that merely look
+# like record headers (17 03 ..) once cost 4,096 each (1.4 MB: 42 CPU-s)
+MAX_RESYNC_TOTAL = 16384
 MAX_FAILED_REPORTED = 3      # tls_decrypt_failed findings per direction (then counted)
 MAX_WAITING = 32             # encrypted records held while their keys may still be logged
 
@@ -103,7 +106,7 @@ def decryptor(suite: Suite, key: bytes, iv: bytes, mac_key: bytes = b"", tls13: 
 class _Side:
     __slots__ = ("buf", "pos", "plain", "cipher", "pending", "seq", "hs", "secret",
                  "app_secret", "lost", "broken", "failed", "hs_cipher_active", "encrypted",
-                 "native")
+                 "native", "tried")
 
     def __init__(self) -> None:
         self.buf = bytearray()
@@ -121,6 +124,7 @@ class _Side:
         self.hs_cipher_active = False  # TLS 1.3: handshake keys in use
         self.encrypted = False         # TLS 1.2: after ChangeCipherSpec (keys or not)
         self.native = False            # the compiled reassembler decrypts (``hand_over``)
+        self.tried = 0                 # trial decryptions since the last loss (resync)
 
 
 class TlsSession:
@@ -548,12 +552,19 @@ class TlsSession:
                 s.pos = pos + 1
                 continue
             header, payload = bytes(buf[pos:pos + 5]), bytes(buf[pos + 5:end])
-            tries = min(MAX_RESYNC_TRIES, s.lost // 21 + 2)
+            tries = min(MAX_RESYNC_TRIES, s.lost // 21 + 2, MAX_RESYNC_TOTAL - s.tried)
+            s.tried += tries
             for seq in range(s.seq, s.seq + tries):
                 if s.cipher.decrypt(seq, head[0], head[1], header, payload) is not None:
-                    s.pos, s.seq, s.lost = pos, seq, 0
+                    s.pos, s.seq, s.lost, s.tried = pos, seq, 0, 0
                     return True
             s.pos = pos + 1
+            if s.tried >= MAX_RESYNC_TOTAL:
+                s.broken = True
+                self._finding("tls_decrypt_failed", f"{self._who(side)}: after {s.lost} lost "
+                              f"bytes no record decrypted in {MAX_RESYNC_TOTAL} tries; the "
+                              f"rest of this direction is not decrypted", side)
+                return False
 
     # -- findings ----------------------------------------------------------------------------
 

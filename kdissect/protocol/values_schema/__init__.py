@@ -22,7 +22,7 @@ from uuid import UUID
 from ..context import Budget
 from ..node import Node
 from ..plain import Plain
-from .common import Cursor, Mismatch, OutOfBudget, rest_node
+from .common import MAX_DEPTH, Cursor, Mismatch, OutOfBudget, rest_node
 
 __all__ = ["Schema", "SchemaSource", "decode_values", "decode_one", "plain_value",
            "json_value", "decoded_of", "schema_id_of", "guess", "value_columns"]
@@ -186,6 +186,11 @@ def _decode_with(cur: Cursor, schema: Schema, holder: Node, framed: bool) -> Non
             n = cur.zigzag("message index count")
             if n < 0 or n > cur.end - cur.pos:
                 raise Mismatch(start, f"message index count {n} is impossible")
+            if n > MAX_INDEXES:         # a path into nested messages: 4 MB of them took 1.4 GB
+                raise Mismatch(start, f"message index path of {n} levels (a schema's "
+                                      f"messages nest at most {MAX_INDEXES} deep here)")
+            for _ in range(n):
+                cur.charge()
             indexes = [cur.zigzag("message index") for _ in range(n)] if n else [0]
             idx.length, idx.value = cur.pos - start, len(indexes)
             idx.note = "single 0: the first message" if n == 0 else f"path {indexes}"
@@ -232,6 +237,7 @@ def _describe(field: Node, holder: Node, cur: Cursor, base: int, mode: str | Non
 
 
 # the names this package gives the children of a record key/value node
+MAX_INDEXES = MAX_DEPTH         # Confluent's message-index path: one per nesting level
 _PARTS = frozenset({"magic", "schema_id", "message_indexes", "decoded", "guessed"})
 
 

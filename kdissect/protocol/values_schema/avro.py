@@ -158,10 +158,30 @@ def _blocks(cur: Cursor, items: Any, values: Any, named: dict[str, Any], parent:
     return node
 
 
+MAX_DECIMAL_DIGITS = 1000      # no real schema's precision is near: bounds the work
+
+
+def decimal_value(raw: bytes, precision: int, scale: int) -> decimal.Decimal:
+    """An Avro decimal's value (what fastavro returns). Raises ValueError when its
+    unscaled integer has more digits than the precision allows (600 KB of bytes took 25
+    CPU-s to convert, then overflowed the context): bytes beyond ceil(p * log2(10) / 8)
+    + 1, after sign-extension bytes, cannot fit p digits."""
+    p = min(precision, MAX_DECIMAL_DIGITS) if isinstance(precision, int) and precision > 0 \
+        else MAX_DECIMAL_DIGITS
+    pad = b"\xff" if raw[:1] >= b"\x80" else b"\0"
+    digits = raw.lstrip(pad)
+    if len(digits) > p * 0.4153 + 2:
+        raise ValueError(f"a decimal of {len(raw)} bytes: more digits than its precision "
+                         f"{precision} allows")
+    ctx = decimal.Context(prec=p)            # fastavro's (exponent limits included)
+    try:
+        return ctx.create_decimal(int.from_bytes(raw, "big", signed=True)).scaleb(-scale, ctx)
+    except (decimal.DecimalException, TypeError) as e:     # a scale past the exponents
+        raise ValueError(f"decimal out of range ({type(e).__name__})") from None
+
+
 def _decimal(node: Node, schema: dict) -> None:
-    ctx = decimal.Context(prec=schema.get("precision", 28))
-    unscaled = int.from_bytes(node.value, "big", signed=True)
-    node.value = ctx.create_decimal(unscaled).scaleb(-schema.get("scale", 0), ctx)
+    node.value = decimal_value(node.value, schema.get("precision", 28), schema.get("scale", 0))
     node.ktype = "decimal"
 
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 import base64
 import struct
 from datetime import date, datetime, timedelta, timezone
-from decimal import Context
 from collections.abc import Callable
 from typing import Any
 from uuid import UUID
 
 from ..reader import uvarint
+from .avro import decimal_value
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _LOCAL = datetime(1970, 1, 1)
@@ -249,12 +249,11 @@ def _sized(kind: str, logical: str | None, s: dict) -> Read:
     else:
         raw = _bytes
     if logical == "decimal":
-        ctx, scale = Context(prec=s.get("precision", 28)), -s.get("scale", 0)
+        precision, scale = s.get("precision", 28), s.get("scale", 0)
 
         def decimal(b: bytes, p: int, t: list) -> tuple[Any, int]:
             v, p = raw(b, p)
-            return str(ctx.create_decimal(int.from_bytes(v, "big", signed=True))
-                       .scaleb(scale, ctx)), p
+            return str(decimal_value(v, precision, scale)), p
         return decimal
     if kind == "string":
         if logical == "uuid":

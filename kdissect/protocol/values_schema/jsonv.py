@@ -4,6 +4,7 @@ what ``json.loads`` returns (it is the oracle in tests)."""
 from __future__ import annotations
 
 import re
+import sys
 # CPython's JSON string scanner (C-accelerated); typeshed does not declare it
 from json.decoder import scanstring  # type: ignore[attr-defined]
 from typing import Any
@@ -14,6 +15,8 @@ from .common import Cursor, Mismatch
 _NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(\.\d+)?([eE][-+]?\d+)?")
 _SPACE = re.compile(r"[ \t\n\r]*")
 _LITERALS = {"true": True, "false": False, "null": None}
+# Python's own bound on int(str) (quadratic past it): json.loads refuses longer integers
+_MAX_DIGITS = sys.get_int_max_str_digits() or 4300
 
 
 def _skip_space(text: str, i: int) -> int:
@@ -76,6 +79,9 @@ class _Parser:
         m = _NUMBER.match(text, i)
         if m and m.end() > i:
             s = m.group(0)
+            if not (m.group(1) or m.group(2)) and len(s) > _MAX_DIGITS:
+                raise self.fail(i, f"an integer of {len(s)} digits (json.loads takes at "
+                                   f"most {_MAX_DIGITS})")
             v: Any = float(s) if m.group(1) or m.group(2) else int(s)
             return self._leaf(parent, name, "number", i, m.end(), v), m.end()
         for word, v in _LITERALS.items():
@@ -94,6 +100,7 @@ class _Parser:
                                value=None if is_object else 0))
         close = "}" if is_object else "]"
         cur.enter()
+        seen: dict[str, Node] = {}          # this object's keys (a duplicate replaces)
         i = _skip_space(text, i + 1)
         try:
             if text.startswith(close, i):
@@ -110,10 +117,10 @@ class _Parser:
                     if not text.startswith(":", i):
                         raise self.fail(i, "JSON object needs ':' after a key")
                     i = _skip_space(text, i + 1)
-                    old = node.child(key)
+                    old = seen.get(key)
                     if old is not None:             # json.loads keeps the last
                         node.remove(old)
-                    _, i = self.value(i, node, key)
+                    seen[key], i = self.value(i, node, key)
                 else:
                     _, i = self.value(i, node, f"[{node.value}]")
                     node.value += 1

@@ -1,0 +1,287 @@
+#!/usr/bin/env python3
+"""Produce and consume through `kdissect proxy` against direct, on real Apache Kafka
+(the pinned 4.4 release, tests/support/apache_kafka.py: --nodes 1 or 3 KRaft nodes),
+with decoding on (JSON lines of every exchange to a file, the default display lag):
+
+    java      Kafka's own kafka-producer-perf-test / kafka-consumer-perf-test
+              (org.apache.kafka.tools.ProducerPerformance / ConsumerPerformance from the
+              release's kafka-tools jar): --records records of --size bytes, acks=1,
+              as fast as it goes; records per second as the tool reports them
+    rdkafka   confluent-kafka (librdkafka): the same records produced (acks=1) and read
+              back by a consumer; records per second from first to last record
+
+Direct and proxied runs alternate in pairs (which goes first alternates too); a ratio is
+the median of the pairs' proxied / direct. For each proxied run the CPU seconds of the
+forwarding process and of the display process (decoding, JSON) are read from /proc, so
+the figures say where the proxy spent its time; the exchanges the display shed or left
+out are read from the proxy's exit summary. The load average is printed before and after:
+on a shared machine state it beside the figures.
+
+    .venv/bin/python benchmarks/proxy_on_apache_kafka.py [--nodes 1] [--repeats 5]
+        [--records 200000] [--size 1024] [--clients java,rdkafka]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.support.apache_kafka import ApacheKafka, classpath, java  # noqa: E402
+from tests.support.broker import free_port  # noqa: E402
+
+PERF_JVM = ["-Xms256m", "-Xmx512m", "-XX:+UseSerialGC"]
+
+
+def _cpu_seconds(pid: int) -> float:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            out += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            pass
+    return out
+
+
+class Proxy:
+    """`kdissect proxy` with JSON lines of every exchange to a file."""
+
+    def __init__(self, bootstrap: str, workdir: Path):
+        self.port = free_port()
+        self.out = open(workdir / "proxy.jsonl", "w")
+        self.err = open(workdir / "proxy.err", "w+")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "kdissect", "proxy", "--upstream", bootstrap, "--listen",
+             f"127.0.0.1:{self.port}", "--no-tui", "--format", "jsonl"],
+            stdout=self.out, stderr=self.err, cwd=ROOT)
+        import socket
+        for _ in range(300):
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        kids = _children(self.proc.pid)
+        self.forwarder = kids[0] if kids else 0
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def cpu(self) -> tuple[float, float]:
+        """(forwarder, display) CPU seconds so far."""
+        return _cpu_seconds(self.forwarder), _cpu_seconds(self.proc.pid)
+
+    def settle(self, timeout: float = 60) -> None:
+        """Until the display sleeps on an empty channel (no run pays for the one before)."""
+        asleep, deadline = 0, time.monotonic() + timeout
+        while asleep < 20 and time.monotonic() < deadline:
+            state = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            asleep = asleep + 1 if state == "S" else 0
+            time.sleep(0.05)
+
+    def stop(self) -> str:
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(60)
+        self.err.seek(0)
+        return self.err.read()
+
+
+def java_produce(bootstrap: str, topic: str, records: int, size: int) -> float:
+    done = subprocess.run(
+        [java(), *PERF_JVM, "-cp", classpath(), "org.apache.kafka.tools.ProducerPerformance",
+         "--topic", topic, "--num-records", str(records), "--record-size", str(size),
+         "--throughput", "-1", "--producer-props", f"bootstrap.servers={bootstrap}",
+         "acks=1", "linger.ms=5", "batch.size=65536"],
+        capture_output=True, text=True, timeout=600)
+    last = [line for line in done.stdout.splitlines() if "records sent" in line]
+    if not last:
+        raise RuntimeError(done.stdout[-2000:] + done.stderr[-2000:])
+    return float(re.search(r"([\d.]+) records/sec", last[-1]).group(1))
+
+
+def java_consume(bootstrap: str, topic: str, records: int) -> float:
+    done = subprocess.run(
+        [java(), *PERF_JVM, "-cp", classpath(), "org.apache.kafka.tools.ConsumerPerformance",
+         "--bootstrap-server", bootstrap, "--topic", topic, "--messages", str(records),
+         "--timeout", "60000", "--show-detailed-stats", "--reporting-interval", "600000"],
+        capture_output=True, text=True, timeout=600)
+    # summary: start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg,
+    # nMsg.sec, rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec
+    rows = [line.split(",") for line in done.stdout.splitlines()
+            if line.count(",") >= 9 and line[:1].isdigit()]
+    if not rows:
+        done = subprocess.run(
+            [java(), *PERF_JVM, "-cp", classpath(),
+             "org.apache.kafka.tools.ConsumerPerformance", "--bootstrap-server", bootstrap,
+             "--topic", topic, "--messages", str(records), "--timeout", "60000"],
+            capture_output=True, text=True, timeout=600)
+        rows = [line.split(",") for line in done.stdout.splitlines()
+                if line.count(",") >= 9 and line[:1].isdigit()]
+    if not rows:
+        raise RuntimeError(done.stdout[-2000:] + done.stderr[-2000:])
+    return float(rows[-1][9])           # fetch.nMsg.sec: without the group's join time
+
+
+def rdkafka_produce(bootstrap: str, topic: str, records: int, size: int) -> float:
+    from confluent_kafka import Producer
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 5,
+                  "batch.size": 65536, "queue.buffering.max.messages": 1_000_000})
+    value = os.urandom(size)
+    p.produce(topic, value)
+    p.flush(30)                          # connections and metadata before the clock
+    started = time.perf_counter()
+    for _ in range(records):
+        while True:
+            try:
+                p.produce(topic, value)
+                break
+            except BufferError:
+                p.poll(0.01)
+        p.poll(0)
+    p.flush(300)
+    return records / (time.perf_counter() - started)
+
+
+def rdkafka_consume(bootstrap: str, topic: str, records: int) -> float:
+    from confluent_kafka import Consumer
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{time.time_ns()}",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c.subscribe([topic])
+    got, first, started = 0, 0, None
+    deadline = time.monotonic() + 300
+    while got < records and time.monotonic() < deadline:
+        batch = c.consume(10000, 1.0)
+        if batch and started is None:  # the clock starts after the first batch
+            started, first = time.perf_counter(), len(batch)
+        got += len(batch)
+    elapsed = time.perf_counter() - (started or time.perf_counter())
+    c.close()
+    if got < records:
+        raise RuntimeError(f"the consumer read {got} of {records} records")
+    return (got - first) / elapsed if elapsed else 0.0
+
+
+CLIENTS = {"java": (java_produce, java_consume), "rdkafka": (rdkafka_produce, rdkafka_consume)}
+
+
+def _load() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--nodes", type=int, default=1)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--records", type=int, default=200_000)
+    ap.add_argument("--size", type=int, default=1024)
+    ap.add_argument("--clients", default="java,rdkafka")
+    ap.add_argument("--forwarding-only", action="store_true",
+                    help="also a run through the proxy with its display stopped (SIGSTOP): "
+                         "what forwarding alone costs")
+    args = ap.parse_args()
+    workdir = Path(tempfile.mkdtemp(prefix="kdissect-bench-"))
+    print(f"load before: {_load()} on {os.cpu_count()} cores", flush=True)
+    cluster = ApacheKafka(nodes=args.nodes)
+    proxy = None
+    try:
+        proxy = Proxy(cluster.bootstrap(), workdir)
+        rf = min(3, args.nodes)
+        subprocess.run([java(), *PERF_JVM, "-cp", classpath(), "org.apache.kafka.tools.TopicCommand",
+                        "--bootstrap-server", cluster.bootstrap(), "--create", "--topic",
+                        "warm", "--partitions", "3", "--replication-factor", str(rf)],
+                       capture_output=True, check=False, timeout=120)
+        results: dict[str, list[tuple[float, float]]] = {}
+        cpu: dict[str, list[tuple[float, float]]] = {}
+        for client in args.clients.split(","):
+            produce, consume = CLIENTS[client]
+            for i in range(args.repeats):
+                order = ("direct", "proxy") if i % 2 == 0 else ("proxy", "direct")
+                if args.forwarding_only:
+                    order = (*order, "forwarding")
+                figures = {}
+                for where in order:
+                    topic = f"{client}-{where}-{i}"
+                    subprocess.run(
+                        [java(), *PERF_JVM, "-cp", classpath(),
+                         "org.apache.kafka.tools.TopicCommand", "--bootstrap-server",
+                         cluster.bootstrap(), "--create", "--topic", topic, "--partitions",
+                         "3", "--replication-factor", str(rf)],
+                        capture_output=True, check=True, timeout=120)
+                    bootstrap = cluster.bootstrap() if where == "direct" else proxy.bootstrap
+                    proxy.settle()
+                    if where == "forwarding":       # the display stopped: it sheds all
+                        os.kill(proxy.proc.pid, signal.SIGSTOP)
+                    before = proxy.cpu()
+                    p = produce(bootstrap, topic, args.records, args.size)
+                    mid = proxy.cpu()
+                    proxy.settle()
+                    mid2 = proxy.cpu()
+                    c = consume(bootstrap, topic, args.records)
+                    after = proxy.cpu()
+                    if where == "forwarding":
+                        os.kill(proxy.proc.pid, signal.SIGCONT)
+                    figures[where] = (p, c)
+                    if where == "proxy":
+                        cpu.setdefault(f"{client} produce", []).append(
+                            (mid[0] - before[0], mid[1] - before[1]))
+                        cpu.setdefault(f"{client} consume", []).append(
+                            (after[0] - mid2[0], after[1] - mid2[1]))
+                ratio = (figures["proxy"][0] / figures["direct"][0],
+                         figures["proxy"][1] / figures["direct"][1])
+                results.setdefault(client, []).append(ratio)
+                extra = ""
+                if "forwarding" in figures:
+                    alone = (figures["forwarding"][0] / figures["direct"][0],
+                             figures["forwarding"][1] / figures["direct"][1])
+                    results.setdefault(client + " (display stopped)", []).append(alone)
+                    extra = f"; display stopped: produce {alone[0]:.0%}, consume {alone[1]:.0%}"
+                print(f"{client} pair {i + 1}: produce direct {figures['direct'][0]:,.0f}/s "
+                      f"proxy {figures['proxy'][0]:,.0f}/s ({ratio[0]:.0%}); consume direct "
+                      f"{figures['direct'][1]:,.0f}/s proxy {figures['proxy'][1]:,.0f}/s "
+                      f"({ratio[1]:.0%}){extra}; load {_load()}", flush=True)
+        summary = proxy.stop()
+        proxy = None
+        print(f"\n{args.nodes} Apache Kafka node(s), {args.records:,} records of "
+              f"{args.size} B per run, {args.repeats} alternating pairs per client")
+        for client, ratios in results.items():
+            for k, name in enumerate(("produce", "consume")):
+                values = sorted(r[k] for r in ratios)
+                print(f"  {client} {name}: median {statistics.median(values):.0%} of direct "
+                      f"({values[0]:.0%}–{values[-1]:.0%})")
+        for what, pairs in cpu.items():
+            fwd = statistics.median(p[0] for p in pairs)
+            disp = statistics.median(p[1] for p in pairs)
+            print(f"  CPU per proxied run, {what}: forwarder {fwd:.2f} s, display {disp:.2f} s")
+        for line in summary.splitlines():
+            if line.startswith(("proxy: ", "display: ")):
+                print("  " + line)
+        print(f"load after: {_load()}")
+    finally:
+        if proxy is not None:
+            proxy.proc.kill()
+        cluster.close()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,534 @@
+"""Hostile input, round 4 (issue 39): the files and services kdissect reads besides
+captures -- Kafka's log dirs, schema files and registries, key logs, the proxy's own
+options -- through the real CLI. Each run is held to test_hostile's limits (no
+traceback, exit 0/1/2 with a message, < 30 CPU-s, < 1 GiB peak RSS, measured)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import socket
+import stat
+import struct
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from tests.test_hostile import ROOT, check, run_measured
+
+_spec = importlib.util.spec_from_file_location("make_hostile", ROOT / "scripts" / "make_hostile.py")
+assert _spec is not None and _spec.loader is not None
+mh = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(mh)
+
+
+def _varint(n: int) -> bytes:
+    n = (n << 1) ^ (n >> 63)
+    out = b""
+    while True:
+        b, n = n & 0x7F, n >> 7
+        if not n:
+            return out + bytes([b])
+        out += bytes([b | 0x80])
+
+
+def tcp_pcap(stream: bytes) -> bytes:
+    """A capture of ``stream`` from 10.0.0.1:40000 to 10.0.0.2:9092 after a TCP handshake
+    (a capture without one reads as begun inside the connection)."""
+    shake = [mh._frame(1, 40000, 999, b"", True, 0x02),
+             mh._frame(1, 40000, 4999, b"", False, 0x12, ack=1000),
+             mh._frame(1, 40000, 1000, b"", True, 0x10, ack=5000)]
+    return mh.pcap(shake + mh.frames(stream))
+
+
+def produce_pcap(path: Path, value: bytes) -> Path:
+    """A capture of one Produce request to topic "t" whose one record holds ``value``."""
+    body = b"\0" + _varint(0) + _varint(0) + _varint(-1) + _varint(len(value)) + value + _varint(0)
+    records = _varint(len(body)) + body
+    path.write_bytes(tcp_pcap(mh.produce(mh.record_batch(records, 1))))
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def framed(schema_id: int, payload: bytes) -> bytes:
+    return b"\0" + struct.pack(">i", schema_id) + payload
+
+
+def stdout_of(args: list[str], tmp_path: Path) -> tuple[int, str, str]:
+    out = tmp_path / "stdout.txt"
+    code, err = check(args, tmp_path, stdout=out)
+    return code, out.read_text(errors="replace"), err
+
+
+# -- kdissect log ------------------------------------------------------------------------
+
+def _log_dir(root: Path) -> Path:
+    """A small log dir: meta.properties, two partitions with leader-epoch checkpoints."""
+    root.mkdir()
+    (root / "meta.properties").write_text("version=1\nnode.id=1\ncluster.id=x\n")
+    for name in ("a-0", "b-0"):
+        (root / name).mkdir()
+        (root / name / "leader-epoch-checkpoint").write_text("0\n1\n0 0\n")
+        (root / name / "partition.metadata").write_text("version: 0\ntopic_id: x\n")
+    return root
+
+
+def test_checkpoint_not_a_number_is_what_stops_a_broker(tmp_path):
+    """``0 abc`` in a leader-epoch-checkpoint crashed the run (TypeError) and lost every
+    partition after it: now a finding that says Kafka refuses the file, and the other
+    partitions are still read."""
+    root = _log_dir(tmp_path / "logs")
+    (root / "a-0" / "leader-epoch-checkpoint").write_text("0\n1\n0 abc\n")
+    code, out, _ = stdout_of(["log", "--format", "jsonl", str(root)], tmp_path)
+    assert code == 0
+    objs = [json.loads(line) for line in out.splitlines()]
+    files = {Path(o["file"]).parent.name + "/" + Path(o["file"]).name for o in objs}
+    assert "b-0/leader-epoch-checkpoint" in files and "b-0/partition.metadata" in files
+    bad = [o for o in objs if o["file"].endswith("a-0/leader-epoch-checkpoint")]
+    text = json.dumps(bad)
+    assert "malformed_field" in text and "Malformed line in checkpoint file" in text
+    code, out, _ = stdout_of(["log", str(root / "a-0" / "leader-epoch-checkpoint")], tmp_path)
+    assert code == 0 and "'abc'" in out and "start-up" in out
+
+
+def test_unreadable_entries_are_said_and_the_rest_is_read(tmp_path):
+    """A dangling link named like a segment and a directory named like an index (and,
+    not as root, an unreadable file): each one item with unreadable_file, the rest read."""
+    root = _log_dir(tmp_path / "logs")
+    (root / "a-0" / "00000000000000000000.log").symlink_to(tmp_path / "nowhere")
+    (root / "a-0" / "00000000000000000000.index").mkdir()
+    code, out, _ = stdout_of(["log", "--format", "jsonl", str(root)], tmp_path)
+    assert code == 0
+    assert out.count("unreadable_file") == 2, out
+    assert "b-0/leader-epoch-checkpoint" in out
+
+
+def test_fifo_and_empty_dir_exit_1(tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    code, err = check(["log", str(fifo)], tmp_path)
+    assert code == 1 and "not a regular file" in err
+    (tmp_path / "empty").mkdir()
+    code, err = check(["log", str(tmp_path / "empty")], tmp_path)
+    assert code == 1 and "no Kafka files" in err      # as `kdissect log --help` says
+
+
+def test_quorum_state_deep_and_wide(tmp_path):
+    """200k-deep JSON crashed (RecursionError); 100k keys took minutes (a search from the
+    start of the text per key): now a finding, and linear."""
+    part = tmp_path / "__cluster_metadata-0"
+    part.mkdir()
+    qs = part / "quorum-state"
+    qs.write_text("[" * 200_000 + "]" * 200_000)
+    code, out, _ = stdout_of(["log", str(qs)], tmp_path)
+    assert code == 0 and "nested too deeply" in out
+    qs.write_text(json.dumps({f"k{i}": i for i in range(100_000)}))
+    code, out, _ = stdout_of(["log", "--format", "jsonl", str(qs)], tmp_path)
+    assert code == 0 and '"k99999"' in out
+
+
+def test_full_index_and_huge_checkpoint_are_bounded(tmp_path):
+    """A 10 MiB .index with every entry used (Kafka's default size: 1.3 M entries took
+    3.3 GB) and a 21 MB leader-epoch-checkpoint (1.5 GB): the entries past a bound are
+    kept as bytes with a node_budget finding, under the RSS limit (check())."""
+    part = tmp_path / "t-0"
+    part.mkdir()
+    n = (10 << 20) // 8
+    (part / "00000000000000000000.index").write_bytes(
+        b"".join(struct.pack(">ii", i + 1, 64 * (i + 1)) for i in range(n)))
+    code, out, _ = stdout_of(["log", "--format", "jsonl", str(part / "00000000000000000000.index")],
+                             tmp_path)
+    assert code == 0 and "node_budget" in out
+    n = (10 << 20) // 12
+    (part / "00000000000000000000.timeindex").write_bytes(
+        b"".join(struct.pack(">qi", 1_700_000_000_000 + i, i + 1) for i in range(n)))
+    (part / "00000000000000000000.log").write_bytes(mh.record_batch(b"", 0))
+    code, out, _ = stdout_of(["log", "--format", "jsonl", str(part)], tmp_path)   # both, checked
+    assert code == 0 and out.count("node_budget") >= 2
+    lines = ["0", "2000000"] + [f"{i} {i}" for i in range(2_000_000)]
+    (part / "leader-epoch-checkpoint").write_text("\n".join(lines) + "\n")
+    code, out, _ = stdout_of(["log", str(part / "leader-epoch-checkpoint")], tmp_path)
+    assert code == 0 and "node_budget" in out
+
+
+# -- values, schemas, registries ----------------------------------------------------------
+
+def test_json_value_with_a_huge_integer_and_many_keys(tmp_path):
+    """A 5,000-digit integer crashed (Python's int limit); 100k keys were quadratic."""
+    pcap = produce_pcap(tmp_path / "big.pcap", b'{"a": ' + b"9" * 5000 + b"}")
+    code, _, _ = stdout_of(["pcap", "--values", "--format", "jsonl", str(pcap)], tmp_path)
+    assert code == 0
+    many = b"{" + b",".join(b'"k%d": 1' % i for i in range(100_000)) + b"}"
+    pcap = produce_pcap(tmp_path / "keys.pcap", many)
+    code, out, _ = stdout_of(["pcap", "--values", "--format", "jsonl", str(pcap)], tmp_path)
+    assert code == 0 and "k99999" in out
+
+
+def _deep_avsc(depth: int) -> str:
+    text = ""
+    for i in range(depth):
+        text += '{"type": "record", "name": "R%d", "fields": [{"name": "f", "type": ' % i
+    return text + '"int"' + "}]}" * depth
+
+
+def test_deep_schema_file(tmp_path):
+    (tmp_path / "deep.avsc").write_text(_deep_avsc(400))
+    pcap = produce_pcap(tmp_path / "v.pcap", b"\x02")
+    code, err = check(["pcap", "--value-schema", f"t={tmp_path / 'deep.avsc'}", str(pcap)],
+                      tmp_path)
+    assert code == 1 and "nested too deeply" in err
+
+
+class _Registry:
+    """A loopback HTTP server answering every GET with the next of ``answers`` (bytes,
+    or (status, headers) for a redirect); remembers the Authorization headers seen."""
+
+    def __init__(self, answers):
+        self.answers, self.auth = list(answers), []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):
+                outer.auth.append(self.headers.get("Authorization"))
+                answer = outer.answers.pop(0) if len(outer.answers) > 1 else outer.answers[0]
+                if isinstance(answer, tuple):
+                    self.send_response(answer[0])
+                    for k, v in answer[1].items():
+                        self.send_header(k, v)
+                    self.end_headers()
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(answer)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+ORDER = {"type": "record", "name": "O", "fields": [{"name": "x", "type": "int"}]}
+WRONG_SHAPES = {
+    "number": b"42",
+    "schema-number": b'{"schema": 42}',
+    "references-string": json.dumps({"schema": json.dumps(ORDER), "references": "oops"}).encode(),
+    "reference-no-subject": json.dumps({"schema": json.dumps(ORDER),
+                                        "references": [{"name": "x", "version": 1}]}).encode(),
+    "deep-json": b"[" * 100_000 + b"]" * 100_000,
+    "deep-schema": json.dumps({"schema": _deep_avsc(400)}).encode(),
+    "not-json": b"<html>hello</html>",
+}
+
+
+@pytest.mark.parametrize("shape", sorted(WRONG_SHAPES))
+def test_registry_answers_of_the_wrong_shape(tmp_path, shape):
+    registry = _Registry([WRONG_SHAPES[shape]])
+    pcap = produce_pcap(tmp_path / "v.pcap", framed(1, b"\x02"))
+    try:
+        code, out, err = stdout_of(["pcap", "--format", "jsonl", "--registry", registry.url,
+                                    "--registry-cache",
+                                    str(tmp_path / "cache"), str(pcap)], tmp_path)
+    finally:
+        registry.close()
+    assert code == 0 and '"api_name": "Produce"' in out
+    assert f"registry {registry.url}" in err or "id 1: nested too deeply" in err
+    assert "unreachable" not in err          # it answered: not said to be offline
+
+
+def test_registry_cache_corrupt_or_a_file(tmp_path):
+    """A damaged cache entry is asked again (it made every later run fail); a cache
+    path that is a file is a usage error."""
+    registry = _Registry([json.dumps({"schema": json.dumps(ORDER)}).encode()])
+    pcap = produce_pcap(tmp_path / "v.pcap", framed(1, b"\x02"))
+    cache = tmp_path / "cache"
+    args = ["pcap", "--format", "jsonl", "--registry", registry.url, "--registry-cache",
+            str(cache), str(pcap)]
+    try:
+        code, out, _ = stdout_of(args, tmp_path)
+        assert code == 0 and '"x": 1' in out
+        (entry,) = cache.rglob("*.json")
+        entry.write_text("{not json")
+        code, out, _ = stdout_of(args, tmp_path)
+        assert code == 0 and '"x": 1' in out
+        assert json.loads(entry.read_text())["schema"]
+    finally:
+        registry.close()
+    (tmp_path / "afile").write_text("x")
+    code, err = check(["pcap", "--registry", registry.url, "--registry-cache",
+                       str(tmp_path / "afile"), str(pcap)], tmp_path)
+    assert code == 2 and "--registry-cache" in err
+
+
+def test_registry_credentials_from_userinfo_never_printed_nor_redirected(tmp_path):
+    other = _Registry([json.dumps({"schema": json.dumps(ORDER)}).encode()])
+    first = _Registry([(302, {"Location": other.url.replace("127.0.0.1", "localhost")
+                              + "/schemas/ids/1"})])
+    pcap = produce_pcap(tmp_path / "v.pcap", framed(1, b"\x02"))
+    url = first.url.replace("http://", "http://alice:s3cr3t-pw@")
+    try:
+        code, out, err = stdout_of(["pcap", "--format", "jsonl", "--registry", url,
+                                    "--registry-cache", "none", str(pcap)], tmp_path)
+    finally:
+        first.close()
+        other.close()
+    assert code == 0 and '"x": 1' in out
+    assert first.auth[0] and first.auth[0].startswith("Basic ")       # userinfo used
+    assert other.auth == [None]                   # not sent to the other host
+    assert "s3cr3t-pw" not in out + err
+    # unreachable: the error names the registry without the password
+    code, out, err = stdout_of(["pcap", "--format", "jsonl", "--registry",
+                                "http://bob:hunter2-pw@127.0.0.1:9",
+                                "--registry-cache", "none", str(pcap)], tmp_path)
+    assert "hunter2-pw" not in out + err and "unreachable" in err
+
+
+@pytest.mark.slow           # 30 s of waiting on the clock: the full suite only
+def test_registry_that_trickles_is_given_up(tmp_path):
+    """One byte every 2 s: the 10 s timeout is per read; the whole answer has a
+    deadline (30 s) after which the run goes on without it."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    stop = threading.Event()
+
+    def serve():
+        while not stop.is_set():
+            conn, _ = listener.accept()
+            conn.recv(4096)
+            conn.sendall(b"HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n")
+            try:
+                while not stop.wait(2):
+                    conn.sendall(b" ")
+            except OSError:
+                pass
+            conn.close()
+    threading.Thread(target=serve, daemon=True).start()
+    pcap = produce_pcap(tmp_path / "v.pcap", framed(1, b"\x02"))
+    try:
+        code, err, _, _ = run_measured(["pcap", "--format", "jsonl", "--registry",
+                                        f"http://127.0.0.1:{listener.getsockname()[1]}",
+                                        "--registry-cache", "none", str(pcap)], tmp_path)
+    finally:
+        stop.set()
+        listener.close()
+    assert code == 0 and "longer than 30 s" in err
+
+
+# -- key logs, the proxy's options, live ---------------------------------------------------
+
+def test_keylog_of_newlines(tmp_path):
+    """200 MB of newlines took 1.8 GB (a list of empty lines)."""
+    keys = tmp_path / "nl.keys"
+    with open(keys, "wb") as f:
+        for _ in range(200):
+            f.write(b"\n" * 1_000_000)
+    check(["pcap", "--keylog", str(keys), str(ROOT / "captures" / "tls13.pcap")], tmp_path)
+
+
+def test_proxy_bad_ca_file_and_keylog_dir(tmp_path):
+    (tmp_path / "ca.pem").write_text("not a certificate\n")
+    code, err = check(["proxy", "--upstream", "127.0.0.1:9", "--listen", f"127.0.0.1:{free_port()}", "--ca-file",
+                       str(tmp_path / "ca.pem")], tmp_path)
+    assert code == 2 and "--ca-file" in err and "PEM" in err
+    code, err = check(["proxy", "--upstream", "127.0.0.1:9", "--listen", f"127.0.0.1:{free_port()}", "--upstream-tls",
+                       "--keylog", str(tmp_path / "missing" / "k.log")], tmp_path)
+    assert code in (1, 2) and "k.log" in err and "No such file" in err
+
+
+def test_proxy_keylog_and_recording_are_private(tmp_path):
+    """--keylog and -w files hold secrets: created 0600."""
+    from tests.test_hostile import KDISSECT
+    import signal
+    import subprocess
+    import time
+    keylog, rec = tmp_path / "k.log", tmp_path / "r.pcapng"
+    proc = subprocess.Popen([*KDISSECT, "proxy", "--upstream", "127.0.0.1:9", "--listen", f"127.0.0.1:{free_port()}",
+                             "--upstream-tls", "--keylog", str(keylog), "-w", str(rec),
+                             "--format", "text"], cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not (keylog.exists() and rec.exists()) and proc.poll() is None \
+                and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(60)
+    assert stat.S_IMODE(keylog.stat().st_mode) == 0o600
+    assert stat.S_IMODE(rec.stat().st_mode) == 0o600
+
+
+def test_live_bad_capture_filter(tmp_path):
+    code, err = check(["live", "-i", "lo", "-f", "tcp port ((((", "--format", "text"], tmp_path)
+    assert code == 1 and "capture filter" in err
+
+
+# -- control characters in text outputs -------------------------------------------------------
+
+FORGED_CLIENT = "cl\x1b]0;pwned\x07id\r"          # a terminal title change
+FORGED_TOPIC = "top\nFORGED 10.0.0.1 → x\x1b[31mred"   # a forged line, a colour
+
+
+def _control_pcap(path: Path) -> Path:
+    head = struct.pack(">hhi", 0, 3, 1) + mh.kstr(FORGED_CLIENT)
+    records = mh.record_batch(b"", 0)
+    body = struct.pack(">h", -1) + struct.pack(">hi", 1, 1000) + struct.pack(">i", 1) \
+        + mh.kstr(FORGED_TOPIC) + struct.pack(">ii", 1, 0) + struct.pack(">i", len(records)) + records
+    msg = head + body
+    path.write_bytes(tcp_pcap(struct.pack(">i", len(msg)) + msg))
+    return path
+
+
+@pytest.mark.parametrize("view", [[], ["--stats"], ["--format", "tsv"], ["-V"]],
+                         ids=lambda v: " ".join(v) or "text")
+def test_control_characters_escaped_in_text(tmp_path, view):
+    pcap = _control_pcap(tmp_path / "ctl.pcap")
+    code, out, _ = stdout_of(["pcap", "--no-tui", *view, str(pcap)], tmp_path)
+    assert code == 0
+    assert "\x1b" not in out and "\x07" not in out and "\r" not in out
+    assert not any(line.startswith("FORGED") for line in out.splitlines())
+    assert "\\x1b]0;pwned" in out or "'cl\\x1b]0;pwned" in out
+
+
+def test_control_characters_escaped_on_a_terminal(tmp_path):
+    """On a TTY (rich's styled lines): no escape sequence from the input reaches it."""
+    import pty
+    import subprocess
+    import sys
+    pcap = _control_pcap(tmp_path / "ctl.pcap")
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "kdissect", "pcap", "--no-tui", str(pcap)],
+                            stdout=slave, stderr=slave, stdin=subprocess.DEVNULL, cwd=ROOT,
+                            env={**os.environ, "TERM": "xterm-256color", "COLUMNS": "200"})
+    os.close(slave)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    proc.wait(120)
+    os.close(master)
+    text = out.decode("utf-8", "replace")
+    assert proc.returncode == 0 and "Produce" in text
+    assert "\x1b]0;pwned" not in text and "\x1b[31mred" not in text and "\x07" not in text
+    assert "\\x1b]0;pwned" in text
+
+
+def test_preallocated_segment_and_07_log_zero_tails(tmp_path):
+    """A 1 GiB segment as log.preallocate=true leaves it (2 GB: the zero tail copied
+    whole) and a 0.7 .kafka log with a 1 GiB zero tail: the tail is found by seeking
+    (holes are never read) and reported as preallocated space, under the limits."""
+    part = tmp_path / "t-0"
+    part.mkdir()
+    seg = part / "00000000000000000000.log"
+    seg.write_bytes(mh.record_batch(b"", 0))
+    os.truncate(seg, 1 << 30)
+    code, out, _ = stdout_of(["log", str(seg)], tmp_path)
+    assert code == 0 and "log_zero_tail" in out and "preallocated" in out
+    old = part / "0.kafka"
+    old.write_bytes(b"\0" * 8)
+    os.truncate(old, 1 << 30)
+    code, out, _ = stdout_of(["log", str(old)], tmp_path)
+    assert code == 0 and "log_zero_tail" in out
+
+
+def test_huge_avro_decimals(tmp_path):
+    """A 600 KB decimal (25 CPU-s, then decimal.Overflow: exit 70) and three of 400 KB
+    (34 CPU-s): more digits than the precision allows is said, the bytes are kept."""
+    schema = {"type": "record", "name": "D", "fields": [
+        {"name": f"d{i}", "type": {"type": "bytes", "logicalType": "decimal", "precision": 38,
+                                   "scale": 2}} for i in range(3)]}
+    (tmp_path / "d.avsc").write_text(json.dumps(schema))
+    for sizes in ((600_000, 1, 1), (400_000, 400_000, 400_000)):
+        value = b"".join(_varint(n) + b"\x7f" * n for n in sizes)
+        pcap = produce_pcap(tmp_path / "d.pcap", value)
+        for fmt in ("text", "jsonl"):
+            code, out, _ = stdout_of(["pcap", "--format", fmt, "--value-schema",
+                                      f"t={tmp_path / 'd.avsc'}", str(pcap)], tmp_path)
+            assert code == 0
+    value = _varint(2) + b"\x30\x39" + _varint(1) + b"\x01" + _varint(1) + b"\xff"
+    pcap = produce_pcap(tmp_path / "ok.pcap", value)
+    code, out, _ = stdout_of(["pcap", "--format", "jsonl", "--value-schema",
+                              f"t={tmp_path / 'd.avsc'}", str(pcap)], tmp_path)
+    assert code == 0 and '"123.45"' in out and '"-0.01"' in out
+
+
+def test_tls_resync_after_a_gap_is_bounded():
+    """After lost bytes, each fake record header (17 03 03 ..) got 4,096 trial
+    decryptions (1.4 MB: 42 CPU-s); the trials after one loss are now capped in all, and
+    the direction is then given up with a finding."""
+    import time
+    from kdissect.capture.tls.session import TlsFacts, TlsSession
+    from tests.support.tls_synth import Conversation
+    from tests.test_tls import keys_of
+    conv = Conversation()
+    conv.client += conv.c_app.seal(23, b"hello" * 50)
+    whole = bytes(conv.client)
+    session = TlsSession(TlsFacts(("c", 1), ("s", 2)), keys_of(conv),
+                         lambda *a: None, lambda *a: None)
+    session.data(0, whole, 0.0, 1)
+    session.data(1, bytes(conv.server), 0.0, 1)
+    session.gap(0, 1_000_000, 0.0, 2)                  # a big loss: many tries per header
+    fake = (b"\x17\x03\x03\x00\x10" + bytes(16)) * (1_400_000 // 21)
+    start = time.process_time()
+    for i in range(0, len(fake), 1460):
+        session.data(0, fake[i:i + 1460], 0.0, 3 + i)
+    spent = time.process_time() - start
+    facts = session.finish()
+    assert spent < 10, spent
+    assert any(f.code == "tls_decrypt_failed" and "tries" in f.detail for f in facts.findings)
+
+
+def test_protobuf_message_index_path_is_bounded(tmp_path):
+    """A framed Protobuf value whose message-index path counts 2 M levels (4 MB took
+    1.4 GB: a list and a node per index, never charged to the budget)."""
+    schemas = tmp_path / "schemas"
+    schemas.mkdir()
+    (schemas / "1.proto").write_text('syntax = "proto3"; message R { int32 x = 1; }\n')
+    n = 2_000_000
+    pcap = produce_pcap(tmp_path / "p.pcap", framed(1, _varint(n) + b"\0" * n + b"\x08\x01"))
+    code, out, _ = stdout_of(["pcap", "--format", "jsonl", "--schemas", str(schemas), str(pcap)],
+                             tmp_path)
+    assert code == 0 and "message index path" in out
+
+
+def test_pcapng_secrets_block_of_newlines(tmp_path):
+    """A 282 KB .pcapng.gz whose Decryption Secrets Block inflates to 256 MB of newlines
+    (> 2.6 GB: a list of empty lines): read as a key log without such a list."""
+    import gzip
+    from kdissect.capture.pcapfile import MAX_PACKET
+    size = MAX_PACKET - 64                  # the largest block a capture may hold: 256 MB
+    head = mh.SHB + mh.idb()
+    body_len = 8 + size
+    block_len = 12 + body_len + (-body_len % 4)
+    path = tmp_path / "dsb.pcapng.gz"
+    with gzip.open(path, "wb", compresslevel=1) as f:
+        f.write(head)
+        f.write(struct.pack("<II", 10, block_len) + struct.pack("<II", 0x544C534B, size))
+        chunk = b"\n" * (1 << 20)
+        for _ in range(size >> 20):
+            f.write(chunk)
+        f.write(b"\n" * (size & ((1 << 20) - 1)))
+        f.write(bytes(-body_len % 4) + struct.pack("<I", block_len))
+        f.write(mh.epb(mh.frames(b"\0\0\0\0")[0]))
+    code, _ = check(["pcap", str(path)], tmp_path)
+    assert code == 0          # read (not refused as damaged)

@@ -1,0 +1,371 @@
+"""`kdissect proxy` against what would take it down or make it lie: error answers that
+name no broker, answers naming 100,000 brokers, broker ids past the port range,
+connection storms, idle and excess connections, running out of file descriptors.
+Real Apache Kafka where a real broker can say it; a hostile upstream (a socket that
+answers with built bytes) where no real broker would."""
+
+from __future__ import annotations
+
+import resource
+import socket
+import struct
+import threading
+import time
+
+import pytest
+
+from kdissect.protocol import decode_response
+from kdissect.proxy.server import MAX_NEW_LISTENERS
+from tests.support.broker import free_port
+from tests.test_proxy import ProxyProcess
+
+pytestmark = pytest.mark.slow
+
+
+# -- a raw Kafka client ---------------------------------------------------------------------
+
+def _exactly(s: socket.socket, n: int) -> bytes:
+    out = b""
+    while len(out) < n:
+        chunk = s.recv(n - len(out))
+        if not chunk:
+            raise ConnectionError(f"closed after {len(out)} of {n} bytes")
+        out += chunk
+    return out
+
+
+def call(s: socket.socket, request: bytes) -> bytes:
+    """Send one request (without its size), return the response (without its size)."""
+    s.sendall(struct.pack(">i", len(request)) + request)
+    return _exactly(s, struct.unpack(">i", _exactly(s, 4))[0])
+
+
+def api_versions(corr: int = 1) -> bytes:
+    return struct.pack(">hhih", 18, 0, corr, 4) + b"test"
+
+
+def find_coordinator_v6(key_type: int, key: str, corr: int = 7) -> bytes:
+    raw = key.encode()
+    return (struct.pack(">hhih", 10, 6, corr, 2) + b"fc" + b"\0"      # header v2
+            + struct.pack(">b", key_type) + bytes([2, len(raw) + 1]) + raw + b"\0")
+
+
+def metadata_v1_request(corr: int = 3) -> bytes:
+    return struct.pack(">hhih", 3, 1, corr, 2) + b"md" + struct.pack(">i", -1)
+
+
+def metadata_v1_response(corr: int, brokers: list[tuple[int, str, int]]) -> bytes:
+    parts = [struct.pack(">ii", corr, len(brokers))]
+    for node_id, host, port in brokers:
+        raw = host.encode()
+        parts.append(struct.pack(">ih", node_id, len(raw)) + raw + struct.pack(">ih", port, -1))
+    parts.append(struct.pack(">ii", brokers[0][0] if brokers else -1, 0))   # controller, topics
+    return b"".join(parts)
+
+
+def brokers_named(body: bytes) -> list[tuple[int, str, int]]:
+    from tests.test_proxy import endpoints
+    return endpoints(decode_response(body, 3, 1).tree)
+
+
+class HostileBroker:
+    """Answers every Metadata v1 request with ``answer(correlation id)``, ApiVersions
+    with a minimal answer; one thread per connection."""
+
+    def __init__(self, answer) -> None:
+        self.answer = answer
+        self.sock = socket.create_server(("127.0.0.1", 0), backlog=4096)
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        try:
+            while True:
+                request = _exactly(conn, struct.unpack(">i", _exactly(conn, 4))[0])
+                key, _version, corr = struct.unpack_from(">hhi", request)
+                body = self.answer(corr) if key == 3 else \
+                    struct.pack(">ihi", corr, 0, 0)          # ApiVersions v0, no APIs
+                conn.sendall(struct.pack(">i", len(body)) + body)
+        except (ConnectionError, OSError):
+            conn.close()
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+# -- rewriting only what names a broker ------------------------------------------------------
+
+def test_find_coordinator_error_answers_pass_unchanged_and_open_no_listener(apache_kafka):
+    """Apache Kafka answers a malformed share-group key with INVALID_REQUEST, node -1,
+    host "", port -1: the proxy passes it as it came, makes no listener for "broker -1";
+    a real coordinator in the same kind of answer is rewritten to the proxy."""
+    direct_addr = ("127.0.0.1", apache_kafka.node(1).ports["PLAINTEXT"])
+    proxy = ProxyProcess(apache_kafka.bootstrap())
+    try:
+        bad = find_coordinator_v6(2, "not-a-share-key")
+        with socket.create_connection(direct_addr, timeout=20) as s:
+            direct = call(s, bad)
+        with socket.create_connection(("127.0.0.1", proxy.port), timeout=20) as s:
+            through = call(s, bad)
+        tree = decode_response(through, 10, 6).tree
+        values = {n.name: n.value for n in tree.walk()
+                  if n.name in ("node_id", "host", "port", "error_code")}
+        assert values == {"node_id": -1, "host": "", "port": -1, "error_code": 42}
+        assert through == direct                       # byte for byte
+        # a group's coordinator (once the offsets topic is ready) names node 1: rewritten
+        deadline = time.monotonic() + 60
+        while True:
+            with socket.create_connection(("127.0.0.1", proxy.port), timeout=20) as s:
+                answer = call(s, find_coordinator_v6(0, "limits-group"))
+            values = {n.name: n.value for n in decode_response(answer, 10, 6).tree.walk()
+                      if n.name in ("node_id", "host", "port", "error_code")}
+            if values["error_code"] != 15 or time.monotonic() > deadline:  # not available yet
+                break
+            time.sleep(0.5)
+        assert values["error_code"] == 0 and values["node_id"] == 1
+        assert values["port"] != direct_addr[1] and values["host"] == "127.0.0.1"
+        with socket.create_connection(("127.0.0.1", values["port"]), timeout=20) as s:
+            assert call(s, api_versions())[:4] == struct.pack(">i", 1)
+        rows, err = proxy.stop()
+    finally:
+        proxy.proc.kill()
+    assert "broker -1" not in err and "broker 1 (" in err
+    assert "Traceback" not in err
+
+
+def test_answers_naming_thousands_of_brokers_are_forwarded_with_capped_listeners():
+    """One answer names 1,000 broker ids: it is forwarded whole, MAX_NEW_LISTENERS of
+    them get a listener, the rest keep their own addresses (said once). One naming
+    100,000 (or one id 100,000 times) is forwarded unchanged at once (the walk stops at
+    MAX_ENDPOINTS) and other clients go on."""
+    upstream = HostileBroker(lambda corr: metadata_v1_response(
+        corr, [(i, "127.0.0.1", 9000 + i) for i in range(1000)]))
+    proxy = ProxyProcess(f"127.0.0.1:{upstream.port}")
+    try:
+        with socket.create_connection(("127.0.0.1", proxy.port), timeout=120) as s:
+            named = brokers_named(call(s, metadata_v1_request()))
+        assert len(named) == 1000
+        rewritten = [b for b in named if b[2] != 9000 + b[0]]
+        assert len(rewritten) == MAX_NEW_LISTENERS
+        for flood in ([(i, "127.0.0.1", 9000 + i % 1000) for i in range(100_000)],
+                      [(7, "127.0.0.1", 9007)] * 100_000):
+            upstream.answer = lambda corr, flood=flood: metadata_v1_response(corr, flood)
+            with socket.create_connection(("127.0.0.1", proxy.port), timeout=120) as s:
+                s.sendall(struct.pack(">i", len(metadata_v1_request(4))) + metadata_v1_request(4))
+                # meanwhile another client is served (the proxy did not stall on it)
+                with socket.create_connection(("127.0.0.1", proxy.port), timeout=20) as other:
+                    assert call(other, api_versions(5))[:4] == struct.pack(">i", 5)
+                answer = _exactly(s, struct.unpack(">i", _exactly(s, 4))[0])
+            assert answer == metadata_v1_response(4, flood)       # as the broker sent it
+        rows, err = proxy.stop()
+    finally:
+        proxy.proc.kill()
+        upstream.close()
+    assert "names 1,000 brokers" in err and "bypass the proxy" in err
+    assert err.count("names 1,000 brokers") == 1
+    assert "names more than 5,000 broker entries" in err
+    assert "Traceback" not in err
+
+
+def test_broker_ports_past_65535_are_never_wrapped():
+    base = free_port() - 1
+    upstream = HostileBroker(lambda corr: metadata_v1_response(
+        corr, [(1, "127.0.0.1", 9001), (50000, "127.0.0.1", 9002)]))
+    proxy = ProxyProcess(f"127.0.0.1:{upstream.port}", "--broker-ports", str(base))
+    try:
+        with socket.create_connection(("127.0.0.1", proxy.port), timeout=20) as s:
+            named = dict((b[0], b[2]) for b in brokers_named(call(s, metadata_v1_request())))
+        assert named[1] == base + 1
+        assert named[50000] not in (9002, (base + 50000) % 65536)    # a free port instead
+        with socket.create_connection(("127.0.0.1", named[50000]), timeout=20):
+            pass
+        rows, err = proxy.stop()
+    finally:
+        proxy.proc.kill()
+        upstream.close()
+    assert f"broker 50000: --broker-ports would give it port {base + 50000}" in err
+
+
+def test_broker_ports_base_must_be_a_port():
+    import subprocess
+    import sys
+    done = subprocess.run([sys.executable, "-m", "kdissect", "proxy", "--upstream",
+                           "127.0.0.1:1", "--broker-ports", "70000"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "--broker-ports" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+# -- connections -----------------------------------------------------------------------------
+
+def test_2000_connects_at_once_without_a_stall(apache_kafka):
+    """A storm of 2,000 connections: none waits for a SYN retry (1 s), all are served."""
+    proxy = ProxyProcess(apache_kafka.bootstrap())
+    clients: list[socket.socket] = []
+    try:
+        slowest = 0.0
+        for _ in range(2000):
+            started = time.monotonic()
+            clients.append(socket.create_connection(("127.0.0.1", proxy.port), timeout=30))
+            slowest = max(slowest, time.monotonic() - started)
+        assert slowest < 1.0, f"a connect took {slowest:.2f} s (the backlog overflowed)"
+        for i, s in enumerate(clients[::40]):            # served, not just queued
+            assert call(s, api_versions(i))[:4] == struct.pack(">i", i)
+        for s in clients:
+            s.close()
+        rows, err = proxy.stop()
+    finally:
+        for s in clients:
+            s.close()
+        proxy.proc.kill()
+    assert "Traceback" not in err
+
+
+def _closed(s: socket.socket, timeout: float) -> bool:
+    s.settimeout(timeout)
+    try:
+        return s.recv(1) == b""
+    except ConnectionResetError:
+        return True
+    except TimeoutError:
+        return False
+
+
+def served(port: int, corr: int, tries: int = 50) -> socket.socket:
+    """A connection that had an answer (the readiness probe's connection may still be
+    ending when a test starts: its slot frees a moment later)."""
+    for _ in range(tries):
+        s = socket.create_connection(("127.0.0.1", port), timeout=20)
+        try:
+            assert call(s, api_versions(corr))[:4] == struct.pack(">i", corr)
+            return s
+        except ConnectionError:
+            s.close()
+            time.sleep(0.2)
+    raise AssertionError("no connection was served")
+
+
+def test_the_connection_cap_and_the_idle_timeout(apache_kafka):
+    proxy = ProxyProcess(apache_kafka.bootstrap(), "--max-connections", "5",
+                         "--idle-timeout", "3")
+    try:
+        kept = [served(proxy.port, i) for i in range(5)]
+        refused = [socket.create_connection(("127.0.0.1", proxy.port), timeout=20)
+                   for _ in range(3)]
+        assert all(_closed(s, 10) for s in refused)      # closed at once, not queued
+        # no traffic: all five are closed by the idle timeout, then new clients get in
+        assert all(_closed(s, 30) for s in kept)
+        with socket.create_connection(("127.0.0.1", proxy.port), timeout=20) as s:
+            assert call(s, api_versions(9))[:4] == struct.pack(">i", 9)
+        for s in kept + refused:
+            s.close()
+        rows, err = proxy.stop()
+    finally:
+        proxy.proc.kill()
+    assert "--max-connections 5" in err and " connections refused (--max-connections)" in err
+    assert err.count("closing new ones at once") == 1           # said once, then counted
+    assert "5 idle connections closed (--idle-timeout)" in err
+
+
+def _limited(limit: int):
+    def preexec() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+    return preexec
+
+
+@pytest.mark.parametrize("tls", [False, True], ids=["plaintext", "tls"])
+def test_running_out_of_file_descriptors_ends_no_listener(apache_kafka, tmp_path, tls):
+    """With few descriptors, a storm of clients makes accept fail (EMFILE): the
+    listener stays, and once the storm's connections end, new clients are served."""
+    import ssl
+    args = ["--max-connections", "10000"]
+    context = None
+    if tls:
+        from tests.support.tls import self_signed
+        cert, key = self_signed(tmp_path)
+        args += ["--tls-cert", str(cert), "--tls-key", str(key)]
+        context = ssl.create_default_context(cafile=str(cert))
+        context.check_hostname = False
+    proxy = ProxyProcess(apache_kafka.bootstrap(), *args, preexec_fn=_limited(96))
+
+    def client(corr: int) -> bytes:
+        s = socket.create_connection(("127.0.0.1", proxy.port), timeout=20)
+        if context is not None:
+            s = context.wrap_socket(s)
+        with s:
+            return call(s, api_versions(corr))[:4]
+
+    try:
+        assert client(1) == struct.pack(">i", 1)
+        storm = []
+        for _ in range(150):                 # far past what 96 descriptors allow
+            storm.append(socket.create_connection(("127.0.0.1", proxy.port), timeout=20))
+        time.sleep(2)                        # the proxy meets EMFILE on accept
+        for s in storm:
+            s.close()
+        time.sleep(2)
+        for corr in range(10, 15):           # every new client is served
+            assert client(corr) == struct.pack(">i", corr)
+        rows, err = proxy.stop()
+    finally:
+        proxy.proc.kill()
+    assert "Traceback" not in err, err[-3000:]
+    # the storm did meet the limit (on accept, or connecting to the broker)
+    assert "out of file descriptors" in err or "Too many open files" in err, err[-3000:]
+
+
+# -- large answers pass as they come -----------------------------------------------------------
+
+def test_large_answers_pass_as_they_come_byte_exact(apache_kafka):
+    """Fetch answers of megabytes are passed on before their last byte arrives (v4:
+    as they come; v12+ librdkafka: but their tail): the bytes are the broker's, and a
+    consumer reads every record."""
+    import hashlib
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from tests.test_proxy_recording import _fetch_v4
+    topic = "large-answers"
+    admin = AdminClient({"bootstrap.servers": apache_kafka.bootstrap()})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(60)
+    producer = Producer({"bootstrap.servers": apache_kafka.bootstrap(), "linger.ms": 5})
+    values = [hashlib.sha256(str(i).encode()).digest() * 32 for i in range(3000)]  # 1 KiB
+    for v in values:
+        producer.produce(topic, v)
+    assert producer.flush(60) == 0
+    proxy = ProxyProcess(apache_kafka.bootstrap())
+    try:
+        fetch = _fetch_v4(topic, 100, 9)
+        fetch = fetch[:-4] + struct.pack(">i", 8 << 20)          # partition max bytes
+        fetch = fetch.replace(struct.pack(">iiii", -1, 100, 1, 1 << 20),
+                              struct.pack(">iiii", -1, 100, 1, 8 << 20))
+        with socket.create_connection(("127.0.0.1", apache_kafka.node(1).ports["PLAINTEXT"]),
+                                      timeout=30) as s:
+            direct = call(s, fetch)
+        with socket.create_connection(("127.0.0.1", proxy.port), timeout=30) as s:
+            through = call(s, fetch)
+        assert len(direct) > 1_000_000 and through == direct
+        consumer = Consumer({"bootstrap.servers": proxy.bootstrap, "group.id": "large",
+                             "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        consumer.subscribe([topic])
+        got: list[bytes] = []
+        deadline = time.monotonic() + 120
+        while len(got) < len(values) and time.monotonic() < deadline:
+            got += [m.value() for m in consumer.consume(1000, 1.0) if not m.error()]
+        consumer.close()
+        assert got == values
+        proxy.wait_for(lambda rows: sum(r["api_name"] == "Fetch" and r["direction"] == "response"
+                                        for r in rows) >= 2)
+        rows, err = proxy.stop()
+    finally:
+        proxy.proc.kill()
+    assert "Traceback" not in err
+    assert any(r["api_name"] == "Fetch" and r["direction"] == "response"
+               and r.get("api_version") == 4 for r in rows)
