@@ -104,8 +104,9 @@ def measure(cmd: list[str], path: str = "", baseline: str | None = None
         env[_PATH_ENV[path]] = "1"
     if baseline:
         env["PYTHONPATH"] = baseline
+    # run in the tree: `python -m` puts the working directory before PYTHONPATH
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            cwd=ROOT, env=env)
+                            cwd=baseline or ROOT, env=env)
     peak = 0
     while True:
         done, status, usage = os.wait4(proc.pid, os.WNOHANG)
@@ -145,7 +146,7 @@ def main() -> None:
     ap.add_argument("--baseline", metavar="DIR",
                     help="also run the kdissect source tree in DIR (before/after)")
     args = ap.parse_args()
-    cap = args.capture
+    cap = os.path.abspath(args.capture)      # the baseline runs in its own directory
     tshark = ["tshark", "-r", cap, "-d", f"tcp.port=={args.port},kafka"]
     kdissect = [args.python, "-m", "kdissect", "pcap"]
     ours = kdissect + [cap, "-p", str(args.port)]

@@ -4,11 +4,14 @@ enrichment from its messages' bodies. (What display filters see of an exchange i
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from ..protocol import Options
+from ..protocol import Options, schemas
 from ..protocol.internal import METADATA_TOPIC_ID
 from ..protocol.names import error_name
+from ..protocol.layout import Struct
 from ..protocol.node import Node
 from ..protocol.values import BatchHeads
 
@@ -56,19 +59,25 @@ def topic_of_id(topic_id: str, ids: dict[str, str]) -> str:
                                  else f"{UNRESOLVED}{topic_id}")
 
 
-def facts(*trees: Node | dict | None, topic_ids: dict[str, str] | None = None) -> Facts:
+def facts(*trees: Node | dict | None, topic_ids: dict[str, str] | None = None,
+          plans: Sequence[Any] = ()) -> Facts:
     """What ``trees`` touch (located trees, or bodies the values decoder read as dicts:
     the same walk). ``topic_ids`` (topic id -> name) is learned from messages
     that carry both (Metadata, CreateTopics...) and names topics that only have an id
     (Fetch v13+): pass the same dict for a whole capture. Topics it cannot name are
-    ``topic-id:`` and the whole id (``Facts.text`` shows its first 8 digits)."""
+    ``topic-id:`` and the whole id (``Facts.text`` shows its first 8 digits).
+    ``plans``, beside ``trees``: each dict body's ``body_plan`` (none: walk it whole)."""
     f = Facts()
     ids = topic_ids if topic_ids is not None else {}
-    for tree in trees:
+    for i, tree in enumerate(trees):
         if tree is None:
             continue
         if isinstance(tree, dict):       # a body the values decoder read
-            _collect_values(tree, f, None, "", ids, False)
+            plan = plans[i] if i < len(plans) else GENERIC
+            if plan is GENERIC:
+                _collect_values(tree, f, None, "", ids, False)
+            elif plan is not None:
+                _collect_planned(tree, plan, f, None, ids)
         else:
             _collect(tree, f, None, "", ids)
     return f
@@ -203,6 +212,125 @@ def _last_name(d: dict, array: str) -> str | None:
                                    (k == "name" and _is_topic_array(array))):
             name = v
     return name
+
+
+# -- plans: the fields of a layout the facts read ------------------------------------------
+#
+# _collect_values looks at every key of every dict of a body; a plan, made once per
+# message kind from its layout, lists only the fields that can teach a fact (topic names
+# and ids, partitions, error codes, records, and the structs holding them), in the
+# order _collect_values meets them (wire order, then tagged fields), so the answer is
+# the same. On a KRaft cluster's traffic, where most bodies hold a few such fields
+# among many, the walk cost most of the summary's facts.
+
+GENERIC: Any = "generic"     # walk the dict whole (_collect_values)
+_LIST, _DICT, _REC = 3, 4, 5
+_UNSET = object()
+_BODY_PLANS: dict[tuple[int, int, str], Any] = {}
+
+
+def body_plan(api_key: int, api_version: int, direction: str) -> Any:
+    """The plan of a body the values decoder read for this message kind (None: no fact
+    in it; GENERIC: no plan, walk it whole)."""
+    key = (api_key, api_version, direction)
+    plan = _BODY_PLANS.get(key, _UNSET)
+    if plan is _UNSET:
+        st = schemas.layout(api_key, api_version, direction)
+        plan = _BODY_PLANS[key] = GENERIC if st is None else _plan(st, "", False)
+    return plan
+
+
+def _plan(st: Struct, array: str, element: bool) -> Any:
+    """(element, name keys, has topic_id, items) of ``st`` read as an element of the
+    array ``array`` (or not); None when nothing in it teaches a fact."""
+    names: list[str] = []
+    topic_id = False
+    items: list[tuple[str, int, Any, str]] = []
+    tagged = 0                  # tagged fields that matter: their order is the wire's
+    for fl in st.fields + st.tagged:
+        if fl.name.startswith("_"):          # not kept by the values readers
+            continue
+        if fl.array:
+            sub = _plan(fl.struct, fl.name, True) if fl.struct is not None else None
+            if sub is None:
+                continue
+            items.append((fl.name, _LIST, sub, fl.name))
+        elif fl.struct is not None:
+            sub = _plan(fl.struct, array, False)
+            if sub is None:
+                continue
+            items.append((fl.name, _DICT, sub, array))
+        elif fl.type == "records":
+            items.append((fl.name, _REC, None, array))
+        elif element and (fl.name in ("topic", "topic_name") or
+                          (fl.name == "name" and _is_topic_array(array))):
+            names.append(fl.name)
+        elif element and fl.name == "topic_id":
+            topic_id = True
+        else:
+            role = _int_role(fl.name)
+            if not (role == _ERROR or (role == _PARTITION and element)):
+                continue
+            items.append((fl.name, role, None, array))
+        tagged += fl.tag is not None
+    if tagged > 1:
+        return GENERIC
+    if not names and not topic_id and not items:
+        return None
+    return element, tuple(names), topic_id, tuple(items)
+
+
+def _collect_planned(d: dict, plan: tuple, f: Facts, topic: str | None,
+                     ids: dict[str, str]) -> None:
+    """_collect_values of ``d`` through its plan."""
+    element, names, has_id, items = plan
+    if element:
+        name = None
+        for k in names:             # several: the last, as _collect_values
+            v = d.get(k)
+            if isinstance(v, str):
+                name = v
+        topic_id = None
+        if has_id:
+            v = d.get("topic_id")
+            topic_id = v if isinstance(v, str) and v != _ZERO_UUID else None
+        if name is not None or topic_id is not None:
+            named = _element_topic(name, topic_id, ids, f)
+            if named is not None:       # (an empty name is a name)
+                topic = named
+    partition = None
+    for k, op, sub, array in items:
+        v = d.get(k)
+        if v is None:
+            continue
+        if op == _ERROR:
+            if type(v) is int and v:
+                f.errors.append(v)
+                f.error_sites.append((topic, partition, v))
+        elif op == _PARTITION:
+            if type(v) is int and topic is not None:
+                f.topics[topic].add(v)
+                partition = v
+        elif op == _LIST:
+            if type(v) is list:
+                for item in v:
+                    if type(item) is dict:
+                        if sub is GENERIC:
+                            _collect_values(item, f, topic, k, ids, True)
+                        else:
+                            _collect_planned(item, sub, f, topic, ids)
+        elif op == _DICT:
+            if type(v) is dict:
+                if sub is GENERIC:
+                    _collect_values(v, f, topic, array, ids, False)
+                else:
+                    _collect_planned(v, sub, f, topic, ids)
+        elif type(v) is BatchHeads:      # _REC: a records field read for a summary
+            f.record_bytes += v.size
+            for batch in v:
+                f.records += batch["record_count"] or 0
+        else:                            # records read otherwise: the whole walk
+            _collect_values({k: v}, f, topic, array, ids, False)
 
 
 SUMMARY = Options(records="batches")     # a summary reads record batch headers, not records
