@@ -75,3 +75,12 @@ def test_the_top_level_error_code_is_read_where_the_layout_puts_it():
     assert top_error_code(bad, 1, 16) == 6
     assert top_error_code(data, 0, 9) is None            # Produce: no top-level code
     assert top_error_code(b"\0\0\0\1", 1, 16) is None     # too short: unknown
+
+
+def test_api_keys_kafka_does_not_define_share_one_metrics_series():
+    """A client sending random API keys must not grow the metrics by a series each."""
+    from kdissect.proxy.metrics import Metrics
+    m = Metrics()
+    assert m.api(30000) is m.api(-7) is m.api(31000)
+    assert m.api(0) is not m.api(30000)
+    assert len(m.apis) == 2

@@ -119,3 +119,30 @@ def test_every_layout_pairing_names_with_values_is_checked_for_secret_configs():
              for direction in ("request", "response")
              if (layout := schemas.layout(key, version, direction)) is not None and pairs(layout)}
     assert found <= secrets.CONFIG_APIS
+
+
+def test_plugin_credentials_are_secret_by_a_word_of_their_name():
+    from kdissect.protocol.secrets import is_secret_config
+    for name in ("ldap.bind.password", "connection.password", "aws.secret.access.key",
+                 "listener.name.x.sasl.jaas.config", "ssl.key.password"):
+        assert is_secret_config(name), name
+    for name in ("delegation.token.expiry.time.ms", "passwordless.mode", "secretary",
+                 "sasl.kerberos.service.name"):
+        assert not is_secret_config(name), name
+
+
+def test_a_newer_versions_unexplained_bytes_are_masked_on_credential_apis():
+    """SaslAuthenticate newer than the tables: what the newest layout cannot place (here
+    everything after a byte the newer version added) may be the password."""
+    import struct
+
+    from kdissect.protocol import decode_request, schemas
+    newer = schemas.all_versions()[36][-1] + 1
+    token = b"\x00user\x00hunter2-secret"
+    header = struct.pack(">hhi", 36, newer, 7) + struct.pack(">h", 4) + b"java" + b"\x00"
+    body = b"\x7f" + bytes([len(token) + 1]) + token + b"\x00"
+    m = decode_request(header + body)
+    left = [n for n in m.tree.walk() if n.name == "_unexplained"]
+    assert left and all(n.secret for n in left)
+    assert all(n.secret for n in m.tree.walk() if isinstance(n.value, bytes)
+               and b"hunter2" in n.value)

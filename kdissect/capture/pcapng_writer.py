@@ -198,7 +198,9 @@ class RecordedConnection:
         request = None
         if side == 0 and len(frame) >= 12:
             key, version, corr = struct.unpack_from(">hhi", frame, 4)
-            if key in secrets.SENSITIVE_APIS and len(self.asked) < _MAX_ASKED:
+            if key in secrets.SENSITIVE_APIS:
+                if len(self.asked) >= _MAX_ASKED:       # the oldest never got an answer:
+                    del self.asked[next(iter(self.asked))]   # forget it, not this one
                 self.asked[corr] = (key, version)
         elif side == 1 and len(frame) >= 8:
             request = self.asked.pop(struct.unpack_from(">i", frame, 4)[0], None)

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import json
 
+from ..protocol.json_bounded import load_json
 from . import storage
+
+MAX_SIZE = 64 << 20         # a manifest grows by a run's few hundred bytes
 
 NAME = "_kdissect.json"     # Spark and DuckDB skip names starting with "_"
 # The version of the tables' columns (names and types): an append needs the same one.
@@ -51,12 +54,15 @@ def read(out: str) -> dict | None:
     if not storage.exists(path):
         return None
     with storage.open_input(path) as f:
-        text = f.read()
+        text = f.read(MAX_SIZE + 1)
+    if len(text) > MAX_SIZE:
+        raise ValueError(f"{path} is not a kdissect manifest (over {MAX_SIZE >> 20} MiB)")
     try:
-        found = json.loads(text)
+        found = load_json(text)             # nesting and integers bounded
     except ValueError:
         raise ValueError(f"{path} is not a kdissect manifest (not JSON)") from None
-    if not isinstance(found, dict) or "schema_version" not in found:
+    if not isinstance(found, dict) or "schema_version" not in found or \
+            not isinstance(found.get("runs"), list) or not isinstance(found.get("layout"), dict):
         raise ValueError(f"{path} is not a kdissect manifest")
     return found
 

@@ -157,7 +157,10 @@ def _checkpoint_int(text: str) -> int:
     digits = text[1:] if text[:1] in "+-" else text
     if not digits.isascii() or not digits.isdigit() or len(digits) > 19:
         raise ValueError(text)
-    return int(text)
+    n = int(text)
+    if not -(1 << 63) <= n < 1 << 63:       # 19 digits reach past Long.MAX_VALUE
+        raise ValueError(text)
+    return n
 
 
 def checkpoint(buf: bytes, name: str, columns: tuple[str, ...],

@@ -88,11 +88,20 @@ CONFIG_APIS = frozenset({19, 32, 33, 44, 48, 49, 88, 89})
 SENSITIVE_APIS = frozenset(FIELDS) | frozenset(EMBEDDED) | CONFIG_APIS
 
 
+# Plugins' and connectors' credentials Kafka does not list (ldap.bind.password,
+# connection.password, aws.secret.access.key): a whole word of the dotted name, never a
+# substring (delegation.token.expiry.time.ms has none of them)
+SECRET_WORDS = frozenset({"password", "passwd", "secret", "passphrase", "credentials"})
+
+
 def is_secret_config(name: object) -> bool:
-    """Whether the config ``name`` (perhaps prefixed) is one of PASSWORD_CONFIGS."""
+    """Whether the config ``name`` (perhaps prefixed) is one of PASSWORD_CONFIGS, or has a
+    word of SECRET_WORDS between its dots."""
     if not isinstance(name, str):
         return False
     name = name.lower()
+    if not SECRET_WORDS.isdisjoint(name.split(".")):
+        return True
     while name not in PASSWORD_CONFIGS:
         dot = name.find(".")
         if dot < 0:
@@ -115,7 +124,9 @@ def mark(body: Node, api_key: int | None) -> None:
             continue
         name_value = None
         for child in children:
-            if child.name in fields:
+            if child.name in fields or child.name == "_unexplained":
+                # (_unexplained: a newer version's bytes the known layout could not
+                # place, which may hold this API's credentials)
                 _hide(child)
             elif child.name in embedded and not child.children and child.value:
                 _hide(child)                  # a token the embedded decoder could not read

@@ -125,7 +125,13 @@ class Metrics:
     def api(self, key: int) -> ApiCounters:
         a = self.apis.get(key)
         if a is None:
-            a = self.apis[key] = ApiCounters()
+            # any int16 a client sends must not make a series: keys Kafka does not
+            # define share one, labelled "unknown"
+            if key not in TABLE:
+                key = UNKNOWN_API
+                a = self.apis.get(key)
+            if a is None:
+                a = self.apis[key] = ApiCounters()
         return a
 
     def open(self, index: int, client, broker) -> Counters:
@@ -183,9 +189,12 @@ def _size(n: int) -> str:
     return f"{n / 1e6:.1f} MB" if n >= 100_000 else f"{n / 1e3:.1f} kB"
 
 
+UNKNOWN_API = -1          # the counters of every API key Kafka does not define
+
+
 def _api_name(key: int) -> str:
     a = TABLE.get(key)
-    return a.name if a is not None else str(key)
+    return a.name if a is not None else "unknown"
 
 
 def serve_prometheus(metrics: Metrics, host: str, port: int, per_connection: bool = False):

@@ -12,6 +12,7 @@ import multiprocessing
 import os
 import signal
 import sys
+import traceback
 from collections.abc import Callable
 
 from .feed import ERROR, READY, FeedWriter
@@ -104,10 +105,16 @@ async def _serve(make_proxy, write_fd: int, budget: int, loop_name: str, metrics
         proxy = make_proxy(feed, feed.note, shared)
         # what the event loop itself reports (an accept that failed for want of file
         # descriptors: asyncio pauses that listener for a second and goes on) is a
-        # note, counted, never a traceback
-        loop.set_exception_handler(lambda _loop, context: proxy.repeated(
-            "event loop", f"{context.get('message')}: "
-                          f"{context.get('exception') or ''} (the proxy goes on)"))
+        # note, counted; a kind per exception type, so a second, different error is told
+        # too, with its traceback (once: not a traceback per occurrence)
+        def told(_loop, context) -> None:
+            e = context.get("exception")
+            text = f"{context.get('message')}: {e or ''} (the proxy goes on)"
+            if e is not None and not isinstance(e, OSError):
+                text += "\n" + "".join(traceback.format_exception(e)).rstrip()
+            proxy.repeated(f"event loop: {type(e).__name__ if e else 'error'}", text)
+
+        loop.set_exception_handler(told)
         await proxy.start()
     except Exception as e:
         feed.note(str(getattr(e, "strerror", None) or e), ERROR)

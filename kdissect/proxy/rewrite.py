@@ -74,8 +74,9 @@ def rewrite_same_size(data: bytes, spans: list[EndpointSpan],
     An endpoint whose new host has the length of the old one is rewritten in place.
     Otherwise the tagged field holding it (Fetch's ``node_endpoints``, KIP-951 leader
     hints) is renumbered to a tag this version does not define: clients skip unknown
-    tags, so they lose the hints (and refresh Metadata, which the proxy rewrites) but
-    never learn a broker's own address. An endpoint outside any tagged field: None."""
+    tags, so they lose the hints (and refresh Metadata, which the proxy rewrites) and
+    never use a broker's own address: its bytes stay in the answer, under a tag no client
+    reads. An endpoint outside any tagged field: None."""
     edits: list[tuple[int, bytes]] = []          # (offset, same-size replacement)
     hidden: dict[int, Tagged] = {}
     for sp in spans:

@@ -20,6 +20,7 @@ import socket
 import ssl
 import struct
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -298,8 +299,12 @@ class Proxy:
             # cancellation as an error with a traceback
             pass
         except Exception as e:                    # a bug: this connection ends, no other
-            self.note_once(f"{who}: the connection ended on an internal error "
-                           f"({type(e).__name__}: {e}); please report it")
+            # one kind per exception type: a bug met by every connection is counted, a
+            # different one is still told (with its traceback, once)
+            self.repeated(f"connections ended on an internal error ({type(e).__name__})",
+                          f"{who}: the connection ended on an internal error "
+                          f"({type(e).__name__}: {e}); please report it\n"
+                          + "".join(traceback.format_exception(e)).rstrip())
         finally:
             self.active -= 1
             if c is not None:
@@ -327,7 +332,12 @@ class Proxy:
         it. A TLS handshake goes on (TLS from here); anything else is a plaintext client,
         told so and closed (asyncio's own TLS listeners drop such clients silently)."""
         loop = asyncio.get_running_loop()
-        client = sock.getpeername()[:2]
+        try:
+            client = sock.getpeername()[:2]
+        except OSError:                      # reset as soon as it connected (ENOTCONN)
+            self.active -= 1
+            sock.close()
+            return
         who = f"{client[0]}:{client[1]}"
         readable = loop.create_future()
 
@@ -649,8 +659,9 @@ class Proxy:
                 f"brokers' own addresses (clients reaching them bypass the proxy)"))
             return None
         except DecodeError as e:
-            self.note_once(f"a response (API {api_key} v{api_version}) does not follow its "
-                           f"layout ({e}); forwarded unchanged")
+            self.repeated(f"responses not following their layout (API {api_key})",
+                          f"a response (API {api_key} v{api_version}) does not follow its "
+                          f"layout ({e}); forwarded unchanged")
             return None
         # only what names a real broker: error answers (FindCoordinator's "no
         # coordinator": node -1, host "", port -1) pass as the broker sent them

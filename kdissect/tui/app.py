@@ -5,6 +5,7 @@ connection, bookmarks, statistics, copy and export."""
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections import OrderedDict, deque
@@ -754,7 +755,8 @@ class KdissectApp(Sorting, Jobs, App):
 
         def work(progress, cancel):
             try:
-                with open(path, "w") as out:
+                # the owner's alone, as recordings and key logs: it holds the traffic
+                with open(path, "w", opener=lambda p, flags: os.open(p, flags, 0o600)) as out:
                     for done, view in enumerate(views, 1):
                         ex = self.load_bytes(view).ex
                         for m in (ex.request, ex.response):
