@@ -237,7 +237,7 @@ def java_tls_session(kafka: ApacheKafka, pcap: Path, keylog: Path) -> list[str]:
          "--ca-file", str(tls.ca), "--tls-cert", str(tls.ca.parent / "server.pem"),
          "--tls-key", str(tls.ca.parent / "server.key"), "--keylog", str(keylog),
          "--no-tui", "--format", "jsonl"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.DEVNULL, text=True,         # its notes on stderr, as they come
         cwd=Path(__file__).resolve().parents[2])
     try:
         import socket
