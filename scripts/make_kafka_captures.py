@@ -19,6 +19,7 @@ from tests.support.apache_kafka import ApacheKafka  # noqa: E402
 from tests.support.capture import Tcpdump  # noqa: E402
 from tests.support.kafka_scenarios import (CAPTURES, QUIET_REPLICATION,  # noqa: E402
                                            SNAPSHOTTING, franz_tls_session,
+                                           java_tls_session,
                                            kraft_snapshot_fetch, tls_session)
 
 
@@ -54,11 +55,17 @@ def main() -> None:
             kafka.start()
             for name in todo:
                 _size, capture_listeners, session, _about = CAPTURES[name]
-                tls = name in ("kafka-tls", "kafka44-tls")
+                tls = name in ("kafka-tls", "kafka44-tls", "kafka44-java-tls")
                 out = ROOT / "captures" / ("tls" if tls else "") / f"{name}.pcap"
                 if name == "kafka-kraft-cluster":
                     print(name, session(kafka))
                     boot.stop()
+                    print(f"{out}: {out.stat().st_size} bytes", flush=True)
+                    continue
+                if name == "kafka44-java-tls":     # its own tcpdump: the proxy's ports
+                    keys = out.with_suffix(".keys")
+                    keys.unlink(missing_ok=True)
+                    print(name, java_tls_session(kafka, out, keys))
                     print(f"{out}: {out.stat().st_size} bytes", flush=True)
                     continue
                 with Tcpdump(out, kafka.ports(*capture_listeners)):

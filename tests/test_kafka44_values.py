@@ -1,10 +1,11 @@
 """Kafka 4.4 captures read value by value against Kafka's own classes: every message of
 captures/kafka44-cluster.pcap (Java 4.4 clients on three 4.4 brokers, and the brokers'
 replication) and of captures/tls/kafka44-tls.pcap (franz-go over TLS, decrypted with its
-key log, found without -p) decoded by kdissect and by Kafka's generated message classes
+key log, found without -p) and captures/tls/kafka44-java-tls.pcap (Java 4.4 clients over
+TLS, decrypted with the key log of the kdissect proxy they talked to) decoded by kdissect and by Kafka's generated message classes
 (tests/support/java/KafkaDecode.java through tests/support/oracle.py), every field of
 every message compared; none of them unread, malformed or of an unknown API. And the TLS
-capture read without -p gives the messages it gives with -p and tshark gives with the key
+captures read without -p gives the messages it gives with -p and tshark gives with the key
 log."""
 
 from __future__ import annotations
@@ -87,11 +88,9 @@ def compare(kafka, ours, layout: Struct | None, path: str, diffs: list[str]) -> 
     return 1
 
 
-TLS = CAPTURES / "tls" / "kafka44-tls.pcap"
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize("name,least", [("kafka44-cluster", 400), ("tls/kafka44-tls", 50)])
+@pytest.mark.parametrize("name,least", [("kafka44-cluster", 400), ("tls/kafka44-tls", 50),
+                                               ("tls/kafka44-java-tls", 30)])
 def test_every_value_equals_kafkas(name, least):
     keys = KeyLog()
     if name.startswith("tls/"):
@@ -130,43 +129,52 @@ def test_every_value_equals_kafkas(name, least):
           f"{confirmed} trailing-bytes problems Kafka's classes confirm")
 
 
-def _server_port(pcap: Path) -> int:
-    """The port every connection of the capture was opened to (tshark reads the SYNs)."""
+def _server_ports(pcap: Path) -> set[int]:
+    """The ports the capture's connections were opened to (tshark reads the SYNs)."""
     out = subprocess.run(["tshark", "-r", str(pcap), "-Y", "tcp.flags.syn==1 && "
                           "tcp.flags.ack==0", "-T", "fields", "-e", "tcp.dstport"],
                          capture_output=True, text=True, timeout=120, check=True).stdout
-    ports = set(out.split())
-    assert len(ports) == 1, ports
-    return int(ports.pop())
+    return {int(p) for p in out.split()}
 
 
-def _messages(*args: str) -> list[tuple]:
-    """(frame, correlation id, API key, version, direction) of every message kdissect's
-    JSON lines give, in their order."""
-    r = CliRunner().invoke(main, ["pcap", str(TLS), "--keylog",
-                                  str(TLS.with_suffix(".keys")), "--format", "jsonl", *args])
+def _jsonl(pcap: Path, connections: int, *args: str) -> list[dict]:
+    """kdissect's JSON lines of the capture decrypted with its key log; all
+    ``connections`` TLS connections decrypted, no record failed."""
+    r = CliRunner().invoke(main, ["pcap", str(pcap), "--keylog",
+                                  str(pcap.with_suffix(".keys")), "--format", "jsonl", *args])
     assert r.exit_code == 0, r.output
     rows = [json.loads(line) for line in r.output.splitlines() if line.startswith("{")]
     tls = [o["tls_connection"] for o in rows if "tls_connection" in o]
-    assert len(tls) == 8 and all(t["state"] == "decrypted" and t["records_failed"] == 0
-                                 for t in tls)
-    return [(o["frame"], o["correlation_id"], o["api_key"], o["api_version"], o["direction"])
-            for o in rows if "frame" in o]
+    assert len(tls) == connections and all(t["state"] == "decrypted" and
+                                           t["records_failed"] == 0 for t in tls)
+    return rows
 
 
 @pytest.mark.slow
-def test_tls_without_port_equals_with_port_and_tshark():
-    """franz-go over TLS to a 4.4 broker on a port kdissect does not know: its messages
+@pytest.mark.parametrize("name,connections,least", [
+    # franz-go, its own key log; one port
+    ("kafka44-tls", 8, 50),
+    # Java 4.4 clients (Java writes no key log: the secrets are those of the kdissect proxy
+    # the clients talked TLS to, scripts/make_kafka_captures.py); two ports, the
+    # proxy's bootstrap listener and the one standing for the broker
+    ("kafka44-java-tls", 7, 30)])
+def test_tls_without_port_equals_with_port_and_tshark(name, connections, least):
+    """A client over TLS to a 4.4 broker on ports kdissect does not know: its messages
     found by how the connections start are those -p finds, and those tshark finds with the
     key log (each message by frame and correlation id; the requests' API and version
     sequence)."""
-    port = _server_port(TLS)
-    assert port != 9092
-    found, told = _messages(), _messages("-p", str(port))
-    assert found == told
-    out = subprocess.run(["tshark", "-r", str(TLS), "-o",
-                          f"tls.keylog_file:{TLS.with_suffix('.keys')}", "-d",
-                          f"tls.port=={port},kafka", "-Y", "kafka", "-T", "fields", "-e",
+    pcap = CAPTURES / "tls" / f"{name}.pcap"
+    ports = _server_ports(pcap)
+    assert ports and 9092 not in ports
+    rows = _jsonl(pcap, connections)
+    assert rows == _jsonl(pcap, connections, *(a for p in sorted(ports) for a in ("-p", str(p))))
+    # (frame, correlation id, API key, version, direction) of every message, in their order
+    found = [(o["frame"], o["correlation_id"], o["api_key"], o["api_version"], o["direction"])
+             for o in rows if "frame" in o]
+    decode = [a for p in sorted(ports) for a in ("-d", f"tls.port=={p},kafka")]
+    out = subprocess.run(["tshark", "-r", str(pcap), "-o",
+                          f"tls.keylog_file:{pcap.with_suffix('.keys')}", *decode,
+                          "-Y", "kafka", "-T", "fields", "-e",
                           "frame.number", "-e", "kafka.correlation_id", "-e",
                           "kafka.request_key", "-e", "kafka.request.version"],
                          capture_output=True, text=True, timeout=120, check=True).stdout
@@ -179,8 +187,8 @@ def test_tls_without_port_equals_with_port_and_tshark():
         if key:
             requests += [(int(frame), int(k), int(v))
                          for k, v in zip(key.split(","), version.split(","))]
-    assert len(found) > 50
+    assert len(found) > least
     assert Counter((f, c) for f, c, *_ in found) == theirs
     # in frame order (JSON lines come exchange by exchange)
     assert sorted((f, k, v) for f, _, k, v, d in found if d == "request") == sorted(requests)
-    print(f"kafka44-tls: {len(found)} messages without -p, with -p {port}, and by tshark")
+    print(f"{name}: {len(found)} messages without -p, with -p {sorted(ports)}, and by tshark")

@@ -135,16 +135,20 @@ def kraft_snapshot_fetch(kafka: ApacheKafka, away: int = 3) -> tuple[int, int]:
     raise AssertionError(f"node {away} holds no snapshot past offset {had}")
 
 
-def java_session(mode: str, bootstrap: str, jars: str | None = None) -> list[str]:
+def java_session(mode: str, bootstrap: str, jars: str | None = None,
+                 ca: Path | None = None) -> list[str]:
     """tests/support/java/KafkaScenarios.java in MODE: the values it read. ``jars``: another
-    classpath than the pinned release's (apache_kafka.previous_clients_classpath)."""
+    classpath than the pinned release's (apache_kafka.previous_clients_classpath); ``ca``:
+    speak TLS, trusting this PEM CA."""
     import subprocess
     from pathlib import Path
     from tests.support.apache_kafka import classpath
     from tests.support.javac import java_command
     source = Path(__file__).parent / "java" / "KafkaScenarios.java"
     out = subprocess.run([*java_command(source, jars or classpath(), "-Xmx256m", "-XX:+UseSerialGC",
-                                        "-XX:TieredStopAtLevel=1"), mode, bootstrap],
+                                        "-XX:TieredStopAtLevel=1",
+                                        *([f"-Dkd.truststore={ca}"] if ca else [])),
+                         mode, bootstrap],
                          capture_output=True, text=True, timeout=240)
     if out.returncode:
         raise RuntimeError(f"KafkaScenarios {mode} failed:\n{out.stderr[-3000:]}")
@@ -212,6 +216,53 @@ def franz_tls_session(kafka: ApacheKafka, keylog: Path, records: int = 5) -> lis
     if out.returncode:
         raise RuntimeError(f"franz-go failed:\n{out.stderr[-3000:]}")
     return out.stdout.splitlines()
+
+
+def java_tls_session(kafka: ApacheKafka, pcap: Path, keylog: Path) -> list[str]:
+    """Java 4.4 clients (KafkaScenarios consumer-group) over TLS through `kdissect proxy`
+    with --tls-cert and --upstream-tls to the SSL listener: Java cannot write a key log,
+    the proxy's --keylog holds the secrets of both legs. tcpdump records only the
+    client<->proxy leg (the Java client's own TLS, on two ports that are not 9092: the
+    bootstrap listener and the one standing for node 1) into ``pcap``."""
+    import subprocess
+    import sys
+    from tests.support.broker import free_port
+    from tests.support.capture import Tcpdump
+    tls = kafka.tls
+    assert tls is not None
+    listen, base = free_port(), free_port() - 1             # node 1 at base + 1
+    proxy = subprocess.Popen(
+        [sys.executable, "-m", "kdissect", "proxy", "--upstream", kafka.bootstrap("SSL"),
+         "--listen", f"127.0.0.1:{listen}", "--broker-ports", str(base), "--upstream-tls",
+         "--ca-file", str(tls.ca), "--tls-cert", str(tls.ca.parent / "server.pem"),
+         "--tls-key", str(tls.ca.parent / "server.key"), "--keylog", str(keylog),
+         "--no-tui", "--format", "jsonl"],
+        stdout=subprocess.DEVNULL, text=True,         # its notes on stderr, as they come
+        cwd=Path(__file__).resolve().parents[2])
+    try:
+        import socket
+        for _ in range(150):
+            try:
+                socket.create_connection(("127.0.0.1", listen), timeout=0.2).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        with Tcpdump(pcap, [listen, base + 1]):
+            got = java_session("consumer-group", f"127.0.0.1:{listen}", ca=tls.ca)
+    finally:
+        proxy.terminate()
+        try:
+            proxy.wait(10)
+        except subprocess.TimeoutExpired:
+            proxy.kill()
+    # keep the secrets of the captured leg only: the ClientHellos' randoms in the capture
+    randoms = set(subprocess.run(["tshark", "-r", str(pcap), "-Y", "tls.handshake.type==1",
+                                  "-T", "fields", "-e", "tls.handshake.random"],
+                                 capture_output=True, text=True, check=True).stdout.split())
+    lines = keylog.read_text().splitlines()
+    keylog.write_text("".join(f"{line}\n" for line in lines if line.startswith("#") or
+                              (len(line.split()) == 3 and line.split()[1] in randoms)))
+    return got
 
 
 def broker_killed(kafka: ApacheKafka, victim: int = 2, bootstrap: str | None = None,
@@ -344,6 +395,10 @@ CAPTURES = {
     "kafka44-tls": (1, ("SSL",), None,
                     "franz-go over TLS 1.3 to a 4.4 broker; kafka44-tls.keys holds the "
                     "session keys"),
+    "kafka44-java-tls": (1, ("SSL",), None,
+                         "Java 4.4 clients (KIP-848 consumer group) over TLS 1.3 through "
+                         "`kdissect proxy` to a 4.4 broker, the client<->proxy leg; "
+                         "kafka44-java-tls.keys: the proxy's --keylog"),
     "kafka-kraft-cluster": (3, ("INTERNAL", "CONTROLLER"), kraft_cluster,
                             "between the three nodes: follower Fetch, KRaft Fetch of "
                             "__cluster_metadata, Vote, BeginQuorumEpoch, EndQuorumEpoch, "

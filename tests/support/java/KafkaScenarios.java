@@ -4,7 +4,8 @@
 // MODE: consumer-group (KIP-848, group.protocol=consumer), share-group (KIP-932),
 // streams-group (KIP-1071, group.protocol=streams), transactions (plus an idempotent
 // producer), admin (configs, ACLs, quotas, partition reassignment). Each prints what it
-// read, one line per record, so the test can check nothing was lost.
+// read, one line per record, so the test can check nothing was lost. With
+// -Dkd.truststore=CA.pem every client speaks TLS, trusting that CA.
 import java.time.Duration;
 import java.util.*;
 import java.util.concurrent.TimeUnit;
@@ -39,6 +40,12 @@ public class KafkaScenarios {
         Properties p = new Properties();
         p.put("bootstrap.servers", bootstrap);
         p.put("client.id", clientId);
+        String ca = System.getProperty("kd.truststore");   // over TLS, trusting this PEM CA
+        if (ca != null) {
+            p.put("security.protocol", "SSL");
+            p.put("ssl.truststore.type", "PEM");
+            p.put("ssl.truststore.location", ca);
+        }
         return p;
     }
 
