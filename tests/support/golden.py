@@ -29,10 +29,12 @@ def cases() -> Iterator[tuple[str, list[str]]]:
     for capture in captures:
         for view, flags in PCAP_VIEWS.items():
             yield f"pcap/{capture.name}/{view}", ["pcap", "--no-tui", str(capture), *flags]
-    tls = ROOT / "captures" / "tls"
-    for view, flags in PCAP_VIEWS.items():
-        yield (f"pcap/tls/kafka-tls.pcap/{view}",
-               ["pcap", "--no-tui", str(tls / "kafka-tls.pcap"), "--keylog", str(tls / "kafka-tls.keys"), *flags])
+    # every TLS capture with its key log beside it (same stem, .keys)
+    for capture in sorted((ROOT / "captures" / "tls").glob("*.pcap")):
+        keys = capture.with_suffix(".keys")
+        for view, flags in PCAP_VIEWS.items():
+            yield (f"pcap/tls/{capture.name}/{view}",
+                   ["pcap", "--no-tui", str(capture), "--keylog", str(keys), *flags])
     for paste in sorted((ROOT / "captures" / "blobs" / "pastes").iterdir()):
         yield f"blob/{paste.name}/text", ["blob", str(paste)]
         yield f"blob/{paste.name}/json", ["blob", "--json", str(paste)]
