@@ -305,7 +305,7 @@ class CaptureDissector:
         req = ex.request
         if req is not None and req.api_key in evidence.NAMES_LISTENERS and \
                 ex.response is not None and self.detect and \
-                len(self.listeners) < evidence.MAX_LISTENERS:
+                len(self.listeners) < evidence.MAX_LEARNED_PORTS:
             self.listeners |= evidence.listeners(ex.response.data, req.api_key,
                                                   req.api_version)
         self.sink.exchange(ex)

@@ -23,7 +23,7 @@ from .connection import plausible_request
 HOLD = 2048               # bytes held per connection while the shape alone waits for an answer
 SNIFF = 14                 # bytes of a side that show a request header's start
 NAMES_LISTENERS = frozenset({3, 10, 60})   # Metadata, FindCoordinator, DescribeCluster
-MAX_LISTENERS = 4096       # listeners learned per capture (a bound, not a real count)
+MAX_LEARNED_PORTS = 4096   # listener ports learned per capture (a bound, not a real count)
 
 # how sure each kind of evidence is
 CERTAIN, HIGH, MEDIUM, LOW = "certain", "high", "medium", "low"
