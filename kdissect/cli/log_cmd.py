@@ -148,6 +148,9 @@ def log(paths: tuple[str, ...], verbose: bool, fmt: str, output: str | None, rec
     if printer.shown == 0 and flt is not None and fmt == "text":
         err.print("nothing matched")
     elif printer.shown == 0 and flt is None:
+        if _holds_kafka_files(list(paths)):
+            err.print("the Kafka files hold nothing to show (empty segments)")
+            return              # an empty segment (a new partition's) is no error
         click.echo(f"kdissect log: no Kafka files found in {', '.join(paths)} (expected "
                    f"segments, indexes, checkpoints, a partition directory or a log dir)",
                    err=True)
@@ -182,6 +185,24 @@ class LogPrinter(ItemSink):
         elif self.records and item.tree is not None:
             for rec in batch_records(item):
                 print_parts(self.out, [(f"    {_record_text(rec)}", None)])
+
+
+def _holds_kafka_files(paths: list[str]) -> bool:
+    """Whether ``paths`` name a file Kafka writes, or a directory holding one (at the
+    depth of a log dir's partitions): an empty segment yields no item but is one."""
+    from pathlib import Path
+
+    from ..sources.logdir import file_kind
+    for text in paths:
+        path = Path(text)
+        if path.is_file() and file_kind(path) is not None:
+            return True
+        if path.is_dir():
+            for p in path.glob("*"):
+                if file_kind(p) is not None or \
+                        (p.is_dir() and any(file_kind(q) for q in p.glob("*"))):
+                    return True
+    return False
 
 
 def _no_kafka_files(paths: list[str], options) -> None:

@@ -185,6 +185,11 @@ def _envelope(body: Node, ctx: Options) -> None:
     if struct.unpack_from(">h", inner)[0] == ENVELOPE:
         return
     tree = decode_request(inner, ctx).tree
+    if tree.problems():
+        # not a request kdissect can read (Kafka's classes leave these bytes opaque too):
+        # kept as bytes, masked whole as they may hold what a request would mask
+        holder.secret = True
+        return
     base = holder.end - len(inner)
     for n in tree.walk():
         n.offset += base
