@@ -7,6 +7,7 @@ pasted blobs (``chain``). The 4-byte size cap lives here and only here.
 
 from __future__ import annotations
 
+import re
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,6 +20,8 @@ MAX_MESSAGE = 512 * 1024 * 1024
 # a broker accepts by default: a bigger size there is taken for bytes that only look
 # like one (a capture begun mid-connection once gave a "Produce v0" of 137,967,921 bytes)
 UNSURE_MAX = 100 * 1024 * 1024
+_SMALL_FIRST = re.compile(rb"[\x00-\x06]")     # the first byte of a size <= UNSURE_MAX
+_NONZERO = re.compile(rb"[^\x00]")
 UNSURE = ("; its start was not confirmed (found by resynchronisation, or the capture "
           "began inside the connection): its size may be false")
 RESYNC_TAIL = 4096         # bytes kept while searching for a boundary (a header's worth)
@@ -346,10 +349,25 @@ class Framer:
         if boundary is None:                    # resync is only set with a boundary test
             return None
         limit = min(limit, UNSURE_MAX)
-        for pos in range(start, len(buf) - 7):
+        # the candidates found at C speed: a size of at most 100 MiB starts with a byte of
+        # 0-6, and a run of zero bytes (a size of 0 at each place) is skipped whole; a
+        # Python step per byte took 70 CPU-s over 800 MB of zeros
+        pos, end = start, len(buf) - 7
+        while pos < end:
+            found = _SMALL_FIRST.search(buf, pos, end)
+            if found is None:
+                return None
+            pos = found.start()
             size = _SIZE.unpack_from(buf, pos)[0]
+            if size == 0:
+                nonzero = _NONZERO.search(buf, pos, end + 3)
+                if nonzero is None:
+                    return None
+                pos = max(pos + 1, nonzero.start() - 3)
+                continue
             if 4 <= size <= limit and boundary(buf, pos):
                 return pos
+            pos += 1
         return None
 
 
