@@ -25,14 +25,17 @@ mh = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(mh)
 
 
-def _varint(n: int) -> bytes:
-    n = (n << 1) ^ (n >> 63)
+def _uvarint(n: int) -> bytes:
     out = b""
     while True:
         b, n = n & 0x7F, n >> 7
         if not n:
             return out + bytes([b])
         out += bytes([b | 0x80])
+
+
+def _varint(n: int) -> bytes:
+    return _uvarint((n << 1) ^ (n >> 63))       # zigzag
 
 
 def tcp_pcap(stream: bytes) -> bytes:

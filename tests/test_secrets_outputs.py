@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.test_hostile import KDISSECT, ROOT
-from tests.test_hostile_files import _varint, mh, tcp_pcap
+from tests.test_hostile_files import _uvarint as _uv, _varint, mh, tcp_pcap
 
 JAAS_PW = "JaasPw-7781"
 KEYSTORE_PW = "KeystorePw-4411"
@@ -24,15 +24,6 @@ ENVELOPE_PW = "EnvPw-9931"
 STORED = bytes(range(0xA0, 0xC0))
 SERVER = bytes(range(0xC0, 0xE0))
 NOT_SECRET = "86400000"          # delegation.token.expiry.time.ms: "token" in the name only
-
-
-def _uv(n: int) -> bytes:
-    out = b""
-    while True:
-        b, n = n & 0x7F, n >> 7
-        if not n:
-            return out + bytes([b])
-        out += bytes([b | 0x80])
 
 
 def _cstr(s: str) -> bytes:
