@@ -327,10 +327,16 @@ def test_resync_and_a_mid_message_start_never_take_an_oversized_size():
     framer.begun_inside(check=True)
     frames = framer.feed(stream, 0)
     assert [f.data for f in frames] == [real]
+    assert framer.unread == [(0, len(false))]             # passed over, and said so
     framer = Framer(plausible_request)
     framer.gap(0, 10)                                     # lost bytes: search from here
-    frames = framer.feed(stream, 10)
+    frames = framer.feed(stream[10:], 10)
     assert [f.data for f in frames] == [real]
+    assert framer.unread == [(10, len(false) - 10)]
+    framer = Framer(plausible_request)                    # no boundary before the end
+    framer.begun_inside(check=True)
+    assert framer.feed(false, 0) == [] and framer.close() is None
+    assert framer.unread == [(0, len(false))]
     # an answer cannot be told by its start: taken, but marked at the end of the capture
     framer = Framer(lambda buf, pos: False)
     framer.begun_inside(check=False)

@@ -46,7 +46,7 @@ _HELD_BYTES = 64 * 1024 * 1024     # ...and every chunk when a task holds this m
 
 _GAP = pa.struct([("client", pa.string()), ("broker", pa.string()),
                   ("direction", pa.string()), ("offset", pa.int64()), ("length", pa.int64()),
-                  ("frame", pa.int64()), ("ts", pa.float64())])
+                  ("frame", pa.int64()), ("ts", pa.float64()), ("unread", pa.bool_())])
 _SUMMARY = pa.struct([(name, CHUNKS.field(name).type) for name in
                       ("shard", "start", "end", "first", "next", "packets", "unsupported",
                        "warnings")])
@@ -216,7 +216,7 @@ def _out_rows(capture: str, rows) -> list[dict]:
     out += ({"capture": capture, "gap": {
         "client": endpoint(client), "broker": endpoint(broker),
         "direction": g.direction, "offset": g.offset, "length": g.length,
-        "frame": g.frame, "ts": g.ts}} for g, client, broker in rows.gaps)
+        "frame": g.frame, "ts": g.ts, "unread": g.unread}} for g, client, broker in rows.gaps)
     unresolved = sum(1 for r in rows.exchanges if any(t.startswith(UNRESOLVED)
                                                      for t in r["topics"])) + \
         sum(1 for r in rows.records if (r["topic"] or "").startswith(UNRESOLVED))
@@ -495,7 +495,7 @@ def _digest(side, result: JobResult, paths: list[str], sizes: dict[str, int],
             g = r["gap"]
             shard, local = g["frame"] >> _SHARD_BITS, g["frame"] & ((1 << _SHARD_BITS) - 1)
             gap = Gap(0, g["direction"], g["offset"], g["length"],
-                      frame_base.get(shard, 0) + local if local else 0, g["ts"])
+                      frame_base.get(shard, 0) + local if local else 0, g["ts"], g["unread"])
             where = f"{g['client']} → {g['broker']}"
             gaps.append((c, gap.frame, f"{c}: {gap.describe(where)}"))
             stats[c]["gaps"] += 1

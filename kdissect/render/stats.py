@@ -109,6 +109,9 @@ def stats_pieces(stats: Stats) -> Pieces:
                  f"clients (Kafka messages with their size prefix)\n")
     lines.append(f"gaps: {stats.gaps} ({stats.gap_bytes} bytes lost)\n",
                  style="yellow" if stats.gaps else "")
+    if stats.unread:
+        lines.append(f"unread: {stats.unread_bytes} bytes in {stats.unread} stretch(es) with no "
+                     f"message boundary (not read as Kafka)\n", style="yellow")
     lines.append(f"fields with problems: {stats.problems}\n",
                  style="red" if stats.problems else "")
     for status, n in stats.statuses.most_common():

@@ -144,6 +144,8 @@ class KafkaConnection:
         framer = self.framers[side]
         for f in framer.feed(payload, offset):
             self._message(side, f, ts, frame)
+        if framer.unread:
+            self._unread(side, ts, frame)
         budget = self.budget
         # (most chunks end at a message's end: nothing held, nothing charged before)
         if budget is not None and (framer.pending or budget.holds(framer)):
@@ -167,8 +169,17 @@ class KafkaConnection:
             self.response_gap = max(self.response_gap, ts)
         for f in self.framers[side].gap(offset, length):
             self._message(side, f, ts, frame)
+        if self.framers[side].unread:
+            self._unread(side, ts, frame)
         if self.budget is not None:
             self._charge(side)
+
+    def _unread(self, side: int, ts: float, frame: int) -> None:
+        framer = self.framers[side]
+        for offset, length in framer.unread:
+            self.emit_gap(Gap(self.index, "request" if side == 0 else "response", offset,
+                              length, frame, ts, unread=True))
+        framer.unread.clear()
 
     def close(self) -> None:
         budget = self.budget
@@ -178,6 +189,8 @@ class KafkaConnection:
             f = framer.close()
             if f is not None:
                 self._message(side, f, self.last_ts, 0)
+            if framer.unread:
+                self._unread(side, self.last_ts, 0)
         if self.early:
             for waiting in self.early.values():
                 for resp, findings in waiting:

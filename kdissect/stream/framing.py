@@ -94,7 +94,8 @@ class Framer:
     and ``error`` says why (the proxy then ends the connection: nothing is skipped)."""
 
     __slots__ = ("_buf", "_held", "_base", "_boundary", "max_message", "resync", "_cut",
-                 "_skip_until", "_want", "error", "unsure_at", "_check_start")
+                 "_skip_until", "_want", "error", "unsure_at", "_check_start", "_unread_from",
+                 "unread")
 
     def __init__(self, boundary: Callable[[bytearray, int], bool] | None = None,
                  max_message: int = MAX_MESSAGE):
@@ -114,6 +115,11 @@ class Framer:
         # (-1: none); ``begun_inside`` sets it for the first
         self.unsure_at = -1
         self._check_start = False       # ``boundary`` also checks the first message
+        # bytes passed over while searching for a boundary are reported, never dropped
+        # silently: where the search began (-1: not searching), and the stretches
+        # passed over since the caller last took them, as (stream offset, length)
+        self._unread_from = -1
+        self.unread: list[tuple[int, int]] = []
 
     def begun_inside(self, check: bool) -> None:
         """The capture began inside the connection: its first bytes may be anywhere in a
@@ -221,6 +227,18 @@ class Framer:
             f.truncated = (f.truncated or "truncated") + UNSURE
         return f
 
+    def _search_from(self, offset: int) -> None:
+        """Search for the next message boundary, passing over the bytes from ``offset``."""
+        self.resync = self._boundary is not None
+        if self.resync and self._unread_from < 0:
+            self._unread_from = offset
+
+    def _found(self, offset: int) -> None:
+        """The search ended at ``offset``: what it passed over is unread."""
+        start, self._unread_from = self._unread_from, -1
+        if 0 <= start < offset:
+            self.unread.append((start, offset - start))
+
     def gap(self, offset: int, length: int) -> list[Frame]:
         """``length`` bytes at stream ``offset`` were lost. A hole inside a message
         whose size is known cuts it: the message is collected on (holes marked, every
@@ -248,9 +266,11 @@ class Framer:
             out.append(self._end_cut(False))
             if end == cut.end:
                 return out                       # the next message starts right here
+        if self.resync:
+            self._found(offset)                  # the search passed over bytes up to the hole
         buf.clear()
         self._base = end
-        self.resync = self._boundary is not None
+        self._search_from(end)
         return out
 
     def give_up(self) -> Frame | None:
@@ -266,9 +286,9 @@ class Framer:
             size = _SIZE.unpack_from(buf)[0]
             prefix, start = bytes(buf[4:4 + HEAD_KEPT]), self._base + 4
         else:                                    # not even a header: search anew
+            self._search_from(self._base)
             self._base += len(buf)
             buf.clear()
-            self.resync = self._boundary is not None
             return None
         buf.clear()
         head = prefix[:HEAD_KEPT]
@@ -283,6 +303,8 @@ class Framer:
         if self._cut is not None:
             return self._end_cut(True)
         buf = self._unhold()
+        if self._unread_from >= 0:               # still searching: the rest is unread
+            self._found(self._base + len(buf))
         if not buf:
             return None
         size = _SIZE.unpack_from(buf)[0] if len(buf) >= 12 and not self.resync else -1
@@ -306,6 +328,7 @@ class Framer:
                     pos = max(pos, len(buf) - RESYNC_TAIL)
                     break
                 pos, self.resync = found, False
+                self._found(self._base + pos)
                 self.unsure_at = self._base + pos
             if len(buf) - pos < 4:
                 break
@@ -319,7 +342,7 @@ class Framer:
                 assert self._boundary is not None, "checked only with a boundary test"
                 if size > UNSURE_MAX or not self._boundary(buf, pos):
                     self.unsure_at = -1
-                    self.resync = True
+                    self._search_from(self._base + pos)
                     pos += 1
                     continue
             if size < 0 or size > (UNSURE_MAX if self.unsure_at == self._base + pos
@@ -328,7 +351,7 @@ class Framer:
                     self.error = (f"implausible message size {size} at stream offset "
                                   f"{self._base + pos}")
                     break
-                self.resync = True       # not a message boundary: search from the next byte
+                self._search_from(self._base + pos)   # not a boundary: search from the next byte
                 pos += 1
                 continue
             if len(buf) - pos - 4 < size:

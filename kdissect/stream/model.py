@@ -150,10 +150,19 @@ class Gap:
     length: int
     frame: int                     # capture frame where the data resumes (0: nowhere)
     ts: float
+    # captured but not read: no message boundary found in these bytes (the capture began
+    # inside a message bigger than a broker takes, bytes after a hole, or not Kafka)
+    unread: bool = False
 
     def describe(self, where: str | None = None) -> str:
         """``where`` names the connection (default: its stream number)."""
+        name = where or f"stream {self.stream}"
+        if self.unread:
+            return (f"unread: {name} {self.direction}s: {self.length} bytes at stream offset "
+                    f"{self.offset} not read as Kafka messages (no message boundary in them: the "
+                    f"rest of a message cut by a hole or begun before the capture, or not "
+                    f"Kafka)")
         resume = (f"data resumes in frame {self.frame}; decoding resumes at the next "
                   f"message boundary" if self.frame else "the capture ends there")
-        return (f"gap: {where or f'stream {self.stream}'} {self.direction}s lost "
+        return (f"gap: {name} {self.direction}s lost "
                 f"{self.length} bytes at stream offset {self.offset} ({resume})")

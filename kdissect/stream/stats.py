@@ -100,7 +100,7 @@ class Stats(Compared):
     """What --stats prints, added up exchange by exchange."""
 
     _fields = ("per_api", "errors", "latency", "bytes_requests", "bytes_responses", "statuses",
-               "problems", "gaps", "gap_bytes", "connections", "service", "waited", "clients",
+               "problems", "gaps", "gap_bytes", "unread", "unread_bytes", "connections", "service", "waited", "clients",
                "brokers", "topics", "partitions", "groups", "diagnoses")
 
     def __init__(self) -> None:
@@ -113,6 +113,8 @@ class Stats(Compared):
         self.problems = 0
         self.gaps = 0
         self.gap_bytes = 0
+        self.unread = 0                # stretches captured but with no message boundary
+        self.unread_bytes = 0
         self.connections: dict[int, ConnectionStats] = {}
         # latency less the waits clients asked for (Fetch max_wait_ms, group rebalances)
         self.service: dict[str, list[float]] = defaultdict(list)
@@ -241,8 +243,12 @@ class Stats(Compared):
         g.events.append(event)
 
     def add_gap(self, gap: Gap) -> None:
-        self.gaps += 1
-        self.gap_bytes += gap.length
+        if gap.unread:
+            self.unread += 1
+            self.unread_bytes += gap.length
+        else:
+            self.gaps += 1
+            self.gap_bytes += gap.length
 
     def latency_summary(self, values: list[float]) -> tuple[float, float, float, float]:
         s = sorted(values)
