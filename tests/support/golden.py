@@ -1,8 +1,11 @@
-"""Digests of what kdissect prints for every capture and paste in the repository.
+"""What kdissect prints for every capture and paste in the repository.
 
 The refactors of the engine and the decoders must not change a byte of output
-(issue #20). `tests/test_golden_outputs.py` recomputes these; when an output is
-meant to change, regenerate the table and let the diff show which outputs moved:
+(issue #20). Each output is kept twice: its digest (status, length, sha256) in
+``tests/golden/outputs.json``, which decides, and its first ``HEAD`` bytes as a
+readable file under ``tests/golden/outputs/`` (the whole output when it is small), which
+``git diff`` and the failing test show. `tests/test_golden_outputs.py` recomputes them;
+when an output is meant to change, regenerate both and let the diff show what moved:
 
     .venv/bin/python -m tests.support.golden --update
 """
@@ -18,6 +21,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 TABLE = ROOT / "tests" / "golden" / "outputs.json"
+HEADS = ROOT / "tests" / "golden" / "outputs"
+HEAD = 32 * 1024          # bytes of each output kept readable (3 MB for the 156 outputs)
 PCAP_VIEWS: dict[str, list[str]] = {
     "summary": [], "verbose": ["-V"], "jsonl": ["--format", "jsonl"], "stats": ["--stats"],
 }
@@ -53,7 +58,6 @@ def run(args: list[str]) -> tuple[int, bytes]:
 
 
 def _digest(status: int, out: bytes) -> str:
-    out = out.replace(str(ROOT).encode(), b".")
     return f"{status}:{len(out)}:{hashlib.sha256(out).hexdigest()[:32]}"
 
 
@@ -61,18 +65,50 @@ def digest(args: list[str]) -> str:
     return _digest(*run(args))
 
 
-def compute() -> dict[str, str]:
-    """Every case's digest. One process imports kdissect once and forks a child per case
-    (two at a time): each child is a fresh `python -m kdissect` but for the start-up,
-    which was most of the 144 runs' time (tests/test_golden_outputs.py checks that the
-    digests are the ones separate processes gave)."""
+def head(out: bytes) -> bytes:
+    """The readable part of an output: all of it when small, else its first lines up to
+    ``HEAD`` bytes."""
+    if len(out) <= HEAD:
+        return out
+    cut = out.rfind(b"\n", 0, HEAD) + 1 or HEAD
+    return out[:cut] + f"[... {len(out) - cut} more bytes: see outputs.json]\n".encode()
+
+
+def head_path(name: str) -> Path:
+    return HEADS / f"{name}.txt"
+
+
+def compute() -> dict[str, tuple[str, bytes]]:
+    """Every case's digest and readable head. One process imports kdissect once and
+    forks a child per case (two at a time): each child is a fresh `python -m kdissect`
+    but for the start-up, which was most of the 144 runs' time
+    (tests/test_golden_outputs.py checks that the digests are the ones separate
+    processes gave)."""
+    import tempfile
     named = list(cases())
-    done = subprocess.run([sys.executable, "-m", "tests.support.golden", "--serve"], cwd=ROOT,
-                          input=json.dumps([a for _, a in named]), capture_output=True,
-                          text=True, timeout=900, env=ENV)
-    if done.returncode:
-        raise RuntimeError(f"the golden runner failed: {done.stderr[-3000:]}")
-    return dict(zip([n for n, _ in named], json.loads(done.stdout)))
+    with tempfile.TemporaryDirectory() as outs:
+        done = subprocess.run([sys.executable, "-m", "tests.support.golden", "--serve", outs],
+                              cwd=ROOT, input=json.dumps([a for _, a in named]),
+                              capture_output=True, text=True, timeout=900, env=ENV)
+        if done.returncode:
+            raise RuntimeError(f"the golden runner failed: {done.stderr[-3000:]}")
+        result = {}
+        for i, ((name, _), status) in enumerate(zip(named, json.loads(done.stdout))):
+            out = Path(outs, f"{i}.out").read_bytes().replace(str(ROOT).encode(), b".")
+            result[name] = (_digest(status, out), head(out))
+    return result
+
+
+def update() -> None:
+    results = compute()
+    TABLE.write_text(json.dumps({n: d for n, (d, _) in results.items()}, indent=1,
+                                sort_keys=True) + "\n")
+    import shutil
+    shutil.rmtree(HEADS, ignore_errors=True)
+    for name, (_, text) in results.items():
+        path = head_path(name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(text)
 
 
 def _child(args: list[str], out_path: str) -> None:
@@ -99,11 +135,10 @@ def _child(args: list[str], out_path: str) -> None:
         os._exit(code & 0xFF)
 
 
-def serve() -> None:
-    """Read the cases' argument lists (JSON) on stdin, print their digests (JSON)."""
+def serve(outs: str) -> None:
+    """Read the cases' argument lists (JSON) on stdin, write case i's output to
+    ``outs/i.out`` and print their exit statuses (JSON)."""
     import os
-    import shutil
-    import tempfile
     import importlib
     # what the pcap and blob commands import, imported once before the forks (a child
     # imports whatever else it needs itself)
@@ -112,40 +147,34 @@ def serve() -> None:
                    "kdissect.stream.fields", "kdissect.render.jsonl_workers"):
         importlib.import_module(module)
     cases = json.load(sys.stdin)
-    digests: list[str] = [""] * len(cases)
-    running: dict[int, tuple[int, str]] = {}
-    tmp = tempfile.mkdtemp()        # (not TemporaryDirectory: its finalizer runs in children)
-    try:
-        def reap() -> None:
-            pid, status = os.wait()
-            i, path = running.pop(pid)
-            with open(path, "rb") as f:
-                digests[i] = _digest(os.waitstatus_to_exitcode(status), f.read())
-        def size(args: list[str]) -> int:
-            return sum(os.path.getsize(a) for a in args if os.path.isfile(a))
-        # the biggest first, so that no long run is left alone at the end
-        for i in sorted(range(len(cases)), key=lambda i: -size(cases[i])):
-            args = cases[i]
-            if len(running) >= 2:
-                reap()
-            path = os.path.join(tmp, f"{i}.out")
-            sys.stdout.flush()
-            pid = os.fork()
-            if pid == 0:
-                _child(args, path)
-            running[pid] = (i, path)
-        while running:
+    statuses: list[int] = [0] * len(cases)
+    running: dict[int, int] = {}
+
+    def reap() -> None:
+        pid, status = os.wait()
+        statuses[running.pop(pid)] = os.waitstatus_to_exitcode(status)
+
+    def size(args: list[str]) -> int:
+        return sum(os.path.getsize(a) for a in args if os.path.isfile(a))
+    # the biggest first, so that no long run is left alone at the end
+    for i in sorted(range(len(cases)), key=lambda i: -size(cases[i])):
+        if len(running) >= 2:
             reap()
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    print(json.dumps(digests))
+        sys.stdout.flush()
+        pid = os.fork()
+        if pid == 0:
+            _child(cases[i], os.path.join(outs, f"{i}.out"))
+        running[pid] = i
+    while running:
+        reap()
+    print(json.dumps(statuses))
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["--serve"]:
-        serve()
+    if sys.argv[1:2] == ["--serve"] and len(sys.argv) == 3:
+        serve(sys.argv[2])
         sys.exit(0)
     if sys.argv[1:] != ["--update"]:
         sys.exit("usage: python -m tests.support.golden --update")
-    TABLE.write_text(json.dumps(compute(), indent=1, sort_keys=True) + "\n")
-    print(f"wrote {TABLE}")
+    update()
+    print(f"wrote {TABLE} and {HEADS}")
