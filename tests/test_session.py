@@ -38,7 +38,11 @@ def test_resync_after_a_gap_through_long_garbage():
     k.close()
     got = [ex.request.data for ex in exchanges if ex.request is not None]
     assert real[0].data in got and real[1].data in got and real[2].data in got
-    assert len(gaps) == 1 and gaps[0].length == 100
+    lost = [g for g in gaps if not g.unread]
+    assert len(lost) == 1 and lost[0].length == 100
+    # the garbage was read past in search of a boundary, and that is said to the byte
+    assert [(g.offset, g.length) for g in gaps if g.unread] == [(offset - len(garbage),
+                                                                 len(garbage))]
 
 
 def test_gap_inside_a_known_message_reports_it_truncated():

@@ -11,6 +11,7 @@ import click
 from rich.console import Console
 
 from ..crash import quiet_stdout
+from ..stream.sink import BaseSink
 from .common import (_host_port, _run_tui, _size, _traffic_options, display_options,
                      on_terminal, secret_options)
 from .group import SUMMARIES, main
@@ -382,7 +383,7 @@ def _wait_ready(forwarder, err: Console) -> str | None:
             err.print(payload, style="cyan")
 
 
-class _Guarded:
+class _Guarded(BaseSink):
     """The printer as the display's sink, kept from ending the display: a closed stdout
     (`| head`) stops printing, a failure to show an exchange is reported once;
     forwarding goes on either way."""

@@ -21,6 +21,7 @@ from ..sources.pcap import CaptureDissector, CaptureFiles
 from ..stream.budget import Budget
 from ..stream.engine import Engine
 from ..stream.model import Exchange, Gap
+from ..stream.sink import BaseSink
 from ..stream.rows import exchange_row, record_rows, resolve_record_topics, resolve_topics
 from .ids import ConnectionIds
 
@@ -121,7 +122,7 @@ class Rows:
     gaps: list[tuple[Gap, tuple[str, int], tuple[str, int]]] = field(default_factory=list)
 
 
-class RowSink:
+class RowSink(BaseSink):
     """The sink that turns enriched exchanges into rows (and records, when asked)."""
 
     def __init__(self, capture: str, rows: Rows, with_records: bool,

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..stream.fields import ExchangeFields
+from ..stream.sink import BaseSink
 from .console import console, print_line
 from .formats import FORMATS, FormatWriter, WriterContext
 
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
 GAPS_LISTED = 20
 
 
-class ExchangePrinter:
+class ExchangePrinter(BaseSink):
     def __init__(self, options: Options, fmt: str = "text", verbose: bool = False,
                  display_filter: Filter | None = None, stats: bool = False, jobs: int = 1):
         self.options, self.fmt, self.verbose, self.filter = options, fmt, verbose, display_filter

@@ -141,7 +141,7 @@ class PastedBytes:
 
     def feed(self, sink: Sink) -> None:
         for item in self.items():
-            sink.item(item)                     # type: ignore[attr-defined]
+            sink.item(item)
         sink.done()
 
     def items(self) -> Iterator[Dissected]:

@@ -249,9 +249,7 @@ class CaptureDissector:
 
     def _tls_ended(self, facts: TlsFacts) -> None:
         self.tls_connections.append(facts)
-        report = getattr(self.sink, "tls", None)
-        if report is not None:
-            report(facts)
+        self.sink.tls(facts)
 
     # -- StreamSink -------------------------------------------------------------------
 
@@ -484,8 +482,7 @@ def capture_loader(paths, options: Options | None = None, **kw):
     def load(emit, warn, progress) -> None:
         # gaps and TLS connections (TlsFacts) go to `warn` as objects: the TUI counts
         # the gaps as --stats does and lists the TLS connections
-        sink = CallbackSink(emit, warn, progress, gap=warn)
-        sink.tls = warn                         # type: ignore[attr-defined]
+        sink = CallbackSink(emit, warn, progress, gap=warn, tls=warn)
         Engine(CaptureFiles(paths, packets=lambda reader, path: tracked(reader, path, progress),
                             **kw), sink, options).run()
     return load

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 from ..protocol import Options
 from .enrich import Enricher
 from .model import Exchange, Gap
-from .sink import Sink
+from .sink import BaseSink, BytesConv, Sink, check
 
 
 class Source(Protocol):
@@ -33,11 +33,21 @@ class Source(Protocol):
         ...
 
 
-class Fanout:
+class Fanout(BaseSink):
     """Several sinks as one: every event to each, in order."""
 
     def __init__(self, sinks: Sequence[Sink]):
         self.sinks = list(sinks)
+        self._full = any(s.full for s in self.sinks)
+        self._conv = check(self.sinks)
+
+    @property
+    def full(self) -> bool:
+        return self._full
+
+    @property
+    def values_conv(self) -> BytesConv | None:
+        return self._conv
 
     def exchange(self, ex: Exchange) -> None:
         for s in self.sinks:
@@ -49,13 +59,11 @@ class Fanout:
 
     def item(self, item: Any) -> None:
         for s in self.sinks:
-            s.item(item)                       # type: ignore[attr-defined]
+            s.item(item)
 
     def tls(self, facts: Any) -> None:
         for s in self.sinks:
-            report = getattr(s, "tls", None)
-            if report is not None:
-                report(facts)
+            s.tls(facts)
 
     def note(self, text: str, level: str = "warn") -> None:
         for s in self.sinks:
@@ -77,13 +85,13 @@ class Engine:
     def __init__(self, source: Source, sinks: Sink | Sequence[Sink],
                  options: Options | None = None, full: bool | None = None):
         many: list[Sink] = list(sinks) if isinstance(sinks, (list, tuple)) else [sinks]  # type: ignore[list-item]
-        if full is None:
-            full = any(getattr(s, "full", False) for s in many)
         self.source = source
-        self.sink: Sink = many[0] if len(many) == 1 else Fanout(many)
         # a sink that prints bodies read by the values decoder (JSON lines) takes the ones
         # enrichment reads (bytes shown its way) instead of decoding them again
-        conv = getattr(self.sink, "values_conv", None) if len(many) == 1 else None
+        conv = check(many)
+        self.sink: Sink = many[0] if len(many) == 1 else Fanout(many)
+        if full is None:
+            full = self.sink.full
         self.enricher = Enricher(self.sink, options, full=full, values_conv=conv)
 
     @property

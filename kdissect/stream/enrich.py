@@ -80,13 +80,11 @@ class Enricher:
 
     def item(self, item) -> None:
         """A file-level item or record batch (sources/logdir.py): passed on as it is."""
-        self.sink.item(item)                   # type: ignore[attr-defined]
+        self.sink.item(item)
 
     def tls(self, facts) -> None:
         """A TLS connection ended (capture.tls.TlsFacts); for the sinks that show them."""
-        report = getattr(self.sink, "tls", None)
-        if report is not None:
-            report(facts)
+        self.sink.tls(facts)
 
     def note(self, text: str, level: str = "warn") -> None:
         self.sink.note(text, level)

@@ -7,6 +7,7 @@ from rich.text import Text
 from textual import events, on
 from textual.app import App, ComposeResult
 from textual.binding import Binding
+from textual.css.query import NoMatches
 from textual.containers import Container, Horizontal, Vertical
 from textual.suggester import SuggestFromList
 from textual.timer import Timer
@@ -126,7 +127,14 @@ class BlobApp(App):
     def _changed(self, event) -> None:
         if self._timer is not None:
             self._timer.stop()
-        self._timer = self.set_timer(0.3, self.action_dissect)
+        self._timer = self.set_timer(0.3, self._settled)
+
+    def _settled(self) -> None:
+        """Typing paused: dissect, unless the app closed meanwhile (its widgets gone)."""
+        try:
+            self.action_dissect()
+        except NoMatches:
+            pass
 
     def hints(self) -> tuple[Hints, str | None]:
         api_text = self.query_one("#api", Input).value.strip()
