@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..protocol.varint import uvarint_bytes
+
 BOOL, I8, I32, I64, BINARY, LIST, STRUCT = 1, 3, 5, 6, 8, 9, 12
 
 Struct = list[tuple[int, int, Any]]
@@ -20,10 +22,7 @@ def encode(struct: Struct) -> bytes:
 
 
 def varint(out: bytearray, n: int) -> None:
-    while n > 0x7F:
-        out.append(n & 0x7F | 0x80)
-        n >>= 7
-    out.append(n)
+    out += uvarint_bytes(n)
 
 
 def _zigzag(n: int) -> int:

@@ -1,14 +1,18 @@
-"""CRC-32C (Castagnoli), which record batches carry: the ``crc32c`` package's C function.
+"""kdissect's one place computing checksums: CRC-32C (Castagnoli), which record batches
+and producer snapshots carry (the ``crc32c`` package's C function), and the CRC-32 of
+MessageSet v0/v1 messages and 0.7 logs (zlib). Record batches are checked through
+``batch.Batch.crc_ok``, which calls ``crc32c_of`` once per batch.
 
-Loaded without running the package's ``__init__``, which looks up its own version in its
-distribution's metadata and imports its command line (``importlib.metadata``, ``email``,
-``argparse``: about 50 ms of CPU, a sixth of a summary's start-up); the plain import
-where that layout is not found."""
+The ``crc32c`` package is loaded without running its ``__init__``, which looks up its
+own version in its distribution's metadata and imports its command line
+(``importlib.metadata``, ``email``, ``argparse``: about 50 ms of CPU, a sixth of a
+summary's start-up); the plain import where that layout is not found."""
 
 from __future__ import annotations
 
 import importlib.machinery
 import importlib.util
+import zlib
 from collections.abc import Callable
 
 
@@ -25,4 +29,15 @@ def _load() -> Callable[[bytes | bytearray | memoryview], int]:
     return module.crc32c
 
 
-crc32c: Callable[[bytes | bytearray | memoryview], int] = _load()
+_crc32c: Callable[[bytes | bytearray | memoryview], int] = _load()
+
+
+def crc32c_of(buf, start: int, end: int) -> int:
+    """The CRC-32C of ``buf[start:end]``, through a view (batches are most of a capture's
+    bytes: a slice would copy each)."""
+    return _crc32c(memoryview(buf)[start:end])
+
+
+def crc32_of(buf, start: int, end: int) -> int:
+    """The CRC-32 (zlib's, unsigned) of ``buf[start:end]``."""
+    return zlib.crc32(memoryview(buf)[start:end]) & 0xFFFFFFFF

@@ -172,15 +172,16 @@ class _Gen:
 # batch's records (dicts; any oddity raises Bail and the message takes the located path)
 # and the located decoder's fast path for one record (nodes; None at any oddity, and
 # records._record reads it again and says what is wrong). Lines starting "V:" belong to
-# the values loop only, "L:" to the located reader only. Macros: VARINT(x, max) is the
+# the values loop only, "L:" to the located reader only. Macros: VARINT(x, longest) is the
 # inline read of an unsigned varint into ``x`` at ``p`` (one or two bytes inline, else
-# reader.uvarint); SIZED(x, convert, kind, parent, null) a varint-sized field of the record
+# varint.uvarint), at most as long as the record field or wire type ``longest`` allows
+# (batch.RECORD, the one description of a record); SIZED(x, convert, kind, parent, null) a varint-sized field of the record
 # (-1: None, unless ``null`` is "nonull" in the located reader) through ``convert`` (a
 # function, or ``text``: UTF-8 with errors replaced) and, located, a ``kind`` node under
 # ``parent``; STOP gives up.
 _RECORD = """
 p = pos
-VARINT(n, 5)
+VARINT(n, length)
 length = (n >> 1) ^ -(n & 1)
 rec_end = p + length
 if length < 1 or rec_end > end:
@@ -189,19 +190,19 @@ L:kids = [Node("length", "varint", pos, p - pos, length),
 L:        Node("attributes", "int8", p, 1, data[p] - 256 if data[p] > 127 else data[p])]
 p += 1                                  # attributes
 L:q = p
-VARINT(n, 10)
+VARINT(n, timestamp_delta)
 delta = (n >> 1) ^ -(n & 1)
 L:kids.append(Node("timestamp_delta", "varlong", q, p - q, delta))
 ts = ts0 if fixed_ts else ts0 + delta
 L:q = p
-VARINT(n, 5)
+VARINT(n, offset_delta)
 delta = (n >> 1) ^ -(n & 1)
 L:kids.append(Node("offset_delta", "varint", q, p - q, delta))
 offset = base + delta
 SIZED(key, conv, bytes, kids, null)
 SIZED(value, conv, bytes, kids, null)
 L:q = p
-VARINT(n, 5)
+VARINT(n, varint)
 count_h = (n >> 1) ^ -(n & 1)
 if count_h < 0 or count_h > rec_end - p:
     STOP
@@ -245,7 +246,11 @@ RECORD
 """
 
 
-def _varint(located: bool, var: str, max_bytes: str) -> list[str]:
+def _varint(located: bool, var: str, longest: str) -> list[str]:
+    """``longest``: a record field's name or a wire type (batch.VARINT_MAX, VARINT_BYTES)."""
+    from .batch import VARINT_MAX
+    from .layout import VARINT_BYTES
+    max_bytes = VARINT_MAX.get(longest) or VARINT_BYTES[longest]
     return [f"{var} = data[p]",
             f"if {var} < 128:",
             "    p += 1",
@@ -263,7 +268,7 @@ def _sized(located: bool, var: str, convert: str, kind: str, parent: str,
     else:
         value = "data[p:q]" if located else f"{convert}(data[p:q])"
     lines = [*(["o = p"] if located else []),
-             *_varint(located, "n", "5"),
+             *_varint(located, "n", "varint"),
              "size = (n >> 1) ^ -(n & 1)",
              "if size < 0:",
              *(["    STOP"] if located and null == "nonull" else

@@ -12,6 +12,10 @@ PRIMITIVES = frozenset({
     "int8", "int16", "int32", "int64", "uint16", "uint32", "bool", "float64", "uuid",
     "varint", "varlong", "uvarint", "string", "bytes", "records",
 })
+# the fixed-width ones' struct formats (big-endian), and the varints' longest encodings
+FIXED_FORMATS = {"int8": "b", "int16": "h", "int32": "i", "int64": "q", "uint16": "H",
+                 "uint32": "I", "float64": "d"}
+VARINT_BYTES = {"varint": 5, "varlong": 10, "uvarint": 5}
 
 
 class Field(Frozen):

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import json
 import struct
-import zlib
+from typing import Any
 
-from .crc import crc32c
+from .batch import FIELDS, Batch, record_starts
+from .crc import crc32_of, crc32c_of
 
 from .context import Options
 from .decode import decode_body
@@ -123,7 +124,7 @@ def producer_snapshot(buf: bytes, options: Options | None = None) -> Node:
         root.add(child)
     crc = root.child("crc")
     if crc is not None and isinstance(crc.value, int) and len(buf) >= 6:
-        computed = crc32c(buf[6:])
+        computed = crc32c_of(buf, 6, len(buf))
         if computed != crc.value:
             crc.problem = f"CRC32C mismatch: computed {computed:#010x}"
             crc.code = "crc_mismatch"
@@ -281,7 +282,7 @@ def kafka07_message(buf: bytes, pos: int, end: int, base_offset: int) -> Node:
     crc = node.add(Node("crc", "uint32", at, 4, struct.unpack_from(">I", buf, at)[0]))
     at += 4
     payload = bytes(buf[at:pos + 4 + size])
-    computed = zlib.crc32(payload) & 0xFFFFFFFF
+    computed = crc32_of(payload, 0, len(payload))
     if computed != crc.value:
         crc.problem = f"CRC32 mismatch: computed {computed:#010x}"
         crc.code = "crc_mismatch"
@@ -292,44 +293,18 @@ def kafka07_message(buf: bytes, pos: int, end: int, base_offset: int) -> Node:
 
 # -- record batches as plain values (bulk output) ----------------------------------------
 
-BATCH_HEAD = struct.Struct(">qiibIhiqqqhii")      # RecordBatch v2 header, 61 bytes
-BATCH_FIELDS = ("base_offset", "batch_length", "partition_leader_epoch", "magic", "crc",
-                "attributes", "last_offset_delta", "base_timestamp", "max_timestamp",
-                "producer_id", "producer_epoch", "base_sequence", "record_count")
+BATCH_FIELDS = FIELDS              # a v2 batch's header fields (batch.RECORD_BATCH)
 
 
-def clean_batch(buf, start: int, end: int, max_decompressed: int, max_nodes: int):
+def clean_batch(buf, start: int, end: int, max_decompressed: int,
+                max_nodes: int) -> tuple[Batch, Any, int, int] | None:
     """The v2 batch in ``buf[start:end]`` if its header, CRC, codec, count and the budgets
-    are clean: (its header fields, as BATCH_HEAD unpacks them; the records' bytes; where
-    they start and end in them: the file's map itself when uncompressed). None at the
-    first oddity: the caller decodes the batch located, whose tree says what is wrong."""
-    from .codecs import CodecError, decompress
-    if end - start < 61 or buf[start + 16] != 2:
-        return None
-    head = BATCH_HEAD.unpack_from(buf, start)
-    attrs, count = head[5], head[12]
-    if crc32c(memoryview(buf)[start + 21:end]) != head[4]:
-        return None
-    codec = attrs & 7
-    pos = start + 61
-    # the located decoder's budgets: a record costs 9 nodes there (tests/test_log.py)
-    if count < 0 or 9 * count + 16 > max_nodes or \
-            count > end - pos + (max_decompressed if codec else 0):
-        return None
-    if codec:
-        try:
-            data, _how = decompress(codec, buf[pos:end], max_decompressed)
-        except CodecError:
-            return None
-        return head, data, 0, len(data)
-    return head, buf, pos, end
-
-
-def _loop_args(head: tuple) -> tuple[int, int, int, bool]:
-    """The record loop's count, base offset, first timestamp and whether every record
-    has it (log-append time: the batch's max timestamp)."""
-    log_append = bool(head[5] & 0x08)
-    return head[12], head[0], head[8] if log_append else head[7], log_append
+    are clean: (the Batch; the records' bytes; where they start and end in them: the
+    file's map itself when uncompressed). None at the first oddity: the caller decodes
+    the batch located, whose tree says what is wrong."""
+    b = Batch(buf, start, end)
+    got = b.clean(max_decompressed, max_nodes)
+    return None if got is None else (b, got[0], got[1], got[2])
 
 
 def batch_values(buf, start: int, end: int, max_decompressed: int, max_nodes: int,
@@ -345,15 +320,14 @@ def batch_values(buf, start: int, end: int, max_decompressed: int, max_nodes: in
     got = clean_batch(buf, start, end, max_decompressed, max_nodes)
     if got is None:
         return None
-    head, data, pos, end = got
-    count = head[12]
+    b, data, pos, end = got
     try:
-        records, stop = record_loop(data, pos, end, *_loop_args(head), conv)
+        records, stop = record_loop(data, pos, end, *b.loop_args(), conv)
     except (Bail, IndexError, UnicodeDecodeError, VarintTooLong):
         return None
     if stop != end:
         return None
-    return dict(zip(BATCH_FIELDS, head)), record_starts(data, pos, count), records
+    return b.fields(), record_starts(data, pos, b.head[12]), records
 
 
 def batch_lines(buf, start: int, end: int, max_decompressed: int, max_nodes: int,
@@ -363,19 +337,6 @@ def batch_lines(buf, start: int, end: int, max_decompressed: int, max_nodes: int
     got = clean_batch(buf, start, end, max_decompressed, max_nodes)
     if got is None:
         return None
-    head, data, pos, end = got
-    text = lines(data, pos, end, *_loop_args(head))
-    return None if text is None else (dict(zip(BATCH_FIELDS, head)), text)
-
-
-def record_starts(data, pos: int, count: int) -> list[int]:
-    """Where each of ``count`` records starts (each leads with its zigzag varint length);
-    the record loop has checked these bytes already."""
-    from .reader import uvarint
-    out = []
-    end = len(data)
-    for _ in range(count):
-        out.append(pos)
-        n, p = uvarint(data, pos, end)
-        pos = p + ((n >> 1) ^ -(n & 1))
-    return out
+    b, data, pos, end = got
+    text = lines(data, pos, end, *b.loop_args())
+    return None if text is None else (b.fields(), text)

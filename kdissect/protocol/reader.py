@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import struct
 
+# re-exported: the generated readers and older callers import them from here
+from .varint import VarintTooLong, uvarint, zigzag  # noqa: F401
+
 _I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")
 _U16 = struct.Struct(">H")
@@ -23,36 +26,10 @@ class Bail(Exception):
     decoder, whose tree says what is wrong (protocol/values.py)."""
 
 
-class VarintTooLong(ValueError):
-    """A varint with more continuation bytes than its type allows."""
-
-
-def uvarint(buf: bytes, pos: int, end: int, max_bytes: int = 5) -> tuple[int, int]:
-    """(value, next position) of the unsigned LEB128 varint at ``pos``: kdissect's one
-    varint reader. At most ``max_bytes`` bytes (5 for varint/uvarint, 10 for varlong);
-    raises IndexError when it runs past ``end``, VarintTooLong when it is longer."""
-    value = shift = 0
-    for _ in range(max_bytes):
-        if pos >= end:
-            raise IndexError("varint runs past the end")
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if b < 0x80:
-            return value, pos
-        shift += 7
-    raise VarintTooLong(f"varint longer than {max_bytes} bytes")
-
-
 def uuid_text(raw: bytes) -> str:
     """A UUID's 16 bytes as Kafka's tools print them (``str(uuid.UUID)``, faster)."""
     h = raw.hex()
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
-
-
-def zigzag(n: int) -> int:
-    """The signed value a zigzag-encoded varint holds."""
-    return (n >> 1) ^ -(n & 1)
 
 
 class DecodeError(Exception):

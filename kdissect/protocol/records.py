@@ -7,12 +7,12 @@ node introducing it holds in ``buffer``.
 from __future__ import annotations
 
 import struct
-import zlib
 from collections.abc import Callable
 
-from .crc import crc32c
-
+from .batch import (CODEC_MASK, CONTROL, FRAME, HEAD_SIZE, LOG_APPEND_TIME, LOG_OVERHEAD,
+                    MAGIC_AT, RECORD_BATCH, Batch, attributes_note, length_at)
 from .codecs import CODECS, CodecError, TooBig, decompress
+from .crc import crc32_of
 from .context import Abort, Options, charge_nodes, fail, time_note
 from .node import NOTE_MAKERS, Node
 from .reader import DecodeError, Reader
@@ -62,18 +62,18 @@ def read_records(buf: bytes, parent: Node, start: int, end: int, ctx: Options,
     pos = start
     while pos < end:
         left = end - pos
-        if left < 17:
+        if left < FRAME:
             parent.add(Node("partial_batch", "bytes", pos, left, buf[pos:end],
                             note=f"partial batch: {left} bytes (a Fetch response may end "
                                  f"inside a batch; the client fetches the rest later)"))
             return
-        size = struct.unpack_from(">i", buf, pos + 8)[0]
-        magic = buf[pos + 16]
+        size = length_at(buf, pos)
+        magic = buf[pos + MAGIC_AT]
         if size < 0:
             parent.add(Node("batch", "bytes", pos, left, buf[pos:end],
                             problem=f"batch length {size} is negative", code="bad_length"))
             return
-        total = 12 + size
+        total = LOG_OVERHEAD + size
         if total > left:
             parent.add(Node("partial_batch", "bytes", pos, left, buf[pos:end],
                             note=f"partial batch: {left} of {total} bytes (a Fetch response "
@@ -97,20 +97,6 @@ def read_records(buf: bytes, parent: Node, start: int, end: int, ctx: Options,
                             problem=f"unknown record format (magic {magic})",
                             code="unknown_magic"))
         pos += total
-
-
-def _attributes_note(attrs: int, magic: int) -> str:
-    parts = [CODECS.get(attrs & 7, f"codec {attrs & 7}")]
-    if attrs & 0x08:
-        parts.append("log-append-time")
-    if magic == 2:
-        if attrs & 0x10:
-            parts.append("transactional")
-        if attrs & 0x20:
-            parts.append("control")
-        if attrs & 0x40:
-            parts.append("delete-horizon")
-    return ", ".join(parts)
 
 
 def _decompressed(parent: Node, codec: int, payload: bytes, offset: int, ctx: Options,
@@ -151,14 +137,14 @@ def _message_v01(buf: bytes, start: int, end: int, ctx: Options, depth: int) -> 
         offset = _leaf(r, node, "offset", "int64", Reader.int64)
         _leaf(r, node, "message_size", "int32", Reader.int32)
         crc = _leaf(r, node, "crc", "uint32", Reader.uint32)
-        computed = zlib.crc32(buf[r.pos:end]) & 0xFFFFFFFF
+        computed = crc32_of(buf, r.pos, end)
         if computed != crc.value:
             crc.problem = f"CRC32 mismatch: computed {computed:#010x}"
             crc.code = "crc_mismatch"
         magic = _leaf(r, node, "magic", "int8", Reader.int8).value
         node.ktype = f"message_v{magic}"
         attrs = _leaf(r, node, "attributes", "int8", Reader.int8)
-        attrs.note = _attributes_note(attrs.value, magic)
+        attrs.note = attributes_note(attrs.value, magic)
         if magic >= 1:
             _leaf(r, node, "timestamp", "int64", Reader.int64).hint = "time"
         _sized(r, node, "key", "int32")
@@ -215,40 +201,34 @@ def record_offset(n: Node) -> int | None:
 def _batch_v2(buf: bytes, start: int, end: int, ctx: Options) -> Node:
     node = Node("record_batch", "record_batch", start, end - start)
     r = Reader(buf, start, end)
+    at: dict[str, Node] = {}
     try:
-        base = _leaf(r, node, "base_offset", "int64", Reader.int64).value
-        _leaf(r, node, "batch_length", "int32", Reader.int32)
-        _leaf(r, node, "partition_leader_epoch", "int32", Reader.int32)
-        _leaf(r, node, "magic", "int8", Reader.int8)
-        crc = _leaf(r, node, "crc", "uint32", Reader.uint32)
-        computed = crc32c(memoryview(buf)[r.pos:end])
-        if computed != crc.value:
-            crc.problem = f"CRC32C mismatch: computed {computed:#010x}"
-            crc.code = "crc_mismatch"
-        attrs = _leaf(r, node, "attributes", "int16", Reader.int16)
-        attrs.note = _attributes_note(attrs.value, 2)
-        last_delta = _leaf(r, node, "last_offset_delta", "int32", Reader.int32).value
-        base_ts = _leaf(r, node, "base_timestamp", "int64", Reader.int64)
-        base_ts.hint = "time"
-        max_ts = _leaf(r, node, "max_timestamp", "int64", Reader.int64)
-        max_ts.hint = "time"
-        _leaf(r, node, "producer_id", "int64", Reader.int64)
-        _leaf(r, node, "producer_epoch", "int16", Reader.int16)
-        _leaf(r, node, "base_sequence", "int32", Reader.int32)
-        count = _leaf(r, node, "record_count", "int32", Reader.int32)
+        for f in RECORD_BATCH.fields:           # the header, field by field (located)
+            leaf = at[f.name] = _leaf(r, node, f.name, f.type, getattr(Reader, f.type))
+            if f.hint:
+                leaf.hint = f.hint
+            if f.name == "crc":
+                computed = Batch(buf, start, end).crc_computed
+                if computed != leaf.value:
+                    leaf.problem = f"CRC32C mismatch: computed {computed:#010x}"
+                    leaf.code = "crc_mismatch"
+            elif f.name == "attributes":
+                leaf.note = attributes_note(leaf.value, 2)
     except Abort:
         return node
-    codec = attrs.value & 7
+    base, last_delta = at["base_offset"].value, at["last_offset_delta"].value
+    attrs, count, max_ts = at["attributes"], at["record_count"], at["max_timestamp"]
+    codec = attrs.value & CODEC_MASK
     if ctx.records == "batches":           # a summary: the header says enough
         node.note = (f"offsets {base}..{base + last_delta}, {count.value} record(s), "
-                     f"{_attributes_note(attrs.value, 2)}")
+                     f"{attributes_note(attrs.value, 2)}")
         node.add(Node("records", "records", r.pos, end - r.pos, end - r.pos,
                       note="not decoded in a summary"))
         return node
-    control = bool(attrs.value & 0x20)
-    log_append = bool(attrs.value & 0x08)
+    control = bool(attrs.value & CONTROL)
+    log_append = bool(attrs.value & LOG_APPEND_TIME)
     node.note = (f"offsets {base}..{base + last_delta}, {count.value} record(s), "
-                 f"{_attributes_note(attrs.value, 2)}")
+                 f"{attributes_note(attrs.value, 2)}")
     budget = ctx.budget
     assert budget is not None, "records are decoded with a message's budget"
     if count.value < 0 or count.value > end - r.pos + (budget.decompressed if codec else 0):
@@ -272,7 +252,8 @@ def _batch_v2(buf: bytes, start: int, end: int, ctx: Options) -> Node:
                                 problem=f"batch says {count.value} records, found {i}",
                                 code="record_count_mismatch"))
                 break
-            rec = _record(rr, holder, i, base, base_ts.value, stamp, control, located_record)
+            rec = _record(rr, holder, i, base, at["base_timestamp"].value, stamp, control,
+                          located_record)
             if rec is None:
                 break
             charge_nodes(rr, holder, ctx, len(rec.children) + 1)
@@ -363,7 +344,6 @@ def _control(key: Node, value: Node) -> None:
         value.note = f"end-transaction marker v{version}, coordinator epoch {epoch}"
 
 
-_BATCH_HEAD = 61           # a v2 batch's header: offset .. record_count
 _MAX_CHECKED = 4           # CRC work over a buffer: at most this many times its length
 
 
@@ -376,17 +356,16 @@ def locate_batches(buf: bytes, ctx: Options) -> list[Node]:
         ctx = ctx.for_message()
     out: list[Node] = []
     n, pos, raw, budget = len(buf), 0, 0, _MAX_CHECKED * len(buf)
-    while pos + _BATCH_HEAD <= n and budget > 0:
-        if buf[pos + 16] == 2:
-            size = struct.unpack_from(">i", buf, pos + 8)[0]
-            end = pos + 12 + size
-            if _BATCH_HEAD - 12 <= size and end <= n:
-                budget -= size
-                if crc32c(memoryview(buf)[pos + 21:end]) == struct.unpack_from(">I", buf, pos + 17)[0]:
+    while pos + HEAD_SIZE <= n and budget > 0:
+        if buf[pos + MAGIC_AT] == 2:
+            b = Batch(buf, pos)
+            if b.fits(n):
+                budget -= b.length
+                if b.crc_ok:
                     if pos > raw:
                         out.append(_unlocated(buf, raw, pos))
-                    out.append(_batch_v2(buf, pos, end, ctx))
-                    pos = raw = end
+                    out.append(_batch_v2(buf, pos, b.end, ctx))
+                    pos = raw = b.end
                     continue
         pos += 1
     if raw < n:

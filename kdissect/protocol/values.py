@@ -20,29 +20,26 @@ Pure: no I/O; nothing is compiled at run time.
 
 from __future__ import annotations
 
-import functools
 import importlib
 import struct
 from collections.abc import Callable
 from typing import Any
 
-from .crc import crc32c
-
 from . import schemas
-from .codecs import CodecError, decompress
+from .batch import (CODEC_MASK, FRAME, HEAD_SIZE, LENGTH_AT, LOG_APPEND_TIME, LOG_OVERHEAD,
+                    MAGIC_AT, Batch, attributes_note)
 from .context import Options
 from .node import Node
 from .internal import RECORD_CARRIERS as _RECORD_CARRIERS, mentions_internal_topic
 from .reader import Bail, VarintTooLong, uvarint
-from .records import _attributes_note, read_records
+from .records import read_records
+from .varint import uvarint_bytes
 from .values_readers.record_loop import loop as _loop
 
 # APIs whose bytes fields may hold embedded structures (consumer protocol, SASL tokens):
 # their JSON shows those structures, so they take the located path
 _EMBEDDED_APIS = frozenset({11, 14, 15, 36, 58})    # 58: Envelope (its request decoded)
-_BATCH_HEAD = struct.Struct(">qiibIhiqqqhii")   # RecordBatch v2 header, 61 bytes
 _I32 = struct.Struct(">i")
-_I16 = struct.Struct(">h")
 
 
 # a generated reader: (buffer, position, state) -> (values, position after them)
@@ -141,7 +138,7 @@ def _batch_heads(buf: bytes, pos: int, end: int, s) -> BatchHeads:
     that summary would hold a problem or a message set (v0/v1), which it decodes whole."""
     n = end - pos
     if s.compact:                         # the located node spans the uvarint (n + 1) too
-        prefix = _uvarint_bytes(n + 1)
+        prefix = uvarint_bytes(n + 1)
         if buf[pos - len(prefix):pos] != prefix:
             raise Bail                    # written in more bytes than needed (legal, rare)
         size = n + len(prefix)
@@ -150,20 +147,20 @@ def _batch_heads(buf: bytes, pos: int, end: int, s) -> BatchHeads:
     heads = []
     while pos < end:
         left = end - pos
-        if left < 17:
+        if left < FRAME:
             break                                   # a partial batch: no problem, no count
-        total = 12 + _I32.unpack_from(buf, pos + 8)[0]
-        if total < 12:
+        total = LOG_OVERHEAD + _I32.unpack_from(buf, pos + LENGTH_AT)[0]
+        if total < LOG_OVERHEAD:
             raise Bail                              # a negative length
         if total > left:
             break                                   # a partial batch
-        if s.nodes <= 0 or buf[pos + 16] != 2 or total < 61:
+        if s.nodes <= 0 or buf[pos + MAGIC_AT] != 2 or total < HEAD_SIZE:
             raise Bail                              # budget spent, v0/v1 or unknown, short
         s.nodes -= 16                               # what the located summary charges
+        b = Batch(buf, pos, pos + total)
         (base, length, epoch, magic, crc, attrs, last_delta, base_ts, max_ts, pid, pe, seq,
-         count) = _BATCH_HEAD.unpack_from(buf, pos)
-        # (a view: a slice would copy the batch, and batches are most of a capture's bytes)
-        if crc32c(memoryview(buf)[pos + 21:pos + total]) != crc:
+         count) = b.head
+        if not b.crc_ok:
             raise Bail
         # (a literal: dict(zip(...)) took twice as long, a fifth of a big Produce's read)
         heads.append({"base_offset": base, "batch_length": length,
@@ -176,16 +173,6 @@ def _batch_heads(buf: bytes, pos: int, end: int, s) -> BatchHeads:
     return BatchHeads(heads, size)
 
 
-@functools.lru_cache(maxsize=4096)       # a capture's batches repeat their sizes
-def _uvarint_bytes(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append(n & 0x7F | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def _records(buf: bytes, pos: int, end: int, s) -> list:
     """Record batches (v2 only: message sets bail) in ``buf[pos:end]``, as
     ``render.records.batch_json`` shows them (with ``records="batches"``: BatchHeads)."""
@@ -196,7 +183,7 @@ def _records(buf: bytes, pos: int, end: int, s) -> list:
     out = []
     while pos < end:
         left = end - pos
-        if left < 17 or 12 + _I32.unpack_from(buf, pos + 8)[0] > left:
+        if left < FRAME or LOG_OVERHEAD + _I32.unpack_from(buf, pos + LENGTH_AT)[0] > left:
             tail = Node("records", "records", pos)
             read_records(buf, tail, pos, end, Options())      # the located partial batch
             (node,) = tail.children
@@ -204,38 +191,29 @@ def _records(buf: bytes, pos: int, end: int, s) -> list:
                 raise Bail
             out.append({"partial": node.note, "length": node.length})
             return out
-        if buf[pos + 16] != 2:
+        if buf[pos + MAGIC_AT] != 2:
             raise Bail
         s.charge(16)        # the located decoder's charge per batch, and it needs > 0
         if s.nodes <= 0:
             raise Bail
-        total = 12 + _I32.unpack_from(buf, pos + 8)[0]
-        out.append(_batch(buf, pos, pos + total, s))
-        pos += total
+        b = Batch(buf, pos)
+        out.append(_batch(b, s))
+        pos = b.end
     return out
 
 
-def _batch(buf: bytes, start: int, end: int, s) -> dict:
-    if end - start < 61:
+def _batch(b: Batch, s) -> dict:
+    if b.size < HEAD_SIZE:
         raise Bail
     (base, length, epoch, magic, crc, attrs, last_delta, base_ts, max_ts, pid, pe,
-     seq, count) = _BATCH_HEAD.unpack_from(buf, start)
-    pos = start + 61
-    if crc32c(memoryview(buf)[start + 21:end]) != crc:
+     seq, count) = b.head
+    got = b.clean(s.decompressed)
+    if got is None:
         raise Bail
-    codec = attrs & 7
-    if count < 0 or count > end - pos + (s.decompressed if codec else 0):
-        raise Bail
-    if codec:
-        try:
-            data, _how = decompress(codec, buf[pos:end], s.decompressed)
-        except CodecError:
-            raise Bail from None
+    data, pos, end = got
+    if attrs & CODEC_MASK:
         s.decompressed -= len(data)
-        pos, end = 0, len(data)
-    else:
-        data = buf
-    stamp = max_ts if attrs & 0x08 else None
+    stamp = max_ts if attrs & LOG_APPEND_TIME else None
     # charged before the loop: a count of millions must not build millions of records
     # first (4 Mi records of 7 bytes zstd to 2.5 KB). Exactly what the located decoder
     # charges for them (a record's fields and itself; headers are inside the record's
@@ -256,7 +234,7 @@ def _batch(buf: bytes, start: int, end: int, s) -> dict:
     if s.batch_records is not None:
         records = s.batch_records(records)
     return {"base_offset": base, "batch_length": length, "partition_leader_epoch": epoch,
-            "magic": magic, "crc": crc, "attributes": _attributes_note(attrs, 2),
+            "magic": magic, "crc": crc, "attributes": attributes_note(attrs, 2),
             "last_offset_delta": last_delta, "base_timestamp": base_ts,
             "max_timestamp": max_ts, "producer_id": pid, "producer_epoch": pe,
             "base_sequence": seq, "record_count": count, "problems": [], "records": records}

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .context import Options
+from .layout import FIXED_FORMATS, VARINT_BYTES
 from .node import Node
 from .plain import Frozen
 from .reader import DecodeError, Reader
@@ -102,15 +103,12 @@ def _fixed(name: str, fmt: str, plain: Callable[[Reader], Any], packable: bool =
 
 
 TYPES: dict[str, Codec] = {c.name: c for c in (
-    _fixed("int8", "b", Reader.int8), _fixed("int16", "h", Reader.int16),
-    _fixed("int32", "i", Reader.int32), _fixed("int64", "q", Reader.int64),
-    _fixed("uint16", "H", Reader.uint16), _fixed("uint32", "I", Reader.uint32),
-    _fixed("float64", "d", Reader.float64),
+    *(_fixed(name, fmt, getattr(Reader, name)) for name, fmt in FIXED_FORMATS.items()),
     _fixed("bool", "b", Reader.boolean, packable=False),
     _fixed("uuid", "16s", Reader.uuid, packable=False),
-    Codec("varint", plain=Reader.varint, varint=5, zigzag=True),
-    Codec("varlong", plain=Reader.varlong, varint=10, zigzag=True),
-    Codec("uvarint", plain=Reader.uvarint, varint=5),
+    Codec("varint", plain=Reader.varint, varint=VARINT_BYTES["varint"], zigzag=True),
+    Codec("varlong", plain=Reader.varlong, varint=VARINT_BYTES["varlong"], zigzag=True),
+    Codec("uvarint", plain=Reader.uvarint, varint=VARINT_BYTES["uvarint"]),
     Codec("string", read=_read_string),
     Codec("bytes", read=_read_bytes, wide=True),
     Codec("records", read=_read_bytes, wide=True, records=True),

@@ -9,19 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ..protocol.varint import uvarint_bytes as uvarint
 from .skipscan import EndpointSpan, Tagged
-
-
-def uvarint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
 
 
 def _string(value: str, compact: bool) -> bytes:

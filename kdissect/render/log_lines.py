@@ -20,7 +20,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from ..protocol.ondisk import record_starts
+from ..protocol.batch import record_starts
 from ..protocol.reader import VarintTooLong
 from ..protocol.values import Bail, record_loop
 from .compiled import compiled as _compiled

@@ -13,7 +13,6 @@ from __future__ import annotations
 import mmap
 import os
 import re
-import struct
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 from dataclasses import dataclass, field
@@ -23,7 +22,7 @@ from typing import cast
 from ..bounded import InputError, read_file
 from ..protocol import ondisk
 from ..protocol.context import Options
-from ..protocol.crc import crc32c
+from ..protocol.batch import AT, FRAME, HEAD_SIZE, LOG_OVERHEAD, MAGIC_AT, Batch
 from ..protocol.findings import Finding
 from ..protocol.internal import decode_records, family_of
 from ..protocol.node import Node
@@ -52,7 +51,6 @@ class Lines(NamedTuple):
 
 
 Conv = Callable[[bytes], Any] | Lines | None
-BATCH_HEAD = 17                # base offset, length, leader epoch, magic: enough to frame
 
 
 class LogError(Exception):
@@ -510,9 +508,9 @@ def _segment(path: Path, options: Options, state: _Partition, kind: str,
             if pos - released > _RELEASE and isinstance(mm, mmap.mmap):
                 released = _release(mm, released, pos)
             left = size - pos
-            length = struct.unpack_from(">i", mm, pos + 8)[0] if left >= BATCH_HEAD else 0
-            total = 12 + length
-            if left >= BATCH_HEAD and (not _plausible_head(mm, pos, left) or total > left):
+            b = Batch(mm, pos) if left >= FRAME else None
+            total = b.size if b is not None else LOG_OVERHEAD
+            if b is not None and (not b.plausible or total > left):
                 # damage, not a torn write, when intact batches follow: say what Kafka does
                 # with it and go on at the next batch
                 resume = _next_batch(mm, pos, size, [e[2] for e in oidx[oi:]])
@@ -524,13 +522,12 @@ def _segment(path: Path, options: Options, state: _Partition, kind: str,
                     # name it); other damage hides them
                     run.last_offset = None
                     if node.code == "log_bad_magic":
-                        run.last_offset = struct.unpack_from(">q", mm, pos)[0] + \
-                            struct.unpack_from(">i", mm, pos + 23)[0]
-                        batch_ends[run.last_offset] = (pos, struct.unpack_from(">q", mm,
-                                                                               pos + 35)[0])
+                        h = Batch(mm, pos).fields()
+                        run.last_offset = h["base_offset"] + h["last_offset_delta"]
+                        batch_ends[run.last_offset] = (pos, h["max_timestamp"])
                     pos = resume
                     continue
-            if left < BATCH_HEAD or not _plausible_head(mm, pos, left):
+            if b is None or not b.plausible:
                 yield _tail_item(path, state, pos, mm, size)
                 break
             if total > left:
@@ -540,7 +537,7 @@ def _segment(path: Path, options: Options, state: _Partition, kind: str,
                             code="log_size_past_end")
                 yield LogItem("batch", path, state.topic, state.partition, node)
                 break
-            control = mm[pos + 16] == 2 and mm[pos + 22] & 0x20
+            control = b.magic == 2 and b.control
             bulk = state.conv if family is None and not control and \
                 options.values is None else None        # values by schema need the tree
             got: Any = None
@@ -634,13 +631,6 @@ def _release(mm: mmap.mmap, start: int, pos: int) -> int:
     return end
 
 
-def _plausible_head(mm, pos: int, left: int) -> bool:
-    length = struct.unpack_from(">i", mm, pos + 8)[0]
-    magic = mm[pos + 16]
-    return magic in (0, 1, 2) and length >= (14 if magic < 2 else 49) - 0 and \
-        not (length == 0 and not any(mm[pos:pos + BATCH_HEAD]))
-
-
 _RESYNC_SCAN = 1 << 20         # bytes searched for the next batch after damage
 _RESYNC_CRC = 16 << 20         # bytes CRC-checked in one search (crafted heads that all
                                # claim long batches cannot make it quadratic)
@@ -649,25 +639,24 @@ _RESYNC_CRC = 16 << 20         # bytes CRC-checked in one search (crafted heads 
 def _intact_v2(mm, pos: int, size: int, budget: list[int] | None = None) -> int | None:
     """The end of an intact v2 batch at ``pos`` (length fits, CRC32C holds), else None.
     ``budget``: [bytes it may still CRC-check], spent."""
-    if pos < 0 or pos + 61 > size or mm[pos + 16] != 2:
+    if pos < 0 or pos + HEAD_SIZE > size or mm[pos + MAGIC_AT] != 2:
         return None
-    end = pos + 12 + struct.unpack_from(">i", mm, pos + 8)[0]
-    if end - pos < 61 or end > size:
+    b = Batch(mm, pos)
+    if not b.fits(size):
         return None
     if budget is not None:
-        if budget[0] < end - pos:
+        if budget[0] < b.size:
             return None
-        budget[0] -= end - pos
-    return end if crc32c(memoryview(mm)[pos + 21:end]) == \
-        struct.unpack_from(">I", mm, pos + 17)[0] else None
+        budget[0] -= b.size
+    return b.end if b.crc_ok else None
 
 
 def _next_batch(mm, pos: int, size: int, indexed: list[int]) -> int | None:
     """Where the next intact v2 batch after damage at ``pos`` starts: where the damaged
     batch's own length ends, an index entry's position, or within the next MiB; None when
     none (what is left is a torn or nonsense tail)."""
-    length = struct.unpack_from(">i", mm, pos + 8)[0] if pos + 12 <= size else -1
-    candidates = [pos + 12 + length] if length > 0 else []
+    length = Batch(mm, pos).length if pos + LOG_OVERHEAD <= size else -1
+    candidates = [pos + LOG_OVERHEAD + length] if length > 0 else []
     candidates += [p for p in indexed if p > pos][:4]
     budget = [_RESYNC_CRC]
     for c in candidates:
@@ -675,11 +664,11 @@ def _next_batch(mm, pos: int, size: int, indexed: list[int]) -> int | None:
             return c
     end = min(size, pos + _RESYNC_SCAN)
     c = pos + 1
-    while c + 61 <= end and budget[0] > 0:
-        magic = mm.find(b"\x02", c + 16, end)       # a v2 batch's magic byte
+    while c + HEAD_SIZE <= end and budget[0] > 0:
+        magic = mm.find(b"\x02", c + MAGIC_AT, end)       # a v2 batch's magic byte
         if magic < 0:
             return None
-        c = magic - 16
+        c = magic - MAGIC_AT
         if _intact_v2(mm, c, size, budget) is not None:
             return c
         c += 1
@@ -692,20 +681,21 @@ def _damaged(mm, pos: int, resume: int, state: _Partition) -> Node:
     runs past the end ends the scan; one whose CRC fails throws; the magic byte is not
     under the CRC and is not checked)."""
     n = resume - pos
-    length = struct.unpack_from(">i", mm, pos + 8)[0]
-    magic = mm[pos + 16]
-    crc_ok = pos + 21 <= resume and 12 + length == n and magic >= 2 and \
-        crc32c(memoryview(mm)[pos + 21:resume]) == struct.unpack_from(">I", mm, pos + 17)[0]
-    if 12 + length == n and crc_ok:
+    b = Batch(mm, pos, resume)
+    length, magic = b.length, b.magic
+    crc_ok = pos + AT["attributes"] <= resume and LOG_OVERHEAD + length == n and \
+        magic >= 2 and b.crc_ok
+    if LOG_OVERHEAD + length == n and crc_ok:
         what = (f"a batch of {n} bytes at position {pos} with magic byte {magic}, which no "
                 f"Kafka writes; its length and CRC hold (the CRC does not cover the magic "
                 f"byte): Kafka's recovery keeps it, and kafka-dump-log lists it; kept as "
                 f"bytes, the batches after it are read")
         code = "log_bad_magic"
     else:
-        said = (f"magic byte {magic}" if 12 + length == n else
+        said = (f"magic byte {magic}" if LOG_OVERHEAD + length == n else
                 f"a length of {length} bytes" + (" (past the end of the file)"
-                                                 if pos + 12 + length > len(mm) else ""))
+                                                 if pos + LOG_OVERHEAD + length > len(mm)
+                                                 else ""))
         what = (f"{n} bytes at position {pos} are no batch ({said}), and an intact batch "
                 f"starts at position {resume}: damage, not a torn write; "
                 + _recovery(state, "truncates the partition at this position (the batches "

@@ -19,7 +19,6 @@ Which cut is the paste's reading is decided on top of this, by the policy of
 from __future__ import annotations
 
 import struct
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -28,6 +27,7 @@ from ..protocol.findings import Finding
 from ..protocol.guess import Candidate, confidence, guess
 from ..protocol.message import Message, decode_bare_body, decode_request_as, peek_request_header
 from ..protocol.node import Node
+from ..protocol.crc import crc32_of
 from ..protocol.records import read_records
 from ..stream.connection import plausible_request
 from ..stream.correlation import Correlator
@@ -180,7 +180,7 @@ def _bare_message(data: bytes) -> bool:
     """A MessageSet v0/v1 message without its offset and size: crc, magic 0 or 1, ...,
     the CRC verifying (a record batch starts with an 8-byte offset instead)."""
     return len(data) >= 14 and data[4] in (0, 1) and \
-        zlib.crc32(data[4:]) & 0xFFFFFFFF == int.from_bytes(data[:4], "big")
+        crc32_of(data, 4, len(data)) == int.from_bytes(data[:4], "big")
 
 
 def _read_bare_message(data: bytes, holder: Node, options: Options) -> None:

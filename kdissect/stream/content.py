@@ -106,12 +106,8 @@ def _key_needles(key: bytes) -> tuple[bytes, bytes]:
     """Bytes every v2 record with this key holds: its length (a zigzag varint) then the
     key; or, when the length was written in more bytes than needed (legal, never done
     by clients), a last length byte of 0 then the key."""
-    n, prefix = len(key) << 1, bytearray()
-    while n >= 0x80:
-        prefix.append(n & 0x7F | 0x80)
-        n >>= 7
-    prefix.append(n)
-    return bytes(prefix) + key, b"\0" + key
+    from ..protocol.varint import varint_bytes
+    return varint_bytes(len(key)) + key, b"\0" + key
 
 
 def _message_records(m, options: Options | None) -> list[Record]:
@@ -182,70 +178,33 @@ def _records_fields(value):
 
 def _batches(raw: bytes, out: list, budget: list[int]) -> bool:
     """Append the v2 batches of ``raw`` to ``out``; False at anything unusual."""
-    from ..protocol.codecs import CodecError, decompress
-    from ..protocol.crc import crc32c as checksum
-    from ..protocol.values import _BATCH_HEAD, _I32
+    from ..protocol.batch import FRAME, HEAD_SIZE, LOG_OVERHEAD, Batch, length_at
     pos, end = 0, len(raw)
     while pos < end:
-        if end - pos < 61 or 12 + _I32.unpack_from(raw, pos + 8)[0] > end - pos:
-            return end - pos >= 17          # a partial batch at the end: no records
-        total = 12 + _I32.unpack_from(raw, pos + 8)[0]
-        head = _BATCH_HEAD.unpack_from(raw, pos)
-        crc, attrs, count = head[4], head[5], head[12]
-        if head[3] != 2 or checksum(raw[pos + 21:pos + total]) != crc or count < 0:
+        left = end - pos
+        if left < HEAD_SIZE or LOG_OVERHEAD + length_at(raw, pos) > left:
+            return left >= FRAME            # a partial batch at the end: no records
+        b = Batch(raw, pos)
+        got = b.clean(budget[0])
+        if got is None:
             return False
-        data = raw[pos + 61:pos + total]
-        if attrs & 7:
-            try:
-                data, _how = decompress(attrs & 7, data, budget[0])
-            except CodecError:
-                return False
+        data, start, stop = got
+        if b.codec:
             budget[0] -= len(data)
-        out.append((data, count, bool(attrs & 7)))
-        pos += total
+        else:
+            data = raw[start:stop]
+        out.append((data, b.head[12], bool(b.codec)))
+        pos = b.end
     return True
 
 
 def _batch_keys(data: bytes, count: int, keys: list[str]) -> bool:
     """Append the keys of a batch's ``count`` records; False unless they frame exactly."""
-    from ..protocol.reader import VarintTooLong, uvarint
-    p = 0
+    from ..protocol.batch import BadRecord, record_keys
     try:
-        for _ in range(count):              # varints of one or two bytes read inline
-            n = data[p]
-            if n < 0x80:
-                p += 1
-            elif data[p + 1] < 0x80:
-                n, p = (n & 0x7F) | data[p + 1] << 7, p + 2
-            else:
-                n, p = uvarint(data, p, len(data), 5)
-            rec_end = p + ((n >> 1) ^ -(n & 1))
-            if rec_end <= p or rec_end > len(data):
-                return False
-            p += 1                                  # attributes
-            for longest in (10, 5):                 # timestamp and offset deltas
-                if data[p] < 0x80:
-                    p += 1
-                elif data[p + 1] < 0x80:
-                    p += 2
-                else:
-                    _, p = uvarint(data, p, len(data), longest)
-            n = data[p]
-            if n < 0x80:
-                p += 1
-            else:
-                n, p = uvarint(data, p, len(data), 5)
-            size = (n >> 1) ^ -(n & 1)
-            if size >= 0:
-                if p + size > rec_end:
-                    return False
-                keys.append(data[p:p + size].decode("utf-8", "replace"))
-            elif size != -1:
-                return False
-            p = rec_end
-    except (VarintTooLong, IndexError):
+        return record_keys(data, 0, len(data), count, keys) == len(data)
+    except BadRecord:
         return False
-    return p == len(data)
 
 
 def _clean_records(m, options: Options | None) -> list[Record] | None:

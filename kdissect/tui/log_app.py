@@ -38,6 +38,7 @@ from ..filters import Filter, FilterError, parse_filter
 from ..protocol import Options, ondisk
 from ..protocol.internal import control_of, decode_records, family_of
 from ..protocol.node import Node
+from ..protocol.batch import CRC_FROM, HEAD_SIZE, Batch
 from ..protocol.records import read_records
 from ..render.log_json import CODECS
 from ..render.records import json_bytes
@@ -238,7 +239,8 @@ def batch_tree(item: LogItem, options: Options) -> tuple[Node, bytes]:
     read_records(data, holder, 0, len(data), options.for_message())
     tree = holder.children[0]
     family = "metadata" if file_kind(item.path) == "kraft_snapshot" else family_of(item.topic)
-    if family is not None or (len(data) > 22 and data[16] == 2 and data[22] & 0x20):
+    head = Batch(data, 0, len(data))
+    if family is not None or (len(data) > CRC_FROM + 1 and head.magic == 2 and head.control):
         decode_records(tree, family, options)
     return tree, data
 
@@ -286,7 +288,8 @@ def batch_values(item: LogItem, options: Options):
             file_kind(item.path) == "kraft_snapshot":
         return None
     data = read_span(item.path, item.start, item.length)       # type: ignore[attr-defined]
-    if len(data) < 61 or data[16] != 2 or data[22] & 0x20:
+    batch = Batch(data, 0, len(data))
+    if batch.size < HEAD_SIZE or batch.magic != 2 or batch.control:
         return None
     return ondisk.batch_values(data, 0, len(data), options.max_decompressed,
                                options.max_nodes, json_bytes)
@@ -308,7 +311,7 @@ def holds(item: LogItem, needle: bytes, options: Options) -> bool:
     clean = ondisk.clean_batch(data, 0, len(data), options.max_decompressed,
                                options.max_nodes)
     if clean is not None:                 # compressed: its records' bytes, decompressed
-        _head_fields, records, start, end = clean
+        _batch, records, start, end = clean
         return needle in records[start:end]
     tree = batch_tree(item, options)[0]
     return any(needle in (n.buffer or b"") for n in buffer_nodes(tree))
