@@ -5,6 +5,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from . import snapshot
+from .apis import API_VERSIONS, CONTROLLED_SHUTDOWN
 from .grammar import message_headers, parse_grammar
 from .layout import Field, Struct
 from .names import API_NAMES
@@ -167,14 +168,14 @@ def effective_version(api_key: int, api_version: int) -> int | None:
 
 
 def request_header_version(api_key: int, api_version: int) -> int:
-    if api_key == 7 and api_version == 0:     # ControlledShutdown v0 predates client ids
+    if api_key == CONTROLLED_SHUTDOWN and api_version == 0:     # v0 predates client ids
         return 0
     st = layout(api_key, api_version, "request")
     return 2 if st is not None and st.flexible else 1
 
 
 def response_header_version(api_key: int, api_version: int) -> int:
-    if api_key == 18:       # ApiVersions answers in header v0 so old clients can read it
+    if api_key == API_VERSIONS:     # it answers in header v0 so old clients can read it
         return 0
     st = layout(api_key, api_version, "response")
     return 1 if st is not None and st.flexible else 0

@@ -29,6 +29,7 @@ from typing import Any
 from .crc import crc32c
 
 from . import schemas
+from .apis import EMBEDDED, ENVELOPE
 from .codecs import CodecError, decompress
 from .context import Options
 from .node import Node
@@ -39,7 +40,7 @@ from .values_readers.record_loop import loop as _loop
 
 # APIs whose bytes fields may hold embedded structures (consumer protocol, SASL tokens):
 # their JSON shows those structures, so they take the located path
-_EMBEDDED_APIS = frozenset({11, 14, 15, 36, 58})    # 58: Envelope (its request decoded)
+_EMBEDDED_APIS = EMBEDDED | {ENVELOPE}    # Envelope: its request decoded
 _BATCH_HEAD = struct.Struct(">qiibIhiqqqhii")   # RecordBatch v2 header, 61 bytes
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")

@@ -19,10 +19,12 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass
 from typing import Any
 
-from ..protocol.apis import API_VERSIONS, FETCH, HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, PRODUCE, \
-    SYNC_GROUP
+from ..protocol.apis import (API_VERSIONS, BEGIN_QUORUM_EPOCH, BROKER_HEARTBEAT,
+                             CONSUMER_GROUP_HEARTBEAT, END_QUORUM_EPOCH, FETCH, FETCH_SNAPSHOT,
+                             HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, OFFSET_COMMIT, PRODUCE,
+                             SYNC_GROUP, VOTE)
 from ..protocol.findings import Finding
-from ..protocol.names import api_key_of, error_code, error_name
+from ..protocol.names import error_code, error_name
 from ..protocol.node import Node
 from ..protocol.removed_versions import REMOVED
 from .anomaly import SLOW, client_wait
@@ -47,11 +49,7 @@ EMPTY_S = 10.0             # a consumer's fetches returning nothing for this lon
 MAX_TRACKED = 100_000      # producer/partition/group states kept (oldest dropped first)
 SENDS_KEPT = 8             # a producer/partition's latest sends compared for retries
 
-OFFSET_COMMIT = api_key_of("OffsetCommit")
-BROKER_HEARTBEAT = api_key_of("BrokerHeartbeat")
-QUORUM = frozenset(api_key_of(n) for n in ("Vote", "BeginQuorumEpoch", "EndQuorumEpoch",
-                                           "FetchSnapshot"))
-CONSUMER_GROUP_HEARTBEAT = api_key_of("ConsumerGroupHeartbeat")      # KIP-848
+QUORUM = frozenset({VOTE, BEGIN_QUORUM_EPOCH, END_QUORUM_EPOCH, FETCH_SNAPSHOT})
 
 
 @functools.cache

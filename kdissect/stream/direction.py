@@ -17,12 +17,13 @@ import struct
 from typing import NamedTuple
 
 from ..protocol import Options, schemas
+from ..protocol.apis import DESCRIBE_CLUSTER, FIND_COORDINATOR, METADATA
 from ..protocol.values import body_values
 from .connection import plausible_request
 
 HOLD = 2048               # bytes held per connection while the shape alone waits for an answer
 SNIFF = 14                 # bytes of a side that show a request header's start
-NAMES_LISTENERS = frozenset({3, 10, 60})   # Metadata, FindCoordinator, DescribeCluster
+NAMES_LISTENERS = frozenset({METADATA, FIND_COORDINATOR, DESCRIBE_CLUSTER})
 MAX_LEARNED_PORTS = 4096   # listener ports learned per capture (a bound, not a real count)
 
 # how sure each kind of evidence is

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..protocol import Message, Options, decode_request, decode_response
+from ..protocol.apis import CARRY_RECORDS
 from ..protocol.findings import Finding
 from ..protocol.node import Node
 from ..protocol.records import locate_batches
@@ -67,12 +68,8 @@ class KafkaMessage:
             m = decode_response(self.data, self.api_key, self.api_version, options)
         if self.holes:
             _show_cut(m.tree, self.holes, self.pieces or [],
-                      options or Options(), self.api_key in _RECORD_APIS)
+                      options or Options(), self.api_key in CARRY_RECORDS)
         return m
-
-
-# APIs whose messages are mostly record batches: Produce, Fetch, ShareFetch
-_RECORD_APIS = frozenset({0, 1, 78})
 
 
 def _show_cut(tree: Node, holes: list[tuple[int, int]],

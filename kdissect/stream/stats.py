@@ -9,9 +9,10 @@ from __future__ import annotations
 import math
 from collections import Counter, defaultdict
 
-from ..protocol.apis import (FETCH, GROUP_MEMBERSHIP, HEARTBEAT, JOIN_GROUP, LEAVE_GROUP,
-                             PRODUCE, SYNC_GROUP)
-from ..protocol.names import api_key_of, api_name, error_name
+from ..protocol.apis import (CONSUMER_GROUP_HEARTBEAT, FETCH, GROUP_MEMBERSHIP, HEARTBEAT,
+                             JOIN_GROUP, LEAVE_GROUP, PRODUCE, SHARE_GROUP_HEARTBEAT,
+                             STREAMS_GROUP_HEARTBEAT, SYNC_GROUP)
+from ..protocol.names import api_name, error_name
 from ..protocol.plain import Compared
 from . import anomaly
 from .diagnoses import CODES as DIAGNOSES
@@ -74,9 +75,9 @@ class GroupEvent(Compared):
 
 
 # the heartbeats of the groups that are not classic: (API key, what the group is)
-HEARTBEATS = {api_key_of("ConsumerGroupHeartbeat"): "KIP-848 consumer group",
-              api_key_of("ShareGroupHeartbeat"): "share group",
-              api_key_of("StreamsGroupHeartbeat"): "streams group"}
+HEARTBEATS = {CONSUMER_GROUP_HEARTBEAT: "KIP-848 consumer group",
+              SHARE_GROUP_HEARTBEAT: "share group",
+              STREAMS_GROUP_HEARTBEAT: "streams group"}
 
 
 class GroupStats(Compared):
