@@ -56,7 +56,7 @@ class _State:
     finishes never breaches the located decoder's budget; records exactly as much)."""
 
     __slots__ = ("conv", "records", "nodes", "decompressed", "batch_records", "values",
-                 "text_values", "compact", "batch_text", "internal")
+                 "text_values", "compact", "batch_text", "internal", "batches", "tagged")
 
     def __init__(self, conv: Callable[[bytes], Any], options: Options, compact: bool = False,
                  batch_records: Callable[[list], Any] | None = None,
@@ -77,6 +77,8 @@ class _State:
         # a message that may carry internal topics' records, which the located path
         # decodes by their schemas: read here only if it carries no record at all
         self.internal = False
+        # what the generated readers call back (they import nothing of this module)
+        self.batches, self.tagged = _records, _tagged
 
     def charge(self, n: int) -> None:
         self.nodes -= n
@@ -322,8 +324,8 @@ def reader(api_key: int, api_version: int, direction: str) -> ValuesReader | Non
 
 
 def _headers():
-    """The generated header readers (imported once: they import this module; an import
-    statement per message was 4 % of JSON lines of small messages)."""
+    """The generated header readers (imported once: an import statement per message was
+    4 % of JSON lines of small messages)."""
     global _HEADERS
     if _HEADERS is None:
         from .values_readers import headers

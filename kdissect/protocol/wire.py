@@ -186,7 +186,7 @@ def emit_value(g: Emitter, d: int, f: Field, compact: bool, target: str) -> None
         if f.type == "string":
             g.emit(d + 1, f"{target} = buf[pos:e].decode(); pos = e")
         elif c.records:
-            g.emit(d + 1, f"{target} = _records(buf, pos, e, s) if s.records "
+            g.emit(d + 1, f"{target} = s.batches(buf, pos, e, s) if s.records "
                           f"else s.conv(buf[pos:e]); pos = e")
         else:
             g.emit(d + 1, f"{target} = s.conv(buf[pos:e]); pos = e")

@@ -148,7 +148,7 @@ field("record.value", "text", "the values of the records carried, as `record.key
 field("record.header", "text", "the records' header names; `record.header.NAME` is the values "
       "of the header `NAME` (`record.header.codec == gzip`)",
       lambda x: [k for r in content.records(x) for k, _ in r.headers])
-# decoded keys and values (kdissect/filter_values.py); record.value.PATH and record.key.PATH
+# decoded keys and values (kdissect/stream/filter_values.py); record.value.PATH and record.key.PATH
 # are names under these, read by values() below
 field("record.value_schema", "number", "the Schema Registry ids of the record values "
       "(`record.value_schema == 2`); `record.value.PATH` selects on the decoded values "
@@ -220,6 +220,6 @@ def values(item: Any, name: str) -> list:
 
 
 def _filter_values() -> Any:
-    from .. import filter_values      # imported when a filter reads decoded values
+    from . import filter_values      # imported when a filter reads decoded values
     return filter_values
 

@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_16s = _S('>16s').unpack_from
 _u_h = _S('>h').unpack_from
@@ -30,7 +29,7 @@ def r_partition_data(buf, pos, s):
     else:
         e = pos + n
         if e > len(buf): raise Bail
-        out['records'] = _records(buf, pos, e, s) if s.records else s.conv(buf[pos:e]); pos = e
+        out['records'] = s.batches(buf, pos, e, s) if s.records else s.conv(buf[pos:e]); pos = e
     return out, pos
 
 
@@ -364,12 +363,12 @@ def r_PartitionProduceData(buf, pos, s):
     else:
         e = pos + n
         if e > len(buf): raise Bail
-        out['records'] = _records(buf, pos, e, s) if s.records else s.conv(buf[pos:e]); pos = e
+        out['records'] = s.batches(buf, pos, e, s) if s.records else s.conv(buf[pos:e]); pos = e
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_PartitionProduceData)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_PartitionProduceData)
     return out, pos
 
 
@@ -403,7 +402,7 @@ def r_TopicProduceData(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_TopicProduceData)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_TopicProduceData)
     return out, pos
 
 
@@ -440,7 +439,7 @@ def r_ProduceRequest_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ProduceRequest_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ProduceRequest_2)
     return out, pos
 
 
@@ -463,7 +462,7 @@ def r_BatchIndexAndErrorMessage_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_BatchIndexAndErrorMessage_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_BatchIndexAndErrorMessage_2)
     return out, pos
 
 
@@ -503,7 +502,7 @@ def r_PartitionProduceResponse_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_PartitionProduceResponse_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_PartitionProduceResponse_3)
     return out, pos
 
 
@@ -537,7 +536,7 @@ def r_TopicProduceResponse_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_TopicProduceResponse_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_TopicProduceResponse_3)
     return out, pos
 
 
@@ -562,7 +561,7 @@ def r_ProduceResponse_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ProduceResponse_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ProduceResponse_3)
     return out, pos
 
 
@@ -575,7 +574,7 @@ def r_LeaderIdAndEpoch(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_LeaderIdAndEpoch)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_LeaderIdAndEpoch)
     return out, pos
 
 
@@ -621,7 +620,7 @@ def r_PartitionProduceResponse_4(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_PartitionProduceResponse_4)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_PartitionProduceResponse_4)
     return out, pos
 
 
@@ -655,7 +654,7 @@ def r_TopicProduceResponse_4(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_TopicProduceResponse_4)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_TopicProduceResponse_4)
     return out, pos
 
 
@@ -691,7 +690,7 @@ def r_NodeEndpoint(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_NodeEndpoint)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_NodeEndpoint)
     return out, pos
 
 
@@ -734,7 +733,7 @@ def r_ProduceResponse_4(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ProduceResponse_4)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ProduceResponse_4)
     return out, pos
 
 
@@ -759,7 +758,7 @@ def r_TopicProduceData_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_TopicProduceData_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_TopicProduceData_2)
     return out, pos
 
 
@@ -796,7 +795,7 @@ def r_ProduceRequest_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ProduceRequest_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ProduceRequest_3)
     return out, pos
 
 
@@ -821,7 +820,7 @@ def r_TopicProduceResponse_5(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_TopicProduceResponse_5)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_TopicProduceResponse_5)
     return out, pos
 
 
@@ -846,7 +845,7 @@ def r_ProduceResponse_5(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ProduceResponse_5)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ProduceResponse_5)
     return out, pos
 
 

@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_16s = _S('>16s').unpack_from
 _u_h = _S('>h').unpack_from
@@ -96,7 +95,7 @@ def r_partitions_2(buf, pos, s):
     else:
         e = pos + n
         if e > len(buf): raise Bail
-        out['records'] = _records(buf, pos, e, s) if s.records else s.conv(buf[pos:e]); pos = e
+        out['records'] = s.batches(buf, pos, e, s) if s.records else s.conv(buf[pos:e]); pos = e
     return out, pos
 
 
@@ -228,7 +227,7 @@ def r_PartitionData(buf, pos, s):
     else:
         e = pos + n
         if e > len(buf): raise Bail
-        out['records'] = _records(buf, pos, e, s) if s.records else s.conv(buf[pos:e]); pos = e
+        out['records'] = s.batches(buf, pos, e, s) if s.records else s.conv(buf[pos:e]); pos = e
     return out, pos
 
 
@@ -351,7 +350,7 @@ def r_PartitionData_2(buf, pos, s):
     else:
         e = pos + n
         if e > len(buf): raise Bail
-        out['records'] = _records(buf, pos, e, s) if s.records else s.conv(buf[pos:e]); pos = e
+        out['records'] = s.batches(buf, pos, e, s) if s.records else s.conv(buf[pos:e]); pos = e
     return out, pos
 
 
@@ -607,7 +606,7 @@ def r_PartitionData_3(buf, pos, s):
     else:
         e = pos + n
         if e > len(buf): raise Bail
-        out['records'] = _records(buf, pos, e, s) if s.records else s.conv(buf[pos:e]); pos = e
+        out['records'] = s.batches(buf, pos, e, s) if s.records else s.conv(buf[pos:e]); pos = e
     return out, pos
 
 
@@ -666,7 +665,7 @@ def r_FetchPartition_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_FetchPartition_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_FetchPartition_3)
     return out, pos
 
 
@@ -700,7 +699,7 @@ def r_FetchTopic_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_FetchTopic_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_FetchTopic_3)
     return out, pos
 
 
@@ -736,7 +735,7 @@ def r_ForgottenTopic_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ForgottenTopic_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ForgottenTopic_2)
     return out, pos
 
 
@@ -807,7 +806,7 @@ def r_FetchRequest_6(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_FetchRequest_6)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_FetchRequest_6)
     return out, pos
 
 
@@ -820,7 +819,7 @@ def r_AbortedTransaction_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_AbortedTransaction_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_AbortedTransaction_2)
     return out, pos
 
 
@@ -833,7 +832,7 @@ def r_EpochEndOffset(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_EpochEndOffset)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_EpochEndOffset)
     return out, pos
 
 
@@ -852,7 +851,7 @@ def r_LeaderIdAndEpoch(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_LeaderIdAndEpoch)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_LeaderIdAndEpoch)
     return out, pos
 
 
@@ -871,7 +870,7 @@ def r_SnapshotId(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_SnapshotId)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_SnapshotId)
     return out, pos
 
 
@@ -914,12 +913,12 @@ def r_PartitionData_4(buf, pos, s):
     else:
         e = pos + n
         if e > len(buf): raise Bail
-        out['records'] = _records(buf, pos, e, s) if s.records else s.conv(buf[pos:e]); pos = e
+        out['records'] = s.batches(buf, pos, e, s) if s.records else s.conv(buf[pos:e]); pos = e
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_PartitionData_4)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_PartitionData_4)
     return out, pos
 
 
@@ -953,7 +952,7 @@ def r_FetchableTopicResponse_4(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_FetchableTopicResponse_4)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_FetchableTopicResponse_4)
     return out, pos
 
 
@@ -980,7 +979,7 @@ def r_FetchResponse_5(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_FetchResponse_5)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_FetchResponse_5)
     return out, pos
 
 
@@ -1005,7 +1004,7 @@ def r_FetchTopic_4(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_FetchTopic_4)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_FetchTopic_4)
     return out, pos
 
 
@@ -1032,7 +1031,7 @@ def r_ForgottenTopic_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ForgottenTopic_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ForgottenTopic_3)
     return out, pos
 
 
@@ -1087,7 +1086,7 @@ def r_FetchRequest_7(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_FetchRequest_7)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_FetchRequest_7)
     return out, pos
 
 
@@ -1112,7 +1111,7 @@ def r_FetchableTopicResponse_5(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_FetchableTopicResponse_5)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_FetchableTopicResponse_5)
     return out, pos
 
 
@@ -1139,7 +1138,7 @@ def r_FetchResponse_6(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_FetchResponse_6)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_FetchResponse_6)
     return out, pos
 
 
@@ -1152,7 +1151,7 @@ def r_ReplicaState(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ReplicaState)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ReplicaState)
     return out, pos
 
 
@@ -1212,7 +1211,7 @@ def r_FetchRequest_8(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_FetchRequest_8)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_FetchRequest_8)
     return out, pos
 
 
@@ -1248,7 +1247,7 @@ def r_NodeEndpoint(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_NodeEndpoint)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_NodeEndpoint)
     return out, pos
 
 
@@ -1293,7 +1292,7 @@ def r_FetchResponse_7(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_FetchResponse_7)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_FetchResponse_7)
     return out, pos
 
 
@@ -1317,7 +1316,7 @@ def r_FetchPartition_4(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_FetchPartition_4)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_FetchPartition_4)
     return out, pos
 
 
@@ -1342,7 +1341,7 @@ def r_FetchTopic_5(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_FetchTopic_5)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_FetchTopic_5)
     return out, pos
 
 
@@ -1396,7 +1395,7 @@ def r_FetchRequest_9(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_FetchRequest_9)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_FetchRequest_9)
     return out, pos
 
 
@@ -1420,7 +1419,7 @@ def r_FetchPartition_5(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_FetchPartition_5)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_FetchPartition_5)
     return out, pos
 
 
@@ -1445,7 +1444,7 @@ def r_FetchTopic_6(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_FetchTopic_6)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_FetchTopic_6)
     return out, pos
 
 
@@ -1499,7 +1498,7 @@ def r_FetchRequest_10(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_FetchRequest_10)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_FetchRequest_10)
     return out, pos
 
 

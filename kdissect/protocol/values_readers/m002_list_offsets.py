@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_h = _S('>h').unpack_from
 _u_i = _S('>i').unpack_from
@@ -370,7 +369,7 @@ def r_ListOffsetsPartition_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ListOffsetsPartition_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ListOffsetsPartition_3)
     return out, pos
 
 
@@ -404,7 +403,7 @@ def r_ListOffsetsTopic_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ListOffsetsTopic_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ListOffsetsTopic_3)
     return out, pos
 
 
@@ -430,7 +429,7 @@ def r_ListOffsetsRequest_4(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ListOffsetsRequest_4)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ListOffsetsRequest_4)
     return out, pos
 
 
@@ -446,7 +445,7 @@ def r_ListOffsetsPartitionResponse_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ListOffsetsPartitionResponse_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ListOffsetsPartitionResponse_3)
     return out, pos
 
 
@@ -480,7 +479,7 @@ def r_ListOffsetsTopicResponse_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ListOffsetsTopicResponse_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ListOffsetsTopicResponse_3)
     return out, pos
 
 
@@ -505,7 +504,7 @@ def r_ListOffsetsResponse_4(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ListOffsetsResponse_4)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ListOffsetsResponse_4)
     return out, pos
 
 
@@ -533,7 +532,7 @@ def r_ListOffsetsRequest_5(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ListOffsetsRequest_5)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ListOffsetsRequest_5)
     return out, pos
 
 

@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_16s = _S('>16s').unpack_from
 _u_b = _S('>b').unpack_from
@@ -646,7 +645,7 @@ def r_MetadataRequestTopic_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_MetadataRequestTopic_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_MetadataRequestTopic_2)
     return out, pos
 
 
@@ -678,7 +677,7 @@ def r_MetadataRequest_4(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_MetadataRequest_4)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_MetadataRequest_4)
     return out, pos
 
 
@@ -714,7 +713,7 @@ def r_MetadataResponseBroker_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_MetadataResponseBroker_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_MetadataResponseBroker_3)
     return out, pos
 
 
@@ -774,7 +773,7 @@ def r_MetadataResponsePartition_4(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_MetadataResponsePartition_4)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_MetadataResponsePartition_4)
     return out, pos
 
 
@@ -815,7 +814,7 @@ def r_MetadataResponseTopic_6(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_MetadataResponseTopic_6)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_MetadataResponseTopic_6)
     return out, pos
 
 
@@ -868,7 +867,7 @@ def r_MetadataResponse_8(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_MetadataResponse_8)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_MetadataResponse_8)
     return out, pos
 
 
@@ -891,7 +890,7 @@ def r_MetadataRequestTopic_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_MetadataRequestTopic_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_MetadataRequestTopic_3)
     return out, pos
 
 
@@ -923,7 +922,7 @@ def r_MetadataRequest_5(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_MetadataRequest_5)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_MetadataRequest_5)
     return out, pos
 
 
@@ -966,7 +965,7 @@ def r_MetadataResponseTopic_7(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_MetadataResponseTopic_7)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_MetadataResponseTopic_7)
     return out, pos
 
 
@@ -1019,7 +1018,7 @@ def r_MetadataResponse_9(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_MetadataResponse_9)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_MetadataResponse_9)
     return out, pos
 
 
@@ -1048,7 +1047,7 @@ def r_MetadataRequest_6(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_MetadataRequest_6)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_MetadataRequest_6)
     return out, pos
 
 
@@ -1099,7 +1098,7 @@ def r_MetadataResponse_10(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_MetadataResponse_10)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_MetadataResponse_10)
     return out, pos
 
 
@@ -1142,7 +1141,7 @@ def r_MetadataResponseTopic_8(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_MetadataResponseTopic_8)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_MetadataResponseTopic_8)
     return out, pos
 
 
@@ -1193,7 +1192,7 @@ def r_MetadataResponse_11(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_MetadataResponse_11)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_MetadataResponse_11)
     return out, pos
 
 
@@ -1246,7 +1245,7 @@ def r_MetadataResponse_12(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_MetadataResponse_12)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_MetadataResponse_12)
     return out, pos
 
 

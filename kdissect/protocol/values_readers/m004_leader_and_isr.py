@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_16s = _S('>16s').unpack_from
 _u_b = _S('>b').unpack_from
@@ -500,7 +499,7 @@ def r_partition_states_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_partition_states_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_partition_states_3)
     return out, pos
 
 
@@ -534,7 +533,7 @@ def r_topic_states_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_topic_states_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_topic_states_3)
     return out, pos
 
 
@@ -559,7 +558,7 @@ def r_live_leaders_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_live_leaders_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_live_leaders_2)
     return out, pos
 
 
@@ -599,7 +598,7 @@ def r_LeaderAndIsr_Request__Version__4_(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_LeaderAndIsr_Request__Version__4_)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_LeaderAndIsr_Request__Version__4_)
     return out, pos
 
 
@@ -623,7 +622,7 @@ def r_partition_errors_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_partition_errors_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_partition_errors_2)
     return out, pos
 
 
@@ -648,7 +647,7 @@ def r_LeaderAndIsr_Response__Version__4_(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_LeaderAndIsr_Response__Version__4_)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_LeaderAndIsr_Response__Version__4_)
     return out, pos
 
 
@@ -684,7 +683,7 @@ def r_topic_states_4(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_topic_states_4)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_topic_states_4)
     return out, pos
 
 
@@ -725,7 +724,7 @@ def r_LeaderAndIsr_Request__Version__5_(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_LeaderAndIsr_Request__Version__5_)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_LeaderAndIsr_Request__Version__5_)
     return out, pos
 
 
@@ -738,7 +737,7 @@ def r_partition_errors_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_partition_errors_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_partition_errors_3)
     return out, pos
 
 
@@ -763,7 +762,7 @@ def r_topics(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_topics)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_topics)
     return out, pos
 
 
@@ -788,7 +787,7 @@ def r_LeaderAndIsr_Response__Version__5_(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_LeaderAndIsr_Response__Version__5_)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_LeaderAndIsr_Response__Version__5_)
     return out, pos
 
 
@@ -870,7 +869,7 @@ def r_partition_states_4(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_partition_states_4)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_partition_states_4)
     return out, pos
 
 
@@ -906,7 +905,7 @@ def r_topic_states_5(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_topic_states_5)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_topic_states_5)
     return out, pos
 
 
@@ -947,7 +946,7 @@ def r_LeaderAndIsr_Request__Version__6_(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_LeaderAndIsr_Request__Version__6_)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_LeaderAndIsr_Request__Version__6_)
     return out, pos
 
 
@@ -992,7 +991,7 @@ def r_LeaderAndIsr_Request__Version__7_(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_LeaderAndIsr_Request__Version__7_)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_LeaderAndIsr_Request__Version__7_)
     return out, pos
 
 

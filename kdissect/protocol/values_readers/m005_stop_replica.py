@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_b = _S('>b').unpack_from
 _u_h = _S('>h').unpack_from
@@ -166,7 +165,7 @@ def r_topics_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_topics_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_topics_2)
     return out, pos
 
 
@@ -196,7 +195,7 @@ def r_StopReplica_Request__Version__2_(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_StopReplica_Request__Version__2_)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_StopReplica_Request__Version__2_)
     return out, pos
 
 
@@ -220,7 +219,7 @@ def r_partition_errors_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_partition_errors_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_partition_errors_2)
     return out, pos
 
 
@@ -245,7 +244,7 @@ def r_StopReplica_Response__Version__2_(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_StopReplica_Response__Version__2_)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_StopReplica_Response__Version__2_)
     return out, pos
 
 
@@ -261,7 +260,7 @@ def r_partition_states(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_partition_states)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_partition_states)
     return out, pos
 
 
@@ -295,7 +294,7 @@ def r_topic_states(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_topic_states)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_topic_states)
     return out, pos
 
 
@@ -322,7 +321,7 @@ def r_StopReplica_Request__Version__3_(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_StopReplica_Request__Version__3_)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_StopReplica_Request__Version__3_)
     return out, pos
 
 
@@ -353,7 +352,7 @@ def r_StopReplica_Request__Version__4_(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_StopReplica_Request__Version__4_)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_StopReplica_Request__Version__4_)
     return out, pos
 
 

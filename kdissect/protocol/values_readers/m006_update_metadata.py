@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_16s = _S('>16s').unpack_from
 _u_b = _S('>b').unpack_from
@@ -550,7 +549,7 @@ def r_partition_states_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_partition_states_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_partition_states_2)
     return out, pos
 
 
@@ -584,7 +583,7 @@ def r_topic_states_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_topic_states_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_topic_states_2)
     return out, pos
 
 
@@ -620,7 +619,7 @@ def r_endpoints_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_endpoints_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_endpoints_3)
     return out, pos
 
 
@@ -656,7 +655,7 @@ def r_live_brokers_5(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_live_brokers_5)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_live_brokers_5)
     return out, pos
 
 
@@ -696,7 +695,7 @@ def r_UpdateMetadata_Request__Version__6_(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_UpdateMetadata_Request__Version__6_)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_UpdateMetadata_Request__Version__6_)
     return out, pos
 
 
@@ -708,7 +707,7 @@ def r_UpdateMetadata_Response__Version__6_(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_UpdateMetadata_Response__Version__6_)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_UpdateMetadata_Response__Version__6_)
     return out, pos
 
 
@@ -744,7 +743,7 @@ def r_topic_states_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_topic_states_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_topic_states_3)
     return out, pos
 
 
@@ -784,7 +783,7 @@ def r_UpdateMetadata_Request__Version__7_(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_UpdateMetadata_Request__Version__7_)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_UpdateMetadata_Request__Version__7_)
     return out, pos
 
 
@@ -835,7 +834,7 @@ def r_UpdateMetadata_Request__Version__8_(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_UpdateMetadata_Request__Version__8_)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_UpdateMetadata_Request__Version__8_)
     return out, pos
 
 

@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_h = _S('>h').unpack_from
 _u_i = _S('>i').unpack_from
@@ -70,7 +69,7 @@ def r_ControlledShutdown_Request__Version__3_(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ControlledShutdown_Request__Version__3_)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ControlledShutdown_Request__Version__3_)
     return out, pos
 
 
@@ -93,7 +92,7 @@ def r_remaining_partitions_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_remaining_partitions_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_remaining_partitions_2)
     return out, pos
 
 
@@ -118,7 +117,7 @@ def r_ControlledShutdown_Response__Version__3_(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ControlledShutdown_Response__Version__3_)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ControlledShutdown_Response__Version__3_)
     return out, pos
 
 

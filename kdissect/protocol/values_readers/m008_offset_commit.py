@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_16s = _S('>16s').unpack_from
 _u_h = _S('>h').unpack_from
@@ -420,7 +419,7 @@ def r_OffsetCommitRequestPartition_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_OffsetCommitRequestPartition_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_OffsetCommitRequestPartition_2)
     return out, pos
 
 
@@ -454,7 +453,7 @@ def r_OffsetCommitRequestTopic_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_OffsetCommitRequestTopic_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_OffsetCommitRequestTopic_2)
     return out, pos
 
 
@@ -512,7 +511,7 @@ def r_OffsetCommitRequest_5(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_OffsetCommitRequest_5)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_OffsetCommitRequest_5)
     return out, pos
 
 
@@ -525,7 +524,7 @@ def r_OffsetCommitResponsePartition(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_OffsetCommitResponsePartition)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_OffsetCommitResponsePartition)
     return out, pos
 
 
@@ -559,7 +558,7 @@ def r_OffsetCommitResponseTopic(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_OffsetCommitResponseTopic)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_OffsetCommitResponseTopic)
     return out, pos
 
 
@@ -584,7 +583,7 @@ def r_OffsetCommitResponse_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_OffsetCommitResponse_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_OffsetCommitResponse_2)
     return out, pos
 
 
@@ -609,7 +608,7 @@ def r_OffsetCommitRequestTopic_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_OffsetCommitRequestTopic_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_OffsetCommitRequestTopic_3)
     return out, pos
 
 
@@ -667,7 +666,7 @@ def r_OffsetCommitRequest_6(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_OffsetCommitRequest_6)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_OffsetCommitRequest_6)
     return out, pos
 
 
@@ -692,7 +691,7 @@ def r_OffsetCommitResponseTopic_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_OffsetCommitResponseTopic_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_OffsetCommitResponseTopic_2)
     return out, pos
 
 
@@ -717,7 +716,7 @@ def r_OffsetCommitResponse_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_OffsetCommitResponse_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_OffsetCommitResponse_3)
     return out, pos
 
 

@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_16s = _S('>16s').unpack_from
 _u_b = _S('>b').unpack_from
@@ -250,7 +249,7 @@ def r_OffsetFetchRequestTopic(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_OffsetFetchRequestTopic)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_OffsetFetchRequestTopic)
     return out, pos
 
 
@@ -284,7 +283,7 @@ def r_OffsetFetchRequest(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_OffsetFetchRequest)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_OffsetFetchRequest)
     return out, pos
 
 
@@ -311,7 +310,7 @@ def r_OffsetFetchResponsePartition_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_OffsetFetchResponsePartition_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_OffsetFetchResponsePartition_2)
     return out, pos
 
 
@@ -345,7 +344,7 @@ def r_OffsetFetchResponseTopic_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_OffsetFetchResponseTopic_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_OffsetFetchResponseTopic_2)
     return out, pos
 
 
@@ -372,7 +371,7 @@ def r_OffsetFetchResponse_4(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_OffsetFetchResponse_4)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_OffsetFetchResponse_4)
     return out, pos
 
 
@@ -409,7 +408,7 @@ def r_OffsetFetchRequest_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_OffsetFetchRequest_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_OffsetFetchRequest_2)
     return out, pos
 
 
@@ -435,7 +434,7 @@ def r_OffsetFetchRequest_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_OffsetFetchRequest_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_OffsetFetchRequest_3)
     return out, pos
 
 
@@ -471,7 +470,7 @@ def r_OffsetFetchResponseGroup(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_OffsetFetchResponseGroup)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_OffsetFetchResponseGroup)
     return out, pos
 
 
@@ -496,7 +495,7 @@ def r_OffsetFetchResponse_5(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_OffsetFetchResponse_5)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_OffsetFetchResponse_5)
     return out, pos
 
 
@@ -543,7 +542,7 @@ def r_OffsetFetchRequestGroup(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_OffsetFetchRequestGroup)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_OffsetFetchRequestGroup)
     return out, pos
 
 
@@ -569,7 +568,7 @@ def r_OffsetFetchRequest_4(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_OffsetFetchRequest_4)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_OffsetFetchRequest_4)
     return out, pos
 
 
@@ -596,7 +595,7 @@ def r_OffsetFetchRequestTopics(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_OffsetFetchRequestTopics)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_OffsetFetchRequestTopics)
     return out, pos
 
 
@@ -643,7 +642,7 @@ def r_OffsetFetchRequestGroup_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_OffsetFetchRequestGroup_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_OffsetFetchRequestGroup_2)
     return out, pos
 
 
@@ -669,7 +668,7 @@ def r_OffsetFetchRequest_5(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_OffsetFetchRequest_5)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_OffsetFetchRequest_5)
     return out, pos
 
 
@@ -694,7 +693,7 @@ def r_OffsetFetchResponseTopics(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_OffsetFetchResponseTopics)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_OffsetFetchResponseTopics)
     return out, pos
 
 
@@ -730,7 +729,7 @@ def r_OffsetFetchResponseGroup_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_OffsetFetchResponseGroup_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_OffsetFetchResponseGroup_2)
     return out, pos
 
 
@@ -755,7 +754,7 @@ def r_OffsetFetchResponse_6(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_OffsetFetchResponse_6)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_OffsetFetchResponse_6)
     return out, pos
 
 

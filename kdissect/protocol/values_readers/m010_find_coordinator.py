@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_b = _S('>b').unpack_from
 _u_h = _S('>h').unpack_from
@@ -109,7 +108,7 @@ def r_FindCoordinatorRequest_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_FindCoordinatorRequest_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_FindCoordinatorRequest_3)
     return out, pos
 
 
@@ -148,7 +147,7 @@ def r_FindCoordinatorResponse_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_FindCoordinatorResponse_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_FindCoordinatorResponse_3)
     return out, pos
 
 
@@ -184,7 +183,7 @@ def r_FindCoordinatorRequest_4(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_FindCoordinatorRequest_4)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_FindCoordinatorRequest_4)
     return out, pos
 
 
@@ -232,7 +231,7 @@ def r_Coordinator(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_Coordinator)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_Coordinator)
     return out, pos
 
 
@@ -257,7 +256,7 @@ def r_FindCoordinatorResponse_4(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_FindCoordinatorResponse_4)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_FindCoordinatorResponse_4)
     return out, pos
 
 

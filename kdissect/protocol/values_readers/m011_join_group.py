@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_b = _S('>b').unpack_from
 _u_h = _S('>h').unpack_from
@@ -377,7 +376,7 @@ def r_JoinGroupRequestProtocol_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_JoinGroupRequestProtocol_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_JoinGroupRequestProtocol_2)
     return out, pos
 
 
@@ -447,7 +446,7 @@ def r_JoinGroupRequest_4(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_JoinGroupRequest_4)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_JoinGroupRequest_4)
     return out, pos
 
 
@@ -490,7 +489,7 @@ def r_JoinGroupResponseMember_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_JoinGroupResponseMember_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_JoinGroupResponseMember_3)
     return out, pos
 
 
@@ -550,7 +549,7 @@ def r_JoinGroupResponse_4(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_JoinGroupResponse_4)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_JoinGroupResponse_4)
     return out, pos
 
 
@@ -621,7 +620,7 @@ def r_JoinGroupResponse_5(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_JoinGroupResponse_5)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_JoinGroupResponse_5)
     return out, pos
 
 
@@ -702,7 +701,7 @@ def r_JoinGroupRequest_5(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_JoinGroupRequest_5)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_JoinGroupRequest_5)
     return out, pos
 
 
@@ -776,7 +775,7 @@ def r_JoinGroupResponse_6(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_JoinGroupResponse_6)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_JoinGroupResponse_6)
     return out, pos
 
 

@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_h = _S('>h').unpack_from
 _u_i = _S('>i').unpack_from
@@ -124,7 +123,7 @@ def r_HeartbeatRequest_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_HeartbeatRequest_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_HeartbeatRequest_3)
     return out, pos
 
 
@@ -137,7 +136,7 @@ def r_HeartbeatResponse_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_HeartbeatResponse_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_HeartbeatResponse_3)
     return out, pos
 
 

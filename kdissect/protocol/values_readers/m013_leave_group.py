@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_h = _S('>h').unpack_from
 _u_i = _S('>i').unpack_from
@@ -163,7 +162,7 @@ def r_MemberIdentity_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_MemberIdentity_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_MemberIdentity_2)
     return out, pos
 
 
@@ -197,7 +196,7 @@ def r_LeaveGroupRequest_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_LeaveGroupRequest_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_LeaveGroupRequest_3)
     return out, pos
 
 
@@ -231,7 +230,7 @@ def r_MemberResponse_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_MemberResponse_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_MemberResponse_2)
     return out, pos
 
 
@@ -257,7 +256,7 @@ def r_LeaveGroupResponse_4(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_LeaveGroupResponse_4)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_LeaveGroupResponse_4)
     return out, pos
 
 
@@ -300,7 +299,7 @@ def r_MemberIdentity_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_MemberIdentity_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_MemberIdentity_3)
     return out, pos
 
 
@@ -334,7 +333,7 @@ def r_LeaveGroupRequest_4(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_LeaveGroupRequest_4)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_LeaveGroupRequest_4)
     return out, pos
 
 

@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_h = _S('>h').unpack_from
 _u_i = _S('>i').unpack_from
@@ -168,7 +167,7 @@ def r_SyncGroupRequestAssignment_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_SyncGroupRequestAssignment_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_SyncGroupRequestAssignment_2)
     return out, pos
 
 
@@ -226,7 +225,7 @@ def r_SyncGroupRequest_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_SyncGroupRequest_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_SyncGroupRequest_3)
     return out, pos
 
 
@@ -250,7 +249,7 @@ def r_SyncGroupResponse_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_SyncGroupResponse_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_SyncGroupResponse_3)
     return out, pos
 
 
@@ -330,7 +329,7 @@ def r_SyncGroupRequest_4(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_SyncGroupRequest_4)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_SyncGroupRequest_4)
     return out, pos
 
 
@@ -376,7 +375,7 @@ def r_SyncGroupResponse_4(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_SyncGroupResponse_4)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_SyncGroupResponse_4)
     return out, pos
 
 

@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_b = _S('>b').unpack_from
 _u_h = _S('>h').unpack_from
@@ -411,7 +410,7 @@ def r_DescribeGroupsRequest_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribeGroupsRequest_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribeGroupsRequest_3)
     return out, pos
 
 
@@ -487,7 +486,7 @@ def r_DescribedGroupMember_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribedGroupMember_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribedGroupMember_3)
     return out, pos
 
 
@@ -558,7 +557,7 @@ def r_DescribedGroup_4(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribedGroup_4)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribedGroup_4)
     return out, pos
 
 
@@ -583,7 +582,7 @@ def r_DescribeGroupsResponse_5(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribeGroupsResponse_5)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribeGroupsResponse_5)
     return out, pos
 
 
@@ -665,7 +664,7 @@ def r_DescribedGroup_5(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribedGroup_5)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribedGroup_5)
     return out, pos
 
 
@@ -690,7 +689,7 @@ def r_DescribeGroupsResponse_6(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribeGroupsResponse_6)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribeGroupsResponse_6)
     return out, pos
 
 

@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_h = _S('>h').unpack_from
 _u_i = _S('>i').unpack_from
@@ -81,7 +80,7 @@ def r_ListGroupsRequest_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ListGroupsRequest_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ListGroupsRequest_2)
     return out, pos
 
 
@@ -113,7 +112,7 @@ def r_ListedGroup_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ListedGroup_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ListedGroup_2)
     return out, pos
 
 
@@ -139,7 +138,7 @@ def r_ListGroupsResponse_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ListGroupsResponse_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ListGroupsResponse_3)
     return out, pos
 
 
@@ -173,7 +172,7 @@ def r_ListGroupsRequest_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ListGroupsRequest_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ListGroupsRequest_3)
     return out, pos
 
 
@@ -216,7 +215,7 @@ def r_ListedGroup_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ListedGroup_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ListedGroup_3)
     return out, pos
 
 
@@ -242,7 +241,7 @@ def r_ListGroupsResponse_4(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ListGroupsResponse_4)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ListGroupsResponse_4)
     return out, pos
 
 
@@ -300,7 +299,7 @@ def r_ListGroupsRequest_4(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ListGroupsRequest_4)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ListGroupsRequest_4)
     return out, pos
 
 
@@ -354,7 +353,7 @@ def r_ListedGroup_4(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ListedGroup_4)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ListedGroup_4)
     return out, pos
 
 
@@ -380,7 +379,7 @@ def r_ListGroupsResponse_5(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ListGroupsResponse_5)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ListGroupsResponse_5)
     return out, pos
 
 

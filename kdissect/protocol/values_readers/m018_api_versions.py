@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_b = _S('>b').unpack_from
 _u_h = _S('>h').unpack_from
@@ -95,7 +94,7 @@ def r_ApiVersionsRequest_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ApiVersionsRequest_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ApiVersionsRequest_2)
     return out, pos
 
 
@@ -109,7 +108,7 @@ def r_ApiVersion_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ApiVersion_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ApiVersion_2)
     return out, pos
 
 
@@ -133,7 +132,7 @@ def r_SupportedFeatureKey(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_SupportedFeatureKey)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_SupportedFeatureKey)
     return out, pos
 
 
@@ -182,7 +181,7 @@ def r_FinalizedFeatureKey(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_FinalizedFeatureKey)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_FinalizedFeatureKey)
     return out, pos
 
 
@@ -235,7 +234,7 @@ def r_ApiVersionsResponse_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ApiVersionsResponse_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ApiVersionsResponse_3)
     return out, pos
 
 
@@ -280,7 +279,7 @@ def r_ApiVersions_Request__Version__5_(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ApiVersions_Request__Version__5_)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ApiVersions_Request__Version__5_)
     return out, pos
 
 

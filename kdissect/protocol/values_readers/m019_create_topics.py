@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_16s = _S('>16s').unpack_from
 _u_b = _S('>b').unpack_from
@@ -237,7 +236,7 @@ def r_CreatableReplicaAssignment(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_CreatableReplicaAssignment)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_CreatableReplicaAssignment)
     return out, pos
 
 
@@ -269,7 +268,7 @@ def r_CreatableTopicConfig(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_CreatableTopicConfig)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_CreatableTopicConfig)
     return out, pos
 
 
@@ -319,7 +318,7 @@ def r_CreatableTopic(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_CreatableTopic)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_CreatableTopic)
     return out, pos
 
 
@@ -347,7 +346,7 @@ def r_CreateTopicsRequest(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_CreateTopicsRequest)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_CreateTopicsRequest)
     return out, pos
 
 
@@ -387,7 +386,7 @@ def r_CreatableTopicConfigs(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_CreatableTopicConfigs)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_CreatableTopicConfigs)
     return out, pos
 
 
@@ -444,7 +443,7 @@ def r_CreatableTopicResult(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_CreatableTopicResult)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_CreatableTopicResult)
     return out, pos
 
 
@@ -469,7 +468,7 @@ def r_CreateTopicsResponse_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_CreateTopicsResponse_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_CreateTopicsResponse_2)
     return out, pos
 
 
@@ -521,7 +520,7 @@ def r_CreatableTopicResult_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_CreatableTopicResult_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_CreatableTopicResult_2)
     return out, pos
 
 
@@ -546,7 +545,7 @@ def r_CreateTopicsResponse_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_CreateTopicsResponse_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_CreateTopicsResponse_3)
     return out, pos
 
 

@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_16s = _S('>16s').unpack_from
 _u_h = _S('>h').unpack_from
@@ -118,7 +117,7 @@ def r_DeleteTopicsRequest(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DeleteTopicsRequest)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DeleteTopicsRequest)
     return out, pos
 
 
@@ -141,7 +140,7 @@ def r_DeletableTopicResult(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DeletableTopicResult)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DeletableTopicResult)
     return out, pos
 
 
@@ -166,7 +165,7 @@ def r_DeleteTopicsResponse_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DeleteTopicsResponse_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DeleteTopicsResponse_2)
     return out, pos
 
 
@@ -200,7 +199,7 @@ def r_DeletableTopicResult_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DeletableTopicResult_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DeletableTopicResult_2)
     return out, pos
 
 
@@ -225,7 +224,7 @@ def r_DeleteTopicsResponse_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DeleteTopicsResponse_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DeleteTopicsResponse_3)
     return out, pos
 
 
@@ -248,7 +247,7 @@ def r_DeleteTopicState(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DeleteTopicState)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DeleteTopicState)
     return out, pos
 
 
@@ -273,7 +272,7 @@ def r_DeleteTopicsRequest_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DeleteTopicsRequest_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DeleteTopicsRequest_2)
     return out, pos
 
 
@@ -309,7 +308,7 @@ def r_DeletableTopicResult_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DeletableTopicResult_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DeletableTopicResult_3)
     return out, pos
 
 
@@ -334,7 +333,7 @@ def r_DeleteTopicsResponse_4(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DeleteTopicsResponse_4)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DeleteTopicsResponse_4)
     return out, pos
 
 

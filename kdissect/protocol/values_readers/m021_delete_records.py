@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_h = _S('>h').unpack_from
 _u_i = _S('>i').unpack_from
@@ -121,7 +120,7 @@ def r_DeleteRecordsPartition_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DeleteRecordsPartition_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DeleteRecordsPartition_2)
     return out, pos
 
 
@@ -155,7 +154,7 @@ def r_DeleteRecordsTopic_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DeleteRecordsTopic_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DeleteRecordsTopic_2)
     return out, pos
 
 
@@ -180,7 +179,7 @@ def r_DeleteRecordsRequest_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DeleteRecordsRequest_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DeleteRecordsRequest_2)
     return out, pos
 
 
@@ -194,7 +193,7 @@ def r_DeleteRecordsPartitionResult_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DeleteRecordsPartitionResult_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DeleteRecordsPartitionResult_2)
     return out, pos
 
 
@@ -228,7 +227,7 @@ def r_DeleteRecordsTopicResult_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DeleteRecordsTopicResult_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DeleteRecordsTopicResult_2)
     return out, pos
 
 
@@ -253,7 +252,7 @@ def r_DeleteRecordsResponse_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DeleteRecordsResponse_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DeleteRecordsResponse_2)
     return out, pos
 
 

@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_b = _S('>b').unpack_from
 _u_h = _S('>h').unpack_from
@@ -61,7 +60,7 @@ def r_InitProducerIdRequest_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_InitProducerIdRequest_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_InitProducerIdRequest_2)
     return out, pos
 
 
@@ -76,7 +75,7 @@ def r_InitProducerIdResponse_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_InitProducerIdResponse_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_InitProducerIdResponse_2)
     return out, pos
 
 
@@ -101,7 +100,7 @@ def r_InitProducerIdRequest_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_InitProducerIdRequest_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_InitProducerIdRequest_3)
     return out, pos
 
 
@@ -132,7 +131,7 @@ def r_InitProducerIdRequest_4(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_InitProducerIdRequest_4)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_InitProducerIdRequest_4)
     return out, pos
 
 
@@ -149,7 +148,7 @@ def r_InitProducerIdResponse_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_InitProducerIdResponse_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_InitProducerIdResponse_3)
     return out, pos
 
 

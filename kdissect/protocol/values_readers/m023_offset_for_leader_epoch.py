@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_h = _S('>h').unpack_from
 _u_hiiq = _S('>hiiq').unpack_from
@@ -249,7 +248,7 @@ def r_OffsetForLeaderPartition_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_OffsetForLeaderPartition_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_OffsetForLeaderPartition_2)
     return out, pos
 
 
@@ -283,7 +282,7 @@ def r_OffsetForLeaderTopic_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_OffsetForLeaderTopic_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_OffsetForLeaderTopic_2)
     return out, pos
 
 
@@ -308,7 +307,7 @@ def r_OffsetForLeaderEpochRequest_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_OffsetForLeaderEpochRequest_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_OffsetForLeaderEpochRequest_3)
     return out, pos
 
 
@@ -323,7 +322,7 @@ def r_EpochEndOffset(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_EpochEndOffset)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_EpochEndOffset)
     return out, pos
 
 
@@ -357,7 +356,7 @@ def r_OffsetForLeaderTopicResult(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_OffsetForLeaderTopicResult)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_OffsetForLeaderTopicResult)
     return out, pos
 
 
@@ -382,7 +381,7 @@ def r_OffsetForLeaderEpochResponse_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_OffsetForLeaderEpochResponse_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_OffsetForLeaderEpochResponse_2)
     return out, pos
 
 

@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_b = _S('>b').unpack_from
 _u_h = _S('>h').unpack_from
@@ -147,7 +146,7 @@ def r_AddPartitionsToTxnTopic_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_AddPartitionsToTxnTopic_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_AddPartitionsToTxnTopic_2)
     return out, pos
 
 
@@ -184,7 +183,7 @@ def r_AddPartitionsToTxnRequest_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_AddPartitionsToTxnRequest_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_AddPartitionsToTxnRequest_2)
     return out, pos
 
 
@@ -197,7 +196,7 @@ def r_AddPartitionsToTxnPartitionResult_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_AddPartitionsToTxnPartitionResult_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_AddPartitionsToTxnPartitionResult_2)
     return out, pos
 
 
@@ -231,7 +230,7 @@ def r_AddPartitionsToTxnTopicResult_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_AddPartitionsToTxnTopicResult_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_AddPartitionsToTxnTopicResult_2)
     return out, pos
 
 
@@ -256,7 +255,7 @@ def r_AddPartitionsToTxnResponse_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_AddPartitionsToTxnResponse_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_AddPartitionsToTxnResponse_2)
     return out, pos
 
 
@@ -296,7 +295,7 @@ def r_AddPartitionsToTxnTransaction(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_AddPartitionsToTxnTransaction)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_AddPartitionsToTxnTransaction)
     return out, pos
 
 
@@ -319,7 +318,7 @@ def r_AddPartitionsToTxnRequest_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_AddPartitionsToTxnRequest_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_AddPartitionsToTxnRequest_3)
     return out, pos
 
 
@@ -353,7 +352,7 @@ def r_AddPartitionsToTxnResult(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_AddPartitionsToTxnResult)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_AddPartitionsToTxnResult)
     return out, pos
 
 
@@ -379,7 +378,7 @@ def r_AddPartitionsToTxnResponse_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_AddPartitionsToTxnResponse_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_AddPartitionsToTxnResponse_3)
     return out, pos
 
 

@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_h = _S('>h').unpack_from
 _u_ih = _S('>ih').unpack_from
@@ -77,7 +76,7 @@ def r_AddOffsetsToTxnRequest_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_AddOffsetsToTxnRequest_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_AddOffsetsToTxnRequest_2)
     return out, pos
 
 
@@ -90,7 +89,7 @@ def r_AddOffsetsToTxnResponse_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_AddOffsetsToTxnResponse_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_AddOffsetsToTxnResponse_2)
     return out, pos
 
 

@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_b = _S('>b').unpack_from
 _u_h = _S('>h').unpack_from
@@ -66,7 +65,7 @@ def r_EndTxnRequest_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_EndTxnRequest_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_EndTxnRequest_2)
     return out, pos
 
 
@@ -79,7 +78,7 @@ def r_EndTxnResponse_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_EndTxnResponse_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_EndTxnResponse_2)
     return out, pos
 
 
@@ -94,7 +93,7 @@ def r_EndTxnResponse_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_EndTxnResponse_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_EndTxnResponse_3)
     return out, pos
 
 

@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_b = _S('>b').unpack_from
 _u_h = _S('>h').unpack_from
@@ -176,7 +175,7 @@ def r_WritableTxnMarkerTopic(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_WritableTxnMarkerTopic)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_WritableTxnMarkerTopic)
     return out, pos
 
 
@@ -207,7 +206,7 @@ def r_WritableTxnMarker(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_WritableTxnMarker)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_WritableTxnMarker)
     return out, pos
 
 
@@ -230,7 +229,7 @@ def r_WriteTxnMarkersRequest(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_WriteTxnMarkersRequest)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_WriteTxnMarkersRequest)
     return out, pos
 
 
@@ -243,7 +242,7 @@ def r_WritableTxnMarkerPartitionResult(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_WritableTxnMarkerPartitionResult)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_WritableTxnMarkerPartitionResult)
     return out, pos
 
 
@@ -277,7 +276,7 @@ def r_WritableTxnMarkerTopicResult(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_WritableTxnMarkerTopicResult)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_WritableTxnMarkerTopicResult)
     return out, pos
 
 
@@ -302,7 +301,7 @@ def r_WritableTxnMarkerResult(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_WritableTxnMarkerResult)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_WritableTxnMarkerResult)
     return out, pos
 
 
@@ -325,7 +324,7 @@ def r_WriteTxnMarkersResponse(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_WriteTxnMarkersResponse)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_WriteTxnMarkersResponse)
     return out, pos
 
 
@@ -357,7 +356,7 @@ def r_WritableTxnMarker_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_WritableTxnMarker_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_WritableTxnMarker_2)
     return out, pos
 
 
@@ -380,7 +379,7 @@ def r_WriteTxnMarkersRequest_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_WriteTxnMarkersRequest_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_WriteTxnMarkersRequest_2)
     return out, pos
 
 

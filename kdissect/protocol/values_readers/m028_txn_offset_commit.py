@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_16s = _S('>16s').unpack_from
 _u_h = _S('>h').unpack_from
@@ -235,7 +234,7 @@ def r_partitions(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_partitions)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_partitions)
     return out, pos
 
 
@@ -269,7 +268,7 @@ def r_topics(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_topics)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_topics)
     return out, pos
 
 
@@ -340,7 +339,7 @@ def r_TxnOffsetCommit_Request__Version__3_(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_TxnOffsetCommit_Request__Version__3_)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_TxnOffsetCommit_Request__Version__3_)
     return out, pos
 
 
@@ -353,7 +352,7 @@ def r_TxnOffsetCommitResponsePartition_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_TxnOffsetCommitResponsePartition_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_TxnOffsetCommitResponsePartition_2)
     return out, pos
 
 
@@ -387,7 +386,7 @@ def r_TxnOffsetCommitResponseTopic_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_TxnOffsetCommitResponseTopic_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_TxnOffsetCommitResponseTopic_2)
     return out, pos
 
 
@@ -412,7 +411,7 @@ def r_TxnOffsetCommitResponse_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_TxnOffsetCommitResponse_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_TxnOffsetCommitResponse_2)
     return out, pos
 
 
@@ -437,7 +436,7 @@ def r_topics_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_topics_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_topics_2)
     return out, pos
 
 
@@ -508,7 +507,7 @@ def r_TxnOffsetCommit_Request__Version__6_(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_TxnOffsetCommit_Request__Version__6_)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_TxnOffsetCommit_Request__Version__6_)
     return out, pos
 
 
@@ -533,7 +532,7 @@ def r_topics_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_topics_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_topics_3)
     return out, pos
 
 
@@ -558,7 +557,7 @@ def r_TxnOffsetCommit_Response__Version__6_(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_TxnOffsetCommit_Response__Version__6_)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_TxnOffsetCommit_Response__Version__6_)
     return out, pos
 
 

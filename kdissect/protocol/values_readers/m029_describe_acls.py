@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_b = _S('>b').unpack_from
 _u_bb = _S('>bb').unpack_from
@@ -260,7 +259,7 @@ def r_DescribeAclsRequest_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribeAclsRequest_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribeAclsRequest_2)
     return out, pos
 
 
@@ -295,7 +294,7 @@ def r_AclDescription(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_AclDescription)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_AclDescription)
     return out, pos
 
 
@@ -333,7 +332,7 @@ def r_DescribeAclsResource_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribeAclsResource_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribeAclsResource_2)
     return out, pos
 
 
@@ -370,7 +369,7 @@ def r_DescribeAclsResponse_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribeAclsResponse_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribeAclsResponse_2)
     return out, pos
 
 

@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_b = _S('>b').unpack_from
 _u_bb = _S('>bb').unpack_from
@@ -193,7 +192,7 @@ def r_AclCreation_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_AclCreation_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_AclCreation_2)
     return out, pos
 
 
@@ -216,7 +215,7 @@ def r_CreateAclsRequest_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_CreateAclsRequest_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_CreateAclsRequest_2)
     return out, pos
 
 
@@ -239,7 +238,7 @@ def r_AclCreationResult(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_AclCreationResult)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_AclCreationResult)
     return out, pos
 
 
@@ -264,7 +263,7 @@ def r_CreateAclsResponse(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_CreateAclsResponse)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_CreateAclsResponse)
     return out, pos
 
 

@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_b = _S('>b').unpack_from
 _u_bb = _S('>bb').unpack_from
@@ -335,7 +334,7 @@ def r_DeleteAclsFilter_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DeleteAclsFilter_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DeleteAclsFilter_2)
     return out, pos
 
 
@@ -358,7 +357,7 @@ def r_DeleteAclsRequest_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DeleteAclsRequest_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DeleteAclsRequest_2)
     return out, pos
 
 
@@ -421,7 +420,7 @@ def r_DeleteAclsMatchingAcl_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DeleteAclsMatchingAcl_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DeleteAclsMatchingAcl_2)
     return out, pos
 
 
@@ -457,7 +456,7 @@ def r_DeleteAclsFilterResult_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DeleteAclsFilterResult_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DeleteAclsFilterResult_2)
     return out, pos
 
 
@@ -482,7 +481,7 @@ def r_DeleteAclsResponse_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DeleteAclsResponse_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DeleteAclsResponse_2)
     return out, pos
 
 

@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_b = _S('>b').unpack_from
 _u_h = _S('>h').unpack_from
@@ -441,7 +440,7 @@ def r_DescribeConfigsResource(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribeConfigsResource)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribeConfigsResource)
     return out, pos
 
 
@@ -470,7 +469,7 @@ def r_DescribeConfigsRequest_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribeConfigsRequest_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribeConfigsRequest_3)
     return out, pos
 
 
@@ -504,7 +503,7 @@ def r_DescribeConfigsSynonym_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribeConfigsSynonym_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribeConfigsSynonym_2)
     return out, pos
 
 
@@ -570,7 +569,7 @@ def r_DescribeConfigsResourceResult_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribeConfigsResourceResult_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribeConfigsResourceResult_3)
     return out, pos
 
 
@@ -619,7 +618,7 @@ def r_DescribeConfigsResult_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribeConfigsResult_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribeConfigsResult_3)
     return out, pos
 
 
@@ -644,7 +643,7 @@ def r_DescribeConfigsResponse_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribeConfigsResponse_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribeConfigsResponse_3)
     return out, pos
 
 

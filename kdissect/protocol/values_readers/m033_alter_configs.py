@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_b = _S('>b').unpack_from
 _u_h = _S('>h').unpack_from
@@ -148,7 +147,7 @@ def r_AlterableConfig_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_AlterableConfig_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_AlterableConfig_2)
     return out, pos
 
 
@@ -184,7 +183,7 @@ def r_AlterConfigsResource_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_AlterConfigsResource_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_AlterConfigsResource_2)
     return out, pos
 
 
@@ -210,7 +209,7 @@ def r_AlterConfigsRequest_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_AlterConfigsRequest_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_AlterConfigsRequest_2)
     return out, pos
 
 
@@ -246,7 +245,7 @@ def r_AlterConfigsResourceResponse_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_AlterConfigsResourceResponse_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_AlterConfigsResourceResponse_2)
     return out, pos
 
 
@@ -271,7 +270,7 @@ def r_AlterConfigsResponse_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_AlterConfigsResponse_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_AlterConfigsResponse_2)
     return out, pos
 
 

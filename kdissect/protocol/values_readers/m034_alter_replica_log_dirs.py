@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_h = _S('>h').unpack_from
 _u_i = _S('>i').unpack_from
@@ -157,7 +156,7 @@ def r_AlterReplicaLogDirTopic(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_AlterReplicaLogDirTopic)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_AlterReplicaLogDirTopic)
     return out, pos
 
 
@@ -191,7 +190,7 @@ def r_AlterReplicaLogDir(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_AlterReplicaLogDir)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_AlterReplicaLogDir)
     return out, pos
 
 
@@ -214,7 +213,7 @@ def r_AlterReplicaLogDirsRequest(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_AlterReplicaLogDirsRequest)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_AlterReplicaLogDirsRequest)
     return out, pos
 
 
@@ -227,7 +226,7 @@ def r_AlterReplicaLogDirPartitionResult(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_AlterReplicaLogDirPartitionResult)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_AlterReplicaLogDirPartitionResult)
     return out, pos
 
 
@@ -261,7 +260,7 @@ def r_AlterReplicaLogDirTopicResult(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_AlterReplicaLogDirTopicResult)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_AlterReplicaLogDirTopicResult)
     return out, pos
 
 
@@ -286,7 +285,7 @@ def r_AlterReplicaLogDirsResponse(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_AlterReplicaLogDirsResponse)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_AlterReplicaLogDirsResponse)
     return out, pos
 
 

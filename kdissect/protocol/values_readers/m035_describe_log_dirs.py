@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_b = _S('>b').unpack_from
 _u_h = _S('>h').unpack_from
@@ -166,7 +165,7 @@ def r_DescribableLogDirTopic(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribableLogDirTopic)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribableLogDirTopic)
     return out, pos
 
 
@@ -189,7 +188,7 @@ def r_DescribeLogDirsRequest(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribeLogDirsRequest)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribeLogDirsRequest)
     return out, pos
 
 
@@ -206,7 +205,7 @@ def r_DescribeLogDirsPartition(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribeLogDirsPartition)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribeLogDirsPartition)
     return out, pos
 
 
@@ -240,7 +239,7 @@ def r_DescribeLogDirsTopic(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribeLogDirsTopic)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribeLogDirsTopic)
     return out, pos
 
 
@@ -276,7 +275,7 @@ def r_DescribeLogDirsResult(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribeLogDirsResult)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribeLogDirsResult)
     return out, pos
 
 
@@ -301,7 +300,7 @@ def r_DescribeLogDirsResponse(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribeLogDirsResponse)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribeLogDirsResponse)
     return out, pos
 
 
@@ -327,7 +326,7 @@ def r_DescribeLogDirsResponse_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribeLogDirsResponse_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribeLogDirsResponse_2)
     return out, pos
 
 
@@ -366,7 +365,7 @@ def r_DescribeLogDirsResult_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribeLogDirsResult_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribeLogDirsResult_2)
     return out, pos
 
 
@@ -392,7 +391,7 @@ def r_DescribeLogDirsResponse_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribeLogDirsResponse_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribeLogDirsResponse_3)
     return out, pos
 
 
@@ -434,7 +433,7 @@ def r_DescribeLogDirsResult_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribeLogDirsResult_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribeLogDirsResult_3)
     return out, pos
 
 
@@ -460,7 +459,7 @@ def r_DescribeLogDirsResponse_4(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribeLogDirsResponse_4)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribeLogDirsResponse_4)
     return out, pos
 
 

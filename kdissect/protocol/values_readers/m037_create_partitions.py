@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_b = _S('>b').unpack_from
 _u_h = _S('>h').unpack_from
@@ -137,7 +136,7 @@ def r_CreatePartitionsAssignment_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_CreatePartitionsAssignment_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_CreatePartitionsAssignment_2)
     return out, pos
 
 
@@ -173,7 +172,7 @@ def r_CreatePartitionsTopic_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_CreatePartitionsTopic_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_CreatePartitionsTopic_2)
     return out, pos
 
 
@@ -201,7 +200,7 @@ def r_CreatePartitionsRequest_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_CreatePartitionsRequest_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_CreatePartitionsRequest_2)
     return out, pos
 
 
@@ -235,7 +234,7 @@ def r_CreatePartitionsTopicResult_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_CreatePartitionsTopicResult_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_CreatePartitionsTopicResult_2)
     return out, pos
 
 
@@ -260,7 +259,7 @@ def r_CreatePartitionsResponse_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_CreatePartitionsResponse_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_CreatePartitionsResponse_2)
     return out, pos
 
 

@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_h = _S('>h').unpack_from
 _u_i = _S('>i').unpack_from
@@ -126,7 +125,7 @@ def r_CreatableRenewers(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_CreatableRenewers)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_CreatableRenewers)
     return out, pos
 
 
@@ -151,7 +150,7 @@ def r_CreateDelegationTokenRequest(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_CreateDelegationTokenRequest)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_CreateDelegationTokenRequest)
     return out, pos
 
 
@@ -213,7 +212,7 @@ def r_CreateDelegationTokenResponse(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_CreateDelegationTokenResponse)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_CreateDelegationTokenResponse)
     return out, pos
 
 
@@ -260,7 +259,7 @@ def r_CreateDelegationTokenRequest_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_CreateDelegationTokenRequest_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_CreateDelegationTokenRequest_2)
     return out, pos
 
 
@@ -344,7 +343,7 @@ def r_CreateDelegationTokenResponse_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_CreateDelegationTokenResponse_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_CreateDelegationTokenResponse_2)
     return out, pos
 
 

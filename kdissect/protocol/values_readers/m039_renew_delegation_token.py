@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_hqi = _S('>hqi').unpack_from
 _u_i = _S('>i').unpack_from
@@ -57,7 +56,7 @@ def r_RenewDelegationTokenRequest(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_RenewDelegationTokenRequest)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_RenewDelegationTokenRequest)
     return out, pos
 
 
@@ -71,7 +70,7 @@ def r_RenewDelegationTokenResponse(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_RenewDelegationTokenResponse)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_RenewDelegationTokenResponse)
     return out, pos
 
 

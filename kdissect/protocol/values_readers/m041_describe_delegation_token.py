@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_h = _S('>h').unpack_from
 _u_i = _S('>i').unpack_from
@@ -148,7 +147,7 @@ def r_DescribeDelegationTokenOwner(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribeDelegationTokenOwner)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribeDelegationTokenOwner)
     return out, pos
 
 
@@ -171,7 +170,7 @@ def r_DescribeDelegationTokenRequest(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribeDelegationTokenRequest)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribeDelegationTokenRequest)
     return out, pos
 
 
@@ -242,7 +241,7 @@ def r_DescribedDelegationToken(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribedDelegationToken)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribedDelegationToken)
     return out, pos
 
 
@@ -269,7 +268,7 @@ def r_DescribeDelegationTokenResponse(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribeDelegationTokenResponse)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribeDelegationTokenResponse)
     return out, pos
 
 
@@ -362,7 +361,7 @@ def r_DescribedDelegationToken_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribedDelegationToken_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribedDelegationToken_2)
     return out, pos
 
 
@@ -389,7 +388,7 @@ def r_DescribeDelegationTokenResponse_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribeDelegationTokenResponse_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribeDelegationTokenResponse_2)
     return out, pos
 
 

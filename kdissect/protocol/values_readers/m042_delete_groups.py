@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_h = _S('>h').unpack_from
 _u_i = _S('>i').unpack_from
@@ -98,7 +97,7 @@ def r_DeleteGroupsRequest_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DeleteGroupsRequest_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DeleteGroupsRequest_2)
     return out, pos
 
 
@@ -121,7 +120,7 @@ def r_DeletableGroupResult_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DeletableGroupResult_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DeletableGroupResult_2)
     return out, pos
 
 
@@ -146,7 +145,7 @@ def r_DeleteGroupsResponse_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DeleteGroupsResponse_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DeleteGroupsResponse_2)
     return out, pos
 
 
@@ -180,7 +179,7 @@ def r_results(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_results)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_results)
     return out, pos
 
 
@@ -205,7 +204,7 @@ def r_DeleteGroups_Response__Version__3_(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DeleteGroups_Response__Version__3_)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DeleteGroups_Response__Version__3_)
     return out, pos
 
 

@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_b = _S('>b').unpack_from
 _u_h = _S('>h').unpack_from
@@ -182,7 +181,7 @@ def r_TopicPartitions_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_TopicPartitions_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_TopicPartitions_2)
     return out, pos
 
 
@@ -209,7 +208,7 @@ def r_ElectLeadersRequest_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ElectLeadersRequest_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ElectLeadersRequest_3)
     return out, pos
 
 
@@ -233,7 +232,7 @@ def r_PartitionResult_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_PartitionResult_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_PartitionResult_2)
     return out, pos
 
 
@@ -267,7 +266,7 @@ def r_ReplicaElectionResult_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ReplicaElectionResult_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ReplicaElectionResult_2)
     return out, pos
 
 
@@ -293,7 +292,7 @@ def r_ElectLeadersResponse_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ElectLeadersResponse_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ElectLeadersResponse_3)
     return out, pos
 
 

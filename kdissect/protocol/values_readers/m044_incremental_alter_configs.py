@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_b = _S('>b').unpack_from
 _u_h = _S('>h').unpack_from
@@ -152,7 +151,7 @@ def r_AlterableConfig_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_AlterableConfig_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_AlterableConfig_2)
     return out, pos
 
 
@@ -188,7 +187,7 @@ def r_AlterConfigsResource_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_AlterConfigsResource_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_AlterConfigsResource_2)
     return out, pos
 
 
@@ -214,7 +213,7 @@ def r_IncrementalAlterConfigsRequest_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_IncrementalAlterConfigsRequest_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_IncrementalAlterConfigsRequest_2)
     return out, pos
 
 
@@ -250,7 +249,7 @@ def r_AlterConfigsResourceResponse_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_AlterConfigsResourceResponse_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_AlterConfigsResourceResponse_2)
     return out, pos
 
 
@@ -275,7 +274,7 @@ def r_IncrementalAlterConfigsResponse_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_IncrementalAlterConfigsResponse_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_IncrementalAlterConfigsResponse_2)
     return out, pos
 
 

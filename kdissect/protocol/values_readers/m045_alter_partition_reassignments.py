@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_b = _S('>b').unpack_from
 _u_h = _S('>h').unpack_from
@@ -38,7 +37,7 @@ def r_ReassignablePartition(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ReassignablePartition)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ReassignablePartition)
     return out, pos
 
 
@@ -72,7 +71,7 @@ def r_ReassignableTopic(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ReassignableTopic)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ReassignableTopic)
     return out, pos
 
 
@@ -97,7 +96,7 @@ def r_AlterPartitionReassignmentsRequest(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_AlterPartitionReassignmentsRequest)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_AlterPartitionReassignmentsRequest)
     return out, pos
 
 
@@ -121,7 +120,7 @@ def r_ReassignablePartitionResponse(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ReassignablePartitionResponse)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ReassignablePartitionResponse)
     return out, pos
 
 
@@ -155,7 +154,7 @@ def r_ReassignableTopicResponse(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ReassignableTopicResponse)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ReassignableTopicResponse)
     return out, pos
 
 
@@ -192,7 +191,7 @@ def r_AlterPartitionReassignmentsResponse(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_AlterPartitionReassignmentsResponse)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_AlterPartitionReassignmentsResponse)
     return out, pos
 
 
@@ -220,7 +219,7 @@ def r_AlterPartitionReassignmentsRequest_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_AlterPartitionReassignmentsRequest_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_AlterPartitionReassignmentsRequest_2)
     return out, pos
 
 
@@ -261,7 +260,7 @@ def r_AlterPartitionReassignmentsResponse_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_AlterPartitionReassignmentsResponse_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_AlterPartitionReassignmentsResponse_2)
     return out, pos
 
 

@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_i = _S('>i').unpack_from
 _u_ih = _S('>ih').unpack_from
@@ -45,7 +44,7 @@ def r_ListPartitionReassignmentsTopics(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ListPartitionReassignmentsTopics)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ListPartitionReassignmentsTopics)
     return out, pos
 
 
@@ -70,7 +69,7 @@ def r_ListPartitionReassignmentsRequest(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ListPartitionReassignmentsRequest)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ListPartitionReassignmentsRequest)
     return out, pos
 
 
@@ -127,7 +126,7 @@ def r_OngoingPartitionReassignment(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_OngoingPartitionReassignment)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_OngoingPartitionReassignment)
     return out, pos
 
 
@@ -161,7 +160,7 @@ def r_OngoingTopicReassignment(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_OngoingTopicReassignment)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_OngoingTopicReassignment)
     return out, pos
 
 
@@ -198,7 +197,7 @@ def r_ListPartitionReassignmentsResponse(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ListPartitionReassignmentsResponse)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ListPartitionReassignmentsResponse)
     return out, pos
 
 

@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_b = _S('>b').unpack_from
 _u_d = _S('>d').unpack_from
@@ -174,7 +173,7 @@ def r_ComponentData_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ComponentData_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ComponentData_2)
     return out, pos
 
 
@@ -200,7 +199,7 @@ def r_DescribeClientQuotasRequest_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribeClientQuotasRequest_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribeClientQuotasRequest_2)
     return out, pos
 
 
@@ -232,7 +231,7 @@ def r_EntityData_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_EntityData_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_EntityData_2)
     return out, pos
 
 
@@ -255,7 +254,7 @@ def r_ValueData_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ValueData_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ValueData_2)
     return out, pos
 
 
@@ -291,7 +290,7 @@ def r_EntryData_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_EntryData_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_EntryData_2)
     return out, pos
 
 
@@ -328,7 +327,7 @@ def r_DescribeClientQuotasResponse_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribeClientQuotasResponse_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribeClientQuotasResponse_2)
     return out, pos
 
 

@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_b = _S('>b').unpack_from
 _u_d = _S('>d').unpack_from
@@ -167,7 +166,7 @@ def r_EntityData_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_EntityData_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_EntityData_2)
     return out, pos
 
 
@@ -193,7 +192,7 @@ def r_OpData_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_OpData_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_OpData_2)
     return out, pos
 
 
@@ -229,7 +228,7 @@ def r_EntryData_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_EntryData_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_EntryData_3)
     return out, pos
 
 
@@ -255,7 +254,7 @@ def r_AlterClientQuotasRequest_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_AlterClientQuotasRequest_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_AlterClientQuotasRequest_2)
     return out, pos
 
 
@@ -291,7 +290,7 @@ def r_EntryData_4(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_EntryData_4)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_EntryData_4)
     return out, pos
 
 
@@ -316,7 +315,7 @@ def r_AlterClientQuotasResponse_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_AlterClientQuotasResponse_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_AlterClientQuotasResponse_2)
     return out, pos
 
 

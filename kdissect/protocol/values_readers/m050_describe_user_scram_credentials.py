@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_bi = _S('>bi').unpack_from
 _u_h = _S('>h').unpack_from
@@ -31,7 +30,7 @@ def r_UserName(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_UserName)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_UserName)
     return out, pos
 
 
@@ -54,7 +53,7 @@ def r_DescribeUserScramCredentialsRequest(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribeUserScramCredentialsRequest)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribeUserScramCredentialsRequest)
     return out, pos
 
 
@@ -67,7 +66,7 @@ def r_CredentialInfo(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_CredentialInfo)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_CredentialInfo)
     return out, pos
 
 
@@ -114,7 +113,7 @@ def r_DescribeUserScramCredentialsResult(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribeUserScramCredentialsResult)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribeUserScramCredentialsResult)
     return out, pos
 
 
@@ -151,7 +150,7 @@ def r_DescribeUserScramCredentialsResponse(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribeUserScramCredentialsResponse)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribeUserScramCredentialsResponse)
     return out, pos
 
 

@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_b = _S('>b').unpack_from
 _u_bi = _S('>bi').unpack_from
@@ -34,7 +33,7 @@ def r_ScramCredentialDeletion(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ScramCredentialDeletion)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ScramCredentialDeletion)
     return out, pos
 
 
@@ -80,7 +79,7 @@ def r_ScramCredentialUpsertion(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ScramCredentialUpsertion)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ScramCredentialUpsertion)
     return out, pos
 
 
@@ -116,7 +115,7 @@ def r_AlterUserScramCredentialsRequest(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_AlterUserScramCredentialsRequest)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_AlterUserScramCredentialsRequest)
     return out, pos
 
 
@@ -150,7 +149,7 @@ def r_AlterUserScramCredentialsResult(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_AlterUserScramCredentialsResult)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_AlterUserScramCredentialsResult)
     return out, pos
 
 
@@ -175,7 +174,7 @@ def r_AlterUserScramCredentialsResponse(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_AlterUserScramCredentialsResponse)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_AlterUserScramCredentialsResponse)
     return out, pos
 
 

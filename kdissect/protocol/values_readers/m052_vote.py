@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_16s = _S('>16s').unpack_from
 _u_H = _S('>H').unpack_from
@@ -32,7 +31,7 @@ def r_PartitionData(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_PartitionData)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_PartitionData)
     return out, pos
 
 
@@ -66,7 +65,7 @@ def r_TopicData(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_TopicData)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_TopicData)
     return out, pos
 
 
@@ -100,7 +99,7 @@ def r_VoteRequest(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_VoteRequest)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_VoteRequest)
     return out, pos
 
 
@@ -118,7 +117,7 @@ def r_PartitionData_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_PartitionData_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_PartitionData_2)
     return out, pos
 
 
@@ -152,7 +151,7 @@ def r_TopicData_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_TopicData_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_TopicData_2)
     return out, pos
 
 
@@ -177,7 +176,7 @@ def r_VoteResponse(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_VoteResponse)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_VoteResponse)
     return out, pos
 
 
@@ -198,7 +197,7 @@ def r_PartitionData_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_PartitionData_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_PartitionData_3)
     return out, pos
 
 
@@ -232,7 +231,7 @@ def r_TopicData_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_TopicData_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_TopicData_3)
     return out, pos
 
 
@@ -268,7 +267,7 @@ def r_VoteRequest_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_VoteRequest_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_VoteRequest_2)
     return out, pos
 
 
@@ -293,7 +292,7 @@ def r_NodeEndpoint(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_NodeEndpoint)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_NodeEndpoint)
     return out, pos
 
 
@@ -336,7 +335,7 @@ def r_VoteResponse_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_VoteResponse_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_VoteResponse_2)
     return out, pos
 
 
@@ -360,7 +359,7 @@ def r_PartitionData_4(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_PartitionData_4)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_PartitionData_4)
     return out, pos
 
 
@@ -394,7 +393,7 @@ def r_TopicData_4(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_TopicData_4)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_TopicData_4)
     return out, pos
 
 
@@ -430,7 +429,7 @@ def r_VoteRequest_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_VoteRequest_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_VoteRequest_3)
     return out, pos
 
 

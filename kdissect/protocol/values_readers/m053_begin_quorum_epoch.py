@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_16s = _S('>16s').unpack_from
 _u_H = _S('>H').unpack_from
@@ -136,7 +135,7 @@ def r_PartitionData_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_PartitionData_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_PartitionData_3)
     return out, pos
 
 
@@ -170,7 +169,7 @@ def r_TopicData_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_TopicData_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_TopicData_3)
     return out, pos
 
 
@@ -204,7 +203,7 @@ def r_LeaderEndpoint(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_LeaderEndpoint)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_LeaderEndpoint)
     return out, pos
 
 
@@ -253,7 +252,7 @@ def r_BeginQuorumEpochRequest_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_BeginQuorumEpochRequest_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_BeginQuorumEpochRequest_2)
     return out, pos
 
 
@@ -268,7 +267,7 @@ def r_PartitionData_4(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_PartitionData_4)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_PartitionData_4)
     return out, pos
 
 
@@ -302,7 +301,7 @@ def r_TopicData_4(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_TopicData_4)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_TopicData_4)
     return out, pos
 
 
@@ -327,7 +326,7 @@ def r_NodeEndpoint(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_NodeEndpoint)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_NodeEndpoint)
     return out, pos
 
 
@@ -370,7 +369,7 @@ def r_BeginQuorumEpochResponse_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_BeginQuorumEpochResponse_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_BeginQuorumEpochResponse_2)
     return out, pos
 
 

@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_16s = _S('>16s').unpack_from
 _u_H = _S('>H').unpack_from
@@ -144,7 +143,7 @@ def r_ReplicaInfo(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ReplicaInfo)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ReplicaInfo)
     return out, pos
 
 
@@ -171,7 +170,7 @@ def r_PartitionData_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_PartitionData_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_PartitionData_3)
     return out, pos
 
 
@@ -205,7 +204,7 @@ def r_TopicData_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_TopicData_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_TopicData_3)
     return out, pos
 
 
@@ -239,7 +238,7 @@ def r_LeaderEndpoint(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_LeaderEndpoint)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_LeaderEndpoint)
     return out, pos
 
 
@@ -286,7 +285,7 @@ def r_EndQuorumEpochRequest_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_EndQuorumEpochRequest_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_EndQuorumEpochRequest_2)
     return out, pos
 
 
@@ -301,7 +300,7 @@ def r_PartitionData_4(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_PartitionData_4)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_PartitionData_4)
     return out, pos
 
 
@@ -335,7 +334,7 @@ def r_TopicData_4(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_TopicData_4)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_TopicData_4)
     return out, pos
 
 
@@ -360,7 +359,7 @@ def r_NodeEndpoint(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_NodeEndpoint)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_NodeEndpoint)
     return out, pos
 
 
@@ -403,7 +402,7 @@ def r_EndQuorumEpochResponse_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_EndQuorumEpochResponse_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_EndQuorumEpochResponse_2)
     return out, pos
 
 

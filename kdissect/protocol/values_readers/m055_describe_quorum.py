@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_16s = _S('>16s').unpack_from
 _u_H = _S('>H').unpack_from
@@ -29,7 +28,7 @@ def r_PartitionData(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_PartitionData)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_PartitionData)
     return out, pos
 
 
@@ -63,7 +62,7 @@ def r_TopicData(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_TopicData)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_TopicData)
     return out, pos
 
 
@@ -86,7 +85,7 @@ def r_DescribeQuorumRequest(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribeQuorumRequest)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribeQuorumRequest)
     return out, pos
 
 
@@ -99,7 +98,7 @@ def r_ReplicaState(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ReplicaState)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ReplicaState)
     return out, pos
 
 
@@ -141,7 +140,7 @@ def r_PartitionData_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_PartitionData_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_PartitionData_2)
     return out, pos
 
 
@@ -175,7 +174,7 @@ def r_TopicData_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_TopicData_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_TopicData_2)
     return out, pos
 
 
@@ -200,7 +199,7 @@ def r_DescribeQuorumResponse(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribeQuorumResponse)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribeQuorumResponse)
     return out, pos
 
 
@@ -215,7 +214,7 @@ def r_ReplicaState_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ReplicaState_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ReplicaState_2)
     return out, pos
 
 
@@ -257,7 +256,7 @@ def r_PartitionData_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_PartitionData_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_PartitionData_3)
     return out, pos
 
 
@@ -291,7 +290,7 @@ def r_TopicData_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_TopicData_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_TopicData_3)
     return out, pos
 
 
@@ -316,7 +315,7 @@ def r_DescribeQuorumResponse_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribeQuorumResponse_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribeQuorumResponse_2)
     return out, pos
 
 
@@ -334,7 +333,7 @@ def r_ReplicaState_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ReplicaState_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ReplicaState_3)
     return out, pos
 
 
@@ -388,7 +387,7 @@ def r_PartitionData_4(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_PartitionData_4)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_PartitionData_4)
     return out, pos
 
 
@@ -422,7 +421,7 @@ def r_TopicData_4(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_TopicData_4)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_TopicData_4)
     return out, pos
 
 
@@ -456,7 +455,7 @@ def r_Listener(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_Listener)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_Listener)
     return out, pos
 
 
@@ -481,7 +480,7 @@ def r_Node(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_Node)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_Node)
     return out, pos
 
 
@@ -530,7 +529,7 @@ def r_DescribeQuorumResponse_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribeQuorumResponse_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribeQuorumResponse_3)
     return out, pos
 
 

@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_16s = _S('>16s').unpack_from
 _u_bi = _S('>bi').unpack_from
@@ -44,7 +43,7 @@ def r_partitions(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_partitions)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_partitions)
     return out, pos
 
 
@@ -78,7 +77,7 @@ def r_topics(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_topics)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_topics)
     return out, pos
 
 
@@ -104,7 +103,7 @@ def r_AlterPartition_Request__Version__0_(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_AlterPartition_Request__Version__0_)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_AlterPartition_Request__Version__0_)
     return out, pos
 
 
@@ -136,7 +135,7 @@ def r_partitions_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_partitions_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_partitions_2)
     return out, pos
 
 
@@ -170,7 +169,7 @@ def r_topics_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_topics_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_topics_2)
     return out, pos
 
 
@@ -196,7 +195,7 @@ def r_AlterPartition_Response__Version__0_(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_AlterPartition_Response__Version__0_)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_AlterPartition_Response__Version__0_)
     return out, pos
 
 
@@ -227,7 +226,7 @@ def r_partitions_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_partitions_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_partitions_3)
     return out, pos
 
 
@@ -261,7 +260,7 @@ def r_topics_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_topics_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_topics_3)
     return out, pos
 
 
@@ -287,7 +286,7 @@ def r_AlterPartition_Request__Version__1_(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_AlterPartition_Request__Version__1_)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_AlterPartition_Request__Version__1_)
     return out, pos
 
 
@@ -320,7 +319,7 @@ def r_partitions_4(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_partitions_4)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_partitions_4)
     return out, pos
 
 
@@ -354,7 +353,7 @@ def r_topics_4(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_topics_4)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_topics_4)
     return out, pos
 
 
@@ -380,7 +379,7 @@ def r_AlterPartition_Response__Version__1_(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_AlterPartition_Response__Version__1_)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_AlterPartition_Response__Version__1_)
     return out, pos
 
 
@@ -405,7 +404,7 @@ def r_TopicData(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_TopicData)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_TopicData)
     return out, pos
 
 
@@ -431,7 +430,7 @@ def r_AlterPartitionRequest(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_AlterPartitionRequest)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_AlterPartitionRequest)
     return out, pos
 
 
@@ -456,7 +455,7 @@ def r_TopicData_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_TopicData_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_TopicData_2)
     return out, pos
 
 
@@ -482,7 +481,7 @@ def r_AlterPartitionResponse(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_AlterPartitionResponse)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_AlterPartitionResponse)
     return out, pos
 
 
@@ -495,7 +494,7 @@ def r_BrokerState(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_BrokerState)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_BrokerState)
     return out, pos
 
 
@@ -524,7 +523,7 @@ def r_PartitionData(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_PartitionData)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_PartitionData)
     return out, pos
 
 
@@ -549,7 +548,7 @@ def r_TopicData_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_TopicData_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_TopicData_3)
     return out, pos
 
 
@@ -575,7 +574,7 @@ def r_AlterPartitionRequest_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_AlterPartitionRequest_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_AlterPartitionRequest_2)
     return out, pos
 
 

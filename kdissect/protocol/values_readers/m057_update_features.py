@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_b = _S('>b').unpack_from
 _u_h = _S('>h').unpack_from
@@ -38,7 +37,7 @@ def r_FeatureUpdateKey(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_FeatureUpdateKey)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_FeatureUpdateKey)
     return out, pos
 
 
@@ -63,7 +62,7 @@ def r_UpdateFeaturesRequest(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_UpdateFeaturesRequest)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_UpdateFeaturesRequest)
     return out, pos
 
 
@@ -97,7 +96,7 @@ def r_UpdatableFeatureResult(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_UpdatableFeatureResult)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_UpdatableFeatureResult)
     return out, pos
 
 
@@ -134,7 +133,7 @@ def r_UpdateFeaturesResponse(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_UpdateFeaturesResponse)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_UpdateFeaturesResponse)
     return out, pos
 
 
@@ -158,7 +157,7 @@ def r_FeatureUpdateKey_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_FeatureUpdateKey_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_FeatureUpdateKey_2)
     return out, pos
 
 
@@ -186,7 +185,7 @@ def r_UpdateFeaturesRequest_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_UpdateFeaturesRequest_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_UpdateFeaturesRequest_2)
     return out, pos
 
 
@@ -210,7 +209,7 @@ def r_UpdateFeaturesResponse_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_UpdateFeaturesResponse_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_UpdateFeaturesResponse_2)
     return out, pos
 
 

@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_h = _S('>h').unpack_from
 
@@ -51,7 +50,7 @@ def r_EnvelopeRequest(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_EnvelopeRequest)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_EnvelopeRequest)
     return out, pos
 
 
@@ -74,7 +73,7 @@ def r_EnvelopeResponse(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_EnvelopeResponse)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_EnvelopeResponse)
     return out, pos
 
 

@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_16s = _S('>16s').unpack_from
 _u_H = _S('>H').unpack_from
@@ -28,7 +27,7 @@ def r_SnapshotId(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_SnapshotId)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_SnapshotId)
     return out, pos
 
 
@@ -44,7 +43,7 @@ def r_PartitionSnapshot(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_PartitionSnapshot)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_PartitionSnapshot)
     return out, pos
 
 
@@ -78,7 +77,7 @@ def r_TopicSnapshot(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_TopicSnapshot)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_TopicSnapshot)
     return out, pos
 
 
@@ -120,7 +119,7 @@ def r_FetchSnapshotRequest(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_FetchSnapshotRequest)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_FetchSnapshotRequest)
     return out, pos
 
 
@@ -133,7 +132,7 @@ def r_LeaderIdAndEpoch(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_LeaderIdAndEpoch)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_LeaderIdAndEpoch)
     return out, pos
 
 
@@ -162,12 +161,12 @@ def r_PartitionSnapshot_2(buf, pos, s):
     else:
         e = pos + n
         if e > len(buf): raise Bail
-        out['unaligned_records'] = _records(buf, pos, e, s) if s.records else s.conv(buf[pos:e]); pos = e
+        out['unaligned_records'] = s.batches(buf, pos, e, s) if s.records else s.conv(buf[pos:e]); pos = e
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_PartitionSnapshot_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_PartitionSnapshot_2)
     return out, pos
 
 
@@ -201,7 +200,7 @@ def r_TopicSnapshot_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_TopicSnapshot_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_TopicSnapshot_2)
     return out, pos
 
 
@@ -227,7 +226,7 @@ def r_FetchSnapshotResponse(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_FetchSnapshotResponse)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_FetchSnapshotResponse)
     return out, pos
 
 
@@ -250,7 +249,7 @@ def r_PartitionSnapshot_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_PartitionSnapshot_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_PartitionSnapshot_3)
     return out, pos
 
 
@@ -284,7 +283,7 @@ def r_TopicSnapshot_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_TopicSnapshot_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_TopicSnapshot_3)
     return out, pos
 
 
@@ -310,7 +309,7 @@ def r_FetchSnapshotRequest_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_FetchSnapshotRequest_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_FetchSnapshotRequest_2)
     return out, pos
 
 
@@ -335,7 +334,7 @@ def r_NodeEndpoint(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_NodeEndpoint)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_NodeEndpoint)
     return out, pos
 
 
@@ -379,7 +378,7 @@ def r_FetchSnapshotResponse_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_FetchSnapshotResponse_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_FetchSnapshotResponse_2)
     return out, pos
 
 

@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_b = _S('>b').unpack_from
 _u_i = _S('>i').unpack_from
@@ -23,7 +22,7 @@ def r_DescribeClusterRequest(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribeClusterRequest)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribeClusterRequest)
     return out, pos
 
 
@@ -59,7 +58,7 @@ def r_DescribeClusterBroker(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribeClusterBroker)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribeClusterBroker)
     return out, pos
 
 
@@ -111,7 +110,7 @@ def r_DescribeClusterResponse(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribeClusterResponse)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribeClusterResponse)
     return out, pos
 
 
@@ -126,7 +125,7 @@ def r_DescribeClusterRequest_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribeClusterRequest_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribeClusterRequest_2)
     return out, pos
 
 
@@ -180,7 +179,7 @@ def r_DescribeClusterResponse_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribeClusterResponse_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribeClusterResponse_2)
     return out, pos
 
 
@@ -198,7 +197,7 @@ def r_DescribeClusterRequest_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribeClusterRequest_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribeClusterRequest_3)
     return out, pos
 
 
@@ -237,7 +236,7 @@ def r_DescribeClusterBroker_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribeClusterBroker_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribeClusterBroker_2)
     return out, pos
 
 
@@ -291,7 +290,7 @@ def r_DescribeClusterResponse_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribeClusterResponse_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribeClusterResponse_3)
     return out, pos
 
 

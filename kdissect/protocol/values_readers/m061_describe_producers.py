@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_i = _S('>i').unpack_from
 _u_ih = _S('>ih').unpack_from
@@ -46,7 +45,7 @@ def r_TopicRequest(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_TopicRequest)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_TopicRequest)
     return out, pos
 
 
@@ -69,7 +68,7 @@ def r_DescribeProducersRequest(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribeProducersRequest)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribeProducersRequest)
     return out, pos
 
 
@@ -86,7 +85,7 @@ def r_ProducerState(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ProducerState)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ProducerState)
     return out, pos
 
 
@@ -123,7 +122,7 @@ def r_PartitionResponse(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_PartitionResponse)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_PartitionResponse)
     return out, pos
 
 
@@ -157,7 +156,7 @@ def r_TopicResponse(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_TopicResponse)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_TopicResponse)
     return out, pos
 
 
@@ -182,7 +181,7 @@ def r_DescribeProducersResponse(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribeProducersResponse)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribeProducersResponse)
     return out, pos
 
 

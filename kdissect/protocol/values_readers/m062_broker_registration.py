@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_16s = _S('>16s').unpack_from
 _u_Hh = _S('>Hh').unpack_from
@@ -49,7 +48,7 @@ def r_Listener(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_Listener)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_Listener)
     return out, pos
 
 
@@ -73,7 +72,7 @@ def r_Feature(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_Feature)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_Feature)
     return out, pos
 
 
@@ -135,7 +134,7 @@ def r_BrokerRegistrationRequest(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_BrokerRegistrationRequest)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_BrokerRegistrationRequest)
     return out, pos
 
 
@@ -149,7 +148,7 @@ def r_BrokerRegistrationResponse(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_BrokerRegistrationResponse)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_BrokerRegistrationResponse)
     return out, pos
 
 
@@ -214,7 +213,7 @@ def r_BrokerRegistrationRequest_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_BrokerRegistrationRequest_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_BrokerRegistrationRequest_2)
     return out, pos
 
 
@@ -294,7 +293,7 @@ def r_BrokerRegistrationRequest_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_BrokerRegistrationRequest_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_BrokerRegistrationRequest_3)
     return out, pos
 
 
@@ -376,7 +375,7 @@ def r_BrokerRegistrationRequest_4(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_BrokerRegistrationRequest_4)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_BrokerRegistrationRequest_4)
     return out, pos
 
 

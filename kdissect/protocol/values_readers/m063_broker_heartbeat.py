@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_16s = _S('>16s').unpack_from
 _u_b = _S('>b').unpack_from
@@ -31,7 +30,7 @@ def r_BrokerHeartbeatRequest(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_BrokerHeartbeatRequest)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_BrokerHeartbeatRequest)
     return out, pos
 
 
@@ -53,7 +52,7 @@ def r_BrokerHeartbeatResponse(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_BrokerHeartbeatResponse)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_BrokerHeartbeatResponse)
     return out, pos
 
 
@@ -93,7 +92,7 @@ def r_BrokerHeartbeatRequest_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_BrokerHeartbeatRequest_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_BrokerHeartbeatRequest_2)
     return out, pos
 
 
@@ -133,7 +132,7 @@ def r_BrokerHeartbeatRequest_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_BrokerHeartbeatRequest_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_BrokerHeartbeatRequest_3)
     return out, pos
 
 

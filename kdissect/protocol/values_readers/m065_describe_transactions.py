@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_h = _S('>h').unpack_from
 _u_i = _S('>i').unpack_from
@@ -44,7 +43,7 @@ def r_DescribeTransactionsRequest(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribeTransactionsRequest)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribeTransactionsRequest)
     return out, pos
 
 
@@ -80,7 +79,7 @@ def r_TopicData(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_TopicData)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_TopicData)
     return out, pos
 
 
@@ -132,7 +131,7 @@ def r_TransactionState(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_TransactionState)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_TransactionState)
     return out, pos
 
 
@@ -157,7 +156,7 @@ def r_DescribeTransactionsResponse(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribeTransactionsResponse)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribeTransactionsResponse)
     return out, pos
 
 

@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_ih = _S('>ih').unpack_from
 _u_q = _S('>q').unpack_from
@@ -58,7 +57,7 @@ def r_ListTransactionsRequest(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ListTransactionsRequest)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ListTransactionsRequest)
     return out, pos
 
 
@@ -92,7 +91,7 @@ def r_TransactionState(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_TransactionState)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_TransactionState)
     return out, pos
 
 
@@ -142,7 +141,7 @@ def r_ListTransactionsResponse(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ListTransactionsResponse)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ListTransactionsResponse)
     return out, pos
 
 
@@ -193,7 +192,7 @@ def r_ListTransactionsRequest_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ListTransactionsRequest_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ListTransactionsRequest_2)
     return out, pos
 
 
@@ -255,7 +254,7 @@ def r_ListTransactionsRequest_3(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ListTransactionsRequest_3)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ListTransactionsRequest_3)
     return out, pos
 
 

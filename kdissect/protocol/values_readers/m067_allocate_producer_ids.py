@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_ihqi = _S('>ihqi').unpack_from
 _u_iq = _S('>iq').unpack_from
@@ -22,7 +21,7 @@ def r_AllocateProducerIdsRequest(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_AllocateProducerIdsRequest)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_AllocateProducerIdsRequest)
     return out, pos
 
 
@@ -37,7 +36,7 @@ def r_AllocateProducerIdsResponse(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_AllocateProducerIdsResponse)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_AllocateProducerIdsResponse)
     return out, pos
 
 

@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_16s = _S('>16s').unpack_from
 _u_i = _S('>i').unpack_from
@@ -38,7 +37,7 @@ def r_TopicPartitions(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_TopicPartitions)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_TopicPartitions)
     return out, pos
 
 
@@ -144,7 +143,7 @@ def r_ConsumerGroupHeartbeatRequest(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ConsumerGroupHeartbeatRequest)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ConsumerGroupHeartbeatRequest)
     return out, pos
 
 
@@ -167,7 +166,7 @@ def r_Assignment(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_Assignment)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_Assignment)
     return out, pos
 
 
@@ -210,7 +209,7 @@ def r_ConsumerGroupHeartbeatResponse(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ConsumerGroupHeartbeatResponse)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ConsumerGroupHeartbeatResponse)
     return out, pos
 
 
@@ -327,7 +326,7 @@ def r_ConsumerGroupHeartbeatRequest_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ConsumerGroupHeartbeatRequest_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ConsumerGroupHeartbeatRequest_2)
     return out, pos
 
 

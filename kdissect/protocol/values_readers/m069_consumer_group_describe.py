@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_16s = _S('>16s').unpack_from
 _u_b = _S('>b').unpack_from
@@ -49,7 +48,7 @@ def r_ConsumerGroupDescribeRequest(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ConsumerGroupDescribeRequest)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ConsumerGroupDescribeRequest)
     return out, pos
 
 
@@ -87,7 +86,7 @@ def r_TopicPartitions(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_TopicPartitions)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_TopicPartitions)
     return out, pos
 
 
@@ -110,7 +109,7 @@ def r_Assignment(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_Assignment)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_Assignment)
     return out, pos
 
 
@@ -214,7 +213,7 @@ def r_Member(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_Member)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_Member)
     return out, pos
 
 
@@ -288,7 +287,7 @@ def r_DescribedGroup(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribedGroup)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribedGroup)
     return out, pos
 
 
@@ -313,7 +312,7 @@ def r_ConsumerGroupDescribeResponse(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ConsumerGroupDescribeResponse)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ConsumerGroupDescribeResponse)
     return out, pos
 
 
@@ -419,7 +418,7 @@ def r_Member_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_Member_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_Member_2)
     return out, pos
 
 
@@ -493,7 +492,7 @@ def r_DescribedGroup_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribedGroup_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribedGroup_2)
     return out, pos
 
 
@@ -518,7 +517,7 @@ def r_ConsumerGroupDescribeResponse_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ConsumerGroupDescribeResponse_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ConsumerGroupDescribeResponse_2)
     return out, pos
 
 

@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_16s = _S('>16s').unpack_from
 _u_Hh = _S('>Hh').unpack_from
@@ -48,7 +47,7 @@ def r_Listener(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_Listener)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_Listener)
     return out, pos
 
 
@@ -72,7 +71,7 @@ def r_Feature(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_Feature)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_Feature)
     return out, pos
 
 
@@ -115,7 +114,7 @@ def r_ControllerRegistrationRequest(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ControllerRegistrationRequest)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ControllerRegistrationRequest)
     return out, pos
 
 
@@ -139,7 +138,7 @@ def r_ControllerRegistrationResponse(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ControllerRegistrationResponse)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ControllerRegistrationResponse)
     return out, pos
 
 

@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_16s = _S('>16s').unpack_from
 _u_b = _S('>b').unpack_from
@@ -24,7 +23,7 @@ def r_GetTelemetrySubscriptionsRequest(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_GetTelemetrySubscriptionsRequest)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_GetTelemetrySubscriptionsRequest)
     return out, pos
 
 
@@ -86,7 +85,7 @@ def r_GetTelemetrySubscriptionsResponse(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_GetTelemetrySubscriptionsResponse)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_GetTelemetrySubscriptionsResponse)
     return out, pos
 
 

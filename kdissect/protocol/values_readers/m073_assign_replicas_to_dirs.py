@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_16s = _S('>16s').unpack_from
 _u_i = _S('>i').unpack_from
@@ -23,7 +22,7 @@ def r_PartitionData(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_PartitionData)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_PartitionData)
     return out, pos
 
 
@@ -48,7 +47,7 @@ def r_TopicData(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_TopicData)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_TopicData)
     return out, pos
 
 
@@ -73,7 +72,7 @@ def r_DirectoryData(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DirectoryData)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DirectoryData)
     return out, pos
 
 
@@ -99,7 +98,7 @@ def r_AssignReplicasToDirsRequest(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_AssignReplicasToDirsRequest)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_AssignReplicasToDirsRequest)
     return out, pos
 
 
@@ -112,7 +111,7 @@ def r_PartitionData_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_PartitionData_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_PartitionData_2)
     return out, pos
 
 
@@ -137,7 +136,7 @@ def r_TopicData_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_TopicData_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_TopicData_2)
     return out, pos
 
 
@@ -162,7 +161,7 @@ def r_DirectoryData_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DirectoryData_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DirectoryData_2)
     return out, pos
 
 
@@ -188,7 +187,7 @@ def r_AssignReplicasToDirsResponse(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_AssignReplicasToDirsResponse)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_AssignReplicasToDirsResponse)
     return out, pos
 
 

@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_b = _S('>b').unpack_from
 _u_ih = _S('>ih').unpack_from
@@ -19,7 +18,7 @@ def r_ListConfigResourcesRequest(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ListConfigResourcesRequest)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ListConfigResourcesRequest)
     return out, pos
 
 
@@ -40,7 +39,7 @@ def r_ConfigResource(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ConfigResource)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ConfigResource)
     return out, pos
 
 
@@ -66,7 +65,7 @@ def r_ListConfigResourcesResponse(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ListConfigResourcesResponse)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ListConfigResourcesResponse)
     return out, pos
 
 
@@ -91,7 +90,7 @@ def r_ListConfigResourcesRequest_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ListConfigResourcesRequest_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ListConfigResourcesRequest_2)
     return out, pos
 
 
@@ -114,7 +113,7 @@ def r_ConfigResource_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ConfigResource_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ConfigResource_2)
     return out, pos
 
 
@@ -140,7 +139,7 @@ def r_ListConfigResourcesResponse_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ListConfigResourcesResponse_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ListConfigResourcesResponse_2)
     return out, pos
 
 

@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_16s = _S('>16s').unpack_from
 _u_b = _S('>b').unpack_from
@@ -33,7 +32,7 @@ def r_TopicRequest(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_TopicRequest)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_TopicRequest)
     return out, pos
 
 
@@ -56,7 +55,7 @@ def r_Cursor(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_Cursor)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_Cursor)
     return out, pos
 
 
@@ -86,7 +85,7 @@ def r_DescribeTopicPartitionsRequest(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribeTopicPartitionsRequest)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribeTopicPartitionsRequest)
     return out, pos
 
 
@@ -176,7 +175,7 @@ def r_DescribeTopicPartitionsResponsePartition(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribeTopicPartitionsResponsePartition)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribeTopicPartitionsResponsePartition)
     return out, pos
 
 
@@ -219,7 +218,7 @@ def r_DescribeTopicPartitionsResponseTopic(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribeTopicPartitionsResponseTopic)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribeTopicPartitionsResponseTopic)
     return out, pos
 
 
@@ -249,7 +248,7 @@ def r_DescribeTopicPartitionsResponse(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribeTopicPartitionsResponse)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribeTopicPartitionsResponse)
     return out, pos
 
 

@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_16s = _S('>16s').unpack_from
 _u_i = _S('>i').unpack_from
@@ -80,7 +79,7 @@ def r_ShareGroupHeartbeat_Request__Version__0_(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ShareGroupHeartbeat_Request__Version__0_)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ShareGroupHeartbeat_Request__Version__0_)
     return out, pos
 
 
@@ -107,7 +106,7 @@ def r_topic_partitions(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_topic_partitions)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_topic_partitions)
     return out, pos
 
 
@@ -130,7 +129,7 @@ def r_assignment(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_assignment)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_assignment)
     return out, pos
 
 
@@ -173,7 +172,7 @@ def r_ShareGroupHeartbeat_Response__Version__0_(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ShareGroupHeartbeat_Response__Version__0_)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ShareGroupHeartbeat_Response__Version__0_)
     return out, pos
 
 

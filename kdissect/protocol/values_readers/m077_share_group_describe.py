@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_16s = _S('>16s').unpack_from
 _u_b = _S('>b').unpack_from
@@ -49,7 +48,7 @@ def r_ShareGroupDescribe_Request__Version__0_(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ShareGroupDescribe_Request__Version__0_)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ShareGroupDescribe_Request__Version__0_)
     return out, pos
 
 
@@ -87,7 +86,7 @@ def r_topic_partitions(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_topic_partitions)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_topic_partitions)
     return out, pos
 
 
@@ -110,7 +109,7 @@ def r_assignment(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_assignment)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_assignment)
     return out, pos
 
 
@@ -191,7 +190,7 @@ def r_members(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_members)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_members)
     return out, pos
 
 
@@ -265,7 +264,7 @@ def r_groups(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_groups)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_groups)
     return out, pos
 
 
@@ -290,7 +289,7 @@ def r_ShareGroupDescribe_Response__Version__0_(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ShareGroupDescribe_Response__Version__0_)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ShareGroupDescribe_Response__Version__0_)
     return out, pos
 
 

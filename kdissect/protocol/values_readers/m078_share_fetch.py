@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_16s = _S('>16s').unpack_from
 _u_b = _S('>b').unpack_from
@@ -46,7 +45,7 @@ def r_acknowledgement_batches(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_acknowledgement_batches)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_acknowledgement_batches)
     return out, pos
 
 
@@ -72,7 +71,7 @@ def r_partitions(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_partitions)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_partitions)
     return out, pos
 
 
@@ -97,7 +96,7 @@ def r_topics(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_topics)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_topics)
     return out, pos
 
 
@@ -124,7 +123,7 @@ def r_forgotten_topics_data(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_forgotten_topics_data)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_forgotten_topics_data)
     return out, pos
 
 
@@ -187,7 +186,7 @@ def r_ShareFetch_Request__Version__0_(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ShareFetch_Request__Version__0_)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ShareFetch_Request__Version__0_)
     return out, pos
 
 
@@ -200,7 +199,7 @@ def r_current_leader(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_current_leader)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_current_leader)
     return out, pos
 
 
@@ -214,7 +213,7 @@ def r_acquired_records(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_acquired_records)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_acquired_records)
     return out, pos
 
 
@@ -258,7 +257,7 @@ def r_partitions_2(buf, pos, s):
     else:
         e = pos + n
         if e > len(buf): raise Bail
-        out['records'] = _records(buf, pos, e, s) if s.records else s.conv(buf[pos:e]); pos = e
+        out['records'] = s.batches(buf, pos, e, s) if s.records else s.conv(buf[pos:e]); pos = e
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
@@ -276,7 +275,7 @@ def r_partitions_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_partitions_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_partitions_2)
     return out, pos
 
 
@@ -301,7 +300,7 @@ def r_responses(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_responses)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_responses)
     return out, pos
 
 
@@ -337,7 +336,7 @@ def r_node_endpoints(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_node_endpoints)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_node_endpoints)
     return out, pos
 
 
@@ -387,7 +386,7 @@ def r_ShareFetch_Response__Version__0_(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ShareFetch_Response__Version__0_)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ShareFetch_Response__Version__0_)
     return out, pos
 
 
@@ -412,7 +411,7 @@ def r_FetchPartition(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_FetchPartition)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_FetchPartition)
     return out, pos
 
 
@@ -437,7 +436,7 @@ def r_FetchTopic(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_FetchTopic)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_FetchTopic)
     return out, pos
 
 
@@ -502,7 +501,7 @@ def r_ShareFetchRequest(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ShareFetchRequest)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ShareFetchRequest)
     return out, pos
 
 
@@ -554,7 +553,7 @@ def r_ShareFetchResponse(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ShareFetchResponse)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ShareFetchResponse)
     return out, pos
 
 
@@ -623,7 +622,7 @@ def r_ShareFetchRequest_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ShareFetchRequest_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ShareFetchRequest_2)
     return out, pos
 
 

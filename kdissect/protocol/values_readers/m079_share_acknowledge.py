@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_16s = _S('>16s').unpack_from
 _u_b = _S('>b').unpack_from
@@ -41,7 +40,7 @@ def r_acknowledgement_batches(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_acknowledgement_batches)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_acknowledgement_batches)
     return out, pos
 
 
@@ -66,7 +65,7 @@ def r_partitions(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_partitions)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_partitions)
     return out, pos
 
 
@@ -91,7 +90,7 @@ def r_topics(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_topics)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_topics)
     return out, pos
 
 
@@ -138,7 +137,7 @@ def r_ShareAcknowledge_Request__Version__0_(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ShareAcknowledge_Request__Version__0_)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ShareAcknowledge_Request__Version__0_)
     return out, pos
 
 
@@ -151,7 +150,7 @@ def r_current_leader(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_current_leader)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_current_leader)
     return out, pos
 
 
@@ -176,7 +175,7 @@ def r_partitions_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_partitions_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_partitions_2)
     return out, pos
 
 
@@ -201,7 +200,7 @@ def r_responses(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_responses)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_responses)
     return out, pos
 
 
@@ -237,7 +236,7 @@ def r_node_endpoints(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_node_endpoints)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_node_endpoints)
     return out, pos
 
 
@@ -287,7 +286,7 @@ def r_ShareAcknowledge_Response__Version__0_(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ShareAcknowledge_Response__Version__0_)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ShareAcknowledge_Response__Version__0_)
     return out, pos
 
 
@@ -337,7 +336,7 @@ def r_ShareAcknowledgeRequest(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ShareAcknowledgeRequest)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ShareAcknowledgeRequest)
     return out, pos
 
 
@@ -389,7 +388,7 @@ def r_ShareAcknowledgeResponse(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ShareAcknowledgeResponse)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ShareAcknowledgeResponse)
     return out, pos
 
 

@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_16s = _S('>16s').unpack_from
 _u_H = _S('>H').unpack_from
@@ -46,7 +45,7 @@ def r_Listener(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_Listener)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_Listener)
     return out, pos
 
 
@@ -85,7 +84,7 @@ def r_AddRaftVoterRequest(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_AddRaftVoterRequest)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_AddRaftVoterRequest)
     return out, pos
 
 
@@ -109,7 +108,7 @@ def r_AddRaftVoterResponse(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_AddRaftVoterResponse)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_AddRaftVoterResponse)
     return out, pos
 
 
@@ -151,7 +150,7 @@ def r_AddRaftVoterRequest_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_AddRaftVoterRequest_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_AddRaftVoterRequest_2)
     return out, pos
 
 

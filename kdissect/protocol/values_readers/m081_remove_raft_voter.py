@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_16s = _S('>16s').unpack_from
 _u_i = _S('>i').unpack_from
@@ -35,7 +34,7 @@ def r_RemoveRaftVoterRequest(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_RemoveRaftVoterRequest)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_RemoveRaftVoterRequest)
     return out, pos
 
 
@@ -59,7 +58,7 @@ def r_RemoveRaftVoterResponse(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_RemoveRaftVoterResponse)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_RemoveRaftVoterResponse)
     return out, pos
 
 

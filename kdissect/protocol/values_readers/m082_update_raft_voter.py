@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_16s = _S('>16s').unpack_from
 _u_H = _S('>H').unpack_from
@@ -47,7 +46,7 @@ def r_Listener(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_Listener)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_Listener)
     return out, pos
 
 
@@ -60,7 +59,7 @@ def r_KRaftVersionFeature(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_KRaftVersionFeature)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_KRaftVersionFeature)
     return out, pos
 
 
@@ -100,7 +99,7 @@ def r_UpdateRaftVoterRequest(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_UpdateRaftVoterRequest)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_UpdateRaftVoterRequest)
     return out, pos
 
 
@@ -126,7 +125,7 @@ def r_CurrentLeader(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_CurrentLeader)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_CurrentLeader)
     return out, pos
 
 
@@ -145,7 +144,7 @@ def r_UpdateRaftVoterResponse(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_UpdateRaftVoterResponse)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_UpdateRaftVoterResponse)
     return out, pos
 
 

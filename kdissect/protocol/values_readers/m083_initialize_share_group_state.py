@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_16s = _S('>16s').unpack_from
 _u_ih = _S('>ih').unpack_from
@@ -24,7 +23,7 @@ def r_PartitionData(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_PartitionData)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_PartitionData)
     return out, pos
 
 
@@ -49,7 +48,7 @@ def r_InitializeStateData(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_InitializeStateData)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_InitializeStateData)
     return out, pos
 
 
@@ -83,7 +82,7 @@ def r_InitializeShareGroupStateRequest(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_InitializeShareGroupStateRequest)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_InitializeShareGroupStateRequest)
     return out, pos
 
 
@@ -107,7 +106,7 @@ def r_PartitionResult(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_PartitionResult)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_PartitionResult)
     return out, pos
 
 
@@ -132,7 +131,7 @@ def r_InitializeStateResult(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_InitializeStateResult)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_InitializeStateResult)
     return out, pos
 
 
@@ -155,7 +154,7 @@ def r_InitializeShareGroupStateResponse(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_InitializeShareGroupStateResponse)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_InitializeShareGroupStateResponse)
     return out, pos
 
 

@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_16s = _S('>16s').unpack_from
 _u_ih = _S('>ih').unpack_from
@@ -25,7 +24,7 @@ def r_PartitionData(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_PartitionData)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_PartitionData)
     return out, pos
 
 
@@ -50,7 +49,7 @@ def r_ReadStateData(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ReadStateData)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ReadStateData)
     return out, pos
 
 
@@ -84,7 +83,7 @@ def r_ReadShareGroupStateRequest(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ReadShareGroupStateRequest)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ReadShareGroupStateRequest)
     return out, pos
 
 
@@ -99,7 +98,7 @@ def r_StateBatch(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_StateBatch)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_StateBatch)
     return out, pos
 
 
@@ -139,7 +138,7 @@ def r_PartitionResult(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_PartitionResult)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_PartitionResult)
     return out, pos
 
 
@@ -164,7 +163,7 @@ def r_ReadStateResult(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ReadStateResult)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ReadStateResult)
     return out, pos
 
 
@@ -187,7 +186,7 @@ def r_ReadShareGroupStateResponse(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ReadShareGroupStateResponse)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ReadShareGroupStateResponse)
     return out, pos
 
 

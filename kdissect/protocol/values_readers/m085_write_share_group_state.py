@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_16s = _S('>16s').unpack_from
 _u_ih = _S('>ih').unpack_from
@@ -27,7 +26,7 @@ def r_StateBatch(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_StateBatch)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_StateBatch)
     return out, pos
 
 
@@ -55,7 +54,7 @@ def r_PartitionData(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_PartitionData)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_PartitionData)
     return out, pos
 
 
@@ -80,7 +79,7 @@ def r_WriteStateData(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_WriteStateData)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_WriteStateData)
     return out, pos
 
 
@@ -114,7 +113,7 @@ def r_WriteShareGroupStateRequest(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_WriteShareGroupStateRequest)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_WriteShareGroupStateRequest)
     return out, pos
 
 
@@ -138,7 +137,7 @@ def r_PartitionResult(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_PartitionResult)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_PartitionResult)
     return out, pos
 
 
@@ -163,7 +162,7 @@ def r_WriteStateResult(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_WriteStateResult)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_WriteStateResult)
     return out, pos
 
 
@@ -186,7 +185,7 @@ def r_WriteShareGroupStateResponse(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_WriteShareGroupStateResponse)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_WriteShareGroupStateResponse)
     return out, pos
 
 
@@ -215,7 +214,7 @@ def r_PartitionData_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_PartitionData_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_PartitionData_2)
     return out, pos
 
 
@@ -240,7 +239,7 @@ def r_WriteStateData_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_WriteStateData_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_WriteStateData_2)
     return out, pos
 
 
@@ -274,7 +273,7 @@ def r_WriteShareGroupStateRequest_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_WriteShareGroupStateRequest_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_WriteShareGroupStateRequest_2)
     return out, pos
 
 

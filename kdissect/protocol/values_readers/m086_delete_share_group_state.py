@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_16s = _S('>16s').unpack_from
 _u_i = _S('>i').unpack_from
@@ -22,7 +21,7 @@ def r_PartitionData(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_PartitionData)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_PartitionData)
     return out, pos
 
 
@@ -47,7 +46,7 @@ def r_DeleteStateData(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DeleteStateData)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DeleteStateData)
     return out, pos
 
 
@@ -81,7 +80,7 @@ def r_DeleteShareGroupStateRequest(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DeleteShareGroupStateRequest)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DeleteShareGroupStateRequest)
     return out, pos
 
 
@@ -105,7 +104,7 @@ def r_PartitionResult(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_PartitionResult)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_PartitionResult)
     return out, pos
 
 
@@ -130,7 +129,7 @@ def r_DeleteStateResult(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DeleteStateResult)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DeleteStateResult)
     return out, pos
 
 
@@ -153,7 +152,7 @@ def r_DeleteShareGroupStateResponse(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DeleteShareGroupStateResponse)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DeleteShareGroupStateResponse)
     return out, pos
 
 

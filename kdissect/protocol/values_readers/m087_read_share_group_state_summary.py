@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_16s = _S('>16s').unpack_from
 _u_ih = _S('>ih').unpack_from
@@ -25,7 +24,7 @@ def r_PartitionData(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_PartitionData)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_PartitionData)
     return out, pos
 
 
@@ -50,7 +49,7 @@ def r_ReadStateSummaryData(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ReadStateSummaryData)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ReadStateSummaryData)
     return out, pos
 
 
@@ -84,7 +83,7 @@ def r_ReadShareGroupStateSummaryRequest(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ReadShareGroupStateSummaryRequest)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ReadShareGroupStateSummaryRequest)
     return out, pos
 
 
@@ -112,7 +111,7 @@ def r_PartitionResult(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_PartitionResult)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_PartitionResult)
     return out, pos
 
 
@@ -137,7 +136,7 @@ def r_ReadStateSummaryResult(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ReadStateSummaryResult)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ReadStateSummaryResult)
     return out, pos
 
 
@@ -160,7 +159,7 @@ def r_ReadShareGroupStateSummaryResponse(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ReadShareGroupStateSummaryResponse)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ReadShareGroupStateSummaryResponse)
     return out, pos
 
 
@@ -189,7 +188,7 @@ def r_PartitionResult_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_PartitionResult_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_PartitionResult_2)
     return out, pos
 
 
@@ -214,7 +213,7 @@ def r_ReadStateSummaryResult_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ReadStateSummaryResult_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ReadStateSummaryResult_2)
     return out, pos
 
 
@@ -237,7 +236,7 @@ def r_ReadShareGroupStateSummaryResponse_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_ReadShareGroupStateSummaryResponse_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_ReadShareGroupStateSummaryResponse_2)
     return out, pos
 
 

@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_H = _S('>H').unpack_from
 _u_b = _S('>b').unpack_from
@@ -48,7 +47,7 @@ def r_KeyValue(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_KeyValue)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_KeyValue)
     return out, pos
 
 
@@ -85,7 +84,7 @@ def r_TopicInfo(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_TopicInfo)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_TopicInfo)
     return out, pos
 
 
@@ -140,7 +139,7 @@ def r_CopartitionGroup(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_CopartitionGroup)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_CopartitionGroup)
     return out, pos
 
 
@@ -272,7 +271,7 @@ def r_Subtopology(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_Subtopology)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_Subtopology)
     return out, pos
 
 
@@ -297,7 +296,7 @@ def r_Topology(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_Topology)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_Topology)
     return out, pos
 
 
@@ -333,7 +332,7 @@ def r_TaskIds(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_TaskIds)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_TaskIds)
     return out, pos
 
 
@@ -356,7 +355,7 @@ def r_Endpoint(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_Endpoint)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_Endpoint)
     return out, pos
 
 
@@ -380,7 +379,7 @@ def r_TaskOffset(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_TaskOffset)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_TaskOffset)
     return out, pos
 
 
@@ -541,7 +540,7 @@ def r_StreamsGroupHeartbeatRequest(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_StreamsGroupHeartbeatRequest)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_StreamsGroupHeartbeatRequest)
     return out, pos
 
 
@@ -564,7 +563,7 @@ def r_status(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_status)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_status)
     return out, pos
 
 
@@ -600,7 +599,7 @@ def r_active_partitions(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_active_partitions)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_active_partitions)
     return out, pos
 
 
@@ -637,7 +636,7 @@ def r_partitions_by_user_endpoint(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_partitions_by_user_endpoint)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_partitions_by_user_endpoint)
     return out, pos
 
 
@@ -744,7 +743,7 @@ def r_StreamsGroupHeartbeat_Response__Version__0_(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_StreamsGroupHeartbeat_Response__Version__0_)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_StreamsGroupHeartbeat_Response__Version__0_)
     return out, pos
 
 
@@ -854,7 +853,7 @@ def r_StreamsGroupHeartbeat_Response__Version__1_(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_StreamsGroupHeartbeat_Response__Version__1_)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_StreamsGroupHeartbeat_Response__Version__1_)
     return out, pos
 
 

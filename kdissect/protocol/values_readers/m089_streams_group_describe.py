@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_H = _S('>H').unpack_from
 _u_b = _S('>b').unpack_from
@@ -51,7 +50,7 @@ def r_StreamsGroupDescribeRequest(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_StreamsGroupDescribeRequest)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_StreamsGroupDescribeRequest)
     return out, pos
 
 
@@ -83,7 +82,7 @@ def r_KeyValue(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_KeyValue)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_KeyValue)
     return out, pos
 
 
@@ -120,7 +119,7 @@ def r_TopicInfo(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_TopicInfo)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_TopicInfo)
     return out, pos
 
 
@@ -215,7 +214,7 @@ def r_Subtopology(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_Subtopology)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_Subtopology)
     return out, pos
 
 
@@ -240,7 +239,7 @@ def r_Topology(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_Topology)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_Topology)
     return out, pos
 
 
@@ -263,7 +262,7 @@ def r_Endpoint(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_Endpoint)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_Endpoint)
     return out, pos
 
 
@@ -287,7 +286,7 @@ def r_TaskOffset(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_TaskOffset)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_TaskOffset)
     return out, pos
 
 
@@ -323,7 +322,7 @@ def r_TaskIds(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_TaskIds)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_TaskIds)
     return out, pos
 
 
@@ -372,7 +371,7 @@ def r_Assignment(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_Assignment)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_Assignment)
     return out, pos
 
 
@@ -501,7 +500,7 @@ def r_Member(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_Member)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_Member)
     return out, pos
 
 
@@ -569,7 +568,7 @@ def r_DescribedGroup(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribedGroup)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribedGroup)
     return out, pos
 
 
@@ -594,7 +593,7 @@ def r_StreamsGroupDescribeResponse(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_StreamsGroupDescribeResponse)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_StreamsGroupDescribeResponse)
     return out, pos
 
 
@@ -634,7 +633,7 @@ def r_StreamsGroupDescribe_Request__Version__1_(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_StreamsGroupDescribe_Request__Version__1_)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_StreamsGroupDescribe_Request__Version__1_)
     return out, pos
 
 
@@ -740,7 +739,7 @@ def r_nodes(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_nodes)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_nodes)
     return out, pos
 
 
@@ -774,7 +773,7 @@ def r_subtopologies(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_subtopologies)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_subtopologies)
     return out, pos
 
 
@@ -786,7 +785,7 @@ def r_global_stores(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_global_stores)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_global_stores)
     return out, pos
 
 
@@ -822,7 +821,7 @@ def r_topology_description(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_topology_description)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_topology_description)
     return out, pos
 
 
@@ -908,7 +907,7 @@ def r_groups(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_groups)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_groups)
     return out, pos
 
 
@@ -933,7 +932,7 @@ def r_StreamsGroupDescribe_Response__Version__1_(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_StreamsGroupDescribe_Response__Version__1_)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_StreamsGroupDescribe_Response__Version__1_)
     return out, pos
 
 

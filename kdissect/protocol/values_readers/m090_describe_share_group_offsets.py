@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_16s = _S('>16s').unpack_from
 _u_h = _S('>h').unpack_from
@@ -48,7 +47,7 @@ def r_DescribeShareGroupOffsetsRequestTopic(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribeShareGroupOffsetsRequestTopic)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribeShareGroupOffsetsRequestTopic)
     return out, pos
 
 
@@ -82,7 +81,7 @@ def r_DescribeShareGroupOffsetsRequestGroup(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribeShareGroupOffsetsRequestGroup)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribeShareGroupOffsetsRequestGroup)
     return out, pos
 
 
@@ -105,7 +104,7 @@ def r_DescribeShareGroupOffsetsRequest(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribeShareGroupOffsetsRequest)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribeShareGroupOffsetsRequest)
     return out, pos
 
 
@@ -131,7 +130,7 @@ def r_DescribeShareGroupOffsetsResponsePartition(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribeShareGroupOffsetsResponsePartition)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribeShareGroupOffsetsResponsePartition)
     return out, pos
 
 
@@ -167,7 +166,7 @@ def r_DescribeShareGroupOffsetsResponseTopic(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribeShareGroupOffsetsResponseTopic)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribeShareGroupOffsetsResponseTopic)
     return out, pos
 
 
@@ -214,7 +213,7 @@ def r_DescribeShareGroupOffsetsResponseGroup(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribeShareGroupOffsetsResponseGroup)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribeShareGroupOffsetsResponseGroup)
     return out, pos
 
 
@@ -239,7 +238,7 @@ def r_DescribeShareGroupOffsetsResponse(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribeShareGroupOffsetsResponse)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribeShareGroupOffsetsResponse)
     return out, pos
 
 
@@ -266,7 +265,7 @@ def r_DescribeShareGroupOffsetsResponsePartition_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribeShareGroupOffsetsResponsePartition_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribeShareGroupOffsetsResponsePartition_2)
     return out, pos
 
 
@@ -302,7 +301,7 @@ def r_DescribeShareGroupOffsetsResponseTopic_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribeShareGroupOffsetsResponseTopic_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribeShareGroupOffsetsResponseTopic_2)
     return out, pos
 
 
@@ -349,7 +348,7 @@ def r_DescribeShareGroupOffsetsResponseGroup_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribeShareGroupOffsetsResponseGroup_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribeShareGroupOffsetsResponseGroup_2)
     return out, pos
 
 
@@ -374,7 +373,7 @@ def r_DescribeShareGroupOffsetsResponse_2(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DescribeShareGroupOffsetsResponse_2)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DescribeShareGroupOffsetsResponse_2)
     return out, pos
 
 

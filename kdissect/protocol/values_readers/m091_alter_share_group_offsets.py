@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_16s = _S('>16s').unpack_from
 _u_ih = _S('>ih').unpack_from
@@ -23,7 +22,7 @@ def r_AlterShareGroupOffsetsRequestPartition(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_AlterShareGroupOffsetsRequestPartition)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_AlterShareGroupOffsetsRequestPartition)
     return out, pos
 
 
@@ -57,7 +56,7 @@ def r_AlterShareGroupOffsetsRequestTopic(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_AlterShareGroupOffsetsRequestTopic)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_AlterShareGroupOffsetsRequestTopic)
     return out, pos
 
 
@@ -91,7 +90,7 @@ def r_AlterShareGroupOffsetsRequest(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_AlterShareGroupOffsetsRequest)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_AlterShareGroupOffsetsRequest)
     return out, pos
 
 
@@ -115,7 +114,7 @@ def r_AlterShareGroupOffsetsResponsePartition(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_AlterShareGroupOffsetsResponsePartition)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_AlterShareGroupOffsetsResponsePartition)
     return out, pos
 
 
@@ -151,7 +150,7 @@ def r_AlterShareGroupOffsetsResponseTopic(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_AlterShareGroupOffsetsResponseTopic)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_AlterShareGroupOffsetsResponseTopic)
     return out, pos
 
 
@@ -188,7 +187,7 @@ def r_AlterShareGroupOffsetsResponse(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_AlterShareGroupOffsetsResponse)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_AlterShareGroupOffsetsResponse)
     return out, pos
 
 

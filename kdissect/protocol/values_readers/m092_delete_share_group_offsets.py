@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_16s = _S('>16s').unpack_from
 _u_h = _S('>h').unpack_from
@@ -31,7 +30,7 @@ def r_DeleteShareGroupOffsetsRequestTopic(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DeleteShareGroupOffsetsRequestTopic)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DeleteShareGroupOffsetsRequestTopic)
     return out, pos
 
 
@@ -65,7 +64,7 @@ def r_DeleteShareGroupOffsetsRequest(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DeleteShareGroupOffsetsRequest)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DeleteShareGroupOffsetsRequest)
     return out, pos
 
 
@@ -101,7 +100,7 @@ def r_DeleteShareGroupOffsetsResponseTopic(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DeleteShareGroupOffsetsResponseTopic)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DeleteShareGroupOffsetsResponseTopic)
     return out, pos
 
 
@@ -138,7 +137,7 @@ def r_DeleteShareGroupOffsetsResponse(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_DeleteShareGroupOffsetsResponse)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_DeleteShareGroupOffsetsResponse)
     return out, pos
 
 

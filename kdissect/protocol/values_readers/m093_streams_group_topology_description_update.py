@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_b = _S('>b').unpack_from
 _u_i = _S('>i').unpack_from
@@ -116,7 +115,7 @@ def r_nodes(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_nodes)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_nodes)
     return out, pos
 
 
@@ -150,7 +149,7 @@ def r_subtopologies(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_subtopologies)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_subtopologies)
     return out, pos
 
 
@@ -162,7 +161,7 @@ def r_global_stores(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_global_stores)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_global_stores)
     return out, pos
 
 
@@ -198,7 +197,7 @@ def r_topology_description(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_topology_description)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_topology_description)
     return out, pos
 
 
@@ -233,7 +232,7 @@ def r_StreamsGroupTopologyDescriptionUpdate_Request__Version__0_(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_StreamsGroupTopologyDescriptionUpdate_Request__Version__0_)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_StreamsGroupTopologyDescriptionUpdate_Request__Version__0_)
     return out, pos
 
 
@@ -257,7 +256,7 @@ def r_StreamsGroupTopologyDescriptionUpdate_Response__Version__0_(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_StreamsGroupTopologyDescriptionUpdate_Response__Version__0_)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_StreamsGroupTopologyDescriptionUpdate_Response__Version__0_)
     return out, pos
 
 

@@ -6,8 +6,7 @@
 
 from struct import Struct as _S
 
-from ..reader import uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
-from ..values import Bail, _records, _tagged  # noqa: F401
+from ..reader import Bail, uuid_text as _uuid, uvarint as _uvarint  # noqa: F401
 
 _u_i = _S('>i').unpack_from
 _u_ih = _S('>ih').unpack_from
@@ -21,7 +20,7 @@ def r_UnregisterController_Request__Version__0_(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_UnregisterController_Request__Version__0_)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_UnregisterController_Request__Version__0_)
     return out, pos
 
 
@@ -45,7 +44,7 @@ def r_UnregisterController_Response__Version__0_(buf, pos, s):
     if n < 128: pos += 1
     else: n, pos = _uvarint(buf, pos, len(buf), 5)
     if n:
-        pos = _tagged(buf, pos, n, s, out, _T_r_UnregisterController_Response__Version__0_)
+        pos = s.tagged(buf, pos, n, s, out, _T_r_UnregisterController_Response__Version__0_)
     return out, pos
 
 

@@ -19,7 +19,7 @@ from datetime import date, datetime, time
 from typing import Any, Protocol
 from uuid import UUID
 
-from ..context import Budget
+from ..budget import Budget
 from ..node import Node
 from ..plain import Plain
 from .common import MAX_DEPTH, Cursor, Mismatch, OutOfBudget, rest_node

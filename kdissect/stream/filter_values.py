@@ -51,7 +51,7 @@ def values(view: Any, name: str) -> list:
 
 
 def of_records(records: Iterable[dict], name: str) -> list:
-    """The values of ``name`` over records as JSON lines show them (``render.records
+    """The values of ``name`` over records as JSON lines show them (``protocol.json_view
     .record_json`` or the values-only decoder): ``key``/``value`` decoded, ``*_schema``
     the schema ids, ``*_decoded`` an internal topic's structures."""
     if name in SCHEMA_IDS:
@@ -123,11 +123,11 @@ def exchange_records(view: Any) -> list[dict]:
     if last is not None and last[0][0] is view and last[0][1] is ex.request and \
             last[0][2] is ex.response:
         return last[1]
-    from .protocol import Options
-    from .protocol.values import body_values
-    from .render.records import json_bytes, records_of
-    from .protocol.apis import CARRY_RECORDS
-    from .stream.content import full_tree
+    from ..protocol import Options
+    from ..protocol.apis import CARRY_RECORDS
+    from ..protocol.json_view import json_bytes, records_of
+    from ..protocol.values import body_values
+    from .content import full_tree
     options = view.options or Options()
     out: list[dict] = []
     if view.ex.first.api_key in CARRY_RECORDS:
