@@ -4,7 +4,7 @@ Bulk output (JSON lines; the Parquet and Spark record tables could follow) needs
 values of every field but never their offsets, and building a ``Node`` per field is most of the time a full decode
 takes. So each layout (``Struct``) has a specialised reader function, generated from the
 same layouts ``decode.py`` walks and the same wire-type table (``wire.py``) by
-``python -m kdissect.protocol.gen_readers`` into the checked-in package ``values_readers``
+``python -m codegen.gen_readers`` into the checked-in package ``values_readers``
 (the way kio and franz-go generate their parsers): the result is the dict
 ``render.records.plain_json`` makes of the located tree. This module holds what those
 readers call (tagged fields, record batches) and ``body_values``.
