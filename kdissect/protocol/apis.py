@@ -10,6 +10,8 @@ this table (or the sets derived from it below) instead of writing API keys by nu
 
 from __future__ import annotations
 
+from typing import Any
+
 from .plain import Frozen
 
 
@@ -34,7 +36,7 @@ class Api(Frozen):
 TABLE: dict[int, Api] = {}
 
 
-def api(key: int, name: str, **properties) -> Api:
+def api(key: int, name: str, **properties: Any) -> Api:
     """Register one API (the table below; one line per API)."""
     assert key not in TABLE, f"API key {key} registered twice"
     TABLE[key] = row = Api(key, name, **properties)

@@ -48,7 +48,7 @@ def _child_bytes(n: Node, name: str, show: bool = False) -> Any:
     return json_bytes(c.value) if c is not None and not isinstance(c.value, int) else None
 
 
-def _schema_ids(n: Node, out: dict) -> dict:
+def _schema_ids(n: Node, out: dict[Any, Any]) -> dict[Any, Any]:
     """``key_schema``/``value_schema`` (the schema ids) of a record with framed data."""
     for role in ("key", "value"):
         c = n.child(role)
@@ -97,7 +97,7 @@ def plain_json(node: Node, show: bool = False) -> Any:
     return node.value
 
 
-def records_of(node: Node, show: bool = False) -> list[dict]:
+def records_of(node: Node, show: bool = False) -> list[dict[Any, Any]]:
     """Every record (v2) or uncompressed message (v0/v1) under ``node``."""
     out = []
     stack = [node]
@@ -114,11 +114,11 @@ def records_of(node: Node, show: bool = False) -> list[dict]:
     return out
 
 
-def decoded_json(n: Node, show: bool = False) -> dict:
+def decoded_json(n: Node, show: bool = False) -> dict[Any, Any]:
     """``key_decoded``/``value_decoded`` (the struct by name) and ``key_schema``/
     ``value_schema`` ("OffsetCommitValue v3") of a record whose key or value was decoded
     by an internal topic's schema (protocol/internal.py); empty for other records."""
-    out: dict = {}
+    out: dict[Any, Any] = {}
     for part in ("key", "value"):
         c = n.child(part)
         if c is None or not c.children or by_value_schema(c):
@@ -130,7 +130,7 @@ def decoded_json(n: Node, show: bool = False) -> dict:
     return out
 
 
-def record_json(n: Node, show: bool = False) -> dict:
+def record_json(n: Node, show: bool = False) -> dict[Any, Any]:
     """One record or message; damaged ones lack children, which read as null."""
     if n.ktype == "record":
         value = n.value if isinstance(n.value, dict) else {}
@@ -154,11 +154,11 @@ def record_json(n: Node, show: bool = False) -> dict:
                            "headers": []})
 
 
-def batch_json(b: Node, show: bool = False) -> dict:
+def batch_json(b: Node, show: bool = False) -> dict[Any, Any]:
     if b.ktype == "record_batch":
         # every field of the batch's header (null where a damaged batch lacks it), the
         # attributes as the tree notes them
-        head: dict = {}
+        head: dict[Any, Any] = {}
         for name in BATCH_FIELDS:
             n = b.child(name)
             head[name] = (n.note if name == "attributes" else n.value) if n is not None else None

@@ -85,7 +85,7 @@ class Reader:
         if s.size > self.end - self.pos:
             raise DecodeError(f"truncated: {what} needs {s.size} bytes, "
                               f"{self.end - self.pos} left", "truncated")
-        v = s.unpack_from(self.buf, self.pos)[0]
+        v: int = s.unpack_from(self.buf, self.pos)[0]
         self.pos += s.size
         return v
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any, Protocol
+
 from functools import lru_cache
 
 from . import snapshot
@@ -102,7 +104,7 @@ def _hinted(st: Struct, ref: Struct | None) -> Struct:
     return Struct(st.name, tuple(map(one, st.fields)), tuple(map(one, st.tagged)), st.flexible)
 
 
-def wire_shape(st: Struct) -> tuple:
+def wire_shape(st: Struct) -> tuple[Any, ...]:
     """What the wire sees of a layout, to compare layouts from different sources
     (scripts/kafka/update, tests/test_kafka_schemas.py): (flexible, fields), each field
     (name, type, array, nullable, compact, tag, its struct's shape); tagged fields after
@@ -119,7 +121,15 @@ def wire_shape(st: Struct) -> tuple:
     return st.flexible, tuple(sorted(fields, key=lambda f: (f[5] is not None, f[5] or 0)))
 
 
-def _kio():
+class _Layouts(Protocol):
+    """What the snapshot and kio_schemas both answer (modules, checked structurally)."""
+
+    def versions(self) -> dict[int, list[int]]: ...
+
+    def layout(self, api_key: int, version: int, direction: str) -> Struct | None: ...
+
+
+def _kio() -> _Layouts:
     """kio's layouts: from the shipped snapshot (fast), else from kio itself."""
     if snapshot.available():
         return snapshot

@@ -9,6 +9,8 @@ lets a paste be answered at once. The snapshot is made from kio by
 
 from __future__ import annotations
 
+from typing import Any
+
 import gzip
 import json
 import os
@@ -24,24 +26,26 @@ def package_data(name: str) -> bytes:
     ``pkgutil.get_data`` reads it (importing pkgutil, or importlib.resources, is a
     percent of a small capture's run)."""
     assert __spec__ is not None and __spec__.loader is not None
-    return __spec__.loader.get_data(  # type: ignore[attr-defined]
+    data: bytes = __spec__.loader.get_data(  # type: ignore[attr-defined]
         os.path.join(os.path.dirname(__file__), name))
+    return data
 
 
 @lru_cache(maxsize=1)
-def _data() -> dict | None:
+def _data() -> dict[Any, Any] | None:
     try:
         raw = package_data(FILE)
     except (FileNotFoundError, OSError):
         return None
-    return json.loads(gzip.decompress(raw))
+    loaded: dict[Any, Any] = json.loads(gzip.decompress(raw))
+    return loaded
 
 
 def available() -> bool:
     return _data() is not None
 
 
-def _loaded() -> dict:
+def _loaded() -> dict[Any, Any]:
     """The snapshot (callers asked ``available()`` first)."""
     data = _data()
     if data is None:
@@ -68,7 +72,7 @@ def _struct(index: int) -> Struct:
     return Struct(name, tuple(map(_field, fields)), tuple(map(_field, tagged)), flexible)
 
 
-def _field(row: list) -> Field:
+def _field(row: list[Any]) -> Field:
     name, type_, array, nullable, tag, struct, hint, compact = row
     return Field(name, type_, array, nullable, tag,
                  None if struct is None else _struct(struct), hint, compact)

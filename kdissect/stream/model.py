@@ -7,7 +7,7 @@ order. Views only read them."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Any, TYPE_CHECKING
 
 from ..protocol import Message, Options, decode_request, decode_response
 from ..protocol.apis import CARRY_RECORDS
@@ -43,7 +43,7 @@ class KafkaMessage:
     holes: list[tuple[int, int]] | None = None
     # its body as the values decoder read it for enrichment, kept only for a sink that
     # prints bodies (JSON lines: one decode per message), bytes as that sink shows them
-    values: dict | None = None
+    values: dict[Any, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.size < 0:
@@ -108,7 +108,7 @@ class Exchange:
     facts: Facts | None = None     # set by enrichment
     status: str = "ok"             # set by enrichment: "ok" or the main finding, short
     # the full trees (request, response), only when a printing sink asked for them
-    decoded: tuple | None = None
+    decoded: tuple[Any, ...] | None = None
     # the connection's TLS facts (capture.tls.TlsFacts) when its bytes were decrypted
     tls: object | None = None
     # whether the connection's opening (its SYN) was captured; None: not known

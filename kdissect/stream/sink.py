@@ -13,7 +13,7 @@ are (they carry their own findings).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 from .model import Exchange, Gap
 
@@ -71,10 +71,10 @@ class Collect(CallbackSink):
         self.exchanges: list[Exchange] = []
         self.gaps: list[Gap] = []
         self.notes: list[tuple[str, str]] = []
-        self.tls_facts: list = []          # each TLS connection's TlsFacts, as it ends
+        self.tls_facts: list[Any] = []          # each TLS connection's TlsFacts, as it ends
         super().__init__(self.exchanges.append, gap=self.gaps.append)
 
-    def tls(self, facts) -> None:
+    def tls(self, facts: Any) -> None:
         self.tls_facts.append(facts)
 
     def note(self, text: str, level: str = "warn") -> None:

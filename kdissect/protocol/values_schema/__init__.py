@@ -258,7 +258,8 @@ def decoded_of(field: Node) -> Node | None:
 def schema_id_of(field: Node) -> int | None:
     for c in field.children:
         if c.name == "schema_id":
-            return c.value
+            sid: int | None = c.value
+            return sid
     return None
 
 
