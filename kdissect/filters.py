@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import filter_values
+from .stream import filter_values
 from .protocol.findings import REGISTRY, SEVERITIES
 from .protocol.names import API_NAMES, api_key_of
 from .stream.fields import FIELDS, READS_BYTES, values as _values

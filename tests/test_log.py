@@ -18,7 +18,7 @@ from kafka.record.memory_records import MemoryRecordsBuilder
 
 from kdissect.cli import main
 from kdissect.protocol import Options
-from kdissect.sources.logdir import walk
+from kdissect.sources.logunits import walk
 
 ROOT = Path(__file__).resolve().parents[1]
 CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}

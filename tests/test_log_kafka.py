@@ -308,7 +308,7 @@ def test_the_tui_shows_the_brokers_batches_at_their_file_positions(kafka_dirs):
     import asyncio
 
     from kdissect.protocol import Options
-    from kdissect.sources.logdir import walk
+    from kdissect.sources.logunits import walk
     from kdissect.tui.detail import HIGHLIGHT, Detail, HexView
     from kdissect.tui.log_app import LogApp
     from tests.test_tui import loaded

@@ -15,8 +15,8 @@ import pytest
 
 from kdissect.protocol import Options
 from kdissect.proxy.rewrite import uvarint
-from kdissect.render.log_lines import record_lines_py
-from kdissect.sources.logdir import walk
+from kdissect.render.log_lines import record_lines_for, record_lines_py
+from kdissect.sources.logunits import walk
 from tests.test_log import CODECS, batch, marker_and_damage
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
@@ -132,6 +132,8 @@ def test_random_records_agree(native):
 
 def lines_of(paths: list[str], **how) -> str:
     from kdissect.cli.log_cmd import item_lines
+    if how.get("lines"):                    # the writer as the command picks it
+        how["lines"] = record_lines_for()
     return "".join(item_lines(i, True) for i in walk(paths, Options(), **how))
 
 
@@ -147,7 +149,7 @@ def test_all_paths_write_the_same_lines(tmp_path, native, monkeypatch):
     data += marker_and_damage(300, 3, 0, 250, recs, marker=0)       # an ABORT
     (part / "00000000000000000000.log").write_bytes(data)
     compiled = lines_of([str(part)], lines=True)
-    items = list(walk([str(part)], Options(), lines=True))
+    items = list(walk([str(part)], Options(), lines=record_lines_for()))
     assert sum(i.lines is not None for i in items) == 6
     assert compiled == lines_of([str(part)], values=True) == lines_of([str(part)])
     monkeypatch.setenv("KDISSECT_PURE", "1")

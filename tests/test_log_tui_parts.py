@@ -12,7 +12,8 @@ from pathlib import Path
 
 from kdissect.filters import parse_filter
 from kdissect.protocol import Options
-from kdissect.sources.logdir import LogItem, file_kind, is_partition_name, walk
+from kdissect.sources.logdir import LogItem, file_kind, is_partition_name
+from kdissect.sources.logunits import walk
 from kdissect.tui import log_app
 from kdissect.tui.loader import Done, Progress, run_forked
 from kdissect.tui.log_app import (_sort_value, batch_tree, describe, holds, item_bytes,

@@ -172,10 +172,10 @@ def test_at_offset_starts_reading_there():
 @pytest.mark.slow
 def test_snapshot_layouts_equal_kio():
     """The shipped snapshot (kdissect/protocol/kio_snapshot.json.gz) is what kio gives:
-    remake it with `python -m kdissect.protocol.snapshot` when this fails."""
+    remake it with `python -m codegen.snapshot` when this fails."""
     import gzip
 
-    from kdissect.protocol import snapshot
+    from codegen import snapshot
     shipped = json.loads(gzip.decompress(
         (ROOT / "kdissect" / "protocol" / snapshot.FILE).read_bytes()))
     assert shipped == json.loads(json.dumps(snapshot.build()))

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from kdissect.cli import main
 from kdissect.protocol import Options
-from kdissect.sources.logdir import walk
+from kdissect.sources.logunits import walk
 from kdissect.tui.detail import HIGHLIGHT, Detail, HexView
 from kdissect.tui.log_app import LogApp
 from tests.test_log import _partition, batch

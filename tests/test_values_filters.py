@@ -1,4 +1,4 @@
-"""Display filters into decoded record values (kdissect/filter_values.py): paths into
+"""Display filters into decoded record values (kdissect/stream/filter_values.py): paths into
 Avro values framed as Confluent's serializers frame them, schema ids, keys, plain JSON
 text; in `kdissect log -Y` over a segment written by kafka-python's record encoder (the
 pcap and TUI filters share the same fields: tests/test_values_real.py runs them on a
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kdissect.filter_values import of_records
+from kdissect.stream.filter_values import of_records
 from kdissect.filters import FilterError, parse_filter
 from tests.test_log import batch, run_log
 from tests.test_values_real import _orders

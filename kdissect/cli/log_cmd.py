@@ -12,7 +12,8 @@ import click
 from ..render.console import console, print_parts
 from ..render.log_json import batch_records, field_value, item_chunks, item_json, item_lines
 from ..render.records import json_bytes, record_json
-from ..sources.logdir import LogDir, LogError, LogItem, walk
+from ..sources.logdir import LogError, LogItem
+from ..sources.logunits import LogDir, walk
 from ..stream.engine import Engine
 from ..stream.sink import ItemSink
 from .common import budget, format_choices, on_terminal
@@ -139,7 +140,9 @@ def log(paths: tuple[str, ...], verbose: bool, fmt: str, output: str | None, rec
     printer = LogPrinter(fmt, verbose, records, flt)
     try:
         bulk = fmt == "jsonl" and flt is None      # no trees needed: records as text
-        Engine(LogDir(list(paths), options, lines=bulk), printer).run()
+        from ..render.log_lines import record_lines_for
+        Engine(LogDir(list(paths), options, lines=record_lines_for() if bulk else None),
+               printer).run()
     except LogError as e:
         click.echo(f"kdissect log: {e}", err=True)
         sys.exit(1)

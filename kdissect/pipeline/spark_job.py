@@ -24,7 +24,8 @@ import pyarrow as pa
 from ..capture.shards import HEADER, plan, splittable
 from ..render.lines import endpoint
 from ..stream.model import Gap
-from ..stream.rows import UNRESOLVED, resolve_record_topics, resolve_topics
+from ..stream.facts import UNRESOLVED
+from ..stream.rows import resolve_record_topics, resolve_topics
 from . import manifest, output, storage
 from .extract import flow_row_chunks, shard_segments
 from .session import MEMORY_ADVICE, get_session, parallelism  # noqa: F401  (get_session: the API's entry)

@@ -14,13 +14,16 @@ import sys
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from .context import Options
-    from .guess import Candidate, guess
-    from .message import (Message, RequestHeader, decode, decode_request, decode_response,
-                          peek_request_header)
-    from .names import api_key_of, api_name, error_info, error_name
-    from .node import Node
+if TYPE_CHECKING:         # (``X as X``: exported, for mypy's no_implicit_reexport)
+    from .context import Options as Options
+    from .guess import Candidate as Candidate, guess as guess
+    from .message import (Message as Message, RequestHeader as RequestHeader,
+                          decode as decode, decode_request as decode_request,
+                          decode_response as decode_response,
+                          peek_request_header as peek_request_header)
+    from .names import (api_key_of as api_key_of, api_name as api_name,
+                        error_info as error_info, error_name as error_name)
+    from .node import Node as Node
 
 _WHERE = {"Options": "context", "Candidate": "guess", "guess": "guess",
           "Message": "message", "RequestHeader": "message", "decode": "message",

@@ -10,6 +10,8 @@ this table (or the sets derived from it below) instead of writing API keys by nu
 
 from __future__ import annotations
 
+from typing import Any
+
 from .plain import Frozen
 
 
@@ -34,7 +36,7 @@ class Api(Frozen):
 TABLE: dict[int, Api] = {}
 
 
-def api(key: int, name: str, **properties) -> Api:
+def api(key: int, name: str, **properties: Any) -> Api:
     """Register one API (the table below; one line per API)."""
     assert key not in TABLE, f"API key {key} registered twice"
     TABLE[key] = row = Api(key, name, **properties)
@@ -49,9 +51,9 @@ api(4, "LeaderAndIsr")
 api(5, "StopReplica")
 api(6, "UpdateMetadata")
 CONTROLLED_SHUTDOWN = api(7, "ControlledShutdown").key
-api(8, "OffsetCommit")
+OFFSET_COMMIT = api(8, "OffsetCommit").key
 api(9, "OffsetFetch")
-api(10, "FindCoordinator", names_brokers=True)
+FIND_COORDINATOR = api(10, "FindCoordinator", names_brokers=True).key
 JOIN_GROUP = api(11, "JoinGroup", embedded=True,
                  waits=("rebalance_timeout_ms", "session_timeout_ms")).key
 HEARTBEAT = api(12, "Heartbeat").key
@@ -61,7 +63,7 @@ DESCRIBE_GROUPS = api(15, "DescribeGroups", embedded=True).key
 api(16, "ListGroups")
 SASL_HANDSHAKE = api(17, "SaslHandshake", sasl=True).key
 API_VERSIONS = api(18, "ApiVersions").key
-api(19, "CreateTopics", teaches_topic_ids=True)
+CREATE_TOPICS = api(19, "CreateTopics", teaches_topic_ids=True).key
 api(20, "DeleteTopics", teaches_topic_ids=True)
 api(21, "DeleteRecords")
 api(22, "InitProducerId")
@@ -74,43 +76,43 @@ api(28, "TxnOffsetCommit")
 api(29, "DescribeAcls")
 api(30, "CreateAcls")
 api(31, "DeleteAcls")
-api(32, "DescribeConfigs")
-api(33, "AlterConfigs")
+DESCRIBE_CONFIGS = api(32, "DescribeConfigs").key
+ALTER_CONFIGS = api(33, "AlterConfigs").key
 api(34, "AlterReplicaLogDirs")
 api(35, "DescribeLogDirs")
 SASL_AUTHENTICATE = api(36, "SaslAuthenticate", embedded=True, sasl=True).key
 api(37, "CreatePartitions")
-api(38, "CreateDelegationToken")
-api(39, "RenewDelegationToken")
-api(40, "ExpireDelegationToken")
-api(41, "DescribeDelegationToken")
+CREATE_DELEGATION_TOKEN = api(38, "CreateDelegationToken").key
+RENEW_DELEGATION_TOKEN = api(39, "RenewDelegationToken").key
+EXPIRE_DELEGATION_TOKEN = api(40, "ExpireDelegationToken").key
+DESCRIBE_DELEGATION_TOKEN = api(41, "DescribeDelegationToken").key
 api(42, "DeleteGroups")
 api(43, "ElectLeaders")
-api(44, "IncrementalAlterConfigs")
+INCREMENTAL_ALTER_CONFIGS = api(44, "IncrementalAlterConfigs").key
 api(45, "AlterPartitionReassignments")
 api(46, "ListPartitionReassignments")
 api(47, "OffsetDelete")
-api(48, "DescribeClientQuotas")
-api(49, "AlterClientQuotas")
+DESCRIBE_CLIENT_QUOTAS = api(48, "DescribeClientQuotas").key
+ALTER_CLIENT_QUOTAS = api(49, "AlterClientQuotas").key
 api(50, "DescribeUserScramCredentials")
-api(51, "AlterUserScramCredentials")
-api(52, "Vote")
-api(53, "BeginQuorumEpoch")
-api(54, "EndQuorumEpoch")
+ALTER_USER_SCRAM_CREDENTIALS = api(51, "AlterUserScramCredentials").key
+VOTE = api(52, "Vote").key
+BEGIN_QUORUM_EPOCH = api(53, "BeginQuorumEpoch").key
+END_QUORUM_EPOCH = api(54, "EndQuorumEpoch").key
 api(55, "DescribeQuorum")
 api(56, "AlterPartition")
 api(57, "UpdateFeatures")
 ENVELOPE = api(58, "Envelope").key       # a forwarded request inside (message.py)
 FETCH_SNAPSHOT = api(59, "FetchSnapshot").key     # its snapshot bytes: KRaft records (internal.py)
-api(60, "DescribeCluster", names_brokers=True)
+DESCRIBE_CLUSTER = api(60, "DescribeCluster", names_brokers=True).key
 api(61, "DescribeProducers")
 api(62, "BrokerRegistration")
-api(63, "BrokerHeartbeat")
+BROKER_HEARTBEAT = api(63, "BrokerHeartbeat").key
 api(64, "UnregisterBroker")
 api(65, "DescribeTransactions")
 api(66, "ListTransactions")
 api(67, "AllocateProducerIds")
-api(68, "ConsumerGroupHeartbeat")
+CONSUMER_GROUP_HEARTBEAT = api(68, "ConsumerGroupHeartbeat").key
 api(69, "ConsumerGroupDescribe")
 api(70, "ControllerRegistration")
 api(71, "GetTelemetrySubscriptions")
@@ -118,7 +120,7 @@ api(72, "PushTelemetry")
 api(73, "AssignReplicasToDirs")
 api(74, "ListConfigResources")
 api(75, "DescribeTopicPartitions", teaches_topic_ids=True)
-api(76, "ShareGroupHeartbeat")
+SHARE_GROUP_HEARTBEAT = api(76, "ShareGroupHeartbeat").key
 api(77, "ShareGroupDescribe")
 SHARE_FETCH = api(78, "ShareFetch", records="response", names_brokers=True,
                   waits=("max_wait_ms",)).key
@@ -131,8 +133,8 @@ api(84, "ReadShareGroupState")
 api(85, "WriteShareGroupState")
 api(86, "DeleteShareGroupState")
 api(87, "ReadShareGroupStateSummary")
-api(88, "StreamsGroupHeartbeat")
-api(89, "StreamsGroupDescribe")
+STREAMS_GROUP_HEARTBEAT = api(88, "StreamsGroupHeartbeat").key
+STREAMS_GROUP_DESCRIBE = api(89, "StreamsGroupDescribe").key
 api(90, "DescribeShareGroupOffsets")
 api(91, "AlterShareGroupOffsets")
 api(92, "DeleteShareGroupOffsets")

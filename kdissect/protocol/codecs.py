@@ -70,7 +70,8 @@ def _raw_snappy(data: bytes, cap: int) -> bytes:
     n = uvarint(data[:5] + b"\x00", 0, 6, 6)[0]
     if n > cap:
         raise _too_big(cap)
-    return snappy.uncompress(data)
+    out: bytes = snappy.uncompress(data)
+    return out
 
 
 def _snappy(data: bytes, cap: int) -> tuple[bytes, str | None]:
@@ -109,7 +110,7 @@ def _lz4(data: bytes, cap: int) -> tuple[bytes, str | None]:
 def _lz4_frame(data: bytes, cap: int) -> bytes:
     import lz4.frame
     d = lz4.frame.LZ4FrameDecompressor()
-    out = d.decompress(data, max_length=cap + 1)
+    out: bytes = d.decompress(data, max_length=cap + 1)
     if len(out) > cap:
         raise _too_big(cap)
     return out

@@ -8,23 +8,13 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
+from .budget import Budget
 from .names import error_note
 from .node import NOTE_MAKERS, Node
 from .reader import Reader
 
 if TYPE_CHECKING:       # values_schema is imported only when values are asked for
     from .values_schema import SchemaSource
-
-
-class Budget:
-    """What one message may still spend (see ``Options``): hostile bytes must not turn a
-    small message into gigabytes. Mutable, one per message decode."""
-
-    __slots__ = ("decompressed", "nodes", "max_decompressed", "max_nodes")
-
-    def __init__(self, max_decompressed: int, max_nodes: int):
-        self.decompressed = self.max_decompressed = max_decompressed
-        self.nodes = self.max_nodes = max_nodes
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,8 @@ def _load() -> Callable[[bytes | bytearray | memoryview], int]:
         return package.crc32c
     module = importlib.util.module_from_spec(ext)
     ext.loader.exec_module(module)
-    return module.crc32c
+    crc: Callable[[bytes | bytearray | memoryview], int] = module.crc32c
+    return crc
 
 
 _crc32c: Callable[[bytes | bytearray | memoryview], int] = _load()

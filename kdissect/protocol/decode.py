@@ -8,6 +8,7 @@ size is known in advance (tagged fields, record batches) recover after a failure
 from __future__ import annotations
 
 import gc
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 from .context import Abort, Options, charge_nodes, fail
@@ -18,7 +19,7 @@ from .wire import TYPES, codec, length
 
 
 @contextmanager
-def no_cyclic_gc():
+def no_cyclic_gc() -> Iterator[None]:
     """Trees are acyclic (reference counting frees them), but building one allocates
     so many objects that the cyclic collector would rescan the growing tree again and
     again: pausing it halves decode time."""

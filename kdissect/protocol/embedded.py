@@ -7,7 +7,7 @@ from __future__ import annotations
 import struct
 from functools import lru_cache
 from itertools import chain
-from typing import Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 from .apis import DESCRIBE_GROUPS, JOIN_GROUP, SASL_AUTHENTICATE, SYNC_GROUP, TABLE
 from .context import Abort, Options, charge_nodes
@@ -79,7 +79,7 @@ def _at(node: Node | None, path: str) -> Iterator[Node]:
             yield t
 
 
-def _value(node: Node | None, name: str):
+def _value(node: Node | None, name: str) -> Any:
     c = node.child(name) if node is not None else None
     return c.value if c is not None else None
 

@@ -8,6 +8,8 @@ the single list of codes; docs/findings.md is generated from it (``markdown_tabl
 
 from __future__ import annotations
 
+from typing import Any
+
 from .plain import Frozen
 
 SEVERITIES = ("note", "warn", "error")          # in rising order
@@ -70,7 +72,7 @@ class Finding(Frozen):
         where = f"{self.where}: " if self.where else ""
         return f"{where}{self.detail or self.kind.meaning} [{self.code}]"
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[Any, Any]:
         return {"code": self.code, "severity": self.severity, "group": self.kind.group,
                 "where": self.where, "detail": self.detail or self.kind.meaning}
 

@@ -19,6 +19,7 @@ Lines starting with ``#`` are comments.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from .layout import Field, Struct, default_hint
 from .plain import Compared, Plain
@@ -176,7 +177,7 @@ def _number(digits: str, line: int, what: str, limit: int) -> int:
 
 
 def _field_for(name: str, target: _Rule, array: bool, nullable_struct: bool, tag: int | None,
-               build, nullable_array: bool = False) -> Field:
+               build: Callable[[_Rule], Struct], nullable_array: bool = False) -> Field:
     token = target.rhs.strip()
     spec = TYPES.get(token.upper()) if " " not in token else None
     if spec is not None:

@@ -5,6 +5,8 @@ offers (how many fields it explains)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from functools import lru_cache
 
 from . import schemas
@@ -31,7 +33,7 @@ class Candidate(Compared):
                  clean: bool,
                  versions: tuple[int, ...] = (),  # other versions that decode identically
                  # the leaves of a clean decode, (name, offset, length, value): what tells it apart
-                 leaves: tuple = ()):
+                 leaves: tuple[Any, ...] = ()):
         self.api_key, self.api_version, self.direction = api_key, api_version, direction
         self.score, self.clean, self.versions, self.leaves = score, clean, versions, leaves
 
@@ -76,12 +78,12 @@ def _problem_nodes(msg: Message) -> list[Node]:
     return [n for n in msg.tree.walk() if n.problem]
 
 
-def _leaves(msg: Message) -> tuple:
+def _leaves(msg: Message) -> tuple[Any, ...]:
     return tuple((n.name, n.offset, n.length, n.value) for n in msg.tree.walk()
                  if not n.children and not n.name.startswith("_"))
 
 
-def _shape(leaves: tuple) -> int:
+def _shape(leaves: tuple[Any, ...]) -> int:
     """A fingerprint of the decoded fields (versions with the same one decode alike)."""
     return hash(tuple((name, off, length, repr(v)) for name, off, length, v in leaves))
 
@@ -139,7 +141,7 @@ def guess(data: bytes, direction: str | None = None, api_key: int | None = None,
             else:                   # not tried in full: as far as the probe got
                 scored.append(Candidate(key, version, d, 50.0 * progress / max(len(data), 1),
                                         False))
-    groups: dict[tuple, Candidate] = {}
+    groups: dict[tuple[Any, ...], Candidate] = {}
     for cand in scored:
         k = (cand.api_key, cand.direction, _shape(cand.leaves)) if cand.clean else \
             (cand.api_key, cand.api_version, cand.direction)
@@ -168,7 +170,7 @@ def _signature(key: int, version: int, direction: str, body: bool) -> int:
                                   len(_SIGNATURES))
 
 
-_SIGNATURES: dict[tuple, int] = {}
+_SIGNATURES: dict[tuple[Any, ...], int] = {}
 
 
 def _copy(cand: Candidate, version: int) -> Candidate:
@@ -203,7 +205,7 @@ def distinguish(a: Candidate, b: Candidate) -> str:
     return f"{a.label} and {b.label} read the same fields: nothing in the bytes tells them apart"
 
 
-def _leaf(leaf: tuple) -> str:
+def _leaf(leaf: tuple[Any, ...]) -> str:
     name, offset, length, value = leaf
     shown = repr(value) if not isinstance(value, (bytes, bytearray)) else \
         f"{len(value)} bytes"

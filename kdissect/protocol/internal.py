@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import struct
 import uuid
+from collections.abc import Iterator
 from functools import lru_cache
 
 from .apis import FETCH, FETCH_SNAPSHOT, PRODUCE
@@ -224,7 +225,7 @@ def decode_records(holder: Node, family: str | None, ctx: Options) -> None:
                 decode_record(batch, family, False, ctx)
 
 
-def _down_to(node: Node, ktype: str):
+def _down_to(node: Node, ktype: str) -> Iterator[Node]:
     """``node.walk()`` that does not go below nodes of ``ktype``: a batch's records (and
     what decoding them adds) were walked twice more, a third of a KRaft cluster's JSON
     lines."""

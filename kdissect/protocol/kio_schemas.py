@@ -7,6 +7,7 @@ import dataclasses
 import types
 import typing
 from functools import lru_cache
+from typing import Any
 
 from kio.index import load_payload_module
 from kio.schema.index import api_key_map, schema_name_map
@@ -24,7 +25,7 @@ _KIO_TYPES = {
 }
 
 
-def _kafka_name(field: dataclasses.Field) -> str:
+def _kafka_name(field: dataclasses.Field[Any]) -> str:
     name = field.name.rstrip("_")          # kio appends "_" to Python keywords (id_)
     name = name.replace("k_raft", "kraft")  # kio splits KRaft; Kafka's schema says kraft_
     if field.metadata.get("kafka_type", "").startswith(("timedelta", "datetime")):
@@ -40,7 +41,7 @@ def _unwrap_optional(tp: typing.Any) -> tuple[typing.Any, bool]:
     return tp, False
 
 
-def _field(f: dataclasses.Field) -> Field:
+def _field(f: dataclasses.Field[Any]) -> Field:
     tp, nullable = _unwrap_optional(f.type)
     array = False
     if typing.get_origin(tp) is tuple:

@@ -11,6 +11,7 @@ from .context import Options
 from .decode import decode_body, decode_prefix, no_cyclic_gc
 from .embedded import add_sasl_fields, decode_embedded
 from .internal import RECORD_CARRIERS, decode_wire_records
+from .layout import Struct
 from .names import api_name
 from .node import Node
 from .plain import Compared
@@ -122,13 +123,13 @@ def produce_acks(data: bytes, header_size: int, api_version: int) -> int | None:
 
 
 def _message(direction: str, key: int | None, version: int | None, data: bytes,
-             header_struct, ctx: Options) -> Message:
+             header_struct: Struct, ctx: Options) -> Message:
     with no_cyclic_gc():
         return _build(direction, key, version, data, header_struct, ctx.for_message())
 
 
 def _build(direction: str, key: int | None, version: int | None, data: bytes,
-           header_struct, ctx: Options) -> Message:
+           header_struct: Struct, ctx: Options) -> Message:
     name = f"{api_name(key)}{direction.title()}" if key is not None else direction.title()
     root = Node(name, "message", 0, len(data))
     header, complete = decode_prefix(data, 0, header_struct, "header", ctx)

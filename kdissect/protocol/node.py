@@ -124,7 +124,7 @@ class Node:
         # when it has a problem: a big tree has millions of clean nodes, and formatting
         # each one's path was most of a budget-sized Fetch response's JSON line
         found: list[tuple[str, str, str]] = []
-        stack: list[tuple[Node, tuple | None]] = [(self, None)]
+        stack: list[tuple[Node, tuple[Any, ...] | None]] = [(self, None)]
         pop, push = stack.pop, stack.append
         while stack:
             node, parent = pop()
@@ -202,7 +202,7 @@ class Node:
         parts: list[str] = []
         size = 0
         # a stack of (node, level, last sibling?) to open, and closing texts (str)
-        stack: list = [(self, level, True)]
+        stack: list[Any] = [(self, level, True)]
         while stack:
             item = stack.pop()
             if isinstance(item, str):
@@ -249,7 +249,7 @@ class Node:
         return out
 
 
-def _path(name: str, parent: tuple | None) -> str:
+def _path(name: str, parent: tuple[Any, ...] | None) -> str:
     """The dotted path from a chain of (name, parent) links; an empty name adds no dot
     where nothing precedes it (as paths always read)."""
     names = [name]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import struct
 
 # re-exported: the generated readers and older callers import them from here
-from .varint import VarintTooLong, uvarint, zigzag  # noqa: F401
+from .varint import VarintTooLong as VarintTooLong, uvarint as uvarint, zigzag as zigzag
 
 _I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")
@@ -62,7 +62,7 @@ class Reader:
         if s.size > self.end - self.pos:
             raise DecodeError(f"truncated: {what} needs {s.size} bytes, "
                               f"{self.end - self.pos} left", "truncated")
-        v = s.unpack_from(self.buf, self.pos)[0]
+        v: int = s.unpack_from(self.buf, self.pos)[0]
         self.pos += s.size
         return v
 

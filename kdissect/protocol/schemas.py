@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any, Protocol
+
 from functools import lru_cache
 
 from . import snapshot
+from .apis import API_VERSIONS, CONTROLLED_SHUTDOWN
 from .grammar import message_headers, parse_grammar
 from .layout import Field, Struct
 from .names import API_NAMES
@@ -101,7 +104,7 @@ def _hinted(st: Struct, ref: Struct | None) -> Struct:
     return Struct(st.name, tuple(map(one, st.fields)), tuple(map(one, st.tagged)), st.flexible)
 
 
-def wire_shape(st: Struct) -> tuple:
+def wire_shape(st: Struct) -> tuple[Any, ...]:
     """What the wire sees of a layout, to compare layouts from different sources
     (scripts/kafka/update, tests/test_kafka_schemas.py): (flexible, fields), each field
     (name, type, array, nullable, compact, tag, its struct's shape); tagged fields after
@@ -118,7 +121,15 @@ def wire_shape(st: Struct) -> tuple:
     return st.flexible, tuple(sorted(fields, key=lambda f: (f[5] is not None, f[5] or 0)))
 
 
-def _kio():
+class _Layouts(Protocol):
+    """What the snapshot and kio_schemas both answer (modules, checked structurally)."""
+
+    def versions(self) -> dict[int, list[int]]: ...
+
+    def layout(self, api_key: int, version: int, direction: str) -> Struct | None: ...
+
+
+def _kio() -> _Layouts:
     """kio's layouts: from the shipped snapshot (fast), else from kio itself."""
     if snapshot.available():
         return snapshot
@@ -167,14 +178,14 @@ def effective_version(api_key: int, api_version: int) -> int | None:
 
 
 def request_header_version(api_key: int, api_version: int) -> int:
-    if api_key == 7 and api_version == 0:     # ControlledShutdown v0 predates client ids
+    if api_key == CONTROLLED_SHUTDOWN and api_version == 0:     # v0 predates client ids
         return 0
     st = layout(api_key, api_version, "request")
     return 2 if st is not None and st.flexible else 1
 
 
 def response_header_version(api_key: int, api_version: int) -> int:
-    if api_key == 18:       # ApiVersions answers in header v0 so old clients can read it
+    if api_key == API_VERSIONS:     # it answers in header v0 so old clients can read it
         return 0
     st = layout(api_key, api_version, "response")
     return 1 if st is not None and st.flexible else 0

@@ -23,16 +23,20 @@ from __future__ import annotations
 
 import re
 
-from .apis import ENVELOPE, SASL_AUTHENTICATE
+from .apis import (ALTER_CLIENT_QUOTAS, ALTER_CONFIGS, ALTER_USER_SCRAM_CREDENTIALS,
+                   CREATE_DELEGATION_TOKEN, CREATE_TOPICS, DESCRIBE_CLIENT_QUOTAS,
+                   DESCRIBE_CONFIGS, DESCRIBE_DELEGATION_TOKEN, ENVELOPE,
+                   EXPIRE_DELEGATION_TOKEN, INCREMENTAL_ALTER_CONFIGS, RENEW_DELEGATION_TOKEN,
+                   SASL_AUTHENTICATE, STREAMS_GROUP_DESCRIBE, STREAMS_GROUP_HEARTBEAT)
 from .node import Node
 
 # api key -> names of fields that hold a credential (any depth, either direction)
 FIELDS: dict[int, frozenset[str]] = {
-    38: frozenset({"hmac"}),                   # CreateDelegationToken: the token's secret
-    39: frozenset({"hmac"}),                   # RenewDelegationToken
-    40: frozenset({"hmac"}),                   # ExpireDelegationToken
-    41: frozenset({"hmac"}),                   # DescribeDelegationToken
-    51: frozenset({"salted_password"}),        # AlterUserScramCredentials: logs in as SCRAM
+    CREATE_DELEGATION_TOKEN: frozenset({"hmac"}),       # the token's secret
+    RENEW_DELEGATION_TOKEN: frozenset({"hmac"}),
+    EXPIRE_DELEGATION_TOKEN: frozenset({"hmac"}),
+    DESCRIBE_DELEGATION_TOKEN: frozenset({"hmac"}),
+    ALTER_USER_SCRAM_CREDENTIALS: frozenset({"salted_password"}),   # logs in as SCRAM
     # Envelope: the controller's answer to a forwarded request (a delegation token's HMAC,
     # DescribeConfigs values...), read without its request's API: masked whole
     ENVELOPE: frozenset({"response_data"}),
@@ -80,11 +84,11 @@ PASSWORD_CONFIGS = frozenset({
     "basic.auth.user.info", "bearer.auth.token", "bearer.auth.client.secret",
 })
 _NAME_FIELDS = ("name", "config_name", "key")
-# the APIs whose bodies carry configuration (name, value) pairs: CreateTopics,
-# DescribeConfigs, AlterConfigs, IncrementalAlterConfigs, DescribeClientQuotas,
-# AlterClientQuotas, StreamsGroupHeartbeat/Describe (the secrets test checks every layout with a
-# config-like value field is here)
-CONFIG_APIS = frozenset({19, 32, 33, 44, 48, 49, 88, 89})
+# the APIs whose bodies carry configuration (name, value) pairs (the secrets test checks
+# every layout with a config-like value field is here)
+CONFIG_APIS = frozenset({CREATE_TOPICS, DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS,
+                         DESCRIBE_CLIENT_QUOTAS, ALTER_CLIENT_QUOTAS, STREAMS_GROUP_HEARTBEAT,
+                         STREAMS_GROUP_DESCRIBE})
 SENSITIVE_APIS = frozenset(FIELDS) | frozenset(EMBEDDED) | CONFIG_APIS
 
 

@@ -4,7 +4,7 @@ Bulk output (JSON lines; the Parquet and Spark record tables could follow) needs
 values of every field but never their offsets, and building a ``Node`` per field is most of the time a full decode
 takes. So each layout (``Struct``) has a specialised reader function, generated from the
 same layouts ``decode.py`` walks and the same wire-type table (``wire.py``) by
-``python -m kdissect.protocol.gen_readers`` into the checked-in package ``values_readers``
+``python -m codegen.gen_readers`` into the checked-in package ``values_readers``
 (the way kio and franz-go generate their parsers): the result is the dict
 ``render.records.plain_json`` makes of the located tree. This module holds what those
 readers call (tagged fields, record batches) and ``body_values``.
@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import schemas
+from .apis import EMBEDDED, ENVELOPE
 from .batch import (CODEC_MASK, FRAME, HEAD_SIZE, LENGTH_AT, LOG_APPEND_TIME, LOG_OVERHEAD,
                     MAGIC_AT, Batch, attributes_note)
 from .context import Options
@@ -38,7 +39,7 @@ from .values_readers.record_loop import loop as _loop
 
 # APIs whose bytes fields may hold embedded structures (consumer protocol, SASL tokens):
 # their JSON shows those structures, so they take the located path
-_EMBEDDED_APIS = frozenset({11, 14, 15, 36, 58})    # 58: Envelope (its request decoded)
+_EMBEDDED_APIS = EMBEDDED | {ENVELOPE}    # Envelope: its request decoded
 _I32 = struct.Struct(">i")
 
 
@@ -52,7 +53,7 @@ class _State:
     finishes never breaches the located decoder's budget; records exactly as much)."""
 
     __slots__ = ("conv", "records", "nodes", "decompressed", "batch_records", "values",
-                 "text_values", "compact", "batch_text", "internal")
+                 "text_values", "compact", "batch_text", "internal", "batches", "tagged")
 
     def __init__(self, conv: Callable[[bytes], Any], options: Options, compact: bool = False,
                  batch_records: Callable[[list], Any] | None = None,
@@ -73,6 +74,8 @@ class _State:
         # a message that may carry internal topics' records, which the located path
         # decodes by their schemas: read here only if it carries no record at all
         self.internal = False
+        # what the generated readers call back (they import nothing of this module)
+        self.batches, self.tagged = _records, _tagged
 
     def charge(self, n: int) -> None:
         self.nodes -= n
@@ -299,8 +302,8 @@ def reader(api_key: int, api_version: int, direction: str) -> ValuesReader | Non
 
 
 def _headers():
-    """The generated header readers (imported once: they import this module; an import
-    statement per message was 4 % of JSON lines of small messages)."""
+    """The generated header readers (imported once: an import statement per message was
+    4 % of JSON lines of small messages)."""
     global _HEADERS
     if _HEADERS is None:
         from .values_readers import headers

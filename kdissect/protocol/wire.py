@@ -1,6 +1,6 @@
 """The wire-type table: for each of Kafka's primitive types (``layout.PRIMITIVES``), how to
 read it located (into a ``Node``), how to skip it by its length, and the source of its
-values-only read (``gen_readers`` writes that into ``values_readers``). Every walker over a
+values-only read (``codegen/gen_readers.py`` writes that into ``values_readers``). Every walker over a
 layout (``decode``, ``values``, the proxy's ``skipscan``, ``schemas.has_records``) asks
 this table, so a type's rules are written once.
 
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 
 class Emitter(Protocol):
-    """What a codec needs to write the values reader's source (``gen_readers._Gen``)."""
+    """What a codec needs to write the values reader's source (``codegen/gen_readers.py``)."""
 
     def emit(self, depth: int, line: str) -> None: ...
 
@@ -184,7 +184,7 @@ def emit_value(g: Emitter, d: int, f: Field, compact: bool, target: str) -> None
         if f.type == "string":
             g.emit(d + 1, f"{target} = buf[pos:e].decode(); pos = e")
         elif c.records:
-            g.emit(d + 1, f"{target} = _records(buf, pos, e, s) if s.records "
+            g.emit(d + 1, f"{target} = s.batches(buf, pos, e, s) if s.records "
                           f"else s.conv(buf[pos:e]); pos = e")
         else:
             g.emit(d + 1, f"{target} = s.conv(buf[pos:e]); pos = e")

@@ -15,8 +15,8 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-from ..protocol.reader import VarintTooLong
-from ..protocol.values import Bail, record_loop
+from ..protocol.reader import Bail, VarintTooLong
+from ..protocol.values import record_loop
 from ..protocol.values_schema.fast import JsonText
 from .compiled import compiled
 from .records import json_bytes

@@ -1,6 +1,6 @@
 """`kdissect log`'s JSON objects and lines (docs/log.md): one object per file and per
 batch (with ``records``, per record too), from a located tree, or from the bulk paths'
-values and lines (``sources.logdir.walk(values=True)`` / ``walk(lines=True)``) without
+values and lines (``sources.logunits.walk(values=True)`` / ``walk(lines=...)``) without
 building objects: what every record line of a batch shares is encoded once
 (log_lines.py). Used by ``kdissect log --format jsonl`` and ``--format parquet``, its Spark
 tasks and the log TUI's exports, so they all write the same JSON."""

@@ -21,8 +21,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ..protocol.batch import record_starts
-from ..protocol.reader import VarintTooLong
-from ..protocol.values import Bail, record_loop
+from ..protocol.reader import Bail, VarintTooLong
+from ..protocol.values import record_loop
 from .compiled import compiled as _compiled
 from .records import json_bytes
 

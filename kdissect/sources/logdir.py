@@ -45,8 +45,8 @@ CHECKPOINT_COLUMNS = {"leader-epoch-checkpoint": ("epoch", "start_offset"),
 
 
 class Lines(NamedTuple):
-    """The bulk path for JSON lines (``walk(lines=True)``): a clean batch's records are
-    written as text by ``write`` (render/log_lines.py's ``record_lines``)."""
+    """The bulk path for JSON lines (``logunits.walk(lines=...)``): a clean batch's records
+    are written as text by ``write`` (render/log_lines.py's ``record_lines_for()``)."""
     write: Callable[..., str | None]
 
 
@@ -108,9 +108,9 @@ class LogItem:
             if t is None:                   # the bulk path's values: records as JSON shows them
                 recs = self.values[2]       # type: ignore[index]
             else:
-                from ..render.records import records_of
+                from ..protocol.json_view import records_of
                 recs = records_of(t)
-                from ..filter_values import needs_records, of_records
+                from ..stream.filter_values import needs_records, of_records
                 if needs_records(name):
                     return of_records(recs, name)
             if part in ("key", "value"):
@@ -259,62 +259,40 @@ def _base_offset(path: Path) -> int:
 
 # -- walking ---------------------------------------------------------------------------
 
-class LogDir:
-    """The engine's source for Kafka's files on disk: its events are items (files and
-    record batches, ``sink.item``), not exchanges; nothing to frame or pair. ``values``,
-    ``lines``: as for ``walk``."""
-
-    def __init__(self, paths: list[str], options: Options, values: bool = False,
-                 lines: bool = False):
-        self.paths, self.options, self.values, self.lines = paths, options, values, lines
-
-    def feed(self, sink) -> None:
-        for item in walk(self.paths, self.options, values=self.values, lines=self.lines):
-            sink.item(item)
-        sink.done()
+def conv_for(values: bool = False, lines: Callable[..., str | None] | None = None) -> Conv:
+    """How clean batches' records come (``logunits.walk``'s ``values``/``lines``)."""
+    if lines is not None:
+        return Lines(lines)
+    if values:
+        from ..protocol.json_view import json_bytes
+        return json_bytes
+    return None
 
 
-def walk(paths: list[str], options: Options, values: bool = False,
-         lines: bool = False) -> Iterator[LogItem]:
-    """Every item of every path, in order: a log dir's files, then its partitions.
-    ``values``: clean v2 batches of ordinary topics come as plain values (``item.values``,
-    bytes as ``render.records.json_bytes`` shows them) instead of located trees, for bulk
-    output (JSON lines, Parquet); the checks are the same. ``lines``: such batches come
-    with their records as JSON text instead (``item.lines``), for JSON lines only."""
-    conv: Conv = None
-    if lines:
-        from ..render.log_lines import record_lines_for
-        conv = Lines(record_lines_for())
-    elif values:
-        from ..render.records import json_bytes
-        conv = json_bytes
-    for text in paths:
-        if "://" in text:           # a URL: copied a partition at a time
-            from .logunits import items, plan
-            for unit in plan([text]):
-                yield from items(unit, options, conv)
-            continue
-        path = Path(text)
-        if not path.exists():
-            raise LogError(f"{text}: no such file or directory")
-        if not path.is_file() and not path.is_dir():
-            raise LogError(f"{text}: not a regular file or directory (a FIFO, socket or "
-                           f"device); give a segment, a partition directory or a log dir")
-        try:
-            if path.is_dir():
-                os.listdir(path)
-            else:
-                os.close(os.open(path, os.O_RDONLY))
-        except OSError as e:
-            raise LogError(f"{text}: cannot read it: {e.strerror or e} (run kdissect as a "
-                           f"user who can read it)") from None
-        if path.is_file():
-            yield from _single_file(path, options, conv)
-        elif any(_partition_of(p)[0] and p.is_dir() for p in path.iterdir()) or \
-                (path / "meta.properties").exists():
-            yield from _log_dir(path, options, conv)
+def path_items(text: str, options: Options, conv: Conv = None) -> Iterator[LogItem]:
+    """Every item of one local path: a segment or other file, a partition directory, or a
+    log dir's files then its partitions (URLs: logunits.py)."""
+    path = Path(text)
+    if not path.exists():
+        raise LogError(f"{text}: no such file or directory")
+    if not path.is_file() and not path.is_dir():
+        raise LogError(f"{text}: not a regular file or directory (a FIFO, socket or "
+                       f"device); give a segment, a partition directory or a log dir")
+    try:
+        if path.is_dir():
+            os.listdir(path)
         else:
-            yield from _partition_dir(path, options, None, conv)
+            os.close(os.open(path, os.O_RDONLY))
+    except OSError as e:
+        raise LogError(f"{text}: cannot read it: {e.strerror or e} (run kdissect as a "
+                       f"user who can read it)") from None
+    if path.is_file():
+        yield from _single_file(path, options, conv)
+    elif any(_partition_of(p)[0] and p.is_dir() for p in path.iterdir()) or \
+            (path / "meta.properties").exists():
+        yield from _log_dir(path, options, conv)
+    else:
+        yield from _partition_dir(path, options, None, conv)
 
 
 def _single_file(path: Path, options: Options, conv: Conv = None) -> Iterator[LogItem]:

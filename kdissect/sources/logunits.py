@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import posixpath
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -129,3 +129,35 @@ def _local(unit: Unit, path: Path, options: Options, conv: Conv,
         return logdir.log_dir_files(path, options, conv)
     hws = logdir.high_watermarks(log_dir) if log_dir is not None else None
     return logdir.partition_items(path, options, hws, conv)
+
+
+class LogDir:
+    """The engine's source for Kafka's files on disk: its events are items (files and
+    record batches, ``sink.item``), not exchanges; nothing to frame or pair. ``values``,
+    ``lines``: as for ``walk``."""
+
+    def __init__(self, paths: list[str], options: Options, values: bool = False,
+                 lines: Callable[..., str | None] | None = None):
+        self.paths, self.options, self.values, self.lines = paths, options, values, lines
+
+    def feed(self, sink) -> None:
+        for item in walk(self.paths, self.options, values=self.values, lines=self.lines):
+            sink.item(item)
+        sink.done()
+
+
+def walk(paths: list[str], options: Options, values: bool = False,
+         lines: Callable[..., str | None] | None = None) -> Iterator[LogItem]:
+    """Every item of every path (local or a URL), in order: a log dir's files, then its
+    partitions. ``values``: clean v2 batches of ordinary topics come as plain values
+    (``item.values``, bytes as ``protocol.json_view.json_bytes`` shows them) instead of
+    located trees, for bulk output (JSON lines, Parquet); the checks are the same.
+    ``lines``: a record-lines writer (render/log_lines.py's ``record_lines_for()``): such
+    batches come with their records as JSON text instead (``item.lines``), for JSON lines."""
+    conv = logdir.conv_for(values, lines)
+    for text in paths:
+        if is_url(text):           # copied a partition at a time
+            for unit in plan([text]):
+                yield from items(unit, options, conv)
+        else:
+            yield from logdir.path_items(text, options, conv)

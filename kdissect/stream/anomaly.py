@@ -5,6 +5,8 @@ SyncGroup held by the coordinator until the group rebalances)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..protocol.apis import FETCH, HEARTBEAT, JOIN_GROUP, SHARE_FETCH, SYNC_GROUP
 from ..protocol.names import error_name
 from ..protocol.node import Node
@@ -13,7 +15,7 @@ SLOW = 0.5                 # seconds of broker time (latency less the asked wait
 MEMBER_ID_REQUIRED = 79    # a JoinGroup answered with it joined nothing: it did not wait
 
 
-def client_wait(view) -> float:
+def client_wait(view: Any) -> float:
     """Seconds of the latency the client asked the broker to hold the answer."""
     ex = view.ex
     latency = ex.latency
@@ -29,11 +31,11 @@ def client_wait(view) -> float:
     if key in (FETCH, SHARE_FETCH, JOIN_GROUP):
         return min(latency, wait / 1000) if isinstance(wait, int) and wait > 0 else 0.0
     if key == SYNC_GROUP:                    # held until the leader sends assignments
-        return latency
+        return float(latency)
     return 0.0
 
 
-def service_time(view) -> float | None:
+def service_time(view: Any) -> float | None:
     """Latency less the wait the client asked for: the time the broker took."""
     latency = view.ex.latency
     return None if latency is None else max(0.0, latency - client_wait(view))
@@ -46,9 +48,9 @@ EXPECTED_ERRORS: dict[int | None, frozenset[int]] = {
     JOIN_GROUP: frozenset({MEMBER_ID_REQUIRED}), HEARTBEAT: frozenset({27})}
 
 
-def reasons(view) -> list[str]:
+def reasons(view: Any) -> list[str]:
     """Why the exchange is an anomaly (empty: it is not), most telling first."""
-    cached = view.__dict__.get("_reasons")
+    cached: list[str] | None = view.__dict__.get("_reasons")
     if cached is not None:
         return cached
     ex = view.ex

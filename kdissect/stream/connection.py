@@ -11,6 +11,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from functools import partial
+from typing import Any
 
 from ..protocol import peek_request_header, schemas
 from ..protocol.apis import CONTROLLED_SHUTDOWN, PRODUCE, SASL_HANDSHAKE
@@ -42,9 +43,9 @@ def plausible_request(data: bytes | bytearray, pos: int = 0) -> bool:
         return False
     head = peek_request_header(bytes(data[pos + 4:pos + 4 + min(size, 512)]))
     if head is None:
-        return key == CONTROLLED_SHUTDOWN and version == 0 and size >= 8
+        return bool(key == CONTROLLED_SHUTDOWN and version == 0 and size >= 8)
     cid = head.client_id
-    return head.correlation_id >= 0 and (cid is None or cid.isprintable())
+    return bool(head.correlation_id >= 0 and (cid is None or cid.isprintable()))
 
 
 def is_request(data: bytes) -> bool:
@@ -95,7 +96,7 @@ class RawSasl:
             self.active = True
 
 
-def _answers_pending(pending: Correlator, buf: bytearray, pos: int) -> bool:
+def _answers_pending(pending: Correlator[Any], buf: bytearray, pos: int) -> bool:
     """Does a response to a pending request plausibly start at ``buf[pos]``?"""
     return pending.waiting_for(_SIZE.unpack_from(buf, pos + 4)[0])
 
@@ -110,7 +111,7 @@ class KafkaConnection:
                  "next_index", "framers", "pending", "early", "sasl",
                  "seq", "tls", "response_gap", "last_ts", "opened", "side_by", "doubt")
 
-    def __init__(self, index: int, client, broker, emit_exchange: Callable[[Exchange], None],
+    def __init__(self, index: int, client: Any, broker: Any, emit_exchange: Callable[[Exchange], None],
                  emit_gap: Callable[[Gap], None], next_index: Callable[[], int],
                  budget: Budget | None = None):
         """``budget``: the process's memory budget, charged with partial messages."""
@@ -277,7 +278,7 @@ class KafkaConnection:
                 del self.early[head.correlation_id]
             self._response(resp, resp_findings)
 
-    def _unanswered(self, p: Pending, code: str) -> None:
+    def _unanswered(self, p: Pending[Any], code: str) -> None:
         """A request finished without an answer; ``code`` says why, if it expected one."""
         msg, findings, seq = p.item
         if p.expected:

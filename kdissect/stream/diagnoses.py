@@ -17,17 +17,20 @@ from __future__ import annotations
 import functools
 from collections import OrderedDict, deque
 from dataclasses import dataclass
+from collections.abc import Iterator
 from typing import Any
 
-from ..protocol.apis import API_VERSIONS, FETCH, HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, PRODUCE, \
-    SYNC_GROUP
+from ..protocol.apis import (API_VERSIONS, BEGIN_QUORUM_EPOCH, BROKER_HEARTBEAT,
+                             CONSUMER_GROUP_HEARTBEAT, END_QUORUM_EPOCH, FETCH, FETCH_SNAPSHOT,
+                             HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, OFFSET_COMMIT, PRODUCE,
+                             SYNC_GROUP, VOTE)
 from ..protocol.findings import Finding
-from ..protocol.names import api_key_of, error_code, error_name
+from ..protocol.names import error_code, error_name
 from ..protocol.node import Node
 from ..protocol.removed_versions import REMOVED
 from .anomaly import SLOW, client_wait
 from .fields import ExchangeFields
-from .model import Exchange, Gap
+from .model import Exchange, Gap, KafkaMessage
 
 # the codes this module adds (--stats counts them)
 CODES = ("removed_version", "no_api_versions", "clock_skew", "producer_sequence_gap",
@@ -47,11 +50,7 @@ EMPTY_S = 10.0             # a consumer's fetches returning nothing for this lon
 MAX_TRACKED = 100_000      # producer/partition/group states kept (oldest dropped first)
 SENDS_KEPT = 8             # a producer/partition's latest sends compared for retries
 
-OFFSET_COMMIT = api_key_of("OffsetCommit")
-BROKER_HEARTBEAT = api_key_of("BrokerHeartbeat")
-QUORUM = frozenset(api_key_of(n) for n in ("Vote", "BeginQuorumEpoch", "EndQuorumEpoch",
-                                           "FetchSnapshot"))
-CONSUMER_GROUP_HEARTBEAT = api_key_of("ConsumerGroupHeartbeat")      # KIP-848
+QUORUM = frozenset({VOTE, BEGIN_QUORUM_EPOCH, END_QUORUM_EPOCH, FETCH_SNAPSHOT})
 
 
 @functools.cache
@@ -67,7 +66,7 @@ LEADERSHIP = ("NOT_LEADER_OR_FOLLOWER", "FENCED_LEADER_EPOCH", "NOT_COORDINATOR"
 EXPIRED = ("UNKNOWN_MEMBER_ID", "FENCED_MEMBER_EPOCH")
 
 
-def plain(body: Node | dict | None) -> Any:
+def plain(body: Node | dict[Any, Any] | None) -> Any:
     """A body as plain values (the values decoder's dicts are already): structs ->
     dicts (tagged fields among them), arrays -> lists, a records field -> its record
     batches' headers."""
@@ -91,7 +90,7 @@ def plain(body: Node | dict | None) -> Any:
     return body.value
 
 
-def _topic(element: dict, topic_ids: dict[str, str]) -> str | None:
+def _topic(element: dict[Any, Any], topic_ids: dict[str, str]) -> str | None:
     name = element.get("topic", element.get("name"))
     if isinstance(name, str):
         return name
@@ -99,7 +98,8 @@ def _topic(element: dict, topic_ids: dict[str, str]) -> str | None:
     return topic_ids.get(tid, tid) if isinstance(tid, str) else None
 
 
-def _partitions(body: Any, topics: str, parts: str, topic_ids: dict[str, str]):
+def _partitions(body: Any, topics: str, parts: str, topic_ids: dict[str, str]
+                ) -> Iterator[tuple[str, Any]]:
     """(topic, partition element) of a body's topics[].partitions[] arrays."""
     if not isinstance(body, dict):
         return
@@ -111,7 +111,7 @@ def _partitions(body: Any, topics: str, parts: str, topic_ids: dict[str, str]):
                     yield name, p
 
 
-def _index(p: dict) -> int | None:
+def _index(p: dict[Any, Any]) -> int | None:
     for key in ("index", "partition", "partition_index"):
         v = p.get(key)
         if type(v) is int:
@@ -119,7 +119,7 @@ def _index(p: dict) -> int | None:
     return None
 
 
-def _complete(m) -> bool:
+def _complete(m: KafkaMessage | None) -> bool:
     return m is not None and m.status == "ok" and not m.holes
 
 
@@ -171,7 +171,7 @@ class _Group:
         if len(self.causes) < 10:
             self.causes.append(text)
 
-    def uses(self, client: tuple[str, int], member) -> None:
+    def uses(self, client: tuple[str, int], member: Any) -> None:
         if isinstance(member, str) and member:
             self.on = self.on or {}
             if len(self.on) < 1000 or client in self.on:
@@ -192,7 +192,7 @@ class _Group:
         self.uses(client, member)
 
 
-class _Sends(deque):
+class _Sends(deque["_Send"]):
     """A producer/partition's latest sends, and the highest sequence any of them ended
     at (``top``: never below the kept sends' ends, so a batch starting above it
     overlaps none of them)."""
@@ -215,30 +215,31 @@ class Diagnoses:
         # sends of its batches, kept per capture: clients retry on a new connection after
         # a timeout or NOT_LEADER. (The client is in the key because producer ids are a
         # cluster's: two clusters in one capture may both have a producer 0.)
-        self.sends: OrderedDict[tuple, _Sends] = OrderedDict()
+        self.sends: OrderedDict[tuple[Any, ...], _Sends] = OrderedDict()
         # (client host, client id, producer id) -> epoch
-        self.epochs: OrderedDict[tuple, int] = OrderedDict()
+        self.epochs: OrderedDict[tuple[Any, ...], int] = OrderedDict()
         self.storms: dict[int, deque[float]] = {}     # stream -> leadership errors' times
         self.stormy: dict[int, float] = {}            # stream -> last storm reported
         # streams whose answers had a hole: the bytes after a lost segment are complete
         # only when the hole is given up on, so their latencies are not the broker's
         self.answers_cut: set[int] = set()
         # (coordinator address, group id) -> its state
-        self.groups: OrderedDict[tuple, _Group] = OrderedDict()
+        self.groups: OrderedDict[tuple[Any, ...], _Group] = OrderedDict()
         # stream -> (first fetch of a run that returned nothing, how many, reported)
         self.empty: dict[int, tuple[float, int, bool]] = {}
         # (client host, client id, topic, partition) -> (offset after the last record
         # returned, when that answer came)
-        self.fetched: OrderedDict[tuple, tuple[int, float]] = OrderedDict()
+        self.fetched: OrderedDict[tuple[Any, ...], tuple[int, float]] = OrderedDict()
         # (controller address, broker id, broker epoch) of shutdowns said
-        self.shutdowns: OrderedDict[tuple, bool] = OrderedDict()
+        self.shutdowns: OrderedDict[tuple[Any, ...], bool] = OrderedDict()
 
     def gap(self, g: Gap) -> None:
         if g.direction == "response":
             self.answers_cut.add(g.stream)
             self.empty.pop(g.stream, None)      # a lost answer may have held records
 
-    def observe(self, ex: Exchange, req_body, resp_body, topic_ids: dict[str, str]) -> None:
+    def observe(self, ex: Exchange, req_body: Any, resp_body: Any,
+                topic_ids: dict[str, str]) -> None:
         req, resp = ex.request, ex.response
         out = ex.findings
         if req is not None and req.direction == "request" and req.api_key is not None:
@@ -289,7 +290,8 @@ class Diagnoses:
                                f"v{req.api_version}, not ApiVersions: the client chose "
                                "versions without asking the broker", "request"))
 
-    def _produce(self, ex: Exchange, body, answer, topic_ids, out: list[Finding]) -> None:
+    def _produce(self, ex: Exchange, body: Any, answer: Any, topic_ids: dict[str, str],
+                 out: list[Finding]) -> None:
         req = ex.request
         assert req is not None
         errors: dict[tuple[str, int | None], int] = {}
@@ -317,7 +319,7 @@ class Diagnoses:
                                    f"{_ahead(ahead)} the capture clock (LogAppendTime)",
                                    "response"))
 
-    def _skew(self, batch: dict, capture_ms: float, topic: str, part: int | None,
+    def _skew(self, batch: dict[Any, Any], capture_ms: float, topic: str, part: int | None,
               out: list[Finding]) -> None:
         attrs, stamp = batch.get("attributes"), batch.get("max_timestamp")
         if type(attrs) is not int or attrs & 8 or type(stamp) is not int or stamp < 0:
@@ -328,7 +330,7 @@ class Diagnoses:
                                f"{_ahead(ahead)} the "
                                "capture clock (CreateTime)", "request"))
 
-    def _sequence(self, ex: Exchange, batch: dict, topic: str, part: int | None,
+    def _sequence(self, ex: Exchange, batch: dict[Any, Any], topic: str, part: int | None,
                   error: int | None, out: list[Finding]) -> None:
         get = batch.get
         pid, epoch, seq, count = (get("producer_id"), get("producer_epoch"),
@@ -387,7 +389,8 @@ class Diagnoses:
 
     # -- consumers -------------------------------------------------------------------------
 
-    def _fetch(self, ex: Exchange, body, answer, topic_ids, out: list[Finding]) -> None:
+    def _fetch(self, ex: Exchange, body: Any, answer: Any, topic_ids: dict[str, str],
+               out: list[Finding]) -> None:
         """A consumer's Fetch: its lag, a run of fetches that return nothing, and how far
         it was given records (for commits behind them)."""
         if not isinstance(body, dict) or not isinstance(answer, dict) or not _consumer(body):
@@ -451,7 +454,8 @@ class Diagnoses:
                                f"returned no records: {why}", "response"))
         self.empty[stream] = (first, count, said)
 
-    def _commit(self, ex: Exchange, body, answer, topic_ids, out: list[Finding]) -> None:
+    def _commit(self, ex: Exchange, body: Any, answer: Any, topic_ids: dict[str, str],
+                out: list[Finding]) -> None:
         if not isinstance(body, dict) or not isinstance(answer, dict):
             return
         req = ex.request
@@ -473,7 +477,8 @@ class Diagnoses:
             out.append(Finding("commit_behind_fetch", f"group {body.get('group_id')}: "
                                + _some(behind), "request"))
 
-    def _group(self, ex: Exchange, key: int, body, answer, out: list[Finding]) -> None:
+    def _group(self, ex: Exchange, key: int, body: Any, answer: Any,
+               out: list[Finding]) -> None:
         """Group membership (classic JoinGroup generations, KIP-848 heartbeats' epochs):
         what happened since the last rebalance, said when the next one is seen."""
         if not isinstance(body, dict) or not isinstance(answer, dict):
@@ -547,7 +552,7 @@ class Diagnoses:
 
     # -- brokers ---------------------------------------------------------------------------
 
-    def _shutdown(self, ex: Exchange, body, answer, out: list[Finding]) -> None:
+    def _shutdown(self, ex: Exchange, body: Any, answer: Any, out: list[Finding]) -> None:
         """A broker's controlled shutdown: it heartbeats want_shut_down until the
         controller, its leaderships moved, answers should_shut_down."""
         if not isinstance(body, dict) or not isinstance(answer, dict) or \
@@ -616,7 +621,7 @@ def _waited(ex: Exchange, wait: float) -> str:
     return said
 
 
-def _consumer(body: dict) -> bool:
+def _consumer(body: dict[Any, Any]) -> bool:
     """A consumer's Fetch, not a follower's or a KRaft voter's (replica id >= 0)."""
     replica = body.get("replica_id")
     state = body.get("replica_state")
@@ -625,16 +630,16 @@ def _consumer(body: dict) -> bool:
     return not (type(replica) is int and replica >= 0)
 
 
-def _after(batches: list[dict]) -> int | None:
+def _after(batches: list[dict[Any, Any]]) -> int | None:
     """The offset after the last batch a fetch returned (None: none, or unknown)."""
     last = batches[-1] if batches else None
     if last is None or type(last.get("base_offset")) is not int or \
             type(last.get("last_offset_delta")) is not int:
         return None
-    return last["base_offset"] + last["last_offset_delta"] + 1
+    return int(last["base_offset"] + last["last_offset_delta"] + 1)
 
 
-def _why_empty(topic: str, part: int | None, start: int, high: int, stable) -> str:
+def _why_empty(topic: str, part: int | None, start: int, high: int, stable: Any) -> str:
     if start >= high:
         return f"{topic}[{part}] at the high watermark {high} (nothing new written)"
     if type(stable) is int and 0 <= stable < high and start >= stable:
@@ -664,7 +669,7 @@ def _ahead(seconds: float) -> str:
     return f"{abs(seconds):.0f} s {'ahead of' if seconds > 0 else 'behind'}"
 
 
-def _put(table: OrderedDict, key, value) -> None:
+def _put(table: OrderedDict[Any, Any], key: Any, value: Any) -> None:
     table[key] = value
     table.move_to_end(key)
     if len(table) > MAX_TRACKED:

@@ -14,15 +14,16 @@ guess among hundreds of layouts; deciding costs a few slices of the first bytes.
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from ..protocol import Options, schemas
+from ..protocol.apis import DESCRIBE_CLUSTER, FIND_COORDINATOR, METADATA
 from ..protocol.values import body_values
 from .connection import plausible_request
 
 HOLD = 2048               # bytes held per connection while the shape alone waits for an answer
 SNIFF = 14                 # bytes of a side that show a request header's start
-NAMES_LISTENERS = frozenset({3, 10, 60})   # Metadata, FindCoordinator, DescribeCluster
+NAMES_LISTENERS = frozenset({METADATA, FIND_COORDINATOR, DESCRIBE_CLUSTER})
 MAX_LEARNED_PORTS = 4096   # listener ports learned per capture (a bound, not a real count)
 
 # how sure each kind of evidence is
@@ -68,7 +69,7 @@ def decide(a: tuple[str, int], b: tuple[str, int], starts: list[bytes], *, syn: 
     return _shape(starts, detect, held, ending)
 
 
-def _strong(a, b, syn: bool, hello, ports: frozenset[int],
+def _strong(a: Any, b: Any, syn: bool, hello: Any, ports: frozenset[int],
             listeners: set[tuple[str, int]]) -> Verdict | None:
     if syn:
         return Verdict(0, "SYN", CERTAIN)
@@ -140,7 +141,7 @@ _OPTIONS = Options(records=False, embedded=False)
 _NO_BYTES = lambda b: None     # noqa: E731
 
 
-def _walk(value, found: set[tuple[str, int]]) -> None:
+def _walk(value: Any, found: set[tuple[str, int]]) -> None:
     if isinstance(value, dict):
         host, port = value.get("host"), value.get("port")
         if isinstance(host, str) and type(port) is int and 0 < port < 65536:

@@ -11,6 +11,8 @@ and a short status. Views read the result; none of them guesses, learns or rewri
 
 from __future__ import annotations
 
+from typing import Any
+
 import dataclasses
 from collections.abc import Callable
 
@@ -78,11 +80,11 @@ class Enricher:
         self.diagnoses.gap(g)
         self.sink.gap(g)
 
-    def item(self, item) -> None:
+    def item(self, item: Any) -> None:
         """A file-level item or record batch (sources/logdir.py): passed on as it is."""
         self.sink.item(item)
 
-    def tls(self, facts) -> None:
+    def tls(self, facts: Any) -> None:
         """A TLS connection ended (capture.tls.TlsFacts); for the sinks that show them."""
         self.sink.tls(facts)
 
@@ -107,8 +109,8 @@ def enrich(ex: Exchange, options: Options, topic_ids: dict[str, str],
             and resp.api_key is None:
         _guess(resp, findings, orphans if orphans is not None else Orphans())
     decoded: list[Message | None] = []
-    bodies: list = []
-    plans: list = []            # beside bodies: what facts read of them
+    bodies: list[Any] = []
+    plans: list[Any] = []            # beside bodies: what facts read of them
     for m in (req, resp):
         if m is None:
             decoded.append(None)
@@ -183,7 +185,7 @@ def enrich(ex: Exchange, options: Options, topic_ids: dict[str, str],
         ex.decoded = (decoded[0], decoded[1])
 
 
-def _assumed(m, d: Message, ranges: dict[int, tuple[int, int]] | None) -> str:
+def _assumed(m: Any, d: Message, ranges: dict[int, tuple[int, int]] | None) -> str:
     """What an ``assumed_version`` finding says: the layout used, what it left
     unexplained, and whether the broker said on this connection that it speaks the
     version (its ApiVersions answer)."""
@@ -199,7 +201,7 @@ def _assumed(m, d: Message, ranges: dict[int, tuple[int, int]] | None) -> str:
     return text
 
 
-def _asked_wait(api_key: int | None, body) -> tuple[str | None, int | None]:
+def _asked_wait(api_key: int | None, body: Any) -> tuple[str | None, int | None]:
     """(the field that asks the broker to hold the answer, its value), or (None, None)."""
     for name in (WAIT_FIELDS.get(api_key, ()) if api_key is not None else ()):
         value = _int_field(body, name)
@@ -208,7 +210,7 @@ def _asked_wait(api_key: int | None, body) -> tuple[str | None, int | None]:
     return None, None
 
 
-def _int_field(body, name: str) -> int | None:
+def _int_field(body: Any, name: str) -> int | None:
     """An integer field of a body: a located tree's node, or a values decoder's dict."""
     if body is None:
         return None
@@ -227,8 +229,8 @@ _LOCATED_APIS = frozenset({SASL_AUTHENTICATE})
 _NO_BYTES = lambda b: None       # noqa: E731 - facts never read bytes fields
 
 
-def _values_body(m, options: Options, conv: Callable[[bytes], object] = _NO_BYTES
-                 ) -> dict | None:
+def _values_body(m: Any, options: Options, conv: Callable[[bytes], object] = _NO_BYTES
+                 ) -> dict[Any, Any] | None:
     """The body of a clean message read by the values decoder, record batches as their
     headers (``options.records`` is "batches"): the same facts and findings as a located
     summary tree, which no summary needs (several times faster: a Metadata answer naming
@@ -241,14 +243,14 @@ def _values_body(m, options: Options, conv: Callable[[bytes], object] = _NO_BYTE
     return body_values(m.data, m.direction, m.api_key, m.api_version, options, conv)
 
 
-def _guess(resp, findings: list[Finding], orphans: Orphans) -> None:
+def _guess(resp: Any, findings: list[Finding], orphans: Orphans) -> None:
     kind, resp.how = orphans.guess(resp.stream, resp.data)
     if kind is not None:
         resp.api_key, resp.api_version = kind
         findings.append(Finding("guessed_api", resp.how, "response"))
 
 
-def _learn_versions(stream: int, body, advertised) -> None:
+def _learn_versions(stream: int, body: Any, advertised: Any) -> None:
     """What an ApiVersions answer's body (a values dict or a located node) advertises."""
     if _int_field(body, "error_code") != 0:
         return
@@ -268,7 +270,7 @@ def _learn_versions(stream: int, body, advertised) -> None:
         advertised[stream] = ranges
 
 
-def _check_version(ex: Exchange, advertised, findings: list[Finding]) -> None:
+def _check_version(ex: Exchange, advertised: Any, findings: list[Finding]) -> None:
     req = ex.request
     assert req is not None, "checked for requests only"
     ranges = advertised.get(ex.stream)

@@ -59,7 +59,7 @@ def topic_of_id(topic_id: str, ids: dict[str, str]) -> str:
                                  else f"{UNRESOLVED}{topic_id}")
 
 
-def facts(*trees: Node | dict | None, topic_ids: dict[str, str] | None = None,
+def facts(*trees: Node | dict[Any, Any] | None, topic_ids: dict[str, str] | None = None,
           plans: Sequence[Any] = ()) -> Facts:
     """What ``trees`` touch (located trees, or bodies the values decoder read as dicts:
     the same walk). ``topic_ids`` (topic id -> name) is learned from messages
@@ -142,7 +142,7 @@ def _element_topic(name: str | None, topic_id: str | None, ids: dict[str, str],
     return name
 
 
-def _collect_values(d: dict, f: Facts, topic: str | None, array: str, ids: dict[str, str],
+def _collect_values(d: dict[Any, Any], f: Facts, topic: str | None, array: str, ids: dict[str, str],
                     element: bool) -> None:
     if element:
         name = None
@@ -204,7 +204,7 @@ _NAME_KEYS = ("topic", "topic_name", "name")
 _PARTITION_KEYS = frozenset({"partition_index", "partition", "index"})
 
 
-def _last_name(d: dict, array: str) -> str | None:
+def _last_name(d: dict[Any, Any], array: str) -> str | None:
     """An element's topic name when several keys could give it: the last of them."""
     name = None
     for k, v in d.items():
@@ -280,7 +280,7 @@ def _plan(st: Struct, array: str, element: bool) -> Any:
     return element, tuple(names), topic_id, tuple(items)
 
 
-def _collect_planned(d: dict, plan: tuple, f: Facts, topic: str | None,
+def _collect_planned(d: dict[Any, Any], plan: tuple[Any, ...], f: Facts, topic: str | None,
                      ids: dict[str, str]) -> None:
     """_collect_values of ``d`` through its plan."""
     element, names, has_id, items = plan

@@ -43,12 +43,12 @@ class ExchangeFields:
         """Findings about malformed bytes or spent budgets."""
         return sum(1 for f in self.ex.findings if f.kind.group in PROBLEM_GROUPS)
 
-    def field(self, name: str) -> list:
+    def field(self, name: str) -> list[Any]:
         get = FIELDS[name].get
         return get(self) if get is not None else []
 
 
-Getter = Callable[[ExchangeFields], list]
+Getter = Callable[[ExchangeFields], list[Any]]
 
 
 class FilterField(Frozen):
@@ -76,21 +76,21 @@ def field(name: str, kind: str, docs: str, get: Getter | None = None,
     return f
 
 
-def _partitions(x: ExchangeFields) -> list:
+def _partitions(x: ExchangeFields) -> list[Any]:
     topics = x.facts().topics
     return sorted(set().union(*topics.values())) if topics else []
 
 
-def _client_id(x: ExchangeFields) -> list:
+def _client_id(x: ExchangeFields) -> list[Any]:
     r = x.ex.request
     return [r.client_id] if r is not None and r.client_id else []
 
 
-def _response_frame(x: ExchangeFields) -> list:
+def _response_frame(x: ExchangeFields) -> list[Any]:
     return [x.ex.response.frame] if x.ex.response is not None else []
 
 
-def _service_time(x: ExchangeFields) -> list:
+def _service_time(x: ExchangeFields) -> list[Any]:
     t = anomaly.service_time(x)
     return [t] if t is not None else []
 
@@ -148,7 +148,7 @@ field("record.value", "text", "the values of the records carried, as `record.key
 field("record.header", "text", "the records' header names; `record.header.NAME` is the values "
       "of the header `NAME` (`record.header.codec == gzip`)",
       lambda x: [k for r in content.records(x) for k, _ in r.headers])
-# decoded keys and values (kdissect/filter_values.py); record.value.PATH and record.key.PATH
+# decoded keys and values (kdissect/stream/filter_values.py); record.value.PATH and record.key.PATH
 # are names under these, read by values() below
 field("record.value_schema", "number", "the Schema Registry ids of the record values "
       "(`record.value_schema == 2`); `record.value.PATH` selects on the decoded values "
@@ -202,12 +202,12 @@ def help_list(first: str = "  fields: ", width: int = 88) -> str:
     return "\n".join([*lines, line.rstrip()])
 
 
-def values(item: Any, name: str) -> list:
+def values(item: Any, name: str) -> list[Any]:
     """The values of ``name`` for ``item``: an ``ExchangeFields``, or an item that says
     its own (``values_of``)."""
     own = getattr(item, "values_of", None)
     if own is not None:
-        return own(name)
+        return list(own(name))
     f = FIELDS.get(name)
     if f is not None:
         return f.get(item) if f.get is not None else []
@@ -215,11 +215,11 @@ def values(item: Any, name: str) -> list:
         return content.header_values(item, name[len("record.header."):])
     decoded = _filter_values()
     if decoded.is_value_path(name):
-        return decoded.values(item, name)
-    return item.field(name)
+        return list(decoded.values(item, name))
+    return list(item.field(name))
 
 
 def _filter_values() -> Any:
-    from .. import filter_values      # imported when a filter reads decoded values
+    from . import filter_values      # imported when a filter reads decoded values
     return filter_values
 

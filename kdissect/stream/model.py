@@ -7,9 +7,10 @@ order. Views only read them."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Any, TYPE_CHECKING
 
 from ..protocol import Message, Options, decode_request, decode_response
+from ..protocol.apis import CARRY_RECORDS
 from ..protocol.findings import Finding
 from ..protocol.node import Node
 from ..protocol.records import locate_batches
@@ -42,7 +43,7 @@ class KafkaMessage:
     holes: list[tuple[int, int]] | None = None
     # its body as the values decoder read it for enrichment, kept only for a sink that
     # prints bodies (JSON lines: one decode per message), bytes as that sink shows them
-    values: dict | None = None
+    values: dict[Any, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.size < 0:
@@ -67,12 +68,8 @@ class KafkaMessage:
             m = decode_response(self.data, self.api_key, self.api_version, options)
         if self.holes:
             _show_cut(m.tree, self.holes, self.pieces or [],
-                      options or Options(), self.api_key in _RECORD_APIS)
+                      options or Options(), self.api_key in CARRY_RECORDS)
         return m
-
-
-# APIs whose messages are mostly record batches: Produce, Fetch, ShareFetch
-_RECORD_APIS = frozenset({0, 1, 78})
 
 
 def _show_cut(tree: Node, holes: list[tuple[int, int]],
@@ -111,7 +108,7 @@ class Exchange:
     facts: Facts | None = None     # set by enrichment
     status: str = "ok"             # set by enrichment: "ok" or the main finding, short
     # the full trees (request, response), only when a printing sink asked for them
-    decoded: tuple | None = None
+    decoded: tuple[Any, ...] | None = None
     # the connection's TLS facts (capture.tls.TlsFacts) when its bytes were decrypted
     tls: object | None = None
     # whether the connection's opening (its SYN) was captured; None: not known

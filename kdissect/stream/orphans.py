@@ -13,6 +13,8 @@ bytes: the same answer on another connection is not guessed again).
 
 from __future__ import annotations
 
+from typing import Any
+
 from collections import Counter, OrderedDict
 
 from ..protocol import Options
@@ -44,7 +46,7 @@ class Orphans:
         # stream -> (its kinds, latest first; full guesses made), the latest streams
         self.streams: OrderedDict[int, tuple[list[Kind], list[int]]] = OrderedDict()
         self.kinds: Counter[Kind] = Counter()         # the capture's orphans by kind
-        self.shapes: OrderedDict[tuple, Kind | None] = OrderedDict()
+        self.shapes: OrderedDict[tuple[Any, ...], Kind | None] = OrderedDict()
         self.seen = 0                                 # orphans asked about
         self.full_guesses = 0                         # full guesses made
 
@@ -95,7 +97,7 @@ class Orphans:
         assert kind is not None
         return self._found(recent, kind), f"guessed {top.label}"
 
-    def _remember(self, shape: tuple, kind: Kind | None) -> None:
+    def _remember(self, shape: tuple[Any, ...], kind: Kind | None) -> None:
         self.shapes[shape] = kind
         if len(self.shapes) > SHAPES:
             self.shapes.popitem(last=False)

@@ -7,6 +7,8 @@ by size), so tables stay small and safe to share.
 
 from __future__ import annotations
 
+from typing import Any
+
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
 
@@ -28,7 +30,7 @@ def _body(tree: Node | None, m: KafkaMessage) -> Node | None:
     return tree.children[0] if m.direction == "sasl" else tree.child("body")
 
 
-def exchange_row(ex: Exchange, capture: str) -> dict:
+def exchange_row(ex: Exchange, capture: str) -> dict[Any, Any]:
     """One enriched exchange as a row. Topics the capture had not named by then are
     left as ``topic-id:<uuid>`` for ``resolve_topics`` to name once the whole capture
     has been read. (Made once per exchange by --format parquet: no comprehension runs
@@ -71,7 +73,7 @@ def exchange_row(ex: Exchange, capture: str) -> dict:
     }
 
 
-def resolve_topics(rows: Iterable[dict], topic_ids: dict[str, str]) -> Iterator[dict]:
+def resolve_topics(rows: Iterable[dict[Any, Any]], topic_ids: dict[str, str]) -> Iterator[dict[Any, Any]]:
     """Name the topics that were only known by id when their row was made."""
     if not topic_ids:
         yield from rows
@@ -79,8 +81,10 @@ def resolve_topics(rows: Iterable[dict], topic_ids: dict[str, str]) -> Iterator[
     for row in rows:
         if _unresolved(row):
             row = dict(row)
-            name = lambda t: topic_ids.get(t[len(UNRESOLVED):], t) \
-                if t and t.startswith(UNRESOLVED) else t
+
+            def name(t: str | None) -> str | None:
+                return topic_ids.get(t[len(UNRESOLVED):], t) \
+                    if t and t.startswith(UNRESOLVED) else t
             row["topics"] = sorted({name(t) for t in row["topics"]})
             row["partitions"] = sorted(({**p, "topic": name(p["topic"])}
                                         for p in row["partitions"]),
@@ -89,7 +93,7 @@ def resolve_topics(rows: Iterable[dict], topic_ids: dict[str, str]) -> Iterator[
         yield row
 
 
-def resolve_record_topics(records: Iterable[dict], topic_ids: dict[str, str]) -> Iterator[dict]:
+def resolve_record_topics(records: Iterable[dict[Any, Any]], topic_ids: dict[str, str]) -> Iterator[dict[Any, Any]]:
     """``resolve_topics`` for record rows."""
     for r in records:
         t = r["topic"]
@@ -98,7 +102,7 @@ def resolve_record_topics(records: Iterable[dict], topic_ids: dict[str, str]) ->
         yield r
 
 
-def _unresolved(row: dict) -> bool:
+def _unresolved(row: dict[Any, Any]) -> bool:
     """Whether a row names a topic by id (asked of every row: plain loops)."""
     for t in row["topics"]:
         if t and t.startswith(UNRESOLVED):
@@ -113,12 +117,12 @@ def _unresolved(row: dict) -> bool:
 RECORDS = Options(records=True)
 
 
-def record_rows(ex: Exchange, capture: str, values=None) -> list[dict]:
+def record_rows(ex: Exchange, capture: str, values: Any = None) -> list[dict[Any, Any]]:
     """Every record an exchange carries (Produce requests, Fetch and ShareFetch
     responses), with the topic and partition it belongs to; ``values`` (a
     values_schema.SchemaSource) decodes keys and values by schema (docs/values.md)."""
     options = RECORDS if values is None else replace(RECORDS, values=values)
-    out: list[dict] = []
+    out: list[dict[Any, Any]] = []
     for m in (ex.request, ex.response):
         if m is None or not carries_records(m.api_key, m.direction):
             continue
@@ -128,8 +132,8 @@ def record_rows(ex: Exchange, capture: str, values=None) -> list[dict]:
     return out
 
 
-def _walk_records(node: Node, topic, partition, m: KafkaMessage, capture: str,
-                  out: list[dict]) -> None:
+def _walk_records(node: Node, topic: Any, partition: Any, m: KafkaMessage, capture: str,
+                  out: list[dict[Any, Any]]) -> None:
     if node.name.startswith("["):
         for c in node.children:
             if c.ktype == "string" and c.name in ("topic", "name", "topic_name"):
@@ -156,15 +160,15 @@ def _plain_message(n: Node) -> bool:
 MAX_TIMESTAMP_MS = 253_402_300_799_999
 
 
-def ms_micros(ms) -> int | None:
+def ms_micros(ms: Any) -> int | None:
     """A Kafka timestamp (ms) as a table's TIMESTAMP (µs), or None (see above)."""
     return ms * 1000 if type(ms) is int and 0 <= ms <= MAX_TIMESTAMP_MS else None
 
 
-def _text_or_hex(b) -> str | None:
-    if b is None:
+def _text_or_hex(value: Any) -> str | None:
+    if value is None:
         return None
-    b = bytes(b)
+    b = bytes(value)
     try:
         text = b.decode("utf-8")
         if all(ch.isprintable() for ch in text):
@@ -174,7 +178,7 @@ def _text_or_hex(b) -> str | None:
     return "0x" + b.hex()
 
 
-def _record_row(n: Node, topic, partition, m: KafkaMessage, capture: str) -> dict:
+def _record_row(n: Node, topic: Any, partition: Any, m: KafkaMessage, capture: str) -> dict[Any, Any]:
     key, value, headers = n.child("key"), n.child("value"), n.child("headers")
     offset = record_offset(n)
     if n.ktype == "record":

@@ -133,7 +133,7 @@ class Collect(CallbackSink):
         self.exchanges: list[Exchange] = []
         self.gaps: list[Gap] = []
         self.notes: list[tuple[str, str]] = []
-        self.tls_facts: list = []          # each TLS connection's TlsFacts, as it ends
+        self.tls_facts: list[Any] = []     # each TLS connection's TlsFacts, as it ends
         super().__init__(self.exchanges.append, gap=self.gaps.append,
                          tls=self.tls_facts.append)
 

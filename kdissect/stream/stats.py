@@ -6,12 +6,16 @@ their heartbeats (members joining and leaving, epochs, assignments, fencing)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import math
 from collections import Counter, defaultdict
 
-from ..protocol.apis import (FETCH, GROUP_MEMBERSHIP, HEARTBEAT, JOIN_GROUP, LEAVE_GROUP,
-                             PRODUCE, SYNC_GROUP)
-from ..protocol.names import api_key_of, api_name, error_name
+from ..protocol.apis import (CONSUMER_GROUP_HEARTBEAT, FETCH, GROUP_MEMBERSHIP, HEARTBEAT,
+                             JOIN_GROUP, LEAVE_GROUP, PRODUCE, SHARE_GROUP_HEARTBEAT,
+                             STREAMS_GROUP_HEARTBEAT, SYNC_GROUP)
+from ..protocol.names import api_name, error_name
+from ..protocol.node import Node
 from ..protocol.plain import Compared
 from . import anomaly
 from .diagnoses import CODES as DIAGNOSES
@@ -74,9 +78,9 @@ class GroupEvent(Compared):
 
 
 # the heartbeats of the groups that are not classic: (API key, what the group is)
-HEARTBEATS = {api_key_of("ConsumerGroupHeartbeat"): "KIP-848 consumer group",
-              api_key_of("ShareGroupHeartbeat"): "share group",
-              api_key_of("StreamsGroupHeartbeat"): "streams group"}
+HEARTBEATS = {CONSUMER_GROUP_HEARTBEAT: "KIP-848 consumer group",
+              SHARE_GROUP_HEARTBEAT: "share group",
+              STREAMS_GROUP_HEARTBEAT: "streams group"}
 
 
 class GroupStats(Compared):
@@ -104,12 +108,12 @@ class Stats(Compared):
                "brokers", "topics", "partitions", "groups", "diagnoses")
 
     def __init__(self) -> None:
-        self.per_api: Counter = Counter()
-        self.errors: Counter = Counter()
+        self.per_api: Counter[Any] = Counter()
+        self.errors: Counter[Any] = Counter()
         self.latency: dict[str, list[float]] = defaultdict(list)
         self.bytes_requests = 0
         self.bytes_responses = 0
-        self.statuses: Counter = Counter()
+        self.statuses: Counter[Any] = Counter()
         self.problems = 0
         self.gaps = 0
         self.gap_bytes = 0
@@ -118,13 +122,13 @@ class Stats(Compared):
         self.connections: dict[int, ConnectionStats] = {}
         # latency less the waits clients asked for (Fetch max_wait_ms, group rebalances)
         self.service: dict[str, list[float]] = defaultdict(list)
-        self.waited: Counter = Counter()          # per API: exchanges that waited
+        self.waited: Counter[Any] = Counter()          # per API: exchanges that waited
         self.clients: dict[str, Breakdown] = {}
         self.brokers: dict[str, Breakdown] = {}
         self.topics: dict[str, Breakdown] = {}
         self.partitions: dict[tuple[str, int], Breakdown] = {}
         self.groups: dict[str, GroupStats] = {}
-        self.diagnoses: Counter = Counter()        # diagnosis code -> count
+        self.diagnoses: Counter[Any] = Counter()        # diagnosis code -> count
         # broker address -> its "host:port" (formatted once, not per exchange)
         self._broker_names: dict[tuple[str, int], str] = {}
 
@@ -255,7 +259,7 @@ class Stats(Compared):
         return percentile(s, 50), percentile(s, 90), percentile(s, 99), s[-1]
 
 
-def _breakdown(table: dict, key) -> Breakdown:
+def _breakdown(table: dict[Any, Any], key: Any) -> Breakdown:
     """``table[key]``, made when missing (not one made and dropped per exchange)."""
     b = table.get(key)
     if b is None:
@@ -263,16 +267,16 @@ def _breakdown(table: dict, key) -> Breakdown:
     return b
 
 
-def _items(array) -> list:
+def _items(array: Node) -> list[Any]:
     """The elements of an array node (not its count)."""
     return [c for c in array.children if c.name.startswith("[")]
 
 
-def _fields(node) -> dict:
+def _fields(node: Node | None) -> dict[Any, Any]:
     return {c.name: c.value for c in node.children} if node is not None else {}
 
 
-def _assignment(body) -> str:
+def _assignment(body: Node | None) -> str:
     """A SyncGroup's assignment as topic[partitions] (the consumer protocol, decoded)."""
     node = body.child("assignment") if body is not None else None
     parts = []
@@ -320,7 +324,7 @@ def group_event(ex: Exchange, view: ExchangeFields) -> tuple[str, GroupEvent] | 
                              isinstance(generation, int) else None, error, detail, view)
 
 
-def _heartbeat(req, resp, error: str, options) -> tuple[int | None, str]:
+def _heartbeat(req: Any, resp: Any, error: str, options: Any) -> tuple[int | None, str]:
     """(member epoch, what changed) of a KIP-848, share or streams group heartbeat: a
     member joining (epoch 0) or leaving (-1; -2 a static member), its epoch moving and
     what it was assigned, or why the coordinator fenced it. "" when nothing changed."""

@@ -5,7 +5,7 @@ language, as `kdissect log -Y`, with completion and a caret under what is wrong)
 searches bytes (inside compressed batches too), o/O and the headers sort, s shows
 statistics, e/E export, p goes to the next problem (a finding), ? helps, q quits.
 
-Items come from ``sources.logdir.walk`` in a forked child (``read_items``: one batch
+Items come from ``sources.logunits.walk`` in a forked child (``read_items``: one batch
 decoded at a time, its decoding never holding this process's GIL) and are added to the
 list in slices of a few milliseconds, so the screen answers keys while a big log dir is
 read. Memory stays bounded as in `kdissect log`: the list keeps each batch's cells,
@@ -41,8 +41,10 @@ from ..protocol.node import Node
 from ..protocol.batch import CRC_FROM, HEAD_SIZE, Batch
 from ..protocol.records import read_records
 from ..render.log_json import CODECS
+from ..render.log_lines import record_lines_for
 from ..render.records import json_bytes
-from ..sources.logdir import LogError, LogItem, file_kind, values_answer, walk
+from ..sources.logdir import LogError, LogItem, file_kind, values_answer
+from ..sources.logunits import walk
 from ..stream import anomaly
 from ..stream.content import buffer_nodes
 from .app import unique_path
@@ -329,7 +331,7 @@ def read_items(paths: list[str], options: Options, flt: Filter | None,
     last_path: Path | None = None
     said = 0.0
     try:
-        for item in walk(paths, options, lines=True):
+        for item in walk(paths, options, lines=record_lines_for()):
             read += 1
             describe(read, item)
             lighten(item)

@@ -278,7 +278,7 @@ def read_segment(data: bytes) -> None:
     topic's, with a damaged index beside) to JSON lines and text."""
     from kdissect.cli.log_cmd import item_json, item_line
     from kdissect.protocol.decode import Options
-    from kdissect.sources.logdir import walk
+    from kdissect.sources.logunits import walk
     if not _SEGMENT_DIRS:
         root = Path(tempfile.mkdtemp(prefix="kdissect-fuzz-",
                                      dir="/dev/shm" if os.path.isdir("/dev/shm") else None))

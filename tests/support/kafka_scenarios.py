@@ -86,7 +86,7 @@ def _metadata_offsets(log_dir) -> tuple[int, int]:
     """(first offset, next offset) of a node's __cluster_metadata log on disk (from the
     segments' names and kdissect's reading of the last one)."""
     from kdissect.protocol import Options
-    from kdissect.sources.logdir import walk
+    from kdissect.sources.logunits import walk
     segments = sorted((log_dir / "__cluster_metadata-0").glob("*.log"))
     if not segments:
         return 0, 0

@@ -19,7 +19,7 @@ from datetime import date, datetime, time
 from typing import Any, Protocol
 from uuid import UUID
 
-from ..context import Budget
+from ..budget import Budget
 from ..node import Node
 from ..plain import Plain
 from .common import MAX_DEPTH, Cursor, Mismatch, OutOfBudget, rest_node
@@ -258,7 +258,8 @@ def decoded_of(field: Node) -> Node | None:
 def schema_id_of(field: Node) -> int | None:
     for c in field.children:
         if c.name == "schema_id":
-            return c.value
+            sid: int | None = c.value
+            return sid
     return None
 
 

@@ -98,7 +98,7 @@ def _primitive(cur: Cursor, kind: str, parent: Node, name: str) -> Node:
     return parent.add(Node(name, kind, start, cur.pos - start, value))
 
 
-def _union(cur: Cursor, branches: list, named: dict[str, Any], parent: Node,
+def _union(cur: Cursor, branches: list[Any], named: dict[str, Any], parent: Node,
            name: str) -> Node:
     start = cur.pos
     i = cur.zigzag("union branch")
@@ -112,7 +112,7 @@ def _union(cur: Cursor, branches: list, named: dict[str, Any], parent: Node,
     return node
 
 
-def _record(cur: Cursor, schema: dict, named: dict[str, Any], parent: Node,
+def _record(cur: Cursor, schema: dict[Any, Any], named: dict[str, Any], parent: Node,
             name: str) -> Node:
     node = parent.add(Node(name, "struct", cur.pos, note=schema["name"]))
     cur.enter()
@@ -180,12 +180,12 @@ def decimal_value(raw: bytes, precision: int, scale: int) -> decimal.Decimal:
         raise ValueError(f"decimal out of range ({type(e).__name__})") from None
 
 
-def _decimal(node: Node, schema: dict) -> None:
+def _decimal(node: Node, schema: dict[Any, Any]) -> None:
     node.value = decimal_value(node.value, schema.get("precision", 28), schema.get("scale", 0))
     node.ktype = "decimal"
 
 
-def _logical(node: Node, schema: dict, logical: str) -> None:
+def _logical(node: Node, schema: dict[Any, Any], logical: str) -> None:
     """Turn the primitive value into what fastavro returns for its logical type."""
     v = node.value
     try:

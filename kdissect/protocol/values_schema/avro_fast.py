@@ -44,7 +44,7 @@ class Unsupported(Exception):
     pass
 
 
-Read = Callable[[bytes, int, list], tuple[Any, int]]
+Read = Callable[[bytes, int, list[Any]], tuple[Any, int]]
 
 _TIME: dict[str, Callable[[int], str]] = {
     "timestamp-millis": lambda x: (_EPOCH + timedelta(milliseconds=x)).isoformat(),
@@ -58,7 +58,7 @@ _TIME: dict[str, Callable[[int], str]] = {
 
 
 def _counted(read: Read) -> Read:
-    def counted(b: bytes, p: int, t: list) -> tuple[Any, int]:
+    def counted(b: bytes, p: int, t: list[Any]) -> tuple[Any, int]:
         t[0] += 1
         return read(b, p, t)
     return counted
@@ -104,10 +104,10 @@ def compile_reader(schema: Any, named: dict[str, Any]) -> Read:
         s = resolve(s, named)
         return (True, leaf(s)) if plain(s) else (False, build(s))
 
-    def union(schemas: list) -> Read:
+    def union(schemas: list[Any]) -> Read:
         branches = [counting(branch) for branch in schemas]
 
-        def read(b: bytes, p: int, t: list) -> tuple[Any, int]:
+        def read(b: bytes, p: int, t: list[Any]) -> tuple[Any, int]:
             i = b[p]
             if i < 128:
                 i = (i >> 1) ^ -(i & 1)
@@ -122,7 +122,7 @@ def compile_reader(schema: Any, named: dict[str, Any]) -> Read:
             return r(b, p, t)
         return read
 
-    def record(s: dict) -> Read:
+    def record(s: dict[Any, Any]) -> Read:
         name = s["name"]
         if name in records:
             return records[name]
@@ -140,7 +140,7 @@ def compile_reader(schema: Any, named: dict[str, Any]) -> Read:
             else:
                 fields.append((f["name"], 0, build(resolved)))
 
-        def read(b: bytes, p: int, t: list) -> tuple[Any, int]:
+        def read(b: bytes, p: int, t: list[Any]) -> tuple[Any, int]:
             t[0] += static
             d = {}
             for key, how, r in fields:
@@ -165,11 +165,11 @@ def compile_reader(schema: Any, named: dict[str, Any]) -> Read:
         records[name] = read
         return read
 
-    def sequence(s: dict) -> Read:
+    def sequence(s: dict[Any, Any]) -> Read:
         is_map = s["type"] == "map"
         counted, item = counting(s["values"] if is_map else s["items"])
 
-        def read(b: bytes, p: int, t: list) -> tuple[Any, int]:
+        def read(b: bytes, p: int, t: list[Any]) -> tuple[Any, int]:
             out: Any = {} if is_map else []
             while True:
                 n, p = _long(b, p)
@@ -189,13 +189,13 @@ def compile_reader(schema: Any, named: dict[str, Any]) -> Read:
                         out.append(v)
         return read
 
-    def leaf(s: dict) -> Read:
+    def leaf(s: dict[Any, Any]) -> Read:
         """A value without nested values, not counting itself."""
         kind, logical = s["type"], s.get("logicalType")
         if kind == "null":
             return lambda b, p, t: (None, p)
         if kind == "boolean":
-            def boolean(b: bytes, p: int, t: list) -> tuple[Any, int]:
+            def boolean(b: bytes, p: int, t: list[Any]) -> tuple[Any, int]:
                 v = b[p]
                 if v > 1:
                     raise ValueError("bool")
@@ -204,7 +204,7 @@ def compile_reader(schema: Any, named: dict[str, Any]) -> Read:
         if kind in ("int", "long"):
             conv = _TIME.get(logical) if logical else None
             if kind == "int":
-                def int_(b: bytes, p: int, t: list) -> tuple[Any, int]:
+                def int_(b: bytes, p: int, t: list[Any]) -> tuple[Any, int]:
                     v, p = _long(b, p)
                     if not -2147483648 <= v < 2147483648:
                         raise ValueError("int")
@@ -213,7 +213,7 @@ def compile_reader(schema: Any, named: dict[str, Any]) -> Read:
             if conv is None:
                 return lambda b, p, t: _long(b, p)
 
-            def long_(b: bytes, p: int, t: list) -> tuple[Any, int]:
+            def long_(b: bytes, p: int, t: list[Any]) -> tuple[Any, int]:
                 v, p = _long(b, p)
                 return conv(v), p
             return long_
@@ -226,7 +226,7 @@ def compile_reader(schema: Any, named: dict[str, Any]) -> Read:
         if kind == "enum":
             symbols = tuple(s["symbols"])
 
-            def enum(b: bytes, p: int, t: list) -> tuple[Any, int]:
+            def enum(b: bytes, p: int, t: list[Any]) -> tuple[Any, int]:
                 v, p = _long(b, p)
                 if v < 0:
                     raise ValueError("enum")
@@ -237,7 +237,7 @@ def compile_reader(schema: Any, named: dict[str, Any]) -> Read:
     return build(schema)
 
 
-def _sized(kind: str, logical: str | None, s: dict) -> Read:
+def _sized(kind: str, logical: str | None, s: dict[Any, Any]) -> Read:
     if kind == "fixed":
         size = s["size"]
 
@@ -251,23 +251,23 @@ def _sized(kind: str, logical: str | None, s: dict) -> Read:
     if logical == "decimal":
         precision, scale = s.get("precision", 28), s.get("scale", 0)
 
-        def decimal(b: bytes, p: int, t: list) -> tuple[Any, int]:
+        def decimal(b: bytes, p: int, t: list[Any]) -> tuple[Any, int]:
             v, p = raw(b, p)
             return str(decimal_value(v, precision, scale)), p
         return decimal
     if kind == "string":
         if logical == "uuid":
-            def uuid(b: bytes, p: int, t: list) -> tuple[Any, int]:
+            def uuid(b: bytes, p: int, t: list[Any]) -> tuple[Any, int]:
                 v, p = raw(b, p)
                 return str(UUID(v.decode())), p
             return uuid
 
-        def text(b: bytes, p: int, t: list) -> tuple[Any, int]:
+        def text(b: bytes, p: int, t: list[Any]) -> tuple[Any, int]:
             v, p = raw(b, p)
             return v.decode(), p
         return text
 
-    def b64(b: bytes, p: int, t: list) -> tuple[Any, int]:
+    def b64(b: bytes, p: int, t: list[Any]) -> tuple[Any, int]:
         v, p = raw(b, p)
         return base64.b64encode(v).decode("ascii"), p
     return b64

@@ -33,13 +33,13 @@ def native_class() -> Any | None:
     return getattr(_native, "AvroJson", None)
 
 
-def compile_program(schema: Any, named: dict[str, Any]) -> tuple[list[tuple], int]:
+def compile_program(schema: Any, named: dict[str, Any]) -> tuple[list[tuple[Any, ...]], int]:
     """(ops, root) for a schema that is not recursive (fast._qualifies); raises
     Unsupported for what avro_fast does not read, or reads in ways not mirrored here."""
-    ops: list[tuple] = []
+    ops: list[tuple[Any, ...]] = []
     records: dict[str, int] = {}
 
-    def add(op: tuple) -> int:
+    def add(op: tuple[Any, ...]) -> int:
         ops.append(op)
         return len(ops) - 1
 

@@ -3,7 +3,7 @@ value that does not match its schema fails (``Mismatch``)."""
 
 from __future__ import annotations
 
-from ..context import Budget
+from ..budget import Budget
 from ..node import Node
 from ..reader import VarintTooLong, uvarint
 

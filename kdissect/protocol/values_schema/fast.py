@@ -27,7 +27,7 @@ class Unfit(Exception):
 
 # Schema -> its reader (closures), None if the schema does not qualify; weak, so a Schema
 # unpickled per chunk in a jsonl worker does not accumulate (nor can an id be reused)
-_READERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_READERS: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
 
 class _Recent:
@@ -64,7 +64,7 @@ class _Recent:
             self.held_bytes -= len(old)
 
 
-_RECENT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_RECENT: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
 
 def _reader(parsed: Any, named: dict[str, Any]) -> Any:
@@ -97,7 +97,7 @@ def _avro_reader(schema: Schema) -> Any:
     return reader
 
 
-def _kept(kept: weakref.WeakKeyDictionary, schema: Schema, raw: bytes,
+def _kept(kept: weakref.WeakKeyDictionary[Any, Any], schema: Schema, raw: bytes,
           tally: list[int] | None) -> Any:
     """The value ``raw`` was last decoded to by ``schema`` (None: not kept), its values
     counted into ``tally``."""
@@ -164,8 +164,8 @@ class JsonText:
 
 
 # Schema -> the compiled Avro reader (avro_text.py), None without one
-_COMPILED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-_RECENT_TEXT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_COMPILED: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+_RECENT_TEXT: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
 
 def value_text(source: Any, raw: bytes, role: str,
@@ -258,5 +258,6 @@ def _qualifies(schema: Any, named: dict[str, Any], seen: set[str]) -> int | None
     if kind == "map":
         return None if _qualifies(schema["values"], named, seen) is None else 1
     if kind == "fixed":
-        return schema["size"]
+        size: int = schema["size"]
+        return size
     return _qualifies(kind, named, seen)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..context import Budget
+from ..budget import Budget
 from ..node import Node
 from . import jsonv
 from .common import Cursor, Mismatch, OutOfBudget

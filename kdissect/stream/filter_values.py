@@ -44,14 +44,14 @@ def literal(kind: str, text: str) -> Any:
     return text
 
 
-def values(view: Any, name: str) -> list:
+def values(view: Any, name: str) -> list[Any]:
     """The values of ``name`` over every record of an exchange view (Produce requests,
     Fetch and ShareFetch responses)."""
     return of_records(exchange_records(view), name)
 
 
-def of_records(records: Iterable[dict], name: str) -> list:
-    """The values of ``name`` over records as JSON lines show them (``render.records
+def of_records(records: Iterable[dict[Any, Any]], name: str) -> list[Any]:
+    """The values of ``name`` over records as JSON lines show them (``protocol.json_view
     .record_json`` or the values-only decoder): ``key``/``value`` decoded, ``*_schema``
     the schema ids, ``*_decoded`` an internal topic's structures."""
     if name in SCHEMA_IDS:
@@ -59,7 +59,7 @@ def of_records(records: Iterable[dict], name: str) -> list:
         return [r[field] for r in records if type(r.get(field)) is int]
     role, _, path = name[len("record."):].partition(".")
     parts = path.split(".")
-    out: list = []
+    out: list[Any] = []
     for r in records:
         value = r.get(f"{role}_decoded")                    # an internal topic's
         if value is None:
@@ -80,7 +80,7 @@ def _json_text(text: str) -> Any:
         return None
 
 
-def _pick(value: Any, parts: list[str], out: list) -> None:
+def _pick(value: Any, parts: list[str], out: list[Any]) -> None:
     """Append to ``out`` the scalars at ``parts`` under ``value``; an array on the way
     (not indexed) stands for each of its elements. Iterative: values may nest deep."""
     stack: list[tuple[Any, int]] = [(value, 0)]
@@ -111,10 +111,10 @@ def _scalar(v: Any) -> bool:
 # the records of the last exchange asked about: a filter naming several value fields
 # decodes each exchange once (one entry: memory stays bounded). Keyed by the view and its
 # messages: a live exchange gains its response after a first look
-_last: tuple[tuple[Any, Any, Any], list[dict]] | None = None
+_last: tuple[tuple[Any, Any, Any], list[dict[Any, Any]]] | None = None
 
 
-def exchange_records(view: Any) -> list[dict]:
+def exchange_records(view: Any) -> list[dict[Any, Any]]:
     """Every record of the exchange as JSON lines show it (decoded by schema when the
     view's options carry schemas): the values-only decoder for clean messages, the
     located tree otherwise."""
@@ -123,18 +123,18 @@ def exchange_records(view: Any) -> list[dict]:
     if last is not None and last[0][0] is view and last[0][1] is ex.request and \
             last[0][2] is ex.response:
         return last[1]
-    from .protocol import Options
-    from .protocol.values import body_values
-    from .render.records import json_bytes, records_of
-    from .protocol.apis import CARRY_RECORDS
-    from .stream.content import full_tree
+    from ..protocol import Options
+    from ..protocol.apis import CARRY_RECORDS
+    from ..protocol.json_view import json_bytes, records_of
+    from ..protocol.values import body_values
+    from .content import full_tree
     options = view.options or Options()
-    out: list[dict] = []
+    out: list[dict[Any, Any]] = []
     if view.ex.first.api_key in CARRY_RECORDS:
         for m in (view.ex.request, view.ex.response):
             if m is None or m.direction == "sasl" or not m.data:
                 continue
-            found: list[dict] = []
+            found: list[dict[Any, Any]] = []
             body = body_values(m.data, m.direction, m.api_key, m.api_version, options,
                                json_bytes, found.extend)
             if body is None:
