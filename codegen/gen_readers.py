@@ -248,8 +248,8 @@ RECORD
 
 def _varint(located: bool, var: str, longest: str) -> list[str]:
     """``longest``: a record field's name or a wire type (batch.VARINT_MAX, VARINT_BYTES)."""
-    from .batch import VARINT_MAX
-    from .layout import VARINT_BYTES
+    from kdissect.protocol.batch import VARINT_MAX
+    from kdissect.protocol.layout import VARINT_BYTES
     max_bytes = VARINT_MAX.get(longest) or VARINT_BYTES[longest]
     return [f"{var} = data[p]",
             f"if {var} < 128:",

@@ -54,11 +54,11 @@ def test_nothing_is_compiled_at_run_time():
 
 
 def test_one_varint_loop_in_the_package():
-    """Only reader.uvarint walks a varint's continuation bytes (others inline at most the
+    """Only varint.uvarint walks a varint's continuation bytes (others inline at most the
     first two bytes for speed, and call it for the rest)."""
     loops = [str(p.relative_to(PACKAGE)) for p in sorted(PACKAGE.rglob("*.py"))
              if "shift += 7" in p.read_text(encoding="utf-8")]
-    assert loops == ["protocol/reader.py"]
+    assert loops == ["protocol/varint.py"]
 
 
 @pytest.mark.parametrize("data,max_bytes,want", [
