@@ -18,11 +18,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kdissect.stream.model import Exchange
+from tests.support.oracle_clients import RULES as CLIENT_RULES
+from tests.support.oracle_clients import History
+
+__all__ = ["CLIENT_RULES", "RULES", "check", "judge", "kafka_decoded", "unchecked"]
 
 SLOW_S = 0.5
 METADATA_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAQ"        # Kafka's JSON of Uuid.METADATA_TOPIC_ID
 # error codes (Kafka's Errors): NOT_LEADER_OR_FOLLOWER, NOT_COORDINATOR, FENCED_LEADER_EPOCH
 LEADERSHIP = {6, 16, 74}
+ERRORS: dict[int, str] = {}     # Kafka's Errors: code -> name (read by kafka_decoded)
 QUORUM = {52, 53, 54, 59}       # Vote, Begin/EndQuorumEpoch, FetchSnapshot
 
 
@@ -52,6 +57,9 @@ def kafka_decoded(exchanges: list[Exchange]) -> dict[int, dict]:
     truth = {}
     for line in out.stdout.splitlines():
         row = json.loads(line)
+        if "errors" in row:             # Kafka's error table: code -> name
+            ERRORS.update((int(k), v) for k, v in row["errors"].items())
+            continue
         if "body" in row:
             truth[row["i"]] = row["body"]
             if row.get("unread"):           # bytes Kafka's classes left after the body
@@ -60,6 +68,7 @@ def kafka_decoded(exchanges: list[Exchange]) -> dict[int, dict]:
             truth[row["i"]] = {"_unread": row["error"]}
         if "api_key" in row:
             truth[row["i"]]["_api"] = (row["api_key"], row["api_version"], row["supported"])
+            truth[row["i"]]["_client"] = row.get("client_id")
     return truth
 
 
@@ -187,18 +196,28 @@ def check(exchanges: list[Exchange], truth: dict[int, dict]
             while times and ex.response.ts - times[0] > 5.0:
                 times.popleft()
         for f in ex.findings:
-            rule = RULES.get(f.code)
-            if rule is None:
+            if f.code not in RULES and f.code not in CLIENT_RULES:
                 continue
             checked[f.code] += 1
-            why = rule(ex, f.detail, truth, state)
+            why = judge(ex, f.code, f.detail, exchanges, truth, state)
             if why is not None:
                 false.append((f.code, why, f.detail))
     return checked, false
+
+
+def judge(ex: Exchange, code: str, detail: str, exchanges: list[Exchange],
+          truth: dict[int, dict], state: dict) -> str | None:
+    """Why a finding (its code and text, raised on ``ex``) is false; None: it is true.
+    (``state``: kept between the calls of one capture.)"""
+    if code in CLIENT_RULES:
+        if "history" not in state:
+            state["history"] = History(exchanges, truth)
+        return CLIENT_RULES[code](ex, detail, state["history"], ERRORS)
+    return RULES[code](ex, detail, truth, state)
 
 
 def unchecked(exchanges: list[Exchange]) -> set[str]:
     """The diagnoses raised that no rule checks."""
     from kdissect.stream.diagnoses import CODES
     return {f.code for e in exchanges for f in e.findings
-            if f.code in CODES and f.code not in RULES}
+            if f.code in CODES and f.code not in RULES and f.code not in CLIENT_RULES}
