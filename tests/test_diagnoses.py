@@ -175,13 +175,39 @@ def test_producer_sequences_on_one_connection():
         [], [],
         [W + "batch 0-4 sent again (a retry: the send was answered ok; this one got no "
          "answer in the capture)"],
-        [W + "batch 15-19 refused (OUT_OF_ORDER_SEQUENCE_NUMBER); the broker expected 10"],
+        [W + "batch 15-19 refused (OUT_OF_ORDER_SEQUENCE_NUMBER); the broker expected at least "
+         "10 (the start of this producer epoch is not in the capture: batches it accepted "
+         "later may be missing)"],
         [W + "batch 5-9 sent again (a retry: the send was answered ok; this one was "
          "answered ok: written once)"],
         [],
         [W + "batch 10-14 sent again (a retry: the send was answered NOT_ENOUGH_REPLICAS; "
          "this one was answered ok: written once)"],
         ["producer 7: epoch 0 -> 1 (sequences start again)"]]
+
+
+def test_sequence_gap_names_the_expected_sequence_only_from_the_epoch_start():
+    """The broker's expected sequence is said exactly only when the capture holds the
+    answer that gave the producer its epoch (InitProducerId; EndTxn v5+): then every batch
+    it accepted is in the capture."""
+    from kdissect.protocol.apis import INIT_PRODUCER_ID
+    from kdissect.stream.diagnoses import Diagnoses
+    from kdissect.stream.facts import Facts
+    from kdissect.stream.model import Exchange, KafkaMessage
+    d = Diagnoses()
+    req = KafkaMessage(0, 1, "request", 9.0, 1, 10, b"", api_key=INIT_PRODUCER_ID,
+                       api_version=5, correlation_id=0)
+    resp = KafkaMessage(1, 1, "response", 9.001, 2, 10, b"", api_key=INIT_PRODUCER_ID,
+                        api_version=5)
+    d.observe(Exchange(req, resp, ("c", 1), ("b", 2), 1, facts=Facts()), {},
+              {"error_code": 0, "producer_id": 7, "producer_epoch": 0}, {})
+    found = []
+    for args in ((0, 0, 1), (10, 45, 2)):
+        ex, body, answer = _produce(*args)
+        d.observe(ex, body, answer, {})
+        found += [f.detail for f in ex.findings]
+    assert found == [W + "batch 10-14 refused (OUT_OF_ORDER_SEQUENCE_NUMBER); the broker "
+                     "expected 5"]
 
 
 def test_producer_retries_across_connections():

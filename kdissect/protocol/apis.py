@@ -66,11 +66,11 @@ API_VERSIONS = api(18, "ApiVersions").key
 CREATE_TOPICS = api(19, "CreateTopics", teaches_topic_ids=True).key
 api(20, "DeleteTopics", teaches_topic_ids=True)
 api(21, "DeleteRecords")
-api(22, "InitProducerId")
+INIT_PRODUCER_ID = api(22, "InitProducerId").key
 api(23, "OffsetForLeaderEpoch")
 api(24, "AddPartitionsToTxn")
 api(25, "AddOffsetsToTxn")
-api(26, "EndTxn")
+END_TXN = api(26, "EndTxn").key
 api(27, "WriteTxnMarkers")
 api(28, "TxnOffsetCommit")
 api(29, "DescribeAcls")

@@ -21,9 +21,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..protocol.apis import (API_VERSIONS, BEGIN_QUORUM_EPOCH, BROKER_HEARTBEAT,
-                             CONSUMER_GROUP_HEARTBEAT, END_QUORUM_EPOCH, FETCH, FETCH_SNAPSHOT,
-                             HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, OFFSET_COMMIT, PRODUCE,
-                             SYNC_GROUP, VOTE)
+                             CONSUMER_GROUP_HEARTBEAT, END_QUORUM_EPOCH, END_TXN, FETCH,
+                             FETCH_SNAPSHOT, HEARTBEAT, INIT_PRODUCER_ID, JOIN_GROUP,
+                             LEAVE_GROUP, OFFSET_COMMIT, PRODUCE, SYNC_GROUP, VOTE)
 from ..protocol.findings import Finding
 from ..protocol.names import error_code, error_name
 from ..protocol.node import Node
@@ -51,6 +51,9 @@ MAX_TRACKED = 100_000      # producer/partition/group states kept (oldest droppe
 SENDS_KEPT = 8             # a producer/partition's latest sends compared for retries
 
 QUORUM = frozenset({VOTE, BEGIN_QUORUM_EPOCH, END_QUORUM_EPOCH, FETCH_SNAPSHOT})
+# the answers that start a producer epoch: InitProducerId, and EndTxn from v5 (transactions
+# v2, KIP-890, bump the epoch at each transaction's end)
+EPOCH_STARTS = frozenset({INIT_PRODUCER_ID, END_TXN})
 
 
 @functools.cache
@@ -218,6 +221,9 @@ class Diagnoses:
         self.sends: OrderedDict[tuple[Any, ...], _Sends] = OrderedDict()
         # (client host, client id, producer id) -> epoch
         self.epochs: OrderedDict[tuple[Any, ...], int] = OrderedDict()
+        # (client host, client id, producer id, epoch) whose start the capture holds (an
+        # answer gave the client that epoch): its accepted batches are all in the capture
+        self.started: OrderedDict[tuple[Any, ...], bool] = OrderedDict()
         self.storms: dict[int, deque[float]] = {}     # stream -> leadership errors' times
         self.stormy: dict[int, float] = {}            # stream -> last storm reported
         # streams whose answers had a hole: the bytes after a lost segment are complete
@@ -258,6 +264,8 @@ class Diagnoses:
                     self._commit(ex, plain(req_body), plain(resp_body), topic_ids, out)
                 elif key == BROKER_HEARTBEAT:
                     self._shutdown(ex, plain(req_body), plain(resp_body), out)
+                elif key in EPOCH_STARTS:
+                    self._epoch_start(ex, plain(resp_body))
             elif key == FETCH:
                 self.empty.pop(ex.stream, None)         # what it returned is not known
         # (the KRaft quorum's own requests -- its Fetch of __cluster_metadata, Vote,
@@ -319,6 +327,14 @@ class Diagnoses:
                                    f"{_ahead(ahead)} the capture clock (LogAppendTime)",
                                    "response"))
 
+    def _epoch_start(self, ex: Exchange, answer: Any) -> None:
+        if not isinstance(answer, dict) or answer.get("error_code") != 0:
+            return
+        pid, epoch = answer.get("producer_id"), answer.get("producer_epoch")
+        if type(pid) is int and type(epoch) is int and pid >= 0 and epoch >= 0:
+            assert ex.request is not None
+            _put(self.started, (ex.client[0], ex.request.client_id, pid, epoch), True)
+
     def _skew(self, batch: dict[Any, Any], capture_ms: float, topic: str, part: int | None,
               out: list[Finding]) -> None:
         attrs, stamp = batch.get("attributes"), batch.get("max_timestamp")
@@ -365,8 +381,14 @@ class Diagnoses:
         if error in _codes("OUT_OF_ORDER_SEQUENCE_NUMBER"):
             accepted = max((s.last + 1 for s in sends if s.error == 0 and s.earlier(this)),
                            default=None)
-            said = (f"the broker expected {accepted}" if accepted is not None else
-                    "no earlier accepted batch of it in the capture")
+            # what the broker expected is known only if every batch it accepted of this
+            # epoch is in the capture: the epoch's start is; else the capture's accepted
+            # batches give a floor (sequences only grow within an epoch)
+            said = ("no earlier accepted batch of it in the capture" if accepted is None else
+                    f"the broker expected {accepted}" if (*producer, epoch) in self.started
+                    else f"the broker expected at least {accepted} (the start of this "
+                    "producer epoch is not in the capture: batches it accepted later may be "
+                    "missing)")
             out.append(Finding("producer_sequence_gap", f"{where}: {batch_seqs} refused "
                                f"(OUT_OF_ORDER_SEQUENCE_NUMBER); {said}", "request"))
         overlapping = [s for s in sends if s.first <= this.last and this.first <= s.last]

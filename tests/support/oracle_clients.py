@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from kdissect.stream.model import Exchange
 
 PRODUCE, FETCH, OFFSET_COMMIT, JOIN_GROUP, LEAVE_GROUP, CGHB = 0, 1, 8, 11, 13, 68
+INIT_PRODUCER_ID, END_TXN = 22, 26
 SKEW_S = 300.0              # kdissect's threshold for clock skew
 EMPTY_S = 10.0              # ... and for a run of empty fetches
 OUT_OF_ORDER = 45           # Kafka's Errors.OUT_OF_ORDER_SEQUENCE_NUMBER
@@ -60,6 +61,7 @@ class History:
         self.sends: dict[tuple, list[Send]] = defaultdict(list)     # (pid, topic, part)
         self.fetches: dict[int, list[Exchange]] = defaultdict(list)  # stream -> Fetches
         self.groups: dict[tuple, list[Exchange]] = defaultdict(list)  # (broker, group)
+        self.starts: list[Exchange] = []        # InitProducerId, EndTxn
         for e in sorted(exchanges, key=lambda e: (e.stream, e.seq)):
             key, req = e.first.api_key, self.request(e)
             if req is None:
@@ -70,6 +72,8 @@ class History:
                 self.fetches[e.stream].append(e)
             elif key in (JOIN_GROUP, LEAVE_GROUP, CGHB) and isinstance(req.get("groupId"), str):
                 self.groups[e.broker, req["groupId"]].append(e)
+            elif key in (INIT_PRODUCER_ID, END_TXN):
+                self.starts.append(e)
 
     def request(self, e: Exchange) -> dict | None:
         body = self.truth.get(e.request.index) if e.request is not None else None
@@ -93,6 +97,16 @@ class History:
     def client(self, e: Exchange) -> tuple:
         body = self.request(e) or {}
         return e.client[0], body.get("_client")
+
+    def epoch_started(self, ex: Exchange, pid: int, epoch: int) -> bool:
+        """Whether an InitProducerId or EndTxn answer (Kafka's reading) gave this client
+        (host and client id) the producer id and epoch before ``ex`` was sent."""
+        assert ex.request is not None
+        return any(e.first.api_key in (INIT_PRODUCER_ID, END_TXN) and
+                   h.get("errorCode") == 0 and h.get("producerId") == pid and
+                   h.get("producerEpoch") == epoch and self.client(e) == self.client(ex) and
+                   e.response is not None and e.response.ts <= ex.request.ts
+                   for e in self.starts if (h := self.answer(e) or {}) is not None)
 
     def _produce(self, e: Exchange, req: dict) -> None:
         answer = self.answer(e)
@@ -191,9 +205,10 @@ def _over(earlier: Send, later: Send) -> bool:
 
 def producer_sequence_gap(ex: Exchange, detail: str, h: History, errors: dict[int, str]
                           ) -> str | None:
-    """Kafka reads OUT_OF_ORDER_SEQUENCE_NUMBER answered to this batch; "the broker
-    expected N": the last batch of that producer/epoch/partition accepted before ended at
-    N - 1 (the capture from the producer's start: kdissect says it does not know else)."""
+    """Kafka reads OUT_OF_ORDER_SEQUENCE_NUMBER answered to this batch; "the broker expected
+    N": the last batch of that producer/epoch/partition accepted before ended at N - 1, and
+    the capture holds the answer that gave the client that epoch (so every batch accepted
+    since is in it); "at least N" needs only the accepted batch."""
     m = re.match(_SEQ + r"refused \(OUT_OF_ORDER_SEQUENCE_NUMBER\); (.*)$", detail)
     if m is None:
         return "unparsed"
@@ -205,9 +220,17 @@ def producer_sequence_gap(ex: Exchange, detail: str, h: History, errors: dict[in
     accepted = [s for s in h.sends[pid, topic, part] if s.epoch == epoch and s.error == 0
                 and s.sent < this.sent]
     expected = max((s.last + 1 for s in accepted), default=None)
-    said = re.match(r"the broker expected (\d+)$", m[7])
-    if said is not None:
-        return None if expected == int(said[1]) else f"the accepted batches end at {expected}"
+    exact = re.match(r"the broker expected (\d+)$", m[7])
+    floor = re.match(r"the broker expected at least (\d+) \(the start of this producer epoch "
+                     r"is not in the capture", m[7])
+    if exact is not None or floor is not None:
+        said = int((exact or floor)[1])
+        if expected != said:
+            return f"the accepted batches end at {expected}"
+        if exact is not None and not h.epoch_started(ex, pid, epoch):
+            return (f"the capture holds no answer giving producer {pid} epoch {epoch}: what "
+                    "the broker expected is not known")
+        return None
     if m[7] != "no earlier accepted batch of it in the capture":
         return "unparsed"
     return None if expected is None else f"Kafka reads accepted batches up to {expected - 1}"
