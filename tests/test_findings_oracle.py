@@ -149,11 +149,19 @@ def _lagging(bootstrap: str) -> None:
                       auto_offset_reset="earliest")
     c.assign([tp])
     got, deadline = 0, time.monotonic() + 60
-    while got < 20:
+    while got < 60:
         assert time.monotonic() < deadline, got
         got += sum(map(len, c.poll(timeout_ms=500).values()))
     c.commit({tp: OffsetAndMetadata(1, "", -1)})
     c.close()
+
+
+def _quota(bootstrap: str) -> None:
+    """A produce quota of 1 byte/s for the client id kd-retrying (Kafka's kafka-configs)."""
+    from tests.support.apache_kafka import run_tool
+    run_tool("org.apache.kafka.tools.ConfigCommand", "--bootstrap-server", bootstrap, "--alter",
+             "--add-config", "producer_byte_rate=1", "--entity-type", "clients",
+             "--entity-name", "kd-retrying")
 
 
 def _producer_troubles(bootstrap: str) -> None:
@@ -166,12 +174,8 @@ def _producer_troubles(bootstrap: str) -> None:
     client bumps its epoch (producer_epoch_bump)."""
     from confluent_kafka import Producer
     from kafka import KafkaProducer, TopicPartition
-    from tests.support.apache_kafka import run_tool
     for topic in ("throttled", "skewed", "gap"):
         create_topic(bootstrap, topic)
-    run_tool("org.apache.kafka.tools.ConfigCommand", "--bootstrap-server", bootstrap, "--alter",
-             "--add-config", "producer_byte_rate=1", "--entity-type", "clients",
-             "--entity-name", "kd-retrying")
     throttled: list = []
     p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
                   "client.id": "kd-retrying", "socket.timeout.ms": 1000, "linger.ms": 0,
@@ -239,7 +243,8 @@ def node(tmp_path_factory):
                 f(bootstrap)
             except BaseException as e:      # said after the join
                 failed.append(e)
-        others = [threading.Thread(target=beside, args=(f,)) for f in (_idle, _rebalances)]
+        others = [threading.Thread(target=beside, args=(f,)) for f in (_idle, _rebalances,
+                                                                          _quota)]
         for t in others:            # while the bulk is sent: no time of their own
             t.start()
         _bulk(bootstrap)
