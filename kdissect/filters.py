@@ -137,8 +137,11 @@ Predicate = Callable[[Any], bool]
 
 
 class _Parser:
-    def __init__(self, text: str):
+    def __init__(self, text: str, names: list[str] | None = None):
         self.text = text
+        # the fields this filter may name (kdissect log's: not the exchanges' latency...)
+        self.names = names if names is not None else list(FIELDS)
+        self.known = set(self.names) if names is not None else FIELDS
         self.toks = _tokens(text)
         self.i = 0
         self.fields: set[str] = set()
@@ -205,11 +208,12 @@ class _Parser:
             self.take()
             return inner
         if tok.kind != "word":
-            raise self.error(tok, f"a field name ({', '.join(FIELDS)}) or '('")
+            raise self.error(tok, f"a field name ({', '.join(self.names)}) or '('")
         name = _ALIASES.get(tok.text, tok.text)
-        if name not in FIELDS and not (name.startswith(_HEADER) and len(name) > len(_HEADER)) \
+        if name not in self.known and not (name.startswith(_HEADER) and
+                                            len(name) > len(_HEADER)) \
                 and not filter_values.is_value_path(name):
-            hint = _did_you_mean(tok.text, [*FIELDS, *_ALIASES])
+            hint = _did_you_mean(tok.text, [*self.names, *_ALIASES])
             apis = sorted(set(API_NAMES.values()))
             if api_key_of(tok.text) is not None:               # an API name as a field
                 hint = f" (did you mean api == {api_name_of(tok.text)}?)"
@@ -217,7 +221,7 @@ class _Parser:
                 close = _did_you_mean(tok.text, apis)[len(" (did you mean "):-2].split(", ")
                 hint = f" (did you mean api == {close[0]}?)"
             raise FilterError(tok.pos, f"unknown field {tok.text!r}{hint}; fields: "
-                                       f"{', '.join(FIELDS)}", self.text)
+                                       f"{', '.join(self.names)}", self.text)
         self.take()
         self.fields.add(name)
         op_tok = self.peek()
@@ -295,6 +299,8 @@ class _Parser:
                 raise FilterError(tok.pos, f"expected a duration like 50ms, found {text!r}",
                                   self.text)
             return float(m[1]) * _DURATION[m[2] or "ms"]
+        if name in ("record.key", "record.value") and tok.kind == "word" and text == "null":
+            return filter_values.NULL        # a null key, a tombstone's value
         if filter_values.is_value_path(name):
             if tok.kind == "num" and not re.fullmatch(r"-?\d+(\.\d+)?", text):
                 raise FilterError(tok.pos, f"expected a number or a quoted string, found "
@@ -368,8 +374,9 @@ class Filter:
             any(f.startswith(_HEADER) or filter_values.needs_records(f) for f in self.fields)
 
 
-def parse_filter(text: str) -> Filter:
-    """Compile a filter; FilterError says where it went wrong and what was expected."""
-    p = _Parser(text)
+def parse_filter(text: str, names: list[str] | None = None) -> Filter:
+    """Compile a filter; FilterError says where it went wrong and what was expected
+    (``names``: the fields a wrong one is told of, `kdissect log`'s for log items)."""
+    p = _Parser(text, names)
     pred = p.parse()
     return Filter(text, pred, frozenset(p.fields))

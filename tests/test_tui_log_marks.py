@@ -38,3 +38,78 @@ def test_rows_say_topic_partition_and_transaction_markers(tmp_path):
             await pilot.pause(0.3)
             assert "customers-3" in app.table.render_line(1).text
     asyncio.run(go())
+
+
+def test_p_on_a_check_across_batches_selects_its_field(tmp_path):
+    """`p` on a batch whose finding comes from the checks across batches (a sequence gap,
+    an offset gap) selects the field the check read, not the whole batch."""
+    from kdissect.tui.detail import Detail
+    part = tmp_path / "orders-0"
+    part.mkdir()
+    (part / "00000000000000000000.log").write_bytes(
+        batch(2, 0, 0, [(b"a", b"1")], pid=7, epoch=0, seq=0)
+        + batch(2, 0, 1, [(b"b", b"2")], pid=7, epoch=0, seq=5)        # sequence 1..4 gone
+        + batch(2, 0, 9, [(b"c", b"3")]))                               # offsets 2..8 gone
+
+    async def go():
+        app = LogApp([str(part)], Options())
+        async with app.run_test(size=(160, 45)) as pilot:
+            await loaded(app, pilot)
+            seen = []
+            for _ in range(2):
+                await pilot.press("p")
+                await pilot.pause(0.2)
+                _, node = app.query_one(Detail).selected
+                seen.append((app.current().cells[3], node.name))
+            assert seen == [("1–1", "base_sequence"), ("9–9", "base_offset")], seen
+    asyncio.run(go())
+
+
+def _operator_partition(tmp_path):
+    """orders-0: two plain records below the log start offset (leader-epoch-checkpoint
+    starts at 2, as Kafka leaves it after DeleteRecords), a transaction of producer 7
+    its .txnindex lists as aborted and its ABORT marker, a gzip batch with a tombstone
+    (the broker-written equivalent: tests/test_log_operator.py)."""
+    import struct
+    part = tmp_path / "orders-0"
+    part.mkdir()
+    tail = marker_and_damage(4, 7, 0, 2, [(b"x", b"y")], marker=0)
+    marker = tail[:12 + struct.unpack_from(">i", tail, 8)[0]]
+    (part / "00000000000000000000.log").write_bytes(
+        batch(2, 0, 0, [(b"a", b"1"), (b"b", b"2")])
+        + batch(2, 0, 2, [(b"t", b"3"), (b"u", b"4")], pid=7, epoch=0, seq=0,
+                transactional=True)
+        + marker + batch(2, 1, 5, [(b"gone", None), (b"k", b"gzip shrinks this " * 20)]))
+    (part / "00000000000000000000.txnindex").write_bytes(struct.pack(">hqqqq", 0, 7, 2, 4, 5))
+    (part / "leader-epoch-checkpoint").write_text("0\n1\n0 2\n")
+    return part
+
+
+def test_marks_and_operator_filters_in_text_and_tui(tmp_path):
+    from tests.test_log import run_log
+    part = _operator_partition(tmp_path)
+    code, out = run_log(str(part))
+    lines = [line for line in out.splitlines() if line.startswith("0000") and "@" in line]
+    assert code == 0 and len(lines) == 4, out
+    assert "deleted: all of it below the log start offset 2" in lines[0]
+    assert "ABORTED" in lines[1] and lines[2].rstrip().endswith("ABORT")
+    for flt, n in (("deleted", 1), ("aborted", 1), ("control", 1), ("transactional", 2),
+                   ("codec == gzip", 1), ("record.value == null", 1),
+                   ('record.value == "3"', 1), ("not record.value", 1)):
+        code, out = run_log(str(part), "-Y", flt)
+        got = [line for line in out.splitlines() if "@" in line]
+        assert code == 0 and len(got) == n, (flt, out)
+
+    async def go():
+        app = LogApp([str(part)], Options())
+        async with app.run_test(size=(160, 40)) as pilot:
+            await loaded(app, pilot)
+            kinds = [it.cells[1] for it in app.shown if it.kind == "batch"]
+            assert kinds == ["batch v2 deleted", "batch v2 ABORTED", "batch v2 ABORT",
+                             "batch v2"], kinds
+            for flt, n in (("aborted", 1), ("deleted", 1), ("codec == gzip", 1),
+                           ("record.value == null", 1)):
+                assert app.apply_filter(flt) is None
+                await pilot.pause(0.1)
+                assert len(app.shown) == n, flt
+    asyncio.run(go())

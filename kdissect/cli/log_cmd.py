@@ -12,7 +12,8 @@ import click
 from ..render.console import console, print_parts
 from ..render.log_json import batch_records, field_value, item_chunks, item_json, item_lines
 from ..render.records import json_bytes, record_json
-from ..sources.logdir import LogError, LogItem
+from ..render.kafka_forms import readable
+from ..sources.logdir import LogError, LogItem, end_marker
 from ..sources.logunits import LogDir, walk
 from ..stream.engine import Engine
 from ..stream.sink import ItemSink
@@ -106,8 +107,9 @@ def log(paths: tuple[str, ...], verbose: bool, fmt: str, output: str | None, rec
     flt = None
     if filter_text:
         from ..filters import FilterError, parse_filter      # only with -Y
+        from ..stream.fields import LOG_NAMES
         try:
-            flt = parse_filter(filter_text)
+            flt = parse_filter(filter_text, list(LOG_NAMES))
         except FilterError as e:
             raise click.UsageError(f"bad filter: {e}") from None
     options = budget(max_decompressed)
@@ -286,6 +288,7 @@ def item_parts(item: LogItem) -> list[tuple[str, str | None]]:
         epoch = field_value(item, "partition_leader_epoch")
         if isinstance(epoch, int):
             parts.append((f"  leader epoch {epoch}", None))
+        parts += marks(item)
     elif tree is not None:
         parts.append((f"  {item.kind}", None))
         if tree.note:
@@ -299,10 +302,35 @@ def item_parts(item: LogItem) -> list[tuple[str, str | None]]:
     return parts
 
 
+def marks(item: LogItem) -> list[tuple[str, str | None]]:
+    """What an operator asks of a batch: which end of a transaction a control batch is
+    (COMMIT, ABORT), whether its transaction was aborted, whether it is below the log
+    start offset (deleted, still on disk)."""
+    out: list[tuple[str, str | None]] = []
+    tree = item.tree
+    attrs = item.attributes()
+    if tree is not None and attrs is not None and attrs & 0x20:
+        marker = end_marker(tree)
+        if marker is not None:
+            out.append((f"  {marker}", "bold"))
+    if item.aborted:
+        out.append(("  ABORTED (its transaction was aborted: read_committed consumers skip it)",
+                    "yellow"))
+    if item.deleted is not None:
+        out.append((f"  deleted: {'all' if item.deleted else 'part'} of it below the log start "
+                    f"offset {item.log_start} (still on disk)", "yellow"))
+    return out
+
+
 def _record_text(n) -> str:
     r = record_json(n)
-    text = f"offset {r['offset']}  key {json.dumps(r['key'], default=str)}  " \
-           f"value {json.dumps(r['value'], default=str)[:120]}"
+    # an internal topic's record: its decoded key and value, as Kafka's formatters show them
+    shown = [readable(r[f"{part}_decoded"]) if f"{part}_decoded" in r else r[part]
+             for part in ("key", "value")]
+    text = f"offset {r['offset']}  key {json.dumps(shown[0], default=str)}  " \
+           f"value {json.dumps(shown[1], default=str)}"
+    if len(text) > 2000:
+        text = text[:2000] + "…"
     for part in ("key", "value"):
         c = n.child(part)
         if c is not None and c.note:

@@ -12,6 +12,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from ..protocol.node import Node
+from .kafka_forms import kafka_form
 from .plain_print import Entries, Part, Piece, PlainPrinter, prints_plain
 
 PALETTE = ["cyan", "green", "magenta", "yellow", "blue", "bright_cyan", "bright_green",
@@ -123,6 +124,9 @@ def _label_parts(node: Node, colours: dict[int, str], show_secrets: bool, base: 
     if value:
         t.append("  = ")
         t.append((value, "red" if node.secret and not show_secrets else "bold"))
+    form = kafka_form(node)
+    if form is not None:
+        t.append((f"  ({form})", "cyan"))
     if node.note:
         t.append((f"  ({node.note})", "italic cyan"))
     if node.problem:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import cast
 
 from ..bounded import InputError, read_file
+from ..stream.filter_values import NULL
 from ..protocol import ondisk
 from ..protocol.context import Options
 from ..protocol.batch import AT, FRAME, HEAD_SIZE, LOG_OVERHEAD, MAGIC_AT, Batch
@@ -75,6 +76,27 @@ class LogItem:
     # its records' lines as render/log_lines.py writes them)
     lines: tuple[dict, str] | None = None
     url: str | None = None      # where the file really is, when read from a copy
+    # a transactional batch of a transaction its partition's .txnindex lists as aborted
+    aborted: bool = False
+    # the partition's log start offset when the batch starts below it (its records below
+    # it are deleted -- DeleteRecords, retention -- but still on disk), else None
+    log_start: int | None = None
+
+    @property
+    def deleted(self) -> bool | None:
+        """True: the whole batch is below the log start offset; False: part of it;
+        None: none of it (or no evidence of the log start)."""
+        if self.log_start is None:
+            return None
+        last = self._last_offset()
+        return last is not None and last < self.log_start
+
+    def _last_offset(self) -> int | None:
+        h = self.values[0] if self.values is not None else \
+            self.lines[0] if self.lines is not None else None
+        if h is not None:
+            return h["base_offset"] + h["last_offset_delta"]
+        return _last_offset(self.tree) if self.tree is not None else None
 
     @property
     def file(self) -> str:
@@ -100,6 +122,12 @@ class LogItem:
             return [self.topic] if self.topic else []
         if name == "partition":
             return [self.partition] if self.partition is not None else []
+        if name == "aborted":
+            return [True] if self.aborted else []
+        if name == "deleted":
+            return [True] if self.log_start is not None else []
+        if name in ATTRIBUTE_FIELDS:
+            return attribute_values(name, self.attributes())
         head = self.values[0] if t is None and self.values is not None else None
         if t is None and head is None:
             return []
@@ -113,8 +141,9 @@ class LogItem:
                 from ..stream.filter_values import needs_records, of_records
                 if needs_records(name):
                     return of_records(recs, name)
-            if part in ("key", "value"):
-                return [r[part] for r in recs if isinstance(r[part], str)]
+            if part in ("key", "value"):        # a null one (a tombstone's value) is null
+                return [r[part] if isinstance(r[part], str) else NULL
+                        for r in recs if isinstance(r[part], str) or r[part] is None]
             if part == "header":
                 return [h["key"] for r in recs for h in r["headers"]]
             if part.startswith("header."):
@@ -136,11 +165,42 @@ class LogItem:
         return [c.value] if c is not None and c.value is not None else []
 
 
+    def attributes(self) -> int | None:
+        """A v2 batch's attributes (codec, transactional, control), from what is kept."""
+        kept = getattr(self, "attrs", None)         # the TUI's list keeps them
+        if kept is not None:
+            return kept
+        h = self.values[0] if self.values is not None else \
+            self.lines[0] if self.lines is not None else None
+        if h is not None:
+            return h["attributes"]
+        if self.tree is None or self.tree.ktype != "record_batch":
+            return None
+        value = _value(self.tree, "attributes")
+        return value if isinstance(value, int) else None
+
+
+CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+# the filter fields read from a v2 batch's attributes
+ATTRIBUTE_FIELDS = frozenset({"control", "transactional", "codec"})
+
+
+def attribute_values(name: str, attrs: int | None) -> list:
+    """The values of ``control``, ``transactional`` or ``codec`` for these attributes."""
+    if attrs is None:
+        return []
+    if name == "codec":
+        return [CODECS[attrs & 7]] if attrs & 7 < len(CODECS) else []
+    bit = 0x20 if name == "control" else 0x10
+    return [True] if attrs & bit else []
+
+
 # the filter fields a clean v2 batch read as values answers as its tree does (the tree's
 # other names -- its records, its compressed buffer -- need the tree)
 _HEAD_FIELDS = frozenset(ondisk.BATCH_FIELDS) | {"records", "offset"}
-VALUES_FIELDS = _HEAD_FIELDS | {"finding", "severity", "anomaly", "topic", "partition",
-                                "record.key", "record.value", "record.header"}
+VALUES_FIELDS = _HEAD_FIELDS | ATTRIBUTE_FIELDS | {
+    "finding", "severity", "anomaly", "topic", "partition", "aborted", "deleted",
+    "record.key", "record.value", "record.header"}
 
 
 def values_answer(fields: frozenset[str] | set[str]) -> bool:
@@ -159,6 +219,13 @@ class _Partition:
     # whether its log dir holds .kafka_cleanshutdown (None: not read as a log dir)
     clean: bool | None = None
     conv: Conv = None           # set: the bulk path (walk(values=True)) with this converter
+    # aborted transactions its .txnindex files list: producer id -> [(first, last offset)]
+    aborted: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
+    # the log start offset: log-start-offset-checkpoint's, or leader-epoch-checkpoint's
+    # first start offset (Kafka moves it there when the log start moves); "checkpoint" or
+    # "epochs" says which
+    log_start: int | None = None
+    log_start_from: str = ""
 
 
 def _partition_of(path: Path) -> tuple[str | None, int | None]:
@@ -325,13 +392,14 @@ def _log_dir(path: Path, options: Options, conv: Conv = None) -> Iterator[LogIte
                 "(reading every batch, rebuilding their indexes)"))
         yield item
     hws = high_watermarks(path)
+    starts = checkpoint_offsets(path, "log-start-offset-checkpoint")
     for p in sorted(path.iterdir()):
         if p.is_dir() and _partition_of(p)[0]:
             bad = _unreadable(p, *_partition_of(p), want_dir=True)
             if bad is not None:
                 yield bad
                 continue
-            yield from _partition_dir(p, options, hws, conv, clean)
+            yield from _partition_dir(p, options, hws, conv, clean, starts)
 
 
 def is_partition_name(name: str) -> bool:
@@ -362,7 +430,13 @@ def log_dir_files(path: Path, options: Options, conv: Conv = None) -> Iterator[L
 def high_watermarks(log_dir: Path) -> dict[tuple[str, int], int]:
     """Each partition's high watermark from the log dir's replication-offset-checkpoint
     (empty without one)."""
-    p = log_dir / "replication-offset-checkpoint"
+    return checkpoint_offsets(log_dir, "replication-offset-checkpoint")
+
+
+def checkpoint_offsets(log_dir: Path, name: str) -> dict[tuple[str, int], int]:
+    """Each partition's offset in the log dir's checkpoint file ``name`` (empty without
+    one)."""
+    p = log_dir / name
     hws: dict[tuple[str, int], int] = {}
     if not p.is_file():
         return hws
@@ -376,18 +450,24 @@ def high_watermarks(log_dir: Path) -> dict[tuple[str, int], int]:
 
 
 def partition_items(path: Path, options: Options, hws: dict[tuple[str, int], int] | None,
-                    conv: Conv = None) -> Iterator[LogItem]:
-    """One partition directory's items (``hws``: its log dir's high watermarks)."""
-    return _partition_dir(path, options, hws, conv)
+                    conv: Conv = None, starts: dict[tuple[str, int], int] | None = None
+                    ) -> Iterator[LogItem]:
+    """One partition directory's items (``hws``, ``starts``: its log dir's high
+    watermarks and log start offsets)."""
+    return _partition_dir(path, options, hws, conv, starts=starts)
 
 
 def _partition_dir(path: Path, options: Options,
                    hws: dict[tuple[str, int], int] | None,
-                   conv: Conv = None, clean: bool | None = None) -> Iterator[LogItem]:
+                   conv: Conv = None, clean: bool | None = None,
+                   starts: dict[tuple[str, int], int] | None = None) -> Iterator[LogItem]:
     topic, partition = _partition_of(path)
     state = _Partition(topic, partition, conv=conv, clean=clean)
     if hws is not None and topic is not None and partition is not None:
         state.hw = hws.get((topic, partition))
+    if starts and topic is not None and partition is not None and \
+            (topic, partition) in starts:
+        state.log_start, state.log_start_from = starts[(topic, partition)], "checkpoint"
     files = sorted(p for p in path.iterdir() if p.is_file() or file_kind(p) is not None)
     by_base: dict[int, dict[str, Path]] = {}
     for p in files:
@@ -425,11 +505,30 @@ def _partition_dir(path: Path, options: Options,
                 for e in (entries.children if entries is not None else [])
                 if not e.name.startswith("_") and e.child("last_offset") is not None}
         yield LogItem(kind, p, topic, partition, tree)
+    # Kafka moves the first epoch's start to the log start offset when that moves
+    # (DeleteRecords, retention): the checkpoint of log starts is only flushed each minute
+    # (the partition's own checkpoint only: a tiered copy's .leader_epoch_checkpoint
+    # files are per remote segment, each starting at its segment)
+    if state.epochs and (path / "leader-epoch-checkpoint").is_file() and \
+            (state.log_start is None or state.epochs[0][1] > state.log_start):
+        state.log_start, state.log_start_from = state.epochs[0][1], "epochs"
+    # every aborted transaction first: its batches come before the .txnindex that lists it
+    # (that of the segment holding its ABORT marker)
+    txns = {base: decode_file(group["txn_index"], "txn_index", options)
+            for base, group in by_base.items() if "txn_index" in group}
+    for txn in txns.values():
+        for e in txn.children:
+            pid, first, last = (_value(e, n) for n in ("producer_id", "first_offset",
+                                                       "last_offset"))
+            if isinstance(pid, int) and isinstance(first, int) and isinstance(last, int):
+                state.aborted.setdefault(pid, []).append((first, last))
     prev = _Running()
     for base in sorted(by_base):
         group = by_base[base]
         indexes: dict[str, Node] = {kind: decode_file(group[kind], kind, options)
-                   for kind in ("offset_index", "time_index", "txn_index") if kind in group}
+                   for kind in ("offset_index", "time_index") if kind in group}
+        if base in txns:
+            indexes["txn_index"] = txns[base]
         if "segment" in group:
             yield from _segment(group["segment"], options, state, "segment", indexes, prev)
         # after their segment: the checks against it have marked their entries
@@ -546,6 +645,7 @@ def _segment(path: Path, options: Options, state: _Partition, kind: str,
                 head = _head_of(tree)
                 _what_recovery_does(tree, state)
             _check_batch(item, head, state, run)
+            _mark(item, head, state)
             last, max_ts = head.last, head.max_ts
             if last is not None:
                 batch_ends[last] = (pos, max_ts if max_ts is not None else -1)
@@ -840,6 +940,14 @@ def _head_of(tree: Node) -> _Head:
                  _value(tree, "producer_epoch"), _value(tree, "base_sequence"), attrs, abort)
 
 
+# the batch header field each check across batches is about (the TUI's `p` selects it)
+CHECK_FIELDS = {"offset_not_monotonic": "base_offset", "offset_gap": "base_offset",
+                "timestamp_not_monotonic": "max_timestamp",
+                "past_high_watermark": "last_offset_delta",
+                "leader_epoch_mismatch": "partition_leader_epoch",
+                "producer_state_mismatch": "producer_id", "sequence_gap": "base_sequence"}
+
+
 def _check_batch(item: LogItem, head: _Head, state: _Partition, run: _Running) -> None:
     base, last = head.base, head.last
     add = item.findings.append
@@ -898,6 +1006,30 @@ def _check_batch(item: LogItem, head: _Head, state: _Partition, run: _Running) -
                                             f"follows {known[1]} (expected {known[1] + 1}; "
                                             f"compaction can remove batches)"))
             run.producers[pid] = (pepoch, (seq + count) & 0x7FFFFFFF, last, last)
+
+
+def end_marker(tree: Node) -> str | None:
+    """A control batch's record type as Kafka names it (COMMIT, ABORT, LEADER_CHANGE...)."""
+    from ..protocol.internal import control_of
+    for node in tree.walk():
+        if node.ktype == "record":
+            found = control_of(node)
+            if found is not None:
+                return found[0]
+    return None
+
+
+def _mark(item: LogItem, head: _Head, state: _Partition) -> None:
+    """Whether the batch is of an aborted transaction, and below the log start offset
+    (leader-epoch evidence holds for v2 batches only: v0/v1 ones have no epoch)."""
+    base, pid = head.base, head.producer_id
+    if not isinstance(base, int):
+        return
+    if head.v2 and head.attributes & 0x30 == 0x10 and isinstance(pid, int):
+        item.aborted = any(first <= base <= last for first, last in state.aborted.get(pid, ()))
+    if state.log_start is not None and base < state.log_start and \
+            (head.v2 or state.log_start_from == "checkpoint"):
+        item.log_start = state.log_start
 
 
 def _check_snapshots(state: _Partition, run: _Running, next_base: int | None) -> list[Finding]:

@@ -107,13 +107,14 @@ def items(unit: Unit, options: Options, conv: Conv = None) -> Iterator[LogItem]:
             for f in _listing(unit.path)[0]:
                 fs.get(_fs(_join(unit.path, f))[1], str(local / f))
         hw_dir = None
-        if unit.log_dir is not None:
-            ck = _join(unit.log_dir, "replication-offset-checkpoint")
-            cfs, cp = _fs(ck)
-            if cfs.exists(cp):
-                hw_dir = Path(tmp) / "_log_dir"
-                hw_dir.mkdir()
-                cfs.get(cp, str(hw_dir / "replication-offset-checkpoint"))
+        if unit.log_dir is not None:      # the checkpoints of high watermarks, log starts
+            for name in ("replication-offset-checkpoint", "log-start-offset-checkpoint"):
+                ck = _join(unit.log_dir, name)
+                cfs, cp = _fs(ck)
+                if cfs.exists(cp):
+                    hw_dir = Path(tmp) / "_log_dir"
+                    hw_dir.mkdir(exist_ok=True)
+                    cfs.get(cp, str(hw_dir / name))
         base = unit.path.rstrip("/")
         for item in _local(unit, local, options, conv, hw_dir):
             rel = os.path.relpath(item.path, local)
@@ -128,7 +129,9 @@ def _local(unit: Unit, path: Path, options: Options, conv: Conv,
     if unit.kind == "files":
         return logdir.log_dir_files(path, options, conv)
     hws = logdir.high_watermarks(log_dir) if log_dir is not None else None
-    return logdir.partition_items(path, options, hws, conv)
+    starts = logdir.checkpoint_offsets(log_dir, "log-start-offset-checkpoint") \
+        if log_dir is not None else None
+    return logdir.partition_items(path, options, hws, conv, starts)
 
 
 class LogDir:

@@ -143,7 +143,8 @@ field("throttle", "number", "the response's `throttle_time_ms`", content.throttl
 field("record.key", "text", "the keys of the records carried (Produce requests, Fetch "
       "responses), as text; records inside compressed batches (gzip, snappy, lz4, zstd) are "
       "decompressed. Bytes that are not UTF-8 are replaced.", content.record_keys)
-field("record.value", "text", "the values of the records carried, as `record.key` reads keys",
+field("record.value", "text", "the values of the records carried, as `record.key` reads keys; "
+      "`record.value == null` finds tombstones (null values) in `kdissect log`",
       lambda x: [r.value for r in content.records(x) if r.value is not None])
 field("record.header", "text", "the records' header names; `record.header.NAME` is the values "
       "of the header `NAME` (`record.header.codec == gzip`)",
@@ -166,6 +167,26 @@ field("base_sequence", "number", _LOG + "a batch's first sequence number")
 field("partition_leader_epoch", "number", _LOG + "a batch's partition leader epoch")
 field("magic", "number", _LOG + "the record format (0, 1, 2)")
 field("offset", "number", _LOG + "a batch's (or a v0/v1 message's) first offset")
+field("control", "number", _LOG + "true for a control batch (a transaction's COMMIT or "
+      "ABORT marker, KRaft's control records): `-Y control`")
+field("transactional", "number", _LOG + "true for a batch of a transaction (its records and "
+      "its COMMIT/ABORT marker)")
+field("aborted", "number", _LOG + "true for a batch of records of an aborted transaction "
+      "(its partition's `.txnindex` lists the transaction)")
+field("codec", "text", _LOG + "a v2 batch's compression: `none`, `gzip`, `snappy`, `lz4`, "
+      "`zstd` (`codec == zstd`)")
+field("deleted", "number", _LOG + "true for a batch starting below its partition's log start "
+      "offset (from `log-start-offset-checkpoint` or `leader-epoch-checkpoint`): deleted by "
+      "DeleteRecords or retention but still on disk")
+
+# the fields `kdissect log` answers (its filter bar completes them, its errors list them)
+LOG_NAMES = ("finding", "severity", "anomaly", "topic", "partition", "records", "record.key",
+             "record.value", "record.header", "record.value_schema", "record.key_schema",
+             "base_offset", "offset", "producer_id", "producer_epoch", "base_sequence",
+             "partition_leader_epoch", "magic", "control", "transactional", "aborted",
+             "codec", "deleted",
+             # internal topics' keys (__consumer_offsets, __transaction_state) by field
+             "record.key.group", "record.key.topic", "record.key.transactional_id")
 
 # fields whose values come from the messages' bytes (record contents), not from enrichment
 READS_BYTES = frozenset({"record.key", "record.value", "record.header", "record.value_schema",

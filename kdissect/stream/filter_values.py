@@ -19,6 +19,18 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+class _Null:
+    """A null key or value (a tombstone's) among a filter's values: only the literal
+    ``null`` equals it; it is no text (contains, ~ skip it) and false alone."""
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __repr__(self) -> str:
+        return "null"
+
+
+NULL = _Null()
 PATHS = ("record.value.", "record.key.")
 SCHEMA_IDS = {"record.value_schema": "value", "record.key_schema": "key"}
 _DEPTH = 64                           # JSON nesting read from a plain value's text
@@ -62,6 +74,9 @@ def of_records(records: Iterable[dict[Any, Any]], name: str) -> list[Any]:
     out: list[Any] = []
     for r in records:
         value = r.get(f"{role}_decoded")                    # an internal topic's
+        if isinstance(value, dict) and len(value) == 1 and parts[0] not in value:
+            # by the struct's fields (record.key.group), its name left out
+            value = next(iter(value.values()))
         if value is None:
             value = r.get(role)
             if isinstance(value, str) and f"{role}_schema" not in r:

@@ -34,6 +34,7 @@ from ..stream.model import Gap, KafkaMessage
 from .palette import ANSI_DARK, ANSI_LIGHT
 from .detail import FACT, Detail, HexView, Item
 from .exchange_list import COLUMNS, LOCK, ExchangeList
+from .record_match import asks_records, first_match
 from .filterbar import FILTER_CSS, FilterInput, FilterSuggester, check_filter
 from .jobs import IN_WORKERS as _IN_WORKERS
 from .jobs import BAR_BINDINGS, WORK_CSS, Jobs, set_text, work_line
@@ -566,7 +567,14 @@ class KdissectApp(Sorting, Jobs, App):
         reasons = anomaly.reasons(view)
         if reasons:
             title.append(f"  ✗ {', '.join(reasons)}", "bold red")
-        self.query_one(Detail).show(title, items)
+        detail = self.query_one(Detail)
+        detail.show(title, items)
+        if asks_records(self.filter):            # the record the filter matched, opened
+            assert self.filter is not None
+            found = first_match(self.filter, view, [i.root for i in detail.items])
+            if found is not None:
+                detail.select(*found)
+                detail.field_tree.reveal(found[1], detail.items[found[0]].root)
 
     def tree_options(self) -> Options:
         """The options trees are decoded with: record keys and values raw, or decoded

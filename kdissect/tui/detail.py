@@ -16,6 +16,7 @@ from textual.widgets import Static, Tree
 from textual.widgets.tree import TreeNode
 
 from ..protocol.node import Node
+from ..render.kafka_forms import kafka_form
 from ..render.text import PROBLEM, as_root, format_value, hexdump, leaf_colours
 from .palette import PARENT_TONES, TREE_CURSOR_CSS, dark, legible
 
@@ -234,7 +235,9 @@ class FieldTree(Tree):
     def render_label(self, node, base_style, style) -> Text:
         return legible(super().render_label(node, base_style, style), dark(self))
 
-    BINDINGS = [Binding("asterisk", "expand_all", "Expand all", show=False)]
+    BINDINGS = [Binding("asterisk", "expand_all", "Expand all", show=False),
+                Binding("right", "open", "Open", show=False),
+                Binding("left", "close", "Close", show=False)]
 
     def __init__(self, **kwargs):
         super().__init__("select an exchange", **kwargs)
@@ -280,6 +283,28 @@ class FieldTree(Tree):
     def on_tree_node_expanded(self, event: Tree.NodeExpanded) -> None:
         self._populate(event.node)
 
+    def action_open(self) -> None:
+        """→ opens the field under the cursor; on an open one, goes to its first field
+        (as file trees do)."""
+        node = self.cursor_node
+        if node is None or not node.allow_expand:
+            return
+        if not node.is_expanded:
+            self._populate(node)
+            node.expand()
+        elif node.children:
+            self.move_cursor(node.children[0])
+
+    def action_close(self) -> None:
+        """← closes the field under the cursor; on a closed one, goes to its parent."""
+        node = self.cursor_node
+        if node is None:
+            return
+        if node.is_expanded and node.allow_expand:
+            node.collapse()
+        elif node.parent is not None and node.parent is not self.root:
+            self.move_cursor(node.parent)
+
     def action_expand_all(self, limit: int = 5000) -> None:
         """Open everything under the cursor (a bounded number of fields: a Fetch of
         thousands of records stays quick)."""
@@ -319,6 +344,9 @@ def describe(label: Text, node: Node, base: int, show_secrets: bool, width: int)
     if value:
         label.append(" = ")
         label.append(value, style="bold")
+    form = kafka_form(node)
+    if form is not None:
+        label.append(f"  ({form})", style="cyan")
     if node.buffer is not None:
         label.append(f"  ⇢ {len(node.buffer)} bytes decompressed", style="cyan")
     if node.note:

@@ -13,6 +13,7 @@ from textual.widgets import Input, Static
 
 from ..filters import _ALIASES, FilterError, parse_filter
 from ..protocol.names import API_NAMES
+from ..sources.logdir import CODECS
 from ..stream.fields import FIELDS, completions
 
 _WORDS = ("and", "or", "not", "in", "contains", "matches")
@@ -50,6 +51,8 @@ class FilterSuggester(Suggester):
             if self.errors is None:
                 self.errors = _error_names()
             return self.errors
+        if name == "codec":                      # kdissect log's batches
+            return list(CODECS)
         fixed = completions(FIELDS[name].kind) if name in FIELDS else None
         if fixed is not None:
             return fixed
@@ -111,13 +114,13 @@ class FilterInput(Input):
         super().action_cursor_right(select)
 
 
-def check_filter(box: Input, problem: Static) -> None:
+def check_filter(box: Input, problem: Static, names: list[str] | None = None) -> None:
     """As the filter is typed: a green border while it reads, else a red one and, under
     the bar, a caret under the character (past the bar's border and padding: 3 cells),
     then the reason with its did-you-mean."""
     try:
         if box.value.strip():
-            parse_filter(box.value)
+            parse_filter(box.value, names)
         box.styles.border = ("tall", "green")
         problem.remove_class("visible")
     except FilterError as e:

@@ -35,15 +35,17 @@ from textual.timer import Timer
 from textual.widgets import Footer, Header, Input, Static
 
 from ..filters import Filter, FilterError, parse_filter
+from ..stream.fields import LOG_NAMES
 from ..protocol import Options, ondisk
-from ..protocol.internal import control_of, decode_records, family_of
+from ..protocol.internal import decode_records, family_of
 from ..protocol.node import Node
 from ..protocol.batch import CRC_FROM, HEAD_SIZE, Batch
 from ..protocol.records import read_records
 from ..render.log_json import CODECS
 from ..render.log_lines import record_lines_for
 from ..render.records import json_bytes
-from ..sources.logdir import LogError, LogItem, file_kind, values_answer
+from ..sources.logdir import (ATTRIBUTE_FIELDS, CHECK_FIELDS, LogError, LogItem, end_marker,
+                              file_kind, values_answer)
 from ..sources.logunits import walk
 from ..stream import anomaly
 from ..stream.content import buffer_nodes
@@ -67,23 +69,25 @@ _KEEP_TREES = 16           # trees of the batches viewed last
 _REST = 0.06               # seconds the list cursor rests before the detail follows
 _DECODE_HERE = 4096        # bigger batches decode in a worker thread
 # filter fields known without decoding a batch again (its findings are kept)
-_KEPT = frozenset({"finding", "severity", "anomaly", "topic", "partition"})
+_KEPT = frozenset({"finding", "severity", "anomaly", "topic", "partition", "aborted", "deleted",
+                   *ATTRIBUTE_FIELDS})
 # the sort orders the `o` key cycles through (size and records: biggest first)
 SORT_CYCLE = ("#", "size", "records", "time", "status", "producer", "codec", "offsets",
               "kind", "file")
 # the fields the filter bar offers (docs/log.md)
-LOG_FIELDS = ["finding", "severity", "anomaly", "topic", "partition", "records", "record.key",
-              "record.value", "record.header", "base_offset", "offset", "producer_id",
-              "producer_epoch", "base_sequence", "partition_leader_epoch", "magic"]
+LOG_FIELDS = list(LOG_NAMES)
 
 LOG_HELP = """\
-[b]Files and batches[/b] (one row per file and per record batch, in file order)
+[b]Files and batches[/b] (one row per file and per record batch, in file order; kind says
+COMMIT / ABORT markers, ABORTED transactions' batches, deleted ones below the log start)
   ↑ ↓ PgUp PgDn Home End   move (the detail follows)
   p / P           next / previous problem: an item with a finding (CRC mismatch, bad index
                   entry, sequence gap...); its offending field is selected
   /               filter: finding == crc_mismatch, record.key == "k", producer_id == 7,
-                  base_offset >= 100 (as kdissect log -Y; Tab or → completes; a caret
-                  shows what is wrong; docs/filters.md); an empty filter: all
+                  base_offset >= 100, aborted, control, deleted, codec == lz4,
+                  record.value == null (tombstones), record.key.group == "g" (as
+                  kdissect log -Y; Tab or → completes; a caret shows what is wrong;
+                  docs/log.md); an empty filter: all
   ctrl+f          search bytes, in compressed batches too: text, 0x…, hex: 00 01; n: next
   o / O           sort: file order, size, records, time, status, producer, codec...
                   / reverse; a click on a header sorts by it
@@ -96,6 +100,7 @@ LOG_HELP = """\
 [b]Detail[/b]
   tab / v         field tree ⇄ bytes (they take turns below 114 columns)
   *               open every field under the cursor
+  → ←             in the tree: open / close the field (→ on an open one: its first field)
   ← → ↑ ↓         in the bytes: move the cursor; the field under it is selected
   offsets in the tree are positions in the file; compressed records are their own buffer
 [b]Anywhere[/b]
@@ -180,25 +185,21 @@ def describe(number: int, item: LogItem) -> None:
     control = isinstance(attrs, int) and bool(attrs & 0x20)
     shown_codec = codec + (" control" if control else "")
     kind = f"batch v{magic}" if magic is not None else "damage"
-    marker = control_marker(tree) if control and tree is not None else None
+    marker = end_marker(tree) if control and tree is not None else None
     if marker:                                   # a transaction's end: COMMIT or ABORT
         kind += f" {marker}"
+    if item.aborted:                             # a batch of an aborted transaction
+        kind += " ABORTED"
+    item.attrs = attrs if isinstance(attrs, int) else None       # type: ignore[attr-defined]
+    gone = item.gone = item.deleted                               # type: ignore[attr-defined]
+    if gone is not None:                         # below the log start offset, on disk
+        kind += " deleted" if gone else " part-deleted"
     item.cells = (str(number), kind,  # type: ignore[attr-defined]
                   f"@{start}+{length}", offsets,
                   "" if count is None else str(count), status, shown_codec, producer,
                   _when(max_ts), item.path.name)
     item.stat = (count if isinstance(count, int) else None, codec, pid,  # type: ignore[attr-defined]
                  first_ts, max_ts, codes)
-
-
-def control_marker(tree: Node) -> str | None:
-    """A control batch's record type as Kafka names it (COMMIT, ABORT, LEADER_CHANGE...)."""
-    for node in tree.walk():
-        if node.ktype == "record":
-            found = control_of(node)
-            if found is not None:
-                return found[0]
-    return None
 
 
 def lighten(item: LogItem) -> None:
@@ -271,15 +272,21 @@ def passes(flt: Filter, item: LogItem, options: Options) -> bool:
     if not whole_batch(item):
         return flt(item)
     if flt.fields <= _KEPT:
-        light = LogItem(item.kind, item.path, item.topic, item.partition, None,
-                        item.every)                               # type: ignore[attr-defined]
-        return flt(light)
+        return flt(_again(item, None, item.every))                # type: ignore[attr-defined]
     values = batch_values(item, options) if values_answer(flt.fields) else None
     if values is not None:
-        return flt(LogItem(item.kind, item.path, item.topic, item.partition, None,
-                           item.every, values=values))            # type: ignore[attr-defined]
+        return flt(_again(item, None, item.every, values))        # type: ignore[attr-defined]
     tree = batch_tree(item, options)[0]
-    return flt(LogItem(item.kind, item.path, item.topic, item.partition, tree, item.findings))
+    return flt(_again(item, tree, item.findings))
+
+
+def _again(item: LogItem, tree: Node | None, findings: list, values=None) -> LogItem:
+    """The kept item as a filter asks it (with its tree or values read again, if any):
+    what the list keeps of it (its marks, its attributes) answers too."""
+    again = LogItem(item.kind, item.path, item.topic, item.partition, tree, findings,
+                    values=values, aborted=item.aborted, log_start=item.log_start)
+    again.attrs = getattr(item, "attrs", None)                    # type: ignore[attr-defined]
+    return again
 
 
 def batch_values(item: LogItem, options: Options):
@@ -433,7 +440,7 @@ class LogApp(Sorting, Jobs, App):
         self.read = 0                      # items read (the filter may show fewer)
         self._trees: OrderedDict[int, tuple[Node, bytes]] = OrderedDict()
         self.filter_text = filter_text
-        self.filter = parse_filter(filter_text) if filter_text.strip() else None
+        self.filter = parse_filter(filter_text, LOG_FIELDS) if filter_text.strip() else None
         self._start_filter = self.filter   # what the reader tests items against
         self._incoming: deque = deque()    # what the reader sent, not yet in the list
         self.sorted_by: tuple[str, bool] = ("#", False)
@@ -683,7 +690,7 @@ class LogApp(Sorting, Jobs, App):
         filter. Over many items (a filter that decodes the batches again) it runs on all
         cores in the background, the list staying as it was until it is done."""
         try:
-            parsed = parse_filter(text) if text.strip() else None
+            parsed = parse_filter(text, LOG_FIELDS) if text.strip() else None
         except FilterError as e:
             return e
         items, options = list(self.items), self.options
@@ -734,6 +741,9 @@ class LogApp(Sorting, Jobs, App):
                 self.select_item(item)
                 tree = self.tree_of(item)[0]
                 node = anomaly.offending(tree) if tree is not None else None
+                if node is None and tree is not None:      # a check across batches: its field
+                    node = next((c for f in item.findings if (name := CHECK_FIELDS.get(f.code))
+                                 and (c := tree.child(name)) is not None), None)
                 if node is not None:
                     detail = self.query_one(Detail)
                     detail.select(0, node)
@@ -812,7 +822,7 @@ class LogApp(Sorting, Jobs, App):
 
     @on(Input.Changed, "#filter")
     def _validate(self, event: Input.Changed) -> None:
-        check_filter(event.input, self.query_one("#filter-error", Static))
+        check_filter(event.input, self.query_one("#filter-error", Static), LOG_FIELDS)
 
     def action_search_next(self) -> None:
         """The next item (after the cursor, wrapping) whose bytes hold the needle, in

@@ -51,4 +51,7 @@ class LogList(ExchangeList):
         if status:
             cells[5] = Text(status, style="red" if view.severe else "yellow")
         where = f"{view.topic}-{view.partition}" if view.topic is not None else ""
-        return [cells[0], where, *cells[1:]]
+        row = [cells[0], where, *cells[1:]]
+        if getattr(view, "gone", None):      # below the log start offset: struck through
+            row[3:] = [Text(c, style="strike") if isinstance(c, str) else c for c in row[3:]]
+        return row

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
+from rich import box
 from rich.table import Table
 from rich.text import Text
 
@@ -61,8 +62,9 @@ def gather(items: Sequence, progress: Callable[[int, int], None] = lambda d, t: 
         where = f"{item.topic}-{item.partition}" if item.topic is not None else \
             str(item.path.parent.name or item.path.parent)
         stats.partitions.setdefault(where, Tally()).add(item)
-        if item.kind == "batch":
-            stats.files.setdefault(str(item.path), Tally()).add(item)
+        if item.kind == "batch":            # the segment by its partition and name
+            stats.files.setdefault(f"{item.path.parent.name}/{item.path.name}",
+                                   Tally()).add(item)
         stats.total.add(item)
         if done % 4096 == 0:
             if cancel is not None and cancel.is_set():
@@ -82,23 +84,41 @@ def _counts(counter: Counter) -> str:
 
 
 def _table(title: str, first: str, tallies: dict[str, Tally], files: bool) -> Table:
-    # no ratios: on a narrow screen they squeezed the name to nothing; rich wraps instead
-    table = Table(title=title, title_justify="left", title_style="bold")
-    table.add_column(first, overflow="fold", min_width=12)
+    """A row per partition or file, each on one line: cells too wide for the screen end
+    in … (they wrapped into rows of five lines at 120 columns); the time range has its
+    own table."""
+    table = Table(title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD,
+                  show_edge=False)
+    # columns the width may shrink; their cells cut with …, never wrapped (_one_line)
+    table.add_column(first, overflow="ellipsis", min_width=12)
     if files:
-        table.add_column("files", justify="right", no_wrap=True)
+        table.add_column("files", justify="right", no_wrap=True, min_width=5)
     for name in ("batches", "records", "bytes"):
-        table.add_column(name, justify="right", no_wrap=True)
-    table.add_column("codecs (batches)", min_width=8)
-    table.add_column("producers", justify="right", no_wrap=True)
-    table.add_column("findings", min_width=10)
-    table.add_column("time (UTC): first, last", min_width=10)
+        table.add_column(name, justify="right", no_wrap=True, min_width=len(name))
+    table.add_column("codecs (batches)", overflow="ellipsis", min_width=8)
+    table.add_column("producers", justify="right", no_wrap=True, min_width=9)
+    table.add_column("findings", overflow="ellipsis", min_width=10)
     for name, t in tallies.items():
-        cells: list = [name] + ([str(len(t.files))] if files else []) + [
-            str(t.batches), str(t.records), f"{t.bytes:,}", _counts(t.codecs),
-            str(len(t.producers)), Text(_counts(t.findings), style="yellow"),
-            f"{_when(t.first_ts)}\n{_when(t.last_ts)}"]
+        cells: list = [_one_line(name)] + ([str(len(t.files))] if files else []) + [
+            str(t.batches), str(t.records), f"{t.bytes:,}", _one_line(_counts(t.codecs)),
+            str(len(t.producers)), _one_line(_counts(t.findings), "yellow")]
         table.add_row(*cells)
+    return table
+
+
+def _one_line(text: str, style: str = "") -> Text:
+    return Text(text, style=style, no_wrap=True, overflow="ellipsis")
+
+
+def _times(tallies: dict[str, Tally]) -> Table:
+    table = Table(title="Time range per partition (UTC)", title_justify="left",
+                  title_style="bold", box=box.SIMPLE_HEAD, show_edge=False)
+    table.add_column("partition", no_wrap=True, overflow="ellipsis", min_width=12)
+    table.add_column("first timestamp", no_wrap=True)
+    table.add_column("last timestamp", no_wrap=True)
+    for name, t in tallies.items():
+        if t.first_ts is not None:
+            table.add_row(name, _when(t.first_ts), _when(t.last_ts))
     return table
 
 
@@ -125,8 +145,9 @@ class StatsView:
         yield Text.assemble(
             (f"{stats.items} items", "bold"), f": {len(t.files)} files, {t.batches} batches, "
             f"{t.records} records, {t.bytes:,} bytes of batches, {len(t.producers)} "
-            f"producers; time {_when(t.first_ts) or '-'} → {_when(t.last_ts) or '-'} UTC")
-        wide = options.max_width >= 110
+            f"producers")
+        yield Text(f"time {_when(t.first_ts) or '-'} → {_when(t.last_ts) or '-'} UTC")
+        wide = options.max_width >= 100
         for title, first, tallies, files in (
                 ("Per partition", "partition", stats.partitions, True),
                 ("Per segment file", "file", stats.files, False)):
@@ -136,6 +157,8 @@ class StatsView:
                 yield Text(title, style="bold")
                 for name, tally in tallies.items():
                     yield _line(name, tally, files)
+        if wide:
+            yield _times(stats.partitions)
         findings = Table(title="Findings", title_justify="left", title_style="bold")
         findings.add_column("code")
         findings.add_column("count", justify="right")

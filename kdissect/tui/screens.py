@@ -138,7 +138,8 @@ HELP = """\
   x               jump between the request and the response
   d               record keys and values: decoded into trees (by --schemas, else what
                   they look like) ⇄ raw bytes
-  ← → ↑ ↓         in the bytes: move the cursor; the field under it is selected
+  ← → ↑ ↓         in the bytes: move the cursor; the field under it is selected;
+                  in the tree: → opens the field (then goes in), ← closes it (goes up)
   c / e           copy the selected field's value / export the exchange as JSON
 [b]Colours[/b]
   [red]red[/red]: an error code or malformed bytes   [yellow]yellow[/yellow]: a warning (unanswered, throttled, slow)
