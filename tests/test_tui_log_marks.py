@@ -113,3 +113,21 @@ def test_marks_and_operator_filters_in_text_and_tui(tmp_path):
                 await pilot.pause(0.1)
                 assert len(app.shown) == n, flt
     asyncio.run(go())
+
+
+def test_the_log_start_offset_checkpoint_marks_deleted_batches(tmp_path):
+    """A log dir's log-start-offset-checkpoint (what the broker flushes each minute) says
+    where the partition's log starts: batches before it are deleted, still on disk."""
+    from tests.test_log import run_log
+    logs = tmp_path / "logs"
+    part = logs / "orders-0"
+    part.mkdir(parents=True)
+    (part / "00000000000000000000.log").write_bytes(
+        b"".join(batch(2, 0, i, [(b"k%d" % i, b"v")]) for i in range(4)))
+    (logs / "meta.properties").write_text("version=1\nnode.id=1\n")
+    (logs / "log-start-offset-checkpoint").write_text("0\n1\norders 0 3\n")
+    code, out = run_log(str(logs), "-Y", "deleted")
+    assert code == 0
+    assert [line.split("offsets ")[1].split(",")[0] for line in out.splitlines()
+            if "@" in line] == ["0..0", "1..1", "2..2"], out
+    assert out.count("below the log start offset 3") == 3
