@@ -20,7 +20,7 @@ TXN_ID = "ops-txn-producer"
 
 def _records(part: Path) -> int:
     from kdissect.protocol import Options
-    from kdissect.sources.logdir import walk
+    from kdissect.sources.logunits import walk
     n = 0
     for item in walk([str(part)], Options()):
         if item.kind == "batch" and item.tree is not None:
