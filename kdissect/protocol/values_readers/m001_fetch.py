@@ -45,7 +45,6 @@ def r_topics(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['topic'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -104,7 +103,6 @@ def r_responses(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['topic'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -236,7 +234,6 @@ def r_FetchableTopicResponse(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['topic'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -286,7 +283,6 @@ def r_FetchTopic(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['topic'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -359,7 +355,6 @@ def r_FetchableTopicResponse_2(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['topic'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -399,7 +394,6 @@ def r_ForgottenTopic(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['topic'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -487,7 +481,6 @@ def r_FetchTopic_2(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['topic'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -571,7 +564,6 @@ def r_FetchRequest_5(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['rack_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -615,7 +607,6 @@ def r_FetchableTopicResponse_3(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['topic'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -677,7 +668,6 @@ def r_FetchTopic_3(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['topic'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -711,7 +701,6 @@ def r_ForgottenTopic_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['topic'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -797,7 +786,6 @@ def r_FetchRequest_6(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['rack_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -930,7 +918,6 @@ def r_FetchableTopicResponse_4(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['topic'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -1077,7 +1064,6 @@ def r_FetchRequest_7(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['rack_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -1202,7 +1188,6 @@ def r_FetchRequest_8(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['rack_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -1225,7 +1210,6 @@ def r_NodeEndpoint(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['host'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -1386,7 +1370,6 @@ def r_FetchRequest_9(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['rack_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -1489,7 +1472,6 @@ def r_FetchRequest_10(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['rack_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail

@@ -25,7 +25,6 @@ def r_ungrouped_partition_states(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['topic_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -71,7 +70,6 @@ def r_live_leaders(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['host_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -114,7 +112,6 @@ def r_partition_errors(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['topic_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -147,7 +144,6 @@ def r_ungrouped_partition_states_2(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['topic_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -261,7 +257,6 @@ def r_topic_states(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['topic_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -376,7 +371,6 @@ def r_topic_states_2(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['topic_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -511,7 +505,6 @@ def r_topic_states_3(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['topic_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -547,7 +540,6 @@ def r_live_leaders_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['host_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -610,7 +602,6 @@ def r_partition_errors_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['topic_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -659,7 +650,6 @@ def r_topic_states_4(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['topic_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -881,7 +871,6 @@ def r_topic_states_5(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['topic_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail

@@ -23,7 +23,6 @@ def r_ungrouped_partition_states(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['topic_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -69,7 +68,6 @@ def r_live_brokers(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['v0_host'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -121,7 +119,6 @@ def r_endpoints(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['host'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -236,7 +233,6 @@ def r_endpoints_2(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['host'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -244,7 +240,6 @@ def r_endpoints_2(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['listener'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -312,7 +307,6 @@ def r_ungrouped_partition_states_2(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['topic_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -444,7 +438,6 @@ def r_topic_states(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['topic_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -561,7 +554,6 @@ def r_topic_states_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['topic_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -597,7 +589,6 @@ def r_endpoints_3(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['host'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -608,7 +599,6 @@ def r_endpoints_3(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['listener'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -719,7 +709,6 @@ def r_topic_states_3(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['topic_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail

@@ -25,7 +25,6 @@ def r_remaining_partitions(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['topic_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -81,7 +80,6 @@ def r_remaining_partitions_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['topic_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail

@@ -20,7 +20,6 @@ def r_FindCoordinatorRequest(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['key'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -36,7 +35,6 @@ def r_FindCoordinatorResponse(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['host'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -51,7 +49,6 @@ def r_FindCoordinatorRequest_2(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['key'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -79,7 +76,6 @@ def r_FindCoordinatorResponse_2(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['host'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -97,7 +93,6 @@ def r_FindCoordinatorRequest_3(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['key'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -136,7 +131,6 @@ def r_FindCoordinatorResponse_3(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['host'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -172,7 +166,6 @@ def r_FindCoordinatorRequest_4(buf, pos, s):
             n -= 1
             if n < 0:
                 raise Bail
-                w = None
             else:
                 e = pos + n
                 if e > len(buf): raise Bail
@@ -195,7 +188,6 @@ def r_Coordinator(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['key'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -208,7 +200,6 @@ def r_Coordinator(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['host'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail

@@ -21,7 +21,6 @@ def r_JoinGroupRequestProtocol(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -29,7 +28,6 @@ def r_JoinGroupRequestProtocol(buf, pos, s):
     n = _u_i(buf, pos)[0]; pos += 4
     if n < 0:
         raise Bail
-        out['metadata'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -42,7 +40,6 @@ def r_JoinGroupRequest(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['group_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -52,7 +49,6 @@ def r_JoinGroupRequest(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['member_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -60,7 +56,6 @@ def r_JoinGroupRequest(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['protocol_type'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -83,7 +78,6 @@ def r_JoinGroupResponseMember(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['member_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -91,7 +85,6 @@ def r_JoinGroupResponseMember(buf, pos, s):
     n = _u_i(buf, pos)[0]; pos += 4
     if n < 0:
         raise Bail
-        out['metadata'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -107,7 +100,6 @@ def r_JoinGroupResponse(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['protocol_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -115,7 +107,6 @@ def r_JoinGroupResponse(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['leader'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -123,7 +114,6 @@ def r_JoinGroupResponse(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['member_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -146,7 +136,6 @@ def r_JoinGroupRequest_2(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['group_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -157,7 +146,6 @@ def r_JoinGroupRequest_2(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['member_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -165,7 +153,6 @@ def r_JoinGroupRequest_2(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['protocol_type'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -192,7 +179,6 @@ def r_JoinGroupResponse_2(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['protocol_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -200,7 +186,6 @@ def r_JoinGroupResponse_2(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['leader'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -208,7 +193,6 @@ def r_JoinGroupResponse_2(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['member_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -231,7 +215,6 @@ def r_JoinGroupRequest_3(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['group_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -242,7 +225,6 @@ def r_JoinGroupRequest_3(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['member_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -258,7 +240,6 @@ def r_JoinGroupRequest_3(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['protocol_type'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -281,7 +262,6 @@ def r_JoinGroupResponseMember_2(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['member_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -297,7 +277,6 @@ def r_JoinGroupResponseMember_2(buf, pos, s):
     n = _u_i(buf, pos)[0]; pos += 4
     if n < 0:
         raise Bail
-        out['metadata'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -314,7 +293,6 @@ def r_JoinGroupResponse_3(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['protocol_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -322,7 +300,6 @@ def r_JoinGroupResponse_3(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['leader'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -330,7 +307,6 @@ def r_JoinGroupResponse_3(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['member_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -356,7 +332,6 @@ def r_JoinGroupRequestProtocol_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -367,7 +342,6 @@ def r_JoinGroupRequestProtocol_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['metadata'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -388,7 +362,6 @@ def r_JoinGroupRequest_4(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['group_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -402,7 +375,6 @@ def r_JoinGroupRequest_4(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['member_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -424,7 +396,6 @@ def r_JoinGroupRequest_4(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['protocol_type'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -458,7 +429,6 @@ def r_JoinGroupResponseMember_3(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['member_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -480,7 +450,6 @@ def r_JoinGroupResponseMember_3(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['metadata'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -505,7 +474,6 @@ def r_JoinGroupResponse_4(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['protocol_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -516,7 +484,6 @@ def r_JoinGroupResponse_4(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['leader'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -527,7 +494,6 @@ def r_JoinGroupResponse_4(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['member_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -587,7 +553,6 @@ def r_JoinGroupResponse_5(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['leader'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -598,7 +563,6 @@ def r_JoinGroupResponse_5(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['member_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -632,7 +596,6 @@ def r_JoinGroupRequest_5(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['group_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -646,7 +609,6 @@ def r_JoinGroupRequest_5(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['member_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -668,7 +630,6 @@ def r_JoinGroupRequest_5(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['protocol_type'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -739,7 +700,6 @@ def r_JoinGroupResponse_6(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['leader'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -753,7 +713,6 @@ def r_JoinGroupResponse_6(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['member_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail

@@ -18,7 +18,6 @@ def r_HeartbeatRequest(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['group_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -28,7 +27,6 @@ def r_HeartbeatRequest(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['member_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -56,7 +54,6 @@ def r_HeartbeatRequest_2(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['group_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -66,7 +63,6 @@ def r_HeartbeatRequest_2(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['member_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -90,7 +86,6 @@ def r_HeartbeatRequest_3(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['group_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -103,7 +98,6 @@ def r_HeartbeatRequest_3(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['member_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail

@@ -18,7 +18,6 @@ def r_SyncGroupRequestAssignment(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['member_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -26,7 +25,6 @@ def r_SyncGroupRequestAssignment(buf, pos, s):
     n = _u_i(buf, pos)[0]; pos += 4
     if n < 0:
         raise Bail
-        out['assignment'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -39,7 +37,6 @@ def r_SyncGroupRequest(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['group_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -49,7 +46,6 @@ def r_SyncGroupRequest(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['member_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -74,7 +70,6 @@ def r_SyncGroupResponse(buf, pos, s):
     n = _u_i(buf, pos)[0]; pos += 4
     if n < 0:
         raise Bail
-        out['assignment'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -90,7 +85,6 @@ def r_SyncGroupResponse_2(buf, pos, s):
     n = _u_i(buf, pos)[0]; pos += 4
     if n < 0:
         raise Bail
-        out['assignment'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -103,7 +97,6 @@ def r_SyncGroupRequest_2(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['group_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -113,7 +106,6 @@ def r_SyncGroupRequest_2(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['member_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -147,7 +139,6 @@ def r_SyncGroupRequestAssignment_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['member_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -158,7 +149,6 @@ def r_SyncGroupRequestAssignment_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['assignment'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -179,7 +169,6 @@ def r_SyncGroupRequest_3(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['group_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -192,7 +181,6 @@ def r_SyncGroupRequest_3(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['member_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -240,7 +228,6 @@ def r_SyncGroupResponse_3(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['assignment'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -261,7 +248,6 @@ def r_SyncGroupRequest_4(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['group_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -274,7 +260,6 @@ def r_SyncGroupRequest_4(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['member_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -366,7 +351,6 @@ def r_SyncGroupResponse_4(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['assignment'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail

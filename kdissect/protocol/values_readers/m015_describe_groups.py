@@ -26,7 +26,6 @@ def r_DescribeGroupsRequest(buf, pos, s):
             n = _u_h(buf, pos)[0]; pos += 2
             if n < 0:
                 raise Bail
-                w = None
             else:
                 e = pos + n
                 if e > len(buf): raise Bail
@@ -41,7 +40,6 @@ def r_DescribedGroupMember(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['member_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -49,7 +47,6 @@ def r_DescribedGroupMember(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['client_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -57,7 +54,6 @@ def r_DescribedGroupMember(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['client_host'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -65,7 +61,6 @@ def r_DescribedGroupMember(buf, pos, s):
     n = _u_i(buf, pos)[0]; pos += 4
     if n < 0:
         raise Bail
-        out['member_metadata'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -73,7 +68,6 @@ def r_DescribedGroupMember(buf, pos, s):
     n = _u_i(buf, pos)[0]; pos += 4
     if n < 0:
         raise Bail
-        out['member_assignment'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -88,7 +82,6 @@ def r_DescribedGroup(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['group_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -96,7 +89,6 @@ def r_DescribedGroup(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['group_state'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -104,7 +96,6 @@ def r_DescribedGroup(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['protocol_type'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -112,7 +103,6 @@ def r_DescribedGroup(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['protocol_data'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -175,7 +165,6 @@ def r_DescribeGroupsRequest_2(buf, pos, s):
             n = _u_h(buf, pos)[0]; pos += 2
             if n < 0:
                 raise Bail
-                w = None
             else:
                 e = pos + n
                 if e > len(buf): raise Bail
@@ -195,7 +184,6 @@ def r_DescribedGroup_2(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['group_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -203,7 +191,6 @@ def r_DescribedGroup_2(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['group_state'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -211,7 +198,6 @@ def r_DescribedGroup_2(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['protocol_type'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -219,7 +205,6 @@ def r_DescribedGroup_2(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['protocol_data'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -261,7 +246,6 @@ def r_DescribedGroupMember_2(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['member_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -277,7 +261,6 @@ def r_DescribedGroupMember_2(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['client_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -285,7 +268,6 @@ def r_DescribedGroupMember_2(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['client_host'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -293,7 +275,6 @@ def r_DescribedGroupMember_2(buf, pos, s):
     n = _u_i(buf, pos)[0]; pos += 4
     if n < 0:
         raise Bail
-        out['member_metadata'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -301,7 +282,6 @@ def r_DescribedGroupMember_2(buf, pos, s):
     n = _u_i(buf, pos)[0]; pos += 4
     if n < 0:
         raise Bail
-        out['member_assignment'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -316,7 +296,6 @@ def r_DescribedGroup_3(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['group_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -324,7 +303,6 @@ def r_DescribedGroup_3(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['group_state'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -332,7 +310,6 @@ def r_DescribedGroup_3(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['protocol_type'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -340,7 +317,6 @@ def r_DescribedGroup_3(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['protocol_data'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -396,7 +372,6 @@ def r_DescribeGroupsRequest_3(buf, pos, s):
             n -= 1
             if n < 0:
                 raise Bail
-                w = None
             else:
                 e = pos + n
                 if e > len(buf): raise Bail
@@ -422,7 +397,6 @@ def r_DescribedGroupMember_3(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['member_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -444,7 +418,6 @@ def r_DescribedGroupMember_3(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['client_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -455,7 +428,6 @@ def r_DescribedGroupMember_3(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['client_host'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -466,7 +438,6 @@ def r_DescribedGroupMember_3(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['member_metadata'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -477,7 +448,6 @@ def r_DescribedGroupMember_3(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['member_assignment'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -500,7 +470,6 @@ def r_DescribedGroup_4(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['group_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -511,7 +480,6 @@ def r_DescribedGroup_4(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['group_state'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -522,7 +490,6 @@ def r_DescribedGroup_4(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['protocol_type'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -533,7 +500,6 @@ def r_DescribedGroup_4(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['protocol_data'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -607,7 +573,6 @@ def r_DescribedGroup_5(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['group_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -618,7 +583,6 @@ def r_DescribedGroup_5(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['group_state'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -629,7 +593,6 @@ def r_DescribedGroup_5(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['protocol_type'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -640,7 +603,6 @@ def r_DescribedGroup_5(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['protocol_data'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail

@@ -23,7 +23,6 @@ def r_ListedGroup(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['group_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -31,7 +30,6 @@ def r_ListedGroup(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['protocol_type'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -92,7 +90,6 @@ def r_ListedGroup_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['group_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -103,7 +100,6 @@ def r_ListedGroup_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['protocol_type'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -161,7 +157,6 @@ def r_ListGroupsRequest_3(buf, pos, s):
             n -= 1
             if n < 0:
                 raise Bail
-                w = None
             else:
                 e = pos + n
                 if e > len(buf): raise Bail
@@ -184,7 +179,6 @@ def r_ListedGroup_3(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['group_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -195,7 +189,6 @@ def r_ListedGroup_3(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['protocol_type'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -206,7 +199,6 @@ def r_ListedGroup_3(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['group_state'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -264,7 +256,6 @@ def r_ListGroupsRequest_4(buf, pos, s):
             n -= 1
             if n < 0:
                 raise Bail
-                w = None
             else:
                 e = pos + n
                 if e > len(buf): raise Bail
@@ -288,7 +279,6 @@ def r_ListGroupsRequest_4(buf, pos, s):
             n -= 1
             if n < 0:
                 raise Bail
-                w = None
             else:
                 e = pos + n
                 if e > len(buf): raise Bail
@@ -311,7 +301,6 @@ def r_ListedGroup_4(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['group_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -322,7 +311,6 @@ def r_ListedGroup_4(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['protocol_type'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -333,7 +321,6 @@ def r_ListedGroup_4(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['group_state'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -344,7 +331,6 @@ def r_ListedGroup_4(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['group_type'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail

@@ -17,7 +17,6 @@ def r_SaslHandshakeRequest(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['mechanism'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -40,7 +39,6 @@ def r_SaslHandshakeResponse(buf, pos, s):
             n = _u_h(buf, pos)[0]; pos += 2
             if n < 0:
                 raise Bail
-                w = None
             else:
                 e = pos + n
                 if e > len(buf): raise Bail

@@ -74,7 +74,6 @@ def r_ApiVersionsRequest_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['client_software_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -85,7 +84,6 @@ def r_ApiVersionsRequest_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['client_software_version'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -120,7 +118,6 @@ def r_SupportedFeatureKey(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -169,7 +166,6 @@ def r_FinalizedFeatureKey(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -246,7 +242,6 @@ def r_ApiVersions_Request__Version__5_(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['client_software_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -257,7 +252,6 @@ def r_ApiVersions_Request__Version__5_(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['client_software_version'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail

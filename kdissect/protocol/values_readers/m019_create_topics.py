@@ -39,7 +39,6 @@ def r_configs(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -60,7 +59,6 @@ def r_topics(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -113,7 +111,6 @@ def r_topics_2(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -163,7 +160,6 @@ def r_topics_3(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -248,7 +244,6 @@ def r_CreatableTopicConfig(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -280,7 +275,6 @@ def r_CreatableTopic(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -358,7 +352,6 @@ def r_CreatableTopicConfigs(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -405,7 +398,6 @@ def r_CreatableTopicResult(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -480,7 +472,6 @@ def r_CreatableTopicResult_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail

@@ -26,7 +26,6 @@ def r_DeleteTopics_Request__Version__0_(buf, pos, s):
             n = _u_h(buf, pos)[0]; pos += 2
             if n < 0:
                 raise Bail
-                w = None
             else:
                 e = pos + n
                 if e > len(buf): raise Bail
@@ -43,7 +42,6 @@ def r_responses(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -104,7 +102,6 @@ def r_DeleteTopicsRequest(buf, pos, s):
             n -= 1
             if n < 0:
                 raise Bail
-                w = None
             else:
                 e = pos + n
                 if e > len(buf): raise Bail
@@ -129,7 +126,6 @@ def r_DeletableTopicResult(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -177,7 +173,6 @@ def r_DeletableTopicResult_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail

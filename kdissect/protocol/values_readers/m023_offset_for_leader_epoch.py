@@ -29,7 +29,6 @@ def r_topics(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['topic'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -76,7 +75,6 @@ def r_topics_2(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['topic'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -124,7 +122,6 @@ def r_topics_3(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['topic'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -171,7 +168,6 @@ def r_OffsetForLeaderTopic(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['topic'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -260,7 +256,6 @@ def r_OffsetForLeaderTopic_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['topic'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -334,7 +329,6 @@ def r_OffsetForLeaderTopicResult(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['topic'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail

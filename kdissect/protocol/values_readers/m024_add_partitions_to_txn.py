@@ -20,7 +20,6 @@ def r_AddPartitionsToTxnTopic(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -45,7 +44,6 @@ def r_AddPartitionsToTxnRequest(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['v3_and_below_transactional_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -79,7 +77,6 @@ def r_AddPartitionsToTxnTopicResult(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -122,7 +119,6 @@ def r_AddPartitionsToTxnTopic_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -158,7 +154,6 @@ def r_AddPartitionsToTxnRequest_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['v3_and_below_transactional_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -208,7 +203,6 @@ def r_AddPartitionsToTxnTopicResult_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -267,7 +261,6 @@ def r_AddPartitionsToTxnTransaction(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['transactional_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -330,7 +323,6 @@ def r_AddPartitionsToTxnResult(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['transactional_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail

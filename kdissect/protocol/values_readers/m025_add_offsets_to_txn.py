@@ -18,7 +18,6 @@ def r_AddOffsetsToTxnRequest(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['transactional_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -29,7 +28,6 @@ def r_AddOffsetsToTxnRequest(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['group_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -53,7 +51,6 @@ def r_AddOffsetsToTxnRequest_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['transactional_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -67,7 +64,6 @@ def r_AddOffsetsToTxnRequest_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['group_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail

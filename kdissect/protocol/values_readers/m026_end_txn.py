@@ -20,7 +20,6 @@ def r_EndTxnRequest(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['transactional_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -50,7 +49,6 @@ def r_EndTxnRequest_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['transactional_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail

@@ -39,7 +39,6 @@ def r_TxnOffsetCommitRequestTopic(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -62,7 +61,6 @@ def r_TxnOffsetCommitRequest(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['transactional_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -70,7 +68,6 @@ def r_TxnOffsetCommitRequest(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['group_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -104,7 +101,6 @@ def r_TxnOffsetCommitResponseTopic(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -161,7 +157,6 @@ def r_TxnOffsetCommitRequestTopic_2(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -184,7 +179,6 @@ def r_TxnOffsetCommitRequest_2(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['transactional_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -192,7 +186,6 @@ def r_TxnOffsetCommitRequest_2(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['group_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -246,7 +239,6 @@ def r_topics(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -280,7 +272,6 @@ def r_TxnOffsetCommit_Request__Version__3_(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['transactional_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -291,7 +282,6 @@ def r_TxnOffsetCommit_Request__Version__3_(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['group_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -306,7 +296,6 @@ def r_TxnOffsetCommit_Request__Version__3_(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['member_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -364,7 +353,6 @@ def r_TxnOffsetCommitResponseTopic_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -448,7 +436,6 @@ def r_TxnOffsetCommit_Request__Version__6_(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['transactional_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -459,7 +446,6 @@ def r_TxnOffsetCommit_Request__Version__6_(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['group_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -474,7 +460,6 @@ def r_TxnOffsetCommit_Request__Version__6_(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['member_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail

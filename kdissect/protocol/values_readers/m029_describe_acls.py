@@ -54,7 +54,6 @@ def r_acls(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['principal'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -62,7 +61,6 @@ def r_acls(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['host'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -80,7 +78,6 @@ def r_resources(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['resource_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -167,7 +164,6 @@ def r_DescribeAclsResource(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['resource_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -271,7 +267,6 @@ def r_AclDescription(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['principal'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -282,7 +277,6 @@ def r_AclDescription(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['host'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -308,7 +302,6 @@ def r_DescribeAclsResource_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['resource_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail

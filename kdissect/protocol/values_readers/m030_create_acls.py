@@ -21,7 +21,6 @@ def r_creations(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['resource_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -29,7 +28,6 @@ def r_creations(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['principal'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -37,7 +35,6 @@ def r_creations(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['host'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -102,7 +99,6 @@ def r_AclCreation(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['resource_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -112,7 +108,6 @@ def r_AclCreation(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['principal'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -120,7 +115,6 @@ def r_AclCreation(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['host'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -156,7 +150,6 @@ def r_AclCreation_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['resource_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -169,7 +162,6 @@ def r_AclCreation_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['principal'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -180,7 +172,6 @@ def r_AclCreation_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['host'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail

@@ -80,7 +80,6 @@ def r_matching_acls(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['resource_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -88,7 +87,6 @@ def r_matching_acls(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['principal'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -96,7 +94,6 @@ def r_matching_acls(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['host'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -217,7 +214,6 @@ def r_DeleteAclsMatchingAcl(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['resource_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -227,7 +223,6 @@ def r_DeleteAclsMatchingAcl(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['principal'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -235,7 +230,6 @@ def r_DeleteAclsMatchingAcl(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['host'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -384,7 +378,6 @@ def r_DeleteAclsMatchingAcl_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['resource_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -397,7 +390,6 @@ def r_DeleteAclsMatchingAcl_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['principal'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -408,7 +400,6 @@ def r_DeleteAclsMatchingAcl_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['host'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail

@@ -20,7 +20,6 @@ def r_resources(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['resource_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -66,7 +65,6 @@ def r_configs(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -108,7 +106,6 @@ def r_results(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['resource_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -166,7 +163,6 @@ def r_DescribeConfigsSynonym(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -189,7 +185,6 @@ def r_DescribeConfigsResourceResult(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -240,7 +235,6 @@ def r_DescribeConfigsResult(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['resource_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -301,7 +295,6 @@ def r_DescribeConfigsResourceResult_2(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -362,7 +355,6 @@ def r_DescribeConfigsResult_2(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['resource_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -407,7 +399,6 @@ def r_DescribeConfigsResource(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['resource_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -481,7 +472,6 @@ def r_DescribeConfigsSynonym_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -515,7 +505,6 @@ def r_DescribeConfigsResourceResult_3(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -596,7 +585,6 @@ def r_DescribeConfigsResult_3(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['resource_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail

@@ -18,7 +18,6 @@ def r_topics(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -43,7 +42,6 @@ def r_dirs(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['path'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -89,7 +87,6 @@ def r_results(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['topic_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -132,7 +129,6 @@ def r_AlterReplicaLogDirTopic(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -168,7 +164,6 @@ def r_AlterReplicaLogDir(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['path'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -238,7 +233,6 @@ def r_AlterReplicaLogDirTopicResult(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['topic_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail

@@ -21,7 +21,6 @@ def r_topics(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['topic'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -73,7 +72,6 @@ def r_topics_2(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -98,7 +96,6 @@ def r_results(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['log_dir'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -141,7 +138,6 @@ def r_DescribableLogDirTopic(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['topic'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -217,7 +213,6 @@ def r_DescribeLogDirsTopic(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -253,7 +248,6 @@ def r_DescribeLogDirsResult(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['log_dir'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -340,7 +334,6 @@ def r_DescribeLogDirsResult_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['log_dir'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -405,7 +398,6 @@ def r_DescribeLogDirsResult_3(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['log_dir'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail

@@ -18,7 +18,6 @@ def r_SaslAuthenticateRequest(buf, pos, s):
     n = _u_i(buf, pos)[0]; pos += 4
     if n < 0:
         raise Bail
-        out['auth_bytes'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -41,7 +40,6 @@ def r_SaslAuthenticateResponse(buf, pos, s):
     n = _u_i(buf, pos)[0]; pos += 4
     if n < 0:
         raise Bail
-        out['auth_bytes'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -64,7 +62,6 @@ def r_SaslAuthenticateResponse_2(buf, pos, s):
     n = _u_i(buf, pos)[0]; pos += 4
     if n < 0:
         raise Bail
-        out['auth_bytes'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -82,7 +79,6 @@ def r_SaslAuthenticateRequest_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['auth_bytes'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -116,7 +112,6 @@ def r_SaslAuthenticateResponse_3(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['auth_bytes'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail

@@ -19,7 +19,6 @@ def r_renewers(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['principal_type'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -27,7 +26,6 @@ def r_renewers(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['principal_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -59,7 +57,6 @@ def r_CreateDelegationToken_Response__Version__0_(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['principal_type'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -67,7 +64,6 @@ def r_CreateDelegationToken_Response__Version__0_(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['principal_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -79,7 +75,6 @@ def r_CreateDelegationToken_Response__Version__0_(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['token_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -87,7 +82,6 @@ def r_CreateDelegationToken_Response__Version__0_(buf, pos, s):
     n = _u_i(buf, pos)[0]; pos += 4
     if n < 0:
         raise Bail
-        out['hmac'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -105,7 +99,6 @@ def r_CreatableRenewers(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['principal_type'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -116,7 +109,6 @@ def r_CreatableRenewers(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['principal_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -164,7 +156,6 @@ def r_CreateDelegationTokenResponse(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['principal_type'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -175,7 +166,6 @@ def r_CreateDelegationTokenResponse(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['principal_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -190,7 +180,6 @@ def r_CreateDelegationTokenResponse(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['token_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -201,7 +190,6 @@ def r_CreateDelegationTokenResponse(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['hmac'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -273,7 +261,6 @@ def r_CreateDelegationTokenResponse_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['principal_type'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -284,7 +271,6 @@ def r_CreateDelegationTokenResponse_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['principal_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -295,7 +281,6 @@ def r_CreateDelegationTokenResponse_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['token_requester_principal_type'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -306,7 +291,6 @@ def r_CreateDelegationTokenResponse_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['token_requester_principal_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -321,7 +305,6 @@ def r_CreateDelegationTokenResponse_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['token_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -332,7 +315,6 @@ def r_CreateDelegationTokenResponse_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['hmac'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail

@@ -18,7 +18,6 @@ def r_RenewDelegationToken_Request__Version__0_(buf, pos, s):
     n = _u_i(buf, pos)[0]; pos += 4
     if n < 0:
         raise Bail
-        out['hmac'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -45,7 +44,6 @@ def r_RenewDelegationTokenRequest(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['hmac'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail

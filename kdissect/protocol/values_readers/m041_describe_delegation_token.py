@@ -18,7 +18,6 @@ def r_owners(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['principal_type'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -26,7 +25,6 @@ def r_owners(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['principal_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -54,7 +52,6 @@ def r_tokens(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['principal_type'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -62,7 +59,6 @@ def r_tokens(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['principal_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -74,7 +70,6 @@ def r_tokens(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['token_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -82,7 +77,6 @@ def r_tokens(buf, pos, s):
     n = _u_i(buf, pos)[0]; pos += 4
     if n < 0:
         raise Bail
-        out['hmac'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -127,7 +121,6 @@ def r_DescribeDelegationTokenOwner(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['principal_type'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -138,7 +131,6 @@ def r_DescribeDelegationTokenOwner(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['principal_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -182,7 +174,6 @@ def r_DescribedDelegationToken(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['principal_type'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -193,7 +184,6 @@ def r_DescribedDelegationToken(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['principal_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -208,7 +198,6 @@ def r_DescribedDelegationToken(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['token_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -219,7 +208,6 @@ def r_DescribedDelegationToken(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['hmac'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -280,7 +268,6 @@ def r_DescribedDelegationToken_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['principal_type'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -291,7 +278,6 @@ def r_DescribedDelegationToken_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['principal_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -302,7 +288,6 @@ def r_DescribedDelegationToken_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['token_requester_principal_type'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -313,7 +298,6 @@ def r_DescribedDelegationToken_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['token_requester_principal_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -328,7 +312,6 @@ def r_DescribedDelegationToken_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['token_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -339,7 +322,6 @@ def r_DescribedDelegationToken_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['hmac'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail

@@ -25,7 +25,6 @@ def r_DeleteGroupsRequest(buf, pos, s):
             n = _u_h(buf, pos)[0]; pos += 2
             if n < 0:
                 raise Bail
-                w = None
             else:
                 e = pos + n
                 if e > len(buf): raise Bail
@@ -40,7 +39,6 @@ def r_DeletableGroupResult(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['group_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -86,7 +84,6 @@ def r_DeleteGroupsRequest_2(buf, pos, s):
             n -= 1
             if n < 0:
                 raise Bail
-                w = None
             else:
                 e = pos + n
                 if e > len(buf): raise Bail
@@ -109,7 +106,6 @@ def r_DeletableGroupResult_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['group_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -157,7 +153,6 @@ def r_results(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['group_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail

@@ -19,7 +19,6 @@ def r_TopicPartitions(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['topic'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -77,7 +76,6 @@ def r_ReplicaElectionResult(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['topic'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -157,7 +155,6 @@ def r_TopicPartitions_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['topic'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -244,7 +241,6 @@ def r_ReplicaElectionResult_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['topic'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail

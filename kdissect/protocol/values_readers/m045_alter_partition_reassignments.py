@@ -49,7 +49,6 @@ def r_ReassignableTopic(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -132,7 +131,6 @@ def r_ReassignableTopicResponse(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail

@@ -20,7 +20,6 @@ def r_ListPartitionReassignmentsTopics(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -138,7 +137,6 @@ def r_OngoingTopicReassignment(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail

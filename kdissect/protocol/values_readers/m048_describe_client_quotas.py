@@ -20,7 +20,6 @@ def r_ComponentData(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['entity_type'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -61,7 +60,6 @@ def r_EntityData(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['entity_type'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -82,7 +80,6 @@ def r_ValueData(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['key'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -151,7 +148,6 @@ def r_ComponentData_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['entity_type'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -211,7 +207,6 @@ def r_EntityData_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['entity_type'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -243,7 +238,6 @@ def r_ValueData_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['key'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail

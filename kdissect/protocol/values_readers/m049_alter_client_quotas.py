@@ -19,7 +19,6 @@ def r_EntityData(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['entity_type'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -40,7 +39,6 @@ def r_OpData(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['key'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -146,7 +144,6 @@ def r_EntityData_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['entity_type'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -178,7 +175,6 @@ def r_OpData_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['key'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail

@@ -21,7 +21,6 @@ def r_UserName(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -78,7 +77,6 @@ def r_DescribeUserScramCredentialsResult(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['user'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail

@@ -22,7 +22,6 @@ def r_ScramCredentialDeletion(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -45,7 +44,6 @@ def r_ScramCredentialUpsertion(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -59,7 +57,6 @@ def r_ScramCredentialUpsertion(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['salt'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -70,7 +67,6 @@ def r_ScramCredentialUpsertion(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['salted_password'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -127,7 +123,6 @@ def r_AlterUserScramCredentialsResult(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['user'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail

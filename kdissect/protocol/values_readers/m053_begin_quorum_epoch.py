@@ -31,7 +31,6 @@ def r_TopicData(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['topic_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -87,7 +86,6 @@ def r_TopicData_2(buf, pos, s):
     n = _u_h(buf, pos)[0]; pos += 2
     if n < 0:
         raise Bail
-        out['topic_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -147,7 +145,6 @@ def r_TopicData_3(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['topic_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -181,7 +178,6 @@ def r_LeaderEndpoint(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -192,7 +188,6 @@ def r_LeaderEndpoint(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['host'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -279,7 +274,6 @@ def r_TopicData_4(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['topic_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -315,7 +309,6 @@ def r_NodeEndpoint(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['host'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail

@@ -40,7 +40,6 @@ def r_TopicData(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['topic_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -152,7 +151,6 @@ def r_TopicData_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['topic_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -268,7 +266,6 @@ def r_TopicData_3(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['topic_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -399,7 +396,6 @@ def r_TopicData_4(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['topic_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -433,7 +429,6 @@ def r_Listener(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -444,7 +439,6 @@ def r_Listener(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['host'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail

@@ -23,7 +23,6 @@ def r_FeatureUpdateKey(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['feature'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -74,7 +73,6 @@ def r_UpdatableFeatureResult(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['feature'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -145,7 +143,6 @@ def r_FeatureUpdateKey_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['feature'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail

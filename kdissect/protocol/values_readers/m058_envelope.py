@@ -19,7 +19,6 @@ def r_EnvelopeRequest(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['request_data'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -41,7 +40,6 @@ def r_EnvelopeRequest(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['client_host_address'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail

@@ -36,7 +36,6 @@ def r_DescribeClusterBroker(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['host'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -84,7 +83,6 @@ def r_DescribeClusterResponse(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['cluster_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -153,7 +151,6 @@ def r_DescribeClusterResponse_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['cluster_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -211,7 +208,6 @@ def r_DescribeClusterBroker_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['host'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -264,7 +260,6 @@ def r_DescribeClusterResponse_3(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['cluster_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail

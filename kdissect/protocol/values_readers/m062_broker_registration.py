@@ -25,7 +25,6 @@ def r_Listener(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -36,7 +35,6 @@ def r_Listener(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['host'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -60,7 +58,6 @@ def r_Feature(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -86,7 +83,6 @@ def r_BrokerRegistrationRequest(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['cluster_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -162,7 +158,6 @@ def r_BrokerRegistrationRequest_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['cluster_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -227,7 +222,6 @@ def r_BrokerRegistrationRequest_3(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['cluster_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -307,7 +301,6 @@ def r_BrokerRegistrationRequest_4(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['cluster_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail

@@ -32,7 +32,6 @@ def r_DescribeTransactionsRequest(buf, pos, s):
             n -= 1
             if n < 0:
                 raise Bail
-                w = None
             else:
                 e = pos + n
                 if e > len(buf): raise Bail
@@ -55,7 +54,6 @@ def r_TopicData(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['topic'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -93,7 +91,6 @@ def r_TransactionState(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['transactional_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -104,7 +101,6 @@ def r_TransactionState(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['transaction_state'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail

@@ -31,7 +31,6 @@ def r_ListTransactionsRequest(buf, pos, s):
             n -= 1
             if n < 0:
                 raise Bail
-                w = None
             else:
                 e = pos + n
                 if e > len(buf): raise Bail
@@ -69,7 +68,6 @@ def r_TransactionState(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['transactional_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -82,7 +80,6 @@ def r_TransactionState(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['transaction_state'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -117,7 +114,6 @@ def r_ListTransactionsResponse(buf, pos, s):
             n -= 1
             if n < 0:
                 raise Bail
-                w = None
             else:
                 e = pos + n
                 if e > len(buf): raise Bail
@@ -164,7 +160,6 @@ def r_ListTransactionsRequest_2(buf, pos, s):
             n -= 1
             if n < 0:
                 raise Bail
-                w = None
             else:
                 e = pos + n
                 if e > len(buf): raise Bail
@@ -215,7 +210,6 @@ def r_ListTransactionsRequest_3(buf, pos, s):
             n -= 1
             if n < 0:
                 raise Bail
-                w = None
             else:
                 e = pos + n
                 if e > len(buf): raise Bail

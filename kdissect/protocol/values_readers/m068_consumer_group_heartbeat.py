@@ -49,7 +49,6 @@ def r_ConsumerGroupHeartbeatRequest(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['group_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -60,7 +59,6 @@ def r_ConsumerGroupHeartbeatRequest(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['member_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -221,7 +219,6 @@ def r_ConsumerGroupHeartbeatRequest_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['group_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -232,7 +229,6 @@ def r_ConsumerGroupHeartbeatRequest_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['member_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail

@@ -34,7 +34,6 @@ def r_ConsumerGroupDescribeRequest(buf, pos, s):
             n -= 1
             if n < 0:
                 raise Bail
-                w = None
             else:
                 e = pos + n
                 if e > len(buf): raise Bail
@@ -62,7 +61,6 @@ def r_TopicPartitions(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['topic_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -121,7 +119,6 @@ def r_Member(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['member_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -156,7 +153,6 @@ def r_Member(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['client_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -167,7 +163,6 @@ def r_Member(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['client_host'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -189,7 +184,6 @@ def r_Member(buf, pos, s):
             n -= 1
             if n < 0:
                 raise Bail
-                w = None
             else:
                 e = pos + n
                 if e > len(buf): raise Bail
@@ -238,7 +232,6 @@ def r_DescribedGroup(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['group_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -249,7 +242,6 @@ def r_DescribedGroup(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['group_state'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -263,7 +255,6 @@ def r_DescribedGroup(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['assignor_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -324,7 +315,6 @@ def r_Member_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['member_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -359,7 +349,6 @@ def r_Member_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['client_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -370,7 +359,6 @@ def r_Member_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['client_host'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -392,7 +380,6 @@ def r_Member_2(buf, pos, s):
             n -= 1
             if n < 0:
                 raise Bail
-                w = None
             else:
                 e = pos + n
                 if e > len(buf): raise Bail
@@ -443,7 +430,6 @@ def r_DescribedGroup_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['group_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -454,7 +440,6 @@ def r_DescribedGroup_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['group_state'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -468,7 +453,6 @@ def r_DescribedGroup_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['assignor_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail

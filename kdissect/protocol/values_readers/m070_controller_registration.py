@@ -24,7 +24,6 @@ def r_Listener(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -35,7 +34,6 @@ def r_Listener(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['host'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -59,7 +57,6 @@ def r_Feature(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail

@@ -74,7 +74,6 @@ def r_GetTelemetrySubscriptionsResponse(buf, pos, s):
             n -= 1
             if n < 0:
                 raise Bail
-                w = None
             else:
                 e = pos + n
                 if e > len(buf): raise Bail

@@ -31,7 +31,6 @@ def r_PushTelemetryRequest(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['metrics'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail

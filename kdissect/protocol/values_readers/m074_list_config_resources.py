@@ -30,7 +30,6 @@ def r_ConfigResource(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['resource_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -102,7 +101,6 @@ def r_ConfigResource_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['resource_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail

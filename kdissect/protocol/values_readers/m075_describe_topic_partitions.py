@@ -23,7 +23,6 @@ def r_TopicRequest(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -44,7 +43,6 @@ def r_Cursor(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['topic_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail

@@ -22,7 +22,6 @@ def r_ShareGroupHeartbeat_Request__Version__0_(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['group_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -33,7 +32,6 @@ def r_ShareGroupHeartbeat_Request__Version__0_(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['member_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail

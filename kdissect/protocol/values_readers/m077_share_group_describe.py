@@ -34,7 +34,6 @@ def r_ShareGroupDescribe_Request__Version__0_(buf, pos, s):
             n -= 1
             if n < 0:
                 raise Bail
-                w = None
             else:
                 e = pos + n
                 if e > len(buf): raise Bail
@@ -62,7 +61,6 @@ def r_topic_partitions(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['topic_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -121,7 +119,6 @@ def r_members(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['member_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -145,7 +142,6 @@ def r_members(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['client_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -156,7 +152,6 @@ def r_members(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['client_host'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -178,7 +173,6 @@ def r_members(buf, pos, s):
             n -= 1
             if n < 0:
                 raise Bail
-                w = None
             else:
                 e = pos + n
                 if e > len(buf): raise Bail
@@ -215,7 +209,6 @@ def r_groups(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['group_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -226,7 +219,6 @@ def r_groups(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['group_state'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -240,7 +232,6 @@ def r_groups(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['assignor_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail

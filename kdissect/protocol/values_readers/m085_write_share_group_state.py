@@ -91,7 +91,6 @@ def r_WriteShareGroupStateRequest(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['group_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -251,7 +250,6 @@ def r_WriteShareGroupStateRequest_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['group_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail

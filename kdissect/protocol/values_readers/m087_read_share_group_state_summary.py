@@ -61,7 +61,6 @@ def r_ReadShareGroupStateSummaryRequest(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['group_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail

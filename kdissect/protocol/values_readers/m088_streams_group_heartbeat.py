@@ -27,7 +27,6 @@ def r_KeyValue(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['key'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -38,7 +37,6 @@ def r_KeyValue(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['value'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -59,7 +57,6 @@ def r_TopicInfo(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -151,7 +148,6 @@ def r_Subtopology(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['subtopology_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -173,7 +169,6 @@ def r_Subtopology(buf, pos, s):
             n -= 1
             if n < 0:
                 raise Bail
-                w = None
             else:
                 e = pos + n
                 if e > len(buf): raise Bail
@@ -197,7 +192,6 @@ def r_Subtopology(buf, pos, s):
             n -= 1
             if n < 0:
                 raise Bail
-                w = None
             else:
                 e = pos + n
                 if e > len(buf): raise Bail
@@ -234,7 +228,6 @@ def r_Subtopology(buf, pos, s):
             n -= 1
             if n < 0:
                 raise Bail
-                w = None
             else:
                 e = pos + n
                 if e > len(buf): raise Bail
@@ -308,7 +301,6 @@ def r_TaskIds(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['subtopology_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -344,7 +336,6 @@ def r_Endpoint(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['host'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -367,7 +358,6 @@ def r_TaskOffset(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['subtopology_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -391,7 +381,6 @@ def r_StreamsGroupHeartbeatRequest(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['group_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -402,7 +391,6 @@ def r_StreamsGroupHeartbeatRequest(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['member_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -554,7 +542,6 @@ def r_status(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['status_detail'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -575,7 +562,6 @@ def r_active_partitions(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['topic'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -662,7 +648,6 @@ def r_StreamsGroupHeartbeat_Response__Version__0_(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['member_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -769,7 +754,6 @@ def r_StreamsGroupHeartbeat_Response__Version__1_(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['member_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail

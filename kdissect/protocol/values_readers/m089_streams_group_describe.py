@@ -36,7 +36,6 @@ def r_StreamsGroupDescribeRequest(buf, pos, s):
             n -= 1
             if n < 0:
                 raise Bail
-                w = None
             else:
                 e = pos + n
                 if e > len(buf): raise Bail
@@ -62,7 +61,6 @@ def r_KeyValue(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['key'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -73,7 +71,6 @@ def r_KeyValue(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['value'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -94,7 +91,6 @@ def r_TopicInfo(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -131,7 +127,6 @@ def r_Subtopology(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['subtopology_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -153,7 +148,6 @@ def r_Subtopology(buf, pos, s):
             n -= 1
             if n < 0:
                 raise Bail
-                w = None
             else:
                 e = pos + n
                 if e > len(buf): raise Bail
@@ -177,7 +171,6 @@ def r_Subtopology(buf, pos, s):
             n -= 1
             if n < 0:
                 raise Bail
-                w = None
             else:
                 e = pos + n
                 if e > len(buf): raise Bail
@@ -251,7 +244,6 @@ def r_Endpoint(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['host'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -274,7 +266,6 @@ def r_TaskOffset(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['subtopology_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -298,7 +289,6 @@ def r_TaskIds(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['subtopology_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -383,7 +373,6 @@ def r_Member(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['member_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -418,7 +407,6 @@ def r_Member(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['client_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -429,7 +417,6 @@ def r_Member(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['client_host'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -442,7 +429,6 @@ def r_Member(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['process_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -525,7 +511,6 @@ def r_DescribedGroup(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['group_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -536,7 +521,6 @@ def r_DescribedGroup(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['group_state'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -616,7 +600,6 @@ def r_StreamsGroupDescribe_Request__Version__1_(buf, pos, s):
             n -= 1
             if n < 0:
                 raise Bail
-                w = None
             else:
                 e = pos + n
                 if e > len(buf): raise Bail
@@ -645,7 +628,6 @@ def r_nodes(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -669,7 +651,6 @@ def r_nodes(buf, pos, s):
             n -= 1
             if n < 0:
                 raise Bail
-                w = None
             else:
                 e = pos + n
                 if e > len(buf): raise Bail
@@ -704,7 +685,6 @@ def r_nodes(buf, pos, s):
             n -= 1
             if n < 0:
                 raise Bail
-                w = None
             else:
                 e = pos + n
                 if e > len(buf): raise Bail
@@ -728,7 +708,6 @@ def r_nodes(buf, pos, s):
             n -= 1
             if n < 0:
                 raise Bail
-                w = None
             else:
                 e = pos + n
                 if e > len(buf): raise Bail
@@ -751,7 +730,6 @@ def r_subtopologies(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['subtopology_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -846,7 +824,6 @@ def r_groups(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['group_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -857,7 +834,6 @@ def r_groups(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['group_state'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail

@@ -23,7 +23,6 @@ def r_DescribeShareGroupOffsetsRequestTopic(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['topic_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -59,7 +58,6 @@ def r_DescribeShareGroupOffsetsRequestGroup(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['group_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -142,7 +140,6 @@ def r_DescribeShareGroupOffsetsResponseTopic(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['topic_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -178,7 +175,6 @@ def r_DescribeShareGroupOffsetsResponseGroup(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['group_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -277,7 +273,6 @@ def r_DescribeShareGroupOffsetsResponseTopic_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['topic_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -313,7 +308,6 @@ def r_DescribeShareGroupOffsetsResponseGroup_2(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['group_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail

@@ -34,7 +34,6 @@ def r_AlterShareGroupOffsetsRequestTopic(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['topic_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -68,7 +67,6 @@ def r_AlterShareGroupOffsetsRequest(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['group_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -126,7 +124,6 @@ def r_AlterShareGroupOffsetsResponseTopic(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['topic_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail

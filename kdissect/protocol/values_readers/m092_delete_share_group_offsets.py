@@ -21,7 +21,6 @@ def r_DeleteShareGroupOffsetsRequestTopic(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['topic_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -42,7 +41,6 @@ def r_DeleteShareGroupOffsetsRequest(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['group_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -76,7 +74,6 @@ def r_DeleteShareGroupOffsetsResponseTopic(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['topic_name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail

@@ -21,7 +21,6 @@ def r_nodes(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['name'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -45,7 +44,6 @@ def r_nodes(buf, pos, s):
             n -= 1
             if n < 0:
                 raise Bail
-                w = None
             else:
                 e = pos + n
                 if e > len(buf): raise Bail
@@ -80,7 +78,6 @@ def r_nodes(buf, pos, s):
             n -= 1
             if n < 0:
                 raise Bail
-                w = None
             else:
                 e = pos + n
                 if e > len(buf): raise Bail
@@ -104,7 +101,6 @@ def r_nodes(buf, pos, s):
             n -= 1
             if n < 0:
                 raise Bail
-                w = None
             else:
                 e = pos + n
                 if e > len(buf): raise Bail
@@ -127,7 +123,6 @@ def r_subtopologies(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['subtopology_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -209,7 +204,6 @@ def r_StreamsGroupTopologyDescriptionUpdate_Request__Version__0_(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['group_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
@@ -220,7 +214,6 @@ def r_StreamsGroupTopologyDescriptionUpdate_Request__Version__0_(buf, pos, s):
     n -= 1
     if n < 0:
         raise Bail
-        out['member_id'] = None
     else:
         e = pos + n
         if e > len(buf): raise Bail
