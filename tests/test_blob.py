@@ -74,6 +74,7 @@ def _pcap_with(payload: bytes, tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_tcpdump_x_output(tmp_path):
     """Real `tcpdump -X` output of a packet, summary line and all: the bytes read back are
     the TCP payload (the IP and TCP headers are taken off, and said so)."""
@@ -86,6 +87,7 @@ def test_tcpdump_x_output(tmp_path):
     assert any("IP and TCP headers of 1 packet(s) (40 bytes)" in s for s in blob.skipped)
 
 
+@pytest.mark.slow
 def test_wireshark_hex_dump(tmp_path):
     """tshark -x prints the hex dump Wireshark copies."""
     pcap = _pcap_with(DATA[:200], tmp_path)
@@ -221,6 +223,7 @@ def sasl_authenticate(token: bytes) -> bytes:
     return struct.pack(">hhih", 36, 1, 9, 3) + b"cli" + struct.pack(">i", len(token)) + token
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("token,secret", [
     (b"\x00alice\x00hunter2", b"hunter2"),
     (b"c=biws,r=abc123server,p=dGhpc2lzYXByb29m", b"dGhpc2lzYXByb29m"),

@@ -125,6 +125,7 @@ def tshark_rows(path: Path) -> dict[int, dict]:
     return rows
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_agrees_with_tshark(name):
     path = CAPTURES / f"{name}.pcap"
@@ -214,6 +215,7 @@ def _tshark_real(path: Path, real: set[tuple[int, int]]) -> int:
     return found
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", ["mid-stream", "drop-2pct", "truncated", "snaplen-200"])
 def test_damaged_captures(tmp_path, damage):
     src = CAPTURES / "mtu1500.pcap" if damage != "mid-stream" else CAPTURES / "confluent-group.pcap"

@@ -109,6 +109,7 @@ def recording_keys(exchanges, tmp_path: Path) -> list[tuple]:
                                                                       exchanges}).exchanges)
 
 
+@pytest.mark.slow
 def test_every_path_gives_the_same_exchanges(spark, tmp_path):
     files = [str(CAPTURES / f"{n}.pcap") for n in NAMES]
     spark_rows = spark_exchanges(spark, files, tmp_path / "spark")
@@ -168,6 +169,7 @@ def cut_request(src: Path, dst: Path, api_key: int) -> int:
     return cut
 
 
+@pytest.mark.slow
 def test_an_orphan_response_stays_an_exchange_on_every_path(spark, tmp_path):
     path = tmp_path / "orphan.pcap"
     corr = cut_request(CAPTURES / "aiokafka.pcap", path, 3)          # a Metadata request

@@ -111,6 +111,7 @@ def test_topic_ids_are_named_from_the_capture():
     assert "topic-id:" not in run().stdout
 
 
+@pytest.mark.slow
 def test_wireshark_field_names_are_aliases(views):
     pairs = [("kafka.api_key == 11", "api == JoinGroup"),
              ("kafka.api_version == 5", "version == 5"),

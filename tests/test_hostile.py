@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow      # the whole hostile set through the CLI
+
 ROOT = Path(__file__).resolve().parents[1]
 KDISSECT = [sys.executable, "-m", "kdissect"]
 MEASURED = ROOT / "tests" / "support" / "measured.py"

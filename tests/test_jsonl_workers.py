@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from kdissect.protocol import Options
 from kdissect.render import jsonl_workers
 from kdissect.render.jsonl_workers import JsonlWorkers
@@ -19,6 +21,8 @@ from kdissect.render.lines import message_json, message_line
 from kdissect.sources.pcap import exchanges_in, read_captures
 from kdissect.stream.enrich import enrich
 from kdissect.stream.sink import Collect
+
+pytestmark = pytest.mark.slow      # worker processes over whole captures
 
 ROOT = Path(__file__).parent.parent
 CAPTURES = sorted(str(p) for p in (ROOT / "captures").glob("*.pcap"))

@@ -6,8 +6,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.support.broker import Broker
 from tests.support.capture import wait_sniffing
+
+pytestmark = pytest.mark.slow      # captures on the loopback interface (root)
 
 ROOT = Path(__file__).resolve().parents[1]
 

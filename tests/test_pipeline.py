@@ -16,6 +16,8 @@ from kdissect.stream.diagnoses import ACROSS_CONNECTIONS
 from kdissect.stream.rows import UNRESOLVED, resolve_record_topics, resolve_topics
 from kdissect.sources.pcap import DEFAULT_PORTS
 
+pytestmark = pytest.mark.slow      # whole Parquet/Spark pipelines
+
 ROOT = Path(__file__).resolve().parents[1]
 CAPTURES = ROOT / "captures"
 ALL = sorted(CAPTURES.glob("*.pcap"))

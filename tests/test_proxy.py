@@ -23,6 +23,8 @@ from kdissect.proxy.skipscan import response_layout
 from tests.support.broker import Broker, free_port
 from tests.support.relay import Relay
 
+pytestmark = pytest.mark.slow      # a broker and the proxy in front of it
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -13,6 +13,8 @@ import pytest
 from kdissect.protocol.node import Node
 from tests.support.traffic import all_exchanges
 
+pytestmark = pytest.mark.slow      # real clients against a broker
+
 RECORDS = [(f"key-{i}".encode(), f"value-{i} ".encode() * (i + 1)) for i in range(6)]
 HEADERS = [("trace", b"abc"), ("n", b"\x00\x01")]
 

@@ -138,6 +138,7 @@ def assert_tiles(tree, size: int) -> None:
     assert pos == size
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key,version,direction", CASE_PARAMS)
 def test_kio_roundtrip(key, version, direction):
     cls = kio_class(key, version, direction)

@@ -25,6 +25,8 @@ from kdissect.pipeline.spark_job import plan_shards, run_job
 from kdissect.pipeline.tables import RECORDS, _micros
 from kdissect.sources.pcap import DEFAULT_PORTS
 
+pytestmark = pytest.mark.slow      # Spark (a JVM)
+
 ROOT = Path(__file__).resolve().parents[1]
 CAPTURES = ROOT / "captures"
 REPO_FILES = sorted(str(p) for p in CAPTURES.rglob("*.pcap"))   # as the job walks the folder

@@ -8,6 +8,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from textual.widgets import Input, Static, Tree
 
 from kdissect.sources.pcap import capture_loader, exchanges_in
@@ -17,7 +19,10 @@ from kdissect.tui.blob_app import BlobApp
 from kdissect.tui.detail import HIGHLIGHT, PARENT_TONES, Detail, HexView, innermost
 from kdissect.tui.exchange_list import BOOKMARK, ExchangeList
 from kdissect.tui.screens import HelpScreen, StatsScreen
+from tests.support.tui import drive, settle
 from tests.test_captures import dissect
+
+pytestmark = pytest.mark.slow      # Textual apps driven through their screens
 
 CAPTURES = Path(__file__).resolve().parents[1] / "captures"
 GROUP = CAPTURES / "confluent-group.pcap"
@@ -29,31 +34,8 @@ def app_for(path: Path) -> KdissectApp:
     return KdissectApp(capture_loader([str(path)]), title=path.name)
 
 
-async def loaded(app: KdissectApp, pilot) -> None:
-    for _ in range(400):
-        if app.loaded:
-            break
-        await pilot.pause(0.05)
-    await pilot.pause()
-
-
 def run(path: Path, body) -> None:
-    async def go():
-        app = app_for(path)
-        async with app.run_test(size=SIZE) as pilot:
-            await loaded(app, pilot)
-            await body(app, pilot)
-    asyncio.run(go())
-
-
-async def settle(app: KdissectApp, pilot) -> None:
-    """Until the detail shows the exchange under the cursor (it follows once the
-    cursor rests, decoding big ones off the UI thread)."""
-    for _ in range(200):
-        if app.detail_view is not None and app.detail_view is app.current_view():
-            break
-        await pilot.pause(0.02)
-    await pilot.pause()
+    drive(app_for(path), body, SIZE)
 
 
 def row_of(app: KdissectApp, pred) -> int:

@@ -20,8 +20,8 @@ from kdissect.tui.app import KdissectApp
 from kdissect.tui.detail import Detail, HexView
 from kdissect.tui.log_app import LogApp
 from kdissect.tui.palette import ANSI_DARK, ANSI_LIGHT, PARENT_TONES
+from tests.support.tui import loaded, settle
 from rich.color import Color
-from tests.test_tui import loaded, settle
 
 CLIENTS = Path(__file__).resolve().parents[1] / "captures" / "kafka-clients.pcap"
 THEMES = ("textual-dark", "textual-light")

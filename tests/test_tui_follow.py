@@ -16,20 +16,17 @@ from kdissect.sources.pcap import capture_loader
 from kdissect.tui.app import KdissectApp
 from kdissect.tui.detail import HIGHLIGHT, Detail, HexView
 from kdissect.tui.exchange_list import ExchangeList
-from tests.test_tui import CAPTURES, CODECS, GROUP, loaded, settle
+from tests.support.tui import drive, settle
+from tests.test_tui import CAPTURES, CODECS, GROUP
 
 pytestmark = pytest.mark.slow          # each test runs the app on a capture: seconds
 
 
 def run(path: Path, body, size=(120, 40), start: str = "") -> None:
-    async def go():
-        app = KdissectApp(capture_loader([str(path)]), title=path.name)
-        if start:                            # as the command line's -Y sets it
-            app.filter_text, app.filter = start, parse_filter(start)
-        async with app.run_test(size=size) as pilot:
-            await loaded(app, pilot)
-            await body(app, pilot)
-    asyncio.run(go())
+    app = KdissectApp(capture_loader([str(path)]), title=path.name)
+    if start:                            # as the command line's -Y sets it
+        app.filter_text, app.filter = start, parse_filter(start)
+    drive(app, body, size)
 
 
 def shown_lines(hexview: HexView) -> list[str]:

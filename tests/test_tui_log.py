@@ -6,7 +6,6 @@ inside a compressed batch's decompressed records."""
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pytest
@@ -17,19 +16,14 @@ from kdissect.protocol import Options
 from kdissect.sources.logunits import walk
 from kdissect.tui.detail import HIGHLIGHT, Detail, HexView
 from kdissect.tui.log_app import LogApp
+from tests.support.tui import drive, loaded
 from tests.test_log import _partition, batch
-from tests.test_tui import loaded
 
 pytestmark = pytest.mark.slow            # Textual's pilot: seconds per test
 
 
 def run(paths: list[str], body, size=(160, 45), start: str = "") -> None:
-    async def go():
-        app = LogApp(paths, Options(), start)
-        async with app.run_test(size=size) as pilot:
-            await loaded(app, pilot)
-            await body(app, pilot)
-    asyncio.run(go())
+    drive(LogApp(paths, Options(), start), body, size)
 
 
 async def shown(app, pilot) -> None:

@@ -8,8 +8,8 @@ import asyncio
 
 from kdissect.protocol import Options
 from kdissect.tui.log_app import LogApp
+from tests.support.tui import loaded
 from tests.test_log import batch, marker_and_damage
-from tests.test_tui import loaded
 
 
 def test_rows_say_topic_partition_and_transaction_markers(tmp_path):

@@ -8,7 +8,6 @@ cancelling a job."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import shutil
 import time
@@ -22,7 +21,7 @@ from kdissect.protocol import Options
 from kdissect.tui.detail import Detail, HexView
 from kdissect.tui.log_app import LogApp, LogStatsScreen
 from kdissect.tui.screens import HelpScreen
-from tests.test_tui import loaded
+from tests.support.tui import drive
 
 pytestmark = pytest.mark.slow            # a broker, Textual's pilot
 
@@ -78,12 +77,7 @@ def _records(part: Path) -> int:
 
 
 def run(part: Path, body, size=(160, 45)) -> None:
-    async def go():
-        app = LogApp([str(part)], Options())
-        async with app.run_test(size=size) as pilot:
-            await loaded(app, pilot)
-            await body(app, pilot)
-    asyncio.run(go())
+    drive(LogApp([str(part)], Options()), body, size)
 
 
 async def _type(pilot, text: str) -> None:

@@ -15,19 +15,14 @@ from kdissect.sources.pcap import capture_loader
 from kdissect.tui.app import KdissectApp
 from kdissect.tui.detail import Detail
 from kdissect.tui.screens import HelpScreen
-from tests.test_tui import loaded, settle
+from tests.support.tui import drive, settle
 
 CLIENTS = Path(__file__).resolve().parents[1] / "captures" / "kafka-clients.pcap"
 
 
 def run(body, size=(80, 24)) -> None:
-    async def go():
-        app = KdissectApp(capture_loader([str(CLIENTS)]), title="clients")
-        async with app.run_test(size=size) as pilot:
-            await loaded(app, pilot)
-            await settle(app, pilot)
-            await body(app, pilot)
-    asyncio.run(go())
+    drive(KdissectApp(capture_loader([str(CLIENTS)]), title="clients"), body, size,
+          settled=True)
 
 
 def test_footer_keeps_stats_help_and_quit_at_80_columns():

@@ -16,8 +16,10 @@ from kdissect.tui.blob_app import BlobApp
 from kdissect.tui.detail import Detail
 from kdissect.tui.log_app import LogApp
 from textual.widgets import Input
+from tests.support.tui import settle as settle_detail
 from tests.test_tui import CODECS, GROUP, app_for
-from tests.test_tui import settle as settle_detail
+
+pytestmark = pytest.mark.slow      # Textual apps rendered to SVG snapshots
 
 CAPTURES = Path(__file__).resolve().parents[1] / "captures"
 SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((120, 40), id="120x40"),

@@ -7,7 +7,6 @@ Block (read back by kdissect without keys, and by tshark)."""
 
 from __future__ import annotations
 
-import asyncio
 import io
 import struct
 import subprocess
@@ -23,7 +22,7 @@ from kdissect.tui.app import KdissectApp
 from kdissect.tui.detail import Detail
 from kdissect.tui.exchange_list import LOCK
 from kdissect.tui.screens import StatsScreen
-from tests.test_tui import loaded, settle
+from tests.support.tui import drive, settle
 from tests.test_tui_workflow import line_of
 
 TLS = Path(__file__).resolve().parents[1] / "captures" / "tls" / "kafka-tls.pcap"
@@ -39,12 +38,8 @@ def key_log() -> KeyLog:
 
 
 def run(body, keys: KeyLog | None, size=(160, 45)) -> None:
-    async def go():
-        app = KdissectApp(capture_loader([str(TLS)], keys=keys), title=TLS.name, keys=keys)
-        async with app.run_test(size=size) as pilot:
-            await loaded(app, pilot)
-            await body(app, pilot)
-    asyncio.run(go())
+    drive(KdissectApp(capture_loader([str(TLS)], keys=keys), title=TLS.name, keys=keys),
+          body, size)
 
 
 def secrets_blocks(path: Path) -> list[bytes]:

@@ -7,7 +7,6 @@ Without schemas, `d` shows what the repo capture's values look like."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -20,19 +19,16 @@ from kdissect.sources.pcap import capture_loader
 from kdissect.tui.app import KdissectApp
 from kdissect.tui.detail import HIGHLIGHT, Detail, HexView
 from tests.support.capture import Tcpdump
-from tests.test_tui import CODECS, loaded, settle
+from tests.support.tui import drive, settle
+from tests.test_tui import CODECS
 from tests.test_values_schema import ORDER, ORDER_VALUE, avro_bytes, framed
 
 pytestmark = pytest.mark.slow            # Textual's pilot: seconds per test
 
 
 def run(path: Path, body, options: Options | None = None, size=(160, 45)) -> None:
-    async def go():
-        app = KdissectApp(capture_loader([str(path)], options), options, title=path.name)
-        async with app.run_test(size=size) as pilot:
-            await loaded(app, pilot)
-            await body(app, pilot)
-    asyncio.run(go())
+    drive(KdissectApp(capture_loader([str(path)], options), options, title=path.name),
+          body, size)
 
 
 def value_nodes(root):

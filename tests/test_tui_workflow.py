@@ -7,7 +7,6 @@ exported pcapng opens again."""
 
 from __future__ import annotations
 
-import asyncio
 import struct
 import subprocess
 from pathlib import Path
@@ -22,18 +21,16 @@ from kdissect.tui.chart import LatencyChart
 from kdissect.tui.detail import HIGHLIGHT, Detail, HexView
 from kdissect.tui.exchange_list import COLUMNS, ExchangeList, fit
 from kdissect.tui.screens import StatsScreen
-from tests.test_tui import CAPTURES, CODECS, GROUP, loaded, settle
+from tests.support.tui import drive, settle
+from tests.test_tui import CAPTURES, CODECS, GROUP
+
+pytestmark = pytest.mark.slow      # Textual apps through whole workflows
 
 KCAT = CAPTURES / "kcat.pcap"
 
 
 def run(path: Path, body, size=(120, 40)) -> None:
-    async def go():
-        app = KdissectApp(capture_loader([str(path)]), title=path.name)
-        async with app.run_test(size=size) as pilot:
-            await loaded(app, pilot)
-            await body(app, pilot)
-    asyncio.run(go())
+    drive(KdissectApp(capture_loader([str(path)]), title=path.name), body, size)
 
 
 def line_of(table: ExchangeList, row: int) -> str:

@@ -22,7 +22,7 @@ from typing import Any
 from .codecs import CODECS, CodecError, decompress
 from .crc import crc32c_of
 from .layout import FIXED_FORMATS, VARINT_BYTES, Field, Struct
-from .varint import VarintTooLong, uvarint
+from .varint import Buf, VarintTooLong, uvarint
 
 # -- the layouts (Kafka's DefaultRecordBatch, LegacyRecord, DefaultRecord, RecordHeader) --
 
@@ -108,9 +108,10 @@ _U32 = struct.Struct(">I").unpack_from
 _I16 = struct.Struct(">h").unpack_from
 
 
-def length_at(buf, pos: int) -> int:
+def length_at(buf: Buf, pos: int) -> int:
     """The batch_length (message_size in v0/v1) of the batch at ``pos``."""
-    return _I32(buf, pos + LENGTH_AT)[0]
+    n: int = _I32(buf, pos + LENGTH_AT)[0]
+    return n
 
 
 class Batch:
@@ -120,11 +121,11 @@ class Batch:
 
     __slots__ = ("buf", "start", "end", "_head", "_crc")
 
-    def __init__(self, buf, start: int, end: int | None = None):
+    def __init__(self, buf: Buf, start: int, end: int | None = None):
         self.buf, self.start = buf, start
         self.end = start + LOG_OVERHEAD + _I32(buf, start + LENGTH_AT)[0] if end is None \
             else end
-        self._head: tuple | None = None
+        self._head: tuple[Any, ...] | None = None
         self._crc: int | None = None
 
     @property
@@ -133,11 +134,13 @@ class Batch:
 
     @property
     def length(self) -> int:
-        return _I32(self.buf, self.start + LENGTH_AT)[0]
+        n: int = _I32(self.buf, self.start + LENGTH_AT)[0]
+        return n
 
     @property
     def magic(self) -> int:
-        return self.buf[self.start + MAGIC_AT]
+        magic: int = self.buf[self.start + MAGIC_AT]
+        return magic
 
     def fits(self, limit: int) -> bool:
         """Whether the batch's bytes end by ``limit`` (and it has its v2 header)."""
@@ -154,22 +157,24 @@ class Batch:
     # -- a v2 batch's header ---------------------------------------------------------
 
     @property
-    def head(self) -> tuple:
+    def head(self) -> tuple[Any, ...]:
         """The header's values in ``FIELDS`` order (v2, at least HEAD_SIZE bytes)."""
         if self._head is None:
             self._head = HEAD.unpack_from(self.buf, self.start)
         return self._head
 
-    def fields(self) -> dict:
+    def fields(self) -> dict[Any, Any]:
         return dict(zip(FIELDS, self.head))
 
     @property
     def attributes(self) -> int:
-        return _I16(self.buf, self.start + CRC_FROM)[0]
+        attrs: int = _I16(self.buf, self.start + CRC_FROM)[0]
+        return attrs
 
     @property
     def codec(self) -> int:
-        return self.buf[self.start + CRC_FROM + 1] & CODEC_MASK
+        codec: int = self.buf[self.start + CRC_FROM + 1] & CODEC_MASK
+        return codec
 
     @property
     def control(self) -> bool:
@@ -177,7 +182,8 @@ class Batch:
 
     @property
     def crc(self) -> int:
-        return _U32(self.buf, self.start + CRC_AT)[0]
+        crc: int = _U32(self.buf, self.start + CRC_AT)[0]
+        return crc
 
     @property
     def crc_computed(self) -> int:
@@ -242,7 +248,7 @@ _OFF = VARINT_MAX["offset_delta"]
 _VARINT = VARINT_BYTES["varint"]        # the lengths of keys, values, headers and their count
 
 
-def _signed(data, p: int, end: int, longest: int) -> tuple[int, int]:
+def _signed(data: Buf, p: int, end: int, longest: int) -> tuple[int, int]:
     if p < end:
         n = data[p]
         if n < 0x80:                        # one byte: nearly all of them
@@ -254,7 +260,7 @@ def _signed(data, p: int, end: int, longest: int) -> tuple[int, int]:
     return (n >> 1) ^ -(n & 1), p
 
 
-def _sized(data, p: int, end: int) -> tuple[int | None, int]:
+def _sized(data: Buf, p: int, end: int) -> tuple[int | None, int]:
     """(where a varint-sized field's bytes start, None if null; where it ends)."""
     n, p = _signed(data, p, end, _VARINT)
     if n < -1 or p + n > end:
@@ -269,7 +275,7 @@ class Record:
     __slots__ = ("data", "start", "body", "end", "attributes", "timestamp_delta",
                  "offset_delta", "key_at", "key_end", "_tail")
 
-    def __init__(self, data, start: int, body: int, end: int):
+    def __init__(self, data: Buf, start: int, body: int, end: int):
         self.data, self.start, self.body, self.end = data, start, body, end
         p = body + 1                                    # attributes
         if p > end:
@@ -278,13 +284,13 @@ class Record:
         self.timestamp_delta, p = _signed(data, p, end, _TS)
         self.offset_delta, p = _signed(data, p, end, _OFF)
         self.key_at, self.key_end = _sized(data, p, end)
-        self._tail: tuple | None = None
+        self._tail: tuple[Any, ...] | None = None
 
     @property
     def key(self) -> bytes | None:
         return None if self.key_at is None else self.data[self.key_at:self.key_end]
 
-    def _read_tail(self) -> tuple:
+    def _read_tail(self) -> tuple[Any, ...]:
         if self._tail is None:
             data, end = self.data, self.end
             value_at, p = _sized(data, self.key_end, end)
@@ -315,7 +321,7 @@ class Record:
                 for k, ke, v, ve in self._read_tail()[2]]
 
 
-def records(data, pos: int, end: int, count: int) -> Iterator[Record]:
+def records(data: Buf, pos: int, end: int, count: int) -> Iterator[Record]:
     """The ``count`` records framed in ``data[pos:end]``, one view at a time; a length
     that does not fit raises ``BadRecord`` (the caller checks the last one's end)."""
     for _ in range(count):
@@ -326,7 +332,7 @@ def records(data, pos: int, end: int, count: int) -> Iterator[Record]:
         pos = body + length
 
 
-def record_keys(data, pos: int, end: int, count: int, out: list[str]) -> int:
+def record_keys(data: Buf, pos: int, end: int, count: int, out: list[str]) -> int:
     """Append the keys (UTF-8, errors replaced) of the ``count`` records in
     ``data[pos:end]`` to ``out``, reading nothing after each key; where the last record
     ends. ``records`` without a view per record (content search's key filter reads every
@@ -371,7 +377,7 @@ def record_keys(data, pos: int, end: int, count: int, out: list[str]) -> int:
     return pos
 
 
-def record_starts(data, pos: int, count: int) -> list[int]:
+def record_starts(data: Buf, pos: int, count: int) -> list[int]:
     """Where each of ``count`` records starts (framing already checked by a reader)."""
     out = []
     end = len(data)

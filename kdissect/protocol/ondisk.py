@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import struct
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from .batch import FIELDS, Batch, record_starts
@@ -29,6 +30,7 @@ from .internal import internal_layout
 from .internal_schemas import MESSAGES
 from .json_bounded import JsonError, load_json
 from .node import Node
+from .varint import Buf
 
 _SNAPSHOT_VERSIONS = f"{MESSAGES['ProducerSnapshot'][2]}..{MESSAGES['ProducerSnapshot'][3]}"
 
@@ -39,7 +41,7 @@ _SNAPSHOT_VERSIONS = f"{MESSAGES['ProducerSnapshot'][2]}..{MESSAGES['ProducerSna
 MAX_ENTRIES = 150_000
 
 
-def _entries(buf: bytes, size: int, name: str, kind: str, fields,
+def _entries(buf: bytes, size: int, name: str, kind: str, fields: Any,
              max_entries: int = MAX_ENTRIES) -> Node:
     """Fixed-size entries; a trailing run of all-zero entries is the preallocated tail
     (Kafka never writes an all-zero entry: an index entry is added only after
@@ -133,7 +135,7 @@ def producer_snapshot(buf: bytes, options: Options | None = None) -> Node:
 
 # -- text files ----------------------------------------------------------------------
 
-def _lines(buf: bytes):
+def _lines(buf: bytes) -> Iterator[tuple[int, bytes]]:
     """(start, raw bytes) of each line (one at a time: a file of newlines costs no list);
     widths are of the raw bytes (a replaced invalid byte is 1 byte, not U+FFFD's 3)."""
     pos, end = 0, len(buf)
@@ -296,7 +298,7 @@ def kafka07_message(buf: bytes, pos: int, end: int, base_offset: int) -> Node:
 BATCH_FIELDS = FIELDS              # a v2 batch's header fields (batch.RECORD_BATCH)
 
 
-def clean_batch(buf, start: int, end: int, max_decompressed: int,
+def clean_batch(buf: Buf, start: int, end: int, max_decompressed: int,
                 max_nodes: int) -> tuple[Batch, Any, int, int] | None:
     """The v2 batch in ``buf[start:end]`` if its header, CRC, codec, count and the budgets
     are clean: (the Batch; the records' bytes; where they start and end in them: the
@@ -307,8 +309,8 @@ def clean_batch(buf, start: int, end: int, max_decompressed: int,
     return None if got is None else (b, got[0], got[1], got[2])
 
 
-def batch_values(buf, start: int, end: int, max_decompressed: int, max_nodes: int,
-                 conv) -> tuple[dict, list[int], list[dict]] | None:
+def batch_values(buf: Buf, start: int, end: int, max_decompressed: int, max_nodes: int,
+                 conv: Callable[[bytes], Any]) -> tuple[dict[Any, Any], list[int], list[dict[Any, Any]]] | None:
     """A clean v2 batch in ``buf[start:end]`` as plain values, without located nodes:
     (its header fields by name, each record's position, the records as
     ``render.records.record_json`` shows them, bytes through ``conv``). None at the first
@@ -316,7 +318,8 @@ def batch_values(buf, start: int, end: int, max_decompressed: int, max_nodes: in
     located, whose tree says what is wrong. The records are read by the values decoder's
     record loop (values.py), the one the pcap JSON lines use."""
     from .reader import VarintTooLong
-    from .values import Bail, record_loop
+    from .reader import Bail
+    from .values import record_loop
     got = clean_batch(buf, start, end, max_decompressed, max_nodes)
     if got is None:
         return None
@@ -330,8 +333,8 @@ def batch_values(buf, start: int, end: int, max_decompressed: int, max_nodes: in
     return b.fields(), record_starts(data, pos, b.head[12]), records
 
 
-def batch_lines(buf, start: int, end: int, max_decompressed: int, max_nodes: int,
-                lines) -> tuple[dict, str] | None:
+def batch_lines(buf: Buf, start: int, end: int, max_decompressed: int, max_nodes: int,
+                lines: Callable[..., str | None]) -> tuple[dict[Any, Any], str] | None:
     """``batch_values`` for JSON lines: (the header fields by name, the records' text as
     ``lines`` writes it: render/log_lines.py), or None as there."""
     got = clean_batch(buf, start, end, max_decompressed, max_nodes)

@@ -6,6 +6,8 @@ node introducing it holds in ``buffer``.
 
 from __future__ import annotations
 
+from typing import Any
+
 import struct
 from collections.abc import Callable
 
@@ -23,14 +25,14 @@ CONTROL_TYPES = {0: "ABORT", 1: "COMMIT"}
 FastRecord = Callable[[bytes, int, int, str, int, int, bool], "Node | None"]
 
 
-def _record_note(value: dict) -> str:
+def _record_note(value: dict[Any, Any]) -> str:
     return f"offset {value['offset']}, {time_note(value['timestamp']) or value['timestamp']}"
 
 
 NOTE_MAKERS["record"] = _record_note
 
 
-def _leaf(r: Reader, parent: Node, name: str, kind: str, read) -> Node:
+def _leaf(r: Reader, parent: Node, name: str, kind: str, read: Callable[..., Any]) -> Node:
     node = parent.add(Node(name, kind, r.pos))
     try:
         node.value = read(r)
@@ -191,7 +193,8 @@ def _resolve_relative_offsets(holder: Node, wrapper_offset: int) -> None:
 def record_offset(n: Node) -> int | None:
     """The absolute offset of a record (v2) or a v0/v1 message node."""
     if isinstance(n.value, dict) and "offset" in n.value:
-        return n.value["offset"]
+        offset: int | None = n.value["offset"]
+        return offset
     off = n.child("offset")
     return off.value if off is not None and isinstance(off.value, int) else None
 

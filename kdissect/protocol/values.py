@@ -32,10 +32,10 @@ from .batch import (CODEC_MASK, FRAME, HEAD_SIZE, LENGTH_AT, LOG_APPEND_TIME, LO
 from .context import Options
 from .node import Node
 from .internal import RECORD_CARRIERS as _RECORD_CARRIERS, mentions_internal_topic
-from .reader import Bail, VarintTooLong, uvarint
+from .reader import Bail as Bail, VarintTooLong, uvarint
 from .records import read_records
-from .varint import uvarint_bytes
-from .values_readers.record_loop import loop as _loop
+from .varint import Buf, uvarint_bytes
+from .values_readers.record_loop import loop as _generated_loop
 
 # APIs whose bytes fields may hold embedded structures (consumer protocol, SASL tokens):
 # their JSON shows those structures, so they take the located path
@@ -43,8 +43,10 @@ _EMBEDDED_APIS = EMBEDDED | {ENVELOPE}    # Envelope: its request decoded
 _I32 = struct.Struct(">i")
 
 
+# the generated record loop (values_readers/record_loop.py, unannotated): records, end
+_loop: Callable[..., tuple[list[dict[str, Any]], int]] = _generated_loop
 # a generated reader: (buffer, position, state) -> (values, position after them)
-ValuesReader = Callable[[bytes, int, "_State"], tuple[dict, int]]
+ValuesReader = Callable[[bytes, int, "_State"], tuple[dict[Any, Any], int]]
 
 
 class _State:
@@ -56,7 +58,7 @@ class _State:
                  "text_values", "compact", "batch_text", "internal", "batches", "tagged")
 
     def __init__(self, conv: Callable[[bytes], Any], options: Options, compact: bool = False,
-                 batch_records: Callable[[list], Any] | None = None,
+                 batch_records: Callable[[list[Any]], Any] | None = None,
                  text_values: bool = False, batch_text: Callable[..., Any] | None = None):
         self.conv = conv
         # record keys/values by schema (values_schema.fast), when asked for
@@ -83,7 +85,7 @@ class _State:
             raise Bail
 
 
-def _tagged(buf: bytes, pos: int, n: int, s: _State, out: dict, readers: dict) -> int:
+def _tagged(buf: bytes, pos: int, n: int, s: _State, out: dict[Any, Any], readers: dict[Any, Any]) -> int:
     """A flexible struct's tagged fields (count ``n`` already read): known tags by their
     name, unknown ones as ``tag_N`` bytes; returns where they end. (One-byte tags and
     sizes, nearly all of them, read inline: this was a tenth of a KRaft cluster's
@@ -122,7 +124,7 @@ def _tagged(buf: bytes, pos: int, n: int, s: _State, out: dict, readers: dict) -
 
 # -- records ------------------------------------------------------------------------
 
-class BatchHeads(list):
+class BatchHeads(list[dict[str, Any]]):
     """A records field read for a summary (``Options(records="batches")``): the headers
     of its v2 batches as dicts (the fields ``stream.diagnoses.plain`` makes of the
     located summary's batch nodes), and ``size``, the field's bytes with its length
@@ -130,12 +132,12 @@ class BatchHeads(list):
 
     __slots__ = ("size",)
 
-    def __init__(self, heads: list[dict], size: int):
+    def __init__(self, heads: list[dict[Any, Any]], size: int):
         super().__init__(heads)
         self.size = size
 
 
-def _batch_heads(buf: bytes, pos: int, end: int, s) -> BatchHeads:
+def _batch_heads(buf: bytes, pos: int, end: int, s: _State) -> BatchHeads:
     """The located decoder's summary of a records field (``records.read_records`` with
     ``records="batches"``: headers and CRCs, no records), without its nodes; Bail where
     that summary would hold a problem or a message set (v0/v1), which it decodes whole."""
@@ -176,7 +178,7 @@ def _batch_heads(buf: bytes, pos: int, end: int, s) -> BatchHeads:
     return BatchHeads(heads, size)
 
 
-def _records(buf: bytes, pos: int, end: int, s) -> list:
+def _records(buf: bytes, pos: int, end: int, s: _State) -> list[Any]:
     """Record batches (v2 only: message sets bail) in ``buf[pos:end]``, as
     ``render.records.batch_json`` shows them (with ``records="batches"``: BatchHeads)."""
     if s.records == "batches":
@@ -205,7 +207,7 @@ def _records(buf: bytes, pos: int, end: int, s) -> list:
     return out
 
 
-def _batch(b: Batch, s) -> dict:
+def _batch(b: Batch, s: _State) -> dict[Any, Any]:
     if b.size < HEAD_SIZE:
         raise Bail
     (base, length, epoch, magic, crc, attrs, last_delta, base_ts, max_ts, pid, pe,
@@ -243,7 +245,7 @@ def _batch(b: Batch, s) -> dict:
             "base_sequence": seq, "record_count": count, "problems": [], "records": records}
 
 
-def _schema_values(records: list[dict], s: _State) -> None:
+def _schema_values(records: list[dict[Any, Any]], s: _State) -> None:
     """Keys and values decoded by their schemas, as ``render.records.record_json`` shows
     them from the located tree; Bail where that tree would hold a finding."""
     from .values_schema.fast import Unfit, value_json, value_text
@@ -273,8 +275,8 @@ def _schema_values(records: list[dict], s: _State) -> None:
             h["value"] = conv(h["value"]) if h["value"] is not None else None
 
 
-def record_loop(data, pos: int, end: int, count: int, base: int, ts0: int, fixed_ts: bool,
-                conv: Callable[[bytes], Any]) -> tuple[list[dict], int]:
+def record_loop(data: Buf, pos: int, end: int, count: int, base: int, ts0: int, fixed_ts: bool,
+                conv: Callable[[bytes], Any]) -> tuple[list[dict[Any, Any]], int]:
     """The ``count`` records of a v2 batch at ``data[pos:end]`` as dicts (offset, timestamp,
     key, value, headers; bytes through ``conv``) and where they end; raises ``Bail`` at
     the first oddity. ``ts0`` is the base timestamp, or with ``fixed_ts`` the batch's
@@ -301,7 +303,7 @@ def reader(api_key: int, api_version: int, direction: str) -> ValuesReader | Non
     return table.get((api_version, direction))
 
 
-def _headers():
+def _headers() -> Any:
     """The generated header readers (imported once: an import statement per message was
     4 % of JSON lines of small messages)."""
     global _HEADERS
@@ -332,9 +334,9 @@ _PLANS: dict[tuple[int, int, str], tuple[Any, Any, bool]] = {}
 
 def body_values(data: bytes, direction: str, api_key: int, api_version: int,
                 options: Options, conv: Callable[[bytes], Any],
-                batch_records: Callable[[list], Any] | None = None,
+                batch_records: Callable[[list[Any]], Any] | None = None,
                 text_values: bool = False,
-                batch_text: Callable[..., Any] | None = None) -> dict | None:
+                batch_text: Callable[..., Any] | None = None) -> dict[Any, Any] | None:
     """The body of a clean message as plain values (bytes through ``conv``); None when the
     message is not clean or not for this path (the caller decodes it located).
     ``batch_records``, if given, takes each record batch's list of records as soon as it

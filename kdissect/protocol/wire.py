@@ -176,8 +176,11 @@ def emit_value(g: Emitter, d: int, f: Field, compact: bool, target: str) -> None
         emit_length(g, d, "n", compact, c.wide)
         null_ok = f.nullable or c.records
         g.emit(d, "if n < 0:")
-        g.emit(d + 1, "if n != -1: raise Bail" if null_ok else "raise Bail")
-        g.emit(d + 1, f"{target} = None")
+        if null_ok:
+            g.emit(d + 1, "if n != -1: raise Bail")
+            g.emit(d + 1, f"{target} = None")
+        else:
+            g.emit(d + 1, "raise Bail")
         g.emit(d, "else:")
         g.emit(d + 1, "e = pos + n")
         g.emit(d + 1, "if e > len(buf): raise Bail")

@@ -4,12 +4,16 @@ buffers: for record filters and the TUI's search."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
 from dataclasses import replace
 
 from ..protocol import Options
 from ..protocol.apis import CARRY_RECORDS
 from ..protocol.node import Node
 from ..protocol.plain import Frozen
+from .model import KafkaMessage
 
 _FULL = Options()
 
@@ -19,7 +23,7 @@ class Record:
     text when asked: a filter on keys does not pay for decoding every value."""
     __slots__ = ("_key", "_value", "_headers")
 
-    def __init__(self, key, value, headers) -> None:
+    def __init__(self, key: Any, value: Any, headers: Any) -> None:
         self._key, self._value, self._headers = key, value, headers
 
     @property
@@ -34,7 +38,7 @@ class Record:
     def headers(self) -> tuple[tuple[str | None, str | None], ...]:
         return tuple((_text(k), _text(v)) for k, v in self._headers)
 
-    def __eq__(self, other) -> bool:
+    def __eq__(self, other: object) -> bool:
         return isinstance(other, Record) and (self.key, self.value, self.headers) == \
             (other.key, other.value, other.headers)
 
@@ -42,15 +46,16 @@ class Record:
         return f"Record({self.key!r}, {self.value!r}, {self.headers!r})"
 
 
-def full_tree(m, options: Options | None = None) -> Node | None:
+def full_tree(m: KafkaMessage, options: Options | None = None) -> Node | None:
     """The message's full tree, records decompressed, decoded now and not kept (the
     list holds summaries, not trees)."""
     if m is None or m.direction == "sasl":
         return None
-    return m.decoded(options or _FULL).tree
+    tree: Node | None = m.decoded(options or _FULL).tree
+    return tree
 
 
-def _text(value) -> str | None:
+def _text(value: Any) -> str | None:
     if value is None:
         return None
     if isinstance(value, (bytes, bytearray)):
@@ -58,7 +63,7 @@ def _text(value) -> str | None:
     return str(value)
 
 
-def records(view) -> list[Record]:
+def records(view: Any) -> list[Record]:
     """Every record in the exchange (Produce requests, Fetch responses), with keys and
     values as text (undecodable bytes replaced)."""
     if view.ex.first.api_key not in CARRY_RECORDS:
@@ -67,7 +72,7 @@ def records(view) -> list[Record]:
             for r in _message_records(m, view.options)]
 
 
-def record_keys(view) -> list[str]:
+def record_keys(view: Any) -> list[str]:
     """The keys of ``records(view)`` (None left out), read without decoding the values
     and headers of clean batches: a key filter over a big capture stays quick."""
     if view.ex.first.api_key not in CARRY_RECORDS:
@@ -80,7 +85,7 @@ def record_keys(view) -> list[str]:
     return out
 
 
-def has_key(view, key: str) -> bool:
+def has_key(view: Any, key: str) -> bool:
     """Whether a record of the exchange has the key ``key`` (``key in record_keys(view)``,
     quicker): a key is bytes of its batch, so a clean batch whose records' bytes do not
     hold the key's UTF-8 bytes (one C-speed search) is not read record by record."""
@@ -110,7 +115,7 @@ def _key_needles(key: bytes) -> tuple[bytes, bytes]:
     return varint_bytes(len(key)) + key, b"\0" + key
 
 
-def _message_records(m, options: Options | None) -> list[Record]:
+def _message_records(m: KafkaMessage, options: Options | None) -> list[Record]:
     quick = _clean_records(m, options)
     if quick is not None:
         return quick
@@ -131,7 +136,7 @@ def _message_records(m, options: Options | None) -> list[Record]:
     return out
 
 
-def _clean_keys(m, options: Options | None) -> list[str] | None:
+def _clean_keys(m: KafkaMessage, options: Options | None) -> list[str] | None:
     """Record keys of a clean message (v2 batches whose CRC holds and whose records
     frame exactly); None when anything is unusual: the caller then reads the records."""
     batches = _clean_batches(m, options)
@@ -144,10 +149,11 @@ def _clean_keys(m, options: Options | None) -> list[str] | None:
     return keys
 
 
-def _clean_batches(m, options: Options | None) -> list[tuple[bytes, int, bool]] | None:
+def _clean_batches(m: KafkaMessage, options: Options | None) -> list[tuple[bytes, int, bool]] | None:
     """(records' bytes, decompressed; record count; compressed?) of each v2 batch of a
     clean message, read without decoding its records; None when anything is unusual."""
-    if m is None or m.direction == "sasl" or not m.data or m.api_key not in CARRY_RECORDS:
+    if m is None or m.direction == "sasl" or not m.data or m.api_key not in CARRY_RECORDS \
+            or m.api_key is None or m.api_version is None:
         return None
     from ..protocol.values import body_values
     options = options or _FULL
@@ -163,7 +169,7 @@ def _clean_batches(m, options: Options | None) -> list[tuple[bytes, int, bool]] 
     return out
 
 
-def _records_fields(value):
+def _records_fields(value: Any) -> Iterator[bytes]:
     """The raw record sets of a values-decoded body (its ``records`` fields)."""
     if isinstance(value, dict):
         for name, item in value.items():
@@ -176,7 +182,7 @@ def _records_fields(value):
             yield from _records_fields(item)
 
 
-def _batches(raw: bytes, out: list, budget: list[int]) -> bool:
+def _batches(raw: bytes, out: list[Any], budget: list[int]) -> bool:
     """Append the v2 batches of ``raw`` to ``out``; False at anything unusual."""
     from ..protocol.batch import FRAME, HEAD_SIZE, LOG_OVERHEAD, Batch, length_at
     pos, end = 0, len(raw)
@@ -207,15 +213,16 @@ def _batch_keys(data: bytes, count: int, keys: list[str]) -> bool:
         return False
 
 
-def _clean_records(m, options: Options | None) -> list[Record] | None:
+def _clean_records(m: KafkaMessage, options: Options | None) -> list[Record] | None:
     """The records of a clean message from the values-only decoder (no tree: several
     times quicker, the same values); None when the message needs the located decoder."""
-    if m is None or m.direction == "sasl" or not m.data:
-        return None
+    if m is None or m.direction == "sasl" or not m.data or m.api_key is None or \
+            m.api_version is None:
+        return None         # (the values decoder reads known kinds only)
     from ..protocol.values import body_values
     out: list[Record] = []
 
-    def take(batch: list) -> None:
+    def take(batch: list[Any]) -> None:
         out.extend(Record(r["key"], r["value"], [(h["key"], h["value"]) for h in r["headers"]])
                    for r in batch)
 
@@ -224,11 +231,11 @@ def _clean_records(m, options: Options | None) -> list[Record] | None:
     return None if body is None else out
 
 
-def header_values(view, name: str) -> list[str]:
+def header_values(view: Any, name: str) -> list[str]:
     return [v for r in records(view) for k, v in r.headers if k == name and v is not None]
 
 
-def throttle(view) -> list[int]:
+def throttle(view: Any) -> list[int]:
     """The response's throttle_time_ms (read by enrichment)."""
     ms = view.facts().throttle_ms
     return [] if ms is None else [ms]
@@ -249,7 +256,7 @@ def buffer_nodes(tree: Node) -> list[Node]:
     return [n for n in tree.walk() if n.buffer is not None]
 
 
-def holds_bytes(messages: list, needle: bytes, options: Options | None = None) -> bool:
+def holds_bytes(messages: list[Any], needle: bytes, options: Options | None = None) -> bool:
     """Whether ``find_bytes`` finds ``needle``, quickly: the compressed batches of clean
     messages are decompressed without decoding a record or building a tree."""
     if any(needle in m.data for m in messages):
@@ -266,7 +273,7 @@ def holds_bytes(messages: list, needle: bytes, options: Options | None = None) -
     return False
 
 
-def find_bytes(messages: list, needle: bytes, options: Options | None = None) -> Match | None:
+def find_bytes(messages: list[Any], needle: bytes, options: Options | None = None) -> Match | None:
     """The first place ``needle`` occurs: in a message's bytes as on the wire, else in a
     decompressed buffer of its records."""
     for index, m in enumerate(messages):
