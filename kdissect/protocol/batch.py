@@ -90,9 +90,16 @@ assert MAGIC_AT == _offsets(MESSAGE)["magic"]
 FRAME = MAGIC_AT + 1                                # 17: enough to frame and tell the format
 CRC_AT = AT["crc"]                                  # 17
 CRC_FROM = AT["attributes"]                         # 21: what the CRC32C covers starts here
-MESSAGE_CRC_AT = _offsets(MESSAGE)["crc"]           # 12
-# the least batch_length of each format (v0: crc, magic, attributes, two null lengths)
-MIN_LENGTH = {0: 14, 1: 22, 2: HEAD_SIZE - LOG_OVERHEAD}
+
+
+def _least_message(magic: int) -> int:
+    """The least message_size of a v0/v1 message: crc to value, key and value null."""
+    after = [f for f in MESSAGE.fields[2:] if magic >= 1 or f.name != "timestamp"]
+    return sum(struct.calcsize(">" + FIXED_FORMATS.get(f.type, "i")) for f in after)
+
+
+# the least batch_length of each format (14, 22, 49)
+MIN_LENGTH = {0: _least_message(0), 1: _least_message(1), 2: HEAD_SIZE - LOG_OVERHEAD}
 # the longest varint of each record field's type (the generated record loop's too)
 VARINT_MAX = {f.name: VARINT_BYTES[f.type] for f in RECORD.fields if f.type in VARINT_BYTES}
 
