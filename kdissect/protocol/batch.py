@@ -115,6 +115,34 @@ _U32 = struct.Struct(">I").unpack_from
 _I16 = struct.Struct(">h").unpack_from
 
 
+def computed_crc(buf, start: int, end: int) -> int:
+    """The CRC32C of what the header's crc covers in the v2 batch at ``buf[start:end]``:
+    the one CRC check of a batch (``Batch.crc_ok``; hot loops call it with the header
+    they unpacked by ``HEAD``)."""
+    return crc32c_of(buf, start + CRC_FROM, end)
+
+
+def payload(buf, start: int, end: int, head: tuple, max_decompressed: int,
+            max_nodes: int | None = None) -> tuple[Any, int, int] | None:
+    """``Batch.clean`` after the header and the CRC (``head``: HEAD's values): a count
+    the bytes (and the decompression budget) allow, the node budget (a record costs 9
+    nodes in the located tree, its batch 16), a codec that decompresses within
+    ``max_decompressed``. (records' bytes, start, end): the buffer itself when
+    uncompressed; None at the first oddity."""
+    count, codec = head[12], head[5] & CODEC_MASK
+    pos = start + HEAD_SIZE
+    if count < 0 or (max_nodes is not None and 9 * count + 16 > max_nodes) or \
+            count > end - pos + (max_decompressed if codec else 0):
+        return None
+    if codec:
+        try:
+            data, _how = decompress(codec, buf[pos:end], max_decompressed)
+        except CodecError:
+            return None
+        return data, 0, len(data)
+    return buf, pos, end
+
+
 def length_at(buf, pos: int) -> int:
     """The batch_length (message_size in v0/v1) of the batch at ``pos``."""
     return _I32(buf, pos + LENGTH_AT)[0]
@@ -190,7 +218,7 @@ class Batch:
     def crc_computed(self) -> int:
         """The CRC32C of the bytes the header's crc covers (computed once)."""
         if self._crc is None:
-            self._crc = crc32c_of(self.buf, self.start + CRC_FROM, self.end)
+            self._crc = computed_crc(self.buf, self.start, self.end)
         return self._crc
 
     @property
@@ -211,22 +239,10 @@ class Batch:
         budget (a record costs 9 nodes in the located tree, its batch 16), a codec that
         decompresses within ``max_decompressed``; the buffer itself when uncompressed.
         None at the first oddity: the located decoder says what it is."""
-        if self.size < HEAD_SIZE or self.magic != 2:
+        if self.size < HEAD_SIZE or self.magic != 2 or not self.crc_ok:
             return None
-        count, codec = self.head[12], self.head[5] & CODEC_MASK
-        if not self.crc_ok:
-            return None
-        pos, end = self.start + HEAD_SIZE, self.end
-        if count < 0 or (max_nodes is not None and 9 * count + 16 > max_nodes) or \
-                count > end - pos + (max_decompressed if codec else 0):
-            return None
-        if codec:
-            try:
-                data, _how = decompress(codec, self.buf[pos:end], max_decompressed)
-            except CodecError:
-                return None
-            return data, 0, len(data)
-        return self.buf, pos, end
+        return payload(self.buf, self.start, self.end, self.head, max_decompressed,
+                       max_nodes)
 
     def records(self, max_decompressed: int) -> Iterator[Record]:
         """The records of a clean batch (none when it is not: ``clean``); framing errors
