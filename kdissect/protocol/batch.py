@@ -7,10 +7,11 @@ content search (stream/content.py) and the TUI.
 A ``Batch`` reads nothing until asked: its header fields are unpacked once (``head``),
 its CRC32C computed once (``crc_ok``), its records' bytes decompressed within a budget
 (``clean``), its records framed one at a time (``records``: ``Record`` views whose fields
-are located, read when asked). The generated record loop (values_readers/record_loop.py,
-the hot path of JSON lines) reads records the same way in one tight pass, from the same
-wire types; the Rust writer (native/src/logjson.rs) is checked against these views by
-tests/test_batch.py.
+are located, read when asked). Hot loops use the pieces without a view: values.py's
+per-batch loop (``HEAD``, ``computed_crc``, ``payload``), content search's ``record_keys``,
+and the generated record loop (values_readers/record_loop.py, the hot path of JSON
+lines), whose varint widths come from ``RECORD``. The Rust writer (native/src/logjson.rs)
+is checked against these views by tests/test_batch.py.
 """
 
 from __future__ import annotations
