@@ -17,7 +17,7 @@ is checked against these views by tests/test_batch.py.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from .codecs import CODECS, CodecError, decompress
@@ -111,19 +111,23 @@ TRANSACTIONAL = 0x10                                # v2
 CONTROL = 0x20                                      # v2
 DELETE_HORIZON = 0x40                               # v2
 
-_I32 = struct.Struct(">i").unpack_from
-_U32 = struct.Struct(">I").unpack_from
-_I16 = struct.Struct(">h").unpack_from
+# a batch's bytes: bytes, bytearray, a memoryview or a segment's map
+Bytes = Any
+Head = tuple[int, ...]                              # HEAD's values, in FIELDS order
+_Unpack = Callable[[Bytes, int], tuple[int, ...]]
+_I32: _Unpack = struct.Struct(">i").unpack_from
+_U32: _Unpack = struct.Struct(">I").unpack_from
+_I16: _Unpack = struct.Struct(">h").unpack_from
 
 
-def computed_crc(buf, start: int, end: int) -> int:
+def computed_crc(buf: Bytes, start: int, end: int) -> int:
     """The CRC32C of what the header's crc covers in the v2 batch at ``buf[start:end]``:
     the one CRC check of a batch (``Batch.crc_ok``; hot loops call it with the header
     they unpacked by ``HEAD``)."""
     return crc32c_of(buf, start + CRC_FROM, end)
 
 
-def payload(buf, start: int, end: int, head: tuple, max_decompressed: int,
+def payload(buf: Bytes, start: int, end: int, head: Head, max_decompressed: int,
             max_nodes: int | None = None) -> tuple[Any, int, int] | None:
     """``Batch.clean`` after the header and the CRC (``head``: HEAD's values): a count
     the bytes (and the decompression budget) allow, the node budget (a record costs 9
@@ -144,7 +148,7 @@ def payload(buf, start: int, end: int, head: tuple, max_decompressed: int,
     return buf, pos, end
 
 
-def length_at(buf, pos: int) -> int:
+def length_at(buf: Bytes, pos: int) -> int:
     """The batch_length (message_size in v0/v1) of the batch at ``pos``."""
     return _I32(buf, pos + LENGTH_AT)[0]
 
@@ -156,11 +160,11 @@ class Batch:
 
     __slots__ = ("buf", "start", "end", "_head", "_crc")
 
-    def __init__(self, buf, start: int, end: int | None = None):
+    def __init__(self, buf: Bytes, start: int, end: int | None = None) -> None:
         self.buf, self.start = buf, start
         self.end = start + LOG_OVERHEAD + _I32(buf, start + LENGTH_AT)[0] if end is None \
             else end
-        self._head: tuple | None = None
+        self._head: Head | None = None
         self._crc: int | None = None
 
     @property
@@ -173,7 +177,8 @@ class Batch:
 
     @property
     def magic(self) -> int:
-        return self.buf[self.start + MAGIC_AT]
+        magic: int = self.buf[self.start + MAGIC_AT]
+        return magic
 
     def fits(self, limit: int) -> bool:
         """Whether the batch's bytes end by ``limit`` (and it has its v2 header)."""
@@ -190,13 +195,13 @@ class Batch:
     # -- a v2 batch's header ---------------------------------------------------------
 
     @property
-    def head(self) -> tuple:
+    def head(self) -> Head:
         """The header's values in ``FIELDS`` order (v2, at least HEAD_SIZE bytes)."""
         if self._head is None:
             self._head = HEAD.unpack_from(self.buf, self.start)
         return self._head
 
-    def fields(self) -> dict:
+    def fields(self) -> dict[str, int]:
         return dict(zip(FIELDS, self.head))
 
     @property
@@ -205,7 +210,8 @@ class Batch:
 
     @property
     def codec(self) -> int:
-        return self.buf[self.start + CRC_FROM + 1] & CODEC_MASK
+        codec: int = self.buf[self.start + CRC_FROM + 1] & CODEC_MASK
+        return codec
 
     @property
     def control(self) -> bool:
@@ -266,7 +272,7 @@ _OFF = VARINT_MAX["offset_delta"]
 _VARINT = VARINT_BYTES["varint"]        # the lengths of keys, values, headers and their count
 
 
-def _signed(data, p: int, end: int, longest: int) -> tuple[int, int]:
+def _signed(data: Bytes, p: int, end: int, longest: int) -> tuple[int, int]:
     if p < end:
         n = data[p]
         if n < 0x80:                        # one byte: nearly all of them
@@ -278,12 +284,16 @@ def _signed(data, p: int, end: int, longest: int) -> tuple[int, int]:
     return (n >> 1) ^ -(n & 1), p
 
 
-def _sized(data, p: int, end: int) -> tuple[int | None, int]:
+def _sized(data: Bytes, p: int, end: int) -> tuple[int | None, int]:
     """(where a varint-sized field's bytes start, None if null; where it ends)."""
     n, p = _signed(data, p, end, _VARINT)
     if n < -1 or p + n > end:
         raise BadRecord(f"a length of {n} with {end - p} bytes left")
     return (None, p) if n == -1 else (p, p + n)
+
+
+# where a record's value and each header's key and value are (None: null)
+_Tail = tuple[int | None, int, list[tuple[int | None, int, int | None, int]]]
 
 
 class Record:
@@ -293,7 +303,7 @@ class Record:
     __slots__ = ("data", "start", "body", "end", "attributes", "timestamp_delta",
                  "offset_delta", "key_at", "key_end", "_tail")
 
-    def __init__(self, data, start: int, body: int, end: int):
+    def __init__(self, data: Bytes, start: int, body: int, end: int) -> None:
         self.data, self.start, self.body, self.end = data, start, body, end
         p = body + 1                                    # attributes
         if p > end:
@@ -302,13 +312,13 @@ class Record:
         self.timestamp_delta, p = _signed(data, p, end, _TS)
         self.offset_delta, p = _signed(data, p, end, _OFF)
         self.key_at, self.key_end = _sized(data, p, end)
-        self._tail: tuple | None = None
+        self._tail: _Tail | None = None
 
     @property
     def key(self) -> bytes | None:
         return None if self.key_at is None else self.data[self.key_at:self.key_end]
 
-    def _read_tail(self) -> tuple:
+    def _read_tail(self) -> _Tail:
         if self._tail is None:
             data, end = self.data, self.end
             value_at, p = _sized(data, self.key_end, end)
@@ -339,7 +349,7 @@ class Record:
                 for k, ke, v, ve in self._read_tail()[2]]
 
 
-def records(data, pos: int, end: int, count: int) -> Iterator[Record]:
+def records(data: Bytes, pos: int, end: int, count: int) -> Iterator[Record]:
     """The ``count`` records framed in ``data[pos:end]``, one view at a time; a length
     that does not fit raises ``BadRecord`` (the caller checks the last one's end)."""
     for _ in range(count):
@@ -350,7 +360,7 @@ def records(data, pos: int, end: int, count: int) -> Iterator[Record]:
         pos = body + length
 
 
-def record_keys(data, pos: int, end: int, count: int, out: list[str]) -> int:
+def record_keys(data: Bytes, pos: int, end: int, count: int, out: list[str]) -> int:
     """Append the keys (UTF-8, errors replaced) of the ``count`` records in
     ``data[pos:end]`` to ``out``, reading nothing after each key; where the last record
     ends. ``records`` without a view per record (content search's key filter reads every
@@ -395,7 +405,7 @@ def record_keys(data, pos: int, end: int, count: int, out: list[str]) -> int:
     return pos
 
 
-def record_starts(data, pos: int, count: int) -> list[int]:
+def record_starts(data: Bytes, pos: int, count: int) -> list[int]:
     """Where each of ``count`` records starts (framing already checked by a reader)."""
     out = []
     end = len(data)
