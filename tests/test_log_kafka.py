@@ -311,7 +311,7 @@ def test_the_tui_shows_the_brokers_batches_at_their_file_positions(kafka_dirs):
     from kdissect.sources.logunits import walk
     from kdissect.tui.detail import HIGHLIGHT, Detail, HexView
     from kdissect.tui.log_app import LogApp
-    from tests.test_tui import loaded
+    from tests.support.tui import loaded
     from tests.test_tui_log import shown
     log_dir, _running, _wire = kafka_dirs
     items = list(walk([str(log_dir)], Options()))
@@ -340,3 +340,14 @@ def test_the_tui_shows_the_brokers_batches_at_their_file_positions(kafka_dirs):
                 assert hexview.data == (holder.buffer if holders else item.data)
                 assert (record.offset, record.end, HIGHLIGHT) in hexview.marks
     asyncio.run(go())
+
+
+def test_the_compiled_walker_agrees_with_the_batch_views(kafka_dirs):
+    """native/src/logjson.rs walks records itself: on every segment the broker wrote,
+    each line it writes says what the Python Batch/Record views say, field by field."""
+    from kdissect import _native  # type: ignore[attr-defined]
+    from tests.test_batch import compiled_agrees, segment_batches
+    log_dir, _running, _wire = kafka_dirs
+    batches = [b for seg in sorted(log_dir.rglob("*.log")) for b in segment_batches(seg)]
+    assert len(batches) > 20
+    assert compiled_agrees(_native.log_record_lines, batches) > 100

@@ -23,7 +23,7 @@ from kdissect.protocol import Options
 from kdissect.tui.detail import Detail, FieldTree
 from kdissect.tui.log_app import LogApp
 from tests.support import operator_logs as ops
-from tests.test_tui import loaded
+from tests.support.tui import loaded
 
 pytestmark = pytest.mark.slow            # a broker
 

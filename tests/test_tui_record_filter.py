@@ -11,7 +11,8 @@ from kdissect.render.records import record_json
 from kdissect.sources.pcap import capture_loader
 from kdissect.tui.app import KdissectApp
 from kdissect.tui.detail import Detail, FieldTree
-from tests.test_tui import CODECS, loaded, settle
+from tests.support.tui import loaded, settle
+from tests.test_tui import CODECS
 
 
 def test_a_record_filter_opens_the_matching_record():

@@ -7,22 +7,23 @@ content search (stream/content.py) and the TUI.
 A ``Batch`` reads nothing until asked: its header fields are unpacked once (``head``),
 its CRC32C computed once (``crc_ok``), its records' bytes decompressed within a budget
 (``clean``), its records framed one at a time (``records``: ``Record`` views whose fields
-are located, read when asked). The generated record loop (values_readers/record_loop.py,
-the hot path of JSON lines) reads records the same way in one tight pass, from the same
-wire types; the Rust writer (native/src/logjson.rs) is checked against these views by
-tests/test_batch.py.
+are located, read when asked). Hot loops use the pieces without a view: values.py's
+per-batch loop (``HEAD``, ``computed_crc``, ``payload``), content search's ``record_keys``,
+and the generated record loop (values_readers/record_loop.py, the hot path of JSON
+lines), whose varint widths come from ``RECORD``. The Rust writer (native/src/logjson.rs)
+is checked against these views by tests/test_batch.py.
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from .codecs import CODECS, CodecError, decompress
 from .crc import crc32c_of
 from .layout import FIXED_FORMATS, VARINT_BYTES, Field, Struct
-from .varint import Buf, VarintTooLong, uvarint
+from .varint import VarintTooLong, uvarint
 
 # -- the layouts (Kafka's DefaultRecordBatch, LegacyRecord, DefaultRecord, RecordHeader) --
 
@@ -90,9 +91,16 @@ assert MAGIC_AT == _offsets(MESSAGE)["magic"]
 FRAME = MAGIC_AT + 1                                # 17: enough to frame and tell the format
 CRC_AT = AT["crc"]                                  # 17
 CRC_FROM = AT["attributes"]                         # 21: what the CRC32C covers starts here
-MESSAGE_CRC_AT = _offsets(MESSAGE)["crc"]           # 12
-# the least batch_length of each format (v0: crc, magic, attributes, two null lengths)
-MIN_LENGTH = {0: 14, 1: 22, 2: HEAD_SIZE - LOG_OVERHEAD}
+
+
+def _least_message(magic: int) -> int:
+    """The least message_size of a v0/v1 message: crc to value, key and value null."""
+    after = [f for f in MESSAGE.fields[2:] if magic >= 1 or f.name != "timestamp"]
+    return sum(struct.calcsize(">" + FIXED_FORMATS.get(f.type, "i")) for f in after)
+
+
+# the least batch_length of each format (14, 22, 49)
+MIN_LENGTH = {0: _least_message(0), 1: _least_message(1), 2: HEAD_SIZE - LOG_OVERHEAD}
 # the longest varint of each record field's type (the generated record loop's too)
 VARINT_MAX = {f.name: VARINT_BYTES[f.type] for f in RECORD.fields if f.type in VARINT_BYTES}
 
@@ -103,15 +111,46 @@ TRANSACTIONAL = 0x10                                # v2
 CONTROL = 0x20                                      # v2
 DELETE_HORIZON = 0x40                               # v2
 
-_I32 = struct.Struct(">i").unpack_from
-_U32 = struct.Struct(">I").unpack_from
-_I16 = struct.Struct(">h").unpack_from
+# a batch's bytes: bytes, bytearray, a memoryview or a segment's map
+Bytes = Any
+Head = tuple[int, ...]                              # HEAD's values, in FIELDS order
+_Unpack = Callable[[Bytes, int], tuple[int, ...]]
+_I32: _Unpack = struct.Struct(">i").unpack_from
+_U32: _Unpack = struct.Struct(">I").unpack_from
+_I16: _Unpack = struct.Struct(">h").unpack_from
 
 
-def length_at(buf: Buf, pos: int) -> int:
+def computed_crc(buf: Bytes, start: int, end: int) -> int:
+    """The CRC32C of what the header's crc covers in the v2 batch at ``buf[start:end]``:
+    the one CRC check of a batch (``Batch.crc_ok``; hot loops call it with the header
+    they unpacked by ``HEAD``)."""
+    return crc32c_of(buf, start + CRC_FROM, end)
+
+
+def payload(buf: Bytes, start: int, end: int, head: Head, max_decompressed: int,
+            max_nodes: int | None = None) -> tuple[Any, int, int] | None:
+    """``Batch.clean`` after the header and the CRC (``head``: HEAD's values): a count
+    the bytes (and the decompression budget) allow, the node budget (a record costs 9
+    nodes in the located tree, its batch 16), a codec that decompresses within
+    ``max_decompressed``. (records' bytes, start, end): the buffer itself when
+    uncompressed; None at the first oddity."""
+    count, codec = head[12], head[5] & CODEC_MASK
+    pos = start + HEAD_SIZE
+    if count < 0 or (max_nodes is not None and 9 * count + 16 > max_nodes) or \
+            count > end - pos + (max_decompressed if codec else 0):
+        return None
+    if codec:
+        try:
+            data, _how = decompress(codec, buf[pos:end], max_decompressed)
+        except CodecError:
+            return None
+        return data, 0, len(data)
+    return buf, pos, end
+
+
+def length_at(buf: Bytes, pos: int) -> int:
     """The batch_length (message_size in v0/v1) of the batch at ``pos``."""
-    n: int = _I32(buf, pos + LENGTH_AT)[0]
-    return n
+    return _I32(buf, pos + LENGTH_AT)[0]
 
 
 class Batch:
@@ -121,11 +160,11 @@ class Batch:
 
     __slots__ = ("buf", "start", "end", "_head", "_crc")
 
-    def __init__(self, buf: Buf, start: int, end: int | None = None):
+    def __init__(self, buf: Bytes, start: int, end: int | None = None) -> None:
         self.buf, self.start = buf, start
         self.end = start + LOG_OVERHEAD + _I32(buf, start + LENGTH_AT)[0] if end is None \
             else end
-        self._head: tuple[Any, ...] | None = None
+        self._head: Head | None = None
         self._crc: int | None = None
 
     @property
@@ -134,8 +173,7 @@ class Batch:
 
     @property
     def length(self) -> int:
-        n: int = _I32(self.buf, self.start + LENGTH_AT)[0]
-        return n
+        return _I32(self.buf, self.start + LENGTH_AT)[0]
 
     @property
     def magic(self) -> int:
@@ -157,19 +195,18 @@ class Batch:
     # -- a v2 batch's header ---------------------------------------------------------
 
     @property
-    def head(self) -> tuple[Any, ...]:
+    def head(self) -> Head:
         """The header's values in ``FIELDS`` order (v2, at least HEAD_SIZE bytes)."""
         if self._head is None:
             self._head = HEAD.unpack_from(self.buf, self.start)
         return self._head
 
-    def fields(self) -> dict[Any, Any]:
+    def fields(self) -> dict[str, int]:
         return dict(zip(FIELDS, self.head))
 
     @property
     def attributes(self) -> int:
-        attrs: int = _I16(self.buf, self.start + CRC_FROM)[0]
-        return attrs
+        return _I16(self.buf, self.start + CRC_FROM)[0]
 
     @property
     def codec(self) -> int:
@@ -182,14 +219,13 @@ class Batch:
 
     @property
     def crc(self) -> int:
-        crc: int = _U32(self.buf, self.start + CRC_AT)[0]
-        return crc
+        return _U32(self.buf, self.start + CRC_AT)[0]
 
     @property
     def crc_computed(self) -> int:
         """The CRC32C of the bytes the header's crc covers (computed once)."""
         if self._crc is None:
-            self._crc = crc32c_of(self.buf, self.start + CRC_FROM, self.end)
+            self._crc = computed_crc(self.buf, self.start, self.end)
         return self._crc
 
     @property
@@ -210,22 +246,10 @@ class Batch:
         budget (a record costs 9 nodes in the located tree, its batch 16), a codec that
         decompresses within ``max_decompressed``; the buffer itself when uncompressed.
         None at the first oddity: the located decoder says what it is."""
-        if self.size < HEAD_SIZE or self.magic != 2:
+        if self.size < HEAD_SIZE or self.magic != 2 or not self.crc_ok:
             return None
-        count, codec = self.head[12], self.head[5] & CODEC_MASK
-        if not self.crc_ok:
-            return None
-        pos, end = self.start + HEAD_SIZE, self.end
-        if count < 0 or (max_nodes is not None and 9 * count + 16 > max_nodes) or \
-                count > end - pos + (max_decompressed if codec else 0):
-            return None
-        if codec:
-            try:
-                data, _how = decompress(codec, self.buf[pos:end], max_decompressed)
-            except CodecError:
-                return None
-            return data, 0, len(data)
-        return self.buf, pos, end
+        return payload(self.buf, self.start, self.end, self.head, max_decompressed,
+                       max_nodes)
 
     def records(self, max_decompressed: int) -> Iterator[Record]:
         """The records of a clean batch (none when it is not: ``clean``); framing errors
@@ -248,7 +272,7 @@ _OFF = VARINT_MAX["offset_delta"]
 _VARINT = VARINT_BYTES["varint"]        # the lengths of keys, values, headers and their count
 
 
-def _signed(data: Buf, p: int, end: int, longest: int) -> tuple[int, int]:
+def _signed(data: Bytes, p: int, end: int, longest: int) -> tuple[int, int]:
     if p < end:
         n = data[p]
         if n < 0x80:                        # one byte: nearly all of them
@@ -260,12 +284,16 @@ def _signed(data: Buf, p: int, end: int, longest: int) -> tuple[int, int]:
     return (n >> 1) ^ -(n & 1), p
 
 
-def _sized(data: Buf, p: int, end: int) -> tuple[int | None, int]:
+def _sized(data: Bytes, p: int, end: int) -> tuple[int | None, int]:
     """(where a varint-sized field's bytes start, None if null; where it ends)."""
     n, p = _signed(data, p, end, _VARINT)
     if n < -1 or p + n > end:
         raise BadRecord(f"a length of {n} with {end - p} bytes left")
     return (None, p) if n == -1 else (p, p + n)
+
+
+# where a record's value and each header's key and value are (None: null)
+_Tail = tuple[int | None, int, list[tuple[int | None, int, int | None, int]]]
 
 
 class Record:
@@ -275,7 +303,7 @@ class Record:
     __slots__ = ("data", "start", "body", "end", "attributes", "timestamp_delta",
                  "offset_delta", "key_at", "key_end", "_tail")
 
-    def __init__(self, data: Buf, start: int, body: int, end: int):
+    def __init__(self, data: Bytes, start: int, body: int, end: int) -> None:
         self.data, self.start, self.body, self.end = data, start, body, end
         p = body + 1                                    # attributes
         if p > end:
@@ -284,13 +312,13 @@ class Record:
         self.timestamp_delta, p = _signed(data, p, end, _TS)
         self.offset_delta, p = _signed(data, p, end, _OFF)
         self.key_at, self.key_end = _sized(data, p, end)
-        self._tail: tuple[Any, ...] | None = None
+        self._tail: _Tail | None = None
 
     @property
     def key(self) -> bytes | None:
         return None if self.key_at is None else self.data[self.key_at:self.key_end]
 
-    def _read_tail(self) -> tuple[Any, ...]:
+    def _read_tail(self) -> _Tail:
         if self._tail is None:
             data, end = self.data, self.end
             value_at, p = _sized(data, self.key_end, end)
@@ -321,7 +349,7 @@ class Record:
                 for k, ke, v, ve in self._read_tail()[2]]
 
 
-def records(data: Buf, pos: int, end: int, count: int) -> Iterator[Record]:
+def records(data: Bytes, pos: int, end: int, count: int) -> Iterator[Record]:
     """The ``count`` records framed in ``data[pos:end]``, one view at a time; a length
     that does not fit raises ``BadRecord`` (the caller checks the last one's end)."""
     for _ in range(count):
@@ -332,7 +360,7 @@ def records(data: Buf, pos: int, end: int, count: int) -> Iterator[Record]:
         pos = body + length
 
 
-def record_keys(data: Buf, pos: int, end: int, count: int, out: list[str]) -> int:
+def record_keys(data: Bytes, pos: int, end: int, count: int, out: list[str]) -> int:
     """Append the keys (UTF-8, errors replaced) of the ``count`` records in
     ``data[pos:end]`` to ``out``, reading nothing after each key; where the last record
     ends. ``records`` without a view per record (content search's key filter reads every
@@ -377,7 +405,7 @@ def record_keys(data: Buf, pos: int, end: int, count: int, out: list[str]) -> in
     return pos
 
 
-def record_starts(data: Buf, pos: int, count: int) -> list[int]:
+def record_starts(data: Bytes, pos: int, count: int) -> list[int]:
     """Where each of ``count`` records starts (framing already checked by a reader)."""
     out = []
     end = len(data)

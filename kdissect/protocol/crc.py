@@ -14,8 +14,7 @@ import importlib.machinery
 import importlib.util
 import zlib
 from collections.abc import Callable
-
-from .varint import Buf
+from typing import Any
 
 
 def _load() -> Callable[[bytes | bytearray | memoryview], int]:
@@ -35,12 +34,12 @@ def _load() -> Callable[[bytes | bytearray | memoryview], int]:
 _crc32c: Callable[[bytes | bytearray | memoryview], int] = _load()
 
 
-def crc32c_of(buf: Buf, start: int, end: int) -> int:
+def crc32c_of(buf: Any, start: int, end: int) -> int:
     """The CRC-32C of ``buf[start:end]``, through a view (batches are most of a capture's
     bytes: a slice would copy each)."""
     return _crc32c(memoryview(buf)[start:end])
 
 
-def crc32_of(buf: Buf, start: int, end: int) -> int:
+def crc32_of(buf: Any, start: int, end: int) -> int:
     """The CRC-32 (zlib's, unsigned) of ``buf[start:end]``."""
     return zlib.crc32(memoryview(buf)[start:end]) & 0xFFFFFFFF

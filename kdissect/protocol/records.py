@@ -12,7 +12,7 @@ import struct
 from collections.abc import Callable
 
 from .batch import (CODEC_MASK, CONTROL, FRAME, HEAD_SIZE, LOG_APPEND_TIME, LOG_OVERHEAD,
-                    MAGIC_AT, RECORD_BATCH, Batch, attributes_note, length_at)
+                    MAGIC_AT, MESSAGE, RECORD_BATCH, Batch, attributes_note, length_at)
 from .codecs import CODECS, CodecError, TooBig, decompress
 from .crc import crc32_of
 from .context import Abort, Options, charge_nodes, fail, time_note
@@ -135,25 +135,32 @@ def _decompressed(parent: Node, codec: int, payload: bytes, offset: int, ctx: Op
 def _message_v01(buf: bytes, start: int, end: int, ctx: Options, depth: int) -> Node:
     node = Node("message", "message_v0", start, end - start)
     r = Reader(buf, start, end)
+    at: dict[str, Node] = {}
+    magic = 0
     try:
-        offset = _leaf(r, node, "offset", "int64", Reader.int64)
-        _leaf(r, node, "message_size", "int32", Reader.int32)
-        crc = _leaf(r, node, "crc", "uint32", Reader.uint32)
-        computed = crc32_of(buf, r.pos, end)
-        if computed != crc.value:
-            crc.problem = f"CRC32 mismatch: computed {computed:#010x}"
-            crc.code = "crc_mismatch"
-        magic = _leaf(r, node, "magic", "int8", Reader.int8).value
-        node.ktype = f"message_v{magic}"
-        attrs = _leaf(r, node, "attributes", "int8", Reader.int8)
-        attrs.note = attributes_note(attrs.value, magic)
-        if magic >= 1:
-            _leaf(r, node, "timestamp", "int64", Reader.int64).hint = "time"
-        _sized(r, node, "key", "int32")
-        value = _sized(r, node, "value", "int32")
+        for f in MESSAGE.fields:                # field by field (located), from the layout
+            if f.name == "timestamp" and magic < 1:
+                continue                        # v1 only
+            if f.type == "bytes":
+                at[f.name] = _sized(r, node, f.name, "int32")
+                continue
+            leaf = at[f.name] = _leaf(r, node, f.name, f.type, getattr(Reader, f.type))
+            if f.hint:
+                leaf.hint = f.hint
+            if f.name == "crc":
+                computed = crc32_of(buf, r.pos, end)
+                if computed != leaf.value:
+                    leaf.problem = f"CRC32 mismatch: computed {computed:#010x}"
+                    leaf.code = "crc_mismatch"
+            elif f.name == "magic":
+                magic = leaf.value
+                node.ktype = f"message_v{magic}"
+            elif f.name == "attributes":
+                leaf.note = attributes_note(leaf.value, magic)
     except Abort:
         return node
-    codec = attrs.value & 7
+    offset, attrs, value = at["offset"], at["attributes"], at["value"]
+    codec = attrs.value & CODEC_MASK
     node.note = f"offset {offset.value}" + (f", {CODECS.get(codec, codec)} wrapper" if codec else "")
     if codec and value.value is not None:
         if depth >= ctx.max_nesting:

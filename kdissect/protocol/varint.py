@@ -16,7 +16,7 @@ class VarintTooLong(ValueError):
     """A varint with more continuation bytes than its type allows."""
 
 
-def uvarint(buf: Buf, pos: int, end: int, max_bytes: int = 5) -> tuple[int, int]:
+def uvarint(buf: Any, pos: int, end: int, max_bytes: int = 5) -> tuple[int, int]:
     """(value, next position) of the unsigned LEB128 varint at ``pos``. At most
     ``max_bytes`` bytes (5 for varint/uvarint, 10 for varlong); raises IndexError when it
     runs past ``end``, VarintTooLong when it is longer."""
@@ -38,7 +38,7 @@ def zigzag(n: int) -> int:
     return (n >> 1) ^ -(n & 1)
 
 
-def varint(buf: Buf, pos: int, end: int, max_bytes: int = 5) -> tuple[int, int]:
+def varint(buf: Any, pos: int, end: int, max_bytes: int = 5) -> tuple[int, int]:
     """(signed value, next position) of the zigzag varint at ``pos`` (as ``uvarint``)."""
     n, pos = uvarint(buf, pos, end, max_bytes)
     return (n >> 1) ^ -(n & 1), pos

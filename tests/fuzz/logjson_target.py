@@ -66,3 +66,37 @@ def run_jsonrec(data: bytes) -> None:
     from kdissect import _native  # type: ignore[attr-defined]
     from kdissect.render.jsonl_records import records_json_py
     _compare(data, records_json_py, _native.records_json, "record lists")
+
+
+def run_views(data: bytes) -> None:
+    """The Record views of protocol/batch.py against the generated record loop
+    (values_readers/record_loop.py, the hot path's copy of the same walk): where the loop
+    reads the records, the views read the same fields; the views fail only with
+    BadRecord; batch.record_keys reads the views' keys."""
+    from kdissect.protocol.batch import BadRecord, record_keys, records
+    from kdissect.protocol.reader import VarintTooLong
+    from kdissect.protocol.values import Bail, record_loop
+    if len(data) < 2:
+        return
+    count, fixed, base, ts0 = data[0], bool(data[1] & 1), 1 << 40, 1700000000000
+    try:
+        want, stop = record_loop(data, 2, len(data), count, base, ts0, fixed, bytes)
+    except (Bail, IndexError, VarintTooLong):
+        want = None
+    try:
+        views = [(base + r.offset_delta, ts0 if fixed else ts0 + r.timestamp_delta, r.key,
+                  r.value, r.headers, r.end) for r in records(data, 2, len(data), count)]
+    except BadRecord:
+        views = None
+    if want is not None:
+        assert views is not None, "the loop read records the views could not"
+        for w, v in zip(want, views):
+            assert (w["offset"], w["timestamp"], w["key"], w["value"]) == v[:4]
+            assert [(h["key"], h["value"]) for h in w["headers"]] == \
+                [(k.decode("utf-8", "replace") if k is not None else None, hv)
+                 for k, hv in v[4]]
+        assert (views[-1][5] if views else 2) == stop
+    if views is not None:
+        keys: list[str] = []
+        assert record_keys(data, 2, len(data), count, keys) == (views[-1][5] if views else 2)
+        assert keys == [v[2].decode("utf-8", "replace") for v in views if v[2] is not None]
