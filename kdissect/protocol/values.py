@@ -370,9 +370,13 @@ def body_values(data: bytes, direction: str, api_key: int, api_version: int,
         return None
     if fast is not None and batch_records is None:
         # compiled (values_native): the same dict, or None when the readers below decide
-        s = _State(conv, options, compact, None, text_values, None)
-        s.internal = internal
-        got = fast.read(data, s)
+        records = options.records
+        if records is True:             # (Python's _records reads them: it needs a state)
+            s = _State(conv, options, compact, None, text_values, None)
+            s.internal = internal
+            got = fast.read(data, s)
+        else:
+            got = fast.read_plain(data, conv, records, compact, options.max_nodes)
         if got is not None:
             return got
     s = _State(conv, options, compact, batch_records, text_values,

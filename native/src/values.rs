@@ -183,20 +183,60 @@ impl Program {
         data: &Bound<'py, PyBytes>,
         s: &Bound<'py, PyAny>,
     ) -> PyResult<Option<Bound<'py, PyDict>>> {
-        let mode = s.getattr("records")?;
+        let records = s.getattr("records")?;
+        let compact = s.getattr("compact")?.is_truthy()?;
+        let nodes = s.getattr("nodes")?.extract()?;
+        self.run(
+            py,
+            data,
+            s.getattr("conv")?,
+            &records,
+            compact,
+            nodes,
+            Some(s.clone()),
+        )
+    }
+
+    /// ``read`` without a state, for ``records`` "batches" or False (no call into
+    /// Python needs one): ``nodes`` is the budget of nodes (``Options.max_nodes``).
+    fn read_plain<'py>(
+        &self,
+        py: Python<'py>,
+        data: &Bound<'py, PyBytes>,
+        conv: Bound<'py, PyAny>,
+        records: &Bound<'py, PyAny>,
+        compact: bool,
+        nodes: i64,
+    ) -> PyResult<Option<Bound<'py, PyDict>>> {
+        self.run(py, data, conv, records, compact, nodes, None)
+    }
+}
+
+impl Program {
+    #[allow(clippy::too_many_arguments)]
+    fn run<'py>(
+        &self,
+        py: Python<'py>,
+        data: &Bound<'py, PyBytes>,
+        conv: Bound<'py, PyAny>,
+        mode: &Bound<'py, PyAny>,
+        compact: bool,
+        nodes: i64,
+        s: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Option<Bound<'py, PyDict>>> {
         let mut cx = Cx {
             py,
-            conv: s.getattr("conv")?,
+            conv,
             records_on: mode.is_truthy()?,
             batches: mode
                 .downcast::<PyString>()
                 .is_ok_and(|m| m.to_str().ok() == Some("batches")),
-            compact: s.getattr("compact")?.is_truthy()?,
+            compact,
             records: self.records.bind(py).clone(),
             batch_heads: self.batch_heads.bind(py).clone(),
             bails: self.bails.bind(py).clone(),
-            s: s.clone(),
-            nodes: s.getattr("nodes")?.extract()?,
+            s,
+            nodes,
             keys: &self.keys,
         };
         let buf = data.as_bytes();
@@ -221,7 +261,7 @@ struct Cx<'a, 'py> {
     records: Bound<'py, PyAny>,
     batch_heads: Bound<'py, PyAny>,
     bails: Bound<'py, PyAny>,
-    s: Bound<'py, PyAny>,
+    s: Option<Bound<'py, PyAny>>, // the state, kept current around calls into Python
     nodes: i64,
     keys: &'a [Py<PyString>],
 }
@@ -281,10 +321,14 @@ impl<'py> Cx<'_, 'py> {
 
     /// A call into Python with ``s.nodes`` current; its bail exceptions are a bail.
     fn call(&mut self, f: &Bound<'py, PyAny>, args: Bound<'py, PyTuple>) -> R<Bound<'py, PyAny>> {
-        self.s.setattr("nodes", self.nodes)?;
+        if let Some(s) = &self.s {
+            s.setattr("nodes", self.nodes)?;
+        }
         match f.call1(args) {
             Ok(v) => {
-                self.nodes = self.s.getattr("nodes")?.extract()?;
+                if let Some(s) = &self.s {
+                    self.nodes = s.getattr("nodes")?.extract()?;
+                }
                 Ok(v)
             }
             Err(e) if e.matches(self.py, &self.bails)? => Err(Stop::Bail),
@@ -360,7 +404,8 @@ impl<'py> Cx<'_, 'py> {
                             None => PyBytes::new(py, buf),
                         };
                         {
-                            let args = (whole, start, *pos, self.s.clone()).into_pyobject(py)?;
+                            let state = self.s.clone().ok_or(Stop::Bail)?;
+                            let args = (whole, start, *pos, state).into_pyobject(py)?;
                             self.call(&f, args)?
                         }
                     }

@@ -86,7 +86,9 @@ def compiled_read(data: bytes, direction: str, key: int, version: int, options, 
     _read, _head, compact, fast = plan(key, version, direction)
     if fast is None:
         return "no program"
-    return fast.read(data, values._State(conv, options, compact))
+    if options.records is True:           # as body_values calls it
+        return fast.read(data, values._State(conv, options, compact))
+    return fast.read_plain(data, conv, options.records, compact, options.max_nodes)
 
 
 @lru_cache(maxsize=1)
