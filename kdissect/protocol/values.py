@@ -371,6 +371,7 @@ def body_values(data: bytes, direction: str, api_key: int, api_version: int,
     if fast is not None and batch_records is None:
         # compiled (values_native): the same dict, or None when the readers below decide
         records = options.records
+        got: dict[Any, Any] | None
         if records is True:             # (Python's _records reads them: it needs a state)
             s = _State(conv, options, compact, None, text_values, None)
             s.internal = internal

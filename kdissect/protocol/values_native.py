@@ -26,7 +26,11 @@ class Unsupported(Exception):
     """A layout with a type the compiled read does not know: the Python readers read it."""
 
 
-def _compile(st: Struct, memo: dict, tagged: bool = True) -> tuple:
+# (id of a Struct, tagged) -> (the Struct, kept so that its id stays its own; its program)
+_Memo = dict[tuple[int, bool], tuple[Struct, tuple[Any, ...]]]
+
+
+def _compile(st: Struct, memo: _Memo, tagged: bool = True) -> tuple[Any, ...]:
     """(fields, tag -> program or None), as ``gen_readers._Gen.struct`` reads ``st``."""
     key = (id(st), tagged)
     got = memo.get(key)
@@ -62,9 +66,9 @@ def _kind(type_: str) -> int:
     return k
 
 
-_BAILS: tuple | None = None
+_BAILS: tuple[type[Exception], ...] | None = None
 _CLASS: Any = None
-_MEMO: dict = {}
+_MEMO: _Memo = {}
 
 
 def program(api_key: int, api_version: int, direction: str) -> Any | None:
