@@ -17,6 +17,12 @@ extension copied in), alternating with the others: before/after in the same run.
 
     .venv/bin/python benchmarks/message_dense.py [--copies 40] [--runs 3] [--no-peer]
         [--only summary|stats|jsonl]... [--baseline DIR] [--keep PATH]
+        [--capture PCAP [--keylog KEYS]]
+
+--capture runs on another capture instead: issue 43's ≥ 50 MB ones come from
+benchmarks/make_dense_captures.py (a 3-node Kafka 4.4 cluster's one-record acks=all
+traffic, and a TLS small-produce one with its key log, --keylog: given to kdissect and
+to tshark, -o tls.keylog_file).
 """
 
 from __future__ import annotations
@@ -37,10 +43,8 @@ from pcap_vs_tshark import ENV, measure  # noqa: E402  (one way of measuring a r
 SOURCE = ROOT / "captures" / "kafka-kraft-cluster.pcap"
 
 
-def kafka_ports(kdissect: list[str], cap: str) -> list[int]:
+def kafka_ports(out: str) -> list[int]:
     """The server ports of the capture's exchanges, as kdissect's summary gives them."""
-    out = subprocess.run(kdissect + ["--no-tui", cap], capture_output=True, text=True,
-                         env=ENV, check=True).stdout
     return sorted({int(m) for m in re.findall(r"→ \S+:(\d+) ", out)})
 
 
@@ -52,28 +56,35 @@ def main() -> None:
     ap.add_argument("--no-peer", action="store_true", help="kdissect alone")
     ap.add_argument("--baseline", metavar="DIR", help="also run the kdissect tree in DIR")
     ap.add_argument("--keep", metavar="PATH", help="write the capture here and keep it")
+    ap.add_argument("--capture", metavar="PCAP", help="this capture instead of copies")
+    ap.add_argument("--keylog", metavar="KEYS", help="TLS session keys of --capture")
     args = ap.parse_args()
     tmp = tempfile.TemporaryDirectory()
-    cap = args.keep or os.path.join(tmp.name, f"kraft{args.copies}.pcap")
+    cap = os.path.abspath(args.capture) if args.capture else \
+        args.keep or os.path.join(tmp.name, f"kraft{args.copies}.pcap")
     if not os.path.exists(cap):
         subprocess.run([sys.executable, str(ROOT / "benchmarks" / "replicate_capture.py"),
                         str(SOURCE), cap, "--copies", str(args.copies)], check=True,
                        capture_output=True)
     kdissect = [sys.executable, "-m", "kdissect", "pcap"]
+    if args.keylog:
+        kdissect += ["--keylog", os.path.abspath(args.keylog)]
     summary = subprocess.run(kdissect + ["--no-tui", cap], capture_output=True, text=True,
                              env=ENV, check=True).stdout       # also the warm-up
     exchanges = summary.count("\n")
-    ports = kafka_ports(kdissect, cap)
-    tshark = ["tshark", "-r", cap]
-    for p in ports:
-        tshark += ["-d", f"tcp.port=={p},kafka"]
+    ports = kafka_ports(summary)
+    tshark = ["tshark", "-r", cap] + \
+        (["-o", f"tls.keylog_file:{os.path.abspath(args.keylog)}"] if args.keylog else [])
+    for p in ports:        # (over TLS: Kafka inside the decrypted records)
+        tshark += ["-d", f"tls.port=={p},kafka" if args.keylog else f"tcp.port=={p},kafka"]
     fields = tshark + ["-T", "fields", "-e", "kafka.api_key"]
     ours = kdissect + [cap]
     rows = [("summary", fields, ours + ["--no-tui"]),
             ("stats", fields, ours + ["--no-tui", "--stats"]),
             ("jsonl", tshark + ["-T", "json"], ours + ["--format", "jsonl", "-j", "1"])]
     rows = [r for r in rows if not args.only or r[0] in args.only]
-    print(f"capture: {args.copies} copies of {SOURCE.name}, "
+    what = os.path.basename(cap) if args.capture else f"{args.copies} copies of {SOURCE.name}"
+    print(f"capture: {what}, "
           f"{os.path.getsize(cap) / 1e6:.1f} MB, {exchanges} exchanges, Kafka ports {ports}; "
           f"{args.runs} alternating runs, medians; load at start {os.getloadavg()[0]:.1f}\n")
     print(f"{'run':34} {'CPU s':>7} {'µs/ex':>7} {'wall s':>7} {'CPU ×':>6}   CPU of each run")

@@ -9,19 +9,15 @@ from __future__ import annotations
 import os
 from typing import Any
 
-PURE_ENV = "KDISSECT_PURE"
+from ..protocol.native_ext import PURE_ENV, extension
+
 PY_REASM_ENV = "KDISSECT_PY_REASM"
 
 
 def scanner_class() -> Any | None:
     """The compiled Scanner class, or None when the Python path is to run."""
-    if os.environ.get(PURE_ENV, "") not in ("", "0"):
-        return None
-    try:
-        from .. import _native  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    return _native.Scanner
+    ext = extension()
+    return None if ext is None else ext.Scanner
 
 
 def reasm_class() -> Any | None:

@@ -34,6 +34,7 @@ from .node import Node
 from .internal import RECORD_CARRIERS as _RECORD_CARRIERS, mentions_internal_topic
 from .reader import Bail as Bail, VarintTooLong, uvarint
 from .records import read_records
+from .values_native import program
 from .varint import Buf, uvarint_bytes
 from .values_readers.record_loop import loop as _generated_loop
 
@@ -321,20 +322,23 @@ def _headers() -> Any:
 _HEADERS: Any = None
 
 
-def _plan(api_key: int, api_version: int, direction: str) -> tuple[Any, Any, bool]:
-    """(body reader or None, header reader, compact) of one message kind."""
+def _plan(api_key: int, api_version: int, direction: str) -> tuple[Any, Any, bool, Any]:
+    """(body reader or None, header reader, compact, compiled reader or None) of one
+    message kind."""
     read = reader(api_key, api_version, direction)
     if direction == "request":
         head = _headers().REQUEST[schemas.request_header_version(api_key, api_version)]
     else:
         head = _headers().RESPONSE[schemas.response_header_version(api_key, api_version)]
     st = schemas.layout(api_key, api_version, direction)
-    return read, head, st is not None and st.flexible
+    fast = program(api_key, api_version, direction, _records, BatchHeads) \
+        if read is not None else None
+    return read, head, st is not None and st.flexible, fast
 
 
 # (api_key, api_version, direction) -> _plan's answer, made once per kind (looked up
 # per message, it was a tenth of the values path's cost on small messages)
-_PLANS: dict[tuple[int, int, str], tuple[Any, Any, bool]] = {}
+_PLANS: dict[tuple[int, int, str], tuple[Any, Any, bool, Any]] = {}
 
 
 def body_values(data: bytes, direction: str, api_key: int, api_version: int,
@@ -367,9 +371,21 @@ def body_values(data: bytes, direction: str, api_key: int, api_version: int,
     if plan is None:
         plan = _PLANS[(api_key, api_version, direction)] = _plan(api_key, api_version,
                                                                  direction)
-    read, head, compact = plan
+    read, head, compact, fast = plan
     if read is None:
         return None
+    if fast is not None and batch_records is None:
+        # compiled (values_native): the same dict, or None when the readers below decide
+        records = options.records
+        got: dict[Any, Any] | None
+        if records is True:             # (Python's _records reads them: it needs a state)
+            s = _State(conv, options, compact, None, text_values, None)
+            s.internal = internal
+            got = fast.read(data, s)
+        else:
+            got = fast.read_plain(data, conv, records, compact, options.max_nodes)
+        if got is not None:
+            return got
     s = _State(conv, options, compact, batch_records, text_values,
                batch_text if batch_records is not None else None)
     s.internal = internal

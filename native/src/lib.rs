@@ -14,11 +14,13 @@ use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 use std::collections::{HashMap, VecDeque};
 
 mod avro;
+mod crc32c;
 mod jsonrec;
 mod logjson;
 mod mapped;
 mod reasm;
 mod tls;
+mod values;
 
 const MAX_PACKET: usize = 256 * 1024 * 1024;
 const TS_MAX: f64 = 253402300799.0;
@@ -876,6 +878,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<tls::RecordCipher>()?;
     m.add_function(wrap_pyfunction!(mapped::map_guard, m)?)?;
     m.add_function(wrap_pyfunction!(mapped::map_unguard, m)?)?;
+    m.add_class::<values::Program>()?;
     Ok(())
 }
 

@@ -56,6 +56,15 @@ def _logjson_target() -> dict:
 TARGETS.update(_logjson_target())
 
 
+def _msgvalues_target() -> dict:
+    """Issue 43's: the compiled read of message values against the generated readers."""
+    from .msgvalues_target import msgvalues_input, run_msgvalues
+    return {"msgvalues": (msgvalues_input, run_msgvalues, lambda a: (a, ""))}
+
+
+TARGETS.update(_msgvalues_target())
+
+
 def _avro_target() -> dict:
     """Issue 27's: the compiled Avro reader against the Python one."""
     from .avro_target import avro_input, run_avro

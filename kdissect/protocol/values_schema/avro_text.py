@@ -14,23 +14,15 @@ to agree it declines and the caller takes avro_fast. Pure: no I/O.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
+from ..native_ext import extension
 from .avro_fast import _TIME, Unsupported, plain, resolve
-
-PURE_ENV = "KDISSECT_PURE"      # the packet path's switch (capture/native.py): both pure
 
 
 def native_class() -> Any | None:
     """The compiled reader's class, or None (not built, or ``KDISSECT_PURE`` set)."""
-    if os.environ.get(PURE_ENV, "") not in ("", "0"):
-        return None
-    try:
-        from ... import _native  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    return getattr(_native, "AvroJson", None)
+    return getattr(extension(), "AvroJson", None)
 
 
 def compile_program(schema: Any, named: dict[str, Any]) -> tuple[list[tuple[Any, ...]], int]:

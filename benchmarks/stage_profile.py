@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""Where a `kdissect pcap` run's CPU goes per exchange, by stage (issue 43's profile):
+each stage's function is wrapped to add up its CPU time (inclusive; each wrapped call
+adds ~1 µs of timing), then the run's total, per exchange:
+
+    connection.data   everything after TCP reassembly (framing, messages, pairing, below)
+    framer.feed       Kafka framing
+    _emit             enrichment and the sink (what the connection hands on)
+    values body read  the values decoder (compiled or generated readers)
+    facts, diagnoses, printer (the line's or JSON line's text)
+
+    PYTHONPATH=. .venv/bin/python benchmarks/stage_profile.py pcap --no-tui CAPTURE
+    PYTHONPATH=. .venv/bin/python benchmarks/stage_profile.py pcap --format jsonl -j 1 CAPTURE
+
+(PYTHONPATH=OTHER_TREE profiles another checkout: before/after.) The report goes to stderr.
+"""
+
+from __future__ import annotations
+
+import collections
+import sys
+import time
+from typing import Any
+
+import kdissect.render.printer as printer
+import kdissect.stream.connection as connection
+import kdissect.stream.diagnoses as diagnoses
+import kdissect.stream.enrich as enrich
+import kdissect.stream.framing as framing
+
+spent: collections.Counter[str] = collections.Counter()
+calls: collections.Counter[str] = collections.Counter()
+
+
+def wrap(owner: Any, name: str, label: str) -> None:
+    f = getattr(owner, name)
+    clock = time.process_time
+
+    def timed(*a: Any, **k: Any) -> Any:
+        t = clock()
+        try:
+            return f(*a, **k)
+        finally:
+            spent[label] += clock() - t
+            calls[label] += 1
+    setattr(owner, name, timed)
+
+
+def main() -> None:
+    wrap(connection.KafkaConnection, "data", "1 connection.data")
+    wrap(framing.Framer, "feed", "2 framer.feed")
+    wrap(connection.KafkaConnection, "_emit", "3 _emit (enrich + sink)")
+    wrap(enrich, "_values_body", "4 values body read")
+    wrap(enrich, "facts", "5 facts")
+    wrap(diagnoses.Diagnoses, "observe", "6 diagnoses")
+    wrap(printer.ExchangePrinter, "exchange", "7 printer")
+    from kdissect.cli.entry import main as kdissect
+    t0 = time.process_time()
+    sys.argv = ["kdissect"] + sys.argv[1:]
+    try:
+        kdissect()
+    except SystemExit:
+        pass
+    total = time.process_time() - t0
+    n = calls["3 _emit (enrich + sink)"] or 1
+    print(f"total {total:.2f} CPU-s, {n} exchanges, {total / n * 1e6:.1f} µs each",
+          file=sys.stderr)
+    for label in sorted(spent):
+        print(f"{label:28} {spent[label]:6.2f} s {spent[label] / n * 1e6:7.1f} µs/exchange "
+              f"({calls[label]} calls)", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,22 @@
+"""The compiled extension (``kdissect._native``, built from native/ in Rust when a Rust
+compiler is at hand at install time) as every compiled path finds it: the packet path
+(capture/native.py), the message values (values_native.py) and the Avro reader. One
+switch turns them all off: ``KDISSECT_PURE=1`` runs the pure-Python references."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+PURE_ENV = "KDISSECT_PURE"
+
+
+def extension() -> Any | None:
+    """The extension module, or None (not built, or ``KDISSECT_PURE`` set)."""
+    if os.environ.get(PURE_ENV, "") not in ("", "0"):
+        return None
+    try:
+        from .. import _native  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    return _native

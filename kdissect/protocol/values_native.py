@@ -1,0 +1,97 @@
+"""The compiled read of a message's header and body values (``kdissect._native.Program``,
+native/src/values.rs): the generated readers' dicts, several times cheaper. This module
+turns the layouts into the programs it runs, by the rules ``gen_readers`` writes the
+Python readers by (lengths, nulls, node charges, tagged fields); the generated readers
+stay the reference and decide whenever the compiled read is not sure (it returns None).
+``KDISSECT_PURE=1`` (or no extension) leaves the Python readers alone
+(tests/test_native_values.py compares the two)."""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from . import schemas
+from .layout import Struct
+from .native_ext import extension
+from .reader import Bail, VarintTooLong
+
+# the kinds of native/src/values.rs
+_KINDS = {name: i for i, name in enumerate(
+    ("int8", "int16", "int32", "int64", "uint16", "uint32", "float64", "bool", "uuid",
+     "varint", "varlong", "uvarint", "string", "bytes", "records"))}
+_STRUCT, _NULLABLE_STRUCT, _ARRAY_STRUCT, _ARRAY_VALUE = 20, 21, 22, 23
+
+
+class Unsupported(Exception):
+    """A layout with a type the compiled read does not know: the Python readers read it."""
+
+
+# (id of a Struct, tagged) -> (the Struct, kept so that its id stays its own; its program)
+_Memo = dict[tuple[int, bool], tuple[Struct, tuple[Any, ...]]]
+
+
+def _compile(st: Struct, memo: _Memo, tagged: bool = True) -> tuple[Any, ...]:
+    """(fields, tag -> program or None), as ``gen_readers._Gen.struct`` reads ``st``."""
+    key = (id(st), tagged)
+    got = memo.get(key)
+    if got is not None:
+        return got[1]
+    fields = []
+    for f in st.fields:
+        compact = st.flexible if f.compact is None else f.compact
+        name = None if f.name.startswith("_") else f.name
+        if f.array:
+            # the count's prefix follows the struct (gen_readers' emit_length(flexible))
+            sub: Any = (_compile(f.struct, memo), 1 + len(f.struct.fields)) \
+                if f.struct is not None else (_kind(f.type), 1)
+            kind = _ARRAY_STRUCT if f.struct is not None else _ARRAY_VALUE
+        elif f.struct is not None:
+            sub, kind = _compile(f.struct, memo), (_NULLABLE_STRUCT if f.nullable else _STRUCT)
+        else:
+            sub, kind = None, _kind(f.type)
+        fields.append((name, kind, compact, st.flexible, f.nullable, sub))
+    table = None
+    if st.flexible and tagged:
+        table = {f.tag: _compile(Struct(f.name, (f,), flexible=True), memo, tagged=False)
+                 for f in st.tagged}
+    program = (tuple(fields), table)
+    memo[key] = (st, program)           # (st kept: its id stays its own)
+    return program
+
+
+def _kind(type_: str) -> int:
+    k = _KINDS.get(type_)
+    if k is None:
+        raise Unsupported(type_)
+    return k
+
+
+_BAILS: tuple[type[Exception], ...] | None = None
+_CLASS: Any = None
+_MEMO: _Memo = {}
+
+
+def program(api_key: int, api_version: int, direction: str, records: Any,
+            heads: Any) -> Any | None:
+    """The compiled reader of one message kind (header and body), or None: no extension,
+    KDISSECT_PURE set, or a layout it does not read. ``records`` and ``heads``: the
+    values decoder's record reader and batch-heads type, which it calls back."""
+    global _CLASS, _BAILS
+    if _CLASS is None:
+        _CLASS = getattr(extension(), "Program", False)
+        _BAILS = (Bail, VarintTooLong, struct.error, IndexError, UnicodeDecodeError)
+    if not _CLASS:
+        return None
+    body = schemas.layout(api_key, api_version, direction)
+    if body is None:
+        return None
+    if direction == "request":
+        head = schemas.REQUEST_HEADERS[schemas.request_header_version(api_key, api_version)]
+    else:
+        head = schemas.RESPONSE_HEADERS[schemas.response_header_version(api_key, api_version)]
+    try:
+        return _CLASS(_compile(head, _MEMO), _compile(body, _MEMO), records, heads, _BAILS)
+    except Unsupported:
+        return None
+

@@ -1,0 +1,596 @@
+//! The values decoder's message read, compiled: a message's header and body as the plain
+//! dicts the generated readers (`kdissect/protocol/values_readers/`) return.
+//!
+//! The reference is Python: `kdissect.protocol.values.body_values` with the generated
+//! readers. `kdissect/protocol/values_native.py` compiles each message kind's layouts into
+//! the nested tuples `Program::new` takes (the same rules as `gen_readers`: lengths,
+//! nulls, charges, tagged fields); bytes fields go through the caller's `conv` and
+//! records fields through the Python `_records`, so this reads only the layout's own
+//! fields. Any doubt (a bail of the Python readers, a byte past the end, invalid UTF-8,
+//! a varint too long) returns None and the Python readers decide.
+
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
+use std::collections::HashMap;
+
+// kind codes: must match values_native.py's
+const I8: u8 = 0;
+const I16: u8 = 1;
+const I32: u8 = 2;
+const I64: u8 = 3;
+const U16: u8 = 4;
+const U32: u8 = 5;
+const F64: u8 = 6;
+const BOOL: u8 = 7;
+const UUID: u8 = 8;
+const VARINT: u8 = 9;
+const VARLONG: u8 = 10;
+const UVARINT: u8 = 11;
+const STRING: u8 = 12;
+const BYTES: u8 = 13;
+const RECORDS: u8 = 14;
+const STRUCT: u8 = 20;
+const NULLABLE_STRUCT: u8 = 21;
+const ARRAY_STRUCT: u8 = 22;
+const ARRAY_VALUE: u8 = 23;
+
+const HEAD_KEYS: [&str; 14] = [
+    "base_offset",
+    "batch_length",
+    "partition_leader_epoch",
+    "magic",
+    "crc",
+    "attributes",
+    "last_offset_delta",
+    "base_timestamp",
+    "max_timestamp",
+    "producer_id",
+    "producer_epoch",
+    "base_sequence",
+    "record_count",
+    "records",
+];
+
+enum Shape {
+    Value(u8),
+    Struct(Box<StructP>),
+    NullableStruct(Box<StructP>),
+    ArrayStruct(Box<StructP>, i64),
+    ArrayValue(u8, i64),
+}
+
+struct FieldP {
+    name: Option<Py<PyString>>, // None: read, not kept (a "_" field)
+    shape: Shape,
+    compact: bool,     // the value's length prefix
+    len_compact: bool, // an array's count prefix (the enclosing struct's flexibility)
+    nullable: bool,
+}
+
+struct StructP {
+    fields: Vec<FieldP>,
+    tagged: Option<HashMap<u64, StructP>>,
+}
+
+enum Stop {
+    Bail,
+    Err(PyErr),
+}
+
+impl From<std::convert::Infallible> for Stop {
+    fn from(e: std::convert::Infallible) -> Self {
+        match e {}
+    }
+}
+
+impl From<PyErr> for Stop {
+    fn from(e: PyErr) -> Self {
+        Stop::Err(e)
+    }
+}
+
+type R<T> = Result<T, Stop>;
+
+fn parse_struct(t: &Bound<'_, PyAny>) -> PyResult<StructP> {
+    // (fields, tagged or None); field: (name or None, kind, compact, len_compact,
+    // nullable, sub): sub is a struct program, a value kind, and for arrays (sub, cost)
+    let t = t.downcast::<PyTuple>()?;
+    let mut fields = Vec::new();
+    for f in t.get_item(0)?.try_iter()? {
+        let f = f?;
+        let f = f.downcast::<PyTuple>()?;
+        let name: Option<Py<PyString>> = f.get_item(0)?.extract()?;
+        let kind: u8 = f.get_item(1)?.extract()?;
+        let sub = f.get_item(5)?;
+        let shape = match kind {
+            STRUCT => Shape::Struct(Box::new(parse_struct(&sub)?)),
+            NULLABLE_STRUCT => Shape::NullableStruct(Box::new(parse_struct(&sub)?)),
+            ARRAY_STRUCT => {
+                let (st, cost): (Bound<'_, PyAny>, i64) = sub.extract()?;
+                Shape::ArrayStruct(Box::new(parse_struct(&st)?), cost)
+            }
+            ARRAY_VALUE => {
+                let (k, cost): (u8, i64) = sub.extract()?;
+                Shape::ArrayValue(k, cost)
+            }
+            k if k <= RECORDS => Shape::Value(k),
+            _ => return Err(pyo3::exceptions::PyValueError::new_err("unknown kind")),
+        };
+        fields.push(FieldP {
+            name: name.map(|n| {
+                let b = n.bind(t.py()).clone();
+                PyString::intern(t.py(), &b.to_string_lossy()).unbind()
+            }),
+            shape,
+            compact: f.get_item(2)?.extract()?,
+            len_compact: f.get_item(3)?.extract()?,
+            nullable: f.get_item(4)?.extract()?,
+        });
+    }
+    let tagged = t.get_item(1)?;
+    let tagged = if tagged.is_none() {
+        None
+    } else {
+        let mut m = HashMap::new();
+        for item in tagged.downcast::<PyDict>()?.iter() {
+            m.insert(item.0.extract::<u64>()?, parse_struct(&item.1)?);
+        }
+        Some(m)
+    };
+    Ok(StructP { fields, tagged })
+}
+
+/// One message kind's header and body layouts.
+#[pyclass(module = "kdissect._native", frozen)]
+pub struct Program {
+    head: StructP,
+    body: StructP,
+    records: Py<PyAny>,      // values._records
+    batch_heads: Py<PyAny>,  // values.BatchHeads
+    bails: Py<PyAny>,        // the exceptions a Python reader's bail is (a tuple)
+    keys: Vec<Py<PyString>>, // a batch head's keys, in values._batch_heads' order
+}
+
+#[pymethods]
+impl Program {
+    #[new]
+    fn new(
+        head: &Bound<'_, PyAny>,
+        body: &Bound<'_, PyAny>,
+        records: Py<PyAny>,
+        batch_heads: Py<PyAny>,
+        bails: Py<PyAny>,
+    ) -> PyResult<Self> {
+        Ok(Program {
+            head: parse_struct(head)?,
+            body: parse_struct(body)?,
+            records,
+            batch_heads,
+            bails,
+            keys: HEAD_KEYS
+                .iter()
+                .map(|k| PyString::intern(head.py(), k).unbind())
+                .collect(),
+        })
+    }
+
+    /// The body of the message ``data`` as a dict, or None (the Python readers decide).
+    /// ``s``: the values decoder's state (conv, records, nodes), whose ``nodes`` is kept
+    /// current around each call into Python.
+    fn read<'py>(
+        &self,
+        py: Python<'py>,
+        data: &Bound<'py, PyBytes>,
+        s: &Bound<'py, PyAny>,
+    ) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let records = s.getattr("records")?;
+        let compact = s.getattr("compact")?.is_truthy()?;
+        let nodes = s.getattr("nodes")?.extract()?;
+        self.run(
+            py,
+            data,
+            s.getattr("conv")?,
+            &records,
+            compact,
+            nodes,
+            Some(s.clone()),
+        )
+    }
+
+    /// ``read`` without a state, for ``records`` "batches" or False (no call into
+    /// Python needs one): ``nodes`` is the budget of nodes (``Options.max_nodes``).
+    fn read_plain<'py>(
+        &self,
+        py: Python<'py>,
+        data: &Bound<'py, PyBytes>,
+        conv: Bound<'py, PyAny>,
+        records: &Bound<'py, PyAny>,
+        compact: bool,
+        nodes: i64,
+    ) -> PyResult<Option<Bound<'py, PyDict>>> {
+        self.run(py, data, conv, records, compact, nodes, None)
+    }
+}
+
+impl Program {
+    #[allow(clippy::too_many_arguments)]
+    fn run<'py>(
+        &self,
+        py: Python<'py>,
+        data: &Bound<'py, PyBytes>,
+        conv: Bound<'py, PyAny>,
+        mode: &Bound<'py, PyAny>,
+        compact: bool,
+        nodes: i64,
+        s: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let mut cx = Cx {
+            py,
+            conv,
+            records_on: mode.is_truthy()?,
+            batches: mode
+                .downcast::<PyString>()
+                .is_ok_and(|m| m.to_str().ok() == Some("batches")),
+            compact,
+            records: self.records.bind(py).clone(),
+            batch_heads: self.batch_heads.bind(py).clone(),
+            bails: self.bails.bind(py).clone(),
+            s,
+            nodes,
+            keys: &self.keys,
+        };
+        let buf = data.as_bytes();
+        let mut pos = 0usize;
+        let got = cx
+            .read_struct(&self.head, buf, Some(data), &mut pos)
+            .and_then(|_| cx.read_struct(&self.body, buf, Some(data), &mut pos));
+        match got {
+            Ok(d) if pos == buf.len() => Ok(Some(d)),
+            Ok(_) | Err(Stop::Bail) => Ok(None),
+            Err(Stop::Err(e)) => Err(e),
+        }
+    }
+}
+
+struct Cx<'a, 'py> {
+    py: Python<'py>,
+    conv: Bound<'py, PyAny>,
+    records_on: bool,
+    batches: bool, // records="batches": their headers, read here
+    compact: bool, // s.compact: the message's flexibility (the records node spans its prefix)
+    records: Bound<'py, PyAny>,
+    batch_heads: Bound<'py, PyAny>,
+    bails: Bound<'py, PyAny>,
+    s: Option<Bound<'py, PyAny>>, // the state, kept current around calls into Python
+    nodes: i64,
+    keys: &'a [Py<PyString>],
+}
+
+fn byte(buf: &[u8], pos: usize) -> R<u8> {
+    buf.get(pos).copied().ok_or(Stop::Bail)
+}
+
+fn take<'a>(buf: &'a [u8], pos: &mut usize, n: usize) -> R<&'a [u8]> {
+    let end = pos.checked_add(n).ok_or(Stop::Bail)?;
+    let got = buf.get(*pos..end).ok_or(Stop::Bail)?;
+    *pos = end;
+    Ok(got)
+}
+
+/// reader.uvarint: at most ``max`` bytes (value up to 7 × max bits)
+fn uvarint(buf: &[u8], pos: &mut usize, max: u32) -> R<u128> {
+    let mut value: u128 = 0;
+    let mut shift = 0u32;
+    for _ in 0..max {
+        let b = byte(buf, *pos)?;
+        *pos += 1;
+        value |= ((b & 0x7F) as u128) << shift;
+        if b < 0x80 {
+            return Ok(value);
+        }
+        shift += 7;
+    }
+    Err(Stop::Bail)
+}
+
+fn zigzag(v: u128) -> i128 {
+    ((v >> 1) as i128) ^ -((v & 1) as i128)
+}
+
+fn uuid_text(b: &[u8]) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(36);
+    for (i, x) in b.iter().enumerate() {
+        if i == 4 || i == 6 || i == 8 || i == 10 {
+            s.push('-');
+        }
+        s.push(HEX[(x >> 4) as usize] as char);
+        s.push(HEX[(x & 15) as usize] as char);
+    }
+    s
+}
+
+impl<'py> Cx<'_, 'py> {
+    fn charge(&mut self, n: i64) -> R<()> {
+        self.nodes -= n;
+        if self.nodes < 0 {
+            return Err(Stop::Bail);
+        }
+        Ok(())
+    }
+
+    /// A call into Python with ``s.nodes`` current; its bail exceptions are a bail.
+    fn call(&mut self, f: &Bound<'py, PyAny>, args: Bound<'py, PyTuple>) -> R<Bound<'py, PyAny>> {
+        if let Some(s) = &self.s {
+            s.setattr("nodes", self.nodes)?;
+        }
+        match f.call1(args) {
+            Ok(v) => {
+                if let Some(s) = &self.s {
+                    self.nodes = s.getattr("nodes")?.extract()?;
+                }
+                Ok(v)
+            }
+            Err(e) if e.matches(self.py, &self.bails)? => Err(Stop::Bail),
+            Err(e) => Err(Stop::Err(e)),
+        }
+    }
+
+    fn length(&self, buf: &[u8], pos: &mut usize, compact: bool, wide: bool) -> R<i64> {
+        if compact {
+            return Ok(uvarint(buf, pos, 5)? as i64 - 1);
+        }
+        let b = take(buf, pos, if wide { 4 } else { 2 })?;
+        Ok(if wide {
+            i32::from_be_bytes([b[0], b[1], b[2], b[3]]) as i64
+        } else {
+            i16::from_be_bytes([b[0], b[1]]) as i64
+        })
+    }
+
+    fn value(
+        &mut self,
+        kind: u8,
+        compact: bool,
+        nullable: bool,
+        buf: &[u8],
+        whole: Option<&Bound<'py, PyBytes>>,
+        pos: &mut usize,
+    ) -> R<Bound<'py, PyAny>> {
+        let py = self.py;
+        macro_rules! fixed {
+            ($t:ty, $n:expr) => {{
+                let b = take(buf, pos, $n)?;
+                <$t>::from_be_bytes(b.try_into().unwrap())
+                    .into_pyobject(py)?
+                    .into_any()
+            }};
+        }
+        Ok(match kind {
+            I8 => fixed!(i8, 1),
+            I16 => fixed!(i16, 2),
+            I32 => fixed!(i32, 4),
+            I64 => fixed!(i64, 8),
+            U16 => fixed!(u16, 2),
+            U32 => fixed!(u32, 4),
+            F64 => fixed!(f64, 8),
+            BOOL => match take(buf, pos, 1)?[0] {
+                0 => pyo3::types::PyBool::new(py, false).to_owned().into_any(),
+                1 => pyo3::types::PyBool::new(py, true).to_owned().into_any(),
+                _ => return Err(Stop::Bail),
+            },
+            UUID => PyString::new(py, &uuid_text(take(buf, pos, 16)?)).into_any(),
+            VARINT => zigzag(uvarint(buf, pos, 5)?).into_pyobject(py)?.into_any(),
+            VARLONG => zigzag(uvarint(buf, pos, 10)?).into_pyobject(py)?.into_any(),
+            UVARINT => uvarint(buf, pos, 5)?.into_pyobject(py)?.into_any(),
+            STRING | BYTES | RECORDS => {
+                let n = self.length(buf, pos, compact, kind != STRING)?;
+                if n < 0 {
+                    if n != -1 || !(nullable || kind == RECORDS) {
+                        return Err(Stop::Bail);
+                    }
+                    return Ok(py.None().into_bound(py));
+                }
+                let start = *pos;
+                let raw = take(buf, pos, n as usize)?;
+                match kind {
+                    STRING => PyString::new(py, std::str::from_utf8(raw).map_err(|_| Stop::Bail)?)
+                        .into_any(),
+                    RECORDS if self.batches => self.batch_heads(buf, start, *pos)?,
+                    RECORDS if self.records_on => {
+                        let f = self.records.clone();
+                        let whole = match whole {
+                            Some(w) => w.clone(),
+                            None => PyBytes::new(py, buf),
+                        };
+                        {
+                            let state = self.s.clone().ok_or(Stop::Bail)?;
+                            let args = (whole, start, *pos, state).into_pyobject(py)?;
+                            self.call(&f, args)?
+                        }
+                    }
+                    _ => {
+                        let f = self.conv.clone();
+                        {
+                            let args = PyTuple::new(py, [PyBytes::new(py, raw)])?;
+                            self.call(&f, args)?
+                        }
+                    }
+                }
+            }
+            _ => return Err(Stop::Bail),
+        })
+    }
+
+    fn read_struct(
+        &mut self,
+        st: &StructP,
+        buf: &[u8],
+        whole: Option<&Bound<'py, PyBytes>>,
+        pos: &mut usize,
+    ) -> R<Bound<'py, PyDict>> {
+        let py = self.py;
+        let out = PyDict::new(py);
+        for f in &st.fields {
+            let v = match &f.shape {
+                Shape::Value(k) => self.value(*k, f.compact, f.nullable, buf, whole, pos)?,
+                Shape::Struct(sub) => self.read_struct(sub, buf, whole, pos)?.into_any(),
+                Shape::NullableStruct(sub) => {
+                    if byte(buf, *pos)? > 127 {
+                        *pos += 1;
+                        py.None().into_bound(py)
+                    } else {
+                        *pos += 1;
+                        self.read_struct(sub, buf, whole, pos)?.into_any()
+                    }
+                }
+                Shape::ArrayStruct(_, cost) | Shape::ArrayValue(_, cost) => {
+                    let n = self.length(buf, pos, f.len_compact, true)?;
+                    if n < -1 || n > buf.len() as i64 - *pos as i64 {
+                        return Err(Stop::Bail);
+                    }
+                    if n == -1 {
+                        py.None().into_bound(py)
+                    } else {
+                        self.charge(n * cost)?;
+                        let a = pyo3::types::PyList::empty(py);
+                        for _ in 0..n {
+                            let v = match &f.shape {
+                                Shape::ArrayStruct(sub, _) => {
+                                    self.read_struct(sub, buf, whole, pos)?.into_any()
+                                }
+                                Shape::ArrayValue(k, _) => {
+                                    self.value(*k, f.compact, f.nullable, buf, whole, pos)?
+                                }
+                                _ => unreachable!(),
+                            };
+                            a.append(v)?;
+                        }
+                        a.into_any()
+                    }
+                }
+            };
+            if let Some(name) = &f.name {
+                out.set_item(name.bind(py), v)?;
+            }
+        }
+        if let Some(table) = &st.tagged {
+            let n = uvarint(buf, pos, 5)?;
+            if n > 0 {
+                self.tagged(n, table, buf, pos, &out)?;
+            }
+        }
+        Ok(out)
+    }
+
+    /// values._batch_heads: the v2 batch headers of ``buf[pos..end]`` (CRC-checked).
+    fn batch_heads(&mut self, buf: &[u8], mut pos: usize, end: usize) -> R<Bound<'py, PyAny>> {
+        let py = self.py;
+        let n = end - pos;
+        let size = if self.compact {
+            // the located node spans the uvarint (n + 1) too, written in as few bytes
+            // as it takes (else the Python reader bails)
+            let mut prefix = [0u8; 10];
+            let mut k = 0;
+            let mut v = n + 1;
+            while v >= 0x80 {
+                prefix[k] = (v & 0x7F) as u8 | 0x80;
+                v >>= 7;
+                k += 1;
+            }
+            prefix[k] = v as u8;
+            k += 1;
+            if pos < k || buf[pos - k..pos] != prefix[..k] {
+                return Err(Stop::Bail);
+            }
+            n + k
+        } else {
+            n + 4
+        };
+        let heads = pyo3::types::PyList::empty(py);
+        while pos < end {
+            let left = end - pos;
+            if left < 17 {
+                break;
+            }
+            let b = &buf[pos..end];
+            let total = 12 + i32::from_be_bytes([b[8], b[9], b[10], b[11]]) as i64;
+            if total < 12 {
+                return Err(Stop::Bail);
+            }
+            if total > left as i64 {
+                break;
+            }
+            let total = total as usize;
+            if self.nodes <= 0 || b[16] != 2 || total < 61 {
+                return Err(Stop::Bail);
+            }
+            self.nodes -= 16;
+            let i64_at = |o: usize| i64::from_be_bytes(b[o..o + 8].try_into().unwrap());
+            let i32_at = |o: usize| i32::from_be_bytes(b[o..o + 4].try_into().unwrap());
+            let i16_at = |o: usize| i16::from_be_bytes([b[o], b[o + 1]]);
+            let crc = u32::from_be_bytes(b[17..21].try_into().unwrap());
+            if crate::crc32c::crc32c(&b[21..total]) != crc {
+                return Err(Stop::Bail);
+            }
+            let d = PyDict::new(py);
+            let k = &self.keys;
+            d.set_item(k[0].bind(py), i64_at(0))?;
+            d.set_item(k[1].bind(py), i32_at(8))?;
+            d.set_item(k[2].bind(py), i32_at(12))?;
+            d.set_item(k[3].bind(py), b[16] as i8)?;
+            d.set_item(k[4].bind(py), crc)?;
+            d.set_item(k[5].bind(py), i16_at(21))?;
+            d.set_item(k[6].bind(py), i32_at(23))?;
+            d.set_item(k[7].bind(py), i64_at(27))?;
+            d.set_item(k[8].bind(py), i64_at(35))?;
+            d.set_item(k[9].bind(py), i64_at(43))?;
+            d.set_item(k[10].bind(py), i16_at(51))?;
+            d.set_item(k[11].bind(py), i32_at(53))?;
+            d.set_item(k[12].bind(py), i32_at(57))?;
+            d.set_item(k[13].bind(py), pyo3::types::PyList::empty(py))?;
+            heads.append(d)?;
+            pos += total;
+        }
+        Ok(self.batch_heads.call1((heads, size))?)
+    }
+
+    /// values._tagged
+    fn tagged(
+        &mut self,
+        n: u128,
+        table: &HashMap<u64, StructP>,
+        buf: &[u8],
+        pos: &mut usize,
+        out: &Bound<'py, PyDict>,
+    ) -> R<()> {
+        if n > (buf.len() - *pos) as u128 {
+            return Err(Stop::Bail);
+        }
+        for _ in 0..n {
+            self.charge(4)?;
+            let tag = uvarint(buf, pos, 5)?;
+            let size = uvarint(buf, pos, 5)? as usize;
+            let region = take(buf, pos, size)?;
+            match table.get(&(tag as u64)) {
+                None => {
+                    let f = self.conv.clone();
+                    let args = PyTuple::new(self.py, [PyBytes::new(self.py, region)])?;
+                    let v = self.call(&f, args)?;
+                    out.set_item(format!("tag_{tag}"), v)?;
+                }
+                Some(sub) => {
+                    let mut p = 0usize;
+                    let d = self.read_struct(sub, region, None, &mut p)?;
+                    if p != size {
+                        return Err(Stop::Bail);
+                    }
+                    for (k, v) in d.iter() {
+                        out.set_item(k, v)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}

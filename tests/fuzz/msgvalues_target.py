@@ -1,0 +1,121 @@
+"""The fuzz target of the compiled read of message values (native/src/values.rs through
+kdissect/protocol/values_native.py): mutated real messages (every message kind of a few
+captures) read by the compiled reader and by the generated Python readers, the reference.
+The compiled read must give the reference's dict (keys in order, types: a bool is not an
+int) or hand over (None); a difference, an exception or a crash is a failure.
+
+An input is: the API key (2 bytes), the version (1 byte), the direction (1 byte: 0
+request, 1 response), then the message's bytes after its size."""
+
+from __future__ import annotations
+
+import random
+import struct
+from functools import lru_cache
+from pathlib import Path
+
+from . import harness as h
+
+ROOT = Path(__file__).resolve().parents[2]
+_SEED_CAPTURES = ("kafka-kraft-cluster.pcap", "kafka44-cluster.pcap", "kafka-python-codecs.pcap",
+                  "kafka-java-transactions.pcap")
+
+
+def messages(captures) -> list[tuple[bytes, str, int, int]]:
+    """(data, direction, api_key, api_version) of every message of ``captures`` that the
+    summary reads by value."""
+    from kdissect.sources.pcap import CaptureFiles
+    from kdissect.stream import enrich as enrich_module
+    from kdissect.stream.engine import Engine
+    from kdissect.stream.sink import CallbackSink
+    got: list = []
+    plain = enrich_module._values_body
+
+    def spy(m, options, conv=enrich_module._NO_BYTES):
+        if m.api_key is not None and m.api_version is not None and m.direction != "sasl":
+            got.append((bytes(m.data), m.direction, m.api_key, m.api_version))
+        return plain(m, options, conv)
+    enrich_module._values_body = spy
+    try:
+        for capture in captures:
+            Engine(CaptureFiles([str(capture)]), CallbackSink(lambda ex: None)).run()
+    finally:
+        enrich_module._values_body = plain
+    return got
+
+
+def same(a, b) -> bool:
+    """Equal, with the same types and dict key orders all the way down."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b)) and \
+            getattr(a, "size", None) == getattr(b, "size", None)
+    return a == b or (a != a and b != b)        # (NaN)
+
+
+def plan(key: int, version: int, direction: str) -> tuple:
+    from kdissect.protocol import values
+    k = (key, version, direction)
+    if k not in values._PLANS:
+        values._PLANS[k] = values._plan(key, version, direction)
+    return values._PLANS[k]
+
+
+def python_read(data: bytes, direction: str, key: int, version: int, options, conv):
+    """What the generated readers make of the message (None: they bail)."""
+    from kdissect.protocol import values
+    from kdissect.protocol.reader import Bail, VarintTooLong
+    read, head, compact, _fast = plan(key, version, direction)
+    if read is None:
+        return None
+    s = values._State(conv, options, compact)
+    try:
+        _, pos = head(data, 0, s)
+        body, pos = read(data, pos, s)
+    except (Bail, VarintTooLong, struct.error, IndexError, UnicodeDecodeError):
+        return None
+    return body if pos == len(data) else None
+
+
+def compiled_read(data: bytes, direction: str, key: int, version: int, options, conv):
+    """What the compiled reader makes of it; "no program" where it has none."""
+    from kdissect.protocol import values
+    _read, _head, compact, fast = plan(key, version, direction)
+    if fast is None:
+        return "no program"
+    if options.records is True:           # as body_values calls it
+        return fast.read(data, values._State(conv, options, compact))
+    return fast.read_plain(data, conv, options.records, compact, options.max_nodes)
+
+
+@lru_cache(maxsize=1)
+def seeds() -> list[bytes]:
+    out, kinds = [], set()
+    for data, direction, key, version in messages(
+            [ROOT / "captures" / n for n in _SEED_CAPTURES]):
+        if (key, version, direction) not in kinds and len(data) < 4096:
+            kinds.add((key, version, direction))
+            out.append(struct.pack(">hBB", key, version, direction == "response") + data)
+    return out
+
+
+def msgvalues_input(rng: random.Random) -> bytes:
+    data = rng.choice(seeds())
+    return data[:4] + h.mutate(rng, data[4:], 4) if rng.random() < 0.9 else data
+
+
+def run_msgvalues(data: bytes) -> None:
+    from kdissect.protocol import Options
+    if len(data) < 4:
+        return
+    key, version, resp = struct.unpack_from(">hBB", data)
+    direction = "response" if resp & 1 else "request"
+    for options in (Options(records="batches"), Options(records=True)):
+        want = python_read(data[4:], direction, key, version, options, bytes.hex)
+        got = compiled_read(data[4:], direction, key, version, options, bytes.hex)
+        if got == "no program":
+            return
+        assert got is None or same(got, want), f"the values differ: {got!r} != {want!r}"
