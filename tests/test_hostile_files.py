@@ -514,6 +514,42 @@ def test_protobuf_message_index_path_is_bounded(tmp_path):
     assert code == 0 and "message index path" in out
 
 
+def test_protobuf_repeated_keys_are_linear(tmp_path):
+    """A later occurrence of a Protobuf field or map key replaced the earlier one after a
+    search of the message's fields: a 160 KB value of unknown fields each followed by the
+    same singular field took 24 CPU-s (a 1 MB one, minutes), a map of distinct keys was
+    quadratic too; JSON values' duplicate keys likewise (1.4 MB: 44 CPU-s with -V).
+    Now each takes a lookup, and the last occurrence still wins."""
+    schemas = tmp_path / "schemas"
+    schemas.mkdir()
+    (schemas / "1.proto").write_text(
+        'syntax = "proto3";\n'
+        "message R { int32 x = 6; map<string, int32> m = 5; repeated int32 u = 2 [packed=false]; }\n")
+    n = 150_000                 # (two fields of 4 bytes: 300,000 nodes, within the budget)
+    unknown_then_x = (b"\x48\x01" + b"\x30\x01") * (n - 1) + b"\x48\x01\x30\x07"   # #9, then x
+    keys = [str(i).encode() for i in range(n // 2)]
+    mapped = b"".join(b"\x2a" + bytes([len(k) + 4]) + b"\x0a" + bytes([len(k)]) + k + b"\x10\x01"
+                      for k in keys) + b"\x2a\x05\x0a\x01\x30\x10\x02"     # "0" again: 2
+    unpacked = b"\x10\x05" * n
+    out = tmp_path / "stdout.txt"
+    for value, expect in ((unknown_then_x, ['"x": 7']), (mapped, ['"99": 1', '"0": 2']),
+                          (unpacked, ["5, 5, 5"])):
+        pcap = produce_pcap(tmp_path / "p.pcap", framed(1, b"\0" + value))
+        for view in (["-V"], ["--format", "jsonl"]):
+            code, _ = check(["pcap", *view, "--schemas", str(schemas), str(pcap)], tmp_path,
+                            time_limit=10, stdout=out)
+            assert code == 0
+        assert all(e in out.read_text() for e in expect), expect        # (JSON lines)
+    # JSON: the last of 60,000 keys again 60,000 times (each removal searched the keys)
+    text = b"{" + b",".join([b'"k%d": 1' % i for i in range(60_000)] + [b'"k59999": 2'] * 60_000) + b"}"
+    pcap = produce_pcap(tmp_path / "j.pcap", text)
+    for view in (["-V"], ["--format", "jsonl"]):          # (the located tree; json.loads)
+        code, _ = check(["pcap", *view, "--values", str(pcap)], tmp_path, time_limit=10,
+                        stdout=out)
+        assert code == 0
+    assert '"k59999": 2' in out.read_text()
+
+
 def test_pcapng_secrets_block_of_newlines(tmp_path):
     """A 282 KB .pcapng.gz whose Decryption Secrets Block inflates to 256 MB of newlines
     (> 2.6 GB: a list of empty lines): read as a key log without such a list."""

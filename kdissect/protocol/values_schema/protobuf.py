@@ -82,6 +82,8 @@ def decode(cur: Cursor, schema: ProtoSchema, message: str, parent: Node, name: s
     node = parent.add(Node(name, "struct", cur.pos, note=message.lstrip(".")))
     fields = {f.number: f for f in desc.field}
     repeated: dict[int, Node] = {}
+    singular: dict[int, int] = {}       # field number -> its node's index in node.children
+    keys: dict[int, dict[str, int]] = {}    # map field -> key -> its entry's index
     cur.enter()
     try:
         while cur.pos < stop:
@@ -103,7 +105,8 @@ def decode(cur: Cursor, schema: ProtoSchema, message: str, parent: Node, name: s
                                            value=None if is_map else 0))
                     repeated[number] = holder
                 if f.type == 11 and holder.ktype == "struct":
-                    _map_entry(cur, schema, f, wire, holder, tag_at, stop)
+                    _map_entry(cur, schema, f, wire, holder, keys.setdefault(number, {}),
+                               tag_at, stop)
                 elif wire == 2 and _WIRE.get(f.type) in (0, 1, 5):
                     _packed(cur, schema, f, holder, stop)
                 else:
@@ -111,10 +114,12 @@ def decode(cur: Cursor, schema: ProtoSchema, message: str, parent: Node, name: s
                     holder.value += 1
                 holder.length = cur.pos - holder.offset
             else:
-                old = node.child(f.name)
-                if old is not None:             # a later occurrence wins
-                    node.remove(old)
                 _field(cur, schema, f, wire, node, f.name, tag_at, stop)
+                at = singular.get(number)
+                if at is None:
+                    singular[number] = len(node.children) - 1
+                else:                           # a later occurrence wins
+                    node.supersede(at)
         if cur.pos != stop:
             raise Mismatch(cur.pos, "a field runs past the end of its message")
     finally:
@@ -198,19 +203,23 @@ def _packed(cur: Cursor, schema: ProtoSchema, f: Any, holder: Node, stop: int) -
 
 
 def _map_entry(cur: Cursor, schema: ProtoSchema, f: Any, wire: int, holder: Node,
-               tag_at: int, stop: int) -> None:
+               keys: dict[str, int], tag_at: int, stop: int) -> None:
+    """One entry of a map field; ``keys`` (the map's keys so far -> their index in
+    ``holder``) lets a later entry of a key replace the earlier one in constant time."""
     scratch = Node("entry", "struct", tag_at)
     entry = _field(cur, schema, f, wire, scratch, "entry", tag_at, stop)
     key, value = entry.child("key"), entry.child("value")
     label = "" if key is None else str(key.value)
-    old = holder.child(label)
-    if old is not None:
-        holder.remove(old)
     if value is None:               # proto3 leaves a default value out
         holder.add(Node(label, "unset", tag_at, entry.length))
-        return
-    value.name, value.offset, value.length = label, tag_at, entry.length
-    holder.add(value)
+    else:
+        value.name, value.offset, value.length = label, tag_at, entry.length
+        holder.add(value)
+    at = keys.get(label)
+    if at is None:
+        keys[label] = len(holder.children) - 1
+    else:
+        holder.supersede(at)
 
 
 def _unknown(cur: Cursor, node: Node, number: int, wire: int, tag_at: int, stop: int) -> None:
