@@ -8,16 +8,18 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 import socket
 import stat
 import struct
+import subprocess
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
-from tests.test_hostile import ROOT, check, run_measured
+from tests.test_hostile import KDISSECT, ROOT, check, run_measured
 
 _spec = importlib.util.spec_from_file_location("make_hostile", ROOT / "scripts" / "make_hostile.py")
 assert _spec is not None and _spec.loader is not None
@@ -112,6 +114,74 @@ def test_unreadable_entries_are_said_and_the_rest_is_read(tmp_path):
     assert code == 0
     assert out.count("unreadable_file") == 2, out
     assert "b-0/leader-epoch-checkpoint" in out
+
+
+def _without_root_reads() -> list[str]:
+    """A prefix that runs a command unable to read what its mode forbids. As root (the
+    tests' user here), setpriv drops CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH from the
+    bounding set: the kernel then checks the mode bits as for any user (another uid
+    could not even start the interpreter, which lives under /root, 0700). Not as root,
+    the mode bits hold already."""
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("running as root without setpriv (util-linux): cannot drop the right to read")
+    return [setpriv, "--bounding-set=-dac_override,-dac_read_search"]
+
+
+def _run_unprivileged(args: list[str]) -> tuple[int, str, str]:
+    run = subprocess.run([*_without_root_reads(), *KDISSECT, *args], cwd=ROOT,
+                         capture_output=True, timeout=600, stdin=subprocess.DEVNULL)
+    out, err = run.stdout.decode(errors="replace"), run.stderr.decode(errors="replace")
+    assert "Traceback" not in err and "internal error" not in err, err[-2000:]
+    return run.returncode, out, err
+
+
+def test_permission_denied_for_real(tmp_path):
+    """Files and directories kdissect may not read (the tests run as root, who reads
+    everything: here without that right): in a log dir, an unreadable segment and an
+    unreadable partition directory are each said, the rest decoded (exit 0: damage is
+    reported as findings); an unreadable file named alone says what to do (exit 1); an
+    unreadable capture beside a readable one is said and the other decoded (exit 1, as
+    for a capture that is not one; click refused the whole command line before, exit 2)."""
+    root = _log_dir(tmp_path / "logs")
+    body = b"\0" + _varint(0) + _varint(0) + _varint(-1) + _varint(5) + b"hello" + _varint(0)
+    batch = mh.record_batch(_varint(len(body)) + body, 1)
+    for name in ("a-0", "b-0", "c-0"):
+        (root / name).mkdir(exist_ok=True)
+        (root / name / "00000000000000000000.log").write_bytes(batch)
+    ok, denied = tmp_path / "ok.pcap", tmp_path / "denied.pcap"
+    ok.write_bytes(tcp_pcap(mh.produce(batch)))
+    denied.write_bytes(ok.read_bytes())
+    closed = [root / "b-0" / "00000000000000000000.log", root / "c-0", denied]
+    for path in closed:
+        path.chmod(0)
+    try:
+        code, out, err = _run_unprivileged(["log", "--format", "jsonl", str(root)])
+        assert code == 0, err
+        objs = [json.loads(line) for line in out.splitlines()]
+        unreadable = {Path(o["file"]).relative_to(root).as_posix(): o for o in objs
+                      if any(f["code"] == "unreadable_file" for f in o["findings"])}
+        assert sorted(unreadable) == ["b-0/00000000000000000000.log", "c-0"], unreadable
+        assert all("Permission denied" in json.dumps(o) for o in unreadable.values())
+        assert any(o["type"] == "batch" and o["file"].endswith("a-0/00000000000000000000.log")
+                   for o in objs)
+        code, out, _ = _run_unprivileged(["log", "--no-tui", str(root)])
+        assert code == 0 and out.count("Permission denied") == 2 and "offsets 0..0" in out
+        for alone in closed[:2]:
+            code, _, err = _run_unprivileged(["log", "--no-tui", str(alone)])
+            assert code == 1 and "Permission denied (run kdissect as a user who can read it)" in err
+        for view in ([], ["--format", "jsonl"]):
+            code, out, err = _run_unprivileged(["pcap", "--no-tui", *view, str(denied), str(ok)])
+            assert code == 1 and "Produce" in out, (view, err)
+            assert f"{denied}: cannot read it: Permission denied (run kdissect as a user who " \
+                   f"can read it)" in err, view
+        code, out, err = _run_unprivileged(["pcap", "--no-tui", str(denied)])
+        assert code == 1 and out == "" and "Permission denied" in err
+    finally:
+        for path in closed:
+            path.chmod(0o755)
 
 
 def test_fifo_and_empty_dir_exit_1(tmp_path):
