@@ -8,16 +8,18 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 import socket
 import stat
 import struct
+import subprocess
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
-from tests.test_hostile import ROOT, check, run_measured
+from tests.test_hostile import KDISSECT, ROOT, check, run_measured
 
 _spec = importlib.util.spec_from_file_location("make_hostile", ROOT / "scripts" / "make_hostile.py")
 assert _spec is not None and _spec.loader is not None
@@ -112,6 +114,74 @@ def test_unreadable_entries_are_said_and_the_rest_is_read(tmp_path):
     assert code == 0
     assert out.count("unreadable_file") == 2, out
     assert "b-0/leader-epoch-checkpoint" in out
+
+
+def _without_root_reads() -> list[str]:
+    """A prefix that runs a command unable to read what its mode forbids. As root (the
+    tests' user here), setpriv drops CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH from the
+    bounding set: the kernel then checks the mode bits as for any user (another uid
+    could not even start the interpreter, which lives under /root, 0700). Not as root,
+    the mode bits hold already."""
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("running as root without setpriv (util-linux): cannot drop the right to read")
+    return [setpriv, "--bounding-set=-dac_override,-dac_read_search"]
+
+
+def _run_unprivileged(args: list[str]) -> tuple[int, str, str]:
+    run = subprocess.run([*_without_root_reads(), *KDISSECT, *args], cwd=ROOT,
+                         capture_output=True, timeout=600, stdin=subprocess.DEVNULL)
+    out, err = run.stdout.decode(errors="replace"), run.stderr.decode(errors="replace")
+    assert "Traceback" not in err and "internal error" not in err, err[-2000:]
+    return run.returncode, out, err
+
+
+def test_permission_denied_for_real(tmp_path):
+    """Files and directories kdissect may not read (the tests run as root, who reads
+    everything: here without that right): in a log dir, an unreadable segment and an
+    unreadable partition directory are each said, the rest decoded (exit 0: damage is
+    reported as findings); an unreadable file named alone says what to do (exit 1); an
+    unreadable capture beside a readable one is said and the other decoded (exit 1, as
+    for a capture that is not one; click refused the whole command line before, exit 2)."""
+    root = _log_dir(tmp_path / "logs")
+    body = b"\0" + _varint(0) + _varint(0) + _varint(-1) + _varint(5) + b"hello" + _varint(0)
+    batch = mh.record_batch(_varint(len(body)) + body, 1)
+    for name in ("a-0", "b-0", "c-0"):
+        (root / name).mkdir(exist_ok=True)
+        (root / name / "00000000000000000000.log").write_bytes(batch)
+    ok, denied = tmp_path / "ok.pcap", tmp_path / "denied.pcap"
+    ok.write_bytes(tcp_pcap(mh.produce(batch)))
+    denied.write_bytes(ok.read_bytes())
+    closed = [root / "b-0" / "00000000000000000000.log", root / "c-0", denied]
+    for path in closed:
+        path.chmod(0)
+    try:
+        code, out, err = _run_unprivileged(["log", "--format", "jsonl", str(root)])
+        assert code == 0, err
+        objs = [json.loads(line) for line in out.splitlines()]
+        unreadable = {Path(o["file"]).relative_to(root).as_posix(): o for o in objs
+                      if any(f["code"] == "unreadable_file" for f in o["findings"])}
+        assert sorted(unreadable) == ["b-0/00000000000000000000.log", "c-0"], unreadable
+        assert all("Permission denied" in json.dumps(o) for o in unreadable.values())
+        assert any(o["type"] == "batch" and o["file"].endswith("a-0/00000000000000000000.log")
+                   for o in objs)
+        code, out, _ = _run_unprivileged(["log", "--no-tui", str(root)])
+        assert code == 0 and out.count("Permission denied") == 2 and "offsets 0..0" in out
+        for alone in closed[:2]:
+            code, _, err = _run_unprivileged(["log", "--no-tui", str(alone)])
+            assert code == 1 and "Permission denied (run kdissect as a user who can read it)" in err
+        for view in ([], ["--format", "jsonl"]):
+            code, out, err = _run_unprivileged(["pcap", "--no-tui", *view, str(denied), str(ok)])
+            assert code == 1 and "Produce" in out, (view, err)
+            assert f"{denied}: cannot read it: Permission denied (run kdissect as a user who " \
+                   f"can read it)" in err, view
+        code, out, err = _run_unprivileged(["pcap", "--no-tui", str(denied)])
+        assert code == 1 and out == "" and "Permission denied" in err
+    finally:
+        for path in closed:
+            path.chmod(0o755)
 
 
 def test_fifo_and_empty_dir_exit_1(tmp_path):
@@ -512,6 +582,62 @@ def test_protobuf_message_index_path_is_bounded(tmp_path):
     code, out, _ = stdout_of(["pcap", "--format", "jsonl", "--schemas", str(schemas), str(pcap)],
                              tmp_path)
     assert code == 0 and "message index path" in out
+
+
+def test_protobuf_repeated_keys_are_linear(tmp_path):
+    """A later occurrence of a Protobuf field or map key replaced the earlier one after a
+    search of the message's fields: a 160 KB value of unknown fields each followed by the
+    same singular field took 24 CPU-s (a 1 MB one, minutes), a map of distinct keys was
+    quadratic too; JSON values' duplicate keys likewise (1.4 MB: 44 CPU-s with -V).
+    Now each takes a lookup, and the last occurrence still wins."""
+    schemas = tmp_path / "schemas"
+    schemas.mkdir()
+    (schemas / "1.proto").write_text(
+        'syntax = "proto3";\n'
+        "message R { int32 x = 6; map<string, int32> m = 5; repeated int32 u = 2 [packed=false]; }\n")
+    n = 150_000                 # (two fields of 4 bytes: 300,000 nodes, within the budget)
+    unknown_then_x = (b"\x48\x01" + b"\x30\x01") * (n - 1) + b"\x48\x01\x30\x07"   # #9, then x
+    keys = [str(i).encode() for i in range(n // 2)]
+    mapped = b"".join(b"\x2a" + bytes([len(k) + 4]) + b"\x0a" + bytes([len(k)]) + k + b"\x10\x01"
+                      for k in keys) + b"\x2a\x05\x0a\x01\x30\x10\x02"     # "0" again: 2
+    unpacked = b"\x10\x05" * n
+    out = tmp_path / "stdout.txt"
+    for value, expect in ((unknown_then_x, ['"x": 7']), (mapped, ['"99": 1', '"0": 2']),
+                          (unpacked, ["5, 5, 5"])):
+        pcap = produce_pcap(tmp_path / "p.pcap", framed(1, b"\0" + value))
+        for view in (["-V"], ["--format", "jsonl"]):
+            code, _ = check(["pcap", *view, "--schemas", str(schemas), str(pcap)], tmp_path,
+                            time_limit=10, stdout=out)
+            assert code == 0
+        assert all(e in out.read_text() for e in expect), expect        # (JSON lines)
+    # JSON: the last of 60,000 keys again 60,000 times (each removal searched the keys)
+    text = b"{" + b",".join([b'"k%d": 1' % i for i in range(60_000)] + [b'"k59999": 2'] * 60_000) + b"}"
+    pcap = produce_pcap(tmp_path / "j.pcap", text)
+    code, _ = check(["pcap", "-V", "--values", str(pcap)], tmp_path, time_limit=10, stdout=out)
+    assert code == 0 and "k0  number" in out.read_text()         # (the located tree)
+
+
+def test_protobuf_repeated_field_of_a_big_type(tmp_path):
+    """A 160 KB Protobuf value with a repeated field (34 CPU-s in the issue): each element
+    of a repeated message rebuilt its type's field index (a type of 3,000 fields: 42
+    CPU-s), each element of a packed repeated enum its names (an enum of 5,000 values:
+    minutes). Both are made once per type now."""
+    schemas = tmp_path / "schemas"
+    schemas.mkdir()
+    (schemas / "1.proto").write_text(
+        'syntax = "proto3";\nmessage R { repeated Big m = 1; repeated E e = 2; }\n'
+        "message Big {\n" + "".join(f"  int32 f{i} = {i};\n" for i in range(1, 3001)) + "}\n"
+        "enum E {\n" + "".join(f"  V{i} = {i};\n" for i in range(5000)) + "}\n")
+    packed = b"\x01" * 160_000
+    value = b"\x0a\x02\x08\x07" + b"\x0a\x00" * 80_000 + b"\x12" + _uvarint(len(packed)) + packed
+    pcap = produce_pcap(tmp_path / "p.pcap", framed(1, b"\0" + value))
+    out = tmp_path / "stdout.txt"
+    for view in (["-V"], ["--format", "jsonl"]):
+        code, _ = check(["pcap", *view, "--schemas", str(schemas), str(pcap)], tmp_path,
+                        time_limit=10, stdout=out)
+        assert code == 0
+    text = out.read_text()
+    assert '"m": [{"f1": 7}, {}, {}' in text and '"e": ["V1", "V1", "V1"' in text
 
 
 def test_pcapng_secrets_block_of_newlines(tmp_path):

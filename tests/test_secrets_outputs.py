@@ -202,3 +202,35 @@ def test_envelope_response_masked(tmp_path):
     shown = _run(["blob", "--api", "Envelope", "--version", "0", "--response", "--json",
                   "--show-secrets", str(blob)], tmp_path)
     assert "486d6163" in shown.replace(" ", "")
+
+
+def test_envelope_response_read_as_its_forwarded_request_answer(tmp_path):
+    """An Envelope response's response_data is the answer to the request its Envelope
+    request forwarded (Kafka writes it with its header): read as that API's response,
+    its secrets masked as in any answer (a config the broker calls sensitive), the rest
+    readable. (Envelope forwarding is real, captures/kafka-kraft-*.pcap and
+    test_secrets_real; a sensitive value in one is hand-built here.)"""
+    describe = struct.pack(">i", 1) + b"\x04" + mh.kstr("0") + struct.pack(">i", -1)
+    inner = _request(32, 0, describe, False)                  # DescribeConfigs v0, corr 7
+    body = _uv(len(inner) + 1) + inner + _uv(2) + b"p" + _uv(5) + b"\x7f\0\0\x01" + b"\0"
+    request = _sized(_request(58, 0, body, True))
+    answer = describe_configs_response()[4:]                   # header (corr 7) and body
+    response = _sized(struct.pack(">i", 7) + b"\0" + _uv(len(answer) + 1) + answer
+                      + b"\0\0" + b"\0")
+    shake = [mh._frame(1, 40000, 999, b"", True, 0x02),
+             mh._frame(1, 40000, 4999, b"", False, 0x12, ack=1000),
+             mh._frame(1, 40000, 1000, b"", True, 0x10, ack=5000)]
+    pcap = tmp_path / "envelope.pcap"
+    pcap.write_bytes(mh.pcap(shake + [
+        mh._frame(1, 40000, 1000, request, True, ack=5000),
+        mh._frame(1, 40000, 5000, response, False, ack=1000 + len(request))]))
+    for view in PCAP_VIEWS:
+        out = _run(["pcap", "--no-tui", *view, str(pcap)], tmp_path)
+        assert "CustomPw-5151" not in out and b"CustomPw".hex() not in out.replace(" ", ""), view
+        if view in (["-V"], ["--format", "jsonl"]):
+            assert NOT_SECRET in out and "custom.plugin.secret.thing" in out, view
+    assert "DescribeConfigsResponse" in _run(["pcap", "--no-tui", "-V", str(pcap)], tmp_path)
+    _run(["pcap", "--format", "parquet", "-o", str(tmp_path / "pq"), str(pcap)], tmp_path)
+    assert "CustomPw" not in _parquet_text(tmp_path / "pq")
+    shown = _run(["pcap", "--no-tui", "--show-secrets", "--format", "jsonl", str(pcap)], tmp_path)
+    assert "CustomPw-5151" in shown

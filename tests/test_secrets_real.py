@@ -50,10 +50,23 @@ def _scram_keys(salted: bytes) -> tuple[bytes, bytes]:
 def _salted_password(pcap: Path) -> bytes:
     for line in kd("pcap", "--no-tui", "--show-secrets", "--format", "jsonl", str(pcap)).splitlines():
         if line.startswith("{") and '"salted_password"' in line:
-            obj = json.loads(line)
-            value = obj["body"]["upsertions"][0]["salted_password"]
+            body = json.loads(line)["body"]
+            if "request_data" in body:          # the same request, forwarded in an Envelope
+                body = body["request_data"]["body"]
+            value = body["upsertions"][0]["salted_password"]
             return bytes.fromhex(value["hex"]) if isinstance(value, dict) else value.encode("latin-1")
     raise AssertionError("no AlterUserScramCredentials request in the capture")
+
+
+def _envelope_answers(jsonl: str) -> dict:
+    """The fields of the answers inside Envelope responses (JSON lines), by name."""
+    out: dict = {}
+    for line in jsonl.splitlines():
+        obj = json.loads(line) if line.startswith("{") else {}
+        data = (obj.get("body") or {}).get("response_data") if obj.get("api_key") == 58 else None
+        if isinstance(data, dict):
+            out.update(data["body"])
+    return out
 
 
 def test_no_secret_in_any_output_or_file(tmp_path):
@@ -63,7 +76,9 @@ def test_no_secret_in_any_output_or_file(tmp_path):
         kafka.start()
         upstream = kafka.bootstrap("SASL_PLAINTEXT")
         recording = tmp_path / "proxy.pcapng"
-        with Tcpdump(tmp_path / "broker.pcap", kafka.ports("SASL_PLAINTEXT")) as dump:
+        # (and the CONTROLLER listener: the broker forwards the admin requests to the
+        # controller in Envelopes, the answers come back in Envelope responses)
+        with Tcpdump(tmp_path / "broker.pcap", kafka.ports("SASL_PLAINTEXT", "CONTROLLER")) as dump:
             proxy = ProxyProcess(upstream, "-w", str(recording))
             try:
                 run = subprocess.run(java_command(SOURCE, classpath()) + [proxy.bootstrap],
@@ -98,6 +113,13 @@ def test_no_secret_in_any_output_or_file(tmp_path):
             clean(_parquet_text(tmp_path / f"pq-{source.stem}"), f"{source.name} parquet")
         shown = kd("pcap", "--no-tui", "--show-secrets", "--format", "jsonl", str(capture))
         assert made["keystore"] in shown and made["scram"] not in shown    # (a salted form only)
+        # Kafka 4.4 forwards CreateDelegationToken to the controller: the token's HMAC comes
+        # back inside an Envelope response, read as CreateDelegationToken's answer
+        forwarded = _envelope_answers(kd("pcap", "--no-tui", "--format", "jsonl", str(capture)))
+        assert forwarded.get("hmac") == "<redacted>", sorted(forwarded)
+        value = _envelope_answers(shown)["hmac"]
+        got = bytes.fromhex(value["hex"]) if isinstance(value, dict) else value.encode("latin-1")
+        assert got == base64.b64decode(made["hmac"])
         log_dir = kafka.log_dirs[0]
         kafka.stop_node(1)
         logs = ""

@@ -271,6 +271,23 @@ def test_protobuf_framed_equals_protobuf_library(schema_dir: Path):
     assert code == "value_schema_mismatch" and "wire type 5" in why
 
 
+def test_later_occurrences_win_as_the_libraries_read_them(schema_dir: Path):
+    """A singular field or map key given again replaces the earlier one (the protobuf
+    library's and json.loads's reading), in the earlier one's place."""
+    fds = compile_proto(SHOP_PROTO, {"common.proto": COMMON_PROTO}, "shop")
+    Order = message_factory.GetMessages(fds.file)["shop.Order"]
+    parts = [Order(id="first", qty=1), Order(names={5: "five", 6: "six"}),
+             Order(id="last", names={5: "FIVE"}), Order(qty=2)]
+    payload = b"".join(p.SerializeToString() for p in parts)
+    decoded = decoded_of(decode(framed(3, b"\x00" + payload), Schemas(schema_dir)))
+    assert plain_value(decoded) == proto_plain(Order.FromString(payload))
+    assert sorted(c.name for c in decoded.child("names").children) == ["5", "6"]
+    text = b'{"a": 1, "b": 2, "a": {"c": 3}, "b": null, "a": 4}'
+    decoded = decoded_of(decode(framed(4, text), Schemas(schema_dir)))
+    assert plain_value(decoded) == json.loads(text)
+    assert [c.name for c in decoded.children] == list(json.loads(text))
+
+
 def test_json_and_text(schema_dir: Path):
     doc = {"customer": {"id": "c-3", "name": "Zoë"}, "n": [1, 2.5, None, True], "e": {}}
     text = json.dumps(doc, ensure_ascii=False).encode()

@@ -59,7 +59,9 @@ PCAP_HELP = PCAP_HELP.replace("{fields}", help_list())
 
 
 @main.command(help=PCAP_HELP)
-@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+# (readable=False: a file that cannot be read is said by the reader, the others still read)
+@click.argument("files", nargs=-1, required=True,
+                type=click.Path(exists=True, dir_okay=False, readable=False))
 @port_options
 @click.option("-V", "--verbose", is_flag=True, help="Print full field trees.")
 @click.option("--format", "fmt", type=click.Choice(format_choices()),

@@ -123,13 +123,16 @@ def produce_acks(data: bytes, header_size: int, api_version: int) -> int | None:
 
 
 def _message(direction: str, key: int | None, version: int | None, data: bytes,
-             header_struct: Struct, ctx: Options) -> Message:
+             header_struct: Struct, ctx: Options,
+             forwarded: tuple[int, int] | None = None) -> Message:
     with no_cyclic_gc():
-        return _build(direction, key, version, data, header_struct, ctx.for_message())
+        return _build(direction, key, version, data, header_struct, ctx.for_message(),
+                      forwarded)
 
 
 def _build(direction: str, key: int | None, version: int | None, data: bytes,
-           header_struct: Struct, ctx: Options) -> Message:
+           header_struct: Struct, ctx: Options,
+           forwarded: tuple[int, int] | None = None) -> Message:
     name = f"{api_name(key)}{direction.title()}" if key is not None else direction.title()
     root = Node(name, "message", 0, len(data))
     header, complete = decode_prefix(data, 0, header_struct, "header", ctx)
@@ -168,27 +171,37 @@ def _build(direction: str, key: int | None, version: int | None, data: bytes,
     if ctx.values is not None and ctx.records is True:
         from .values_schema import decode_values      # only when values are asked for
         decode_values(body, ctx.values, ctx.budget)
-    if key == ENVELOPE and direction == "request":
-        _envelope(body, ctx)
+    if key == ENVELOPE:
+        _envelope(body, direction, forwarded, ctx)
     secrets.mark(body, key)                        # after them: metadata records hold secrets too
     return msg
 
 
-def _envelope(body: Node, ctx: Options) -> None:
+def _envelope(body: Node, direction: str, forwarded: tuple[int, int] | None,
+              ctx: Options) -> None:
     """The request an Envelope forwards (KRaft: a broker to the controller), decoded
-    under its ``request_data`` (its secrets masked as in any request); an Envelope
-    inside one is left as bytes (Kafka never nests them; the depth stays one)."""
-    holder = body.child("request_data")
+    under its ``request_data``, and the controller's answer under the response's
+    ``response_data`` (header and body, as Kafka's ``serializeWithHeader`` writes it),
+    read as the response of the forwarded request's API and version (``forwarded``,
+    from the paired Envelope request: ``forwarded_api``); the secrets of both masked as
+    in any message. An Envelope inside one is left as bytes (Kafka never nests them; the
+    depth stays one); bytes that cannot be read so stay bytes, masked whole."""
+    holder = body.child("request_data" if direction == "request" else "response_data")
     if holder is None or not isinstance(holder.value, (bytes, bytearray)) or holder.children \
             or len(holder.value) < 4:
         return
     inner = bytes(holder.value)
-    if struct.unpack_from(">h", inner)[0] == ENVELOPE:
-        return
-    tree = decode_request(inner, ctx).tree
+    if direction == "request":
+        if struct.unpack_from(">h", inner)[0] == ENVELOPE:
+            return
+        tree = decode_request(inner, ctx).tree
+    elif forwarded is None or forwarded[0] == ENVELOPE:
+        return              # its request is not known: masked whole (secrets.EMBEDDED)
+    else:
+        tree = decode_response(inner, *forwarded, options=ctx).tree
     if tree.problems():
-        # not a request kdissect can read (Kafka's classes leave these bytes opaque too):
-        # kept as bytes, masked whole as they may hold what a request would mask
+        # not a message kdissect can read (Kafka's classes leave these bytes opaque too):
+        # kept as bytes, masked whole as they may hold what a message would mask
         holder.secret = True
         return
     base = holder.end - len(inner)
@@ -265,11 +278,36 @@ def decode_bare_body(data: bytes, api_key: int, api_version: int, direction: str
 
 
 def decode_response(data: bytes, api_key: int, api_version: int,
-                    options: Options | None = None) -> Message:
+                    options: Options | None = None,
+                    forwarded: tuple[int, int] | None = None) -> Message:
+    """``forwarded``: for an Envelope response, the (api key, version) of the request its
+    Envelope request forwarded (``forwarded_api``): its ``response_data`` is read as
+    that request's response."""
     ctx = options or Options()
     read_as = schemas.effective_version(api_key, api_version)
     hv = schemas.response_header_version(api_key, api_version if read_as is None else read_as)
-    return _message("response", api_key, api_version, data, schemas.RESPONSE_HEADERS[hv], ctx)
+    return _message("response", api_key, api_version, data, schemas.RESPONSE_HEADERS[hv], ctx,
+                    forwarded)
+
+
+def forwarded_api(envelope: bytes) -> tuple[int, int] | None:
+    """The (api key, version) of the request an Envelope request (its bytes after the
+    size) forwards, read from its header without decoding it; None if these bytes are
+    not an Envelope request holding one."""
+    if len(envelope) < 4 or struct.unpack_from(">h", envelope)[0] != ENVELOPE:
+        return None
+    head, complete = decode_prefix(envelope, 0, schemas.REQUEST_HEADERS[2], "header",
+                                   Options().for_message())
+    if not complete:
+        return None
+    try:                                    # request_data: compact bytes, the body's first
+        n, pos = uvarint(envelope, head.end, len(envelope))
+    except (IndexError, VarintTooLong):
+        return None
+    if n - 1 < 4 or pos + 4 > len(envelope):
+        return None
+    key, version = struct.unpack_from(">hh", envelope, pos)
+    return (key, version) if key != ENVELOPE and key >= 0 and version >= 0 else None
 
 
 def decode(data: bytes, direction: str, api_key: int | None = None,

@@ -37,9 +37,6 @@ FIELDS: dict[int, frozenset[str]] = {
     EXPIRE_DELEGATION_TOKEN: frozenset({"hmac"}),
     DESCRIBE_DELEGATION_TOKEN: frozenset({"hmac"}),
     ALTER_USER_SCRAM_CREDENTIALS: frozenset({"salted_password"}),   # logs in as SCRAM
-    # Envelope: the controller's answer to a forwarded request (a delegation token's HMAC,
-    # DescribeConfigs values...), read without its request's API: masked whole
-    ENVELOPE: frozenset({"response_data"}),
 }
 # KRaft metadata record (and other internal record) -> fields holding a credential
 RECORD_FIELDS: dict[str, frozenset[str]] = {
@@ -48,9 +45,11 @@ RECORD_FIELDS: dict[str, frozenset[str]] = {
     "UserScramCredentialRecord": frozenset({"stored_key", "server_key"}),
 }
 # api key -> fields holding SASL tokens: the embedded decoder masks their secret parts
-# (and Envelope's forwarded request: decoded and masked as any request, message.py)
+# (and Envelope's forwarded request and its answer -- a delegation token's HMAC,
+# DescribeConfigs values...: decoded and masked as any message, message.py; masked
+# whole when they cannot be read, or the answer's request is not known)
 EMBEDDED: dict[int, frozenset[str]] = {SASL_AUTHENTICATE: frozenset({"auth_bytes"}),
-                                       ENVELOPE: frozenset({"request_data"})}
+                                       ENVELOPE: frozenset({"request_data", "response_data"})}
 # fields whose names look like credentials but are not (the secrets test reads this)
 NOT_SECRET: dict[str, str] = {
     "salt": "public in SCRAM (sent to every client in server-first)",

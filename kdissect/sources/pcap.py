@@ -448,7 +448,9 @@ def _read(paths, sink: Sink, ports, detect: bool, packets, keys: KeyLog | None,
         except OSError as e:
             if isinstance(e, BrokenPipeError):
                 raise
-            sink.note(f"{path}: {e.strerror or e}", "error")
+            what = " (run kdissect as a user who can read it)" \
+                if isinstance(e, PermissionError) else ""
+            sink.note(f"{path}: cannot read it: {e.strerror or e}{what}", "error")
             readable = dissector.packets > 0
         dissector.finish()              # what was read of a damaged file still counts
         total += dissector.packets

@@ -14,9 +14,9 @@ from functools import partial
 from typing import Any
 
 from ..protocol import peek_request_header, schemas
-from ..protocol.apis import CONTROLLED_SHUTDOWN, PRODUCE, SASL_HANDSHAKE
+from ..protocol.apis import CONTROLLED_SHUTDOWN, ENVELOPE, PRODUCE, SASL_HANDSHAKE
 from ..protocol.findings import Finding
-from ..protocol.message import produce_acks
+from ..protocol.message import forwarded_api, produce_acks
 from .correlation import Correlator, Pending
 from .budget import Budget
 from .framing import MAX_MESSAGE, Frame, Framer
@@ -324,6 +324,8 @@ class KafkaConnection:
             return
         req, req_findings, seq = match.item
         msg.api_key, msg.api_version = req.api_key, req.api_version
+        if req.api_key == ENVELOPE:
+            msg.forwarded = forwarded_api(req.data)
         msg.pair, req.pair = req.index, msg.index
         msg.how = "paired by correlation id"
         findings = req_findings + findings

@@ -44,6 +44,9 @@ class KafkaMessage:
     # its body as the values decoder read it for enrichment, kept only for a sink that
     # prints bodies (JSON lines: one decode per message), bytes as that sink shows them
     values: dict[Any, Any] | None = None
+    # an Envelope response: the (api key, version) of the request its Envelope request
+    # forwarded (its response_data is that request's response, read so)
+    forwarded: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
         if self.size < 0:
@@ -65,7 +68,8 @@ class KafkaMessage:
         elif self.api_key is None or self.api_version is None:
             m = decode_response(self.data, -1, -1, options)
         else:
-            m = decode_response(self.data, self.api_key, self.api_version, options)
+            m = decode_response(self.data, self.api_key, self.api_version, options,
+                                self.forwarded)
         if self.holes:
             _show_cut(m.tree, self.holes, self.pieces or [],
                       options or Options(), self.api_key in CARRY_RECORDS)

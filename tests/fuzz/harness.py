@@ -157,8 +157,12 @@ def decode_hinted(data: bytes, direction: str, key: int, version: int) -> None:
     from kdissect.protocol import decode_request, decode_response
     from kdissect.protocol.decode import Options
     options = Options(max_decompressed=8 << 20, max_nodes=50_000)
+    # an Envelope response's answer is read as the forwarded request's: an API and
+    # version drawn from the bytes (so a saved input replays the same)
+    crc = zlib.crc32(data)
+    forwarded = (crc % 80, (crc >> 8) % 19) if key == 58 else None
     msg = decode_request(data, options) if direction == "request" else \
-        decode_response(data, key, version, options)
+        decode_response(data, key, version, options, forwarded)
     # the rich text view costs a hundred decodes: one input in 64, chosen by content
     render(msg, data, full_text=len(data) < 2048 and zlib.crc32(data) % 64 == 0)
 

@@ -100,7 +100,7 @@ class _Parser:
                                value=None if is_object else 0))
         close = "}" if is_object else "]"
         cur.enter()
-        seen: dict[str, Node] = {}          # this object's keys (a duplicate replaces)
+        seen: dict[str, int] = {}           # this object's keys -> their child's index
         i = _skip_space(text, i + 1)
         try:
             if text.startswith(close, i):
@@ -117,10 +117,12 @@ class _Parser:
                     if not text.startswith(":", i):
                         raise self.fail(i, "JSON object needs ':' after a key")
                     i = _skip_space(text, i + 1)
-                    old = seen.get(key)
-                    if old is not None:             # json.loads keeps the last
-                        node.remove(old)
-                    seen[key], i = self.value(i, node, key)
+                    at = seen.get(key)
+                    _, i = self.value(i, node, key)
+                    if at is None:
+                        seen[key] = len(node.children) - 1
+                    else:                   # json.loads keeps the last, in the first's place
+                        node.supersede(at)
                 else:
                     _, i = self.value(i, node, f"[{node.value}]")
                     node.value += 1
