@@ -17,7 +17,7 @@ import time
 import pytest
 
 from kdissect.protocol import decode_response
-from kdissect.proxy.server import MAX_NEW_LISTENERS
+from kdissect.proxy.server import LARGE_FIRST, MAX_NEW_LISTENERS
 from tests.support.broker import free_port
 from tests.test_proxy import ProxyProcess
 
@@ -442,19 +442,22 @@ def test_large_answers_cut_anywhere_pass_byte_exact():
     v4 answers pass as they come; a Fetch v16 answer but its tail, whose leader hint of
     the broker's own address is rewritten to the proxy's at the same size; the display
     shows every exchange."""
-    records = [os.urandom(300_000), os.urandom(200_000), os.urandom(70_000)]
+    # (the last over LARGE_FIRST: its buffer grows as its bytes come)
+    records = [os.urandom(300_000), os.urandom(200_000), os.urandom(70_000),
+               os.urandom(LARGE_FIRST + 300_000)]
     answers = [struct.pack(">ii", 1, 0) + records[0],                     # Fetch v4
                _fetch_v16_answer(2, records[1], hint=b"127.0.0.9"),       # Fetch v16
-               _fetch_v16_answer(3, b"small"),
-               struct.pack(">ii", 4, 0) + records[2]]                     # Fetch v4
+               _fetch_v16_answer(3, os.urandom(100_000)),                 # no hint
+               struct.pack(">ii", 4, 0) + records[2],                     # Fetch v4
+               struct.pack(">ii", 5, 0) + records[3]]
     ends = list(itertools.accumulate(4 + len(a) for a in answers))
     cuts = [3, 6, 100_000, ends[0], ends[0] + 5, ends[0] + 150_000, ends[1] + 20,
-            ends[2] + 2, ends[3] - 1]
+            ends[2] + 2, ends[3] - 1, ends[3] + 100, ends[4] - 70_000]
     upstream = ScriptedBroker(answers, cuts)
     proxy = ProxyProcess(f"127.0.0.1:{upstream.port}")
     try:
         with socket.create_connection(("127.0.0.1", proxy.port), timeout=60) as s:
-            for version, corr in ((4, 1), (16, 2), (16, 3), (4, 4)):
+            for version, corr in ((4, 1), (16, 2), (16, 3), (4, 4), (4, 5)):
                 request = _fetch_request(version, corr)
                 s.sendall(struct.pack(">i", len(request)) + request)
             got = _exactly(s, len(upstream.stream))
@@ -470,4 +473,4 @@ def test_large_answers_cut_anywhere_pass_byte_exact():
     assert len(through) == len(hinted) and through[:-20] == hinted[:-20]
     assert b"127.0.0.1" in through[-20:] and struct.pack(">i", 9092) not in through[-20:]
     assert "broker 1 (127.0.0.9:9092)" in err and "Traceback" not in err
-    assert sorted(r["correlation_id"] for r in rows if r["direction"] == "response") == [1, 2, 3, 4]
+    assert sorted(r["correlation_id"] for r in rows if r["direction"] == "response") == [1, 2, 3, 4, 5]

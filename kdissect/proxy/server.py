@@ -58,6 +58,7 @@ LATE_ANSWERS = 5.0                   # seconds answers are awaited after the cli
 # through the proxy was 0.41-0.46 of direct). A Fetch answer that may carry leader
 # hints at its end keeps its last STREAM_TAIL bytes until it is whole.
 STREAM_TAIL = 64 * 1024
+LARGE_FIRST = 4 << 20               # bytes made ready for a large response before they come
 _HOLD, _STREAM, _TAIL = 1, 2, 3
 HOUSEKEEPING = 1.0                   # seconds between flushes of -w, idle sweeps, notes
 DEFAULT_MAX_CONNECTIONS = 10_000
@@ -95,41 +96,55 @@ class _Connection:
 
 
 class _Large:
-    """A large response passed on as it comes: collected once into a buffer of its size
-    (for the display, the recording and, for a Fetch answer, the leader hints at its
-    end) and written from that buffer; ``tail``: its last STREAM_TAIL bytes wait until
-    it is whole. Written parts of the buffer are never changed again, so the writes may
-    refer to them instead of copying."""
+    """A large response passed on as it comes, and collected once (for the display, the
+    recording and, for a Fetch answer, the leader hints at its end) into a buffer made
+    for its size, up to LARGE_FIRST bytes before they arrive (a size field alone never
+    makes the proxy take more); ``tail``: its last STREAM_TAIL bytes wait until it is
+    whole. What may go is written from the piece just received (immutable bytes), the
+    rest at the end from the whole buffer, never changed after."""
     __slots__ = ("start", "end", "tail", "prefix", "body", "got", "sent")
 
-    def __init__(self, start: int, size: int, tail: bool, head: bytes):
+    def __init__(self, start: int, size: int, tail: bool, head: bytes, out: list):
         self.start, self.end, self.tail = start, start + 4 + size, tail
         self.prefix = head[:4]
-        self.body = bytearray(size)
-        self.body[:len(head) - 4] = head[4:]
-        self.got = len(head)           # bytes received, the size prefix included
+        self.body = bytearray(min(size, LARGE_FIRST))
+        self.got = 4                   # bytes received, the size prefix included
         self.sent = 0                  # bytes written, the size prefix included
+        self._put(memoryview(head)[4:])
+        self._send(head, 0, out)
 
     @property
     def offset(self) -> int:           # where its body starts in the stream
         return self.start + 4
 
-    def add(self, chunk: bytes, n: int) -> None:
-        """The next ``n`` bytes of it, the first of ``chunk``."""
-        self.body[self.got - 4:self.got - 4 + n] = memoryview(chunk)[:n]
-        self.got += n
+    def _put(self, piece: memoryview) -> None:
+        at, body = self.got - 4, self.body
+        inside = max(0, min(len(piece), len(body) - at))
+        body[at:at + inside] = piece[:inside]
+        if inside < len(piece):        # past what was made before the bytes came
+            body += piece[inside:]
+        self.got += len(piece)
 
-    def write(self, out: list, last: bool = False) -> None:
-        """Append to ``out`` what may be written now (``last``: all of it)."""
+    def _send(self, piece, first: int, out: list) -> None:
+        """Append to ``out`` what of ``piece`` (message bytes from ``first`` on) may go."""
         limit = self.got
-        if self.tail and not last:
+        if self.tail:
             limit = min(limit, self.end - self.start - STREAM_TAIL)
-        if limit <= self.sent:
-            return
-        if self.sent < 4:
-            out.append(self.prefix[self.sent:])
-        out.append(memoryview(self.body)[max(self.sent, 4) - 4:limit - 4])
-        self.sent = limit
+        if limit > self.sent:
+            out.append(memoryview(piece)[self.sent - first:limit - first])
+            self.sent = limit
+
+    def add(self, chunk: bytes, n: int, out: list) -> None:
+        """The next ``n`` bytes of it, the first of ``chunk``; what may go to ``out``."""
+        first = self.got
+        self._put(memoryview(chunk)[:n])
+        if self.sent >= first:         # (when not, the tail is reached: nothing goes)
+            self._send(chunk, first, out)
+
+    def rest(self, out: list) -> None:
+        """It is whole: what is left of it to ``out``."""
+        out.append(memoryview(self.body)[self.sent - 4:])
+        self.sent = self.end - self.start
 
 
 def _looks_like_tls(head: bytes) -> bool:
@@ -532,8 +547,7 @@ class Proxy:
                 done: list = []            # a large response ended in this chunk
                 if large is not None:
                     n = min(len(chunk), large.end - chunk_start)
-                    large.add(chunk, n)
-                    large.write(out)
+                    large.add(chunk, n, out)
                     if large.got == large.end - large.start:
                         done.append(large)
                         large = None
@@ -578,7 +592,7 @@ class Proxy:
                         changed = True
                     if big is not None:                # the rest of it (size unchanged)
                         if new is data:
-                            big.write(out, last=True)
+                            big.rest(out)
                         else:
                             out.append(memoryview(new)[big.sent - 4:])
                     else:
@@ -615,8 +629,7 @@ class Proxy:
                             hold_at = base
                         else:                       # the proxy collects it from here
                             held.take(side, base + 4 + size)
-                            large = _Large(base, size, mode == _TAIL, head)
-                            large.write(out)
+                            large = _Large(base, size, mode == _TAIL, head, out)
                 if not out or gone:
                     continue
                 if writer.transport.is_closing():
