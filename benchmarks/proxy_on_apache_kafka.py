@@ -18,7 +18,12 @@ out are read from the proxy's exit summary. The load average is printed before a
 on a shared machine state it beside the figures.
 
     .venv/bin/python benchmarks/proxy_on_apache_kafka.py [--nodes 1] [--repeats 5]
-        [--records 200000] [--size 1024] [--clients java,rdkafka]
+        [--records 200000] [--size 1024] [--clients java,rdkafka] [--only consume]
+        [--forwarding-only] [--proxy-root DIR]
+
+``--only consume`` produces each client's records once (direct) and then times only the
+consumers, each run reading that topic from the start; ``--proxy-root`` runs the proxy of
+another checkout (e.g. the main branch, for before/after figures).
 """
 
 from __future__ import annotations
@@ -65,14 +70,15 @@ def _children(pid: int) -> list[int]:
 class Proxy:
     """`kdissect proxy` with JSON lines of every exchange to a file."""
 
-    def __init__(self, bootstrap: str, workdir: Path):
+    def __init__(self, bootstrap: str, workdir: Path, root: Path = ROOT):
         self.port = free_port()
         self.out = open(workdir / "proxy.jsonl", "w")
         self.err = open(workdir / "proxy.err", "w+")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "kdissect", "proxy", "--upstream", bootstrap, "--listen",
              f"127.0.0.1:{self.port}", "--no-tui", "--format", "jsonl"],
-            stdout=self.out, stderr=self.err, cwd=ROOT)
+            stdout=self.out, stderr=self.err, cwd=root,
+            env={**os.environ, "PYTHONPATH": str(root)})
         import socket
         for _ in range(300):
             try:
@@ -184,6 +190,13 @@ def rdkafka_consume(bootstrap: str, topic: str, records: int) -> float:
 CLIENTS = {"java": (java_produce, java_consume), "rdkafka": (rdkafka_produce, rdkafka_consume)}
 
 
+def _create(bootstrap: str, topic: str, rf: int) -> None:
+    subprocess.run([java(), *PERF_JVM, "-cp", classpath(), "org.apache.kafka.tools.TopicCommand",
+                    "--bootstrap-server", bootstrap, "--create", "--topic", topic,
+                    "--partitions", "3", "--replication-factor", str(rf)],
+                   capture_output=True, check=True, timeout=120)
+
+
 def _load() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
@@ -195,6 +208,10 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=200_000)
     ap.add_argument("--size", type=int, default=1024)
     ap.add_argument("--clients", default="java,rdkafka")
+    ap.add_argument("--only", choices=("produce", "consume"),
+                    help="time only producers, or only consumers (of records produced once)")
+    ap.add_argument("--proxy-root", type=Path, default=ROOT,
+                    help="the kdissect checkout whose proxy runs (default: this one)")
     ap.add_argument("--forwarding-only", action="store_true",
                     help="also a run through the proxy with its display stopped (SIGSTOP): "
                          "what forwarding alone costs")
@@ -204,7 +221,7 @@ def main() -> None:
     cluster = ApacheKafka(nodes=args.nodes)
     proxy = None
     try:
-        proxy = Proxy(cluster.bootstrap(), workdir)
+        proxy = Proxy(cluster.bootstrap(), workdir, args.proxy_root.resolve())
         rf = min(3, args.nodes)
         subprocess.run([java(), *PERF_JVM, "-cp", classpath(), "org.apache.kafka.tools.TopicCommand",
                         "--bootstrap-server", cluster.bootstrap(), "--create", "--topic",
@@ -214,6 +231,10 @@ def main() -> None:
         cpu: dict[str, list[tuple[float, float]]] = {}
         for client in args.clients.split(","):
             produce, consume = CLIENTS[client]
+            if args.only == "consume":      # one topic, produced once, read by every run
+                shared = f"{client}-consumed"
+                _create(cluster.bootstrap(), shared, rf)
+                produce(cluster.bootstrap(), shared, args.records, args.size)
             for i in range(args.repeats):
                 order = ("direct", "proxy") if i % 2 == 0 else ("proxy", "direct")
                 if args.forwarding_only:
@@ -221,22 +242,23 @@ def main() -> None:
                 figures = {}
                 for where in order:
                     topic = f"{client}-{where}-{i}"
-                    subprocess.run(
-                        [java(), *PERF_JVM, "-cp", classpath(),
-                         "org.apache.kafka.tools.TopicCommand", "--bootstrap-server",
-                         cluster.bootstrap(), "--create", "--topic", topic, "--partitions",
-                         "3", "--replication-factor", str(rf)],
-                        capture_output=True, check=True, timeout=120)
+                    if args.only == "consume":
+                        topic = shared
+                    else:
+                        _create(cluster.bootstrap(), topic, rf)
                     bootstrap = cluster.bootstrap() if where == "direct" else proxy.bootstrap
                     proxy.settle()
                     if where == "forwarding":       # the display stopped: it sheds all
                         os.kill(proxy.proc.pid, signal.SIGSTOP)
                     before = proxy.cpu()
-                    p = produce(bootstrap, topic, args.records, args.size)
+                    p = c = 1.0
+                    if args.only != "consume":
+                        p = produce(bootstrap, topic, args.records, args.size)
                     mid = proxy.cpu()
                     proxy.settle()
                     mid2 = proxy.cpu()
-                    c = consume(bootstrap, topic, args.records)
+                    if args.only != "produce":
+                        c = consume(bootstrap, topic, args.records)
                     after = proxy.cpu()
                     if where == "forwarding":
                         os.kill(proxy.proc.pid, signal.SIGCONT)
@@ -265,6 +287,8 @@ def main() -> None:
               f"{args.size} B per run, {args.repeats} alternating pairs per client")
         for client, ratios in results.items():
             for k, name in enumerate(("produce", "consume")):
+                if args.only and name != args.only:
+                    continue
                 values = sorted(r[k] for r in ratios)
                 print(f"  {client} {name}: median {statistics.median(values):.0%} of direct "
                       f"({values[0]:.0%}–{values[-1]:.0%})")

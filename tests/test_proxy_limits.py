@@ -6,6 +6,8 @@ answers with built bytes) where no real broker would."""
 
 from __future__ import annotations
 
+import itertools
+import os
 import resource
 import socket
 import struct
@@ -15,7 +17,7 @@ import time
 import pytest
 
 from kdissect.protocol import decode_response
-from kdissect.proxy.server import MAX_NEW_LISTENERS
+from kdissect.proxy.server import LARGE_FIRST, MAX_NEW_LISTENERS
 from tests.support.broker import free_port
 from tests.test_proxy import ProxyProcess
 
@@ -369,3 +371,106 @@ def test_large_answers_pass_as_they_come_byte_exact(apache_kafka):
     assert "Traceback" not in err
     assert any(r["api_name"] == "Fetch" and r["direction"] == "response"
                and r.get("api_version") == 4 for r in rows)
+
+
+def _fetch_request(version: int, corr: int) -> bytes:
+    """A Fetch request's header (the scripted broker below reads nothing more)."""
+    if version >= 12:                                     # flexible: header v2
+        return struct.pack(">hhih", 1, version, corr, 2) + b"fc" + b"\0"
+    return struct.pack(">hhih", 1, version, corr, 2) + b"fc"
+
+
+def _fetch_v16_answer(corr: int, records: bytes, hint: bytes = b"") -> bytes:
+    """A Fetch v16 answer: one partition holding ``records``; ``hint``: a KIP-951
+    leader hint (node 1 at that host) in the top-level tagged field 0."""
+    from kdissect.proxy.rewrite import uvarint
+    partition = (struct.pack(">ihqqq", 0, 0, 10, 10, 0) + b"\x01"   # no aborted txns
+                 + struct.pack(">i", -1) + uvarint(len(records) + 1) + records + b"\0")
+    body = (struct.pack(">i", corr) + b"\0"                          # header v1
+            + struct.pack(">ihi", 0, 0, 0) + b"\x02" + bytes(range(16)) + b"\x02"
+            + partition + b"\0")                                    # topic's tags
+    if not hint:
+        return body + b"\0"
+    endpoint = (struct.pack(">i", 1) + uvarint(len(hint) + 1) + hint
+                + struct.pack(">i", 9092) + b"\x00" + b"\x00")
+    value = uvarint(2) + endpoint
+    return body + b"\x01" + uvarint(0) + uvarint(len(value)) + value
+
+
+class ScriptedBroker:
+    """Reads ``len(answers)`` requests, then sends the answers' bytes (each with its
+    size) cut at ``cuts`` (stream offsets), pausing between pieces so that the proxy
+    reads them apart: a piece holding 3 bytes of a size, one ending exactly at an
+    answer's end, one holding the end of one and the start of the next."""
+
+    def __init__(self, answers: list[bytes], cuts: list[int]) -> None:
+        self.stream = b"".join(struct.pack(">i", len(a)) + a for a in answers)
+        self.answers, self.cuts = answers, cuts
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:                 # (the proxy's start-up probe connects too)
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        with conn:
+            try:
+                for _ in self.answers:
+                    _exactly(conn, struct.unpack(">i", _exactly(conn, 4))[0])
+            except ConnectionError:
+                return
+            at = 0
+            for cut in [*self.cuts, len(self.stream)]:
+                conn.sendall(self.stream[at:cut])
+                at = cut
+                time.sleep(0.05)
+            conn.recv(1)                                   # until the client leaves
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def test_large_answers_cut_anywhere_pass_byte_exact():
+    """Large answers reach the proxy in pieces cut anywhere (inside a size, at an
+    answer's end, across two answers): the client gets the broker's bytes exactly. Fetch
+    v4 answers pass as they come; a Fetch v16 answer but its tail, whose leader hint of
+    the broker's own address is rewritten to the proxy's at the same size; the display
+    shows every exchange."""
+    # (the last over LARGE_FIRST: its buffer grows as its bytes come)
+    records = [os.urandom(300_000), os.urandom(200_000), os.urandom(70_000),
+               os.urandom(LARGE_FIRST + 300_000)]
+    answers = [struct.pack(">ii", 1, 0) + records[0],                     # Fetch v4
+               _fetch_v16_answer(2, records[1], hint=b"127.0.0.9"),       # Fetch v16
+               _fetch_v16_answer(3, os.urandom(100_000)),                 # no hint
+               struct.pack(">ii", 4, 0) + records[2],                     # Fetch v4
+               struct.pack(">ii", 5, 0) + records[3]]
+    ends = list(itertools.accumulate(4 + len(a) for a in answers))
+    cuts = [3, 6, 100_000, ends[0], ends[0] + 5, ends[0] + 150_000, ends[1] + 20,
+            ends[2] + 2, ends[3] - 1, ends[3] + 100, ends[4] - 70_000]
+    upstream = ScriptedBroker(answers, cuts)
+    proxy = ProxyProcess(f"127.0.0.1:{upstream.port}")
+    try:
+        with socket.create_connection(("127.0.0.1", proxy.port), timeout=60) as s:
+            for version, corr in ((4, 1), (16, 2), (16, 3), (4, 4), (4, 5)):
+                request = _fetch_request(version, corr)
+                s.sendall(struct.pack(">i", len(request)) + request)
+            got = _exactly(s, len(upstream.stream))
+        rows, err = proxy.stop()
+    finally:
+        proxy.proc.kill()
+        upstream.close()
+    hinted = upstream.stream[ends[0]:ends[1]]
+    assert got[:ends[0]] == upstream.stream[:ends[0]]
+    assert got[ends[1]:] == upstream.stream[ends[1]:]
+    # the hint: same size, the records untouched, the proxy's port instead of 9092
+    through = got[ends[0]:ends[1]]
+    assert len(through) == len(hinted) and through[:-20] == hinted[:-20]
+    assert b"127.0.0.1" in through[-20:] and struct.pack(">i", 9092) not in through[-20:]
+    assert "broker 1 (127.0.0.9:9092)" in err and "Traceback" not in err
+    assert sorted(r["correlation_id"] for r in rows if r["direction"] == "response") == [1, 2, 3, 4, 5]

@@ -36,6 +36,7 @@ class Side:
     head: bytes = b""                 # its size prefix (up to 4 bytes)
     since: int = 0                    # order in which held messages started
     held: int = 0
+    taken: bool = False               # the message up to skip_until is the caller's
 
     @property
     def error(self) -> str | None:
@@ -69,6 +70,12 @@ class HeldBytes:
         if start < s.skip_until:                      # the rest of a given-up message
             cut = min(s.skip_until - start, len(chunk))
             chunk, start = chunk[cut:], start + cut
+            if s.taken:                               # (or of one taken: it counts)
+                s.held += cut
+                self.total += cut
+                if start >= s.skip_until:
+                    self.total -= s.held
+                    s.held, s.taken = 0, False
             if not chunk:
                 return []
         framer = s.framer
@@ -88,6 +95,16 @@ class HeldBytes:
         while self.total > self.limit and self._give_up_oldest():
             pass
         return frames
+
+    def take(self, s: Side, end: int) -> None:
+        """The caller collects the message being framed itself, up to stream offset
+        ``end`` (a large response, copied once into a buffer of its size instead of grown
+        chunk by chunk and joined): the framer lets it go and starts again at ``end``.
+        Its bytes count against the limit until it ends."""
+        s.skip_until, s.taken = end, True
+        s.framer = Framer(max_message=s.framer.max_message)
+        s.start, s.head = -1, b""
+        self.holding.discard(s)
 
     def _give_up_oldest(self) -> bool:
         sides = [s for s in self.holding if s.forwarded and len(s.head) == 4]

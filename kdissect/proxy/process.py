@@ -69,9 +69,30 @@ def start(make_proxy: Callable, budget: int, loop_kind: str = "auto",
     return Forwarder(process, read_fd, shared)
 
 
+# glibc's malloc gives buffers over 128 KiB (a socket's chunk, a Fetch answer of a
+# megabyte) their own pages from the kernel and returns them when freed, so each was
+# faulted in anew: measured on this kind of VM, 6.3 ms to allocate and fill 1.4 MB, 0.4 ms
+# from memory kept. The forwarder keeps freed memory up to these sizes (what it holds at
+# once is still capped by --max-memory).
+_MALLOC_SETTINGS = ((-3, 32 << 20),    # M_MMAP_THRESHOLD: own pages only above 32 MiB
+                    (-1, 64 << 20))    # M_TRIM_THRESHOLD: return to the kernel above 64 MiB
+
+
+def _keep_freed_memory() -> None:
+    """glibc only (``mallopt``); elsewhere nothing changes."""
+    try:
+        import ctypes
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError, ImportError):
+        return
+    for param, value in _MALLOC_SETTINGS:
+        mallopt(param, value)
+
+
 def _main(make_proxy, read_fd: int, write_fd: int, budget: int, loop_kind: str,
           metrics_at, shared: DisplayShared) -> None:
     os.close(read_fd)
+    _keep_freed_memory()
     # until the loop handles it (below), a Ctrl-C must not end start-up with a traceback
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:

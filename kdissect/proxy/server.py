@@ -58,6 +58,7 @@ LATE_ANSWERS = 5.0                   # seconds answers are awaited after the cli
 # through the proxy was 0.41-0.46 of direct). A Fetch answer that may carry leader
 # hints at its end keeps its last STREAM_TAIL bytes until it is whole.
 STREAM_TAIL = 64 * 1024
+LARGE_FIRST = 4 << 20               # bytes made ready for a large response before they come
 _HOLD, _STREAM, _TAIL = 1, 2, 3
 HOUSEKEEPING = 1.0                   # seconds between flushes of -w, idle sweeps, notes
 DEFAULT_MAX_CONNECTIONS = 10_000
@@ -92,6 +93,58 @@ class _Connection:
     # response is passed on when its first bytes come
     kinds: dict[bytes, tuple[int, int]] = field(default_factory=dict)
     task: asyncio.Task | None = None
+
+
+class _Large:
+    """A large response passed on as it comes, and collected once (for the display, the
+    recording and, for a Fetch answer, the leader hints at its end) into a buffer made
+    for its size, up to LARGE_FIRST bytes before they arrive (a size field alone never
+    makes the proxy take more); ``tail``: its last STREAM_TAIL bytes wait until it is
+    whole. What may go is written from the piece just received (immutable bytes), the
+    rest at the end from the whole buffer, never changed after."""
+    __slots__ = ("start", "end", "tail", "prefix", "body", "got", "sent")
+
+    def __init__(self, start: int, size: int, tail: bool, head: bytes, out: list):
+        self.start, self.end, self.tail = start, start + 4 + size, tail
+        self.prefix = head[:4]
+        self.body = bytearray(min(size, LARGE_FIRST))
+        self.got = 4                   # bytes received, the size prefix included
+        self.sent = 0                  # bytes written, the size prefix included
+        self._put(memoryview(head)[4:])
+        self._send(head, 0, out)
+
+    @property
+    def offset(self) -> int:           # where its body starts in the stream
+        return self.start + 4
+
+    def _put(self, piece: memoryview) -> None:
+        at, body = self.got - 4, self.body
+        inside = max(0, min(len(piece), len(body) - at))
+        body[at:at + inside] = piece[:inside]
+        if inside < len(piece):        # past what was made before the bytes came
+            body += piece[inside:]
+        self.got += len(piece)
+
+    def _send(self, piece, first: int, out: list) -> None:
+        """Append to ``out`` what of ``piece`` (message bytes from ``first`` on) may go."""
+        limit = self.got
+        if self.tail:
+            limit = min(limit, self.end - self.start - STREAM_TAIL)
+        if limit > self.sent:
+            out.append(memoryview(piece)[self.sent - first:limit - first])
+            self.sent = limit
+
+    def add(self, chunk: bytes, n: int, out: list) -> None:
+        """The next ``n`` bytes of it, the first of ``chunk``; what may go to ``out``."""
+        first = self.got
+        self._put(memoryview(chunk)[:n])
+        if self.sent >= first:         # (when not, the tail is reached: nothing goes)
+            self._send(chunk, first, out)
+
+    def rest(self, out: list) -> None:
+        """It is whole: what is left of it to ``out``."""
+        out.append(memoryview(self.body)[self.sent - 4:])
+        self.sent = self.end - self.start
 
 
 def _looks_like_tls(head: bytes) -> bool:
@@ -468,16 +521,18 @@ class Proxy:
         written as it came; a large response that cannot name brokers is passed on as
         its bytes come, and a large Fetch answer (whose leader hints come last) as its
         bytes come but its last STREAM_TAIL bytes, changed only in ways that keep its
-        size (``rewrite_same_size``)."""
+        size (``rewrite_same_size``). A large response is copied once, into a buffer of
+        its size (``_Large``), and written from there: no growing, joining or slicing
+        of megabytes per chunk (which made the forwarder the Java consumer's ceiling)."""
         feed, pending, counters = self.feed, c.pending, c.counters
         api = self.metrics.api
         clock = asyncio.get_running_loop().time
         held = self.held
         side = held.side(f"{c.client[0]}:{c.client[1]} response", forwarded=False)
         gone = False                       # the client left: answers are recorded only
-        # the response being passed on as it comes
-        cur_start, cur_mode, cur_sent, cur_size = -1, 0, 0, 0
-        cur_buf = bytearray()              # its bytes received and not yet written
+        large: _Large | None = None        # the large response being passed on
+        early = b""                        # the first bytes (< 8) of an undecided one
+        early_at = hold_at = -1            # where it starts; where one kept whole starts
         try:
             while True:
                 if gone and not len(pending):
@@ -486,19 +541,26 @@ class Proxy:
                 if not chunk:
                     return
                 c.last = clock()
-                whole = not side.framer.pending    # the chunk starts at a message boundary
+                chunk_start = side.pos
+                whole = not side.framer.pending and large is None
+                out: list = []
+                done: list = []            # a large response ended in this chunk
+                if large is not None:
+                    n = min(len(chunk), large.end - chunk_start)
+                    large.add(chunk, n, out)
+                    if large.got == large.end - large.start:
+                        done.append(large)
+                        large = None
                 frames = held.feed(side, chunk)
                 if side.error:
                     self.on_note(f"broker {c.broker[0]}:{c.broker[1]} sent an "
                                  f"{side.error}, which is not Kafka; closing the connection")
                     return
-                chunk_start = side.pos - len(chunk)
                 ts = time.time()
-                out: list[bytes] = []
                 changed = False
-                for f in frames:
-                    data = new = f.data
-                    streamed = f.offset - 4 == cur_start and cur_sent > 0
+                for f in done + frames:
+                    big = f if isinstance(f, _Large) else None
+                    data = new = f.body if big is not None else f.data
                     match = None
                     token = c.sasl.broker_token()
                     if len(data) >= 4 and not token:
@@ -506,7 +568,7 @@ class Proxy:
                     if match is not None:
                         p = match.pending
                         key, version, shown = p.item
-                        c.kinds.pop(data[:4], None)
+                        c.kinds.pop(bytes(data[:4]), None)
                         a = api(key)
                         a.responses += 1
                         a.observe(clock() - p.ts)
@@ -514,9 +576,9 @@ class Proxy:
                         if code:
                             a.error(code)
                         if response_layout(key, version) is not None:
-                            if streamed:
+                            if big is not None:
                                 same = await self._rewritten_same_size(data, key, version,
-                                                                       c, cur_sent - 4)
+                                                                       c, big.sent - 4)
                                 if same is None:
                                     return             # (said why) the client reconnects
                                 new = same
@@ -528,56 +590,52 @@ class Proxy:
                             c.sasl.answered(key, version, data)
                     if new is not data:
                         changed = True
-                    if streamed:                       # the rest of it (size unchanged)
-                        rest = cur_sent - 4
-                        out.append(new[rest:] if rest >= 0 else
-                                   _SIZE.pack(len(new))[cur_sent:] + new)
+                    if big is not None:                # the rest of it (size unchanged)
+                        if new is data:
+                            big.rest(out)
+                        else:
+                            out.append(memoryview(new)[big.sent - 4:])
                     else:
                         out.append(_SIZE.pack(len(new)))
                         out.append(new)
-                    if f.offset - 4 == cur_start:
-                        cur_start, cur_mode, cur_sent = -1, 0, 0
-                        cur_buf = bytearray()
                     counters.responses += 1
                     if feed is not None:
                         # the display gets whole exchanges: no answer to a request it missed
                         if match is None or shown:
                             if feed.room(len(data), answer=match is not None):
-                                feed.frame(c.index, 1, ts, f.offset, data)
+                                feed.frame(c.index, 1, ts, (big or f).offset, data)
                             else:
                                 counters.dropped += 1
                                 feed.unreported += 1
                                 self.metrics.shed()
                     if c.recorded is not None:      # as the broker sent it
                         self._safely(self._record, c, 1, data, ts, token)
-                if side.framer.pending:             # a response not whole yet
-                    base = side.framer.base
-                    if base != cur_start:           # it began in this chunk
-                        cur_start, cur_mode, cur_sent = base, 0, 0
-                        cur_buf = bytearray(chunk[base - chunk_start:])
-                        if base < chunk_start:      # (cannot happen) kept whole
-                            cur_mode, cur_buf = _HOLD, bytearray()
-                    elif cur_mode != _HOLD:
-                        cur_buf += chunk
-                    if not cur_mode and len(cur_buf) >= 8:
-                        cur_size = _SIZE.unpack_from(cur_buf)[0]
-                        cur_mode = self._passing(c, cur_size, bytes(cur_buf[4:8]))
-                        if cur_mode == _HOLD:
-                            cur_buf = bytearray()
-                    if cur_mode in (_STREAM, _TAIL):
-                        limit = cur_sent + len(cur_buf)
-                        if cur_mode == _TAIL:
-                            limit = min(limit, 4 + cur_size - STREAM_TAIL)
-                        if limit > cur_sent:
-                            out.append(bytes(cur_buf[:limit - cur_sent]))
-                            del cur_buf[:limit - cur_sent]
-                            cur_sent = limit
+                framer = side.framer
+                if framer.pending and framer.base != hold_at:   # a response not whole yet
+                    base = framer.base
+                    if base >= chunk_start:         # it began in this chunk
+                        head = chunk[base - chunk_start:]
+                    elif base == early_at:
+                        head = early + chunk
+                    else:                           # (cannot happen) kept whole
+                        head, hold_at = b"", base
+                    if len(head) < 8:
+                        early, early_at = head, base
+                    elif head:
+                        early, early_at = b"", -1
+                        size = _SIZE.unpack_from(head)[0]
+                        mode = self._passing(c, size, head[4:8])
+                        if mode == _HOLD:
+                            hold_at = base
+                        else:                       # the proxy collects it from here
+                            held.take(side, base + 4 + size)
+                            large = _Large(base, size, mode == _TAIL, head, out)
                 if not out or gone:
                     continue
                 if writer.transport.is_closing():
                     gone = True
                     continue
-                if whole and not side.framer.pending and not changed:
+                if whole and not large and not side.framer.pending and not changed:
                     writer.write(chunk)             # no copy: the bytes as they came
                     counters.bytes_to_client += len(chunk)
                 else:
