@@ -42,9 +42,14 @@ def once(args: list[str]) -> tuple[float, float]:
     would take on an idle machine, when other work shares the cores."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "kdissect", *args], cwd=ROOT, check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                   env={**os.environ, "COLUMNS": "100"})
+    subprocess.run(
+        [sys.executable, "-m", "kdissect", *args],
+        cwd=ROOT,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "COLUMNS": "100"},
+    )
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -54,25 +59,31 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5)
     runs = parser.parse_args().runs
-    once(COMMANDS["guessed (no hints)"])                 # warm the file cache
+    once(COMMANDS["guessed (no hints)"])  # warm the file cache
     times: dict[str, list[tuple[float, float]]] = {name: [] for name in COMMANDS}
     for _ in range(runs):
-        for name, args in COMMANDS.items():              # alternating
+        for name, args in COMMANDS.items():  # alternating
             times[name].append(once(args))
     wall = {name: statistics.median(w for w, _ in t) for name, t in times.items()}
     cpu = {name: statistics.median(c for _, c in t) for name, t in times.items()}
     floor = wall["start-up only (--help)"]
-    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; "
-          f"medians of {runs} alternating runs")
+    print(
+        f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; "
+        f"medians of {runs} alternating runs"
+    )
     for name in COMMANDS:
-        print(f"  {name:24} wall {wall[name]:6.3f} s  CPU {cpu[name]:6.3f} s  "
-              f"{wall[name] / floor:4.2f}x start-up  "
-              f"(wall: {', '.join(f'{w:.3f}' for w, _ in times[name])})")
+        print(
+            f"  {name:24} wall {wall[name]:6.3f} s  CPU {cpu[name]:6.3f} s  "
+            f"{wall[name] / floor:4.2f}x start-up  "
+            f"(wall: {', '.join(f'{w:.3f}' for w, _ in times[name])})"
+        )
     guessed = wall["guessed (no hints)"]
-    print(f"guessing costs {guessed - wall['hinted']:+.3f} s wall, "
-          f"{cpu['guessed (no hints)'] - cpu['hinted']:+.3f} s CPU over the hinted run; "
-          f"goal {GOAL} s wall: {'met' if guessed <= GOAL else 'NOT met'} ({guessed:.3f} s; "
-          f"CPU {cpu['guessed (no hints)']:.3f} s)")
+    print(
+        f"guessing costs {guessed - wall['hinted']:+.3f} s wall, "
+        f"{cpu['guessed (no hints)'] - cpu['hinted']:+.3f} s CPU over the hinted run; "
+        f"goal {GOAL} s wall: {'met' if guessed <= GOAL else 'NOT met'} ({guessed:.3f} s; "
+        f"CPU {cpu['guessed (no hints)']:.3f} s)"
+    )
 
 
 if __name__ == "__main__":

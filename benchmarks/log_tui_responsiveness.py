@@ -51,7 +51,7 @@ async def _keys_while(app, busy) -> list[float]:
         before = table.cursor_row
         if before + 1 < table.row_count:
             t = time.monotonic()
-            app.simulate_key("down")        # as a terminal would send it: no waiting
+            app.simulate_key("down")  # as a terminal would send it: no waiting
             while table.cursor_row == before and time.monotonic() - t < 30:
                 await asyncio.sleep(0.001)
             keys.append(time.monotonic() - t)
@@ -67,6 +67,7 @@ def p95(values: list[float]) -> float:
 async def measure(directory: str, loading_only: float = 0) -> dict:
     from kdissect.protocol import Options
     from kdissect.tui.log_app import LogApp
+
     out: dict = {}
     start, cpu0 = time.monotonic(), cpu_seconds()
     app = LogApp([directory], Options())
@@ -74,8 +75,12 @@ async def measure(directory: str, loading_only: float = 0) -> dict:
         while app.table.row_count == 0:
             await asyncio.sleep(0.005)
         out["first_row"] = time.monotonic() - start
-        out["keys"] = await _keys_while(app, lambda: not app.loaded and (
-            not loading_only or time.monotonic() - start < loading_only))
+        out["keys"] = await _keys_while(
+            app,
+            lambda: (
+                not app.loaded and (not loading_only or time.monotonic() - start < loading_only)
+            ),
+        )
         out["loaded"] = time.monotonic() - start
         # the UI process and its reader (a forked child, once it has ended)
         out["load_cpu"] = cpu_seconds() - cpu0
@@ -93,8 +98,11 @@ async def measure(directory: str, loading_only: float = 0) -> dict:
 async def _jobs(app, out: dict) -> None:
     """The record filter, then the byte search, ↓ pressed meanwhile."""
     from kdissect.tui.app import parse_needle
-    for name, start_job in (("filter", lambda: app.apply_filter(KEY_FILTER)),
-                            ("search", app.action_search_next)):
+
+    for name, start_job in (
+        ("filter", lambda: app.apply_filter(KEY_FILTER)),
+        ("search", app.action_search_next),
+    ):
         if name == "search":
             app.apply_filter("")
             app.needle, app.needle_text = parse_needle(ABSENT), ABSENT
@@ -113,75 +121,114 @@ def main() -> None:
     from pcap_vs_tshark import measure as measure_cmd
 
     from tests.support.apache_kafka import DUMP_LOG, classpath, java
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--dir", default="/tmp/kdissect-bench-log/tui/bench-0",
-                    help="the partition directory (made by the broker when missing)")
+    ap.add_argument(
+        "--dir",
+        default="/tmp/kdissect-bench-log/tui/bench-0",
+        help="the partition directory (made by the broker when missing)",
+    )
     ap.add_argument("--size-mb", type=int, default=512)
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--loading-only", type=float, default=0, metavar="S",
-                    help="only the keys during the first S seconds of reading")
+    ap.add_argument(
+        "--loading-only",
+        type=float,
+        default=0,
+        metavar="S",
+        help="only the keys during the first S seconds of reading",
+    )
     args = ap.parse_args()
     part = Path(args.dir)
     if not part.exists():
         make_segments(part, args.size_mb)
     segments = sorted(part.glob("*.log"))
     size = sum(s.stat().st_size for s in segments) / 2**20
-    peer_cmd = [java(), *PEER_JVM, "-cp", classpath(), DUMP_LOG, "--deep-iteration",
-                "--print-data-log", "--files", ",".join(map(str, segments))]
-    print(f"{part}: {len(segments)} segments, {size:.0f} MiB; {args.runs} alternating runs; "
-          f"load average {os.getloadavg()[0]:.1f}", flush=True)
+    peer_cmd = [
+        java(),
+        *PEER_JVM,
+        "-cp",
+        classpath(),
+        DUMP_LOG,
+        "--deep-iteration",
+        "--print-data-log",
+        "--files",
+        ",".join(map(str, segments)),
+    ]
+    print(
+        f"{part}: {len(segments)} segments, {size:.0f} MiB; {args.runs} alternating runs; "
+        f"load average {os.getloadavg()[0]:.1f}",
+        flush=True,
+    )
     ours, peer = [], []
     if args.loading_only:
         for _ in range(args.runs):
             r = asyncio.run(measure(str(part), args.loading_only))
             keys = r["keys"] or [0]
-            print(f"kdissect TUI, first {r['loaded']:.0f} s of reading: first row "
-                  f"{r['first_row']:.2f} s, {r['items']} items, {r['load_cpu']:.1f} CPU-s; keys "
-                  f"median {statistics.median(keys) * 1000:.0f} ms p95 {p95(keys) * 1000:.0f} ms "
-                  f"worst {max(keys) * 1000:.0f} ms ({len(r['keys'])}); load "
-                  f"{os.getloadavg()[0]:.1f}", flush=True)
+            print(
+                f"kdissect TUI, first {r['loaded']:.0f} s of reading: first row "
+                f"{r['first_row']:.2f} s, {r['items']} items, {r['load_cpu']:.1f} CPU-s; keys "
+                f"median {statistics.median(keys) * 1000:.0f} ms p95 {p95(keys) * 1000:.0f} ms "
+                f"worst {max(keys) * 1000:.0f} ms ({len(r['keys'])}); load "
+                f"{os.getloadavg()[0]:.1f}",
+                flush=True,
+            )
             ours += r["keys"]
-        print(f"all runs: keys median {statistics.median(ours or [0]) * 1000:.0f} ms, p95 "
-              f"{p95(ours) * 1000:.0f} ms ({len(ours)})")
+        print(
+            f"all runs: keys median {statistics.median(ours or [0]) * 1000:.0f} ms, p95 "
+            f"{p95(ours) * 1000:.0f} ms ({len(ours)})"
+        )
         return
     for _ in range(args.runs):
         r = asyncio.run(measure(str(part)))
         r["load"] = os.getloadavg()[0]
         ours.append(r)
         keys = r["keys"] or [0]
-        print(f"kdissect TUI: first row {r['first_row']:.2f} s, loaded {r['loaded']:.1f} s "
-              f"({r['load_cpu']:.1f} CPU-s, {r['items']} items), keys while loading median "
-              f"{statistics.median(keys) * 1000:.0f} ms worst {max(keys) * 1000:.0f} ms "
-              f"({len(r['keys'])}); filter {r['filter']:.1f} s ({r['filter_cpu']:.1f} CPU-s "
-              f"in workers, {r['matched']} items), search {r['search']:.1f} s "
-              f"({r['search_cpu']:.1f} CPU-s); keys meanwhile median "
-              f"{statistics.median(r['filter_keys'] + r['search_keys'] or [0]) * 1000:.0f} ms; "
-              f"peak RSS {r['rss_mib']:.0f} MiB; load {r['load']:.1f}", flush=True)
+        print(
+            f"kdissect TUI: first row {r['first_row']:.2f} s, loaded {r['loaded']:.1f} s "
+            f"({r['load_cpu']:.1f} CPU-s, {r['items']} items), keys while loading median "
+            f"{statistics.median(keys) * 1000:.0f} ms worst {max(keys) * 1000:.0f} ms "
+            f"({len(r['keys'])}); filter {r['filter']:.1f} s ({r['filter_cpu']:.1f} CPU-s "
+            f"in workers, {r['matched']} items), search {r['search']:.1f} s "
+            f"({r['search_cpu']:.1f} CPU-s); keys meanwhile median "
+            f"{statistics.median(r['filter_keys'] + r['search_keys'] or [0]) * 1000:.0f} ms; "
+            f"peak RSS {r['rss_mib']:.0f} MiB; load {r['load']:.1f}",
+            flush=True,
+        )
         wall, cpu, mib = measure_cmd(peer_cmd)[:3]
         peer.append((wall, cpu, mib, os.getloadavg()[0]))
-        print(f"kafka-dump-log: {wall:.1f} s ({cpu:.1f} CPU-s, {mib:.0f} MiB); load "
-              f"{peer[-1][3]:.1f}", flush=True)
+        print(
+            f"kafka-dump-log: {wall:.1f} s ({cpu:.1f} CPU-s, {mib:.0f} MiB); load "
+            f"{peer[-1][3]:.1f}",
+            flush=True,
+        )
 
     def med(key: str) -> float:
         return statistics.median(r[key] for r in ours)
+
     p_wall = statistics.median(p[0] for p in peer)
     p_cpu = statistics.median(p[1] for p in peer)
     keys = [k for r in ours for k in r["keys"]]
     busy = [k for r in ours for k in r["filter_keys"] + r["search_keys"]]
     loads = [r["load"] for r in ours] + [p[3] for p in peer]
     print(f"\nmedians of {args.runs} (load average {min(loads):.1f}-{max(loads):.1f}):")
-    print(f"  first row {med('first_row'):.2f} s; all loaded {med('loaded'):.1f} s "
-          f"({med('load_cpu'):.1f} CPU-s); kafka-dump-log {p_wall:.1f} s ({p_cpu:.1f} CPU-s): "
-          f"peer / ours {p_wall / med('loaded'):.2f}x wall, {p_cpu / med('load_cpu'):.2f}x CPU")
-    print(f"  record filter {med('filter'):.1f} s ({med('filter_cpu'):.1f} CPU-s), byte "
-          f"search {med('search'):.1f} s ({med('search_cpu'):.1f} CPU-s): peer / ours "
-          f"{p_wall / med('filter'):.2f}x and {p_wall / med('search'):.2f}x wall, "
-          f"{p_cpu / med('filter_cpu'):.2f}x and {p_cpu / med('search_cpu'):.2f}x CPU")
-    print(f"  keys (↓) while loading: median {statistics.median(keys or [0]) * 1000:.0f} ms, "
-          f"p95 {p95(keys) * 1000:.0f} ms, worst {max(keys or [0]) * 1000:.0f} ms ({len(keys)}); during filter and search: "
-          f"median {statistics.median(busy or [0]) * 1000:.0f} ms, worst "
-          f"{max(busy or [0]) * 1000:.0f} ms ({len(busy)}); peak RSS "
-          f"{statistics.median(r['rss_mib'] for r in ours):.0f} MiB")
+    print(
+        f"  first row {med('first_row'):.2f} s; all loaded {med('loaded'):.1f} s "
+        f"({med('load_cpu'):.1f} CPU-s); kafka-dump-log {p_wall:.1f} s ({p_cpu:.1f} CPU-s): "
+        f"peer / ours {p_wall / med('loaded'):.2f}x wall, {p_cpu / med('load_cpu'):.2f}x CPU"
+    )
+    print(
+        f"  record filter {med('filter'):.1f} s ({med('filter_cpu'):.1f} CPU-s), byte "
+        f"search {med('search'):.1f} s ({med('search_cpu'):.1f} CPU-s): peer / ours "
+        f"{p_wall / med('filter'):.2f}x and {p_wall / med('search'):.2f}x wall, "
+        f"{p_cpu / med('filter_cpu'):.2f}x and {p_cpu / med('search_cpu'):.2f}x CPU"
+    )
+    print(
+        f"  keys (↓) while loading: median {statistics.median(keys or [0]) * 1000:.0f} ms, "
+        f"p95 {p95(keys) * 1000:.0f} ms, worst {max(keys or [0]) * 1000:.0f} ms ({len(keys)}); during filter and search: "
+        f"median {statistics.median(busy or [0]) * 1000:.0f} ms, worst "
+        f"{max(busy or [0]) * 1000:.0f} ms ({len(busy)}); peak RSS "
+        f"{statistics.median(r['rss_mib'] for r in ours):.0f} MiB"
+    )
 
 
 if __name__ == "__main__":

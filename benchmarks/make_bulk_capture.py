@@ -31,33 +31,56 @@ CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 def bulk(target_bytes: int):
     def session(bootstrap: str) -> None:
         from confluent_kafka import Consumer, Producer
+
         noise = os.urandom(1 << 16).hex()
-        per_codec = target_bytes // 2 // len(CODECS)     # produce and fetch both count
+        per_codec = target_bytes // 2 // len(CODECS)  # produce and fetch both count
         for codec in CODECS:
             topic = f"bulk-{codec}"
-            p = Producer({"bootstrap.servers": bootstrap, "compression.type": codec,
-                          "linger.ms": 5, "batch.size": 256 * 1024,
-                          "queue.buffering.max.kbytes": 256 * 1024})
+            p = Producer(
+                {
+                    "bootstrap.servers": bootstrap,
+                    "compression.type": codec,
+                    "linger.ms": 5,
+                    "batch.size": 256 * 1024,
+                    "queue.buffering.max.kbytes": 256 * 1024,
+                }
+            )
             sent, i = 0, 0
             while sent < per_codec:
                 # half random hex: codecs get something to do without shrinking it all
-                value = (b'{"order":%d,"sku":"item-%d","blob":"' % (i, i % 977)
-                         + noise[(i * 37) % 60000:(i * 37) % 60000 + 180].encode()
-                         + b'","pad":"' + b"x" * 180 + b'"}')
+                value = (
+                    b'{"order":%d,"sku":"item-%d","blob":"' % (i, i % 977)
+                    + noise[(i * 37) % 60000 : (i * 37) % 60000 + 180].encode()
+                    + b'","pad":"'
+                    + b"x" * 180
+                    + b'"}'
+                )
                 while True:
                     try:
-                        p.produce(topic, key=b"k%d" % (i % 1000), value=value,
-                                  partition=i % 4, headers=[("i", str(i).encode())])
+                        p.produce(
+                            topic,
+                            key=b"k%d" % (i % 1000),
+                            value=value,
+                            partition=i % 4,
+                            headers=[("i", str(i).encode())],
+                        )
                         break
                     except BufferError:
                         p.poll(0.05)
                 sent += len(value) // (1 if codec == "none" else 2)
                 i += 1
             p.flush(120)
-            c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{codec}",
-                          "auto.offset.reset": "earliest", "enable.auto.commit": False,
-                          "session.timeout.ms": 6000, "max.poll.interval.ms": 6000,
-                          "fetch.max.bytes": 4 * 1024 * 1024})
+            c = Consumer(
+                {
+                    "bootstrap.servers": bootstrap,
+                    "group.id": f"bench-{codec}",
+                    "auto.offset.reset": "earliest",
+                    "enable.auto.commit": False,
+                    "session.timeout.ms": 6000,
+                    "max.poll.interval.ms": 6000,
+                    "fetch.max.bytes": 4 * 1024 * 1024,
+                }
+            )
             c.subscribe([topic])
             got, deadline = 0, time.time() + 180
             while got < i and time.time() < deadline:
@@ -66,39 +89,60 @@ def bulk(target_bytes: int):
                         got += 1
             c.close()
             print(f"{topic}: {i} records produced, {got} fetched", flush=True)
+
     return session
 
 
 def bulk_kafka_python(target_bytes: int):
     def session(bootstrap: str) -> None:
         from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
         noise = os.urandom(1 << 16).hex()
         per_codec = target_bytes // 2 // len(CODECS)
         for codec in CODECS:
             topic = f"bulk-{codec}"
-            p = KafkaProducer(bootstrap_servers=bootstrap, api_version=(2, 1, 0),
-                              compression_type=None if codec == "none" else codec,
-                              linger_ms=5, batch_size=256 * 1024, enable_idempotence=False)
+            p = KafkaProducer(
+                bootstrap_servers=bootstrap,
+                api_version=(2, 1, 0),
+                compression_type=None if codec == "none" else codec,
+                linger_ms=5,
+                batch_size=256 * 1024,
+                enable_idempotence=False,
+            )
             sent, i = 0, 0
             while sent < per_codec:
-                value = (b'{"order":%d,"sku":"item-%d","blob":"' % (i, i % 977)
-                         + noise[(i * 37) % 60000:(i * 37) % 60000 + 180].encode()
-                         + b'","pad":"' + b"x" * 180 + b'"}')
-                last = p.send(topic, key=b"k%d" % (i % 1000), value=value, partition=0,
-                              headers=[("i", str(i).encode())])
+                value = (
+                    b'{"order":%d,"sku":"item-%d","blob":"' % (i, i % 977)
+                    + noise[(i * 37) % 60000 : (i * 37) % 60000 + 180].encode()
+                    + b'","pad":"'
+                    + b"x" * 180
+                    + b'"}'
+                )
+                last = p.send(
+                    topic,
+                    key=b"k%d" % (i % 1000),
+                    value=value,
+                    partition=0,
+                    headers=[("i", str(i).encode())],
+                )
                 sent += len(value) // (1 if codec == "none" else 2)
                 i += 1
             p.flush(120)
-            last.get(10)                  # raises if the broker refused the records
+            last.get(10)  # raises if the broker refused the records
             p.close()
-            c = KafkaConsumer(bootstrap_servers=bootstrap, api_version=(2, 1, 0),
-                              consumer_timeout_ms=3000, fetch_max_bytes=4 * 1024 * 1024)
+            c = KafkaConsumer(
+                bootstrap_servers=bootstrap,
+                api_version=(2, 1, 0),
+                consumer_timeout_ms=3000,
+                fetch_max_bytes=4 * 1024 * 1024,
+            )
             tp = TopicPartition(topic, 0)
             c.assign([tp])
             c.seek(tp, 0)
             got = sum(1 for _ in c)
             c.close()
             print(f"{topic}: {i} records produced, {got} fetched", flush=True)
+
     return session
 
 
@@ -106,8 +150,11 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("out", nargs="?", default=str(ROOT / "benchmarks" / "data" / "bulk.pcap"))
     ap.add_argument("--mb", type=int, default=180)
-    ap.add_argument("--kafka-python", action="store_true",
-                    help="kafka-python speaking Kafka 2.1 (tshark decodes every field)")
+    ap.add_argument(
+        "--kafka-python",
+        action="store_true",
+        help="kafka-python speaking Kafka 2.1 (tshark decodes every field)",
+    )
     args = ap.parse_args()
     make_captures.in_namespace()
     out = Path(args.out)

@@ -37,7 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-MSS = 1448            # a 1500-byte MTU less IPv4 and TCP headers with timestamps (20+20+12)
+MSS = 1448  # a 1500-byte MTU less IPv4 and TCP headers with timestamps (20+20+12)
 _PCAP_HEAD = struct.Struct("<IIII")
 
 
@@ -54,7 +54,7 @@ def resegment(src: Path, dst: Path, mss: int = MSS) -> int:
         at = 24
         while at + 16 <= len(data):
             sec, usec, incl, orig = _PCAP_HEAD.unpack_from(data, at)
-            frame = data[at + 16:at + 16 + incl]
+            frame = data[at + 16 : at + 16 + incl]
             at += 16 + incl
             pieces = _cut(bytes(frame), mss) if incl == orig else None
             for piece in pieces or (bytes(frame),):
@@ -79,14 +79,14 @@ def _cut(frame: bytes, mss: int) -> list[bytes] | None:
     head = bytearray(frame[:start])
     out = []
     for off in range(start, end, mss):
-        chunk = frame[off:min(off + mss, end)]
+        chunk = frame[off : min(off + mss, end)]
         h = bytearray(head)
         struct.pack_into(">H", h, 16, ihl + doff + len(chunk))
         struct.pack_into(">I", h, tcp + 4, (seq + off - start) & 0xFFFFFFFF)
         if off + mss < end:
-            h[tcp + 13] &= ~0x09 & 0xFF          # FIN and PSH on the last piece only
+            h[tcp + 13] &= ~0x09 & 0xFF  # FIN and PSH on the last piece only
         struct.pack_into(">H", h, 24, 0)
-        struct.pack_into(">H", h, 24, _checksum(bytes(h[14:14 + ihl])))
+        struct.pack_into(">H", h, 24, _checksum(bytes(h[14 : 14 + ihl])))
         out.append(bytes(h) + chunk)
     return out
 
@@ -103,15 +103,23 @@ def _cluster_traffic(kafka, out: Path, target: int) -> str:
     until the capture holds ``target`` bytes."""
     from confluent_kafka import Consumer, Producer
     from tests.support.kafka_scenarios import create_topic
+
     bootstrap = kafka.bootstrap()
     create_topic(bootstrap, "dense", 6, 3)
     stop = threading.Event()
     consumed = [0]
 
     def consume(n: int) -> None:
-        c = Consumer({"bootstrap.servers": bootstrap, "group.id": "dense-readers",
-                      "client.id": f"dense-reader-{n}", "auto.offset.reset": "earliest",
-                      "fetch.wait.max.ms": 20, "auto.commit.interval.ms": 200})
+        c = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": "dense-readers",
+                "client.id": f"dense-reader-{n}",
+                "auto.offset.reset": "earliest",
+                "fetch.wait.max.ms": 20,
+                "auto.commit.interval.ms": 200,
+            }
+        )
         c.subscribe(["dense"])
         while not stop.is_set():
             if c.poll(0.1) is not None:
@@ -121,8 +129,14 @@ def _cluster_traffic(kafka, out: Path, target: int) -> str:
     def write(n: int) -> None:
         # each record flushed alone: one-record acks=all Produce requests, each answered
         # after the followers' Fetch took it (what makes the traffic message-dense)
-        p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0,
-                      "client.id": f"dense-writer-{n}"})
+        p = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "acks": "all",
+                "linger.ms": 0,
+                "client.id": f"dense-writer-{n}",
+            }
+        )
         while not stop.is_set():
             p.produce("dense", key=b"k%d" % (sent[0] % 97), value=b"v%08d." % sent[0] + pad)
             p.flush(30)
@@ -131,8 +145,9 @@ def _cluster_traffic(kafka, out: Path, target: int) -> str:
 
     pad = b"." * 100
     sent = [0]
-    threads = [threading.Thread(target=consume, args=(n,)) for n in range(2)] + \
-        [threading.Thread(target=write, args=(n,)) for n in range(4)]
+    threads = [threading.Thread(target=consume, args=(n,)) for n in range(2)] + [
+        threading.Thread(target=write, args=(n,)) for n in range(4)
+    ]
     for t in threads:
         t.start()
     try:
@@ -149,12 +164,19 @@ def _tls_traffic(kafka, keylog: Path, out: Path, target: int) -> str:
     """kafka-python over TLS: one-record Produce requests (each send flushed)."""
     import ssl
     from kafka import KafkaProducer
+
     context = ssl.create_default_context(cafile=str(kafka.tls.ca))
     context.keylog_filename = str(keylog)
-    p = KafkaProducer(bootstrap_servers=kafka.bootstrap("SSL"), security_protocol="SSL",
-                      ssl_context=context, client_id="dense-tls", acks=1, linger_ms=0)
+    p = KafkaProducer(
+        bootstrap_servers=kafka.bootstrap("SSL"),
+        security_protocol="SSL",
+        ssl_context=context,
+        client_id="dense-tls",
+        acks=1,
+        linger_ms=0,
+    )
     sent = 0
-    value = os.urandom(600).hex().encode()      # ~1.2 KB: a Produce spans segments
+    value = os.urandom(600).hex().encode()  # ~1.2 KB: a Produce spans segments
     while out.stat().st_size < target:
         for _ in range(100):
             p.send("tls-dense", key=b"k%d" % sent, value=value, partition=sent % 3)
@@ -173,6 +195,7 @@ def main() -> None:
     from tests.support.apache_kafka import ApacheKafka
     from tests.support.capture import Tcpdump
     from tests.support.kafka_scenarios import create_topic
+
     out = Path(args.dir)
     out.mkdir(parents=True, exist_ok=True)
     target = int(args.mb * 1e6)
@@ -183,8 +206,11 @@ def main() -> None:
                 print("cluster:", _cluster_traffic(kafka, raw, target), flush=True)
             n = resegment(raw, out / "cluster.pcap")
             raw.unlink()
-            print(f"{out / 'cluster.pcap'}: {(out / 'cluster.pcap').stat().st_size / 1e6:.1f} "
-                  f"MB, {n} packets", flush=True)
+            print(
+                f"{out / 'cluster.pcap'}: {(out / 'cluster.pcap').stat().st_size / 1e6:.1f} "
+                f"MB, {n} packets",
+                flush=True,
+            )
         if not args.only or "tls" in args.only:
             create_topic(kafka.bootstrap(), "tls-dense", 3, 1)
             raw, keys = out / "tls-raw.pcap", out / "tls.keys"
@@ -194,8 +220,11 @@ def main() -> None:
                 print("tls:", _tls_traffic(kafka, keys, raw, target), flush=True)
             n = resegment(raw, out / "tls.pcap")
             raw.unlink()
-            print(f"{out / 'tls.pcap'}: {(out / 'tls.pcap').stat().st_size / 1e6:.1f} MB, "
-                  f"{n} packets", flush=True)
+            print(
+                f"{out / 'tls.pcap'}: {(out / 'tls.pcap').stat().st_size / 1e6:.1f} MB, "
+                f"{n} packets",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -38,8 +38,15 @@ def main() -> None:
     if not out.exists():
         print(f"writing {out}: {args.connections} connections", flush=True)
         make_hostile.many_connections(out, args.connections)
-    cmd = [sys.executable, str(ROOT / "benchmarks" / "pcap_vs_tshark.py"), str(out),
-           "--runs", str(args.runs), "--paths", "compiled"]
+    cmd = [
+        sys.executable,
+        str(ROOT / "benchmarks" / "pcap_vs_tshark.py"),
+        str(out),
+        "--runs",
+        str(args.runs),
+        "--paths",
+        "compiled",
+    ]
     for only in args.only or ["stats", "jsonl"]:
         cmd += ["--only", only]
     if args.no_peer:

@@ -60,37 +60,58 @@ def main() -> None:
     ap.add_argument("--keylog", metavar="KEYS", help="TLS session keys of --capture")
     args = ap.parse_args()
     tmp = tempfile.TemporaryDirectory()
-    cap = os.path.abspath(args.capture) if args.capture else \
-        args.keep or os.path.join(tmp.name, f"kraft{args.copies}.pcap")
+    cap = (
+        os.path.abspath(args.capture)
+        if args.capture
+        else args.keep or os.path.join(tmp.name, f"kraft{args.copies}.pcap")
+    )
     if not os.path.exists(cap):
-        subprocess.run([sys.executable, str(ROOT / "benchmarks" / "replicate_capture.py"),
-                        str(SOURCE), cap, "--copies", str(args.copies)], check=True,
-                       capture_output=True)
+        subprocess.run(
+            [
+                sys.executable,
+                str(ROOT / "benchmarks" / "replicate_capture.py"),
+                str(SOURCE),
+                cap,
+                "--copies",
+                str(args.copies),
+            ],
+            check=True,
+            capture_output=True,
+        )
     kdissect = [sys.executable, "-m", "kdissect", "pcap"]
     if args.keylog:
         kdissect += ["--keylog", os.path.abspath(args.keylog)]
-    summary = subprocess.run(kdissect + ["--no-tui", cap], capture_output=True, text=True,
-                             env=ENV, check=True).stdout       # also the warm-up
+    summary = subprocess.run(
+        kdissect + ["--no-tui", cap], capture_output=True, text=True, env=ENV, check=True
+    ).stdout  # also the warm-up
     exchanges = summary.count("\n")
     ports = kafka_ports(summary)
-    tshark = ["tshark", "-r", cap] + \
-        (["-o", f"tls.keylog_file:{os.path.abspath(args.keylog)}"] if args.keylog else [])
-    for p in ports:        # (over TLS: Kafka inside the decrypted records)
+    tshark = ["tshark", "-r", cap] + (
+        ["-o", f"tls.keylog_file:{os.path.abspath(args.keylog)}"] if args.keylog else []
+    )
+    for p in ports:  # (over TLS: Kafka inside the decrypted records)
         tshark += ["-d", f"tls.port=={p},kafka" if args.keylog else f"tcp.port=={p},kafka"]
     fields = tshark + ["-T", "fields", "-e", "kafka.api_key"]
     ours = kdissect + [cap]
-    rows = [("summary", fields, ours + ["--no-tui"]),
-            ("stats", fields, ours + ["--no-tui", "--stats"]),
-            ("jsonl", tshark + ["-T", "json"], ours + ["--format", "jsonl", "-j", "1"])]
+    rows = [
+        ("summary", fields, ours + ["--no-tui"]),
+        ("stats", fields, ours + ["--no-tui", "--stats"]),
+        ("jsonl", tshark + ["-T", "json"], ours + ["--format", "jsonl", "-j", "1"]),
+    ]
     rows = [r for r in rows if not args.only or r[0] in args.only]
     what = os.path.basename(cap) if args.capture else f"{args.copies} copies of {SOURCE.name}"
-    print(f"capture: {what}, "
-          f"{os.path.getsize(cap) / 1e6:.1f} MB, {exchanges} exchanges, Kafka ports {ports}; "
-          f"{args.runs} alternating runs, medians; load at start {os.getloadavg()[0]:.1f}\n")
+    print(
+        f"capture: {what}, "
+        f"{os.path.getsize(cap) / 1e6:.1f} MB, {exchanges} exchanges, Kafka ports {ports}; "
+        f"{args.runs} alternating runs, medians; load at start {os.getloadavg()[0]:.1f}\n"
+    )
     print(f"{'run':34} {'CPU s':>7} {'µs/ex':>7} {'wall s':>7} {'CPU ×':>6}   CPU of each run")
     for label, peer_cmd, cmd in rows:
-        variants = ([] if args.no_peer else [("tshark", peer_cmd)]) + [("kdissect", cmd)] + \
-            ([("kdissect baseline", cmd)] if args.baseline else [])
+        variants = (
+            ([] if args.no_peer else [("tshark", peer_cmd)])
+            + [("kdissect", cmd)]
+            + ([("kdissect baseline", cmd)] if args.baseline else [])
+        )
         got: dict[str, list[tuple[float, float]]] = {}
         for _ in range(args.runs):
             for name, c in variants:
@@ -102,9 +123,11 @@ def main() -> None:
             cpu = statistics.median(r[1] for r in got[name])
             wall = statistics.median(r[0] for r in got[name])
             ratio = f"{peer / cpu:6.2f}" if peer is not None and name != "tshark" else f"{'':6}"
-            print(f"{label + ': ' + name:34} {cpu:7.2f} {cpu / exchanges * 1e6:7.0f} "
-                  f"{wall:7.1f} {ratio}   {'/'.join(f'{r[1]:.2f}' for r in got[name])}",
-                  flush=True)
+            print(
+                f"{label + ': ' + name:34} {cpu:7.2f} {cpu / exchanges * 1e6:7.0f} "
+                f"{wall:7.1f} {ratio}   {'/'.join(f'{r[1]:.2f}' for r in got[name])}",
+                flush=True,
+            )
     print(f"\nload at the end {os.getloadavg()[0]:.1f}; ×: tshark CPU / kdissect CPU")
 
 

@@ -39,9 +39,14 @@ GOAL = 2.0
 
 def cpu(args: list[str], checkout: Path = ROOT) -> float:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run([sys.executable, "-m", "kdissect", *args], cwd=checkout, check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                   env={**os.environ, "PYTHONPATH": str(checkout)})
+    subprocess.run(
+        [sys.executable, "-m", "kdissect", *args],
+        cwd=checkout,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": str(checkout)},
+    )
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
@@ -49,6 +54,7 @@ def cpu(args: list[str], checkout: Path = ROOT) -> float:
 def answers(path: Path) -> tuple[int, int]:
     """(responses, broker port) of a capture."""
     from kdissect.sources.pcap import exchanges_in
+
     got = exchanges_in([str(path)])
     ports = {ex.broker[1] for ex in got.exchanges}
     if len(ports) != 1:
@@ -67,33 +73,49 @@ def main() -> None:
     if args.before:
         checkouts["before "] = Path(args.before).resolve()
     from tests.support.pcap_edit import one_way, rewrite
+
     src = Path(args.capture)
     per_copy, port = answers(src)
     copies = -(-args.responses // per_copy)
     with tempfile.TemporaryDirectory() as tmp:
         two = Path(tmp) / "two-way.pcap"
         one = Path(tmp) / "one-way.pcap"
-        subprocess.run([sys.executable, str(ROOT / "benchmarks" / "replicate_capture.py"),
-                        str(src), str(two), "--copies", str(copies)], check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                str(ROOT / "benchmarks" / "replicate_capture.py"),
+                str(src),
+                str(two),
+                "--copies",
+                str(copies),
+            ],
+            check=True,
+        )
         rewrite(two, one, lambda packets: one_way(packets, port))
-        runs: dict[str, list[float]] = {f"{who}{way}": [] for who in checkouts
-                                         for way in ("two-way", "one-way")}
+        runs: dict[str, list[float]] = {
+            f"{who}{way}": [] for who in checkouts for way in ("two-way", "one-way")
+        }
         for _ in range(args.runs):
             for who, checkout in checkouts.items():
-                for way, path in (("two-way", two), ("one-way", one)):   # alternating
+                for way, path in (("two-way", two), ("one-way", one)):  # alternating
                     runs[f"{who}{way}"].append(
-                        cpu(["pcap", "--no-tui", str(path), "-p", str(port)], checkout))
+                        cpu(["pcap", "--no-tui", str(path), "-p", str(port)], checkout)
+                    )
     med = {name: statistics.median(v) for name, v in runs.items()}
     orphans = per_copy * copies
-    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; "
-          f"{src.name} x{copies}: {orphans} responses; CPU medians of {args.runs} runs")
+    print(
+        f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; "
+        f"{src.name} x{copies}: {orphans} responses; CPU medians of {args.runs} runs"
+    )
     for name, v in med.items():
         print(f"  {name:15} {v:7.2f} CPU-s")
     for who in checkouts:
         ratio = med[f"{who}one-way"] / med[f"{who}two-way"]
         extra = (med[f"{who}one-way"] - med[f"{who}two-way"]) / orphans * 1e6
-        print(f"  {who}one-way / two-way: x{ratio:.2f} (goal <= x{GOAL:.0f}); "
-              f"{extra:.0f} us more per orphan response")
+        print(
+            f"  {who}one-way / two-way: x{ratio:.2f} (goal <= x{GOAL:.0f}); "
+            f"{extra:.0f} us more per orphan response"
+        )
 
 
 if __name__ == "__main__":

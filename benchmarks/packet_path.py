@@ -35,10 +35,14 @@ def main() -> None:
             got[name].append((time.process_time() - cpu, time.perf_counter() - wall))
             count = len(result.events)
             del result
-    print(f"{args.capture}: {count} segments; {args.runs} alternating runs, medians; "
-          f"load average {os.getloadavg()[0]:.1f}")
-    med = {n: (statistics.median(r[0] for r in v), statistics.median(r[1] for r in v))
-           for n, v in got.items()}
+    print(
+        f"{args.capture}: {count} segments; {args.runs} alternating runs, medians; "
+        f"load average {os.getloadavg()[0]:.1f}"
+    )
+    med = {
+        n: (statistics.median(r[0] for r in v), statistics.median(r[1] for r in v))
+        for n, v in got.items()
+    }
     for name, (cpu, wall) in med.items():
         print(f"  {name:12} {cpu:7.2f} CPU s {wall:7.2f} wall s")
     print(f"  compiled is {med['pure Python'][0] / med['compiled'][0]:.1f}x cheaper in CPU")

@@ -65,7 +65,7 @@ def _children() -> dict[int, list[int]]:
                     stat = f.read()
             except OSError:
                 continue
-            ppid = int(stat[stat.rindex(b")") + 2:].split()[1])
+            ppid = int(stat[stat.rindex(b")") + 2 :].split()[1])
             kids.setdefault(ppid, []).append(int(entry.name))
     return kids
 
@@ -87,14 +87,15 @@ def tree_pss(pid: int) -> int:
     return total
 
 
-PURE = "(pure Python)"                # in a run's name: KDISSECT_PURE=1
-BASELINE = "(baseline)"               # in a run's name: PYTHONPATH=--baseline
-PY_REASM = "(TCP in Python)"          # in a run's name: KDISSECT_PY_REASM=1
+PURE = "(pure Python)"  # in a run's name: KDISSECT_PURE=1
+BASELINE = "(baseline)"  # in a run's name: PYTHONPATH=--baseline
+PY_REASM = "(TCP in Python)"  # in a run's name: KDISSECT_PY_REASM=1
 _PATH_ENV = {PURE: "KDISSECT_PURE", PY_REASM: "KDISSECT_PY_REASM"}
 
 
-def measure(cmd: list[str], path: str = "", baseline: str | None = None
-            ) -> tuple[float, float, float, float]:
+def measure(
+    cmd: list[str], path: str = "", baseline: str | None = None
+) -> tuple[float, float, float, float]:
     """(wall seconds, CPU seconds, peak MiB (PSS), peak RSS MiB) of the process tree;
     ``path``: PURE, PY_REASM or "" (the compiled path); ``baseline``: a source tree to
     run instead (PYTHONPATH)."""
@@ -105,8 +106,9 @@ def measure(cmd: list[str], path: str = "", baseline: str | None = None
     if baseline:
         env["PYTHONPATH"] = baseline
     # run in the tree: `python -m` puts the working directory before PYTHONPATH
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            cwd=baseline or ROOT, env=env)
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=baseline or ROOT, env=env
+    )
     peak = 0
     while True:
         done, status, usage = os.wait4(proc.pid, os.WNOHANG)
@@ -127,64 +129,137 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("capture")
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
-                    help="-j of the parallel kdissect run (default: the cores)")
-    ap.add_argument("--only", choices=["summary", "stats", "parquet", "jsonl"], action="append",
-                    help="these runs only (may repeat)")
-    ap.add_argument("--paths", choices=["both", "all", "compiled", "pure"], default="both",
-                    help="kdissect's packet paths to run (default: both, alternating)")
-    ap.add_argument("--parquet-out", default="/tmp/kdissect-bench.parquet",
-                    help="where the parquet runs write (overwritten)")
+    ap.add_argument(
+        "--jobs",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="-j of the parallel kdissect run (default: the cores)",
+    )
+    ap.add_argument(
+        "--only",
+        choices=["summary", "stats", "parquet", "jsonl"],
+        action="append",
+        help="these runs only (may repeat)",
+    )
+    ap.add_argument(
+        "--paths",
+        choices=["both", "all", "compiled", "pure"],
+        default="both",
+        help="kdissect's packet paths to run (default: both, alternating)",
+    )
+    ap.add_argument(
+        "--parquet-out",
+        default="/tmp/kdissect-bench.parquet",
+        help="where the parquet runs write (overwritten)",
+    )
     ap.add_argument("--no-peer", action="store_true", help="kdissect alone")
-    ap.add_argument("--peer", choices=["tshark", "summary"], default="tshark",
-                    help="the peer of the stats and parquet runs: tshark -T fields, or "
-                         "kdissect's own summary (compiled path), which issue 28 asks them "
-                         "to be as fast as")
+    ap.add_argument(
+        "--peer",
+        choices=["tshark", "summary"],
+        default="tshark",
+        help="the peer of the stats and parquet runs: tshark -T fields, or "
+        "kdissect's own summary (compiled path), which issue 28 asks them "
+        "to be as fast as",
+    )
     ap.add_argument("--port", type=int, default=9092)
-    ap.add_argument("--python", default=sys.executable,
-                    help="the interpreter kdissect is installed for (default: this one)")
-    ap.add_argument("--baseline", metavar="DIR",
-                    help="also run the kdissect source tree in DIR (before/after)")
+    ap.add_argument(
+        "--python",
+        default=sys.executable,
+        help="the interpreter kdissect is installed for (default: this one)",
+    )
+    ap.add_argument(
+        "--baseline", metavar="DIR", help="also run the kdissect source tree in DIR (before/after)"
+    )
     args = ap.parse_args()
-    cap = os.path.abspath(args.capture)      # the baseline runs in its own directory
+    cap = os.path.abspath(args.capture)  # the baseline runs in its own directory
     tshark = ["tshark", "-r", cap, "-d", f"tcp.port=={args.port},kafka"]
     kdissect = [args.python, "-m", "kdissect", "pcap"]
     ours = kdissect + [cap, "-p", str(args.port)]
-    for fmt in ("text", "jsonl"):            # warm-up: writes the bytecode
-        subprocess.run(kdissect + [str(ROOT / "captures" / "acks0.pcap"), "--format", fmt],
-                       capture_output=True, env=ENV, check=True)
+    for fmt in ("text", "jsonl"):  # warm-up: writes the bytecode
+        subprocess.run(
+            kdissect + [str(ROOT / "captures" / "acks0.pcap"), "--format", fmt],
+            capture_output=True,
+            env=ENV,
+            check=True,
+        )
     fields = tshark + ["-T", "fields", "-e", "kafka.api_key"]
     # the peer of --stats and Parquet
-    light = ("tshark -T fields -e kafka.api_key", fields) if args.peer == "tshark" else \
-        ("kdissect pcap (summary)", ours)
+    light = (
+        ("tshark -T fields -e kafka.api_key", fields)
+        if args.peer == "tshark"
+        else ("kdissect pcap (summary)", ours)
+    )
     rows = [
         ("summary", "tshark -T fields -e kafka.api_key", fields, [("kdissect pcap", ours)]),
         ("stats", *light, [("kdissect pcap --stats", ours + ["--stats"])]),
-        ("parquet", *light,
-         [("kdissect pcap --format parquet", ours + ["--format", "parquet", "-o",
-                                                     args.parquet_out])]),
-        ("full decode", "tshark -T json", tshark + ["-T", "json"],
-         [("kdissect pcap --format jsonl -j 1", ours + ["--format", "jsonl", "-j", "1"])]
-         + ([(f"kdissect pcap --format jsonl -j {args.jobs}",
-              ours + ["--format", "jsonl", "-j", str(args.jobs)])] if args.jobs > 1 else [])),
+        (
+            "parquet",
+            *light,
+            [
+                (
+                    "kdissect pcap --format parquet",
+                    ours + ["--format", "parquet", "-o", args.parquet_out],
+                )
+            ],
+        ),
+        (
+            "full decode",
+            "tshark -T json",
+            tshark + ["-T", "json"],
+            [("kdissect pcap --format jsonl -j 1", ours + ["--format", "jsonl", "-j", "1"])]
+            + (
+                [
+                    (
+                        f"kdissect pcap --format jsonl -j {args.jobs}",
+                        ours + ["--format", "jsonl", "-j", str(args.jobs)],
+                    )
+                ]
+                if args.jobs > 1
+                else []
+            ),
+        ),
     ]
     if args.only:
         rows = [r for r in rows if r[0] in {o.replace("jsonl", "full decode") for o in args.only}]
-    paths = {"both": ["", PURE], "all": ["", PY_REASM, PURE], "compiled": [""],
-             "pure": [PURE]}[args.paths]
-    rows = [(label, peer_name, peer_cmd, [(f"{name} {path}".strip(), cmd)
-                                          for name, cmd in variants for path in paths])
-            for label, peer_name, peer_cmd, variants in rows]
+    paths = {"both": ["", PURE], "all": ["", PY_REASM, PURE], "compiled": [""], "pure": [PURE]}[
+        args.paths
+    ]
+    rows = [
+        (
+            label,
+            peer_name,
+            peer_cmd,
+            [(f"{name} {path}".strip(), cmd) for name, cmd in variants for path in paths],
+        )
+        for label, peer_name, peer_cmd, variants in rows
+    ]
     if args.baseline:
-        rows = [(label, peer_name, peer_cmd, variants + [
-            (f"{name} {BASELINE}", cmd) for name, cmd in
-            ([(peer_name, peer_cmd)] if peer_name.startswith("kdissect") else []) + variants])
-            for label, peer_name, peer_cmd, variants in rows]
+        rows = [
+            (
+                label,
+                peer_name,
+                peer_cmd,
+                variants
+                + [
+                    (f"{name} {BASELINE}", cmd)
+                    for name, cmd in (
+                        [(peer_name, peer_cmd)] if peer_name.startswith("kdissect") else []
+                    )
+                    + variants
+                ],
+            )
+            for label, peer_name, peer_cmd, variants in rows
+        ]
     size = os.path.getsize(cap) / 2**20
-    print(f"capture: {cap} ({size:.0f} MiB); {args.runs} alternating runs, medians; "
-          f"load average at start {os.getloadavg()[0]:.1f}\n", flush=True)
-    print(f"{'run':60} {'wall s':>7} {'CPU s':>7} {'MiB':>6} {'RSS':>6} {'wall ×':>7} "
-          f"{'CPU ×':>6} {'mem ×':>6}")
+    print(
+        f"capture: {cap} ({size:.0f} MiB); {args.runs} alternating runs, medians; "
+        f"load average at start {os.getloadavg()[0]:.1f}\n",
+        flush=True,
+    )
+    print(
+        f"{'run':60} {'wall s':>7} {'CPU s':>7} {'MiB':>6} {'RSS':>6} {'wall ×':>7} "
+        f"{'CPU ×':>6} {'mem ×':>6}"
+    )
     for label, peer_name, peer_cmd, variants in rows:
         got: dict[str, list[tuple[float, float, float, float]]] = {}
         cmds = ([] if args.no_peer else [(peer_name, peer_cmd)]) + variants
@@ -193,20 +268,29 @@ def main() -> None:
                 path = next((p for p in _PATH_ENV if p in name), "")
                 base = args.baseline if name.endswith(BASELINE) else None
                 got.setdefault(name, []).append(measure(cmd, path, base))
-        med = {name: tuple(statistics.median(r[i] for r in runs) for i in range(4))
-               for name, runs in got.items()}
+        med = {
+            name: tuple(statistics.median(r[i] for r in runs) for i in range(4))
+            for name, runs in got.items()
+        }
         peer = med.get(peer_name)
         for name, _cmd in cmds:
             wall, cpu, mem, rss = med[name]
-            ratio = f"{peer[0] / wall:7.2f} {peer[1] / cpu:6.2f} {peer[2] / mem:6.2f}" \
-                if peer and name != peer_name else f"{'':7} {'':6} {'':6}"
+            ratio = (
+                f"{peer[0] / wall:7.2f} {peer[1] / cpu:6.2f} {peer[2] / mem:6.2f}"
+                if peer and name != peer_name
+                else f"{'':7} {'':6} {'':6}"
+            )
             runs = "/".join(f"{r[0]:.1f}" for r in got[name])
             cpus = "/".join(f"{r[1]:.2f}" for r in got[name])
-            print(f"{label + ': ' + name:60} {wall:7.2f} {cpu:7.2f} {mem:6.0f} {rss:6.0f} "
-                  f"{ratio}   (wall {runs}; CPU {cpus}; load {os.getloadavg()[0]:.1f})",
-                  flush=True)
-    print(f"\nload average at the end {os.getloadavg()[0]:.1f}; ×: peer / kdissect (above 1: "
-          f"kdissect is faster or smaller)")
+            print(
+                f"{label + ': ' + name:60} {wall:7.2f} {cpu:7.2f} {mem:6.0f} {rss:6.0f} "
+                f"{ratio}   (wall {runs}; CPU {cpus}; load {os.getloadavg()[0]:.1f})",
+                flush=True,
+            )
+    print(
+        f"\nload average at the end {os.getloadavg()[0]:.1f}; ×: peer / kdissect (above 1: "
+        f"kdissect is faster or smaller)"
+    )
 
 
 if __name__ == "__main__":

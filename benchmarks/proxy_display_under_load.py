@@ -47,10 +47,24 @@ def one_run(broker: Broker, seconds: float, load: bool, out_dir: Path) -> dict:
     out = out_dir / f"run-{port}.jsonl"
     err = out_dir / f"run-{port}.err"
     with open(out, "wb") as o, open(err, "wb") as e:
-        proxy = subprocess.Popen([sys.executable, "-m", "kdissect", "proxy", "--upstream",
-                                  f"127.0.0.1:{broker.port}", "--listen", f"127.0.0.1:{port}",
-                                  "--no-tui", "--format", "jsonl"], stdout=o, stderr=e,
-                                 cwd=ROOT)
+        proxy = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "kdissect",
+                "proxy",
+                "--upstream",
+                f"127.0.0.1:{broker.port}",
+                "--listen",
+                f"127.0.0.1:{port}",
+                "--no-tui",
+                "--format",
+                "jsonl",
+            ],
+            stdout=o,
+            stderr=e,
+            cwd=ROOT,
+        )
     for _ in range(300):
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
@@ -61,6 +75,7 @@ def one_run(broker: Broker, seconds: float, load: bool, out_dir: Path) -> dict:
     try:
         time.sleep(1.0 if load else 0)
         from confluent_kafka import Producer
+
         producer = Producer({"bootstrap.servers": f"127.0.0.1:{port}", "linger.ms": 0})
         start = time.monotonic()
         first_line = None
@@ -71,9 +86,9 @@ def one_run(broker: Broker, seconds: float, load: bool, out_dir: Path) -> dict:
             producer.produce("under-load", b"x" * 200)
             producer.poll(0)
             n += 1
-            if n % 50 == 0:         # round trips, alternating which goes first
+            if n % 50 == 0:  # round trips, alternating which goes first
                 pair = [(port, lat_proxy), (broker.port, lat_direct)]
-                for p, into in (pair if n % 100 else pair[::-1]):
+                for p, into in pair if n % 100 else pair[::-1]:
                     into.extend(latencies(f"127.0.0.1:{p}", api_versions(), 20))
             if first_line is None and out.stat().st_size:
                 first_line = time.monotonic() - start
@@ -94,13 +109,23 @@ def one_run(broker: Broker, seconds: float, load: bool, out_dir: Path) -> dict:
         if proxy.poll() is None:
             proxy.kill()
     text = err.read_text()
-    m = re.search(r"display: (\d+) requests shown(?:, (\d+) exchanges left out[^,;]*)?"
-                  r"(?:[^;]*?, (\d+) shed by the forwarder)?.*?at most ([\d.]+) s behind", text)
-    return {"sent": n, "first_line": first_line, "exit": exit_s,
-            "shown": int(m[1]) if m else None, "left_out": int(m[2] or 0) if m else None,
-            "shed": int(m[3] or 0) if m else None, "lag": float(m[4]) if m else None,
-            "lat_proxy": lat_proxy, "lat_direct": lat_direct,
-            "traceback": "Traceback" in text}
+    m = re.search(
+        r"display: (\d+) requests shown(?:, (\d+) exchanges left out[^,;]*)?"
+        r"(?:[^;]*?, (\d+) shed by the forwarder)?.*?at most ([\d.]+) s behind",
+        text,
+    )
+    return {
+        "sent": n,
+        "first_line": first_line,
+        "exit": exit_s,
+        "shown": int(m[1]) if m else None,
+        "left_out": int(m[2] or 0) if m else None,
+        "shed": int(m[3] or 0) if m else None,
+        "lag": float(m[4]) if m else None,
+        "lat_proxy": lat_proxy,
+        "lat_direct": lat_direct,
+        "traceback": "Traceback" in text,
+    }
 
 
 def main() -> None:
@@ -112,22 +137,33 @@ def main() -> None:
     broker = Broker()
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            results = [one_run(broker, args.seconds, not args.no_burners, Path(tmp))
-                       for _ in range(args.runs)]
+            results = [
+                one_run(broker, args.seconds, not args.no_burners, Path(tmp))
+                for _ in range(args.runs)
+            ]
     finally:
         broker.stop()
-    print(f"{os.cpu_count()} cores, {'no burners' if args.no_burners else 'one burner per core'}"
-          f", {args.seconds:g} s of produce (one 200 B message per 10 ms) per run")
+    print(
+        f"{os.cpu_count()} cores, {'no burners' if args.no_burners else 'one burner per core'}"
+        f", {args.seconds:g} s of produce (one 200 B message per 10 ms) per run"
+    )
     for r in results:
         fl = f"{r['first_line']:.2f} s" if r["first_line"] is not None else "never"
         p, d = r["lat_proxy"], r["lat_direct"]
-        lat = (f"ApiVersions p50 {pct(p, 0.5):.2f} / p99 {pct(p, 0.99):.2f} ms proxied, "
-               f"{pct(d, 0.5):.2f} / {pct(d, 0.99):.2f} direct "
-               f"(+{pct(p, 0.99) - pct(d, 0.99):.2f} ms p99)") if p and d else ""
-        print(f"sent {r['sent']}: first line after {fl}; shown {r['shown']}, left out "
-              f"{r['left_out']}, shed {r['shed']}; lag at most {r['lag']} s; exit "
-              f"{r['exit']:.2f} s after SIGTERM; {lat}"
-              + ("; TRACEBACK" if r["traceback"] else ""))
+        lat = (
+            (
+                f"ApiVersions p50 {pct(p, 0.5):.2f} / p99 {pct(p, 0.99):.2f} ms proxied, "
+                f"{pct(d, 0.5):.2f} / {pct(d, 0.99):.2f} direct "
+                f"(+{pct(p, 0.99) - pct(d, 0.99):.2f} ms p99)"
+            )
+            if p and d
+            else ""
+        )
+        print(
+            f"sent {r['sent']}: first line after {fl}; shown {r['shown']}, left out "
+            f"{r['left_out']}, shed {r['shed']}; lag at most {r['lag']} s; exit "
+            f"{r['exit']:.2f} s after SIGTERM; {lat}" + ("; TRACEBACK" if r["traceback"] else "")
+        )
     exits = [r["exit"] for r in results]
     print(f"median exit {statistics.median(exits):.2f} s, worst {max(exits):.2f} s")
 

@@ -75,11 +75,26 @@ class Proxy:
         self.out = open(workdir / "proxy.jsonl", "w")
         self.err = open(workdir / "proxy.err", "w+")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "kdissect", "proxy", "--upstream", bootstrap, "--listen",
-             f"127.0.0.1:{self.port}", "--no-tui", "--format", "jsonl"],
-            stdout=self.out, stderr=self.err, cwd=root,
-            env={**os.environ, "PYTHONPATH": str(root)})
+            [
+                sys.executable,
+                "-m",
+                "kdissect",
+                "proxy",
+                "--upstream",
+                bootstrap,
+                "--listen",
+                f"127.0.0.1:{self.port}",
+                "--no-tui",
+                "--format",
+                "jsonl",
+            ],
+            stdout=self.out,
+            stderr=self.err,
+            cwd=root,
+            env={**os.environ, "PYTHONPATH": str(root)},
+        )
         import socket
+
         for _ in range(300):
             try:
                 socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
@@ -114,11 +129,30 @@ class Proxy:
 
 def java_produce(bootstrap: str, topic: str, records: int, size: int) -> float:
     done = subprocess.run(
-        [java(), *PERF_JVM, "-cp", classpath(), "org.apache.kafka.tools.ProducerPerformance",
-         "--topic", topic, "--num-records", str(records), "--record-size", str(size),
-         "--throughput", "-1", "--producer-props", f"bootstrap.servers={bootstrap}",
-         "acks=1", "linger.ms=5", "batch.size=65536"],
-        capture_output=True, text=True, timeout=600)
+        [
+            java(),
+            *PERF_JVM,
+            "-cp",
+            classpath(),
+            "org.apache.kafka.tools.ProducerPerformance",
+            "--topic",
+            topic,
+            "--num-records",
+            str(records),
+            "--record-size",
+            str(size),
+            "--throughput",
+            "-1",
+            "--producer-props",
+            f"bootstrap.servers={bootstrap}",
+            "acks=1",
+            "linger.ms=5",
+            "batch.size=65536",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     last = [line for line in done.stdout.splitlines() if "records sent" in line]
     if not last:
         raise RuntimeError(done.stdout[-2000:] + done.stderr[-2000:])
@@ -127,34 +161,81 @@ def java_produce(bootstrap: str, topic: str, records: int, size: int) -> float:
 
 def java_consume(bootstrap: str, topic: str, records: int) -> float:
     done = subprocess.run(
-        [java(), *PERF_JVM, "-cp", classpath(), "org.apache.kafka.tools.ConsumerPerformance",
-         "--bootstrap-server", bootstrap, "--topic", topic, "--messages", str(records),
-         "--timeout", "60000", "--show-detailed-stats", "--reporting-interval", "600000"],
-        capture_output=True, text=True, timeout=600)
+        [
+            java(),
+            *PERF_JVM,
+            "-cp",
+            classpath(),
+            "org.apache.kafka.tools.ConsumerPerformance",
+            "--bootstrap-server",
+            bootstrap,
+            "--topic",
+            topic,
+            "--messages",
+            str(records),
+            "--timeout",
+            "60000",
+            "--show-detailed-stats",
+            "--reporting-interval",
+            "600000",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     # summary: start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg,
     # nMsg.sec, rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec
-    rows = [line.split(",") for line in done.stdout.splitlines()
-            if line.count(",") >= 9 and line[:1].isdigit()]
+    rows = [
+        line.split(",")
+        for line in done.stdout.splitlines()
+        if line.count(",") >= 9 and line[:1].isdigit()
+    ]
     if not rows:
         done = subprocess.run(
-            [java(), *PERF_JVM, "-cp", classpath(),
-             "org.apache.kafka.tools.ConsumerPerformance", "--bootstrap-server", bootstrap,
-             "--topic", topic, "--messages", str(records), "--timeout", "60000"],
-            capture_output=True, text=True, timeout=600)
-        rows = [line.split(",") for line in done.stdout.splitlines()
-                if line.count(",") >= 9 and line[:1].isdigit()]
+            [
+                java(),
+                *PERF_JVM,
+                "-cp",
+                classpath(),
+                "org.apache.kafka.tools.ConsumerPerformance",
+                "--bootstrap-server",
+                bootstrap,
+                "--topic",
+                topic,
+                "--messages",
+                str(records),
+                "--timeout",
+                "60000",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        rows = [
+            line.split(",")
+            for line in done.stdout.splitlines()
+            if line.count(",") >= 9 and line[:1].isdigit()
+        ]
     if not rows:
         raise RuntimeError(done.stdout[-2000:] + done.stderr[-2000:])
-    return float(rows[-1][9])           # fetch.nMsg.sec: without the group's join time
+    return float(rows[-1][9])  # fetch.nMsg.sec: without the group's join time
 
 
 def rdkafka_produce(bootstrap: str, topic: str, records: int, size: int) -> float:
     from confluent_kafka import Producer
-    p = Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 5,
-                  "batch.size": 65536, "queue.buffering.max.messages": 1_000_000})
+
+    p = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "1",
+            "linger.ms": 5,
+            "batch.size": 65536,
+            "queue.buffering.max.messages": 1_000_000,
+        }
+    )
     value = os.urandom(size)
     p.produce(topic, value)
-    p.flush(30)                          # connections and metadata before the clock
+    p.flush(30)  # connections and metadata before the clock
     started = time.perf_counter()
     for _ in range(records):
         while True:
@@ -170,8 +251,15 @@ def rdkafka_produce(bootstrap: str, topic: str, records: int, size: int) -> floa
 
 def rdkafka_consume(bootstrap: str, topic: str, records: int) -> float:
     from confluent_kafka import Consumer
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{time.time_ns()}",
-                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-{time.time_ns()}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
     c.subscribe([topic])
     got, first, started = 0, 0, None
     deadline = time.monotonic() + 300
@@ -191,10 +279,27 @@ CLIENTS = {"java": (java_produce, java_consume), "rdkafka": (rdkafka_produce, rd
 
 
 def _create(bootstrap: str, topic: str, rf: int) -> None:
-    subprocess.run([java(), *PERF_JVM, "-cp", classpath(), "org.apache.kafka.tools.TopicCommand",
-                    "--bootstrap-server", bootstrap, "--create", "--topic", topic,
-                    "--partitions", "3", "--replication-factor", str(rf)],
-                   capture_output=True, check=True, timeout=120)
+    subprocess.run(
+        [
+            java(),
+            *PERF_JVM,
+            "-cp",
+            classpath(),
+            "org.apache.kafka.tools.TopicCommand",
+            "--bootstrap-server",
+            bootstrap,
+            "--create",
+            "--topic",
+            topic,
+            "--partitions",
+            "3",
+            "--replication-factor",
+            str(rf),
+        ],
+        capture_output=True,
+        check=True,
+        timeout=120,
+    )
 
 
 def _load() -> str:
@@ -208,13 +313,23 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=200_000)
     ap.add_argument("--size", type=int, default=1024)
     ap.add_argument("--clients", default="java,rdkafka")
-    ap.add_argument("--only", choices=("produce", "consume"),
-                    help="time only producers, or only consumers (of records produced once)")
-    ap.add_argument("--proxy-root", type=Path, default=ROOT,
-                    help="the kdissect checkout whose proxy runs (default: this one)")
-    ap.add_argument("--forwarding-only", action="store_true",
-                    help="also a run through the proxy with its display stopped (SIGSTOP): "
-                         "what forwarding alone costs")
+    ap.add_argument(
+        "--only",
+        choices=("produce", "consume"),
+        help="time only producers, or only consumers (of records produced once)",
+    )
+    ap.add_argument(
+        "--proxy-root",
+        type=Path,
+        default=ROOT,
+        help="the kdissect checkout whose proxy runs (default: this one)",
+    )
+    ap.add_argument(
+        "--forwarding-only",
+        action="store_true",
+        help="also a run through the proxy with its display stopped (SIGSTOP): "
+        "what forwarding alone costs",
+    )
     args = ap.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="kdissect-bench-"))
     print(f"load before: {_load()} on {os.cpu_count()} cores", flush=True)
@@ -223,15 +338,32 @@ def main() -> None:
     try:
         proxy = Proxy(cluster.bootstrap(), workdir, args.proxy_root.resolve())
         rf = min(3, args.nodes)
-        subprocess.run([java(), *PERF_JVM, "-cp", classpath(), "org.apache.kafka.tools.TopicCommand",
-                        "--bootstrap-server", cluster.bootstrap(), "--create", "--topic",
-                        "warm", "--partitions", "3", "--replication-factor", str(rf)],
-                       capture_output=True, check=False, timeout=120)
+        subprocess.run(
+            [
+                java(),
+                *PERF_JVM,
+                "-cp",
+                classpath(),
+                "org.apache.kafka.tools.TopicCommand",
+                "--bootstrap-server",
+                cluster.bootstrap(),
+                "--create",
+                "--topic",
+                "warm",
+                "--partitions",
+                "3",
+                "--replication-factor",
+                str(rf),
+            ],
+            capture_output=True,
+            check=False,
+            timeout=120,
+        )
         results: dict[str, list[tuple[float, float]]] = {}
         cpu: dict[str, list[tuple[float, float]]] = {}
         for client in args.clients.split(","):
             produce, consume = CLIENTS[client]
-            if args.only == "consume":      # one topic, produced once, read by every run
+            if args.only == "consume":  # one topic, produced once, read by every run
                 shared = f"{client}-consumed"
                 _create(cluster.bootstrap(), shared, rf)
                 produce(cluster.bootstrap(), shared, args.records, args.size)
@@ -248,7 +380,7 @@ def main() -> None:
                         _create(cluster.bootstrap(), topic, rf)
                     bootstrap = cluster.bootstrap() if where == "direct" else proxy.bootstrap
                     proxy.settle()
-                    if where == "forwarding":       # the display stopped: it sheds all
+                    if where == "forwarding":  # the display stopped: it sheds all
                         os.kill(proxy.proc.pid, signal.SIGSTOP)
                     before = proxy.cpu()
                     p = c = 1.0
@@ -265,33 +397,46 @@ def main() -> None:
                     figures[where] = (p, c)
                     if where == "proxy":
                         cpu.setdefault(f"{client} produce", []).append(
-                            (mid[0] - before[0], mid[1] - before[1]))
+                            (mid[0] - before[0], mid[1] - before[1])
+                        )
                         cpu.setdefault(f"{client} consume", []).append(
-                            (after[0] - mid2[0], after[1] - mid2[1]))
-                ratio = (figures["proxy"][0] / figures["direct"][0],
-                         figures["proxy"][1] / figures["direct"][1])
+                            (after[0] - mid2[0], after[1] - mid2[1])
+                        )
+                ratio = (
+                    figures["proxy"][0] / figures["direct"][0],
+                    figures["proxy"][1] / figures["direct"][1],
+                )
                 results.setdefault(client, []).append(ratio)
                 extra = ""
                 if "forwarding" in figures:
-                    alone = (figures["forwarding"][0] / figures["direct"][0],
-                             figures["forwarding"][1] / figures["direct"][1])
+                    alone = (
+                        figures["forwarding"][0] / figures["direct"][0],
+                        figures["forwarding"][1] / figures["direct"][1],
+                    )
                     results.setdefault(client + " (display stopped)", []).append(alone)
                     extra = f"; display stopped: produce {alone[0]:.0%}, consume {alone[1]:.0%}"
-                print(f"{client} pair {i + 1}: produce direct {figures['direct'][0]:,.0f}/s "
-                      f"proxy {figures['proxy'][0]:,.0f}/s ({ratio[0]:.0%}); consume direct "
-                      f"{figures['direct'][1]:,.0f}/s proxy {figures['proxy'][1]:,.0f}/s "
-                      f"({ratio[1]:.0%}){extra}; load {_load()}", flush=True)
+                print(
+                    f"{client} pair {i + 1}: produce direct {figures['direct'][0]:,.0f}/s "
+                    f"proxy {figures['proxy'][0]:,.0f}/s ({ratio[0]:.0%}); consume direct "
+                    f"{figures['direct'][1]:,.0f}/s proxy {figures['proxy'][1]:,.0f}/s "
+                    f"({ratio[1]:.0%}){extra}; load {_load()}",
+                    flush=True,
+                )
         summary = proxy.stop()
         proxy = None
-        print(f"\n{args.nodes} Apache Kafka node(s), {args.records:,} records of "
-              f"{args.size} B per run, {args.repeats} alternating pairs per client")
+        print(
+            f"\n{args.nodes} Apache Kafka node(s), {args.records:,} records of "
+            f"{args.size} B per run, {args.repeats} alternating pairs per client"
+        )
         for client, ratios in results.items():
             for k, name in enumerate(("produce", "consume")):
                 if args.only and name != args.only:
                     continue
                 values = sorted(r[k] for r in ratios)
-                print(f"  {client} {name}: median {statistics.median(values):.0%} of direct "
-                      f"({values[0]:.0%}–{values[-1]:.0%})")
+                print(
+                    f"  {client} {name}: median {statistics.median(values):.0%} of direct "
+                    f"({values[0]:.0%}–{values[-1]:.0%})"
+                )
         for what, pairs in cpu.items():
             fwd = statistics.median(p[0] for p in pairs)
             disp = statistics.median(p[1] for p in pairs)

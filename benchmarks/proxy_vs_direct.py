@@ -57,21 +57,33 @@ class ProxyRun:
 
     def __init__(self, upstream: int, mode: str, workdir: str):
         self.port = free_port()
-        args = [sys.executable, "-m", "kdissect", "proxy", "--upstream",
-                f"127.0.0.1:{upstream}", "--listen", f"127.0.0.1:{self.port}",
-                *MODES[mode][0].split()]
+        args = [
+            sys.executable,
+            "-m",
+            "kdissect",
+            "proxy",
+            "--upstream",
+            f"127.0.0.1:{upstream}",
+            "--listen",
+            f"127.0.0.1:{self.port}",
+            *MODES[mode][0].split(),
+        ]
         self.tmux = None
         out = Path(workdir) / f"{mode}.out"
         if mode == "tui":
             self.tmux = f"kdissect-bench-{os.getpid()}"
             cmd = " ".join(args) + f" 2>{workdir}/tui.err"
-            subprocess.run(["tmux", "-L", self.tmux, "new-session", "-d", "-x", "200", "-y",
-                            "50", cmd], check=True, cwd=ROOT)
+            subprocess.run(
+                ["tmux", "-L", self.tmux, "new-session", "-d", "-x", "200", "-y", "50", cmd],
+                check=True,
+                cwd=ROOT,
+            )
             self.proc = None
         else:
             stdout = open(out if mode != "text" else os.devnull, "w")
-            self.proc = subprocess.Popen(args, stdout=stdout, stderr=subprocess.PIPE,
-                                         text=True, cwd=ROOT)
+            self.proc = subprocess.Popen(
+                args, stdout=stdout, stderr=subprocess.PIPE, text=True, cwd=ROOT
+            )
         for _ in range(300):
             try:
                 socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
@@ -86,14 +98,21 @@ class ProxyRun:
 
     def _processes(self) -> tuple[int, list[int]]:
         """(the forwarding process, the display's processes: printer or TUI and loader)."""
-        found = subprocess.run(["pgrep", "-f", "--", f"--listen 127.0.0.1:{self.port}"],
-                               capture_output=True, text=True, check=False).stdout.split()
-        pythons = {int(p) for p in found
-                   if Path(f"/proc/{p}/comm").exists()
-                   and Path(f"/proc/{p}/comm").read_text().startswith("python")}
+        found = subprocess.run(
+            ["pgrep", "-f", "--", f"--listen 127.0.0.1:{self.port}"],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.split()
+        pythons = {
+            int(p)
+            for p in found
+            if Path(f"/proc/{p}/comm").exists()
+            and Path(f"/proc/{p}/comm").read_text().startswith("python")
+        }
         parent = {p: _stat(p)[1] for p in pythons}
         main = next(p for p in pythons if parent[p] not in pythons)
-        forwarder = min(p for p in pythons if parent[p] == main)   # forked first
+        forwarder = min(p for p in pythons if parent[p] == main)  # forked first
         return forwarder, [p for p in pythons if p != forwarder]
 
     def cpu(self) -> tuple[float, float]:
@@ -120,8 +139,9 @@ class ProxyRun:
             return ""
         self.proc.terminate()
         _, err = self.proc.communicate(timeout=60)
-        return "\n".join(line for line in err.splitlines() if line.startswith("proxy:")
-                         or "not shown" in line)
+        return "\n".join(
+            line for line in err.splitlines() if line.startswith("proxy:") or "not shown" in line
+        )
 
 
 def _stat(pid: int) -> tuple[float, int]:
@@ -132,8 +152,16 @@ def _stat(pid: int) -> tuple[float, int]:
 
 def produce(bootstrap: str, topic: str, n: int, size: int) -> float:
     from confluent_kafka import Producer
-    p = Producer({"bootstrap.servers": bootstrap, "compression.type": "lz4",
-                  "linger.ms": 5, "batch.size": 1 << 20, "queue.buffering.max.messages": 1 << 20})
+
+    p = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "compression.type": "lz4",
+            "linger.ms": 5,
+            "batch.size": 1 << 20,
+            "queue.buffering.max.messages": 1 << 20,
+        }
+    )
     value = os.urandom(size // 2).hex().encode()
     # steady state: connections, metadata and the first batch before the clock starts
     # (connection set-up through the proxy is what the latency figures measure)
@@ -157,8 +185,15 @@ def produce(bootstrap: str, topic: str, n: int, size: int) -> float:
 def consume(bootstrap: str, topic: str, n: int) -> float:
     """Messages per second reading ``topic`` (its partitions assigned: no group join)."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{topic}",
-                  "enable.auto.commit": False, "fetch.max.bytes": 32 << 20})
+
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-{topic}",
+            "enable.auto.commit": False,
+            "fetch.max.bytes": 32 << 20,
+        }
+    )
     partitions = c.list_topics(topic, timeout=30).topics[topic].partitions
     c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
     got, start = 0, None
@@ -166,7 +201,7 @@ def consume(bootstrap: str, topic: str, n: int) -> float:
     while got < n and time.monotonic() < deadline:
         for m in c.consume(10000, 0.5):
             if m.error() is None:
-                if start is None:                 # from the first message
+                if start is None:  # from the first message
                     start = time.monotonic()
                 got += 1
     rate = got / (time.monotonic() - start) if start else 0.0
@@ -175,6 +210,7 @@ def consume(bootstrap: str, topic: str, n: int) -> float:
 
 
 # -- raw round trips ------------------------------------------------------------------
+
 
 def _recv(sock: socket.socket, n: int) -> bytes:
     data = bytearray()
@@ -212,6 +248,7 @@ def metadata_all() -> bytes:
 def metadata_answer(bootstrap: str) -> tuple[int, int]:
     """(topics, bytes) of the all-topics Metadata answer the latency runs get."""
     from kdissect.protocol import decode_response
+
     host, port = bootstrap.split(":")
     with socket.create_connection((host, int(port))) as s:
         data = answer(s, metadata_all())
@@ -224,7 +261,7 @@ def latencies(bootstrap: str, request: bytes, count: int) -> list[float]:
     with socket.create_connection((host, int(port))) as s:
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         for _ in range(20):
-            round_trip(s, request)                 # warm up
+            round_trip(s, request)  # warm up
         return [round_trip(s, request) for _ in range(count)]
 
 
@@ -253,6 +290,7 @@ def probe(bootstrap: str, topic: str, n: int, seconds: float) -> tuple[float, fl
         while time.monotonic() < end:
             consume(bootstrap, topic, n)
         done.set()
+
     t = threading.Thread(target=reader)
     t.start()
     host, port = bootstrap.split(":")
@@ -274,8 +312,11 @@ def main() -> None:
     ap.add_argument("--topics", type=int, default=60)
     ap.add_argument("--round-trips", type=int, default=2000)
     ap.add_argument("--probe-seconds", type=float, default=15)
-    ap.add_argument("--latency-only", action="store_true",
-                    help="skip the throughput runs (the proxy displays JSON lines)")
+    ap.add_argument(
+        "--latency-only",
+        action="store_true",
+        help="skip the throughput runs (the proxy displays JSON lines)",
+    )
     args = ap.parse_args()
     if args.latency_only:
         args.modes = "jsonl"
@@ -291,15 +332,19 @@ def main() -> None:
         for mode in modes:
             proxies[mode] = ProxyRun(broker.port, mode, workdir)
         n = args.messages
-        print(f"Tansu broker; confluent-kafka {n} messages of {args.size} bytes (lz4); "
-              f"median of {args.repeats} alternating runs\n")
-        print(f"{'proxy display':<28}{'produce direct':>15}{'proxy':>10}{'ratio':>7}"
-              f"{'consume direct':>16}{'proxy':>10}{'ratio':>7}   (messages/s)")
+        print(
+            f"Tansu broker; confluent-kafka {n} messages of {args.size} bytes (lz4); "
+            f"median of {args.repeats} alternating runs\n"
+        )
+        print(
+            f"{'proxy display':<28}{'produce direct':>15}{'proxy':>10}{'ratio':>7}"
+            f"{'consume direct':>16}{'proxy':>10}{'ratio':>7}   (messages/s)"
+        )
         for mode in modes if not args.latency_only else ():
             figures = {k: [] for k in ("pd", "pp", "cd", "cp", "rp", "rc")}
-            cpu = {"p": [0.0, 0.0], "c": [0.0, 0.0]}     # (forwarding, display) seconds
+            cpu = {"p": [0.0, 0.0], "c": [0.0, 0.0]}  # (forwarding, display) seconds
             for r in range(args.repeats):
-                first_direct = r % 2 == 0             # alternate which goes first
+                first_direct = r % 2 == 0  # alternate which goes first
                 order = [("d", direct), ("p", proxies[mode].bootstrap)]
                 if not first_direct:
                     order.reverse()
@@ -309,10 +354,13 @@ def main() -> None:
                     for kind, run in (("p", produce), ("c", consume)):
                         proxies[mode].wait_idle()
                         before = proxies[mode].cpu()
-                        got[kind + tag] = run(bootstrap, topic, n) if kind == "c" else \
-                            run(bootstrap, topic, n, args.size)
+                        got[kind + tag] = (
+                            run(bootstrap, topic, n)
+                            if kind == "c"
+                            else run(bootstrap, topic, n, args.size)
+                        )
                         if tag == "p":
-                            proxies[mode].wait_idle()     # the display's share too
+                            proxies[mode].wait_idle()  # the display's share too
                             after = proxies[mode].cpu()
                             cpu[kind][0] += after[0] - before[0]
                             cpu[kind][1] += after[1] - before[1]
@@ -321,25 +369,32 @@ def main() -> None:
                 figures["rp"].append(got["pp"] / got["pd"])
                 figures["rc"].append(got["cp"] / got["cd"])
             med = {k: statistics.median(v) for k, v in figures.items()}
-            print(f"{MODES[mode][1]:<28}{med['pd']:>15.0f}{med['pp']:>10.0f}{med['rp']:>7.0%}"
-                  f"{med['cd']:>16.0f}{med['cp']:>10.0f}{med['rc']:>7.0%}"
-                  f"   (middle half of the ratios: produce {spread(figures['rp'])}, "
-                  f"consume {spread(figures['rc'])}; CPU per 1000 messages, forwarding / "
-                  f"display: produce {per_k(cpu['p'], n * args.repeats)}, consume "
-                  f"{per_k(cpu['c'], n * args.repeats)})")
+            print(
+                f"{MODES[mode][1]:<28}{med['pd']:>15.0f}{med['pp']:>10.0f}{med['rp']:>7.0%}"
+                f"{med['cd']:>16.0f}{med['cp']:>10.0f}{med['rc']:>7.0%}"
+                f"   (middle half of the ratios: produce {spread(figures['rp'])}, "
+                f"consume {spread(figures['rc'])}; CPU per 1000 messages, forwarding / "
+                f"display: produce {per_k(cpu['p'], n * args.repeats)}, consume "
+                f"{per_k(cpu['c'], n * args.repeats)})"
+            )
 
         # latency: many topics first, so that Metadata is a big answer
         from confluent_kafka import Producer
+
         p = Producer({"bootstrap.servers": direct})
         for i in range(args.topics):
             p.produce(f"meta-{i:03d}", b"x")
         p.flush(60)
         via = proxies.get("jsonl") or next(iter(proxies.values()))
         topics, size = metadata_answer(direct)
-        print(f"\nround trips on one connection ({args.round_trips} each, alternating "
-              f"blocks; proxy with {MODES[[k for k, v in proxies.items() if v is via][0]][1]}):")
-        for name, request in (("ApiVersions", api_versions()),
-                              (f"Metadata, {topics} topics", metadata_all())):
+        print(
+            f"\nround trips on one connection ({args.round_trips} each, alternating "
+            f"blocks; proxy with {MODES[[k for k, v in proxies.items() if v is via][0]][1]}):"
+        )
+        for name, request in (
+            ("ApiVersions", api_versions()),
+            (f"Metadata, {topics} topics", metadata_all()),
+        ):
             d, q = [], []
             via.wait_idle()
             forwarding = displaying = 0.0
@@ -353,14 +408,17 @@ def main() -> None:
                 displaying += after[1] - before[1]
             if name.startswith("Metadata"):
                 print(f"  (the Metadata answer: {topics} topics, {size:,} bytes)")
-            print(f"  {name:<28} direct p50 {pct(d, .5):.3f} ms p99 {pct(d, .99):.3f} ms | "
-                  f"proxied p50 {pct(q, .5):.3f} ms p99 {pct(q, .99):.3f} ms | added p50 "
-                  f"{pct(q, .5) - pct(d, .5):+.3f} ms p99 {pct(q, .99) - pct(d, .99):+.3f} ms")
-            print(f"  {'':<28} CPU per round trip: forwarding {forwarding / len(q) * 1e6:.0f} µs,"
-                  f" display {displaying / len(q) * 1e6:.0f} µs")
+            print(
+                f"  {name:<28} direct p50 {pct(d, 0.5):.3f} ms p99 {pct(d, 0.99):.3f} ms | "
+                f"proxied p50 {pct(q, 0.5):.3f} ms p99 {pct(q, 0.99):.3f} ms | added p50 "
+                f"{pct(q, 0.5) - pct(d, 0.5):+.3f} ms p99 {pct(q, 0.99) - pct(d, 0.99):+.3f} ms"
+            )
+            print(
+                f"  {'':<28} CPU per round trip: forwarding {forwarding / len(q) * 1e6:.0f} µs,"
+                f" display {displaying / len(q) * 1e6:.0f} µs"
+            )
 
-        print("\nanother connection while a consumer reads at full speed "
-              "(ApiVersions every 5 ms):")
+        print("\nanother connection while a consumer reads at full speed (ApiVersions every 5 ms):")
         for tag, bootstrap in (("direct", direct), ("proxied", via.bootstrap)):
             topic = f"probe-{tag}"
             produce(bootstrap, topic, n, args.size)

@@ -64,14 +64,29 @@ def tree(root: int) -> list[tuple[int, str]]:
 def measure(path: str, records: bool, split: bool) -> tuple[int, int, float]:
     """(peak worker RSS, peak driver RSS, seconds) of one run."""
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [sys.executable, "-m", "kdissect", "spark", path, "--out", f"{tmp}/t",
-               "--master", "local[1]", "--split" if split else "--no-split"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "kdissect",
+            "spark",
+            path,
+            "--out",
+            f"{tmp}/t",
+            "--master",
+            "local[1]",
+            "--split" if split else "--no-split",
+        ]
         if records:
             cmd.append("--records")
         start = time.monotonic()
-        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, text=True,
-                                env={**os.environ, "PYTHONPATH": str(ROOT)})
+        proc = subprocess.Popen(
+            cmd,
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
         worker = driver = 0
         while proc.poll() is None:
             driver = max(driver, rss(proc.pid))
@@ -99,13 +114,18 @@ def main() -> None:
             files.append(f"{tmp}/x{n}.pcap")
             with open(files[-1], "wb") as out:
                 replicate(data, n, out)
-        print(f"{'file MB':>8} {'worker peak MB':>15} {'driver peak MB':>15} {'s':>6}"
-              f"   ({'records' if args.records else 'exchanges'}, "
-              f"{'split' if args.split else 'whole'})")
+        print(
+            f"{'file MB':>8} {'worker peak MB':>15} {'driver peak MB':>15} {'s':>6}"
+            f"   ({'records' if args.records else 'exchanges'}, "
+            f"{'split' if args.split else 'whole'})"
+        )
         for f in files:
             worker, driver, took = measure(f, args.records, args.split)
-            print(f"{os.path.getsize(f) / 2**20:8.1f} {worker / 2**20:15.0f} "
-                  f"{driver / 2**20:15.0f} {took:6.1f}", flush=True)
+            print(
+                f"{os.path.getsize(f) / 2**20:8.1f} {worker / 2**20:15.0f} "
+                f"{driver / 2**20:15.0f} {took:6.1f}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -57,28 +57,70 @@ def main() -> None:
         for n in range(args.files):
             files.append(str(work / f"in{n}.pcap"))
             with open(files[-1], "wb") as out:
-                replicate(data, args.copies + n, out)   # each file its own connections
+                replicate(data, args.copies + n, out)  # each file its own connections
         size = sum(os.path.getsize(f) for f in files) / 2**20
         times: dict[str, list[float]] = {"single": [], "local": [], "cluster": []}
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        with standalone(work, workers=args.cores, cores=1, memory="1g",
-                        pythonpath=str(ROOT)) as cluster:
+        with standalone(
+            work, workers=args.cores, cores=1, memory="1g", pythonpath=str(ROOT)
+        ) as cluster:
             for r in range(args.runs):
                 out = work / f"r{r}"
-                times["single"].append(timed(
-                    [*KD, "pcap", *files, "--format", "parquet", "-o", f"{out}-one.parquet",
-                     "--records-output", f"{out}-records.parquet"], env))
-                times["local"].append(timed(
-                    [*KD, "spark", *files, "--out", f"{out}-local", "--records",
-                     "--master", f"local[{args.cores}]"], env))
-                times["cluster"].append(timed(
-                    [*KD, "spark", *files, "--out", f"{out}-cluster", "--records",
-                     "--master", cluster.url], cluster.env))
-                print(f"round {r + 1}: " + ", ".join(f"{k} {v[-1]:.1f} s"
-                                                     for k, v in times.items()), flush=True)
+                times["single"].append(
+                    timed(
+                        [
+                            *KD,
+                            "pcap",
+                            *files,
+                            "--format",
+                            "parquet",
+                            "-o",
+                            f"{out}-one.parquet",
+                            "--records-output",
+                            f"{out}-records.parquet",
+                        ],
+                        env,
+                    )
+                )
+                times["local"].append(
+                    timed(
+                        [
+                            *KD,
+                            "spark",
+                            *files,
+                            "--out",
+                            f"{out}-local",
+                            "--records",
+                            "--master",
+                            f"local[{args.cores}]",
+                        ],
+                        env,
+                    )
+                )
+                times["cluster"].append(
+                    timed(
+                        [
+                            *KD,
+                            "spark",
+                            *files,
+                            "--out",
+                            f"{out}-cluster",
+                            "--records",
+                            "--master",
+                            cluster.url,
+                        ],
+                        cluster.env,
+                    )
+                )
+                print(
+                    f"round {r + 1}: " + ", ".join(f"{k} {v[-1]:.1f} s" for k, v in times.items()),
+                    flush=True,
+                )
         base = statistics.median(times["single"])
-        print(f"\n{args.files} files, {size:.1f} MiB, --records; {args.cores} cores; "
-              f"medians of {args.runs} runs")
+        print(
+            f"\n{args.files} files, {size:.1f} MiB, --records; {args.cores} cores; "
+            f"medians of {args.runs} runs"
+        )
         print("| run | seconds | vs single process |\n|---|---|---|")
         for k, v in times.items():
             m = statistics.median(v)

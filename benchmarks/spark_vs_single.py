@@ -64,22 +64,36 @@ def main() -> None:
         return timed(KD + ["pcap", *files, "--format", "parquet", "-o", str(work / "x.parquet")])
 
     def cold(files):
-        return timed(KD + ["spark", *files, "--out", str(work / "cold"), "--master", master,
-                           "--mode", "overwrite"])
+        return timed(
+            KD
+            + [
+                "spark",
+                *files,
+                "--out",
+                str(work / "cold"),
+                "--master",
+                master,
+                "--mode",
+                "overwrite",
+            ]
+        )
 
-    print(f"capture: {args.capture} ({size / 2**20:.0f} MiB), Spark {master}, "
-          f"medians of {args.runs} alternating runs\n")
+    print(
+        f"capture: {args.capture} ({size / 2**20:.0f} MiB), Spark {master}, "
+        f"medians of {args.runs} alternating runs\n"
+    )
     colds = [cold(copies[1]) for _ in range(2)]
     tiny = [cold([str(ROOT / "captures/kcat.pcap")]) for _ in range(2)]
     spark = get_session(master, log=str(work / "spark.log"))
 
     def warm(files, split=None):
         start = time.monotonic()
-        run_job(spark, files, str(work / "warm"), ports=DEFAULT_PORTS, split=split,
-                mode="overwrite")
+        run_job(
+            spark, files, str(work / "warm"), ports=DEFAULT_PORTS, split=split, mode="overwrite"
+        )
         return time.monotonic() - start
 
-    warm(copies[1], False)                      # the first Arrow tasks start the workers
+    warm(copies[1], False)  # the first Arrow tasks start the workers
     times: dict[str, list[float]] = {"single": [], "whole": [], "split": []}
     for _ in range(args.runs):
         times["single"].append(single(copies[1]))
@@ -87,8 +101,7 @@ def main() -> None:
         times["split"].append(warm(copies[1], True))
     one = statistics.median(times["single"])
     print(f"{'run':<46}{'seconds':>9}{'vs single':>11}{'MiB/s':>8}")
-    row = lambda name, t: print(f"{name:<46}{t:>9.2f}{t / one:>10.2f}x"
-                                f"{size / 2**20 / t:>8.0f}")
+    row = lambda name, t: print(f"{name:<46}{t:>9.2f}{t / one:>10.2f}x{size / 2**20 / t:>8.0f}")
     row("single process (pcap --format parquet)", one)
     row("Spark warm, the file whole (the default)", statistics.median(times["whole"]))
     row("Spark warm, the file split into shards", statistics.median(times["split"]))
@@ -96,8 +109,10 @@ def main() -> None:
     print(f"{'Spark cold on an 8 KB capture (fixed cost)':<46}{statistics.median(tiny):>9.2f}")
     if args.scaling:
         print()
-        print(f"{'files':<8}{'single s':>10}{'Spark warm s':>14}{'single MiB/s':>14}"
-              f"{'Spark MiB/s':>13}{'speed-up':>10}")
+        print(
+            f"{'files':<8}{'single s':>10}{'Spark warm s':>14}{'single MiB/s':>14}"
+            f"{'Spark MiB/s':>13}{'speed-up':>10}"
+        )
         for n in (2, 4):
             s, w = [], []
             for _ in range(args.runs):

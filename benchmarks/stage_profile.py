@@ -43,6 +43,7 @@ def wrap(owner: Any, name: str, label: str) -> None:
         finally:
             spent[label] += clock() - t
             calls[label] += 1
+
     setattr(owner, name, timed)
 
 
@@ -55,6 +56,7 @@ def main() -> None:
     wrap(diagnoses.Diagnoses, "observe", "6 diagnoses")
     wrap(printer.ExchangePrinter, "exchange", "7 printer")
     from kdissect.cli.entry import main as kdissect
+
     t0 = time.process_time()
     sys.argv = ["kdissect"] + sys.argv[1:]
     try:
@@ -63,11 +65,13 @@ def main() -> None:
         pass
     total = time.process_time() - t0
     n = calls["3 _emit (enrich + sink)"] or 1
-    print(f"total {total:.2f} CPU-s, {n} exchanges, {total / n * 1e6:.1f} µs each",
-          file=sys.stderr)
+    print(f"total {total:.2f} CPU-s, {n} exchanges, {total / n * 1e6:.1f} µs each", file=sys.stderr)
     for label in sorted(spent):
-        print(f"{label:28} {spent[label]:6.2f} s {spent[label] / n * 1e6:7.1f} µs/exchange "
-              f"({calls[label]} calls)", file=sys.stderr)
+        print(
+            f"{label:28} {spent[label]:6.2f} s {spent[label] / n * 1e6:7.1f} µs/exchange "
+            f"({calls[label]} calls)",
+            file=sys.stderr,
+        )
 
 
 if __name__ == "__main__":

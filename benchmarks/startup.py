@@ -47,10 +47,10 @@ BLOB = "00000017001200030000000100046b63617400056b636174023100"
 def segment(path: Path) -> Path:
     """A log segment with one record batch of three records (kafka-python's builder)."""
     from kafka.record.memory_records import MemoryRecordsBuilder
+
     b = MemoryRecordsBuilder(magic=2, compression_type=0, batch_size=1 << 20)
     for i in range(3):
-        b.append(timestamp=1_700_000_000_000 + i, key=b"k%d" % i, value=b"v%d" % i,
-                 headers=[])
+        b.append(timestamp=1_700_000_000_000 + i, key=b"k%d" % i, value=b"v%d" % i, headers=[])
     b.close()
     path.write_bytes(bytes(b.buffer()))
     return path
@@ -75,8 +75,9 @@ def measure(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
     PYTHONPATH's tree."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
-    p = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
-                       cwd=tempfile.gettempdir())
+    p = subprocess.run(
+        argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=tempfile.gettempdir()
+    )
     wall = time.perf_counter() - t
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if p.returncode != 0:
@@ -87,13 +88,19 @@ def measure(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--baseline", metavar="DIR", help="another kdissect source tree to "
-                    "run alongside (before/after)")
+    ap.add_argument(
+        "--baseline",
+        metavar="DIR",
+        help="another kdissect source tree to run alongside (before/after)",
+    )
     ap.add_argument("--no-peer", action="store_true", help="without tshark")
     args = ap.parse_args()
 
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONDONTWRITEBYTECODE", "SSLKEYLOGFILE", "FORCE_COLOR")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONDONTWRITEBYTECODE", "SSLKEYLOGFILE", "FORCE_COLOR")
+    }
     trees = {"kdissect": str(ROOT)}
     if args.baseline:
         trees["baseline"] = str(Path(args.baseline).resolve())
@@ -112,7 +119,7 @@ def main() -> None:
             for name, argv in commands(Path(tmp)).items():
                 names.append(name) if tree == "kdissect" else None
                 jobs[f"{tree} {name}"] = ([sys.executable, "-m", "kdissect", *argv], tree_env)
-        for argv, job_env in jobs.values():          # warm-up: bytecode written, files cached
+        for argv, job_env in jobs.values():  # warm-up: bytecode written, files cached
             measure(argv, job_env)
         cpu: dict[str, list[float]] = {name: [] for name in jobs}
         wall: dict[str, list[float]] = {name: [] for name in jobs}
@@ -123,8 +130,10 @@ def main() -> None:
                 wall[name].append(w)
 
     load = os.getloadavg()
-    print(f"median of {args.runs} alternating runs; load average {load[0]:.2f} "
-          f"{load[1]:.2f} {load[2]:.2f}; {os.cpu_count()} cores")
+    print(
+        f"median of {args.runs} alternating runs; load average {load[0]:.2f} "
+        f"{load[1]:.2f} {load[2]:.2f}; {os.cpu_count()} cores"
+    )
     base = statistics.median(cpu["tshark -r tiny.pcap"]) if peer else None
     print(f"{'command':44} {'CPU s':>7} {'wall s':>7} {'tshark CPU / this':>18}")
     for name in jobs:

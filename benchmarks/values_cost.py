@@ -41,24 +41,38 @@ def values_of(kind: str, directory: Path, n: int) -> list[bytes]:
     the tests' Order as Avro (id 7) or Protobuf (id 8, message indexes [0]), or a JSON
     document (id 9, JSON Schema)."""
     from tests.test_values_real import _orders
-    from tests.test_values_schema import (COMMON_PROTO, ORDER, SHOP_PROTO, avro_bytes,
-                                          framed)
+    from tests.test_values_schema import COMMON_PROTO, ORDER, SHOP_PROTO, avro_bytes, framed
+
     if kind == "avro":
         (directory / "7.avsc").write_text(json.dumps(ORDER))
         return [framed(7, avro_bytes(ORDER, v)) for v in _orders(n)]
     if kind == "json":
         (directory / "9.json").write_text(json.dumps({"title": "Order", "type": "object"}))
-        return [framed(9, json.dumps({"id": f"o-{i}", "qty": i, "customer": {
-            "id": f"c-{i}", "vip": i % 2 == 0}, "lines": [{"sku": f"s{j}", "n": j}
-                                                          for j in range(i % 3)],
-            "total": f"{i}.50", "note": None if i % 2 else "n"}).encode()) for i in range(n)]
+        return [
+            framed(
+                9,
+                json.dumps(
+                    {
+                        "id": f"o-{i}",
+                        "qty": i,
+                        "customer": {"id": f"c-{i}", "vip": i % 2 == 0},
+                        "lines": [{"sku": f"s{j}", "n": j} for j in range(i % 3)],
+                        "total": f"{i}.50",
+                        "note": None if i % 2 else "n",
+                    }
+                ).encode(),
+            )
+            for i in range(n)
+        ]
     from google.protobuf import message_factory
 
     from kdissect.schemas_source import compile_proto
+
     (directory / "8.proto").write_text(SHOP_PROTO)
     (directory / "common.proto").write_text(COMMON_PROTO)
-    Order = message_factory.GetMessages(compile_proto(
-        SHOP_PROTO, {"common.proto": COMMON_PROTO}, "bench").file)["shop.Order"]
+    Order = message_factory.GetMessages(
+        compile_proto(SHOP_PROTO, {"common.proto": COMMON_PROTO}, "bench").file
+    )["shop.Order"]
     out = []
     for i in range(n):
         m = Order(id=f"o-{i}", qty=i, packed=list(range(i % 5)), status=i % 3)
@@ -69,8 +83,9 @@ def values_of(kind: str, directory: Path, n: int) -> list[bytes]:
     return out
 
 
-def record(directory: Path, n: int, repeat: int | None = None, tail: bool = False,
-           kind: str = "avro") -> Path:
+def record(
+    directory: Path, n: int, repeat: int | None = None, tail: bool = False, kind: str = "avro"
+) -> Path:
     from confluent_kafka import Consumer, Producer
 
     from tests.support.apache_kafka import ApacheKafka
@@ -92,6 +107,7 @@ def record(directory: Path, n: int, repeat: int | None = None, tail: bool = Fals
                     m = c.poll(1)
                     got[0] += m is not None and not m.error()
                 c.close()
+
             # --tail: the consumer reads while the producer writes (as a live consumer
             # does); otherwise it starts once everything is written
             reader = threading.Thread(target=consume)
@@ -106,7 +122,7 @@ def record(directory: Path, n: int, repeat: int | None = None, tail: bool = Fals
                     except BufferError:
                         p.poll(0.05)
                 if tail and i % 500 == 499:
-                    time.sleep(0.05)         # a producer at a steady pace
+                    time.sleep(0.05)  # a producer at a steady pace
             assert p.flush(60) == 0
             if not tail:
                 reader.start()
@@ -119,9 +135,24 @@ def run(pcap: Path, extra: list[str], pure: bool = False) -> tuple[float, float]
     env = {**os.environ, "KDISSECT_PURE": "1"} if pure else None
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "kdissect", "pcap", str(pcap), "--no-tui",
-                    "--format", "jsonl", "-j", "1", *extra], check=True,
-                   stdout=subprocess.DEVNULL, env=env)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kdissect",
+            "pcap",
+            str(pcap),
+            "--no-tui",
+            "--format",
+            "jsonl",
+            "-j",
+            "1",
+            *extra,
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        env=env,
+    )
     wall = time.perf_counter() - t
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -131,17 +162,32 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=20000)
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--repeat", type=int, metavar="N",
-                    help="produce N different values in a cycle (default: all different; "
-                         "the first figures in docs/values.md used --repeat 500)")
-    ap.add_argument("--tail", action="store_true",
-                    help="the consumer reads while the producer writes (default: after)")
-    ap.add_argument("--kind", choices=("avro", "protobuf", "json"), default="avro",
-                    help="what the values are (default: Avro)")
-    ap.add_argument("--pure", action="store_true",
-                    help="KDISSECT_PURE=1 in both runs: the pure-Python paths")
-    ap.add_argument("--keep", type=Path, help="record into this directory and keep it; "
-                    "if it already holds the capture, reuse it")
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        metavar="N",
+        help="produce N different values in a cycle (default: all different; "
+        "the first figures in docs/values.md used --repeat 500)",
+    )
+    ap.add_argument(
+        "--tail",
+        action="store_true",
+        help="the consumer reads while the producer writes (default: after)",
+    )
+    ap.add_argument(
+        "--kind",
+        choices=("avro", "protobuf", "json"),
+        default="avro",
+        help="what the values are (default: Avro)",
+    )
+    ap.add_argument(
+        "--pure", action="store_true", help="KDISSECT_PURE=1 in both runs: the pure-Python paths"
+    )
+    ap.add_argument(
+        "--keep",
+        type=Path,
+        help="record into this directory and keep it; if it already holds the capture, reuse it",
+    )
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         directory = args.keep or Path(tmp)
@@ -151,18 +197,22 @@ def main() -> None:
             pcap = record(directory, args.records, args.repeat, args.tail, args.kind)
         raw, decoded = [], []
         load = os.getloadavg()[0]
-        for _ in range(args.runs):           # alternating, so load drifts hit both
+        for _ in range(args.runs):  # alternating, so load drifts hit both
             raw.append(run(pcap, [], args.pure))
             decoded.append(run(pcap, ["--schemas", str(directory)], args.pure))
         load = (load + os.getloadavg()[0]) / 2
-        print(f"capture: {pcap.stat().st_size / 1e6:.1f} MB, {args.records} {args.kind} records "
-              f"produced and fetched; load average {load:.1f} on {os.cpu_count()} CPUs"
-              + ("; pure-Python paths (KDISSECT_PURE=1)" if args.pure else ""))
+        print(
+            f"capture: {pcap.stat().st_size / 1e6:.1f} MB, {args.records} {args.kind} records "
+            f"produced and fetched; load average {load:.1f} on {os.cpu_count()} CPUs"
+            + ("; pure-Python paths (KDISSECT_PURE=1)" if args.pure else "")
+        )
         for what, runs in (("values raw", raw), (f"values decoded ({args.kind})", decoded)):
             walls, cpus = [w for w, _ in runs], [c for _, c in runs]
-            print(f"jsonl, {what:22} median {statistics.median(walls):.2f} s wall, "
-                  f"{statistics.median(cpus):.2f} s CPU  (CPU runs "
-                  f"{', '.join(f'{c:.2f}' for c in cpus)})")
+            print(
+                f"jsonl, {what:22} median {statistics.median(walls):.2f} s wall, "
+                f"{statistics.median(cpus):.2f} s CPU  (CPU runs "
+                f"{', '.join(f'{c:.2f}' for c in cpus)})"
+            )
         r = statistics.median(c for _, c in raw)
         d = statistics.median(c for _, c in decoded)
         rw = statistics.median(w for w, _ in raw)

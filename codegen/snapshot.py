@@ -21,6 +21,7 @@ def build() -> dict:
     from kio.schema.errors import ErrorCode
 
     from kdissect.protocol import kio_schemas
+
     structs: list[list[Any]] = []
     ids: dict[Struct, int] = {}
 
@@ -34,8 +35,16 @@ def build() -> dict:
         return ids[st]
 
     def field_row(f: Field) -> list:
-        return [f.name, f.type, f.array, f.nullable, f.tag,
-                None if f.struct is None else struct_id(f.struct), f.hint, f.compact]
+        return [
+            f.name,
+            f.type,
+            f.array,
+            f.nullable,
+            f.tag,
+            None if f.struct is None else struct_id(f.struct),
+            f.hint,
+            f.compact,
+        ]
 
     versions = kio_schemas.versions()
     layouts = {}
@@ -45,10 +54,12 @@ def build() -> dict:
                 st = kio_schemas.layout(key, v, direction)
                 if st is not None:
                     layouts[f"{key}/{v}/{direction}"] = struct_id(st)
-    return {"versions": {str(k): list(v) for k, v in versions.items()},
-            "errors": {str(int(e.value)): [e.name.upper(), bool(e.retriable)]
-                       for e in ErrorCode},
-            "layouts": layouts, "structs": structs}
+    return {
+        "versions": {str(k): list(v) for k, v in versions.items()},
+        "errors": {str(int(e.value)): [e.name.upper(), bool(e.retriable)] for e in ErrorCode},
+        "layouts": layouts,
+        "structs": structs,
+    }
 
 
 def main() -> None:

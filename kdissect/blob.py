@@ -42,10 +42,11 @@ class BlobError(ValueError):
 @dataclass(frozen=True)
 class Piece:
     """Bytes ``offset``..``offset+size`` of the result came from these characters."""
-    line: int                  # 1-based, first line
-    col: int                   # 1-based, first character
+
+    line: int  # 1-based, first line
+    col: int  # 1-based, first character
     end_line: int
-    end_col: int               # last character (inclusive)
+    end_col: int  # last character (inclusive)
     offset: int
     size: int
     what: str
@@ -56,14 +57,16 @@ class Blob:
     data: bytes
     format: str
     pieces: tuple[Piece, ...] = ()
-    skipped: tuple[str, ...] = ()       # what was read but left out (packet headers, lines)
+    skipped: tuple[str, ...] = ()  # what was read but left out (packet headers, lines)
 
 
-_EXPECTED = ("expected hex ('00 00 00 03 ...', '0x0000...', 'Hex Stream: 0000...'), a hex "
-             "dump (xxd, hexdump -C, od -A x -t x1z, Wireshark, tcpdump -X), an Erlang or "
-             "Elixir binary <<0,0,...>>, a Python b'\\x00...' literal, a byte array "
-             "({0, 0, -1, ...}, []byte{...}, [0 0 0 18], {\"type\":\"Buffer\",\"data\":[...]}), "
-             "quoted hex in code, or base64")
+_EXPECTED = (
+    "expected hex ('00 00 00 03 ...', '0x0000...', 'Hex Stream: 0000...'), a hex "
+    "dump (xxd, hexdump -C, od -A x -t x1z, Wireshark, tcpdump -X), an Erlang or "
+    "Elixir binary <<0,0,...>>, a Python b'\\x00...' literal, a byte array "
+    '({0, 0, -1, ...}, []byte{...}, [0 0 0 18], {"type":"Buffer","data":[...]}), '
+    "quoted hex in code, or base64"
+)
 
 _BOMS = ((b"\xef\xbb\xbf", "utf-8"), (b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be"))
 
@@ -75,14 +78,14 @@ def parse_blob(text: str | bytes) -> Blob:
         if isinstance(decoded, Blob):
             return decoded
         text = decoded
-    s = text.lstrip("\ufeff")            # a byte-order mark an editor left in front
+    s = text.lstrip("\ufeff")  # a byte-order mark an editor left in front
     if not s.strip():
         raise BlobError("no input: " + _EXPECTED)
     src = _Source(s)
     failures: list[BlobError] = []
     readers = [_read_dump, _read_code, _read_plain]
     if _BARE_HEX.issuperset(s):
-        del readers[1]              # nothing but hex and spaces: no code to look into
+        del readers[1]  # nothing but hex and spaces: no code to look into
     for reader in readers:
         try:
             found = reader(src)
@@ -108,7 +111,7 @@ def _as_text(raw: bytes) -> str | Blob:
     for bom, encoding in _BOMS:
         if raw.startswith(bom):
             try:
-                return raw[len(bom):].decode(encoding)
+                return raw[len(bom) :].decode(encoding)
             except UnicodeDecodeError:
                 break
     try:
@@ -161,13 +164,18 @@ class _Out:
         line, col = self.src.where(start)
         end_line, end_col = self.src.where(max(end - 1, start))
         last = self.pieces[-1] if self.pieces else None
-        if merge and last is not None and last.what == what and last.end_line + 1 >= line \
-                and last.offset + last.size == len(self.data):
-            self.pieces[-1] = Piece(last.line, last.col, end_line, end_col, last.offset,
-                                    last.size + len(data), what)
+        if (
+            merge
+            and last is not None
+            and last.what == what
+            and last.end_line + 1 >= line
+            and last.offset + last.size == len(self.data)
+        ):
+            self.pieces[-1] = Piece(
+                last.line, last.col, end_line, end_col, last.offset, last.size + len(data), what
+            )
         else:
-            self.pieces.append(Piece(line, col, end_line, end_col, len(self.data), len(data),
-                                     what))
+            self.pieces.append(Piece(line, col, end_line, end_col, len(self.data), len(data), what))
         self.data += data
 
     def blob(self, fmt: str) -> Blob:
@@ -184,13 +192,14 @@ _BARE_HEX = _HEXCHARS | frozenset(" \t\r\n:-")
 
 # -- dumps --------------------------------------------------------------------------------
 
+
 @dataclass
 class _DumpLine:
-    pos: int                   # text position of the line
+    pos: int  # text position of the line
     offset: int
     data: bytes
-    span: tuple[int, int]      # text positions of the hex columns
-    star: bool = False         # a `*` line (hexdump/od: the previous line repeats)
+    span: tuple[int, int]  # text positions of the hex columns
+    star: bool = False  # a `*` line (hexdump/od: the previous line repeats)
 
 
 def _dump_line(line: str) -> tuple[int, int, int] | None:
@@ -220,7 +229,7 @@ def _columns(line: str, start: int) -> tuple[bytes, int, bool]:
             break
         gap = pos - gap_start
         if out and (gap >= (2 if width >= 4 else 3) or "\t" in line[gap_start:pos]):
-            break                           # the wide gap before the ascii column
+            break  # the wide gap before the ascii column
         if line[pos] in "|>":
             break
         end = pos
@@ -247,7 +256,7 @@ def _columns(line: str, start: int) -> tuple[bytes, int, bool]:
 
 def _read_dump(src: _Source) -> Blob | None:
     lines: list[_DumpLine] = []
-    others: list[int] = []          # line numbers of other lines with something on them
+    others: list[int] = []  # line numbers of other lines with something on them
     prev_star = False
     tails = 0
     for number, (pos, line) in enumerate(src.lines(), 1):
@@ -257,7 +266,7 @@ def _read_dump(src: _Source) -> Blob | None:
         head = _dump_line(line)
         data, end, tail = _columns(line, head[1]) if head else (b"", 0, False)
         if head is None or not data:
-            if head is not None and line[head[1]:].strip() == "":
+            if head is not None and line[head[1] :].strip() == "":
                 # od's and hexdump's last line: the offset where the data ends
                 lines.append(_DumpLine(pos, head[0], b"", (pos, pos), prev_star))
                 prev_star = False
@@ -269,9 +278,9 @@ def _read_dump(src: _Source) -> Blob | None:
         prev_star = False
     real = [d for d in lines if d.data]
     if not real or (len(real) == 1 and not tails):
-        return None                 # a single line without columns is plain hex, not a dump
+        return None  # a single line without columns is plain hex, not a dump
     out = _Out(src)
-    packets: list[tuple[int, int]] = []     # (start, end) in out.data of each block
+    packets: list[tuple[int, int]] = []  # (start, end) in out.data of each block
     expect = None
     previous = b""
     for d in lines:
@@ -279,23 +288,25 @@ def _read_dump(src: _Source) -> Blob | None:
             packets.append((len(out.data), len(out.data)))
         elif d.offset != expect:
             if not (d.star and d.offset > expect and previous):
-                raise src.error(d.pos, f"this dump line's offset {d.offset:#x} does not "
-                                       f"follow the previous line (expected {expect:#x}): "
-                                       f"a line is missing or was edited")
-            repeat = previous                   # the line before the '*' repeats
+                raise src.error(
+                    d.pos,
+                    f"this dump line's offset {d.offset:#x} does not "
+                    f"follow the previous line (expected {expect:#x}): "
+                    f"a line is missing or was edited",
+                )
+            repeat = previous  # the line before the '*' repeats
             fill = d.offset - expect
             if fill > 64 * 1024 * 1024:
                 raise src.error(d.pos, "a '*' line stands for more than 64 MiB")
-            out.add(d.pos, d.pos + 1, (repeat * (fill // len(repeat) + 1))[:fill],
-                    "repeated line ('*')")
-        out.add(d.span[0], d.span[1], d.data, "dump lines",
-                merge=packets[-1][1] > packets[-1][0])
+            out.add(
+                d.pos, d.pos + 1, (repeat * (fill // len(repeat) + 1))[:fill], "repeated line ('*')"
+            )
+        out.add(d.span[0], d.span[1], d.data, "dump lines", merge=packets[-1][1] > packets[-1][0])
         expect = d.offset + len(d.data)
         previous = d.data or previous
         packets[-1] = (packets[-1][0], len(out.data))
     if others:
-        out.skipped.append(f"{len(others)} line(s) that are not dump lines "
-                           f"({_line_list(others)})")
+        out.skipped.append(f"{len(others)} line(s) that are not dump lines ({_line_list(others)})")
     _strip_packet_headers(out, packets)
     return out.blob("hex dump")
 
@@ -315,22 +326,26 @@ def _strip_packet_headers(out: _Out, packets: list[tuple[int, int]]) -> None:
             return
         cuts.append(head)
     data, pieces, removed = bytearray(), [], 0
-    k = 0                   # pieces are in order and none spans two packets
+    k = 0  # pieces are in order and none spans two packets
     for (start, end), (link, ip, tcp) in zip(packets, cuts):
         skip = link + ip + tcp
-        data += out.data[start + skip:end]
+        data += out.data[start + skip : end]
         while k < len(out.pieces) and out.pieces[k].offset < end:
             p = out.pieces[k]
             lo, hi = max(p.offset, start + skip), min(p.offset + p.size, end)
             if hi > lo:
-                pieces.append(Piece(p.line, p.col, p.end_line, p.end_col,
-                                    lo - removed - skip, hi - lo, p.what))
+                pieces.append(
+                    Piece(
+                        p.line, p.col, p.end_line, p.end_col, lo - removed - skip, hi - lo, p.what
+                    )
+                )
             k += 1
         removed += skip
     names = {14: "Ethernet, ", 16: "Linux cooked, ", 0: ""}
     link_names = sorted({names.get(c[0], "link, ") for c in cuts})
-    out.skipped.append(f"the {''.join(link_names)}IP and TCP headers of {len(packets)} "
-                       f"packet(s) ({removed} bytes)")
+    out.skipped.append(
+        f"the {''.join(link_names)}IP and TCP headers of {len(packets)} packet(s) ({removed} bytes)"
+    )
     out.data, out.pieces = data, pieces
 
 
@@ -338,8 +353,9 @@ def _packet_headers(p: bytes) -> tuple[int, int, int] | None:
     """(link, IP, TCP) header lengths of a captured TCP packet, or None if ``p`` is not one
     (the IP length must account for exactly the bytes shown)."""
     for link, ethertype_at in ((0, None), (14, 12), (16, 14)):
-        if ethertype_at is not None and (len(p) < link or p[ethertype_at:ethertype_at + 2]
-                                         not in (b"\x08\x00", b"\x86\xdd")):
+        if ethertype_at is not None and (
+            len(p) < link or p[ethertype_at : ethertype_at + 2] not in (b"\x08\x00", b"\x86\xdd")
+        ):
             continue
         ip = p[link:]
         if len(ip) >= 20 and ip[0] >> 4 == 4:
@@ -382,23 +398,27 @@ _TOKEN = r"""
 @lru_cache(maxsize=1)
 def _token() -> re.Pattern[str]:
     return re.compile(_TOKEN, re.X | re.S)
+
+
 _STRING_PREFIXES = {"b", "br", "rb"}
 # a run of plain byte values with their separators, read as one token (an array of a
 # million bytes is a million items): possessive throughout, so it never backtracks
-_COMMA_RUN = re.compile(r"[ \t\r\n]*+(?P<r>(?:(?:0[xX][0-9a-fA-F]{1,2}+|-?+(?:0|[1-9][0-9]{0,2}+))"
-                        r"[ \t\r\n]*+,[ \t\r\n]*+){2,}+)")
-_SPACE_RUN = re.compile(r"[ \t\r\n]*+(?P<r>(?:(?:0|[1-9][0-9]{0,2}+) ++){2,}+)")      # Go: [0 0 0 18]
+_COMMA_RUN = re.compile(
+    r"[ \t\r\n]*+(?P<r>(?:(?:0[xX][0-9a-fA-F]{1,2}+|-?+(?:0|[1-9][0-9]{0,2}+))"
+    r"[ \t\r\n]*+,[ \t\r\n]*+){2,}+)"
+)
+_SPACE_RUN = re.compile(r"[ \t\r\n]*+(?P<r>(?:(?:0|[1-9][0-9]{0,2}+) ++){2,}+)")  # Go: [0 0 0 18]
 _RUN_VALUE = re.compile(r"0[xX][0-9a-fA-F]+|-?[0-9]+")
 _INT_SUFFIX = re.compile(r"(?:[uUiI](?:8|16|32|64|size)|[lLuU]{1,3})?")
 
 
 @dataclass(slots=True)
 class _Tok:
-    kind: str                  # num, char, str, bstr, id, p, run (several byte values)
+    kind: str  # num, char, str, bstr, id, p, run (several byte values)
     pos: int
     end: int
     text: str
-    value: Any = None          # run: list[int]; bstr: bytes; char: int
+    value: Any = None  # run: list[int]; bstr: bytes; char: int
 
 
 def _tokens(src: _Source):
@@ -408,13 +428,18 @@ def _tokens(src: _Source):
     token = _token()
     while pos < n:
         if last is not None and last.kind == "p" and last.text[-1] in "[({,<":
-            run = (_COMMA_RUN.match(s, pos) or
-                   (_SPACE_RUN.match(s, pos) if last.text[-1] == "[" else None))
+            run = _COMMA_RUN.match(s, pos) or (
+                _SPACE_RUN.match(s, pos) if last.text[-1] == "[" else None
+            )
             if run is not None:
                 text = run.group("r")
-                last = _Tok("run", run.start("r"), run.end(), text,
-                            [int(v, 0) if v[1:2] in "xX" else int(v)
-                             for v in _RUN_VALUE.findall(text)])
+                last = _Tok(
+                    "run",
+                    run.start("r"),
+                    run.end(),
+                    text,
+                    [int(v, 0) if v[1:2] in "xX" else int(v) for v in _RUN_VALUE.findall(text)],
+                )
                 yield last
                 pos = run.end()
                 continue
@@ -442,8 +467,8 @@ def _string(src: _Source, start: int, end: int) -> _Tok:
     s = src.text
     quote_at = start if s[start] in "\"'" else start + 1 if s[start + 1] in "\"'" else start + 2
     quote = s[quote_at]
-    body = s[quote_at + 1:end - 1]
-    if quote_at > start:                # b'...', rb'...'
+    body = s[quote_at + 1 : end - 1]
+    if quote_at > start:  # b'...', rb'...'
         prefix = s[start:quote_at].lower()
         return _Tok("bstr", start, end, body, _unescape(src, body, quote_at + 1, "r" in prefix))
     if quote == "'" and (len(body) == 1 or (len(body) == 2 and body[0] == "\\")):
@@ -453,8 +478,20 @@ def _string(src: _Source, start: int, end: int) -> _Tok:
     return _Tok("str", start, end, body)
 
 
-_ESCAPES = {"n": 10, "t": 9, "r": 13, "0": 0, "\\": 92, "'": 39, '"': 34, "a": 7, "b": 8,
-            "f": 12, "v": 11, "e": 27}
+_ESCAPES = {
+    "n": 10,
+    "t": 9,
+    "r": 13,
+    "0": 0,
+    "\\": 92,
+    "'": 39,
+    '"': 34,
+    "a": 7,
+    "b": 8,
+    "f": 12,
+    "v": 11,
+    "e": 27,
+}
 
 
 def _unescape(src: _Source, body: str, at: int, raw: bool) -> bytes:
@@ -469,21 +506,24 @@ def _unescape(src: _Source, body: str, at: int, raw: bool) -> bytes:
         j = body.find("\\", i)
         if j == -1:
             j = n
-        out += body[i:j].encode("latin-1", "replace") if body[i:j].isascii() else \
-            body[i:j].encode("utf-8")
+        out += (
+            body[i:j].encode("latin-1", "replace")
+            if body[i:j].isascii()
+            else body[i:j].encode("utf-8")
+        )
         if j >= n - 1:
             if j == n - 1:
                 raise src.error(at + j, "a backslash ends the string")
             break
         c = body[j + 1]
-        if c in "xX" and _is_hex(body[j + 2:j + 4]) and len(body[j + 2:j + 4]) == 2:
-            out.append(int(body[j + 2:j + 4], 16))
+        if c in "xX" and _is_hex(body[j + 2 : j + 4]) and len(body[j + 2 : j + 4]) == 2:
+            out.append(int(body[j + 2 : j + 4], 16))
             i = j + 4
         elif "0" <= c <= "7":
             k = j + 1
             while k < n and k < j + 4 and "0" <= body[k] <= "7":
                 k += 1
-            out.append(int(body[j + 1:k], 8) & 0xFF)
+            out.append(int(body[j + 1 : k], 8) & 0xFF)
             i = k
         elif c in _ESCAPES:
             out.append(_ESCAPES[c])
@@ -504,11 +544,16 @@ def _number(t: _Tok) -> int | None:
         while k < len(digits) and digits[k] in "0123456789abcdef":
             k += 1
         # 0xffu8: 'f' could be a digit or not; u/i/l begin the suffix
-        if not _INT_SUFFIX.fullmatch(s[2 + k:]) or k == 0 or k > 20:
+        if not _INT_SUFFIX.fullmatch(s[2 + k :]) or k == 0 or k > 20:
             return None
         return int(digits[:k], 16)
-    base, digits = (2, low[2:]) if low.startswith("0b") else (8, low[2:]) \
-        if low.startswith("0o") else (10, low)
+    base, digits = (
+        (2, low[2:])
+        if low.startswith("0b")
+        else (8, low[2:])
+        if low.startswith("0o")
+        else (10, low)
+    )
     k = 0
     allowed = "01" if base == 2 else "01234567" if base == 8 else "0123456789"
     while k < len(digits) and digits[k] in allowed:
@@ -522,9 +567,9 @@ def _number(t: _Tok) -> int | None:
 class _Group:
     opener: str
     pos: int
-    items: list = field(default_factory=list)   # each: list of tokens / groups
+    items: list = field(default_factory=list)  # each: list of tokens / groups
     commas: bool = False
-    binary: bool = False                          # Erlang / Elixir << >>
+    binary: bool = False  # Erlang / Elixir << >>
     end: int = 0
 
 
@@ -542,7 +587,7 @@ def _code_root(src: _Source) -> _Group:
     stack = [root]
     for t in _tokens(src):
         top = stack[-1]
-        if t.kind == "p":               # a run of one punctuation character
+        if t.kind == "p":  # a run of one punctuation character
             c, count = t.text[0], len(t.text)
             if c in "([{" or (c == "<" and count >= 2):
                 opener, width = ("<<", 2) if c == "<" else (c, 1)
@@ -552,19 +597,20 @@ def _code_root(src: _Source) -> _Group:
                     stack.append(_Group(opener, t.pos + k * width, [[]], binary=c == "<"))
                 if count % width == 0:
                     continue
-                t = _Tok("p", t.end - 1, t.end, c)          # the odd '<' left over
+                t = _Tok("p", t.end - 1, t.end, c)  # the odd '<' left over
             elif c in ")]}>":
                 width = 2 if c == ">" else 1
                 k = 0
-                while k + width <= count and len(stack) > 1 and \
-                        _CLOSE[stack[-1].opener] == c * width:
+                while (
+                    k + width <= count and len(stack) > 1 and _CLOSE[stack[-1].opener] == c * width
+                ):
                     g = stack.pop()
                     g.end = t.pos + k + width
                     stack[-1].items[-1].append(_Closed(g, g.end))
                     k += width
                 if k == count:
                     continue
-                t = _Tok("p", t.pos + k, t.end, t.text[k:])   # stray: ordinary text
+                t = _Tok("p", t.pos + k, t.end, t.text[k:])  # stray: ordinary text
             elif c == "," or (c == ";" and not top.binary):
                 top.commas = top.commas or c == ","
                 top.items.append([])
@@ -572,9 +618,9 @@ def _code_root(src: _Source) -> _Group:
             top = stack[-1]
         top.items[-1].append(t)
         if t.kind == "run" and t.text.rstrip()[-1:] == ",":
-            top.commas = True               # a comma run ends its last item
+            top.commas = True  # a comma run ends its last item
             top.items.append([])
-    while len(stack) > 1:               # unclosed brackets: take what they hold
+    while len(stack) > 1:  # unclosed brackets: take what they hold
         g = stack.pop()
         g.end = len(src.text)
         stack[-1].items[-1].append(_Closed(g, g.end))
@@ -607,8 +653,17 @@ def _choose(src: _Source, root: _Group) -> Blob | None:
     return None
 
 
-def _walk(src, g: _Group, binaries: _Out, bstrings: _Out, arrays: _Out, hexes: _Out,
-          problems: list, top: bool = False, b64s: _Out | None = None) -> None:
+def _walk(
+    src,
+    g: _Group,
+    binaries: _Out,
+    bstrings: _Out,
+    arrays: _Out,
+    hexes: _Out,
+    problems: list,
+    top: bool = False,
+    b64s: _Out | None = None,
+) -> None:
     b64s = b64s if b64s is not None else _Out(src)
     if g.binary:
         start = len(binaries.data)
@@ -620,8 +675,11 @@ def _walk(src, g: _Group, binaries: _Out, bstrings: _Out, arrays: _Out, hexes: _
         return
     # items: separated by commas, or (Go's fmt.Println [0 0 18]) by spaces
     if g.commas or not top:
-        items = [item for item in g.items if item] if g.commas else \
-            [[t] for item in g.items for t in item]
+        items = (
+            [item for item in g.items if item]
+            if g.commas
+            else [[t] for item in g.items for t in item]
+        )
         _array(src, items, arrays, problems, g.commas)
     for item in g.items:
         for t in item:
@@ -643,11 +701,24 @@ def _array(src: _Source, items: list, arrays: _Out, problems: list, commas: bool
     """The bytes of a group whose every item is one byte value (two at least)."""
     if not items:
         return
-    if commas and all(_is_hex_word(item) for item in items) and \
-            (len(items) > 1 or items[0][0].kind == "run"):     # 00, 0c, 12: hex
-        arrays.add(items[0][0].pos, items[-1][0].end, bytes.fromhex("".join(
-            "".join(_RUN_VALUE.findall(item[0].text)) if item[0].kind == "run" else
-            item[0].text for item in items)), "hex list")
+    if (
+        commas
+        and all(_is_hex_word(item) for item in items)
+        and (len(items) > 1 or items[0][0].kind == "run")
+    ):  # 00, 0c, 12: hex
+        arrays.add(
+            items[0][0].pos,
+            items[-1][0].end,
+            bytes.fromhex(
+                "".join(
+                    "".join(_RUN_VALUE.findall(item[0].text))
+                    if item[0].kind == "run"
+                    else item[0].text
+                    for item in items
+                )
+            ),
+            "hex list",
+        )
         return
     out = bytearray()
     first: _Tok | None = None
@@ -657,8 +728,7 @@ def _array(src: _Source, items: list, arrays: _Out, problems: list, commas: bool
             t = item[0]
             bad = next((v for v in t.value if not -128 <= v <= 255), None)
             if bad is not None:
-                problems.append(src.error(t.pos, f"{bad} is not a byte value (expected "
-                                                 f"-128..255)"))
+                problems.append(src.error(t.pos, f"{bad} is not a byte value (expected -128..255)"))
                 return
             out += bytes(v & 0xFF for v in t.value)
             first, last = first or t, t
@@ -667,17 +737,17 @@ def _array(src: _Source, items: list, arrays: _Out, problems: list, commas: bool
         if found is None:
             stray = _first_token(item)
             if out and len(out) >= 4 and stray is not None:
-                problems.append(src.error(stray.pos, f"'{stray.text[:30]}' is not a byte value in "
-                                                 f"this array"))
+                problems.append(
+                    src.error(stray.pos, f"'{stray.text[:30]}' is not a byte value in this array")
+                )
             return
         value, t = found
         if not -128 <= value <= 255:
-            problems.append(src.error(t.pos, f"{t.text} is not a byte value (expected "
-                                             f"-128..255)"))
+            problems.append(src.error(t.pos, f"{t.text} is not a byte value (expected -128..255)"))
             return
         out.append(value & 0xFF)
         first, last = first or t, t
-    if len(out) >= 2 and first is not None and last is not None:   # one alone: an index
+    if len(out) >= 2 and first is not None and last is not None:  # one alone: an index
         arrays.add(first.pos, last.end, bytes(out), "byte array")
 
 
@@ -710,9 +780,8 @@ def _byte_item(item) -> tuple[int, _Tok] | None:
     for t in item:
         if isinstance(t, _Closed):
             inner = [x for it in t.group.items for x in it]
-            if t.group.opener == "(" and all(isinstance(x, _Tok) and x.kind == "id"
-                                             for x in inner):
-                continue                        # a cast such as (byte) or .toByte()
+            if t.group.opener == "(" and all(isinstance(x, _Tok) and x.kind == "id" for x in inner):
+                continue  # a cast such as (byte) or .toByte()
             return None
         if t.kind in ("num", "char"):
             if tok is not None:
@@ -726,7 +795,7 @@ def _byte_item(item) -> tuple[int, _Tok] | None:
         elif t.kind == "p" and t.text in "+.":
             continue
         elif t.kind == "id" and (tok is not None or t.text in _TYPE_WORDS):
-            continue                            # as u8, toByte, (byte)
+            continue  # as u8, toByte, (byte)
         else:
             return None
     return None if tok is None or value is None else (sign * value, tok)
@@ -755,8 +824,12 @@ def _binary(src: _Source, g: _Group) -> bytes:
         if isinstance(head, _Tok) and head.kind == "run":
             out += bytes(v & 0xFF for v in head.value)
             continue
-        while spec and isinstance(spec[0], _Tok) and spec[0].kind == "p" and \
-                spec[0].text.strip(":") == "":
+        while (
+            spec
+            and isinstance(spec[0], _Tok)
+            and spec[0].kind == "p"
+            and spec[0].text.strip(":") == ""
+        ):
             spec = spec[1:]
         sign = 1
         if isinstance(head, _Tok) and head.kind == "p" and head.text == "-" and len(item) > 1:
@@ -764,13 +837,14 @@ def _binary(src: _Source, g: _Group) -> bytes:
             while spec and isinstance(spec[0], _Tok) and spec[0].text.strip(":") == "":
                 spec = spec[1:]
         elif isinstance(head, _Tok) and head.kind == "p" and head.text in "$?" and len(item) > 1:
-            out.append(ord(src.text[head.end]) & 0xFF)     # Erlang $a, Elixir ?a
+            out.append(ord(src.text[head.end]) & 0xFF)  # Erlang $a, Elixir ?a
             continue
         bits, little = 8, False
-        for t in spec:          # 16, size(16), 64-signed, 32/big, 16-little
+        for t in spec:  # 16, size(16), 64-signed, 32/big, 16-little
             if isinstance(t, _Closed):
-                nums = [x for it in t.group.items for x in it
-                        if isinstance(x, _Tok) and x.kind == "num"]
+                nums = [
+                    x for it in t.group.items for x in it if isinstance(x, _Tok) and x.kind == "num"
+                ]
                 if nums:
                     bits = _number(nums[0]) or 0
             elif t.kind == "num":
@@ -787,8 +861,11 @@ def _binary(src: _Source, g: _Group) -> bytes:
             continue
         v = _number(head) if head.kind == "num" else head.value if head.kind == "char" else None
         if v is None:
-            raise src.error(head.pos, f"'{head.text[:30]}' is not a value kdissect can read "
-                                      f"(a variable? write the bytes out)")
+            raise src.error(
+                head.pos,
+                f"'{head.text[:30]}' is not a value kdissect can read "
+                f"(a variable? write the bytes out)",
+            )
         if bits % 8 or not 0 < bits <= 64:
             raise src.error(head.pos, f"a segment of {bits} bits is not whole bytes")
         v = (sign * v) & ((1 << bits) - 1)
@@ -804,15 +881,16 @@ def _text_bytes(body: str) -> bytes:
 
 # -- plain text: hex and base64 -----------------------------------------------------------
 
+
 def _read_plain(src: _Source) -> Blob | None:
     out = _Out(src)
     for pos, line in src.lines():
         start = _after_label(line)
         body = line[start:]
         if not body.strip() or body.lstrip().startswith(("#", "//")):
-            continue                    # a heading such as 'Response:' or a comment
+            continue  # a heading such as 'Response:' or a comment
         digits, end = _hex_chars(body)
-        if isinstance(end, str):                   # not hex: perhaps base64
+        if isinstance(end, str):  # not hex: perhaps base64
             found = _read_base64(src)
             if found is not None:
                 return found
@@ -822,11 +900,14 @@ def _read_plain(src: _Source) -> Blob | None:
         return None
     if len(out.data) % 2:
         odd = next(p for p in out.pieces if p.size % 2)
-        raise BlobError(f"odd number of hex digits ({len(out.data)}): a digit is missing or "
-                        f"extra", odd.line, odd.col)
+        raise BlobError(
+            f"odd number of hex digits ({len(out.data)}): a digit is missing or extra",
+            odd.line,
+            odd.col,
+        )
     data = bytes.fromhex(out.data.decode())
     pieces, done = [], 0
-    for p in out.pieces:          # the pieces counted hex digits: turn them into bytes
+    for p in out.pieces:  # the pieces counted hex digits: turn them into bytes
         lo, hi = (done + 1) // 2, (done + p.size) // 2
         pieces.append(Piece(p.line, p.col, p.end_line, p.end_col, lo, hi - lo, p.what))
         done += p.size
@@ -838,7 +919,7 @@ def _after_label(line: str) -> int:
     if _BARE_HEX.issuperset(line):
         return 0
     if line.rstrip().endswith(":"):
-        return len(line)                # a heading line
+        return len(line)  # a heading line
     for sep in (": ", ":\t", "= ", "=\t", "=> "):
         k = line.find(sep)
         if k > 0 and not _BARE_HEX.issuperset(line[:k]):
@@ -866,9 +947,10 @@ def _hex_chars(body: str) -> tuple[str, int | str]:
             j = i
             while j < n and body[j] in _HEXCHARS:
                 j += 1
-            if j == i:                  # name the whole word the culprit is in
-                text = body[word:word + 20].split()[0] if body[word:word + 20].strip() \
-                    else body[i]
+            if j == i:  # name the whole word the culprit is in
+                text = (
+                    body[word : word + 20].split()[0] if body[word : word + 20].strip() else body[i]
+                )
                 return body[:word], f"'{text}' is not hex"
             out.append(body[i:j])
             i = end = j
@@ -883,8 +965,12 @@ def _read_base64(src: _Source) -> Blob | None:
         return None
     compact = "".join(s.split())
     bare = compact.rstrip("=")
-    if len(compact) < 12 or len(bare) % 4 == 1 or len(compact) - len(bare) > 2 or \
-            not _B64.issuperset(bare):
+    if (
+        len(compact) < 12
+        or len(bare) % 4 == 1
+        or len(compact) - len(bare) > 2
+        or not _B64.issuperset(bare)
+    ):
         return None
     compact = bare.replace("-", "+").replace("_", "/")
     compact += "=" * (-len(compact) % 4)
@@ -920,9 +1006,9 @@ def _b64(text: str) -> bytes | None:
 # tables), runs of hex lines with prose or comments between them, single long hex lines.
 # Which candidate is the paste's bytes is decided by decoding them (sources/paste_choice).
 
-MAX_CANDIDATES = 24         # the decodes a paste may cost, whatever its size
-_MAX_PIECES = 256           # literals of one kind looked at one by one
-_MIN_BYTES = 8              # a Kafka message is 8 bytes at least (size + a header)
+MAX_CANDIDATES = 24  # the decodes a paste may cost, whatever its size
+_MAX_PIECES = 256  # literals of one kind looked at one by one
+_MIN_BYTES = 8  # a Kafka message is 8 bytes at least (size + a header)
 # rows (dump or hex lines) the region search looks at: 256 KB of bytes in 16-byte rows;
 # a longer dump is read whole by the whole-text readers
 _MAX_ROWS = 16_384
@@ -945,13 +1031,17 @@ def find_candidates(text: str | bytes) -> list[Blob]:
     seen: set[bytes] = set()
 
     def keep(blob: Blob | None, least: int = _MIN_BYTES) -> None:
-        if blob is not None and len(blob.data) >= least and blob.data not in seen \
-                and len(found) < MAX_CANDIDATES:
+        if (
+            blob is not None
+            and len(blob.data) >= least
+            and blob.data not in seen
+            and len(found) < MAX_CANDIDATES
+        ):
             seen.add(blob.data)
             found.append(blob)
 
     readers = [_read_dump, _read_plain]
-    for reader in readers:          # the whole-text readings: any size
+    for reader in readers:  # the whole-text readings: any size
         try:
             keep(reader(src), 1)
         except BlobError:
@@ -973,11 +1063,22 @@ def find_candidates(text: str | bytes) -> list[Blob]:
 
 def _code_literals(src: _Source, root: _Group):
     """Each literal of the code alone, and joined with the literals that continue it."""
-    outs = {name: _Out(src) for name in ("erlang binary", "byte string literal", "byte array",
-                                         "quoted hex", "base64")}
+    outs = {
+        name: _Out(src)
+        for name in ("erlang binary", "byte string literal", "byte array", "quoted hex", "base64")
+    }
     try:
-        _walk(src, root, outs["erlang binary"], outs["byte string literal"],
-              outs["byte array"], outs["quoted hex"], [], top=True, b64s=outs["base64"])
+        _walk(
+            src,
+            root,
+            outs["erlang binary"],
+            outs["byte string literal"],
+            outs["byte array"],
+            outs["quoted hex"],
+            [],
+            top=True,
+            b64s=outs["base64"],
+        )
     except BlobError:
         return
     for fmt, out in outs.items():
@@ -985,40 +1086,55 @@ def _code_literals(src: _Source, root: _Group):
         if len(out.pieces) > 1:
             yield out.blob(fmt + "s, joined")
         for i, p in enumerate(pieces):
-            data = bytes(out.data[p.offset:p.offset + p.size])
-            yield Blob(data, fmt, (Piece(p.line, p.col, p.end_line, p.end_col, 0, p.size,
-                                         p.what),))
+            data = bytes(out.data[p.offset : p.offset + p.size])
+            yield Blob(data, fmt, (Piece(p.line, p.col, p.end_line, p.end_col, 0, p.size, p.what),))
             # a size prefix longer than this literal: the literals after it continue it
             if len(data) >= 4 and len(pieces) > i + 1:
                 want = 4 + int.from_bytes(data[:4], "big")
                 if len(data) < want <= len(out.data) - p.offset:
                     end = i + 1
-                    while end < len(pieces) and end - i < 64 and \
-                            pieces[end].offset + pieces[end].size - p.offset < want:
+                    while (
+                        end < len(pieces)
+                        and end - i < 64
+                        and pieces[end].offset + pieces[end].size - p.offset < want
+                    ):
                         end += 1
                     if end < len(pieces):
                         last = pieces[end]
-                        joined = bytes(out.data[p.offset:last.offset + last.size])
-                        yield Blob(joined, fmt + "s, continued", tuple(
-                            Piece(q.line, q.col, q.end_line, q.end_col, q.offset - p.offset,
-                                  q.size, q.what) for q in pieces[i:end + 1]))
+                        joined = bytes(out.data[p.offset : last.offset + last.size])
+                        yield Blob(
+                            joined,
+                            fmt + "s, continued",
+                            tuple(
+                                Piece(
+                                    q.line,
+                                    q.col,
+                                    q.end_line,
+                                    q.end_col,
+                                    q.offset - p.offset,
+                                    q.size,
+                                    q.what,
+                                )
+                                for q in pieces[i : end + 1]
+                            ),
+                        )
 
 
 @dataclass
 class _Row:
     line: int
-    start: int                  # text positions of the bytes
+    start: int  # text positions of the bytes
     end: int
     data: bytes
-    offset: int | None          # a dump row's offset; None: a plain hex line
+    offset: int | None  # a dump row's offset; None: a plain hex line
 
 
 def _line_regions(src: _Source):
     """Dump rows and hex lines, behind whatever prefix each line has, grouped into runs."""
     rows: list[_Row] = []
-    blank_before: set[int] = set()      # rows with an empty line before them
+    blank_before: set[int] = set()  # rows with an empty line before them
     blank = False
-    words: list[_Row] = []              # long hex words inside other lines
+    words: list[_Row] = []  # long hex words inside other lines
     for number, (pos, line) in enumerate(src.lines(), 1):
         if len(rows) >= _MAX_ROWS:
             break
@@ -1038,8 +1154,12 @@ def _line_regions(src: _Source):
         if r.offset is None:
             continue
         last = blocks[-1][-1] if blocks else None
-        if last is not None and r.offset != 0 and last.offset is not None and \
-                r.offset == last.offset + len(last.data):
+        if (
+            last is not None
+            and r.offset != 0
+            and last.offset is not None
+            and r.offset == last.offset + len(last.data)
+        ):
             blocks[-1].append(r)
         else:
             blocks.append([r])
@@ -1057,7 +1177,7 @@ def _line_regions(src: _Source):
         return
     yield _rows_blob(src, [r for _, r in plain], "hex lines")
     cuts = [k for k, (i, _) in enumerate(plain) if k and i in blank_before][:_MAX_PIECES]
-    if cuts:                                    # paragraphs, when there are several
+    if cuts:  # paragraphs, when there are several
         for lo, hi in zip([0] + cuts, cuts + [len(plain)]):
             yield _rows_blob(src, [r for _, r in plain[lo:hi]], "hex lines")
     for _, r in plain[:_MAX_PIECES]:
@@ -1076,8 +1196,9 @@ def _rows_blob(src: _Source, rows: list[_Row], fmt: str) -> Blob:
         end_col = max(r.end - 1, r.start) - src.starts[r.line - 1] + 1
         last = pieces[-1] if pieces else None
         if last is not None and last.end_line + 1 >= r.line:
-            pieces[-1] = Piece(last.line, last.col, r.line, end_col, last.offset,
-                               last.size + len(r.data), fmt)
+            pieces[-1] = Piece(
+                last.line, last.col, r.line, end_col, last.offset, last.size + len(r.data), fmt
+            )
         else:
             pieces.append(Piece(r.line, col, r.line, end_col, done, len(r.data), fmt))
         done += len(r.data)
@@ -1101,13 +1222,13 @@ def _row(pos: int, line: str, number: int) -> _Row | None:
         rest = line[start:]
         first = rest.lstrip(" \t")[:1]
         if not first or (first not in _HEXCHARS and first != "\\"):
-            continue                            # fast: prose starts with other letters
+            continue  # fast: prose starts with other letters
         body = rest
         for comment in ("  #", "\t#", " //", "  --"):
             k = body.find(comment)
             if k > 0:
                 body = body[:k]
-        if "|" in body[:14]:                    # `0000 | 00 01 ... | ascii` tables
+        if "|" in body[:14]:  # `0000 | 00 01 ... | ascii` tables
             body = body.replace("|", " ")
         dump = _dump_line(body)
         if dump is not None:
@@ -1128,10 +1249,13 @@ def _hex_words(pos: int, line: str, number: int):
     """Words of 16 hex digits or more in a line of other text (a shell command's
     argument, a log field): each may be a message."""
     n = len(line)
-    for m in _HEX_WORD.finditer(line):      # a run of one class: each start scans < 16
+    for m in _HEX_WORD.finditer(line):  # a run of one class: each start scans < 16
         i, j = m.span()
-        if (j - i) % 2 == 0 and (i == 0 or not line[i - 1].isalnum()) \
-                and (j == n or not line[j].isalnum()):
+        if (
+            (j - i) % 2 == 0
+            and (i == 0 or not line[i - 1].isalnum())
+            and (j == n or not line[j].isalnum())
+        ):
             yield _Row(number, pos + i, pos + j, bytes.fromhex(line[i:j]), None)
 
 
@@ -1140,7 +1264,7 @@ def _hex_row(body: str) -> bytes | None:
     text = body.strip()
     if not text:
         return None
-    if _BARE_HEX.issuperset(text):              # the common case, without a char loop
+    if _BARE_HEX.issuperset(text):  # the common case, without a char loop
         words = text.replace(":", " ").replace("-", " ").split()
         if not words or any(len(w) % 2 for w in words):
             return None
@@ -1152,5 +1276,5 @@ def _hex_row(body: str) -> bytes | None:
         return None
     words = text.replace(":", " ").replace("-", " ").split()
     if any(len(w) % 2 for w in words if _is_hex(w)):
-        return None                     # 'add', 'be a': words, not bytes
+        return None  # 'add', 'be a': words, not bytes
     return bytes.fromhex(digits)

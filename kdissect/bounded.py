@@ -31,11 +31,13 @@ def read_file(path: str | os.PathLike, cap: int, what: str = "file") -> bytes:
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise InputError(f"{name}: not a regular file (a FIFO, device or directory); "
-                             f"give the {what} itself")
+            raise InputError(
+                f"{name}: not a regular file (a FIFO, device or directory); give the {what} itself"
+            )
         if st.st_size > cap:
-            raise InputError(f"{name}: {st.st_size} bytes is too big for a {what} (at most "
-                             f"{_size(cap)})")
+            raise InputError(
+                f"{name}: {st.st_size} bytes is too big for a {what} (at most {_size(cap)})"
+            )
         chunks, left = [], cap + 1
         while left > 0:
             chunk = os.read(fd, min(left, 4 * MiB))
@@ -48,7 +50,7 @@ def read_file(path: str | os.PathLike, cap: int, what: str = "file") -> bytes:
         raise InputError(f"{name}: cannot read the {what}: {e.strerror or e}") from None
     finally:
         os.close(fd)
-    if len(data) > cap:                     # grew while read
+    if len(data) > cap:  # grew while read
         raise InputError(f"{name}: more than {_size(cap)}: too big for a {what}")
     return data
 

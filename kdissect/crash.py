@@ -29,7 +29,7 @@ def guard(run: Callable[[], object], debug: bool) -> None:
         sys.exit(0)
     except SystemExit:
         raise
-    except BaseException as e:      # noqa: BLE001 - this is the last resort
+    except BaseException as e:  # noqa: BLE001 - this is the last resort
         if debug:
             raise
         sys.stderr.write(describe(e) + "\n")
@@ -39,15 +39,21 @@ def guard(run: Callable[[], object], debug: bool) -> None:
 def describe(e: BaseException) -> str:
     """One line: what failed, where in the input, and what to do."""
     where = _where(e.__traceback__)
-    kind = "ran out of memory" if isinstance(e, MemoryError) else \
-        f"internal error ({type(e).__name__}: {_first_line(e)})"
-    return (f"kdissect: {kind}{' ' + where if where else ''}. This is a bug, please report "
-            f"it with the command line and the input; --debug shows the traceback.")
+    kind = (
+        "ran out of memory"
+        if isinstance(e, MemoryError)
+        else f"internal error ({type(e).__name__}: {_first_line(e)})"
+    )
+    return (
+        f"kdissect: {kind}{' ' + where if where else ''}. This is a bug, please report "
+        f"it with the command line and the input; --debug shows the traceback."
+    )
 
 
 def _where(tb) -> str:
     """'in FILE near byte N, frame K' from the objects the failing frames held."""
     from .capture.pcapfile import CaptureReader, Packet
+
     path = offset = frame = None
     try:
         while tb is not None:
@@ -57,9 +63,9 @@ def _where(tb) -> str:
                 elif isinstance(value, Packet):
                     frame = value.index
                 elif name == "row" and type(value) is tuple and len(value) == 11:
-                    frame = value[0]         # a segment of the compiled scanner
+                    frame = value[0]  # a segment of the compiled scanner
             tb = tb.tb_next
-    except Exception:           # noqa: BLE001 - never fail while reporting a failure
+    except Exception:  # noqa: BLE001 - never fail while reporting a failure
         pass
     parts = []
     if path is not None:

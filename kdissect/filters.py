@@ -33,30 +33,48 @@ class FilterError(ValueError):
         self.position = position
         # a window of the text around the position (a filter may be kilobytes long)
         start = max(0, position - 60)
-        shown = ("…" if start else "") + text[start:position + 60] + \
-            ("…" if len(text) > position + 60 else "")
+        shown = (
+            ("…" if start else "")
+            + text[start : position + 60]
+            + ("…" if len(text) > position + 60 else "")
+        )
         pointer = f"\n  {shown}\n  {' ' * (position - start + (1 if start else 0))}^"
         super().__init__(f"at position {position}: {message}{pointer}")
 
 
-_ALIASES = {"corr": "correlation_id", "api_version": "version", "client.id": "client_id",
-            "latency_ms": "latency", "errors": "error", "findings": "finding",
-            # Wireshark's names for the same things
-            "kafka.api_key": "api", "kafka.api_version": "version",
-            "kafka.correlation_id": "correlation_id", "kafka.client_id": "client_id",
-            "kafka.error": "error", "kafka.topic_name": "topic",
-            "kafka.partition_id": "partition", "kafka.request_frame": "frame",
-            "kafka.response_frame": "response_frame", "kafka.throttle_time": "throttle",
-            "kafka.message_key": "record.key", "kafka.message_value": "record.value",
-            "kafka.header_key": "record.header"}
+_ALIASES = {
+    "corr": "correlation_id",
+    "api_version": "version",
+    "client.id": "client_id",
+    "latency_ms": "latency",
+    "errors": "error",
+    "findings": "finding",
+    # Wireshark's names for the same things
+    "kafka.api_key": "api",
+    "kafka.api_version": "version",
+    "kafka.correlation_id": "correlation_id",
+    "kafka.client_id": "client_id",
+    "kafka.error": "error",
+    "kafka.topic_name": "topic",
+    "kafka.partition_id": "partition",
+    "kafka.request_frame": "frame",
+    "kafka.response_frame": "response_frame",
+    "kafka.throttle_time": "throttle",
+    "kafka.message_key": "record.key",
+    "kafka.message_value": "record.value",
+    "kafka.header_key": "record.header",
+}
 _HEADER = "record.header."
 _DURATION = {"us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0}
-_TOKEN = re.compile(r"""\s*(?:
+_TOKEN = re.compile(
+    r"""\s*(?:
     (?P<num>-?\d+(?:\.\d+)?(?:us|µs|ms|s)?(?![\w.]))
   | (?P<str>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')
   | (?P<op>==|!=|<=|>=|!~|&&|\|\||[<>~!(){},=])
   | (?P<word>[A-Za-z_][\w.\-]*)
-)""", re.X)
+)""",
+    re.X,
+)
 _COMPARE = {"==", "!=", "<", "<=", ">", ">=", "~", "!~", "contains", "in", "matches", "="}
 
 
@@ -74,7 +92,7 @@ def _tokens(text: str) -> list[Token]:
             break
         m = _TOKEN.match(text, pos)
         if not m or m.end() == pos:
-            start = len(text) - len(text[pos:].lstrip())       # after the blanks
+            start = len(text) - len(text[pos:].lstrip())  # after the blanks
             raise FilterError(start, f"unexpected {text[start]!r}", text)
         kind = m.lastgroup
         assert kind is not None, "every alternative of _TOKEN is a named group"
@@ -87,10 +105,21 @@ def _tokens(text: str) -> list[Token]:
 
 _BLANK = re.compile(r"\s*")
 _BLANK_TO_END = re.compile(r"\s*\Z")
-MAX_DEPTH = 64          # parentheses; deeper is refused (no real filter comes close)
-MAX_DIGITS = 30         # in a number (int() refuses beyond 4,300; no field needs 30)
-_ESCAPES = {"\\": "\\", "'": "'", '"': '"', "n": "\n", "t": "\t", "r": "\r", "0": "\0",
-            "a": "\a", "b": "\b", "f": "\f", "v": "\v"}
+MAX_DEPTH = 64  # parentheses; deeper is refused (no real filter comes close)
+MAX_DIGITS = 30  # in a number (int() refuses beyond 4,300; no field needs 30)
+_ESCAPES = {
+    "\\": "\\",
+    "'": "'",
+    '"': '"',
+    "n": "\n",
+    "t": "\t",
+    "r": "\r",
+    "0": "\0",
+    "a": "\a",
+    "b": "\b",
+    "f": "\f",
+    "v": "\v",
+}
 _HEX_ESCAPE = {"x": 2, "u": 4, "U": 8}
 
 
@@ -105,14 +134,14 @@ def _unquote(tok: Token, text: str) -> str:
             out.append(body[i:])
             return "".join(out)
         out.append(body[i:j])
-        c = body[j + 1]              # the tokenizer keeps a backslash from ending a string
+        c = body[j + 1]  # the tokenizer keeps a backslash from ending a string
         where = tok.pos + 1 + j
         if c in _ESCAPES:
             out.append(_ESCAPES[c])
             i = j + 2
         elif c in _HEX_ESCAPE:
             n = _HEX_ESCAPE[c]
-            digits = body[j + 2:j + 2 + n]
+            digits = body[j + 2 : j + 2 + n]
             if len(digits) != n or not all(d in "0123456789abcdefABCDEF" for d in digits):
                 raise FilterError(where, f"\\{c} must be followed by {n} hex digits", text)
             if int(digits, 16) > 0x10FFFF:
@@ -121,15 +150,16 @@ def _unquote(tok: Token, text: str) -> str:
             i = j + 2 + n
         elif c == "N":
             end = body.find("}", j)
-            name = body[j + 3:end] if body.startswith("{", j + 2) and end > 0 else None
+            name = body[j + 3 : end] if body.startswith("{", j + 2) and end > 0 else None
             try:
                 out.append(unicodedata.lookup(name or ""))
             except KeyError:
-                raise FilterError(where, "\\N needs a Unicode character name: "
-                                         "\\N{LATIN SMALL LETTER E}", text) from None
+                raise FilterError(
+                    where, "\\N needs a Unicode character name: \\N{LATIN SMALL LETTER E}", text
+                ) from None
             i = end + 1
         else:
-            out.append(body[j:j + 2])
+            out.append(body[j : j + 2])
             i = j + 2
 
 
@@ -199,8 +229,9 @@ class _Parser:
         tok = self.peek()
         if tok.text == "(":
             if depth >= MAX_DEPTH:
-                raise FilterError(tok.pos, f"parentheses nested more than {MAX_DEPTH} deep",
-                                  self.text)
+                raise FilterError(
+                    tok.pos, f"parentheses nested more than {MAX_DEPTH} deep", self.text
+                )
             self.take()
             inner = self.or_(depth + 1)
             if self.peek().text != ")":
@@ -210,18 +241,23 @@ class _Parser:
         if tok.kind != "word":
             raise self.error(tok, f"a field name ({', '.join(self.names)}) or '('")
         name = _ALIASES.get(tok.text, tok.text)
-        if name not in self.known and not (name.startswith(_HEADER) and
-                                            len(name) > len(_HEADER)) \
-                and not filter_values.is_value_path(name):
+        if (
+            name not in self.known
+            and not (name.startswith(_HEADER) and len(name) > len(_HEADER))
+            and not filter_values.is_value_path(name)
+        ):
             hint = _did_you_mean(tok.text, [*self.names, *_ALIASES])
             apis = sorted(set(API_NAMES.values()))
-            if api_key_of(tok.text) is not None:               # an API name as a field
+            if api_key_of(tok.text) is not None:  # an API name as a field
                 hint = f" (did you mean api == {api_name_of(tok.text)}?)"
             elif not hint and _did_you_mean(tok.text, apis):
-                close = _did_you_mean(tok.text, apis)[len(" (did you mean "):-2].split(", ")
+                close = _did_you_mean(tok.text, apis)[len(" (did you mean ") : -2].split(", ")
                 hint = f" (did you mean api == {close[0]}?)"
-            raise FilterError(tok.pos, f"unknown field {tok.text!r}{hint}; fields: "
-                                       f"{', '.join(self.names)}", self.text)
+            raise FilterError(
+                tok.pos,
+                f"unknown field {tok.text!r}{hint}; fields: {', '.join(self.names)}",
+                self.text,
+            )
         self.take()
         self.fields.add(name)
         op_tok = self.peek()
@@ -272,10 +308,12 @@ class _Parser:
         if kind == "error":
             if tok.kind == "num":
                 if not re.fullmatch(r"-?\d+", text):
-                    raise FilterError(tok.pos, f"expected an error code or name, found "
-                                               f"{text!r}", self.text)
+                    raise FilterError(
+                        tok.pos, f"expected an error code or name, found {text!r}", self.text
+                    )
                 return int(text)
             from .protocol.names import error_table
+
             by_name = {n: c for c, (n, _r) in error_table().items()}
             by_name["NONE"] = 0
             if text.upper() not in by_name:
@@ -285,34 +323,43 @@ class _Parser:
         if kind == "finding":
             if text not in REGISTRY:
                 hint = _did_you_mean(text, list(REGISTRY))
-                raise FilterError(tok.pos, f"unknown finding {text!r}{hint} (docs/findings.md "
-                                           f"lists them)", self.text)
+                raise FilterError(
+                    tok.pos,
+                    f"unknown finding {text!r}{hint} (docs/findings.md lists them)",
+                    self.text,
+                )
             return text
         if kind == "severity":
             if text.lower() not in SEVERITIES:
-                raise FilterError(tok.pos, f"expected a severity ({', '.join(SEVERITIES)}), "
-                                           f"found {text!r}", self.text)
+                raise FilterError(
+                    tok.pos,
+                    f"expected a severity ({', '.join(SEVERITIES)}), found {text!r}",
+                    self.text,
+                )
             return SEVERITIES.index(text.lower())
         if kind == "duration":
             m = re.fullmatch(r"(-?\d+(?:\.\d+)?)(us|µs|ms|s)?", text)
             if not m:
-                raise FilterError(tok.pos, f"expected a duration like 50ms, found {text!r}",
-                                  self.text)
+                raise FilterError(
+                    tok.pos, f"expected a duration like 50ms, found {text!r}", self.text
+                )
             return float(m[1]) * _DURATION[m[2] or "ms"]
         if name in ("record.key", "record.value") and tok.kind == "word" and text == "null":
-            return filter_values.NULL        # a null key, a tombstone's value
+            return filter_values.NULL  # a null key, a tombstone's value
         if filter_values.is_value_path(name):
             if tok.kind == "num" and not re.fullmatch(r"-?\d+(\.\d+)?", text):
-                raise FilterError(tok.pos, f"expected a number or a quoted string, found "
-                                           f"{text!r}", self.text)
+                raise FilterError(
+                    tok.pos, f"expected a number or a quoted string, found {text!r}", self.text
+                )
             value = filter_values.literal(tok.kind, text)
             if op in ("<", "<=", ">", ">=") and isinstance(value, str):
                 raise FilterError(tok.pos, f"{op} compares numbers; found {text!r}", self.text)
             return value
         if kind == "number":
             if tok.kind != "num" or not re.fullmatch(r"-?\d+", text):
-                raise FilterError(tok.pos, f"expected a whole number for {name}, found "
-                                           f"{text!r}", self.text)
+                raise FilterError(
+                    tok.pos, f"expected a whole number for {name}, found {text!r}", self.text
+                )
             return int(text)
         return text
 
@@ -325,21 +372,29 @@ def _compare(name: str, op: str, value) -> Predicate:
     if op == "contains":
         return lambda x: any(isinstance(v, str) and str(value) in v for v in _values(x, name))
     if op == "==" and name == "record.key" and isinstance(value, str):
+
         def has_key(x) -> bool:
-            if hasattr(x, "values_of"):          # log items say their own values
+            if hasattr(x, "values_of"):  # log items say their own values
                 return value in x.values_of(name)
             # exchanges: batches without the key's bytes are not read record by record
             from .stream.content import has_key
+
             return has_key(x, value)
+
         return has_key
     if op == "==":
         return lambda x: any(v == value for v in _values(x, name))
     if op == "!=":
         return lambda x: not any(v == value for v in _values(x, name))
-    cmp = {"<": lambda a, b: a < b, "<=": lambda a, b: a <= b,
-           ">": lambda a, b: a > b, ">=": lambda a, b: a >= b}[op]
-    return lambda x: any(v is not None and not isinstance(v, str) and cmp(v, value)
-                         for v in _values(x, name))
+    cmp = {
+        "<": lambda a, b: a < b,
+        "<=": lambda a, b: a <= b,
+        ">": lambda a, b: a > b,
+        ">=": lambda a, b: a >= b,
+    }[op]
+    return lambda x: any(
+        v is not None and not isinstance(v, str) and cmp(v, value) for v in _values(x, name)
+    )
 
 
 def api_name_of(text: str) -> str:
@@ -351,9 +406,11 @@ def _did_you_mean(word: str, choices: list[str]) -> str:
     lower = {c.lower(): c for c in choices}
     w = word.lower()
     close = [k for k in lower if k.startswith(w) and k != w]
-    import difflib                  # only to say what a mistyped name may mean
-    close += [k for k in difflib.get_close_matches(w, list(lower), n=3, cutoff=0.6)
-              if k not in close]
+    import difflib  # only to say what a mistyped name may mean
+
+    close += [
+        k for k in difflib.get_close_matches(w, list(lower), n=3, cutoff=0.6) if k not in close
+    ]
     return f" (did you mean {', '.join(lower[k] for k in close[:3])}?)" if close else ""
 
 
@@ -370,8 +427,9 @@ class Filter:
     def needs_decoding(self) -> bool:
         """Whether the filter reads the messages' bytes (record contents); everything
         else comes from what enrichment put on the exchange."""
-        return bool(self.fields & READS_BYTES) or \
-            any(f.startswith(_HEADER) or filter_values.needs_records(f) for f in self.fields)
+        return bool(self.fields & READS_BYTES) or any(
+            f.startswith(_HEADER) or filter_values.needs_records(f) for f in self.fields
+        )
 
 
 def parse_filter(text: str, names: list[str] | None = None) -> Filter:

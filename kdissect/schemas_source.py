@@ -24,7 +24,7 @@ from typing import Any
 from .bounded import InputError, load_json, read_file, read_json
 from .protocol.values_schema import Schema, avro, protobuf
 
-MAX_SCHEMA = 16 << 20          # bytes of one schema file or registry answer
+MAX_SCHEMA = 16 << 20  # bytes of one schema file or registry answer
 
 SUFFIXES = (".avsc", ".proto", ".json", ".desc")
 
@@ -38,12 +38,14 @@ def _needs(module: str) -> Any:
     try:
         return __import__(module, fromlist=["_"])
     except ImportError:
-        raise SchemaError(f"reading record schemas needs {module.split('.')[0]}: "
-                          f"pip install 'kdissect[values]'") from None
+        raise SchemaError(
+            f"reading record schemas needs {module.split('.')[0]}: pip install 'kdissect[values]'"
+        ) from None
 
 
-def parse_schema(text: str, kind: str, label: str = "",
-                 references: dict[str, str] | None = None) -> Schema:
+def parse_schema(
+    text: str, kind: str, label: str = "", references: dict[str, str] | None = None
+) -> Schema:
     """A schema from its text: kind avro, protobuf (.proto text) or json; ``references``
     maps the names of referenced schemas (Protobuf imports, Avro schemas defining named
     types) to their text."""
@@ -59,8 +61,11 @@ def parse_schema(text: str, kind: str, label: str = "",
         except ValueError as e:
             raise SchemaError(f"{label or 'Avro schema'}: {e}") from None
         top = parsed[0]
-        name = top.get("name", top.get("type")) if isinstance(top, dict) else (
-            "union" if isinstance(top, list) else top)
+        name = (
+            top.get("name", top.get("type"))
+            if isinstance(top, dict)
+            else ("union" if isinstance(top, list) else top)
+        )
         return Schema("avro", parsed, _label(str(name), label))
     if kind == "protobuf":
         fds = compile_proto(text, references or {}, label)
@@ -85,6 +90,7 @@ def compile_proto(text: str, references: dict[str, str], label: str) -> Any:
     _needs("grpc_tools")
     descriptor_pb2 = _needs("google.protobuf.descriptor_pb2")
     import grpc_tools
+
     include = Path(grpc_tools.__file__).parent / "_proto"
     with tempfile.TemporaryDirectory(prefix="kdissect-proto-") as tmp:
         root = Path(tmp)
@@ -96,10 +102,21 @@ def compile_proto(text: str, references: dict[str, str], label: str) -> Any:
             target.write_text(body)
         out = root / "out.desc"
         # protoc in its own process: grpc_tools.protoc.main prints to our stderr
-        run = subprocess.run([sys.executable, "-m", "grpc_tools.protoc", f"-I{root}",
-                              f"-I{include}", "--include_imports",
-                              f"--descriptor_set_out={out}", "main.proto"],
-                             capture_output=True, text=True, cwd=root)
+        run = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "grpc_tools.protoc",
+                f"-I{root}",
+                f"-I{include}",
+                "--include_imports",
+                f"--descriptor_set_out={out}",
+                "main.proto",
+            ],
+            capture_output=True,
+            text=True,
+            cwd=root,
+        )
         if run.returncode != 0 or not out.exists():
             why = run.stderr.strip().replace(str(root) + "/", "")
             raise SchemaError(f"{label or '.proto'}: protoc cannot compile it: {why}")
@@ -119,7 +136,7 @@ def load_file(path: Path) -> Schema:
                 fds.ParseFromString(read_file(path, MAX_SCHEMA, "schema"))
             except InputError:
                 raise
-            except Exception as e:          # protobuf's DecodeError
+            except Exception as e:  # protobuf's DecodeError
                 raise SchemaError(f"{path}: not a FileDescriptorSet ({e})") from None
             ps = protobuf.from_file_set(fds)
             return Schema("protobuf", ps, ps.top[0].lstrip(".") if ps.top else label)
@@ -130,7 +147,7 @@ def load_file(path: Path) -> Schema:
     if kind is None:
         raise SchemaError(f"{path}: schema files end in {', '.join(SUFFIXES)}")
     refs = {}
-    if kind == "protobuf":                  # its directory's .proto files may be imported
+    if kind == "protobuf":  # its directory's .proto files may be imported
         try:
             refs = {p.name: _read_text(p) for p in path.parent.glob("*.proto") if p != path}
         except InputError as e:
@@ -159,15 +176,19 @@ class Schemas:
     """The schema source the decoders query: per-topic overrides, then files named by
     schema id in a directory, then a registry."""
 
-    def __init__(self, directory: Path | None = None, registry: Registry | None = None,
-                 overrides: dict[tuple[str, str], Schema] | None = None):
+    def __init__(
+        self,
+        directory: Path | None = None,
+        registry: Registry | None = None,
+        overrides: dict[tuple[str, str], Schema] | None = None,
+    ):
         self.directory = directory
         self.registry = registry
         self.overrides = overrides or {}
         # values are expected to carry Schema Registry framing (else value_unknown_magic)
         self.framed = directory is not None or registry is not None
         self._by_id: dict[int, Schema | None] = {}
-        self.problems: list[str] = []       # schemas that failed to load (said once each)
+        self.problems: list[str] = []  # schemas that failed to load (said once each)
 
     def for_topic(self, topic: str | None, role: str) -> Schema | None:
         return self.overrides.get((topic or "", role)) if self.overrides else None
@@ -199,9 +220,17 @@ class Registry:
     (``https://user:pass@host``), are never printed and never follow a redirect to
     another host; an answer is read within ``deadline`` seconds and MAX_SCHEMA bytes."""
 
-    def __init__(self, url: str, cache: Path | None, user: str | None = None,
-                 password: str | None = None, cafile: str | None = None,
-                 insecure: bool = False, timeout: float = 10.0, deadline: float = 30.0):
+    def __init__(
+        self,
+        url: str,
+        cache: Path | None,
+        user: str | None = None,
+        password: str | None = None,
+        cafile: str | None = None,
+        insecure: bool = False,
+        timeout: float = 10.0,
+        deadline: float = 30.0,
+    ):
         parts = urllib.parse.urlsplit(url.rstrip("/"))
         if parts.username is not None and user is None:
             user = urllib.parse.unquote(parts.username)
@@ -217,7 +246,7 @@ class Registry:
             self.headers["Authorization"] = f"Basic {token}"
         # kept as settings: an SSLContext does not pickle (jsonl workers get the options)
         self.cafile, self.insecure = cafile, insecure
-        self.offline = False            # unreachable: only the cache answers
+        self.offline = False  # unreachable: only the cache answers
 
     def _cache_file(self, what: str) -> Path | None:
         if self.cache is None:
@@ -232,10 +261,9 @@ class Registry:
             try:
                 return read_json(cached, MAX_SCHEMA, "registry cache file")
             except InputError:
-                pass                    # a damaged cache entry: asked again, then replaced
+                pass  # a damaged cache entry: asked again, then replaced
         if self.offline:
-            raise SchemaError(f"registry {self.url} is unreachable and {path} is not in "
-                              f"the cache")
+            raise SchemaError(f"registry {self.url} is unreachable and {path} is not in the cache")
         body = self._fetch(path)
         try:
             doc = load_json(body, f"registry {self.url} answered {path} with something")
@@ -248,8 +276,11 @@ class Registry:
                 tmp.write_bytes(body)
                 os.replace(tmp, cached)
             except OSError as e:
-                print(f"kdissect: cannot cache registry answers in {self.cache} "
-                      f"({e.strerror or e}); going on without a cache", file=sys.stderr)
+                print(
+                    f"kdissect: cannot cache registry answers in {self.cache} "
+                    f"({e.strerror or e}); going on without a cache",
+                    file=sys.stderr,
+                )
                 self.cache = None
         return doc
 
@@ -274,25 +305,33 @@ class Registry:
                         break
                     size += len(chunk)
                     if size > MAX_SCHEMA:
-                        raise SchemaError(f"registry {self.url}: the answer to {path} is "
-                                          f"larger than {MAX_SCHEMA >> 20} MiB")
+                        raise SchemaError(
+                            f"registry {self.url}: the answer to {path} is "
+                            f"larger than {MAX_SCHEMA >> 20} MiB"
+                        )
                     if time.monotonic() > stop:
-                        raise SchemaError(f"registry {self.url}: the answer to {path} took "
-                                          f"longer than {self.deadline:g} s")
+                        raise SchemaError(
+                            f"registry {self.url}: the answer to {path} took "
+                            f"longer than {self.deadline:g} s"
+                        )
                     chunks.append(chunk)
                 return b"".join(chunks)
         except urllib.error.HTTPError as e:
             if e.code == 404:
                 raise _NotFound() from None
             if e.code in (401, 403):
-                raise SchemaError(f"registry {self.url} refused {path} (HTTP {e.code}): "
-                                  f"give --registry-user/--registry-password") from None
+                raise SchemaError(
+                    f"registry {self.url} refused {path} (HTTP {e.code}): "
+                    f"give --registry-user/--registry-password"
+                ) from None
             raise SchemaError(f"registry {self.url}: HTTP {e.code} for {path}") from None
         except (urllib.error.URLError, OSError, ValueError) as e:
             self.offline = True
             reason = getattr(e, "reason", e)
-            raise SchemaError(f"registry {self.url} is unreachable ({reason}); schemas "
-                              f"already cached are still used (--registry-cache)") from None
+            raise SchemaError(
+                f"registry {self.url} is unreachable ({reason}); schemas "
+                f"already cached are still used (--registry-cache)"
+            ) from None
 
     def schema(self, schema_id: int) -> Schema | None:
         doc = self._get(f"/schemas/ids/{schema_id}")
@@ -301,7 +340,8 @@ class Registry:
         refs: dict[str, str] = {}
         self._references(doc.get("references") or [], refs, 0)
         kind = {"AVRO": "avro", "PROTOBUF": "protobuf", "JSON": "json"}.get(
-            doc.get("schemaType") or "AVRO", "avro")
+            doc.get("schemaType") or "AVRO", "avro"
+        )
         return parse_schema(doc["schema"], kind, f"id {schema_id}", refs)
 
     def _get(self, path: str) -> dict | None:
@@ -312,15 +352,24 @@ class Registry:
         except _NotFound:
             return None
         refs = doc.get("references") if isinstance(doc, dict) else None
-        if not isinstance(doc, dict) or not isinstance(doc.get("schema"), str) \
-                or not isinstance(doc.get("schemaType") or "", str) \
-                or not isinstance(refs or [], list) \
-                or not all(isinstance(r, dict) and isinstance(r.get("name"), str)
-                           and isinstance(r.get("subject"), str)
-                           and isinstance(r.get("version"), int) for r in refs or []):
-            raise SchemaError(f"registry {self.url}: the answer to {path} is not a schema "
-                              f"(expected {{\"schema\": text, \"references\": [{{name, "
-                              f"subject, version}}]}}); is --registry the Schema Registry's URL?")
+        if (
+            not isinstance(doc, dict)
+            or not isinstance(doc.get("schema"), str)
+            or not isinstance(doc.get("schemaType") or "", str)
+            or not isinstance(refs or [], list)
+            or not all(
+                isinstance(r, dict)
+                and isinstance(r.get("name"), str)
+                and isinstance(r.get("subject"), str)
+                and isinstance(r.get("version"), int)
+                for r in refs or []
+            )
+        ):
+            raise SchemaError(
+                f"registry {self.url}: the answer to {path} is not a schema "
+                f'(expected {{"schema": text, "references": [{{name, '
+                f"subject, version}}]}}); is --registry the Schema Registry's URL?"
+            )
         return doc
 
     def _references(self, refs: list, out: dict[str, str], depth: int) -> None:
@@ -331,12 +380,15 @@ class Registry:
             name = ref["name"]
             if name in out:
                 continue
-            where = (f"/subjects/{urllib.parse.quote(ref['subject'], safe='')}"
-                     f"/versions/{ref['version']}")
+            where = (
+                f"/subjects/{urllib.parse.quote(ref['subject'], safe='')}/versions/{ref['version']}"
+            )
             doc = self._get(where)
             if doc is None:
-                raise SchemaError(f"registry {self.url}: reference {name} "
-                                  f"({ref['subject']} v{ref['version']}) not found")
+                raise SchemaError(
+                    f"registry {self.url}: reference {name} "
+                    f"({ref['subject']} v{ref['version']}) not found"
+                )
             out[name] = doc["schema"]
             self._references(doc.get("references") or [], out, depth + 1)
 
@@ -350,8 +402,10 @@ class _SameHostRedirects(urllib.request.HTTPRedirectHandler):
 
     def redirect_request(self, req, fp, code, msg, headers, newurl):
         new = super().redirect_request(req, fp, code, msg, headers, newurl)
-        if new is not None and urllib.parse.urlsplit(newurl).netloc != \
-                urllib.parse.urlsplit(req.full_url).netloc:
+        if (
+            new is not None
+            and urllib.parse.urlsplit(newurl).netloc != urllib.parse.urlsplit(req.full_url).netloc
+        ):
             for key in [k for k in new.headers if k.lower() == "authorization"]:
                 del new.headers[key]
             new.unredirected_hdrs.pop("Authorization", None)

@@ -23,8 +23,9 @@ MODULE = ROOT / "kdissect" / "protocol" / "internal_schemas.py"
 
 
 def generate() -> str:
-    return subprocess.run([str(SCHEMAS), "internal"], check=True, capture_output=True,
-                          text=True).stdout
+    return subprocess.run(
+        [str(SCHEMAS), "internal"], check=True, capture_output=True, text=True
+    ).stdout
 
 
 def main() -> int:
@@ -34,8 +35,10 @@ def main() -> int:
     text = generate()
     if args.check:
         if MODULE.read_text() != text:
-            print(f"{MODULE.relative_to(ROOT)} is not current: run {Path(__file__).name}",
-                  file=sys.stderr)
+            print(
+                f"{MODULE.relative_to(ROOT)} is not current: run {Path(__file__).name}",
+                file=sys.stderr,
+            )
             return 1
         return 0
     MODULE.write_text(text)

@@ -28,8 +28,15 @@ sys.path.insert(0, str(ROOT))
 from tests.fuzz import runner  # noqa: E402
 
 # inputs per round, per target (a round is about 3 s of CPU on the project's machine)
-ROUND = {"hinted": 4000, "blob": 500, "grammar": 400, "capture": 75, "guessed": 25,
-         "tls": 400, "segment": 100}
+ROUND = {
+    "hinted": 4000,
+    "blob": 500,
+    "grammar": 400,
+    "capture": 75,
+    "guessed": 25,
+    "tls": 400,
+    "segment": 100,
+}
 
 
 def _hostile_round() -> dict[str, int]:
@@ -38,14 +45,14 @@ def _hostile_round() -> dict[str, int]:
 
 
 ROUND.update(_hostile_round())
-ROUND["native"] = 150          # issue 28: the compiled packet path against the Python one
-ROUND["logjson"] = 400         # issue 25: kdissect log's compiled record lines, likewise
-ROUND["jsonrec"] = 400         # issue 28: JSON lines' compiled record lists, likewise
-ROUND["records"] = 400         # issue 37: the Record views against the record loop
-ROUND["msgvalues"] = 400       # issue 43: the compiled message values against the readers
-ROUND["avro"] = 1000           # issue 27: the compiled Avro reader against the Python one
-ROUND["parquet"] = 100         # issue 28: the Parquet writer, read back by pyarrow
-ROUND["midway"] = 200          # issue 36: connections seen without their start
+ROUND["native"] = 150  # issue 28: the compiled packet path against the Python one
+ROUND["logjson"] = 400  # issue 25: kdissect log's compiled record lines, likewise
+ROUND["jsonrec"] = 400  # issue 28: JSON lines' compiled record lists, likewise
+ROUND["records"] = 400  # issue 37: the Record views against the record loop
+ROUND["msgvalues"] = 400  # issue 43: the compiled message values against the readers
+ROUND["avro"] = 1000  # issue 27: the compiled Avro reader against the Python one
+ROUND["parquet"] = 100  # issue 28: the Parquet writer, read back by pyarrow
+ROUND["midway"] = 200  # issue 36: connections seen without their start
 # issue 39: log files, bounded JSON, registry answers, schemas, key logs
 ROUND.update({"logfile": 1000, "json": 1000, "answer": 500, "schema": 500, "keylog": 1000})
 BATCH = 25
@@ -55,8 +62,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--minutes", type=float, help="stop after this long")
     ap.add_argument("--inputs", type=int, help="stop after this many inputs")
-    ap.add_argument("--targets", default=",".join(ROUND),
-                    help=f"comma-separated, from {', '.join(ROUND)}")
+    ap.add_argument(
+        "--targets", default=",".join(ROUND), help=f"comma-separated, from {', '.join(ROUND)}"
+    )
     ap.add_argument("--log", help="also append progress lines to this file")
     args = ap.parse_args()
     if args.minutes is None and args.inputs is None:
@@ -85,17 +93,22 @@ def main() -> int:
                 say(f"FAILED after {sum(done.values())} inputs: {e}")
                 return 1
         total, elapsed = sum(done.values()), time.monotonic() - start
-        finished = (args.inputs is not None and total >= args.inputs) or \
-            (args.minutes is not None and elapsed >= args.minutes * 60)
+        finished = (args.inputs is not None and total >= args.inputs) or (
+            args.minutes is not None and elapsed >= args.minutes * 60
+        )
         if finished or elapsed - last >= 30:
             last = elapsed
             rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss >> 10
             per = ", ".join(f"{t} {n}" for t, n in done.items())
-            say(f"{elapsed:7.0f} s  {total} inputs  {total / elapsed:.0f}/s  "
-                f"peak RSS {rss} MiB  ({per})")
+            say(
+                f"{elapsed:7.0f} s  {total} inputs  {total / elapsed:.0f}/s  "
+                f"peak RSS {rss} MiB  ({per})"
+            )
         if finished:
-            say(f"done: {total} inputs in {elapsed:.0f} s ({total / elapsed:.0f}/s), "
-                f"no escaped exception, no input over 1 s of CPU, peak RSS {rss} MiB")
+            say(
+                f"done: {total} inputs in {elapsed:.0f} s ({total / elapsed:.0f}/s), "
+                f"no escaped exception, no input over 1 s of CPU, peak RSS {rss} MiB"
+            )
             return 0
 
 

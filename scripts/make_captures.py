@@ -30,7 +30,7 @@ def in_namespace() -> None:
     if os.environ.get("KDISSECT_NETNS") == "1":
         return
     env = {**os.environ, "KDISSECT_NETNS": "1"}
-    script = os.path.abspath(sys.argv[0])        # whichever script called us
+    script = os.path.abspath(sys.argv[0])  # whichever script called us
     os.execvpe("unshare", ["unshare", "-n", "--", sys.executable, script, *sys.argv[1:]], env)
 
 
@@ -38,8 +38,11 @@ def set_mtu(mtu: int | None) -> None:
     subprocess.run(["ip", "link", "set", "lo", "mtu", str(mtu or 65536), "up"], check=True)
     # segmentation offloads would hand tcpdump 64 KB super-segments whatever the MTU
     state = "off" if mtu else "on"
-    subprocess.run(["ethtool", "-K", "lo", "tso", state, "gso", state, "gro", state],
-                   check=False, capture_output=True)
+    subprocess.run(
+        ["ethtool", "-K", "lo", "tso", state, "gso", state, "gro", state],
+        check=False,
+        capture_output=True,
+    )
 
 
 def record(name: str, session=None, mtu: int | None = None, out: Path | None = None) -> None:
@@ -51,14 +54,26 @@ def record(name: str, session=None, mtu: int | None = None, out: Path | None = N
     set_mtu(mtu)
     out = out or ROOT / "captures" / f"{name}.pcap"
     broker = subprocess.Popen(
-        [tansu_binary(), "broker", "--cluster-id", "kdissect",
-         "--listener-url", f"tcp://127.0.0.1:{PORT}",
-         "--advertised-listener-url", f"tcp://127.0.0.1:{PORT}",
-         "--storage-engine", "memory://tansu/", *(["--authentication"] if auth else [])],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "RUST_LOG": "warn"})
+        [
+            tansu_binary(),
+            "broker",
+            "--cluster-id",
+            "kdissect",
+            "--listener-url",
+            f"tcp://127.0.0.1:{PORT}",
+            "--advertised-listener-url",
+            f"tcp://127.0.0.1:{PORT}",
+            "--storage-engine",
+            "memory://tansu/",
+            *(["--authentication"] if auth else []),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "RUST_LOG": "warn"},
+    )
     deadline = time.monotonic() + 10
     if auth:
-        time.sleep(1.0)     # a bare probe connection upsets an authenticating Tansu
+        time.sleep(1.0)  # a bare probe connection upsets an authenticating Tansu
     while not auth:
         try:
             socket.create_connection(("127.0.0.1", PORT), timeout=0.2).close()
@@ -70,22 +85,50 @@ def record(name: str, session=None, mtu: int | None = None, out: Path | None = N
     if auth:
         # the broker accepts connections a moment before it serves them: retry
         for _attempt in range(5):
-            made = subprocess.run([tansu_binary(), "user", "create", "--broker",
-                                   f"tcp://127.0.0.1:{PORT}", SASL_USER, SASL_PASSWORD],
-                                  capture_output=True, timeout=30)
+            made = subprocess.run(
+                [
+                    tansu_binary(),
+                    "user",
+                    "create",
+                    "--broker",
+                    f"tcp://127.0.0.1:{PORT}",
+                    SASL_USER,
+                    SASL_PASSWORD,
+                ],
+                capture_output=True,
+                timeout=30,
+            )
             if made.returncode == 0:
                 break
             time.sleep(0.5)
         else:
             # seen here: this Tansu build authenticates SCRAM clients without it anyway
-            print(f"warning: could not create the SASL user ({made.stderr.decode().strip()}); "
-                  f"going on", flush=True)
+            print(
+                f"warning: could not create the SASL user ({made.stderr.decode().strip()}); "
+                f"going on",
+                flush=True,
+            )
     # --immediate-mode: else libpcap buffers packets and a stop loses the last ones
-    dump = subprocess.Popen(["tcpdump", "-i", "lo", "-s", "0", "-U", "--immediate-mode", "-n",
-                             "-B", "262144",             # KiB: bursts must not overflow it
-                             "-w", str(out), f"tcp port {PORT}"], stderr=subprocess.PIPE)
+    dump = subprocess.Popen(
+        [
+            "tcpdump",
+            "-i",
+            "lo",
+            "-s",
+            "0",
+            "-U",
+            "--immediate-mode",
+            "-n",
+            "-B",
+            "262144",  # KiB: bursts must not overflow it
+            "-w",
+            str(out),
+            f"tcp port {PORT}",
+        ],
+        stderr=subprocess.PIPE,
+    )
     try:
-        dump.stderr.readline()            # "listening on lo ..." once it captures
+        dump.stderr.readline()  # "listening on lo ..." once it captures
         time.sleep(0.3)
         session(f"127.0.0.1:{PORT}")
         time.sleep(1.0)

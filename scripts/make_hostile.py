@@ -36,6 +36,7 @@ MiB = 1 << 20
 
 # -- Kafka bytes -------------------------------------------------------------------------
 
+
 def kstr(s: bytes | str) -> bytes:
     b = s.encode() if isinstance(s, str) else s
     return struct.pack(">h", len(b)) + b
@@ -43,16 +44,21 @@ def kstr(s: bytes | str) -> bytes:
 
 def record_batch(records: bytes, count: int, codec: int = 0) -> bytes:
     """RecordBatch v2 around ``records`` (already compressed when ``codec``)."""
-    after_crc = struct.pack(">hiqqqhii", codec, max(count - 1, 0), 0, 0, -1, -1, -1, count) \
-        + records
+    after_crc = (
+        struct.pack(">hiqqqhii", codec, max(count - 1, 0), 0, 0, -1, -1, -1, count) + records
+    )
     crc = crc32c.crc32c(after_crc)
-    body = struct.pack(">ibI", 0, 2, crc) + after_crc       # epoch, magic, crc
+    body = struct.pack(">ibI", 0, 2, crc) + after_crc  # epoch, magic, crc
     return struct.pack(">qi", 0, len(body)) + body
 
 
 def message_v1(value: bytes, codec: int = 0, offset: int = 0) -> bytes:
-    after_crc = struct.pack(">bbq", 1, codec, 0) + struct.pack(">i", -1) \
-        + struct.pack(">i", len(value)) + value
+    after_crc = (
+        struct.pack(">bbq", 1, codec, 0)
+        + struct.pack(">i", -1)
+        + struct.pack(">i", len(value))
+        + value
+    )
     body = struct.pack(">I", zlib.crc32(after_crc)) + after_crc
     return struct.pack(">qi", offset, len(body)) + body
 
@@ -73,7 +79,7 @@ def metadata_v0(topics: list[bytes], count: int | None = None, corr: int = 2) ->
     return struct.pack(">i", len(msg)) + msg
 
 
-MINIMAL_RECORD = bytes([6 << 1, 0, 0, 0, 1, 1, 0])   # length 6, no key, no value, no headers
+MINIMAL_RECORD = bytes([6 << 1, 0, 0, 0, 1, 1, 0])  # length 6, no key, no value, no headers
 
 
 def zstd(data: bytes) -> bytes:
@@ -88,29 +94,40 @@ def kafka_messages() -> dict[str, bytes]:
         # raw snappy says its length up front: a claim of 4 GiB in 5 bytes
         "bomb-snappy-claim": produce(record_batch(b"\xff\xff\xff\xff\x0f" + bytes(64), 10, 2)),
         "bomb-snappy": produce(record_batch(snappy.compress(bytes(80 * MiB)), 10, 2)),
-        "bomb-xerial": produce(record_batch(
-            b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1)
-            + b"".join(struct.pack(">i", len(c)) + c
-                       for c in [snappy.compress(bytes(30 * MiB))] * 4), 10, 2)),
+        "bomb-xerial": produce(
+            record_batch(
+                b"\x82SNAPPY\x00"
+                + struct.pack(">ii", 1, 1)
+                + b"".join(
+                    struct.pack(">i", len(c)) + c for c in [snappy.compress(bytes(30 * MiB))] * 4
+                ),
+                10,
+                2,
+            )
+        ),
         "bomb-lz4": produce(record_batch(lz4.frame.compress(bytes(100 * MiB)), 10, 3)),
         "bomb-zstd": produce(record_batch(zstd(bytes(1024 * MiB)), 10, 4)),
         # every one under a per-payload cap, together 1.4 GB
-        "bombs-24-zstd": produce(b"".join(record_batch(zstd(bytes(60 * MiB)), 10, 4)
-                                          for _ in range(24))),
+        "bombs-24-zstd": produce(
+            b"".join(record_batch(zstd(bytes(60 * MiB)), 10, 4) for _ in range(24))
+        ),
         # a count of 4 Mi over records that cost 7 bytes each: 36 M fields
-        "record-count-4Mi": produce(record_batch(zstd(MINIMAL_RECORD * (4 << 20)),
-                                                 4 << 20, 4)),
+        "record-count-4Mi": produce(record_batch(zstd(MINIMAL_RECORD * (4 << 20)), 4 << 20, 4)),
         # zero-length records never advance: a loop over 4 Mi nothings
         "records-zero-length": produce(record_batch(zstd(bytes(4 * MiB)), 4 << 20, 4)),
-        "zstd-tiny-frames": produce(record_batch(
-            b"".join(zstandard.ZstdCompressor().compress(b"x") for _ in range(30000)), 10, 4)),
+        "zstd-tiny-frames": produce(
+            record_batch(
+                b"".join(zstandard.ZstdCompressor().compress(b"x") for _ in range(30000)), 10, 4
+            )
+        ),
         "gzip-corrupt": produce(record_batch(gzip.compress(bytes(1000))[:-30] + bytes(30), 1, 1)),
         "lz4-corrupt": produce(record_batch(lz4.frame.compress(bytes(1000))[:40], 1, 3)),
         "wrappers-of-wrappers": produce(_nested_wrappers(64, 6), version=2),
         "wrapper-self-similar": produce(_nested_wrappers(2, 40), version=2),
         # 2^31 - 1 everywhere a length goes
-        "string-2^31": _with_size(struct.pack(">hhi", 3, 0, 3) + struct.pack(">h", 0x7FFF)
-                                  + b"x" * 10),
+        "string-2^31": _with_size(
+            struct.pack(">hhi", 3, 0, 3) + struct.pack(">h", 0x7FFF) + b"x" * 10
+        ),
         "array-2^31": metadata_v0([], count=0x7FFFFFFF),
         "records-2^31": produce(b"")[:-4] + struct.pack(">i", 0x7FFFFFFF) + bytes(16),
         "batch-length-2^31": produce(struct.pack(">qi", 0, 0x7FFFFFFF) + bytes(64)),
@@ -136,6 +153,7 @@ def _nested_wrappers(copies: int, depth: int) -> bytes:
 
 # -- capture files -----------------------------------------------------------------------
 
+
 def frames(stream: bytes, client_to_broker: bool = True, mss: int = 60000) -> list[bytes]:
     """Ethernet/IPv4/TCP frames carrying ``stream`` between 10.0.0.1:40000 and :9092."""
     src, dst, sport, dport = b"\x0a\x00\x00\x01", b"\x0a\x00\x00\x02", 40000, PORT
@@ -143,12 +161,12 @@ def frames(stream: bytes, client_to_broker: bool = True, mss: int = 60000) -> li
         src, dst, sport, dport = dst, src, dport, sport
     out, seq = [], 1000
     for i in range(0, max(len(stream), 1), mss):
-        payload = stream[i:i + mss]
+        payload = stream[i : i + mss]
         tcp = struct.pack(">HHIIBBHHH", sport, dport, seq, 0, 5 << 4, 0x18, 65535, 0, 0)
-        ip = struct.pack(">BBHHHBBH4s4s", 0x45, 0, 20 + len(tcp) + len(payload), 0, 0x4000,
-                         64, 6, 0, src, dst)
-        out.append(b"\x02\x00\x00\x00\x00\x02\x02\x00\x00\x00\x00\x01\x08\x00"
-                   + ip + tcp + payload)
+        ip = struct.pack(
+            ">BBHHHBBH4s4s", 0x45, 0, 20 + len(tcp) + len(payload), 0, 0x4000, 64, 6, 0, src, dst
+        )
+        out.append(b"\x02\x00\x00\x00\x00\x02\x02\x00\x00\x00\x00\x01\x08\x00" + ip + tcp + payload)
         seq += len(payload)
     return out
 
@@ -174,8 +192,9 @@ def idb(options: bytes = b"") -> bytes:
 
 
 def epb(packet: bytes, ts: int = 1_700_000_000_000_000) -> bytes:
-    return block(6, struct.pack("<IIIII", 0, ts >> 32, ts & 0xFFFFFFFF, len(packet),
-                                len(packet)) + packet)
+    return block(
+        6, struct.pack("<IIIII", 0, ts >> 32, ts & 0xFFFFFFFF, len(packet), len(packet)) + packet
+    )
 
 
 def tsresol(value: int) -> bytes:
@@ -185,27 +204,31 @@ def tsresol(value: int) -> bytes:
 def captures() -> dict[str, bytes]:
     out = {f"{name}.pcap": pcap(frames(stream)) for name, stream in kafka_messages().items()}
     meta = frames(metadata_v0([kstr("orders")]))[0]
-    short = lambda btype, n: struct.pack("<II", btype, n) + bytes(n - 12) \
-        + struct.pack("<I", n)                                           # noqa: E731
-    out.update({
-        "empty.pcap": pcap([]),
-        "header-cut.pcap": pcap([])[:10],
-        "record-incl-2^31.pcap": pcap([meta])[:24] + struct.pack("<IIII", 0, 0, 0x80000000,
-                                                                 0x80000000) + meta,
-        "block-2^31.pcapng": SHB + idb() + struct.pack("<II", 6, 0x80000000) + bytes(64),
-        "short-idb.pcapng": SHB + short(1, 12) + idb() + epb(meta),
-        "short-epb.pcapng": SHB + idb() + short(6, 16) + epb(meta),
-        "short-spb.pcapng": SHB + idb() + short(3, 12) + epb(meta),
-        "short-opb.pcapng": SHB + idb() + short(2, 20) + epb(meta),
-        "epb-incl-past-block.pcapng": SHB + idb() + block(6, struct.pack(
-            "<IIIII", 0, 0, 0, 0x7FFFFFFF, 0x7FFFFFFF) + meta),
-        "tsresol-at-end.pcapng": SHB + block(1, struct.pack("<HHI", 1, 0, 0)
-                                             + struct.pack("<HH", 9, 1)) + epb(meta),
-        "tsresol-0.pcapng": SHB + idb(tsresol(0)) + epb(meta, (1 << 64) - 1),
-        "tsresol-0x80.pcapng": SHB + idb(tsresol(0x80)) + epb(meta, (1 << 64) - 1),
-        "tsresol-0xff.pcapng": SHB + idb(tsresol(0xFF)) + epb(meta, (1 << 64) - 1),
-        "gzip-cut.pcap.gz": gzip.compress(pcap([meta] * 50))[:-40],
-    })
+    short = lambda btype, n: struct.pack("<II", btype, n) + bytes(n - 12) + struct.pack("<I", n)  # noqa: E731
+    out.update(
+        {
+            "empty.pcap": pcap([]),
+            "header-cut.pcap": pcap([])[:10],
+            "record-incl-2^31.pcap": pcap([meta])[:24]
+            + struct.pack("<IIII", 0, 0, 0x80000000, 0x80000000)
+            + meta,
+            "block-2^31.pcapng": SHB + idb() + struct.pack("<II", 6, 0x80000000) + bytes(64),
+            "short-idb.pcapng": SHB + short(1, 12) + idb() + epb(meta),
+            "short-epb.pcapng": SHB + idb() + short(6, 16) + epb(meta),
+            "short-spb.pcapng": SHB + idb() + short(3, 12) + epb(meta),
+            "short-opb.pcapng": SHB + idb() + short(2, 20) + epb(meta),
+            "epb-incl-past-block.pcapng": SHB
+            + idb()
+            + block(6, struct.pack("<IIIII", 0, 0, 0, 0x7FFFFFFF, 0x7FFFFFFF) + meta),
+            "tsresol-at-end.pcapng": SHB
+            + block(1, struct.pack("<HHI", 1, 0, 0) + struct.pack("<HH", 9, 1))
+            + epb(meta),
+            "tsresol-0.pcapng": SHB + idb(tsresol(0)) + epb(meta, (1 << 64) - 1),
+            "tsresol-0x80.pcapng": SHB + idb(tsresol(0x80)) + epb(meta, (1 << 64) - 1),
+            "tsresol-0xff.pcapng": SHB + idb(tsresol(0xFF)) + epb(meta, (1 << 64) - 1),
+            "gzip-cut.pcap.gz": gzip.compress(pcap([meta] * 50))[:-40],
+        }
+    )
     rng = random.Random(11)
     for name in ("kafka-python-codecs", "aiokafka", "legacy-0.8.2", "confluent-group"):
         real = (ROOT / "captures" / f"{name}.pcap").read_bytes()
@@ -219,28 +242,40 @@ def captures() -> dict[str, bytes]:
 
 
 def blobs() -> dict[str, bytes]:
-    out = {f"{name}.hex": stream[4:4 + 2 * MiB].hex().encode()
-           for name, stream in kafka_messages().items()}
-    big = produce(record_batch(bytes(range(256)) * 4096, 1))       # a 1 MiB request
-    out.update({
-        "big-request.hex": big.hex(" ").encode(),
-        "hello.txt": b"hello world",
-        "bom-utf8.txt": b"\xef\xbb\xbf" + metadata_v0([kstr("a")]).hex().encode(),
-        "bom-utf16.txt": "\ufeff".encode("utf-16-le")
-        + metadata_v0([kstr("a")]).hex().encode("utf-16-le"),
-        "deep-literal.txt": b"bytes([" + b"-" * 100_000 + b"1])",
-        "deep-parens.txt": b"(" * 100_000 + b"b'x'" + b")" * 100_000,
-        "deep-list.txt": b"[" * 50_000 + b"]" * 50_000,
-        "binary.bin": bytes(range(256)) * 64,
-        "empty.txt": b"",
-    })
+    out = {
+        f"{name}.hex": stream[4 : 4 + 2 * MiB].hex().encode()
+        for name, stream in kafka_messages().items()
+    }
+    big = produce(record_batch(bytes(range(256)) * 4096, 1))  # a 1 MiB request
+    out.update(
+        {
+            "big-request.hex": big.hex(" ").encode(),
+            "hello.txt": b"hello world",
+            "bom-utf8.txt": b"\xef\xbb\xbf" + metadata_v0([kstr("a")]).hex().encode(),
+            "bom-utf16.txt": "\ufeff".encode("utf-16-le")
+            + metadata_v0([kstr("a")]).hex().encode("utf-16-le"),
+            "deep-literal.txt": b"bytes([" + b"-" * 100_000 + b"1])",
+            "deep-parens.txt": b"(" * 100_000 + b"b'x'" + b")" * 100_000,
+            "deep-list.txt": b"[" * 50_000 + b"]" * 50_000,
+            "binary.bin": bytes(range(256)) * 64,
+            "empty.txt": b"",
+        }
+    )
     return out
 
 
 # -- reassembly and memory: many segments, many connections, big partial messages ---------
 
-def _frame(src: int, sport: int, seq: int, payload: bytes, to_broker: bool = True,
-           flags: int = 0x18, ack: int = 0) -> bytes:
+
+def _frame(
+    src: int,
+    sport: int,
+    seq: int,
+    payload: bytes,
+    to_broker: bool = True,
+    flags: int = 0x18,
+    ack: int = 0,
+) -> bytes:
     """An Ethernet/IPv4/TCP frame between 10.x.y.z:sport (``src``: the low 24 bits) and
     10.0.0.2:9092, either way."""
     a, b = struct.pack(">I", 0x0A000000 | src), b"\x0a\x00\x00\x02"
@@ -259,7 +294,7 @@ def _records(frames, ts: int = 1_700_000_000):
 
 def _write_pcap(path: Path, frames, compress: bool = False) -> None:
     head = struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 262144, 1)
-    with (gzip.open(path, "wb", compresslevel=1) if compress else open(path, "wb")) as f:
+    with gzip.open(path, "wb", compresslevel=1) if compress else open(path, "wb") as f:
         f.write(head)
         chunk = []
         for rec in _records(frames):
@@ -274,13 +309,14 @@ def many_connections(path: Path, count: int) -> None:
     """``count`` connections of one Metadata request and its answer each, none closed
     (benchmarks/many_connections.py makes it too)."""
     request = metadata_v0([kstr("t")], corr=1)
-    answer = struct.pack(">i", 12) + struct.pack(">iii", 1, 0, 0)    # Metadata v0: nothing
+    answer = struct.pack(">i", 12) + struct.pack(">iii", 1, 0, 0)  # Metadata v0: nothing
 
     def frames():
         for i in range(count):
             src, sport = 1 + i // 50_000, 10_000 + i % 50_000
             yield _frame(src, sport, 1000, request)
             yield _frame(src, sport, 5000, answer, to_broker=False, ack=1000 + len(request))
+
     _write_pcap(path, frames())
 
 
@@ -290,17 +326,24 @@ def reassembly_captures(out: Path) -> list[str]:
     stream = produce(record_batch(bytes(60_000), 1))
     n = len(stream)
     # 1-byte segments arriving last-first (4.3 MB)
-    _write_pcap(out / "tcp-1byte-last-first.pcap",
-                (_frame(1, 40000, 1000 + i, stream[i:i + 1]) for i in range(n - 1, -1, -1)))
+    _write_pcap(
+        out / "tcp-1byte-last-first.pcap",
+        (_frame(1, 40000, 1000 + i, stream[i : i + 1]) for i in range(n - 1, -1, -1)),
+    )
     # 60,000 segments, each after a hole that never fills
-    _write_pcap(out / "tcp-holes-60k.pcap",
-                (_frame(1, 40000, 1000 + 20 * i, stream[i * 10:i * 10 + 10] or b"x" * 10)
-                 for i in range(60_000)))
+    _write_pcap(
+        out / "tcp-holes-60k.pcap",
+        (
+            _frame(1, 40000, 1000 + 20 * i, stream[i * 10 : i * 10 + 10] or b"x" * 10)
+            for i in range(60_000)
+        ),
+    )
     many_connections(out / "connections-200k.pcap", 200_000)
     # four connections each announcing a 300 MB request and sending 200 MB of it
     size = 300 * MiB
     head = struct.pack(">ihhi", size, 0, 3, 1) + kstr("hostile")
     piece = bytes(60_000)
+
     def partials():
         sent = [0] * 4
         for c in range(4):
@@ -310,12 +353,18 @@ def reassembly_captures(out: Path) -> list[str]:
             for c in range(4):
                 yield _frame(100 + c, 40000, 1000 + sent[c], piece)
                 sent[c] += len(piece)
+
     _write_pcap(out / "partials-4x300M.pcap.gz", partials(), compress=True)
-    return ["tcp-1byte-last-first.pcap", "tcp-holes-60k.pcap", "connections-200k.pcap",
-            "partials-4x300M.pcap.gz"]
+    return [
+        "tcp-1byte-last-first.pcap",
+        "tcp-holes-60k.pcap",
+        "connections-200k.pcap",
+        "partials-4x300M.pcap.gz",
+    ]
 
 
 # -- round 3 (issue 22): SASL fields without bound, filter and grammar traps -----------
+
 
 def sasl_scram_flood() -> bytes:
     """A SaslAuthenticate v0 request whose 4.5 MB SCRAM token is ``a=,`` 1.5 million

@@ -17,10 +17,15 @@ sys.path.insert(0, str(ROOT))
 
 from tests.support.apache_kafka import ApacheKafka  # noqa: E402
 from tests.support.capture import Tcpdump  # noqa: E402
-from tests.support.kafka_scenarios import (CAPTURES, QUIET_REPLICATION,  # noqa: E402
-                                           SNAPSHOTTING, franz_tls_session,
-                                           java_tls_session,
-                                           kraft_snapshot_fetch, tls_session)
+from tests.support.kafka_scenarios import (  # noqa: E402
+    CAPTURES,
+    QUIET_REPLICATION,
+    SNAPSHOTTING,
+    franz_tls_session,
+    java_tls_session,
+    kraft_snapshot_fetch,
+    tls_session,
+)
 
 
 def main() -> None:
@@ -28,14 +33,14 @@ def main() -> None:
     unknown = [n for n in names if n not in CAPTURES]
     if unknown:
         sys.exit(f"unknown capture(s) {unknown}; choose from {list(CAPTURES)}")
-    if "kafka-kraft-snapshot" in names:            # its own cluster: SNAPSHOTTING
+    if "kafka-kraft-snapshot" in names:  # its own cluster: SNAPSHOTTING
         out = ROOT / "captures" / "kafka-kraft-snapshot.pcap"
         with ApacheKafka(nodes=3, start=False, extra=SNAPSHOTTING) as kafka:
-            with Tcpdump(out, kafka.ports("CONTROLLER")):   # from the start: whole connections
+            with Tcpdump(out, kafka.ports("CONTROLLER")):  # from the start: whole connections
                 kafka.start()
                 print("kafka-kraft-snapshot", kraft_snapshot_fetch(kafka))
         print(f"{out}: {out.stat().st_size} bytes", flush=True)
-    if "kafka44-cluster" in names:                 # its own cluster: QUIET_REPLICATION
+    if "kafka44-cluster" in names:  # its own cluster: QUIET_REPLICATION
         out = ROOT / "captures" / "kafka44-cluster.pcap"
         with ApacheKafka(nodes=3, extra=QUIET_REPLICATION) as kafka:
             with Tcpdump(out, kafka.ports(*CAPTURES["kafka44-cluster"][1])):
@@ -49,9 +54,11 @@ def main() -> None:
         listeners = ("PLAINTEXT", "SASL_PLAINTEXT", "SSL") if size == 1 else ("PLAINTEXT",)
         with ApacheKafka(nodes=size, listeners=listeners, start=False) as kafka:
             boot = None
-            if "kafka-kraft-cluster" in todo:       # from the start: no connection mid-stream
-                boot = Tcpdump(ROOT / "captures" / "kafka-kraft-cluster.pcap",
-                               kafka.ports(*CAPTURES["kafka-kraft-cluster"][1]))
+            if "kafka-kraft-cluster" in todo:  # from the start: no connection mid-stream
+                boot = Tcpdump(
+                    ROOT / "captures" / "kafka-kraft-cluster.pcap",
+                    kafka.ports(*CAPTURES["kafka-kraft-cluster"][1]),
+                )
             kafka.start()
             for name in todo:
                 _size, capture_listeners, session, _about = CAPTURES[name]
@@ -62,7 +69,7 @@ def main() -> None:
                     boot.stop()
                     print(f"{out}: {out.stat().st_size} bytes", flush=True)
                     continue
-                if name == "kafka44-java-tls":     # its own tcpdump: the proxy's ports
+                if name == "kafka44-java-tls":  # its own tcpdump: the proxy's ports
                     keys = out.with_suffix(".keys")
                     keys.unlink(missing_ok=True)
                     print(name, java_tls_session(kafka, out, keys))
@@ -72,8 +79,9 @@ def main() -> None:
                     if tls:
                         keys = out.with_suffix(".keys")
                         keys.unlink(missing_ok=True)
-                        print((tls_session if name == "kafka-tls" else franz_tls_session)(
-                            kafka, keys))
+                        print(
+                            (tls_session if name == "kafka-tls" else franz_tls_session)(kafka, keys)
+                        )
                     else:
                         print(name, session(kafka))
                 print(f"{out}: {out.stat().st_size} bytes", flush=True)

@@ -31,12 +31,19 @@ def apache_kafka():
     A RELAYED listener advertises ``apache_kafka.relay``, a recording relay (see the
     ``kafka`` fixture) whose ``bootstrap`` clients use to be recorded."""
     from tests.support.apache_kafka import ApacheKafka
+
     relay = Relay()
     # KIP-848 groups may be given sessions as short as classic ones (the broker's floor is
     # 45 s), so a test can see a member's session run out
-    node = ApacheKafka(nodes=1, listeners=("PLAINTEXT", "SASL_PLAINTEXT", "SSL", "RELAYED"),
-                       start=False, extra={"group.consumer.min.session.timeout.ms": "6000",
-                                           "group.consumer.min.heartbeat.interval.ms": "1000"})
+    node = ApacheKafka(
+        nodes=1,
+        listeners=("PLAINTEXT", "SASL_PLAINTEXT", "SSL", "RELAYED"),
+        start=False,
+        extra={
+            "group.consumer.min.session.timeout.ms": "6000",
+            "group.consumer.min.heartbeat.interval.ms": "1000",
+        },
+    )
     node.advertise(1, "RELAYED", "127.0.0.1", relay.port)
     relay.upstream = ("127.0.0.1", node.node(1).ports["RELAYED"])
     relay.bootstrap = f"127.0.0.1:{relay.port}"
@@ -57,10 +64,12 @@ def hostile(tmp_path_factory):
     import subprocess
     import sys
     from pathlib import Path
+
     out = tmp_path_factory.mktemp("hostile")
     script = Path(__file__).resolve().parents[1] / "scripts" / "make_hostile.py"
-    subprocess.run([sys.executable, str(script), str(out)], check=True,
-                   timeout=900)        # minutes on a loaded machine
+    subprocess.run(
+        [sys.executable, str(script), str(out)], check=True, timeout=900
+    )  # minutes on a loaded machine
     return out
 
 
@@ -79,9 +88,11 @@ def apache_cluster(tmp_path_factory):
     CONTROLLER listeners) from before they start, so no connection is seen mid-stream."""
     from tests.support.apache_kafka import ApacheKafka
     from tests.support.capture import Tcpdump
+
     cluster = ApacheKafka(nodes=3, start=False)
-    cluster.kraft_capture = Tcpdump(tmp_path_factory.mktemp("kraft") / "kraft.pcap",
-                                    cluster.ports("INTERNAL", "CONTROLLER"))
+    cluster.kraft_capture = Tcpdump(
+        tmp_path_factory.mktemp("kraft") / "kraft.pcap", cluster.ports("INTERNAL", "CONTROLLER")
+    )
     try:
         cluster.start()
         yield cluster
@@ -96,7 +107,15 @@ def apache_cluster(tmp_path_factory):
 # A module that needs such parts says so itself (``pytestmark = pytest.mark.slow``), a
 # single test with @pytest.mark.slow; a test using a fixture that starts a broker is slow
 # wherever it is.
-SLOW_FIXTURES = {"kafka", "recorded", "apache_kafka", "apache_cluster", "apache_recorded", "s3", "spark"}
+SLOW_FIXTURES = {
+    "kafka",
+    "recorded",
+    "apache_kafka",
+    "apache_cluster",
+    "apache_recorded",
+    "s3",
+    "spark",
+}
 
 
 def pytest_collection_modifyitems(config, items):
@@ -116,13 +135,18 @@ def s3():
     import socket
 
     from moto.server import ThreadedMotoServer
+
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
-    env = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
-           "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}"}
+    env = {
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": "test",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}",
+    }
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     yield env
@@ -138,6 +162,7 @@ def s3():
 def spark(tmp_path_factory, s3):
     """One Spark session for every test module (the JVM outlives a stopped session)."""
     from kdissect.pipeline.session import get_session
+
     log = tmp_path_factory.mktemp("spark") / "spark.log"
     session = get_session("local[2]", log=str(log))
     yield session

@@ -12,12 +12,19 @@ from tests.support.apache_kafka import DUMP_LOG, USERS, VERSION, libs
 pytestmark = pytest.mark.slow
 
 
-def client_config(kafka, listener: str, mechanism: str = "PLAIN", user: str = "alice",
-                  password: str | None = None) -> dict:
+def client_config(
+    kafka, listener: str, mechanism: str = "PLAIN", user: str = "alice", password: str | None = None
+) -> dict:
     conf = {"bootstrap.servers": kafka.bootstrap(listener)}
     if listener == "SASL_PLAINTEXT":
-        conf.update({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mechanism,
-                     "sasl.username": user, "sasl.password": password or USERS[user]})
+        conf.update(
+            {
+                "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": mechanism,
+                "sasl.username": user,
+                "sasl.password": password or USERS[user],
+            }
+        )
     if listener == "SSL":
         conf.update({"security.protocol": "SSL", "ssl.ca.location": str(kafka.tls.ca)})
     return conf
@@ -40,9 +47,16 @@ def round_trip(conf: dict, topic: str, n: int = 5) -> list[bytes]:
     return got
 
 
-@pytest.mark.parametrize("listener,mechanism", [
-    ("PLAINTEXT", None), ("SASL_PLAINTEXT", "PLAIN"), ("SASL_PLAINTEXT", "SCRAM-SHA-256"),
-    ("SASL_PLAINTEXT", "SCRAM-SHA-512"), ("SSL", None)])
+@pytest.mark.parametrize(
+    "listener,mechanism",
+    [
+        ("PLAINTEXT", None),
+        ("SASL_PLAINTEXT", "PLAIN"),
+        ("SASL_PLAINTEXT", "SCRAM-SHA-256"),
+        ("SASL_PLAINTEXT", "SCRAM-SHA-512"),
+        ("SSL", None),
+    ],
+)
 def test_every_listener_serves_a_real_client(apache_kafka, listener, mechanism):
     conf = client_config(apache_kafka, listener, mechanism or "PLAIN")
     topic = f"smoke-{listener}-{mechanism}".lower().replace("_", "-")

@@ -113,9 +113,16 @@ def test_absurd_lengths(where):
 def _batch(codec: int, value: bytes) -> bytes:
     """A real RecordBatch v2, written by kafka-python's own builder."""
     from kafka.record.default_records import DefaultRecordBatchBuilder
-    b = DefaultRecordBatchBuilder(magic=2, compression_type=codec, is_transactional=False,
-                                  producer_id=-1, producer_epoch=-1, base_sequence=-1,
-                                  batch_size=2**30)
+
+    b = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=codec,
+        is_transactional=False,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        batch_size=2**30,
+    )
     b.append(0, timestamp=1700000000000, key=b"k", value=value, headers=[])
     return bytes(b.build())
 
@@ -142,6 +149,7 @@ def test_sasl_fields_spend_the_node_budget_and_a_cut_keeps_secrets_masked():
     secret after the cut stays masked in the raw rest (the recording masks by it)."""
     from kdissect.protocol.context import Options
     from kdissect.protocol.message import sasl_token_message
+
     token = b"c=biws,r=nonce," + b"a=," * 300 + b"p=c2VjcmV0"
     msg = sasl_token_message(token, Options(max_nodes=100))
     node = msg.tree.child("token")

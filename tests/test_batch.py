@@ -29,8 +29,7 @@ def client_batches() -> list[bytes]:
     out = []
     for codec in CODECS:
         for n in (1, 3, 40):
-            recs = [(rng.choice([None, *TEXTS]), rng.choice([None, *TEXTS]))
-                    for _ in range(n)]
+            recs = [(rng.choice([None, *TEXTS]), rng.choice([None, *TEXTS])) for _ in range(n)]
             out.append(batch(2, codec, 1000 * codec + n, recs, pid=7, epoch=1, seq=0))
     return out
 
@@ -53,7 +52,7 @@ def capture_batches() -> list[bytes]:
             if b.fits(len(data)):
                 crc_budget -= b.size
                 if b.crc_ok:
-                    out.append(data[pos:b.end])
+                    out.append(data[pos : b.end])
                     at = b.end - 1
     return out
 
@@ -73,12 +72,29 @@ def test_views_agree_with_kafka_python():
         b = Batch(raw, 0)
         theirs = DefaultRecordBatch(raw)
         h = b.fields()
-        assert (h["base_offset"], h["magic"], h["crc"], h["attributes"],
-                h["last_offset_delta"], h["max_timestamp"], h["producer_id"],
-                h["producer_epoch"], h["base_sequence"], h["partition_leader_epoch"]) == \
-            (theirs.base_offset, theirs.magic, theirs.crc, theirs.attributes,
-             theirs.last_offset_delta, theirs.max_timestamp, theirs.producer_id,
-             theirs.producer_epoch, theirs.base_sequence, theirs.leader_epoch)
+        assert (
+            h["base_offset"],
+            h["magic"],
+            h["crc"],
+            h["attributes"],
+            h["last_offset_delta"],
+            h["max_timestamp"],
+            h["producer_id"],
+            h["producer_epoch"],
+            h["base_sequence"],
+            h["partition_leader_epoch"],
+        ) == (
+            theirs.base_offset,
+            theirs.magic,
+            theirs.crc,
+            theirs.attributes,
+            theirs.last_offset_delta,
+            theirs.max_timestamp,
+            theirs.producer_id,
+            theirs.producer_epoch,
+            theirs.base_sequence,
+            theirs.leader_epoch,
+        )
         assert b.crc_ok == theirs.validate_crc() is True
         assert b.codec == theirs.compression_type and b.control == theirs.is_control_batch
         count, base, ts0, fixed = b.loop_args()
@@ -88,8 +104,9 @@ def test_views_agree_with_kafka_python():
             assert base + r.offset_delta == t.offset
             assert (ts0 if fixed else ts0 + r.timestamp_delta) == t.timestamp
             assert (r.key, r.value) == (t.key, t.value)
-            assert [(k.decode("utf-8", "replace") if k is not None else None, v)
-                    for k, v in r.headers] == list(t.headers)
+            assert [
+                (k.decode("utf-8", "replace") if k is not None else None, v) for k, v in r.headers
+            ] == list(t.headers)
             seen += 1
         if mine:
             assert mine[-1].end == (b.clean(BUDGET) or (0, 0, -1))[2]
@@ -103,8 +120,9 @@ def test_the_key_walk_reads_the_views_keys():
         data, pos, end = b.clean(BUDGET) or (b"", 0, 0)
         keys: list[str] = []
         assert model.record_keys(data, pos, end, b.head[12], keys) == end
-        assert keys == [r.key.decode("utf-8", "replace") for r in b.records(BUDGET)
-                        if r.key is not None]
+        assert keys == [
+            r.key.decode("utf-8", "replace") for r in b.records(BUDGET) if r.key is not None
+        ]
     bad = record(b"key", b"v")
     with pytest.raises(BadRecord):
         model.record_keys(bad[:4], 0, 4, 1, [])
@@ -117,13 +135,13 @@ def test_damage_is_seen():
     raw[-1] ^= 1
     damaged = Batch(bytes(raw), 0)
     assert not damaged.crc_ok and damaged.clean(BUDGET) is None
-    assert Batch(bytes(raw[:60]), 0, 60).clean(BUDGET) is None        # no whole header
-    assert not Batch(bytes(61), 0, 61).plausible                     # a preallocated tail
-    bad = record(b"k", b"v")[:-1]                                    # a record cut short
+    assert Batch(bytes(raw[:60]), 0, 60).clean(BUDGET) is None  # no whole header
+    assert not Batch(bytes(61), 0, 61).plausible  # a preallocated tail
+    bad = record(b"k", b"v")[:-1]  # a record cut short
     with pytest.raises(BadRecord):
         list(records(bad, 0, len(bad), 1))
     with pytest.raises(BadRecord):
-        list(records(b"\x00", 0, 1, 1))                              # length 0
+        list(records(b"\x00", 0, 1, 1))  # length 0
 
 
 def compiled_agrees(native, raws) -> int:
@@ -138,7 +156,7 @@ def compiled_agrees(native, raws) -> int:
         data, pos, end = got
         count, base, ts0, fixed = b.loop_args()
         text = native(data, pos, end, count, base, ts0, fixed)
-        if text is None:            # left to the Python reference (an odd header key)
+        if text is None:  # left to the Python reference (an odd header key)
             continue
         lines = text.splitlines()
         views = list(records(data, pos, end, count))
@@ -152,7 +170,8 @@ def compiled_agrees(native, raws) -> int:
             assert obj["key"] == json_bytes(r.key) and obj["value"] == json_bytes(r.value)
             assert obj["headers"] == [
                 {"key": k.decode() if k is not None else None, "value": json_bytes(v)}
-                for k, v in r.headers]
+                for k, v in r.headers
+            ]
             compared += 1
     return compared
 
@@ -165,7 +184,7 @@ def segment_batches(path: Path) -> list[bytes]:
         if not b.plausible or b.end > len(data):
             break
         if b.magic == 2 and b.clean(BUDGET) is not None:
-            out.append(data[pos:b.end])
+            out.append(data[pos : b.end])
         pos = b.end
     return out
 
@@ -181,8 +200,10 @@ def native():
     try:
         from kdissect import _native  # type: ignore[attr-defined]
     except ImportError:
-        pytest.fail("the compiled extension is not built: install with cargo on the PATH "
-                    "(pip install -e ., as ./scripts/test does)")
+        pytest.fail(
+            "the compiled extension is not built: install with cargo on the PATH "
+            "(pip install -e ., as ./scripts/test does)"
+        )
     return _native.log_record_lines
 
 
@@ -190,22 +211,37 @@ def native():
 
 GUARDS = [
     # (what, pattern, files allowed to hold it)
-    ("a batch header's struct format (batch.HEAD is derived from the layout)",
-     r"qiibIhiqqqhii", set()),
-    ("a CRC computed outside protocol/crc.py", r"\bcrc32c\(|zlib\.crc32\(|import crc32c\b",
-     {"protocol/crc.py"}),
-    ("a CRC-32C check outside the Batch view (and the producer snapshot's own CRC)",
-     r"\bcrc32c_of\(", {"protocol/crc.py", "protocol/batch.py", "protocol/ondisk.py"}),
-    ("a hand-written varint loop outside protocol/varint.py (the generated record loop "
-     "inlines its one- and two-byte cases)",
-     r">>= 7|<< shift|& 0x7F \| 0x80|<< 7\)",
-     {"protocol/varint.py", "protocol/gen_readers.py",
-      "protocol/values_readers/record_loop.py"}),
-    ("a batch's magic, length or CRC read at a literal offset (batch.MAGIC_AT, LENGTH_AT, ...)",
-     r"pos \+ 16\]|pos \+ 8\)\[0\]|pos \+ 17\)|\+ 21:|\[22\] & 0x20|\[16\] != 2",
-     set()),
-    ("a second constant for the batch header's size or frame",
-     r"BATCH_HEAD\b|_BATCH_HEAD\b", set()),
+    (
+        "a batch header's struct format (batch.HEAD is derived from the layout)",
+        r"qiibIhiqqqhii",
+        set(),
+    ),
+    (
+        "a CRC computed outside protocol/crc.py",
+        r"\bcrc32c\(|zlib\.crc32\(|import crc32c\b",
+        {"protocol/crc.py"},
+    ),
+    (
+        "a CRC-32C check outside the Batch view (and the producer snapshot's own CRC)",
+        r"\bcrc32c_of\(",
+        {"protocol/crc.py", "protocol/batch.py", "protocol/ondisk.py"},
+    ),
+    (
+        "a hand-written varint loop outside protocol/varint.py (the generated record loop "
+        "inlines its one- and two-byte cases)",
+        r">>= 7|<< shift|& 0x7F \| 0x80|<< 7\)",
+        {"protocol/varint.py", "protocol/gen_readers.py", "protocol/values_readers/record_loop.py"},
+    ),
+    (
+        "a batch's magic, length or CRC read at a literal offset (batch.MAGIC_AT, LENGTH_AT, ...)",
+        r"pos \+ 16\]|pos \+ 8\)\[0\]|pos \+ 17\)|\+ 21:|\[22\] & 0x20|\[16\] != 2",
+        set(),
+    ),
+    (
+        "a second constant for the batch header's size or frame",
+        r"BATCH_HEAD\b|_BATCH_HEAD\b",
+        set(),
+    ),
 ]
 
 

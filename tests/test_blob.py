@@ -24,12 +24,17 @@ DATA = bytes(int(x) for x in re.findall(r"\d+", SAMPLE.read_text()))
 
 
 def run(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kdissect", *args], input=stdin,
-                          capture_output=True, cwd=ROOT, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "kdissect", *args],
+        input=stdin,
+        capture_output=True,
+        cwd=ROOT,
+        timeout=120,
+    )
 
 
 def _columns(data: bytes, per_line: int, fmt) -> str:
-    return "\n".join(fmt(i, data[i:i + per_line]) for i in range(0, len(data), per_line))
+    return "\n".join(fmt(i, data[i : i + per_line]) for i in range(0, len(data), per_line))
 
 
 def _ascii(chunk: bytes) -> str:
@@ -54,7 +59,9 @@ FORMATS = {
     "erlang": lambda d, t: "<<" + ",".join(map(str, d)) + ">>",
     "python": lambda d, t: repr(d),
     "python list": lambda d, t: f"bytes({list(d)})",
-    "java": lambda d, t: "new byte[]{" + ", ".join(str(b - 256 if b > 127 else b) for b in d) + "};",
+    "java": lambda d, t: (
+        "new byte[]{" + ", ".join(str(b - 256 if b > 127 else b) for b in d) + "};"
+    ),
     "c": lambda d, t: "{" + ", ".join(f"0x{b:02X}" for b in d) + "}",
     "base64": lambda d, t: base64.encodebytes(d).decode(),
 }
@@ -68,9 +75,17 @@ def test_formats(name, tmp_path):
 
 def _pcap_with(payload: bytes, tmp_path: Path) -> Path:
     from scapy.all import IP, TCP, Ether, wrpcap
+
     path = tmp_path / "one.pcap"
-    wrpcap(str(path), [Ether() / IP(src="127.0.0.1", dst="127.0.0.1") /
-                       TCP(sport=50000, dport=9092, flags="PA") / payload])
+    wrpcap(
+        str(path),
+        [
+            Ether()
+            / IP(src="127.0.0.1", dst="127.0.0.1")
+            / TCP(sport=50000, dport=9092, flags="PA")
+            / payload
+        ],
+    )
     return path
 
 
@@ -79,9 +94,10 @@ def test_tcpdump_x_output(tmp_path):
     """Real `tcpdump -X` output of a packet, summary line and all: the bytes read back are
     the TCP payload (the IP and TCP headers are taken off, and said so)."""
     pcap = _pcap_with(DATA[:200], tmp_path)
-    out = subprocess.run(["tcpdump", "-r", str(pcap), "-X", "-nn"], capture_output=True,
-                         text=True, check=True).stdout
-    assert not out.startswith("\t")             # the summary line is in the paste
+    out = subprocess.run(
+        ["tcpdump", "-r", str(pcap), "-X", "-nn"], capture_output=True, text=True, check=True
+    ).stdout
+    assert not out.startswith("\t")  # the summary line is in the paste
     blob = parse_blob(out)
     assert blob.data == DATA[:200]
     assert any("IP and TCP headers of 1 packet(s) (40 bytes)" in s for s in blob.skipped)
@@ -91,8 +107,9 @@ def test_tcpdump_x_output(tmp_path):
 def test_wireshark_hex_dump(tmp_path):
     """tshark -x prints the hex dump Wireshark copies."""
     pcap = _pcap_with(DATA[:200], tmp_path)
-    out = subprocess.run(["tshark", "-r", str(pcap), "-x"], capture_output=True, text=True,
-                         check=True).stdout
+    out = subprocess.run(
+        ["tshark", "-r", str(pcap), "-x"], capture_output=True, text=True, check=True
+    ).stdout
     blob = parse_blob(out)
     assert blob.data == DATA[:200]
     assert any("Ethernet, IP and TCP headers" in s for s in blob.skipped)
@@ -103,8 +120,17 @@ def test_acceptance_blog_example_without_hints():
     assert res.returncode == 0, res.stderr
     out = json.loads(res.stdout)
     assert (out["input"]["format"], out["input"]["length"]) == ("erlang binary", 319)
-    assert out["input"]["extraction"] == [{"line": 1, "col": 1, "end_line": 1, "end_col": 782,
-                                           "offset": 0, "size": 319, "what": "binary <<...>>"}]
+    assert out["input"]["extraction"] == [
+        {
+            "line": 1,
+            "col": 1,
+            "end_line": 1,
+            "end_col": 782,
+            "offset": 0,
+            "size": 319,
+            "what": "binary <<...>>",
+        }
+    ]
     [m] = out["messages"]
     assert (m["api_name"], m["api_version"], m["direction"]) == ("Metadata", 0, "response")
     assert m["correlation_id"] == 0 and m["problems"] == []
@@ -121,8 +147,10 @@ def test_acceptance_blog_example_without_hints():
 
     b = plain(body)
     assert [(x["node_id"], x["host"], x["port"]) for x in b["brokers"]] == [
-        (3, "vagrant-ubuntu-precise-64", 9093), (1, "vagrant-ubuntu-precise-64", 9091),
-        (2, "vagrant-ubuntu-precise-64", 9092)]
+        (3, "vagrant-ubuntu-precise-64", 9093),
+        (1, "vagrant-ubuntu-precise-64", 9091),
+        (2, "vagrant-ubuntu-precise-64", 9092),
+    ]
     assert [t["name"] for t in b["topics"]] == ["a1", "a2", "a3"]
     a3 = b["topics"][2]["partitions"]
     assert a3[0]["leader_id"] == 3 and a3[0]["replica_nodes"] == [3, 1]
@@ -198,18 +226,24 @@ def test_grammar_dissects_like_the_blog(tmp_path):
     assert res.returncode == 0, res.stderr
     tree = json.loads(res.stdout)["tree"]
     assert tree["length"] == 319 and "problem" not in json.dumps(tree)
-    hosts = re.findall(r'"name": "Host", "type": "string", "offset": \d+, "length": \d+, '
-                       r'"value": "([^"]+)"', json.dumps(tree))
+    hosts = re.findall(
+        r'"name": "Host", "type": "string", "offset": \d+, "length": \d+, '
+        r'"value": "([^"]+)"',
+        json.dumps(tree),
+    )
     assert hosts == ["vagrant-ubuntu-precise-64"] * 3
 
 
-@pytest.mark.parametrize("text,line,words", [
-    ("A => B\nB => C", 2, "'C' is used but never defined"),
-    ("A => [B]\n  B => INT32 | INT16", 2, "unexpected"),
-    ("A =>", 1, "has no definition"),
-    ("just words", 1, "expected 'name => definition'"),
-    ("A => ?B\nB => INT32", 2, "nullable struct"),
-])
+@pytest.mark.parametrize(
+    "text,line,words",
+    [
+        ("A => B\nB => C", 2, "'C' is used but never defined"),
+        ("A => [B]\n  B => INT32 | INT16", 2, "unexpected"),
+        ("A =>", 1, "has no definition"),
+        ("just words", 1, "expected 'name => definition'"),
+        ("A => ?B\nB => INT32", 2, "nullable struct"),
+    ],
+)
 def test_bad_grammars_say_where(text, line, words):
     with pytest.raises(GrammarError) as e:
         parse_grammar(text)
@@ -224,11 +258,14 @@ def sasl_authenticate(token: bytes) -> bytes:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("token,secret", [
-    (b"\x00alice\x00hunter2", b"hunter2"),
-    (b"c=biws,r=abc123server,p=dGhpc2lzYXByb29m", b"dGhpc2lzYXByb29m"),
-    (b"n,,\x01auth=Bearer eyJhbGciOi.eyJzdWIiOi.sig\x01\x01", b"eyJhbGciOi.eyJzdWIiOi.sig"),
-])
+@pytest.mark.parametrize(
+    "token,secret",
+    [
+        (b"\x00alice\x00hunter2", b"hunter2"),
+        (b"c=biws,r=abc123server,p=dGhpc2lzYXByb29m", b"dGhpc2lzYXByb29m"),
+        (b"n,,\x01auth=Bearer eyJhbGciOi.eyJzdWIiOi.sig\x01\x01", b"eyJhbGciOi.eyJzdWIiOi.sig"),
+    ],
+)
 def test_sasl_secrets_redacted_unless_asked(token, secret):
     data = sasl_authenticate(token)
     leaks = [secret, secret.hex().encode(), secret[:6].hex(" ").encode()]
@@ -261,56 +298,75 @@ def join_group_v5(protocol_type: str, metadata: bytes) -> bytes:
     """A JoinGroup v5 request (hand-built: one decoder's unit test; real consumer groups
     are in test_real_clients and the captures)."""
     s = lambda t: struct.pack(">h", len(t)) + t.encode()
-    return (struct.pack(">hhi", 11, 5, 4) + s("cli") + s("group") + struct.pack(">ii", 6000, 6000)
-            + s("") + struct.pack(">h", -1) + s(protocol_type) + struct.pack(">i", 1)
-            + s("range") + struct.pack(">i", len(metadata)) + metadata)
+    return (
+        struct.pack(">hhi", 11, 5, 4)
+        + s("cli")
+        + s("group")
+        + struct.pack(">ii", 6000, 6000)
+        + s("")
+        + struct.pack(">h", -1)
+        + s(protocol_type)
+        + struct.pack(">i", 1)
+        + s("range")
+        + struct.pack(">i", len(metadata))
+        + metadata
+    )
 
 
 def test_broken_subscription_is_marked_when_the_protocol_says_consumer():
-    broken = struct.pack(">hi", 0, 5) + struct.pack(">h", 3) + b"ord"   # 5 topics, 1 there
+    broken = struct.pack(">hi", 0, 5) + struct.pack(">h", 3) + b"ord"  # 5 topics, 1 there
     msg = decode_request(join_group_v5("consumer", broken))
     meta = next(msg.tree.find("metadata"))
     assert meta.note == "consumer protocol subscription v0"
     assert [p for _, p in msg.problems] and "metadata" in msg.problems[0][0]
     assert meta.child("topics").child("[0]").value == "ord"
-    other = decode_request(join_group_v5("connect", broken))        # not ours to read
+    other = decode_request(join_group_v5("connect", broken))  # not ours to read
     assert other.problems == [] and next(other.tree.find("metadata")).value == broken
 
 
 # -- the paste reader: shapes in code, where it stops, and linear time -------------------
 
-@pytest.mark.parametrize("text, expected", [
-    ("Hex Stream: 0000000a0012", "0000000a0012"),
-    ('frame_hex = "00 00 00 0a"\n', "0000000a"),
-    ("ui8 reference[] = {0x00, 0x0a, 0xff};", "000aff"),
-    ("val bytes = Array[Byte](0, -1, 0x7f)", "00ff7f"),
-    ('String s = "0000" +\n  "000a";', "0000000a"),
-    ("echo -n \"0000000a\" | xxd -r -p | nc localhost 9092", "0000000a"),
-    ("x = (b'\\x00\\x00'  # size\n     b'\\x00\\x0a')", "0000000a"),
-    ("chunks = [b'\\x00',  # one\n  b'ab']", "006162"),
-    ("[]byte{0x00, 't', 'o', // comment\n 0x01}", "00746f01"),
-    ("let b = [0b0000_0001, 0x02, /* c */ 3u8];", "010203"),
-    ('<<0, 1::16, "ab"::binary, -1::32, 7::size(16), 2::16-little # c\n>>',
-     "000001" "6162" "ffffffff" "0007" "0200"),
-    ('<<0:16, 1:32, "ab", $c>>  % erlang', "0000" "00000001" "6162" "63"),
-    ('<<0, 1>> <> <<2>>', "000102"),
-    ('{"type":"Buffer","data":[0,0,0,18]}', "00000012"),
-    ("2024/03/01 sending: [0 0 0 18 0 3]", "000000120003"),
-    ("0, 0, 0, 18", "00000012"),
-    ("00, 0c, ff", "000cff"),
-    ("Response:\n00 00 00 12\n# trailing comment\n00 03", "0000001200 03".replace(" ", "")),
-])
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("Hex Stream: 0000000a0012", "0000000a0012"),
+        ('frame_hex = "00 00 00 0a"\n', "0000000a"),
+        ("ui8 reference[] = {0x00, 0x0a, 0xff};", "000aff"),
+        ("val bytes = Array[Byte](0, -1, 0x7f)", "00ff7f"),
+        ('String s = "0000" +\n  "000a";', "0000000a"),
+        ('echo -n "0000000a" | xxd -r -p | nc localhost 9092', "0000000a"),
+        ("x = (b'\\x00\\x00'  # size\n     b'\\x00\\x0a')", "0000000a"),
+        ("chunks = [b'\\x00',  # one\n  b'ab']", "006162"),
+        ("[]byte{0x00, 't', 'o', // comment\n 0x01}", "00746f01"),
+        ("let b = [0b0000_0001, 0x02, /* c */ 3u8];", "010203"),
+        (
+            '<<0, 1::16, "ab"::binary, -1::32, 7::size(16), 2::16-little # c\n>>',
+            "0000016162ffffffff00070200",
+        ),
+        ('<<0:16, 1:32, "ab", $c>>  % erlang', "000000000001616263"),
+        ("<<0, 1>> <> <<2>>", "000102"),
+        ('{"type":"Buffer","data":[0,0,0,18]}', "00000012"),
+        ("2024/03/01 sending: [0 0 0 18 0 3]", "000000120003"),
+        ("0, 0, 0, 18", "00000012"),
+        ("00, 0c, ff", "000cff"),
+        ("Response:\n00 00 00 12\n# trailing comment\n00 03", "0000001200 03".replace(" ", "")),
+    ],
+)
 def test_bytes_inside_code(text, expected):
     assert parse_blob(text).data.hex() == expected
 
 
-@pytest.mark.parametrize("text, line, col, words", [
-    ("00 00 00 zz", 1, 10, "'zz' is not hex"),
-    ("<<0, 0,\n  corr_id::32>>", 2, 3, "corr_id"),
-    ("00000000: 0000 0001  ..\n00000020: 0000 0001  ..", 2, 1, "does not follow"),
-    ("{0, 1, 2, 3, 999}", 1, 14, "999 is not a byte value"),
-    ("00 0", 1, 1, "odd number of hex digits"),
-])
+@pytest.mark.parametrize(
+    "text, line, col, words",
+    [
+        ("00 00 00 zz", 1, 10, "'zz' is not hex"),
+        ("<<0, 0,\n  corr_id::32>>", 2, 3, "corr_id"),
+        ("00000000: 0000 0001  ..\n00000020: 0000 0001  ..", 2, 1, "does not follow"),
+        ("{0, 1, 2, 3, 999}", 1, 14, "999 is not a byte value"),
+        ("00 0", 1, 1, "odd number of hex digits"),
+    ],
+)
 def test_refusals_name_the_line_and_character(text, line, col, words):
     with pytest.raises(BlobError) as e:
         parse_blob(text)
@@ -319,7 +375,9 @@ def test_refusals_name_the_line_and_character(text, line, col, words):
 
 
 def test_show_extraction_says_which_lines():
-    text = "# the produce response\nconst frame = Buffer.from(\n  '00000033' +\n  'abcd',\n  'hex')\n"
+    text = (
+        "# the produce response\nconst frame = Buffer.from(\n  '00000033' +\n  'abcd',\n  'hex')\n"
+    )
     res = run("blob", text, "--show-extraction", "--no-hex")
     res.stderr = res.stderr.decode()
     assert "bytes 0-3 (4) from line 3 chars 3-12, quoted hex" in res.stderr
@@ -344,7 +402,7 @@ def test_candidates_are_listed_and_told_apart():
     assert "more (--candidates all)" in short.stdout.decode()
 
 
-HOSTILE = {          # the inputs of issue 22, class 3, and their relatives, ~1 MB each
+HOSTILE = {  # the inputs of issue 22, class 3, and their relatives, ~1 MB each
     "xxd line of spaces": lambda n: "00000000: " + " " * n,
     "xxd line of '| '": lambda n: "00000000: 0000 " + "| " * (n // 2),
     "hexdump line of '| '": lambda n: "00000000  00 01  |" + "| " * (n // 2),
@@ -360,12 +418,14 @@ HOSTILE = {          # the inputs of issue 22, class 3, and their relatives, ~1 
     "go fmt bytes": lambda n: "[" + "0 " * (n // 2) + "]",
     "c array": lambda n: "{" + "0x00, " * (n // 6) + "}",
     "python bytes": lambda n: "b'" + "\\x00" * (n // 4) + "'",
-    "xxd lines": lambda n: "\n".join(f"{i * 16:08x}: " + "0000 " * 8 + " ................"
-                                     for i in range(n // 60)),
+    "xxd lines": lambda n: "\n".join(
+        f"{i * 16:08x}: " + "0000 " * 8 + " ................" for i in range(n // 60)
+    ),
     # the search's own shapes: prefixed dump rows, hex lines between prose, hex words
-    "tester rows": lambda n: "\n".join(f"remote: [tester::#NH4] {i * 16 % 65536:04x} | "
-                                       + "00 " * 16 + "| ................"
-                                       for i in range(n // 90)),
+    "tester rows": lambda n: "\n".join(
+        f"remote: [tester::#NH4] {i * 16 % 65536:04x} | " + "00 " * 16 + "| ................"
+        for i in range(n // 90)
+    ),
     "prose and hex lines": lambda n: "word\n00 01\n" * (n // 12),
     "long hex words": lambda n: ("echo " + "00" * 8 + " ") * (n // 22),
     "many literals": lambda n: '"0000000a", ' * (n // 12),
@@ -393,7 +453,7 @@ def test_hostile_pastes_take_linear_time(name):
     # machine (caches, the collector), which a ratio of two single runs magnifies
     for read in (parse_blob, find_candidates):
         big = min(cost(1_000_000, read) for _ in range(2))
-        assert big < 2.0, f"{name}: {big:.2f} CPU-s for 1 MB"   # ~0.8 idle, 1.04 in busy CI
+        assert big < 2.0, f"{name}: {big:.2f} CPU-s for 1 MB"  # ~0.8 idle, 1.04 in busy CI
         small = min(cost(250_000, read) for _ in range(2))
         assert big < 8 * small + 0.05, f"{name}: {small:.3f} s for 250 KB, {big:.3f} s for 1 MB"
 
@@ -407,6 +467,7 @@ def test_blob_screen_reads_code_and_takes_the_modes():
     from textual.widgets import Input, Static
 
     from kdissect.tui.blob_app import BlobApp
+
     pastes = ROOT / "captures" / "blobs" / "pastes"
 
     async def go():
@@ -417,19 +478,19 @@ def test_blob_screen_reads_code_and_takes_the_modes():
             app.query_one("#version", Input).value = "3"
             app.query_one("#direction").value = "request"
             await pilot.pause()
-            app.action_dissect()          # at once, not after the typing pause
+            app.action_dissect()  # at once, not after the typing pause
             status = str(app.query_one("#status", Static).content)
             assert "byte array, from lines 2-10" in status, status
             assert "Heartbeat v3 Request: told: a body" in status and "problem" not in status
             app.query_one("#mode").value = "records"
             app.query_one("#paste").text = (pastes / "rust-array.rs").read_text()
             await pilot.pause()
-            app.action_dissect()          # at once, not after the typing pause
+            app.action_dissect()  # at once, not after the typing pause
             status = str(app.query_one("#status", Static).content)
             assert "bare record batch" in status and "problem" not in status, status
             app.query_one("#paste").text = "<<0, 0,\n  corr_id::32>>"
             await pilot.pause()
-            app.action_dissect()          # at once, not after the typing pause
+            app.action_dissect()  # at once, not after the typing pause
             status = str(app.query_one("#status", Static).content)
             assert "line 2, character 3" in status, status
 
@@ -442,9 +503,11 @@ def test_tcpdump_x_of_a_whole_capture():
     import time
 
     from scapy.all import TCP, rdpcap
+
     pcap = ROOT / "captures" / "mtu1500.pcap"
-    out = subprocess.run(["tcpdump", "-r", str(pcap), "-X", "-nn"], capture_output=True,
-                         text=True, check=True).stdout
+    out = subprocess.run(
+        ["tcpdump", "-r", str(pcap), "-X", "-nn"], capture_output=True, text=True, check=True
+    ).stdout
     start = time.process_time()
     blob = parse_blob(out)
     assert time.process_time() - start < 2.0

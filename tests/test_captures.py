@@ -63,14 +63,17 @@ def test_every_message_framed_and_paired(name):
     assert len(requests) == len(set(requests))
     answered = [ex for ex in acks0 if ex.response is not None]
     assert all(ex.has("acks0_answered") for ex in answered)
-    assert all(ex.status == "no response expected (acks=0)" for ex in acks0
-               if ex.response is None)
+    assert all(ex.status == "no response expected (acks=0)" for ex in acks0 if ex.response is None)
 
 
 EXPECTED_TOPICS = {
     "kafka-python-codecs": [f"kp-{c or 'none'}" for c in (None, "gzip", "snappy", "lz4", "zstd")],
-    "confluent-group": ["ck-group"], "aiokafka": ["aio"], "kcat": ["kcat"], "acks0": ["acks0"],
-    "legacy-0.8.2": ["legacy-0-8-2"], "legacy-0.10.0": ["legacy-0-10-0"],
+    "confluent-group": ["ck-group"],
+    "aiokafka": ["aio"],
+    "kcat": ["kcat"],
+    "acks0": ["acks0"],
+    "legacy-0.8.2": ["legacy-0-8-2"],
+    "legacy-0.10.0": ["legacy-0-10-0"],
 }
 
 
@@ -78,12 +81,17 @@ EXPECTED_TOPICS = {
 def test_produced_records_decode_as_sent(name):
     exchanges, _, _ = dissect(CAPTURES / f"{name}.pcap")
     for topic in EXPECTED_TOPICS[name]:
-        produced = [r for m in messages(exchanges)
-                    if m.direction == "request" and m.api_key == 0
-                    and topic in facts(m.decoded().body).topics
-                    for r in records_of(m.decoded().body)]
+        produced = [
+            r
+            for m in messages(exchanges)
+            if m.direction == "request"
+            and m.api_key == 0
+            and topic in facts(m.decoded().body).topics
+            for r in records_of(m.decoded().body)
+        ]
         assert sorted((r["key"], r["value"]) for r in produced) == sorted(
-            (k.decode(), v.decode()) for k, v in records(topic))
+            (k.decode(), v.decode()) for k, v in records(topic)
+        )
         if name == "kafka-python-codecs":
             codec = topic.split("-")[1]
             assert all(r["headers"] == [{"key": "codec", "value": codec}] for r in produced)
@@ -100,16 +108,39 @@ def test_big_messages_span_segments():
 
 # -- tshark cross-check -------------------------------------------------------------------
 
-TSHARK_BODY = {0: 8, 1: 11, 3: 9}          # API key -> highest version tshark 4.0 decodes
+TSHARK_BODY = {0: 8, 1: 11, 3: 9}  # API key -> highest version tshark 4.0 decodes
 
 
 def tshark_rows(path: Path) -> dict[int, dict]:
-    fields = ["frame.number", "kafka.api_key", "kafka.api_version", "kafka.correlation_id",
-              "kafka.client_id", "kafka.topic_name", "kafka.partition_id", "kafka.error"]
-    out = subprocess.run(["tshark", "-r", str(path), "-d", "tcp.port==9092,kafka", "-T",
-                          "fields", "-E", "separator=\t", "-E", "occurrence=a",
-                          *sum((["-e", f] for f in fields), [])],
-                         capture_output=True, text=True, check=True).stdout
+    fields = [
+        "frame.number",
+        "kafka.api_key",
+        "kafka.api_version",
+        "kafka.correlation_id",
+        "kafka.client_id",
+        "kafka.topic_name",
+        "kafka.partition_id",
+        "kafka.error",
+    ]
+    out = subprocess.run(
+        [
+            "tshark",
+            "-r",
+            str(path),
+            "-d",
+            "tcp.port==9092,kafka",
+            "-T",
+            "fields",
+            "-E",
+            "separator=\t",
+            "-E",
+            "occurrence=a",
+            *sum((["-e", f] for f in fields), []),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     rows = {}
     for line in out.splitlines():
         cols = line.split("\t")
@@ -117,11 +148,13 @@ def tshark_rows(path: Path) -> dict[int, dict]:
             continue
         split = [c.split(",") if c else [] for c in cols]
         rows[int(cols[0])] = {
-            "corr": [int(x) for x in split[3]], "api_key": [int(x) for x in split[1]],
+            "corr": [int(x) for x in split[3]],
+            "api_key": [int(x) for x in split[1]],
             "client_id": [x for x in split[4] if x],
             "topics": {x for x in split[5] if x and x != "[ Null ]"},
             "partitions": {int(x) for x in split[6]},
-            "errors": {int(x) for x in split[7] if x and int(x)}}
+            "errors": {int(x) for x in split[7] if x and int(x)},
+        }
     return rows
 
 
@@ -146,8 +179,9 @@ def test_agrees_with_tshark(name):
         mine = ours[frame]
         assert sorted(row["corr"]) == sorted(m.correlation_id for m in mine), frame
         assert set(row["api_key"]) <= {m.api_key for m in mine}, frame
-        assert row["client_id"] == [m.client_id for m in mine
-                                    if m.direction == "request" and m.client_id], frame
+        assert row["client_id"] == [
+            m.client_id for m in mine if m.direction == "request" and m.client_id
+        ], frame
         for m in mine:
             if m.api_key in TSHARK_BODY and m.api_version <= TSHARK_BODY[m.api_key]:
                 f = facts(m.decoded().body)
@@ -161,8 +195,10 @@ def test_agrees_with_tshark(name):
 
 # -- damaged captures --------------------------------------------------------------------
 
+
 def _rewrite(src: Path, dst: Path, change) -> None:
     from scapy.utils import PcapReader, PcapWriter
+
     packets = list(PcapReader(str(src)))
     with PcapWriter(str(dst), linktype=1, sync=True) as w:
         for p in change(packets):
@@ -170,10 +206,21 @@ def _rewrite(src: Path, dst: Path, change) -> None:
 
 
 def _fingerprint(exchanges):
-    return sorted(repr((ex.client, m.direction, m.api_key, m.api_version, m.correlation_id,
-                        json.dumps(m.decoded().body.plain() if m.decoded().body else None,
-                                   default=str)))
-                  for ex in exchanges for m in (ex.request, ex.response) if m is not None)
+    return sorted(
+        repr(
+            (
+                ex.client,
+                m.direction,
+                m.api_key,
+                m.api_version,
+                m.correlation_id,
+                json.dumps(m.decoded().body.plain() if m.decoded().body else None, default=str),
+            )
+        )
+        for ex in exchanges
+        for m in (ex.request, ex.response)
+        if m is not None
+    )
 
 
 def test_reordered_and_pcapng_give_the_same_result(tmp_path):
@@ -183,7 +230,7 @@ def test_reordered_and_pcapng_give_the_same_result(tmp_path):
 
     def reorder(packets):
         packets = list(packets)
-        for i in range(1, len(packets) - 1, 3):       # swap neighbours, keep SYNs first
+        for i in range(1, len(packets) - 1, 3):  # swap neighbours, keep SYNs first
             if rng.random() < 0.5 and i > 2:
                 packets[i], packets[i + 1] = packets[i + 1], packets[i]
         return packets
@@ -198,16 +245,35 @@ def test_reordered_and_pcapng_give_the_same_result(tmp_path):
 
 def _count_decoded(exchanges) -> int:
     """Messages recovered: fully decoded, or truncated by the capture with their header."""
-    return sum(1 for m in messages(exchanges) if m.direction != "sasl" and (
-        not m.decoded().problems or m.status.startswith("truncated")))
+    return sum(
+        1
+        for m in messages(exchanges)
+        if m.direction != "sasl" and (not m.decoded().problems or m.status.startswith("truncated"))
+    )
 
 
 def _tshark_real(path: Path, real: set[tuple[int, int]]) -> int:
     """Messages tshark finds in ``path`` that really exist: on damaged streams it also
     reads segment payloads as new messages, with made-up correlation ids."""
-    out = subprocess.run(["tshark", "-r", str(path), "-d", "tcp.port==9092,kafka", "-T", "fields",
-                          "-E", "occurrence=a", "-e", "frame.number", "-e", "kafka.correlation_id"],
-                         capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [
+            "tshark",
+            "-r",
+            str(path),
+            "-d",
+            "tcp.port==9092,kafka",
+            "-T",
+            "fields",
+            "-E",
+            "occurrence=a",
+            "-e",
+            "frame.number",
+            "-e",
+            "kafka.correlation_id",
+        ],
+        capture_output=True,
+        text=True,
+    ).stdout
     found = 0
     for line in out.splitlines():
         frame, _, corrs = line.partition("\t")
@@ -222,13 +288,14 @@ def test_damaged_captures(tmp_path, damage):
     out = tmp_path / f"{damage}.pcap"
     rng = random.Random(11)
     if damage == "mid-stream":
-        _rewrite(src, out, lambda ps: ps[len(ps) // 3:])
+        _rewrite(src, out, lambda ps: ps[len(ps) // 3 :])
     elif damage == "drop-2pct":
-        _rewrite(src, out, lambda ps: [p for i, p in enumerate(ps)
-                                       if i < 10 or rng.random() >= 0.02])
+        _rewrite(
+            src, out, lambda ps: [p for i, p in enumerate(ps) if i < 10 or rng.random() >= 0.02]
+        )
     elif damage == "truncated":
         data = src.read_bytes()
-        out.write_bytes(data[:len(data) * 2 // 3 + 7])
+        out.write_bytes(data[: len(data) * 2 // 3 + 7])
     else:
         subprocess.run(["editcap", "-s", "200", str(src), str(out)], check=True)
     exchanges, gaps, warnings = dissect(out)
@@ -249,8 +316,13 @@ def test_damaged_captures(tmp_path, damage):
 
 
 def test_cli_on_a_capture_and_on_bad_files(tmp_path):
-    run = lambda *a: subprocess.run([sys.executable, "-m", "kdissect", "pcap", *a],
-                                    capture_output=True, text=True, cwd=ROOT, timeout=120)
+    run = lambda *a: subprocess.run(
+        [sys.executable, "-m", "kdissect", "pcap", *a],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     res = run("captures/confluent-group.pcap")
     assert res.returncode == 0
     assert "JoinGroup v5" in res.stdout and "MEMBER_ID_REQUIRED" in res.stdout
@@ -259,15 +331,34 @@ def test_cli_on_a_capture_and_on_bad_files(tmp_path):
     rows = [json.loads(line) for line in res.stdout.splitlines()]
     by_index = {r["index"]: r for r in rows}
     for r in rows:
-        assert {"frame", "stream", "direction", "ts", "api_key", "api_name", "api_version",
-                "correlation_id", "pair", "status", "problems", "body"} <= r.keys()
+        assert {
+            "frame",
+            "stream",
+            "direction",
+            "ts",
+            "api_key",
+            "api_name",
+            "api_version",
+            "correlation_id",
+            "pair",
+            "status",
+            "problems",
+            "body",
+        } <= r.keys()
         if r["pair"] is not None:
             assert by_index[r["pair"]]["pair"] == r["index"]
-    fetched = [rec for r in rows if r["api_name"] == "Fetch" and r["direction"] == "response"
-               for t in r["body"]["responses"] for p in t["partitions"]
-               for b in p["records"] for rec in b["records"]]
+    fetched = [
+        rec
+        for r in rows
+        if r["api_name"] == "Fetch" and r["direction"] == "response"
+        for t in r["body"]["responses"]
+        for p in t["partitions"]
+        for b in p["records"]
+        for rec in b["records"]
+    ]
     assert [(x["key"], x["value"]) for x in fetched] == [
-        (k.decode(), v.decode()) for k, v in records("aio")]
+        (k.decode(), v.decode()) for k, v in records("aio")
+    ]
     junk = tmp_path / "junk.pcap"
     junk.write_text("hello, not a capture")
     res = run(str(junk))
@@ -279,7 +370,7 @@ def test_cli_on_a_capture_and_on_bad_files(tmp_path):
 
 # -- link types, IP versions, file formats -----------------------------------------------
 
-MAC = "02:00:00:00:00:01"    # explicit, or scapy tries to resolve one for every packet
+MAC = "02:00:00:00:00:01"  # explicit, or scapy tries to resolve one for every packet
 
 
 def _relink(src: Path, dst: Path, kind: str) -> None:
@@ -288,6 +379,7 @@ def _relink(src: Path, dst: Path, kind: str) -> None:
     from scapy.layers.inet6 import IPv6
     from scapy.layers.l2 import CookedLinux, CookedLinuxV2, Dot1Q, Ether, Loopback
     from scapy.utils import PcapReader, PcapWriter
+
     linktypes = {"sll": 113, "sll2": 276, "null": 0, "raw": 101, "vlan": 1, "ipv6": 1}
     with PcapWriter(str(dst), linktype=linktypes[kind], sync=True) as w:
         for p in PcapReader(str(src)):
@@ -298,12 +390,14 @@ def _relink(src: Path, dst: Path, kind: str) -> None:
                 broker, client = "fd00::9092", "fd00::1"
                 src, dst = (broker, client) if tcp.sport == 9092 else (client, broker)
                 ip = IPv6(src=src, dst=dst) / tcp
-            layer = {"sll": lambda: CookedLinux(proto=0x0800) / ip,
-                     "sll2": lambda: CookedLinuxV2(proto=0x0800) / ip,
-                     "null": lambda: Loopback(type=2) / ip,
-                     "raw": lambda: ip,
-                     "vlan": lambda: Ether(src=MAC, dst=MAC) / Dot1Q(vlan=42) / ip,
-                     "ipv6": lambda: Ether(src=MAC, dst=MAC, type=0x86DD) / ip}[kind]()
+            layer = {
+                "sll": lambda: CookedLinux(proto=0x0800) / ip,
+                "sll2": lambda: CookedLinuxV2(proto=0x0800) / ip,
+                "null": lambda: Loopback(type=2) / ip,
+                "raw": lambda: ip,
+                "vlan": lambda: Ether(src=MAC, dst=MAC) / Dot1Q(vlan=42) / ip,
+                "ipv6": lambda: Ether(src=MAC, dst=MAC, type=0x86DD) / ip,
+            }[kind]()
             layer.time = p.time
             w.write(layer)
 
@@ -314,6 +408,7 @@ def test_link_types_and_formats_give_the_same_result(tmp_path, kind):
     out = tmp_path / f"{kind}.pcap"
     if kind == "gzip":
         import gzip
+
         out.write_bytes(gzip.compress(src.read_bytes()))
     elif kind == "nsec":
         subprocess.run(["editcap", "-F", "nsecpcap", str(src), str(out)], check=True)
@@ -322,7 +417,7 @@ def test_link_types_and_formats_give_the_same_result(tmp_path, kind):
     original, _, _ = dissect(src)
     got, gaps, warnings = dissect(out)
     assert gaps == [] and warnings == []
-    strip = lambda fp: [f.split(", ", 1)[1] for f in fp]        # addresses differ for ipv6
+    strip = lambda fp: [f.split(", ", 1)[1] for f in fp]  # addresses differ for ipv6
     assert strip(_fingerprint(got)) == strip(_fingerprint(original))
     if kind == "ipv6":
         assert got[0].broker == ("fd00::9092", 9092)
@@ -335,6 +430,7 @@ def test_a_gzip_capture_cut_short_gives_the_packets_before_the_cut(tmp_path):
     still gives every whole packet decompressed before the break, and says so."""
     import gzip
     from kdissect.capture.pcapfile import CaptureReader
+
     src = CAPTURES / "kcat.pcap"
     cut = tmp_path / "cut.pcap.gz"
     cut.write_bytes(gzip.compress(src.read_bytes())[:-200])
@@ -343,18 +439,24 @@ def test_a_gzip_capture_cut_short_gives_the_packets_before_the_cut(tmp_path):
     with CaptureReader(str(cut)) as r:
         got = [p.data for p in r.packets()]
         warnings = r.warnings
-    assert 0 < len(got) < len(whole) and got == whole[:len(got)]
+    assert 0 < len(got) < len(whole) and got == whole[: len(got)]
     assert "compressed data ends early" in warnings[0]
     assert f"file ends inside packet {len(got) + 1}" in warnings[1]
 
 
 def test_unsupported_link_type_is_reported(tmp_path):
     from scapy.utils import PcapWriter
+
     out = tmp_path / "usb.pcap"
-    with PcapWriter(str(out), linktype=189, sync=True) as w:      # USB: not IP
+    with PcapWriter(str(out), linktype=189, sync=True) as w:  # USB: not IP
         w.write(b"\x00" * 64)
-    res = subprocess.run([sys.executable, "-m", "kdissect", "pcap", str(out)], cwd=ROOT,
-                         capture_output=True, text=True, timeout=60)
+    res = subprocess.run(
+        [sys.executable, "-m", "kdissect", "pcap", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     # nothing Kafka could be found: said, and exit status 1
     assert res.returncode == 1 and "unsupported link types: link type 189 (1 packets)" in res.stderr
     assert "no Kafka traffic found in 1 packets" in res.stderr
@@ -363,6 +465,7 @@ def test_unsupported_link_type_is_reported(tmp_path):
 def test_sequence_wrap_around_in_a_real_capture(tmp_path):
     """Every direction's sequence numbers moved to wrap 2^32 a few KB in."""
     from scapy.layers.inet import IP, TCP
+
     src = CAPTURES / "mtu1500.pcap"
     first: dict[tuple, int] = {}
 
@@ -408,15 +511,23 @@ def test_sasl_tokens_after_handshake_v0_are_recognised():
     assert gaps == []
     tokens = [m for m in messages(exchanges) if m.direction == "sasl"]
     kinds = [m.decoded().tree.children[0].note for m in tokens]
-    assert kinds[:4] == ["SASL/SCRAM client-first", "SASL/SCRAM server-first",
-                         "SASL/SCRAM client-final", "SASL/SCRAM server-error"]
+    assert kinds[:4] == [
+        "SASL/SCRAM client-first",
+        "SASL/SCRAM server-first",
+        "SASL/SCRAM client-final",
+        "SASL/SCRAM server-error",
+    ]
     handshakes = [m for m in messages(exchanges) if m.api_key == 17]
     assert handshakes and all(m.api_version == 0 for m in handshakes)
     final = next(m for m in tokens if "client-final" in m.decoded().tree.children[0].note)
     proof = final.decoded().tree.children[0].child("proof")
     assert proof.value == "<redacted>" and proof.secret
-    res = subprocess.run([sys.executable, "-m", "kdissect", "pcap", "captures/sasl-v0.pcap",
-                          "--format", "jsonl"], cwd=ROOT, capture_output=True, text=True)
+    res = subprocess.run(
+        [sys.executable, "-m", "kdissect", "pcap", "captures/sasl-v0.pcap", "--format", "jsonl"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     raw_proof = final.data.split(b",p=")[1].decode()
     assert raw_proof not in res.stdout and '"proof": "<redacted>"' in res.stdout
 
@@ -425,8 +536,11 @@ def test_sasl_authenticate_scram():
     exchanges, _, _ = dissect(CAPTURES / "sasl-scram.pcap")
     auth = [m for m in messages(exchanges) if m.api_key == 36]
     notes = {m.decoded().body.child("auth_bytes").note for m in auth}
-    assert {"SASL/SCRAM client-first", "SASL/SCRAM client-final",
-            "SASL/SCRAM server-first"} <= notes
+    assert {
+        "SASL/SCRAM client-first",
+        "SASL/SCRAM client-final",
+        "SASL/SCRAM server-first",
+    } <= notes
     proofs = 0
     for m in auth:
         assert m.decoded().problems == []
@@ -442,6 +556,7 @@ def test_kafka_found_on_any_port_and_verbose_trees(tmp_path):
     """The same traffic moved to port 19093: found by how it starts, or with -p; not with
     --no-detect alone."""
     from scapy.layers.inet import TCP
+
     src = CAPTURES / "aiokafka.pcap"
     moved = tmp_path / "port19093.pcap"
 
@@ -460,8 +575,13 @@ def test_kafka_found_on_any_port_and_verbose_trees(tmp_path):
     got = dissect(moved, ports={19093}, detect=False)[0]
     assert strip(_fingerprint(got)) == original and got[0].broker[1] == 19093
     assert dissect(moved, detect=False)[0] == []
-    run = lambda *a: subprocess.run([sys.executable, "-m", "kdissect", "pcap", str(moved), *a],
-                                    cwd=ROOT, capture_output=True, text=True, timeout=120)
+    run = lambda *a: subprocess.run(
+        [sys.executable, "-m", "kdissect", "pcap", str(moved), *a],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     res = run("--no-detect")
     assert "no Kafka traffic found" in res.stderr and "add others with -p" in res.stderr
     res = run("-V", "-Y", "api == Produce")

@@ -25,13 +25,25 @@ VARIANTS = {
     "all": dict(drop=0.02, reorder=0.05, snaplen=200, start=0.03),
 }
 # findings that need complete evidence: a damaged capture must not produce them
-NEEDS_EVIDENCE = {"out_of_order", "version_not_advertised", "missing_tag_trailer",
-                  # the Kafka-level diagnoses: these four captures show none of them
-                  # (tests/test_diagnoses.py checks every repo capture's count)
-                  "removed_version", "no_api_versions", "clock_skew", "producer_sequence_gap",
-                  "producer_retry", "producer_epoch_bump", "leadership_storm",
-                  "slow_response", "consumer_lag", "consumer_rebalance", "empty_fetches",
-                  "commit_behind_fetch"}
+NEEDS_EVIDENCE = {
+    "out_of_order",
+    "version_not_advertised",
+    "missing_tag_trailer",
+    # the Kafka-level diagnoses: these four captures show none of them
+    # (tests/test_diagnoses.py checks every repo capture's count)
+    "removed_version",
+    "no_api_versions",
+    "clock_skew",
+    "producer_sequence_gap",
+    "producer_retry",
+    "producer_epoch_bump",
+    "leadership_storm",
+    "slow_response",
+    "consumer_lag",
+    "consumer_rebalance",
+    "empty_fetches",
+    "commit_behind_fetch",
+}
 
 
 def dissect(data: bytes, tmp_path: Path):
@@ -47,12 +59,14 @@ def dissect(data: bytes, tmp_path: Path):
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
-@pytest.mark.parametrize("capture", ["mtu1500", "confluent-group", "sasl-scram",
-                                     "kafka-python-codecs"])
+@pytest.mark.parametrize(
+    "capture", ["mtu1500", "confluent-group", "sasl-scram", "kafka-python-codecs"]
+)
 def test_damaged_capture(tmp_path, capture, variant):
     for seed in (1, 2):
-        data, removed = damage((CAPTURES / f"{capture}.pcap").read_bytes(), seed=seed,
-                               **VARIANTS[variant])
+        data, removed = damage(
+            (CAPTURES / f"{capture}.pcap").read_bytes(), seed=seed, **VARIANTS[variant]
+        )
         sink, streams = dissect(data, tmp_path)
         # loss: each hole once, exactly the bytes removed, where they were removed
         where = streams
@@ -86,9 +100,9 @@ def test_damaged_capture(tmp_path, capture, variant):
                 shown = [n for n in tree.children if n.name == "_captured_after_hole"]
                 assert sum(n.length for n in shown) == kept - len(m.data)
         if variant in ("reorder", "midstream"):
-            assert not [g for g in sink.gaps if not g.unread]    # nothing was lost
+            assert not [g for g in sink.gaps if not g.unread]  # nothing was lost
         if variant in ("drop", "snaplen", "all"):
-            assert removed.hole_count > 0            # the damage did something
+            assert removed.hole_count > 0  # the damage did something
 
 
 def test_record_batches_after_a_hole_are_decoded(tmp_path):
@@ -98,12 +112,21 @@ def test_record_batches_after_a_hole_are_decoded(tmp_path):
     located = 0
     # mtu1500's batches are 40 KB: a hole in one of 1 % of segments leaves some whole
     for seed in (4, 6):
-        data, _ = damage((CAPTURES / "mtu1500.pcap").read_bytes(), seed=seed, drop=0.01,
-                         reorder=0, snaplen=None, start=0)
+        data, _ = damage(
+            (CAPTURES / "mtu1500.pcap").read_bytes(),
+            seed=seed,
+            drop=0.01,
+            reorder=0,
+            snaplen=None,
+            start=0,
+        )
         sink, _ = dissect(data, tmp_path)
         for m in (m for ex in sink.exchanges for m in ex.messages if m.holes):
-            for piece in (n for n in m.decoded().tree.children
-                          if n.name == "_captured_after_hole" and n.children):
+            for piece in (
+                n
+                for n in m.decoded().tree.children
+                if n.name == "_captured_after_hole" and n.children
+            ):
                 assert m.api_key in (0, 1)
                 pos = 0
                 for c in piece.children:
@@ -120,6 +143,7 @@ def test_locating_batches_in_noise_is_linear_and_claims_nothing():
     import time
     from kdissect.protocol import Options
     from kdissect.protocol.records import locate_batches
+
     # every byte says "magic 2" and every length fits: the CRC work must stay bounded
     hostile = bytes([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x40, 0] * 4 + [2] * 200_000)
     started = time.process_time()

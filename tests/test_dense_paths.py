@@ -44,6 +44,7 @@ def test_planned_facts_are_the_whole_walks(monkeypatch):
         compared += 1
         planned += any(p is not None and p is not facts_module.GENERIC for p in plans)
         return got
+
     monkeypatch.setattr(enrich_module, "facts", both)
     for capture in CAPTURES:
         _run(capture)
@@ -57,7 +58,7 @@ def test_plans_keep_only_what_teaches_facts():
     _element, _names, _has_id, items = plan
     assert [k for k, *_ in items] == ["topics", "forgotten_topics_data"]
     topics = items[0][2]
-    assert topics[0] is True and topics[2] is True          # an element with a topic id
+    assert topics[0] is True and topics[2] is True  # an element with a topic id
     assert [k for k, *_ in topics[3]] == ["partitions"]
     assert [k for k, *_ in topics[3][0][2][3]] == ["partition"]
     assert facts_module.body_plan(63, 1, "request") is None
@@ -70,12 +71,14 @@ def test_versions_learned_by_value_as_located(capture, monkeypatch):
     by_value, engine = _run(ROOT / "captures" / capture)
     advertised = engine.enricher.advertised
     assert advertised and all(API_VERSIONS in r for r in advertised.values())
-    monkeypatch.setattr(enrich_module, "_LOCATED_APIS",
-                        frozenset({API_VERSIONS, SASL_AUTHENTICATE}))
+    monkeypatch.setattr(
+        enrich_module, "_LOCATED_APIS", frozenset({API_VERSIONS, SASL_AUTHENTICATE})
+    )
     located, engine = _run(ROOT / "captures" / capture)
     assert engine.enricher.advertised == advertised
-    assert [(ex.status, ex.findings, ex.facts) for ex in by_value] == \
-        [(ex.status, ex.findings, ex.facts) for ex in located]
+    assert [(ex.status, ex.findings, ex.facts) for ex in by_value] == [
+        (ex.status, ex.findings, ex.facts) for ex in located
+    ]
 
 
 def test_internal_topic_fetches_without_records_are_read_by_value():
@@ -94,13 +97,18 @@ def test_internal_topic_fetches_without_records_are_read_by_value():
     by_value = located = 0
     for ex in exchanges:
         resp = ex.response
-        if ex.first.api_key != FETCH or resp is None or ex.status != "ok" or \
-                not mentions_internal_topic(resp.data, full.topic_ids):
+        if (
+            ex.first.api_key != FETCH
+            or resp is None
+            or ex.status != "ok"
+            or not mentions_internal_topic(resp.data, full.topic_ids)
+        ):
             continue
         heads = body_values(resp.data, "response", FETCH, resp.api_version, SUMMARY, bytes)
         assert heads is not None
-        batches = [b for t in heads["responses"] for p in t["partitions"]
-                   for b in (p["records"] or ())]
+        batches = [
+            b for t in heads["responses"] for p in t["partitions"] for b in (p["records"] or ())
+        ]
         body = body_values(resp.data, "response", FETCH, resp.api_version, full, bytes)
         assert (body is None) == bool(batches)
         by_value += body is not None

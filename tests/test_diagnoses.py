@@ -17,11 +17,23 @@ from tests.support.damage import damage
 from tests.test_damaged import dissect
 
 CAPTURES = Path(__file__).parent.parent / "captures"
-DIAGNOSES = frozenset({"removed_version", "no_api_versions", "clock_skew",
-                       "producer_sequence_gap", "producer_retry", "producer_epoch_bump",
-                       "leadership_storm", "slow_response", "consumer_lag",
-                       "consumer_rebalance", "empty_fetches", "commit_behind_fetch",
-                       "controlled_shutdown"})
+DIAGNOSES = frozenset(
+    {
+        "removed_version",
+        "no_api_versions",
+        "clock_skew",
+        "producer_sequence_gap",
+        "producer_retry",
+        "producer_epoch_bump",
+        "leadership_storm",
+        "slow_response",
+        "consumer_lag",
+        "consumer_rebalance",
+        "empty_fetches",
+        "commit_behind_fetch",
+        "controlled_shutdown",
+    }
+)
 # what each repo capture really shows (checked by reading the exchanges; see the notes)
 EXPECTED = {
     # Produce v2 / v0 to Tansu from kafka-python told to speak 0.10.0 / 0.8.2
@@ -47,9 +59,11 @@ EXPECTED = {
     # __transaction_state); transaction version 2 bumps the producer epoch
     "kafka44-cluster": {"no_api_versions": 6, "slow_response": 4, "producer_epoch_bump": 1},
     # acks=all Produce while a broker is killed: answers take seconds
-    "kafka-broker-killed": {"slow_response": 14,
-                            # two batches sent to the killed leader, sent again to the new
-                            "producer_retry": 2},
+    "kafka-broker-killed": {
+        "slow_response": 14,
+        # two batches sent to the killed leader, sent again to the new
+        "producer_retry": 2,
+    },
 }
 
 
@@ -62,6 +76,7 @@ def _diagnoses(path: Path) -> tuple[collections.Counter, list]:
 
 def test_every_diagnosis_is_registered():
     from kdissect.stream.diagnoses import CODES
+
     assert DIAGNOSES <= set(REGISTRY) and DIAGNOSES == set(CODES)
 
 
@@ -76,85 +91,137 @@ def test_evidence_in_the_text():
     assert [f.detail for _, f in found] == ["producer 10: epoch 0 -> 1 (sequences start again)"]
     _, found = _diagnoses(CAPTURES / "legacy-0.8.2.pcap")
     removed = {f.detail for _, f in found if f.code == "removed_version"}
-    assert removed == {"Produce v0: Kafka 4.0 no longer accepts it (KIP-896)",
-                       "Fetch v0: Kafka 4.0 no longer accepts it (KIP-896)"}
+    assert removed == {
+        "Produce v0: Kafka 4.0 no longer accepts it (KIP-896)",
+        "Fetch v0: Kafka 4.0 no longer accepts it (KIP-896)",
+    }
     opened = [e for e, f in found if f.code == "no_api_versions"]
     assert all(e.opened and e.request.offset == 4 for e in opened)
     _, found = _diagnoses(CAPTURES / "kafka-kraft-cluster.pcap")
     assert [f.detail for _, f in found if f.code == "controlled_shutdown"] == [
         "broker 2 (epoch 18) asks the controller to shut down (BrokerHeartbeat "
-        "want_shut_down); the controller lets it go (should_shut_down)"]
+        "want_shut_down); the controller lets it go (should_shut_down)"
+    ]
     _, found = _diagnoses(CAPTURES / "kafka-kraft-snapshot.pcap")
-    held = [(e, f.detail) for e, f in found if f.code == "slow_response" and
-            e.first.api_name == "Fetch"]
+    held = [
+        (e, f.detail) for e, f in found if f.code == "slow_response" and e.first.api_name == "Fetch"
+    ]
     # KRaft Fetches held past their wait: the wait is subtracted, and said
     assert len(held) == 2 and all(
         f"; {(e.latency - 0.5) * 1000:.0f} ms beyond the 500 ms its max_wait_ms asked the "
-        "broker to hold the Fetch (subtracted)" in d for e, d in held)
+        "broker to hold the Fetch (subtracted)" in d
+        for e, d in held
+    )
     _, found = _diagnoses(CAPTURES / "kafka-broker-killed.pcap")
     for e, f in found:
         if f.code == "slow_response":
             assert e.latency > 0.5 and f"answered after {e.latency * 1000:.0f} ms" in f.detail
     # the killed broker's connection (5) never answered; the new leader's (4) wrote them
     assert [(e.stream, f.detail) for e, f in found if f.code == "producer_retry"] == [
-        (4, f"producer 0 epoch 0, under-load[1]: batch {b} sent again (a retry: the send on "
+        (
+            4,
+            f"producer 0 epoch 0, under-load[1]: batch {b} sent again (a retry: the send on "
             "connection 5 got no answer in the capture; this one was answered ok: written "
-            "once)") for b in ("28-28", "29-30")]
+            "once)",
+        )
+        for b in ("28-28", "29-30")
+    ]
 
 
 def test_mid_stream_start_is_not_no_api_versions(tmp_path):
     """legacy-0.8.2 has four connections that open without ApiVersions; cut the capture's
     start and those connections are seen mid-stream: nothing can be said about them."""
-    data, _ = damage((CAPTURES / "legacy-0.8.2.pcap").read_bytes(), seed=1, drop=0,
-                     reorder=0, snaplen=None, start=0.05)
+    data, _ = damage(
+        (CAPTURES / "legacy-0.8.2.pcap").read_bytes(),
+        seed=1,
+        drop=0,
+        reorder=0,
+        snaplen=None,
+        start=0.05,
+    )
     sink, _ = dissect(data, tmp_path)
-    clean = {e.stream: e for e in exchanges_in([str(CAPTURES / "legacy-0.8.2.pcap")]).exchanges
-             if e.has("no_api_versions")}
+    clean = {
+        e.stream: e
+        for e in exchanges_in([str(CAPTURES / "legacy-0.8.2.pcap")]).exchanges
+        if e.has("no_api_versions")
+    }
     damaged = [e for e in sink.exchanges if e.has("no_api_versions")]
-    assert any(not e.opened for e in sink.exchanges)       # a connection seen mid-stream
+    assert any(not e.opened for e in sink.exchanges)  # a connection seen mid-stream
     assert all(e.opened for e in damaged) and len(damaged) == len(clean) - 1
 
 
 @pytest.mark.parametrize("variant", ["drop", "reorder", "snaplen", "midstream", "all"])
-@pytest.mark.parametrize("capture", ["kafka-java-transactions",
-                                     pytest.param("kafka-broker-killed", marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "capture",
+    ["kafka-java-transactions", pytest.param("kafka-broker-killed", marks=pytest.mark.slow)],
+)
 def test_damaged_captures_claim_nothing_new(tmp_path, capture, variant):
     """A damaged capture may lose a diagnosis (its evidence is gone) but must not make
     one up: every diagnosis it gives is one the whole capture gives on that connection."""
     from tests.test_damaged import VARIANTS
+
     counts, found = _diagnoses(CAPTURES / f"{capture}.pcap")
     truth = {(e.client, e.first.correlation_id, f.code) for e, f in found}
     for seed in (1, 2):
-        data, _ = damage((CAPTURES / f"{capture}.pcap").read_bytes(), seed=seed,
-                         **VARIANTS[variant])
+        data, _ = damage(
+            (CAPTURES / f"{capture}.pcap").read_bytes(), seed=seed, **VARIANTS[variant]
+        )
         sink, _ = dissect(data, tmp_path)
-        made = {(e.client, e.first.correlation_id, f.code) for e in sink.exchanges
-                for f in e.findings if f.code in DIAGNOSES}
+        made = {
+            (e.client, e.first.correlation_id, f.code)
+            for e in sink.exchanges
+            for f in e.findings
+            if f.code in DIAGNOSES
+        }
         assert made <= truth, (seed, made - truth)
 
 
-def _produce(seq: int, error: int | None, order: int, epoch: int = 0, stream: int = 1,
-             corr: int = 1, ts: float = 10.0):
+def _produce(
+    seq: int,
+    error: int | None,
+    order: int,
+    epoch: int = 0,
+    stream: int = 1,
+    corr: int = 1,
+    ts: float = 10.0,
+):
     """An idempotent producer's Produce of 5 records from ``seq`` on a connection and its
     answer (``error``; None: no answer), as the decoders' values."""
     from kdissect.stream.facts import Facts
     from kdissect.stream.model import Exchange, KafkaMessage
-    batch = {"magic": 2, "attributes": 0, "max_timestamp": -1, "producer_id": 7,
-             "producer_epoch": epoch, "base_sequence": seq, "record_count": 5}
-    body = {"topic_data": [{"name": "t", "partition_data": [{"index": 0,
-                                                               "records": [batch]}]}]}
-    req = KafkaMessage(0, stream, "request", ts, 1, 100, b"", api_key=0, api_version=9,
-                       correlation_id=corr)
-    resp = None if error is None else KafkaMessage(1, stream, "response", ts + 0.001, 2, 100,
-                                                   b"", api_key=0, api_version=9)
-    answer = None if error is None else {"responses": [{"name": "t", "partition_responses": [
-        {"index": 0, "error_code": error}]}]}
+
+    batch = {
+        "magic": 2,
+        "attributes": 0,
+        "max_timestamp": -1,
+        "producer_id": 7,
+        "producer_epoch": epoch,
+        "base_sequence": seq,
+        "record_count": 5,
+    }
+    body = {"topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": [batch]}]}]}
+    req = KafkaMessage(
+        0, stream, "request", ts, 1, 100, b"", api_key=0, api_version=9, correlation_id=corr
+    )
+    resp = (
+        None
+        if error is None
+        else KafkaMessage(1, stream, "response", ts + 0.001, 2, 100, b"", api_key=0, api_version=9)
+    )
+    answer = (
+        None
+        if error is None
+        else {
+            "responses": [{"name": "t", "partition_responses": [{"index": 0, "error_code": error}]}]
+        }
+    )
     ex = Exchange(req, resp, ("c", stream), ("b", 2), stream, seq=order, facts=Facts())
     return ex, body, answer
 
 
 def _run(sends) -> list[list[str]]:
     from kdissect.stream.diagnoses import Diagnoses
+
     d = Diagnoses()
     out = []
     for args in sends:
@@ -170,20 +237,40 @@ W = "producer 7 epoch 0, t[0]: "
 def test_producer_sequences_on_one_connection():
     """The bookkeeping on the values the decoders give: a refused gap names the expected
     sequence, a retry says how each send was answered, an epoch bump starts again."""
-    assert _run([(0, 0, 0), (5, 0, 2), (0, None, 1), (15, 45, 3), (5, 0, 4), (10, 19, 5),
-                 (10, 0, 6), (0, 0, 7, 1)]) == [
-        [], [],
-        [W + "batch 0-4 sent again (a retry: the send was answered ok; this one got no "
-         "answer in the capture)"],
-        [W + "batch 15-19 refused (OUT_OF_ORDER_SEQUENCE_NUMBER); the broker expected at least "
-         "10 (the start of this producer epoch is not in the capture: batches it accepted "
-         "later may be missing)"],
-        [W + "batch 5-9 sent again (a retry: the send was answered ok; this one was "
-         "answered ok: written once)"],
+    assert _run(
+        [
+            (0, 0, 0),
+            (5, 0, 2),
+            (0, None, 1),
+            (15, 45, 3),
+            (5, 0, 4),
+            (10, 19, 5),
+            (10, 0, 6),
+            (0, 0, 7, 1),
+        ]
+    ) == [
         [],
-        [W + "batch 10-14 sent again (a retry: the send was answered NOT_ENOUGH_REPLICAS; "
-         "this one was answered ok: written once)"],
-        ["producer 7: epoch 0 -> 1 (sequences start again)"]]
+        [],
+        [
+            W + "batch 0-4 sent again (a retry: the send was answered ok; this one got no "
+            "answer in the capture)"
+        ],
+        [
+            W + "batch 15-19 refused (OUT_OF_ORDER_SEQUENCE_NUMBER); the broker expected at least "
+            "10 (the start of this producer epoch is not in the capture: batches it accepted "
+            "later may be missing)"
+        ],
+        [
+            W + "batch 5-9 sent again (a retry: the send was answered ok; this one was "
+            "answered ok: written once)"
+        ],
+        [],
+        [
+            W + "batch 10-14 sent again (a retry: the send was answered NOT_ENOUGH_REPLICAS; "
+            "this one was answered ok: written once)"
+        ],
+        ["producer 7: epoch 0 -> 1 (sequences start again)"],
+    ]
 
 
 def test_sequence_gap_names_the_expected_sequence_only_from_the_epoch_start():
@@ -194,20 +281,28 @@ def test_sequence_gap_names_the_expected_sequence_only_from_the_epoch_start():
     from kdissect.stream.diagnoses import Diagnoses
     from kdissect.stream.facts import Facts
     from kdissect.stream.model import Exchange, KafkaMessage
+
     d = Diagnoses()
-    req = KafkaMessage(0, 1, "request", 9.0, 1, 10, b"", api_key=INIT_PRODUCER_ID,
-                       api_version=5, correlation_id=0)
-    resp = KafkaMessage(1, 1, "response", 9.001, 2, 10, b"", api_key=INIT_PRODUCER_ID,
-                        api_version=5)
-    d.observe(Exchange(req, resp, ("c", 1), ("b", 2), 1, facts=Facts()), {},
-              {"error_code": 0, "producer_id": 7, "producer_epoch": 0}, {})
+    req = KafkaMessage(
+        0, 1, "request", 9.0, 1, 10, b"", api_key=INIT_PRODUCER_ID, api_version=5, correlation_id=0
+    )
+    resp = KafkaMessage(
+        1, 1, "response", 9.001, 2, 10, b"", api_key=INIT_PRODUCER_ID, api_version=5
+    )
+    d.observe(
+        Exchange(req, resp, ("c", 1), ("b", 2), 1, facts=Facts()),
+        {},
+        {"error_code": 0, "producer_id": 7, "producer_epoch": 0},
+        {},
+    )
     found = []
     for args in ((0, 0, 1), (10, 45, 2)):
         ex, body, answer = _produce(*args)
         d.observe(ex, body, answer, {})
         found += [f.detail for f in ex.findings]
-    assert found == [W + "batch 10-14 refused (OUT_OF_ORDER_SEQUENCE_NUMBER); the broker "
-                     "expected 5"]
+    assert found == [
+        W + "batch 10-14 refused (OUT_OF_ORDER_SEQUENCE_NUMBER); the broker expected 5"
+    ]
 
 
 def test_producer_retries_across_connections():
@@ -217,9 +312,17 @@ def test_producer_retries_across_connections():
     # (seq, error, order, epoch, stream, corr, ts)
     assert _run([(0, 0, 0, 0, 2, 5, 10.2), (0, 0, 0, 0, 1, 5, 10.1)]) == [[], []]
     assert _run([(0, None, 0, 0, 1, 5, 10.0), (0, None, 0, 0, 2, 5, 10.1)]) == [[], []]
-    assert _run([(0, 0, 0, 0, 2, 9, 12.0), (0, None, 0, 0, 1, 5, 10.0)]) == [[], [
-        W + "batch 0-4 got no answer in the capture; sent again later (a retry: the send "
-        "on connection 2 was answered ok)"]]
-    assert _run([(0, 19, 0, 0, 1, 5, 10.0), (0, 0, 0, 0, 2, 9, 12.0)]) == [[], [
-        W + "batch 0-4 sent again (a retry: the send on connection 1 was answered "
-        "NOT_ENOUGH_REPLICAS; this one was answered ok: written once)"]]
+    assert _run([(0, 0, 0, 0, 2, 9, 12.0), (0, None, 0, 0, 1, 5, 10.0)]) == [
+        [],
+        [
+            W + "batch 0-4 got no answer in the capture; sent again later (a retry: the send "
+            "on connection 2 was answered ok)"
+        ],
+    ]
+    assert _run([(0, 19, 0, 0, 1, 5, 10.0), (0, 0, 0, 0, 2, 9, 12.0)]) == [
+        [],
+        [
+            W + "batch 0-4 sent again (a retry: the send on connection 1 was answered "
+            "NOT_ENOUGH_REPLICAS; this one was answered ok: written once)"
+        ],
+    ]

@@ -40,14 +40,14 @@ PRODUCE = 0
 def _header(message: bytes) -> tuple[int, int, str]:
     """(API key, correlation id, client id) of a request (size included)."""
     api, _, corr, n = struct.unpack_from(">hhih", message, 4)
-    return api, corr, message[14:14 + n].decode() if n > 0 else ""
+    return api, corr, message[14 : 14 + n].decode() if n > 0 else ""
 
 
 class Faults:
     """What the relay does to the two producers' traffic."""
 
     def __init__(self) -> None:
-        self.produces: dict[int, dict[int, str]] = {}       # connection -> corr -> client
+        self.produces: dict[int, dict[int, str]] = {}  # connection -> corr -> client
         self.gap_requests = 0
         self.lost_answer = False
 
@@ -58,22 +58,30 @@ class Faults:
                 if client == "kd-gap":
                     self.gap_requests += 1
                     if self.gap_requests == 2:
-                        return b""              # lost on the way: the broker sees a gap
+                        return b""  # lost on the way: the broker sees a gap
                 self.produces.setdefault(id(conn), {})[corr] = client
         else:
             corr = struct.unpack_from(">i", message, 4)[0]
-            if self.produces.get(id(conn), {}).pop(corr, None) == "kd-retry" and \
-                    not self.lost_answer:
+            if (
+                self.produces.get(id(conn), {}).pop(corr, None) == "kd-retry"
+                and not self.lost_answer
+            ):
                 self.lost_answer = True
-                return None                     # the answer is lost with the connection
+                return None  # the answer is lost with the connection
         return message
 
 
 def _producers(bootstrap: str) -> None:
     from confluent_kafka import Producer
-    common = {"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 0,
-              "batch.num.messages": 1, "request.timeout.ms": 2000,
-              "message.timeout.ms": 6000}
+
+    common = {
+        "bootstrap.servers": bootstrap,
+        "enable.idempotence": True,
+        "linger.ms": 0,
+        "batch.num.messages": 1,
+        "request.timeout.ms": 2000,
+        "message.timeout.ms": 6000,
+    }
     p = Producer({**common, "client.id": "kd-retry"})
     p.produce("kd-retry", b"lost answer, sent again")
     assert p.flush(20) == 0
@@ -82,13 +90,25 @@ def _producers(bootstrap: str) -> None:
     assert p.flush(20) == 0
     for i in range(1, 4):
         p.produce("kd-gap", b"%d" % i)
-    p.flush(8)                  # (what librdkafka does after the refusal is its business)
+    p.flush(8)  # (what librdkafka does after the refusal is its business)
 
 
 def _member(bootstrap: str, group: str, protocol: str, client: str) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-m", "tests.support.group_member", bootstrap,
-                             group, "kd-groups", protocol, client], cwd=ROOT,
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tests.support.group_member",
+            bootstrap,
+            group,
+            "kd-groups",
+            protocol,
+            client,
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout is not None and proc.stdout.readline().strip() == "joined", client
     return proc
 
@@ -104,6 +124,7 @@ def _members(bootstrap: str, group: str, clients: set[str], timeout: float = 90)
     takes (fixed sleeps were a guess of how long the coordinator and clients need)."""
     from confluent_kafka import ConsumerGroupState
     from confluent_kafka.admin import AdminClient
+
     admin = AdminClient({"bootstrap.servers": bootstrap, "client.id": "kd-watch"})
     deadline = time.monotonic() + timeout
     while True:
@@ -128,7 +149,7 @@ def _classic(bootstrap: str) -> None:
         _members(bootstrap, "kd-classic", {"kd-b"})
     finally:
         os.kill(a.pid, signal.SIGCONT)
-    _members(bootstrap, "kd-classic", {"kd-a", "kd-b"})     # A finds out and joins again
+    _members(bootstrap, "kd-classic", {"kd-a", "kd-b"})  # A finds out and joins again
     _leave(b)
     _members(bootstrap, "kd-classic", {"kd-a"})
     _leave(a)
@@ -136,14 +157,25 @@ def _classic(bootstrap: str) -> None:
 
 def _short_sessions(bootstrap: str, group: str) -> None:
     """The KIP-848 group's session 6 s and heartbeats every 1.5 s (group configs)."""
-    from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry,
-                                       ConfigResource, ResourceType)
-    entries = [ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
-               for name, value in (("consumer.session.timeout.ms", "6000"),
-                                   ("consumer.heartbeat.interval.ms", "1500"))]
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ResourceType,
+    )
+
+    entries = [
+        ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+        for name, value in (
+            ("consumer.session.timeout.ms", "6000"),
+            ("consumer.heartbeat.interval.ms", "1500"),
+        )
+    ]
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for f in admin.incremental_alter_configs(
-            [ConfigResource(ResourceType.GROUP, group, incremental_configs=entries)]).values():
+        [ConfigResource(ResourceType.GROUP, group, incremental_configs=entries)]
+    ).values():
         f.result(30)
 
 
@@ -155,15 +187,15 @@ def _consumer_protocol(bootstrap: str) -> None:
     d = _member(bootstrap, "kd-848", "consumer", "kd-d")
     time.sleep(1)
     _leave(d)
-    time.sleep(3)                       # C's next heartbeats see the new epoch
+    time.sleep(3)  # C's next heartbeats see the new epoch
     e = _member(bootstrap, "kd-848", "consumer", "kd-e")
     time.sleep(3)
     os.kill(e.pid, signal.SIGSTOP)
     try:
-        _members(bootstrap, "kd-848", {"kd-c"})       # session 6 s: the coordinator fences E
+        _members(bootstrap, "kd-848", {"kd-c"})  # session 6 s: the coordinator fences E
     finally:
         os.kill(e.pid, signal.SIGCONT)
-    _members(bootstrap, "kd-848", {"kd-c", "kd-e"})   # E is told so and joins again
+    _members(bootstrap, "kd-848", {"kd-c", "kd-e"})  # E is told so and joins again
     _leave(e)
     time.sleep(3)
     _leave(c)
@@ -173,15 +205,27 @@ def _open_transaction(bootstrap: str) -> None:
     """A transaction left open holds a read_committed consumer at the last stable
     offset: every fetch returns nothing for 11 s."""
     from confluent_kafka import Consumer, Producer, TopicPartition
-    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": "kd-open",
-                  "client.id": "kd-open-producer"})
+
+    p = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "transactional.id": "kd-open",
+            "client.id": "kd-open-producer",
+        }
+    )
     p.init_transactions(30)
     p.begin_transaction()
     p.produce("kd-open", b"not committed yet", partition=0)
     p.flush(10)
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "kd-open-reader",
-                  "client.id": "kd-held", "isolation.level": "read_committed",
-                  "enable.auto.commit": False})
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "kd-open-reader",
+            "client.id": "kd-held",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+        }
+    )
     c.assign([TopicPartition("kd-open", 0, 0)])
     end = time.monotonic() + 11.5
     while time.monotonic() < end:
@@ -193,20 +237,27 @@ def _open_transaction(bootstrap: str) -> None:
 def _commit_behind(bootstrap: str) -> None:
     """20 records fetched at once; the consumer commits after the 5th."""
     from confluent_kafka import Consumer, Producer
+
     p = Producer({"bootstrap.servers": bootstrap})
     for i in range(20):
         p.produce("kd-commit", b"record %d" % i, partition=0)
     assert p.flush(10) == 0
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "kd-commit",
-                  "client.id": "kd-commit", "auto.offset.reset": "earliest",
-                  "enable.auto.commit": False})
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "kd-commit",
+            "client.id": "kd-commit",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
     c.subscribe(["kd-commit"])
     got = []
     while len(got) < 5:
         m = c.poll(1.0)
         if m is not None and not m.error():
             got.append(m)
-    time.sleep(0.5)                     # (the fetch that gave all 20 is answered)
+    time.sleep(0.5)  # (the fetch that gave all 20 is answered)
     c.commit(message=got[-1], asynchronous=False)
     c.close()
 
@@ -226,14 +277,21 @@ def capture(apache_kafka, tmp_path_factory) -> Path:
     def run(work, where: str) -> None:
         try:
             work(where)
-        except BaseException as e:      # reported by the fixture
+        except BaseException as e:  # reported by the fixture
             errors.append(e)
+
     try:
         with Tcpdump(path, [*apache_kafka.ports("PLAINTEXT"), relay.port]) as dump:
-            threads = [threading.Thread(target=run, args=(work, where)) for work, where in (
-                (_producers, relay.bootstrap), (_classic, bootstrap),
-                (_consumer_protocol, bootstrap), (_open_transaction, bootstrap),
-                (_commit_behind, bootstrap))]
+            threads = [
+                threading.Thread(target=run, args=(work, where))
+                for work, where in (
+                    (_producers, relay.bootstrap),
+                    (_classic, bootstrap),
+                    (_consumer_protocol, bootstrap),
+                    (_open_transaction, bootstrap),
+                    (_commit_behind, bootstrap),
+                )
+            ]
             for t in threads:
                 t.start()
             for t in threads:
@@ -253,8 +311,14 @@ def diagnosed(capture):
 
 def _found(diagnosed, code: str, clients=None) -> list:
     """(exchange, finding) of a code, in the order their exchanges came out."""
-    found = [(e, f) for c, exchanges in diagnosed.items() if clients is None or c in clients
-             for e in exchanges for f in e.findings if f.code == code]
+    found = [
+        (e, f)
+        for c, exchanges in diagnosed.items()
+        if clients is None or c in clients
+        for e in exchanges
+        for f in e.findings
+        if f.code == code
+    ]
     return sorted(found, key=lambda ef: ef[0].messages[-1].ts)
 
 
@@ -269,32 +333,41 @@ def test_retry_on_a_new_connection(diagnosed):
 def test_sequence_gap(diagnosed):
     gaps = _found(diagnosed, "producer_sequence_gap", {"kd-gap"})
     assert gaps, [f.code for e in diagnosed["kd-gap"] for f in e.findings]
-    assert "kd-gap[0]: batch 2-2 refused (OUT_OF_ORDER_SEQUENCE_NUMBER); the broker " \
-           "expected 1" in gaps[0][1].detail
+    assert (
+        "kd-gap[0]: batch 2-2 refused (OUT_OF_ORDER_SEQUENCE_NUMBER); the broker "
+        "expected 1" in gaps[0][1].detail
+    )
     # no other client's traffic makes either up
     assert not _found(diagnosed, "producer_sequence_gap", set(diagnosed) - {"kd-gap"})
     assert not _found(diagnosed, "producer_retry", set(diagnosed) - {"kd-gap", "kd-retry"})
 
 
 def test_rebalances_and_their_causes(diagnosed):
-    classic = [f.detail for _, f in _found(diagnosed, "consumer_rebalance")
-               if "group kd-classic:" in f.detail]
+    classic = [
+        f.detail
+        for _, f in _found(diagnosed, "consumer_rebalance")
+        if "group kd-classic:" in f.detail
+    ]
     print("\n".join(classic))
     assert len(classic) == 4, classic
     assert "new member" in classic[0]
     assert "is gone without a LeaveGroup in the capture" in classic[1]
     assert "joined again on its connection as" in classic[2]
     assert "left (LeaveGroup)" in classic[3]
-    kip848 = [f.detail for _, f in _found(diagnosed, "consumer_rebalance")
-              if "group kd-848:" in f.detail]
+    kip848 = [
+        f.detail for _, f in _found(diagnosed, "consumer_rebalance") if "group kd-848:" in f.detail
+    ]
     print("\n".join(kip848))
     assert any("new member" in d for d in kip848)
     assert any("left (member_epoch -1)" in d for d in kip848)
     # E's session ran out while it was stopped: told so on its next heartbeat, it joined
     # again with its own id
-    assert any("told FENCED_MEMBER_EPOCH on its ConsumerGroupHeartbeat" in d or
-               "told UNKNOWN_MEMBER_ID on its ConsumerGroupHeartbeat" in d for d in kip848
-               if "joined again on its connection" in d), kip848
+    assert any(
+        "told FENCED_MEMBER_EPOCH on its ConsumerGroupHeartbeat" in d
+        or "told UNKNOWN_MEMBER_ID on its ConsumerGroupHeartbeat" in d
+        for d in kip848
+        if "joined again on its connection" in d
+    ), kip848
 
 
 def test_empty_fetches(diagnosed):
@@ -309,12 +382,18 @@ def test_empty_fetches(diagnosed):
 def test_commit_behind_fetch(diagnosed):
     behind = _found(diagnosed, "commit_behind_fetch")
     assert len(behind) == 1, behind
-    assert behind[0][1].detail.startswith("group kd-commit: kd-commit[0] committed 5 after "
-                                          "this client was given records up to 19")
+    assert behind[0][1].detail.startswith(
+        "group kd-commit: kd-commit[0] committed 5 after this client was given records up to 19"
+    )
 
 
-DIAGNOSED = ("producer_retry", "producer_sequence_gap", "consumer_rebalance", "empty_fetches",
-             "commit_behind_fetch")
+DIAGNOSED = (
+    "producer_retry",
+    "producer_sequence_gap",
+    "consumer_rebalance",
+    "empty_fetches",
+    "commit_behind_fetch",
+)
 
 
 def _claims(exchanges) -> set[tuple[str, tuple | None, str]]:
@@ -323,9 +402,16 @@ def _claims(exchanges) -> set[tuple[str, tuple | None, str]]:
     damaged capture may lose that answer and show it on another member's), so no client.
     A retry is the producer's: whichever of its two sends comes out second carries it (a
     reordered capture may complete the retry's connection first), so the client's host."""
-    return {(f.code, _who(f.code, e.client),
-             "" if f.code == "empty_fetches" else f.detail.split(":")[0])
-            for e in exchanges for f in e.findings if f.code in DIAGNOSED}
+    return {
+        (
+            f.code,
+            _who(f.code, e.client),
+            "" if f.code == "empty_fetches" else f.detail.split(":")[0],
+        )
+        for e in exchanges
+        for f in e.findings
+        if f.code in DIAGNOSED
+    }
 
 
 def _who(code: str, client: tuple[str, int]) -> tuple | None:
@@ -348,6 +434,7 @@ def test_damaged_capture_claims_nothing_new(capture, truth, tmp_path, variant):
     one up: each it gives, the whole capture gives for that client and subject."""
     from tests.support.damage import damage
     from tests.test_damaged import VARIANTS, dissect
+
     data, _ = damage(capture.read_bytes(), seed=1, **VARIANTS[variant])
     sink, _ = dissect(data, tmp_path)
     made = _claims(sink.exchanges)

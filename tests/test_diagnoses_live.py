@@ -18,7 +18,7 @@ from tests.support.capture import Tcpdump
 from tests.support.kafka_scenarios import create_topic
 
 LAG_RECORDS = 60
-SKEW_MS = 10 * 60 * 1000                # the records' clock 10 minutes ahead
+SKEW_MS = 10 * 60 * 1000  # the records' clock 10 minutes ahead
 
 
 def _old_client(bootstrap: str) -> None:
@@ -26,20 +26,27 @@ def _old_client(bootstrap: str) -> None:
     asking ApiVersions, which 0.8.2 did not have; Produce v0): Kafka 4.0 removed both
     Produce versions, and the broker closes the connection."""
     from kafka import KafkaProducer
+
     for version in ((0, 10, 0), (0, 8, 2)):
-        p = KafkaProducer(bootstrap_servers=bootstrap, api_version=version,
-                          client_id="kd-old", max_block_ms=4000, request_timeout_ms=3000,
-                          retries=0)
+        p = KafkaProducer(
+            bootstrap_servers=bootstrap,
+            api_version=version,
+            client_id="kd-old",
+            max_block_ms=4000,
+            request_timeout_ms=3000,
+            retries=0,
+        )
         try:
             p.send("kd-old", b"v").get(timeout=5)
         except Exception:
-            pass                        # refused, as a 4.x broker does
+            pass  # refused, as a 4.x broker does
         finally:
             p.close(timeout=2)
 
 
 def _skewed(bootstrap: str) -> None:
     from confluent_kafka import Producer
+
     p = Producer({"bootstrap.servers": bootstrap, "client.id": "kd-skew"})
     p.produce("kd-skew", value=b"from the future", timestamp=int(time.time() * 1000) + SKEW_MS)
     assert p.flush(30) == 0
@@ -50,13 +57,19 @@ def _lagging(bootstrap: str) -> int:
     fetch (a few batches each)."""
     from confluent_kafka import Producer
     from kafka import KafkaConsumer, TopicPartition
+
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
     for i in range(LAG_RECORDS):
         p.produce("kd-lag", value=b"record %04d " % i + b"x" * 40, partition=0)
         p.flush(10)
-    c = KafkaConsumer(bootstrap_servers=bootstrap, client_id="kd-lag",
-                      max_partition_fetch_bytes=1024, fetch_max_bytes=1024,
-                      consumer_timeout_ms=5000, enable_auto_commit=False)
+    c = KafkaConsumer(
+        bootstrap_servers=bootstrap,
+        client_id="kd-lag",
+        max_partition_fetch_bytes=1024,
+        fetch_max_bytes=1024,
+        consumer_timeout_ms=5000,
+        enable_auto_commit=False,
+    )
     tp = TopicPartition("kd-lag", 0)
     c.assign([tp])
     c.seek(tp, 0)
@@ -73,14 +86,17 @@ def _slow(bootstrap: str, pid: int) -> None:
     """A broker that stops answering for 1.5 s (SIGSTOP; the kernel still accepts the
     connection and takes the request)."""
     from kafka import KafkaAdminClient
+
     done = threading.Event()
 
     def ask():
-        admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="kd-slow",
-                                 request_timeout_ms=10000)
+        admin = KafkaAdminClient(
+            bootstrap_servers=bootstrap, client_id="kd-slow", request_timeout_ms=10000
+        )
         admin.list_topics()
         admin.close()
         done.set()
+
     os.kill(pid, signal.SIGSTOP)
     try:
         threading.Thread(target=ask, daemon=True).start()
@@ -109,8 +125,11 @@ def diagnosed(apache_kafka, tmp_path_factory):
 def by_client(path) -> dict[str, list]:
     """client id -> the exchanges of its connections (by stream) in a capture."""
     exchanges = exchanges_in([str(path)]).exchanges
-    owner = {e.stream: e.request.client_id for e in exchanges
-             if e.request is not None and e.request.client_id}
+    owner = {
+        e.stream: e.request.client_id
+        for e in exchanges
+        if e.request is not None and e.request.client_id
+    }
     found: dict[str, list] = {}
     for e in exchanges:
         found.setdefault(owner.get(e.stream, ""), []).append(e)
@@ -125,11 +144,11 @@ def test_removed_version_and_no_api_versions(diagnosed):
     old = diagnosed["kd-old"]
     removed = _found(old, "removed_version")
     assert removed and all(e.request.api_version <= 2 for e, _ in removed)
-    assert any(f.detail == "Produce v2: Kafka 4.0 no longer accepts it (KIP-896)"
-               for _, f in removed)
+    assert any(
+        f.detail == "Produce v2: Kafka 4.0 no longer accepts it (KIP-896)" for _, f in removed
+    )
     opened = _found(old, "no_api_versions")
-    assert opened and all(e.request.offset == 4 and e.request.api_key != 18
-                          for e, _ in opened)
+    assert opened and all(e.request.offset == 4 and e.request.api_key != 18 for e, _ in opened)
     # clients that ask first are not flagged
     for client in ("kd-skew", "kd-lag", "kd-slow"):
         assert not _found(diagnosed[client], "no_api_versions"), client

@@ -24,14 +24,19 @@ from kdissect.sources.pcap import exchanges_in
 from kdissect.stream import orphans
 from kdissect.stream.framing import UNSURE, UNSURE_MAX, Framer
 from kdissect.stream.connection import plausible_request
-from tests.support.pcap_edit import (begun_later, first_requests_as, one_way, rewrite,
-                                     without_handshakes)
+from tests.support.pcap_edit import (
+    begun_later,
+    first_requests_as,
+    one_way,
+    rewrite,
+    without_handshakes,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 CAPTURES = ROOT / "captures"
-JAVA = CAPTURES / "kafka-java-consumer-group.pcap"      # Java 4.3 clients, broker on 57019
+JAVA = CAPTURES / "kafka-java-consumer-group.pcap"  # Java 4.3 clients, broker on 57019
 PORT = 57019
-NEWER = 99        # a request version no release has (what a client newer than the tables sends)
+NEWER = 99  # a request version no release has (what a client newer than the tables sends)
 
 
 def dissect(path: Path, **kw):
@@ -41,8 +46,11 @@ def dissect(path: Path, **kw):
 def reading(got) -> list[tuple]:
     """Every message as (client, direction, api, correlation id, size): the reading that
     a connection read backwards would change."""
-    return sorted((ex.client, m.direction, m.api_key, m.correlation_id, m.size)
-                  for ex in got.exchanges for m in ex.messages)
+    return sorted(
+        (ex.client, m.direction, m.api_key, m.correlation_id, m.size)
+        for ex in got.exchanges
+        for m in ex.messages
+    )
 
 
 def sides(got) -> Counter:
@@ -50,19 +58,30 @@ def sides(got) -> Counter:
 
 
 def kdissect(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kdissect", *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "kdissect", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 # -- a version newer than the tables ----------------------------------------------------
+
 
 def _with_tag(message: bytes, section: int, tag: int, value: bytes) -> bytes:
     """``message`` (no size prefix) whose tagged-field section at ``section`` (it ends the
     message; fewer than 127 fields) gets one more field."""
     count = message[section]
     assert count < 127 and section < len(message)
-    return message[:section] + bytes([count + 1]) + message[section + 1:] + \
-        bytes([tag, len(value)]) + value
+    return (
+        message[:section]
+        + bytes([count + 1])
+        + message[section + 1 :]
+        + bytes([tag, len(value)])
+        + value
+    )
 
 
 def _api_versions_v6():
@@ -76,14 +95,14 @@ def _api_versions_v6():
     body = api.request.decoded().body
     tags = next(c for c in body.children if c.name == "_tagged_fields")
     req6 = _with_tag(req[:2] + struct.pack(">h", 6) + req[4:], tags.offset, 99, b"4.5")
-    resp_tags = next(c for c in api.response.decoded().body.children
-                     if c.name == "_tagged_fields")
+    resp_tags = next(c for c in api.response.decoded().body.children if c.name == "_tagged_fields")
     resp6 = _with_tag(api.response.data, resp_tags.offset, 99, b"\x00\x01")
     return [(0, req6), (1, resp6), (0, meta.request.data), (1, meta.response.data)]
 
 
-def _write(path: Path, exchanges, syn: bool, client=("10.0.0.7", 51515),
-           broker=("10.0.0.9", PORT)) -> None:
+def _write(
+    path: Path, exchanges, syn: bool, client=("10.0.0.7", 51515), broker=("10.0.0.9", PORT)
+) -> None:
     """One connection carrying ``exchanges`` ((side, message) in order), with its
     handshake (the project's pcapng writer) or as seen without it."""
     rec = Recorder(str(path), show_secrets=True)
@@ -113,15 +132,18 @@ def test_a_newer_api_versions_decodes_with_an_assumption_and_no_error(tmp_path, 
     assert res.returncode == 0, res.stderr
     lines = [json.loads(line) for line in res.stdout.splitlines()]
     assert [(m["direction"], m["api_name"], m["api_version"]) for m in lines] == [
-        ("request", "ApiVersions", 6), ("response", "ApiVersions", 6),
-        ("request", "Metadata", 13), ("response", "Metadata", 13)]
+        ("request", "ApiVersions", 6),
+        ("response", "ApiVersions", 6),
+        ("request", "Metadata", 13),
+        ("response", "Metadata", 13),
+    ]
     codes = [f["code"] for m in lines for f in m["findings"]]
     assert all(not m["problems"] and m["status"] == "ok" for m in lines)
     assert codes.count("assumed_version") == 2
     assert set(codes) <= {"assumed_version", "client_side_guessed"}
     assert all(f["severity"] == "note" for m in lines for f in m["findings"])
     assumed = next(f for f in lines[1]["findings"] if f["code"] == "assumed_version")
-    newest = schemas.all_versions()[18][-1]          # ApiVersions' newest known layout
+    newest = schemas.all_versions()[18][-1]  # ApiVersions' newest known layout
     assert assumed["detail"].startswith(f"v6 read as v{newest}")
     # the answer's fields read as Kafka sent them; the unknown tag is kept, not an error
     answer = lines[1]["body"]
@@ -135,7 +157,7 @@ def test_what_the_newest_layout_cannot_explain_is_one_note(tmp_path):
     shown as unexplained bytes with one note, not as errors."""
     exchanges = _api_versions_v6()
     side, resp = exchanges[1]
-    exchanges[1] = (side, resp + b"\x00\x00\x00\x2a\x01")   # a field v6 added at the end
+    exchanges[1] = (side, resp + b"\x00\x00\x00\x2a\x01")  # a field v6 added at the end
     path = tmp_path / "api-versions-v6-longer.pcapng"
     _write(path, exchanges, True)
     got = dissect(path)
@@ -158,13 +180,16 @@ def test_what_the_broker_advertised_backs_an_assumed_version(tmp_path):
     exchanges = _api_versions_v6()
     side, resp = exchanges[1]
     tree = dissect(JAVA).exchanges[0].response.decoded()
-    entry = next(e for e in tree.body.child("api_keys").children
-                 if e.child("api_key") is not None and e.child("api_key").value == 3)
+    entry = next(
+        e
+        for e in tree.body.child("api_keys").children
+        if e.child("api_key") is not None and e.child("api_key").value == 3
+    )
     top = entry.child("max_version")
     newest = max(schemas.all_versions()[3])
-    assert top.value == newest             # Apache Kafka 4.3 speaks the newest we know
-    at = top.offset                        # the answer's bytes up to it are unchanged
-    exchanges[1] = (side, resp[:at] + struct.pack(">h", newest + 1) + resp[at + 2:])
+    assert top.value == newest  # Apache Kafka 4.3 speaks the newest we know
+    at = top.offset  # the answer's bytes up to it are unchanged
+    exchanges[1] = (side, resp[:at] + struct.pack(">h", newest + 1) + resp[at + 2 :])
     side, meta = exchanges[2]
     exchanges[2] = (side, meta[:2] + struct.pack(">h", newest + 1) + meta[4:])
     path = tmp_path / "metadata-newer.pcapng"
@@ -179,7 +204,7 @@ def test_what_the_broker_advertised_backs_an_assumed_version(tmp_path):
 
 def test_a_request_header_is_recognised_by_its_shape():
     head = struct.pack(">ihhih", 30, 18, NEWER, 7, 3) + b"abc" + b"\x00" * 17
-    assert plausible_request(head)                            # any version up to 127
+    assert plausible_request(head)  # any version up to 127
     assert not plausible_request(struct.pack(">ihhih", 30, 18, 300, 7, 3) + b"abc" + b"\0" * 17)
     assert not plausible_request(struct.pack(">ihhih", 30, 999, 1, 7, 3) + b"abc" + b"\0" * 17)
     assert not plausible_request(struct.pack(">ihhih", 30, 18, 4, -5, 3) + b"abc" + b"\0" * 17)
@@ -187,6 +212,7 @@ def test_a_request_header_is_recognised_by_its_shape():
 
 
 # -- which side is the client -------------------------------------------------------------
+
 
 def test_the_client_side_comes_from_the_strongest_evidence(tmp_path):
     original = dissect(JAVA)
@@ -196,8 +222,10 @@ def test_the_client_side_comes_from_the_strongest_evidence(tmp_path):
     late = rewrite(JAVA, tmp_path / "late.pcap", without_handshakes)
     got = dissect(late)
     assert reading(got) == reading(original)
-    assert sides(got) == {"request shape: answered by its correlation id (high)": 1,
-                          "listener port (high)": 6}
+    assert sides(got) == {
+        "request shape: answered by its correlation id (high)": 1,
+        "listener port (high)": 6,
+    }
     # and with -p on the broker's port, the port says it
     got = dissect(late, ports={PORT})
     assert reading(got) == reading(original) and sides(got) == {"Kafka port (high)": 7}
@@ -218,7 +246,7 @@ def test_a_first_request_newer_than_the_tables_does_not_flip_the_connection(tmp_
     assert reading(got) == reading(original)
     assert sides(got)["request shape: answered by its correlation id (high)"] == 1
     codes = Counter(f.code for ex in got.exchanges for f in ex.findings)
-    assert codes == {"assumed_version": 14}            # request and answer, 7 connections
+    assert codes == {"assumed_version": 14}  # request and answer, 7 connections
     assert all(ex.status == "ok" for ex in got.exchanges)
     stats = kdissect("pcap", "--no-tui", str(tmp_path / "newer.pcap"), "--stats")
     assert "Client side decided by" in stats.stdout and "listener port (high)" in stats.stdout
@@ -235,6 +263,7 @@ def test_tls_client_hello_decides_without_the_syn(tmp_path):
 
 def _keys(path: Path):
     from kdissect.capture.tls import KeyLog
+
     keys = KeyLog()
     keys.add_text(path.read_bytes())
     return keys
@@ -244,8 +273,7 @@ def test_shape_alone_is_flagged_as_a_guess(tmp_path):
     """A broker's answers alone, without the SYN-ACK, on no known port: nothing but the
     shape speaks, and the reading says it is a guess."""
     src = CAPTURES / "kafka-java-admin.pcap"
-    lone = rewrite(src, tmp_path / "lone.pcap",
-                   lambda ps: without_handshakes(one_way(ps, PORT)))
+    lone = rewrite(src, tmp_path / "lone.pcap", lambda ps: without_handshakes(one_way(ps, PORT)))
     got = dissect(lone)
     for stream in {ex.stream for ex in got.exchanges}:
         first = next(ex for ex in got.exchanges if ex.stream == stream)
@@ -253,6 +281,7 @@ def test_shape_alone_is_flagged_as_a_guess(tmp_path):
 
 
 # -- responses whose requests were not captured --------------------------------------------
+
 
 def test_one_way_capture_orphans_are_guessed_boundedly(tmp_path, monkeypatch):
     """The broker's answers only (kafka-clients.pcap: five client libraries): each is an
@@ -265,8 +294,9 @@ def test_one_way_capture_orphans_are_guessed_boundedly(tmp_path, monkeypatch):
     full = []
     real = guesser.guess
     monkeypatch.setattr(guesser, "guess", lambda data, d: full.append(data) or real(data, d))
-    got = dissect(rewrite(src, tmp_path / "one-way.pcap", lambda ps: one_way(ps, PORT)),
-                  ports={PORT})
+    got = dissect(
+        rewrite(src, tmp_path / "one-way.pcap", lambda ps: one_way(ps, PORT)), ports={PORT}
+    )
     answers = [ex.response for ex in got.exchanges]
     assert len(answers) == len(two_way) and all(ex.request is None for ex in got.exchanges)
     right = sum(m.api_key == truth[m.data] for m in answers)
@@ -289,30 +319,35 @@ def test_full_guesses_are_bounded_per_capture():
 
 # -- captures begun inside a TLS record or a Kafka message -----------------------------------
 
+
 @pytest.mark.parametrize("ports", [None, {57655}], ids=["detected", "with-p"])
 def test_a_capture_begun_inside_a_tls_record_is_reported_as_tls(tmp_path, ports):
     src = CAPTURES / "tls" / "kafka-tls.pcap"
     inside = rewrite(src, tmp_path / "inside.pcap", lambda ps: begun_later(ps, 4, 7))
     got = dissect(inside, **({"ports": ports} if ports else {}))
-    assert got.exchanges == []            # no Kafka message made of ciphertext
+    assert got.exchanges == []  # no Kafka message made of ciphertext
     notes = [text for _, text in got.notes]
-    assert any("began inside a TLS record" in n and "bytes of TLS records" in n for n in notes), \
+    assert any("began inside a TLS record" in n and "bytes of TLS records" in n for n in notes), (
         notes
+    )
 
 
-@pytest.mark.parametrize("name,skip,cut", [("kafka-python-codecs.pcap", 3, 9),
-                                           ("mtu1500.pcap", 5, 700),
-                                           ("kafka-clients.pcap", 2, 5)])
+@pytest.mark.parametrize(
+    "name,skip,cut",
+    [("kafka-python-codecs.pcap", 3, 9), ("mtu1500.pcap", 5, 700), ("kafka-clients.pcap", 2, 5)],
+)
 def test_a_capture_begun_inside_messages_never_makes_one_bigger_than_a_broker_takes(
-        tmp_path, name, skip, cut):
-    got = dissect(rewrite(CAPTURES / name, tmp_path / "inside.pcap",
-                          lambda ps: begun_later(ps, skip, cut)), ports={9092, PORT})
+    tmp_path, name, skip, cut
+):
+    got = dissect(
+        rewrite(CAPTURES / name, tmp_path / "inside.pcap", lambda ps: begun_later(ps, skip, cut)),
+        ports={9092, PORT},
+    )
     assert got.exchanges
     for ex in got.exchanges:
         for m in ex.messages:
             assert m.size <= UNSURE_MAX
-            if m.status.startswith("truncated") and m.size > len(m.data) and \
-                    m.offset < 100_000:
+            if m.status.startswith("truncated") and m.size > len(m.data) and m.offset < 100_000:
                 assert UNSURE in m.status or m.holes, m.status
 
 
@@ -327,13 +362,13 @@ def test_resync_and_a_mid_message_start_never_take_an_oversized_size():
     framer.begun_inside(check=True)
     frames = framer.feed(stream, 0)
     assert [f.data for f in frames] == [real]
-    assert framer.unread == [(0, len(false))]             # passed over, and said so
+    assert framer.unread == [(0, len(false))]  # passed over, and said so
     framer = Framer(plausible_request)
-    framer.gap(0, 10)                                     # lost bytes: search from here
+    framer.gap(0, 10)  # lost bytes: search from here
     frames = framer.feed(stream[10:], 10)
     assert [f.data for f in frames] == [real]
     assert framer.unread == [(10, len(false) - 10)]
-    framer = Framer(plausible_request)                    # no boundary before the end
+    framer = Framer(plausible_request)  # no boundary before the end
     framer.begun_inside(check=True)
     assert framer.feed(false, 0) == [] and framer.close() is None
     assert framer.unread == [(0, len(false))]
@@ -346,6 +381,7 @@ def test_resync_and_a_mid_message_start_never_take_an_oversized_size():
 
 
 # -- a real broker and client, captured after the connections opened ------------------------
+
 
 @pytest.mark.slow
 def test_a_real_capture_begun_after_the_connections_opened(tmp_path):
@@ -363,8 +399,9 @@ def test_a_real_capture_begun_after_the_connections_opened(tmp_path):
     try:
         boot = f"127.0.0.1:{broker.port}"
         producer = KafkaProducer(bootstrap_servers=boot, linger_ms=0)
-        consumer = KafkaConsumer(bootstrap_servers=boot, auto_offset_reset="earliest",
-                                 consumer_timeout_ms=1500)
+        consumer = KafkaConsumer(
+            bootstrap_servers=boot, auto_offset_reset="earliest", consumer_timeout_ms=1500
+        )
         producer.send("late", b"before the capture").get(timeout=30)
         consumer.topics()
         with Tcpdump(tmp_path / "late.pcap", [broker.port]) as dump:
@@ -382,8 +419,9 @@ def test_a_real_capture_begun_after_the_connections_opened(tmp_path):
     by_port = dissect(tmp_path / "late.pcap", ports={broker.port})
     assert detected.exchanges and reading(detected) == reading(by_port)
     assert all(ex.broker[1] == broker.port for ex in detected.exchanges)
-    assert not any(ex.has("orphan_response") or ex.has("malformed_header")
-                   for ex in detected.exchanges)
+    assert not any(
+        ex.has("orphan_response") or ex.has("malformed_header") for ex in detected.exchanges
+    )
     evidence = sides(detected)
     assert any(not by.startswith("SYN") for by in evidence), evidence
     produced = [ex for ex in detected.exchanges if ex.first.api_key == 0]

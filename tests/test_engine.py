@@ -31,6 +31,7 @@ def spark_exchanges(spark, files: list[str], out: Path) -> list[dict]:
     `kdissect spark` command around the same job is tests/test_spark.py's) on ``files``
     as the command runs it, the exchanges table read."""
     from kdissect.pipeline.spark_job import run_job
+
     run_job(spark, files, str(out), ports=DEFAULT_PORTS, detect=True)
     return pq.read_table(out / "exchanges").to_pylist()
 
@@ -40,37 +41,53 @@ def key(api, version, corr, status) -> tuple:
 
 
 def engine_keys(exchanges) -> list[tuple]:
-    return [key(ex.first.api_name, ex.first.api_version, ex.first.correlation_id, ex.status)
-            for ex in exchanges]
+    return [
+        key(ex.first.api_name, ex.first.api_version, ex.first.correlation_id, ex.status)
+        for ex in exchanges
+    ]
 
 
 def text_keys(path: Path) -> list[tuple]:
-    out = subprocess.run([sys.executable, "-m", "kdissect", "pcap", "--no-tui", str(path)],
-                         capture_output=True, text=True, timeout=120, cwd=ROOT).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "kdissect", "pcap", "--no-tui", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    ).stdout
     keys = []
     for line in out.splitlines():
         m = re.search(r"  (\w+) v(\d+|\?)  #(-?\d+|None)", line)
-        if m is None:                                   # a SASL token line
+        if m is None:  # a SASL token line
             keys.append(("SASL token", None, None, "ok"))
             continue
         status = re.search(r"  \[([^\]]+)\]", line)
-        keys.append(key(m[1], None if m[2] == "?" else int(m[2]),
-                        None if m[3] == "None" else int(m[3]),
-                        status[1] if status else "ok"))
+        keys.append(
+            key(
+                m[1],
+                None if m[2] == "?" else int(m[2]),
+                None if m[3] == "None" else int(m[3]),
+                status[1] if status else "ok",
+            )
+        )
     return keys
 
 
 def jsonl_keys(path: Path) -> list[tuple]:
-    out = subprocess.run([sys.executable, "-m", "kdissect", "pcap", "--format", "jsonl",
-                          str(path)], capture_output=True, text=True, timeout=120,
-                         cwd=ROOT).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "kdissect", "pcap", "--format", "jsonl", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    ).stdout
     seen: dict[tuple, tuple] = {}
     for line in out.splitlines():
         m = json.loads(line)
-        if "tls_connection" in m:     # a TLS connection's facts, not a message
+        if "tls_connection" in m:  # a TLS connection's facts, not a message
             continue
         ident = (m["stream"], m["seq"])
-        if ident not in seen:         # the exchange's first message names it
+        if ident not in seen:  # the exchange's first message names it
             seen[ident] = key(m["api_name"], m["api_version"], m["correlation_id"], m["status"])
     return list(seen.values())
 
@@ -82,8 +99,7 @@ def tui_keys(path: Path) -> list[tuple]:
 
 
 def row_keys(rows) -> list[tuple]:
-    return [key(r["api_name"], r["api_version"], r["correlation_id"], r["status"])
-            for r in rows]
+    return [key(r["api_name"], r["api_version"], r["correlation_id"], r["status"]) for r in rows]
 
 
 def recording_keys(exchanges, tmp_path: Path) -> list[tuple]:
@@ -91,6 +107,7 @@ def recording_keys(exchanges, tmp_path: Path) -> list[tuple]:
     read back from the pcapng it wrote."""
     import struct
     from kdissect.capture.pcapng_writer import Recorder
+
     out = tmp_path / "recorded.pcapng"
     recorder = Recorder(str(out), show_secrets=True)
     conns = {}
@@ -99,14 +116,16 @@ def recording_keys(exchanges, tmp_path: Path) -> list[tuple]:
         if conn is None:
             conn = conns[ex.stream] = recorder.connection(ex.client, ex.broker)
         for m in ex.messages:
-            side = 0 if m.direction == "request" or (m.direction == "sasl" and
-                                                       ex.request is m) else 1
+            side = (
+                0 if m.direction == "request" or (m.direction == "sasl" and ex.request is m) else 1
+            )
             conn.data(side, struct.pack(">i", len(m.data)) + m.data, m.ts)
     for conn in conns.values():
         conn.close()
     recorder.close()
-    return engine_keys(exchanges_in([str(out)], ports=DEFAULT_PORTS | {ex.broker[1] for ex in
-                                                                      exchanges}).exchanges)
+    return engine_keys(
+        exchanges_in([str(out)], ports=DEFAULT_PORTS | {ex.broker[1] for ex in exchanges}).exchanges
+    )
 
 
 @pytest.mark.slow
@@ -124,11 +143,17 @@ def test_every_path_gives_the_same_exchanges(spark, tmp_path):
         assert text_keys(path) == want, name
         assert jsonl_keys(path) == want, name
         assert tui_keys(path) == want, name
-        write_exchanges([str(path)], str(tmp_path / f"{name}.parquet"), ports=DEFAULT_PORTS,
-                        detect=True, warn=print)
+        write_exchanges(
+            [str(path)],
+            str(tmp_path / f"{name}.parquet"),
+            ports=DEFAULT_PORTS,
+            detect=True,
+            warn=print,
+        )
         # tables are ordered by time, not by completion: the same exchanges, in another order
-        assert Counter(row_keys(pq.read_table(tmp_path / f"{name}.parquet").to_pylist())) \
-            == Counter(want), name
+        assert Counter(
+            row_keys(pq.read_table(tmp_path / f"{name}.parquet").to_pylist())
+        ) == Counter(want), name
         assert Counter(row_keys(spark_by_capture[name])) == Counter(want), name
         assert Counter(recording_keys(exchanges, tmp_path)) == Counter(want), name
 
@@ -148,6 +173,7 @@ def test_acks0_capture_gives_one_exchange_per_request():
 
 def write_rows(name: str) -> list[dict]:
     from kdissect.pipeline.extract import capture_rows
+
     path = str(CAPTURES / f"{name}.pcap")
     return capture_rows([(name, path)], DEFAULT_PORTS, True, False, print).exchanges
 
@@ -156,12 +182,17 @@ def cut_request(src: Path, dst: Path, api_key: int) -> int:
     """``src`` without the packet that carries the first request of ``api_key``: its
     response becomes an orphan. Returns the correlation id of that request."""
     from scapy.all import TCP, PcapReader, PcapWriter, Raw
+
     cut = None
     with PcapReader(str(src)) as reader, PcapWriter(str(dst), sync=True) as writer:
         for pkt in reader:
             payload = bytes(pkt[Raw].load) if pkt.haslayer(Raw) and pkt.haslayer(TCP) else b""
-            if cut is None and len(payload) >= 12 and pkt[TCP].dport == 9092 and \
-                    int.from_bytes(payload[4:6], "big") == api_key:
+            if (
+                cut is None
+                and len(payload) >= 12
+                and pkt[TCP].dport == 9092
+                and int.from_bytes(payload[4:6], "big") == api_key
+            ):
                 cut = int.from_bytes(payload[8:12], "big")
                 continue
             writer.write(pkt)
@@ -172,7 +203,7 @@ def cut_request(src: Path, dst: Path, api_key: int) -> int:
 @pytest.mark.slow
 def test_an_orphan_response_stays_an_exchange_on_every_path(spark, tmp_path):
     path = tmp_path / "orphan.pcap"
-    corr = cut_request(CAPTURES / "aiokafka.pcap", path, 3)          # a Metadata request
+    corr = cut_request(CAPTURES / "aiokafka.pcap", path, 3)  # a Metadata request
     exchanges = exchanges_in([str(path)]).exchanges
     orphans = [ex for ex in exchanges if ex.request is None]
     assert len(orphans) == 1
@@ -181,13 +212,15 @@ def test_an_orphan_response_stays_an_exchange_on_every_path(spark, tmp_path):
     assert orphan.first.api_name == "Metadata" and orphan.has("guessed_api")
     want = key("Metadata", orphan.first.api_version, corr, "orphan (request not captured)")
     assert want in text_keys(path) and want in jsonl_keys(path) and want in tui_keys(path)
-    write_exchanges([str(path)], str(tmp_path / "o.parquet"), ports=DEFAULT_PORTS,
-                    detect=True, warn=print)
+    write_exchanges(
+        [str(path)], str(tmp_path / "o.parquet"), ports=DEFAULT_PORTS, detect=True, warn=print
+    )
     assert want in row_keys(pq.read_table(tmp_path / "o.parquet").to_pylist())
     assert want in row_keys(spark_exchanges(spark, [str(path)], tmp_path / "spark"))
 
 
 # -- layering ---------------------------------------------------------------------------
+
 
 def imports_of(path: Path) -> set[str]:
     """The kdissect modules ``path`` imports (resolved), at any depth of the file."""
@@ -196,7 +229,7 @@ def imports_of(path: Path) -> set[str]:
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom):
             if node.level:
-                base = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
                 mod = ".".join(base + ([node.module] if node.module else []))
             else:
                 mod = node.module or ""
@@ -209,12 +242,14 @@ def imports_of(path: Path) -> set[str]:
 
 
 def package_imports(package: str) -> dict[str, set[str]]:
-    return {".".join(p.relative_to(ROOT).with_suffix("").parts): imports_of(p)
-            for p in (ROOT / "kdissect" / package).glob("*.py")}
+    return {
+        ".".join(p.relative_to(ROOT).with_suffix("").parts): imports_of(p)
+        for p in (ROOT / "kdissect" / package).glob("*.py")
+    }
 
 
 def test_no_import_cycles_in_protocol():
-    imports = package_imports("protocol")       # parsed once (it was once per import)
+    imports = package_imports("protocol")  # parsed once (it was once per import)
     graph = {m: {i for i in deps if i in imports and i != m} for m, deps in imports.items()}
 
     def reaches(start: str, target: str) -> bool:
@@ -228,6 +263,7 @@ def test_no_import_cycles_in_protocol():
                 seen.add(d)
                 todo.extend(graph[d])
         return False
+
     cycles = sorted(m for m in graph if reaches(m, m))
     assert cycles == [], cycles
 
@@ -241,13 +277,13 @@ def test_framing_and_pairing_live_in_one_place():
         if rel not in ("kdissect/stream/correlation.py",):
             assert not re.search(r"pending\s*(:\s*dict\[int|=\s*\{\})", text), rel
         if rel not in ("kdissect/stream/framing.py",):
-            assert "MAX_FRAME" not in text and not re.search(
-                r"MAX_MESSAGE\s*=", text), rel
+            assert "MAX_FRAME" not in text and not re.search(r"MAX_MESSAGE\s*=", text), rel
 
 
 @pytest.mark.parametrize("name", ["confluent-group", "kcat"])
 def test_findings_are_registered_codes(name):
     from kdissect.protocol.findings import REGISTRY
+
     for ex in exchanges_in([str(CAPTURES / f"{name}.pcap")]).exchanges:
         for f in ex.findings:
             assert f.code in REGISTRY, f
@@ -255,4 +291,5 @@ def test_findings_are_registered_codes(name):
 
 def test_docs_list_every_finding():
     from kdissect.protocol.findings import markdown_table
+
     assert markdown_table() in (ROOT / "docs" / "findings.md").read_text()

@@ -33,41 +33,53 @@ def test_filters_select_what_they_say(views):
     assert apis(select(views, "api == JoinGroup")) == [11]
     assert select(views, "api == 11") == select(views, "api == joingroup")
     errors = select(views, "error != 0")
-    assert len(errors) == 1 and errors[0].facts().errors == [79]          # MEMBER_ID_REQUIRED
+    assert len(errors) == 1 and errors[0].facts().errors == [79]  # MEMBER_ID_REQUIRED
     assert select(views, "error == MEMBER_ID_REQUIRED") == errors
     slow = select(views, "latency > 1s")
-    assert [v.ex.first.api_key for v in slow] == [11]                     # Tansu holds the join
+    assert [v.ex.first.api_key for v in slow] == [11]  # Tansu holds the join
     assert select(views, "latency > 1000ms") == slow == select(views, "latency > 1000000us")
     produce = select(views, 'api == Produce and topic == "ck-group" and records == 4')
     assert len(produce) == 1 and produce[0].field("partition") == [0]
     assert len(select(views, 'client_id ~ "^rdk"')) == len(
-        [v for v in views if v.ex.request is not None])
-    assert select(views, "not api in {Metadata, ApiVersions, FindCoordinator, ListOffsets, "
-                         "GetTelemetrySubscriptions, JoinGroup, Fetch, Produce, SyncGroup, "
-                         "Heartbeat, OffsetFetch, OffsetCommit, LeaveGroup}") == []
+        [v for v in views if v.ex.request is not None]
+    )
+    assert (
+        select(
+            views,
+            "not api in {Metadata, ApiVersions, FindCoordinator, ListOffsets, "
+            "GetTelemetrySubscriptions, JoinGroup, Fetch, Produce, SyncGroup, "
+            "Heartbeat, OffsetFetch, OffsetCommit, LeaveGroup}",
+        )
+        == []
+    )
     unanswered = select(views, 'status == "unanswered"')
     assert unanswered and all(v.ex.response is None for v in unanswered)
-    assert select(views, "topic != ck-group") == [v for v in views if "ck-group" not in v.field("topic")]
+    assert select(views, "topic != ck-group") == [
+        v for v in views if "ck-group" not in v.field("topic")
+    ]
 
 
-@pytest.mark.parametrize("text,position,words", [
-    ("", 0, "expected a filter"),
-    ("api ==", 6, "expected a value for api"),
-    ("api == Produce and", 18, "expected a field name"),
-    ("latency > fast", 10, "duration like 50ms"),
-    ("topik == x", 0, "unknown field 'topik' (did you mean topic"),
-    ("api == Nope", 7, "unknown API"),
-    ("(api == Fetch", 13, "expected ')'"),
-    ("client_id ~ '('", 12, "bad regular expression"),
-    ("api == Fetch Fetch", 13, "expected 'and', 'or'"),
-    ("version == 1.5", 11, "whole number"),
-    ("api == Produc", 7, "unknown API 'Produc' (did you mean Produce"),
-    ("Produce", 0, "did you mean api == Produce?"),
-    ("kafka.topic == x", 0, "did you mean kafka.topic_name"),
-    ("error == MEMBER_ID", 9, "did you mean MEMBER_ID_REQUIRED"),
-    ("finding == trailing", 11, "did you mean trailing_bytes"),
-    ("severity >= bad", 12, "expected a severity (note, warn, error)"),
-])
+@pytest.mark.parametrize(
+    "text,position,words",
+    [
+        ("", 0, "expected a filter"),
+        ("api ==", 6, "expected a value for api"),
+        ("api == Produce and", 18, "expected a field name"),
+        ("latency > fast", 10, "duration like 50ms"),
+        ("topik == x", 0, "unknown field 'topik' (did you mean topic"),
+        ("api == Nope", 7, "unknown API"),
+        ("(api == Fetch", 13, "expected ')'"),
+        ("client_id ~ '('", 12, "bad regular expression"),
+        ("api == Fetch Fetch", 13, "expected 'and', 'or'"),
+        ("version == 1.5", 11, "whole number"),
+        ("api == Produc", 7, "unknown API 'Produc' (did you mean Produce"),
+        ("Produce", 0, "did you mean api == Produce?"),
+        ("kafka.topic == x", 0, "did you mean kafka.topic_name"),
+        ("error == MEMBER_ID", 9, "did you mean MEMBER_ID_REQUIRED"),
+        ("finding == trailing", 11, "did you mean trailing_bytes"),
+        ("severity >= bad", 12, "expected a severity (note, warn, error)"),
+    ],
+)
 def test_filter_errors_say_where(text, position, words):
     with pytest.raises(FilterError) as e:
         parse_filter(text)
@@ -81,18 +93,25 @@ def test_stats_add_up(views):
     assert sum(stats.per_api.values()) == len(views)
     assert stats.per_api["JoinGroup"] == 2 and stats.errors == {"MEMBER_ID_REQUIRED": 1}
     p50, p90, p99, top = stats.latency_summary(stats.latency["JoinGroup"])
-    assert top > 3.0 and p50 < 0.1                   # one immediate answer, one held 3 s
-    assert stats.bytes_requests == sum(len(m.data) + 4 for v in views for m in
-                                       (v.ex.request,) if m is not None)
+    assert top > 3.0 and p50 < 0.1  # one immediate answer, one held 3 s
+    assert stats.bytes_requests == sum(
+        len(m.data) + 4 for v in views for m in (v.ex.request,) if m is not None
+    )
     assert len(stats.connections) == 5
     assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.0 and percentile([5.0], 99) == 5.0
 
 
 def test_cli_filter_and_stats():
-    run = lambda *a: subprocess.run([sys.executable, "-m", "kdissect", "pcap", str(GROUP), *a],
-                                    capture_output=True, text=True, timeout=120)
+    run = lambda *a: subprocess.run(
+        [sys.executable, "-m", "kdissect", "pcap", str(GROUP), *a],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     res = run("-Y", "error != 0")
-    assert res.returncode == 0 and res.stdout.count("\n") == 1 and "MEMBER_ID_REQUIRED" in res.stdout
+    assert (
+        res.returncode == 0 and res.stdout.count("\n") == 1 and "MEMBER_ID_REQUIRED" in res.stdout
+    )
     res = run("--stats")
     assert "Exchanges per API" in res.stdout and "MEMBER_ID_REQUIRED" in res.stdout
     assert "Consumer group kdissect-group" in res.stdout and "ck-group[0,1,2,3]" in res.stdout
@@ -103,8 +122,12 @@ def test_cli_filter_and_stats():
 
 def test_topic_ids_are_named_from_the_capture():
     """Fetch v16 names topics only by id; the Metadata exchanges before it say which."""
-    run = lambda *a: subprocess.run([sys.executable, "-m", "kdissect", "pcap", str(GROUP), *a],
-                                    capture_output=True, text=True, timeout=120)
+    run = lambda *a: subprocess.run(
+        [sys.executable, "-m", "kdissect", "pcap", str(GROUP), *a],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     res = run("-Y", "api == Fetch and topic == ck-group")
     lines = res.stdout.splitlines()
     assert len(lines) == 2 and all("Fetch v16" in ln and "ck-group[0,1,2,3]" in ln for ln in lines)
@@ -113,21 +136,35 @@ def test_topic_ids_are_named_from_the_capture():
 
 @pytest.mark.slow
 def test_wireshark_field_names_are_aliases(views):
-    pairs = [("kafka.api_key == 11", "api == JoinGroup"),
-             ("kafka.api_version == 5", "version == 5"),
-             ("kafka.correlation_id == 3", "correlation_id == 3"),
-             ('kafka.client_id == "rdkafka"', 'client_id == "rdkafka"'),
-             ("kafka.error == 79", "error == MEMBER_ID_REQUIRED"),
-             ('kafka.topic_name == "ck-group"', 'topic == "ck-group"'),
-             ("kafka.partition_id == 2", "partition == 2"),
-             ("kafka.request_frame == 60", "frame == 60")]
+    pairs = [
+        ("kafka.api_key == 11", "api == JoinGroup"),
+        ("kafka.api_version == 5", "version == 5"),
+        ("kafka.correlation_id == 3", "correlation_id == 3"),
+        ('kafka.client_id == "rdkafka"', 'client_id == "rdkafka"'),
+        ("kafka.error == 79", "error == MEMBER_ID_REQUIRED"),
+        ('kafka.topic_name == "ck-group"', 'topic == "ck-group"'),
+        ("kafka.partition_id == 2", "partition == 2"),
+        ("kafka.request_frame == 60", "frame == 60"),
+    ]
     for wireshark, ours in pairs:
         assert select(views, wireshark) == select(views, ours) != [], wireshark
     # the same frames as tshark's own filter finds
-    out = subprocess.run(["tshark", "-r", str(GROUP), "-Y",
-                          "kafka.api_key == 11 and tcp.dstport == 9092", "-T", "fields",
-                          "-e", "frame.number"],
-                         capture_output=True, text=True, check=True).stdout.split()
+    out = subprocess.run(
+        [
+            "tshark",
+            "-r",
+            str(GROUP),
+            "-Y",
+            "kafka.api_key == 11 and tcp.dstport == 9092",
+            "-T",
+            "fields",
+            "-e",
+            "frame.number",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     assert [str(v.ex.first.frame) for v in select(views, "kafka.api_key == 11")] == out
 
 
@@ -149,15 +186,17 @@ def test_anomaly_findings_and_waits(views):
 
 
 def test_record_filters_inside_compressed_batches():
-    codecs = [ExchangeFields(ex) for ex in dissect(ROOT / "captures" / "kafka-python-codecs.pcap")[0]]
+    codecs = [
+        ExchangeFields(ex) for ex in dissect(ROOT / "captures" / "kafka-python-codecs.pcap")[0]
+    ]
     for codec in ("gzip", "snappy", "lz4", "zstd"):
         hits = select(codecs, f'record.key == "kp-{codec}-key-2"')
-        assert sorted(v.ex.first.api_key for v in hits) == [0, 1], codec   # Produce, Fetch
+        assert sorted(v.ex.first.api_key for v in hits) == [0, 1], codec  # Produce, Fetch
         assert select(codecs, f"record.header.codec == {codec}") == hits
         assert select(codecs, f'record.value ~ "^kp-{codec} value [0-9]"') == hits
         assert select(codecs, f'kafka.message_key == "kp-{codec}-key-2"') == hits
     compressed = select(codecs, 'record.key == "kp-gzip-key-2"')[0]
-    assert b"kp-gzip-key-2" not in compressed.ex.request.data   # only in the decompressed bytes
+    assert b"kp-gzip-key-2" not in compressed.ex.request.data  # only in the decompressed bytes
     assert set(select(codecs, "record.header == codec")) == set(select(codecs, "records > 0"))
 
 
@@ -175,26 +214,32 @@ def test_stats_break_down_and_follow_the_group(views):
     group = stats.groups["kdissect-group"]
     events = [(e.api, e.generation, e.error or e.detail) for e in group.events]
     assert events[0] == ("JoinGroup", -1, "MEMBER_ID_REQUIRED")
-    assert events[1][:2] == ("JoinGroup", 0) and "leader" in events[1][2] and \
-        "waited 3.0 s" in events[1][2]
+    assert (
+        events[1][:2] == ("JoinGroup", 0)
+        and "leader" in events[1][2]
+        and "waited 3.0 s" in events[1][2]
+    )
     assert events[2] == ("SyncGroup", 0, "ck-group[0,1,2,3]")
     assert events[3][0] == "LeaveGroup" and group.rebalances == 1 and len(group.members) == 1
 
 
-@pytest.mark.parametrize("text,position,words", [
-    ('client_id == "\\x"', 14, "\\x must be followed by 2 hex digits"),
-    ('client_id == "\\u12"', 14, "\\u must be followed by 4 hex digits"),
-    ('client_id == "\\U00110000"', 14, "beyond Unicode"),
-    ('client_id == "\\N{NO SUCH}"', 14, "Unicode character name"),
-    ("version == " + "1" * 5000, 11, "longer than 30 digits"),
-    ("(" * 300 + "api" + ")" * 300, 64, "nested more than 64 deep"),
-    ("error == 50ms", 9, "expected an error code or name"),
-])
+@pytest.mark.parametrize(
+    "text,position,words",
+    [
+        ('client_id == "\\x"', 14, "\\x must be followed by 2 hex digits"),
+        ('client_id == "\\u12"', 14, "\\u must be followed by 4 hex digits"),
+        ('client_id == "\\U00110000"', 14, "beyond Unicode"),
+        ('client_id == "\\N{NO SUCH}"', 14, "Unicode character name"),
+        ("version == " + "1" * 5000, 11, "longer than 30 digits"),
+        ("(" * 300 + "api" + ")" * 300, 64, "nested more than 64 deep"),
+        ("error == 50ms", 9, "expected an error code or name"),
+    ],
+)
 def test_hostile_filters_are_refused_with_where(text, position, words):
     with pytest.raises(FilterError) as e:
         parse_filter(text)
     assert e.value.position == position and words in str(e.value)
-    assert len(str(e.value)) < 400                  # a window of the text, not all of it
+    assert len(str(e.value)) < 400  # a window of the text, not all of it
 
 
 def test_escapes_decode_strictly_and_long_filters_evaluate(views):
@@ -213,17 +258,36 @@ def test_group_timeline_beyond_classic():
     from kdissect.stream.stats import Stats
     from kdissect.stream.fields import ExchangeFields
     from kdissect.sources.pcap import exchanges_in
+
     captures = Path(__file__).parent.parent / "captures"
-    want = {"kafka-java-consumer-group": ("kd-kip848-group", "KIP-848 consumer group", [
+    want = {
+        "kafka-java-consumer-group": (
+            "kd-kip848-group",
+            "KIP-848 consumer group",
+            [
                 (2, "joined at epoch 2, assigned topic-id:36b7b0a9-97e5-469e-9a58-c51348bcf231[0]"),
-                (-1, "left the group")]),
-            "kafka-java-share-group": ("kd-share-group", "share group", [
+                (-1, "left the group"),
+            ],
+        ),
+        "kafka-java-share-group": (
+            "kd-share-group",
+            "share group",
+            [
                 (2, "joined at epoch 2, assigned nothing"),
                 (3, "epoch 2 -> 3, assigned topic-id:3801642b-99af-4523-98a7-84a1c282e511[0]"),
-                (-1, "left the group")]),
-            "kafka-java-streams-group": ("kd-streams-app", "streams group", [
-                (1, "joined at epoch 1"), (2, "epoch 1 -> 2, assigned active subtopology 0[0]"),
-                (-1, "left the group")])}
+                (-1, "left the group"),
+            ],
+        ),
+        "kafka-java-streams-group": (
+            "kd-streams-app",
+            "streams group",
+            [
+                (1, "joined at epoch 1"),
+                (2, "epoch 1 -> 2, assigned active subtopology 0[0]"),
+                (-1, "left the group"),
+            ],
+        ),
+    }
     for name, (group, kind, events) in want.items():
         stats = Stats()
         for ex in exchanges_in([str(captures / f"{name}.pcap")]).exchanges:

@@ -39,6 +39,7 @@ def _long_polls(bootstrap: str, seconds: float = 8) -> None:
     the records it has."""
     from confluent_kafka import Consumer, Producer
     from kafka import KafkaConsumer, TopicPartition
+
     create_topic(bootstrap, "longpoll")
     stop = threading.Event()
 
@@ -55,16 +56,27 @@ def _long_polls(bootstrap: str, seconds: float = 8) -> None:
     t = threading.Thread(target=trickle)
     t.start()
     try:
-        c = KafkaConsumer(bootstrap_servers=bootstrap, client_id="kd-longpoll",
-                          fetch_min_bytes=1_000_000, fetch_max_wait_ms=WAIT_MS)
+        c = KafkaConsumer(
+            bootstrap_servers=bootstrap,
+            client_id="kd-longpoll",
+            fetch_min_bytes=1_000_000,
+            fetch_max_wait_ms=WAIT_MS,
+        )
         c.assign([TopicPartition("longpoll", 0)])
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
             c.poll(timeout_ms=1000)
         c.close()
-        rd = Consumer({"bootstrap.servers": bootstrap, "group.id": "kd-longpoll-rd",
-                       "client.id": "kd-longpoll-rd", "fetch.wait.max.ms": WAIT_MS,
-                       "fetch.min.bytes": 1_000_000, "auto.offset.reset": "earliest"})
+        rd = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": "kd-longpoll-rd",
+                "client.id": "kd-longpoll-rd",
+                "fetch.wait.max.ms": WAIT_MS,
+                "fetch.min.bytes": 1_000_000,
+                "auto.offset.reset": "earliest",
+            }
+        )
         rd.subscribe(["longpoll"])
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
@@ -75,16 +87,24 @@ def _long_polls(bootstrap: str, seconds: float = 8) -> None:
         t.join(60)
 
 
-BULK = 25_000                   # records produced a request each: 50,000 messages
+BULK = 25_000  # records produced a request each: 50,000 messages
 
 
 def _bulk(bootstrap: str) -> None:
     """An idempotent librdkafka producer sending every record in its own request (five
     in flight): the bulk of the messages the oracle checks."""
     from confluent_kafka import Producer
+
     create_topic(bootstrap, "bulk", 3)
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "batch.num.messages": 1,
-                  "enable.idempotence": True, "client.id": "kd-bulk"})
+    p = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 0,
+            "batch.num.messages": 1,
+            "enable.idempotence": True,
+            "client.id": "kd-bulk",
+        }
+    )
     for i in range(BULK):
         while True:
             try:
@@ -100,6 +120,7 @@ def _idle(bootstrap: str) -> None:
     """A consumer of a topic nothing is written to, long-polling for 11.5 s after its first
     poll: its fetches return nothing (empty_fetches, said after 10 s)."""
     from kafka import KafkaConsumer, TopicPartition
+
     c = KafkaConsumer(bootstrap_servers=bootstrap, client_id="kd-idle", fetch_max_wait_ms=WAIT_MS)
     c.assign([TopicPartition("idle", 0)])
     assert not c.poll(timeout_ms=500)
@@ -113,9 +134,13 @@ def _rebalances(bootstrap: str) -> None:
     """A classic group and a KIP-848 consumer group, each with a member joining a running
     member, then leaving (consumer_rebalance: new generations / epochs, and their causes)."""
     from confluent_kafka import Consumer
+
     for protocol in ("classic", "consumer"):
-        conf = {"bootstrap.servers": bootstrap, "group.id": f"kd-rebalance-{protocol}",
-                "group.protocol": protocol}
+        conf = {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"kd-rebalance-{protocol}",
+            "group.protocol": protocol,
+        }
         if protocol == "classic":
             conf.update({"heartbeat.interval.ms": 200, "session.timeout.ms": 6000})
         first, second = (Consumer({**conf, "client.id": f"kd-member-{i}"}) for i in (1, 2))
@@ -123,12 +148,13 @@ def _rebalances(bootstrap: str) -> None:
         def assigned(c, n=None) -> bool:
             c.poll(0.1)
             return bool(c.assignment()) if n is None else len(c.assignment()) == n
+
         first.subscribe(["rebalance"])
         _until(lambda: assigned(first, 3))
         second.subscribe(["rebalance"])
         # (both polled each time: each serves its own part of the rebalance)
         _until(lambda: all([assigned(first), assigned(second)]) and len(first.assignment()) < 3)
-        second.close()                          # LeaveGroup / a heartbeat leaving
+        second.close()  # LeaveGroup / a heartbeat leaving
         _until(lambda: assigned(first, 3))
         first.close()
 
@@ -144,10 +170,16 @@ def _lagging(bootstrap: str) -> None:
     an offset behind what it was given (commit_behind_fetch)."""
     from kafka import KafkaConsumer, TopicPartition
     from kafka.structs import OffsetAndMetadata
+
     tp = TopicPartition("longpoll", 0)
-    c = KafkaConsumer(bootstrap_servers=bootstrap, client_id="kd-lagging", group_id="kd-lagging",
-                      enable_auto_commit=False, max_partition_fetch_bytes=512,
-                      auto_offset_reset="earliest")
+    c = KafkaConsumer(
+        bootstrap_servers=bootstrap,
+        client_id="kd-lagging",
+        group_id="kd-lagging",
+        enable_auto_commit=False,
+        max_partition_fetch_bytes=512,
+        auto_offset_reset="earliest",
+    )
     c.assign([tp])
     got, deadline = 0, time.monotonic() + 60
     while got < 60:
@@ -160,9 +192,19 @@ def _lagging(bootstrap: str) -> None:
 def _quota(bootstrap: str) -> None:
     """A produce quota of 1 byte/s for the client id kd-retrying (Kafka's kafka-configs)."""
     from tests.support.apache_kafka import run_tool
-    run_tool("org.apache.kafka.tools.ConfigCommand", "--bootstrap-server", bootstrap, "--alter",
-             "--add-config", "producer_byte_rate=1", "--entity-type", "clients",
-             "--entity-name", "kd-retrying")
+
+    run_tool(
+        "org.apache.kafka.tools.ConfigCommand",
+        "--bootstrap-server",
+        bootstrap,
+        "--alter",
+        "--add-config",
+        "producer_byte_rate=1",
+        "--entity-type",
+        "clients",
+        "--entity-name",
+        "kd-retrying",
+    )
 
 
 def _producer_troubles(bootstrap: str) -> None:
@@ -175,14 +217,22 @@ def _producer_troubles(bootstrap: str) -> None:
     client bumps its epoch (producer_epoch_bump)."""
     from confluent_kafka import Producer
     from kafka import KafkaProducer, TopicPartition
+
     for topic in ("throttled", "skewed", "gap"):
         create_topic(bootstrap, topic)
     throttled: list = []
-    p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
-                  "client.id": "kd-retrying", "socket.timeout.ms": 1000, "linger.ms": 0,
-                  "throttle_cb": lambda event: throttled.append(event.throttle_time)})
+    p = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "enable.idempotence": True,
+            "client.id": "kd-retrying",
+            "socket.timeout.ms": 1000,
+            "linger.ms": 0,
+            "throttle_cb": lambda event: throttled.append(event.throttle_time),
+        }
+    )
     deadline = time.monotonic() + 30
-    while not any(throttled):           # (until the broker has the quota)
+    while not any(throttled):  # (until the broker has the quota)
         assert time.monotonic() < deadline, "no throttle"
         p.produce("throttled", value=b"x" * 100)
         assert p.flush(30) == 0
@@ -193,30 +243,32 @@ def _producer_troubles(bootstrap: str) -> None:
     s.produce("skewed", value=b"two hours ago", timestamp=int(time.time() * 1000) - 7_200_000)
     assert s.flush(30) == 0
     s.close()
-    k = KafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True,
-                      client_id="kd-gap", linger_ms=0)
+    k = KafkaProducer(
+        bootstrap_servers=bootstrap, enable_idempotence=True, client_id="kd-gap", linger_ms=0
+    )
     k.send("gap", b"first").get(30)
     k._transaction_manager.increment_sequence_number(TopicPartition("gap", 0), 5)
     try:
         k.send("gap", b"skipped ahead").get(30)
-    except Exception:           # (kafka-python may give up the batch the broker refused)
+    except Exception:  # (kafka-python may give up the batch the broker refused)
         pass
     k.close(10)
 
 
-DAMAGED = ("dmg-crc", "dmg-length", "dmg-magic")     # a topic per kind of damage
-BATCHES = 12                                          # batches written to each
-HIT = 5                                               # the batch damaged
+DAMAGED = ("dmg-crc", "dmg-length", "dmg-magic")  # a topic per kind of damage
+BATCHES = 12  # batches written to each
+HIT = 5  # the batch damaged
 
 
 def _batches_to_damage(bootstrap: str) -> None:
     from confluent_kafka import Producer
+
     for topic in DAMAGED:
         create_topic(bootstrap, topic)
         p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "client.id": "kd-dmg"})
         for i in range(BATCHES):
             p.produce(topic, key=b"k%d" % i, value=b"value %d " % i * 20)
-            assert p.flush(30) == 0         # a batch per record
+            assert p.flush(30) == 0  # a batch per record
 
 
 @pytest.fixture(scope="module")
@@ -224,6 +276,7 @@ def node(tmp_path_factory):
     """(the node, the capture, a copy of its log dir after the controlled shutdown)."""
     import shutil
     from tests.support.apache_kafka import ApacheKafka
+
     tmp = tmp_path_factory.mktemp("oracle")
     path = tmp / "kafka44.pcap"
     # index entries every few batches (indexes to check against damaged segments)
@@ -242,11 +295,11 @@ def node(tmp_path_factory):
         def beside(f):
             try:
                 f(bootstrap)
-            except BaseException as e:      # said after the join
+            except BaseException as e:  # said after the join
                 failed.append(e)
-        others = [threading.Thread(target=beside, args=(f,)) for f in (_idle, _rebalances,
-                                                                          _quota)]
-        for t in others:            # while the bulk is sent: no time of their own
+
+        others = [threading.Thread(target=beside, args=(f,)) for f in (_idle, _rebalances, _quota)]
+        for t in others:  # while the bulk is sent: no time of their own
             t.start()
         _bulk(bootstrap)
         for t in others:
@@ -258,7 +311,7 @@ def node(tmp_path_factory):
         java_session("consumer-group", bootstrap)
         java_session("share-group", bootstrap)
         java_session("transactions", bootstrap)
-        kafka.stop_node(1)                  # SIGTERM: a controlled shutdown
+        kafka.stop_node(1)  # SIGTERM: a controlled shutdown
         dump.stop()
         shutil.copytree(kafka.log_dirs[0], tmp / "clean")
         yield kafka, path, tmp / "clean"
@@ -277,8 +330,7 @@ def stopped(node):
 def _exchanges(node) -> list:
     # the node's ports given: Kafka 4.4's Java clients open with ApiVersions v5, which
     # kdissect's schemas do not know yet, so it cannot tell their side by the first bytes
-    return exchanges_in([str(node[1])], ports=node[0].ports("PLAINTEXT", "CONTROLLER")
-                        ).exchanges
+    return exchanges_in([str(node[1])], ports=node[0].ports("PLAINTEXT", "CONTROLLER")).exchanges
 
 
 @pytest.fixture(scope="module")
@@ -304,17 +356,29 @@ def test_no_false_finding_on_kafka_4_traffic(node, traffic):
     for e in exchanges:
         for f in e.findings:
             if f.code in oracle.CLIENT_RULES:
-                for wrong in (re.sub(r"\d+", lambda m: str(int(m[0]) + 1), f.detail, count=1),
-                              re.sub(r"\d+(?=\D*$)", lambda m: str(int(m[0]) + 1), f.detail)):
+                for wrong in (
+                    re.sub(r"\d+", lambda m: str(int(m[0]) + 1), f.detail, count=1),
+                    re.sub(r"\d+(?=\D*$)", lambda m: str(int(m[0]) + 1), f.detail),
+                ):
                     assert oracle.judge(e, f.code, wrong, exchanges, truth, state), wrong
     # Kafka's classes read every message kdissect read whole: at scale
-    whole = [m for e in exchanges for m in (e.request, e.response)
-             if m is not None and m.status == "ok" and m.api_key is not None]
+    whole = [
+        m
+        for e in exchanges
+        for m in (e.request, e.response)
+        if m is not None and m.status == "ok" and m.api_key is not None
+    ]
     assert len(truth) == len(whole) >= 2 * BULK
     # the cases the rules are about happened: Fetches held to their wait that returned
     # records, ShareFetches, the controlled shutdown
-    held = [e for e in exchanges if e.first.api_name == "Fetch" and e.facts.records and
-            e.latency is not None and e.latency >= WAIT_MS / 1000 * 0.9]
+    held = [
+        e
+        for e in exchanges
+        if e.first.api_name == "Fetch"
+        and e.facts.records
+        and e.latency is not None
+        and e.latency >= WAIT_MS / 1000 * 0.9
+    ]
     assert len(held) >= 5, len(held)
     assert any(e.first.api_name == "ShareFetch" and e.response is not None for e in exchanges)
     assert checked["controlled_shutdown"] >= 1, checked
@@ -329,11 +393,13 @@ def _tail(pcap: Path, after: float, out: Path) -> None:
     order = "little" if data[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else "big"
     kept, pos = [data[:24]], 24
     while pos + 16 <= len(data):
-        size = int.from_bytes(data[pos + 8:pos + 12], order)
-        ts = int.from_bytes(data[pos:pos + 4], order) + \
-            int.from_bytes(data[pos + 4:pos + 8], order) * scale
+        size = int.from_bytes(data[pos + 8 : pos + 12], order)
+        ts = (
+            int.from_bytes(data[pos : pos + 4], order)
+            + int.from_bytes(data[pos + 4 : pos + 8], order) * scale
+        )
         if ts > after:
-            kept.append(data[pos:pos + 16 + size])
+            kept.append(data[pos : pos + 16 + size])
         pos += 16 + size
     out.write_bytes(b"".join(kept))
 
@@ -344,8 +410,13 @@ def test_a_capture_started_late_claims_no_expected_sequence(node, traffic, tmp_p
     accepted batch in the capture); the exact wording, which kdissect gave before, is
     what the oracle calls unprovable."""
     exchanges, _ = traffic
-    init = next(e for e in exchanges if e.first.api_name == "InitProducerId" and
-                e.request.client_id == "kd-gap" and e.response is not None)
+    init = next(
+        e
+        for e in exchanges
+        if e.first.api_name == "InitProducerId"
+        and e.request.client_id == "kd-gap"
+        and e.response is not None
+    )
     cut = tmp_path / "late.pcap"
     _tail(node[1], init.response.ts, cut)
     late = exchanges_in([str(cut)], ports=node[0].ports("PLAINTEXT", "CONTROLLER")).exchanges
@@ -353,17 +424,24 @@ def test_a_capture_started_late_claims_no_expected_sequence(node, traffic, tmp_p
     checked, false = oracle.check(late, truth)
     assert false == [], false[:10]
     gaps = [(e, f.detail) for e in late for f in e.findings if f.code == "producer_sequence_gap"]
-    assert len(gaps) == 1 and "gap[0]: batch 6-6 refused (OUT_OF_ORDER_SEQUENCE_NUMBER); the " \
-        "broker expected at least 1 (the start of this producer epoch is not in the " \
-        "capture" in gaps[0][1], gaps
+    assert (
+        len(gaps) == 1
+        and "gap[0]: batch 6-6 refused (OUT_OF_ORDER_SEQUENCE_NUMBER); the "
+        "broker expected at least 1 (the start of this producer epoch is not in the "
+        "capture"
+        in gaps[0][1]
+    ), gaps
     exact = re.sub(r"at least (\d+) \(.*\)$", r"\1", gaps[0][1])
     assert oracle.judge(gaps[0][0], "producer_sequence_gap", exact, late, truth, {})
 
 
 def _log(*args: str) -> tuple[int, list[dict], str]:
     res = CliRunner().invoke(main, ["log", *args, "--format", "jsonl"], catch_exceptions=False)
-    return res.exit_code, [json.loads(x) for x in res.output.splitlines()
-                           if x.startswith("{")], res.output
+    return (
+        res.exit_code,
+        [json.loads(x) for x in res.output.splitlines() if x.startswith("{")],
+        res.output,
+    )
 
 
 def test_clean_stop_log_dir_has_no_finding(stopped):
@@ -388,7 +466,7 @@ def _positions(segment) -> list[int]:
     pos, out = 0, []
     while pos + 12 <= len(data):
         out.append(pos)
-        pos += 12 + int.from_bytes(data[pos + 8:pos + 12], "big")
+        pos += 12 + int.from_bytes(data[pos + 8 : pos + 12], "big")
     return out
 
 
@@ -403,11 +481,11 @@ def _damage(log_dir) -> dict[str, int]:
         positions = _positions(seg)
         assert len(positions) == BATCHES, (topic, len(positions))
         pos = positions[HIT]
-        at[topic] = int.from_bytes(data[pos:pos + 8], "big")
+        at[topic] = int.from_bytes(data[pos : pos + 8], "big")
         if topic == "dmg-crc":
             data[pos + 70] ^= 0xFF
         elif topic == "dmg-length":
-            data[pos + 8:pos + 12] = (0x7FFF0000).to_bytes(4, "big")
+            data[pos + 8 : pos + 12] = (0x7FFF0000).to_bytes(4, "big")
         else:
             data[pos + 16] = 7
         seg.write_bytes(bytes(data))
@@ -425,6 +503,7 @@ def recovered(node, tmp_path_factory):
     what kdissect said of it, what Kafka 4.4 kept after starting on it, then the log dir
     after a SIGKILL (preallocated indexes, no marker)."""
     import shutil
+
     kafka, _, _ = node
     log_dir = kafka.log_dirs[0]
     at = _damage(log_dir)
@@ -440,8 +519,12 @@ def recovered(node, tmp_path_factory):
 
 
 def _said(objs: list[dict], topic: str) -> list[tuple[str, str]]:
-    return [(f["code"], f["detail"]) for o in objs if f"/{topic}-0/" in o["file"]
-            for f in o.get("findings", [])]
+    return [
+        (f["code"], f["detail"])
+        for o in objs
+        if f"/{topic}-0/" in o["file"]
+        for f in o.get("findings", [])
+    ]
 
 
 def test_damaged_segments_say_what_kafka_recovery_does(recovered):
@@ -452,8 +535,10 @@ def test_damaged_segments_say_what_kafka_recovery_does(recovered):
     # (and what the flipped byte did to the record under it)
     assert [c for c, _ in crc][0] == "crc_mismatch", crc
     assert not {c for c, _ in crc} & {"log_bad_batch", "log_size_past_end"}, crc
-    assert "Kafka's recovery, at the broker's next start, truncates the partition at this " \
+    assert (
+        "Kafka's recovery, at the broker's next start, truncates the partition at this "
         "batch" in crc[0][1]
+    )
     assert kept["dmg-crc"] == HIT
     # a garbage length with intact batches after it: no torn write; recovery truncates
     # there (it did); the intact batches after it are read, and index entries naming them
@@ -462,21 +547,32 @@ def test_damaged_segments_say_what_kafka_recovery_does(recovered):
     assert [c for c, _ in length] == ["log_bad_batch"], length
     assert "not a torn write" in length[0][1] and "truncates the partition" in length[0][1]
     assert kept["dmg-length"] == HIT
-    read = [o for o in objs if o["type"] == "batch" and "/dmg-length-0/" in o["file"]
-            and "base_offset" in o]
+    read = [
+        o
+        for o in objs
+        if o["type"] == "batch" and "/dmg-length-0/" in o["file"] and "base_offset" in o
+    ]
     assert len(read) == BATCHES - 1
     # magic byte 7 with its length and CRC intact: recovery keeps the segment (it did)
     magic = _said(objs, "dmg-magic")
     assert [c for c, _ in magic] == ["log_bad_magic"], magic
     assert "recovery keeps it" in magic[0][1]
     assert kept["dmg-magic"] == BATCHES
-    assert [o for o in objs if o["type"] == "batch" and "/dmg-magic-0/" in o["file"]
-            and "base_offset" in o].__len__() == BATCHES - 1
+    assert [
+        o
+        for o in objs
+        if o["type"] == "batch" and "/dmg-magic-0/" in o["file"] and "base_offset" in o
+    ].__len__() == BATCHES - 1
     # the log dir says it was not stopped cleanly; nothing else is claimed
-    others = [(o["file"], f["code"]) for o in objs for f in o.get("findings", [])
-              if not any(f"/{t}-0/" in o["file"] for t in DAMAGED)]
-    assert others == [(str(recovered[4] / "meta.properties"), "unclean_shutdown")] or \
-        [c for _, c in others] == ["unclean_shutdown"], others
+    others = [
+        (o["file"], f["code"])
+        for o in objs
+        for f in o.get("findings", [])
+        if not any(f"/{t}-0/" in o["file"] for t in DAMAGED)
+    ]
+    assert others == [(str(recovered[4] / "meta.properties"), "unclean_shutdown")] or [
+        c for _, c in others
+    ] == ["unclean_shutdown"], others
 
 
 def test_after_sigkill_the_unclean_stop_is_said(recovered):
@@ -490,7 +586,7 @@ def test_after_sigkill_the_unclean_stop_is_said(recovered):
     took = time.process_time() - started
     assert code == 0
     found = [(o["file"], f["code"]) for o in objs for f in o.get("findings", [])]
-    assert ("unclean_shutdown" in [c for _, c in found])
+    assert "unclean_shutdown" in [c for _, c in found]
     # the magic-7 batch Kafka kept is still there; nothing else is an error
     errors = [(f, c) for f, c in found if c not in ("unclean_shutdown", "log_bad_magic")]
     assert errors == [], errors
@@ -500,8 +596,9 @@ def test_after_sigkill_the_unclean_stop_is_said(recovered):
     assert took < 60
 
 
-@pytest.mark.parametrize("name", sorted(p.stem for p in (
-    Path(__file__).parent.parent / "captures").glob("*.pcap")))
+@pytest.mark.parametrize(
+    "name", sorted(p.stem for p in (Path(__file__).parent.parent / "captures").glob("*.pcap"))
+)
 def test_no_false_finding_on_the_repo_captures(name):
     """The oracle over every repo capture: no finding a rule checks is false, and every
     diagnosis raised has a rule or is one of the few listed without."""

@@ -10,18 +10,32 @@ import pytest
 from tests.fuzz import harness, runner
 
 # inputs per target in the slice: about a minute of CPU in all
-SLICE = {"hinted": 3000, "blob": 1000, "grammar": 1000, "capture": 150, "guessed": 50,
-         "tls": 500, "segment": 250}
-SLICE.update({"filter": 200, "framing": 500, "tcp": 100, "paste": 50})     # issue 22's
-SLICE["native"] = 250                  # issue 28's: both packet paths, compared
-SLICE["logjson"] = 500                 # issue 25's: both record-line writers, compared
-SLICE["jsonrec"] = 500                 # issue 28's: both record-list writers, compared
-SLICE["records"] = 500                 # issue 37's: Record views against the record loop
-SLICE["avro"] = 1000                   # issue 27's: both Avro readers, compared
-SLICE["parquet"] = 50                  # issue 28's: the Parquet writer, read back by pyarrow
-SLICE["midway"] = 250                  # issue 36's: connections seen without their start
-SLICE.update({"logfile": 1000, "json": 1000, "answer": 500, "schema": 500,    # issue 39's
-              "keylog": 500})
+SLICE = {
+    "hinted": 3000,
+    "blob": 1000,
+    "grammar": 1000,
+    "capture": 150,
+    "guessed": 50,
+    "tls": 500,
+    "segment": 250,
+}
+SLICE.update({"filter": 200, "framing": 500, "tcp": 100, "paste": 50})  # issue 22's
+SLICE["native"] = 250  # issue 28's: both packet paths, compared
+SLICE["logjson"] = 500  # issue 25's: both record-line writers, compared
+SLICE["jsonrec"] = 500  # issue 28's: both record-list writers, compared
+SLICE["records"] = 500  # issue 37's: Record views against the record loop
+SLICE["avro"] = 1000  # issue 27's: both Avro readers, compared
+SLICE["parquet"] = 50  # issue 28's: the Parquet writer, read back by pyarrow
+SLICE["midway"] = 250  # issue 36's: connections seen without their start
+SLICE.update(
+    {
+        "logfile": 1000,
+        "json": 1000,
+        "answer": 500,
+        "schema": 500,  # issue 39's
+        "keylog": 500,
+    }
+)
 
 
 # The slice is seeded: a failure here reproduces on every machine. Another seed explores
@@ -41,8 +55,12 @@ REGRESSIONS = sorted(harness.REGRESSIONS.glob("*.bin"))
 def test_regressions_are_kept():
     # the inputs found so far (crafted from issue 11's findings, and whatever the fuzzer
     # finds later) stay in the repo
-    assert {p.name.split("-", 1)[0] for p in REGRESSIONS} >= {"capture", "blob", "grammar",
-                                                               "hinted"}
+    assert {p.name.split("-", 1)[0] for p in REGRESSIONS} >= {
+        "capture",
+        "blob",
+        "grammar",
+        "hinted",
+    }
 
 
 @pytest.mark.parametrize("path", REGRESSIONS, ids=lambda p: p.name)

@@ -26,14 +26,21 @@ def test_outputs_are_unchanged() -> None:
     # (JSON lines on worker processes, the verbose tree, statistics, a paste)
     named = dict(cases())
     blob = min(n for n in named if n.startswith("blob/"))
-    for name in ("pcap/kcat.pcap/jsonl", "pcap/sasl-scram.pcap/verbose",
-                 "pcap/tls/kafka-tls.pcap/stats", blob):
+    for name in (
+        "pcap/kcat.pcap/jsonl",
+        "pcap/sasl-scram.pcap/verbose",
+        "pcap/tls/kafka-tls.pcap/stats",
+        blob,
+    ):
         assert digest(named[name]) == actual[name], name
-    changed = sorted(name for name in expected.keys() | actual.keys()
-                     if expected.get(name) != actual.get(name))
-    assert not changed, f"{len(changed)} outputs changed (first: {changed[:8]}); " \
-                        "if intended, run python -m tests.support.golden --update\n" + \
-                        "".join(_diff(name, results.get(name)) for name in changed[:3])
+    changed = sorted(
+        name for name in expected.keys() | actual.keys() if expected.get(name) != actual.get(name)
+    )
+    assert not changed, (
+        f"{len(changed)} outputs changed (first: {changed[:8]}); "
+        "if intended, run python -m tests.support.golden --update\n"
+        + "".join(_diff(name, results.get(name)) for name in changed[:3])
+    )
     # the readable heads are the table's: none stale, none missing
     for name, (_, text) in results.items():
         assert head_path(name).read_bytes() == text, f"{head_path(name)} is stale: --update"
@@ -43,6 +50,9 @@ def _diff(name: str, result: tuple[str, bytes] | None) -> str:
     path = head_path(name)
     old = path.read_bytes().decode(errors="replace") if path.exists() else ""
     new = result[1].decode(errors="replace") if result else ""
-    lines = list(difflib.unified_diff(old.splitlines(), new.splitlines(), f"{name} (kept)",
-                                      f"{name} (now)", n=1, lineterm=""))
+    lines = list(
+        difflib.unified_diff(
+            old.splitlines(), new.splitlines(), f"{name} (kept)", f"{name} (now)", n=1, lineterm=""
+        )
+    )
     return "\n".join(lines[:40]) + "\n"

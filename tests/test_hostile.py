@@ -19,27 +19,33 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow      # the whole hostile set through the CLI
+pytestmark = pytest.mark.slow  # the whole hostile set through the CLI
 
 ROOT = Path(__file__).resolve().parents[1]
 KDISSECT = [sys.executable, "-m", "kdissect"]
 MEASURED = ROOT / "tests" / "support" / "measured.py"
-TIME_LIMIT = 30.0          # CPU seconds
+TIME_LIMIT = 30.0  # CPU seconds
 WALL_LIMIT = 900.0
 RSS_LIMIT = 1 << 30
 HOSTILE: dict[str, Path] = {}
 
 
-def run_measured(args: list[str], cwd: Path,
-                 stdout: Path | None = None) -> tuple[int, str, float, int]:
+def run_measured(
+    args: list[str], cwd: Path, stdout: Path | None = None
+) -> tuple[int, str, float, int]:
     """(exit status, stderr, CPU seconds, peak RSS in bytes) of one CLI run, measured by
     a small launcher (tests/support/measured.py: its children do not inherit pytest's size).
     ``stdout``: a file to keep the output in (else it is dropped)."""
     err_path, report = cwd / "stderr.txt", cwd / "measured.txt"
     with open(stdout or os.devnull, "wb") as out, open(err_path, "wb") as err:
-        proc = subprocess.Popen([sys.executable, str(MEASURED), str(report), *KDISSECT, *args],
-                                stdout=out, stderr=err, cwd=ROOT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            [sys.executable, str(MEASURED), str(report), *KDISSECT, *args],
+            stdout=out,
+            stderr=err,
+            cwd=ROOT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         try:
             _wait(proc, WALL_LIMIT)
         finally:
@@ -58,11 +64,12 @@ def _wait(proc, timeout: float) -> None:
         time.sleep(0.02)
 
 
-def check(args: list[str], cwd: Path, time_limit: float = TIME_LIMIT,
-          stdout: Path | None = None) -> tuple[int, str]:
+def check(
+    args: list[str], cwd: Path, time_limit: float = TIME_LIMIT, stdout: Path | None = None
+) -> tuple[int, str]:
     code, err, seconds, rss = run_measured(args, cwd, stdout)
     what = " ".join(args[:1] + [Path(a).name for a in args[1:]])
-    report = os.environ.get("KDISSECT_HOSTILE_REPORT")     # figures for docs/protocol.md
+    report = os.environ.get("KDISSECT_HOSTILE_REPORT")  # figures for docs/protocol.md
     if report:
         with open(report, "a") as f:
             f.write(f"{what}\t{code}\t{seconds:.2f}\t{rss >> 20}\n")
@@ -76,23 +83,53 @@ def check(args: list[str], cwd: Path, time_limit: float = TIME_LIMIT,
     return code, err
 
 
-CAPTURES = ["bomb-gzip.pcap", "bomb-snappy-claim.pcap", "bomb-snappy.pcap", "bomb-xerial.pcap",
-            "bomb-lz4.pcap", "bomb-zstd.pcap", "bombs-24-zstd.pcap", "record-count-4Mi.pcap",
-            "records-zero-length.pcap", "zstd-tiny-frames.pcap", "gzip-corrupt.pcap",
-            "lz4-corrupt.pcap", "wrappers-of-wrappers.pcap", "wrapper-self-similar.pcap",
-            "string-2^31.pcap", "array-2^31.pcap", "records-2^31.pcap",
-            "batch-length-2^31.pcap", "record-length-2^31.pcap", "many-topics.pcap",
-            "size-2^31.pcap", "empty.pcap", "header-cut.pcap", "record-incl-2^31.pcap",
-            "block-2^31.pcapng", "short-idb.pcapng", "short-epb.pcapng", "short-spb.pcapng",
-            "short-opb.pcapng", "epb-incl-past-block.pcapng", "tsresol-at-end.pcapng",
-            "tsresol-0.pcapng", "tsresol-0x80.pcapng", "tsresol-0xff.pcapng",
-            "gzip-cut.pcap.gz", "sasl-scram-flood.pcap",
-            # reassembly and the process's memory budget (make_hostile.reassembly_captures)
-            "tcp-1byte-last-first.pcap", "tcp-holes-60k.pcap", "partials-4x300M.pcap.gz",
-            "connections-200k.pcap",
-            ] + [f"damaged-{n}-{k}.pcap" for n in (
-                "kafka-python-codecs", "aiokafka", "legacy-0.8.2", "confluent-group")
-                for k in range(4)]
+CAPTURES = [
+    "bomb-gzip.pcap",
+    "bomb-snappy-claim.pcap",
+    "bomb-snappy.pcap",
+    "bomb-xerial.pcap",
+    "bomb-lz4.pcap",
+    "bomb-zstd.pcap",
+    "bombs-24-zstd.pcap",
+    "record-count-4Mi.pcap",
+    "records-zero-length.pcap",
+    "zstd-tiny-frames.pcap",
+    "gzip-corrupt.pcap",
+    "lz4-corrupt.pcap",
+    "wrappers-of-wrappers.pcap",
+    "wrapper-self-similar.pcap",
+    "string-2^31.pcap",
+    "array-2^31.pcap",
+    "records-2^31.pcap",
+    "batch-length-2^31.pcap",
+    "record-length-2^31.pcap",
+    "many-topics.pcap",
+    "size-2^31.pcap",
+    "empty.pcap",
+    "header-cut.pcap",
+    "record-incl-2^31.pcap",
+    "block-2^31.pcapng",
+    "short-idb.pcapng",
+    "short-epb.pcapng",
+    "short-spb.pcapng",
+    "short-opb.pcapng",
+    "epb-incl-past-block.pcapng",
+    "tsresol-at-end.pcapng",
+    "tsresol-0.pcapng",
+    "tsresol-0x80.pcapng",
+    "tsresol-0xff.pcapng",
+    "gzip-cut.pcap.gz",
+    "sasl-scram-flood.pcap",
+    # reassembly and the process's memory budget (make_hostile.reassembly_captures)
+    "tcp-1byte-last-first.pcap",
+    "tcp-holes-60k.pcap",
+    "partials-4x300M.pcap.gz",
+    "connections-200k.pcap",
+] + [
+    f"damaged-{n}-{k}.pcap"
+    for n in ("kafka-python-codecs", "aiokafka", "legacy-0.8.2", "confluent-group")
+    for k in range(4)
+]
 
 
 @pytest.mark.parametrize("name", CAPTURES)
@@ -112,29 +149,61 @@ def test_many_connections_in_one_process(hostile, tmp_path):
     """200,000 connections of one exchange each (issue 22): JSON lines in one process too
     (the test above runs the default, one worker per core). All three runs are held to
     the common 30 CPU-s: idle they take 16-21 (docs/pcap.md), ~18 inside a full suite."""
-    check(["pcap", "--format", "jsonl", "-j", "1", str(hostile / "connections-200k.pcap")],
-          tmp_path)
+    check(
+        ["pcap", "--format", "jsonl", "-j", "1", str(hostile / "connections-200k.pcap")], tmp_path
+    )
 
 
 # --json writes every field: run it on the inputs that make the most of them
-JSON_TOO = {"record-count-4Mi.hex", "wrappers-of-wrappers.hex", "many-topics.hex",
-            "big-request.hex", "bombs-24-zstd.hex", "deep-literal.txt", "binary.bin",
-            "sasl-scram-flood.hex"}
+JSON_TOO = {
+    "record-count-4Mi.hex",
+    "wrappers-of-wrappers.hex",
+    "many-topics.hex",
+    "big-request.hex",
+    "bombs-24-zstd.hex",
+    "deep-literal.txt",
+    "binary.bin",
+    "sasl-scram-flood.hex",
+}
 # the budget's breaches are findings with their codes, and the rest of the bytes is kept
 # (compressed or raw), not dropped: checked in the --json output of the runs above
 # (a second run of each took 5-25 s) and in test_budget_findings_are_reported
-BUDGET_FINDINGS = {"bombs-24-zstd.hex": "decompressed_budget",
-                   "record-count-4Mi.hex": "node_budget",
-                   "sasl-scram-flood.hex": "node_budget"}     # SASL held by the node budget
+BUDGET_FINDINGS = {
+    "bombs-24-zstd.hex": "decompressed_budget",
+    "record-count-4Mi.hex": "node_budget",
+    "sasl-scram-flood.hex": "node_budget",
+}  # SASL held by the node budget
 
 
-@pytest.mark.parametrize("name", [
-    "bomb-gzip.hex", "bomb-zstd.hex", "bombs-24-zstd.hex", "record-count-4Mi.hex",
-    "records-zero-length.hex", "zstd-tiny-frames.hex", "wrappers-of-wrappers.hex",
-    "wrapper-self-similar.hex", "string-2^31.hex", "array-2^31.hex", "records-2^31.hex",
-    "record-length-2^31.hex", "many-topics.hex", "size-2^31.hex", "big-request.hex",
-    "hello.txt", "bom-utf8.txt", "bom-utf16.txt", "deep-literal.txt", "deep-parens.txt",
-    "deep-list.txt", "binary.bin", "empty.txt", "sasl-scram-flood.hex"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "bomb-gzip.hex",
+        "bomb-zstd.hex",
+        "bombs-24-zstd.hex",
+        "record-count-4Mi.hex",
+        "records-zero-length.hex",
+        "zstd-tiny-frames.hex",
+        "wrappers-of-wrappers.hex",
+        "wrapper-self-similar.hex",
+        "string-2^31.hex",
+        "array-2^31.hex",
+        "records-2^31.hex",
+        "record-length-2^31.hex",
+        "many-topics.hex",
+        "size-2^31.hex",
+        "big-request.hex",
+        "hello.txt",
+        "bom-utf8.txt",
+        "bom-utf16.txt",
+        "deep-literal.txt",
+        "deep-parens.txt",
+        "deep-list.txt",
+        "binary.bin",
+        "empty.txt",
+        "sasl-scram-flood.hex",
+    ],
+)
 def test_blob(hostile, tmp_path, name):
     path = hostile / "blob" / name
     assert path.exists(), "make_hostile.py and this list must agree"
@@ -144,7 +213,7 @@ def test_blob(hostile, tmp_path, name):
         check(["blob", "--json", str(path)], tmp_path, stdout=out)
         if name in BUDGET_FINDINGS:
             assert_budget_finding(out.read_text(), BUDGET_FINDINGS[name], name)
-        out.unlink()                     # up to 130 MB: not kept with the session's files
+        out.unlink()  # up to 130 MB: not kept with the session's files
     if name in ("hello.txt", "empty.txt"):
         assert code == 2 and "expected hex" in err
     if name.startswith("bom-"):
@@ -152,14 +221,16 @@ def test_blob(hostile, tmp_path, name):
 
 
 def _stdout(args: list[str]) -> str:
-    return subprocess.run(KDISSECT + args, capture_output=True, text=True, cwd=ROOT,
-                          timeout=WALL_LIMIT).stdout
+    return subprocess.run(
+        KDISSECT + args, capture_output=True, text=True, cwd=ROOT, timeout=WALL_LIMIT
+    ).stdout
 
 
 def assert_budget_finding(output: str, code: str | None, name: str) -> None:
     """``blob --json`` output: the first message has a problem of ``code`` (if given) and
     its tree holds no traceback."""
     import json
+
     first = json.loads(output)["messages"][0]
     if code:
         assert code in {p["code"] for p in first["problems"]}, name
@@ -168,10 +239,8 @@ def assert_budget_finding(output: str, code: str | None, name: str) -> None:
 
 def test_budget_findings_are_reported(hostile):
     """As BUDGET_FINDINGS, on inputs test_blob runs without --json."""
-    for name, code in [("bomb-zstd.hex", "decompressed_budget"),
-                       ("zstd-tiny-frames.hex", None)]:
-        assert_budget_finding(_stdout(["blob", "--json", str(hostile / "blob" / name)]),
-                              code, name)
+    for name, code in [("bomb-zstd.hex", "decompressed_budget"), ("zstd-tiny-frames.hex", None)]:
+        assert_budget_finding(_stdout(["blob", "--json", str(hostile / "blob" / name)]), code, name)
 
 
 def test_cli_errors_are_one_line(hostile, tmp_path):
@@ -180,8 +249,11 @@ def test_cli_errors_are_one_line(hostile, tmp_path):
         (["blob", "hello world"], 2, "expected hex"),
         (["blob", "--api", "99999999999999999999", "00"], 2, "unknown API"),
         (["blob", "--max-decompressed", "1e400", "0000"], 2, "out of range"),
-        (["pcap", "--max-decompressed", "1e400", str(ROOT / "captures" / "kcat.pcap")], 2,
-         "out of range"),
+        (
+            ["pcap", "--max-decompressed", "1e400", str(ROOT / "captures" / "kcat.pcap")],
+            2,
+            "out of range",
+        ),
         (["pcap", str(hostile / "empty.pcap")], 1, "no packets"),
     ]
     for args, want, text in cases:
@@ -209,24 +281,38 @@ def test_a_bug_is_one_line_without_debug(tmp_path):
         "def boom(self, *segment): raise ValueError('provoked')\n"
         "t.Reassembler.take = boom\n"
         "from kdissect.cli.entry import main\n"
-        "main(sys.argv[1:])\n")
+        "main(sys.argv[1:])\n"
+    )
     capture = str(ROOT / "captures" / "kcat.pcap")
     # Python's reassembler, the one patched (the compiled one would not call it)
     env = {**os.environ, "KDISSECT_PY_REASM": "1"}
-    res = subprocess.run([sys.executable, "-c", script, "pcap", "--format", "jsonl", capture],
-                         capture_output=True, text=True, cwd=ROOT, timeout=60, env=env)
+    res = subprocess.run(
+        [sys.executable, "-c", script, "pcap", "--format", "jsonl", capture],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        env=env,
+    )
     assert res.returncode == 70 and "Traceback" not in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1
     assert "this is a bug" in res.stderr.lower() and "kcat.pcap near byte" in res.stderr
     assert "frame 1" in res.stderr
-    res = subprocess.run([sys.executable, "-c", script, "--debug", "pcap", capture],
-                         capture_output=True, text=True, cwd=ROOT, timeout=60, env=env)
+    res = subprocess.run(
+        [sys.executable, "-c", script, "--debug", "pcap", capture],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        env=env,
+    )
     assert "Traceback" in res.stderr and "provoked" in res.stderr
 
 
 def test_odd_timestamps_show_as_invalid(hostile):
     """if_tsresol 0 and 0x80 make 2^64-second times: shown as invalid, not raised."""
     import json
+
     for name in ("tsresol-0.pcapng", "tsresol-0x80.pcapng"):
         lines = _stdout(["pcap", "--format", "jsonl", str(hostile / name)]).splitlines()
         rows = [json.loads(ln) for ln in lines]
@@ -240,15 +326,26 @@ def test_streamed_json_equals_the_dicts():
     import json
     from tests.fuzz.harness import seed_messages
     from kdissect.protocol import decode_request, decode_response
+
     for data, direction, key, version in seed_messages()[::7]:
-        msg = decode_request(data) if direction == "request" else \
-            decode_response(data, key, version)
+        msg = (
+            decode_request(data) if direction == "request" else decode_response(data, key, version)
+        )
         assert json.loads("".join(msg.tree.iter_json())) == msg.tree.to_json()
 
 
-FILTERS = ["escape-x.txt", "escape-N.txt", "escape-u-short.txt", "escape-U-beyond.txt",
-           "number-5000-digits.txt", "parens-300.txt", "nots-1000.txt", "and-5000.txt",
-           "or-5000.txt", "error-with-unit.txt"]
+FILTERS = [
+    "escape-x.txt",
+    "escape-N.txt",
+    "escape-u-short.txt",
+    "escape-U-beyond.txt",
+    "number-5000-digits.txt",
+    "parens-300.txt",
+    "nots-1000.txt",
+    "and-5000.txt",
+    "or-5000.txt",
+    "error-with-unit.txt",
+]
 
 
 @pytest.mark.parametrize("name", FILTERS)
@@ -260,7 +357,7 @@ def test_filter_traps(hostile, tmp_path, name):
     assert code in (0, 2), (name, code)
     if code == 2:
         assert "-Y/--filter" in err and "at position" in err, err[-500:]
-    assert len(err) < 2000                    # the filter is not echoed whole
+    assert len(err) < 2000  # the filter is not echoed whole
 
 
 @pytest.mark.parametrize("name", ["version-5000-digits.bnf", "tag-5000-digits.bnf"])

@@ -37,15 +37,17 @@ def _uvarint(n: int) -> bytes:
 
 
 def _varint(n: int) -> bytes:
-    return _uvarint((n << 1) ^ (n >> 63))       # zigzag
+    return _uvarint((n << 1) ^ (n >> 63))  # zigzag
 
 
 def tcp_pcap(stream: bytes) -> bytes:
     """A capture of ``stream`` from 10.0.0.1:40000 to 10.0.0.2:9092 after a TCP handshake
     (a capture without one reads as begun inside the connection)."""
-    shake = [mh._frame(1, 40000, 999, b"", True, 0x02),
-             mh._frame(1, 40000, 4999, b"", False, 0x12, ack=1000),
-             mh._frame(1, 40000, 1000, b"", True, 0x10, ack=5000)]
+    shake = [
+        mh._frame(1, 40000, 999, b"", True, 0x02),
+        mh._frame(1, 40000, 4999, b"", False, 0x12, ack=1000),
+        mh._frame(1, 40000, 1000, b"", True, 0x10, ack=5000),
+    ]
     return mh.pcap(shake + mh.frames(stream))
 
 
@@ -74,6 +76,7 @@ def stdout_of(args: list[str], tmp_path: Path) -> tuple[int, str, str]:
 
 
 # -- kdissect log ------------------------------------------------------------------------
+
 
 def _log_dir(root: Path) -> Path:
     """A small log dir: meta.properties, two partitions with leader-epoch checkpoints."""
@@ -131,8 +134,13 @@ def _without_root_reads() -> list[str]:
 
 
 def _run_unprivileged(args: list[str]) -> tuple[int, str, str]:
-    run = subprocess.run([*_without_root_reads(), *KDISSECT, *args], cwd=ROOT,
-                         capture_output=True, timeout=600, stdin=subprocess.DEVNULL)
+    run = subprocess.run(
+        [*_without_root_reads(), *KDISSECT, *args],
+        cwd=ROOT,
+        capture_output=True,
+        timeout=600,
+        stdin=subprocess.DEVNULL,
+    )
     out, err = run.stdout.decode(errors="replace"), run.stderr.decode(errors="replace")
     assert "Traceback" not in err and "internal error" not in err, err[-2000:]
     return run.returncode, out, err
@@ -161,12 +169,17 @@ def test_permission_denied_for_real(tmp_path):
         code, out, err = _run_unprivileged(["log", "--format", "jsonl", str(root)])
         assert code == 0, err
         objs = [json.loads(line) for line in out.splitlines()]
-        unreadable = {Path(o["file"]).relative_to(root).as_posix(): o for o in objs
-                      if any(f["code"] == "unreadable_file" for f in o["findings"])}
+        unreadable = {
+            Path(o["file"]).relative_to(root).as_posix(): o
+            for o in objs
+            if any(f["code"] == "unreadable_file" for f in o["findings"])
+        }
         assert sorted(unreadable) == ["b-0/00000000000000000000.log", "c-0"], unreadable
         assert all("Permission denied" in json.dumps(o) for o in unreadable.values())
-        assert any(o["type"] == "batch" and o["file"].endswith("a-0/00000000000000000000.log")
-                   for o in objs)
+        assert any(
+            o["type"] == "batch" and o["file"].endswith("a-0/00000000000000000000.log")
+            for o in objs
+        )
         code, out, _ = _run_unprivileged(["log", "--no-tui", str(root)])
         assert code == 0 and out.count("Permission denied") == 2 and "offsets 0..0" in out
         for alone in closed[:2]:
@@ -175,8 +188,10 @@ def test_permission_denied_for_real(tmp_path):
         for view in ([], ["--format", "jsonl"]):
             code, out, err = _run_unprivileged(["pcap", "--no-tui", *view, str(denied), str(ok)])
             assert code == 1 and "Produce" in out, (view, err)
-            assert f"{denied}: cannot read it: Permission denied (run kdissect as a user who " \
-                   f"can read it)" in err, view
+            assert (
+                f"{denied}: cannot read it: Permission denied (run kdissect as a user who "
+                f"can read it)" in err
+            ), view
         code, out, err = _run_unprivileged(["pcap", "--no-tui", str(denied)])
         assert code == 1 and out == "" and "Permission denied" in err
     finally:
@@ -191,7 +206,7 @@ def test_fifo_and_empty_dir_exit_1(tmp_path):
     assert code == 1 and "not a regular file" in err
     (tmp_path / "empty").mkdir()
     code, err = check(["log", str(tmp_path / "empty")], tmp_path)
-    assert code == 1 and "no Kafka files" in err      # as `kdissect log --help` says
+    assert code == 1 and "no Kafka files" in err  # as `kdissect log --help` says
 
 
 def test_quorum_state_deep_and_wide(tmp_path):
@@ -216,15 +231,18 @@ def test_full_index_and_huge_checkpoint_are_bounded(tmp_path):
     part.mkdir()
     n = (10 << 20) // 8
     (part / "00000000000000000000.index").write_bytes(
-        b"".join(struct.pack(">ii", i + 1, 64 * (i + 1)) for i in range(n)))
-    code, out, _ = stdout_of(["log", "--format", "jsonl", str(part / "00000000000000000000.index")],
-                             tmp_path)
+        b"".join(struct.pack(">ii", i + 1, 64 * (i + 1)) for i in range(n))
+    )
+    code, out, _ = stdout_of(
+        ["log", "--format", "jsonl", str(part / "00000000000000000000.index")], tmp_path
+    )
     assert code == 0 and "node_budget" in out
     n = (10 << 20) // 12
     (part / "00000000000000000000.timeindex").write_bytes(
-        b"".join(struct.pack(">qi", 1_700_000_000_000 + i, i + 1) for i in range(n)))
+        b"".join(struct.pack(">qi", 1_700_000_000_000 + i, i + 1) for i in range(n))
+    )
     (part / "00000000000000000000.log").write_bytes(mh.record_batch(b"", 0))
-    code, out, _ = stdout_of(["log", "--format", "jsonl", str(part)], tmp_path)   # both, checked
+    code, out, _ = stdout_of(["log", "--format", "jsonl", str(part)], tmp_path)  # both, checked
     assert code == 0 and out.count("node_budget") >= 2
     lines = ["0", "2000000"] + [f"{i} {i}" for i in range(2_000_000)]
     (part / "leader-epoch-checkpoint").write_text("\n".join(lines) + "\n")
@@ -233,6 +251,7 @@ def test_full_index_and_huge_checkpoint_are_bounded(tmp_path):
 
 
 # -- values, schemas, registries ----------------------------------------------------------
+
 
 def test_json_value_with_a_huge_integer_and_many_keys(tmp_path):
     """A 5,000-digit integer crashed (Python's int limit); 100k keys were quadratic."""
@@ -255,8 +274,9 @@ def _deep_avsc(depth: int) -> str:
 def test_deep_schema_file(tmp_path):
     (tmp_path / "deep.avsc").write_text(_deep_avsc(400))
     pcap = produce_pcap(tmp_path / "v.pcap", b"\x02")
-    code, err = check(["pcap", "--value-schema", f"t={tmp_path / 'deep.avsc'}", str(pcap)],
-                      tmp_path)
+    code, err = check(
+        ["pcap", "--value-schema", f"t={tmp_path / 'deep.avsc'}", str(pcap)], tmp_path
+    )
     assert code == 1 and "nested too deeply" in err
 
 
@@ -300,8 +320,9 @@ WRONG_SHAPES = {
     "number": b"42",
     "schema-number": b'{"schema": 42}',
     "references-string": json.dumps({"schema": json.dumps(ORDER), "references": "oops"}).encode(),
-    "reference-no-subject": json.dumps({"schema": json.dumps(ORDER),
-                                        "references": [{"name": "x", "version": 1}]}).encode(),
+    "reference-no-subject": json.dumps(
+        {"schema": json.dumps(ORDER), "references": [{"name": "x", "version": 1}]}
+    ).encode(),
     "deep-json": b"[" * 100_000 + b"]" * 100_000,
     "deep-schema": json.dumps({"schema": _deep_avsc(400)}).encode(),
     "not-json": b"<html>hello</html>",
@@ -313,14 +334,24 @@ def test_registry_answers_of_the_wrong_shape(tmp_path, shape):
     registry = _Registry([WRONG_SHAPES[shape]])
     pcap = produce_pcap(tmp_path / "v.pcap", framed(1, b"\x02"))
     try:
-        code, out, err = stdout_of(["pcap", "--format", "jsonl", "--registry", registry.url,
-                                    "--registry-cache",
-                                    str(tmp_path / "cache"), str(pcap)], tmp_path)
+        code, out, err = stdout_of(
+            [
+                "pcap",
+                "--format",
+                "jsonl",
+                "--registry",
+                registry.url,
+                "--registry-cache",
+                str(tmp_path / "cache"),
+                str(pcap),
+            ],
+            tmp_path,
+        )
     finally:
         registry.close()
     assert code == 0 and '"api_name": "Produce"' in out
     assert f"registry {registry.url}" in err or "id 1: nested too deeply" in err
-    assert "unreachable" not in err          # it answered: not said to be offline
+    assert "unreachable" not in err  # it answered: not said to be offline
 
 
 def test_registry_cache_corrupt_or_a_file(tmp_path):
@@ -329,8 +360,16 @@ def test_registry_cache_corrupt_or_a_file(tmp_path):
     registry = _Registry([json.dumps({"schema": json.dumps(ORDER)}).encode()])
     pcap = produce_pcap(tmp_path / "v.pcap", framed(1, b"\x02"))
     cache = tmp_path / "cache"
-    args = ["pcap", "--format", "jsonl", "--registry", registry.url, "--registry-cache",
-            str(cache), str(pcap)]
+    args = [
+        "pcap",
+        "--format",
+        "jsonl",
+        "--registry",
+        registry.url,
+        "--registry-cache",
+        str(cache),
+        str(pcap),
+    ]
     try:
         code, out, _ = stdout_of(args, tmp_path)
         assert code == 0 and '"x": 1' in out
@@ -342,35 +381,57 @@ def test_registry_cache_corrupt_or_a_file(tmp_path):
     finally:
         registry.close()
     (tmp_path / "afile").write_text("x")
-    code, err = check(["pcap", "--registry", registry.url, "--registry-cache",
-                       str(tmp_path / "afile"), str(pcap)], tmp_path)
+    code, err = check(
+        [
+            "pcap",
+            "--registry",
+            registry.url,
+            "--registry-cache",
+            str(tmp_path / "afile"),
+            str(pcap),
+        ],
+        tmp_path,
+    )
     assert code == 2 and "--registry-cache" in err
 
 
 def test_registry_credentials_from_userinfo_never_printed_nor_redirected(tmp_path):
     other = _Registry([json.dumps({"schema": json.dumps(ORDER)}).encode()])
-    first = _Registry([(302, {"Location": other.url.replace("127.0.0.1", "localhost")
-                              + "/schemas/ids/1"})])
+    first = _Registry(
+        [(302, {"Location": other.url.replace("127.0.0.1", "localhost") + "/schemas/ids/1"})]
+    )
     pcap = produce_pcap(tmp_path / "v.pcap", framed(1, b"\x02"))
     url = first.url.replace("http://", "http://alice:s3cr3t-pw@")
     try:
-        code, out, err = stdout_of(["pcap", "--format", "jsonl", "--registry", url,
-                                    "--registry-cache", "none", str(pcap)], tmp_path)
+        code, out, err = stdout_of(
+            ["pcap", "--format", "jsonl", "--registry", url, "--registry-cache", "none", str(pcap)],
+            tmp_path,
+        )
     finally:
         first.close()
         other.close()
     assert code == 0 and '"x": 1' in out
-    assert first.auth[0] and first.auth[0].startswith("Basic ")       # userinfo used
-    assert other.auth == [None]                   # not sent to the other host
+    assert first.auth[0] and first.auth[0].startswith("Basic ")  # userinfo used
+    assert other.auth == [None]  # not sent to the other host
     assert "s3cr3t-pw" not in out + err
     # unreachable: the error names the registry without the password
-    code, out, err = stdout_of(["pcap", "--format", "jsonl", "--registry",
-                                "http://bob:hunter2-pw@127.0.0.1:9",
-                                "--registry-cache", "none", str(pcap)], tmp_path)
+    code, out, err = stdout_of(
+        [
+            "pcap",
+            "--format",
+            "jsonl",
+            "--registry",
+            "http://bob:hunter2-pw@127.0.0.1:9",
+            "--registry-cache",
+            "none",
+            str(pcap),
+        ],
+        tmp_path,
+    )
     assert "hunter2-pw" not in out + err and "unreachable" in err
 
 
-@pytest.mark.slow           # 30 s of waiting on the clock: the full suite only
+@pytest.mark.slow  # 30 s of waiting on the clock: the full suite only
 def test_registry_that_trickles_is_given_up(tmp_path):
     """One byte every 2 s: the 10 s timeout is per read; the whole answer has a
     deadline (30 s) after which the run goes on without it."""
@@ -390,12 +451,23 @@ def test_registry_that_trickles_is_given_up(tmp_path):
             except OSError:
                 pass
             conn.close()
+
     threading.Thread(target=serve, daemon=True).start()
     pcap = produce_pcap(tmp_path / "v.pcap", framed(1, b"\x02"))
     try:
-        code, err, _, _ = run_measured(["pcap", "--format", "jsonl", "--registry",
-                                        f"http://127.0.0.1:{listener.getsockname()[1]}",
-                                        "--registry-cache", "none", str(pcap)], tmp_path)
+        code, err, _, _ = run_measured(
+            [
+                "pcap",
+                "--format",
+                "jsonl",
+                "--registry",
+                f"http://127.0.0.1:{listener.getsockname()[1]}",
+                "--registry-cache",
+                "none",
+                str(pcap),
+            ],
+            tmp_path,
+        )
     finally:
         stop.set()
         listener.close()
@@ -403,6 +475,7 @@ def test_registry_that_trickles_is_given_up(tmp_path):
 
 
 # -- key logs, the proxy's options, live ---------------------------------------------------
+
 
 def test_keylog_of_newlines(tmp_path):
     """200 MB of newlines took 1.8 GB (a list of empty lines)."""
@@ -415,11 +488,32 @@ def test_keylog_of_newlines(tmp_path):
 
 def test_proxy_bad_ca_file_and_keylog_dir(tmp_path):
     (tmp_path / "ca.pem").write_text("not a certificate\n")
-    code, err = check(["proxy", "--upstream", "127.0.0.1:9", "--listen", f"127.0.0.1:{free_port()}", "--ca-file",
-                       str(tmp_path / "ca.pem")], tmp_path)
+    code, err = check(
+        [
+            "proxy",
+            "--upstream",
+            "127.0.0.1:9",
+            "--listen",
+            f"127.0.0.1:{free_port()}",
+            "--ca-file",
+            str(tmp_path / "ca.pem"),
+        ],
+        tmp_path,
+    )
     assert code == 2 and "--ca-file" in err and "PEM" in err
-    code, err = check(["proxy", "--upstream", "127.0.0.1:9", "--listen", f"127.0.0.1:{free_port()}", "--upstream-tls",
-                       "--keylog", str(tmp_path / "missing" / "k.log")], tmp_path)
+    code, err = check(
+        [
+            "proxy",
+            "--upstream",
+            "127.0.0.1:9",
+            "--listen",
+            f"127.0.0.1:{free_port()}",
+            "--upstream-tls",
+            "--keylog",
+            str(tmp_path / "missing" / "k.log"),
+        ],
+        tmp_path,
+    )
     assert code in (1, 2) and "k.log" in err and "No such file" in err
 
 
@@ -429,15 +523,36 @@ def test_proxy_keylog_and_recording_are_private(tmp_path):
     import signal
     import subprocess
     import time
+
     keylog, rec = tmp_path / "k.log", tmp_path / "r.pcapng"
-    proc = subprocess.Popen([*KDISSECT, "proxy", "--upstream", "127.0.0.1:9", "--listen", f"127.0.0.1:{free_port()}",
-                             "--upstream-tls", "--keylog", str(keylog), "-w", str(rec),
-                             "--format", "text"], cwd=ROOT, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            *KDISSECT,
+            "proxy",
+            "--upstream",
+            "127.0.0.1:9",
+            "--listen",
+            f"127.0.0.1:{free_port()}",
+            "--upstream-tls",
+            "--keylog",
+            str(keylog),
+            "-w",
+            str(rec),
+            "--format",
+            "text",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 120
-        while not (keylog.exists() and rec.exists()) and proc.poll() is None \
-                and time.monotonic() < deadline:
+        while (
+            not (keylog.exists() and rec.exists())
+            and proc.poll() is None
+            and time.monotonic() < deadline
+        ):
             time.sleep(0.1)
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
@@ -453,22 +568,30 @@ def test_live_bad_capture_filter(tmp_path):
 
 # -- control characters in text outputs -------------------------------------------------------
 
-FORGED_CLIENT = "cl\x1b]0;pwned\x07id\r"          # a terminal title change
-FORGED_TOPIC = "top\nFORGED 10.0.0.1 → x\x1b[31mred"   # a forged line, a colour
+FORGED_CLIENT = "cl\x1b]0;pwned\x07id\r"  # a terminal title change
+FORGED_TOPIC = "top\nFORGED 10.0.0.1 → x\x1b[31mred"  # a forged line, a colour
 
 
 def _control_pcap(path: Path) -> Path:
     head = struct.pack(">hhi", 0, 3, 1) + mh.kstr(FORGED_CLIENT)
     records = mh.record_batch(b"", 0)
-    body = struct.pack(">h", -1) + struct.pack(">hi", 1, 1000) + struct.pack(">i", 1) \
-        + mh.kstr(FORGED_TOPIC) + struct.pack(">ii", 1, 0) + struct.pack(">i", len(records)) + records
+    body = (
+        struct.pack(">h", -1)
+        + struct.pack(">hi", 1, 1000)
+        + struct.pack(">i", 1)
+        + mh.kstr(FORGED_TOPIC)
+        + struct.pack(">ii", 1, 0)
+        + struct.pack(">i", len(records))
+        + records
+    )
     msg = head + body
     path.write_bytes(tcp_pcap(struct.pack(">i", len(msg)) + msg))
     return path
 
 
-@pytest.mark.parametrize("view", [[], ["--stats"], ["--format", "tsv"], ["-V"]],
-                         ids=lambda v: " ".join(v) or "text")
+@pytest.mark.parametrize(
+    "view", [[], ["--stats"], ["--format", "tsv"], ["-V"]], ids=lambda v: " ".join(v) or "text"
+)
 def test_control_characters_escaped_in_text(tmp_path, view):
     pcap = _control_pcap(tmp_path / "ctl.pcap")
     code, out, _ = stdout_of(["pcap", "--no-tui", *view, str(pcap)], tmp_path)
@@ -483,11 +606,17 @@ def test_control_characters_escaped_on_a_terminal(tmp_path):
     import pty
     import subprocess
     import sys
+
     pcap = _control_pcap(tmp_path / "ctl.pcap")
     master, slave = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "kdissect", "pcap", "--no-tui", str(pcap)],
-                            stdout=slave, stderr=slave, stdin=subprocess.DEVNULL, cwd=ROOT,
-                            env={**os.environ, "TERM": "xterm-256color", "COLUMNS": "200"})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kdissect", "pcap", "--no-tui", str(pcap)],
+        stdout=slave,
+        stderr=slave,
+        stdin=subprocess.DEVNULL,
+        cwd=ROOT,
+        env={**os.environ, "TERM": "xterm-256color", "COLUMNS": "200"},
+    )
     os.close(slave)
     out = b""
     while True:
@@ -527,21 +656,33 @@ def test_preallocated_segment_and_07_log_zero_tails(tmp_path):
 def test_huge_avro_decimals(tmp_path):
     """A 600 KB decimal (25 CPU-s, then decimal.Overflow: exit 70) and three of 400 KB
     (34 CPU-s): more digits than the precision allows is said, the bytes are kept."""
-    schema = {"type": "record", "name": "D", "fields": [
-        {"name": f"d{i}", "type": {"type": "bytes", "logicalType": "decimal", "precision": 38,
-                                   "scale": 2}} for i in range(3)]}
+    schema = {
+        "type": "record",
+        "name": "D",
+        "fields": [
+            {
+                "name": f"d{i}",
+                "type": {"type": "bytes", "logicalType": "decimal", "precision": 38, "scale": 2},
+            }
+            for i in range(3)
+        ],
+    }
     (tmp_path / "d.avsc").write_text(json.dumps(schema))
     for sizes in ((600_000, 1, 1), (400_000, 400_000, 400_000)):
         value = b"".join(_varint(n) + b"\x7f" * n for n in sizes)
         pcap = produce_pcap(tmp_path / "d.pcap", value)
         for fmt in ("text", "jsonl"):
-            code, out, _ = stdout_of(["pcap", "--format", fmt, "--value-schema",
-                                      f"t={tmp_path / 'd.avsc'}", str(pcap)], tmp_path)
+            code, out, _ = stdout_of(
+                ["pcap", "--format", fmt, "--value-schema", f"t={tmp_path / 'd.avsc'}", str(pcap)],
+                tmp_path,
+            )
             assert code == 0
     value = _varint(2) + b"\x30\x39" + _varint(1) + b"\x01" + _varint(1) + b"\xff"
     pcap = produce_pcap(tmp_path / "ok.pcap", value)
-    code, out, _ = stdout_of(["pcap", "--format", "jsonl", "--value-schema",
-                              f"t={tmp_path / 'd.avsc'}", str(pcap)], tmp_path)
+    code, out, _ = stdout_of(
+        ["pcap", "--format", "jsonl", "--value-schema", f"t={tmp_path / 'd.avsc'}", str(pcap)],
+        tmp_path,
+    )
     assert code == 0 and '"123.45"' in out and '"-0.01"' in out
 
 
@@ -553,18 +694,20 @@ def test_tls_resync_after_a_gap_is_bounded():
     from kdissect.capture.tls.session import TlsFacts, TlsSession
     from tests.support.tls_synth import Conversation
     from tests.test_tls import keys_of
+
     conv = Conversation()
     conv.client += conv.c_app.seal(23, b"hello" * 50)
     whole = bytes(conv.client)
-    session = TlsSession(TlsFacts(("c", 1), ("s", 2)), keys_of(conv),
-                         lambda *a: None, lambda *a: None)
+    session = TlsSession(
+        TlsFacts(("c", 1), ("s", 2)), keys_of(conv), lambda *a: None, lambda *a: None
+    )
     session.data(0, whole, 0.0, 1)
     session.data(1, bytes(conv.server), 0.0, 1)
-    session.gap(0, 1_000_000, 0.0, 2)                  # a big loss: many tries per header
+    session.gap(0, 1_000_000, 0.0, 2)  # a big loss: many tries per header
     fake = (b"\x17\x03\x03\x00\x10" + bytes(16)) * (1_400_000 // 21)
     start = time.process_time()
     for i in range(0, len(fake), 1460):
-        session.data(0, fake[i:i + 1460], 0.0, 3 + i)
+        session.data(0, fake[i : i + 1460], 0.0, 3 + i)
     spent = time.process_time() - start
     facts = session.finish()
     assert spent < 10, spent
@@ -579,8 +722,9 @@ def test_protobuf_message_index_path_is_bounded(tmp_path):
     (schemas / "1.proto").write_text('syntax = "proto3"; message R { int32 x = 1; }\n')
     n = 2_000_000
     pcap = produce_pcap(tmp_path / "p.pcap", framed(1, _varint(n) + b"\0" * n + b"\x08\x01"))
-    code, out, _ = stdout_of(["pcap", "--format", "jsonl", "--schemas", str(schemas), str(pcap)],
-                             tmp_path)
+    code, out, _ = stdout_of(
+        ["pcap", "--format", "jsonl", "--schemas", str(schemas), str(pcap)], tmp_path
+    )
     assert code == 0 and "message index path" in out
 
 
@@ -594,27 +738,44 @@ def test_protobuf_repeated_keys_are_linear(tmp_path):
     schemas.mkdir()
     (schemas / "1.proto").write_text(
         'syntax = "proto3";\n'
-        "message R { int32 x = 6; map<string, int32> m = 5; repeated int32 u = 2 [packed=false]; }\n")
-    n = 150_000                 # (two fields of 4 bytes: 300,000 nodes, within the budget)
-    unknown_then_x = (b"\x48\x01" + b"\x30\x01") * (n - 1) + b"\x48\x01\x30\x07"   # #9, then x
+        "message R { int32 x = 6; map<string, int32> m = 5; repeated int32 u = 2 [packed=false]; }\n"
+    )
+    n = 150_000  # (two fields of 4 bytes: 300,000 nodes, within the budget)
+    unknown_then_x = (b"\x48\x01" + b"\x30\x01") * (n - 1) + b"\x48\x01\x30\x07"  # #9, then x
     keys = [str(i).encode() for i in range(n // 2)]
-    mapped = b"".join(b"\x2a" + bytes([len(k) + 4]) + b"\x0a" + bytes([len(k)]) + k + b"\x10\x01"
-                      for k in keys) + b"\x2a\x05\x0a\x01\x30\x10\x02"     # "0" again: 2
+    mapped = (
+        b"".join(
+            b"\x2a" + bytes([len(k) + 4]) + b"\x0a" + bytes([len(k)]) + k + b"\x10\x01"
+            for k in keys
+        )
+        + b"\x2a\x05\x0a\x01\x30\x10\x02"
+    )  # "0" again: 2
     unpacked = b"\x10\x05" * n
     out = tmp_path / "stdout.txt"
-    for value, expect in ((unknown_then_x, ['"x": 7']), (mapped, ['"99": 1', '"0": 2']),
-                          (unpacked, ["5, 5, 5"])):
+    for value, expect in (
+        (unknown_then_x, ['"x": 7']),
+        (mapped, ['"99": 1', '"0": 2']),
+        (unpacked, ["5, 5, 5"]),
+    ):
         pcap = produce_pcap(tmp_path / "p.pcap", framed(1, b"\0" + value))
         for view in (["-V"], ["--format", "jsonl"]):
-            code, _ = check(["pcap", *view, "--schemas", str(schemas), str(pcap)], tmp_path,
-                            time_limit=10, stdout=out)
+            code, _ = check(
+                ["pcap", *view, "--schemas", str(schemas), str(pcap)],
+                tmp_path,
+                time_limit=10,
+                stdout=out,
+            )
             assert code == 0
-        assert all(e in out.read_text() for e in expect), expect        # (JSON lines)
+        assert all(e in out.read_text() for e in expect), expect  # (JSON lines)
     # JSON: the last of 60,000 keys again 60,000 times (each removal searched the keys)
-    text = b"{" + b",".join([b'"k%d": 1' % i for i in range(60_000)] + [b'"k59999": 2'] * 60_000) + b"}"
+    text = (
+        b"{"
+        + b",".join([b'"k%d": 1' % i for i in range(60_000)] + [b'"k59999": 2'] * 60_000)
+        + b"}"
+    )
     pcap = produce_pcap(tmp_path / "j.pcap", text)
     code, _ = check(["pcap", "-V", "--values", str(pcap)], tmp_path, time_limit=10, stdout=out)
-    assert code == 0 and "k0  number" in out.read_text()         # (the located tree)
+    assert code == 0 and "k0  number" in out.read_text()  # (the located tree)
 
 
 def test_protobuf_repeated_field_of_a_big_type(tmp_path):
@@ -627,14 +788,19 @@ def test_protobuf_repeated_field_of_a_big_type(tmp_path):
     (schemas / "1.proto").write_text(
         'syntax = "proto3";\nmessage R { repeated Big m = 1; repeated E e = 2; }\n'
         "message Big {\n" + "".join(f"  int32 f{i} = {i};\n" for i in range(1, 3001)) + "}\n"
-        "enum E {\n" + "".join(f"  V{i} = {i};\n" for i in range(5000)) + "}\n")
+        "enum E {\n" + "".join(f"  V{i} = {i};\n" for i in range(5000)) + "}\n"
+    )
     packed = b"\x01" * 160_000
     value = b"\x0a\x02\x08\x07" + b"\x0a\x00" * 80_000 + b"\x12" + _uvarint(len(packed)) + packed
     pcap = produce_pcap(tmp_path / "p.pcap", framed(1, b"\0" + value))
     out = tmp_path / "stdout.txt"
     for view in (["-V"], ["--format", "jsonl"]):
-        code, _ = check(["pcap", *view, "--schemas", str(schemas), str(pcap)], tmp_path,
-                        time_limit=10, stdout=out)
+        code, _ = check(
+            ["pcap", *view, "--schemas", str(schemas), str(pcap)],
+            tmp_path,
+            time_limit=10,
+            stdout=out,
+        )
         assert code == 0
     text = out.read_text()
     assert '"m": [{"f1": 7}, {}, {}' in text and '"e": ["V1", "V1", "V1"' in text
@@ -645,7 +811,8 @@ def test_pcapng_secrets_block_of_newlines(tmp_path):
     (> 2.6 GB: a list of empty lines): read as a key log without such a list."""
     import gzip
     from kdissect.capture.pcapfile import MAX_PACKET
-    size = MAX_PACKET - 64                  # the largest block a capture may hold: 256 MB
+
+    size = MAX_PACKET - 64  # the largest block a capture may hold: 256 MB
     head = mh.SHB + mh.idb()
     body_len = 8 + size
     block_len = 12 + body_len + (-body_len % 4)
@@ -660,4 +827,4 @@ def test_pcapng_secrets_block_of_newlines(tmp_path):
         f.write(bytes(-body_len % 4) + struct.pack("<I", block_len))
         f.write(mh.epb(mh.frames(b"\0\0\0\0")[0]))
     code, _ = check(["pcap", str(path)], tmp_path)
-    assert code == 0          # read (not refused as damaged)
+    assert code == 0  # read (not refused as damaged)

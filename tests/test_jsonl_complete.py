@@ -25,9 +25,18 @@ FAST = [p for p in CAPTURES if p.stat().st_size < 200_000]
 # A record's fields that JSON gives in their resolved form: the deltas as the absolute
 # ``offset`` and ``timestamp``, the lengths and counts as the values and lists they
 # measure. A v0/v1 message's ``message_size``: the bytes of its key and value.
-RESOLVED = {"length", "attributes", "timestamp_delta", "offset_delta", "key_length",
-            "value_length", "headers_count", "header_key_length", "header_value_length",
-            "message_size"}
+RESOLVED = {
+    "length",
+    "attributes",
+    "timestamp_delta",
+    "offset_delta",
+    "key_length",
+    "value_length",
+    "headers_count",
+    "header_key_length",
+    "header_value_length",
+    "message_size",
+}
 
 
 def tree_paths(node: Node, path: str, out: set[str]) -> None:
@@ -62,7 +71,7 @@ def tree_paths(node: Node, path: str, out: set[str]) -> None:
             elif not c.name.startswith("_"):
                 tree_paths(c, f"{path}.{c.name}", out)
         return
-    if node.children:       # bytes holding an embedded structure
+    if node.children:  # bytes holding an embedded structure
         for c in node.children:
             if not c.name.startswith("_"):
                 tree_paths(c, f"{path}.{c.name}", out)
@@ -97,14 +106,14 @@ def _record_paths(rec: Node, path: str, out: set[str]) -> None:
                     if not f.name.startswith("_") and f.name not in RESOLVED:
                         out.add(f"{path}.headers[].{f.name}")
             continue
-        if name in ("key", "value") and c.children:       # decoded by a schema
+        if name in ("key", "value") and c.children:  # decoded by a schema
             out.add(f"{path}.{name}")
             decoded = _decoded(c)
             if decoded is not None:
                 tree_paths(decoded, f"{path}.{name}_decoded.{decoded.name}", out)
             continue
         if c.ktype in ("wrapped", "message_set"):
-            continue                # a compressed wrapper's inner messages: walked above
+            continue  # a compressed wrapper's inner messages: walked above
         out.add(f"{path}.{name}")
 
 
@@ -122,7 +131,7 @@ def json_paths(value: Any, path: str, out: set[str], opaque: set[str]) -> None:
     out.add(path)
     if isinstance(value, dict):
         if set(value) in ({"hex"}, {"base64"}, {"text"}):
-            opaque.add(path)    # bytes as JSON
+            opaque.add(path)  # bytes as JSON
             return
         for k, v in value.items():
             json_paths(v, f"{path}.{k}", out, opaque)
@@ -159,8 +168,9 @@ def missing_fields(paths: list[Path]) -> tuple[int, dict[str, set[str]]]:
                 lost = {p for p in want - have if not _under_opaque(p, opaque)}
                 checked += 1
                 if lost:
-                    missing.setdefault(f"{capture.name} {m.api_name} {m.direction}",
-                                       set()).update(lost)
+                    missing.setdefault(f"{capture.name} {m.api_name} {m.direction}", set()).update(
+                        lost
+                    )
     return checked, missing
 
 

@@ -22,7 +22,7 @@ from kdissect.sources.pcap import exchanges_in, read_captures
 from kdissect.stream.enrich import enrich
 from kdissect.stream.sink import Collect
 
-pytestmark = pytest.mark.slow      # worker processes over whole captures
+pytestmark = pytest.mark.slow  # worker processes over whole captures
 
 ROOT = Path(__file__).parent.parent
 CAPTURES = sorted(str(p) for p in (ROOT / "captures").glob("*.pcap"))
@@ -45,10 +45,15 @@ def both_ways(exchanges) -> tuple[list[str], list[str]]:
         advertised: dict = {}
         for ex in copy.deepcopy(exchanges):
             enrich(ex, options, ids, advertised, keep)
-            for m, d in zip(ex.messages, [d for d in (ex.decoded or ()) if d is not None]
-                            or [None] * len(ex.messages)):
-                out.append(json.dumps(message_json(m, OPTIONS, ex, d), default=str) + "\n"
-                           if keep else message_line(m, OPTIONS, ex, enriched_full=False))
+            for m, d in zip(
+                ex.messages,
+                [d for d in (ex.decoded or ()) if d is not None] or [None] * len(ex.messages),
+            ):
+                out.append(
+                    json.dumps(message_json(m, OPTIONS, ex, d), default=str) + "\n"
+                    if keep
+                    else message_line(m, OPTIONS, ex, enriched_full=False)
+                )
     return full, fast
 
 
@@ -72,20 +77,24 @@ def test_damaged_messages_give_the_full_lines_too():
             i = rng.randrange(len(b) // 2, len(b))
             b[i] ^= 1 << rng.randrange(8)
         else:
-            del b[rng.randrange(8, len(b)):]
+            del b[rng.randrange(8, len(b)) :]
         m.data = bytes(b)
         damaged.append(ex)
     full, fast = both_ways(damaged)
     # findings inside records: the summary never sees them, the lines still show them
-    inside = [line for line in full
-              if any("record" in f["where"] for f in json.loads(line)["findings"])]
+    inside = [
+        line for line in full if any("record" in f["where"] for f in json.loads(line)["findings"])
+    ]
     assert len(inside) > 10
     assert fast == full
 
 
 def test_cli_jobs_write_what_one_process_writes():
-    run = lambda *a: subprocess.run([sys.executable, "-m", "kdissect", "pcap", *CAPTURES,
-                                     "--format", "jsonl", *a], capture_output=True, cwd=ROOT)
+    run = lambda *a: subprocess.run(
+        [sys.executable, "-m", "kdissect", "pcap", *CAPTURES, "--format", "jsonl", *a],
+        capture_output=True,
+        cwd=ROOT,
+    )
     one, two = run("-j", "1"), run("-j", "2")
     assert one.returncode == two.returncode == 0
     assert one.stdout.count(b"\n") > 500
@@ -97,8 +106,9 @@ def test_many_small_chunks_keep_their_order(monkeypatch):
     """One exchange per chunk, three workers: chunks finish out of order, lines do not."""
     monkeypatch.setattr(jsonl_workers, "CHUNK_EXCHANGES", 1)
     exchanges = exchanges_in(CAPTURES, SUMMARY).exchanges
-    expected = "".join(message_line(m, OPTIONS, ex, enriched_full=False)
-                       for ex in exchanges for m in ex.messages)
+    expected = "".join(
+        message_line(m, OPTIONS, ex, enriched_full=False) for ex in exchanges for m in ex.messages
+    )
     written: list[str] = []
     workers = JsonlWorkers(OPTIONS, 3, written.append)
     for ex in exchanges:
@@ -110,8 +120,12 @@ def test_many_small_chunks_keep_their_order(monkeypatch):
 
 def test_reader_going_away_stops_quietly():
     """`| head -c 100` closes the pipe: no traceback, no stray workers left running."""
-    proc = subprocess.run(f"{sys.executable} -m kdissect pcap {' '.join(CAPTURES)} "
-                          f"--format jsonl -j 2 | head -c 100", shell=True,
-                          capture_output=True, cwd=ROOT, timeout=60)
+    proc = subprocess.run(
+        f"{sys.executable} -m kdissect pcap {' '.join(CAPTURES)} --format jsonl -j 2 | head -c 100",
+        shell=True,
+        capture_output=True,
+        cwd=ROOT,
+        timeout=60,
+    )
     assert len(proc.stdout) == 100
     assert b"Traceback" not in proc.stderr

@@ -29,7 +29,7 @@ from kdissect.sources.pcap import exchanges_in
 from tests.support import oracle
 
 CAPTURES = Path(__file__).parent.parent / "captures"
-RAW = Options(records=False, embedded=False)     # records and embedded bytes as Kafka has them
+RAW = Options(records=False, embedded=False)  # records and embedded bytes as Kafka has them
 
 
 def _key(name: str) -> str:
@@ -51,37 +51,42 @@ def compare(kafka, ours, layout: Struct | None, path: str, diffs: list[str]) -> 
             diffs.append(f"{path}: Kafka {kafka!r}, kdissect {ours!r}")
             return 1
         mine = {_key(k): v for k, v in ours.items()}
-        fields = {} if layout is None else \
-            {_key(f.name): f for f in (*layout.fields, *layout.tagged)}
+        fields = (
+            {} if layout is None else {_key(f.name): f for f in (*layout.fields, *layout.tagged)}
+        )
         n = 0
         for name, value in kafka.items():
             k = _key(name)
-            if k == "recordssizeinbytes":           # records: Kafka tells their size
+            if k == "recordssizeinbytes":  # records: Kafka tells their size
                 got = mine.pop("records", None)
                 n += 1
                 if (0 if got is None else len(got)) != value:
-                    diffs.append(f"{path}.records: Kafka {value} bytes, kdissect "
-                                 f"{None if got is None else len(got)}")
+                    diffs.append(
+                        f"{path}.records: Kafka {value} bytes, kdissect "
+                        f"{None if got is None else len(got)}"
+                    )
                 continue
             f = fields.get(k)
             if k not in mine:
                 if f is None or f.tag is None:
                     diffs.append(f"{path}.{name}: not in kdissect's reading")
                 continue
-            n += compare(value, mine.pop(k), f.struct if f is not None else None,
-                         f"{path}.{name}", diffs)
+            n += compare(
+                value, mine.pop(k), f.struct if f is not None else None, f"{path}.{name}", diffs
+            )
         diffs.extend(f"{path}.{k}: only kdissect has it" for k in mine)
         return n
     if isinstance(kafka, list):
         if not isinstance(ours, list) or len(ours) != len(kafka):
             diffs.append(f"{path}: Kafka {len(kafka)} items, kdissect {ours!r:.80}")
             return 1
-        return sum(compare(a, b, layout, f"{path}[{i}]", diffs)
-                   for i, (a, b) in enumerate(zip(kafka, ours)))
+        return sum(
+            compare(a, b, layout, f"{path}[{i}]", diffs)
+            for i, (a, b) in enumerate(zip(kafka, ours))
+        )
     if isinstance(ours, (bytes, bytearray)) and isinstance(kafka, str):
         kafka = base64.b64decode(kafka)
-    elif isinstance(kafka, str) and isinstance(ours, str) and len(kafka) == 22 and \
-            len(ours) == 36:
+    elif isinstance(kafka, str) and isinstance(ours, str) and len(kafka) == 22 and len(ours) == 36:
         kafka = _uuid(kafka)
     if kafka != ours:
         diffs.append(f"{path}: Kafka {kafka!r:.80}, kdissect {ours!r:.80}")
@@ -89,8 +94,9 @@ def compare(kafka, ours, layout: Struct | None, path: str, diffs: list[str]) -> 
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name,least", [("kafka44-cluster", 400), ("tls/kafka44-tls", 50),
-                                               ("tls/kafka44-java-tls", 30)])
+@pytest.mark.parametrize(
+    "name,least", [("kafka44-cluster", 400), ("tls/kafka44-tls", 50), ("tls/kafka44-java-tls", 30)]
+)
 def test_every_value_equals_kafkas(name, least):
     keys = KeyLog()
     if name.startswith("tls/"):
@@ -103,7 +109,7 @@ def test_every_value_equals_kafkas(name, least):
     truth = oracle.kafka_decoded(exchanges)
     assert len(messages) > least
     assert [m.index for m in messages if m.status != "ok" or m.holes] == []
-    assert sorted(m.index for m in messages) == sorted(truth)     # Kafka read every one
+    assert sorted(m.index for m in messages) == sorted(truth)  # Kafka read every one
     diffs: list[str] = []
     values = confirmed = 0
     for m in messages:
@@ -120,44 +126,71 @@ def test_every_value_equals_kafkas(name, least):
         assert [r for p, r in decoded.problems] == want, (m.index, decoded.problems)
         assert all(p.endswith("body._trailing") for p, _ in decoded.problems)
         confirmed += trailing is not None
-        values += compare(body, decoded.body.plain(),
-                          schemas.layout(m.api_key, m.api_version, m.direction),
-                          f"#{m.index} {m.api_name} v{m.api_version} {m.direction}", diffs)
+        values += compare(
+            body,
+            decoded.body.plain(),
+            schemas.layout(m.api_key, m.api_version, m.direction),
+            f"#{m.index} {m.api_name} v{m.api_version} {m.direction}",
+            diffs,
+        )
     assert diffs == [], diffs[:20]
     assert values > 10 * len(messages)
-    print(f"{name}: {len(messages)} messages, {values} values equal, "
-          f"{confirmed} trailing-bytes problems Kafka's classes confirm")
+    print(
+        f"{name}: {len(messages)} messages, {values} values equal, "
+        f"{confirmed} trailing-bytes problems Kafka's classes confirm"
+    )
 
 
 def _server_ports(pcap: Path) -> set[int]:
     """The ports the capture's connections were opened to (tshark reads the SYNs)."""
-    out = subprocess.run(["tshark", "-r", str(pcap), "-Y", "tcp.flags.syn==1 && "
-                          "tcp.flags.ack==0", "-T", "fields", "-e", "tcp.dstport"],
-                         capture_output=True, text=True, timeout=120, check=True).stdout
+    out = subprocess.run(
+        [
+            "tshark",
+            "-r",
+            str(pcap),
+            "-Y",
+            "tcp.flags.syn==1 && tcp.flags.ack==0",
+            "-T",
+            "fields",
+            "-e",
+            "tcp.dstport",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
     return {int(p) for p in out.split()}
 
 
 def _jsonl(pcap: Path, connections: int, *args: str) -> list[dict]:
     """kdissect's JSON lines of the capture decrypted with its key log; all
     ``connections`` TLS connections decrypted, no record failed."""
-    r = CliRunner().invoke(main, ["pcap", str(pcap), "--keylog",
-                                  str(pcap.with_suffix(".keys")), "--format", "jsonl", *args])
+    r = CliRunner().invoke(
+        main,
+        ["pcap", str(pcap), "--keylog", str(pcap.with_suffix(".keys")), "--format", "jsonl", *args],
+    )
     assert r.exit_code == 0, r.output
     rows = [json.loads(line) for line in r.output.splitlines() if line.startswith("{")]
     tls = [o["tls_connection"] for o in rows if "tls_connection" in o]
-    assert len(tls) == connections and all(t["state"] == "decrypted" and
-                                           t["records_failed"] == 0 for t in tls)
+    assert len(tls) == connections and all(
+        t["state"] == "decrypted" and t["records_failed"] == 0 for t in tls
+    )
     return rows
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name,connections,least", [
-    # franz-go, its own key log; one port
-    ("kafka44-tls", 8, 50),
-    # Java 4.4 clients (Java writes no key log: the secrets are those of the kdissect proxy
-    # the clients talked TLS to, scripts/make_kafka_captures.py); two ports, the
-    # proxy's bootstrap listener and the one standing for the broker
-    ("kafka44-java-tls", 7, 30)])
+@pytest.mark.parametrize(
+    "name,connections,least",
+    [
+        # franz-go, its own key log; one port
+        ("kafka44-tls", 8, 50),
+        # Java 4.4 clients (Java writes no key log: the secrets are those of the kdissect proxy
+        # the clients talked TLS to, scripts/make_kafka_captures.py); two ports, the
+        # proxy's bootstrap listener and the one standing for the broker
+        ("kafka44-java-tls", 7, 30),
+    ],
+)
 def test_tls_without_port_equals_with_port_and_tshark(name, connections, least):
     """A client over TLS to a 4.4 broker on ports kdissect does not know: its messages
     found by how the connections start are those -p finds, and those tshark finds with the
@@ -169,15 +202,38 @@ def test_tls_without_port_equals_with_port_and_tshark(name, connections, least):
     rows = _jsonl(pcap, connections)
     assert rows == _jsonl(pcap, connections, *(a for p in sorted(ports) for a in ("-p", str(p))))
     # (frame, correlation id, API key, version, direction) of every message, in their order
-    found = [(o["frame"], o["correlation_id"], o["api_key"], o["api_version"], o["direction"])
-             for o in rows if "frame" in o]
+    found = [
+        (o["frame"], o["correlation_id"], o["api_key"], o["api_version"], o["direction"])
+        for o in rows
+        if "frame" in o
+    ]
     decode = [a for p in sorted(ports) for a in ("-d", f"tls.port=={p},kafka")]
-    out = subprocess.run(["tshark", "-r", str(pcap), "-o",
-                          f"tls.keylog_file:{pcap.with_suffix('.keys')}", *decode,
-                          "-Y", "kafka", "-T", "fields", "-e",
-                          "frame.number", "-e", "kafka.correlation_id", "-e",
-                          "kafka.request_key", "-e", "kafka.request.version"],
-                         capture_output=True, text=True, timeout=120, check=True).stdout
+    out = subprocess.run(
+        [
+            "tshark",
+            "-r",
+            str(pcap),
+            "-o",
+            f"tls.keylog_file:{pcap.with_suffix('.keys')}",
+            *decode,
+            "-Y",
+            "kafka",
+            "-T",
+            "fields",
+            "-e",
+            "frame.number",
+            "-e",
+            "kafka.correlation_id",
+            "-e",
+            "kafka.request_key",
+            "-e",
+            "kafka.request.version",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
     theirs: Counter = Counter()
     requests = []
     for line in out.splitlines():
@@ -185,8 +241,9 @@ def test_tls_without_port_equals_with_port_and_tshark(name, connections, least):
         for c in corrs.split(","):
             theirs[(int(frame), int(c))] += 1
         if key:
-            requests += [(int(frame), int(k), int(v))
-                         for k, v in zip(key.split(","), version.split(","))]
+            requests += [
+                (int(frame), int(k), int(v)) for k, v in zip(key.split(","), version.split(","))
+            ]
     assert len(found) > least
     assert Counter((f, c) for f, c, *_ in found) == theirs
     # in frame order (JSON lines come exchange by exchange)

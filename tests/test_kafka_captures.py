@@ -18,11 +18,17 @@ from kdissect.protocol import schemas
 from kdissect.sources.pcap import exchanges_in
 from tests.support.apache_kafka import PREVIOUS_CLIENTS, VERSION, previous_clients_classpath
 from tests.support.capture import Tcpdump
-from tests.support.kafka_scenarios import (CAPTURES, SNAPSHOTTING, broker_killed, java_session,
-                                           kraft_cluster, kraft_snapshot_fetch)
+from tests.support.kafka_scenarios import (
+    CAPTURES,
+    SNAPSHOTTING,
+    broker_killed,
+    java_session,
+    kraft_cluster,
+    kraft_snapshot_fetch,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
-NAMES = sorted(n for n in CAPTURES if not n.endswith("tls"))   # (in tls/)
+NAMES = sorted(n for n in CAPTURES if not n.endswith("tls"))  # (in tls/)
 
 # API keys each capture must hold (beyond ApiVersions/Metadata)
 HOLDS = {
@@ -52,10 +58,13 @@ REAL_PROBLEMS = {
 # nodes start, so no connection is seen mid-stream) stops with long-poll Fetch and
 # BrokerHeartbeat requests in flight, and a stopped node leaves requests to it unanswered;
 # the killed broker never answers the requests it had in flight.
-EDGE_FINDINGS = {"kafka-kraft-cluster": {"unanswered"}, "kafka-broker-killed": {"unanswered"},
-                 "kafka-kraft-snapshot": {"unanswered"},
-                 # the six replica fetchers' Fetch long-polls in flight when it stops
-                 "kafka44-cluster": {"unanswered"}}
+EDGE_FINDINGS = {
+    "kafka-kraft-cluster": {"unanswered"},
+    "kafka-broker-killed": {"unanswered"},
+    "kafka-kraft-snapshot": {"unanswered"},
+    # the six replica fetchers' Fetch long-polls in flight when it stops
+    "kafka44-cluster": {"unanswered"},
+}
 
 
 def decoded(path: Path):
@@ -70,8 +79,7 @@ def decoded(path: Path):
             d = m.decoded()
             keys.add(m.api_key)
             titles[d.title] += 1
-            if m.status.startswith("truncated") and ex.has("message_truncated") and \
-                    not got.gaps:
+            if m.status.startswith("truncated") and ex.has("message_truncated") and not got.gaps:
                 # cut by the end of the capture (a live recording is stopped while the
                 # nodes go on replicating): the cut explains what the body lacks
                 continue
@@ -90,7 +98,7 @@ def assert_clean(name: str, path: Path) -> set[int]:
     return keys
 
 
-@pytest.mark.slow                   # seconds each: captures of hundreds of KB
+@pytest.mark.slow  # seconds each: captures of hundreds of KB
 @pytest.mark.parametrize("name", NAMES)
 def test_capture_decodes_cleanly(name):
     assert_clean(name, ROOT / "captures" / f"{name}.pcap")
@@ -138,13 +146,32 @@ def test_broker_killed_capture_shows_the_leader_moving():
 def tshark_messages(path: Path, ports: set[int], keylog: Path | None = None) -> Counter:
     """(frame, correlation id, api key) of the messages tshark finds (requests carry the
     key; responses are matched by tshark itself)."""
-    args = ["tshark", "-r", str(path), "-T", "fields", "-E", "occurrence=a",
-            "-e", "frame.number", "-e", "kafka.correlation_id", "-e", "kafka.request_frame"]
+    args = [
+        "tshark",
+        "-r",
+        str(path),
+        "-T",
+        "fields",
+        "-E",
+        "occurrence=a",
+        "-e",
+        "frame.number",
+        "-e",
+        "kafka.correlation_id",
+        "-e",
+        "kafka.request_frame",
+    ]
     for port in sorted(ports):
         args += ["-d", f"tcp.port=={port},{'tls' if keylog else 'kafka'}"]
     if keylog:
-        args += ["-o", f"tls.keylog_file:{keylog}", "-o", "tls.desegment_ssl_records:TRUE",
-                 "-o", "tls.desegment_ssl_application_data:TRUE"]
+        args += [
+            "-o",
+            f"tls.keylog_file:{keylog}",
+            "-o",
+            "tls.desegment_ssl_records:TRUE",
+            "-o",
+            "tls.desegment_ssl_application_data:TRUE",
+        ]
         for port in sorted(ports):
             args += ["-d", f"tls.port=={port},kafka"]
     out = subprocess.run(args, capture_output=True, text=True, check=True).stdout
@@ -162,8 +189,12 @@ def tshark_messages(path: Path, ports: set[int], keylog: Path | None = None) -> 
 def test_tshark_finds_the_same_messages(name):
     path = ROOT / "captures" / f"{name}.pcap"
     got, _, _, _ = decoded(path)
-    ours = Counter((m.frame, m.correlation_id) for ex in got.exchanges
-                   for m in (ex.request, ex.response) if m is not None)
+    ours = Counter(
+        (m.frame, m.correlation_id)
+        for ex in got.exchanges
+        for m in (ex.request, ex.response)
+        if m is not None
+    )
     theirs = tshark_messages(path, {ex.broker[1] for ex in got.exchanges})
     assert theirs == ours
 
@@ -175,8 +206,12 @@ def test_tls_capture_opens_with_its_key_log():
     path = ROOT / "captures" / "tls" / "kafka-tls.pcap"
     keys = path.with_suffix(".keys")
     assert keys.read_text().count("CLIENT_TRAFFIC_SECRET_0") >= 2
-    out = subprocess.run(["tshark", "-r", str(path), "-T", "fields", "-e", "tcp.dstport"],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        ["tshark", "-r", str(path), "-T", "fields", "-e", "tcp.dstport"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     ports = Counter(int(p) for p in out.split() if p)
     port = ports.most_common(1)[0][0]
     assert len(tshark_messages(path, {port}, keys)) >= 10
@@ -196,8 +231,14 @@ def cli_lines(path: Path, ports: list[int]) -> list[dict]:
 
 # what a clean reading has none of: every malformed finding, and those saying the tables
 # did not know what the client spoke
-NOT_KNOWN = {"unknown_api", "assumed_version", "unknown_version", "version_not_advertised",
-             "guessed_api", "orphan_response"}
+NOT_KNOWN = {
+    "unknown_api",
+    "assumed_version",
+    "unknown_version",
+    "version_not_advertised",
+    "guessed_api",
+    "orphan_response",
+}
 
 
 def assert_cli_clean(lines: list[dict], clients: str) -> None:
@@ -205,14 +246,23 @@ def assert_cli_clean(lines: list[dict], clients: str) -> None:
     ``clients`` (the pinned release's opens with the newest version: Kafka 4.4's v5,
     KIP-1242), and no message has a problem or a malformed/unknown-version finding."""
     from kdissect.protocol.findings import REGISTRY
+
     first: dict[int, dict] = {}
     for line in lines:
         first.setdefault(line["stream"], line)
     newest = schemas.all_versions()[18][-1]
-    openings = {(m["direction"], m["api_name"], m["api_version"] if clients == VERSION else None,
-                 m["body"].get("client_software_version")) for m in first.values()}
-    assert openings == {("request", "ApiVersions", newest if clients == VERSION else None,
-                         clients)}, openings
+    openings = {
+        (
+            m["direction"],
+            m["api_name"],
+            m["api_version"] if clients == VERSION else None,
+            m["body"].get("client_software_version"),
+        )
+        for m in first.values()
+    }
+    assert openings == {
+        ("request", "ApiVersions", newest if clients == VERSION else None, clients)
+    }, openings
     assert [(m["api_name"], m["api_version"], m["problems"]) for m in lines if m["problems"]] == []
     bad = {c for c, k in REGISTRY.items() if k.group == "malformed"} | NOT_KNOWN
     found = Counter(f["code"] for m in lines for f in m["findings"])
@@ -220,14 +270,17 @@ def assert_cli_clean(lines: list[dict], clients: str) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("mode,expect,clients", [
-    ("consumer-group", [f"c{i}" for i in range(5)], VERSION),
-    ("share-group", [f"s{i}" for i in range(5)], VERSION),
-    ("streams-group", [f"T{i}" for i in range(5)], VERSION),
-    ("transactions", [f"committed{i}" for i in range(3)], VERSION),
-    # a client of the previous release line (scripts/kafka/PREVIOUS_CLIENTS) on this broker
-    ("admin", ["retention.ms=3600000", "acls=1"], PREVIOUS_CLIENTS),
-])
+@pytest.mark.parametrize(
+    "mode,expect,clients",
+    [
+        ("consumer-group", [f"c{i}" for i in range(5)], VERSION),
+        ("share-group", [f"s{i}" for i in range(5)], VERSION),
+        ("streams-group", [f"T{i}" for i in range(5)], VERSION),
+        ("transactions", [f"committed{i}" for i in range(3)], VERSION),
+        # a client of the previous release line (scripts/kafka/PREVIOUS_CLIENTS) on this broker
+        ("admin", ["retention.ms=3600000", "acls=1"], PREVIOUS_CLIENTS),
+    ],
+)
 def test_java_clients_live(apache_kafka, tmp_path, mode, expect, clients):
     """Java clients against the pinned broker, recorded, decode cleanly (as the checked-in
     captures do) and, through the CLI, without a false malformed finding: before kdissect
@@ -246,13 +299,22 @@ def test_java_clients_live(apache_kafka, tmp_path, mode, expect, clients):
     if mode == "transactions":
         # offsets committed in the transaction (TxnOffsetCommit: by topic id from 4.4's v6)
         # and the group deleted (DeleteGroups)
-        txn = [m for m in lines if m["api_name"] == "TxnOffsetCommit" and m["direction"] == "request"]
+        txn = [
+            m for m in lines if m["api_name"] == "TxnOffsetCommit" and m["direction"] == "request"
+        ]
         assert txn and {m["api_version"] for m in txn} == {schemas.all_versions()[28][-1]}
-        assert [(p["partition_index"], p["committed_offset"]) for m in txn
-                for t in m["body"]["topics"] for p in t["partitions"]] == [(0, 3)]
-        deleted = [m for m in lines if m["api_name"] == "DeleteGroups" and m["direction"] == "response"]
-        assert [(g["group_id"], g["error_code"]) for m in deleted for g in m["body"]["results"]] \
-            == [("kd-txn-offsets", 0)]
+        assert [
+            (p["partition_index"], p["committed_offset"])
+            for m in txn
+            for t in m["body"]["topics"]
+            for p in t["partitions"]
+        ] == [(0, 3)]
+        deleted = [
+            m for m in lines if m["api_name"] == "DeleteGroups" and m["direction"] == "response"
+        ]
+        assert [
+            (g["group_id"], g["error_code"]) for m in deleted for g in m["body"]["results"]
+        ] == [("kd-txn-offsets", 0)]
 
 
 @pytest.mark.slow
@@ -267,7 +329,7 @@ def test_kraft_traffic_live(apache_cluster):
 def test_broker_killed_live(apache_cluster, tmp_path):
     with Tcpdump(tmp_path / "killed.pcap", apache_cluster.ports("PLAINTEXT")) as d:
         acked, read_back = broker_killed(apache_cluster, victim=3)
-    assert acked > 100 and read_back == acked          # nothing acknowledged was lost
+    assert acked > 100 and read_back == acked  # nothing acknowledged was lost
     assert_clean("kafka-broker-killed", d.path)
 
 
@@ -281,16 +343,28 @@ def fetched_snapshots(path: Path) -> list[tuple[dict, bytes, list[str]]]:
             continue
         body = ex.response.decoded().body
         for t in body.child("topics").children:
-            for p in (t.child("partitions").children if t.child("partitions") else ()):
+            for p in t.child("partitions").children if t.child("partitions") else ():
                 recs = p.child("unaligned_records")
                 if recs is None:
                     continue
-                names = [n.name for n in recs.walk() if n.ktype == "struct"
-                         and n.name.endswith("Record") and n.note]
+                names = [
+                    n.name
+                    for n in recs.walk()
+                    if n.ktype == "struct" and n.name.endswith("Record") and n.note
+                ]
                 batches = [b for b in recs.children if b.ktype == "record_batch"]
-                raw = ex.response.data[batches[0].offset:recs.end] if batches else b""
-                out.append(({c.name: c.plain() for c in p.children if c.name != "unaligned_records"
-                             and not c.name.startswith("_")}, raw, names))
+                raw = ex.response.data[batches[0].offset : recs.end] if batches else b""
+                out.append(
+                    (
+                        {
+                            c.name: c.plain()
+                            for c in p.children
+                            if c.name != "unaligned_records" and not c.name.startswith("_")
+                        },
+                        raw,
+                        names,
+                    )
+                )
     return out
 
 
@@ -300,11 +374,12 @@ def test_fetch_snapshot_carries_the_metadata_snapshot():
     fetches a snapshot: the FetchSnapshot response's bytes are a KRaft snapshot (the
     .checkpoint format), decoded with the metadata records: SnapshotHeader first,
     SnapshotFooter last, the cluster's metadata in between."""
-    (part, raw, names), = fetched_snapshots(ROOT / "captures" / "kafka-kraft-snapshot.pcap")
+    ((part, raw, names),) = fetched_snapshots(ROOT / "captures" / "kafka-kraft-snapshot.pcap")
     assert part["error_code"] == 0 and part["position"] == 0 and part["size"] == len(raw)
     assert names[0] == "SnapshotHeaderRecord" and names[-1] == "SnapshotFooterRecord", names
-    assert {"FeatureLevelRecord", "RegisterBrokerRecord", "RegisterControllerRecord"} <= \
-        set(names), names
+    assert {"FeatureLevelRecord", "RegisterBrokerRecord", "RegisterControllerRecord"} <= set(
+        names
+    ), names
 
 
 @pytest.mark.slow
@@ -318,6 +393,7 @@ def test_fetch_snapshot_live(tmp_path):
 
     from kdissect.cli import main
     from tests.support.apache_kafka import ApacheKafka
+
     with ApacheKafka(nodes=3, start=False, extra=SNAPSHOTTING) as kafka:
         with Tcpdump(tmp_path / "snap.pcap", kafka.ports("CONTROLLER")) as dump:
             kafka.start()
@@ -327,12 +403,18 @@ def test_fetch_snapshot_live(tmp_path):
         assert fetched
         for part, raw, names in fetched:
             sid = part["snapshot_id"]
-            ck = kafka.node(3).log_dir / "__cluster_metadata-0" / \
-                f"{sid['end_offset']:020d}-{sid['epoch']:010d}.checkpoint"
+            ck = (
+                kafka.node(3).log_dir
+                / "__cluster_metadata-0"
+                / f"{sid['end_offset']:020d}-{sid['epoch']:010d}.checkpoint"
+            )
             assert ck.read_bytes() == raw
-            res = CliRunner().invoke(main, ["log", str(ck), "--format", "jsonl", "--records"],
-                                     catch_exceptions=False)
-            on_disk = [o.get("value_schema", "").split(" ")[0]
-                       for o in map(json.loads, res.output.splitlines())
-                       if o["type"] == "record"]
+            res = CliRunner().invoke(
+                main, ["log", str(ck), "--format", "jsonl", "--records"], catch_exceptions=False
+            )
+            on_disk = [
+                o.get("value_schema", "").split(" ")[0]
+                for o in map(json.loads, res.output.splitlines())
+                if o["type"] == "record"
+            ]
             assert on_disk == names

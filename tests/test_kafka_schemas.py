@@ -25,9 +25,9 @@ from tests.support.apache_kafka import LEGACY_CLIENTS, VERSION
 
 SCHEMAS = Path(__file__).resolve().parents[1] / "scripts" / "kafka" / "schemas"
 UPDATE = SCHEMAS.with_name("update")
-SAMPLES = 4                   # messages per key, version and direction
+SAMPLES = 4  # messages per key, version and direction
 RAW_RECORDS = Options(records=False, embedded=False)
-Case = tuple[int, int, str]   # api key, version, direction
+Case = tuple[int, int, str]  # api key, version, direction
 
 
 @lru_cache(maxsize=None)
@@ -35,8 +35,9 @@ def kafka_dump(release: str, mode: str) -> list[dict]:
     """Run KafkaSchemas on one kafka-clients jar: its JSON lines."""
     legacy = [] if release == VERSION else ["--legacy"]
     args = [mode, str(SAMPLES)] if mode.endswith("samples") else [mode]
-    out = subprocess.run([str(SCHEMAS), *legacy, *args],
-                         check=True, capture_output=True, text=True, timeout=300).stdout
+    out = subprocess.run(
+        [str(SCHEMAS), *legacy, *args], check=True, capture_output=True, text=True, timeout=300
+    ).stdout
     return [json.loads(line) for line in out.splitlines()]
 
 
@@ -51,8 +52,11 @@ def current() -> dict[Case, dict]:
 def dropped() -> dict[Case, dict]:
     """What kafka-clients 3.9 defines and the pinned release no longer does."""
     now = current()
-    return {c: unknown_struct_nulls(d) for c, d in
-            by_case(kafka_dump(LEGACY_CLIENTS, "schemas")).items() if c not in now}
+    return {
+        c: unknown_struct_nulls(d)
+        for c, d in by_case(kafka_dump(LEGACY_CLIENTS, "schemas")).items()
+        if c not in now
+    }
 
 
 def unknown_struct_nulls(d):
@@ -106,8 +110,10 @@ def differences(kafka: tuple, ours: tuple, path: str = "") -> list[str]:
         out.append(f"{path or '<top>'}: flexible Kafka={kafka[0]} kdissect={ours[0]}")
     kf, of = {f[0]: f for f in kafka[1]}, {f[0]: f for f in ours[1]}
     if [f[0] for f in kafka[1]] != [f[0] for f in ours[1]]:
-        out.append(f"{path or '<top>'}: fields Kafka={[f[0] for f in kafka[1]]} "
-                   f"kdissect={[f[0] for f in ours[1]]}")
+        out.append(
+            f"{path or '<top>'}: fields Kafka={[f[0] for f in kafka[1]]} "
+            f"kdissect={[f[0] for f in ours[1]]}"
+        )
     for name in kf.keys() & of.keys():
         k, o = kf[name], of[name]
         for i, what in enumerate(("type", "array", "nullable", "compact", "tag"), start=1):
@@ -126,8 +132,9 @@ def layout_differences(cases: dict[Case, dict]) -> list[str]:
         if st is None:
             out.append(f"{where}: kdissect has no layout")
             continue
-        out += [f"{where}: {x}" for x in differences(kafka_struct(d["schema"]),
-                                                      schemas.wire_shape(st))]
+        out += [
+            f"{where}: {x}" for x in differences(kafka_struct(d["schema"]), schemas.wire_shape(st))
+        ]
     return out
 
 
@@ -145,14 +152,24 @@ def test_recent_layouts_read_like_the_version_before():
 
     def bare(st: Struct) -> Struct:
         def one(f: Field) -> Field:
-            return Field(f.name, f.type, f.array, f.nullable, f.tag,
-                         bare(f.struct) if f.struct is not None else None, None, f.compact)
+            return Field(
+                f.name,
+                f.type,
+                f.array,
+                f.nullable,
+                f.tag,
+                bare(f.struct) if f.struct is not None else None,
+                None,
+                f.compact,
+            )
+
         return Struct(st.name, tuple(map(one, st.fields)), tuple(map(one, st.tagged)), st.flexible)
 
     def hints(st: Struct) -> dict:
         return {f.name: f.hint for f in (*st.fields, *st.tagged)}
+
     kio = schemas._kio()
-    fetch = kio.layout(1, max(kio.versions()[1]), "response")      # durations, nested structs
+    fetch = kio.layout(1, max(kio.versions()[1]), "response")  # durations, nested structs
     assert schemas._hinted(bare(fetch), fetch) == fetch
     assert hints(fetch)["throttle_time_ms"] == "duration"
     for key, version in schemas.recent_versions():
@@ -160,8 +177,9 @@ def test_recent_layouts_read_like_the_version_before():
             before = schemas._kio_before(key, version, direction)
             if before is not None:
                 new = hints(schemas.layout(key, version, direction))
-                assert {n: new[n] for n in hints(before).keys() & new.keys()} == \
-                    {n: h for n, h in hints(before).items() if n in new}
+                assert {n: new[n] for n in hints(before).keys() & new.keys()} == {
+                    n: h for n, h in hints(before).items() if n in new
+                }
 
 
 @pytest.mark.slow
@@ -204,7 +222,8 @@ def expected(value):
 def header(key: int, version: int, direction: str, corr: int) -> bytes:
     if direction == "response":
         return corr.to_bytes(4, "big") + (
-            b"\x00" if schemas.response_header_version(key, version) == 1 else b"")
+            b"\x00" if schemas.response_header_version(key, version) == 1 else b""
+        )
     out = key.to_bytes(2, "big") + version.to_bytes(2, "big") + corr.to_bytes(4, "big")
     hv = schemas.request_header_version(key, version)
     if hv >= 1:
@@ -258,6 +277,7 @@ def test_dropped_versions_written_by_kafka_3_9_decode_value_for_value():
 @pytest.mark.slow
 def test_every_error_code_of_the_pinned_release_is_named_as_kafka_names_it():
     from kdissect.protocol.names import error_info
+
     kafka = {d["code"]: (d["name"], d["retriable"]) for d in kafka_dump(VERSION, "errors")}
     assert len(kafka) > 130 and kafka[129][0] == "REBOOTSTRAP_REQUIRED"
     ours = {c: (error_info(c).name, error_info(c).retriable) for c in kafka if c != 0}
@@ -277,11 +297,13 @@ def internal_index() -> dict[str, list]:
 @pytest.mark.slow
 def test_every_internal_record_type_of_the_pinned_release_is_known():
     from kdissect.protocol.internal_schemas import MESSAGES
+
     kafka = internal_index()
     assert {n: tuple(v) for n, v in kafka.items()} == MESSAGES
     # the families kdissect decodes, each with its record types (4.4: metadata type 29)
-    assert {"group", "transaction", "share", "metadata", "remote", "control"} == \
-        {v[0] for v in kafka.values()}
+    assert {"group", "transaction", "share", "metadata", "remote", "control"} == {
+        v[0] for v in kafka.values()
+    }
     assert kafka["UnregisterControllerRecord"][:2] == ["metadata", 29]
 
 
@@ -292,6 +314,7 @@ def test_internal_records_written_by_kafka_decode_value_for_value():
     written by its generated class, decodes with kdissect's layout to Kafka's values."""
     from kdissect.protocol.decode import decode_prefix
     from kdissect.protocol.internal import internal_layout
+
     samples = kafka_dump(VERSION, "internal-samples")
     failures, seen = [], set()
     for s in samples:
@@ -303,8 +326,9 @@ def test_internal_records_written_by_kafka_decode_value_for_value():
         if st is None:
             failures.append(f"{where}: kdissect has no layout")
             continue
-        tree, complete = decode_prefix(bytes.fromhex(s["hex"]), 0, st, s["name"], RAW_RECORDS,
-                                       whole=True)
+        tree, complete = decode_prefix(
+            bytes.fromhex(s["hex"]), 0, st, s["name"], RAW_RECORDS, whole=True
+        )
         if not complete or tree.problems():
             failures.append(f"{where}: {tree.problems()}")
         elif tree.plain() != expected(s["values"]):
@@ -312,8 +336,13 @@ def test_internal_records_written_by_kafka_decode_value_for_value():
         seen.add(s["name"])
     assert failures == []
     assert len(samples) == SAMPLES * sum(v[3] - v[2] + 1 for v in internal_index().values())
-    assert {"UnregisterControllerRecord", "StreamsGroupMetadataValue", "OffsetCommitValue",
-            "StreamsGroupTopologyValue", "VotersRecord"} <= seen
+    assert {
+        "UnregisterControllerRecord",
+        "StreamsGroupMetadataValue",
+        "OffsetCommitValue",
+        "StreamsGroupTopologyValue",
+        "VotersRecord",
+    } <= seen
 
 
 @pytest.mark.slow

@@ -17,13 +17,14 @@ PACKAGE = ROOT / "kdissect"
 def _layered() -> set[str]:
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
     (layers,) = [c["layers"] for c in config["contracts"] if c["type"] == "layers"]
-    return {name.strip("()") for layer in layers for name in re.split(r"[|:\s]+", layer)
-            if name}
+    return {name.strip("()") for layer in layers for name in re.split(r"[|:\s]+", layer) if name}
 
 
 def test_every_package_has_a_layer():
-    tops = {p.stem for p in PACKAGE.glob("*.py") if p.name != "__init__.py"} | \
-        {p.parent.name for p in PACKAGE.glob("*/__init__.py")} | \
-        {p.name.split(".")[0] for p in PACKAGE.glob("_native*.so")}
+    tops = (
+        {p.stem for p in PACKAGE.glob("*.py") if p.name != "__init__.py"}
+        | {p.parent.name for p in PACKAGE.glob("*/__init__.py")}
+        | {p.name.split(".")[0] for p in PACKAGE.glob("_native*.so")}
+    )
     assert tops - _layered() == set(), "give each package a layer in pyproject.toml"
     assert _layered() - tops <= {"_native"}, "a layer names a package that is gone"

@@ -17,12 +17,15 @@ from kdissect.stream.engine import Engine
 from kdissect.stream.sink import Collect
 
 # every repo capture but the four largest (fast tier; the golden digests hold them all)
-CAPTURES = [p for p in sorted((Path(__file__).resolve().parents[1] / "captures")
-                              .glob("*.pcap*")) if p.stat().st_size < 200_000]
+CAPTURES = [
+    p
+    for p in sorted((Path(__file__).resolve().parents[1] / "captures").glob("*.pcap*"))
+    if p.stat().st_size < 200_000
+]
 
 
 class _Kept(Collect):
-    values_conv = staticmethod(json_bytes)     # enrichment keeps the bodies it reads
+    values_conv = staticmethod(json_bytes)  # enrichment keeps the bodies it reads
 
 
 @pytest.mark.parametrize("show_secrets", [False, True])
@@ -37,7 +40,9 @@ def test_kept_values_lines_match_message_json(show_secrets):
                 if m.values is None:
                     continue
                 kept += 1
-                slow = _encode(message_json(dataclasses.replace(m), options, ex,
-                                            enriched_full=False)) + "\n"
+                slow = (
+                    _encode(message_json(dataclasses.replace(m), options, ex, enriched_full=False))
+                    + "\n"
+                )
                 assert message_line(m, options, ex, enriched_full=False) == slow, path.name
-    assert kept > 500            # the captures hold hundreds of such messages
+    assert kept > 500  # the captures hold hundreds of such messages

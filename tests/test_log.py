@@ -24,12 +24,27 @@ ROOT = Path(__file__).resolve().parents[1]
 CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 
 
-def batch(magic: int, codec: int, offset: int, records, pid: int = -1, epoch: int = -1,
-          seq: int = -1, transactional: bool = False) -> bytes:
-    ts = 1700000000000 + 10 * offset        # timestamps grow with offsets, as on a broker
-    b = MemoryRecordsBuilder(magic, codec, 1 << 20, offset=offset if magic < 2 else 0,
-                             transactional=transactional,
-                             producer_id=pid, producer_epoch=epoch, base_sequence=seq)
+def batch(
+    magic: int,
+    codec: int,
+    offset: int,
+    records,
+    pid: int = -1,
+    epoch: int = -1,
+    seq: int = -1,
+    transactional: bool = False,
+) -> bytes:
+    ts = 1700000000000 + 10 * offset  # timestamps grow with offsets, as on a broker
+    b = MemoryRecordsBuilder(
+        magic,
+        codec,
+        1 << 20,
+        offset=offset if magic < 2 else 0,
+        transactional=transactional,
+        producer_id=pid,
+        producer_epoch=epoch,
+        base_sequence=seq,
+    )
     for i, (k, v) in enumerate(records):
         b.append(ts + i, k, v, [("h", b"hv")] if magic == 2 else [])
     b.close()
@@ -64,8 +79,9 @@ def findings(objs: list[dict]) -> list[str]:
     return [f["code"] for o in objs for f in o.get("findings", [])]
 
 
-@pytest.mark.parametrize("magic,codec", [(m, c) for m in (0, 1, 2) for c in CODECS
-                                         if not (m < 2 and c == 4)])
+@pytest.mark.parametrize(
+    "magic,codec", [(m, c) for m in (0, 1, 2) for c in CODECS if not (m < 2 and c == 4)]
+)
 def test_every_magic_and_codec(tmp_path, magic, codec):
     part = tmp_path / "orders-0"
     part.mkdir()
@@ -90,9 +106,11 @@ def _partition(tmp_path: Path) -> tuple[Path, list[int]]:
     a leader-epoch checkpoint and a producer snapshot, consistent with each other."""
     part = tmp_path / "pay-0"
     part.mkdir()
-    batches = [batch(2, 0, 0, [(b"a", b"1"), (b"b", b"2")], pid=7, epoch=0, seq=0),
-               batch(2, 1, 2, [(b"c", b"3")], pid=7, epoch=0, seq=2),
-               batch(2, 0, 3, [(b"d", b"4"), (b"e", b"5")], pid=9, epoch=1, seq=0)]
+    batches = [
+        batch(2, 0, 0, [(b"a", b"1"), (b"b", b"2")], pid=7, epoch=0, seq=0),
+        batch(2, 1, 2, [(b"c", b"3")], pid=7, epoch=0, seq=2),
+        batch(2, 0, 3, [(b"d", b"4"), (b"e", b"5")], pid=9, epoch=1, seq=0),
+    ]
     positions, pos = [], 0
     for b in batches:
         positions.append(pos)
@@ -105,38 +123,50 @@ def _partition(tmp_path: Path) -> tuple[Path, list[int]]:
     (part / "00000000000000000000.timeindex").write_bytes(tindex + bytes(12 * 4))
     (part / "leader-epoch-checkpoint").write_text("0\n1\n0 0\n")
     (part / "partition.metadata").write_text("version: 0\ntopic_id: 3J3sOs5eRJ6dK8hiE2FqXw\n")
-    entries = struct.pack(">qhiqiqiq", 7, 0, 2, 2, 0, 1700000000000, -1, -1) + \
-        struct.pack(">qhiqiqiq", 9, 1, 1, 4, 1, 1700000000001, -1, -1)
+    entries = struct.pack(">qhiqiqiq", 7, 0, 2, 2, 0, 1700000000000, -1, -1) + struct.pack(
+        ">qhiqiqiq", 9, 1, 1, 4, 1, 1700000000001, -1, -1
+    )
     body = struct.pack(">i", 2) + entries
     (part / "00000000000000000005.snapshot").write_bytes(
-        struct.pack(">hI", 1, crc32c.crc32c(body)) + body)
+        struct.pack(">hI", 1, crc32c.crc32c(body)) + body
+    )
     return part, positions
 
 
-def marker_and_damage(offset: int, pid: int, epoch: int, seq: int, recs,
-                      marker: int = 1) -> bytes:
+def marker_and_damage(offset: int, pid: int, epoch: int, seq: int, recs, marker: int = 1) -> bytes:
     """From ``offset`` on: the producer's transaction marker (1 COMMIT, 0 ABORT), a batch
     with log-append time, a batch whose CRC is wrong and a torn batch (``recs``)."""
-    control = bytearray(batch(2, 0, offset, [(struct.pack(">hh", 0, marker),
-                                              struct.pack(">hi", 0, 3))],
-                              pid=pid, epoch=epoch, seq=seq, transactional=True))
-    struct.pack_into(">h", control, 21, 0x30)       # control + transactional
-    struct.pack_into(">i", control, 53, -1)         # markers have no sequence
+    control = bytearray(
+        batch(
+            2,
+            0,
+            offset,
+            [(struct.pack(">hh", 0, marker), struct.pack(">hi", 0, 3))],
+            pid=pid,
+            epoch=epoch,
+            seq=seq,
+            transactional=True,
+        )
+    )
+    struct.pack_into(">h", control, 21, 0x30)  # control + transactional
+    struct.pack_into(">i", control, 53, -1)  # markers have no sequence
     struct.pack_into(">I", control, 17, crc32c.crc32c(bytes(control[21:])))
     appended = bytearray(batch(2, 4, offset + 1, [(b"a", b"b")]))
     struct.pack_into(">h", appended, 21, struct.unpack_from(">h", appended, 21)[0] | 0x08)
     struct.pack_into(">I", appended, 17, crc32c.crc32c(bytes(appended[21:])))
     flipped = bytearray(batch(2, 0, offset + 2, [(b"x", b"y")]))
     flipped[-1] ^= 1
-    return bytes(control) + bytes(appended) + bytes(flipped) + \
-        batch(2, 1, offset + 3, recs)[:-9]
+    return bytes(control) + bytes(appended) + bytes(flipped) + batch(2, 1, offset + 3, recs)[:-9]
 
 
 def both_paths(*paths: str) -> tuple[str, str]:
     """The JSON lines of the bulk (values) path and of the located path, with records."""
     from kdissect.cli.log_cmd import item_lines
-    return tuple("".join(item_lines(i, True) for i in walk(list(paths), Options(), values=v))
-                 for v in (True, False))
+
+    return tuple(
+        "".join(item_lines(i, True) for i in walk(list(paths), Options(), values=v))
+        for v in (True, False)
+    )
 
 
 def test_values_path_agrees_with_the_located_path(tmp_path):
@@ -144,6 +174,7 @@ def test_values_path_agrees_with_the_located_path(tmp_path):
     every codec, producers, transactions, a control batch, log-append time, a CRC
     mismatch and a torn tail (those two take the located path)."""
     from kdissect.cli.log_cmd import item_lines
+
     part = tmp_path / "mix-0"
     part.mkdir()
     recs = [(b"k%d" % i, b"v\x00\xff" * i) for i in range(4)] + [(None, b"")]
@@ -154,7 +185,7 @@ def test_values_path_agrees_with_the_located_path(tmp_path):
     fast, located = both_paths(str(part))
     assert fast == located
     items = list(walk([str(part)], Options(), values=True))
-    assert sum(i.values is not None for i in items) == 7     # the clean, ordinary batches
+    assert sum(i.values is not None for i in items) == 7  # the clean, ordinary batches
     assert '"control_type": "COMMIT"' in fast and "crc_mismatch" in fast
     assert item_lines(items[0], False).count("\n") == 1
 
@@ -164,8 +195,15 @@ def test_partition_dir_consistent(tmp_path):
     objs = jsonl(str(part))
     assert findings(objs) == [], [o for o in objs if o.get("findings")]
     kinds = [o["type"] for o in objs]
-    assert {"checkpoint", "properties", "producer_snapshot", "offset_index", "time_index",
-            "batch", "record"} <= set(kinds)
+    assert {
+        "checkpoint",
+        "properties",
+        "producer_snapshot",
+        "offset_index",
+        "time_index",
+        "batch",
+        "record",
+    } <= set(kinds)
     snap = next(o for o in objs if o["type"] == "producer_snapshot")
     assert [e["producer_id"] for e in snap["content"]["producer_entries"]] == [7, 9]
     idx = next(o for o in objs if o["type"] == "offset_index")
@@ -183,15 +221,21 @@ def test_checks_find_what_disagrees(tmp_path):
     part, positions = _partition(tmp_path)
     # the index names the wrong position, the time index the wrong timestamp, the epoch
     # checkpoint another epoch, the snapshot another sequence, and a sequence gap
-    (part / "00000000000000000000.index").write_bytes(struct.pack(">ii", 2, positions[1] + 3)
-                                                       + struct.pack(">ii", 4, 99999))
+    (part / "00000000000000000000.index").write_bytes(
+        struct.pack(">ii", 2, positions[1] + 3) + struct.pack(">ii", 4, 99999)
+    )
     (part / "00000000000000000000.timeindex").write_bytes(struct.pack(">qi", 1, 2))
     (part / "leader-epoch-checkpoint").write_text("0\n1\n3 0\n")
     log = part / "00000000000000000000.log"
     log.write_bytes(log.read_bytes() + batch(2, 0, 5, [(b"f", b"6")], pid=7, epoch=0, seq=9))
     codes = findings(jsonl(str(part)))
-    for code in ("index_bad_entry", "index_past_end", "time_index_mismatch",
-                 "leader_epoch_mismatch", "sequence_gap"):
+    for code in (
+        "index_bad_entry",
+        "index_past_end",
+        "time_index_mismatch",
+        "leader_epoch_mismatch",
+        "sequence_gap",
+    ):
         assert code in codes, (code, codes)
 
 
@@ -218,12 +262,26 @@ def test_damage_is_found_never_raised(tmp_path):
 def test_internal_topics_on_disk(tmp_path):
     d = tmp_path / "__consumer_offsets-3"
     d.mkdir()
-    key = struct.pack(">hh", 1, 5) + b"group" + struct.pack(">h", 6) + b"orders" + struct.pack(">i", 2)
-    value = struct.pack(">hqi", 3, 42, 7) + struct.pack(">h", 4) + b"meta" + struct.pack(">q", 1700000000000)
+    key = (
+        struct.pack(">hh", 1, 5)
+        + b"group"
+        + struct.pack(">h", 6)
+        + b"orders"
+        + struct.pack(">i", 2)
+    )
+    value = (
+        struct.pack(">hqi", 3, 42, 7)
+        + struct.pack(">h", 4)
+        + b"meta"
+        + struct.pack(">q", 1700000000000)
+    )
     (d / "00000000000000000000.log").write_bytes(batch(2, 0, 0, [(key, value)]))
     rec = next(o for o in jsonl(str(d)) if o["type"] == "record")
-    assert rec["key_decoded"]["OffsetCommitKey"] == {"group": "group", "topic": "orders",
-                                                     "partition": 2}
+    assert rec["key_decoded"]["OffsetCommitKey"] == {
+        "group": "group",
+        "topic": "orders",
+        "partition": 2,
+    }
     v = rec["value_decoded"]["OffsetCommitValue"]
     assert (v["offset"], v["leader_epoch"], v["metadata"]) == (42, 7, "meta")
     # __cluster_metadata: frame version 1, TopicRecord (type 2) v0, flexible
@@ -240,12 +298,13 @@ def test_internal_records_in_fetch_responses():
     """The same decoders on the wire: a Fetch response (v12, topic named) carrying a
     __consumer_offsets batch."""
     from kdissect.protocol import decode_response
+
     key = struct.pack(">hh", 2, 1) + b"g"
     recs = batch(2, 0, 0, [(key, None)])
     topic = b"__consumer_offsets"
     # correlation id; header v1 tagged fields; throttle, error, session id; topics[1]
     msg = struct.pack(">i", 1) + b"\x00" + struct.pack(">ihi", 0, 0, 0) + bytes([2])
-    msg += bytes([len(topic) + 1]) + topic + bytes([2])                       # partitions[1]
+    msg += bytes([len(topic) + 1]) + topic + bytes([2])  # partitions[1]
     msg += struct.pack(">ihqqq", 0, 0, 1, 1, 0) + bytes([1]) + struct.pack(">i", -1)
     msg += bytes([len(recs) + 1]) + recs + b"\x00" + b"\x00" + b"\x00"
     m = decode_response(msg, 1, 12)
@@ -256,10 +315,12 @@ def test_internal_records_in_fetch_responses():
 def test_zero_seven_kafka_file(tmp_path):
     """0.7 logs, built from the layout in the 0.7 design document (no 0.7 broker exists
     here): 4-byte length, magic, [attributes,] CRC32 of the payload, payload."""
+
     def message(payload: bytes, magic: int = 1) -> bytes:
         head = bytes([magic]) + (b"\x00" if magic == 1 else b"")
         body = head + struct.pack(">I", zlib.crc32(payload)) + payload
         return struct.pack(">i", len(body)) + body
+
     data = message(b"hello", 0) + message(b"world") + message(b"bad")[:-1] + b"x"
     d = tmp_path / "t_0"
     d.mkdir()
@@ -276,8 +337,9 @@ def test_text_files(tmp_path):
     (tmp_path / "quorum-state").write_text('{"leaderId":1,"leaderEpoch":2,"data_version":1}')
     part = tmp_path / "t-0"
     part.mkdir()
-    (part / "00000000000000000000.log").write_bytes(batch(2, 0, 0, [(b"a", b"1")]) +
-                                                    batch(2, 0, 1, [(b"b", b"2")]))
+    (part / "00000000000000000000.log").write_bytes(
+        batch(2, 0, 0, [(b"a", b"1")]) + batch(2, 0, 1, [(b"b", b"2")])
+    )
     objs = jsonl(str(tmp_path))
     meta = next(o for o in objs if o["file"].endswith("meta.properties"))
     assert meta["content"]["cluster.id"] == "abc"
@@ -314,16 +376,21 @@ def test_segment_memory_is_one_batch(tmp_path):
 @pytest.mark.slow
 def test_internal_schemas_module_is_current():
     """Re-run the dumper on Kafka's jars (Maven Central): the checked-in module matches."""
-    res = subprocess.run([sys.executable, str(ROOT / "scripts" / "dump_internal_schemas.py"),
-                          "--check"], capture_output=True, text=True, timeout=900)
+    res = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "dump_internal_schemas.py"), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert res.returncode == 0, res.stderr[-2000:]
 
 
 def test_parquet_tables(tmp_path):
     import pyarrow.parquet as pq
+
     part, _positions = _partition(tmp_path)
     log = part / "00000000000000000000.log"
-    log.write_bytes(log.read_bytes() + b"\x07" * 40)            # a nonsense tail
+    log.write_bytes(log.read_bytes() + b"\x07" * 40)  # a nonsense tail
     code, out = run_log(str(part), "--format", "parquet", "-o", str(tmp_path / "t"))
     assert code == 0, out
     batches = pq.read_table(tmp_path / "t" / "batches.parquet").to_pylist()
@@ -357,26 +424,29 @@ def test_damage_with_intact_batches_after_it(tmp_path):
     index entries naming them are right, and neither is called a torn write."""
     batches = [batch(2, 0, i, [(b"k%d" % i, b"v" * 30)]) for i in range(6)]
     starts = [sum(map(len, batches[:i])) for i in range(6)]
-    for name, at, value, code in (("magic", 16, b"\x07", "log_bad_magic"),
-                                  ("length", 8, struct.pack(">i", 0x7FFF0000), "log_bad_batch"),
-                                  ("short", 8, struct.pack(">i", 3), "log_bad_batch")):
+    for name, at, value, code in (
+        ("magic", 16, b"\x07", "log_bad_magic"),
+        ("length", 8, struct.pack(">i", 0x7FFF0000), "log_bad_batch"),
+        ("short", 8, struct.pack(">i", 3), "log_bad_batch"),
+    ):
         data = bytearray(b"".join(batches))
-        data[starts[2] + at:starts[2] + at + len(value)] = value
+        data[starts[2] + at : starts[2] + at + len(value)] = value
         root = _segment_dir(tmp_path, name, bytes(data), marker=False)
         # index entries at the damaged batch and at the intact ones after it (the time
         # index names the damaged batch too: its header holds when the CRC does)
         (root / "t-0" / "00000000000000000000.index").write_bytes(
-            b"".join(struct.pack(">ii", i, starts[i]) for i in (2, 3, 5)) + bytes(80))
+            b"".join(struct.pack(">ii", i, starts[i]) for i in (2, 3, 5)) + bytes(80)
+        )
         if name == "magic":
             (root / "t-0" / "00000000000000000000.timeindex").write_bytes(
-                b"".join(struct.pack(">qi", 1700000000000 + 10 * i, i) for i in (2, 3)))
+                b"".join(struct.pack(">qi", 1700000000000 + 10 * i, i) for i in (2, 3))
+            )
         objs = jsonl(str(root))
         codes = findings(objs)
         assert codes == ["unclean_shutdown", code], (name, codes)
         keys = [o["key"] for o in objs if o["type"] == "record"]
         assert keys == ["k0", "k1", "k3", "k4", "k5"], (name, keys)
-        said = next(f["detail"] for o in objs for f in o.get("findings", [])
-                    if f["code"] == code)
+        said = next(f["detail"] for o in objs for f in o.get("findings", []) if f["code"] == code)
         if code == "log_bad_magic":
             assert "magic byte 7" in said and "recovery keeps it" in said
         else:
@@ -398,11 +468,11 @@ def test_crc_mismatch_says_what_recovery_does(tmp_path):
     said = {}
     for name, marker in (("unclean", False), ("clean", True), ("alone", None)):
         objs = jsonl(str(_segment_dir(tmp_path, name, data, marker)))
-        said[name] = [f["detail"] for o in objs for f in o.get("findings", [])
-                      if f["code"] == "crc_mismatch"]
+        said[name] = [
+            f["detail"] for o in objs for f in o.get("findings", []) if f["code"] == "crc_mismatch"
+        ]
         assert len(said[name]) == 1, (name, findings(objs))
-    assert "at the broker's next start, truncates the partition at this batch" in \
-        said["unclean"][0]
+    assert "at the broker's next start, truncates the partition at this batch" in said["unclean"][0]
     assert "stopped cleanly, so recovery does not read it" in said["clean"][0]
     assert "when it runs over it (after an unclean shutdown)" in said["alone"][0]
 
@@ -411,7 +481,7 @@ def test_producer_snapshot_with_a_bad_crc_is_not_compared(tmp_path):
     part, _ = _partition(tmp_path)
     snap = part / "00000000000000000005.snapshot"
     data = bytearray(snap.read_bytes())
-    data[20] ^= 0xFF                    # producer 7's epoch: garbage, the CRC fails
+    data[20] ^= 0xFF  # producer 7's epoch: garbage, the CRC fails
     snap.write_bytes(bytes(data))
     assert findings(jsonl(str(part))) == ["crc_mismatch"]
 
@@ -422,30 +492,29 @@ def test_a_newer_epoch_marker_resets_the_producer_state(tmp_path):
     offset -1), as its snapshot does."""
     part = tmp_path / "txn-0"
     part.mkdir()
-    data = batch(2, 0, 0, [(b"a", b"1"), (b"b", b"2")], pid=7, epoch=0, seq=0,
-                 transactional=True)
+    data = batch(2, 0, 0, [(b"a", b"1"), (b"b", b"2")], pid=7, epoch=0, seq=0, transactional=True)
     marked = marker_and_damage(2, 7, 1, 0, [(b"x", b"y")])
-    control = marked[:12 + struct.unpack_from(">i", marked, 8)[0]]
+    control = marked[: 12 + struct.unpack_from(">i", marked, 8)[0]]
     (part / "00000000000000000000.log").write_bytes(data + control)
-    body = struct.pack(">i", 1) + struct.pack(">qhiqiqiq", 7, 1, -1, -1, 0, 1700000000000,
-                                              0, -1)
+    body = struct.pack(">i", 1) + struct.pack(">qhiqiqiq", 7, 1, -1, -1, 0, 1700000000000, 0, -1)
     (part / "00000000000000000003.snapshot").write_bytes(
-        struct.pack(">hI", 1, crc32c.crc32c(body)) + body)
+        struct.pack(">hI", 1, crc32c.crc32c(body)) + body
+    )
     objs = jsonl(str(part))
-    assert [o.get("control_type") for o in objs if o["type"] == "record"] == \
-        [None, None, "COMMIT"]
+    assert [o.get("control_type") for o in objs if o["type"] == "record"] == [None, None, "COMMIT"]
     assert findings(objs) == []
     # the epoch-0 batch as the snapshot's state is what does not match
-    body = struct.pack(">i", 1) + struct.pack(">qhiqiqiq", 7, 0, 1, 1, 1, 1700000000000,
-                                              0, -1)
+    body = struct.pack(">i", 1) + struct.pack(">qhiqiqiq", 7, 0, 1, 1, 1, 1700000000000, 0, -1)
     (part / "00000000000000000003.snapshot").write_bytes(
-        struct.pack(">hI", 1, crc32c.crc32c(body)) + body)
+        struct.pack(">hI", 1, crc32c.crc32c(body)) + body
+    )
     assert findings(jsonl(str(part))) == ["producer_state_mismatch"]
 
 
 def test_preallocated_index_is_read_cheaply(tmp_path):
     import time
     from kdissect.protocol.ondisk import offset_index
+
     data = struct.pack(">ii", 3, 4096) + struct.pack(">ii", 9, 8192) + bytes(10 << 20)
     started = time.process_time()
     tree = offset_index(data, 0)
@@ -458,9 +527,10 @@ def test_resync_after_damage_is_bounded(tmp_path):
     bounded: heads every 64 bytes that all claim a batch running to the file's end (each
     a CRC over megabytes) cost no more than a few."""
     import time
+
     size = 3 << 20
     data = bytearray(size)
-    data[8:12] = struct.pack(">i", -5)                      # no batch at position 0
+    data[8:12] = struct.pack(">i", -5)  # no batch at position 0
     for pos in range(64, 1 << 20, 64):
         struct.pack_into(">i", data, pos + 8, size - pos - 12)
         data[pos + 16] = 2

@@ -23,33 +23,59 @@ from tests.support.dump_log import compare, parse
 pytestmark = pytest.mark.slow
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
-DECODERS = {"__consumer_offsets": "--offsets-decoder",
-            "__transaction_state": "--transaction-log-decoder",
-            "__cluster_metadata": "--cluster-metadata-decoder",
-            "__share_group_state": "--share-group-state-decoder"}
+DECODERS = {
+    "__consumer_offsets": "--offsets-decoder",
+    "__transaction_state": "--transaction-log-decoder",
+    "__cluster_metadata": "--cluster-metadata-decoder",
+    "__share_group_state": "--share-group-state-decoder",
+}
 
 
 def _produce(bootstrap: str) -> None:
     from confluent_kafka import Consumer, Producer
     from confluent_kafka.admin import AdminClient, NewTopic
+
     admin = AdminClient({"bootstrap.servers": bootstrap})
     topics = [NewTopic(f"codec-{c}", 1, 1) for c in CODECS] + [
         NewTopic("txn", 1, 1),
-        NewTopic("compacted", 1, 1, config={"cleanup.policy": "compact",
-                                            "min.cleanable.dirty.ratio": "0.01",
-                                            "delete.retention.ms": "0", "segment.ms": "200"})]
+        NewTopic(
+            "compacted",
+            1,
+            1,
+            config={
+                "cleanup.policy": "compact",
+                "min.cleanable.dirty.ratio": "0.01",
+                "delete.retention.ms": "0",
+                "segment.ms": "200",
+            },
+        ),
+    ]
     for f in admin.create_topics(topics).values():
         f.result(30)
     for codec in CODECS:
-        p = Producer({"bootstrap.servers": bootstrap, "compression.type": codec,
-                      "linger.ms": 20, "enable.idempotence": codec != "none"})
+        p = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "compression.type": codec,
+                "linger.ms": 20,
+                "enable.idempotence": codec != "none",
+            }
+        )
         for i in range(40):
-            p.produce(f"codec-{codec}", key=f"k{i}".encode() if i % 5 else None,
-                      value=None if i == 7 else f"value {i} ".encode() * (i % 4 + 1),
-                      headers=[("h", b"v"), ("n", None)] if i % 3 == 0 else None)
+            p.produce(
+                f"codec-{codec}",
+                key=f"k{i}".encode() if i % 5 else None,
+                value=None if i == 7 else f"value {i} ".encode() * (i % 4 + 1),
+                headers=[("h", b"v"), ("n", None)] if i % 3 == 0 else None,
+            )
         p.flush(30)
-    tp = Producer({"bootstrap.servers": bootstrap, "transactional.id": "kdissect-log",
-                   "compression.type": "lz4"})
+    tp = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "transactional.id": "kdissect-log",
+            "compression.type": "lz4",
+        }
+    )
     tp.init_transactions(30)
     for commit in (True, False, True):
         tp.begin_transaction()
@@ -60,14 +86,21 @@ def _produce(bootstrap: str) -> None:
     cp = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
     for round_ in range(12):
         for k in range(8):
-            cp.produce("compacted", key=b"key-%d" % k,
-                       value=None if (round_ == 11 and k % 4 == 0) else b"v%d-%d" % (round_, k) * 20)
+            cp.produce(
+                "compacted",
+                key=b"key-%d" % k,
+                value=None if (round_ == 11 and k % 4 == 0) else b"v%d-%d" % (round_, k) * 20,
+            )
         cp.flush(30)
-        time.sleep(0.25)               # segment.ms: a new segment per round
+        time.sleep(0.25)  # segment.ms: a new segment per round
     for protocol in ("classic", "consumer"):
-        conf = {"bootstrap.servers": bootstrap, "group.id": f"group-{protocol}",
-                "auto.offset.reset": "earliest", "enable.auto.commit": False,
-                "group.protocol": protocol}
+        conf = {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"group-{protocol}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "group.protocol": protocol,
+        }
         c = Consumer(conf)
         c.subscribe(["codec-none", "txn"])
         got, deadline = 0, time.time() + 40
@@ -81,16 +114,29 @@ def _produce(bootstrap: str) -> None:
     # a share group (KIP-932): its records in __consumer_offsets, its acquisition state
     # in __share_group_state
     from tests.support.kafka_scenarios import java_session
+
     assert sorted(java_session("share-group", bootstrap)) == [f"s{i}" for i in range(5)]
 
 
 def _fetch_internal(port: int) -> None:
     """A consumer reads __consumer_offsets and __transaction_state through the relay."""
     from confluent_kafka import Consumer, TopicPartition
-    c = Consumer({"bootstrap.servers": f"127.0.0.1:{port}", "group.id": "internal-reader",
-                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
-    c.assign([TopicPartition(t, p, 0) for t in ("__consumer_offsets", "__transaction_state")
-              for p in range(3)])
+
+    c = Consumer(
+        {
+            "bootstrap.servers": f"127.0.0.1:{port}",
+            "group.id": "internal-reader",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    c.assign(
+        [
+            TopicPartition(t, p, 0)
+            for t in ("__consumer_offsets", "__transaction_state")
+            for p in range(3)
+        ]
+    )
     got, deadline = 0, time.time() + 20
     while time.time() < deadline and got < 20:
         m = c.poll(0.5)
@@ -103,13 +149,19 @@ def _fetch_internal(port: int) -> None:
 def kafka_dirs(tmp_path_factory):
     from tests.support.apache_kafka import ApacheKafka
     from tests.support.relay import Relay
+
     relay = Relay()
-    kafka = ApacheKafka(nodes=1, start=False, extra={
-        "log.cleaner.enable": "true", "log.cleaner.backoff.ms": "300",
-        "log.index.interval.bytes": "256",
-        "metadata.log.max.record.bytes.between.snapshots": "4096",
-        "metadata.log.max.snapshot.interval.ms": "2000",
-    })
+    kafka = ApacheKafka(
+        nodes=1,
+        start=False,
+        extra={
+            "log.cleaner.enable": "true",
+            "log.cleaner.backoff.ms": "300",
+            "log.index.interval.bytes": "256",
+            "metadata.log.max.record.bytes.between.snapshots": "4096",
+            "metadata.log.max.snapshot.interval.ms": "2000",
+        },
+    )
     kafka.advertise(1, "PLAINTEXT", "127.0.0.1", relay.port)
     relay.upstream = ("127.0.0.1", kafka.node(1).ports["PLAINTEXT"])
     try:
@@ -119,9 +171,10 @@ def kafka_dirs(tmp_path_factory):
         _fetch_internal(relay.port)
         wire = relay.snapshot()
         log_dir = kafka.log_dirs[0]
-        deadline = time.time() + 60                # the cleaner and a metadata snapshot
+        deadline = time.time() + 60  # the cleaner and a metadata snapshot
         while time.time() < deadline and not (
-                _cleaned(log_dir) and list((log_dir / "__cluster_metadata-0").glob("*.checkpoint"))):
+            _cleaned(log_dir) and list((log_dir / "__cluster_metadata-0").glob("*.checkpoint"))
+        ):
             time.sleep(0.5)
         running = _run(str(log_dir))
         kafka.stop_node(1)
@@ -137,14 +190,19 @@ def _cleaned(log_dir: Path) -> bool:
 
 
 def _run(*args: str) -> tuple[int, list[dict], str]:
-    res = CliRunner().invoke(main, ["log", *args, "--format", "jsonl", "--records"],
-                             catch_exceptions=False)
-    return res.exit_code, [json.loads(x) for x in res.output.splitlines() if x.startswith("{")], \
-        res.output
+    res = CliRunner().invoke(
+        main, ["log", *args, "--format", "jsonl", "--records"], catch_exceptions=False
+    )
+    return (
+        res.exit_code,
+        [json.loads(x) for x in res.output.splitlines() if x.startswith("{")],
+        res.output,
+    )
 
 
 def _dump(files: list[Path], decoder: str | None) -> dict[str, list[dict]]:
     from tests.support.apache_kafka import DUMP_LOG, run_tool
+
     args = ["--deep-iteration", "--print-data-log", "--files", ",".join(map(str, files))]
     if decoder:
         args.append(decoder)
@@ -155,8 +213,9 @@ def _dump(files: list[Path], decoder: str | None) -> dict[str, list[dict]]:
 def test_read_while_the_broker_runs(kafka_dirs):
     _log_dir, (code, objs, out), _wire = kafka_dirs
     assert code == 0, out[-2000:]
-    errors = [(o["file"], f) for o in objs for f in o.get("findings", [])
-              if f["severity"] == "error"]
+    errors = [
+        (o["file"], f) for o in objs for f in o.get("findings", []) if f["severity"] == "error"
+    ]
     assert errors == []
 
 
@@ -168,8 +227,9 @@ def test_every_segment_agrees_with_kafka_dump_log(kafka_dirs):
     for s in segments:
         topic = s.parent.name.rsplit("-", 1)[0]
         by_decoder[DECODERS.get(topic)].append(s)
-    assert {"--offsets-decoder", "--transaction-log-decoder", "--cluster-metadata-decoder"} \
-        <= set(by_decoder)
+    assert {"--offsets-decoder", "--transaction-log-decoder", "--cluster-metadata-decoder"} <= set(
+        by_decoder
+    )
     dumped: dict[str, list[dict]] = {}
     for decoder, files in by_decoder.items():
         dumped.update(_dump(files, decoder))
@@ -193,10 +253,23 @@ def test_every_segment_agrees_with_kafka_dump_log(kafka_dirs):
     assert diffs == [], "\n".join(diffs[:40])
     assert batches > 100 and records > 300
     # what the broker wrote covers what the comparison is meant to cover
-    assert {"gzip", "snappy", "lz4", "zstd", "COMMIT", "ABORT", "OffsetCommitValue",
-            "GroupMetadataValue", "ConsumerGroupMetadataValue", "TransactionLogValue",
-            "TopicRecord", "PartitionRecord", "FeatureLevelRecord",
-            "ShareGroupMetadataValue", "ShareSnapshotValue"} <= kinds, kinds
+    assert {
+        "gzip",
+        "snappy",
+        "lz4",
+        "zstd",
+        "COMMIT",
+        "ABORT",
+        "OffsetCommitValue",
+        "GroupMetadataValue",
+        "ConsumerGroupMetadataValue",
+        "TransactionLogValue",
+        "TopicRecord",
+        "PartitionRecord",
+        "FeatureLevelRecord",
+        "ShareGroupMetadataValue",
+        "ShareSnapshotValue",
+    } <= kinds, kinds
 
 
 def test_stopped_broker_dir_is_consistent(kafka_dirs, monkeypatch):
@@ -206,18 +279,31 @@ def test_stopped_broker_dir_is_consistent(kafka_dirs, monkeypatch):
     code, objs, out = _run(str(log_dir))
     assert code == 0
     kinds = {o["type"] for o in objs}
-    assert {"properties", "checkpoint", "offset_index", "time_index", "producer_snapshot",
-            "batch", "record"} <= kinds, kinds
-    bad = [(o["file"], f["code"], f["detail"]) for o in objs for f in o.get("findings", [])
-           if f["severity"] != "note"]
+    assert {
+        "properties",
+        "checkpoint",
+        "offset_index",
+        "time_index",
+        "producer_snapshot",
+        "batch",
+        "record",
+    } <= kinds, kinds
+    bad = [
+        (o["file"], f["code"], f["detail"])
+        for o in objs
+        for f in o.get("findings", [])
+        if f["severity"] != "note"
+    ]
     assert bad == [], bad[:20]
     # the JSON lines' values path (no trees) writes what the located trees say
     from tests.test_log import both_paths
+
     fast, located = both_paths(str(log_dir))
     assert fast == located
     # and so do the record lines the command writes (compiled, and the Python reference:
     # every codec, control batch and internal topic the broker wrote)
     from tests.test_log_lines import lines_of
+
     assert out == located == lines_of([str(log_dir)], lines=True)
     monkeypatch.setenv("KDISSECT_PURE", "1")
     assert lines_of([str(log_dir)], lines=True) == located
@@ -231,13 +317,17 @@ def test_internal_records_in_captured_fetch_responses(kafka_dirs):
     assert any("OffsetCommitValue" in d.get("value_decoded", {}) for d in wire.values())
     assert any("TransactionLogValue" in d.get("value_decoded", {}) for d in wire.values())
     disk = {}
-    for part in sorted(log_dir.glob("__consumer_offsets-*")) + sorted(log_dir.glob("__transaction_state-*")):
+    for part in sorted(log_dir.glob("__consumer_offsets-*")) + sorted(
+        log_dir.glob("__transaction_state-*")
+    ):
         _code, objs, _ = _run(str(part))
         for o in objs:
             if o["type"] == "record" and o.get("key_decoded"):
                 disk[(o["offset"], json.dumps(o["key"]))] = {
-                    k: o[k] for k in ("key_decoded", "value_decoded", "key_schema", "value_schema")
-                    if k in o}
+                    k: o[k]
+                    for k in ("key_decoded", "value_decoded", "key_schema", "value_schema")
+                    if k in o
+                }
     shared = set(wire) & set(disk)
     assert len(shared) >= 10
     assert all(wire[k] == disk[k] for k in shared), [k for k in shared if wire[k] != disk[k]][:3]
@@ -248,6 +338,7 @@ def fetched_records(conns) -> dict[tuple, dict]:
     the recorded connections' Fetch responses."""
     from kdissect.render.records import decoded_json, record_json
     from tests.support.relay import exchanges
+
     wire: dict[tuple, dict] = {}
     for ex in exchanges(conns):
         req, resp = ex.decoded
@@ -256,15 +347,18 @@ def fetched_records(conns) -> dict[tuple, dict]:
         for topic in resp.tree.find("responses"):
             for rec in topic.walk():
                 if rec.ktype == "record" and decoded_json(rec):
-                    wire[(rec.value["offset"], json.dumps(record_json(rec)["key"]))] = \
-                        decoded_json(rec)
+                    wire[(rec.value["offset"], json.dumps(record_json(rec)["key"]))] = decoded_json(
+                        rec
+                    )
     return wire
 
 
 def _rows(path: Path) -> list[str]:
     import pyarrow.parquet as pq
-    return sorted(json.dumps(r, sort_keys=True, default=str)
-                  for r in pq.read_table(path).to_pylist())
+
+    return sorted(
+        json.dumps(r, sort_keys=True, default=str) for r in pq.read_table(path).to_pylist()
+    )
 
 
 def test_spark_tables_equal_the_one_process_tables(kafka_dirs, spark, s3, tmp_path):
@@ -276,6 +370,7 @@ def test_spark_tables_equal_the_one_process_tables(kafka_dirs, spark, s3, tmp_pa
     import boto3
 
     from kdissect.pipeline.log_job import run_log_job
+
     log_dir, _running, _wire = kafka_dirs
     second = tmp_path / "broker-2"
     shutil.copytree(log_dir, second)
@@ -284,11 +379,11 @@ def test_spark_tables_equal_the_one_process_tables(kafka_dirs, spark, s3, tmp_pa
     for f in log_dir.rglob("*"):
         if f.is_file():
             bucket.upload_file(str(f), "tiered", f"logs/{f.relative_to(log_dir)}")
-    for name, inputs in (("local", [str(log_dir), str(second)]),
-                         ("s3", ["s3://tiered/logs"])):
+    for name, inputs in (("local", [str(log_dir), str(second)]), ("s3", ["s3://tiered/logs"])):
         one = tmp_path / f"{name}-one"
-        res = CliRunner().invoke(main, ["log", *inputs, "--format", "parquet", "-o", str(one)],
-                                 catch_exceptions=False)
+        res = CliRunner().invoke(
+            main, ["log", *inputs, "--format", "parquet", "-o", str(one)], catch_exceptions=False
+        )
         assert res.exit_code == 0, res.output
         counts = run_log_job(spark, inputs, str(tmp_path / f"{name}-spark"))
         for table in ("batches", "records", "checks"):
@@ -297,8 +392,10 @@ def test_spark_tables_equal_the_one_process_tables(kafka_dirs, spark, s3, tmp_pa
             assert counts[table] == len(want)
         assert counts["batches"] > 100 and counts["records"] > 300
         if name == "s3":
-            assert all(json.loads(r)["file"].startswith("s3://tiered/logs/")
-                       for r in _rows(one / "batches.parquet"))
+            assert all(
+                json.loads(r)["file"].startswith("s3://tiered/logs/")
+                for r in _rows(one / "batches.parquet")
+            )
 
 
 def test_the_tui_shows_the_brokers_batches_at_their_file_positions(kafka_dirs):
@@ -313,6 +410,7 @@ def test_the_tui_shows_the_brokers_batches_at_their_file_positions(kafka_dirs):
     from kdissect.tui.log_app import LogApp
     from tests.support.tui import loaded
     from tests.test_tui_log import shown
+
     log_dir, _running, _wire = kafka_dirs
     items = list(walk([str(log_dir)], Options()))
 
@@ -323,22 +421,29 @@ def test_the_tui_shows_the_brokers_batches_at_their_file_positions(kafka_dirs):
             assert app.table.row_count == len(items) and app.error is None
             detail, hexview = app.query_one(Detail), app.query_one(HexView)
             for codec in CODECS:
-                row = next(i for i, it in enumerate(app.shown) if it.kind == "batch"
-                           and it.topic == f"codec-{codec}")
+                row = next(
+                    i
+                    for i, it in enumerate(app.shown)
+                    if it.kind == "batch" and it.topic == f"codec-{codec}"
+                )
                 app.table.move_cursor(row=row)
                 await shown(app, pilot)
                 item = detail.items[0]
                 segment = app.shown[row].path.read_bytes()
-                assert item.data == segment[item.base:item.base + len(item.data)]
+                assert item.data == segment[item.base : item.base + len(item.data)]
                 holders = [n for n in item.root.walk() if n.buffer is not None]
                 assert bool(holders) == (codec != "none")
                 holder = holders[0] if holders else item.root.child("records") or item.root
-                record = next(n for n in (holder.children if holders else
-                                          item.root.walk()) if n.ktype == "record")
+                record = next(
+                    n
+                    for n in (holder.children if holders else item.root.walk())
+                    if n.ktype == "record"
+                )
                 detail.select(0, record)
                 await pilot.pause()
                 assert hexview.data == (holder.buffer if holders else item.data)
                 assert (record.offset, record.end, HIGHLIGHT) in hexview.marks
+
     asyncio.run(go())
 
 
@@ -347,6 +452,7 @@ def test_the_compiled_walker_agrees_with_the_batch_views(kafka_dirs):
     each line it writes says what the Python Batch/Record views say, field by field."""
     from kdissect import _native  # type: ignore[attr-defined]
     from tests.test_batch import compiled_agrees, segment_batches
+
     log_dir, _running, _wire = kafka_dirs
     batches = [b for seg in sorted(log_dir.rglob("*.log")) for b in segment_batches(seg)]
     assert len(batches) > 20

@@ -25,13 +25,16 @@ from kdissect.tui.log_app import LogApp
 from tests.support import operator_logs as ops
 from tests.support.tui import loaded
 
-pytestmark = pytest.mark.slow            # a broker
+pytestmark = pytest.mark.slow  # a broker
 
 
 @pytest.fixture(scope="module")
 def log_dir(apache_kafka, tmp_path_factory) -> Path:
-    return ops.write(apache_kafka.bootstrap("PLAINTEXT"), apache_kafka.log_dirs[0],
-                     tmp_path_factory.mktemp("operator") / "logs")
+    return ops.write(
+        apache_kafka.bootstrap("PLAINTEXT"),
+        apache_kafka.log_dirs[0],
+        tmp_path_factory.mktemp("operator") / "logs",
+    )
 
 
 def _log(*args: str) -> str:
@@ -52,29 +55,38 @@ def test_text_lines_mark_transactions_deletions_and_decode_internal_records(log_
     assert "ABORTED" in txn[2] and txn[3].endswith("ABORT")
     deleted = _batch_lines(_log(str(log_dir)))
     below = [line for line in deleted if "below the log start offset" in line]
-    assert len(below) == ops.DELETED_BELOW           # one record a batch: offsets 0..5
+    assert len(below) == ops.DELETED_BELOW  # one record a batch: offsets 0..5
     assert all(f"log start offset {ops.DELETED_BELOW}" in line for line in below)
     out = _log(str(log_dir), "--records")
     # internal records decoded, not hex; the transaction's states by name, in Kafka's order
     assert f'"group": "{ops.GROUP}"' in out and f'"transactional_id": "{ops.TXN_ID}"' in out
     states = re.findall(r'"transaction_status": "\d \((\w+)\)"', out)
-    assert states == ["Empty", "Ongoing", "PrepareCommit", "CompleteCommit", "Ongoing",
-                      "PrepareAbort", "CompleteAbort"]
+    assert states == [
+        "Empty",
+        "Ongoing",
+        "PrepareCommit",
+        "CompleteCommit",
+        "Ongoing",
+        "PrepareAbort",
+        "CompleteAbort",
+    ]
     # the offset commit's topic id: dashed, and in base64 as the broker writes it
-    topic_id = re.search(r"topic_id: (\S+)",
-                         (log_dir / f"{ops.TXN}-0" / "partition.metadata").read_text())[1]
+    topic_id = re.search(
+        r"topic_id: (\S+)", (log_dir / f"{ops.TXN}-0" / "partition.metadata").read_text()
+    )[1]
     assert re.search(r'"topic_id": "[0-9a-f-]{36} \(' + re.escape(topic_id) + r'\)"', out)
 
 
 def test_log_filters_find_control_aborted_deleted_codec_and_tombstones(log_dir):
     def count(flt: str) -> int:
         return len(_batch_lines(_log(str(log_dir), "-Y", flt)))
+
     assert count("control") == 2
     assert count("transactional and not control") == 2
     assert count("aborted") == 1
     assert count("codec == lz4") == 2
     assert count("deleted") == ops.DELETED_BELOW
-    assert count("record.value == null") == 1         # the tombstone
+    assert count("record.value == null") == 1  # the tombstone
     assert count(f'record.key.group == "{ops.GROUP}"') == 1
     assert count(f'record.key.OffsetCommitKey.group == "{ops.GROUP}"') == 1
     res = CliRunner().invoke(main, ["log", str(log_dir), "-Y", "latency > 5"])
@@ -88,6 +100,7 @@ def run(path: Path, body, size=(200, 50)) -> None:
         async with app.run_test(size=size) as pilot:
             await loaded(app, pilot)
             await body(app, pilot)
+
     asyncio.run(go())
 
 
@@ -109,17 +122,27 @@ def test_tui_marks_filters_completes_and_opens(log_dir):
     async def body(app, pilot):
         rows = _rows(app)
         kinds = [r for r in rows if f"{ops.TXN}-0" in r and "batch" in r]
-        assert [("COMMIT" in r and "ABORT" not in r, "ABORTED" in r,
-                 bool(re.search(r"ABORT(?!ED)", r))) for r in kinds] == [
-            (False, False, False), (True, False, False), (False, True, False),
-            (False, False, True)]
+        assert [
+            ("COMMIT" in r and "ABORT" not in r, "ABORTED" in r, bool(re.search(r"ABORT(?!ED)", r)))
+            for r in kinds
+        ] == [
+            (False, False, False),
+            (True, False, False),
+            (False, True, False),
+            (False, False, True),
+        ]
         gone = [i for i, it in enumerate(app.shown) if getattr(it, "gone", None)]
         assert len(gone) == ops.DELETED_BELOW
         # a deleted row is struck through, a live one is not
         cells = app.table.cells(app.shown[gone[0]])
         assert "strike" in str(cells[3].style) and "deleted" in cells[2]
-        for text, n in (("aborted", 1), ("control", 2), ("record.value == null", 1),
-                        (f'record.key.group == "{ops.GROUP}"', 1), ("deleted", 6)):
+        for text, n in (
+            ("aborted", 1),
+            ("control", 2),
+            ("record.value == null", 1),
+            (f'record.key.group == "{ops.GROUP}"', 1),
+            ("deleted", 6),
+        ):
             await _filter(app, pilot, text)
             assert len(app.shown) == n, text
         await _filter(app, pilot, "")
@@ -141,7 +164,7 @@ def test_tui_marks_filters_completes_and_opens(log_dir):
         tree.focus()
         await pilot.pause(0.05)
         stack, field = list(tree.root.children), None
-        while stack and field is None:           # a field with fields under it
+        while stack and field is None:  # a field with fields under it
             node = stack.pop(0)
             if node.allow_expand and node.parent is not tree.root and node.children:
                 field = node
@@ -150,16 +173,17 @@ def test_tui_marks_filters_completes_and_opens(log_dir):
         tree.move_cursor(field)
         await pilot.pause(0.05)
         if field.is_expanded:
-            await pilot.press("left")            # ← closes it
+            await pilot.press("left")  # ← closes it
             await pilot.pause(0.05)
         assert not field.is_expanded
-        await pilot.press("right")               # → opens it
+        await pilot.press("right")  # → opens it
         await pilot.pause(0.05)
         assert field.is_expanded
-        await pilot.press("right")               # → again: to its first field
+        await pilot.press("right")  # → again: to its first field
         await pilot.pause(0.05)
         assert tree.cursor_node is field.children[0]
         assert app.query_one(Detail) is not None
+
     run(log_dir, body)
 
 
@@ -178,4 +202,5 @@ def test_tui_statistics_one_line_a_row_at_120_columns(log_dir):
         # no row spills onto a second line: every line of a table starts a row or rule
         per_file = [line for line in lines if "/0000" in line]
         assert len(per_file) == 4, "\n".join(lines)
+
     run(log_dir, body, size=(120, 40))

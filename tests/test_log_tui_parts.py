@@ -16,8 +16,17 @@ from kdissect.sources.logdir import LogItem, file_kind, is_partition_name
 from kdissect.sources.logunits import walk
 from kdissect.tui import log_app
 from kdissect.tui.loader import Done, Progress, run_forked
-from kdissect.tui.log_app import (_sort_value, batch_tree, describe, holds, item_bytes,
-                                  lighten, passes, read_items, whole_batch)
+from kdissect.tui.log_app import (
+    _sort_value,
+    batch_tree,
+    describe,
+    holds,
+    item_bytes,
+    lighten,
+    passes,
+    read_items,
+    whole_batch,
+)
 from kdissect.tui.log_export import write_segments
 from kdissect.tui.log_list import COLUMNS, fit
 from kdissect.tui.log_stats import gather
@@ -45,30 +54,43 @@ def test_the_list_keeps_cells_and_places_and_the_two_paths_agree(tmp_path):
     by_size = sorted(bulk, key=lambda i: _sort_value(i, "size"), reverse=True)
     assert by_size[0].length == max(i.length for i in bulk)
     ordered = sorted(bulk, key=lambda i: _sort_value(i, "producer"))
-    assert [_sort_value(i, "producer")[0] for i in ordered] == \
-        sorted(_sort_value(i, "producer")[0] for i in bulk)
+    assert [_sort_value(i, "producer")[0] for i in ordered] == sorted(
+        _sort_value(i, "producer")[0] for i in bulk
+    )
 
 
-NEEDLE = b"needle " * 8          # repeated: gzip keeps no run of it as it is
+NEEDLE = b"needle " * 8  # repeated: gzip keeps no run of it as it is
 
 
 def test_search_finds_bytes_inside_compressed_batches_only_where_they_are(tmp_path):
     part = tmp_path / "z-0"
     part.mkdir()
     (part / "00000000000000000000.log").write_bytes(
-        batch(2, 1, 0, [(b"k", b"plain words")]) +
-        batch(2, 1, 1, [(b"k", b"the hidden " + NEEDLE)]) +
-        batch(1, 1, 2, [(b"k", b"legacy " + NEEDLE)]))
+        batch(2, 1, 0, [(b"k", b"plain words")])
+        + batch(2, 1, 1, [(b"k", b"the hidden " + NEEDLE)])
+        + batch(1, 1, 2, [(b"k", b"legacy " + NEEDLE)])
+    )
     items = [i for i in _items(part) if i.kind == "batch"]
-    assert all(NEEDLE not in item_bytes(i) for i in items)        # compressed on disk
+    assert all(NEEDLE not in item_bytes(i) for i in items)  # compressed on disk
     assert [holds(i, NEEDLE, Options()) for i in items] == [False, True, True]
 
 
-FILTERS = ['record.key == "b"', 'record.key == "k"', 'record.key contains "e"',
-           'record.value == "4"', 'record.header == "h"', 'record.header.h == "hv"',
-           'producer_id == 7', 'base_sequence >= 1', 'records == 2', 'offset >= 3',
-           'magic == 1', 'partition_leader_epoch == 0', 'finding and record.key == "a"',
-           'not record.key == "c" and producer_epoch == 0']
+FILTERS = [
+    'record.key == "b"',
+    'record.key == "k"',
+    'record.key contains "e"',
+    'record.value == "4"',
+    'record.header == "h"',
+    'record.header.h == "hv"',
+    "producer_id == 7",
+    "base_sequence >= 1",
+    "records == 2",
+    "offset >= 3",
+    "magic == 1",
+    "partition_leader_epoch == 0",
+    'finding and record.key == "a"',
+    'not record.key == "c" and producer_epoch == 0',
+]
 
 
 def test_record_filters_read_values_and_answer_as_the_trees_do(tmp_path, monkeypatch):
@@ -77,20 +99,22 @@ def test_record_filters_read_values_and_answer_as_the_trees_do(tmp_path, monkeyp
     batch's located tree gives; damaged, legacy and control batches take their trees."""
     part, _ = _partition(tmp_path)
     log = part / "00000000000000000000.log"
-    log.write_bytes(log.read_bytes() + batch(2, 2, 5, [(b"e", b"6"), (None, b"7")]) +
-                    batch(1, 1, 7, [(b"k", b"legacy")]) +
-                    marker_and_damage(8, 11, 0, 0, [(b"a", b"b")]))
+    log.write_bytes(
+        log.read_bytes()
+        + batch(2, 2, 5, [(b"e", b"6"), (None, b"7")])
+        + batch(1, 1, 7, [(b"k", b"legacy")])
+        + marker_and_damage(8, 11, 0, 0, [(b"a", b"b")])
+    )
     items = [i for i in _items(part) if whole_batch(i)]
     options = Options()
 
-    def by_tree(flt, item) -> bool:        # what the filter said before: the whole tree
+    def by_tree(flt, item) -> bool:  # what the filter said before: the whole tree
         tree = batch_tree(item, options)[0]
-        return flt(LogItem(item.kind, item.path, item.topic, item.partition, tree,
-                           item.findings))
+        return flt(LogItem(item.kind, item.path, item.topic, item.partition, tree, item.findings))
+
     trees = []
     real = log_app.batch_tree
-    monkeypatch.setattr(log_app, "batch_tree", lambda item, o: trees.append(item) or
-                        real(item, o))
+    monkeypatch.setattr(log_app, "batch_tree", lambda item, o: trees.append(item) or real(item, o))
     for text in FILTERS:
         flt = parse_filter(text)
         trees.clear()
@@ -98,8 +122,11 @@ def test_record_filters_read_values_and_answer_as_the_trees_do(tmp_path, monkeyp
         # (by_tree calls the real decoder directly: not counted)
         assert got == [by_tree(flt, item) for item in items], text
         # clean v2 batches of an ordinary topic never needed their tree
-        clean = [i for i in items if i.cells[1] == "batch v2" and not i.every and
-                 "control" not in i.cells[6]]
+        clean = [
+            i
+            for i in items
+            if i.cells[1] == "batch v2" and not i.every and "control" not in i.cells[6]
+        ]
         assert len(clean) >= 4 and not set(map(id, trees)) & set(map(id, clean)), text
     assert any(passes(parse_filter('record.key == "e"'), i, options) for i in items)
 
@@ -114,6 +141,7 @@ def test_the_reader_runs_in_a_forked_child(tmp_path):
     def work(emit) -> None:
         emit(os.getpid())
         read_items([str(part)], Options(), parse_filter("producer_id == 9"), emit)
+
     assert run_forked(work, got.append, threading.Event()) is None
     pids, rest = got[:1], got[1:]
     assert pids[0] != os.getpid()
@@ -121,7 +149,7 @@ def test_the_reader_runs_in_a_forked_child(tmp_path):
     items = [o for o in rest if isinstance(o, LogItem)]
     assert [i.cells for i in items] == [i.cells for i in _items(part)]
     assert [i.passed for i in items if i.kind == "batch"] == [False, False, True]
-    assert all(i.tree is None for i in items if whole_batch(i))     # no tree kept
+    assert all(i.tree is None for i in items if whole_batch(i))  # no tree kept
     assert all(isinstance(o, (LogItem, Progress, Done)) for o in rest)
 
 
@@ -144,14 +172,15 @@ def test_statistics_per_partition_and_file(tmp_path):
 def test_exported_segments_read_back_as_the_same_batches(tmp_path):
     part, _ = _partition(tmp_path)
     items = _items(part)
-    batches = [i for i in items if whole_batch(i)][1:]        # from the second on
+    batches = [i for i in items if whole_batch(i)][1:]  # from the second on
     written = write_segments(tmp_path / "out", batches, item_bytes)
-    (segment, count), = written.items()
+    ((segment, count),) = written.items()
     assert segment == tmp_path / "out" / "pay-0" / f"{batches[0].base:020d}.log"
     assert count == len(batches)
     again = [i for i in _items(segment) if i.kind == "batch"]
-    assert [i.cells[2:] for i in again] != [] and \
-        [(i.base, i.stat) for i in again] == [(b.base, b.stat) for b in batches]
+    assert [i.cells[2:] for i in again] != [] and [(i.base, i.stat) for i in again] == [
+        (b.base, b.stat) for b in batches
+    ]
 
 
 def test_columns_fit_the_width():

@@ -23,8 +23,7 @@ from kdissect.capture import pcapfile
 from kdissect.sources import pcap as pcap_source
 from kdissect.sources.pcap import read_captures
 from kdissect.stream.sink import Collect
-from tests.support.native_check import (divergence, engine_divergence, engine_divergences,
-                                        to_pcapng)
+from tests.support.native_check import divergence, engine_divergence, engine_divergences, to_pcapng
 
 ROOT = Path(__file__).resolve().parents[1]
 CAPTURES = sorted((ROOT / "captures").glob("*.pcap")) + [ROOT / "captures/tls/kafka-tls.pcap"]
@@ -35,27 +34,38 @@ def _built():
     try:
         from kdissect import _native  # noqa: F401  # type: ignore[attr-defined]
     except ImportError:
-        pytest.fail("the compiled packet path is not built: install with cargo on the PATH "
-                    "(pip install -e ., as ./scripts/test does)")
+        pytest.fail(
+            "the compiled packet path is not built: install with cargo on the PATH "
+            "(pip install -e ., as ./scripts/test does)"
+        )
 
 
 def test_version_says_which_path():
-    out = subprocess.run([sys.executable, "-m", "kdissect", "--version"], capture_output=True,
-                         text=True, timeout=60).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "kdissect", "--version"], capture_output=True, text=True, timeout=60
+    ).stdout
     assert "packet path: compiled" in out
-    pure = subprocess.run([sys.executable, "-m", "kdissect", "--version"], capture_output=True,
-                          text=True, timeout=60, env={"KDISSECT_PURE": "1", "PATH": "/usr/bin"})
+    pure = subprocess.run(
+        [sys.executable, "-m", "kdissect", "--version"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"KDISSECT_PURE": "1", "PATH": "/usr/bin"},
+    )
     assert "packet path: pure Python (KDISSECT_PURE is set)" in pure.stdout
 
 
 @pytest.mark.parametrize("path", CAPTURES, ids=lambda p: p.name)
 def test_repo_captures_scan_alike(path, tmp_path):
     data = path.read_bytes()
-    variants = {"pcap": data, "pcap.gz": gzip.compress(data, 1),
-                "gz-cut": gzip.compress(data, 1)[: len(data) // 3],
-                "pcapng": to_pcapng(data, b"CLIENT_RANDOM 00 11\n"),
-                "pcapng-be-ns": to_pcapng(data, big_endian=True, tsresol=9),
-                "pcapng-cut": to_pcapng(data)[: len(data) // 2 + 7]}
+    variants = {
+        "pcap": data,
+        "pcap.gz": gzip.compress(data, 1),
+        "gz-cut": gzip.compress(data, 1)[: len(data) // 3],
+        "pcapng": to_pcapng(data, b"CLIENT_RANDOM 00 11\n"),
+        "pcapng-be-ns": to_pcapng(data, big_endian=True, tsresol=9),
+        "pcapng-cut": to_pcapng(data)[: len(data) // 2 + 7],
+    }
     for name, content in variants.items():
         f = tmp_path / name
         f.write_bytes(content)
@@ -66,6 +76,7 @@ def test_pcap_and_pcapng_give_the_same_times(tmp_path):
     """One instant is one float from either format: the CI run that printed a Fetch as 1.3 ms
     from a pcap and 1.2 ms from the same packets in pcapng (editcap --inject-secrets)."""
     from tests.support.native_check import native_scan, python_scan
+
     checked = 0
     for path in CAPTURES:
         ng = tmp_path / (path.name + "ng")
@@ -77,7 +88,7 @@ def test_pcap_and_pcapng_give_the_same_times(tmp_path):
     assert checked > 1000
 
 
-BUDGETS = [None, 200_000, 20_000]     # the default, and two that make the Rust side hand over
+BUDGETS = [None, 200_000, 20_000]  # the default, and two that make the Rust side hand over
 
 
 @pytest.mark.parametrize("path", CAPTURES, ids=lambda p: p.name)
@@ -91,8 +102,11 @@ def test_tight_budget_hands_over_mid_file(monkeypatch):
     the pure path's, to the byte."""
     taken = []
     take_over = pcap_source.CaptureDissector._take_over
-    monkeypatch.setattr(pcap_source.CaptureDissector, "_take_over",
-                        lambda self: (taken.append(self.packets), take_over(self)))
+    monkeypatch.setattr(
+        pcap_source.CaptureDissector,
+        "_take_over",
+        lambda self: (taken.append(self.packets), take_over(self)),
+    )
     path = str(ROOT / "captures" / "mtu1500.pcap")
     assert engine_divergence(path, 20_000) is None
     assert taken, "the budget never got tight: the hand-over was not exercised"
@@ -102,9 +116,14 @@ def test_kafka_sizes_tracked_in_rust(monkeypatch):
     """On MTU-1500 traffic Python gets a few chunks per message, not one per segment."""
     chunks = []
     rows = pcap_source.CaptureDissector.rows
-    monkeypatch.setattr(pcap_source.CaptureDissector, "rows",
-                        lambda self, batch: (chunks.extend(r for r in batch if r[0] == 1
-                                                           and len(r) == 7), rows(self, batch)))
+    monkeypatch.setattr(
+        pcap_source.CaptureDissector,
+        "rows",
+        lambda self, batch: (
+            chunks.extend(r for r in batch if r[0] == 1 and len(r) == 7),
+            rows(self, batch),
+        ),
+    )
     monkeypatch.delenv("KDISSECT_PURE", raising=False)
     monkeypatch.setattr(pcapfile, "_BLOCK", 4096)  # Python learns what is Kafka early
     sink = Collect()
@@ -117,12 +136,14 @@ def test_kafka_sizes_tracked_in_rust(monkeypatch):
 
 def divergence_free_segments(path: Path) -> int:
     from tests.support.native_check import python_scan
+
     return sum(1 for e in python_scan(str(path)).events if len(e) == 11 and e[9])
 
 
-@pytest.mark.slow                      # whole CLI pipelines, both paths
-@pytest.mark.parametrize("capture", ["kafka-python-codecs", "aiokafka", "legacy-0.8.2",
-                                     "confluent-group", "mtu1500"])
+@pytest.mark.slow  # whole CLI pipelines, both paths
+@pytest.mark.parametrize(
+    "capture", ["kafka-python-codecs", "aiokafka", "legacy-0.8.2", "confluent-group", "mtu1500"]
+)
 def test_damaged_captures_scan_and_print_alike(capture, tmp_path):
     for seed in range(3):
         data, _ = damage((ROOT / "captures" / f"{capture}.pcap").read_bytes(), seed=seed)
@@ -136,8 +157,7 @@ def test_damaged_captures_scan_and_print_alike(capture, tmp_path):
 def assert_same_output(path: Path, *views: list[str]) -> None:
     for view in views:
         args = ["pcap", "--no-tui", "-j", "1", str(path), *view]
-        runs = [CliRunner().invoke(main, args, env={"KDISSECT_PURE": pure})
-                for pure in ("1", "0")]
+        runs = [CliRunner().invoke(main, args, env={"KDISSECT_PURE": pure}) for pure in ("1", "0")]
         assert [r.exit_code for r in runs][0] == runs[1].exit_code, view
         assert runs[0].output == runs[1].output, (path.name, view)
 
@@ -146,8 +166,13 @@ def assert_same_output(path: Path, *views: list[str]) -> None:
 def test_repo_capture_output_alike():
     """All the views of one capture (the golden digests cover every capture, run on
     whichever path is built: tests/test_golden_outputs.py)."""
-    assert_same_output(ROOT / "captures" / "kafka-java-consumer-group.pcap",
-                       [], ["-V"], ["--format", "jsonl"], ["--stats"])
+    assert_same_output(
+        ROOT / "captures" / "kafka-java-consumer-group.pcap",
+        [],
+        ["-V"],
+        ["--format", "jsonl"],
+        ["--stats"],
+    )
 
 
 @pytest.mark.slow

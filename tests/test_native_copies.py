@@ -25,6 +25,7 @@ TLS = ROOT / "captures" / "tls" / "kafka-tls.pcap"
 
 def _rows(pieces) -> tuple[list, list[str]]:
     from kdissect import _native  # type: ignore[attr-defined]
+
     scanner = _native.Scanner()
     rows: list = []
     for i, piece in enumerate(pieces):
@@ -46,7 +47,7 @@ def test_scanner_alike_however_the_bytes_are_cut(name):
         pieces, at = [], 0
         while at < len(data):
             n = rng.choice([1, 3, 15, 17, 700, 1600, 5000])
-            piece = data[at:at + n]
+            piece = data[at : at + n]
             pieces.append(rng.choice([bytes, bytearray, memoryview])(piece))
             at += n
         assert _rows(pieces) == whole
@@ -65,7 +66,7 @@ def test_read_path_alike_when_not_mapped(monkeypatch):
 def test_mapped_path_is_taken(monkeypatch):
     taken = []
     of = pcapfile._Mapped.of
-    monkeypatch.setattr(pcapfile._Mapped, "of", lambda f: (taken.append(of(f)) or taken[-1]))
+    monkeypatch.setattr(pcapfile._Mapped, "of", lambda f: taken.append(of(f)) or taken[-1])
     native_scan(str(MTU))
     assert taken and taken[0] is not None
 
@@ -83,6 +84,7 @@ def test_file_shrinking_between_blocks(tmp_path, monkeypatch):
     events = []
     with pcapfile.CaptureReader(str(f)) as reader:
         from kdissect import _native  # type: ignore[attr-defined]
+
         for i, batch in enumerate(reader._scan(_native.Scanner())):
             if i == 0:
                 with open(f, "r+b") as w:
@@ -104,10 +106,11 @@ def test_file_growing_while_mapped(tmp_path, monkeypatch):
     events = []
     with pcapfile.CaptureReader(str(f)) as reader:
         from kdissect import _native  # type: ignore[attr-defined]
+
         for i, batch in enumerate(reader._scan(_native.Scanner())):
             if i == 0:
                 with open(f, "ab") as w:
-                    w.write(data[len(data) // 2:])
+                    w.write(data[len(data) // 2 :])
             events += batch
         warnings = reader.warnings
     expected = native_scan(str(MTU))
@@ -139,9 +142,18 @@ with pcapfile.CaptureReader(path) as reader:
 def test_file_shrinking_during_a_block_is_no_sigbus(tmp_path):
     """Cut while mapped, inside the block being scanned: the vanished pages read as
     zeros, the scan stops after that packet and says so; the process lives."""
-    r = subprocess.run([sys.executable, "-c", textwrap.dedent(SHRINK_DURING_A_BLOCK),
-                        str(MTU), str(tmp_path / "f.pcap")],
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(SHRINK_DURING_A_BLOCK),
+            str(MTU),
+            str(tmp_path / "f.pcap"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, (r.returncode, r.stderr[-2000:])
     assert "the file shrank while it was read: stopped after packet" in r.stdout, r.stdout
 
@@ -158,7 +170,7 @@ def test_framer_joins_the_completing_piece():
     more messages and the start of another): the same frames as fed a byte at a time."""
     msgs = [bytes([i]) * n for i, n in enumerate([9, 300, 4, 70000, 12, 5])]
     stream = b"".join(len(m).to_bytes(4, "big") + m for m in msgs)
-    reference = _frames(Framer(), [stream[i:i + 1] for i in range(len(stream))])
+    reference = _frames(Framer(), [stream[i : i + 1] for i in range(len(stream))])
     rng = random.Random(3)
     for _ in range(50):
         cuts = sorted(rng.sample(range(1, len(stream)), rng.randint(1, 6)))
@@ -189,10 +201,20 @@ print("survived", flush=True)
 def test_sigbus_elsewhere_still_ends_the_process(tmp_path, mode):
     """The guard passes a SIGBUS outside the maps it guards to the handler before it
     (faulthandler's, or the default): a real crash is not swallowed."""
-    r = subprocess.run([sys.executable, "-c", textwrap.dedent(FOREIGN_SIGBUS), str(MTU),
-                        str(tmp_path / "other"), mode],
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(FOREIGN_SIGBUS),
+            str(MTU),
+            str(tmp_path / "other"),
+            mode,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert "scanned" in r.stdout and "survived" not in r.stdout, (r.stdout, r.stderr)
-    assert r.returncode == -7, (r.returncode, r.stderr[-1000:])       # SIGBUS
+    assert r.returncode == -7, (r.returncode, r.stderr[-1000:])  # SIGBUS
     if mode == "faulthandler":
         assert "Bus error" in r.stderr

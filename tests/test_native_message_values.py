@@ -17,14 +17,16 @@ from kdissect.protocol.values_native import program
 from tests.fuzz.msgvalues_target import compiled_read, messages, python_read, same
 
 ROOT = Path(__file__).resolve().parents[1]
-CAPTURES = sorted((ROOT / "captures").glob("**/*.pcap")) + \
-    sorted((ROOT / "captures").glob("**/*.pcapng"))
+CAPTURES = sorted((ROOT / "captures").glob("**/*.pcap")) + sorted(
+    (ROOT / "captures").glob("**/*.pcapng")
+)
 
 
 def test_the_compiled_read_is_built():
     """./scripts/test builds the extension (cargo): without it the tests below would
     compare nothing."""
     assert program(3, 12, "request", _records, BatchHeads) is not None
+
 
 _MESSAGES: list = []
 
@@ -35,8 +37,11 @@ def captured() -> list:
     return _MESSAGES
 
 
-OPTIONS = {"batches": Options(records="batches"), "records": Options(records=True),
-           "raw": Options(records=False)}
+OPTIONS = {
+    "batches": Options(records="batches"),
+    "records": Options(records=True),
+    "raw": Options(records=False),
+}
 CONVS = {"none": lambda b: None, "hex": bytes.hex}
 
 
@@ -69,7 +74,7 @@ def test_damaged_messages_read_as_python_reads_them():
         for _ in range(3):
             b = bytearray(data)
             if rng.random() < 0.3:
-                b = b[:rng.randrange(len(b))]
+                b = b[: rng.randrange(len(b))]
             elif b:
                 for _ in range(rng.randint(1, 3)):
                     b[rng.randrange(len(b))] = rng.randrange(256)
@@ -79,7 +84,7 @@ def test_damaged_messages_read_as_python_reads_them():
             assert got is None or same(got, want), (key, version, direction, d.hex())
             assert (got is None) == (want is None), (key, version, direction, d.hex())
             both += got is not None
-    assert both > 1000, both         # (some damage leaves a readable message)
+    assert both > 1000, both  # (some damage leaves a readable message)
 
 
 def test_same_tells_types_and_orders_apart():
@@ -90,6 +95,7 @@ def test_same_tells_types_and_orders_apart():
 def test_pure_env_leaves_the_python_readers(monkeypatch):
     """KDISSECT_PURE=1: no compiled program (what the pure-Python reference runs)."""
     from kdissect.protocol import values_native
+
     monkeypatch.setenv("KDISSECT_PURE", "1")
     monkeypatch.setattr(values_native, "_CLASS", None)
     assert values_native.program(1, 16, "response", _records, BatchHeads) is None

@@ -19,9 +19,14 @@ def _reference(node: Node, path: str = "") -> list[tuple[str, str, str]]:
 
 def _random_tree(rnd: random.Random) -> Node:
     def make() -> Node:
-        return Node(rnd.choice(["", "a", "b.c", "records", "[0]"]), "t", 0,
-                    problem=rnd.choice([None, None, "", "truncated"]),
-                    code=rnd.choice([None, "node_budget"]))
+        return Node(
+            rnd.choice(["", "a", "b.c", "records", "[0]"]),
+            "t",
+            0,
+            problem=rnd.choice([None, None, "", "truncated"]),
+            code=rnd.choice([None, "node_budget"]),
+        )
+
     nodes = [make()]
     for _ in range(rnd.randrange(0, 60)):
         nodes.append(rnd.choice(nodes).add(make()))
@@ -38,8 +43,8 @@ def test_findings_paths_match_the_recursive_reading():
 
 def test_findings_of_a_deep_tree_do_not_recurse():
     root = node = Node("m", "t", 0)
-    for _ in range(5000):                # deeper than Python's recursion limit
+    for _ in range(5000):  # deeper than Python's recursion limit
         node = node.add(Node("x", "t", 0))
     node.problem = "bad"
-    (path, code, reason), = root.findings()
+    ((path, code, reason),) = root.findings()
     assert path == "m" + ".x" * 5000 and code == "malformed_field" and reason == "bad"

@@ -15,7 +15,7 @@ def test_duplicate_ids_pair_with_latest_unanswered_and_are_flagged():
     second, _ = c.request(5, "second")
     assert not first.reused and second.reused
     got, _ = c.response(5)
-    assert got.item == "second" and got.out_of_order     # "first" still waits
+    assert got.item == "second" and got.out_of_order  # "first" still waits
     got, _ = c.response(5)
     assert got.item == "first" and not got.out_of_order
     assert c.response(5) == (None, [])
@@ -27,7 +27,7 @@ def test_acks_zero_expects_nothing_but_pairs_if_answered():
     assert not c.waiting_for(7)
     c.request(7, "metadata")
     got, finished = c.response(7)
-    assert got.item == "metadata" and got.expected      # the one expecting an answer wins
+    assert got.item == "metadata" and got.expected  # the one expecting an answer wins
     # answered in order: the earlier acks=0 request will get no answer now
     assert [p.item for p in finished] == ["produce acks=0"] and len(c) == 0
 
@@ -41,11 +41,11 @@ def test_acks_zero_answered_is_one_match():
 
 def test_acks_zero_requests_are_not_kept_forever():
     c: Correlator[int] = Correlator()
-    for i in range(100_000):                     # a producer with acks=0, never answered
+    for i in range(100_000):  # a producer with acks=0, never answered
         _, finished = c.request(i, i, expected=False, ts=i * 0.001)
-    assert len(c) <= 5000                        # those older than ACKS0_WAIT are finished
+    assert len(c) <= 5000  # those older than ACKS0_WAIT are finished
     c.request(200_000, -1, ts=100.0)
-    assert c.waiting_for(200_000)                # requests expecting answers still pair
+    assert c.waiting_for(200_000)  # requests expecting answers still pair
     assert c.response(200_000)[0].item == -1
 
 
@@ -58,11 +58,14 @@ def test_pending_is_bounded():
 def produce_request(version: int, acks: int, txn: str | None) -> bytes:
     head = struct.pack(">hhih", 0, version, 1, 1) + b"c"
     if version >= 9:
-        head += b"\x00"                                  # empty tagged fields
+        head += b"\x00"  # empty tagged fields
         t = b"\x00" if txn is None else bytes([len(txn) + 1]) + txn.encode()
         return head + t + struct.pack(">hi", acks, 1000) + b"\x01\x00"
-    t = b"" if version < 3 else (struct.pack(">h", -1) if txn is None
-                                 else struct.pack(">h", len(txn)) + txn.encode())
+    t = (
+        b""
+        if version < 3
+        else (struct.pack(">h", -1) if txn is None else struct.pack(">h", len(txn)) + txn.encode())
+    )
     return head + t + struct.pack(">hii", acks, 1000, 0)
 
 
@@ -80,7 +83,7 @@ def test_framer_spans_arbitrary_chunks():
     msgs = [produce_request(3, 1, None), produce_request(9, 0, "t")]
     stream = b"".join(struct.pack(">i", len(m)) + m for m in msgs)
     f = Framer()
-    out = [m for i in range(len(stream)) for m in f.feed(stream[i:i + 1])]
+    out = [m for i in range(len(stream)) for m in f.feed(stream[i : i + 1])]
     assert [m.data for m in out] == msgs
     assert [m.offset for m in out] == [4, 8 + len(msgs[0])]
     assert f.pending == 0 and f.error is None

@@ -32,7 +32,7 @@ def check(rows: list[dict], cols: columns.Columns, path: Path) -> pa.Table:
     schema = arrow_schema(cols)
     assert write_table(rows, cols, str(path)) == len(rows)
     got = pq.read_table(path)
-    assert got.schema.equals(schema)          # types, logical types, nullability, UTC µs
+    assert got.schema.equals(schema)  # types, logical types, nullability, UTC µs
     want = expected(rows, schema)
     assert got.equals(want)
     assert got.to_pylist() == want.to_pylist()
@@ -53,15 +53,26 @@ def test_nulls_empties_and_odd_values_read_back(tmp_path):
     rows = [
         base,
         base | {"errors": [], "topics": [], "partitions": [], "problems": [], "findings": []},
-        base | {"capture": "c ✓ 日本", "seq": -2**31, "api_key": 2**15 - 1,
-                "api_version": -2**15, "record_count": 2**63 - 1, "record_bytes": -2**63,
-                "latency_ms": 0.1 + 0.2, "request_ts": 1_700_000_000.123456,
-                "response_ts": 0.0,
-                "errors": [None, {"topic": None, "partition": 3, "code": -1, "name": "x"},
-                           {"topic": "t", "partition": None, "code": None, "name": None}],
-                "topics": ["a", None, "", "b"],
-                "partitions": [{"topic": "t", "partition": 0}, None],
-                "findings": [{"code": "c", "severity": None, "where": "", "detail": "d"}]},
+        base
+        | {
+            "capture": "c ✓ 日本",
+            "seq": -(2**31),
+            "api_key": 2**15 - 1,
+            "api_version": -(2**15),
+            "record_count": 2**63 - 1,
+            "record_bytes": -(2**63),
+            "latency_ms": 0.1 + 0.2,
+            "request_ts": 1_700_000_000.123456,
+            "response_ts": 0.0,
+            "errors": [
+                None,
+                {"topic": None, "partition": 3, "code": -1, "name": "x"},
+                {"topic": "t", "partition": None, "code": None, "name": None},
+            ],
+            "topics": ["a", None, "", "b"],
+            "partitions": [{"topic": "t", "partition": 0}, None],
+            "findings": [{"code": "c", "severity": None, "where": "", "detail": "d"}],
+        },
         base | {"topics": [None], "errors": [None], "problems": ["p" * 70_000]},
     ]
     check(rows, columns.EXCHANGES, tmp_path / "x.parquet")
@@ -69,9 +80,16 @@ def test_nulls_empties_and_odd_values_read_back(tmp_path):
 
 def test_row_groups_and_empty_tables(tmp_path, monkeypatch):
     monkeypatch.setattr(parquet_file, "ROW_GROUP", 7)
-    rows = [{"capture": f"c{i}", "topic": None if i % 3 else "t", "offset": i,
-             "headers": [{"key": "k", "value": None}] * (i % 4) if i % 5 else None,
-             "message_ts": i + 0.5} for i in range(50)]
+    rows = [
+        {
+            "capture": f"c{i}",
+            "topic": None if i % 3 else "t",
+            "offset": i,
+            "headers": [{"key": "k", "value": None}] * (i % 4) if i % 5 else None,
+            "message_ts": i + 0.5,
+        }
+        for i in range(50)
+    ]
     got = check(rows, columns.RECORDS, tmp_path / "r.parquet")
     assert pq.ParquetFile(tmp_path / "r.parquet").num_row_groups == 8
     assert got.num_rows == 50
@@ -84,8 +102,9 @@ def test_text_that_is_not_utf8_is_replaced_not_a_traceback(tmp_path):
     assert pq.read_table(tmp_path / "c.parquet").column("capture").to_pylist() == ["a?"]
 
 
-@pytest.mark.parametrize("capture", ["captures/kafka-java-transactions.pcap",
-                                     "captures/legacy-0.8.2.pcap"])
+@pytest.mark.parametrize(
+    "capture", ["captures/kafka-java-transactions.pcap", "captures/legacy-0.8.2.pcap"]
+)
 def test_capture_tables_read_back(capture, tmp_path):
     rows = capture_rows([(capture, str(ROOT / capture))], (9092,), True, True, lambda w: None)
     assert rows.exchanges and rows.records
@@ -93,7 +112,7 @@ def test_capture_tables_read_back(capture, tmp_path):
     check(rows.records, columns.RECORDS, tmp_path / "r.parquet")
 
 
-@pytest.mark.slow                       # every repo capture: some seconds
+@pytest.mark.slow  # every repo capture: some seconds
 def test_every_capture_reads_back(tmp_path):
     rows = capture_rows([(c, c) for c in CAPTURES], (9092,), True, True, lambda w: None)
     assert len(rows.exchanges) > 250 and len(rows.records) > 250
@@ -119,18 +138,25 @@ def test_the_cli_writes_parquet_without_pyarrow(tmp_path):
     """``--format parquet`` needs neither pyarrow nor numpy (0.18 CPU-s and 43 MiB of
     imports, more than writing the tables takes) and writes what capture_rows makes."""
     ex, rec = tmp_path / "x.parquet", tmp_path / "r.parquet"
-    done = subprocess.run([sys.executable, "-c", PROBE, str(ex), str(rec)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, str(ex), str(rec)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["[]"]
     assert "wrote 50 exchanges" in done.stderr
     path = "captures/kafka-python-codecs.pcap"
     rows = capture_rows([(path, path)], (9092,), True, True, lambda w: None)
     assert pq.read_table(ex).num_rows == 50
-    assert sorted(map(repr, pq.read_table(ex).to_pylist())) == \
-        sorted(map(repr, expected(rows.exchanges, EXCHANGES).to_pylist()))
-    assert sorted(map(repr, pq.read_table(rec).to_pylist())) == \
-        sorted(map(repr, expected(rows.records, RECORDS).to_pylist()))
+    assert sorted(map(repr, pq.read_table(ex).to_pylist())) == sorted(
+        map(repr, expected(rows.exchanges, EXCHANGES).to_pylist())
+    )
+    assert sorted(map(repr, pq.read_table(rec).to_pylist())) == sorted(
+        map(repr, expected(rows.records, RECORDS).to_pylist())
+    )
 
 
 def test_rows_spilled_to_disk_come_back_in_the_same_order(tmp_path, monkeypatch):
@@ -138,14 +164,18 @@ def test_rows_spilled_to_disk_come_back_in_the_same_order(tmp_path, monkeypatch)
     byte, as when every row stays in memory (a stable sort either way)."""
     from kdissect.pipeline import spill
     from kdissect.pipeline.local import write_exchanges
-    files = [str(ROOT / "captures" / n) for n in ("kafka-clients.pcap", "kcat.pcap",
-                                                  "kafka-python-codecs.pcap")]
+
+    files = [
+        str(ROOT / "captures" / n)
+        for n in ("kafka-clients.pcap", "kcat.pcap", "kafka-python-codecs.pcap")
+    ]
     got = {}
     for run in (1_000_000, 5):
         monkeypatch.setattr(spill, "RUN", run)
         x, r = tmp_path / f"{run}-x.parquet", tmp_path / f"{run}-r.parquet"
-        n = write_exchanges(files, str(x), ports=(9092,), detect=True, warn=lambda w: None,
-                            records_out=str(r))
+        n = write_exchanges(
+            files, str(x), ports=(9092,), detect=True, warn=lambda w: None, records_out=str(r)
+        )
         got[run] = (n, x.read_bytes(), r.read_bytes())
     assert got[5][0] == got[1_000_000][0] > 200
     assert got[5] == got[1_000_000]
@@ -165,9 +195,16 @@ def test_the_files_say_what_wrote_them(tmp_path):
     from kdissect import __version__
     from kdissect.pipeline.local import write_exchanges
     from kdissect.pipeline.manifest import SCHEMA_VERSION
+
     x, r = tmp_path / "x.parquet", tmp_path / "r.parquet"
-    write_exchanges([str(ROOT / "captures" / "kcat.pcap")], str(x), ports=(9092,),
-                    detect=True, warn=lambda w: None, records_out=str(r))
+    write_exchanges(
+        [str(ROOT / "captures" / "kcat.pcap")],
+        str(x),
+        ports=(9092,),
+        detect=True,
+        warn=lambda w: None,
+        records_out=str(r),
+    )
     for path in (x, r):
         meta = {k.decode(): v.decode() for k, v in pq.read_metadata(path).metadata.items()}
         assert meta["kdissect.kind"] == "capture"

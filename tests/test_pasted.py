@@ -12,8 +12,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # An ApiVersions v0 response with correlation id 6: its first bytes also read as a chain
 # of size-prefixed messages (6 bytes, then a "size" 8 made of api_key 0, min_version 8)
-API_VERSIONS_V0 = (struct.pack(">ihi", 6, 0, 2) + struct.pack(">hhh", 0, 8, 9)
-                   + struct.pack(">hhh", 1, 0, 11))
+API_VERSIONS_V0 = (
+    struct.pack(">ihi", 6, 0, 2) + struct.pack(">hhh", 0, 8, 9) + struct.pack(">hhh", 1, 0, 11)
+)
 
 
 def test_hints_choose_the_whole_reading_when_the_split_decodes_badly():
@@ -35,6 +36,7 @@ def test_without_hints_the_candidates_scores_decide():
 def test_a_real_chain_of_messages_is_still_split():
     capture = ROOT / "captures" / "kcat.pcap"
     from kdissect.sources.pcap import exchanges_in
+
     ex = next(e for e in exchanges_in([str(capture)]).exchanges if e.response is not None)
     paste = b"".join(struct.pack(">i", len(m.data)) + m.data for m in ex.messages)
     reading = read_paste(paste)
@@ -45,9 +47,24 @@ def test_a_real_chain_of_messages_is_still_split():
 
 
 def test_the_cli_says_which_reading_it_chose():
-    out = subprocess.run([sys.executable, "-m", "kdissect", "blob", API_VERSIONS_V0.hex(),
-                          "--api", "ApiVersions", "--version", "0", "--response"],
-                         capture_output=True, text=True, timeout=60, cwd=ROOT)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kdissect",
+            "blob",
+            API_VERSIONS_V0.hex(),
+            "--api",
+            "ApiVersions",
+            "--version",
+            "0",
+            "--response",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
     assert out.returncode == 0, out.stderr
     assert "as one message without a size prefix (chosen over 2 size-prefixed" in out.stderr
 
@@ -59,9 +76,13 @@ def test_a_version_newer_than_the_schemas_decodes_with_the_newest_layout():
     from kdissect.protocol import Options, decode_request, schemas
     from kdissect.sources.pcap import exchanges_in
     from kdissect.stream.enrich import enrich
+
     capture = ROOT / "captures" / "kcat.pcap"
-    ex = next(e for e in exchanges_in([str(capture)]).exchanges
-              if e.first.api_key == 3 and e.request is not None)
+    ex = next(
+        e
+        for e in exchanges_in([str(capture)]).exchanges
+        if e.first.api_key == 3 and e.request is not None
+    )
     newest = schemas.all_versions()[3][-1]
     data = ex.request.data[:2] + struct.pack(">h", newest + 2) + ex.request.data[4:]
     msg = decode_request(data)
@@ -77,6 +98,7 @@ def test_a_key_no_release_defines_is_not_given_a_layout():
     """The key after the pinned release's last (Kafka 4.4: 95) is named by its number and
     its body is not guessed (key 93 was such a key until 4.4 defined it)."""
     from kdissect.protocol import decode_request, schemas
+
     key = max(schemas.all_versions()) + 1
     msg = decode_request(struct.pack(">hhih", key, 0, 5, 4) + b"test" + b"\x00" + b"\x01\x02")
     assert msg.title == f"ApiKey{key} v0 Request"
@@ -101,11 +123,19 @@ def test_corpus(case):
     """Each paste: its bytes extracted exactly; the right API where the bytes say it;
     bodies and bare batches decoded with hints; findings and ambiguity where due."""
     text = (BLOBS / "pastes" / case["file"]).read_bytes()
-    assert parse_blob(text).data.hex() == case["bytes"]       # the whole-text reading
+    assert parse_blob(text).data.hex() == case["bytes"]  # the whole-text reading
     h = case.get("hints", {})
     # and what `kdissect blob` reads: the best of every candidate region
-    found = read_text(text, Hints(h.get("api"), h.get("version"), h.get("direction"),
-                                  h.get("body", False), h.get("records", False)))
+    found = read_text(
+        text,
+        Hints(
+            h.get("api"),
+            h.get("version"),
+            h.get("direction"),
+            h.get("body", False),
+            h.get("records", False),
+        ),
+    )
     assert found.blob.data.hex() == case["bytes"]
     reading = found.reading
     first = reading.items[0]
@@ -136,11 +166,15 @@ def test_tcpdump_packets_are_paired_in_the_paste():
     each response is decoded as its request's API by the correlation core."""
     blob = parse_blob((BLOBS / "pastes" / "tcpdump-X.txt").read_text())
     assert any("IP and TCP headers of 4 packet(s)" in s for s in blob.skipped)
-    assert any("not dump lines" in s for s in blob.skipped)      # the summary lines
+    assert any("not dump lines" in s for s in blob.skipped)  # the summary lines
     reading = read_paste(blob.data)
     titles = [i.message.title for i in reading.items]
-    assert titles == ["ApiVersions v3 Request", "ApiVersions v3 Response",
-                      "Metadata v12 Request", "Metadata v12 Response"]
+    assert titles == [
+        "ApiVersions v3 Request",
+        "ApiVersions v3 Response",
+        "Metadata v12 Request",
+        "Metadata v12 Response",
+    ]
     assert reading.items[3].how.startswith("paired with request")
 
 
@@ -176,8 +210,10 @@ def test_snapshot_layouts_equal_kio():
     import gzip
 
     from codegen import snapshot
-    shipped = json.loads(gzip.decompress(
-        (ROOT / "kdissect" / "protocol" / snapshot.FILE).read_bytes()))
+
+    shipped = json.loads(
+        gzip.decompress((ROOT / "kdissect" / "protocol" / snapshot.FILE).read_bytes())
+    )
     assert shipped == json.loads(json.dumps(snapshot.build()))
 
 
@@ -186,9 +222,11 @@ def test_guessing_answers_at_once():
     under a second (the benchmark, benchmarks/blob_guess.py, times the whole command)."""
     import re
     import time
-    data = bytes(int(x) for x in re.findall(r"\d+", (BLOBS / "metadata-v0-response.erl")
-                                                   .read_text()))
-    read_paste(data)                        # layouts loaded once
+
+    data = bytes(
+        int(x) for x in re.findall(r"\d+", (BLOBS / "metadata-v0-response.erl").read_text())
+    )
+    read_paste(data)  # layouts loaded once
     start = time.process_time()
     reading = read_paste(data)
     assert time.process_time() - start < 1.0
@@ -202,7 +240,7 @@ import base64  # noqa: E402
 from kdissect.protocol import api_key_of  # noqa: E402
 
 REAL = Path(__file__).parent / "data" / "real_pastes"
-REQUEST = bytes.fromhex("00000014001200020000000100" "0a636f6e73756d65722d31")  # ApiVersions v2
+REQUEST = bytes.fromhex("000000140012000200000001000a636f6e73756d65722d31")  # ApiVersions v2
 
 
 def _real(name: str) -> bytes:
@@ -210,39 +248,47 @@ def _real(name: str) -> bytes:
     return bytes.fromhex(cases[name]["hex"])
 
 
-SHAPES = {   # the shapes the issue names; each holds REQUEST among other text
+SHAPES = {  # the shapes the issue names; each holds REQUEST among other text
     "markdown fence, prompt and prose": "I send this by hand:\n\n```\n$ echo -n "
-        + REQUEST.hex() + " | xxd -r -p | nc localhost 9092\n```\nGenerating it fails. Why?",
+    + REQUEST.hex()
+    + " | xxd -r -p | nc localhost 9092\n```\nGenerating it fails. Why?",
     "prose line before a dump": "Generating the request, then xxd:\n00000000: 0000 0014 0012 "
-        "0002 0000 0001 000a 636f  ..............co\n00000010: 6e73 756d 6572 2d31          "
-        "            nsumer-1\n",
+    "0002 0000 0001 000a 636f  ..............co\n00000010: 6e73 756d 6572 2d31          "
+    "            nsumer-1\n",
     "bytes in // comments": "// " + REQUEST.hex(" ") + "\nfn main() {}\n",
-    "a rust vec! and b\"\" literals in its assert": "let v = vec![" + ", ".join(map(str, REQUEST))
-        + "];\nassert_eq!(r.value, b\"0123456789\");\nassert_eq!(r.key, b\"k1\");\n",
-    "an erlang assert with more binaries": "?assertEqual(<<" + ",".join(map(str, REQUEST))
-        + ">>, encode(R)),\n?assertEqual(<<\"consumer-1\">>, client(R)),\n"
-        "?assertEqual([0, 1, 2], partitions(R)).\n",
-    "an array of ids after the message": "msg = bytes([" + ", ".join(map(str, REQUEST))
-        + "])\nassert parts == [0, 1, 2, 3, 4]\n",
+    'a rust vec! and b"" literals in its assert': "let v = vec!["
+    + ", ".join(map(str, REQUEST))
+    + '];\nassert_eq!(r.value, b"0123456789");\nassert_eq!(r.key, b"k1");\n',
+    "an erlang assert with more binaries": "?assertEqual(<<"
+    + ",".join(map(str, REQUEST))
+    + '>>, encode(R)),\n?assertEqual(<<"consumer-1">>, client(R)),\n'
+    "?assertEqual([0, 1, 2], partitions(R)).\n",
+    "an array of ids after the message": "msg = bytes(["
+    + ", ".join(map(str, REQUEST))
+    + "])\nassert parts == [0, 1, 2, 3, 4]\n",
     "a tester table with a remote: prefix": "remote: [tester::#NH4] Hexdump of sent request:\n"
-        "remote: [tester::#NH4] Idx  | Hex                                             | ASCII\n"
-        + "".join(f"remote: [tester::#NH4] {i:04x} | {REQUEST[i:i + 16].hex(' '):47} | x\n"
-                  for i in range(0, len(REQUEST), 16)) + "remote: [tester::#NH4]\n",
-    "base64 in a code string": 'local b64 = "' + base64.b64encode(REQUEST).decode()
-        + '"\nlocal raw = ngx.decode_base64(b64)\n',
+    "remote: [tester::#NH4] Idx  | Hex                                             | ASCII\n"
+    + "".join(
+        f"remote: [tester::#NH4] {i:04x} | {REQUEST[i : i + 16].hex(' '):47} | x\n"
+        for i in range(0, len(REQUEST), 16)
+    )
+    + "remote: [tester::#NH4]\n",
+    "base64 in a code string": 'local b64 = "'
+    + base64.b64encode(REQUEST).decode()
+    + '"\nlocal raw = ngx.decode_base64(b64)\n',
     "an annotated decimal list": "[0, 0, 0, 20,  // size\n 0, 18 (api key), 0, 2 (version),"
-        " 0, 0, 0, 1 (correlation id),\n 0, 10, " + ", ".join(map(str, REQUEST[14:])) + "]",
+    " 0, 0, 0, 1 (correlation id),\n 0, 10, " + ", ".join(map(str, REQUEST[14:])) + "]",
 }
 
 
 @pytest.mark.parametrize("name", SHAPES)
 def test_the_bytes_are_found_in_any_text(name):
     found = read_text(SHAPES[name])
-    assert found.blob.data == REQUEST, [(c.blob.format, c.blob.data.hex())
-                                        for c in found.candidates]
+    assert found.blob.data == REQUEST, [
+        (c.blob.format, c.blob.data.hex()) for c in found.candidates
+    ]
     [item] = found.reading.items
-    assert (item.message.api_name, item.message.api_version, item.clean) == \
-        ("ApiVersions", 2, True)
+    assert (item.message.api_name, item.message.api_version, item.clean) == ("ApiVersions", 2, True)
     assert item.message.client_id == "consumer-1"
 
 
@@ -265,8 +311,11 @@ def test_a_hint_wins_over_guessing_for_a_message_cut_short():
     data = _real("rust-find-coordinator-v1-response.rs")[:40]
     told = read_paste(data, Hints(api_key_of("FindCoordinator"), 1, "response"))
     [item] = told.items
-    assert (item.message.api_name, item.message.api_version, item.message.direction) == \
-        ("FindCoordinator", 1, "response")
+    assert (item.message.api_name, item.message.api_version, item.message.direction) == (
+        "FindCoordinator",
+        1,
+        "response",
+    )
     assert item.how == "told: API and version" and item.findings[0].code == "truncated"
     assert item.message.correlation_id == 0
     body = {c.name: c.value for c in item.message.tree.children[1].children}
@@ -282,28 +331,52 @@ def test_records_reads_a_bare_v0_message_as_a_message_set_entry():
     [entry] = item.message.tree.children[0].children
     fields = {c.name: (c.offset, c.value, c.problem) for c in entry.children}
     assert entry.name == "message" and (entry.offset, entry.length) == (0, 20)
-    assert fields["crc"] == (0, 0x8dc795a2, None)         # verifies
+    assert fields["crc"] == (0, 0x8DC795A2, None)  # verifies
     assert fields["value"][:2] == (10, b"Hello!") and fields["key"][1] is None
     assert "bare v0/v1 message" in item.how and not item.message.tree.findings()
 
 
 def test_show_extraction_lists_the_candidates_and_candidate_picks_one():
     text = (REAL / "tester-log-request-and-response.txt").read_text()
-    res = subprocess.run([sys.executable, "-m", "kdissect", "blob", text, "--show-extraction",
-                          "--no-hex"], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    res = subprocess.run(
+        [sys.executable, "-m", "kdissect", "blob", text, "--show-extraction", "--no-hex"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert res.returncode == 0, res.stderr
     assert "3 candidate region(s), best first" in res.stderr
-    assert "1. 62 bytes (hex dumps, joined) from lines 6-14: 2 size-prefixed messages" \
-        in res.stderr and "<- read" in res.stderr
-    other = subprocess.run([sys.executable, "-m", "kdissect", "blob", text, "--candidate", "3",
-                            "--json"], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert (
+        "1. 62 bytes (hex dumps, joined) from lines 6-14: 2 size-prefixed messages" in res.stderr
+        and "<- read" in res.stderr
+    )
+    other = subprocess.run(
+        [sys.executable, "-m", "kdissect", "blob", text, "--candidate", "3", "--json"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     out = json.loads(other.stdout)
     assert out["input"]["candidate"] == 3 and out["input"]["length"] == 23
     assert [m["direction"] for m in out["messages"]] == ["response"]
-    plain = subprocess.run([sys.executable, "-m", "kdissect", "blob", text, "--no-hex"],
-                           capture_output=True, text=True, cwd=ROOT, timeout=120)
-    assert plain.stderr.startswith("read 62 bytes (hex dumps, joined) from lines 6-14, "
-                                   "candidate 1 of 3 (--show-extraction lists them)")
-    bad = subprocess.run([sys.executable, "-m", "kdissect", "blob", text, "--candidate", "9"],
-                         capture_output=True, text=True, cwd=ROOT, timeout=120)
+    plain = subprocess.run(
+        [sys.executable, "-m", "kdissect", "blob", text, "--no-hex"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert plain.stderr.startswith(
+        "read 62 bytes (hex dumps, joined) from lines 6-14, "
+        "candidate 1 of 3 (--show-extraction lists them)"
+    )
+    bad = subprocess.run(
+        [sys.executable, "-m", "kdissect", "blob", text, "--candidate", "9"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert bad.returncode == 2 and "there is no candidate 9" in bad.stderr

@@ -17,30 +17,58 @@ from kdissect.protocol.node import Node
 from kdissect.render.plain_print import prints_plain
 from kdissect.render.text import print_node, print_tree, render_node, tree_of
 
-WORDS = ["a", "name", "topic-with-a-long-name", "x" * 90, "宽字符", "emoji😀", "tab\there",
-         "new\nline", "ctrl\x01\x1b[31m", "  spaced  ", "", "✗ …", "\u200b", "é" * 5]
+WORDS = [
+    "a",
+    "name",
+    "topic-with-a-long-name",
+    "x" * 90,
+    "宽字符",
+    "emoji😀",
+    "tab\there",
+    "new\nline",
+    "ctrl\x01\x1b[31m",
+    "  spaced  ",
+    "",
+    "✗ …",
+    "\u200b",
+    "é" * 5,
+]
 
 
 def _random_tree(rng: random.Random, depth: int = 0, budget: list[int] | None = None) -> Node:
-    budget = [60] if budget is None else budget         # nodes left for this tree
+    budget = [60] if budget is None else budget  # nodes left for this tree
     budget[0] -= 1
     name = rng.choice(WORDS) or "n"
     kind = rng.choice(["int32", "string", "struct", "array", "bytes", "records"])
-    value = rng.choice([None, 7, rng.choice(WORDS), bytes(rng.randrange(60)),
-                        b"\xff\x00" * rng.randrange(40), "v" * rng.randrange(120)])
-    node = Node(name, kind, rng.randrange(500), rng.randrange(80), value,
-                problem=rng.choice([None, None, rng.choice(WORDS)]),
-                note=rng.choice([None, None, rng.choice(WORDS)]))
+    value = rng.choice(
+        [
+            None,
+            7,
+            rng.choice(WORDS),
+            bytes(rng.randrange(60)),
+            b"\xff\x00" * rng.randrange(40),
+            "v" * rng.randrange(120),
+        ]
+    )
+    node = Node(
+        name,
+        kind,
+        rng.randrange(500),
+        rng.randrange(80),
+        value,
+        problem=rng.choice([None, None, rng.choice(WORDS)]),
+        note=rng.choice([None, None, rng.choice(WORDS)]),
+    )
     node.secret = rng.random() < 0.1
     if depth < 30 and budget[0] > 0 and rng.random() < 0.8:
-        node.children = [_random_tree(rng, depth + 1, budget)
-                         for _ in range(rng.randrange(1, 4))]
+        node.children = [_random_tree(rng, depth + 1, budget) for _ in range(rng.randrange(1, 4))]
     return node
 
 
 class AsciiFile(io.StringIO):
     """A file whose encoding is ASCII: rich draws ASCII guides for it."""
-    encoding = "ascii"      # type: ignore[assignment]
+
+    encoding = "ascii"  # type: ignore[assignment]
 
 
 def _consoles(width: int) -> list[tuple[Console, io.StringIO]]:
@@ -53,8 +81,9 @@ def _consoles(width: int) -> list[tuple[Console, io.StringIO]]:
 
 def _rich(console: Console, fn, *args) -> str:
     f = type(console.file)()
-    Console(file=f, width=console.width, highlight=False,
-            soft_wrap=console.soft_wrap).print(fn(*args))
+    Console(file=f, width=console.width, highlight=False, soft_wrap=console.soft_wrap).print(
+        fn(*args)
+    )
     return f.getvalue()
 
 
@@ -70,8 +99,7 @@ def test_random_trees_print_as_rich_prints_them(width, trees):
             f.seek(0)
             f.truncate()
             print_node(console, data, root, False, 3, title, True)
-            assert f.getvalue() == _rich(console, render_node, data, root, False, 3, title,
-                                         True)
+            assert f.getvalue() == _rich(console, render_node, data, root, False, 3, title, True)
             f.seek(0)
             f.truncate()
             print_tree(console, root)
@@ -84,4 +112,4 @@ def test_a_colour_console_still_prints_through_rich():
     assert not prints_plain(console)
     root = Node("msg", "struct", 0, 4, children=[Node("a", "int32", 0, 4, 1)])
     print_node(console, b"\x00\x00\x00\x01", root)
-    assert "\x1b[" in f.getvalue()          # styles written: rich did it
+    assert "\x1b[" in f.getvalue()  # styles written: rich did it

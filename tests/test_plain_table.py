@@ -27,33 +27,83 @@ from kdissect.stream.engine import Engine
 ROOT = Path(__file__).resolve().parents[1]
 CAPTURES = sorted((ROOT / "captures").glob("*.pcap")) + sorted((ROOT / "captures").glob("*.pcapng"))
 
-WORDS = ["", "a", "0", "12345", "Produce", "127.0.0.1:9092", "::1:9092", "12:34:56.789",
-         "  spaced  ", "trailing ", " leading", "x" * 30, "a-long-topic-name-without-spaces",
-         "two words", "é", "宽字符", "emoji😀", "tab\there", "new\nline", "ctrl\x01",
-         "[red]markup[/red]", "a[/b]", ":smile:", "…", "\u200b", "-"]
-BOXES = ["HEAVY_HEAD", "SIMPLE_HEAD", "ROUNDED", "ASCII", "MINIMAL", "SIMPLE", "SQUARE",
-         "DOUBLE_EDGE", "MINIMAL_HEAVY_HEAD", "HORIZONTALS", "MARKDOWN"]
-TITLES = [None, "", "Errors", "Diagnoses (docs/findings.md)",
-          "Exchanges per API: broker time, i.e. latency less the waits clients asked for "
-          "(Fetch/ShareFetch max_wait_ms, JoinGroup/SyncGroup rebalances)",
-          "a " + "x" * 90 + " b", "  leading spaces and   several   gaps  ", "宽 title"]
+WORDS = [
+    "",
+    "a",
+    "0",
+    "12345",
+    "Produce",
+    "127.0.0.1:9092",
+    "::1:9092",
+    "12:34:56.789",
+    "  spaced  ",
+    "trailing ",
+    " leading",
+    "x" * 30,
+    "a-long-topic-name-without-spaces",
+    "two words",
+    "é",
+    "宽字符",
+    "emoji😀",
+    "tab\there",
+    "new\nline",
+    "ctrl\x01",
+    "[red]markup[/red]",
+    "a[/b]",
+    ":smile:",
+    "…",
+    "\u200b",
+    "-",
+]
+BOXES = [
+    "HEAVY_HEAD",
+    "SIMPLE_HEAD",
+    "ROUNDED",
+    "ASCII",
+    "MINIMAL",
+    "SIMPLE",
+    "SQUARE",
+    "DOUBLE_EDGE",
+    "MINIMAL_HEAVY_HEAD",
+    "HORIZONTALS",
+    "MARKDOWN",
+]
+TITLES = [
+    None,
+    "",
+    "Errors",
+    "Diagnoses (docs/findings.md)",
+    "Exchanges per API: broker time, i.e. latency less the waits clients asked for "
+    "(Fetch/ShareFetch max_wait_ms, JoinGroup/SyncGroup rebalances)",
+    "a " + "x" * 90 + " b",
+    "  leading spaces and   several   gaps  ",
+    "宽 title",
+]
 
 
 def _cell(rng: random.Random, clean: bool = False):
-    word = rng.choice(WORDS) if rng.random() < 0.3 and not clean else \
-        " ".join(rng.choice(WORDS[:11]) for _ in range(rng.randrange(1, 3)))
+    word = (
+        rng.choice(WORDS)
+        if rng.random() < 0.3 and not clean
+        else " ".join(rng.choice(WORDS[:11]) for _ in range(rng.randrange(1, 3)))
+    )
     return (word, rng.choice(["", "red", "bold"])) if rng.random() < 0.3 else word
 
 
 def _random_table(rng: random.Random) -> Table:
-    table = Table(title=rng.choice(TITLES), title_justify=rng.choice(["left", "center", "right"]),
-                  box=rng.choice(BOXES),
-                  padding=rng.choice([(0, 1), (0, 1), (0, 0), (0, 2), (1, 1)]))
+    table = Table(
+        title=rng.choice(TITLES),
+        title_justify=rng.choice(["left", "center", "right"]),
+        box=rng.choice(BOXES),
+        padding=rng.choice([(0, 1), (0, 1), (0, 0), (0, 2), (1, 1)]),
+    )
     for _ in range(rng.randrange(1, 9)):
-        table.add_column(rng.choice(WORDS) if rng.random() < 0.2 else rng.choice(WORDS[:15]),
-                         justify=rng.choice(["left", "right", "center"]),
-                         no_wrap=rng.random() < 0.3)
-    clean = rng.random() < 0.5          # cells the plain writer takes
+        table.add_column(
+            rng.choice(WORDS) if rng.random() < 0.2 else rng.choice(WORDS[:15]),
+            justify=rng.choice(["left", "right", "center"]),
+            no_wrap=rng.random() < 0.3,
+        )
+    clean = rng.random() < 0.5  # cells the plain writer takes
     for _ in range(rng.randrange(0, 12)):
         cells = [_cell(rng, clean) for _ in range(rng.randrange(len(table.columns) + 1))]
         table.add_row(*cells, end_section=rng.random() < 0.2)
@@ -63,32 +113,34 @@ def _random_table(rng: random.Random) -> Table:
 def _random_lines(rng: random.Random) -> Lines:
     lines = Lines()
     for _ in range(rng.randrange(0, 5)):
-        lines.append(rng.choice(WORDS) + rng.choice(["\n", " ", "x" * rng.randrange(200)]),
-                     rng.choice(["", "yellow"]))
+        lines.append(
+            rng.choice(WORDS) + rng.choice(["\n", " ", "x" * rng.randrange(200)]),
+            rng.choice(["", "yellow"]),
+        )
     return lines
 
 
 class AsciiFile(io.StringIO):
     """A file whose encoding is ASCII: rich draws ASCII boxes for it."""
-    encoding = "ascii"      # type: ignore[assignment]
+
+    encoding = "ascii"  # type: ignore[assignment]
 
 
 def _console(width: int, ascii_only: bool) -> Console:
-    return Console(file=AsciiFile() if ascii_only else io.StringIO(), width=width,
-                   highlight=False)
+    return Console(file=AsciiFile() if ascii_only else io.StringIO(), width=width, highlight=False)
 
 
 def _rich(pieces: list, width: int, ascii_only: bool = False) -> str:
     console = _console(width, ascii_only)
     console.print(Pieces(pieces))
-    return console.file.getvalue()          # type: ignore[attr-defined]
+    return console.file.getvalue()  # type: ignore[attr-defined]
 
 
 def table_text(pieces: list, width: int, ascii_only: bool = False) -> str:
     """What the plain writer prints (rich where it says it cannot)."""
     console = _console(width, ascii_only)
     print_pieces(console, pieces)
-    return console.file.getvalue()          # type: ignore[attr-defined]
+    return console.file.getvalue()  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("width", [40, 57, 80, 120, 160, 200])
@@ -96,12 +148,14 @@ def test_random_tables_print_as_rich_prints_them(width):
     rng = random.Random(width)
     plain = 0
     for _ in range(12):
-        pieces = [_random_table(rng) if rng.random() < 0.8 else _random_lines(rng)
-                  for _ in range(rng.randrange(1, 4))]
+        pieces = [
+            _random_table(rng) if rng.random() < 0.8 else _random_lines(rng)
+            for _ in range(rng.randrange(1, 4))
+        ]
         for ascii_only in (False, True):
             assert table_text(pieces, width, ascii_only) == _rich(pieces, width, ascii_only)
             plain += sum(plain_lines(p, width, ascii_only) is not None for p in pieces)
-    assert plain >= 5              # the plain writer did some of them, not rich
+    assert plain >= 5  # the plain writer did some of them, not rich
 
 
 def test_tables_that_fit_are_laid_out_without_rich(monkeypatch):
@@ -114,8 +168,11 @@ def test_tables_that_fit_are_laid_out_without_rich(monkeypatch):
     monkeypatch.setattr(Table, "__rich__", lambda self: pytest.fail("rich was asked"))
     assert table_text([table], 80) == want
     # columns as wide as their widest cell plus padding; the title padded to the table
-    assert want.splitlines()[:3] == ["Connections".ljust(31), " " * 31,
-                                     "  " + "#".rjust(10) + "   " + "client".ljust(14) + "  "]
+    assert want.splitlines()[:3] == [
+        "Connections".ljust(31),
+        " " * 31,
+        "  " + "#".rjust(10) + "   " + "client".ljust(14) + "  ",
+    ]
 
 
 def test_text_is_shown_as_it_is_not_as_markup():
@@ -140,9 +197,10 @@ def _stats_of(capture: Path) -> ExchangePrinter:
     return printer
 
 
-@pytest.mark.slow                   # every repo capture read: about 10 s
-@pytest.mark.parametrize("capture", CAPTURES + [ROOT / "captures" / "tls" / "kafka-tls.pcap"],
-                         ids=lambda p: p.name)
+@pytest.mark.slow  # every repo capture read: about 10 s
+@pytest.mark.parametrize(
+    "capture", CAPTURES + [ROOT / "captures" / "tls" / "kafka-tls.pcap"], ids=lambda p: p.name
+)
 def test_every_capture_stats_print_as_rich_prints_them(capture):
     printer = _stats_of(capture)
     assert printer.stats is not None

@@ -27,16 +27,22 @@ CAPTURE = ROOT / "captures" / "kafka-sasl.pcap"
 def test_tsv_is_registered_and_offered_where_it_can_be_written():
     assert "tsv" in FORMATS and "tsv" in choices() and "tsv" in choices(files=False)
     assert "parquet" in choices() and "parquet" not in choices(files=False)
-    assert "tsv" not in choices(log=True)             # kdissect log writes its own formats
+    assert "tsv" not in choices(log=True)  # kdissect log writes its own formats
     from kdissect.cli.pcap_cmd import pcap
+
     fmt = next(p for p in pcap.params if p.name == "fmt")
     assert isinstance(fmt.type, click.Choice) and list(fmt.type.choices) == choices()
 
 
 def test_tsv_gives_one_row_per_exchange_with_the_filter_fields():
-    out = subprocess.run([sys.executable, "-m", "kdissect", "pcap", "--no-tui", "--format",
-                          "tsv", str(CAPTURE)], capture_output=True, text=True, cwd=ROOT,
-                         timeout=120, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "kdissect", "pcap", "--no-tui", "--format", "tsv", str(CAPTURE)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        check=True,
+    ).stdout
     rows = list(csv.DictReader(io.StringIO(out), delimiter="\t"))
     exchanges = exchanges_in([str(CAPTURE)]).exchanges
     assert len(rows) == len(exchanges) > 0
@@ -49,15 +55,26 @@ def test_raw_streams_give_the_exchanges_the_capture_gives():
     stream = exchanges[0].stream
     mine = [ex for ex in exchanges if ex.stream == stream]
     sent = [(m, 0 if m is ex.request else 1) for ex in mine for m in ex.messages]
-    client, broker = (b"".join(struct.pack(">i", len(m.data)) + m.data
-                               for m, s in sorted(sent, key=lambda ms: ms[0].offset) if s == side)
-                      for side in (0, 1))
+    client, broker = (
+        b"".join(
+            struct.pack(">i", len(m.data)) + m.data
+            for m, s in sorted(sent, key=lambda ms: ms[0].offset)
+            if s == side
+        )
+        for side in (0, 1)
+    )
     sink = Collect()
     Engine(RawStreams(client, broker), sink).run()
-    key = lambda ex: (ex.first.direction, ex.first.api_key, ex.first.correlation_id,  # noqa: E731
-                      ex.response is not None, ex.status)
-    assert [key(ex) for ex in sorted(sink.exchanges, key=lambda e: e.seq)] == \
-        [key(ex) for ex in sorted(mine, key=lambda e: e.seq)]
+    key = lambda ex: (
+        ex.first.direction,
+        ex.first.api_key,
+        ex.first.correlation_id,  # noqa: E731
+        ex.response is not None,
+        ex.status,
+    )
+    assert [key(ex) for ex in sorted(sink.exchanges, key=lambda e: e.seq)] == [
+        key(ex) for ex in sorted(mine, key=lambda e: e.seq)
+    ]
     assert any(ex.first.api_key == 36 for ex in sink.exchanges)
 
 
@@ -69,5 +86,6 @@ def test_an_unregistered_finding_raises_where_it_is_made():
 
 def test_the_filter_docs_come_from_the_field_registry():
     from kdissect.stream.fields import FIELDS, help_list, markdown_table
+
     assert markdown_table() in (ROOT / "docs" / "filters.md").read_text()
     assert all(name in help_list() for name, f in FIELDS.items() if f.get is not None)

@@ -23,7 +23,7 @@ from kdissect.proxy.skipscan import response_layout
 from tests.support.broker import Broker, free_port
 from tests.support.relay import Relay
 
-pytestmark = pytest.mark.slow      # a broker and the proxy in front of it
+pytestmark = pytest.mark.slow  # a broker and the proxy in front of it
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -32,17 +32,37 @@ class ProxyProcess:
     def __init__(self, upstream: str, *args: str, listen_host: str = "127.0.0.1", **popen):
         self.port = free_port()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "kdissect", "proxy", "--upstream", upstream, "--listen",
-             f"{listen_host}:{self.port}", "--no-tui", "--format", "jsonl",
-             # the tests count exchanges: no sampling when a busy machine slows the display
-             *(() if "--display-lag" in args else ("--display-lag", "0")), *args],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, **popen)
+            [
+                sys.executable,
+                "-m",
+                "kdissect",
+                "proxy",
+                "--upstream",
+                upstream,
+                "--listen",
+                f"{listen_host}:{self.port}",
+                "--no-tui",
+                "--format",
+                "jsonl",
+                # the tests count exchanges: no sampling when a busy machine slows the display
+                *(() if "--display-lag" in args else ("--display-lag", "0")),
+                *args,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+            **popen,
+        )
         # read its output as it comes, as a terminal or a pipe would
         self.out: list[str] = []
         self.err: list[str] = []
-        self.readers = [threading.Thread(target=lambda s=stream, k=sink: k.extend(
-            iter(s.readline, "")), daemon=True) for stream, sink in (
-                (self.proc.stdout, self.out), (self.proc.stderr, self.err))]
+        self.readers = [
+            threading.Thread(
+                target=lambda s=stream, k=sink: k.extend(iter(s.readline, "")), daemon=True
+            )
+            for stream, sink in ((self.proc.stdout, self.out), (self.proc.stderr, self.err))
+        ]
         for reader in self.readers:
             reader.start()
         for _ in range(150):
@@ -63,7 +83,7 @@ class ProxyProcess:
         be behind), so a test that counts exchanges waits for it to sleep on an empty
         channel first."""
         asleep, deadline = 0, time.monotonic() + timeout
-        while asleep < 25 and time.monotonic() < deadline:   # longer than a gate pause
+        while asleep < 25 and time.monotonic() < deadline:  # longer than a gate pause
             try:
                 state = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
             except (OSError, IndexError):
@@ -75,14 +95,16 @@ class ProxyProcess:
         """Wait until the rows shown so far satisfy ``done`` (on a machine whose cores are
         busy the display, at nice 10, can be many seconds behind the traffic)."""
         deadline = time.monotonic() + timeout
-        while not done([json.loads(line) for line in list(self.out)]) and time.monotonic() < deadline:
+        while (
+            not done([json.loads(line) for line in list(self.out)]) and time.monotonic() < deadline
+        ):
             time.sleep(0.1)
 
     def stop(self) -> tuple[list[dict], str]:
         self.settle()
         self.proc.terminate()
         self.proc.wait(timeout=30)
-        for reader in self.readers:                # the last lines, up to the end of output
+        for reader in self.readers:  # the last lines, up to the end of output
             reader.join(10)
         return [json.loads(line) for line in self.out], "".join(self.err)
 
@@ -94,8 +116,7 @@ def chain(tmp_path):
     relay_b = Relay()
     broker = Broker(advertised_port=relay_b.port)
     relay_b.upstream = ("127.0.0.1", broker.port)
-    proxy = ProxyProcess(f"127.0.0.1:{relay_b.port}", "--write",
-                         str(tmp_path / "proxy.pcapng"))
+    proxy = ProxyProcess(f"127.0.0.1:{relay_b.port}", "--write", str(tmp_path / "proxy.pcapng"))
     proxy.recording = tmp_path / "proxy.pcapng"
     relay_a = Relay()
     relay_a.upstream = ("127.0.0.1", proxy.port)
@@ -113,8 +134,7 @@ def endpoints(tree) -> list[tuple[int, str, int]]:
     for node in tree.walk():
         host, port = node.child("host"), node.child("port")
         ident = next((c for c in node.children if c.name in ("node_id", "broker_id")), None)
-        if host is not None and port is not None and ident is not None \
-                and host.ktype == "string":
+        if host is not None and port is not None and ident is not None and host.ktype == "string":
             found.append((ident.value, host.value, port.value))
     return found
 
@@ -123,7 +143,7 @@ def frames(data: bytes) -> list[bytes]:
     out, pos = [], 0
     while pos + 4 <= len(data):
         size = struct.unpack_from(">i", data, pos)[0]
-        out.append(data[pos + 4:pos + 4 + size])
+        out.append(data[pos + 4 : pos + 4 + size])
         pos += 4 + size
     return out
 
@@ -152,8 +172,7 @@ def assert_bytes_pass_unchanged(relay_a: Relay, relay_b: Relay) -> int:
             before = decode_response(original, key, version)
             after = decode_response(received, key, version)
             assert not after.problems
-            assert [e[0] for e in endpoints(after.tree)] == \
-                [e[0] for e in endpoints(before.tree)]
+            assert [e[0] for e in endpoints(after.tree)] == [e[0] for e in endpoints(before.tree)]
             assert all(e[2] != relay_b.port for e in endpoints(after.tree))
             rewritten += 1
     return rewritten
@@ -162,37 +181,59 @@ def assert_bytes_pass_unchanged(relay_a: Relay, relay_b: Relay) -> int:
 def test_clients_work_through_the_proxy_and_bytes_pass_unchanged(chain):
     from confluent_kafka import Consumer, Producer
     from kafka import KafkaConsumer, KafkaProducer
+
     relay_a, proxy, relay_b = chain
-    producer = KafkaProducer(bootstrap_servers=f"127.0.0.1:{relay_a.port}",
-                             compression_type="gzip", client_id="kp-through-proxy")
+    producer = KafkaProducer(
+        bootstrap_servers=f"127.0.0.1:{relay_a.port}",
+        compression_type="gzip",
+        client_id="kp-through-proxy",
+    )
     for i in range(5):
         producer.send("through-proxy", key=b"k%d" % i, value=b"kafka-python %d" % i)
     producer.flush()
     # the client was told the proxy's address for the broker, not relay B's
-    assert {(b.host, b.port) for b in producer._metadata.brokers()} != \
-        {("127.0.0.1", relay_b.port)}
-    assert all(b.host == "127.0.0.1" and b.port not in (relay_b.port, relay_a.port)
-               for b in producer._metadata.brokers())
+    assert {(b.host, b.port) for b in producer._metadata.brokers()} != {("127.0.0.1", relay_b.port)}
+    assert all(
+        b.host == "127.0.0.1" and b.port not in (relay_b.port, relay_a.port)
+        for b in producer._metadata.brokers()
+    )
     producer.close()
-    ck = Producer({"bootstrap.servers": f"127.0.0.1:{relay_a.port}",
-                   "compression.type": "lz4", "client.id": "ck-through-proxy"})
+    ck = Producer(
+        {
+            "bootstrap.servers": f"127.0.0.1:{relay_a.port}",
+            "compression.type": "lz4",
+            "client.id": "ck-through-proxy",
+        }
+    )
     for i in range(5):
         ck.produce("through-proxy", key=b"c%d" % i, value=b"confluent %d" % i)
     assert ck.flush(10) == 0
-    consumer = KafkaConsumer("through-proxy", bootstrap_servers=f"127.0.0.1:{relay_a.port}",
-                             auto_offset_reset="earliest", group_id="through-proxy",
-                             session_timeout_ms=6000, max_poll_interval_ms=6000)
-    got, deadline = [], time.monotonic() + 60       # joining takes long on a busy machine
+    consumer = KafkaConsumer(
+        "through-proxy",
+        bootstrap_servers=f"127.0.0.1:{relay_a.port}",
+        auto_offset_reset="earliest",
+        group_id="through-proxy",
+        session_timeout_ms=6000,
+        max_poll_interval_ms=6000,
+    )
+    got, deadline = [], time.monotonic() + 60  # joining takes long on a busy machine
     while len(got) < 10 and time.monotonic() < deadline:
         for records in consumer.poll(timeout_ms=500).values():
             got += [m.value for m in records]
     values = sorted(got)
     consumer.close()
-    assert values == sorted([b"kafka-python %d" % i for i in range(5)] +
-                            [b"confluent %d" % i for i in range(5)])
-    ck_consumer = Consumer({"bootstrap.servers": proxy.bootstrap, "group.id": "ck-g",
-                            "auto.offset.reset": "earliest", "session.timeout.ms": 6000,
-                            "max.poll.interval.ms": 6000})   # Tansu holds joins that long
+    assert values == sorted(
+        [b"kafka-python %d" % i for i in range(5)] + [b"confluent %d" % i for i in range(5)]
+    )
+    ck_consumer = Consumer(
+        {
+            "bootstrap.servers": proxy.bootstrap,
+            "group.id": "ck-g",
+            "auto.offset.reset": "earliest",
+            "session.timeout.ms": 6000,
+            "max.poll.interval.ms": 6000,
+        }
+    )  # Tansu holds joins that long
     ck_consumer.subscribe(["through-proxy"])
     got = []
     deadline = time.monotonic() + 30
@@ -210,24 +251,52 @@ def test_clients_work_through_the_proxy_and_bytes_pass_unchanged(chain):
     clients = {r.get("client_id") for r in rows if r["direction"] == "request"}
     assert {"kp-through-proxy", "ck-through-proxy"} <= clients
     assert "is reached through" in err
-    assert "(uvloop)" in err                       # installed with the test extra
+    assert "(uvloop)" in err  # installed with the test extra
 
     # bytes: every byte passed unchanged except broker addresses
     assert assert_bytes_pass_unchanged(relay_a, relay_b) >= 1
 
     # the recording opens with kdissect pcap and with tshark, and holds what was shown
-    res = subprocess.run([sys.executable, "-m", "kdissect", "pcap", str(proxy.recording),
-                          "-p", str(relay_b.port), "--format", "jsonl"],
-                         capture_output=True, text=True, cwd=ROOT, timeout=120)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kdissect",
+            "pcap",
+            str(proxy.recording),
+            "-p",
+            str(relay_b.port),
+            "--format",
+            "jsonl",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert res.returncode == 0, res.stderr
     recorded = [json.loads(line) for line in res.stdout.splitlines()]
     key = lambda r: (r["api_name"], r["direction"], r["correlation_id"], r["status"])
     assert sorted(map(key, recorded)) == sorted(map(key, rows))
     assert all(not r["problems"] for r in recorded)
-    tshark = subprocess.run(["tshark", "-r", str(proxy.recording), "-d",
-                             f"tcp.port=={relay_b.port},kafka", "-T", "fields", "-e",
-                             "kafka.correlation_id", "-Y", "kafka"],
-                            capture_output=True, text=True, timeout=120)
+    tshark = subprocess.run(
+        [
+            "tshark",
+            "-r",
+            str(proxy.recording),
+            "-d",
+            f"tcp.port=={relay_b.port},kafka",
+            "-T",
+            "fields",
+            "-e",
+            "kafka.correlation_id",
+            "-Y",
+            "kafka",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert tshark.returncode == 0, tshark.stderr
     tshark_ids = sorted(int(c) for line in tshark.stdout.split() for c in line.split(",") if c)
     assert tshark_ids == sorted(r["correlation_id"] for r in rows)
@@ -240,7 +309,7 @@ def test_tls_on_a_plaintext_listener_and_a_vanished_broker_close_cleanly():
     try:
         hello = socket.create_connection(("127.0.0.1", proxy.port), timeout=10)
         hello.sendall(bytes.fromhex("16030100f8010000f40303") + b"\x00" * 40)
-        assert hello.recv(100) == b""                     # closed, not hung
+        assert hello.recv(100) == b""  # closed, not hung
         # a request goes through; then the broker dies: the client is disconnected
         client = socket.create_connection(("127.0.0.1", proxy.port), timeout=10)
         request = struct.pack(">hhih", 18, 0, 7, 4) + b"test"
@@ -273,6 +342,7 @@ def test_tls_towards_clients_and_towards_brokers(tmp_path):
     speaks TLS to a TLS "broker", checking its certificate against --ca-file."""
     from kafka import KafkaConsumer, KafkaProducer
     from tests.support.tls import TlsTerminator, self_signed
+
     cert, key = self_signed(tmp_path)
     broker = Broker()
     terminator = TlsTerminator(cert, key, ("127.0.0.1", broker.port))
@@ -280,15 +350,28 @@ def test_tls_towards_clients_and_towards_brokers(tmp_path):
     broker.stop()
     broker = Broker(advertised_port=terminator.port)
     terminator.upstream = ("127.0.0.1", broker.port)
-    proxy = ProxyProcess(f"127.0.0.1:{terminator.port}", "--upstream-tls", "--ca-file",
-                         str(cert), "--tls-cert", str(cert), "--tls-key", str(key))
+    proxy = ProxyProcess(
+        f"127.0.0.1:{terminator.port}",
+        "--upstream-tls",
+        "--ca-file",
+        str(cert),
+        "--tls-cert",
+        str(cert),
+        "--tls-key",
+        str(key),
+    )
     try:
         tls = dict(security_protocol="SSL", ssl_cafile=str(cert), ssl_check_hostname=True)
         producer = KafkaProducer(bootstrap_servers=proxy.bootstrap, **tls)
         producer.send("tls-both-ways", b"secret payload").get(timeout=30)
         producer.close()
-        consumer = KafkaConsumer("tls-both-ways", bootstrap_servers=proxy.bootstrap,
-                                 auto_offset_reset="earliest", consumer_timeout_ms=4000, **tls)
+        consumer = KafkaConsumer(
+            "tls-both-ways",
+            bootstrap_servers=proxy.bootstrap,
+            auto_offset_reset="earliest",
+            consumer_timeout_ms=4000,
+            **tls,
+        )
         assert [m.value for m in consumer] == [b"secret payload"]
         consumer.close()
         # a plaintext client on the TLS listener is told and closed, not left hanging
@@ -297,7 +380,7 @@ def test_tls_towards_clients_and_towards_brokers(tmp_path):
         plain.sendall(struct.pack(">i", len(request)) + request)
         try:
             assert plain.recv(4096) == b""
-        except ConnectionResetError:             # closed with its request unread
+        except ConnectionResetError:  # closed with its request unread
             pass
         proxy.wait_for(lambda rows: any(_is_produce_request(r) for r in rows))
         rows, err = proxy.stop()
@@ -312,15 +395,16 @@ def test_tls_towards_clients_and_towards_brokers(tmp_path):
 
 def test_broker_certificates_are_checked(tmp_path):
     from tests.support.tls import TlsTerminator, self_signed
+
     cert, key = self_signed(tmp_path)
     broker = Broker()
     terminator = TlsTerminator(cert, key, ("127.0.0.1", broker.port))
-    proxy = ProxyProcess(f"127.0.0.1:{terminator.port}", "--upstream-tls")   # system CAs
+    proxy = ProxyProcess(f"127.0.0.1:{terminator.port}", "--upstream-tls")  # system CAs
     try:
         client = socket.create_connection(("127.0.0.1", proxy.port), timeout=10)
         request = struct.pack(">hhih", 18, 0, 1, 1) + b"x"
         client.sendall(struct.pack(">i", len(request)) + request)
-        assert client.recv(100) == b""                # refused upstream: the client is closed
+        assert client.recv(100) == b""  # refused upstream: the client is closed
         rows, err = proxy.stop()
     finally:
         proxy.proc.kill()
@@ -333,9 +417,11 @@ def test_the_recording_masks_sasl_secrets_at_the_same_length(tmp_path):
     """Real SCRAM and SASL v0 traffic from the repo captures, through the recorder."""
     from kdissect.capture.pcapng_writer import Recorder
     from kdissect.sources.pcap import exchanges_in
+
     captures = ROOT / "captures"
-    exchanges = exchanges_in([str(captures / "sasl-scram.pcap"),
-                              str(captures / "sasl-v0.pcap")]).exchanges
+    exchanges = exchanges_in(
+        [str(captures / "sasl-scram.pcap"), str(captures / "sasl-v0.pcap")]
+    ).exchanges
     recorder = Recorder(str(tmp_path / "r.pcapng"))
     masked_any = 0
     for ex in exchanges:
@@ -343,8 +429,11 @@ def test_the_recording_masks_sasl_secrets_at_the_same_length(tmp_path):
             if m is None:
                 continue
             frame = struct.pack(">i", len(m.data)) + m.data
-            side = 0 if m.direction in ("request",) or (m.direction == "sasl" and ex.request is m) \
+            side = (
+                0
+                if m.direction in ("request",) or (m.direction == "sasl" and ex.request is m)
                 else 1
+            )
             out = recorder.mask(frame, side, m.direction == "sasl")
             assert len(out) == len(frame)
             if out != frame:
@@ -352,8 +441,8 @@ def test_the_recording_masks_sasl_secrets_at_the_same_length(tmp_path):
                 secret = [n for n in m.decoded().tree.walk() if n.secret]
                 assert secret
                 for n in secret:
-                    assert out[4 + n.offset:4 + n.end] == b"*" * n.length
-                assert b"p=" not in out or b"p=*" in out      # SCRAM proofs are gone
+                    assert out[4 + n.offset : 4 + n.end] == b"*" * n.length
+                assert b"p=" not in out or b"p=*" in out  # SCRAM proofs are gone
     recorder.close()
     assert masked_any >= 2
     shown = Recorder(str(tmp_path / "s.pcapng"), show_secrets=True)
@@ -381,12 +470,14 @@ def recv_exactly(sock: socket.socket, n: int) -> bytes:
 
 def test_many_clients_large_messages_acks0_and_clients_that_vanish():
     from kafka import KafkaConsumer, KafkaProducer
+
     broker = Broker()
     proxy = ProxyProcess(f"127.0.0.1:{broker.port}")
     try:
         # 200 connections at once, each answered on its own connection
-        socks = [socket.create_connection(("127.0.0.1", proxy.port), timeout=30)
-                 for _ in range(200)]
+        socks = [
+            socket.create_connection(("127.0.0.1", proxy.port), timeout=30) for _ in range(200)
+        ]
         for i, s in enumerate(socks):
             assert struct.unpack_from(">i", api_versions(s, 1000 + i))[0] == 1000 + i
         for s in socks:
@@ -402,16 +493,25 @@ def test_many_clients_large_messages_acks0_and_clients_that_vanish():
         producer.flush()
         producer.close()
         big = KafkaProducer(bootstrap_servers=proxy.bootstrap, max_request_size=32 << 20)
-        payload = bytes(range(256)) * (20 * 4096)          # 20 MiB
+        payload = bytes(range(256)) * (20 * 4096)  # 20 MiB
         big.send("big-through-proxy", payload).get(timeout=60)
         big.close()
-        consumer = KafkaConsumer("acks0-through-proxy", bootstrap_servers=proxy.bootstrap,
-                                 auto_offset_reset="earliest", consumer_timeout_ms=4000)
+        consumer = KafkaConsumer(
+            "acks0-through-proxy",
+            bootstrap_servers=proxy.bootstrap,
+            auto_offset_reset="earliest",
+            consumer_timeout_ms=4000,
+        )
         assert len([m for m in consumer]) == 50
         consumer.close()
-        consumer = KafkaConsumer("big-through-proxy", bootstrap_servers=proxy.bootstrap,
-                                 auto_offset_reset="earliest", consumer_timeout_ms=8000,
-                                 fetch_max_bytes=64 << 20, max_partition_fetch_bytes=64 << 20)
+        consumer = KafkaConsumer(
+            "big-through-proxy",
+            bootstrap_servers=proxy.bootstrap,
+            auto_offset_reset="earliest",
+            consumer_timeout_ms=8000,
+            fetch_max_bytes=64 << 20,
+            max_partition_fetch_bytes=64 << 20,
+        )
         values = [m.value for m in consumer]
         consumer.close()
         assert values == [payload]
@@ -424,8 +524,9 @@ def test_many_clients_large_messages_acks0_and_clients_that_vanish():
     produce = [r for r in rows if r["api_name"] == "Produce" and r["direction"] == "request"]
     assert any(r["size"] > 20 << 20 for r in produce)
     # acks=0: one exchange per request, whether Tansu answers it (it does) or not
-    assert any(r["status"].startswith(("no response expected", "answer to acks=0"))
-               for r in produce)
+    assert any(
+        r["status"].startswith(("no response expected", "answer to acks=0")) for r in produce
+    )
     assert "Traceback" not in err
 
 
@@ -437,40 +538,58 @@ def test_clients_succeed_only_because_addresses_are_rewritten():
 
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
     from tests.support.scenarios import kcat_env
+
     env = kcat_env()
     broker = Broker(advertised_host="kafka-internal.invalid")
     advertised = f"kafka-internal.invalid:{broker.port}"
-    proxy = ProxyProcess(f"127.0.0.1:{broker.port}", "--map",
-                         f"{advertised}=127.0.0.1:{broker.port}")
+    proxy = ProxyProcess(
+        f"127.0.0.1:{broker.port}", "--map", f"{advertised}=127.0.0.1:{broker.port}"
+    )
     try:
-        direct = subprocess.run(["kcat", "-b", f"127.0.0.1:{broker.port}", "-P", "-t",
-                                 "unreachable", "-m", "5"], input="lost\n", text=True,
-                                capture_output=True, timeout=60, env=env)
-        assert direct.returncode != 0 and "Failed to resolve 'kafka-internal.invalid" in \
-            direct.stderr                        # direct, the advertised name is useless
+        direct = subprocess.run(
+            ["kcat", "-b", f"127.0.0.1:{broker.port}", "-P", "-t", "unreachable", "-m", "5"],
+            input="lost\n",
+            text=True,
+            capture_output=True,
+            timeout=60,
+            env=env,
+        )
+        assert (
+            direct.returncode != 0 and "Failed to resolve 'kafka-internal.invalid" in direct.stderr
+        )  # direct, the advertised name is useless
         # kcat through the proxy
-        subprocess.run(["kcat", "-b", proxy.bootstrap, "-P", "-t", "rewritten"],
-                       input="kcat one\nkcat two\n", text=True, check=True, timeout=60,
-                       env=env)
-        got = subprocess.run(["kcat", "-b", proxy.bootstrap, "-C", "-t", "rewritten", "-o",
-                              "beginning", "-e", "-q"], capture_output=True, text=True,
-                             timeout=60, env=env)
+        subprocess.run(
+            ["kcat", "-b", proxy.bootstrap, "-P", "-t", "rewritten"],
+            input="kcat one\nkcat two\n",
+            text=True,
+            check=True,
+            timeout=60,
+            env=env,
+        )
+        got = subprocess.run(
+            ["kcat", "-b", proxy.bootstrap, "-C", "-t", "rewritten", "-o", "beginning", "-e", "-q"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
+        )
         assert sorted(got.stdout.split()) == ["kcat", "kcat", "one", "two"]
 
         async def aio():
-            producer = AIOKafkaProducer(bootstrap_servers=proxy.bootstrap,
-                                        compression_type="zstd")
+            producer = AIOKafkaProducer(bootstrap_servers=proxy.bootstrap, compression_type="zstd")
             await producer.start()
             await producer.send_and_wait("rewritten-aio", b"aiokafka value")
             await producer.stop()
-            consumer = AIOKafkaConsumer("rewritten-aio", bootstrap_servers=proxy.bootstrap,
-                                        auto_offset_reset="earliest")
+            consumer = AIOKafkaConsumer(
+                "rewritten-aio", bootstrap_servers=proxy.bootstrap, auto_offset_reset="earliest"
+            )
             await consumer.start()
             try:
                 message = await asyncio.wait_for(consumer.getone(), 30)
             finally:
                 await consumer.stop()
             return message.value
+
         assert asyncio.run(aio()) == b"aiokafka value"
         rows, err = proxy.stop()
     finally:
@@ -482,19 +601,29 @@ def test_clients_succeed_only_because_addresses_are_rewritten():
 
 # -- the Java client ----------------------------------------------------------------------
 
+
 def java_client(*args: str) -> subprocess.CompletedProcess:
     """tests/support/java/JavaClient.java with kafka-clients 3.9.1 (the jars of the
     shigawire-apache-flink-libraries wheel)."""
     import importlib.util
-    lib = Path(next(iter(importlib.util.find_spec("pyflink").submodule_search_locations)),
-               "lib")
-    jars = [lib / f"{name}.jar" for name in ("kafka-clients", "lz4-java", "snappy-java",
-                                             "zstd-jni", "slf4j-api")]
+
+    lib = Path(next(iter(importlib.util.find_spec("pyflink").submodule_search_locations)), "lib")
+    jars = [
+        lib / f"{name}.jar"
+        for name in ("kafka-clients", "lz4-java", "snappy-java", "zstd-jni", "slf4j-api")
+    ]
     assert all(j.exists() for j in jars), jars
     from tests.support.javac import java_command
-    return subprocess.run([*java_command(ROOT / "tests/support/java/JavaClient.java",
-                                         ":".join(map(str, jars))), *args],
-                          capture_output=True, text=True, timeout=180)
+
+    return subprocess.run(
+        [
+            *java_command(ROOT / "tests/support/java/JavaClient.java", ":".join(map(str, jars))),
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
 
 
 def test_the_java_client_through_the_proxy_byte_exact(chain):
@@ -509,15 +638,16 @@ def test_the_java_client_through_the_proxy_byte_exact(chain):
     # the Java client follows the rewritten addresses: it reached the broker only
     # through the proxy, and every byte passed unchanged except broker addresses
     assert assert_bytes_pass_unchanged(relay_a, relay_b) >= 1
-    assert {r.get("client_id") for r in rows if r["direction"] == "request"} == \
-        {"java-through-proxy"}
+    assert {r.get("client_id") for r in rows if r["direction"] == "request"} == {
+        "java-through-proxy"
+    }
     apis = {r["api_name"] for r in rows}
-    assert {"Produce", "Fetch", "FindCoordinator", "JoinGroup", "SyncGroup",
-            "OffsetCommit"} <= apis
+    assert {"Produce", "Fetch", "FindCoordinator", "JoinGroup", "SyncGroup", "OffsetCommit"} <= apis
     assert not [r for r in rows if r["problems"]]
 
 
 # -- the skip-scanner ---------------------------------------------------------------------
+
 
 def _reference_endpoints(ex) -> list:
     m = ex.response
@@ -528,8 +658,8 @@ def test_the_skip_scanner_finds_what_the_full_decoder_finds_on_real_captures():
     from kdissect.proxy.rewrite import rewrite
     from kdissect.proxy.skipscan import endpoint_spans
     from kdissect.sources.pcap import exchanges_in
-    exchanges = exchanges_in(sorted(str(p) for p in (ROOT / "captures").glob("*.pcap"))
-                             ).exchanges
+
+    exchanges = exchanges_in(sorted(str(p) for p in (ROOT / "captures").glob("*.pcap"))).exchanges
     scanned = Counter()
     for ex in exchanges:
         m = ex.response
@@ -542,8 +672,9 @@ def test_the_skip_scanner_finds_what_the_full_decoder_finds_on_real_captures():
             new = rewrite(m.data, spans, lambda s: ("proxy.example.com", 19000 + s.node_id))
             after = decode_response(new, m.api_key, m.api_version)
             assert not after.problems
-            assert endpoints(after.tree) == [(s.node_id, "proxy.example.com", 19000 + s.node_id)
-                                             for s in spans]
+            assert endpoints(after.tree) == [
+                (s.node_id, "proxy.example.com", 19000 + s.node_id) for s in spans
+            ]
     # Metadata (old and new versions) and FindCoordinator name brokers; Produce v10 and
     # Fetch v16 answers were walked to their end and named none
     assert scanned[(3, True)] >= 4 and scanned[(10, True)] >= 1
@@ -561,15 +692,27 @@ def test_leader_hints_in_a_tagged_field_are_rewritten_and_its_size_follows():
     from kdissect.proxy.rewrite import rewrite, uvarint
     from kdissect.proxy.skipscan import endpoint_spans
     from kdissect.sources.pcap import exchanges_in
-    fetch = next(ex.response for ex in exchanges_in([str(ROOT / "captures/kcat.pcap")]).exchanges
-                 if ex.response is not None and ex.response.api_key == 1
-                 and ex.response.api_version == 16 and len(ex.response.data) > 200)
+
+    fetch = next(
+        ex.response
+        for ex in exchanges_in([str(ROOT / "captures/kcat.pcap")]).exchanges
+        if ex.response is not None
+        and ex.response.api_key == 1
+        and ex.response.api_version == 16
+        and len(ex.response.data) > 200
+    )
     # one tagged field: tag 0, size 1, an empty compact array
     assert fetch.data.endswith(b"\x01\x00\x01\x01")
     host = b"broker-7.internal"
-    endpoint = (struct.pack(">i", 7) + uvarint(len(host) + 1) + host + struct.pack(">i", 9092)
-                + b"\x00" + b"\x00")               # rack null, no tags
-    value = uvarint(2) + endpoint                  # a compact array of one
+    endpoint = (
+        struct.pack(">i", 7)
+        + uvarint(len(host) + 1)
+        + host
+        + struct.pack(">i", 9092)
+        + b"\x00"
+        + b"\x00"
+    )  # rack null, no tags
+    value = uvarint(2) + endpoint  # a compact array of one
     data = fetch.data[:-4] + b"\x01" + uvarint(0) + uvarint(len(value)) + value
     spans = endpoint_spans(data, 1, 16)
     assert [(s.node_id, s.host, s.port) for s in spans] == [(7, "broker-7.internal", 9092)]
@@ -578,32 +721,40 @@ def test_leader_hints_in_a_tagged_field_are_rewritten_and_its_size_follows():
     after = decode_response(new, 1, 16)
     assert not after.problems
     assert endpoints(after.tree)[-1] == (7, "a-much-longer-proxy-host-name.example.com", 19007)
-    assert new[:len(fetch.data) - 4] == data[:len(fetch.data) - 4]   # records untouched
+    assert new[: len(fetch.data) - 4] == data[: len(fetch.data) - 4]  # records untouched
 
 
 # -- operations ---------------------------------------------------------------------------
 
+
 def scrape(port: int) -> str:
     import urllib.request
+
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
         return r.read().decode()
 
 
 def metric(text: str, name: str, **labels: str) -> float:
     for line in text.splitlines():
-        if line.startswith(name + ("{" if labels else " ")) and \
-                all(f'{k}="{v}"' in line for k, v in labels.items()):
+        if line.startswith(name + ("{" if labels else " ")) and all(
+            f'{k}="{v}"' in line for k, v in labels.items()
+        ):
             return float(line.rsplit(" ", 1)[1])
     raise AssertionError(f"{name} {labels} not in the metrics")
 
 
 def test_bootstrap_list_wildcard_listen_metrics_and_a_clean_stop():
     from kafka import KafkaProducer
+
     broker = Broker()
-    dead = free_port()                              # nothing listens there
+    dead = free_port()  # nothing listens there
     metrics_port = free_port()
-    proxy = ProxyProcess(f"127.0.0.1:{dead},127.0.0.1:{broker.port}", "--metrics",
-                         f"127.0.0.1:{metrics_port}", listen_host="0.0.0.0")
+    proxy = ProxyProcess(
+        f"127.0.0.1:{dead},127.0.0.1:{broker.port}",
+        "--metrics",
+        f"127.0.0.1:{metrics_port}",
+        listen_host="0.0.0.0",
+    )
     try:
         # the first bootstrap broker is down: the second is used; the listener is a
         # wildcard, and the client is handed the address it connected to, not 0.0.0.0
@@ -624,10 +775,10 @@ def test_bootstrap_list_wildcard_listen_metrics_and_a_clean_stop():
         # SIGTERM with connections open (the producer's, and one mid-request)
         half = socket.create_connection(("127.0.0.1", proxy.port), timeout=10)
         half.sendall(struct.pack(">i", 100) + b"\x00\x12")
-        proxy.settle()                              # the display has shown the Produce
+        proxy.settle()  # the display has shown the Produce
         proxy.proc.terminate()
         assert proxy.proc.wait(timeout=30) == 0
-        assert half.recv(10) == b""                 # closed, not left hanging
+        assert half.recv(10) == b""  # closed, not left hanging
         half.close()
         producer.close(timeout=1)
         rows, err = proxy.stop()
@@ -635,19 +786,19 @@ def test_bootstrap_list_wildcard_listen_metrics_and_a_clean_stop():
         proxy.proc.kill()
         broker.stop()
     assert "Traceback" not in err
-    assert f"cannot reach broker 127.0.0.1:{dead}" not in err   # the next one answered
+    assert f"cannot reach broker 127.0.0.1:{dead}" not in err  # the next one answered
     assert "proxy: " in err and "connections" in err and "requests" in err
     assert any(r["api_name"] == "Produce" for r in rows)
 
 
 def test_ctrl_c_with_a_consumer_connected_exits_cleanly():
     from kafka import KafkaConsumer
+
     broker = Broker()
     proxy = ProxyProcess(f"127.0.0.1:{broker.port}")
     try:
-        consumer = KafkaConsumer("idle", bootstrap_servers=proxy.bootstrap,
-                                 consumer_timeout_ms=500)
-        assert list(consumer) == []                 # connected, fetching, nothing there
+        consumer = KafkaConsumer("idle", bootstrap_servers=proxy.bootstrap, consumer_timeout_ms=500)
+        assert list(consumer) == []  # connected, fetching, nothing there
         proxy.proc.send_signal(signal.SIGINT)
         assert proxy.proc.wait(timeout=30) == 0
         consumer.close()
@@ -662,6 +813,7 @@ def test_ctrl_c_with_a_consumer_connected_exits_cleanly():
 def test_insecure_keeps_sni():
     from tests.support.tls import TlsTerminator, self_signed
     import tempfile
+
     broker = Broker()
     with tempfile.TemporaryDirectory() as tmp:
         cert, key = self_signed(Path(tmp))
@@ -683,12 +835,14 @@ def test_a_display_that_falls_behind_sheds_whole_exchanges_not_clients():
     """The display process is stopped (as a display that cannot keep up): clients go on
     at full speed, the display misses whole exchanges, and says how many."""
     from kafka import KafkaProducer
+
     broker = Broker()
     proxy = ProxyProcess(f"127.0.0.1:{broker.port}", "--display-buffer", "256K")
     try:
-        os.kill(proxy.proc.pid, signal.SIGSTOP)      # the display (the forwarder goes on)
-        producer = KafkaProducer(bootstrap_servers=proxy.bootstrap, linger_ms=0,
-                                 max_in_flight_requests_per_connection=1)
+        os.kill(proxy.proc.pid, signal.SIGSTOP)  # the display (the forwarder goes on)
+        producer = KafkaProducer(
+            bootstrap_servers=proxy.bootstrap, linger_ms=0, max_in_flight_requests_per_connection=1
+        )
         start = time.monotonic()
         for i in range(300):
             producer.send("shed", bytes([i % 256]) * 20000).get(timeout=30)
@@ -704,9 +858,10 @@ def test_a_display_that_falls_behind_sheds_whole_exchanges_not_clients():
     assert elapsed < 60
     produce = [r for r in rows if r["api_name"] == "Produce"]
     requests = {(r["stream"], r["correlation_id"]) for r in produce if r["direction"] == "request"}
-    responses = {(r["stream"], r["correlation_id"]) for r in produce
-                 if r["direction"] == "response"}
-    assert responses == requests                     # whole exchanges, nothing half shown
+    responses = {
+        (r["stream"], r["correlation_id"]) for r in produce if r["direction"] == "response"
+    }
+    assert responses == requests  # whole exchanges, nothing half shown
     assert 0 < len(requests) < 300
     assert "exchanges not shown: the display could not keep up" in err
     assert "Traceback" not in err
@@ -718,14 +873,17 @@ def test_the_display_pauses_briefly_while_every_core_is_busy_then_goes_on_sampli
     lasts must not keep the display dark, so it then goes on (busy: it samples), and
     when a core is free again it neither pauses nor samples."""
     from kdissect.proxy.backoff import MAX_PAUSE, CpuGate
+
     gate = CpuGate()
-    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
-               for _ in range(gate.cores)]
+    burners = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(gate.cores)
+    ]
 
     def stop_burning():
         for b in burners:
             b.kill()
             b.wait()
+
     timer = threading.Timer(3.0, stop_burning)
     timer.start()
     try:
@@ -745,7 +903,7 @@ def test_the_display_pauses_briefly_while_every_core_is_busy_then_goes_on_sampli
     before, end = gate.paused, time.monotonic() + 1.0
     while time.monotonic() < end:
         gate.check()
-    assert gate.paused - before <= 0.2     # (still busy with other work: no pause either)
+    assert gate.paused - before <= 0.2  # (still busy with other work: no pause either)
 
 
 def test_one_look_finding_a_core_free_does_not_end_a_lasting_load():
@@ -753,14 +911,15 @@ def test_one_look_finding_a_core_free_does_not_end_a_lasting_load():
     machine that has none: that must not start another pause within a lasting load
     (a full suite saw 1.0 s of pauses in 2 s of burning); several such looks do end it."""
     from kdissect.proxy.backoff import MAX_PAUSE, PAUSE, QUIET_LOOKS, WINDOW, CpuGate
+
     gate = CpuGate(cores=2)
     gate.enabled = True
     busy, free = 2.0, 0.0
     # the first check pauses through MAX_PAUSE of busy looks, then goes on (loaded)
     first = round(MAX_PAUSE / PAUSE) + 1
     looks = iter([busy] * (first + 1) + [free] + [busy] * 3 + [free] * QUIET_LOOKS)
-    gate._others = lambda: next(looks)              # type: ignore[method-assign]
-    gate._sleep = lambda seconds: None              # type: ignore[method-assign]
+    gate._others = lambda: next(looks)  # type: ignore[method-assign]
+    gate._sleep = lambda seconds: None  # type: ignore[method-assign]
     answers = []
     for _ in range(1 + 1 + 1 + 3 + QUIET_LOOKS):
         gate.wall = time.monotonic() - 1.5 * WINDOW  # one window since the last look
@@ -774,6 +933,7 @@ def test_on_one_core_the_display_runs_while_the_rest_leaves_it_half(monkeypatch)
     meets: there the display runs while the others use under half the core, and
     pauses while they use more."""
     from kdissect.proxy.backoff import CpuGate
+
     for others, pauses in ((0.4, False), (0.6, True)):
         monkeypatch.setattr(CpuGate, "_others", lambda self, v=others: v)
         gate = CpuGate(cores=1)
@@ -782,6 +942,7 @@ def test_on_one_core_the_display_runs_while_the_rest_leaves_it_half(monkeypatch)
             end = time.monotonic() + 0.5
             while time.monotonic() < end:
                 gate.check()
+
         t = threading.Thread(target=display, daemon=True)
         t.start()
         t.join(timeout=2)
@@ -799,7 +960,8 @@ def display_signals():
 
 
 def test_the_display_offers_its_core_while_it_decodes_and_not_while_it_waits(
-        display_signals, monkeypatch):
+    display_signals, monkeypatch
+):
     """While the display decodes it gives its core away every few hundred µs (a timer
     signal: on a busy machine woken forwarding tasks waited for whole decoding bursts);
     while it waits for data, and once it is done, no timer wakes it."""
@@ -810,8 +972,11 @@ def test_the_display_offers_its_core_while_it_decodes_and_not_while_it_waits(
     from kdissect.stream.enrich import Enricher
     from kdissect.stream.sink import CallbackSink
 
-    ex = next(e for e in exchanges_in([ROOT / "captures" / "kcat.pcap"]).exchanges
-              if e.request.api_key == 3 and e.response is not None)
+    ex = next(
+        e
+        for e in exchanges_in([ROOT / "captures" / "kcat.pcap"]).exchanges
+        if e.request.api_key == 3 and e.response is not None
+    )
     offers = []
     yield_core = os.sched_yield
     monkeypatch.setattr(os, "sched_yield", lambda: (offers.append(1), yield_core()))
@@ -820,29 +985,31 @@ def test_the_display_offers_its_core_while_it_decodes_and_not_while_it_waits(
     def exchange(ex) -> None:
         timers_seen.append(signal.getitimer(signal.ITIMER_REAL)[1])
         before, end = len(offers), time.thread_time() + 0.02
-        while time.thread_time() < end:        # 20 ms of CPU "decoding" (the machine
-            pass                               # may be busy: wall time says less)
+        while time.thread_time() < end:  # 20 ms of CPU "decoding" (the machine
+            pass  # may be busy: wall time says less)
         offers_while_showing.append(len(offers) - before)
         shown.append(ex)
+
     read_fd, write_fd = os.pipe()
     while_blocked: list[tuple] = []
 
     def forwarder():
         def put(kind, side, payload, offset=4):
-            os.write(write_fd, feed.HEADER.pack(kind, 1, side, 1.0, offset, len(payload))
-                     + payload)
+            os.write(write_fd, feed.HEADER.pack(kind, 1, side, 1.0, offset, len(payload)) + payload)
+
         put(feed.OPEN, 0, json.dumps([["127.0.0.1", 5000], ["127.0.0.1", 9092]]).encode())
         put(feed.FRAME, 0, ex.request.data)
         put(feed.FRAME, 1, ex.response.data)
-        deadline = time.monotonic() + 20          # (slow on a busy machine)
+        deadline = time.monotonic() + 20  # (slow on a busy machine)
         while not shown and time.monotonic() < deadline:
             time.sleep(0.01)
-        time.sleep(0.5)                       # the display has it all and waits for more
+        time.sleep(0.5)  # the display has it all and waits for more
         count = len(offers)
         time.sleep(0.1)
         while_blocked.append((signal.getitimer(signal.ITIMER_REAL)[1], len(offers) - count))
         put(feed.CLOSE, 0, b"")
         os.close(write_fd)
+
     t = threading.Thread(target=forwarder)
     t.start()
     FeedDisplay(Enricher(CallbackSink(exchange))).run(read_fd)
@@ -861,11 +1028,13 @@ def test_the_display_reads_records_however_the_pipe_cuts_them():
     order whatever pieces the pipe delivers; a record cut off at the end is dropped."""
     import random
     from kdissect.proxy import feed
+
     rng = random.Random(7)
-    records = [(feed.FRAME, i, i % 2, float(i), i * 10, rng.randbytes(size))
-               for i, size in enumerate([0, 5, 3 << 20, 1, 0, 70000, (1 << 20) - 9, 200])]
-    wire = b"".join(feed.HEADER.pack(k, c, s, t, o, len(p)) + p
-                    for k, c, s, t, o, p in records)
+    records = [
+        (feed.FRAME, i, i % 2, float(i), i * 10, rng.randbytes(size))
+        for i, size in enumerate([0, 5, 3 << 20, 1, 0, 70000, (1 << 20) - 9, 200])
+    ]
+    wire = b"".join(feed.HEADER.pack(k, c, s, t, o, len(p)) + p for k, c, s, t, o, p in records)
     wire += feed.HEADER.pack(feed.FRAME, 99, 0, 0.0, 0, 100) + b"cut"
     read_fd, write_fd = os.pipe()
 
@@ -873,11 +1042,12 @@ def test_the_display_reads_records_however_the_pipe_cuts_them():
         at = 0
         while at < len(wire):
             piece = rng.choice([1, 7, feed.HEADER.size, 4096, 1 << 20, 3 << 20])
-            os.write(write_fd, wire[at:at + piece])
+            os.write(write_fd, wire[at : at + piece])
             at += piece
             if rng.random() < 0.3:
                 time.sleep(0.001)
         os.close(write_fd)
+
     t = threading.Thread(target=forwarder)
     t.start()
     got = list(feed.read_records(read_fd))
@@ -889,22 +1059,28 @@ def test_lines_written_while_the_display_offers_its_core_arrive_whole():
     """The timer signal cuts writes to a pipe short, and Python's buffered writer then
     dropped the rest of a big JSON line (a 20 MiB Produce): stdout must still get
     every byte."""
-    code = ("from kdissect.proxy.backoff import CpuGate; import sys\n"
-            "gate = CpuGate(); gate.working()\n"
-            "for i in range(3): sys.stdout.write(str(i) * (8 << 20) + '\\n')\n"
-            "sys.stdout.flush(); gate.waiting()\n")
+    code = (
+        "from kdissect.proxy.backoff import CpuGate; import sys\n"
+        "gate = CpuGate(); gate.working()\n"
+        "for i in range(3): sys.stdout.write(str(i) * (8 << 20) + '\\n')\n"
+        "sys.stdout.flush(); gate.waiting()\n"
+    )
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, cwd=ROOT)
-    time.sleep(0.5)                      # the pipe fills: writes block, signals cut them
+    time.sleep(0.5)  # the pipe fills: writes block, signals cut them
     lines = proc.stdout.read().splitlines()
     assert proc.wait() == 0
-    assert [(len(line), line[:1]) for line in lines] == [(8 << 20, b"0"), (8 << 20, b"1"),
-                                                        (8 << 20, b"2")]
+    assert [(len(line), line[:1]) for line in lines] == [
+        (8 << 20, b"0"),
+        (8 << 20, b"1"),
+        (8 << 20, b"2"),
+    ]
 
 
 def _sink_server() -> tuple[socket.socket, list[dict]]:
     """A TCP server that reads everything each connection sends, keeping its length and
     hash (an upstream that never answers: forwarding alone is under test)."""
     import hashlib
+
     server = socket.create_server(("127.0.0.1", 0))
     conns: list[dict] = []
 
@@ -924,6 +1100,7 @@ def _sink_server() -> tuple[socket.socket, list[dict]]:
             except OSError:
                 return
             threading.Thread(target=serve, args=(s,), daemon=True).start()
+
     threading.Thread(target=accept, daemon=True).start()
     return server, conns
 
@@ -943,13 +1120,13 @@ def test_partial_requests_of_all_clients_are_capped_and_still_forwarded_unchange
     request is given up, and a note says so), and every byte reaches the upstream
     unchanged."""
     import hashlib
+
     server, conns = _sink_server()
     proxy = ProxyProcess(f"127.0.0.1:{server.getsockname()[1]}", "--max-memory", "16M")
     try:
         sent = []
-        socks = [socket.create_connection(("127.0.0.1", proxy.port), timeout=30)
-                 for _ in range(4)]
-        piece = bytes(range(256)) * 4096                      # 1 MiB
+        socks = [socket.create_connection(("127.0.0.1", proxy.port), timeout=30) for _ in range(4)]
+        piece = bytes(range(256)) * 4096  # 1 MiB
         for i, s in enumerate(socks):
             head = struct.pack(">i", 500_000_000) + struct.pack(">hhi", 0, 9, i)
             s.sendall(head)
@@ -959,8 +1136,10 @@ def test_partial_requests_of_all_clients_are_capped_and_still_forwarded_unchange
                 s.sendall(piece)
                 sent[i].update(piece)
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and \
-                sorted(c["bytes"] for c in conns if c["bytes"]) != [40 * (1 << 20) + 12] * 4:
+        while (
+            time.monotonic() < deadline
+            and sorted(c["bytes"] for c in conns if c["bytes"]) != [40 * (1 << 20) + 12] * 4
+        ):
             time.sleep(0.1)
         peak = _peak_rss_of_children(proxy.proc.pid)
         for s in socks:
@@ -973,8 +1152,8 @@ def test_partial_requests_of_all_clients_are_capped_and_still_forwarded_unchange
     got = sorted(c["sha"].hexdigest() for c in conns if c["bytes"])
     assert got == sorted(h.hexdigest() for h in sent)
     assert "is not decoded" in err and "--max-memory" in err
-    assert "partial requests not decoded" in err                  # the exit summary
-    assert peak < 200 << 20, peak >> 20          # 4 x 40 MB would be held without the cap
+    assert "partial requests not decoded" in err  # the exit summary
+    assert peak < 200 << 20, peak >> 20  # 4 x 40 MB would be held without the cap
     assert "Traceback" not in err
 
 
@@ -984,6 +1163,7 @@ def test_the_display_samples_while_far_behind_and_leaves_exchanges_out_whole(tmp
     from kdissect.proxy import feed
     from kdissect.proxy.display import FeedDisplay
     from kdissect.stream.sink import Collect
+
     r, w = os.pipe()
     old = time.time() - 60
     out = [feed.HEADER.pack(feed.OPEN, 1, 0, 0.0, 0, 28) + b'[["c", 1], ["b", 9092]]'.ljust(28)]
@@ -991,10 +1171,10 @@ def test_the_display_samples_while_far_behind_and_leaves_exchanges_out_whole(tmp
     for corr in range(50):
         req = struct.pack(">hhih", 18, 0, corr, 1) + b"c"
         resp = struct.pack(">ih", corr, 0) + struct.pack(">i", 0)
-        out.append(feed.HEADER.pack(feed.FRAME, 1, 0, old, 4 + corr * (4 + len(body)) + 4,
-                                    len(req)) + req)
-        out.append(feed.HEADER.pack(feed.FRAME, 1, 1, old, 4 + corr * 14 + 4, len(resp))
-                   + resp)
+        out.append(
+            feed.HEADER.pack(feed.FRAME, 1, 0, old, 4 + corr * (4 + len(body)) + 4, len(req)) + req
+        )
+        out.append(feed.HEADER.pack(feed.FRAME, 1, 1, old, 4 + corr * 14 + 4, len(resp)) + resp)
     data = b"".join(out)
     threading.Thread(target=lambda: (os.write(w, data), os.close(w)), daemon=True).start()
     sink = Collect()
@@ -1003,7 +1183,7 @@ def test_the_display_samples_while_far_behind_and_leaves_exchanges_out_whole(tmp
     assert display.shown + display.left_out == 50
     assert 1 <= display.shown < 10 and display.left_out > 40
     shown = {ex.request.correlation_id for ex in sink.exchanges if ex.request is not None}
-    assert len(shown) == display.shown                # each shown request has its answer
+    assert len(shown) == display.shown  # each shown request has its answer
     assert all(ex.response is not None for ex in sink.exchanges)
     assert any("left out while it was over 1 s behind" in text for _level, text in sink.notes)
 
@@ -1013,6 +1193,7 @@ def test_sigterm_on_a_busy_machine_ends_the_proxy_within_2_s():
     """A busy loop per core at normal priority: the display (nice 10) gets little CPU,
     yet SIGTERM ends the proxy within 2 s, with the display's summary."""
     from kafka import KafkaProducer
+
     broker = Broker()
     proxy = ProxyProcess(f"127.0.0.1:{broker.port}", "--display-lag", "5")
     code = "import time\nend = time.monotonic() + 60\nwhile time.monotonic() < end: pass"

@@ -17,6 +17,7 @@ pytestmark = pytest.mark.slow
 
 def test_clients_follow_leader_changes_through_the_proxy(apache_cluster):
     from confluent_kafka.admin import AdminClient
+
     # the display samples while it is behind (the default lag): on a busy machine a
     # display of every exchange at low priority would need minutes to catch up
     proxy = ProxyProcess(apache_cluster.bootstrap(), "--display-lag", "5")
@@ -25,8 +26,9 @@ def test_clients_follow_leader_changes_through_the_proxy(apache_cluster):
         admin = AdminClient({"bootstrap.servers": proxy.bootstrap})
         before = admin.list_topics(timeout=20).brokers.values()
         assert len(before) == 3 and not {b.port for b in before} & real_ports
-        acked, read_back = broker_killed(apache_cluster, victim=1, bootstrap=proxy.bootstrap,
-                                         topic="through-proxy", kill=False)
+        acked, read_back = broker_killed(
+            apache_cluster, victim=1, bootstrap=proxy.bootstrap, topic="through-proxy", kill=False
+        )
         after = admin.list_topics(timeout=20)
         assert len(after.brokers) == 3 and not {b.port for b in after.brokers.values()} & real_ports
         leaders = {p.leader for p in after.topics["through-proxy"].partitions.values()}
@@ -35,16 +37,18 @@ def test_clients_follow_leader_changes_through_the_proxy(apache_cluster):
     finally:
         started = time.monotonic()
         try:
-            rows, err = proxy.stop()            # SIGTERM once the display has caught up
+            rows, err = proxy.stop()  # SIGTERM once the display has caught up
         except subprocess.TimeoutExpired:
             proxy.proc.kill()
             proxy.proc.wait(30)
             raise AssertionError("the proxy did not end within 30 s of SIGTERM") from None
-    print(f"proxy: {len(rows)} exchanges shown, stopped in {time.monotonic() - started:.1f} s;"
-          f" {err.strip().splitlines()[-1]!r}")
+    print(
+        f"proxy: {len(rows)} exchanges shown, stopped in {time.monotonic() - started:.1f} s;"
+        f" {err.strip().splitlines()[-1]!r}"
+    )
     assert proxy.proc.returncode == 0, err[-3000:]
     assert "Traceback" not in err, err[-3000:]
-    assert acked > 100 and read_back == acked          # nothing acknowledged lost or altered
+    assert acked > 100 and read_back == acked  # nothing acknowledged lost or altered
     # what the display showed: the clients' exchanges, through the leader changes
     apis = {r["api_name"] for r in rows}
     assert {"Metadata", "Produce", "Fetch"} <= apis, apis

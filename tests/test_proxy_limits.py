@@ -26,6 +26,7 @@ pytestmark = pytest.mark.slow
 
 # -- a raw Kafka client ---------------------------------------------------------------------
 
+
 def _exactly(s: socket.socket, n: int) -> bytes:
     out = b""
     while len(out) < n:
@@ -48,8 +49,15 @@ def api_versions(corr: int = 1) -> bytes:
 
 def find_coordinator_v6(key_type: int, key: str, corr: int = 7) -> bytes:
     raw = key.encode()
-    return (struct.pack(">hhih", 10, 6, corr, 2) + b"fc" + b"\0"      # header v2
-            + struct.pack(">b", key_type) + bytes([2, len(raw) + 1]) + raw + b"\0")
+    return (
+        struct.pack(">hhih", 10, 6, corr, 2)
+        + b"fc"
+        + b"\0"  # header v2
+        + struct.pack(">b", key_type)
+        + bytes([2, len(raw) + 1])
+        + raw
+        + b"\0"
+    )
 
 
 def metadata_v1_request(corr: int = 3) -> bytes:
@@ -61,12 +69,13 @@ def metadata_v1_response(corr: int, brokers: list[tuple[int, str, int]]) -> byte
     for node_id, host, port in brokers:
         raw = host.encode()
         parts.append(struct.pack(">ih", node_id, len(raw)) + raw + struct.pack(">ih", port, -1))
-    parts.append(struct.pack(">ii", brokers[0][0] if brokers else -1, 0))   # controller, topics
+    parts.append(struct.pack(">ii", brokers[0][0] if brokers else -1, 0))  # controller, topics
     return b"".join(parts)
 
 
 def brokers_named(body: bytes) -> list[tuple[int, str, int]]:
     from tests.test_proxy import endpoints
+
     return endpoints(decode_response(body, 3, 1).tree)
 
 
@@ -93,8 +102,9 @@ class HostileBroker:
             while True:
                 request = _exactly(conn, struct.unpack(">i", _exactly(conn, 4))[0])
                 key, _version, corr = struct.unpack_from(">hhi", request)
-                body = self.answer(corr) if key == 3 else \
-                    struct.pack(">ihi", corr, 0, 0)          # ApiVersions v0, no APIs
+                body = (
+                    self.answer(corr) if key == 3 else struct.pack(">ihi", corr, 0, 0)
+                )  # ApiVersions v0, no APIs
                 conn.sendall(struct.pack(">i", len(body)) + body)
         except (ConnectionError, OSError):
             conn.close()
@@ -104,6 +114,7 @@ class HostileBroker:
 
 
 # -- rewriting only what names a broker ------------------------------------------------------
+
 
 def test_find_coordinator_error_answers_pass_unchanged_and_open_no_listener(apache_kafka):
     """Apache Kafka answers a malformed share-group key with INVALID_REQUEST, node -1,
@@ -118,17 +129,23 @@ def test_find_coordinator_error_answers_pass_unchanged_and_open_no_listener(apac
         with socket.create_connection(("127.0.0.1", proxy.port), timeout=20) as s:
             through = call(s, bad)
         tree = decode_response(through, 10, 6).tree
-        values = {n.name: n.value for n in tree.walk()
-                  if n.name in ("node_id", "host", "port", "error_code")}
+        values = {
+            n.name: n.value
+            for n in tree.walk()
+            if n.name in ("node_id", "host", "port", "error_code")
+        }
         assert values == {"node_id": -1, "host": "", "port": -1, "error_code": 42}
-        assert through == direct                       # byte for byte
+        assert through == direct  # byte for byte
         # a group's coordinator (once the offsets topic is ready) names node 1: rewritten
         deadline = time.monotonic() + 60
         while True:
             with socket.create_connection(("127.0.0.1", proxy.port), timeout=20) as s:
                 answer = call(s, find_coordinator_v6(0, "limits-group"))
-            values = {n.name: n.value for n in decode_response(answer, 10, 6).tree.walk()
-                      if n.name in ("node_id", "host", "port", "error_code")}
+            values = {
+                n.name: n.value
+                for n in decode_response(answer, 10, 6).tree.walk()
+                if n.name in ("node_id", "host", "port", "error_code")
+            }
             if values["error_code"] != 15 or time.monotonic() > deadline:  # not available yet
                 break
             time.sleep(0.5)
@@ -148,8 +165,9 @@ def test_answers_naming_thousands_of_brokers_are_forwarded_with_capped_listeners
     them get a listener, the rest keep their own addresses (said once). One naming
     100,000 (or one id 100,000 times) is forwarded unchanged at once (the walk stops at
     MAX_ENDPOINTS) and other clients go on."""
-    upstream = HostileBroker(lambda corr: metadata_v1_response(
-        corr, [(i, "127.0.0.1", 9000 + i) for i in range(1000)]))
+    upstream = HostileBroker(
+        lambda corr: metadata_v1_response(corr, [(i, "127.0.0.1", 9000 + i) for i in range(1000)])
+    )
     proxy = ProxyProcess(f"127.0.0.1:{upstream.port}")
     try:
         with socket.create_connection(("127.0.0.1", proxy.port), timeout=120) as s:
@@ -157,8 +175,10 @@ def test_answers_naming_thousands_of_brokers_are_forwarded_with_capped_listeners
         assert len(named) == 1000
         rewritten = [b for b in named if b[2] != 9000 + b[0]]
         assert len(rewritten) == MAX_NEW_LISTENERS
-        for flood in ([(i, "127.0.0.1", 9000 + i % 1000) for i in range(100_000)],
-                      [(7, "127.0.0.1", 9007)] * 100_000):
+        for flood in (
+            [(i, "127.0.0.1", 9000 + i % 1000) for i in range(100_000)],
+            [(7, "127.0.0.1", 9007)] * 100_000,
+        ):
             upstream.answer = lambda corr, flood=flood: metadata_v1_response(corr, flood)
             with socket.create_connection(("127.0.0.1", proxy.port), timeout=120) as s:
                 s.sendall(struct.pack(">i", len(metadata_v1_request(4))) + metadata_v1_request(4))
@@ -166,7 +186,7 @@ def test_answers_naming_thousands_of_brokers_are_forwarded_with_capped_listeners
                 with socket.create_connection(("127.0.0.1", proxy.port), timeout=20) as other:
                     assert call(other, api_versions(5))[:4] == struct.pack(">i", 5)
                 answer = _exactly(s, struct.unpack(">i", _exactly(s, 4))[0])
-            assert answer == metadata_v1_response(4, flood)       # as the broker sent it
+            assert answer == metadata_v1_response(4, flood)  # as the broker sent it
         rows, err = proxy.stop()
     finally:
         proxy.proc.kill()
@@ -179,14 +199,17 @@ def test_answers_naming_thousands_of_brokers_are_forwarded_with_capped_listeners
 
 def test_broker_ports_past_65535_are_never_wrapped():
     base = free_port() - 1
-    upstream = HostileBroker(lambda corr: metadata_v1_response(
-        corr, [(1, "127.0.0.1", 9001), (50000, "127.0.0.1", 9002)]))
+    upstream = HostileBroker(
+        lambda corr: metadata_v1_response(
+            corr, [(1, "127.0.0.1", 9001), (50000, "127.0.0.1", 9002)]
+        )
+    )
     proxy = ProxyProcess(f"127.0.0.1:{upstream.port}", "--broker-ports", str(base))
     try:
         with socket.create_connection(("127.0.0.1", proxy.port), timeout=20) as s:
             named = dict((b[0], b[2]) for b in brokers_named(call(s, metadata_v1_request())))
         assert named[1] == base + 1
-        assert named[50000] not in (9002, (base + 50000) % 65536)    # a free port instead
+        assert named[50000] not in (9002, (base + 50000) % 65536)  # a free port instead
         with socket.create_connection(("127.0.0.1", named[50000]), timeout=20):
             pass
         rows, err = proxy.stop()
@@ -199,14 +222,28 @@ def test_broker_ports_past_65535_are_never_wrapped():
 def test_broker_ports_base_must_be_a_port():
     import subprocess
     import sys
-    done = subprocess.run([sys.executable, "-m", "kdissect", "proxy", "--upstream",
-                           "127.0.0.1:1", "--broker-ports", "70000"],
-                          capture_output=True, text=True, timeout=60)
+
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kdissect",
+            "proxy",
+            "--upstream",
+            "127.0.0.1:1",
+            "--broker-ports",
+            "70000",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2 and "--broker-ports" in done.stderr
     assert "Traceback" not in done.stderr
 
 
 # -- connections -----------------------------------------------------------------------------
+
 
 def test_2000_connects_at_once_without_a_stall(apache_kafka):
     """A storm of 2,000 connections: none waits for a SYN retry (1 s), all are served."""
@@ -219,7 +256,7 @@ def test_2000_connects_at_once_without_a_stall(apache_kafka):
             clients.append(socket.create_connection(("127.0.0.1", proxy.port), timeout=30))
             slowest = max(slowest, time.monotonic() - started)
         assert slowest < 1.0, f"a connect took {slowest:.2f} s (the backlog overflowed)"
-        for i, s in enumerate(clients[::40]):            # served, not just queued
+        for i, s in enumerate(clients[::40]):  # served, not just queued
             assert call(s, api_versions(i))[:4] == struct.pack(">i", i)
         for s in clients:
             s.close()
@@ -256,13 +293,13 @@ def served(port: int, corr: int, tries: int = 50) -> socket.socket:
 
 
 def test_the_connection_cap_and_the_idle_timeout(apache_kafka):
-    proxy = ProxyProcess(apache_kafka.bootstrap(), "--max-connections", "5",
-                         "--idle-timeout", "3")
+    proxy = ProxyProcess(apache_kafka.bootstrap(), "--max-connections", "5", "--idle-timeout", "3")
     try:
         kept = [served(proxy.port, i) for i in range(5)]
-        refused = [socket.create_connection(("127.0.0.1", proxy.port), timeout=20)
-                   for _ in range(3)]
-        assert all(_closed(s, 10) for s in refused)      # closed at once, not queued
+        refused = [
+            socket.create_connection(("127.0.0.1", proxy.port), timeout=20) for _ in range(3)
+        ]
+        assert all(_closed(s, 10) for s in refused)  # closed at once, not queued
         # no traffic: all five are closed by the idle timeout, then new clients get in
         assert all(_closed(s, 30) for s in kept)
         with socket.create_connection(("127.0.0.1", proxy.port), timeout=20) as s:
@@ -273,13 +310,14 @@ def test_the_connection_cap_and_the_idle_timeout(apache_kafka):
     finally:
         proxy.proc.kill()
     assert "--max-connections 5" in err and " connections refused (--max-connections)" in err
-    assert err.count("closing new ones at once") == 1           # said once, then counted
+    assert err.count("closing new ones at once") == 1  # said once, then counted
     assert "5 idle connections closed (--idle-timeout)" in err
 
 
 def _limited(limit: int):
     def preexec() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+
     return preexec
 
 
@@ -288,10 +326,12 @@ def test_running_out_of_file_descriptors_ends_no_listener(apache_kafka, tmp_path
     """With few descriptors, a storm of clients makes accept fail (EMFILE): the
     listener stays, and once the storm's connections end, new clients are served."""
     import ssl
+
     args = ["--max-connections", "10000"]
     context = None
     if tls:
         from tests.support.tls import self_signed
+
         cert, key = self_signed(tmp_path)
         args += ["--tls-cert", str(cert), "--tls-key", str(key)]
         context = ssl.create_default_context(cafile=str(cert))
@@ -308,13 +348,13 @@ def test_running_out_of_file_descriptors_ends_no_listener(apache_kafka, tmp_path
     try:
         assert client(1) == struct.pack(">i", 1)
         storm = []
-        for _ in range(150):                 # far past what 96 descriptors allow
+        for _ in range(150):  # far past what 96 descriptors allow
             storm.append(socket.create_connection(("127.0.0.1", proxy.port), timeout=20))
-        time.sleep(2)                        # the proxy meets EMFILE on accept
+        time.sleep(2)  # the proxy meets EMFILE on accept
         for s in storm:
             s.close()
         time.sleep(2)
-        for corr in range(10, 15):           # every new client is served
+        for corr in range(10, 15):  # every new client is served
             assert client(corr) == struct.pack(">i", corr)
         rows, err = proxy.stop()
     finally:
@@ -326,6 +366,7 @@ def test_running_out_of_file_descriptors_ends_no_listener(apache_kafka, tmp_path
 
 # -- large answers pass as they come -----------------------------------------------------------
 
+
 def test_large_answers_pass_as_they_come_byte_exact(apache_kafka):
     """Fetch answers of megabytes are passed on before their last byte arrives (v4:
     as they come; v12+ librdkafka: but their tail): the bytes are the broker's, and a
@@ -334,6 +375,7 @@ def test_large_answers_pass_as_they_come_byte_exact(apache_kafka):
     from confluent_kafka import Consumer, Producer
     from confluent_kafka.admin import AdminClient, NewTopic
     from tests.test_proxy_recording import _fetch_v4
+
     topic = "large-answers"
     admin = AdminClient({"bootstrap.servers": apache_kafka.bootstrap()})
     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(60)
@@ -345,17 +387,25 @@ def test_large_answers_pass_as_they_come_byte_exact(apache_kafka):
     proxy = ProxyProcess(apache_kafka.bootstrap())
     try:
         fetch = _fetch_v4(topic, 100, 9)
-        fetch = fetch[:-4] + struct.pack(">i", 8 << 20)          # partition max bytes
-        fetch = fetch.replace(struct.pack(">iiii", -1, 100, 1, 1 << 20),
-                              struct.pack(">iiii", -1, 100, 1, 8 << 20))
-        with socket.create_connection(("127.0.0.1", apache_kafka.node(1).ports["PLAINTEXT"]),
-                                      timeout=30) as s:
+        fetch = fetch[:-4] + struct.pack(">i", 8 << 20)  # partition max bytes
+        fetch = fetch.replace(
+            struct.pack(">iiii", -1, 100, 1, 1 << 20), struct.pack(">iiii", -1, 100, 1, 8 << 20)
+        )
+        with socket.create_connection(
+            ("127.0.0.1", apache_kafka.node(1).ports["PLAINTEXT"]), timeout=30
+        ) as s:
             direct = call(s, fetch)
         with socket.create_connection(("127.0.0.1", proxy.port), timeout=30) as s:
             through = call(s, fetch)
         assert len(direct) > 1_000_000 and through == direct
-        consumer = Consumer({"bootstrap.servers": proxy.bootstrap, "group.id": "large",
-                             "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        consumer = Consumer(
+            {
+                "bootstrap.servers": proxy.bootstrap,
+                "group.id": "large",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+            }
+        )
         consumer.subscribe([topic])
         got: list[bytes] = []
         deadline = time.monotonic() + 120
@@ -363,19 +413,24 @@ def test_large_answers_pass_as_they_come_byte_exact(apache_kafka):
             got += [m.value() for m in consumer.consume(1000, 1.0) if not m.error()]
         consumer.close()
         assert got == values
-        proxy.wait_for(lambda rows: sum(r["api_name"] == "Fetch" and r["direction"] == "response"
-                                        for r in rows) >= 2)
+        proxy.wait_for(
+            lambda rows: (
+                sum(r["api_name"] == "Fetch" and r["direction"] == "response" for r in rows) >= 2
+            )
+        )
         rows, err = proxy.stop()
     finally:
         proxy.proc.kill()
     assert "Traceback" not in err
-    assert any(r["api_name"] == "Fetch" and r["direction"] == "response"
-               and r.get("api_version") == 4 for r in rows)
+    assert any(
+        r["api_name"] == "Fetch" and r["direction"] == "response" and r.get("api_version") == 4
+        for r in rows
+    )
 
 
 def _fetch_request(version: int, corr: int) -> bytes:
     """A Fetch request's header (the scripted broker below reads nothing more)."""
-    if version >= 12:                                     # flexible: header v2
+    if version >= 12:  # flexible: header v2
         return struct.pack(">hhih", 1, version, corr, 2) + b"fc" + b"\0"
     return struct.pack(">hhih", 1, version, corr, 2) + b"fc"
 
@@ -384,15 +439,35 @@ def _fetch_v16_answer(corr: int, records: bytes, hint: bytes = b"") -> bytes:
     """A Fetch v16 answer: one partition holding ``records``; ``hint``: a KIP-951
     leader hint (node 1 at that host) in the top-level tagged field 0."""
     from kdissect.proxy.rewrite import uvarint
-    partition = (struct.pack(">ihqqq", 0, 0, 10, 10, 0) + b"\x01"   # no aborted txns
-                 + struct.pack(">i", -1) + uvarint(len(records) + 1) + records + b"\0")
-    body = (struct.pack(">i", corr) + b"\0"                          # header v1
-            + struct.pack(">ihi", 0, 0, 0) + b"\x02" + bytes(range(16)) + b"\x02"
-            + partition + b"\0")                                    # topic's tags
+
+    partition = (
+        struct.pack(">ihqqq", 0, 0, 10, 10, 0)
+        + b"\x01"  # no aborted txns
+        + struct.pack(">i", -1)
+        + uvarint(len(records) + 1)
+        + records
+        + b"\0"
+    )
+    body = (
+        struct.pack(">i", corr)
+        + b"\0"  # header v1
+        + struct.pack(">ihi", 0, 0, 0)
+        + b"\x02"
+        + bytes(range(16))
+        + b"\x02"
+        + partition
+        + b"\0"
+    )  # topic's tags
     if not hint:
         return body + b"\0"
-    endpoint = (struct.pack(">i", 1) + uvarint(len(hint) + 1) + hint
-                + struct.pack(">i", 9092) + b"\x00" + b"\x00")
+    endpoint = (
+        struct.pack(">i", 1)
+        + uvarint(len(hint) + 1)
+        + hint
+        + struct.pack(">i", 9092)
+        + b"\x00"
+        + b"\x00"
+    )
     value = uvarint(2) + endpoint
     return body + b"\x01" + uvarint(0) + uvarint(len(value)) + value
 
@@ -411,7 +486,7 @@ class ScriptedBroker:
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self) -> None:
-        while True:                 # (the proxy's start-up probe connects too)
+        while True:  # (the proxy's start-up probe connects too)
             try:
                 conn, _ = self.sock.accept()
             except OSError:
@@ -430,7 +505,7 @@ class ScriptedBroker:
                 conn.sendall(self.stream[at:cut])
                 at = cut
                 time.sleep(0.05)
-            conn.recv(1)                                   # until the client leaves
+            conn.recv(1)  # until the client leaves
 
     def close(self) -> None:
         self.sock.close()
@@ -443,16 +518,33 @@ def test_large_answers_cut_anywhere_pass_byte_exact():
     the broker's own address is rewritten to the proxy's at the same size; the display
     shows every exchange."""
     # (the last over LARGE_FIRST: its buffer grows as its bytes come)
-    records = [os.urandom(300_000), os.urandom(200_000), os.urandom(70_000),
-               os.urandom(LARGE_FIRST + 300_000)]
-    answers = [struct.pack(">ii", 1, 0) + records[0],                     # Fetch v4
-               _fetch_v16_answer(2, records[1], hint=b"127.0.0.9"),       # Fetch v16
-               _fetch_v16_answer(3, os.urandom(100_000)),                 # no hint
-               struct.pack(">ii", 4, 0) + records[2],                     # Fetch v4
-               struct.pack(">ii", 5, 0) + records[3]]
+    records = [
+        os.urandom(300_000),
+        os.urandom(200_000),
+        os.urandom(70_000),
+        os.urandom(LARGE_FIRST + 300_000),
+    ]
+    answers = [
+        struct.pack(">ii", 1, 0) + records[0],  # Fetch v4
+        _fetch_v16_answer(2, records[1], hint=b"127.0.0.9"),  # Fetch v16
+        _fetch_v16_answer(3, os.urandom(100_000)),  # no hint
+        struct.pack(">ii", 4, 0) + records[2],  # Fetch v4
+        struct.pack(">ii", 5, 0) + records[3],
+    ]
     ends = list(itertools.accumulate(4 + len(a) for a in answers))
-    cuts = [3, 6, 100_000, ends[0], ends[0] + 5, ends[0] + 150_000, ends[1] + 20,
-            ends[2] + 2, ends[3] - 1, ends[3] + 100, ends[4] - 70_000]
+    cuts = [
+        3,
+        6,
+        100_000,
+        ends[0],
+        ends[0] + 5,
+        ends[0] + 150_000,
+        ends[1] + 20,
+        ends[2] + 2,
+        ends[3] - 1,
+        ends[3] + 100,
+        ends[4] - 70_000,
+    ]
     upstream = ScriptedBroker(answers, cuts)
     proxy = ProxyProcess(f"127.0.0.1:{upstream.port}")
     try:
@@ -465,12 +557,18 @@ def test_large_answers_cut_anywhere_pass_byte_exact():
     finally:
         proxy.proc.kill()
         upstream.close()
-    hinted = upstream.stream[ends[0]:ends[1]]
-    assert got[:ends[0]] == upstream.stream[:ends[0]]
-    assert got[ends[1]:] == upstream.stream[ends[1]:]
+    hinted = upstream.stream[ends[0] : ends[1]]
+    assert got[: ends[0]] == upstream.stream[: ends[0]]
+    assert got[ends[1] :] == upstream.stream[ends[1] :]
     # the hint: same size, the records untouched, the proxy's port instead of 9092
-    through = got[ends[0]:ends[1]]
+    through = got[ends[0] : ends[1]]
     assert len(through) == len(hinted) and through[:-20] == hinted[:-20]
     assert b"127.0.0.1" in through[-20:] and struct.pack(">i", 9092) not in through[-20:]
     assert "broker 1 (127.0.0.9:9092)" in err and "Traceback" not in err
-    assert sorted(r["correlation_id"] for r in rows if r["direction"] == "response") == [1, 2, 3, 4, 5]
+    assert sorted(r["correlation_id"] for r in rows if r["direction"] == "response") == [
+        1,
+        2,
+        3,
+        4,
+        5,
+    ]

@@ -34,23 +34,32 @@ def _children(pid: int) -> list[int]:
 
 
 def _decoded(path: Path, port: int) -> list[dict]:
-    done = subprocess.run([sys.executable, "-m", "kdissect", "pcap", str(path), "-p",
-                           str(port), "--format", "jsonl"], capture_output=True, text=True,
-                          cwd=ROOT, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "kdissect", "pcap", str(path), "-p", str(port), "--format", "jsonl"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return [json.loads(line) for line in done.stdout.splitlines()]
 
 
 def _fetch_v4(topic: str, max_wait_ms: int, corr: int) -> bytes:
     raw = topic.encode()
-    return (struct.pack(">hhih", 1, 4, corr, 4) + b"late"
-            + struct.pack(">iiiib", -1, max_wait_ms, 1, 1 << 20, 0)
-            + struct.pack(">ih", 1, len(raw)) + raw
-            + struct.pack(">iiqi", 1, 0, 0, 1 << 20))
+    return (
+        struct.pack(">hhih", 1, 4, corr, 4)
+        + b"late"
+        + struct.pack(">iiiib", -1, max_wait_ms, 1, 1 << 20, 0)
+        + struct.pack(">ih", 1, len(raw))
+        + raw
+        + struct.pack(">iiqi", 1, 0, 0, 1 << 20)
+    )
 
 
 def test_a_sigkilled_proxy_leaves_a_readable_recording_followed_live(apache_kafka, tmp_path):
     from confluent_kafka.admin import AdminClient, NewTopic
+
     port = apache_kafka.node(1).ports["PLAINTEXT"]
     admin = AdminClient({"bootstrap.servers": apache_kafka.bootstrap()})
     admin.create_topics([NewTopic("late-answers", 1, 1)])["late-answers"].result(60)
@@ -62,9 +71,13 @@ def test_a_sigkilled_proxy_leaves_a_readable_recording_followed_live(apache_kafk
         # followed live: tshark reads the growing file through a pipe
         follower = subprocess.Popen(
             f"tail -c +1 -f {recording} | tshark -l -r - -T fields -e frame.number",
-            shell=True, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-            start_new_session=True)
-        for corr in range(20):                       # 20 sessions
+            shell=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            start_new_session=True,
+        )
+        for corr in range(20):  # 20 sessions
             with socket.create_connection(("127.0.0.1", proxy.port), timeout=20) as s:
                 assert call(s, api_versions(corr))[:4] == struct.pack(">i", corr)
         # a Fetch the broker answers 1.5 s later, from a client gone at once
@@ -72,9 +85,9 @@ def test_a_sigkilled_proxy_leaves_a_readable_recording_followed_live(apache_kafk
         fetch = _fetch_v4("late-answers", 1500, 77)
         s.sendall(struct.pack(">i", len(fetch)) + fetch)
         s.close()
-        first = follower.stdout.readline()           # a packet, while the proxy runs
+        first = follower.stdout.readline()  # a packet, while the proxy runs
         assert first.strip() == "1"
-        time.sleep(4)                                # the answer came; a flush followed
+        time.sleep(4)  # the answer came; a flush followed
         forwarder = _children(proxy.proc.pid)
         assert forwarder
         for pid in forwarder + [proxy.proc.pid]:
@@ -85,12 +98,15 @@ def test_a_sigkilled_proxy_leaves_a_readable_recording_followed_live(apache_kafk
         if follower is not None:
             os.killpg(follower.pid, signal.SIGKILL)
             follower.wait(10)
-    checked = subprocess.run(["tshark", "-r", str(recording), "-T", "fields", "-e",
-                              "frame.number"], capture_output=True, text=True, timeout=120)
-    assert checked.returncode == 0, checked.stderr     # whole blocks: not cut short
+    checked = subprocess.run(
+        ["tshark", "-r", str(recording), "-T", "fields", "-e", "frame.number"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert checked.returncode == 0, checked.stderr  # whole blocks: not cut short
     rows = _decoded(recording, port)
-    answered = [r for r in rows if r["api_name"] == "ApiVersions"
-                and r["direction"] == "response"]
+    answered = [r for r in rows if r["api_name"] == "ApiVersions" and r["direction"] == "response"]
     assert len(answered) == 20
     late = [r for r in rows if r["api_name"] == "Fetch" and r["direction"] == "response"]
     assert [r["correlation_id"] for r in late] == [77]
@@ -98,11 +114,19 @@ def test_a_sigkilled_proxy_leaves_a_readable_recording_followed_live(apache_kafk
 
 def test_the_keylog_is_created_for_its_owner_only(tmp_path):
     from tests.support.tls import self_signed
+
     cert, key = self_signed(tmp_path)
     keylog = tmp_path / "keys.log"
     broker = Broker()
-    proxy = ProxyProcess(f"127.0.0.1:{broker.port}", "--tls-cert", str(cert), "--tls-key",
-                         str(key), "--keylog", str(keylog))
+    proxy = ProxyProcess(
+        f"127.0.0.1:{broker.port}",
+        "--tls-cert",
+        str(cert),
+        "--tls-key",
+        str(key),
+        "--keylog",
+        str(keylog),
+    )
     try:
         assert stat.S_IMODE(keylog.stat().st_mode) == 0o600
         proxy.stop()
@@ -116,24 +140,32 @@ def test_metrics_count_what_the_summary_says_the_display_did_not_show():
     (its buffer is small) and the display, resumed far behind, leaves a share out. The
     metric's two counts are the numbers of the exit summary."""
     from kafka import KafkaProducer
+
     broker = Broker()
     metrics_port = free_port()
-    proxy = ProxyProcess(f"127.0.0.1:{broker.port}", "--display-buffer", "256K",
-                         "--display-lag", "0.5", "--metrics", f"127.0.0.1:{metrics_port}")
+    proxy = ProxyProcess(
+        f"127.0.0.1:{broker.port}",
+        "--display-buffer",
+        "256K",
+        "--display-lag",
+        "0.5",
+        "--metrics",
+        f"127.0.0.1:{metrics_port}",
+    )
     try:
-        os.kill(proxy.proc.pid, signal.SIGSTOP)      # the display (the forwarder goes on)
-        producer = KafkaProducer(bootstrap_servers=proxy.bootstrap, linger_ms=0,
-                                 max_in_flight_requests_per_connection=1)
+        os.kill(proxy.proc.pid, signal.SIGSTOP)  # the display (the forwarder goes on)
+        producer = KafkaProducer(
+            bootstrap_servers=proxy.bootstrap, linger_ms=0, max_in_flight_requests_per_connection=1
+        )
         for i in range(200):
             producer.send("shed", bytes([i % 256]) * 20000).get(timeout=30)
         producer.close()
-        time.sleep(1)                                 # what is queued is now old
+        time.sleep(1)  # what is queued is now old
         os.kill(proxy.proc.pid, signal.SIGCONT)
         proxy.settle()
         text = scrape(metrics_port)
         shed = metric(text, "kdissect_proxy_display_dropped_exchanges_total", reason="shed")
-        left_out = metric(text, "kdissect_proxy_display_dropped_exchanges_total",
-                          reason="left_out")
+        left_out = metric(text, "kdissect_proxy_display_dropped_exchanges_total", reason="left_out")
         rows, err = proxy.stop()
     finally:
         if proxy.proc.poll() is None:
@@ -142,8 +174,7 @@ def test_metrics_count_what_the_summary_says_the_display_did_not_show():
         broker.stop()
     summary = next(line for line in err.splitlines() if line.startswith("display: "))
     assert shed > 0 and f"{int(shed)} shed by the forwarder" in summary, (shed, summary)
-    assert left_out > 0 and f"{int(left_out)} exchanges left out" in summary, (left_out,
-                                                                                summary)
+    assert left_out > 0 and f"{int(left_out)} exchanges left out" in summary, (left_out, summary)
     assert f"; {int(shed)} exchanges shed" in err
 
 
@@ -152,9 +183,11 @@ def test_a_plaintext_client_retrying_on_a_tls_listener_is_told_once(apache_kafka
     authenticate with SASL through this proxy."""
     from confluent_kafka.admin import AdminClient
     from tests.support.tls import self_signed
+
     cert, key = self_signed(tmp_path)
-    proxy = ProxyProcess(apache_kafka.bootstrap("SASL_PLAINTEXT"), "--tls-cert", str(cert),
-                         "--tls-key", str(key))
+    proxy = ProxyProcess(
+        apache_kafka.bootstrap("SASL_PLAINTEXT"), "--tls-cert", str(cert), "--tls-key", str(key)
+    )
 
     def plaintext_attempts(n: int) -> None:
         for corr in range(n):
@@ -167,11 +200,17 @@ def test_a_plaintext_client_retrying_on_a_tls_listener_is_told_once(apache_kafka
 
     try:
         plaintext_attempts(10)
-        admin = AdminClient({"bootstrap.servers": proxy.bootstrap,
-                             "security.protocol": "SASL_SSL", "ssl.ca.location": str(cert),
-                             "ssl.endpoint.identification.algorithm": "none",
-                             "sasl.mechanism": "PLAIN", "sasl.username": "alice",
-                             "sasl.password": USERS["alice"]})
+        admin = AdminClient(
+            {
+                "bootstrap.servers": proxy.bootstrap,
+                "security.protocol": "SASL_SSL",
+                "ssl.ca.location": str(cert),
+                "ssl.endpoint.identification.algorithm": "none",
+                "sasl.mechanism": "PLAIN",
+                "sasl.username": "alice",
+                "sasl.password": USERS["alice"],
+            }
+        )
         assert admin.list_topics(timeout=30).brokers
         del admin
         plaintext_attempts(10)
@@ -182,4 +221,4 @@ def test_a_plaintext_client_retrying_on_a_tls_listener_is_told_once(apache_kafka
     assert len(told) == 2, told
     assert "security.protocol=SSL, or SASL_SSL if it authenticates" in told[0]
     assert "security.protocol=SASL_SSL)" in told[1]
-    assert "9 more times" in err                     # the repeats, counted
+    assert "9 more times" in err  # the repeats, counted

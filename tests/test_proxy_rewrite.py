@@ -20,12 +20,24 @@ def _fetch_with_hint(host: bytes) -> tuple[bytes, int]:
     """(a Fetch v16 answer with one leader hint for broker 7 at ``host``:9092, the
     offset where the records end)"""
     from kdissect.sources.pcap import exchanges_in
-    fetch = next(ex.response for ex in exchanges_in([str(ROOT / "captures/kcat.pcap")]).exchanges
-                 if ex.response is not None and ex.response.api_key == 1
-                 and ex.response.api_version == 16 and len(ex.response.data) > 200)
-    assert fetch.data.endswith(b"\x01\x00\x01\x01")     # tag 0, size 1, empty array
-    endpoint = (struct.pack(">i", 7) + uvarint(len(host) + 1) + host
-                + struct.pack(">i", 9092) + b"\x00" + b"\x00")
+
+    fetch = next(
+        ex.response
+        for ex in exchanges_in([str(ROOT / "captures/kcat.pcap")]).exchanges
+        if ex.response is not None
+        and ex.response.api_key == 1
+        and ex.response.api_version == 16
+        and len(ex.response.data) > 200
+    )
+    assert fetch.data.endswith(b"\x01\x00\x01\x01")  # tag 0, size 1, empty array
+    endpoint = (
+        struct.pack(">i", 7)
+        + uvarint(len(host) + 1)
+        + host
+        + struct.pack(">i", 9092)
+        + b"\x00"
+        + b"\x00"
+    )
     value = uvarint(2) + endpoint
     return fetch.data[:-4] + b"\x01" + uvarint(0) + uvarint(len(value)) + value, len(fetch.data) - 4
 
@@ -55,10 +67,10 @@ def test_a_hint_of_another_length_is_hidden_not_leaked():
     spans = endpoint_spans(data, 1, 16)
     new, first = rewrite_same_size(data, spans, lambda sp: ("127.0.0.1", 19007))
     assert len(new) == len(data) and first >= records_end
-    assert new[:records_end] == data[:records_end]      # records untouched
-    assert _hints(data) and not _hints(new)             # no address left for clients
-    assert b"broker-7.internal" in new                  # (the bytes, under an unknown tag)
-    assert endpoint_spans(new, 1, 16) == []             # the tag is not node_endpoints
+    assert new[:records_end] == data[:records_end]  # records untouched
+    assert _hints(data) and not _hints(new)  # no address left for clients
+    assert b"broker-7.internal" in new  # (the bytes, under an unknown tag)
+    assert endpoint_spans(new, 1, 16) == []  # the tag is not node_endpoints
     assert not decode_response(new, 1, 16).problems
 
 
@@ -71,15 +83,16 @@ def test_nothing_to_change_keeps_the_bytes():
 def test_the_top_level_error_code_is_read_where_the_layout_puts_it():
     data, _ = _fetch_with_hint(b"x")
     assert top_error_code(data, 1, 16) == 0
-    bad = data[:9] + struct.pack(">h", 6) + data[11:]    # header 4+1, throttle 4
+    bad = data[:9] + struct.pack(">h", 6) + data[11:]  # header 4+1, throttle 4
     assert top_error_code(bad, 1, 16) == 6
-    assert top_error_code(data, 0, 9) is None            # Produce: no top-level code
-    assert top_error_code(b"\0\0\0\1", 1, 16) is None     # too short: unknown
+    assert top_error_code(data, 0, 9) is None  # Produce: no top-level code
+    assert top_error_code(b"\0\0\0\1", 1, 16) is None  # too short: unknown
 
 
 def test_api_keys_kafka_does_not_define_share_one_metrics_series():
     """A client sending random API keys must not grow the metrics by a series each."""
     from kdissect.proxy.metrics import Metrics
+
     m = Metrics()
     assert m.api(30000) is m.api(-7) is m.api(31000)
     assert m.api(0) is not m.api(30000)

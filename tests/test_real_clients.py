@@ -13,21 +13,30 @@ import pytest
 from kdissect.protocol.node import Node
 from tests.support.traffic import all_exchanges
 
-pytestmark = pytest.mark.slow      # real clients against a broker
+pytestmark = pytest.mark.slow  # real clients against a broker
 
 RECORDS = [(f"key-{i}".encode(), f"value-{i} ".encode() * (i + 1)) for i in range(6)]
 HEADERS = [("trace", b"abc"), ("n", b"\x00\x01")]
 
 
-def kafka_python_produce(bootstrap: str, topic: str, codec: str | None, api_version=None,
-                         headers: bool = False, acks=1) -> None:
+def kafka_python_produce(
+    bootstrap: str, topic: str, codec: str | None, api_version=None, headers: bool = False, acks=1
+) -> None:
     from kafka import KafkaProducer
     from kafka.errors import KafkaError
+
     kw = {"api_version": api_version} if api_version else {}
     # no retries: Tansu drops the connection on some legacy formats, and the request
     # bytes, recorded on the way, are what these tests check
-    p = KafkaProducer(bootstrap_servers=bootstrap, compression_type=codec, linger_ms=20,
-                      acks=acks, retries=0, request_timeout_ms=4000, **kw)
+    p = KafkaProducer(
+        bootstrap_servers=bootstrap,
+        compression_type=codec,
+        linger_ms=20,
+        acks=acks,
+        retries=0,
+        request_timeout_ms=4000,
+        **kw,
+    )
     for k, v in RECORDS:
         p.send(topic, key=k, value=v, partition=0, headers=HEADERS if headers else None)
     try:
@@ -42,11 +51,12 @@ def kafka_python_produce(bootstrap: str, topic: str, codec: str | None, api_vers
 
 def kafka_python_fetch(bootstrap: str, topic: str, api_version=None, expect=None):
     from kafka import KafkaConsumer, TopicPartition
+
     kw = {"api_version": api_version} if api_version else {}
     c = KafkaConsumer(bootstrap_servers=bootstrap, consumer_timeout_ms=2500, **kw)
     tp = TopicPartition(topic, 0)
     c.assign([tp])
-    c.seek(tp, 0)          # not ListOffsets: Tansu's v0 answer to it is malformed
+    c.seek(tp, 0)  # not ListOffsets: Tansu's v0 answer to it is malformed
     if expect is None:
         expect = len(RECORDS)
     got = []
@@ -59,7 +69,7 @@ def kafka_python_fetch(bootstrap: str, topic: str, api_version=None, expect=None
 
 
 def settle(relay, seconds: float = 0.3):
-    time.sleep(seconds)      # let the relay's pumps write the last bytes
+    time.sleep(seconds)  # let the relay's pumps write the last bytes
     return all_exchanges(relay.snapshot())
 
 
@@ -69,18 +79,31 @@ def leaf_records(tree: Node) -> list[tuple[bytes | None, bytes | None, list]]:
     for n in tree.walk():
         if n.ktype == "record":
             hdrs = n.child("headers")
-            out.append((n.child("key").value, n.child("value").value,
-                        [(h.child("key").value, h.child("value").value)
-                         for h in (hdrs.children if hdrs else [])]))
-        elif n.ktype.startswith("message_v") and n.child("attributes") is not None \
-                and n.child("attributes").value & 7 == 0:
+            out.append(
+                (
+                    n.child("key").value,
+                    n.child("value").value,
+                    [
+                        (h.child("key").value, h.child("value").value)
+                        for h in (hdrs.children if hdrs else [])
+                    ],
+                )
+            )
+        elif (
+            n.ktype.startswith("message_v")
+            and n.child("attributes") is not None
+            and n.child("attributes").value & 7 == 0
+        ):
             out.append((n.child("key").value, n.child("value").value, []))
     return out
 
 
 def produce_requests(exchanges, topic: str):
-    return [e for e in exchanges if e.request.api_key == 0
-            and topic in {t.value for t in e.request.tree.find("name")}]
+    return [
+        e
+        for e in exchanges
+        if e.request.api_key == 0 and topic in {t.value for t in e.request.tree.find("name")}
+    ]
 
 
 def assert_clean(exchanges, allowed=()):
@@ -90,11 +113,12 @@ def assert_clean(exchanges, allowed=()):
             assert e.response.problems == [], (e.response.title, e.response.problems)
 
 
-LEGACY = [((0, 8, 2), 0, 0), ((0, 10, 0), 2, 1)]   # api_version, Produce version, magic
+LEGACY = [((0, 8, 2), 0, 0), ((0, 10, 0), 2, 1)]  # api_version, Produce version, magic
 
 
-@pytest.mark.parametrize("api_version,produce_version,magic", LEGACY,
-                         ids=["kafka-0.8.2", "kafka-0.10.0"])
+@pytest.mark.parametrize(
+    "api_version,produce_version,magic", LEGACY, ids=["kafka-0.8.2", "kafka-0.10.0"]
+)
 @pytest.mark.parametrize("codec", [None, "gzip", "snappy", "lz4"])
 def test_legacy_kafka_python(recorded, api_version, produce_version, magic, codec):
     topic = f"legacy-{magic}-{codec}"
@@ -106,7 +130,9 @@ def test_legacy_kafka_python(recorded, api_version, produce_version, magic, code
     assert_clean(ex)
     got = [r for e in produce for r in leaf_records(e.request.tree)]
     assert sorted((k, v) for k, v, _ in got) == sorted(RECORDS)
-    messages = [n for e in produce for n in e.request.tree.walk() if n.ktype.startswith("message_v")]
+    messages = [
+        n for e in produce for n in e.request.tree.walk() if n.ktype.startswith("message_v")
+    ]
     assert messages and all(n.child("magic").value == magic for n in messages)
     assert all(n.child("crc").problem is None for n in messages)
     if codec:
@@ -125,9 +151,15 @@ def test_tansu_malformed_list_offsets_v0(recorded):
     """Tansu's ListOffsets v0 response claims more offsets than it sends (kafka-python
     fails on it too): kdissect shows exactly where, without losing the rest."""
     from kafka import KafkaConsumer
+
     kafka_python_produce(recorded.bootstrap, "lo-v0", None)
-    c = KafkaConsumer("lo-v0", bootstrap_servers=recorded.bootstrap, api_version=(0, 10, 0),
-                      auto_offset_reset="earliest", consumer_timeout_ms=1500)
+    c = KafkaConsumer(
+        "lo-v0",
+        bootstrap_servers=recorded.bootstrap,
+        api_version=(0, 10, 0),
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=1500,
+    )
     try:
         list(c)
     except Exception:
@@ -138,8 +170,10 @@ def test_tansu_malformed_list_offsets_v0(recorded):
     assert lo
     problems = [p for e in lo for p in e.response.problems]
     assert problems and all("truncated" in reason for _, reason in problems)
-    assert all(".old_style_offsets" in path or ".error_code" in path or "partitions" in path
-               for path, _ in problems)
+    assert all(
+        ".old_style_offsets" in path or ".error_code" in path or "partitions" in path
+        for path, _ in problems
+    )
 
 
 @pytest.mark.parametrize("codec", [None, "gzip", "snappy", "lz4", "zstd"])
@@ -158,20 +192,22 @@ def test_kafka_python_record_batches(apache_recorded, codec):
     assert sorted(set((k, v) for k, v, _ in from_fetch)) == sorted(RECORDS)
     batches = [n for e in fetch for n in e.response.tree.walk() if n.ktype == "record_batch"]
     assert batches and all(b.child("crc").problem is None for b in batches)
-    offsets = sorted(n.value["offset"] for e in fetch for n in e.response.tree.walk()
-                     if n.ktype == "record")
-    assert offsets[:len(RECORDS)] == list(range(len(RECORDS)))
+    offsets = sorted(
+        n.value["offset"] for e in fetch for n in e.response.tree.walk() if n.ktype == "record"
+    )
+    assert offsets[: len(RECORDS)] == list(range(len(RECORDS)))
 
 
 @pytest.mark.slow
 def test_flipped_byte_gives_crc_problem(apache_recorded):
     from kdissect.protocol import decode_request
+
     kafka_python_produce(apache_recorded.bootstrap, "crc", "gzip")
     ex = settle(apache_recorded)
     req = produce_requests(ex, "crc")[0].request
     batch = next(n for n in req.tree.walk() if n.ktype == "record_batch")
     data = bytearray(req.data)
-    data[batch.end - 3] ^= 0xFF              # inside the compressed records
+    data[batch.end - 3] ^= 0xFF  # inside the compressed records
     msg = decode_request(bytes(data))
     reasons = [r for _, r in msg.problems]
     assert any("CRC32C mismatch" in r for r in reasons)
@@ -194,17 +230,26 @@ def test_acks_zero_expects_no_response(apache_recorded):
 @pytest.mark.slow
 def test_confluent_kafka_group(apache_recorded, codec):
     from confluent_kafka import Consumer, Producer
+
     topic = f"ck-{codec}"
-    p = Producer({"bootstrap.servers": apache_recorded.bootstrap, "compression.type": codec,
-                  "linger.ms": 20})
+    p = Producer(
+        {"bootstrap.servers": apache_recorded.bootstrap, "compression.type": codec, "linger.ms": 20}
+    )
     for k, v in RECORDS:
         p.produce(topic, key=k, value=v, partition=0, headers=HEADERS)
     assert p.flush(10) == 0
     # Tansu completes a join only after the rebalance timeout (max.poll.interval.ms)
-    c = Consumer({"bootstrap.servers": apache_recorded.bootstrap, "group.id": f"g-{codec}",
-                  "auto.offset.reset": "earliest", "enable.auto.commit": False,
-                  "session.timeout.ms": 6000, "max.poll.interval.ms": 6000,
-                  "heartbeat.interval.ms": 1000})
+    c = Consumer(
+        {
+            "bootstrap.servers": apache_recorded.bootstrap,
+            "group.id": f"g-{codec}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "session.timeout.ms": 6000,
+            "max.poll.interval.ms": 6000,
+            "heartbeat.interval.ms": 1000,
+        }
+    )
     c.subscribe([topic])
     got, last, deadline = [], None, time.time() + 25
     while len(got) < len(RECORDS) and time.time() < deadline:
@@ -220,12 +265,20 @@ def test_confluent_kafka_group(apache_recorded, codec):
     produced = [r for e in produce_requests(ex, topic) for r in leaf_records(e.request.tree)]
     assert sorted(produced) == sorted((k, v, HEADERS) for k, v in RECORDS)
     join = [e for e in ex if e.request.api_key == 11]
-    subs = [n for e in join for n in e.request.tree.walk()
-            if n.note and n.note.startswith("consumer protocol subscription")]
+    subs = [
+        n
+        for e in join
+        for n in e.request.tree.walk()
+        if n.note and n.note.startswith("consumer protocol subscription")
+    ]
     assert subs and all(topic in s.plain()["topics"] for s in subs)
     sync = [e for e in ex if e.request.api_key == 14 and e.response is not None]
-    assignments = [n for e in sync for n in e.response.tree.walk()
-                   if n.note and n.note.startswith("consumer protocol assignment")]
+    assignments = [
+        n
+        for e in sync
+        for n in e.response.tree.walk()
+        if n.note and n.note.startswith("consumer protocol assignment")
+    ]
     assert assignments
     assert any(a["topic"] == topic for n in assignments for a in n.plain()["assigned_partitions"])
 
@@ -242,8 +295,12 @@ def test_aiokafka_roundtrip(apache_recorded):
         for k, v in RECORDS:
             await p.send_and_wait("aio", key=k, value=v, partition=0)
         await p.stop()
-        c = AIOKafkaConsumer("aio", bootstrap_servers=apache_recorded.bootstrap,
-                             auto_offset_reset="earliest", group_id=None)
+        c = AIOKafkaConsumer(
+            "aio",
+            bootstrap_servers=apache_recorded.bootstrap,
+            auto_offset_reset="earliest",
+            group_id=None,
+        )
         await c.start()
         got = []
         try:
@@ -266,12 +323,13 @@ def test_aiokafka_roundtrip(apache_recorded):
 @pytest.mark.slow
 def test_admin_requests(apache_recorded):
     from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
+
     admin = KafkaAdminClient(bootstrap_servers=apache_recorded.bootstrap)
     admin.create_topics([NewTopic("admin-made", 3, 1)])
     try:
         admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, "admin-made")])
     except Exception:
-        pass            # Tansu answers some admin APIs oddly; the bytes are what we check
+        pass  # Tansu answers some admin APIs oddly; the bytes are what we check
     admin.list_topics()
     admin.close()
     ex = settle(apache_recorded)
@@ -279,8 +337,11 @@ def test_admin_requests(apache_recorded):
         assert e.request.problems == [], (e.request.title, e.request.problems)
     create = [e for e in ex if e.request.api_key == 19]
     assert create and create[0].response is not None
-    names = [t.child("name").value for t in create[0].response.tree.find("[0]")
-             if t.child("name") is not None]
+    names = [
+        t.child("name").value
+        for t in create[0].response.tree.find("[0]")
+        if t.child("name") is not None
+    ]
     assert "admin-made" in names
 
 
@@ -289,6 +350,7 @@ def test_transactions_give_control_records(apache_recorded):
     """librdkafka's transactional producer: EndTxn commit/abort, and the Fetch holds the
     COMMIT and ABORT markers the broker wrote."""
     from confluent_kafka import Consumer, Producer
+
     p = Producer({"bootstrap.servers": apache_recorded.bootstrap, "transactional.id": "kd-tx"})
     p.init_transactions(10)
     p.begin_transaction()
@@ -296,14 +358,21 @@ def test_transactions_give_control_records(apache_recorded):
     p.commit_transaction(10)
     p.begin_transaction()
     p.produce("tx", key=b"b", value=b"aborted", partition=0)
-    p.flush(10)             # else librdkafka drops it locally and the broker never sees it
+    p.flush(10)  # else librdkafka drops it locally and the broker never sees it
     p.abort_transaction(10)
     p.begin_transaction()
     p.produce("tx", key=b"c", value=b"after", partition=0)
     p.commit_transaction(10)
-    c = Consumer({"bootstrap.servers": apache_recorded.bootstrap, "group.id": "g-tx",
-                  "auto.offset.reset": "earliest", "isolation.level": "read_committed",
-                  "session.timeout.ms": 6000, "max.poll.interval.ms": 6000})
+    c = Consumer(
+        {
+            "bootstrap.servers": apache_recorded.bootstrap,
+            "group.id": "g-tx",
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+            "session.timeout.ms": 6000,
+            "max.poll.interval.ms": 6000,
+        }
+    )
     c.subscribe(["tx"])
     got, deadline = [], time.time() + 20
     while b"after" not in got and time.time() < deadline:
@@ -317,14 +386,22 @@ def test_transactions_give_control_records(apache_recorded):
     end_txn = [e.request.body.child("committed").value for e in ex if e.request.api_key == 26]
     assert end_txn == [True, False, True]
     fetched = [e for e in ex if e.request.api_key == 1 and e.response is not None]
-    markers = [n.note for e in fetched for n in e.response.tree.walk()
-               if n.note and n.note.startswith("control record")]
+    markers = [
+        n.note
+        for e in fetched
+        for n in e.response.tree.walk()
+        if n.note and n.note.startswith("control record")
+    ]
     assert "control record: COMMIT (v0)" in markers and "control record: ABORT (v0)" in markers
     batches = [n for e in fetched for n in e.response.tree.walk() if n.ktype == "record_batch"]
     assert batches and all("transactional" in n.child("attributes").note for n in batches)
     # read_committed: the Fetch response lists the aborted transaction, so the consumer
     # skips b"aborted" (Tansu lists none)
     assert all(e.request.body.child("isolation_level").value == 1 for e in fetched)
-    listed = [a for e in fetched for t in e.response.tree.find("aborted_transactions")
-              for a in (t.plain() or [])]
+    listed = [
+        a
+        for e in fetched
+        for t in e.response.tree.find("aborted_transactions")
+        for a in (t.plain() or [])
+    ]
     assert listed and all(a["producer_id"] >= 0 for a in listed)

@@ -32,10 +32,10 @@ def frames(case: dict) -> list[bytes]:
     """The expected messages' bytes (after each size prefix)."""
     data, pos, out = bytes.fromhex(case["hex"]), 0, []
     if case.get("unprefixed") or case["messages"][0].get("body"):
-        return [data]                   # one message (or body) without a size prefix
+        return [data]  # one message (or body) without a size prefix
     for _ in case["messages"]:
         size = struct.unpack_from(">i", data, pos)[0]
-        out.append(data[pos + 4:pos + 4 + size])
+        out.append(data[pos + 4 : pos + 4 + size])
         pos += 4 + size
     assert pos == len(data), "cases.json: the messages do not add up to the bytes"
     return out
@@ -52,8 +52,8 @@ def test_truth_is_what_kafka_python_reads(case):
     if "crc_mismatch" in case.get("problems", ()):
         # the fixture's message CRC really is wrong: zlib's CRC-32 of the bytes it covers
         data = bytes.fromhex(case["hex"])
-        at = data.index(b"\x00\x01\xff\xff\xff\xff") - 4       # magic 0, gzip, null key
-        assert zlib.crc32(data[at + 4:]) != int.from_bytes(data[at:at + 4], "big")
+        at = data.index(b"\x00\x01\xff\xff\xff\xff") - 4  # magic 0, gzip, null key
+        assert zlib.crc32(data[at + 4 :]) != int.from_bytes(data[at : at + 4], "big")
 
 
 def hints_of(args: list[str]) -> Hints:
@@ -84,13 +84,13 @@ def verdict(case: dict, hints: Hints | None = None) -> str:
         while items and items[0].message.data != frame:
             items.pop(0)
         if not items:
-            return (f"the bytes of the {m['direction']} were not found "
-                    f"(read as {reading.label})")
+            return f"the bytes of the {m['direction']} were not found (read as {reading.label})"
         item = items.pop(0)
         msg = item.message
         versions = {msg.api_version} | set(item.candidates[0].versions if item.candidates else ())
-        if (msg.api_key, msg.direction) != (m["api"], m["direction"]) or \
-                m["version"] not in versions:
+        if (msg.api_key, msg.direction) != (m["api"], m["direction"]) or m[
+            "version"
+        ] not in versions:
             return f"named {msg.title}, not key {m['api']} v{m['version']} {m['direction']}"
         codes = {code for _, code, _ in msg.tree.findings()}
         if not item.clean and not (codes and codes <= set(case.get("problems", ()))):
@@ -113,19 +113,28 @@ def score() -> tuple[float, list[str]]:
             right += 1
             continue
         hint = case.get("hint")
-        fixed = hint is not None and not verdict(case, hints_of(hint)) and \
-            names_the_hint(case, hint)
-        lines.append(f"  {case['file']}: {wrong}" +
-                     (f"; right with the hint {' '.join(hint)}" if fixed else
-                      "; no hint listed makes it right" if hint is None else
-                      f"; still wrong with {' '.join(hint)}"))
+        fixed = (
+            hint is not None and not verdict(case, hints_of(hint)) and names_the_hint(case, hint)
+        )
+        lines.append(
+            f"  {case['file']}: {wrong}"
+            + (
+                f"; right with the hint {' '.join(hint)}"
+                if fixed
+                else "; no hint listed makes it right"
+                if hint is None
+                else f"; still wrong with {' '.join(hint)}"
+            )
+        )
     return right / len(CASES), lines
 
 
 def test_real_pastes_read_right_without_hints(capsys):
     share, lines = score()
-    report = (f"{len(CASES)} real pastes: {share:.0%} read right without hints "
-              f"(goal {GOAL:.0%})\n" + "\n".join(lines))
+    report = (
+        f"{len(CASES)} real pastes: {share:.0%} read right without hints "
+        f"(goal {GOAL:.0%})\n" + "\n".join(lines)
+    )
     with capsys.disabled():
         print("\n" + report)
     assert len(CASES) >= 40
@@ -137,6 +146,7 @@ def test_real_pastes_read_right_without_hints(capsys):
 def test_cases_hold_text_and_several_literals():
     """At least 10 pastes have text, several literals or comments around the bytes: more
     than one region that can be bytes, a comment, or a line of three words or more."""
+
     def words(line: str) -> int:
         return sum(len(w) > 1 and w.isalpha() for w in re.split(r"[^A-Za-z]+", line))
 
@@ -144,11 +154,12 @@ def test_cases_hold_text_and_several_literals():
     for case in CASES:
         text = (DATA / case["file"]).read_text()
         lines = text.splitlines()
-        if len(find_candidates(text)) > 1 or \
-                any(re.search(r"(//|#|%|--) *[A-Za-z]", line) for line in lines) or \
-                any(words(line) >= 3 for line in lines):
+        if (
+            len(find_candidates(text)) > 1
+            or any(re.search(r"(//|#|%|--) *[A-Za-z]", line) for line in lines)
+            or any(words(line) >= 3 for line in lines)
+        ):
             busy.append(case["file"])
     assert len(busy) >= 10, busy
-    several = [c["file"] for c in CASES
-               if len(find_candidates((DATA / c["file"]).read_text())) > 1]
+    several = [c["file"] for c in CASES if len(find_candidates((DATA / c["file"]).read_text())) > 1]
     assert len(several) >= 10, several

@@ -24,8 +24,18 @@ CAPTURES = sorted((Path(__file__).parent.parent / "captures").glob("*.pcap"))
 
 
 def shape(n: Node) -> tuple:
-    return (n.name, n.ktype, n.offset, n.length, n.value, n.problem, n.code, n.note, n.hint,
-            tuple(shape(c) for c in n.children))
+    return (
+        n.name,
+        n.ktype,
+        n.offset,
+        n.length,
+        n.value,
+        n.problem,
+        n.code,
+        n.note,
+        n.hint,
+        tuple(shape(c) for c in n.children),
+    )
 
 
 def read(buf: bytes, start: int, end: int, batch: tuple[int, int, int | None], fast: bool):
@@ -33,7 +43,7 @@ def read(buf: bytes, start: int, end: int, batch: tuple[int, int, int | None], f
     base, ts, stamp = batch
     r = Reader(buf, start, end)
     parent = Node("records", "records", start)
-    decline = lambda *args: None                                          # noqa: E731
+    decline = lambda *args: None  # noqa: E731
     rec = _record(r, parent, 0, base, ts, stamp, False, located_record if fast else decline)
     node = rec if rec is not None else (parent.children[0] if parent.children else None)
     return node, r.pos
@@ -51,8 +61,11 @@ def records() -> list[tuple[bytes, int, int, tuple[int, int, int | None]]]:
             for m in ex.messages:
                 if m.direction == "sasl" or m.api_key not in (0, 1):
                     continue
-                msg = decode_request(m.data, Options()) if m.direction == "request" else \
-                    decode_response(m.data, m.api_key, m.api_version, Options())
+                msg = (
+                    decode_request(m.data, Options())
+                    if m.direction == "request"
+                    else decode_response(m.data, m.api_key, m.api_version, Options())
+                )
                 out += batch_records(msg)
     return out
 
@@ -64,7 +77,7 @@ def batch_records(msg) -> list:
             continue
         fields = {c.name: c.value for c in batch.children}
         attrs = fields.get("attributes")
-        if attrs is None or attrs & 0x20:             # control records: the step reader only
+        if attrs is None or attrs & 0x20:  # control records: the step reader only
             continue
         holder = next((c for c in batch.children if c.buffer is not None), None)
         buf = holder.buffer if holder is not None else msg.data
@@ -74,8 +87,9 @@ def batch_records(msg) -> list:
         end = len(buf) if holder is not None else batch.offset + batch.length
         stamp = fields["max_timestamp"] if attrs & 0x08 else None
         for rec in recs:
-            out.append((buf, rec.offset, end, (fields["base_offset"], fields["base_timestamp"],
-                                               stamp)))
+            out.append(
+                (buf, rec.offset, end, (fields["base_offset"], fields["base_timestamp"], stamp))
+            )
     return out
 
 
@@ -83,8 +97,15 @@ def test_every_record_of_the_captures_reads_the_same_by_both_readers():
     corpus = records()
     assert len(corpus) > 1000
     for buf, start, end, batch in corpus:
-        fast = located_record(buf, start, end, "record[0]", batch[0],
-                              batch[1] if batch[2] is None else batch[2], batch[2] is not None)
+        fast = located_record(
+            buf,
+            start,
+            end,
+            "record[0]",
+            batch[0],
+            batch[1] if batch[2] is None else batch[2],
+            batch[2] is not None,
+        )
         step, step_end = read(buf, start, end, batch, fast=False)
         assert fast is not None, "a clean record the fast reader declined"
         assert shape(fast) == shape(step) and fast.end == step_end
@@ -99,12 +120,12 @@ def test_damaged_records_read_the_same_or_the_fast_reader_declines():
         b = bytearray(buf)
         rec_len = max(1, min(end - start, 64))
         how = rng.randrange(3)
-        if how == 0:                                       # flip a bit in the record
+        if how == 0:  # flip a bit in the record
             i = start + rng.randrange(rec_len)
             b[i] ^= 1 << rng.randrange(8)
-        elif how == 1:                                     # the record cut short
+        elif how == 1:  # the record cut short
             end = start + rng.randrange(rec_len)
-        else:                                              # a byte more or less in it
+        else:  # a byte more or less in it
             i = start + rng.randrange(rec_len)
             if rng.random() < 0.5:
                 b.insert(i, rng.randrange(256))
@@ -113,8 +134,15 @@ def test_damaged_records_read_the_same_or_the_fast_reader_declines():
                 del b[i]
                 end -= 1
         data = bytes(b)
-        fast = located_record(data, start, end, "record[0]", batch[0],
-                              batch[1] if batch[2] is None else batch[2], batch[2] is not None)
+        fast = located_record(
+            data,
+            start,
+            end,
+            "record[0]",
+            batch[0],
+            batch[1] if batch[2] is None else batch[2],
+            batch[2] is not None,
+        )
         step, step_end = read(data, start, end, batch, fast=False)
         assert step is not None
         if any(n.problem for n in step.walk()):

@@ -33,8 +33,11 @@ def _ints(node: ast.AST) -> list[int]:
     of one)."""
     if isinstance(node, ast.Constant) and type(node.value) is int:
         return [node.value]
-    if isinstance(node, ast.Call) and _name(node.func) in {"frozenset", "set", "tuple"} \
-            and len(node.args) == 1:
+    if (
+        isinstance(node, ast.Call)
+        and _name(node.func) in {"frozenset", "set", "tuple"}
+        and len(node.args) == 1
+    ):
         return _ints(node.args[0])
     if isinstance(node, (ast.Tuple, ast.Set, ast.List)):
         return [i for e in node.elts for i in _ints(e)]
@@ -48,8 +51,7 @@ def _int_keys(node: ast.AST) -> list[int]:
     return []
 
 
-def api_number_literals(source: str, api_sets: set[str] | None = None
-                        ) -> list[tuple[int, str]]:
+def api_number_literals(source: str, api_sets: set[str] | None = None) -> list[tuple[int, str]]:
     """(line, what) for each API key written as a number in ``source``:
 
     - compared with an API key (``api_key == 18``, ``m.api_key in (0, 1, 78)``);
@@ -64,17 +66,28 @@ def api_number_literals(source: str, api_sets: set[str] | None = None
     out: list[tuple[int, str]] = []
     api_sets = set(api_sets or ()) | api_lookups(tree)
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and _name(node.func) == "api_key_of" and node.args \
-                and isinstance(node.args[0], ast.Constant):
+        if (
+            isinstance(node, ast.Call)
+            and _name(node.func) == "api_key_of"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+        ):
             # a name looked up at run time: a typo gives None, silently
             out.append((node.lineno, f"by a literal name: {ast.unparse(node)}"))
         elif isinstance(node, ast.Compare):
             sides = [node.left, *node.comparators]
             if any(_API_KEY.search(_name(s) or "") for s in sides):
-                out += [(node.lineno, f"compared with an API key: {ast.unparse(s)}")
-                        for s in sides if _ints(s)]
-        elif isinstance(node, ast.keyword) and node.arg and _API_KEY.search(node.arg) \
-                and _ints(node.value):
+                out += [
+                    (node.lineno, f"compared with an API key: {ast.unparse(s)}")
+                    for s in sides
+                    if _ints(s)
+                ]
+        elif (
+            isinstance(node, ast.keyword)
+            and node.arg
+            and _API_KEY.search(node.arg)
+            and _ints(node.value)
+        ):
             out.append((node.value.lineno, f"passed as an API key: {ast.unparse(node)}"))
     _assigned_sets(tree, api_sets, out)
     return sorted(set(out))
@@ -88,20 +101,26 @@ def api_lookups(tree: ast.Module) -> set[str]:
         if isinstance(node, ast.Compare):
             sides = [node.left, *node.comparators]
             if any(_API_KEY.search(_name(s) or "") for s in sides):
-                api_sets |= {n for s in sides
-                             if (n := _name(s)) and not _API_KEY.search(n)}
-        elif isinstance(node, ast.Subscript) and _API_KEY.search(_name(node.slice) or "") \
-                and (n := _name(node.value)):
+                api_sets |= {n for s in sides if (n := _name(s)) and not _API_KEY.search(n)}
+        elif (
+            isinstance(node, ast.Subscript)
+            and _API_KEY.search(_name(node.slice) or "")
+            and (n := _name(node.value))
+        ):
             api_sets.add(n)
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
-                node.func.attr == "get" and node.args and \
-                _API_KEY.search(_name(node.args[0]) or "") and (n := _name(node.func.value)):
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "get"
+            and node.args
+            and _API_KEY.search(_name(node.args[0]) or "")
+            and (n := _name(node.func.value))
+        ):
             api_sets.add(n)
     return api_sets
 
 
-def _assigned_sets(tree: ast.Module, api_sets: set[str],
-                   out: list[tuple[int, str]]) -> None:
+def _assigned_sets(tree: ast.Module, api_sets: set[str], out: list[tuple[int, str]]) -> None:
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign):
             targets, value = node.targets, node.value
@@ -111,8 +130,7 @@ def _assigned_sets(tree: ast.Module, api_sets: set[str],
             continue
         for t in targets:
             n = _name(t)
-            if n and (_API_SET.search(n) or n in api_sets) and \
-                    (_ints(value) or _int_keys(value)):
+            if n and (_API_SET.search(n) or n in api_sets) and (_ints(value) or _int_keys(value)):
                 out.append((node.lineno, f"API keys by number in {n}"))
 
 
@@ -144,23 +162,32 @@ def test_api_keys_are_named_from_the_api_table():
 
 def test_the_checker_sees_api_numbers():
     """Each shape the registry test rejects is seen (a test that can fail)."""
-    assert [line for line, _ in api_number_literals(
-        "if api_key == 18:\n    pass\n"
-        "x = m.api_key in (0, 1, 78)\n"
-        "_RECORD_APIS = frozenset({0, 1, 78})\n"
-        "L = frozenset({3, 10, 60})\ny = req.api_key in evidence.L\n"
-        "F: dict = {38: 1, 39: 2}\nz = F.get(api_key)\n"
-        "layout(api_key=3, api_version=0)\n"
-        "w = TABLE[request_api_key]\nTABLE = {0: 'a'}\n"
-        "OFFSET_COMMIT = api_key_of('OffsetCommit')\n")] == [1, 3, 4, 5, 7, 9, 11, 12]
+    assert [
+        line
+        for line, _ in api_number_literals(
+            "if api_key == 18:\n    pass\n"
+            "x = m.api_key in (0, 1, 78)\n"
+            "_RECORD_APIS = frozenset({0, 1, 78})\n"
+            "L = frozenset({3, 10, 60})\ny = req.api_key in evidence.L\n"
+            "F: dict = {38: 1, 39: 2}\nz = F.get(api_key)\n"
+            "layout(api_key=3, api_version=0)\n"
+            "w = TABLE[request_api_key]\nTABLE = {0: 'a'}\n"
+            "OFFSET_COMMIT = api_key_of('OffsetCommit')\n"
+        )
+    ] == [1, 3, 4, 5, 7, 9, 11, 12]
     # a name looked up in another module
-    assert api_number_literals("NAMES_LISTENERS = frozenset({3, 10, 60})\n",
-                               {"NAMES_LISTENERS"}) != []
+    assert (
+        api_number_literals("NAMES_LISTENERS = frozenset({3, 10, 60})\n", {"NAMES_LISTENERS"}) != []
+    )
     # names from the table, versions and other numbers pass
-    assert api_number_literals(
-        "if api_key == API_VERSIONS and api_version == 0:\n    pass\n"
-        "S = frozenset({PRODUCE, FETCH})\nHEADER = {0: 'v0', 1: 'v1'}\n"
-        "x = m.api_key in S\nkey = 16\nif key == 16:\n    pass\n") == []
+    assert (
+        api_number_literals(
+            "if api_key == API_VERSIONS and api_version == 0:\n    pass\n"
+            "S = frozenset({PRODUCE, FETCH})\nHEADER = {0: 'v0', 1: 'v1'}\n"
+            "x = m.api_key in S\nkey = 16\nif key == 16:\n    pass\n"
+        )
+        == []
+    )
 
 
 def test_error_codes_come_from_the_one_table():
@@ -170,10 +197,17 @@ def test_error_codes_come_from_the_one_table():
     for path in sorted(PACKAGE.rglob("*.py")):
         rel = str(path.relative_to(ROOT))
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("kio") \
-                    and any(a.name == "ErrorCode" for a in node.names) and rel not in KIO_ERRORS:
+            if (
+                isinstance(node, ast.ImportFrom)
+                and (node.module or "").startswith("kio")
+                and any(a.name == "ErrorCode" for a in node.names)
+                and rel not in KIO_ERRORS
+            ):
                 wrong.append(rel)
-            elif isinstance(node, ast.Import) and rel.split("/")[1] != "protocol" and \
-                    any(a.name.split(".")[0] == "kio" for a in node.names):
+            elif (
+                isinstance(node, ast.Import)
+                and rel.split("/")[1] != "protocol"
+                and any(a.name.split(".")[0] == "kio" for a in node.names)
+            ):
                 wrong.append(rel)
     assert wrong == []

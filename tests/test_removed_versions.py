@@ -13,10 +13,14 @@ from kdissect.protocol.removed_versions import REMOVED
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.slow                       # Java, and mvn the first time (the jars)
+@pytest.mark.slow  # Java, and mvn the first time (the jars)
 def test_the_table_is_what_kafkas_jars_say():
-    res = subprocess.run([sys.executable, str(ROOT / "scripts/kafka/removed_versions.py"),
-                          "--check"], capture_output=True, text=True, timeout=600)
+    res = subprocess.run(
+        [sys.executable, str(ROOT / "scripts/kafka/removed_versions.py"), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert res.returncode == 0, res.stderr[-2000:]
 
 

@@ -33,19 +33,22 @@ def latencies(path: Path, path_kind: str) -> dict:
     for ex in sink.exchanges:
         m = ex.request or ex.response
         found.setdefault((ex.client, ex.broker, m.correlation_id, m.api_key), []).append(
-            (ex.request is not None, ex.response is not None, ex.latency))
+            (ex.request is not None, ex.response is not None, ex.latency)
+        )
     return found
 
 
 def _differ(a: dict, b: dict) -> list:
-    return [(k, v, b.get(k)) for k, v in a.items() if b.get(k) != v] + \
-        [(k, None, v) for k, v in b.items() if k not in a]
+    return [(k, v, b.get(k)) for k, v in a.items() if b.get(k) != v] + [
+        (k, None, v) for k, v in b.items() if k not in a
+    ]
 
 
 @pytest.mark.parametrize("path_kind", PATHS)
-@pytest.mark.parametrize("name,seed", [("kafka-clients.pcap", 3),
-                                       ("kafka-broker-killed.pcap", 2),
-                                       ("kafka-kraft-cluster.pcap", 3)])
+@pytest.mark.parametrize(
+    "name,seed",
+    [("kafka-clients.pcap", 3), ("kafka-broker-killed.pcap", 2), ("kafka-kraft-cluster.pcap", 3)],
+)
 def test_a_locally_reordered_capture_keeps_every_latency(name, seed, path_kind, tmp_path):
     """Before: connections whose broker answer came first in the file were dropped as
     "a server talking first" (kafka-clients seed 3: 11 exchanges; kraft-cluster: 70), and
@@ -57,6 +60,7 @@ def test_a_locally_reordered_capture_keeps_every_latency(name, seed, path_kind, 
         out, n = reordered(packets, seed, 0.3)
         moved.append(n)
         return out
+
     dst = rewrite(src, tmp_path / name, change)
     assert moved[0] > 100
     source = latencies(src, path_kind)
@@ -76,6 +80,7 @@ def test_a_retransmission_read_first_takes_the_first_copy_time(path_kind, tmp_pa
         out, n = copies_swapped(packets)
         moved.append(n)
         return out
+
     dst = rewrite(src, tmp_path / "swapped.pcap", change)
     assert moved[0] >= 1
     source = latencies(src, path_kind)
@@ -97,5 +102,5 @@ def test_a_clock_stepped_back_delays_no_packet_beyond_the_window():
     times = [100.0 + i for i in range(5)] + [float(i) for i in range(50)]
     got = [p.index for p in in_time_order(iter(_packets(times)), 4)]
     assert sorted(got) == list(range(1, 56))
-    assert all(got.index(i) - (i - 1) <= 4 for i in range(1, 56))   # none later than 4 places
+    assert all(got.index(i) - (i - 1) <= 4 for i in range(1, 56))  # none later than 4 places
     assert got.index(5) < got.index(55)

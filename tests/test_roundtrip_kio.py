@@ -23,32 +23,43 @@ from kdissect.protocol import kio_schemas, schemas
 # records are opaque bytes to kio; kdissect's record decoding is tested on real batches
 st.register_type_strategy(Records, st.binary(max_size=64).map(Records))
 
-CASES = [(key, version, direction)
-         for key, versions in kio_schemas.versions().items()
-         for version in versions
-         for direction in ("request", "response")]
+CASES = [
+    (key, version, direction)
+    for key, versions in kio_schemas.versions().items()
+    for version in versions
+    for direction in ("request", "response")
+]
 RAW_RECORDS = Options(records=False, embedded=False)
 # The fast tier checks each key's newest version; the full suite checks every version.
 _NEWEST = {key: max(versions) for key, versions in kio_schemas.versions().items()}
-CASE_PARAMS = [pytest.param(k, v, d, id=f"{k}-v{v}-{d}",
-                            marks=() if v == _NEWEST[k] else pytest.mark.slow)
-               for k, v, d in CASES]
+CASE_PARAMS = [
+    pytest.param(k, v, d, id=f"{k}-v{v}-{d}", marks=() if v == _NEWEST[k] else pytest.mark.slow)
+    for k, v, d in CASES
+]
 
 
 def kio_class(key: int, version: int, direction: str) -> type:
     entity = EntityType.request if direction == "request" else EntityType.response
     module = load_payload_module(key, version, entity)
     suffix = direction.title()
-    return next(obj for obj in vars(module).values()
-                if isinstance(obj, type) and dataclasses.is_dataclass(obj)
-                and getattr(obj, "__type__", None) == entity and obj.__name__.endswith(suffix))
+    return next(
+        obj
+        for obj in vars(module).values()
+        if isinstance(obj, type)
+        and dataclasses.is_dataclass(obj)
+        and getattr(obj, "__type__", None) == entity
+        and obj.__name__.endswith(suffix)
+    )
 
 
 def expected(value):
     """kio values as kdissect shows them: integers in ms, uuids as text, enums as codes."""
     if dataclasses.is_dataclass(value):
-        return {kio_schemas._kafka_name(f): expected_field(f, getattr(value, f.name))
-                for f in dataclasses.fields(value) if not omitted(f, getattr(value, f.name))}
+        return {
+            kio_schemas._kafka_name(f): expected_field(f, getattr(value, f.name))
+            for f in dataclasses.fields(value)
+            if not omitted(f, getattr(value, f.name))
+        }
     if isinstance(value, tuple):
         return [expected(v) for v in value]
     if isinstance(value, datetime.timedelta):
@@ -77,14 +88,20 @@ def kafka_names(value, kio, ours):
         return [kafka_names(v, kio, ours) for v in value]
     if not isinstance(value, dict) or kio is None or ours is None or kio == ours:
         return value
-    pairs = {**{a.name: b for a, b in zip(kio.fields, ours.fields)},
-             **{a.name: ours.tag_field(a.tag) for a in kio.tagged}}
+    pairs = {
+        **{a.name: b for a, b in zip(kio.fields, ours.fields)},
+        **{a.name: ours.tag_field(a.tag) for a in kio.tagged},
+    }
     out = {}
     for name, v in value.items():
         mine = pairs.get(name)
-        out[name if mine is None else mine.name] = v if mine is None else \
-            kafka_names(v, next(f.struct for f in (*kio.fields, *kio.tagged) if f.name == name),
-                        mine.struct)
+        out[name if mine is None else mine.name] = (
+            v
+            if mine is None
+            else kafka_names(
+                v, next(f.struct for f in (*kio.fields, *kio.tagged) if f.name == name), mine.struct
+            )
+        )
     return out
 
 
@@ -97,8 +114,8 @@ def omitted(f: dataclasses.Field, value) -> bool:
 
 def expected_field(f: dataclasses.Field, value):
     if value is None and f.metadata.get("kafka_type") == "datetime_i64":
-        return -1                   # kio writes "no time" as -1
-    if f.metadata.get("kafka_type") == "uuid":      # uuids have no null on the wire
+        return -1  # kio writes "no time" as -1
+    if f.metadata.get("kafka_type") == "uuid":  # uuids have no null on the wire
         zero = "00000000-0000-0000-0000-000000000000"
         if isinstance(value, tuple):
             return [zero if v is None else str(v) for v in value]
@@ -129,8 +146,9 @@ def response_header(key: int, version: int, corr: int) -> bytes:
 
 
 def assert_tiles(tree, size: int) -> None:
-    leaves = sorted((n for n in tree.walk() if not n.children and n.length > 0),
-                    key=lambda n: n.offset)
+    leaves = sorted(
+        (n for n in tree.walk() if not n.children and n.length > 0), key=lambda n: n.offset
+    )
     pos = 0
     for leaf in leaves:
         assert leaf.offset == pos, f"gap or overlap at {pos}: {leaf}"
@@ -143,8 +161,7 @@ def assert_tiles(tree, size: int) -> None:
 def test_kio_roundtrip(key, version, direction):
     cls = kio_class(key, version, direction)
 
-    @settings(max_examples=8, deadline=None, database=None,
-              suppress_health_check=list(HealthCheck))
+    @settings(max_examples=8, deadline=None, database=None, suppress_health_check=list(HealthCheck))
     @given(st.from_type(cls), st.integers(0, 2**31 - 1))
     def check(instance, corr):
         if direction == "request":
@@ -155,9 +172,11 @@ def test_kio_roundtrip(key, version, direction):
             msg = decode_response(data, key, version, RAW_RECORDS)
         assert msg.problems == []
         assert msg.correlation_id == corr
-        assert msg.body.plain() == kafka_names(expected(instance),
-                                               kio_schemas.layout(key, version, direction),
-                                               schemas.layout(key, version, direction))
+        assert msg.body.plain() == kafka_names(
+            expected(instance),
+            kio_schemas.layout(key, version, direction),
+            schemas.layout(key, version, direction),
+        )
         assert_tiles(msg.tree, len(data))
 
     check()

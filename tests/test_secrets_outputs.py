@@ -23,7 +23,7 @@ KEYSTORE_PW = "KeystorePw-4411"
 ENVELOPE_PW = "EnvPw-9931"
 STORED = bytes(range(0xA0, 0xC0))
 SERVER = bytes(range(0xC0, 0xE0))
-NOT_SECRET = "86400000"          # delegation.token.expiry.time.ms: "token" in the name only
+NOT_SECRET = "86400000"  # delegation.token.expiry.time.ms: "token" in the name only
 
 
 def _cstr(s: str) -> bytes:
@@ -38,18 +38,34 @@ def _config_record(name: str, value: str) -> bytes:
 
 def _scram_record() -> bytes:
     # UserScramCredentialRecord (type 11) v0
-    return (_uv(1) + _uv(11) + _uv(0) + _cstr("alice") + b"\x01" + _uv(9) + b"saltsalt"
-            + _uv(len(STORED) + 1) + STORED + _uv(len(SERVER) + 1) + SERVER
-            + struct.pack(">i", 4096) + b"\0")
+    return (
+        _uv(1)
+        + _uv(11)
+        + _uv(0)
+        + _cstr("alice")
+        + b"\x01"
+        + _uv(9)
+        + b"saltsalt"
+        + _uv(len(STORED) + 1)
+        + STORED
+        + _uv(len(SERVER) + 1)
+        + SERVER
+        + struct.pack(">i", 4096)
+        + b"\0"
+    )
 
 
 def metadata_batch() -> bytes:
-    values = [_config_record("listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config",
-                             f'org.apache.kafka.common.security.scram.ScramLoginModule '
-                             f'required username="a" password="{JAAS_PW}";'),
-              _config_record("ssl.keystore.password", KEYSTORE_PW),
-              _config_record("delegation.token.expiry.time.ms", NOT_SECRET),
-              _scram_record()]
+    values = [
+        _config_record(
+            "listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config",
+            f"org.apache.kafka.common.security.scram.ScramLoginModule "
+            f'required username="a" password="{JAAS_PW}";',
+        ),
+        _config_record("ssl.keystore.password", KEYSTORE_PW),
+        _config_record("delegation.token.expiry.time.ms", NOT_SECRET),
+        _scram_record(),
+    ]
     recs = b""
     for i, v in enumerate(values):
         body = b"\0" + _varint(0) + _varint(i) + _varint(-1) + _varint(len(v)) + v + _varint(0)
@@ -58,7 +74,11 @@ def metadata_batch() -> bytes:
 
 
 def _request(key: int, version: int, body: bytes, flexible: bool) -> bytes:
-    head = struct.pack(">hhi", key, version, 7) + mh.kstr("kdissect-test") + (b"\0" if flexible else b"")
+    head = (
+        struct.pack(">hhi", key, version, 7)
+        + mh.kstr("kdissect-test")
+        + (b"\0" if flexible else b"")
+    )
     return head + body
 
 
@@ -68,16 +88,24 @@ def _sized(msg: bytes) -> bytes:
 
 def produce_to_metadata() -> bytes:
     records = metadata_batch()
-    body = struct.pack(">h", -1) + struct.pack(">hi", 1, 1000) + struct.pack(">i", 1) \
-        + mh.kstr("__cluster_metadata") + struct.pack(">ii", 1, 0) \
-        + struct.pack(">i", len(records)) + records
+    body = (
+        struct.pack(">h", -1)
+        + struct.pack(">hi", 1, 1000)
+        + struct.pack(">i", 1)
+        + mh.kstr("__cluster_metadata")
+        + struct.pack(">ii", 1, 0)
+        + struct.pack(">i", len(records))
+        + records
+    )
     return _sized(_request(0, 3, body, False))
 
 
 def envelope() -> bytes:
     """Envelope v0 forwarding AlterConfigs v0 (a password and a duration)."""
-    configs = [("ssl.keystore.password", ENVELOPE_PW),
-               ("delegation.token.expiry.time.ms", NOT_SECRET)]
+    configs = [
+        ("ssl.keystore.password", ENVELOPE_PW),
+        ("delegation.token.expiry.time.ms", NOT_SECRET),
+    ]
     inner_body = struct.pack(">i", 1) + b"\x04" + mh.kstr("0") + struct.pack(">i", len(configs))
     for name, value in configs:
         inner_body += mh.kstr(name) + mh.kstr(value)
@@ -89,10 +117,19 @@ def envelope() -> bytes:
 def describe_configs_response() -> bytes:
     """DescribeConfigs v0 response: one sensitive config by the broker's word (a name no
     list knows), one not sensitive though its name says "token"."""
-    entries = [("custom.plugin.secret.thing", "CustomPw-5151", True),
-               ("delegation.token.expiry.time.ms", NOT_SECRET, False)]
-    body = struct.pack(">ii", 7, 0) + struct.pack(">i", 1) + struct.pack(">h", 0) \
-        + mh.kstr("") + b"\x04" + mh.kstr("0") + struct.pack(">i", len(entries))
+    entries = [
+        ("custom.plugin.secret.thing", "CustomPw-5151", True),
+        ("delegation.token.expiry.time.ms", NOT_SECRET, False),
+    ]
+    body = (
+        struct.pack(">ii", 7, 0)
+        + struct.pack(">i", 1)
+        + struct.pack(">h", 0)
+        + mh.kstr("")
+        + b"\x04"
+        + mh.kstr("0")
+        + struct.pack(">i", len(entries))
+    )
     for name, value, sensitive in entries:
         body += mh.kstr(name) + mh.kstr(value) + bytes([0, 0, int(sensitive)])
     return _sized(body)
@@ -101,11 +138,18 @@ def describe_configs_response() -> bytes:
 def _forms(secret: bytes) -> list[str]:
     """A secret as text, hex, hex-dump columns and base64."""
     h = secret.hex()
-    return [secret.decode("latin-1"), h, " ".join(h[i:i + 2] for i in range(0, 16, 2)),
-            base64.b64encode(secret).decode()]
+    return [
+        secret.decode("latin-1"),
+        h,
+        " ".join(h[i : i + 2] for i in range(0, 16, 2)),
+        base64.b64encode(secret).decode(),
+    ]
 
 
-SECRETS = [s.encode() for s in (JAAS_PW, KEYSTORE_PW, ENVELOPE_PW, "CustomPw-5151")] + [STORED, SERVER]
+SECRETS = [s.encode() for s in (JAAS_PW, KEYSTORE_PW, ENVELOPE_PW, "CustomPw-5151")] + [
+    STORED,
+    SERVER,
+]
 
 
 def assert_clean(text: str, where: str) -> None:
@@ -116,14 +160,18 @@ def assert_clean(text: str, where: str) -> None:
 
 def _run(args: list[str], tmp_path: Path) -> str:
     import subprocess
+
     run = subprocess.run([*KDISSECT, *args], cwd=ROOT, capture_output=True, timeout=600)
     assert run.returncode == 0, run.stderr.decode()[-2000:]
     return run.stdout.decode("utf-8", "replace") + run.stderr.decode("utf-8", "replace")
 
 
 def _parquet_text(directory: Path) -> str:
-    return "".join(open(f, "rb").read().decode("latin-1")
-                   for f in glob.glob(str(directory / "**"), recursive=True) if os.path.isfile(f))
+    return "".join(
+        open(f, "rb").read().decode("latin-1")
+        for f in glob.glob(str(directory / "**"), recursive=True)
+        if os.path.isfile(f)
+    )
 
 
 @pytest.fixture(scope="module")
@@ -144,7 +192,7 @@ def test_log_metadata_secrets_masked(inputs, tmp_path, view):
     assert_clean(out, f"log {view}")
     if "-V" in view or "--records" in view:
         assert "redacted" in out
-    if "-V" in view or view == ["--format", "jsonl", "--records"]:   # (--records: raw hex)
+    if "-V" in view or view == ["--format", "jsonl", "--records"]:  # (--records: raw hex)
         assert NOT_SECRET in out
 
 
@@ -163,17 +211,20 @@ def test_pcap_metadata_records_and_envelope_masked(inputs, tmp_path, view):
     out = _run(["pcap", "--no-tui", *view, str(inputs / "requests.pcap")], tmp_path)
     assert_clean(out, f"pcap {view}")
     if view in (["-V"], ["--format", "jsonl"]):
-        assert "redacted" in out and NOT_SECRET in out          # the forwarded request read
+        assert "redacted" in out and NOT_SECRET in out  # the forwarded request read
         assert "AlterConfigs" in out or '"request_api_key": 33' in out
-    shown = _run(["pcap", "--no-tui", "--show-secrets", *view, str(inputs / "requests.pcap")],
-                 tmp_path)
+    shown = _run(
+        ["pcap", "--no-tui", "--show-secrets", *view, str(inputs / "requests.pcap")], tmp_path
+    )
     if view in (["-V"], ["--format", "jsonl"]):
         assert ENVELOPE_PW in shown and KEYSTORE_PW in shown
 
 
 def test_pcap_parquet_masked(inputs, tmp_path):
-    _run(["pcap", "--format", "parquet", "-o", str(tmp_path / "pq"), str(inputs / "requests.pcap")],
-         tmp_path)
+    _run(
+        ["pcap", "--format", "parquet", "-o", str(tmp_path / "pq"), str(inputs / "requests.pcap")],
+        tmp_path,
+    )
     assert_clean(_parquet_text(tmp_path / "pq"), "pcap parquet")
 
 
@@ -182,8 +233,10 @@ def test_sensitive_by_the_brokers_word_not_by_name(tmp_path):
     blob = tmp_path / "dc.hex"
     blob.write_text(describe_configs_response().hex())
     for view in ([], ["--json"]):
-        out = _run(["blob", "--api", "DescribeConfigs", "--version", "0", "--response", *view, str(blob)],
-                   tmp_path)
+        out = _run(
+            ["blob", "--api", "DescribeConfigs", "--version", "0", "--response", *view, str(blob)],
+            tmp_path,
+        )
         assert "CustomPw-5151" not in out, view
         assert NOT_SECRET in out, view
 
@@ -196,11 +249,25 @@ def test_envelope_response_masked(tmp_path):
     blob = tmp_path / "env.hex"
     blob.write_text(_sized(body).hex())
     for view in ([], ["--json"]):
-        out = _run(["blob", "--api", "Envelope", "--version", "0", "--response", *view,
-                    str(blob)], tmp_path)
+        out = _run(
+            ["blob", "--api", "Envelope", "--version", "0", "--response", *view, str(blob)],
+            tmp_path,
+        )
         assert "HmacInside" not in out and "486d6163" not in out.replace(" ", ""), view
-    shown = _run(["blob", "--api", "Envelope", "--version", "0", "--response", "--json",
-                  "--show-secrets", str(blob)], tmp_path)
+    shown = _run(
+        [
+            "blob",
+            "--api",
+            "Envelope",
+            "--version",
+            "0",
+            "--response",
+            "--json",
+            "--show-secrets",
+            str(blob),
+        ],
+        tmp_path,
+    )
     assert "486d6163" in shown.replace(" ", "")
 
 
@@ -211,19 +278,28 @@ def test_envelope_response_read_as_its_forwarded_request_answer(tmp_path):
     readable. (Envelope forwarding is real, captures/kafka-kraft-*.pcap and
     test_secrets_real; a sensitive value in one is hand-built here.)"""
     describe = struct.pack(">i", 1) + b"\x04" + mh.kstr("0") + struct.pack(">i", -1)
-    inner = _request(32, 0, describe, False)                  # DescribeConfigs v0, corr 7
+    inner = _request(32, 0, describe, False)  # DescribeConfigs v0, corr 7
     body = _uv(len(inner) + 1) + inner + _uv(2) + b"p" + _uv(5) + b"\x7f\0\0\x01" + b"\0"
     request = _sized(_request(58, 0, body, True))
-    answer = describe_configs_response()[4:]                   # header (corr 7) and body
-    response = _sized(struct.pack(">i", 7) + b"\0" + _uv(len(answer) + 1) + answer
-                      + b"\0\0" + b"\0")
-    shake = [mh._frame(1, 40000, 999, b"", True, 0x02),
-             mh._frame(1, 40000, 4999, b"", False, 0x12, ack=1000),
-             mh._frame(1, 40000, 1000, b"", True, 0x10, ack=5000)]
+    answer = describe_configs_response()[4:]  # header (corr 7) and body
+    response = _sized(
+        struct.pack(">i", 7) + b"\0" + _uv(len(answer) + 1) + answer + b"\0\0" + b"\0"
+    )
+    shake = [
+        mh._frame(1, 40000, 999, b"", True, 0x02),
+        mh._frame(1, 40000, 4999, b"", False, 0x12, ack=1000),
+        mh._frame(1, 40000, 1000, b"", True, 0x10, ack=5000),
+    ]
     pcap = tmp_path / "envelope.pcap"
-    pcap.write_bytes(mh.pcap(shake + [
-        mh._frame(1, 40000, 1000, request, True, ack=5000),
-        mh._frame(1, 40000, 5000, response, False, ack=1000 + len(request))]))
+    pcap.write_bytes(
+        mh.pcap(
+            shake
+            + [
+                mh._frame(1, 40000, 1000, request, True, ack=5000),
+                mh._frame(1, 40000, 5000, response, False, ack=1000 + len(request)),
+            ]
+        )
+    )
     for view in PCAP_VIEWS:
         out = _run(["pcap", "--no-tui", *view, str(pcap)], tmp_path)
         assert "CustomPw-5151" not in out and b"CustomPw".hex() not in out.replace(" ", ""), view

@@ -32,8 +32,9 @@ pytestmark = pytest.mark.slow
 
 
 def kd(*args: str) -> str:
-    run = subprocess.run([sys.executable, "-m", "kdissect", *args], cwd=ROOT,
-                         capture_output=True, timeout=900)
+    run = subprocess.run(
+        [sys.executable, "-m", "kdissect", *args], cwd=ROOT, capture_output=True, timeout=900
+    )
     assert run.returncode == 0, (args, run.stderr.decode()[-2000:])
     assert b"Traceback" not in run.stderr
     return run.stdout.decode("utf-8", "replace") + run.stderr.decode("utf-8", "replace")
@@ -43,18 +44,24 @@ def _scram_keys(salted: bytes) -> tuple[bytes, bytes]:
     """RFC 5802: StoredKey = H(HMAC(SaltedPassword, "Client Key")), ServerKey =
     HMAC(SaltedPassword, "Server Key") (SHA-256)."""
     client_key = hmac.new(salted, b"Client Key", hashlib.sha256).digest()
-    return (hashlib.sha256(client_key).digest(),
-            hmac.new(salted, b"Server Key", hashlib.sha256).digest())
+    return (
+        hashlib.sha256(client_key).digest(),
+        hmac.new(salted, b"Server Key", hashlib.sha256).digest(),
+    )
 
 
 def _salted_password(pcap: Path) -> bytes:
-    for line in kd("pcap", "--no-tui", "--show-secrets", "--format", "jsonl", str(pcap)).splitlines():
+    for line in kd(
+        "pcap", "--no-tui", "--show-secrets", "--format", "jsonl", str(pcap)
+    ).splitlines():
         if line.startswith("{") and '"salted_password"' in line:
             body = json.loads(line)["body"]
-            if "request_data" in body:          # the same request, forwarded in an Envelope
+            if "request_data" in body:  # the same request, forwarded in an Envelope
                 body = body["request_data"]["body"]
             value = body["upsertions"][0]["salted_password"]
-            return bytes.fromhex(value["hex"]) if isinstance(value, dict) else value.encode("latin-1")
+            return (
+                bytes.fromhex(value["hex"]) if isinstance(value, dict) else value.encode("latin-1")
+            )
     raise AssertionError("no AlterUserScramCredentials request in the capture")
 
 
@@ -70,8 +77,12 @@ def _envelope_answers(jsonl: str) -> dict:
 
 
 def test_no_secret_in_any_output_or_file(tmp_path):
-    kafka = ApacheKafka(nodes=1, listeners=("PLAINTEXT", "SASL_PLAINTEXT"), start=False,
-                        extra={"delegation.token.secret.key": "DtSecretKey-4490"})
+    kafka = ApacheKafka(
+        nodes=1,
+        listeners=("PLAINTEXT", "SASL_PLAINTEXT"),
+        start=False,
+        extra={"delegation.token.secret.key": "DtSecretKey-4490"},
+    )
     try:
         kafka.start()
         upstream = kafka.bootstrap("SASL_PLAINTEXT")
@@ -81,20 +92,33 @@ def test_no_secret_in_any_output_or_file(tmp_path):
         with Tcpdump(tmp_path / "broker.pcap", kafka.ports("SASL_PLAINTEXT", "CONTROLLER")) as dump:
             proxy = ProxyProcess(upstream, "-w", str(recording))
             try:
-                run = subprocess.run(java_command(SOURCE, classpath()) + [proxy.bootstrap],
-                                     capture_output=True, text=True, timeout=300)
+                run = subprocess.run(
+                    java_command(SOURCE, classpath()) + [proxy.bootstrap],
+                    capture_output=True,
+                    text=True,
+                    timeout=300,
+                )
             finally:
                 rows, proxy_err = proxy.stop()
             assert run.returncode == 0, run.stderr[-3000:]
             dump.stop()
-        made = dict(line.split("=", 1) for line in run.stdout.splitlines()
-                    if "=" in line and not line.startswith("#"))
+        made = dict(
+            line.split("=", 1)
+            for line in run.stdout.splitlines()
+            if "=" in line and not line.startswith("#")
+        )
         capture = tmp_path / "broker.pcap"
         salted = _salted_password(capture)
         stored, server = _scram_keys(salted)
         secrets = [made[k].encode() for k in ("scram", "jaas", "keystore", "truststore")]
-        secrets += [base64.b64decode(made["hmac"]), salted, stored, server,
-                    b"admin-secret", b"alice-secret"]        # SASL PLAIN, the broker's JAAS
+        secrets += [
+            base64.b64decode(made["hmac"]),
+            salted,
+            stored,
+            server,
+            b"admin-secret",
+            b"alice-secret",
+        ]  # SASL PLAIN, the broker's JAAS
         forms = [f for s in secrets for f in _forms(s)]
 
         def clean(text: str, where: str) -> None:
@@ -105,14 +129,21 @@ def test_no_secret_in_any_output_or_file(tmp_path):
         raw = recording.read_bytes()
         for s in secrets:
             assert s not in raw, ("recording bytes", s)
-        assert recording.stat().st_mode & 0o077 == 0            # 0600
+        assert recording.stat().st_mode & 0o077 == 0  # 0600
         for source in (recording, capture):
             for view in ([], ["-V"], ["--format", "jsonl"], ["--format", "tsv"], ["--stats"]):
                 clean(kd("pcap", "--no-tui", *view, str(source)), f"{source.name} {view}")
-            kd("pcap", "--format", "parquet", "-o", str(tmp_path / f"pq-{source.stem}"), str(source))
+            kd(
+                "pcap",
+                "--format",
+                "parquet",
+                "-o",
+                str(tmp_path / f"pq-{source.stem}"),
+                str(source),
+            )
             clean(_parquet_text(tmp_path / f"pq-{source.stem}"), f"{source.name} parquet")
         shown = kd("pcap", "--no-tui", "--show-secrets", "--format", "jsonl", str(capture))
-        assert made["keystore"] in shown and made["scram"] not in shown    # (a salted form only)
+        assert made["keystore"] in shown and made["scram"] not in shown  # (a salted form only)
         # Kafka 4.4 forwards CreateDelegationToken to the controller: the token's HMAC comes
         # back inside an Envelope response, read as CreateDelegationToken's answer
         forwarded = _envelope_answers(kd("pcap", "--no-tui", "--format", "jsonl", str(capture)))

@@ -17,8 +17,14 @@ CAPTURE = Path(__file__).resolve().parents[1] / "captures" / "confluent-group.pc
 def connection():
     exchanges, gaps = [], []
     counter = iter(range(10**9))
-    k = KafkaConnection(1, ("10.0.0.1", 50000), ("10.0.0.2", 9092), exchanges.append,
-                        gaps.append, lambda: next(counter))
+    k = KafkaConnection(
+        1,
+        ("10.0.0.1", 50000),
+        ("10.0.0.2", 9092),
+        exchanges.append,
+        gaps.append,
+        lambda: next(counter),
+    )
     return k, exchanges, gaps
 
 
@@ -27,11 +33,11 @@ def test_resync_after_a_gap_through_long_garbage():
     framed = [struct.pack(">i", len(m.data)) + m.data for m in real]
     k, exchanges, gaps = connection()
     k.data(0, 0, framed[0], 0.0, 1)
-    k.gap(0, len(framed[0]), 100, 0.0, 2)              # the next message's start is lost
+    k.gap(0, len(framed[0]), 100, 0.0, 2)  # the next message's start is lost
     offset = len(framed[0]) + 100
     garbage = b"\xff" * 200_000 + os.urandom(300_000)  # implausible sizes, then noise
     for i in range(0, len(garbage), 1400):
-        k.data(0, offset + i, garbage[i:i + 1400], 0.0, 3)
+        k.data(0, offset + i, garbage[i : i + 1400], 0.0, 3)
         assert k.framers[0].pending <= RESYNC_TAIL + 1400
     offset += len(garbage)
     k.data(0, offset, framed[1] + framed[2], 0.0, 4)
@@ -41,8 +47,9 @@ def test_resync_after_a_gap_through_long_garbage():
     lost = [g for g in gaps if not g.unread]
     assert len(lost) == 1 and lost[0].length == 100
     # the garbage was read past in search of a boundary, and that is said to the byte
-    assert [(g.offset, g.length) for g in gaps if g.unread] == [(offset - len(garbage),
-                                                                 len(garbage))]
+    assert [(g.offset, g.length) for g in gaps if g.unread] == [
+        (offset - len(garbage), len(garbage))
+    ]
 
 
 def test_gap_inside_a_known_message_reports_it_truncated():
@@ -52,7 +59,7 @@ def test_gap_inside_a_known_message_reports_it_truncated():
     k, exchanges, gaps = connection()
     k.data(0, 0, framed[:40], 0.0, 1)
     k.gap(0, 40, 20, 0.0, 2)
-    k.data(0, 60, framed[60:], 0.0, 3)                   # the rest of it: kept after the hole
+    k.data(0, 60, framed[60:], 0.0, 3)  # the rest of it: kept after the hole
     after = real[0]
     k.data(0, len(framed), struct.pack(">i", len(after.data)) + after.data, 0.0, 4)
     k.close()

@@ -46,6 +46,7 @@ class _Conv(Collect):
 def test_two_sinks_that_show_bytes_differently_are_refused_one_is_honoured():
     def hexed(b: bytes) -> str:
         return b.hex()
+
     with pytest.raises(TypeError, match="show bytes"):
         check([_Conv(hexed), _Conv(bytes.decode)])
     assert check([_Conv(hexed), Collect(), _Conv(hexed)]) is hexed

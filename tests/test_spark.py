@@ -25,11 +25,11 @@ from kdissect.pipeline.spark_job import plan_shards, run_job
 from kdissect.pipeline.tables import RECORDS, _micros
 from kdissect.sources.pcap import DEFAULT_PORTS
 
-pytestmark = pytest.mark.slow      # Spark (a JVM)
+pytestmark = pytest.mark.slow  # Spark (a JVM)
 
 ROOT = Path(__file__).resolve().parents[1]
 CAPTURES = ROOT / "captures"
-REPO_FILES = sorted(str(p) for p in CAPTURES.rglob("*.pcap"))   # as the job walks the folder
+REPO_FILES = sorted(str(p) for p in CAPTURES.rglob("*.pcap"))  # as the job walks the folder
 
 
 @pytest.fixture(scope="module")
@@ -37,8 +37,14 @@ def repo_tables(spark, tmp_path_factory):
     """The repository's captures through the job once: (result, directory)."""
     out = tmp_path_factory.mktemp("repo") / "t"
     seen = []
-    result = run_job(spark, [str(CAPTURES)], str(out), ports=DEFAULT_PORTS,
-                     with_records=True, progress=lambda *p: seen.append(p))
+    result = run_job(
+        spark,
+        [str(CAPTURES)],
+        str(out),
+        ports=DEFAULT_PORTS,
+        with_records=True,
+        progress=lambda *p: seen.append(p),
+    )
     result.seen = seen
     return result, out
 
@@ -53,33 +59,43 @@ def canonical(rows):
 
 def test_the_repo_captures_give_the_rows_of_one_process(repo_tables, spark, tmp_path):
     result, out = repo_tables
-    write_exchanges(REPO_FILES, str(tmp_path / "one.parquet"), ports=DEFAULT_PORTS,
-                    detect=True, warn=print)
+    write_exchanges(
+        REPO_FILES, str(tmp_path / "one.parquet"), ports=DEFAULT_PORTS, detect=True, warn=print
+    )
     spark_rows = table(out / "exchanges")
     one_rows = table(tmp_path / "one.parquet")
     assert len(spark_rows) == result.exchanges == len(one_rows) > 250
-    assert spark_rows == one_rows                       # same rows (and ids), same order
+    assert spark_rows == one_rows  # same rows (and ids), same order
     # Spark reads the file kdissect's own writer made (pipeline/parquet_file.py) as the
     # table it wrote itself: same schema, same rows
-    ours, theirs = spark.read.parquet(str(tmp_path / "one.parquet")), \
-        spark.read.parquet(str(out / "exchanges"))
+    ours, theirs = (
+        spark.read.parquet(str(tmp_path / "one.parquet")),
+        spark.read.parquet(str(out / "exchanges")),
+    )
     assert ours.schema == theirs.schema
     assert ours.exceptAll(theirs).count() == 0 == theirs.exceptAll(ours).count()
     records = table(out / "records")
-    expected = capture_rows([(f, f) for f in REPO_FILES], DEFAULT_PORTS, True, True,
-                            print).records
+    expected = capture_rows([(f, f) for f in REPO_FILES], DEFAULT_PORTS, True, True, print).records
     assert len(records) == result.records == len(expected)
     assert canonical(records) == canonical(
-        pa.Table.from_pylist([_micros(dict(r)) for r in expected], RECORDS).to_pylist())
+        pa.Table.from_pylist([_micros(dict(r)) for r in expected], RECORDS).to_pylist()
+    )
     assert result.shards == len(REPO_FILES) and result.warnings == []
     assert ("shards", len(REPO_FILES), len(REPO_FILES)) in result.seen
     captures = {c["capture"]: c for c in table(out / "captures")}
     assert set(captures) == set(REPO_FILES)
     kcat = captures[str(CAPTURES / "kcat.pcap")]
-    assert kcat == {"capture": str(CAPTURES / "kcat.pcap"),
-                    "size_bytes": (CAPTURES / "kcat.pcap").stat().st_size, "packets": 64,
-                    "connections": 4, "exchanges": 14, "records": 8, "gaps": 0,
-                    "warnings": [], "status": "ok"}
+    assert kcat == {
+        "capture": str(CAPTURES / "kcat.pcap"),
+        "size_bytes": (CAPTURES / "kcat.pcap").stat().st_size,
+        "packets": 64,
+        "connections": 4,
+        "exchanges": 14,
+        "records": 8,
+        "gaps": 0,
+        "warnings": [],
+        "status": "ok",
+    }
     assert sum(c["exchanges"] for c in captures.values()) == len(spark_rows)
 
 
@@ -87,18 +103,21 @@ def test_records_join_their_exchange_one_to_one(repo_tables):
     _, out = repo_tables
     exchanges, records = table(out / "exchanges"), table(out / "records")
     ids = Counter(r["exchange_id"] for r in exchanges)
-    assert max(ids.values()) == 1                       # a key, across all captures
+    assert max(ids.values()) == 1  # a key, across all captures
     by_id = {r["exchange_id"]: r for r in exchanges}
     per_exchange = Counter(r["exchange_id"] for r in records)
-    assert set(per_exchange) <= set(by_id)             # every record finds its exchange
+    assert set(per_exchange) <= set(by_id)  # every record finds its exchange
     for ex_id, n in per_exchange.items():
         ex = by_id[ex_id]
         assert ex["record_count"] == n and ex["api_name"] in ("Produce", "Fetch", "ShareFetch")
     sample = records[0]
     ex = by_id[sample["exchange_id"]]
-    assert (sample["capture"], sample["client_port"], sample["broker_port"],
-            sample["correlation_id"]) == (ex["capture"], ex["client_port"],
-                                          ex["broker_port"], ex["correlation_id"])
+    assert (
+        sample["capture"],
+        sample["client_port"],
+        sample["broker_port"],
+        sample["correlation_id"],
+    ) == (ex["capture"], ex["client_port"], ex["broker_port"], ex["correlation_id"])
     # correlation ids repeat across connections: the old join key multiplied rows
     pairs = Counter((r["capture"], r["correlation_id"]) for r in exchanges)
     assert sum(pairs[(r["capture"], r["correlation_id"])] for r in records) > len(records)
@@ -107,11 +126,17 @@ def test_records_join_their_exchange_one_to_one(repo_tables):
 @pytest.mark.parametrize("name", ["sasl-scram", "kafka-python-codecs"])
 def test_a_capture_split_into_shards_gives_the_rows_of_the_unsplit_run(spark, tmp_path, name):
     path = str(CAPTURES / f"{name}.pcap")
-    whole = run_job(spark, [path], str(tmp_path / "whole"), ports=DEFAULT_PORTS,
-                    with_records=True)
+    whole = run_job(spark, [path], str(tmp_path / "whole"), ports=DEFAULT_PORTS, with_records=True)
     size = os.path.getsize(path)
-    split = run_job(spark, [path], str(tmp_path / "split"), ports=DEFAULT_PORTS,
-                    with_records=True, shard_bytes=size // 9, split=True)
+    split = run_job(
+        spark,
+        [path],
+        str(tmp_path / "split"),
+        ports=DEFAULT_PORTS,
+        with_records=True,
+        shard_bytes=size // 9,
+        split=True,
+    )
     assert whole.shards == 1 and split.shards >= 9
     assert split.warnings == [] and split.packets == whole.packets
     for t in ("exchanges", "records", "captures"):
@@ -129,7 +154,7 @@ def damaged_copy(tmp_path) -> tuple[Path, int, list[tuple[int, int]]]:
     for a, b in damaged:
         data[a:b] = bytes(rng.randrange(256) for _ in range(b - a))
     broken = tmp_path / "broken.pcap"
-    broken.write_bytes(data[:len(data) * 5 // 6])
+    broken.write_bytes(data[: len(data) * 5 // 6])
     return broken, len(data), damaged
 
 
@@ -139,17 +164,25 @@ def test_a_damaged_capture_read_whole_recovers_what_split_recovers(spark, tmp_pa
     truncated.write_bytes(gzip.compress((CAPTURES / "kcat.pcap").read_bytes())[:-200])
     (tmp_path / "notes.pcap").write_text("not a capture")
     inputs = [str(broken), str(truncated), str(tmp_path / "notes.pcap")]
-    split = run_job(spark, inputs, str(tmp_path / "split"), ports=DEFAULT_PORTS,
-                    shard_bytes=size // 5, split=True)
-    whole = run_job(spark, inputs, str(tmp_path / "whole"), ports=DEFAULT_PORTS,
-                    split=False)
+    split = run_job(
+        spark,
+        inputs,
+        str(tmp_path / "split"),
+        ports=DEFAULT_PORTS,
+        shard_bytes=size // 5,
+        split=True,
+    )
+    whole = run_job(spark, inputs, str(tmp_path / "whole"), ports=DEFAULT_PORTS, split=False)
     assert split.shards >= 5 + 2 and whole.shards == 3
-    rows = {m: [r for r in table(tmp_path / m / "exchanges") if r["capture"] == str(broken)]
-            for m in ("split", "whole")}
+    rows = {
+        m: [r for r in table(tmp_path / m / "exchanges") if r["capture"] == str(broken)]
+        for m in ("split", "whole")
+    }
     assert rows["whole"] and canonical(rows["whole"]) == canonical(rows["split"])
     assert split.packets == whole.packets
-    intact = capture_rows([("x", str(CAPTURES / "mtu1500.pcap"))], DEFAULT_PORTS, True,
-                          False, print).exchanges
+    intact = capture_rows(
+        [("x", str(CAPTURES / "mtu1500.pcap"))], DEFAULT_PORTS, True, False, print
+    ).exchanges
     clean = [r for r in rows["whole"] if not r["problems"] and r["status"] == "ok"]
     assert len(clean) >= len(intact) // 3
     # damage is data: the captures table says what happened to each file
@@ -171,35 +204,52 @@ def record_offsets(data: bytes) -> list[int]:
     offsets, pos = [], 24
     while pos + 16 <= len(data):
         offsets.append(pos)
-        pos += 16 + int.from_bytes(data[pos + 8:pos + 12], "little")
+        pos += 16 + int.from_bytes(data[pos + 8 : pos + 12], "little")
     return offsets
 
 
 def test_captures_are_read_from_a_real_s3_compatible_server(spark, s3, tmp_path):
     import boto3
+
     client = boto3.client("s3")
     client.create_bucket(Bucket="captures")
     for name in ("kcat.pcap", "aiokafka.pcap"):
         client.upload_file(str(CAPTURES / name), "captures", f"day1/{name}")
     # one file read by byte ranges (split), one whole, both by the executors from S3
-    result = run_job(spark, ["s3a://captures/day1/"], str(tmp_path / "t"),
-                     ports=DEFAULT_PORTS, with_records=True, split=True, shard_bytes=3000,
-                     partition_by="date")
+    result = run_job(
+        spark,
+        ["s3a://captures/day1/"],
+        str(tmp_path / "t"),
+        ports=DEFAULT_PORTS,
+        with_records=True,
+        split=True,
+        shard_bytes=3000,
+        partition_by="date",
+    )
     assert result.shards > 2 and result.warnings == []
-    local = capture_rows([(f"s3a://captures/day1/{n}", str(CAPTURES / n))
-                          for n in ("aiokafka.pcap", "kcat.pcap")], DEFAULT_PORTS, True, True,
-                         print)
+    local = capture_rows(
+        [(f"s3a://captures/day1/{n}", str(CAPTURES / n)) for n in ("aiokafka.pcap", "kcat.pcap")],
+        DEFAULT_PORTS,
+        True,
+        True,
+        print,
+    )
     got = table(tmp_path / "t" / "exchanges")
-    assert sorted(r["exchange_id"] for r in got) == sorted(r["exchange_id"]
-                                                         for r in local.exchanges)
-    assert {r["capture"] for r in got} == {"s3a://captures/day1/kcat.pcap",
-                                           "s3a://captures/day1/aiokafka.pcap"}
+    assert sorted(r["exchange_id"] for r in got) == sorted(
+        r["exchange_id"] for r in local.exchanges
+    )
+    assert {r["capture"] for r in got} == {
+        "s3a://captures/day1/kcat.pcap",
+        "s3a://captures/day1/aiokafka.pcap",
+    }
     assert len(table(tmp_path / "t" / "records")) == len(local.records) > 0
     # partitioned by the UTC day of each exchange
-    assert {d for d in os.listdir(tmp_path / "t" / "exchanges") if d.startswith("date=")} == \
-        {f"date={r['date']}" for r in got}
-    assert all(str(r["date"]) == (r["request_ts"] or r["response_ts"]).date().isoformat()
-               for r in got)
+    assert {d for d in os.listdir(tmp_path / "t" / "exchanges") if d.startswith("date=")} == {
+        f"date={r['date']}" for r in got
+    }
+    assert all(
+        str(r["date"]) == (r["request_ts"] or r["response_ts"]).date().isoformat() for r in got
+    )
 
 
 def test_output_modes_refuse_replace_or_append(spark, tmp_path):
@@ -217,8 +267,7 @@ def test_output_modes_refuse_replace_or_append(spark, tmp_path):
     assert [c["capture"] for c in table(out / "captures")].count(kcat) == 1
     # overwrite without --records: no records table of the earlier runs survives
     (out / "mine.txt").write_text("not kdissect's")
-    run_job(spark, [admin], str(out), ports=DEFAULT_PORTS, mode="overwrite",
-            partition_by="api")
+    run_job(spark, [admin], str(out), ports=DEFAULT_PORTS, mode="overwrite", partition_by="api")
     assert sorted(os.listdir(out)) == ["_kdissect.json", "captures", "exchanges", "mine.txt"]
     assert {r["capture"] for r in table(out / "exchanges")} == {admin}
     assert any(d.startswith("api_name=") for d in os.listdir(out / "exchanges"))
@@ -235,10 +284,12 @@ def test_appends_that_would_corrupt_a_table_are_refused(spark, tmp_path, monkeyp
 
     from kdissect import __version__
     from kdissect.pipeline import output
+
     out = tmp_path / "t"
     kcat, admin = str(CAPTURES / "kcat.pcap"), str(CAPTURES / "admin.pcap")
-    first = run_job(spark, [kcat], str(out), ports=DEFAULT_PORTS, with_records=True,
-                    partition_by="date")
+    first = run_job(
+        spark, [kcat], str(out), ports=DEFAULT_PORTS, with_records=True, partition_by="date"
+    )
     before = sorted(p.relative_to(out) for p in out.rglob("*"))
     manifest = json.loads((out / "_kdissect.json").read_text())
     assert manifest["kind"] == "capture" and manifest["schema_version"] >= 2
@@ -249,21 +300,40 @@ def test_appends_that_would_corrupt_a_table_are_refused(spark, tmp_path, monkeyp
     assert [c["capture"] for c in run["captures"]] == [kcat]
     assert run["captures"][0]["content"].startswith(f"{os.path.getsize(kcat)}:")
     # an append without --partition-by into a date-partitioned table
-    with pytest.raises(OutputError, match=r"written with --partition-by date; an append "
-                                          r"with no --partition-by"):
-        run_job(spark, [admin], str(out), ports=DEFAULT_PORTS, with_records=True,
-                mode="append")
+    with pytest.raises(
+        OutputError,
+        match=r"written with --partition-by date; an append "
+        r"with no --partition-by",
+    ):
+        run_job(spark, [admin], str(out), ports=DEFAULT_PORTS, with_records=True, mode="append")
     # the same file under another name (./x after x), and a copy elsewhere
     monkeypatch.chdir(CAPTURES)
-    with pytest.raises(OutputError, match=r"\./kcat.pcap has the same content as .*kcat"
-                                          r"\.pcap, already in .*rows twice"):
-        run_job(spark, ["./kcat.pcap"], str(out), ports=DEFAULT_PORTS, with_records=True,
-                mode="append", partition_by="date")
+    with pytest.raises(
+        OutputError,
+        match=r"\./kcat.pcap has the same content as .*kcat"
+        r"\.pcap, already in .*rows twice",
+    ):
+        run_job(
+            spark,
+            ["./kcat.pcap"],
+            str(out),
+            ports=DEFAULT_PORTS,
+            with_records=True,
+            mode="append",
+            partition_by="date",
+        )
     copy = tmp_path / "copy-of-kcat.pcap"
     copy.write_bytes((CAPTURES / "kcat.pcap").read_bytes())
     with pytest.raises(OutputError, match="same content"):
-        run_job(spark, [str(copy)], str(out), ports=DEFAULT_PORTS, with_records=True,
-                mode="append", partition_by="date")
+        run_job(
+            spark,
+            [str(copy)],
+            str(out),
+            ports=DEFAULT_PORTS,
+            with_records=True,
+            mode="append",
+            partition_by="date",
+        )
     assert sorted(p.relative_to(out) for p in out.rglob("*")) == before
     # all or nothing: a run that fails after writing the exchanges adds no row anywhere
     real = output.write
@@ -274,15 +344,30 @@ def test_appends_that_would_corrupt_a_table_are_refused(spark, tmp_path, monkeyp
         if len(calls) == 2:
             raise RuntimeError("the disk filled up")
         real(df, path, mode, by)
+
     monkeypatch.setattr(output, "write", fails_second)
     with pytest.raises(RuntimeError, match="disk filled"):
-        run_job(spark, [admin], str(out), ports=DEFAULT_PORTS, with_records=True,
-                mode="append", partition_by="date")
+        run_job(
+            spark,
+            [admin],
+            str(out),
+            ports=DEFAULT_PORTS,
+            with_records=True,
+            mode="append",
+            partition_by="date",
+        )
     monkeypatch.setattr(output, "write", real)
     assert sorted(p.relative_to(out) for p in out.rglob("*")) == before
     # a good append joins the table, and the manifest lists both runs
-    added = run_job(spark, [admin], str(out), ports=DEFAULT_PORTS, with_records=True,
-                    mode="append", partition_by="date")
+    added = run_job(
+        spark,
+        [admin],
+        str(out),
+        ports=DEFAULT_PORTS,
+        with_records=True,
+        mode="append",
+        partition_by="date",
+    )
     rows = pq.read_table(out / "exchanges").to_pylist()
     assert Counter(r["capture"] for r in rows) == {kcat: 14, admin: added.exchanges}
     assert len({r["exchange_id"] for r in rows}) == len(rows)
@@ -295,8 +380,7 @@ def test_the_same_content_twice_in_one_run_is_read_once(spark, tmp_path):
     kcat = CAPTURES / "kcat.pcap"
     copy = tmp_path / "again.pcap"
     copy.write_bytes(kcat.read_bytes())
-    result = run_job(spark, [str(kcat), str(copy)], str(tmp_path / "t"),
-                     ports=DEFAULT_PORTS)
+    result = run_job(spark, [str(kcat), str(copy)], str(tmp_path / "t"), ports=DEFAULT_PORTS)
     assert result.exchanges == 14
     assert result.warnings == [f"{copy}: the same content as {kcat}; read once"]
     assert {r["capture"] for r in table(tmp_path / "t" / "exchanges")} == {str(kcat)}
@@ -307,6 +391,7 @@ def test_a_python_error_in_a_worker_is_named(spark):
         for _ in batches:
             raise ValueError("capture bytes ran out")
         yield from ()
+
     with pytest.raises(Exception) as caught:
         spark.range(2).mapInArrow(fails, "id long").collect()
     assert explain(caught.value) == "in a Python worker: ValueError: capture bytes ran out"
@@ -328,6 +413,7 @@ def test_shard_plan_keeps_cores_busy_and_leaves_unsplittable_files_whole(tmp_pat
 
 def test_the_queries_in_the_docs_give_the_right_numbers_in_spark_and_duckdb(spark, repo_tables):
     import duckdb
+
     _, out = repo_tables
     for name in ("exchanges", "records", "captures"):
         spark.read.parquet(str(out / name)).createOrReplaceTempView(name)
@@ -347,8 +433,12 @@ def test_the_queries_in_the_docs_give_the_right_numbers_in_spark_and_duckdb(spar
     latency, topics, errors, partitions, joined, unclean = results.values()
     # latency: exact percentiles, as numpy computes them from the rows
     import statistics
-    produce = sorted(r["latency_ms"] for r in exchanges
-                     if r["api_name"] == "Produce" and r["latency_ms"] is not None)
+
+    produce = sorted(
+        r["latency_ms"]
+        for r in exchanges
+        if r["api_name"] == "Produce" and r["latency_ms"] is not None
+    )
     row = next(r for r in latency if r[0] == "Produce")
     assert row[1] == len(produce) and row[2] == pytest.approx(statistics.median(produce))
     # bytes per topic from the records: produced only is 0 fetched, not NULL
@@ -362,8 +452,11 @@ def test_the_queries_in_the_docs_give_the_right_numbers_in_spark_and_duckdb(spar
     named = {n for r in errors for n in r[-1]}
     assert {"UNKNOWN_PRODUCER_ID", "MEMBER_ID_REQUIRED"} <= named
     assert sum(r[1] for r in errors) == len(exchanges)
-    fetched = sum(1 for r in records if (r["topic"], r["partition"], r["direction"])
-                  == ("ck-group", 0, "fetch"))
+    fetched = sum(
+        1
+        for r in records
+        if (r["topic"], r["partition"], r["direction"]) == ("ck-group", 0, "fetch")
+    )
     assert fetched and any(r[:4] == ("ck-group", 0, "fetch", fetched) for r in partitions)
     assert sum(r[3] for r in partitions) == len(records)
     assert sum(r[3] for r in joined) == len(records)
@@ -373,8 +466,9 @@ def test_the_queries_in_the_docs_give_the_right_numbers_in_spark_and_duckdb(spar
     assert set(by_status) == {"ok", "no kafka"} and tls >= 3
     assert by_status["ok"][0] == len(REPO_FILES) - tls and by_status["ok"][2] == len(exchanges)
     assert by_status["no kafka"][0] == tls and by_status["no kafka"][2] == 0
-    assert by_status["ok"][1] + by_status["no kafka"][1] == sum(c["packets"] for c in
-                                                                 table(out / "captures"))
+    assert by_status["ok"][1] + by_status["no kafka"][1] == sum(
+        c["packets"] for c in table(out / "captures")
+    )
 
 
 def doc_queries() -> dict[str, tuple[str, str]]:
@@ -382,8 +476,12 @@ def doc_queries() -> dict[str, tuple[str, str]]:
     ``-- Spark SQL and DuckDB: title`` runs as is in both."""
     doc = (ROOT / "docs" / "spark.md").read_text()
     found: dict[str, dict[str, str]] = {}
-    for engines, title, sql in re.findall(r"```sql\n-- (Spark SQL and DuckDB|Spark SQL|"
-                                          r"DuckDB): (.*?)\n(.*?)```", doc, re.S):
+    for engines, title, sql in re.findall(
+        r"```sql\n-- (Spark SQL and DuckDB|Spark SQL|"
+        r"DuckDB): (.*?)\n(.*?)```",
+        doc,
+        re.S,
+    ):
         for engine in ("Spark SQL", "DuckDB"):
             if engine in engines:
                 found.setdefault(title, {})[engine] = sql
@@ -403,35 +501,85 @@ def _plain(v):
 def test_spark_command_end_to_end(tmp_path):
     out = tmp_path / "tables"
     env = {**os.environ, "TMPDIR": str(tmp_path)}
-    res = subprocess.run([sys.executable, "-m", "kdissect", "spark", "captures/kcat.pcap",
-                          "captures/aiokafka.pcap", "--out", str(out), "--records",
-                          "--master", "local[1]"],
-                         capture_output=True, text=True, cwd=ROOT, timeout=600, env=env)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kdissect",
+            "spark",
+            "captures/kcat.pcap",
+            "captures/aiokafka.pcap",
+            "--out",
+            str(out),
+            "--records",
+            "--master",
+            "local[1]",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+        env=env,
+    )
     assert res.returncode == 0, res.stderr
     exchanges = table(out / "exchanges")
     assert f"wrote {len(exchanges)} exchanges and" in res.stderr
-    assert "hint:" in res.stderr and "--format parquet" in res.stderr    # small input
-    assert "WARN" not in res.stderr and "log4j" not in res.stderr   # the JVM's noise is kept out
-    assert not list(tmp_path.glob("kdissect-spark-*.log"))          # removed after success
+    assert "hint:" in res.stderr and "--format parquet" in res.stderr  # small input
+    assert "WARN" not in res.stderr and "log4j" not in res.stderr  # the JVM's noise is kept out
+    assert not list(tmp_path.glob("kdissect-spark-*.log"))  # removed after success
     assert {r["capture"] for r in exchanges} == {"captures/kcat.pcap", "captures/aiokafka.pcap"}
     assert table(out / "records") and len(table(out / "captures")) == 2
     # refused before Spark starts: an existing --out, a missing input
-    for args, said in ((["captures/kcat.pcap", "--out", str(out)], "--mode overwrite"),
-                       (["nowhere.pcap", "--out", str(tmp_path / "n")], "no such file")):
-        res = subprocess.run([sys.executable, "-m", "kdissect", "spark", *args],
-                             capture_output=True, text=True, cwd=ROOT, timeout=60)
+    for args, said in (
+        (["captures/kcat.pcap", "--out", str(out)], "--mode overwrite"),
+        (["nowhere.pcap", "--out", str(tmp_path / "n")], "no such file"),
+    ):
+        res = subprocess.run(
+            [sys.executable, "-m", "kdissect", "spark", *args],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=60,
+        )
         assert res.returncode == 2 and said in res.stderr and "Traceback" not in res.stderr
-    res = subprocess.run([sys.executable, "-m", "kdissect", "spark", "captures/kcat.pcap",
-                          "--out", str(tmp_path / "x"), "--master", "nowhere://x"],
-                         capture_output=True, text=True, cwd=ROOT, timeout=300)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kdissect",
+            "spark",
+            "captures/kcat.pcap",
+            "--out",
+            str(tmp_path / "x"),
+            "--master",
+            "nowhere://x",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
     assert res.returncode == 1 and "Spark did not start" in res.stderr
     assert "Traceback" not in res.stderr
     # no Java: said as such, not as a JVM launch failure
     bare = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
     bare["PATH"] = os.path.dirname(sys.executable)
-    res = subprocess.run([sys.executable, "-m", "kdissect", "spark", "captures/kcat.pcap",
-                          "--out", str(tmp_path / "y")],
-                         capture_output=True, text=True, cwd=ROOT, timeout=120, env=bare)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kdissect",
+            "spark",
+            "captures/kcat.pcap",
+            "--out",
+            str(tmp_path / "y"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        env=bare,
+    )
     assert res.returncode == 1 and "Java was not found" in res.stderr, res.stderr
 
 
@@ -442,15 +590,32 @@ def test_the_job_runs_over_spark_connect(tmp_path):
     to a multiple of 2; a parallelism read as 1 gave 3)."""
     files = [str(CAPTURES / "kcat.pcap"), str(CAPTURES / "sasl-scram.pcap")]
     env = {**os.environ, "SPARK_REMOTE": "local[2]"}
-    res = subprocess.run([sys.executable, "-m", "kdissect", "spark", *files,
-                          "--out", "t", "--split", "--shard-size", "20k"],
-                         capture_output=True, text=True, cwd=tmp_path, timeout=600, env=env)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kdissect",
+            "spark",
+            *files,
+            "--out",
+            "t",
+            "--split",
+            "--shard-size",
+            "20k",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=600,
+        env=env,
+    )
     assert res.returncode == 0, res.stderr
     assert "(exchanges, captures; 5 shards," in res.stderr
     # the relative --out is resolved here, not in the server's working directory
     assert f"to {tmp_path / 't'} " in res.stderr
-    write_exchanges(files, str(tmp_path / "one.parquet"), ports=DEFAULT_PORTS,
-                    detect=True, warn=print)
+    write_exchanges(
+        files, str(tmp_path / "one.parquet"), ports=DEFAULT_PORTS, detect=True, warn=print
+    )
     assert table(tmp_path / "t" / "exchanges") == table(tmp_path / "one.parquet")
 
 
@@ -461,20 +626,49 @@ def test_a_cluster_without_free_cores_is_said_after_a_few_seconds(tmp_path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     bin_dir = os.path.dirname(sys.executable)
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_NO_DAEMONIZE": "1",
-           "SPARK_LOG_DIR": str(tmp_path)}
-    master = subprocess.Popen([os.path.join(bin_dir, "spark-class"),
-                               "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                               "--port", str(port), "--webui-port", "0"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    env = {
+        **os.environ,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "SPARK_NO_DAEMONIZE": "1",
+        "SPARK_LOG_DIR": str(tmp_path),
+    }
+    master = subprocess.Popen(
+        [
+            os.path.join(bin_dir, "spark-class"),
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--webui-port",
+            "0",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
     job = None
     try:
-        job = subprocess.Popen([sys.executable, "-m", "kdissect", "spark", "captures/kcat.pcap",
-                                "--out", str(tmp_path / "t"), "--master",
-                                f"spark://127.0.0.1:{port}"],
-                               cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
+        job = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "kdissect",
+                "spark",
+                "captures/kcat.pcap",
+                "--out",
+                str(tmp_path / "t"),
+                "--master",
+                f"spark://127.0.0.1:{port}",
+            ],
+            cwd=ROOT,
+            env=env,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         import threading
-        watchdog = threading.Timer(240, job.kill)      # a job that never says it ends here
+
+        watchdog = threading.Timer(240, job.kill)  # a job that never says it ends here
         watchdog.start()
         said = ""
         while "no Spark task has started" not in said:
@@ -500,16 +694,27 @@ def test_tls_capture_decrypted_on_the_executors(spark, tmp_path):
     whole or split into shards, to the exchanges one process finds."""
     from kdissect.capture.tls import KeyLog
     from kdissect.sources.pcap import exchanges_in
+
     keys = KeyLog()
     keys.add_file(str(CAPTURES / "tls13.keys"))
     path = str(CAPTURES / "tls13.pcap")
-    want = sorted(e.first.correlation_id for e in exchanges_in([path], keys=keys).exchanges
-                  if e.broker[1] == 9093)
+    want = sorted(
+        e.first.correlation_id
+        for e in exchanges_in([path], keys=keys).exchanges
+        if e.broker[1] == 9093
+    )
     assert len(want) >= 15
     for split in (False, True):
         out = tmp_path / f"split-{split}"
-        run_job(spark, [path], str(out), ports=DEFAULT_PORTS, keys=keys, split=split,
-                shard_bytes=os.path.getsize(path) // 5)
+        run_job(
+            spark,
+            [path],
+            str(out),
+            ports=DEFAULT_PORTS,
+            keys=keys,
+            split=split,
+            shard_bytes=os.path.getsize(path) // 5,
+        )
         rows = table(out / "exchanges")
         assert sorted(r["correlation_id"] for r in rows if r["broker_port"] == 9093) == want
 
@@ -520,29 +725,55 @@ def test_the_tasks_honour_the_memory_budget(spark, tmp_path):
     segments), and the default gives none up."""
     from kdissect.sources.pcap import exchanges_in
     from kdissect.stream.budget import Budget
+
     path = str(CAPTURES / "mtu1500.pcap")
     tight = 16 * 1024
 
     def given_up(rows):
-        return sorted(r["correlation_id"] for r in rows
-                      if any(f["code"] == "memory_budget" for f in r["findings"]))
+        return sorted(
+            r["correlation_id"]
+            for r in rows
+            if any(f["code"] == "memory_budget" for f in r["findings"])
+        )
+
     run_job(spark, [path], str(tmp_path / "tight"), ports=DEFAULT_PORTS, max_memory=tight)
     run_job(spark, [path], str(tmp_path / "roomy"), ports=DEFAULT_PORTS)
-    one = [{"correlation_id": e.first.correlation_id,
-            "findings": [{"code": f.code} for f in e.findings]}
-           for e in exchanges_in([path], budget=Budget(tight)).exchanges]
+    one = [
+        {
+            "correlation_id": e.first.correlation_id,
+            "findings": [{"code": f.code} for f in e.findings],
+        }
+        for e in exchanges_in([path], budget=Budget(tight)).exchanges
+    ]
     assert given_up(table(tmp_path / "tight" / "exchanges")) == given_up(one) != []
     assert given_up(table(tmp_path / "roomy" / "exchanges")) == []
 
 
 def _one_process_tables(paths: list[str], out: Path) -> tuple[pa.Table, pa.Table]:
-    write_exchanges(paths, str(out / "one.parquet"), ports=DEFAULT_PORTS, detect=True,
-                    warn=lambda w: None, records_out=str(out / "one-records.parquet"))
+    write_exchanges(
+        paths,
+        str(out / "one.parquet"),
+        ports=DEFAULT_PORTS,
+        detect=True,
+        warn=lambda w: None,
+        records_out=str(out / "one-records.parquet"),
+    )
     return pq.read_table(out / "one.parquet"), pq.read_table(out / "one-records.parquet")
 
 
-_RECORD_ORDER = [(c, "ascending") for c in ("capture", "exchange_id", "topic", "partition",
-                                              "offset", "timestamp", "key", "value_size")]
+_RECORD_ORDER = [
+    (c, "ascending")
+    for c in (
+        "capture",
+        "exchange_id",
+        "topic",
+        "partition",
+        "offset",
+        "timestamp",
+        "key",
+        "value_size",
+    )
+]
 
 
 def assert_same_tables(spark_dir: Path, one: tuple[pa.Table, pa.Table]) -> None:
@@ -553,14 +784,14 @@ def assert_same_tables(spark_dir: Path, one: tuple[pa.Table, pa.Table]) -> None:
     assert exchanges.sort_by(order).equals(one[0].cast(exchanges.schema).sort_by(order))
     records = pq.read_table(spark_dir / "records")
     assert records.num_rows == one[1].num_rows > 0
-    assert records.sort_by(_RECORD_ORDER).equals(
-        one[1].cast(records.schema).sort_by(_RECORD_ORDER))
+    assert records.sort_by(_RECORD_ORDER).equals(one[1].cast(records.schema).sort_by(_RECORD_ORDER))
 
 
 def big_capture(path: Path, copies: int) -> Path:
     """``copies`` copies of a real capture (a broker killed under produce and fetch load:
     1,577 records each), every copy's connections its own (tests/support/replicate.py)."""
     from tests.support.replicate import replicate
+
     with open(path, "wb") as f:
         replicate((CAPTURES / "kafka-broker-killed.pcap").read_bytes(), copies, f)
     return path
@@ -572,35 +803,72 @@ def test_a_60_mb_capture_read_whole_with_records_fits_a_700m_python_worker(tmp_p
     file (before: 1 GB for 61 MB)."""
     big = big_capture(tmp_path / "big.pcap", 290)
     assert big.stat().st_size >= 60 * 2**20
-    env = {**os.environ, "TMPDIR": str(tmp_path),
-           "PYSPARK_SUBMIT_ARGS": "--conf spark.executor.pyspark.memory=700m pyspark-shell"}
-    res = subprocess.run([sys.executable, "-m", "kdissect", "spark", str(big), "--out",
-                          str(tmp_path / "t"), "--records", "--no-split", "--master",
-                          "local[1]", "--keep-log"],
-                         capture_output=True, text=True, cwd=ROOT, timeout=1500, env=env)
+    env = {
+        **os.environ,
+        "TMPDIR": str(tmp_path),
+        "PYSPARK_SUBMIT_ARGS": "--conf spark.executor.pyspark.memory=700m pyspark-shell",
+    }
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kdissect",
+            "spark",
+            str(big),
+            "--out",
+            str(tmp_path / "t"),
+            "--records",
+            "--no-split",
+            "--master",
+            "local[1]",
+            "--keep-log",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=1500,
+        env=env,
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     assert "(exchanges, records, captures; 1 shard," in res.stderr
     [log] = tmp_path.glob("kdissect-spark-*.log")
-    assert f"Setting mem limits to {700 * 2**20}" in log.read_text()    # the limit was on
+    assert f"Setting mem limits to {700 * 2**20}" in log.read_text()  # the limit was on
     assert_same_tables(tmp_path / "t", _one_process_tables([str(big)], tmp_path))
 
 
 def test_a_python_worker_out_of_memory_is_said_with_what_to_do(tmp_path):
     """A limit no worker can live with (60 MiB: pyarrow cannot even be mapped) is said as
     memory, with what to do, not as Spark's EOFException or a loader's error."""
-    env = {**os.environ, "TMPDIR": str(tmp_path),
-           "PYSPARK_SUBMIT_ARGS": "--conf spark.executor.pyspark.memory=60m pyspark-shell"}
-    res = subprocess.run([sys.executable, "-m", "kdissect", "spark", str(CAPTURES / "kcat.pcap"),
-                          "--out", str(tmp_path / "u"), "--master", "local[1]"],
-                         capture_output=True, text=True, cwd=ROOT, timeout=600, env=env)
+    env = {
+        **os.environ,
+        "TMPDIR": str(tmp_path),
+        "PYSPARK_SUBMIT_ARGS": "--conf spark.executor.pyspark.memory=60m pyspark-shell",
+    }
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kdissect",
+            "spark",
+            str(CAPTURES / "kcat.pcap"),
+            "--out",
+            str(tmp_path / "u"),
+            "--master",
+            "local[1]",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+        env=env,
+    )
     assert res.returncode == 1 and "Traceback" not in res.stderr
     said = " ".join(res.stderr.split())
     assert "memory" in said and "--split" in said and "spark.executor.pyspark.memory" in said, said
     assert not (tmp_path / "u" / "exchanges").exists()
 
 
-def test_a_standalone_cluster_that_loses_a_worker_mid_job_gives_the_rows_of_one_process(
-        tmp_path):
+def test_a_standalone_cluster_that_loses_a_worker_mid_job_gives_the_rows_of_one_process(tmp_path):
     """A real standalone cluster: a master and two workers (1 core, 1 GiB each) as
     separate JVMs. While both run a task of the job (real captures, --records), one
     worker and its executor are killed with SIGKILL; Spark runs the lost tasks again on
@@ -610,16 +878,30 @@ def test_a_standalone_cluster_that_loses_a_worker_mid_job_gives_the_rows_of_one_
     import time
 
     from tests.support.spark_cluster import processes_under, runs_python, standalone
+
     caps = [big_capture(tmp_path / f"c{n}.pcap", n) for n in (8, 9, 10, 11)]
     caps += [CAPTURES / "kcat.pcap", CAPTURES / "kafka-java-share-group.pcap"]
     killed = threading.Event()
-    with standalone(tmp_path, workers=2, cores=1, memory="1g",
-                    pythonpath=str(ROOT)) as cluster:
-        job = subprocess.Popen([sys.executable, "-m", "kdissect", "spark", *map(str, caps),
-                                "--out", str(tmp_path / "t"), "--records", "--no-split",
-                                "--master", cluster.url],
-                               cwd=ROOT, env={**cluster.env, "TMPDIR": str(tmp_path)},
-                               stderr=subprocess.PIPE, text=True)
+    with standalone(tmp_path, workers=2, cores=1, memory="1g", pythonpath=str(ROOT)) as cluster:
+        job = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "kdissect",
+                "spark",
+                *map(str, caps),
+                "--out",
+                str(tmp_path / "t"),
+                "--records",
+                "--no-split",
+                "--master",
+                cluster.url,
+            ],
+            cwd=ROOT,
+            env={**cluster.env, "TMPDIR": str(tmp_path)},
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         victim = cluster.workers[0]
 
         def kill_when_busy():
@@ -634,6 +916,7 @@ def test_a_standalone_cluster_that_loses_a_worker_mid_job_gives_the_rows_of_one_
                     killed.set()
                     return
                 time.sleep(0.2)
+
         killer = threading.Thread(target=kill_when_busy)
         killer.start()
         try:

@@ -29,8 +29,10 @@ def _exchanges(path: Path) -> list:
 
 
 def _summaries(path: Path) -> list[tuple]:
-    return [(ex.stream, ex.seq, ex.status, [(f.code, f.detail, f.where) for f in ex.findings],
-             ex.facts) for ex in _exchanges(path)]
+    return [
+        (ex.stream, ex.seq, ex.status, [(f.code, f.detail, f.where) for f in ex.findings], ex.facts)
+        for ex in _exchanges(path)
+    ]
 
 
 @pytest.mark.slow
@@ -45,8 +47,9 @@ def test_values_summary_is_the_located_summary(capture, monkeypatch):
 
     def located_records(data, direction, api_key, api_version, *rest):
         if schemas.has_records(api_key, api_version, direction):
-            return None                  # as summaries read them before: a located tree
+            return None  # as summaries read them before: a located tree
         return plain(data, direction, api_key, api_version, *rest)
+
     monkeypatch.setattr(enrich_module, "body_values", located_records)
     located = _summaries(capture)
     assert by_value == located
@@ -55,7 +58,7 @@ def test_values_summary_is_the_located_summary(capture, monkeypatch):
 def test_the_summary_builds_no_node_for_clean_messages(monkeypatch):
     """A capture of clean Produce and Fetch traffic: enrichment builds located nodes only
     for none of them (ApiVersions answers, where versions are learned, are read by value)."""
-    built: list[str] = []          # nodes made outside the located decodes watched
+    built: list[str] = []  # nodes made outside the located decodes watched
     decoded: list[int | None] = []
     inside = [False]
     plain_init = node_module.Node.__init__
@@ -66,6 +69,7 @@ def test_the_summary_builds_no_node_for_clean_messages(monkeypatch):
         plain_init(self, name, *args, **kwargs)
 
     from kdissect.stream.model import KafkaMessage
+
     plain_method = KafkaMessage.decoded
 
     def watching(self, options=None):
@@ -89,8 +93,11 @@ def test_the_summary_builds_no_node_for_clean_messages(monkeypatch):
 def test_batch_heads_say_what_the_batches_say():
     """A Produce request read for a summary: its records field as the headers of its
     batches, with the field's size (length prefix included), no records."""
-    req = next(ex.request for ex in _exchanges(ROOT / "captures" / "acks0.pcap")
-               if ex.first.api_key == PRODUCE)
+    req = next(
+        ex.request
+        for ex in _exchanges(ROOT / "captures" / "acks0.pcap")
+        if ex.first.api_key == PRODUCE
+    )
     body = body_values(req.data, "request", PRODUCE, req.api_version, SUMMARY, bytes)
     assert body is not None
     (records,) = [p["records"] for t in body["topic_data"] for p in t["partition_data"]]

@@ -28,22 +28,34 @@ def test_tls13_traffic_keys_rfc8448():
     server = bytes.fromhex("b67b7d690cc16c4e75e54213cb2d37b4e9c912bcded9105d42befd59d391ad38")
     client = bytes.fromhex("b3eddb126e067f35a780b3abf45e2d8f3b1a950738f52e9600746a0e27a55a21")
     assert [x.hex() for x in traffic_keys(server, suite)] == [
-        "3fce516009c21727d0f2e4e86ee403bc", "5d313eb2671276ee13000b30"]
+        "3fce516009c21727d0f2e4e86ee403bc",
+        "5d313eb2671276ee13000b30",
+    ]
     assert [x.hex() for x in traffic_keys(client, suite)] == [
-        "dbfaa693d1762c5b666af5d950258d01", "5bd3c71b836e0b76bb73265f"]
-    assert hkdf_expand_label(server, "key", b"", 16, "sha256").hex() == \
-        "3fce516009c21727d0f2e4e86ee403bc"
+        "dbfaa693d1762c5b666af5d950258d01",
+        "5bd3c71b836e0b76bb73265f",
+    ]
+    assert (
+        hkdf_expand_label(server, "key", b"", 16, "sha256").hex()
+        == "3fce516009c21727d0f2e4e86ee403bc"
+    )
 
 
 def test_tls12_prf_vector():
     """The TLS 1.2 PRF (SHA-256) vector from the IETF TLS working group."""
-    out = prf(bytes.fromhex("9bbe436ba940f017b17652849a71db35"), b"test label",
-              bytes.fromhex("a0ba9f936cda311827a6f796ffd5198c"), 100, "sha256")
+    out = prf(
+        bytes.fromhex("9bbe436ba940f017b17652849a71db35"),
+        b"test label",
+        bytes.fromhex("a0ba9f936cda311827a6f796ffd5198c"),
+        100,
+        "sha256",
+    )
     assert out.hex() == (
         "e3f229ba727be17b8d122620557cd453c2aab21d07c3d495329b52d4e61edb5a"
         "6b301791e90d35c9c9a46b4e14baf9af0fa022f7077def17abfd3797c0564bab"
         "4fbc91666e9def9b97fce34f796789baa48082d122ee42c5a72e5a5110fff701"
-        "87347b66")
+        "87347b66"
+    )
 
 
 # -- key logs ------------------------------------------------------------------------------
@@ -51,12 +63,20 @@ def test_tls12_prf_vector():
 
 def test_key_log_skips_garbage_and_counts_it(tmp_path):
     good = "CLIENT_RANDOM " + "ab" * 32 + " " + "cd" * 48
-    text = "\n".join([
-        "# comment", good, "garbage line", "CLIENT_RANDOM zz" + "0" * 62 + " " + "00" * 48,
-        "CLIENT_RANDOM " + "ab" * 31 + " " + "00" * 48,               # short random
-        "CLIENT_RANDOM " + "01" * 32 + " " + "00" * 47,               # master not 48 bytes
-        "CLIENT_TRAFFIC_SECRET_0 " + "02" * 32 + " " + "ff" * 5000,  # huge secret
-        "X" * 100000, "SERVER_TRAFFIC_SECRET_0 " + "03" * 32 + " " + "11" * 48, ""])
+    text = "\n".join(
+        [
+            "# comment",
+            good,
+            "garbage line",
+            "CLIENT_RANDOM zz" + "0" * 62 + " " + "00" * 48,
+            "CLIENT_RANDOM " + "ab" * 31 + " " + "00" * 48,  # short random
+            "CLIENT_RANDOM " + "01" * 32 + " " + "00" * 47,  # master not 48 bytes
+            "CLIENT_TRAFFIC_SECRET_0 " + "02" * 32 + " " + "ff" * 5000,  # huge secret
+            "X" * 100000,
+            "SERVER_TRAFFIC_SECRET_0 " + "03" * 32 + " " + "11" * 48,
+            "",
+        ]
+    )
     path = tmp_path / "keys.log"
     path.write_text(text)
     keys = KeyLog()
@@ -64,7 +84,7 @@ def test_key_log_skips_garbage_and_counts_it(tmp_path):
     assert keys.get("CLIENT_RANDOM", bytes.fromhex("ab" * 32)) == bytes.fromhex("cd" * 48)
     assert keys.skipped == 6
     assert "6 key log lines skipped" in keys.problems()
-    assert "cd" * 10 not in keys.problems()          # secrets are not echoed
+    assert "cd" * 10 not in keys.problems()  # secrets are not echoed
 
 
 def test_key_log_errors_are_clear(tmp_path):
@@ -89,8 +109,13 @@ def test_key_log_rereads_a_growing_file(tmp_path):
 # -- the record layer on hand-built records ----------------------------------------------------
 
 
-def run(conv: Conversation, keys: KeyLog | None, chunk: int | None = None,
-        client: bytes | None = None, server: bytes | None = None):
+def run(
+    conv: Conversation,
+    keys: KeyLog | None,
+    chunk: int | None = None,
+    client: bytes | None = None,
+    server: bytes | None = None,
+):
     """Feed a conversation (each direction in ``chunk``-byte pieces) through a session;
     (facts, plaintext per side, gaps)."""
     plain = [bytearray(), bytearray()]
@@ -99,16 +124,23 @@ def run(conv: Conversation, keys: KeyLog | None, chunk: int | None = None,
     def emit(side, offset, data, ts, frame):
         assert offset == len(plain[side]) + sum(g[2] for g in gaps if g[0] == side)
         plain[side] += data
-    session = TlsSession(TlsFacts(("c", 1), ("s", 2)), keys, emit,
-                         lambda side, off, n, ts, fr: gaps.append((side, off, n)))
-    streams = [bytes(client if client is not None else conv.client),
-               bytes(server if server is not None else conv.server)]
+
+    session = TlsSession(
+        TlsFacts(("c", 1), ("s", 2)),
+        keys,
+        emit,
+        lambda side, off, n, ts, fr: gaps.append((side, off, n)),
+    )
+    streams = [
+        bytes(client if client is not None else conv.client),
+        bytes(server if server is not None else conv.server),
+    ]
     step = chunk or max(map(len, streams)) or 1
     hello = 5 + int.from_bytes(streams[0][3:5], "big")
     # as on the wire: the ClientHello, the server's flight, the client's, in pieces
     for side, data in ((0, streams[0][:hello]), (1, streams[1]), (0, streams[0][hello:])):
         for i in range(0, len(data), step):
-            session.data(side, data[i:i + step], 0.0, i)
+            session.data(side, data[i : i + step], 0.0, i)
     return session.finish(), plain, gaps
 
 
@@ -121,7 +153,7 @@ def keys_of(conv: Conversation) -> KeyLog:
 def conversation_with_data() -> Conversation:
     conv = Conversation()
     conv.client += conv.c_app.seal(23, b"request-1") + conv.c_app.seal(23, b"request-2", pad=7)
-    conv.server += conv.s_app.seal(23, b"response-1" * 1600)      # 16000 bytes
+    conv.server += conv.s_app.seal(23, b"response-1" * 1600)  # 16000 bytes
     return conv
 
 
@@ -139,7 +171,7 @@ def test_records_split_over_segments_and_batched(chunk):
 def test_key_update_switches_keys():
     conv = Conversation()
     conv.client += conv.c_app.seal(23, b"before")
-    conv.client += conv.c_app.seal(22, handshake(24, b"\x01"))     # KeyUpdate, update_requested
+    conv.client += conv.c_app.seal(22, handshake(24, b"\x01"))  # KeyUpdate, update_requested
     conv.c_app.update()
     conv.client += conv.c_app.seal(23, b"after")
     conv.server += conv.s_app.seal(22, handshake(24, b"\x00"))
@@ -187,24 +219,26 @@ def test_lost_bytes_then_decryption_resumes():
         conv.client += conv.c_app.seal(23, f"msg-{i};".encode() * 50)
     whole = bytes(conv.client)
     plain, gaps = [bytearray(), bytearray()], []
-    session = TlsSession(TlsFacts(("c", 1), ("s", 2)), keys_of(conv),
-                         lambda side, off, data, ts, fr: plain[side].extend(data),
-                         lambda side, off, n, ts, fr: gaps.append((side, off, n)))
+    session = TlsSession(
+        TlsFacts(("c", 1), ("s", 2)),
+        keys_of(conv),
+        lambda side, off, data, ts, fr: plain[side].extend(data),
+        lambda side, off, n, ts, fr: gaps.append((side, off, n)),
+    )
     hello = 5 + int.from_bytes(whole[3:5], "big")
     session.data(0, whole[:hello], 0.0, 1)
     session.data(1, bytes(conv.server), 0.0, 1)
     whole = whole[hello:]
     head -= hello
     rec = (len(whole) - head) // 5
-    session.data(0, whole[:head + rec + 10], 0.0, 2)         # record 0 and a bit of 1
-    session.gap(0, rec, 0.0, 3)                              # the rest of 1 and most of 2
-    session.data(0, whole[head + 2 * rec + 10:], 0.0, 4)     # the rest of 2, then 3 and 4
+    session.data(0, whole[: head + rec + 10], 0.0, 2)  # record 0 and a bit of 1
+    session.gap(0, rec, 0.0, 3)  # the rest of 1 and most of 2
+    session.data(0, whole[head + 2 * rec + 10 :], 0.0, 4)  # the rest of 2, then 3 and 4
     assert bytes(plain[0]) == b"msg-0;" * 50 + b"msg-3;" * 50 + b"msg-4;" * 50
     assert len(gaps) == 1
 
 
-@pytest.mark.parametrize("damage", ["length", "type", "truncated_hello", "huge_handshake",
-                                    "alert"])
+@pytest.mark.parametrize("damage", ["length", "type", "truncated_hello", "huge_handshake", "alert"])
 def test_hostile_records_give_findings(damage):
     conv = conversation_with_data()
     client, server = bytes(conv.client), bytes(conv.server)
@@ -217,7 +251,7 @@ def test_hostile_records_give_findings(damage):
     elif damage == "huge_handshake":
         server = record(22, b"\x02\xff\xff\xff" + bytes(100))
     else:
-        server += conv.s_app.seal(21, b"\x02\x28")            # fatal handshake_failure
+        server += conv.s_app.seal(21, b"\x02\x28")  # fatal handshake_failure
     facts, plain, _ = run(conv, keys_of(conv), 100, client, server)
     codes = {f.code for f in facts.findings}
     if damage == "truncated_hello":
@@ -232,9 +266,9 @@ def test_hostile_records_give_findings(damage):
 
 # -- real OpenSSL traffic -----------------------------------------------------------------
 
-from kdissect.sources.pcap import exchanges_in      # noqa: E402
+from kdissect.sources.pcap import exchanges_in  # noqa: E402
 from tests.support.broker import Broker, free_port  # noqa: E402
-from tests.support.tls_capture import record_tls   # noqa: E402
+from tests.support.tls_capture import record_tls  # noqa: E402
 
 CONFIGS = {
     "tls13-aes256gcm": dict(),
@@ -245,8 +279,9 @@ CONFIGS = {
     "tls12-chacha20": dict(tls12=True, ciphers="ECDHE-RSA-CHACHA20-POLY1305"),
     "tls12-aes128cbc-sha": dict(tls12=True, ciphers="ECDHE-RSA-AES128-SHA"),
     "tls12-aes256cbc-sha384": dict(tls12=True, ciphers="ECDHE-RSA-AES256-SHA384"),
-    "tls12-aes128cbc-sha256-mac-then-encrypt": dict(tls12=True, ciphers="ECDHE-RSA-AES128-SHA256",
-                                                     no_etm=True),
+    "tls12-aes128cbc-sha256-mac-then-encrypt": dict(
+        tls12=True, ciphers="ECDHE-RSA-AES128-SHA256", no_etm=True
+    ),
     "tls13-mutual": dict(mutual=True),
     "tls12-mutual-big": dict(tls12=True, mutual=True, messages=40, size=30000),
     "tls13-big": dict(messages=40, size=30000),
@@ -264,8 +299,10 @@ def tls_broker():
 
 def split(ex_list, tls_port: int):
     """(decrypted TLS exchanges, plaintext-leg exchanges) as comparable tuples."""
+
     def key(e):
         return (e.request.data if e.request else None, e.response.data if e.response else None)
+
     tls = sorted(key(e) for e in ex_list if e.broker[1] == tls_port)
     plain = sorted(key(e) for e in ex_list if e.broker[1] != tls_port)
     return tls, plain
@@ -292,8 +329,7 @@ def test_real_tls_decrypts_to_the_plaintext_leg(name, tls_broker, tmp_path, monk
     assert sum(t[1] is None for t in tls) <= sum(p[1] is None for p in plain) + 1
     assert not got.gaps
     decrypted = [e for e in got.exchanges if e.broker[1] == port]
-    assert all(e.tls is not None and e.tls.state in ("decrypted", "handshake")
-               for e in decrypted)
+    assert all(e.tls is not None and e.tls.state in ("decrypted", "handshake") for e in decrypted)
     cipher = {e.tls.cipher for e in decrypted}
     want = CONFIGS[name]
     if "ciphers" in want or "suites13" in want:
@@ -319,14 +355,19 @@ def tls_run(tls_broker, tmp_path_factory):
 @pytest.fixture(scope="module")
 def tls12_run(tls_broker, tmp_path_factory):
     broker, port = tls_broker
-    return record_tls(tmp_path_factory.mktemp("tls12") / "run", broker=broker, tls_port=port,
-                      tls12=True)
+    return record_tls(
+        tmp_path_factory.mktemp("tls12") / "run", broker=broker, tls_port=port, tls12=True
+    )
 
 
 def kdissect(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "kdissect", *map(str, args)],
-                          capture_output=True, text=True, timeout=120,
-                          env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "kdissect", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **(env or {})},
+    )
 
 
 @pytest.mark.slow
@@ -334,18 +375,43 @@ def kdissect(*args, env=None):
 def test_tshark_decodes_the_same_messages(which, request):
     """tshark, given the same key log, finds the same Kafka messages in the same frames."""
     run = request.getfixturevalue(which)
-    out = subprocess.run(["tshark", "-r", str(run.pcap), "-o", f"tls.keylog_file:{run.keylog}",
-                          "-d", f"tls.port=={run.tls_port},kafka", "-Y",
-                          f"kafka && tcp.port=={run.tls_port}", "-T", "fields",
-                          "-e", "frame.number", "-e", "kafka.correlation_id"],
-                         capture_output=True, text=True, timeout=120, check=True).stdout
-    theirs = Counter((int(frame), int(c)) for line in out.splitlines()
-                     for frame, corrs in [line.split("\t")] for c in corrs.split(","))
+    out = subprocess.run(
+        [
+            "tshark",
+            "-r",
+            str(run.pcap),
+            "-o",
+            f"tls.keylog_file:{run.keylog}",
+            "-d",
+            f"tls.port=={run.tls_port},kafka",
+            "-Y",
+            f"kafka && tcp.port=={run.tls_port}",
+            "-T",
+            "fields",
+            "-e",
+            "frame.number",
+            "-e",
+            "kafka.correlation_id",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
+    theirs = Counter(
+        (int(frame), int(c))
+        for line in out.splitlines()
+        for frame, corrs in [line.split("\t")]
+        for c in corrs.split(",")
+    )
     keys = KeyLog()
     keys.add_file(str(run.keylog))
-    ours = Counter((m.frame, m.correlation_id)
-                   for e in exchanges_in([str(run.pcap)], keys=keys).exchanges
-                   if e.broker[1] == run.tls_port for m in e.messages)
+    ours = Counter(
+        (m.frame, m.correlation_id)
+        for e in exchanges_in([str(run.pcap)], keys=keys).exchanges
+        if e.broker[1] == run.tls_port
+        for m in e.messages
+    )
     assert len(theirs) > 10 and ours == theirs
 
 
@@ -355,12 +421,15 @@ def test_cli_without_keys_reports_tls_not_gaps(tls_run):
     assert out.returncode == 0, out.stderr
     assert f"TLS connections to 127.0.0.1:{tls_run.tls_port} (TLS 1.3, " in out.stderr
     assert "give --keylog" in out.stderr and "gap" not in out.stderr
-    assert f":{tls_run.tls_port} " not in out.stdout            # no exchanges of the TLS leg
+    assert f":{tls_run.tls_port} " not in out.stdout  # no exchanges of the TLS leg
     stats = kdissect("pcap", tls_run.pcap, "--no-tui", "--stats")
     assert "TLS connections" in stats.stdout and "tls_undecryptable" in stats.stdout
     jsonl = kdissect("pcap", tls_run.pcap, "--format", "jsonl")
-    conns = [json.loads(line)["tls_connection"] for line in jsonl.stdout.splitlines()
-             if line.startswith('{"tls_connection"')]
+    conns = [
+        json.loads(line)["tls_connection"]
+        for line in jsonl.stdout.splitlines()
+        if line.startswith('{"tls_connection"')
+    ]
     assert conns and all(c["state"] == "no keys" and c["version"] == "TLS 1.3" for c in conns)
 
 
@@ -368,15 +437,21 @@ def test_cli_without_keys_reports_tls_not_gaps(tls_run):
 def test_cli_key_sources_agree(tls_run, tmp_path):
     """--keylog, SSLKEYLOGFILE and a pcapng Decryption Secrets Block (editcap
     --inject-secrets) decrypt the same exchanges."""
+
     def tls_lines(out):
         assert out.returncode == 0, out.stderr
         return [line for line in out.stdout.splitlines() if f":{tls_run.tls_port} " in line]
+
     by_option = tls_lines(kdissect("pcap", tls_run.pcap, "--no-tui", "--keylog", tls_run.keylog))
-    by_env = tls_lines(kdissect("pcap", tls_run.pcap, "--no-tui",
-                                env={"SSLKEYLOGFILE": str(tls_run.keylog)}))
+    by_env = tls_lines(
+        kdissect("pcap", tls_run.pcap, "--no-tui", env={"SSLKEYLOGFILE": str(tls_run.keylog)})
+    )
     dsb = tmp_path / "with-keys.pcapng"
-    subprocess.run(["editcap", "--inject-secrets", f"tls,{tls_run.keylog}", str(tls_run.pcap),
-                    str(dsb)], check=True, capture_output=True)
+    subprocess.run(
+        ["editcap", "--inject-secrets", f"tls,{tls_run.keylog}", str(tls_run.pcap), str(dsb)],
+        check=True,
+        capture_output=True,
+    )
     by_block = tls_lines(kdissect("pcap", dsb, "--no-tui"))
     assert len(by_option) >= 8 and by_option == by_env == by_block
     bad = kdissect("pcap", tls_run.pcap, "--keylog", tmp_path / "nope.log")
@@ -395,19 +470,37 @@ def test_proxy_writes_the_secrets_of_both_tls_legs(tls_broker, tmp_path):
     from tests.support.tls import TlsTerminator, self_signed
     from tests.support.tls_capture import Tcpdump
     from tests.test_proxy import ProxyProcess
+
     broker, port = tls_broker
     cert, key = self_signed(tmp_path)
     terminator = TlsTerminator(cert, key, ("127.0.0.1", broker.port), port=port)
-    keys, recording, pcap = tmp_path / "proxy-keys.log", tmp_path / "rec.pcapng", tmp_path / "p.pcap"
-    base = free_port() - 111            # Tansu is node 111: its proxy listener is base + 111
-    proxy = ProxyProcess(f"127.0.0.1:{port}", "--upstream-tls", "--ca-file", str(cert),
-                         "--tls-cert", str(cert), "--tls-key", str(key), "--keylog", str(keys),
-                         "-w", str(recording), "--broker-ports", str(base))
-    dump = Tcpdump(pcap, f"tcp port {port} or tcp port {proxy.port} or "
-                         f"tcp port {base + 111}")
+    keys, recording, pcap = (
+        tmp_path / "proxy-keys.log",
+        tmp_path / "rec.pcapng",
+        tmp_path / "p.pcap",
+    )
+    base = free_port() - 111  # Tansu is node 111: its proxy listener is base + 111
+    proxy = ProxyProcess(
+        f"127.0.0.1:{port}",
+        "--upstream-tls",
+        "--ca-file",
+        str(cert),
+        "--tls-cert",
+        str(cert),
+        "--tls-key",
+        str(key),
+        "--keylog",
+        str(keys),
+        "-w",
+        str(recording),
+        "--broker-ports",
+        str(base),
+    )
+    dump = Tcpdump(pcap, f"tcp port {port} or tcp port {proxy.port} or tcp port {base + 111}")
     try:
-        producer = KafkaProducer(bootstrap_servers=proxy.bootstrap, security_protocol="SSL",
-                                 ssl_cafile=str(cert))
+        producer = KafkaProducer(
+            bootstrap_servers=proxy.bootstrap, security_protocol="SSL", ssl_cafile=str(cert)
+        )
         for i in range(5):
             producer.send("proxy-tls", f"value {i}".encode())
         producer.flush(30)
@@ -426,10 +519,12 @@ def test_proxy_writes_the_secrets_of_both_tls_legs(tls_broker, tmp_path):
     keylog = KeyLog()
     keylog.add_file(str(keys))
     got = exchanges_in([str(pcap)], keys=keylog)
-    legs = [[e.request.data for e in got.exchanges if (e.broker[1] == port) == upstream
-             and e.request] for upstream in (False, True)]
+    legs = [
+        [e.request.data for e in got.exchanges if (e.broker[1] == port) == upstream and e.request]
+        for upstream in (False, True)
+    ]
     produce = [[r for r in leg if r[:2] == b"\x00\x00"] for leg in legs]
-    assert produce[0] and produce[0] == produce[1]                # the very same Produce requests
+    assert produce[0] and produce[0] == produce[1]  # the very same Produce requests
     assert all(e.tls is not None and e.tls.state == "decrypted" for e in got.exchanges)
     assert not got.gaps
     blocks = []
@@ -447,6 +542,7 @@ def test_real_apache_kafka_ssl_listener(apache_kafka, tmp_path):
     PLAINTEXT listener: the decrypted exchanges are the plaintext ones (but for the
     topic's name), and tshark with the same key log finds the same messages."""
     from tests.support.tls_capture import Tcpdump, run_client
+
     ssl_port = int(apache_kafka.bootstrap("SSL").rsplit(":", 1)[1])
     plain_port = int(apache_kafka.bootstrap("PLAINTEXT").rsplit(":", 1)[1])
     pcap, keylog = tmp_path / "kafka.pcap", tmp_path / "keys.log"
@@ -454,8 +550,16 @@ def test_real_apache_kafka_ssl_listener(apache_kafka, tmp_path):
     try:
         for topic, args in (("ssl13", ()), ("ssl12", ("--tls12",)), ("plain", ("--plaintext",))):
             port = plain_port if topic == "plain" else ssl_port
-            out = run_client(f"127.0.0.1:{port}", apache_kafka.tls.ca, keylog, "--topic",
-                             f"t-{topic}", "--messages", "30", *args)
+            out = run_client(
+                f"127.0.0.1:{port}",
+                apache_kafka.tls.ca,
+                keylog,
+                "--topic",
+                f"t-{topic}",
+                "--messages",
+                "30",
+                *args,
+            )
             assert "consumed 30" in out
     finally:
         dump.stop()
@@ -467,26 +571,60 @@ def test_real_apache_kafka_ssl_listener(apache_kafka, tmp_path):
     def workload(ex):
         """The (API, version, answered) of the exchanges: how many Metadata requests a
         client makes depends on timing, what it asks does not."""
-        return {(e.request.api_name, e.request.api_version, e.response is not None)
-                for e in ex if e.request and e.request.api_key in (0, 3, 18)}
-    by_version = {v: [e for e in got.exchanges if e.tls is not None and e.tls.version == v]
-                  for v in ("TLS 1.3", "TLS 1.2")}
+        return {
+            (e.request.api_name, e.request.api_version, e.response is not None)
+            for e in ex
+            if e.request and e.request.api_key in (0, 3, 18)
+        }
+
+    by_version = {
+        v: [e for e in got.exchanges if e.tls is not None and e.tls.version == v]
+        for v in ("TLS 1.3", "TLS 1.2")
+    }
     plain = [e for e in got.exchanges if e.broker[1] == plain_port]
     assert by_version["TLS 1.3"] and by_version["TLS 1.2"] and plain
     assert workload(by_version["TLS 1.3"]) == workload(by_version["TLS 1.2"]) == workload(plain)
-    produced = [[e.facts.records for e in ex if e.request and e.request.api_key == 0]
-                for ex in (by_version["TLS 1.3"], plain)]
+    produced = [
+        [e.facts.records for e in ex if e.request and e.request.api_key == 0]
+        for ex in (by_version["TLS 1.3"], plain)
+    ]
     assert sum(produced[0]) == sum(produced[1]) == 30
     assert not [e for e in got.exchanges if e.broker[1] == ssl_port and e.tls is None]
-    out = subprocess.run(["tshark", "-r", str(pcap), "-o", f"tls.keylog_file:{keylog}",
-                          "-d", f"tls.port=={ssl_port},kafka", "-Y",
-                          f"kafka && tcp.port=={ssl_port}", "-T", "fields", "-e", "frame.number",
-                          "-e", "kafka.correlation_id"],
-                         capture_output=True, text=True, timeout=120, check=True).stdout
-    theirs = Counter((int(frame), int(c)) for line in out.splitlines()
-                     for frame, corrs in [line.split("\t")] for c in corrs.split(","))
-    ours = Counter((m.frame, m.correlation_id) for e in got.exchanges
-                   if e.broker[1] == ssl_port for m in e.messages)
+    out = subprocess.run(
+        [
+            "tshark",
+            "-r",
+            str(pcap),
+            "-o",
+            f"tls.keylog_file:{keylog}",
+            "-d",
+            f"tls.port=={ssl_port},kafka",
+            "-Y",
+            f"kafka && tcp.port=={ssl_port}",
+            "-T",
+            "fields",
+            "-e",
+            "frame.number",
+            "-e",
+            "kafka.correlation_id",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
+    theirs = Counter(
+        (int(frame), int(c))
+        for line in out.splitlines()
+        for frame, corrs in [line.split("\t")]
+        for c in corrs.split(",")
+    )
+    ours = Counter(
+        (m.frame, m.correlation_id)
+        for e in got.exchanges
+        if e.broker[1] == ssl_port
+        for m in e.messages
+    )
     assert len(theirs) > 20 and ours == theirs
 
 
@@ -503,8 +641,10 @@ def test_bundled_tls_capture_decodes_to_its_plaintext_leg():
     assert len(tls) >= 15 and [t[0] for t in tls] == [p[0] for p in plain]
     assert Counter(t for t in tls if t[1] is not None) - Counter(plain) == Counter()
     assert not got.gaps
-    assert ("info", "4 TLS connections to 127.0.0.1:9093 (TLS 1.3, TLS_AES_256_GCM_SHA384): "
-            "decrypted") in got.notes
+    assert (
+        "info",
+        "4 TLS connections to 127.0.0.1:9093 (TLS 1.3, TLS_AES_256_GCM_SHA384): decrypted",
+    ) in got.notes
     bare = exchanges_in([str(CAPTURES / "tls13.pcap")])
     assert not bare.gaps and not [e for e in bare.exchanges if e.broker[1] == 9093]
     assert any("no keys for them; give --keylog" in text for _, text in bare.notes)
@@ -518,14 +658,23 @@ def test_sasl_plain_over_tls_is_decrypted_and_not_called_plaintext(apache_kafka,
     from tests.support.apache_kafka import USERS
     from tests.support.tls import TlsTerminator, self_signed
     from tests.support.tls_capture import Tcpdump, run_client
+
     sasl_port = int(apache_kafka.bootstrap("SASL_PLAINTEXT").rsplit(":", 1)[1])
     cert, key = self_signed(tmp_path)
     terminator = TlsTerminator(cert, key, ("127.0.0.1", sasl_port))
     pcap, keylog = tmp_path / "sasl.pcap", tmp_path / "keys.log"
     dump = Tcpdump(pcap, f"tcp port {terminator.port} or tcp port {sasl_port}")
     try:
-        out = run_client(f"127.0.0.1:{terminator.port}", cert, keylog, "--sasl",
-                         f"alice:{USERS['alice']}", "--mechanism", "PLAIN", "--bootstrap-only")
+        out = run_client(
+            f"127.0.0.1:{terminator.port}",
+            cert,
+            keylog,
+            "--sasl",
+            f"alice:{USERS['alice']}",
+            "--mechanism",
+            "PLAIN",
+            "--bootstrap-only",
+        )
         assert "bootstrapped" in out
     finally:
         dump.stop()
@@ -537,7 +686,7 @@ def test_sasl_plain_over_tls_is_decrypted_and_not_called_plaintext(apache_kafka,
     assert [t[0] for t in tls] == [p[0] for p in plain]
     inside = [e for e in got.exchanges if e.broker[1] == terminator.port]
     outside = [e for e in got.exchanges if e.broker[1] == sasl_port]
-    assert any(e.request.api_key == 36 for e in inside)           # SaslAuthenticate, decrypted
+    assert any(e.request.api_key == 36 for e in inside)  # SaslAuthenticate, decrypted
     assert all(e.tls is not None for e in inside)
     assert not any(e.has("plaintext_credentials") for e in inside)
     assert any(e.has("plaintext_credentials") for e in outside)
@@ -550,15 +699,34 @@ def test_live_decrypts_with_a_key_log_being_written(tls_broker, tmp_path):
     from tests.support.capture import wait_sniffing
     from tests.support.tls import TlsTerminator, self_signed
     from tests.support.tls_capture import run_client
+
     broker, port = tls_broker
     cert, key = self_signed(tmp_path)
     keylog = tmp_path / "keys.log"
-    keylog.write_text("")                        # empty when live starts
+    keylog.write_text("")  # empty when live starts
     terminator = TlsTerminator(cert, key, ("127.0.0.1", broker.port), port=port)
     sniffer = subprocess.Popen(
-        [sys.executable, "-m", "kdissect", "live", "-i", "lo", "-f", f"tcp port {port}",
-         "--no-tui", "--format", "jsonl", "--duration", "20", "--keylog", str(keylog)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-m",
+            "kdissect",
+            "live",
+            "-i",
+            "lo",
+            "-f",
+            f"tcp port {port}",
+            "--no-tui",
+            "--format",
+            "jsonl",
+            "--duration",
+            "20",
+            "--keylog",
+            str(keylog),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         wait_sniffing(sniffer.pid)
         run_client(f"127.0.0.1:{port}", cert, keylog, "--topic", "live-tls", "--messages", "5")
@@ -583,13 +751,16 @@ def test_keys_logged_after_the_server_hello_still_decrypt(tmp_path):
     keys = KeyLog()
     keys.add_file(str(path))
     plain = [bytearray(), bytearray()]
-    session = TlsSession(TlsFacts(("c", 1), ("s", 2)), keys,
-                         lambda side, off, data, ts, fr: plain[side].extend(data),
-                         lambda *a: None)
+    session = TlsSession(
+        TlsFacts(("c", 1), ("s", 2)),
+        keys,
+        lambda side, off, data, ts, fr: plain[side].extend(data),
+        lambda *a: None,
+    )
     client, server = bytes(conv.client), bytes(conv.server)
     hello = 5 + int.from_bytes(client[3:5], "big")
     session.data(0, client[:hello], 0.0, 1)
-    session.data(1, server, 0.0, 2)                  # no keys yet: held
+    session.data(1, server, 0.0, 2)  # no keys yet: held
     path.write_text(conv.key_log())
     session.data(0, client[hello:], 0.0, 3)
     facts = session.finish()
@@ -602,15 +773,26 @@ def test_a_capture_starting_mid_connection_says_what_cannot_be_decrypted(tmp_pat
     is lost is reported as TLS begun before the capture (no gaps, no garbage); the
     others decrypt."""
     cut = tmp_path / "mid.pcap"
-    subprocess.run(["editcap", "-r", str(CAPTURES / "tls13.pcap"), str(cut), "20-100000"],
-                   check=True, capture_output=True)
+    subprocess.run(
+        ["editcap", "-r", str(CAPTURES / "tls13.pcap"), str(cut), "20-100000"],
+        check=True,
+        capture_output=True,
+    )
     keys = KeyLog()
     keys.add_file(str(CAPTURES / "tls13.keys"))
     got = exchanges_in([str(cut)], keys=keys)
     notes = [text for _, text in got.notes]
-    assert any(n.startswith("1 TLS connection to 127.0.0.1:9093 (handshake not seen): not "
-                            "decrypted: the capture began after their handshake") for n in notes)
-    assert any(n.startswith("3 TLS connections to 127.0.0.1:9093") and n.endswith("decrypted")
-               for n in notes)
-    assert not [g for g in got.gaps if g.stream in {e.stream for e in got.exchanges
-                                                     if e.broker[1] == 9093}]
+    assert any(
+        n.startswith(
+            "1 TLS connection to 127.0.0.1:9093 (handshake not seen): not "
+            "decrypted: the capture began after their handshake"
+        )
+        for n in notes
+    )
+    assert any(
+        n.startswith("3 TLS connections to 127.0.0.1:9093") and n.endswith("decrypted")
+        for n in notes
+    )
+    assert not [
+        g for g in got.gaps if g.stream in {e.stream for e in got.exchanges if e.broker[1] == 9093}
+    ]

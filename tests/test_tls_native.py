@@ -31,7 +31,7 @@ def seal(suite, key: bytes, iv: bytes, seq: int, ctype: int, plain: bytes) -> tu
     """(header, payload) of a record as a peer protects it (RFC 8446 / 5288 / 7905)."""
     aead = (AESGCM if suite.cipher == "gcm" else ChaCha20Poly1305)(key)
     if suite.tls13:
-        inner = plain + bytes([ctype]) + bytes(seq % 3)            # some padding
+        inner = plain + bytes([ctype]) + bytes(seq % 3)  # some padding
         header = struct.pack(">BHH", 23, 0x0303, len(inner) + 16)
         nonce = (int.from_bytes(iv, "big") ^ seq).to_bytes(12, "big")
         return header, aead.encrypt(nonce, inner, header)
@@ -59,8 +59,13 @@ def test_record_cipher_decrypts_as_the_reference(suite):
         assert compiled.decrypt(seq, header[0], 0x0303, header, body) == want
         assert compiled.decrypt(seq, header[0], 0x0303, header, memoryview(body)) == want
         # wrong sequence number, flipped bits, cut payloads: None on both
-        bad = [(seq + 1, body), (seq, body[:-1] + bytes([body[-1] ^ 1])), (seq, body[:15]),
-               (seq, body[:8]), (seq, b"")]
+        bad = [
+            (seq + 1, body),
+            (seq, body[:-1] + bytes([body[-1] ^ 1])),
+            (seq, body[:15]),
+            (seq, body[:8]),
+            (seq, b""),
+        ]
         for s, b in bad:
             assert reference.decrypt(s, header[0], 0x0303, header, b) is None
             assert compiled.decrypt(s, header[0], 0x0303, header, b) is None
@@ -70,8 +75,9 @@ def test_open_records_stops_at_what_python_reads():
     suite = SUITES[0x1301]
     key, iv = bytes(range(16)), bytes(range(12))
     c = decryptor(suite, key, iv)
-    recs = [b"".join(seal(suite, key, iv, i, t, b"x%d" % i)) for i, t in
-            enumerate([23, 23, 22, 23])]
+    recs = [
+        b"".join(seal(suite, key, iv, i, t, b"x%d" % i)) for i, t in enumerate([23, 23, 22, 23])
+    ]
     data = b"".join(recs)
     plain, count, pos, seq = c.open_records(data, 0, len(data), 0)
     assert (plain, count, pos, seq) == (b"x0x1", 2, len(recs[0]) + len(recs[1]), 2)
@@ -104,8 +110,9 @@ def conversations() -> list[bytes]:
     return out
 
 
-@pytest.mark.parametrize("last", [b"\x00\x20", b"\x01\x05", b"\x01\x60"],
-                         ids=["33-byte", "251-byte", "4801-byte"])
+@pytest.mark.parametrize(
+    "last", [b"\x00\x20", b"\x01\x05", b"\x01\x60"], ids=["33-byte", "251-byte", "4801-byte"]
+)
 def test_both_paths_agree_on_conversations_in_pieces(last):
     """Pieces from 33 bytes (most records buffered) to 4,801 (runs of whole records),
     every 41st lost: the same plaintext, gaps and facts (the fuzz target's comparison)."""
@@ -130,8 +137,15 @@ def test_both_paths_agree_on_damaged_conversations():
 @pytest.mark.parametrize("fmt", ["text", "jsonl"])
 def test_bundled_capture_prints_the_same_on_both_paths(fmt):
     """A real broker's TLS listener (captures/tls): every output byte the same."""
-    args = ["pcap", "--no-tui", "--format", fmt, str(ROOT / "captures/tls/kafka-tls.pcap"),
-            "--keylog", str(ROOT / "captures/tls/kafka-tls.keys")]
+    args = [
+        "pcap",
+        "--no-tui",
+        "--format",
+        fmt,
+        str(ROOT / "captures/tls/kafka-tls.pcap"),
+        "--keylog",
+        str(ROOT / "captures/tls/kafka-tls.keys"),
+    ]
     runs = [CliRunner().invoke(main, args, env={"KDISSECT_PURE": pure}) for pure in ("0", "1")]
     assert runs[0].exit_code == 0, runs[0].output
     assert runs[0].stdout == runs[1].stdout and runs[0].stderr == runs[1].stderr
@@ -149,7 +163,7 @@ def kafka_conversation() -> bytes:
         body = struct.pack(">hhih", 18, 0, i, -1) + bytes(i * 1500 % 40_000)
         frame = struct.pack(">i", len(body)) + body
         for at in range(0, len(frame), 7000 + i * 300):
-            conv.client += conv.c_app.seal(23, frame[at:at + 7000 + i * 300], pad=i % 2)
+            conv.client += conv.c_app.seal(23, frame[at : at + 7000 + i * 300], pad=i % 2)
         answer = struct.pack(">ih", i, 0) + bytes(i * 300)
         conv.server += conv.s_app.seal(23, struct.pack(">i", len(answer)) + answer)
         if i == 8:
@@ -165,11 +179,15 @@ def kafka_conversation() -> bytes:
     return tls_target.pack(bytes(conv.client), bytes(conv.server), conv.key_log().encode())
 
 
-@pytest.mark.parametrize("last,block,least", [pytest.param(b"\x00\x48", 2048, 1,
-                                                           marks=pytest.mark.slow),
-                                              (b"\x01\x60", 512, 20),
-                                              (b"\x01\x60", 1 << 16, 20)],
-                         ids=["73-byte-pieces", "4801-byte-pieces", "4801-byte-big-reads"])
+@pytest.mark.parametrize(
+    "last,block,least",
+    [
+        pytest.param(b"\x00\x48", 2048, 1, marks=pytest.mark.slow),
+        (b"\x01\x60", 512, 20),
+        (b"\x01\x60", 1 << 16, 20),
+    ],
+    ids=["73-byte-pieces", "4801-byte-pieces", "4801-byte-big-reads"],
+)
 def test_compiled_reassembler_decrypts_as_the_reference(last, block, least, monkeypatch):
     """TLS directions decrypted inside the compiled reassembler (native/src/tls.rs's
     TlsDir, handed over between the scanner's batches and given back at anything but
@@ -177,16 +195,18 @@ def test_compiled_reassembler_decrypts_as_the_reference(last, block, least, monk
     pure-Python path gives: exchanges, gaps, notes, TLS facts."""
     from kdissect.capture.tls.session import TlsSession
     from tests.support.native_check import engine_divergence
+
     given_back = TlsSession.given_back
     in_rust = []
 
     def spy(self, side, seq, records, *rest):
         in_rust.append(records)
         given_back(self, side, seq, records, *rest)
+
     monkeypatch.setattr(TlsSession, "given_back", spy)
     data = kafka_conversation() + last
     path = tls_target.write_capture(data)
     assert engine_divergence(path, None, block) is None
     # records the compiled reassembler decrypted (with small pieces most records are lost)
     assert sum(in_rust) >= least
-    assert engine_divergence(path, 60_000, block) is None    # Python's reassembler takes over
+    assert engine_divergence(path, 60_000, block) is None  # Python's reassembler takes over

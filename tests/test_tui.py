@@ -22,7 +22,7 @@ from kdissect.tui.screens import HelpScreen, StatsScreen
 from tests.support.tui import drive, settle
 from tests.test_captures import dissect
 
-pytestmark = pytest.mark.slow      # Textual apps driven through their screens
+pytestmark = pytest.mark.slow  # Textual apps driven through their screens
 
 CAPTURES = Path(__file__).resolve().parents[1] / "captures"
 GROUP = CAPTURES / "confluent-group.pcap"
@@ -67,10 +67,10 @@ def test_browse_select_and_highlight():
         assert (body_node.offset, body_node.end) in [(s, e) for s, e, _ in hexview.marks[:-1]]
         assert all(style in PARENT_TONES[True] for _, _, style in hexview.marks[:-1])
         dump = hexview.content
-        marked = [dump.plain[s.start:s.end] for s in dump.spans if str(s.style) == HIGHLIGHT]
-        hex_cells = [m for m in marked if len(m) == 2]          # ascii cells are 1 wide
-        assert "".join(hex_cells) == request.data[field.offset:field.end].hex()
-        tree.focus()                                             # moving in the tree selects
+        marked = [dump.plain[s.start : s.end] for s in dump.spans if str(s.style) == HIGHLIGHT]
+        hex_cells = [m for m in marked if len(m) == 2]  # ascii cells are 1 wide
+        assert "".join(hex_cells) == request.data[field.offset : field.end].hex()
+        tree.focus()  # moving in the tree selects
         await pilot.press("down", "down")
         await pilot.pause()
         assert detail.selected is not None and detail.selected[1] is not field
@@ -87,22 +87,22 @@ def test_hex_cursor_selects_the_innermost_field():
         group_id = app.tree_of(request).body.child("group_id")
         hexview = app.query_one(HexView)
         hexview.focus()
-        hexview.move_to(group_id.offset + 3)                  # inside the string's text
+        hexview.move_to(group_id.offset + 3)  # inside the string's text
         await pilot.pause()
         detail = app.query_one(Detail)
         node = detail.selected[1]
         assert node.offset <= group_id.offset + 3 < node.end and not node.children
         assert node in (group_id, *group_id.children)
         await pilot.pause()
-        assert app.query_one(Tree).cursor_node.data[1] is node   # the tree follows
+        assert app.query_one(Tree).cursor_node.data[1] is node  # the tree follows
         last = node.end
         for _ in range(last - (group_id.offset + 3)):
-            await pilot.press("right")                          # the cursor leaves the field
+            await pilot.press("right")  # the cursor leaves the field
         await pilot.pause()
         assert detail.selected[1] is not node and detail.selected[1].offset >= last
         # a click on a byte of the dump's second line lands on byte 16 + column
         assert hexview.offset_at(10 + 3 * 9 + 1, 1) == 16 + 9
-        assert hexview.offset_at(10 + 3 * 16 + 3 + 5, 1) == 16 + 5      # the text column
+        assert hexview.offset_at(10 + 3 * 16 + 3 + 5, 1) == 16 + 5  # the text column
 
     run(GROUP, body)
 
@@ -110,8 +110,13 @@ def test_hex_cursor_selects_the_innermost_field():
 def test_decompressed_records_are_their_own_buffer():
     async def body(app, pilot):
         table = app.query_one(ExchangeList)
-        gzip_row = row_of(app, lambda v: v.ex.first.api_key == 0 and
-                          any(n.buffer is not None for n in app.tree_of(v.ex.request).tree.walk()))
+        gzip_row = row_of(
+            app,
+            lambda v: (
+                v.ex.first.api_key == 0
+                and any(n.buffer is not None for n in app.tree_of(v.ex.request).tree.walk())
+            ),
+        )
         table.move_cursor(gzip_row)
         await settle(app, pilot)
         tree = app.tree_of(app.current_view().ex.request).tree
@@ -125,9 +130,11 @@ def test_decompressed_records_are_their_own_buffer():
         assert hexview.border_title.startswith("decompressed")
         assert hexview.marks[-1] == (record.offset, record.end, HIGHLIGHT)
         hexview.focus()
-        hexview.move_to(record.offset + 1)                     # the cursor stays in the buffer
+        hexview.move_to(record.offset + 1)  # the cursor stays in the buffer
         await pilot.pause()
-        assert detail.holder is holder and detail.selected[1] is innermost(holder, record.offset + 1)
+        assert detail.holder is holder and detail.selected[1] is innermost(
+            holder, record.offset + 1
+        )
 
     run(CODECS, body)
 
@@ -138,15 +145,15 @@ def test_filter_bar_validates_completes_and_applies():
         await pilot.press("slash")
         box = app.query_one("#filter", Input)
         assert box.has_focus
-        box.value = "api == JoinGroup and"                    # incomplete
+        box.value = "api == JoinGroup and"  # incomplete
         await pilot.pause()
         problem = app.query_one("#filter-error", Static)
         assert problem.has_class("visible")
         assert "^" in str(problem.content) and "expected a field name" in str(problem.content)
         await pilot.press("enter")
         await pilot.pause()
-        assert app.query_one(ExchangeList).row_count == total      # refused, nothing changed
-        box.value = "api == Join"                              # completion of API names
+        assert app.query_one(ExchangeList).row_count == total  # refused, nothing changed
+        box.value = "api == Join"  # completion of API names
         await pilot.pause(0.3)
         assert box._suggestion == "api == JoinGroup"
         await pilot.press("right")
@@ -174,7 +181,7 @@ def test_follow_a_connection_and_back():
         assert len(shown) == sum(1 for v in app.views if v.ex.stream == stream) < total
         indexes = [v.ex.first.index for v in shown]
         assert indexes == sorted(indexes)
-        assert app.current_view().ex.first.api_key == 11           # still on the same one
+        assert app.current_view().ex.first.api_key == 11  # still on the same one
         assert f"following stream {stream}" in app.sub_title
         await pilot.press("f")
         await pilot.pause()
@@ -197,13 +204,16 @@ def test_search_bytes_bookmarks_and_jump():
         index, node = detail.selected
         data = detail.items[index].data
         at = data.find(b"ck-group")
-        assert at >= 0 and node.offset <= at < node.end      # the field holding the match
+        assert at >= 0 and node.offset <= at < node.end  # the field holding the match
         first = table.cursor_row
-        await pilot.press("n")                                 # the next exchange with it
+        await pilot.press("n")  # the next exchange with it
         await pilot.pause()
         assert table.cursor_row != first
-        assert any(b"ck-group" in m.data for m in (app.current_view().ex.request,
-                                                          app.current_view().ex.response) if m)
+        assert any(
+            b"ck-group" in m.data
+            for m in (app.current_view().ex.request, app.current_view().ex.response)
+            if m
+        )
         assert parse_needle("0x00 0a") == b"\x00\x0a" and parse_needle("hex: 0a:0b") == b"\n\x0b"
         # bookmarks
         table.move_cursor(3)
@@ -249,12 +259,12 @@ def test_copy_and_export(tmp_path, monkeypatch):
 
 def test_sort_stats_and_help_screens():
     async def body(app, pilot):
-        assert app.focused is app.query_one(ExchangeList)     # keys go to the list
+        assert app.focused is app.query_one(ExchangeList)  # keys go to the list
         app.sort_by("latency")
-        app.sort_by("latency")                            # again: slowest first
+        app.sort_by("latency")  # again: slowest first
         await pilot.pause()
         first = app.view_at(0)
-        assert first.ex.first.api_key == 11 and first.ex.latency > 3.0   # the held join
+        assert first.ex.first.api_key == 11 and first.ex.latency > 3.0  # the held join
         await pilot.pause()
         assert str(app.query_one(Tree).root.label).startswith("JoinGroup exchange")
         await pilot.press("s")
@@ -282,12 +292,12 @@ def test_a_live_source_keeps_the_list_growing():
     def load(emit, warn, progress):
         for i, ex in enumerate(exchanges):
             if i == 10:
-                release.wait(10)                  # the source goes quiet for a while
+                release.wait(10)  # the source goes quiet for a while
             emit(ex)
             time.sleep(0.005)
 
     async def go():
-        app = KdissectApp(load, title="live", isolate=False)     # `release` is ours
+        app = KdissectApp(load, title="live", isolate=False)  # `release` is ours
         async with app.run_test(size=SIZE) as pilot:
             for _ in range(100):
                 if len(app.views) >= 10:
@@ -296,7 +306,7 @@ def test_a_live_source_keeps_the_list_growing():
             await pilot.pause(0.2)
             table = app.query_one(ExchangeList)
             assert table.row_count == 10 and not app.loaded and "loading" in app.sub_title
-            await pilot.press("down")                   # usable while the source is open
+            await pilot.press("down")  # usable while the source is open
             await pilot.pause()
             assert table.cursor_row == 1 and app.query_one(Detail).items
             release.set()

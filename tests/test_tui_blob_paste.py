@@ -55,6 +55,7 @@ def test_a_second_paste_replaces_the_first_and_ctrl_l_clears():
             await pilot.press("ctrl+l")
             await until(pilot, lambda: "paste bytes" in status(app))
             assert area.text == "" and not detail.items and "paste bytes" in status(app)
+
     asyncio.run(go())
 
 
@@ -65,7 +66,8 @@ def test_the_tree_gets_rows_at_80x24():
         app = BlobApp(ERL)
         async with app.run_test(size=(80, 24)) as pilot:
             await until(pilot, lambda: bool(app.query_one(Detail).items))
-            assert app.query_one(FieldTree).size.height >= 8       # was 5
-            hints = app.query_one("#at")                            # the last hint, whole
+            assert app.query_one(FieldTree).size.height >= 8  # was 5
+            hints = app.query_one("#at")  # the last hint, whole
             assert hints.region.bottom <= app.query_one("#input").region.bottom
+
     asyncio.run(go())

@@ -33,6 +33,7 @@ def luminance(rgb) -> float:
     def channel(v: int) -> float:
         c = v / 255
         return c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4
+
     r, g, b = rgb
     return 0.2126 * channel(r) + 0.7152 * channel(g) + 0.0722 * channel(b)
 
@@ -63,13 +64,15 @@ def failures(widgets) -> list[str]:
     for widget in widgets:
         for text, fg, bg in drawn(widget):
             if contrast(fg, bg) < TEXT:
-                bad.append(f"{type(widget).__name__}: {text[:24]!r} {fg} on {bg} "
-                           f"{contrast(fg, bg):.2f}:1")
+                bad.append(
+                    f"{type(widget).__name__}: {text[:24]!r} {fg} on {bg} {contrast(fg, bg):.2f}:1"
+                )
     return bad
 
 
 def deep_field(root):
     """A field with at least three parents (a partition's field in a topic)."""
+
     def walk(node, depth):
         if depth >= 4 and node.length:
             return node
@@ -78,10 +81,11 @@ def deep_field(root):
             if found is not None:
                 return found
         return None
+
     return walk(root, 0)
 
 
-@pytest.mark.slow                        # every error row, both cursors, deep fields: 20 s
+@pytest.mark.slow  # every error row, both cursors, deep fields: 20 s
 @pytest.mark.parametrize("theme", THEMES)
 def test_the_exchange_screen_is_readable(theme):
     async def go():
@@ -100,7 +104,7 @@ def test_the_exchange_screen_is_readable(theme):
                 app.table.focus()
                 await pilot.pause()
                 bad += failures([app.table])
-                app.query_one(Tree).focus()                  # the cursor blurred
+                app.query_one(Tree).focus()  # the cursor blurred
                 await pilot.pause()
                 bad += failures([app.table])
                 for index, item in enumerate(detail.items):
@@ -112,6 +116,7 @@ def test_the_exchange_screen_is_readable(theme):
                     await pilot.pause()
                     bad += failures([app.query_one(Tree), app.query_one(HexView)])
             assert not bad, "\n".join(sorted(set(bad))[:40])
+
     asyncio.run(go())
 
 
@@ -130,6 +135,7 @@ def test_parent_shading_stands_out_from_the_bytes_pane_and_carries_text(dark):
                 shade = style.bgcolor.get_truecolor()
                 assert contrast(shade, background) >= SHADE, (tone, background)
                 assert contrast(style.color.get_truecolor(), shade) >= TEXT, tone
+
     asyncio.run(go())
 
 
@@ -139,8 +145,7 @@ def test_every_ansi_colour_reads_on_the_backgrounds(theme):
     (but black and white, backgrounds of marks) reads on the list's and panes'
     backgrounds of its theme (the surfaces, and an even row)."""
     dark = theme is ANSI_DARK
-    backgrounds = ["#121212", "#1e1e1e", "#252525"] if dark else \
-        ["#e0e0e0", "#d8d8d8", "#e2e2e2"]
+    backgrounds = ["#121212", "#1e1e1e", "#252525"] if dark else ["#e0e0e0", "#d8d8d8", "#e2e2e2"]
     for index in [1, 2, 3, 4, 5, 6, 9, 10, 11, 12, 13, 14]:
         fg = theme.ansi_colors[index]
         for bg in backgrounds:
@@ -151,6 +156,7 @@ def test_every_ansi_colour_reads_on_the_backgrounds(theme):
 @pytest.mark.parametrize("theme", THEMES)
 def test_the_log_screen_is_readable(theme, tmp_path):
     from tests.test_tui_log import damaged_partition
+
     part, _ = damaged_partition(tmp_path)
 
     async def go():
@@ -160,10 +166,11 @@ def test_the_log_screen_is_readable(theme, tmp_path):
             await loaded(app, pilot)
             bad: list[str] = []
             for step in (1, 1):
-                app.action_next_problem(step)              # a damaged batch, in red
+                app.action_next_problem(step)  # a damaged batch, in red
                 await pilot.pause(0.3)
                 app.table.focus()
                 await pilot.pause()
                 bad += failures([app.table, app.query_one(Tree), app.query_one(HexView)])
             assert not bad, "\n".join(sorted(set(bad))[:40])
+
     asyncio.run(go())

@@ -19,7 +19,7 @@ from kdissect.tui.log_app import LogApp
 from tests.support.tui import drive, loaded
 from tests.test_log import _partition, batch
 
-pytestmark = pytest.mark.slow            # Textual's pilot: seconds per test
+pytestmark = pytest.mark.slow  # Textual's pilot: seconds per test
 
 
 def run(paths: list[str], body, size=(160, 45), start: str = "") -> None:
@@ -42,7 +42,7 @@ def damaged_partition(tmp_path: Path) -> tuple[Path, int]:
     log = part / "00000000000000000000.log"
     good = log.read_bytes()
     bad = bytearray(batch(2, 0, 5, [(b"f", b"6" * 40)]))
-    bad[-3] ^= 0xFF                              # a value byte: the CRC no longer holds
+    bad[-3] ^= 0xFF  # a value byte: the CRC no longer holds
     log.write_bytes(good + bytes(bad))
     return part, len(good)
 
@@ -64,7 +64,7 @@ def test_a_partition_in_the_list_and_its_batches_at_file_positions(tmp_path):
         await shown(app, pilot)
         detail = app.query_one(Detail)
         item = detail.items[0]
-        assert item.base == 0 and item.data == data[:len(item.data)]
+        assert item.base == 0 and item.data == data[: len(item.data)]
         base = next(n for n in item.root.children if n.name == "base_offset")
         detail.select(0, base)
         await pilot.pause()
@@ -75,7 +75,7 @@ def test_a_partition_in_the_list_and_its_batches_at_file_positions(tmp_path):
         app.table.move_cursor(row=second)
         await shown(app, pilot)
         item = detail.items[0]
-        assert item.base > 0 and item.data == data[item.base:item.base + len(item.data)]
+        assert item.base > 0 and item.data == data[item.base : item.base + len(item.data)]
         assert item.root.offset == 0 and item.root.length == len(item.data)
         line = str(app.query_one("#field-line").render())
         # the field selected before (base_offset), in this batch: at its file position
@@ -96,6 +96,7 @@ def test_a_partition_in_the_list_and_its_batches_at_file_positions(tmp_path):
         await loaded(app, pilot)
         assert app.table.row_count == 1 and app.shown[0].start == bad_at
         assert "crc_mismatch" in str(app.query_one("#active-filter").render())
+
     run([str(part)], body)
 
 
@@ -103,7 +104,8 @@ def test_the_hex_cursor_selects_fields_inside_a_compressed_batch(tmp_path):
     part = tmp_path / "z-0"
     part.mkdir()
     (part / "00000000000000000000.log").write_bytes(
-        batch(2, 1, 0, [(b"key-%d" % i, b"value %d" % i) for i in range(5)]))
+        batch(2, 1, 0, [(b"key-%d" % i, b"value %d" % i) for i in range(5)])
+    )
 
     async def body(app, pilot):
         app.table.move_cursor(row=0)
@@ -116,16 +118,16 @@ def test_the_hex_cursor_selects_fields_inside_a_compressed_batch(tmp_path):
         detail.select(0, key)
         await pilot.pause()
         hexview = app.query_one(HexView)
-        assert hexview.data == holder.buffer      # the decompressed buffer is shown
+        assert hexview.data == holder.buffer  # the decompressed buffer is shown
         hexview.focus()
         hexview.move_to(key.offset)
         await pilot.pause(0.1)
         assert detail.selected[1] is key and key.value == b"key-0"
+
     run([str(part)], body)
 
 
-def test_on_a_terminal_log_opens_the_tui_and_a_missing_path_is_an_error(tmp_path,
-                                                                        monkeypatch):
+def test_on_a_terminal_log_opens_the_tui_and_a_missing_path_is_an_error(tmp_path, monkeypatch):
     res = CliRunner().invoke(main, ["log", str(tmp_path / "nope"), "--tui"])
     assert res.exit_code == 1 and "no such file or directory" in res.output
     opened = []
@@ -133,7 +135,7 @@ def test_on_a_terminal_log_opens_the_tui_and_a_missing_path_is_an_error(tmp_path
     part, _ = _partition(tmp_path)
     res = CliRunner().invoke(main, ["log", str(part), "--tui"])
     assert res.exit_code == 0 and opened == [[str(part)]]
-    res = CliRunner().invoke(main, ["log", str(part)])        # not a terminal: lines
+    res = CliRunner().invoke(main, ["log", str(part)])  # not a terminal: lines
     assert res.exit_code == 0 and "00000000000000000000.log" in res.output
     assert len(opened) == 1
 
@@ -145,6 +147,7 @@ def test_a_file_that_is_no_kafka_file_says_so(tmp_path):
     async def body(app, pilot):
         assert app.loaded and not app.shown and app.error
         assert app.error in str(app.query_one("#empty").render())
+
     run([str(odd)], body)
 
 
@@ -165,4 +168,5 @@ def test_a_torn_batch_at_the_end_shows_its_bytes(tmp_path):
         assert detail.selected[1].code == "log_size_past_end"
         assert app.query_one(HexView).data == torn
         assert "past the end of the file" in str(app.query_one("#field-line").render())
+
     run([str(part)], body)

@@ -23,10 +23,10 @@ from kdissect.tui.log_app import LogApp, LogStatsScreen
 from kdissect.tui.screens import HelpScreen
 from tests.support.tui import drive
 
-pytestmark = pytest.mark.slow            # a broker, Textual's pilot
+pytestmark = pytest.mark.slow  # a broker, Textual's pilot
 
 TOPIC = "tui-log-parity"
-SINGLES = 240                            # one batch each: over the workers' threshold
+SINGLES = 240  # one batch each: over the workers' threshold
 
 
 @pytest.fixture(scope="module")
@@ -37,27 +37,36 @@ def partition(apache_kafka, tmp_path_factory) -> Path:
     log dir."""
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
+
     bootstrap = apache_kafka.bootstrap("PLAINTEXT")
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for f in admin.create_topics([NewTopic(TOPIC, 1, 1)]).values():
         f.result(30)
-    p = Producer({"bootstrap.servers": bootstrap, "compression.type": "gzip",
-                  "linger.ms": 0, "enable.idempotence": True})
+    p = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "compression.type": "gzip",
+            "linger.ms": 0,
+            "enable.idempotence": True,
+        }
+    )
     for i in range(SINGLES):
         p.produce(TOPIC, key=b"k%d" % i, value=b"plain value %d" % i)
-        p.flush(30)                        # a batch per record
+        p.flush(30)  # a batch per record
     # the 20 wait for flush(), which sends them at once (librdkafka ignores linger.ms while
     # flushing): one batch however slow the machine (200 ms of linger was a guess)
-    z = Producer({"bootstrap.servers": bootstrap, "compression.type": "lz4",
-                  "linger.ms": 60000})
+    z = Producer({"bootstrap.servers": bootstrap, "compression.type": "lz4", "linger.ms": 60000})
     for i in range(20):
-        z.produce(TOPIC, key=b"needle-key" if i == 7 else b"z%d" % i,
-                  value=(b"find-me-in-lz4 " if i == 7 else b"") + b"lz4 value %d " % i * 8)
+        z.produce(
+            TOPIC,
+            key=b"needle-key" if i == 7 else b"z%d" % i,
+            value=(b"find-me-in-lz4 " if i == 7 else b"") + b"lz4 value %d " % i * 8,
+        )
     z.flush(30)
     source = apache_kafka.log_dirs[0] / f"{TOPIC}-0"
     target = tmp_path_factory.mktemp("tui-log") / f"{TOPIC}-0"
     deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:      # the broker has written all of it
+    while time.monotonic() < deadline:  # the broker has written all of it
         shutil.copytree(source, target, dirs_exist_ok=True)
         if _records(target) == SINGLES + 20:
             return target
@@ -66,8 +75,9 @@ def partition(apache_kafka, tmp_path_factory) -> Path:
 
 
 def _jsonl(*args: str) -> list[dict]:
-    res = CliRunner().invoke(main, ["log", *args, "--format", "jsonl", "--records"],
-                             catch_exceptions=False)
+    res = CliRunner().invoke(
+        main, ["log", *args, "--format", "jsonl", "--records"], catch_exceptions=False
+    )
     assert res.exit_code == 0, res.output[-2000:]
     return [json.loads(x) for x in res.output.splitlines()]
 
@@ -82,8 +92,15 @@ def run(part: Path, body, size=(160, 45)) -> None:
 
 async def _type(pilot, text: str) -> None:
     for key in text:
-        await pilot.press({" ": "space", '"': "quotation_mark", "=": "equals_sign",
-                           "-": "minus", "_": "underscore"}.get(key, key))
+        await pilot.press(
+            {
+                " ": "space",
+                '"': "quotation_mark",
+                "=": "equals_sign",
+                "-": "minus",
+                "_": "underscore",
+            }.get(key, key)
+        )
 
 
 async def _job_done(app, pilot, timeout: float = 60) -> None:
@@ -124,6 +141,7 @@ def test_filter_bar_completes_shows_the_caret_and_filters_in_workers(partition):
         await pilot.press("enter")
         await pilot.pause(0.1)
         assert app._job is None and len(app.shown) == len(app.items)
+
     run(partition, body)
 
 
@@ -136,13 +154,13 @@ def test_sort_search_statistics_and_help(partition):
         sizes = [it.length for it in app.shown]
         assert sizes == sorted(sizes, reverse=True)
         assert [it for it in app.shown if it.kind == "batch"][0].cells[6] == "lz4"
-        await pilot.press("O")                       # reversed
+        await pilot.press("O")  # reversed
         await pilot.pause(0.1)
         assert [it.length for it in app.shown] == sorted(sizes)
-        await pilot.press("o")                       # records, most first
+        await pilot.press("o")  # records, most first
         await pilot.pause(0.1)
         assert app.shown[0].stat[0] == 20
-        app.sort_by("#")                             # back to file order
+        app.sort_by("#")  # back to file order
         app.table.move_cursor(0)
         # ctrl+f: bytes inside the lz4 batch (decompressed in a worker), the match selected
         await pilot.press("ctrl+f")
@@ -161,7 +179,7 @@ def test_sort_search_statistics_and_help(partition):
         await _type(pilot, "nowhere-at-all")
         await pilot.press("enter")
         await _job_done(app, pilot)
-        assert app.current() is item                 # not found: the cursor stays
+        assert app.current() is item  # not found: the cursor stays
         # s: statistics per partition and file
         await pilot.press("s")
         await pilot.pause(0.3)
@@ -175,6 +193,7 @@ def test_sort_search_statistics_and_help(partition):
         await pilot.pause(0.1)
         assert isinstance(app.screen, HelpScreen)
         assert "ctrl+f" in app.screen.text and "E " in app.screen.text
+
     run(partition, body)
 
 
@@ -182,6 +201,7 @@ def _plain(renderable) -> str:
     import io
 
     from rich.console import Console
+
     console = Console(width=250, record=True, file=io.StringIO())
     console.print(renderable)
     return console.export_text()
@@ -203,29 +223,38 @@ def test_export_is_json_lines_and_a_segment_kafka_reads(partition, tmp_path, mon
         app.table.move_cursor(0)
         await pilot.press("e")
         await pilot.pause(0.2)
+
     run(partition, body)
     directory = tmp_path / f"kdissect-log-{out['shown']}-items"
     lines = [json.loads(x) for x in (directory / "items.jsonl").read_text().splitlines()]
     # the JSON lines are kdissect log's, for the items shown
     kept = [o for o in original if o["type"] == "batch" and o["base_offset"] >= 100]
     assert [o for o in lines if o["type"] == "batch"] == kept
-    ours = {(o["batch_position"], o["offset"]) for o in original if o["type"] == "record"
-            and o["offset"] >= 100}
+    ours = {
+        (o["batch_position"], o["offset"])
+        for o in original
+        if o["type"] == "record" and o["offset"] >= 100
+    }
     assert {(o["batch_position"], o["offset"]) for o in lines if o["type"] == "record"} == ours
     # the segment: named by its first offset, read back with the same records
     segment = directory / f"{TOPIC}-0" / f"{100:020d}.log"
     assert segment.is_file()
     again = [o for o in _jsonl(str(segment)) if o["type"] == "record"]
-    assert [(o["offset"], o["key"], o["value"]) for o in again] == \
-        [(o["offset"], o["key"], o["value"]) for o in original
-         if o["type"] == "record" and o["offset"] >= 100]
-    assert not any(f for o in _jsonl(str(segment)) for f in o.get("findings", [])
-                   if f["severity"] == "error")
+    assert [(o["offset"], o["key"], o["value"]) for o in again] == [
+        (o["offset"], o["key"], o["value"])
+        for o in original
+        if o["type"] == "record" and o["offset"] >= 100
+    ]
+    assert not any(
+        f for o in _jsonl(str(segment)) for f in o.get("findings", []) if f["severity"] == "error"
+    )
     # and Kafka's own tool reads it, batch for batch, record for record
     from tests.support.apache_kafka import DUMP_LOG, run_tool
     from tests.support.dump_log import compare, parse
-    dumped = parse(run_tool(DUMP_LOG, "--deep-iteration", "--print-data-log", "--files",
-                            str(segment)).stdout)
+
+    dumped = parse(
+        run_tool(DUMP_LOG, "--deep-iteration", "--print-data-log", "--files", str(segment)).stdout
+    )
     assert compare(dumped[str(segment)], _jsonl(str(segment))) == []
     # e: the item under the cursor (the first shown) as JSON lines
     single = list(tmp_path.glob("kdissect-log-*.jsonl"))
@@ -237,9 +266,10 @@ def test_esc_cancels_a_filter_in_workers(partition):
     async def body(app, pilot):
         before = list(app.shown)
         app.apply_filter('record.value contains "never"')
-        assert app._job is not None              # started: the list as it was meanwhile
+        assert app._job is not None  # started: the list as it was meanwhile
         assert app.shown == before
-        app.action_close_bars()                  # Esc, before the job can finish
+        app.action_close_bars()  # Esc, before the job can finish
         await pilot.pause(0.5)
         assert app._job is None and app.shown == before and app.filter is None
+
     run(partition, body)

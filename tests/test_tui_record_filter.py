@@ -20,15 +20,16 @@ def test_a_record_filter_opens_the_matching_record():
         app = KdissectApp(capture_loader([str(CODECS)]), title=CODECS.name)
         async with app.run_test(size=(160, 45)) as pilot:
             await loaded(app, pilot)
-            for flt, part, want in (('record.key == "kp-gzip-key-1"', "key", "kp-gzip-key-1"),
-                                    ('record.value contains "kp-lz4 value 2"', "value",
-                                     "kp-lz4 value 2")):
+            for flt, part, want in (
+                ('record.key == "kp-gzip-key-1"', "key", "kp-gzip-key-1"),
+                ('record.value contains "kp-lz4 value 2"', "value", "kp-lz4 value 2"),
+            ):
                 assert app.apply_filter(flt) is None
                 for _ in range(200):
                     if app._job is None:
                         break
                     await pilot.pause(0.05)
-                assert len(app.shown) == 2, flt           # Produce and Fetch
+                assert len(app.shown) == 2, flt  # Produce and Fetch
                 for row in range(len(app.shown)):
                     app.table.move_cursor(row)
                     await settle(app, pilot)
@@ -39,6 +40,8 @@ def test_a_record_filter_opens_the_matching_record():
                     assert want in str(record_json(node)[part]), (flt, record_json(node))
                     tree = app.query_one(FieldTree)
                     await pilot.pause(0.1)
-                    assert tree.cursor_node is not None and \
-                        tree.cursor_node.data[1] is node     # the tree's cursor on it
+                    assert (
+                        tree.cursor_node is not None and tree.cursor_node.data[1] is node
+                    )  # the tree's cursor on it
+
     asyncio.run(go())

@@ -21,8 +21,7 @@ CLIENTS = Path(__file__).resolve().parents[1] / "captures" / "kafka-clients.pcap
 
 
 def run(body, size=(80, 24)) -> None:
-    drive(KdissectApp(capture_loader([str(CLIENTS)]), title="clients"), body, size,
-          settled=True)
+    drive(KdissectApp(capture_loader([str(CLIENTS)]), title="clients"), body, size, settled=True)
 
 
 def test_footer_keeps_stats_help_and_quit_at_80_columns():
@@ -33,6 +32,7 @@ def test_footer_keeps_stats_help_and_quit_at_80_columns():
             assert key in keys, sorted(keys)
             region = keys[key].region
             assert region.width > 0 and region.right <= 80, (key, region)
+
     run(body)
 
 
@@ -52,6 +52,7 @@ def test_help_scrolls_with_the_usual_keys_at_once():
         await pilot.press("escape")
         await pilot.pause()
         assert not isinstance(app.screen, HelpScreen)
+
     run(body)
 
 
@@ -69,6 +70,7 @@ def test_unfollowing_keeps_the_selected_exchange_in_view():
         assert app.current_view() is view
         visible = table.scrollable_content_region.height - 1
         assert table.scroll_y <= table.cursor_row < table.scroll_y + visible
+
     run(body, size=(120, 40))
 
 
@@ -80,6 +82,7 @@ def test_sorts_by_broker_time_and_raw_latency_are_labelled_apart():
         app.sort_by("latency", True)
         header = app.table.render_line(0).text
         assert "latency ▼" in header and "broker" not in header
+
     run(body, size=(120, 40))
 
 
@@ -97,6 +100,7 @@ def test_the_next_exchange_shows_the_same_field():
         await settle(app, pilot)
         assert detail.selected is not None and detail.selected[1].name == "client_id"
         assert detail.selected[1] is not client_id
+
     run(body, size=(120, 40))
 
 
@@ -108,10 +112,11 @@ def test_a_live_list_is_titled_live_numbers_its_rows_and_follows_them():
     import time
 
     from kdissect.sources.pcap import exchanges_in
+
     exchanges = exchanges_in([str(CLIENTS)]).exchanges[:30]
     for ex in exchanges:
         for m in ex.messages:
-            m.frame = 0                           # the proxy has no frames
+            m.frame = 0  # the proxy has no frames
     release = threading.Event()
 
     def load(emit, warn, progress):
@@ -131,7 +136,7 @@ def test_a_live_list_is_titled_live_numbers_its_rows_and_follows_them():
             await pilot.pause(0.4)
             assert "live" in app.sub_title and "loading" not in app.sub_title
             assert [v.row[0] for v in app.shown] == [str(n) for n in range(1, 11)]
-            app.table.move_cursor(9)                          # on the last row
+            app.table.move_cursor(9)  # on the last row
             release.set()
             for _ in range(100):
                 if len(app.views) == len(exchanges):
@@ -139,11 +144,13 @@ def test_a_live_list_is_titled_live_numbers_its_rows_and_follows_them():
                 await pilot.pause(0.05)
             await pilot.pause(0.4)
             assert app.table.cursor_row == len(exchanges) - 1
+
     asyncio.run(go())
 
 
 def test_the_filtered_list_exports_as_json_lines(tmp_path, monkeypatch):
     import json
+
     monkeypatch.chdir(tmp_path)
 
     async def body(app, pilot):
@@ -160,4 +167,5 @@ def test_the_filtered_list_exports_as_json_lines(tmp_path, monkeypatch):
         assert lines and all(line["api_name"] == "Produce" for line in lines)
         answered = sum(1 for v in shown if v.ex.response is not None)
         assert len(lines) == len(shown) + answered
+
     run(body, size=(120, 40))

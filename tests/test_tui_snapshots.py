@@ -19,11 +19,14 @@ from textual.widgets import Input
 from tests.support.tui import settle as settle_detail
 from tests.test_tui import CODECS, GROUP, app_for
 
-pytestmark = pytest.mark.slow      # Textual apps rendered to SVG snapshots
+pytestmark = pytest.mark.slow  # Textual apps rendered to SVG snapshots
 
 CAPTURES = Path(__file__).resolve().parents[1] / "captures"
-SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((120, 40), id="120x40"),
-         pytest.param((200, 50), id="200x50")]
+SIZES = [
+    pytest.param((80, 24), id="80x24"),
+    pytest.param((120, 40), id="120x40"),
+    pytest.param((200, 50), id="200x50"),
+]
 
 
 async def on_the_first_problem(pilot) -> None:
@@ -55,6 +58,7 @@ def test_statistics_screen(snap_compare, size):
         await on_the_first_problem(pilot)
         await pilot.press("s")
         await settle(pilot)
+
     assert snap_compare(app_for(GROUP), terminal_size=size, run_before=stats)
 
 
@@ -64,6 +68,7 @@ def test_help_screen(snap_compare, size):
         await on_the_first_problem(pilot)
         await pilot.press("question_mark")
         await settle(pilot)
+
     assert snap_compare(app_for(GROUP), terminal_size=size, run_before=helped)
 
 
@@ -73,8 +78,10 @@ def test_blob_screen(snap_compare, size):
 
     async def settled(pilot):
         from textual.widgets import TextArea
-        pilot.app.query_one(TextArea).cursor_blink = False     # no blinking in a picture
-        await pilot.pause(0.8)                                  # past the typing debounce
+
+        pilot.app.query_one(TextArea).cursor_blink = False  # no blinking in a picture
+        await pilot.pause(0.8)  # past the typing debounce
+
     assert snap_compare(BlobApp(erl), terminal_size=size, run_before=settled)
 
 
@@ -92,13 +99,14 @@ def test_tls_screen(snap_compare, size):
             await pilot.pause(0.05)
         await pilot.press("down", "down")
         await settle_detail(pilot.app, pilot)
-        detail = pilot.app.query_one(Detail)      # on the connection's TLS facts
+        detail = pilot.app.query_one(Detail)  # on the connection's TLS facts
         tls = detail.items[-1].root
         cipher = next(n for n in tls.children if n.name == "cipher")
         detail.select(len(detail.items) - 1, cipher)
         detail.field_tree.reveal(cipher, tls)
-        pilot.app.clear_notifications()        # toasts last seconds: not in a picture
+        pilot.app.clear_notifications()  # toasts last seconds: not in a picture
         await settle(pilot)
+
     assert snap_compare(app, terminal_size=size, run_before=third)
 
 
@@ -114,21 +122,23 @@ def test_values_screen(snap_compare, size):
         app.table.move_cursor(row)
         await settle_detail(app, pilot)
         await pilot.press("d")
-        await settle(pilot)                     # the tree filled again, values decoded
+        await settle(pilot)  # the tree filled again, values decoded
         detail = app.query_one(Detail)
         root = detail.items[0].root
         value = next(n.child("value") for n in root.walk() if n.ktype == "record")
         detail.select(0, value)
         detail.field_tree.reveal(value, root)
-        app.clear_notifications()               # toasts last seconds: not in a picture
+        app.clear_notifications()  # toasts last seconds: not in a picture
         await settle(pilot)
-        await settle(pilot)                     # the tree scrolled to the value
+        await settle(pilot)  # the tree scrolled to the value
+
     assert snap_compare(app_for(CODECS), terminal_size=size, run_before=decoded)
 
 
 @pytest.mark.parametrize("size", SIZES)
 def test_log_screen(snap_compare, size, tmp_path, monkeypatch):
     from tests.test_tui_log import damaged_partition
+
     monkeypatch.chdir(tmp_path)
     damaged_partition(Path("."))
 
@@ -139,8 +149,8 @@ def test_log_screen(snap_compare, size, tmp_path, monkeypatch):
             await pilot.pause(0.05)
         await pilot.press("p")
         await settle(pilot)
-    assert snap_compare(LogApp(["pay-0"], Options()), terminal_size=size,
-                        run_before=on_the_damage)
+
+    assert snap_compare(LogApp(["pay-0"], Options()), terminal_size=size, run_before=on_the_damage)
 
 
 async def _log_loaded(pilot) -> None:
@@ -155,6 +165,7 @@ async def _log_loaded(pilot) -> None:
 def test_log_statistics_screen(snap_compare, size, tmp_path, monkeypatch):
     """`s` in kdissect log: per partition and segment file, then the findings."""
     from tests.test_tui_log import damaged_partition
+
     monkeypatch.chdir(tmp_path)
     damaged_partition(Path("."))
 
@@ -162,6 +173,7 @@ def test_log_statistics_screen(snap_compare, size, tmp_path, monkeypatch):
         await _log_loaded(pilot)
         await pilot.press("s")
         await settle(pilot)
+
     assert snap_compare(LogApp(["pay-0"], Options()), terminal_size=size, run_before=stats)
 
 
@@ -170,6 +182,7 @@ def test_log_filter_bar_with_a_caret(snap_compare, size, tmp_path, monkeypatch):
     """The filter bar of kdissect log, sorted by size: a misspelt field, the caret under
     it and the did-you-mean."""
     from tests.test_tui_log import damaged_partition
+
     monkeypatch.chdir(tmp_path)
     damaged_partition(Path("."))
 
@@ -178,9 +191,10 @@ def test_log_filter_bar_with_a_caret(snap_compare, size, tmp_path, monkeypatch):
         await pilot.press("o")
         pilot.app.clear_notifications()
         for field in pilot.app.query(Input):
-            field.cursor_blink = False              # no blinking in a picture
+            field.cursor_blink = False  # no blinking in a picture
         await pilot.press("slash")
         for key in "producr_id":
             await pilot.press("underscore" if key == "_" else key)
         await settle(pilot)
+
     assert snap_compare(LogApp(["pay-0"], Options()), terminal_size=size, run_before=typed)

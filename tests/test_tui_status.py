@@ -33,9 +33,10 @@ def test_expected_errors_are_named_as_expected_steps_not_problems():
                 at = status.plain.index(EXPECTED_MARK)
                 assert any(s.style == EXPECTED and s.start == at for s in status.spans)
                 expected_only = not view.facts().errors or all(
-                    c in (79, 27) for c in view.facts().errors)
+                    c in (79, 27) for c in view.facts().errors
+                )
                 if expected_only and not view.problems:
-                    assert "red" not in str(api.style)        # not a problem
+                    assert "red" not in str(api.style)  # not a problem
     assert found, "the captures hold a first JoinGroup told MEMBER_ID_REQUIRED"
 
 

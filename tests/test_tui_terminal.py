@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow      # a real terminal (tmux)
+pytestmark = pytest.mark.slow  # a real terminal (tmux)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -22,8 +22,9 @@ def screen_of(session: str) -> str:
 
 
 def tmux(session: str, *args: str) -> str:
-    return subprocess.run([*server(session), *args], capture_output=True, text=True,
-                          check=True).stdout
+    return subprocess.run(
+        [*server(session), *args], capture_output=True, text=True, check=True
+    ).stdout
 
 
 def server(session: str) -> list[str]:
@@ -55,8 +56,22 @@ def start(capture: str, width: int, height: int) -> str:
     kdissect = f"{sys.executable} -m kdissect"
     command = f"cd {ROOT} && {kdissect} pcap {capture}; echo EXIT=$?; sleep 30"
     env = {**os.environ, "TERM": "xterm-256color"}
-    subprocess.run([*server(session), "new-session", "-d", "-s", session, "-x", str(width),
-                    "-y", str(height), command], check=True, env=env)
+    subprocess.run(
+        [
+            *server(session),
+            "new-session",
+            "-d",
+            "-s",
+            session,
+            "-x",
+            str(width),
+            "-y",
+            str(height),
+            command,
+        ],
+        check=True,
+        env=env,
+    )
     return session
 
 
@@ -66,16 +81,19 @@ def test_pcap_opens_the_tui_in_a_terminal_and_quits_cleanly():
     kdissect = f"{sys.executable} -m kdissect"
     command = f"cd {ROOT} && {kdissect} pcap captures/kcat.pcap; echo EXIT=$?; sleep 30"
     env = {**os.environ, "TERM": "xterm-256color"}
-    subprocess.run([*server(session), "new-session", "-d", "-s", session, "-x", "160", "-y",
-                    "40", command], check=True, env=env)
+    subprocess.run(
+        [*server(session), "new-session", "-d", "-s", session, "-x", "160", "-y", "40", command],
+        check=True,
+        env=env,
+    )
     try:
         wait_for(session, "14 exchanges")
-        screen = wait_for(session, "q Quit")           # the footer's key hints (drawn last)
+        screen = wait_for(session, "q Quit")  # the footer's key hints (drawn last)
         assert "Produce" in screen and "Fetch" in screen and "kcat.pcap" in screen
         tmux(session, "send-keys", "-t", session, "?")
         wait_for(session, "this help")
         tmux(session, "send-keys", "-t", session, "Escape")
-        time.sleep(1)                   # else the terminal reads Escape+q as alt+q
+        time.sleep(1)  # else the terminal reads Escape+q as alt+q
         assert "this help" not in tmux(session, "capture-pane", "-p", "-t", session)
         tmux(session, "send-keys", "-t", session, "q")
         screen = wait_for(session, "EXIT=0")
@@ -89,22 +107,33 @@ def test_at_120_columns_the_error_is_in_the_list_and_tab_completes_a_filter():
     try:
         wait_for(session, "122 exchanges")
         tmux(session, "send-keys", "-t", session, "/")
-        time.sleep(0.3)                                    # a person's pace
+        time.sleep(0.3)  # a person's pace
         tmux(session, "send-keys", "-t", session, "-l", "api == SaslAuth")
-        time.sleep(0.5)                                    # the suggestion comes
+        time.sleep(0.5)  # the suggestion comes
         tmux(session, "send-keys", "-t", session, "Tab")
         wait_for(session, "api == SaslAuthenticate")
         tmux(session, "send-keys", "-t", session, "-l", " and e")  # into the bar, not keys
         wait_for(session, "api == SaslAuthenticate and e")
-        tmux(session, "send-keys", "-t", session, "BSpace", "BSpace", "BSpace", "BSpace",
-             "BSpace", "BSpace", "Enter")
+        tmux(
+            session,
+            "send-keys",
+            "-t",
+            session,
+            "BSpace",
+            "BSpace",
+            "BSpace",
+            "BSpace",
+            "BSpace",
+            "BSpace",
+            "Enter",
+        )
         screen = wait_for(session, "of 122 exchanges")
         rows = [line for line in screen.splitlines() if "SaslAuthenticate" in line and "ms" in line]
         assert any("SASL_AUTHENTICATION_FAILED" in line for line in rows), screen  # in the list
         tmux(session, "send-keys", "-t", session, "q")
         screen = wait_for(session, "EXIT=0")
         assert "Traceback" not in screen
-        assert not list(ROOT.glob("kdissect-exchange-*.json"))   # `e` did not export
+        assert not list(ROOT.glob("kdissect-exchange-*.json"))  # `e` did not export
     finally:
         stop(session)
 
@@ -114,18 +143,20 @@ def test_at_80x24_p_reaches_the_offending_field_and_its_explanation_reads_in_ful
     session = start("captures/kafka-sasl.pcap", 80, 24)
     try:
         wait_for(session, "exchanges")
-        for _ in range(12):                                # problem after problem: a login
+        for _ in range(12):  # problem after problem: a login
             tmux(session, "send-keys", "-t", session, "p")  # refused for a bad password
             time.sleep(0.4)
             if "body.error_code @" in screen_of(session):
                 break
         screen = wait_for(session, "── error_code @4+2 = 58")  # the tree scrolled to it
         flat = " ".join(" ".join(screen.split()).split("│"))
-        assert "SASL_AUTHENTICATION_FAILED: SASL authentication failed (wrong credentials or " \
-            "mechanism)" in flat, screen                    # the explanation, not cut
+        assert (
+            "SASL_AUTHENTICATION_FAILED: SASL authentication failed (wrong credentials or "
+            "mechanism)" in flat
+        ), screen  # the explanation, not cut
         tmux(session, "send-keys", "-t", session, "v")  # the bytes instead of the tree
-        screen = wait_for(session, "00000000")             # the field's line of the dump
-        assert "── error_code @4+2" not in screen             # the tree gave way
+        screen = wait_for(session, "00000000")  # the field's line of the dump
+        assert "── error_code @4+2" not in screen  # the tree gave way
         tmux(session, "send-keys", "-t", session, "q")
         screen = wait_for(session, "EXIT=0")
         assert "Traceback" not in screen

@@ -28,7 +28,7 @@ from tests.test_tui_workflow import line_of
 TLS = Path(__file__).resolve().parents[1] / "captures" / "tls" / "kafka-tls.pcap"
 KEYS = TLS.with_suffix(".keys")
 
-pytestmark = pytest.mark.slow            # Textual's pilot: seconds per test
+pytestmark = pytest.mark.slow  # Textual's pilot: seconds per test
 
 
 def key_log() -> KeyLog:
@@ -38,8 +38,7 @@ def key_log() -> KeyLog:
 
 
 def run(body, keys: KeyLog | None, size=(160, 45)) -> None:
-    drive(KdissectApp(capture_loader([str(TLS)], keys=keys), title=TLS.name, keys=keys),
-          body, size)
+    drive(KdissectApp(capture_loader([str(TLS)], keys=keys), title=TLS.name, keys=keys), body, size)
 
 
 def secrets_blocks(path: Path) -> list[bytes]:
@@ -49,8 +48,8 @@ def secrets_blocks(path: Path) -> list[bytes]:
         kind, length = struct.unpack_from("<II", data, pos)
         if kind == 10:
             secrets_type, size = struct.unpack_from("<II", data, pos + 8)
-            assert secrets_type == 0x544C534B                    # TLS key log
-            found.append(data[pos + 16:pos + 16 + size])
+            assert secrets_type == 0x544C534B  # TLS key log
+            found.append(data[pos + 16 : pos + 16 + size])
         pos += length
     return found
 
@@ -80,6 +79,7 @@ def test_decrypted_exchanges_say_so_and_the_statistics_list_the_connections():
         console.print(screen.query_one("#tls", Static).content)
         table = console.export_text()
         assert table.count("decrypted") >= 4 and "TLS_AES_256_GCM_SHA384" in table
+
     run(body, key_log())
 
 
@@ -89,6 +89,7 @@ def test_without_keys_the_screen_says_they_are_tls_and_what_to_give():
         assert {f.state for f in app.tls_connections} == {"no keys"}
         empty = str(app.query_one("#empty").render())
         assert "4 TLS connections to 127.0.0.1:57655" in empty and "--keylog" in empty
+
     run(body, None)
 
 
@@ -96,6 +97,7 @@ def export(tmp_path: Path) -> Path:
     async def body(app, pilot):
         await pilot.press("E")
         await pilot.pause()
+
     run(body, key_log())
     (out,) = tmp_path.glob("kdissect-*.pcapng")
     return out
@@ -107,11 +109,13 @@ def test_export_keeps_the_decrypted_messages_and_the_key_log(tmp_path, monkeypat
     assert out.name == "kdissect-kafka-tls-23-exchanges.pcapng"
     (logged,) = secrets_blocks(out)
     assert sorted(logged.splitlines()) == sorted(
-        line for line in KEYS.read_bytes().splitlines() if not line.startswith(b"#"))
-    again = exchanges_in([str(out)]).exchanges             # no key log given: none needed
+        line for line in KEYS.read_bytes().splitlines() if not line.startswith(b"#")
+    )
+    again = exchanges_in([str(out)]).exchanges  # no key log given: none needed
     original = exchanges_in([str(TLS)], keys=key_log()).exchanges
-    assert [(e.first.api_key, e.first.correlation_id) for e in again] == \
-        [(e.first.api_key, e.first.correlation_id) for e in original]
+    assert [(e.first.api_key, e.first.correlation_id) for e in again] == [
+        (e.first.api_key, e.first.correlation_id) for e in original
+    ]
 
 
 def test_tshark_opens_the_export_decrypted(tmp_path, monkeypatch):
@@ -119,8 +123,24 @@ def test_tshark_opens_the_export_decrypted(tmp_path, monkeypatch):
     out = export(tmp_path)
     ports = {e.broker[1] for e in exchanges_in([str(out)]).exchanges}
     (port,) = ports
-    fields = subprocess.run(["tshark", "-r", str(out), "-d", f"tcp.port=={port},kafka",
-                             "-Y", "kafka", "-T", "fields", "-e", "kafka.correlation_id"],
-                            capture_output=True, text=True, check=True).stdout.split()
-    assert len(fields) == 2 * 23 - sum(1 for e in exchanges_in([str(out)]).exchanges
-                                        if e.response is None)
+    fields = subprocess.run(
+        [
+            "tshark",
+            "-r",
+            str(out),
+            "-d",
+            f"tcp.port=={port},kafka",
+            "-Y",
+            "kafka",
+            "-T",
+            "fields",
+            "-e",
+            "kafka.correlation_id",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert len(fields) == 2 * 23 - sum(
+        1 for e in exchanges_in([str(out)]).exchanges if e.response is None
+    )

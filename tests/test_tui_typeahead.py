@@ -28,15 +28,24 @@ from kdissect.tui.app import KdissectApp
 from kdissect.tui.log_app import LogApp
 
 ROOT = Path(__file__).resolve().parents[1]
-CLIENTS = ROOT / "captures" / "kafka-clients.pcap"      # 113 KB, 151 exchanges
-GAP = 0.02                                              # seconds between keys
+CLIENTS = ROOT / "captures" / "kafka-clients.pcap"  # 113 KB, 151 exchanges
+GAP = 0.02  # seconds between keys
 
 
 def replicated(tmp: Path, copies: int) -> Path:
     """kafka-clients.pcap, ``copies`` times over (each copy its own connections)."""
     out = tmp / f"clients-x{copies}.pcap"
-    subprocess.run([sys.executable, str(ROOT / "benchmarks" / "replicate_capture.py"),
-                    str(CLIENTS), str(out), "--copies", str(copies)], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "replicate_capture.py"),
+            str(CLIENTS),
+            str(out),
+            "--copies",
+            str(copies),
+        ],
+        check=True,
+    )
     return out
 
 
@@ -63,6 +72,7 @@ class Typist:
         def changed(value: str) -> None:
             if 0 < len(value) <= len(self.sent):
                 self.latencies.append(time.monotonic() - self.sent[len(value) - 1])
+
         self.app.watch(box, "value", changed, init=False)
 
     async def type(self, *keys: str) -> None:
@@ -89,8 +99,9 @@ async def until(pilot, done, timeout: float = 60) -> None:
         await pilot.pause(0.02)
 
 
-def typeahead(app, pilot_size, filters: list[str], after: str, check
-              ) -> tuple[int, int, list[float]]:
+def typeahead(
+    app, pilot_size, filters: list[str], after: str, check
+) -> tuple[int, int, list[float]]:
     """Types each filter, then ``after`` (a list key) right after Enter; ``check(app,
     text, times)``: whether the filter arrived whole and ``after`` ran ``times`` times
     so far (waited for a while: keys may queue while rows are added). (intact, typed
@@ -109,11 +120,14 @@ def typeahead(app, pilot_size, filters: list[str], after: str, check
                 await until(pilot, lambda: check(app, text, i + 1), 30)
                 ok = check(app, text, i + 1)
                 if not ok:
-                    print(f"trial {i}: filter {app.filter_text!r}, bar "
-                          f"{app.query_one('#filter', Input).value!r}, sorted "
-                          f"{app.sorted_by}")
+                    print(
+                        f"trial {i}: filter {app.filter_text!r}, bar "
+                        f"{app.query_one('#filter', Input).value!r}, sorted "
+                        f"{app.sorted_by}"
+                    )
                 intact += ok
             result.update(intact=intact, during=during, lat=typist.latencies)
+
     asyncio.run(go())
     return result["intact"], result["during"], result["lat"]
 
@@ -125,31 +139,39 @@ def exchange_filters_hold(tmp: Path, copies: int, n: int) -> None:
     def check(app, text: str, times: int) -> bool:
         """The filter whole, no list key run (`o` sorts, `t` changes the time, `f`
         follows: the letters of a filter are list keys too)."""
-        return app.focused is app.table and app.filter_text == text and \
-            app.sorted_by == ("time", False) and app.time_format == "short" and \
-            app.following is None
+        return (
+            app.focused is app.table
+            and app.filter_text == text
+            and app.sorted_by == ("time", False)
+            and app.time_format == "short"
+            and app.following is None
+        )
+
     intact, during, lat = typeahead(app, (120, 40), filters, "", check)
-    print(f"\n{intact}/{n} filters intact, {during} typed while loading; key latency "
-          f"median {statistics.median(lat) * 1000:.1f} ms, max {max(lat) * 1000:.1f} ms "
-          f"({len(lat)} keys)")
+    print(
+        f"\n{intact}/{n} filters intact, {during} typed while loading; key latency "
+        f"median {statistics.median(lat) * 1000:.1f} ms, max {max(lat) * 1000:.1f} ms "
+        f"({len(lat)} keys)"
+    )
     assert intact == n
     assert during >= 1, "the capture was loaded before the first filter: make it bigger"
 
 
-@pytest.mark.slow                        # a loading capture: half a minute of a core or two
+@pytest.mark.slow  # a loading capture: half a minute of a core or two
 def test_filters_typed_while_a_capture_loads_arrive_whole(tmp_path):
-    exchange_filters_hold(tmp_path, 120, 6)              # 13 MB, 18 000 exchanges
+    exchange_filters_hold(tmp_path, 120, 6)  # 13 MB, 18 000 exchanges
 
 
 @pytest.mark.slow
 def test_twenty_filters_typed_while_a_150_mb_capture_loads_arrive_whole(tmp_path):
-    exchange_filters_hold(tmp_path, 1330, 20)            # 151 MB, 200 000 exchanges
+    exchange_filters_hold(tmp_path, 1330, 20)  # 151 MB, 200 000 exchanges
 
 
 def big_partition(tmp: Path, batches: int) -> Path:
     """customers-0: ``batches`` record batches written by kafka-python's encoder (one
     batch repeated at growing base offsets: the base offset is outside the CRC)."""
     from tests.test_log import batch
+
     part = tmp / "customers-0"
     part.mkdir()
     one = bytearray(batch(2, 0, 0, [(b"k", b"v" * 40), (b"l", b"w" * 40)]))
@@ -162,17 +184,24 @@ def big_partition(tmp: Path, batches: int) -> Path:
 
 def log_filters_hold(tmp: Path, batches: int, n: int) -> None:
     from kdissect.tui.log_app import SORT_CYCLE
+
     app = LogApp([str(big_partition(tmp, batches))], Options())
     filters = ["topic == customers" if i % 2 else "partition == 0" for i in range(n)]
 
     def check(app, text: str, times: int) -> bool:
         """The filter whole, no list key run (`o`, a letter of `partition`, sorts)."""
-        return app.focused is app.table and app.filter_text == text and \
-            app.sorted_by[0] == SORT_CYCLE[0]
+        return (
+            app.focused is app.table
+            and app.filter_text == text
+            and app.sorted_by[0] == SORT_CYCLE[0]
+        )
+
     intact, during, lat = typeahead(app, (120, 40), filters, "", check)
-    print(f"\n{intact}/{n} filters intact, {during} typed while loading; key latency "
-          f"median {statistics.median(lat) * 1000:.1f} ms, max {max(lat) * 1000:.1f} ms "
-          f"({len(lat)} keys)")
+    print(
+        f"\n{intact}/{n} filters intact, {during} typed while loading; key latency "
+        f"median {statistics.median(lat) * 1000:.1f} ms, max {max(lat) * 1000:.1f} ms "
+        f"({len(lat)} keys)"
+    )
     assert intact == n
     assert during >= 1, "the log was read before the first filter: make it bigger"
 
@@ -192,12 +221,15 @@ def test_tab_right_after_the_last_letter_completes():
             await until(pilot, lambda: app.loaded)
             typist = Typist(app)
             box = app.query_one("#filter", Input)
-            for typed, completed in (("api == Prod", "api == Produce"),
-                                     ("err", "error"), ("api == Fetch and cli",
-                                      "api == Fetch and client_id")):
+            for typed, completed in (
+                ("api == Prod", "api == Produce"),
+                ("err", "error"),
+                ("api == Fetch and cli", "api == Fetch and client_id"),
+            ):
                 await typist.type("/", *typed, "tab")
                 await until(pilot, lambda: box.value != typed, 5)
                 assert box.value == completed
                 await typist.type("escape")
                 await until(pilot, lambda: app.focused is app.table, 5)
+
     asyncio.run(go())

@@ -24,7 +24,7 @@ from kdissect.tui.screens import StatsScreen
 from tests.support.tui import drive, settle
 from tests.test_tui import CAPTURES, CODECS, GROUP
 
-pytestmark = pytest.mark.slow      # Textual apps through whole workflows
+pytestmark = pytest.mark.slow  # Textual apps through whole workflows
 
 KCAT = CAPTURES / "kcat.pcap"
 
@@ -49,12 +49,13 @@ def test_tab_completes_in_the_filter_bar_and_keys_stay_there(tmp_path, monkeypat
             await pilot.press("space" if key == " " else key)
         await pilot.pause(0.3)
         await pilot.press("tab")
-        assert box.value == "api == JoinGroup" and box.has_focus    # completed, still here
-        for key in " and e":                     # `e` is the export key in the list
+        assert box.value == "api == JoinGroup" and box.has_focus  # completed, still here
+        for key in " and e":  # `e` is the export key in the list
             await pilot.press("space" if key == " " else key)
         assert box.value == "api == JoinGroup and e" and not list(tmp_path.iterdir())
-        await pilot.press("backspace", "backspace", "backspace", "backspace", "backspace",
-                          "backspace", "enter")
+        await pilot.press(
+            "backspace", "backspace", "backspace", "backspace", "backspace", "backspace", "enter"
+        )
         await pilot.pause()
         assert len(app.shown) == 2 and all(v.ex.first.api_key == 11 for v in app.shown)
 
@@ -71,8 +72,11 @@ def test_columns_fit_the_width_and_keep_the_error_in_view():
 
     async def body(app, pilot):
         table = app.query_one(ExchangeList)
-        failed = next(i for i, v in enumerate(app.shown) if v.ex.first.api_key == 36
-                      and v.ex.facts is not None and 58 in v.ex.facts.errors)
+        failed = next(
+            i
+            for i, v in enumerate(app.shown)
+            if v.ex.first.api_key == 36 and v.ex.facts is not None and 58 in v.ex.facts.errors
+        )
         text = line_of(table, failed)
         assert "SaslAuthenticate" in text and "SASL_AUTHENTICATION_FAILED" in text and "ms" in text
         # one client host and one broker host: endpoints shrink to ports
@@ -87,14 +91,27 @@ def test_columns_fit_the_width_and_keep_the_error_in_view():
 
 
 def test_frame_numbers_match_tshark_and_rows_come_in_request_order():
-    tshark = subprocess.run(["tshark", "-r", str(KCAT), "-Y", "kafka and tcp.dstport == 9092",
-                             "-T", "fields", "-e", "frame.number"],
-                            capture_output=True, text=True, check=True).stdout.split()
+    tshark = subprocess.run(
+        [
+            "tshark",
+            "-r",
+            str(KCAT),
+            "-Y",
+            "kafka and tcp.dstport == 9092",
+            "-T",
+            "fields",
+            "-e",
+            "frame.number",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
 
     async def body(app, pilot):
         table = app.query_one(ExchangeList)
         frames = [v.row[0] for v in app.shown]
-        assert frames == tshark                        # Wireshark's frame numbers, in order
+        assert frames == tshark  # Wireshark's frame numbers, in order
         assert line_of(table, 0).split()[0] == tshark[0]
         await pilot.press("end")
         assert table.cursor_row == table.row_count - 1
@@ -107,34 +124,36 @@ def test_frame_numbers_match_tshark_and_rows_come_in_request_order():
 def test_rows_are_in_request_order_whatever_order_answers_come_in():
     async def body(app, pilot):
         arrived = [v.ex.first.ts for v in app.views]
-        assert arrived != sorted(arrived)     # the engine hands exchanges over as answered
+        assert arrived != sorted(arrived)  # the engine hands exchanges over as answered
         times = [v.ex.first.ts for v in app.shown]
         assert times == sorted(times)
         unanswered = [v for v in app.shown if v.ex.response is None]
-        assert unanswered and all(app.shown.index(v) == sorted(arrived).index(v.ex.first.ts)
-                                  for v in unanswered)
+        assert unanswered and all(
+            app.shown.index(v) == sorted(arrived).index(v.ex.first.ts) for v in unanswered
+        )
 
     run(GROUP, body)
 
 
 def test_sorting_from_the_keyboard():
     async def body(app, pilot):
-        await pilot.press("o")                        # broker time, slowest first
+        await pilot.press("o")  # broker time, slowest first
         await pilot.pause()
         assert app.sorted_by == ("broker time", True)
         took = [anomaly.service_time(v) for v in app.shown]
         assert [t for t in took if t is not None] == sorted(
-            [t for t in took if t is not None], reverse=True)
-        assert app.shown[0].ex.first.api_key != 11     # the held JoinGroup waited: not first
-        await pilot.press("o")                        # latency, slowest first
+            [t for t in took if t is not None], reverse=True
+        )
+        assert app.shown[0].ex.first.api_key != 11  # the held JoinGroup waited: not first
+        await pilot.press("o")  # latency, slowest first
         await pilot.pause()
         latencies = [v.ex.latency for v in app.shown]
         answered = [x for x in latencies if x is not None]
         assert app.sorted_by == ("latency", True) and answered == sorted(answered, reverse=True)
-        assert latencies[-1] is None                   # unanswered last
-        assert app.shown[0].ex.first.api_key == 11     # the held JoinGroup
+        assert latencies[-1] is None  # unanswered last
+        assert app.shown[0].ex.first.api_key == 11  # the held JoinGroup
         assert "latency ▼" in app.query_one(ExchangeList).render_line(0).text
-        await pilot.press("O")                         # reverse: fastest first
+        await pilot.press("O")  # reverse: fastest first
         await pilot.pause()
         answered = [v.ex.latency for v in app.shown if v.ex.latency is not None]
         assert answered == sorted(answered) and app.shown[-1].ex.latency is None
@@ -145,26 +164,31 @@ def test_sorting_from_the_keyboard():
 def test_next_problem_lands_on_the_offending_field():
     """`p` goes from problem to problem and lands on the field at fault, bytes highlighted;
     a normal protocol step (MEMBER_ID_REQUIRED on the first JoinGroup) is no problem."""
+
     async def body(app, pilot):
         failed = None
-        for _ in range(12):                     # plaintext logins come first: a finding each
+        for _ in range(12):  # plaintext logins come first: a finding each
             await pilot.press("p")
             await settle(app, pilot)
             view = app.current_view()
             selected = app.query_one(Detail).selected
-            if view.ex.first.api_key == 36 and selected is not None and \
-                    selected[1].name == "error_code" and selected[1].value == 58:
-                failed = view                   # SASL_AUTHENTICATION_FAILED: a bad password
+            if (
+                view.ex.first.api_key == 36
+                and selected is not None
+                and selected[1].name == "error_code"
+                and selected[1].value == 58
+            ):
+                failed = view  # SASL_AUTHENTICATION_FAILED: a bad password
                 break
         assert failed is not None
         detail = app.query_one(Detail)
         index, node = detail.selected
-        assert index == 1 and node.name == "error_code" and node.value == 58   # the response
+        assert index == 1 and node.name == "error_code" and node.value == 58  # the response
         hexview = app.query_one(HexView)
         assert hexview.marks[-1] == (node.offset, node.end, HIGHLIGHT)
         await pilot.pause()
         assert app.query_one(Tree).cursor_node.data[1] is node
-        await pilot.press("P")                                 # and back
+        await pilot.press("P")  # and back
         await settle(app, pilot)
         assert app.current_view() is not failed
 
@@ -180,11 +204,11 @@ def test_the_normal_steps_of_a_group_are_no_problems():
         assert view.ex.response is None and view.ex.first.api_key == 3
         await pilot.press("p")
         await settle(app, pilot)
-        assert app.current_view() is view                      # around again: no other
+        assert app.current_view() is view  # around again: no other
         # the Fetch long poll (max_wait_ms 500, answered empty), the JoinGroup held 3 s for
         # the rebalance and its MEMBER_ID_REQUIRED are steps the client asked for
         fetch_wait = [v for v in app.views if v.ex.first.api_key == 1 and v.ex.latency > 0.4]
-        assert fetch_wait and fetch_wait[0].row[7].style == "dim"     # the latency cell
+        assert fetch_wait and fetch_wait[0].row[7].style == "dim"  # the latency cell
         assert app.apply_filter("anomaly") is None
         assert len(app.shown) == 1 and fetch_wait[0] not in app.shown
 
@@ -193,11 +217,14 @@ def test_the_normal_steps_of_a_group_are_no_problems():
 
 def test_search_and_record_filters_reach_compressed_records():
     async def body(app, pilot):
-        gzip = [v for v in app.views if v.ex.first.api_key == 0 and
-                b"kp-gzip" in app.load_bytes(v).ex.request.data]
-        assert gzip and b"kp-gzip-key-1" not in gzip[0].ex.request.data   # compressed
+        gzip = [
+            v
+            for v in app.views
+            if v.ex.first.api_key == 0 and b"kp-gzip" in app.load_bytes(v).ex.request.data
+        ]
+        assert gzip and b"kp-gzip-key-1" not in gzip[0].ex.request.data  # compressed
         assert app.apply_filter('record.key == "kp-gzip-key-1"') is None
-        assert sorted(v.ex.first.api_key for v in app.shown) == [0, 1]    # Produce, Fetch
+        assert sorted(v.ex.first.api_key for v in app.shown) == [0, 1]  # Produce, Fetch
         assert app.apply_filter("record.header.codec == zstd") is None
         assert len(app.shown) == 2
         assert app.apply_filter("") is None
@@ -225,7 +252,7 @@ def test_statistics_chart_goes_to_the_slowest_exchange():
         assert isinstance(screen, StatsScreen)
         chart = screen.query_one(LatencyChart)
         text = chart.render().plain
-        assert "ms" in text and "20:38:01" in text                 # both axes are labelled
+        assert "ms" in text and "20:38:01" in text  # both axes are labelled
         assert "slowest" in str(screen.query_one("#slice", Static).content)
         slowest = max(screen.points, key=lambda p: p[1])[2]
         await pilot.press("enter")
@@ -284,17 +311,21 @@ def test_export_the_list_as_pcapng(tmp_path, monkeypatch):
         await pilot.press("E")
         await pilot.pause()
         out = tmp_path / "kdissect-confluent-group-3-exchanges.pcapng"
-        await pilot.press("E")                                     # again: a new file
+        await pilot.press("E")  # again: a new file
         await pilot.pause()
         assert (tmp_path / "kdissect-confluent-group-3-exchanges-2.pcapng").exists()
         again = exchanges_in([str(out)]).exchanges
         assert sorted(e.first.api_key for e in again) == [11, 11, 14]
-        assert [e.latency for e in again] == pytest.approx([v.ex.latency for v in app.shown],
-                                                           abs=2e-6)   # µs timestamps
-        tshark = subprocess.run(["tshark", "-r", str(out), "-Y", "kafka", "-T", "fields",
-                                 "-e", "kafka.api_key"], capture_output=True, text=True)
+        assert [e.latency for e in again] == pytest.approx(
+            [v.ex.latency for v in app.shown], abs=2e-6
+        )  # µs timestamps
+        tshark = subprocess.run(
+            ["tshark", "-r", str(out), "-Y", "kafka", "-T", "fields", "-e", "kafka.api_key"],
+            capture_output=True,
+            text=True,
+        )
         assert tshark.returncode == 0 and tshark.stdout.split().count("11") == 4
-        app.apply_filter("")                  # every connection: each closes in time order
+        app.apply_filter("")  # every connection: each closes in time order
         await pilot.press("E")
         await pilot.pause()
         times = packet_times(tmp_path / "kdissect-confluent-group-30-exchanges.pcapng")
@@ -308,11 +339,12 @@ def test_every_key_works_at_80x24(tmp_path, monkeypatch):
 
     async def body(app, pilot):
         table = app.query_one(ExchangeList)
-        assert {"#", "API", "latency", "status"} <= {COLUMNS[i].name
-                                                     for i, _ in table.columns_shown()}
+        assert {"#", "API", "latency", "status"} <= {
+            COLUMNS[i].name for i, _ in table.columns_shown()
+        }
         await pilot.press("p")
         await settle(app, pilot)
-        assert app.current_view().ex.response is None          # the unanswered Metadata
+        assert app.current_view().ex.response is None  # the unanswered Metadata
         await pilot.press("o", "O", "t", "end")
         assert app.sorted_by == ("broker time", False) and table.cursor_row == table.row_count - 1
         await pilot.press("home", "f")
@@ -342,7 +374,7 @@ def test_every_key_works_at_80x24(tmp_path, monkeypatch):
         tree.move_cursor(tree.root)
         closed = lambda: [n for n in _nodes(tree.root) if n.allow_expand and not n.is_expanded]
         assert closed()
-        await pilot.press("asterisk")                     # open every field
+        await pilot.press("asterisk")  # open every field
         assert closed() == []
 
     run(GROUP, body, size=(80, 24))
@@ -357,19 +389,22 @@ def _nodes(node):
 def test_the_ui_holds_offsets_and_reads_bytes_back_when_needed():
     """The loader spills message bytes; the UI keeps only the last KEEP exchanges' bytes."""
     from kdissect.tui.spill import KEEP
+
     path = CAPTURES / "sasl-scram.pcap"
-    original = {(e.stream, e.first.index): [m.data for m in e.messages]
-                for e in exchanges_in([str(path)]).exchanges}
+    original = {
+        (e.stream, e.first.index): [m.data for m in e.messages]
+        for e in exchanges_in([str(path)]).exchanges
+    }
     assert len(original) > KEEP
 
     async def body(app, pilot):
         held = [v for v in app.views if any(m.data for m in v.ex.messages)]
-        assert len(held) <= 2                   # the one shown (and the one decoding)
+        assert len(held) <= 2  # the one shown (and the one decoding)
         for v in app.views:
             key = (v.ex.stream, v.ex.first.index)
             assert [m.data for m in app.load_bytes(v).ex.messages] == original[key]
         held = [v for v in app.views if any(m.data for m in v.ex.messages)]
         assert len(held) == KEEP and held == app.views[-KEEP:]
-        assert app.apply_filter('client_id ~ "."') is None and app.shown   # still works
+        assert app.apply_filter('client_id ~ "."') is None and app.shown  # still works
 
     run(path, body)

@@ -30,8 +30,11 @@ FULL = Options()
 
 
 def located(data: bytes, direction: str, key: int, version: int, options: Options = FULL):
-    msg = decode_request(data, options) if direction == "request" else \
-        decode_response(data, key, version, options)
+    msg = (
+        decode_request(data, options)
+        if direction == "request"
+        else decode_response(data, key, version, options)
+    )
     return msg
 
 
@@ -43,13 +46,15 @@ def messages(path: Path) -> list[tuple[bytes, str, int, int]]:
     """(data, direction, api key, version) of every message whose API is known."""
     sink = Collect()
     read_captures([str(path)], sink)
-    return [(m.data, m.direction, m.api_key, m.api_version)
-            for ex in sink.exchanges for m in ex.messages
-            if m.direction != "sasl" and m.api_key is not None]
+    return [
+        (m.data, m.direction, m.api_key, m.api_version)
+        for ex in sink.exchanges
+        for m in ex.messages
+        if m.direction != "sasl" and m.api_key is not None
+    ]
 
 
-def agree(data: bytes, direction: str, key: int, version: int,
-          options: Options = FULL) -> bool:
+def agree(data: bytes, direction: str, key: int, version: int, options: Options = FULL) -> bool:
     """The decoders agree; returns whether the values path took the message."""
     values = body_values(data, direction, key, version, options, json_bytes)
     msg = located(data, direction, key, version, options)
@@ -78,7 +83,7 @@ def test_enrichment_from_values_equals_enrichment_from_trees(path):
     exchange gets the same facts, findings and status as from located trees."""
     raw = Collect()
     read_captures([str(path)], raw)
-    state = [({}, {}), ({}, {})]            # (topic ids, advertised) per path
+    state = [({}, {}), ({}, {})]  # (topic ids, advertised) per path
     took = 0
     for ex in raw.exchanges:
         fast, slow = copy.deepcopy(ex), copy.deepcopy(ex)
@@ -89,7 +94,7 @@ def test_enrichment_from_values_equals_enrichment_from_trees(path):
         took += any(enrich_values_body(m, SUMMARY) is not None for m in ex.messages)
     assert state[0][0] == state[1][0]
     if any(ex.first.api_key == 3 for ex in raw.exchanges):
-        assert took                         # Metadata answers take the values path
+        assert took  # Metadata answers take the values path
 
 
 @pytest.mark.parametrize("path", CAPTURES, ids=[p.stem for p in CAPTURES])
@@ -98,10 +103,18 @@ def test_every_capture_message_agrees(path):
     for data, direction, key, version in messages(path):
         taken += agree(data, direction, key, version)
         msg = located(data, direction, key, version)
-        clean += msg.problems == [] and key not in (11, 14, 15, 36, 58) and \
-            not ((key, direction) in RECORD_CARRIERS and mentions_internal_topic(data) and
-                 any(n.ktype == "records" and any(c.name != "_length" for c in n.children)
-                     for n in msg.body.walk()))
+        clean += (
+            msg.problems == []
+            and key not in (11, 14, 15, 36, 58)
+            and not (
+                (key, direction) in RECORD_CARRIERS
+                and mentions_internal_topic(data)
+                and any(
+                    n.ktype == "records" and any(c.name != "_length" for c in n.children)
+                    for n in msg.body.walk()
+                )
+            )
+        )
         # embedded structures (and Envelope's request) and internal topics' records (by
         # schema) take the located path (a message that may name an internal topic and
         # holds no record: the fast way)
@@ -115,7 +128,8 @@ def test_record_batches_of_every_codec_take_the_values_path():
     """The codec capture's Produce and Fetch bodies: records decoded, not left raw."""
     seen = set()
     for data, direction, key, version in messages(
-            Path(__file__).parent.parent / "captures" / "kafka-python-codecs.pcap"):
+        Path(__file__).parent.parent / "captures" / "kafka-python-codecs.pcap"
+    ):
         if key in (0, 1) and agree(data, direction, key, version):
             text = as_json(body_values(data, direction, key, version, FULL, json_bytes))
             for attrs in ("none", "gzip", "snappy", "lz4", "zstd"):
@@ -134,46 +148,55 @@ def test_damaged_messages_step_aside_or_agree():
         data, direction, key, version = rng.choice(corpus)
         b = bytearray(data)
         how = rng.randrange(3)
-        if how == 0 and len(b) > 8:                    # flip one byte after the header
+        if how == 0 and len(b) > 8:  # flip one byte after the header
             i = rng.randrange(8, len(b))
             b[i] ^= 1 << rng.randrange(8)
-        elif how == 1:                                 # cut short
-            del b[rng.randrange(4, len(b)):]
-        else:                                          # a byte more or less somewhere
+        elif how == 1:  # cut short
+            del b[rng.randrange(4, len(b)) :]
+        else:  # a byte more or less somewhere
             i = rng.randrange(4, len(b))
             if rng.random() < 0.5:
                 b.insert(i, rng.randrange(256))
             else:
                 del b[i]
         answered += agree(bytes(b), direction, key, version)
-    assert answered > 100      # flips inside values (names, numbers) keep messages clean
+    assert answered > 100  # flips inside values (names, numbers) keep messages clean
 
 
 def test_raw_records_and_small_budgets():
     """Options change both paths alike: records left raw, tight budgets (decompressed
     bytes, nodes): a message the located decoder cuts short never takes the values path."""
-    opts = [Options(records=False), Options(max_decompressed=100),
-            Options(max_decompressed=3000), Options(max_nodes=40), Options(max_nodes=400)]
+    opts = [
+        Options(records=False),
+        Options(max_decompressed=100),
+        Options(max_decompressed=3000),
+        Options(max_nodes=40),
+        Options(max_nodes=400),
+    ]
     for data, direction, key, version in messages(
-            Path(__file__).parent.parent / "captures" / "kafka-python-codecs.pcap"):
+        Path(__file__).parent.parent / "captures" / "kafka-python-codecs.pcap"
+    ):
         for o in opts:
             agree(data, direction, key, version, o)
 
 
-@pytest.mark.parametrize("key,version,direction", CASE_PARAMS)   # newest versions: fast
+@pytest.mark.parametrize("key,version,direction", CASE_PARAMS)  # newest versions: fast
 def test_random_kio_messages_agree(key, version, direction):
     cls = kio_class(key, version, direction)
     raw_records = Options(records=False)
 
-    @settings(max_examples=4, deadline=None, database=None,
-              suppress_health_check=list(HealthCheck))
+    @settings(max_examples=4, deadline=None, database=None, suppress_health_check=list(HealthCheck))
     @given(st.from_type(cls), st.integers(0, 2**31 - 1))
     def check(instance, corr):
-        head = request_header(key, version, corr) if direction == "request" else \
-            response_header(key, version, corr)
+        head = (
+            request_header(key, version, corr)
+            if direction == "request"
+            else response_header(key, version, corr)
+        )
         data = encode(head, instance)
         # random record bytes are not batches: records raw, so the values path is used
-        assert agree(data, direction, key, version, raw_records) or \
-            (raw_records.embedded and key in (11, 14, 15, 36, 58))
+        assert agree(data, direction, key, version, raw_records) or (
+            raw_records.embedded and key in (11, 14, 15, 36, 58)
+        )
 
     check()

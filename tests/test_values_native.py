@@ -75,6 +75,7 @@ def test_each_type_reads_as_the_python_reader_reads_it(field: str):
 
 def test_orders_read_alike_and_as_fastavro_reads_them():
     from tests.test_values_real import _orders
+
     py, compiled = readers(ORDER)
     writer = fastavro.parse_schema(ORDER)
     for value in [ORDER_VALUE, *_orders(100)]:
@@ -94,9 +95,17 @@ def test_damaged_values_are_declined_or_read_alike():
         seen[compare(py, compiled, mutate(rng, rng.choice(seeds), 4))] += 1
     # 70-bit varints, union and enum indexes out of range, strings past the end...
     for data in (b"\xff" * 9 + b"\x7f", b"\x80" * 11, b"\x02\x00", b"\x0a"):
-        for schema in ("long", ["null", "int"], {"type": "enum", "name": "E", "symbols": ["A"]},
-                       {"type": "map", "values": "null"}, "string", "boolean"):
-            p, c = readers({"type": "record", "name": "R", "fields": [{"name": "x", "type": schema}]})
+        for schema in (
+            "long",
+            ["null", "int"],
+            {"type": "enum", "name": "E", "symbols": ["A"]},
+            {"type": "map", "values": "null"},
+            "string",
+            "boolean",
+        ):
+            p, c = readers(
+                {"type": "record", "name": "R", "fields": [{"name": "x", "type": schema}]}
+            )
             seen[compare(p, c, data)] += 1
     assert seen["same"] and seen["neither"], seen
 
@@ -109,9 +118,9 @@ def test_json_lines_take_the_text_and_splice_it():
     value, _ = value_json(order, payload, "value")
     record = {"value": text, "key": "k", "tricky": '"@@kdissect-value-0@@"'}
     assert dumps([record]) == json.dumps([{**record, "value": value}])
-    assert value_text(order, payload, "value")[0] is text          # kept: decoded once
+    assert value_text(order, payload, "value")[0] is text  # kept: decoded once
     with pytest.raises(Unfit):
-        value_text(order, payload + b"\x00", "value")               # trailing bytes
+        value_text(order, payload + b"\x00", "value")  # trailing bytes
 
 
 def test_only_a_json_lines_writer_gets_json_text():
@@ -120,6 +129,7 @@ def test_only_a_json_lines_writer_gets_json_text():
     from kdissect.protocol import Options
     from kdissect.protocol.values import _schema_values, _State
     from kdissect.render.records import json_bytes
+
     options = Options(values=OneSchema(parse_schema(json.dumps(ORDER), "avro")))
     payload = framed(1, avro_bytes(ORDER, ORDER_VALUE))
     for text_values in (False, True):

@@ -19,15 +19,25 @@ CODECS = Path(__file__).resolve().parents[1] / "captures" / "kafka-python-codecs
 
 
 def test_records_output_in_one_process(tmp_path: Path):
-    res = CliRunner().invoke(main, ["pcap", str(CODECS), "--format", "parquet", "-o",
-                                    str(tmp_path / "x.parquet"), "--records-output",
-                                    str(tmp_path / "r.parquet")], catch_exceptions=False)
+    res = CliRunner().invoke(
+        main,
+        [
+            "pcap",
+            str(CODECS),
+            "--format",
+            "parquet",
+            "-o",
+            str(tmp_path / "x.parquet"),
+            "--records-output",
+            str(tmp_path / "r.parquet"),
+        ],
+        catch_exceptions=False,
+    )
     assert res.exit_code == 0, res.output
     table = pq.read_table(tmp_path / "r.parquet")
     assert table.schema.names == RECORDS.names
     rows = table.to_pylist()
-    expected = capture_rows([(str(CODECS), str(CODECS))], DEFAULT_PORTS, True, True,
-                            print).records
+    expected = capture_rows([(str(CODECS), str(CODECS))], DEFAULT_PORTS, True, True, print).records
     assert len(rows) == len(expected) == 40
     assert sorted(r["offset"] for r in rows) == sorted(r["offset"] for r in expected)
     assert all(r["value_json"] is None and r["value_schema"] is None for r in rows)
@@ -39,18 +49,26 @@ def test_pcap_filter_into_internal_topic_values():
     """`kdissect pcap -Y` on the exchanges path: KRaft's __cluster_metadata records in
     Fetch responses, decoded by Kafka's own schemas (read located, not values-only)."""
     import json
+
     kraft = CODECS.parent / "kafka-kraft-cluster.pcap"
 
     def lines(*args: str) -> list[dict]:
-        res = CliRunner().invoke(main, ["pcap", str(kraft), "--no-tui", "--format", "jsonl",
-                                        "-j", "1", *args], catch_exceptions=False)
+        res = CliRunner().invoke(
+            main,
+            ["pcap", str(kraft), "--no-tui", "--format", "jsonl", "-j", "1", *args],
+            catch_exceptions=False,
+        )
         assert res.exit_code == 0, res.output
         return [json.loads(line) for line in res.output.splitlines()]
 
     def brokers(m: dict) -> set:
         text = json.dumps(m)
-        return {int(x) for x in __import__("re").findall(
-            r'"BrokerRegistrationChangeRecord": \{"broker_id": (\d+)', text)}
+        return {
+            int(x)
+            for x in __import__("re").findall(
+                r'"BrokerRegistrationChangeRecord": \{"broker_id": (\d+)', text
+            )
+        }
 
     every = lines()
     want = {m["index"] for m in every if 2 in brokers(m)}
@@ -69,6 +87,7 @@ def test_recent_values_are_bounded_and_shared(tmp_path: Path, monkeypatch):
     from kdissect.schemas_source import Schemas
     from tests.test_values_real import _orders
     from tests.test_values_schema import ORDER, avro_bytes, framed
+
     (tmp_path / "3.avsc").write_text(json.dumps(ORDER))
     source = Schemas(tmp_path)
     raws = [framed(3, avro_bytes(ORDER, v)) for v in _orders(30)]
@@ -82,7 +101,7 @@ def test_recent_values_are_bounded_and_shared(tmp_path: Path, monkeypatch):
     for raw in raws:
         fast.value_json(source, raw, "value")
     assert recent.held <= recent.VALUES and len(recent.entries) <= 5
-    assert list(recent.entries)[-1] == raws[-1]             # the newest kept
+    assert list(recent.entries)[-1] == raws[-1]  # the newest kept
     monkeypatch.setattr(fast._Recent, "BYTES", 3 * len(raws[0]))
     for raw in raws[:10]:
         fast.value_json(source, raw, "value")

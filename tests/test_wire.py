@@ -43,8 +43,11 @@ def _calls(names: set[str]) -> list[str]:
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
-                    and node.func.id in names:
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id in names
+            ):
                 found.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {node.func.id}")
     return found
 
@@ -56,15 +59,24 @@ def test_nothing_is_compiled_at_run_time():
 def test_one_varint_loop_in_the_package():
     """Only varint.uvarint walks a varint's continuation bytes (others inline at most the
     first two bytes for speed, and call it for the rest)."""
-    loops = [str(p.relative_to(PACKAGE)) for p in sorted(PACKAGE.rglob("*.py"))
-             if "shift += 7" in p.read_text(encoding="utf-8")]
+    loops = [
+        str(p.relative_to(PACKAGE))
+        for p in sorted(PACKAGE.rglob("*.py"))
+        if "shift += 7" in p.read_text(encoding="utf-8")
+    ]
     assert loops == ["protocol/varint.py"]
 
 
-@pytest.mark.parametrize("data,max_bytes,want", [
-    (b"\x00", 5, (0, 1)), (b"\x7f", 5, (127, 1)), (b"\x80\x01", 5, (128, 2)),
-    (b"\xff\xff\xff\xff\x0f", 5, (0xFFFFFFFF, 5)),
-    (b"\xff" * 9 + b"\x01", 10, (2**63 + (2**63 - 1), 10))])
+@pytest.mark.parametrize(
+    "data,max_bytes,want",
+    [
+        (b"\x00", 5, (0, 1)),
+        (b"\x7f", 5, (127, 1)),
+        (b"\x80\x01", 5, (128, 2)),
+        (b"\xff\xff\xff\xff\x0f", 5, (0xFFFFFFFF, 5)),
+        (b"\xff" * 9 + b"\x01", 10, (2**63 + (2**63 - 1), 10)),
+    ],
+)
 def test_uvarint(data, max_bytes, want):
     assert uvarint(data, 0, len(data), max_bytes) == want
 
@@ -72,7 +84,7 @@ def test_uvarint(data, max_bytes, want):
 def test_uvarint_faults():
     with pytest.raises(IndexError):
         uvarint(b"\x80\x80", 0, 2, 5)
-    with pytest.raises(IndexError):            # the end bounds it, not the buffer
+    with pytest.raises(IndexError):  # the end bounds it, not the buffer
         uvarint(b"\x80\x01", 0, 1, 5)
     with pytest.raises(VarintTooLong):
         uvarint(b"\x80" * 5 + b"\x01", 0, 6, 5)
@@ -80,31 +92,55 @@ def test_uvarint_faults():
 
 # -- the three walkers of one value agree ----------------------------------------------------
 
+
 def _values_reader(f: Field, compact: bool):
     """The values reader gen_readers writes for a struct of ``f`` alone (compiled here,
     in the test, as the checked-in modules are compiled by Python's import)."""
     g = gen_readers._Gen()
     name = g.reader(Struct("T", (f,), flexible=compact), tagged=False)
     source = g.module("test", [])
-    scope: dict = {"__name__": "kdissect.protocol.values_readers.test",
-                   "__package__": "kdissect.protocol.values_readers"}
+    scope: dict = {
+        "__name__": "kdissect.protocol.values_readers.test",
+        "__package__": "kdissect.protocol.values_readers",
+    }
     exec(compile(source, "<test reader>", "exec"), scope)
     return scope[name]
 
 
-FIELDS = [Field("x", t, nullable=n) for t in sorted(PRIMITIVES) for n in (False, True)
-          if n is False or t in ("string", "bytes", "records")]
+FIELDS = [
+    Field("x", t, nullable=n)
+    for t in sorted(PRIMITIVES)
+    for n in (False, True)
+    if n is False or t in ("string", "bytes", "records")
+]
 READERS = {(f, c): _values_reader(f, c) for f in FIELDS for c in (False, True)}
 
 
 @settings(max_examples=300, deadline=None, database=None)
-@given(st.sampled_from(FIELDS), st.booleans(),
-       st.one_of(st.binary(max_size=24),
-                 # a length prefix, then bytes: the framing cases
-                 st.tuples(st.sampled_from([b"", b"\xff\xff", b"\x00\x03", b"\xff\xfe",
-                                            b"\x00\x00\x00\x02", b"\xff\xff\xff\xff",
-                                            b"\x00", b"\x03", b"\x80\x01"]),
-                           st.binary(max_size=8)).map(b"".join)))
+@given(
+    st.sampled_from(FIELDS),
+    st.booleans(),
+    st.one_of(
+        st.binary(max_size=24),
+        # a length prefix, then bytes: the framing cases
+        st.tuples(
+            st.sampled_from(
+                [
+                    b"",
+                    b"\xff\xff",
+                    b"\x00\x03",
+                    b"\xff\xfe",
+                    b"\x00\x00\x00\x02",
+                    b"\xff\xff\xff\xff",
+                    b"\x00",
+                    b"\x03",
+                    b"\x80\x01",
+                ]
+            ),
+            st.binary(max_size=8),
+        ).map(b"".join),
+    ),
+)
 def test_located_values_and_skip_agree_on_one_value(f, compact, data):
     """Where the located read succeeds cleanly, the skip ends at the same byte and the
     values reader gives the same value; where it fails, the values reader bails."""
@@ -130,4 +166,4 @@ def test_located_values_and_skip_agree_on_one_value(f, compact, data):
         assert values is None
     else:
         assert skipped == located[1]
-        assert repr(values) == repr(located)      # repr: NaN equals itself
+        assert repr(values) == repr(located)  # repr: NaN equals itself

@@ -16,6 +16,7 @@ class LiveError(Exception):
 
 def interfaces() -> list[str]:
     from scapy.arch import get_if_list
+
     return get_if_list()
 
 
@@ -26,39 +27,52 @@ def _open(iface: str, bpf: str | None):
     import scapy.layers.inet  # noqa: F401  (registers Ether, IP: link types resolve)
     import scapy.layers.l2  # noqa: F401
     from scapy.config import conf
+
     try:
         conf.use_pcap = True
-    except Exception:                 # no libpcap: the native socket will do
+    except Exception:  # no libpcap: the native socket will do
         pass
     from scapy.error import Scapy_Exception
+
     try:
         return conf.L2listen(iface=iface, filter=bpf), conf.l2types.layer2num
-    except Scapy_Exception as e:          # libpcap refused the filter
-        raise LiveError(f"bad capture filter {bpf!r}: {e}; -f takes tcpdump's BPF syntax, "
-                        f"e.g. 'tcp port 9092'") from None
+    except Scapy_Exception as e:  # libpcap refused the filter
+        raise LiveError(
+            f"bad capture filter {bpf!r}: {e}; -f takes tcpdump's BPF syntax, e.g. 'tcp port 9092'"
+        ) from None
 
 
-def sniff(iface: str, on_packet: Callable[[Packet], None], stop: threading.Event,
-          bpf: str | None = "tcp", count: int = 0, timeout: float | None = None) -> int:
+def sniff(
+    iface: str,
+    on_packet: Callable[[Packet], None],
+    stop: threading.Event,
+    bpf: str | None = "tcp",
+    count: int = 0,
+    timeout: float | None = None,
+) -> int:
     """Call ``on_packet`` for each packet on ``iface`` until ``stop`` is set, ``count``
     packets were seen or ``timeout`` seconds passed; returns the packets seen. Raises
     LiveError saying what to do when capturing is not allowed or the interface is wrong."""
     if iface not in interfaces():
-        raise LiveError(f"no interface {iface!r}; this machine has: "
-                        f"{', '.join(interfaces())}")
+        raise LiveError(f"no interface {iface!r}; this machine has: {', '.join(interfaces())}")
     try:
         sock, linktypes = _open(iface, bpf)
     except OSError as e:
-        denied = isinstance(e, PermissionError) or "permission" in str(e).lower() or \
-            "not permitted" in str(e).lower()
+        denied = (
+            isinstance(e, PermissionError)
+            or "permission" in str(e).lower()
+            or "not permitted" in str(e).lower()
+        )
         if denied:
             raise LiveError(
                 f"capturing on {iface} is not allowed for this user. Run as root (sudo), "
                 f"or give Python the capabilities once: sudo setcap "
-                f"cap_net_raw,cap_net_admin=eip $(readlink -f $(which python3))") from None
+                f"cap_net_raw,cap_net_admin=eip $(readlink -f $(which python3))"
+            ) from None
         raise LiveError(f"cannot capture on {iface}: {e.strerror or e}") from None
     linktype = linktypes.get(sock.LL, 1)
     from scapy.sendrecv import AsyncSniffer
+
     seen = 0
     done = threading.Event()
 
@@ -66,8 +80,9 @@ def sniff(iface: str, on_packet: Callable[[Packet], None], stop: threading.Event
         nonlocal seen
         seen += 1
         raw = bytes(pkt)
-        on_packet(Packet(seen, float(pkt.time), linktype, raw,
-                         getattr(pkt, "wirelen", None) or len(raw)))
+        on_packet(
+            Packet(seen, float(pkt.time), linktype, raw, getattr(pkt, "wirelen", None) or len(raw))
+        )
         if count and seen >= count:
             done.set()
 

@@ -25,6 +25,7 @@ def reasm_class() -> Any | None:
     if scanner_class() is None or os.environ.get(PY_REASM_ENV, "") not in ("", "0"):
         return None
     from .. import _native  # type: ignore[attr-defined]
+
     return getattr(_native, "Reasm", None)
 
 
@@ -32,13 +33,17 @@ def packet_path() -> str:
     """What `kdissect --version` says about the packet path."""
     if scanner_class() is not None:
         if reasm_class() is None:
-            return ("packet path: compiled (Rust extension kdissect._native), TCP "
-                    f"reassembly in Python ({PY_REASM_ENV} is set)")
+            return (
+                "packet path: compiled (Rust extension kdissect._native), TCP "
+                f"reassembly in Python ({PY_REASM_ENV} is set)"
+            )
         return "packet path: compiled (Rust extension kdissect._native)"
     if os.environ.get(PURE_ENV, "") not in ("", "0"):
         return f"packet path: pure Python ({PURE_ENV} is set)"
-    return ("packet path: pure Python (the Rust extension was not built: install with "
-            "a Rust compiler, https://rustup.rs, to get it)")
+    return (
+        "packet path: pure Python (the Rust extension was not built: install with "
+        "a Rust compiler, https://rustup.rs, to get it)"
+    )
 
 
 def record_cipher_class() -> Any | None:
@@ -47,6 +52,7 @@ def record_cipher_class() -> Any | None:
     if scanner_class() is None:
         return None
     from .. import _native  # type: ignore[attr-defined]
+
     return getattr(_native, "RecordCipher", None)
 
 
@@ -56,9 +62,11 @@ def map_guard() -> Any | None:
     if scanner_class() is None:
         return None
     from .. import _native  # type: ignore[attr-defined]
+
     return getattr(_native, "map_guard", None)
 
 
 def map_unguard(slot: int) -> bool:
     from .. import _native  # type: ignore[attr-defined]
+
     return bool(_native.map_unguard(slot))

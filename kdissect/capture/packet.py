@@ -6,9 +6,17 @@ from __future__ import annotations
 import struct
 from ..protocol.plain import Compared
 
-LINKTYPE_NAMES = {0: "BSD loopback", 1: "Ethernet", 12: "raw IP", 101: "raw IP",
-                  108: "OpenBSD loopback", 113: "Linux cooked (SLL)",
-                  228: "raw IPv4", 229: "raw IPv6", 276: "Linux cooked (SLL2)"}
+LINKTYPE_NAMES = {
+    0: "BSD loopback",
+    1: "Ethernet",
+    12: "raw IP",
+    101: "raw IP",
+    108: "OpenBSD loopback",
+    113: "Linux cooked (SLL)",
+    228: "raw IPv4",
+    229: "raw IPv6",
+    276: "Linux cooked (SLL2)",
+}
 SUPPORTED = frozenset(LINKTYPE_NAMES)
 _ETH_IPV4, _ETH_IPV6, _VLAN_TAGS = 0x0800, 0x86DD, (0x8100, 0x88A8, 0x9100)
 
@@ -16,14 +24,38 @@ _ETH_IPV4, _ETH_IPV6, _VLAN_TAGS = 0x0800, 0x86DD, (0x8100, 0x88A8, 0x9100)
 class Segment(Compared):
     """A TCP segment's addresses, numbers, flags and payload."""
 
-    __slots__ = _fields = ("src", "sport", "dst", "dport", "seq", "ack", "flags", "payload",
-                           "missing")
+    __slots__ = _fields = (
+        "src",
+        "sport",
+        "dst",
+        "dport",
+        "seq",
+        "ack",
+        "flags",
+        "payload",
+        "missing",
+    )
 
-    def __init__(self, src: str, sport: int, dst: str, dport: int, seq: int, ack: int,
-                 flags: int, payload: bytes,
-                 missing: int):   # payload bytes on the wire that the capture cut off (snaplen)
+    def __init__(
+        self,
+        src: str,
+        sport: int,
+        dst: str,
+        dport: int,
+        seq: int,
+        ack: int,
+        flags: int,
+        payload: bytes,
+        missing: int,
+    ):  # payload bytes on the wire that the capture cut off (snaplen)
         self.src, self.sport, self.dst, self.dport = src, sport, dst, dport
-        self.seq, self.ack, self.flags, self.payload, self.missing = seq, ack, flags, payload, missing
+        self.seq, self.ack, self.flags, self.payload, self.missing = (
+            seq,
+            ack,
+            flags,
+            payload,
+            missing,
+        )
 
 
 FIN, SYN, RST, ACK = 0x01, 0x02, 0x04, 0x10
@@ -66,7 +98,7 @@ def _ip_of(linktype: int, data: bytes) -> tuple[int, int] | None:
 def tcp_segment(linktype: int, data: bytes, orig_len: int) -> Segment | None:
     """The TCP segment in a captured frame, or None (not IP/TCP, or too short)."""
     if linktype == 1 and len(data) >= 34 and data[12] == 8 and data[13] == 0:
-        etype, off = _ETH_IPV4, 14            # most captures: Ethernet, IPv4, no VLAN
+        etype, off = _ETH_IPV4, 14  # most captures: Ethernet, IPv4, no VLAN
     else:
         found = _ip_of(linktype, data)
         if found is None:
@@ -85,9 +117,9 @@ def tcp_segment(linktype: int, data: bytes, orig_len: int) -> Segment | None:
         if len(data) < off + 40:
             return None
         plen, nxt = struct.unpack_from(">HB", data, off + 4)
-        src, dst = data[off + 8:off + 24], data[off + 24:off + 40]
+        src, dst = data[off + 8 : off + 24], data[off + 24 : off + 40]
         tcp = off + 40
-        while nxt in (0, 43, 60) and len(data) >= tcp + 8:      # hop-by-hop, routing, dest opts
+        while nxt in (0, 43, 60) and len(data) >= tcp + 8:  # hop-by-hop, routing, dest opts
             nxt, hlen = data[tcp], (data[tcp + 1] + 1) * 8
             tcp += hlen
         if nxt != 6:
@@ -103,8 +135,17 @@ def tcp_segment(linktype: int, data: bytes, orig_len: int) -> Segment | None:
     payload = data[start:have_end] if start < have_end else b""
     missing = max(0, ip_end - max(have_end, start))
     cache = _ADDR_CACHE
-    return Segment(cache.get(src) or _addr(src), sport, cache.get(dst) or _addr(dst), dport,
-                   seq, ack, doff_flags & 0x3F, payload, missing)
+    return Segment(
+        cache.get(src) or _addr(src),
+        sport,
+        cache.get(dst) or _addr(dst),
+        dport,
+        seq,
+        ack,
+        doff_flags & 0x3F,
+        payload,
+        missing,
+    )
 
 
 _ADDR_CACHE: dict[bytes, str] = {}
@@ -113,7 +154,8 @@ _ADDR_CACHE: dict[bytes, str] = {}
 def _addr(raw: bytes) -> str:
     s = _ADDR_CACHE.get(raw)
     if s is None:
-        import ipaddress                  # only for a new address: not at start-up
+        import ipaddress  # only for a new address: not at start-up
+
         s = str(ipaddress.ip_address(raw))
         if len(_ADDR_CACHE) < 65536:
             _ADDR_CACHE[raw] = s

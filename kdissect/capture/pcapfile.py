@@ -21,15 +21,17 @@ from typing import Any, BinaryIO
 from .native import map_guard, map_unguard, scanner_class
 
 PCAP_MAGICS = {
-    b"\xd4\xc3\xb2\xa1": ("<", 1e-6), b"\xa1\xb2\xc3\xd4": (">", 1e-6),
-    b"\x4d\x3c\xb2\xa1": ("<", 1e-9), b"\xa1\xb2\x3c\x4d": (">", 1e-9),
+    b"\xd4\xc3\xb2\xa1": ("<", 1e-6),
+    b"\xa1\xb2\xc3\xd4": (">", 1e-6),
+    b"\x4d\x3c\xb2\xa1": ("<", 1e-9),
+    b"\xa1\xb2\x3c\x4d": (">", 1e-9),
 }
 PCAPNG_SHB = b"\x0a\x0d\x0d\x0a"
-MAX_PACKET = 256 * 1024 * 1024        # a record claiming more than this is damage
+MAX_PACKET = 256 * 1024 * 1024  # a record claiming more than this is damage
 # bytes each pcapng block type needs after its 8-byte head (before the trailing length):
 # interface description, obsolete packet, simple packet, enhanced packet, decryption secrets
 _FIXED_PART = {1: 8, 2: 20, 3: 4, 6: 20, 10: 8}
-SECRETS_TLS_KEY_LOG = 0x544C534B      # Decryption Secrets Block holding an NSS key log
+SECRETS_TLS_KEY_LOG = 0x544C534B  # Decryption Secrets Block holding an NSS key log
 
 
 class CaptureError(Exception):
@@ -38,11 +40,11 @@ class CaptureError(Exception):
 
 @dataclass(slots=True)
 class Packet:
-    index: int            # 1-based, as Wireshark numbers frames
-    ts: float             # seconds since the epoch, UTC
+    index: int  # 1-based, as Wireshark numbers frames
+    ts: float  # seconds since the epoch, UTC
     linktype: int
     data: bytes
-    orig_len: int         # length on the wire (> len(data) when the snaplen cut it)
+    orig_len: int  # length on the wire (> len(data) when the snaplen cut it)
 
 
 # A capture's packets may be out of time order (several capture queues, merged files):
@@ -56,7 +58,7 @@ def in_time_order(packets: Iterator[Packet], window: int = WINDOW) -> Iterator[P
     """``packets`` in timestamp order, each put before the earlier-read packets that are
     later in time; at most ``window`` packets are put before any one (a clock stepped
     back delays no packet for more than ``window`` packets), equal times keep their order."""
-    held: list[list] = []                  # [packet, how many were put before it]
+    held: list[list] = []  # [packet, how many were put before it]
     for p in packets:
         at = len(held)
         while at and held[at - 1][0].ts > p.ts and held[at - 1][1] < window:
@@ -81,12 +83,12 @@ class CaptureReader:
         raw.seek(0)
         self._file: BinaryIO = gzip.open(raw) if head == b"\x1f\x8b" else raw  # type: ignore[assignment]
         self.compressed = head == b"\x1f\x8b"
-        self._broken = False           # the compressed stream broke off: nothing more
+        self._broken = False  # the compressed stream broke off: nothing more
         self.bytes_read = 0
         # pcapng Decryption Secrets Blocks (TLS key logs) go here as they are read
         self.on_secrets: Callable[[bytes], None] = lambda key_log: None
-        self.scanned: Any = None           # the compiled Scanner, once ``items`` runs it
-        self.reasm: Any = None             # a compiled ``Reasm`` the Scanner hands segments to
+        self.scanned: Any = None  # the compiled Scanner, once ``items`` runs it
+        self.reasm: Any = None  # a compiled ``Reasm`` the Scanner hands segments to
 
     def close(self) -> None:
         self._file.close()
@@ -112,12 +114,12 @@ class CaptureReader:
         parts, got = [], 0
         try:
             while got < n:
-                chunk = self._file.read1(n - got)      # type: ignore[attr-defined]
+                chunk = self._file.read1(n - got)  # type: ignore[attr-defined]
                 if not chunk:
                     break
                 parts.append(chunk)
                 got += len(chunk)
-        except (OSError, EOFError, zlib.error) as e:   # gzip: truncated or corrupt stream
+        except (OSError, EOFError, zlib.error) as e:  # gzip: truncated or corrupt stream
             self.warnings.append(f"compressed data ends early or is corrupt: {e}")
             self._broken = True
         return b"".join(parts)
@@ -143,20 +145,20 @@ class CaptureReader:
         # reused (a fresh object per read is fresh pages, faulted in and cleared each
         # time); the scanner parses either in place
         readinto = None if exact else getattr(self._file, "readinto", None)
-        size = min(_BLOCK, _SCAN_BLOCK)        # (tests make _BLOCK small)
+        size = min(_BLOCK, _SCAN_BLOCK)  # (tests make _BLOCK small)
         block = memoryview(bytearray(size if readinto is not None else 0))
         mapped = _Mapped.of(self._file) if readinto is not None else None
         if mapped is not None:
-            scanner.guard = mapped.slot        # a page of it that vanishes stops the scan
-        seen = 0                               # the scanner's warnings already taken
+            scanner.guard = mapped.slot  # a page of it that vanishes stops the scan
+        seen = 0  # the scanner's warnings already taken
         try:
             while not scanner.done:
                 data: Any = mapped.next(size) if mapped is not None else None
                 if data is not None:
-                    want = len(data)           # never the end: that is read, not mapped
+                    want = len(data)  # never the end: that is read, not mapped
                     self.bytes_read += want
                 elif readinto is not None:
-                    if mapped is not None:     # stopped: read on from where it stopped
+                    if mapped is not None:  # stopped: read on from where it stopped
                         mapped = None
                         scanner.guard = -1
                     want = size
@@ -167,7 +169,7 @@ class CaptureReader:
                     want = scanner.want if exact else _BLOCK
                     data = self._read(want)
                 try:
-                    rows = scanner.feed(data, len(data) < want)    # short only at the end
+                    rows = scanner.feed(data, len(data) < want)  # short only at the end
                 except ValueError as e:
                     raise CaptureError(f"{self.path}: {e}") from None
                 finally:
@@ -194,7 +196,8 @@ class CaptureReader:
         else:
             raise CaptureError(
                 f"{self.path}: not a pcap or pcapng file (starts with {magic.hex(' ')}); "
-                f"kdissect reads pcap, pcapng and their gzip-compressed forms")
+                f"kdissect reads pcap, pcapng and their gzip-compressed forms"
+            )
 
     def _pcap(self, magic: bytes) -> Iterator[Packet]:
         endian, unit = PCAP_MAGICS[magic]
@@ -202,14 +205,15 @@ class CaptureReader:
         if len(head) < 20:
             raise CaptureError(f"{self.path}: pcap header is truncated")
         linktype = struct.unpack(endian + "I", head[16:20])[0] & 0x0FFFFFFF
-        for offset, packet in pcap_records(self._read_raw, endian, unit, linktype, 24,
-                                           self.warnings):
-            self.bytes_read = offset          # where this packet's record starts
+        for offset, packet in pcap_records(
+            self._read_raw, endian, unit, linktype, 24, self.warnings
+        ):
+            self.bytes_read = offset  # where this packet's record starts
             yield packet
 
     def _pcapng(self, first: bytes) -> Iterator[Packet]:
         endian = "<"
-        interfaces: list[tuple[int, int]] = []        # (linktype, if_tsresol byte)
+        interfaces: list[tuple[int, int]] = []  # (linktype, if_tsresol byte)
         index = 0
         block_type: bytes | None = first
         while True:
@@ -232,24 +236,28 @@ class CaptureReader:
                 continue
             btype, length = struct.unpack(endian + "II", head)
             if length < 12 or length > MAX_PACKET or length % 4:
-                self.warnings.append(f"block of type {btype:#x} has an impossible length "
-                                     f"{length}: the file is damaged from here on")
+                self.warnings.append(
+                    f"block of type {btype:#x} has an impossible length "
+                    f"{length}: the file is damaged from here on"
+                )
                 return
             body = self._read(length - 8)
             if len(body) < length - 8:
                 self.warnings.append(f"file ends inside a block (type {btype:#x})")
                 return
-            body = body[:-4]                       # trailing copy of the length
+            body = body[:-4]  # trailing copy of the length
             fixed = _FIXED_PART.get(btype, 0)
             if len(body) < fixed:
                 # shorter than the block type's fixed fields: skip it, keep reading
-                self.warnings.append(f"block of type {btype:#x} is {length} bytes, too short "
-                                     f"for its {fixed + 12}-byte fixed part; skipped")
+                self.warnings.append(
+                    f"block of type {btype:#x} is {length} bytes, too short "
+                    f"for its {fixed + 12}-byte fixed part; skipped"
+                )
                 continue
-            if btype == 1:                         # interface description
+            if btype == 1:  # interface description
                 linktype = struct.unpack_from(endian + "H", body)[0]
                 interfaces.append((linktype, _ts_resolution(body[8:], endian)))
-            elif btype in (6, 2):                  # enhanced packet (and obsolete packet)
+            elif btype in (6, 2):  # enhanced packet (and obsolete packet)
                 if btype == 6:
                     iface, hi, lo, incl, orig = struct.unpack_from(endian + "IIIII", body)
                 else:
@@ -260,29 +268,36 @@ class CaptureReader:
                 linktype, resolution = interfaces[iface]
                 index += 1
                 if incl > len(body) - 20:
-                    self.warnings.append(f"packet {index} claims {incl} bytes in a block "
-                                         f"holding {len(body) - 20}; kept what is there")
-                yield Packet(index, clamp_ts(ticks_to_seconds((hi << 32) | lo, resolution)), linktype,
-                             bytes(body[20:20 + incl]), orig)
-            elif btype == 10:                      # decryption secrets
+                    self.warnings.append(
+                        f"packet {index} claims {incl} bytes in a block "
+                        f"holding {len(body) - 20}; kept what is there"
+                    )
+                yield Packet(
+                    index,
+                    clamp_ts(ticks_to_seconds((hi << 32) | lo, resolution)),
+                    linktype,
+                    bytes(body[20 : 20 + incl]),
+                    orig,
+                )
+            elif btype == 10:  # decryption secrets
                 kind, size = struct.unpack_from(endian + "II", body)
                 if kind == SECRETS_TLS_KEY_LOG:
-                    self.on_secrets(bytes(body[8:8 + size]))
-            elif btype == 3:                       # simple packet: first interface
+                    self.on_secrets(bytes(body[8 : 8 + size]))
+            elif btype == 3:  # simple packet: first interface
                 if not interfaces:
                     continue
                 orig = struct.unpack_from(endian + "I", body)[0]
                 index += 1
                 linktype, _resolution = interfaces[0]
-                yield Packet(index, 0.0, linktype, bytes(body[4:4 + orig]), orig)
+                yield Packet(index, 0.0, linktype, bytes(body[4 : 4 + orig]), orig)
 
 
-_BLOCK = 1 << 20                      # bytes read at a time: records are cut from blocks
+_BLOCK = 1 << 20  # bytes read at a time: records are cut from blocks
 # what the compiled scanner is fed at a time from a plain file: a block small enough to
 # stay in the CPU's cache from the kernel's copy into it to the scanner's reading of it
 # (1 MiB blocks cost 0.05 CPU-s more in the kernel on 107 MB)
 _SCAN_BLOCK = 1 << 18
-_MAP_DROP = 1 << 22                   # pages of a map given back behind the scanner
+_MAP_DROP = 1 << 22  # pages of a map given back behind the scanner
 
 
 class _Mapped:
@@ -299,9 +314,9 @@ class _Mapped:
     fd: int
     mm: mmap.mmap
     view: memoryview
-    slot: int | None                       # the guard's (None: stopped)
-    at: int                                # file offset of the next block
-    dropped: int                           # pages before this given back
+    slot: int | None  # the guard's (None: stopped)
+    at: int  # file offset of the next block
+    dropped: int  # pages before this given back
 
     @classmethod
     def of(cls, file: Any) -> _Mapped | None:
@@ -315,7 +330,7 @@ class _Mapped:
                 return None
             mm = mmap.mmap(fd, st.st_size, access=mmap.ACCESS_READ)
         except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
-            return None                    # empty, not mappable: read it
+            return None  # empty, not mappable: read it
         view = memoryview(mm)
         slot = guard(view)
         if slot is None:
@@ -335,7 +350,7 @@ class _Mapped:
         if at >= end or self.size() < end:
             self.stop()
             return None
-        if at - self.dropped >= _MAP_DROP:     # the resident set stays one window
+        if at - self.dropped >= _MAP_DROP:  # the resident set stays one window
             self.mm.madvise(mmap.MADV_DONTNEED, self.dropped, at - self.dropped)
             self.dropped = at
         self.at = end
@@ -351,17 +366,24 @@ class _Mapped:
         self.slot = None
         try:
             self.file.seek(self.at)
-        except (OSError, ValueError):          # closed already: nothing more to read
+        except (OSError, ValueError):  # closed already: nothing more to read
             pass
         self.view.release()
         try:
             self.mm.close()
-        except BufferError:                # a block still referenced: freed with it
+        except BufferError:  # a block still referenced: freed with it
             pass
 
 
-def pcap_records(read, endian: str, unit: float, linktype: int, offset: int,
-                 warnings: list[str], end: int | None = None) -> Iterator[tuple[int, Packet]]:
+def pcap_records(
+    read,
+    endian: str,
+    unit: float,
+    linktype: int,
+    offset: int,
+    warnings: list[str],
+    end: int | None = None,
+) -> Iterator[tuple[int, Packet]]:
     """pcap records read with ``read(n)`` from the record header at byte ``offset`` on,
     as (offset, packet), packets numbered from 1. Stops at the end of the data, at a
     record starting at ``end`` or later, or at damage (said in ``warnings``). Reads in
@@ -376,13 +398,15 @@ def pcap_records(read, endian: str, unit: float, linktype: int, offset: int,
             buf, pos = buf[pos:] + more, 0
         if len(buf) - pos < 16:
             if len(buf) > pos:
-                warnings.append(f"file ends inside the header of packet {index + 1} "
-                                f"(byte {offset})")
+                warnings.append(
+                    f"file ends inside the header of packet {index + 1} (byte {offset})"
+                )
             return
         sec, frac, incl, orig = unpack(buf, pos)
         if incl > MAX_PACKET:
-            warnings.append(f"packet {index + 1} claims {incl} bytes: the file is "
-                            f"damaged from byte {offset} on")
+            warnings.append(
+                f"packet {index + 1} claims {incl} bytes: the file is damaged from byte {offset} on"
+            )
             return
         stop = pos + 16 + incl
         while stop > len(buf) and not eof:
@@ -390,12 +414,16 @@ def pcap_records(read, endian: str, unit: float, linktype: int, offset: int,
             eof = not more
             buf, stop, pos = buf[pos:] + more, stop - pos, 0
         if stop > len(buf):
-            warnings.append(f"file ends inside packet {index + 1} at byte {offset} "
-                            f"({len(buf) - pos - 16} of {incl} bytes)")
+            warnings.append(
+                f"file ends inside packet {index + 1} at byte {offset} "
+                f"({len(buf) - pos - 16} of {incl} bytes)"
+            )
             return
         index += 1
-        yield offset, Packet(index, clamp_ts(sec + frac * unit), linktype,
-                             buf[pos + 16:stop], orig)
+        yield (
+            offset,
+            Packet(index, clamp_ts(sec + frac * unit), linktype, buf[pos + 16 : stop], orig),
+        )
         offset += 16 + incl
         pos = stop
 
@@ -420,8 +448,8 @@ def ticks_to_seconds(ticks: int, resolution: int) -> float:
     instant read from pcap and from pcapng is the same float (a latency of 1.25 ms must not
     print 1.2 from one file and 1.3 from the other)."""
     exponent = resolution & 0x7F
-    per_second = 1 << exponent if resolution & 0x80 else 10 ** exponent
-    unit = 2.0 ** -exponent if resolution & 0x80 else 10.0 ** -exponent
+    per_second = 1 << exponent if resolution & 0x80 else 10**exponent
+    unit = 2.0**-exponent if resolution & 0x80 else 10.0**-exponent
     return ticks // per_second + (ticks % per_second) * unit
 
 

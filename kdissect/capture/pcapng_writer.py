@@ -23,8 +23,8 @@ from ..protocol import Options, decode_request, decode_response, secrets
 from ..protocol.apis import ENVELOPE
 from ..protocol.message import sasl_token_message
 
-LINKTYPE_RAW = 101                     # packets start with the IP header
-_MSS = 60000                           # payload per synthetic segment (IPv4 max is 65535)
+LINKTYPE_RAW = 101  # packets start with the IP header
+_MSS = 60000  # payload per synthetic segment (IPv4 max is 65535)
 SYN, ACK, PSH, FIN = 0x02, 0x10, 0x08, 0x01
 
 
@@ -36,26 +36,38 @@ def _checksum(data: bytes) -> int:
         data += b"\0"
     total = int.from_bytes(data, "big") % 0xFFFF
     if total == 0 and any(data):
-        total = 0xFFFF                   # a non-zero sum that folds to 0 is 0xFFFF
+        total = 0xFFFF  # a non-zero sum that folds to 0 is 0xFFFF
     return ~total & 0xFFFF
 
 
-def _packet(src: tuple[str, int], dst: tuple[str, int], seq: int, ack: int, flags: int,
-            payload: bytes) -> bytes:
-    tcp = struct.pack("!HHIIBBHHH", src[1], dst[1], seq & 0xFFFFFFFF, ack & 0xFFFFFFFF,
-                      5 << 4, flags, 65535, 0, 0)
+def _packet(
+    src: tuple[str, int], dst: tuple[str, int], seq: int, ack: int, flags: int, payload: bytes
+) -> bytes:
+    tcp = struct.pack(
+        "!HHIIBBHHH", src[1], dst[1], seq & 0xFFFFFFFF, ack & 0xFFFFFFFF, 5 << 4, flags, 65535, 0, 0
+    )
     a, b = ipaddress.ip_address(src[0]), ipaddress.ip_address(dst[0])
     if a.version == 4:
         pseudo = a.packed + b.packed + struct.pack("!BBH", 0, 6, len(tcp) + len(payload))
         tcp = tcp[:16] + struct.pack("!H", _checksum(pseudo + tcp + payload)) + tcp[18:]
-        ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(tcp) + len(payload), 0, 0x4000,
-                         64, 6, 0, a.packed, b.packed)
+        ip = struct.pack(
+            "!BBHHHBBH4s4s",
+            0x45,
+            0,
+            20 + len(tcp) + len(payload),
+            0,
+            0x4000,
+            64,
+            6,
+            0,
+            a.packed,
+            b.packed,
+        )
         ip = ip[:10] + struct.pack("!H", _checksum(ip)) + ip[12:]
         return ip + tcp + payload
     pseudo = a.packed + b.packed + struct.pack("!I3xB", len(tcp) + len(payload), 6)
     tcp = tcp[:16] + struct.pack("!H", _checksum(pseudo + tcp + payload)) + tcp[18:]
-    ip = struct.pack("!IHBB16s16s", 6 << 28, len(tcp) + len(payload), 6, 64, a.packed,
-                     b.packed)
+    ip = struct.pack("!IHBB16s16s", 6 << 28, len(tcp) + len(payload), 6, 64, a.packed, b.packed)
     return ip + tcp + payload
 
 
@@ -70,9 +82,8 @@ class Recorder:
     FLUSH_AT = 1 << 20
 
     def __init__(self, path: str, show_secrets: bool = False, keylog: str | None = None):
-        self.file = open(path, "wb", buffering=0,
-                         opener=lambda p, flags: os.open(p, flags, 0o600))
-        os.fchmod(self.file.fileno(), 0o600)      # an existing file keeps its mode else
+        self.file = open(path, "wb", buffering=0, opener=lambda p, flags: os.open(p, flags, 0o600))
+        os.fchmod(self.file.fileno(), 0o600)  # an existing file keeps its mode else
         self._pending: list[bytes] = []
         self._pending_bytes = 0
         self.keylog, self._keylog_done = keylog, 0
@@ -98,9 +109,9 @@ class Recorder:
         if self._pending and not self.file.closed:
             data = b"".join(self._pending)
             self._pending, self._pending_bytes = [], 0
-            view = memoryview(data)        # unbuffered: whole blocks, in as few writes
-            while view:                    # as the kernel takes (one, for a file)
-                view = view[self.file.write(view) or 0:]
+            view = memoryview(data)  # unbuffered: whole blocks, in as few writes
+            while view:  # as the kernel takes (one, for a file)
+                view = view[self.file.write(view) or 0 :]
 
     def flush(self) -> None:
         with self.lock:
@@ -108,13 +119,15 @@ class Recorder:
 
     def packet(self, data: bytes, ts: float | None = None) -> None:
         micros = int((time.time() if ts is None else ts) * 1_000_000)
-        body = struct.pack("<IIIII", 0, micros >> 32, micros & 0xFFFFFFFF, len(data),
-                           len(data)) + data
+        body = (
+            struct.pack("<IIIII", 0, micros >> 32, micros & 0xFFFFFFFF, len(data), len(data)) + data
+        )
         with self.lock:
             self._block(6, body)
 
-    def connection(self, client: tuple[str, int], broker: tuple[str, int],
-                   ts: float | None = None) -> RecordedConnection:
+    def connection(
+        self, client: tuple[str, int], broker: tuple[str, int], ts: float | None = None
+    ) -> RecordedConnection:
         self.secrets()
         return RecordedConnection(self, client, broker, ts)
 
@@ -128,7 +141,7 @@ class Recorder:
                 more = f.read()
         except OSError:
             return
-        more = more[:more.rfind(b"\n") + 1]          # whole lines only
+        more = more[: more.rfind(b"\n") + 1]  # whole lines only
         if more:
             self._keylog_done += len(more)
             with self.lock:
@@ -140,8 +153,9 @@ class Recorder:
             self._write()
             self.file.close()
 
-    def mask(self, frame: bytes, side: int, sasl_raw: bool,
-             request: tuple[int, int] | None = None) -> bytes:
+    def mask(
+        self, frame: bytes, side: int, sasl_raw: bool, request: tuple[int, int] | None = None
+    ) -> bytes:
         """``frame`` (size prefix and message) with its secrets masked: SASL tokens, and
         the credentials of every API secrets.py knows (SCRAM salted passwords,
         delegation-token HMACs, config passwords, Envelope's forwarded request).
@@ -159,7 +173,7 @@ class Recorder:
             spans = _secret_spans(decode_response(body, *request, self.options).tree)
         masked = bytearray(frame)
         for start, end in spans:
-            masked[4 + start:4 + end] = b"*" * (end - start)
+            masked[4 + start : 4 + end] = b"*" * (end - start)
         return bytes(masked)
 
 
@@ -169,13 +183,13 @@ _MASKED_REQUESTS = secrets.SENSITIVE_APIS | {ENVELOPE}
 
 def _secret_spans(tree) -> list[tuple[int, int]]:
     out = []
-    for node in tree.walk():        # leaves: a holder's secret is its own hex, not its bytes
+    for node in tree.walk():  # leaves: a holder's secret is its own hex, not its bytes
         if node.secret and node.buffer is None and not node.children:
             out.append((node.offset, node.end))
     return out
 
 
-_MAX_ASKED = 10_000             # sensitive requests awaiting their answer, per connection
+_MAX_ASKED = 10_000  # sensitive requests awaiting their answer, per connection
 
 
 class RecordedConnection:
@@ -184,12 +198,13 @@ class RecordedConnection:
     def __init__(self, recorder: Recorder, client, broker, ts: float | None = None):
         """``ts``: when the handshake happened (default: now)."""
         self.r, self.client, self.broker = recorder, tuple(client), tuple(broker)
-        self.seq = [1000, 5000]                   # next sequence number per direction
-        self.asked: dict[int, tuple[int, int]] = {}   # correlation id -> sensitive API asked
+        self.seq = [1000, 5000]  # next sequence number per direction
+        self.asked: dict[int, tuple[int, int]] = {}  # correlation id -> sensitive API asked
         r = recorder
         r.packet(_packet(self.client, self.broker, self.seq[0] - 1, 0, SYN, b""), ts)
-        r.packet(_packet(self.broker, self.client, self.seq[1] - 1, self.seq[0], SYN | ACK,
-                         b""), ts)
+        r.packet(
+            _packet(self.broker, self.client, self.seq[1] - 1, self.seq[0], SYN | ACK, b""), ts
+        )
         r.packet(_packet(self.client, self.broker, self.seq[0], self.seq[1], ACK, b""), ts)
 
     def frame(self, side: int, frame: bytes, ts: float, sasl_raw: bool = False) -> None:
@@ -199,8 +214,8 @@ class RecordedConnection:
         if side == 0 and len(frame) >= 12:
             key, version, corr = struct.unpack_from(">hhi", frame, 4)
             if key in secrets.SENSITIVE_APIS:
-                if len(self.asked) >= _MAX_ASKED:       # the oldest never got an answer:
-                    del self.asked[next(iter(self.asked))]   # forget it, not this one
+                if len(self.asked) >= _MAX_ASKED:  # the oldest never got an answer:
+                    del self.asked[next(iter(self.asked))]  # forget it, not this one
                 self.asked[corr] = (key, version)
         elif side == 1 and len(frame) >= 8:
             request = self.asked.pop(struct.unpack_from(">i", frame, 4)[0], None)
@@ -209,14 +224,14 @@ class RecordedConnection:
     def data(self, side: int, payload: bytes, ts: float) -> None:
         src, dst = (self.client, self.broker) if side == 0 else (self.broker, self.client)
         for i in range(0, len(payload), _MSS):
-            chunk = payload[i:i + _MSS]
-            self.r.packet(_packet(src, dst, self.seq[side], self.seq[1 - side], PSH | ACK,
-                                  chunk), ts)
+            chunk = payload[i : i + _MSS]
+            self.r.packet(
+                _packet(src, dst, self.seq[side], self.seq[1 - side], PSH | ACK, chunk), ts
+            )
             self.seq[side] += len(chunk)
 
     def close(self, ts: float | None = None) -> None:
         for side in (0, 1):
             src, dst = (self.client, self.broker) if side == 0 else (self.broker, self.client)
-            self.r.packet(_packet(src, dst, self.seq[side], self.seq[1 - side], FIN | ACK, b""),
-                          ts)
+            self.r.packet(_packet(src, dst, self.seq[side], self.seq[1 - side], FIN | ACK, b""), ts)
             self.seq[side] += 1

@@ -20,16 +20,16 @@ from typing import BinaryIO
 
 from .pcapfile import MAX_PACKET, PCAP_MAGICS, Packet
 
-HEADER = 24                    # pcap file header
-RECORD = 16                    # pcap record header
-CHAIN = 8                      # headers that must chain before a start is believed
-_LARGEST_SANE = 262144         # tcpdump's default snaplen; larger only if the file says so
+HEADER = 24  # pcap file header
+RECORD = 16  # pcap record header
+CHAIN = 8  # headers that must chain before a start is believed
+_LARGEST_SANE = 262144  # tcpdump's default snaplen; larger only if the file says so
 
 
 @dataclass
 class PcapHeader:
     endian: str
-    unit: float                # seconds per timestamp fraction tick
+    unit: float  # seconds per timestamp fraction tick
     snaplen: int
     linktype: int
 
@@ -37,10 +37,11 @@ class PcapHeader:
 @dataclass
 class Shard:
     """What reading one range found: where its records start and end, and problems."""
+
     start: int
     end: int
-    first: int | None = None   # offset of the first record owned (None: none found)
-    next: int | None = None    # offset just after the last record owned
+    first: int | None = None  # offset of the first record owned (None: none found)
+    next: int | None = None  # offset just after the last record owned
     packets: int = 0
     # (packet number within the shard after which it happened, text)
     warnings: list[tuple[int, str]] = field(default_factory=list)
@@ -67,8 +68,11 @@ def plan(size: int, shard_bytes: int) -> list[tuple[int, int]]:
     body = max(size - HEADER, 0)
     count = max(1, -(-body // max(shard_bytes, 1)))
     step = -(-body // count) if body else 0
-    return [(HEADER + i * step, min(HEADER + (i + 1) * step, size)) for i in range(count)] \
-        if body else [(HEADER, size)]
+    return (
+        [(HEADER + i * step, min(HEADER + (i + 1) * step, size)) for i in range(count)]
+        if body
+        else [(HEADER, size)]
+    )
 
 
 def _plausible(h: PcapHeader, raw: bytes) -> tuple[int, int] | None:
@@ -122,9 +126,9 @@ def _opened(path: str, opener: Callable[[str], BinaryIO] | None) -> BinaryIO:
     return opener(path) if opener is not None else open(path, "rb")
 
 
-def read_shard(path: str, start: int, end: int,
-               opener: Callable[[str], BinaryIO] | None = None
-               ) -> tuple[Shard, Iterator[tuple[int, Packet]]]:
+def read_shard(
+    path: str, start: int, end: int, opener: Callable[[str], BinaryIO] | None = None
+) -> tuple[Shard, Iterator[tuple[int, Packet]]]:
     """The records that start in [start, end) of the pcap file at ``path``, as
     (file offset, packet) with packets numbered from 1 within the shard. Damage inside
     the range (bytes that are not records) is skipped up to the next chain of record
@@ -145,8 +149,13 @@ def read_shard(path: str, start: int, end: int,
             if pos is None:
                 shard.next = None
                 if end - start > max(h.snaplen, _LARGEST_SANE) + RECORD:
-                    shard.warnings.append((0, f"no pcap record found in bytes {start}-{end}: "
-                                              f"the file is damaged there"))
+                    shard.warnings.append(
+                        (
+                            0,
+                            f"no pcap record found in bytes {start}-{end}: "
+                            f"the file is damaged there",
+                        )
+                    )
                 return
             shard.first = shard.next = pos
             yield from _resyncing(f, h, pos, end, size, shard)
@@ -154,8 +163,9 @@ def read_shard(path: str, start: int, end: int,
     return shard, records()
 
 
-def _resyncing(f, h: PcapHeader, pos: int, end: int, size: int,
-               shard: Shard) -> Iterator[tuple[int, Packet]]:
+def _resyncing(
+    f, h: PcapHeader, pos: int, end: int, size: int, shard: Shard
+) -> Iterator[tuple[int, Packet]]:
     """Records from ``pos`` on; after damage, on from the next chain of headers."""
     rec = struct.Struct(h.endian + "IIII")
     limit = max(h.snaplen, _LARGEST_SANE) if h.snaplen else _LARGEST_SANE
@@ -177,8 +187,9 @@ def _resyncing(f, h: PcapHeader, pos: int, end: int, size: int,
             else:
                 data = read(incl)
                 if len(data) < incl:
-                    problem = (f"the file ends inside a record at byte {pos} ({len(data)} "
-                               f"of {incl} bytes)")
+                    problem = (
+                        f"the file ends inside a record at byte {pos} ({len(data)} of {incl} bytes)"
+                    )
         if problem is None:
             index += 1
             shard.packets += 1
@@ -188,11 +199,13 @@ def _resyncing(f, h: PcapHeader, pos: int, end: int, size: int,
             continue
         found = _next_chain(f, h, pos + 1, end, size)
         if found is None:
-            shard.warnings.append((index, f"{problem}; nothing readable follows up to "
-                                          f"byte {min(end, size)}"))
+            shard.warnings.append(
+                (index, f"{problem}; nothing readable follows up to byte {min(end, size)}")
+            )
             return
-        shard.warnings.append((index, f"{problem}; skipped {found - pos} damaged bytes "
-                                      f"({pos}-{found})"))
+        shard.warnings.append(
+            (index, f"{problem}; skipped {found - pos} damaged bytes ({pos}-{found})")
+        )
         pos = found
         f.seek(pos)
 

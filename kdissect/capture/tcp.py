@@ -17,21 +17,29 @@ from typing import Protocol
 
 from .packet import ACK, FIN, RST, SYN, Segment
 
-MAX_HELD = 16 * 1024 * 1024      # out-of-order bytes held per direction before giving up
-MAX_HELD_SEGMENTS = 16384        # out-of-order segments held per direction
+MAX_HELD = 16 * 1024 * 1024  # out-of-order bytes held per direction before giving up
+MAX_HELD_SEGMENTS = 16384  # out-of-order segments held per direction
 # A hole the receiver has acknowledged past is lost to the capture, unless the packet is
 # merely late in it: it is declared after this many more packets of the connection (not
 # after a time: a connection may be quiet for long, e.g. a JoinGroup held for seconds).
 HOLE_PACKETS = 32
-CLOSE_WAIT = 64                  # packets after which a closed connection is finished
+CLOSE_WAIT = 64  # packets after which a closed connection is finished
 
 
 class StreamSink(Protocol):
-    def data(self, conn: TcpConnection, direction: int, offset: int, payload: bytes,
-             ts: float, frame: int) -> None: ...
+    def data(
+        self,
+        conn: TcpConnection,
+        direction: int,
+        offset: int,
+        payload: bytes,
+        ts: float,
+        frame: int,
+    ) -> None: ...
 
-    def gap(self, conn: TcpConnection, direction: int, offset: int, length: int,
-            ts: float, frame: int) -> None: ...
+    def gap(
+        self, conn: TcpConnection, direction: int, offset: int, length: int, ts: float, frame: int
+    ) -> None: ...
 
     def closed(self, conn: TcpConnection) -> None: ...
 
@@ -39,13 +47,26 @@ class StreamSink(Protocol):
 class Direction(Compared):
     """One direction of a TCP connection: where its stream stands, what it holds."""
 
-    __slots__ = _fields = ("base", "next", "held", "order", "held_bytes", "fin", "end",
-                           "acked", "overdue", "last_ts", "hole", "retransmitted", "gaps",
-                           "gap_bytes")
+    __slots__ = _fields = (
+        "base",
+        "next",
+        "held",
+        "order",
+        "held_bytes",
+        "fin",
+        "end",
+        "acked",
+        "overdue",
+        "last_ts",
+        "hole",
+        "retransmitted",
+        "gaps",
+        "gap_bytes",
+    )
 
     def __init__(self) -> None:
-        self.base: int | None = None   # sequence number of stream offset 0
-        self.next = 0                  # next stream offset expected
+        self.base: int | None = None  # sequence number of stream offset 0
+        self.next = 0  # next stream offset expected
         # out-of-order segments: offset -> (payload or None for a known hole, size, ts,
         # frame), with a heap of their offsets (O(log n) to find the lowest)
         # (None until something is held: a capture may hold 200,000 connections)
@@ -53,12 +74,14 @@ class Direction(Compared):
         self.order: list[int] | None = None
         self.held_bytes = 0
         self.fin = False
-        self.end = -1                  # stream offset where the FIN says the data ends
-        self.acked = 0                 # highest offset the receiver acknowledged
+        self.end = -1  # stream offset where the FIN says the data ends
+        self.acked = 0  # highest offset the receiver acknowledged
         self.overdue: int | None = None  # the connection's packet count when acked passed ``next``
-        self.last_ts = float("-inf")   # when the last bytes were delivered in TCP order (-1: invalid)
+        self.last_ts = float(
+            "-inf"
+        )  # when the last bytes were delivered in TCP order (-1: invalid)
         self.hole: list | None = None  # [offset, length, ts, frame]: a hole not yet reported
-        self.retransmitted = 0         # bytes seen twice
+        self.retransmitted = 0  # bytes seen twice
         self.gaps = 0
         self.gap_bytes = 0
 
@@ -66,21 +89,39 @@ class Direction(Compared):
         order, held = self.order, self.held
         assert order is not None and held is not None, "lowest() needs held segments"
         while order[0] not in held:
-            heapq.heappop(order)          # stale: already delivered or replaced
+            heapq.heappop(order)  # stale: already delivered or replaced
         return order[0]
 
 
 class TcpConnection(Plain):
     """A TCP connection: its endpoints, directions and counters (compared by identity)."""
 
-    __slots__ = _fields = ("index", "a", "b", "first_ts", "saw_syn", "dirs", "closed",
-                           "last_ts", "key", "packets")
+    __slots__ = _fields = (
+        "index",
+        "a",
+        "b",
+        "first_ts",
+        "saw_syn",
+        "dirs",
+        "closed",
+        "last_ts",
+        "key",
+        "packets",
+    )
 
-    def __init__(self, index: int,
-                 a: tuple[str, int],   # the initiator when known (SYN), else a guess
-                 b: tuple[str, int], first_ts: float, saw_syn: bool,
-                 dirs: tuple[Direction, Direction] | None = None, closed: bool = False,
-                 last_ts: float = 0.0, key: tuple = (), packets: int = 0):
+    def __init__(
+        self,
+        index: int,
+        a: tuple[str, int],  # the initiator when known (SYN), else a guess
+        b: tuple[str, int],
+        first_ts: float,
+        saw_syn: bool,
+        dirs: tuple[Direction, Direction] | None = None,
+        closed: bool = False,
+        last_ts: float = 0.0,
+        key: tuple = (),
+        packets: int = 0,
+    ):
         self.index, self.a, self.b, self.first_ts, self.saw_syn = index, a, b, first_ts, saw_syn
         self.dirs = (Direction(), Direction()) if dirs is None else dirs
         self.closed, self.last_ts, self.key, self.packets = closed, last_ts, key, packets
@@ -107,11 +148,34 @@ class Reassembler:
         return (src, dst) if src <= dst else (dst, src)
 
     def segment(self, seg: Segment, ts: float, frame: int) -> None:
-        self.take(frame, ts, seg.src, seg.sport, seg.dst, seg.dport, seg.seq, seg.ack,
-                  seg.flags, seg.payload, seg.missing)
+        self.take(
+            frame,
+            ts,
+            seg.src,
+            seg.sport,
+            seg.dst,
+            seg.dport,
+            seg.seq,
+            seg.ack,
+            seg.flags,
+            seg.payload,
+            seg.missing,
+        )
 
-    def take(self, frame: int, ts: float, src_ip: str, sport: int, dst_ip: str, dport: int,
-             seq: int, ack: int, flags: int, payload: bytes, missing: int) -> None:
+    def take(
+        self,
+        frame: int,
+        ts: float,
+        src_ip: str,
+        sport: int,
+        dst_ip: str,
+        dport: int,
+        seq: int,
+        ack: int,
+        flags: int,
+        payload: bytes,
+        missing: int,
+    ) -> None:
         """A segment's fields, in the order the compiled scanner gives them."""
         src, dst = (src_ip, sport), (dst_ip, dport)
         key = self._key(src, dst)
@@ -120,11 +184,11 @@ class Reassembler:
         if conn is not None and syn_only:
             d = conn.dirs[0 if src == conn.a else 1]
             if conn.closed or (d.base is not None and d.base != (seq + 1) & 0xFFFFFFFF):
-                self._finish(conn)           # the 4-tuple now carries a new connection
+                self._finish(conn)  # the 4-tuple now carries a new connection
                 conn = None
         if conn is None:
             if not (payload or missing or flags & (SYN | FIN | RST)):
-                return       # a bare ACK (e.g. the last one of a finished connection)
+                return  # a bare ACK (e.g. the last one of a finished connection)
             if syn_only or (flags & SYN and flags & ACK):
                 client = src if syn_only else dst
             else:
@@ -138,19 +202,18 @@ class Reassembler:
         direction = 0 if src == conn.a else 1
         d = conn.dirs[direction]
         if flags & SYN:
-            if d.base != (seq + 1) & 0xFFFFFFFF:     # not a late copy of the SYN
+            if d.base != (seq + 1) & 0xFFFFFFFF:  # not a late copy of the SYN
                 d.base = (seq + 1) & 0xFFFFFFFF
                 d.next = 0
         elif d.base is None:
-            d.base = seq                 # mid-connection start: this byte is offset 0
+            d.base = seq  # mid-connection start: this byte is offset 0
         if payload or missing:
             offset = self._unwrap(d, seq)
             if payload:
                 self._accept(conn, direction, d, offset, payload, len(payload), ts, frame)
             if missing:
                 # the snaplen cut this segment: its tail is a hole we know the size of
-                self._accept(conn, direction, d, offset + len(payload), None, missing,
-                             ts, frame)
+                self._accept(conn, direction, d, offset + len(payload), None, missing, ts, frame)
         if flags & FIN:
             d.fin = True
             d.end = self._unwrap(d, seq) + len(payload) + missing
@@ -159,7 +222,7 @@ class Reassembler:
         if flags & ACK and other.base is not None:
             acked = self._unwrap(other, ack)
             if other.end >= 0:
-                acked = min(acked, other.end)        # a FIN takes a sequence number too
+                acked = min(acked, other.end)  # a FIN takes a sequence number too
             if acked > other.acked:
                 other.acked = acked
         for side, o in enumerate(conn.dirs):
@@ -200,21 +263,30 @@ class Reassembler:
             delta -= 0x100000000
         return d.next + delta
 
-    def _accept(self, conn, direction, d: Direction, offset: int, payload: bytes | None,
-                size: int, ts: float, frame: int) -> None:
+    def _accept(
+        self,
+        conn,
+        direction,
+        d: Direction,
+        offset: int,
+        payload: bytes | None,
+        size: int,
+        ts: float,
+        frame: int,
+    ) -> None:
         """Take ``size`` bytes at stream ``offset``; ``payload`` None is a hole of known
         size (bytes the capture's snaplen cut off)."""
         end = offset + size
         if end <= d.next:
             d.retransmitted += size
             return
-        if offset < d.next:                  # overlap: keep only the new bytes
+        if offset < d.next:  # overlap: keep only the new bytes
             cut = d.next - offset
             d.retransmitted += cut
             payload = payload[cut:] if payload is not None else None
             size -= cut
             offset = d.next
-        if offset > d.next:                  # out of order: hold until the hole fills
+        if offset > d.next:  # out of order: hold until the hole fills
             if d.held is None or d.order is None:
                 d.held, d.order = {}, []
             old = d.held.get(offset)
@@ -232,8 +304,9 @@ class Reassembler:
             self._drain(conn, direction, d, ts)
             self._charge(conn, direction, d)
 
-    def _deliver(self, conn, direction, d: Direction, payload: bytes | None, size: int,
-                 ts: float, frame: int) -> None:
+    def _deliver(
+        self, conn, direction, d: Direction, payload: bytes | None, size: int, ts: float, frame: int
+    ) -> None:
         if payload is None:
             self._hole(conn, direction, d, d.next, size, ts, frame)
         else:
@@ -244,8 +317,9 @@ class Reassembler:
             self.sink.data(conn, direction, d.next, payload, d.last_ts, frame)
         d.next += size
 
-    def _hole(self, conn, direction, d: Direction, offset: int, length: int, ts: float,
-              frame: int) -> None:
+    def _hole(
+        self, conn, direction, d: Direction, offset: int, length: int, ts: float, frame: int
+    ) -> None:
         """Lost bytes; adjacent ones are one hole, reported when data resumes."""
         h = d.hole
         if h is not None and h[0] + h[1] == offset:
@@ -278,16 +352,22 @@ class Reassembler:
                 d.retransmitted += size
                 continue
             cut = d.next - offset
-            self._deliver(conn, direction, d, payload[cut:] if payload is not None else None,
-                          size - cut, max(ts, now), frame)
+            self._deliver(
+                conn,
+                direction,
+                d,
+                payload[cut:] if payload is not None else None,
+                size - cut,
+                max(ts, now),
+                frame,
+            )
         d.held = d.order = None
 
-    def _skip_to(self, conn, direction, d: Direction, offset: int, ts: float,
-                 frame: int) -> None:
+    def _skip_to(self, conn, direction, d: Direction, offset: int, ts: float, frame: int) -> None:
         """Bytes from ``d.next`` to ``offset`` will not come: a hole; then go on."""
         if offset > d.next:
             if d.held and d.lowest() == offset:
-                _, _, ts, frame = d.held[offset]     # where the data resumes
+                _, _, ts, frame = d.held[offset]  # where the data resumes
             self._hole(conn, direction, d, d.next, offset - d.next, ts, frame)
             d.next = offset
         self._drain(conn, direction, d, 0.0)
@@ -312,7 +392,7 @@ class Reassembler:
             if self.budget is not None:
                 self.budget.drop(id(d))
             end = max(d.end, d.acked)
-            if end > d.next:                  # the tail the receiver got or the FIN shows
+            if end > d.next:  # the tail the receiver got or the FIN shows
                 self._hole(conn, direction, d, d.next, end - d.next, conn.last_ts, 0)
                 d.next = end
             if d.hole is not None:

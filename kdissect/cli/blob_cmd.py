@@ -24,7 +24,9 @@ from .group import SUMMARIES, main
 from .values_opts import value_options
 
 
-BLOB_HELP = SUMMARIES["blob"] + """
+BLOB_HELP = (
+    SUMMARIES["blob"]
+    + """
 
 INPUT is the bytes as text, a file holding them, or `-` for stdin (the default when
 stdin is piped). Without INPUT on a terminal, the blob screen opens: paste bytes, pick
@@ -65,51 +67,106 @@ Examples:
     CorrelationId => INT32
     Answer => INT16'
 """
+)
 
 
 @main.command(help=BLOB_HELP)
 @click.argument("input", required=False)
 @click.option("--api", "api", metavar="NAME|KEY", help="API name (Metadata) or key (3).")
-@click.option("--version", "api_version", type=click.IntRange(0, 32767), metavar="N",
-              help="API version.")
+@click.option(
+    "--version", "api_version", type=click.IntRange(0, 32767), metavar="N", help="API version."
+)
 @click.option("--request", "direction", flag_value="request", help="The bytes are a request.")
 @click.option("--response", "direction", flag_value="response", help="The bytes are a response.")
-@click.option("--body", is_flag=True,
-              help="The bytes are a body without its header (a client test fixture); with "
-                   "--api, --version and --request/--response, or guessed.")
-@click.option("--records", "records", is_flag=True,
-              help="The bytes are a bare record batch or message set (any magic).")
-@click.option("--at", "at", type=click.IntRange(0), default=0, metavar="OFFSET",
-              help="Start reading at this byte of the pasted bytes (a fragment).")
-@click.option("--show-extraction", is_flag=True,
-              help="Show which lines and characters of the input the bytes came from, and "
-                   "the other regions of the input that could be the bytes (candidates).")
-@click.option("--candidate", "pick", type=click.IntRange(1), metavar="N",
-              help="Read the N-th candidate region of the input (see --show-extraction) "
-                   "instead of the one that decodes best.")
-@click.option("--candidates", "shown", default="5", show_default=True, metavar="N|all",
-              help="How many of the clean candidates a guess lists.")
+@click.option(
+    "--body",
+    is_flag=True,
+    help="The bytes are a body without its header (a client test fixture); with "
+    "--api, --version and --request/--response, or guessed.",
+)
+@click.option(
+    "--records",
+    "records",
+    is_flag=True,
+    help="The bytes are a bare record batch or message set (any magic).",
+)
+@click.option(
+    "--at",
+    "at",
+    type=click.IntRange(0),
+    default=0,
+    metavar="OFFSET",
+    help="Start reading at this byte of the pasted bytes (a fragment).",
+)
+@click.option(
+    "--show-extraction",
+    is_flag=True,
+    help="Show which lines and characters of the input the bytes came from, and "
+    "the other regions of the input that could be the bytes (candidates).",
+)
+@click.option(
+    "--candidate",
+    "pick",
+    type=click.IntRange(1),
+    metavar="N",
+    help="Read the N-th candidate region of the input (see --show-extraction) "
+    "instead of the one that decodes best.",
+)
+@click.option(
+    "--candidates",
+    "shown",
+    default="5",
+    show_default=True,
+    metavar="N|all",
+    help="How many of the clean candidates a guess lists.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the tree as JSON (see docs/json.md).")
 @click.option("--show-secrets", is_flag=True, help="Show SASL passwords, proofs and tokens.")
-@click.option("--grammar", metavar="FILE|TEXT",
-              help="Dissect with your own grammar in the protocol guide's BNF notation.")
+@click.option(
+    "--grammar",
+    metavar="FILE|TEXT",
+    help="Dissect with your own grammar in the protocol guide's BNF notation.",
+)
 @click.option("--no-hex", is_flag=True, help="Leave out the coloured hex dump.")
-@click.option("--max-decompressed", default="64M", show_default=True, metavar="SIZE",
-              help="Decompressed bytes one message may produce over all its compressed "
-                   "payloads (bomb protection; the rest stays compressed, marked).")
+@click.option(
+    "--max-decompressed",
+    default="64M",
+    show_default=True,
+    metavar="SIZE",
+    help="Decompressed bytes one message may produce over all its compressed "
+    "payloads (bomb protection; the rest stays compressed, marked).",
+)
 @budget_nodes_option
 @value_options
-def blob(input, api, api_version, direction, body, records, at, show_extraction, pick, shown,
-         as_json, show_secrets, grammar, no_hex, max_decompressed):
+def blob(
+    input,
+    api,
+    api_version,
+    direction,
+    body,
+    records,
+    at,
+    show_extraction,
+    pick,
+    shown,
+    as_json,
+    show_secrets,
+    grammar,
+    no_hex,
+    max_decompressed,
+):
     console = Console(highlight=False)
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     if input is None and sys.stdin.isatty() and sys.stdout.isatty() and not as_json:
         from ..tui.blob_app import BlobApp
+
         BlobApp(options=budget(max_decompressed, show_secrets=show_secrets)).run()
         return
     if body and records:
-        raise click.UsageError("--body and --records exclude each other: a body holds "
-                               "record batches, --records reads one without a body")
+        raise click.UsageError(
+            "--body and --records exclude each other: a body holds "
+            "record batches, --records reads one without a body"
+        )
     limit = _candidate_limit(shown)
     text = _read_input(input)
     options = budget(max_decompressed, show_secrets=show_secrets)
@@ -124,14 +181,19 @@ def blob(input, api, api_version, direction, body, records, at, show_extraction,
     if api is not None:
         key = api_key_of(api)
         if key is None:
-            raise click.BadParameter(f"unknown API {api!r}; use a name like Metadata or a key "
-                                     f"from 0 to 32767 like 3", param_hint="--api")
+            raise click.BadParameter(
+                f"unknown API {api!r}; use a name like Metadata or a key from 0 to 32767 like 3",
+                param_hint="--api",
+            )
     if body and key is not None and api_version is not None and direction is None:
-        raise click.UsageError("a body has no header to say its direction: add --request "
-                               "or --response (or leave out --api/--version to guess)")
+        raise click.UsageError(
+            "a body has no header to say its direction: add --request "
+            "or --response (or leave out --api/--version to guess)"
+        )
     try:
-        found = read_text(text, Hints(key, api_version, direction, body, records, at), options,
-                          pick)
+        found = read_text(
+            text, Hints(key, api_version, direction, body, records, at), options, pick
+        )
     except (BlobError, NoSuchCandidate) as e:
         raise click.UsageError(f"could not read the bytes: {e}") from None
     parsed, reading = found.blob, found.reading
@@ -140,26 +202,38 @@ def blob(input, api, api_version, direction, body, records, at, show_extraction,
         err.print(extraction_text(parsed, text))
         err.print(candidates_list(found))
     if at > len(data):
-        raise click.BadParameter(f"offset {at} is past the end of the {len(data)} bytes read",
-                                 param_hint="--at")
+        raise click.BadParameter(
+            f"offset {at} is past the end of the {len(data)} bytes read", param_hint="--at"
+        )
     items = reading.items
     if as_json:
-        out = {"input": {"format": parsed.format, "length": len(data),
-                         "extraction": [dataclasses.asdict(p) for p in parsed.pieces],
-                         "skipped": list(parsed.skipped),
-                         "candidate": found.chosen + 1,
-                         "candidates": [_candidate_json(c) for c in found.candidates]},
-               "reading": {"as": reading.label, "why": reading.why},
-               "messages": [_item_json(item, n, show_secrets)
-                            for n, item in enumerate(items)]}
+        out = {
+            "input": {
+                "format": parsed.format,
+                "length": len(data),
+                "extraction": [dataclasses.asdict(p) for p in parsed.pieces],
+                "skipped": list(parsed.skipped),
+                "candidate": found.chosen + 1,
+                "candidates": [_candidate_json(c) for c in found.candidates],
+            },
+            "reading": {"as": reading.label, "why": reading.why},
+            "messages": [_item_json(item, n, show_secrets) for n, item in enumerate(items)],
+        }
         _echo_json(out, [i.message.tree for i in items], show_secrets)
         return
     region = ""
-    if len(found.candidates) > 1:       # say which region of the text was read
-        region = (f" from {_where(parsed)}, candidate {found.chosen + 1} of "
-                  f"{len(found.candidates)} (--show-extraction lists them)")
-    err.print(Text(f"read {len(data)} bytes ({parsed.format}){region} as {reading.label}"
-                   + (f" ({reading.why})" if reading.why else ""), style="dim"))
+    if len(found.candidates) > 1:  # say which region of the text was read
+        region = (
+            f" from {_where(parsed)}, candidate {found.chosen + 1} of "
+            f"{len(found.candidates)} (--show-extraction lists them)"
+        )
+    err.print(
+        Text(
+            f"read {len(data)} bytes ({parsed.format}){region} as {reading.label}"
+            + (f" ({reading.why})" if reading.why else ""),
+            style="dim",
+        )
+    )
     for item in items:
         msg = item.message
         title = Text()
@@ -172,18 +246,24 @@ def blob(input, api, api_version, direction, body, records, at, show_extraction,
         title.append(f"\n{item.how}", style="italic")
         title.append(candidates_text(item.candidates, limit))
         print_node(console, msg.data, msg.tree, show_secrets, item.offset, title, not no_hex)
-        _print_problems(console, [(f.where or "message", f.code, f.detail)
-                                  for f in item.findings] + msg.tree.findings())
+        _print_problems(
+            console,
+            [(f.where or "message", f.code, f.detail) for f in item.findings] + msg.tree.findings(),
+        )
 
 
-def read_text(text: str | bytes, hints: Hints | None = None, options: Options | None = None,
-              pick: int | None = None) -> TextReading:
+def read_text(
+    text: str | bytes,
+    hints: Hints | None = None,
+    options: Options | None = None,
+    pick: int | None = None,
+) -> TextReading:
     """Find the bytes in a pasted text: every region that can be bytes
     (blob.find_candidates) is decoded, the one that decodes best is the reading. Raises
     BlobError, naming where the readers stopped, when nothing in the text can be bytes."""
     found = find_candidates(text)
     if not found:
-        parse_blob(text)                # raises the error that says what stopped it
+        parse_blob(text)  # raises the error that says what stopped it
         raise BlobError("nothing in the input can be bytes: " + _EXPECTED)
     return read_regions(found, hints, options, pick)
 
@@ -204,7 +284,7 @@ def candidates_text(cands, limit: int | None) -> Text:
     if len(clean) < 2:
         return out
     out.append(f"\n{len(clean)} candidates decode cleanly:", style="dim")
-    shown = clean if limit is None else clean[:max(limit, 2)]
+    shown = clean if limit is None else clean[: max(limit, 2)]
     for c in shown:
         out.append(f"\n  {c.label} (score {c.score:.1f})", style="dim")
     if len(shown) < len(clean):
@@ -218,15 +298,23 @@ def extraction_text(parsed, text) -> Text:
     out = Text(f"read {len(parsed.data)} bytes as {parsed.format}:", style="dim")
     lines = (text.decode("utf-8", "replace") if isinstance(text, bytes) else text).splitlines()
     for p in parsed.pieces[:EXTRACTION_LISTED]:
-        where = (f"line {p.line} chars {p.col}-{p.end_col}" if p.line == p.end_line else
-                 f"lines {p.line}-{p.end_line} (from char {p.col})")
-        source = lines[p.line - 1][p.col - 1:][:40] if p.line <= len(lines) else ""
-        out.append(f"\n  bytes {p.offset}-{p.offset + p.size - 1} ({p.size}) from {where}, "
-                   f"{p.what}" + (f": {source!r}" if p.what != "dump lines" else ""),
-                   style="dim")
+        where = (
+            f"line {p.line} chars {p.col}-{p.end_col}"
+            if p.line == p.end_line
+            else f"lines {p.line}-{p.end_line} (from char {p.col})"
+        )
+        source = lines[p.line - 1][p.col - 1 :][:40] if p.line <= len(lines) else ""
+        out.append(
+            f"\n  bytes {p.offset}-{p.offset + p.size - 1} ({p.size}) from {where}, "
+            f"{p.what}" + (f": {source!r}" if p.what != "dump lines" else ""),
+            style="dim",
+        )
     if len(parsed.pieces) > EXTRACTION_LISTED:
-        out.append(f"\n  … and {len(parsed.pieces) - EXTRACTION_LISTED} more pieces "
-                   f"(--json lists them all)", style="dim")
+        out.append(
+            f"\n  … and {len(parsed.pieces) - EXTRACTION_LISTED} more pieces "
+            f"(--json lists them all)",
+            style="dim",
+        )
     for s in parsed.skipped:
         out.append(f"\n  left out: {s}", style="dim")
     return out
@@ -239,23 +327,31 @@ def _where(blob) -> str:
     if not blob.pieces:
         return "the whole input"
     first, last = blob.pieces[0], blob.pieces[-1]
-    return (f"line {first.line}" if first.line == last.end_line else
-            f"lines {first.line}-{last.end_line}")
+    return (
+        f"line {first.line}"
+        if first.line == last.end_line
+        else f"lines {first.line}-{last.end_line}"
+    )
 
 
 def _candidate_summary(c) -> str:
     items = c.reading.items
-    names = ", ".join(i.message.title for i in items[:3]) + \
-        (f" and {len(items) - 3} more" if len(items) > 3 else "")
+    names = ", ".join(i.message.title for i in items[:3]) + (
+        f" and {len(items) - 3} more" if len(items) > 3 else ""
+    )
     state = "clean" if all(i.clean for i in items) else "does not decode cleanly"
-    return (f"{len(c.blob.data)} bytes ({c.blob.format}) from {_where(c.blob)}: "
-            f"{c.reading.label}, {names}, {state}")
+    return (
+        f"{len(c.blob.data)} bytes ({c.blob.format}) from {_where(c.blob)}: "
+        f"{c.reading.label}, {names}, {state}"
+    )
 
 
 def candidates_list(found) -> Text:
     """Every region of the input that could be the bytes, best first; which one was read."""
-    out = Text(f"{len(found.candidates)} candidate region(s), best first "
-               f"(--candidate N reads another):", style="dim")
+    out = Text(
+        f"{len(found.candidates)} candidate region(s), best first (--candidate N reads another):",
+        style="dim",
+    )
     for n, c in enumerate(found.candidates, 1):
         mark = "  <- read" if n - 1 == found.chosen else ""
         out.append(f"\n  {n}. {_candidate_summary(c)}{mark}", style="dim")
@@ -263,17 +359,23 @@ def candidates_list(found) -> Text:
 
 
 def _candidate_json(c) -> dict:
-    return {"format": c.blob.format, "length": len(c.blob.data), "where": _where(c.blob),
-            "reading": c.reading.label,
-            "messages": [i.message.title for i in c.reading.items],
-            "clean": all(i.clean for i in c.reading.items)}
+    return {
+        "format": c.blob.format,
+        "length": len(c.blob.data),
+        "where": _where(c.blob),
+        "reading": c.reading.label,
+        "messages": [i.message.title for i in c.reading.items],
+        "clean": all(i.clean for i in c.reading.items),
+    }
 
 
 def _read_input(arg: str | None) -> str | bytes:
     if arg is None or arg == "-":
         if arg is None and sys.stdin.isatty():
-            raise click.UsageError("give the bytes as an argument, a file, or on stdin "
-                                   "(e.g. `xxd -p file | kdissect blob`)")
+            raise click.UsageError(
+                "give the bytes as an argument, a file, or on stdin "
+                "(e.g. `xxd -p file | kdissect blob`)"
+            )
         return sys.stdin.buffer.read()
     return _file_or_text(arg, "INPUT", "the bytes")
 
@@ -283,37 +385,49 @@ def _file_or_text(arg: str, what: str, holding: str) -> str | bytes:
     if len(arg) >= 4096 or "\n" in arg or "\x00" in arg:
         return arg
     if os.path.isdir(arg):
-        raise click.BadParameter(f"{arg!r} is a directory; give a file holding {holding}, "
-                                 f"or {holding} themselves", param_hint=what)
+        raise click.BadParameter(
+            f"{arg!r} is a directory; give a file holding {holding}, or {holding} themselves",
+            param_hint=what,
+        )
     if os.path.exists(arg):
         try:
             with open(arg, "rb") as f:
                 return f.read()
         except OSError as e:
-            raise click.BadParameter(f"cannot read {arg!r}: {e.strerror or e}",
-                                     param_hint=what) from None
+            raise click.BadParameter(
+                f"cannot read {arg!r}: {e.strerror or e}", param_hint=what
+            ) from None
     return arg
 
 
-def _blob_grammar(console, grammar: str, data: bytes, options: Options, as_json: bool,
-                  no_hex: bool, fmt: str) -> None:
+def _blob_grammar(
+    console, grammar: str, data: bytes, options: Options, as_json: bool, no_hex: bool, fmt: str
+) -> None:
     source = _file_or_text(grammar, "--grammar", "the grammar")
     if isinstance(source, bytes):
         try:
             source = source.decode("utf-8-sig")
         except UnicodeDecodeError as e:
-            raise click.BadParameter(f"the grammar file is not UTF-8 text (byte {e.start} is "
-                                     f"{source[e.start]:#04x}); save it as UTF-8",
-                                     param_hint="--grammar") from None
+            raise click.BadParameter(
+                f"the grammar file is not UTF-8 text (byte {e.start} is "
+                f"{source[e.start]:#04x}); save it as UTF-8",
+                param_hint="--grammar",
+            ) from None
     try:
         g = parse_grammar(source)
     except GrammarError as e:
         raise click.UsageError(f"bad grammar: {e}") from None
     tree = decode_body(data, 0, g.root, g.root.name, options)
     if as_json:
-        _echo_json({"input": {"format": fmt, "length": len(data)},
-                    "grammar_root": g.root.name, "tree": _TREE.format(0)}, [tree],
-                   options.show_secrets)
+        _echo_json(
+            {
+                "input": {"format": fmt, "length": len(data)},
+                "grammar_root": g.root.name,
+                "tree": _TREE.format(0),
+            },
+            [tree],
+            options.show_secrets,
+        )
         return
     title = Text(f"{g.root.name} (your grammar)  {len(data)} bytes", style="bold")
     print_node(console, data, tree, options.show_secrets, 0, title, not no_hex)
@@ -331,8 +445,12 @@ def _print_problems(console, findings: list[tuple[str, str, str]]) -> None:
     for path, code, reason in findings[:PROBLEMS_LISTED]:
         console.print(Text(f"  {path}: {reason} [{code}]", style="red"))
     if len(findings) > PROBLEMS_LISTED:
-        console.print(Text(f"  … and {len(findings) - PROBLEMS_LISTED} more (--json lists "
-                           f"them all)", style="red"))
+        console.print(
+            Text(
+                f"  … and {len(findings) - PROBLEMS_LISTED} more (--json lists them all)",
+                style="red",
+            )
+        )
 
 
 def _item_json(item, n: int, show_secrets: bool) -> dict:
@@ -348,16 +466,23 @@ def _item_json(item, n: int, show_secrets: bool) -> dict:
         "client_id": msg.client_id,
         "how": item.how,
         "findings": [f.to_json() for f in item.findings],
-        "candidates": [{"api_key": c.api_key, "api_name": api_name(c.api_key),
-                        "versions": list(c.versions), "direction": c.direction,
-                        "score": round(c.score, 2), "clean": c.clean}
-                       for c in item.candidates],
+        "candidates": [
+            {
+                "api_key": c.api_key,
+                "api_name": api_name(c.api_key),
+                "versions": list(c.versions),
+                "direction": c.direction,
+                "score": round(c.score, 2),
+                "clean": c.clean,
+            }
+            for c in item.candidates
+        ],
         "problems": [{"path": p, "code": c, "problem": r} for p, c, r in msg.tree.findings()],
         "tree": _TREE.format(n),
     }
 
 
-_TREE = "\x00tree {}\x00"      # stands for a tree in the JSON until it is written out
+_TREE = "\x00tree {}\x00"  # stands for a tree in the JSON until it is written out
 
 
 def _echo_json(out: dict, trees: list, show_secrets: bool) -> None:
@@ -369,10 +494,8 @@ def _echo_json(out: dict, trees: list, show_secrets: bool) -> None:
         marker = json.dumps(_TREE.format(i))
         head, _, text = text.partition(marker)
         write(head)
-        line = head[head.rfind("\n") + 1:]
-        level = (len(line) - len(line.lstrip(" "))) // 2     # the "tree" key's depth
+        line = head[head.rfind("\n") + 1 :]
+        level = (len(line) - len(line.lstrip(" "))) // 2  # the "tree" key's depth
         for piece in tree.iter_json(show_secrets, level):
             write(piece)
     write(text + "\n")
-
-

@@ -15,32 +15,62 @@ from ..render.formats import choices as format_choices
 if TYPE_CHECKING:
     from rich.console import Console
 
-SIZE_UNITS = {"": 1, "k": 1024, "kb": 1024, "m": 1024**2, "mb": 1024**2, "g": 1024**3, "gb": 1024**3}
+SIZE_UNITS = {
+    "": 1,
+    "k": 1024,
+    "kb": 1024,
+    "m": 1024**2,
+    "mb": 1024**2,
+    "g": 1024**3,
+    "gb": 1024**3,
+}
 
 
 def port_options(command):
     """-p/--port and --no-detect, for the commands that find Kafka in TCP traffic."""
-    command = click.option("--no-detect", is_flag=True,
-                           help="Only the given ports: no automatic detection.")(command)
-    return click.option("-p", "--port", "ports", multiple=True, metavar="PORT[-PORT]",
-                        help="Also treat these ports as Kafka (repeatable; ranges and "
-                             "commas allowed).")(command)
+    command = click.option(
+        "--no-detect", is_flag=True, help="Only the given ports: no automatic detection."
+    )(command)
+    return click.option(
+        "-p",
+        "--port",
+        "ports",
+        multiple=True,
+        metavar="PORT[-PORT]",
+        help="Also treat these ports as Kafka (repeatable; ranges and commas allowed).",
+    )(command)
 
 
 def display_options(command):
     """-Y, --format, -V and --tui/--no-tui: how the live commands (live, proxy) show
     exchanges."""
-    for option in reversed((
-            click.option("-Y", "--filter", "filter_text", metavar="EXPR",
-                         help="Only exchanges matching this display filter."),
-            click.option("--format", "fmt", type=click.Choice(format_choices(files=False)),
-                         default="text", show_default=True,
-                         help="Output format without the TUI."),
-            click.option("-V", "--verbose", is_flag=True,
-                         help="Print full field trees (without the TUI)."),
-            click.option("--tui/--no-tui", default=None,
-                         help="The terminal UI (default when stdout is a terminal) or "
-                              "printed lines."))):
+    for option in reversed(
+        (
+            click.option(
+                "-Y",
+                "--filter",
+                "filter_text",
+                metavar="EXPR",
+                help="Only exchanges matching this display filter.",
+            ),
+            click.option(
+                "--format",
+                "fmt",
+                type=click.Choice(format_choices(files=False)),
+                default="text",
+                show_default=True,
+                help="Output format without the TUI.",
+            ),
+            click.option(
+                "-V", "--verbose", is_flag=True, help="Print full field trees (without the TUI)."
+            ),
+            click.option(
+                "--tui/--no-tui",
+                default=None,
+                help="The terminal UI (default when stdout is a terminal) or printed lines.",
+            ),
+        )
+    ):
         command = option(command)
     return command
 
@@ -50,23 +80,31 @@ def secret_options(command):
     commands that decode messages. --max-nodes reaches ``_traffic_options`` through the
     click context, so the commands' signatures stay as they are."""
     command = budget_nodes_option(command)
-    command = click.option("--max-decompressed", default="64M", show_default=True,
-                           metavar="SIZE", help="Decompressed bytes one message may "
-                           "produce over all its compressed payloads (bomb protection; "
-                           "the rest stays compressed, marked).")(command)
-    return click.option("--show-secrets", is_flag=True,
-                        help="Show SASL passwords, proofs and tokens.")(command)
+    command = click.option(
+        "--max-decompressed",
+        default="64M",
+        show_default=True,
+        metavar="SIZE",
+        help="Decompressed bytes one message may "
+        "produce over all its compressed payloads (bomb protection; "
+        "the rest stays compressed, marked).",
+    )(command)
+    return click.option(
+        "--show-secrets", is_flag=True, help="Show SASL passwords, proofs and tokens."
+    )(command)
 
 
 def keylog_option(command):
     """--keylog FILE (repeatable) and SSLKEYLOGFILE: TLS session keys, as a KeyLog (or
     None when there are none), in the ``keylog`` parameter."""
+
     def load(_ctx, _param, paths):
         env = os.environ.get("SSLKEYLOGFILE")
         paths = list(paths) + ([env] if env and os.path.exists(env) else [])
         if not paths:
             return None
         from ..capture.tls.keylog import KeyLog, KeyLogError
+
         keys = KeyLog()
         for path in paths:
             try:
@@ -74,11 +112,18 @@ def keylog_option(command):
             except KeyLogError as e:
                 raise click.BadParameter(str(e), param_hint="--keylog") from None
         return keys
-    return click.option("--keylog", "keylog", multiple=True, metavar="FILE", callback=load,
-                        type=click.Path(dir_okay=False),
-                        help="TLS session keys (an NSS key log: what SSLKEYLOGFILE writes; "
-                             "repeatable; SSLKEYLOGFILE is read too): TLS connections are "
-                             "decrypted. See docs/tls.md.")(command)
+
+    return click.option(
+        "--keylog",
+        "keylog",
+        multiple=True,
+        metavar="FILE",
+        callback=load,
+        type=click.Path(dir_okay=False),
+        help="TLS session keys (an NSS key log: what SSLKEYLOGFILE writes; "
+        "repeatable; SSLKEYLOGFILE is read too): TLS connections are "
+        "decrypted. See docs/tls.md.",
+    )(command)
 
 
 def budget_nodes_option(command):
@@ -86,35 +131,53 @@ def budget_nodes_option(command):
         if value is not None:
             ctx.meta["kdissect.max_nodes"] = value
         return value
-    return click.option("--max-nodes", type=click.IntRange(1000, 1 << 40),
-                        default=Options.max_nodes, show_default=True, metavar="N",
-                        expose_value=False, callback=remember,
-                        help="Fields one message may decode into (array items, records...); "
-                             "the rest stays raw, marked.")(command)
+
+    return click.option(
+        "--max-nodes",
+        type=click.IntRange(1000, 1 << 40),
+        default=Options.max_nodes,
+        show_default=True,
+        metavar="N",
+        expose_value=False,
+        callback=remember,
+        help="Fields one message may decode into (array items, records...); "
+        "the rest stays raw, marked.",
+    )(command)
 
 
 def memory_option(command):
     """--max-memory: the process's memory budget for bytes held across connections
     (partial messages, out-of-order segments). Read back with ``memory_budget()``."""
+
     def remember(ctx, _param, value):
         from ..stream.budget import parse_size
+
         try:
             ctx.meta["kdissect.max_memory"] = parse_size(value)
         except ValueError as e:
             raise click.BadParameter(str(e)) from None
         return value
+
     from ..stream.budget import DEFAULT
-    return click.option("--max-memory", default=f"{DEFAULT >> 20}M", show_default=True,
-                        metavar="SIZE", expose_value=False, callback=remember,
-                        help="Bytes held at once for messages still arriving and "
-                             "out-of-order segments, over all connections; when spent, the "
-                             "oldest partial message is given up (its header kept, marked "
-                             "memory_budget).")(command)
+
+    return click.option(
+        "--max-memory",
+        default=f"{DEFAULT >> 20}M",
+        show_default=True,
+        metavar="SIZE",
+        expose_value=False,
+        callback=remember,
+        help="Bytes held at once for messages still arriving and "
+        "out-of-order segments, over all connections; when spent, the "
+        "oldest partial message is given up (its header kept, marked "
+        "memory_budget).",
+    )(command)
 
 
 def memory_budget():
     """The ``stream.budget.Budget`` the command line asked for (--max-memory)."""
     from ..stream.budget import DEFAULT, Budget
+
     ctx = click.get_current_context(silent=True)
     return Budget(ctx.meta.get("kdissect.max_memory", DEFAULT) if ctx else DEFAULT)
 
@@ -123,11 +186,17 @@ def budget(max_decompressed: str, **options) -> Options:
     """Decoding options with the budget the command line asked for."""
     ctx = click.get_current_context(silent=True)
     nodes = ctx.meta.get("kdissect.max_nodes", Options.max_nodes) if ctx else Options.max_nodes
-    from .values_opts import values_source          # --schemas, --registry... (or None)
+    from .values_opts import values_source  # --schemas, --registry... (or None)
+
     # one dict of topic ids for the run: the engine fills it, the writers' decoders read
     # it (records of internal topics fetched by id decoded in JSON lines as in -V)
-    return Options(max_decompressed=_size(max_decompressed, "--max-decompressed"),
-                   max_nodes=nodes, values=values_source(ctx), topic_ids={}, **options)
+    return Options(
+        max_decompressed=_size(max_decompressed, "--max-decompressed"),
+        max_nodes=nodes,
+        values=values_source(ctx),
+        topic_ids={},
+        **options,
+    )
 
 
 def on_terminal(fmt: str, printing: bool) -> bool:
@@ -136,22 +205,24 @@ def on_terminal(fmt: str, printing: bool) -> bool:
     return sys.stdout.isatty() and sys.stdin.isatty() and fmt == "text" and not printing
 
 
-MAX_SIZE = 1 << 40          # 1 TiB: more than any machine kdissect runs on can hold
+MAX_SIZE = 1 << 40  # 1 TiB: more than any machine kdissect runs on can hold
 
 
 def _size(text: str, option: str | None = None) -> int:
     t = text.strip().lower()
     num = t.rstrip("kmgb")
     try:
-        value = float(num) * SIZE_UNITS[t[len(num):]]
+        value = float(num) * SIZE_UNITS[t[len(num) :]]
     except (ValueError, KeyError):
-        raise click.BadParameter(f"{text!r} is not a size (examples: 1048576, 64M, 1G)",
-                                 param_hint=option) from None
-    if not 0 <= value <= MAX_SIZE:     # also NaN and infinity ('1e400')
-        raise click.BadParameter(f"{text!r} is out of range: a size from 0 to 1T "
-                                 f"(examples: 1048576, 64M, 1G)", param_hint=option)
+        raise click.BadParameter(
+            f"{text!r} is not a size (examples: 1048576, 64M, 1G)", param_hint=option
+        ) from None
+    if not 0 <= value <= MAX_SIZE:  # also NaN and infinity ('1e400')
+        raise click.BadParameter(
+            f"{text!r} is out of range: a size from 0 to 1T (examples: 1048576, 64M, 1G)",
+            param_hint=option,
+        )
     return int(value)
-
 
 
 def _ports(values: tuple[str, ...]) -> set[int]:
@@ -162,8 +233,9 @@ def _ports(values: tuple[str, ...]) -> set[int]:
             try:
                 a, b = int(lo), int(hi or lo)
             except ValueError:
-                raise click.BadParameter(f"{part!r} is not a port or range (e.g. 9093, "
-                                         f"19092-19094)", param_hint="--port") from None
+                raise click.BadParameter(
+                    f"{part!r} is not a port or range (e.g. 9093, 19092-19094)", param_hint="--port"
+                ) from None
             if not (0 < a <= b < 65536):
                 raise click.BadParameter(f"{part!r} is outside 1-65535", param_hint="--port")
             ports.update(range(a, b + 1))
@@ -175,8 +247,8 @@ def _need_spark_extra(what: str, module: str) -> None:
         __import__(module)
     except ImportError:
         raise click.ClickException(
-            f"{what} needs {module}, which is not installed: "
-            f"pip install 'kdissect[spark]'") from None
+            f"{what} needs {module}, which is not installed: pip install 'kdissect[spark]'"
+        ) from None
 
 
 def _print_warnings(err: Console, warnings: list[str], listed: int = 20) -> None:
@@ -190,9 +262,11 @@ def _traffic_options(filter_text, show_secrets, max_decompressed, ports):
     """(display filter, decoding options, Kafka ports) from the options `pcap` and
     `live` share."""
     from ..sources.pcap import DEFAULT_PORTS
+
     display_filter = None
     if filter_text:
-        from ..filters import FilterError, parse_filter      # only with -Y
+        from ..filters import FilterError, parse_filter  # only with -Y
+
         try:
             display_filter = parse_filter(filter_text)
         except FilterError as e:
@@ -201,9 +275,17 @@ def _traffic_options(filter_text, show_secrets, max_decompressed, ports):
     return display_filter, options, DEFAULT_PORTS | _ports(ports)
 
 
-def _run_tui(load, options: Options, title: str, filter_text: str | None = None,
-             display_filter=None, stop=None, keys=None) -> None:
+def _run_tui(
+    load,
+    options: Options,
+    title: str,
+    filter_text: str | None = None,
+    display_filter=None,
+    stop=None,
+    keys=None,
+) -> None:
     from ..tui.app import KdissectApp
+
     # a source the user stops (live, proxy) runs until then: the TUI shows it as live
     app = KdissectApp(load, options, title=title, stop=stop, keys=keys, live=stop is not None)
     if display_filter is not None:
@@ -218,13 +300,19 @@ def _progress(reader, path: str, err: Console):
         yield from reader.items()
         return
     from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
-    with Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
-                  TimeRemainingColumn(), console=err, transient=True) as bar:
-        task = bar.add_task(os.path.basename(path), total=size)
-        from ..sources.pcap import tracked       # not at start-up: --help stays quick
-        yield from tracked(reader, path,
-                            lambda done, total: bar.update(task, completed=done))
 
+    with Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        DownloadColumn(),
+        TimeRemainingColumn(),
+        console=err,
+        transient=True,
+    ) as bar:
+        task = bar.add_task(os.path.basename(path), total=size)
+        from ..sources.pcap import tracked  # not at start-up: --help stays quick
+
+        yield from tracked(reader, path, lambda done, total: bar.update(task, completed=done))
 
 
 def _host_port(text: str, default_port: int | None = None) -> tuple[str, int]:
@@ -235,5 +323,3 @@ def _host_port(text: str, default_port: int | None = None) -> tuple[str, int]:
     if not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise click.BadParameter(f"{text!r} is not HOST:PORT")
     return host, int(port)
-
-

@@ -14,4 +14,5 @@ def main(argv: list[str] | None = None) -> None:
     debug = "--debug" in args or os.environ.get("KDISSECT_DEBUG") == "1"
     args = [a for a in args if a != "--debug"]
     from .group import main as cli
+
     guard(lambda: cli.main(args=args, prog_name="kdissect", standalone_mode=True), debug)

@@ -10,8 +10,14 @@ from .. import __version__
 
 # each command's module, imported when that command runs: a paste answers without
 # loading the capture, proxy, Spark and log machinery (start-up is most of its time)
-COMMAND_MODULES = {"pcap": "pcap_cmd", "blob": "blob_cmd", "live": "live_cmd",
-                   "proxy": "proxy_cmd", "spark": "spark_cmd", "log": "log_cmd"}
+COMMAND_MODULES = {
+    "pcap": "pcap_cmd",
+    "blob": "blob_cmd",
+    "live": "live_cmd",
+    "proxy": "proxy_cmd",
+    "spark": "spark_cmd",
+    "log": "log_cmd",
+}
 
 # the first paragraph of each command's help: the modules' help texts start with it, and
 # `kdissect --help` lists the commands from it without importing any of their modules
@@ -28,7 +34,8 @@ SUMMARIES = {
 def _show_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
     if not value or ctx.resilient_parsing:
         return
-    from ..capture.native import packet_path      # only now: start-up stays quick
+    from ..capture.native import packet_path  # only now: start-up stays quick
+
     click.echo(f"kdissect {__version__}\n{packet_path()}")
     ctx.exit()
 
@@ -49,11 +56,18 @@ class LazyGroup(click.Group):
         click.Group(commands=stand_ins).format_commands(ctx, formatter)
 
 
-@click.group(cls=LazyGroup,
-             context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.option("--version", is_flag=True, expose_value=False, is_eager=True,
-              callback=_show_version,
-              help="Show the version and which packet path runs (compiled or Python), and exit.")
+@click.group(
+    cls=LazyGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_show_version,
+    help="Show the version and which packet path runs (compiled or Python), and exit.",
+)
 def main() -> None:
     """kdissect: see every byte of Kafka traffic.
 
@@ -70,5 +84,3 @@ def main() -> None:
     bytes is reported, not fatal), 1 the input is not a capture / holds nothing to decode,
     2 a wrong command line, 70 an internal error (a bug: add --debug for the traceback).
     """
-
-

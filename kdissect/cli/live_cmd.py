@@ -6,12 +6,23 @@ from __future__ import annotations
 import click
 
 from ..crash import quiet_stdout
-from .common import (_run_tui, _traffic_options, display_options, keylog_option,
-                     memory_budget, memory_option, on_terminal, port_options, secret_options)
+from .common import (
+    _run_tui,
+    _traffic_options,
+    display_options,
+    keylog_option,
+    memory_budget,
+    memory_option,
+    on_terminal,
+    port_options,
+    secret_options,
+)
 from .group import SUMMARIES, main
 
 
-LIVE_HELP = SUMMARIES["live"] + """
+LIVE_HELP = (
+    SUMMARIES["live"]
+    + """
 
 Sniffs IFACE (with libpcap, like tcpdump), reassembles TCP and shows every exchange as
 its response arrives: in the TUI on a terminal, else one line per exchange (or JSON
@@ -29,24 +40,47 @@ Examples:
   kdissect live -i any --format jsonl --duration 60 > kafka.jsonl
   kdissect live -i lo --keylog keys.log   (TLS: the key log is re-read as clients add keys)
 """
+)
 
 
 @main.command(help=LIVE_HELP)
-@click.option("-i", "--interface", "iface", required=True, metavar="IFACE",
-              help="Interface to sniff (lo, eth0, any...).")
+@click.option(
+    "-i",
+    "--interface",
+    "iface",
+    required=True,
+    metavar="IFACE",
+    help="Interface to sniff (lo, eth0, any...).",
+)
 @port_options
-@click.option("-f", "--capture-filter", "bpf", metavar="BPF",
-              help="Capture filter in tcpdump syntax (default: tcp, or the Kafka ports "
-                   "with --no-detect).")
+@click.option(
+    "-f",
+    "--capture-filter",
+    "bpf",
+    metavar="BPF",
+    help="Capture filter in tcpdump syntax (default: tcp, or the Kafka ports with --no-detect).",
+)
 @display_options
-@click.option("-c", "--count", type=int, default=0, metavar="N",
-              help="Stop after N packets.")
+@click.option("-c", "--count", type=int, default=0, metavar="N", help="Stop after N packets.")
 @click.option("-a", "--duration", type=float, metavar="SECONDS", help="Stop after SECONDS.")
 @keylog_option
 @secret_options
 @memory_option
-def live(iface, ports, no_detect, bpf, filter_text, fmt, verbose, count, duration, tui,
-         keylog, show_secrets, max_decompressed):
+def live(
+    iface,
+    ports,
+    no_detect,
+    bpf,
+    filter_text,
+    fmt,
+    verbose,
+    count,
+    duration,
+    tui,
+    keylog,
+    show_secrets,
+    max_decompressed,
+):
     import threading
     from ..capture.live import LiveError
     from ..render.printer import ExchangePrinter
@@ -54,22 +88,36 @@ def live(iface, ports, no_detect, bpf, filter_text, fmt, verbose, count, duratio
     from ..stream.engine import Engine
     from ..stream.sink import CallbackSink
 
-    display_filter, options, kafka_ports = _traffic_options(filter_text, show_secrets,
-                                                            max_decompressed, ports)
+    display_filter, options, kafka_ports = _traffic_options(
+        filter_text, show_secrets, max_decompressed, ports
+    )
     if bpf is None:
-        bpf = "tcp" if not no_detect else "tcp and (" + " or ".join(
-            f"port {p}" for p in sorted(kafka_ports)[:64]) + ")"
+        bpf = (
+            "tcp"
+            if not no_detect
+            else "tcp and (" + " or ".join(f"port {p}" for p in sorted(kafka_ports)[:64]) + ")"
+        )
     stop = threading.Event()
     interactive = on_terminal(fmt, verbose)
-    watch = dict(ports=kafka_ports, detect=not no_detect, bpf=bpf, count=count,
-                 duration=duration, keys=keylog, budget=memory_budget())
+    watch = dict(
+        ports=kafka_ports,
+        detect=not no_detect,
+        bpf=bpf,
+        count=count,
+        duration=duration,
+        keys=keylog,
+        budget=memory_budget(),
+    )
     if tui or (tui is None and interactive):
+
         def load(emit, warn, progress):
             try:
-                Engine(Interface(iface, stop, **watch), CallbackSink(emit, warn, progress),
-                       options).run()
+                Engine(
+                    Interface(iface, stop, **watch), CallbackSink(emit, warn, progress), options
+                ).run()
             except LiveError as e:
                 warn(str(e))
+
         _run_tui(load, options, f"live: {iface}", filter_text, display_filter, stop)
         return
     printer = ExchangePrinter(options, fmt, verbose, display_filter)

@@ -27,7 +27,9 @@ if TYPE_CHECKING:
 
     from ..filters import Filter
 
-LOG_HELP = SUMMARIES["log"] + """
+LOG_HELP = (
+    SUMMARIES["log"]
+    + """
 
 PATH is a segment (.log), any other file Kafka writes in a partition directory (.index,
 .timeindex, .txnindex, producer .snapshot, leader-epoch-checkpoint, partition.metadata,
@@ -64,50 +66,86 @@ Tiered storage's copies (LocalTieredStorage's `<offset>-<segment id>.log`...) re
 Exit status: 0 decoded (damage is reported as findings), 1 no such path or not a Kafka
 file, 2 a wrong command line.
 """
+)
 
 
 @main.command(help=LOG_HELP)
 @click.argument("paths", nargs=-1, required=True, metavar="PATH...")
 @click.option("-V", "--verbose", is_flag=True, help="Print every field of every batch as a tree.")
-@click.option("--format", "fmt", type=click.Choice(format_choices(log=True)), default="text",
-              show_default=True, help="Lines for people, JSON lines, or Parquet tables "
-                                      "(batches, records, checks in the -o directory; "
-                                      "docs/log.md).")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(format_choices(log=True)),
+    default="text",
+    show_default=True,
+    help="Lines for people, JSON lines, or Parquet tables "
+    "(batches, records, checks in the -o directory; "
+    "docs/log.md).",
+)
 @click.option("-o", "--output", metavar="DIR", help="Where --format parquet writes its tables.")
-@click.option("--records", is_flag=True,
-              help="Also one line (or JSON object) per record.")
-@click.option("-Y", "--filter", "filter_text", metavar="FILTER",
-              help="Show only the items that match: finding == crc_mismatch, producer_id == 7, "
-                   "record.key == \"k\", base_offset >= 100 (docs/filters.md).")
-@click.option("--max-decompressed", default="64M", show_default=True, metavar="SIZE",
-              help="Decompressed bytes one batch may produce.")
+@click.option("--records", is_flag=True, help="Also one line (or JSON object) per record.")
+@click.option(
+    "-Y",
+    "--filter",
+    "filter_text",
+    metavar="FILTER",
+    help="Show only the items that match: finding == crc_mismatch, producer_id == 7, "
+    'record.key == "k", base_offset >= 100 (docs/filters.md).',
+)
+@click.option(
+    "--max-decompressed",
+    default="64M",
+    show_default=True,
+    metavar="SIZE",
+    help="Decompressed bytes one batch may produce.",
+)
 @value_options
-@click.option("--spark", "on_spark", is_flag=True,
-              help="With --format parquet: build the tables on Spark, a task per partition "
-                   "directory (many log dirs, a whole cluster's, or s3:// copies); -o is "
-                   "then a directory of Parquet directories (docs/log.md).")
-@click.option("--master", metavar="URL", help="With --spark: the Spark master (default: as "
-                                                "for kdissect spark).")
-@click.option("--tui", is_flag=True, help="Open the terminal UI even when stdout is not a "
-                                          "terminal.")
+@click.option(
+    "--spark",
+    "on_spark",
+    is_flag=True,
+    help="With --format parquet: build the tables on Spark, a task per partition "
+    "directory (many log dirs, a whole cluster's, or s3:// copies); -o is "
+    "then a directory of Parquet directories (docs/log.md).",
+)
+@click.option(
+    "--master",
+    metavar="URL",
+    help="With --spark: the Spark master (default: as for kdissect spark).",
+)
+@click.option(
+    "--tui", is_flag=True, help="Open the terminal UI even when stdout is not a terminal."
+)
 @click.option("--no-tui", is_flag=True, help="Print instead of opening the terminal UI.")
-def log(paths: tuple[str, ...], verbose: bool, fmt: str, output: str | None, records: bool,
-        filter_text: str | None, max_decompressed: str, on_spark: bool,
-        master: str | None, tui: bool, no_tui: bool) -> None:
-    err = console(stderr=True)         # rich itself only if something is said through it
+def log(
+    paths: tuple[str, ...],
+    verbose: bool,
+    fmt: str,
+    output: str | None,
+    records: bool,
+    filter_text: str | None,
+    max_decompressed: str,
+    on_spark: bool,
+    master: str | None,
+    tui: bool,
+    no_tui: bool,
+) -> None:
+    err = console(stderr=True)  # rich itself only if something is said through it
     if fmt == "parquet" and not output:
         raise click.UsageError("--format parquet needs -o DIR (the tables' directory)")
     if on_spark:
         if fmt != "parquet" or filter_text or output is None:
-            raise click.UsageError("--spark builds the Parquet tables: use it with "
-                                   "--format parquet -o DIR, without -Y")
+            raise click.UsageError(
+                "--spark builds the Parquet tables: use it with --format parquet -o DIR, without -Y"
+            )
         _no_kafka_files(list(paths), budget(max_decompressed))
         _on_spark(list(paths), output, budget(max_decompressed).max_decompressed, master, err)
         return
     flt = None
     if filter_text:
-        from ..filters import FilterError, parse_filter      # only with -Y
+        from ..filters import FilterError, parse_filter  # only with -Y
         from ..stream.fields import LOG_NAMES
+
         try:
             flt = parse_filter(filter_text, list(LOG_NAMES))
         except FilterError as e:
@@ -117,23 +155,28 @@ def log(paths: tuple[str, ...], verbose: bool, fmt: str, output: str | None, rec
         from pathlib import Path
 
         from ..tui.log_app import LogApp
+
         missing = [p for p in paths if not Path(p).exists()]
         if missing:
             click.echo(f"kdissect log: {missing[0]}: no such file or directory", err=True)
             sys.exit(1)
         LogApp(list(paths), options, filter_text or "").run()
         return
-    if fmt == "parquet" and output:             # (checked above: parquet has -o)
+    if fmt == "parquet" and output:  # (checked above: parquet has -o)
         from ..pipeline.log_tables import write_log_tables
 
         def objects():
             for item in walk(list(paths), options, values=flt is None):
                 if flt is None or flt(item):
                     yield from item_json(item, True)
+
         _no_kafka_files(list(paths), options)
         try:
-            counts = write_log_tables(objects(), output, {
-                "max_decompressed": options.max_decompressed, "filter": filter_text})
+            counts = write_log_tables(
+                objects(),
+                output,
+                {"max_decompressed": options.max_decompressed, "filter": filter_text},
+            )
         except LogError as e:
             click.echo(f"kdissect log: {e}", err=True)
             sys.exit(1)
@@ -141,10 +184,12 @@ def log(paths: tuple[str, ...], verbose: bool, fmt: str, output: str | None, rec
         return
     printer = LogPrinter(fmt, verbose, records, flt)
     try:
-        bulk = fmt == "jsonl" and flt is None      # no trees needed: records as text
+        bulk = fmt == "jsonl" and flt is None  # no trees needed: records as text
         from ..render.log_lines import record_lines_for
-        Engine(LogDir(list(paths), options, lines=record_lines_for() if bulk else None),
-               printer).run()
+
+        Engine(
+            LogDir(list(paths), options, lines=record_lines_for() if bulk else None), printer
+        ).run()
     except LogError as e:
         click.echo(f"kdissect log: {e}", err=True)
         sys.exit(1)
@@ -155,10 +200,12 @@ def log(paths: tuple[str, ...], verbose: bool, fmt: str, output: str | None, rec
     elif printer.shown == 0 and flt is None:
         if _holds_kafka_files(list(paths)):
             err.print("the Kafka files hold nothing to show (empty segments)")
-            return              # an empty segment (a new partition's) is no error
-        click.echo(f"kdissect log: no Kafka files found in {', '.join(paths)} (expected "
-                   f"segments, indexes, checkpoints, a partition directory or a log dir)",
-                   err=True)
+            return  # an empty segment (a new partition's) is no error
+        click.echo(
+            f"kdissect log: no Kafka files found in {', '.join(paths)} (expected "
+            f"segments, indexes, checkpoints, a partition directory or a log dir)",
+            err=True,
+        )
         sys.exit(1)
 
 
@@ -176,7 +223,7 @@ class LogPrinter(ItemSink):
             return
         self.shown += 1
         if self.fmt == "jsonl":
-            out = getattr(sys.stdout, "buffer", None)      # bytes: no encoding pass
+            out = getattr(sys.stdout, "buffer", None)  # bytes: no encoding pass
             for chunk in item_chunks(item, self.records):
                 if out is not None:
                     out.write(chunk)
@@ -185,7 +232,8 @@ class LogPrinter(ItemSink):
             return
         print_parts(self.out, item_parts(item))
         if self.verbose and item.tree is not None:
-            from ..render.text import print_tree    # trees: only with -V
+            from ..render.text import print_tree  # trees: only with -V
+
             print_tree(self.out, item.tree)
         elif self.records and item.tree is not None:
             for rec in batch_records(item):
@@ -198,14 +246,16 @@ def _holds_kafka_files(paths: list[str]) -> bool:
     from pathlib import Path
 
     from ..sources.logdir import file_kind
+
     for text in paths:
         path = Path(text)
         if path.is_file() and file_kind(path) is not None:
             return True
         if path.is_dir():
             for p in path.glob("*"):
-                if file_kind(p) is not None or \
-                        (p.is_dir() and any(file_kind(q) for q in p.glob("*"))):
+                if file_kind(p) is not None or (
+                    p.is_dir() and any(file_kind(q) for q in p.glob("*"))
+                ):
                     return True
     return False
 
@@ -215,18 +265,22 @@ def _no_kafka_files(paths: list[str], options) -> None:
     (empty tables would say the log was read and found empty)."""
     try:
         if next(walk(paths, options), None) is None:
-            click.echo(f"kdissect log: no Kafka log files in {', '.join(paths)} (give log "
-                       f"dirs, partition directories or segment files); no tables written",
-                       err=True)
+            click.echo(
+                f"kdissect log: no Kafka log files in {', '.join(paths)} (give log "
+                f"dirs, partition directories or segment files); no tables written",
+                err=True,
+            )
             sys.exit(1)
     except LogError as e:
         click.echo(f"kdissect log: {e}", err=True)
         sys.exit(1)
 
 
-def _on_spark(paths: list[str], out: str, max_decompressed: int, master: str | None,
-              err: Console) -> None:
+def _on_spark(
+    paths: list[str], out: str, max_decompressed: int, master: str | None, err: Console
+) -> None:
     from .common import _need_spark_extra
+
     _need_spark_extra("kdissect log --spark", "pyspark")
     import os
     import tempfile
@@ -234,14 +288,16 @@ def _on_spark(paths: list[str], out: str, max_decompressed: int, master: str | N
     from ..pipeline.log_job import run_log_job
     from ..pipeline.output import OutputError
     from ..pipeline.session import SparkStartError, explain, get_session
+
     log = os.path.join(tempfile.gettempdir(), f"kdissect-spark-{os.getpid()}.log")
     try:
-        session = get_session(master, log=log)      # the JVM's own output: in that file
+        session = get_session(master, log=log)  # the JVM's own output: in that file
     except SparkStartError as e:
         raise click.ClickException(f"Spark did not start: {e}") from None
-    except Exception as e:                          # a bad master URL...
-        raise click.ClickException(f"Spark did not start: {explain(e)}; Spark's own "
-                                   f"output is in {log}") from None
+    except Exception as e:  # a bad master URL...
+        raise click.ClickException(
+            f"Spark did not start: {explain(e)}; Spark's own output is in {log}"
+        ) from None
     try:
         counts = run_log_job(session, paths, out, max_decompressed=max_decompressed)
     except LogError as e:
@@ -249,9 +305,10 @@ def _on_spark(paths: list[str], out: str, max_decompressed: int, master: str | N
         sys.exit(1)
     except OutputError as e:
         raise click.ClickException(str(e)) from None
-    except Exception as e:              # Spark's own errors: said in a line, not a trace
-        raise click.ClickException(f"the Spark job failed: {explain(e)}; Spark's own "
-                                   f"output is in {log}") from None
+    except Exception as e:  # Spark's own errors: said in a line, not a trace
+        raise click.ClickException(
+            f"the Spark job failed: {explain(e)}; Spark's own output is in {log}"
+        ) from None
     finally:
         session.stop()
     if os.path.exists(log):
@@ -261,9 +318,11 @@ def _on_spark(paths: list[str], out: str, max_decompressed: int, master: str | N
 
 # -- what an item says -----------------------------------------------------------------
 
+
 def item_line(item: LogItem) -> Text:
     """An item's line as a rich Text (what a terminal shows)."""
     from rich.text import Text
+
     t = Text()
     for text, style in item_parts(item):
         t.append(text, style=style)
@@ -275,7 +334,8 @@ def item_parts(item: LogItem) -> list[tuple[str, str | None]]:
     pipe (render/console.print_parts)."""
     where = item.path.name if item.kind in ("batch", "message") else item.file
     parts: list[tuple[str, str | None]] = [
-        (f"{where}", "bold" if item.kind not in ("batch", "message") else "dim")]
+        (f"{where}", "bold" if item.kind not in ("batch", "message") else "dim")
+    ]
     tree = item.tree
     if item.kind == "batch" and tree is not None:
         parts.append((f"  @{tree.offset}+{tree.length}", "dim"))
@@ -283,8 +343,13 @@ def item_parts(item: LogItem) -> list[tuple[str, str | None]]:
             parts.append((f"  {tree.note}", None))
         pid = field_value(item, "producer_id")
         if isinstance(pid, int) and pid >= 0:
-            parts.append((f"  producer {pid} epoch {field_value(item, 'producer_epoch')} "
-                          f"seq {field_value(item, 'base_sequence')}", None))
+            parts.append(
+                (
+                    f"  producer {pid} epoch {field_value(item, 'producer_epoch')} "
+                    f"seq {field_value(item, 'base_sequence')}",
+                    None,
+                )
+            )
         epoch = field_value(item, "partition_leader_epoch")
         if isinstance(epoch, int):
             parts.append((f"  leader epoch {epoch}", None))
@@ -314,21 +379,31 @@ def marks(item: LogItem) -> list[tuple[str, str | None]]:
         if marker is not None:
             out.append((f"  {marker}", "bold"))
     if item.aborted:
-        out.append(("  ABORTED (its transaction was aborted: read_committed consumers skip it)",
-                    "yellow"))
+        out.append(
+            ("  ABORTED (its transaction was aborted: read_committed consumers skip it)", "yellow")
+        )
     if item.deleted is not None:
-        out.append((f"  deleted: {'all' if item.deleted else 'part'} of it below the log start "
-                    f"offset {item.log_start} (still on disk)", "yellow"))
+        out.append(
+            (
+                f"  deleted: {'all' if item.deleted else 'part'} of it below the log start "
+                f"offset {item.log_start} (still on disk)",
+                "yellow",
+            )
+        )
     return out
 
 
 def _record_text(n) -> str:
     r = record_json(n)
     # an internal topic's record: its decoded key and value, as Kafka's formatters show them
-    shown = [readable(r[f"{part}_decoded"]) if f"{part}_decoded" in r else r[part]
-             for part in ("key", "value")]
-    text = f"offset {r['offset']}  key {json.dumps(shown[0], default=str)}  " \
-           f"value {json.dumps(shown[1], default=str)}"
+    shown = [
+        readable(r[f"{part}_decoded"]) if f"{part}_decoded" in r else r[part]
+        for part in ("key", "value")
+    ]
+    text = (
+        f"offset {r['offset']}  key {json.dumps(shown[0], default=str)}  "
+        f"value {json.dumps(shown[1], default=str)}"
+    )
     if len(text) > 2000:
         text = text[:2000] + "…"
     for part in ("key", "value"):

@@ -7,15 +7,27 @@ import os
 import click
 
 from ..crash import quiet_stdout
-from .common import (_print_warnings, _progress, _run_tui,
-                     _traffic_options, keylog_option, memory_budget, memory_option, on_terminal,
-                     port_options, secret_options, format_choices)
+from .common import (
+    _print_warnings,
+    _progress,
+    _run_tui,
+    _traffic_options,
+    keylog_option,
+    memory_budget,
+    memory_option,
+    on_terminal,
+    port_options,
+    secret_options,
+    format_choices,
+)
 from .group import SUMMARIES, main
 from .values_opts import value_options
 from ..stream.fields import help_list
 
 
-PCAP_HELP = SUMMARIES["pcap"] + """
+PCAP_HELP = (
+    SUMMARIES["pcap"]
+    + """
 
 Reads pcap and pcapng (also gzip-compressed), reassembles TCP, finds Kafka connections
 (port 9092, any --port you add, and any connection that starts like a Kafka request),
@@ -55,89 +67,162 @@ Examples:
   kdissect pcap tls.pcap --keylog keys.log     (TLS 1.2 and 1.3; docs/tls.md)
   kdissect pcap capture.pcap --format jsonl | jq 'select(.api_name == "Produce")'
 """
+)
 PCAP_HELP = PCAP_HELP.replace("{fields}", help_list())
 
 
 @main.command(help=PCAP_HELP)
 # (readable=False: a file that cannot be read is said by the reader, the others still read)
-@click.argument("files", nargs=-1, required=True,
-                type=click.Path(exists=True, dir_okay=False, readable=False))
+@click.argument(
+    "files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, readable=False)
+)
 @port_options
 @click.option("-V", "--verbose", is_flag=True, help="Print full field trees.")
-@click.option("--format", "fmt", type=click.Choice(format_choices()),
-              default="text", show_default=True,
-              help="Output format (parquet needs -o FILE.parquet; tsv: "
-                   "one tab-separated line per exchange).")
-@click.option("-o", "--output", metavar="FILE.parquet",
-              help="Where --format parquet writes the exchanges table.")
-@click.option("--records-output", metavar="FILE.parquet",
-              help="With --format parquet: also write the records table there (with "
-                   "--schemas/--registry, keys and values as JSON: docs/values.md).")
-@click.option("-Y", "--filter", "filter_text", metavar="EXPR",
-              help="Only exchanges matching this display filter.")
-@click.option("--stats", is_flag=True, help="Print statistics (per API, errors, latency "
-              "percentiles, connections) instead of the exchanges.")
-@click.option("--tui", is_flag=True, help="Open the terminal UI even when stdout is not a "
-              "terminal (it is the default on a terminal).")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(format_choices()),
+    default="text",
+    show_default=True,
+    help="Output format (parquet needs -o FILE.parquet; tsv: one tab-separated line per exchange).",
+)
+@click.option(
+    "-o",
+    "--output",
+    metavar="FILE.parquet",
+    help="Where --format parquet writes the exchanges table.",
+)
+@click.option(
+    "--records-output",
+    metavar="FILE.parquet",
+    help="With --format parquet: also write the records table there (with "
+    "--schemas/--registry, keys and values as JSON: docs/values.md).",
+)
+@click.option(
+    "-Y",
+    "--filter",
+    "filter_text",
+    metavar="EXPR",
+    help="Only exchanges matching this display filter.",
+)
+@click.option(
+    "--stats",
+    is_flag=True,
+    help="Print statistics (per API, errors, latency "
+    "percentiles, connections) instead of the exchanges.",
+)
+@click.option(
+    "--tui",
+    is_flag=True,
+    help="Open the terminal UI even when stdout is not a "
+    "terminal (it is the default on a terminal).",
+)
 @click.option("--no-tui", is_flag=True, help="Print instead of opening the terminal UI.")
-@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, metavar="N",
-              help="Worker processes that decode --format jsonl (default: one per core; "
-                   "-j 1: all in this process). Output order does not change.")
+@click.option(
+    "-j",
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="Worker processes that decode --format jsonl (default: one per core; "
+    "-j 1: all in this process). Output order does not change.",
+)
 @keylog_option
 @secret_options
 @memory_option
 @value_options
-def pcap(files, ports, no_detect, verbose, fmt, output, records_output, filter_text, stats,
-         tui, no_tui, jobs, keylog, show_secrets, max_decompressed):
+def pcap(
+    files,
+    ports,
+    no_detect,
+    verbose,
+    fmt,
+    output,
+    records_output,
+    filter_text,
+    stats,
+    tui,
+    no_tui,
+    jobs,
+    keylog,
+    show_secrets,
+    max_decompressed,
+):
     from ..render.printer import ExchangePrinter
     from ..sources.pcap import CaptureFiles, capture_loader
     from ..stream.engine import Engine
 
-    display_filter, options, kafka_ports = _traffic_options(filter_text, show_secrets,
-                                                            max_decompressed, ports)
+    display_filter, options, kafka_ports = _traffic_options(
+        filter_text, show_secrets, max_decompressed, ports
+    )
     detect = not no_detect
     if fmt == "parquet" or output or records_output:
-        _write_parquet(files, output, fmt, kafka_ports, detect, display_filter, options, keylog,
-                       records_output)
+        _write_parquet(
+            files, output, fmt, kafka_ports, detect, display_filter, options, keylog, records_output
+        )
         return
     interactive = on_terminal(fmt, verbose or stats)
     if (tui or interactive) and not no_tui:
-        _run_tui(capture_loader(files, options, ports=kafka_ports, detect=detect,
-                                keys=keylog, budget=memory_budget()), options, ", ".join(os.path.basename(f) for f in files), filter_text,
-            display_filter, keys=keylog)
+        _run_tui(
+            capture_loader(
+                files,
+                options,
+                ports=kafka_ports,
+                detect=detect,
+                keys=keylog,
+                budget=memory_budget(),
+            ),
+            options,
+            ", ".join(os.path.basename(f) for f in files),
+            filter_text,
+            display_filter,
+            keys=keylog,
+        )
         return
-    printer = ExchangePrinter(options, fmt, verbose, display_filter, stats,
-                              jobs or available_cores())
+    printer = ExchangePrinter(
+        options, fmt, verbose, display_filter, stats, jobs or available_cores()
+    )
     try:
-        Engine(CaptureFiles(files, ports=kafka_ports, detect=detect, keys=keylog,
-                            budget=memory_budget(),
-                            packets=lambda reader, path: _progress(reader, path, printer.err)),
-               printer, options).run()
+        Engine(
+            CaptureFiles(
+                files,
+                ports=kafka_ports,
+                detect=detect,
+                keys=keylog,
+                budget=memory_budget(),
+                packets=lambda reader, path: _progress(reader, path, printer.err),
+            ),
+            printer,
+            options,
+        ).run()
     except BrokenPipeError:
         # the reader went away (`| head`): stop quietly, as command-line tools do
         printer.abort()
         quiet_stdout()
         return
     if printer.errors:
-        raise SystemExit(1)          # an input could not be read, or held no Kafka traffic
+        raise SystemExit(1)  # an input could not be read, or held no Kafka traffic
 
 
 def available_cores() -> int:
     """The default of -j: the cores this process may run on."""
     try:
         return len(os.sched_getaffinity(0))
-    except AttributeError:                  # not on Linux
+    except AttributeError:  # not on Linux
         return os.cpu_count() or 1
 
 
-def _write_parquet(files, output, fmt, ports, detect, display_filter, options,
-                   keys=None, records_output=None) -> None:
+def _write_parquet(
+    files, output, fmt, ports, detect, display_filter, options, keys=None, records_output=None
+) -> None:
     if fmt != "parquet":
-        raise click.UsageError("-o/--output and --records-output are for --format parquet; "
-                               "text and jsonl go to stdout (redirect them)")
+        raise click.UsageError(
+            "-o/--output and --records-output are for --format parquet; "
+            "text and jsonl go to stdout (redirect them)"
+        )
     if not output:
         raise click.UsageError("--format parquet needs -o FILE.parquet")
-    from ..pipeline.local import write_exchanges      # our own writer: no pyarrow
+    from ..pipeline.local import write_exchanges  # our own writer: no pyarrow
     from ..pipeline.parquet_file import WriteError
     from ..stream.fields import ExchangeFields
 
@@ -145,20 +230,32 @@ def _write_parquet(files, output, fmt, ports, detect, display_filter, options,
         return display_filter(ExchangeFields(ex, options))
 
     from ..render.console import console, print_line
+
     # (rich only if something is printed on a terminal: its import is 5 % of a run;
     # emoji=False: rich's emoji table is an import of 9 ms, a percent of a run)
     err = console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
     warnings: list[str] = []
     try:
-        rows = write_exchanges(list(files), output, ports=ports, detect=detect,
-                               warn=warnings.append, keep=keep if display_filter else None,
-                               keys=keys, records_out=records_output, values=options.values,
-                               packets=lambda reader, path: _progress(reader, path, err))
+        rows = write_exchanges(
+            list(files),
+            output,
+            ports=ports,
+            detect=detect,
+            warn=warnings.append,
+            keep=keep if display_filter else None,
+            keys=keys,
+            records_out=records_output,
+            values=options.values,
+            packets=lambda reader, path: _progress(reader, path, err),
+        )
     except WriteError as e:
-        raise click.ClickException(f"{e}; give -o/--records-output a file in a directory "
-                                   f"that exists and is writable") from None
+        raise click.ClickException(
+            f"{e}; give -o/--records-output a file in a directory that exists and is writable"
+        ) from None
     _print_warnings(err, warnings)
-    print_line(err, f"wrote {rows} exchange{'s' if rows != 1 else ''} to {output}"
-               + (f" (records to {records_output})" if records_output else ""), "green")
-
-
+    print_line(
+        err,
+        f"wrote {rows} exchange{'s' if rows != 1 else ''} to {output}"
+        + (f" (records to {records_output})" if records_output else ""),
+        "green",
+    )

@@ -12,12 +12,21 @@ from rich.console import Console
 
 from ..crash import quiet_stdout
 from ..stream.sink import BaseSink
-from .common import (_host_port, _run_tui, _size, _traffic_options, display_options,
-                     on_terminal, secret_options)
+from .common import (
+    _host_port,
+    _run_tui,
+    _size,
+    _traffic_options,
+    display_options,
+    on_terminal,
+    secret_options,
+)
 from .group import SUMMARIES, main
 
 
-PROXY_HELP = SUMMARIES["proxy"] + """
+PROXY_HELP = (
+    SUMMARIES["proxy"]
+    + """
 
 Clients connect to --listen (the bootstrap address); the proxy connects to the
 --upstream brokers. Broker addresses in responses (Metadata, FindCoordinator,
@@ -47,7 +56,7 @@ Examples:
   kdissect proxy --upstream broker:9092 --no-tui --format jsonl \\
       --metrics 127.0.0.1:9464 > traffic.jsonl    # metrics at :9464/metrics
 """
-
+)
 
 
 # The TUI's own process (drawing rows, keys) also yields to forwarding, less than the
@@ -73,76 +82,176 @@ def _yield_cpu() -> None:
 
 
 @main.command(help=PROXY_HELP)
-@click.option("--upstream", required=True, metavar="HOST:PORT[,HOST:PORT...]",
-              help="Bootstrap brokers: each client connection goes to the first that "
-                   "answers.")
-@click.option("--listen", default="127.0.0.1:9092", show_default=True, metavar="HOST:PORT",
-              help="Where clients connect (the address to give them as bootstrap).")
-@click.option("--broker-ports", metavar="BASE", type=click.IntRange(1, 65535),
-              help="Listen for broker N on port BASE+N (default: a free port each); a "
-                   "broker whose BASE+N is past 65535 gets a free port (a note says which).")
-@click.option("--advertise", metavar="HOST",
-              help="The host name clients use to reach the proxy (default: the --listen "
-                   "host; with a wildcard --listen such as 0.0.0.0, the address each client "
-                   "connected to).")
-@click.option("--map", "maps", multiple=True, metavar="ADVERTISED=HOST:PORT",
-              help="Connect to HOST:PORT for a broker that advertises ADVERTISED (host:port), "
-                   "e.g. an internal name only the proxy can reach another way. Repeatable.")
+@click.option(
+    "--upstream",
+    required=True,
+    metavar="HOST:PORT[,HOST:PORT...]",
+    help="Bootstrap brokers: each client connection goes to the first that answers.",
+)
+@click.option(
+    "--listen",
+    default="127.0.0.1:9092",
+    show_default=True,
+    metavar="HOST:PORT",
+    help="Where clients connect (the address to give them as bootstrap).",
+)
+@click.option(
+    "--broker-ports",
+    metavar="BASE",
+    type=click.IntRange(1, 65535),
+    help="Listen for broker N on port BASE+N (default: a free port each); a "
+    "broker whose BASE+N is past 65535 gets a free port (a note says which).",
+)
+@click.option(
+    "--advertise",
+    metavar="HOST",
+    help="The host name clients use to reach the proxy (default: the --listen "
+    "host; with a wildcard --listen such as 0.0.0.0, the address each client "
+    "connected to).",
+)
+@click.option(
+    "--map",
+    "maps",
+    multiple=True,
+    metavar="ADVERTISED=HOST:PORT",
+    help="Connect to HOST:PORT for a broker that advertises ADVERTISED (host:port), "
+    "e.g. an internal name only the proxy can reach another way. Repeatable.",
+)
 @click.option("--upstream-tls", is_flag=True, help="Connect to the brokers over TLS.")
-@click.option("--ca-file", type=click.Path(exists=True, dir_okay=False),
-              help="CA certificates to check the brokers' certificates (default: the system's).")
-@click.option("--insecure", is_flag=True,
-              help="Do not check the brokers' certificates or host names (a warning is shown).")
-@click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False),
-              help="Certificate (PEM) for TLS towards clients: the listeners then speak TLS.")
-@click.option("--tls-key", type=click.Path(exists=True, dir_okay=False),
-              help="Private key (PEM) of --tls-cert.")
-@click.option("--keylog", metavar="FILE", type=click.Path(dir_okay=False),
-              help="Append the TLS secrets of both legs (clients and brokers) to FILE, "
-                   "an NSS key log for Wireshark and kdissect --keylog; -w recordings "
-                   "carry them too (Decryption Secrets Blocks). Anyone with it can "
-                   "decrypt the captured traffic.")
-@click.option("-w", "--write", "write", metavar="FILE.pcapng",
-              help="Record both directions as a capture (SASL secrets masked unless "
-                   "--show-secrets) that kdissect pcap and Wireshark open.")
+@click.option(
+    "--ca-file",
+    type=click.Path(exists=True, dir_okay=False),
+    help="CA certificates to check the brokers' certificates (default: the system's).",
+)
+@click.option(
+    "--insecure",
+    is_flag=True,
+    help="Do not check the brokers' certificates or host names (a warning is shown).",
+)
+@click.option(
+    "--tls-cert",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Certificate (PEM) for TLS towards clients: the listeners then speak TLS.",
+)
+@click.option(
+    "--tls-key",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Private key (PEM) of --tls-cert.",
+)
+@click.option(
+    "--keylog",
+    metavar="FILE",
+    type=click.Path(dir_okay=False),
+    help="Append the TLS secrets of both legs (clients and brokers) to FILE, "
+    "an NSS key log for Wireshark and kdissect --keylog; -w recordings "
+    "carry them too (Decryption Secrets Blocks). Anyone with it can "
+    "decrypt the captured traffic.",
+)
+@click.option(
+    "-w",
+    "--write",
+    "write",
+    metavar="FILE.pcapng",
+    help="Record both directions as a capture (SASL secrets masked unless "
+    "--show-secrets) that kdissect pcap and Wireshark open.",
+)
 @display_options
-@click.option("--display-buffer", default="64M", show_default=True, metavar="SIZE",
-              help="Bytes of traffic waiting for the display at most; beyond it whole "
-                   "exchanges are left out of the display (and counted), never delayed.")
-@click.option("--display-lag", default=5.0, show_default=True, metavar="SECONDS",
-              type=click.FloatRange(min=0),
-              help="When the display falls this far behind the traffic (a busy machine "
-                   "leaves it little CPU), it shows a sample of the exchanges (4 a second) "
-                   "and counts the rest until it has caught up; 0: never sample.")
-@click.option("--max-memory", default="512M", show_default=True, metavar="SIZE",
-              help="Bytes the forwarder may hold for partial messages of all connections "
-                   "together; beyond it the oldest partial request is not decoded (a note "
-                   "says so). Every byte is still forwarded unchanged.")
-@click.option("--max-connections", type=click.IntRange(min=1), metavar="N",
-              help="Client connections open at once at most; more are closed at once "
-                   "(counted) so clients retry. Default: 10,000, fewer when the open-files "
-                   "limit (ulimit -n) does not allow two descriptors each.")
-@click.option("--idle-timeout", default=600.0, show_default=True, metavar="SECONDS",
-              type=click.FloatRange(min=0),
-              help="Close a client connection after this long without traffic and without "
-                   "a request awaiting its answer (the brokers' own default, "
-                   "connections.max.idle.ms, is 600 s); 0: never.")
-@click.option("--metrics", "metrics_at", metavar="HOST:PORT",
-              help="Serve Prometheus metrics at http://HOST:PORT/metrics: bytes, requests "
-                   "and responses, broker latency histograms, top-level error codes and "
-                   "rewritten answers per API, exchanges the display did not show, "
-                   "connections refused or closed idle.")
-@click.option("--metrics-per-connection", is_flag=True,
-              help="Also one series per open connection (bytes, requests, shed exchanges): "
-                   "thousands of clients make thousands of series.")
-@click.option("--event-loop", type=click.Choice(["auto", "uvloop", "asyncio"]),
-              default="auto", show_default=True,
-              help="auto: uvloop when installed (pip install 'kdissect[fast]'), else asyncio.")
+@click.option(
+    "--display-buffer",
+    default="64M",
+    show_default=True,
+    metavar="SIZE",
+    help="Bytes of traffic waiting for the display at most; beyond it whole "
+    "exchanges are left out of the display (and counted), never delayed.",
+)
+@click.option(
+    "--display-lag",
+    default=5.0,
+    show_default=True,
+    metavar="SECONDS",
+    type=click.FloatRange(min=0),
+    help="When the display falls this far behind the traffic (a busy machine "
+    "leaves it little CPU), it shows a sample of the exchanges (4 a second) "
+    "and counts the rest until it has caught up; 0: never sample.",
+)
+@click.option(
+    "--max-memory",
+    default="512M",
+    show_default=True,
+    metavar="SIZE",
+    help="Bytes the forwarder may hold for partial messages of all connections "
+    "together; beyond it the oldest partial request is not decoded (a note "
+    "says so). Every byte is still forwarded unchanged.",
+)
+@click.option(
+    "--max-connections",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Client connections open at once at most; more are closed at once "
+    "(counted) so clients retry. Default: 10,000, fewer when the open-files "
+    "limit (ulimit -n) does not allow two descriptors each.",
+)
+@click.option(
+    "--idle-timeout",
+    default=600.0,
+    show_default=True,
+    metavar="SECONDS",
+    type=click.FloatRange(min=0),
+    help="Close a client connection after this long without traffic and without "
+    "a request awaiting its answer (the brokers' own default, "
+    "connections.max.idle.ms, is 600 s); 0: never.",
+)
+@click.option(
+    "--metrics",
+    "metrics_at",
+    metavar="HOST:PORT",
+    help="Serve Prometheus metrics at http://HOST:PORT/metrics: bytes, requests "
+    "and responses, broker latency histograms, top-level error codes and "
+    "rewritten answers per API, exchanges the display did not show, "
+    "connections refused or closed idle.",
+)
+@click.option(
+    "--metrics-per-connection",
+    is_flag=True,
+    help="Also one series per open connection (bytes, requests, shed exchanges): "
+    "thousands of clients make thousands of series.",
+)
+@click.option(
+    "--event-loop",
+    type=click.Choice(["auto", "uvloop", "asyncio"]),
+    default="auto",
+    show_default=True,
+    help="auto: uvloop when installed (pip install 'kdissect[fast]'), else asyncio.",
+)
 @secret_options
-def proxy(upstream, listen, broker_ports, advertise, maps, upstream_tls, ca_file, insecure,
-          tls_cert, tls_key, keylog, write, filter_text, fmt, verbose, tui, display_buffer,
-          display_lag, max_memory, max_connections, idle_timeout, metrics_at,
-          metrics_per_connection, event_loop, show_secrets, max_decompressed):
+def proxy(
+    upstream,
+    listen,
+    broker_ports,
+    advertise,
+    maps,
+    upstream_tls,
+    ca_file,
+    insecure,
+    tls_cert,
+    tls_key,
+    keylog,
+    write,
+    filter_text,
+    fmt,
+    verbose,
+    tui,
+    display_buffer,
+    display_lag,
+    max_memory,
+    max_connections,
+    idle_timeout,
+    metrics_at,
+    metrics_per_connection,
+    event_loop,
+    show_secrets,
+    max_decompressed,
+):
     import signal
     import ssl
     from ..proxy import process
@@ -167,12 +276,12 @@ def proxy(upstream, listen, broker_ports, advertise, maps, upstream_tls, ca_file
         try:
             import prometheus_client  # noqa: F401
         except ImportError:
-            raise click.ClickException("--metrics needs prometheus_client: "
-                                       "pip install 'kdissect[metrics]'") from None
+            raise click.ClickException(
+                "--metrics needs prometheus_client: pip install 'kdissect[metrics]'"
+            ) from None
     budget = _size(display_buffer)
     memory = _size(max_memory, "--max-memory")
-    display_filter, options, _ = _traffic_options(filter_text, show_secrets,
-                                                  max_decompressed, ())
+    display_filter, options, _ = _traffic_options(filter_text, show_secrets, max_decompressed, ())
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     interactive = on_terminal(fmt, verbose)
     upstream_ssl = server_ssl = None
@@ -180,15 +289,20 @@ def proxy(upstream, listen, broker_ports, advertise, maps, upstream_tls, ca_file
         try:
             upstream_ssl = ssl.create_default_context(cafile=ca_file)
         except (ssl.SSLError, OSError) as e:
-            raise click.BadParameter(f"cannot use {ca_file} as CA certificates: "
-                                     f"{getattr(e, 'strerror', None) or e} (give PEM "
-                                     f"certificates: -----BEGIN CERTIFICATE-----...)",
-                                     param_hint="--ca-file") from None
+            raise click.BadParameter(
+                f"cannot use {ca_file} as CA certificates: "
+                f"{getattr(e, 'strerror', None) or e} (give PEM "
+                f"certificates: -----BEGIN CERTIFICATE-----...)",
+                param_hint="--ca-file",
+            ) from None
         if insecure:
             upstream_ssl.check_hostname = False
             upstream_ssl.verify_mode = ssl.CERT_NONE
-            err.print("warning: --insecure: broker certificates and host names are not "
-                      "checked; anyone on the path can pose as the brokers", style="bold yellow")
+            err.print(
+                "warning: --insecure: broker certificates and host names are not "
+                "checked; anyone on the path can pose as the brokers",
+                style="bold yellow",
+            )
     if tls_cert or tls_key:
         if not (tls_cert and tls_key):
             raise click.UsageError("--tls-cert and --tls-key go together")
@@ -196,13 +310,16 @@ def proxy(upstream, listen, broker_ports, advertise, maps, upstream_tls, ca_file
         try:
             server_ssl.load_cert_chain(tls_cert, tls_key)
         except (ssl.SSLError, OSError) as e:
-            raise click.BadParameter(f"cannot use {tls_cert} / {tls_key}: {e}",
-                                     param_hint="--tls-cert/--tls-key") from None
+            raise click.BadParameter(
+                f"cannot use {tls_cert} / {tls_key}: {e}", param_hint="--tls-cert/--tls-key"
+            ) from None
     if keylog:
         if server_ssl is None and upstream_ssl is None:
-            raise click.UsageError("--keylog writes TLS secrets: it needs TLS on a leg "
-                                   "(--tls-cert/--tls-key or --upstream-tls)")
-        try:                            # TLS secrets: readable by the owner only
+            raise click.UsageError(
+                "--keylog writes TLS secrets: it needs TLS on a leg "
+                "(--tls-cert/--tls-key or --upstream-tls)"
+            )
+        try:  # TLS secrets: readable by the owner only
             fd = os.open(keylog, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
             os.fchmod(fd, 0o600)
             os.close(fd)
@@ -214,20 +331,34 @@ def proxy(upstream, listen, broker_ports, advertise, maps, upstream_tls, ca_file
     recorder = None
     if write:
         from ..capture.pcapng_writer import Recorder
+
         try:
             recorder = Recorder(write, show_secrets, keylog)
         except OSError as e:
             raise click.ClickException(f"cannot write {write}: {e.strerror}") from None
-        recorder.flush()                # the forwarding process writes it from here on
+        recorder.flush()  # the forwarding process writes it from here on
 
     if max_connections is None:
         max_connections = _default_max_connections()
 
     def make(feed_writer, on_note, shared) -> Proxy:
-        return Proxy(upstreams, host, port, advertise,
-                     (lambda n: broker_ports + n) if broker_ports is not None else None,
-                     feed_writer, on_note, server_ssl, upstream_ssl, recorder, upstream_map,
-                     memory, max_connections, idle_timeout, shared)
+        return Proxy(
+            upstreams,
+            host,
+            port,
+            advertise,
+            (lambda n: broker_ports + n) if broker_ports is not None else None,
+            feed_writer,
+            on_note,
+            server_ssl,
+            upstream_ssl,
+            recorder,
+            upstream_map,
+            memory,
+            max_connections,
+            idle_timeout,
+            shared,
+        )
 
     forwarder = process.start(make, budget, event_loop, metrics_addr, metrics_per_connection)
     signals = []
@@ -243,12 +374,13 @@ def proxy(upstream, listen, broker_ports, advertise, maps, upstream_tls, ca_file
             d.stop()
         if len(signals) > 1:
             raise KeyboardInterrupt
+
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, on_signal)
     ready = _wait_ready(forwarder, err)
     if ready is None:
         forwarder.join()
-        if signals:                             # stopped while starting: nothing to say
+        if signals:  # stopped while starting: nothing to say
             return
         raise click.ClickException(f"cannot start the proxy on {listen}: {forwarder.error}")
     bound, loop_name = ready.rsplit("|", 1)
@@ -260,13 +392,16 @@ def proxy(upstream, listen, broker_ports, advertise, maps, upstream_tls, ca_file
         stop = threading.Event()
 
         def load(emit, warn, progress):
-            _yield_cpu()                        # (the TUI's loader process)
+            _yield_cpu()  # (the TUI's loader process)
             warn(listening)
-            Engine(FeedDisplay(lag=display_lag, fd=forwarder.fd, shared=forwarder.shared),
-                   CallbackSink(emit, warn, progress), options).run()
+            Engine(
+                FeedDisplay(lag=display_lag, fd=forwarder.fd, shared=forwarder.shared),
+                CallbackSink(emit, warn, progress),
+                options,
+            ).run()
+
         os.nice(TUI_NICENESS)
-        _run_tui(load, options, f"proxy {listen} → {upstream}", filter_text,
-                 display_filter, stop)
+        _run_tui(load, options, f"proxy {listen} → {upstream}", filter_text, display_filter, stop)
         forwarder.stop()
         forwarder.join()
         return
@@ -283,24 +418,28 @@ def proxy(upstream, listen, broker_ports, advertise, maps, upstream_tls, ca_file
     def give_up() -> None:
         """The display did not finish in time (a low-priority process on a busy
         machine may get a few ms of CPU a second): say what it did, and end."""
-        text = (display.summary() + "; stopped before the display had shown everything "
-                "it was given\n")
-        os.write(2, text.encode())         # not through the console: the display may hold it
+        text = (
+            display.summary() + "; stopped before the display had shown everything it was given\n"
+        )
+        os.write(2, text.encode())  # not through the console: the display may hold it
         _flush_and_exit()
+
     # before the display lowers its priority: the watcher thread keeps the normal one
     _watch_signals(on_signal, finished, give_up)
-    _yield_cpu()                                # this thread only decodes and prints now
+    _yield_cpu()  # this thread only decodes and prints now
     try:
         engine.run()
     except KeyboardInterrupt:
-        err.print("stopped before the display had shown everything the proxy forwarded",
-                  style="yellow")
+        err.print(
+            "stopped before the display had shown everything the proxy forwarded", style="yellow"
+        )
     code = forwarder.join()
     shown.done()
     finished.set()
     if code:
-        raise click.ClickException(f"the forwarding process ended unexpectedly (exit code "
-                                   f"{code}); please report it")
+        raise click.ClickException(
+            f"the forwarding process ended unexpectedly (exit code {code}); please report it"
+        )
     if signals:
         # stopped: skip the interpreter's teardown (tens of ms of CPU, seconds for a
         # low-priority process on a busy machine); everything is written
@@ -313,6 +452,7 @@ def _default_max_connections() -> int:
     recording and the display need some."""
     try:
         import resource
+
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         if hard == resource.RLIM_INFINITY or soft < hard:
             resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
@@ -322,18 +462,21 @@ def _default_max_connections() -> int:
     if soft == resource.RLIM_INFINITY:
         return 10_000
     from ..proxy.server import MAX_LISTENERS
+
     return max(1, min(10_000, (soft - 64 - min(MAX_LISTENERS, soft // 4)) // 2))
 
 
 def _flush_and_exit(timeout: float = 0.2) -> None:
     """Flush the output and end the process; a flush the display's thread holds up
     (it may be writing, at low priority) is given ``timeout`` seconds."""
+
     def flush() -> None:
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
             except (OSError, ValueError):
                 pass
+
     t = threading.Thread(target=flush, daemon=True)
     t.start()
     t.join(timeout)
@@ -347,21 +490,23 @@ def _watch_signals(on_signal, finished: threading.Event, give_up) -> None:
     stops forwarding and the display at once, and ends the process itself when the
     display has not finished ``STOP_GRACE`` + 0.2 s later, or at a second signal."""
     from ..proxy.display import STOP_GRACE
+
     wanted = {signal.SIGINT, signal.SIGTERM}
-    signal.pthread_sigmask(signal.SIG_BLOCK, wanted)    # inherited by the thread
+    signal.pthread_sigmask(signal.SIG_BLOCK, wanted)  # inherited by the thread
 
     def watch() -> None:
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})   # the display's
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})  # the display's
         received = 0
         while True:
             signal.sigwait(wanted)
             received += 1
             try:
                 on_signal()
-            except KeyboardInterrupt:        # (the second signal)
+            except KeyboardInterrupt:  # (the second signal)
                 pass
             if received > 1 or not finished.wait(STOP_GRACE + 0.2):
                 give_up()
+
     threading.Thread(target=watch, name="kdissect-signals", daemon=True).start()
 
 
@@ -369,6 +514,7 @@ def _wait_ready(forwarder, err: Console) -> str | None:
     """The bound address and event loop, once the forwarder listens; None if it could
     not start (``forwarder.error`` says why)."""
     from ..proxy import feed
+
     forwarder.error = "the proxy process ended"
     while True:
         record = feed.read_record(forwarder.fd)
@@ -401,7 +547,7 @@ class _Guarded(BaseSink):
         except BrokenPipeError:
             self.closed = True
             quiet_stdout()
-        except Exception as e:                   # a display problem must not end the proxy
+        except Exception as e:  # a display problem must not end the proxy
             text = f"display failed for an exchange and skipped it: {type(e).__name__}: {e}"
             if text not in self.failures:
                 self.failures.add(text)

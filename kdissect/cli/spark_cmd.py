@@ -7,14 +7,24 @@ import os
 import click
 from rich.console import Console
 
-from .common import (_need_spark_extra, _ports, _print_warnings, _size, keylog_option,
-                     memory_budget, memory_option, port_options)
+from .common import (
+    _need_spark_extra,
+    _ports,
+    _print_warnings,
+    _size,
+    keylog_option,
+    memory_budget,
+    memory_option,
+    port_options,
+)
 from ..pipeline import output, storage
 from .group import SUMMARIES, main
 from .values_opts import value_options, values_source
 
 
-SPARK_HELP = SUMMARIES["spark"] + """
+SPARK_HELP = (
+    SUMMARIES["spark"]
+    + """
 
 CAPTURE_OR_DIR are capture files (pcap, pcapng, .gz) or directories searched for them:
 local paths, or URLs the executors can read (file://, s3a:// or s3://, hdfs://, gs://;
@@ -58,38 +68,77 @@ Examples:
 Then query, e.g. with Spark SQL or DuckDB:
   SELECT api_name, count(*) FROM exchanges GROUP BY api_name
 """
+)
 
-SMALL_INPUT = 256 * 1024 * 1024     # below this, one process beats Spark's start-up
+SMALL_INPUT = 256 * 1024 * 1024  # below this, one process beats Spark's start-up
 
 
 @main.command(help=SPARK_HELP)
 @click.argument("inputs", nargs=-1, required=True, metavar="CAPTURE_OR_DIR...")
-@click.option("--out", required=True, metavar="DIR",
-              help="Directory (or URL) for the tables; a local path is made absolute here.")
-@click.option("--mode", type=click.Choice(output.MODES), default="error",
-              show_default=True,
-              help="If OUT exists: refuse, replace its tables (every one, so none is left "
-                   "from an earlier run), or add this run's rows to them.")
-@click.option("--partition-by", type=click.Choice(output.PARTITIONS),
-              help="Partition the exchanges and records tables by UTC day (a `date` "
-                   "column), by capture file, or by API (api_name).")
+@click.option(
+    "--out",
+    required=True,
+    metavar="DIR",
+    help="Directory (or URL) for the tables; a local path is made absolute here.",
+)
+@click.option(
+    "--mode",
+    type=click.Choice(output.MODES),
+    default="error",
+    show_default=True,
+    help="If OUT exists: refuse, replace its tables (every one, so none is left "
+    "from an earlier run), or add this run's rows to them.",
+)
+@click.option(
+    "--partition-by",
+    type=click.Choice(output.PARTITIONS),
+    help="Partition the exchanges and records tables by UTC day (a `date` "
+    "column), by capture file, or by API (api_name).",
+)
 @port_options
 @click.option("--master", metavar="URL", help="Spark master (default: see above).")
-@click.option("--records", "with_records", is_flag=True,
-              help="Also write the records table (decodes every record batch; with "
-                   "--schemas/--registry, keys and values as JSON: docs/values.md).")
-@click.option("--shard-size", default="128M", show_default=True, metavar="SIZE",
-              help="Split pcap files larger than this into byte ranges of about this size.")
-@click.option("--split/--no-split", default=None,
-              help="Force splitting large pcap files, or reading every file whole.")
-@click.option("--keep-log", is_flag=True,
-              help="Keep Spark's own log after a successful run (it is always kept, and "
-                   "named, when a run fails).")
+@click.option(
+    "--records",
+    "with_records",
+    is_flag=True,
+    help="Also write the records table (decodes every record batch; with "
+    "--schemas/--registry, keys and values as JSON: docs/values.md).",
+)
+@click.option(
+    "--shard-size",
+    default="128M",
+    show_default=True,
+    metavar="SIZE",
+    help="Split pcap files larger than this into byte ranges of about this size.",
+)
+@click.option(
+    "--split/--no-split",
+    default=None,
+    help="Force splitting large pcap files, or reading every file whole.",
+)
+@click.option(
+    "--keep-log",
+    is_flag=True,
+    help="Keep Spark's own log after a successful run (it is always kept, and "
+    "named, when a run fails).",
+)
 @keylog_option
 @memory_option
 @value_options
-def spark(inputs, out, mode, partition_by, ports, no_detect, master, with_records,
-          shard_size, split, keep_log, keylog):
+def spark(
+    inputs,
+    out,
+    mode,
+    partition_by,
+    ports,
+    no_detect,
+    master,
+    with_records,
+    shard_size,
+    split,
+    keep_log,
+    keylog,
+):
     _need_spark_extra("kdissect spark", "pyspark")
     _need_spark_extra("kdissect spark", "pyarrow")
     import tempfile
@@ -101,17 +150,21 @@ def spark(inputs, out, mode, partition_by, ports, no_detect, master, with_record
     try:
         files = storage.expand(list(inputs))
         if not files:
-            raise click.UsageError("no capture files (.pcap, .pcapng, .cap, .gz) in "
-                                   + ", ".join(inputs))
+            raise click.UsageError(
+                "no capture files (.pcap, .pcapng, .cap, .gz) in " + ", ".join(inputs)
+            )
         output.check(storage.absolute(out), mode, with_records, files, partition_by)
     except (storage.StorageError, output.OutputError) as e:
         raise click.UsageError(str(e)) from None
     if chosen_master(master).startswith("local") and not any(map(storage.is_url, files)):
         total = sum(os.path.getsize(f) for f in files)
         if total < SMALL_INPUT:
-            err.print(f"hint: {total / 2**20:.1f} MiB is quicker in one process, without "
-                      f"Spark's start-up: kdissect pcap FILE... --format parquet -o "
-                      f"exchanges.parquet", style="dim")
+            err.print(
+                f"hint: {total / 2**20:.1f} MiB is quicker in one process, without "
+                f"Spark's start-up: kdissect pcap FILE... --format parquet -o "
+                f"exchanges.parquet",
+                style="dim",
+            )
     started = time.monotonic()
     log = os.path.join(tempfile.gettempdir(), f"kdissect-spark-{os.getpid()}.log")
     try:
@@ -119,60 +172,85 @@ def spark(inputs, out, mode, partition_by, ports, no_detect, master, with_record
             session = get_session(master, log=log)
     except SparkStartError as e:
         raise click.ClickException(f"Spark did not start: {e}") from None
-    except Exception as e:                      # a bad master URL...
+    except Exception as e:  # a bad master URL...
         raise click.ClickException(
             f"Spark did not start: {explain(e)}\n  Check the --master URL; Spark's own "
-            f"output is in {log}") from None
-    job = dict(ports=DEFAULT_PORTS | _ports(ports), detect=not no_detect,
-               with_records=with_records, shard_bytes=_size(shard_size), split=split,
-               mode=mode, partition_by=partition_by, keys=keylog,
-               max_memory=memory_budget().limit,
-               values=values_source(click.get_current_context()))
+            f"output is in {log}"
+        ) from None
+    job = dict(
+        ports=DEFAULT_PORTS | _ports(ports),
+        detect=not no_detect,
+        with_records=with_records,
+        shard_bytes=_size(shard_size),
+        split=split,
+        mode=mode,
+        partition_by=partition_by,
+        keys=keylog,
+        max_memory=memory_budget().limit,
+        values=values_source(click.get_current_context()),
+    )
     try:
         result = _run_with_progress(err, session, files, out, job)
     except output.OutputError as e:
         raise click.ClickException(str(e)) from None
     except Exception as e:
-        raise click.ClickException(f"the Spark job failed: {explain(e)}\n  Spark's own "
-                                   f"output is in {log}") from None
+        raise click.ClickException(
+            f"the Spark job failed: {explain(e)}\n  Spark's own output is in {log}"
+        ) from None
     if not keep_log and os.path.exists(log):
         os.remove(log)
     _print_warnings(err, result.warnings)
     tables = ", ".join(t for t in output.TABLES if t != "records" or with_records)
-    err.print(f"wrote {result.exchanges} exchanges"
-              + (f" and {result.records} records" if with_records else "")
-              + f" to {storage.absolute(out)} ({tables}; {result.shards} "
-              f"shard{'s' if result.shards != 1 else ''}, {result.packets} packets, "
-              f"{time.monotonic() - started:.1f} s)", style="green")
+    err.print(
+        f"wrote {result.exchanges} exchanges"
+        + (f" and {result.records} records" if with_records else "")
+        + f" to {storage.absolute(out)} ({tables}; {result.shards} "
+        f"shard{'s' if result.shards != 1 else ''}, {result.packets} packets, "
+        f"{time.monotonic() - started:.1f} s)",
+        style="green",
+    )
     unclean = [c["capture"] for c in result.captures if c["status"] not in ("ok", "incomplete")]
     if unclean:
-        err.print(f"{len(unclean)} capture(s) not read cleanly: see the status and "
-                  f"warnings columns of the captures table", style="yellow")
+        err.print(
+            f"{len(unclean)} capture(s) not read cleanly: see the status and "
+            f"warnings columns of the captures table",
+            style="yellow",
+        )
 
 
 def _run_with_progress(err: Console, session, files: list[str], out: str, job: dict):
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TimeElapsedColumn
     from ..pipeline.spark_job import run_job
+
     phases = {"shards": "reading shards", "connections": "decoding connections"}
-    with Progress("[progress.description]{task.description}", BarColumn(),
-                  MofNCompleteColumn(), TimeElapsedColumn(), console=err,
-                  transient=not err.is_terminal, disable=not err.is_terminal) as bar:
+    with Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=not err.is_terminal,
+        disable=not err.is_terminal,
+    ) as bar:
         tasks: dict[str, TaskID] = {}
 
         def progress(phase: str, done: int, total: int) -> None:
             if phase not in tasks:
-                for t in tasks.values():            # the phase before is over
+                for t in tasks.values():  # the phase before is over
                     bar.update(t, completed=bar.tasks[t].total)
                 tasks[phase] = bar.add_task(phases[phase], total=total)
             bar.update(tasks[phase], completed=done, total=total)
 
         def stalled(seconds: float) -> None:
-            err.print(f"no Spark task has started after {seconds:.0f} s: the cluster has not "
-                      f"given this job any executor (Spark: \"Initial job has not accepted "
-                      f"any resources\"). Check that workers are up with free cores and "
-                      f"memory; still waiting (Ctrl-C to stop)", style="yellow")
+            err.print(
+                f"no Spark task has started after {seconds:.0f} s: the cluster has not "
+                f'given this job any executor (Spark: "Initial job has not accepted '
+                f'any resources"). Check that workers are up with free cores and '
+                f"memory; still waiting (Ctrl-C to stop)",
+                style="yellow",
+            )
 
         result = run_job(session, files, out, progress=progress, on_stall=stalled, **job)
-        for t in tasks.values():                   # the last poll may predate the end
+        for t in tasks.values():  # the last poll may predate the end
             bar.update(t, completed=bar.tasks[t].total)
     return result

@@ -25,12 +25,27 @@ from ..stream.sink import BaseSink
 from ..stream.rows import exchange_row, record_rows, resolve_record_topics, resolve_topics
 from .ids import ConnectionIds
 
-_KEEP_FLAGS = SYN | FIN | RST      # what a segment without payload may still tell
+_KEEP_FLAGS = SYN | FIN | RST  # what a segment without payload may still tell
 
 
 # a segment row: these values, in this order (tuples are much cheaper than dicts here)
-SEGMENT_COLUMNS = ("capture", "flow", "shard", "frame", "order", "ts", "src", "sport",
-                   "dst", "dport", "seq", "ack", "flags", "payload", "missing")
+SEGMENT_COLUMNS = (
+    "capture",
+    "flow",
+    "shard",
+    "frame",
+    "order",
+    "ts",
+    "src",
+    "sport",
+    "dst",
+    "dport",
+    "seq",
+    "ack",
+    "flags",
+    "payload",
+    "missing",
+)
 
 
 def flow_key(seg: Segment) -> str:
@@ -53,16 +68,29 @@ class ShardSummary:
     warnings: list[tuple[int | None, str]] = field(default_factory=list)
 
     def row(self) -> dict:
-        return {"capture": self.capture, "flow": None, "shard": self.shard,
-                "start": self.start, "end": self.end, "first": self.first,
-                "next": self.next, "packets": self.packets,
-                "unsupported": self.unsupported,
-                "warnings": [{"frame": n, "text": t} for n, t in self.warnings]}
+        return {
+            "capture": self.capture,
+            "flow": None,
+            "shard": self.shard,
+            "start": self.start,
+            "end": self.end,
+            "first": self.first,
+            "next": self.next,
+            "packets": self.packets,
+            "unsupported": self.unsupported,
+            "warnings": [{"frame": n, "text": t} for n, t in self.warnings],
+        }
 
 
-def shard_segments(capture: str, path: str, shard: int, start: int, end: int,
-                   plain: bool, opener: Callable[[str], BinaryIO] | None = None
-                   ) -> tuple[ShardSummary, Iterator[tuple]]:
+def shard_segments(
+    capture: str,
+    path: str,
+    shard: int,
+    start: int,
+    end: int,
+    plain: bool,
+    opener: Callable[[str], BinaryIO] | None = None,
+) -> tuple[ShardSummary, Iterator[tuple]]:
     """The segment rows of one shard (SEGMENT_COLUMNS tuples) and its summary, which is
     complete once they have been read. A segment that carries nothing the reassembler
     needs (a bare ACK) is left out. ``plain``: a plain pcap file, read from byte
@@ -73,7 +101,8 @@ def shard_segments(capture: str, path: str, shard: int, start: int, end: int,
     def rows() -> Iterator[tuple]:
         try:
             if plain:
-                from ..capture.shards import read_shard     # (Spark's path only)
+                from ..capture.shards import read_shard  # (Spark's path only)
+
                 found, records = read_shard(path, start, end, opener)
                 try:
                     yield from _segments(capture, shard, records, summary)
@@ -84,11 +113,12 @@ def shard_segments(capture: str, path: str, shard: int, start: int, end: int,
                 raw = opener(path) if opener is not None else None
                 with CaptureReader(path, raw) as reader:
                     try:
-                        yield from _segments(capture, shard, enumerate(reader.packets()),
-                                             summary)
+                        yield from _segments(capture, shard, enumerate(reader.packets()), summary)
                     finally:
-                        summary.warnings += [(None, f"{w}; everything before it was decoded")
-                                             for w in reader.warnings]
+                        summary.warnings += [
+                            (None, f"{w}; everything before it was decoded")
+                            for w in reader.warnings
+                        ]
                 summary.first, summary.next = start, end
         except CaptureError as e:
             summary.warnings.append((None, str(e).removeprefix(f"{path}: ")))
@@ -106,9 +136,23 @@ def _segments(capture, shard, packets, summary: ShardSummary) -> Iterator[tuple]
             continue
         seg = tcp_segment(pkt.linktype, pkt.data, pkt.orig_len)
         if seg is not None and (seg.payload or seg.missing or seg.flags & _KEEP_FLAGS):
-            yield (capture, flow_key(seg), shard, pkt.index, order, pkt.ts, seg.src,
-                   seg.sport, seg.dst, seg.dport, seg.seq, seg.ack, seg.flags, seg.payload,
-                   seg.missing)
+            yield (
+                capture,
+                flow_key(seg),
+                shard,
+                pkt.index,
+                order,
+                pkt.ts,
+                seg.src,
+                seg.sport,
+                seg.dst,
+                seg.dport,
+                seg.seq,
+                seg.ack,
+                seg.flags,
+                seg.payload,
+                seg.missing,
+            )
 
 
 @dataclass
@@ -125,22 +169,28 @@ class Rows:
 class RowSink(BaseSink):
     """The sink that turns enriched exchanges into rows (and records, when asked)."""
 
-    def __init__(self, capture: str, rows: Rows, with_records: bool,
-                 keep: Callable[[Exchange], bool] | None = None,
-                 on_gap: Callable[[Gap], None] | None = None,
-                 warn: Callable[[str], None] | None = None, values=None):
+    def __init__(
+        self,
+        capture: str,
+        rows: Rows,
+        with_records: bool,
+        keep: Callable[[Exchange], bool] | None = None,
+        on_gap: Callable[[Gap], None] | None = None,
+        warn: Callable[[str], None] | None = None,
+        values=None,
+    ):
         self.capture, self.rows, self.with_records, self.keep = capture, rows, with_records, keep
-        self.values = values            # schemas for the records' keys and values
+        self.values = values  # schemas for the records' keys and values
         self.ids = ConnectionIds(capture)
         self.on_gap = on_gap or (lambda g: None)
         self.warn = warn or rows.warnings.append
 
     def exchange(self, ex: Exchange) -> None:
-        self.ids.connection_id(ex)      # named in the order connections report, kept or not
+        self.ids.connection_id(ex)  # named in the order connections report, kept or not
         if self.keep is not None and not self.keep(ex):
             return
         row = exchange_row(ex, self.capture)
-        row.update(self.ids.exchange_columns(ex))      # (not ``|``: no copy of the row)
+        row.update(self.ids.exchange_columns(ex))  # (not ``|``: no copy of the row)
         self.rows.exchanges.append(row)
         if self.with_records:
             joins = self.ids.record_columns(ex)
@@ -163,8 +213,15 @@ class ShardSegments:
     """The engine's source for one flow of a Spark shard: its segment rows (given in
     capture order) through TCP reassembly and the connection core."""
 
-    def __init__(self, segments: Iterable[tuple], frame_base: Callable[[int], int], ports,
-                 detect: bool, keys=None, max_memory: int | None = None):
+    def __init__(
+        self,
+        segments: Iterable[tuple],
+        frame_base: Callable[[int], int],
+        ports,
+        detect: bool,
+        keys=None,
+        max_memory: int | None = None,
+    ):
         self.segments, self.frame_base = segments, frame_base
         self.ports, self.detect, self.keys = ports, detect, keys
         self.max_memory = max_memory
@@ -177,14 +234,35 @@ class ShardSegments:
     def steps(self, sink) -> Iterator[None]:
         """``feed``, pausing after each segment (so rows can be taken out as they come)."""
         self.dissector = dissector = CaptureDissector(
-            sink, self.ports, self.detect,
+            sink,
+            self.ports,
+            self.detect,
             keys=self.keys.copy() if self.keys is not None else None,
-            budget=Budget(self.max_memory) if self.max_memory else None)
+            budget=Budget(self.max_memory) if self.max_memory else None,
+        )
         segment, frame_base = dissector.tcp.segment, self.frame_base
-        for (_c, _f, shard, frame, _o, ts, src, sport, dst, dport, seq, ack, flags, payload,
-             missing) in self.segments:
-            segment(Segment(src, sport, dst, dport, seq, ack, flags, payload, missing), ts,
-                    frame_base(shard) + frame)
+        for (
+            _c,
+            _f,
+            shard,
+            frame,
+            _o,
+            ts,
+            src,
+            sport,
+            dst,
+            dport,
+            seq,
+            ack,
+            flags,
+            payload,
+            missing,
+        ) in self.segments:
+            segment(
+                Segment(src, sport, dst, dport, seq, ack, flags, payload, missing),
+                ts,
+                frame_base(shard) + frame,
+            )
             yield
         dissector.finish()
 
@@ -193,10 +271,18 @@ class ShardSegments:
 CHUNK_ROWS = 4096
 
 
-def flow_row_chunks(capture: str, segments: Iterable[tuple], frame_base: Callable[[int], int],
-                    ports, detect: bool, with_records: bool, keys=None,
-                    max_memory: int | None = None, values=None,
-                    chunk_rows: int = CHUNK_ROWS) -> Iterator[Rows]:
+def flow_row_chunks(
+    capture: str,
+    segments: Iterable[tuple],
+    frame_base: Callable[[int], int],
+    ports,
+    detect: bool,
+    with_records: bool,
+    keys=None,
+    max_memory: int | None = None,
+    values=None,
+    chunk_rows: int = CHUNK_ROWS,
+) -> Iterator[Rows]:
     """``flow_rows`` as it goes: Rows of about ``chunk_rows`` exchanges and records each,
     in the order they were made; the last one also carries the topic ids learned and the
     connection count. A task holds one chunk, however big the file."""
@@ -207,11 +293,18 @@ def flow_row_chunks(capture: str, segments: Iterable[tuple], frame_base: Callabl
         assert source.dissector is not None
         conn = source.dissector.streams[g.stream - 1]
         sink.rows.gaps.append((g, conn.client, conn.broker))
-    sink = RowSink(capture, rows, with_records, on_gap=gap, values=values,
-                   warn=lambda text: sink.rows.warnings.append(text))
+
+    sink = RowSink(
+        capture,
+        rows,
+        with_records,
+        on_gap=gap,
+        values=values,
+        warn=lambda text: sink.rows.warnings.append(text),
+    )
     engine = Engine(source, sink)
-    sink.rows.topic_ids = engine.topic_ids     # rows name topics as enrichment learns
-    for _ in source.steps(engine.enricher):    # (what engine.run does, in steps)
+    sink.rows.topic_ids = engine.topic_ids  # rows name topics as enrichment learns
+    for _ in source.steps(engine.enricher):  # (what engine.run does, in steps)
         if len(sink.rows.exchanges) + len(sink.rows.records) >= chunk_rows:
             yield sink.rows
             sink.rows = Rows(topic_ids=engine.topic_ids)
@@ -220,24 +313,51 @@ def flow_row_chunks(capture: str, segments: Iterable[tuple], frame_base: Callabl
     yield sink.rows
 
 
-def flow_rows(capture: str, segments: Iterable[tuple], frame_base: Callable[[int], int],
-              ports, detect: bool, with_records: bool, keys=None,
-              max_memory: int | None = None, values=None) -> Rows:
+def flow_rows(
+    capture: str,
+    segments: Iterable[tuple],
+    frame_base: Callable[[int], int],
+    ports,
+    detect: bool,
+    with_records: bool,
+    keys=None,
+    max_memory: int | None = None,
+    values=None,
+) -> Rows:
     """Rows of one flow from its segment rows (SEGMENT_COLUMNS tuples), given in capture
     order. ``frame_base(shard)`` is the number of packets before that shard (so frames
     are numbered as in the file). ``max_memory``: the memory budget (bytes held for
     partial messages and out-of-order segments) as --max-memory gives pcap; a worker
     decodes one flow at a time, so it bounds the worker process."""
     rows = Rows()
-    for chunk in flow_row_chunks(capture, segments, frame_base, ports, detect, with_records,
-                                 keys, max_memory, values, chunk_rows=1 << 62):
+    for chunk in flow_row_chunks(
+        capture,
+        segments,
+        frame_base,
+        ports,
+        detect,
+        with_records,
+        keys,
+        max_memory,
+        values,
+        chunk_rows=1 << 62,
+    ):
         rows = chunk
     return rows
 
 
-def capture_rows(paths: Iterable[tuple[str, str]], ports, detect: bool, with_records: bool,
-                 warn: Callable[[str], None], packets=None, keep=None, keys=None,
-                 values=None, collect: Callable[[str], Any] | None = None) -> Rows:
+def capture_rows(
+    paths: Iterable[tuple[str, str]],
+    ports,
+    detect: bool,
+    with_records: bool,
+    warn: Callable[[str], None],
+    packets=None,
+    keep=None,
+    keys=None,
+    values=None,
+    collect: Callable[[str], Any] | None = None,
+) -> Rows:
     """Rows of whole capture files, one process: ``paths`` are (capture name, path).
     ``keep(exchange)``, if given, decides which (enriched) exchanges make rows;
     ``values`` (a values_schema.SchemaSource) fills the records' value columns;
@@ -249,14 +369,15 @@ def capture_rows(paths: Iterable[tuple[str, str]], ports, detect: bool, with_rec
         out.exchanges, out.records = collect("exchanges"), collect("records")
     learnt: dict[str, dict[str, str]] = {}
     for capture, path in paths:
-        rows = Rows() if collect is None else Rows(exchanges=out.exchanges,
-                                                  records=out.records)
+        rows = Rows() if collect is None else Rows(exchanges=out.exchanges, records=out.records)
 
         def gap(g: Gap, capture=capture, rows=rows) -> None:
             rows.warnings.append(f"{capture}: {g.describe()}")
-        engine = Engine(CaptureFiles([path], ports=ports, detect=detect, packets=packets,
-                                     keys=keys),
-                        RowSink(capture, rows, with_records, keep, gap, warn, values))
+
+        engine = Engine(
+            CaptureFiles([path], ports=ports, detect=detect, packets=packets, keys=keys),
+            RowSink(capture, rows, with_records, keep, gap, warn, values),
+        )
         rows.topic_ids = engine.topic_ids
         engine.run()
         out.warnings += rows.warnings
@@ -266,7 +387,7 @@ def capture_rows(paths: Iterable[tuple[str, str]], ports, detect: bool, with_rec
         else:
             learnt[capture] = rows.topic_ids
     if collect is not None:
-        out.exchanges = _Named(out.exchanges, learnt, resolve_topics)     # type: ignore
+        out.exchanges = _Named(out.exchanges, learnt, resolve_topics)  # type: ignore
         out.records = _Named(out.records, learnt, resolve_record_topics)  # type: ignore
     return out
 

@@ -10,9 +10,9 @@ else the capture holds or on the order connections are decoded in.
 
 from __future__ import annotations
 
-try:                        # (not through hashlib: its OpenSSL import is 2 % of a small run)
+try:  # (not through hashlib: its OpenSSL import is 2 % of a small run)
     from _blake2 import blake2b
-except ImportError:         # another Python than CPython
+except ImportError:  # another Python than CPython
     from hashlib import blake2b
 
 from ..stream.model import Exchange
@@ -24,7 +24,7 @@ class ConnectionIds:
     def __init__(self, capture: str):
         self.capture = capture
         self.by_stream: dict[int, str] = {}
-        self.uses: dict[tuple, int] = {}       # (client, broker) -> connections seen
+        self.uses: dict[tuple, int] = {}  # (client, broker) -> connections seen
 
     def connection_id(self, ex: Exchange) -> str:
         cid = self.by_stream.get(ex.stream)
@@ -32,8 +32,10 @@ class ConnectionIds:
             ends = (ex.client, ex.broker)
             reuse = self.uses.get(ends, 0)
             self.uses[ends] = reuse + 1
-            key = f"{self.capture}\0{ex.client[0]}\0{ex.client[1]}\0{ex.broker[0]}\0" \
-                  f"{ex.broker[1]}\0{reuse}"
+            key = (
+                f"{self.capture}\0{ex.client[0]}\0{ex.client[1]}\0{ex.broker[0]}\0"
+                f"{ex.broker[1]}\0{reuse}"
+            )
             cid = blake2b(key.encode(), digest_size=8).hexdigest()
             self.by_stream[ex.stream] = cid
         return cid
@@ -45,7 +47,12 @@ class ConnectionIds:
     def record_columns(self, ex: Exchange) -> dict:
         """What a record row needs to join its exchange and name its connection."""
         ids = self.exchange_columns(ex)
-        return {"exchange_id": ids["exchange_id"], "connection_id": ids["connection_id"],
-                "client_ip": ex.client[0], "client_port": ex.client[1],
-                "broker_ip": ex.broker[0], "broker_port": ex.broker[1],
-                "api_name": ex.first.api_name}
+        return {
+            "exchange_id": ids["exchange_id"],
+            "connection_id": ids["connection_id"],
+            "client_ip": ex.client[0],
+            "client_port": ex.client[1],
+            "broker_ip": ex.broker[0],
+            "broker_port": ex.broker[1],
+            "api_name": ex.first.api_name,
+        }

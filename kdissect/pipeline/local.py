@@ -11,18 +11,45 @@ from .parquet_file import write_table
 from .spill import SortedRows
 
 
-def write_exchanges(files: list[str], out: str, *, ports, detect: bool,
-                    warn: Callable[[str], None], keep=None, packets=None, keys=None,
-                    records_out: str | None = None, values=None) -> int:
+def write_exchanges(
+    files: list[str],
+    out: str,
+    *,
+    ports,
+    detect: bool,
+    warn: Callable[[str], None],
+    keep=None,
+    packets=None,
+    keys=None,
+    records_out: str | None = None,
+    values=None,
+) -> int:
     """Write the exchanges of ``files`` to the Parquet file ``out``; returns the row count.
     ``keep(exchange)`` may leave exchanges out (display filters). ``records_out``: also
     write the records table there (``values``: schemas for its key/value columns)."""
-    rows = capture_rows([(f, f) for f in files], ports, detect, records_out is not None,
-                        warn, packets=packets, keep=keep, keys=keys, values=values,
-                        collect=lambda table: SortedRows(_ORDER[table]))
-    meta = manifest.metadata("capture", {
-        "records": records_out is not None, "detect": detect, "ports": sorted(ports),
-        "filtered": keep is not None, "keylog": keys is not None, "values": values is not None})
+    rows = capture_rows(
+        [(f, f) for f in files],
+        ports,
+        detect,
+        records_out is not None,
+        warn,
+        packets=packets,
+        keep=keep,
+        keys=keys,
+        values=values,
+        collect=lambda table: SortedRows(_ORDER[table]),
+    )
+    meta = manifest.metadata(
+        "capture",
+        {
+            "records": records_out is not None,
+            "detect": detect,
+            "ports": sorted(ports),
+            "filtered": keep is not None,
+            "keylog": keys is not None,
+            "values": values is not None,
+        },
+    )
     if records_out is not None:
         write_table(rows.records, columns.RECORDS, records_out, meta)
     for w in rows.warnings:
@@ -33,8 +60,11 @@ def write_exchanges(files: list[str], out: str, *, ports, detect: bool,
 # the order the Spark job writes: by capture, then time
 _ORDER = {
     "exchanges": lambda r: (
-        r["capture"], r["request_ts"] if r["request_ts"] is not None else r["response_ts"],
-        r["client_port"], r["correlation_id"] if r["correlation_id"] is not None else -1,
-        r["seq"]),
+        r["capture"],
+        r["request_ts"] if r["request_ts"] is not None else r["response_ts"],
+        r["client_port"],
+        r["correlation_id"] if r["correlation_id"] is not None else -1,
+        r["seq"],
+    ),
     "records": lambda r: (r["capture"], r["message_ts"] if r["message_ts"] is not None else 0),
 }

@@ -12,22 +12,24 @@ import json
 from ..protocol.json_bounded import load_json
 from . import storage
 
-MAX_SIZE = 64 << 20         # a manifest grows by a run's few hundred bytes
+MAX_SIZE = 64 << 20  # a manifest grows by a run's few hundred bytes
 
-NAME = "_kdissect.json"     # Spark and DuckDB skip names starting with "_"
+NAME = "_kdissect.json"  # Spark and DuckDB skip names starting with "_"
 # The version of the tables' columns (names and types): an append needs the same one.
 # 2: record timestamps as TIMESTAMP, every table's source file in `source`, run metadata
 SCHEMA_VERSION = 2
-_BLOCK = 1 << 20            # a capture's identity: its size and a hash of these ends
+_BLOCK = 1 << 20  # a capture's identity: its size and a hash of these ends
 
 
 def new_run_id() -> str:
     import uuid
+
     return uuid.uuid4().hex
 
 
 def now() -> str:
     from datetime import datetime, timezone
+
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
@@ -35,6 +37,7 @@ def content_id(path: str) -> str:
     """A capture identified by its content: its size and a hash of its first and last
     MiB (the whole file when smaller), whatever it is called or wherever it lies."""
     from hashlib import blake2b
+
     size = storage.size(path)
     h = blake2b(digest_size=16)
     with storage.open_input(path) as f:
@@ -58,11 +61,15 @@ def read(out: str) -> dict | None:
     if len(text) > MAX_SIZE:
         raise ValueError(f"{path} is not a kdissect manifest (over {MAX_SIZE >> 20} MiB)")
     try:
-        found = load_json(text)             # nesting and integers bounded
+        found = load_json(text)  # nesting and integers bounded
     except ValueError:
         raise ValueError(f"{path} is not a kdissect manifest (not JSON)") from None
-    if not isinstance(found, dict) or "schema_version" not in found or \
-            not isinstance(found.get("runs"), list) or not isinstance(found.get("layout"), dict):
+    if (
+        not isinstance(found, dict)
+        or "schema_version" not in found
+        or not isinstance(found.get("runs"), list)
+        or not isinstance(found.get("layout"), dict)
+    ):
         raise ValueError(f"{path} is not a kdissect manifest")
     return found
 
@@ -76,6 +83,7 @@ def write(out: str, manifest: dict) -> None:
         fs.pipe(p, text.encode())
         return
     import os
+
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
         f.write(text)
@@ -88,18 +96,29 @@ def metadata(kind: str, options: dict) -> dict[str, str]:
     input and options give the same bytes. (Spark's writer takes no key-value metadata:
     its tables have the manifest.)"""
     from .. import __version__
-    return {"kdissect.kind": kind, "kdissect.schema_version": str(SCHEMA_VERSION),
-            "kdissect.version": __version__,
-            "kdissect.options": json.dumps(options, sort_keys=True)}
+
+    return {
+        "kdissect.kind": kind,
+        "kdissect.schema_version": str(SCHEMA_VERSION),
+        "kdissect.version": __version__,
+        "kdissect.options": json.dumps(options, sort_keys=True),
+    }
 
 
-def recorded(previous: dict | None, *, kind: str, layout: dict, tables: list[str],
-             run: dict) -> dict:
+def recorded(
+    previous: dict | None, *, kind: str, layout: dict, tables: list[str], run: dict
+) -> dict:
     """The manifest after a run: ``previous`` (None for a new directory) with ``run``
     added."""
     from .. import __version__
+
     run = {"run_id": run.pop("run_id"), "kdissect_version": __version__, **run}
     if previous is None:
-        return {"kind": kind, "schema_version": SCHEMA_VERSION, "layout": layout,
-                "tables": tables, "runs": [run]}
+        return {
+            "kind": kind,
+            "schema_version": SCHEMA_VERSION,
+            "layout": layout,
+            "tables": tables,
+            "runs": [run],
+        }
     return {**previous, "runs": previous["runs"] + [run]}

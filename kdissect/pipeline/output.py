@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from . import manifest, storage
 
 TABLES = ("exchanges", "records", "captures")
-LOG_TABLES = ("batches", "records", "checks")      # kdissect log --spark
+LOG_TABLES = ("batches", "records", "checks")  # kdissect log --spark
 MODES = ("error", "overwrite", "append")
 PARTITIONS = ("date", "capture", "api")
 
@@ -20,13 +20,14 @@ class OutputError(Exception):
 @dataclass
 class Plan:
     """What a run will do in ``out``, once checked (``check``)."""
+
     out: str
     mode: str
-    ours: list[str]                   # kdissect's tables found in ``out``
-    previous: dict | None             # the manifest they were written with (append)
-    captures: list[str]               # what to read: the inputs, each content once
-    content: dict[str, str] = field(default_factory=dict)     # capture -> content id
-    skipped: list[str] = field(default_factory=list)          # warnings: inputs left out
+    ours: list[str]  # kdissect's tables found in ``out``
+    previous: dict | None  # the manifest they were written with (append)
+    captures: list[str]  # what to read: the inputs, each content once
+    content: dict[str, str] = field(default_factory=dict)  # capture -> content id
+    skipped: list[str] = field(default_factory=list)  # warnings: inputs left out
 
 
 def _layout(with_records: bool, partition_by: str | None) -> dict:
@@ -37,8 +38,14 @@ def _partition_option(by: str | None) -> str:
     return f"--partition-by {by}" if by else "no --partition-by"
 
 
-def check(out: str, mode: str, with_records: bool, captures: list[str],
-          partition_by: str | None = None, kind: str = "capture") -> Plan:
+def check(
+    out: str,
+    mode: str,
+    with_records: bool,
+    captures: list[str],
+    partition_by: str | None = None,
+    kind: str = "capture",
+) -> Plan:
     """Refuse, before any work is done, what ``mode`` does not allow in ``out``: raises
     OutputError saying what to do instead. An append must match the layout recorded in
     the directory's manifest (records or not, partitioning, schema version) and may not
@@ -46,18 +53,20 @@ def check(out: str, mode: str, with_records: bool, captures: list[str],
     run (the same content under two names) is read once."""
     try:
         names = storage.listing(out)
-    except (storage.StorageError, OSError):     # not listable here: Spark's checks apply
+    except (storage.StorageError, OSError):  # not listable here: Spark's checks apply
         return Plan(out, mode, [], None, list(captures))
     if names is None:
-        raise OutputError(f"--out {out} is a file; give a directory (a new one, or one "
-                          f"kdissect spark wrote)")
+        raise OutputError(
+            f"--out {out} is a file; give a directory (a new one, or one kdissect spark wrote)"
+        )
     ours = [t for t in dict.fromkeys(TABLES + LOG_TABLES) if t in names]
     if mode == "error" and names:
         raise OutputError(
             f"--out {out} already exists and is not empty "
             f"({', '.join(sorted(names)[:4])}{', …' if len(names) > 4 else ''}); choose "
             f"a new directory, or pass --mode overwrite to replace its tables or "
-            f"--mode append to add to them")
+            f"--mode append to add to them"
+        )
     plan = Plan(out, mode, ours, None, [])
     seen: dict[str, str] = {}
     for c in captures:
@@ -81,13 +90,15 @@ def check(out: str, mode: str, with_records: bool, captures: list[str],
                 f"{out} has tables ({', '.join(ours)}) but no {manifest.NAME}: they were "
                 f"written by an older kdissect (or something else), so an append cannot "
                 f"be checked against their layout; write to a new --out, or rewrite them "
-                f"with --mode overwrite")
+                f"with --mode overwrite"
+            )
         if found.get("kind") != kind or found.get("schema_version") != manifest.SCHEMA_VERSION:
             raise OutputError(
                 f"{out} holds {found.get('kind')} tables of schema version "
                 f"{found.get('schema_version')}; this kdissect writes {kind} tables of "
                 f"version {manifest.SCHEMA_VERSION}, so appending would mix column types; "
-                f"write to a new --out, or rewrite it with --mode overwrite")
+                f"write to a new --out, or rewrite it with --mode overwrite"
+            )
         layout = found.get("layout", {})
         if layout.get("records") != with_records:
             had = layout.get("records")
@@ -95,15 +106,20 @@ def check(out: str, mode: str, with_records: bool, captures: list[str],
                 f"{out} {'has' if had else 'has no'} records table, so "
                 f"{'without' if had else 'with'} --records an append would "
                 f"leave records and exchanges out of step; "
-                f"{'add' if had else 'drop'} --records, or use another --out")
+                f"{'add' if had else 'drop'} --records, or use another --out"
+            )
         if layout.get("partition_by") != partition_by:
             raise OutputError(
                 f"{out} was written with {_partition_option(layout.get('partition_by'))}; "
                 f"an append with {_partition_option(partition_by)} would mix directory "
                 f"layouts (readers would miss or reject rows); append with "
-                f"{_partition_option(layout.get('partition_by'))}, or use another --out")
-        names_before = {c["capture"]: c["content"] for run in found.get("runs", [])
-                        for c in run.get("captures", [])}
+                f"{_partition_option(layout.get('partition_by'))}, or use another --out"
+            )
+        names_before = {
+            c["capture"]: c["content"]
+            for run in found.get("runs", [])
+            for c in run.get("captures", [])
+        }
         contents_before = {v: k for k, v in names_before.items()}
         for c in plan.captures:
             if c in names_before or plan.content[c] in contents_before:
@@ -111,7 +127,8 @@ def check(out: str, mode: str, with_records: bool, captures: list[str],
                 why = "is already" if same == c else f"has the same content as {same}, already"
                 raise OutputError(
                     f"{c} {why} in {out}: appending would add its rows twice; leave it "
-                    f"out, or use --mode overwrite")
+                    f"out, or use --mode overwrite"
+                )
     return plan
 
 
@@ -142,8 +159,14 @@ def abandon(staged: str) -> None:
         pass
 
 
-def prepare(out: str, mode: str, with_records: bool, captures: list[str],
-            partition_by: str | None = None, kind: str = "capture") -> Plan:
+def prepare(
+    out: str,
+    mode: str,
+    with_records: bool,
+    captures: list[str],
+    partition_by: str | None = None,
+    kind: str = "capture",
+) -> Plan:
     """``check`` (kept for the log job's name for it)."""
     return check(out, mode, with_records, captures, partition_by, kind)
 
@@ -158,6 +181,7 @@ def partitioned(df, table: str, by: str | None):
     if by == "api":
         return df, "api_name"
     from pyspark.sql import functions as F
+
     ts = F.col("message_ts") if table == "records" else F.coalesce("request_ts", "response_ts")
     # the UTC day, whatever the session's time zone
     day = F.date_from_unix_date(F.floor(F.unix_micros(ts) / 86_400_000_000).cast("int"))

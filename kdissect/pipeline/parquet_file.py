@@ -31,10 +31,10 @@ from .columns import FLOAT64, INT16, INT32, INT64, STRING, TIMESTAMP, Columns
 ROW_GROUP = 8_192
 
 # parquet.thrift's enums
-_INT32, _INT64, _DOUBLE, _BYTE_ARRAY = 1, 2, 5, 6               # physical types
+_INT32, _INT64, _DOUBLE, _BYTE_ARRAY = 1, 2, 5, 6  # physical types
 _OPTIONAL, _REPEATED = 1, 2
 _PLAIN, _RLE, _SNAPPY, _DATA_PAGE = 0, 3, 1, 0
-_UTF8, _LIST, _TIMESTAMP_MICROS, _INT_16 = 0, 3, 10, 16          # converted types
+_UTF8, _LIST, _TIMESTAMP_MICROS, _INT_16 = 0, 3, 10, 16  # converted types
 
 # kind -> (physical type, struct code of a value, converted type, logical type)
 _SCALARS: dict[str, tuple[int, str, int | None, t.Struct | None]] = {
@@ -43,8 +43,12 @@ _SCALARS: dict[str, tuple[int, str, int | None, t.Struct | None]] = {
     INT32: (_INT32, "i", None, None),
     INT64: (_INT64, "q", None, None),
     FLOAT64: (_DOUBLE, "d", None, None),
-    TIMESTAMP: (_INT64, "q", _TIMESTAMP_MICROS,        # isAdjustedToUTC, unit MICROS
-                [(8, t.STRUCT, [(1, t.BOOL, True), (2, t.STRUCT, [(2, t.STRUCT, [])])])]),
+    TIMESTAMP: (
+        _INT64,
+        "q",
+        _TIMESTAMP_MICROS,  # isAdjustedToUTC, unit MICROS
+        [(8, t.STRUCT, [(1, t.BOOL, True), (2, t.STRUCT, [(2, t.STRUCT, [])])])],
+    ),
 }
 _U32 = struct.Struct("<I").pack
 
@@ -54,12 +58,14 @@ class _Leaf:
 
     def __init__(self, column: str, kind: str, in_list: bool, field: str | None):
         self.column, self.kind, self.in_list, self.field = column, kind, in_list, field
-        self.path = [column, "list", "element"] + ([field] if field else []) \
-            if in_list else [column]
+        self.path = (
+            [column, "list", "element"] + ([field] if field else []) if in_list else [column]
+        )
         self.max_def = (2 if field else 1) + 2 if in_list else 1
 
-    def levels(self, rows: dict[str, Sequence], lists: dict[str, _Slots]
-               ) -> tuple[bytes | None, bytes, list]:
+    def levels(
+        self, rows: dict[str, Sequence], lists: dict[str, _Slots]
+    ) -> tuple[bytes | None, bytes, list]:
         """(repetition levels or None, definition levels, the values that are not null);
         levels one byte each. ``rows``: the row group's values by column; ``lists``: the
         slots of list columns, made once for all fields of their structs."""
@@ -72,8 +78,13 @@ class _Leaf:
             if present and self.kind in _BOUNDS and not _within(present, self.kind):
                 values = _in_range(values, self.kind)
                 present = [v for v in values if v is not None]
-            return None, b"\x01" * len(values) if len(present) == len(values) else \
-                bytes([v is not None for v in values]), present
+            return (
+                None,
+                b"\x01" * len(values)
+                if len(present) == len(values)
+                else bytes([v is not None for v in values]),
+                present,
+            )
         if col not in lists:
             lists[col] = _Slots(rows[col])
         slots, field, top = lists[col], self.field, self.max_def
@@ -84,7 +95,7 @@ class _Leaf:
             else:
                 try:
                     values = list(map(itemgetter(field), values))
-                except KeyError:            # an item without the field: null there
+                except KeyError:  # an item without the field: null there
                     values = [it.get(field) for it in values]
         if self.kind == TIMESTAMP:
             values = _micros(values)
@@ -98,8 +109,11 @@ class _Leaf:
         item_defs = [2 if v is _NULL_ITEM else top - 1 if v is None else top for v in values]
         pieces = slots.kinds.split(_ITEM)
         defs = b"".join(chain.from_iterable(zip(pieces, map(_BYTE.__getitem__, item_defs))))
-        return slots.reps, defs + pieces[-1], \
-            [v for v in values if v is not None and v is not _NULL_ITEM]
+        return (
+            slots.reps,
+            defs + pieces[-1],
+            [v for v in values if v is not None and v is not _NULL_ITEM],
+        )
 
     def plain(self, values: list) -> bytes:
         if self.kind == STRING:
@@ -110,8 +124,12 @@ class _Leaf:
 
 # what the integer types hold: a value outside (a damaged capture's record timestamp
 # past 2^63, a capture time past year 294,247) is written as null, not a traceback
-_BOUNDS = {INT16: (-2**15, 2**15 - 1), INT32: (-2**31, 2**31 - 1),
-           INT64: (-2**63, 2**63 - 1), TIMESTAMP: (-2**63, 2**63 - 1)}
+_BOUNDS = {
+    INT16: (-(2**15), 2**15 - 1),
+    INT32: (-(2**31), 2**31 - 1),
+    INT64: (-(2**63), 2**63 - 1),
+    TIMESTAMP: (-(2**63), 2**63 - 1),
+}
 
 
 def _within(present: list, kind: str) -> bool:
@@ -126,12 +144,14 @@ def _in_range(values: Sequence, kind: str) -> list:
 
 def _micros(values: Sequence) -> list:
     """Float seconds as µs (as columns.micros_row makes them); not finite: null."""
-    return [(round(v * 1_000_000) if isfinite(v) else None) if isinstance(v, float) else v
-            for v in values]
+    return [
+        (round(v * 1_000_000) if isfinite(v) else None) if isinstance(v, float) else v
+        for v in values
+    ]
 
 
-_NULL_ITEM = object()           # a list's null struct, in the list of one field's values
-_ITEM = b"\xff"                 # in _Slots.kinds: an item's place
+_NULL_ITEM = object()  # a list's null struct, in the list of one field's values
+_ITEM = b"\xff"  # in _Slots.kinds: an item's place
 _BYTE = [bytes([i]) for i in range(256)]
 
 
@@ -157,7 +177,7 @@ class _Slots:
 def _utf8(values: list[str]) -> list[bytes]:
     try:
         return [v.encode() for v in values]
-    except UnicodeEncodeError:              # a lone surrogate: not UTF-8, replaced
+    except UnicodeEncodeError:  # a lone surrogate: not UTF-8, replaced
         return [v.encode("utf-8", "replace") for v in values]
 
 
@@ -199,22 +219,35 @@ def _leaves(columns: Columns) -> list[_Leaf]:
 def _schema(columns: Columns) -> list[t.Struct]:
     def leaf(name: str, kind: str) -> t.Struct:
         physical, _code, converted, logical = _SCALARS[kind]
-        return [(1, t.I32, physical), (3, t.I32, _OPTIONAL), (4, t.BINARY, name),
-                (6, t.I32, converted), (10, t.STRUCT, logical)]
+        return [
+            (1, t.I32, physical),
+            (3, t.I32, _OPTIONAL),
+            (4, t.BINARY, name),
+            (6, t.I32, converted),
+            (10, t.STRUCT, logical),
+        ]
 
     out: list[t.Struct] = [[(4, t.BINARY, "schema"), (5, t.I32, len(columns))]]
     for name, kind in columns:
         if isinstance(kind, str):
             out.append(leaf(name, kind))
             continue
-        out += [[(3, t.I32, _OPTIONAL), (4, t.BINARY, name), (5, t.I32, 1),
-                 (6, t.I32, _LIST), (10, t.STRUCT, [(3, t.STRUCT, [])])],
-                [(3, t.I32, _REPEATED), (4, t.BINARY, "list"), (5, t.I32, 1)]]
+        out += [
+            [
+                (3, t.I32, _OPTIONAL),
+                (4, t.BINARY, name),
+                (5, t.I32, 1),
+                (6, t.I32, _LIST),
+                (10, t.STRUCT, [(3, t.STRUCT, [])]),
+            ],
+            [(3, t.I32, _REPEATED), (4, t.BINARY, "list"), (5, t.I32, 1)],
+        ]
         if isinstance(kind.item, str):
             out.append(leaf("element", kind.item))
         else:
-            out.append([(3, t.I32, _OPTIONAL), (4, t.BINARY, "element"),
-                        (5, t.I32, len(kind.item))])
+            out.append(
+                [(3, t.I32, _OPTIONAL), (4, t.BINARY, "element"), (5, t.I32, len(kind.item))]
+            )
             out += (leaf(field, k) for field, k in kind.item)
     return out
 
@@ -225,7 +258,7 @@ class ParquetWriter:
 
     def __init__(self, out: BinaryIO, columns: Columns, metadata: dict[str, str] | None = None):
         self.out, self.columns = out, columns
-        self.metadata = metadata or {}           # the footer's key-value metadata
+        self.metadata = metadata or {}  # the footer's key-value metadata
         self.leaves = _leaves(columns)
         self.groups: list[t.Struct] = []
         self.rows = 0
@@ -234,48 +267,91 @@ class ParquetWriter:
 
     def write(self, rows: Sequence[dict]) -> None:
         for start in range(0, len(rows), ROW_GROUP):
-            self._group(rows[start:start + ROW_GROUP])
+            self._group(rows[start : start + ROW_GROUP])
 
     def _group(self, rows: Sequence[dict]) -> None:
         chunks: list[t.Struct] = []
         first, size, packed = self.pos, 0, 0
         names = [name for name, _kind in self.columns]
-        try:                    # the values by column, transposed in C
+        try:  # the values by column, transposed in C
             if len(names) < 2:
-                raise KeyError      # (itemgetter of one name gives values, not tuples)
+                raise KeyError  # (itemgetter of one name gives values, not tuples)
             by_column: dict[str, Sequence] = dict(zip(names, zip(*map(itemgetter(*names), rows))))
-        except KeyError:        # a row without some column: null there
+        except KeyError:  # a row without some column: null there
             by_column = {name: [r.get(name) for r in rows] for name in names}
         lists: dict[str, _Slots] = {}
         for leaf in self.leaves:
             reps, defs, values = leaf.levels(by_column, lists)
-            page = (_hybrid(reps, 1) if reps is not None else b"") + _hybrid(defs, leaf.max_def) \
+            page = (
+                (_hybrid(reps, 1) if reps is not None else b"")
+                + _hybrid(defs, leaf.max_def)
                 + leaf.plain(values)
+            )
             data = snappy.compress(page)
-            header = t.encode([
-                (1, t.I32, _DATA_PAGE), (2, t.I32, len(page)), (3, t.I32, len(data)),
-                (5, t.STRUCT, [(1, t.I32, len(defs)), (2, t.I32, _PLAIN), (3, t.I32, _RLE),
-                               (4, t.I32, _RLE)])])
-            chunks.append([(2, t.I64, self.pos), (3, t.STRUCT, [
-                (1, t.I32, _SCALARS[leaf.kind][0]), (2, t.LIST, (t.I32, [_PLAIN, _RLE])),
-                (3, t.LIST, (t.BINARY, leaf.path)), (4, t.I32, _SNAPPY),
-                (5, t.I64, len(defs)), (6, t.I64, len(header) + len(page)),
-                (7, t.I64, len(header) + len(data)), (9, t.I64, self.pos)])])
+            header = t.encode(
+                [
+                    (1, t.I32, _DATA_PAGE),
+                    (2, t.I32, len(page)),
+                    (3, t.I32, len(data)),
+                    (
+                        5,
+                        t.STRUCT,
+                        [
+                            (1, t.I32, len(defs)),
+                            (2, t.I32, _PLAIN),
+                            (3, t.I32, _RLE),
+                            (4, t.I32, _RLE),
+                        ],
+                    ),
+                ]
+            )
+            chunks.append(
+                [
+                    (2, t.I64, self.pos),
+                    (
+                        3,
+                        t.STRUCT,
+                        [
+                            (1, t.I32, _SCALARS[leaf.kind][0]),
+                            (2, t.LIST, (t.I32, [_PLAIN, _RLE])),
+                            (3, t.LIST, (t.BINARY, leaf.path)),
+                            (4, t.I32, _SNAPPY),
+                            (5, t.I64, len(defs)),
+                            (6, t.I64, len(header) + len(page)),
+                            (7, t.I64, len(header) + len(data)),
+                            (9, t.I64, self.pos),
+                        ],
+                    ),
+                ]
+            )
             self.out.write(header)
             self.out.write(data)
             self.pos += len(header) + len(data)
             size += len(header) + len(page)
             packed += len(header) + len(data)
-        self.groups.append([(1, t.LIST, (t.STRUCT, chunks)), (2, t.I64, size),
-                            (3, t.I64, len(rows)), (5, t.I64, first), (6, t.I64, packed)])
+        self.groups.append(
+            [
+                (1, t.LIST, (t.STRUCT, chunks)),
+                (2, t.I64, size),
+                (3, t.I64, len(rows)),
+                (5, t.I64, first),
+                (6, t.I64, packed),
+            ]
+        )
         self.rows += len(rows)
 
     def close(self) -> None:
         kv = [[(1, t.BINARY, k), (2, t.BINARY, v)] for k, v in self.metadata.items()]
-        footer = t.encode([(1, t.I32, 1), (2, t.LIST, (t.STRUCT, _schema(self.columns))),
-                           (3, t.I64, self.rows), (4, t.LIST, (t.STRUCT, self.groups)),
-                           (5, t.LIST, (t.STRUCT, kv)) if kv else (5, t.LIST, None),
-                           (6, t.BINARY, "kdissect")])
+        footer = t.encode(
+            [
+                (1, t.I32, 1),
+                (2, t.LIST, (t.STRUCT, _schema(self.columns))),
+                (3, t.I64, self.rows),
+                (4, t.LIST, (t.STRUCT, self.groups)),
+                (5, t.LIST, (t.STRUCT, kv)) if kv else (5, t.LIST, None),
+                (6, t.BINARY, "kdissect"),
+            ]
+        )
         self.out.write(footer + _U32(len(footer)) + b"PAR1")
 
 
@@ -283,8 +359,9 @@ class WriteError(Exception):
     """The file could not be written (says which, and why)."""
 
 
-def write_table(rows: Iterable[dict], columns: Columns, path: str,
-                metadata: dict[str, str] | None = None) -> int:
+def write_table(
+    rows: Iterable[dict], columns: Columns, path: str, metadata: dict[str, str] | None = None
+) -> int:
     """Write ``rows`` as a Parquet file of ``columns`` at ``path`` (with ``metadata`` as
     the file's key-value metadata); returns the row count."""
     try:

@@ -24,9 +24,10 @@ def _configured_master() -> str | None:
     args = shlex.split(os.environ.get("PYSPARK_SUBMIT_ARGS", ""))
     if "--master" in args[:-1]:
         return args[args.index("--master") + 1]
-    for conf_dir in (os.environ.get("SPARK_CONF_DIR"),
-                     os.path.join(os.environ["SPARK_HOME"], "conf")
-                     if os.environ.get("SPARK_HOME") else None):
+    for conf_dir in (
+        os.environ.get("SPARK_CONF_DIR"),
+        os.path.join(os.environ["SPARK_HOME"], "conf") if os.environ.get("SPARK_HOME") else None,
+    ):
         conf = Path(conf_dir, "spark-defaults.conf") if conf_dir else None
         if conf is not None and conf.is_file():
             for line in conf.read_text().splitlines():
@@ -50,24 +51,25 @@ def check_java() -> None:
     java = os.path.join(home, "bin", "java") if home else shutil.which("java")
     if not java or not os.path.exists(java):
         where = f"JAVA_HOME={home} has no bin/java" if home else "no `java` on PATH"
-        raise SparkStartError(f"Java was not found ({where}); Spark needs Java 17 or newer: "
-                              f"install it (e.g. apt install openjdk-17-jre-headless) or "
-                              f"set JAVA_HOME")
+        raise SparkStartError(
+            f"Java was not found ({where}); Spark needs Java 17 or newer: "
+            f"install it (e.g. apt install openjdk-17-jre-headless) or "
+            f"set JAVA_HOME"
+        )
     try:
-        out = subprocess.run([java, "-version"], capture_output=True, text=True,
-                             timeout=30).stderr
+        out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30).stderr
     except (OSError, subprocess.TimeoutExpired) as e:
         raise SparkStartError(f"{java} does not run ({e}); Spark needs Java 17 or newer") from None
     found = re.search(r'version "(\d+)(?:\.(\d+))?', out)
     if found:
         major = int(found.group(2)) if found.group(1) == "1" else int(found.group(1))
         if major < 17:
-            raise SparkStartError(f"{java} is Java {major}; Spark needs Java 17 or newer "
-                                  f"(set JAVA_HOME to one)")
+            raise SparkStartError(
+                f"{java} is Java {major}; Spark needs Java 17 or newer (set JAVA_HOME to one)"
+            )
 
 
-def get_session(master: str | None = None, app_name: str = "kdissect",
-                log: str | None = None):
+def get_session(master: str | None = None, app_name: str = "kdissect", log: str | None = None):
     """A Spark session: ``master`` if given, else one the user configured, else embedded
     ``local[*]``. ``sc://...`` (or SPARK_REMOTE) means Spark Connect. Executors run the
     Python that runs kdissect; a local Spark binds to 127.0.0.1 and keeps its UI and
@@ -75,9 +77,15 @@ def get_session(master: str | None = None, app_name: str = "kdissect",
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
+
     builder = SparkSession.builder.appName(app_name)
-    remote = master if master and master.startswith("sc://") else \
-        None if master else os.environ.get("SPARK_REMOTE")
+    remote = (
+        master
+        if master and master.startswith("sc://")
+        else None
+        if master
+        else os.environ.get("SPARK_REMOTE")
+    )
     if remote:
         # a server's settings are its own; "local[N]" remotes start one here
         if remote.startswith("local"):
@@ -87,16 +95,20 @@ def get_session(master: str | None = None, app_name: str = "kdissect",
     check_java()
     configured = _configured_master()
     chosen = master or configured or "local[*]"
-    if master or configured is None:        # else Spark's own configuration names it
+    if master or configured is None:  # else Spark's own configuration names it
         builder = builder.master(chosen)
     if chosen.startswith("local"):
-        builder = (builder.config("spark.driver.bindAddress", "127.0.0.1")
-                   .config("spark.driver.host", "127.0.0.1")
-                   .config("spark.sql.shuffle.partitions", str(max(4, 2 * (os.cpu_count() or 2)))))
+        builder = (
+            builder.config("spark.driver.bindAddress", "127.0.0.1")
+            .config("spark.driver.host", "127.0.0.1")
+            .config("spark.sql.shuffle.partitions", str(max(4, 2 * (os.cpu_count() or 2))))
+        )
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    builder = (builder.config("spark.ui.enabled", "false")
-               .config("spark.ui.showConsoleProgress", "false")
-               .config("spark.sql.execution.pyspark.udf.faulthandler.enabled", "true"))
+    builder = (
+        builder.config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.execution.pyspark.udf.faulthandler.enabled", "true")
+    )
     with _jvm_output_to(log):
         spark = builder.getOrCreate()
     sc = context(spark)
@@ -121,9 +133,12 @@ def _jvm_output_to(log: str | None):
         yield
     except Exception as e:
         os.dup2(saved, 2)
-        reasons = [line.strip() for line in Path(log).read_text(errors="replace").splitlines()
-                   if ("Exception" in line or "Error" in line or "rror:" in line)
-                   and not line.lstrip().startswith("at ")]
+        reasons = [
+            line.strip()
+            for line in Path(log).read_text(errors="replace").splitlines()
+            if ("Exception" in line or "Error" in line or "rror:" in line)
+            and not line.lstrip().startswith("at ")
+        ]
         raise SparkStartError("; ".join(dict.fromkeys(reasons[-3:])) or explain(e)) from e
     finally:
         os.dup2(saved, 2)
@@ -134,7 +149,7 @@ def context(spark):
     """The SparkContext of a classic session; None over Spark Connect."""
     try:
         return spark.sparkContext
-    except Exception:                                   # Connect has none
+    except Exception:  # Connect has none
         return None
 
 
@@ -145,23 +160,30 @@ def parallelism(spark) -> int:
         if sc is not None:
             return sc.defaultParallelism
         from pyspark.sql import functions as F
+
         # spark.range spreads over the default parallelism when not told otherwise
-        return spark.range(0, 1 << 16).select(
-            F.spark_partition_id().alias("p")).distinct().count()
+        return spark.range(0, 1 << 16).select(F.spark_partition_id().alias("p")).distinct().count()
     except Exception:
         return 1
 
 
-MEMORY_ADVICE = ("a task ran out of memory decoding one file or connection: split large "
-                 "files (--split, --shard-size) or give each Python worker more memory "
-                 "(spark.executor.pyspark.memory, spark.executor.memory), or lower "
-                 "--max-memory")
+MEMORY_ADVICE = (
+    "a task ran out of memory decoding one file or connection: split large "
+    "files (--split, --shard-size) or give each Python worker more memory "
+    "(spark.executor.pyspark.memory, spark.executor.memory), or lower "
+    "--max-memory"
+)
 # what running out of memory looks like in a worker's traceback: a MemoryError, or a
 # library that could not be mapped (Spark's RLIMIT_AS from spark.executor.pyspark.memory)
-_NO_MEMORY = re.compile(r"^(?:\w+\.)*(?:Task)?MemoryError\b|failed to map segment from "
-                        r"shared object|Cannot allocate memory", re.M)
-_WORKER_DIED = re.compile(r"EOFException|Python worker exited unexpectedly|"
-                          r"Connection reset|killed by the OS")
+_NO_MEMORY = re.compile(
+    r"^(?:\w+\.)*(?:Task)?MemoryError\b|failed to map segment from "
+    r"shared object|Cannot allocate memory",
+    re.M,
+)
+_WORKER_DIED = re.compile(
+    r"EOFException|Python worker exited unexpectedly|"
+    r"Connection reset|killed by the OS"
+)
 
 
 def explain(e: BaseException) -> str:
@@ -175,7 +197,7 @@ def explain(e: BaseException) -> str:
         try:
             text = java.toString()
             cause = java.getCause()
-            while cause is not None:        # the innermost cause says what happened
+            while cause is not None:  # the innermost cause says what happened
                 text = cause.toString()
                 cause = cause.getCause()
         except Exception:
@@ -186,17 +208,26 @@ def explain(e: BaseException) -> str:
         tail = text.split("Traceback (most recent call last)")[-1]
         lines = [ln.strip() for ln in tail.splitlines() if ln.strip()]
         # the exception line is the last one that is not a frame or source line
-        raised = [ln for ln in lines if re.match(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|"
-                                                r"Interrupt|Warning)\b", ln)]
+        raised = [
+            ln
+            for ln in lines
+            if re.match(
+                r"^[A-Za-z_][\w.]*(Error|Exception|Exit|"
+                r"Interrupt|Warning)\b",
+                ln,
+            )
+        ]
         if raised:
             return f"in a Python worker: {raised[-1]}"
     elif (died := _WORKER_DIED.search(text)) is not None:
         # the worker died without a word (killed over its memory limit, or out of memory
         # where Python could not even raise): Spark says only that its stream ended
-        return (f"a Python worker died without saying why (Spark: "
-                f"{died.group(0)}); when a task reads a large file "
-                f"that is usually its memory limit. If so, {MEMORY_ADVICE}")
-    text = re.sub(r"^\[[A-Z_.]+\]\s*", "", text)       # Spark's [ERROR_CLASS] prefix
+        return (
+            f"a Python worker died without saying why (Spark: "
+            f"{died.group(0)}); when a task reads a large file "
+            f"that is usually its memory limit. If so, {MEMORY_ADVICE}"
+        )
+    text = re.sub(r"^\[[A-Z_.]+\]\s*", "", text)  # Spark's [ERROR_CLASS] prefix
     text = re.sub(r"^(?:[a-z]\w*\.)+(\w+(?:Exception|Error))", r"\1", text)  # short class
     first = text.splitlines()[0] if text else type(e).__name__
     return first.strip()

@@ -10,8 +10,8 @@ import heapq
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any
 
-RUN = 16_384         # rows held in memory (about 1 KiB each): a run of this many is spilled
-_CHUNK = 256         # rows per pickle: what a run holds in memory while merged
+RUN = 16_384  # rows held in memory (about 1 KiB each): a run of this many is spilled
+_CHUNK = 256  # rows per pickle: what a run holds in memory while merged
 
 
 class SortedRows:
@@ -39,11 +39,12 @@ class SortedRows:
 
     def _spill(self) -> None:
         import pickle
-        import tempfile         # (here: most captures never spill, and the import costs)
+        import tempfile  # (here: most captures never spill, and the import costs)
+
         f = tempfile.TemporaryFile()
         rows = sorted(self.rows, key=self.key)
         for start in range(0, len(rows), _CHUNK):
-            pickle.dump(rows[start:start + _CHUNK], f, pickle.HIGHEST_PROTOCOL)
+            pickle.dump(rows[start : start + _CHUNK], f, pickle.HIGHEST_PROTOCOL)
         f.seek(0)
         self.files.append(f)
         self.rows = []
@@ -66,6 +67,7 @@ class SortedRows:
 
 def _read(f: IO[bytes]) -> Iterator[dict]:
     import pickle
+
     while True:
         try:
             yield from pickle.load(f)

@@ -28,10 +28,11 @@ def is_url(path: str) -> bool:
 def _fs(url: str):
     try:
         import fsspec
+
         return fsspec.core.url_to_fs(url)
-    except ImportError as e:            # the filesystem's package (s3fs, gcsfs...) is missing
+    except ImportError as e:  # the filesystem's package (s3fs, gcsfs...) is missing
         raise StorageError(f"{url}: {e}") from None
-    except ValueError as e:             # an unknown protocol
+    except ValueError as e:  # an unknown protocol
         raise StorageError(f"{url}: {e}") from None
 
 
@@ -65,8 +66,12 @@ def expand(inputs: list[str]) -> list[str]:
     for item in inputs:
         if not is_url(item):
             if os.path.isdir(item):
-                out += sorted(os.path.join(d, f) for d, _, files in os.walk(item)
-                              for f in files if f.lower().endswith(CAPTURE_SUFFIXES))
+                out += sorted(
+                    os.path.join(d, f)
+                    for d, _, files in os.walk(item)
+                    for f in files
+                    if f.lower().endswith(CAPTURE_SUFFIXES)
+                )
             elif os.path.exists(item):
                 out.append(item)
             else:
@@ -76,15 +81,16 @@ def expand(inputs: list[str]) -> list[str]:
         try:
             if fs.isdir(p):
                 scheme = item.split("://", 1)[0]
-                out += sorted(_url(scheme, f) for f in fs.find(p)
-                              if f.lower().endswith(CAPTURE_SUFFIXES))
+                out += sorted(
+                    _url(scheme, f) for f in fs.find(p) if f.lower().endswith(CAPTURE_SUFFIXES)
+                )
             elif fs.exists(p):
                 out.append(item)
             else:
                 raise StorageError(f"{item}: no such file or directory")
         except (OSError, PermissionError) as e:
             raise StorageError(f"{item}: {e}") from None
-    return list(dict.fromkeys(out))        # a file named twice is read once
+    return list(dict.fromkeys(out))  # a file named twice is read once
 
 
 def size(path: str) -> int:
@@ -97,7 +103,7 @@ def size(path: str) -> int:
 def open_input(path: str) -> BinaryIO:
     """The capture at ``path`` for reading (seekable)."""
     if not is_url(path) or path.startswith("file://"):
-        return open(path[len("file://"):] if is_url(path) else path, "rb")
+        return open(path[len("file://") :] if is_url(path) else path, "rb")
     fs, p = _fs(path)
     return fs.open(p, "rb", block_size=_BLOCK, cache_type="readahead")
 
@@ -124,6 +130,7 @@ def listing(path: str) -> list[str] | None:
 def remove_tree(path: str) -> None:
     if not is_url(path):
         import shutil
+
         shutil.rmtree(path)
         return
     fs, p = _fs(path)

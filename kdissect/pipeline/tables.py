@@ -9,9 +9,14 @@ import pyarrow as pa
 from . import columns as c
 from .columns import micros_row as _micros  # noqa: F401  (the Spark job's name for it)
 
-_ARROW = {c.STRING: pa.string(), c.INT16: pa.int16(), c.INT32: pa.int32(),
-          c.INT64: pa.int64(), c.FLOAT64: pa.float64(),
-          c.TIMESTAMP: pa.timestamp("us", tz="UTC")}
+_ARROW = {
+    c.STRING: pa.string(),
+    c.INT16: pa.int16(),
+    c.INT32: pa.int32(),
+    c.INT64: pa.int64(),
+    c.FLOAT64: pa.float64(),
+    c.TIMESTAMP: pa.timestamp("us", tz="UTC"),
+}
 
 
 def arrow_type(kind: c.Kind) -> pa.DataType:

@@ -19,15 +19,19 @@ class Tracker:
     tracker of a classic session, or from Spark Connect's progress messages. If no task
     has run after ``stall`` seconds, ``on_stall(seconds)`` is told once."""
 
-    def __init__(self, spark, update: Callable[[int, int, int], None],
-                 on_stall: Callable[[float], None] | None = None,
-                 stall: float = STALL_SECONDS):
+    def __init__(
+        self,
+        spark,
+        update: Callable[[int, int, int], None],
+        on_stall: Callable[[float], None] | None = None,
+        stall: float = STALL_SECONDS,
+    ):
         self.spark, self.sc, self.update = spark, context(spark), update
         self.on_stall, self.stall = on_stall, stall
         self.group = f"kdissect-{id(self)}"
         self.stop = threading.Event()
         self.started = time.monotonic()
-        self.ran = False               # a task has run (or finished)
+        self.ran = False  # a task has run (or finished)
         self.connect = self.sc is None and hasattr(spark, "registerProgressHandler")
         self.thread = threading.Thread(target=self._poll, daemon=True)
 
@@ -43,7 +47,7 @@ class Tracker:
         self.stop.set()
         self.thread.join()
         if self.sc is not None:
-            self._poll_once(self.sc.statusTracker())    # the end, which polls may miss
+            self._poll_once(self.sc.statusTracker())  # the end, which polls may miss
         if self.connect:
             self.spark.removeProgressHandler(self._connect_progress)
 
@@ -53,18 +57,27 @@ class Tracker:
             if total:
                 self.update(number, done, total)
 
-    def _connect_progress(self, stages=None, inflight_tasks=0, operation_id=None,
-                          done=False) -> None:
+    def _connect_progress(
+        self, stages=None, inflight_tasks=0, operation_id=None, done=False
+    ) -> None:
         self.ran = self.ran or bool(inflight_tasks)
-        self._report((s.num_completed_tasks, 0, s.num_tasks)
-                     for s in sorted(stages or [], key=lambda s: s.stage_id))
+        self._report(
+            (s.num_completed_tasks, 0, s.num_tasks)
+            for s in sorted(stages or [], key=lambda s: s.stage_id)
+        )
 
     def _poll_once(self, tracker) -> None:
-        ids = sorted({stage for job in tracker.getJobIdsForGroup(self.group)
-                      for stage in (getattr(tracker.getJobInfo(job), "stageIds", None) or [])})
+        ids = sorted(
+            {
+                stage
+                for job in tracker.getJobIdsForGroup(self.group)
+                for stage in (getattr(tracker.getJobInfo(job), "stageIds", None) or [])
+            }
+        )
         infos = [tracker.getStageInfo(i) for i in ids]
-        self._report((i.numCompletedTasks, i.numActiveTasks, i.numTasks)
-                     for i in infos if i is not None)
+        self._report(
+            (i.numCompletedTasks, i.numActiveTasks, i.numTasks) for i in infos if i is not None
+        )
 
     def _poll(self):
         tracker = self.sc.statusTracker() if self.sc is not None else None
@@ -72,8 +85,12 @@ class Tracker:
             if tracker is not None:
                 self._poll_once(tracker)
             waited = time.monotonic() - self.started
-            if not self.ran and self.on_stall is not None and waited >= self.stall \
-                    and not self._has_executors():
+            if (
+                not self.ran
+                and self.on_stall is not None
+                and waited >= self.stall
+                and not self._has_executors()
+            ):
                 self.on_stall(waited)
                 self.on_stall = None
 

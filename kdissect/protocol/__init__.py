@@ -14,22 +14,41 @@ import sys
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:         # (``X as X``: exported, for mypy's no_implicit_reexport)
+if TYPE_CHECKING:  # (``X as X``: exported, for mypy's no_implicit_reexport)
     from .context import Options as Options
     from .guess import Candidate as Candidate, guess as guess
-    from .message import (Message as Message, RequestHeader as RequestHeader,
-                          decode as decode, decode_request as decode_request,
-                          decode_response as decode_response,
-                          peek_request_header as peek_request_header)
-    from .names import (api_key_of as api_key_of, api_name as api_name,
-                        error_info as error_info, error_name as error_name)
+    from .message import (
+        Message as Message,
+        RequestHeader as RequestHeader,
+        decode as decode,
+        decode_request as decode_request,
+        decode_response as decode_response,
+        peek_request_header as peek_request_header,
+    )
+    from .names import (
+        api_key_of as api_key_of,
+        api_name as api_name,
+        error_info as error_info,
+        error_name as error_name,
+    )
     from .node import Node as Node
 
-_WHERE = {"Options": "context", "Candidate": "guess", "guess": "guess",
-          "Message": "message", "RequestHeader": "message", "decode": "message",
-          "decode_request": "message", "decode_response": "message",
-          "peek_request_header": "message", "api_key_of": "names", "api_name": "names",
-          "error_info": "names", "error_name": "names", "Node": "node"}
+_WHERE = {
+    "Options": "context",
+    "Candidate": "guess",
+    "guess": "guess",
+    "Message": "message",
+    "RequestHeader": "message",
+    "decode": "message",
+    "decode_request": "message",
+    "decode_response": "message",
+    "peek_request_header": "message",
+    "api_key_of": "names",
+    "api_name": "names",
+    "error_info": "names",
+    "error_name": "names",
+    "Node": "node",
+}
 
 __all__ = list(_WHERE)
 
@@ -52,5 +71,5 @@ def __getattr__(name: str) -> Any:
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value              # asked once
+    globals()[name] = value  # asked once
     return value

@@ -18,16 +18,30 @@ from .plain import Frozen
 class Api(Frozen):
     """One API's row (a plain class, not a dataclass: start-up, see plain.py)."""
 
-    __slots__ = _fields = ("key", "name", "records", "embedded", "teaches_topic_ids",
-                           "names_brokers", "waits", "sasl")
+    __slots__ = _fields = (
+        "key",
+        "name",
+        "records",
+        "embedded",
+        "teaches_topic_ids",
+        "names_brokers",
+        "waits",
+        "sasl",
+    )
 
-    def __init__(self, key: int, name: str,
-                 records: str = "",       # "request"/"response": the direction carrying record batches
-                 embedded: bool = False,  # bytes fields hold structures (consumer protocol, SASL tokens)
-                 teaches_topic_ids: bool = False,  # its messages carry topic names with their ids
-                 names_brokers: bool = False,  # its responses carry broker host:port (the proxy rewrites them)
-                 waits: tuple[str, ...] = (),  # request fields asking the broker to hold the answer (first found)
-                 sasl: bool = False):     # part of SASL authentication
+    def __init__(
+        self,
+        key: int,
+        name: str,
+        records: str = "",  # "request"/"response": the direction carrying record batches
+        embedded: bool = False,  # bytes fields hold structures (consumer protocol, SASL tokens)
+        teaches_topic_ids: bool = False,  # its messages carry topic names with their ids
+        names_brokers: bool = False,  # its responses carry broker host:port (the proxy rewrites them)
+        waits: tuple[
+            str, ...
+        ] = (),  # request fields asking the broker to hold the answer (first found)
+        sasl: bool = False,
+    ):  # part of SASL authentication
         self.key, self.name, self.records, self.embedded = key, name, records, embedded
         self.teaches_topic_ids, self.names_brokers = teaches_topic_ids, names_brokers
         self.waits, self.sasl = waits, sasl
@@ -54,8 +68,9 @@ CONTROLLED_SHUTDOWN = api(7, "ControlledShutdown").key
 OFFSET_COMMIT = api(8, "OffsetCommit").key
 api(9, "OffsetFetch")
 FIND_COORDINATOR = api(10, "FindCoordinator", names_brokers=True).key
-JOIN_GROUP = api(11, "JoinGroup", embedded=True,
-                 waits=("rebalance_timeout_ms", "session_timeout_ms")).key
+JOIN_GROUP = api(
+    11, "JoinGroup", embedded=True, waits=("rebalance_timeout_ms", "session_timeout_ms")
+).key
 HEARTBEAT = api(12, "Heartbeat").key
 LEAVE_GROUP = api(13, "LeaveGroup").key
 SYNC_GROUP = api(14, "SyncGroup", embedded=True).key
@@ -102,8 +117,8 @@ END_QUORUM_EPOCH = api(54, "EndQuorumEpoch").key
 api(55, "DescribeQuorum")
 api(56, "AlterPartition")
 api(57, "UpdateFeatures")
-ENVELOPE = api(58, "Envelope").key       # a forwarded request inside (message.py)
-FETCH_SNAPSHOT = api(59, "FetchSnapshot").key     # its snapshot bytes: KRaft records (internal.py)
+ENVELOPE = api(58, "Envelope").key  # a forwarded request inside (message.py)
+FETCH_SNAPSHOT = api(59, "FetchSnapshot").key  # its snapshot bytes: KRaft records (internal.py)
 DESCRIBE_CLUSTER = api(60, "DescribeCluster", names_brokers=True).key
 api(61, "DescribeProducers")
 api(62, "BrokerRegistration")
@@ -122,8 +137,9 @@ api(74, "ListConfigResources")
 api(75, "DescribeTopicPartitions", teaches_topic_ids=True)
 SHARE_GROUP_HEARTBEAT = api(76, "ShareGroupHeartbeat").key
 api(77, "ShareGroupDescribe")
-SHARE_FETCH = api(78, "ShareFetch", records="response", names_brokers=True,
-                  waits=("max_wait_ms",)).key
+SHARE_FETCH = api(
+    78, "ShareFetch", records="response", names_brokers=True, waits=("max_wait_ms",)
+).key
 api(79, "ShareAcknowledge", names_brokers=True)
 api(80, "AddRaftVoter")
 api(81, "RemoveRaftVoter")
@@ -138,8 +154,8 @@ STREAMS_GROUP_DESCRIBE = api(89, "StreamsGroupDescribe").key
 api(90, "DescribeShareGroupOffsets")
 api(91, "AlterShareGroupOffsets")
 api(92, "DeleteShareGroupOffsets")
-api(93, "StreamsGroupTopologyDescriptionUpdate")   # Kafka 4.4 (KIP-1331's topology push)
-api(94, "UnregisterController")                    # Kafka 4.4
+api(93, "StreamsGroupTopologyDescriptionUpdate")  # Kafka 4.4 (KIP-1331's topology push)
+api(94, "UnregisterController")  # Kafka 4.4
 # A newer release's keys are appended below by scripts/kafka/update (one line each, no
 # properties: add those by hand where they apply).
 

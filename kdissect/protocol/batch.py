@@ -27,46 +27,58 @@ from .varint import VarintTooLong, uvarint
 
 # -- the layouts (Kafka's DefaultRecordBatch, LegacyRecord, DefaultRecord, RecordHeader) --
 
-RECORD_BATCH = Struct("RecordBatch", (
-    Field("base_offset", "int64"),
-    Field("batch_length", "int32"),                 # the bytes after this field
-    Field("partition_leader_epoch", "int32"),
-    Field("magic", "int8"),
-    Field("crc", "uint32"),                         # CRC32C of everything after it
-    Field("attributes", "int16"),
-    Field("last_offset_delta", "int32"),
-    Field("base_timestamp", "int64", hint="time"),
-    Field("max_timestamp", "int64", hint="time"),
-    Field("producer_id", "int64"),
-    Field("producer_epoch", "int16"),
-    Field("base_sequence", "int32"),
-    Field("record_count", "int32"),
-))
+RECORD_BATCH = Struct(
+    "RecordBatch",
+    (
+        Field("base_offset", "int64"),
+        Field("batch_length", "int32"),  # the bytes after this field
+        Field("partition_leader_epoch", "int32"),
+        Field("magic", "int8"),
+        Field("crc", "uint32"),  # CRC32C of everything after it
+        Field("attributes", "int16"),
+        Field("last_offset_delta", "int32"),
+        Field("base_timestamp", "int64", hint="time"),
+        Field("max_timestamp", "int64", hint="time"),
+        Field("producer_id", "int64"),
+        Field("producer_epoch", "int16"),
+        Field("base_sequence", "int32"),
+        Field("record_count", "int32"),
+    ),
+)
 # v0 (magic 0) and v1 (magic 1, with the timestamp): CRC32 of everything after the crc
-MESSAGE = Struct("Message", (
-    Field("offset", "int64"),
-    Field("message_size", "int32"),
-    Field("crc", "uint32"),
-    Field("magic", "int8"),
-    Field("attributes", "int8"),
-    Field("timestamp", "int64", hint="time"),        # magic 1 only
-    Field("key", "bytes", nullable=True),           # int32 length, -1 null
-    Field("value", "bytes", nullable=True),
-))
+MESSAGE = Struct(
+    "Message",
+    (
+        Field("offset", "int64"),
+        Field("message_size", "int32"),
+        Field("crc", "uint32"),
+        Field("magic", "int8"),
+        Field("attributes", "int8"),
+        Field("timestamp", "int64", hint="time"),  # magic 1 only
+        Field("key", "bytes", nullable=True),  # int32 length, -1 null
+        Field("value", "bytes", nullable=True),
+    ),
+)
 # inside a v2 batch: lengths and counts are zigzag varints (-1 null)
-HEADER = Struct("Header", (
-    Field("key", "string"),
-    Field("value", "bytes", nullable=True),
-))
-RECORD = Struct("Record", (
-    Field("length", "varint"),                      # the bytes after this field
-    Field("attributes", "int8"),
-    Field("timestamp_delta", "varlong"),
-    Field("offset_delta", "varint"),
-    Field("key", "bytes", nullable=True),
-    Field("value", "bytes", nullable=True),
-    Field("headers", "struct", array=True, struct=HEADER),
-))
+HEADER = Struct(
+    "Header",
+    (
+        Field("key", "string"),
+        Field("value", "bytes", nullable=True),
+    ),
+)
+RECORD = Struct(
+    "Record",
+    (
+        Field("length", "varint"),  # the bytes after this field
+        Field("attributes", "int8"),
+        Field("timestamp_delta", "varlong"),
+        Field("offset_delta", "varint"),
+        Field("key", "bytes", nullable=True),
+        Field("value", "bytes", nullable=True),
+        Field("headers", "struct", array=True, struct=HEADER),
+    ),
+)
 
 
 def _offsets(st: Struct) -> dict[str, int]:
@@ -82,15 +94,15 @@ def _offsets(st: Struct) -> dict[str, int]:
 
 FIELDS = tuple(f.name for f in RECORD_BATCH.fields)
 HEAD = struct.Struct(">" + "".join(FIXED_FORMATS[f.type] for f in RECORD_BATCH.fields))
-HEAD_SIZE = HEAD.size                               # 61
+HEAD_SIZE = HEAD.size  # 61
 AT = _offsets(RECORD_BATCH)
-LENGTH_AT = AT["batch_length"]                      # 8
-LOG_OVERHEAD = LENGTH_AT + 4                        # 12: offset and length frame any batch
-MAGIC_AT = AT["magic"]                              # 16: the same in v0, v1 and v2
+LENGTH_AT = AT["batch_length"]  # 8
+LOG_OVERHEAD = LENGTH_AT + 4  # 12: offset and length frame any batch
+MAGIC_AT = AT["magic"]  # 16: the same in v0, v1 and v2
 assert MAGIC_AT == _offsets(MESSAGE)["magic"]
-FRAME = MAGIC_AT + 1                                # 17: enough to frame and tell the format
-CRC_AT = AT["crc"]                                  # 17
-CRC_FROM = AT["attributes"]                         # 21: what the CRC32C covers starts here
+FRAME = MAGIC_AT + 1  # 17: enough to frame and tell the format
+CRC_AT = AT["crc"]  # 17
+CRC_FROM = AT["attributes"]  # 21: what the CRC32C covers starts here
 
 
 def _least_message(magic: int) -> int:
@@ -107,13 +119,13 @@ VARINT_MAX = {f.name: VARINT_BYTES[f.type] for f in RECORD.fields if f.type in V
 # attributes
 CODEC_MASK = 0x07
 LOG_APPEND_TIME = 0x08
-TRANSACTIONAL = 0x10                                # v2
-CONTROL = 0x20                                      # v2
-DELETE_HORIZON = 0x40                               # v2
+TRANSACTIONAL = 0x10  # v2
+CONTROL = 0x20  # v2
+DELETE_HORIZON = 0x40  # v2
 
 # a batch's bytes: bytes, bytearray, a memoryview or a segment's map
 Bytes = Any
-Head = tuple[int, ...]                              # HEAD's values, in FIELDS order
+Head = tuple[int, ...]  # HEAD's values, in FIELDS order
 _Unpack = Callable[[Bytes, int], tuple[int, ...]]
 _I32: _Unpack = struct.Struct(">i").unpack_from
 _U32: _Unpack = struct.Struct(">I").unpack_from
@@ -127,8 +139,14 @@ def computed_crc(buf: Bytes, start: int, end: int) -> int:
     return crc32c_of(buf, start + CRC_FROM, end)
 
 
-def payload(buf: Bytes, start: int, end: int, head: Head, max_decompressed: int,
-            max_nodes: int | None = None) -> tuple[Any, int, int] | None:
+def payload(
+    buf: Bytes,
+    start: int,
+    end: int,
+    head: Head,
+    max_decompressed: int,
+    max_nodes: int | None = None,
+) -> tuple[Any, int, int] | None:
     """``Batch.clean`` after the header and the CRC (``head``: HEAD's values): a count
     the bytes (and the decompression budget) allow, the node budget (a record costs 9
     nodes in the located tree, its batch 16), a codec that decompresses within
@@ -136,8 +154,11 @@ def payload(buf: Bytes, start: int, end: int, head: Head, max_decompressed: int,
     uncompressed; None at the first oddity."""
     count, codec = head[12], head[5] & CODEC_MASK
     pos = start + HEAD_SIZE
-    if count < 0 or (max_nodes is not None and 9 * count + 16 > max_nodes) or \
-            count > end - pos + (max_decompressed if codec else 0):
+    if (
+        count < 0
+        or (max_nodes is not None and 9 * count + 16 > max_nodes)
+        or count > end - pos + (max_decompressed if codec else 0)
+    ):
         return None
     if codec:
         try:
@@ -162,8 +183,7 @@ class Batch:
 
     def __init__(self, buf: Bytes, start: int, end: int | None = None) -> None:
         self.buf, self.start = buf, start
-        self.end = start + LOG_OVERHEAD + _I32(buf, start + LENGTH_AT)[0] if end is None \
-            else end
+        self.end = start + LOG_OVERHEAD + _I32(buf, start + LENGTH_AT)[0] if end is None else end
         self._head: Head | None = None
         self._crc: int | None = None
 
@@ -189,8 +209,11 @@ class Batch:
         """Whether the first bytes look like a batch a broker wrote: a known magic, a
         length its format allows, not all zeros (a preallocated tail)."""
         magic, length = self.magic, self.length
-        return magic in (0, 1, 2) and length >= MIN_LENGTH[0 if magic < 2 else 2] and \
-            not (length == 0 and not any(self.buf[self.start:self.start + FRAME]))
+        return (
+            magic in (0, 1, 2)
+            and length >= MIN_LENGTH[0 if magic < 2 else 2]
+            and not (length == 0 and not any(self.buf[self.start : self.start + FRAME]))
+        )
 
     # -- a v2 batch's header ---------------------------------------------------------
 
@@ -239,8 +262,9 @@ class Batch:
         log_append = bool(h[5] & LOG_APPEND_TIME)
         return h[12], h[0], h[8] if log_append else h[7], log_append
 
-    def clean(self, max_decompressed: int,
-              max_nodes: int | None = None) -> tuple[Any, int, int] | None:
+    def clean(
+        self, max_decompressed: int, max_nodes: int | None = None
+    ) -> tuple[Any, int, int] | None:
         """(records' bytes, where they start, where they end) if this is a clean v2 batch:
         header, CRC, a count the bytes (and the decompression budget) allow, the node
         budget (a record costs 9 nodes in the located tree, its batch 16), a codec that
@@ -248,8 +272,7 @@ class Batch:
         None at the first oddity: the located decoder says what it is."""
         if self.size < HEAD_SIZE or self.magic != 2 or not self.crc_ok:
             return None
-        return payload(self.buf, self.start, self.end, self.head, max_decompressed,
-                       max_nodes)
+        return payload(self.buf, self.start, self.end, self.head, max_decompressed, max_nodes)
 
     def records(self, max_decompressed: int) -> Iterator[Record]:
         """The records of a clean batch (none when it is not: ``clean``); framing errors
@@ -263,19 +286,20 @@ class Batch:
 
 # -- records ----------------------------------------------------------------------------
 
+
 class BadRecord(ValueError):
     """A record whose bytes do not frame (a length or count past its end)."""
 
 
 _TS = VARINT_MAX["timestamp_delta"]
 _OFF = VARINT_MAX["offset_delta"]
-_VARINT = VARINT_BYTES["varint"]        # the lengths of keys, values, headers and their count
+_VARINT = VARINT_BYTES["varint"]  # the lengths of keys, values, headers and their count
 
 
 def _signed(data: Bytes, p: int, end: int, longest: int) -> tuple[int, int]:
     if p < end:
         n = data[p]
-        if n < 0x80:                        # one byte: nearly all of them
+        if n < 0x80:  # one byte: nearly all of them
             return (n >> 1) ^ -(n & 1), p + 1
     try:
         n, p = uvarint(data, p, end, longest)
@@ -300,12 +324,22 @@ class Record:
     """One v2 record at ``data[start:end]`` (``body``: after its length). Its fields are
     located and read when first asked: the key, then the rest."""
 
-    __slots__ = ("data", "start", "body", "end", "attributes", "timestamp_delta",
-                 "offset_delta", "key_at", "key_end", "_tail")
+    __slots__ = (
+        "data",
+        "start",
+        "body",
+        "end",
+        "attributes",
+        "timestamp_delta",
+        "offset_delta",
+        "key_at",
+        "key_end",
+        "_tail",
+    )
 
     def __init__(self, data: Bytes, start: int, body: int, end: int) -> None:
         self.data, self.start, self.body, self.end = data, start, body, end
-        p = body + 1                                    # attributes
+        p = body + 1  # attributes
         if p > end:
             raise BadRecord("a record without its attributes")
         self.attributes = data[body]
@@ -316,7 +350,7 @@ class Record:
 
     @property
     def key(self) -> bytes | None:
-        return None if self.key_at is None else self.data[self.key_at:self.key_end]
+        return None if self.key_at is None else self.data[self.key_at : self.key_end]
 
     def _read_tail(self) -> _Tail:
         if self._tail is None:
@@ -345,8 +379,10 @@ class Record:
     @property
     def headers(self) -> list[tuple[bytes | None, bytes | None]]:
         data = self.data
-        return [(None if k is None else data[k:ke], None if v is None else data[v:ve])
-                for k, ke, v, ve in self._read_tail()[2]]
+        return [
+            (None if k is None else data[k:ke], None if v is None else data[v:ve])
+            for k, ke, v, ve in self._read_tail()[2]
+        ]
 
 
 def records(data: Bytes, pos: int, end: int, count: int) -> Iterator[Record]:
@@ -354,7 +390,7 @@ def records(data: Bytes, pos: int, end: int, count: int) -> Iterator[Record]:
     that does not fit raises ``BadRecord`` (the caller checks the last one's end)."""
     for _ in range(count):
         length, body = _signed(data, pos, end, VARINT_MAX["length"])
-        if length < 1 or body + length > end:       # at least its attributes byte
+        if length < 1 or body + length > end:  # at least its attributes byte
             raise BadRecord(f"record length {length} with {end - body} bytes left")
         yield Record(data, pos, body, body + length)
         pos = body + length
@@ -375,14 +411,14 @@ def record_keys(data: Bytes, pos: int, end: int, count: int, out: list[str]) -> 
             rec_end = p + length
             if length < 1 or rec_end > end:
                 raise BadRecord(f"record length {length} with {end - p} bytes left")
-            p += 1                                      # attributes
-            if data[p] < 0x80:                          # the timestamp delta
+            p += 1  # attributes
+            if data[p] < 0x80:  # the timestamp delta
                 p += 1
             elif data[p + 1] < 0x80:
                 p += 2
             else:
                 p = _signed(data, p, rec_end, _TS)[1]
-            if data[p] < 0x80:                          # the offset delta
+            if data[p] < 0x80:  # the offset delta
                 p += 1
             elif data[p + 1] < 0x80:
                 p += 2
@@ -396,7 +432,7 @@ def record_keys(data: Bytes, pos: int, end: int, count: int, out: list[str]) -> 
             if size >= 0:
                 if p + size > rec_end:
                     raise BadRecord(f"a key of {size} bytes with {rec_end - p} left")
-                out.append(data[p:p + size].decode("utf-8", "replace"))
+                out.append(data[p : p + size].decode("utf-8", "replace"))
             elif size != -1:
                 raise BadRecord(f"a key length of {size}")
             pos = rec_end

@@ -42,7 +42,7 @@ def decompress(codec: int, data: bytes, cap: int) -> tuple[bytes, str | None]:
         raise
     except MemoryError:
         raise _too_big(cap) from None
-    except Exception as e:      # codec libraries raise many types on corrupt input
+    except Exception as e:  # codec libraries raise many types on corrupt input
         raise CodecError(f"{CODECS[codec]} data is corrupt: {_one_line(e)}") from None
     raise CodecError(f"unknown compression codec {codec}")
 
@@ -65,6 +65,7 @@ def _gzip(data: bytes, cap: int) -> bytes:
 def _raw_snappy(data: bytes, cap: int) -> bytes:
     import snappy
     from .reader import uvarint
+
     # the uncompressed length leads the block as a varint: check it before inflating (a
     # zero byte after the first five ends it, so a cut or overlong one counts as read)
     n = uvarint(data[:5] + b"\x00", 0, 6, 6)[0]
@@ -87,7 +88,7 @@ def _snappy(data: bytes, cap: int) -> tuple[bytes, str | None]:
         pos += 4
         if n < 0 or pos + n > len(data):
             raise CodecError(f"xerial snappy block of {n} bytes runs past the data")
-        block = _raw_snappy(data[pos:pos + n], cap - total)
+        block = _raw_snappy(data[pos : pos + n], cap - total)
         total += len(block)
         out.append(block)
         pos += n
@@ -103,12 +104,15 @@ def _lz4(data: bytes, cap: int) -> tuple[bytes, str | None]:
         fixed = _fix_kafka_lz4_header(data)
         if fixed is None:
             raise
-        return (_lz4_frame(fixed, cap),
-                "pre-0.10 Kafka LZ4 framing (header checksum over the magic bytes)")
+        return (
+            _lz4_frame(fixed, cap),
+            "pre-0.10 Kafka LZ4 framing (header checksum over the magic bytes)",
+        )
 
 
 def _lz4_frame(data: bytes, cap: int) -> bytes:
     import lz4.frame
+
     d = lz4.frame.LZ4FrameDecompressor()
     out: bytes = d.decompress(data, max_length=cap + 1)
     if len(out) > cap:
@@ -127,7 +131,7 @@ def _fix_kafka_lz4_header(data: bytes) -> bytes | None:
     if len(data) <= end:
         return None
     hc = (xxh32(data[4:end]) >> 8) & 0xFF
-    return data[:end] + bytes([hc]) + data[end + 1:]
+    return data[:end] + bytes([hc]) + data[end + 1 :]
 
 
 _ZSTD_CHUNK = 1 << 20
@@ -135,10 +139,10 @@ _ZSTD_CHUNK = 1 << 20
 
 def _zstd(data: bytes, cap: int) -> bytes:
     import zstandard
+
     # read in bounded chunks (a read allocates its whole size up front) across every
     # frame, keeping a running total: linear however many tiny frames the data holds
-    reader = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data),
-                                                        read_across_frames=True)
+    reader = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data), read_across_frames=True)
     out = bytearray()
     while True:
         chunk = reader.read(min(_ZSTD_CHUNK, cap + 1 - len(out)))

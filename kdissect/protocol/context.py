@@ -13,7 +13,7 @@ from .names import error_note
 from .node import NOTE_MAKERS, Node
 from .reader import Reader
 
-if TYPE_CHECKING:       # values_schema is imported only when values are asked for
+if TYPE_CHECKING:  # values_schema is imported only when values are asked for
     from .values_schema import SchemaSource
 
 
@@ -22,13 +22,13 @@ class Options:
     show_secrets: bool = False
     # the per-message budget; the defaults keep one message's tree and buffers well
     # under 256 MB (docs/protocol.md, "Budget")
-    max_decompressed: int = 64 * 1024 * 1024   # decompressed bytes, all payloads together
-    max_nodes: int = 500_000                    # fields in the tree (about 250 bytes each)
-    max_nesting: int = 4                        # compressed wrappers inside wrappers
+    max_decompressed: int = 64 * 1024 * 1024  # decompressed bytes, all payloads together
+    max_nodes: int = 500_000  # fields in the tree (about 250 bytes each)
+    max_nesting: int = 4  # compressed wrappers inside wrappers
     # True: decode record batches fully; "batches": only batch headers (counts, CRCs:
     # what a summary needs); False: leave the bytes raw
     records: bool | str = True
-    embedded: bool = True                       # decode structures inside bytes fields
+    embedded: bool = True  # decode structures inside bytes fields
     # topic id -> name, learned by the engine from earlier messages (Metadata...): lets
     # decoders name the topic of a Fetch v13+ (internal topics' records by schema)
     topic_ids: dict[str, str] | None = field(default=None, compare=False, repr=False)
@@ -55,18 +55,26 @@ def charge_nodes(r: Reader, parent: Node, ctx: Options, n: int) -> None:
         return
     budget.nodes -= n
     if budget.nodes < 0:
-        parent.add(Node("_rest", "bytes", r.pos, r.end - r.pos, r.buf[r.pos:r.end],
-                        problem=f"node budget of {budget.max_nodes} fields spent; the "
-                                f"remaining {r.end - r.pos} bytes are kept raw (raise it "
-                                f"with --max-nodes)",
-                        code="node_budget"))
+        parent.add(
+            Node(
+                "_rest",
+                "bytes",
+                r.pos,
+                r.end - r.pos,
+                r.buf[r.pos : r.end],
+                problem=f"node budget of {budget.max_nodes} fields spent; the "
+                f"remaining {r.end - r.pos} bytes are kept raw (raise it "
+                f"with --max-nodes)",
+                code="node_budget",
+            )
+        )
         r.pos = r.end
         budget.nodes = 0
         raise Abort()
 
 
 def time_note(ms: int) -> str | None:
-    if ms < 0 or ms > 253402300799999:          # -1 means "none"; beyond year 9999
+    if ms < 0 or ms > 253402300799999:  # -1 means "none"; beyond year 9999
         return None
     t = datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
     return t.isoformat(timespec="milliseconds").replace("+00:00", "Z")

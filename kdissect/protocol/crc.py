@@ -20,10 +20,10 @@ from typing import Any
 def _load() -> Callable[[bytes | bytearray | memoryview], int]:
     spec = importlib.util.find_spec("crc32c")
     where = spec.submodule_search_locations if spec is not None else None
-    ext = importlib.machinery.PathFinder.find_spec("crc32c._crc32c", list(where)) \
-        if where else None
+    ext = importlib.machinery.PathFinder.find_spec("crc32c._crc32c", list(where)) if where else None
     if ext is None or ext.loader is None:
         import crc32c as package
+
         return package.crc32c
     module = importlib.util.module_from_spec(ext)
     ext.loader.exec_module(module)

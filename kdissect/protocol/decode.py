@@ -67,7 +67,7 @@ def read_field(r: Reader, f: Field, flexible: bool, parent: Node, ctx: Options) 
 def read_value(r: Reader, f: Field, name: str, compact: bool, parent: Node, ctx: Options) -> Node:
     node = parent.add(Node(name, f.type, r.pos))
     try:
-        c = TYPES.get(f.type) or codec(f.type)      # codec() raises for unknown types
+        c = TYPES.get(f.type) or codec(f.type)  # codec() raises for unknown types
         if c.plain is not None:
             node.value = c.plain(r)
         elif c.read is not None:
@@ -97,9 +97,13 @@ def _read_array(r: Reader, f: Field, flexible: bool, parent: Node, ctx: Options)
         if n == -1:
             node.value = None
             return node
-        if n > r.remaining:     # every element takes at least one byte
-            raise fail(r, count_node, f"array count {n} exceeds the {r.remaining} bytes left",
-                       "array_past_end")
+        if n > r.remaining:  # every element takes at least one byte
+            raise fail(
+                r,
+                count_node,
+                f"array count {n} exceeds the {r.remaining} bytes left",
+                "array_past_end",
+            )
         node.value = n
         elem = Field(f.name, f.type, nullable=f.nullable, struct=f.struct, hint=f.hint)
         # what one element costs in nodes (nested arrays charge their own elements)
@@ -146,14 +150,23 @@ def read_tagged(r: Reader, st: Struct, parent: Node, ctx: Options) -> Node:
             n = r.uvarint("tagged field count")
         except DecodeError as e:
             missing = r.remaining == 0
-            raise fail(r, count, "tagged-field section missing at the end of a flexible "
-                                 "structure" if missing else str(e),
-                       "missing_tag_trailer" if missing else e.code) from None
+            raise fail(
+                r,
+                count,
+                "tagged-field section missing at the end of a flexible structure"
+                if missing
+                else str(e),
+                "missing_tag_trailer" if missing else e.code,
+            ) from None
         count.value, count.length = n, r.pos - count.offset
         section.value = n
         if n > r.remaining:
-            raise fail(r, count, f"tagged field count {n} exceeds the {r.remaining} bytes left",
-                       "array_past_end")
+            raise fail(
+                r,
+                count,
+                f"tagged field count {n} exceeds the {r.remaining} bytes left",
+                "array_past_end",
+            )
         for _ in range(n):
             charge_nodes(r, section, ctx, 4)
             entry = section.add(Node("?", "tagged", r.pos))
@@ -179,13 +192,20 @@ def read_tagged(r: Reader, st: Struct, parent: Node, ctx: Options) -> Node:
                 try:
                     read_field(sub, known, st.flexible, entry, ctx)
                     if sub.remaining:
-                        entry.add(Node("_unread", "bytes", sub.pos, sub.remaining,
-                                       r.buf[sub.pos:end],
-                                       problem=f"tagged field {tag} has {sub.remaining} "
-                                               f"bytes its type does not use",
-                                       code="tagged_field_leftover"))
+                        entry.add(
+                            Node(
+                                "_unread",
+                                "bytes",
+                                sub.pos,
+                                sub.remaining,
+                                r.buf[sub.pos : end],
+                                problem=f"tagged field {tag} has {sub.remaining} "
+                                f"bytes its type does not use",
+                                code="tagged_field_leftover",
+                            )
+                        )
                 except Abort:
-                    pass            # the field's node says what went wrong; go on after it
+                    pass  # the field's node says what went wrong; go on after it
                 r.pos = end
             entry.length = r.pos - entry.offset
     finally:
@@ -193,16 +213,18 @@ def read_tagged(r: Reader, st: Struct, parent: Node, ctx: Options) -> Node:
     return section
 
 
-def decode_body(buf: bytes, start: int, st: Struct, name: str, ctx: Options,
-                whole: bool = True) -> Node:
+def decode_body(
+    buf: bytes, start: int, st: Struct, name: str, ctx: Options, whole: bool = True
+) -> Node:
     """Decode ``buf[start:]`` as ``st`` (``whole``: bytes left over are a problem);
     never raises DecodeError/Abort."""
     node, _complete = decode_prefix(buf, start, st, name, ctx, whole)
     return node
 
 
-def decode_prefix(buf: bytes, start: int, st: Struct, name: str, ctx: Options,
-                  whole: bool = False) -> tuple[Node, bool]:
+def decode_prefix(
+    buf: bytes, start: int, st: Struct, name: str, ctx: Options, whole: bool = False
+) -> tuple[Node, bool]:
     """Like ``decode_body``; also says whether decoding reached the struct's end."""
     if ctx.budget is None:
         ctx = ctx.for_message()
@@ -214,8 +236,16 @@ def decode_prefix(buf: bytes, start: int, st: Struct, name: str, ctx: Options,
     except Abort:
         complete = False
     if whole and r.remaining:
-        node.add(Node("_trailing", "bytes", r.pos, r.remaining, buf[r.pos:],
-                      problem=f"{r.remaining} bytes after the end of the {name}",
-                      code="trailing_bytes"))
+        node.add(
+            Node(
+                "_trailing",
+                "bytes",
+                r.pos,
+                r.remaining,
+                buf[r.pos :],
+                problem=f"{r.remaining} bytes after the end of the {name}",
+                code="trailing_bytes",
+            )
+        )
         node.length = len(buf) - start
     return node, complete

@@ -104,16 +104,29 @@ def _consumer(data: bytes, node: Node, kind: str, ctx: Options, strict: bool) ->
     try:
         read_struct(r, layout, kind.lower(), ctx, holder)
     except Abort:
-        pass        # the failing field is marked and holds the bytes that remain
+        pass  # the failing field is marked and holds the bytes that remain
     sub = holder.children[0]
     if strict and sub.problems():
-        return      # nothing says these bytes are a consumer protocol structure
-    prefix = Node("_length", "int32" if start - node.offset == 4 else "uvarint",
-                  node.offset, start - node.offset, len(node.value))
+        return  # nothing says these bytes are a consumer protocol structure
+    prefix = Node(
+        "_length",
+        "int32" if start - node.offset == 4 else "uvarint",
+        node.offset,
+        start - node.offset,
+        len(node.value),
+    )
     node.children = [prefix, *sub.children]
     if r.remaining:
-        node.add(Node("_newer_fields", "bytes", r.pos, r.remaining, data[r.pos:end],
-                      note=f"fields of {kind.lower()} v{version} that kdissect does not know"))
+        node.add(
+            Node(
+                "_newer_fields",
+                "bytes",
+                r.pos,
+                r.remaining,
+                data[r.pos : end],
+                note=f"fields of {kind.lower()} v{version} that kdissect does not know",
+            )
+        )
     node.note = f"consumer protocol {kind.lower()} v{version}"
 
 
@@ -131,11 +144,17 @@ def _consumer_fields(body: Node, data: bytes, key: int, direction: str, ctx: Opt
         return
     spots: list[tuple[str, str]] = []
     if key == JOIN_GROUP:
-        spots = [("protocols[].metadata", "Subscription")] if direction == "request" \
+        spots = (
+            [("protocols[].metadata", "Subscription")]
+            if direction == "request"
             else [("members[].metadata", "Subscription")]
+        )
     elif key == SYNC_GROUP:
-        spots = [("assignments[].assignment", "Assignment")] if direction == "request" \
+        spots = (
+            [("assignments[].assignment", "Assignment")]
+            if direction == "request"
             else [("assignment", "Assignment")]
+        )
     elif key == DESCRIBE_GROUPS and direction == "response":
         for group in _at(body, "groups[]"):
             if _value(group, "protocol_type") != "consumer":
@@ -177,7 +196,7 @@ def add_sasl_fields(node: Node, data: bytes, start: int, end: int, ctx: Options)
     has_secret = False
     pos = 0
     cut: Node | None = None
-    for name, a, b, secret in fields:          # lazily: a token may hold millions
+    for name, a, b, secret in fields:  # lazily: a token may hold millions
         if secret:
             has_secret = True
             if masked is not None:
@@ -193,8 +212,9 @@ def add_sasl_fields(node: Node, data: bytes, start: int, end: int, ctx: Options)
             continue
         if a > pos:
             node.add(Node("_separator", "bytes", start + pos, a - pos, token[pos:a]))
-        child = node.add(Node(name, "string", start + a, b - a,
-                              token[a:b].decode("utf-8", "replace")))
+        child = node.add(
+            Node(name, "string", start + a, b - a, token[a:b].decode("utf-8", "replace"))
+        )
         if secret:
             child.secret = True
             if not ctx.show_secrets:
@@ -215,15 +235,22 @@ def sasl_parts(token: bytes) -> tuple[str, Iterable[tuple[str, int, int, bool]]]
     if text.count("\x00") == 2 and not text.startswith(("n,", "y,", "p=")):
         a = text.index("\x00")
         b = text.index("\x00", a + 1)
-        return "SASL/PLAIN", [("authzid", 0, a, False), ("username", a + 1, b, False),
-                              ("password", b + 1, len(text), True)]
+        return "SASL/PLAIN", [
+            ("authzid", 0, a, False),
+            ("username", a + 1, b, False),
+            ("password", b + 1, len(text), True),
+        ]
     if "auth=Bearer " in text:
         i = text.index("auth=Bearer ") + len("auth=Bearer ")
         j = text.find("\x01", i)
         return "SASL/OAUTHBEARER", [("token", i, j if j >= 0 else len(text), True)]
     if text.startswith(("n,", "y,", "p=", "c=", "r=", "v=", "e=")) and "=" in text:
-        kind = {"c": "client-final", "r": "server-first", "v": "server-final",
-                "e": "server-error"}.get(text[0], "client-first")
+        kind = {
+            "c": "client-final",
+            "r": "server-first",
+            "v": "server-final",
+            "e": "server-error",
+        }.get(text[0], "client-first")
         spans = _scram_spans(text)
         first = next(spans, None)
         if first is None:
@@ -243,13 +270,22 @@ def _scram_spans(text: str) -> Iterator[tuple[str, int, int, bool]]:
         pos = stop + 1
 
 
-_SCRAM_NAMES = {"n": "username", "r": "nonce", "s": "salt", "i": "iterations",
-                "c": "channel_binding", "p": "proof", "v": "server_signature",
-                "e": "error", "a": "authzid"}
+_SCRAM_NAMES = {
+    "n": "username",
+    "r": "nonce",
+    "s": "salt",
+    "i": "iterations",
+    "c": "channel_binding",
+    "p": "proof",
+    "v": "server_signature",
+    "e": "error",
+    "a": "authzid",
+}
 
 
-def decode_embedded(body: Node | None, data: bytes, api_key: int | None, direction: str,
-                    ctx: Options) -> None:
+def decode_embedded(
+    body: Node | None, data: bytes, api_key: int | None, direction: str, ctx: Options
+) -> None:
     """Decode the structures inside the ``bytes`` fields of a message's ``body``."""
     if body is None or not ctx.embedded:
         return
@@ -261,4 +297,3 @@ def decode_embedded(body: Node | None, data: bytes, api_key: int | None, directi
 
 # the group APIs whose bytes fields hold consumer-protocol structures
 _CONSUMER_GROUP_APIS = frozenset(k for k, a in TABLE.items() if a.embedded and not a.sasl)
-

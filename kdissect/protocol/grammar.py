@@ -26,30 +26,44 @@ from .plain import Compared, Plain
 
 # type token -> (wire type, nullable, compact)
 TYPES: dict[str, tuple[str, bool, bool | None]] = {
-    "BOOLEAN": ("bool", False, None), "BOOL": ("bool", False, None),
-    "INT8": ("int8", False, None), "INT16": ("int16", False, None),
-    "INT32": ("int32", False, None), "INT64": ("int64", False, None),
-    "UINT16": ("uint16", False, None), "UINT32": ("uint32", False, None),
-    "VARINT": ("varint", False, None), "VARLONG": ("varlong", False, None),
-    "UNSIGNED_VARINT": ("uvarint", False, None), "UVARINT": ("uvarint", False, None),
-    "UUID": ("uuid", False, None), "FLOAT64": ("float64", False, None),
-    "STRING": ("string", False, False), "NULLABLE_STRING": ("string", True, False),
+    "BOOLEAN": ("bool", False, None),
+    "BOOL": ("bool", False, None),
+    "INT8": ("int8", False, None),
+    "INT16": ("int16", False, None),
+    "INT32": ("int32", False, None),
+    "INT64": ("int64", False, None),
+    "UINT16": ("uint16", False, None),
+    "UINT32": ("uint32", False, None),
+    "VARINT": ("varint", False, None),
+    "VARLONG": ("varlong", False, None),
+    "UNSIGNED_VARINT": ("uvarint", False, None),
+    "UVARINT": ("uvarint", False, None),
+    "UUID": ("uuid", False, None),
+    "FLOAT64": ("float64", False, None),
+    "STRING": ("string", False, False),
+    "NULLABLE_STRING": ("string", True, False),
     "COMPACT_STRING": ("string", False, True),
     "COMPACT_NULLABLE_STRING": ("string", True, True),
-    "BYTES": ("bytes", False, False), "NULLABLE_BYTES": ("bytes", True, False),
+    "BYTES": ("bytes", False, False),
+    "NULLABLE_BYTES": ("bytes", True, False),
     "COMPACT_BYTES": ("bytes", False, True),
     "COMPACT_NULLABLE_BYTES": ("bytes", True, True),
-    "RECORDS": ("records", True, False), "COMPACT_RECORDS": ("records", True, True),
+    "RECORDS": ("records", True, False),
+    "COMPACT_RECORDS": ("records", True, True),
 }
 
-_HEADER = re.compile(r"^(?P<api>[A-Za-z0-9]+) (?P<dir>[A-Za-z]+) "
-                     r"\(Version: (?P<ver>\d+)\)$")
-_ITEM = re.compile(r"(?P<optarr>\?)?\[\s*(?P<arr>[A-Za-z_][\w.]*)\s*\](?:@(?P<atag>\d+))?"
-                   r"|(?P<opt>\?)?(?P<name>[A-Za-z_][\w.]*)(?:@(?P<tag>\d+))?")
+_HEADER = re.compile(
+    r"^(?P<api>[A-Za-z0-9]+) (?P<dir>[A-Za-z]+) "
+    r"\(Version: (?P<ver>\d+)\)$"
+)
+_ITEM = re.compile(
+    r"(?P<optarr>\?)?\[\s*(?P<arr>[A-Za-z_][\w.]*)\s*\](?:@(?P<atag>\d+))?"
+    r"|(?P<opt>\?)?(?P<name>[A-Za-z_][\w.]*)(?:@(?P<tag>\d+))?"
+)
 
 
-MAX_DEPTH = 64      # structs inside structs: deeper grammars are refused, so decoding and
-                    # rendering (which recurse per level) stay far from Python's stack limit
+MAX_DEPTH = 64  # structs inside structs: deeper grammars are refused, so decoding and
+# rendering (which recurse per level) stay far from Python's stack limit
 
 
 class GrammarError(ValueError):
@@ -64,8 +78,7 @@ class _Rule(Plain):
     __slots__ = ("lhs", "rhs", "line", "indent", "parent", "children")
     _fields = ("lhs", "rhs", "line", "indent")
 
-    def __init__(self, lhs: str, rhs: str, line: int, indent: int,
-                 parent: _Rule | None = None):
+    def __init__(self, lhs: str, rhs: str, line: int, indent: int, parent: _Rule | None = None):
         self.lhs, self.rhs, self.line, self.indent, self.parent = lhs, rhs, line, indent, parent
         self.children: dict[str, _Rule] = {}
 
@@ -75,8 +88,9 @@ class Grammar(Compared):
 
     _fields = ("root", "messages")
 
-    def __init__(self, root: Struct,
-                 messages: dict[tuple[str, str, int], Struct]):  # (api name, "request"/"response"..., version)
+    def __init__(
+        self, root: Struct, messages: dict[tuple[str, str, int], Struct]
+    ):  # (api name, "request"/"response"..., version)
         self.root, self.messages = root, messages
 
 
@@ -95,8 +109,9 @@ def parse_grammar(text: str) -> Grammar:
             rule = rule.parent
         if name in top:
             return top[name]
-        raise GrammarError(line, f"'{name}' is used but never defined "
-                                 f"(expected a line '{name} => TYPE or fields')")
+        raise GrammarError(
+            line, f"'{name}' is used but never defined (expected a line '{name} => TYPE or fields')"
+        )
 
     def build(rule: _Rule, stack: tuple[int, ...]) -> Struct:
         if id(rule) in cache:
@@ -104,8 +119,11 @@ def parse_grammar(text: str) -> Grammar:
         if id(rule) in stack:
             raise GrammarError(rule.line, f"'{rule.lhs}' contains itself")
         if len(stack) >= MAX_DEPTH:
-            raise GrammarError(rule.line, f"'{rule.lhs}' is nested more than {MAX_DEPTH} "
-                                          f"structs deep; kdissect decodes at most that")
+            raise GrammarError(
+                rule.line,
+                f"'{rule.lhs}' is nested more than {MAX_DEPTH} "
+                f"structs deep; kdissect decodes at most that",
+            )
         items = rule.rhs.split()
         flexible = "TAG_BUFFER" in items
         fields: list[Field] = []
@@ -121,25 +139,41 @@ def parse_grammar(text: str) -> Grammar:
             m = _ITEM.match(text_rhs, pos)
             if not m:
                 what = text_rhs[pos:].split()[0]
-                raise GrammarError(rule.line, f"unexpected '{what}'; expected a field "
-                                              f"name, [name], ?name, ?[name], name@TAG or TAG_BUFFER")
+                raise GrammarError(
+                    rule.line,
+                    f"unexpected '{what}'; expected a field "
+                    f"name, [name], ?name, ?[name], name@TAG or TAG_BUFFER",
+                )
             pos = m.end()
             name = m.group("arr") or m.group("name")
             try:
                 target = resolve(name, rule, rule.line)
             except GrammarError:
                 if name.upper() in TYPES:
-                    raise GrammarError(rule.line, f"type {name} used as a field; give it a "
-                                                  f"name ('my_field => {name}')") from None
+                    raise GrammarError(
+                        rule.line,
+                        f"type {name} used as a field; give it a name ('my_field => {name}')",
+                    ) from None
                 raise
-            fields.append(_field_for(name, target, array=m.group("arr") is not None,
-                                     nullable_struct=bool(m.group("opt")),
-                                     nullable_array=bool(m.group("optarr")),
-                                     tag=_number(m["tag"] or m["atag"], rule.line, "tag",
-                                                 2**31 - 1) if (m["tag"] or m["atag"]) else None,
-                                     build=lambda t: build(t, stack + (id(rule),))))
-        st = Struct(rule.lhs, tuple(f for f in fields if f.tag is None),
-                    tuple(f for f in fields if f.tag is not None), flexible)
+            fields.append(
+                _field_for(
+                    name,
+                    target,
+                    array=m.group("arr") is not None,
+                    nullable_struct=bool(m.group("opt")),
+                    nullable_array=bool(m.group("optarr")),
+                    tag=_number(m["tag"] or m["atag"], rule.line, "tag", 2**31 - 1)
+                    if (m["tag"] or m["atag"])
+                    else None,
+                    build=lambda t: build(t, stack + (id(rule),)),
+                )
+            )
+        st = Struct(
+            rule.lhs,
+            tuple(f for f in fields if f.tag is None),
+            tuple(f for f in fields if f.tag is not None),
+            flexible,
+        )
         cache[id(rule)] = st
         return st
 
@@ -171,24 +205,48 @@ def _number(digits: str, line: int, what: str, limit: int) -> int:
     """A version or tag number, refused beyond what the wire can carry (int16 versions,
     int32 tags) before int() meets thousands of digits."""
     if len(digits.lstrip("0")) > len(str(limit)) or int(digits) > limit:
-        raise GrammarError(line, f"{what} {digits[:12]}{'…' if len(digits) > 12 else ''} "
-                                 f"is out of range (at most {limit})")
+        raise GrammarError(
+            line,
+            f"{what} {digits[:12]}{'…' if len(digits) > 12 else ''} "
+            f"is out of range (at most {limit})",
+        )
     return int(digits)
 
 
-def _field_for(name: str, target: _Rule, array: bool, nullable_struct: bool, tag: int | None,
-               build: Callable[[_Rule], Struct], nullable_array: bool = False) -> Field:
+def _field_for(
+    name: str,
+    target: _Rule,
+    array: bool,
+    nullable_struct: bool,
+    tag: int | None,
+    build: Callable[[_Rule], Struct],
+    nullable_array: bool = False,
+) -> Field:
     token = target.rhs.strip()
     spec = TYPES.get(token.upper()) if " " not in token else None
     if spec is not None:
         if nullable_struct:
-            raise GrammarError(target.line, f"'?{name}' marks a nullable struct, but "
-                                            f"{name} is {token}")
+            raise GrammarError(
+                target.line, f"'?{name}' marks a nullable struct, but {name} is {token}"
+            )
         wire, nullable, compact = spec
-        return Field(name, wire, array=array, nullable=nullable or nullable_array, tag=tag,
-                     compact=compact, hint=default_hint(name, wire))
-    return Field(name, "struct", array=array, nullable=nullable_struct or nullable_array, tag=tag,
-                 struct=build(target))
+        return Field(
+            name,
+            wire,
+            array=array,
+            nullable=nullable or nullable_array,
+            tag=tag,
+            compact=compact,
+            hint=default_hint(name, wire),
+        )
+    return Field(
+        name,
+        "struct",
+        array=array,
+        nullable=nullable_struct or nullable_array,
+        tag=tag,
+        struct=build(target),
+    )
 
 
 def _read_rules(text: str) -> list[_Rule]:
@@ -204,14 +262,21 @@ def _read_rules(text: str) -> list[_Rule]:
         if not lhs:
             raise GrammarError(lineno, "missing rule name before '=>'")
         if not rhs:
-            raise GrammarError(lineno, f"'{lhs} =>' has no definition; expected a type "
-                                       f"(INT32, STRING, ...) or field names")
+            raise GrammarError(
+                lineno,
+                f"'{lhs} =>' has no definition; expected a type "
+                f"(INT32, STRING, ...) or field names",
+            )
         if not (_HEADER.match(lhs) or re.fullmatch(r"[A-Za-z_][\w.]*", lhs)):
-            raise GrammarError(lineno, f"bad rule name {lhs!r}; expected a name like "
-                                       f"'Broker' or 'Metadata Response (Version: 0)'")
+            raise GrammarError(
+                lineno,
+                f"bad rule name {lhs!r}; expected a name like "
+                f"'Broker' or 'Metadata Response (Version: 0)'",
+            )
         if "|" in rhs:
-            raise GrammarError(lineno, "unexpected '|': alternatives are not supported; "
-                                       "write one rule per message")
+            raise GrammarError(
+                lineno, "unexpected '|': alternatives are not supported; write one rule per message"
+            )
         indent = len(raw) - len(raw.lstrip())
         while stack and stack[-1].indent >= indent:
             stack.pop()

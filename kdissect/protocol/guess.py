@@ -29,19 +29,30 @@ class Candidate(Compared):
 
     _fields = ("api_key", "api_version", "direction", "score", "clean", "versions", "leaves")
 
-    def __init__(self, api_key: int, api_version: int, direction: str, score: float,
-                 clean: bool,
-                 versions: tuple[int, ...] = (),  # other versions that decode identically
-                 # the leaves of a clean decode, (name, offset, length, value): what tells it apart
-                 leaves: tuple[Any, ...] = ()):
+    def __init__(
+        self,
+        api_key: int,
+        api_version: int,
+        direction: str,
+        score: float,
+        clean: bool,
+        versions: tuple[int, ...] = (),  # other versions that decode identically
+        # the leaves of a clean decode, (name, offset, length, value): what tells it apart
+        leaves: tuple[Any, ...] = (),
+    ):
         self.api_key, self.api_version, self.direction = api_key, api_version, direction
         self.score, self.clean, self.versions, self.leaves = score, clean, versions, leaves
 
     @property
     def label(self) -> str:
         vs = self.versions or (self.api_version,)
-        span = f"v{vs[0]}" if len(vs) == 1 else f"v{vs[0]}-v{vs[-1]}" if \
-            list(vs) == list(range(vs[0], vs[-1] + 1)) else "v" + ",".join(map(str, vs))
+        span = (
+            f"v{vs[0]}"
+            if len(vs) == 1
+            else f"v{vs[0]}-v{vs[-1]}"
+            if list(vs) == list(range(vs[0], vs[-1] + 1))
+            else "v" + ",".join(map(str, vs))
+        )
         return f"{api_name(self.api_key)} {span} {self.direction}"
 
 
@@ -57,8 +68,12 @@ def _plausibility(tree: Node) -> tuple[float, int]:
             penalty += 5 * bad / len(v)
         elif n.note and n.note.startswith("UNKNOWN_ERROR_CODE"):
             penalty += 3
-        elif n.ktype in ("int32", "int64") and isinstance(v, int) and n.name.endswith(
-                ("_ms", "timestamp")) and not (-2 <= v < 2**45):
+        elif (
+            n.ktype in ("int32", "int64")
+            and isinstance(v, int)
+            and n.name.endswith(("_ms", "timestamp"))
+            and not (-2 <= v < 2**45)
+        ):
             penalty += 1
     return penalty, leaves
 
@@ -79,8 +94,11 @@ def _problem_nodes(msg: Message) -> list[Node]:
 
 
 def _leaves(msg: Message) -> tuple[Any, ...]:
-    return tuple((n.name, n.offset, n.length, n.value) for n in msg.tree.walk()
-                 if not n.children and not n.name.startswith("_"))
+    return tuple(
+        (n.name, n.offset, n.length, n.value)
+        for n in msg.tree.walk()
+        if not n.children and not n.name.startswith("_")
+    )
 
 
 def _shape(leaves: tuple[Any, ...]) -> int:
@@ -93,22 +111,32 @@ def _budget_only(bad: list[Node]) -> bool:
     return bool(bad) and all(n.code == "node_budget" for n in bad)
 
 
-def guess(data: bytes, direction: str | None = None, api_key: int | None = None,
-          api_version: int | None = None, body: bool = False) -> list[Candidate]:
+def guess(
+    data: bytes,
+    direction: str | None = None,
+    api_key: int | None = None,
+    api_version: int | None = None,
+    body: bool = False,
+) -> list[Candidate]:
     """Every candidate for a message (bytes after the size prefix; with ``body``, bytes
     of a body without its header), clean ones first, best first; versions that decode
     to the very same fields are grouped into one candidate."""
     scored: list[Candidate] = []
     if direction in (None, "request") and len(data) >= 8 and not body:
         msg = decode_request(data, _FULL)
-        if msg.api_key is not None and msg.api_version is not None \
-                and schemas.is_known(msg.api_key, msg.api_version) \
-                and api_key in (None, msg.api_key) and api_version in (None, msg.api_version):
+        if (
+            msg.api_key is not None
+            and msg.api_version is not None
+            and schemas.is_known(msg.api_key, msg.api_version)
+            and api_key in (None, msg.api_key)
+            and api_version in (None, msg.api_version)
+        ):
             scored.append(_candidate(msg, "request", len(data), bonus=1))
-    directions = [d for d in ("response", "request") if direction in (None, d)
-                  and (body or d == "response")]
+    directions = [
+        d for d in ("response", "request") if direction in (None, d) and (body or d == "response")
+    ]
     for d in directions:
-        probed: list[tuple[int, int, int]] = []         # (progress, key, version) to redo
+        probed: list[tuple[int, int, int]] = []  # (progress, key, version) to redo
         # versions of an API with the very same layout (and header) decode alike: each
         # layout is decoded once, its result copied to the others (a quarter fewer decodes)
         alike: dict[int, Candidate | int] = {}
@@ -123,8 +151,11 @@ def guess(data: bytes, direction: str | None = None, api_key: int | None = None,
                 if done is None:
                     msg = _decode(data, key, version, d, body, _PROBE)
                     bad = _problem_nodes(msg)
-                    done = alike[sig] = min(n.offset for n in bad) if _budget_only(bad) \
+                    done = alike[sig] = (
+                        min(n.offset for n in bad)
+                        if _budget_only(bad)
                         else _candidate(msg, d, len(data), bad=bad)
+                    )
                 if isinstance(done, int):
                     probed.append((done, key, version))
                 else:
@@ -135,16 +166,21 @@ def guess(data: bytes, direction: str | None = None, api_key: int | None = None,
             if i < _FULL_TRIES:
                 sig = _signature(key, version, d, body)
                 if sig not in full:
-                    full[sig] = _candidate(_decode(data, key, version, d, body, _FULL), d,
-                                           len(data))
+                    full[sig] = _candidate(
+                        _decode(data, key, version, d, body, _FULL), d, len(data)
+                    )
                 scored.append(_copy(full[sig], version))
-            else:                   # not tried in full: as far as the probe got
-                scored.append(Candidate(key, version, d, 50.0 * progress / max(len(data), 1),
-                                        False))
+            else:  # not tried in full: as far as the probe got
+                scored.append(
+                    Candidate(key, version, d, 50.0 * progress / max(len(data), 1), False)
+                )
     groups: dict[tuple[Any, ...], Candidate] = {}
     for cand in scored:
-        k = (cand.api_key, cand.direction, _shape(cand.leaves)) if cand.clean else \
-            (cand.api_key, cand.api_version, cand.direction)
+        k = (
+            (cand.api_key, cand.direction, _shape(cand.leaves))
+            if cand.clean
+            else (cand.api_key, cand.api_version, cand.direction)
+        )
         best = groups.get(k)
         if best is None:
             cand.versions = (cand.api_version,)
@@ -152,8 +188,7 @@ def guess(data: bytes, direction: str | None = None, api_key: int | None = None,
         else:
             best.versions = tuple(sorted(best.versions + (cand.api_version,)))
             best.score = max(best.score, cand.score)
-    ranked = sorted(groups.values(), key=lambda c: (-c.clean, -c.score, c.api_key,
-                                                    c.versions[0]))
+    ranked = sorted(groups.values(), key=lambda c: (-c.clean, -c.score, c.api_key, c.versions[0]))
     for c in ranked:
         c.api_version = c.versions[0]
     return ranked
@@ -164,57 +199,71 @@ def _signature(key: int, version: int, direction: str, body: bool) -> int:
     """What decides how bytes decode as this kind (its layout, and its header's version),
     as a number alike kinds share (layouts are compared once per process: hashing one
     walks it whole)."""
-    header = None if body else schemas.response_header_version(key, version) \
-        if direction == "response" else schemas.request_header_version(key, version)
-    return _SIGNATURES.setdefault((key, schemas.layout(key, version, direction), header),
-                                  len(_SIGNATURES))
+    header = (
+        None
+        if body
+        else schemas.response_header_version(key, version)
+        if direction == "response"
+        else schemas.request_header_version(key, version)
+    )
+    return _SIGNATURES.setdefault(
+        (key, schemas.layout(key, version, direction), header), len(_SIGNATURES)
+    )
 
 
 _SIGNATURES: dict[tuple[Any, ...], int] = {}
 
 
 def _copy(cand: Candidate, version: int) -> Candidate:
-    return Candidate(cand.api_key, version, cand.direction, cand.score, cand.clean,
-                     leaves=cand.leaves)
+    return Candidate(
+        cand.api_key, version, cand.direction, cand.score, cand.clean, leaves=cand.leaves
+    )
 
 
-def _decode(data: bytes, key: int, version: int, direction: str, body: bool,
-            options: Options) -> Message:
+def _decode(
+    data: bytes, key: int, version: int, direction: str, body: bool, options: Options
+) -> Message:
     if body:
         return decode_bare_body(data, key, version, direction, options)
     return decode_response(data, key, version, options)
 
 
-def _candidate(msg: Message, direction: str, size: int, bonus: float = 0,
-               bad: list[Node] | None = None) -> Candidate:
+def _candidate(
+    msg: Message, direction: str, size: int, bonus: float = 0, bad: list[Node] | None = None
+) -> Candidate:
     score, clean = _score(msg, size, bad)
     assert msg.api_key is not None and msg.api_version is not None, "read as a known API"
-    return Candidate(msg.api_key, msg.api_version, direction, score + bonus, clean,
-                     leaves=_leaves(msg) if clean else ())
+    return Candidate(
+        msg.api_key,
+        msg.api_version,
+        direction,
+        score + bonus,
+        clean,
+        leaves=_leaves(msg) if clean else (),
+    )
 
 
 def distinguish(a: Candidate, b: Candidate) -> str:
     """Where two clean candidates first read the bytes differently."""
     for x, y in zip(a.leaves, b.leaves):
         if x[:3] != y[:3]:
-            return (f"at byte {min(x[1], y[1])}: {a.label} reads {_leaf(x)}, "
-                    f"{b.label} reads {_leaf(y)}")
+            return (
+                f"at byte {min(x[1], y[1])}: {a.label} reads {_leaf(x)}, {b.label} reads {_leaf(y)}"
+            )
     if len(a.leaves) != len(b.leaves):
-        return (f"{a.label} reads {len(a.leaves)} fields, {b.label} "
-                f"{len(b.leaves)}")
+        return f"{a.label} reads {len(a.leaves)} fields, {b.label} {len(b.leaves)}"
     return f"{a.label} and {b.label} read the same fields: nothing in the bytes tells them apart"
 
 
 def _leaf(leaf: tuple[Any, ...]) -> str:
     name, offset, length, value = leaf
-    shown = repr(value) if not isinstance(value, (bytes, bytearray)) else \
-        f"{len(value)} bytes"
+    shown = repr(value) if not isinstance(value, (bytes, bytearray)) else f"{len(value)} bytes"
     if len(shown) > 30:
         shown = shown[:27] + "..."
     return f"{name} = {shown} ({length} byte{'s' if length != 1 else ''} at {offset})"
 
 
-SHORT = 20      # responses shorter than this are too short to tell most APIs apart
+SHORT = 20  # responses shorter than this are too short to tell most APIs apart
 
 
 def confidence(cands: list[Candidate], size: int | None = None) -> str:
@@ -225,9 +274,13 @@ def confidence(cands: list[Candidate], size: int | None = None) -> str:
     if len(clean) == 1:
         return "high: the only API/version that decodes every byte cleanly"
     if size is not None and size < SHORT and cands[0].direction == "response":
-        return (f"ambiguous: {size} bytes are too few to tell {len(clean)} clean candidates "
-                f"apart; give --api/--version")
+        return (
+            f"ambiguous: {size} bytes are too few to tell {len(clean)} clean candidates "
+            f"apart; give --api/--version"
+        )
     gap = clean[0].score - clean[1].score
     level = "high" if gap >= 5 else "medium" if gap >= 1 else "low"
-    return (f"{level}: {len(clean)} candidates decode cleanly; runner-up "
-            f"{clean[1].label} scores {gap:.1f} lower")
+    return (
+        f"{level}: {len(clean)} candidates decode cleanly; runner-up "
+        f"{clean[1].label} scores {gap:.1f} lower"
+    )

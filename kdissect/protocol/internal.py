@@ -35,26 +35,45 @@ from . import secrets
 from .reader import VarintTooLong, uvarint
 from .internal_schemas import BNF, MESSAGES
 
-TOPIC_FAMILIES = {"__consumer_offsets": "group", "__transaction_state": "transaction",
-                  "__share_group_state": "share", "__cluster_metadata": "metadata",
-                  "__remote_log_metadata": "remote"}
+TOPIC_FAMILIES = {
+    "__consumer_offsets": "group",
+    "__transaction_state": "transaction",
+    "__share_group_state": "share",
+    "__cluster_metadata": "metadata",
+    "__remote_log_metadata": "remote",
+}
 # KRaft's fixed topic id of __cluster_metadata (Uuid.METADATA_TOPIC_ID): Fetch v13+ between
 # controllers names the topic by id only
 METADATA_TOPIC_ID = "00000000-0000-0000-0000-000000000001"
 _METADATA_ID_BYTES = uuid.UUID(METADATA_TOPIC_ID).bytes
-CONTROL_TYPES = {0: "ABORT", 1: "COMMIT", 2: "LeaderChangeMessage", 3: "SnapshotHeaderRecord",
-                 4: "SnapshotFooterRecord", 5: "KRaftVersionRecord", 6: "VotersRecord"}
+CONTROL_TYPES = {
+    0: "ABORT",
+    1: "COMMIT",
+    2: "LeaderChangeMessage",
+    3: "SnapshotHeaderRecord",
+    4: "SnapshotFooterRecord",
+    5: "KRaftVersionRecord",
+    6: "VotersRecord",
+}
 # Kafka's names of the control record types (ControlRecordType)
-CONTROL_NAMES = {0: "ABORT", 1: "COMMIT", 2: "LEADER_CHANGE", 3: "SNAPSHOT_HEADER",
-                 4: "SNAPSHOT_FOOTER", 5: "KRAFT_VERSION", 6: "KRAFT_VOTERS"}
+CONTROL_NAMES = {
+    0: "ABORT",
+    1: "COMMIT",
+    2: "LEADER_CHANGE",
+    3: "SNAPSHOT_HEADER",
+    4: "SNAPSHOT_FOOTER",
+    5: "KRAFT_VERSION",
+    6: "KRAFT_VOTERS",
+}
 _PREFIXED = ("group", "transaction", "share")
 _FRAMED = ("metadata", "remote")
 
 
 @lru_cache(maxsize=1)
 def _layouts() -> dict[tuple[str, int], Struct]:
-    return {(name, version): st for (name, _rec, version), st in
-            parse_grammar(BNF).messages.items()}
+    return {
+        (name, version): st for (name, _rec, version), st in parse_grammar(BNF).messages.items()
+    }
 
 
 def internal_layout(name: str, version: int) -> Struct | None:
@@ -84,8 +103,9 @@ def mentions_internal_topic(data: bytes, topic_ids: dict[str, str] | None = None
     # turn up elsewhere, which only costs those messages the slower located decoder
     if _METADATA_ID_BYTES in data:
         return True
-    return topic_ids is not None and any(uuid.UUID(i).bytes in data for i, name in
-                                   topic_ids.items() if name in TOPIC_FAMILIES)
+    return topic_ids is not None and any(
+        uuid.UUID(i).bytes in data for i, name in topic_ids.items() if name in TOPIC_FAMILIES
+    )
 
 
 def family_of(topic: str | None) -> str | None:
@@ -99,19 +119,21 @@ def _content(node: Node | None) -> tuple[int, bytes] | None:
     return node.end - len(node.value), bytes(node.value)
 
 
-def _struct_at(name: str, version: int, data: bytes, start: int, ctx: Options,
-               holder: Node) -> None:
+def _struct_at(
+    name: str, version: int, data: bytes, start: int, ctx: Options, holder: Node
+) -> None:
     """Decode ``data[start:]`` as ``name`` at ``version`` (the newest known layout for a
     newer version, flagged) into ``holder``'s children, offsets shifted by ``base``."""
     _family, _key, lo, hi = MESSAGES[name]
     used = min(max(version, lo), hi)
-    tree, _complete = decode_prefix(data, start, _layouts()[(name, used)], name, ctx,
-                                    whole=True)
+    tree, _complete = decode_prefix(data, start, _layouts()[(name, used)], name, ctx, whole=True)
     tree.ktype = "struct"
     tree.note = f"{name} v{version}"
     if used != version:
-        tree.problem = (f"{name} version {version} is not in kdissect's schemas "
-                        f"(Kafka {lo}..{hi}); decoded with v{used}")
+        tree.problem = (
+            f"{name} version {version} is not in kdissect's schemas "
+            f"(Kafka {lo}..{hi}); decoded with v{used}"
+        )
         tree.code = "assumed_version"
     holder.add(tree)
     if name == "GroupMetadataValue":
@@ -127,8 +149,9 @@ def _shifted(node: Node, base: int) -> None:
         n.offset += base
 
 
-def _decode_into(node: Node, family: str, part: str, rtype_hint: int | None,
-                 ctx: Options) -> int | None:
+def _decode_into(
+    node: Node, family: str, part: str, rtype_hint: int | None, ctx: Options
+) -> int | None:
     """Decode one key or value node in place; returns the record type it names."""
     found = _content(node)
     if found is None:
@@ -150,8 +173,9 @@ def _decode_into(node: Node, family: str, part: str, rtype_hint: int | None,
             name = _by_type().get((family, rtype, "value")) if rtype is not None else None
             version = num
         if name is None:
-            holder.children[0].problem = (f"{family} record type {rtype} is not in kdissect's "
-                                          f"schemas")
+            holder.children[
+                0
+            ].problem = f"{family} record type {rtype} is not in kdissect's schemas"
             holder.children[0].code = "unknown_record_type"
         else:
             _struct_at(name, version, data, 2, ctx, holder)
@@ -168,7 +192,9 @@ def _decode_into(node: Node, family: str, part: str, rtype_hint: int | None,
         rtype = heads[1]
         name = _by_type().get((family, rtype, "record"))
         if name is None:
-            holder.children[1].problem = f"{family} record type {rtype} is not in kdissect's schemas"
+            holder.children[
+                1
+            ].problem = f"{family} record type {rtype} is not in kdissect's schemas"
             holder.children[1].code = "unknown_record_type"
         else:
             _struct_at(name, heads[2], data, pos, ctx, holder)
@@ -213,7 +239,9 @@ def decode_records(holder: Node, family: str | None, ctx: Options) -> None:
     for batch in _down_to(holder, "record_batch"):
         if batch.ktype == "record_batch":
             attrs = batch.child("attributes")
-            control = attrs is not None and isinstance(attrs.value, int) and bool(attrs.value & 0x20)
+            control = (
+                attrs is not None and isinstance(attrs.value, int) and bool(attrs.value & 0x20)
+            )
             if family is None and not control:
                 continue
             for rec in _down_to(batch, "record"):
@@ -239,11 +267,14 @@ def _down_to(node: Node, ktype: str) -> Iterator[Node]:
 
 # the messages whose records may be an internal topic's: Produce requests, Fetch
 # responses, and FetchSnapshot responses (a KRaft snapshot's bytes: __cluster_metadata)
-RECORD_CARRIERS = frozenset({(PRODUCE, "request"), (FETCH, "response"),
-                             (FETCH_SNAPSHOT, "response")})
-_CARRIED = {PRODUCE: ("topic_data", "name", "partition_data", "records"),
-            FETCH: ("responses", "topic", "partitions", "records"),
-            FETCH_SNAPSHOT: ("topics", "name", "partitions", "unaligned_records")}
+RECORD_CARRIERS = frozenset(
+    {(PRODUCE, "request"), (FETCH, "response"), (FETCH_SNAPSHOT, "response")}
+)
+_CARRIED = {
+    PRODUCE: ("topic_data", "name", "partition_data", "records"),
+    FETCH: ("responses", "topic", "partitions", "records"),
+    FETCH_SNAPSHOT: ("topics", "name", "partitions", "unaligned_records"),
+}
 
 
 def decode_wire_records(body: Node, api_key: int, ctx: Options) -> None:
@@ -252,7 +283,7 @@ def decode_wire_records(body: Node, api_key: int, ctx: Options) -> None:
     KRaft's Fetch v13+, by its fixed id)."""
     topics_name, name_name, parts_name, records_name = _CARRIED[api_key]
     topics = body.child(topics_name)
-    for t in (topics.children if topics is not None else ()):
+    for t in topics.children if topics is not None else ():
         name = t.child(name_name)
         topic = name.value if name is not None else None
         tid = t.child("topic_id")
@@ -263,7 +294,7 @@ def decode_wire_records(body: Node, api_key: int, ctx: Options) -> None:
                 topic = ctx.topic_ids.get(tid.value)
         family = family_of(topic)
         parts = t.child(parts_name)
-        for p in (parts.children if parts is not None else ()):
+        for p in parts.children if parts is not None else ():
             recs = p.child(records_name)
             if recs is not None and recs.children:
                 decode_records(recs, family, ctx)
@@ -277,7 +308,11 @@ def control_of(record: Node) -> tuple[str, int | None] | None:
         return None
     ctype = struct.unpack_from(">h", key.value, 2)[0]
     epoch = None
-    if ctype in (0, 1) and value is not None and isinstance(value.value, (bytes, bytearray)) \
-            and len(value.value) >= 6:
+    if (
+        ctype in (0, 1)
+        and value is not None
+        and isinstance(value.value, (bytes, bytearray))
+        and len(value.value) >= 6
+    ):
         epoch = struct.unpack_from(">i", value.value, 2)[0]
     return CONTROL_NAMES.get(ctype, f"type {ctype}"), epoch

@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-MAX_DEPTH = 200           # JSON nesting: real schemas and state files stay far below
-MAX_DIGITS = 400          # an integer literal longer than this is no Kafka or schema number
+MAX_DEPTH = 200  # JSON nesting: real schemas and state files stay far below
+MAX_DIGITS = 400  # an integer literal longer than this is no Kafka or schema number
 
 
 class JsonError(ValueError):

@@ -10,11 +10,10 @@ from .node import Node
 from .ondisk import BATCH_FIELDS
 from .records import record_offset
 from .secrets import REDACTED
-from .values_schema import (by_value_schema, decoded_of, json_value, plain_value,
-                            schema_id_of)
+from .values_schema import by_value_schema, decoded_of, json_value, plain_value, schema_id_of
 
 
-_LINE_BREAKS = str.maketrans("", "", "\r\n\t")   # allowed in text besides printables
+_LINE_BREAKS = str.maketrans("", "", "\r\n\t")  # allowed in text besides printables
 
 
 def json_bytes(b: bytes | None) -> Any:
@@ -63,8 +62,8 @@ def plain_json(node: Node, show: bool = False) -> Any:
     """Like Node.plain(), JSON-ready, with record data flattened into records; secrets
     (protocol/secrets.py) REDACTED unless ``show`` (--show-secrets)."""
     if node.secret and not show and not node.children and node.value is not None:
-        return REDACTED         # (a secret holder's own bytes: its fields are its children;
-                                # a null stays null, as secrets.mask_values leaves it)
+        return REDACTED  # (a secret holder's own bytes: its fields are its children;
+        # a null stays null, as secrets.mask_values leaves it)
     kind = node.ktype
     if kind == "records":
         if node.value is None:
@@ -90,7 +89,7 @@ def plain_json(node: Node, show: bool = False) -> Any:
             elif not c.name.startswith("_"):
                 out[c.name] = plain_json(c, show)
         return out
-    if node.children:            # bytes holding an embedded structure
+    if node.children:  # bytes holding an embedded structure
         return {c.name: plain_json(c, show) for c in node.children if not c.name.startswith("_")}
     if isinstance(node.value, (bytes, bytearray)):
         return json_bytes(bytes(node.value))
@@ -101,7 +100,7 @@ def records_of(node: Node, show: bool = False) -> list[dict[Any, Any]]:
     """Every record (v2) or uncompressed message (v0/v1) under ``node``."""
     out = []
     stack = [node]
-    while stack:            # Node.walk, not into records (decoded values can be big)
+    while stack:  # Node.walk, not into records (decoded values can be big)
         n = stack.pop()
         if n.ktype == "record":
             out.append(record_json(n, show))
@@ -122,7 +121,7 @@ def decoded_json(n: Node, show: bool = False) -> dict[Any, Any]:
     for part in ("key", "value"):
         c = n.child(part)
         if c is None or not c.children or by_value_schema(c):
-            continue        # a value decoded by a registry schema (docs/values.md), not internal
+            continue  # a value decoded by a registry schema (docs/values.md), not internal
         decoded = [k for k in c.children if not k.name.startswith("_")]
         if decoded:
             out[f"{part}_decoded"] = {k.name: plain_json(k, show) for k in decoded}
@@ -135,23 +134,34 @@ def record_json(n: Node, show: bool = False) -> dict[Any, Any]:
     if n.ktype == "record":
         value = n.value if isinstance(n.value, dict) else {}
         headers = n.child("headers")
-        return _schema_ids(n, {
-            "offset": value.get("offset"),
-            "timestamp": value.get("timestamp"),
+        return _schema_ids(
+            n,
+            {
+                "offset": value.get("offset"),
+                "timestamp": value.get("timestamp"),
+                "key": _child_bytes(n, "key", show),
+                "value": _child_bytes(n, "value", show),
+                "headers": [
+                    {"key": k.value, "value": _child_bytes(h, "value", show)}
+                    for h in (headers.children if headers else [])
+                    if (k := h.child("key")) is not None
+                ],
+                **decoded_json(n, show),
+            },
+        )
+    ts, crc, magic = n.child("timestamp"), n.child("crc"), n.child("magic")
+    return _schema_ids(
+        n,
+        {
+            "offset": record_offset(n),
+            "crc": crc.value if crc is not None else None,
+            "magic": magic.value if magic is not None else None,
+            "timestamp": ts.value if ts is not None else None,
             "key": _child_bytes(n, "key", show),
             "value": _child_bytes(n, "value", show),
-            "headers": [{"key": k.value, "value": _child_bytes(h, "value", show)}
-                        for h in (headers.children if headers else [])
-                        if (k := h.child("key")) is not None],
-            **decoded_json(n, show)})
-    ts, crc, magic = n.child("timestamp"), n.child("crc"), n.child("magic")
-    return _schema_ids(n, {"offset": record_offset(n),
-                           "crc": crc.value if crc is not None else None,
-                           "magic": magic.value if magic is not None else None,
-                           "timestamp": ts.value if ts is not None else None,
-                           "key": _child_bytes(n, "key", show),
-                           "value": _child_bytes(n, "value", show),
-                           "headers": []})
+            "headers": [],
+        },
+    )
 
 
 def batch_json(b: Node, show: bool = False) -> dict[Any, Any]:
@@ -165,7 +175,9 @@ def batch_json(b: Node, show: bool = False) -> dict[Any, Any]:
         return {**head, "problems": [r for _, r in b.problems()], "records": records_of(b, show)}
     if b.ktype.startswith("message_v"):
         magic = b.child("magic")
-        return {"magic": magic.value if magic is not None else None,
-                "problems": [r for _, r in b.problems()],
-                "records": records_of(b, show)}
+        return {
+            "magic": magic.value if magic is not None else None,
+            "problems": [r for _, r in b.problems()],
+            "records": records_of(b, show),
+        }
     return {"partial": b.note or b.problem, "length": b.length}

@@ -26,7 +26,7 @@ _KIO_TYPES = {
 
 
 def _kafka_name(field: dataclasses.Field[Any]) -> str:
-    name = field.name.rstrip("_")          # kio appends "_" to Python keywords (id_)
+    name = field.name.rstrip("_")  # kio appends "_" to Python keywords (id_)
     name = name.replace("k_raft", "kraft")  # kio splits KRaft; Kafka's schema says kraft_
     if field.metadata.get("kafka_type", "").startswith(("timedelta", "datetime")):
         if not name.endswith("_ms"):
@@ -50,12 +50,12 @@ def _field(f: dataclasses.Field[Any]) -> Field:
     name = _kafka_name(f)
     tag = f.metadata.get("tag")
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        return Field(name, "struct", array=array, nullable=nullable, tag=tag,
-                     struct=struct_of(tp))
+        return Field(name, "struct", array=array, nullable=nullable, tag=tag, struct=struct_of(tp))
     ktype = f.metadata["kafka_type"]
     ktype, hint = _KIO_TYPES.get(ktype, (ktype, None))
-    return Field(name, ktype, array=array, nullable=nullable, tag=tag,
-                 hint=hint or default_hint(name, ktype))
+    return Field(
+        name, ktype, array=array, nullable=nullable, tag=tag, hint=hint or default_hint(name, ktype)
+    )
 
 
 @lru_cache(maxsize=None)
@@ -71,21 +71,29 @@ def struct_of(cls: type) -> Struct:
 
 def versions() -> dict[int, list[int]]:
     """API key -> the versions kio defines."""
-    return {key: sorted(schema_name_map[name]) for key, name in api_key_map.items()
-            if name in schema_name_map}
+    return {
+        key: sorted(schema_name_map[name])
+        for key, name in api_key_map.items()
+        if name in schema_name_map
+    }
 
 
 @lru_cache(maxsize=None)
 def layout(api_key: int, version: int, direction: str) -> Struct | None:
     entity: typing.Literal[EntityType.request, EntityType.response] = (
-        EntityType.request if direction == "request" else EntityType.response)
+        EntityType.request if direction == "request" else EntityType.response
+    )
     try:
         module = load_payload_module(api_key, version, entity)
-    except Exception:   # kio raises its own index errors for unknown key/version
+    except Exception:  # kio raises its own index errors for unknown key/version
         return None
     suffix = "Request" if direction == "request" else "Response"
     for obj in vars(module).values():
-        if (isinstance(obj, type) and dataclasses.is_dataclass(obj)
-                and getattr(obj, "__type__", None) == entity and obj.__name__.endswith(suffix)):
+        if (
+            isinstance(obj, type)
+            and dataclasses.is_dataclass(obj)
+            and getattr(obj, "__type__", None) == entity
+            and obj.__name__.endswith(suffix)
+        ):
             return struct_of(obj)
     return None

@@ -8,30 +8,54 @@ from .plain import Frozen
 # Wire types the decoder understands. "string"/"bytes"/"records"/arrays are compact
 # (uvarint length + 1) in flexible structs and classic (int16/int32 length) otherwise,
 # unless a field forces one encoding with ``compact``.
-PRIMITIVES = frozenset({
-    "int8", "int16", "int32", "int64", "uint16", "uint32", "bool", "float64", "uuid",
-    "varint", "varlong", "uvarint", "string", "bytes", "records",
-})
+PRIMITIVES = frozenset(
+    {
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+        "uint16",
+        "uint32",
+        "bool",
+        "float64",
+        "uuid",
+        "varint",
+        "varlong",
+        "uvarint",
+        "string",
+        "bytes",
+        "records",
+    }
+)
 # the fixed-width ones' struct formats (big-endian), and the varints' longest encodings
-FIXED_FORMATS = {"int8": "b", "int16": "h", "int32": "i", "int64": "q", "uint16": "H",
-                 "uint32": "I", "float64": "d"}
+FIXED_FORMATS = {
+    "int8": "b",
+    "int16": "h",
+    "int32": "i",
+    "int64": "q",
+    "uint16": "H",
+    "uint32": "I",
+    "float64": "d",
+}
 VARINT_BYTES = {"varint": 5, "varlong": 10, "uvarint": 5}
 
 
 class Field(Frozen):
     """One field of a struct, in wire order."""
 
-    __slots__ = _fields = ("name", "type", "array", "nullable", "tag", "struct", "hint",
-                           "compact")
+    __slots__ = _fields = ("name", "type", "array", "nullable", "tag", "struct", "hint", "compact")
 
-    def __init__(self, name: str,
-                 type: str,                      # a PRIMITIVES member, or "struct"
-                 array: bool = False,
-                 nullable: bool = False,
-                 tag: int | None = None,         # set for tagged fields (flexible versions only)
-                 struct: Struct | None = None,   # element/struct layout when type == "struct"
-                 hint: str | None = None,        # "error", "time" or "duration": how to annotate the value
-                 compact: bool | None = None):   # None: follow the enclosing struct's flexibility
+    def __init__(
+        self,
+        name: str,
+        type: str,  # a PRIMITIVES member, or "struct"
+        array: bool = False,
+        nullable: bool = False,
+        tag: int | None = None,  # set for tagged fields (flexible versions only)
+        struct: Struct | None = None,  # element/struct layout when type == "struct"
+        hint: str | None = None,  # "error", "time" or "duration": how to annotate the value
+        compact: bool | None = None,
+    ):  # None: follow the enclosing struct's flexibility
         self.name, self.type, self.array, self.nullable = name, type, array, nullable
         self.tag, self.struct, self.hint, self.compact = tag, struct, hint, compact
 
@@ -41,8 +65,13 @@ class Struct(Frozen):
 
     __slots__ = _fields = ("name", "fields", "tagged", "flexible")
 
-    def __init__(self, name: str, fields: tuple[Field, ...], tagged: tuple[Field, ...] = (),
-                 flexible: bool = False):
+    def __init__(
+        self,
+        name: str,
+        fields: tuple[Field, ...],
+        tagged: tuple[Field, ...] = (),
+        flexible: bool = False,
+    ):
         self.name, self.fields, self.tagged, self.flexible = name, fields, tagged, flexible
 
     def tag_field(self, tag: int) -> Field | None:

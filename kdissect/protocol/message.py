@@ -23,16 +23,29 @@ _HEAD = struct.Struct(">hhi")
 class Message(Compared):
     """A decoded message: its header's facts and its located tree."""
 
-    _fields = ("direction", "api_key", "api_version", "correlation_id", "client_id", "tree",
-               "data", "assumed_from")
+    _fields = (
+        "direction",
+        "api_key",
+        "api_version",
+        "correlation_id",
+        "client_id",
+        "tree",
+        "data",
+        "assumed_from",
+    )
 
-    def __init__(self, direction: str,    # "request" | "response"
-                 api_key: int | None, api_version: int | None, correlation_id: int | None,
-                 client_id: str | None,
-                 tree: Node,              # ktype "message": children "header" and "body"
-                 data: bytes,
-                 # a version newer than the schemas, read with the newest known layout of its API
-                 assumed_from: int | None = None):
+    def __init__(
+        self,
+        direction: str,  # "request" | "response"
+        api_key: int | None,
+        api_version: int | None,
+        correlation_id: int | None,
+        client_id: str | None,
+        tree: Node,  # ktype "message": children "header" and "body"
+        data: bytes,
+        # a version newer than the schemas, read with the newest known layout of its API
+        assumed_from: int | None = None,
+    ):
         self.direction, self.api_key, self.api_version = direction, api_key, api_version
         self.correlation_id, self.client_id, self.tree = correlation_id, client_id, tree
         self.data, self.assumed_from = data, assumed_from
@@ -60,7 +73,7 @@ class RequestHeader(NamedTuple):  # (a tuple: made per request, a frozen datacla
     api_version: int
     correlation_id: int
     client_id: str | None
-    size: int                      # header length in bytes
+    size: int  # header length in bytes
 
 
 def peek_request_header(data: bytes) -> RequestHeader | None:
@@ -78,7 +91,7 @@ def peek_request_header(data: bytes) -> RequestHeader | None:
         if read_as is not None:
             hv = schemas.request_header_version(key, read_as)
             if read_as != version and hv == 2:
-                hv = _ASSUMED_FLEXIBLE        # (its tag section is not required)
+                hv = _ASSUMED_FLEXIBLE  # (its tag section is not required)
             _HEADER_VERSIONS[(key, version)] = hv
     if hv == 0:
         return RequestHeader(key, version, corr, None, 8)
@@ -87,20 +100,20 @@ def peek_request_header(data: bytes) -> RequestHeader | None:
     n = struct.unpack_from(">h", data, 8)[0]
     if n < -1 or 10 + max(n, 0) > len(data):
         return None
-    client_id = None if n == -1 else data[10:10 + n].decode("utf-8", "replace")
+    client_id = None if n == -1 else data[10 : 10 + n].decode("utf-8", "replace")
     size = 10 + max(n, 0)
     if hv == 2 or hv == _ASSUMED_FLEXIBLE:
         if size >= len(data):
             # a version newer than the tables may not be flexible after all
             return None if hv == 2 else RequestHeader(key, version, corr, client_id, size)
-        size += 1 if data[size] == 0 else 0   # only the empty tag section is cheap to skip
+        size += 1 if data[size] == 0 else 0  # only the empty tag section is cheap to skip
     return RequestHeader(key, version, corr, client_id, size)
 
 
 # (api key, version) -> its request header's version, for the pairs kdissect knows
 # (and versions newer than it knows, read as the newest known one)
 _HEADER_VERSIONS: dict[tuple[int, int], int] = {}
-_ASSUMED_FLEXIBLE = -2     # a newer version of a flexible API: header v2, probably
+_ASSUMED_FLEXIBLE = -2  # a newer version of a flexible API: header v2, probably
 
 
 def produce_acks(data: bytes, header_size: int, api_version: int) -> int | None:
@@ -108,55 +121,77 @@ def produce_acks(data: bytes, header_size: int, api_version: int) -> int | None:
     decoding the body; None if the bytes are too short."""
     pos = header_size
     try:
-        if api_version >= 3:               # transactional_id comes first
-            if api_version >= 9:           # compact nullable string: uvarint length + 1
+        if api_version >= 3:  # transactional_id comes first
+            if api_version >= 9:  # compact nullable string: uvarint length + 1
                 n, pos = uvarint(data, pos, len(data), 5)
                 pos += max(n - 1, 0)
             else:
-                n = int.from_bytes(data[pos:pos + 2], "big", signed=True)
+                n = int.from_bytes(data[pos : pos + 2], "big", signed=True)
                 pos += 2 + max(n, 0)
         if pos + 2 > len(data):
             return None
-        return int.from_bytes(data[pos:pos + 2], "big", signed=True)
+        return int.from_bytes(data[pos : pos + 2], "big", signed=True)
     except (IndexError, VarintTooLong):
         return None
 
 
-def _message(direction: str, key: int | None, version: int | None, data: bytes,
-             header_struct: Struct, ctx: Options,
-             forwarded: tuple[int, int] | None = None) -> Message:
+def _message(
+    direction: str,
+    key: int | None,
+    version: int | None,
+    data: bytes,
+    header_struct: Struct,
+    ctx: Options,
+    forwarded: tuple[int, int] | None = None,
+) -> Message:
     with no_cyclic_gc():
-        return _build(direction, key, version, data, header_struct, ctx.for_message(),
-                      forwarded)
+        return _build(direction, key, version, data, header_struct, ctx.for_message(), forwarded)
 
 
-def _build(direction: str, key: int | None, version: int | None, data: bytes,
-           header_struct: Struct, ctx: Options,
-           forwarded: tuple[int, int] | None = None) -> Message:
+def _build(
+    direction: str,
+    key: int | None,
+    version: int | None,
+    data: bytes,
+    header_struct: Struct,
+    ctx: Options,
+    forwarded: tuple[int, int] | None = None,
+) -> Message:
     name = f"{api_name(key)}{direction.title()}" if key is not None else direction.title()
     root = Node(name, "message", 0, len(data))
     header, complete = decode_prefix(data, 0, header_struct, "header", ctx)
     root.add(header)
     corr = header.child("correlation_id")
     client = header.child("client_id")
-    msg = Message(direction, key, version, corr.value if corr else None,
-                  client.value if client else None, root, data)
+    msg = Message(
+        direction,
+        key,
+        version,
+        corr.value if corr else None,
+        client.value if client else None,
+        root,
+        data,
+    )
     if not complete:
-        return msg          # the header's failing field already holds the remaining bytes
-    read_as = (schemas.effective_version(key, version)
-               if key is not None and version is not None else None)
+        return msg  # the header's failing field already holds the remaining bytes
+    read_as = (
+        schemas.effective_version(key, version) if key is not None and version is not None else None
+    )
     layout = schemas.layout(key, read_as, direction) if read_as is not None else None
     start = header.end
     if layout is None:
         if key is None or key < 0:
             what, code = "unknown API: give --api/--version", "unknown_api"
         elif key in schemas.all_versions():
-            what, code = (f"{api_name(key)} v{version} {direction}s are not in kdissect's "
-                          f"schemas", "unknown_version")
+            what, code = (
+                f"{api_name(key)} v{version} {direction}s are not in kdissect's schemas",
+                "unknown_version",
+            )
         else:
             what, code = f"API key {key} is not in kdissect's schemas", "unknown_api"
-        root.add(Node("body", "bytes", start, len(data) - start, data[start:], problem=what,
-                      code=code))
+        root.add(
+            Node("body", "bytes", start, len(data) - start, data[start:], problem=what, code=code)
+        )
         return msg
     assert key is not None, "a layout was found for the key"
     if read_as != version:
@@ -167,18 +202,18 @@ def _build(direction: str, key: int | None, version: int | None, data: bytes,
     root.add(body)
     decode_embedded(body, data, key, direction, ctx)
     if body is not None and ctx.embedded and (key, direction) in RECORD_CARRIERS:
-        decode_wire_records(body, key, ctx)        # internal topics' records, by schema
+        decode_wire_records(body, key, ctx)  # internal topics' records, by schema
     if ctx.values is not None and ctx.records is True:
-        from .values_schema import decode_values      # only when values are asked for
+        from .values_schema import decode_values  # only when values are asked for
+
         decode_values(body, ctx.values, ctx.budget)
     if key == ENVELOPE:
         _envelope(body, direction, forwarded, ctx)
-    secrets.mark(body, key)                        # after them: metadata records hold secrets too
+    secrets.mark(body, key)  # after them: metadata records hold secrets too
     return msg
 
 
-def _envelope(body: Node, direction: str, forwarded: tuple[int, int] | None,
-              ctx: Options) -> None:
+def _envelope(body: Node, direction: str, forwarded: tuple[int, int] | None, ctx: Options) -> None:
     """The request an Envelope forwards (KRaft: a broker to the controller), decoded
     under its ``request_data``, and the controller's answer under the response's
     ``response_data`` (header and body, as Kafka's ``serializeWithHeader`` writes it),
@@ -187,8 +222,12 @@ def _envelope(body: Node, direction: str, forwarded: tuple[int, int] | None,
     in any message. An Envelope inside one is left as bytes (Kafka never nests them; the
     depth stays one); bytes that cannot be read so stay bytes, masked whole."""
     holder = body.child("request_data" if direction == "request" else "response_data")
-    if holder is None or not isinstance(holder.value, (bytes, bytearray)) or holder.children \
-            or len(holder.value) < 4:
+    if (
+        holder is None
+        or not isinstance(holder.value, (bytes, bytearray))
+        or holder.children
+        or len(holder.value) < 4
+    ):
         return
     inner = bytes(holder.value)
     if direction == "request":
@@ -196,7 +235,7 @@ def _envelope(body: Node, direction: str, forwarded: tuple[int, int] | None,
             return
         tree = decode_request(inner, ctx).tree
     elif forwarded is None or forwarded[0] == ENVELOPE:
-        return              # its request is not known: masked whole (secrets.EMBEDDED)
+        return  # its request is not known: masked whole (secrets.EMBEDDED)
     else:
         tree = decode_response(inner, *forwarded, options=ctx).tree
     if tree.problems():
@@ -209,7 +248,7 @@ def _envelope(body: Node, direction: str, forwarded: tuple[int, int] | None,
         n.offset += base
     holder.children = tree.children
     holder.note = tree.name
-    holder.secret = True       # its own bytes only (shown as hex): its fields are the children
+    holder.secret = True  # its own bytes only (shown as hex): its fields are the children
 
 
 def _unexplained(body: Node, data: bytes, version: int | None, read_as: int | None) -> None:
@@ -227,9 +266,17 @@ def _unexplained(body: Node, data: bytes, version: int | None, read_as: int | No
     end = len(data)
     body.children = kept
     body.problem = body.code = None
-    body.add(Node("_unexplained", "bytes", at, end - at, data[at:end],
-                  note=f"{end - at} bytes the v{read_as} layout does not explain "
-                       f"(v{version} is newer than kdissect knows)"))
+    body.add(
+        Node(
+            "_unexplained",
+            "bytes",
+            at,
+            end - at,
+            data[at:end],
+            note=f"{end - at} bytes the v{read_as} layout does not explain "
+            f"(v{version} is newer than kdissect knows)",
+        )
+    )
     body.length = end - body.offset
 
 
@@ -245,18 +292,21 @@ def decode_request(data: bytes, options: Options | None = None) -> Message:
     return _message("request", key, version, data, schemas.REQUEST_HEADERS[hv], ctx)
 
 
-def decode_request_as(data: bytes, api_key: int, api_version: int,
-                      options: Options | None = None) -> Message:
+def decode_request_as(
+    data: bytes, api_key: int, api_version: int, options: Options | None = None
+) -> Message:
     """A request read as ``api_key`` v``api_version`` whatever its header says (a user's
     hint overriding the header): the header is read with that API's header version."""
     read_as = schemas.effective_version(api_key, api_version)
     hv = schemas.request_header_version(api_key, read_as) if read_as is not None else 1
-    return _message("request", api_key, api_version, data, schemas.REQUEST_HEADERS[hv],
-                    options or Options())
+    return _message(
+        "request", api_key, api_version, data, schemas.REQUEST_HEADERS[hv], options or Options()
+    )
 
 
-def decode_bare_body(data: bytes, api_key: int, api_version: int, direction: str,
-                     options: Options | None = None) -> Message:
+def decode_bare_body(
+    data: bytes, api_key: int, api_version: int, direction: str, options: Options | None = None
+) -> Message:
     """Bytes that are a body without its header (as client test fixtures hold them)."""
     ctx = (options or Options()).for_message()
     with no_cyclic_gc():
@@ -265,9 +315,18 @@ def decode_bare_body(data: bytes, api_key: int, api_version: int, direction: str
         read_as = schemas.effective_version(api_key, api_version)
         layout = schemas.layout(api_key, read_as, direction) if read_as is not None else None
         if layout is None:
-            root.add(Node("body", "bytes", 0, len(data), data, code="unknown_version",
-                          problem=f"{api_name(api_key)} v{api_version} {direction}s are not "
-                                  f"in kdissect's schemas"))
+            root.add(
+                Node(
+                    "body",
+                    "bytes",
+                    0,
+                    len(data),
+                    data,
+                    code="unknown_version",
+                    problem=f"{api_name(api_key)} v{api_version} {direction}s are not "
+                    f"in kdissect's schemas",
+                )
+            )
             return msg
         if read_as != api_version:
             msg.assumed_from = read_as
@@ -277,17 +336,22 @@ def decode_bare_body(data: bytes, api_key: int, api_version: int, direction: str
         return msg
 
 
-def decode_response(data: bytes, api_key: int, api_version: int,
-                    options: Options | None = None,
-                    forwarded: tuple[int, int] | None = None) -> Message:
+def decode_response(
+    data: bytes,
+    api_key: int,
+    api_version: int,
+    options: Options | None = None,
+    forwarded: tuple[int, int] | None = None,
+) -> Message:
     """``forwarded``: for an Envelope response, the (api key, version) of the request its
     Envelope request forwarded (``forwarded_api``): its ``response_data`` is read as
     that request's response."""
     ctx = options or Options()
     read_as = schemas.effective_version(api_key, api_version)
     hv = schemas.response_header_version(api_key, api_version if read_as is None else read_as)
-    return _message("response", api_key, api_version, data, schemas.RESPONSE_HEADERS[hv], ctx,
-                    forwarded)
+    return _message(
+        "response", api_key, api_version, data, schemas.RESPONSE_HEADERS[hv], ctx, forwarded
+    )
 
 
 def forwarded_api(envelope: bytes) -> tuple[int, int] | None:
@@ -296,11 +360,12 @@ def forwarded_api(envelope: bytes) -> tuple[int, int] | None:
     not an Envelope request holding one."""
     if len(envelope) < 4 or struct.unpack_from(">h", envelope)[0] != ENVELOPE:
         return None
-    head, complete = decode_prefix(envelope, 0, schemas.REQUEST_HEADERS[2], "header",
-                                   Options().for_message())
+    head, complete = decode_prefix(
+        envelope, 0, schemas.REQUEST_HEADERS[2], "header", Options().for_message()
+    )
     if not complete:
         return None
-    try:                                    # request_data: compact bytes, the body's first
+    try:  # request_data: compact bytes, the body's first
         n, pos = uvarint(envelope, head.end, len(envelope))
     except (IndexError, VarintTooLong):
         return None
@@ -310,8 +375,13 @@ def forwarded_api(envelope: bytes) -> tuple[int, int] | None:
     return (key, version) if key != ENVELOPE and key >= 0 and version >= 0 else None
 
 
-def decode(data: bytes, direction: str, api_key: int | None = None,
-           api_version: int | None = None, options: Options | None = None) -> Message:
+def decode(
+    data: bytes,
+    direction: str,
+    api_key: int | None = None,
+    api_version: int | None = None,
+    options: Options | None = None,
+) -> Message:
     if direction == "request":
         return decode_request(data, options)
     if api_key is None or api_version is None:

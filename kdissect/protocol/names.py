@@ -7,13 +7,13 @@ from functools import lru_cache
 from .apis import NAMES
 from .plain import Frozen
 
-API_NAMES: dict[int, str] = NAMES      # from the API table (apis.py)
+API_NAMES: dict[int, str] = NAMES  # from the API table (apis.py)
 _KEYS_BY_NAME = {name.lower(): key for key, name in API_NAMES.items()}
 
 
 def api_name(api_key: int | None) -> str:
     # (a default argument to get() would be formatted on every call)
-    name = API_NAMES.get(api_key)     # type: ignore[arg-type]
+    name = API_NAMES.get(api_key)  # type: ignore[arg-type]
     if name is not None:
         return name
     return "Unknown" if api_key is None else f"ApiKey{api_key}"
@@ -24,7 +24,7 @@ def api_key_of(text: str) -> int | None:
     text = text.strip()
     if text.isascii() and text.lstrip("-").isdigit():
         key = int(text)
-        return key if 0 <= key <= 32767 else None     # an int16 key, never negative
+        return key if 0 <= key <= 32767 else None  # an int16 key, never negative
     return _KEYS_BY_NAME.get(text.replace("_", "").replace("-", "").lower())
 
 
@@ -107,10 +107,12 @@ RECENT_ERRORS: dict[int, tuple[str, bool]] = {
 def error_table() -> dict[int, tuple[str, bool]]:
     """Every error code kdissect names: kio's table, then the pinned release's additions."""
     from . import snapshot
+
     if snapshot.available():
         kio = snapshot.errors()
     else:
         from kio.schema.errors import ErrorCode
+
         kio = {int(e.value): (e.name.upper(), bool(e.retriable)) for e in ErrorCode}
     return {**kio, **RECENT_ERRORS}
 
@@ -118,9 +120,12 @@ def error_table() -> dict[int, tuple[str, bool]]:
 def error_info(code: int) -> ErrorInfo:
     known = error_table().get(code)
     if known is None:
-        meaning = ("not a Kafka error code (they start at -1): the bytes are probably "
-                   "damaged or decoded with the wrong layout" if code < -1 else
-                   "a code newer than kdissect's table")
+        meaning = (
+            "not a Kafka error code (they start at -1): the bytes are probably "
+            "damaged or decoded with the wrong layout"
+            if code < -1
+            else "a code newer than kdissect's table"
+        )
         return ErrorInfo(code, f"UNKNOWN_ERROR_CODE_{code}", None, meaning)
     name, retriable = known
     meaning = _MEANINGS.get(code) or name.replace("_", " ").lower()

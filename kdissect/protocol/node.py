@@ -9,7 +9,7 @@ from typing import Any
 # hint -> function(value) -> note: registered by the decoders, so a note (an ISO time,
 # an error's name and meaning) is computed only when somebody looks at it
 NOTE_MAKERS: dict[str, Callable[[Any], str | None]] = {}
-_LEAF: tuple[Node, ...] = ()   # shared by every leaf until it gets a child
+_LEAF: tuple[Node, ...] = ()  # shared by every leaf until it gets a child
 
 
 class Node:
@@ -24,20 +24,39 @@ class Node:
     ``secret`` marks bytes that are masked in displays unless secrets are shown.
     """
 
-    __slots__ = ("name", "ktype", "offset", "length", "value", "children", "problem",
-                 "_note", "hint", "buffer", "secret", "code")
+    __slots__ = (
+        "name",
+        "ktype",
+        "offset",
+        "length",
+        "value",
+        "children",
+        "problem",
+        "_note",
+        "hint",
+        "buffer",
+        "secret",
+        "code",
+    )
 
-    def __init__(self, name: str, ktype: str, offset: int, length: int = 0,
-                 value: Any = None, children: list[Node] | None = None,
-                 problem: str | None = None, note: str | None = None,
-                 code: str | None = None):
+    def __init__(
+        self,
+        name: str,
+        ktype: str,
+        offset: int,
+        length: int = 0,
+        value: Any = None,
+        children: list[Node] | None = None,
+        problem: str | None = None,
+        note: str | None = None,
+        code: str | None = None,
+    ):
         self.name = name
         self.ktype = ktype
         self.offset = offset
         self.length = length
         self.value = value
-        self.children: list[Node] | tuple[Node, ...] = (
-            children if children is not None else _LEAF)
+        self.children: list[Node] | tuple[Node, ...] = children if children is not None else _LEAF
         self.problem = problem
         self._note = note
         self.hint: str | None = None
@@ -59,8 +78,10 @@ class Node:
 
     def __repr__(self) -> str:
         extra = f" problem={self.problem!r}" if self.problem else ""
-        return (f"Node({self.name!r}, {self.ktype}, @{self.offset}+{self.length}, "
-                f"value={self.value!r}{extra})")
+        return (
+            f"Node({self.name!r}, {self.ktype}, @{self.offset}+{self.length}, "
+            f"value={self.value!r}{extra})"
+        )
 
     @property
     def end(self) -> int:
@@ -131,11 +152,12 @@ class Node:
         while stack:
             node, parent = pop()
             if node.problem:
-                found.append((_path(node.name, parent), node.code or "malformed_field",
-                              node.problem))
+                found.append(
+                    (_path(node.name, parent), node.code or "malformed_field", node.problem)
+                )
             children = node.children
             if children:
-                here = (node.name, parent)      # the path as a chain, shared by siblings
+                here = (node.name, parent)  # the path as a chain, shared by siblings
                 for c in reversed(children):
                     push((c, here))
         return found
@@ -156,14 +178,17 @@ class Node:
             return None if self.value is None else [c.plain() for c in self._data_children()]
         if kind == "records":
             if self.value is None or isinstance(self.value, bytes):
-                return self.value       # null, or left undecoded
+                return self.value  # null, or left undecoded
             return [c.plain() for c in self._data_children()]
         if kind == "struct" and self.note == "null" and not self.children:
-            return None             # a nullable struct's -1 marker
+            return None  # a nullable struct's -1 marker
         if kind == "tagged":
             return self.children[-1].plain() if self.children else None
-        if kind in ("struct", "message", "record", "record_batch") or kind.startswith(
-                "message_v") or self.children:
+        if (
+            kind in ("struct", "message", "record", "record_batch")
+            or kind.startswith("message_v")
+            or self.children
+        ):
             out: dict[str, Any] = {}
             for c in self.children:
                 if c.ktype == "tagged_fields":
@@ -185,15 +210,17 @@ class Node:
             out["children"] = [c.to_json(show_secrets) for c in self.children]
         return out
 
-    def iter_json(self, show_secrets: bool = False, level: int = 0,
-                  chunk: int = 1 << 16) -> Iterator[str]:
+    def iter_json(
+        self, show_secrets: bool = False, level: int = 0, chunk: int = 1 << 16
+    ) -> Iterator[str]:
         """``to_json`` as indented JSON text, in pieces of about ``chunk`` characters: a
         tree of a million fields is written without its million dicts existing at once."""
         import json
         from json.encoder import encode_basestring_ascii as quote
+
         dumps = json.JSONEncoder(default=str).encode
 
-        def value(v: Any) -> str:       # the common types without the encoder's setup
+        def value(v: Any) -> str:  # the common types without the encoder's setup
             kind = type(v)
             if kind is str:
                 return quote(v)
@@ -232,8 +259,12 @@ class Node:
         yield "".join(parts)
 
     def _json_fields(self, show_secrets: bool) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": self.name, "type": self.ktype,
-                               "offset": self.offset, "length": self.length}
+        out: dict[str, Any] = {
+            "name": self.name,
+            "type": self.ktype,
+            "offset": self.offset,
+            "length": self.length,
+        }
         value = self.value
         if self.secret and not show_secrets:
             value = "<redacted>"

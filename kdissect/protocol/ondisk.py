@@ -41,8 +41,9 @@ _SNAPSHOT_VERSIONS = f"{MESSAGES['ProducerSnapshot'][2]}..{MESSAGES['ProducerSna
 MAX_ENTRIES = 150_000
 
 
-def _entries(buf: bytes, size: int, name: str, kind: str, fields: Any,
-             max_entries: int = MAX_ENTRIES) -> Node:
+def _entries(
+    buf: bytes, size: int, name: str, kind: str, fields: Any, max_entries: int = MAX_ENTRIES
+) -> Node:
     """Fixed-size entries; a trailing run of all-zero entries is the preallocated tail
     (Kafka never writes an all-zero entry: an index entry is added only after
     log.index.interval.bytes of batches, so never at position 0)."""
@@ -50,7 +51,7 @@ def _entries(buf: bytes, size: int, name: str, kind: str, fields: Any,
     n = len(buf) // size
     # (the last nonzero byte ends the last entry used: one C-speed pass, where a test per
     # entry cost seconds on the 10 MiB an unclean stop leaves preallocated)
-    used = min(n, -(-len(bytes(buf[:n * size]).rstrip(b"\0")) // size))
+    used = min(n, -(-len(bytes(buf[: n * size]).rstrip(b"\0")) // size))
     for i in range(min(used, max_entries)):
         pos = i * size
         entry = root.add(Node(f"[{i}]", "struct", pos, size))
@@ -60,27 +61,54 @@ def _entries(buf: bytes, size: int, name: str, kind: str, fields: Any,
             entry.add(Node(fname, ftype, at, width, struct.unpack_from(fmt, buf, at)[0]))
             at += width
     if used > max_entries:
-        root.add(Node("_rest", "bytes", max_entries * size, (used - max_entries) * size,
-                      bytes(buf[max_entries * size:used * size]),
-                      problem=f"{used - max_entries} more entries kept as bytes: kdissect "
-                              f"shows at most {max_entries} entries of an index",
-                      code="node_budget"))
+        root.add(
+            Node(
+                "_rest",
+                "bytes",
+                max_entries * size,
+                (used - max_entries) * size,
+                bytes(buf[max_entries * size : used * size]),
+                problem=f"{used - max_entries} more entries kept as bytes: kdissect "
+                f"shows at most {max_entries} entries of an index",
+                code="node_budget",
+            )
+        )
     if used < n:
-        root.add(Node("_preallocated", "bytes", used * size, (n - used) * size,
-                      (n - used) * size, note=f"{n - used} unused zero-filled entries "
-                                              f"(the index is preallocated)"))
+        root.add(
+            Node(
+                "_preallocated",
+                "bytes",
+                used * size,
+                (n - used) * size,
+                (n - used) * size,
+                note=f"{n - used} unused zero-filled entries (the index is preallocated)",
+            )
+        )
     if len(buf) % size:
         left = len(buf) % size
-        root.add(Node("_trailing", "bytes", n * size, left, buf[n * size:],
-                      problem=f"{left} bytes after the last whole {size}-byte entry",
-                      code="trailing_bytes"))
+        root.add(
+            Node(
+                "_trailing",
+                "bytes",
+                n * size,
+                left,
+                buf[n * size :],
+                problem=f"{left} bytes after the last whole {size}-byte entry",
+                code="trailing_bytes",
+            )
+        )
     root.value = used
     return root
 
 
 def offset_index(buf: bytes, base_offset: int) -> Node:
-    root = _entries(buf, 8, "offset_index", "offset_index",
-                    (("relative_offset", "int32", ">i"), ("position", "int32", ">i")))
+    root = _entries(
+        buf,
+        8,
+        "offset_index",
+        "offset_index",
+        (("relative_offset", "int32", ">i"), ("position", "int32", ">i")),
+    )
     for e in root.children:
         if e.name.startswith("["):
             e.children[0].note = f"offset {base_offset + e.children[0].value}"
@@ -88,8 +116,13 @@ def offset_index(buf: bytes, base_offset: int) -> Node:
 
 
 def time_index(buf: bytes, base_offset: int) -> Node:
-    root = _entries(buf, 12, "time_index", "time_index",
-                    (("timestamp", "int64", ">q"), ("relative_offset", "int32", ">i")))
+    root = _entries(
+        buf,
+        12,
+        "time_index",
+        "time_index",
+        (("timestamp", "int64", ">q"), ("relative_offset", "int32", ">i")),
+    )
     for e in root.children:
         if e.name.startswith("["):
             e.children[0].hint = "time"
@@ -98,10 +131,19 @@ def time_index(buf: bytes, base_offset: int) -> Node:
 
 
 def txn_index(buf: bytes) -> Node:
-    return _entries(buf, 34, "txn_index", "txn_index",
-                    (("version", "int16", ">h"), ("producer_id", "int64", ">q"),
-                     ("first_offset", "int64", ">q"), ("last_offset", "int64", ">q"),
-                     ("last_stable_offset", "int64", ">q")))
+    return _entries(
+        buf,
+        34,
+        "txn_index",
+        "txn_index",
+        (
+            ("version", "int16", ">h"),
+            ("producer_id", "int64", ">q"),
+            ("first_offset", "int64", ">q"),
+            ("last_offset", "int64", ">q"),
+            ("last_stable_offset", "int64", ">q"),
+        ),
+    )
 
 
 def producer_snapshot(buf: bytes, options: Options | None = None) -> Node:
@@ -110,8 +152,17 @@ def producer_snapshot(buf: bytes, options: Options | None = None) -> Node:
     ctx = (options or Options()).for_message()
     root = Node("producer_snapshot", "struct", 0, len(buf))
     if len(buf) < 2:
-        root.add(Node("version", "int16", 0, len(buf), None, problem="truncated: the file "
-                      "has no version", code="truncated"))
+        root.add(
+            Node(
+                "version",
+                "int16",
+                0,
+                len(buf),
+                None,
+                problem="truncated: the file has no version",
+                code="truncated",
+            )
+        )
         return root
     (version,) = struct.unpack_from(">h", buf)
     vnode = root.add(Node("version", "int16", 0, 2, version))
@@ -135,6 +186,7 @@ def producer_snapshot(buf: bytes, options: Options | None = None) -> Node:
 
 # -- text files ----------------------------------------------------------------------
 
+
 def _lines(buf: bytes) -> Iterator[tuple[int, bytes]]:
     """(start, raw bytes) of each line (one at a time: a file of newlines costs no list);
     widths are of the raw bytes (a replaced invalid byte is 1 byte, not U+FFFD's 3)."""
@@ -150,8 +202,10 @@ def _text(raw: bytes) -> str:
     return raw.decode("utf-8", "replace")
 
 
-_KAFKA_REFUSES = ("Kafka cannot read this file (\"Malformed line in checkpoint file\"): a "
-                  "broker fails to load this log dir at start-up")
+_KAFKA_REFUSES = (
+    'Kafka cannot read this file ("Malformed line in checkpoint file"): a '
+    "broker fails to load this log dir at start-up"
+)
 
 
 def _checkpoint_int(text: str) -> int:
@@ -161,13 +215,14 @@ def _checkpoint_int(text: str) -> int:
     if not digits.isascii() or not digits.isdigit() or len(digits) > 19:
         raise ValueError(text)
     n = int(text)
-    if not -(1 << 63) <= n < 1 << 63:       # 19 digits reach past Long.MAX_VALUE
+    if not -(1 << 63) <= n < 1 << 63:  # 19 digits reach past Long.MAX_VALUE
         raise ValueError(text)
     return n
 
 
-def checkpoint(buf: bytes, name: str, columns: tuple[str, ...],
-               max_entries: int = MAX_ENTRIES) -> Node:
+def checkpoint(
+    buf: bytes, name: str, columns: tuple[str, ...], max_entries: int = MAX_ENTRIES
+) -> Node:
     """Kafka's checkpoint files: a version line, a count line, then one entry per line
     (``columns`` are its space-separated fields; numbers become ints)."""
     root = Node(name, "checkpoint", 0, len(buf))
@@ -175,9 +230,18 @@ def checkpoint(buf: bytes, name: str, columns: tuple[str, ...],
     entries = root.add(Node("entries", "array", 0, 0))
     for i, (pos, raw) in enumerate(lines):
         if i - 2 >= max_entries:
-            root.add(Node("_rest", "bytes", pos, len(buf) - pos, bytes(buf[pos:]),
-                          problem=f"kdissect shows at most {max_entries} entries of a "
-                                  f"checkpoint; the rest is kept as bytes", code="node_budget"))
+            root.add(
+                Node(
+                    "_rest",
+                    "bytes",
+                    pos,
+                    len(buf) - pos,
+                    bytes(buf[pos:]),
+                    problem=f"kdissect shows at most {max_entries} entries of a "
+                    f"checkpoint; the rest is kept as bytes",
+                    code="node_budget",
+                )
+            )
             break
         text = _text(raw)
         if i < 2:
@@ -194,15 +258,18 @@ def checkpoint(buf: bytes, name: str, columns: tuple[str, ...],
         parts = raw.split(b" ")
         if len(parts) != len(columns):
             entry.value = text
-            entry.problem = (f"expected {len(columns)} fields ({' '.join(columns)}), found "
-                             f"{text!r}; {_KAFKA_REFUSES}")
+            entry.problem = (
+                f"expected {len(columns)} fields ({' '.join(columns)}), found "
+                f"{text!r}; {_KAFKA_REFUSES}"
+            )
             entry.code = "malformed_field"
             continue
         at = pos
         for col, part in zip(columns, parts):
             value = _text(part)
-            field = entry.add(Node(col, "string" if col == "topic" else "int64", at, len(part),
-                                   value))
+            field = entry.add(
+                Node(col, "string" if col == "topic" else "int64", at, len(part), value)
+            )
             if col != "topic":
                 try:
                     field.value = _checkpoint_int(value)
@@ -247,7 +314,7 @@ def quorum_state(buf: bytes) -> Node:
     if isinstance(data, dict):
         text = buf.decode("utf-8")
         at = 0
-        for key, value in data.items():       # keys in file order: each found after the last
+        for key, value in data.items():  # keys in file order: each found after the last
             found = text.find(json.dumps(key), at)
             if found >= 0:
                 at = found + 1
@@ -259,17 +326,24 @@ def quorum_state(buf: bytes) -> Node:
 
 # -- 0.7 logs -------------------------------------------------------------------------
 
+
 def kafka07_message(buf: bytes, pos: int, end: int, base_offset: int) -> Node:
     """One 0.7 log entry at ``pos``: int32 length N, then N bytes (magic, attributes for
     magic 1, CRC32 of the payload, payload). The caller checked the 4-byte length fits."""
     (size,) = struct.unpack_from(">i", buf, pos)
-    node = Node("message", "message_07", pos, min(4 + max(size, 0), end - pos),
-                {"offset": base_offset + pos})
+    node = Node(
+        "message",
+        "message_07",
+        pos,
+        min(4 + max(size, 0), end - pos),
+        {"offset": base_offset + pos},
+    )
     node.add(Node("length", "int32", pos, 4, size))
     head = 6 if size >= 1 and pos + 4 < end and buf[pos + 4] == 1 else 5
     if size < head or pos + 4 + size > end:
-        node.children[0].problem = (f"message length {size} impossible with "
-                                    f"{end - pos - 4} bytes left")
+        node.children[
+            0
+        ].problem = f"message length {size} impossible with {end - pos - 4} bytes left"
         node.children[0].code = "bad_length"
         return node
     at = pos + 4
@@ -278,12 +352,20 @@ def kafka07_message(buf: bytes, pos: int, end: int, base_offset: int) -> Node:
     at += 1
     if magic == 1:
         attrs = buf[at]
-        node.add(Node("attributes", "int8", at, 1, attrs,
-                      note={0: "none", 1: "gzip", 2: "snappy"}.get(attrs & 3, "codec ?")))
+        node.add(
+            Node(
+                "attributes",
+                "int8",
+                at,
+                1,
+                attrs,
+                note={0: "none", 1: "gzip", 2: "snappy"}.get(attrs & 3, "codec ?"),
+            )
+        )
         at += 1
     crc = node.add(Node("crc", "uint32", at, 4, struct.unpack_from(">I", buf, at)[0]))
     at += 4
-    payload = bytes(buf[at:pos + 4 + size])
+    payload = bytes(buf[at : pos + 4 + size])
     computed = crc32_of(payload, 0, len(payload))
     if computed != crc.value:
         crc.problem = f"CRC32 mismatch: computed {computed:#010x}"
@@ -295,11 +377,12 @@ def kafka07_message(buf: bytes, pos: int, end: int, base_offset: int) -> Node:
 
 # -- record batches as plain values (bulk output) ----------------------------------------
 
-BATCH_FIELDS = FIELDS              # a v2 batch's header fields (batch.RECORD_BATCH)
+BATCH_FIELDS = FIELDS  # a v2 batch's header fields (batch.RECORD_BATCH)
 
 
-def clean_batch(buf: Buf, start: int, end: int, max_decompressed: int,
-                max_nodes: int) -> tuple[Batch, Any, int, int] | None:
+def clean_batch(
+    buf: Buf, start: int, end: int, max_decompressed: int, max_nodes: int
+) -> tuple[Batch, Any, int, int] | None:
     """The v2 batch in ``buf[start:end]`` if its header, CRC, codec, count and the budgets
     are clean: (the Batch; the records' bytes; where they start and end in them: the
     file's map itself when uncompressed). None at the first oddity: the caller decodes
@@ -309,8 +392,14 @@ def clean_batch(buf: Buf, start: int, end: int, max_decompressed: int,
     return None if got is None else (b, got[0], got[1], got[2])
 
 
-def batch_values(buf: Buf, start: int, end: int, max_decompressed: int, max_nodes: int,
-                 conv: Callable[[bytes], Any]) -> tuple[dict[Any, Any], list[int], list[dict[Any, Any]]] | None:
+def batch_values(
+    buf: Buf,
+    start: int,
+    end: int,
+    max_decompressed: int,
+    max_nodes: int,
+    conv: Callable[[bytes], Any],
+) -> tuple[dict[Any, Any], list[int], list[dict[Any, Any]]] | None:
     """A clean v2 batch in ``buf[start:end]`` as plain values, without located nodes:
     (its header fields by name, each record's position, the records as
     ``render.records.record_json`` shows them, bytes through ``conv``). None at the first
@@ -320,6 +409,7 @@ def batch_values(buf: Buf, start: int, end: int, max_decompressed: int, max_node
     from .reader import VarintTooLong
     from .reader import Bail
     from .values import record_loop
+
     got = clean_batch(buf, start, end, max_decompressed, max_nodes)
     if got is None:
         return None
@@ -333,8 +423,14 @@ def batch_values(buf: Buf, start: int, end: int, max_decompressed: int, max_node
     return b.fields(), record_starts(data, pos, b.head[12]), records
 
 
-def batch_lines(buf: Buf, start: int, end: int, max_decompressed: int, max_nodes: int,
-                lines: Callable[..., str | None]) -> tuple[dict[Any, Any], str] | None:
+def batch_lines(
+    buf: Buf,
+    start: int,
+    end: int,
+    max_decompressed: int,
+    max_nodes: int,
+    lines: Callable[..., str | None],
+) -> tuple[dict[Any, Any], str] | None:
     """``batch_values`` for JSON lines: (the header fields by name, the records' text as
     ``lines`` writes it: render/log_lines.py), or None as there."""
     got = clean_batch(buf, start, end, max_decompressed, max_nodes)

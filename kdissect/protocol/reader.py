@@ -55,13 +55,15 @@ class Reader:
 
     def need(self, n: int, what: str = "field") -> None:
         if n > self.end - self.pos:
-            raise DecodeError(f"truncated: {what} needs {n} bytes, {self.end - self.pos} left",
-                              "truncated")
+            raise DecodeError(
+                f"truncated: {what} needs {n} bytes, {self.end - self.pos} left", "truncated"
+            )
 
     def _fixed(self, s: struct.Struct, what: str) -> int:
         if s.size > self.end - self.pos:
-            raise DecodeError(f"truncated: {what} needs {s.size} bytes, "
-                              f"{self.end - self.pos} left", "truncated")
+            raise DecodeError(
+                f"truncated: {what} needs {s.size} bytes, {self.end - self.pos} left", "truncated"
+            )
         v: int = s.unpack_from(self.buf, self.pos)[0]
         self.pos += s.size
         return v
@@ -101,14 +103,16 @@ class Reader:
         if n < 0:
             raise DecodeError(f"negative length {n} for {what}", "bad_length")
         if n > self.end - self.pos:
-            raise DecodeError(f"length {n} of {what} exceeds the {self.end - self.pos} "
-                              f"bytes that remain", "bad_length")
+            raise DecodeError(
+                f"length {n} of {what} exceeds the {self.end - self.pos} bytes that remain",
+                "bad_length",
+            )
 
     def raw(self, n: int, what: str = "bytes") -> bytes:
         self.check_length(n, what)
         start = self.pos
         self.pos += n
-        return self.buf[start:self.pos]
+        return self.buf[start : self.pos]
 
     def uvarint(self, what: str = "uvarint") -> int:
         """Unsigned LEB128 varint, at most 5 bytes (10 for varlong is ``uvarlong``)."""
@@ -119,7 +123,7 @@ class Reader:
 
     def _leb(self, max_bytes: int, what: str) -> int:
         pos = self.pos
-        if pos < self.end and self.buf[pos] < 0x80:     # one byte: nearly all of them
+        if pos < self.end and self.buf[pos] < 0x80:  # one byte: nearly all of them
             self.pos = pos + 1
             return self.buf[pos]
         try:

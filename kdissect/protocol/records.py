@@ -11,8 +11,20 @@ from typing import Any
 import struct
 from collections.abc import Callable
 
-from .batch import (CODEC_MASK, CONTROL, FRAME, HEAD_SIZE, LOG_APPEND_TIME, LOG_OVERHEAD,
-                    MAGIC_AT, MESSAGE, RECORD_BATCH, Batch, attributes_note, length_at)
+from .batch import (
+    CODEC_MASK,
+    CONTROL,
+    FRAME,
+    HEAD_SIZE,
+    LOG_APPEND_TIME,
+    LOG_OVERHEAD,
+    MAGIC_AT,
+    MESSAGE,
+    RECORD_BATCH,
+    Batch,
+    attributes_note,
+    length_at,
+)
 from .codecs import CODECS, CodecError, TooBig, decompress
 from .crc import crc32_of
 from .context import Abort, Options, charge_nodes, fail, time_note
@@ -56,8 +68,9 @@ def _sized(r: Reader, parent: Node, name: str, length_kind: str) -> Node:
     return node
 
 
-def read_records(buf: bytes, parent: Node, start: int, end: int, ctx: Options,
-                 depth: int = 0) -> None:
+def read_records(
+    buf: bytes, parent: Node, start: int, end: int, ctx: Options, depth: int = 0
+) -> None:
     """Append one node per batch / message found in ``buf[start:end]`` to ``parent``."""
     if ctx.budget is None:
         ctx = ctx.for_message()
@@ -65,29 +78,63 @@ def read_records(buf: bytes, parent: Node, start: int, end: int, ctx: Options,
     while pos < end:
         left = end - pos
         if left < FRAME:
-            parent.add(Node("partial_batch", "bytes", pos, left, buf[pos:end],
-                            note=f"partial batch: {left} bytes (a Fetch response may end "
-                                 f"inside a batch; the client fetches the rest later)"))
+            parent.add(
+                Node(
+                    "partial_batch",
+                    "bytes",
+                    pos,
+                    left,
+                    buf[pos:end],
+                    note=f"partial batch: {left} bytes (a Fetch response may end "
+                    f"inside a batch; the client fetches the rest later)",
+                )
+            )
             return
         size = length_at(buf, pos)
         magic = buf[pos + MAGIC_AT]
         if size < 0:
-            parent.add(Node("batch", "bytes", pos, left, buf[pos:end],
-                            problem=f"batch length {size} is negative", code="bad_length"))
+            parent.add(
+                Node(
+                    "batch",
+                    "bytes",
+                    pos,
+                    left,
+                    buf[pos:end],
+                    problem=f"batch length {size} is negative",
+                    code="bad_length",
+                )
+            )
             return
         total = LOG_OVERHEAD + size
         if total > left:
-            parent.add(Node("partial_batch", "bytes", pos, left, buf[pos:end],
-                            note=f"partial batch: {left} of {total} bytes (a Fetch response "
-                                 f"may end inside a batch; the client fetches the rest later)"))
+            parent.add(
+                Node(
+                    "partial_batch",
+                    "bytes",
+                    pos,
+                    left,
+                    buf[pos:end],
+                    note=f"partial batch: {left} of {total} bytes (a Fetch response "
+                    f"may end inside a batch; the client fetches the rest later)",
+                )
+            )
             return
         budget = ctx.budget
         assert budget is not None, "records are decoded with a message's budget"
         if budget.nodes <= 0:
-            parent.add(Node("_rest", "bytes", pos, left, buf[pos:end], code="node_budget",
-                            problem=f"node budget of {budget.max_nodes} fields spent; the "
-                                    f"remaining {left} bytes are kept raw (raise it with "
-                                    f"--max-nodes)"))
+            parent.add(
+                Node(
+                    "_rest",
+                    "bytes",
+                    pos,
+                    left,
+                    buf[pos:end],
+                    code="node_budget",
+                    problem=f"node budget of {budget.max_nodes} fields spent; the "
+                    f"remaining {left} bytes are kept raw (raise it with "
+                    f"--max-nodes)",
+                )
+            )
             return
         budget.nodes -= 16
         if magic == 2:
@@ -95,14 +142,23 @@ def read_records(buf: bytes, parent: Node, start: int, end: int, ctx: Options,
         elif magic in (0, 1):
             parent.add(_message_v01(buf, pos, pos + total, ctx, depth))
         else:
-            parent.add(Node("batch", "bytes", pos, total, buf[pos:pos + total],
-                            problem=f"unknown record format (magic {magic})",
-                            code="unknown_magic"))
+            parent.add(
+                Node(
+                    "batch",
+                    "bytes",
+                    pos,
+                    total,
+                    buf[pos : pos + total],
+                    problem=f"unknown record format (magic {magic})",
+                    code="unknown_magic",
+                )
+            )
         pos += total
 
 
-def _decompressed(parent: Node, codec: int, payload: bytes, offset: int, ctx: Options,
-                  name: str) -> bytes | None:
+def _decompressed(
+    parent: Node, codec: int, payload: bytes, offset: int, ctx: Options, name: str
+) -> bytes | None:
     """Add a node holding the decompressed buffer; None (with a problem) on failure.
     Every payload of the message draws on one budget of decompressed bytes."""
     node = parent.add(Node(name, "records", offset, len(payload)))
@@ -111,10 +167,12 @@ def _decompressed(parent: Node, codec: int, payload: bytes, offset: int, ctx: Op
     try:
         data, how = decompress(codec, payload, budget.decompressed)
     except TooBig:
-        node.problem = (f"decompressed-bytes budget spent: the message may decompress to "
-                        f"{budget.max_decompressed} bytes in all and "
-                        f"{budget.max_decompressed - budget.decompressed} are used; this "
-                        f"payload is kept compressed (raise it with --max-decompressed)")
+        node.problem = (
+            f"decompressed-bytes budget spent: the message may decompress to "
+            f"{budget.max_decompressed} bytes in all and "
+            f"{budget.max_decompressed - budget.decompressed} are used; this "
+            f"payload is kept compressed (raise it with --max-decompressed)"
+        )
         node.code = "decompressed_budget"
         node.value = payload
         return None
@@ -126,11 +184,14 @@ def _decompressed(parent: Node, codec: int, payload: bytes, offset: int, ctx: Op
     budget.decompressed -= len(data)
     node.buffer = data
     node.value = len(data)
-    node.note = f"{CODECS[codec]}: {len(payload)} -> {len(data)} bytes" + (f" ({how})" if how else "")
+    node.note = f"{CODECS[codec]}: {len(payload)} -> {len(data)} bytes" + (
+        f" ({how})" if how else ""
+    )
     return data
 
 
 # -- MessageSet v0 / v1 -------------------------------------------------------------
+
 
 def _message_v01(buf: bytes, start: int, end: int, ctx: Options, depth: int) -> Node:
     node = Node("message", "message_v0", start, end - start)
@@ -138,9 +199,9 @@ def _message_v01(buf: bytes, start: int, end: int, ctx: Options, depth: int) -> 
     at: dict[str, Node] = {}
     magic = 0
     try:
-        for f in MESSAGE.fields:                # field by field (located), from the layout
+        for f in MESSAGE.fields:  # field by field (located), from the layout
             if f.name == "timestamp" and magic < 1:
-                continue                        # v1 only
+                continue  # v1 only
             if f.type == "bytes":
                 at[f.name] = _sized(r, node, f.name, "int32")
                 continue
@@ -161,11 +222,15 @@ def _message_v01(buf: bytes, start: int, end: int, ctx: Options, depth: int) -> 
         return node
     offset, attrs, value = at["offset"], at["attributes"], at["value"]
     codec = attrs.value & CODEC_MASK
-    node.note = f"offset {offset.value}" + (f", {CODECS.get(codec, codec)} wrapper" if codec else "")
+    node.note = f"offset {offset.value}" + (
+        f", {CODECS.get(codec, codec)} wrapper" if codec else ""
+    )
     if codec and value.value is not None:
         if depth >= ctx.max_nesting:
-            value.problem = (f"compressed wrappers nested more than {ctx.max_nesting} deep; "
-                             f"this one is kept compressed")
+            value.problem = (
+                f"compressed wrappers nested more than {ctx.max_nesting} deep; "
+                f"this one is kept compressed"
+            )
             value.code = "nesting_budget"
             return node
         value.add(Node("_length", "int32", value.offset, 4, len(value.value)))
@@ -194,7 +259,7 @@ def _resolve_relative_offsets(holder: Node, wrapper_offset: int) -> None:
             continue
         absolute = wrapper_offset - last + off.value
         off.note = f"absolute offset {absolute}"
-        m.value = {"offset": absolute}         # what views read (as for v2 records)
+        m.value = {"offset": absolute}  # what views read (as for v2 records)
 
 
 def record_offset(n: Node) -> int | None:
@@ -208,12 +273,13 @@ def record_offset(n: Node) -> int | None:
 
 # -- RecordBatch v2 ----------------------------------------------------------------
 
+
 def _batch_v2(buf: bytes, start: int, end: int, ctx: Options) -> Node:
     node = Node("record_batch", "record_batch", start, end - start)
     r = Reader(buf, start, end)
     at: dict[str, Node] = {}
     try:
-        for f in RECORD_BATCH.fields:           # the header, field by field (located)
+        for f in RECORD_BATCH.fields:  # the header, field by field (located)
             leaf = at[f.name] = _leaf(r, node, f.name, f.type, getattr(Reader, f.type))
             if f.hint:
                 leaf.hint = f.hint
@@ -229,26 +295,47 @@ def _batch_v2(buf: bytes, start: int, end: int, ctx: Options) -> Node:
     base, last_delta = at["base_offset"].value, at["last_offset_delta"].value
     attrs, count, max_ts = at["attributes"], at["record_count"], at["max_timestamp"]
     codec = attrs.value & CODEC_MASK
-    if ctx.records == "batches":           # a summary: the header says enough
-        node.note = (f"offsets {base}..{base + last_delta}, {count.value} record(s), "
-                     f"{attributes_note(attrs.value, 2)}")
-        node.add(Node("records", "records", r.pos, end - r.pos, end - r.pos,
-                      note="not decoded in a summary"))
+    if ctx.records == "batches":  # a summary: the header says enough
+        node.note = (
+            f"offsets {base}..{base + last_delta}, {count.value} record(s), "
+            f"{attributes_note(attrs.value, 2)}"
+        )
+        node.add(
+            Node(
+                "records",
+                "records",
+                r.pos,
+                end - r.pos,
+                end - r.pos,
+                note="not decoded in a summary",
+            )
+        )
         return node
     control = bool(attrs.value & CONTROL)
     log_append = bool(attrs.value & LOG_APPEND_TIME)
-    node.note = (f"offsets {base}..{base + last_delta}, {count.value} record(s), "
-                 f"{attributes_note(attrs.value, 2)}")
+    node.note = (
+        f"offsets {base}..{base + last_delta}, {count.value} record(s), "
+        f"{attributes_note(attrs.value, 2)}"
+    )
     budget = ctx.budget
     assert budget is not None, "records are decoded with a message's budget"
     if count.value < 0 or count.value > end - r.pos + (budget.decompressed if codec else 0):
         count.problem = f"record count {count.value} is impossible for the bytes present"
         count.code = "array_past_end"
-        node.add(Node("records", "bytes", r.pos, end - r.pos, buf[r.pos:end],
-                      problem="records not decoded", code="array_past_end"))
+        node.add(
+            Node(
+                "records",
+                "bytes",
+                r.pos,
+                end - r.pos,
+                buf[r.pos : end],
+                problem="records not decoded",
+                code="array_past_end",
+            )
+        )
         return node
     if codec:
-        data = _decompressed(node, codec, buf[r.pos:end], r.pos, ctx, "records")
+        data = _decompressed(node, codec, buf[r.pos : end], r.pos, ctx, "records")
         if data is None:
             return node
         holder, rr = node.children[-1], Reader(data)
@@ -258,32 +345,62 @@ def _batch_v2(buf: bytes, start: int, end: int, ctx: Options) -> Node:
     try:
         for i in range(count.value):
             if rr.remaining == 0:
-                holder.add(Node(f"record[{i}]", "record", rr.pos, 0,
-                                problem=f"batch says {count.value} records, found {i}",
-                                code="record_count_mismatch"))
+                holder.add(
+                    Node(
+                        f"record[{i}]",
+                        "record",
+                        rr.pos,
+                        0,
+                        problem=f"batch says {count.value} records, found {i}",
+                        code="record_count_mismatch",
+                    )
+                )
                 break
-            rec = _record(rr, holder, i, base, at["base_timestamp"].value, stamp, control,
-                          located_record)
+            rec = _record(
+                rr, holder, i, base, at["base_timestamp"].value, stamp, control, located_record
+            )
             if rec is None:
                 break
             charge_nodes(rr, holder, ctx, len(rec.children) + 1)
     except Abort:
-        pass                # the budget is spent: the rest is kept raw
+        pass  # the budget is spent: the rest is kept raw
     if rr.remaining:
-        holder.add(Node("_trailing", "bytes", rr.pos, rr.remaining, rr.buf[rr.pos:rr.end],
-                        problem=f"{rr.remaining} bytes after the last record",
-                        code="trailing_bytes"))
+        holder.add(
+            Node(
+                "_trailing",
+                "bytes",
+                rr.pos,
+                rr.remaining,
+                rr.buf[rr.pos : rr.end],
+                problem=f"{rr.remaining} bytes after the last record",
+                code="trailing_bytes",
+            )
+        )
     return node
 
 
-def _record(r: Reader, parent: Node, i: int, base_offset: int, base_ts: int,
-            log_append_ts: int | None, control: bool, fast_read: FastRecord) -> Node | None:
+def _record(
+    r: Reader,
+    parent: Node,
+    i: int,
+    base_offset: int,
+    base_ts: int,
+    log_append_ts: int | None,
+    control: bool,
+    fast_read: FastRecord,
+) -> Node | None:
     """Record ``i``: the common case by the generated fast reader (a well-formed record in
     one tight pass), else read field by field, saying what is wrong."""
     if not control:
-        fast = fast_read(r.buf, r.pos, r.end, f"record[{i}]", base_offset,
-                         base_ts if log_append_ts is None else log_append_ts,
-                         log_append_ts is not None)
+        fast = fast_read(
+            r.buf,
+            r.pos,
+            r.end,
+            f"record[{i}]",
+            base_offset,
+            base_ts if log_append_ts is None else log_append_ts,
+            log_append_ts is not None,
+        )
         if fast is not None:
             r.pos = fast.end
             return parent.add(fast)
@@ -292,16 +409,27 @@ def _record(r: Reader, parent: Node, i: int, base_offset: int, base_ts: int,
         length = _leaf(r, node, "length", "varint", Reader.varint).value
         if length < 1 or length > r.remaining:
             # a record holds at least its attributes byte: 0 would never advance
-            raise fail(r, node.children[-1], f"record length {length} is impossible with "
-                                             f"{r.remaining} bytes left", "bad_length")
+            raise fail(
+                r,
+                node.children[-1],
+                f"record length {length} is impossible with {r.remaining} bytes left",
+                "bad_length",
+            )
         sub = Reader(r.buf, r.pos, r.pos + length)
         try:
             _record_body(sub, node, base_offset, base_ts, log_append_ts, control)
             if sub.remaining:
-                node.add(Node("_unread", "bytes", sub.pos, sub.remaining,
-                              r.buf[sub.pos:sub.end],
-                              problem=f"{sub.remaining} bytes inside the record left over",
-                              code="trailing_bytes"))
+                node.add(
+                    Node(
+                        "_unread",
+                        "bytes",
+                        sub.pos,
+                        sub.remaining,
+                        r.buf[sub.pos : sub.end],
+                        problem=f"{sub.remaining} bytes inside the record left over",
+                        code="trailing_bytes",
+                    )
+                )
         except Abort:
             pass
         r.pos += length
@@ -312,8 +440,9 @@ def _record(r: Reader, parent: Node, i: int, base_offset: int, base_ts: int,
     return node
 
 
-def _record_body(r: Reader, node: Node, base_offset: int, base_ts: int,
-                 log_append_ts: int | None, control: bool) -> None:
+def _record_body(
+    r: Reader, node: Node, base_offset: int, base_ts: int, log_append_ts: int | None, control: bool
+) -> None:
     _leaf(r, node, "attributes", "int8", Reader.int8)
     ts_delta = _leaf(r, node, "timestamp_delta", "varlong", Reader.varlong)
     off_delta = _leaf(r, node, "offset_delta", "varint", Reader.varint)
@@ -323,8 +452,12 @@ def _record_body(r: Reader, node: Node, base_offset: int, base_ts: int,
     value = _sized(r, node, "value", "varint")
     headers = _leaf(r, node, "headers_count", "varint", Reader.varint)
     if headers.value < 0 or headers.value > r.remaining:
-        raise fail(r, headers, f"header count {headers.value} exceeds the {r.remaining} "
-                               f"bytes left", "array_past_end")
+        raise fail(
+            r,
+            headers,
+            f"header count {headers.value} exceeds the {r.remaining} bytes left",
+            "array_past_end",
+        )
     hnode = node.add(Node("headers", "array", r.pos, 0, headers.value))
     try:
         for j in range(headers.value):
@@ -354,7 +487,7 @@ def _control(key: Node, value: Node) -> None:
         value.note = f"end-transaction marker v{version}, coordinator epoch {epoch}"
 
 
-_MAX_CHECKED = 4           # CRC work over a buffer: at most this many times its length
+_MAX_CHECKED = 4  # CRC work over a buffer: at most this many times its length
 
 
 def locate_batches(buf: bytes, ctx: Options) -> list[Node]:
@@ -384,5 +517,11 @@ def locate_batches(buf: bytes, ctx: Options) -> list[Node]:
 
 
 def _unlocated(buf: bytes, start: int, end: int) -> Node:
-    return Node("_unlocated", "bytes", start, end - start, buf[start:end],
-                note=f"{end - start} bytes whose place in the message is not known")
+    return Node(
+        "_unlocated",
+        "bytes",
+        start,
+        end - start,
+        buf[start:end],
+        note=f"{end - start} bytes whose place in the message is not known",
+    )

@@ -16,12 +16,33 @@ from .wire import carries_records
 _I16 = "int16"
 _CLIENT_ID = Field("client_id", "string", nullable=True, compact=False)  # legacy even in v2
 REQUEST_HEADERS = {
-    0: Struct("RequestHeader", (Field("request_api_key", _I16), Field("request_api_version", _I16),
-                                Field("correlation_id", "int32"))),
-    1: Struct("RequestHeader", (Field("request_api_key", _I16), Field("request_api_version", _I16),
-                                Field("correlation_id", "int32"), _CLIENT_ID)),
-    2: Struct("RequestHeader", (Field("request_api_key", _I16), Field("request_api_version", _I16),
-                                Field("correlation_id", "int32"), _CLIENT_ID), flexible=True),
+    0: Struct(
+        "RequestHeader",
+        (
+            Field("request_api_key", _I16),
+            Field("request_api_version", _I16),
+            Field("correlation_id", "int32"),
+        ),
+    ),
+    1: Struct(
+        "RequestHeader",
+        (
+            Field("request_api_key", _I16),
+            Field("request_api_version", _I16),
+            Field("correlation_id", "int32"),
+            _CLIENT_ID,
+        ),
+    ),
+    2: Struct(
+        "RequestHeader",
+        (
+            Field("request_api_key", _I16),
+            Field("request_api_version", _I16),
+            Field("correlation_id", "int32"),
+            _CLIENT_ID,
+        ),
+        flexible=True,
+    ),
 }
 RESPONSE_HEADERS = {
     0: Struct("ResponseHeader", (Field("correlation_id", "int32"),)),
@@ -36,11 +57,13 @@ def _table(name: str) -> dict[tuple[int, str, int], Struct]:
     written by scripts/kafka/update)."""
     text = _text(name)
     if all(not line.strip() or line.lstrip().startswith("#") for line in text.splitlines()):
-        return {}       # a table with nothing in it (recent.bnf when kio is current)
+        return {}  # a table with nothing in it (recent.bnf when kio is current)
     keys = {name: key for key, name in API_NAMES.items()}
-    return {(keys[api], direction, version): st
-            for (api, direction, version), st in parse_grammar(text).messages.items()
-            if direction in ("request", "response")}
+    return {
+        (keys[api], direction, version): st
+        for (api, direction, version), st in parse_grammar(text).messages.items()
+        if direction in ("request", "response")
+    }
 
 
 @lru_cache(maxsize=None)
@@ -55,8 +78,11 @@ def _versions(name: str) -> frozenset[tuple[int, int]]:
     the decoding work of a small capture whose clients speak no legacy version).
     tests/test_startup.py checks it against the parsed tables."""
     keys = {name: key for key, name in API_NAMES.items()}
-    return frozenset((keys[api], version) for api, direction, version in message_headers(_text(name))
-                     if direction in ("request", "response"))
+    return frozenset(
+        (keys[api], version)
+        for api, direction, version in message_headers(_text(name))
+        if direction in ("request", "response")
+    )
 
 
 def legacy_versions() -> set[tuple[int, int]]:
@@ -101,6 +127,7 @@ def _hinted(st: Struct, ref: Struct | None) -> Struct:
             return f
         sub = _hinted(f.struct, r.struct) if f.struct is not None else None
         return Field(f.name, f.type, f.array, f.nullable, f.tag, sub, f.hint or r.hint, f.compact)
+
     return Struct(st.name, tuple(map(one, st.fields)), tuple(map(one, st.tagged)), st.flexible)
 
 
@@ -134,18 +161,22 @@ def _kio() -> _Layouts:
     if snapshot.available():
         return snapshot
     from . import kio_schemas
+
     return kio_schemas
 
 
 @lru_cache(maxsize=None)
-@lru_cache(maxsize=None)       # asked per message; layouts never change in a run
+@lru_cache(maxsize=None)  # asked per message; layouts never change in a run
 def has_records(api_key: int, api_version: int, direction: str) -> bool:
     """Whether the layout carries record batches anywhere (unknown layouts: True)."""
     found = layout(api_key, api_version, direction)
 
     def walk(s: Struct) -> bool:
-        return any(carries_records(f.type) or (f.struct is not None and walk(f.struct))
-                   for f in (*s.fields, *s.tagged))
+        return any(
+            carries_records(f.type) or (f.struct is not None and walk(f.struct))
+            for f in (*s.fields, *s.tagged)
+        )
+
     return found is None or walk(found)
 
 
@@ -178,14 +209,14 @@ def effective_version(api_key: int, api_version: int) -> int | None:
 
 
 def request_header_version(api_key: int, api_version: int) -> int:
-    if api_key == CONTROLLED_SHUTDOWN and api_version == 0:     # v0 predates client ids
+    if api_key == CONTROLLED_SHUTDOWN and api_version == 0:  # v0 predates client ids
         return 0
     st = layout(api_key, api_version, "request")
     return 2 if st is not None and st.flexible else 1
 
 
 def response_header_version(api_key: int, api_version: int) -> int:
-    if api_key == API_VERSIONS:     # it answers in header v0 so old clients can read it
+    if api_key == API_VERSIONS:  # it answers in header v0 so old clients can read it
         return 0
     st = layout(api_key, api_version, "response")
     return 1 if st is not None and st.flexible else 0

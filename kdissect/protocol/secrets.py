@@ -23,20 +23,32 @@ from __future__ import annotations
 
 import re
 
-from .apis import (ALTER_CLIENT_QUOTAS, ALTER_CONFIGS, ALTER_USER_SCRAM_CREDENTIALS,
-                   CREATE_DELEGATION_TOKEN, CREATE_TOPICS, DESCRIBE_CLIENT_QUOTAS,
-                   DESCRIBE_CONFIGS, DESCRIBE_DELEGATION_TOKEN, ENVELOPE,
-                   EXPIRE_DELEGATION_TOKEN, INCREMENTAL_ALTER_CONFIGS, RENEW_DELEGATION_TOKEN,
-                   SASL_AUTHENTICATE, STREAMS_GROUP_DESCRIBE, STREAMS_GROUP_HEARTBEAT)
+from .apis import (
+    ALTER_CLIENT_QUOTAS,
+    ALTER_CONFIGS,
+    ALTER_USER_SCRAM_CREDENTIALS,
+    CREATE_DELEGATION_TOKEN,
+    CREATE_TOPICS,
+    DESCRIBE_CLIENT_QUOTAS,
+    DESCRIBE_CONFIGS,
+    DESCRIBE_DELEGATION_TOKEN,
+    ENVELOPE,
+    EXPIRE_DELEGATION_TOKEN,
+    INCREMENTAL_ALTER_CONFIGS,
+    RENEW_DELEGATION_TOKEN,
+    SASL_AUTHENTICATE,
+    STREAMS_GROUP_DESCRIBE,
+    STREAMS_GROUP_HEARTBEAT,
+)
 from .node import Node
 
 # api key -> names of fields that hold a credential (any depth, either direction)
 FIELDS: dict[int, frozenset[str]] = {
-    CREATE_DELEGATION_TOKEN: frozenset({"hmac"}),       # the token's secret
+    CREATE_DELEGATION_TOKEN: frozenset({"hmac"}),  # the token's secret
     RENEW_DELEGATION_TOKEN: frozenset({"hmac"}),
     EXPIRE_DELEGATION_TOKEN: frozenset({"hmac"}),
     DESCRIBE_DELEGATION_TOKEN: frozenset({"hmac"}),
-    ALTER_USER_SCRAM_CREDENTIALS: frozenset({"salted_password"}),   # logs in as SCRAM
+    ALTER_USER_SCRAM_CREDENTIALS: frozenset({"salted_password"}),  # logs in as SCRAM
 }
 # KRaft metadata record (and other internal record) -> fields holding a credential
 RECORD_FIELDS: dict[str, frozenset[str]] = {
@@ -48,8 +60,10 @@ RECORD_FIELDS: dict[str, frozenset[str]] = {
 # (and Envelope's forwarded request and its answer -- a delegation token's HMAC,
 # DescribeConfigs values...: decoded and masked as any message, message.py; masked
 # whole when they cannot be read, or the answer's request is not known)
-EMBEDDED: dict[int, frozenset[str]] = {SASL_AUTHENTICATE: frozenset({"auth_bytes"}),
-                                       ENVELOPE: frozenset({"request_data", "response_data"})}
+EMBEDDED: dict[int, frozenset[str]] = {
+    SASL_AUTHENTICATE: frozenset({"auth_bytes"}),
+    ENVELOPE: frozenset({"request_data", "response_data"}),
+}
 # fields whose names look like credentials but are not (the secrets test reads this)
 NOT_SECRET: dict[str, str] = {
     "salt": "public in SCRAM (sent to every client in server-first)",
@@ -66,28 +80,51 @@ NOT_SECRET: dict[str, str] = {
     "api_keys": "ApiVersions ranges",
     "is_future_key": "a flag",
 }
-LOOKS_SECRET = re.compile(r"password|secret|token|hmac|proof|credential|auth_bytes|salt|"
-                          r"jaas|bearer|key", re.I)
+LOOKS_SECRET = re.compile(
+    r"password|secret|token|hmac|proof|credential|auth_bytes|salt|"
+    r"jaas|bearer|key",
+    re.I,
+)
 # Kafka's configs of type PASSWORD (ConfigDef.Type.PASSWORD in clients, broker, KRaft and
 # Connect), and the Schema Registry client's: their values are credentials. A prefixed
 # name (listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config, producer.override.
 # ssl.key.password, value.converter.basic.auth.user.info) is the same config. Never a
 # substring of a name: delegation.token.expiry.time.ms is no secret.
-PASSWORD_CONFIGS = frozenset({
-    "ssl.key.password", "ssl.keystore.password", "ssl.keystore.key",
-    "ssl.keystore.certificate.chain", "ssl.truststore.password", "ssl.truststore.certificates",
-    "sasl.jaas.config", "sasl.oauthbearer.client.credentials.client.secret",
-    "sasl.oauthbearer.assertion.private.key.passphrase",
-    "delegation.token.secret.key", "delegation.token.master.key",
-    "password.encoder.secret", "password.encoder.old.secret",
-    "basic.auth.user.info", "bearer.auth.token", "bearer.auth.client.secret",
-})
+PASSWORD_CONFIGS = frozenset(
+    {
+        "ssl.key.password",
+        "ssl.keystore.password",
+        "ssl.keystore.key",
+        "ssl.keystore.certificate.chain",
+        "ssl.truststore.password",
+        "ssl.truststore.certificates",
+        "sasl.jaas.config",
+        "sasl.oauthbearer.client.credentials.client.secret",
+        "sasl.oauthbearer.assertion.private.key.passphrase",
+        "delegation.token.secret.key",
+        "delegation.token.master.key",
+        "password.encoder.secret",
+        "password.encoder.old.secret",
+        "basic.auth.user.info",
+        "bearer.auth.token",
+        "bearer.auth.client.secret",
+    }
+)
 _NAME_FIELDS = ("name", "config_name", "key")
 # the APIs whose bodies carry configuration (name, value) pairs (the secrets test checks
 # every layout with a config-like value field is here)
-CONFIG_APIS = frozenset({CREATE_TOPICS, DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS,
-                         DESCRIBE_CLIENT_QUOTAS, ALTER_CLIENT_QUOTAS, STREAMS_GROUP_HEARTBEAT,
-                         STREAMS_GROUP_DESCRIBE})
+CONFIG_APIS = frozenset(
+    {
+        CREATE_TOPICS,
+        DESCRIBE_CONFIGS,
+        ALTER_CONFIGS,
+        INCREMENTAL_ALTER_CONFIGS,
+        DESCRIBE_CLIENT_QUOTAS,
+        ALTER_CLIENT_QUOTAS,
+        STREAMS_GROUP_HEARTBEAT,
+        STREAMS_GROUP_DESCRIBE,
+    }
+)
 SENSITIVE_APIS = frozenset(FIELDS) | frozenset(EMBEDDED) | CONFIG_APIS
 
 
@@ -109,7 +146,7 @@ def is_secret_config(name: object) -> bool:
         dot = name.find(".")
         if dot < 0:
             return False
-        name = name[dot + 1:]
+        name = name[dot + 1 :]
     return True
 
 
@@ -132,18 +169,18 @@ def mark(body: Node, api_key: int | None) -> None:
                 # place, which may hold this API's credentials)
                 _hide(child)
             elif child.name in embedded and not child.children and child.value:
-                _hide(child)                  # a token the embedded decoder could not read
+                _hide(child)  # a token the embedded decoder could not read
             elif child.name in _NAME_FIELDS and name_value is None:
                 name_value = child.value
             stack.append(child)
-        sensitive = node.child("is_sensitive")       # the broker's own word (DescribeConfigs)
+        sensitive = node.child("is_sensitive")  # the broker's own word (DescribeConfigs)
         if is_secret_config(name_value) or (sensitive is not None and sensitive.value is True):
             value = node.child("value")
             if value is not None:
                 _hide(value)
             for synonym in (node.child("synonyms") or node).children or ():
                 if synonym is not node and synonym.child("value") is not None:
-                    _hide(synonym.child("value"))     # type: ignore[arg-type]
+                    _hide(synonym.child("value"))  # type: ignore[arg-type]
 
 
 def _hide(node: Node) -> None:
@@ -201,7 +238,7 @@ def mark_record(holder: Node) -> None:
                 _hide(value)
                 hidden = True
     if hidden:
-        holder.secret = True        # its own value only: the raw bytes hold the secret
+        holder.secret = True  # its own value only: the raw bytes hold the secret
 
 
 def _value_of(node: Node, name: str) -> object:

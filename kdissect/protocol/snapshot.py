@@ -27,7 +27,8 @@ def package_data(name: str) -> bytes:
     percent of a small capture's run)."""
     assert __spec__ is not None and __spec__.loader is not None
     data: bytes = __spec__.loader.get_data(  # type: ignore[attr-defined]
-        os.path.join(os.path.dirname(__file__), name))
+        os.path.join(os.path.dirname(__file__), name)
+    )
     return data
 
 
@@ -74,5 +75,13 @@ def _struct(index: int) -> Struct:
 
 def _field(row: list[Any]) -> Field:
     name, type_, array, nullable, tag, struct, hint, compact = row
-    return Field(name, type_, array, nullable, tag,
-                 None if struct is None else _struct(struct), hint, compact)
+    return Field(
+        name,
+        type_,
+        array,
+        nullable,
+        tag,
+        None if struct is None else _struct(struct),
+        hint,
+        compact,
+    )

@@ -27,8 +27,19 @@ from typing import Any
 
 from . import schemas
 from .apis import EMBEDDED, ENVELOPE
-from .batch import (CODEC_MASK, FRAME, HEAD, HEAD_SIZE, LENGTH_AT, LOG_APPEND_TIME,
-                    LOG_OVERHEAD, MAGIC_AT, attributes_note, computed_crc, payload)
+from .batch import (
+    CODEC_MASK,
+    FRAME,
+    HEAD,
+    HEAD_SIZE,
+    LENGTH_AT,
+    LOG_APPEND_TIME,
+    LOG_OVERHEAD,
+    MAGIC_AT,
+    attributes_note,
+    computed_crc,
+    payload,
+)
 from .context import Options
 from .node import Node
 from .internal import RECORD_CARRIERS as _RECORD_CARRIERS, mentions_internal_topic
@@ -40,7 +51,7 @@ from .values_readers.record_loop import loop as _generated_loop
 
 # APIs whose bytes fields may hold embedded structures (consumer protocol, SASL tokens):
 # their JSON shows those structures, so they take the located path
-_EMBEDDED_APIS = EMBEDDED | {ENVELOPE}    # Envelope: its request decoded
+_EMBEDDED_APIS = EMBEDDED | {ENVELOPE}  # Envelope: its request decoded
 _I32 = struct.Struct(">i")
 
 
@@ -55,20 +66,37 @@ class _State:
     decoder's accounting, charged never less than it charges, so a message this path
     finishes never breaches the located decoder's budget; records exactly as much)."""
 
-    __slots__ = ("conv", "records", "nodes", "decompressed", "batch_records", "values",
-                 "text_values", "compact", "batch_text", "internal", "batches", "tagged")
+    __slots__ = (
+        "conv",
+        "records",
+        "nodes",
+        "decompressed",
+        "batch_records",
+        "values",
+        "text_values",
+        "compact",
+        "batch_text",
+        "internal",
+        "batches",
+        "tagged",
+    )
 
-    def __init__(self, conv: Callable[[bytes], Any], options: Options, compact: bool = False,
-                 batch_records: Callable[[list[Any]], Any] | None = None,
-                 text_values: bool = False, batch_text: Callable[..., Any] | None = None):
+    def __init__(
+        self,
+        conv: Callable[[bytes], Any],
+        options: Options,
+        compact: bool = False,
+        batch_records: Callable[[list[Any]], Any] | None = None,
+        text_values: bool = False,
+        batch_text: Callable[..., Any] | None = None,
+    ):
         self.conv = conv
         # record keys/values by schema (values_schema.fast), when asked for
         values = options.values
-        self.values = values if values is not None and getattr(values, "framed", False) \
-            else None
+        self.values = values if values is not None and getattr(values, "framed", False) else None
         # True: decode batches; "batches": their headers only (BatchHeads); False: raw
         self.records = options.records
-        self.compact = compact                # a flexible version: compact lengths
+        self.compact = compact  # a flexible version: compact lengths
         self.nodes = options.max_nodes
         self.decompressed = options.max_decompressed
         self.batch_records = batch_records
@@ -86,7 +114,9 @@ class _State:
             raise Bail
 
 
-def _tagged(buf: bytes, pos: int, n: int, s: _State, out: dict[Any, Any], readers: dict[Any, Any]) -> int:
+def _tagged(
+    buf: bytes, pos: int, n: int, s: _State, out: dict[Any, Any], readers: dict[Any, Any]
+) -> int:
     """A flexible struct's tagged fields (count ``n`` already read): known tags by their
     name, unknown ones as ``tag_N`` bytes; returns where they end. (One-byte tags and
     sizes, nearly all of them, read inline: this was a tenth of a KRaft cluster's
@@ -95,10 +125,10 @@ def _tagged(buf: bytes, pos: int, n: int, s: _State, out: dict[Any, Any], reader
     if n > blen - pos:
         raise Bail
     for _ in range(n):
-        s.nodes -= 4                    # s.charge(4), inline
+        s.nodes -= 4  # s.charge(4), inline
         if s.nodes < 0:
             raise Bail
-        tag = buf[pos]                  # (past the end: IndexError, as uvarint's)
+        tag = buf[pos]  # (past the end: IndexError, as uvarint's)
         if tag < 128:
             pos += 1
         else:
@@ -115,7 +145,7 @@ def _tagged(buf: bytes, pos: int, n: int, s: _State, out: dict[Any, Any], reader
         if read is None:
             out[f"tag_{tag}"] = s.conv(buf[pos:end])
         else:
-            value, used = read(buf[pos:end], 0, s)      # its own region: reads stop at end
+            value, used = read(buf[pos:end], 0, s)  # its own region: reads stop at end
             if used != size:
                 raise Bail
             out.update(value)
@@ -124,6 +154,7 @@ def _tagged(buf: bytes, pos: int, n: int, s: _State, out: dict[Any, Any], reader
 
 
 # -- records ------------------------------------------------------------------------
+
 
 class BatchHeads(list[dict[str, Any]]):
     """A records field read for a summary (``Options(records="batches")``): the headers
@@ -143,10 +174,10 @@ def _batch_heads(buf: bytes, pos: int, end: int, s: _State) -> BatchHeads:
     ``records="batches"``: headers and CRCs, no records), without its nodes; Bail where
     that summary would hold a problem or a message set (v0/v1), which it decodes whole."""
     n = end - pos
-    if s.compact:                         # the located node spans the uvarint (n + 1) too
+    if s.compact:  # the located node spans the uvarint (n + 1) too
         prefix = uvarint_bytes(n + 1)
-        if buf[pos - len(prefix):pos] != prefix:
-            raise Bail                    # written in more bytes than needed (legal, rare)
+        if buf[pos - len(prefix) : pos] != prefix:
+            raise Bail  # written in more bytes than needed (legal, rare)
         size = n + len(prefix)
     else:
         size = n + 4
@@ -154,27 +185,52 @@ def _batch_heads(buf: bytes, pos: int, end: int, s: _State) -> BatchHeads:
     while pos < end:
         left = end - pos
         if left < FRAME:
-            break                                   # a partial batch: no problem, no count
+            break  # a partial batch: no problem, no count
         total = LOG_OVERHEAD + _I32.unpack_from(buf, pos + LENGTH_AT)[0]
         if total < LOG_OVERHEAD:
-            raise Bail                              # a negative length
+            raise Bail  # a negative length
         if total > left:
-            break                                   # a partial batch
+            break  # a partial batch
         if s.nodes <= 0 or buf[pos + MAGIC_AT] != 2 or total < HEAD_SIZE:
-            raise Bail                              # budget spent, v0/v1 or unknown, short
-        s.nodes -= 16                               # what the located summary charges
+            raise Bail  # budget spent, v0/v1 or unknown, short
+        s.nodes -= 16  # what the located summary charges
         # (the Batch view's checks, without a view per batch: summaries of small batches)
-        (base, length, epoch, magic, crc, attrs, last_delta, base_ts, max_ts, pid, pe, seq,
-         count) = HEAD.unpack_from(buf, pos)
+        (
+            base,
+            length,
+            epoch,
+            magic,
+            crc,
+            attrs,
+            last_delta,
+            base_ts,
+            max_ts,
+            pid,
+            pe,
+            seq,
+            count,
+        ) = HEAD.unpack_from(buf, pos)
         if computed_crc(buf, pos, pos + total) != crc:
             raise Bail
         # (a literal: dict(zip(...)) took twice as long, a fifth of a big Produce's read)
-        heads.append({"base_offset": base, "batch_length": length,
-                      "partition_leader_epoch": epoch, "magic": magic, "crc": crc,
-                      "attributes": attrs, "last_offset_delta": last_delta,
-                      "base_timestamp": base_ts, "max_timestamp": max_ts, "producer_id": pid,
-                      "producer_epoch": pe, "base_sequence": seq, "record_count": count,
-                      "records": []})
+        heads.append(
+            {
+                "base_offset": base,
+                "batch_length": length,
+                "partition_leader_epoch": epoch,
+                "magic": magic,
+                "crc": crc,
+                "attributes": attrs,
+                "last_offset_delta": last_delta,
+                "base_timestamp": base_ts,
+                "max_timestamp": max_ts,
+                "producer_id": pid,
+                "producer_epoch": pe,
+                "base_sequence": seq,
+                "record_count": count,
+                "records": [],
+            }
+        )
         pos += total
     return BatchHeads(heads, size)
 
@@ -185,13 +241,13 @@ def _records(buf: bytes, pos: int, end: int, s: _State) -> list[Any]:
     if s.records == "batches":
         return _batch_heads(buf, pos, end, s)
     if s.internal and pos < end:
-        raise Bail          # records of an internal topic maybe: the located path
+        raise Bail  # records of an internal topic maybe: the located path
     out = []
     while pos < end:
         left = end - pos
         if left < FRAME or LOG_OVERHEAD + _I32.unpack_from(buf, pos + LENGTH_AT)[0] > left:
             tail = Node("records", "records", pos)
-            read_records(buf, tail, pos, end, Options())      # the located partial batch
+            read_records(buf, tail, pos, end, Options())  # the located partial batch
             (node,) = tail.children
             if node.problem:
                 raise Bail
@@ -199,7 +255,7 @@ def _records(buf: bytes, pos: int, end: int, s: _State) -> list[Any]:
             return out
         if buf[pos + MAGIC_AT] != 2:
             raise Bail
-        s.charge(16)        # the located decoder's charge per batch, and it needs > 0
+        s.charge(16)  # the located decoder's charge per batch, and it needs > 0
         if s.nodes <= 0:
             raise Bail
         total = LOG_OVERHEAD + _I32.unpack_from(buf, pos + LENGTH_AT)[0]
@@ -214,8 +270,9 @@ def _batch(buf: bytes, start: int, end: int, s: _State) -> dict[Any, Any]:
     if end - start < HEAD_SIZE:
         raise Bail
     head = HEAD.unpack_from(buf, start)
-    (base, length, epoch, magic, crc, attrs, last_delta, base_ts, max_ts, pid, pe,
-     seq, count) = head
+    (base, length, epoch, magic, crc, attrs, last_delta, base_ts, max_ts, pid, pe, seq, count) = (
+        head
+    )
     if computed_crc(buf, start, end) != crc:
         raise Bail
     got = payload(buf, start, end, head, s.decompressed)
@@ -233,46 +290,70 @@ def _batch(buf: bytes, start: int, end: int, s: _State) -> dict[Any, Any]:
     s.charge(9 * count)
     ts0 = stamp if stamp is not None else base_ts
     # the records' JSON text at once, when the caller has a writer for it (None: unsure)
-    records = s.batch_text(data, pos, end, count, base, ts0, stamp is not None) \
-        if s.batch_text is not None and s.values is None else None
+    records = (
+        s.batch_text(data, pos, end, count, base, ts0, stamp is not None)
+        if s.batch_text is not None and s.values is None
+        else None
+    )
     if records is None:
-        records, pos = _loop(data, pos, end, count, base, ts0, stamp is not None,
-                             s.conv if s.values is None else bytes)
+        records, pos = _loop(
+            data,
+            pos,
+            end,
+            count,
+            base,
+            ts0,
+            stamp is not None,
+            s.conv if s.values is None else bytes,
+        )
         if pos != end:
             raise Bail
         if s.values is not None:
             _schema_values(records, s)
     if s.batch_records is not None:
         records = s.batch_records(records)
-    return {"base_offset": base, "batch_length": length, "partition_leader_epoch": epoch,
-            "magic": magic, "crc": crc, "attributes": attributes_note(attrs, 2),
-            "last_offset_delta": last_delta, "base_timestamp": base_ts,
-            "max_timestamp": max_ts, "producer_id": pid, "producer_epoch": pe,
-            "base_sequence": seq, "record_count": count, "problems": [], "records": records}
+    return {
+        "base_offset": base,
+        "batch_length": length,
+        "partition_leader_epoch": epoch,
+        "magic": magic,
+        "crc": crc,
+        "attributes": attributes_note(attrs, 2),
+        "last_offset_delta": last_delta,
+        "base_timestamp": base_ts,
+        "max_timestamp": max_ts,
+        "producer_id": pid,
+        "producer_epoch": pe,
+        "base_sequence": seq,
+        "record_count": count,
+        "problems": [],
+        "records": records,
+    }
 
 
 def _schema_values(records: list[dict[Any, Any]], s: _State) -> None:
     """Keys and values decoded by their schemas, as ``render.records.record_json`` shows
     them from the located tree; Bail where that tree would hold a finding."""
     from .values_schema.fast import Unfit, value_json, value_text
+
     conv, source = s.conv, s.values
     # a caller writing JSON lines takes Avro values as JSON text (body_values)
     decode = value_text if s.text_values else value_json
     for r in records:
         headers = r["headers"]
         if headers and any((h["key"] or "").startswith("apicurio.") for h in headers):
-            raise Bail              # a schema id in a header (values_schema.header_id)
+            raise Bail  # a schema id in a header (values_schema.header_id)
         for role in ("key", "value"):
             raw = r[role]
             if raw is None:
                 continue
             if role == "key" and (len(raw) < 5 or raw[0]):
-                r[role] = conv(raw)         # an unframed key: as bytes (as Unfit below)
+                r[role] = conv(raw)  # an unframed key: as bytes (as Unfit below)
                 continue
             tally = [0]
             try:
                 r[role], r[f"{role}_schema"] = decode(source, raw, role, tally)
-                s.charge(tally[0] + 2)      # the located tree: each value, magic, id
+                s.charge(tally[0] + 2)  # the located tree: each value, magic, id
             except Unfit:
                 if raw and (role == "value" or (len(raw) >= 5 and raw[0] == 0)):
                     raise Bail from None
@@ -281,8 +362,16 @@ def _schema_values(records: list[dict[Any, Any]], s: _State) -> None:
             h["value"] = conv(h["value"]) if h["value"] is not None else None
 
 
-def record_loop(data: Buf, pos: int, end: int, count: int, base: int, ts0: int, fixed_ts: bool,
-                conv: Callable[[bytes], Any]) -> tuple[list[dict[Any, Any]], int]:
+def record_loop(
+    data: Buf,
+    pos: int,
+    end: int,
+    count: int,
+    base: int,
+    ts0: int,
+    fixed_ts: bool,
+    conv: Callable[[bytes], Any],
+) -> tuple[list[dict[Any, Any]], int]:
     """The ``count`` records of a v2 batch at ``data[pos:end]`` as dicts (offset, timestamp,
     key, value, headers; bytes through ``conv``) and where they end; raises ``Bail`` at
     the first oddity. ``ts0`` is the base timestamp, or with ``fixed_ts`` the batch's
@@ -301,6 +390,7 @@ def reader(api_key: int, api_version: int, direction: str) -> ValuesReader | Non
     table = _TABLES.get(api_key)
     if table is None:
         from .values_readers import MODULES
+
         name = MODULES.get(api_key)
         if name is None:
             return None
@@ -315,6 +405,7 @@ def _headers() -> Any:
     global _HEADERS
     if _HEADERS is None:
         from .values_readers import headers
+
         _HEADERS = headers
     return _HEADERS
 
@@ -331,8 +422,9 @@ def _plan(api_key: int, api_version: int, direction: str) -> tuple[Any, Any, boo
     else:
         head = _headers().RESPONSE[schemas.response_header_version(api_key, api_version)]
     st = schemas.layout(api_key, api_version, direction)
-    fast = program(api_key, api_version, direction, _records, BatchHeads) \
-        if read is not None else None
+    fast = (
+        program(api_key, api_version, direction, _records, BatchHeads) if read is not None else None
+    )
     return read, head, st is not None and st.flexible, fast
 
 
@@ -341,11 +433,17 @@ def _plan(api_key: int, api_version: int, direction: str) -> tuple[Any, Any, boo
 _PLANS: dict[tuple[int, int, str], tuple[Any, Any, bool, Any]] = {}
 
 
-def body_values(data: bytes, direction: str, api_key: int, api_version: int,
-                options: Options, conv: Callable[[bytes], Any],
-                batch_records: Callable[[list[Any]], Any] | None = None,
-                text_values: bool = False,
-                batch_text: Callable[..., Any] | None = None) -> dict[Any, Any] | None:
+def body_values(
+    data: bytes,
+    direction: str,
+    api_key: int,
+    api_version: int,
+    options: Options,
+    conv: Callable[[bytes], Any],
+    batch_records: Callable[[list[Any]], Any] | None = None,
+    text_values: bool = False,
+    batch_text: Callable[..., Any] | None = None,
+) -> dict[Any, Any] | None:
     """The body of a clean message as plain values (bytes through ``conv``); None when the
     message is not clean or not for this path (the caller decodes it located).
     ``batch_records``, if given, takes each record batch's list of records as soon as it
@@ -355,22 +453,28 @@ def body_values(data: bytes, direction: str, api_key: int, api_version: int,
     encoding them with ``fast.dumps``. ``batch_text(data, pos, end, count, base, ts0,
     fixed_ts)``, with ``batch_records``: a batch's records already encoded (what
     ``batch_records`` gets instead of the list), or None to read them here."""
-    if options.records not in (True, False, "batches") or \
-            (options.embedded and api_key in _EMBEDDED_APIS):
+    if options.records not in (True, False, "batches") or (
+        options.embedded and api_key in _EMBEDDED_APIS
+    ):
         return None
     # internal topics' records are decoded by schema on the located path; a message that
     # may hold some is read here when it holds none (most of KRaft's replication
     # Fetches: in a cluster's JSON lines, they were half the located decodes)
-    internal = options.embedded and options.records is True and \
-        (api_key, direction) in _RECORD_CARRIERS and mentions_internal_topic(data,
-                                                                             options.topic_ids)
-    if getattr(options.values, "overrides", None) and options.records is True and \
-            schemas.has_records(api_key, api_version, direction):
-        return None         # per-topic schemas: the located path knows the topics
+    internal = (
+        options.embedded
+        and options.records is True
+        and (api_key, direction) in _RECORD_CARRIERS
+        and mentions_internal_topic(data, options.topic_ids)
+    )
+    if (
+        getattr(options.values, "overrides", None)
+        and options.records is True
+        and schemas.has_records(api_key, api_version, direction)
+    ):
+        return None  # per-topic schemas: the located path knows the topics
     plan = _PLANS.get((api_key, api_version, direction))
     if plan is None:
-        plan = _PLANS[(api_key, api_version, direction)] = _plan(api_key, api_version,
-                                                                 direction)
+        plan = _PLANS[(api_key, api_version, direction)] = _plan(api_key, api_version, direction)
     read, head, compact, fast = plan
     if read is None:
         return None
@@ -378,7 +482,7 @@ def body_values(data: bytes, direction: str, api_key: int, api_version: int,
         # compiled (values_native): the same dict, or None when the readers below decide
         records = options.records
         got: dict[Any, Any] | None
-        if records is True:             # (Python's _records reads them: it needs a state)
+        if records is True:  # (Python's _records reads them: it needs a state)
             s = _State(conv, options, compact, None, text_values, None)
             s.internal = internal
             got = fast.read(data, s)
@@ -386,8 +490,14 @@ def body_values(data: bytes, direction: str, api_key: int, api_version: int,
             got = fast.read_plain(data, conv, records, compact, options.max_nodes)
         if got is not None:
             return got
-    s = _State(conv, options, compact, batch_records, text_values,
-               batch_text if batch_records is not None else None)
+    s = _State(
+        conv,
+        options,
+        compact,
+        batch_records,
+        text_values,
+        batch_text if batch_records is not None else None,
+    )
     s.internal = internal
     try:
         _, pos = head(data, 0, s)

@@ -17,9 +17,28 @@ from .native_ext import extension
 from .reader import Bail, VarintTooLong
 
 # the kinds of native/src/values.rs
-_KINDS = {name: i for i, name in enumerate(
-    ("int8", "int16", "int32", "int64", "uint16", "uint32", "float64", "bool", "uuid",
-     "varint", "varlong", "uvarint", "string", "bytes", "records"))}
+_KINDS = {
+    name: i
+    for i, name in enumerate(
+        (
+            "int8",
+            "int16",
+            "int32",
+            "int64",
+            "uint16",
+            "uint32",
+            "float64",
+            "bool",
+            "uuid",
+            "varint",
+            "varlong",
+            "uvarint",
+            "string",
+            "bytes",
+            "records",
+        )
+    )
+}
 _STRUCT, _NULLABLE_STRUCT, _ARRAY_STRUCT, _ARRAY_VALUE = 20, 21, 22, 23
 
 
@@ -43,8 +62,11 @@ def _compile(st: Struct, memo: _Memo, tagged: bool = True) -> tuple[Any, ...]:
         name = None if f.name.startswith("_") else f.name
         if f.array:
             # the count's prefix follows the struct (gen_readers' emit_length(flexible))
-            sub: Any = (_compile(f.struct, memo), 1 + len(f.struct.fields)) \
-                if f.struct is not None else (_kind(f.type), 1)
+            sub: Any = (
+                (_compile(f.struct, memo), 1 + len(f.struct.fields))
+                if f.struct is not None
+                else (_kind(f.type), 1)
+            )
             kind = _ARRAY_STRUCT if f.struct is not None else _ARRAY_VALUE
         elif f.struct is not None:
             sub, kind = _compile(f.struct, memo), (_NULLABLE_STRUCT if f.nullable else _STRUCT)
@@ -53,10 +75,12 @@ def _compile(st: Struct, memo: _Memo, tagged: bool = True) -> tuple[Any, ...]:
         fields.append((name, kind, compact, st.flexible, f.nullable, sub))
     table = None
     if st.flexible and tagged:
-        table = {f.tag: _compile(Struct(f.name, (f,), flexible=True), memo, tagged=False)
-                 for f in st.tagged}
+        table = {
+            f.tag: _compile(Struct(f.name, (f,), flexible=True), memo, tagged=False)
+            for f in st.tagged
+        }
     program = (tuple(fields), table)
-    memo[key] = (st, program)           # (st kept: its id stays its own)
+    memo[key] = (st, program)  # (st kept: its id stays its own)
     return program
 
 
@@ -72,8 +96,7 @@ _CLASS: Any = None
 _MEMO: _Memo = {}
 
 
-def program(api_key: int, api_version: int, direction: str, records: Any,
-            heads: Any) -> Any | None:
+def program(api_key: int, api_version: int, direction: str, records: Any, heads: Any) -> Any | None:
     """The compiled reader of one message kind (header and body), or None: no extension,
     KDISSECT_PURE set, or a layout it does not read. ``records`` and ``heads``: the
     values decoder's record reader and batch-heads type, which it calls back."""
@@ -94,4 +117,3 @@ def program(api_key: int, api_version: int, direction: str, records: Any,
         return _CLASS(_compile(head, _MEMO), _compile(body, _MEMO), records, heads, _BAILS)
     except Unsupported:
         return None
-

@@ -44,7 +44,7 @@ def varint(buf: Any, pos: int, end: int, max_bytes: int = 5) -> tuple[int, int]:
     return (n >> 1) ^ -(n & 1), pos
 
 
-@functools.lru_cache(maxsize=4096)       # lengths repeat (a capture's batches, strings)
+@functools.lru_cache(maxsize=4096)  # lengths repeat (a capture's batches, strings)
 def uvarint_bytes(n: int) -> bytes:
     """The shortest unsigned LEB128 encoding of ``n`` (>= 0)."""
     out = bytearray()

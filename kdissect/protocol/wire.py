@@ -36,19 +36,32 @@ class Emitter(Protocol):
 class Codec(Frozen):
     """How one wire type is read, located and values-only."""
 
-    __slots__ = _fields = ("name", "size", "fmt", "packable", "plain", "read", "varint",
-                           "zigzag", "wide", "records")
+    __slots__ = _fields = (
+        "name",
+        "size",
+        "fmt",
+        "packable",
+        "plain",
+        "read",
+        "varint",
+        "zigzag",
+        "wide",
+        "records",
+    )
 
-    def __init__(self, name: str,
-                 size: int | None = None,   # fixed width in bytes; None: variable
-                 fmt: str | None = None,    # struct format of a fixed width
-                 packable: bool = False,    # a fixed width whose unpacked value is the value
-                 plain: Callable[[Reader], Any] | None = None,  # read a value (fixed widths, varints)
-                 read: Callable[[Reader, Field, bool, Node, Options], None] | None = None,  # located
-                 varint: int = 0,           # varints: their longest encoding in bytes
-                 zigzag: bool = False,
-                 wide: bool = False,        # classic length prefix int32 (else int16)
-                 records: bool = False):    # carries record batches
+    def __init__(
+        self,
+        name: str,
+        size: int | None = None,  # fixed width in bytes; None: variable
+        fmt: str | None = None,  # struct format of a fixed width
+        packable: bool = False,  # a fixed width whose unpacked value is the value
+        plain: Callable[[Reader], Any] | None = None,  # read a value (fixed widths, varints)
+        read: Callable[[Reader, Field, bool, Node, Options], None] | None = None,  # located
+        varint: int = 0,  # varints: their longest encoding in bytes
+        zigzag: bool = False,
+        wide: bool = False,  # classic length prefix int32 (else int16)
+        records: bool = False,
+    ):  # carries record batches
         self.name, self.size, self.fmt, self.packable = name, size, fmt, packable
         self.plain, self.read, self.varint, self.zigzag = plain, read, varint, zigzag
         self.wide, self.records = wide, records
@@ -63,13 +76,17 @@ def length(r: Reader, compact: bool, wide: bool) -> int:
 
 # -- located reads of the length-prefixed types -------------------------------------------
 
+
 def _read_string(r: Reader, f: Field, compact: bool, node: Node, ctx: Options) -> None:
     n = length(r, compact, False)
     if n < 0:
         if n != -1 or not f.nullable:
-            raise DecodeError(f"string length {n} is not allowed here"
-                              if n != -1 else "null string in a non-nullable field",
-                              "bad_length" if n != -1 else "malformed_field")
+            raise DecodeError(
+                f"string length {n} is not allowed here"
+                if n != -1
+                else "null string in a non-nullable field",
+                "bad_length" if n != -1 else "malformed_field",
+            )
         return
     raw = r.raw(n, "string")
     try:
@@ -88,10 +105,12 @@ def _read_bytes(r: Reader, f: Field, compact: bool, node: Node, ctx: Options) ->
         return
     r.check_length(n, f.type)
     if f.type == "records" and ctx.records:
-        from .records import read_records      # lazily: the proxy and pastes skip records
+        from .records import read_records  # lazily: the proxy and pastes skip records
+
         node.value = n
-        node.add(Node("_length", "uvarint" if compact else "int32", node.offset,
-                      r.pos - node.offset, n))
+        node.add(
+            Node("_length", "uvarint" if compact else "int32", node.offset, r.pos - node.offset, n)
+        )
         read_records(r.buf, node, r.pos, r.pos + n, ctx)
         r.pos += n
     else:
@@ -102,17 +121,20 @@ def _fixed(name: str, fmt: str, plain: Callable[[Reader], Any], packable: bool =
     return Codec(name, struct.calcsize(">" + fmt), fmt, packable, plain)
 
 
-TYPES: dict[str, Codec] = {c.name: c for c in (
-    *(_fixed(name, fmt, getattr(Reader, name)) for name, fmt in FIXED_FORMATS.items()),
-    _fixed("bool", "b", Reader.boolean, packable=False),
-    _fixed("uuid", "16s", Reader.uuid, packable=False),
-    Codec("varint", plain=Reader.varint, varint=VARINT_BYTES["varint"], zigzag=True),
-    Codec("varlong", plain=Reader.varlong, varint=VARINT_BYTES["varlong"], zigzag=True),
-    Codec("uvarint", plain=Reader.uvarint, varint=VARINT_BYTES["uvarint"]),
-    Codec("string", read=_read_string),
-    Codec("bytes", read=_read_bytes, wide=True),
-    Codec("records", read=_read_bytes, wide=True, records=True),
-)}
+TYPES: dict[str, Codec] = {
+    c.name: c
+    for c in (
+        *(_fixed(name, fmt, getattr(Reader, name)) for name, fmt in FIXED_FORMATS.items()),
+        _fixed("bool", "b", Reader.boolean, packable=False),
+        _fixed("uuid", "16s", Reader.uuid, packable=False),
+        Codec("varint", plain=Reader.varint, varint=VARINT_BYTES["varint"], zigzag=True),
+        Codec("varlong", plain=Reader.varlong, varint=VARINT_BYTES["varlong"], zigzag=True),
+        Codec("uvarint", plain=Reader.uvarint, varint=VARINT_BYTES["uvarint"]),
+        Codec("string", read=_read_string),
+        Codec("bytes", read=_read_bytes, wide=True),
+        Codec("records", read=_read_bytes, wide=True, records=True),
+    )
+}
 
 
 def codec(type_: str) -> Codec:
@@ -123,6 +145,7 @@ def codec(type_: str) -> Codec:
 
 
 # -- skipping -------------------------------------------------------------------------------
+
 
 def skip_value(r: Reader, f: Field, compact: bool) -> None:
     """Step over one value of ``f`` by its size or length, checking what the located
@@ -138,11 +161,12 @@ def skip_value(r: Reader, f: Field, compact: bool) -> None:
         if n < -1 or (n == -1 and not f.nullable and f.type != "records"):
             raise DecodeError(f"{f.type} length {n} is not allowed here", "bad_length")
         if n > 0:
-            r.check_length(n, f.type)       # skipped by its length: never read
+            r.check_length(n, f.type)  # skipped by its length: never read
             r.pos += n
 
 
 # -- the values reader's source -------------------------------------------------------------
+
 
 def emit_length(g: Emitter, d: int, var: str, compact: bool, wide: bool) -> None:
     """Source setting ``var`` to a length or count prefix (-1: null)."""
@@ -152,8 +176,9 @@ def emit_length(g: Emitter, d: int, var: str, compact: bool, wide: bool) -> None
         g.emit(d, f"else: {var}, pos = _uvarint(buf, pos, len(buf), 5)")
         g.emit(d, f"{var} -= 1")
     else:
-        g.emit(d, f"{var} = {g.unpacker('i' if wide else 'h')}(buf, pos)[0]; "
-                  f"pos += {4 if wide else 2}")
+        g.emit(
+            d, f"{var} = {g.unpacker('i' if wide else 'h')}(buf, pos)[0]; pos += {4 if wide else 2}"
+        )
 
 
 def emit_value(g: Emitter, d: int, f: Field, compact: bool, target: str) -> None:
@@ -187,8 +212,11 @@ def emit_value(g: Emitter, d: int, f: Field, compact: bool, target: str) -> None
         if f.type == "string":
             g.emit(d + 1, f"{target} = buf[pos:e].decode(); pos = e")
         elif c.records:
-            g.emit(d + 1, f"{target} = s.batches(buf, pos, e, s) if s.records "
-                          f"else s.conv(buf[pos:e]); pos = e")
+            g.emit(
+                d + 1,
+                f"{target} = s.batches(buf, pos, e, s) if s.records "
+                f"else s.conv(buf[pos:e]); pos = e",
+            )
         else:
             g.emit(d + 1, f"{target} = s.conv(buf[pos:e]); pos = e")
 

@@ -32,13 +32,13 @@ import sys
 import threading
 import time
 
-WINDOW = 0.05         # seconds between looks at the machine's load
-PAUSE = 0.1           # seconds paused while the machine is busy...
-MAX_PAUSE = 0.5       # ...at most this long in a row: then the display goes on, sampling
-FIRST_LOOK = 0.02     # after waiting for data: how long to watch the load before decoding
-FREE = 1.25           # pause when the others leave less than 1¼ cores free...
-BUSY_AT_LEAST = 0.5   # ...or, on 1 core, use more than half of it
-QUIET_LOOKS = 4       # looks in a row with a core free before a lasting load counts as over
+WINDOW = 0.05  # seconds between looks at the machine's load
+PAUSE = 0.1  # seconds paused while the machine is busy...
+MAX_PAUSE = 0.5  # ...at most this long in a row: then the display goes on, sampling
+FIRST_LOOK = 0.02  # after waiting for data: how long to watch the load before decoding
+FREE = 1.25  # pause when the others leave less than 1¼ cores free...
+BUSY_AT_LEAST = 0.5  # ...or, on 1 core, use more than half of it
+QUIET_LOOKS = 4  # looks in a row with a core free before a lasting load counts as over
 YIELD_EVERY = 0.0005  # seconds (wall clock, while it works) between offers of its core
 
 
@@ -51,7 +51,7 @@ def _busy_seconds() -> float | None:
         return None
     if not fields or fields[0] != b"cpu":
         return None
-    ticks = [int(x) for x in fields[1:9]]     # user nice system idle iowait irq softirq steal
+    ticks = [int(x) for x in fields[1:9]]  # user nice system idle iowait irq softirq steal
     busy = sum(ticks) - ticks[3] - ticks[4]
     return busy / os.sysconf("SC_CLK_TCK")
 
@@ -66,14 +66,14 @@ class CpuGate:
 
     def __init__(self, cores: int | None = None):
         self.cores = cores or os.cpu_count() or 1
-        self.busy_above = max(self.cores - FREE, BUSY_AT_LEAST)   # cores the others use
+        self.busy_above = max(self.cores - FREE, BUSY_AT_LEAST)  # cores the others use
         self.enabled = _busy_seconds() is not None
-        self.paused = 0.0            # seconds spent paused
-        self.yielding: bool | None = None   # can it offer? decided by the first working()
-        self.offering = False        # between working() and waiting()
-        self.loaded = False          # busy past MAX_PAUSE: go on, without offers
-        self.quiet = 0               # looks in a row that found a core free, while loaded
-        self.active = False          # between working() and waiting()
+        self.paused = 0.0  # seconds spent paused
+        self.yielding: bool | None = None  # can it offer? decided by the first working()
+        self.offering = False  # between working() and waiting()
+        self.loaded = False  # busy past MAX_PAUSE: go on, without offers
+        self.quiet = 0  # looks in a row that found a core free, while loaded
+        self.active = False  # between working() and waiting()
         self._mark()
 
     def working(self) -> None:
@@ -86,7 +86,7 @@ class CpuGate:
         if self.yielding is None:
             self.yielding = _offer_core_on_alarm()
         if self.yielding and not self.offering:
-            self.offering = True             # first: waiting() then always disarms
+            self.offering = True  # first: waiting() then always disarms
             signal.setitimer(signal.ITIMER_REAL, YIELD_EVERY, YIELD_EVERY)
 
     def waiting(self) -> None:
@@ -127,7 +127,7 @@ class CpuGate:
         while self._others() > self.busy_above:
             self.quiet = 0
             if self.loaded or waited >= MAX_PAUSE:
-                self._set_loaded(True)         # still busy: go on
+                self._set_loaded(True)  # still busy: go on
                 self._mark()
                 return True
             self._mark()
@@ -152,7 +152,7 @@ class CpuGate:
             return
         active = self.active
         if loaded:
-            self.waiting()                     # no offers while no core is free
+            self.waiting()  # no offers while no core is free
             self.loaded = True
         else:
             self.loaded = False
@@ -187,11 +187,13 @@ def _offer_core(signum, frame) -> None:
 def _offer_core_on_alarm() -> bool:
     """Whether SIGALRM now offers the core (main thread, Linux; not while a caller
     already uses the alarm)."""
-    if not hasattr(os, "sched_yield") or not hasattr(signal, "setitimer") or \
-            threading.current_thread() is not threading.main_thread():
+    if (
+        not hasattr(os, "sched_yield")
+        or not hasattr(signal, "setitimer")
+        or threading.current_thread() is not threading.main_thread()
+    ):
         return False
-    if signal.getsignal(signal.SIGALRM) not in (signal.SIG_DFL, signal.SIG_IGN, None,
-                                               _offer_core):
+    if signal.getsignal(signal.SIGALRM) not in (signal.SIG_DFL, signal.SIG_IGN, None, _offer_core):
         return False
     for name in ("stdout", "stderr"):
         _finish_every_write(name)
@@ -216,7 +218,7 @@ class _WholeWrites(io.RawIOBase):
         return os.isatty(self._fd)
 
     def write(self, b) -> int:
-        if self._interrupted is not None:    # raised after reporting what went out
+        if self._interrupted is not None:  # raised after reporting what went out
             e, self._interrupted = self._interrupted, None
             raise e
         view = memoryview(b).cast("B")
@@ -224,7 +226,7 @@ class _WholeWrites(io.RawIOBase):
         try:
             while done < len(view):
                 done += os.write(self._fd, view[done:])
-        except BaseException as e:           # (Ctrl-C, a closed pipe...)
+        except BaseException as e:  # (Ctrl-C, a closed pipe...)
             if not done:
                 raise
             # the buffered writer would otherwise write the part that went out again
@@ -250,7 +252,14 @@ def _finish_every_write(name: str) -> None:
     except (AttributeError, OSError, ValueError):
         return
     stream.flush()
-    setattr(sys, name, io.TextIOWrapper(
-        io.BufferedWriter(_WholeWrites(fd)), encoding=stream.encoding,
-        errors=stream.errors, line_buffering=stream.line_buffering,
-        write_through=getattr(stream, "write_through", False)))
+    setattr(
+        sys,
+        name,
+        io.TextIOWrapper(
+            io.BufferedWriter(_WholeWrites(fd)),
+            encoding=stream.encoding,
+            errors=stream.errors,
+            line_buffering=stream.line_buffering,
+            write_through=getattr(stream, "write_through", False),
+        ),
+    )

@@ -22,10 +22,10 @@ from .metrics import DisplayShared
 _SIZE = struct.Struct(">i")
 
 
-LAG = 5.0             # seconds: records older than this mean the display is behind
-SAMPLE_EVERY = 0.25   # while behind: one exchange shown per this many seconds
-STOP_GRACE = 0.3      # seconds the display goes on after a stop is asked for
-_REMEMBERED = 4096    # left-out requests remembered per connection (acks=0 never answer)
+LAG = 5.0  # seconds: records older than this mean the display is behind
+SAMPLE_EVERY = 0.25  # while behind: one exchange shown per this many seconds
+STOP_GRACE = 0.3  # seconds the display goes on after a stop is asked for
+_REMEMBERED = 4096  # left-out requests remembered per connection (acks=0 never answer)
 
 
 class FeedDisplay:
@@ -39,20 +39,25 @@ class FeedDisplay:
     others out, whole (a left-out request's response is left out too), counting them,
     until it has caught up."""
 
-    def __init__(self, sink: Sink | None = None, lag: float = LAG, fd: int | None = None,
-                 shared: DisplayShared | None = None):
+    def __init__(
+        self,
+        sink: Sink | None = None,
+        lag: float = LAG,
+        fd: int | None = None,
+        shared: DisplayShared | None = None,
+    ):
         """``sink``: given here or by ``feed`` (as the engine's source, reading ``fd``);
         ``shared``: where the forwarder's metrics read this display's counts."""
         self.fd = fd
         self.shared = shared
         self.sink: Sink = sink if sink is not None else CallbackSink(lambda ex: None)
-        self.lag = lag                  # 0: never sample
+        self.lag = lag  # 0: never sample
         self.connections: dict[int, KafkaConnection] = {}
         self.messages = itertools.count()
-        self.dropped = 0                # exchanges the forwarder shed
-        self.left_out = 0               # exchanges this display left out (behind)
-        self.shown = 0                  # requests decoded
-        self.max_lag = 0.0              # seconds between forwarding and decoding, at most
+        self.dropped = 0  # exchanges the forwarder shed
+        self.left_out = 0  # exchanges this display left out (behind)
+        self.shown = 0  # requests decoded
+        self.max_lag = 0.0  # seconds between forwarding and decoding, at most
         self.error: str | None = None
         self.failures: set[str] = set()
         self.gate = CpuGate()
@@ -84,12 +89,12 @@ class FeedDisplay:
                 if self._stopped():
                     unread = _unread(fd)
                     break
-                gate.check()                # no free core: wait a little (not long)
+                gate.check()  # no free core: wait a little (not long)
                 if record[0] == feed.FRAME and not self._shows(record):
                     continue
                 self._record(*record)
         finally:
-            gate.waiting()                  # no more offers of the core: nothing to decode
+            gate.waiting()  # no more offers of the core: nothing to decode
         for c in self.connections.values():
             try:
                 c.close()
@@ -101,8 +106,10 @@ class FeedDisplay:
     def summary(self, unread: int = 0) -> str:
         text = f"display: {self.shown} requests shown"
         if self.left_out:
-            text += (f", {self.left_out} exchanges left out while it was over "
-                     f"{self.lag:g} s behind (a sample was shown)")
+            text += (
+                f", {self.left_out} exchanges left out while it was over "
+                f"{self.lag:g} s behind (a sample was shown)"
+            )
         # the forwarder's own count: its last DROPPED record may come after a stop
         dropped = max(self.dropped, self.shared.shed() if self.shared is not None else 0)
         if dropped:
@@ -114,7 +121,7 @@ class FeedDisplay:
     def _shows(self, record) -> bool:
         """Whether to decode this message (else it is left out with its exchange)."""
         _kind, conn, side, ts, _offset, payload = record
-        if side == 1:                       # a response: left out with its request
+        if side == 1:  # a response: left out with its request
             skipped = self._skipped.get(conn)
             if skipped and payload[:4] in skipped:
                 del skipped[payload[:4]]
@@ -122,7 +129,7 @@ class FeedDisplay:
             return True
         now = time.monotonic()
         lag = max(0.0, time.time() - ts)
-        if self.lag and lag > self.lag:     # behind: a sample, until it has caught up
+        if self.lag and lag > self.lag:  # behind: a sample, until it has caught up
             if now < self._next_sample:
                 skipped = self._skipped.setdefault(conn, {})
                 skipped[payload[4:8]] = None
@@ -141,22 +148,28 @@ class FeedDisplay:
         if self.shared is not None:
             self.shared.write(self.left_out, self.shown)
 
-    def _record(self, kind: int, conn: int, side: int, ts: float, offset: int,
-                payload: bytes) -> None:
+    def _record(
+        self, kind: int, conn: int, side: int, ts: float, offset: int, payload: bytes
+    ) -> None:
         sink = self.sink
-        if kind == feed.FRAME:              # a message without its size: the offset after it
+        if kind == feed.FRAME:  # a message without its size: the offset after it
             c = self.connections.get(conn)
             if c is not None:
                 try:
                     c.data(side, offset - 4, _SIZE.pack(len(payload)) + payload, ts, 0)
-                except Exception as e:      # a decoding bug: report it, go on
+                except Exception as e:  # a decoding bug: report it, go on
                     self._failed(e)
         elif kind == feed.OPEN:
             client, broker = json.loads(payload)
             c = self.connections[conn] = KafkaConnection(
-                conn, tuple(client), tuple(broker), sink.exchange, sink.gap,
-                lambda: next(self.messages))
-            c.opened = True                 # the proxy sees every connection from its start
+                conn,
+                tuple(client),
+                tuple(broker),
+                sink.exchange,
+                sink.gap,
+                lambda: next(self.messages),
+            )
+            c.opened = True  # the proxy sees every connection from its start
         elif kind == feed.CLOSE:
             self._skipped.pop(conn, None)
             c = self.connections.pop(conn, None)
@@ -167,8 +180,10 @@ class FeedDisplay:
                     self._failed(e)
         elif kind == feed.DROPPED:
             self.dropped += offset
-            sink.note(f"{offset} exchanges not shown: the display could not keep up "
-                      f"(forwarding was not slowed; {self.dropped} in all)")
+            sink.note(
+                f"{offset} exchanges not shown: the display could not keep up "
+                f"(forwarding was not slowed; {self.dropped} in all)"
+            )
         elif kind == feed.ERROR:
             self.error = payload.decode()
         else:

@@ -21,8 +21,8 @@ import struct
 
 HEADER = struct.Struct(">BIBdQI")
 OPEN, FRAME, CLOSE, NOTE, DROPPED, READY, ERROR = range(7)
-_PIPE_SIZE = 1 << 20                    # ask the kernel for a 1 MiB pipe (Linux)
-_READ = 1 << 20                         # the display reads up to this much at a time
+_PIPE_SIZE = 1 << 20  # ask the kernel for a 1 MiB pipe (Linux)
+_READ = 1 << 20  # the display reads up to this much at a time
 
 
 class FeedWriter:
@@ -33,12 +33,13 @@ class FeedWriter:
         self.transport: asyncio.WriteTransport | None = None
         self._out: list[bytes] = []
         self._out_bytes = 0
-        self.broken = False             # the display went away: forwarding goes on
-        self.unreported = 0             # exchanges shed since the display was last told
+        self.broken = False  # the display went away: forwarding goes on
+        self.unreported = 0  # exchanges shed since the display was last told
 
     async def start(self) -> None:
         try:
             import fcntl
+
             fcntl.fcntl(self.fd, fcntl.F_SETPIPE_SZ, _PIPE_SIZE)
         except (ImportError, AttributeError, OSError):
             pass
@@ -79,8 +80,7 @@ class FeedWriter:
         self.unreported = 0
         self._put(DROPPED, 0, 0, 0.0, count, b"")
 
-    def _put(self, kind: int, conn: int, side: int, ts: float, offset: int,
-             payload: bytes) -> None:
+    def _put(self, kind: int, conn: int, side: int, ts: float, offset: int, payload: bytes) -> None:
         if self.broken or self.transport is None:
             return
         if not self._out:
@@ -93,7 +93,7 @@ class FeedWriter:
         """Once per turn of the event loop: one write for everything queued in it."""
         out, self._out, self._out_bytes = self._out, [], 0
         if not self.broken and self.transport is not None and not self.transport.is_closing():
-            self.transport.writelines(out)      # uvloop writes them without joining
+            self.transport.writelines(out)  # uvloop writes them without joining
 
     async def aclose(self, timeout: float = 10.0) -> None:
         """Flush, give the display ``timeout`` seconds to take what is queued, close."""
@@ -102,8 +102,7 @@ class FeedWriter:
         self._flush()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
-        while (not self.broken and self.transport.get_write_buffer_size()
-               and loop.time() < deadline):
+        while not self.broken and self.transport.get_write_buffer_size() and loop.time() < deadline:
             await asyncio.sleep(0.02)
         self.transport.close()
 
@@ -120,6 +119,7 @@ class _Protocol(asyncio.BaseProtocol):
 def read_record(fd: int):
     """One record, read without reading ahead (others may read the rest); None at the
     end of the channel."""
+
     def exactly(n: int) -> bytes | None:
         data = b""
         while len(data) < n:
@@ -128,6 +128,7 @@ def read_record(fd: int):
                 return None
             data += chunk
         return data
+
     head = exactly(HEADER.size)
     if head is None:
         return None
@@ -136,8 +137,7 @@ def read_record(fd: int):
     return None if payload is None else (kind, conn, side, ts, offset, payload)
 
 
-def read_records(fd: int, waiting=lambda: None, working=lambda: None,
-                 stopped=lambda: False):
+def read_records(fd: int, waiting=lambda: None, working=lambda: None, stopped=lambda: False):
     """The display's end: (kind, conn, side, ts, offset, payload) until the forwarder
     closes the channel, or ``stopped()`` says to end while the channel is empty.
     ``waiting()`` is called before a read that would block (the channel is empty),
@@ -152,8 +152,8 @@ def read_records(fd: int, waiting=lambda: None, working=lambda: None,
                 end = HEADER.size + size
                 if len(buf) < end:
                     break
-                payload = bytes(memoryview(buf)[HEADER.size:end])
-                del buf[:end]             # (cheap at the front of a bytearray)
+                payload = bytes(memoryview(buf)[HEADER.size : end])
+                del buf[:end]  # (cheap at the front of a bytearray)
                 yield kind, conn, side, ts, offset, payload
             if select.select([fd], [], [], 0)[0]:
                 n = f.readinto(chunk)

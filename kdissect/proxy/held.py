@@ -25,18 +25,19 @@ DEFAULT_LIMIT = 512 * 1024 * 1024
 class Side:
     """One direction of one connection: its framer, and what is known about the
     message it holds (where it starts, its size prefix)."""
-    who: str                          # e.g. "127.0.0.1:50000 request"
+
+    who: str  # e.g. "127.0.0.1:50000 request"
     # requests are forwarded as they come, so giving one up loses no byte; responses
     # are held until whole (one may be rewritten): they count, but are never given up
     forwarded: bool = True
     framer: Framer = field(default_factory=Framer)
-    pos: int = 0                      # stream offset of the next byte
-    skip_until: int = 0               # a given-up message ends here
-    start: int = -1                   # stream offset of the held message
-    head: bytes = b""                 # its size prefix (up to 4 bytes)
-    since: int = 0                    # order in which held messages started
+    pos: int = 0  # stream offset of the next byte
+    skip_until: int = 0  # a given-up message ends here
+    start: int = -1  # stream offset of the held message
+    head: bytes = b""  # its size prefix (up to 4 bytes)
+    since: int = 0  # order in which held messages started
     held: int = 0
-    taken: bool = False               # the message up to skip_until is the caller's
+    taken: bool = False  # the message up to skip_until is the caller's
 
     @property
     def error(self) -> str | None:
@@ -67,10 +68,10 @@ class HeldBytes:
     def feed(self, s: Side, chunk: bytes) -> list[Frame]:
         start = s.pos
         s.pos += len(chunk)
-        if start < s.skip_until:                      # the rest of a given-up message
+        if start < s.skip_until:  # the rest of a given-up message
             cut = min(s.skip_until - start, len(chunk))
             chunk, start = chunk[cut:], start + cut
-            if s.taken:                               # (or of one taken: it counts)
+            if s.taken:  # (or of one taken: it counts)
                 s.held += cut
                 self.total += cut
                 if start >= s.skip_until:
@@ -81,11 +82,11 @@ class HeldBytes:
         framer = s.framer
         frames = framer.feed(chunk, start)
         if framer.pending:
-            if framer.base != s.start:                # a new message began in this chunk
+            if framer.base != s.start:  # a new message began in this chunk
                 s.start, s.head, s.since = framer.base, b"", next(self._order)
             if len(s.head) < 4:
                 at = s.start + len(s.head) - start
-                s.head += chunk[max(at, 0):max(at, 0) + 4 - len(s.head)]
+                s.head += chunk[max(at, 0) : max(at, 0) + 4 - len(s.head)]
             self.holding.add(s)
         else:
             s.start, s.head = -1, b""
@@ -122,5 +123,6 @@ class HeldBytes:
             f"{s.who}: a message of {size:,} bytes at stream offset {s.skip_until - 4 - size:,} "
             f"is not decoded: the proxy held {held:,} bytes of it while partial messages of "
             f"all connections reached --max-memory {self.limit:,} bytes; it is forwarded "
-            f"unchanged all the same")
+            f"unchanged all the same"
+        )
         return True

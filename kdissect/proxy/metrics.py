@@ -24,20 +24,38 @@ from ..protocol.apis import TABLE
 
 # seconds; the proxy's own added latency is well under a millisecond, brokers' answers
 # (a Fetch waiting for data) take up to its max wait
-BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
-           0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
-MAX_ERROR_CODES = 64        # distinct error codes kept per API (brokers use ~130 in all)
+BUCKETS = (
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+)
+MAX_ERROR_CODES = 64  # distinct error codes kept per API (brokers use ~130 in all)
 
 
 @dataclass(slots=True)
 class Counters:
     """One connection's counters."""
+
     bytes_to_broker: int = 0
     bytes_to_client: int = 0
     requests: int = 0
     responses: int = 0
     rewritten: int = 0
-    dropped: int = 0                       # exchanges the forwarder shed (display full)
+    dropped: int = 0  # exchanges the forwarder shed (display full)
 
     def add(self, other: Counters) -> None:
         for name in Counters.__slots__:
@@ -47,12 +65,13 @@ class Counters:
 @dataclass(slots=True)
 class ApiCounters:
     """One API's counters (all connections)."""
+
     requests: int = 0
     responses: int = 0
     rewritten: int = 0
     latency_sum: float = 0.0
     latency: list[int] = field(default_factory=lambda: [0] * (len(BUCKETS) + 1))
-    errors: dict[int, int] = field(default_factory=dict)     # top-level error code -> n
+    errors: dict[int, int] = field(default_factory=dict)  # top-level error code -> n
 
     def observe(self, seconds: float) -> None:
         self.latency[bisect_left(BUCKETS, seconds)] += 1
@@ -81,11 +100,12 @@ class DisplayShared:
     display left out while behind and requests it showed (the display writes them),
     exchanges the forwarder shed (it writes them: the display's summary must not wait
     for the channel to tell it, it may stop before)."""
+
     _DISPLAY = struct.Struct("=qq")
     _SHED = struct.Struct("=q")
 
     def __init__(self) -> None:
-        self._mem = mmap.mmap(-1, self._DISPLAY.size + self._SHED.size)   # anonymous: shared
+        self._mem = mmap.mmap(-1, self._DISPLAY.size + self._SHED.size)  # anonymous: shared
 
     def write(self, left_out: int, shown: int) -> None:
         self._DISPLAY.pack_into(self._mem, 0, left_out, shown)
@@ -106,14 +126,14 @@ class Metrics:
 
     def __init__(self, display: DisplayShared | None = None) -> None:
         self.closed = Counters()
-        self.live: dict[int, tuple[str, str, Counters]] = {}   # id -> (client, broker, c)
+        self.live: dict[int, tuple[str, str, Counters]] = {}  # id -> (client, broker, c)
         self.apis: dict[int, ApiCounters] = {}
         self.connections = 0
-        self.refused = 0            # connections closed at once: --max-connections reached
-        self.idle_closed = 0        # connections closed by --idle-timeout
+        self.refused = 0  # connections closed at once: --max-connections reached
+        self.idle_closed = 0  # connections closed by --idle-timeout
         self.listeners_refused = 0  # brokers named beyond the listener caps
-        self.given_up = 0           # partial requests not decoded (--max-memory)
-        self.shed_total = 0         # exchanges shed (the display's buffer was full)
+        self.given_up = 0  # partial requests not decoded (--max-memory)
+        self.shed_total = 0  # exchanges shed (the display's buffer was full)
         self.display = display
 
     def shed(self) -> None:
@@ -164,9 +184,11 @@ class Metrics:
 
     def summary(self) -> str:
         t = self.total()
-        text = (f"{self.connections} connections, {t.requests} requests, "
-                f"{_size(t.bytes_to_broker)} to brokers, {_size(t.bytes_to_client)} to clients, "
-                f"{t.rewritten} responses rewritten")
+        text = (
+            f"{self.connections} connections, {t.requests} requests, "
+            f"{_size(t.bytes_to_broker)} to brokers, {_size(t.bytes_to_client)} to clients, "
+            f"{t.rewritten} responses rewritten"
+        )
         latency = self.latency()
         p50, p99 = quantile(latency, 0.5), quantile(latency, 0.99)
         if p50 is not None and p99 is not None:
@@ -180,8 +202,10 @@ class Metrics:
         if self.listeners_refused:
             text += f"; {self.listeners_refused} broker listeners not opened (caps)"
         if self.given_up:
-            text += (f"; {self.given_up} partial requests not decoded (--max-memory reached; "
-                     f"forwarded unchanged)")
+            text += (
+                f"; {self.given_up} partial requests not decoded (--max-memory reached; "
+                f"forwarded unchanged)"
+            )
         return text
 
 
@@ -189,7 +213,7 @@ def _size(n: int) -> str:
     return f"{n / 1e6:.1f} MB" if n >= 100_000 else f"{n / 1e3:.1f} kB"
 
 
-UNKNOWN_API = -1          # the counters of every API key Kafka does not define
+UNKNOWN_API = -1  # the counters of every API key Kafka does not define
 
 
 def _api_name(key: int) -> str:
@@ -200,8 +224,12 @@ def _api_name(key: int) -> str:
 def serve_prometheus(metrics: Metrics, host: str, port: int, per_connection: bool = False):
     """Expose ``metrics`` at http://host:port/metrics (a thread of this process)."""
     from prometheus_client import start_http_server
-    from prometheus_client.core import (CollectorRegistry, CounterMetricFamily,
-                                        GaugeMetricFamily, HistogramMetricFamily)
+    from prometheus_client.core import (
+        CollectorRegistry,
+        CounterMetricFamily,
+        GaugeMetricFamily,
+        HistogramMetricFamily,
+    )
 
     def histogram(fam, labels, latency: list[int], total: float) -> None:
         cumulative, buckets = 0, []
@@ -219,34 +247,52 @@ def serve_prometheus(metrics: Metrics, host: str, port: int, per_connection: boo
             t = metrics.total()
             live = list(metrics.live.items())
             apis = sorted(metrics.apis.items())
-            yield GaugeMetricFamily("kdissect_proxy_connections_open",
-                                    "Client connections open now", value=len(live))
-            yield counter("kdissect_proxy_connections", "Client connections accepted",
-                          metrics.connections)
-            yield counter("kdissect_proxy_connections_refused", "Client connections "
-                          "closed at once because --max-connections were open",
-                          metrics.refused)
-            yield counter("kdissect_proxy_connections_idle_closed", "Client connections "
-                          "closed after --idle-timeout without traffic", metrics.idle_closed)
-            yield counter("kdissect_proxy_listeners_refused", "Brokers named in answers "
-                          "for which no listener was opened (caps reached)",
-                          metrics.listeners_refused)
+            yield GaugeMetricFamily(
+                "kdissect_proxy_connections_open", "Client connections open now", value=len(live)
+            )
+            yield counter(
+                "kdissect_proxy_connections", "Client connections accepted", metrics.connections
+            )
+            yield counter(
+                "kdissect_proxy_connections_refused",
+                "Client connections closed at once because --max-connections were open",
+                metrics.refused,
+            )
+            yield counter(
+                "kdissect_proxy_connections_idle_closed",
+                "Client connections closed after --idle-timeout without traffic",
+                metrics.idle_closed,
+            )
+            yield counter(
+                "kdissect_proxy_listeners_refused",
+                "Brokers named in answers for which no listener was opened (caps reached)",
+                metrics.listeners_refused,
+            )
             byte_fam = counter("kdissect_proxy_bytes", "Bytes forwarded", labels=["direction"])
             byte_fam.add_metric(["to_broker"], t.bytes_to_broker)
             byte_fam.add_metric(["to_client"], t.bytes_to_client)
             yield byte_fam
-            requests = counter("kdissect_proxy_requests", "Requests forwarded to brokers",
-                               labels=["api"])
-            responses = counter("kdissect_proxy_responses", "Responses forwarded to clients",
-                                labels=["api"])
-            rewritten = counter("kdissect_proxy_rewritten_responses", "Responses whose "
-                                "broker addresses were rewritten", labels=["api"])
-            errors = counter("kdissect_proxy_response_errors", "Responses by top-level "
-                             "error code (APIs whose answer has one)",
-                             labels=["api", "error_code"])
+            requests = counter(
+                "kdissect_proxy_requests", "Requests forwarded to brokers", labels=["api"]
+            )
+            responses = counter(
+                "kdissect_proxy_responses", "Responses forwarded to clients", labels=["api"]
+            )
+            rewritten = counter(
+                "kdissect_proxy_rewritten_responses",
+                "Responses whose broker addresses were rewritten",
+                labels=["api"],
+            )
+            errors = counter(
+                "kdissect_proxy_response_errors",
+                "Responses by top-level error code (APIs whose answer has one)",
+                labels=["api", "error_code"],
+            )
             latency = HistogramMetricFamily(
-                "kdissect_proxy_request_latency_seconds", "From a request forwarded to "
-                "the broker to its response received from it", labels=["api"])
+                "kdissect_proxy_request_latency_seconds",
+                "From a request forwarded to the broker to its response received from it",
+                labels=["api"],
+            )
             for key, a in apis:
                 name = _api_name(key)
                 requests.add_metric([name], a.requests)
@@ -256,23 +302,34 @@ def serve_prometheus(metrics: Metrics, host: str, port: int, per_connection: boo
                     errors.add_metric([name, str(code)], n)
                 histogram(latency, [name], a.latency, a.latency_sum)
             yield from (requests, responses, rewritten, errors, latency)
-            dropped = counter("kdissect_proxy_display_dropped_exchanges", "Exchanges the "
-                              "display did not show (forwarding was not slowed): shed when "
-                              "its buffer was full, left out while it was far behind",
-                              labels=["reason"])
+            dropped = counter(
+                "kdissect_proxy_display_dropped_exchanges",
+                "Exchanges the "
+                "display did not show (forwarding was not slowed): shed when "
+                "its buffer was full, left out while it was far behind",
+                labels=["reason"],
+            )
             dropped.add_metric(["shed"], metrics.shed_total)
             dropped.add_metric(["left_out"], metrics.left_out())
             yield dropped
             if not per_connection:
                 return
             per = ["connection", "client", "broker"]
-            conn_bytes = counter("kdissect_proxy_connection_bytes",
-                                 "Bytes forwarded on one connection", labels=per + ["direction"])
-            conn_requests = counter("kdissect_proxy_connection_requests",
-                                    "Requests forwarded on one connection", labels=per)
-            conn_dropped = counter("kdissect_proxy_connection_display_dropped_exchanges",
-                                   "Exchanges of one connection the display's buffer shed",
-                                   labels=per)
+            conn_bytes = counter(
+                "kdissect_proxy_connection_bytes",
+                "Bytes forwarded on one connection",
+                labels=per + ["direction"],
+            )
+            conn_requests = counter(
+                "kdissect_proxy_connection_requests",
+                "Requests forwarded on one connection",
+                labels=per,
+            )
+            conn_dropped = counter(
+                "kdissect_proxy_connection_display_dropped_exchanges",
+                "Exchanges of one connection the display's buffer shed",
+                labels=per,
+            )
             for index, (client, broker, c) in live:
                 labels = [str(index), client, broker]
                 conn_bytes.add_metric(labels + ["to_broker"], c.bytes_to_broker)

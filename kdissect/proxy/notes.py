@@ -8,16 +8,20 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-EVERY = 10.0          # seconds between the summaries of one kind's repeats
+EVERY = 10.0  # seconds between the summaries of one kind's repeats
 
 
 class Notes:
-    def __init__(self, emit: Callable[[str], None], every: float = EVERY,
-                 clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        emit: Callable[[str], None],
+        every: float = EVERY,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.emit, self.every, self.clock = emit, every, clock
-        self.counts: dict[str, int] = {}       # kind -> repeats not yet told
-        self.total: dict[str, int] = {}        # kind -> times in all
-        self.since: dict[str, float] = {}      # kind -> when it was last told
+        self.counts: dict[str, int] = {}  # kind -> repeats not yet told
+        self.total: dict[str, int] = {}  # kind -> times in all
+        self.since: dict[str, float] = {}  # kind -> when it was last told
 
     def __call__(self, kind: str, text: str) -> None:
         """``text`` of ``kind`` (e.g. "plaintext on TLS"): shown the first time, then
@@ -37,7 +41,9 @@ class Notes:
         now = self.clock()
         for kind, n in self.counts.items():
             if n and (final or now - self.since[kind] >= self.every):
-                self.emit(f"{kind}: {n} more time{'s' if n > 1 else ''} in the last "
-                          f"{now - self.since[kind]:.0f} s ({self.total[kind]} in all)")
+                self.emit(
+                    f"{kind}: {n} more time{'s' if n > 1 else ''} in the last "
+                    f"{now - self.since[kind]:.0f} s ({self.total[kind]} in all)"
+                )
                 self.counts[kind] = 0
                 self.since[kind] = now

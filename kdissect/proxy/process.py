@@ -25,11 +25,14 @@ def event_loop_factory(kind: str):
     if kind in ("auto", "uvloop"):
         try:
             import uvloop
+
             return "uvloop", uvloop.new_event_loop
         except ImportError:
             if kind == "uvloop":
-                raise RuntimeError("uvloop is not installed: pip install 'kdissect[fast]' "
-                                   "(Linux and macOS), or use --event-loop asyncio") from None
+                raise RuntimeError(
+                    "uvloop is not installed: pip install 'kdissect[fast]' "
+                    "(Linux and macOS), or use --event-loop asyncio"
+                ) from None
     return "asyncio", asyncio.new_event_loop
 
 
@@ -38,8 +41,8 @@ class Forwarder:
 
     def __init__(self, process, fd: int, shared: DisplayShared):
         self.process, self.fd = process, fd
-        self.shared = shared          # the display's counts, read by the forwarder
-        self.error = "the proxy process ended"      # why it did not start (its channel says)
+        self.shared = shared  # the display's counts, read by the forwarder
+        self.error = "the proxy process ended"  # why it did not start (its channel says)
 
     def stop(self) -> None:
         if self.process.pid and self.process.is_alive():
@@ -47,25 +50,39 @@ class Forwarder:
 
     def join(self, timeout: float = 30) -> int | None:
         self.process.join(timeout)
-        if self.process.is_alive():           # it did not close in time
+        if self.process.is_alive():  # it did not close in time
             self.process.kill()
             self.process.join()
         return self.process.exitcode
 
 
-def start(make_proxy: Callable, budget: int, loop_kind: str = "auto",
-          metrics_at: tuple[str, int] | None = None,
-          per_connection: bool = False) -> Forwarder:
+def start(
+    make_proxy: Callable,
+    budget: int,
+    loop_kind: str = "auto",
+    metrics_at: tuple[str, int] | None = None,
+    per_connection: bool = False,
+) -> Forwarder:
     """Fork the forwarding process. ``make_proxy(feed, on_note, shared)`` builds the
     Proxy there."""
     read_fd, write_fd = os.pipe()
     shared = DisplayShared()
     ctx = multiprocessing.get_context("fork")
-    process = ctx.Process(target=_main, args=(make_proxy, read_fd, write_fd, budget,
-                                              loop_kind, (metrics_at, per_connection),
-                                              shared), name="kdissect-proxy")
+    process = ctx.Process(
+        target=_main,
+        args=(
+            make_proxy,
+            read_fd,
+            write_fd,
+            budget,
+            loop_kind,
+            (metrics_at, per_connection),
+            shared,
+        ),
+        name="kdissect-proxy",
+    )
     process.start()
-    os.close(write_fd)                # EOF for the display once the forwarder is gone
+    os.close(write_fd)  # EOF for the display once the forwarder is gone
     return Forwarder(process, read_fd, shared)
 
 
@@ -74,14 +91,17 @@ def start(make_proxy: Callable, budget: int, loop_kind: str = "auto",
 # faulted in anew: measured on this kind of VM, 6.3 ms to allocate and fill 1.4 MB, 0.4 ms
 # from memory kept. The forwarder keeps freed memory up to these sizes (what it holds at
 # once is still capped by --max-memory).
-_MALLOC_SETTINGS = ((-3, 32 << 20),    # M_MMAP_THRESHOLD: own pages only above 32 MiB
-                    (-1, 64 << 20))    # M_TRIM_THRESHOLD: return to the kernel above 64 MiB
+_MALLOC_SETTINGS = (
+    (-3, 32 << 20),  # M_MMAP_THRESHOLD: own pages only above 32 MiB
+    (-1, 64 << 20),
+)  # M_TRIM_THRESHOLD: return to the kernel above 64 MiB
 
 
 def _keep_freed_memory() -> None:
     """glibc only (``mallopt``); elsewhere nothing changes."""
     try:
         import ctypes
+
         mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError, ImportError):
         return
@@ -89,8 +109,15 @@ def _keep_freed_memory() -> None:
         mallopt(param, value)
 
 
-def _main(make_proxy, read_fd: int, write_fd: int, budget: int, loop_kind: str,
-          metrics_at, shared: DisplayShared) -> None:
+def _main(
+    make_proxy,
+    read_fd: int,
+    write_fd: int,
+    budget: int,
+    loop_kind: str,
+    metrics_at,
+    shared: DisplayShared,
+) -> None:
     os.close(read_fd)
     _keep_freed_memory()
     # until the loop handles it (below), a Ctrl-C must not end start-up with a traceback
@@ -108,22 +135,26 @@ def _main(make_proxy, read_fd: int, write_fd: int, budget: int, loop_kind: str,
 
 def _fatal(write_fd: int, text: str) -> None:
     from .feed import HEADER
+
     payload = text.encode()
     os.write(write_fd, HEADER.pack(ERROR, 0, 0, 0.0, 0, len(payload)) + payload)
     os.close(write_fd)
 
 
-async def _serve(make_proxy, write_fd: int, budget: int, loop_name: str, metrics_at,
-                 shared: DisplayShared) -> int:
+async def _serve(
+    make_proxy, write_fd: int, budget: int, loop_name: str, metrics_at, shared: DisplayShared
+) -> int:
     metrics_addr, per_connection = metrics_at
     stop = asyncio.Event()
-    feed = FeedWriter(write_fd, budget, on_broken=stop.set)   # the parent is gone
+    feed = FeedWriter(write_fd, budget, on_broken=stop.set)  # the parent is gone
     await feed.start()
     from .skipscan import warm
+
     warm()
     loop = asyncio.get_running_loop()
     try:
         proxy = make_proxy(feed, feed.note, shared)
+
         # what the event loop itself reports (an accept that failed for want of file
         # descriptors: asyncio pauses that listener for a second and goes on) is a
         # note, counted; a kind per exception type, so a second, different error is told
@@ -143,11 +174,14 @@ async def _serve(make_proxy, write_fd: int, budget: int, loop_name: str, metrics
         return 2
     if metrics_addr is not None:
         from .metrics import serve_prometheus
+
         try:
             serve_prometheus(proxy.metrics, metrics_addr[0], metrics_addr[1], per_connection)
         except OSError as e:
-            feed.note(f"cannot serve metrics on {metrics_addr[0]}:{metrics_addr[1]}: "
-                      f"{e.strerror or e}", ERROR)
+            feed.note(
+                f"cannot serve metrics on {metrics_addr[0]}:{metrics_addr[1]}: {e.strerror or e}",
+                ERROR,
+            )
             await proxy.close()
             await feed.aclose()
             return 2

@@ -18,12 +18,13 @@ def _string(value: str, compact: bool) -> bytes:
     return (uvarint(len(raw) + 1) if compact else len(raw).to_bytes(2, "big")) + raw
 
 
-def rewrite(data: bytes, spans: list[EndpointSpan],
-            new_address: Callable[[EndpointSpan], tuple[str, int]]) -> bytes | None:
+def rewrite(
+    data: bytes, spans: list[EndpointSpan], new_address: Callable[[EndpointSpan], tuple[str, int]]
+) -> bytes | None:
     """``data`` (a response without its size prefix) with each endpoint's host and port
     replaced by ``new_address(span)``; None if nothing changes."""
     edits: list[tuple[int, int, bytes]] = []
-    regions = {}                                   # tagged fields holding an edit
+    regions = {}  # tagged fields holding an edit
     for sp in spans:
         host, port = new_address(sp)
         if (host, port) == (sp.host, sp.port):
@@ -37,8 +38,11 @@ def rewrite(data: bytes, spans: list[EndpointSpan],
     # innermost first: a tagged field's new size prefix is itself an edit inside the
     # tagged field around it
     for _depth, t in sorted(regions.values(), key=lambda d: -d[0]):
-        grown = sum(len(new) - (end - start) for start, end, new in edits
-                    if t.size_end <= start and end <= t.end)
+        grown = sum(
+            len(new) - (end - start)
+            for start, end, new in edits
+            if t.size_end <= start and end <= t.end
+        )
         edits.append((t.size_start, t.size_end, uvarint(t.size + grown)))
     # edits never overlap (a tagged field's size comes before its value): the message
     # is joined from the pieces between them in one pass (splicing a bytearray edit by
@@ -52,9 +56,9 @@ def rewrite(data: bytes, spans: list[EndpointSpan],
     return b"".join(pieces)
 
 
-def rewrite_same_size(data: bytes, spans: list[EndpointSpan],
-                      new_address: Callable[[EndpointSpan], tuple[str, int]]
-                      ) -> tuple[bytes, int] | None:
+def rewrite_same_size(
+    data: bytes, spans: list[EndpointSpan], new_address: Callable[[EndpointSpan], tuple[str, int]]
+) -> tuple[bytes, int] | None:
     """``data`` changed without changing its size, for a response whose first bytes are
     already on their way to the client (a large Fetch answer streamed as it comes):
     ``(new data, offset of the first changed byte)``, the data itself when nothing
@@ -66,16 +70,19 @@ def rewrite_same_size(data: bytes, spans: list[EndpointSpan],
     tags, so they lose the hints (and refresh Metadata, which the proxy rewrites) and
     never use a broker's own address: its bytes stay in the answer, under a tag no client
     reads. An endpoint outside any tagged field: None."""
-    edits: list[tuple[int, bytes]] = []          # (offset, same-size replacement)
+    edits: list[tuple[int, bytes]] = []  # (offset, same-size replacement)
     hidden: dict[int, Tagged] = {}
     for sp in spans:
         host, port = new_address(sp)
         if (host, port) == (sp.host, sp.port):
             continue
         raw = host.encode()
-        old = data[sp.host_start:sp.host_end]
-        if len(raw) <= len(old) and old.endswith(sp.host.encode()) and \
-                len(raw) == len(sp.host.encode()):
+        old = data[sp.host_start : sp.host_end]
+        if (
+            len(raw) <= len(old)
+            and old.endswith(sp.host.encode())
+            and len(raw) == len(sp.host.encode())
+        ):
             edits.append((sp.host_end - len(raw), raw))
             edits.append((sp.port_start, port.to_bytes(4, "big", signed=True)))
         elif sp.tagged and sp.tagged[0].tag_start >= 0:
@@ -93,7 +100,7 @@ def rewrite_same_size(data: bytes, spans: list[EndpointSpan],
         return data, len(data)
     out = bytearray(data)
     for at, new in edits:
-        out[at:at + len(new)] = new
+        out[at : at + len(new)] = new
     return bytes(out), min(at for at, _ in edits)
 
 

@@ -34,14 +34,19 @@ from .held import DEFAULT_LIMIT, HeldBytes
 from .metrics import Counters, DisplayShared, Metrics
 from .notes import Notes
 from .rewrite import rewrite, rewrite_same_size
-from .skipscan import (EndpointSpan, TooManyEndpoints, endpoint_spans, response_layout,
-                       top_error_code)
+from .skipscan import (
+    EndpointSpan,
+    TooManyEndpoints,
+    endpoint_spans,
+    response_layout,
+    top_error_code,
+)
 
 if TYPE_CHECKING:
     from ..capture.pcapng_writer import RecordedConnection, Recorder
 
 CONNECT_TIMEOUT = 10
-READ_SIZE = 1 << 18                  # bytes taken from a socket at a time
+READ_SIZE = 1 << 18  # bytes taken from a socket at a time
 _SIZE = struct.Struct(">i")
 _HEAD = struct.Struct(">hhi")
 _WILDCARDS = ("", "0.0.0.0", "::")
@@ -52,25 +57,25 @@ BACKLOG = 4096
 # 100,000 broker ids must not take every file descriptor (real clusters: dozens)
 MAX_NEW_LISTENERS = 256
 MAX_LISTENERS = 1024
-LATE_ANSWERS = 5.0                   # seconds answers are awaited after the client left
+LATE_ANSWERS = 5.0  # seconds answers are awaited after the client left
 # Responses larger than this are passed on as they arrive instead of whole (a Fetch
 # answer of megabytes held until its last byte doubled its time on the way: consume
 # through the proxy was 0.41-0.46 of direct). A Fetch answer that may carry leader
 # hints at its end keeps its last STREAM_TAIL bytes until it is whole.
 STREAM_TAIL = 64 * 1024
-LARGE_FIRST = 4 << 20               # bytes made ready for a large response before they come
+LARGE_FIRST = 4 << 20  # bytes made ready for a large response before they come
 _HOLD, _STREAM, _TAIL = 1, 2, 3
-HOUSEKEEPING = 1.0                   # seconds between flushes of -w, idle sweeps, notes
+HOUSEKEEPING = 1.0  # seconds between flushes of -w, idle sweeps, notes
 DEFAULT_MAX_CONNECTIONS = 10_000
-DEFAULT_IDLE_TIMEOUT = 600.0         # the brokers' connections.max.idle.ms (10 minutes)
+DEFAULT_IDLE_TIMEOUT = 600.0  # the brokers' connections.max.idle.ms (10 minutes)
 _SASL_KEYS = SASL
 _OUT_OF_FDS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 
 
 @dataclass
 class Listener:
-    node_id: int | None              # None: the bootstrap listener
-    upstreams: list[tuple[str, int]] # tried in order (the bootstrap list, or one broker)
+    node_id: int | None  # None: the bootstrap listener
+    upstreams: list[tuple[str, int]]  # tried in order (the bootstrap list, or one broker)
     port: int
     server: asyncio.base_events.Server | None = None
     bound: asyncio.Event = field(default_factory=asyncio.Event)
@@ -81,14 +86,14 @@ class _Connection:
     index: int
     client: tuple[str, int]
     broker: tuple[str, int]
-    advertise: str                   # the host name handed to this client for brokers
+    advertise: str  # the host name handed to this client for brokers
     counters: Counters
     recorded: RecordedConnection | None = None
     # requests awaiting answers: (api key, api version, shown by the display)
     # requests as (api key, version, shown on the display)
     pending: Correlator[tuple[int, int, bool]] = field(default_factory=Correlator)
-    sasl: RawSasl = field(default_factory=RawSasl)    # SASL tokens without headers
-    last: float = 0.0                # (event loop clock) when bytes last passed
+    sasl: RawSasl = field(default_factory=RawSasl)  # SASL tokens without headers
+    last: float = 0.0  # (event loop clock) when bytes last passed
     # requests awaiting answers, by correlation id (bytes): what decides how a large
     # response is passed on when its first bytes come
     kinds: dict[bytes, tuple[int, int]] = field(default_factory=dict)
@@ -102,26 +107,27 @@ class _Large:
     makes the proxy take more); ``tail``: its last STREAM_TAIL bytes wait until it is
     whole. What may go is written from the piece just received (immutable bytes), the
     rest at the end from the whole buffer, never changed after."""
+
     __slots__ = ("start", "end", "tail", "prefix", "body", "got", "sent")
 
     def __init__(self, start: int, size: int, tail: bool, head: bytes, out: list):
         self.start, self.end, self.tail = start, start + 4 + size, tail
         self.prefix = head[:4]
         self.body = bytearray(min(size, LARGE_FIRST))
-        self.got = 4                   # bytes received, the size prefix included
-        self.sent = 0                  # bytes written, the size prefix included
+        self.got = 4  # bytes received, the size prefix included
+        self.sent = 0  # bytes written, the size prefix included
         self._put(memoryview(head)[4:])
         self._send(head, 0, out)
 
     @property
-    def offset(self) -> int:           # where its body starts in the stream
+    def offset(self) -> int:  # where its body starts in the stream
         return self.start + 4
 
     def _put(self, piece: memoryview) -> None:
         at, body = self.got - 4, self.body
         inside = max(0, min(len(piece), len(body) - at))
-        body[at:at + inside] = piece[:inside]
-        if inside < len(piece):        # past what was made before the bytes came
+        body[at : at + inside] = piece[:inside]
+        if inside < len(piece):  # past what was made before the bytes came
             body += piece[inside:]
         self.got += len(piece)
 
@@ -131,19 +137,19 @@ class _Large:
         if self.tail:
             limit = min(limit, self.end - self.start - STREAM_TAIL)
         if limit > self.sent:
-            out.append(memoryview(piece)[self.sent - first:limit - first])
+            out.append(memoryview(piece)[self.sent - first : limit - first])
             self.sent = limit
 
     def add(self, chunk: bytes, n: int, out: list) -> None:
         """The next ``n`` bytes of it, the first of ``chunk``; what may go to ``out``."""
         first = self.got
         self._put(memoryview(chunk)[:n])
-        if self.sent >= first:         # (when not, the tail is reached: nothing goes)
+        if self.sent >= first:  # (when not, the tail is reached: nothing goes)
             self._send(chunk, first, out)
 
     def rest(self, out: list) -> None:
         """It is whole: what is left of it to ``out``."""
-        out.append(memoryview(self.body)[self.sent - 4:])
+        out.append(memoryview(self.body)[self.sent - 4 :])
         self.sent = self.end - self.start
 
 
@@ -163,21 +169,29 @@ class Proxy:
     when ``host`` is a wildcard the address the client connected to. Broker listeners
     take ``broker_port(node_id)`` when given, else a free port."""
 
-    def __init__(self, upstreams: list[tuple[str, int]], host: str = "127.0.0.1",
-                 port: int = 9092, advertise: str | None = None,
-                 broker_port: Callable[[int], int] | None = None,
-                 feed=None, on_note: Callable[[str], None] = lambda text: None,
-                 server_ssl=None, upstream_ssl=None, recorder: Recorder | None = None,
-                 upstream_map: dict[tuple[str, int], tuple[str, int]] | None = None,
-                 max_memory: int = DEFAULT_LIMIT,
-                 max_connections: int = DEFAULT_MAX_CONNECTIONS,
-                 idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
-                 display: DisplayShared | None = None):
+    def __init__(
+        self,
+        upstreams: list[tuple[str, int]],
+        host: str = "127.0.0.1",
+        port: int = 9092,
+        advertise: str | None = None,
+        broker_port: Callable[[int], int] | None = None,
+        feed=None,
+        on_note: Callable[[str], None] = lambda text: None,
+        server_ssl=None,
+        upstream_ssl=None,
+        recorder: Recorder | None = None,
+        upstream_map: dict[tuple[str, int], tuple[str, int]] | None = None,
+        max_memory: int = DEFAULT_LIMIT,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
+        display: DisplayShared | None = None,
+    ):
         self.upstreams, self.host, self.port = upstreams, host, port
         self.advertise = advertise
         self.broker_port = broker_port
         self.feed, self.on_note = feed, on_note
-        self.server_ssl, self.upstream_ssl = server_ssl, upstream_ssl   # ssl.SSLContext
+        self.server_ssl, self.upstream_ssl = server_ssl, upstream_ssl  # ssl.SSLContext
         self.recorder = recorder
         # advertised broker address -> the address the proxy really connects to
         self.upstream_map = upstream_map or {}
@@ -186,11 +200,11 @@ class Proxy:
         # partial messages of all connections together (forwarded regardless)
         self.held = HeldBytes(max_memory, self._gave_up)
         self.notes: set[str] = set()
-        self.repeated = Notes(on_note)     # notes a client can repeat: once, then counted
+        self.repeated = Notes(on_note)  # notes a client can repeat: once, then counted
         self.max_connections, self.idle_timeout = max_connections, idle_timeout
-        self.active = 0                    # client connections admitted and not ended
+        self.active = 0  # client connections admitted and not ended
         self.live: dict[int, _Connection] = {}
-        self.saw_sasl = False              # a client authenticated with SASL here
+        self.saw_sasl = False  # a client authenticated with SASL here
         self._index = itertools.count(1)
         self._tasks: set[asyncio.Task] = set()
         self._housekeeping: asyncio.Task | None = None
@@ -216,12 +230,18 @@ class Proxy:
             if self.idle_timeout:
                 now = clock()
                 for c in list(self.live.values()):
-                    if now - c.last > self.idle_timeout and not len(c.pending) \
-                            and c.task is not None:
+                    if (
+                        now - c.last > self.idle_timeout
+                        and not len(c.pending)
+                        and c.task is not None
+                    ):
                         self.metrics.idle_closed += 1
-                        self.repeated("idle connections closed", f"{c.client[0]}:"
-                                      f"{c.client[1]}: no traffic for {self.idle_timeout:g} s"
-                                      f" (--idle-timeout): connection closed")
+                        self.repeated(
+                            "idle connections closed",
+                            f"{c.client[0]}:"
+                            f"{c.client[1]}: no traffic for {self.idle_timeout:g} s"
+                            f" (--idle-timeout): connection closed",
+                        )
                         c.task.cancel()
             self.repeated.tick()
 
@@ -236,15 +256,17 @@ class Proxy:
         current = self.listeners.get(sp.node_id)
         if current is not None:
             current.upstreams = [upstream]
-            await current.bound.wait()             # made by another response just now
+            await current.bound.wait()  # made by another response just now
             return current
         wanted = self.broker_port(sp.node_id) if self.broker_port else 0
-        if not 0 <= wanted <= 65535:      # never wrapped (50000 + 19100 is not 3564)
-            self.on_note(f"broker {sp.node_id}: --broker-ports would give it port {wanted}, "
-                         f"which is not a TCP port (0-65535); it gets a free port instead")
+        if not 0 <= wanted <= 65535:  # never wrapped (50000 + 19100 is not 3564)
+            self.on_note(
+                f"broker {sp.node_id}: --broker-ports would give it port {wanted}, "
+                f"which is not a TCP port (0-65535); it gets a free port instead"
+            )
             wanted = 0
         listener = Listener(sp.node_id, [upstream], wanted)
-        self.listeners[sp.node_id] = listener      # before awaiting: one listener per id
+        self.listeners[sp.node_id] = listener  # before awaiting: one listener per id
         try:
             listener.server = await self._serve(listener, wanted)
         except OSError:
@@ -253,8 +275,10 @@ class Proxy:
         listener.port = listener.server.sockets[0].getsockname()[1]
         listener.bound.set()
         via = f" at {upstream[0]}:{upstream[1]}" if upstream != (sp.host, sp.port) else ""
-        self.on_note(f"broker {sp.node_id} ({sp.host}:{sp.port}{via}) is reached through "
-                     f"port {listener.port}")
+        self.on_note(
+            f"broker {sp.node_id} ({sp.host}:{sp.port}{via}) is reached through "
+            f"port {listener.port}"
+        )
         return listener
 
     async def close(self) -> None:
@@ -276,10 +300,16 @@ class Proxy:
         failures = []
         for host, port in listener.upstreams:
             try:
-                streams = await asyncio.wait_for(asyncio.open_connection(
-                    host, port, ssl=self.upstream_ssl,
-                    # SNI even with --insecure: brokers behind SNI routing need it
-                    server_hostname=host if self.upstream_ssl else None), CONNECT_TIMEOUT)
+                streams = await asyncio.wait_for(
+                    asyncio.open_connection(
+                        host,
+                        port,
+                        ssl=self.upstream_ssl,
+                        # SNI even with --insecure: brokers behind SNI routing need it
+                        server_hostname=host if self.upstream_ssl else None,
+                    ),
+                    CONNECT_TIMEOUT,
+                )
             except (OSError, asyncio.TimeoutError) as e:
                 failures.append(f"{host}:{port} ({e or type(e).__name__})")
                 continue
@@ -287,10 +317,11 @@ class Proxy:
                 listener.upstreams.remove((host, port))
                 listener.upstreams.insert(0, (host, port))
             return streams
-        self.repeated(f"cannot reach broker {listener.upstreams[0][0]}:"
-                      f"{listener.upstreams[0][1]}",
-                      f"{who}: cannot reach broker {', '.join(failures)}; closing the "
-                      f"client's connection so it retries")
+        self.repeated(
+            f"cannot reach broker {listener.upstreams[0][0]}:{listener.upstreams[0][1]}",
+            f"{who}: cannot reach broker {', '.join(failures)}; closing the "
+            f"client's connection so it retries",
+        )
         return None
 
     def admit(self, who: str) -> bool:
@@ -298,15 +329,23 @@ class Proxy:
         one is closed at once, so its client retries instead of waiting."""
         if self.active >= self.max_connections:
             self.metrics.refused += 1
-            self.repeated("connections refused", f"{who}: {self.active} client connections "
-                          f"are open (--max-connections {self.max_connections}): closing "
-                          f"new ones at once until some end")
+            self.repeated(
+                "connections refused",
+                f"{who}: {self.active} client connections "
+                f"are open (--max-connections {self.max_connections}): closing "
+                f"new ones at once until some end",
+            )
             return False
         self.active += 1
         return True
 
-    async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                      listener: Listener, admitted: bool = False) -> None:
+    async def _client(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        listener: Listener,
+        admitted: bool = False,
+    ) -> None:
         task = asyncio.current_task()
         assert task is not None, "a connection is served in its own task"
         client = writer.get_extra_info("peername")[:2]
@@ -325,10 +364,11 @@ class Proxy:
             broker = upstream_w.get_extra_info("peername")[:2]
             index = next(self._index)
             advertise = self.advertise or self.host
-            if advertise in _WILDCARDS:   # never hand out 0.0.0.0: the address this client used
+            if advertise in _WILDCARDS:  # never hand out 0.0.0.0: the address this client used
                 advertise = writer.get_extra_info("sockname")[0].removeprefix("::ffff:")
-            c = _Connection(index, client, broker, advertise,
-                            self.metrics.open(index, client, broker))
+            c = _Connection(
+                index, client, broker, advertise, self.metrics.open(index, client, broker)
+            )
             c.last, c.task = asyncio.get_running_loop().time(), task
             self.live[index] = c
             if self.recorder is not None:
@@ -343,7 +383,7 @@ class Proxy:
                     # the client left with requests in flight: their answers are still
                     # read (and recorded) for a while
                     await asyncio.wait({down}, timeout=LATE_ANSWERS)
-            finally:                               # one side ended: end the other cleanly
+            finally:  # one side ended: end the other cleanly
                 for t in (ups, down):
                     t.cancel()
                 await asyncio.gather(ups, down, return_exceptions=True)
@@ -351,13 +391,15 @@ class Proxy:
             # the proxy is closing: end normally, or asyncio's stream callback reports the
             # cancellation as an error with a traceback
             pass
-        except Exception as e:                    # a bug: this connection ends, no other
+        except Exception as e:  # a bug: this connection ends, no other
             # one kind per exception type: a bug met by every connection is counted, a
             # different one is still told (with its traceback, once)
-            self.repeated(f"connections ended on an internal error ({type(e).__name__})",
-                          f"{who}: the connection ended on an internal error "
-                          f"({type(e).__name__}: {e}); please report it\n"
-                          + "".join(traceback.format_exception(e)).rstrip())
+            self.repeated(
+                f"connections ended on an internal error ({type(e).__name__})",
+                f"{who}: the connection ended on an internal error "
+                f"({type(e).__name__}: {e}); please report it\n"
+                + "".join(traceback.format_exception(e)).rstrip(),
+            )
         finally:
             self.active -= 1
             if c is not None:
@@ -376,9 +418,9 @@ class Proxy:
         """Listen for ``listener`` on ``port`` (0: a free one)."""
         if self.server_ssl is None:
             return await asyncio.start_server(
-                lambda r, w: self._client(r, w, listener), self.host, port, backlog=BACKLOG)
-        return _TlsServer(self, listener,
-                          socket.create_server((self.host, port), backlog=BACKLOG))
+                lambda r, w: self._client(r, w, listener), self.host, port, backlog=BACKLOG
+            )
+        return _TlsServer(self, listener, socket.create_server((self.host, port), backlog=BACKLOG))
 
     async def _tls_client(self, sock: socket.socket, listener: Listener) -> None:
         """On a TLS listener: peek at the client's first byte before any event loop reads
@@ -387,7 +429,7 @@ class Proxy:
         loop = asyncio.get_running_loop()
         try:
             client = sock.getpeername()[:2]
-        except OSError:                      # reset as soon as it connected (ENOTCONN)
+        except OSError:  # reset as soon as it connected (ENOTCONN)
             self.active -= 1
             sock.close()
             return
@@ -408,7 +450,7 @@ class Proxy:
             return
         finally:
             loop.remove_reader(sock.fileno())
-        if not first:                        # it left without a word
+        if not first:  # it left without a word
             self.active -= 1
             sock.close()
             return
@@ -416,34 +458,41 @@ class Proxy:
             self.active -= 1
             # SASL_SSL when clients here authenticate (a SASL_PLAINTEXT client told
             # "SSL" would fail again, differently)
-            protocol_hint = ("SASL_SSL" if self.saw_sasl
-                             else "SSL, or SASL_SSL if it authenticates with SASL")
-            self.repeated(f"plaintext clients on a TLS listener ({protocol_hint})",
-                          f"{who}: a plaintext client on a TLS listener (its first byte is "
-                          f"{first.hex() or 'nothing'}): configure it for TLS "
-                          f"(security.protocol={protocol_hint}) or run the proxy without "
-                          f"--tls-cert; closing the connection")
+            protocol_hint = (
+                "SASL_SSL" if self.saw_sasl else "SSL, or SASL_SSL if it authenticates with SASL"
+            )
+            self.repeated(
+                f"plaintext clients on a TLS listener ({protocol_hint})",
+                f"{who}: a plaintext client on a TLS listener (its first byte is "
+                f"{first.hex() or 'nothing'}): configure it for TLS "
+                f"(security.protocol={protocol_hint}) or run the proxy without "
+                f"--tls-cert; closing the connection",
+            )
             sock.close()
             return
         reader = asyncio.StreamReader()
         protocol = asyncio.StreamReaderProtocol(reader)
         try:
             transport, _ = await loop.connect_accepted_socket(
-                lambda: protocol, sock, ssl=self.server_ssl, ssl_handshake_timeout=60)
+                lambda: protocol, sock, ssl=self.server_ssl, ssl_handshake_timeout=60
+            )
         except (ssl.SSLError, OSError, asyncio.TimeoutError) as e:
             self.active -= 1
-            self.repeated("TLS handshakes failed", f"{who}: the TLS handshake failed ({e}); "
-                          f"closing the connection")
+            self.repeated(
+                "TLS handshakes failed",
+                f"{who}: the TLS handshake failed ({e}); closing the connection",
+            )
             sock.close()
             return
-        await self._client(reader, asyncio.StreamWriter(transport, protocol, reader, loop),
-                           listener, admitted=True)
+        await self._client(
+            reader, asyncio.StreamWriter(transport, protocol, reader, loop), listener, admitted=True
+        )
 
     def _safely(self, fn, *args) -> None:
         """Recording and display must never disturb forwarding."""
         try:
             fn(*args)
-        except Exception as e:                    # pragma: no cover - reported, not raised
+        except Exception as e:  # pragma: no cover - reported, not raised
             self.note_once(f"recording failed and was skipped: {type(e).__name__}: {e}")
 
     def _gave_up(self, text: str) -> None:
@@ -471,15 +520,19 @@ class Proxy:
                 if not chunk:
                     return
                 if first and _looks_like_tls(chunk):
-                    self.on_note(f"{who}: a TLS handshake on a plaintext listener: the client "
-                                 f"speaks TLS (point it at a plaintext listener, or give the "
-                                 f"proxy --tls-cert/--tls-key); closing the connection")
+                    self.on_note(
+                        f"{who}: a TLS handshake on a plaintext listener: the client "
+                        f"speaks TLS (point it at a plaintext listener, or give the "
+                        f"proxy --tls-cert/--tls-key); closing the connection"
+                    )
                     return
                 first = False
                 frames = held.feed(side, chunk)
                 if side.error:
-                    self.on_note(f"{who}: the client sent an {side.error}, which is not "
-                                 f"Kafka; closing the connection")
+                    self.on_note(
+                        f"{who}: the client sent an {side.error}, which is not "
+                        f"Kafka; closing the connection"
+                    )
                     return
                 writer.write(chunk)
                 counters.bytes_to_broker += len(chunk)
@@ -494,7 +547,7 @@ class Proxy:
                         answered = key != PRODUCE or not _acks0(data)
                         pending.request(corr, (key, version, shown), answered, now)
                         if answered:
-                            if len(c.kinds) > 4096:          # answers that never came
+                            if len(c.kinds) > 4096:  # answers that never came
                                 c.kinds.clear()
                             c.kinds[data[4:8]] = (key, version)
                         api(key).requests += 1
@@ -529,10 +582,10 @@ class Proxy:
         clock = asyncio.get_running_loop().time
         held = self.held
         side = held.side(f"{c.client[0]}:{c.client[1]} response", forwarded=False)
-        gone = False                       # the client left: answers are recorded only
-        large: _Large | None = None        # the large response being passed on
-        early = b""                        # the first bytes (< 8) of an undecided one
-        early_at = hold_at = -1            # where it starts; where one kept whole starts
+        gone = False  # the client left: answers are recorded only
+        large: _Large | None = None  # the large response being passed on
+        early = b""  # the first bytes (< 8) of an undecided one
+        early_at = hold_at = -1  # where it starts; where one kept whole starts
         try:
             while True:
                 if gone and not len(pending):
@@ -544,7 +597,7 @@ class Proxy:
                 chunk_start = side.pos
                 whole = not side.framer.pending and large is None
                 out: list = []
-                done: list = []            # a large response ended in this chunk
+                done: list = []  # a large response ended in this chunk
                 if large is not None:
                     n = min(len(chunk), large.end - chunk_start)
                     large.add(chunk, n, out)
@@ -553,8 +606,10 @@ class Proxy:
                         large = None
                 frames = held.feed(side, chunk)
                 if side.error:
-                    self.on_note(f"broker {c.broker[0]}:{c.broker[1]} sent an "
-                                 f"{side.error}, which is not Kafka; closing the connection")
+                    self.on_note(
+                        f"broker {c.broker[0]}:{c.broker[1]} sent an "
+                        f"{side.error}, which is not Kafka; closing the connection"
+                    )
                     return
                 ts = time.time()
                 changed = False
@@ -577,10 +632,11 @@ class Proxy:
                             a.error(code)
                         if response_layout(key, version) is not None:
                             if big is not None:
-                                same = await self._rewritten_same_size(data, key, version,
-                                                                       c, big.sent - 4)
+                                same = await self._rewritten_same_size(
+                                    data, key, version, c, big.sent - 4
+                                )
                                 if same is None:
-                                    return             # (said why) the client reconnects
+                                    return  # (said why) the client reconnects
                                 new = same
                             else:
                                 new = await self._rewritten(data, key, version, c) or data
@@ -590,11 +646,11 @@ class Proxy:
                             c.sasl.answered(key, version, data)
                     if new is not data:
                         changed = True
-                    if big is not None:                # the rest of it (size unchanged)
+                    if big is not None:  # the rest of it (size unchanged)
                         if new is data:
                             big.rest(out)
                         else:
-                            out.append(memoryview(new)[big.sent - 4:])
+                            out.append(memoryview(new)[big.sent - 4 :])
                     else:
                         out.append(_SIZE.pack(len(new)))
                         out.append(new)
@@ -608,16 +664,16 @@ class Proxy:
                                 counters.dropped += 1
                                 feed.unreported += 1
                                 self.metrics.shed()
-                    if c.recorded is not None:      # as the broker sent it
+                    if c.recorded is not None:  # as the broker sent it
                         self._safely(self._record, c, 1, data, ts, token)
                 framer = side.framer
-                if framer.pending and framer.base != hold_at:   # a response not whole yet
+                if framer.pending and framer.base != hold_at:  # a response not whole yet
                     base = framer.base
-                    if base >= chunk_start:         # it began in this chunk
-                        head = chunk[base - chunk_start:]
+                    if base >= chunk_start:  # it began in this chunk
+                        head = chunk[base - chunk_start :]
                     elif base == early_at:
                         head = early + chunk
-                    else:                           # (cannot happen) kept whole
+                    else:  # (cannot happen) kept whole
                         head, hold_at = b"", base
                     if len(head) < 8:
                         early, early_at = head, base
@@ -627,7 +683,7 @@ class Proxy:
                         mode = self._passing(c, size, head[4:8])
                         if mode == _HOLD:
                             hold_at = base
-                        else:                       # the proxy collects it from here
+                        else:  # the proxy collects it from here
                             held.take(side, base + 4 + size)
                             large = _Large(base, size, mode == _TAIL, head, out)
                 if not out or gone:
@@ -636,10 +692,10 @@ class Proxy:
                     gone = True
                     continue
                 if whole and not large and not side.framer.pending and not changed:
-                    writer.write(chunk)             # no copy: the bytes as they came
+                    writer.write(chunk)  # no copy: the bytes as they came
                     counters.bytes_to_client += len(chunk)
                 else:
-                    writer.writelines(out)          # uvloop writes them without joining
+                    writer.writelines(out)  # uvloop writes them without joining
                     counters.bytes_to_client += sum(map(len, out))
                 try:
                     await writer.drain()
@@ -662,15 +718,15 @@ class Proxy:
             return _STREAM
         return _TAIL if kind[0] == FETCH else _HOLD
 
-    def _record(self, c: _Connection, side: int, data: bytes, ts: float,
-                sasl_raw: bool) -> None:
+    def _record(self, c: _Connection, side: int, data: bytes, ts: float, sasl_raw: bool) -> None:
         if c.recorded is None or self.recorder is None:
             return
         frame = _SIZE.pack(len(data)) + data
         c.recorded.frame(side, frame, ts, sasl_raw)
 
-    async def _rewritten(self, body: bytes, api_key: int, api_version: int,
-                         c: _Connection) -> bytes | None:
+    async def _rewritten(
+        self, body: bytes, api_key: int, api_version: int, c: _Connection
+    ) -> bytes | None:
         """``body`` with every broker address replaced by the proxy's listener for that
         broker (the listeners are made first, so a client can connect at once); None
         when nothing changes."""
@@ -683,8 +739,9 @@ class Proxy:
             c.counters.rewritten += 1
         return new
 
-    async def _rewritten_same_size(self, body: bytes, api_key: int, api_version: int,
-                                   c: _Connection, sent: int) -> bytes | None:
+    async def _rewritten_same_size(
+        self, body: bytes, api_key: int, api_version: int, c: _Connection, sent: int
+    ) -> bytes | None:
         """``body`` (a response whose first ``sent`` bytes are written already) with
         its broker addresses rewritten without changing its size (or its leader hints
         hidden: ``rewrite_same_size``); None when that cannot be done: the connection is
@@ -695,38 +752,47 @@ class Proxy:
         spans, ports = found
         done = rewrite_same_size(body, spans, lambda sp: (c.advertise, ports[sp.node_id]))
         if done is None or done[1] < sent:
-            self.repeated("a streamed answer could not be rewritten",
-                          f"{c.client[0]}:{c.client[1]}: a large answer (API {api_key} "
-                          f"v{api_version}) names brokers where the proxy could no longer "
-                          f"rewrite them; closing the connection (the client reconnects)")
+            self.repeated(
+                "a streamed answer could not be rewritten",
+                f"{c.client[0]}:{c.client[1]}: a large answer (API {api_key} "
+                f"v{api_version}) names brokers where the proxy could no longer "
+                f"rewrite them; closing the connection (the client reconnects)",
+            )
             return None
         if done[0] is not body:
             c.counters.rewritten += 1
         return done[0]
 
-    async def _ports(self, body: bytes, api_key: int, api_version: int
-                     ) -> tuple[list[EndpointSpan], dict[int, int]] | None:
+    async def _ports(
+        self, body: bytes, api_key: int, api_version: int
+    ) -> tuple[list[EndpointSpan], dict[int, int]] | None:
         """The endpoints in ``body`` to rewrite and the proxy's port for each broker
         (listeners made as needed); None when there is nothing to rewrite."""
         try:
             spans = endpoint_spans(body, api_key, api_version)
         except TooManyEndpoints as e:
             self.metrics.listeners_refused += 1
-            self.repeated("answers naming too many brokers", (
-                f"an answer (API {api_key} v{api_version}) names {e}: forwarded with the "
-                f"brokers' own addresses (clients reaching them bypass the proxy)"))
+            self.repeated(
+                "answers naming too many brokers",
+                (
+                    f"an answer (API {api_key} v{api_version}) names {e}: forwarded with the "
+                    f"brokers' own addresses (clients reaching them bypass the proxy)"
+                ),
+            )
             return None
         except DecodeError as e:
-            self.repeated(f"responses not following their layout (API {api_key})",
-                          f"a response (API {api_key} v{api_version}) does not follow its "
-                          f"layout ({e}); forwarded unchanged")
+            self.repeated(
+                f"responses not following their layout (API {api_key})",
+                f"a response (API {api_key} v{api_version}) does not follow its "
+                f"layout ({e}); forwarded unchanged",
+            )
             return None
         # only what names a real broker: error answers (FindCoordinator's "no
         # coordinator": node -1, host "", port -1) pass as the broker sent them
         spans = [sp for sp in spans if sp.node_id >= 0 and sp.host]
         if not spans:
             return None
-        latest: dict[int, EndpointSpan] = {}       # one look per broker, not per entry
+        latest: dict[int, EndpointSpan] = {}  # one look per broker, not per entry
         for sp in spans:
             latest[sp.node_id] = sp
         ports: dict[int, int] = {}
@@ -734,9 +800,12 @@ class Proxy:
         refused = []
         for node_id, sp in latest.items():
             listener = self.listeners.get(node_id)
-            if listener is not None and listener.bound.is_set() and \
-                    listener.upstreams[0] == self.upstream_map.get((sp.host, sp.port),
-                                                                   (sp.host, sp.port)):
+            if (
+                listener is not None
+                and listener.bound.is_set()
+                and listener.upstreams[0]
+                == self.upstream_map.get((sp.host, sp.port), (sp.host, sp.port))
+            ):
                 ports[node_id] = listener.port
                 continue
             if listener is None:
@@ -748,16 +817,23 @@ class Proxy:
                 ports[node_id] = (await self._listener_for(sp)).port
             except (OSError, OverflowError) as e:
                 refused.append(node_id)
-                self.repeated("cannot listen for a broker", f"cannot listen for broker "
-                              f"{node_id} ({getattr(e, 'strerror', None) or e}): answers "
-                              f"name it with its own address (clients reach it directly)")
+                self.repeated(
+                    "cannot listen for a broker",
+                    f"cannot listen for broker "
+                    f"{node_id} ({getattr(e, 'strerror', None) or e}): answers "
+                    f"name it with its own address (clients reach it directly)",
+                )
         if refused:
             self.metrics.listeners_refused += len(refused)
-            self.repeated("brokers beyond the listener caps", (
-                f"an answer (API {api_key} v{api_version}) names {len(latest):,} brokers; "
-                f"{len(refused):,} got no listener of the proxy (at most "
-                f"{MAX_NEW_LISTENERS} new ones per answer, {MAX_LISTENERS} in all) and are "
-                f"passed with their own addresses: clients reaching them bypass the proxy"))
+            self.repeated(
+                "brokers beyond the listener caps",
+                (
+                    f"an answer (API {api_key} v{api_version}) names {len(latest):,} brokers; "
+                    f"{len(refused):,} got no listener of the proxy (at most "
+                    f"{MAX_NEW_LISTENERS} new ones per answer, {MAX_LISTENERS} in all) and are "
+                    f"passed with their own addresses: clients reaching them bypass the proxy"
+                ),
+            )
         if not ports:
             return None
         return [sp for sp in spans if sp.node_id in ports], ports
@@ -778,16 +854,19 @@ class _TlsServer:
             try:
                 conn, peer = await loop.sock_accept(sock)
             except (ConnectionAbortedError, InterruptedError):
-                continue                       # that client gave up: the next one
+                continue  # that client gave up: the next one
             except OSError as e:
-                if sock.fileno() < 0:          # closed: the proxy is stopping
+                if sock.fileno() < 0:  # closed: the proxy is stopping
                     return
                 # out of file descriptors (EMFILE) or memory: the listener stays, and
                 # takes the clients waiting in its backlog once connections end
                 what = "out of file descriptors" if e.errno in _OUT_OF_FDS else e.strerror
-                proxy.repeated("accept failed", f"cannot accept a client on port "
-                               f"{sock.getsockname()[1]} ({what}): the listener retries "
-                               f"every 0.1 s")
+                proxy.repeated(
+                    "accept failed",
+                    f"cannot accept a client on port "
+                    f"{sock.getsockname()[1]} ({what}): the listener retries "
+                    f"every 0.1 s",
+                )
                 await asyncio.sleep(0.1)
                 continue
             if not proxy.admit(f"{peer[0]}:{peer[1]}"):

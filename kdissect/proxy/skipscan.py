@@ -33,13 +33,14 @@ class TooManyEndpoints(DecodeError):
 @dataclass
 class Tagged:
     """A tagged field around an endpoint: its size prefix must follow the value's size."""
-    size_start: int                # offset of the size uvarint
+
+    size_start: int  # offset of the size uvarint
     size_end: int
     size: int
-    end: int                       # offset just past the value
-    tag_start: int = -1            # offset of the tag number (a uvarint before the size)
+    end: int  # offset just past the value
+    tag_start: int = -1  # offset of the tag number (a uvarint before the size)
     tag: int = -1
-    known_tags: tuple[int, ...] = ()   # the tags the enclosing struct defines
+    known_tags: tuple[int, ...] = ()  # the tags the enclosing struct defines
 
 
 @dataclass
@@ -47,17 +48,20 @@ class EndpointSpan:
     node_id: int
     host: str
     port: int
-    host_start: int                # the host string, length prefix included
+    host_start: int  # the host string, length prefix included
     host_end: int
     host_compact: bool
     port_start: int
-    tagged: list[Tagged] = field(default_factory=list)   # enclosing ones, outermost first
+    tagged: list[Tagged] = field(default_factory=list)  # enclosing ones, outermost first
 
 
 def _is_endpoint(st: Struct) -> bool:
     types = {f.name: f.type for f in st.fields if not f.array}
-    return (types.get("host") == "string" and types.get("port") == "int32"
-            and any(types.get(n) == "int32" for n in _ID_NAMES))
+    return (
+        types.get("host") == "string"
+        and types.get("port") == "int32"
+        and any(types.get(n) == "int32" for n in _ID_NAMES)
+    )
 
 
 # What the walk needs to know of a struct, by identity: layouts live as long as the
@@ -123,13 +127,14 @@ def endpoint_spans(body: bytes, api_key: int, api_version: int) -> list[Endpoint
     return out
 
 
-def _walk(r: Reader, st: Struct, out: list[EndpointSpan], tagged: list[Tagged],
-          top: bool = False) -> None:
+def _walk(
+    r: Reader, st: Struct, out: list[EndpointSpan], tagged: list[Tagged], top: bool = False
+) -> None:
     _, endpoint, _, holds, last, tagged_hold = _shape(st)
     found: dict[str, Any] = {}
     for i, f in enumerate(st.fields):
         if top and not endpoint and i > last and not tagged_hold:
-            return                             # nothing further can name a broker
+            return  # nothing further can name a broker
         if endpoint and not f.array and f.name in ("host", "port", *_ID_NAMES):
             found[f.name] = _read_endpoint_field(r, f, st.flexible)
         elif holds[i]:
@@ -137,7 +142,7 @@ def _walk(r: Reader, st: Struct, out: list[EndpointSpan], tagged: list[Tagged],
         else:
             _skip_field(r, f, st.flexible)
     if endpoint:
-        ident = found["node_id"] if "node_id" in found else found["broker_id"]   # one is
+        ident = found["node_id"] if "node_id" in found else found["broker_id"]  # one is
         (host, h0, h1, compact), (port, p0) = found["host"], found["port"]
         out.append(EndpointSpan(ident, host, port, h0, h1, compact, p0, list(tagged)))
         if len(out) > MAX_ENDPOINTS:
@@ -154,7 +159,7 @@ def _read_endpoint_field(r: Reader, f: Field, flexible: bool) -> Any:
     if f.type == "int32":
         value = r.int32()
         return value if f.name != "port" else (value, start)
-    compact = flexible if f.compact is None else f.compact     # as the decoder reads it
+    compact = flexible if f.compact is None else f.compact  # as the decoder reads it
     n = length(r, compact, False)
     raw = r.raw(n, "host") if n >= 0 else b""
     return raw.decode("utf-8", "replace"), start, r.pos, compact
@@ -185,15 +190,19 @@ def _walk_tagged(r: Reader, st: Struct, out, tagged: list[Tagged]) -> None:
         if known is not None and _field_holds(known):
             sub = Reader(r.buf, start, end)
             known_tags = tuple(f.tag for f in st.tagged if f.tag is not None)
-            _walk_field(sub, known, st.flexible, out,
-                        tagged + [Tagged(size_start, start, size, end, tag_start, tag,
-                                         known_tags)])
+            _walk_field(
+                sub,
+                known,
+                st.flexible,
+                out,
+                tagged + [Tagged(size_start, start, size, end, tag_start, tag, known_tags)],
+            )
         r.pos = end
 
 
 def _count(r: Reader, flexible: bool) -> int:
     n = r.uvarint("array count") - 1 if flexible else r.int32()
-    if n > r.remaining:                    # every element takes at least one byte
+    if n > r.remaining:  # every element takes at least one byte
         raise DecodeError(f"array count {n} exceeds the {r.remaining} bytes left")
     return max(n, 0)
 
@@ -208,7 +217,7 @@ def _count_tags(r: Reader) -> int:
 def _skip_tagged(r: Reader) -> None:
     for _ in range(_count_tags(r)):
         r.uvarint("tag")
-        size = _size(r)         # not `r.pos += _size(r)`: that adds to r.pos read before the size
+        size = _size(r)  # not `r.pos += _size(r)`: that adds to r.pos read before the size
         r.pos += size
 
 
@@ -281,7 +290,7 @@ def top_error_code(body: bytes, api_key: int, api_version: int) -> int | None:
     pos = 4
     try:
         if flexible:
-            if body[pos] == 0:                     # no tagged fields: the usual case
+            if body[pos] == 0:  # no tagged fields: the usual case
                 pos += 1
             else:
                 r = Reader(body, pos)
@@ -292,4 +301,4 @@ def top_error_code(body: bytes, api_key: int, api_version: int) -> int | None:
             return None
     except (IndexError, DecodeError):
         return None
-    return int.from_bytes(body[pos:pos + 2], "big", signed=True)
+    return int.from_bytes(body[pos : pos + 2], "big", signed=True)

@@ -38,21 +38,23 @@ def surely_plain(stderr: bool = False) -> bool:
     isatty = getattr(sys.stderr if stderr else sys.stdout, "isatty", None)
     try:
         return isatty is None or not isatty()
-    except ValueError:                  # a closed stream: rich says "not a terminal" too
+    except ValueError:  # a closed stream: rich says "not a terminal" too
         return True
 
 
 class _Deferred:
     """A Console on a stream that is surely not a terminal, made on first real use."""
+
     is_terminal = False
 
     def __init__(self, options: dict[str, Any]):
         self._options = options
         self._console: Console | None = None
 
-    def __getattr__(self, name: str) -> Any:        # only for what the class lacks
+    def __getattr__(self, name: str) -> Any:  # only for what the class lacks
         if self._console is None:
             from rich.console import Console
+
             self._console = Console(**self._options)
         return getattr(self._console, name)
 
@@ -68,13 +70,14 @@ def print_parts(console: Console, parts: list[tuple[str, str | None]]) -> None:
     terminal, a printable line is written as it is: that is exactly what rich prints there
     (no colours, no wrapping: tests/test_startup.py compares the two), and rich is not
     imported for a capture's closing note or a log's lines."""
-    parts = [(printable(t), style) for t, style in parts]     # (input strings in them)
+    parts = [(printable(t), style) for t, style in parts]  # (input strings in them)
     if isinstance(console, _Deferred):
         text = "".join([t for t, _ in parts])
         if text.isprintable():
             (sys.stderr if console._options.get("stderr") else sys.stdout).write(text + "\n")
             return
     from rich.text import Text
+
     line = Text()
     for t, style in parts:
         line.append(t, style=style)
@@ -87,4 +90,5 @@ def console(**options: Any) -> Console:
     if surely_plain(bool(options.get("stderr"))):
         return cast("Console", _Deferred(options))
     from rich.console import Console
+
     return Console(**options)

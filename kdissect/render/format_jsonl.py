@@ -26,7 +26,8 @@ class JsonlWriter:
         steady_heap()
         self.workers = None
         if ctx.jobs > 1:
-            from .jsonl_workers import JsonlWorkers      # only then: processes cost start-up
+            from .jsonl_workers import JsonlWorkers  # only then: processes cost start-up
+
             self.workers = JsonlWorkers(ctx.options, ctx.jobs, sys.stdout.write)
 
     def exchange(self, ex: Exchange, view: ExchangeFields) -> None:
@@ -34,11 +35,15 @@ class JsonlWriter:
             self.workers.add(ex)
         else:
             # one write per exchange (a write per line was a tenth of a run of small ones)
-            sys.stdout.write("".join([message_line(m, self.options, ex, enriched_full=False)
-                                      for m in ex.messages]))
+            sys.stdout.write(
+                "".join(
+                    [message_line(m, self.options, ex, enriched_full=False) for m in ex.messages]
+                )
+            )
 
     def tls(self, facts) -> None:
         from .tls import tls_json_line
+
         if self.workers is not None:
             self.workers.line(tls_json_line(facts))
         else:

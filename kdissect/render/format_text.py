@@ -20,23 +20,24 @@ class TextWriter:
     def __init__(self, ctx: WriterContext):
         self.options, self.verbose, self.console = ctx.options, ctx.verbose, ctx.console
         self.full = ctx.verbose
-        self.terminal = self.console.is_terminal    # asked once: rich asks the OS each time
+        self.terminal = self.console.is_terminal  # asked once: rich asks the OS each time
 
     def exchange(self, ex: Exchange, view: ExchangeFields) -> None:
         trees = self._trees(ex) if self.full else []
         if self.terminal:
             self.console.print(exchange_line(ex, self.options, view), soft_wrap=True)
-        else:       # no colours to render: skip rich's Text and layout
+        else:  # no colours to render: skip rich's Text and layout
             sys.stdout.write(exchange_plain(ex, self.options, view) + "\n")
         if self.verbose:
-            from rich.text import Text      # trees and findings: rich's rendering
+            from rich.text import Text  # trees and findings: rich's rendering
             from .text import print_node
+
             for d in trees:
-                print_node(self.console, d.data, d.tree, self.options.show_secrets, 0, None,
-                           False)
+                print_node(self.console, d.data, d.tree, self.options.show_secrets, 0, None, False)
             for f in ex.findings:
-                self.console.print(Text(f"  {f.severity}: {printable(f.text())}",
-                                        style=SEVERITY_STYLE[f.severity]))
+                self.console.print(
+                    Text(f"  {f.severity}: {printable(f.text())}", style=SEVERITY_STYLE[f.severity])
+                )
 
     def _trees(self, ex: Exchange) -> list:
         """The full trees of the exchange's messages: decoded by the engine when it
@@ -47,11 +48,16 @@ class TextWriter:
     def tls(self, facts) -> None:
         if self.verbose:
             from rich.text import Text
+
             for f in facts.findings:
-                self.console.print(Text(f"  TLS {facts.client[0]}:{facts.client[1]} → "
-                                        f"{facts.server[0]}:{facts.server[1]}: "
-                                        f"{f.severity}: {f.text()}",
-                                        style=SEVERITY_STYLE[f.severity]))
+                self.console.print(
+                    Text(
+                        f"  TLS {facts.client[0]}:{facts.client[1]} → "
+                        f"{facts.server[0]}:{facts.server[1]}: "
+                        f"{f.severity}: {f.text()}",
+                        style=SEVERITY_STYLE[f.severity],
+                    )
+                )
 
     def close(self) -> None:
         pass

@@ -14,8 +14,23 @@ from .formats import WriterContext
 from .lines import iso
 from .printable import printable
 
-COLUMNS = ("stream", "client", "broker", "api", "version", "correlation_id", "client_id",
-           "latency", "status", "topic", "records", "error", "finding")
+COLUMNS = (
+    "stream",
+    "client",
+    "broker",
+    "api",
+    "version",
+    "correlation_id",
+    "client_id",
+    "latency",
+    "status",
+    "topic",
+    "records",
+    "error",
+    "finding",
+)
+
+
 def _cell(values: list) -> str:
     """Values joined by commas, control characters (tabs, newlines) escaped: one line
     of one cell."""
@@ -35,7 +50,7 @@ class TsvWriter:
             if name == "api":
                 values = [ex.first.api_name]
             elif name == "latency":
-                values = [f"{v * 1000:.3f}" for v in values]     # milliseconds
+                values = [f"{v * 1000:.3f}" for v in values]  # milliseconds
             cells.append(_cell(values))
         sys.stdout.write("\t".join(cells) + "\n")
 

@@ -25,15 +25,16 @@ if TYPE_CHECKING:
 class FormatWriter(Protocol):
     """What the printer asks of a format (after the display filter; not with --stats).
     ``full``: the writer shows whole field trees, so the engine decodes them once."""
+
     full: bool
 
     def exchange(self, ex: Exchange, view: ExchangeFields) -> None: ...
 
-    def tls(self, facts: Any) -> None: ...      # a TLS connection ended (capture.tls.TlsFacts)
+    def tls(self, facts: Any) -> None: ...  # a TLS connection ended (capture.tls.TlsFacts)
 
-    def close(self) -> None: ...                # the input is done
+    def close(self) -> None: ...  # the input is done
 
-    def abort(self) -> None: ...                # the output went away: stop, write nothing
+    def abort(self) -> None: ...  # the output went away: stop, write nothing
 
 
 class WriterContext(Frozen):
@@ -50,11 +51,14 @@ class Format(Frozen):
 
     __slots__ = _fields = ("name", "docs", "writer", "log")
 
-    def __init__(self, name: str,
-                 docs: str,            # one line, for --help and docs
-                 writer: str = "",     # "module:Class" (relative to kdissect.render); "": a
-                                       # file format written by its own path (parquet: -o)
-                 log: bool = False):   # kdissect log writes it too (its items are files and batches)
+    def __init__(
+        self,
+        name: str,
+        docs: str,  # one line, for --help and docs
+        writer: str = "",  # "module:Class" (relative to kdissect.render); "": a
+        # file format written by its own path (parquet: -o)
+        log: bool = False,
+    ):  # kdissect log writes it too (its items are files and batches)
         self.name, self.docs, self.writer, self.log = name, docs, writer, log
 
     @property
@@ -88,7 +92,11 @@ def choices(files: bool = True, log: bool = False) -> list[str]:
 
 # -- the registry ------------------------------------------------------------------------
 register("text", "one line per exchange (-V: field trees)", ".format_text:TextWriter", log=True)
-register("jsonl", "one JSON object per Kafka message (docs/jsonl.md)", ".format_jsonl:JsonlWriter",
-         log=True)
+register(
+    "jsonl",
+    "one JSON object per Kafka message (docs/jsonl.md)",
+    ".format_jsonl:JsonlWriter",
+    log=True,
+)
 register("parquet", "a Parquet table written to -o (the kdissect[spark] extra)", log=True)
 register("tsv", "one tab-separated line per exchange, with a header line", ".format_tsv:TsvWriter")

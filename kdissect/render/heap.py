@@ -14,7 +14,7 @@ from __future__ import annotations
 import ctypes
 from functools import lru_cache
 
-_M_MMAP_THRESHOLD = -3          # mallopt parameter (glibc's malloc.h)
+_M_MMAP_THRESHOLD = -3  # mallopt parameter (glibc's malloc.h)
 _THRESHOLD = 256 * 1024
 
 
@@ -30,6 +30,7 @@ def _libc():
         pass
     try:
         from ctypes.util import find_library
+
         return ctypes.CDLL(find_library("c"))
     except (OSError, TypeError):
         return None

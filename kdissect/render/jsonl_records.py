@@ -26,8 +26,9 @@ _encode = json.JSONEncoder(default=str).encode
 BatchText = Callable[..., "JsonText | None"]
 
 
-def records_json_py(data, pos: int, end: int, count: int, base: int, ts0: int,
-                    fixed_ts: bool) -> str | None:
+def records_json_py(
+    data, pos: int, end: int, count: int, base: int, ts0: int, fixed_ts: bool
+) -> str | None:
     """The reference: ``json.dumps`` of the ``count`` records in ``data[pos:end]`` as the
     values decoder reads them; None when they are not clean."""
     try:
@@ -42,10 +43,12 @@ def _batch_text() -> BatchText | None:
     if native is None:
         return None
 
-    def batch_text(data, pos: int, end: int, count: int, base: int, ts0: int,
-                   fixed_ts: bool) -> JsonText | None:
+    def batch_text(
+        data, pos: int, end: int, count: int, base: int, ts0: int, fixed_ts: bool
+    ) -> JsonText | None:
         got = native(data, pos, end, count, base, ts0, fixed_ts)
         return None if got is None else JsonText(got)
+
     return batch_text
 
 

@@ -27,7 +27,7 @@ from .lines import message_line
 if TYPE_CHECKING:
     from concurrent.futures import Future, ProcessPoolExecutor
 
-CHUNK_BYTES = 1 << 20          # message bytes per chunk: big enough to amortise the hand-off
+CHUNK_BYTES = 1 << 20  # message bytes per chunk: big enough to amortise the hand-off
 CHUNK_EXCHANGES = 256
 
 
@@ -35,21 +35,33 @@ CHUNK_EXCHANGES = 256
 # added (a snapshot: one process renders at once, and a view must not see later
 # changes): several times cheaper than copying the objects and pickling them as objects
 _MESSAGE = operator.attrgetter(*(f.name for f in dataclasses.fields(KafkaMessage)))
-_EXCHANGE = operator.attrgetter("client", "broker", "stream", "seq", "expected", "findings",
-                                "status")
+_EXCHANGE = operator.attrgetter(
+    "client", "broker", "stream", "seq", "expected", "findings", "status"
+)
 
 
 def _pack(ex: Exchange) -> tuple:
     req, resp = ex.request, ex.response
-    return (None if req is None else _MESSAGE(req), None if resp is None else _MESSAGE(resp),
-            _EXCHANGE(ex))
+    return (
+        None if req is None else _MESSAGE(req),
+        None if resp is None else _MESSAGE(resp),
+        _EXCHANGE(ex),
+    )
 
 
 def _unpack(packed: tuple) -> Exchange:
     req, resp, (client, broker, stream, seq, expected, findings, status) = packed
-    return Exchange(None if req is None else KafkaMessage(*req),
-                    None if resp is None else KafkaMessage(*resp),
-                    client, broker, stream, seq, expected, findings, status=status)
+    return Exchange(
+        None if req is None else KafkaMessage(*req),
+        None if resp is None else KafkaMessage(*resp),
+        client,
+        broker,
+        stream,
+        seq,
+        expected,
+        findings,
+        status=status,
+    )
 
 
 def _loads(item: bytes | tuple) -> tuple:
@@ -58,8 +70,11 @@ def _loads(item: bytes | tuple) -> tuple:
 
 def _render(chunk: list[bytes | tuple], options: Options) -> str:
     try:
-        return "".join(message_line(m, options, ex, enriched_full=False)
-                       for ex in map(_unpack, map(_loads, chunk)) for m in ex.messages)
+        return "".join(
+            message_line(m, options, ex, enriched_full=False)
+            for ex in map(_unpack, map(_loads, chunk))
+            for m in ex.messages
+        )
     finally:
         give_back()
 
@@ -73,8 +88,8 @@ class JsonlWorkers:
         # chunk is rendered with a copy of them as they were when its exchanges were
         # added, as one process renders each exchange when it comes
         self.chunk_options, self.ids_known = options, 0
-        self.pool: ProcessPoolExecutor | None = None     # with the first full chunk
-        self.ahead = jobs + 1        # one waiting beyond those being decoded: enough
+        self.pool: ProcessPoolExecutor | None = None  # with the first full chunk
+        self.ahead = jobs + 1  # one waiting beyond those being decoded: enough
         self.chunk: list[bytes | tuple] = []
         self.chunk_bytes = 0
         self.inflight: deque[Future] = deque()
@@ -82,7 +97,7 @@ class JsonlWorkers:
     def add(self, ex: Exchange) -> None:
         ids = self.options.topic_ids
         if ids is not None and len(ids) != self.ids_known:
-            self._send()                # the exchanges added before these were learnt
+            self._send()  # the exchanges added before these were learnt
             self.ids_known = len(ids)
             self.chunk_options = dataclasses.replace(self.options, topic_ids=dict(ids))
         size = sum(len(m.data) for m in ex.messages)
@@ -110,6 +125,7 @@ class JsonlWorkers:
                 return
             import multiprocessing
             from concurrent.futures import ProcessPoolExecutor
+
             # fork: workers start at once, with everything already imported
             methods = multiprocessing.get_all_start_methods()
             context = multiprocessing.get_context("fork" if "fork" in methods else None)
@@ -123,10 +139,11 @@ class JsonlWorkers:
         """A line that needs no decoding (a TLS connection's), written in its place among
         the exchanges' lines."""
         self._send()
-        if self.pool is None:               # nothing in flight: write it now
+        if self.pool is None:  # nothing in flight: write it now
             self.write(text)
             return
-        from concurrent.futures import Future     # (with the pool: imported by then)
+        from concurrent.futures import Future  # (with the pool: imported by then)
+
         ready: Future = Future()
         ready.set_result(text)
         self.inflight.append(ready)

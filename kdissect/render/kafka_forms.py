@@ -13,9 +13,17 @@ from typing import Any
 from ..protocol.node import Node
 
 # org.apache.kafka.coordinator.transaction.TransactionState, by id
-TRANSACTION_STATES = ("Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit",
-                      "CompleteAbort", "Dead", "PrepareEpochFence")
-_STATE_FIELDS = frozenset({"transaction_status"})     # TransactionLogValue's
+TRANSACTION_STATES = (
+    "Empty",
+    "Ongoing",
+    "PrepareCommit",
+    "PrepareAbort",
+    "CompleteCommit",
+    "CompleteAbort",
+    "Dead",
+    "PrepareEpochFence",
+)
+_STATE_FIELDS = frozenset({"transaction_status"})  # TransactionLogValue's
 _DASHED = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
 
@@ -32,8 +40,11 @@ def uuid_base64(dashed: str) -> str | None:
 
 
 def state_name(number: Any) -> str | None:
-    if isinstance(number, int) and not isinstance(number, bool) and \
-            0 <= number < len(TRANSACTION_STATES):
+    if (
+        isinstance(number, int)
+        and not isinstance(number, bool)
+        and 0 <= number < len(TRANSACTION_STATES)
+    ):
         return TRANSACTION_STATES[number]
     return None
 
@@ -53,7 +64,7 @@ def readable(value: Any, name: str = "") -> Any:
     transaction states as ``number (Name)``."""
     stack: list = []
     out = _one(value, name, stack)
-    while stack:                       # iterative: decoded values may nest deep
+    while stack:  # iterative: decoded values may nest deep
         target, key, v, n = stack.pop()
         target[key] = _one(v, n, stack)
     return out

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from rich.text import Text
 
 
-INVALID_TIME = "????-??-??T??:??:??.??????Z"     # same shape: views slice it
+INVALID_TIME = "????-??-??T??:??:??.??????Z"  # same shape: views slice it
 
 
 def iso(ts: float) -> str:
@@ -44,12 +44,14 @@ def iso(ts: float) -> str:
         us -= 1_000_000
         second += 1
     if second != _last_second[0]:
-        _last_second[:] = [second, datetime.fromtimestamp(second, tz=timezone.utc)
-                           .strftime("%Y-%m-%dT%H:%M:%S.")]
+        _last_second[:] = [
+            second,
+            datetime.fromtimestamp(second, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S."),
+        ]
     return f"{_last_second[1]}{us:06d}Z"
 
 
-_last_second: list = [None, ""]          # [whole second, its text up to the microseconds]
+_last_second: list = [None, ""]  # [whole second, its text up to the microseconds]
 
 
 def endpoint(addr: tuple[str, int]) -> str:
@@ -59,7 +61,8 @@ def endpoint(addr: tuple[str, int]) -> str:
 
 def exchange_line(ex: Exchange, options: Options, view: ExchangeFields | None = None) -> Text:
     """The exchange's line, styled (for a terminal)."""
-    from rich.text import Text      # a terminal's line: piped output never needs rich
+    from rich.text import Text  # a terminal's line: piped output never needs rich
+
     t = Text()
     for text, style in line_parts(ex, options, view):
         t.append(printable(text), style=style)
@@ -72,20 +75,27 @@ def exchange_plain(ex: Exchange, options: Options, view: ExchangeFields | None =
     return printable("".join([text for text, _ in line_parts(ex, options, view)]))
 
 
-def line_parts(ex: Exchange, options: Options, view: ExchangeFields | None = None
-               ) -> list[tuple[str, str | None]]:
+def line_parts(
+    ex: Exchange, options: Options, view: ExchangeFields | None = None
+) -> list[tuple[str, str | None]]:
     """The pieces of an exchange's line and their styles."""
     first = ex.first
     req, resp = ex.request, ex.response
     t: list[tuple[str, str | None]] = [
         (iso(first.ts)[11:26], "dim"),
-        (f"  {endpoint(ex.client)} → {endpoint(ex.broker)}  ", "dim")]
+        (f"  {endpoint(ex.client)} → {endpoint(ex.broker)}  ", "dim"),
+    ]
     if first.direction == "sasl":
         t.append(("SASL token", "bold magenta"))
         tree = first.decoded(options).tree
         kind = tree.children[0].note if tree.children else None
-        t.append((f"  {'client' if req else 'broker'}  {len(first.data)} bytes"
-                  + (f"  {kind}" if kind else ""), None))
+        t.append(
+            (
+                f"  {'client' if req else 'broker'}  {len(first.data)} bytes"
+                + (f"  {kind}" if kind else ""),
+                None,
+            )
+        )
         return t
     msg = req or resp
     assert msg is not None, "an exchange has a request or a response"
@@ -113,9 +123,14 @@ def line_parts(ex: Exchange, options: Options, view: ExchangeFields | None = Non
     return t
 
 
-def message_json(m: KafkaMessage, options: Options, ex: Exchange | None = None,
-                 decoded=None, enriched_full: bool = True,
-                 batch_records=None) -> dict[str, Any]:
+def message_json(
+    m: KafkaMessage,
+    options: Options,
+    ex: Exchange | None = None,
+    decoded=None,
+    enriched_full: bool = True,
+    batch_records=None,
+) -> dict[str, Any]:
     """One message as JSON; ``ex`` (its enriched exchange) adds the exchange's status
     and the findings about this message; ``decoded`` is its tree, if already made.
 
@@ -128,19 +143,32 @@ def message_json(m: KafkaMessage, options: Options, ex: Exchange | None = None,
     # the body enrichment read with the values decoder for this sink, if it did
     values = m.values if decoded is None else None
     # SASL tokens go through the located tree, whose embedded decoder masks their secrets
-    if values is None and decoded is None and m.direction != "sasl" and \
-            m.api_key is not None and m.api_version is not None and \
-            m.api_key not in secrets.EMBEDDED:
-        values = body_values(m.data, m.direction, m.api_key, m.api_version, options,
-                             json_bytes, batch_records, batch_records is not None,
-                             jsonl_records.batch_text)
+    if (
+        values is None
+        and decoded is None
+        and m.direction != "sasl"
+        and m.api_key is not None
+        and m.api_version is not None
+        and m.api_key not in secrets.EMBEDDED
+    ):
+        values = body_values(
+            m.data,
+            m.direction,
+            m.api_key,
+            m.api_version,
+            options,
+            json_bytes,
+            batch_records,
+            batch_records is not None,
+            jsonl_records.batch_text,
+        )
     if values is not None:
         problems, tree_findings = [], None
     else:
         decoded = decoded or m.decoded(options)
         body = decoded.body if m.direction != "sasl" else decoded.tree.children[0]
         values = plain_json(body, options.show_secrets) if body is not None else None
-        found = decoded.tree.findings()        # one walk for both (big trees)
+        found = decoded.tree.findings()  # one walk for both (big trees)
         problems = [{"path": p, "problem": r} for p, _, r in found]
         tree_findings = None if enriched_full else found
     if not options.show_secrets:
@@ -160,7 +188,8 @@ def message_json(m: KafkaMessage, options: Options, ex: Exchange | None = None,
         "status": ex.status if ex is not None else m.status,
         "problems": problems,
         "findings": [f.to_json() for f in _findings(m, ex, tree_findings)]
-        if ex is not None and (ex.findings or tree_findings) else [],
+        if ex is not None and (ex.findings or tree_findings)
+        else [],
         "size": len(m.data),
         "body": values,
     }
@@ -172,8 +201,9 @@ def message_json(m: KafkaMessage, options: Options, ex: Exchange | None = None,
 
 
 # what enrichment finds after a message's tree findings (stream/enrich.py's order)
-_AFTER_TREE = frozenset({"assumed_version", "version_not_advertised", "error_code", "expected_error",
-                         "throttled"})
+_AFTER_TREE = frozenset(
+    {"assumed_version", "version_not_advertised", "error_code", "expected_error", "throttled"}
+)
 
 
 def _findings(m: KafkaMessage, ex: Exchange, tree_findings) -> list[Finding]:
@@ -197,8 +227,9 @@ _RAW_SLOT = re.compile('"' + re.escape(_RAW) + r'(\d+)@@"')
 _encode = json.JSONEncoder(default=str).encode
 
 
-def message_line(m: KafkaMessage, options: Options, ex: Exchange | None = None,
-                 enriched_full: bool = True) -> str:
+def message_line(
+    m: KafkaMessage, options: Options, ex: Exchange | None = None, enriched_full: bool = True
+) -> str:
     """One JSON line (see docs/jsonl.md). Each record batch is encoded as soon as it is
     read, so a big Fetch response never holds all its records as objects at once."""
     if ex is not None and m.values is not None:
@@ -207,7 +238,7 @@ def message_line(m: KafkaMessage, options: Options, ex: Exchange | None = None,
     dumps = _DUMPS or _load_dumps()
 
     def encode(records: list) -> str:
-        parts.append(dumps(records))        # json.dumps, record values pre-encoded
+        parts.append(dumps(records))  # json.dumps, record values pre-encoded
         return f"{_RAW}{len(parts) - 1}@@"
 
     line = _encode(message_json(m, options, ex, None, enriched_full, encode))
@@ -228,19 +259,29 @@ def _kept_values_line(m: KafkaMessage, options: Options, ex: Exchange) -> str:
     findings = _encode([f.to_json() for f in _findings(m, ex, None)]) if ex.findings else "[]"
     # (ints and None written inline: a call per field was a fifth of this)
     index, frame, stream, key, version, corr, pair, seq = (
-        m.index, m.frame, m.stream, m.api_key, m.api_version, m.correlation_id, m.pair, ex.seq)
-    line = (f'{{"index": {"null" if index is None else index}, '
-            f'"frame": {"null" if frame is None else frame}, '
-            f'"stream": {"null" if stream is None else stream}, '
-            f'"direction": {_str(m.direction)}, '
-            f'"ts": {_str(iso(ts)) if 0 <= ts <= 253402300799 else "null"}, '
-            f'"api_key": {"null" if key is None else key}, "api_name": {_str(m.api_name)}, '
-            f'"api_version": {"null" if version is None else version}, '
-            f'"correlation_id": {"null" if corr is None else corr}, '
-            f'"pair": {"null" if pair is None else pair}, '
-            f'"seq": {"null" if seq is None else seq}, "status": {_str(ex.status)}, '
-            f'"problems": [], "findings": {findings}, "size": {len(m.data)}, '
-            f'"body": {_body(values)}')
+        m.index,
+        m.frame,
+        m.stream,
+        m.api_key,
+        m.api_version,
+        m.correlation_id,
+        m.pair,
+        ex.seq,
+    )
+    line = (
+        f'{{"index": {"null" if index is None else index}, '
+        f'"frame": {"null" if frame is None else frame}, '
+        f'"stream": {"null" if stream is None else stream}, '
+        f'"direction": {_str(m.direction)}, '
+        f'"ts": {_str(iso(ts)) if 0 <= ts <= 253402300799 else "null"}, '
+        f'"api_key": {"null" if key is None else key}, "api_name": {_str(m.api_name)}, '
+        f'"api_version": {"null" if version is None else version}, '
+        f'"correlation_id": {"null" if corr is None else corr}, '
+        f'"pair": {"null" if pair is None else pair}, '
+        f'"seq": {"null" if seq is None else seq}, "status": {_str(ex.status)}, '
+        f'"problems": [], "findings": {findings}, "size": {len(m.data)}, '
+        f'"body": {_body(values)}'
+    )
     if m.direction == "request":
         client_id = m.client_id
         return f'{line}, "client_id": {"null" if client_id is None else _str(client_id)}}}\n'
@@ -249,11 +290,14 @@ def _kept_values_line(m: KafkaMessage, options: Options, ex: Exchange) -> str:
     return line + "}\n"
 
 
-_str = encode_basestring_ascii          # a str as json.dumps writes it
+_str = encode_basestring_ascii  # a str as json.dumps writes it
 # what _encode does with a dict or a list, without making the C encoder anew per call
 # (that was most of encoding a small body): the arguments JSONEncoder(default=str) passes
-_body_chunks = c_make_encoder({}, str, encode_basestring_ascii, None, ": ", ", ", False,
-                              False, True) if c_make_encoder is not None else None
+_body_chunks = (
+    c_make_encoder({}, str, encode_basestring_ascii, None, ": ", ", ", False, False, True)
+    if c_make_encoder is not None
+    else None
+)
 
 
 def _body(values: Any) -> str:
@@ -270,5 +314,6 @@ def _load_dumps() -> Callable[[Any], str]:
     schema decoders it brings are no summary's business)."""
     global _DUMPS
     from ..protocol.values_schema.fast import dumps
+
     _DUMPS = dumps
     return dumps

@@ -22,6 +22,7 @@ from .records import plain_json, record_json
 class LogItemLike(Protocol):
     """What the writer reads of an item (``sources.logdir.LogItemLike``: render sits below
     sources, so it is named by its shape)."""
+
     kind: str
     path: Path
     topic: str | None
@@ -50,12 +51,16 @@ def batch_records(item: LogItemLike) -> list:
     assert tree is not None, "batch items have a tree"
     if tree.ktype == "record_batch":
         holder = tree.child("records")
-        kids = holder.children if holder is not None and holder.buffer is not None \
-            else tree.children
+        kids = (
+            holder.children if holder is not None and holder.buffer is not None else tree.children
+        )
         return [n for n in kids if n.ktype == "record"]
     if tree.ktype.startswith("message_v"):
-        return [n for n in tree.walk() if n.ktype.startswith("message_v") and
-                (_child_value(n, "attributes") or 0) & 7 == 0]
+        return [
+            n
+            for n in tree.walk()
+            if n.ktype.startswith("message_v") and (_child_value(n, "attributes") or 0) & 7 == 0
+        ]
     return []
 
 
@@ -64,7 +69,7 @@ def _child_value(n, name):
     return c.value if c is not None else None
 
 
-CODECS = ("none", "gzip", "snappy", "lz4", "zstd")    # by the attributes' low 3 bits
+CODECS = ("none", "gzip", "snappy", "lz4", "zstd")  # by the attributes' low 3 bits
 
 
 def _values_batch_json(item: LogItemLike) -> dict:
@@ -73,13 +78,21 @@ def _values_batch_json(item: LogItemLike) -> dict:
     assert got is not None
     h = got[0]
     attrs = h["attributes"]
-    return {"type": "batch", "file": item.file, "topic": item.topic,
-            "partition": item.partition, "position": h["position"],
-            "size": 12 + h["batch_length"], **{n: h[n] for n in BATCH_FIELDS},
-            "last_offset": h["base_offset"] + h["last_offset_delta"],
-            "codec": CODECS[attrs & 7] if attrs & 7 < 5 else attrs & 7,
-            "transactional": bool(attrs & 0x10), "control": bool(attrs & 0x20),
-            "crc_valid": True, "findings": [f.to_json() for f in item.findings]}
+    return {
+        "type": "batch",
+        "file": item.file,
+        "topic": item.topic,
+        "partition": item.partition,
+        "position": h["position"],
+        "size": 12 + h["batch_length"],
+        **{n: h[n] for n in BATCH_FIELDS},
+        "last_offset": h["base_offset"] + h["last_offset_delta"],
+        "codec": CODECS[attrs & 7] if attrs & 7 < 5 else attrs & 7,
+        "transactional": bool(attrs & 0x10),
+        "control": bool(attrs & 0x20),
+        "crc_valid": True,
+        "findings": [f.to_json() for f in item.findings],
+    }
 
 
 def batch_json(item: LogItemLike) -> dict:
@@ -88,15 +101,23 @@ def batch_json(item: LogItemLike) -> dict:
         return _values_batch_json(item)
     tree = item.tree
     assert tree is not None, "batch items have a tree or values"
-    out: dict = {"type": "batch", "file": item.file, "topic": item.topic,
-                 "partition": item.partition, "position": tree.offset, "size": tree.length}
+    out: dict = {
+        "type": "batch",
+        "file": item.file,
+        "topic": item.topic,
+        "partition": item.partition,
+        "position": tree.offset,
+        "size": tree.length,
+    }
     if tree.ktype == "record_batch":
         for name in BATCH_FIELDS:
             out[name] = field_value(item, name)
         attrs = out["attributes"] or 0
-        out["last_offset"] = (out["base_offset"] + out["last_offset_delta"]
-                              if isinstance(out["base_offset"], int) and
-                              isinstance(out["last_offset_delta"], int) else None)
+        out["last_offset"] = (
+            out["base_offset"] + out["last_offset_delta"]
+            if isinstance(out["base_offset"], int) and isinstance(out["last_offset_delta"], int)
+            else None
+        )
         out["codec"] = CODECS[attrs & 7] if attrs & 7 < 5 else attrs & 7
         out["transactional"] = bool(attrs & 0x10)
         out["control"] = bool(attrs & 0x20)
@@ -113,12 +134,16 @@ def batch_json(item: LogItemLike) -> dict:
 
 
 def _record_obj(item: LogItemLike, n) -> dict:
-    r = record_json(n)          # with key_decoded/value_decoded for internal topics
+    r = record_json(n)  # with key_decoded/value_decoded for internal topics
     assert item.tree is not None, "records come from batch items"
     obj = {**_record_head(item, item.tree.offset), "position": n.offset, **r}
     attrs = item.tree.child("attributes")
-    if n.ktype == "record" and attrs is not None and isinstance(attrs.value, int) \
-            and attrs.value & 0x20:
+    if (
+        n.ktype == "record"
+        and attrs is not None
+        and isinstance(attrs.value, int)
+        and attrs.value & 0x20
+    ):
         found = control_of(n)
         if found is not None:
             obj["control_type"] = found[0]
@@ -128,8 +153,13 @@ def _record_obj(item: LogItemLike, n) -> dict:
 
 
 def _record_head(item: LogItemLike, batch_position: int) -> dict:
-    return {"type": "record", "file": item.file, "topic": item.topic,
-            "partition": item.partition, "batch_position": batch_position}
+    return {
+        "type": "record",
+        "file": item.file,
+        "topic": item.topic,
+        "partition": item.partition,
+        "batch_position": batch_position,
+    }
 
 
 def _record_prefix(item: LogItemLike, batch_position: int) -> str:
@@ -166,20 +196,25 @@ def item_lines(item: LogItemLike, records: bool) -> str:
 
 
 def item_json(item: LogItemLike, records: bool) -> list[dict]:
-    if item.lines is not None:          # (the JSON lines path's items: parsed back)
+    if item.lines is not None:  # (the JSON lines path's items: parsed back)
         return [json.loads(line) for line in item_lines(item, records).splitlines()]
     if item.values is not None:
         h, starts, recs = item.values
         head = _record_head(item, h["position"])
-        return [_values_batch_json(item)] + \
-            ([{**head, "position": p, **r} for p, r in zip(starts, recs)] if records else [])
+        return [_values_batch_json(item)] + (
+            [{**head, "position": p, **r} for p, r in zip(starts, recs)] if records else []
+        )
     if item.kind in ("batch", "message") and item.tree is not None:
         objs = [batch_json(item)]
         if records:
             objs += [_record_obj(item, n) for n in batch_records(item)]
         return objs
-    obj: dict = {"type": item.kind, "file": item.file, "topic": item.topic,
-                 "partition": item.partition}
+    obj: dict = {
+        "type": item.kind,
+        "file": item.file,
+        "topic": item.topic,
+        "partition": item.partition,
+    }
     if item.tree is not None:
         obj["content"] = plain_json(item.tree)
     obj["findings"] = [f.to_json() for f in item.all_findings()]

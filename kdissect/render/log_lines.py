@@ -31,8 +31,9 @@ encode = json.JSONEncoder(default=str).encode
 RecordLines = Callable[[Any, int, int, int, int, int, bool], "str | None"]
 
 
-def record_lines_py(data, pos: int, end: int, count: int, base: int, ts0: int,
-                    fixed_ts: bool) -> str | None:
+def record_lines_py(
+    data, pos: int, end: int, count: int, base: int, ts0: int, fixed_ts: bool
+) -> str | None:
     """The lines of the ``count`` records in ``data[pos:end]`` (``base``: the batch's base
     offset; ``ts0``: its base timestamp, or with ``fixed_ts`` its log-append time); None
     when they are not clean (the batch then takes the located path)."""
@@ -43,8 +44,9 @@ def record_lines_py(data, pos: int, end: int, count: int, base: int, ts0: int,
     if stop != end:
         return None
     enc = encode
-    return "".join([f"{p}, {enc(r)[1:]}\n"
-                    for p, r in zip(record_starts(data, pos, count), records)])
+    return "".join(
+        [f"{p}, {enc(r)[1:]}\n" for p, r in zip(record_starts(data, pos, count), records)]
+    )
 
 
 def record_lines_for() -> RecordLines:
@@ -53,11 +55,14 @@ def record_lines_for() -> RecordLines:
     if native is None:
         return record_lines_py
 
-    def record_lines(data, pos: int, end: int, count: int, base: int, ts0: int,
-                     fixed_ts: bool) -> str | None:
+    def record_lines(
+        data, pos: int, end: int, count: int, base: int, ts0: int, fixed_ts: bool
+    ) -> str | None:
         got = native(data, pos, end, count, base, ts0, fixed_ts)
-        return got if got is not None else record_lines_py(data, pos, end, count, base,
-                                                           ts0, fixed_ts)
+        return (
+            got if got is not None else record_lines_py(data, pos, end, count, base, ts0, fixed_ts)
+        )
+
     return record_lines
 
 

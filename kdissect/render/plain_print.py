@@ -30,14 +30,19 @@ Piece = tuple[str, Sequence]
 
 
 def plain_of(parts: Iterable[Part]) -> str:
-    return "".join(p if isinstance(p, str) else p.plain if isinstance(p, Text) else p[0]
-                   for p in parts)
+    return "".join(
+        p if isinstance(p, str) else p.plain if isinstance(p, Text) else p[0] for p in parts
+    )
 
 
 def prints_plain(console: Console) -> bool:
     """Whether ``console`` writes no styles at all (so plain text is what it prints)."""
-    return (console.color_system is None and not console.record
-            and not console.is_terminal and not console.legacy_windows)
+    return (
+        console.color_system is None
+        and not console.record
+        and not console.is_terminal
+        and not console.legacy_windows
+    )
 
 
 class PlainPrinter:
@@ -49,19 +54,35 @@ class PlainPrinter:
         soft = console.soft_wrap
         # what console.print hands a renderable (see Console.print)
         self.options: ConsoleOptions = console.options.update(
-            justify=None, overflow="ignore" if soft else None, no_wrap=True if soft else None,
-            markup=None, highlight=None, height=None)
+            justify=None,
+            overflow="ignore" if soft else None,
+            no_wrap=True if soft else None,
+            markup=None,
+            highlight=None,
+            height=None,
+        )
         self.crop = not soft
-        guide = 0 if console.legacy_windows else (
-            1 if console.get_style("tree.line").bold else
-            2 if console.get_style("tree.line").underline2 else 0)
+        guide = (
+            0
+            if console.legacy_windows
+            else (
+                1
+                if console.get_style("tree.line").bold
+                else 2
+                if console.get_style("tree.line").underline2
+                else 0
+            )
+        )
         self.guides = Tree.ASCII_GUIDES if self.options.ascii_only else Tree.TREE_GUIDES[guide]
 
     # -- pieces -------------------------------------------------------------------
     def _fits(self, line: str, width: int) -> bool:
         """Whether rich prints ``line`` unchanged in ``width`` cells."""
-        return (len(line) <= width and line.isprintable()
-                and (line.isascii() or cell_len(line) == len(line)))
+        return (
+            len(line) <= width
+            and line.isprintable()
+            and (line.isascii() or cell_len(line) == len(line))
+        )
 
     def _rich_lines(self, text: Text, options: ConsoleOptions) -> list[str]:
         return [_text_of(line) for line in self.console.render_lines(text, options, pad=False)]
@@ -72,24 +93,33 @@ class PlainPrinter:
         if all(self._fits(line, self.width) for line in lines):
             return lines
         # as console.print renders it: not cropped here (_write crops unless soft-wrapping)
-        return [_text_of(line) for line in Segment.split_lines(
-            self.console.render(Text.assemble(*parts), self.options))]
+        return [
+            _text_of(line)
+            for line in Segment.split_lines(
+                self.console.render(Text.assemble(*parts), self.options)
+            )
+        ]
 
     def _label_lines(self, parts: Sequence[Part], width: int) -> list[str]:
         """The lines of one tree label in ``width`` cells (as rich's Tree renders it)."""
         plain = plain_of(parts)
         if self._fits(plain, width):
             return [plain]
-        return self._rich_lines(Text.assemble(*parts),
-                                self.options.update(width=width, highlight=False, height=None))
+        return self._rich_lines(
+            Text.assemble(*parts), self.options.update(width=width, highlight=False, height=None)
+        )
 
     def _write(self, lines: list[str]) -> None:
         width = self.width
         if self.crop:
-            lines = [line if len(line) <= width and (line.isascii() or cell_len(line) <= width)
-                     else _text_of(next(iter(Segment.split_and_crop_lines(
-                         [Segment(line)], width, pad=False))))
-                     for line in lines]
+            lines = [
+                line
+                if len(line) <= width and (line.isascii() or cell_len(line) <= width)
+                else _text_of(
+                    next(iter(Segment.split_and_crop_lines([Segment(line)], width, pad=False)))
+                )
+                for line in lines
+            ]
         self.console.file.write("\n".join(lines) + "\n" if lines else "")
 
     # -- what callers print ----------------------------------------------------------
@@ -98,17 +128,17 @@ class PlainPrinter:
         space, cont, fork, end = self.guides
         last = _last_flags(entries)
         out: list[str] = []
-        stack: list[str] = []           # the guide of each open ancestor below the root
+        stack: list[str] = []  # the guide of each open ancestor below the root
         width = self.options.max_width
         for i, (depth, parts) in enumerate(entries):
-            del stack[max(depth - 1, 0):]
+            del stack[max(depth - 1, 0) :]
             if depth == 0:
                 out += self._label_lines(parts, width)
                 continue
             head = "".join(stack)
             lines = self._label_lines(parts, width - len(head) - len(fork))  # guides: 1 cell each
             rest = space if last[i] else cont
-            if lines:                   # none when the guides leave no room
+            if lines:  # none when the guides leave no room
                 out.append(head + (end if last[i] else fork) + lines[0])
                 out += [head + rest + line for line in lines[1:]]
             stack.append(rest)
@@ -129,7 +159,7 @@ def _text_of(line: Iterable[Segment]) -> str:
 def _last_flags(entries: Entries) -> list[bool]:
     """For each entry: whether it is the last child of its parent."""
     flags = [True] * len(entries)
-    later: set[int] = set()         # depths where a later sibling of this entry exists
+    later: set[int] = set()  # depths where a later sibling of this entry exists
     for i in range(len(entries) - 1, -1, -1):
         depth = entries[i][0]
         flags[i] = depth not in later

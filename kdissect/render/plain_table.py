@@ -32,18 +32,23 @@ Cell = Union[str, tuple[str, str]]
 class Column:
     def __init__(self, header: str, justify: str = "left", no_wrap: bool = False):
         self.header = header
-        self.justify = justify           # left, right or center
+        self.justify = justify  # left, right or center
         self.no_wrap = no_wrap
 
 
 class Table:
     """A table described as for ``rich.table.Table`` (the subset kdissect draws)."""
 
-    def __init__(self, title: str | None = None, title_justify: str = "center",
-                 box: str = "HEAVY_HEAD", padding: tuple[int, int] = (0, 1)):
+    def __init__(
+        self,
+        title: str | None = None,
+        title_justify: str = "center",
+        box: str = "HEAVY_HEAD",
+        padding: tuple[int, int] = (0, 1),
+    ):
         self.title, self.title_justify = title, title_justify
-        self.box = box                   # a name in rich.box
-        self.padding = padding           # (top and bottom, left and right)
+        self.box = box  # a name in rich.box
+        self.padding = padding  # (top and bottom, left and right)
         self.columns: list[Column] = []
         self.rows: list[tuple[Cell, ...]] = []
         self.sections: set[int] = set()  # rows followed by a line
@@ -53,8 +58,9 @@ class Table:
 
     def add_row(self, *cells: Cell, end_section: bool = False) -> None:
         """Cells left out are empty, as in rich."""
-        cells = tuple(printable(c) if isinstance(c, str) else (printable(c[0]), c[1])
-                      for c in cells)       # (client ids, topics...: from the input)
+        cells = tuple(
+            printable(c) if isinstance(c, str) else (printable(c[0]), c[1]) for c in cells
+        )  # (client ids, topics...: from the input)
         cells = cells + ("",) * (len(self.columns) - len(cells))
         if end_section:
             self.sections.add(len(self.rows))
@@ -68,15 +74,24 @@ class Table:
         from rich import box
         from rich.table import Table as RichTable
         from rich.text import Text
-        table = RichTable(title=Text(self.title, style="table.title") if self.title else None,
-                          title_justify=self.title_justify,  # type: ignore[arg-type]
-                          box=getattr(box, self.box), padding=self.padding)
+
+        table = RichTable(
+            title=Text(self.title, style="table.title") if self.title else None,
+            title_justify=self.title_justify,  # type: ignore[arg-type]
+            box=getattr(box, self.box),
+            padding=self.padding,
+        )
         for c in self.columns:
-            table.add_column(Text(c.header), justify=c.justify,  # type: ignore[arg-type]
-                             no_wrap=c.no_wrap)
+            table.add_column(
+                Text(c.header),
+                justify=c.justify,  # type: ignore[arg-type]
+                no_wrap=c.no_wrap,
+            )
         for i, row in enumerate(self.rows):
-            table.add_row(*(Text(c) if isinstance(c, str) else Text(c[0], style=c[1])
-                            for c in row), end_section=i in self.sections)
+            table.add_row(
+                *(Text(c) if isinstance(c, str) else Text(c[0], style=c[1]) for c in row),
+                end_section=i in self.sections,
+            )
         return table
 
 
@@ -91,6 +106,7 @@ class Lines:
 
     def __rich__(self) -> Any:
         from rich.text import Text
+
         out = Text()
         for text, style in self.parts:
             out.append(text, style=style)
@@ -105,6 +121,7 @@ class Pieces(list):
 
     def __rich__(self) -> Any:
         from rich.console import Group
+
         return Group(*self)
 
 
@@ -115,6 +132,7 @@ def _one_line(text: str) -> bool:
     if text.isascii():
         return True
     from rich.cells import cell_len
+
     return cell_len(text) == len(text)
 
 
@@ -157,7 +175,7 @@ def _wrap(text: str, width: int, how: str) -> list[str] | None:
     out = []
     for start, end in zip([0, *breaks], [*breaks, len(text)]):
         line = text[start:end]
-        if len(line) > width:               # only its trailing whitespace: cut (rstrip_end)
+        if len(line) > width:  # only its trailing whitespace: cut (rstrip_end)
             line = line[:width]
         out.append(_justify(line, width, how))
     return out
@@ -168,16 +186,19 @@ def plain_lines(piece: Piece, width: int, ascii_only: bool) -> list[str] | None:
     colours (not soft-wrapping), or None when that is not certain."""
     if isinstance(piece, Lines):
         lines = "".join(t for t, _ in piece.parts).split("\n")
-        return lines if all(len(line) <= width and _one_line(line) for line in lines) \
-            else None
+        return lines if all(len(line) <= width and _one_line(line) for line in lines) else None
     return _table_lines(piece, width, ascii_only)
 
 
 def _table_lines(table: Table, width: int, ascii_only: bool) -> list[str] | None:
     from rich import box as boxes
+
     columns = table.columns
-    if not columns or table.padding[0] or not {table.title_justify,
-                                               *(c.justify for c in columns)} <= _JUSTIFY:
+    if (
+        not columns
+        or table.padding[0]
+        or not {table.title_justify, *(c.justify for c in columns)} <= _JUSTIFY
+    ):
         return None
     pad = table.padding[1]
     cells = [[_plain(c.header) for c in columns]]
@@ -186,9 +207,9 @@ def _table_lines(table: Table, width: int, ascii_only: bool) -> list[str] | None
     if len(texts) < len(cells):
         return None
     widths = [max(len(row[i]) for row in texts) + 2 * pad or 1 for i in range(len(columns))]
-    extra = 2 + len(columns) - 1             # the edges and the dividers
+    extra = 2 + len(columns) - 1  # the edges and the dividers
     if sum(widths) > width - extra:
-        return None                          # rich would wrap or crop cells
+        return None  # rich would wrap or crop cells
     table_width = sum(widths) + extra
     out: list[str] = []
     if table.title:
@@ -198,18 +219,25 @@ def _table_lines(table: Table, width: int, ascii_only: bool) -> list[str] | None
             return None
         out += lines
     box = getattr(boxes, table.box).substitute(_Options(ascii_only))
-    edges = [(box.head_left, box.head_vertical, box.head_right),
-             (box.mid_left, box.mid_vertical, box.mid_right),
-             (box.foot_left, box.foot_vertical, box.foot_right)]
+    edges = [
+        (box.head_left, box.head_vertical, box.head_right),
+        (box.mid_left, box.mid_vertical, box.mid_right),
+        (box.foot_left, box.foot_vertical, box.foot_right),
+    ]
     justify = [c.justify for c in columns]
     out.append(box.get_top(widths))
     space = " " * pad
     last = len(texts) - 1
     for index, row in enumerate(texts):
         left, divider, right = edges[0 if index == 0 else 2 if index == last else 1]
-        out.append(left + divider.join(
-            space + _justify(text, w - 2 * pad, how) + space
-            for text, w, how in zip(row, widths, justify)) + right)
+        out.append(
+            left
+            + divider.join(
+                space + _justify(text, w - 2 * pad, how) + space
+                for text, w, how in zip(row, widths, justify)
+            )
+            + right
+        )
         if index == 0:
             out.append(box.get_row(widths, "head", edge=True))
         elif index - 1 in table.sections and index != last:
@@ -220,6 +248,7 @@ def _table_lines(table: Table, width: int, ascii_only: bool) -> list[str] | None
 
 class _Options:
     """What Box.substitute reads of a console's options."""
+
     legacy_windows = False
 
     def __init__(self, ascii_only: bool):
@@ -247,17 +276,22 @@ def _plain_target(console: Any) -> tuple[TextIO, int, bool] | None:
     """(file, width, ASCII only) of a console that prints no styles and does not
     soft-wrap; None for any other (rich prints there)."""
     from .console import _Deferred
-    if isinstance(console, _Deferred):      # surely not a terminal: rich not imported yet
+
+    if isinstance(console, _Deferred):  # surely not a terminal: rich not imported yet
         options = console._options
         width = options.get("width")
-        if not isinstance(width, int) or options.get("soft_wrap") or options.get("file") \
-                or sys.platform == "win32":     # (rich's legacy Windows console: its boxes)
+        if (
+            not isinstance(width, int)
+            or options.get("soft_wrap")
+            or options.get("file")
+            or sys.platform == "win32"
+        ):  # (rich's legacy Windows console: its boxes)
             return None
         out = sys.stderr if options.get("stderr") else sys.stdout
         encoding = (getattr(out, "encoding", "utf-8") or "utf-8").lower()
-        return out, width, not encoding.startswith("utf")      # as rich's Console decides
+        return out, width, not encoding.startswith("utf")  # as rich's Console decides
     from .plain_print import prints_plain
+
     if not prints_plain(console) or console.soft_wrap:
         return None
     return console.file, console.width, console.options.ascii_only
-

@@ -20,25 +20,36 @@ GAPS_LISTED = 20
 
 
 class ExchangePrinter(BaseSink):
-    def __init__(self, options: Options, fmt: str = "text", verbose: bool = False,
-                 display_filter: Filter | None = None, stats: bool = False, jobs: int = 1):
+    def __init__(
+        self,
+        options: Options,
+        fmt: str = "text",
+        verbose: bool = False,
+        display_filter: Filter | None = None,
+        stats: bool = False,
+        jobs: int = 1,
+    ):
         self.options, self.fmt, self.verbose, self.filter = options, fmt, verbose, display_filter
         # rich itself only when something is rendered with it (render/console.py)
         self.console = console(highlight=False)
         if not self.console.is_terminal:
-            self.console = console(highlight=False, width=160)   # don't squeeze tables
+            self.console = console(highlight=False, width=160)  # don't squeeze tables
         self.err = console(stderr=True, highlight=False, soft_wrap=True)
         self.stats = None
         if stats:
             from ..stream.stats import Stats
+
             self.stats = Stats()
         # the format's writer (none with --stats: the tables replace it)
-        self.writer: FormatWriter | None = None if stats else FORMATS[fmt].build(
-            WriterContext(options, verbose, jobs, self.console))
+        self.writer: FormatWriter | None = (
+            None
+            if stats
+            else FORMATS[fmt].build(WriterContext(options, verbose, jobs, self.console))
+        )
         self.exchanges = 0
         self.gaps = 0
-        self.tls_connections: list = []      # capture.tls.TlsFacts, for --stats
-        self.errors = 0                # inputs that could not be read
+        self.tls_connections: list = []  # capture.tls.TlsFacts, for --stats
+        self.errors = 0  # inputs that could not be read
 
     @property
     def full(self) -> bool:
@@ -99,9 +110,11 @@ class ExchangePrinter(BaseSink):
         if self.stats is not None:
             from .plain_table import print_pieces
             from .stats import stats_pieces
+
             print_pieces(self.console, stats_pieces(self.stats))
             if self.tls_connections:
                 from .tls import tls_rows
+
                 print_pieces(self.console, [tls_rows(self.tls_connections)])
         if self.gaps > GAPS_LISTED:
             self.warn(f"{self.gaps} gaps in all ({self.gaps - GAPS_LISTED} not listed)")

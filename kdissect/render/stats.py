@@ -24,24 +24,38 @@ def stats_tables(stats: Stats) -> Any:
 
 def stats_pieces(stats: Stats) -> Pieces:
     parts = Pieces()
-    apis = Table(title="Exchanges per API: broker time, i.e. latency less the waits clients "
-                       "asked for (Fetch/ShareFetch max_wait_ms, JoinGroup/SyncGroup "
-                       "rebalances)", title_justify="left")
+    apis = Table(
+        title="Exchanges per API: broker time, i.e. latency less the waits clients "
+        "asked for (Fetch/ShareFetch max_wait_ms, JoinGroup/SyncGroup "
+        "rebalances)",
+        title_justify="left",
+    )
     for col in ("API", "count", "p50 ms", "p90 ms", "p99 ms", "max ms", "waited", "max latency ms"):
         apis.add_column(col, justify="left" if col == "API" else "right")
     every = []
     for name, count in stats.per_api.most_common():
         service = stats.service.get(name) or (
-            [] if stats.waited.get(name) else stats.latency.get(name, []))
+            [] if stats.waited.get(name) else stats.latency.get(name, [])
+        )
         every += service
         cells = [_ms(v) for v in stats.latency_summary(service)] if service else ["-"] * 4
         raw = stats.latency.get(name)
-        apis.add_row(name, str(count), *cells, str(stats.waited.get(name, 0) or ""),
-                     _ms(max(raw)) if raw else "-")
+        apis.add_row(
+            name,
+            str(count),
+            *cells,
+            str(stats.waited.get(name, 0) or ""),
+            _ms(max(raw)) if raw else "-",
+        )
     if every:
-        apis.add_row(("all", "bold"), str(sum(stats.per_api.values())),
-                     *[_ms(v) for v in stats.latency_summary(every)], "", "",
-                     end_section=True)
+        apis.add_row(
+            ("all", "bold"),
+            str(sum(stats.per_api.values())),
+            *[_ms(v) for v in stats.latency_summary(every)],
+            "",
+            "",
+            end_section=True,
+        )
     parts.append(apis)
     if stats.errors:
         errors = Table(title="Errors", title_justify="left")
@@ -52,68 +66,94 @@ def stats_pieces(stats: Stats) -> Pieces:
         _more(errors, len(stats.errors))
         parts.append(errors)
     if stats.diagnoses:
-        found = Table(title="Diagnoses (docs/findings.md)",
-                      title_justify="left")
+        found = Table(title="Diagnoses (docs/findings.md)", title_justify="left")
         found.add_column("finding")
         found.add_column("count", justify="right")
         for code, count in stats.diagnoses.most_common():
             found.add_row(code, str(count))
         parts.append(found)
     # the busiest connections only: a table of 200,000 takes rich minutes to lay out
-    busiest = sorted(heapq.nlargest(LISTED, stats.connections.items(),
-                                    key=lambda kv: (kv[1].exchanges, -kv[0])))
-    listed = (f", the {LISTED} busiest of {len(stats.connections)}"
-              if len(stats.connections) > LISTED else "")
-    conns = Table(title=f"Connections (bytes sent by the client and by the broker{listed})",
-                  title_justify="left", box="SIMPLE_HEAD", padding=(0, 1))
-    for i, col in enumerate(("#", "client", "broker", "exchanges", "client", "broker",
-                             "seconds", "errors")):
+    busiest = sorted(
+        heapq.nlargest(LISTED, stats.connections.items(), key=lambda kv: (kv[1].exchanges, -kv[0]))
+    )
+    listed = (
+        f", the {LISTED} busiest of {len(stats.connections)}"
+        if len(stats.connections) > LISTED
+        else ""
+    )
+    conns = Table(
+        title=f"Connections (bytes sent by the client and by the broker{listed})",
+        title_justify="left",
+        box="SIMPLE_HEAD",
+        padding=(0, 1),
+    )
+    for i, col in enumerate(
+        ("#", "client", "broker", "exchanges", "client", "broker", "seconds", "errors")
+    ):
         address = i in (1, 2)
         conns.add_column(col, justify="left" if address else "right", no_wrap=address)
     for index, c in busiest:
-        conns.add_row(str(index), c.client, c.broker, str(c.exchanges), str(c.to_broker),
-                      str(c.to_client), f"{max(c.last - c.first, 0):.3f}", str(c.errors))
+        conns.add_row(
+            str(index),
+            c.client,
+            c.broker,
+            str(c.exchanges),
+            str(c.to_broker),
+            str(c.to_client),
+            f"{max(c.last - c.first, 0):.3f}",
+            str(c.errors),
+        )
     _more(conns, len(stats.connections))
     parts.append(conns)
     sides = Counter(c.side_by for c in stats.connections.values() if c.side_by)
     if sides:
-        decided = Table(title="Client side decided by",
-                        title_justify="left")
+        decided = Table(title="Client side decided by", title_justify="left")
         decided.add_column("evidence")
         decided.add_column("connections", justify="right")
         for by, n in sides.most_common():
             decided.add_row(by, str(n))
         parts.append(decided)
-    parts += [_breakdown("Clients (by client id)", "client", stats.clients),
-              _breakdown("Brokers", "broker", stats.brokers)]
+    parts += [
+        _breakdown("Clients (by client id)", "client", stats.clients),
+        _breakdown("Brokers", "broker", stats.brokers),
+    ]
     if stats.topics:
         # a terminal table of 200,000 topics (one crafted Metadata request) takes minutes
         rows = sorted(stats.topics.items(), key=lambda kv: -kv[1].exchanges)
-        more = f" (the first {TOPICS_LISTED} of {len(rows)})" if len(rows) > TOPICS_LISTED \
-            else ""
+        more = f" (the first {TOPICS_LISTED} of {len(rows)})" if len(rows) > TOPICS_LISTED else ""
         topics = Table(title=f"Topics{more}", title_justify="left", box="SIMPLE_HEAD")
         for col in ("topic", "partitions", "exchanges", "Produce", "Fetch", "errors"):
             topics.add_column(col, justify="left" if col in ("topic", "partitions") else "right")
         for name, b in rows[:TOPICS_LISTED]:
-            topics.add_row(name, _ranges(b.partitions), str(b.exchanges), str(b.produce),
-                           str(b.fetch), (str(b.errors), "red" if b.errors else ""))
+            topics.add_row(
+                name,
+                _ranges(b.partitions),
+                str(b.exchanges),
+                str(b.produce),
+                str(b.fetch),
+                (str(b.errors), "red" if b.errors else ""),
+            )
         parts.append(topics)
         parts.append(_partitions(stats))
     for group, g in list(stats.groups.items())[:LISTED]:
         parts.append(group_timeline(group, g))
     if len(stats.groups) > LISTED:
-        parts.append(Lines([(f"and {len(stats.groups) - LISTED} more groups",
-                             "dim")]))
+        parts.append(Lines([(f"and {len(stats.groups) - LISTED} more groups", "dim")]))
     lines = Lines()
-    lines.append(f"bytes: {stats.bytes_requests} to brokers, {stats.bytes_responses} to "
-                 f"clients (Kafka messages with their size prefix)\n")
-    lines.append(f"gaps: {stats.gaps} ({stats.gap_bytes} bytes lost)\n",
-                 style="yellow" if stats.gaps else "")
+    lines.append(
+        f"bytes: {stats.bytes_requests} to brokers, {stats.bytes_responses} to "
+        f"clients (Kafka messages with their size prefix)\n"
+    )
+    lines.append(
+        f"gaps: {stats.gaps} ({stats.gap_bytes} bytes lost)\n", style="yellow" if stats.gaps else ""
+    )
     if stats.unread:
-        lines.append(f"unread: {stats.unread_bytes} bytes in {stats.unread} stretch(es) with no "
-                     f"message boundary (not read as Kafka)\n", style="yellow")
-    lines.append(f"fields with problems: {stats.problems}\n",
-                 style="red" if stats.problems else "")
+        lines.append(
+            f"unread: {stats.unread_bytes} bytes in {stats.unread} stretch(es) with no "
+            f"message boundary (not read as Kafka)\n",
+            style="yellow",
+        )
+    lines.append(f"fields with problems: {stats.problems}\n", style="red" if stats.problems else "")
     for status, n in stats.statuses.most_common():
         lines.append(f"{status}: {n}\n", style="yellow")
     parts.append(lines)
@@ -121,7 +161,7 @@ def stats_pieces(stats: Stats) -> Pieces:
 
 
 TOPICS_LISTED = 200
-LISTED = 50                 # rows of the connection, client, broker and error tables
+LISTED = 50  # rows of the connection, client, broker and error tables
 
 
 def _more(table: Table, total: int) -> None:
@@ -131,31 +171,43 @@ def _more(table: Table, total: int) -> None:
 
 
 def _breakdown(title: str, what: str, rows: dict[str, Breakdown]) -> Table:
-    table = Table(title=f"{title} (p50 and p99 of broker time)", title_justify="left",
-                  box="SIMPLE_HEAD")
+    table = Table(
+        title=f"{title} (p50 and p99 of broker time)", title_justify="left", box="SIMPLE_HEAD"
+    )
     for col in (what, "exchanges", "errors", "p50 ms", "p99 ms", "throttled", "throttle ms"):
         table.add_column(col, justify="left" if col == what else "right")
     for name, b in heapq.nsmallest(LISTED, rows.items(), key=lambda kv: -kv[1].exchanges):
         lat = sorted(b.latency)
         p50, p99 = (_ms(percentile(lat, 50)), _ms(percentile(lat, 99))) if lat else ("-", "-")
-        table.add_row(name, str(b.exchanges), (str(b.errors), "red" if b.errors else ""),
-                      p50, p99, (str(b.throttled), "yellow" if b.throttled else ""),
-                      str(b.throttle_ms))
+        table.add_row(
+            name,
+            str(b.exchanges),
+            (str(b.errors), "red" if b.errors else ""),
+            p50,
+            p99,
+            (str(b.throttled), "yellow" if b.throttled else ""),
+            str(b.throttle_ms),
+        )
     _more(table, len(rows))
     return table
 
 
 def _partitions(stats: Stats, listed: int = 40) -> Table:
     """Per topic partition, the ones with errors first, then the busiest."""
-    rows = sorted(stats.partitions.items(), key=lambda kv: (-kv[1].errors, -kv[1].exchanges,
-                                                            kv[0]))
+    rows = sorted(stats.partitions.items(), key=lambda kv: (-kv[1].errors, -kv[1].exchanges, kv[0]))
     more = f" (the first {listed} of {len(rows)})" if len(rows) > listed else ""
     table = Table(title=f"Partitions{more}", title_justify="left", box="SIMPLE_HEAD")
     for col in ("topic", "partition", "exchanges", "Produce", "Fetch", "errors"):
         table.add_column(col, justify="left" if col == "topic" else "right")
     for (topic, partition), b in rows[:listed]:
-        table.add_row(topic, str(partition), str(b.exchanges), str(b.produce), str(b.fetch),
-                      (str(b.errors), "red" if b.errors else ""))
+        table.add_row(
+            topic,
+            str(partition),
+            str(b.exchanges),
+            str(b.produce),
+            str(b.fetch),
+            (str(b.errors), "red" if b.errors else ""),
+        )
     return table
 
 
@@ -179,20 +231,27 @@ def group_timeline(group: str, g) -> Table:
     order."""
     classic = g.kind == "consumer group"
     numbers = "generation" if classic else "member epoch"
-    table = Table(title=f"{g.kind[0].upper()}{g.kind[1:]} {group}: {len(g.members)} member"
-                        f"{'s' if len(g.members) != 1 else ''}, {g.rebalances} {numbers}"
-                        f"{'s' if g.rebalances != 1 else ''}, {g.heartbeats} heartbeats "
-                        f"answered" + ("" if classic else " with nothing new"),
-                  title_justify="left", box="SIMPLE_HEAD")
+    table = Table(
+        title=f"{g.kind[0].upper()}{g.kind[1:]} {group}: {len(g.members)} member"
+        f"{'s' if len(g.members) != 1 else ''}, {g.rebalances} {numbers}"
+        f"{'s' if g.rebalances != 1 else ''}, {g.heartbeats} heartbeats "
+        f"answered" + ("" if classic else " with nothing new"),
+        title_justify="left",
+        box="SIMPLE_HEAD",
+    )
     for col in ("time", "API", "member", "gen" if classic else "epoch", "what"):
         table.add_column(col, justify="right" if col in ("gen", "epoch") else "left")
     events = sorted(g.events, key=lambda e: e.ts)
     for e in events[:TIMELINE_LISTED]:
-        what = (e.error + (f": {e.detail}" if e.detail and not classic else ""), "red") \
-            if e.error else (e.detail, "")
+        what = (
+            (e.error + (f": {e.detail}" if e.detail and not classic else ""), "red")
+            if e.error
+            else (e.detail, "")
+        )
         member = e.member if len(e.member) <= 24 else e.member[:23] + "…"
-        table.add_row(iso(e.ts)[11:23], e.api, member,
-                      "" if e.generation is None else str(e.generation), what)
+        table.add_row(
+            iso(e.ts)[11:23], e.api, member, "" if e.generation is None else str(e.generation), what
+        )
     _more(table, len(events))
     return table
 

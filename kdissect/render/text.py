@@ -15,14 +15,22 @@ from ..protocol.node import Node
 from .kafka_forms import kafka_form
 from .plain_print import Entries, Part, Piece, PlainPrinter, prints_plain
 
-PALETTE = ["cyan", "green", "magenta", "yellow", "blue", "bright_cyan", "bright_green",
-           "bright_magenta"]
-PROBLEM = "bold bright_white on dark_red"    # white on ANSI red: 4:1 or less
+PALETTE = [
+    "cyan",
+    "green",
+    "magenta",
+    "yellow",
+    "blue",
+    "bright_cyan",
+    "bright_green",
+    "bright_magenta",
+]
+PROBLEM = "bold bright_white on dark_red"  # white on ANSI red: 4:1 or less
 SECRET = "bold red"
 # what one printed message may cost the terminal: beyond these, a window and a note
 # (--json has everything)
-HEX_LIMIT = 64 * 1024           # bytes dumped per message, over all its buffers
-TREE_LIMIT = 5_000              # fields listed per tree (rich draws ~1,000 a second)
+HEX_LIMIT = 64 * 1024  # bytes dumped per message, over all its buffers
+TREE_LIMIT = 5_000  # fields listed per tree (rich draws ~1,000 a second)
 
 
 def format_value(node: Node, show_secrets: bool = False, limit: int = 64) -> str:
@@ -69,15 +77,24 @@ def leaf_colours(root: Node) -> dict[int, str]:
     return colours
 
 
-def tree_entries(root: Node, show_secrets: bool = False, base: int = 0,
-                 colours: dict[int, str] | None = None,
-                 title: Text | None = None) -> list[tuple[int, list[Part]]]:
+def tree_entries(
+    root: Node,
+    show_secrets: bool = False,
+    base: int = 0,
+    colours: dict[int, str] | None = None,
+    title: Text | None = None,
+) -> list[tuple[int, list[Part]]]:
     """The tree's labels in preorder with their depths (the root at 0), cut at
     TREE_LIMIT fields: what both the rich Tree and the plain printer draw."""
     colours = leaf_colours(root) if colours is None else colours
     out: list[tuple[int, list[Part]]] = [
-        (0, [title] if title is not None else _label_parts(root, colours, show_secrets,
-                                                            base, False))]
+        (
+            0,
+            [title]
+            if title is not None
+            else _label_parts(root, colours, show_secrets, base, False),
+        )
+    ]
     budget = TREE_LIMIT
     # an explicit stack: trees can be deeper than Python's recursion limit
     stack = [(root, 0, 1, root.buffer is not None)]
@@ -86,9 +103,18 @@ def tree_entries(root: Node, show_secrets: bool = False, base: int = 0,
         if i >= len(node.children):
             continue
         if budget <= 0:
-            out.append((depth, [(f"… {len(node.children) - i} more here; the tree is cut at "
-                                 f"{TREE_LIMIT} fields (--json shows every one)",
-                                 "italic yellow")]))
+            out.append(
+                (
+                    depth,
+                    [
+                        (
+                            f"… {len(node.children) - i} more here; the tree is cut at "
+                            f"{TREE_LIMIT} fields (--json shows every one)",
+                            "italic yellow",
+                        )
+                    ],
+                )
+            )
             continue
         budget -= 1
         child = node.children[i]
@@ -98,8 +124,13 @@ def tree_entries(root: Node, show_secrets: bool = False, base: int = 0,
     return out
 
 
-def tree_of(root: Node, show_secrets: bool = False, base: int = 0,
-            colours: dict[int, str] | None = None, title: Text | None = None) -> Tree:
+def tree_of(
+    root: Node,
+    show_secrets: bool = False,
+    base: int = 0,
+    colours: dict[int, str] | None = None,
+    title: Text | None = None,
+) -> Tree:
     return _tree(tree_entries(root, show_secrets, base, colours, title))
 
 
@@ -112,12 +143,16 @@ def _tree(entries: Entries) -> Tree:
     return top
 
 
-def _label_parts(node: Node, colours: dict[int, str], show_secrets: bool, base: int,
-                 in_buffer: bool) -> list[Part]:
+def _label_parts(
+    node: Node, colours: dict[int, str], show_secrets: bool, base: int, in_buffer: bool
+) -> list[Part]:
     style = colours.get(id(node), "bold")
     where = f"  @{node.offset}" if in_buffer else f"  @{node.offset + base}"
-    t: list[Part] = [(node.name, style if not node.name.startswith("_") else f"dim {style}"),
-                     (f"  {node.ktype}", "dim"), (f"{where}+{node.length}", "dim")]
+    t: list[Part] = [
+        (node.name, style if not node.name.startswith("_") else f"dim {style}"),
+        (f"  {node.ktype}", "dim"),
+        (f"{where}+{node.length}", "dim"),
+    ]
     if in_buffer:
         t.append((" (decompressed)", "dim"))
     value = format_value(node, show_secrets)
@@ -135,26 +170,37 @@ def _label_parts(node: Node, colours: dict[int, str], show_secrets: bool, base: 
     return t
 
 
-def hexdump(data: bytes, root: Node | None, show_secrets: bool = False, base: int = 0,
-            colours: dict[int, str] | None = None, width: int = 16,
-            marks: Sequence[tuple[int, int, str]] = (),
-            window: tuple[int, int] | None = None) -> Text:
+def hexdump(
+    data: bytes,
+    root: Node | None,
+    show_secrets: bool = False,
+    base: int = 0,
+    colours: dict[int, str] | None = None,
+    width: int = 16,
+    marks: Sequence[tuple[int, int, str]] = (),
+    window: tuple[int, int] | None = None,
+) -> Text:
     """Hex + ASCII with each leaf's bytes in its colour (only leaves in ``data``'s own
     buffer: decompressed buffers get their own dump); ``marks`` are (start, end, style)
     ranges drawn over that, in order (e.g. a selected field and its parents).
     ``window`` (start, end) dumps only the rows holding those bytes."""
     out = Text()
     append = out.append
-    for piece, style in hex_pieces(data, root, show_secrets, base, colours, width, marks,
-                                   window):
+    for piece, style in hex_pieces(data, root, show_secrets, base, colours, width, marks, window):
         append(piece, style=style)
     return out
 
 
-def hex_pieces(data: bytes, root: Node | None, show_secrets: bool = False, base: int = 0,
-               colours: dict[int, str] | None = None, width: int = 16,
-               marks: Sequence[tuple[int, int, str]] = (),
-               window: tuple[int, int] | None = None) -> Iterator[tuple[str, str | None]]:
+def hex_pieces(
+    data: bytes,
+    root: Node | None,
+    show_secrets: bool = False,
+    base: int = 0,
+    colours: dict[int, str] | None = None,
+    width: int = 16,
+    marks: Sequence[tuple[int, int, str]] = (),
+    window: tuple[int, int] | None = None,
+) -> Iterator[tuple[str, str | None]]:
     """hexdump's text in styled pieces (joined, the plain dump)."""
     lo_row = 0 if window is None else max(0, window[0]) // width * width
     hi = len(data) if window is None else min(len(data), window[1])
@@ -182,9 +228,15 @@ def hex_pieces(data: bytes, root: Node | None, show_secrets: bool = False, base:
     return _hex_rows(data, base, width, lo_row, hi, styles, masked)
 
 
-def _hex_rows(data: bytes, base: int, width: int, lo_row: int, hi: int,
-                styles: list[str | None], masked: list[bool]
-                ) -> Iterator[tuple[str, str | None]]:
+def _hex_rows(
+    data: bytes,
+    base: int,
+    width: int,
+    lo_row: int,
+    hi: int,
+    styles: list[str | None],
+    masked: list[bool],
+) -> Iterator[tuple[str, str | None]]:
     """The dump's text in styled pieces: the layout of a row, for rich and plain."""
     for row in range(lo_row, hi, width):
         yield f"{row + base:08x}  ", "dim"
@@ -206,8 +258,14 @@ def buffers(root: Node) -> list[Node]:
     return [n for n in root.walk() if n.buffer is not None]
 
 
-def node_pieces(data: bytes, root: Node, show_secrets: bool = False, base: int = 0,
-                title: Text | None = None, show_hex: bool = True) -> list[Piece]:
+def node_pieces(
+    data: bytes,
+    root: Node,
+    show_secrets: bool = False,
+    base: int = 0,
+    title: Text | None = None,
+    show_hex: bool = True,
+) -> list[Piece]:
     """A message's tree and hex dumps (its own bytes, then each decompressed buffer's),
     cut at HEX_LIMIT bytes, as pieces for rich (render_node) or plain text (print_node)."""
     colours = leaf_colours(root)
@@ -217,27 +275,61 @@ def node_pieces(data: bytes, root: Node, show_secrets: bool = False, base: int =
         pieces += _capped_dump(data, root, show_secrets, base, colours, left)
         holders = buffers(root)
         for i, holder in enumerate(holders):
-            if left[0] <= 0:        # wrappers of wrappers can hold hundreds of buffers
-                pieces.append(("text", [(f"… {len(holders) - i} more decompressed buffers "
-                                         f"not dumped (the dumps are cut at {HEX_LIMIT} bytes "
-                                         f"a message; --json has every field)",
-                                         "italic yellow")]))
+            if left[0] <= 0:  # wrappers of wrappers can hold hundreds of buffers
+                pieces.append(
+                    (
+                        "text",
+                        [
+                            (
+                                f"… {len(holders) - i} more decompressed buffers "
+                                f"not dumped (the dumps are cut at {HEX_LIMIT} bytes "
+                                f"a message; --json has every field)",
+                                "italic yellow",
+                            )
+                        ],
+                    )
+                )
                 break
-            pieces.append(("text", [(f"decompressed {holder.note or ''} (bytes of "
-                                     f"{holder.name} @{holder.offset})", "bold")]))
-            pieces += _capped_dump(holder.buffer or b"", as_root(holder), show_secrets, 0,
-                                   colours, left)
+            pieces.append(
+                (
+                    "text",
+                    [
+                        (
+                            f"decompressed {holder.note or ''} (bytes of "
+                            f"{holder.name} @{holder.offset})",
+                            "bold",
+                        )
+                    ],
+                )
+            )
+            pieces += _capped_dump(
+                holder.buffer or b"", as_root(holder), show_secrets, 0, colours, left
+            )
     return pieces
 
 
-def render_node(data: bytes, root: Node, show_secrets: bool = False, base: int = 0,
-                title: Text | None = None, show_hex: bool = True) -> Group:
-    return Group(*(_renderable(p) for p in node_pieces(data, root, show_secrets, base, title,
-                                                        show_hex)))
+def render_node(
+    data: bytes,
+    root: Node,
+    show_secrets: bool = False,
+    base: int = 0,
+    title: Text | None = None,
+    show_hex: bool = True,
+) -> Group:
+    return Group(
+        *(_renderable(p) for p in node_pieces(data, root, show_secrets, base, title, show_hex))
+    )
 
 
-def print_node(console: Console, data: bytes, root: Node, show_secrets: bool = False,
-               base: int = 0, title: Text | None = None, show_hex: bool = True) -> None:
+def print_node(
+    console: Console,
+    data: bytes,
+    root: Node,
+    show_secrets: bool = False,
+    base: int = 0,
+    title: Text | None = None,
+    show_hex: bool = True,
+) -> None:
     """Print render_node's output; without colours, as plain text without rich's layout
     (the same characters: render/plain_print.py)."""
     pieces = node_pieces(data, root, show_secrets, base, title, show_hex)
@@ -260,18 +352,28 @@ def _renderable(piece: Piece) -> RenderableType:
     return _tree(body) if kind == "tree" else Text.assemble(*body)
 
 
-def _capped_dump(data: bytes, root: Node, show_secrets: bool, base: int,
-                 colours: dict[int, str], left: list[int]) -> list[Piece]:
+def _capped_dump(
+    data: bytes, root: Node, show_secrets: bool, base: int, colours: dict[int, str], left: list[int]
+) -> list[Piece]:
     """The hex dump of a buffer, or of its first bytes and a note saying so: at most
     ``left[0]`` bytes (what the message has left of HEX_LIMIT)."""
     cap = max(left[0], 0)
     left[0] -= min(len(data), cap)
     if len(data) <= cap:
         return [("text", list(hex_pieces(data, root, show_secrets, base, colours)))]
-    return [("text", list(hex_pieces(data, root, show_secrets, base, colours,
-                                     window=(0, cap)))),
-            ("text", [(f"… hex dump shows the first {cap} of {len(data)} bytes "
-                       f"(--json has every field)", "italic yellow")])]
+    return [
+        ("text", list(hex_pieces(data, root, show_secrets, base, colours, window=(0, cap)))),
+        (
+            "text",
+            [
+                (
+                    f"… hex dump shows the first {cap} of {len(data)} bytes "
+                    f"(--json has every field)",
+                    "italic yellow",
+                )
+            ],
+        ),
+    ]
 
 
 def as_root(holder: Node) -> Node:

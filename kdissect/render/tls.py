@@ -15,18 +15,39 @@ def tls_table(conns: list) -> Any:
 
 def tls_rows(conns: list) -> Table:
     """One row per TLS connection (capture.tls.TlsFacts)."""
-    table = Table(title="TLS connections", title_justify="left", box="SIMPLE_HEAD",
-                  padding=(0, 1))
-    for col in ("#", "client", "server", "server name", "version", "cipher", "state",
-                "records", "decrypted", "failed", "findings"):
-        table.add_column(col, justify="right" if col in ("records", "decrypted", "failed")
-                         else "left", no_wrap=col in ("client", "server"))
+    table = Table(title="TLS connections", title_justify="left", box="SIMPLE_HEAD", padding=(0, 1))
+    for col in (
+        "#",
+        "client",
+        "server",
+        "server name",
+        "version",
+        "cipher",
+        "state",
+        "records",
+        "decrypted",
+        "failed",
+        "findings",
+    ):
+        table.add_column(
+            col,
+            justify="right" if col in ("records", "decrypted", "failed") else "left",
+            no_wrap=col in ("client", "server"),
+        )
     for f in conns:
-        table.add_row(str(f.stream or "-"), f"{f.client[0]}:{f.client[1]}",
-                      f"{f.server[0]}:{f.server[1]}", f.server_name or "-", f.version or "-",
-                      f.cipher or "-", f.state, str(f.records),
-                      str(f.decrypted), str(f.failed),
-                      ", ".join(sorted({x.code for x in f.findings})) or "-")
+        table.add_row(
+            str(f.stream or "-"),
+            f"{f.client[0]}:{f.client[1]}",
+            f"{f.server[0]}:{f.server[1]}",
+            f.server_name or "-",
+            f.version or "-",
+            f.cipher or "-",
+            f.state,
+            str(f.records),
+            str(f.decrypted),
+            str(f.failed),
+            ", ".join(sorted({x.code for x in f.findings})) or "-",
+        )
     return table
 
 

@@ -21,17 +21,25 @@ class Interface:
         return watch_interface(self.iface, sink, self.stop, **self.kw)
 
 
-def watch_interface(iface: str, sink: Sink, stop: threading.Event, *,
-                    ports: Iterable[int] = DEFAULT_PORTS, detect: bool = True,
-                    bpf: str | None = "tcp", count: int = 0,
-                    duration: float | None = None, keys=None,
-                    budget: Budget | None = None) -> int:
+def watch_interface(
+    iface: str,
+    sink: Sink,
+    stop: threading.Event,
+    *,
+    ports: Iterable[int] = DEFAULT_PORTS,
+    detect: bool = True,
+    bpf: str | None = "tcp",
+    count: int = 0,
+    duration: float | None = None,
+    keys=None,
+    budget: Budget | None = None,
+) -> int:
     """Exchanges on ``iface`` to ``sink`` until ``stop``, ``count`` packets or
     ``duration`` seconds; then ``sink.done()``. Raises capture.live.LiveError when
     capturing is not possible (with what to do about it). ``keys``: a KeyLog for TLS."""
     dissector = CaptureDissector(sink, ports, detect, keys=keys, budget=budget)
     try:
         return sniff(iface, dissector.packet, stop, bpf, count, duration)
-    finally:                         # Ctrl-C too: what was captured is shown
+    finally:  # Ctrl-C too: what was captured is shown
         dissector.finish()
         sink.done()

@@ -32,22 +32,33 @@ from ..protocol.records import read_records, record_offset
 # tiered storage (Kafka's LocalTieredStorage) adds the topic id to a partition's directory
 # and the segment's id to its files: topic-0-<base64 Uuid>/<offset>-<base64 Uuid>.log
 _UUID = r"-[A-Za-z0-9_-]{22}"
-_PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)(?:\.[0-9a-f]+-(?:delete|future|stray)"
-                            r"|" + _UUID + r")?$")
-_OFFSET_NAME = re.compile(r"^(?P<base>\d{20})(?:" + _UUID + r")?\.(?P<ext>log|index|timeindex|txnindex"
-                          r"|snapshot|checkpoint|leader_epoch_checkpoint)"
-                          r"(?P<suffix>\.deleted|\.cleaned|\.swap)?$")
+_PARTITION_DIR = re.compile(
+    r"^(?P<topic>.+)-(?P<partition>\d+)(?:\.[0-9a-f]+-(?:delete|future|stray)"
+    r"|" + _UUID + r")?$"
+)
+_OFFSET_NAME = re.compile(
+    r"^(?P<base>\d{20})(?:" + _UUID + r")?\.(?P<ext>log|index|timeindex|txnindex"
+    r"|snapshot|checkpoint|leader_epoch_checkpoint)"
+    r"(?P<suffix>\.deleted|\.cleaned|\.swap)?$"
+)
 _REMOTE_NAME = re.compile(r"^\d{20}" + _UUID + r"\.")
 _KAFKA07 = re.compile(r"^(?P<base>\d+)\.kafka$")
-_OFFSET_CHECKPOINTS = ("recovery-point-offset-checkpoint", "replication-offset-checkpoint",
-                       "log-start-offset-checkpoint", "cleaner-offset-checkpoint")
-CHECKPOINT_COLUMNS = {"leader-epoch-checkpoint": ("epoch", "start_offset"),
-                      **{n: ("topic", "partition", "offset") for n in _OFFSET_CHECKPOINTS}}
+_OFFSET_CHECKPOINTS = (
+    "recovery-point-offset-checkpoint",
+    "replication-offset-checkpoint",
+    "log-start-offset-checkpoint",
+    "cleaner-offset-checkpoint",
+)
+CHECKPOINT_COLUMNS = {
+    "leader-epoch-checkpoint": ("epoch", "start_offset"),
+    **{n: ("topic", "partition", "offset") for n in _OFFSET_CHECKPOINTS},
+}
 
 
 class Lines(NamedTuple):
     """The bulk path for JSON lines (``logunits.walk(lines=...)``): a clean batch's records
     are written as text by ``write`` (render/log_lines.py's ``record_lines_for()``)."""
+
     write: Callable[..., str | None]
 
 
@@ -63,6 +74,7 @@ class LogItem:
     """One file (``kind`` is its file kind) or one batch (``kind == "batch"``) of a
     segment. ``tree`` is the located tree (file positions); ``findings`` are the checks
     across batches and files (the tree's own problems are in ``tree.findings()``)."""
+
     kind: str
     path: Path
     topic: str | None
@@ -75,7 +87,7 @@ class LogItem:
     # the JSON lines path's clean v2 batch (walk(lines=True)): (header fields by name,
     # its records' lines as render/log_lines.py writes them)
     lines: tuple[dict, str] | None = None
-    url: str | None = None      # where the file really is, when read from a copy
+    url: str | None = None  # where the file really is, when read from a copy
     # a transactional batch of a transaction its partition's .txnindex lists as aborted
     aborted: bool = False
     # the partition's log start offset when the batch starts below it (its records below
@@ -92,8 +104,13 @@ class LogItem:
         return last is not None and last < self.log_start
 
     def _last_offset(self) -> int | None:
-        h = self.values[0] if self.values is not None else \
-            self.lines[0] if self.lines is not None else None
+        h = (
+            self.values[0]
+            if self.values is not None
+            else self.lines[0]
+            if self.lines is not None
+            else None
+        )
         if h is not None:
             return h["base_offset"] + h["last_offset_delta"]
         return _last_offset(self.tree) if self.tree is not None else None
@@ -104,8 +121,10 @@ class LogItem:
         return self.url or str(self.path)
 
     def all_findings(self) -> list[Finding]:
-        own = [Finding(code, reason, path) for path, code, reason in
-               (self.tree.findings() if self.tree is not None else [])]
+        own = [
+            Finding(code, reason, path)
+            for path, code, reason in (self.tree.findings() if self.tree is not None else [])
+        ]
         return own + self.findings
 
     def values_of(self, name: str) -> list:
@@ -132,46 +151,60 @@ class LogItem:
         if t is None and head is None:
             return []
         if name.startswith("record."):
-            part = name[len("record."):]
-            if t is None:                   # the bulk path's values: records as JSON shows them
-                recs = self.values[2]       # type: ignore[index]
+            part = name[len("record.") :]
+            if t is None:  # the bulk path's values: records as JSON shows them
+                recs = self.values[2]  # type: ignore[index]
             else:
                 from ..protocol.json_view import records_of
+
                 recs = records_of(t)
                 from ..stream.filter_values import needs_records, of_records
+
                 if needs_records(name):
                     return of_records(recs, name)
-            if part in ("key", "value"):        # a null one (a tombstone's value) is null
-                return [r[part] if isinstance(r[part], str) else NULL
-                        for r in recs if isinstance(r[part], str) or r[part] is None]
+            if part in ("key", "value"):  # a null one (a tombstone's value) is null
+                return [
+                    r[part] if isinstance(r[part], str) else NULL
+                    for r in recs
+                    if isinstance(r[part], str) or r[part] is None
+                ]
             if part == "header":
                 return [h["key"] for r in recs for h in r["headers"]]
             if part.startswith("header."):
-                want = part[len("header."):]
-                return [h["value"] for r in recs for h in r["headers"]
-                        if h["key"] == want and isinstance(h["value"], str)]
+                want = part[len("header.") :]
+                return [
+                    h["value"]
+                    for r in recs
+                    for h in r["headers"]
+                    if h["key"] == want and isinstance(h["value"], str)
+                ]
             return []
-        if head is not None:                # a clean v2 batch: its header's fields
+        if head is not None:  # a clean v2 batch: its header's fields
             value = head.get({"records": "record_count", "offset": "base_offset"}.get(name, name))
             return [value] if value is not None and name in _HEAD_FIELDS else []
         assert t is not None
         if name == "records":
-            return [sum(1 for n in t.walk() if n.ktype == "record"
-                        or n.ktype.startswith("message_v"))]
+            return [
+                sum(1 for n in t.walk() if n.ktype == "record" or n.ktype.startswith("message_v"))
+            ]
         if name == "offset":
             c = t.child("base_offset") or t.child("offset")
             return [c.value] if c is not None else []
         c = t.child(name)
         return [c.value] if c is not None and c.value is not None else []
 
-
     def attributes(self) -> int | None:
         """A v2 batch's attributes (codec, transactional, control), from what is kept."""
-        kept = getattr(self, "attrs", None)         # the TUI's list keeps them
+        kept = getattr(self, "attrs", None)  # the TUI's list keeps them
         if kept is not None:
             return kept
-        h = self.values[0] if self.values is not None else \
-            self.lines[0] if self.lines is not None else None
+        h = (
+            self.values[0]
+            if self.values is not None
+            else self.lines[0]
+            if self.lines is not None
+            else None
+        )
         if h is not None:
             return h["attributes"]
         if self.tree is None or self.tree.ktype != "record_batch":
@@ -198,9 +231,22 @@ def attribute_values(name: str, attrs: int | None) -> list:
 # the filter fields a clean v2 batch read as values answers as its tree does (the tree's
 # other names -- its records, its compressed buffer -- need the tree)
 _HEAD_FIELDS = frozenset(ondisk.BATCH_FIELDS) | {"records", "offset"}
-VALUES_FIELDS = _HEAD_FIELDS | ATTRIBUTE_FIELDS | {
-    "finding", "severity", "anomaly", "topic", "partition", "aborted", "deleted",
-    "record.key", "record.value", "record.header"}
+VALUES_FIELDS = (
+    _HEAD_FIELDS
+    | ATTRIBUTE_FIELDS
+    | {
+        "finding",
+        "severity",
+        "anomaly",
+        "topic",
+        "partition",
+        "aborted",
+        "deleted",
+        "record.key",
+        "record.value",
+        "record.header",
+    }
+)
 
 
 def values_answer(fields: frozenset[str] | set[str]) -> bool:
@@ -213,12 +259,12 @@ def values_answer(fields: frozenset[str] | set[str]) -> bool:
 class _Partition:
     topic: str | None
     partition: int | None
-    hw: int | None = None                                   # high watermark, if known
-    epochs: list[tuple[int, int]] = field(default_factory=list)   # (epoch, start offset)
+    hw: int | None = None  # high watermark, if known
+    epochs: list[tuple[int, int]] = field(default_factory=list)  # (epoch, start offset)
     snapshots: dict[int, dict[int, tuple[int, int, int]]] = field(default_factory=dict)
     # whether its log dir holds .kafka_cleanshutdown (None: not read as a log dir)
     clean: bool | None = None
-    conv: Conv = None           # set: the bulk path (walk(values=True)) with this converter
+    conv: Conv = None  # set: the bulk path (walk(values=True)) with this converter
     # aborted transactions its .txnindex files list: producer id -> [(first, last offset)]
     aborted: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
     # the log start offset: log-start-offset-checkpoint's, or leader-epoch-checkpoint's
@@ -251,8 +297,9 @@ def _map(path: Path):
         return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
 
 
-def _unreadable(path: Path, topic: str | None, partition: int | None,
-                want_dir: bool = False) -> LogItem | None:
+def _unreadable(
+    path: Path, topic: str | None, partition: int | None, want_dir: bool = False
+) -> LogItem | None:
     """An item saying why ``path`` cannot be read (then skipped), or None if it can:
     a regular file that opens, or (``want_dir``) a directory that lists."""
     why = None
@@ -260,16 +307,25 @@ def _unreadable(path: Path, topic: str | None, partition: int | None,
         if want_dir:
             os.listdir(path)
         elif not path.is_file():
-            why = ("a directory, not a file" if path.is_dir() else
-                   "not a regular file (a FIFO, socket, device or dangling link)")
+            why = (
+                "a directory, not a file"
+                if path.is_dir()
+                else "not a regular file (a FIFO, socket, device or dangling link)"
+            )
         else:
             os.close(os.open(path, os.O_RDONLY))
     except OSError as e:
         why = f"cannot read it: {e.strerror or e}"
     if why is None:
         return None
-    tree = Node(path.name, "file", 0, 0, problem=f"{why}; skipped (run kdissect as a user "
-                "who can read the whole log dir)", code="unreadable_file")
+    tree = Node(
+        path.name,
+        "file",
+        0,
+        0,
+        problem=f"{why}; skipped (run kdissect as a user who can read the whole log dir)",
+        code="unreadable_file",
+    )
     return LogItem(file_kind(path) or "file", path, topic, partition, tree)
 
 
@@ -277,10 +333,15 @@ def file_kind(path: Path) -> str | None:
     name = path.name
     m = _OFFSET_NAME.match(name)
     if m:
-        return {"log": "segment", "index": "offset_index", "timeindex": "time_index",
-                "txnindex": "txn_index", "snapshot": "producer_snapshot",
-                "checkpoint": "kraft_snapshot",
-                "leader_epoch_checkpoint": "checkpoint"}[m["ext"]]
+        return {
+            "log": "segment",
+            "index": "offset_index",
+            "timeindex": "time_index",
+            "txnindex": "txn_index",
+            "snapshot": "producer_snapshot",
+            "checkpoint": "kraft_snapshot",
+            "leader_epoch_checkpoint": "checkpoint",
+        }[m["ext"]]
     if _KAFKA07.match(name):
         return "kafka07"
     if name in CHECKPOINT_COLUMNS:
@@ -289,7 +350,7 @@ def file_kind(path: Path) -> str | None:
         return "properties"
     if name == "quorum-state":
         return "quorum_state"
-    if name.endswith(".checkpoint"):          # bootstrap.checkpoint: record batches too
+    if name.endswith(".checkpoint"):  # bootstrap.checkpoint: record batches too
         return "kraft_snapshot"
     return None
 
@@ -310,8 +371,11 @@ def decode_file(path: Path, kind: str, options: Options) -> Node:
     if kind == "producer_snapshot":
         return ondisk.producer_snapshot(data, options)
     if kind == "checkpoint":
-        return ondisk.checkpoint(data, path.name, CHECKPOINT_COLUMNS.get(
-            path.name, CHECKPOINT_COLUMNS["leader-epoch-checkpoint"]))
+        return ondisk.checkpoint(
+            data,
+            path.name,
+            CHECKPOINT_COLUMNS.get(path.name, CHECKPOINT_COLUMNS["leader-epoch-checkpoint"]),
+        )
     if kind == "properties":
         return ondisk.properties(data, path.name)
     if kind == "quorum_state":
@@ -326,12 +390,14 @@ def _base_offset(path: Path) -> int:
 
 # -- walking ---------------------------------------------------------------------------
 
+
 def conv_for(values: bool = False, lines: Callable[..., str | None] | None = None) -> Conv:
     """How clean batches' records come (``logunits.walk``'s ``values``/``lines``)."""
     if lines is not None:
         return Lines(lines)
     if values:
         from ..protocol.json_view import json_bytes
+
         return json_bytes
     return None
 
@@ -343,20 +409,25 @@ def path_items(text: str, options: Options, conv: Conv = None) -> Iterator[LogIt
     if not path.exists():
         raise LogError(f"{text}: no such file or directory")
     if not path.is_file() and not path.is_dir():
-        raise LogError(f"{text}: not a regular file or directory (a FIFO, socket or "
-                       f"device); give a segment, a partition directory or a log dir")
+        raise LogError(
+            f"{text}: not a regular file or directory (a FIFO, socket or "
+            f"device); give a segment, a partition directory or a log dir"
+        )
     try:
         if path.is_dir():
             os.listdir(path)
         else:
             os.close(os.open(path, os.O_RDONLY))
     except OSError as e:
-        raise LogError(f"{text}: cannot read it: {e.strerror or e} (run kdissect as a "
-                       f"user who can read it)") from None
+        raise LogError(
+            f"{text}: cannot read it: {e.strerror or e} (run kdissect as a user who can read it)"
+        ) from None
     if path.is_file():
         yield from _single_file(path, options, conv)
-    elif any(_partition_of(p)[0] and p.is_dir() for p in path.iterdir()) or \
-            (path / "meta.properties").exists():
+    elif (
+        any(_partition_of(p)[0] and p.is_dir() for p in path.iterdir())
+        or (path / "meta.properties").exists()
+    ):
         yield from _log_dir(path, options, conv)
     else:
         yield from _partition_dir(path, options, None, conv)
@@ -366,9 +437,11 @@ def _single_file(path: Path, options: Options, conv: Conv = None) -> Iterator[Lo
     kind = file_kind(path)
     topic, partition = _partition_of(path.parent)
     if kind is None:
-        raise LogError(f"{path}: not a Kafka log file (expected a .log segment, an index, a "
-                       f"snapshot, a checkpoint, partition.metadata, meta.properties, "
-                       f"quorum-state or a 0.7 .kafka file)")
+        raise LogError(
+            f"{path}: not a Kafka log file (expected a .log segment, an index, a "
+            f"snapshot, a checkpoint, partition.metadata, meta.properties, "
+            f"quorum-state or a 0.7 .kafka file)"
+        )
     state = _Partition(topic, partition, conv=conv)
     if kind in ("segment", "kraft_snapshot"):
         yield from _segment(path, options, state, kind)
@@ -378,18 +451,22 @@ def _single_file(path: Path, options: Options, conv: Conv = None) -> Iterator[Lo
         yield LogItem(kind, path, topic, partition, decode_file(path, kind, options))
 
 
-CLEAN_SHUTDOWN = ".kafka_cleanshutdown"     # a broker's log dir after a clean stop
+CLEAN_SHUTDOWN = ".kafka_cleanshutdown"  # a broker's log dir after a clean stop
 
 
 def _log_dir(path: Path, options: Options, conv: Conv = None) -> Iterator[LogItem]:
     clean = (path / CLEAN_SHUTDOWN).exists() if (path / "meta.properties").exists() else None
     for item in log_dir_files(path, options, conv):
         if clean is False and item.path.name == "meta.properties":
-            item.findings.append(Finding(
-                "unclean_shutdown", f"no {CLEAN_SHUTDOWN}: the broker is running, or did not "
-                "stop cleanly (killed, crashed); its indexes may be preallocated, and at its "
-                "next start it recovers each partition's segments past its recovery point "
-                "(reading every batch, rebuilding their indexes)"))
+            item.findings.append(
+                Finding(
+                    "unclean_shutdown",
+                    f"no {CLEAN_SHUTDOWN}: the broker is running, or did not "
+                    "stop cleanly (killed, crashed); its indexes may be preallocated, and at its "
+                    "next start it recovers each partition's segments past its recovery point "
+                    "(reading every batch, rebuilding their indexes)",
+                )
+            )
         yield item
     hws = high_watermarks(path)
     starts = checkpoint_offsets(path, "log-start-offset-checkpoint")
@@ -442,31 +519,38 @@ def checkpoint_offsets(log_dir: Path, name: str) -> dict[tuple[str, int], int]:
         return hws
     tree = decode_file(p, "checkpoint", Options())
     for e in tree.find("offset"):
-        entry = (tree.path_to(e) or [e, e])[-2]      # found in it: a path
+        entry = (tree.path_to(e) or [e, e])[-2]  # found in it: a path
         t, n = entry.child("topic"), entry.child("partition")
         if t is not None and n is not None and isinstance(e.value, int):
             hws[(t.value, n.value)] = e.value
     return hws
 
 
-def partition_items(path: Path, options: Options, hws: dict[tuple[str, int], int] | None,
-                    conv: Conv = None, starts: dict[tuple[str, int], int] | None = None
-                    ) -> Iterator[LogItem]:
+def partition_items(
+    path: Path,
+    options: Options,
+    hws: dict[tuple[str, int], int] | None,
+    conv: Conv = None,
+    starts: dict[tuple[str, int], int] | None = None,
+) -> Iterator[LogItem]:
     """One partition directory's items (``hws``, ``starts``: its log dir's high
     watermarks and log start offsets)."""
     return _partition_dir(path, options, hws, conv, starts=starts)
 
 
-def _partition_dir(path: Path, options: Options,
-                   hws: dict[tuple[str, int], int] | None,
-                   conv: Conv = None, clean: bool | None = None,
-                   starts: dict[tuple[str, int], int] | None = None) -> Iterator[LogItem]:
+def _partition_dir(
+    path: Path,
+    options: Options,
+    hws: dict[tuple[str, int], int] | None,
+    conv: Conv = None,
+    clean: bool | None = None,
+    starts: dict[tuple[str, int], int] | None = None,
+) -> Iterator[LogItem]:
     topic, partition = _partition_of(path)
     state = _Partition(topic, partition, conv=conv, clean=clean)
     if hws is not None and topic is not None and partition is not None:
         state.hw = hws.get((topic, partition))
-    if starts and topic is not None and partition is not None and \
-            (topic, partition) in starts:
+    if starts and topic is not None and partition is not None and (topic, partition) in starts:
         state.log_start, state.log_start_from = starts[(topic, partition)], "checkpoint"
     files = sorted(p for p in path.iterdir() if p.is_file() or file_kind(p) is not None)
     by_base: dict[int, dict[str, Path]] = {}
@@ -476,7 +560,7 @@ def _partition_dir(path: Path, options: Options,
             yield bad
             continue
         if kind is None or p.suffix in (".deleted", ".cleaned", ".swap"):
-            continue            # being deleted or swapped in: not part of the partition's log
+            continue  # being deleted or swapped in: not part of the partition's log
         if kind in ("offset_index", "time_index", "txn_index", "segment"):
             by_base.setdefault(_base_offset(p), {})[kind] = p
             continue
@@ -488,45 +572,64 @@ def _partition_dir(path: Path, options: Options,
             continue
         tree = decode_file(p, kind, options)
         if p.name.endswith(("leader-epoch-checkpoint", ".leader_epoch_checkpoint")):
-            state.epochs = [(epoch, start) for e in (tree.child("entries") or Node("", "", 0)).children
-                            if isinstance(epoch := _value(e, "epoch"), int)
-                            and isinstance(start := _value(e, "start_offset"), int)]
+            state.epochs = [
+                (epoch, start)
+                for e in (tree.child("entries") or Node("", "", 0)).children
+                if isinstance(epoch := _value(e, "epoch"), int)
+                and isinstance(start := _value(e, "start_offset"), int)
+            ]
         # a tiered copy's snapshot is named by its segment's first offset but holds the
         # state at the segment's end: no offset to compare it at; nor has one whose CRC
         # fails (Kafka's recovery deletes it and rebuilds the state from the log)
         crc = tree.child("crc") if kind == "producer_snapshot" else None
-        if kind == "producer_snapshot" and not _REMOTE_NAME.match(p.name) and \
-                not (crc is not None and crc.code == "crc_mismatch"):
+        if (
+            kind == "producer_snapshot"
+            and not _REMOTE_NAME.match(p.name)
+            and not (crc is not None and crc.code == "crc_mismatch")
+        ):
             entries = tree.child("producer_entries")
             state.snapshots[_base_offset(p)] = {
-                _value(e, "producer_id"): (_value(e, "epoch"),
-                                           _value(e, "last_sequence"),
-                                           _value(e, "last_offset"))
+                _value(e, "producer_id"): (
+                    _value(e, "epoch"),
+                    _value(e, "last_sequence"),
+                    _value(e, "last_offset"),
+                )
                 for e in (entries.children if entries is not None else [])
-                if not e.name.startswith("_") and e.child("last_offset") is not None}
+                if not e.name.startswith("_") and e.child("last_offset") is not None
+            }
         yield LogItem(kind, p, topic, partition, tree)
     # Kafka moves the first epoch's start to the log start offset when that moves
     # (DeleteRecords, retention): the checkpoint of log starts is only flushed each minute
     # (the partition's own checkpoint only: a tiered copy's .leader_epoch_checkpoint
     # files are per remote segment, each starting at its segment)
-    if state.epochs and (path / "leader-epoch-checkpoint").is_file() and \
-            (state.log_start is None or state.epochs[0][1] > state.log_start):
+    if (
+        state.epochs
+        and (path / "leader-epoch-checkpoint").is_file()
+        and (state.log_start is None or state.epochs[0][1] > state.log_start)
+    ):
         state.log_start, state.log_start_from = state.epochs[0][1], "epochs"
     # every aborted transaction first: its batches come before the .txnindex that lists it
     # (that of the segment holding its ABORT marker)
-    txns = {base: decode_file(group["txn_index"], "txn_index", options)
-            for base, group in by_base.items() if "txn_index" in group}
+    txns = {
+        base: decode_file(group["txn_index"], "txn_index", options)
+        for base, group in by_base.items()
+        if "txn_index" in group
+    }
     for txn in txns.values():
         for e in txn.children:
-            pid, first, last = (_value(e, n) for n in ("producer_id", "first_offset",
-                                                       "last_offset"))
+            pid, first, last = (
+                _value(e, n) for n in ("producer_id", "first_offset", "last_offset")
+            )
             if isinstance(pid, int) and isinstance(first, int) and isinstance(last, int):
                 state.aborted.setdefault(pid, []).append((first, last))
     prev = _Running()
     for base in sorted(by_base):
         group = by_base[base]
-        indexes: dict[str, Node] = {kind: decode_file(group[kind], kind, options)
-                   for kind in ("offset_index", "time_index") if kind in group}
+        indexes: dict[str, Node] = {
+            kind: decode_file(group[kind], kind, options)
+            for kind in ("offset_index", "time_index")
+            if kind in group
+        }
         if base in txns:
             indexes["txn_index"] = txns[base]
         if "segment" in group:
@@ -538,29 +641,36 @@ def _partition_dir(path: Path, options: Options,
 
 # -- one segment -----------------------------------------------------------------------
 
+
 @dataclass
 class _Running:
     """What the checks remember across batches of a partition (bounded: per producer)."""
+
     last_offset: int | None = None
     max_ts: int | None = None
     # producer id -> (epoch, last sequence, last data offset, offset of its last batch or
     # marker): what Kafka's producer state holds of it
     producers: dict[int, tuple[int | None, int, int, int]] = field(default_factory=dict)
-    aborts: list[tuple[int, int]] = field(default_factory=list)      # this segment's (pid, offset)
+    aborts: list[tuple[int, int]] = field(default_factory=list)  # this segment's (pid, offset)
     checked_snapshots: set[int] = field(default_factory=set)
 
 
 def _index_entries(tree: Node | None, fields: tuple[str, str]) -> list[tuple[Node, int, int]]:
     out = []
-    for e in (tree.children if tree is not None else ()):
+    for e in tree.children if tree is not None else ():
         if e.name.startswith("["):
             out.append((e, _value(e, fields[0]), _value(e, fields[1])))
     return out
 
 
-def _segment(path: Path, options: Options, state: _Partition, kind: str,
-             indexes: dict[str, Node] | None = None,
-             run: _Running | None = None) -> Iterator[LogItem]:
+def _segment(
+    path: Path,
+    options: Options,
+    state: _Partition,
+    kind: str,
+    indexes: dict[str, Node] | None = None,
+    run: _Running | None = None,
+) -> Iterator[LogItem]:
     run = run or _Running()
     run.aborts = []
     indexes = indexes or {}
@@ -569,15 +679,23 @@ def _segment(path: Path, options: Options, state: _Partition, kind: str,
     mm = _map(path)
     size = len(mm)
     # index entries, in file order (positions and offsets grow: merged as batches pass)
-    oidx = [(e, base_name + rel, pos) for e, rel, pos in
-            _index_entries(indexes.get("offset_index"), ("relative_offset", "position"))]
-    tidx = [(e, ts, base_name + rel) for e, ts, rel in
-            _index_entries(indexes.get("time_index"), ("timestamp", "relative_offset"))]
+    oidx = [
+        (e, base_name + rel, pos)
+        for e, rel, pos in _index_entries(
+            indexes.get("offset_index"), ("relative_offset", "position")
+        )
+    ]
+    tidx = [
+        (e, ts, base_name + rel)
+        for e, ts, rel in _index_entries(
+            indexes.get("time_index"), ("timestamp", "relative_offset")
+        )
+    ]
     _monotonic(indexes.get("offset_index"), oidx, 1, "offsets")
     _monotonic(indexes.get("time_index"), tidx, 1, "timestamps")
     oi = ti = 0
-    batch_ends: dict[int, tuple[int, int]] = {}      # last offset -> (position, max ts), this segment
-    starts: set[int] = set()        # where damaged batches start (index entries may name them)
+    batch_ends: dict[int, tuple[int, int]] = {}  # last offset -> (position, max ts), this segment
+    starts: set[int] = set()  # where damaged batches start (index entries may name them)
     pos = released = 0
     options = options.for_message()
     try:
@@ -608,24 +726,33 @@ def _segment(path: Path, options: Options, state: _Partition, kind: str,
                 yield _tail_item(path, state, pos, mm, size)
                 break
             if total > left:
-                node = Node("batch", "bytes", pos, left, left,
-                            problem=f"batch of {total} bytes at position {pos} runs "
-                                    f"{total - left} bytes past the end of the file",
-                            code="log_size_past_end")
+                node = Node(
+                    "batch",
+                    "bytes",
+                    pos,
+                    left,
+                    left,
+                    problem=f"batch of {total} bytes at position {pos} runs "
+                    f"{total - left} bytes past the end of the file",
+                    code="log_size_past_end",
+                )
                 yield LogItem("batch", path, state.topic, state.partition, node)
                 break
             control = b.magic == 2 and b.control
-            bulk = state.conv if family is None and not control and \
-                options.values is None else None        # values by schema need the tree
+            bulk = (
+                state.conv if family is None and not control and options.values is None else None
+            )  # values by schema need the tree
             got: Any = None
-            if isinstance(bulk, Lines):     # the JSON lines path: a clean batch as text
-                got = ondisk.batch_lines(mm, pos, pos + total, options.max_decompressed,
-                                         options.max_nodes, bulk.write)
+            if isinstance(bulk, Lines):  # the JSON lines path: a clean batch as text
+                got = ondisk.batch_lines(
+                    mm, pos, pos + total, options.max_decompressed, options.max_nodes, bulk.write
+                )
                 if got is not None:
                     item = LogItem("batch", path, state.topic, state.partition, lines=got)
-            elif bulk is not None:          # the bulk path: a clean batch, no tree
-                got = ondisk.batch_values(mm, pos, pos + total, options.max_decompressed,
-                                          options.max_nodes, bulk)
+            elif bulk is not None:  # the bulk path: a clean batch, no tree
+                got = ondisk.batch_values(
+                    mm, pos, pos + total, options.max_decompressed, options.max_nodes, bulk
+                )
                 if got is not None:
                     item = LogItem("batch", path, state.topic, state.partition, values=got)
             if got is not None:
@@ -636,11 +763,13 @@ def _segment(path: Path, options: Options, state: _Partition, kind: str,
                 read_records(mm, holder, pos, pos + total, options.for_message())
                 tree = holder.children[0]
                 if family is not None or control:
-                    decode_records(tree, family, options)   # internal topics, control records
+                    decode_records(tree, family, options)  # internal topics, control records
                 elif options.values is not None and options.records is True:
                     from ..protocol.values_schema import SchemaSource, decode_values
-                    decode_values(tree, cast(SchemaSource, options.values), options.budget,
-                                  state.topic)                      # docs/values.md
+
+                    decode_values(
+                        tree, cast(SchemaSource, options.values), options.budget, state.topic
+                    )  # docs/values.md
                 item = LogItem("batch", path, state.topic, state.partition, tree)
                 head = _head_of(tree)
                 _what_recovery_does(tree, state)
@@ -653,39 +782,53 @@ def _segment(path: Path, options: Options, state: _Partition, kind: str,
             while oi < len(oidx) and oidx[oi][2] <= pos:
                 e, off, ipos = oidx[oi]
                 if ipos in starts:
-                    pass                # the damaged batch there says what is wrong
+                    pass  # the damaged batch there says what is wrong
                 elif ipos < pos or off != last:
-                    _flag(e, "index_bad_entry",
-                          f"entry (offset {off}, position {ipos}) does not point at a batch "
-                          f"start" if ipos < pos else
-                          f"entry names offset {off}; the batch at position {ipos} ends at "
-                          f"offset {last}")
+                    _flag(
+                        e,
+                        "index_bad_entry",
+                        f"entry (offset {off}, position {ipos}) does not point at a batch start"
+                        if ipos < pos
+                        else f"entry names offset {off}; the batch at position {ipos} ends at "
+                        f"offset {last}",
+                    )
                 oi += 1
             while ti < len(tidx) and last is not None and tidx[ti][2] <= last:
                 e, ts, off = tidx[ti]
                 found = batch_ends.get(off)
                 if found is None:
-                    _flag(e, "time_index_mismatch", f"entry names offset {off}, which ends no "
-                                                    f"batch of this segment")
+                    _flag(
+                        e,
+                        "time_index_mismatch",
+                        f"entry names offset {off}, which ends no batch of this segment",
+                    )
                 elif found[1] != ts:
-                    _flag(e, "time_index_mismatch", f"entry says timestamp {ts}; the batch "
-                                                    f"ending at offset {off} has max "
-                                                    f"timestamp {found[1]}")
+                    _flag(
+                        e,
+                        "time_index_mismatch",
+                        f"entry says timestamp {ts}; the batch "
+                        f"ending at offset {off} has max "
+                        f"timestamp {found[1]}",
+                    )
                 ti += 1
-            if len(batch_ends) > 4096:      # keep only batches a time-index entry can still name
+            if len(batch_ends) > 4096:  # keep only batches a time-index entry can still name
                 needed = tidx[ti][2] if ti < len(tidx) else None
-                batch_ends = {k: v for k, v in batch_ends.items()
-                              if needed is not None and k >= needed}
+                batch_ends = {
+                    k: v for k, v in batch_ends.items() if needed is not None and k >= needed
+                }
             yield item
             pos += total
     finally:
         if isinstance(mm, mmap.mmap):
             mm.close()
     for e, off, ipos in oidx[oi:]:
-        _flag(e, "index_past_end" if ipos >= size else "index_bad_entry",
-              f"entry (offset {off}, position {ipos}) points past the end of the "
-              f"{size}-byte segment" if ipos >= size else
-              f"entry (offset {off}, position {ipos}) points at no batch start")
+        _flag(
+            e,
+            "index_past_end" if ipos >= size else "index_bad_entry",
+            f"entry (offset {off}, position {ipos}) points past the end of the {size}-byte segment"
+            if ipos >= size
+            else f"entry (offset {off}, position {ipos}) points at no batch start",
+        )
     for e, _ts, off in tidx[ti:]:
         _flag(e, "time_index_mismatch", f"entry names offset {off}, past the segment's last batch")
     txn = indexes.get("txn_index")
@@ -709,9 +852,9 @@ def _release(mm: mmap.mmap, start: int, pos: int) -> int:
     return end
 
 
-_RESYNC_SCAN = 1 << 20         # bytes searched for the next batch after damage
-_RESYNC_CRC = 16 << 20         # bytes CRC-checked in one search (crafted heads that all
-                               # claim long batches cannot make it quadratic)
+_RESYNC_SCAN = 1 << 20  # bytes searched for the next batch after damage
+_RESYNC_CRC = 16 << 20  # bytes CRC-checked in one search (crafted heads that all
+# claim long batches cannot make it quadratic)
 
 
 def _intact_v2(mm, pos: int, size: int, budget: list[int] | None = None) -> int | None:
@@ -743,7 +886,7 @@ def _next_batch(mm, pos: int, size: int, indexed: list[int]) -> int | None:
     end = min(size, pos + _RESYNC_SCAN)
     c = pos + 1
     while c + HEAD_SIZE <= end and budget[0] > 0:
-        magic = mm.find(b"\x02", c + MAGIC_AT, end)       # a v2 batch's magic byte
+        magic = mm.find(b"\x02", c + MAGIC_AT, end)  # a v2 batch's magic byte
         if magic < 0:
             return None
         c = magic - MAGIC_AT
@@ -761,26 +904,37 @@ def _damaged(mm, pos: int, resume: int, state: _Partition) -> Node:
     n = resume - pos
     b = Batch(mm, pos, resume)
     length, magic = b.length, b.magic
-    crc_ok = pos + AT["attributes"] <= resume and LOG_OVERHEAD + length == n and \
-        magic >= 2 and b.crc_ok
+    crc_ok = (
+        pos + AT["attributes"] <= resume and LOG_OVERHEAD + length == n and magic >= 2 and b.crc_ok
+    )
     if LOG_OVERHEAD + length == n and crc_ok:
-        what = (f"a batch of {n} bytes at position {pos} with magic byte {magic}, which no "
-                f"Kafka writes; its length and CRC hold (the CRC does not cover the magic "
-                f"byte): Kafka's recovery keeps it, and kafka-dump-log lists it; kept as "
-                f"bytes, the batches after it are read")
+        what = (
+            f"a batch of {n} bytes at position {pos} with magic byte {magic}, which no "
+            f"Kafka writes; its length and CRC hold (the CRC does not cover the magic "
+            f"byte): Kafka's recovery keeps it, and kafka-dump-log lists it; kept as "
+            f"bytes, the batches after it are read"
+        )
         code = "log_bad_magic"
     else:
-        said = (f"magic byte {magic}" if LOG_OVERHEAD + length == n else
-                f"a length of {length} bytes" + (" (past the end of the file)"
-                                                 if pos + LOG_OVERHEAD + length > len(mm)
-                                                 else ""))
-        what = (f"{n} bytes at position {pos} are no batch ({said}), and an intact batch "
-                f"starts at position {resume}: damage, not a torn write; "
-                + _recovery(state, "truncates the partition at this position (the batches "
-                                   "after it, in this segment and later ones, are deleted)"))
+        said = (
+            f"magic byte {magic}"
+            if LOG_OVERHEAD + length == n
+            else f"a length of {length} bytes"
+            + (" (past the end of the file)" if pos + LOG_OVERHEAD + length > len(mm) else "")
+        )
+        what = (
+            f"{n} bytes at position {pos} are no batch ({said}), and an intact batch "
+            f"starts at position {resume}: damage, not a torn write; "
+            + _recovery(
+                state,
+                "truncates the partition at this position (the batches "
+                "after it, in this segment and later ones, are deleted)",
+            )
+        )
         code = "log_bad_batch"
-    return Node("damaged", "bytes", pos, n, bytes(mm[pos:pos + min(n, 64)]), problem=what,
-                code=code)
+    return Node(
+        "damaged", "bytes", pos, n, bytes(mm[pos : pos + min(n, 64)]), problem=what, code=code
+    )
 
 
 def _what_recovery_does(tree: Node, state: _Partition) -> None:
@@ -791,12 +945,16 @@ def _what_recovery_does(tree: Node, state: _Partition) -> None:
     if "crc_mismatch" in bad:
         n = bad["crc_mismatch"]
         n.problem = f"{n.problem}; " + _recovery(
-            state, "truncates the partition at this batch (it and every later batch, in "
-                   "this segment and later ones, are deleted)")
+            state,
+            "truncates the partition at this batch (it and every later batch, in "
+            "this segment and later ones, are deleted)",
+        )
     elif "decompression_failed" in bad:
         n = bad["decompression_failed"]
-        n.problem = (f"{n.problem}; its CRC holds, so Kafka's recovery keeps it (it checks "
-                     "CRCs and decompresses nothing); consumers fail to read it")
+        n.problem = (
+            f"{n.problem}; its CRC holds, so Kafka's recovery keeps it (it checks "
+            "CRCs and decompresses nothing); consumers fail to read it"
+        )
 
 
 def _recovery(state: _Partition, what: str) -> str:
@@ -804,8 +962,10 @@ def _recovery(state: _Partition, what: str) -> str:
     runs: after an unclean shutdown (no .kafka_cleanshutdown) it reads the segments past
     each partition's recovery point; after a clean one, none."""
     if state.clean is True:
-        return ("the broker stopped cleanly, so recovery does not read it at the next start "
-                f"(if it ran: it {what}); consumers reading it fail")
+        return (
+            "the broker stopped cleanly, so recovery does not read it at the next start "
+            f"(if it ran: it {what}); consumers reading it fail"
+        )
     if state.clean is False:
         return f"Kafka's recovery, at the broker's next start, {what}"
     return f"Kafka's recovery, when it runs over it (after an unclean shutdown), {what}"
@@ -826,7 +986,7 @@ def _all_zero(path: Path, start: int, end: int) -> bool:
             if seek_data is not None:
                 try:
                     at = os.lseek(fd, at, seek_data)
-                except OSError:             # ENXIO: only holes from here to the end
+                except OSError:  # ENXIO: only holes from here to the end
                     return True
                 if at >= end:
                     return True
@@ -842,17 +1002,30 @@ def _all_zero(path: Path, start: int, end: int) -> bool:
 def _tail_item(path: Path, state: _Partition, pos: int, buf, end: int) -> LogItem:
     """The item for ``buf[pos:end]``, where no batch starts (only its first bytes kept)."""
     n = end - pos
-    tail = bytes(buf[pos:min(end, pos + 64)])
+    tail = bytes(buf[pos : min(end, pos + 64)])
     if _all_zero(path, pos, end):
-        node = Node("tail", "bytes", pos, n, n, problem=f"{n} zero bytes after the last batch "
-                    f"(preallocated space: log.preallocate, or a segment an unclean stop left "
-                    f"untrimmed)",
-                    code="log_zero_tail")
+        node = Node(
+            "tail",
+            "bytes",
+            pos,
+            n,
+            n,
+            problem=f"{n} zero bytes after the last batch "
+            f"(preallocated space: log.preallocate, or a segment an unclean stop left "
+            f"untrimmed)",
+            code="log_zero_tail",
+        )
     else:
-        node = Node("tail", "bytes", pos, n, tail,
-                    problem=f"{n} bytes of nonsense at the end (from position {pos}): no "
-                            f"batch starts here; broker recovery truncates the segment here",
-                    code="log_nonsense_tail")
+        node = Node(
+            "tail",
+            "bytes",
+            pos,
+            n,
+            tail,
+            problem=f"{n} bytes of nonsense at the end (from position {pos}): no "
+            f"batch starts here; broker recovery truncates the segment here",
+            code="log_nonsense_tail",
+        )
     return LogItem("batch", path, state.topic, state.partition, node)
 
 
@@ -903,22 +1076,30 @@ def _max_ts(tree: Node) -> int | None:
 
 class _Head(NamedTuple):
     """What the checks read of a batch (or v0/v1 message), from its tree or its values."""
+
     base: int | None
     last: int | None
     max_ts: int | None
-    epoch: int | None           # v2 only, as are the rest
+    epoch: int | None  # v2 only, as are the rest
     producer_id: int | None = None
     producer_epoch: int | None = None
     sequence: int | None = None
     attributes: int = 0
-    abort: bool = False         # a control batch holding an ABORT marker
+    abort: bool = False  # a control batch holding an ABORT marker
     v2: bool = True
 
 
 def _head_of_values(h: dict) -> _Head:
-    return _Head(h["base_offset"], h["base_offset"] + h["last_offset_delta"],
-                 h["max_timestamp"], h["partition_leader_epoch"], h["producer_id"],
-                 h["producer_epoch"], h["base_sequence"], h["attributes"])
+    return _Head(
+        h["base_offset"],
+        h["base_offset"] + h["last_offset_delta"],
+        h["max_timestamp"],
+        h["partition_leader_epoch"],
+        h["producer_id"],
+        h["producer_epoch"],
+        h["base_sequence"],
+        h["attributes"],
+    )
 
 
 def _head_of(tree: Node) -> _Head:
@@ -926,26 +1107,37 @@ def _head_of(tree: Node) -> _Head:
     if tree.ktype != "record_batch":
         base = _value(tree, "offset")
         inner = _inner(tree) if tree.ktype.startswith("message_v") else []
-        if inner and record_offset(inner[0]) is not None:   # a wrapper: inner offsets count
+        if inner and record_offset(inner[0]) is not None:  # a wrapper: inner offsets count
             base = record_offset(inner[0])
         return _Head(base, last, max_ts, None, v2=False)
     attrs = _value(tree, "attributes") or 0
     abort = False
     if attrs & 0x20:
-        key = next((n for n in tree.walk() if n.name == "key" and isinstance(n.value, bytes)),
-                   None)
+        key = next((n for n in tree.walk() if n.name == "key" and isinstance(n.value, bytes)), None)
         abort = key is not None and len(key.value) >= 4 and key.value[2:4] == b"\0\0"
-    return _Head(_value(tree, "base_offset"), last, max_ts,
-                 _value(tree, "partition_leader_epoch"), _value(tree, "producer_id"),
-                 _value(tree, "producer_epoch"), _value(tree, "base_sequence"), attrs, abort)
+    return _Head(
+        _value(tree, "base_offset"),
+        last,
+        max_ts,
+        _value(tree, "partition_leader_epoch"),
+        _value(tree, "producer_id"),
+        _value(tree, "producer_epoch"),
+        _value(tree, "base_sequence"),
+        attrs,
+        abort,
+    )
 
 
 # the batch header field each check across batches is about (the TUI's `p` selects it)
-CHECK_FIELDS = {"offset_not_monotonic": "base_offset", "offset_gap": "base_offset",
-                "timestamp_not_monotonic": "max_timestamp",
-                "past_high_watermark": "last_offset_delta",
-                "leader_epoch_mismatch": "partition_leader_epoch",
-                "producer_state_mismatch": "producer_id", "sequence_gap": "base_sequence"}
+CHECK_FIELDS = {
+    "offset_not_monotonic": "base_offset",
+    "offset_gap": "base_offset",
+    "timestamp_not_monotonic": "max_timestamp",
+    "past_high_watermark": "last_offset_delta",
+    "leader_epoch_mismatch": "partition_leader_epoch",
+    "producer_state_mismatch": "producer_id",
+    "sequence_gap": "base_sequence",
+}
 
 
 def _check_batch(item: LogItem, head: _Head, state: _Partition, run: _Running) -> None:
@@ -955,25 +1147,41 @@ def _check_batch(item: LogItem, head: _Head, state: _Partition, run: _Running) -
         return
     if run.last_offset is not None:
         if base <= run.last_offset:
-            add(Finding("offset_not_monotonic", f"batch starts at offset {base}, not after "
-                                                f"the previous batch's last offset "
-                                                f"{run.last_offset}"))
+            add(
+                Finding(
+                    "offset_not_monotonic",
+                    f"batch starts at offset {base}, not after "
+                    f"the previous batch's last offset "
+                    f"{run.last_offset}",
+                )
+            )
         elif base > run.last_offset + 1:
-            add(Finding("offset_gap", f"offsets {run.last_offset + 1}..{base - 1} are not in "
-                                      f"the log"))
+            add(
+                Finding(
+                    "offset_gap", f"offsets {run.last_offset + 1}..{base - 1} are not in the log"
+                )
+            )
     run.last_offset = max(last, run.last_offset if run.last_offset is not None else last)
     max_ts = head.max_ts
     # (a COMMIT/ABORT marker carries the transaction coordinator's clock at the end of
     # the transaction, not its records' CreateTime: it may well be below them)
     if isinstance(max_ts, int) and max_ts >= 0 and not (head.v2 and head.attributes & 0x20):
         if run.max_ts is not None and max_ts < run.max_ts:
-            add(Finding("timestamp_not_monotonic", f"max timestamp {max_ts} is lower than an "
-                                                   f"earlier batch's {run.max_ts}"))
+            add(
+                Finding(
+                    "timestamp_not_monotonic",
+                    f"max timestamp {max_ts} is lower than an earlier batch's {run.max_ts}",
+                )
+            )
         run.max_ts = max(max_ts, run.max_ts or max_ts)
     if state.hw is not None and last >= state.hw:
-        add(Finding("past_high_watermark", f"last offset {last} is at or past the high "
-                                           f"watermark {state.hw}"))
-    if not head.v2:             # a v0/v1 message: no epochs, producers or transactions
+        add(
+            Finding(
+                "past_high_watermark",
+                f"last offset {last} is at or past the high watermark {state.hw}",
+            )
+        )
+    if not head.v2:  # a v0/v1 message: no epochs, producers or transactions
         return
     epoch = head.epoch
     if state.epochs and isinstance(epoch, int) and epoch >= 0:
@@ -982,9 +1190,14 @@ def _check_batch(item: LogItem, head: _Head, state: _Partition, run: _Running) -
             if start <= base:
                 expected = e
         if expected is not None and expected != epoch:
-            add(Finding("leader_epoch_mismatch", f"batch at offset {base} has leader epoch "
-                                                 f"{epoch}; leader-epoch-checkpoint says "
-                                                 f"{expected} from its start offset"))
+            add(
+                Finding(
+                    "leader_epoch_mismatch",
+                    f"batch at offset {base} has leader epoch "
+                    f"{epoch}; leader-epoch-checkpoint says "
+                    f"{expected} from its start offset",
+                )
+            )
     item.findings += _check_snapshots(state, run, base)
     pid, pepoch, seq = head.producer_id, head.producer_epoch, head.sequence
     if isinstance(pid, int) and pid >= 0:
@@ -1002,15 +1215,21 @@ def _check_batch(item: LogItem, head: _Head, state: _Partition, run: _Running) -
             count = last - base
             known = run.producers.get(pid)
             if known is not None and known[0] == pepoch and seq != (known[1] + 1) & 0x7FFFFFFF:
-                add(Finding("sequence_gap", f"producer {pid} epoch {pepoch}: sequence {seq} "
-                                            f"follows {known[1]} (expected {known[1] + 1}; "
-                                            f"compaction can remove batches)"))
+                add(
+                    Finding(
+                        "sequence_gap",
+                        f"producer {pid} epoch {pepoch}: sequence {seq} "
+                        f"follows {known[1]} (expected {known[1] + 1}; "
+                        f"compaction can remove batches)",
+                    )
+                )
             run.producers[pid] = (pepoch, (seq + count) & 0x7FFFFFFF, last, last)
 
 
 def end_marker(tree: Node) -> str | None:
     """A control batch's record type as Kafka names it (COMMIT, ABORT, LEADER_CHANGE...)."""
     from ..protocol.internal import control_of
+
     for node in tree.walk():
         if node.ktype == "record":
             found = control_of(node)
@@ -1027,8 +1246,11 @@ def _mark(item: LogItem, head: _Head, state: _Partition) -> None:
         return
     if head.v2 and head.attributes & 0x30 == 0x10 and isinstance(pid, int):
         item.aborted = any(first <= base <= last for first, last in state.aborted.get(pid, ()))
-    if state.log_start is not None and base < state.log_start and \
-            (head.v2 or state.log_start_from == "checkpoint"):
+    if (
+        state.log_start is not None
+        and base < state.log_start
+        and (head.v2 or state.log_start_from == "checkpoint")
+    ):
         item.log_start = state.log_start
 
 
@@ -1041,34 +1263,49 @@ def _check_snapshots(state: _Partition, run: _Running, next_base: int | None) ->
         if at in run.checked_snapshots or (next_base is not None and next_base < at):
             continue
         if next_base is None and (run.last_offset is None or run.last_offset + 1 < at):
-            continue            # the log (so far) ends before the snapshot's offset
+            continue  # the log (so far) ends before the snapshot's offset
         run.checked_snapshots.add(at)
         for pid, (epoch, seq, last) in entries.items():
             seen = run.producers.get(pid)
             if seen is not None and seen[3] < at and seen[:3] != (epoch, seq, last):
-                out.append(Finding("producer_state_mismatch",
-                                   f"snapshot {at}: producer {pid} epoch {epoch}, last sequence "
-                                   f"{seq} at offset {last}; the log's last batch before it: "
-                                   f"epoch {seen[0]}, sequence {seen[1]}, offset {seen[2]}"))
+                out.append(
+                    Finding(
+                        "producer_state_mismatch",
+                        f"snapshot {at}: producer {pid} epoch {epoch}, last sequence "
+                        f"{seq} at offset {last}; the log's last batch before it: "
+                        f"epoch {seen[0]}, sequence {seen[1]}, offset {seen[2]}",
+                    )
+                )
     return out
 
 
 def _check_txn(txn: Node | None, aborts: list[tuple[int, int]], path: Path) -> None:
     listed = {}
-    for e in (txn.children if txn is not None else ()):
+    for e in txn.children if txn is not None else ():
         if e.name.startswith("["):
             listed[(_value(e, "producer_id"), _value(e, "last_offset"))] = e
     for key in aborts:
         if key not in listed and txn is not None:
-            txn.add(Node("_missing", "struct", txn.length, 0,
-                         problem=f"the log aborts producer {key[0]}'s transaction at offset "
-                                 f"{key[1]}; the .txnindex does not list it",
-                         code="txnindex_mismatch"))
+            txn.add(
+                Node(
+                    "_missing",
+                    "struct",
+                    txn.length,
+                    0,
+                    problem=f"the log aborts producer {key[0]}'s transaction at offset "
+                    f"{key[1]}; the .txnindex does not list it",
+                    code="txnindex_mismatch",
+                )
+            )
     seen = set(aborts)
     for key, e in listed.items():
         if key not in seen:
-            _flag(e, "txnindex_mismatch", f"producer {key[0]}'s aborted transaction ending at "
-                                          f"offset {key[1]} has no ABORT marker in the segment")
+            _flag(
+                e,
+                "txnindex_mismatch",
+                f"producer {key[0]}'s aborted transaction ending at "
+                f"offset {key[1]} has no ABORT marker in the segment",
+            )
 
 
 def _kafka07(path: Path, topic: str | None, partition: int | None) -> Iterator[LogItem]:

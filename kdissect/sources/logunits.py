@@ -24,8 +24,8 @@ from .logdir import Conv, LogError, LogItem
 
 @dataclass(frozen=True)
 class Unit:
-    kind: str                   # "files" (a log dir's own files), "partition" or "file"
-    path: str                   # a local path or a URL
+    kind: str  # "files" (a log dir's own files), "partition" or "file"
+    path: str  # a local path or a URL
     log_dir: str | None = None  # a partition's log dir (for its high watermarks)
 
 
@@ -36,8 +36,9 @@ def is_url(path: str) -> bool:
 def _fs(url: str):
     try:
         import fsspec
+
         return fsspec.core.url_to_fs(url)
-    except (ImportError, ValueError) as e:   # no such protocol, or its package is missing
+    except (ImportError, ValueError) as e:  # no such protocol, or its package is missing
         raise LogError(f"{url}: {e}") from None
 
 
@@ -66,11 +67,16 @@ def plan(inputs: list[str]) -> list[Unit]:
                 raise LogError(f"{text}: no such file or directory")
             if path.is_file():
                 units.append(Unit("file", text))
-            elif any(logdir.is_partition_dir(p) for p in path.iterdir()) or \
-                    (path / "meta.properties").exists():
+            elif (
+                any(logdir.is_partition_dir(p) for p in path.iterdir())
+                or (path / "meta.properties").exists()
+            ):
                 units.append(Unit("files", text))
-                units += [Unit("partition", str(p), text) for p in sorted(path.iterdir())
-                          if logdir.is_partition_dir(p)]
+                units += [
+                    Unit("partition", str(p), text)
+                    for p in sorted(path.iterdir())
+                    if logdir.is_partition_dir(p)
+                ]
             else:
                 units.append(Unit("partition", text))
             continue
@@ -93,8 +99,9 @@ def plan(inputs: list[str]) -> list[Unit]:
 def items(unit: Unit, options: Options, conv: Conv = None) -> Iterator[LogItem]:
     """The items of one unit (a URL's copied to a temporary directory meanwhile)."""
     if not is_url(unit.path):
-        yield from _local(unit, Path(unit.path), options, conv,
-                          Path(unit.log_dir) if unit.log_dir else None)
+        yield from _local(
+            unit, Path(unit.path), options, conv, Path(unit.log_dir) if unit.log_dir else None
+        )
         return
     with tempfile.TemporaryDirectory(prefix="kdissect-log-") as tmp:
         name = posixpath.basename(unit.path.rstrip("/")) or "root"
@@ -107,7 +114,7 @@ def items(unit: Unit, options: Options, conv: Conv = None) -> Iterator[LogItem]:
             for f in _listing(unit.path)[0]:
                 fs.get(_fs(_join(unit.path, f))[1], str(local / f))
         hw_dir = None
-        if unit.log_dir is not None:      # the checkpoints of high watermarks, log starts
+        if unit.log_dir is not None:  # the checkpoints of high watermarks, log starts
             for name in ("replication-offset-checkpoint", "log-start-offset-checkpoint"):
                 ck = _join(unit.log_dir, name)
                 cfs, cp = _fs(ck)
@@ -122,15 +129,19 @@ def items(unit: Unit, options: Options, conv: Conv = None) -> Iterator[LogItem]:
             yield item
 
 
-def _local(unit: Unit, path: Path, options: Options, conv: Conv,
-           log_dir: Path | None) -> Iterator[LogItem]:
+def _local(
+    unit: Unit, path: Path, options: Options, conv: Conv, log_dir: Path | None
+) -> Iterator[LogItem]:
     if unit.kind == "file":
         return logdir.single_file(path, options, conv)
     if unit.kind == "files":
         return logdir.log_dir_files(path, options, conv)
     hws = logdir.high_watermarks(log_dir) if log_dir is not None else None
-    starts = logdir.checkpoint_offsets(log_dir, "log-start-offset-checkpoint") \
-        if log_dir is not None else None
+    starts = (
+        logdir.checkpoint_offsets(log_dir, "log-start-offset-checkpoint")
+        if log_dir is not None
+        else None
+    )
     return logdir.partition_items(path, options, hws, conv, starts)
 
 
@@ -139,8 +150,13 @@ class LogDir:
     record batches, ``sink.item``), not exchanges; nothing to frame or pair. ``values``,
     ``lines``: as for ``walk``."""
 
-    def __init__(self, paths: list[str], options: Options, values: bool = False,
-                 lines: Callable[..., str | None] | None = None):
+    def __init__(
+        self,
+        paths: list[str],
+        options: Options,
+        values: bool = False,
+        lines: Callable[..., str | None] | None = None,
+    ):
         self.paths, self.options, self.values, self.lines = paths, options, values, lines
 
     def feed(self, sink) -> None:
@@ -149,8 +165,12 @@ class LogDir:
         sink.done()
 
 
-def walk(paths: list[str], options: Options, values: bool = False,
-         lines: Callable[..., str | None] | None = None) -> Iterator[LogItem]:
+def walk(
+    paths: list[str],
+    options: Options,
+    values: bool = False,
+    lines: Callable[..., str | None] | None = None,
+) -> Iterator[LogItem]:
     """Every item of every path (local or a URL), in order: a log dir's files, then its
     partitions. ``values``: clean v2 batches of ordinary topics come as plain values
     (``item.values``, bytes as ``protocol.json_view.json_bytes`` shows them) instead of
@@ -159,7 +179,7 @@ def walk(paths: list[str], options: Options, values: bool = False,
     batches come with their records as JSON text instead (``item.lines``), for JSON lines."""
     conv = logdir.conv_for(values, lines)
     for text in paths:
-        if is_url(text):           # copied a partition at a time
+        if is_url(text):  # copied a partition at a time
             for unit in plan([text]):
                 yield from items(unit, options, conv)
         else:

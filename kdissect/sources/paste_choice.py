@@ -39,9 +39,9 @@ from .pasted import Cut, Dissected, Hints, PastedBytes, cuts, records_cut, resyn
 @dataclass
 class Reading:
     items: list[Dissected]
-    label: str                   # "one message without a size prefix", ...
-    why: str = ""                # why this reading was chosen over the others
-    skipped: int = 0             # bytes before the first message (--at, resync)
+    label: str  # "one message without a size prefix", ...
+    why: str = ""  # why this reading was chosen over the others
+    skipped: int = 0  # bytes before the first message (--at, resync)
 
     def score(self) -> tuple:
         size = sum(len(i.message.data) for i in self.items) or 1
@@ -50,8 +50,7 @@ class Reading:
         return (all(i.clean for i in self.items), clean / size, -self.skipped, best)
 
 
-def read_paste(data: bytes, hints: Hints | None = None,
-               options: Options | None = None) -> Reading:
+def read_paste(data: bytes, hints: Hints | None = None, options: Options | None = None) -> Reading:
     hints = hints or Hints()
     options = options or Options()
     base = max(0, min(hints.at, len(data)))
@@ -59,7 +58,7 @@ def read_paste(data: bytes, hints: Hints | None = None,
     if hints.records:
         return _shift(_read(data, records_cut(data), hints, options), base)
     best: Reading | None = None
-    for cut in cuts(data, hints.api_key is not None):      # the likeliest first
+    for cut in cuts(data, hints.api_key is not None):  # the likeliest first
         if hints.body:
             cut.label = cut.label.replace("message", "body")
         reading = _read(data, cut, hints, options)
@@ -67,7 +66,7 @@ def read_paste(data: bytes, hints: Hints | None = None,
             best = reading
             if cut.prefixed and all(i.clean for i in reading.items):
                 best.why = "its sizes chain and every message decodes cleanly"
-                break                   # no need to hold a second decode of the paste
+                break  # no need to hold a second decode of the paste
             continue
         best = _better(best, reading)
     assert best is not None, "cuts() gives at least one"
@@ -96,10 +95,11 @@ def _read(data: bytes, cut: Cut, hints: Hints, options: Options) -> Reading:
 
 
 def _better(best: Reading, reading: Reading) -> Reading:
-    if reading.score() > best.score():              # ties: the earlier (likelier) reading
+    if reading.score() > best.score():  # ties: the earlier (likelier) reading
         reading, best = best, reading
     best.why = f"chosen over {reading.label}, which " + (
-        "decodes less cleanly" if best.score() > reading.score() else "decodes as well")
+        "decodes less cleanly" if best.score() > reading.score() else "decodes as well"
+    )
     return best
 
 
@@ -115,6 +115,7 @@ def _shift(reading: Reading, base: int) -> Reading:
 
 class Region(Protocol):
     """A region of a pasted text that can be bytes (blob.find_candidates gives them)."""
+
     @property
     def data(self) -> bytes: ...
 
@@ -122,7 +123,8 @@ class Region(Protocol):
 @dataclass
 class Candidate:
     """One region of a pasted text read as bytes, and the reading of those bytes."""
-    blob: Any                   # a Region
+
+    blob: Any  # a Region
     reading: Reading
 
     def rank(self) -> tuple:
@@ -134,13 +136,18 @@ class Candidate:
         broken = sum(len(i.message.data) for i in items if not i.clean)
         best = max((i.candidates[0].score for i in items if i.candidates), default=0.0)
         framed = all(i.size_prefixed and not i.findings for i in items)  # sizes that match
-        return (all(i.clean for i in items), framed, clean - 2 * broken - self.reading.skipped,
-                best)
+        return (
+            all(i.clean for i in items),
+            framed,
+            clean - 2 * broken - self.reading.skipped,
+            best,
+        )
 
 
 @dataclass
 class TextReading:
     """The chosen region's reading, and every candidate region ranked (chosen first)."""
+
     candidates: list[Candidate]
     chosen: int = 0
 
@@ -153,15 +160,19 @@ class TextReading:
         return self.candidates[self.chosen].reading
 
 
-DECODE_BUDGET = 4 << 20         # bytes decoded over all the candidates of one paste
+DECODE_BUDGET = 4 << 20  # bytes decoded over all the candidates of one paste
 
 
 class NoSuchCandidate(ValueError):
     pass
 
 
-def read_regions(regions: Sequence[Region], hints: Hints | None = None,
-                 options: Options | None = None, pick: int | None = None) -> TextReading:
+def read_regions(
+    regions: Sequence[Region],
+    hints: Hints | None = None,
+    options: Options | None = None,
+    pick: int | None = None,
+) -> TextReading:
     """The regions of a pasted text that can be bytes (at least one), each read as a
     paste, ranked by how well they decode: the best is the paste's reading (``pick``:
     the region of that rank instead, 1 = the best)."""
@@ -169,7 +180,7 @@ def read_regions(regions: Sequence[Region], hints: Hints | None = None,
     hints = hints or Hints()
     decoded: list[Candidate] = []
     spent = 0
-    for region in regions:              # the decode work is bounded, whatever the paste
+    for region in regions:  # the decode work is bounded, whatever the paste
         if decoded and spent + len(region.data) > DECODE_BUDGET:
             continue
         spent += len(region.data)
@@ -178,7 +189,9 @@ def read_regions(regions: Sequence[Region], hints: Hints | None = None,
     chosen = 0
     if pick is not None:
         if not 1 <= pick <= len(ranked):
-            raise NoSuchCandidate(f"there is no candidate {pick}: the input holds "
-                                  f"{len(ranked)} (see --show-extraction)")
+            raise NoSuchCandidate(
+                f"there is no candidate {pick}: the input holds "
+                f"{len(ranked)} (see --show-extraction)"
+            )
         chosen = pick - 1
     return TextReading(ranked, chosen)

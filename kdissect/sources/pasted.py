@@ -39,19 +39,20 @@ from ..stream.sink import Sink
 class Hints:
     api_key: int | None = None
     api_version: int | None = None
-    direction: str | None = None        # "request" | "response" | None (unknown)
-    body: bool = False                  # the bytes are a body without its header
-    records: bool = False               # the bytes are a bare record batch / message set
-    at: int = 0                         # start reading at this offset of the paste
+    direction: str | None = None  # "request" | "response" | None (unknown)
+    body: bool = False  # the bytes are a body without its header
+    records: bool = False  # the bytes are a bare record batch / message set
+    at: int = 0  # start reading at this offset of the paste
 
 
 @dataclass
 class Dissected:
     """One message of a paste: the item ``PastedBytes`` emits."""
-    offset: int                  # where the message (after any size prefix) starts in the input
+
+    offset: int  # where the message (after any size prefix) starts in the input
     size_prefixed: bool
     message: Message
-    how: str                     # how the API was determined
+    how: str  # how the API was determined
     candidates: list[Candidate] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
 
@@ -65,6 +66,7 @@ class Cut:
     """One way to cut a paste into messages: ``spans`` (start, end) of each message's
     bytes after any size prefix; ``findings`` go to every message; ``skipped``: bytes
     before the first message. ``records``: the whole paste is a bare record batch."""
+
     label: str
     prefixed: bool
     spans: list[tuple[int, int]]
@@ -79,28 +81,52 @@ def cuts(data: bytes, told: bool = False) -> list[Cut]:
     out = [Cut("one message without a size prefix", False, [(0, len(data))])]
     spans = chain(data)
     if spans is not None:
-        label = ("one size-prefixed message" if len(spans) == 1 else
-                 f"{len(spans)} size-prefixed messages")
+        label = (
+            "one size-prefixed message"
+            if len(spans) == 1
+            else f"{len(spans)} size-prefixed messages"
+        )
         out.insert(0, Cut(label, True, spans))
     elif len(data) >= 12:
         size, left = struct.unpack_from(">i", data)[0], len(data) - 4
         if left < size <= MAX_MESSAGE and (told or _request_header(data[4:])):
             # a fixture that holds the first bytes of a longer message: decode what is
             # there (slices only: the prefix never sizes anything), the rest is missing
-            finding = Finding("truncated", f"the size prefix says {size} bytes, but only "
-                                           f"{left} were pasted: the last {size - left} are "
-                                           f"missing; what is there is decoded")
-            out.insert(0, Cut(f"one size-prefixed message cut short ({left} of {size} "
-                              f"bytes)", True, [(4, len(data))], [finding]))
+            finding = Finding(
+                "truncated",
+                f"the size prefix says {size} bytes, but only "
+                f"{left} were pasted: the last {size - left} are "
+                f"missing; what is there is decoded",
+            )
+            out.insert(
+                0,
+                Cut(
+                    f"one size-prefixed message cut short ({left} of {size} bytes)",
+                    True,
+                    [(4, len(data))],
+                    [finding],
+                ),
+            )
         # a prefix that is near the byte count: a paste cut short, or with bytes after it
         elif 8 <= size != left and size <= 2 * left + 64:
             end = 4 + min(size, left)
-            what = (f"{size - left} bytes are missing" if size > left else
-                    f"{left - size} bytes follow the message")
-            finding = Finding("size_mismatch", f"the size prefix says {size} bytes, but "
-                                               f"{left} follow it: {what}")
-            out.append(Cut(f"one size-prefixed message whose size ({size}) does not match "
-                           f"the {left} bytes after it", True, [(4, end)], [finding]))
+            what = (
+                f"{size - left} bytes are missing"
+                if size > left
+                else f"{left - size} bytes follow the message"
+            )
+            finding = Finding(
+                "size_mismatch", f"the size prefix says {size} bytes, but {left} follow it: {what}"
+            )
+            out.append(
+                Cut(
+                    f"one size-prefixed message whose size ({size}) does not match "
+                    f"the {left} bytes after it",
+                    True,
+                    [(4, end)],
+                    [finding],
+                )
+            )
     return out
 
 
@@ -108,8 +134,13 @@ def _request_header(chunk: bytes) -> bool:
     """The bytes start with a request header of a known API and version and a client id
     (zeros, as a response's correlation id often is, read as a Produce v0 header)."""
     head = peek_request_header(chunk)
-    return head is not None and schemas.is_known(head.api_key, head.api_version) and \
-        bool(head.client_id) and head.client_id is not None and head.client_id.isprintable()
+    return (
+        head is not None
+        and schemas.is_known(head.api_key, head.api_version)
+        and bool(head.client_id)
+        and head.client_id is not None
+        and head.client_id.isprintable()
+    )
 
 
 def resync_cut(data: bytes) -> Cut | None:
@@ -122,20 +153,27 @@ def resync_cut(data: bytes) -> Cut | None:
         return None
     spans = [(f.offset, f.offset + len(f.data)) for f in frames]
     skip = spans[0][0] - 4
-    return Cut(f"a fragment: {skip} bytes skipped, then {len(spans)} size-prefixed "
-               f"message(s) found by resync", True, spans, skipped=skip)
+    return Cut(
+        f"a fragment: {skip} bytes skipped, then {len(spans)} size-prefixed "
+        f"message(s) found by resync",
+        True,
+        spans,
+        skipped=skip,
+    )
 
 
 def records_cut(data: bytes) -> Cut:
-    return Cut("a bare record batch / message set (told: --records)", False,
-               [(0, len(data))], records=True)
+    return Cut(
+        "a bare record batch / message set (told: --records)", False, [(0, len(data))], records=True
+    )
 
 
 class PastedBytes:
     """The source of one cut of a paste: a ``Dissected`` item per message, in order."""
 
-    def __init__(self, data: bytes, cut: Cut, hints: Hints | None = None,
-                 options: Options | None = None):
+    def __init__(
+        self, data: bytes, cut: Cut, hints: Hints | None = None, options: Options | None = None
+    ):
         self.data, self.cut = data, cut
         self.hints, self.options = hints or Hints(), options or Options()
 
@@ -155,8 +193,11 @@ class PastedBytes:
             item.offset, item.size_prefixed = start, self.cut.prefixed
             item.findings.extend(self.cut.findings)
             msg = item.message
-            if msg.direction == "request" and msg.api_key is not None \
-                    and msg.correlation_id is not None:
+            if (
+                msg.direction == "request"
+                and msg.api_key is not None
+                and msg.correlation_id is not None
+            ):
                 pending.request(msg.correlation_id, (msg.api_key, msg.api_version))
             yield item
 
@@ -167,8 +208,10 @@ def _records(data: bytes, options: Options) -> Dissected:
     holder = root.add(Node("records", "records", 0, len(data)))
     if _bare_message(data):
         _read_bare_message(data, holder, ctx)
-        how = ("told: records (--records); a bare v0/v1 message without its offset and size, "
-               "read as a MessageSet entry")
+        how = (
+            "told: records (--records); a bare v0/v1 message without its offset and size, "
+            "read as a MessageSet entry"
+        )
     else:
         read_records(data, holder, 0, len(data), ctx)
         how = "told: a bare record batch / message set (--records)"
@@ -179,8 +222,11 @@ def _records(data: bytes, options: Options) -> Dissected:
 def _bare_message(data: bytes) -> bool:
     """A MessageSet v0/v1 message without its offset and size: crc, magic 0 or 1, ...,
     the CRC verifying (a record batch starts with an 8-byte offset instead)."""
-    return len(data) >= 14 and data[4] in (0, 1) and \
-        crc32_of(data, 4, len(data)) == int.from_bytes(data[:4], "big")
+    return (
+        len(data) >= 14
+        and data[4] in (0, 1)
+        and crc32_of(data, 4, len(data)) == int.from_bytes(data[:4], "big")
+    )
 
 
 def _read_bare_message(data: bytes, holder: Node, options: Options) -> None:
@@ -189,8 +235,7 @@ def _read_bare_message(data: bytes, holder: Node, options: Options) -> None:
     head = struct.pack(">qi", 0, len(data))
     read_records(head + data, holder, 0, len(head) + len(data), options)
     for entry in holder.children:
-        entry.children = [c for c in entry.children
-                          if c.name not in ("offset", "message_size")]
+        entry.children = [c for c in entry.children if c.name not in ("offset", "message_size")]
         _shift(entry, -len(head))
         entry.offset, entry.length = 0, len(data)
         entry.note = "a bare message: no offset or size in front of it"
@@ -211,10 +256,18 @@ def _one(chunk: bytes, hints: Hints, options: Options, pending: Correlator) -> D
         return _body(chunk, hints, options)
     if hints.direction == "request":
         return _told_request(chunk, hints, options)
-    if hints.direction == "response" and hints.api_key is not None and hints.api_version is not None:
-        return Dissected(0, False, decode_response(chunk, hints.api_key, hints.api_version, options),
-                         "told: API and version")
-    if len(chunk) >= 4:                 # (a told request returned above)
+    if (
+        hints.direction == "response"
+        and hints.api_key is not None
+        and hints.api_version is not None
+    ):
+        return Dissected(
+            0,
+            False,
+            decode_response(chunk, hints.api_key, hints.api_version, options),
+            "told: API and version",
+        )
+    if len(chunk) >= 4:  # (a told request returned above)
         corr = struct.unpack_from(">i", chunk)[0]
         if pending.waiting_for(corr):
             match, _ = pending.response(corr)
@@ -223,19 +276,28 @@ def _one(chunk: bytes, hints: Hints, options: Options, pending: Correlator) -> D
             if hints.api_key in (None, key):
                 msg = decode_response(chunk, key, version, options)
                 if not msg.problems:
-                    return Dissected(0, False, msg,
-                                     f"paired with request {corr} in the same input")
+                    return Dissected(0, False, msg, f"paired with request {corr} in the same input")
     cands = guess(chunk, hints.direction, hints.api_key, hints.api_version)
     head = peek_request_header(chunk) if hints.direction is None else None
-    readable_request = head is not None and schemas.is_known(head.api_key, head.api_version) \
+    readable_request = (
+        head is not None
+        and schemas.is_known(head.api_key, head.api_version)
         and (head.client_id is None or head.client_id.isprintable())
-    if hints.api_key is not None and readable_request and hints.direction is None and \
-            not any(c.clean for c in cands):
-        return _told_request(chunk, hints, options)     # a header that disagrees with hints
+    )
+    if (
+        hints.api_key is not None
+        and readable_request
+        and hints.direction is None
+        and not any(c.clean for c in cands)
+    ):
+        return _told_request(chunk, hints, options)  # a header that disagrees with hints
     if not cands or (readable_request and not any(c.clean for c in cands)):
         # a request whose body decodes badly keeps its header
-        how = ("no candidate matches the hints" if not cands else
-               "the request header names the API; its body does not decode cleanly")
+        how = (
+            "no candidate matches the hints"
+            if not cands
+            else "the request header names the API; its body does not decode cleanly"
+        )
         return Dissected(0, False, decode_request(chunk, options), how, cands)
     top = cands[0]
     if top.direction == "request":
@@ -250,9 +312,11 @@ def _one(chunk: bytes, hints: Hints, options: Options, pending: Correlator) -> D
         if not verdict.startswith("high") and "--api" not in verdict:
             how += "; if you know the API, give --api NAME --version N"
     else:
-        how = (f"no API decodes these bytes cleanly; the closest is {top.label}; a body "
-               f"without its header? try --body (with --api, --version and --request or "
-               f"--response if you know them)")
+        how = (
+            f"no API decodes these bytes cleanly; the closest is {top.label}; a body "
+            f"without its header? try --body (with --api, --version and --request or "
+            f"--response if you know them)"
+        )
     return Dissected(0, False, msg, how, cands)
 
 
@@ -265,26 +329,54 @@ def _told_request(chunk: bytes, hints: Hints, options: Options) -> Dissected:
         return Dissected(0, False, msg, "told: request")
     said = f"{msg.api_name} v{msg.api_version}"
     msg = decode_request_as(chunk, key, version, options)
-    finding = Finding("hint_disagrees", f"the request header says {said}; read as "
-                                        f"{msg.api_name} v{version} as told")
-    return Dissected(0, False, msg, f"told: {msg.api_name} v{version} (the header says {said})",
-                     findings=[finding])
+    finding = Finding(
+        "hint_disagrees",
+        f"the request header says {said}; read as {msg.api_name} v{version} as told",
+    )
+    return Dissected(
+        0,
+        False,
+        msg,
+        f"told: {msg.api_name} v{version} (the header says {said})",
+        findings=[finding],
+    )
 
 
 def _body(chunk: bytes, hints: Hints, options: Options) -> Dissected:
     """A body without its header: as told, or the best of every layout."""
     key, version, direction = hints.api_key, hints.api_version, hints.direction
     if key is not None and version is not None and direction is not None:
-        return Dissected(0, False, decode_bare_body(chunk, key, version, direction, options),
-                         "told: a body of this API and version")
+        return Dissected(
+            0,
+            False,
+            decode_bare_body(chunk, key, version, direction, options),
+            "told: a body of this API and version",
+        )
     cands = guess(chunk, direction, key, version, body=True)
     if not cands:
-        msg = Message(direction or "response", key, version, None, None,
-                      Node("body", "bytes", 0, len(chunk), chunk,
-                           problem="no API matches the hints", code="unknown_api"), chunk)
+        msg = Message(
+            direction or "response",
+            key,
+            version,
+            None,
+            None,
+            Node(
+                "body",
+                "bytes",
+                0,
+                len(chunk),
+                chunk,
+                problem="no API matches the hints",
+                code="unknown_api",
+            ),
+            chunk,
+        )
         return Dissected(0, False, msg, "no candidate matches the hints")
     top = cands[0]
     msg = decode_bare_body(chunk, top.api_key, top.api_version, top.direction, options)
-    how = (f"guessed the body of {top.label} (confidence {confidence(cands, len(chunk))})"
-           if top.clean else f"no API decodes this body cleanly; the closest is {top.label}")
+    how = (
+        f"guessed the body of {top.label} (confidence {confidence(cands, len(chunk))})"
+        if top.clean
+        else f"no API decodes this body cleanly; the closest is {top.label}"
+    )
     return Dissected(0, False, msg, how, cands)

@@ -32,8 +32,10 @@ DEFAULT_PORTS = frozenset({9092})
 class Endpoints(NamedTuple):
     client: tuple[str, int]
     broker: tuple[str, int]
+
+
 _SNIFF = 256
-_Chunk = tuple[int, bytes, float, int]     # a held chunk: offset, payload, ts, frame
+_Chunk = tuple[int, bytes, float, int]  # a held chunk: offset, payload, ts, frame
 # a connection of the compiled reassembler has no Python Direction objects until the
 # budget charges one or Python's reassembler takes over (``_dirs``): it keeps that state
 # itself, and a capture may hold 200,000 connections
@@ -44,9 +46,16 @@ class CaptureDissector:
     """Feed packets; finished exchanges and gaps go to ``sink`` as they happen (the
     caller calls ``finish`` at the end of the packets, and the sink's ``done``)."""
 
-    def __init__(self, sink: Sink, ports: Iterable[int] = DEFAULT_PORTS, detect: bool = True,
-                 first_message: int = 0, first_stream: int = 1, keys: KeyLog | None = None,
-                 budget: Budget | None = None):
+    def __init__(
+        self,
+        sink: Sink,
+        ports: Iterable[int] = DEFAULT_PORTS,
+        detect: bool = True,
+        first_message: int = 0,
+        first_stream: int = 1,
+        keys: KeyLog | None = None,
+        budget: Budget | None = None,
+    ):
         """``first_message``/``first_stream``: where numbering starts (files read one
         after another keep counting, so messages and connections stay unique).
         ``keys``: TLS session keys (more may come from the capture itself).
@@ -61,9 +70,13 @@ class CaptureDissector:
         self.tls_connections: list[TlsFacts] = []
         # TLS directions the compiled reassembler could decrypt: (its cid, direction)
         self.tls_ready: set[tuple[int, int]] = set()
-        self.tcp = Reassembler(self.tls, client_hint=lambda src, dst: dst[1] in self.ports
-                               or (src[1] not in self.ports and src[1] > dst[1]),
-                               budget=self.budget)
+        self.tcp = Reassembler(
+            self.tls,
+            client_hint=lambda src, dst: (
+                dst[1] in self.ports or (src[1] not in self.ports and src[1] > dst[1])
+            ),
+            budget=self.budget,
+        )
         # TCP connection -> its Kafka connection, and 1 when the TCP initiator is not
         # the Kafka client (a capture that began mid-connection): side = direction ^ it
         self.kafka: dict[int, tuple[KafkaConnection, int]] = {}
@@ -72,7 +85,7 @@ class CaptureDissector:
         self.messages = first_message
         self.first_stream = first_stream
         self.packets = 0
-        self.unsupported: dict[int, int] = {}     # linktype -> packets skipped
+        self.unsupported: dict[int, int] = {}  # linktype -> packets skipped
         # each Kafka connection's endpoints, by stream number - 1 (what is kept of a
         # finished connection: a capture may hold hundreds of thousands)
         self.streams: list[Endpoints] = []
@@ -122,9 +135,9 @@ class CaptureDissector:
                 self.add_secrets(row[0])
             elif row[0] == 1:
                 tls.data(conns[row[1]], row[2], row[3], row[4], row[5], row[6])
-            elif row[0] == 5:                    # a direction's charge dropped (two per
-                dirs = conns[row[1]].dirs        # connection at its end: inline)
-                if dirs:                         # else never charged
+            elif row[0] == 5:  # a direction's charge dropped (two per
+                dirs = conns[row[1]].dirs  # connection at its end: inline)
+                if dirs:  # else never charged
                     self.budget.drop(id(dirs[row[2]]))
             else:
                 self._event(row)
@@ -140,8 +153,7 @@ class CaptureDissector:
         tag, cid = row[0], row[1]
         if tag == 0:
             _, cid, a_ip, a_port, b_ip, b_port, ts, syn = row
-            self.rconns[cid] = TcpConnection(cid, (a_ip, a_port), (b_ip, b_port), ts, syn,
-                                             _NO_DIRS)
+            self.rconns[cid] = TcpConnection(cid, (a_ip, a_port), (b_ip, b_port), ts, syn, _NO_DIRS)
             self.untracked.add(cid)
         elif tag == 2:
             self.tls.gap(self.rconns[cid], *row[2:])
@@ -157,7 +169,7 @@ class CaptureDissector:
             self.tcp._charge(conn, row[2], d)
         elif tag == 6:
             self._take_over()
-        elif tag == 8:                           # a TLS direction the reassembler decrypted
+        elif tag == 8:  # a TLS direction the reassembler decrypted
             self.tls.given_back(self.rconns[cid], *row[2:])
 
     def _track(self) -> None:
@@ -171,10 +183,10 @@ class CaptureDissector:
             key = id(conn)
             found = kafka.get(key)
             if kinds.get(key) is None or (found is None and key not in self.ignored):
-                continue                         # not decided yet
+                continue  # not decided yet
             untracked.discard(cid)
             if found is None or tls_facts(conn) is not None:
-                continue                         # not Kafka, or TLS: Python's to read
+                continue  # not Kafka, or TLS: Python's to read
             k, flip = found
             for direction in (0, 1):
                 at = k.framers[direction ^ flip].position()
@@ -193,11 +205,24 @@ class CaptureDissector:
             conn.closed, conn.last_ts, conn.packets = closed, last_ts, n
             conn.key = tcp._key(conn.a, conn.b)
             for d, state in zip(_dirs(conn), dirs):
-                (d.base, d.next, held, d.held_bytes, d.fin, d.end, d.acked, d.overdue,
-                 d.last_ts, d.hole, d.retransmitted, d.gaps, d.gap_bytes) = state
+                (
+                    d.base,
+                    d.next,
+                    held,
+                    d.held_bytes,
+                    d.fin,
+                    d.end,
+                    d.acked,
+                    d.overdue,
+                    d.last_ts,
+                    d.hole,
+                    d.retransmitted,
+                    d.gaps,
+                    d.gap_bytes,
+                ) = state
                 if held:
                     d.held = {off: (p, size, ts, frame) for off, p, size, ts, frame in held}
-                    d.order = [h[0] for h in held]    # ascending: already a heap
+                    d.order = [h[0] for h in held]  # ascending: already a heap
             tcp.conns[conn.key] = conn
         gone = TcpConnection(0, ("", 0), ("", 0), 0.0, False)  # finished since it closed
         tcp.closing = deque((at, self.rconns.get(cid, gone)) for at, cid in closing)
@@ -214,10 +239,10 @@ class CaptureDissector:
             conn = self.rconns.get(cid)
             found = self.kafka.get(id(conn))
             if conn is not None and found is None and id(conn) not in self.ignored:
-                continue                         # Kafka or not: not decided yet
+                continue  # Kafka or not: not decided yet
             state = self.tls.hand_over(conn, direction) if conn is not None else True
             if state is False:
-                continue                         # not at a record's start yet
+                continue  # not at a record's start yet
             self.tls_ready.discard((cid, direction))
             if state is True:
                 continue
@@ -253,8 +278,7 @@ class CaptureDissector:
 
     # -- StreamSink -------------------------------------------------------------------
 
-    def _decide(self, conn: TcpConnection, held, ending: bool = False
-                ) -> KafkaConnection | None:
+    def _decide(self, conn: TcpConnection, held, ending: bool = False) -> KafkaConnection | None:
         """Is this connection Kafka, and which side is the client? None: not yet known
         (or not Kafka: then it is ignored from now on). ``ending``: the connection ends,
         decide with what was held. The client side is taken from the strongest evidence
@@ -267,10 +291,17 @@ class CaptureDissector:
         tls = self.tls.facts(conn)
         starts = [b"".join(c[1] for c in chunks)[:_SNIFF] for chunks in held]
         verdict = evidence.decide(
-            conn.a, conn.b, starts, syn=conn.saw_syn,
+            conn.a,
+            conn.b,
+            starts,
+            syn=conn.saw_syn,
             hello=tls.client if tls is not None and tls.hello_seen else None,
-            ports=self.ports, listeners=self.listeners, detect=self.detect and not on_port,
-            held=sum(len(c[1]) for chunks in held for c in chunks), ending=ending)
+            ports=self.ports,
+            listeners=self.listeners,
+            detect=self.detect and not on_port,
+            held=sum(len(c[1]) for chunks in held for c in chunks),
+            ending=ending,
+        )
         if verdict is None:
             return None
         if verdict is evidence.NOT_KAFKA:
@@ -278,8 +309,9 @@ class CaptureDissector:
             self.sniffing.pop(id(conn), None)
             return None
         client, broker = (conn.a, conn.b) if verdict.client == 0 else (conn.b, conn.a)
-        k = KafkaConnection(self.first_stream + len(self.streams), client, broker,
-                            *self._calls, self.budget)
+        k = KafkaConnection(
+            self.first_stream + len(self.streams), client, broker, *self._calls, self.budget
+        )
         self.kafka[id(conn)] = (k, verdict.client)
         self.streams.append(Endpoints(client, broker))
         k.tls = tls
@@ -301,11 +333,14 @@ class CaptureDissector:
         FindCoordinator and DescribeCluster answers name are learned on the way (a
         connection to one of them, seen without its start, is a client's)."""
         req = ex.request
-        if req is not None and req.api_key in evidence.NAMES_LISTENERS and \
-                ex.response is not None and self.detect and \
-                len(self.listeners) < evidence.MAX_LEARNED_PORTS:
-            self.listeners |= evidence.listeners(ex.response.data, req.api_key,
-                                                  req.api_version)
+        if (
+            req is not None
+            and req.api_key in evidence.NAMES_LISTENERS
+            and ex.response is not None
+            and self.detect
+            and len(self.listeners) < evidence.MAX_LEARNED_PORTS
+        ):
+            self.listeners |= evidence.listeners(ex.response.data, req.api_key, req.api_version)
         self.sink.exchange(ex)
 
     def data(self, conn, direction, offset, payload, ts, frame) -> None:
@@ -315,8 +350,9 @@ class CaptureDissector:
             return
         if id(conn) in self.ignored:
             return
-        if (conn.a[1] in self.ports or conn.b[1] in self.ports) and \
-                (conn.saw_syn or (conn.a[1] in self.ports) != (conn.b[1] in self.ports)):
+        if (conn.a[1] in self.ports or conn.b[1] in self.ports) and (
+            conn.saw_syn or (conn.a[1] in self.ports) != (conn.b[1] in self.ports)
+        ):
             # a Kafka port (and which side it is on) says it at once: nothing to hold
             k = self._decide(conn, ([], []))
             assert k is not None, "a connection on a Kafka port is Kafka"
@@ -333,8 +369,9 @@ class CaptureDissector:
             return
         del self.sniffing[id(conn)]
         flip = self.kafka[id(conn)][1]
-        chunks = sorted(((f, d, o, p, t) for d in (0, 1) for o, p, t, f in held[d]),
-                        key=lambda c: c[0])
+        chunks = sorted(
+            ((f, d, o, p, t) for d in (0, 1) for o, p, t, f in held[d]), key=lambda c: c[0]
+        )
         for f, d, o, p, t in chunks:
             k.data(d ^ flip, o, p, t, f)
 
@@ -350,15 +387,17 @@ class CaptureDissector:
             self._decided(conn, held, self._decide(conn, held, ending=True))
         found = self.kafka.pop(id(conn), None)
         self.sniffing.pop(id(conn), None)
-        self.ignored.discard(id(conn))           # ids are reused once the object is gone
+        self.ignored.discard(id(conn))  # ids are reused once the object is gone
         if found is not None:
             found[0].close()
 
     def unsupported_summary(self) -> str | None:
         if not self.unsupported:
             return None
-        kinds = ", ".join(f"{LINKTYPE_NAMES.get(t, f'link type {t}')} ({n} packets)"
-                          for t, n in self.unsupported.items())
+        kinds = ", ".join(
+            f"{LINKTYPE_NAMES.get(t, f'link type {t}')} ({n} packets)"
+            for t, n in self.unsupported.items()
+        )
         return f"skipped packets of unsupported link types: {kinds}"
 
 
@@ -378,9 +417,16 @@ class CaptureFiles:
         return read_captures(self.paths, sink, **self.kw)
 
 
-def read_captures(paths, sink: Sink, *, ports: Iterable[int] = DEFAULT_PORTS,
-                  detect: bool = True, packets=None, keys: KeyLog | None = None,
-                  budget: Budget | None = None) -> int:
+def read_captures(
+    paths,
+    sink: Sink,
+    *,
+    ports: Iterable[int] = DEFAULT_PORTS,
+    detect: bool = True,
+    packets=None,
+    keys: KeyLog | None = None,
+    budget: Budget | None = None,
+) -> int:
     """Every exchange in the capture files ``paths`` to ``sink``, then ``sink.done()``;
     what the user should know about the files goes to ``sink.note`` ("error" for a file
     that cannot be read). ``packets(reader, path)`` may wrap the packet iterator (e.g.
@@ -408,7 +454,7 @@ def steady_gc():
     forever."""
     global _frozen
     if not _frozen:
-        gc.collect(1)       # the young garbage; a full collection cost a small capture 10 ms
+        gc.collect(1)  # the young garbage; a full collection cost a small capture 10 ms
         gc.freeze()
         _frozen = True
     before = gc.get_threshold()
@@ -419,9 +465,11 @@ def steady_gc():
         gc.set_threshold(*before)
 
 
-def _read(paths, sink: Sink, ports, detect: bool, packets, keys: KeyLog | None,
-          budget: Budget | None) -> int:
+def _read(
+    paths, sink: Sink, ports, detect: bool, packets, keys: KeyLog | None, budget: Budget | None
+) -> int:
     from ..capture.pcapfile import CaptureError, CaptureReader
+
     total, messages, streams = 0, 0, 1
     budget = budget if budget is not None else Budget()
     for path in paths:
@@ -433,7 +481,7 @@ def _read(paths, sink: Sink, ports, detect: bool, packets, keys: KeyLog | None,
                 reader.on_secrets = dissector.add_secrets
                 dissector.attach(reader)
                 try:
-                    for item in (packets(reader, path) if packets else reader.items()):
+                    for item in packets(reader, path) if packets else reader.items():
                         if isinstance(item, list):
                             dissector.rows(item)
                         else:
@@ -448,21 +496,28 @@ def _read(paths, sink: Sink, ports, detect: bool, packets, keys: KeyLog | None,
         except OSError as e:
             if isinstance(e, BrokenPipeError):
                 raise
-            what = " (run kdissect as a user who can read it)" \
-                if isinstance(e, PermissionError) else ""
+            what = (
+                " (run kdissect as a user who can read it)"
+                if isinstance(e, PermissionError)
+                else ""
+            )
             sink.note(f"{path}: cannot read it: {e.strerror or e}{what}", "error")
             readable = dissector.packets > 0
-        dissector.finish()              # what was read of a damaged file still counts
+        dissector.finish()  # what was read of a damaged file still counts
         total += dissector.packets
         messages, streams = dissector.messages, streams + len(dissector.streams)
         skipped = dissector.unsupported_summary()
         if skipped:
             sink.note(f"{path}: {skipped}")
         if not dissector.streams and readable and not dissector.tls_connections:
-            sink.note(f"{path}: no Kafka traffic found in {dissector.packets} packets "
-                      f"(ports {', '.join(map(str, sorted(dissector.ports)[:5]))}; add others "
-                      f"with -p)" if dissector.packets else f"{path}: the capture holds no "
-                      f"packets", "error")
+            sink.note(
+                f"{path}: no Kafka traffic found in {dissector.packets} packets "
+                f"(ports {', '.join(map(str, sorted(dissector.ports)[:5]))}; add others "
+                f"with -p)"
+                if dissector.packets
+                else f"{path}: the capture holds no packets",
+                "error",
+            )
     sink.done()
     return total
 
@@ -470,6 +525,7 @@ def _read(paths, sink: Sink, ports, detect: bool, packets, keys: KeyLog | None,
 def tracked(reader, path: str, progress: Callable[[int, int], None]):
     """Packets, telling ``progress(bytes read, file size)`` as they are read."""
     import os
+
     size = os.path.getsize(path)
     for i, packet in enumerate(reader.items()):
         if i % 100 == 0:
@@ -481,12 +537,17 @@ def tracked(reader, path: str, progress: Callable[[int, int], None]):
 def capture_loader(paths, options: Options | None = None, **kw):
     """The TUI's source for capture files: ``load(emit, warn, progress)`` runs them
     through the engine (``kw`` as for ``read_captures``)."""
+
     def load(emit, warn, progress) -> None:
         # gaps and TLS connections (TlsFacts) go to `warn` as objects: the TUI counts
         # the gaps as --stats does and lists the TLS connections
         sink = CallbackSink(emit, warn, progress, gap=warn, tls=warn)
-        Engine(CaptureFiles(paths, packets=lambda reader, path: tracked(reader, path, progress),
-                            **kw), sink, options).run()
+        Engine(
+            CaptureFiles(paths, packets=lambda reader, path: tracked(reader, path, progress), **kw),
+            sink,
+            options,
+        ).run()
+
     return load
 
 

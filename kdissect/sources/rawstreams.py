@@ -18,17 +18,23 @@ from ..stream.sink import Sink
 
 
 class RawStreams:
-    def __init__(self, client: bytes, broker: bytes,
-                 client_addr: tuple[str, int] = ("client", 0),
-                 broker_addr: tuple[str, int] = ("broker", 0), ts: float = 0.0):
+    def __init__(
+        self,
+        client: bytes,
+        broker: bytes,
+        client_addr: tuple[str, int] = ("client", 0),
+        broker_addr: tuple[str, int] = ("broker", 0),
+        ts: float = 0.0,
+    ):
         """``ts``: the time given to every message (raw streams carry none)."""
         self.client, self.broker, self.ts = client, broker, ts
         self.client_addr, self.broker_addr = client_addr, broker_addr
 
     def feed(self, sink: Sink) -> None:
-        numbers = itertools.count()          # message numbers, 0-based
-        conn = KafkaConnection(1, self.client_addr, self.broker_addr, sink.exchange, sink.gap,
-                               lambda: next(numbers))
+        numbers = itertools.count()  # message numbers, 0-based
+        conn = KafkaConnection(
+            1, self.client_addr, self.broker_addr, sink.exchange, sink.gap, lambda: next(numbers)
+        )
         # every request is pending when the responses come: pairing needs no timing.
         # (Without timing, raw SASL tokens after a SaslHandshake v0 read as malformed
         # requests: the handshake's answer comes after the client's whole stream.)

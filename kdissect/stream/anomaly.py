@@ -11,8 +11,8 @@ from ..protocol.apis import FETCH, HEARTBEAT, JOIN_GROUP, SHARE_FETCH, SYNC_GROU
 from ..protocol.names import error_name
 from ..protocol.node import Node
 
-SLOW = 0.5                 # seconds of broker time (latency less the asked wait): an outlier
-MEMBER_ID_REQUIRED = 79    # a JoinGroup answered with it joined nothing: it did not wait
+SLOW = 0.5  # seconds of broker time (latency less the asked wait): an outlier
+MEMBER_ID_REQUIRED = 79  # a JoinGroup answered with it joined nothing: it did not wait
 
 
 def client_wait(view: Any) -> float:
@@ -22,15 +22,15 @@ def client_wait(view: Any) -> float:
     if latency is None or ex.request is None:
         return 0.0
     key = ex.first.api_key
-    wait = view.facts().asked_wait_ms        # read from the request by enrichment
+    wait = view.facts().asked_wait_ms  # read from the request by enrichment
     if key == JOIN_GROUP and MEMBER_ID_REQUIRED in view.facts().errors:
-        return 0.0                           # answered at once: the first join's step
+        return 0.0  # answered at once: the first join's step
     # a Fetch is held until min_bytes arrive or max_wait_ms runs out, so it may be held
     # even when it returns records (a KRaft quorum leader holds one with min_bytes 0 too);
     # a ShareFetch likewise: the broker's time is what is beyond the whole wait
     if key in (FETCH, SHARE_FETCH, JOIN_GROUP):
         return min(latency, wait / 1000) if isinstance(wait, int) and wait > 0 else 0.0
-    if key == SYNC_GROUP:                    # held until the leader sends assignments
+    if key == SYNC_GROUP:  # held until the leader sends assignments
         return float(latency)
     return 0.0
 
@@ -45,7 +45,9 @@ def service_time(view: Any) -> float | None:
 # JoinGroup is told MEMBER_ID_REQUIRED (79) and joins again with the id it was given
 # (KIP-394); a Heartbeat during a rebalance hears REBALANCE_IN_PROGRESS (27) and rejoins
 EXPECTED_ERRORS: dict[int | None, frozenset[int]] = {
-    JOIN_GROUP: frozenset({MEMBER_ID_REQUIRED}), HEARTBEAT: frozenset({27})}
+    JOIN_GROUP: frozenset({MEMBER_ID_REQUIRED}),
+    HEARTBEAT: frozenset({27}),
+}
 
 
 def reasons(view: Any) -> list[str]:
@@ -59,8 +61,11 @@ def reasons(view: Any) -> list[str]:
         normal = EXPECTED_ERRORS.get(ex.first.api_key, ())
         out += sorted({error_name(c) for c in view.facts().errors if c not in normal})
     # (slow_response is the "slow" below, said with the figure)
-    out += [f.code for f in ex.findings if f.severity != "note" and
-            f.code not in ("error_code", "slow_response")]
+    out += [
+        f.code
+        for f in ex.findings
+        if f.severity != "note" and f.code not in ("error_code", "slow_response")
+    ]
     slow = service_time(view)
     if slow is not None and slow > SLOW:
         out.append(f"slow ({slow * 1000:.0f}ms)")
@@ -74,8 +79,12 @@ def offending(tree: Node) -> Node | None:
     for node in tree.walk():
         if node.problem:
             return node
-        if error is None and node.ktype == "int16" and node.name.endswith("error_code") \
-                and node.value:
+        if (
+            error is None
+            and node.ktype == "int16"
+            and node.name.endswith("error_code")
+            and node.value
+        ):
             error = node
         elif throttle is None and node.name == "throttle_time_ms" and node.value:
             throttle = node

@@ -13,7 +13,7 @@ import re
 from collections import OrderedDict
 from collections.abc import Callable
 
-DEFAULT = 384 * 1024 * 1024          # --max-memory when not given
+DEFAULT = 384 * 1024 * 1024  # --max-memory when not given
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 
@@ -35,7 +35,7 @@ class Budget:
     def __init__(self, limit: int = DEFAULT):
         self.limit = limit
         self.used = 0
-        self.given_up = 0                # times a holder gave up its data
+        self.given_up = 0  # times a holder gave up its data
         # holder -> (bytes held, give up); oldest partial first
         self._held: OrderedDict[object, tuple[int, Callable[[], None]]] = OrderedDict()
 
@@ -43,7 +43,7 @@ class Budget:
         old = self._held.get(holder)
         before = old[0] if old is not None else 0
         if held:
-            self._held[holder] = (held, give_up)     # keeps its place: the oldest stays first
+            self._held[holder] = (held, give_up)  # keeps its place: the oldest stays first
         elif old is not None:
             del self._held[holder]
         self.used += held - before

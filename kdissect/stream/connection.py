@@ -22,13 +22,13 @@ from .budget import Budget
 from .framing import MAX_MESSAGE, Frame, Framer
 from .model import Exchange, Gap, KafkaMessage
 
-MAX_EARLY = 256            # responses held while waiting for a request seen out of order
-EARLY_WAIT = 1.0           # seconds such a response waits before it is called an orphan
+MAX_EARLY = 256  # responses held while waiting for a request seen out of order
+EARLY_WAIT = 1.0  # seconds such a response waits before it is called an orphan
 _SIZE = struct.Struct(">i")
-_NOTHING = lambda: None    # noqa: E731 - nothing held, nothing to give up
+_NOTHING = lambda: None  # noqa: E731 - nothing held, nothing to give up
 
 
-MAX_VERSION = 127          # a request header's version, recognised by shape (Kafka is at ~20)
+MAX_VERSION = 127  # a request header's version, recognised by shape (Kafka is at ~20)
 
 
 def plausible_request(data: bytes | bytearray, pos: int = 0) -> bool:
@@ -38,10 +38,13 @@ def plausible_request(data: bytes | bytearray, pos: int = 0) -> bool:
     if len(data) - pos < 14:
         return False
     size, key, version = struct.unpack_from(">ihh", data, pos)
-    if not (8 <= size <= MAX_MESSAGE) or not 0 <= version <= MAX_VERSION or \
-            key not in schemas.all_versions():
+    if (
+        not (8 <= size <= MAX_MESSAGE)
+        or not 0 <= version <= MAX_VERSION
+        or key not in schemas.all_versions()
+    ):
         return False
-    head = peek_request_header(bytes(data[pos + 4:pos + 4 + min(size, 512)]))
+    head = peek_request_header(bytes(data[pos + 4 : pos + 4 + min(size, 512)]))
     if head is None:
         return bool(key == CONTROLLED_SHUTDOWN and version == 0 and size >= 8)
     cid = head.client_id
@@ -57,8 +60,12 @@ def is_request(data: bytes) -> bool:
 def opens_raw_sasl(api_key: int | None, api_version: int | None, response: bytes) -> bool:
     """Whether this answered request makes the client's next messages raw SASL tokens:
     a SaslHandshake v0 that succeeded."""
-    return api_key == SASL_HANDSHAKE and api_version == 0 and len(response) >= 6 and \
-        struct.unpack_from(">h", response, 4)[0] == 0
+    return (
+        api_key == SASL_HANDSHAKE
+        and api_version == 0
+        and len(response) >= 6
+        and struct.unpack_from(">h", response, 4)[0] == 0
+    )
 
 
 class RawSasl:
@@ -70,15 +77,15 @@ class RawSasl:
     __slots__ = ("active", "awaiting")
 
     def __init__(self) -> None:
-        self.active = False        # client messages are raw tokens
-        self.awaiting = 0          # client tokens whose broker token has not come yet
+        self.active = False  # client messages are raw tokens
+        self.awaiting = 0  # client tokens whose broker token has not come yet
 
     def client_token(self, data: bytes) -> bool:
         """Whether this client message (after its size) is a raw token."""
         if not self.active:
             return False
         if is_request(data):
-            self.active = False    # authenticated: Kafka requests again
+            self.active = False  # authenticated: Kafka requests again
             return False
         self.awaiting += 1
         return True
@@ -107,13 +114,37 @@ class KafkaConnection:
     ``data``/``gap`` take each direction's bytes by stream offset; ``close`` ends the
     connection (requests still waiting become unanswered exchanges)."""
 
-    __slots__ = ("index", "client", "broker", "budget", "emit_exchange", "emit_gap",
-                 "next_index", "framers", "pending", "early", "sasl",
-                 "seq", "tls", "response_gap", "last_ts", "opened", "side_by", "doubt")
+    __slots__ = (
+        "index",
+        "client",
+        "broker",
+        "budget",
+        "emit_exchange",
+        "emit_gap",
+        "next_index",
+        "framers",
+        "pending",
+        "early",
+        "sasl",
+        "seq",
+        "tls",
+        "response_gap",
+        "last_ts",
+        "opened",
+        "side_by",
+        "doubt",
+    )
 
-    def __init__(self, index: int, client: Any, broker: Any, emit_exchange: Callable[[Exchange], None],
-                 emit_gap: Callable[[Gap], None], next_index: Callable[[], int],
-                 budget: Budget | None = None):
+    def __init__(
+        self,
+        index: int,
+        client: Any,
+        broker: Any,
+        emit_exchange: Callable[[Exchange], None],
+        emit_gap: Callable[[Gap], None],
+        next_index: Callable[[], int],
+        budget: Budget | None = None,
+    ):
         """``budget``: the process's memory budget, charged with partial messages."""
         self.index, self.client, self.broker = index, client, broker
         self.budget = budget
@@ -127,13 +158,13 @@ class KafkaConnection:
         # held until the request shows up or the connection ends (made when the first
         # comes: most connections never have one)
         self.early: dict[int, list[tuple[KafkaMessage, list[Finding]]]] | None = None
-        self.sasl: RawSasl | None = None    # made by a SaslHandshake v0's answer
-        self.seq = 0               # exchanges numbered in the order their first message came
-        self.tls: object | None = None   # its capture.tls.TlsFacts when its bytes were decrypted
-        self.opened: bool | None = None   # its SYN was captured (None: not known)
+        self.sasl: RawSasl | None = None  # made by a SaslHandshake v0's answer
+        self.seq = 0  # exchanges numbered in the order their first message came
+        self.tls: object | None = None  # its capture.tls.TlsFacts when its bytes were decrypted
+        self.opened: bool | None = None  # its SYN was captured (None: not known)
         # what decided which side is the client, and how sure (stream.direction)
         self.side_by: str | None = None
-        self.doubt: str | None = None      # a weak side_by, for a finding on the first exchange
+        self.doubt: str | None = None  # a weak side_by, for a finding on the first exchange
         # when the response stream last resumed after a hole: the answers of requests
         # complete before then may be lost in it
         self.response_gap = float("-inf")
@@ -164,9 +195,10 @@ class KafkaConnection:
             self._message(side, f, self.last_ts, 0)
 
     def gap(self, side: int, offset: int, length: int, ts: float, frame: int) -> None:
-        self.emit_gap(Gap(self.index, "request" if side == 0 else "response", offset,
-                          length, frame, ts))
-        if side == 1:                              # answers to requests before may be lost
+        self.emit_gap(
+            Gap(self.index, "request" if side == 0 else "response", offset, length, frame, ts)
+        )
+        if side == 1:  # answers to requests before may be lost
             self.response_gap = max(self.response_gap, ts)
         for f in self.framers[side].gap(offset, length):
             self._message(side, f, ts, frame)
@@ -178,8 +210,17 @@ class KafkaConnection:
     def _unread(self, side: int, ts: float, frame: int) -> None:
         framer = self.framers[side]
         for offset, length in framer.unread:
-            self.emit_gap(Gap(self.index, "request" if side == 0 else "response", offset,
-                              length, frame, ts, unread=True))
+            self.emit_gap(
+                Gap(
+                    self.index,
+                    "request" if side == 0 else "response",
+                    offset,
+                    length,
+                    frame,
+                    ts,
+                    unread=True,
+                )
+            )
         framer.unread.clear()
 
     def close(self) -> None:
@@ -203,15 +244,38 @@ class KafkaConnection:
 
     # -- messages -------------------------------------------------------------------------
 
-    def _emit(self, request: KafkaMessage | None, response: KafkaMessage | None, seq: int,
-              findings: list[Finding], expected: bool = True) -> None:
-        if self.doubt is not None:                # said once, on the first exchange
-            findings.append(Finding("client_side_guessed", self.doubt,
-                                    "request" if request is not None else "response"))
+    def _emit(
+        self,
+        request: KafkaMessage | None,
+        response: KafkaMessage | None,
+        seq: int,
+        findings: list[Finding],
+        expected: bool = True,
+    ) -> None:
+        if self.doubt is not None:  # said once, on the first exchange
+            findings.append(
+                Finding(
+                    "client_side_guessed",
+                    self.doubt,
+                    "request" if request is not None else "response",
+                )
+            )
             self.doubt = None
-        self.emit_exchange(Exchange(request, response, self.client, self.broker, self.index,
-                                    seq, expected, findings, tls=self.tls,
-                                    opened=self.opened, side_by=self.side_by))
+        self.emit_exchange(
+            Exchange(
+                request,
+                response,
+                self.client,
+                self.broker,
+                self.index,
+                seq,
+                expected,
+                findings,
+                tls=self.tls,
+                opened=self.opened,
+                side_by=self.side_by,
+            )
+        )
 
     def _next_seq(self) -> int:
         self.seq += 1
@@ -222,19 +286,28 @@ class KafkaConnection:
             self._orphan_stale(ts)
         if ts > self.last_ts:
             self.last_ts = ts
-        msg = KafkaMessage(self.next_index(), self.index, "request" if side == 0 else "response",
-                           ts, frame, f.offset, f.data)
+        msg = KafkaMessage(
+            self.next_index(),
+            self.index,
+            "request" if side == 0 else "response",
+            ts,
+            frame,
+            f.offset,
+            f.data,
+        )
         findings = []
         if f.budget:
-            findings.append(Finding("memory_budget",
-                                    (f.truncated or "").removeprefix("truncated: "),
-                                    msg.direction))
+            findings.append(
+                Finding(
+                    "memory_budget", (f.truncated or "").removeprefix("truncated: "), msg.direction
+                )
+            )
         if f.truncated:
             msg.status = f.truncated
             msg.pieces, msg.holes = f.pieces, f.holes
             msg.size += sum(len(p) for _, p in f.pieces or ())
             findings.append(Finding("message_truncated", f.truncated, msg.direction))
-        sasl = self.sasl                       # (its state read here: a call per message)
+        sasl = self.sasl  # (its state read here: a call per message)
         if sasl is not None and side == 0 and sasl.active and sasl.client_token(f.data):
             msg.direction = "sasl"
             findings.append(Finding("sasl_token", "from the client", "sasl"))
@@ -259,16 +332,21 @@ class KafkaConnection:
             return
         msg.api_key, msg.api_version = head.api_key, head.api_version
         msg.correlation_id, msg.client_id = head.correlation_id, head.client_id
-        expected = not (head.api_key == PRODUCE and
-                        produce_acks(msg.data, head.size, head.api_version) == 0)
-        pending, finished = self.pending.request(head.correlation_id, (msg, findings,
-                                                                         self._next_seq()),
-                                                 expected, msg.ts)
+        expected = not (
+            head.api_key == PRODUCE and produce_acks(msg.data, head.size, head.api_version) == 0
+        )
+        pending, finished = self.pending.request(
+            head.correlation_id, (msg, findings, self._next_seq()), expected, msg.ts
+        )
         if pending.reused:
-            findings.append(Finding("correlation_reused",
-                                    f"correlation id {head.correlation_id} was still pending",
-                                    "request"))
-        for p in finished:                        # acks=0 ones done waiting, or pushed out
+            findings.append(
+                Finding(
+                    "correlation_reused",
+                    f"correlation id {head.correlation_id} was still pending",
+                    "request",
+                )
+            )
+        for p in finished:  # acks=0 ones done waiting, or pushed out
             self._unanswered(p, "pending_limit")
         early = self.early.get(head.correlation_id) if self.early else None
         if early:
@@ -283,7 +361,7 @@ class KafkaConnection:
         msg, findings, seq = p.item
         if p.expected:
             if code == "unanswered" and msg.ts <= self.response_gap:
-                code = "response_lost"            # its answer may be in a hole of the capture
+                code = "response_lost"  # its answer may be in a hole of the capture
             findings.append(Finding(code, "", "request"))
         self._emit(msg, None, seq, findings, p.expected)
 
@@ -309,7 +387,7 @@ class KafkaConnection:
             self._orphan(msg, findings)
             return
         match, finished = self.pending.response(corr, msg.ts)
-        for p in finished:                        # acks=0 requests: no answer will come
+        for p in finished:  # acks=0 requests: no answer will come
             self._unanswered(p, "unanswered")
         if match is None:
             if self.early is None:
@@ -339,12 +417,16 @@ class KafkaConnection:
             else:
                 findings.append(Finding("out_of_order", "", "response"))
         if msg.ts < req.ts:
-            findings.append(Finding("impossible_latency",
-                                    f"the response was complete {(req.ts - msg.ts) * 1e3:.3f} ms "
-                                    f"before its request in the capture", "response"))
+            findings.append(
+                Finding(
+                    "impossible_latency",
+                    f"the response was complete {(req.ts - msg.ts) * 1e3:.3f} ms "
+                    f"before its request in the capture",
+                    "response",
+                )
+            )
         if req.api_key == SASL_HANDSHAKE:
             if self.sasl is None:
                 self.sasl = RawSasl()
             self.sasl.answered(req.api_key, req.api_version, msg.data)
         self._emit(req, msg, seq, findings, match.expected)
-

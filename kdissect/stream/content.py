@@ -21,6 +21,7 @@ _FULL = Options()
 class Record:
     """A record's key, value (text, undecodable bytes replaced) and headers, turned into
     text when asked: a filter on keys does not pay for decoding every value."""
+
     __slots__ = ("_key", "_value", "_headers")
 
     def __init__(self, key: Any, value: Any, headers: Any) -> None:
@@ -39,8 +40,11 @@ class Record:
         return tuple((_text(k), _text(v)) for k, v in self._headers)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Record) and (self.key, self.value, self.headers) == \
-            (other.key, other.value, other.headers)
+        return isinstance(other, Record) and (self.key, self.value, self.headers) == (
+            other.key,
+            other.value,
+            other.headers,
+        )
 
     def __repr__(self) -> str:
         return f"Record({self.key!r}, {self.value!r}, {self.headers!r})"
@@ -68,8 +72,9 @@ def records(view: Any) -> list[Record]:
     values as text (undecodable bytes replaced)."""
     if view.ex.first.api_key not in CARRY_RECORDS:
         return []
-    return [r for m in (view.ex.request, view.ex.response)
-            for r in _message_records(m, view.options)]
+    return [
+        r for m in (view.ex.request, view.ex.response) for r in _message_records(m, view.options)
+    ]
 
 
 def record_keys(view: Any) -> list[str]:
@@ -80,8 +85,11 @@ def record_keys(view: Any) -> list[str]:
     out: list[str] = []
     for m in (view.ex.request, view.ex.response):
         keys = _clean_keys(m, view.options)
-        out += keys if keys is not None else \
-            [r.key for r in _message_records(m, view.options) if r.key is not None]
+        out += (
+            keys
+            if keys is not None
+            else [r.key for r in _message_records(m, view.options) if r.key is not None]
+        )
     return out
 
 
@@ -91,15 +99,16 @@ def has_key(view: Any, key: str) -> bool:
     hold the key's UTF-8 bytes (one C-speed search) is not read record by record."""
     if view.ex.first.api_key not in CARRY_RECORDS:
         return False
-    if "\ufffd" in key:                     # may stand for bytes that are not UTF-8
+    if "\ufffd" in key:  # may stand for bytes that are not UTF-8
         return key in record_keys(view)
     minimal, padded = _key_needles(key.encode())
     for m in (view.ex.request, view.ex.response):
         batches = _clean_batches(m, view.options)
         keys: list[str] = []
         if batches is not None and all(
-                (minimal not in data and padded not in data) or _batch_keys(data, count, keys)
-                for data, count, _compressed in batches):
+            (minimal not in data and padded not in data) or _batch_keys(data, count, keys)
+            for data, count, _compressed in batches
+        ):
             if key in keys:
                 return True
         elif any(r.key == key for r in _message_records(m, view.options)):
@@ -112,6 +121,7 @@ def _key_needles(key: bytes) -> tuple[bytes, bytes]:
     key; or, when the length was written in more bytes than needed (legal, never done
     by clients), a last length byte of 0 then the key."""
     from ..protocol.varint import varint_bytes
+
     return varint_bytes(len(key)) + key, b"\0" + key
 
 
@@ -121,18 +131,19 @@ def _message_records(m: KafkaMessage, options: Options | None) -> list[Record]:
         return quick
     out: list[Record] = []
     tree = full_tree(m, options)
-    for node in (tree.walk() if tree is not None else ()):
+    for node in tree.walk() if tree is not None else ():
         if node.ktype != "record" and not node.ktype.startswith("message_v"):
             continue
         key, value = node.child("key"), node.child("value")
         if key is None and value is None:
-            continue                         # a compressed wrapper: its inner ones count
+            continue  # a compressed wrapper: its inner ones count
         headers = node.child("headers")
-        pairs = tuple((k.value, v.value)
-                      for h in (headers.children if headers else ())
-                      if (k := h.child("key")) is not None and (v := h.child("value")) is not None)
-        out.append(Record(key.value if key else None, value.value if value else None,
-                          pairs))
+        pairs = tuple(
+            (k.value, v.value)
+            for h in (headers.children if headers else ())
+            if (k := h.child("key")) is not None and (v := h.child("value")) is not None
+        )
+        out.append(Record(key.value if key else None, value.value if value else None, pairs))
     return out
 
 
@@ -149,16 +160,26 @@ def _clean_keys(m: KafkaMessage, options: Options | None) -> list[str] | None:
     return keys
 
 
-def _clean_batches(m: KafkaMessage, options: Options | None) -> list[tuple[bytes, int, bool]] | None:
+def _clean_batches(
+    m: KafkaMessage, options: Options | None
+) -> list[tuple[bytes, int, bool]] | None:
     """(records' bytes, decompressed; record count; compressed?) of each v2 batch of a
     clean message, read without decoding its records; None when anything is unusual."""
-    if m is None or m.direction == "sasl" or not m.data or m.api_key not in CARRY_RECORDS \
-            or m.api_key is None or m.api_version is None:
+    if (
+        m is None
+        or m.direction == "sasl"
+        or not m.data
+        or m.api_key not in CARRY_RECORDS
+        or m.api_key is None
+        or m.api_version is None
+    ):
         return None
     from ..protocol.values import body_values
+
     options = options or _FULL
-    body = body_values(m.data, m.direction, m.api_key, m.api_version,
-                       replace(options, records=False), bytes)
+    body = body_values(
+        m.data, m.direction, m.api_key, m.api_version, replace(options, records=False), bytes
+    )
     if body is None:
         return None
     out: list[tuple[bytes, int, bool]] = []
@@ -185,11 +206,12 @@ def _records_fields(value: Any) -> Iterator[bytes]:
 def _batches(raw: bytes, out: list[Any], budget: list[int]) -> bool:
     """Append the v2 batches of ``raw`` to ``out``; False at anything unusual."""
     from ..protocol.batch import FRAME, HEAD_SIZE, LOG_OVERHEAD, Batch, length_at
+
     pos, end = 0, len(raw)
     while pos < end:
         left = end - pos
         if left < HEAD_SIZE or LOG_OVERHEAD + length_at(raw, pos) > left:
-            return left >= FRAME            # a partial batch at the end: no records
+            return left >= FRAME  # a partial batch at the end: no records
         b = Batch(raw, pos)
         got = b.clean(budget[0])
         if got is None:
@@ -207,6 +229,7 @@ def _batches(raw: bytes, out: list[Any], budget: list[int]) -> bool:
 def _batch_keys(data: bytes, count: int, keys: list[str]) -> bool:
     """Append the keys of a batch's ``count`` records; False unless they frame exactly."""
     from ..protocol.batch import BadRecord, record_keys
+
     try:
         return record_keys(data, 0, len(data), count, keys) == len(data)
     except BadRecord:
@@ -216,18 +239,25 @@ def _batch_keys(data: bytes, count: int, keys: list[str]) -> bool:
 def _clean_records(m: KafkaMessage, options: Options | None) -> list[Record] | None:
     """The records of a clean message from the values-only decoder (no tree: several
     times quicker, the same values); None when the message needs the located decoder."""
-    if m is None or m.direction == "sasl" or not m.data or m.api_key is None or \
-            m.api_version is None:
-        return None         # (the values decoder reads known kinds only)
+    if (
+        m is None
+        or m.direction == "sasl"
+        or not m.data
+        or m.api_key is None
+        or m.api_version is None
+    ):
+        return None  # (the values decoder reads known kinds only)
     from ..protocol.values import body_values
+
     out: list[Record] = []
 
     def take(batch: list[Any]) -> None:
-        out.extend(Record(r["key"], r["value"], [(h["key"], h["value"]) for h in r["headers"]])
-                   for r in batch)
+        out.extend(
+            Record(r["key"], r["value"], [(h["key"], h["value"]) for h in r["headers"]])
+            for r in batch
+        )
 
-    body = body_values(m.data, m.direction, m.api_key, m.api_version, options or _FULL,
-                       bytes, take)
+    body = body_values(m.data, m.direction, m.api_key, m.api_version, options or _FULL, bytes, take)
     return None if body is None else out
 
 
@@ -246,9 +276,12 @@ class Match(Frozen):
 
     __slots__ = _fields = ("message", "buffer", "offset")
 
-    def __init__(self, message: int,   # 0: the exchange's first message, 1: the second
-                 buffer: int | None,   # which decompressed buffer (in tree order); None: wire
-                 offset: int):         # in the message, or in that buffer
+    def __init__(
+        self,
+        message: int,  # 0: the exchange's first message, 1: the second
+        buffer: int | None,  # which decompressed buffer (in tree order); None: wire
+        offset: int,
+    ):  # in the message, or in that buffer
         self.message, self.buffer, self.offset = message, buffer, offset
 
 
@@ -265,7 +298,7 @@ def holds_bytes(messages: list[Any], needle: bytes, options: Options | None = No
         if m.api_key not in CARRY_RECORDS or m.direction == "sasl":
             continue
         batches = _clean_batches(m, options)
-        if batches is None:                # not clean: the located decoder says
+        if batches is None:  # not clean: the located decoder says
             if find_bytes([m], needle, options) is not None:
                 return True
         elif any(needle in data for data, _count, compressed in batches if compressed):
@@ -285,7 +318,7 @@ def find_bytes(messages: list[Any], needle: bytes, options: Options | None = Non
             continue
         tree = full_tree(m, options)
         for number, node in enumerate(buffer_nodes(tree) if tree is not None else ()):
-            at = (node.buffer or b"").find(needle)      # buffer_nodes: buffer is set
+            at = (node.buffer or b"").find(needle)  # buffer_nodes: buffer is set
             if at >= 0:
                 return Match(index, number, at)
     return None

@@ -16,24 +16,24 @@ from typing import Generic, TypeVar
 
 T = TypeVar("T")
 
-MAX_PENDING = 4096         # requests awaiting answers per connection (Kafka clients keep ~5)
-ACKS0_WAIT = 5.0           # seconds an acks=0 request waits for an unexpected answer
+MAX_PENDING = 4096  # requests awaiting answers per connection (Kafka clients keep ~5)
+ACKS0_WAIT = 5.0  # seconds an acks=0 request waits for an unexpected answer
 
 
 @dataclass(slots=True, eq=False)
 class Pending(Generic[T]):
-    item: T                        # the caller's request (a message, an (api, version)...)
+    item: T  # the caller's request (a message, an (api, version)...)
     correlation_id: int
-    seq: int                       # order of the request on the connection
-    expected: bool = True          # False: the request asked for no response (acks=0)
+    seq: int  # order of the request on the connection
+    expected: bool = True  # False: the request asked for no response (acks=0)
     ts: float = 0.0
-    reused: bool = False           # its correlation id was already pending
+    reused: bool = False  # its correlation id was already pending
 
 
 @dataclass(slots=True)
 class Match(Generic[T]):
     pending: Pending[T]
-    earlier: list[Pending[T]]      # earlier requests still waiting for their answer
+    earlier: list[Pending[T]]  # earlier requests still waiting for their answer
 
     @property
     def out_of_order(self) -> bool:
@@ -59,7 +59,7 @@ class Correlator(Generic[T]):
 
     def __init__(self, max_pending: int = MAX_PENDING, acks0_wait: float = ACKS0_WAIT):
         self._by_id: dict[int, list[Pending[T]]] = {}
-        self._order: dict[int, Pending[T]] = {}      # seq -> pending, in the order sent
+        self._order: dict[int, Pending[T]] = {}  # seq -> pending, in the order sent
         # acks=0 requests, oldest first (made when the first comes: an empty deque costs
         # 600 bytes, and a capture may hold 200,000 connections)
         self._acks0: deque[Pending[T]] | None = None
@@ -67,11 +67,18 @@ class Correlator(Generic[T]):
         self.max_pending = max_pending
         self.acks0_wait = acks0_wait
 
-    def request(self, correlation_id: int, item: T, expected: bool = True,
-                ts: float = 0.0) -> tuple[Pending[T], list[Pending[T]]]:
+    def request(
+        self, correlation_id: int, item: T, expected: bool = True, ts: float = 0.0
+    ) -> tuple[Pending[T], list[Pending[T]]]:
         waiting = self._by_id.setdefault(correlation_id, [])
-        p = Pending(item, correlation_id, self._seq, expected, ts,
-                    bool(waiting) and any(w.expected for w in waiting))
+        p = Pending(
+            item,
+            correlation_id,
+            self._seq,
+            expected,
+            ts,
+            bool(waiting) and any(w.expected for w in waiting),
+        )
         self._seq += 1
         waiting.append(p)
         self._order[p.seq] = p
@@ -84,8 +91,9 @@ class Correlator(Generic[T]):
             finished.append(self._drop(next(iter(self._order.values()))))
         return p, finished
 
-    def response(self, correlation_id: int, ts: float = 0.0
-                 ) -> tuple[Match[T] | None, list[Pending[T]]]:
+    def response(
+        self, correlation_id: int, ts: float = 0.0
+    ) -> tuple[Match[T] | None, list[Pending[T]]]:
         waiting = self._by_id.get(correlation_id)
         if not waiting:
             return None, self._expire(ts) if self._acks0 else []
@@ -94,15 +102,16 @@ class Correlator(Generic[T]):
         else:
             answered = [p for p in waiting if p.expected]
             p = (answered or waiting)[-1]
-        if next(iter(self._order)) == p.seq:     # the oldest: nothing earlier (most answers)
+        if next(iter(self._order)) == p.seq:  # the oldest: nothing earlier (most answers)
             self._drop(p)
             return Match(p, []), self._expire(ts) if self._acks0 else []
         earlier = list(takewhile(lambda q: q.seq < p.seq, self._order.values()))
         self._drop(p)
         # answered in order: acks=0 requests sent before this one will get no answer now
         finished = [self._drop(q) for q in earlier if not q.expected]
-        return Match(p, [q for q in earlier if q.expected]), \
-            finished + (self._expire(ts) if self._acks0 else [])
+        return Match(p, [q for q in earlier if q.expected]), finished + (
+            self._expire(ts) if self._acks0 else []
+        )
 
     def give_up(self, pending: list[Pending[T]]) -> list[Pending[T]]:
         """Stop waiting for these (their answers will not come): returned for reporting."""
@@ -127,8 +136,8 @@ class Correlator(Generic[T]):
         waiting.remove(p)
         if not waiting:
             del self._by_id[p.correlation_id]
-        if not self._order:         # a dict keeps its grown table: start small again
-            self._order.clear()     # (clear frees it; no new dicts per exchange)
+        if not self._order:  # a dict keeps its grown table: start small again
+            self._order.clear()  # (clear frees it; no new dicts per exchange)
             self._by_id.clear()
         return p
 
@@ -136,8 +145,9 @@ class Correlator(Generic[T]):
         """acks=0 requests that have waited long enough for an answer."""
         out: list[Pending[T]] = []
         queue = self._acks0
-        while queue and (queue[0].seq not in self._order or
-                         (now and now - queue[0].ts >= self.acks0_wait)):
+        while queue and (
+            queue[0].seq not in self._order or (now and now - queue[0].ts >= self.acks0_wait)
+        ):
             p = queue.popleft()
             if p.seq in self._order:
                 out.append(self._drop(p))

@@ -20,10 +20,24 @@ from dataclasses import dataclass
 from collections.abc import Iterator
 from typing import Any
 
-from ..protocol.apis import (API_VERSIONS, BEGIN_QUORUM_EPOCH, BROKER_HEARTBEAT,
-                             CONSUMER_GROUP_HEARTBEAT, END_QUORUM_EPOCH, END_TXN, FETCH,
-                             FETCH_SNAPSHOT, HEARTBEAT, INIT_PRODUCER_ID, JOIN_GROUP,
-                             LEAVE_GROUP, OFFSET_COMMIT, PRODUCE, SYNC_GROUP, VOTE)
+from ..protocol.apis import (
+    API_VERSIONS,
+    BEGIN_QUORUM_EPOCH,
+    BROKER_HEARTBEAT,
+    CONSUMER_GROUP_HEARTBEAT,
+    END_QUORUM_EPOCH,
+    END_TXN,
+    FETCH,
+    FETCH_SNAPSHOT,
+    HEARTBEAT,
+    INIT_PRODUCER_ID,
+    JOIN_GROUP,
+    LEAVE_GROUP,
+    OFFSET_COMMIT,
+    PRODUCE,
+    SYNC_GROUP,
+    VOTE,
+)
 from ..protocol.findings import Finding
 from ..protocol.names import error_code, error_name
 from ..protocol.node import Node
@@ -33,22 +47,39 @@ from .fields import ExchangeFields
 from .model import Exchange, Gap, KafkaMessage
 
 # the codes this module adds (--stats counts them)
-CODES = ("removed_version", "no_api_versions", "clock_skew", "producer_sequence_gap",
-         "producer_retry", "producer_epoch_bump", "consumer_lag", "consumer_rebalance",
-         "empty_fetches", "commit_behind_fetch", "leadership_storm", "slow_response",
-         "controlled_shutdown")
+CODES = (
+    "removed_version",
+    "no_api_versions",
+    "clock_skew",
+    "producer_sequence_gap",
+    "producer_retry",
+    "producer_epoch_bump",
+    "consumer_lag",
+    "consumer_rebalance",
+    "empty_fetches",
+    "commit_behind_fetch",
+    "leadership_storm",
+    "slow_response",
+    "controlled_shutdown",
+)
 # the codes drawn from several connections (state kept per capture): a job that decodes a
 # split file flow by flow finds fewer of them, never others
-ACROSS_CONNECTIONS = frozenset({"producer_sequence_gap", "producer_retry",
-                                "producer_epoch_bump", "consumer_rebalance",
-                                "commit_behind_fetch"})
+ACROSS_CONNECTIONS = frozenset(
+    {
+        "producer_sequence_gap",
+        "producer_retry",
+        "producer_epoch_bump",
+        "consumer_rebalance",
+        "commit_behind_fetch",
+    }
+)
 
-STORM_COUNT = 10           # that many leadership errors on a connection ...
-STORM_WINDOW = 5.0         # ... within these seconds is a storm
-SKEW_S = 300.0             # record timestamps this far from the capture clock: skew
-EMPTY_S = 10.0             # a consumer's fetches returning nothing for this long
-MAX_TRACKED = 100_000      # producer/partition/group states kept (oldest dropped first)
-SENDS_KEPT = 8             # a producer/partition's latest sends compared for retries
+STORM_COUNT = 10  # that many leadership errors on a connection ...
+STORM_WINDOW = 5.0  # ... within these seconds is a storm
+SKEW_S = 300.0  # record timestamps this far from the capture clock: skew
+EMPTY_S = 10.0  # a consumer's fetches returning nothing for this long
+MAX_TRACKED = 100_000  # producer/partition/group states kept (oldest dropped first)
+SENDS_KEPT = 8  # a producer/partition's latest sends compared for retries
 
 QUORUM = frozenset({VOTE, BEGIN_QUORUM_EPOCH, END_QUORUM_EPOCH, FETCH_SNAPSHOT})
 # the answers that start a producer epoch: InitProducerId, and EndTxn from v5 (transactions
@@ -83,10 +114,11 @@ def plain(body: Node | dict[Any, Any] | None) -> Any:
     if body.children:
         out: dict[str, Any] = {}
         for c in body.children:
-            if c.ktype == "tagged_fields":      # known tags by name, as the values decoder
-                for tag in c.children:          # gives them (Fetch's replica_state)
-                    out.update((v.name, plain(v)) for v in tag.children
-                               if not v.name.startswith("_"))
+            if c.ktype == "tagged_fields":  # known tags by name, as the values decoder
+                for tag in c.children:  # gives them (Fetch's replica_state)
+                    out.update(
+                        (v.name, plain(v)) for v in tag.children if not v.name.startswith("_")
+                    )
             elif not c.name.startswith("_"):
                 out[c.name] = plain(c)
         return out
@@ -101,8 +133,9 @@ def _topic(element: dict[Any, Any], topic_ids: dict[str, str]) -> str | None:
     return topic_ids.get(tid, tid) if isinstance(tid, str) else None
 
 
-def _partitions(body: Any, topics: str, parts: str, topic_ids: dict[str, str]
-                ) -> Iterator[tuple[str, Any]]:
+def _partitions(
+    body: Any, topics: str, parts: str, topic_ids: dict[str, str]
+) -> Iterator[tuple[str, Any]]:
     """(topic, partition element) of a body's topics[].partitions[] arrays."""
     if not isinstance(body, dict):
         return
@@ -129,12 +162,13 @@ def _complete(m: KafkaMessage | None) -> bool:
 @dataclass(slots=True)
 class _Send:
     """One Produce of an idempotent producer's batch to one partition."""
+
     stream: int
-    order: int                    # the request's order on its connection
+    order: int  # the request's order on its connection
     corr: int | None
-    sent: float                   # when the request was complete in the capture
-    answered: float | None        # when its answer was (None: no answer captured)
-    error: int | None             # the partition's answer (None: no answer captured)
+    sent: float  # when the request was complete in the capture
+    answered: float | None  # when its answer was (None: no answer captured)
+    error: int | None  # the partition's answer (None: no answer captured)
     first: int
     last: int
 
@@ -147,8 +181,7 @@ class _Send:
             return False
         if self.stream == other.stream:
             return True
-        return self.corr != other.corr and (self.answered is None or
-                                            self.answered <= other.sent)
+        return self.corr != other.corr and (self.answered is None or self.answered <= other.sent)
 
     def earlier(self, other: _Send) -> bool:
         """Whether this send came first."""
@@ -161,13 +194,14 @@ class _Send:
 class _Group:
     """What the capture shows of one consumer group (classic generations, or KIP-848
     epochs), and what happened since the last rebalance seen."""
+
     generation: int | None = None
-    members: frozenset[str] | None = None       # the last generation's (leader's answer)
+    members: frozenset[str] | None = None  # the last generation's (leader's answer)
     causes: list[str] | None = None
     # connection -> the member id last used on it (a member that comes back after the
     # coordinator dropped it joins again on its connection with a new id)
     on: dict[tuple[str, int], str] | None = None
-    gone: dict[str, str] | None = None          # member -> how it was dropped
+    gone: dict[str, str] | None = None  # member -> how it was dropped
 
     def cause(self, text: str) -> None:
         self.causes = self.causes or []
@@ -190,8 +224,11 @@ class _Group:
         how = self.gone.pop(before, None) if self.gone and before else None
         # a KIP-848 member keeps its id when it joins again; a classic one gets a new id
         again = "" if before == member else f" as {member}"
-        self.cause(f"member {before}, {how}, joined again on its connection{again}"
-                   if how else f"new member {member} joined")
+        self.cause(
+            f"member {before}, {how}, joined again on its connection{again}"
+            if how
+            else f"new member {member} joined"
+        )
         self.uses(client, member)
 
 
@@ -224,8 +261,8 @@ class Diagnoses:
         # (client host, client id, producer id, epoch) whose start the capture holds (an
         # answer gave the client that epoch): its accepted batches are all in the capture
         self.started: OrderedDict[tuple[Any, ...], bool] = OrderedDict()
-        self.storms: dict[int, deque[float]] = {}     # stream -> leadership errors' times
-        self.stormy: dict[int, float] = {}            # stream -> last storm reported
+        self.storms: dict[int, deque[float]] = {}  # stream -> leadership errors' times
+        self.stormy: dict[int, float] = {}  # stream -> last storm reported
         # streams whose answers had a hole: the bytes after a lost segment are complete
         # only when the hole is given up on, so their latencies are not the broker's
         self.answers_cut: set[int] = set()
@@ -242,23 +279,34 @@ class Diagnoses:
     def gap(self, g: Gap) -> None:
         if g.direction == "response":
             self.answers_cut.add(g.stream)
-            self.empty.pop(g.stream, None)      # a lost answer may have held records
+            self.empty.pop(g.stream, None)  # a lost answer may have held records
 
-    def observe(self, ex: Exchange, req_body: Any, resp_body: Any,
-                topic_ids: dict[str, str]) -> None:
+    def observe(
+        self, ex: Exchange, req_body: Any, resp_body: Any, topic_ids: dict[str, str]
+    ) -> None:
         req, resp = ex.request, ex.response
         out = ex.findings
         if req is not None and req.direction == "request" and req.api_key is not None:
             self._versions(ex, out)
             key = req.api_key
             if key == PRODUCE and _complete(req):
-                self._produce(ex, plain(req_body), plain(resp_body)
-                              if _complete(resp) else None, topic_ids, out)
+                self._produce(
+                    ex,
+                    plain(req_body),
+                    plain(resp_body) if _complete(resp) else None,
+                    topic_ids,
+                    out,
+                )
             elif _complete(req) and _complete(resp):
                 if key == FETCH:
                     self._fetch(ex, plain(req_body), plain(resp_body), topic_ids, out)
-                elif key in (JOIN_GROUP, LEAVE_GROUP, HEARTBEAT, SYNC_GROUP,
-                             CONSUMER_GROUP_HEARTBEAT):
+                elif key in (
+                    JOIN_GROUP,
+                    LEAVE_GROUP,
+                    HEARTBEAT,
+                    SYNC_GROUP,
+                    CONSUMER_GROUP_HEARTBEAT,
+                ):
                     self._group(ex, key, plain(req_body), plain(resp_body), out)
                 elif key == OFFSET_COMMIT:
                     self._commit(ex, plain(req_body), plain(resp_body), topic_ids, out)
@@ -267,14 +315,19 @@ class Diagnoses:
                 elif key in EPOCH_STARTS:
                     self._epoch_start(ex, plain(resp_body))
             elif key == FETCH:
-                self.empty.pop(ex.stream, None)         # what it returned is not known
+                self.empty.pop(ex.stream, None)  # what it returned is not known
         # (the KRaft quorum's own requests -- its Fetch of __cluster_metadata, Vote,
         # Begin/EndQuorumEpoch, FetchSnapshot -- are answered NOT_LEADER_OR_FOLLOWER or
         # FENCED_LEADER_EPOCH while the quorum elects a leader, at start-up or after a
         # leader left: the answers name the leader, so these are election steps, no storm)
-        if resp is not None and resp.direction == "response" and ex.facts is not None and \
-                ex.facts.errors and ex.first.api_key not in QUORUM and \
-                not (ex.first.api_key == FETCH and "__cluster_metadata" in ex.facts.topics):
+        if (
+            resp is not None
+            and resp.direction == "response"
+            and ex.facts is not None
+            and ex.facts.errors
+            and ex.first.api_key not in QUORUM
+            and not (ex.first.api_key == FETCH and "__cluster_metadata" in ex.facts.topics)
+        ):
             self._storm(ex, out)
         self._slow(ex, out)
 
@@ -285,21 +338,34 @@ class Diagnoses:
         assert req is not None and req.api_key is not None and req.api_version is not None
         # a request framed after a hole (or a connection's sides mistaken) may be bytes that
         # only look like a header: claim only what a whole, cleanly decoded request says
-        clean = _complete(req) and not (out and any(f.kind.group == "malformed" and
-                                                    f.where.startswith("request") for f in out))
+        clean = _complete(req) and not (
+            out and any(f.kind.group == "malformed" and f.where.startswith("request") for f in out)
+        )
         gone = REMOVED.get((req.api_key, req.api_version)) if clean else None
         if gone is not None:
-            out.append(Finding("removed_version", f"{req.api_name} v{req.api_version}: Kafka "
-                               f"{gone} no longer accepts it"
-                               + (" (KIP-896)" if gone == "4.0" else ""), "request"))
+            out.append(
+                Finding(
+                    "removed_version",
+                    f"{req.api_name} v{req.api_version}: Kafka "
+                    f"{gone} no longer accepts it" + (" (KIP-896)" if gone == "4.0" else ""),
+                    "request",
+                )
+            )
         # offset 4: the first message of a connection whose SYN was captured
         if clean and ex.opened and req.offset == 4 and req.api_key != API_VERSIONS:
-            out.append(Finding("no_api_versions", f"the connection opens with {req.api_name} "
-                               f"v{req.api_version}, not ApiVersions: the client chose "
-                               "versions without asking the broker", "request"))
+            out.append(
+                Finding(
+                    "no_api_versions",
+                    f"the connection opens with {req.api_name} "
+                    f"v{req.api_version}, not ApiVersions: the client chose "
+                    "versions without asking the broker",
+                    "request",
+                )
+            )
 
-    def _produce(self, ex: Exchange, body: Any, answer: Any, topic_ids: dict[str, str],
-                 out: list[Finding]) -> None:
+    def _produce(
+        self, ex: Exchange, body: Any, answer: Any, topic_ids: dict[str, str], out: list[Finding]
+    ) -> None:
         req = ex.request
         assert req is not None
         errors: dict[tuple[str, int | None], int] = {}
@@ -317,15 +383,26 @@ class Diagnoses:
                 if not isinstance(batch, dict) or batch.get("magic") != 2:
                     continue
                 self._skew(batch, capture_ms, topic, part, out)
-                self._sequence(ex, batch, topic, part,
-                               errors.get((topic, part)) if answer is not None else None, out)
+                self._sequence(
+                    ex,
+                    batch,
+                    topic,
+                    part,
+                    errors.get((topic, part)) if answer is not None else None,
+                    out,
+                )
         for (topic, part), t in appended.items():
-            assert ex.response is not None      # appended is read from the answer
+            assert ex.response is not None  # appended is read from the answer
             ahead = (t - ex.response.ts * 1000) / 1000
             if abs(ahead) > SKEW_S:
-                out.append(Finding("clock_skew", f"the broker stamped {topic}[{part}] "
-                                   f"{_ahead(ahead)} the capture clock (LogAppendTime)",
-                                   "response"))
+                out.append(
+                    Finding(
+                        "clock_skew",
+                        f"the broker stamped {topic}[{part}] "
+                        f"{_ahead(ahead)} the capture clock (LogAppendTime)",
+                        "response",
+                    )
+                )
 
     def _epoch_start(self, ex: Exchange, answer: Any) -> None:
         if not isinstance(answer, dict) or answer.get("error_code") != 0:
@@ -335,37 +412,78 @@ class Diagnoses:
             assert ex.request is not None
             _put(self.started, (ex.client[0], ex.request.client_id, pid, epoch), True)
 
-    def _skew(self, batch: dict[Any, Any], capture_ms: float, topic: str, part: int | None,
-              out: list[Finding]) -> None:
+    def _skew(
+        self,
+        batch: dict[Any, Any],
+        capture_ms: float,
+        topic: str,
+        part: int | None,
+        out: list[Finding],
+    ) -> None:
         attrs, stamp = batch.get("attributes"), batch.get("max_timestamp")
         if type(attrs) is not int or attrs & 8 or type(stamp) is not int or stamp < 0:
-            return                      # LogAppendTime: the broker stamps it, not the client
+            return  # LogAppendTime: the broker stamps it, not the client
         ahead = (stamp - capture_ms) / 1000
         if abs(ahead) > SKEW_S:
-            out.append(Finding("clock_skew", f"records for {topic}[{part}] stamped "
-                               f"{_ahead(ahead)} the "
-                               "capture clock (CreateTime)", "request"))
+            out.append(
+                Finding(
+                    "clock_skew",
+                    f"records for {topic}[{part}] stamped "
+                    f"{_ahead(ahead)} the "
+                    "capture clock (CreateTime)",
+                    "request",
+                )
+            )
 
-    def _sequence(self, ex: Exchange, batch: dict[Any, Any], topic: str, part: int | None,
-                  error: int | None, out: list[Finding]) -> None:
+    def _sequence(
+        self,
+        ex: Exchange,
+        batch: dict[Any, Any],
+        topic: str,
+        part: int | None,
+        error: int | None,
+        out: list[Finding],
+    ) -> None:
         get = batch.get
-        pid, epoch, seq, count = (get("producer_id"), get("producer_epoch"),
-                                  get("base_sequence"), get("record_count"))
-        if not (type(pid) is int and type(epoch) is int and type(seq) is int and
-                type(count) is int) or pid < 0 or seq < 0 or count < 1:
-            return                      # not an idempotent producer's batch
+        pid, epoch, seq, count = (
+            get("producer_id"),
+            get("producer_epoch"),
+            get("base_sequence"),
+            get("record_count"),
+        )
+        if (
+            not (
+                type(pid) is int and type(epoch) is int and type(seq) is int and type(count) is int
+            )
+            or pid < 0
+            or seq < 0
+            or count < 1
+        ):
+            return  # not an idempotent producer's batch
         req, resp = ex.request, ex.response
         assert req is not None
         producer = (ex.client[0], req.client_id, pid)
         known = self.epochs.get(producer)
         if known is not None and epoch > known:
-            out.append(Finding("producer_epoch_bump", f"producer {pid}: epoch {known} -> "
-                               f"{epoch} (sequences start again)", "request"))
+            out.append(
+                Finding(
+                    "producer_epoch_bump",
+                    f"producer {pid}: epoch {known} -> {epoch} (sequences start again)",
+                    "request",
+                )
+            )
         if known is None or epoch >= known:
             _put(self.epochs, producer, epoch)
-        this = _Send(ex.stream, ex.seq, req.correlation_id, req.ts,
-                     resp.ts if resp is not None and error is not None else None, error,
-                     seq, seq + count - 1)
+        this = _Send(
+            ex.stream,
+            ex.seq,
+            req.correlation_id,
+            req.ts,
+            resp.ts if resp is not None and error is not None else None,
+            error,
+            seq,
+            seq + count - 1,
+        )
         key = (*producer, epoch, topic, part)
         sends = self.sends.get(key)
         if sends is None:
@@ -379,59 +497,89 @@ class Diagnoses:
         where = f"producer {pid} epoch {epoch}, {topic}[{part}]"
         batch_seqs = f"batch {this.first}-{this.last}"
         if error in _codes("OUT_OF_ORDER_SEQUENCE_NUMBER"):
-            accepted = max((s.last + 1 for s in sends if s.error == 0 and s.earlier(this)),
-                           default=None)
+            accepted = max(
+                (s.last + 1 for s in sends if s.error == 0 and s.earlier(this)), default=None
+            )
             # what the broker expected is known only if every batch it accepted of this
             # epoch is in the capture: the epoch's start is; else the capture's accepted
             # batches give a floor (sequences only grow within an epoch)
-            said = ("no earlier accepted batch of it in the capture" if accepted is None else
-                    f"the broker expected {accepted}" if (*producer, epoch) in self.started
-                    else f"the broker expected at least {accepted} (the start of this "
-                    "producer epoch is not in the capture: batches it accepted later may be "
-                    "missing)")
-            out.append(Finding("producer_sequence_gap", f"{where}: {batch_seqs} refused "
-                               f"(OUT_OF_ORDER_SEQUENCE_NUMBER); {said}", "request"))
+            said = (
+                "no earlier accepted batch of it in the capture"
+                if accepted is None
+                else f"the broker expected {accepted}"
+                if (*producer, epoch) in self.started
+                else f"the broker expected at least {accepted} (the start of this "
+                "producer epoch is not in the capture: batches it accepted later may be "
+                "missing)"
+            )
+            out.append(
+                Finding(
+                    "producer_sequence_gap",
+                    f"{where}: {batch_seqs} refused (OUT_OF_ORDER_SEQUENCE_NUMBER); {said}",
+                    "request",
+                )
+            )
         overlapping = [s for s in sends if s.first <= this.last and this.first <= s.last]
         earlier = [s for s in overlapping if s.before(this)]
         later = [s for s in overlapping if this.before(s)]
         if earlier:
             prior = max(earlier, key=lambda s: s.sent)
-            out.append(Finding("producer_retry", f"{where}: {batch_seqs} sent again (a retry: "
-                               f"the {_send(prior, this)} {_answer(prior)}; this one "
-                               f"{_answer(this)}{': written once' if this.error == 0 else ''})",
-                               "request"))
+            out.append(
+                Finding(
+                    "producer_retry",
+                    f"{where}: {batch_seqs} sent again (a retry: "
+                    f"the {_send(prior, this)} {_answer(prior)}; this one "
+                    f"{_answer(this)}{': written once' if this.error == 0 else ''})",
+                    "request",
+                )
+            )
         elif later:
             # reported late (an unanswered request comes out when its connection ends):
             # its retry came out first
             retry = min(later, key=lambda s: s.sent)
-            out.append(Finding("producer_retry", f"{where}: {batch_seqs} {_answer(this)}; "
-                               f"sent again later (a retry: the {_send(retry, this)} "
-                               f"{_answer(retry)})", "request"))
+            out.append(
+                Finding(
+                    "producer_retry",
+                    f"{where}: {batch_seqs} {_answer(this)}; "
+                    f"sent again later (a retry: the {_send(retry, this)} "
+                    f"{_answer(retry)})",
+                    "request",
+                )
+            )
         sends.append(this)
 
     # -- consumers -------------------------------------------------------------------------
 
-    def _fetch(self, ex: Exchange, body: Any, answer: Any, topic_ids: dict[str, str],
-               out: list[Finding]) -> None:
+    def _fetch(
+        self, ex: Exchange, body: Any, answer: Any, topic_ids: dict[str, str], out: list[Finding]
+    ) -> None:
         """A consumer's Fetch: its lag, a run of fetches that return nothing, and how far
         it was given records (for commits behind them)."""
         if not isinstance(body, dict) or not isinstance(answer, dict) or not _consumer(body):
             return
         req, resp = ex.request, ex.response
         assert req is not None and resp is not None
-        asked = {(t, _index(p)): p.get("fetch_offset")
-                 for t, p in _partitions(body, "topics", "partitions", topic_ids)}
+        asked = {
+            (t, _index(p)): p.get("fetch_offset")
+            for t, p in _partitions(body, "topics", "partitions", topic_ids)
+        }
         behind, idle = [], []
         returned = False
         for topic, p in _partitions(answer, "responses", "partitions", topic_ids):
             part = _index(p)
             batches = [b for b in p.get("records") or () if isinstance(b, dict)]
             returned = returned or bool(batches)
-            start, high, error = asked.get((topic, part)), p.get("high_watermark"), \
-                p.get("error_code")
+            start, high, error = (
+                asked.get((topic, part)),
+                p.get("high_watermark"),
+                p.get("error_code"),
+            )
             if error:
-                idle.append(f"{topic}[{part}] answered {error_name(error)}"
-                            if type(error) is int else f"{topic}[{part}]")
+                idle.append(
+                    f"{topic}[{part}] answered {error_name(error)}"
+                    if type(error) is int
+                    else f"{topic}[{part}]"
+                )
                 continue
             if type(start) is not int or type(high) is not int:
                 continue
@@ -439,16 +587,19 @@ class Diagnoses:
             self._given(ex, topic, part, start, after)
             end = start if after is None else max(start, after)
             if high - end > 0:
-                behind.append(f"{topic}[{part}] {high - end} behind (fetched at {start}, "
-                              f"high watermark {high})")
+                behind.append(
+                    f"{topic}[{part}] {high - end} behind (fetched at {start}, "
+                    f"high watermark {high})"
+                )
             if after is None:
                 idle.append(_why_empty(topic, part, start, high, p.get("last_stable_offset")))
         if behind:
             out.append(Finding("consumer_lag", _some(behind), "response"))
         self._empty(ex.stream, req.ts, resp.ts, returned, idle, out)
 
-    def _given(self, ex: Exchange, topic: str, part: int | None, start: int,
-               after: int | None) -> None:
+    def _given(
+        self, ex: Exchange, topic: str, part: int | None, start: int, after: int | None
+    ) -> None:
         """Remember how far this client was given records of a partition."""
         req, resp = ex.request, ex.response
         assert req is not None and resp is not None
@@ -461,8 +612,15 @@ class Diagnoses:
         if after is not None and (known is None or after > known[0]):
             _put(self.fetched, key, (after, resp.ts))
 
-    def _empty(self, stream: int, asked: float, now: float, returned: bool,
-               idle: list[str], out: list[Finding]) -> None:
+    def _empty(
+        self,
+        stream: int,
+        asked: float,
+        now: float,
+        returned: bool,
+        idle: list[str],
+        out: list[Finding],
+    ) -> None:
         if returned:
             self.empty.pop(stream, None)
             return
@@ -470,37 +628,61 @@ class Diagnoses:
         count += 1
         if not said and now - first >= EMPTY_S:
             said = True
-            why = _some(idle) if idle else ("no partition in the answers (an incremental "
-                                             "fetch session: nothing changed)")
-            out.append(Finding("empty_fetches", f"{count} fetches over {now - first:.1f} s "
-                               f"returned no records: {why}", "response"))
+            why = (
+                _some(idle)
+                if idle
+                else ("no partition in the answers (an incremental fetch session: nothing changed)")
+            )
+            out.append(
+                Finding(
+                    "empty_fetches",
+                    f"{count} fetches over {now - first:.1f} s returned no records: {why}",
+                    "response",
+                )
+            )
         self.empty[stream] = (first, count, said)
 
-    def _commit(self, ex: Exchange, body: Any, answer: Any, topic_ids: dict[str, str],
-                out: list[Finding]) -> None:
+    def _commit(
+        self, ex: Exchange, body: Any, answer: Any, topic_ids: dict[str, str], out: list[Finding]
+    ) -> None:
         if not isinstance(body, dict) or not isinstance(answer, dict):
             return
         req = ex.request
         assert req is not None
-        done = {(t, _index(p)) for t, p in _partitions(answer, "topics", "partitions",
-                                                        topic_ids) if p.get("error_code") == 0}
+        done = {
+            (t, _index(p))
+            for t, p in _partitions(answer, "topics", "partitions", topic_ids)
+            if p.get("error_code") == 0
+        }
         behind = []
         for topic, p in _partitions(body, "topics", "partitions", topic_ids):
             part, committed = _index(p), p.get("committed_offset")
             given = self.fetched.get((ex.client[0], req.client_id, topic, part))
             # only records given before the commit was sent count
-            if (topic, part) not in done or type(committed) is not int or committed < 0 or \
-                    given is None or given[1] > req.ts or committed >= given[0]:
+            if (
+                (topic, part) not in done
+                or type(committed) is not int
+                or committed < 0
+                or given is None
+                or given[1] > req.ts
+                or committed >= given[0]
+            ):
                 continue
-            behind.append(f"{topic}[{part}] committed {committed} after this client was "
-                          f"given records up to {given[0] - 1} ({given[0] - committed} would "
-                          "be delivered again after a restart or rebalance)")
+            behind.append(
+                f"{topic}[{part}] committed {committed} after this client was "
+                f"given records up to {given[0] - 1} ({given[0] - committed} would "
+                "be delivered again after a restart or rebalance)"
+            )
         if behind:
-            out.append(Finding("commit_behind_fetch", f"group {body.get('group_id')}: "
-                               + _some(behind), "request"))
+            out.append(
+                Finding(
+                    "commit_behind_fetch",
+                    f"group {body.get('group_id')}: " + _some(behind),
+                    "request",
+                )
+            )
 
-    def _group(self, ex: Exchange, key: int, body: Any, answer: Any,
-               out: list[Finding]) -> None:
+    def _group(self, ex: Exchange, key: int, body: Any, answer: Any, out: list[Finding]) -> None:
         """Group membership (classic JoinGroup generations, KIP-848 heartbeats' epochs):
         what happened since the last rebalance, said when the next one is seen."""
         if not isinstance(body, dict) or not isinstance(answer, dict):
@@ -515,15 +697,19 @@ class Diagnoses:
         error, member = answer.get("error_code"), body.get("member_id")
         if key == LEAVE_GROUP:
             if error == 0:
-                gone = [m.get("member_id") for m in body.get("members") or ()
-                        if isinstance(m, dict)] or [member]
+                gone = [
+                    m.get("member_id") for m in body.get("members") or () if isinstance(m, dict)
+                ] or [member]
                 for m in gone:
                     if isinstance(m, str):
                         g.cause(f"member {m} left (LeaveGroup)")
             return
         if error in _codes(*EXPIRED) and isinstance(member, str) and member:
-            g.dropped(member, f"told {error_name(error)} on its {ex.first.api_name} (the "
-                      "coordinator had dropped it: its session or rebalance timed out)")
+            g.dropped(
+                member,
+                f"told {error_name(error)} on its {ex.first.api_name} (the "
+                "coordinator had dropped it: its session or rebalance timed out)",
+            )
         if key == JOIN_GROUP:
             given = answer.get("member_id")
             if member == "" and error in (0, *_codes("MEMBER_ID_REQUIRED")) and given:
@@ -531,11 +717,17 @@ class Diagnoses:
             g.uses(ex.client, member)
             generation = answer.get("generation_id")
             if error == 0 and type(generation) is int and generation >= 0:
-                members = [m.get("member_id") for m in answer.get("members") or ()
-                           if isinstance(m, dict)]
-                self._rebalanced(gid, g, "generation", generation,
-                                 frozenset(m for m in members if isinstance(m, str))
-                                 if members else None, out)
+                members = [
+                    m.get("member_id") for m in answer.get("members") or () if isinstance(m, dict)
+                ]
+                self._rebalanced(
+                    gid,
+                    g,
+                    "generation",
+                    generation,
+                    frozenset(m for m in members if isinstance(m, str)) if members else None,
+                    out,
+                )
         elif key == CONSUMER_GROUP_HEARTBEAT and error == 0:
             epoch, given = body.get("member_epoch"), answer.get("member_id") or member
             if epoch == 0 and isinstance(given, str):
@@ -549,24 +741,37 @@ class Diagnoses:
             g.uses(ex.client, member)
 
     @staticmethod
-    def _rebalanced(gid: str, g: _Group, what: str, number: int,
-                    members: frozenset[str] | None, out: list[Finding]) -> None:
+    def _rebalanced(
+        gid: str,
+        g: _Group,
+        what: str,
+        number: int,
+        members: frozenset[str] | None,
+        out: list[Finding],
+    ) -> None:
         if g.generation is not None and number > g.generation:
             causes = list(g.causes or ())
             if members is not None and g.members is not None:
                 said = " ".join(causes)
                 for m in sorted(g.members - members):
                     if m not in said:
-                        causes.append(f"member {m} is gone without a LeaveGroup in the "
-                                      "capture")
-                        g.dropped(m, "dropped from the group without a LeaveGroup (its "
-                                  "session or rebalance timeout ran out)")
-            out.append(Finding("consumer_rebalance", f"group {gid}: {what} {g.generation} -> "
-                               f"{number}; " + ("; ".join(causes) if causes else
-                                                "its cause is not in the capture"),
-                               "response"))
+                        causes.append(f"member {m} is gone without a LeaveGroup in the capture")
+                        g.dropped(
+                            m,
+                            "dropped from the group without a LeaveGroup (its "
+                            "session or rebalance timeout ran out)",
+                        )
+            out.append(
+                Finding(
+                    "consumer_rebalance",
+                    f"group {gid}: {what} {g.generation} -> "
+                    f"{number}; "
+                    + ("; ".join(causes) if causes else "its cause is not in the capture"),
+                    "response",
+                )
+            )
         if g.generation is None or number > g.generation:
-            g.causes = None             # (the first one seen: what led to it is not known)
+            g.causes = None  # (the first one seen: what led to it is not known)
         if g.generation is None or number >= g.generation:
             g.generation = number
             if members is not None:
@@ -577,8 +782,11 @@ class Diagnoses:
     def _shutdown(self, ex: Exchange, body: Any, answer: Any, out: list[Finding]) -> None:
         """A broker's controlled shutdown: it heartbeats want_shut_down until the
         controller, its leaderships moved, answers should_shut_down."""
-        if not isinstance(body, dict) or not isinstance(answer, dict) or \
-                body.get("want_shut_down") is not True:
+        if (
+            not isinstance(body, dict)
+            or not isinstance(answer, dict)
+            or body.get("want_shut_down") is not True
+        ):
             return
         key = (ex.broker, body.get("broker_id"), body.get("broker_epoch"))
         allowed = answer.get("should_shut_down") is True
@@ -586,12 +794,21 @@ class Diagnoses:
         if said is None or (allowed and not said):
             _put(self.shutdowns, key, allowed)
             error = answer.get("error_code")
-            out.append(Finding("controlled_shutdown", f"broker {key[1]} (epoch {key[2]}) asks "
-                               "the controller to shut down (BrokerHeartbeat want_shut_down); "
-                               + (f"answered {error_name(error)}" if error else
-                                  "the controller lets it go (should_shut_down)" if allowed
-                                  else "the controller holds it while leaderships move"),
-                               "request"))
+            out.append(
+                Finding(
+                    "controlled_shutdown",
+                    f"broker {key[1]} (epoch {key[2]}) asks "
+                    "the controller to shut down (BrokerHeartbeat want_shut_down); "
+                    + (
+                        f"answered {error_name(error)}"
+                        if error
+                        else "the controller lets it go (should_shut_down)"
+                        if allowed
+                        else "the controller holds it while leaderships move"
+                    ),
+                    "request",
+                )
+            )
 
     def _storm(self, ex: Exchange, out: list[Finding]) -> None:
         assert ex.facts is not None and ex.response is not None
@@ -606,24 +823,41 @@ class Diagnoses:
         if len(times) >= STORM_COUNT and now - self.stormy.get(ex.stream, -1e18) > STORM_WINDOW:
             self.stormy[ex.stream] = now
             names = ", ".join(sorted({error_name(c) for c in hits}))
-            out.append(Finding("leadership_storm", f"{len(times)} leadership errors ({names}) "
-                               f"on this connection within {now - times[0]:.1f} s: the "
-                               "client keeps asking a broker that does not lead", "response"))
+            out.append(
+                Finding(
+                    "leadership_storm",
+                    f"{len(times)} leadership errors ({names}) "
+                    f"on this connection within {now - times[0]:.1f} s: the "
+                    "client keeps asking a broker that does not lead",
+                    "response",
+                )
+            )
         if len(times) > STORM_COUNT:
             times.popleft()
 
     def _slow(self, ex: Exchange, out: list[Finding]) -> None:
         latency = ex.latency
-        if latency is None or latency <= SLOW or ex.facts is None or ex.request is None or \
-                not _complete(ex.request) or not _complete(ex.response):
+        if (
+            latency is None
+            or latency <= SLOW
+            or ex.facts is None
+            or ex.request is None
+            or not _complete(ex.request)
+            or not _complete(ex.response)
+        ):
             return
         if ex.stream in self.answers_cut:
-            return                      # when this answer came is not known
+            return  # when this answer came is not known
         view = ExchangeFields(ex)
-        wait = client_wait(view)                # (>= 0: quick answers are never slow)
+        wait = client_wait(view)  # (>= 0: quick answers are never slow)
         if latency - wait > SLOW:
-            out.append(Finding("slow_response", f"answered after {latency * 1000:.0f} ms; "
-                               + _waited(ex, wait), "response"))
+            out.append(
+                Finding(
+                    "slow_response",
+                    f"answered after {latency * 1000:.0f} ms; " + _waited(ex, wait),
+                    "response",
+                )
+            )
 
 
 def _waited(ex: Exchange, wait: float) -> str:
@@ -632,11 +866,15 @@ def _waited(ex: Exchange, wait: float) -> str:
     asked, name = ex.facts.asked_wait_ms, ex.facts.asked_wait_field
     api = ex.first.api_name
     if wait and asked:
-        return (f"{((ex.latency or 0) - wait) * 1000:.0f} ms beyond the {asked} ms its "
-                f"{name} asked the broker to hold the {api} (subtracted)")
-    if asked and name:                  # a JoinGroup told MEMBER_ID_REQUIRED: not held
-        return (f"its {name} ({asked} ms) does not hold this answer: a first JoinGroup is "
-                "answered MEMBER_ID_REQUIRED at once")
+        return (
+            f"{((ex.latency or 0) - wait) * 1000:.0f} ms beyond the {asked} ms its "
+            f"{name} asked the broker to hold the {api} (subtracted)"
+        )
+    if asked and name:  # a JoinGroup told MEMBER_ID_REQUIRED: not held
+        return (
+            f"its {name} ({asked} ms) does not hold this answer: a first JoinGroup is "
+            "answered MEMBER_ID_REQUIRED at once"
+        )
     said = "nothing in the request asked the broker to hold it"
     if ex.first.api_key == PRODUCE:
         said += " (a Produce with acks=all waits for the in-sync replicas)"
@@ -655,8 +893,11 @@ def _consumer(body: dict[Any, Any]) -> bool:
 def _after(batches: list[dict[Any, Any]]) -> int | None:
     """The offset after the last batch a fetch returned (None: none, or unknown)."""
     last = batches[-1] if batches else None
-    if last is None or type(last.get("base_offset")) is not int or \
-            type(last.get("last_offset_delta")) is not int:
+    if (
+        last is None
+        or type(last.get("base_offset")) is not int
+        or type(last.get("last_offset_delta")) is not int
+    ):
         return None
     return int(last["base_offset"] + last["last_offset_delta"] + 1)
 
@@ -665,8 +906,10 @@ def _why_empty(topic: str, part: int | None, start: int, high: int, stable: Any)
     if start >= high:
         return f"{topic}[{part}] at the high watermark {high} (nothing new written)"
     if type(stable) is int and 0 <= stable < high and start >= stable:
-        return (f"{topic}[{part}] held at the last stable offset {stable} below the high "
-                f"watermark {high} (an open transaction; the consumer reads committed)")
+        return (
+            f"{topic}[{part}] held at the last stable offset {stable} below the high "
+            f"watermark {high} (an open transaction; the consumer reads committed)"
+        )
     return f"{topic}[{part}] fetched at {start}, high watermark {high}"
 
 

@@ -21,10 +21,10 @@ from ..protocol.apis import DESCRIBE_CLUSTER, FIND_COORDINATOR, METADATA
 from ..protocol.values import body_values
 from .connection import plausible_request
 
-HOLD = 2048               # bytes held per connection while the shape alone waits for an answer
-SNIFF = 14                 # bytes of a side that show a request header's start
+HOLD = 2048  # bytes held per connection while the shape alone waits for an answer
+SNIFF = 14  # bytes of a side that show a request header's start
 NAMES_LISTENERS = frozenset({METADATA, FIND_COORDINATOR, DESCRIBE_CLUSTER})
-MAX_LEARNED_PORTS = 4096   # listener ports learned per capture (a bound, not a real count)
+MAX_LEARNED_PORTS = 4096  # listener ports learned per capture (a bound, not a real count)
 
 # how sure each kind of evidence is
 CERTAIN, HIGH, MEDIUM, LOW = "certain", "high", "medium", "low"
@@ -32,10 +32,10 @@ KINDS = ("SYN", "TLS ClientHello", "Kafka port", "listener port", "request shape
 
 
 class Verdict(NamedTuple):
-    client: int            # the TCP direction (0: a -> b) the client sends
-    by: str                # one of KINDS
-    sure: str              # CERTAIN, HIGH, MEDIUM or LOW
-    why: str = ""          # what the shape saw, when it decided
+    client: int  # the TCP direction (0: a -> b) the client sends
+    by: str  # one of KINDS
+    sure: str  # CERTAIN, HIGH, MEDIUM or LOW
+    why: str = ""  # what the shape saw, when it decided
 
     @property
     def label(self) -> str:
@@ -45,10 +45,19 @@ class Verdict(NamedTuple):
 NOT_KAFKA = Verdict(-1, "", "")
 
 
-def decide(a: tuple[str, int], b: tuple[str, int], starts: list[bytes], *, syn: bool,
-           hello: tuple[str, int] | None, ports: frozenset[int],
-           listeners: set[tuple[str, int]], detect: bool, held: int,
-           ending: bool) -> Verdict | None:
+def decide(
+    a: tuple[str, int],
+    b: tuple[str, int],
+    starts: list[bytes],
+    *,
+    syn: bool,
+    hello: tuple[str, int] | None,
+    ports: frozenset[int],
+    listeners: set[tuple[str, int]],
+    detect: bool,
+    held: int,
+    ending: bool,
+) -> Verdict | None:
     """``starts``: the first bytes of each direction (0: a -> b); ``syn``: ``a`` sent
     the SYN; ``hello``: who sent the TLS ClientHello, if seen; ``detect``: whether the
     bytes must show Kafka (else a Kafka port said it); ``held``: bytes held so far;
@@ -69,8 +78,9 @@ def decide(a: tuple[str, int], b: tuple[str, int], starts: list[bytes], *, syn: 
     return _shape(starts, detect, held, ending)
 
 
-def _strong(a: Any, b: Any, syn: bool, hello: Any, ports: frozenset[int],
-            listeners: set[tuple[str, int]]) -> Verdict | None:
+def _strong(
+    a: Any, b: Any, syn: bool, hello: Any, ports: frozenset[int], listeners: set[tuple[str, int]]
+) -> Verdict | None:
     if syn:
         return Verdict(0, "SYN", CERTAIN)
     if hello is not None:
@@ -101,9 +111,12 @@ def _shape(starts: list[bytes], detect: bool, held: int, ending: bool) -> Verdic
     plausible = [plausible_request(s) for s in starts]
     final = ending or held >= HOLD
     if not any(plausible):
-        if not detect:                        # on a Kafka port: the reassembler's guess
-            return Verdict(0, "request shape", LOW, "neither side starts like a request") \
-                if final or all(len(s) >= SNIFF for s in starts) else None
+        if not detect:  # on a Kafka port: the reassembler's guess
+            return (
+                Verdict(0, "request shape", LOW, "neither side starts like a request")
+                if final or all(len(s) >= SNIFF for s in starts)
+                else None
+            )
         if all(len(s) >= SNIFF for s in starts) or sum(map(len, starts)) >= 256 or ending:
             return NOT_KAFKA
         return None
@@ -114,16 +127,23 @@ def _shape(starts: list[bytes], detect: bool, held: int, ending: bool) -> Verdic
     if plausible[0] != plausible[1]:
         d = plausible.index(True)
         if len(starts[1 - d]) < 8 and not final:
-            return None                       # wait for the other side's first bytes
-        why = "the other side sent nothing" if not starts[1 - d] else \
-            "the other side does not start like one"
+            return None  # wait for the other side's first bytes
+        why = (
+            "the other side sent nothing"
+            if not starts[1 - d]
+            else "the other side does not start like one"
+        )
         return Verdict(d, "request shape", MEDIUM, why)
     # both start like requests and neither answers the other: a version the tables know
     # is the better sign, else the reassembler's guess (the higher port is the client's)
     known = [schemas.is_known(*struct.unpack_from(">hh", s, 4)) for s in starts]
     if known[0] != known[1]:
-        return Verdict(known.index(True), "request shape", LOW, "both sides start like "
-                       "requests; one in a version kdissect knows")
+        return Verdict(
+            known.index(True),
+            "request shape",
+            LOW,
+            "both sides start like requests; one in a version kdissect knows",
+        )
     return Verdict(0, "request shape", LOW, "both sides start like requests")
 
 
@@ -138,7 +158,7 @@ def listeners(data: bytes, api_key: int, api_version: int | None) -> set[tuple[s
 
 
 _OPTIONS = Options(records=False, embedded=False)
-_NO_BYTES = lambda b: None     # noqa: E731
+_NO_BYTES = lambda b: None  # noqa: E731
 
 
 def _walk(value: Any, found: set[tuple[str, int]]) -> None:

@@ -82,8 +82,13 @@ class Engine:
     """``source`` → enrichment → ``sinks``. ``full``: decode whole field trees once (for
     sinks that print them; by default when any sink says ``full``), else summaries."""
 
-    def __init__(self, source: Source, sinks: Sink | Sequence[Sink],
-                 options: Options | None = None, full: bool | None = None):
+    def __init__(
+        self,
+        source: Source,
+        sinks: Sink | Sequence[Sink],
+        options: Options | None = None,
+        full: bool | None = None,
+    ):
         many: list[Sink] = list(sinks) if isinstance(sinks, (list, tuple)) else [sinks]  # type: ignore[list-item]
         self.source = source
         # a sink that prints bodies read by the values decoder (JSON lines) takes the ones

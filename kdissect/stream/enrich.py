@@ -30,18 +30,29 @@ from .sink import Sink
 
 # finding code -> the exchange's status, most telling first
 _STATUS = (
-    ("message_truncated", None), ("malformed_header", "malformed header"),
-    ("orphan_response", "orphan (request not captured)"), ("unanswered", "unanswered"),
+    ("message_truncated", None),
+    ("malformed_header", "malformed header"),
+    ("orphan_response", "orphan (request not captured)"),
+    ("unanswered", "unanswered"),
     ("pending_limit", "given up (too many pending)"),
     ("acks0_answered", "answer to acks=0 (brokers normally send none)"),
-    ("unknown_api", "unknown API"), ("unknown_version", "unknown API version"),
+    ("unknown_api", "unknown API"),
+    ("unknown_version", "unknown API version"),
 )
 
 
 # what running out of bytes looks like to the decoder: on a message the capture cut, the
 # cut explains it (message_truncated), so the layout cannot be blamed (evidence incomplete)
-_CUT_CODES = frozenset({"truncated", "missing_tag_trailer", "array_past_end", "bad_length",
-                        "record_count_mismatch", "malformed_field"})
+_CUT_CODES = frozenset(
+    {
+        "truncated",
+        "missing_tag_trailer",
+        "array_past_end",
+        "bad_length",
+        "record_count_mismatch",
+        "malformed_field",
+    }
+)
 
 
 class Enricher:
@@ -52,8 +63,13 @@ class Enricher:
     values decoder are read with bytes through it and kept on their messages
     (``KafkaMessage.values``), for a sink that prints them."""
 
-    def __init__(self, sink: Sink, options: Options | None = None, full: bool = False,
-                 values_conv: Callable[[bytes], object] | None = None):
+    def __init__(
+        self,
+        sink: Sink,
+        options: Options | None = None,
+        full: bool = False,
+        values_conv: Callable[[bytes], object] | None = None,
+    ):
         self.sink = sink
         self.values_conv = values_conv
         options = options or Options()
@@ -61,19 +77,26 @@ class Enricher:
         self.options = options if full else dataclasses.replace(options, records="batches")
         # topic id -> name, learned in order; the caller's dict if its options hold one,
         # so that its sinks' decoders (JSON lines) name what enrichment's do
-        self.topic_ids: dict[str, str] = options.topic_ids if options.topic_ids is not None \
-            else {}
+        self.topic_ids: dict[str, str] = options.topic_ids if options.topic_ids is not None else {}
         # decoders see what is learned (Fetch v13+ of internal topics names them by id)
         self.options = dataclasses.replace(self.options, topic_ids=self.topic_ids)
-        self.advertised: dict[int, dict[int, tuple[int, int]]] = {}   # stream -> ranges
-        self.diagnoses = Diagnoses()             # Kafka-level diagnoses (their state)
-        self.orphans = Orphans()                 # what orphan responses taught so far
+        self.advertised: dict[int, dict[int, tuple[int, int]]] = {}  # stream -> ranges
+        self.diagnoses = Diagnoses()  # Kafka-level diagnoses (their state)
+        self.orphans = Orphans()  # what orphan responses taught so far
 
     # -- Sink ---------------------------------------------------------------------------
 
     def exchange(self, ex: Exchange) -> None:
-        enrich(ex, self.options, self.topic_ids, self.advertised, self.full, self.diagnoses,
-               self.values_conv, self.orphans)
+        enrich(
+            ex,
+            self.options,
+            self.topic_ids,
+            self.advertised,
+            self.full,
+            self.diagnoses,
+            self.values_conv,
+            self.orphans,
+        )
         self.sink.exchange(ex)
 
     def gap(self, g: Gap) -> None:
@@ -98,19 +121,23 @@ class Enricher:
         self.sink.done()
 
 
-def enrich(ex: Exchange, options: Options, topic_ids: dict[str, str],
-           advertised: dict[int, dict[int, tuple[int, int]]], keep: bool = False,
-           diagnoses: Diagnoses | None = None,
-           values_conv: Callable[[bytes], object] | None = None,
-           orphans: Orphans | None = None) -> None:
+def enrich(
+    ex: Exchange,
+    options: Options,
+    topic_ids: dict[str, str],
+    advertised: dict[int, dict[int, tuple[int, int]]],
+    keep: bool = False,
+    diagnoses: Diagnoses | None = None,
+    values_conv: Callable[[bytes], object] | None = None,
+    orphans: Orphans | None = None,
+) -> None:
     req, resp = ex.request, ex.response
     findings = ex.findings
-    if resp is not None and req is None and resp.direction == "response" \
-            and resp.api_key is None:
+    if resp is not None and req is None and resp.direction == "response" and resp.api_key is None:
         _guess(resp, findings, orphans if orphans is not None else Orphans())
     decoded: list[Message | None] = []
     bodies: list[Any] = []
-    plans: list[Any] = []            # beside bodies: what facts read of them
+    plans: list[Any] = []  # beside bodies: what facts read of them
     for m in (req, resp):
         if m is None:
             decoded.append(None)
@@ -119,8 +146,9 @@ def enrich(ex: Exchange, options: Options, topic_ids: dict[str, str],
         if values is not None:
             # kept for the printing sink only without records: it prints records'
             # contents, which a summary read keeps as batch headers
-            if values_conv is not None and \
-                    not schemas.has_records(m.api_key, m.api_version, m.direction):
+            if values_conv is not None and not schemas.has_records(
+                m.api_key, m.api_version, m.direction
+            ):
                 m.values = values
             decoded.append(None)
             bodies.append(values)
@@ -134,24 +162,31 @@ def enrich(ex: Exchange, options: Options, topic_ids: dict[str, str],
         for path, code, reason in d.tree.findings():
             if not (cut and code in _CUT_CODES):
                 findings.append(Finding(code, reason, f"{where}: {path}"))
-        if (m.direction == "sasl" or m.api_key == SASL_AUTHENTICATE) and ex.tls is None and \
-                any(n.note == "SASL/PLAIN" for n in d.tree.walk()):
+        if (
+            (m.direction == "sasl" or m.api_key == SASL_AUTHENTICATE)
+            and ex.tls is None
+            and any(n.note == "SASL/PLAIN" for n in d.tree.walk())
+        ):
             # readable here and not decrypted TLS: the password crossed the wire in clear
             findings.append(Finding("plaintext_credentials", "", where))
         if m.direction == "sasl" or m.api_key == SASL_AUTHENTICATE:
-            failed = next((n for n in d.tree.walk() if n.note == "SASL/SCRAM server-error"),
-                          None)
+            failed = next((n for n in d.tree.walk() if n.note == "SASL/SCRAM server-error"), None)
             if failed is not None:
                 said = failed.child("error")
-                findings.append(Finding("authentication_failed", "SCRAM server-final: " + (
-                    str(said.value) if said is not None else "error"), where))
+                findings.append(
+                    Finding(
+                        "authentication_failed",
+                        "SCRAM server-final: " + (str(said.value) if said is not None else "error"),
+                        where,
+                    )
+                )
         if d.assumed_from is not None:
-            findings.append(Finding("assumed_version", _assumed(m, d, advertised.get(ex.stream)),
-                                    where))
+            findings.append(
+                Finding("assumed_version", _assumed(m, d, advertised.get(ex.stream)), where)
+            )
         bodies.append(d.tree.children[0] if m.direction == "sasl" else d.body)
         plans.append(None)
-    if advertised and req is not None and req.direction == "request" and \
-            req.api_key is not None:
+    if advertised and req is not None and req.direction == "request" and req.api_key is not None:
         _check_version(ex, advertised, findings)
     ex.facts = facts(*bodies, topic_ids=topic_ids, plans=plans)
     req_body = bodies[0] if req is not None else None
@@ -169,8 +204,13 @@ def enrich(ex: Exchange, options: Options, topic_ids: dict[str, str],
             if err not in seen:
                 seen.add(err)
                 at = f" ({topic}[{partition}])" if topic is not None else ""
-                findings.append(Finding("expected_error" if err in normal else "error_code",
-                                        f"{error_name(err)}{at}", "response"))
+                findings.append(
+                    Finding(
+                        "expected_error" if err in normal else "error_code",
+                        f"{error_name(err)}{at}",
+                        "response",
+                    )
+                )
         throttle = _int_field(resp_body, "throttle_time_ms")
         if throttle is not None:
             ex.facts.throttle_ms = throttle
@@ -196,14 +236,15 @@ def _assumed(m: Any, d: Message, ranges: dict[int, tuple[int, int]] | None) -> s
     said = ranges.get(m.api_key) if ranges else None
     if said is not None:
         speaks = said[0] <= m.api_version <= said[1]
-        text += (f"; the broker advertised v{said[0]}-v{said[1]} on this connection" +
-                 ("" if speaks else ", not this version"))
+        text += f"; the broker advertised v{said[0]}-v{said[1]} on this connection" + (
+            "" if speaks else ", not this version"
+        )
     return text
 
 
 def _asked_wait(api_key: int | None, body: Any) -> tuple[str | None, int | None]:
     """(the field that asks the broker to hold the answer, its value), or (None, None)."""
-    for name in (WAIT_FIELDS.get(api_key, ()) if api_key is not None else ()):
+    for name in WAIT_FIELDS.get(api_key, ()) if api_key is not None else ():
         value = _int_field(body, name)
         if value is not None:
             return name, value
@@ -218,27 +259,36 @@ def _int_field(body: Any, name: str) -> int | None:
         value = body.get(name)
         return value if type(value) is int else None
     field = body.child(name)
-    return field.value if field is not None and isinstance(field.value, int) and \
-        not isinstance(field.value, bool) else None
+    return (
+        field.value
+        if field is not None and isinstance(field.value, int) and not isinstance(field.value, bool)
+        else None
+    )
 
 
 # read located: SASL/PLAIN is spotted in the tree's notes. (ApiVersions answers were
 # too, for their nodes: a tenth of the exchanges of a KRaft cluster's traffic and a
 # third of its summary's cost; versions are learned from their values now.)
 _LOCATED_APIS = frozenset({SASL_AUTHENTICATE})
-_NO_BYTES = lambda b: None       # noqa: E731 - facts never read bytes fields
+_NO_BYTES = lambda b: None  # noqa: E731 - facts never read bytes fields
 
 
-def _values_body(m: Any, options: Options, conv: Callable[[bytes], object] = _NO_BYTES
-                 ) -> dict[Any, Any] | None:
+def _values_body(
+    m: Any, options: Options, conv: Callable[[bytes], object] = _NO_BYTES
+) -> dict[Any, Any] | None:
     """The body of a clean message read by the values decoder, record batches as their
     headers (``options.records`` is "batches"): the same facts and findings as a located
     summary tree, which no summary needs (several times faster: a Metadata answer naming
     110 topics took 31 ms located, 18 ms so). ``conv`` reads bytes fields (for a sink that
     prints the body). None: decode it located (a message cut by holes shows what was
     captured after them there)."""
-    if m.direction == "sasl" or m.api_key is None or m.api_key in _LOCATED_APIS or \
-            m.api_version is None or m.holes:
+    if (
+        m.direction == "sasl"
+        or m.api_key is None
+        or m.api_key in _LOCATED_APIS
+        or m.api_version is None
+        or m.holes
+    ):
         return None
     return body_values(m.data, m.direction, m.api_key, m.api_version, options, conv)
 
@@ -278,9 +328,13 @@ def _check_version(ex: Exchange, advertised: Any, findings: list[Finding]) -> No
         lo_hi = ranges.get(req.api_key)
         if lo_hi is None or not lo_hi[0] <= req.api_version <= lo_hi[1]:
             said = f"v{lo_hi[0]}-v{lo_hi[1]}" if lo_hi else "not at all"
-            findings.append(Finding("version_not_advertised",
-                                    f"{req.api_name} v{req.api_version}; the broker "
-                                    f"advertised {said}", "request"))
+            findings.append(
+                Finding(
+                    "version_not_advertised",
+                    f"{req.api_name} v{req.api_version}; the broker advertised {said}",
+                    "request",
+                )
+            )
 
 
 def _status(ex: Exchange) -> str:
@@ -289,8 +343,9 @@ def _status(ex: Exchange) -> str:
         if code in codes:
             if text is None:
                 # a cut message whose header is unreadable too says "malformed header"
-                return next((m.status for m in ex.messages if m.status.startswith("truncated")),
-                            "truncated")
+                return next(
+                    (m.status for m in ex.messages if m.status.startswith("truncated")), "truncated"
+                )
             return text
     if ex.request is not None and ex.response is None and not ex.expected:
         return "no response expected (acks=0)"

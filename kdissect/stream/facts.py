@@ -15,29 +15,33 @@ from ..protocol.layout import Struct
 from ..protocol.node import Node
 from ..protocol.values import BatchHeads
 
+
 @dataclass
 class Facts:
     topics: dict[str, set[int]] = field(default_factory=dict)
     records: int = 0
-    errors: list[int] = field(default_factory=list)      # nonzero error codes
+    errors: list[int] = field(default_factory=list)  # nonzero error codes
     # where each error was: (topic or None, partition or None, code), in errors' order
     error_sites: list[tuple[str | None, int | None, int]] = field(default_factory=list)
-    record_bytes: int = 0          # bytes of record data (batches or message sets)
-    top_error: int | None = None   # the response's own error_code (a field of its body)
+    record_bytes: int = 0  # bytes of record data (batches or message sets)
+    top_error: int | None = None  # the response's own error_code (a field of its body)
     # how long the client asked the broker to hold the answer, and the field that asked:
     # Fetch/ShareFetch max_wait_ms, JoinGroup rebalance_timeout_ms (session_timeout_ms in v0)
     asked_wait_ms: int | None = None
     asked_wait_field: str | None = None
-    throttle_ms: int | None = None # the response's throttle_time_ms
+    throttle_ms: int | None = None  # the response's throttle_time_ms
 
     def text(self) -> str:
         parts = []
         if self.topics:
             shown = []
             for t, ps in list(self.topics.items())[:3]:
-                t = t[:len(UNRESOLVED) + 8] if t.startswith(UNRESOLVED) else t
-                shown.append(f"{t}[{','.join(map(str, sorted(ps)[:6]))}"
-                             f"{',…' if len(ps) > 6 else ''}]" if ps else t)
+                t = t[: len(UNRESOLVED) + 8] if t.startswith(UNRESOLVED) else t
+                shown.append(
+                    f"{t}[{','.join(map(str, sorted(ps)[:6]))}{',…' if len(ps) > 6 else ''}]"
+                    if ps
+                    else t
+                )
             more = f" +{len(self.topics) - 3}" if len(self.topics) > 3 else ""
             parts.append(" ".join(shown) + more)
         if self.records:
@@ -49,18 +53,22 @@ class Facts:
 
 
 _ZERO_UUID = "00000000-0000-0000-0000-000000000000"
-UNRESOLVED = "topic-id:"           # prefix of a topic known only by its id
+UNRESOLVED = "topic-id:"  # prefix of a topic known only by its id
 
 
 def topic_of_id(topic_id: str, ids: dict[str, str]) -> str:
     """A topic known by its id: its name if ``ids`` (or KRaft's fixed id of
     __cluster_metadata) gives it, else ``topic-id:`` and the id."""
-    return ids.get(topic_id) or ("__cluster_metadata" if topic_id == METADATA_TOPIC_ID
-                                 else f"{UNRESOLVED}{topic_id}")
+    return ids.get(topic_id) or (
+        "__cluster_metadata" if topic_id == METADATA_TOPIC_ID else f"{UNRESOLVED}{topic_id}"
+    )
 
 
-def facts(*trees: Node | dict[Any, Any] | None, topic_ids: dict[str, str] | None = None,
-          plans: Sequence[Any] = ()) -> Facts:
+def facts(
+    *trees: Node | dict[Any, Any] | None,
+    topic_ids: dict[str, str] | None = None,
+    plans: Sequence[Any] = (),
+) -> Facts:
     """What ``trees`` touch (located trees, or bodies the values decoder read as dicts:
     the same walk). ``topic_ids`` (topic id -> name) is learned from messages
     that carry both (Metadata, CreateTopics...) and names topics that only have an id
@@ -72,7 +80,7 @@ def facts(*trees: Node | dict[Any, Any] | None, topic_ids: dict[str, str] | None
     for i, tree in enumerate(trees):
         if tree is None:
             continue
-        if isinstance(tree, dict):       # a body the values decoder read
+        if isinstance(tree, dict):  # a body the values decoder read
             plan = plans[i] if i < len(plans) else GENERIC
             if plan is GENERIC:
                 _collect_values(tree, f, None, "", ids, False)
@@ -93,20 +101,30 @@ def _collect(node: Node, f: Facts, topic: str | None, array: str, ids: dict[str,
     if element:
         name = topic_id = None
         for c in node.children:
-            if c.ktype == "string" and isinstance(c.value, str) and (
-                    c.name in ("topic", "topic_name") or
-                    (c.name == "name" and _is_topic_array(array))):
+            if (
+                c.ktype == "string"
+                and isinstance(c.value, str)
+                and (
+                    c.name in ("topic", "topic_name")
+                    or (c.name == "name" and _is_topic_array(array))
+                )
+            ):
                 name = c.value
             elif c.ktype == "uuid" and c.name == "topic_id" and c.value != _ZERO_UUID:
                 topic_id = c.value
         named = _element_topic(name, topic_id, ids, f)
-        if named is not None:           # (an empty name is a name)
+        if named is not None:  # (an empty name is a name)
             topic = named
     partition = None
     for c in node.children:
         kind = c.ktype
-        if kind == "int32" and element and topic is not None and c.value is not None and \
-                c.name in ("partition_index", "partition", "index"):
+        if (
+            kind == "int32"
+            and element
+            and topic is not None
+            and c.value is not None
+            and c.name in ("partition_index", "partition", "index")
+        ):
             f.topics[topic].add(c.value)
             partition = c.value
         elif kind == "int16" and c.name.endswith("error_code") and c.value:
@@ -118,7 +136,7 @@ def _collect(node: Node, f: Facts, topic: str | None, array: str, ids: dict[str,
             f.records += 1
             continue
         elif kind == "record_batch" and not any(n.ktype == "record" for n in c.walk()):
-            count = c.child("record_count")          # a summary decode: trust the header
+            count = c.child("record_count")  # a summary decode: trust the header
             f.records += count.value if count is not None and count.value else 0
             continue
         elif kind.startswith("message_v"):
@@ -129,8 +147,9 @@ def _collect(node: Node, f: Facts, topic: str | None, array: str, ids: dict[str,
             _collect(c, f, topic, c.name if kind == "array" else array, ids)
 
 
-def _element_topic(name: str | None, topic_id: str | None, ids: dict[str, str],
-                   f: Facts) -> str | None:
+def _element_topic(
+    name: str | None, topic_id: str | None, ids: dict[str, str], f: Facts
+) -> str | None:
     """The topic an array element names (by name, or by id through ``ids``, which an
     element carrying both teaches), noted in ``f``; None when it names none."""
     if name is not None and topic_id is not None:
@@ -142,15 +161,16 @@ def _element_topic(name: str | None, topic_id: str | None, ids: dict[str, str],
     return name
 
 
-def _collect_values(d: dict[Any, Any], f: Facts, topic: str | None, array: str, ids: dict[str, str],
-                    element: bool) -> None:
+def _collect_values(
+    d: dict[Any, Any], f: Facts, topic: str | None, array: str, ids: dict[str, str], element: bool
+) -> None:
     if element:
         name = None
         if "topic" in d or "topic_name" in d or "name" in d:
             for k in _NAME_KEYS:
                 v = d.get(k)
                 if isinstance(v, str) and (k != "name" or _is_topic_array(array)):
-                    if name is not None:        # two names: the later one, as _collect
+                    if name is not None:  # two names: the later one, as _collect
                         name = _last_name(d, array)
                         break
                     name = v
@@ -158,7 +178,7 @@ def _collect_values(d: dict[Any, Any], f: Facts, topic: str | None, array: str, 
         topic_id = v if isinstance(v, str) and v != _ZERO_UUID else None
         if name is not None or topic_id is not None:
             named = _element_topic(name, topic_id, ids, f)
-            if named is not None:       # (an empty name is a name)
+            if named is not None:  # (an empty name is a name)
                 topic = named
     partition = None
     for k, v in d.items():
@@ -180,7 +200,7 @@ def _collect_values(d: dict[Any, Any], f: Facts, topic: str | None, array: str, 
                     _collect_values(item, f, topic, k, ids, True)
         elif kind is dict:
             _collect_values(v, f, topic, array, ids, False)
-        elif kind is BatchHeads:         # a records field read for a summary
+        elif kind is BatchHeads:  # a records field read for a summary
             f.record_bytes += v.size
             for batch in v:
                 f.records += batch["record_count"] or 0
@@ -193,9 +213,10 @@ _INT_ROLES: dict[str, int] = {}
 
 
 def _int_role(key: str) -> int:
-    role = _PARTITION if key in _PARTITION_KEYS else \
-        _ERROR if key.endswith("error_code") else _OTHER
-    if len(_INT_ROLES) < 4096:           # unknown tags' keys (tag_N) are unbounded
+    role = (
+        _PARTITION if key in _PARTITION_KEYS else _ERROR if key.endswith("error_code") else _OTHER
+    )
+    if len(_INT_ROLES) < 4096:  # unknown tags' keys (tag_N) are unbounded
         _INT_ROLES[key] = role
     return role
 
@@ -208,8 +229,9 @@ def _last_name(d: dict[Any, Any], array: str) -> str | None:
     """An element's topic name when several keys could give it: the last of them."""
     name = None
     for k, v in d.items():
-        if isinstance(v, str) and (k in ("topic", "topic_name") or
-                                   (k == "name" and _is_topic_array(array))):
+        if isinstance(v, str) and (
+            k in ("topic", "topic_name") or (k == "name" and _is_topic_array(array))
+        ):
             name = v
     return name
 
@@ -223,7 +245,7 @@ def _last_name(d: dict[Any, Any], array: str) -> str | None:
 # the same. On a KRaft cluster's traffic, where most bodies hold a few such fields
 # among many, the walk cost most of the summary's facts.
 
-GENERIC: Any = "generic"     # walk the dict whole (_collect_values)
+GENERIC: Any = "generic"  # walk the dict whole (_collect_values)
 _LIST, _DICT, _REC = 3, 4, 5
 _UNSET = object()
 _BODY_PLANS: dict[tuple[int, int, str], Any] = {}
@@ -246,9 +268,9 @@ def _plan(st: Struct, array: str, element: bool) -> Any:
     names: list[str] = []
     topic_id = False
     items: list[tuple[str, int, Any, str]] = []
-    tagged = 0                  # tagged fields that matter: their order is the wire's
+    tagged = 0  # tagged fields that matter: their order is the wire's
     for fl in st.fields + st.tagged:
-        if fl.name.startswith("_"):          # not kept by the values readers
+        if fl.name.startswith("_"):  # not kept by the values readers
             continue
         if fl.array:
             sub = _plan(fl.struct, fl.name, True) if fl.struct is not None else None
@@ -262,8 +284,9 @@ def _plan(st: Struct, array: str, element: bool) -> Any:
             items.append((fl.name, _DICT, sub, array))
         elif fl.type == "records":
             items.append((fl.name, _REC, None, array))
-        elif element and (fl.name in ("topic", "topic_name") or
-                          (fl.name == "name" and _is_topic_array(array))):
+        elif element and (
+            fl.name in ("topic", "topic_name") or (fl.name == "name" and _is_topic_array(array))
+        ):
             names.append(fl.name)
         elif element and fl.name == "topic_id":
             topic_id = True
@@ -280,13 +303,14 @@ def _plan(st: Struct, array: str, element: bool) -> Any:
     return element, tuple(names), topic_id, tuple(items)
 
 
-def _collect_planned(d: dict[Any, Any], plan: tuple[Any, ...], f: Facts, topic: str | None,
-                     ids: dict[str, str]) -> None:
+def _collect_planned(
+    d: dict[Any, Any], plan: tuple[Any, ...], f: Facts, topic: str | None, ids: dict[str, str]
+) -> None:
     """_collect_values of ``d`` through its plan."""
     element, names, has_id, items = plan
     if element:
         name = None
-        for k in names:             # several: the last, as _collect_values
+        for k in names:  # several: the last, as _collect_values
             v = d.get(k)
             if isinstance(v, str):
                 name = v
@@ -296,7 +320,7 @@ def _collect_planned(d: dict[Any, Any], plan: tuple[Any, ...], f: Facts, topic: 
             topic_id = v if isinstance(v, str) and v != _ZERO_UUID else None
         if name is not None or topic_id is not None:
             named = _element_topic(name, topic_id, ids, f)
-            if named is not None:       # (an empty name is a name)
+            if named is not None:  # (an empty name is a name)
                 topic = named
     partition = None
     for k, op, sub, array in items:
@@ -325,12 +349,12 @@ def _collect_planned(d: dict[Any, Any], plan: tuple[Any, ...], f: Facts, topic: 
                     _collect_values(v, f, topic, array, ids, False)
                 else:
                     _collect_planned(v, sub, f, topic, ids)
-        elif type(v) is BatchHeads:      # _REC: a records field read for a summary
+        elif type(v) is BatchHeads:  # _REC: a records field read for a summary
             f.record_bytes += v.size
             for batch in v:
                 f.records += batch["record_count"] or 0
-        else:                            # records read otherwise: the whole walk
+        else:  # records read otherwise: the whole walk
             _collect_values({k: v}, f, topic, array, ids, False)
 
 
-SUMMARY = Options(records="batches")     # a summary reads record batch headers, not records
+SUMMARY = Options(records="batches")  # a summary reads record batch headers, not records

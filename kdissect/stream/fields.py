@@ -56,19 +56,23 @@ class FilterField(Frozen):
 
     __slots__ = _fields = ("name", "kind", "docs", "get", "complete")
 
-    def __init__(self, name: str,
-                 kind: str,                  # one of KINDS: how a compared value is read
-                 docs: str,                  # one line: --help, error messages, docs/filters.md
-                 get: Getter | None = None,  # None: no value for exchanges (log items say their own)
-                 complete: bool = True):     # offered by the TUI's completion
+    def __init__(
+        self,
+        name: str,
+        kind: str,  # one of KINDS: how a compared value is read
+        docs: str,  # one line: --help, error messages, docs/filters.md
+        get: Getter | None = None,  # None: no value for exchanges (log items say their own)
+        complete: bool = True,
+    ):  # offered by the TUI's completion
         self.name, self.kind, self.docs, self.get, self.complete = name, kind, docs, get, complete
 
 
 FIELDS: dict[str, FilterField] = {}
 
 
-def field(name: str, kind: str, docs: str, get: Getter | None = None,
-          complete: bool = True) -> FilterField:
+def field(
+    name: str, kind: str, docs: str, get: Getter | None = None, complete: bool = True
+) -> FilterField:
     """Register one display-filter field."""
     if kind not in KINDS or name in FIELDS:
         raise ValueError(f"filter field {name}: kind {kind!r} unknown or registered twice")
@@ -96,68 +100,147 @@ def _service_time(x: ExchangeFields) -> list[Any]:
 
 
 # -- the registry (one call per field; docs/filters.md's table is generated from it) ----
-field("api", "api", "the API: compare with a name (`Produce`, case-insensitive) or a key (`0`)",
-      lambda x: [x.ex.first.api_key])
+field(
+    "api",
+    "api",
+    "the API: compare with a name (`Produce`, case-insensitive) or a key (`0`)",
+    lambda x: [x.ex.first.api_key],
+)
 field("version", "number", "API version", lambda x: [x.ex.first.api_version])
-field("correlation_id", "number", "correlation id (alias `corr`)",
-      lambda x: [x.ex.first.correlation_id])
+field(
+    "correlation_id",
+    "number",
+    "correlation id (alias `corr`)",
+    lambda x: [x.ex.first.correlation_id],
+)
 field("client_id", "text", "the request's client id", _client_id)
-field("latency", "duration", "response time; a number with a unit: `us`, `ms` (the default) "
-      "or `s`", lambda x: [x.ex.latency] if x.ex.latency is not None else [])
-field("topic", "text", "every topic the exchange names (requests and responses)",
-      lambda x: list(x.facts().topics))
+field(
+    "latency",
+    "duration",
+    "response time; a number with a unit: `us`, `ms` (the default) or `s`",
+    lambda x: [x.ex.latency] if x.ex.latency is not None else [],
+)
+field(
+    "topic",
+    "text",
+    "every topic the exchange names (requests and responses)",
+    lambda x: list(x.facts().topics),
+)
 field("partition", "number", "every partition it names", _partitions)
-field("error", "error", "the nonzero error codes in it, or `0` when there are none; compare "
-      "with a number or a name (`UNKNOWN_TOPIC_OR_PARTITION`)",
-      lambda x: x.facts().errors or [0])
-field("records", "number", "records carried (Produce requests, Fetch responses)",
-      lambda x: [x.facts().records])
-field("status", "text", "the messages' statuses: `ok`, `unanswered`, `orphan (request not "
-      "captured)`, `no response expected (acks=0)`, `truncated: ...`", lambda x: [x.ex.status])
+field(
+    "error",
+    "error",
+    "the nonzero error codes in it, or `0` when there are none; compare "
+    "with a number or a name (`UNKNOWN_TOPIC_OR_PARTITION`)",
+    lambda x: x.facts().errors or [0],
+)
+field(
+    "records",
+    "number",
+    "records carried (Produce requests, Fetch responses)",
+    lambda x: [x.facts().records],
+)
+field(
+    "status",
+    "text",
+    "the messages' statuses: `ok`, `unanswered`, `orphan (request not "
+    "captured)`, `no response expected (acks=0)`, `truncated: ...`",
+    lambda x: [x.ex.status],
+)
 field("stream", "number", "connection number", lambda x: [x.ex.stream])
-field("client", "text", "the client's address as `ip:port`",
-      lambda x: [f"{x.ex.client[0]}:{x.ex.client[1]}"])
-field("broker", "text", "the broker's address as `ip:port`",
-      lambda x: [f"{x.ex.broker[0]}:{x.ex.broker[1]}"])
+field(
+    "client",
+    "text",
+    "the client's address as `ip:port`",
+    lambda x: [f"{x.ex.client[0]}:{x.ex.client[1]}"],
+)
+field(
+    "broker",
+    "text",
+    "the broker's address as `ip:port`",
+    lambda x: [f"{x.ex.broker[0]}:{x.ex.broker[1]}"],
+)
 field("bytes", "number", "request + response size", lambda x: [sum(m.size for m in x.ex.messages)])
-field("problems", "number", "number of fields that did not decode cleanly",
-      lambda x: [x.problems])
-field("frame", "number", "capture frame of the request (of the response for an orphan), "
-      "numbered as Wireshark numbers them", lambda x: [x.ex.first.frame])
+field("problems", "number", "number of fields that did not decode cleanly", lambda x: [x.problems])
+field(
+    "frame",
+    "number",
+    "capture frame of the request (of the response for an orphan), "
+    "numbered as Wireshark numbers them",
+    lambda x: [x.ex.first.frame],
+)
 field("response_frame", "number", "capture frame of the response", _response_frame)
-field("anomaly", "number", "true when anything is wrong: a nonzero error code, a finding of "
-      "severity warn or error (no answer, malformed bytes, throttled, a version not "
-      "advertised...), or a broker time over 500 ms. Waits the client asked for are not "
-      "slowness (see `service_time`). The TUI's `p` key goes to the next exchange it selects.",
-      lambda x: [True] if anomaly.reasons(x) else [])
-field("finding", "finding", "the exchange's finding codes (`finding == unanswered`); the codes "
-      "are listed in [findings.md](findings.md)", lambda x: [f.code for f in x.ex.findings])
-field("severity", "severity", "the severities of its findings: `note`, `warn`, `error`, in that "
-      "order (`severity >= warn`)", lambda x: [f.kind.rank for f in x.ex.findings])
-field("service_time", "duration", "broker time: the latency less the wait the client asked for "
-      "(a Fetch or ShareFetch may be held up to `max_wait_ms`, with records or without; a "
-      "JoinGroup up to "
-      "`rebalance_timeout_ms`; a SyncGroup until the leader's assignments arrive). A duration "
-      "like `latency`.", _service_time)
+field(
+    "anomaly",
+    "number",
+    "true when anything is wrong: a nonzero error code, a finding of "
+    "severity warn or error (no answer, malformed bytes, throttled, a version not "
+    "advertised...), or a broker time over 500 ms. Waits the client asked for are not "
+    "slowness (see `service_time`). The TUI's `p` key goes to the next exchange it selects.",
+    lambda x: [True] if anomaly.reasons(x) else [],
+)
+field(
+    "finding",
+    "finding",
+    "the exchange's finding codes (`finding == unanswered`); the codes "
+    "are listed in [findings.md](findings.md)",
+    lambda x: [f.code for f in x.ex.findings],
+)
+field(
+    "severity",
+    "severity",
+    "the severities of its findings: `note`, `warn`, `error`, in that order (`severity >= warn`)",
+    lambda x: [f.kind.rank for f in x.ex.findings],
+)
+field(
+    "service_time",
+    "duration",
+    "broker time: the latency less the wait the client asked for "
+    "(a Fetch or ShareFetch may be held up to `max_wait_ms`, with records or without; a "
+    "JoinGroup up to "
+    "`rebalance_timeout_ms`; a SyncGroup until the leader's assignments arrive). A duration "
+    "like `latency`.",
+    _service_time,
+)
 field("throttle", "number", "the response's `throttle_time_ms`", content.throttle)
-field("record.key", "text", "the keys of the records carried (Produce requests, Fetch "
-      "responses), as text; records inside compressed batches (gzip, snappy, lz4, zstd) are "
-      "decompressed. Bytes that are not UTF-8 are replaced.", content.record_keys)
-field("record.value", "text", "the values of the records carried, as `record.key` reads keys; "
-      "`record.value == null` finds tombstones (null values) in `kdissect log`",
-      lambda x: [r.value for r in content.records(x) if r.value is not None])
-field("record.header", "text", "the records' header names; `record.header.NAME` is the values "
-      "of the header `NAME` (`record.header.codec == gzip`)",
-      lambda x: [k for r in content.records(x) for k, _ in r.headers])
+field(
+    "record.key",
+    "text",
+    "the keys of the records carried (Produce requests, Fetch "
+    "responses), as text; records inside compressed batches (gzip, snappy, lz4, zstd) are "
+    "decompressed. Bytes that are not UTF-8 are replaced.",
+    content.record_keys,
+)
+field(
+    "record.value",
+    "text",
+    "the values of the records carried, as `record.key` reads keys; "
+    "`record.value == null` finds tombstones (null values) in `kdissect log`",
+    lambda x: [r.value for r in content.records(x) if r.value is not None],
+)
+field(
+    "record.header",
+    "text",
+    "the records' header names; `record.header.NAME` is the values "
+    "of the header `NAME` (`record.header.codec == gzip`)",
+    lambda x: [k for r in content.records(x) for k, _ in r.headers],
+)
 # decoded keys and values (kdissect/stream/filter_values.py); record.value.PATH and record.key.PATH
 # are names under these, read by values() below
-field("record.value_schema", "number", "the Schema Registry ids of the record values "
-      "(`record.value_schema == 2`); `record.value.PATH` selects on the decoded values "
-      "(`record.value.customer.id == \"c-3\"`, [values.md](values.md))",
-      lambda x: _filter_values().values(x, "record.value_schema"))
-field("record.key_schema", "number", "the Schema Registry ids of the record keys; "
-      "`record.key.PATH` selects on the decoded keys",
-      lambda x: _filter_values().values(x, "record.key_schema"))
+field(
+    "record.value_schema",
+    "number",
+    "the Schema Registry ids of the record values "
+    "(`record.value_schema == 2`); `record.value.PATH` selects on the decoded values "
+    '(`record.value.customer.id == "c-3"`, [values.md](values.md))',
+    lambda x: _filter_values().values(x, "record.value_schema"),
+)
+field(
+    "record.key_schema",
+    "number",
+    "the Schema Registry ids of the record keys; `record.key.PATH` selects on the decoded keys",
+    lambda x: _filter_values().values(x, "record.key_schema"),
+)
 # kdissect log only (docs/log.md): a batch's header fields, no value for exchanges
 _LOG = "`kdissect log` only ([log.md](log.md)): "
 field("base_offset", "number", _LOG + "a batch's first offset")
@@ -167,30 +250,71 @@ field("base_sequence", "number", _LOG + "a batch's first sequence number")
 field("partition_leader_epoch", "number", _LOG + "a batch's partition leader epoch")
 field("magic", "number", _LOG + "the record format (0, 1, 2)")
 field("offset", "number", _LOG + "a batch's (or a v0/v1 message's) first offset")
-field("control", "number", _LOG + "true for a control batch (a transaction's COMMIT or "
-      "ABORT marker, KRaft's control records): `-Y control`")
-field("transactional", "number", _LOG + "true for a batch of a transaction (its records and "
-      "its COMMIT/ABORT marker)")
-field("aborted", "number", _LOG + "true for a batch of records of an aborted transaction "
-      "(its partition's `.txnindex` lists the transaction)")
-field("codec", "text", _LOG + "a v2 batch's compression: `none`, `gzip`, `snappy`, `lz4`, "
-      "`zstd` (`codec == zstd`)")
-field("deleted", "number", _LOG + "true for a batch starting below its partition's log start "
-      "offset (from `log-start-offset-checkpoint` or `leader-epoch-checkpoint`): deleted by "
-      "DeleteRecords or retention but still on disk")
+field(
+    "control",
+    "number",
+    _LOG + "true for a control batch (a transaction's COMMIT or "
+    "ABORT marker, KRaft's control records): `-Y control`",
+)
+field(
+    "transactional",
+    "number",
+    _LOG + "true for a batch of a transaction (its records and its COMMIT/ABORT marker)",
+)
+field(
+    "aborted",
+    "number",
+    _LOG + "true for a batch of records of an aborted transaction "
+    "(its partition's `.txnindex` lists the transaction)",
+)
+field(
+    "codec",
+    "text",
+    _LOG + "a v2 batch's compression: `none`, `gzip`, `snappy`, `lz4`, `zstd` (`codec == zstd`)",
+)
+field(
+    "deleted",
+    "number",
+    _LOG + "true for a batch starting below its partition's log start "
+    "offset (from `log-start-offset-checkpoint` or `leader-epoch-checkpoint`): deleted by "
+    "DeleteRecords or retention but still on disk",
+)
 
 # the fields `kdissect log` answers (its filter bar completes them, its errors list them)
-LOG_NAMES = ("finding", "severity", "anomaly", "topic", "partition", "records", "record.key",
-             "record.value", "record.header", "record.value_schema", "record.key_schema",
-             "base_offset", "offset", "producer_id", "producer_epoch", "base_sequence",
-             "partition_leader_epoch", "magic", "control", "transactional", "aborted",
-             "codec", "deleted",
-             # internal topics' keys (__consumer_offsets, __transaction_state) by field
-             "record.key.group", "record.key.topic", "record.key.transactional_id")
+LOG_NAMES = (
+    "finding",
+    "severity",
+    "anomaly",
+    "topic",
+    "partition",
+    "records",
+    "record.key",
+    "record.value",
+    "record.header",
+    "record.value_schema",
+    "record.key_schema",
+    "base_offset",
+    "offset",
+    "producer_id",
+    "producer_epoch",
+    "base_sequence",
+    "partition_leader_epoch",
+    "magic",
+    "control",
+    "transactional",
+    "aborted",
+    "codec",
+    "deleted",
+    # internal topics' keys (__consumer_offsets, __transaction_state) by field
+    "record.key.group",
+    "record.key.topic",
+    "record.key.transactional_id",
+)
 
 # fields whose values come from the messages' bytes (record contents), not from enrichment
-READS_BYTES = frozenset({"record.key", "record.value", "record.header", "record.value_schema",
-                         "record.key_schema"})
+READS_BYTES = frozenset(
+    {"record.key", "record.value", "record.header", "record.value_schema", "record.key_schema"}
+)
 
 
 def completions(kind: str) -> list[str] | None:
@@ -212,8 +336,11 @@ def markdown_table() -> str:
 
 def help_list(first: str = "  fields: ", width: int = 88) -> str:
     """The names of the exchange fields, wrapped for ``--help`` after ``first``."""
-    names = [n if n != "record.header" else "record.header[.NAME]"
-             for n, f in FIELDS.items() if f.get is not None]
+    names = [
+        n if n != "record.header" else "record.header[.NAME]"
+        for n, f in FIELDS.items()
+        if f.get is not None
+    ]
     lines, line = [], first
     for name in names:
         if len(line) + len(name) + 1 > width and line.strip():
@@ -233,7 +360,7 @@ def values(item: Any, name: str) -> list[Any]:
     if f is not None:
         return f.get(item) if f.get is not None else []
     if name.startswith("record.header."):
-        return content.header_values(item, name[len("record.header."):])
+        return content.header_values(item, name[len("record.header.") :])
     decoded = _filter_values()
     if decoded.is_value_path(name):
         return list(decoded.values(item, name))
@@ -241,6 +368,6 @@ def values(item: Any, name: str) -> list[Any]:
 
 
 def _filter_values() -> Any:
-    from . import filter_values      # imported when a filter reads decoded values
-    return filter_values
+    from . import filter_values  # imported when a filter reads decoded values
 
+    return filter_values

@@ -19,6 +19,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+
 class _Null:
     """A null key or value (a tombstone's) among a filter's values: only the literal
     ``null`` equals it; it is no text (contains, ~ skip it) and false alone."""
@@ -33,13 +34,12 @@ class _Null:
 NULL = _Null()
 PATHS = ("record.value.", "record.key.")
 SCHEMA_IDS = {"record.value_schema": "value", "record.key_schema": "key"}
-_DEPTH = 64                           # JSON nesting read from a plain value's text
+_DEPTH = 64  # JSON nesting read from a plain value's text
 
 
 def is_value_path(name: str) -> bool:
     """``record.value.X`` / ``record.key.X`` (with something after the dot)."""
-    return name.startswith(PATHS) and not name.endswith(".") and \
-        len(name) > len("record.key.")
+    return name.startswith(PATHS) and not name.endswith(".") and len(name) > len("record.key.")
 
 
 def needs_records(name: str) -> bool:
@@ -69,18 +69,18 @@ def of_records(records: Iterable[dict[Any, Any]], name: str) -> list[Any]:
     if name in SCHEMA_IDS:
         field = f"{SCHEMA_IDS[name]}_schema"
         return [r[field] for r in records if type(r.get(field)) is int]
-    role, _, path = name[len("record."):].partition(".")
+    role, _, path = name[len("record.") :].partition(".")
     parts = path.split(".")
     out: list[Any] = []
     for r in records:
-        value = r.get(f"{role}_decoded")                    # an internal topic's
+        value = r.get(f"{role}_decoded")  # an internal topic's
         if isinstance(value, dict) and len(value) == 1 and parts[0] not in value:
             # by the struct's fields (record.key.group), its name left out
             value = next(iter(value.values()))
         if value is None:
             value = r.get(role)
             if isinstance(value, str) and f"{role}_schema" not in r:
-                value = _json_text(value)                  # plain JSON text
+                value = _json_text(value)  # plain JSON text
         if isinstance(value, (dict, list)):
             _pick(value, parts, out)
     return out
@@ -135,14 +135,19 @@ def exchange_records(view: Any) -> list[dict[Any, Any]]:
     located tree otherwise."""
     global _last
     last, ex = _last, view.ex
-    if last is not None and last[0][0] is view and last[0][1] is ex.request and \
-            last[0][2] is ex.response:
+    if (
+        last is not None
+        and last[0][0] is view
+        and last[0][1] is ex.request
+        and last[0][2] is ex.response
+    ):
         return last[1]
     from ..protocol import Options
     from ..protocol.apis import CARRY_RECORDS
     from ..protocol.json_view import json_bytes, records_of
     from ..protocol.values import body_values
     from .content import full_tree
+
     options = view.options or Options()
     out: list[dict[Any, Any]] = []
     if view.ex.first.api_key in CARRY_RECORDS:
@@ -150,8 +155,9 @@ def exchange_records(view: Any) -> list[dict[Any, Any]]:
             if m is None or m.direction == "sasl" or not m.data:
                 continue
             found: list[dict[Any, Any]] = []
-            body = body_values(m.data, m.direction, m.api_key, m.api_version, options,
-                               json_bytes, found.extend)
+            body = body_values(
+                m.data, m.direction, m.api_key, m.api_version, options, json_bytes, found.extend
+            )
             if body is None:
                 tree = full_tree(m, options)
                 found = records_of(tree) if tree is not None else []

@@ -20,37 +20,40 @@ MAX_MESSAGE = 512 * 1024 * 1024
 # a broker accepts by default: a bigger size there is taken for bytes that only look
 # like one (a capture begun mid-connection once gave a "Produce v0" of 137,967,921 bytes)
 UNSURE_MAX = 100 * 1024 * 1024
-_SMALL_FIRST = re.compile(rb"[\x00-\x06]")     # the first byte of a size <= UNSURE_MAX
+_SMALL_FIRST = re.compile(rb"[\x00-\x06]")  # the first byte of a size <= UNSURE_MAX
 _NONZERO = re.compile(rb"[^\x00]")
-UNSURE = ("; its start was not confirmed (found by resynchronisation, or the capture "
-          "began inside the connection): its size may be false")
-RESYNC_TAIL = 4096         # bytes kept while searching for a boundary (a header's worth)
-HEAD_KEPT = 512            # bytes of a message kept when the memory budget gives it up
+UNSURE = (
+    "; its start was not confirmed (found by resynchronisation, or the capture "
+    "began inside the connection): its size may be false"
+)
+RESYNC_TAIL = 4096  # bytes kept while searching for a boundary (a header's worth)
+HEAD_KEPT = 512  # bytes of a message kept when the memory budget gives it up
 
 _SIZE = struct.Struct(">i")
 
 
 @dataclass(slots=True)
 class Frame:
-    offset: int                    # stream offset of the message (after its size)
-    data: bytes                    # the message, without its 4-byte size (up to a hole)
-    truncated: str | None = None   # set when part of it was not captured
+    offset: int  # stream offset of the message (after its size)
+    data: bytes  # the message, without its 4-byte size (up to a hole)
+    truncated: str | None = None  # set when part of it was not captured
     # a cut message: the bytes captured after its first hole, as (offset in the message,
     # bytes), and the holes as (offset in the message, length)
     pieces: list[tuple[int, bytes]] | None = None
     holes: list[tuple[int, int]] | None = None
-    budget: bool = False           # given up because the memory budget was spent
+    budget: bool = False  # given up because the memory budget was spent
 
 
 class _Cut:
     """A message with a hole in it, collected until its announced end."""
+
     __slots__ = ("start", "size", "prefix", "pieces", "holes", "kept")
 
     def __init__(self, start: int, size: int, prefix: bytes):
         self.start, self.size, self.prefix = start, size, prefix
         self.pieces: list[tuple[int, bytearray]] = []
         self.holes: list[tuple[int, int]] = []
-        self.kept = len(prefix)            # bytes captured so far
+        self.kept = len(prefix)  # bytes captured so far
 
     @property
     def end(self) -> int:
@@ -76,12 +79,18 @@ class _Cut:
         """``ended``: the capture stops before the message's end (the rest unknown)."""
         have = self.kept
         lost = sum(n for _, n in self.holes)
-        why = (f"truncated: {self.size - have} of {self.size} bytes not captured "
-               f"({lost} in {len(self.holes)} hole{'s' * (len(self.holes) != 1)}"
-               + (", the rest after the capture ended)" if ended and self.size - have > lost
-                  else ")"))
-        return Frame(self.start, self.prefix, why,
-                     [(rel, bytes(p)) for rel, p in self.pieces], list(self.holes))
+        why = (
+            f"truncated: {self.size - have} of {self.size} bytes not captured "
+            f"({lost} in {len(self.holes)} hole{'s' * (len(self.holes) != 1)}"
+            + (", the rest after the capture ended)" if ended and self.size - have > lost else ")")
+        )
+        return Frame(
+            self.start,
+            self.prefix,
+            why,
+            [(rel, bytes(p)) for rel, p in self.pieces],
+            list(self.holes),
+        )
 
 
 class Framer:
@@ -93,28 +102,44 @@ class Framer:
     starts mid-connection is the same case). Without it, a bad size stops the framer
     and ``error`` says why (the proxy then ends the connection: nothing is skipped)."""
 
-    __slots__ = ("_buf", "_held", "_base", "_boundary", "max_message", "resync", "_cut",
-                 "_skip_until", "_want", "error", "unsure_at", "_check_start", "_unread_from",
-                 "unread")
+    __slots__ = (
+        "_buf",
+        "_held",
+        "_base",
+        "_boundary",
+        "max_message",
+        "resync",
+        "_cut",
+        "_skip_until",
+        "_want",
+        "error",
+        "unsure_at",
+        "_check_start",
+        "_unread_from",
+        "unread",
+    )
 
-    def __init__(self, boundary: Callable[[bytearray, int], bool] | None = None,
-                 max_message: int = MAX_MESSAGE):
+    def __init__(
+        self,
+        boundary: Callable[[bytearray, int], bool] | None = None,
+        max_message: int = MAX_MESSAGE,
+    ):
         self._buf = bytearray()
         # the first piece of a message, kept as the bytes it came in (not copied into
         # _buf) while nothing else is held: the piece completing it is joined to it
         self._held: bytes | None = None
-        self._base = 0                  # stream offset of _buf[0] (or _held[0])
+        self._base = 0  # stream offset of _buf[0] (or _held[0])
         self._boundary = boundary
         self.max_message = max_message
-        self.resync = False             # searching for the next message boundary
-        self._cut: _Cut | None = None   # a message with a hole, still being collected
-        self._skip_until = 0            # the rest of a message given up ends here
-        self._want = 0                  # buffered bytes that complete the next message
+        self.resync = False  # searching for the next message boundary
+        self._cut: _Cut | None = None  # a message with a hole, still being collected
+        self._skip_until = 0  # the rest of a message given up ends here
+        self._want = 0  # buffered bytes that complete the next message
         self.error: str | None = None
         # the stream offset of a message start not confirmed by the message before it
         # (-1: none); ``begun_inside`` sets it for the first
         self.unsure_at = -1
-        self._check_start = False       # ``boundary`` also checks the first message
+        self._check_start = False  # ``boundary`` also checks the first message
         # bytes passed over while searching for a boundary are reported, never dropped
         # silently: where the search began (-1: not searching), and the stretches
         # passed over since the caller last took them, as (stream offset, length)
@@ -132,8 +157,9 @@ class Framer:
     def pending(self) -> int:
         """Bytes of an incomplete message waiting for more data."""
         cut, held = self._cut, self._held
-        return len(self._buf) + (0 if held is None else len(held)) + \
-            (0 if cut is None else cut.kept)
+        return (
+            len(self._buf) + (0 if held is None else len(held)) + (0 if cut is None else cut.kept)
+        )
 
     def _unhold(self) -> bytearray:
         """The buffer, with the piece held as bytes moved into it."""
@@ -152,8 +178,12 @@ class Framer:
         reassembler then tracks the sizes itself (capture/native.py)."""
         if self._held is not None:
             return self._base, self._held
-        if self._cut is not None or self.resync or self.error is not None or \
-                self._skip_until > self._base + len(self._buf):
+        if (
+            self._cut is not None
+            or self.resync
+            or self.error is not None
+            or self._skip_until > self._base + len(self._buf)
+        ):
             return None
         return self._base, bytes(self._buf)
 
@@ -163,13 +193,13 @@ class Framer:
         if offset is None:
             offset = self._base + len(self._buf) + (0 if held is None else len(held))
         out: list[Frame] = []
-        if offset < self._skip_until:            # the rest of a message given up
+        if offset < self._skip_until:  # the rest of a message given up
             n = min(self._skip_until - offset, len(data))
             data, offset = data[n:], offset + n
             if not data:
                 return out
         cut = self._cut
-        if cut is not None:                      # the rest of a message with a hole
+        if cut is not None:  # the rest of a message with a hole
             n = min(cut.end - offset, len(data))
             cut.add(offset, data[:n])
             if offset + n < cut.end:
@@ -180,8 +210,13 @@ class Framer:
                 return out
         have = len(self._buf) if held is None else len(held)
         if not have:
-            if type(data) is bytes and len(data) >= 4 and not self.resync and \
-                    self.error is None and self.unsure_at < 0:
+            if (
+                type(data) is bytes
+                and len(data) >= 4
+                and not self.resync
+                and self.error is None
+                and self.unsure_at < 0
+            ):
                 size = _SIZE.unpack_from(data)[0]
                 if len(data) <= 4 + size and 0 <= size <= self.max_message:
                     if len(data) < 4 + size:
@@ -200,8 +235,9 @@ class Framer:
             # second chunk): joined to the first once, not through the buffer
             n = self._want - have
             first = self._buf if held is None else held
-            out.append(Frame(self._base + 4, b"".join((memoryview(first)[4:],
-                                                        memoryview(data)[:n]))))
+            out.append(
+                Frame(self._base + 4, b"".join((memoryview(first)[4:], memoryview(data)[:n])))
+            )
             self._base += self._want
             self._buf.clear()
             self._held = None
@@ -212,7 +248,7 @@ class Framer:
         buf = self._unhold()
         buf += data
         if len(buf) < self._want:
-            return out                  # a big message still arriving: nothing to look at
+            return out  # a big message still arriving: nothing to look at
         return out + self._frames()
 
     def _end_cut(self, ended: bool) -> Frame:
@@ -247,7 +283,7 @@ class Framer:
         end = offset + length
         out: list[Frame] = []
         if end <= self._skip_until:
-            return out                           # inside a message given up
+            return out  # inside a message given up
         if offset < self._skip_until:
             offset, length = self._skip_until, end - self._skip_until
         self._want = 0
@@ -255,8 +291,7 @@ class Framer:
         cut = self._cut
         if cut is None:
             size = _SIZE.unpack_from(buf)[0] if len(buf) >= 4 and not self.resync else -1
-            if 4 <= size <= self.max_message and len(buf) >= 12 and \
-                    offset < self._base + 4 + size:
+            if 4 <= size <= self.max_message and len(buf) >= 12 and offset < self._base + 4 + size:
                 cut = self._cut = _Cut(self._base + 4, size, bytes(buf[4:]))
                 buf.clear()
         if cut is not None:
@@ -265,9 +300,9 @@ class Framer:
                 return out
             out.append(self._end_cut(False))
             if end == cut.end:
-                return out                       # the next message starts right here
+                return out  # the next message starts right here
         if self.resync:
-            self._found(offset)                  # the search passed over bytes up to the hole
+            self._found(offset)  # the search passed over bytes up to the hole
         buf.clear()
         self._base = end
         self._search_from(end)
@@ -284,8 +319,8 @@ class Framer:
             prefix, size, start = cut.prefix, cut.size, cut.start
         elif len(buf) >= 12 and not self.resync:
             size = _SIZE.unpack_from(buf)[0]
-            prefix, start = bytes(buf[4:4 + HEAD_KEPT]), self._base + 4
-        else:                                    # not even a header: search anew
+            prefix, start = bytes(buf[4 : 4 + HEAD_KEPT]), self._base + 4
+        else:  # not even a header: search anew
             self._search_from(self._base)
             self._base += len(buf)
             buf.clear()
@@ -293,9 +328,13 @@ class Framer:
         buf.clear()
         head = prefix[:HEAD_KEPT]
         self._skip_until = self._base = start + size
-        return Frame(start, head, f"truncated: the memory budget was spent: {size - len(head)} "
-                                  f"of {size} bytes dropped (raise --max-memory to keep them)",
-                     budget=True)
+        return Frame(
+            start,
+            head,
+            f"truncated: the memory budget was spent: {size - len(head)} "
+            f"of {size} bytes dropped (raise --max-memory to keep them)",
+            budget=True,
+        )
 
     def close(self) -> Frame | None:
         """The capture ended: a message begun but not finished, truncated (with its
@@ -303,7 +342,7 @@ class Framer:
         if self._cut is not None:
             return self._end_cut(True)
         buf = self._unhold()
-        if self._unread_from >= 0:               # still searching: the rest is unread
+        if self._unread_from >= 0:  # still searching: the rest is unread
             self._found(self._base + len(buf))
         if not buf:
             return None
@@ -334,10 +373,10 @@ class Framer:
                 break
             size = _SIZE.unpack_from(buf, pos)[0]
             if self.unsure_at >= 0 and self.unsure_at != self._base + pos:
-                self.unsure_at = -1             # the unconfirmed message ended where said
+                self.unsure_at = -1  # the unconfirmed message ended where said
             if self.unsure_at == self._base + pos and self._check_start:
                 if len(buf) - pos < 14 and size > len(buf) - pos - 4:
-                    break                       # (too few bytes to check the start yet)
+                    break  # (too few bytes to check the start yet)
                 self._check_start = False
                 assert self._boundary is not None, "checked only with a boundary test"
                 if size > UNSURE_MAX or not self._boundary(buf, pos):
@@ -345,21 +384,22 @@ class Framer:
                     self._search_from(self._base + pos)
                     pos += 1
                     continue
-            if size < 0 or size > (UNSURE_MAX if self.unsure_at == self._base + pos
-                                   else limit):
+            if size < 0 or size > (UNSURE_MAX if self.unsure_at == self._base + pos else limit):
                 if self._boundary is None:
-                    self.error = (f"implausible message size {size} at stream offset "
-                                  f"{self._base + pos}")
+                    self.error = (
+                        f"implausible message size {size} at stream offset {self._base + pos}"
+                    )
                     break
-                self._search_from(self._base + pos)   # not a boundary: search from the next byte
+                self._search_from(self._base + pos)  # not a boundary: search from the next byte
                 pos += 1
                 continue
             if len(buf) - pos - 4 < size:
                 want = 4 + size
                 break
             # one copy (a bytearray slice would make a second)
-            out.append(Frame(self._base + pos + 4,
-                             bytes(memoryview(buf)[pos + 4:pos + 4 + size])))
+            out.append(
+                Frame(self._base + pos + 4, bytes(memoryview(buf)[pos + 4 : pos + 4 + size]))
+            )
             pos += 4 + size
         if pos:
             del buf[:pos]
@@ -369,7 +409,7 @@ class Framer:
 
     def _find_boundary(self, start: int) -> int | None:
         buf, limit, boundary = self._buf, self.max_message, self._boundary
-        if boundary is None:                    # resync is only set with a boundary test
+        if boundary is None:  # resync is only set with a boundary test
             return None
         limit = min(limit, UNSURE_MAX)
         # the candidates found at C speed: a size of at most 100 MiB starts with a byte of

@@ -22,21 +22,21 @@ if TYPE_CHECKING:
 
 @dataclass(slots=True)
 class KafkaMessage:
-    index: int                     # message number in the capture (0-based)
-    stream: int                    # connection index (1-based, as TCP connections appear)
-    direction: str                 # "request" | "response" | "sasl"
-    ts: float                      # time of the packet that completed the message
-    frame: int                     # capture frame (packet) number that completed it
-    offset: int                    # stream offset of the message (after its size)
+    index: int  # message number in the capture (0-based)
+    stream: int  # connection index (1-based, as TCP connections appear)
+    direction: str  # "request" | "response" | "sasl"
+    ts: float  # time of the packet that completed the message
+    frame: int  # capture frame (packet) number that completed it
+    offset: int  # stream offset of the message (after its size)
     data: bytes
     api_key: int | None = None
     api_version: int | None = None
     correlation_id: int | None = None
     client_id: str | None = None
-    pair: int | None = None        # index of the paired message
-    status: str = "ok"             # "ok", or what is wrong with the message's bytes
-    how: str | None = None         # for a response: how its API was determined
-    size: int = -1                 # bytes of the message (stays when ``data`` is kept elsewhere)
+    pair: int | None = None  # index of the paired message
+    status: str = "ok"  # "ok", or what is wrong with the message's bytes
+    how: str | None = None  # for a response: how its API was determined
+    size: int = -1  # bytes of the message (stays when ``data`` is kept elsewhere)
     # a message cut by holes: ``data`` ends at the first; the bytes captured after it as
     # (offset in the message, bytes), and the holes as (offset, length)
     pieces: list[tuple[int, bytes]] | None = None
@@ -64,20 +64,30 @@ class KafkaMessage:
             m = decode_request(self.data, options)
         elif self.direction == "sasl":
             from ..protocol.message import sasl_token_message
+
             m = sasl_token_message(self.data, options)
         elif self.api_key is None or self.api_version is None:
             m = decode_response(self.data, -1, -1, options)
         else:
-            m = decode_response(self.data, self.api_key, self.api_version, options,
-                                self.forwarded)
+            m = decode_response(self.data, self.api_key, self.api_version, options, self.forwarded)
         if self.holes:
-            _show_cut(m.tree, self.holes, self.pieces or [],
-                      options or Options(), self.api_key in CARRY_RECORDS)
+            _show_cut(
+                m.tree,
+                self.holes,
+                self.pieces or [],
+                options or Options(),
+                self.api_key in CARRY_RECORDS,
+            )
         return m
 
 
-def _show_cut(tree: Node, holes: list[tuple[int, int]],
-              pieces: list[tuple[int, bytes]], options: Options, records: bool) -> None:
+def _show_cut(
+    tree: Node,
+    holes: list[tuple[int, int]],
+    pieces: list[tuple[int, bytes]],
+    options: Options,
+    records: bool,
+) -> None:
     """Mark a cut message's holes and keep every byte captured after the first one, in
     the message's order (each piece's bytes are its own buffer). In a message of record
     batches, the batches found whole in a piece (CRC-checked) are decoded; the rest of
@@ -87,16 +97,26 @@ def _show_cut(tree: Node, holes: list[tuple[int, int]],
         if data is None:
             tree.add(Node("_hole", "hole", rel, n, None, note=f"{n} bytes not captured"))
         else:
-            node = tree.add(Node("_captured_after_hole", "bytes", rel, n, data,
-                                 note=f"{n} bytes captured after a hole"))
+            node = tree.add(
+                Node(
+                    "_captured_after_hole",
+                    "bytes",
+                    rel,
+                    n,
+                    data,
+                    note=f"{n} bytes captured after a hole",
+                )
+            )
             node.buffer = data
             if records and options.records:
                 found = locate_batches(data, options)
                 if any(c.ktype == "record_batch" for c in found):
                     node.children = found
                     whole = sum(c.length for c in found if c.ktype == "record_batch")
-                    node.note = (f"{n} bytes captured after a hole: {whole} in record "
-                                 f"batches found whole, {n - whole} raw")
+                    node.note = (
+                        f"{n} bytes captured after a hole: {whole} in record "
+                        f"batches found whole, {n - whole} raw"
+                    )
 
 
 @dataclass(slots=True)
@@ -105,12 +125,12 @@ class Exchange:
     response: KafkaMessage | None
     client: tuple[str, int]
     broker: tuple[str, int]
-    stream: int                    # connection index (1-based)
-    seq: int = 0                   # order on its connection (requests as they were sent)
-    expected: bool = True          # False: the request asked for no answer (acks=0)
+    stream: int  # connection index (1-based)
+    seq: int = 0  # order on its connection (requests as they were sent)
+    expected: bool = True  # False: the request asked for no answer (acks=0)
     findings: list[Finding] = field(default_factory=list)
-    facts: Facts | None = None     # set by enrichment
-    status: str = "ok"             # set by enrichment: "ok" or the main finding, short
+    facts: Facts | None = None  # set by enrichment
+    status: str = "ok"  # set by enrichment: "ok" or the main finding, short
     # the full trees (request, response), only when a printing sink asked for them
     decoded: tuple[Any, ...] | None = None
     # the connection's TLS facts (capture.tls.TlsFacts) when its bytes were decrypted
@@ -133,7 +153,7 @@ class Exchange:
 
     @property
     def first(self) -> KafkaMessage:
-        return self.request or self.response    # type: ignore[return-value]
+        return self.request or self.response  # type: ignore[return-value]
 
     @property
     def messages(self) -> list[KafkaMessage]:
@@ -146,10 +166,10 @@ class Exchange:
 @dataclass(slots=True)
 class Gap:
     stream: int
-    direction: str                 # "request" (client -> broker) | "response"
+    direction: str  # "request" (client -> broker) | "response"
     offset: int
     length: int
-    frame: int                     # capture frame where the data resumes (0: nowhere)
+    frame: int  # capture frame where the data resumes (0: nowhere)
     ts: float
     # captured but not read: no message boundary found in these bytes (the capture began
     # inside a message bigger than a broker takes, bytes after a hole, or not Kafka)
@@ -159,11 +179,18 @@ class Gap:
         """``where`` names the connection (default: its stream number)."""
         name = where or f"stream {self.stream}"
         if self.unread:
-            return (f"unread: {name} {self.direction}s: {self.length} bytes at stream offset "
-                    f"{self.offset} not read as Kafka messages (no message boundary in them: the "
-                    f"rest of a message cut by a hole or begun before the capture, or not "
-                    f"Kafka)")
-        resume = (f"data resumes in frame {self.frame}; decoding resumes at the next "
-                  f"message boundary" if self.frame else "the capture ends there")
-        return (f"gap: {name} {self.direction}s lost "
-                f"{self.length} bytes at stream offset {self.offset} ({resume})")
+            return (
+                f"unread: {name} {self.direction}s: {self.length} bytes at stream offset "
+                f"{self.offset} not read as Kafka messages (no message boundary in them: the "
+                f"rest of a message cut by a hole or begun before the capture, or not "
+                f"Kafka)"
+            )
+        resume = (
+            f"data resumes in frame {self.frame}; decoding resumes at the next message boundary"
+            if self.frame
+            else "the capture ends there"
+        )
+        return (
+            f"gap: {name} {self.direction}s lost "
+            f"{self.length} bytes at stream offset {self.offset} ({resume})"
+        )

@@ -26,16 +26,16 @@ from ..protocol.values import body_values
 FULL_FREE = 64
 FULL_EVERY = 250
 FULL_PER_CONNECTION = 8
-RECENT = 3                  # kinds remembered per connection
-COMMON = 24                 # the capture's commonest kinds tried after them (a failing
-                            # read costs a few microseconds, a full guess milliseconds)
-SHAPES = 4096               # shapes remembered (a bound)
-STREAMS = 65536             # connections remembered (a bound)
-_SHAPE_BYTES = 48           # body bytes that make a shape
+RECENT = 3  # kinds remembered per connection
+COMMON = 24  # the capture's commonest kinds tried after them (a failing
+# read costs a few microseconds, a full guess milliseconds)
+SHAPES = 4096  # shapes remembered (a bound)
+STREAMS = 65536  # connections remembered (a bound)
+_SHAPE_BYTES = 48  # body bytes that make a shape
 _CHECK = Options(records=False, embedded=False)
 _NO_BYTES = lambda b: None  # noqa: E731 - a check reads no bytes fields
 
-Kind = tuple[int, int]      # (api key, version)
+Kind = tuple[int, int]  # (api key, version)
 
 
 class Orphans:
@@ -45,10 +45,10 @@ class Orphans:
     def __init__(self) -> None:
         # stream -> (its kinds, latest first; full guesses made), the latest streams
         self.streams: OrderedDict[int, tuple[list[Kind], list[int]]] = OrderedDict()
-        self.kinds: Counter[Kind] = Counter()         # the capture's orphans by kind
+        self.kinds: Counter[Kind] = Counter()  # the capture's orphans by kind
         self.shapes: OrderedDict[tuple[Any, ...], Kind | None] = OrderedDict()
-        self.seen = 0                                 # orphans asked about
-        self.full_guesses = 0                         # full guesses made
+        self.seen = 0  # orphans asked about
+        self.full_guesses = 0  # full guesses made
 
     def guess(self, stream: int, data: bytes) -> tuple[Kind | None, str]:
         state = self.streams.get(stream)
@@ -60,7 +60,7 @@ class Orphans:
             self.streams.move_to_end(stream)
         recent, full = state
         self.seen += 1
-        shape = (len(data), data[4:4 + _SHAPE_BYTES])
+        shape = (len(data), data[4 : 4 + _SHAPE_BYTES])
         if shape in self.shapes:
             self.shapes.move_to_end(shape)
             kind = self.shapes[shape]
@@ -75,19 +75,25 @@ class Orphans:
             if _reads(data, kind):
                 self._remember(shape, kind)
                 where = "the connection's" if kind in recent else "the capture's"
-                return self._found(recent, kind), \
-                    f"guessed {_label(kind)} (reads cleanly as {where} other orphans)"
+                return self._found(
+                    recent, kind
+                ), f"guessed {_label(kind)} (reads cleanly as {where} other orphans)"
         if full[0] >= FULL_PER_CONNECTION:
-            return None, (f"not guessed: {FULL_PER_CONNECTION} full guesses on this "
-                          f"connection found no kind that reads it")
+            return None, (
+                f"not guessed: {FULL_PER_CONNECTION} full guesses on this "
+                f"connection found no kind that reads it"
+            )
         if self.full_guesses >= FULL_FREE + self.seen // FULL_EVERY:
-            return None, (f"not guessed: reads as none of the kinds seen; the capture's "
-                          f"{self.full_guesses} full guesses are spent for now")
+            return None, (
+                f"not guessed: reads as none of the kinds seen; the capture's "
+                f"{self.full_guesses} full guesses are spent for now"
+            )
         full[0] += 1
         self.full_guesses += 1
         # (not the values decoder over every kind: it compiles a reader per kind, more
         # than a full guess costs, once per process)
-        from ..protocol.guess import guess     # (only with orphans: not at start-up)
+        from ..protocol.guess import guess  # (only with orphans: not at start-up)
+
         cands = guess(data, "response")
         top = cands[0] if cands and cands[0].clean else None
         kind = (top.api_key, top.api_version) if top is not None else None

@@ -23,7 +23,6 @@ from .fields import PROBLEM_GROUPS
 from .model import Exchange, KafkaMessage
 
 
-
 def _body(tree: Node | None, m: KafkaMessage) -> Node | None:
     if tree is None:
         return None
@@ -44,8 +43,10 @@ def exchange_row(ex: Exchange, capture: str) -> dict[Any, Any]:
     findings = ex.findings
     return {
         "capture": capture,
-        "client_ip": ex.client[0], "client_port": ex.client[1],
-        "broker_ip": ex.broker[0], "broker_port": ex.broker[1],
+        "client_ip": ex.client[0],
+        "client_port": ex.client[1],
+        "broker_ip": ex.broker[0],
+        "broker_port": ex.broker[1],
         "api_key": first.api_key,
         "api_name": first.api_name,
         "api_version": first.api_version,
@@ -58,22 +59,32 @@ def exchange_row(ex: Exchange, capture: str) -> dict[Any, Any]:
         "response_size": resp.size if resp is not None else None,
         "error_code": top,
         "error_name": error_name(top) if top is not None else None,
-        "errors": [{"topic": t, "partition": p, "code": c, "name": error_name(c)}
-                   for t, p, c in f.error_sites] if f.error_sites else [],
+        "errors": [
+            {"topic": t, "partition": p, "code": c, "name": error_name(c)}
+            for t, p, c in f.error_sites
+        ]
+        if f.error_sites
+        else [],
         "topics": topics,
-        "partitions": [{"topic": t, "partition": p}
-                       for t in topics for p in sorted(f.topics[t])],
+        "partitions": [{"topic": t, "partition": p} for t in topics for p in sorted(f.topics[t])],
         "record_count": f.records,
         "record_bytes": f.record_bytes,
         "status": ex.status,
         "problems": [x.text() for x in findings if x.kind.group in PROBLEM_GROUPS]
-        if findings else [],
-        "findings": [{"code": x.code, "severity": x.severity, "where": x.where,
-                      "detail": x.detail} for x in findings] if findings else [],
+        if findings
+        else [],
+        "findings": [
+            {"code": x.code, "severity": x.severity, "where": x.where, "detail": x.detail}
+            for x in findings
+        ]
+        if findings
+        else [],
     }
 
 
-def resolve_topics(rows: Iterable[dict[Any, Any]], topic_ids: dict[str, str]) -> Iterator[dict[Any, Any]]:
+def resolve_topics(
+    rows: Iterable[dict[Any, Any]], topic_ids: dict[str, str]
+) -> Iterator[dict[Any, Any]]:
     """Name the topics that were only known by id when their row was made."""
     if not topic_ids:
         yield from rows
@@ -83,22 +94,27 @@ def resolve_topics(rows: Iterable[dict[Any, Any]], topic_ids: dict[str, str]) ->
             row = dict(row)
 
             def name(t: str | None) -> str | None:
-                return topic_ids.get(t[len(UNRESOLVED):], t) \
-                    if t and t.startswith(UNRESOLVED) else t
+                return (
+                    topic_ids.get(t[len(UNRESOLVED) :], t) if t and t.startswith(UNRESOLVED) else t
+                )
+
             row["topics"] = sorted({name(t) for t in row["topics"]})
-            row["partitions"] = sorted(({**p, "topic": name(p["topic"])}
-                                        for p in row["partitions"]),
-                                       key=lambda p: (p["topic"], p["partition"]))
+            row["partitions"] = sorted(
+                ({**p, "topic": name(p["topic"])} for p in row["partitions"]),
+                key=lambda p: (p["topic"], p["partition"]),
+            )
             row["errors"] = [{**e, "topic": name(e["topic"])} for e in row["errors"]]
         yield row
 
 
-def resolve_record_topics(records: Iterable[dict[Any, Any]], topic_ids: dict[str, str]) -> Iterator[dict[Any, Any]]:
+def resolve_record_topics(
+    records: Iterable[dict[Any, Any]], topic_ids: dict[str, str]
+) -> Iterator[dict[Any, Any]]:
     """``resolve_topics`` for record rows."""
     for r in records:
         t = r["topic"]
-        if t and t.startswith(UNRESOLVED) and t[len(UNRESOLVED):] in topic_ids:
-            r = {**r, "topic": topic_ids[t[len(UNRESOLVED):]]}
+        if t and t.startswith(UNRESOLVED) and t[len(UNRESOLVED) :] in topic_ids:
+            r = {**r, "topic": topic_ids[t[len(UNRESOLVED) :]]}
         yield r
 
 
@@ -132,8 +148,9 @@ def record_rows(ex: Exchange, capture: str, values: Any = None) -> list[dict[Any
     return out
 
 
-def _walk_records(node: Node, topic: Any, partition: Any, m: KafkaMessage, capture: str,
-                  out: list[dict[Any, Any]]) -> None:
+def _walk_records(
+    node: Node, topic: Any, partition: Any, m: KafkaMessage, capture: str, out: list[dict[Any, Any]]
+) -> None:
     if node.name.startswith("["):
         for c in node.children:
             if c.ktype == "string" and c.name in ("topic", "name", "topic_name"):
@@ -178,12 +195,14 @@ def _text_or_hex(value: Any) -> str | None:
     return "0x" + b.hex()
 
 
-def _record_row(n: Node, topic: Any, partition: Any, m: KafkaMessage, capture: str) -> dict[Any, Any]:
+def _record_row(
+    n: Node, topic: Any, partition: Any, m: KafkaMessage, capture: str
+) -> dict[Any, Any]:
     key, value, headers = n.child("key"), n.child("value"), n.child("headers")
     offset = record_offset(n)
     if n.ktype == "record":
         ts = (n.value or {}).get("timestamp")
-    else:                                 # a v0/v1 message
+    else:  # a v0/v1 message
         t = n.child("timestamp")
         ts = t.value if t is not None else None
     return {
@@ -197,11 +216,15 @@ def _record_row(n: Node, topic: Any, partition: Any, m: KafkaMessage, capture: s
         "timestamp": ms_micros(ts),
         "key": _text_or_hex(key.value) if key is not None else None,
         "value_size": len(value.value) if value is not None and value.value is not None else None,
-        "headers": [{"key": k.value,
-                     "value": _text_or_hex(v.value)
-                     if (v := h.child("value")) is not None else None}
-                    for h in (headers.children if headers is not None else [])
-                    if (k := h.child("key")) is not None],
+        "headers": [
+            {
+                "key": k.value,
+                "value": _text_or_hex(v.value) if (v := h.child("value")) is not None else None,
+            }
+            for h in (headers.children if headers is not None else [])
+            if (k := h.child("key")) is not None
+        ],
         "problems": [r for _, r in n.problems()],
-        **value_columns(key, "key"), **value_columns(value, "value"),
+        **value_columns(key, "key"),
+        **value_columns(value, "value"),
     }

@@ -82,26 +82,33 @@ def check(sinks: Sequence[object]) -> BytesConv | None:
     for sink in sinks:
         missing = [h for h in HOOKS if not callable(getattr(sink, h, None))]
         if missing or not hasattr(sink, "full") or not hasattr(sink, "values_conv"):
-            raise TypeError(f"{type(sink).__name__} is not a sink: it lacks "
-                            f"{', '.join(missing) or 'full/values_conv'} "
-                            f"(subclass kdissect.stream.sink.BaseSink)")
+            raise TypeError(
+                f"{type(sink).__name__} is not a sink: it lacks "
+                f"{', '.join(missing) or 'full/values_conv'} "
+                f"(subclass kdissect.stream.sink.BaseSink)"
+            )
         conv = sink.values_conv
         if conv is not None and all(conv is not c for c in convs):
             convs.append(conv)
     if len(convs) > 1:
-        raise TypeError("two sinks show bytes in decoded bodies differently "
-                        f"({', '.join(type(s).__name__ for s in sinks)}): give them one")
+        raise TypeError(
+            "two sinks show bytes in decoded bodies differently "
+            f"({', '.join(type(s).__name__ for s in sinks)}): give them one"
+        )
     return convs[0] if convs else None
 
 
 class CallbackSink(BaseSink):
     """A sink made of plain callbacks (what the TUI's loader and tests hand in)."""
 
-    def __init__(self, exchange: Callable[[Exchange], None],
-                 note: Callable[[str], None] = lambda text: None,
-                 progress: Callable[[int, int], None] = lambda done, total: None,
-                 gap: Callable[[Gap], None] | None = None,
-                 tls: Callable[[Any], None] = lambda facts: None):
+    def __init__(
+        self,
+        exchange: Callable[[Exchange], None],
+        note: Callable[[str], None] = lambda text: None,
+        progress: Callable[[int, int], None] = lambda done, total: None,
+        gap: Callable[[Gap], None] | None = None,
+        tls: Callable[[Any], None] = lambda facts: None,
+    ):
         self._exchange, self._note, self._progress, self._tls = exchange, note, progress, tls
         self._gap = gap or (lambda g: note(g.describe()))
 
@@ -133,9 +140,8 @@ class Collect(CallbackSink):
         self.exchanges: list[Exchange] = []
         self.gaps: list[Gap] = []
         self.notes: list[tuple[str, str]] = []
-        self.tls_facts: list[Any] = []     # each TLS connection's TlsFacts, as it ends
-        super().__init__(self.exchanges.append, gap=self.gaps.append,
-                         tls=self.tls_facts.append)
+        self.tls_facts: list[Any] = []  # each TLS connection's TlsFacts, as it ends
+        super().__init__(self.exchanges.append, gap=self.gaps.append, tls=self.tls_facts.append)
 
     def note(self, text: str, level: str = "warn") -> None:
         self.notes.append((level, text))

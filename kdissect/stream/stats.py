@@ -11,9 +11,18 @@ from typing import Any
 import math
 from collections import Counter, defaultdict
 
-from ..protocol.apis import (CONSUMER_GROUP_HEARTBEAT, FETCH, GROUP_MEMBERSHIP, HEARTBEAT,
-                             JOIN_GROUP, LEAVE_GROUP, PRODUCE, SHARE_GROUP_HEARTBEAT,
-                             STREAMS_GROUP_HEARTBEAT, SYNC_GROUP)
+from ..protocol.apis import (
+    CONSUMER_GROUP_HEARTBEAT,
+    FETCH,
+    GROUP_MEMBERSHIP,
+    HEARTBEAT,
+    JOIN_GROUP,
+    LEAVE_GROUP,
+    PRODUCE,
+    SHARE_GROUP_HEARTBEAT,
+    STREAMS_GROUP_HEARTBEAT,
+    SYNC_GROUP,
+)
 from ..protocol.names import api_name, error_name
 from ..protocol.node import Node
 from ..protocol.plain import Compared
@@ -28,30 +37,56 @@ def percentile(sorted_values: list[float], p: float) -> float:
     """Nearest-rank percentile of already sorted values."""
     if not sorted_values:
         return float("nan")
-    rank = math.ceil(p / 100 * len(sorted_values))       # 1-based
+    rank = math.ceil(p / 100 * len(sorted_values))  # 1-based
     return sorted_values[max(0, min(len(sorted_values), rank) - 1)]
 
 
 class ConnectionStats(Compared):
     """One connection's counts (one per connection: a capture may hold 200,000)."""
 
-    __slots__ = _fields = ("client", "broker", "exchanges", "to_broker", "to_client", "first",
-                           "last", "errors", "side_by")
+    __slots__ = _fields = (
+        "client",
+        "broker",
+        "exchanges",
+        "to_broker",
+        "to_client",
+        "first",
+        "last",
+        "errors",
+        "side_by",
+    )
 
-    def __init__(self, client: str, broker: str, exchanges: int = 0, to_broker: int = 0,
-                 to_client: int = 0, first: float = float("inf"), last: float = 0.0,
-                 errors: int = 0, side_by: str | None = None):
+    def __init__(
+        self,
+        client: str,
+        broker: str,
+        exchanges: int = 0,
+        to_broker: int = 0,
+        to_client: int = 0,
+        first: float = float("inf"),
+        last: float = 0.0,
+        errors: int = 0,
+        side_by: str | None = None,
+    ):
         self.client, self.broker, self.exchanges = client, broker, exchanges
         self.to_broker, self.to_client, self.first, self.last = to_broker, to_client, first, last
         self.errors = errors
-        self.side_by = side_by         # what decided the client side (stream/direction.py)
+        self.side_by = side_by  # what decided the client side (stream/direction.py)
 
 
 class Breakdown(Compared):
     """One client, broker or topic."""
 
-    __slots__ = _fields = ("exchanges", "errors", "latency", "throttled", "throttle_ms",
-                           "produce", "fetch", "partitions")
+    __slots__ = _fields = (
+        "exchanges",
+        "errors",
+        "latency",
+        "throttled",
+        "throttle_ms",
+        "produce",
+        "fetch",
+        "partitions",
+    )
 
     def __init__(self) -> None:
         self.exchanges = 0
@@ -59,7 +94,7 @@ class Breakdown(Compared):
         self.latency: list[float] = []
         self.throttled = 0
         self.throttle_ms = 0
-        self.produce = 0               # topics: Produce and Fetch exchanges that name them
+        self.produce = 0  # topics: Produce and Fetch exchanges that name them
         self.fetch = 0
         self.partitions: set[int] = set()
 
@@ -67,20 +102,28 @@ class Breakdown(Compared):
 class GroupEvent(Compared):
     """One step of a consumer group: a join, a sync, a failed heartbeat, a leave."""
 
-    _fields = ("ts", "api", "member", "generation", "error", "detail")   # (not the view)
+    _fields = ("ts", "api", "member", "generation", "error", "detail")  # (not the view)
 
-    def __init__(self, ts: float, api: str, member: str, generation: int | None,
-                 error: str,                  # "" when none
-                 detail: str,                 # leader and members, an assignment, a wait
-                 view: ExchangeFields | None = None):
+    def __init__(
+        self,
+        ts: float,
+        api: str,
+        member: str,
+        generation: int | None,
+        error: str,  # "" when none
+        detail: str,  # leader and members, an assignment, a wait
+        view: ExchangeFields | None = None,
+    ):
         self.ts, self.api, self.member, self.generation = ts, api, member, generation
         self.error, self.detail, self.view = error, detail, view
 
 
 # the heartbeats of the groups that are not classic: (API key, what the group is)
-HEARTBEATS = {CONSUMER_GROUP_HEARTBEAT: "KIP-848 consumer group",
-              SHARE_GROUP_HEARTBEAT: "share group",
-              STREAMS_GROUP_HEARTBEAT: "streams group"}
+HEARTBEATS = {
+    CONSUMER_GROUP_HEARTBEAT: "KIP-848 consumer group",
+    SHARE_GROUP_HEARTBEAT: "share group",
+    STREAMS_GROUP_HEARTBEAT: "streams group",
+}
 
 
 class GroupStats(Compared):
@@ -92,8 +135,8 @@ class GroupStats(Compared):
         self.events: list[GroupEvent] = []
         self.members: set[str] = set()
         self.generations: set[int] = set()
-        self.heartbeats = 0            # answered without error (not listed as events)
-        self.kind = "consumer group"   # classic; else a value of HEARTBEATS
+        self.heartbeats = 0  # answered without error (not listed as events)
+        self.kind = "consumer group"  # classic; else a value of HEARTBEATS
 
     @property
     def rebalances(self) -> int:
@@ -103,9 +146,28 @@ class GroupStats(Compared):
 class Stats(Compared):
     """What --stats prints, added up exchange by exchange."""
 
-    _fields = ("per_api", "errors", "latency", "bytes_requests", "bytes_responses", "statuses",
-               "problems", "gaps", "gap_bytes", "unread", "unread_bytes", "connections", "service", "waited", "clients",
-               "brokers", "topics", "partitions", "groups", "diagnoses")
+    _fields = (
+        "per_api",
+        "errors",
+        "latency",
+        "bytes_requests",
+        "bytes_responses",
+        "statuses",
+        "problems",
+        "gaps",
+        "gap_bytes",
+        "unread",
+        "unread_bytes",
+        "connections",
+        "service",
+        "waited",
+        "clients",
+        "brokers",
+        "topics",
+        "partitions",
+        "groups",
+        "diagnoses",
+    )
 
     def __init__(self) -> None:
         self.per_api: Counter[Any] = Counter()
@@ -117,18 +179,18 @@ class Stats(Compared):
         self.problems = 0
         self.gaps = 0
         self.gap_bytes = 0
-        self.unread = 0                # stretches captured but with no message boundary
+        self.unread = 0  # stretches captured but with no message boundary
         self.unread_bytes = 0
         self.connections: dict[int, ConnectionStats] = {}
         # latency less the waits clients asked for (Fetch max_wait_ms, group rebalances)
         self.service: dict[str, list[float]] = defaultdict(list)
-        self.waited: Counter[Any] = Counter()          # per API: exchanges that waited
+        self.waited: Counter[Any] = Counter()  # per API: exchanges that waited
         self.clients: dict[str, Breakdown] = {}
         self.brokers: dict[str, Breakdown] = {}
         self.topics: dict[str, Breakdown] = {}
         self.partitions: dict[tuple[str, int], Breakdown] = {}
         self.groups: dict[str, GroupStats] = {}
-        self.diagnoses: Counter[Any] = Counter()        # diagnosis code -> count
+        self.diagnoses: Counter[Any] = Counter()  # diagnosis code -> count
         # broker address -> its "host:port" (formatted once, not per exchange)
         self._broker_names: dict[tuple[str, int], str] = {}
 
@@ -140,8 +202,10 @@ class Stats(Compared):
         conn = self.connections.get(ex.stream)
         if conn is None:
             conn = self.connections[ex.stream] = ConnectionStats(
-                f"{ex.client[0]}:{ex.client[1]}", f"{ex.broker[0]}:{ex.broker[1]}",
-                side_by=ex.side_by)
+                f"{ex.client[0]}:{ex.client[1]}",
+                f"{ex.broker[0]}:{ex.broker[1]}",
+                side_by=ex.side_by,
+            )
         conn.exchanges += 1
         status = ex.status
         if status != "ok":
@@ -180,13 +244,13 @@ class Stats(Compared):
             if first.api_key in GROUP_MEMBERSHIP or first.api_key in HEARTBEATS:
                 self._group(ex, view)
 
-    def _breakdowns(self, ex: Exchange, view: ExchangeFields, name: str, facts: Facts,
-                    latency: float | None) -> None:
+    def _breakdowns(
+        self, ex: Exchange, view: ExchangeFields, name: str, facts: Facts, latency: float | None
+    ) -> None:
         errors = len(facts.errors)
         throttle = facts.throttle_ms or 0
         req = ex.request
-        client = (req.client_id if req and req.client_id else
-                  f"{ex.client[0]} (no client id)")
+        client = req.client_id if req and req.client_id else f"{ex.client[0]} (no client id)"
         service = anomaly.service_time(view) if latency is not None else None
         broker = self._broker_names.get(ex.broker)
         if broker is None:
@@ -240,9 +304,12 @@ class Stats(Compared):
             g.kind = HEARTBEATS[key]
             if not event.error and event.generation is not None and event.generation > 0:
                 g.generations.add(event.generation)
-        if (key == HEARTBEAT or (key in HEARTBEATS and not event.detail)) and \
-                not event.error and ex.response is not None:
-            g.heartbeats += 1           # nothing changed: counted, not listed
+        if (
+            (key == HEARTBEAT or (key in HEARTBEATS and not event.detail))
+            and not event.error
+            and ex.response is not None
+        ):
+            g.heartbeats += 1  # nothing changed: counted, not listed
             return
         g.events.append(event)
 
@@ -292,10 +359,14 @@ def _assignment(body: Node | None) -> str:
 def group_event(ex: Exchange, view: ExchangeFields) -> tuple[str, GroupEvent] | None:
     """(group id, what the exchange did to the group), from its full trees."""
     from ..protocol import Options
+
     options = view.options or Options()
     req = ex.request.decoded(options).body if ex.request else None
-    resp = ex.response.decoded(options).body if ex.response and ex.response.api_key \
-        is not None else None
+    resp = (
+        ex.response.decoded(options).body
+        if ex.response and ex.response.api_key is not None
+        else None
+    )
     asked, got = _fields(req), _fields(resp)
     group = asked.get("group_id")
     if not isinstance(group, str):
@@ -320,8 +391,15 @@ def group_event(ex: Exchange, view: ExchangeFields) -> tuple[str, GroupEvent] | 
         detail = _assignment(resp)
     elif key == LEAVE_GROUP:
         detail = "left the group"
-    return group, GroupEvent(ex.first.ts, api_name(key), member or "", generation if
-                             isinstance(generation, int) else None, error, detail, view)
+    return group, GroupEvent(
+        ex.first.ts,
+        api_name(key),
+        member or "",
+        generation if isinstance(generation, int) else None,
+        error,
+        detail,
+        view,
+    )
 
 
 def _heartbeat(req: Any, resp: Any, error: str, options: Any) -> tuple[int | None, str]:
@@ -330,20 +408,25 @@ def _heartbeat(req: Any, resp: Any, error: str, options: Any) -> tuple[int | Non
     what it was assigned, or why the coordinator fenced it. "" when nothing changed."""
     from .diagnoses import plain
     from .facts import topic_of_id
+
     asked, got = plain(req) or {}, plain(resp) or {}
     sent, now = asked.get("member_epoch"), got.get("member_epoch")
     if error:
-        why = {"FENCED_MEMBER_EPOCH": "the coordinator moved on without it (its session or "
-                                      "rebalance timed out)",
-               "UNKNOWN_MEMBER_ID": "the coordinator dropped it (its session timed out)",
-               "UNRELEASED_INSTANCE_ID": "its instance id is still held by another member"}
-        return (sent if type(sent) is int else None,
-                f"sent epoch {sent}: {why[error]}; it joins again with epoch 0"
-                if error in why else "")
+        why = {
+            "FENCED_MEMBER_EPOCH": "the coordinator moved on without it (its session or "
+            "rebalance timed out)",
+            "UNKNOWN_MEMBER_ID": "the coordinator dropped it (its session timed out)",
+            "UNRELEASED_INSTANCE_ID": "its instance id is still held by another member",
+        }
+        return (
+            sent if type(sent) is int else None,
+            f"sent epoch {sent}: {why[error]}; it joins again with epoch 0" if error in why else "",
+        )
     epoch = now if type(now) is int else None
     if sent in (-1, -2):
-        return epoch, "left the group" + (" (a static member: it may come back)"
-                                          if sent == -2 else "")
+        return epoch, "left the group" + (
+            " (a static member: it may come back)" if sent == -2 else ""
+        )
     topic_ids = getattr(options, "topic_ids", None) or {}
     assigned = got.get("assignment")
     parts: list[str] = []
@@ -351,19 +434,24 @@ def _heartbeat(req: Any, resp: Any, error: str, options: Any) -> tuple[int | Non
         for t in assigned.get("topic_partitions") or ():
             if isinstance(t, dict) and isinstance(t.get("topic_id"), str):
                 ps = sorted(p for p in t.get("partitions") or () if type(p) is int)
-                parts.append(f"{topic_of_id(t['topic_id'], topic_ids)}"
-                             f"[{','.join(map(str, ps))}]")
-    for kind in ("active_tasks", "standby_tasks", "warmup_tasks"):      # streams
+                parts.append(f"{topic_of_id(t['topic_id'], topic_ids)}[{','.join(map(str, ps))}]")
+    for kind in ("active_tasks", "standby_tasks", "warmup_tasks"):  # streams
         for t in got.get(kind) or ():
             if isinstance(t, dict):
                 ps = sorted(p for p in t.get("partitions") or () if type(p) is int)
-                parts.append(f"{kind.split('_')[0]} subtopology {t.get('subtopology_id')}"
-                             f"[{','.join(map(str, ps))}]")
-    given = ("assigned " + " ".join(parts)) if parts else (
-        "assigned nothing" if isinstance(assigned, dict) else "")
+                parts.append(
+                    f"{kind.split('_')[0]} subtopology {t.get('subtopology_id')}"
+                    f"[{','.join(map(str, ps))}]"
+                )
+    given = (
+        ("assigned " + " ".join(parts))
+        if parts
+        else ("assigned nothing" if isinstance(assigned, dict) else "")
+    )
     if sent == 0:
-        return epoch, "joined" + (f" at epoch {epoch}" if epoch is not None else "") + \
-            (f", {given}" if given else "")
+        return epoch, "joined" + (f" at epoch {epoch}" if epoch is not None else "") + (
+            f", {given}" if given else ""
+        )
     if type(sent) is int and epoch is not None and epoch != sent:
         return epoch, f"epoch {sent} -> {epoch}" + (f", {given}" if given else "")
     return epoch, given

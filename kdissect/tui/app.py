@@ -44,21 +44,20 @@ from .sorting import SORT_BINDINGS, Sorting
 from .spill import Spill
 from .work import scan
 
-BROKER_TIME = "broker time"    # latency beyond the wait the client asked for
+BROKER_TIME = "broker time"  # latency beyond the wait the client asked for
 # the sort orders the `o` key cycles through (latency: slowest first)
-SORT_CYCLE = ("time", BROKER_TIME, "latency", "status", "API", "client → broker",
-              "client id", "#")
+SORT_CYCLE = ("time", BROKER_TIME, "latency", "status", "API", "client → broker", "client id", "#")
 TIME_FORMATS = ("short", "utc", "local")
-_SLICE = 0.01              # seconds a UI tick adds rows for at most: keys stay answered
-_REDRAW = 0.3              # seconds between redraws of the growing list's extent and counts
-_KEEP_DECODED = 16         # full trees kept for the messages viewed last
-_REST = 0.06               # seconds the list cursor rests before the detail follows
-_DECODE_HERE = 4096        # bigger exchanges decode in a worker thread
-_TOASTS = 5                # load warnings shown as toasts; all of them are in `s`
+_SLICE = 0.01  # seconds a UI tick adds rows for at most: keys stay answered
+_REDRAW = 0.3  # seconds between redraws of the growing list's extent and counts
+_KEEP_DECODED = 16  # full trees kept for the messages viewed last
+_REST = 0.06  # seconds the list cursor rests before the detail follows
+_DECODE_HERE = 4096  # bigger exchanges decode in a worker thread
+_TOASTS = 5  # load warnings shown as toasts; all of them are in `s`
 
 
-EXPECTED = "italic"         # an expected step (MEMBER_ID_REQUIRED): the text's own colour
-EXPECTED_MARK = "↻ "       # before an expected error's name: a step that is retried
+EXPECTED = "italic"  # an expected step (MEMBER_ID_REQUIRED): the text's own colour
+EXPECTED_MARK = "↻ "  # before an expected error's name: a step that is retried
 
 
 def _row(view: ListedView) -> tuple:
@@ -70,14 +69,20 @@ def _row(view: ListedView) -> tuple:
     facts = view.facts()
     reasons = anomaly.reasons(view)
     normal = anomaly.EXPECTED_ERRORS.get(first.api_key, frozenset())
-    expected = sorted({error_name(c) for c in facts.errors if c in normal}) \
-        if first.direction != "sasl" else []
-    severe = bool(view.problems or any(c not in normal for c in facts.errors) or any(
-        f.severity == "error" for f in ex.findings))
+    expected = (
+        sorted({error_name(c) for c in facts.errors if c in normal})
+        if first.direction != "sasl"
+        else []
+    )
+    severe = bool(
+        view.problems
+        or any(c not in normal for c in facts.errors)
+        or any(f.severity == "error" for f in ex.findings)
+    )
     style = "red" if severe else "yellow" if reasons else ""
     summary = Facts(topics=facts.topics, records=facts.records).text()
     latency = Text()
-    if ex.latency is not None:          # dim: mostly a wait the client asked for
+    if ex.latency is not None:  # dim: mostly a wait the client asked for
         waited = anomaly.client_wait(view) > ex.latency / 2
         latency = Text(f"{ex.latency * 1000:.1f}ms", style="dim" if waited else "")
     status = Text()
@@ -85,12 +90,18 @@ def _row(view: ListedView) -> tuple:
     for name in expected:
         status.append(", " if status else "")
         status.append(EXPECTED_MARK + name, style=EXPECTED)
-    cells = (str(first.frame), iso(first.ts)[11:23],
-             f"{endpoint(ex.client)} → {endpoint(ex.broker)}",
-             Text(first.api_name, style="bold red" if severe else "bold"),
-             str(first.api_version), str(first.correlation_id),
-             ex.request.client_id or "" if ex.request else "",
-             latency, Text(summary), status)
+    cells = (
+        str(first.frame),
+        iso(first.ts)[11:23],
+        f"{endpoint(ex.client)} → {endpoint(ex.broker)}",
+        Text(first.api_name, style="bold red" if severe else "bold"),
+        str(first.api_version),
+        str(first.correlation_id),
+        ex.request.client_id or "" if ex.request else "",
+        latency,
+        Text(summary),
+        status,
+    )
     return cells, reasons
 
 
@@ -103,7 +114,7 @@ def _sort_value(view: ListedView, column: str) -> tuple:
         return (0, first.frame)
     if column == "latency":
         return (0, ex.latency) if ex.latency is not None else (1, 0.0)
-    if column == BROKER_TIME:              # beyond what was asked: long polls wait less
+    if column == BROKER_TIME:  # beyond what was asked: long polls wait less
         took = anomaly.service_time(view)
         return (0, (took, ex.latency)) if took is not None else (1, (0.0, 0.0))
     if column == "v":
@@ -120,14 +131,34 @@ def tls_item(facts) -> Item:
     They have no bytes in the messages (the handshake is not Kafka's)."""
     root = Node("tls_connection", FACT, 0, 0, facts.state)
     facts_json = facts.to_json()
-    for name in ("server_name", "version", "cipher", "alpn", "resumed", "state", "records",
-                 "records_decrypted", "records_failed", "plaintext_bytes", "frame", "client",
-                 "server"):
+    for name in (
+        "server_name",
+        "version",
+        "cipher",
+        "alpn",
+        "resumed",
+        "state",
+        "records",
+        "records_decrypted",
+        "records_failed",
+        "plaintext_bytes",
+        "frame",
+        "client",
+        "server",
+    ):
         value = facts_json.get(name)
-        note = facts.STATES.get(value) if name == "state" else \
-            "no SNI in the ClientHello" if name == "server_name" and value is None else None
-        root.add(Node(name, FACT, 0, 0,
-                      ", ".join(value) if isinstance(value, list) else value, note=note))
+        note = (
+            facts.STATES.get(value)
+            if name == "state"
+            else "no SNI in the ClientHello"
+            if name == "server_name" and value is None
+            else None
+        )
+        root.add(
+            Node(
+                name, FACT, 0, 0, ", ".join(value) if isinstance(value, list) else value, note=note
+            )
+        )
     for f in facts.findings:
         root.add(Node("finding", FACT, 0, 0, f.code, problem=f.text(), code=f.code))
     state = "decrypted" if facts.is_decrypted else facts.state
@@ -154,6 +185,7 @@ def unique_path(path: Path) -> Path:
 def screenshot_dir() -> Path:
     """Where screenshots go: the Downloads folder when there is one, else here."""
     from platformdirs import user_downloads_path
+
     downloads = Path(user_downloads_path())
     return downloads if downloads.is_dir() else Path.cwd()
 
@@ -171,21 +203,25 @@ class KdissectApp(Sorting, Jobs, App):
     AUTO_FOCUS = "#exchanges"
     SORT_CYCLE = SORT_CYCLE
     DESCENDING = frozenset({BROKER_TIME, "latency"})
-    SORT_NAMES = {BROKER_TIME: "broker time: latency beyond the wait the client asked for, "
-                               "slowest first",
-                  "latency": "raw latency, slowest first (long polls and group waits "
-                             "included)"}
-    CSS = """
+    SORT_NAMES = {
+        BROKER_TIME: "broker time: latency beyond the wait the client asked for, slowest first",
+        "latency": "raw latency, slowest first (long polls and group waits included)",
+    }
+    CSS = (
+        """
     #exchanges { height: 45%; }
     #empty { height: 1fr; display: none; padding: 1 2; }
     #empty.visible { display: block; }
     #detail { height: 1fr; }
     #main { height: 1fr; }
     #bars { height: auto; }
-    """ + FILTER_CSS + WORK_CSS
+    """
+        + FILTER_CSS
+        + WORK_CSS
+    )
     BINDINGS = [
         *BAR_BINDINGS,
-        Binding("p", "next_problem", "Problem"),   # short: the footer keeps s ? q at 80
+        Binding("p", "next_problem", "Problem"),  # short: the footer keeps s ? q at 80
         Binding("P", "next_problem(-1)", "Previous problem", show=False),
         Binding("n", "search_next", "Next match", show=False),
         *SORT_BINDINGS,
@@ -205,46 +241,53 @@ class KdissectApp(Sorting, Jobs, App):
         Binding("q", "quit", "Quit"),
     ]
 
-    def __init__(self, load, options: Options | None = None, title: str = "",
-                 stop: threading.Event | None = None, isolate: bool = True, keys=None,
-                 live: bool = False):
+    def __init__(
+        self,
+        load,
+        options: Options | None = None,
+        title: str = "",
+        stop: threading.Event | None = None,
+        isolate: bool = True,
+        keys=None,
+        live: bool = False,
+    ):
         """``live``: a source that runs until stopped (an interface, the proxy): the
         title says "live", rows without a frame number are numbered as they come, and
         the list follows new rows while its cursor is on the last one."""
         super().__init__()
         self.live = live
-        self.keys = keys               # the TLS key log (capture.tls.KeyLog), for `E`
+        self.keys = keys  # the TLS key log (capture.tls.KeyLog), for `E`
         # the source's TLS connections (capture.tls.TlsFacts), decrypted or not
         self.tls_connections: list = []
         # their final facts by Kafka connection (an exchange carries them as they were)
         self.tls_by_stream: dict[int, object] = {}
-        self.isolate = isolate         # run the source in a child process
+        self.isolate = isolate  # run the source in a child process
         self.load = load
         self.options = options or Options()
         self.views: list[ListedView] = []
         self.sorted_by: tuple[str, bool] = ("time", False)
         self.filter: Filter | None = None
         self.filter_text = ""
-        self.following: tuple[int, str] | None = None     # (stream, the filter before)
+        self.following: tuple[int, str] | None = None  # (stream, the filter before)
         self.needle: bytes | None = None
         self.needle_text = ""
-        self.detail_view: ListedView | None = None      # what the detail shows
-        self.detail_pending: ListedView | None = None   # what it is about to show
+        self.detail_view: ListedView | None = None  # what the detail shows
+        self.detail_pending: ListedView | None = None  # what it is about to show
         self._detail_timer: Timer | None = None
         self.loaded = False
         self.warnings: list[str] = []
         # values the filter bar completes: topics and client ids seen so far
         self.seen: dict[str, set[str]] = {"topic": set(), "client_id": set()}
-        self.gaps: list[Gap] = []          # holes in the streams (as --stats counts them)
-        self._job: tuple[str, threading.Event] | None = None    # (what, cancel)
+        self.gaps: list[Gap] = []  # holes in the streams (as --stats counts them)
+        self._job: tuple[str, threading.Event] | None = None  # (what, cancel)
         self._job_progress: tuple[int, int] | None = None
-        self._stopped = False              # loading stopped by the user (Esc)
+        self._stopped = False  # loading stopped by the user (Esc)
         self.time_format = "short"
         self.stop = stop or threading.Event()
         self._incoming: deque = deque()
         self._progress: tuple[int, int] | None = None
-        self._drawn = 0.0                  # when the growing list was last redrawn
-        self._undrawn = False              # rows (or the end) came since
+        self._drawn = 0.0  # when the growing list was last redrawn
+        self._undrawn = False  # rows (or the end) came since
         # record keys and values in the tree: decoded (by their schemas, else what they
         # look like) or raw bytes; `d` toggles (see tree_options)
         self.values_decoded = self.options.values is not None
@@ -278,13 +321,20 @@ class KdissectApp(Sorting, Jobs, App):
         yield Footer()
 
     def _bars(self) -> ComposeResult:
-        yield FilterInput(placeholder="display filter, e.g. anomaly, api == Produce and "
-                                      "error != 0  (Tab completes, Enter applies, Esc closes)",
-                          id="filter", classes="bar",
-                          suggester=FilterSuggester(lambda field: self.seen[field]))
+        yield FilterInput(
+            placeholder="display filter, e.g. anomaly, api == Produce and "
+            "error != 0  (Tab completes, Enter applies, Esc closes)",
+            id="filter",
+            classes="bar",
+            suggester=FilterSuggester(lambda field: self.seen[field]),
+        )
         yield Static(id="filter-error")
-        yield Input(placeholder="search bytes (decompressed records too): text, or hex as "
-                                "0x0001 / hex: 00 01", id="search", classes="bar")
+        yield Input(
+            placeholder="search bytes (decompressed records too): text, or hex as "
+            "0x0001 / hex: 00 01",
+            id="search",
+            classes="bar",
+        )
 
     @property
     def table(self) -> ExchangeList:
@@ -296,30 +346,31 @@ class KdissectApp(Sorting, Jobs, App):
         return self.table.rows
 
     def on_mount(self) -> None:
-        self.ansi_theme_dark, self.ansi_theme_light = ANSI_DARK, ANSI_LIGHT   # legible
+        self.ansi_theme_dark, self.ansi_theme_light = ANSI_DARK, ANSI_LIGHT  # legible
         self.table.set_order("time", lambda v: _sort_value(v, "time"), False)
         self.set_interval(0.05, self._drain)
-        self._show_active_filter()             # a start filter (-Y) shows from the start
+        self._show_active_filter()  # a start filter (-Y) shows from the start
         self.run_worker(self._load, thread=True, exclusive=True)
 
     def on_unmount(self) -> None:
         self.stop.set()
         if self.spill is not None:
-            self.spill.close()           # the unlinked file goes with its last descriptor
+            self.spill.close()  # the unlinked file goes with its last descriptor
 
     # -- loading (worker thread) ---------------------------------------------------------
 
     def _load(self) -> None:
         def put(item) -> None:
             if isinstance(item, Progress):
-                self._progress = (item.done, item.total)    # only the latest matters
+                self._progress = (item.done, item.total)  # only the latest matters
             else:
                 self._incoming.append(item)
+
         if self.isolate:
             run_in_process(self.load, self.options, _row, put, self.stop, self.spill)
         else:
             run_in_thread(self.load, self.options, _row, put)
-        if self._stopped:                  # Esc: the rows so far stay
+        if self._stopped:  # Esc: the rows so far stay
             put(Warn("loading stopped (Esc): the list holds what was read until then"))
             put(Done())
 
@@ -329,13 +380,12 @@ class KdissectApp(Sorting, Jobs, App):
         extent, the counts, the progress) is redrawn every _REDRAW seconds at most:
         a redraw of the screen costs more than adding thousands of rows."""
         tables = self.query(ExchangeList)
-        if not tables:                     # the app is closing: its widgets are gone
+        if not tables:  # the app is closing: its widgets are gone
             return
         table = tables.first()
         before = table.row_count
         # a live list follows new rows while the cursor is on the last one (tail -f)
-        at_end = self.live and table.cursor_row >= before - 1 and \
-            self.sorted_by == ("time", False)
+        at_end = self.live and table.cursor_row >= before - 1 and self.sorted_by == ("time", False)
         until = time.monotonic() + _SLICE
         while self._incoming and time.monotonic() < until:
             item = self._incoming.popleft()
@@ -347,7 +397,7 @@ class KdissectApp(Sorting, Jobs, App):
             elif isinstance(item, Row):
                 view = item.view
                 view.row, view._reasons = item.row
-                if view.row[0] in ("", "0"):      # no frame (the proxy's): by arrival
+                if view.row[0] in ("", "0"):  # no frame (the proxy's): by arrival
                     view.row = (str(len(self.views) + 1), *view.row[1:])
                 self.views.append(view)
                 self.seen["topic"].update(view.facts().topics)
@@ -359,7 +409,8 @@ class KdissectApp(Sorting, Jobs, App):
         now = time.monotonic()
         first = before == 0 and table.row_count > 0
         if (self._undrawn or not self.loaded) and (
-                first or self.loaded or now - self._drawn >= _REDRAW):
+            first or self.loaded or now - self._drawn >= _REDRAW
+        ):
             self._drawn, self._undrawn = now, False
             self._show_work()
             table.grown()
@@ -367,7 +418,7 @@ class KdissectApp(Sorting, Jobs, App):
             self._show_active_filter()
             self._update_subtitle()
             self._show_empty()
-        if first:                          # the first rows: show the first one
+        if first:  # the first rows: show the first one
             self.follow_cursor()
         elif at_end and table.row_count > before:
             table.move_cursor(table.row_count - 1)
@@ -376,7 +427,7 @@ class KdissectApp(Sorting, Jobs, App):
         """A warning of the source: kept (the statistics list them all, with the gaps
         counted as --stats counts them); the first few are shown as they come. A TLS
         connection's facts come this way too (listed in the statistics)."""
-        if not isinstance(what, (str, Gap)):       # capture.tls.TlsFacts
+        if not isinstance(what, (str, Gap)):  # capture.tls.TlsFacts
             self.tls_connections.append(what)
             if what.stream is not None:
                 self.tls_by_stream[what.stream] = what
@@ -388,8 +439,9 @@ class KdissectApp(Sorting, Jobs, App):
         if len(self.warnings) <= _TOASTS:
             self.notify(what, severity="warning", timeout=8)
         elif len(self.warnings) == _TOASTS + 1:
-            self.notify("more warnings: s (statistics) lists them all", severity="warning",
-                        timeout=8)
+            self.notify(
+                "more warnings: s (statistics) lists them all", severity="warning", timeout=8
+            )
 
     def on_resize(self) -> None:
         self._fit_list()
@@ -400,7 +452,7 @@ class KdissectApp(Sorting, Jobs, App):
         tables = self.query(ExchangeList)
         if tables:
             table = tables.first()
-            share = 0.45 if self.size.height >= 30 else 0.33    # small screens: the detail
+            share = 0.45 if self.size.height >= 30 else 0.33  # small screens: the detail
             most = max(3, int(self.size.height * share))
             table.styles.height = max(3, min(most, table.row_count + 1))
 
@@ -423,14 +475,15 @@ class KdissectApp(Sorting, Jobs, App):
             text.append(f" ({len(self.views)} exchanges loaded).\n\n")
             text.append("/ changes the filter; an empty filter shows everything.")
         else:
-            text.append(f"No Kafka exchanges in {self.title_text or 'the source'}.",
-                        "bold red")
+            text.append(f"No Kafka exchanges in {self.title_text or 'the source'}.", "bold red")
             text.append("\n\n")
             for w in self.warnings:
                 text.append(f"• {w}\n", "yellow")
-            text.append("\nWhat next: check the file opens (`kdissect pcap FILE --no-tui` "
-                        "prints the same reasons); if Kafka runs on other ports, add them "
-                        "with -p PORT. q quits.")
+            text.append(
+                "\nWhat next: check the file opens (`kdissect pcap FILE --no-tui` "
+                "prints the same reasons); if Kafka runs on other ports, add them "
+                "with -p PORT. q quits."
+            )
         empty.update(text)
         empty.add_class("visible")
         self.table.display = self.query_one(Detail).display = False
@@ -457,18 +510,20 @@ class KdissectApp(Sorting, Jobs, App):
 
         def test(view: ListedView) -> bool:
             if spill is not None:
-                spill.load(view, lock=False)      # in a forked child
+                spill.load(view, lock=False)  # in a forked child
             return parsed(view)
 
         def finish(found: list[int]) -> None:
             self.filter, self.filter_text = parsed, text
-            later = [v for v in self.views[len(views):] if self.matches(v)]
+            later = [v for v in self.views[len(views) :] if self.matches(v)]
             current = self.current_view()
             self.table.set_rows([views[i] for i in found] + later, keep=current)
             self._fit_list()
             self._after_rows_changed()
-        self.run_job(f"filter {text}",
-                     lambda progress, cancel: scan(views, test, progress, cancel), finish)
+
+        self.run_job(
+            f"filter {text}", lambda progress, cancel: scan(views, test, progress, cancel), finish
+        )
 
     def matches(self, view: ListedView) -> bool:
         if self.filter is None:
@@ -491,10 +546,16 @@ class KdissectApp(Sorting, Jobs, App):
 
     def _show_active_filter(self) -> None:
         active = self.query_one("#active-filter", Static)
-        if self.filter is not None:          # the filter stays in sight
-            set_text(active, Text.assemble(("filter ", "dim"), (self.filter_text, "bold"),
-                                        (f"  {len(self.shown)} of {len(self.views)} · "
-                                         f"/ edits it", "dim")), layout=False)
+        if self.filter is not None:  # the filter stays in sight
+            set_text(
+                active,
+                Text.assemble(
+                    ("filter ", "dim"),
+                    (self.filter_text, "bold"),
+                    (f"  {len(self.shown)} of {len(self.views)} · / edits it", "dim"),
+                ),
+                layout=False,
+            )
         active.set_class(self.filter is not None, "visible")
 
     def view_at(self, row: int) -> ListedView | None:
@@ -536,10 +597,11 @@ class KdissectApp(Sorting, Jobs, App):
             for m in view.ex.messages:
                 self.tree_of(m)
             self.call_from_thread(self._decoded_for, view)
+
         self.run_worker(decode, thread=True, group="detail")
 
     def _decoded_for(self, view: ListedView) -> None:
-        if self.detail_pending is view and self.query(HexView):   # not closing
+        if self.detail_pending is view and self.query(HexView):  # not closing
             self.show_exchange(view)
 
     def follow_cursor(self) -> None:
@@ -557,11 +619,11 @@ class KdissectApp(Sorting, Jobs, App):
             if m is None:
                 continue
             decoded = self.tree_of(m)
-            items.append(Item(Text(f"{decoded.title}  ({len(m.data)} bytes)", "bold"),
-                              m.data, decoded.tree))
-        title = Text(f"{ex.first.api_name} exchange, stream {ex.stream}, frame "
-                     f"{ex.first.frame}")
-        if ex.tls is not None:                 # read from a decrypted TLS connection
+            items.append(
+                Item(Text(f"{decoded.title}  ({len(m.data)} bytes)", "bold"), m.data, decoded.tree)
+            )
+        title = Text(f"{ex.first.api_name} exchange, stream {ex.stream}, frame {ex.first.frame}")
+        if ex.tls is not None:  # read from a decrypted TLS connection
             title.append(f"  {LOCK} TLS", "green")
             items.append(tls_item(self.tls_by_stream.get(ex.stream, ex.tls)))
         reasons = anomaly.reasons(view)
@@ -569,7 +631,7 @@ class KdissectApp(Sorting, Jobs, App):
             title.append(f"  ✗ {', '.join(reasons)}", "bold red")
         detail = self.query_one(Detail)
         detail.show(title, items)
-        if asks_records(self.filter):            # the record the filter matched, opened
+        if asks_records(self.filter):  # the record the filter matched, opened
             assert self.filter is not None
             found = first_match(self.filter, view, [i.root for i in detail.items])
             if found is not None:
@@ -584,6 +646,7 @@ class KdissectApp(Sorting, Jobs, App):
             return replace(self.options, values=None)
         if self.options.values is None:
             from ..schemas_source import Schemas
+
             self.options = replace(self.options, values=Schemas())
         return self.options
 
@@ -594,7 +657,7 @@ class KdissectApp(Sorting, Jobs, App):
         if decoded is None:
             decoded = m.decoded(self.tree_options())
             if not m.data and self.spill is not None:
-                return decoded              # its bytes were let go meanwhile: not kept
+                return decoded  # its bytes were let go meanwhile: not kept
             self._trees[key] = decoded
             while len(self._trees) > _KEEP_DECODED:
                 self._trees.popitem(last=False)
@@ -614,8 +677,11 @@ class KdissectApp(Sorting, Jobs, App):
         """Time of day ⇄ date and time in UTC ⇄ date and time in the local zone."""
         self.time_format = TIME_FORMATS[(TIME_FORMATS.index(self.time_format) + 1) % 3]
         table = self.table
-        table.time_of = None if self.time_format == "short" else \
-            (lambda ts, local=self.time_format == "local": long_time(ts, local))
+        table.time_of = (
+            None
+            if self.time_format == "short"
+            else (lambda ts, local=self.time_format == "local": long_time(ts, local))
+        )
         table.refresh()
 
     def action_next_problem(self, step: int = 1) -> None:
@@ -630,12 +696,15 @@ class KdissectApp(Sorting, Jobs, App):
                 self.select_view(view)
                 self._land_on_problem(view)
                 return
-        self.notify("no anomaly among the exchanges shown: no error code, finding, "
-                    "missing answer or unexplained slowness", timeout=4)
+        self.notify(
+            "no anomaly among the exchanges shown: no error code, finding, "
+            "missing answer or unexplained slowness",
+            timeout=4,
+        )
 
     def _land_on_problem(self, view: ListedView) -> None:
         detail = self.query_one(Detail)
-        order = sorted(range(len(detail.items)), key=lambda i: -i)   # the response first
+        order = sorted(range(len(detail.items)), key=lambda i: -i)  # the response first
         for index in order:
             node = anomaly.offending(detail.items[index].root)
             if node is not None:
@@ -647,14 +716,23 @@ class KdissectApp(Sorting, Jobs, App):
         """Statistics of the exchanges shown, the gaps and warnings of the source; over
         many exchanges gathered in the background (Esc cancels)."""
         from .screens import gather
+
         views, gaps = list(self.shown), list(self.gaps)
 
         def open_screen(gathered) -> None:
-            self.push_screen(StatsScreen(views, self.load_bytes, gathered, self.warnings,
-                                         tls=self.tls_connections), self._stats_closed)
+            self.push_screen(
+                StatsScreen(
+                    views, self.load_bytes, gathered, self.warnings, tls=self.tls_connections
+                ),
+                self._stats_closed,
+            )
+
         if len(views) > _IN_WORKERS:
-            self.run_job("statistics", lambda progress, cancel: gather(
-                views, self.load_bytes, gaps, progress, cancel), open_screen)
+            self.run_job(
+                "statistics",
+                lambda progress, cancel: gather(views, self.load_bytes, gaps, progress, cancel),
+                open_screen,
+            )
         else:
             open_screen(gather(views, self.load_bytes, gaps))
 
@@ -713,12 +791,19 @@ class KdissectApp(Sorting, Jobs, App):
         self.show_exchange(self.detail_view)
         if path is not None:
             detail.select_path(*path)
-        how = ("decoded" + ("" if self.options.values is not None and
-                            getattr(self.options.values, "framed", False) or
-                            getattr(self.options.values, "overrides", None)
-                            else " by what they look like (no schemas given: --schemas DIR, "
-                                 "--value-schema TOPIC=FILE)")
-               if self.values_decoded else "raw bytes")
+        how = (
+            "decoded"
+            + (
+                ""
+                if self.options.values is not None
+                and getattr(self.options.values, "framed", False)
+                or getattr(self.options.values, "overrides", None)
+                else " by what they look like (no schemas given: --schemas DIR, "
+                "--value-schema TOPIC=FILE)"
+            )
+            if self.values_decoded
+            else "raw bytes"
+        )
         self.notify(f"record keys and values: {how}; d toggles", timeout=4)
 
     def action_jump(self) -> None:
@@ -738,10 +823,16 @@ class KdissectApp(Sorting, Jobs, App):
         if view is None:
             return
         ex = self.load_bytes(view).ex
-        out = {"client": endpoint(ex.client), "broker": endpoint(ex.broker),
-               "latency_ms": ex.latency * 1000 if ex.latency is not None else None,
-               **{m.direction: message_json(m, self.options, ex)
-                  for m in (ex.request, ex.response) if m is not None}}
+        out = {
+            "client": endpoint(ex.client),
+            "broker": endpoint(ex.broker),
+            "latency_ms": ex.latency * 1000 if ex.latency is not None else None,
+            **{
+                m.direction: message_json(m, self.options, ex)
+                for m in (ex.request, ex.response)
+                if m is not None
+            },
+        }
         path = unique_path(Path(f"kdissect-exchange-{ex.first.frame}.json"))
         try:
             path.write_text(json.dumps(out, indent=2, default=str))
@@ -769,44 +860,53 @@ class KdissectApp(Sorting, Jobs, App):
                         ex = self.load_bytes(view).ex
                         for m in (ex.request, ex.response):
                             if m is not None:
-                                out.write(json.dumps(message_json(m, options, ex),
-                                                     default=str) + "\n")
+                                out.write(
+                                    json.dumps(message_json(m, options, ex), default=str) + "\n"
+                                )
                         if done % 256 == 0:
                             if cancel.is_set():
                                 return None
                             progress(done, len(views))
             except OSError as e:
-                self.call_from_thread(self.notify, f"could not write {path}: {e.strerror}",
-                                      severity="error")
+                self.call_from_thread(
+                    self.notify, f"could not write {path}: {e.strerror}", severity="error"
+                )
                 return None
             return len(views)
 
         def finish(count: int) -> None:
-            self.notify(f"exported {count} exchanges to {path.resolve()} (JSON lines, a "
-                        f"message a line; SASL secrets masked unless --show-secrets)")
+            self.notify(
+                f"exported {count} exchanges to {path.resolve()} (JSON lines, a "
+                f"message a line; SASL secrets masked unless --show-secrets)"
+            )
+
         self.run_job(f"export {len(views)} exchanges as JSON", work, finish)
 
     def action_export_pcapng(self) -> None:
         """The exchanges shown (the filter applies) as a pcapng file Wireshark opens."""
         from .export import write_pcapng
+
         stem = Path(self.title_text).stem if self.title_text else "capture"
         path = unique_path(Path(f"kdissect-{stem}-{len(self.shown)}-exchanges.pcapng"))
         try:
-            count = write_pcapng(str(path), self.shown, self.options.show_secrets,
-                                 self.load_bytes, self.keys)
+            count = write_pcapng(
+                str(path), self.shown, self.options.show_secrets, self.load_bytes, self.keys
+            )
         except OSError as e:
             self.notify(f"could not write {path}: {e.strerror}", severity="error")
             return
         tls = " with the TLS key log" if self.keys is not None and len(self.keys) else ""
-        self.notify(f"exported {count} exchanges to {path.resolve()}{tls} (SASL secrets "
-                    f"masked unless --show-secrets)")
+        self.notify(
+            f"exported {count} exchanges to {path.resolve()}{tls} (SASL secrets "
+            f"masked unless --show-secrets)"
+        )
 
-    def deliver_screenshot(self, filename: str | None = None, path: str | None = None,
-                           time_format: str | None = None) -> str | None:
+    def deliver_screenshot(
+        self, filename: str | None = None, path: str | None = None, time_format: str | None = None
+    ) -> str | None:
         """Screenshots (the command palette's) go to a folder that exists: Textual's
         default, ~/Downloads, is missing on many servers and the save then failed."""
-        return super().deliver_screenshot(filename, path or str(screenshot_dir()),
-                                          time_format)
+        return super().deliver_screenshot(filename, path or str(screenshot_dir()), time_format)
 
     # -- filter and search bars ---------------------------------------------------------
 
@@ -816,8 +916,8 @@ class KdissectApp(Sorting, Jobs, App):
 
     def submit_filter(self, text: str) -> None:
         if self.apply_filter(text) is not None:
-            return                  # the reason stays shown under the bar, caret and all
-        self.following = None       # a filter typed ends following a connection
+            return  # the reason stays shown under the bar, caret and all
+        self.following = None  # a filter typed ends following a connection
         self.action_close_bars()
 
     def action_search_next(self) -> None:
@@ -831,10 +931,14 @@ class KdissectApp(Sorting, Jobs, App):
 
         def test(view: ListedView) -> bool:
             if spill is not None:
-                spill.load(view, lock=False)      # in a forked child
+                spill.load(view, lock=False)  # in a forked child
             return holds_bytes(view.ex.messages, needle, options)
-        self.search_from_cursor(test, self._show_match, f"{self.needle_text!r} is in no "
-                                "exchange shown (decompressed records included)")
+
+        self.search_from_cursor(
+            test,
+            self._show_match,
+            f"{self.needle_text!r} is in no exchange shown (decompressed records included)",
+        )
 
     def _show_match(self, view: ListedView) -> None:
         """Select ``view`` and, in its detail, the field holding the needle."""

@@ -42,6 +42,7 @@ BLOB_HELP = """\
   ctrl+x          next message        ctrl+r   dissect now
   ctrl+q          quit                escape   close this help"""
 
+
 class PasteArea(TextArea):
     """The paste box: a paste replaces what the box held (a second blob pasted after
     the first was appended to it and read as one), unless part of it is selected."""
@@ -54,14 +55,17 @@ class PasteArea(TextArea):
             event.stop()
             self.load_text(event.text)
             self.move_cursor(self.document.end)
-            self.post_message(TextArea.Changed(self))   # load_text does not say so
+            self.post_message(TextArea.Changed(self))  # load_text does not say so
             return
         await super()._on_paste(event)
 
 
 DIRECTIONS = [("either direction", "auto"), ("request", "request"), ("response", "response")]
-MODES = [("whole message(s)", "message"), ("body without header", "body"),
-         ("bare record batch", "records")]
+MODES = [
+    ("whole message(s)", "message"),
+    ("body without header", "body"),
+    ("bare record batch", "records"),
+]
 
 
 class BlobApp(App):
@@ -95,9 +99,13 @@ class BlobApp(App):
                 area.border_title = "paste bytes: hex, xxd, hexdump -C, <<0,1>>, b'\\x00', base64"
                 yield area
                 with Container(id="hints"):
-                    yield Input(placeholder="API (name or key): any", id="api",
-                                suggester=SuggestFromList(sorted(set(API_NAMES.values())),
-                                                          case_sensitive=False))
+                    yield Input(
+                        placeholder="API (name or key): any",
+                        id="api",
+                        suggester=SuggestFromList(
+                            sorted(set(API_NAMES.values())), case_sensitive=False
+                        ),
+                    )
                     yield Input(placeholder="version: any", id="version", type="integer")
                     yield Select(DIRECTIONS, value="auto", allow_blank=False, id="direction")
                     yield Select(MODES, value="message", allow_blank=False, id="mode")
@@ -107,7 +115,7 @@ class BlobApp(App):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.ansi_theme_dark, self.ansi_theme_light = ANSI_DARK, ANSI_LIGHT   # legible
+        self.ansi_theme_dark, self.ansi_theme_light = ANSI_DARK, ANSI_LIGHT  # legible
         self._fit_input()
         self.query_one("#paste", TextArea).focus()
         if self.initial:
@@ -139,16 +147,21 @@ class BlobApp(App):
     def hints(self) -> tuple[Hints, str | None]:
         api_text = self.query_one("#api", Input).value.strip()
         version_text = self.query_one("#version", Input).value.strip()
-        direction = self.query_one("#direction", Select).value   # no blank: a str
+        direction = self.query_one("#direction", Select).value  # no blank: a str
         key = api_key_of(api_text) if api_text else None
         problem = f"unknown API {api_text!r}" if api_text and key is None else None
         version = int(version_text) if version_text.lstrip("-").isdigit() else None
         mode = self.query_one("#mode", Select).value
         at_text = self.query_one("#at", Input).value.strip()
         at = int(at_text) if at_text.isdigit() else 0
-        return Hints(key, version,
-                     direction if isinstance(direction, str) and direction != "auto" else None,
-                     body=mode == "body", records=mode == "records", at=at), problem
+        return Hints(
+            key,
+            version,
+            direction if isinstance(direction, str) and direction != "auto" else None,
+            body=mode == "body",
+            records=mode == "records",
+            at=at,
+        ), problem
 
     def action_dissect(self) -> None:
         status = self.query_one("#status", Static)
@@ -162,39 +175,54 @@ class BlobApp(App):
             parsed = parse_blob(text)
         except BlobError as e:
             status.update(Text(str(e), style="bold red"))
-            detail.show("", [])             # not the tree of the bytes pasted before
+            detail.show("", [])  # not the tree of the bytes pasted before
             return
         hints, problem = self.hints()
         if problem:
-            status.update(Text(problem + "; use a name like Metadata or a key like 3",
-                               style="bold red"))
+            status.update(
+                Text(problem + "; use a name like Metadata or a key like 3", style="bold red")
+            )
             detail.show("", [])
             return
         reading = read_paste(parsed.data, hints, self.options)
         items = reading.items
-        lines = Text(f"read {len(parsed.data)} bytes ({parsed.format}, {_where(parsed)}) as "
-                     f"{reading.label}", style="dim")
+        lines = Text(
+            f"read {len(parsed.data)} bytes ({parsed.format}, {_where(parsed)}) as {reading.label}",
+            style="dim",
+        )
         for item in items[:3]:
             bad = item.message.problems
-            lines.append(f"\n{item.message.title}: {item.how}",
-                         style="bold red" if bad else "bold green")
+            lines.append(
+                f"\n{item.message.title}: {item.how}", style="bold red" if bad else "bold green"
+            )
             if bad:
-                lines.append(f"  ({len(bad)} problem{'s' if len(bad) != 1 else ''})",
-                             style="red")
+                lines.append(f"  ({len(bad)} problem{'s' if len(bad) != 1 else ''})", style="red")
             for f in item.findings:
                 lines.append(f"\n  {f.text()}", style="yellow")
             clean = [c for c in item.candidates if c.clean]
             if len(clean) > 1:
-                lines.append(f"\n  {len(clean)} candidates decode cleanly: "
-                             + ", ".join(c.label for c in clean[:4])
-                             + (" …" if len(clean) > 4 else "")
-                             + f"; {distinguish(clean[0], clean[1])}", style="dim")
+                lines.append(
+                    f"\n  {len(clean)} candidates decode cleanly: "
+                    + ", ".join(c.label for c in clean[:4])
+                    + (" …" if len(clean) > 4 else "")
+                    + f"; {distinguish(clean[0], clean[1])}",
+                    style="dim",
+                )
         status.update(lines)
-        detail.show(f"{len(items)} message{'s' if len(items) != 1 else ''}",
-                    [Item(Text(f"{i.message.title}  ({len(i.message.data)} bytes at "
-                               f"@{i.offset})", "bold"), i.message.data, i.message.tree,
-                          base=i.offset)                # offsets from the paste's start
-                     for i in items])
+        detail.show(
+            f"{len(items)} message{'s' if len(items) != 1 else ''}",
+            [
+                Item(
+                    Text(
+                        f"{i.message.title}  ({len(i.message.data)} bytes at @{i.offset})", "bold"
+                    ),
+                    i.message.data,
+                    i.message.tree,
+                    base=i.offset,
+                )  # offsets from the paste's start
+                for i in items
+            ],
+        )
 
     def action_clear(self) -> None:
         """Empty the paste box (and so the tree): ready for the next blob."""
@@ -215,7 +243,10 @@ def _where(parsed) -> str:
     pieces = parsed.pieces
     if not pieces:
         return "all of it"
-    lines = f"line {pieces[0].line}" if pieces[0].line == pieces[-1].end_line else \
-        f"lines {pieces[0].line}-{pieces[-1].end_line}"
+    lines = (
+        f"line {pieces[0].line}"
+        if pieces[0].line == pieces[-1].end_line
+        else f"lines {pieces[0].line}-{pieces[-1].end_line}"
+    )
     skipped = f"; left out {'; '.join(parsed.skipped)}" if parsed.skipped else ""
     return f"from {lines}{skipped}"

@@ -12,7 +12,7 @@ from textual.message import Message
 from textual.widget import Widget
 
 _BLOCKS = " ▁▂▃▄▅▆▇█"
-_LABEL = 9                         # width of the ms axis labels
+_LABEL = 9  # width of the ms axis labels
 
 
 def _clock(ts: float) -> str:
@@ -23,11 +23,13 @@ class LatencyChart(Widget, can_focus=True):
     """``points``: (time, milliseconds, item) in any order."""
 
     DEFAULT_CSS = "LatencyChart { height: 10; }"
-    BINDINGS = [Binding("left", "move(-1)", "Earlier", show=False),
-                Binding("right", "move(1)", "Later", show=False),
-                Binding("home", "move(-100000)", show=False),
-                Binding("end", "move(100000)", show=False),
-                Binding("enter", "pick", "Go to the slowest here")]
+    BINDINGS = [
+        Binding("left", "move(-1)", "Earlier", show=False),
+        Binding("right", "move(1)", "Later", show=False),
+        Binding("home", "move(-100000)", show=False),
+        Binding("end", "move(100000)", show=False),
+        Binding("enter", "pick", "Go to the slowest here"),
+    ]
 
     class Picked(Message):
         def __init__(self, item):
@@ -57,7 +59,7 @@ class LatencyChart(Widget, can_focus=True):
 
     def render(self) -> Text:
         slices = self.slices()
-        rows = max(1, self.size.height - 2)            # bars, then the axis and its labels
+        rows = max(1, self.size.height - 2)  # bars, then the axis and its labels
         top = max((p[1] for p in self.points), default=0.0) or 1.0
         self.cursor = min(self.cursor, len(slices) - 1)
         heights = [max((p[1] for p in s), default=0.0) / top * rows * 8 for s in slices]
@@ -87,9 +89,11 @@ class LatencyChart(Widget, can_focus=True):
         slow = max(cell, key=lambda p: p[1])
         view = slow[2]
         name = view.ex.first.api_name if hasattr(view, "ex") else ""
-        return (f"{_clock(cell[0][0])}–{_clock(cell[-1][0])}: {len(cell)} exchange"
-                f"{'s' if len(cell) != 1 else ''}; slowest {name} {slow[1]:.1f} ms "
-                f"(Enter goes to it)")
+        return (
+            f"{_clock(cell[0][0])}–{_clock(cell[-1][0])}: {len(cell)} exchange"
+            f"{'s' if len(cell) != 1 else ''}; slowest {name} {slow[1]:.1f} ms "
+            f"(Enter goes to it)"
+        )
 
     def action_move(self, step: int) -> None:
         self.cursor = max(0, min(self.cursor + step, len(self.slices()) - 1))
@@ -114,7 +118,6 @@ class LatencyChart(Widget, can_focus=True):
     def jump_to_slowest(self) -> None:
         """Put the cursor on the slice with the slowest exchange."""
         slices = self.slices()
-        best = max(range(len(slices)), key=lambda c: max((p[1] for p in slices[c]),
-                                                         default=-1.0))
+        best = max(range(len(slices)), key=lambda c: max((p[1] for p in slices[c]), default=-1.0))
         self.cursor = best
         self.refresh()

@@ -20,23 +20,24 @@ from ..render.kafka_forms import kafka_form
 from ..render.text import PROBLEM, as_root, format_value, hexdump, leaf_colours
 from .palette import PARENT_TONES, TREE_CURSOR_CSS, dark, legible
 
-FACT = "fact"                      # a node's kind when it is no bytes (TLS facts)
-HIGHLIGHT = "bold #000000 on #fd971f"     # RGB: a light theme's ANSI yellow is dark
+FACT = "fact"  # a node's kind when it is no bytes (TLS facts)
+HIGHLIGHT = "bold #000000 on #fd971f"  # RGB: a light theme's ANSI yellow is dark
 CURSOR = "reverse"
-HEX_WIDTH = 16                     # bytes per line when there is room (else 8)
-_HEX_START = 10                    # "00000000  " before the first byte
-_TREE_AT_LEAST = 64                # columns the field tree keeps before the dump narrows
+HEX_WIDTH = 16  # bytes per line when there is room (else 8)
+_HEX_START = 10  # "00000000  " before the first byte
+_TREE_AT_LEAST = 64  # columns the field tree keeps before the dump narrows
 # below this width the tree and the bytes take turns (`v`) instead of sharing the row
 NARROW = HEX_WIDTH // 2 * 4 + 18 + _TREE_AT_LEAST
-WINDOW_LINES = 96                  # lines dumped before the pane has a size
-_OPEN_AT_FIRST = 64                 # a part with more fields (a big batch's records) opens
-                                   # when asked: hundreds of rows cost a key its 100 ms
+WINDOW_LINES = 96  # lines dumped before the pane has a size
+_OPEN_AT_FIRST = 64  # a part with more fields (a big batch's records) opens
+# when asked: hundreds of rows cost a key its 100 ms
 
 
 @dataclass
 class Item:
     """One message in the detail pane; ``base`` is where its bytes start in what the
     user gave (a pasted blob numbers offsets from the start of the paste)."""
+
     label: Text
     data: bytes
     root: Node
@@ -61,7 +62,7 @@ def innermost(holder: Node, offset: int) -> Node:
     node = holder
     while True:
         if node is not holder and node.buffer is not None:
-            return node                           # its children live in another buffer
+            return node  # its children live in another buffer
         nxt = next((c for c in node.children if c.offset <= offset < c.end), None)
         if nxt is None:
             return node
@@ -94,9 +95,9 @@ class HexView(Static, can_focus=True):
         self.marks: list[tuple[int, int, str]] = []
         self.cursor = 0
         self.show_secrets = False
-        self.first_line = 0            # the dump shows lines first_line... of the data
+        self.first_line = 0  # the dump shows lines first_line... of the data
         self.per_line = HEX_WIDTH
-        self.base = 0                  # the address shown for byte 0
+        self.base = 0  # the address shown for byte 0
         self._colours: tuple[Node | None, dict[int, str]] = (None, {})
 
     @staticmethod
@@ -111,8 +112,15 @@ class HexView(Static, can_focus=True):
             self.first_line = self.cursor // per_line
             self._render_dump()
 
-    def show(self, data: bytes, root: Node | None, marks, cursor: int | None = None,
-             title: str = "", base: int = 0) -> None:
+    def show(
+        self,
+        data: bytes,
+        root: Node | None,
+        marks,
+        cursor: int | None = None,
+        title: str = "",
+        base: int = 0,
+    ) -> None:
         self.data, self.root, self.marks, self.base = data, root, list(marks), base
         if cursor is not None:
             self.cursor = max(0, min(cursor, len(data) - 1))
@@ -138,20 +146,33 @@ class HexView(Static, can_focus=True):
         lines = -(-len(self.data) // width)
         line = self.cursor // width
         if not self.first_line <= line < self.first_line + rows:
-            self.first_line = line - rows // 3          # a jump: some context above
+            self.first_line = line - rows // 3  # a jump: some context above
         self.first_line = max(0, min(self.first_line, lines - rows))
         start = self.first_line * width
         window = (start, start + rows * width)
         if self.root is not None and self._colours[0] is not self.root:
             # a leaf's colour per tree, once: the cursor moves re-render the same tree
             self._colours = (self.root, leaf_colours(self.root))
-        dump = hexdump(self.data, self.root, self.show_secrets, self.base,
-                       self._colours[1] if self.root is not None else None, width=width,
-                       marks=marks, window=window) if self.data else Text("no bytes", style="dim")
-        if lines > rows:                    # say it scrolls, and where the view is
-            self.border_subtitle = (f"{start + self.base:#x}–"
-                                    f"{min(window[1], len(self.data)) + self.base:#x} of "
-                                    f"{len(self.data)} bytes · ↑↓ PgUp PgDn (Tab here)")
+        dump = (
+            hexdump(
+                self.data,
+                self.root,
+                self.show_secrets,
+                self.base,
+                self._colours[1] if self.root is not None else None,
+                width=width,
+                marks=marks,
+                window=window,
+            )
+            if self.data
+            else Text("no bytes", style="dim")
+        )
+        if lines > rows:  # say it scrolls, and where the view is
+            self.border_subtitle = (
+                f"{start + self.base:#x}–"
+                f"{min(window[1], len(self.data)) + self.base:#x} of "
+                f"{len(self.data)} bytes · ↑↓ PgUp PgDn (Tab here)"
+            )
         else:
             self.border_subtitle = self.legend()
         self.update(legible(dump, dark(self)))
@@ -176,8 +197,7 @@ class HexView(Static, can_focus=True):
         """What the shading means (Textual markup, for the border)."""
         dark = self.app.current_theme.dark if self.app else True
         tones = PARENT_TONES[dark]
-        return (f"[{HIGHLIGHT}] field [/] [{tones[0]}] parents [/] "
-                f"[{PROBLEM}] problem [/]")
+        return f"[{HIGHLIGHT}] field [/] [{tones[0]}] parents [/] [{PROBLEM}] problem [/]"
 
     def on_focus(self) -> None:
         self._render_dump()
@@ -205,7 +225,7 @@ class HexView(Static, can_focus=True):
         self.post_message(self.CursorMoved(self, self.cursor))
 
     def on_click(self, event) -> None:
-        inside = event.get_content_offset(self)          # past the border
+        inside = event.get_content_offset(self)  # past the border
         offset = self.offset_at(inside.x, inside.y) if inside is not None else None
         if offset is not None:
             self.focus()
@@ -217,7 +237,7 @@ class HexView(Static, can_focus=True):
         col = x - _HEX_START
         if 0 <= col < 3 * width + 1:
             if col >= 3 * (width // 2):
-                col -= 1                        # the wider gap in the middle
+                col -= 1  # the wider gap in the middle
             index = col // 3
         else:
             text_start = _HEX_START + 3 * width + 1 + 2
@@ -235,15 +255,17 @@ class FieldTree(Tree):
     def render_label(self, node, base_style, style) -> Text:
         return legible(super().render_label(node, base_style, style), dark(self))
 
-    BINDINGS = [Binding("asterisk", "expand_all", "Expand all", show=False),
-                Binding("right", "open", "Open", show=False),
-                Binding("left", "close", "Close", show=False)]
+    BINDINGS = [
+        Binding("asterisk", "expand_all", "Expand all", show=False),
+        Binding("right", "open", "Open", show=False),
+        Binding("left", "close", "Close", show=False),
+    ]
 
     def __init__(self, **kwargs):
         super().__init__("select an exchange", **kwargs)
         self.show_secrets = False
         self.by_node: dict[int, TreeNode] = {}
-        self.bases: dict[int, int] = {}           # node -> the base of its offsets
+        self.bases: dict[int, int] = {}  # node -> the base of its offsets
 
     def fill(self, title: str | Text, items: list[Item]) -> None:
         self.clear()
@@ -255,7 +277,7 @@ class FieldTree(Tree):
             self.by_node[id(item.root)] = branch
             self.bases[id(item.root)] = item.base
             self._populate(branch)
-            for part in branch.children:          # header and body open at first
+            for part in branch.children:  # header and body open at first
                 if part.data and len(part.data[1].children) <= _OPEN_AT_FIRST:
                     self._populate(part)
                     part.expand()
@@ -271,9 +293,16 @@ class FieldTree(Tree):
         base = 0 if node.buffer is not None else self.bases.get(id(node), 0)
         for child in node.children:
             self.bases[id(child)] = base
-            label = describe(Text(child.name, style="red" if child.problem else
-                                  "dim" if child.name.startswith("_") else ""),
-                             child, base, self.show_secrets, 40)
+            label = describe(
+                Text(
+                    child.name,
+                    style="red" if child.problem else "dim" if child.name.startswith("_") else "",
+                ),
+                child,
+                base,
+                self.show_secrets,
+                40,
+            )
             if child.children:
                 sub = branch.add(label, data=(index, child), allow_expand=True)
             else:
@@ -321,7 +350,7 @@ class FieldTree(Tree):
         """Move the cursor to ``node``'s line, building and opening its parents."""
         if id(node) not in self.by_node and root is not None:
             found = locate(root, node)
-            for parent in (found[1][:-1] if found else []):
+            for parent in found[1][:-1] if found else []:
                 tree_node = self.by_node.get(id(parent))
                 if tree_node is not None:
                     self._populate(tree_node)
@@ -367,7 +396,8 @@ class Detail(Vertical):
     """Field trees beside the bytes (taking turns on narrow terminals: `v`), and below
     them the selected field in full; ``show(title, items)`` fills it."""
 
-    DEFAULT_CSS = """
+    DEFAULT_CSS = (
+        """
     Detail #panes { height: 1fr; }
     Detail FieldTree { width: 1fr; }
     Detail HexView { width: 82; height: 100%; overflow: hidden; border: round $primary 40%; }
@@ -377,7 +407,9 @@ class Detail(Vertical):
     Detail.narrow.bytes HexView { display: block; }
     Detail #field-line { height: auto; max-height: 4; background: $boost; padding: 0 1; }
     Detail HexView { border-title-color: $foreground; }
-    """ + TREE_CURSOR_CSS
+    """
+        + TREE_CURSOR_CSS
+    )
 
     def __init__(self, show_secrets: bool = False, **kwargs):
         super().__init__(**kwargs)
@@ -405,8 +437,7 @@ class Detail(Vertical):
         self.set_class(narrow, "narrow")
         wide = width - HexView.width_for(HEX_WIDTH) >= (0 if narrow else _TREE_AT_LEAST)
         self.hexview.set_per_line(HEX_WIDTH if wide else HEX_WIDTH // 2)
-        self.hexview.styles.width = "1fr" if narrow else \
-            HexView.width_for(self.hexview.per_line)
+        self.hexview.styles.width = "1fr" if narrow else HexView.width_for(self.hexview.per_line)
 
     def toggle_pane(self) -> None:
         """On a narrow terminal: the bytes instead of the tree, or back."""
@@ -454,17 +485,20 @@ class Detail(Vertical):
         else:
             data, view = holder.buffer or b"", as_root(holder)
             title = f"decompressed {holder.note or ''} ({len(data)} bytes of {holder.name})"
-        inside = path[path.index(holder) + 1:] if holder in path else path
+        inside = path[path.index(holder) + 1 :] if holder in path else path
         parents = [p for p in inside[:-1] if p is not holder]
         tones = PARENT_TONES[self.app.current_theme.dark if self.app else True]
-        marks = [(p.offset, p.end, tones[min(len(parents) - 1 - i, len(tones) - 1)])
-                 for i, p in enumerate(parents)]
+        marks = [
+            (p.offset, p.end, tones[min(len(parents) - 1 - i, len(tones) - 1)])
+            for i, p in enumerate(parents)
+        ]
         if node is not item.root and node is not holder:
             marks.append((node.offset, node.end, HIGHLIGHT))
         cursor = node.offset if move_cursor and node is not item.root else None
         self.hexview.show(data, view, marks, cursor, title, base)
         self.query_one("#field-line", Static).update(
-            field_line(node, path, base, self.show_secrets))
+            field_line(node, path, base, self.show_secrets)
+        )
 
     @on(Tree.NodeHighlighted, "#fields")
     def _field_highlighted(self, event: Tree.NodeHighlighted) -> None:
@@ -491,9 +525,9 @@ class Detail(Vertical):
         message's own bytes when ``holder`` is its root), with the byte cursor there."""
         node = innermost(holder, offset)
         if node is holder and holder is not self.items[index].root and holder.children:
-            node = holder.children[0]            # inside the decompressed buffer
+            node = holder.children[0]  # inside the decompressed buffer
         self.select(index, node, move_cursor=False)
-        self._from_hex = True                    # the tree follows; the cursor stays put
+        self._from_hex = True  # the tree follows; the cursor stays put
         self.field_tree.reveal(node, self.items[index].root)
         self.hexview.move_to(offset)
 
@@ -504,8 +538,9 @@ class Detail(Vertical):
             return None
         index, node = self.selected
         path = self.items[index].root.path_to(node) or []
-        return index, [(parent.children.index(child), child.name)
-                       for parent, child in zip(path, path[1:])]
+        return index, [
+            (parent.children.index(child), child.name) for parent, child in zip(path, path[1:])
+        ]
 
     def path_exists(self, index: int, steps: list[tuple[int, str]]) -> bool:
         """Whether the field ``selected_path`` gave is in the items shown (by name)."""

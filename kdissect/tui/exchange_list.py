@@ -28,31 +28,57 @@ BOOKMARK = "★"
 @dataclass(frozen=True)
 class Column:
     name: str
-    want: int              # width when there is room
-    least: int             # width it may shrink to before being dropped
-    right: bool = False    # right-aligned (numbers)
+    want: int  # width when there is room
+    least: int  # width it may shrink to before being dropped
+    right: bool = False  # right-aligned (numbers)
 
 
-COLUMNS = (Column("#", 7, 7, True), Column("time", 12, 12), Column("client → broker", 43, 22),
-           Column("API", 18, 11), Column("v", 2, 2, True), Column("corr", 6, 4, True),
-           Column("client id", 14, 8), Column("latency", 9, 8, True),
-           Column("summary", 24, 12), Column("status", 28, 24))
-FULL_TIME = 30             # "2026-11-23 20:38:07.661340 UTC"
-LOCK = "🔒"               # before the frame number: a decrypted TLS connection
-SHORT_ENDPOINTS = 13       # ":45642→:19092"
+COLUMNS = (
+    Column("#", 7, 7, True),
+    Column("time", 12, 12),
+    Column("client → broker", 43, 22),
+    Column("API", 18, 11),
+    Column("v", 2, 2, True),
+    Column("corr", 6, 4, True),
+    Column("client id", 14, 8),
+    Column("latency", 9, 8, True),
+    Column("summary", 24, 12),
+    Column("status", 28, 24),
+)
+FULL_TIME = 30  # "2026-11-23 20:38:07.661340 UTC"
+LOCK = "🔒"  # before the frame number: a decrypted TLS connection
+SHORT_ENDPOINTS = 13  # ":45642→:19092"
 # when the terminal is narrow, these steps run in order until the columns fit: the list
 # keeps the frame, API, version, latency, summary and status (24 columns down to 80:
 # error names whole or abbreviated) to the last; endpoints shrink to the client's port
 # and the broker in full
-_STEPS = (("shrink", "client → broker"), ("shrink", "client id"), ("drop", "client id"),
-          ("drop", "corr"), ("shrink", "summary"), ("shrink", "API"), ("shrink", "status"),
-          ("drop", "time"), ("drop", "client → broker"))
+_STEPS = (
+    ("shrink", "client → broker"),
+    ("shrink", "client id"),
+    ("drop", "client id"),
+    ("drop", "corr"),
+    ("shrink", "summary"),
+    ("shrink", "API"),
+    ("shrink", "status"),
+    ("drop", "time"),
+    ("drop", "client → broker"),
+)
 # long words of error names, shortened when a status does not fit its column
-_ABBREVIATIONS = (("COORDINATOR", "COORD"), ("AUTHORIZATION", "AUTHZ"),
-                  ("PROGRESS", "PROG"), ("PARTITION", "PART"), ("AVAILABLE", "AVAIL"),
-                  ("TRANSACTIONAL", "TXN"), ("TRANSACTION", "TXN"), ("UNKNOWN", "UNKN"),
-                  ("REQUIRED", "REQ"), ("REBALANCE", "REBAL"), ("PRODUCER", "PROD"),
-                  ("EXCEPTION", "EXC"), ("INVALID", "INVAL"))
+_ABBREVIATIONS = (
+    ("COORDINATOR", "COORD"),
+    ("AUTHORIZATION", "AUTHZ"),
+    ("PROGRESS", "PROG"),
+    ("PARTITION", "PART"),
+    ("AVAILABLE", "AVAIL"),
+    ("TRANSACTIONAL", "TXN"),
+    ("TRANSACTION", "TXN"),
+    ("UNKNOWN", "UNKN"),
+    ("REQUIRED", "REQ"),
+    ("REBALANCE", "REBAL"),
+    ("PRODUCER", "PROD"),
+    ("EXCEPTION", "EXC"),
+    ("INVALID", "INVAL"),
+)
 
 
 def abbreviate(text: Text, width: int) -> Text:
@@ -79,17 +105,22 @@ def compact_endpoints(view) -> str:
     return f":{view.ex.client[1]}→{broker}"
 
 
-@functools.lru_cache(maxsize=64)     # asked twice per line drawn
+@functools.lru_cache(maxsize=64)  # asked twice per line drawn
 def fit(width: int, time_width: int = 12, endpoints_width: int = 43) -> list[tuple[int, int]]:
     """(column index, width) of the columns shown in ``width`` cells; the summary takes
     what is left."""
-    return fit_columns(COLUMNS, _STEPS, width, {"time": time_width,
-                                                "client → broker": endpoints_width},
-                       ("summary",))
+    return fit_columns(
+        COLUMNS,
+        _STEPS,
+        width,
+        {"time": time_width, "client → broker": endpoints_width},
+        ("summary",),
+    )
 
 
-def fit_columns(columns: tuple[Column, ...], steps, width: int, wants: dict[str, int],
-                fill: tuple[str, ...]) -> list[tuple[int, int]]:
+def fit_columns(
+    columns: tuple[Column, ...], steps, width: int, wants: dict[str, int], fill: tuple[str, ...]
+) -> list[tuple[int, int]]:
     """(column index, width) of ``columns`` in ``width`` cells: the ``steps`` (shrink or
     drop a column) run in order until they fit; the first of ``fill`` still shown takes
     what is left. ``wants``: widths other than the columns' own."""
@@ -113,6 +144,7 @@ def fit_columns(columns: tuple[Column, ...], steps, width: int, wants: dict[str,
 
 class _Desc:
     """Reverses the order of a sort key's value (bisect needs ascending keys)."""
+
     __slots__ = ("v",)
 
     def __init__(self, v):
@@ -133,7 +165,8 @@ class ExchangeList(ScrollView, can_focus=True):
 
     COLUMNS: tuple[Column, ...] = COLUMNS
 
-    DEFAULT_CSS = """
+    DEFAULT_CSS = (
+        """
     ExchangeList { background: $surface; overflow-x: hidden; }
     ExchangeList > .exchange-list--header { text-style: bold; background: $panel; }
     ExchangeList > .exchange-list--even { background: $surface-lighten-1 50%; }
@@ -141,9 +174,10 @@ class ExchangeList(ScrollView, can_focus=True):
     ExchangeList:focus > .exchange-list--cursor {
         background: $block-cursor-background; color: $block-cursor-foreground;
     }
-    """ + CURSOR_CSS
-    COMPONENT_CLASSES = {"exchange-list--header", "exchange-list--even",
-                         "exchange-list--cursor"}
+    """
+        + CURSOR_CSS
+    )
+    COMPONENT_CLASSES = {"exchange-list--header", "exchange-list--even", "exchange-list--cursor"}
     BINDINGS = [
         Binding("up", "move(-1)", "Up", show=False),
         Binding("down", "move(1)", "Down", show=False),
@@ -268,10 +302,11 @@ class ExchangeList(ScrollView, can_focus=True):
     def center_cursor(self) -> None:
         """Scroll so the cursor's row is in the middle (after a jump); again once the
         layout is up to date (the scroll range may lag rows just added)."""
+
         def center() -> None:
             visible = max(1, self.scrollable_content_region.height - 1)
-            self.scroll_to(y=max(0, self.cursor_row - visible // 2), animate=False,
-                           immediate=True)
+            self.scroll_to(y=max(0, self.cursor_row - visible // 2), animate=False, immediate=True)
+
         center()
         self.call_after_refresh(center)
 
@@ -314,8 +349,11 @@ class ExchangeList(ScrollView, can_focus=True):
     # -- drawing ------------------------------------------------------------------------
 
     def columns_shown(self) -> list[tuple[int, int]]:
-        return fit(self.scrollable_content_region.width, FULL_TIME if self.time_of else 12,
-                   SHORT_ENDPOINTS if self.short_endpoints() else 43)
+        return fit(
+            self.scrollable_content_region.width,
+            FULL_TIME if self.time_of else 12,
+            SHORT_ENDPOINTS if self.short_endpoints() else 43,
+        )
 
     def short_endpoints(self) -> bool:
         """Ports only (``:45642→:9092``) when every row has the same two hosts."""
@@ -327,7 +365,7 @@ class ExchangeList(ScrollView, can_focus=True):
             cells[2] = f":{view.ex.client[1]}→:{view.ex.broker[1]}"
         if self.time_of is not None:
             cells[1] = self.time_of(view.ex.first.ts)
-        if view.ex.tls is not None:          # read from a decrypted TLS connection
+        if view.ex.tls is not None:  # read from a decrypted TLS connection
             cells[0] = f"{LOCK}{cells[0]}"
         return cells
 
@@ -350,13 +388,15 @@ class ExchangeList(ScrollView, can_focus=True):
         cells = self.cells(view)
         if getattr(view, "bookmarked", False):
             cells[0] = f"{BOOKMARK}{cells[0]}"
-        shown = [self.squeeze(self.COLUMNS[i].name, cells[i], w, view)
-                 for i, w in self.columns_shown()]
+        shown = [
+            self.squeeze(self.COLUMNS[i].name, cells[i], w, view) for i, w in self.columns_shown()
+        ]
         if row == self.cursor_row:
             # the cursor's colours over the cells' own (red on the cursor's blue was
             # 1.08:1): the detail below says the same in its colours
-            return self._strip(shown, style, width, over=Style(
-                color=style.color, bgcolor=style.bgcolor, dim=False))
+            return self._strip(
+                shown, style, width, over=Style(color=style.color, bgcolor=style.bgcolor, dim=False)
+            )
         return self._strip(shown, style, width)
 
     def squeeze(self, column: str, cell, width: int, view):
@@ -368,8 +408,7 @@ class ExchangeList(ScrollView, can_focus=True):
         return cell
 
     def _arrow(self, name: str) -> str:
-        if name != self.order_name and not (name == "latency" and
-                                            self.order_name == "broker time"):
+        if name != self.order_name and not (name == "latency" and self.order_name == "broker time"):
             return ""
         return " ▼" if self.reverse else " ▲"
 
@@ -381,8 +420,7 @@ class ExchangeList(ScrollView, can_focus=True):
             return "broker" + arrow
         return name + arrow
 
-    def _strip(self, cells: list, style: Style, width: int, over: Style | None = None
-               ) -> Strip:
+    def _strip(self, cells: list, style: Style, width: int, over: Style | None = None) -> Strip:
         line = Text(no_wrap=True, overflow="ellipsis", end="")
         for (index, w), cell in zip(self.columns_shown(), cells):
             text = cell.copy() if isinstance(cell, Text) else Text(str(cell))

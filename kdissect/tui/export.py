@@ -28,8 +28,7 @@ def _keylog_file(keys) -> str | None:
     return name
 
 
-def write_pcapng(path: str, views, show_secrets: bool = False, load=None,
-                 keys=None) -> int:
+def write_pcapng(path: str, views, show_secrets: bool = False, load=None, keys=None) -> int:
     """Write the exchanges of ``views``; returns how many were written. ``load(view)``
     gives a view's messages their bytes (they may be kept elsewhere until needed);
     ``keys`` (a capture.tls.KeyLog) go into a Decryption Secrets Block."""
@@ -38,8 +37,11 @@ def write_pcapng(path: str, views, show_secrets: bool = False, load=None,
         ex = v.ex
         for m in (ex.request, ex.response):
             if m is not None:
-                side = 0 if m.direction == "request" or (m.direction == "sasl" and
-                                                         m is ex.request) else 1
+                side = (
+                    0
+                    if m.direction == "request" or (m.direction == "sasl" and m is ex.request)
+                    else 1
+                )
                 messages.append((m.ts, m.index, ex, side, m, v))
     messages.sort(key=lambda item: item[:2])
     # a connection closes (FIN) right after its last message, so the packets stay in time

@@ -19,12 +19,15 @@ from ..stream.fields import FIELDS, completions
 _WORDS = ("and", "or", "not", "in", "contains", "matches")
 _LAST_WORD = re.compile(r"[A-Za-z_][\w.]*$")
 # a quoted value being typed after one of the fields whose values the capture tells
-_SEEN_VALUE = re.compile(r"\b(topic|client_id|client\.id|kafka\.topic_name|kafka\.client_id)"
-                         r"\s*(?:==|!=)\s*\"?([^\"\s]*)$")
+_SEEN_VALUE = re.compile(
+    r"\b(topic|client_id|client\.id|kafka\.topic_name|kafka\.client_id)"
+    r"\s*(?:==|!=)\s*\"?([^\"\s]*)$"
+)
 
 
 def _error_names() -> list[str]:
     from ..protocol.names import error_table
+
     return sorted(name for name, _retriable in error_table().values())
 
 
@@ -42,8 +45,7 @@ class FilterSuggester(Suggester):
 
     def candidates(self, before: str) -> list[str]:
         """What may come at the end of ``before`` (the text up to the word typed)."""
-        field = re.search(r"([A-Za-z_][\w.]*)\s*(?:(?:==|!=|>=|<=|>|<|=)\s*|in\s*\{[^}]*)$",
-                          before)
+        field = re.search(r"([A-Za-z_][\w.]*)\s*(?:(?:==|!=|>=|<=|>|<|=)\s*|in\s*\{[^}]*)$", before)
         name = _ALIASES.get(field.group(1), field.group(1)) if field else None
         if name == "api":
             return self.apis
@@ -51,16 +53,22 @@ class FilterSuggester(Suggester):
             if self.errors is None:
                 self.errors = _error_names()
             return self.errors
-        if name == "codec":                      # kdissect log's batches
+        if name == "codec":  # kdissect log's batches
             return list(CODECS)
         fixed = completions(FIELDS[name].kind) if name in FIELDS else None
         if fixed is not None:
             return fixed
-        fields = self.fields if self.fields is not None else [
-            *(n for n, f in FIELDS.items() if f.complete),
-            *sorted(a for a in _ALIASES if a.startswith("kafka."))]
+        fields = (
+            self.fields
+            if self.fields is not None
+            else [
+                *(n for n, f in FIELDS.items() if f.complete),
+                *sorted(a for a in _ALIASES if a.startswith("kafka.")),
+            ]
+        )
         after_value = before.strip() and not re.search(
-            r"(==|!=|>=|<=|[<>=~(!]|&&|\|\||\b(?:and|or|not))\s*$", before)
+            r"(==|!=|>=|<=|[<>=~(!]|&&|\|\||\b(?:and|or|not))\s*$", before
+        )
         return [*_WORDS, *fields] if after_value else [*fields, *_WORDS]
 
     async def get_suggestion(self, value: str) -> str | None:
@@ -75,15 +83,15 @@ class FilterSuggester(Suggester):
             prefix = typed.group(2)
             for candidate in sorted(self.seen(field)):
                 if candidate.startswith(prefix) and candidate != prefix:
-                    return value[:typed.start(2)].rstrip('"') + f'"{candidate}"'
+                    return value[: typed.start(2)].rstrip('"') + f'"{candidate}"'
             return None
         word = _LAST_WORD.search(value)
         if word is None:
             return None
         prefix = word.group(0)
-        for candidate in self.candidates(value[:word.start()]):
+        for candidate in self.candidates(value[: word.start()]):
             if candidate.lower().startswith(prefix.lower()) and candidate != prefix:
-                return value[:word.start()] + candidate
+                return value[: word.start()] + candidate
         return None
 
 
@@ -125,8 +133,9 @@ def check_filter(box: Input, problem: Static, names: list[str] | None = None) ->
         problem.remove_class("visible")
     except FilterError as e:
         box.styles.border = ("tall", "red")
-        problem.update(Text.assemble(" " * (e.position + 3) + "^\n",
-                                     (str(e).splitlines()[0], "bold")))
+        problem.update(
+            Text.assemble(" " * (e.position + 3) + "^\n", (str(e).splitlines()[0], "bold"))
+        )
         problem.add_class("visible")
 
 

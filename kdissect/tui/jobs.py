@@ -18,7 +18,7 @@ from textual.widgets import Input, ProgressBar, Static
 
 from .work import scan
 
-IN_WORKERS = 200           # record filters and searches over more rows run in workers
+IN_WORKERS = 200  # record filters and searches over more rows run in workers
 
 WORK_CSS = """
     #work { height: 1; }
@@ -45,8 +45,9 @@ _BAR_ACTIONS = frozenset({"filter", "search", "close_bars"})
 def parse_needle(text: str) -> bytes | None:
     """Search text as bytes: ``0x0a0b``, ``hex: 0a 0b`` or plain text (UTF-8)."""
     t = text.strip()
-    hexpart = t[4:] if t.lower().startswith("hex:") else t[2:] if t.lower().startswith("0x") \
-        else None
+    hexpart = (
+        t[4:] if t.lower().startswith("hex:") else t[2:] if t.lower().startswith("0x") else None
+    )
     if hexpart is not None:
         digits = re.sub(r"[\s:]", "", hexpart)
         try:
@@ -61,7 +62,7 @@ def set_text(line: Static, content, layout: bool = True) -> None:
     source loads cost a layout of the screen each (``layout=False``: a line whose size
     stays, as the active filter's)."""
     if getattr(line, "_kd_shown", None) != content:
-        line._kd_shown = content                        # type: ignore[attr-defined]
+        line._kd_shown = content  # type: ignore[attr-defined]
         line.update(content, layout=layout)
 
 
@@ -75,13 +76,13 @@ def work_line() -> ComposeResult:
 class Jobs:
     """The job under way and the work line (a mixin of a Textual App)."""
 
-    _job: tuple[str, threading.Event] | None = None     # (what, cancel)
+    _job: tuple[str, threading.Event] | None = None  # (what, cancel)
     _job_progress: tuple[int, int] | None = None
 
     def check_action(self, action: str, parameters) -> bool | None:
         """The bar keys act on the main screen only (a modal one on top has its own
         Esc)."""
-        if action in _BAR_ACTIONS and len(self.screen_stack) > 1:   # type: ignore[attr-defined]
+        if action in _BAR_ACTIONS and len(self.screen_stack) > 1:  # type: ignore[attr-defined]
             return False
         return True
 
@@ -91,7 +92,7 @@ class Jobs:
         # the main screen's line, also while a modal screen (help, statistics) is on top
         stack = getattr(self, "screen_stack", [])
         lines = stack[0].query("#work") if stack else None
-        if not lines:                                   # starting, or closing
+        if not lines:  # starting, or closing
             return
         line = lines.first()
         bar = stack[0].query_one(ProgressBar)
@@ -114,7 +115,7 @@ class Jobs:
         children: see work.py), the work line saying ``what`` and how far; then
         ``finish(result)`` here, with None when Esc cancelled it."""
         if self._job is not None:
-            self._job[1].set()               # a new job replaces the one under way
+            self._job[1].set()  # a new job replaces the one under way
         cancel = threading.Event()
         self._job, self._job_progress = (what, cancel), None
         self._show_work()
@@ -132,7 +133,8 @@ class Jobs:
                 self._show_work()
             if not cancel.is_set() and result is not None:
                 finish(result)
-        self.run_worker(run, thread=True, group="job")   # type: ignore[attr-defined]
+
+        self.run_worker(run, thread=True, group="job")  # type: ignore[attr-defined]
 
     def cancel_job(self) -> bool:
         """Esc: cancel the job under way, else stop loading; True if there was one."""
@@ -153,13 +155,13 @@ class Jobs:
     # -- the bars -------------------------------------------------------------------------
 
     def _open_bar(self, name: str) -> None:
-        for bar in self.query(".bar"):                  # type: ignore[attr-defined]
+        for bar in self.query(".bar"):  # type: ignore[attr-defined]
             bar.remove_class("visible")
-        box = self.query_one(f"#{name}", Input)         # type: ignore[attr-defined]
+        box = self.query_one(f"#{name}", Input)  # type: ignore[attr-defined]
         box.add_class("visible")
         # focus now, not on the next idle: keys typed right after `/` (a paste, a fast
         # typist) must land in the bar, not run as list keys
-        self.screen.set_focus(box)                      # type: ignore[attr-defined]
+        self.screen.set_focus(box)  # type: ignore[attr-defined]
 
     def action_filter(self) -> None:
         self._open_bar("filter")
@@ -177,47 +179,52 @@ class Jobs:
 
     def submit_filter(self, text: str) -> None:
         """Apply the filter typed; a bad one keeps the bar open, its reason under it."""
-        if self.apply_filter(text) is not None:         # type: ignore[attr-defined]
-            return                  # the reason stays shown under the bar, caret and all
+        if self.apply_filter(text) is not None:  # type: ignore[attr-defined]
+            return  # the reason stays shown under the bar, caret and all
         self.action_close_bars()
 
     def submit_search(self, text: str) -> None:
         self.needle = parse_needle(text)
         if self.needle is None:
-            self.notify("type text, or hex as 0x0a0b or hex: 0a 0b",  # type: ignore[attr-defined]
-                        severity="error")
+            self.notify(  # type: ignore[attr-defined]
+                "type text, or hex as 0x0a0b or hex: 0a 0b",
+                severity="error",
+            )
             return
         self.needle_text = text.strip()
         self.action_close_bars()
-        self.action_search_next()                       # type: ignore[attr-defined]
+        self.action_search_next()  # type: ignore[attr-defined]
 
     def action_close_bars(self) -> None:
         """Esc: close the bar that is open, else cancel the work under way (a filter, a
         search, the statistics) or stop loading."""
-        bars = self.query(".bar")                       # type: ignore[attr-defined]
+        bars = self.query(".bar")  # type: ignore[attr-defined]
         if not any(bar.has_class("visible") for bar in bars):
             self.cancel_job()
         for bar in bars:
             bar.remove_class("visible")
-        self.query_one("#filter-error").remove_class("visible")   # type: ignore[attr-defined]
-        self.table.focus()                              # type: ignore[attr-defined]
+        self.query_one("#filter-error").remove_class("visible")  # type: ignore[attr-defined]
+        self.table.focus()  # type: ignore[attr-defined]
 
     def search_from_cursor(self, test, found, nothing: str) -> None:
         """``found(row)`` with the next row after the cursor (wrapping) passing ``test``,
         else ``nothing`` is said; over many rows on all cores in the background."""
-        rows = self.shown                               # type: ignore[attr-defined]
+        rows = self.shown  # type: ignore[attr-defined]
         n = len(rows)
-        at = self.table.cursor_row                      # type: ignore[attr-defined]
+        at = self.table.cursor_row  # type: ignore[attr-defined]
         order = [rows[(at + step) % n] for step in range(1, n + 1)]
 
         def finish(hits: list[int]) -> None:
             if hits:
                 found(order[hits[0]])
             else:
-                self.notify(nothing, severity="warning")   # type: ignore[attr-defined]
+                self.notify(nothing, severity="warning")  # type: ignore[attr-defined]
+
         if n > IN_WORKERS:
-            self.run_job(f"search {self.needle_text}",
-                         lambda progress, cancel: scan(order, test, progress, cancel,
-                                                       first_only=True), finish)
+            self.run_job(
+                f"search {self.needle_text}",
+                lambda progress, cancel: scan(order, test, progress, cancel, first_only=True),
+                finish,
+            )
         else:
             finish(next(([i] for i, row in enumerate(order) if test(row)), []))

@@ -23,12 +23,12 @@ _BATCH_SECONDS = 0.05
 @dataclass(slots=True)
 class Row:
     view: ListedView
-    row: Any                       # what row_of(view) made of it (cells, reasons)
+    row: Any  # what row_of(view) made of it (cells, reasons)
 
 
 @dataclass(slots=True)
 class Warn:
-    what: str | Gap | object        # a note, a Gap, or a TLS connection's TlsFacts
+    what: str | Gap | object  # a note, a Gap, or a TLS connection's TlsFacts
 
 
 @dataclass(slots=True)
@@ -48,6 +48,7 @@ Message = Row | Warn | Progress | Done
 @dataclass(slots=True)
 class _Sent:
     """A row as the child sends it: the exchange (enriched there), without a view."""
+
     ex: Exchange
     row: Any
     spans: Any
@@ -56,22 +57,23 @@ class _Sent:
 class ListedView(ExchangeFields):
     """An exchange as the TUI lists it: the cells of its row, where its messages' bytes
     are in the spill file (None: in memory) and whether the user bookmarked it."""
+
     row: tuple = ()
     spans: list[tuple[int, int]] | None = None
     bookmarked: bool = False
-    _reasons: list[str] | None = None   # anomaly.reasons, found by the loader (its cache)
+    _reasons: list[str] | None = None  # anomaly.reasons, found by the loader (its cache)
 
 
 def run_in_thread(load, options, row_of, put: Callable) -> None:
     """``load`` hands enriched exchanges (the engine ran in front of it) to ``emit``."""
+
     def emit(ex) -> None:
         view = ListedView(ex, options)
         put(Row(view, row_of(view)))
 
     try:
-        load(emit, lambda what: put(Warn(what)),
-             lambda done, total: put(Progress(done, total)))
-    except Exception as e:                       # the source failed: say so, keep rows
+        load(emit, lambda what: put(Warn(what)), lambda done, total: put(Progress(done, total)))
+    except Exception as e:  # the source failed: say so, keep rows
         put(Warn(f"loading stopped: {e}"))
     put(Done())
 
@@ -80,7 +82,7 @@ class _End:
     """The child's last message: it finished (without it, it died)."""
 
 
-_MOST = 256                    # objects per batch at most: each unpickles in a few ms
+_MOST = 256  # objects per batch at most: each unpickles in a few ms
 
 
 def _forked_child(work: Callable, conn) -> None:
@@ -102,8 +104,11 @@ def _forked_child(work: Callable, conn) -> None:
     conn.close()
 
 
-def run_forked(work: Callable[[Callable[[Any], None]], None], take: Callable[[Any], None],
-               stop: threading.Event) -> int | None:
+def run_forked(
+    work: Callable[[Callable[[Any], None]], None],
+    take: Callable[[Any], None],
+    stop: threading.Event,
+) -> int | None:
     """``work(emit)`` in a forked child (its CPU-bound Python leaves this process's GIL
     to the UI); ``take(obj)`` here with each object it emits, in order, in small batches
     (unpickling a batch holds the GIL: keys wait for it). Returns None when the child
@@ -120,7 +125,7 @@ def run_forked(work: Callable[[Callable[[Any], None]], None], take: Callable[[An
                 continue
             try:
                 batch = recv.recv()
-            except EOFError:                     # it died without its last message
+            except EOFError:  # it died without its last message
                 child.join(timeout=5)
                 return child.exitcode if child.exitcode is not None else -1
             for obj in batch:
@@ -135,17 +140,18 @@ def run_forked(work: Callable[[Callable[[Any], None]], None], take: Callable[[An
         recv.close()
 
 
-def run_in_process(load, options, row_of, put: Callable,
-                   stop: threading.Event, spill=None) -> None:
+def run_in_process(load, options, row_of, put: Callable, stop: threading.Event, spill=None) -> None:
     """``run_in_thread``'s work in a forked child; returns when the source is done or
     ``stop`` is set (then the child is ended)."""
+
     def work(emit: Callable) -> None:
         def sent(item: Message) -> None:
-            if isinstance(item, Row):            # enriched here, in the child
+            if isinstance(item, Row):  # enriched here, in the child
                 spans = spill.put(item.view.ex.messages) if spill is not None else None
                 emit(_Sent(item.view.ex, item.row, spans))
             else:
                 emit(item)
+
         run_in_thread(load, options, row_of, sent)
 
     def take(item) -> None:
@@ -155,6 +161,7 @@ def run_in_process(load, options, row_of, put: Callable,
             put(Row(view, item.row))
         else:
             put(item)
+
     code = run_forked(work, take, stop)
     if code is not None:
         put(Warn(f"the loader ended unexpectedly (exit {code})"))

@@ -44,8 +44,15 @@ from ..protocol.records import read_records
 from ..render.log_json import CODECS
 from ..render.log_lines import record_lines_for
 from ..render.records import json_bytes
-from ..sources.logdir import (ATTRIBUTE_FIELDS, CHECK_FIELDS, LogError, LogItem, end_marker,
-                              file_kind, values_answer)
+from ..sources.logdir import (
+    ATTRIBUTE_FIELDS,
+    CHECK_FIELDS,
+    LogError,
+    LogItem,
+    end_marker,
+    file_kind,
+    values_answer,
+)
 from ..sources.logunits import walk
 from ..stream import anomaly
 from ..stream.content import buffer_nodes
@@ -61,19 +68,39 @@ from .screens import HelpScreen
 from .sorting import SORT_BINDINGS, Sorting
 from .work import scan
 
-_FLUSH = 0.1               # seconds between reports of how far reading is
-_TICK = 0.05               # seconds between hand-overs of items read to the list
-_SLICE = 0.01              # seconds a hand-over takes at most: keys wait no longer
-_WHOLE_FILE = 64 << 20     # files other than segments are shown whole up to this size
-_KEEP_TREES = 16           # trees of the batches viewed last
-_REST = 0.06               # seconds the list cursor rests before the detail follows
-_DECODE_HERE = 4096        # bigger batches decode in a worker thread
+_FLUSH = 0.1  # seconds between reports of how far reading is
+_TICK = 0.05  # seconds between hand-overs of items read to the list
+_SLICE = 0.01  # seconds a hand-over takes at most: keys wait no longer
+_WHOLE_FILE = 64 << 20  # files other than segments are shown whole up to this size
+_KEEP_TREES = 16  # trees of the batches viewed last
+_REST = 0.06  # seconds the list cursor rests before the detail follows
+_DECODE_HERE = 4096  # bigger batches decode in a worker thread
 # filter fields known without decoding a batch again (its findings are kept)
-_KEPT = frozenset({"finding", "severity", "anomaly", "topic", "partition", "aborted", "deleted",
-                   *ATTRIBUTE_FIELDS})
+_KEPT = frozenset(
+    {
+        "finding",
+        "severity",
+        "anomaly",
+        "topic",
+        "partition",
+        "aborted",
+        "deleted",
+        *ATTRIBUTE_FIELDS,
+    }
+)
 # the sort orders the `o` key cycles through (size and records: biggest first)
-SORT_CYCLE = ("#", "size", "records", "time", "status", "producer", "codec", "offsets",
-              "kind", "file")
+SORT_CYCLE = (
+    "#",
+    "size",
+    "records",
+    "time",
+    "status",
+    "producer",
+    "codec",
+    "offsets",
+    "kind",
+    "file",
+)
 # the fields the filter bar offers (docs/log.md)
 LOG_FIELDS = list(LOG_NAMES)
 
@@ -117,8 +144,9 @@ def _when(ms) -> str:
     if not isinstance(ms, int) or ms < 0:
         return ""
     try:
-        return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime(
-            "%Y-%m-%d %H:%M:%S.%f")[:-3]
+        return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[
+            :-3
+        ]
     except (OverflowError, ValueError, OSError):
         return str(ms)
 
@@ -130,10 +158,22 @@ def _head(item: LogItem) -> dict:
     if bulk is not None:
         return bulk[0]
     tree = item.tree
-    return {n: _value(tree, n) for n in ("magic", "base_offset", "offset",
-                                         "last_offset_delta", "record_count", "attributes",
-                                         "producer_id", "producer_epoch", "base_timestamp",
-                                         "max_timestamp", "timestamp")}
+    return {
+        n: _value(tree, n)
+        for n in (
+            "magic",
+            "base_offset",
+            "offset",
+            "last_offset_delta",
+            "record_count",
+            "attributes",
+            "producer_id",
+            "producer_epoch",
+            "base_timestamp",
+            "max_timestamp",
+            "timestamp",
+        )
+    }
 
 
 def describe(number: int, item: LogItem) -> None:
@@ -143,17 +183,27 @@ def describe(number: int, item: LogItem) -> None:
     and ``start``/``length`` (its place in its file)."""
     tree = item.tree
     findings = item.all_findings()
-    item.number, item.every = number, findings                    # type: ignore[attr-defined]
-    item.severe = any(f.severity == "error" for f in findings)    # type: ignore[attr-defined]
-    item.problem = bool(findings)                                 # type: ignore[attr-defined]
+    item.number, item.every = number, findings  # type: ignore[attr-defined]
+    item.severe = any(f.severity == "error" for f in findings)  # type: ignore[attr-defined]
+    item.problem = bool(findings)  # type: ignore[attr-defined]
     codes = tuple(sorted({f.code for f in findings}))
     status = ", ".join(codes)
-    item.base = None                                              # type: ignore[attr-defined]
+    item.base = None  # type: ignore[attr-defined]
     if item.kind != "batch" or (tree is None and item.values is None and item.lines is None):
         entries = tree.value if tree is not None and isinstance(tree.value, int) else ""
-        item.cells = (str(number), item.kind, "", "", str(entries), status, "", "", "",  # type: ignore[attr-defined]
-                      item.path.name)
-        item.stat = (None, "", None, None, None, codes)          # type: ignore[attr-defined]
+        item.cells = (  # type: ignore[attr-defined]
+            str(number),
+            item.kind,
+            "",
+            "",
+            str(entries),
+            status,
+            "",
+            "",
+            "",
+            item.path.name,
+        )
+        item.stat = (None, "", None, None, None, codes)  # type: ignore[attr-defined]
         item.start, item.length = 0, min(_WHOLE_FILE, item.path.stat().st_size)  # type: ignore[attr-defined]
         return
     if item.values is not None or item.lines is not None:
@@ -162,18 +212,22 @@ def describe(number: int, item: LogItem) -> None:
     else:
         assert tree is not None
         h, start, length = _head(item), tree.offset, tree.length
-    item.start, item.length = start, length                       # type: ignore[attr-defined]
+    item.start, item.length = start, length  # type: ignore[attr-defined]
     magic = h["magic"]
     base, delta = h["base_offset"], h["last_offset_delta"]
     if base is None:
         base = h.get("offset")
-    item.base = base if isinstance(base, int) else None           # type: ignore[attr-defined]
-    offsets = (f"{base}–{base + delta}" if isinstance(base, int) and isinstance(delta, int)
-               else "" if base is None else str(base))
+    item.base = base if isinstance(base, int) else None  # type: ignore[attr-defined]
+    offsets = (
+        f"{base}–{base + delta}"
+        if isinstance(base, int) and isinstance(delta, int)
+        else ""
+        if base is None
+        else str(base)
+    )
     count = h["record_count"]
     if count is None and magic in (0, 1) and tree is not None:
-        count = 1 + sum(1 for n in tree.walk() if n.ktype.startswith("message_v")
-                        and n is not tree)
+        count = 1 + sum(1 for n in tree.walk() if n.ktype.startswith("message_v") and n is not tree)
     attrs = h["attributes"]
     codec = CODECS[attrs & 7] if isinstance(attrs, int) and attrs & 7 < 5 else ""
     pid = h["producer_id"]
@@ -186,20 +240,34 @@ def describe(number: int, item: LogItem) -> None:
     shown_codec = codec + (" control" if control else "")
     kind = f"batch v{magic}" if magic is not None else "damage"
     marker = end_marker(tree) if control and tree is not None else None
-    if marker:                                   # a transaction's end: COMMIT or ABORT
+    if marker:  # a transaction's end: COMMIT or ABORT
         kind += f" {marker}"
-    if item.aborted:                             # a batch of an aborted transaction
+    if item.aborted:  # a batch of an aborted transaction
         kind += " ABORTED"
-    item.attrs = attrs if isinstance(attrs, int) else None       # type: ignore[attr-defined]
-    gone = item.gone = item.deleted                               # type: ignore[attr-defined]
-    if gone is not None:                         # below the log start offset, on disk
+    item.attrs = attrs if isinstance(attrs, int) else None  # type: ignore[attr-defined]
+    gone = item.gone = item.deleted  # type: ignore[attr-defined]
+    if gone is not None:  # below the log start offset, on disk
         kind += " deleted" if gone else " part-deleted"
-    item.cells = (str(number), kind,  # type: ignore[attr-defined]
-                  f"@{start}+{length}", offsets,
-                  "" if count is None else str(count), status, shown_codec, producer,
-                  _when(max_ts), item.path.name)
-    item.stat = (count if isinstance(count, int) else None, codec, pid,  # type: ignore[attr-defined]
-                 first_ts, max_ts, codes)
+    item.cells = (  # type: ignore[attr-defined]
+        str(number),
+        kind,
+        f"@{start}+{length}",
+        offsets,
+        "" if count is None else str(count),
+        status,
+        shown_codec,
+        producer,
+        _when(max_ts),
+        item.path.name,
+    )
+    item.stat = (  # type: ignore[attr-defined]
+        count if isinstance(count, int) else None,
+        codec,
+        pid,
+        first_ts,
+        max_ts,
+        codes,
+    )
 
 
 def lighten(item: LogItem) -> None:
@@ -211,7 +279,7 @@ def lighten(item: LogItem) -> None:
         if item.tree.ktype == "record_batch" or item.tree.ktype.startswith("message_v"):
             item.tree = None
         else:
-            _shift(item.tree, -item.start)                        # type: ignore[attr-defined]
+            _shift(item.tree, -item.start)  # type: ignore[attr-defined]
 
 
 def whole_batch(item: LogItem) -> bool:
@@ -223,13 +291,20 @@ def whole_batch(item: LogItem) -> bool:
 def _sort_value(item, column: str) -> tuple:
     """(0, value) to sort by; (1, ...) for an empty cell, which stays last."""
     records, codec, pid, _first, max_ts, codes = item.stat
-    value = {"#": item.number, "size": getattr(item, "length", None), "records": records,
-             "time": max_ts, "producer": pid, "offsets": item.base,
-             "partition": (item.topic or "", item.partition if item.partition is not None
-                           else -1),
-             "status": ", ".join(codes) or None, "codec": codec or None, "kind": item.kind,
-             "position": (str(item.path), getattr(item, "start", 0)),
-             "file": (str(item.path), getattr(item, "start", 0))}.get(column, item.number)
+    value = {
+        "#": item.number,
+        "size": getattr(item, "length", None),
+        "records": records,
+        "time": max_ts,
+        "producer": pid,
+        "offsets": item.base,
+        "partition": (item.topic or "", item.partition if item.partition is not None else -1),
+        "status": ", ".join(codes) or None,
+        "codec": codec or None,
+        "kind": item.kind,
+        "position": (str(item.path), getattr(item, "start", 0)),
+        "file": (str(item.path), getattr(item, "start", 0)),
+    }.get(column, item.number)
     return (0, value) if value is not None else (1, 0)
 
 
@@ -237,7 +312,7 @@ def batch_tree(item: LogItem, options: Options) -> tuple[Node, bytes]:
     """(the batch's tree, its bytes) decoded again from its file, offsets counted from
     the batch's first byte (as ``walk`` decodes it: internal topics and control records
     by their schemas)."""
-    data = read_span(item.path, item.start, item.length)   # type: ignore[attr-defined]
+    data = read_span(item.path, item.start, item.length)  # type: ignore[attr-defined]
     holder = Node("", "records", 0)
     read_records(data, holder, 0, len(data), options.for_message())
     tree = holder.children[0]
@@ -272,10 +347,10 @@ def passes(flt: Filter, item: LogItem, options: Options) -> bool:
     if not whole_batch(item):
         return flt(item)
     if flt.fields <= _KEPT:
-        return flt(_again(item, None, item.every))                # type: ignore[attr-defined]
+        return flt(_again(item, None, item.every))  # type: ignore[attr-defined]
     values = batch_values(item, options) if values_answer(flt.fields) else None
     if values is not None:
-        return flt(_again(item, None, item.every, values))        # type: ignore[attr-defined]
+        return flt(_again(item, None, item.every, values))  # type: ignore[attr-defined]
     tree = batch_tree(item, options)[0]
     return flt(_again(item, tree, item.findings))
 
@@ -283,9 +358,18 @@ def passes(flt: Filter, item: LogItem, options: Options) -> bool:
 def _again(item: LogItem, tree: Node | None, findings: list, values=None) -> LogItem:
     """The kept item as a filter asks it (with its tree or values read again, if any):
     what the list keeps of it (its marks, its attributes) answers too."""
-    again = LogItem(item.kind, item.path, item.topic, item.partition, tree, findings,
-                    values=values, aborted=item.aborted, log_start=item.log_start)
-    again.attrs = getattr(item, "attrs", None)                    # type: ignore[attr-defined]
+    again = LogItem(
+        item.kind,
+        item.path,
+        item.topic,
+        item.partition,
+        tree,
+        findings,
+        values=values,
+        aborted=item.aborted,
+        log_start=item.log_start,
+    )
+    again.attrs = getattr(item, "attrs", None)  # type: ignore[attr-defined]
     return again
 
 
@@ -293,15 +377,19 @@ def batch_values(item: LogItem, options: Options):
     """A whole batch read again from its file as the bulk path reads it (header fields,
     record positions, records as JSON values): None unless it is a clean v2 batch of an
     ordinary topic, neither control nor decoded by value schemas (as ``walk`` decides)."""
-    if options.values is not None or family_of(item.topic) is not None or \
-            file_kind(item.path) == "kraft_snapshot":
+    if (
+        options.values is not None
+        or family_of(item.topic) is not None
+        or file_kind(item.path) == "kraft_snapshot"
+    ):
         return None
-    data = read_span(item.path, item.start, item.length)       # type: ignore[attr-defined]
+    data = read_span(item.path, item.start, item.length)  # type: ignore[attr-defined]
     batch = Batch(data, 0, len(data))
     if batch.size < HEAD_SIZE or batch.magic != 2 or batch.control:
         return None
-    return ondisk.batch_values(data, 0, len(data), options.max_decompressed,
-                               options.max_nodes, json_bytes)
+    return ondisk.batch_values(
+        data, 0, len(data), options.max_decompressed, options.max_nodes, json_bytes
+    )
 
 
 def item_bytes(item: LogItem) -> bytes:
@@ -315,19 +403,19 @@ def holds(item: LogItem, needle: bytes, options: Options) -> bool:
     data = item_bytes(item)
     if needle in data:
         return True
-    if not whole_batch(item) or not item.stat[1] or item.stat[1] == "none":   # type: ignore[attr-defined]
+    if not whole_batch(item) or not item.stat[1] or item.stat[1] == "none":  # type: ignore[attr-defined]
         return False
-    clean = ondisk.clean_batch(data, 0, len(data), options.max_decompressed,
-                               options.max_nodes)
-    if clean is not None:                 # compressed: its records' bytes, decompressed
+    clean = ondisk.clean_batch(data, 0, len(data), options.max_decompressed, options.max_nodes)
+    if clean is not None:  # compressed: its records' bytes, decompressed
         _batch, records, start, end = clean
         return needle in records[start:end]
     tree = batch_tree(item, options)[0]
     return any(needle in (n.buffer or b"") for n in buffer_nodes(tree))
 
 
-def read_items(paths: list[str], options: Options, flt: Filter | None,
-               emit: Callable[[object], None]) -> None:
+def read_items(
+    paths: list[str], options: Options, flt: Filter | None, emit: Callable[[object], None]
+) -> None:
     """Every item of ``paths`` (``walk``'s bulk path: clean batches as JSON lines, no
     tree), described for the list and lightened (``describe``, ``lighten``), tested
     against ``flt`` (``item.passed``), with ``Progress`` (bytes read of the total) now
@@ -343,7 +431,7 @@ def read_items(paths: list[str], options: Options, flt: Filter | None,
             describe(read, item)
             lighten(item)
             if flt is not None:
-                item.passed = passes(flt, item, options)      # type: ignore[attr-defined]
+                item.passed = passes(flt, item, options)  # type: ignore[attr-defined]
             if item.path != last_path:
                 if last_path is not None and total is not None:
                     done_bytes += last_path.stat().st_size
@@ -354,7 +442,7 @@ def read_items(paths: list[str], options: Options, flt: Filter | None,
                 said = time.monotonic()
     except LogError as e:
         emit(Warn(str(e)))
-    except Exception as e:              # a file that cannot be read: say so, keep rows
+    except Exception as e:  # a file that cannot be read: say so, keep rows
         emit(Warn(f"reading stopped: {e}"))
     emit(Done())
 
@@ -394,7 +482,7 @@ class LogStatsScreen(ModalScreen):
             yield Static(Text("escape closes", style="dim"))
 
     def on_mount(self) -> None:
-        self.ansi_theme_dark, self.ansi_theme_light = ANSI_DARK, ANSI_LIGHT   # legible
+        self.ansi_theme_dark, self.ansi_theme_light = ANSI_DARK, ANSI_LIGHT  # legible
         box = self.query_one("#stats-box")
         box.border_subtitle = "↑ ↓ PgUp PgDn or the wheel scroll · Esc closes"
         box.focus()
@@ -407,19 +495,27 @@ class LogApp(Sorting, Jobs, App):
     AUTO_FOCUS = "#items"
     SORT_CYCLE = SORT_CYCLE
     DESCENDING = frozenset({"size", "records"})
-    SORT_NAMES = {"#": "file order", "size": "size, biggest first",
-                  "records": "records, most first", "time": "last timestamp"}
-    CSS = """
+    SORT_NAMES = {
+        "#": "file order",
+        "size": "size, biggest first",
+        "records": "records, most first",
+        "time": "last timestamp",
+    }
+    CSS = (
+        """
     #items { height: 45%; }
     #detail { height: 1fr; }
     #main { height: 1fr; }
     #bars { height: auto; }
     #empty { height: auto; display: none; padding: 1 2; }
     #empty.visible { display: block; }
-    """ + FILTER_CSS + WORK_CSS
+    """
+        + FILTER_CSS
+        + WORK_CSS
+    )
     BINDINGS = [
         *BAR_BINDINGS,
-        Binding("p", "next_problem", "Problem"),   # short: the footer keeps s ? q at 80
+        Binding("p", "next_problem", "Problem"),  # short: the footer keeps s ? q at 80
         Binding("P", "next_problem(-1)", "Previous problem", show=False),
         Binding("n", "search_next", "Next match", show=False),
         *SORT_BINDINGS,
@@ -431,18 +527,17 @@ class LogApp(Sorting, Jobs, App):
         Binding("q", "quit", "Quit"),
     ]
 
-    def __init__(self, paths: list[str], options: Options | None = None,
-                 filter_text: str = ""):
+    def __init__(self, paths: list[str], options: Options | None = None, filter_text: str = ""):
         super().__init__()
         self.paths = paths
         self.options = options or Options()
-        self.items: list[LogItem] = []     # every item read, in file order
-        self.read = 0                      # items read (the filter may show fewer)
+        self.items: list[LogItem] = []  # every item read, in file order
+        self.read = 0  # items read (the filter may show fewer)
         self._trees: OrderedDict[int, tuple[Node, bytes]] = OrderedDict()
         self.filter_text = filter_text
         self.filter = parse_filter(filter_text, LOG_FIELDS) if filter_text.strip() else None
-        self._start_filter = self.filter   # what the reader tests items against
-        self._incoming: deque = deque()    # what the reader sent, not yet in the list
+        self._start_filter = self.filter  # what the reader tests items against
+        self._incoming: deque = deque()  # what the reader sent, not yet in the list
         self.sorted_by: tuple[str, bool] = ("#", False)
         self.needle: bytes | None = None
         self.needle_text = ""
@@ -452,8 +547,8 @@ class LogApp(Sorting, Jobs, App):
         self._stopped = False
         self._progress: tuple[int, int] | None = None
         self._detail_timer: Timer | None = None
-        self.detail_item: LogItem | None = None      # what the detail shows
-        self._pending: LogItem | None = None         # what it is about to show
+        self.detail_item: LogItem | None = None  # what the detail shows
+        self._pending: LogItem | None = None  # what it is about to show
         self.seen: dict[str, set[str]] = {"topic": set()}
         self.names = ", ".join(Path(p).name for p in paths)
         self.sub_title = self.names
@@ -467,14 +562,21 @@ class LogApp(Sorting, Jobs, App):
             yield Static(id="empty")
             yield Detail(self.options.show_secrets, id="detail")
         with Vertical(id="bars"):
-            yield FilterInput(placeholder="display filter, e.g. finding, record.key == \"k\", "
-                                          "producer_id == 7 (Tab completes, Enter applies, "
-                                          "Esc closes)", id="filter", classes="bar",
-                              suggester=FilterSuggester(lambda field: self.seen.get(field, ()),
-                                                        LOG_FIELDS))
+            yield FilterInput(
+                placeholder='display filter, e.g. finding, record.key == "k", '
+                "producer_id == 7 (Tab completes, Enter applies, "
+                "Esc closes)",
+                id="filter",
+                classes="bar",
+                suggester=FilterSuggester(lambda field: self.seen.get(field, ()), LOG_FIELDS),
+            )
             yield Static(id="filter-error")
-            yield Input(placeholder="search bytes (in compressed batches too): text, or hex "
-                                    "as 0x0001 / hex: 00 01", id="search", classes="bar")
+            yield Input(
+                placeholder="search bytes (in compressed batches too): text, or hex "
+                "as 0x0001 / hex: 00 01",
+                id="search",
+                classes="bar",
+            )
         yield Footer()
 
     @property
@@ -505,9 +607,10 @@ class LogApp(Sorting, Jobs, App):
 
         def take(obj) -> None:
             if isinstance(obj, Progress):
-                self._progress = (obj.done, obj.total)       # only the latest matters
+                self._progress = (obj.done, obj.total)  # only the latest matters
             else:
                 self._incoming.append(obj)
+
         code = run_forked(lambda emit: read_items(paths, options, flt, emit), take, self.stop)
         if code is not None:
             take(Warn(f"reading stopped: the reader ended unexpectedly (exit {code})"))
@@ -519,7 +622,7 @@ class LogApp(Sorting, Jobs, App):
     def _drain(self) -> None:
         """Add what the reader sent since the last tick, for _SLICE seconds at most: keys
         are answered between slices."""
-        if not self._incoming or not self.query(LogList):     # nothing, or closing
+        if not self._incoming or not self.query(LogList):  # nothing, or closing
             return
         table = self.table
         first = not table.rows
@@ -547,10 +650,10 @@ class LogApp(Sorting, Jobs, App):
             self.show_item(table.rows[0])
 
     def _take_item(self, item: LogItem) -> None:
-        passed = getattr(item, "passed", None)           # tested against the start filter
+        passed = getattr(item, "passed", None)  # tested against the start filter
         if passed is not None:
-            item.tested = (self._start_filter, passed)     # type: ignore[attr-defined]
-            del item.passed                                # type: ignore[attr-defined]
+            item.tested = (self._start_filter, passed)  # type: ignore[attr-defined]
+            del item.passed  # type: ignore[attr-defined]
         self.items.append(item)
         if item.topic is not None:
             self.seen["topic"].add(item.topic)
@@ -578,8 +681,11 @@ class LogApp(Sorting, Jobs, App):
         if self.error:
             text = Text(self.error, style="bold red")
         elif self.read:
-            text = Text(f"No item matches the filter {self.filter_text!r} ({self.read} "
-                        f"read). / changes it; an empty filter shows everything.", "yellow")
+            text = Text(
+                f"No item matches the filter {self.filter_text!r} ({self.read} "
+                f"read). / changes it; an empty filter shows everything.",
+                "yellow",
+            )
         else:
             text = Text("No Kafka files found.", style="bold red")
         empty.update(text)
@@ -598,13 +704,12 @@ class LogApp(Sorting, Jobs, App):
         self._detail_timer = self.set_timer(_REST, self._show_current)
 
     def _show_current(self) -> None:
-        if not self.query(LogList):             # the app is closing: its widgets are gone
+        if not self.query(LogList):  # the app is closing: its widgets are gone
             return
         item = self.current()
         if item is None or item is self.detail_item:
             return
-        if not whole_batch(item) or id(item) in self._trees or \
-                item.length < _DECODE_HERE:                    # type: ignore[attr-defined]
+        if not whole_batch(item) or id(item) in self._trees or item.length < _DECODE_HERE:  # type: ignore[attr-defined]
             self.show_item(item)
             return
         # a big batch decodes in a worker thread: keys pressed meanwhile are answered
@@ -615,8 +720,9 @@ class LogApp(Sorting, Jobs, App):
             try:
                 found = batch_tree(item, options)
             except OSError:
-                found = None                     # show_item says so
+                found = None  # show_item says so
             self.call_from_thread(self._decoded, item, found)
+
         self.run_worker(decode, thread=True, group="detail")
 
     def _decoded(self, item: LogItem, found: tuple[Node, bytes] | None) -> None:
@@ -631,7 +737,7 @@ class LogApp(Sorting, Jobs, App):
         title = Text(f"{item.path}", style="bold")
         if item.topic is not None:
             title.append(f"  {item.topic}-{item.partition}")
-        for f in item.findings:                 # the checks across batches and files
+        for f in item.findings:  # the checks across batches and files
             title.append(f"  ✗ {f.text()}", "bold red" if f.severity == "error" else "yellow")
         tree, data, start = self.tree_of(item)
         if tree is None:
@@ -647,7 +753,7 @@ class LogApp(Sorting, Jobs, App):
         found = self._trees.get(id(item))
         if found is None:
             try:
-                if item.tree is not None:         # a file other than a segment, or damage
+                if item.tree is not None:  # a file other than a segment, or damage
                     return item.tree, item_bytes(item), start
                 if not hasattr(item, "start"):
                     return None, b"", 0
@@ -697,13 +803,18 @@ class LogApp(Sorting, Jobs, App):
         if parsed is None or len(items) <= _IN_WORKERS or parsed.fields <= _KEPT:
             self._filtered(parsed, text, items, None)
             return None
-        self.run_job(f"filter {text}", lambda progress, cancel: scan(
-            items, lambda item: passes(parsed, item, options), progress, cancel),
-            lambda found: self._filtered(parsed, text, items, found))
+        self.run_job(
+            f"filter {text}",
+            lambda progress, cancel: scan(
+                items, lambda item: passes(parsed, item, options), progress, cancel
+            ),
+            lambda found: self._filtered(parsed, text, items, found),
+        )
         return None
 
-    def _filtered(self, parsed: Filter | None, text: str, items: list[LogItem],
-                  found: list[int] | None) -> None:
+    def _filtered(
+        self, parsed: Filter | None, text: str, items: list[LogItem], found: list[int] | None
+    ) -> None:
         self.filter, self.filter_text = parsed, text
         if parsed is None:
             rows = list(self.items)
@@ -713,8 +824,8 @@ class LogApp(Sorting, Jobs, App):
             else:
                 rows = [items[i] for i in found]
             for item in rows:
-                item.tested = (parsed, True)                # type: ignore[attr-defined]
-            rows += [it for it in self.items[len(items):] if self._matches(it)]
+                item.tested = (parsed, True)  # type: ignore[attr-defined]
+            rows += [it for it in self.items[len(items) :] if self._matches(it)]
         self.table.set_rows(rows, keep=self.current())
         self._show_active_filter()
         self._update_subtitle()
@@ -724,9 +835,15 @@ class LogApp(Sorting, Jobs, App):
     def _show_active_filter(self) -> None:
         active = self.query_one("#active-filter", Static)
         if self.filter is not None:
-            set_text(active, Text.assemble(("filter ", "dim"), (self.filter_text, "bold"),
-                                        (f"  {len(self.shown)} of {self.read} · / edits it",
-                                         "dim")), layout=False)
+            set_text(
+                active,
+                Text.assemble(
+                    ("filter ", "dim"),
+                    (self.filter_text, "bold"),
+                    (f"  {len(self.shown)} of {self.read} · / edits it", "dim"),
+                ),
+                layout=False,
+            )
         active.set_class(self.filter is not None, "visible")
 
     # -- actions ------------------------------------------------------------------------
@@ -737,13 +854,20 @@ class LogApp(Sorting, Jobs, App):
         n = len(rows)
         for k in range(1, n + 1):
             item = rows[(self.table.cursor_row + step * k) % n]
-            if item.problem:                              # type: ignore[attr-defined]
+            if item.problem:  # type: ignore[attr-defined]
                 self.select_item(item)
                 tree = self.tree_of(item)[0]
                 node = anomaly.offending(tree) if tree is not None else None
-                if node is None and tree is not None:      # a check across batches: its field
-                    node = next((c for f in item.findings if (name := CHECK_FIELDS.get(f.code))
-                                 and (c := tree.child(name)) is not None), None)
+                if node is None and tree is not None:  # a check across batches: its field
+                    node = next(
+                        (
+                            c
+                            for f in item.findings
+                            if (name := CHECK_FIELDS.get(f.code))
+                            and (c := tree.child(name)) is not None
+                        ),
+                        None,
+                    )
                 if node is not None:
                     detail = self.query_one(Detail)
                     detail.select(0, node)
@@ -760,23 +884,27 @@ class LogApp(Sorting, Jobs, App):
     def action_stats(self) -> None:
         """Statistics of the items listed; over many gathered in the background."""
         from .log_stats import gather, stats_view
+
         items = list(self.shown)
 
         def open_screen(stats) -> None:
             self.push_screen(LogStatsScreen(stats_view(stats)))
+
         if len(items) > 20 * _IN_WORKERS:
-            self.run_job("statistics", lambda progress, cancel: gather(
-                items, progress, cancel), open_screen)
+            self.run_job(
+                "statistics", lambda progress, cancel: gather(items, progress, cancel), open_screen
+            )
         else:
             open_screen(gather(items))
 
     def action_export(self) -> None:
         """The item under the cursor (a batch with its records) as JSON lines."""
         from .log_export import item_jsonl
+
         item = self.current()
         if item is None:
             return
-        where = f"-{item.start}" if item.kind == "batch" else ""   # type: ignore[attr-defined]
+        where = f"-{item.start}" if item.kind == "batch" else ""  # type: ignore[attr-defined]
         path = unique_path(Path(f"kdissect-log-{item.path.stem}{where}.jsonl"))
         try:
             path.write_text(item_jsonl(item, self.file_tree))
@@ -789,6 +917,7 @@ class LogApp(Sorting, Jobs, App):
         """The items listed (the filter applies), in the background: JSON lines and
         their whole batches as a log dir (a segment per partition)."""
         from .log_export import export
+
         items = list(self.shown)
         if not items:
             self.notify("nothing to export: the list is empty", severity="warning")
@@ -797,19 +926,25 @@ class LogApp(Sorting, Jobs, App):
 
         def finish(result) -> None:
             jsonl, n, segments = result
-            self.notify(f"exported {n} items to {jsonl.resolve()} and "
-                        f"{sum(segments.values())} batches as {len(segments)} segment(s) "
-                        f"under {directory.resolve()} (kdissect log and kafka-dump-log read "
-                        f"them)", timeout=10)
+            self.notify(
+                f"exported {n} items to {jsonl.resolve()} and "
+                f"{sum(segments.values())} batches as {len(segments)} segment(s) "
+                f"under {directory.resolve()} (kdissect log and kafka-dump-log read "
+                f"them)",
+                timeout=10,
+            )
 
         def work(progress, cancel):
             try:
-                return export(directory, items, whole_batch, self.file_tree, item_bytes,
-                              progress, cancel)
+                return export(
+                    directory, items, whole_batch, self.file_tree, item_bytes, progress, cancel
+                )
             except OSError as e:
-                self.call_from_thread(self.notify, f"could not write {directory}: "
-                                      f"{e.strerror}", severity="error")
+                self.call_from_thread(
+                    self.notify, f"could not write {directory}: {e.strerror}", severity="error"
+                )
                 return None
+
         self.run_job(f"export {len(items)} items", work, finish)
 
     def action_toggle_pane(self) -> None:
@@ -831,9 +966,11 @@ class LogApp(Sorting, Jobs, App):
             self.action_search()
             return
         needle, options = self.needle, self.options
-        self.search_from_cursor(lambda item: holds(item, needle, options), self._show_match,
-                                f"{self.needle_text!r} is in no item shown (decompressed "
-                                f"records included)")
+        self.search_from_cursor(
+            lambda item: holds(item, needle, options),
+            self._show_match,
+            f"{self.needle_text!r} is in no item shown (decompressed records included)",
+        )
 
     def _show_match(self, item: LogItem) -> None:
         """Select ``item`` and, in its detail, the field holding the needle."""

@@ -15,14 +15,20 @@ from ..sources.logdir import LogItem
 def item_jsonl(item: LogItem, tree_of: Callable) -> str:
     """The JSON lines of one item (a batch with its records), positions in its file."""
     tree = tree_of(item)
-    whole = LogItem(item.kind, item.path, item.topic, item.partition, tree,
-                    list(item.findings), url=item.url)
+    whole = LogItem(
+        item.kind, item.path, item.topic, item.partition, tree, list(item.findings), url=item.url
+    )
     return item_lines(whole, True)
 
 
-def write_jsonl(path: Path, items: Iterable[LogItem], tree_of: Callable,
-                progress: Callable[[int, int], None] = lambda d, t: None,
-                cancel=None, total: int = 0) -> int | None:
+def write_jsonl(
+    path: Path,
+    items: Iterable[LogItem],
+    tree_of: Callable,
+    progress: Callable[[int, int], None] = lambda d, t: None,
+    cancel=None,
+    total: int = 0,
+) -> int | None:
     """Write the JSON lines of ``items``; how many, or None when cancelled (the file is
     then removed)."""
     n = 0
@@ -42,12 +48,16 @@ def write_jsonl(path: Path, items: Iterable[LogItem], tree_of: Callable,
 def _partition_name(item: LogItem) -> str:
     if item.topic is not None and item.partition is not None:
         return f"{item.topic}-{item.partition}"
-    return "exported-0"                     # a file outside a partition directory
+    return "exported-0"  # a file outside a partition directory
 
 
-def write_segments(directory: Path, batches: Sequence[LogItem], read: Callable,
-                   progress: Callable[[int, int], None] = lambda d, t: None,
-                   cancel=None) -> dict[Path, int]:
+def write_segments(
+    directory: Path,
+    batches: Sequence[LogItem],
+    read: Callable,
+    progress: Callable[[int, int], None] = lambda d, t: None,
+    cancel=None,
+) -> dict[Path, int]:
     """Per partition, one segment with the bytes of its ``batches`` (whole batches with
     ``start``, ``length`` and ``base``: their first offset) in file order; ``read(item)``
     gives an item's bytes. Returns each segment written and its batch count."""
@@ -57,8 +67,8 @@ def write_segments(directory: Path, batches: Sequence[LogItem], read: Callable,
     written: dict[Path, int] = {}
     done = 0
     for name, items in parts.items():
-        items.sort(key=lambda it: (str(it.path), it.start))     # type: ignore[attr-defined]
-        first = items[0].base                                    # type: ignore[attr-defined]
+        items.sort(key=lambda it: (str(it.path), it.start))  # type: ignore[attr-defined]
+        first = items[0].base  # type: ignore[attr-defined]
         part = directory / name
         part.mkdir(parents=True, exist_ok=True)
         segment = part / f"{max(0, first or 0):020d}.log"
@@ -74,10 +84,15 @@ def write_segments(directory: Path, batches: Sequence[LogItem], read: Callable,
     return written
 
 
-def export(directory: Path, items: Sequence[LogItem], whole: Callable[[LogItem], bool],
-           tree_of: Callable, read: Callable,
-           progress: Callable[[int, int], None] = lambda d, t: None,
-           cancel=None) -> tuple[Path, int, dict[Path, int]] | None:
+def export(
+    directory: Path,
+    items: Sequence[LogItem],
+    whole: Callable[[LogItem], bool],
+    tree_of: Callable,
+    read: Callable,
+    progress: Callable[[int, int], None] = lambda d, t: None,
+    cancel=None,
+) -> tuple[Path, int, dict[Path, int]] | None:
     """The items in ``directory`` (created): ``items.jsonl`` and the whole batches among
     them as segments (``whole(item)``). None when cancelled."""
     directory.mkdir(parents=True)
@@ -87,8 +102,9 @@ def export(directory: Path, items: Sequence[LogItem], whole: Callable[[LogItem],
     n = write_jsonl(jsonl, items, tree_of, progress, cancel, total)
     if n is None:
         return None
-    segments = write_segments(directory, batches, read,
-                              lambda d, t: progress(len(items) + d, total), cancel)
+    segments = write_segments(
+        directory, batches, read, lambda d, t: progress(len(items) + d, total), cancel
+    )
     if cancel is not None and cancel.is_set():
         return None
     return jsonl, n, segments

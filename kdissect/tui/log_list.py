@@ -10,20 +10,39 @@ from rich.text import Text
 
 from .exchange_list import Column, ExchangeList, fit_columns
 
-COLUMNS = (Column("#", 7, 5, True), Column("partition", 22, 12), Column("kind", 17, 8),
-           Column("position", 18, 10), Column("offsets", 15, 8), Column("records", 7, 5, True),
-           Column("status", 24, 12), Column("codec", 6, 4), Column("producer", 9, 6),
-           Column("time", 23, 23), Column("file", 26, 10))
+COLUMNS = (
+    Column("#", 7, 5, True),
+    Column("partition", 22, 12),
+    Column("kind", 17, 8),
+    Column("position", 18, 10),
+    Column("offsets", 15, 8),
+    Column("records", 7, 5, True),
+    Column("status", 24, 12),
+    Column("codec", 6, 4),
+    Column("producer", 9, 6),
+    Column("time", 23, 23),
+    Column("file", 26, 10),
+)
 # when the terminal is narrow, these steps run in order until the columns fit: the list
 # keeps the number, topic-partition, kind (COMMIT, ABORT), position, offsets, records and
 # status (the findings) to the last
-_STEPS = (("shrink", "file"), ("drop", "time"), ("shrink", "status"), ("drop", "producer"),
-          ("drop", "codec"), ("shrink", "kind"), ("shrink", "partition"),
-          ("shrink", "position"), ("shrink", "offsets"), ("drop", "file"), ("drop", "kind"),
-          ("drop", "partition"))
+_STEPS = (
+    ("shrink", "file"),
+    ("drop", "time"),
+    ("shrink", "status"),
+    ("drop", "producer"),
+    ("drop", "codec"),
+    ("shrink", "kind"),
+    ("shrink", "partition"),
+    ("shrink", "position"),
+    ("shrink", "offsets"),
+    ("drop", "file"),
+    ("drop", "kind"),
+    ("drop", "partition"),
+)
 
 
-@functools.lru_cache(maxsize=64)     # asked twice per line drawn
+@functools.lru_cache(maxsize=64)  # asked twice per line drawn
 def fit(width: int) -> list[tuple[int, int]]:
     """(column index, width) of the columns shown in ``width`` cells; the file name (or
     else the status) takes what is left."""
@@ -52,6 +71,6 @@ class LogList(ExchangeList):
             cells[5] = Text(status, style="red" if view.severe else "yellow")
         where = f"{view.topic}-{view.partition}" if view.topic is not None else ""
         row = [cells[0], where, *cells[1:]]
-        if getattr(view, "gone", None):      # below the log start offset: struck through
+        if getattr(view, "gone", None):  # below the log start offset: struck through
             row[3:] = [Text(c, style="strike") if isinstance(c, str) else c for c in row[3:]]
         return row

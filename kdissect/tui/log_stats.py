@@ -54,17 +54,20 @@ class LogStats:
     items: int = 0
 
 
-def gather(items: Sequence, progress: Callable[[int, int], None] = lambda d, t: None,
-           cancel=None) -> LogStats | None:
+def gather(
+    items: Sequence, progress: Callable[[int, int], None] = lambda d, t: None, cancel=None
+) -> LogStats | None:
     """The statistics of ``items``; None if ``cancel`` (an Event) is set meanwhile."""
     stats = LogStats(items=len(items))
     for done, item in enumerate(items, 1):
-        where = f"{item.topic}-{item.partition}" if item.topic is not None else \
-            str(item.path.parent.name or item.path.parent)
+        where = (
+            f"{item.topic}-{item.partition}"
+            if item.topic is not None
+            else str(item.path.parent.name or item.path.parent)
+        )
         stats.partitions.setdefault(where, Tally()).add(item)
-        if item.kind == "batch":            # the segment by its partition and name
-            stats.files.setdefault(f"{item.path.parent.name}/{item.path.name}",
-                                   Tally()).add(item)
+        if item.kind == "batch":  # the segment by its partition and name
+            stats.files.setdefault(f"{item.path.parent.name}/{item.path.name}", Tally()).add(item)
         stats.total.add(item)
         if done % 4096 == 0:
             if cancel is not None and cancel.is_set():
@@ -87,8 +90,9 @@ def _table(title: str, first: str, tallies: dict[str, Tally], files: bool) -> Ta
     """A row per partition or file, each on one line: cells too wide for the screen end
     in … (they wrapped into rows of five lines at 120 columns); the time range has its
     own table."""
-    table = Table(title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD,
-                  show_edge=False)
+    table = Table(
+        title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, show_edge=False
+    )
     # columns the width may shrink; their cells cut with …, never wrapped (_one_line)
     table.add_column(first, overflow="ellipsis", min_width=12)
     if files:
@@ -99,9 +103,18 @@ def _table(title: str, first: str, tallies: dict[str, Tally], files: bool) -> Ta
     table.add_column("producers", justify="right", no_wrap=True, min_width=9)
     table.add_column("findings", overflow="ellipsis", min_width=10)
     for name, t in tallies.items():
-        cells: list = [_one_line(name)] + ([str(len(t.files))] if files else []) + [
-            str(t.batches), str(t.records), f"{t.bytes:,}", _one_line(_counts(t.codecs)),
-            str(len(t.producers)), _one_line(_counts(t.findings), "yellow")]
+        cells: list = (
+            [_one_line(name)]
+            + ([str(len(t.files))] if files else [])
+            + [
+                str(t.batches),
+                str(t.records),
+                f"{t.bytes:,}",
+                _one_line(_counts(t.codecs)),
+                str(len(t.producers)),
+                _one_line(_counts(t.findings), "yellow"),
+            ]
+        )
         table.add_row(*cells)
     return table
 
@@ -111,8 +124,13 @@ def _one_line(text: str, style: str = "") -> Text:
 
 
 def _times(tallies: dict[str, Tally]) -> Table:
-    table = Table(title="Time range per partition (UTC)", title_justify="left",
-                  title_style="bold", box=box.SIMPLE_HEAD, show_edge=False)
+    table = Table(
+        title="Time range per partition (UTC)",
+        title_justify="left",
+        title_style="bold",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+    )
     table.add_column("partition", no_wrap=True, overflow="ellipsis", min_width=12)
     table.add_column("first timestamp", no_wrap=True)
     table.add_column("last timestamp", no_wrap=True)
@@ -127,8 +145,10 @@ def _line(name: str, t: Tally, files: bool) -> Text:
     text = Text.assemble((name, "bold"), ": ")
     if files:
         text.append(f"{len(t.files)} files, ")
-    text.append(f"{t.batches} batches, {t.records} records, {t.bytes:,} bytes; codecs "
-                f"{_counts(t.codecs) or '-'}; {len(t.producers)} producers; ")
+    text.append(
+        f"{t.batches} batches, {t.records} records, {t.bytes:,} bytes; codecs "
+        f"{_counts(t.codecs) or '-'}; {len(t.producers)} producers; "
+    )
     text.append(f"findings {_counts(t.findings) or 'none'}", "yellow" if t.findings else "")
     text.append(f"; {_when(t.first_ts) or '-'} → {_when(t.last_ts) or '-'} UTC")
     return text
@@ -143,14 +163,17 @@ class StatsView:
     def __rich_console__(self, console, options):
         stats, t = self.stats, self.stats.total
         yield Text.assemble(
-            (f"{stats.items} items", "bold"), f": {len(t.files)} files, {t.batches} batches, "
+            (f"{stats.items} items", "bold"),
+            f": {len(t.files)} files, {t.batches} batches, "
             f"{t.records} records, {t.bytes:,} bytes of batches, {len(t.producers)} "
-            f"producers")
+            f"producers",
+        )
         yield Text(f"time {_when(t.first_ts) or '-'} → {_when(t.last_ts) or '-'} UTC")
         wide = options.max_width >= 100
         for title, first, tallies, files in (
-                ("Per partition", "partition", stats.partitions, True),
-                ("Per segment file", "file", stats.files, False)):
+            ("Per partition", "partition", stats.partitions, True),
+            ("Per segment file", "file", stats.files, False),
+        ):
             if wide:
                 yield _table(title, first, tallies, files)
             else:

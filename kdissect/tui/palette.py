@@ -21,29 +21,33 @@ def _rgb(hex_colour: str) -> tuple[int, int, int]:
     return (triplet.red, triplet.green, triplet.blue)
 
 
-def _theme(background: str, foreground: str, normal: list[str], bright: list[str]
-           ) -> TerminalTheme:
-    return TerminalTheme(_rgb(background), _rgb(foreground), [_rgb(c) for c in normal],
-                         [_rgb(c) for c in bright])
+def _theme(background: str, foreground: str, normal: list[str], bright: list[str]) -> TerminalTheme:
+    return TerminalTheme(
+        _rgb(background), _rgb(foreground), [_rgb(c) for c in normal], [_rgb(c) for c in bright]
+    )
 
 
 #                 black      red        green      yellow     blue       magenta    cyan       white
-ANSI_DARK = _theme("#121212", "#e0e0e0",
-                   ["#1a1a1a", "#ff7b8c", "#98e024", "#fd971f", "#8fb4ff", "#ff7ad9", "#58d1eb",
-                    "#c4c5b5"],
-                   ["#8a8a8a", "#ff9aa6", "#b5f05a", "#ffd75f", "#a9c6ff", "#ff9de3", "#8be9fd",
-                    "#f6f6ef"])
-ANSI_LIGHT = _theme("#f7f7f7", "#1f1f1f",
-                    ["#000000", "#a0182a", "#2d6a10", "#7a4a00", "#1d4eb0", "#7a2a9d", "#00657f",
-                     "#f7f7f7"],
-                    ["#5a5a5a", "#9c1a28", "#276a0e", "#6e4400", "#1a4aa8", "#7a2a8a", "#005f78",
-                     "#ffffff"])
+ANSI_DARK = _theme(
+    "#121212",
+    "#e0e0e0",
+    ["#1a1a1a", "#ff7b8c", "#98e024", "#fd971f", "#8fb4ff", "#ff7ad9", "#58d1eb", "#c4c5b5"],
+    ["#8a8a8a", "#ff9aa6", "#b5f05a", "#ffd75f", "#a9c6ff", "#ff9de3", "#8be9fd", "#f6f6ef"],
+)
+ANSI_LIGHT = _theme(
+    "#f7f7f7",
+    "#1f1f1f",
+    ["#000000", "#a0182a", "#2d6a10", "#7a4a00", "#1d4eb0", "#7a2a9d", "#00657f", "#f7f7f7"],
+    ["#5a5a5a", "#9c1a28", "#276a0e", "#6e4400", "#1a4aa8", "#7a2a8a", "#005f78", "#ffffff"],
+)
 
 # the bytes pane's marks over a selected field's parents, nearest first: distinct from
 # the pane's background (3:1) with their own text colour (4.5:1 on them)
 # parents of the selected field, nearest first: stronger to fainter
-PARENT_TONES = {True: ["#000000 on #a8a8a8", "#000000 on #949494", "#000000 on #808080"],
-                False: ["#ffffff on #4e4e4e", "#ffffff on #5f5f5f", "#ffffff on #6c6c6c"]}
+PARENT_TONES = {
+    True: ["#000000 on #a8a8a8", "#000000 on #949494", "#000000 on #808080"],
+    False: ["#ffffff on #4e4e4e", "#ffffff on #5f5f5f", "#ffffff on #6c6c6c"],
+}
 
 # the list's cursor: Textual's (light text on #0178d4) was 3.8:1 in the dark theme
 CURSOR_CSS = """
@@ -77,6 +81,7 @@ def _legible_style(style: str | Style, dark: bool) -> str | Style:
         if colour is not None and ansi(colour) and colour.number is not None:
             return Color.from_triplet(theme.ansi_colors[colour.number])
         return colour
+
     if not (ansi(parsed.color) or ansi(parsed.bgcolor)):
         return style
     return parsed + Style.from_color(rgb(parsed.color), rgb(parsed.bgcolor))
@@ -97,5 +102,5 @@ def dark(widget) -> bool:
     """Whether ``widget``'s app shows a dark theme (dark before it runs)."""
     try:
         return widget.app.current_theme.dark
-    except Exception:                   # no app yet
+    except Exception:  # no app yet
         return True

@@ -12,7 +12,7 @@ from ..protocol.node import Node
 from ..render.records import record_json
 from ..stream.fields import values
 
-_MOST = 5_000           # records asked at most (the detail of a huge Fetch stays quick)
+_MOST = 5_000  # records asked at most (the detail of a huge Fetch stays quick)
 
 
 def asks_records(flt: Filter | None) -> bool:
@@ -36,14 +36,15 @@ class _OneRecord:
             return values(self.view, name)
         r = self.json()
         if name in ("record.key", "record.value"):
-            v = r[name[len("record."):]]
+            v = r[name[len("record.") :]]
             return [v] if isinstance(v, str) else [NULL] if v is None else []
         if name == "record.header":
             return [h["key"] for h in r["headers"]]
         if name.startswith("record.header."):
-            want = name[len("record.header."):]
-            return [h["value"] for h in r["headers"]
-                    if h["key"] == want and isinstance(h["value"], str)]
+            want = name[len("record.header.") :]
+            return [
+                h["value"] for h in r["headers"] if h["key"] == want and isinstance(h["value"], str)
+            ]
         if is_value_path(name) or name.endswith("_schema"):
             return of_records([r], name)
         return []
@@ -58,7 +59,7 @@ def first_match(flt: Filter, view, roots: list[Node]) -> tuple[int, Node] | None
             if node.ktype != "record" and not node.ktype.startswith("message_v"):
                 continue
             if node.child("key") is None and node.child("value") is None:
-                continue                     # a compressed wrapper: its inner ones count
+                continue  # a compressed wrapper: its inner ones count
             asked += 1
             if asked > _MOST:
                 return None

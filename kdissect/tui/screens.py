@@ -20,8 +20,13 @@ from ..stream.stats import Stats
 from .chart import LatencyChart
 
 
-def gather(views: Sequence[ExchangeFields], load=lambda view: view, gaps=(),
-           progress=lambda done, total: None, cancel=None) -> tuple[Stats, list] | None:
+def gather(
+    views: Sequence[ExchangeFields],
+    load=lambda view: view,
+    gaps=(),
+    progress=lambda done, total: None,
+    cancel=None,
+) -> tuple[Stats, list] | None:
     """The statistics of ``views`` and the points of the chart; None if ``cancel`` (an
     Event) is set meanwhile. ``load(view)`` gives a view's messages their bytes."""
     stats = Stats()
@@ -30,7 +35,7 @@ def gather(views: Sequence[ExchangeFields], load=lambda view: view, gaps=(),
     points = []
     for done, v in enumerate(views, 1):
         stats.add(load(v).ex, v)
-        service = anomaly.service_time(v)           # None: no latency
+        service = anomaly.service_time(v)  # None: no latency
         if service is not None:
             points.append((v.ex.first.ts, service * 1000, v))
         if done % 256 == 0:
@@ -56,8 +61,15 @@ class StatsScreen(ModalScreen):
     #stats-box { border-subtitle-color: $text-muted; }
     """
 
-    def __init__(self, views: Sequence[ExchangeFields], load=lambda view: view,
-                 gathered: tuple[Stats, list] | None = None, warnings=(), gaps=(), tls=()):
+    def __init__(
+        self,
+        views: Sequence[ExchangeFields],
+        load=lambda view: view,
+        gathered: tuple[Stats, list] | None = None,
+        warnings=(),
+        gaps=(),
+        tls=(),
+    ):
         """``load(view)`` gives a view's messages their bytes (see tui/spill.py);
         ``gathered``: what ``gather`` found (else it runs now). ``warnings``: the
         source's, all listed; ``gaps`` are counted as --stats counts them; ``tls``: the
@@ -73,9 +85,14 @@ class StatsScreen(ModalScreen):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="stats-box"):
-            yield Static(Text(f"broker time over the capture ({len(self.points)} exchanges; "
-                              f"waits clients asked for left out; ← → move, Enter goes to "
-                              f"the slowest)", style="bold"))
+            yield Static(
+                Text(
+                    f"broker time over the capture ({len(self.points)} exchanges; "
+                    f"waits clients asked for left out; ← → move, Enter goes to "
+                    f"the slowest)",
+                    style="bold",
+                )
+            )
             yield LatencyChart(self.points, id="latency")
             yield Static(id="slice")
             yield Static(stats_tables(self.stats), id="stats-tables")
@@ -90,8 +107,9 @@ class StatsScreen(ModalScreen):
 
     def on_mount(self) -> None:
         # the tables below the chart scroll: say how
-        self.query_one("#stats-box").border_subtitle = \
-            "more below: Tab, then ↑ ↓ PgUp PgDn or the wheel · Esc closes"
+        self.query_one(
+            "#stats-box"
+        ).border_subtitle = "more below: Tab, then ↑ ↓ PgUp PgDn or the wheel · Esc closes"
         chart = self.query_one(LatencyChart)
         chart.focus()
         self.call_after_refresh(self._start)
@@ -154,8 +172,10 @@ class HelpScreen(ModalScreen):
     """The keys; it scrolls at once (the box has the focus) with ↑ ↓ PgUp PgDn Home End
     and Space, and says so when it does not fit."""
 
-    BINDINGS = [Binding("escape,question_mark,q", "dismiss", "Close"),
-                Binding("space", "page_down", "Page down", show=False)]
+    BINDINGS = [
+        Binding("escape,question_mark,q", "dismiss", "Close"),
+        Binding("space", "page_down", "Page down", show=False),
+    ]
     CSS = """
     HelpScreen { align: center middle; }
     #help-box { width: 100; max-width: 100%; height: auto; max-height: 100%;

@@ -12,16 +12,18 @@ from textual.binding import Binding
 
 from .exchange_list import ExchangeList
 
-SORT_BINDINGS = [Binding("o", "sort_next", "Sort"),
-                 Binding("O", "sort_reverse", "Reverse sort", show=False)]
+SORT_BINDINGS = [
+    Binding("o", "sort_next", "Sort"),
+    Binding("O", "sort_reverse", "Reverse sort", show=False),
+]
 
 
 class Sorting:
     """The sort keys of an app (a mixin of a Textual App with a ``table``)."""
 
-    SORT_CYCLE: tuple[str, ...] = ()            # the orders `o` cycles through
-    DESCENDING: frozenset[str] = frozenset()    # those `o` starts biggest first
-    SORT_NAMES: dict[str, str] = {}             # how `o` names an order (else its column)
+    SORT_CYCLE: tuple[str, ...] = ()  # the orders `o` cycles through
+    DESCENDING: frozenset[str] = frozenset()  # those `o` starts biggest first
+    SORT_NAMES: dict[str, str] = {}  # how `o` names an order (else its column)
     sorted_by: tuple[str, bool]
 
     def sort_value(self, column: str) -> Callable[[object], tuple]:
@@ -48,8 +50,10 @@ class Sorting:
         at = self.SORT_CYCLE.index(column) if column in self.SORT_CYCLE else -1
         nxt = self.SORT_CYCLE[(at + 1) % len(self.SORT_CYCLE)]
         self.sort_by(nxt, nxt in self.DESCENDING)
-        self.notify(f"sorted by {self.SORT_NAMES.get(nxt, nxt)}; o: next order, "  # type: ignore[attr-defined]
-                    f"O: reverse", timeout=3)
+        self.notify(  # type: ignore[attr-defined]
+            f"sorted by {self.SORT_NAMES.get(nxt, nxt)}; o: next order, O: reverse",
+            timeout=3,
+        )
 
     def action_sort_reverse(self) -> None:
         self.sort_by(self.sorted_by[0], not self.sorted_by[1])

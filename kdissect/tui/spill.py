@@ -11,7 +11,7 @@ import tempfile
 import threading
 from collections import OrderedDict
 
-KEEP = 64                  # exchanges whose bytes stay loaded (the ones used last)
+KEEP = 64  # exchanges whose bytes stay loaded (the ones used last)
 
 
 class Spill:
@@ -22,9 +22,9 @@ class Spill:
         fd, path = tempfile.mkstemp(prefix="kdissect-spill-")
         os.unlink(path)
         self.fd = fd
-        self.end = 0                          # the writer's next offset (child side)
-        self.loaded: OrderedDict[int, tuple] = OrderedDict()   # id(view) -> its messages
-        self.lock = threading.Lock()          # the UI and a statistics worker both load
+        self.end = 0  # the writer's next offset (child side)
+        self.loaded: OrderedDict[int, tuple] = OrderedDict()  # id(view) -> its messages
+        self.lock = threading.Lock()  # the UI and a statistics worker both load
 
     # -- the loader ---------------------------------------------------------------------
 
@@ -33,7 +33,7 @@ class Spill:
         spans = []
         for m in messages:
             data, at = memoryview(m.data), self.end
-            while data:                       # a signal may cut a write short
+            while data:  # a signal may cut a write short
                 n = os.pwrite(self.fd, data, at)
                 data, at = data[n:], at + n
             spans.append((self.end, len(m.data)))

@@ -12,7 +12,7 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 
-_REPORT_EVERY = 64          # items between progress reports from a child
+_REPORT_EVERY = 64  # items between progress reports from a child
 # the children's priority: measured with both cores busy (docs/tui.md), workers at +10
 # lost to the busy loops (the filter took 10 s, tshark 7) while keys at +0 stayed at a
 # 6 ms median; only at load 30 did +10 keep keys faster (203 ms against 488 ms)
@@ -22,7 +22,7 @@ _NICER = 0
 def cores() -> int:
     try:
         return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:                       # not Linux
+    except AttributeError:  # not Linux
         return os.cpu_count() or 1
 
 
@@ -35,7 +35,7 @@ def _scan(items: Sequence, test: Callable, first_only: bool, conn) -> None:
     for done, item in enumerate(items, 1):
         try:
             hit = test(item)
-        except Exception:                        # a bad item must not end the scan
+        except Exception:  # a bad item must not end the scan
             hit = False
         if hit:
             found.append(done - 1)
@@ -47,9 +47,14 @@ def _scan(items: Sequence, test: Callable, first_only: bool, conn) -> None:
     conn.close()
 
 
-def scan(items: Sequence, test: Callable, progress: Callable[[int, int], None],
-         cancel: threading.Event, first_only: bool = False,
-         workers: int | None = None) -> list[int] | None:
+def scan(
+    items: Sequence,
+    test: Callable,
+    progress: Callable[[int, int], None],
+    cancel: threading.Event,
+    first_only: bool = False,
+    workers: int | None = None,
+) -> list[int] | None:
     """Indexes of ``items`` passing ``test``, in order; with ``first_only`` at most one,
     the first. None when cancelled. Runs in forked children (``workers``: all cores)."""
     n = len(items)
@@ -64,11 +69,12 @@ def scan(items: Sequence, test: Callable, progress: Callable[[int, int], None],
 
     def index(k: int, i: int) -> int:
         return bounds[k] + i if first_only else k + i * workers
+
     children = []
     pipes: list[multiprocessing.connection.Connection] = []
     for k in range(workers):
         recv, send = ctx.Pipe(duplex=False)
-        part = items[bounds[k]:bounds[k + 1]] if first_only else items[k::workers]
+        part = items[bounds[k] : bounds[k + 1]] if first_only else items[k::workers]
         child = ctx.Process(target=_scan, args=(part, test, first_only, send), daemon=True)
         child.start()
         send.close()
@@ -81,13 +87,14 @@ def scan(items: Sequence, test: Callable, progress: Callable[[int, int], None],
             if cancel.is_set():
                 return None
             ready = multiprocessing.connection.wait(
-                [p for p, r in zip(pipes, results) if r is None], timeout=0.1)
+                [p for p, r in zip(pipes, results) if r is None], timeout=0.1
+            )
             for k, pipe in enumerate(pipes):
                 if pipe not in ready:
                     continue
                 try:
                     kind, payload = pipe.recv()
-                except EOFError:                 # the child died: its share is unknown
+                except EOFError:  # the child died: its share is unknown
                     results[k] = []
                     continue
                 if kind == "progress":
@@ -95,7 +102,7 @@ def scan(items: Sequence, test: Callable, progress: Callable[[int, int], None],
                     progress(done, n)
                 else:
                     results[k] = [index(k, i) for i in payload]
-            if first_only:                       # the earliest share with a hit decides
+            if first_only:  # the earliest share with a hit decides
                 for r in results:
                     if r is None:
                         break

@@ -19,6 +19,7 @@ def readers() -> tuple:
     from kdissect.protocol.values_schema.avro_fast import compile_reader
     from kdissect.protocol.values_schema.avro_text import compiled_reader
     from kdissect.schemas_source import parse_schema
+
     parsed, named = parse_schema(json.dumps(WIDE), "avro").parsed
     compiled = compiled_reader(parsed, named)
     assert compiled is not None, "the Rust extension is not built"
@@ -42,7 +43,7 @@ def run_avro(data: bytes) -> None:
     try:
         got = compiled.read(data, 0)
     except ValueError:
-        return                          # declined: the Python reader decides
+        return  # declined: the Python reader decides
     tally = [0]
-    value, end = py(data, 0, tally)     # raises if only the compiled reader reads it
+    value, end = py(data, 0, tally)  # raises if only the compiled reader reads it
     assert got == (json.dumps(value), end, tally[0]), "the Avro readers differ"

@@ -16,9 +16,17 @@ from . import harness as h
 
 # -- Kafka's files on disk (kdissect/protocol/ondisk.py) ---------------------------------
 
-LOG_KINDS = ("offset_index", "time_index", "txn_index", "producer_snapshot",
-             "leader-epoch-checkpoint", "replication-offset-checkpoint", "properties",
-             "quorum_state", "kafka07")
+LOG_KINDS = (
+    "offset_index",
+    "time_index",
+    "txn_index",
+    "producer_snapshot",
+    "leader-epoch-checkpoint",
+    "replication-offset-checkpoint",
+    "properties",
+    "quorum_state",
+    "kafka07",
+)
 
 
 @lru_cache(maxsize=1)
@@ -26,15 +34,25 @@ def _log_seeds() -> list[bytes]:
     index = b"".join(struct.pack(">ii", i + 1, 4096 * (i + 1)) for i in range(20)) + bytes(80)
     tindex = b"".join(struct.pack(">qi", 1_700_000_000_000 + i, i) for i in range(10)) + bytes(24)
     txn = struct.pack(">hqqqq", 0, 7, 10, 20, 21) * 3
-    snapshot = struct.pack(">hI", 1, 0) + struct.pack(">i", 1) + struct.pack(
-        ">qhiiiqiq", 7, 0, 0, 0, 0, 0, 0, 0)
+    snapshot = (
+        struct.pack(">hI", 1, 0)
+        + struct.pack(">i", 1)
+        + struct.pack(">qhiiiqiq", 7, 0, 0, 0, 0, 0, 0, 0)
+    )
     epochs = b"0\n3\n0 0\n1 57\n2 1000\n"
     offsets = b"0\n2\norders 0 57\n__consumer_offsets 3 1000\n"
     props = b"#\nversion=1\nnode.id=1\ncluster.id=x\ndirectory.id=abc\n"
     metadata = b"version: 0\ntopic_id: oQJ_lJq5QXOwaPS9XhF1jA\n"
-    quorum = json.dumps({"leaderId": 1, "leaderEpoch": 3, "votedId": -1,
-                         "appliedOffset": 0, "currentVoters": [{"voterId": 1}],
-                         "data_version": 1}).encode()
+    quorum = json.dumps(
+        {
+            "leaderId": 1,
+            "leaderEpoch": 3,
+            "votedId": -1,
+            "appliedOffset": 0,
+            "currentVoters": [{"voterId": 1}],
+            "data_version": 1,
+        }
+    ).encode()
     message = b"\x00" + struct.pack(">I", 0) + b"hello"
     kafka07 = struct.pack(">i", len(message)) + message
     return [index, tindex, txn, snapshot, epochs, offsets, props, metadata, quorum, kafka07]
@@ -43,7 +61,7 @@ def _log_seeds() -> list[bytes]:
 def logfile_input(rng: random.Random) -> bytes:
     kind = rng.randrange(len(LOG_KINDS))
     data = h.mutate(rng, rng.choice(_log_seeds()))
-    if rng.random() < 0.05:                # long runs: zero tails, many lines, deep JSON
+    if rng.random() < 0.05:  # long runs: zero tails, many lines, deep JSON
         # log-uniform lengths up to 20,000: every size still comes, the long ones (a
         # node per line or entry, rendered and checked) no longer take 90% of the run
         n = int(20000 ** rng.random())
@@ -54,6 +72,7 @@ def logfile_input(rng: random.Random) -> bytes:
 def run_logfile(data: bytes) -> None:
     from kdissect.protocol import ondisk
     from kdissect.sources.logdir import CHECKPOINT_COLUMNS
+
     if not data:
         return
     kind, buf = LOG_KINDS[data[0] % len(LOG_KINDS)], data[1:]
@@ -88,21 +107,34 @@ def run_logfile(data: bytes) -> None:
 
 # -- bounded JSON (kdissect/protocol/json_bounded.py) -------------------------------------
 
-_JSON_SEEDS = [b'{"a": [1, 2.5, -3e7, "x\\u00e9", null, true, {"b": {}}]}', b"[[[[]]]]",
-               b'"\\ud800"', b"123456789012345678901234567890", b'{"a": 1, "a": 2}']
+_JSON_SEEDS = [
+    b'{"a": [1, 2.5, -3e7, "x\\u00e9", null, true, {"b": {}}]}',
+    b"[[[[]]]]",
+    b'"\\ud800"',
+    b"123456789012345678901234567890",
+    b'{"a": 1, "a": 2}',
+]
 
 
 def json_input(rng: random.Random) -> bytes:
     data = h.mutate(rng, rng.choice(_JSON_SEEDS))
     if rng.random() < 0.1:
         n = rng.randint(1, 5000)
-        data = rng.choice((b"[" * n + b"]" * n, b'{"a":' * n + b"1" + b"}" * n, b"9" * n,
-                           b"-" + b"9" * n, b"[" * n))
+        data = rng.choice(
+            (
+                b"[" * n + b"]" * n,
+                b'{"a":' * n + b"1" + b"}" * n,
+                b"9" * n,
+                b"-" + b"9" * n,
+                b"[" * n,
+            )
+        )
     return data
 
 
 def run_json(data: bytes) -> None:
     from kdissect.protocol.json_bounded import MAX_DEPTH, JsonError, depth, load_json
+
     try:
         doc = load_json(data)
     except JsonError:
@@ -112,19 +144,42 @@ def run_json(data: bytes) -> None:
 
 # -- schema registry answers and schema texts (kdissect/schemas_source.py) ------------------
 
-ORDER = {"type": "record", "name": "Order", "namespace": "shop", "fields": [
-    {"name": "id", "type": "string"}, {"name": "n", "type": ["null", "int"], "default": None},
-    {"name": "d", "type": {"type": "bytes", "logicalType": "decimal", "precision": 9,
-                           "scale": 2}},
-    {"name": "tags", "type": {"type": "array", "items": "string"}},
-    {"name": "e", "type": {"type": "enum", "name": "E", "symbols": ["A", "B"]}}]}
-_ANSWER_SEEDS = [json.dumps(a).encode() for a in (
-    {"schema": json.dumps(ORDER)},
-    {"schema": json.dumps(ORDER), "schemaType": "AVRO", "references": [
-        {"name": "shop.E", "subject": "e-value", "version": 1}]},
-    {"schema": json.dumps({"type": "object", "title": "T", "properties": {"a": {"type": "integer"}}}),
-     "schemaType": "JSON"},
-    {"schema": "\"string\""}, 42, {"schema": 42}, {"schema": "{}", "references": "oops"})]
+ORDER = {
+    "type": "record",
+    "name": "Order",
+    "namespace": "shop",
+    "fields": [
+        {"name": "id", "type": "string"},
+        {"name": "n", "type": ["null", "int"], "default": None},
+        {
+            "name": "d",
+            "type": {"type": "bytes", "logicalType": "decimal", "precision": 9, "scale": 2},
+        },
+        {"name": "tags", "type": {"type": "array", "items": "string"}},
+        {"name": "e", "type": {"type": "enum", "name": "E", "symbols": ["A", "B"]}},
+    ],
+}
+_ANSWER_SEEDS = [
+    json.dumps(a).encode()
+    for a in (
+        {"schema": json.dumps(ORDER)},
+        {
+            "schema": json.dumps(ORDER),
+            "schemaType": "AVRO",
+            "references": [{"name": "shop.E", "subject": "e-value", "version": 1}],
+        },
+        {
+            "schema": json.dumps(
+                {"type": "object", "title": "T", "properties": {"a": {"type": "integer"}}}
+            ),
+            "schemaType": "JSON",
+        },
+        {"schema": '"string"'},
+        42,
+        {"schema": 42},
+        {"schema": "{}", "references": "oops"},
+    )
+]
 
 
 def answer_input(rng: random.Random) -> bytes:
@@ -137,13 +192,15 @@ class _Answers:
 
     def __init__(self, data: bytes):
         from kdissect.schemas_source import Registry
+
         self.registry = Registry("http://registry.invalid", None)
-        self.registry.get = self._get          # type: ignore[method-assign]
+        self.registry.get = self._get  # type: ignore[method-assign]
         self.data = data
 
     def _get(self, path: str):
         from kdissect.bounded import InputError, load_json
         from kdissect.schemas_source import SchemaError
+
         try:
             return load_json(self.data, "answer")
         except InputError as e:
@@ -152,6 +209,7 @@ class _Answers:
 
 def run_answer(data: bytes) -> None:
     from kdissect.schemas_source import SchemaError
+
     try:
         _Answers(data).registry.schema(1)
     except SchemaError:
@@ -166,6 +224,7 @@ def schema_input(rng: random.Random) -> bytes:
 
 def run_schema(data: bytes) -> None:
     from kdissect.schemas_source import SchemaError, parse_schema
+
     if not data:
         return
     try:
@@ -192,6 +251,7 @@ def keylog_input(rng: random.Random) -> bytes:
 
 def run_keylog(data: bytes) -> None:
     from kdissect.capture.tls.keylog import KeyLog
+
     keys = KeyLog()
     keys.add_text(data)
     keys.problems()

@@ -29,17 +29,31 @@ ROOT = Path(__file__).resolve().parents[2]
 REGRESSIONS = Path(__file__).resolve().parent / "regressions"
 RSS_LIMIT = 1 << 30
 # lengths and counts an attacker picks: signs, 2^31, varint edges, -1
-INTERESTING_32 = [0, 1, 0x7F, 0x80, 0xFF, 0x7FFF, 0x8000, 0xFFFF, 0x7FFFFFFF, 0x80000000,
-                  0xFFFFFFFF, 0xFFFFFFFE]
+INTERESTING_32 = [
+    0,
+    1,
+    0x7F,
+    0x80,
+    0xFF,
+    0x7FFF,
+    0x8000,
+    0xFFFF,
+    0x7FFFFFFF,
+    0x80000000,
+    0xFFFFFFFF,
+    0xFFFFFFFE,
+]
 
 
 # -- seeds -----------------------------------------------------------------------------
+
 
 @lru_cache(maxsize=1)
 def seed_messages() -> list[tuple[bytes, str, int, int]]:
     """(bytes, direction, api_key, api_version) of every message in captures/*.pcap."""
     from kdissect.sources.pcap import read_captures
     from kdissect.stream.sink import Collect
+
     out = []
     for path in sorted((ROOT / "captures").glob("*.pcap")):
         sink = Collect()
@@ -48,8 +62,11 @@ def seed_messages() -> list[tuple[bytes, str, int, int]]:
             req = ex.request
             for m in ex.messages:
                 key = m.api_key if m.api_key is not None else (req.api_key if req else None)
-                version = m.api_version if m.api_version is not None else (
-                    req.api_version if req else None)
+                version = (
+                    m.api_version
+                    if m.api_version is not None
+                    else (req.api_version if req else None)
+                )
                 if key is not None and version is not None and m.direction != "sasl":
                     out.append((m.data, m.direction, key, version))
     return out
@@ -64,19 +81,20 @@ def seed_captures() -> list[bytes]:
 
 @lru_cache(maxsize=1)
 def seed_blobs() -> list[bytes]:
-    return [p.read_bytes() for p in sorted((ROOT / "captures" / "blobs").iterdir())
-            if p.is_file()]
+    return [p.read_bytes() for p in sorted((ROOT / "captures" / "blobs").iterdir()) if p.is_file()]
 
 
 @lru_cache(maxsize=1)
 def seed_grammars() -> list[str]:
     from kdissect.protocol import embedded
+
     legacy = (ROOT / "kdissect" / "protocol" / "legacy.bnf").read_text()
     rules = legacy.split("\n\n")
     return [embedded._CONSUMER_PROTOCOL, *rules[:40]]
 
 
 # -- damage ------------------------------------------------------------------------------
+
 
 def mutate(rng: random.Random, seed: bytes, max_edits: int = 8) -> bytes:
     """``seed`` with a few edits of the kinds that break parsers: bytes flipped, a length
@@ -91,11 +109,11 @@ def mutate(rng: random.Random, seed: bytes, max_edits: int = 8) -> bytes:
         elif op == 1:
             width = rng.choice((1, 2, 4))
             value = rng.choice(INTERESTING_32) & ((1 << 8 * width) - 1)
-            buf[at:at + width] = value.to_bytes(width, "big")
+            buf[at : at + width] = value.to_bytes(width, "big")
         elif op == 2:
             del buf[at:]
         elif op == 3:
-            buf[at:at] = buf[at:at + rng.randint(1, 64)]
+            buf[at:at] = buf[at : at + rng.randint(1, 64)]
         elif op == 4:
             buf[at:at] = rng.randbytes(rng.randint(1, 16))
         else:
@@ -104,6 +122,7 @@ def mutate(rng: random.Random, seed: bytes, max_edits: int = 8) -> bytes:
 
 
 # -- targets -----------------------------------------------------------------------------
+
 
 def reset_peak_memory() -> None:
     """Forget this process's peak RSS so far (Linux: clear_refs 5), so that
@@ -138,15 +157,17 @@ def render(msg, data: bytes, full_text: bool) -> None:
     and (``full_text``) the rich tree and hex dump."""
     from kdissect.render.records import plain_json
     from kdissect.render.text import print_node, render_node
-    if full_text or zlib.crc32(data) % 4 == 0:      # the located JSON costs a decode
+
+    if full_text or zlib.crc32(data) % 4 == 0:  # the located JSON costs a decode
         for _ in msg.tree.iter_json():
             pass
     msg.tree.findings()
     body = msg.body
     if body is not None:
         plain_json(body)
-    if full_text:       # rich, and the plain printer, which must print the same text
+    if full_text:  # rich, and the plain printer, which must print the same text
         from rich.console import Console
+
         by_rich, plain = io.StringIO(), io.StringIO()
         Console(file=by_rich, width=100).print(render_node(data, msg.tree))
         print_node(Console(file=plain, width=100), data, msg.tree)
@@ -156,13 +177,17 @@ def render(msg, data: bytes, full_text: bool) -> None:
 def decode_hinted(data: bytes, direction: str, key: int, version: int) -> None:
     from kdissect.protocol import decode_request, decode_response
     from kdissect.protocol.decode import Options
+
     options = Options(max_decompressed=8 << 20, max_nodes=50_000)
     # an Envelope response's answer is read as the forwarded request's: an API and
     # version drawn from the bytes (so a saved input replays the same)
     crc = zlib.crc32(data)
     forwarded = (crc % 80, (crc >> 8) % 19) if key == 58 else None
-    msg = decode_request(data, options) if direction == "request" else \
-        decode_response(data, key, version, options, forwarded)
+    msg = (
+        decode_request(data, options)
+        if direction == "request"
+        else decode_response(data, key, version, options, forwarded)
+    )
     # the rich text view costs a hundred decodes: one input in 64, chosen by content
     render(msg, data, full_text=len(data) < 2048 and zlib.crc32(data) % 64 == 0)
 
@@ -171,12 +196,14 @@ def decode_guessed(data: bytes) -> None:
     from kdissect.protocol import decode_response, guess
     from kdissect.protocol.decode import Options
     from kdissect.protocol.guess import confidence
+
     cands = guess(data)
     confidence(cands)
     if cands:
         top = cands[0]
-        msg = decode_response(data, top.api_key, top.api_version,
-                              Options(max_decompressed=8 << 20, max_nodes=50_000))
+        msg = decode_response(
+            data, top.api_key, top.api_version, Options(max_decompressed=8 << 20, max_nodes=50_000)
+        )
         render(msg, data, full_text=False)
 
 
@@ -191,10 +218,13 @@ def read_capture(data: bytes) -> None:
     from kdissect.sources.pcap import read_captures
     from kdissect.stream.enrich import Enricher
     from kdissect.stream.sink import Collect
+
     if _CAPTURE_FILE is None:
-        fd, _CAPTURE_FILE = tempfile.mkstemp(prefix="kdissect-fuzz-", suffix=".pcap",
-                                             dir="/dev/shm" if os.path.isdir("/dev/shm")
-                                             else None)
+        fd, _CAPTURE_FILE = tempfile.mkstemp(
+            prefix="kdissect-fuzz-",
+            suffix=".pcap",
+            dir="/dev/shm" if os.path.isdir("/dev/shm") else None,
+        )
         os.close(fd)
     with open(_CAPTURE_FILE, "wb") as f:
         f.write(data)
@@ -209,14 +239,15 @@ def read_capture(data: bytes) -> None:
 
 def parse_blob_text(data: bytes) -> None:
     from kdissect.blob import BlobError, find_candidates, parse_blob
+
     for text in (data, data.decode("latin-1")):
         try:
             parse_blob(text)
         except BlobError:
             pass
-        for blob in find_candidates(text):      # the search never raises
+        for blob in find_candidates(text):  # the search never raises
             assert blob.data and sum(p.size for p in blob.pieces) <= len(blob.data)
-    if data and zlib.crc32(data) % 32 == 0:     # one input in 32, scaled up and timed
+    if data and zlib.crc32(data) % 32 == 0:  # one input in 32, scaled up and timed
         timed_blob(data)
 
 
@@ -227,6 +258,7 @@ def timed_blob(data: bytes) -> None:
     """The input repeated to 64 KB must read in linear time: well under 2 CPU-s (about
     0.3 s at worst; the old reader's backtracking took 12-29 CPU-s on 20-40 KB)."""
     from kdissect.blob import BlobError, find_candidates, parse_blob
+
     big = (data * (BLOB_SCALE // len(data) + 1))[:BLOB_SCALE].decode("latin-1")
     start = time.process_time()
     try:
@@ -236,13 +268,16 @@ def timed_blob(data: bytes) -> None:
     find_candidates(big)
     spent = time.process_time() - start
     if spent > 2.0:
-        raise AssertionError(f"the paste reader took {spent:.1f} CPU-s on {BLOB_SCALE} "
-                             f"bytes of a repeated input: not linear")
+        raise AssertionError(
+            f"the paste reader took {spent:.1f} CPU-s on {BLOB_SCALE} "
+            f"bytes of a repeated input: not linear"
+        )
 
 
 def parse_grammar_text(text: str, data: bytes) -> None:
     from kdissect.protocol.decode import Options, decode_body
     from kdissect.protocol.grammar import GrammarError, parse_grammar
+
     try:
         g = parse_grammar(text)
     except GrammarError:
@@ -261,6 +296,7 @@ def seed_segments() -> list[bytes]:
     codec) and an internal topic's records."""
     import struct
     from kafka.record.memory_records import MemoryRecordsBuilder
+
     out = []
     for magic, codec in ((2, 0), (2, 1), (2, 3), (2, 4), (1, 0), (1, 2), (0, 1)):
         b = MemoryRecordsBuilder(magic, codec, 1 << 16, offset=0)
@@ -283,21 +319,26 @@ def read_segment(data: bytes) -> None:
     from kdissect.cli.log_cmd import item_json, item_line
     from kdissect.protocol.decode import Options
     from kdissect.sources.logunits import walk
+
     if not _SEGMENT_DIRS:
-        root = Path(tempfile.mkdtemp(prefix="kdissect-fuzz-",
-                                     dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
+        root = Path(
+            tempfile.mkdtemp(
+                prefix="kdissect-fuzz-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None
+            )
+        )
         for name in ("__consumer_offsets-0", "t-0"):
             (root / name).mkdir()
             _SEGMENT_DIRS[name] = root / name
     for i, d in enumerate(_SEGMENT_DIRS.values()):
         (d / "00000000000000000000.log").write_bytes(data)
-        (d / "00000000000000000000.index").write_bytes(data[i * 8:i * 8 + 64])
+        (d / "00000000000000000000.index").write_bytes(data[i * 8 : i * 8 + 64])
         for item in walk([str(d)], Options(max_decompressed=8 << 20, max_nodes=50_000)):
             item_json(item, True)
             item_line(item)
 
 
 # -- inputs: rng -> the target's arguments ---------------------------------------------
+
 
 def hinted_input(rng: random.Random) -> tuple[bytes, str, int, int]:
     """A damaged real message as its own API (mostly), as a drawn API, or random bytes."""
@@ -307,8 +348,12 @@ def hinted_input(rng: random.Random) -> tuple[bytes, str, int, int]:
         return mutate(rng, data), direction, key, version
     if roll < 0.9:
         return mutate(rng, data, 3), "response", rng.randint(0, 80), rng.randint(0, 18)
-    return (rng.randbytes(rng.randint(0, 512)), rng.choice(("request", "response")),
-            rng.randint(0, 80), rng.randint(0, 18))
+    return (
+        rng.randbytes(rng.randint(0, 512)),
+        rng.choice(("request", "response")),
+        rng.randint(0, 80),
+        rng.randint(0, 18),
+    )
 
 
 def guessed_input(rng: random.Random) -> bytes:
@@ -326,8 +371,9 @@ def blob_input(rng: random.Random) -> bytes:
         return mutate(rng, rng.choice(seed_blobs()), 6)
     if roll < 0.85:
         return rng.randbytes(rng.randint(0, 256))
-    return "".join(rng.choice("0123456789abcdefx,:<>[](){}b'\\ \n-=") for _ in
-                   range(rng.randint(0, 256))).encode()
+    return "".join(
+        rng.choice("0123456789abcdefx,:<>[](){}b'\\ \n-=") for _ in range(rng.randint(0, 256))
+    ).encode()
 
 
 def segment_input(rng: random.Random) -> bytes:
@@ -340,18 +386,35 @@ def grammar_input(rng: random.Random) -> tuple[str, bytes]:
     if rng.random() < 0.7:
         text = mutate(rng, rng.choice(seed_grammars()).encode(), 6).decode("utf-8", "replace")
     else:
-        words = ["A", "B", "[A]", "[B]", "?A", "A@1", "=>", "INT8", "STRING", "TAG_BUFFER",
-                 "COMPACT_BYTES", "\n", "\n  ", "X (Version: 1)", "#"]
+        words = [
+            "A",
+            "B",
+            "[A]",
+            "[B]",
+            "?A",
+            "A@1",
+            "=>",
+            "INT8",
+            "STRING",
+            "TAG_BUFFER",
+            "COMPACT_BYTES",
+            "\n",
+            "\n  ",
+            "X (Version: 1)",
+            "#",
+        ]
         text = " ".join(rng.choice(words) for _ in range(rng.randint(0, 60)))
     return text, rng.randbytes(rng.randint(0, 128))
 
 
 # -- regressions -------------------------------------------------------------------------
 
+
 def save_regression(target: str, data: bytes, extra: str = "") -> Path:
     """An input that failed, kept as tests/fuzz/regressions/TARGET-HASH.bin (first line of
     the .txt beside it: what the input is for the target)."""
     import hashlib
+
     REGRESSIONS.mkdir(exist_ok=True)
     name = f"{target}-{hashlib.sha1(data + extra.encode()).hexdigest()[:12]}"
     (REGRESSIONS / f"{name}.bin").write_bytes(data)
@@ -375,14 +438,16 @@ def replay(path: Path) -> None:
     elif target == "capture":
         try:
             read_capture(data)
-        except Exception as e:          # only the documented error may escape
+        except Exception as e:  # only the documented error may escape
             from kdissect.capture.pcapfile import CaptureError
+
             if not isinstance(e, CaptureError):
                 raise
     elif target == "blob":
         parse_blob_text(data)
     elif target == "tls":
         from .tls_target import run_tls
+
         run_tls(data)
     elif target == "segment":
         read_segment(data)
@@ -390,20 +455,24 @@ def replay(path: Path) -> None:
         parse_grammar_text(data.decode("utf-8", "replace"), bytes.fromhex(extra or ""))
     elif target == "native":
         from .native_target import run_native
+
         run_native(data)
     elif target == "avro":
         from .avro_target import run_avro
+
         run_avro(data)
     elif target == "parquet":
         from .parquet_target import run_parquet
+
         run_parquet(data)
     elif target == "midway":
         from .midway_target import run_midway
+
         run_midway(data)
     else:
         from .files_target import replay as replay_files
         from .hostile_targets import replay as replay_hostile
+
         if not replay_hostile(target, data, extra) and not replay_files(target, data):
             raise ValueError(f"unknown fuzz target in {path.name}")
     check_memory()
-

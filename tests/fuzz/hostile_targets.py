@@ -43,14 +43,54 @@ def _within(start: float, size: int, budget: tuple[float, float], what: str) -> 
 
 # -- filters -------------------------------------------------------------------------------
 
-_WORDS = ["api", "version", "client_id", "topic", "partition", "error", "records", "status",
-          "latency", "anomaly", "finding", "severity", "record.key", "record.header.x",
-          "kafka.api_key", "bytes", "nosuch", "Produce"]
+_WORDS = [
+    "api",
+    "version",
+    "client_id",
+    "topic",
+    "partition",
+    "error",
+    "records",
+    "status",
+    "latency",
+    "anomaly",
+    "finding",
+    "severity",
+    "record.key",
+    "record.header.x",
+    "kafka.api_key",
+    "bytes",
+    "nosuch",
+    "Produce",
+]
 _OPS = ["==", "!=", "<", "<=", ">", ">=", "~", "!~", "contains", "in", "=", "matches"]
-_VALUES = ["Produce", "3", "-1", "50ms", "1.5s", "UNKNOWN_TOPIC_OR_PARTITION", "warn",
-           "trailing_bytes", '"orders"', "'x'", '"\\x41"', '"\\u00e9"', '"\\U0001F600"',
-           '"\\N{LATIN SMALL LETTER E}"', '"\\x"', '"\\u12"', '"\\U00110000"', '"\\N{nope}"',
-           '"\\d+"', '"(a|b)*c"', '"["', "{Produce, Fetch}", "{1, 2", "1" * 40, "9" * 5000]
+_VALUES = [
+    "Produce",
+    "3",
+    "-1",
+    "50ms",
+    "1.5s",
+    "UNKNOWN_TOPIC_OR_PARTITION",
+    "warn",
+    "trailing_bytes",
+    '"orders"',
+    "'x'",
+    '"\\x41"',
+    '"\\u00e9"',
+    '"\\U0001F600"',
+    '"\\N{LATIN SMALL LETTER E}"',
+    '"\\x"',
+    '"\\u12"',
+    '"\\U00110000"',
+    '"\\N{nope}"',
+    '"\\d+"',
+    '"(a|b)*c"',
+    '"["',
+    "{Produce, Fetch}",
+    "{1, 2",
+    "1" * 40,
+    "9" * 5000,
+]
 _JOIN = ["and", "or", "&&", "||"]
 
 
@@ -58,11 +98,17 @@ def filter_input(rng: random.Random) -> str:
     """Filter text: grammatical terms joined, nested, negated (sometimes thousands
     deep), with literals of every kind, or a mutation of one."""
     roll = rng.random()
-    if roll < 0.05:                                     # the hostile shapes, scaled
+    if roll < 0.05:  # the hostile shapes, scaled
         n = rng.choice((10, 100, 300, 2000))
-        return rng.choice(["(" * n + "api" + ")" * n, "not " * n + "api",
-                           " and ".join(["api"] * n), " or ".join(["version == 1"] * n),
-                           "! " * n + "error"])
+        return rng.choice(
+            [
+                "(" * n + "api" + ")" * n,
+                "not " * n + "api",
+                " and ".join(["api"] * n),
+                " or ".join(["version == 1"] * n),
+                "! " * n + "error",
+            ]
+        )
 
     def term(depth: int) -> str:
         r = rng.random()
@@ -77,6 +123,7 @@ def filter_input(rng: random.Random) -> str:
 
     def expr(depth: int) -> str:
         return f" {rng.choice(_JOIN)} ".join(term(depth) for _ in range(rng.randint(1, 4)))
+
     text = expr(0)
     if roll < 0.3:
         text = h.mutate(rng, text.encode(), 4).decode("latin-1")
@@ -89,6 +136,7 @@ def filter_views() -> list:
     from kdissect.sources.pcap import read_captures
     from kdissect.stream.fields import ExchangeFields
     from kdissect.stream.sink import Collect
+
     sink = Collect()
     read_captures([str(h.ROOT / "captures" / "confluent-group.pcap")], sink)
     return [ExchangeFields(ex) for ex in sink.exchanges][:6]
@@ -96,6 +144,7 @@ def filter_views() -> list:
 
 def run_filter(text: str) -> None:
     from kdissect.filters import FilterError, parse_filter
+
     views = filter_views()
     with _no_gc():
         start = time.process_time()
@@ -112,6 +161,7 @@ def run_filter(text: str) -> None:
 
 
 # -- the proxy's framing --------------------------------------------------------------------
+
 
 def framing_input(rng: random.Random) -> tuple[bytes, list[int], int]:
     """A stream of real messages with their size prefixes (some damaged: sizes of 2^31,
@@ -137,6 +187,7 @@ def run_framing(args: tuple[bytes, list[int], int]) -> None:
     from kdissect.proxy.held import HeldBytes
     from kdissect.proxy.rewrite import rewrite_same_size
     from kdissect.proxy.skipscan import endpoint_spans, response_layout, top_error_code
+
     stream, cuts, limit = args
     whole = HeldBytes(1 << 40)
     side = whole.side("whole")
@@ -162,7 +213,7 @@ def run_framing(args: tuple[bytes, list[int], int]) -> None:
         key, version = int.from_bytes(data[:2], "big"), int.from_bytes(data[2:4], "big")
         if response_layout(key, version) is None:
             continue
-        top_error_code(data[4:], key, version)          # never raises
+        top_error_code(data[4:], key, version)  # never raises
         try:
             spans = endpoint_spans(data[4:], key, version)
         except DecodeError:
@@ -173,6 +224,7 @@ def run_framing(args: tuple[bytes, list[int], int]) -> None:
 
 
 # -- TCP reassembly (the public interface of kdissect/capture/tcp.py) -------------------
+
 
 class _Bytes:
     """A stream sink keeping what arrives in the client's direction."""
@@ -208,10 +260,10 @@ def tcp_input(rng: random.Random) -> tuple[bytes, list[tuple[int, int, int]], bo
         rng.shuffle(segs)
     elif order < 0.45:
         segs.reverse()
-    for _ in range(rng.randint(0, 6)):               # retransmissions and overlaps
+    for _ in range(rng.randint(0, 6)):  # retransmissions and overlaps
         a = rng.randrange(size)
         segs.insert(rng.randrange(len(segs) + 1), (a, min(size, a + rng.randint(1, 3000)), 0))
-    if rng.random() < 0.3 and segs:                  # holes never filled
+    if rng.random() < 0.3 and segs:  # holes never filled
         for _ in range(rng.randint(1, 5)):
             segs.pop(rng.randrange(len(segs)))
             if not segs:
@@ -224,30 +276,37 @@ def run_tcp(args: tuple[bytes, list[tuple[int, int, int]], bool]) -> None:
     order, never twice; holes are reported, not filled with other bytes."""
     from kdissect.capture.packet import ACK, FIN, SYN, Segment
     from kdissect.capture.tcp import Reassembler
+
     stream, segs, syn = args
     sink = _Bytes()
     r = Reassembler(sink, lambda src, dst: dst[1] == 9092)
-    isn = 0xFFFFFF00                                  # wraps around 2^32 soon
+    isn = 0xFFFFFF00  # wraps around 2^32 soon
     client, broker = ("10.0.0.1", 50000), ("10.0.0.2", 9092)
     if syn:
         r.segment(Segment(*client, *broker, isn, 0, SYN, b"", 0), 0.0, 1)
-    first = 0 if syn or not segs else segs[0][0]     # stream offset 0 without a SYN
+    first = 0 if syn or not segs else segs[0][0]  # stream offset 0 without a SYN
     seq0 = (isn + 1) & 0xFFFFFFFF
     for i, (a, b, _flags) in enumerate(segs, 2):
-        r.segment(Segment(*client, *broker, (seq0 + a) & 0xFFFFFFFF, 0, ACK, stream[a:b], 0),
-                  i * 1e-3, i)
-    r.segment(Segment(*client, *broker, (seq0 + len(stream)) & 0xFFFFFFFF, 0, FIN | ACK,
-                      b"", 0), 1.0, len(segs) + 2)
+        r.segment(
+            Segment(*client, *broker, (seq0 + a) & 0xFFFFFFFF, 0, ACK, stream[a:b], 0), i * 1e-3, i
+        )
+    r.segment(
+        Segment(*client, *broker, (seq0 + len(stream)) & 0xFFFFFFFF, 0, FIN | ACK, b"", 0),
+        1.0,
+        len(segs) + 2,
+    )
     r.flush()
     end = 0
     for offset, payload in sink.pieces:
         assert offset >= end, f"bytes at {offset} delivered again or out of order"
-        assert payload == stream[first + offset:first + offset + len(payload)], \
+        assert payload == stream[first + offset : first + offset + len(payload)], (
             f"the bytes at {offset} are not the stream's"
+        )
         end = offset + len(payload)
 
 
 # -- the paste reader (kdissect.blob's public entry point) ----------------------------
+
 
 def paste_input(rng: random.Random) -> bytes:
     """Pastes in the shapes that made backtracking regular expressions quadratic: xxd
@@ -275,6 +334,7 @@ def paste_input(rng: random.Random) -> bytes:
 
 def run_paste(data: bytes) -> None:
     from kdissect.blob import BlobError, find_candidates, parse_blob
+
     with _no_gc():
         start = time.process_time()
         try:
@@ -289,14 +349,21 @@ def run_paste(data: bytes) -> None:
 
 # -- registration (runner.TARGETS, harness.replay) ------------------------------------
 
+
 def targets() -> dict:
     """name: (make an input from an rng, run the target on it, what to save beside it)."""
     return {
         "filter": (filter_input, run_filter, lambda a: (a.encode("utf-8", "surrogatepass"), "")),
-        "framing": (framing_input, run_framing,
-                    lambda a: (a[0], f"{a[2]} " + " ".join(map(str, a[1])))),
-        "tcp": (tcp_input, run_tcp,
-                lambda a: (a[0], f"{int(a[2])} " + " ".join(f"{x}:{y}" for x, y, _ in a[1]))),
+        "framing": (
+            framing_input,
+            run_framing,
+            lambda a: (a[0], f"{a[2]} " + " ".join(map(str, a[1]))),
+        ),
+        "tcp": (
+            tcp_input,
+            run_tcp,
+            lambda a: (a[0], f"{int(a[2])} " + " ".join(f"{x}:{y}" for x, y, _ in a[1])),
+        ),
         "paste": (paste_input, run_paste, lambda a: (a, "")),
     }
 
@@ -310,8 +377,7 @@ def replay(target: str, data: bytes, extra: str) -> bool:
         run_framing((data, [int(c) for c in cuts], int(limit)))
     elif target == "tcp":
         syn, *segs = extra.split()
-        run_tcp((data, [(int(a), int(b), 0) for a, b in (s.split(":") for s in segs)],
-                 syn == "1"))
+        run_tcp((data, [(int(a), int(b), 0) for a, b in (s.split(":") for s in segs)], syn == "1"))
     elif target == "paste":
         run_paste(data)
     else:

@@ -14,23 +14,41 @@ from functools import lru_cache
 
 from . import harness as h
 
-_TEXTS = [b"plain", b"", b'q"b\\', b"t\tn\nr\r", b"\x07", b"\x7f", "é日😀".encode(),
-          "\u00a0\u200b\u2028\ue000".encode(), b"\xff\xfe", b"\xed\xa0\x80", b"x" * 300]
+_TEXTS = [
+    b"plain",
+    b"",
+    b'q"b\\',
+    b"t\tn\nr\r",
+    b"\x07",
+    b"\x7f",
+    "é日😀".encode(),
+    "\u00a0\u200b\u2028\ue000".encode(),
+    b"\xff\xfe",
+    b"\xed\xa0\x80",
+    b"x" * 300,
+]
 
 
 @lru_cache(maxsize=1)
 def seeds() -> list[bytes]:
     from kafka.record.memory_records import MemoryRecordsBuilder
+
     rng = random.Random(28)
     out = []
     for n in (1, 3, 7):
         b = MemoryRecordsBuilder(2, 0, 1 << 20, offset=0)
         for i in range(n):
             key = rng.choice(_TEXTS + [None])
-            headers = [(rng.choice(["h", "é", "k\x01"]), rng.choice(_TEXTS + [None]))
-                       for _ in range(rng.randint(0, 2))]
-            b.append(1700000000000 + i * rng.choice((1, 1000, 1 << 40)), key,
-                     rng.choice(_TEXTS + [None]), headers)
+            headers = [
+                (rng.choice(["h", "é", "k\x01"]), rng.choice(_TEXTS + [None]))
+                for _ in range(rng.randint(0, 2))
+            ]
+            b.append(
+                1700000000000 + i * rng.choice((1, 1000, 1 << 40)),
+                key,
+                rng.choice(_TEXTS + [None]),
+                headers,
+            )
         b.close()
         out.append(bytes([n, 0]) + bytes(b.buffer())[61:])
     return out
@@ -57,6 +75,7 @@ def _compare(data: bytes, reference, compiled, what: str) -> None:
 def run_logjson(data: bytes) -> None:
     from kdissect import _native  # type: ignore[attr-defined]
     from kdissect.render.log_lines import record_lines_py
+
     _compare(data, record_lines_py, _native.log_record_lines, "record lines")
 
 
@@ -65,6 +84,7 @@ def run_jsonrec(data: bytes) -> None:
     record loop in its list mode) against its reference, on the same inputs."""
     from kdissect import _native  # type: ignore[attr-defined]
     from kdissect.render.jsonl_records import records_json_py
+
     _compare(data, records_json_py, _native.records_json, "record lists")
 
 
@@ -76,6 +96,7 @@ def run_views(data: bytes) -> None:
     from kdissect.protocol.batch import BadRecord, record_keys, records
     from kdissect.protocol.reader import VarintTooLong
     from kdissect.protocol.values import Bail, record_loop
+
     if len(data) < 2:
         return
     count, fixed, base, ts0 = data[0], bool(data[1] & 1), 1 << 40, 1700000000000
@@ -84,17 +105,26 @@ def run_views(data: bytes) -> None:
     except (Bail, IndexError, VarintTooLong):
         want = None
     try:
-        views = [(base + r.offset_delta, ts0 if fixed else ts0 + r.timestamp_delta, r.key,
-                  r.value, r.headers, r.end) for r in records(data, 2, len(data), count)]
+        views = [
+            (
+                base + r.offset_delta,
+                ts0 if fixed else ts0 + r.timestamp_delta,
+                r.key,
+                r.value,
+                r.headers,
+                r.end,
+            )
+            for r in records(data, 2, len(data), count)
+        ]
     except BadRecord:
         views = None
     if want is not None:
         assert views is not None, "the loop read records the views could not"
         for w, v in zip(want, views):
             assert (w["offset"], w["timestamp"], w["key"], w["value"]) == v[:4]
-            assert [(h["key"], h["value"]) for h in w["headers"]] == \
-                [(k.decode("utf-8", "replace") if k is not None else None, hv)
-                 for k, hv in v[4]]
+            assert [(h["key"], h["value"]) for h in w["headers"]] == [
+                (k.decode("utf-8", "replace") if k is not None else None, hv) for k, hv in v[4]
+            ]
         assert (views[-1][5] if views else 2) == stop
     if views is not None:
         keys: list[str] = []

@@ -32,9 +32,9 @@ def seeds() -> list[bytes]:
 
 def midway_input(rng: random.Random) -> bytes:
     data = h.mutate(rng, rng.choice(seeds()), 4)
-    if len(data) > 8 and rng.random() < 0.7:             # begun inside the first message
+    if len(data) > 8 and rng.random() < 0.7:  # begun inside the first message
         cut = rng.randint(0, min(64, len(data) - 8))
-        data = data[:4] + data[4 + cut:]
+        data = data[:4] + data[4 + cut :]
     return data
 
 
@@ -43,12 +43,22 @@ def run_midway(data: bytes) -> None:
     from kdissect.stream import direction, orphans
     from kdissect.stream.connection import plausible_request
     from kdissect.stream.framing import UNSURE_MAX, Framer
+
     n = struct.unpack_from(">I", data)[0] if len(data) >= 4 else 0
-    client, server = data[4:4 + n], data[4 + n:]
+    client, server = data[4 : 4 + n], data[4 + n :]
     for ending in (False, True):
-        direction.decide(("10.0.0.1", 40000), ("10.0.0.2", 19092), [client[:256], server[:256]],
-                         syn=False, hello=None, ports=frozenset(), listeners=set(),
-                         detect=True, held=len(data), ending=ending)
+        direction.decide(
+            ("10.0.0.1", 40000),
+            ("10.0.0.2", 19092),
+            [client[:256], server[:256]],
+            syn=False,
+            hello=None,
+            ports=frozenset(),
+            listeners=set(),
+            detect=True,
+            held=len(data),
+            ending=ending,
+        )
     for side in (client, server):
         at = record_chain(side)
         if at is not None:

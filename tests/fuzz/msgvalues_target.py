@@ -17,8 +17,12 @@ from pathlib import Path
 from . import harness as h
 
 ROOT = Path(__file__).resolve().parents[2]
-_SEED_CAPTURES = ("kafka-kraft-cluster.pcap", "kafka44-cluster.pcap", "kafka-python-codecs.pcap",
-                  "kafka-java-transactions.pcap")
+_SEED_CAPTURES = (
+    "kafka-kraft-cluster.pcap",
+    "kafka44-cluster.pcap",
+    "kafka-python-codecs.pcap",
+    "kafka-java-transactions.pcap",
+)
 
 
 def messages(captures) -> list[tuple[bytes, str, int, int]]:
@@ -28,6 +32,7 @@ def messages(captures) -> list[tuple[bytes, str, int, int]]:
     from kdissect.stream import enrich as enrich_module
     from kdissect.stream.engine import Engine
     from kdissect.stream.sink import CallbackSink
+
     got: list = []
     plain = enrich_module._values_body
 
@@ -35,6 +40,7 @@ def messages(captures) -> list[tuple[bytes, str, int, int]]:
         if m.api_key is not None and m.api_version is not None and m.direction != "sasl":
             got.append((bytes(m.data), m.direction, m.api_key, m.api_version))
         return plain(m, options, conv)
+
     enrich_module._values_body = spy
     try:
         for capture in captures:
@@ -51,13 +57,17 @@ def same(a, b) -> bool:
     if isinstance(a, dict):
         return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
     if isinstance(a, list):
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b)) and \
-            getattr(a, "size", None) == getattr(b, "size", None)
-    return a == b or (a != a and b != b)        # (NaN)
+        return (
+            len(a) == len(b)
+            and all(same(x, y) for x, y in zip(a, b))
+            and getattr(a, "size", None) == getattr(b, "size", None)
+        )
+    return a == b or (a != a and b != b)  # (NaN)
 
 
 def plan(key: int, version: int, direction: str) -> tuple:
     from kdissect.protocol import values
+
     k = (key, version, direction)
     if k not in values._PLANS:
         values._PLANS[k] = values._plan(key, version, direction)
@@ -68,6 +78,7 @@ def python_read(data: bytes, direction: str, key: int, version: int, options, co
     """What the generated readers make of the message (None: they bail)."""
     from kdissect.protocol import values
     from kdissect.protocol.reader import Bail, VarintTooLong
+
     read, head, compact, _fast = plan(key, version, direction)
     if read is None:
         return None
@@ -83,10 +94,11 @@ def python_read(data: bytes, direction: str, key: int, version: int, options, co
 def compiled_read(data: bytes, direction: str, key: int, version: int, options, conv):
     """What the compiled reader makes of it; "no program" where it has none."""
     from kdissect.protocol import values
+
     _read, _head, compact, fast = plan(key, version, direction)
     if fast is None:
         return "no program"
-    if options.records is True:           # as body_values calls it
+    if options.records is True:  # as body_values calls it
         return fast.read(data, values._State(conv, options, compact))
     return fast.read_plain(data, conv, options.records, compact, options.max_nodes)
 
@@ -94,8 +106,7 @@ def compiled_read(data: bytes, direction: str, key: int, version: int, options, 
 @lru_cache(maxsize=1)
 def seeds() -> list[bytes]:
     out, kinds = [], set()
-    for data, direction, key, version in messages(
-            [ROOT / "captures" / n for n in _SEED_CAPTURES]):
+    for data, direction, key, version in messages([ROOT / "captures" / n for n in _SEED_CAPTURES]):
         if (key, version, direction) not in kinds and len(data) < 4096:
             kinds.add((key, version, direction))
             out.append(struct.pack(">hBB", key, version, direction == "response") + data)
@@ -109,6 +120,7 @@ def msgvalues_input(rng: random.Random) -> bytes:
 
 def run_msgvalues(data: bytes) -> None:
     from kdissect.protocol import Options
+
     if len(data) < 4:
         return
     key, version, resp = struct.unpack_from(">hBB", data)

@@ -24,24 +24,33 @@ _FILE: str | None = None
 def seeds() -> list[bytes]:
     out = []
     for data in h.seed_captures():
-        out += [data, to_pcapng(data, b"CLIENT_RANDOM aa bb\n"),
-                to_pcapng(data, big_endian=True, tsresol=0x86)]
+        out += [
+            data,
+            to_pcapng(data, b"CLIENT_RANDOM aa bb\n"),
+            to_pcapng(data, big_endian=True, tsresol=0x86),
+        ]
     return out
 
 
 def native_input(rng: random.Random) -> bytes:
     data = h.mutate(rng, rng.choice(seeds()), 12)
-    if rng.random() < 0.1:                     # compressed, sometimes cut or damaged
-        data = h.mutate(rng, gzip.compress(data, 1), 2) if rng.random() < 0.5 \
+    if rng.random() < 0.1:  # compressed, sometimes cut or damaged
+        data = (
+            h.mutate(rng, gzip.compress(data, 1), 2)
+            if rng.random() < 0.5
             else gzip.compress(data, 1)
+        )
     return data
 
 
 def run_native(data: bytes) -> None:
     global _FILE
     if _FILE is None:
-        fd, _FILE = tempfile.mkstemp(prefix="kdissect-native-", suffix=".pcap",
-                                     dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+        fd, _FILE = tempfile.mkstemp(
+            prefix="kdissect-native-",
+            suffix=".pcap",
+            dir="/dev/shm" if os.path.isdir("/dev/shm") else None,
+        )
         os.close(fd)
     with open(_FILE, "wb") as f:
         f.write(data)

@@ -15,20 +15,28 @@ from . import tls_target
 
 TARGETS = {
     # name: (make an input from an rng, run the target on it, what to save beside it)
-    "hinted": (h.hinted_input, lambda a: h.decode_hinted(*a),
-               lambda a: (a[0], f"{a[1]} {a[2]} {a[3]}")),
+    "hinted": (
+        h.hinted_input,
+        lambda a: h.decode_hinted(*a),
+        lambda a: (a[0], f"{a[1]} {a[2]} {a[3]}"),
+    ),
     "guessed": (h.guessed_input, h.decode_guessed, lambda a: (a, "")),
     "capture": (h.capture_input, h.read_capture, lambda a: (a, "")),
     "blob": (h.blob_input, h.parse_blob_text, lambda a: (a, "")),
     "segment": (h.segment_input, h.read_segment, lambda a: (a, "")),
-    "grammar": (h.grammar_input, lambda a: h.parse_grammar_text(*a),
-                lambda a: (a[0].encode(), a[1].hex())),
+    "grammar": (
+        h.grammar_input,
+        lambda a: h.parse_grammar_text(*a),
+        lambda a: (a[0].encode(), a[1].hex()),
+    ),
     "tls": (tls_target.tls_input, tls_target.run_tls, lambda a: (a, "")),
 }
+
 
 def _hostile_targets() -> dict:
     """Issue 22's targets (filters, the proxy's framing, TCP reassembly, pastes)."""
     from .hostile_targets import targets
+
     return targets()
 
 
@@ -38,6 +46,7 @@ TARGETS.update(_hostile_targets())
 def _native_target() -> dict:
     """Issue 28's: both packet paths on the same capture, compared."""
     from .native_target import native_input, run_native
+
     return {"native": (native_input, run_native, lambda a: (a, ""))}
 
 
@@ -47,10 +56,13 @@ TARGETS.update(_native_target())
 def _logjson_target() -> dict:
     """Issue 25's: kdissect log's compiled record lines against the Python reference."""
     from .logjson_target import logjson_input, run_jsonrec, run_logjson, run_views
-    return {"logjson": (logjson_input, run_logjson, lambda a: (a, "")),
-            "jsonrec": (logjson_input, run_jsonrec, lambda a: (a, "")),
-            # issue 37's: the Record views against the generated record loop
-            "records": (logjson_input, run_views, lambda a: (a, ""))}
+
+    return {
+        "logjson": (logjson_input, run_logjson, lambda a: (a, "")),
+        "jsonrec": (logjson_input, run_jsonrec, lambda a: (a, "")),
+        # issue 37's: the Record views against the generated record loop
+        "records": (logjson_input, run_views, lambda a: (a, "")),
+    }
 
 
 TARGETS.update(_logjson_target())
@@ -59,6 +71,7 @@ TARGETS.update(_logjson_target())
 def _msgvalues_target() -> dict:
     """Issue 43's: the compiled read of message values against the generated readers."""
     from .msgvalues_target import msgvalues_input, run_msgvalues
+
     return {"msgvalues": (msgvalues_input, run_msgvalues, lambda a: (a, ""))}
 
 
@@ -68,6 +81,7 @@ TARGETS.update(_msgvalues_target())
 def _avro_target() -> dict:
     """Issue 27's: the compiled Avro reader against the Python one."""
     from .avro_target import avro_input, run_avro
+
     return {"avro": (avro_input, run_avro, lambda a: (a, ""))}
 
 
@@ -77,6 +91,7 @@ TARGETS.update(_avro_target())
 def _parquet_target() -> dict:
     """Issue 28's: kdissect's Parquet writer, read back by pyarrow."""
     from .parquet_target import parquet_input, run_parquet
+
     return {"parquet": (parquet_input, run_parquet, lambda a: (a, ""))}
 
 
@@ -86,6 +101,7 @@ TARGETS.update(_parquet_target())
 def _midway_target() -> dict:
     """Issue 36's: connections seen without their start."""
     from .midway_target import midway_input, run_midway
+
     return {"midway": (midway_input, run_midway, lambda a: (a, ""))}
 
 
@@ -95,13 +111,14 @@ TARGETS.update(_midway_target())
 def _files_targets() -> dict:
     """Issue 39's: log files, bounded JSON, registry answers, schemas, key logs."""
     from .files_target import targets
+
     return targets()
 
 
 TARGETS.update(_files_targets())
 
-CPU_LIMIT = 1.0         # seconds of CPU one input may take (CPU, not wall: the machine
-                        # is shared, and a loaded box must not fail the run)
+CPU_LIMIT = 1.0  # seconds of CPU one input may take (CPU, not wall: the machine
+# is shared, and a loaded box must not fail the run)
 
 
 class InputFailed(Exception):
@@ -112,6 +129,7 @@ def warm_up() -> None:
     """Imports and caches that cost seconds once (kio's schemas on the first guess) must
     not count against the first input."""
     from kdissect.protocol import guess
+
     guess(b"\x00" * 16)
     h.seed_messages(), h.seed_captures(), h.seed_blobs(), h.seed_grammars(), h.seed_segments()
     tls_target.seeds()
@@ -124,11 +142,20 @@ def run(target: str, examples: int, batch: int = 50, seed: int | None = None) ->
     h.reset_peak_memory()
     count = [0]
 
-    @settings(max_examples=examples, deadline=None, database=None,
-              phases=[Phase.generate], suppress_health_check=list(HealthCheck),
-              print_blob=False, derandomize=seed is not None)
-    @given(st.integers(0, 2**64 - 1) if seed is None else st.just(seed).flatmap(
-        lambda s: st.integers(0, 2**64 - 1).map(lambda x: x ^ s)))
+    @settings(
+        max_examples=examples,
+        deadline=None,
+        database=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+        print_blob=False,
+        derandomize=seed is not None,
+    )
+    @given(
+        st.integers(0, 2**64 - 1)
+        if seed is None
+        else st.just(seed).flatmap(lambda s: st.integers(0, 2**64 - 1).map(lambda x: x ^ s))
+    )
     def fuzz(stream_seed):
         rng = random.Random(stream_seed)
         for _ in range(batch):

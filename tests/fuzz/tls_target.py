@@ -29,19 +29,20 @@ def unpack(data: bytes) -> tuple[bytes, bytes, bytes]:
     a, b = struct.unpack_from(">II", data)
     a = min(a, len(data) - 8)
     b = min(b, len(data) - 8 - a)
-    return data[8:8 + a], data[8 + a:8 + a + b], data[8 + a + b:]
+    return data[8 : 8 + a], data[8 + a : 8 + a + b], data[8 + a + b :]
 
 
 @lru_cache(maxsize=1)
 def seeds() -> list[bytes]:
     from tests.support.tls_synth import Conversation, handshake
+
     out = []
     for kind in range(4):
         conv = Conversation()
         for i in range(3):
             conv.client += conv.c_app.seal(23, b"\x00\x00\x00\x0e\x00\x12\x00\x03" + bytes(10) * i)
             conv.server += conv.s_app.seal(23, b"answer %d" % i, pad=kind)
-        if kind == 1:                                     # a key update each way
+        if kind == 1:  # a key update each way
             conv.client += conv.c_app.seal(22, handshake(24, b"\x01"))
             conv.c_app.update()
             conv.client += conv.c_app.seal(23, b"after the update")
@@ -56,7 +57,7 @@ def seeds() -> list[bytes]:
 
 def tls_input(rng: random.Random) -> bytes:
     seed = rng.choice(seeds())
-    if rng.random() < 0.2:                                # damage only the key log
+    if rng.random() < 0.2:  # damage only the key log
         client, server, log = unpack(seed)
         return pack(client, server, h.mutate(rng, log, 4))
     return h.mutate(rng, seed, 8)
@@ -70,8 +71,10 @@ def run_tls(data: bytes) -> None:
     with pure_python():
         reference = session_output(data)
     if compiled != reference:
-        raise AssertionError(f"the compiled TLS path differs from the pure-Python one: "
-                             f"{compiled!r:.1500} != {reference!r:.1500}")
+        raise AssertionError(
+            f"the compiled TLS path differs from the pure-Python one: "
+            f"{compiled!r:.1500} != {reference!r:.1500}"
+        )
     if zlib.crc32(data) % 3 == 0:
         differs = capture_divergence(data)
         assert differs is None, f"the compiled reassembler's TLS differs: {differs}"
@@ -88,6 +91,7 @@ def capture_divergence(data: bytes) -> str | None:
     that Python's reassembler takes over mid-file: where they differ (exchanges, gaps,
     notes, TLS facts), or None."""
     from tests.support.native_check import engine_divergence
+
     crc = zlib.crc32(data)
     block = (512, 2048, 1 << 16)[crc // 3 % 3]
     budget = (None, None, 100_000, 30_000)[crc // 9 % 4]
@@ -99,10 +103,14 @@ def write_capture(data: bytes) -> str:
     Decryption Secrets Block; segments sized by the input, every 41st lost), in a
     scratch file: its path."""
     from kdissect.capture.pcapng_writer import Recorder
+
     global _FILE
     if _FILE is None:
-        fd, _FILE = tempfile.mkstemp(prefix="kdissect-tls-", suffix=".pcapng",
-                                     dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+        fd, _FILE = tempfile.mkstemp(
+            prefix="kdissect-tls-",
+            suffix=".pcapng",
+            dir="/dev/shm" if os.path.isdir("/dev/shm") else None,
+        )
         os.close(fd)
     client, server, log = unpack(data)
     with open(_FILE + ".keys", "wb") as f:
@@ -114,11 +122,11 @@ def write_capture(data: bytes) -> str:
     conn.data(0, client[:hello], 1.0)
     streams, pos, n = [client[hello:], server], [0, 0], 0
     while pos[0] < len(streams[0]) or pos[1] < len(server):
-        for side in (1, 0):                       # as session_output: the server first
-            piece = streams[side][pos[side]:pos[side] + step]
+        for side in (1, 0):  # as session_output: the server first
+            piece = streams[side][pos[side] : pos[side] + step]
             pos[side] += len(piece)
             n += 1
-            if piece and n % 41 == 40:            # lost
+            if piece and n % 41 == 40:  # lost
                 conn.seq[side] += len(piece)
             elif piece:
                 conn.data(side, piece, 1.0 + n / 1000)
@@ -153,6 +161,7 @@ def session_output(data: bytes) -> tuple:
     from kdissect.capture.tls import KeyLog
     from kdissect.capture.tls.report import tls_summary
     from kdissect.capture.tls.session import TlsFacts, TlsSession
+
     client, server, log = unpack(data)
     keys = KeyLog()
     keys.add_text(log)
@@ -166,6 +175,7 @@ def session_output(data: bytes) -> tuple:
             last[2] += plain
         else:
             runs.append([side, offset, bytearray(plain), frame])
+
     session = TlsSession(facts, keys, emit, lambda *a: gaps.append(a))
     step = _step(data)
     hello = 5 + int.from_bytes(client[3:5], "big") if len(client) >= 5 else len(client)
@@ -175,7 +185,7 @@ def session_output(data: bytes) -> tuple:
     n = 0
     while pos[0] < len(streams[0]) or pos[1] < len(streams[1]):
         for side in (1, 0):
-            piece = streams[side][pos[side]:pos[side] + step]
+            piece = streams[side][pos[side] : pos[side] + step]
             pos[side] += len(piece)
             n += 1
             if piece and n % 41 == 40:

@@ -41,14 +41,22 @@ VERSION = (ROOT / "scripts" / "kafka" / "VERSION").read_text().strip()
 LEGACY_CLIENTS = (ROOT / "scripts" / "kafka" / "LEGACY_CLIENTS").read_text().strip()
 TIERED_TEST_JAR = (ROOT / "scripts" / "kafka" / "TIERED_TEST_JAR").read_text().strip()
 PREVIOUS_CLIENTS = (ROOT / "scripts" / "kafka" / "PREVIOUS_CLIENTS").read_text().strip()
-DUMP_LOG = "org.apache.kafka.tools.DumpLogSegments"      # in kafka-tools-<version>.jar
+DUMP_LOG = "org.apache.kafka.tools.DumpLogSegments"  # in kafka-tools-<version>.jar
 
-USERS = {"alice": "alice-secret", "admin": "admin-secret"}   # PLAIN and SCRAM-SHA-256/512
+USERS = {"alice": "alice-secret", "admin": "admin-secret"}  # PLAIN and SCRAM-SHA-256/512
 SCRAM = ("SCRAM-SHA-256", "SCRAM-SHA-512")
-SECURITY = ("PLAINTEXT", "SASL_PLAINTEXT", "SSL", "SASL_SSL")   # listener names = protocols
+SECURITY = ("PLAINTEXT", "SASL_PLAINTEXT", "SSL", "SASL_SSL")  # listener names = protocols
 # Small JVMs: C1 only and a serial collector start faster and stay small on a busy machine.
-JVM = ["-Xms64m", "-Xmx384m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xss512k",
-       "-XX:MaxMetaspaceSize=160m", "-Xshare:auto", "-Djava.awt.headless=true"]
+JVM = [
+    "-Xms64m",
+    "-Xmx384m",
+    "-XX:+UseSerialGC",
+    "-XX:TieredStopAtLevel=1",
+    "-Xss512k",
+    "-XX:MaxMetaspaceSize=160m",
+    "-Xshare:auto",
+    "-Djava.awt.headless=true",
+]
 TOOL_JVM = ["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto"]
 
 _live: set[subprocess.Popen] = set()
@@ -94,20 +102,32 @@ def tiered_storage_jars() -> tuple[Path, ...]:
     class of that release it needs that the pinned one moved (LogContext: scripts/kafka/fetch)."""
     tiered = libs().parent / "tiered"
     compat = tiered / f"logcontext-{TIERED_TEST_JAR}.jar"
-    return (tiered / f"kafka-storage-{TIERED_TEST_JAR}-test.jar",
-            *((compat,) if TIERED_TEST_JAR != VERSION else ()))
+    return (
+        tiered / f"kafka-storage-{TIERED_TEST_JAR}-test.jar",
+        *((compat,) if TIERED_TEST_JAR != VERSION else ()),
+    )
 
 
 def legacy_clients_jar() -> Path:
     """kafka-clients of the last 3.x line: it still defines the versions Kafka 4.0 removed."""
-    return libs().parents[1] / f"kafka-clients-{LEGACY_CLIENTS}" / f"kafka-clients-{LEGACY_CLIENTS}.jar"
+    return (
+        libs().parents[1]
+        / f"kafka-clients-{LEGACY_CLIENTS}"
+        / f"kafka-clients-{LEGACY_CLIENTS}.jar"
+    )
 
 
 def previous_clients_classpath() -> str:
     """The pinned release's jars with its kafka-clients replaced by the previous line's
     (scripts/kafka/PREVIOUS_CLIENTS): a client of the last release against today's broker."""
-    jar = libs().parents[1] / f"kafka-clients-{PREVIOUS_CLIENTS}" / f"kafka-clients-{PREVIOUS_CLIENTS}.jar"
-    others = [str(j) for j in sorted(libs().glob("*.jar")) if j.name != f"kafka-clients-{VERSION}.jar"]
+    jar = (
+        libs().parents[1]
+        / f"kafka-clients-{PREVIOUS_CLIENTS}"
+        / f"kafka-clients-{PREVIOUS_CLIENTS}.jar"
+    )
+    others = [
+        str(j) for j in sorted(libs().glob("*.jar")) if j.name != f"kafka-clients-{VERSION}.jar"
+    ]
     return os.pathsep.join([str(jar), *others])
 
 
@@ -116,45 +136,100 @@ def java() -> str:
     return str(Path(home) / "bin" / "java") if home else (shutil.which("java") or "java")
 
 
-def run_tool(main_class: str, *args: str, timeout: float = 120,
-             check: bool = True) -> subprocess.CompletedProcess:
+def run_tool(
+    main_class: str, *args: str, timeout: float = 120, check: bool = True
+) -> subprocess.CompletedProcess:
     """Run one of Kafka's JVM tools (e.g. DUMP_LOG) on the fetched classpath."""
-    return subprocess.run([java(), *TOOL_JVM, "-cp", classpath(),
-                           "-Dlog4j2.configurationFile=" + str(_quiet_log4j()), main_class, *args],
-                          capture_output=True, text=True, timeout=timeout, check=check)
+    return subprocess.run(
+        [
+            java(),
+            *TOOL_JVM,
+            "-cp",
+            classpath(),
+            "-Dlog4j2.configurationFile=" + str(_quiet_log4j()),
+            main_class,
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=check,
+    )
 
 
 def _quiet_log4j() -> Path:
     path = libs().parent / "log4j2-tools.properties"
     if not path.exists():
-        path.write_text("rootLogger.level = error\nrootLogger.appenderRef.err.ref = err\n"
-                        "appender.err.type = Console\nappender.err.name = err\n"
-                        "appender.err.target = SYSTEM_ERR\n"
-                        "appender.err.layout.type = PatternLayout\n"
-                        "appender.err.layout.pattern = %m%n\n")
+        path.write_text(
+            "rootLogger.level = error\nrootLogger.appenderRef.err.ref = err\n"
+            "appender.err.type = Console\nappender.err.name = err\n"
+            "appender.err.target = SYSTEM_ERR\n"
+            "appender.err.layout.type = PatternLayout\n"
+            "appender.err.layout.pattern = %m%n\n"
+        )
     return path
 
 
 @dataclass
 class Tls:
     """A CA and a server certificate for 127.0.0.1/localhost, as PEM files."""
-    ca: Path                     # clients trust this (Python: cafile; Java: truststore type PEM)
-    server: Path                 # key + certificate chain, the broker's PEM keystore
+
+    ca: Path  # clients trust this (Python: cafile; Java: truststore type PEM)
+    server: Path  # key + certificate chain, the broker's PEM keystore
 
     @classmethod
     def make(cls, directory: Path) -> Tls:
         directory.mkdir(parents=True, exist_ok=True)
-        ca_key, ca, key, csr, cert = (directory / n for n in
-                                      ("ca.key", "ca.pem", "server.key", "server.csr", "server.pem"))
+        ca_key, ca, key, csr, cert = (
+            directory / n for n in ("ca.key", "ca.pem", "server.key", "server.csr", "server.pem")
+        )
         run = lambda *a: subprocess.run(["openssl", *a], check=True, capture_output=True)  # noqa: E731
-        run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "3", "-subj",
-            "/CN=kdissect test CA", "-keyout", str(ca_key), "-out", str(ca))
-        run("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=localhost",
-            "-keyout", str(key), "-out", str(csr))
+        run(
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "3",
+            "-subj",
+            "/CN=kdissect test CA",
+            "-keyout",
+            str(ca_key),
+            "-out",
+            str(ca),
+        )
+        run(
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-subj",
+            "/CN=localhost",
+            "-keyout",
+            str(key),
+            "-out",
+            str(csr),
+        )
         ext = directory / "san.ext"
         ext.write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
-        run("x509", "-req", "-in", str(csr), "-CA", str(ca), "-CAkey", str(ca_key),
-            "-CAcreateserial", "-days", "3", "-extfile", str(ext), "-out", str(cert))
+        run(
+            "x509",
+            "-req",
+            "-in",
+            str(csr),
+            "-CA",
+            str(ca),
+            "-CAkey",
+            str(ca_key),
+            "-CAcreateserial",
+            "-days",
+            "3",
+            "-extfile",
+            str(ext),
+            "-out",
+            str(cert),
+        )
         pkcs8 = directory / "server.pk8"
         run("pkcs8", "-topk8", "-nocrypt", "-in", str(key), "-out", str(pkcs8))
         bundle = directory / "server-keystore.pem"
@@ -166,10 +241,10 @@ class Tls:
 class Node:
     node_id: int
     directory: Path
-    ports: dict[str, int]                      # listener name -> port (CONTROLLER included)
+    ports: dict[str, int]  # listener name -> port (CONTROLLER included)
     advertised: dict[str, tuple[str, int]] = field(default_factory=dict)
     proc: subprocess.Popen | None = None
-    started_s: float = 0.0                     # wall time of the last start
+    started_s: float = 0.0  # wall time of the last start
 
     @property
     def log_dir(self) -> Path:
@@ -190,9 +265,15 @@ class Node:
 
 
 class ApacheKafka:
-    def __init__(self, nodes: int = 1, listeners: tuple[str, ...] = ("PLAINTEXT",),
-                 start: bool = True, extra: dict[str, str] | None = None,
-                 directory: Path | None = None, jars: tuple[Path, ...] = ()):
+    def __init__(
+        self,
+        nodes: int = 1,
+        listeners: tuple[str, ...] = ("PLAINTEXT",),
+        start: bool = True,
+        extra: dict[str, str] | None = None,
+        directory: Path | None = None,
+        jars: tuple[Path, ...] = (),
+    ):
         """``jars``: more jars on the nodes' classpath (a RemoteStorageManager...)."""
         self.jars = jars
         if "PLAINTEXT" not in listeners:
@@ -206,9 +287,14 @@ class ApacheKafka:
         self._own_dir = directory is None
         self.directory = Path(directory or tempfile.mkdtemp(prefix="kdissect-kafka-"))
         self.tls = Tls.make(self.directory / "tls") if "SSL" in listeners else None
-        self.nodes = [Node(i, self.directory / f"node{i}",
-                           {name: free_port() for name in (*listeners, *internal)})
-                      for i in range(1, nodes + 1)]
+        self.nodes = [
+            Node(
+                i,
+                self.directory / f"node{i}",
+                {name: free_port() for name in (*listeners, *internal)},
+            )
+            for i in range(1, nodes + 1)
+        ]
         self.formatted = False
         if start:
             self.start()
@@ -229,8 +315,12 @@ class ApacheKafka:
     def ports(self, *listeners: str) -> list[int]:
         """The ports of these listeners (all by default) on every node: what a loopback
         capture filters on (INTERNAL + CONTROLLER: the traffic between nodes)."""
-        return [p for n in self.nodes for name, p in n.ports.items()
-                if not listeners or name in listeners]
+        return [
+            p
+            for n in self.nodes
+            for name, p in n.ports.items()
+            if not listeners or name in listeners
+        ]
 
     @property
     def log_dirs(self) -> list[Path]:
@@ -249,10 +339,13 @@ class ApacheKafka:
         listeners = ",".join(f"{name}://127.0.0.1:{port}" for name, port in node.ports.items())
         advertised = ",".join(
             f"{name}://{':'.join(map(str, node.advertised.get(name, ('127.0.0.1', port))))}"
-            for name, port in node.ports.items() if name != "CONTROLLER")
+            for name, port in node.ports.items()
+            if name != "CONTROLLER"
+        )
         # other names (CONTROLLER, INTERNAL, RELAYED: a listener a relay advertises) are plaintext
-        protocols = ",".join(f"{name}:{name if name in SECURITY else 'PLAINTEXT'}"
-                             for name in node.ports)
+        protocols = ",".join(
+            f"{name}:{name if name in SECURITY else 'PLAINTEXT'}" for name in node.ports
+        )
         props = {
             "process.roles": "broker,controller",
             "node.id": str(node.node_id),
@@ -285,20 +378,29 @@ class ApacheKafka:
         }
         if len(self.nodes) > 1:
             # a killed broker is fenced, and its partitions led elsewhere, within 3 s
-            props.update({"broker.session.timeout.ms": "3000",
-                          "broker.heartbeat.interval.ms": "500"})
+            props.update(
+                {"broker.session.timeout.ms": "3000", "broker.heartbeat.interval.ms": "500"}
+            )
         if "SASL_PLAINTEXT" in node.ports:
             plain_users = " ".join(f'user_{u}="{p}"' for u, p in USERS.items())
             props["sasl.enabled.mechanisms"] = ",".join(("PLAIN", *SCRAM))
             props["listener.name.sasl_plaintext.plain.sasl.jaas.config"] = (
-                f"org.apache.kafka.common.security.plain.PlainLoginModule required {plain_users};")
+                f"org.apache.kafka.common.security.plain.PlainLoginModule required {plain_users};"
+            )
             for mech in SCRAM:
                 props[f"listener.name.sasl_plaintext.{mech.lower()}.sasl.jaas.config"] = (
-                    "org.apache.kafka.common.security.scram.ScramLoginModule required;")
+                    "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+                )
         if self.tls is not None:
-            props.update({"ssl.keystore.type": "PEM", "ssl.keystore.location": str(self.tls.server),
-                          "ssl.truststore.type": "PEM", "ssl.truststore.location": str(self.tls.ca),
-                          "ssl.client.auth": "none"})
+            props.update(
+                {
+                    "ssl.keystore.type": "PEM",
+                    "ssl.keystore.location": str(self.tls.server),
+                    "ssl.truststore.type": "PEM",
+                    "ssl.truststore.location": str(self.tls.ca),
+                    "ssl.client.auth": "none",
+                }
+            )
         props.update(self.extra)
         return "".join(f"{k}={v}\n" for k, v in props.items())
 
@@ -313,19 +415,35 @@ class ApacheKafka:
             "appender.file.layout.type = PatternLayout\n"
             "appender.file.layout.pattern = [%d] %p %m (%c)%n\n"
             # the start-up line the readiness check waits for
-            "logger.raft.name = kafka.server.KafkaRaftServer\nlogger.raft.level = info\n")
+            "logger.raft.name = kafka.server.KafkaRaftServer\nlogger.raft.level = info\n"
+        )
         return config
 
     def _format(self) -> None:
         scram = []
-        if "SASL_PLAINTEXT" in self.listeners:        # SCRAM users exist from the start
-            scram = [a for mech in SCRAM for user, password in USERS.items()
-                     for a in ("--add-scram", f"{mech}=[name={user},password={password}]")]
+        if "SASL_PLAINTEXT" in self.listeners:  # SCRAM users exist from the start
+            scram = [
+                a
+                for mech in SCRAM
+                for user, password in USERS.items()
+                for a in ("--add-scram", f"{mech}=[name={user},password={password}]")
+            ]
         # one JVM per node, in parallel: the format tool takes seconds to start
-        threads = [threading.Thread(target=run_tool, args=(
-            "kafka.tools.StorageTool", "format", f"--cluster-id={self.cluster_id}",
-            "-c", str(self._write_config(node)), "--ignore-formatted", *scram))
-            for node in self.nodes]
+        threads = [
+            threading.Thread(
+                target=run_tool,
+                args=(
+                    "kafka.tools.StorageTool",
+                    "format",
+                    f"--cluster-id={self.cluster_id}",
+                    "-c",
+                    str(self._write_config(node)),
+                    "--ignore-formatted",
+                    *scram,
+                ),
+            )
+            for node in self.nodes
+        ]
         for t in threads:
             t.start()
         for t in threads:
@@ -373,16 +491,25 @@ class ApacheKafka:
     def _spawn(self, node: Node) -> None:
         if node.proc is not None and node.proc.poll() is None:
             return
-        config = self._write_config(node)        # advertised addresses may have changed
+        config = self._write_config(node)  # advertised addresses may have changed
         node.server_log.unlink(missing_ok=True)
         node.started_s = time.monotonic()
         stdout = open(node.directory / "stdout.log", "ab")
         node.proc = subprocess.Popen(
-            [java(), *JVM, f"-Dlog4j2.configurationFile={node.directory / 'log4j2.properties'}",
-             "-cp", os.pathsep.join([classpath(), *map(str, self.jars)]), "kafka.Kafka",
-             str(config)],
-            stdout=stdout, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            preexec_fn=_die_with_parent)
+            [
+                java(),
+                *JVM,
+                f"-Dlog4j2.configurationFile={node.directory / 'log4j2.properties'}",
+                "-cp",
+                os.pathsep.join([classpath(), *map(str, self.jars)]),
+                "kafka.Kafka",
+                str(config),
+            ],
+            stdout=stdout,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            preexec_fn=_die_with_parent,
+        )
         stdout.close()
         with _live_lock:
             _live.add(node.proc)
@@ -394,17 +521,22 @@ class ApacheKafka:
             for node in list(pending):
                 if node.proc.poll() is not None:
                     self.close()
-                    raise RuntimeError(f"Apache Kafka node {node.node_id} exited:\n"
-                                       + _tail(node.directory / "stdout.log")
-                                       + _tail(node.server_log))
+                    raise RuntimeError(
+                        f"Apache Kafka node {node.node_id} exited:\n"
+                        + _tail(node.directory / "stdout.log")
+                        + _tail(node.server_log)
+                    )
                 if node.server_log.exists() and "Kafka Server started" in node.server_log.read_text(
-                        errors="replace"):
+                    errors="replace"
+                ):
                     node.started_s = time.monotonic() - node.started_s
                     pending.remove(node)
             if pending and time.monotonic() > deadline:
                 self.close()
-                raise RuntimeError(f"Apache Kafka did not start in {timeout:.0f} s:\n"
-                                   + _tail(pending[0].server_log))
+                raise RuntimeError(
+                    f"Apache Kafka did not start in {timeout:.0f} s:\n"
+                    + _tail(pending[0].server_log)
+                )
             time.sleep(0.1)
 
     def _stop(self, node: Node, kill: bool) -> None:

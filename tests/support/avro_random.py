@@ -15,7 +15,10 @@ from typing import Any
 
 # every type and logical type the readers know, with the spellings of their edge cases
 WIDE: dict = {
-    "type": "record", "name": "Wide", "namespace": "t", "fields": [
+    "type": "record",
+    "name": "Wide",
+    "namespace": "t",
+    "fields": [
         {"name": "s", "type": "string"},
         {"name": "i", "type": "int"},
         {"name": "l", "type": "long"},
@@ -24,12 +27,25 @@ WIDE: dict = {
         {"name": "d", "type": "double"},
         {"name": "raw", "type": "bytes"},
         {"name": "fx", "type": {"type": "fixed", "name": "F3", "size": 3}},
-        {"name": "dec", "type": {"type": "bytes", "logicalType": "decimal",
-                                 "precision": 12, "scale": 9}},
-        {"name": "dec0", "type": {"type": "bytes", "logicalType": "decimal",
-                                  "precision": 38, "scale": 0}},
-        {"name": "decf", "type": {"type": "fixed", "name": "D16", "size": 16,
-                                  "logicalType": "decimal", "precision": 38, "scale": 3}},
+        {
+            "name": "dec",
+            "type": {"type": "bytes", "logicalType": "decimal", "precision": 12, "scale": 9},
+        },
+        {
+            "name": "dec0",
+            "type": {"type": "bytes", "logicalType": "decimal", "precision": 38, "scale": 0},
+        },
+        {
+            "name": "decf",
+            "type": {
+                "type": "fixed",
+                "name": "D16",
+                "size": 16,
+                "logicalType": "decimal",
+                "precision": 38,
+                "scale": 3,
+            },
+        },
         {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-millis"}},
         {"name": "tsu", "type": {"type": "long", "logicalType": "timestamp-micros"}},
         {"name": "lts", "type": {"type": "long", "logicalType": "local-timestamp-millis"}},
@@ -40,17 +56,44 @@ WIDE: dict = {
         {"name": "id", "type": {"type": "string", "logicalType": "uuid"}},
         {"name": "e", "type": {"type": "enum", "name": "E", "symbols": ["A", "B_2", "C"]}},
         {"name": "m", "type": {"type": "map", "values": ["null", "long", "string"]}},
-        {"name": "a", "type": {"type": "array", "items": {
-            "type": "record", "name": "Item", "fields": [
-                {"name": "k", "type": "string"},
-                {"name": "v", "type": ["null", "double", {"type": "array", "items": "int"}]}]}}},
+        {
+            "name": "a",
+            "type": {
+                "type": "array",
+                "items": {
+                    "type": "record",
+                    "name": "Item",
+                    "fields": [
+                        {"name": "k", "type": "string"},
+                        {
+                            "name": "v",
+                            "type": ["null", "double", {"type": "array", "items": "int"}],
+                        },
+                    ],
+                },
+            },
+        },
         {"name": "u", "type": ["null", "Item", "E", "string"]},
-        {"name": "dur", "type": {"type": "fixed", "name": "Dur", "size": 12,
-                                 "logicalType": "duration"}},
-    ]}
+        {
+            "name": "dur",
+            "type": {"type": "fixed", "name": "Dur", "size": 12, "logicalType": "duration"},
+        },
+    ],
+}
 
-_TEXTS = ["", "a", "o-1", "quote\" back\\slash", "line\nbreak\ttab\r\x00\x1f\x7f",
-          "caf\u00e9", "\u20ac 5", "\U0001f600", "\u2028\u2029", "\ufeff", "<>&'"]
+_TEXTS = [
+    "",
+    "a",
+    "o-1",
+    'quote" back\\slash',
+    "line\nbreak\ttab\r\x00\x1f\x7f",
+    "caf\u00e9",
+    "\u20ac 5",
+    "\U0001f600",
+    "\u2028\u2029",
+    "\ufeff",
+    "<>&'",
+]
 
 
 def strip_logical(schema: Any) -> Any:
@@ -67,7 +110,7 @@ def _text(rng: random.Random) -> str:
     chars = []
     for _ in range(rng.randint(0, 12)):
         c = rng.choice((rng.randint(32, 126), rng.randint(0, 0xFFFF), rng.randint(0, 0x10FFFF)))
-        if 0xD800 <= c <= 0xDFFF:           # surrogates cannot be written as UTF-8
+        if 0xD800 <= c <= 0xDFFF:  # surrogates cannot be written as UTF-8
             c = 0x41
         chars.append(chr(c))
     return "".join(chars)
@@ -76,21 +119,49 @@ def _text(rng: random.Random) -> str:
 def _uuid(rng: random.Random) -> str:
     h = rng.randbytes(16).hex()
     canonical = f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
-    return rng.choice([canonical, canonical, canonical.upper(), h, "{" + canonical + "}",
-                       "urn:uuid:" + canonical, canonical[:-1], canonical[:8] + "-x" + canonical[10:],
-                       h[:31] + "g", " " + h[1:]])
+    return rng.choice(
+        [
+            canonical,
+            canonical,
+            canonical.upper(),
+            h,
+            "{" + canonical + "}",
+            "urn:uuid:" + canonical,
+            canonical[:-1],
+            canonical[:8] + "-x" + canonical[10:],
+            h[:31] + "g",
+            " " + h[1:],
+        ]
+    )
 
 
 def _long(rng: random.Random, bits: int = 64) -> int:
-    edge = [0, 1, -1, 2**31 - 1, -2**31, 2**(bits - 1) - 1, -2**(bits - 1),
-            253402300799999, 253402300800000, -62135596800000, -62135596800001,
-            86400000, 86399999, 2932896, 2932897, -719162, -719163, 1700000000123,
-            1700000000123456]
+    edge = [
+        0,
+        1,
+        -1,
+        2**31 - 1,
+        -(2**31),
+        2 ** (bits - 1) - 1,
+        -(2 ** (bits - 1)),
+        253402300799999,
+        253402300800000,
+        -62135596800000,
+        -62135596800001,
+        86400000,
+        86399999,
+        2932896,
+        2932897,
+        -719162,
+        -719163,
+        1700000000123,
+        1700000000123456,
+    ]
     if rng.random() < 0.4:
         v = rng.choice(edge)
     else:
-        v = rng.randint(-2**rng.randint(1, bits - 1), 2**rng.randint(1, bits - 1))
-    return max(-2**(bits - 1), min(2**(bits - 1) - 1, v))
+        v = rng.randint(-(2 ** rng.randint(1, bits - 1)), 2 ** rng.randint(1, bits - 1))
+    return max(-(2 ** (bits - 1)), min(2 ** (bits - 1) - 1, v))
 
 
 def _decimal_bytes(rng: random.Random, size: int | None) -> bytes:
@@ -118,11 +189,15 @@ def value(rng: random.Random, schema: Any, named: dict, depth: int = 0) -> Any:
     if kind == "record":
         return {f["name"]: value(rng, f["type"], named, depth + 1) for f in schema["fields"]}
     if kind == "array":
-        return [value(rng, schema["items"], named, depth + 1)
-                for _ in range(rng.randint(0, 3 if depth < 3 else 0))]
+        return [
+            value(rng, schema["items"], named, depth + 1)
+            for _ in range(rng.randint(0, 3 if depth < 3 else 0))
+        ]
     if kind == "map":
-        return {_text(rng): value(rng, schema["values"], named, depth + 1)
-                for _ in range(rng.randint(0, 3))}
+        return {
+            _text(rng): value(rng, schema["values"], named, depth + 1)
+            for _ in range(rng.randint(0, 3))
+        }
     if kind == "enum":
         return rng.choice(schema["symbols"])
     if kind == "null":
@@ -134,19 +209,46 @@ def value(rng: random.Random, schema: Any, named: dict, depth: int = 0) -> Any:
     if kind == "long":
         return _long(rng)
     if kind == "float":
-        return struct.unpack("<f", rng.randbytes(4))[0] if rng.random() < 0.5 else \
-            rng.choice([0.0, -0.0, 1.5, 0.1, 1e-5, 3.4e38, float("inf"), float("nan")])
+        return (
+            struct.unpack("<f", rng.randbytes(4))[0]
+            if rng.random() < 0.5
+            else rng.choice([0.0, -0.0, 1.5, 0.1, 1e-5, 3.4e38, float("inf"), float("nan")])
+        )
     if kind == "double":
-        return struct.unpack("<d", rng.randbytes(8))[0] if rng.random() < 0.5 else \
-            rng.choice([0.0, -0.0, 0.1, 1e16, 1e15, 123456789.125, 1e-4, 1e-5, 5e-324,
-                        1.7976931348623157e308, float("-inf"), float("nan"), 2.5, -7.0])
+        return (
+            struct.unpack("<d", rng.randbytes(8))[0]
+            if rng.random() < 0.5
+            else rng.choice(
+                [
+                    0.0,
+                    -0.0,
+                    0.1,
+                    1e16,
+                    1e15,
+                    123456789.125,
+                    1e-4,
+                    1e-5,
+                    5e-324,
+                    1.7976931348623157e308,
+                    float("-inf"),
+                    float("nan"),
+                    2.5,
+                    -7.0,
+                ]
+            )
+        )
     if kind == "string":
         return _uuid(rng) if logical == "uuid" else _text(rng)
     if kind == "bytes":
-        return _decimal_bytes(rng, None) if logical == "decimal" else rng.randbytes(rng.randint(0, 9))
+        return (
+            _decimal_bytes(rng, None) if logical == "decimal" else rng.randbytes(rng.randint(0, 9))
+        )
     if kind == "fixed":
-        return _decimal_bytes(rng, schema["size"]) if logical == "decimal" \
+        return (
+            _decimal_bytes(rng, schema["size"])
+            if logical == "decimal"
             else rng.randbytes(schema["size"])
+        )
     raise ValueError(kind)
 
 
@@ -159,7 +261,7 @@ def named_types(schema: Any, named: dict | None = None) -> dict:
     elif isinstance(schema, dict):
         if schema.get("type") in ("record", "enum", "fixed") and "name" in schema:
             named[schema["name"]] = schema
-            named[f'{schema.get("namespace", "t")}.{schema["name"]}'] = schema
+            named[f"{schema.get('namespace', 't')}.{schema['name']}"] = schema
         for v in schema.values():
             if isinstance(v, (dict, list)):
                 named_types(v, named)
@@ -169,6 +271,7 @@ def named_types(schema: Any, named: dict | None = None) -> dict:
 def encoded(rng: random.Random, schema: Any) -> bytes:
     """Random Avro binary of ``schema``, written by fastavro."""
     import fastavro
+
     writer = fastavro.parse_schema(strip_logical(schema))
     out = io.BytesIO()
     fastavro.schemaless_writer(out, writer, value(rng, schema, named_types(schema)))

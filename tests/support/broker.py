@@ -20,18 +20,32 @@ def free_port() -> int:
 
 
 class Broker:
-    def __init__(self, advertised_port: int | None = None, log_path: str | None = None,
-                 advertised_host: str = "127.0.0.1"):
+    def __init__(
+        self,
+        advertised_port: int | None = None,
+        log_path: str | None = None,
+        advertised_host: str = "127.0.0.1",
+    ):
         self.port = free_port()
         advertised = advertised_port or self.port
         self.log = open(log_path or os.devnull, "wb")
         self.proc = subprocess.Popen(
-            [tansu_binary(), "broker", "--cluster-id", "kdissect-test",
-             "--listener-url", f"tcp://127.0.0.1:{self.port}",
-             "--advertised-listener-url", f"tcp://{advertised_host}:{advertised}",
-             "--storage-engine", "memory://tansu/"],
-            stdout=self.log, stderr=subprocess.STDOUT,
-            env={**os.environ, "RUST_LOG": "warn"})
+            [
+                tansu_binary(),
+                "broker",
+                "--cluster-id",
+                "kdissect-test",
+                "--listener-url",
+                f"tcp://127.0.0.1:{self.port}",
+                "--advertised-listener-url",
+                f"tcp://{advertised_host}:{advertised}",
+                "--storage-engine",
+                "memory://tansu/",
+            ],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "RUST_LOG": "warn"},
+        )
         deadline = time.monotonic() + 15
         while True:
             try:

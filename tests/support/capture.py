@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 
-IN_FLIGHT_AT_STOP = 8       # receptions (4 packets) the stop itself may leave unread
+IN_FLIGHT_AT_STOP = 8  # receptions (4 packets) the stop itself may leave unread
 
 
 class Tcpdump:
@@ -19,15 +19,30 @@ class Tcpdump:
         expr = " or ".join(f"tcp port {p}" for p in sorted(set(ports)))
         # --immediate-mode: else libpcap buffers packets and a stop loses the last ones
         self.proc = subprocess.Popen(
-            ["tcpdump", "-i", "lo", "-s", "0", "-U", "--immediate-mode", "-n",
-             "-B", "262144", "-w", str(self.path), expr], stderr=subprocess.PIPE)
-        self.proc.stderr.readline()             # "listening on lo ..." once it captures
+            [
+                "tcpdump",
+                "-i",
+                "lo",
+                "-s",
+                "0",
+                "-U",
+                "--immediate-mode",
+                "-n",
+                "-B",
+                "262144",
+                "-w",
+                str(self.path),
+                expr,
+            ],
+            stderr=subprocess.PIPE,
+        )
+        self.proc.stderr.readline()  # "listening on lo ..." once it captures
         time.sleep(0.3)
 
     def stop(self) -> Path:
         if self.proc.poll() is not None:
-            return self.path                    # stopped already
-        time.sleep(0.5)                         # the last segments and their ACKs
+            return self.path  # stopped already
+        time.sleep(0.5)  # the last segments and their ACKs
         self.proc.send_signal(signal.SIGINT)
         self.proc.wait(10)
         report = self.proc.stderr.read().decode()
@@ -35,12 +50,17 @@ class Tcpdump:
         received = re.search(r"(\d+) packets? received by filter", report)
         dropped = re.search(r"(\d+) packets? dropped by kernel", report)
         if dropped and int(dropped[1]):
-            raise RuntimeError(f"tcpdump lost packets (the capture, not the decoder): {report.strip()}")
+            raise RuntimeError(
+                f"tcpdump lost packets (the capture, not the decoder): {report.strip()}"
+            )
         # the loopback shows the filter each packet twice (out and in); libpcap keeps one.
         # A few that reach the filter while tcpdump stops (a client still polling) are
         # counted as received but never read: that is the stop, not a lost packet
-        if not captured or not received or \
-                int(captured[1]) * 2 + IN_FLIGHT_AT_STOP < int(received[1]):
+        if (
+            not captured
+            or not received
+            or int(captured[1]) * 2 + IN_FLIGHT_AT_STOP < int(received[1])
+        ):
             raise RuntimeError(f"tcpdump did not keep every packet: {report.strip()}")
         return self.path
 
@@ -56,17 +76,18 @@ def wait_sniffing(pid: int, timeout: float = 60) -> None:
     """Until process ``pid`` (e.g. `kdissect live -i lo`) has a packet socket bound to an
     interface and running (/proc/net/packet): what a fixed sleep used to guess."""
     import os
+
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
             mine = {os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
-        except OSError:                         # gone, or an fd closed while listed
+        except OSError:  # gone, or an fd closed while listed
             mine = set()
         with open("/proc/net/packet") as f:
             for line in f.readlines()[1:]:
-                cols = line.split()             # sk RefCnt Type Proto Iface R Rmem User Inode
+                cols = line.split()  # sk RefCnt Type Proto Iface R Rmem User Inode
                 if f"socket:[{cols[8]}]" in mine and cols[4] != "0" and cols[5] == "1":
-                    time.sleep(0.2)             # (its filter is set next)
+                    time.sleep(0.2)  # (its filter is set next)
                     return
         time.sleep(0.05)
     raise AssertionError(f"process {pid} opened no packet socket in {timeout:.0f} s")

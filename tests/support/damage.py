@@ -25,12 +25,13 @@ class Damage:
     """What was removed. ``holes[(sender, receiver)]``: sorted (start, length) in bytes
     relative to the first sequence number of that direction kept in the output, of the
     losses the output shows a trace of (later data, a FIN or an acknowledgement)."""
+
     dropped_segments: int = 0
     dropped_bytes: int = 0
-    cut_bytes: int = 0              # payload bytes the snaplen cut off
-    moved: int = 0                  # packets delivered later than they were captured
-    skipped_packets: int = 0        # packets before the mid-stream start
-    traceless: int = 0              # bytes removed of which the output shows no trace
+    cut_bytes: int = 0  # payload bytes the snaplen cut off
+    moved: int = 0  # packets delivered later than they were captured
+    skipped_packets: int = 0  # packets before the mid-stream start
+    traceless: int = 0  # bytes removed of which the output shows no trace
     holes: dict[tuple[Endpoint, Endpoint], list[tuple[int, int]]] = field(default_factory=dict)
 
     @property
@@ -48,7 +49,7 @@ def _records(data: bytes):
     pos, out = 24, []
     while pos + 16 <= len(data):
         sec, frac, incl, orig = struct.unpack_from(endian + "IIII", data, pos)
-        out.append([sec, frac, data[pos + 16:pos + 16 + incl], orig])
+        out.append([sec, frac, data[pos + 16 : pos + 16 + incl], orig])
         pos += 16 + incl
     return data[:24], endian, linktype, out
 
@@ -63,9 +64,16 @@ def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return [(s, n) for s, n in merged]
 
 
-def damage(data: bytes, *, seed: int = 1, drop: float = 0.02, reorder: float = 0.05,
-           snaplen: int | None = 200, start: float = 0.03,
-           spare: int = 4) -> tuple[bytes, Damage]:
+def damage(
+    data: bytes,
+    *,
+    seed: int = 1,
+    drop: float = 0.02,
+    reorder: float = 0.05,
+    snaplen: int | None = 200,
+    start: float = 0.03,
+    spare: int = 4,
+) -> tuple[bytes, Damage]:
     """The damaged capture and what was removed. ``start``: fraction of packets before
     the mid-stream start; the first ``spare`` packets of each direction after it are
     left alone (they fix where each direction's stream begins)."""
@@ -98,8 +106,12 @@ def damage(data: bytes, *, seed: int = 1, drop: float = 0.02, reorder: float = 0
     i = 0
     while i < len(out) - 5:
         s = out[i][1]
-        if s is not None and seen.get(((s.src, s.sport), (s.dst, s.dport)), 0) and \
-                i > 8 and rng.random() < reorder:
+        if (
+            s is not None
+            and seen.get(((s.src, s.sport), (s.dst, s.dport)), 0)
+            and i > 8
+            and rng.random() < reorder
+        ):
             k = rng.randint(1, 4)
             moved = out.pop(i)
             out.insert(i + k, moved)
@@ -112,7 +124,7 @@ def damage(data: bytes, *, seed: int = 1, drop: float = 0.02, reorder: float = 0
     for r, s in out:
         sec, frac, body, orig = r
         if (sec, frac) < last:
-            sec, frac = last                   # it arrived after what now precedes it
+            sec, frac = last  # it arrived after what now precedes it
         last = (sec, frac)
         if snaplen is not None and len(body) > snaplen:
             if s is not None and s.payload:
@@ -120,8 +132,7 @@ def damage(data: bytes, *, seed: int = 1, drop: float = 0.02, reorder: float = 0
                 cut = len(s.payload) - len(kept.payload) if kept else len(s.payload)
                 if cut > 0:
                     d = ((s.src, s.sport), (s.dst, s.dport))
-                    lost.append((d, (s.seq - base[d] + len(s.payload) - cut) & 0xFFFFFFFF,
-                                 cut))
+                    lost.append((d, (s.seq - base[d] + len(s.payload) - cut) & 0xFFFFFFFF, cut))
                     record.cut_bytes += cut
             body = body[:snaplen]
         recs_out.append(struct.pack(endian + "IIII", sec, frac, len(body), orig) + body)
@@ -157,10 +168,12 @@ def main(argv: list[str]) -> None:
         out, record = damage(f.read(), seed=seed)
     with open(argv[1], "wb") as f:
         f.write(out)
-    print(f"skipped {record.skipped_packets} packets (mid-stream start); dropped "
-          f"{record.dropped_segments} segments ({record.dropped_bytes} bytes); snaplen cut "
-          f"{record.cut_bytes} bytes; moved {record.moved} packets later; "
-          f"{record.hole_count} holes, {record.lost_bytes} bytes lost")
+    print(
+        f"skipped {record.skipped_packets} packets (mid-stream start); dropped "
+        f"{record.dropped_segments} segments ({record.dropped_bytes} bytes); snaplen cut "
+        f"{record.cut_bytes} bytes; moved {record.moved} packets later; "
+        f"{record.hole_count} holes, {record.lost_bytes} bytes lost"
+    )
 
 
 if __name__ == "__main__":

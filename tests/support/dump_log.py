@@ -9,9 +9,22 @@ from typing import Any
 
 _PAIR = re.compile(r"(\w+): ")
 _JAVA_FIELD = re.compile(r"(\w+)=('(?:[^'\\]|\\.)*'|-?\d+|true|false|null)(?=[,)])")
-_RECORD_KEYS = ("offset", "CreateTime", "LogAppendTime", "NoTimestampType", "keySize",
-                "valueSize", "sequence", "headerKeys", "key", "payload", "controlType",
-                "endTxnMarker", "coordinatorEpoch", "record")
+_RECORD_KEYS = (
+    "offset",
+    "CreateTime",
+    "LogAppendTime",
+    "NoTimestampType",
+    "keySize",
+    "valueSize",
+    "sequence",
+    "headerKeys",
+    "key",
+    "payload",
+    "controlType",
+    "endTxnMarker",
+    "coordinatorEpoch",
+    "record",
+)
 
 
 def _fields(line: str, last: tuple[str, ...] = ()) -> dict[str, str]:
@@ -28,7 +41,7 @@ def _fields(line: str, last: tuple[str, ...] = ()) -> dict[str, str]:
         if name in last:
             # the value runs to the next known later field, or to the end
             stop = len(line)
-            for later in last[last.index(name) + 1:]:
+            for later in last[last.index(name) + 1 :]:
                 i = line.find(f" {later}: ", start)
                 if i >= 0:
                     stop = min(stop, i)
@@ -54,14 +67,17 @@ def parse(text: str) -> dict[str, list[dict]]:
     current: list[dict] | None = None
     last_field: tuple[dict, str] | None = None
     for line in text.split("\n"):
-        if last_field is not None and not line.startswith(("| offset: ", "baseOffset: ",
-                                                             "Dumping ")) and line:
-            record, name = last_field         # a key or payload spanning lines
+        if (
+            last_field is not None
+            and not line.startswith(("| offset: ", "baseOffset: ", "Dumping "))
+            and line
+        ):
+            record, name = last_field  # a key or payload spanning lines
             record[name] += "\n" + line
             continue
         last_field = None
         if line.startswith("Dumping "):
-            current = files.setdefault(line[len("Dumping "):].strip(), [])
+            current = files.setdefault(line[len("Dumping ") :].strip(), [])
         elif current is None:
             continue
         elif line.startswith("baseOffset: "):
@@ -70,10 +86,13 @@ def parse(text: str) -> dict[str, list[dict]]:
             current.append(b)
         elif line.startswith("| offset: ") and current:
             rec = _fields(line[2:], ("key", "payload", "record"))
-            rest = line.split("headerKeys: ", 1)[1].split(" ", 1)[1] if "headerKeys: " in line \
-                and " " in line.split("headerKeys: ", 1)[1] else ""
+            rest = (
+                line.split("headerKeys: ", 1)[1].split(" ", 1)[1]
+                if "headerKeys: " in line and " " in line.split("headerKeys: ", 1)[1]
+                else ""
+            )
             if rest and not rest.startswith(("key: ", "payload: ", "endTxnMarker: ", "record: ")):
-                rec["control"] = rest          # 4.x: "LeaderChange: {...}", "SnapshotHeader {...}"
+                rec["control"] = rest  # 4.x: "LeaderChange: {...}", "SnapshotHeader {...}"
                 rec.pop("LeaderChange", None)
             current[-1]["records"].append(rec)
             tail = [n for n in ("record", "payload", "key") if n in rec]
@@ -106,8 +125,14 @@ def _java_scalar(v: Any) -> str | None:
     return None
 
 
-def _compare_decoded(where: str, ours: dict | None, schema: str | None, theirs: str,
-                     diffs: list[str], with_version: bool) -> None:
+def _compare_decoded(
+    where: str,
+    ours: dict | None,
+    schema: str | None,
+    theirs: str,
+    diffs: list[str],
+    with_version: bool,
+) -> None:
     """``theirs`` is ``Name(field=value, ...) at version N``: the name, the version and
     every top-level scalar field must agree."""
     m = re.match(r"(\w+)\((.*)\) at version (\d+)$", theirs.strip(), re.S)
@@ -115,7 +140,7 @@ def _compare_decoded(where: str, ours: dict | None, schema: str | None, theirs: 
         diffs.append(f"{where}: cannot read kafka-dump-log's {theirs[:80]!r}")
         return
     name, body, version = m.group(1), m.group(2), int(m.group(3))
-    if ours and name not in ours and f"Legacy{name}" in ours:    # 4.x's names of type 0
+    if ours and name not in ours and f"Legacy{name}" in ours:  # 4.x's names of type 0
         name = f"Legacy{name}"
     if not ours or name not in ours:
         diffs.append(f"{where}: kafka-dump-log decodes {name}, kdissect {schema or 'nothing'}")
@@ -141,8 +166,16 @@ def _upper_snake(name: str) -> str:
 
 
 # Kafka's TransactionState (kafka-transaction-coordinator): stateName() by id()
-_TRANSACTION_STATES = ("Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit",
-                       "CompleteAbort", "Dead", "PrepareEpochFence")
+_TRANSACTION_STATES = (
+    "Empty",
+    "Ongoing",
+    "PrepareCommit",
+    "PrepareAbort",
+    "CompleteCommit",
+    "CompleteAbort",
+    "Dead",
+    "PrepareEpochFence",
+)
 
 
 def _same(theirs: Any, ours: Any, where: str, diffs: list[str]) -> None:
@@ -151,6 +184,7 @@ def _same(theirs: Any, ours: Any, where: str, diffs: list[str]) -> None:
     and bytes kdissect decoded further (consumer-protocol structures) too."""
     import base64
     import uuid as _uuid
+
     if isinstance(theirs, dict):
         if not isinstance(ours, dict):
             diffs.append(f"{where}: {json_short(theirs)} vs kdissect {json_short(ours)}")
@@ -169,9 +203,13 @@ def _same(theirs: Any, ours: Any, where: str, diffs: list[str]) -> None:
         return
     if theirs == ours or isinstance(ours, dict) and "hex" not in ours:
         return
-    if where.endswith(".transaction_status") and isinstance(ours, int) \
-            and 0 <= ours < len(_TRANSACTION_STATES) and theirs == _TRANSACTION_STATES[ours]:
-        return          # 4.4's decoder prints the state's name, kdissect the code
+    if (
+        where.endswith(".transaction_status")
+        and isinstance(ours, int)
+        and 0 <= ours < len(_TRANSACTION_STATES)
+        and theirs == _TRANSACTION_STATES[ours]
+    ):
+        return  # 4.4's decoder prints the state's name, kdissect the code
     if isinstance(theirs, str) and isinstance(ours, str) and len(ours) == 36:
         try:
             if base64.urlsafe_b64encode(_uuid.UUID(ours).bytes).decode().rstrip("=") == theirs:
@@ -187,16 +225,19 @@ def _same(theirs: Any, ours: Any, where: str, diffs: list[str]) -> None:
 
 def json_short(v: Any) -> str:
     import json
+
     text = json.dumps(v, default=str)
     return text if len(text) < 100 else text[:97] + "..."
 
 
-_CONTROL_NAMES = {"LeaderChange": ("LEADER_CHANGE", "LeaderChangeMessage"),
-                  "SnapshotHeader": ("SNAPSHOT_HEADER", "SnapshotHeaderRecord"),
-                  "SnapshotFooter": ("SNAPSHOT_FOOTER", "SnapshotFooterRecord"),
-                  "KRaftVersion": ("KRAFT_VERSION", "KRaftVersionRecord"),
-                  "KRaftVoters": ("KRAFT_VOTERS", "VotersRecord"),
-                  "Voters": ("KRAFT_VOTERS", "VotersRecord")}
+_CONTROL_NAMES = {
+    "LeaderChange": ("LEADER_CHANGE", "LeaderChangeMessage"),
+    "SnapshotHeader": ("SNAPSHOT_HEADER", "SnapshotHeaderRecord"),
+    "SnapshotFooter": ("SNAPSHOT_FOOTER", "SnapshotFooterRecord"),
+    "KRaftVersion": ("KRAFT_VERSION", "KRaftVersionRecord"),
+    "KRaftVoters": ("KRAFT_VOTERS", "VotersRecord"),
+    "Voters": ("KRAFT_VOTERS", "VotersRecord"),
+}
 
 
 def _compare_json_record(rw: str, dr: dict, kr: dict, diffs: list[str]) -> bool:
@@ -204,9 +245,10 @@ def _compare_json_record(rw: str, dr: dict, kr: dict, diffs: list[str]) -> bool:
     metadata values {"type": "X_RECORD", "version", "data"}, control records
     ``Name: {...}``. Returns whether the record was compared this way."""
     import json
+
     done = False
     if "control" in dr:
-        old = re.match(r"controlType: (\w+)$", dr["control"])      # 3.x: the type only
+        old = re.match(r"controlType: (\w+)$", dr["control"])  # 3.x: the type only
         if old:
             if kr.get("control_type") != old.group(1):
                 diffs.append(f"{rw}: control {old.group(1)} vs kdissect {kr.get('control_type')}")
@@ -241,8 +283,11 @@ def _compare_json_record(rw: str, dr: dict, kr: dict, diffs: list[str]) -> bool:
             diffs.append(f"{rw}: kafka-dump-log decodes the {mine}, kdissect does not")
             continue
         name = next(iter(decoded))
-        if isinstance(theirs.get("type"), str) and not theirs["type"].isdigit() \
-                and theirs["type"] != _upper_snake(name):
+        if (
+            isinstance(theirs.get("type"), str)
+            and not theirs["type"].isdigit()
+            and theirs["type"] != _upper_snake(name)
+        ):
             diffs.append(f"{rw}: {theirs['type']} vs kdissect {name}")
         if "version" in theirs and mine == "value" and schema != f"{name} v{theirs['version']}":
             diffs.append(f"{rw}: version {theirs['version']} vs kdissect {schema}")
@@ -252,22 +297,37 @@ def _compare_json_record(rw: str, dr: dict, kr: dict, diffs: list[str]) -> bool:
 
 # kafka-dump-log --remote-log-metadata-decoder prints the classes' toString(): their names,
 # kdissect's schema for each, and the states (enums) by their codes
-_REMOTE = {"RemoteLogSegmentMetadata": "RemoteLogSegmentMetadataRecord",
-           "RemoteLogSegmentMetadataUpdate": "RemoteLogSegmentMetadataUpdateRecord",
-           "RemotePartitionDeleteMetadata": "RemotePartitionDeleteMetadataRecord"}
-_SEGMENT_STATES = ("COPY_SEGMENT_STARTED", "COPY_SEGMENT_FINISHED", "DELETE_SEGMENT_STARTED",
-                   "DELETE_SEGMENT_FINISHED")
-_PARTITION_STATES = ("DELETE_PARTITION_MARKED", "DELETE_PARTITION_STARTED",
-                     "DELETE_PARTITION_FINISHED")
-_REMOTE_NAMES = {"startOffset": "start_offset", "endOffset": "end_offset",
-                 "brokerId": "broker_id", "maxTimestampMs": "max_timestamp_ms",
-                 "eventTimestampMs": "event_timestamp_ms",
-                 "segmentSizeInBytes": "segment_size_in_bytes", "txnIdxEmpty": "txn_index_empty"}
+_REMOTE = {
+    "RemoteLogSegmentMetadata": "RemoteLogSegmentMetadataRecord",
+    "RemoteLogSegmentMetadataUpdate": "RemoteLogSegmentMetadataUpdateRecord",
+    "RemotePartitionDeleteMetadata": "RemotePartitionDeleteMetadataRecord",
+}
+_SEGMENT_STATES = (
+    "COPY_SEGMENT_STARTED",
+    "COPY_SEGMENT_FINISHED",
+    "DELETE_SEGMENT_STARTED",
+    "DELETE_SEGMENT_FINISHED",
+)
+_PARTITION_STATES = (
+    "DELETE_PARTITION_MARKED",
+    "DELETE_PARTITION_STARTED",
+    "DELETE_PARTITION_FINISHED",
+)
+_REMOTE_NAMES = {
+    "startOffset": "start_offset",
+    "endOffset": "end_offset",
+    "brokerId": "broker_id",
+    "maxTimestampMs": "max_timestamp_ms",
+    "eventTimestampMs": "event_timestamp_ms",
+    "segmentSizeInBytes": "segment_size_in_bytes",
+    "txnIdxEmpty": "txn_index_empty",
+}
 
 
 def _b64_uuid(text: str) -> str:
     import base64
     import uuid as _uuid
+
     return str(_uuid.UUID(bytes=base64.urlsafe_b64decode(text + "==")))
 
 
@@ -289,35 +349,56 @@ def _compare_remote(rw: str, payload: str, kr: dict, diffs: list[str]) -> bool:
         seen.append(what)
         if theirs != mine:
             diffs.append(f"{rw} {schema}.{what}: {theirs!r} vs kdissect {mine!r}")
+
     where = re.search(r"topic(?:Id)?Partition=([A-Za-z0-9_-]{22}):(.+)-(\d+)[,}]", body)
-    tp = (ours.get("remote_log_segment_id") or {}).get("topic_id_partition") \
-        or ours.get("topic_id_partition") or {}
+    tp = (
+        (ours.get("remote_log_segment_id") or {}).get("topic_id_partition")
+        or ours.get("topic_id_partition")
+        or {}
+    )
     if where:
-        same("topic_id_partition", (_b64_uuid(where.group(1)), where.group(2),
-                                    int(where.group(3))),
-             (tp.get("id"), tp.get("name"), tp.get("partition")))
+        same(
+            "topic_id_partition",
+            (_b64_uuid(where.group(1)), where.group(2), int(where.group(3))),
+            (tp.get("id"), tp.get("name"), tp.get("partition")),
+        )
     segment = re.search(r"RemoteLogSegmentId\{.*?, id=([A-Za-z0-9_-]{22})\}", body)
     if segment:
-        same("segment id", _b64_uuid(segment.group(1)),
-             (ours.get("remote_log_segment_id") or {}).get("id"))
-    for name, value in re.findall(r"(\w+)=(-?\d+|true|false|[A-Z][A-Z_]+)(?=[,}]|$)",
-                                  body.replace("segmentLeaderEpochs={", "segmentLeaderEpochs=[")):
+        same(
+            "segment id",
+            _b64_uuid(segment.group(1)),
+            (ours.get("remote_log_segment_id") or {}).get("id"),
+        )
+    for name, value in re.findall(
+        r"(\w+)=(-?\d+|true|false|[A-Z][A-Z_]+)(?=[,}]|$)",
+        body.replace("segmentLeaderEpochs={", "segmentLeaderEpochs=["),
+    ):
         if name in _REMOTE_NAMES:
             same(_REMOTE_NAMES[name], value, _java_scalar(ours.get(_REMOTE_NAMES[name])))
         elif name == "state":
-            states = _PARTITION_STATES if "remote_partition_delete_state" in ours \
-                else _SEGMENT_STATES
-            field = "remote_partition_delete_state" if states is _PARTITION_STATES \
+            states = (
+                _PARTITION_STATES if "remote_partition_delete_state" in ours else _SEGMENT_STATES
+            )
+            field = (
+                "remote_partition_delete_state"
+                if states is _PARTITION_STATES
                 else "remote_log_segment_state"
-            same(field, value, states[ours[field]] if 0 <= ours.get(field, -1) < len(states)
-                 else ours.get(field))
+            )
+            same(
+                field,
+                value,
+                states[ours[field]] if 0 <= ours.get(field, -1) < len(states) else ours.get(field),
+            )
         elif not name.isdigit():
             diffs.append(f"{rw} {schema}: kafka-dump-log's {name}={value} not compared")
     epochs = re.search(r"segmentLeaderEpochs=\{([^}]*)\}", body)
     if epochs:
         pairs = [tuple(map(int, p.split("="))) for p in epochs.group(1).split(", ") if p]
-        same("segment_leader_epochs", pairs, [(e["leader_epoch"], e["offset"])
-                                              for e in ours.get("segment_leader_epochs", [])])
+        same(
+            "segment_leader_epochs",
+            pairs,
+            [(e["leader_epoch"], e["offset"]) for e in ours.get("segment_leader_epochs", [])],
+        )
     if "customMetadata=Optional.empty" in body:
         same("custom_metadata", None, ours.get("custom_metadata"))
     return True
@@ -342,15 +423,27 @@ def compare(dump: list[dict], ours: list[dict]) -> list[str]:
         if k is None:
             diffs.append(f"{where}: kdissect has no batch there")
             continue
-        checks = {"size": k["size"], "magic": k["magic"], "crc": k["crc"],
-                  "isvalid": "true" if k["crc_valid"] else "false", "compresscodec": k["codec"]}
+        checks = {
+            "size": k["size"],
+            "magic": k["magic"],
+            "crc": k["crc"],
+            "isvalid": "true" if k["crc_valid"] else "false",
+            "compresscodec": k["codec"],
+        }
         if k["magic"] == 2:
-            checks.update({"baseOffset": k["base_offset"], "lastOffset": k["last_offset"],
-                           "count": k["record_count"], "baseSequence": k["base_sequence"],
-                           "producerId": k["producer_id"], "producerEpoch": k["producer_epoch"],
-                           "partitionLeaderEpoch": k["partition_leader_epoch"],
-                           "isTransactional": "true" if k["transactional"] else "false",
-                           "isControl": "true" if k["control"] else "false"})
+            checks.update(
+                {
+                    "baseOffset": k["base_offset"],
+                    "lastOffset": k["last_offset"],
+                    "count": k["record_count"],
+                    "baseSequence": k["base_sequence"],
+                    "producerId": k["producer_id"],
+                    "producerEpoch": k["producer_epoch"],
+                    "partitionLeaderEpoch": k["partition_leader_epoch"],
+                    "isTransactional": "true" if k["transactional"] else "false",
+                    "isControl": "true" if k["control"] else "false",
+                }
+            )
         for name, value in checks.items():
             if d.get(name) != str(value):
                 diffs.append(f"{where}: {name} {d.get(name)} vs kdissect {value}")
@@ -368,12 +461,15 @@ def compare(dump: list[dict], ours: list[dict]) -> list[str]:
                 keys = dr["headerKeys"][1:-1]
                 # 4.3 prints keys with commas; 3.x test files had key=value pairs
                 sep = "," if "=" not in keys else ", "
-                mine_keys = sep.join(f"{h['key']}={_java_text(h['value'])}" if "=" in keys
-                                     else h["key"] for h in kr["headers"])
+                mine_keys = sep.join(
+                    f"{h['key']}={_java_text(h['value'])}" if "=" in keys else h["key"]
+                    for h in kr["headers"]
+                )
                 if keys != mine_keys:
                     diffs.append(f"{rw}: header keys [{keys}] vs kdissect [{mine_keys}]")
-            if _compare_json_record(rw, dr, kr, diffs) or \
-                    _compare_remote(rw, dr.get("payload", ""), kr, diffs):
+            if _compare_json_record(rw, dr, kr, diffs) or _compare_remote(
+                rw, dr.get("payload", ""), kr, diffs
+            ):
                 continue
             if "control" not in dr and "endTxnMarker" not in dr and "record" not in dr:
                 # 4.x leaves a null key or payload out of the line
@@ -381,32 +477,62 @@ def compare(dump: list[dict], ours: list[dict]) -> list[str]:
                 dr.setdefault("payload", "null")
             if "key" in dr and dr["key"] != _java_text(kr["key"]):
                 diffs.append(f"{rw}: key {dr['key'][:60]!r} vs kdissect {kr['key']!r:.60}")
-            if "payload" in dr and not dr["payload"].startswith("ApiMessageAndVersion(") \
-                    and dr["payload"] != _java_text(kr["value"]):
-                diffs.append(f"{rw}: payload {dr['payload'][:60]!r} vs kdissect {kr['value']!r:.60}")
+            if (
+                "payload" in dr
+                and not dr["payload"].startswith("ApiMessageAndVersion(")
+                and dr["payload"] != _java_text(kr["value"])
+            ):
+                diffs.append(
+                    f"{rw}: payload {dr['payload'][:60]!r} vs kdissect {kr['value']!r:.60}"
+                )
             if "payload" in dr and dr["payload"].startswith("ApiMessageAndVersion("):
-                _compare_decoded(rw, kr.get("value_decoded"), kr.get("value_schema"),
-                                 dr["payload"][len("ApiMessageAndVersion("):-1], diffs, True)
+                _compare_decoded(
+                    rw,
+                    kr.get("value_decoded"),
+                    kr.get("value_schema"),
+                    dr["payload"][len("ApiMessageAndVersion(") : -1],
+                    diffs,
+                    True,
+                )
             if "record" in dr:
-                m = re.match(r"Record\(key=ApiMessageAndVersion\((.*?\) at version \d+)\), "
-                             r"value=(?:ApiMessageAndVersion\((.*)\)|null)\)$", dr["record"], re.S)
+                m = re.match(
+                    r"Record\(key=ApiMessageAndVersion\((.*?\) at version \d+)\), "
+                    r"value=(?:ApiMessageAndVersion\((.*)\)|null)\)$",
+                    dr["record"],
+                    re.S,
+                )
                 if not m:
                     diffs.append(f"{rw}: cannot read kafka-dump-log's {dr['record'][:80]!r}")
                 else:
-                    _compare_decoded(rw + " key", kr.get("key_decoded"), kr.get("key_schema"),
-                                     m.group(1), diffs, False)
+                    _compare_decoded(
+                        rw + " key",
+                        kr.get("key_decoded"),
+                        kr.get("key_schema"),
+                        m.group(1),
+                        diffs,
+                        False,
+                    )
                     if m.group(2):
-                        _compare_decoded(rw + " value", kr.get("value_decoded"),
-                                         kr.get("value_schema"), m.group(2), diffs, True)
+                        _compare_decoded(
+                            rw + " value",
+                            kr.get("value_decoded"),
+                            kr.get("value_schema"),
+                            m.group(2),
+                            diffs,
+                            True,
+                        )
             if "controlType" in dr:
                 ct = kr.get("control_type")
                 if ct != dr["controlType"]:
                     diffs.append(f"{rw}: control type {dr['controlType']} vs kdissect {ct}")
             if "endTxnMarker" in dr:
                 if kr.get("control_type") != dr["endTxnMarker"]:
-                    diffs.append(f"{rw}: marker {dr['endTxnMarker']} vs kdissect "
-                                 f"{kr.get('control_type')}")
+                    diffs.append(
+                        f"{rw}: marker {dr['endTxnMarker']} vs kdissect {kr.get('control_type')}"
+                    )
                 if dr.get("coordinatorEpoch") != str(kr.get("coordinator_epoch")):
-                    diffs.append(f"{rw}: coordinator epoch {dr.get('coordinatorEpoch')} vs "
-                                 f"kdissect {kr.get('coordinator_epoch')}")
+                    diffs.append(
+                        f"{rw}: coordinator epoch {dr.get('coordinatorEpoch')} vs "
+                        f"kdissect {kr.get('coordinator_epoch')}"
+                    )
     return diffs

@@ -22,15 +22,20 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 TABLE = ROOT / "tests" / "golden" / "outputs.json"
 HEADS = ROOT / "tests" / "golden" / "outputs"
-HEAD = 32 * 1024          # bytes of each output kept readable (3 MB for the 156 outputs)
+HEAD = 32 * 1024  # bytes of each output kept readable (3 MB for the 156 outputs)
 PCAP_VIEWS: dict[str, list[str]] = {
-    "summary": [], "verbose": ["-V"], "jsonl": ["--format", "jsonl"], "stats": ["--stats"],
+    "summary": [],
+    "verbose": ["-V"],
+    "jsonl": ["--format", "jsonl"],
+    "stats": ["--stats"],
 }
 
 
 def cases() -> Iterator[tuple[str, list[str]]]:
     """(name, kdissect arguments) for every output the table covers."""
-    captures = sorted((ROOT / "captures").glob("*.pcap")) + sorted((ROOT / "captures").glob("*.pcapng"))
+    captures = sorted((ROOT / "captures").glob("*.pcap")) + sorted(
+        (ROOT / "captures").glob("*.pcapng")
+    )
     for capture in captures:
         for view, flags in PCAP_VIEWS.items():
             yield f"pcap/{capture.name}/{view}", ["pcap", "--no-tui", str(capture), *flags]
@@ -38,21 +43,33 @@ def cases() -> Iterator[tuple[str, list[str]]]:
     for capture in sorted((ROOT / "captures" / "tls").glob("*.pcap")):
         keys = capture.with_suffix(".keys")
         for view, flags in PCAP_VIEWS.items():
-            yield (f"pcap/tls/{capture.name}/{view}",
-                   ["pcap", "--no-tui", str(capture), "--keylog", str(keys), *flags])
+            yield (
+                f"pcap/tls/{capture.name}/{view}",
+                ["pcap", "--no-tui", str(capture), "--keylog", str(keys), *flags],
+            )
     for paste in sorted((ROOT / "captures" / "blobs" / "pastes").iterdir()):
         yield f"blob/{paste.name}/text", ["blob", str(paste)]
         yield f"blob/{paste.name}/json", ["blob", "--json", str(paste)]
 
 
-ENV = {"PATH": "/usr/bin:/bin", "HOME": str(Path.home()), "COLUMNS": "120", "TZ": "UTC",
-       "LC_ALL": "C.UTF-8"}
+ENV = {
+    "PATH": "/usr/bin:/bin",
+    "HOME": str(Path.home()),
+    "COLUMNS": "120",
+    "TZ": "UTC",
+    "LC_ALL": "C.UTF-8",
+}
 
 
 def run(args: list[str]) -> tuple[int, bytes]:
     """Exit status and stdout of one kdissect run (paths relative to the repository)."""
-    done = subprocess.run([sys.executable, "-m", "kdissect", *args], cwd=ROOT,
-                          capture_output=True, timeout=300, env=ENV)
+    done = subprocess.run(
+        [sys.executable, "-m", "kdissect", *args],
+        cwd=ROOT,
+        capture_output=True,
+        timeout=300,
+        env=ENV,
+    )
     # absolute paths would tie the table to one checkout
     return done.returncode, done.stdout.replace(str(ROOT).encode(), b".")
 
@@ -85,11 +102,18 @@ def compute() -> dict[str, tuple[str, bytes]]:
     (tests/test_golden_outputs.py checks that the digests are the ones separate
     processes gave)."""
     import tempfile
+
     named = list(cases())
     with tempfile.TemporaryDirectory() as outs:
-        done = subprocess.run([sys.executable, "-m", "tests.support.golden", "--serve", outs],
-                              cwd=ROOT, input=json.dumps([a for _, a in named]),
-                              capture_output=True, text=True, timeout=900, env=ENV)
+        done = subprocess.run(
+            [sys.executable, "-m", "tests.support.golden", "--serve", outs],
+            cwd=ROOT,
+            input=json.dumps([a for _, a in named]),
+            capture_output=True,
+            text=True,
+            timeout=900,
+            env=ENV,
+        )
         if done.returncode:
             raise RuntimeError(f"the golden runner failed: {done.stderr[-3000:]}")
         result = {}
@@ -101,9 +125,11 @@ def compute() -> dict[str, tuple[str, bytes]]:
 
 def update() -> None:
     results = compute()
-    TABLE.write_text(json.dumps({n: d for n, (d, _) in results.items()}, indent=1,
-                                sort_keys=True) + "\n")
+    TABLE.write_text(
+        json.dumps({n: d for n, (d, _) in results.items()}, indent=1, sort_keys=True) + "\n"
+    )
     import shutil
+
     shutil.rmtree(HEADS, ignore_errors=True)
     for name, (_, text) in results.items():
         path = head_path(name)
@@ -116,6 +142,7 @@ def _child(args: list[str], out_path: str) -> None:
     ``out_path``; never returns."""
     import atexit
     import os
+
     code = 1
     try:
         null = os.open(os.devnull, os.O_RDWR)
@@ -124,12 +151,13 @@ def _child(args: list[str], out_path: str) -> None:
         os.dup2(os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), 1)
         sys.argv = [str(ROOT / "kdissect" / "__main__.py"), *args]
         from kdissect.cli.entry import main
+
         try:
             main(args)
             code = 0
         except SystemExit as e:
             code = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
-        atexit._run_exitfuncs()         # as at a normal exit: workers are reaped
+        atexit._run_exitfuncs()  # as at a normal exit: workers are reaped
         sys.stdout.flush()
     finally:
         os._exit(code & 0xFF)
@@ -140,11 +168,19 @@ def serve(outs: str) -> None:
     ``outs/i.out`` and print their exit statuses (JSON)."""
     import os
     import importlib
+
     # what the pcap and blob commands import, imported once before the forks (a child
     # imports whatever else it needs itself)
-    for module in ("kdissect.cli.entry", "kdissect.cli.pcap_cmd", "kdissect.cli.blob_cmd",
-                   "kdissect.render.printer", "kdissect.sources.pcap", "kdissect.stream.engine",
-                   "kdissect.stream.fields", "kdissect.render.jsonl_workers"):
+    for module in (
+        "kdissect.cli.entry",
+        "kdissect.cli.pcap_cmd",
+        "kdissect.cli.blob_cmd",
+        "kdissect.render.printer",
+        "kdissect.sources.pcap",
+        "kdissect.stream.engine",
+        "kdissect.stream.fields",
+        "kdissect.render.jsonl_workers",
+    ):
         importlib.import_module(module)
     cases = json.load(sys.stdin)
     statuses: list[int] = [0] * len(cases)
@@ -156,6 +192,7 @@ def serve(outs: str) -> None:
 
     def size(args: list[str]) -> int:
         return sum(os.path.getsize(a) for a in args if os.path.isfile(a))
+
     # the biggest first, so that no long run is left alone at the end
     for i in sorted(range(len(cases)), key=lambda i: -size(cases[i])):
         if len(running) >= 2:

@@ -11,8 +11,14 @@ import sys
 
 def main(bootstrap: str, group: str, topic: str, protocol: str, client_id: str) -> None:
     from confluent_kafka import Consumer
-    config = {"bootstrap.servers": bootstrap, "group.id": group, "client.id": client_id,
-              "group.protocol": protocol, "auto.offset.reset": "earliest"}
+
+    config = {
+        "bootstrap.servers": bootstrap,
+        "group.id": group,
+        "client.id": client_id,
+        "group.protocol": protocol,
+        "auto.offset.reset": "earliest",
+    }
     if protocol == "classic":
         # the broker's minimum session; heartbeats often, so a stopped member is missed soon
         config.update({"session.timeout.ms": 6000, "heartbeat.interval.ms": 500})

@@ -23,7 +23,7 @@ def _key(source: Path, classpath: str) -> str:
     for entry in classpath.split(os.pathsep):
         jars = sorted(Path(entry[:-1]).glob("*.jar")) if entry.endswith("*") else [Path(entry)]
         for jar in jars:
-            st = jar.stat() if jar.exists() else None     # (a missing one: javac says so)
+            st = jar.stat() if jar.exists() else None  # (a missing one: javac says so)
             h.update(f"{jar}:{st and st.st_size}:{st and st.st_mtime_ns}\n".encode())
     return h.hexdigest()[:16]
 
@@ -34,13 +34,16 @@ def compiled(source: Path, classpath: str) -> Path:
     if not (out / f"{source.stem}.class").exists():
         CACHE.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(dir=CACHE))
-        done = subprocess.run(["javac", "-nowarn", "-d", str(tmp), "-cp", classpath,
-                               str(source)], capture_output=True, text=True)
+        done = subprocess.run(
+            ["javac", "-nowarn", "-d", str(tmp), "-cp", classpath, str(source)],
+            capture_output=True,
+            text=True,
+        )
         if done.returncode:
             shutil.rmtree(tmp, ignore_errors=True)
             raise RuntimeError(f"javac {source.name} failed:\n{done.stderr[-3000:]}")
         try:
-            tmp.rename(out)             # atomic: a concurrent compile of the same key wins
+            tmp.rename(out)  # atomic: a concurrent compile of the same key wins
         except OSError:
             shutil.rmtree(tmp, ignore_errors=True)
     return out

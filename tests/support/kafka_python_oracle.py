@@ -18,6 +18,7 @@ def _classes() -> dict[tuple[int, str], Any]:
         for m in pkgutil.iter_modules(pk.__path__):
             importlib.import_module(f"kafka.protocol.{package}.{m.name}")
     from kafka.protocol.api_message import ApiMessage
+
     found: dict[tuple[int, str], Any] = {}
 
     def walk(cls):
@@ -25,6 +26,7 @@ def _classes() -> dict[tuple[int, str], Any]:
             if getattr(sub, "_class_version", None) is None and getattr(sub, "_json", None):
                 found[(sub.API_KEY, sub.type)] = sub
             walk(sub)
+
     walk(ApiMessage)
     return found
 
@@ -34,18 +36,19 @@ def decode(data: bytes, api: int, version: int, direction: str, body: bool = Fal
     byte (it writes the same bytes back). Raises if it cannot."""
     cls = _classes()[(api, direction)]
     start = 0
-    if not body:                        # how many bytes the header takes
+    if not body:  # how many bytes the header takes
         head = io.BytesIO(data)
         cls.parse_header(head, version=version)
         start = head.tell()
     msg = cls.decode(data, version=version, header=not body)
     header = msg.header if not body else None
-    msg._header = None                  # write the body back alone
+    msg._header = None  # write the body back alone
     again = msg.encode(version=version)
     msg._header = header
     if bytes(again) != data[start:]:
-        raise AssertionError(f"kafka-python reads {len(data)} bytes but writes back "
-                             f"{len(again)} different ones")
+        raise AssertionError(
+            f"kafka-python reads {len(data)} bytes but writes back {len(again)} different ones"
+        )
     return msg
 
 

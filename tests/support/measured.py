@@ -20,8 +20,10 @@ def main() -> None:
             os._exit(127)
     _, status, usage = os.wait4(pid, 0)
     with open(report, "w") as f:
-        f.write(f"{os.waitstatus_to_exitcode(status)} {usage.ru_utime + usage.ru_stime} "
-                f"{usage.ru_maxrss * 1024}\n")
+        f.write(
+            f"{os.waitstatus_to_exitcode(status)} {usage.ru_utime + usage.ru_stime} "
+            f"{usage.ru_maxrss * 1024}\n"
+        )
 
 
 if __name__ == "__main__":

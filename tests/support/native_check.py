@@ -36,15 +36,15 @@ class _Segments:
         self.events = events
 
     def segment(self, s, ts: float, frame: int) -> None:
-        self.events.append((frame, ts, s.src, s.sport, s.dst, s.dport, s.seq, s.ack,
-                            s.flags, s.payload, s.missing))
+        self.events.append(
+            (frame, ts, s.src, s.sport, s.dst, s.dport, s.seq, s.ack, s.flags, s.payload, s.missing)
+        )
 
 
 def python_scan(path: str) -> Scan:
     """The Python path: the reader's packets through the dissector's own ``packet``."""
     scan = Scan()
-    dissector = SimpleNamespace(packets=0, unsupported=scan.unsupported,
-                                tcp=_Segments(scan.events))
+    dissector = SimpleNamespace(packets=0, unsupported=scan.unsupported, tcp=_Segments(scan.events))
     with CaptureReader(path) as reader:
         reader.on_secrets = lambda key_log: scan.events.append((key_log,))
         try:
@@ -59,6 +59,7 @@ def python_scan(path: str) -> Scan:
 
 def native_scan(path: str) -> Scan:
     from kdissect import _native  # type: ignore[attr-defined]
+
     scan = Scan()
     with CaptureReader(path) as reader:
         try:
@@ -86,8 +87,13 @@ def divergence(path: str) -> str | None:
     return None
 
 
-def _engine_view(path: str, pure: bool, budget: int | None, block: int | None = None,
-                 spent: list[int] | None = None) -> list:
+def _engine_view(
+    path: str,
+    pure: bool,
+    budget: int | None,
+    block: int | None = None,
+    spent: list[int] | None = None,
+) -> list:
     """Everything the engine makes of a file before enrichment: each message (bytes,
     frame, time, offset, status, holes), exchange (pairing, findings), gap and note.
     ``block``: the bytes the reader feeds the compiled scanner at a time. ``spent``:
@@ -102,10 +108,30 @@ def _engine_view(path: str, pure: bool, budget: int | None, block: int | None = 
     from kdissect.stream.sink import Collect
 
     def msg(m):
-        return None if m is None else (
-            m.index, m.stream, m.direction, m.ts, m.frame, m.offset, m.data, m.api_key,
-            m.api_version, m.correlation_id, m.client_id, m.pair, m.status, m.how, m.size,
-            m.pieces, m.holes)
+        return (
+            None
+            if m is None
+            else (
+                m.index,
+                m.stream,
+                m.direction,
+                m.ts,
+                m.frame,
+                m.offset,
+                m.data,
+                m.api_key,
+                m.api_version,
+                m.correlation_id,
+                m.client_id,
+                m.pair,
+                m.status,
+                m.how,
+                m.size,
+                m.pieces,
+                m.holes,
+            )
+        )
+
     before, block_before = os.environ.get(PURE_ENV), pcapfile._BLOCK
     os.environ[PURE_ENV] = "1" if pure else "0"
     pcapfile._BLOCK = block or block_before
@@ -116,17 +142,32 @@ def _engine_view(path: str, pure: bool, budget: int | None, block: int | None = 
         if spent is not None:
             spent.append(used.given_up)
     finally:
-        gc.unfreeze()        # read_captures freezes what exists: a fuzzer calls it often
+        gc.unfreeze()  # read_captures freezes what exists: a fuzzer calls it often
         pcapfile._BLOCK = block_before
         if before is None:
             del os.environ[PURE_ENV]
         else:
             os.environ[PURE_ENV] = before
-    view: list = [(msg(x.request), msg(x.response), x.client, x.broker, x.stream, x.seq,
-                   x.expected, [(f.code, f.detail) for f in x.findings], x.opened)
-                  for x in sink.exchanges]
-    return view + [(g.stream, g.direction, g.offset, g.length, g.frame, g.ts)
-                   for g in sink.gaps] + sink.notes + [f.to_json() for f in sink.tls_facts]
+    view: list = [
+        (
+            msg(x.request),
+            msg(x.response),
+            x.client,
+            x.broker,
+            x.stream,
+            x.seq,
+            x.expected,
+            [(f.code, f.detail) for f in x.findings],
+            x.opened,
+        )
+        for x in sink.exchanges
+    ]
+    return (
+        view
+        + [(g.stream, g.direction, g.offset, g.length, g.frame, g.ts) for g in sink.gaps]
+        + sink.notes
+        + [f.to_json() for f in sink.tls_facts]
+    )
 
 
 def engine_divergence(path: str, budget: int | None = None, block: int = 2048) -> str | None:
@@ -146,15 +187,15 @@ def engine_divergences(path: str, budgets: list[int | None], block: int = 2048) 
     byte, the run under any larger budget (the 200,000-connection file: 18 CPU-s a run).
     The compiled path, whose hand-over depends on the room left, runs under each."""
     from kdissect.stream.budget import DEFAULT
+
     order = sorted(budgets, key=lambda b: DEFAULT if b is None else b)
-    py: list | None = None          # the pure view, while it holds for larger budgets
+    py: list | None = None  # the pure view, while it holds for larger budgets
     for budget in order:
         if py is None:
             spent: list[int] = []
             view = _engine_view(path, True, budget, spent=spent)
             py = view if spent == [0] else None
-        differs = _compare(py if py is not None else view,
-                           _engine_view(path, False, budget, block))
+        differs = _compare(py if py is not None else view, _engine_view(path, False, budget, block))
         if differs:
             return f"budget {budget}: {differs}"
     return None
@@ -169,8 +210,9 @@ def _compare(py: list, rs: list) -> str | None:
     return None
 
 
-def to_pcapng(pcap: bytes, secrets: bytes = b"", big_endian: bool = False,
-              tsresol: int | None = None) -> bytes:
+def to_pcapng(
+    pcap: bytes, secrets: bytes = b"", big_endian: bool = False, tsresol: int | None = None
+) -> bytes:
     """A classic pcap file rewritten as pcapng (one interface; a Decryption Secrets
     Block first when ``secrets``): the pcapng reader's inputs for the fuzzer."""
     e = ">" if big_endian else "<"
@@ -192,9 +234,14 @@ def to_pcapng(pcap: bytes, secrets: bytes = b"", big_endian: bool = False,
     pos = 24
     while pos + 16 <= len(pcap):
         sec, frac, incl, orig = struct.unpack_from(endian + "IIII", pcap, pos)
-        data = pcap[pos + 16:pos + 16 + incl]
+        data = pcap[pos + 16 : pos + 16 + incl]
         ticks = sec * 1_000_000 + frac
-        out.append(block(6, struct.pack(e + "IIIII", 0, ticks >> 32, ticks & 0xFFFFFFFF,
-                                        len(data), orig) + data))
+        out.append(
+            block(
+                6,
+                struct.pack(e + "IIIII", 0, ticks >> 32, ticks & 0xFFFFFFFF, len(data), orig)
+                + data,
+            )
+        )
         pos += 16 + incl
     return b"".join(out)

@@ -24,11 +24,11 @@ from tests.support.oracle_clients import History
 __all__ = ["CLIENT_RULES", "RULES", "check", "judge", "kafka_decoded", "unchecked"]
 
 SLOW_S = 0.5
-METADATA_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAQ"        # Kafka's JSON of Uuid.METADATA_TOPIC_ID
+METADATA_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAQ"  # Kafka's JSON of Uuid.METADATA_TOPIC_ID
 # error codes (Kafka's Errors): NOT_LEADER_OR_FOLLOWER, NOT_COORDINATOR, FENCED_LEADER_EPOCH
 LEADERSHIP = {6, 16, 74}
-ERRORS: dict[int, str] = {}     # Kafka's Errors: code -> name (read by kafka_decoded)
-QUORUM = {52, 53, 54, 59}       # Vote, Begin/EndQuorumEpoch, FetchSnapshot
+ERRORS: dict[int, str] = {}  # Kafka's Errors: code -> name (read by kafka_decoded)
+QUORUM = {52, 53, 54, 59}  # Vote, Begin/EndQuorumEpoch, FetchSnapshot
 
 
 def kafka_decoded(exchanges: list[Exchange]) -> dict[int, dict]:
@@ -38,33 +38,44 @@ def kafka_decoded(exchanges: list[Exchange]) -> dict[int, dict]:
     of a version Kafka 4 removed: only that, and ``"_unread"``, why Kafka did not)."""
     from tests.support.apache_kafka import classpath
     from tests.support.javac import java_command
+
     lines = []
     for e in exchanges:
         req, resp = e.request, e.response
-        if req is not None and req.direction == "request" and req.status == "ok" \
-                and not req.holes:
+        if req is not None and req.direction == "request" and req.status == "ok" and not req.holes:
             lines.append(f"{req.index} req {req.data.hex()}")
-        if resp is not None and resp.direction == "response" and resp.status == "ok" and \
-                resp.api_key is not None and resp.api_version is not None and not resp.holes:
-            lines.append(f"{resp.index} resp {resp.api_key} {resp.api_version} "
-                         f"{resp.data.hex()}")
+        if (
+            resp is not None
+            and resp.direction == "response"
+            and resp.status == "ok"
+            and resp.api_key is not None
+            and resp.api_version is not None
+            and not resp.holes
+        ):
+            lines.append(f"{resp.index} resp {resp.api_key} {resp.api_version} {resp.data.hex()}")
     source = Path(__file__).parent / "java" / "KafkaDecode.java"
-    out = subprocess.run(java_command(source, classpath(), "-Xmx512m", "-XX:+UseSerialGC",
-                                      "-XX:TieredStopAtLevel=1"),
-                         input="\n".join(lines), capture_output=True, text=True, timeout=600)
+    out = subprocess.run(
+        java_command(
+            source, classpath(), "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"
+        ),
+        input="\n".join(lines),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if out.returncode:
         raise RuntimeError(f"KafkaDecode failed:\n{out.stderr[-3000:]}")
     truth = {}
     for line in out.stdout.splitlines():
         row = json.loads(line)
-        if "errors" in row:             # Kafka's error table: code -> name
+        if "errors" in row:  # Kafka's error table: code -> name
             ERRORS.update((int(k), v) for k, v in row["errors"].items())
             continue
         if "body" in row:
             truth[row["i"]] = row["body"]
-            if row.get("unread"):           # bytes Kafka's classes left after the body
+            if row.get("unread"):  # bytes Kafka's classes left after the body
                 row["body"]["_trailing"] = row["unread"]
-        elif "api_key" in row:          # a version Kafka 4 removed: its header only
+        elif "api_key" in row:  # a version Kafka 4 removed: its header only
             truth[row["i"]] = {"_unread": row["error"]}
         if "api_key" in row:
             truth[row["i"]]["_api"] = (row["api_key"], row["api_version"], row["supported"])
@@ -76,7 +87,7 @@ def _waits(api: int | None, body: dict) -> list[tuple[str, int]]:
     """Every wait a request names (Kafka's field names), as Kafka read it."""
     names = {1: ("maxWaitMs",), 78: ("maxWaitMs",), 11: ("rebalanceTimeoutMs",)}.get(api, ())
     if api == 11 and "rebalanceTimeoutMs" not in body:
-        names = ("sessionTimeoutMs",)                       # JoinGroup v0
+        names = ("sessionTimeoutMs",)  # JoinGroup v0
     return [(n, body[n]) for n in names if isinstance(body.get(n), int) and body[n] > 0]
 
 
@@ -85,14 +96,18 @@ def _slow(ex: Exchange, detail: str, truth: dict[int, dict], _state) -> str | No
     request named; and the text says nothing asked it to hold only when nothing did."""
     assert ex.request is not None
     body = truth.get(ex.request.index)
-    if body is None or "_unread" in body or ex.response is None or \
-            truth.get(ex.response.index) is None:
+    if (
+        body is None
+        or "_unread" in body
+        or ex.response is None
+        or truth.get(ex.response.index) is None
+    ):
         return "a message Kafka's classes do not read"
     if ex.first.api_key == 14:
         return "a SyncGroup is held until the group's leader sends the assignments"
     waits = _waits(ex.first.api_key, body)
     if ex.first.api_key == 11 and truth[ex.response.index].get("errorCode") == 79:
-        waits = []          # MEMBER_ID_REQUIRED: a first JoinGroup is answered at once
+        waits = []  # MEMBER_ID_REQUIRED: a first JoinGroup is answered at once
     latency = ex.response.ts - ex.request.ts
     beyond = latency - sum(v for _, v in waits) / 1000
     if beyond <= SLOW_S:
@@ -106,16 +121,22 @@ def _storm(ex: Exchange, detail: str, truth: dict[int, dict], state) -> str | No
     """leadership_storm: 10 or more leadership errors answered on the connection within
     5 s (Kafka's reading of the answers), none of them KRaft's own Fetch."""
     times: deque = state.setdefault(("storm", ex.stream), deque())
-    if ex.first.api_key in QUORUM or (ex.first.api_key == 1 and
-                                      _is_kraft_fetch(truth.get(ex.request.index) or {})):
+    if ex.first.api_key in QUORUM or (
+        ex.first.api_key == 1 and _is_kraft_fetch(truth.get(ex.request.index) or {})
+    ):
         return "a KRaft quorum request: the quorum electing its leader"
-    return None if len(times) >= 10 and times[-1] - times[0] <= 5.0 else \
-        f"{len(times)} leadership errors in the 5 s before it"
+    return (
+        None
+        if len(times) >= 10 and times[-1] - times[0] <= 5.0
+        else f"{len(times)} leadership errors in the 5 s before it"
+    )
 
 
 def _is_kraft_fetch(body: dict) -> bool:
-    return any(t.get("topicId") == METADATA_TOPIC_ID or t.get("topic") == "__cluster_metadata"
-               for t in body.get("topics") or ())
+    return any(
+        t.get("topicId") == METADATA_TOPIC_ID or t.get("topic") == "__cluster_metadata"
+        for t in body.get("topics") or ()
+    )
 
 
 def _shutdown(ex: Exchange, detail: str, truth: dict[int, dict], _state) -> str | None:
@@ -159,8 +180,11 @@ def _removed(ex: Exchange, detail: str, truth: dict[int, dict], _state) -> str |
 
 RULES: dict[str, Callable[..., str | None]] = {
     "removed_version": _removed,
-    "slow_response": _slow, "leadership_storm": _storm, "controlled_shutdown": _shutdown,
-    "no_api_versions": _no_api_versions}
+    "slow_response": _slow,
+    "leadership_storm": _storm,
+    "controlled_shutdown": _shutdown,
+    "no_api_versions": _no_api_versions,
+}
 
 
 def _errors(body) -> list[int]:
@@ -179,17 +203,23 @@ def _errors(body) -> list[int]:
     return out
 
 
-def check(exchanges: list[Exchange], truth: dict[int, dict]
-          ) -> tuple[Counter, list[tuple[str, str, str]]]:
+def check(
+    exchanges: list[Exchange], truth: dict[int, dict]
+) -> tuple[Counter, list[tuple[str, str, str]]]:
     """(findings checked per code, the false ones as (code, why, the finding's text))."""
     checked: Counter = Counter()
     false = []
     state: dict = {}
     for ex in sorted(exchanges, key=lambda e: e.response.ts if e.response else e.first.ts):
-        if ex.response is not None and ex.response.index in truth and \
-                ex.first.api_key not in QUORUM and not (
-                    ex.first.api_key == 1 and
-                    _is_kraft_fetch(truth.get(ex.request.index) or {} if ex.request else {})):
+        if (
+            ex.response is not None
+            and ex.response.index in truth
+            and ex.first.api_key not in QUORUM
+            and not (
+                ex.first.api_key == 1
+                and _is_kraft_fetch(truth.get(ex.request.index) or {} if ex.request else {})
+            )
+        ):
             hits = [c for c in _errors(truth[ex.response.index]) if c in LEADERSHIP]
             times: deque = state.setdefault(("storm", ex.stream), deque())
             times.extend([ex.response.ts] * len(hits))
@@ -205,8 +235,14 @@ def check(exchanges: list[Exchange], truth: dict[int, dict]
     return checked, false
 
 
-def judge(ex: Exchange, code: str, detail: str, exchanges: list[Exchange],
-          truth: dict[int, dict], state: dict) -> str | None:
+def judge(
+    ex: Exchange,
+    code: str,
+    detail: str,
+    exchanges: list[Exchange],
+    truth: dict[int, dict],
+    state: dict,
+) -> str | None:
     """Why a finding (its code and text, raised on ``ex``) is false; None: it is true.
     (``state``: kept between the calls of one capture.)"""
     if code in CLIENT_RULES:
@@ -219,5 +255,10 @@ def judge(ex: Exchange, code: str, detail: str, exchanges: list[Exchange],
 def unchecked(exchanges: list[Exchange]) -> set[str]:
     """The diagnoses raised that no rule checks."""
     from kdissect.stream.diagnoses import CODES
-    return {f.code for e in exchanges for f in e.findings
-            if f.code in CODES and f.code not in RULES and f.code not in CLIENT_RULES}
+
+    return {
+        f.code
+        for e in exchanges
+        for f in e.findings
+        if f.code in CODES and f.code not in RULES and f.code not in CLIENT_RULES
+    }

@@ -18,9 +18,9 @@ from kdissect.stream.model import Exchange
 
 PRODUCE, FETCH, OFFSET_COMMIT, JOIN_GROUP, LEAVE_GROUP, CGHB = 0, 1, 8, 11, 13, 68
 INIT_PRODUCER_ID, END_TXN = 22, 26
-SKEW_S = 300.0              # kdissect's threshold for clock skew
-EMPTY_S = 10.0              # ... and for a run of empty fetches
-OUT_OF_ORDER = 45           # Kafka's Errors.OUT_OF_ORDER_SEQUENCE_NUMBER
+SKEW_S = 300.0  # kdissect's threshold for clock skew
+EMPTY_S = 10.0  # ... and for a run of empty fetches
+OUT_OF_ORDER = 45  # Kafka's Errors.OUT_OF_ORDER_SEQUENCE_NUMBER
 
 
 def _uuid(kafka_id: str) -> str:
@@ -31,6 +31,7 @@ def _uuid(kafka_id: str) -> str:
 @dataclass
 class Send:
     """One idempotent batch of a Produce, as Kafka read the request and its answer."""
+
     ex: Exchange
     client: tuple
     pid: int
@@ -39,7 +40,7 @@ class Send:
     part: int
     first: int
     last: int
-    error: int | None           # the partition's answer (None: no answer read)
+    error: int | None  # the partition's answer (None: no answer read)
 
     @property
     def sent(self) -> float:
@@ -52,16 +53,16 @@ class History:
 
     def __init__(self, exchanges: list[Exchange], truth: dict[int, dict]):
         self.truth = truth
-        self.names: dict[str, str] = {}         # topic id (kdissect's text) -> name
+        self.names: dict[str, str] = {}  # topic id (kdissect's text) -> name
         for e in exchanges:
             body = self.answer(e)
-            for t in (body or {}).get("topics") or ():       # Metadata, CreateTopics
+            for t in (body or {}).get("topics") or ():  # Metadata, CreateTopics
                 if isinstance(t, dict) and t.get("topicId") and t.get("name"):
                     self.names[_uuid(t["topicId"])] = t["name"]
-        self.sends: dict[tuple, list[Send]] = defaultdict(list)     # (pid, topic, part)
+        self.sends: dict[tuple, list[Send]] = defaultdict(list)  # (pid, topic, part)
         self.fetches: dict[int, list[Exchange]] = defaultdict(list)  # stream -> Fetches
         self.groups: dict[tuple, list[Exchange]] = defaultdict(list)  # (broker, group)
-        self.starts: list[Exchange] = []        # InitProducerId, EndTxn
+        self.starts: list[Exchange] = []  # InitProducerId, EndTxn
         for e in sorted(exchanges, key=lambda e: (e.stream, e.seq)):
             key, req = e.first.api_key, self.request(e)
             if req is None:
@@ -80,8 +81,11 @@ class History:
         return body if body is not None and "_unread" not in body else None
 
     def answer(self, e: Exchange) -> dict | None:
-        return self.truth.get(e.response.index) if e.response is not None and \
-            e.response.direction == "response" else None
+        return (
+            self.truth.get(e.response.index)
+            if e.response is not None and e.response.direction == "response"
+            else None
+        )
 
     def topic(self, element: dict) -> str:
         name = element.get("name") or element.get("topic")
@@ -102,11 +106,17 @@ class History:
         """Whether an InitProducerId or EndTxn answer (Kafka's reading) gave this client
         (host and client id) the producer id and epoch before ``ex`` was sent."""
         assert ex.request is not None
-        return any(e.first.api_key in (INIT_PRODUCER_ID, END_TXN) and
-                   h.get("errorCode") == 0 and h.get("producerId") == pid and
-                   h.get("producerEpoch") == epoch and self.client(e) == self.client(ex) and
-                   e.response is not None and e.response.ts <= ex.request.ts
-                   for e in self.starts if (h := self.answer(e) or {}) is not None)
+        return any(
+            e.first.api_key in (INIT_PRODUCER_ID, END_TXN)
+            and h.get("errorCode") == 0
+            and h.get("producerId") == pid
+            and h.get("producerEpoch") == epoch
+            and self.client(e) == self.client(ex)
+            and e.response is not None
+            and e.response.ts <= ex.request.ts
+            for e in self.starts
+            if (h := self.answer(e) or {}) is not None
+        )
 
     def _produce(self, e: Exchange, req: dict) -> None:
         answer = self.answer(e)
@@ -119,9 +129,17 @@ class History:
                 for b in p.get("_batches") or ():
                     if b["magic"] == 2 and b["producerId"] >= 0 and b["baseSequence"] >= 0:
                         topic = self.topic(t)
-                        s = Send(e, self.client(e), b["producerId"], b["producerEpoch"], topic,
-                                 p["index"], b["baseSequence"], b["lastSequence"],
-                                 errors.get((topic, p["index"])) if answer else None)
+                        s = Send(
+                            e,
+                            self.client(e),
+                            b["producerId"],
+                            b["producerEpoch"],
+                            topic,
+                            p["index"],
+                            b["baseSequence"],
+                            b["lastSequence"],
+                            errors.get((topic, p["index"])) if answer else None,
+                        )
                         self.sends[s.pid, topic, s.part].append(s)
 
     def batches(self, e: Exchange, which: str) -> dict[tuple[str, int], list[dict]]:
@@ -145,10 +163,17 @@ def _answer_text(error: int | None, errors: dict[int, str]) -> str:
     return "was answered ok" if error == 0 else f"was answered {errors.get(error, error)}"
 
 
-def _this_send(h: History, ex: Exchange, pid: int, epoch: int, topic: str, part: int,
-               first: int, last: int) -> Send | None:
-    return next((s for s in h.sends.get((pid, topic, part), ()) if s.ex is ex and
-                 s.epoch == epoch and s.first == first and s.last == last), None)
+def _this_send(
+    h: History, ex: Exchange, pid: int, epoch: int, topic: str, part: int, first: int, last: int
+) -> Send | None:
+    return next(
+        (
+            s
+            for s in h.sends.get((pid, topic, part), ())
+            if s.ex is ex and s.epoch == epoch and s.first == first and s.last == last
+        ),
+        None,
+    )
 
 
 _SEQ = r"producer (-?\d+) epoch (-?\d+), (.+)\[(\d+)\]: batch (\d+)-(\d+) "
@@ -167,13 +192,22 @@ def producer_retry(ex: Exchange, detail: str, h: History, errors: dict[int, str]
     this = _this_send(h, ex, pid, epoch, topic, part, first, last)
     if this is None:
         return "Kafka reads no such batch in this Produce"
-    others = [s for s in h.sends[pid, topic, part] if s.ex is not ex and s.epoch == epoch and
-              s.first <= last and first <= s.last]
+    others = [
+        s
+        for s in h.sends[pid, topic, part]
+        if s.ex is not ex and s.epoch == epoch and s.first <= last and first <= s.last
+    ]
     this_said = _answer_text(this.error, errors)
-    again = re.match(r"sent again \(a retry: the (send on connection \d+|send) (.*); this one "
-                     r"(.*?)(: written once)?\)$", rest)
-    later = re.match(r"(.*); sent again later \(a retry: the (send on connection \d+|send) "
-                     r"(.*)\)$", rest)
+    again = re.match(
+        r"sent again \(a retry: the (send on connection \d+|send) (.*); this one "
+        r"(.*?)(: written once)?\)$",
+        rest,
+    )
+    later = re.match(
+        r"(.*); sent again later \(a retry: the (send on connection \d+|send) "
+        r"(.*)\)$",
+        rest,
+    )
     if again is not None:
         how, other_said = again[1], again[2]
         if again[3] != this_said or bool(again[4]) != (this.error == 0):
@@ -186,11 +220,15 @@ def producer_retry(ex: Exchange, detail: str, h: History, errors: dict[int, str]
         candidates = [s for s in others if s.sent > this.sent and _over(this, s)]
     else:
         return "unparsed"
-    if not any(_answer_text(s.error, errors) == other_said and
-               how == ("send" if s.ex.stream == ex.stream else f"send on connection {s.ex.stream}")
-               for s in candidates):
-        return (f"Kafka reads no other send of these sequences that {how} {other_said}: "
-                f"{[(s.ex.stream, s.ex.seq, _answer_text(s.error, errors)) for s in others]}")
+    if not any(
+        _answer_text(s.error, errors) == other_said
+        and how == ("send" if s.ex.stream == ex.stream else f"send on connection {s.ex.stream}")
+        for s in candidates
+    ):
+        return (
+            f"Kafka reads no other send of these sequences that {how} {other_said}: "
+            f"{[(s.ex.stream, s.ex.seq, _answer_text(s.error, errors)) for s in others]}"
+        )
     return None
 
 
@@ -203,8 +241,9 @@ def _over(earlier: Send, later: Send) -> bool:
     return earlier.error is None or (e is not None and e.ts <= later.sent)
 
 
-def producer_sequence_gap(ex: Exchange, detail: str, h: History, errors: dict[int, str]
-                          ) -> str | None:
+def producer_sequence_gap(
+    ex: Exchange, detail: str, h: History, errors: dict[int, str]
+) -> str | None:
     """Kafka reads OUT_OF_ORDER_SEQUENCE_NUMBER answered to this batch; "the broker expected
     N": the last batch of that producer/epoch/partition accepted before ended at N - 1, and
     the capture holds the answer that gave the client that epoch (so every batch accepted
@@ -217,35 +256,49 @@ def producer_sequence_gap(ex: Exchange, detail: str, h: History, errors: dict[in
     this = _this_send(h, ex, pid, epoch, topic, part, first, last)
     if this is None or this.error != OUT_OF_ORDER:
         return "Kafka reads no such batch refused as out of order"
-    accepted = [s for s in h.sends[pid, topic, part] if s.epoch == epoch and s.error == 0
-                and s.sent < this.sent]
+    accepted = [
+        s
+        for s in h.sends[pid, topic, part]
+        if s.epoch == epoch and s.error == 0 and s.sent < this.sent
+    ]
     expected = max((s.last + 1 for s in accepted), default=None)
     exact = re.match(r"the broker expected (\d+)$", m[7])
-    floor = re.match(r"the broker expected at least (\d+) \(the start of this producer epoch "
-                     r"is not in the capture", m[7])
+    floor = re.match(
+        r"the broker expected at least (\d+) \(the start of this producer epoch "
+        r"is not in the capture",
+        m[7],
+    )
     if exact is not None or floor is not None:
         said = int((exact or floor)[1])
         if expected != said:
             return f"the accepted batches end at {expected}"
         if exact is not None and not h.epoch_started(ex, pid, epoch):
-            return (f"the capture holds no answer giving producer {pid} epoch {epoch}: what "
-                    "the broker expected is not known")
+            return (
+                f"the capture holds no answer giving producer {pid} epoch {epoch}: what "
+                "the broker expected is not known"
+            )
         return None
     if m[7] != "no earlier accepted batch of it in the capture":
         return "unparsed"
     return None if expected is None else f"Kafka reads accepted batches up to {expected - 1}"
 
 
-def producer_epoch_bump(ex: Exchange, detail: str, h: History, errors: dict[int, str]
-                        ) -> str | None:
+def producer_epoch_bump(
+    ex: Exchange, detail: str, h: History, errors: dict[int, str]
+) -> str | None:
     """This Produce holds a batch of the producer at the new epoch, starting its
     sequences at 0; the old epoch is the latest this client's earlier Produces used."""
     m = re.match(r"producer (\d+): epoch (-?\d+) -> (-?\d+) \(sequences start again\)", detail)
     if m is None:
         return "unparsed"
     pid, old, new = int(m[1]), int(m[2]), int(m[3])
-    mine = [s for (p, _, _), sends in h.sends.items() if p == pid for s in sends
-            if s.client == h.client(ex)]
+    mine = [
+        s
+        for (p, _, _), sends in h.sends.items()
+        if p == pid
+        for s in sends
+        if s.client == h.client(ex)
+    ]
     now = [s for s in mine if s.ex is ex and s.epoch == new]
     if not now:
         return f"Kafka reads no batch of producer {pid} at epoch {new} here"
@@ -259,8 +312,11 @@ def producer_epoch_bump(ex: Exchange, detail: str, h: History, errors: dict[int,
 
 
 def _fetched_at(h: History, ex: Exchange) -> dict[tuple[str, int], int]:
-    return {(h.topic(t), p["partition"]): p["fetchOffset"]
-            for t in (h.request(ex) or {}).get("topics") or () for p in t.get("partitions") or ()}
+    return {
+        (h.topic(t), p["partition"]): p["fetchOffset"]
+        for t in (h.request(ex) or {}).get("topics") or ()
+        for p in t.get("partitions") or ()
+    }
 
 
 def _consumer(h: History, ex: Exchange) -> bool:
@@ -276,19 +332,27 @@ def consumer_lag(ex: Exchange, detail: str, h: History, errors: dict[int, str]) 
     answer = h.answer(ex)
     if answer is None or not _consumer(h, ex):
         return "not a consumer's Fetch Kafka read whole"
-    items = re.findall(r"(\S+)\[(\d+)\] (\d+) behind \(fetched at (\d+), high watermark (\d+)\)",
-                       detail)
+    items = re.findall(
+        r"(\S+)\[(\d+)\] (\d+) behind \(fetched at (\d+), high watermark (\d+)\)", detail
+    )
     if not items:
         return "unparsed"
     asked = _fetched_at(h, ex)
-    high = {(h.topic(t), p["partitionIndex"]): p for t in answer.get("responses") or ()
-            for p in t.get("partitions") or ()}
+    high = {
+        (h.topic(t), p["partitionIndex"]): p
+        for t in answer.get("responses") or ()
+        for p in t.get("partitions") or ()
+    }
     returned = h.batches(ex, "answer")
     for topic, part, behind, start, hw in items:
         key = (h.said(topic), int(part))
         p = high.get(key)
-        if asked.get(key) != int(start) or p is None or p["errorCode"] or \
-                p["highWatermark"] != int(hw):
+        if (
+            asked.get(key) != int(start)
+            or p is None
+            or p["errorCode"]
+            or p["highWatermark"] != int(hw)
+        ):
             return f"{topic}[{part}]: Kafka reads offset {asked.get(key)}, answer {_brief(p)}"
         batches = returned.get(key) or []
         end = max(int(start), batches[-1]["lastOffset"] + 1) if batches else int(start)
@@ -313,7 +377,7 @@ def empty_fetches(ex: Exchange, detail: str, h: History, errors: dict[int, str])
     at = next((i for i, e in enumerate(run) if e is ex), None)
     if at is None or at + 1 < count:
         return "fewer fetches on the connection"
-    run = run[at + 1 - count:at + 1]
+    run = run[at + 1 - count : at + 1]
     for e in run:
         if h.answer(e) is None or not _consumer(h, e):
             return f"fetch {e.seq}: not a consumer's Fetch Kafka read whole"
@@ -321,15 +385,18 @@ def empty_fetches(ex: Exchange, detail: str, h: History, errors: dict[int, str])
             return f"fetch {e.seq} returned record batches"
     assert run[0].request is not None and ex.response is not None
     took = ex.response.ts - run[0].request.ts
-    if took < EMPTY_S or abs(took - span) > 0.051:          # (said to 0.1 s)
+    if took < EMPTY_S or abs(took - span) > 0.051:  # (said to 0.1 s)
         return f"the fetches took {took:.1f} s"
     return _why_empty(ex, m[3], h, errors)
 
 
 def _why_empty(ex: Exchange, why: str, h: History, errors: dict[int, str]) -> str | None:
     answer = h.answer(ex) or {}
-    parts = {(h.topic(t), p["partitionIndex"]): p for t in answer.get("responses") or ()
-             for p in t.get("partitions") or ()}
+    parts = {
+        (h.topic(t), p["partitionIndex"]): p
+        for t in answer.get("responses") or ()
+        for p in t.get("partitions") or ()
+    }
     if why.startswith("no partition in the answers"):
         return None if not parts and answer.get("sessionId") else f"Kafka reads {parts}"
     asked = _fetched_at(h, ex)
@@ -345,8 +412,9 @@ def _why_empty(ex: Exchange, why: str, h: History, errors: dict[int, str]) -> st
     return None
 
 
-def commit_behind_fetch(ex: Exchange, detail: str, h: History, errors: dict[int, str]
-                        ) -> str | None:
+def commit_behind_fetch(
+    ex: Exchange, detail: str, h: History, errors: dict[int, str]
+) -> str | None:
     """Kafka reads the commit (group, partition, offset) answered without error, and a
     Fetch by the same client (its host and client id) answered before the commit was sent
     returned batches up to the offset said, past the one committed."""
@@ -354,12 +422,22 @@ def commit_behind_fetch(ex: Exchange, detail: str, h: History, errors: dict[int,
     m = re.match(r"group (.*?): ", detail)
     if req is None or answer is None or m is None or req.get("groupId") != m[1]:
         return "Kafka reads no such group's commit"
-    committed = {(h.topic(t), p["partitionIndex"]): p["committedOffset"]
-                 for t in req.get("topics") or () for p in t.get("partitions") or ()}
-    ok = {(h.topic(t), p["partitionIndex"]) for t in answer.get("topics") or ()
-          for p in t.get("partitions") or () if p["errorCode"] == 0}
-    items = re.findall(r"(\S+)\[(\d+)\] committed (\d+) after this client was given records "
-                       r"up to (\d+) \((\d+) would", detail)
+    committed = {
+        (h.topic(t), p["partitionIndex"]): p["committedOffset"]
+        for t in req.get("topics") or ()
+        for p in t.get("partitions") or ()
+    }
+    ok = {
+        (h.topic(t), p["partitionIndex"])
+        for t in answer.get("topics") or ()
+        for p in t.get("partitions") or ()
+        if p["errorCode"] == 0
+    }
+    items = re.findall(
+        r"(\S+)\[(\d+)\] committed (\d+) after this client was given records "
+        r"up to (\d+) \((\d+) would",
+        detail,
+    )
     if not items:
         return "unparsed"
     assert ex.request is not None
@@ -370,9 +448,15 @@ def commit_behind_fetch(ex: Exchange, detail: str, h: History, errors: dict[int,
             return f"{topic}[{part}]: Kafka reads {committed.get(key)} committed"
         if int(upto) + 1 - int(offset) != int(again) or int(upto) < int(offset):
             return f"{topic}[{part}]: arithmetic"
-        given = [b[-1]["lastOffset"] for run in h.fetches.values() for e in run
-                 if h.client(e) == client and e.response is not None and
-                 e.response.ts <= ex.request.ts and (b := h.batches(e, "answer").get(key))]
+        given = [
+            b[-1]["lastOffset"]
+            for run in h.fetches.values()
+            for e in run
+            if h.client(e) == client
+            and e.response is not None
+            and e.response.ts <= ex.request.ts
+            and (b := h.batches(e, "answer").get(key))
+        ]
         if int(upto) not in given:
             return f"{topic}[{part}]: the client's fetches ended at {sorted(set(given))[-5:]}"
     return None
@@ -388,8 +472,7 @@ def _number(h: History, e: Exchange) -> int | None:
     return n if isinstance(n, int) and n > 0 else None
 
 
-def consumer_rebalance(ex: Exchange, detail: str, h: History, errors: dict[int, str]
-                       ) -> str | None:
+def consumer_rebalance(ex: Exchange, detail: str, h: History, errors: dict[int, str]) -> str | None:
     """This answer gives the group the new generation (or member epoch), the highest one
     the coordinator gave the group before was the old one; each cause said is in Kafka's
     reading of the group's requests before it (a LeaveGroup naming the member, a member
@@ -413,41 +496,67 @@ def consumer_rebalance(ex: Exchange, detail: str, h: History, errors: dict[int, 
     return None
 
 
-def _cause(cause: str, before: list[Exchange], h: History, errors: dict[int, str]
-           ) -> str | None:
+def _cause(cause: str, before: list[Exchange], h: History, errors: dict[int, str]) -> str | None:
     if cause == "its cause is not in the capture":
         return None
     m = re.match(r"member (\S+) left \(LeaveGroup\)$", cause)
     if m:
-        return None if any(
-            e.first.api_key == LEAVE_GROUP and (h.answer(e) or {}).get("errorCode") == 0 and
-            m[1] in [(h.request(e) or {}).get("memberId")] +
-            [x.get("memberId") for x in (h.request(e) or {}).get("members") or ()]
-            for e in before) else "no LeaveGroup of it answered"
+        return (
+            None
+            if any(
+                e.first.api_key == LEAVE_GROUP
+                and (h.answer(e) or {}).get("errorCode") == 0
+                and m[1]
+                in [(h.request(e) or {}).get("memberId")]
+                + [x.get("memberId") for x in (h.request(e) or {}).get("members") or ()]
+                for e in before
+            )
+            else "no LeaveGroup of it answered"
+        )
     m = re.match(r"member (\S+) left \(member_epoch (-[12])\)$", cause)
     if m:
-        return None if any(
-            e.first.api_key == CGHB and (h.request(e) or {}).get("memberEpoch") == int(m[2])
-            and (h.answer(e) or {}).get("memberId") == m[1] for e in before) \
+        return (
+            None
+            if any(
+                e.first.api_key == CGHB
+                and (h.request(e) or {}).get("memberEpoch") == int(m[2])
+                and (h.answer(e) or {}).get("memberId") == m[1]
+                for e in before
+            )
             else "no heartbeat of it leaving"
+        )
     m = re.match(r"new member (\S+) joined$", cause)
     if m:
-        return None if any((h.answer(e) or {}).get("memberId") == m[1] and
-                           (h.request(e) or {}).get("memberId") in ("", None) or
-                           e.first.api_key == CGHB and
-                           (h.request(e) or {}).get("memberEpoch") == 0 and
-                           (h.answer(e) or {}).get("memberId") == m[1] for e in before) \
+        return (
+            None
+            if any(
+                (h.answer(e) or {}).get("memberId") == m[1]
+                and (h.request(e) or {}).get("memberId") in ("", None)
+                or e.first.api_key == CGHB
+                and (h.request(e) or {}).get("memberEpoch") == 0
+                and (h.answer(e) or {}).get("memberId") == m[1]
+                for e in before
+            )
             else "no answer gave it that id"
+        )
     m = re.match(r"member (\S+) is gone without a LeaveGroup in the capture$", cause)
     if m:
-        return "a LeaveGroup of it is in the capture" if any(
-            e.first.api_key == LEAVE_GROUP and m[1] in str(h.request(e)) for e in before) \
+        return (
+            "a LeaveGroup of it is in the capture"
+            if any(e.first.api_key == LEAVE_GROUP and m[1] in str(h.request(e)) for e in before)
             else None
+        )
     m = re.match(r"member (\S+), told (\S+) on its", cause)
     if m:
-        return None if any((h.request(e) or {}).get("memberId") == m[1] and
-                           errors.get((h.answer(e) or {}).get("errorCode", 0)) == m[2]
-                           for e in before) else f"Kafka reads no {m[2]} told it"
+        return (
+            None
+            if any(
+                (h.request(e) or {}).get("memberId") == m[1]
+                and errors.get((h.answer(e) or {}).get("errorCode", 0)) == m[2]
+                for e in before
+            )
+            else f"Kafka reads no {m[2]} told it"
+        )
     return "a cause the oracle does not know"
 
 
@@ -455,28 +564,42 @@ def clock_skew(ex: Exchange, detail: str, h: History, errors: dict[int, str]) ->
     """CreateTime: a batch of this Produce, as Kafka read it, stamped (its max timestamp)
     that far from the capture's clock when the request was sent; LogAppendTime: the
     answer's log_append_time that far from when it was captured."""
-    m = re.match(r"(?:records for|the broker stamped) (\S+)\[(\d+)\] (?:stamped )?(\d+) s "
-                 r"(ahead of|behind) the capture clock \((CreateTime|LogAppendTime)\)", detail)
+    m = re.match(
+        r"(?:records for|the broker stamped) (\S+)\[(\d+)\] (?:stamped )?(\d+) s "
+        r"(ahead of|behind) the capture clock \((CreateTime|LogAppendTime)\)",
+        detail,
+    )
     if m is None:
         return "unparsed"
     key, seconds = (h.said(m[1]), int(m[2])), int(m[3])
     sign = 1 if m[4] == "ahead of" else -1
     assert ex.request is not None
     if m[5] == "CreateTime":
-        stamps = [(b["maxTimestamp"] / 1000 - ex.request.ts) for b in
-                  h.batches(ex, "request").get(key, ()) if b["timestampType"] == "CreateTime"]
+        stamps = [
+            (b["maxTimestamp"] / 1000 - ex.request.ts)
+            for b in h.batches(ex, "request").get(key, ())
+            if b["timestampType"] == "CreateTime"
+        ]
     else:
         assert ex.response is not None
-        stamps = [p["logAppendTimeMs"] / 1000 - ex.response.ts
-                  for t in (h.answer(ex) or {}).get("responses") or ()
-                  for p in t.get("partitionResponses") or ()
-                  if (h.topic(t), p["index"]) == key and p["logAppendTimeMs"] >= 0]
+        stamps = [
+            p["logAppendTimeMs"] / 1000 - ex.response.ts
+            for t in (h.answer(ex) or {}).get("responses") or ()
+            for p in t.get("partitionResponses") or ()
+            if (h.topic(t), p["index"]) == key and p["logAppendTimeMs"] >= 0
+        ]
     if not any(abs(s) > SKEW_S and s * sign > 0 and abs(abs(s) - seconds) <= 0.51 for s in stamps):
         return f"Kafka reads stamps {[round(s) for s in stamps]} s from the capture clock"
     return None
 
 
-RULES = {"producer_retry": producer_retry, "producer_sequence_gap": producer_sequence_gap,
-         "producer_epoch_bump": producer_epoch_bump, "consumer_lag": consumer_lag,
-         "empty_fetches": empty_fetches, "commit_behind_fetch": commit_behind_fetch,
-         "consumer_rebalance": consumer_rebalance, "clock_skew": clock_skew}
+RULES = {
+    "producer_retry": producer_retry,
+    "producer_sequence_gap": producer_sequence_gap,
+    "producer_epoch_bump": producer_epoch_bump,
+    "consumer_lag": consumer_lag,
+    "empty_fetches": empty_fetches,
+    "commit_behind_fetch": commit_behind_fetch,
+    "consumer_rebalance": consumer_rebalance,
+    "clock_skew": clock_skew,
+}

@@ -13,8 +13,9 @@ def rewrite(src: Path, dst: Path, change: Callable[[list], Iterable]) -> Path:
     import scapy.layers.inet  # noqa: F401 - registers Ethernet/IP/TCP for the reader
     import scapy.layers.l2  # noqa: F401
     from scapy.utils import PcapReader, PcapWriter
+
     packets = list(PcapReader(str(src)))
-    with PcapWriter(str(dst), linktype=1, sync=True) as w:     # (the captures' Ethernet)
+    with PcapWriter(str(dst), linktype=1, sync=True) as w:  # (the captures' Ethernet)
         for p in change(packets):
             w.write(p)
     return dst
@@ -22,6 +23,7 @@ def rewrite(src: Path, dst: Path, change: Callable[[list], Iterable]) -> Path:
 
 def _tcp(p):
     from scapy.layers.inet import TCP
+
     return p[TCP] if TCP in p else None
 
 
@@ -45,12 +47,14 @@ def moved(packets: list, old: int, new: int) -> list:
     return packets
 
 
-def first_requests_as(packets: list, broker_port: int, version: int,
-                      api_key: int | None = None) -> tuple[list, int]:
+def first_requests_as(
+    packets: list, broker_port: int, version: int, api_key: int | None = None
+) -> tuple[list, int]:
     """Each connection's first request (to ``broker_port``) rewritten in place to
     ``version`` (of ``api_key`` requests only, if given): what a client newer than the
     tables sends. Returns the packets and how many requests were rewritten."""
     from scapy.packet import Raw
+
     seen: set[int] = set()
     changed = 0
     for p in packets:
@@ -59,8 +63,9 @@ def first_requests_as(packets: list, broker_port: int, version: int,
             continue
         seen.add(t.sport)
         data = bytes(p[Raw].load)
-        if len(data) < 8 or (api_key is not None and
-                             struct.unpack_from(">h", data, 4)[0] != api_key):
+        if len(data) < 8 or (
+            api_key is not None and struct.unpack_from(">h", data, 4)[0] != api_key
+        ):
             continue
         p[Raw].load = data[:6] + struct.pack(">h", version) + data[8:]
         del t.chksum
@@ -73,11 +78,12 @@ def begun_later(packets: list, skip: int, cut: int) -> list:
     bytes into the next packet of each direction (inside whatever it carries: a TLS
     record, a Kafka message)."""
     from scapy.packet import Raw
+
     out, data_seen, trimmed = [], {}, set()
     for p in without_handshakes(packets):
         t = _tcp(p)
         if t is None or Raw not in p:
-            if t is not None and t.flags & 0x05:        # FIN/RST: keep the ending
+            if t is not None and t.flags & 0x05:  # FIN/RST: keep the ending
                 out.append(p)
             continue
         conn = frozenset([(t.sport, t.dport)])
@@ -105,6 +111,7 @@ def reordered(packets: list, seed: int, share: float = 0.1) -> tuple[list, int]:
     or a merge give): about ``share`` of them each moved 1-4 places later, by a seeded
     draw. Returns the packets and how many moved."""
     import random
+
     rng, out, moved, i = random.Random(seed), list(packets), 0, 0
     while i < len(out) - 1:
         if rng.random() < share:

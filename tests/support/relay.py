@@ -37,8 +37,10 @@ class Relay:
 
     def snapshot(self) -> list[Connection]:
         with self._lock:
-            return [Connection(c.client, bytearray(c.to_broker), bytearray(c.to_client))
-                    for c in self.connections]
+            return [
+                Connection(c.client, bytearray(c.to_broker), bytearray(c.to_client))
+                for c in self.connections
+            ]
 
     def close(self) -> None:
         self._stop = True
@@ -59,14 +61,17 @@ class Relay:
             conn = Connection(addr)
             with self._lock:
                 self.connections.append(conn)
-            for side, (src, dst, sink) in enumerate(((client, upstream, conn.to_broker),
-                                                     (upstream, client, conn.to_client))):
-                threading.Thread(target=self._pump, args=(conn, side, src, dst, sink),
-                                 daemon=True).start()
+            for side, (src, dst, sink) in enumerate(
+                ((client, upstream, conn.to_broker), (upstream, client, conn.to_client))
+            ):
+                threading.Thread(
+                    target=self._pump, args=(conn, side, src, dst, sink), daemon=True
+                ).start()
 
-    def _pump(self, conn: Connection, side: int, src: socket.socket, dst: socket.socket,
-              sink: bytearray) -> None:
-        held = bytearray()           # a partial Kafka message, when tampering
+    def _pump(
+        self, conn: Connection, side: int, src: socket.socket, dst: socket.socket, sink: bytearray
+    ) -> None:
+        held = bytearray()  # a partial Kafka message, when tampering
         try:
             while True:
                 data = src.recv(65536)
@@ -84,7 +89,7 @@ class Relay:
                     message, held[:end] = bytes(held[:end]), b""
                     out = tamper(conn, side, message) if tamper is not None else message
                     if out is None:
-                        return                  # the finally drops the connection
+                        return  # the finally drops the connection
                     dst.sendall(out)
         except OSError:
             pass
@@ -104,11 +109,18 @@ def exchanges(conns: list[Connection]) -> list:
     from kdissect.stream.connection import KafkaConnection
     from kdissect.stream.enrich import Enricher
     from kdissect.stream.sink import Collect
+
     sink = Collect()
     enricher, counter = Enricher(sink, full=True), itertools.count()
     for i, conn in enumerate(conns):
-        k = KafkaConnection(i, ("client", i), ("broker", 9092), enricher.exchange,
-                            sink.gaps.append, lambda: next(counter))
+        k = KafkaConnection(
+            i,
+            ("client", i),
+            ("broker", 9092),
+            enricher.exchange,
+            sink.gaps.append,
+            lambda: next(counter),
+        )
         k.data(0, 0, bytes(conn.to_broker), 0.0, 1)
         k.data(1, 0, bytes(conn.to_client), 0.0, 2)
         k.close()

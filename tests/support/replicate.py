@@ -26,9 +26,9 @@ def replicate(data: bytes, copies: int, out) -> None:
         pos = 24
         while pos + 16 <= len(data):
             sec, frac, incl, orig = rec.unpack_from(data, pos)
-            frame = bytearray(data[pos + 16:pos + 16 + incl])
+            frame = bytearray(data[pos + 16 : pos + 16 + incl])
             if len(frame) >= 34 and frame[12:14] == b"\x08\x00":
-                for at in (27, 31):                         # source, destination
+                for at in (27, 31):  # source, destination
                     third = frame[at + 1] + k
                     frame[at + 1] = third & 0xFF
                     frame[at] = (frame[at] + (third >> 8)) & 0xFF

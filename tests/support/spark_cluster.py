@@ -20,7 +20,7 @@ class Cluster:
     url: str
     master: subprocess.Popen
     workers: list[subprocess.Popen] = field(default_factory=list)
-    env: dict = field(default_factory=dict)     # what kdissect spark should run with
+    env: dict = field(default_factory=dict)  # what kdissect spark should run with
 
 
 def _free_port() -> int:
@@ -30,38 +30,77 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def standalone(work: Path, workers: int = 2, cores: int = 1, memory: str = "1g",
-               pythonpath: str | None = None) -> Iterator[Cluster]:
+def standalone(
+    work: Path, workers: int = 2, cores: int = 1, memory: str = "1g", pythonpath: str | None = None
+) -> Iterator[Cluster]:
     port = _free_port()
     spark_class = os.path.join(os.path.dirname(sys.executable), "spark-class")
     import pyspark
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_NO_DAEMONIZE": "1",
-           "SPARK_LOG_DIR": str(work), "PYSPARK_PYTHON": sys.executable,
-           "SPARK_HOME": os.environ.get("SPARK_HOME") or os.path.dirname(pyspark.__file__)}
-    if pythonpath:                  # the executors' Python workers import kdissect from it
+
+    env = {
+        **os.environ,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "SPARK_NO_DAEMONIZE": "1",
+        "SPARK_LOG_DIR": str(work),
+        "PYSPARK_PYTHON": sys.executable,
+        "SPARK_HOME": os.environ.get("SPARK_HOME") or os.path.dirname(pyspark.__file__),
+    }
+    if pythonpath:  # the executors' Python workers import kdissect from it
         env["PYTHONPATH"] = pythonpath
     logs = [work / "master.log"] + [work / f"worker{n}.log" for n in range(workers)]
-    master = subprocess.Popen([spark_class, "org.apache.spark.deploy.master.Master",
-                               "--host", "127.0.0.1", "--port", str(port),
-                               "--webui-port", "0"],
-                              stdout=subprocess.DEVNULL, stderr=open(logs[0], "wb"), env=env)
+    master = subprocess.Popen(
+        [
+            spark_class,
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--webui-port",
+            "0",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=open(logs[0], "wb"),
+        env=env,
+    )
     cluster = Cluster(f"spark://127.0.0.1:{port}", master, env=env)
     try:
         for n in range(workers):
-            cluster.workers.append(subprocess.Popen(
-                [spark_class, "org.apache.spark.deploy.worker.Worker", cluster.url,
-                 "--host", "127.0.0.1", "--cores", str(cores), "--memory", memory,
-                 "--webui-port", "0", "--work-dir", str(work / f"worker{n}")],
-                stdout=subprocess.DEVNULL, stderr=open(logs[n + 1], "wb"), env=env))
+            cluster.workers.append(
+                subprocess.Popen(
+                    [
+                        spark_class,
+                        "org.apache.spark.deploy.worker.Worker",
+                        cluster.url,
+                        "--host",
+                        "127.0.0.1",
+                        "--cores",
+                        str(cores),
+                        "--memory",
+                        memory,
+                        "--webui-port",
+                        "0",
+                        "--work-dir",
+                        str(work / f"worker{n}"),
+                    ],
+                    stdout=subprocess.DEVNULL,
+                    stderr=open(logs[n + 1], "wb"),
+                    env=env,
+                )
+            )
         # ready when every worker has registered (the master is up by then)
         deadline = time.monotonic() + 300
-        while not all("Successfully registered with master" in log.read_text(errors="replace")
-                      for log in logs[1:]):
-            if time.monotonic() > deadline or any(p.poll() is not None
-                                                  for p in [master, *cluster.workers]):
-                raise RuntimeError("the Spark standalone cluster did not start: "
-                                   + " | ".join(log.read_text(errors="replace")[-400:]
-                                                for log in logs))
+        while not all(
+            "Successfully registered with master" in log.read_text(errors="replace")
+            for log in logs[1:]
+        ):
+            if time.monotonic() > deadline or any(
+                p.poll() is not None for p in [master, *cluster.workers]
+            ):
+                raise RuntimeError(
+                    "the Spark standalone cluster did not start: "
+                    + " | ".join(log.read_text(errors="replace")[-400:] for log in logs)
+                )
             time.sleep(0.5)
         yield cluster
     finally:
@@ -77,8 +116,7 @@ def standalone(work: Path, workers: int = 2, cores: int = 1, memory: str = "1g",
 
 def processes_under(pid: int) -> list[int]:
     """Every process under ``pid`` (children, theirs...)."""
-    out = subprocess.run(["ps", "-e", "-o", "pid=,ppid="], capture_output=True,
-                         text=True).stdout
+    out = subprocess.run(["ps", "-e", "-o", "pid=,ppid="], capture_output=True, text=True).stdout
     kids: dict[int, list[int]] = {}
     for line in out.splitlines():
         p, pp = map(int, line.split())

@@ -12,8 +12,12 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from kdissect.capture.tls.schedule import SUITES, next_secret, traffic_keys
 
 SUITE = SUITES[0x1301]
-LABELS = ("CLIENT_HANDSHAKE_TRAFFIC_SECRET", "SERVER_HANDSHAKE_TRAFFIC_SECRET",
-          "CLIENT_TRAFFIC_SECRET_0", "SERVER_TRAFFIC_SECRET_0")
+LABELS = (
+    "CLIENT_HANDSHAKE_TRAFFIC_SECRET",
+    "SERVER_HANDSHAKE_TRAFFIC_SECRET",
+    "CLIENT_TRAFFIC_SECRET_0",
+    "SERVER_TRAFFIC_SECRET_0",
+)
 
 
 def record(ctype: int, body: bytes, version: int = 0x0303) -> bytes:
@@ -28,14 +32,23 @@ def client_hello(random: bytes, server_name: str = "kafka.example") -> bytes:
     name = server_name.encode()
     sni = struct.pack(">HBH", len(name) + 3, 0, len(name)) + name
     exts = struct.pack(">HH", 0, len(sni)) + sni + struct.pack(">HHB", 43, 3, 2) + b"\x03\x04"
-    body = b"\x03\x03" + random + b"\x00" + b"\x00\x02\x13\x01" + b"\x01\x00" + \
-        struct.pack(">H", len(exts)) + exts
+    body = (
+        b"\x03\x03"
+        + random
+        + b"\x00"
+        + b"\x00\x02\x13\x01"
+        + b"\x01\x00"
+        + struct.pack(">H", len(exts))
+        + exts
+    )
     return handshake(1, body)
 
 
 def server_hello(random: bytes) -> bytes:
     exts = struct.pack(">HHH", 43, 2, 0x0304)
-    body = b"\x03\x03" + random + b"\x00" + b"\x13\x01" + b"\x00" + struct.pack(">H", len(exts)) + exts
+    body = (
+        b"\x03\x03" + random + b"\x00" + b"\x13\x01" + b"\x00" + struct.pack(">H", len(exts)) + exts
+    )
     return handshake(2, body)
 
 
@@ -72,10 +85,12 @@ class Conversation:
         self.server = bytearray(record(22, server_hello(os.urandom(32))))
         self.c_hs, self.s_hs = Sealer(self.secrets[0]), Sealer(self.secrets[1])
         self.server += self.s_hs.seal(22, handshake(8, b"\x00\x00") + handshake(20, os.urandom(32)))
-        self.client += record(20, b"\x01")           # the middlebox-compatibility CCS
+        self.client += record(20, b"\x01")  # the middlebox-compatibility CCS
         self.client += self.c_hs.seal(22, handshake(20, os.urandom(32)))
         self.c_app, self.s_app = Sealer(self.secrets[2]), Sealer(self.secrets[3])
 
     def key_log(self) -> str:
-        return "".join(f"{label} {self.client_random.hex()} {secret.hex()}\n"
-                       for label, secret in zip(LABELS, self.secrets))
+        return "".join(
+            f"{label} {self.client_random.hex()} {secret.hex()}\n"
+            for label, secret in zip(LABELS, self.secrets)
+        )

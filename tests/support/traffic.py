@@ -15,7 +15,7 @@ from kdissect.stream.sink import Collect
 class Exchange:
     request: Message
     response: Message | None
-    expected: bool = True          # False: the request asked for no response (acks=0)
+    expected: bool = True  # False: the request asked for no response (acks=0)
     findings: tuple = ()
 
 
@@ -23,8 +23,12 @@ def exchanges(conn, options: Options | None = None) -> tuple[list[Exchange], lis
     """All exchanges of one recorded connection (requests first: each direction's bytes
     are whole), and the engine's exchanges that have no request (orphans)."""
     sink = Collect()
-    Engine(RawStreams(bytes(conn.to_broker), bytes(conn.to_client), ("client", 1), ("broker", 2)),
-           sink, options, full=True).run()
+    Engine(
+        RawStreams(bytes(conn.to_broker), bytes(conn.to_client), ("client", 1), ("broker", 2)),
+        sink,
+        options,
+        full=True,
+    ).run()
     assert not sink.gaps, [g.describe() for g in sink.gaps]
     out, orphans = [], []
     for ex in sorted(sink.exchanges, key=lambda e: e.seq):
@@ -43,6 +47,7 @@ def all_exchanges(conns, options: Options | None = None) -> list[Exchange]:
         assert not orphans, (
             f"{len(orphans)} responses without a request: "
             f"{[(o.response.data[:4].hex(), o.response.how) for o in orphans]}; requests "
-            f"{[(e.request.title, e.request.correlation_id, e.response is not None) for e in ex]}")
+            f"{[(e.request.title, e.request.correlation_id, e.response is not None) for e in ex]}"
+        )
         result += ex
     return result

@@ -9,7 +9,7 @@ from typing import Any
 
 from textual.app import App
 
-Body = Callable[[Any, Any], Awaitable[None]]      # (app, pilot) -> the test's steps
+Body = Callable[[Any, Any], Awaitable[None]]  # (app, pilot) -> the test's steps
 
 
 async def loaded(app: Any, pilot: Any) -> None:
@@ -31,14 +31,17 @@ async def settle(app: Any, pilot: Any) -> None:
     await pilot.pause()
 
 
-def drive(app: App[Any], body: Body, size: tuple[int, int] = (120, 40),
-          settled: bool = False) -> None:
+def drive(
+    app: App[Any], body: Body, size: tuple[int, int] = (120, 40), settled: bool = False
+) -> None:
     """Run ``app`` at ``size``, wait until it has loaded (and with ``settled`` until its
     detail follows the cursor), then ``await body(app, pilot)``."""
+
     async def go() -> None:
         async with app.run_test(size=size) as pilot:
             await loaded(app, pilot)
             if settled:
                 await settle(app, pilot)
             await body(app, pilot)
+
     asyncio.run(go())

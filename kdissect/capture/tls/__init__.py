@@ -13,8 +13,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-_EXPORTS = {"KeyLog": "keylog", "KeyLogError": "keylog", "TlsLayer": "layer",
-            "TlsFacts": "session"}
+_EXPORTS = {"KeyLog": "keylog", "KeyLogError": "keylog", "TlsLayer": "layer", "TlsFacts": "session"}
 
 if TYPE_CHECKING:
     from .keylog import KeyLog, KeyLogError
@@ -29,5 +28,5 @@ def __getattr__(name: str) -> Any:
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value          # once: later lookups are plain attribute reads
+    globals()[name] = value  # once: later lookups are plain attribute reads
     return value

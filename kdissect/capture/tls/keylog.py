@@ -17,12 +17,20 @@ import re
 
 from ...protocol.plain import Compared
 
-LABELS = frozenset({
-    "CLIENT_RANDOM", "CLIENT_HANDSHAKE_TRAFFIC_SECRET", "SERVER_HANDSHAKE_TRAFFIC_SECRET",
-    "CLIENT_TRAFFIC_SECRET_0", "SERVER_TRAFFIC_SECRET_0", "EXPORTER_SECRET",
-    "CLIENT_EARLY_TRAFFIC_SECRET", "EARLY_EXPORTER_SECRET"})
-MAX_SECRET = 64            # bytes: the longest real secret is 48 (TLS 1.2) or 48 (SHA-384)
-MAX_LINE = 1024            # a longer line is not a key log line (read no further into it)
+LABELS = frozenset(
+    {
+        "CLIENT_RANDOM",
+        "CLIENT_HANDSHAKE_TRAFFIC_SECRET",
+        "SERVER_HANDSHAKE_TRAFFIC_SECRET",
+        "CLIENT_TRAFFIC_SECRET_0",
+        "SERVER_TRAFFIC_SECRET_0",
+        "EXPORTER_SECRET",
+        "CLIENT_EARLY_TRAFFIC_SECRET",
+        "EARLY_EXPORTER_SECRET",
+    }
+)
+MAX_SECRET = 64  # bytes: the longest real secret is 48 (TLS 1.2) or 48 (SHA-384)
+MAX_LINE = 1024  # a longer line is not a key log line (read no further into it)
 MAX_FILE = 256 * 1024 * 1024
 _LINE = re.compile(rb"[^\r\n]+")
 
@@ -37,10 +45,13 @@ class KeyLog(Compared):
 
     _fields = ("secrets", "skipped", "first_skipped", "files")
 
-    def __init__(self, secrets: dict[tuple[str, bytes], bytes] | None = None,
-                 skipped: int = 0,                   # lines that are not usable key log lines
-                 first_skipped: str | None = None,   # the first of them, for the user's eyes
-                 files: dict[str, int] | None = None):   # path -> bytes read so far
+    def __init__(
+        self,
+        secrets: dict[tuple[str, bytes], bytes] | None = None,
+        skipped: int = 0,  # lines that are not usable key log lines
+        first_skipped: str | None = None,  # the first of them, for the user's eyes
+        files: dict[str, int] | None = None,
+    ):  # path -> bytes read so far
         self.secrets = {} if secrets is None else secrets
         self.skipped, self.first_skipped = skipped, first_skipped
         self.files = {} if files is None else files
@@ -68,7 +79,7 @@ class KeyLog(Compared):
                     more = f.read(MAX_FILE)
             except OSError:
                 continue
-            cut = more.rfind(b"\n") + 1          # a line still being written waits
+            cut = more.rfind(b"\n") + 1  # a line still being written waits
             if cut:
                 self.files[path] = done + cut
                 self.add_text(more[:cut])
@@ -100,26 +111,33 @@ class KeyLog(Compared):
         if label not in LABELS or len(parts[1]) != 64 or not 2 <= len(parts[2]) <= 2 * MAX_SECRET:
             return False
         try:
-            client_random, secret = bytes.fromhex(parts[1].decode()), bytes.fromhex(parts[2].decode())
+            client_random, secret = (
+                bytes.fromhex(parts[1].decode()),
+                bytes.fromhex(parts[2].decode()),
+            )
         except ValueError:
             return False
         if label == "CLIENT_RANDOM" and len(secret) != 48:
-            return False                    # a master secret is always 48 bytes
+            return False  # a master secret is always 48 bytes
         self.secrets[(label, client_random)] = secret
         return True
 
     def add_file(self, path: str) -> int:
         try:
             if os.path.getsize(path) > MAX_FILE:
-                raise KeyLogError(f"{path}: {os.path.getsize(path)} bytes is too big for a "
-                                  f"key log (at most {MAX_FILE >> 20} MiB)")
+                raise KeyLogError(
+                    f"{path}: {os.path.getsize(path)} bytes is too big for a "
+                    f"key log (at most {MAX_FILE >> 20} MiB)"
+                )
             with open(path, "rb") as f:
                 data = f.read(MAX_FILE)
         except OSError as e:
             raise KeyLogError(f"{path}: cannot read the key log: {e.strerror or e}") from None
         if b"\0" in data[:4096]:
-            raise KeyLogError(f"{path}: not a key log (binary data); kdissect reads NSS "
-                              f"key log files: lines like 'CLIENT_RANDOM <hex> <hex>'")
+            raise KeyLogError(
+                f"{path}: not a key log (binary data); kdissect reads NSS "
+                f"key log files: lines like 'CLIENT_RANDOM <hex> <hex>'"
+            )
         self.files[path] = len(data)
         return self.add_text(data)
 
@@ -127,5 +145,7 @@ class KeyLog(Compared):
         """What the user should know about the lines that were skipped."""
         if not self.skipped:
             return None
-        return (f"{self.skipped} key log line{'s' if self.skipped != 1 else ''} skipped (not "
-                f"'LABEL <64 hex digits> <hex secret>'; the first: {self.first_skipped!r})")
+        return (
+            f"{self.skipped} key log line{'s' if self.skipped != 1 else ''} skipped (not "
+            f"'LABEL <64 hex digits> <hex secret>'; the first: {self.first_skipped!r})"
+        )

@@ -12,28 +12,38 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .handshake import (CHANGE_CIPHER_SPEC, HEARTBEAT, MAX_RECORD, record_chain,
-                        starts_client_hello, starts_record)
+from .handshake import (
+    CHANGE_CIPHER_SPEC,
+    HEARTBEAT,
+    MAX_RECORD,
+    record_chain,
+    starts_client_hello,
+    starts_record,
+)
 
 if TYPE_CHECKING:
     from .keylog import KeyLog
     from .session import TlsFacts, TlsSession
 
 _PASS, _TLS = 1, 2
-_TLS_FIRST = (CHANGE_CIPHER_SPEC, HEARTBEAT)      # what a TLS stream's first byte may be
-_INSIDE = 2 * (MAX_RECORD + 5)    # bytes of a side searched for records begun before it
+_TLS_FIRST = (CHANGE_CIPHER_SPEC, HEARTBEAT)  # what a TLS stream's first byte may be
+_INSIDE = 2 * (MAX_RECORD + 5)  # bytes of a side searched for records begun before it
 
 
 class TlsLayer:
-    def __init__(self, down, keys: KeyLog | None = None,
-                 report: Callable[[TlsFacts], None] = lambda facts: None):
+    def __init__(
+        self,
+        down,
+        keys: KeyLog | None = None,
+        report: Callable[[TlsFacts], None] = lambda facts: None,
+    ):
         """``report(facts)`` is called once per TLS connection, when it ends (after
         ``down.closed``)."""
         self.down, self.keys, self.report = down, keys, report
         self.kind: dict[int, int] = {}
-        self.sessions: dict[int, tuple[TlsSession, int]] = {}     # id(conn) -> (session, flip)
+        self.sessions: dict[int, tuple[TlsSession, int]] = {}  # id(conn) -> (session, flip)
         self.held: dict[int, list] = {}
-        self.resumable: dict[bytes, bytes] = {}                   # TLS 1.2 resumption, capture-wide
+        self.resumable: dict[bytes, bytes] = {}  # TLS 1.2 resumption, capture-wide
         # ready(conn, direction): a direction the compiled reassembler could now decrypt
         self.ready: Callable[[Any, int], None] | None = None
 
@@ -60,8 +70,12 @@ class TlsLayer:
         elif kind == _TLS:
             session, flip = self.sessions[id(conn)]
             session.data(direction ^ flip, payload, ts, frame)
-        elif payload and not _TLS_FIRST[0] <= payload[0] <= _TLS_FIRST[1] and \
-                id(conn) not in self.held and (conn.saw_syn or not payload[0]):
+        elif (
+            payload
+            and not _TLS_FIRST[0] <= payload[0] <= _TLS_FIRST[1]
+            and id(conn) not in self.held
+            and (conn.saw_syn or not payload[0])
+        ):
             # the first bytes seen start neither a ClientHello nor a record: what _sniff
             # decides, without holding them (a capture may hold 200,000 connections).
             # (Seen without its start, a connection may begin inside a record: unless
@@ -79,7 +93,7 @@ class TlsLayer:
             session, flip = self.sessions[id(conn)]
             session.gap(direction ^ flip, length, ts, frame)
             return
-        if kind is None:                 # lost bytes before the start told: not TLS's to say
+        if kind is None:  # lost bytes before the start told: not TLS's to say
             self._decide(conn, _PASS, 0)
         self.down.gap(conn, direction, offset, length, ts, frame)
 
@@ -106,15 +120,16 @@ class TlsLayer:
                 return
         records = [starts_record(s) for s in starts]
         if any(records) and not any(r is False for r in records):
-            self._decide(conn, _TLS, 0, mid=True)    # the reassembler's guess of the client
+            self._decide(conn, _TLS, 0, mid=True)  # the reassembler's guess of the client
             return
-        if all(h is False for h, s in zip(hello, starts) if s) and \
-                all(r is False for r, s in zip(records, starts) if s):
+        if all(h is False for h, s in zip(hello, starts) if s) and all(
+            r is False for r, s in zip(records, starts) if s
+        ):
             if conn.saw_syn:
                 self._decide(conn, _PASS, 0)
             else:
                 self._inside(conn, held)
-        elif sum(map(len, starts)) >= 64:    # undecided after this much: not TLS
+        elif sum(map(len, starts)) >= 64:  # undecided after this much: not TLS
             self._decide(conn, _PASS, 0)
 
     def _inside(self, conn, held: list, ending: bool = False) -> None:
@@ -128,15 +143,22 @@ class TlsLayer:
         elif ending or any(len(s) >= _INSIDE for s in sides):
             self._decide(conn, _PASS, 0)
 
-    def _decide(self, conn, kind: int, client: int, mid: bool = False,
-                inside: list[int | None] | None = None) -> None:
+    def _decide(
+        self,
+        conn,
+        kind: int,
+        client: int,
+        mid: bool = False,
+        inside: list[int | None] | None = None,
+    ) -> None:
         """``client``: the direction (of the TCP connection) the TLS client sends;
         ``inside``: the capture began inside a record: where each direction's first
         whole record starts (None: not found or no bytes)."""
         self.kind[id(conn)] = kind
         held = sorted(self.held.pop(id(conn), []), key=lambda c: c[0])
         if kind == _TLS:
-            from .session import TlsFacts, TlsSession    # only with TLS: not at start-up
+            from .session import TlsFacts, TlsSession  # only with TLS: not at start-up
+
             c, s = (conn.a, conn.b) if client == 0 else (conn.b, conn.a)
             first = held[0] if held else (0, 0, 0, b"", conn.first_ts)
             facts = TlsFacts(c, s, first[0], first[4])
@@ -146,9 +168,11 @@ class TlsLayer:
 
             def emit_gap(side, offset, length, ts, frame, conn=conn):
                 self.down.gap(conn, side ^ client, offset, length, ts, frame)
+
             def ready(side, conn=conn, tell=self.ready):
                 if tell is not None:
                     tell(conn, side ^ client)
+
             session = TlsSession(facts, self.keys, emit, emit_gap, self.resumable, mid, ready)
             self.sessions[id(conn)] = (session, client)
             if inside is not None:

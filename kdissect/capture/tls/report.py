@@ -13,16 +13,30 @@ if TYPE_CHECKING:
 
 _WHAT = {
     "decrypted": ("decrypted", "info"),
-    "no keys": ("not decrypted: no keys for them; give --keylog FILE (an NSS key log, e.g. "
-                "what SSLKEYLOGFILE writes; see docs/tls.md)", "warn"),
-    "mid-connection": ("not decrypted: the capture began after their handshake (a key log "
-                       "is searched by the ClientHello's random)", "warn"),
-    "mid-record": ("not decrypted: the capture began inside a TLS record, after their "
-                   "handshake (found by the record headers further on)", "warn"),
-    "failed": ("not decrypted: their records do not authenticate with the key log's keys "
-               "(keys of another session, or damaged records)", "warn"),
-    "unsupported": ("not decrypted: a cipher suite kdissect does not decrypt (see "
-                    "docs/tls.md)", "warn"),
+    "no keys": (
+        "not decrypted: no keys for them; give --keylog FILE (an NSS key log, e.g. "
+        "what SSLKEYLOGFILE writes; see docs/tls.md)",
+        "warn",
+    ),
+    "mid-connection": (
+        "not decrypted: the capture began after their handshake (a key log "
+        "is searched by the ClientHello's random)",
+        "warn",
+    ),
+    "mid-record": (
+        "not decrypted: the capture began inside a TLS record, after their "
+        "handshake (found by the record headers further on)",
+        "warn",
+    ),
+    "failed": (
+        "not decrypted: their records do not authenticate with the key log's keys "
+        "(keys of another session, or damaged records)",
+        "warn",
+    ),
+    "unsupported": (
+        "not decrypted: a cipher suite kdissect does not decrypt (see docs/tls.md)",
+        "warn",
+    ),
     "handshake": ("with a handshake and no application data", "info"),
 }
 
@@ -41,10 +55,13 @@ def tls_summary(conns: list[TlsFacts], keys: KeyLog | None) -> list[tuple[str, s
         if state == "mid-record":
             what += f"; {sizes[(server, state, facts)]} bytes of TLS records"
         if state == "no keys" and keys is not None and len(keys):
-            what = (f"not decrypted: the key log ({len(keys)} secrets) has none for them; "
-                    f"was it written by the client of this capture? (see docs/tls.md)")
-        notes.append((f"{n} TLS connection{'s' if n != 1 else ''} to {server} ({facts}): "
-                      f"{what}", level))
+            what = (
+                f"not decrypted: the key log ({len(keys)} secrets) has none for them; "
+                f"was it written by the client of this capture? (see docs/tls.md)"
+            )
+        notes.append(
+            (f"{n} TLS connection{'s' if n != 1 else ''} to {server} ({facts}): {what}", level)
+        )
     skipped = keys.problems() if keys is not None else None
     if conns and skipped:
         notes.append((skipped, "warn"))

@@ -15,53 +15,91 @@ from typing import TYPE_CHECKING
 from ...protocol.findings import Finding
 from ...protocol.plain import Compared
 from ..native import record_cipher_class
-from .handshake import (ALERT, APPLICATION_DATA, CHANGE_CIPHER_SPEC, CLIENT_HELLO,
-                        FINISHED, HANDSHAKE, HELLO_REQUEST, KEY_UPDATE, NEW_SESSION_TICKET,
-                        SERVER_HELLO, Hello, alert_text, parse_hello, record_header, version_name)
+from .handshake import (
+    ALERT,
+    APPLICATION_DATA,
+    CHANGE_CIPHER_SPEC,
+    CLIENT_HELLO,
+    FINISHED,
+    HANDSHAKE,
+    HELLO_REQUEST,
+    KEY_UPDATE,
+    NEW_SESSION_TICKET,
+    SERVER_HELLO,
+    Hello,
+    alert_text,
+    parse_hello,
+    record_header,
+    version_name,
+)
 from .keylog import KeyLog
 from .schedule import SUITES, Suite, key_block, next_secret, suite_name, traffic_keys
 
-if TYPE_CHECKING:        # imported when keys are found: cryptography is a tenth of start-up
+if TYPE_CHECKING:  # imported when keys are found: cryptography is a tenth of start-up
     from .cipher import Decryptor
 
-MAX_HANDSHAKE = 1 << 20      # a handshake message longer than this is not followed
-MAX_RESYNC_TRIES = 4096      # sequence numbers tried after lost bytes, per candidate
+MAX_HANDSHAKE = 1 << 20  # a handshake message longer than this is not followed
+MAX_RESYNC_TRIES = 4096  # sequence numbers tried after lost bytes, per candidate
 # trial decryptions after one loss, over every candidate header: bytes that merely look
 # like record headers (17 03 ..) once cost 4,096 each (1.4 MB: 42 CPU-s)
 MAX_RESYNC_TOTAL = 16384
-MAX_FAILED_REPORTED = 3      # tls_decrypt_failed findings per direction (then counted)
-MAX_WAITING = 32             # encrypted records held while their keys may still be logged
+MAX_FAILED_REPORTED = 3  # tls_decrypt_failed findings per direction (then counted)
+MAX_WAITING = 32  # encrypted records held while their keys may still be logged
 
 
 class TlsFacts(Compared):
     """What a TLS connection is, for every view (text, JSON lines, stats, the TUI)."""
 
-    _fields = ("client", "server", "first_frame", "ts", "stream", "server_name", "version",
-               "cipher", "alpn", "resumed", "state", "records", "decrypted", "failed",
-               "plaintext_bytes", "findings")
+    _fields = (
+        "client",
+        "server",
+        "first_frame",
+        "ts",
+        "stream",
+        "server_name",
+        "version",
+        "cipher",
+        "alpn",
+        "resumed",
+        "state",
+        "records",
+        "decrypted",
+        "failed",
+        "plaintext_bytes",
+        "findings",
+    )
 
-    def __init__(self, client: tuple[str, int], server: tuple[str, int], first_frame: int = 0,
-                 ts: float = 0.0) -> None:
+    def __init__(
+        self,
+        client: tuple[str, int],
+        server: tuple[str, int],
+        first_frame: int = 0,
+        ts: float = 0.0,
+    ) -> None:
         self.client, self.server, self.first_frame, self.ts = client, server, first_frame, ts
-        self.stream: int | None = None       # the Kafka connection's number, once its plaintext is Kafka
+        self.stream: int | None = None  # the Kafka connection's number, once its plaintext is Kafka
         self.server_name: str | None = None  # SNI from the ClientHello
-        self.version: str | None = None      # negotiated (ServerHello), else the highest offered
-        self.cipher: str | None = None       # negotiated cipher suite
+        self.version: str | None = None  # negotiated (ServerHello), else the highest offered
+        self.cipher: str | None = None  # negotiated cipher suite
         self.alpn: list[str] = []
         self.resumed = False
-        self.state = "handshake"             # see STATES
-        self.records = 0                     # records read (both directions)
-        self.decrypted = 0                   # records decrypted
-        self.failed = 0                      # records that did not authenticate
-        self.plaintext_bytes = 0             # application data handed on
-        self.record_bytes = 0                # bytes of the records read (headers too)
+        self.state = "handshake"  # see STATES
+        self.records = 0  # records read (both directions)
+        self.decrypted = 0  # records decrypted
+        self.failed = 0  # records that did not authenticate
+        self.plaintext_bytes = 0  # application data handed on
+        self.record_bytes = 0  # bytes of the records read (headers too)
         self.findings: list[Finding] = []
 
-    STATES = {"decrypted": "decrypted", "no keys": "no keys in the key log",
-              "mid-connection": "the capture began after the handshake",
-              "mid-record": "the capture began inside a TLS record",
-              "failed": "decryption failed", "handshake": "handshake only (no data)",
-              "unsupported": "cipher suite kdissect cannot decrypt"}
+    STATES = {
+        "decrypted": "decrypted",
+        "no keys": "no keys in the key log",
+        "mid-connection": "the capture began after the handshake",
+        "mid-record": "the capture began inside a TLS record",
+        "failed": "decryption failed",
+        "handshake": "handshake only (no data)",
+        "unsupported": "cipher suite kdissect cannot decrypt",
+    }
 
     @property
     def hello_seen(self) -> bool:
@@ -81,18 +119,33 @@ class TlsFacts(Compared):
         return ", ".join(bits) or "handshake not seen"
 
     def to_json(self) -> dict:
-        return {"stream": self.stream, "client": f"{self.client[0]}:{self.client[1]}",
-                "server": f"{self.server[0]}:{self.server[1]}", "frame": self.first_frame,
-                "server_name": self.server_name, "version": self.version,
-                "cipher": self.cipher, "alpn": self.alpn, "resumed": self.resumed,
-                "state": self.state, "records": self.records,
-                "records_decrypted": self.decrypted, "records_failed": self.failed,
-                "plaintext_bytes": self.plaintext_bytes,
-                "findings": [f.to_json() for f in self.findings]}
+        return {
+            "stream": self.stream,
+            "client": f"{self.client[0]}:{self.client[1]}",
+            "server": f"{self.server[0]}:{self.server[1]}",
+            "frame": self.first_frame,
+            "server_name": self.server_name,
+            "version": self.version,
+            "cipher": self.cipher,
+            "alpn": self.alpn,
+            "resumed": self.resumed,
+            "state": self.state,
+            "records": self.records,
+            "records_decrypted": self.decrypted,
+            "records_failed": self.failed,
+            "plaintext_bytes": self.plaintext_bytes,
+            "findings": [f.to_json() for f in self.findings],
+        }
 
 
-def decryptor(suite: Suite, key: bytes, iv: bytes, mac_key: bytes = b"", tls13: bool = True,
-              encrypt_then_mac: bool = False) -> Decryptor:
+def decryptor(
+    suite: Suite,
+    key: bytes,
+    iv: bytes,
+    mac_key: bytes = b"",
+    tls13: bool = True,
+    encrypt_then_mac: bool = False,
+) -> Decryptor:
     """One direction's record decryptor: the compiled one for the AEAD suites it knows
     (its ``open_records`` then decrypts runs of application data in one call), else
     cipher.py's (which imports ``cryptography`` only then)."""
@@ -100,58 +153,82 @@ def decryptor(suite: Suite, key: bytes, iv: bytes, mac_key: bytes = b"", tls13: 
     if compiled is not None and suite.cipher in ("gcm", "chacha"):
         return compiled(suite.cipher, key, iv, tls13)
     from .cipher import Decryptor
+
     return Decryptor(suite, key, iv, mac_key, tls13, encrypt_then_mac)
 
 
 class _Side:
-    __slots__ = ("buf", "pos", "plain", "cipher", "pending", "seq", "hs", "secret",
-                 "app_secret", "lost", "broken", "failed", "hs_cipher_active", "encrypted",
-                 "native", "tried")
+    __slots__ = (
+        "buf",
+        "pos",
+        "plain",
+        "cipher",
+        "pending",
+        "seq",
+        "hs",
+        "secret",
+        "app_secret",
+        "lost",
+        "broken",
+        "failed",
+        "hs_cipher_active",
+        "encrypted",
+        "native",
+        "tried",
+    )
 
     def __init__(self) -> None:
         self.buf = bytearray()
-        self.pos = 0                   # next unread byte of buf
-        self.plain = 0                 # plaintext stream offset handed on so far
+        self.pos = 0  # next unread byte of buf
+        self.plain = 0  # plaintext stream offset handed on so far
         self.cipher: Decryptor | None = None
-        self.pending: Decryptor | None = None       # TLS 1.2: active after ChangeCipherSpec
+        self.pending: Decryptor | None = None  # TLS 1.2: active after ChangeCipherSpec
         self.seq = 0
-        self.hs = bytearray()          # handshake bytes not yet a whole message
-        self.secret: bytes | None = None            # TLS 1.3: current traffic secret
-        self.app_secret: bytes | None = None        # TLS 1.3: after this side's Finished
-        self.lost = 0                  # encrypted bytes lost just before buf (resync)
-        self.broken = False            # no longer reads as TLS records
-        self.failed = 0                # records that failed to decrypt
+        self.hs = bytearray()  # handshake bytes not yet a whole message
+        self.secret: bytes | None = None  # TLS 1.3: current traffic secret
+        self.app_secret: bytes | None = None  # TLS 1.3: after this side's Finished
+        self.lost = 0  # encrypted bytes lost just before buf (resync)
+        self.broken = False  # no longer reads as TLS records
+        self.failed = 0  # records that failed to decrypt
         self.hs_cipher_active = False  # TLS 1.3: handshake keys in use
-        self.encrypted = False         # TLS 1.2: after ChangeCipherSpec (keys or not)
-        self.native = False            # the compiled reassembler decrypts (``hand_over``)
-        self.tried = 0                 # trial decryptions since the last loss (resync)
+        self.encrypted = False  # TLS 1.2: after ChangeCipherSpec (keys or not)
+        self.native = False  # the compiled reassembler decrypts (``hand_over``)
+        self.tried = 0  # trial decryptions since the last loss (resync)
 
 
 class TlsSession:
-    def __init__(self, facts: TlsFacts, keys: KeyLog | None,
-                 emit: Callable[[int, int, bytes, float, int], None],
-                 emit_gap: Callable[[int, int, int, float, int], None],
-                 resumable: dict[bytes, bytes] | None = None, mid_connection: bool = False,
-                 ready: Callable[[int], None] = lambda side: None):
+    def __init__(
+        self,
+        facts: TlsFacts,
+        keys: KeyLog | None,
+        emit: Callable[[int, int, bytes, float, int], None],
+        emit_gap: Callable[[int, int, int, float, int], None],
+        resumable: dict[bytes, bytes] | None = None,
+        mid_connection: bool = False,
+        ready: Callable[[int], None] = lambda side: None,
+    ):
         """``ready(side)``: a direction now has application keys the compiled reassembler
         could use (``hand_over``)."""
         self.facts, self.keys, self.emit, self.emit_gap = facts, keys, emit, emit_gap
         self.ready = ready
-        self.resumable = resumable if resumable is not None else {}   # session id/ticket -> master
+        self.resumable = resumable if resumable is not None else {}  # session id/ticket -> master
         self.sides = (_Side(), _Side())
         self.client_hello: Hello | None = None
         self.suite: Suite | None = None
         self.tls13 = False
         self.master: bytes | None = None
         self.handshakes = 0
-        self.keyed = False             # keys were found for the current handshake
+        self.keyed = False  # keys were found for the current handshake
         self.server_hello: Hello | None = None
-        self.awaiting_keys = False     # the key log may still get this connection's keys
+        self.awaiting_keys = False  # the key log may still get this connection's keys
         self.waiting: list[tuple] = []  # records held meanwhile (both sides, in order)
         if mid_connection:
             self.facts.state = "mid-connection"
-            self._finding("tls_undecryptable", "the capture began after the TLS handshake: "
-                          "without its ClientHello the key log cannot be searched")
+            self._finding(
+                "tls_undecryptable",
+                "the capture began after the TLS handshake: "
+                "without its ClientHello the key log cannot be searched",
+            )
 
     def begun_inside(self, first: list[int | None]) -> None:
         """The capture began inside a record: each side's bytes up to ``first[side]``
@@ -163,9 +240,12 @@ class TlsSession:
             if first[side]:
                 said.append(f"{first[side]} bytes from the {self._who(side)}")
         self.facts.state = "mid-record"
-        self._finding("tls_undecryptable", "the capture began inside a TLS record (whole "
-                      "records found further on by their headers)" +
-                      (f": {' and '.join(said)} before the first whole record" if said else ""))
+        self._finding(
+            "tls_undecryptable",
+            "the capture began inside a TLS record (whole "
+            "records found further on by their headers)"
+            + (f": {' and '.join(said)} before the first whole record" if said else ""),
+        )
 
     # -- input ----------------------------------------------------------------------------
 
@@ -173,24 +253,24 @@ class TlsSession:
         """The next bytes of a direction. Records are read in place from ``payload``; only
         a record split over segments is copied (once, when whole)."""
         s = self.sides[side]
-        if s.native:                      # decrypted by the compiled reassembler
+        if s.native:  # decrypted by the compiled reassembler
             self.emit(side, s.plain, payload, ts, frame)
             s.plain += len(payload)
             self.facts.plaintext_bytes += len(payload)
             return
         if s.broken:
             return
-        if s.lost:                        # after lost bytes: find the next record first
+        if s.lost:  # after lost bytes: find the next record first
             s.buf += payload
             if not self._resync(side, s):
-                del s.buf[:s.pos]
+                del s.buf[: s.pos]
                 s.pos = 0
                 return
-            payload = bytes(s.buf[s.pos:])
+            payload = bytes(s.buf[s.pos :])
             s.buf.clear()
             s.pos = 0
         view = memoryview(payload)
-        if s.buf:                         # a record begun in an earlier segment
+        if s.buf:  # a record begun in an earlier segment
             if len(s.buf) < 5:
                 take = 5 - len(s.buf)
                 s.buf += view[:take]
@@ -225,8 +305,16 @@ class TlsSession:
             end = pos + 5 + head[2]
             if end > n:
                 break
-            self._record(side, s, head[0], head[1], bytes(view[pos:pos + 5]),
-                         view[pos + 5:end], ts, frame)
+            self._record(
+                side,
+                s,
+                head[0],
+                head[1],
+                bytes(view[pos : pos + 5]),
+                view[pos + 5 : end],
+                ts,
+                frame,
+            )
             pos = end
         if pos < n and not s.broken:
             s.buf += view[pos:]
@@ -241,16 +329,22 @@ class TlsSession:
         s = self.sides[side]
         if s.broken or s.cipher is None or not hasattr(s.cipher, "open_records"):
             return True
-        if s.lost or s.hs or self.waiting or (s.buf and s.buf[0] != APPLICATION_DATA) or \
-                (s.hs_cipher_active if self.tls13 else not s.encrypted):
+        if (
+            s.lost
+            or s.hs
+            or self.waiting
+            or (s.buf and s.buf[0] != APPLICATION_DATA)
+            or (s.hs_cipher_active if self.tls13 else not s.encrypted)
+        ):
             return False
         begun = bytes(s.buf)
         s.buf.clear()
         s.native = True
         return s.cipher, s.seq, s.plain, begun
 
-    def given_back(self, side: int, seq: int, records: int, plain: int, rest: bytes,
-                   ts: float, frame: int) -> None:
+    def given_back(
+        self, side: int, seq: int, records: int, plain: int, rest: bytes, ts: float, frame: int
+    ) -> None:
         """The compiled reassembler stopped decrypting at ``rest`` (a record that is not
         application data, or does not authenticate, or the direction's end, a gap):
         ``records`` were decrypted there, up to plaintext offset ``plain``."""
@@ -264,8 +358,9 @@ class TlsSession:
             self.data(side, rest, ts, frame)
         self.ready(side)
 
-    def _opened(self, side: int, s: _Side, plain: bytes, count: int, seq: int,
-                ts: float, frame: int) -> None:
+    def _opened(
+        self, side: int, s: _Side, plain: bytes, count: int, seq: int, ts: float, frame: int
+    ) -> None:
         """What the compiled decryptor's ``open_records`` did: ``count`` application-data
         records, read as ``_record`` reads them (their plaintext joined: one emit); the
         record at ``pos`` (if whole) is then ``_record``'s."""
@@ -281,10 +376,13 @@ class TlsSession:
 
     def _not_a_record(self, side: int, s: _Side, buf, pos: int) -> None:
         s.broken = True
-        self._finding("tls_decrypt_failed",
-                      f"{self._who(side)}: bytes at this point are not a TLS record "
-                      f"(type {buf[pos]}, length {(buf[pos + 3] << 8) | buf[pos + 4]}): "
-                      f"the rest of this direction is not read", side)
+        self._finding(
+            "tls_decrypt_failed",
+            f"{self._who(side)}: bytes at this point are not a TLS record "
+            f"(type {buf[pos]}, length {(buf[pos + 3] << 8) | buf[pos + 4]}): "
+            f"the rest of this direction is not read",
+            side,
+        )
         s.buf.clear()
 
     def gap(self, side: int, length: int, ts: float, frame: int) -> None:
@@ -313,12 +411,24 @@ class TlsSession:
 
     # -- records ---------------------------------------------------------------------------
 
-    def _record(self, side: int, s: _Side, ctype: int, version: int, header: bytes,
-                payload: bytes | memoryview, ts: float, frame: int) -> None:
+    def _record(
+        self,
+        side: int,
+        s: _Side,
+        ctype: int,
+        version: int,
+        header: bytes,
+        payload: bytes | memoryview,
+        ts: float,
+        frame: int,
+    ) -> None:
         self.facts.records += 1
         self.facts.record_bytes += 5 + len(payload)
-        if s.cipher is not None and ctype != CHANGE_CIPHER_SPEC and \
-                (ctype == APPLICATION_DATA or not self.tls13):
+        if (
+            s.cipher is not None
+            and ctype != CHANGE_CIPHER_SPEC
+            and (ctype == APPLICATION_DATA or not self.tls13)
+        ):
             out = s.cipher.decrypt(s.seq, ctype, version, header, payload)
             s.seq += 1
             if out is None:
@@ -333,7 +443,7 @@ class TlsSession:
                 self._undecryptable()
             return
         if ctype == APPLICATION_DATA:
-            if payload:                 # decrypted: bytes (bytes() of bytes is no copy)
+            if payload:  # decrypted: bytes (bytes() of bytes is no copy)
                 self.emit(side, s.plain, bytes(payload), ts, frame)
                 s.plain += len(payload)
                 self.facts.plaintext_bytes += len(payload)
@@ -345,20 +455,29 @@ class TlsSession:
                 s.cipher, s.pending, s.seq = s.pending, None, 0
                 self.ready(side)
         elif ctype == ALERT and len(payload) >= 2:
-            if payload[1] != 0:                      # close_notify is how TLS ends
-                self._finding("tls_alert", f"{self._who(side)} sent "
-                              f"{alert_text(payload[0], payload[1])}", side)
+            if payload[1] != 0:  # close_notify is how TLS ends
+                self._finding(
+                    "tls_alert",
+                    f"{self._who(side)} sent {alert_text(payload[0], payload[1])}",
+                    side,
+                )
 
     def _failed(self, side: int, s: _Side, size: int, ts: float, frame: int) -> None:
         self.facts.failed += 1
         s.failed += 1
         if s.failed <= MAX_FAILED_REPORTED:
-            why = "wrong key in the key log, or a damaged record" if self.facts.decrypted \
-                or s.failed > 1 else "wrong key in the key log (or a damaged record)"
-            self._finding("tls_decrypt_failed", f"{self._who(side)}: record {s.seq - 1} "
-                          f"does not authenticate: {why}", side)
+            why = (
+                "wrong key in the key log, or a damaged record"
+                if self.facts.decrypted or s.failed > 1
+                else "wrong key in the key log (or a damaged record)"
+            )
+            self._finding(
+                "tls_decrypt_failed",
+                f"{self._who(side)}: record {s.seq - 1} does not authenticate: {why}",
+                side,
+            )
         if s.failed > 1 and not self.facts.decrypted and s.seq == s.failed:
-            s.broken = True                          # nothing ever decrypted: the key is wrong
+            s.broken = True  # nothing ever decrypted: the key is wrong
             return
         self.emit_gap(side, s.plain, size, ts, frame)
         s.plain += size
@@ -366,9 +485,11 @@ class TlsSession:
     def _undecryptable(self) -> None:
         if self.facts.state == "handshake":
             self.facts.state = "no keys"
-            why = ("no keys in the key log for this connection's client random"
-                   if self.keys is not None and (len(self.keys) or self.keys.files)
-                   else "no key log given (--keylog FILE or SSLKEYLOGFILE)")
+            why = (
+                "no keys in the key log for this connection's client random"
+                if self.keys is not None and (len(self.keys) or self.keys.files)
+                else "no key log given (--keylog FILE or SSLKEYLOGFILE)"
+            )
             if self.client_hello is None:
                 why = "the ClientHello was not captured whole"
             elif self.suite is None:
@@ -382,16 +503,19 @@ class TlsSession:
         while len(s.hs) >= 4:
             length = int.from_bytes(s.hs[1:4], "big")
             if length > MAX_HANDSHAKE:
-                self._finding("tls_decrypt_failed", f"{self._who(side)}: a handshake message "
-                              f"claims {length} bytes; the handshake is not followed further",
-                              side)
+                self._finding(
+                    "tls_decrypt_failed",
+                    f"{self._who(side)}: a handshake message "
+                    f"claims {length} bytes; the handshake is not followed further",
+                    side,
+                )
                 s.hs = bytearray()
                 s.broken = True
                 return
             if len(s.hs) < 4 + length:
                 return
-            kind, body = s.hs[0], bytes(s.hs[4:4 + length])
-            del s.hs[:4 + length]
+            kind, body = s.hs[0], bytes(s.hs[4 : 4 + length])
+            del s.hs[: 4 + length]
             self._handshake(side, s, kind, body)
 
     def _handshake(self, side: int, s: _Side, kind: int, body: bytes) -> None:
@@ -402,8 +526,11 @@ class TlsSession:
                 self._finding("tls_decrypt_failed", "the ClientHello is malformed", side)
                 return
             if self.suite is not None and s.cipher is not None:
-                self._finding("renegotiation", "the client started a new handshake on an "
-                              "established TLS connection", side)
+                self._finding(
+                    "renegotiation",
+                    "the client started a new handshake on an established TLS connection",
+                    side,
+                )
             if self.client_hello is None or hello.random != self.client_hello.random:
                 self.handshakes += 1
             self.client_hello = hello
@@ -419,7 +546,7 @@ class TlsSession:
                 self._finding("tls_decrypt_failed", "the ServerHello is malformed", side)
                 return
             if hello.retry:
-                return                                  # HelloRetryRequest: another comes
+                return  # HelloRetryRequest: another comes
             self._server_hello(hello)
         elif kind == FINISHED and self.tls13 and s.hs_cipher_active:
             s.hs_cipher_active = False
@@ -431,7 +558,7 @@ class TlsSession:
             s.cipher, s.seq = self._tls13_decryptor(s.secret), 0
             self.ready(side)
         elif kind == NEW_SESSION_TICKET and not self.tls13 and self.master and len(body) > 6:
-            self.resumable[body[6:]] = self.master      # ticket -> master secret
+            self.resumable[body[6:]] = self.master  # ticket -> master secret
 
     def _server_hello(self, hello: Hello) -> None:
         f = self.facts
@@ -444,8 +571,10 @@ class TlsSession:
             return
         if self.suite is None or self.suite.tls13 != self.tls13:
             f.state = "unsupported"
-            self._finding("tls_undecryptable", f"cipher suite {f.cipher} is not one kdissect "
-                          f"decrypts (see docs/tls.md)")
+            self._finding(
+                "tls_undecryptable",
+                f"cipher suite {f.cipher} is not one kdissect decrypts (see docs/tls.md)",
+            )
             return
         ch = self.client_hello
         if self.tls13:
@@ -454,21 +583,26 @@ class TlsSession:
             f.resumed = bool(hello.session_id) and hello.session_id == ch.session_id
         # a key log being written (live captures, the proxy) may get this connection's
         # secrets a moment after its ServerHello passed: records wait for them a little
-        self.awaiting_keys = not self._key_up() and self.keys is not None \
-            and bool(self.keys.files)
+        self.awaiting_keys = not self._key_up() and self.keys is not None and bool(self.keys.files)
 
     def _key_up(self) -> bool:
         """Find the current handshake's keys in the key log and set the decryptors;
         False when the key log does not have them (yet)."""
         ch, hello, keys = self.client_hello, self.server_hello, self.keys
-        if ch is None or hello is None:                 # no handshake yet
+        if ch is None or hello is None:  # no handshake yet
             return False
         if self.tls13:
             if keys is None:
                 return False
-            secrets = [keys.get(n, ch.random) for n in (
-                "CLIENT_HANDSHAKE_TRAFFIC_SECRET", "SERVER_HANDSHAKE_TRAFFIC_SECRET",
-                "CLIENT_TRAFFIC_SECRET_0", "SERVER_TRAFFIC_SECRET_0")]
+            secrets = [
+                keys.get(n, ch.random)
+                for n in (
+                    "CLIENT_HANDSHAKE_TRAFFIC_SECRET",
+                    "SERVER_HANDSHAKE_TRAFFIC_SECRET",
+                    "CLIENT_TRAFFIC_SECRET_0",
+                    "SERVER_TRAFFIC_SECRET_0",
+                )
+            ]
             if any(x is None for x in secrets):
                 return False
             for side, hs, app in ((0, secrets[0], secrets[2]), (1, secrets[1], secrets[3])):
@@ -491,10 +625,12 @@ class TlsSession:
             self.resumable[hello.session_id] = master
         k = key_block(master, ch.random, hello.random, suite)
         etm = hello.encrypt_then_mac and suite.cipher == "cbc"
-        for side, key, iv, mac in ((0, k.client_key, k.client_iv, k.client_mac),
-                                   (1, k.server_key, k.server_iv, k.server_mac)):
+        for side, key, iv, mac in (
+            (0, k.client_key, k.client_iv, k.client_mac),
+            (1, k.server_key, k.server_iv, k.server_mac),
+        ):
             d, s = decryptor(suite, key, iv, mac, False, etm), self.sides[side]
-            if s.encrypted:                  # its ChangeCipherSpec already passed
+            if s.encrypted:  # its ChangeCipherSpec already passed
                 s.cipher, s.seq = d, 0
                 self.ready(side)
             else:
@@ -502,18 +638,18 @@ class TlsSession:
         self.keyed = True
         return True
 
-    def _wait_for_keys(self, side: int, ctype: int, version: int, header, payload,
-                       ts: float, frame: int) -> None:
+    def _wait_for_keys(
+        self, side: int, ctype: int, version: int, header, payload, ts: float, frame: int
+    ) -> None:
         """An encrypted record before its keys are in the key log: held (a few) until
         they are, then all decrypted in order."""
         self.waiting.append((side, ctype, version, bytes(header), bytes(payload), ts, frame))
         if self._key_up():
             self.awaiting_keys = False
             held, self.waiting = self.waiting, []
-            self.facts.records -= len(held)          # counted when they came
+            self.facts.records -= len(held)  # counted when they came
             for side, ctype, version, header, payload, ts, frame in held:
-                self._record(side, self.sides[side], ctype, version, header, payload, ts,
-                             frame)
+                self._record(side, self.sides[side], ctype, version, header, payload, ts, frame)
         elif len(self.waiting) >= MAX_WAITING:
             self.awaiting_keys = False
             self.waiting = []
@@ -544,14 +680,14 @@ class TlsSession:
             if end > len(buf):
                 s.pos = pos
                 return False
-            if s.cipher is None:                    # nothing to decrypt: structure will do
+            if s.cipher is None:  # nothing to decrypt: structure will do
                 after = record_header(buf, end)
                 if after is not None or end == len(buf):
                     s.pos, s.lost = pos, 0
                     return True
                 s.pos = pos + 1
                 continue
-            header, payload = bytes(buf[pos:pos + 5]), bytes(buf[pos + 5:end])
+            header, payload = bytes(buf[pos : pos + 5]), bytes(buf[pos + 5 : end])
             tries = min(MAX_RESYNC_TRIES, s.lost // 21 + 2, MAX_RESYNC_TOTAL - s.tried)
             s.tried += tries
             for seq in range(s.seq, s.seq + tries):
@@ -561,9 +697,13 @@ class TlsSession:
             s.pos = pos + 1
             if s.tried >= MAX_RESYNC_TOTAL:
                 s.broken = True
-                self._finding("tls_decrypt_failed", f"{self._who(side)}: after {s.lost} lost "
-                              f"bytes no record decrypted in {MAX_RESYNC_TOTAL} tries; the "
-                              f"rest of this direction is not decrypted", side)
+                self._finding(
+                    "tls_decrypt_failed",
+                    f"{self._who(side)}: after {s.lost} lost "
+                    f"bytes no record decrypted in {MAX_RESYNC_TOTAL} tries; the "
+                    f"rest of this direction is not decrypted",
+                    side,
+                )
                 return False
 
     # -- findings ----------------------------------------------------------------------------

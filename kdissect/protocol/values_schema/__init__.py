@@ -24,11 +24,21 @@ from ..node import Node
 from ..plain import Plain
 from .common import MAX_DEPTH, Cursor, Mismatch, OutOfBudget, rest_node
 
-__all__ = ["Schema", "SchemaSource", "decode_values", "decode_one", "plain_value",
-           "json_value", "decoded_of", "schema_id_of", "guess", "value_columns"]
+__all__ = [
+    "Schema",
+    "SchemaSource",
+    "decode_values",
+    "decode_one",
+    "plain_value",
+    "json_value",
+    "decoded_of",
+    "schema_id_of",
+    "guess",
+    "value_columns",
+]
 
 
-class Schema(Plain):                   # identity: readers are cached per Schema object
+class Schema(Plain):  # identity: readers are cached per Schema object
     """A parsed schema: ``kind`` avro (``parsed`` = (schema, named types)), protobuf
     (a ``protobuf.ProtoSchema``; ``message`` picks the type for unframed bytes), json
     (``parsed`` = the JSON Schema document; values are checked as JSON only) or text."""
@@ -51,8 +61,9 @@ class SchemaSource(Protocol):
     framed: bool
 
 
-def decode_values(body: Node, source: SchemaSource, budget: Budget | None,
-                  topic: str | None = None) -> None:
+def decode_values(
+    body: Node, source: SchemaSource, budget: Budget | None, topic: str | None = None
+) -> None:
     """Decode the key and value of every record under ``body`` (a message's body, or a
     batch of ``topic`` read from disk)."""
     stack: list[tuple[Node, str | None]] = [(body, topic)]
@@ -87,8 +98,13 @@ def header_id(record: Node, role: str) -> tuple[str, int] | None:
     found = {}
     for h in headers.children:
         k, v = h.child("key"), h.child("value")
-        if k is not None and v is not None and isinstance(v.value, bytes) and \
-                len(v.value) == 8 and isinstance(k.value, str):
+        if (
+            k is not None
+            and v is not None
+            and isinstance(v.value, bytes)
+            and len(v.value) == 8
+            and isinstance(k.value, str)
+        ):
             found[k.value] = int.from_bytes(v.value, "big")
     for name in APICURIO_HEADERS:
         name = name.format(role=role)
@@ -97,8 +113,14 @@ def header_id(record: Node, role: str) -> tuple[str, int] | None:
     return None
 
 
-def decode_one(field: Node, topic: str | None, role: str, source: SchemaSource | None,
-               budget: Budget | None, by_header: tuple[str, int] | None = None) -> None:
+def decode_one(
+    field: Node,
+    topic: str | None,
+    role: str,
+    source: SchemaSource | None,
+    budget: Budget | None,
+    by_header: tuple[str, int] | None = None,
+) -> None:
     """Decode one record key/value node (``field.value``: its bytes, which end at
     ``field.end``); adds children located in the same buffer as ``field``.
     ``by_header``: (header, schema id) when a record header names the schema."""
@@ -120,8 +142,7 @@ def decode_one(field: Node, topic: str | None, role: str, source: SchemaSource |
             # the id is in the header, not in the value: a zero-length node says so
             note = f"from the record header {name}"
             if schema is not None:
-                note += f"; {schema.kind}: {schema.label}" if schema.label else \
-                    f"; {schema.kind}"
+                note += f"; {schema.kind}: {schema.label}" if schema.label else f"; {schema.kind}"
             sid = holder.add(Node("schema_id", "int64", 0, 0, schema_id, note=note))
             if schema is None:
                 sid.problem = f"schema id {schema_id} is in no schema source given"
@@ -131,11 +152,14 @@ def decode_one(field: Node, topic: str | None, role: str, source: SchemaSource |
             framed = False
         elif by_id and not framed and role == "value":
             bad = holder.add(Node("magic", "int8", 0, 1, data[0]))
-            bad.problem = (f"first byte is {data[0]:#04x}, not the magic byte 0 of Schema "
-                           f"Registry framing (a Confluent deserializer says 'Unknown magic "
-                           f"byte!')" if data[0] else
-                           f"{len(data)} bytes are too short for Schema Registry framing "
-                           f"(magic byte 0 and a 4-byte schema id)")
+            bad.problem = (
+                f"first byte is {data[0]:#04x}, not the magic byte 0 of Schema "
+                f"Registry framing (a Confluent deserializer says 'Unknown magic "
+                f"byte!')"
+                if data[0]
+                else f"{len(data)} bytes are too short for Schema Registry framing "
+                f"(magic byte 0 and a 4-byte schema id)"
+            )
             bad.code = "value_unknown_magic"
             _describe(field, holder, cur, base, "guess")
             return
@@ -144,7 +168,7 @@ def decode_one(field: Node, topic: str | None, role: str, source: SchemaSource |
             schema_id = int.from_bytes(data[1:5], "big")
             sid = holder.add(Node("schema_id", "int32", 1, 4, schema_id))
             cur.pos = 5
-            if schema is None and source is not None:     # by_id: schemas by their id
+            if schema is None and source is not None:  # by_id: schemas by their id
                 schema = source.by_id(schema_id)
             if schema is None:
                 sid.problem = f"schema id {schema_id} is in no schema source given"
@@ -159,22 +183,36 @@ def decode_one(field: Node, topic: str | None, role: str, source: SchemaSource |
             return
         _decode_with(cur, schema, holder, framed)
         if cur.pos < cur.end:
-            rest_node(cur, holder, f"{cur.end - cur.pos} bytes after the {schema.kind} "
-                                   f"value ends", "value_trailing_bytes")
+            rest_node(
+                cur,
+                holder,
+                f"{cur.end - cur.pos} bytes after the {schema.kind} value ends",
+                "value_trailing_bytes",
+            )
     except Mismatch as e:
         cur.pos = max(min(e.pos, cur.end), 0)
-        rest_node(cur, holder, f"does not match its {schema.kind if schema else ''} schema "
-                               f"at byte {e.pos} of the {role}: {e.reason}",
-                  "value_schema_mismatch")
+        rest_node(
+            cur,
+            holder,
+            f"does not match its {schema.kind if schema else ''} schema "
+            f"at byte {e.pos} of the {role}: {e.reason}",
+            "value_schema_mismatch",
+        )
     except OutOfBudget:
-        rest_node(cur, holder, f"node budget of {budget.max_nodes if budget else 0} fields "
-                               f"spent; the rest of the {role} is kept raw (raise it with "
-                               f"--max-nodes)", "node_budget")
+        rest_node(
+            cur,
+            holder,
+            f"node budget of {budget.max_nodes if budget else 0} fields "
+            f"spent; the rest of the {role} is kept raw (raise it with "
+            f"--max-nodes)",
+            "node_budget",
+        )
     _describe(field, holder, cur, base, None)
 
 
 def _decode_with(cur: Cursor, schema: Schema, holder: Node, framed: bool) -> None:
-    from . import avro, jsonv, protobuf      # only with schemas: not at every start-up
+    from . import avro, jsonv, protobuf  # only with schemas: not at every start-up
+
     if schema.kind == "avro":
         parsed, named = schema.parsed
         avro.decode(cur, parsed, named, holder, "decoded")
@@ -186,9 +224,12 @@ def _decode_with(cur: Cursor, schema: Schema, holder: Node, framed: bool) -> Non
             n = cur.zigzag("message index count")
             if n < 0 or n > cur.end - cur.pos:
                 raise Mismatch(start, f"message index count {n} is impossible")
-            if n > MAX_INDEXES:         # a path into nested messages: 4 MB of them took 1.4 GB
-                raise Mismatch(start, f"message index path of {n} levels (a schema's "
-                                      f"messages nest at most {MAX_INDEXES} deep here)")
+            if n > MAX_INDEXES:  # a path into nested messages: 4 MB of them took 1.4 GB
+                raise Mismatch(
+                    start,
+                    f"message index path of {n} levels (a schema's "
+                    f"messages nest at most {MAX_INDEXES} deep here)",
+                )
             for _ in range(n):
                 cur.charge()
             indexes = [cur.zigzag("message index") for _ in range(n)] if n else [0]
@@ -208,7 +249,7 @@ def _decode_with(cur: Cursor, schema: Schema, holder: Node, framed: bool) -> Non
     else:
         start = cur.pos
         try:
-            text = cur.buf[start:cur.end].decode("utf-8")
+            text = cur.buf[start : cur.end].decode("utf-8")
         except UnicodeDecodeError as e:
             raise Mismatch(start + e.start, f"not UTF-8 ({e.reason})") from None
         holder.add(Node("decoded", "string", start, cur.end - start, text))
@@ -219,6 +260,7 @@ def _describe(field: Node, holder: Node, cur: Cursor, base: int, mode: str | Non
     """Move ``holder``'s children under ``field``, shifted into the record's buffer."""
     if mode == "guess":
         from .guess import guess
+
         g = guess(cur.buf, cur.pos, cur.end, cur.budget)
         field.note = g.summary
         if g.tree is not None:
@@ -226,8 +268,9 @@ def _describe(field: Node, holder: Node, cur: Cursor, base: int, mode: str | Non
     decoded = holder.child("decoded")
     sid = holder.child("schema_id")
     if decoded is not None:
-        field.note = (f"{sid.note if sid is not None else 'decoded'}"
-                      + (f", schema {sid.value}" if sid is not None else ""))
+        field.note = f"{sid.note if sid is not None else 'decoded'}" + (
+            f", schema {sid.value}" if sid is not None else ""
+        )
     if not holder.children:
         return
     for n in holder.walk():
@@ -237,7 +280,7 @@ def _describe(field: Node, holder: Node, cur: Cursor, base: int, mode: str | Non
 
 
 # the names this package gives the children of a record key/value node
-MAX_INDEXES = MAX_DEPTH         # Confluent's message-index path: one per nesting level
+MAX_INDEXES = MAX_DEPTH  # Confluent's message-index path: one per nesting level
 _PARTS = frozenset({"magic", "schema_id", "message_indexes", "decoded", "guessed"})
 
 
@@ -269,8 +312,10 @@ def value_columns(field: Node | None, role: str) -> dict[str, Any]:
     decoded = decoded_of(field) if field is not None and field.children else None
     if field is None or decoded is None:
         return {f"{role}_json": None, f"{role}_schema": None}
-    return {f"{role}_json": json.dumps(json_value(plain_value(decoded)), ensure_ascii=False),
-            f"{role}_schema": schema_id_of(field)}
+    return {
+        f"{role}_json": json.dumps(json_value(plain_value(decoded)), ensure_ascii=False),
+        f"{role}_schema": schema_id_of(field),
+    }
 
 
 def plain_value(node: Node) -> Any:
@@ -313,7 +358,8 @@ def _json(v: Any, count: list[int]) -> Any:
         return base64.b64encode(v).decode("ascii")
     if isinstance(v, (datetime, date, time)):
         return v.isoformat()
-    from decimal import Decimal         # rare here; 3 ms to import at every start-up
+    from decimal import Decimal  # rare here; 3 ms to import at every start-up
+
     if isinstance(v, (Decimal, UUID)):
         return str(v)
     return v

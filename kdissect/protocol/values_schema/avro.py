@@ -21,12 +21,10 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _LOCAL_EPOCH = datetime(1970, 1, 1)
 _F32 = struct.Struct("<f")
 _F64 = struct.Struct("<d")
-_PRIMITIVES = frozenset({"null", "boolean", "int", "long", "float", "double", "bytes",
-                         "string"})
+_PRIMITIVES = frozenset({"null", "boolean", "int", "long", "float", "double", "bytes", "string"})
 
 
-def decode(cur: Cursor, schema: Any, named: dict[str, Any], parent: Node,
-           name: str) -> Node:
+def decode(cur: Cursor, schema: Any, named: dict[str, Any], parent: Node, name: str) -> Node:
     """Read one value of ``schema`` at the cursor and add its node to ``parent``."""
     cur.charge()
     if isinstance(schema, str):
@@ -47,8 +45,9 @@ def decode(cur: Cursor, schema: Any, named: dict[str, Any], parent: Node,
         symbols = schema["symbols"]
         if not 0 <= i < len(symbols):
             raise Mismatch(start, f"enum {schema['name']} has no symbol {i}")
-        return parent.add(Node(name, "enum", start, cur.pos - start, symbols[i],
-                               note=f"{schema['name']} #{i}"))
+        return parent.add(
+            Node(name, "enum", start, cur.pos - start, symbols[i], note=f"{schema['name']} #{i}")
+        )
     if kind == "array":
         return _blocks(cur, schema["items"], None, named, parent, name)
     if kind == "map":
@@ -87,7 +86,7 @@ def _primitive(cur: Cursor, kind: str, parent: Node, name: str) -> Node:
         value = _F32.unpack(cur.take(4, "float"))[0]
     elif kind == "double":
         value = _F64.unpack(cur.take(8, "double"))[0]
-    else:                                   # bytes, string: a long length, then bytes
+    else:  # bytes, string: a long length, then bytes
         n = cur.zigzag(f"{kind} length")
         value = cur.take(n, kind)
         if kind == "string":
@@ -98,22 +97,24 @@ def _primitive(cur: Cursor, kind: str, parent: Node, name: str) -> Node:
     return parent.add(Node(name, kind, start, cur.pos - start, value))
 
 
-def _union(cur: Cursor, branches: list[Any], named: dict[str, Any], parent: Node,
-           name: str) -> Node:
+def _union(
+    cur: Cursor, branches: list[Any], named: dict[str, Any], parent: Node, name: str
+) -> Node:
     start = cur.pos
     i = cur.zigzag("union branch")
     if not 0 <= i < len(branches):
         raise Mismatch(start, f"union has {len(branches)} branches, the value picks {i}")
     node = decode(cur, branches[i], named, parent, name)
-    node.offset, node.length = start, cur.pos - start      # the branch index included
+    node.offset, node.length = start, cur.pos - start  # the branch index included
     branch = branches[i]
     label = branch if isinstance(branch, str) else branch.get("name", branch.get("type"))
     node.note = f"union branch {i} ({label})" + (f"; {node.note}" if node.note else "")
     return node
 
 
-def _record(cur: Cursor, schema: dict[Any, Any], named: dict[str, Any], parent: Node,
-            name: str) -> Node:
+def _record(
+    cur: Cursor, schema: dict[Any, Any], named: dict[str, Any], parent: Node, name: str
+) -> Node:
     node = parent.add(Node(name, "struct", cur.pos, note=schema["name"]))
     cur.enter()
     try:
@@ -125,8 +126,9 @@ def _record(cur: Cursor, schema: dict[Any, Any], named: dict[str, Any], parent: 
     return node
 
 
-def _blocks(cur: Cursor, items: Any, values: Any, named: dict[str, Any], parent: Node,
-            name: str) -> Node:
+def _blocks(
+    cur: Cursor, items: Any, values: Any, named: dict[str, Any], parent: Node, name: str
+) -> Node:
     """An array (``items``) or a map (``values``): blocks of count items, a 0 count ends;
     a negative count is followed by the block's size in bytes."""
     node = parent.add(Node(name, "array" if values is None else "struct", cur.pos))
@@ -158,7 +160,7 @@ def _blocks(cur: Cursor, items: Any, values: Any, named: dict[str, Any], parent:
     return node
 
 
-MAX_DECIMAL_DIGITS = 1000      # no real schema's precision is near: bounds the work
+MAX_DECIMAL_DIGITS = 1000  # no real schema's precision is near: bounds the work
 
 
 def decimal_value(raw: bytes, precision: int, scale: int) -> decimal.Decimal:
@@ -166,17 +168,21 @@ def decimal_value(raw: bytes, precision: int, scale: int) -> decimal.Decimal:
     unscaled integer has more digits than the precision allows (600 KB of bytes took 25
     CPU-s to convert, then overflowed the context): bytes beyond ceil(p * log2(10) / 8)
     + 1, after sign-extension bytes, cannot fit p digits."""
-    p = min(precision, MAX_DECIMAL_DIGITS) if isinstance(precision, int) and precision > 0 \
+    p = (
+        min(precision, MAX_DECIMAL_DIGITS)
+        if isinstance(precision, int) and precision > 0
         else MAX_DECIMAL_DIGITS
+    )
     pad = b"\xff" if raw[:1] >= b"\x80" else b"\0"
     digits = raw.lstrip(pad)
     if len(digits) > p * 0.4153 + 2:
-        raise ValueError(f"a decimal of {len(raw)} bytes: more digits than its precision "
-                         f"{precision} allows")
-    ctx = decimal.Context(prec=p)            # fastavro's (exponent limits included)
+        raise ValueError(
+            f"a decimal of {len(raw)} bytes: more digits than its precision {precision} allows"
+        )
+    ctx = decimal.Context(prec=p)  # fastavro's (exponent limits included)
     try:
         return ctx.create_decimal(int.from_bytes(raw, "big", signed=True)).scaleb(-scale, ctx)
-    except (decimal.DecimalException, TypeError) as e:     # a scale past the exponents
+    except (decimal.DecimalException, TypeError) as e:  # a scale past the exponents
         raise ValueError(f"decimal out of range ({type(e).__name__})") from None
 
 
@@ -211,7 +217,7 @@ def _logical(node: Node, schema: dict[Any, Any], logical: str) -> None:
         else:
             return
     except (OverflowError, ValueError, TypeError):
-        node.note = f"{logical}: {v} is out of range"       # keep the raw number
+        node.note = f"{logical}: {v} is out of range"  # keep the raw number
         return
     node.ktype = logical
     node.note = f"{v} ({logical})"
@@ -222,11 +228,12 @@ def parse(schema_json: Any, references: list[Any] | None = None) -> tuple[Any, d
     ValueError with fastavro's reason when it is not a valid schema. ``references``:
     documents defining the named types it uses (Schema Registry references), in any
     order (each is parsed once the types it needs are known)."""
-    from fastavro import parse_schema       # a schema parser only: decoding is ours
+    from fastavro import parse_schema  # a schema parser only: decoding is ours
     from fastavro.schema import SchemaParseException, UnknownType
+
     named: dict[str, Any] = {}
     pending = list(references or ())
-    while pending:                           # at most len(references) rounds
+    while pending:  # at most len(references) rounds
         failed = []
         for doc in pending:
             trial = dict(named)
@@ -238,14 +245,14 @@ def parse(schema_json: Any, references: list[Any] | None = None) -> tuple[Any, d
             except (SchemaParseException, KeyError, TypeError, AttributeError) as e:
                 raise ValueError(f"not a valid Avro schema reference: {e}") from None
         if len(failed) == len(pending):
-            break                            # the main schema's parse says what is missing
+            break  # the main schema's parse says what is missing
         pending = failed
     try:
         parsed = parse_schema(schema_json, named_schemas=named)
     except UnknownType as e:
-        raise ValueError(f"not a valid Avro schema: unknown type {e} (not defined here "
-                         f"nor by a reference)") from None
+        raise ValueError(
+            f"not a valid Avro schema: unknown type {e} (not defined here nor by a reference)"
+        ) from None
     except (SchemaParseException, KeyError, TypeError, AttributeError) as e:
         raise ValueError(f"not a valid Avro schema: {e}") from None
     return parsed, named
-

@@ -27,7 +27,7 @@ _D = struct.Struct("<d").unpack_from
 
 def _long(b: bytes, p: int) -> tuple[int, int]:
     n = b[p]
-    if n < 128:                 # nearly all of them: one byte, no call
+    if n < 128:  # nearly all of them: one byte, no call
         return (n >> 1) ^ -(n & 1), p + 1
     n, p = uvarint(b, p, len(b), 10)
     return (n >> 1) ^ -(n & 1), p
@@ -37,7 +37,7 @@ def _bytes(b: bytes, p: int) -> tuple[bytes, int]:
     n, p = _long(b, p)
     if n < 0 or p + n > len(b):
         raise ValueError("length past the end")
-    return b[p:p + n], p + n
+    return b[p : p + n], p + n
 
 
 class Unsupported(Exception):
@@ -61,6 +61,7 @@ def _counted(read: Read) -> Read:
     def counted(b: bytes, p: int, t: list[Any]) -> tuple[Any, int]:
         t[0] += 1
         return read(b, p, t)
+
     return counted
 
 
@@ -70,8 +71,7 @@ def resolve(s: Any, named: dict[str, Any]) -> Any:
     while True:
         if isinstance(s, str):
             s = named.get(s, {"type": s})
-        elif isinstance(s, dict) and (isinstance(s["type"], (dict, list))
-                                      or s["type"] in named):
+        elif isinstance(s, dict) and (isinstance(s["type"], (dict, list)) or s["type"] in named):
             s = s["type"]
         else:
             return s
@@ -120,6 +120,7 @@ def compile_reader(schema: Any, named: dict[str, Any]) -> Read:
             if counted:
                 t[0] += 1
             return r(b, p, t)
+
         return read
 
     def record(s: dict[Any, Any]) -> Read:
@@ -129,13 +130,16 @@ def compile_reader(schema: Any, named: dict[str, Any]) -> Read:
         # (name, how, reader): how 1 and 2 (plain strings and longs, the commonest) are
         # read inline in the loop below, without a call
         fields: list[tuple[str, int, Read]] = []
-        static = 1                      # the record, and its plain fields
+        static = 1  # the record, and its plain fields
         for f in s["fields"]:
             resolved = resolve(f["type"], named)
             if plain(resolved):
                 static += 1
-                how = 0 if resolved.get("logicalType") else \
-                    {"string": 1, "long": 2}.get(resolved["type"], 0)
+                how = (
+                    0
+                    if resolved.get("logicalType")
+                    else {"string": 1, "long": 2}.get(resolved["type"], 0)
+                )
                 fields.append((f["name"], how, leaf(resolved)))
             else:
                 fields.append((f["name"], 0, build(resolved)))
@@ -162,6 +166,7 @@ def compile_reader(schema: Any, named: dict[str, Any]) -> Read:
                     d[key] = b[p:q].decode()
                     p = q
             return d, p
+
         records[name] = read
         return read
 
@@ -177,7 +182,7 @@ def compile_reader(schema: Any, named: dict[str, Any]) -> Read:
                     return out, p
                 if n < 0:
                     n = -n
-                    _, p = _long(b, p)          # the block's size in bytes
+                    _, p = _long(b, p)  # the block's size in bytes
                 if counted:
                     t[0] += n
                 for _ in range(n):
@@ -187,6 +192,7 @@ def compile_reader(schema: Any, named: dict[str, Any]) -> Read:
                     else:
                         v, p = item(b, p, t)
                         out.append(v)
+
         return read
 
     def leaf(s: dict[Any, Any]) -> Read:
@@ -195,20 +201,24 @@ def compile_reader(schema: Any, named: dict[str, Any]) -> Read:
         if kind == "null":
             return lambda b, p, t: (None, p)
         if kind == "boolean":
+
             def boolean(b: bytes, p: int, t: list[Any]) -> tuple[Any, int]:
                 v = b[p]
                 if v > 1:
                     raise ValueError("bool")
                 return v == 1, p + 1
+
             return boolean
         if kind in ("int", "long"):
             conv = _TIME.get(logical) if logical else None
             if kind == "int":
+
                 def int_(b: bytes, p: int, t: list[Any]) -> tuple[Any, int]:
                     v, p = _long(b, p)
                     if not -2147483648 <= v < 2147483648:
                         raise ValueError("int")
                     return (v if conv is None else conv(v)), p
+
                 return int_
             if conv is None:
                 return lambda b, p, t: _long(b, p)
@@ -216,6 +226,7 @@ def compile_reader(schema: Any, named: dict[str, Any]) -> Read:
             def long_(b: bytes, p: int, t: list[Any]) -> tuple[Any, int]:
                 v, p = _long(b, p)
                 return conv(v), p
+
             return long_
         if kind == "float":
             return lambda b, p, t: (_F(b, p)[0], p + 4)
@@ -231,6 +242,7 @@ def compile_reader(schema: Any, named: dict[str, Any]) -> Read:
                 if v < 0:
                     raise ValueError("enum")
                 return symbols[v], p
+
             return enum
         raise Unsupported(kind)
 
@@ -254,20 +266,25 @@ def _sized(kind: str, logical: str | None, s: dict[Any, Any]) -> Read:
         def decimal(b: bytes, p: int, t: list[Any]) -> tuple[Any, int]:
             v, p = raw(b, p)
             return str(decimal_value(v, precision, scale)), p
+
         return decimal
     if kind == "string":
         if logical == "uuid":
+
             def uuid(b: bytes, p: int, t: list[Any]) -> tuple[Any, int]:
                 v, p = raw(b, p)
                 return str(UUID(v.decode())), p
+
             return uuid
 
         def text(b: bytes, p: int, t: list[Any]) -> tuple[Any, int]:
             v, p = raw(b, p)
             return v.decode(), p
+
         return text
 
     def b64(b: bytes, p: int, t: list[Any]) -> tuple[Any, int]:
         v, p = raw(b, p)
         return base64.b64encode(v).decode("ascii"), p
+
     return b64

@@ -43,7 +43,7 @@ def compile_program(schema: Any, named: dict[str, Any]) -> tuple[list[tuple[Any,
         if kind in ("record", "error"):
             name = s["name"]
             if name not in records:
-                at = records[name] = add(("record", []))       # fields filled below
+                at = records[name] = add(("record", []))  # fields filled below
                 fields = [(f["name"], build(f["type"])) for f in s["fields"]]
                 if len({name for name, _ in fields}) != len(fields):
                     raise Unsupported("a field name twice")
@@ -61,10 +61,14 @@ def compile_program(schema: Any, named: dict[str, Any]) -> tuple[list[tuple[Any,
             return add((kind,))
         if kind in ("bytes", "string", "fixed"):
             size = s["size"] if kind == "fixed" else None
-            if logical == "decimal":          # avro_fast._sized: on any of the three
+            if logical == "decimal":  # avro_fast._sized: on any of the three
                 precision, scale = s.get("precision", 28), s.get("scale", 0)
-                if type(precision) is not int or type(scale) is not int or \
-                        not 1 <= precision <= 10_000 or not 0 <= scale <= 1000:
+                if (
+                    type(precision) is not int
+                    or type(scale) is not int
+                    or not 1 <= precision <= 10_000
+                    or not 0 <= scale <= 1000
+                ):
                     raise Unsupported("decimal")
                 return add(("decimal", size, precision, scale))
             if kind == "fixed":

@@ -7,7 +7,7 @@ from ..budget import Budget
 from ..node import Node
 from ..reader import VarintTooLong, uvarint
 
-MAX_DEPTH = 64          # nested records/messages/arrays inside one value
+MAX_DEPTH = 64  # nested records/messages/arrays inside one value
 
 
 class Mismatch(Exception):
@@ -38,7 +38,7 @@ class Cursor:
             raise Mismatch(self.pos, f"{what} needs {n} bytes, {self.end - self.pos} left")
         start = self.pos
         self.pos += n
-        return self.buf[start:self.pos]
+        return self.buf[start : self.pos]
 
     def uvarint(self, what: str) -> int:
         """Unsigned LEB128 of at most 10 bytes (Avro longs, Protobuf varints)."""
@@ -73,5 +73,14 @@ class Cursor:
 
 def rest_node(cur: Cursor, parent: Node, reason: str, code: str) -> Node:
     """The bytes from where decoding stopped to the end of the value, marked."""
-    return parent.add(Node("_rest", "raw", cur.pos, cur.end - cur.pos,
-                           cur.buf[cur.pos:cur.end], problem=reason, code=code))
+    return parent.add(
+        Node(
+            "_rest",
+            "raw",
+            cur.pos,
+            cur.end - cur.pos,
+            cur.buf[cur.pos : cur.end],
+            problem=reason,
+            code=code,
+        )
+    )

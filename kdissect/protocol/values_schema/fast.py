@@ -59,7 +59,7 @@ class _Recent:
         self.held += count
         self.held_bytes += len(raw)
         while self.held > self.VALUES or self.held_bytes > self.BYTES:
-            old, (_, n) = entries.popitem(last=False)   # OrderedDict: the oldest at once
+            old, (_, n) = entries.popitem(last=False)  # OrderedDict: the oldest at once
             self.held -= n
             self.held_bytes -= len(old)
 
@@ -69,6 +69,7 @@ _RECENT: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
 def _reader(parsed: Any, named: dict[str, Any]) -> Any:
     from .avro_fast import Unsupported, compile_reader
+
     if _qualifies(parsed, named, set()) is None:
         return None
     try:
@@ -80,7 +81,7 @@ def _reader(parsed: Any, named: dict[str, Any]) -> Any:
 def _schema(source: Any, raw: bytes) -> tuple[Schema, int]:
     """The schema of a framed value and its id; Unfit when not framed or not known."""
     if len(raw) < 5 or raw[0] != 0:
-        raise Unfit             # unframed: the caller knows what to do
+        raise Unfit  # unframed: the caller knows what to do
     schema_id = int.from_bytes(raw[1:5], "big")
     schema: Schema | None = source.by_id(schema_id)
     if schema is None:
@@ -97,8 +98,9 @@ def _avro_reader(schema: Schema) -> Any:
     return reader
 
 
-def _kept(kept: weakref.WeakKeyDictionary[Any, Any], schema: Schema, raw: bytes,
-          tally: list[int] | None) -> Any:
+def _kept(
+    kept: weakref.WeakKeyDictionary[Any, Any], schema: Schema, raw: bytes, tally: list[int] | None
+) -> Any:
     """The value ``raw`` was last decoded to by ``schema`` (None: not kept), its values
     counted into ``tally``."""
     recent = kept.get(schema)
@@ -118,15 +120,16 @@ def _read_avro(schema: Schema, raw: bytes) -> tuple[Any, int]:
     count = [0]
     try:
         value, end = reader(raw, 5, count)
-    except Exception:               # whatever it is, the located path says it
+    except Exception:  # whatever it is, the located path says it
         raise Unfit from None
     if end != len(raw):
-        raise Unfit                 # trailing bytes: a finding
+        raise Unfit  # trailing bytes: a finding
     return value, count[0]
 
 
-def value_json(source: Any, raw: bytes, role: str,
-               tally: list[int] | None = None) -> tuple[Any, int | None]:
+def value_json(
+    source: Any, raw: bytes, role: str, tally: list[int] | None = None
+) -> tuple[Any, int | None]:
     """(the value as JSON, its schema id) for a framed value whose schema ``source``
     knows; raises Unfit otherwise. ``tally[0]`` counts the values made."""
     schema, schema_id = _schema(source, raw)
@@ -168,8 +171,9 @@ _COMPILED: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 _RECENT_TEXT: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
 
-def value_text(source: Any, raw: bytes, role: str,
-               tally: list[int] | None = None) -> tuple[Any, int | None]:
+def value_text(
+    source: Any, raw: bytes, role: str, tally: list[int] | None = None
+) -> tuple[Any, int | None]:
     """``value_json`` for a writer of JSON text: an Avro value comes as ``JsonText``
     (from the compiled reader when there is one, else ``json.dumps`` of avro_fast's
     value: the same text), other kinds as values. JSON lines encode records with
@@ -180,22 +184,23 @@ def value_text(source: Any, raw: bytes, role: str,
     hit = _kept(_RECENT_TEXT, schema, raw, tally)
     if hit is not None:
         return hit, schema_id
-    if _avro_reader(schema) is None:            # not qualified: nor for the compiled one
+    if _avro_reader(schema) is None:  # not qualified: nor for the compiled one
         raise Unfit
     compiled = _COMPILED.get(schema, False)
     if compiled is False:
         from .avro_text import compiled_reader
+
         parsed, named = schema.parsed
         compiled = _COMPILED[schema] = compiled_reader(parsed, named)
     text = None
     if compiled is not None:
         try:
             text, end, count = compiled.read(raw, 5)
-        except ValueError:              # declined: avro_fast decides (and says Unfit)
+        except ValueError:  # declined: avro_fast decides (and says Unfit)
             pass
         else:
             if end != len(raw):
-                raise Unfit             # trailing bytes: a finding
+                raise Unfit  # trailing bytes: a finding
     if text is None:
         value, count = _read_avro(schema, raw)
         text = json.dumps(value)
@@ -220,6 +225,7 @@ def dumps(obj: Any) -> str:
             texts.append(o.text)
             return f"{_SLOT}{len(texts) - 1}@@"
         return str(o)
+
     out = json.dumps(obj, default=default)
     return _SLOT_RE.sub(lambda m: texts[int(m[1])], out) if texts else out
 
@@ -234,7 +240,7 @@ def _qualifies(schema: Any, named: dict[str, Any], seen: set[str]) -> int | None
             return 4
         if schema == "double":
             return 8
-        if schema in named:             # a record checks ``seen`` itself
+        if schema in named:  # a record checks ``seen`` itself
             return _qualifies(named[schema], named, seen)
         return 1
     if isinstance(schema, list):

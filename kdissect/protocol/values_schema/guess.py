@@ -14,14 +14,18 @@ from .common import Cursor, Mismatch, OutOfBudget
 
 @dataclass
 class Guess:
-    kind: str                   # json, text, protobuf, binary
-    confidence: str             # certain, likely, possible, none
+    kind: str  # json, text, protobuf, binary
+    confidence: str  # certain, likely, possible, none
     tree: Node | None
 
     @property
     def summary(self) -> str:
-        what = {"json": "JSON", "text": "UTF-8 text", "protobuf": "Protobuf wire format",
-                "binary": "binary"}[self.kind]
+        what = {
+            "json": "JSON",
+            "text": "UTF-8 text",
+            "protobuf": "Protobuf wire format",
+            "binary": "binary",
+        }[self.kind]
         if self.kind == "binary":
             return "binary, format unknown (no schema)"
         return f"looks like {what} ({self.confidence}; no schema)"
@@ -42,8 +46,10 @@ def guess(buf: bytes, pos: int, end: int, budget: Budget | None) -> Guess:
                 return Guess("json", "certain", tree)
         except (Mismatch, OutOfBudget):
             pass
-    if text is not None and (text.isprintable() or text.replace("\n", " ").replace(
-            "\t", " ").replace("\r", " ").isprintable()):
+    if text is not None and (
+        text.isprintable()
+        or text.replace("\n", " ").replace("\t", " ").replace("\r", " ").isprintable()
+    ):
         return Guess("text", "certain", Node("guessed", "string", pos, end - pos, text))
     holder = Node("guessed", "struct", pos, end - pos)
     cur = Cursor(buf, pos, end, budget)
@@ -77,7 +83,6 @@ def _wire(cur: Cursor, holder: Node, end: int) -> int:
             value = cur.take(4, "fixed32")
         else:
             value = cur.take(cur.uvarint("length"), "bytes")
-        holder.add(Node(f"#{number}", "varint" if wire == 0 else "bytes", at, cur.pos - at,
-                        value))
+        holder.add(Node(f"#{number}", "varint" if wire == 0 else "bytes", at, cur.pos - at, value))
         count += 1
     return count

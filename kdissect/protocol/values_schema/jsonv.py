@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import sys
+
 # CPython's JSON string scanner (C-accelerated); typeshed does not declare it
 from json.decoder import scanstring  # type: ignore[attr-defined]
 from typing import Any
@@ -22,22 +23,23 @@ _MAX_DIGITS = sys.get_int_max_str_digits() or 4300
 def _skip_space(text: str, i: int) -> int:
     """The index after the white space starting at ``i``."""
     m = _SPACE.match(text, i)
-    return i if m is None else m.end()       # never None: the pattern matches ""
+    return i if m is None else m.end()  # never None: the pattern matches ""
 
 
 def decode(cur: Cursor, parent: Node, name: str) -> Node:
     """Parse the JSON text ``cur.buf[cur.pos:cur.end]`` (UTF-8); one value, then only
     white space. Raises Mismatch where the text stops being JSON."""
-    raw = cur.buf[cur.pos:cur.end]
+    raw = cur.buf[cur.pos : cur.end]
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         raise Mismatch(cur.pos + e.start, f"not UTF-8 ({e.reason})") from None
     base = cur.pos
     if len(text) == len(raw):
+
         def at(i: int) -> int:
             return base + i
-    else:                   # characters to byte offsets, computed once
+    else:  # characters to byte offsets, computed once
         starts = [0] * (len(text) + 1)
         b = 0
         for i, ch in enumerate(text):
@@ -47,6 +49,7 @@ def decode(cur: Cursor, parent: Node, name: str) -> Node:
 
         def at(i: int) -> int:
             return base + starts[i]
+
     parser = _Parser(text, at, cur)
     i = _skip_space(text, 0)
     node, i = parser.value(i, parent, name)
@@ -80,8 +83,9 @@ class _Parser:
         if m and m.end() > i:
             s = m.group(0)
             if not (m.group(1) or m.group(2)) and len(s) > _MAX_DIGITS:
-                raise self.fail(i, f"an integer of {len(s)} digits (json.loads takes at "
-                                   f"most {_MAX_DIGITS})")
+                raise self.fail(
+                    i, f"an integer of {len(s)} digits (json.loads takes at most {_MAX_DIGITS})"
+                )
             v: Any = float(s) if m.group(1) or m.group(2) else int(s)
             return self._leaf(parent, name, "number", i, m.end(), v), m.end()
         for word, v in _LITERALS.items():
@@ -96,11 +100,14 @@ class _Parser:
 
     def container(self, i: int, parent: Node, name: str, is_object: bool) -> tuple[Node, int]:
         text, cur = self.text, self.cur
-        node = parent.add(Node(name, "struct" if is_object else "array", self.at(i),
-                               value=None if is_object else 0))
+        node = parent.add(
+            Node(
+                name, "struct" if is_object else "array", self.at(i), value=None if is_object else 0
+            )
+        )
         close = "}" if is_object else "]"
         cur.enter()
-        seen: dict[str, int] = {}           # this object's keys -> their child's index
+        seen: dict[str, int] = {}  # this object's keys -> their child's index
         i = _skip_space(text, i + 1)
         try:
             if text.startswith(close, i):
@@ -121,7 +128,7 @@ class _Parser:
                     _, i = self.value(i, node, key)
                     if at is None:
                         seen[key] = len(node.children) - 1
-                    else:                   # json.loads keeps the last, in the first's place
+                    else:  # json.loads keeps the last, in the first's place
                         node.supersede(at)
                 else:
                     _, i = self.value(i, node, f"[{node.value}]")
@@ -132,8 +139,9 @@ class _Parser:
                     continue
                 if text.startswith(close, i):
                     return node, i + 1
-                raise self.fail(i, f"JSON {'object' if is_object else 'array'} needs ',' "
-                                   f"or '{close}'")
+                raise self.fail(
+                    i, f"JSON {'object' if is_object else 'array'} needs ',' or '{close}'"
+                )
         finally:
             node.length = self.at(min(i + 1, len(text))) - node.offset
             cur.leave()

@@ -17,19 +17,34 @@ from .common import Cursor, Mismatch
 
 _FIXED64 = {1: ("<d", "double"), 6: ("<Q", "fixed64"), 16: ("<q", "sfixed64")}
 _FIXED32 = {2: ("<f", "float"), 7: ("<I", "fixed32"), 15: ("<i", "sfixed32")}
-_VARINT = {3: "int64", 4: "uint64", 5: "int32", 8: "bool", 13: "uint32", 14: "enum",
-           17: "sint32", 18: "sint64"}
-_WIRE = {**{t: 0 for t in _VARINT}, **{t: 1 for t in _FIXED64},
-         **{t: 5 for t in _FIXED32}, 9: 2, 11: 2, 12: 2}
-_REPEATED = 3           # FieldDescriptorProto.LABEL_REPEATED
+_VARINT = {
+    3: "int64",
+    4: "uint64",
+    5: "int32",
+    8: "bool",
+    13: "uint32",
+    14: "enum",
+    17: "sint32",
+    18: "sint64",
+}
+_WIRE = {
+    **{t: 0 for t in _VARINT},
+    **{t: 1 for t in _FIXED64},
+    **{t: 5 for t in _FIXED32},
+    9: 2,
+    11: 2,
+    12: 2,
+}
+_REPEATED = 3  # FieldDescriptorProto.LABEL_REPEATED
 
 
 @dataclass
 class ProtoSchema:
     """The message types of one schema (its file and the files it imports)."""
-    messages: dict[str, Any] = field(default_factory=dict)     # ".pkg.Msg" -> DescriptorProto
-    enums: dict[str, Any] = field(default_factory=dict)        # ".pkg.E" -> EnumDescriptorProto
-    top: list[str] = field(default_factory=list)   # the main file's top-level messages, in order
+
+    messages: dict[str, Any] = field(default_factory=dict)  # ".pkg.Msg" -> DescriptorProto
+    enums: dict[str, Any] = field(default_factory=dict)  # ".pkg.E" -> EnumDescriptorProto
+    top: list[str] = field(default_factory=list)  # the main file's top-level messages, in order
     # made once per message or enum type, not per occurrence: a repeated field of a
     # message of 3,000 fields rebuilt its index per element (160 KB: 42 CPU-s)
     _fields: dict[str, dict[int, Any]] = field(default_factory=dict, repr=False, compare=False)
@@ -51,7 +66,8 @@ class ProtoSchema:
         if names is None:
             desc = self.enums.get(enum)
             names = self._names[enum] = (
-                {e.number: e.name for e in desc.value} if desc is not None else {})
+                {e.number: e.name for e in desc.value} if desc is not None else {}
+            )
         return names
 
     def message_for(self, indexes: list[int]) -> str:
@@ -94,8 +110,9 @@ def from_file_set(fds: Any, main: str | None = None) -> ProtoSchema:
     return out
 
 
-def decode(cur: Cursor, schema: ProtoSchema, message: str, parent: Node, name: str,
-           end: int | None = None) -> Node:
+def decode(
+    cur: Cursor, schema: ProtoSchema, message: str, parent: Node, name: str, end: int | None = None
+) -> Node:
     """Read the fields of ``message`` up to ``end`` (default: the cursor's end)."""
     cur.charge()
     fields = schema.fields_of(message)
@@ -104,8 +121,8 @@ def decode(cur: Cursor, schema: ProtoSchema, message: str, parent: Node, name: s
     stop = cur.end if end is None else end
     node = parent.add(Node(name, "struct", cur.pos, note=message.lstrip(".")))
     repeated: dict[int, Node] = {}
-    singular: dict[int, int] = {}       # field number -> its node's index in node.children
-    keys: dict[int, dict[str, int]] = {}    # map field -> key -> its entry's index
+    singular: dict[int, int] = {}  # field number -> its node's index in node.children
+    keys: dict[int, dict[str, int]] = {}  # map field -> key -> its entry's index
     cur.enter()
     try:
         while cur.pos < stop:
@@ -123,12 +140,19 @@ def decode(cur: Cursor, schema: ProtoSchema, message: str, parent: Node, name: s
                 if holder is None:
                     entry = schema.messages.get(f.type_name)
                     is_map = entry is not None and entry.options.map_entry
-                    holder = node.add(Node(f.name, "struct" if is_map else "array", tag_at,
-                                           value=None if is_map else 0))
+                    holder = node.add(
+                        Node(
+                            f.name,
+                            "struct" if is_map else "array",
+                            tag_at,
+                            value=None if is_map else 0,
+                        )
+                    )
                     repeated[number] = holder
                 if f.type == 11 and holder.ktype == "struct":
-                    _map_entry(cur, schema, f, wire, holder, keys.setdefault(number, {}),
-                               tag_at, stop)
+                    _map_entry(
+                        cur, schema, f, wire, holder, keys.setdefault(number, {}), tag_at, stop
+                    )
                 elif wire == 2 and _WIRE.get(f.type) in (0, 1, 5):
                     _packed(cur, schema, f, holder, stop)
                 else:
@@ -140,7 +164,7 @@ def decode(cur: Cursor, schema: ProtoSchema, message: str, parent: Node, name: s
                 at = singular.get(number)
                 if at is None:
                     singular[number] = len(node.children) - 1
-                else:                           # a later occurrence wins
+                else:  # a later occurrence wins
                     node.supersede(at)
         if cur.pos != stop:
             raise Mismatch(cur.pos, "a field runs past the end of its message")
@@ -150,14 +174,23 @@ def decode(cur: Cursor, schema: ProtoSchema, message: str, parent: Node, name: s
     return node
 
 
-def _field(cur: Cursor, schema: ProtoSchema, f: Any, wire: int, parent: Node, name: str,
-           tag_at: int, stop: int) -> Node:
+def _field(
+    cur: Cursor,
+    schema: ProtoSchema,
+    f: Any,
+    wire: int,
+    parent: Node,
+    name: str,
+    tag_at: int,
+    stop: int,
+) -> Node:
     want = _WIRE.get(f.type)
     if want is None:
         raise Mismatch(tag_at, f"field {f.name}: groups are not supported")
     if wire != want:
-        raise Mismatch(tag_at, f"field {f.name} (#{f.number}) has wire type {wire}, its "
-                               f"type needs {want}")
+        raise Mismatch(
+            tag_at, f"field {f.name} (#{f.number}) has wire type {wire}, its type needs {want}"
+        )
     cur.charge()
     if want == 2:
         n = cur.uvarint(f"{f.name} length")
@@ -223,15 +256,23 @@ def _packed(cur: Cursor, schema: ProtoSchema, f: Any, holder: Node, stop: int) -
         holder.value += 1
 
 
-def _map_entry(cur: Cursor, schema: ProtoSchema, f: Any, wire: int, holder: Node,
-               keys: dict[str, int], tag_at: int, stop: int) -> None:
+def _map_entry(
+    cur: Cursor,
+    schema: ProtoSchema,
+    f: Any,
+    wire: int,
+    holder: Node,
+    keys: dict[str, int],
+    tag_at: int,
+    stop: int,
+) -> None:
     """One entry of a map field; ``keys`` (the map's keys so far -> their index in
     ``holder``) lets a later entry of a key replace the earlier one in constant time."""
     scratch = Node("entry", "struct", tag_at)
     entry = _field(cur, schema, f, wire, scratch, "entry", tag_at, stop)
     key, value = entry.child("key"), entry.child("value")
     label = "" if key is None else str(key.value)
-    if value is None:               # proto3 leaves a default value out
+    if value is None:  # proto3 leaves a default value out
         holder.add(Node(label, "unset", tag_at, entry.length))
     else:
         value.name, value.offset, value.length = label, tag_at, entry.length
@@ -255,9 +296,16 @@ def _unknown(cur: Cursor, node: Node, number: int, wire: int, tag_at: int, stop:
     elif wire == 2:
         cur.take(cur.uvarint(f"field #{number} length"), f"field #{number}")
     else:
-        raise Mismatch(tag_at, f"field #{number} has wire type {wire} (groups are not "
-                               f"supported)")
+        raise Mismatch(tag_at, f"field #{number} has wire type {wire} (groups are not supported)")
     if cur.pos > stop:
         raise Mismatch(tag_at, f"field #{number} runs past its message")
-    node.add(Node(f"_unknown_{number}", "raw", tag_at, cur.pos - tag_at,
-                  cur.buf[tag_at:cur.pos], note=f"field #{number} the schema does not know"))
+    node.add(
+        Node(
+            f"_unknown_{number}",
+            "raw",
+            tag_at,
+            cur.pos - tag_at,
+            cur.buf[tag_at : cur.pos],
+            note=f"field #{number} the schema does not know",
+        )
+    )
