@@ -92,10 +92,10 @@ class Jobs:
         # the main screen's line, also while a modal screen (help, statistics) is on top
         stack = getattr(self, "screen_stack", [])
         lines = stack[0].query("#work") if stack else None
-        if not lines:  # starting, or closing
+        bars = stack[0].query(ProgressBar) if stack else None
+        if not lines or not bars:  # starting, or closing (widgets leave one by one)
             return
-        line = lines.first()
-        bar = stack[0].query_one(ProgressBar)
+        line, bar = lines.first(), bars.first()
         progress = getattr(self, "_progress", None)
         if self._job is not None:
             what = f"{self._job[0]} · Esc cancels"
