@@ -696,6 +696,12 @@ def _segment(
     oi = ti = 0
     batch_ends: dict[int, tuple[int, int]] = {}  # last offset -> (position, max ts), this segment
     starts: set[int] = set()  # where damaged batches start (index entries may name them)
+    # offsets damage hides: open intervals (after, before) between the batches read on
+    # either side of a damaged one, and where an open one began (a time-index entry
+    # naming a hidden offset is not evidence of a bad entry)
+    hidden: list[tuple[int, int]] = []
+    hidden_after: int | None = None
+    known_last = -1  # the last offset of the last batch read
     pos = released = 0
     options = options.for_message()
     try:
@@ -720,6 +726,8 @@ def _segment(
                         h = Batch(mm, pos).fields()
                         run.last_offset = h["base_offset"] + h["last_offset_delta"]
                         batch_ends[run.last_offset] = (pos, h["max_timestamp"])
+                    elif hidden_after is None:
+                        hidden_after = known_last
                     pos = resume
                     continue
             if b is None or not b.plausible:
@@ -776,8 +784,12 @@ def _segment(
             _check_batch(item, head, state, run)
             _mark(item, head, state)
             last, max_ts = head.last, head.max_ts
+            if hidden_after is not None and head.base is not None:
+                hidden.append((hidden_after, head.base))
+                hidden_after = None
             if last is not None:
                 batch_ends[last] = (pos, max_ts if max_ts is not None else -1)
+                known_last = last
             # offset index entries at this position name this batch's last offset
             while oi < len(oidx) and oidx[oi][2] <= pos:
                 e, off, ipos = oidx[oi]
@@ -796,7 +808,12 @@ def _segment(
             while ti < len(tidx) and last is not None and tidx[ti][2] <= last:
                 e, ts, off = tidx[ti]
                 found = batch_ends.get(off)
-                if found is None:
+                if found is None and (
+                    any(a < off < b for a, b in hidden)
+                    or (hidden_after is not None and off > hidden_after)
+                ):
+                    pass  # an offset of a damaged batch: its own finding says what is wrong
+                elif found is None:
                     _flag(
                         e,
                         "time_index_mismatch",
