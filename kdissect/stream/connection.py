@@ -195,9 +195,7 @@ class KafkaConnection:
             self._message(side, f, self.last_ts, 0)
 
     def gap(self, side: int, offset: int, length: int, ts: float, frame: int) -> None:
-        self.emit_gap(
-            Gap(self.index, "request" if side == 0 else "response", offset, length, frame, ts)
-        )
+        self._emit_gap(side, offset, length, frame, ts)
         if side == 1:  # answers to requests before may be lost
             self.response_gap = max(self.response_gap, ts)
         for f in self.framers[side].gap(offset, length):
@@ -207,20 +205,16 @@ class KafkaConnection:
         if self.budget is not None:
             self._charge(side)
 
+    def _emit_gap(
+        self, side: int, offset: int, length: int, frame: int, ts: float, unread: bool = False
+    ) -> None:
+        direction = "request" if side == 0 else "response"
+        self.emit_gap(Gap(self.index, direction, offset, length, frame, ts, unread))
+
     def _unread(self, side: int, ts: float, frame: int) -> None:
         framer = self.framers[side]
         for offset, length in framer.unread:
-            self.emit_gap(
-                Gap(
-                    self.index,
-                    "request" if side == 0 else "response",
-                    offset,
-                    length,
-                    frame,
-                    ts,
-                    unread=True,
-                )
-            )
+            self._emit_gap(side, offset, length, frame, ts, unread=True)
         framer.unread.clear()
 
     def close(self) -> None:
