@@ -298,7 +298,9 @@ class Proxy:
         """The first reachable of the listener's upstreams: (reader, writer), or None.
         The bootstrap list then starts with the one that answered."""
         failures = []
-        for host, port in listener.upstreams:
+        # a copy: another connection that reaches a later upstream reorders the list
+        # while this one awaits, and iterating the list itself then skipped the live one
+        for host, port in list(listener.upstreams):
             try:
                 streams = await asyncio.wait_for(
                     asyncio.open_connection(
