@@ -173,9 +173,10 @@ def test_rows_spilled_to_disk_come_back_in_the_same_order(tmp_path, monkeypatch)
     for run in (1_000_000, 5):
         monkeypatch.setattr(spill, "RUN", run)
         x, r = tmp_path / f"{run}-x.parquet", tmp_path / f"{run}-r.parquet"
-        n = write_exchanges(
+        n, errors = write_exchanges(
             files, str(x), ports=(9092,), detect=True, warn=lambda w: None, records_out=str(r)
         )
+        assert errors == 0
         got[run] = (n, x.read_bytes(), r.read_bytes())
     assert got[5][0] == got[1_000_000][0] > 200
     assert got[5] == got[1_000_000]
@@ -213,3 +214,48 @@ def test_the_files_say_what_wrote_them(tmp_path):
         assert json.loads(meta["kdissect.options"])["records"] is True
     stamp = pq.read_table(r).schema.field("timestamp").type
     assert str(stamp) == "timestamp[us, tz=UTC]"
+
+
+@pytest.mark.parametrize(
+    "content, says",
+    [
+        (b"hello, not a capture", "not a pcap or pcapng file"),
+        # a pcap header and no packet (little-endian, v2.4, Ethernet)
+        (bytes.fromhex("d4c3b2a1020004000000000000000000ffff000001000000"), "holds no packets"),
+    ],
+)
+def test_parquet_exits_as_the_other_formats_on_an_unreadable_input(tmp_path, content, says):
+    """An input that cannot be read (or holds no Kafka traffic) makes every format exit 1
+    with the same message: the table writer counts the notes of level "error" too (it
+    once dropped their level and exited 0)."""
+    bad = tmp_path / "bad.pcap"
+    bad.write_bytes(content)
+    out = tmp_path / "x.parquet"
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "kdissect", "pcap", str(bad), *args],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+        )
+
+    for done in (
+        run("--format", "jsonl"),
+        run("--format", "parquet", "-o", str(out)),
+        run("--format", "parquet", "-o", str(out), "--records-output", str(tmp_path / "r.parquet")),
+    ):
+        assert done.returncode == 1, done.stderr
+        assert says in done.stderr and "Traceback" not in done.stderr
+    # with a readable capture beside it, its rows are still written, and the status says
+    # one input was not read
+    good = str(ROOT / "captures" / "kcat.pcap")
+    done = subprocess.run(
+        [sys.executable, "-m", "kdissect", "pcap", good, str(bad), "--format", "parquet"]
+        + ["-o", str(out)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert done.returncode == 1 and says in done.stderr
+    assert pq.read_table(out).num_rows > 0

@@ -236,7 +236,7 @@ def _write_parquet(
     err = console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
     warnings: list[str] = []
     try:
-        rows = write_exchanges(
+        rows, errors = write_exchanges(
             list(files),
             output,
             ports=ports,
@@ -259,3 +259,5 @@ def _write_parquet(
         + (f" (records to {records_output})" if records_output else ""),
         "green",
     )
+    if errors:
+        raise SystemExit(1)  # an input could not be read, or held no Kafka traffic

@@ -162,6 +162,7 @@ class Rows:
     topic_ids: dict[str, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     connections: int = 0
+    errors: int = 0  # notes of level "error": an input not read, or with no Kafka traffic
     # gaps with the connection they are in: (gap, client, broker)
     gaps: list[tuple[Gap, tuple[str, int], tuple[str, int]]] = field(default_factory=list)
 
@@ -200,6 +201,8 @@ class RowSink(BaseSink):
         self.on_gap(g)
 
     def note(self, text: str, level: str = "warn") -> None:
+        if level == "error":  # counted: the command's exit status says it (as the printer's)
+            self.rows.errors += 1
         self.warn(text)
 
     def progress(self, done: int, total: int) -> None:
@@ -381,6 +384,7 @@ def capture_rows(
         rows.topic_ids = engine.topic_ids
         engine.run()
         out.warnings += rows.warnings
+        out.errors += rows.errors
         if collect is None:
             out.exchanges += resolve_topics(rows.exchanges, rows.topic_ids)
             out.records += resolve_record_topics(rows.records, rows.topic_ids)

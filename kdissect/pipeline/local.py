@@ -23,8 +23,10 @@ def write_exchanges(
     keys=None,
     records_out: str | None = None,
     values=None,
-) -> int:
-    """Write the exchanges of ``files`` to the Parquet file ``out``; returns the row count.
+) -> tuple[int, int]:
+    """Write the exchanges of ``files`` to the Parquet file ``out``; returns the row count
+    and the number of inputs that could not be read or held no Kafka traffic (what makes
+    the other formats exit 1).
     ``keep(exchange)`` may leave exchanges out (display filters). ``records_out``: also
     write the records table there (``values``: schemas for its key/value columns)."""
     rows = capture_rows(
@@ -54,7 +56,7 @@ def write_exchanges(
         write_table(rows.records, columns.RECORDS, records_out, meta)
     for w in rows.warnings:
         warn(w)
-    return write_table(rows.exchanges, columns.EXCHANGES, out, meta)
+    return write_table(rows.exchanges, columns.EXCHANGES, out, meta), rows.errors
 
 
 # the order the Spark job writes: by capture, then time
