@@ -200,3 +200,28 @@ def test_random_kio_messages_agree(key, version, direction):
         )
 
     check()
+
+
+def test_bare_values_leave_records_out_and_step_aside_when_unclean():
+    """``bare_values`` (what orphan guesses and broker listeners read): the fields of a
+    clean message, its records left out; None for a message cut short."""
+    from kdissect.protocol.values import bare_values
+
+    got = messages(CAPTURES[0].parent / "kcat.pcap")
+    data, _, _, v = next(m for m in got if m[1:3] == ("request", 0))  # Produce
+    body = bare_values(data, "request", 0, v)
+    assert body is not None and body["acks"] == -1
+    assert [p["records"] for t in body["topic_data"] for p in t["partition_data"]] == [None]
+    # a Fetch answer with records: read in full they are there, bare they are left out
+    data, _, _, v = next(
+        m
+        for m in got
+        if m[1:3] == ("response", 1)
+        and body_values(m[0], "response", 1, m[3], FULL, json_bytes)["responses"][0]["partitions"][
+            0
+        ]["records"]
+    )
+    body = bare_values(data, "response", 1, v)
+    assert body is not None and body["responses"][0]["partitions"][0]["records"] is None
+    assert body["responses"][0]["partitions"][0]["high_watermark"] == 4
+    assert bare_values(data[:-3], "response", 1, v) is None

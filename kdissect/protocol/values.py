@@ -433,6 +433,19 @@ def _plan(api_key: int, api_version: int, direction: str) -> tuple[Any, Any, boo
 _PLANS: dict[tuple[int, int, str], tuple[Any, Any, bool, Any]] = {}
 
 
+# bytes fields left out (None): for a reader that only checks or learns from the fields
+NO_BYTES: Callable[[bytes], Any] = lambda b: None  # noqa: E731
+_BARE = Options(records=False, embedded=False)
+
+
+def bare_values(
+    data: bytes, direction: str, api_key: int, api_version: int
+) -> dict[Any, Any] | None:
+    """``body_values`` without records, embedded structures or bytes fields: the cheapest
+    read of what a message's other fields say (None: not clean, as ``body_values``)."""
+    return body_values(data, direction, api_key, api_version, _BARE, NO_BYTES)
+
+
 def body_values(
     data: bytes,
     direction: str,

@@ -16,9 +16,9 @@ from __future__ import annotations
 import struct
 from typing import Any, NamedTuple
 
-from ..protocol import Options, schemas
+from ..protocol import schemas
 from ..protocol.apis import DESCRIBE_CLUSTER, FIND_COORDINATOR, METADATA
-from ..protocol.values import body_values
+from ..protocol.values import bare_values
 from .connection import plausible_request
 
 HOLD = 2048  # bytes held per connection while the shape alone waits for an answer
@@ -151,14 +151,10 @@ def listeners(data: bytes, api_key: int, api_version: int | None) -> set[tuple[s
     """The (host, port) of the brokers an answer names."""
     if api_version is None:
         return set()
-    body = body_values(data, "response", api_key, api_version, _OPTIONS, _NO_BYTES)
+    body = bare_values(data, "response", api_key, api_version)
     found: set[tuple[str, int]] = set()
     _walk(body, found)
     return found
-
-
-_OPTIONS = Options(records=False, embedded=False)
-_NO_BYTES = lambda b: None  # noqa: E731
 
 
 def _walk(value: Any, found: set[tuple[str, int]]) -> None:

@@ -20,7 +20,7 @@ from ..protocol import Message, Options, schemas
 from ..protocol.apis import API_VERSIONS, SASL_AUTHENTICATE, WAIT_FIELDS
 from ..protocol.findings import Finding
 from ..protocol.names import error_name
-from ..protocol.values import body_values
+from ..protocol.values import NO_BYTES, body_values
 from .anomaly import EXPECTED_ERRORS
 from .diagnoses import Diagnoses
 from .facts import body_plan, facts
@@ -142,7 +142,7 @@ def enrich(
         if m is None:
             decoded.append(None)
             continue
-        values = None if keep else _values_body(m, options, values_conv or _NO_BYTES)
+        values = None if keep else _values_body(m, options, values_conv or NO_BYTES)
         if values is not None:
             # kept for the printing sink only without records: it prints records'
             # contents, which a summary read keeps as batch headers
@@ -270,11 +270,10 @@ def _int_field(body: Any, name: str) -> int | None:
 # too, for their nodes: a tenth of the exchanges of a KRaft cluster's traffic and a
 # third of its summary's cost; versions are learned from their values now.)
 _LOCATED_APIS = frozenset({SASL_AUTHENTICATE})
-_NO_BYTES = lambda b: None  # noqa: E731 - facts never read bytes fields
 
 
 def _values_body(
-    m: Any, options: Options, conv: Callable[[bytes], object] = _NO_BYTES
+    m: Any, options: Options, conv: Callable[[bytes], object] = NO_BYTES
 ) -> dict[Any, Any] | None:
     """The body of a clean message read by the values decoder, record batches as their
     headers (``options.records`` is "batches"): the same facts and findings as a located

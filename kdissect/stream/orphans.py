@@ -17,9 +17,8 @@ from typing import Any
 
 from collections import Counter, OrderedDict
 
-from ..protocol import Options
 from ..protocol.names import api_name
-from ..protocol.values import body_values
+from ..protocol.values import bare_values
 
 # full guesses: the first FULL_FREE of a capture, then one per FULL_EVERY orphans (on
 # average ~10 ms / FULL_EVERY each), at most FULL_PER_CONNECTION on one connection
@@ -32,8 +31,6 @@ COMMON = 24  # the capture's commonest kinds tried after them (a failing
 SHAPES = 4096  # shapes remembered (a bound)
 STREAMS = 65536  # connections remembered (a bound)
 _SHAPE_BYTES = 48  # body bytes that make a shape
-_CHECK = Options(records=False, embedded=False)
-_NO_BYTES = lambda b: None  # noqa: E731 - a check reads no bytes fields
 
 Kind = tuple[int, int]  # (api key, version)
 
@@ -119,7 +116,7 @@ class Orphans:
 
 def _reads(data: bytes, kind: Kind) -> bool:
     """Does the whole response read cleanly as this kind?"""
-    return body_values(data, "response", kind[0], kind[1], _CHECK, _NO_BYTES) is not None
+    return bare_values(data, "response", kind[0], kind[1]) is not None
 
 
 def _label(kind: Kind) -> str:
