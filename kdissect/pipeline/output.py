@@ -159,18 +159,6 @@ def abandon(staged: str) -> None:
         pass
 
 
-def prepare(
-    out: str,
-    mode: str,
-    with_records: bool,
-    captures: list[str],
-    partition_by: str | None = None,
-    kind: str = "capture",
-) -> Plan:
-    """``check`` (kept for the log job's name for it)."""
-    return check(out, mode, with_records, captures, partition_by, kind)
-
-
 def partitioned(df, table: str, by: str | None):
     """``df`` with the column ``by`` names (``date`` is added: the UTC day of the
     exchange or of the message carrying the record), and that column's name."""

@@ -110,11 +110,9 @@ def _collect(node: Node, f: Facts, topic: str | None, array: str, ids: dict[str,
                 )
             ):
                 name = c.value
-            elif c.ktype == "uuid" and c.name == "topic_id" and c.value != _ZERO_UUID:
+            elif c.ktype == "uuid" and c.name == "topic_id":
                 topic_id = c.value
-        named = _element_topic(name, topic_id, ids, f)
-        if named is not None:  # (an empty name is a name)
-            topic = named
+        topic = _element_topic(name, topic_id, ids, f, topic)
     partition = None
     for c in node.children:
         kind = c.ktype
@@ -148,16 +146,20 @@ def _collect(node: Node, f: Facts, topic: str | None, array: str, ids: dict[str,
 
 
 def _element_topic(
-    name: str | None, topic_id: str | None, ids: dict[str, str], f: Facts
+    name: str | None, topic_id: Any, ids: dict[str, str], f: Facts, topic: str | None
 ) -> str | None:
     """The topic an array element names (by name, or by id through ``ids``, which an
-    element carrying both teaches), noted in ``f``; None when it names none."""
+    element carrying both teaches), noted in ``f``; else ``topic`` (its parent's). The
+    values' ``topic_id`` as it stands: a zero id names no topic."""
+    if not isinstance(topic_id, str) or topic_id == _ZERO_UUID:
+        topic_id = None
     if name is not None and topic_id is not None:
         ids[topic_id] = name
     elif name is None and topic_id is not None:
         name = topic_of_id(topic_id, ids)
-    if name is not None:
-        f.topics.setdefault(name, set())
+    if name is None:
+        return topic
+    f.topics.setdefault(name, set())  # (an empty name is a name)
     return name
 
 
@@ -174,12 +176,9 @@ def _collect_values(
                         name = _last_name(d, array)
                         break
                     name = v
-        v = d.get("topic_id")
-        topic_id = v if isinstance(v, str) and v != _ZERO_UUID else None
+        topic_id = d.get("topic_id")
         if name is not None or topic_id is not None:
-            named = _element_topic(name, topic_id, ids, f)
-            if named is not None:  # (an empty name is a name)
-                topic = named
+            topic = _element_topic(name, topic_id, ids, f, topic)
     partition = None
     for k, v in d.items():
         kind = type(v)
@@ -314,14 +313,9 @@ def _collect_planned(
             v = d.get(k)
             if isinstance(v, str):
                 name = v
-        topic_id = None
-        if has_id:
-            v = d.get("topic_id")
-            topic_id = v if isinstance(v, str) and v != _ZERO_UUID else None
+        topic_id = d.get("topic_id") if has_id else None
         if name is not None or topic_id is not None:
-            named = _element_topic(name, topic_id, ids, f)
-            if named is not None:  # (an empty name is a name)
-                topic = named
+            topic = _element_topic(name, topic_id, ids, f, topic)
     partition = None
     for k, op, sub, array in items:
         v = d.get(k)
