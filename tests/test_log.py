@@ -457,6 +457,54 @@ def test_damage_with_intact_batches_after_it(tmp_path):
     assert findings(jsonl(str(_segment_dir(tmp_path, "torn", data)))) == ["log_size_past_end"]
 
 
+def test_time_index_entry_hidden_by_damage_is_no_mismatch(tmp_path):
+    """A time-index entry naming an offset that a damaged batch hides (its length is
+    garbage: its offsets cannot be read) is not called a time_index_mismatch: the damaged
+    batch's own finding says what is wrong. An entry naming an offset that no intact batch
+    ends, outside the damage, still is. (A segment, its offset index and its time index,
+    as a broker lays them out.)"""
+    batches = [
+        batch(2, 0, 2 * i, [(b"k%d" % (2 * i + j), b"v" * 30) for j in (0, 1)]) for i in range(4)
+    ]
+    starts = [sum(map(len, batches[:i])) for i in range(4)]
+    data = bytearray(b"".join(batches))
+    data[starts[1] + 8 : starts[1] + 12] = struct.pack(">i", 0x7FFF0000)  # offsets 2..3 hidden
+
+    def check(named: int, max_ts: dict[int, int]) -> list[dict]:
+        part = tmp_path / f"named-{named}" / "t-0"
+        part.mkdir(parents=True)
+        (part / "00000000000000000000.log").write_bytes(bytes(data))
+        # offset index: a batch's last offset -> its position (the damaged one's too)
+        (part / "00000000000000000000.index").write_bytes(
+            b"".join(struct.pack(">ii", 2 * i + 1, starts[i]) for i in range(4)) + bytes(80)
+        )
+        # time index: (max timestamp, offset) of the batches ending at offsets 1 and 7,
+        # and between them an entry naming ``named``
+        entries = sorted(max_ts.items())
+        (part / "00000000000000000000.timeindex").write_bytes(
+            b"".join(struct.pack(">qi", ts, off) for off, ts in entries) + bytes(12 * 4)
+        )
+        return jsonl(str(part))
+
+    # batch() stamps record j of the batch at offset o with 1700000000000 + 10 * o + j
+    ts = {off: 1700000000000 + 10 * (off - 1) + 1 for off in (1, 3, 5, 7)}
+    objs = check(3, {1: ts[1], 3: ts[3], 7: ts[7]})
+    codes = findings(objs)
+    assert codes == ["log_bad_batch"], codes
+    keys = [o["key"] for o in objs if o["type"] == "record"]
+    assert keys == ["k0", "k1", "k4", "k5", "k6", "k7"]
+    # offset 4 is read (the batch of offsets 4..5), but ends no batch: a real mismatch
+    objs = check(4, {1: ts[1], 4: ts[5] - 1, 7: ts[7]})
+    said = [
+        f["detail"]
+        for o in objs
+        for f in o.get("findings", [])
+        if f["code"] == "time_index_mismatch"
+    ]
+    assert said == ["entry names offset 4, which ends no batch of this segment"], findings(objs)
+    assert "log_bad_batch" in findings(objs)
+
+
 def test_crc_mismatch_says_what_recovery_does(tmp_path):
     """Kafka's recovery (LogSegment.recover) checks every batch's CRC past the recovery
     point after an unclean stop, and truncates the partition at the first that fails;
