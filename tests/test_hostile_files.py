@@ -107,6 +107,38 @@ def test_checkpoint_not_a_number_is_what_stops_a_broker(tmp_path):
     assert code == 0 and "'abc'" in out and "start-up" in out
 
 
+def test_checkpoint_numbers_past_int32_are_marked(tmp_path):
+    """Java reads a checkpoint's version and count lines, a partition and an epoch with
+    Integer.parseInt: a value past int32 was taken as a number (an epoch of 3000000000,
+    partition 4294967296). Now each is a malformed field that says so, the broker's
+    high watermarks and epochs take none of them, and the rest of the log dir is read."""
+    root = _log_dir(tmp_path / "logs")
+    (root / "a-0" / "leader-epoch-checkpoint").write_text("0\n2\n0 0\n3000000000 5\n")
+    (root / "replication-offset-checkpoint").write_text("0\n1\na 4294967296 5\n")
+    (root / "recovery-point-offset-checkpoint").write_text("2147483648\n0\n")
+    code, out, _ = stdout_of(["log", "--format", "jsonl", str(root)], tmp_path)
+    assert code == 0
+    objs = {
+        Path(o["file"]).parent.name + "/" + Path(o["file"]).name: o
+        for o in map(json.loads, out.splitlines())
+    }
+    assert "b-0/leader-epoch-checkpoint" in objs
+    for name, where, value in (
+        ("a-0/leader-epoch-checkpoint", "entries.[1].epoch", "3000000000"),
+        ("logs/replication-offset-checkpoint", "entries.[0].partition", "4294967296"),
+        ("logs/recovery-point-offset-checkpoint", "version", "2147483648"),
+    ):
+        found = [f for f in objs[name]["findings"] if f["where"].endswith(where)]
+        assert [f["code"] for f in found] == ["malformed_field"], (name, objs[name])
+        said = found[0]["detail"]
+        assert f"past int32 (Java's Integer.parseInt refuses it): '{value}'" in said, said
+        assert "Malformed line in checkpoint file" in said
+    entries = objs["a-0/leader-epoch-checkpoint"]["content"]["entries"]
+    assert entries[1] == {"epoch": "3000000000", "start_offset": 5}  # the text, kept
+    code, out, _ = stdout_of(["log", str(root / "replication-offset-checkpoint")], tmp_path)
+    assert code == 0 and "partition is past int32" in out
+
+
 def test_unreadable_entries_are_said_and_the_rest_is_read(tmp_path):
     """A dangling link named like a segment and a directory named like an index (and,
     not as root, an unreadable file): each one item with unreadable_file, the rest read."""

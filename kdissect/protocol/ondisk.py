@@ -208,16 +208,22 @@ _KAFKA_REFUSES = (
 )
 
 
-def _checkpoint_int(text: str) -> int:
-    """A checkpoint's number as Java's parseInt/parseLong takes it (decimal, sign, at
-    most 19 digits: a longer one is no int64)."""
+# checkpoint columns Java reads with Integer.parseInt (the others: Long.parseLong)
+_INT32_COLUMNS = frozenset({"partition", "epoch"})
+
+
+def _checkpoint_int(text: str, bits: int = 64) -> int:
+    """A checkpoint's number as Java's parseInt (``bits`` 32) or parseLong (64) takes it:
+    decimal, a sign, in range. ValueError saying what is wrong otherwise (a hostile
+    value is marked, never taken as a number Kafka would not read)."""
     digits = text[1:] if text[:1] in "+-" else text
-    if not digits.isascii() or not digits.isdigit() or len(digits) > 19:
-        raise ValueError(text)
-    n = int(text)
-    if not -(1 << 63) <= n < 1 << 63:  # 19 digits reach past Long.MAX_VALUE
-        raise ValueError(text)
-    return n
+    if not digits.isascii() or not digits.isdigit():
+        raise ValueError("is not a number")
+    # (more than 19 digits is past int64: not parsed, however long)
+    if len(digits) > 19 or not -(1 << (bits - 1)) <= int(text) < 1 << (bits - 1):
+        parse = "Integer.parseInt" if bits == 32 else "Long.parseLong"
+        raise ValueError(f"is past int{bits} (Java's {parse} refuses it)")
+    return int(text)
 
 
 def checkpoint(
@@ -248,10 +254,10 @@ def checkpoint(
             what = ("version", "count")[i]
             node = root.add(Node(what, "int32", pos, len(raw)))
             try:
-                node.value = _checkpoint_int(text)
-            except ValueError:
+                node.value = _checkpoint_int(text, 32)
+            except ValueError as e:
                 node.value = text
-                node.problem = f"{what} line is not a number: {text!r}"
+                node.problem = f"{what} line {e}: {text!r}; {_KAFKA_REFUSES}"
                 node.code = "malformed_field"
             continue
         entry = entries.add(Node(f"[{i - 2}]", "struct", pos, len(raw)))
@@ -267,14 +273,14 @@ def checkpoint(
         at = pos
         for col, part in zip(columns, parts):
             value = _text(part)
-            field = entry.add(
-                Node(col, "string" if col == "topic" else "int64", at, len(part), value)
-            )
+            bits = 32 if col in _INT32_COLUMNS else 64
+            kind = "string" if col == "topic" else f"int{bits}"
+            field = entry.add(Node(col, kind, at, len(part), value))
             if col != "topic":
                 try:
-                    field.value = _checkpoint_int(value)
-                except ValueError:
-                    field.problem = f"{col} is not a number: {value!r}; {_KAFKA_REFUSES}"
+                    field.value = _checkpoint_int(value, bits)
+                except ValueError as e:
+                    field.problem = f"{col} {e}: {value!r}; {_KAFKA_REFUSES}"
                     field.code = "malformed_field"
             at += len(part) + 1
     if entries.children:

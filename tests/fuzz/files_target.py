@@ -41,6 +41,10 @@ def _log_seeds() -> list[bytes]:
     )
     epochs = b"0\n3\n0 0\n1 57\n2 1000\n"
     offsets = b"0\n2\norders 0 57\n__consumer_offsets 3 1000\n"
+    # numbers at and past the edges of the int32 columns (epoch, partition, the header
+    # lines) and the int64 ones: Java refuses what is past them
+    edges = b"0\n2\n2147483647 -9223372036854775808\n-2147483649 9223372036854775807\n"
+    offset_edges = b"2147483648\n1\nt -2147483648 9223372036854775808\n"
     props = b"#\nversion=1\nnode.id=1\ncluster.id=x\ndirectory.id=abc\n"
     metadata = b"version: 0\ntopic_id: oQJ_lJq5QXOwaPS9XhF1jA\n"
     quorum = json.dumps(
@@ -55,7 +59,20 @@ def _log_seeds() -> list[bytes]:
     ).encode()
     message = b"\x00" + struct.pack(">I", 0) + b"hello"
     kafka07 = struct.pack(">i", len(message)) + message
-    return [index, tindex, txn, snapshot, epochs, offsets, props, metadata, quorum, kafka07]
+    return [
+        index,
+        tindex,
+        txn,
+        snapshot,
+        epochs,
+        offsets,
+        edges,
+        offset_edges,
+        props,
+        metadata,
+        quorum,
+        kafka07,
+    ]
 
 
 def logfile_input(rng: random.Random) -> bytes:
@@ -103,6 +120,11 @@ def run_logfile(data: bytes) -> None:
     tree.findings()
     for leaf in tree.own_leaves():
         assert 0 <= leaf.offset <= leaf.end <= len(buf), (kind, leaf.name, leaf.offset, leaf.end)
+        if kind in CHECKPOINT_COLUMNS and isinstance(leaf.value, int):
+            # a number Java would not read (parseInt: the header lines, partition, epoch;
+            # parseLong: offsets) is marked, never taken
+            bits = 32 if leaf.name in ("version", "count", "partition", "epoch") else 64
+            assert -(1 << (bits - 1)) <= leaf.value < 1 << (bits - 1), (kind, leaf.name, leaf.value)
 
 
 # -- bounded JSON (kdissect/protocol/json_bounded.py) -------------------------------------
