@@ -499,8 +499,12 @@ def _plain(v):
 
 
 def test_spark_command_end_to_end(tmp_path):
+    """Two captures and a file that is none: the tables hold the captures' rows, and the
+    run exits 1 with the reason, as `kdissect pcap` does in every format."""
     out = tmp_path / "tables"
     env = {**os.environ, "TMPDIR": str(tmp_path)}
+    junk = tmp_path / "notes.pcap"
+    junk.write_text("hello, not a capture")
     res = subprocess.run(
         [
             sys.executable,
@@ -509,6 +513,7 @@ def test_spark_command_end_to_end(tmp_path):
             "spark",
             "captures/kcat.pcap",
             "captures/aiokafka.pcap",
+            str(junk),
             "--out",
             str(out),
             "--records",
@@ -521,14 +526,22 @@ def test_spark_command_end_to_end(tmp_path):
         timeout=600,
         env=env,
     )
-    assert res.returncode == 0, res.stderr
+    assert res.returncode == 1, res.stderr
+    assert "notes.pcap: not a pcap or pcapng file" in res.stderr
+    assert "1 capture(s) not read cleanly" in res.stderr and "Traceback" not in res.stderr
     exchanges = table(out / "exchanges")
     assert f"wrote {len(exchanges)} exchanges and" in res.stderr
     assert "hint:" in res.stderr and "--format parquet" in res.stderr  # small input
     assert "WARN" not in res.stderr and "log4j" not in res.stderr  # the JVM's noise is kept out
     assert not list(tmp_path.glob("kdissect-spark-*.log"))  # removed after success
     assert {r["capture"] for r in exchanges} == {"captures/kcat.pcap", "captures/aiokafka.pcap"}
-    assert table(out / "records") and len(table(out / "captures")) == 2
+    assert table(out / "records")
+    status = {c["capture"]: c["status"] for c in table(out / "captures")}
+    assert status == {
+        "captures/kcat.pcap": "ok",
+        "captures/aiokafka.pcap": "ok",
+        str(junk): "unreadable",
+    }
     # refused before Spark starts: an existing --out, a missing input
     for args, said in (
         (["captures/kcat.pcap", "--out", str(out)], "--mode overwrite"),

@@ -216,6 +216,10 @@ def spark(
             f"warnings columns of the captures table",
             style="yellow",
         )
+    # an input with no packet read exits 1, as `kdissect pcap` does in every format
+    # ("no kafka" does not: it is also what TLS without its keys is called here)
+    if any(c["status"] in ("unreadable", "empty") for c in result.captures):
+        raise SystemExit(1)
 
 
 def _run_with_progress(err: Console, session, files: list[str], out: str, job: dict):
