@@ -25,6 +25,10 @@ from .bounded import InputError, load_json, read_file, read_json
 from .protocol.values_schema import Schema, avro, protobuf
 
 MAX_SCHEMA = 16 << 20  # bytes of one schema file or registry answer
+# a registry answer: each read within READ_TIMEOUT s, the whole of it within DEADLINE s
+# (a server trickling a byte at a time never trips a per-read timeout)
+READ_TIMEOUT = 10.0
+DEADLINE = 30.0
 
 SUFFIXES = (".avsc", ".proto", ".json", ".desc")
 
@@ -228,8 +232,8 @@ class Registry:
         password: str | None = None,
         cafile: str | None = None,
         insecure: bool = False,
-        timeout: float = 10.0,
-        deadline: float = 30.0,
+        timeout: float | None = None,
+        deadline: float | None = None,
     ):
         parts = urllib.parse.urlsplit(url.rstrip("/"))
         if parts.username is not None and user is None:
@@ -239,7 +243,8 @@ class Registry:
         netloc = (f"[{host}]" if ":" in host else host) + (f":{parts.port}" if parts.port else "")
         self.url = urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", ""))
         self.cache = cache
-        self.timeout, self.deadline = timeout, deadline
+        self.timeout = READ_TIMEOUT if timeout is None else timeout
+        self.deadline = DEADLINE if deadline is None else deadline
         self.headers = {"Accept": "application/vnd.schemaregistry.v1+json, application/json"}
         if user is not None:
             token = base64.b64encode(f"{user}:{password or ''}".encode()).decode()
