@@ -821,7 +821,7 @@ def test_a_60_mb_capture_read_whole_with_records_fits_a_700m_python_worker(tmp_p
         "TMPDIR": str(tmp_path),
         "PYSPARK_SUBMIT_ARGS": "--conf spark.executor.pyspark.memory=700m pyspark-shell",
     }
-    res = subprocess.run(
+    job = subprocess.Popen(
         [
             sys.executable,
             "-m",
@@ -836,17 +836,24 @@ def test_a_60_mb_capture_read_whole_with_records_fits_a_700m_python_worker(tmp_p
             "local[1]",
             "--keep-log",
         ],
-        capture_output=True,
-        text=True,
+        stdout=subprocess.DEVNULL,
+        stderr=(tmp_path / "stderr.txt").open("w"),
         cwd=ROOT,
-        timeout=1500,
         env=env,
     )
-    assert res.returncode == 0, res.stderr[-3000:]
-    assert "(exchanges, records, captures; 1 shard," in res.stderr
+    try:
+        # the reference tables are made while the job runs (its one task uses one core)
+        one = _one_process_tables([str(big)], tmp_path)
+        job.wait(timeout=1500)
+    finally:
+        if job.poll() is None:
+            job.kill()
+    err = (tmp_path / "stderr.txt").read_text()
+    assert job.returncode == 0, err[-3000:]
+    assert "(exchanges, records, captures; 1 shard," in err
     [log] = tmp_path.glob("kdissect-spark-*.log")
     assert f"Setting mem limits to {700 * 2**20}" in log.read_text()  # the limit was on
-    assert_same_tables(tmp_path / "t", _one_process_tables([str(big)], tmp_path))
+    assert_same_tables(tmp_path / "t", one)
 
 
 def test_a_python_worker_out_of_memory_is_said_with_what_to_do(tmp_path):
@@ -912,8 +919,7 @@ def test_a_standalone_cluster_that_loses_a_worker_mid_job_gives_the_rows_of_one_
             ],
             cwd=ROOT,
             env={**cluster.env, "TMPDIR": str(tmp_path)},
-            stderr=subprocess.PIPE,
-            text=True,
+            stderr=(tmp_path / "stderr.txt").open("w"),
         )
         victim = cluster.workers[0]
 
@@ -933,11 +939,15 @@ def test_a_standalone_cluster_that_loses_a_worker_mid_job_gives_the_rows_of_one_
         killer = threading.Thread(target=kill_when_busy)
         killer.start()
         try:
-            _, err = job.communicate(timeout=1500)
+            # the reference tables are made while the cluster works (the kill waits for
+            # both workers to run a task, however slowly they go)
+            one = _one_process_tables([str(c) for c in caps], tmp_path)
+            job.wait(timeout=1500)
         finally:
             if job.poll() is None:
                 job.kill()
             killer.join()
+        err = (tmp_path / "stderr.txt").read_text()
         assert job.returncode == 0, err[-3000:]
         assert killed.is_set(), "the job ended before both workers ran a task"
-    assert_same_tables(tmp_path / "t", _one_process_tables([str(c) for c in caps], tmp_path))
+    assert_same_tables(tmp_path / "t", one)

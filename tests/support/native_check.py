@@ -201,6 +201,12 @@ def engine_divergences(path: str, budgets: list[int | None], block: int = 2048) 
     return None
 
 
+def all_divergences(path: str, budgets: list[int | None]) -> str | None:
+    """``divergence`` then ``engine_divergences``: the file's every comparison, or None
+    (a top-level function: a process pool runs it on files side by side)."""
+    return divergence(path) or engine_divergences(path, budgets)
+
+
 def _compare(py: list, rs: list) -> str | None:
     for i, (a, b) in enumerate(zip(py, rs)):
         if a != b:
