@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_hostile import KDISSECT, ROOT, check, run_measured
+from tests.test_hostile import KDISSECT, ROOT, check
 
 _spec = importlib.util.spec_from_file_location("make_hostile", ROOT / "scripts" / "make_hostile.py")
 assert _spec is not None and _spec.loader is not None
@@ -73,6 +73,23 @@ def stdout_of(args: list[str], tmp_path: Path) -> tuple[int, str, str]:
     out = tmp_path / "stdout.txt"
     code, err = check(args, tmp_path, stdout=out)
     return code, out.read_text(errors="replace"), err
+
+
+def stdouts_of(runs: list[list[str]], tmp_path: Path, **limits) -> list[tuple[int, str, str]]:
+    """``stdout_of`` of independent runs, one per core at a time: each is its own process,
+    measured and held to check()'s limits on its own (CPU-s and RSS are per process), in
+    a directory of its own (its stderr, report and output)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(i: int, args: list[str]) -> tuple[int, str, str]:
+        cwd = tmp_path / f"run{i}"
+        cwd.mkdir()
+        out = cwd / "stdout.txt"
+        code, err = check(args, cwd, stdout=out, **limits)
+        return code, out.read_text(errors="replace"), err
+
+    with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+        return list(pool.map(one, range(len(runs)), runs))
 
 
 # -- kdissect log ------------------------------------------------------------------------
@@ -265,21 +282,26 @@ def test_full_index_and_huge_checkpoint_are_bounded(tmp_path):
     (part / "00000000000000000000.index").write_bytes(
         b"".join(struct.pack(">ii", i + 1, 64 * (i + 1)) for i in range(n))
     )
-    code, out, _ = stdout_of(
-        ["log", "--format", "jsonl", str(part / "00000000000000000000.index")], tmp_path
-    )
-    assert code == 0 and "node_budget" in out
     n = (10 << 20) // 12
     (part / "00000000000000000000.timeindex").write_bytes(
         b"".join(struct.pack(">qi", 1_700_000_000_000 + i, i + 1) for i in range(n))
     )
     (part / "00000000000000000000.log").write_bytes(mh.record_batch(b"", 0))
-    code, out, _ = stdout_of(["log", "--format", "jsonl", str(part)], tmp_path)  # both, checked
-    assert code == 0 and out.count("node_budget") >= 2
+    other = tmp_path / "t-1"  # (not in t-0: the run of t-0 reads what the test gave it)
+    other.mkdir()
     lines = ["0", "2000000"] + [f"{i} {i}" for i in range(2_000_000)]
-    (part / "leader-epoch-checkpoint").write_text("\n".join(lines) + "\n")
-    code, out, _ = stdout_of(["log", str(part / "leader-epoch-checkpoint")], tmp_path)
-    assert code == 0 and "node_budget" in out
+    (other / "leader-epoch-checkpoint").write_text("\n".join(lines) + "\n")
+    index, both, checkpoint = stdouts_of(
+        [
+            ["log", "--format", "jsonl", str(part / "00000000000000000000.index")],
+            ["log", "--format", "jsonl", str(part)],  # .index and .timeindex, checked
+            ["log", str(other / "leader-epoch-checkpoint")],
+        ],
+        tmp_path,
+    )
+    assert index[0] == 0 and "node_budget" in index[1]
+    assert both[0] == 0 and both[1].count("node_budget") >= 2
+    assert checkpoint[0] == 0 and "node_budget" in checkpoint[1]
 
 
 # -- values, schemas, registries ----------------------------------------------------------
@@ -796,31 +818,28 @@ def test_protobuf_repeated_keys_are_linear(tmp_path):
         + b"\x2a\x05\x0a\x01\x30\x10\x02"
     )  # "0" again: 2
     unpacked = b"\x10\x05" * n
-    out = tmp_path / "stdout.txt"
-    for value, expect in (
+    cases = [
         (unknown_then_x, ['"x": 7']),
         (mapped, ['"99": 1', '"0": 2']),
         (unpacked, ["5, 5, 5"]),
-    ):
-        pcap = produce_pcap(tmp_path / "p.pcap", framed(1, b"\0" + value))
+    ]
+    runs = []
+    for i, (value, _) in enumerate(cases):
+        pcap = produce_pcap(tmp_path / f"p{i}.pcap", framed(1, b"\0" + value))
         for view in (["-V"], ["--format", "jsonl"]):
-            code, _ = check(
-                ["pcap", *view, "--schemas", str(schemas), str(pcap)],
-                tmp_path,
-                time_limit=10,
-                stdout=out,
-            )
-            assert code == 0
-        assert all(e in out.read_text() for e in expect), expect  # (JSON lines)
+            runs.append(["pcap", *view, "--schemas", str(schemas), str(pcap)])
     # JSON: the last of 60,000 keys again 60,000 times (each removal searched the keys)
     text = (
         b"{"
         + b",".join([b'"k%d": 1' % i for i in range(60_000)] + [b'"k59999": 2'] * 60_000)
         + b"}"
     )
-    pcap = produce_pcap(tmp_path / "j.pcap", text)
-    code, _ = check(["pcap", "-V", "--values", str(pcap)], tmp_path, time_limit=10, stdout=out)
-    assert code == 0 and "k0  number" in out.read_text()  # (the located tree)
+    runs.append(["pcap", "-V", "--values", str(produce_pcap(tmp_path / "j.pcap", text))])
+    results = stdouts_of(runs, tmp_path, time_limit=10)
+    assert all(code == 0 for code, _, _ in results), [r[2][-500:] for r in results]
+    for (_, expect), (_, jsonl, _) in zip(cases, results[1::2]):
+        assert all(e in jsonl for e in expect), expect  # (JSON lines)
+    assert "k0  number" in results[-1][1]  # (the located tree)
 
 
 def test_protobuf_repeated_field_of_a_big_type(tmp_path):
@@ -838,16 +857,15 @@ def test_protobuf_repeated_field_of_a_big_type(tmp_path):
     packed = b"\x01" * 160_000
     value = b"\x0a\x02\x08\x07" + b"\x0a\x00" * 80_000 + b"\x12" + _uvarint(len(packed)) + packed
     pcap = produce_pcap(tmp_path / "p.pcap", framed(1, b"\0" + value))
-    out = tmp_path / "stdout.txt"
-    for view in (["-V"], ["--format", "jsonl"]):
-        code, _ = check(
-            ["pcap", *view, "--schemas", str(schemas), str(pcap)],
-            tmp_path,
-            time_limit=10,
-            stdout=out,
-        )
-        assert code == 0
-    text = out.read_text()
+    (v, _, _), (j, text, _) = stdouts_of(
+        [
+            ["pcap", *view, "--schemas", str(schemas), str(pcap)]
+            for view in (["-V"], ["--format", "jsonl"])
+        ],
+        tmp_path,
+        time_limit=10,
+    )
+    assert v == 0 and j == 0
     assert '"m": [{"f1": 7}, {}, {}' in text and '"e": ["V1", "V1", "V1"' in text
 
 
