@@ -8,7 +8,7 @@ the wall time.
     .venv/bin/python benchmarks/spark_memory.py FILE.pcap [--records] [--split] [--copies N...]
 
 --copies N: also N copies of FILE (tests/support/replicate.py), to see the peak against
-the size (docs/spark.md, Memory).
+the size (docs/guide/spark.md, Memory).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ cold command as a user runs it (JVM start included):
 
 The input is FILES copies-of-a-capture files (tests/support/replicate.py; default: 4
 files of 40 copies of captures/kafka-broker-killed.pcap, real produce/fetch traffic).
-The three alternate, round after round; medians are printed (docs/spark.md, Speed).
+The three alternate, round after round; medians are printed (docs/guide/spark.md, Speed).
 
     .venv/bin/python benchmarks/spark_speed.py [--files 4] [--copies 40] [--cores 2] [--runs 2]
 """

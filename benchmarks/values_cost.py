@@ -167,7 +167,7 @@ def main() -> None:
         type=int,
         metavar="N",
         help="produce N different values in a cycle (default: all different; "
-        "the first figures in docs/values.md used --repeat 500)",
+        "the first figures in docs/guide/values.md used --repeat 500)",
     )
     ap.add_argument(
         "--tail",

@@ -11,7 +11,7 @@
 
 A field with several values (an exchange touches several topics) matches when any value
 does; ``!=`` and ``!~`` match when no value does. A bare field is true when it has a
-truthy value. See docs/filters.md.
+truthy value. See docs/guide/filters.md.
 """
 
 from __future__ import annotations
@@ -325,7 +325,7 @@ class _Parser:
                 hint = _did_you_mean(text, list(REGISTRY))
                 raise FilterError(
                     tok.pos,
-                    f"unknown finding {text!r}{hint} (docs/findings.md lists them)",
+                    f"unknown finding {text!r}{hint} (docs/guide/findings.md lists them)",
                     self.text,
                 )
             return text

@@ -1,4 +1,4 @@
-"""Where record schemas come from (docs/values.md): files (``--schemas DIR``, per-topic
+"""Where record schemas come from (docs/guide/values.md): files (``--schemas DIR``, per-topic
 ``--value-schema``/``--key-schema``) and a Confluent-compatible Schema Registry
 (``--registry URL``) with an on-disk cache, so a capture can be read again offline.
 

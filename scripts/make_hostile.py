@@ -12,7 +12,7 @@ the captures as hex, and pasted-text traps (prose, BOMs, deep literals, a 1 MiB 
 Round 3 (issue 22): a SASL SCRAM flood (capture and blob), display filters (OUTDIR/filter/)
 and grammar files (OUTDIR/grammar/) that crashed their parsers.
 tests/test_hostile.py runs the CLI on each; the budget and the findings they trigger are
-documented in docs/protocol.md.
+documented in docs/internals/protocol.md.
 """
 
 from __future__ import annotations

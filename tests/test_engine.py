@@ -292,4 +292,4 @@ def test_findings_are_registered_codes(name):
 def test_docs_list_every_finding():
     from kdissect.protocol.findings import markdown_table
 
-    assert markdown_table() in (ROOT / "docs" / "findings.md").read_text()
+    assert markdown_table() in (ROOT / "docs" / "guide" / "findings.md").read_text()

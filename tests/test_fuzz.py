@@ -1,5 +1,5 @@
 """A bounded slice of the fuzzer (scripts/fuzz.py runs it for as long as you like), and
-every input it ever failed on, replayed. See tests/fuzz/ and docs/protocol.md."""
+every input it ever failed on, replayed. See tests/fuzz/ and docs/internals/protocol.md."""
 
 from __future__ import annotations
 

@@ -69,7 +69,7 @@ def check(
 ) -> tuple[int, str]:
     code, err, seconds, rss = run_measured(args, cwd, stdout)
     what = " ".join(args[:1] + [Path(a).name for a in args[1:]])
-    report = os.environ.get("KDISSECT_HOSTILE_REPORT")  # figures for docs/protocol.md
+    report = os.environ.get("KDISSECT_HOSTILE_REPORT")  # figures for docs/internals/protocol.md
     if report:
         with open(report, "a") as f:
             f.write(f"{what}\t{code}\t{seconds:.2f}\t{rss >> 20}\n")
@@ -148,7 +148,7 @@ def test_pcap_jsonl_and_stats(hostile, tmp_path, name):
 def test_many_connections_in_one_process(hostile, tmp_path):
     """200,000 connections of one exchange each (issue 22): JSON lines in one process too
     (the test above runs the default, one worker per core). All three runs are held to
-    the common 30 CPU-s: idle they take 16-21 (docs/pcap.md), ~18 inside a full suite."""
+    the common 30 CPU-s: idle they take 16-21 (docs/guide/pcap.md), ~18 inside a full suite."""
     check(
         ["pcap", "--format", "jsonl", "-j", "1", str(hostile / "connections-200k.pcap")], tmp_path
     )

@@ -1,4 +1,4 @@
-"""The layering of docs/engine.md and DESIGN.md is import-linter's contracts in
+"""The layering of docs/internals/engine.md and DESIGN.md is import-linter's contracts in
 pyproject.toml ([tool.importlinter]), which ``lint-imports`` checks in ./scripts/test:
 imports point down the flow, no cycle between the modules of any package, no exceptions.
 What it does not check is that every package is in a layer: a new package left out of

@@ -1,4 +1,4 @@
-"""The worked examples of docs/engine.md are real: the ``tsv`` output format (one module
+"""The worked examples of docs/internals/engine.md are real: the ``tsv`` output format (one module
 and one registry line) and the ``RawStreams`` source (one module, run by the engine)."""
 
 from __future__ import annotations
@@ -87,5 +87,5 @@ def test_an_unregistered_finding_raises_where_it_is_made():
 def test_the_filter_docs_come_from_the_field_registry():
     from kdissect.stream.fields import FIELDS, help_list, markdown_table
 
-    assert markdown_table() in (ROOT / "docs" / "filters.md").read_text()
+    assert markdown_table() in (ROOT / "docs" / "guide" / "filters.md").read_text()
     assert all(name in help_list() for name, f in FIELDS.items() if f.get is not None)

@@ -472,9 +472,9 @@ def test_the_queries_in_the_docs_give_the_right_numbers_in_spark_and_duckdb(spar
 
 
 def doc_queries() -> dict[str, tuple[str, str]]:
-    """docs/spark.md's example queries by title: (Spark SQL, DuckDB). A block headed
+    """docs/guide/spark.md's example queries by title: (Spark SQL, DuckDB). A block headed
     ``-- Spark SQL and DuckDB: title`` runs as is in both."""
-    doc = (ROOT / "docs" / "spark.md").read_text()
+    doc = (ROOT / "docs" / "guide" / "spark.md").read_text()
     found: dict[str, dict[str, str]] = {}
     for engines, title, sql in re.findall(
         r"```sql\n-- (Spark SQL and DuckDB|Spark SQL|"

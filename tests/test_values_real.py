@@ -8,7 +8,7 @@ broker).
 
 No Schema Registry server runs here (Apicurio Registry 3.x and 2.6.13.Final do not
 resolve from Maven Central: its parent POM or some of its modules are missing there,
-docs/values.md says which; Confluent's are not on Maven Central), so the test writes the
+docs/guide/values.md says which; Confluent's are not on Maven Central), so the test writes the
 framing itself, as
 Confluent's serializers do: magic 0, the schema id, (Protobuf) the message indexes, the
 encoded value."""

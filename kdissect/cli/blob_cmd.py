@@ -44,7 +44,7 @@ runs of dump or hex lines behind any prefix such as a log tag or prompt) is deco
 and the one that decodes best is read. --show-extraction shows which lines the bytes
 came from and lists the other candidates; --candidate N reads another. When nothing
 can be bytes, the error names the line and character that stopped the reader. See
-docs/blob.md.
+docs/guide/blob.md.
 
 The 4-byte size prefix may be there or not (a prefix that does not match the bytes is
 reported); several size-prefixed messages in a row are decoded one by one; a fragment
@@ -120,7 +120,9 @@ Examples:
     metavar="N|all",
     help="How many of the clean candidates a guess lists.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the tree as JSON (see docs/json.md).")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print the tree as JSON (see docs/guide/json.md)."
+)
 @click.option("--show-secrets", is_flag=True, help="Show SASL passwords, proofs and tokens.")
 @click.option(
     "--grammar",

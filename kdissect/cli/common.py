@@ -122,7 +122,7 @@ def keylog_option(command):
         type=click.Path(dir_okay=False),
         help="TLS session keys (an NSS key log: what SSLKEYLOGFILE writes; "
         "repeatable; SSLKEYLOGFILE is read too): TLS connections are "
-        "decrypted. See docs/tls.md.",
+        "decrypted. See docs/guide/tls.md.",
     )(command)
 
 

@@ -56,11 +56,12 @@ Examples:
   kdissect log orders-0 -Y 'producer_id == 7 and finding == sequence_gap'
   kdissect log orders-0 --schemas schemas/ --records -Y 'record.value.customer.id == "c-3"'
 
-JSON lines: one object per file and per batch (--records: per record too); docs/log.md.
-On a terminal (and without -V, --records or --format), the files and batches open in the
-terminal UI: a list, the selected batch's byte tree beside its bytes, with the keys of the
-capture screens: / filter, ctrl+f search (compressed batches too), o sort, s statistics,
-e/E export (JSON lines; the batches as segments Kafka reads), ? all keys (docs/tui.md).
+JSON lines: one object per file and per batch (--records: per record too);
+docs/guide/log.md. On a terminal (and without -V, --records or --format), the files and
+batches open in the terminal UI: a list, the selected batch's byte tree beside its bytes,
+with the keys of the capture screens: / filter, ctrl+f search (compressed batches too),
+o sort, s statistics, e/E export (JSON lines; the batches as segments Kafka reads), ? all
+keys (docs/guide/tui.md).
 Tiered storage's copies (LocalTieredStorage's `<offset>-<segment id>.log`...) read too.
 
 Exit status: 0 decoded (damage is reported as findings), 1 no such path or not a Kafka
@@ -80,7 +81,7 @@ file, 2 a wrong command line.
     show_default=True,
     help="Lines for people, JSON lines, or Parquet tables "
     "(batches, records, checks in the -o directory; "
-    "docs/log.md).",
+    "docs/guide/log.md).",
 )
 @click.option("-o", "--output", metavar="DIR", help="Where --format parquet writes its tables.")
 @click.option("--records", is_flag=True, help="Also one line (or JSON object) per record.")
@@ -90,7 +91,7 @@ file, 2 a wrong command line.
     "filter_text",
     metavar="FILTER",
     help="Show only the items that match: finding == crc_mismatch, producer_id == 7, "
-    'record.key == "k", base_offset >= 100 (docs/filters.md).',
+    'record.key == "k", base_offset >= 100 (docs/guide/filters.md).',
 )
 @click.option(
     "--max-decompressed",
@@ -106,7 +107,7 @@ file, 2 a wrong command line.
     is_flag=True,
     help="With --format parquet: build the tables on Spark, a task per partition "
     "directory (many log dirs, a whole cluster's, or s3:// copies); -o is "
-    "then a directory of Parquet directories (docs/log.md).",
+    "then a directory of Parquet directories (docs/guide/log.md).",
 )
 @click.option(
     "--master",

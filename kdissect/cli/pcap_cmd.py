@@ -45,12 +45,13 @@ Piped, or with --no-tui:
   default           one line per exchange: time, client → broker, API and version,
                     correlation id, client id, latency, topics/partitions, records, errors
   -V, --verbose     the full field trees of both messages
-  --format jsonl    one JSON object per Kafka message (see docs/jsonl.md)
+  --format jsonl    one JSON object per Kafka message (see docs/guide/jsonl.md)
   --schemas DIR, --registry URL, --value-schema TOPIC=FILE
-                    record keys/values decoded (Avro, Protobuf, JSON; docs/values.md)
+                    record keys/values decoded (Avro, Protobuf, JSON:
+                    docs/guide/values.md)
 
 \b
-Filters (-Y, see docs/filters.md), over exchanges:
+Filters (-Y, see docs/guide/filters.md), over exchanges:
   api == Produce and topic == "orders"      error != 0        latency > 50ms
   client_id ~ "rdkafka"                     api in {Fetch, ListOffsets} and records > 0
   anomaly (anything wrong)                  record.key == "order-42"  (compressed too)
@@ -64,7 +65,7 @@ Examples:
   kdissect pcap -p 9093 -p 19092-19094 traffic.pcap.gz
   kdissect pcap capture.pcap -Y 'error != 0' -V
   kdissect pcap capture.pcap --stats
-  kdissect pcap tls.pcap --keylog keys.log     (TLS 1.2 and 1.3; docs/tls.md)
+  kdissect pcap tls.pcap --keylog keys.log     (TLS 1.2 and 1.3; docs/guide/tls.md)
   kdissect pcap capture.pcap --format jsonl | jq 'select(.api_name == "Produce")'
 """
 )
@@ -96,7 +97,7 @@ PCAP_HELP = PCAP_HELP.replace("{fields}", help_list())
     "--records-output",
     metavar="FILE.parquet",
     help="With --format parquet: also write the records table there (with "
-    "--schemas/--registry, keys and values as JSON: docs/values.md).",
+    "--schemas/--registry, keys and values as JSON: docs/guide/values.md).",
 )
 @click.option(
     "-Y",

@@ -35,7 +35,7 @@ ShareAcknowledge) are rewritten to listeners of the proxy, one per broker, made 
 broker is first named, so clients keep talking through the proxy. Only those responses
 are re-encoded; every other byte passes unchanged and in order. Entries that name no
 broker (FindCoordinator errors: node -1) pass unchanged; controllers' addresses
-(DescribeQuorum) are not rewritten (docs/proxy.md says why).
+(DescribeQuorum) are not rewritten (docs/guide/proxy.md says why).
 
 Forwarding runs in a process of its own and parses only frame headers (and the
 few responses that name brokers, skipping their records). Decoding, printing and
@@ -73,7 +73,7 @@ def _yield_cpu() -> None:
     and not nice 19: measured with a busy loop per core at normal priority beside the
     proxy, a SCHED_IDLE display wrote its first line after 5-7 s and decoded 5 of 130
     requests, and at nice 19 the process took ~1 s just to exit after SIGTERM (its
-    threads must be scheduled to die); see docs/proxy.md. On Linux this sets the
+    threads must be scheduled to die); see docs/guide/proxy.md. On Linux this sets the
     calling thread only: threads started before keep their priority."""
     try:
         os.nice(DISPLAY_NICENESS - os.nice(0))

@@ -41,7 +41,8 @@ S3-compatible server). Writes under OUT:
              warnings and a status (ok, incomplete, damaged, no kafka, unreadable)
 
 An existing OUT is refused unless --mode says what to do with its tables.
-docs/spark.md describes every column and has example queries (Spark SQL and DuckDB).
+docs/guide/spark.md describes every column and has example queries (Spark SQL,
+DuckDB).
 
 Each file is one task, decoded where it is read. With at least 4 cores per file, pcap
 files larger than --shard-size are split into byte ranges read in parallel (pcapng and
@@ -57,7 +58,7 @@ spark-defaults.conf / SPARK_REMOTE, else embedded local[*] on 127.0.0.1):
   spark://host:7077   a standalone cluster      yarn, k8s://https://...  those clusters
   sc://host:15002     Spark Connect (needs pyspark[connect] on this side)
 On a cluster, executors must reach the capture paths and have kdissect installed
-(docs/spark.md shows how to ship it).
+(docs/guide/spark.md shows how to ship it).
 
 \b
 Examples:
@@ -102,7 +103,7 @@ SMALL_INPUT = 256 * 1024 * 1024  # below this, one process beats Spark's start-u
     "with_records",
     is_flag=True,
     help="Also write the records table (decodes every record batch; with "
-    "--schemas/--registry, keys and values as JSON: docs/values.md).",
+    "--schemas/--registry, keys and values as JSON: docs/guide/values.md).",
 )
 @click.option(
     "--shard-size",

@@ -1,5 +1,5 @@
 """--schemas, --registry, --value-schema/--key-schema, --values: record keys and values
-decoded by schema (docs/values.md). The options reach ``common.budget`` through the
+decoded by schema (docs/guide/values.md). The options reach ``common.budget`` through the
 click context, so the commands' signatures stay as they are."""
 
 from __future__ import annotations

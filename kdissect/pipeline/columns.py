@@ -1,7 +1,7 @@
 """The columns of the ``exchanges``, ``records`` and ``captures`` tables: names and kinds,
 free of any library, so that ``kdissect pcap --format parquet`` (pipeline/parquet_file.py)
 and the Spark job (pipeline/tables.py makes Arrow schemas of them) share one copy.
-docs/spark.md says what each column means. Every column and list item is nullable."""
+docs/guide/spark.md says what each column means. Every column and list item is nullable."""
 
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ RECORDS: Columns = (
     ("value_size", INT64),
     ("headers", ListOf((("key", STRING), ("value", STRING)))),
     ("problems", ListOf(STRING)),
-    # decoded by schema (--schemas, --registry...: docs/values.md); null otherwise
+    # decoded by schema (--schemas, --registry...: docs/guide/values.md); null otherwise
     ("key_json", STRING),
     ("key_schema", INT32),
     ("value_json", STRING),

@@ -5,7 +5,7 @@ written as the items stream by (memory bounded by one row group):
 - ``records.parquet``: one row per record, joined to its batch by (file, batch_position)
 - ``checks.parquet``: one row per finding of any file or batch
 
-Columns are the JSON lines' fields (docs/log.md)."""
+Columns are the JSON lines' fields (docs/guide/log.md)."""
 
 from __future__ import annotations
 
@@ -121,7 +121,7 @@ def table_rows(objects: Iterable[dict]) -> Iterator[tuple[str, dict]]:
                 "value_decoded",
                 "key_schema",
                 "value_schema",
-            ):  # a schema id (docs/values.md) as text
+            ):  # a schema id (docs/guide/values.md) as text
                 row[name] = _text(obj.get(name))
             row["headers"] = [
                 {"key": h["key"], "value": _text(h["value"])} for h in obj.get("headers", [])

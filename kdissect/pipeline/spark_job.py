@@ -97,7 +97,7 @@ _SHARD_BITS = 40
 _BATCH = 4096
 DEFAULT_SHARD_BYTES = 128 * 1024 * 1024  # as Spark's own spark.sql.files.maxPartitionBytes
 # Split files only with this many cores per file: on 2 cores a split file measured
-# slower than the same file read whole (docs/spark.md, Speed); --split forces it.
+# slower than the same file read whole (docs/guide/spark.md, Speed); --split forces it.
 AUTO_SPLIT_CORES = 4
 
 

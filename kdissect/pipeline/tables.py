@@ -1,5 +1,5 @@
 """Arrow schemas of the ``exchanges``, ``records`` and ``captures`` tables (for the Spark
-job), made from their columns in pipeline/columns.py. docs/spark.md says what each column
+job), made from their columns in pipeline/columns.py. docs/guide/spark.md says what each column
 means."""
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Entry points: ``decode_request``, ``decode_response``, ``peek_request_header``, 
 
 The names below are loaded from their modules when first asked for: importing one module
 of the package (``protocol.findings``, ``protocol.plain``) does not load the decoder,
-the guesser and the schemas with it (start-up, docs/pcap.md).
+the guesser and the schemas with it (start-up, docs/guide/pcap.md).
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # values_schema is imported only when values are asked for
 class Options:
     show_secrets: bool = False
     # the per-message budget; the defaults keep one message's tree and buffers well
-    # under 256 MB (docs/protocol.md, "Budget")
+    # under 256 MB (docs/internals/protocol.md, "Budget")
     max_decompressed: int = 64 * 1024 * 1024  # decompressed bytes, all payloads together
     max_nodes: int = 500_000  # fields in the tree (about 250 bytes each)
     max_nesting: int = 4  # compressed wrappers inside wrappers
@@ -33,7 +33,7 @@ class Options:
     # decoders name the topic of a Fetch v13+ (internal topics' records by schema)
     topic_ids: dict[str, str] | None = field(default=None, compare=False, repr=False)
     # record keys/values: a values_schema.SchemaSource (schemas by id, per-topic
-    # overrides) or None to leave them as bytes (docs/values.md)
+    # overrides) or None to leave them as bytes (docs/guide/values.md)
     values: SchemaSource | None = field(default=None, compare=False)
     # the budget of the message being decoded (set by ``for_message``)
     budget: Budget | None = field(default=None, compare=False, repr=False)

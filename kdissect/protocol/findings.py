@@ -3,7 +3,7 @@
 The idea of Wireshark's expert infos, done for Kafka: every finding has a stable code
 (what filters, statistics, Parquet columns and the TUI use), a severity, a group and a
 one-line meaning. A ``Finding`` adds the specifics of one occurrence. The registry is
-the single list of codes; docs/findings.md is generated from it (``markdown_table``).
+the single list of codes; docs/guide/findings.md is generated from it (``markdown_table``).
 """
 
 from __future__ import annotations
@@ -328,7 +328,7 @@ register(
     "sequence",
     "too many requests pending on one connection: the oldest was given up",
 )
-# storage: Kafka's files on disk (kdissect log; docs/log.md)
+# storage: Kafka's files on disk (kdissect log; docs/guide/log.md)
 register(
     "log_size_past_end",
     "error",
@@ -458,7 +458,7 @@ register(
     "tls_undecryptable",
     "warn",
     "security",
-    "a TLS connection kdissect has no keys for (give --keylog; see docs/tls.md)",
+    "a TLS connection kdissect has no keys for (give --keylog; see docs/guide/tls.md)",
 )
 register(
     "tls_decrypt_failed",

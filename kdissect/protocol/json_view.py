@@ -35,7 +35,7 @@ def json_bytes(b: bytes | None) -> Any:
 
 def _child_bytes(n: Node, name: str, show: bool = False) -> Any:
     """A child's value as JSON; None when damage left the child out. A key/value decoded
-    by its schema (docs/values.md) is its decoded value. A secret (protocol/secrets.py)
+    by its schema (docs/guide/values.md) is its decoded value. A secret (protocol/secrets.py)
     is REDACTED unless ``show``."""
     c = n.child(name)
     if c is not None and c.secret and not show and c.value is not None:
@@ -121,7 +121,7 @@ def decoded_json(n: Node, show: bool = False) -> dict[Any, Any]:
     for part in ("key", "value"):
         c = n.child(part)
         if c is None or not c.children or by_value_schema(c):
-            continue  # a value decoded by a registry schema (docs/values.md), not internal
+            continue  # a value decoded by a registry schema (docs/guide/values.md), not internal
         decoded = [k for k in c.children if not k.name.startswith("_")]
         if decoded:
             out[f"{part}_decoded"] = {k.name: plain_json(k, show) for k in decoded}

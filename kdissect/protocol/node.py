@@ -204,7 +204,7 @@ class Node:
         return [c for c in self.children if not c.name.startswith("_")]
 
     def to_json(self, show_secrets: bool = False) -> dict[str, Any]:
-        """The tree as JSON-ready dicts (see docs/json.md)."""
+        """The tree as JSON-ready dicts (see docs/guide/json.md)."""
         out = self._json_fields(show_secrets)
         if self.children:
             out["children"] = [c.to_json(show_secrets) for c in self.children]

@@ -3,7 +3,7 @@
 
 ``@dataclass`` writes each class's methods as source text and compiles them when the
 module is imported: 0.5-1.5 ms a class, a fifth of a small capture's run once there were
-thirty of them (docs/pcap.md, "Start-up"). These bases give the same repr and equality,
+thirty of them (docs/guide/pcap.md, "Start-up"). These bases give the same repr and equality,
 by the fields a class lists in ``_fields``, from methods compiled once with this module;
 each class writes its own ``__init__`` (as fast per object as a dataclass's).
 """

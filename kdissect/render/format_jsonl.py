@@ -1,4 +1,4 @@
-"""--format jsonl: one JSON object per Kafka message (docs/jsonl.md), decoded on worker
+"""--format jsonl: one JSON object per Kafka message (docs/guide/jsonl.md), decoded on worker
 processes with -j N (the engine stays in this one)."""
 
 from __future__ import annotations

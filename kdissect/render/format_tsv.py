@@ -1,7 +1,7 @@
 """--format tsv: one tab-separated line per exchange under a header line, for cut, awk,
 sort and spreadsheets. The columns are display-filter fields (stream/fields.py), so a
 column reads exactly what ``-Y`` compares; a field with several values joins them with
-commas. (The worked example of docs/engine.md: a format is this module and one line in
+commas. (The worked example of docs/internals/engine.md: a format is this module and one line in
 formats.py.)"""
 
 from __future__ import annotations

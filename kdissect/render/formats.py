@@ -4,7 +4,7 @@ writers come from ``FORMATS``.
 A format is a writer class in its own module, named here by ``module:Class`` so that the
 CLI can list the choices without importing any writer. Adding a format is one new module
 (a class following ``FormatWriter``) and one ``register(...)`` line below; see
-docs/engine.md for a worked example (``tsv``).
+docs/internals/engine.md for a worked example (``tsv``).
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ def choices(files: bool = True, log: bool = False) -> list[str]:
 register("text", "one line per exchange (-V: field trees)", ".format_text:TextWriter", log=True)
 register(
     "jsonl",
-    "one JSON object per Kafka message (docs/jsonl.md)",
+    "one JSON object per Kafka message (docs/guide/jsonl.md)",
     ".format_jsonl:JsonlWriter",
     log=True,
 )

@@ -4,7 +4,7 @@ JSON lines make big short-lived buffers (a Fetch response's decompressed batches
 JSON text: megabytes). glibc serves such buffers from their own mappings, returned when
 freed, but raises that threshold after each one is freed (up to 32 MiB), after which
 they come from the heap, which it seldom gives back. Fixing the threshold keeps every
-big buffer in its own mapping. Measured (docs/pcap.md): on a 145 MiB capture the peak
+big buffer in its own mapping. Measured (docs/guide/pcap.md): on a 145 MiB capture the peak
 went from 120 to 105 MiB in one process and from 286 to 200 MiB with two workers; on a
 1.5 GB capture from 308 to 302 and from 753 to 590 MiB.
 """

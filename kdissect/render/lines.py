@@ -230,7 +230,7 @@ _encode = json.JSONEncoder(default=str).encode
 def message_line(
     m: KafkaMessage, options: Options, ex: Exchange | None = None, enriched_full: bool = True
 ) -> str:
-    """One JSON line (see docs/jsonl.md). Each record batch is encoded as soon as it is
+    """One JSON line (see docs/guide/jsonl.md). Each record batch is encoded as soon as it is
     read, so a big Fetch response never holds all its records as objects at once."""
     if ex is not None and m.values is not None:
         return _kept_values_line(m, options, ex)

@@ -1,4 +1,4 @@
-"""`kdissect log`'s JSON objects and lines (docs/log.md): one object per file and per
+"""`kdissect log`'s JSON objects and lines (docs/guide/log.md): one object per file and per
 batch (with ``records``, per record too), from a located tree, or from the bulk paths'
 values and lines (``sources.logunits.walk(values=True)`` / ``walk(lines=...)``) without
 building objects: what every record line of a batch shares is encoded once
@@ -96,7 +96,7 @@ def _values_batch_json(item: LogItemLike) -> dict:
 
 
 def batch_json(item: LogItemLike) -> dict:
-    """One batch (or v0/v1 message set entry, or damage) as a JSON object (docs/log.md)."""
+    """One batch (or v0/v1 message set entry, or damage) as a JSON object (docs/guide/log.md)."""
     if item.values is not None or item.lines is not None:
         return _values_batch_json(item)
     tree = item.tree

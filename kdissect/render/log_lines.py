@@ -1,7 +1,7 @@
 """`kdissect log --format jsonl`'s record lines of a clean v2 batch, as text in one go.
 
 A record's JSON line is the prefix every record of its batch shares (type, file, topic,
-partition, batch_position) followed by ``"position": P, "offset": ...}`` (docs/log.md).
+partition, batch_position) followed by ``"position": P, "offset": ...}`` (docs/guide/log.md).
 ``record_lines`` writes the second part of every record of a batch, one line each:
 ``P, "offset": O, "timestamp": T, "key": K, "value": V, "headers": [...]}``; the writer
 puts the prefix in front of each line (``prefixed``, straight to bytes for stdout).

@@ -66,7 +66,7 @@ def stats_pieces(stats: Stats) -> Pieces:
         _more(errors, len(stats.errors))
         parts.append(errors)
     if stats.diagnoses:
-        found = Table(title="Diagnoses (docs/findings.md)", title_justify="left")
+        found = Table(title="Diagnoses (docs/guide/findings.md)", title_justify="left")
         found.add_column("finding")
         found.add_column("count", justify="right")
         for code, count in stats.diagnoses.most_common():

@@ -52,5 +52,5 @@ def tls_rows(conns: list) -> Table:
 
 
 def tls_json_line(facts) -> str:
-    """The JSON line of a TLS connection: ``{"tls_connection": {...}}`` (docs/jsonl.md)."""
+    """The JSON line of a TLS connection: ``{"tls_connection": {...}}`` (docs/guide/jsonl.md)."""
     return json.dumps({"tls_connection": facts.to_json()}) + "\n"

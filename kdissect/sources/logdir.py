@@ -777,7 +777,7 @@ def _segment(
 
                     decode_values(
                         tree, cast(SchemaSource, options.values), options.budget, state.topic
-                    )  # docs/values.md
+                    )  # docs/guide/values.md
                 item = LogItem("batch", path, state.topic, state.partition, tree)
                 head = _head_of(tree)
                 _what_recovery_does(tree, state)

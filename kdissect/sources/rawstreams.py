@@ -2,7 +2,7 @@
 and what the broker sent, each in order (Wireshark's "Follow TCP Stream" saved as raw
 bytes for each direction, socat's -r/-R files, a test's own bytes).
 
-The worked example of docs/engine.md: a source is a class with ``feed(sink)`` that hands
+The worked example of docs/internals/engine.md: a source is a class with ``feed(sink)`` that hands
 its bytes to the connection core (framing and correlation); the engine puts enrichment
 between it and the sinks:
 

@@ -5,7 +5,7 @@ fetches that return nothing for long, commits behind what was fetched, versions 
 answers), as registered findings with their evidence in the text.
 
 Each diagnosis fires only on complete evidence: a message the capture cut, a missing
-answer or a connection seen mid-stream makes it stay silent (docs/findings.md says when
+answer or a connection seen mid-stream makes it stay silent (docs/guide/findings.md says when
 each one cannot know). What one connection shows is kept per connection; what clients do
 across connections (a producer retrying on a new connection, a consumer group's members,
 a consumer's fetches and its commits) is kept per capture, so a Spark job that decodes

@@ -12,7 +12,7 @@ the sinks. Sinks (the printer, the TUI's loader, the Parquet/Spark row collector
 proxy display) implement ``sink.Sink`` and only read what comes out.
 
 Adding a source is one new module with a class that has ``feed(sink)``; see
-docs/engine.md.
+docs/internals/engine.md.
 """
 
 from __future__ import annotations

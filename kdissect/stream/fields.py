@@ -1,7 +1,7 @@
 """The display-filter fields: one registry of name, type, getter and docs.
 
 The filter language (``kdissect.filters``), its error messages and ``--help`` list, the
-TUI's completion and docs/filters.md's table all come from ``FIELDS``. Registering a
+TUI's completion and docs/guide/filters.md's table all come from ``FIELDS``. Registering a
 field is one ``field(...)`` call; its getter takes an ``ExchangeFields`` (an enriched
 exchange) and returns the list of its values (a field with several values matches when
 any does). Items that say their own values (``values_of``: the log items of ``kdissect
@@ -60,7 +60,7 @@ class FilterField(Frozen):
         self,
         name: str,
         kind: str,  # one of KINDS: how a compared value is read
-        docs: str,  # one line: --help, error messages, docs/filters.md
+        docs: str,  # one line: --help, error messages, docs/guide/filters.md
         get: Getter | None = None,  # None: no value for exchanges (log items say their own)
         complete: bool = True,
     ):  # offered by the TUI's completion
@@ -99,7 +99,7 @@ def _service_time(x: ExchangeFields) -> list[Any]:
     return [t] if t is not None else []
 
 
-# -- the registry (one call per field; docs/filters.md's table is generated from it) ----
+# -- the registry (one call per field; docs/guide/filters.md's table is generated from it) ----
 field(
     "api",
     "api",
@@ -241,7 +241,7 @@ field(
     "the Schema Registry ids of the record keys; `record.key.PATH` selects on the decoded keys",
     lambda x: _filter_values().values(x, "record.key_schema"),
 )
-# kdissect log only (docs/log.md): a batch's header fields, no value for exchanges
+# kdissect log only (docs/guide/log.md): a batch's header fields, no value for exchanges
 _LOG = "`kdissect log` only ([log.md](log.md)): "
 field("base_offset", "number", _LOG + "a batch's first offset")
 field("producer_id", "number", _LOG + "a batch's producer id")
@@ -328,7 +328,7 @@ def completions(kind: str) -> list[str] | None:
 
 
 def markdown_table() -> str:
-    """docs/filters.md's table of fields (a test checks it is current)."""
+    """docs/guide/filters.md's table of fields (a test checks it is current)."""
     rows = ["| field | values |", "|---|---|"]
     rows += [f"| `{f.name}` | {f.docs} |" for f in FIELDS.values()]
     return "\n".join(rows)

@@ -1,4 +1,4 @@
-"""Display-filter fields into record keys and values (docs/values.md, docs/filters.md):
+"""Display-filter fields into record keys and values (docs/guide/values.md, docs/guide/filters.md):
 
     record.value.customer.id == "c-3"     a field of the value, as JSON lines show it
     record.value.items.sku == "A-1"       through arrays: any element

@@ -136,7 +136,7 @@ RECORDS = Options(records=True)
 def record_rows(ex: Exchange, capture: str, values: Any = None) -> list[dict[Any, Any]]:
     """Every record an exchange carries (Produce requests, Fetch and ShareFetch
     responses), with the topic and partition it belongs to; ``values`` (a
-    values_schema.SchemaSource) decodes keys and values by schema (docs/values.md)."""
+    values_schema.SchemaSource) decodes keys and values by schema (docs/guide/values.md)."""
     options = RECORDS if values is None else replace(RECORDS, values=values)
     out: list[dict[Any, Any]] = []
     for m in (ex.request, ex.response):

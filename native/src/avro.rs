@@ -1,4 +1,4 @@
-//! Avro binary -> the JSON text JSON lines show (docs/values.md): the compiled twin of
+//! Avro binary -> the JSON text JSON lines show (docs/guide/values.md): the compiled twin of
 //! kdissect/protocol/values_schema/avro_fast.py, whose values ``json.dumps`` encodes.
 //!
 //! A schema is compiled once, in Python (values_schema/avro_text.py), into a program: a

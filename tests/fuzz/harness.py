@@ -8,7 +8,7 @@ captures/ with structure-aware damage. Each target checks kdissect's promises:
 Targets: the decoder with hints (a message decoded as the API/version it claims or a
 drawn one, then rendered as the views render it), the decoder by guessing, the capture
 reader through the whole engine to JSON lines, the blob parser and the grammar parser.
-Why hypothesis and not atheris: see docs/protocol.md, "Fuzzing". Used by
+Why hypothesis and not atheris: see docs/internals/protocol.md, "Fuzzing". Used by
 tests/test_fuzz.py (a bounded slice) and scripts/fuzz.py (long runs).
 """
 

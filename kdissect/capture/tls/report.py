@@ -15,7 +15,7 @@ _WHAT = {
     "decrypted": ("decrypted", "info"),
     "no keys": (
         "not decrypted: no keys for them; give --keylog FILE (an NSS key log, e.g. "
-        "what SSLKEYLOGFILE writes; see docs/tls.md)",
+        "what SSLKEYLOGFILE writes; see docs/guide/tls.md)",
         "warn",
     ),
     "mid-connection": (
@@ -34,7 +34,7 @@ _WHAT = {
         "warn",
     ),
     "unsupported": (
-        "not decrypted: a cipher suite kdissect does not decrypt (see docs/tls.md)",
+        "not decrypted: a cipher suite kdissect does not decrypt (see docs/guide/tls.md)",
         "warn",
     ),
     "handshake": ("with a handshake and no application data", "info"),
@@ -57,7 +57,7 @@ def tls_summary(conns: list[TlsFacts], keys: KeyLog | None) -> list[tuple[str, s
         if state == "no keys" and keys is not None and len(keys):
             what = (
                 f"not decrypted: the key log ({len(keys)} secrets) has none for them; "
-                f"was it written by the client of this capture? (see docs/tls.md)"
+                f"was it written by the client of this capture? (see docs/guide/tls.md)"
             )
         notes.append(
             (f"{n} TLS connection{'s' if n != 1 else ''} to {server} ({facts}): {what}", level)

@@ -573,7 +573,7 @@ class TlsSession:
             f.state = "unsupported"
             self._finding(
                 "tls_undecryptable",
-                f"cipher suite {f.cipher} is not one kdissect decrypts (see docs/tls.md)",
+                f"cipher suite {f.cipher} is not one kdissect decrypts (see docs/guide/tls.md)",
             )
             return
         ch = self.client_hello

@@ -1,4 +1,4 @@
-"""Record keys and values as people see them, located to the byte (docs/values.md).
+"""Record keys and values as people see them, located to the byte (docs/guide/values.md).
 
 Pure: schemas arrive parsed (``Schema``) from a ``SchemaSource`` the caller built (files,
 a registry: kdissect/schemas_source.py does that I/O). ``decode_values`` walks a decoded
