@@ -51,8 +51,11 @@ def _int_keys(node: ast.AST) -> list[int]:
     return []
 
 
-def api_number_literals(source: str, api_sets: set[str] | None = None) -> list[tuple[int, str]]:
-    """(line, what) for each API key written as a number in ``source``:
+def api_number_literals(
+    source: str, api_sets: set[str] | None = None, tree: ast.Module | None = None
+) -> list[tuple[int, str]]:
+    """(line, what) for each API key written as a number in ``source`` (``tree``: its
+    syntax tree, when parsed already):
 
     - compared with an API key (``api_key == 18``, ``m.api_key in (0, 1, 78)``);
     - passed as one (``layout(api_key=3, ...)``);
@@ -62,7 +65,7 @@ def api_number_literals(source: str, api_sets: set[str] | None = None) -> list[t
       frozenset({3, 10, 60})``, then ``req.api_key in evidence.NAMES_LISTENERS``);
     - a dict keyed by int literals and indexed by an API key (``FIELDS.get(api_key)``);
     - ``api_key_of("OffsetCommit")``: a name looked up at run time (a typo is None)."""
-    tree = ast.parse(source)
+    tree = ast.parse(source) if tree is None else tree
     out: list[tuple[int, str]] = []
     api_sets = set(api_sets or ()) | api_lookups(tree)
     for node in ast.walk(tree):
@@ -146,12 +149,14 @@ def _scan() -> dict[str, list[tuple[int, str]]]:
     if not _API_NUMBERS:
         # names compared with API keys anywhere (NAMES_LISTENERS is defined in one module
         # and compared in another): a first pass collects them for every module
-        sources = {str(p.relative_to(ROOT)): p.read_text() for p in sorted(PACKAGE.rglob("*.py"))}
-        looked_up = set().union(*(api_lookups(ast.parse(s)) for s in sources.values()))
-        for rel, source in sources.items():
+        from tests.support.package_source import modules
+
+        parsed = {str(p.relative_to(ROOT)): (s, t) for p, s, t in modules()}
+        looked_up = set().union(*(api_lookups(t) for _, t in parsed.values()))
+        for rel, (source, tree) in parsed.items():
             # generated files write what their generator read from the table
             if rel != REGISTRY and not _generated(source):
-                _API_NUMBERS[rel] = api_number_literals(source, looked_up)
+                _API_NUMBERS[rel] = api_number_literals(source, looked_up, tree)
     return _API_NUMBERS
 
 
@@ -193,10 +198,12 @@ def test_the_checker_sees_api_numbers():
 def test_error_codes_come_from_the_one_table():
     """kio's ErrorCode enum is read by the error table only (names.py): views ask
     ``protocol.names``."""
+    from tests.support.package_source import modules
+
     wrong = []
-    for path in sorted(PACKAGE.rglob("*.py")):
+    for path, _, tree in modules():
         rel = str(path.relative_to(ROOT))
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(tree):
             if (
                 isinstance(node, ast.ImportFrom)
                 and (node.module or "").startswith("kio")

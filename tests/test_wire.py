@@ -39,10 +39,12 @@ def test_the_generated_readers_are_current():
 
 
 def _calls(names: set[str]) -> list[str]:
-    """Where the package calls any of ``names`` (one parse of the package: 1.2 CPU-s)."""
+    """Where the package calls any of ``names`` (the session's one parse of the package)."""
+    from tests.support.package_source import modules
+
     found = []
-    for path in sorted(PACKAGE.rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for path, _, tree in modules():
+        for node in ast.walk(tree):
             if (
                 isinstance(node, ast.Call)
                 and isinstance(node.func, ast.Name)
@@ -59,11 +61,9 @@ def test_nothing_is_compiled_at_run_time():
 def test_one_varint_loop_in_the_package():
     """Only varint.uvarint walks a varint's continuation bytes (others inline at most the
     first two bytes for speed, and call it for the rest)."""
-    loops = [
-        str(p.relative_to(PACKAGE))
-        for p in sorted(PACKAGE.rglob("*.py"))
-        if "shift += 7" in p.read_text(encoding="utf-8")
-    ]
+    from tests.support.package_source import modules
+
+    loops = [str(p.relative_to(PACKAGE)) for p, source, _ in modules() if "shift += 7" in source]
     assert loops == ["protocol/varint.py"]
 
 
