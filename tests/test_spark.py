@@ -821,6 +821,7 @@ def test_a_60_mb_capture_read_whole_with_records_fits_a_700m_python_worker(tmp_p
         "TMPDIR": str(tmp_path),
         "PYSPARK_SUBMIT_ARGS": "--conf spark.executor.pyspark.memory=700m pyspark-shell",
     }
+    stderr = (tmp_path / "stderr.txt").open("w")
     job = subprocess.Popen(
         [
             sys.executable,
@@ -837,10 +838,11 @@ def test_a_60_mb_capture_read_whole_with_records_fits_a_700m_python_worker(tmp_p
             "--keep-log",
         ],
         stdout=subprocess.DEVNULL,
-        stderr=(tmp_path / "stderr.txt").open("w"),
+        stderr=stderr,
         cwd=ROOT,
         env=env,
     )
+    stderr.close()  # (the child holds its own copy)
     try:
         # the reference tables are made while the job runs (its one task uses one core)
         one = _one_process_tables([str(big)], tmp_path)
@@ -903,6 +905,7 @@ def test_a_standalone_cluster_that_loses_a_worker_mid_job_gives_the_rows_of_one_
     caps += [CAPTURES / "kcat.pcap", CAPTURES / "kafka-java-share-group.pcap"]
     killed = threading.Event()
     with standalone(tmp_path, workers=2, cores=1, memory="1g", pythonpath=str(ROOT)) as cluster:
+        stderr = (tmp_path / "stderr.txt").open("w")
         job = subprocess.Popen(
             [
                 sys.executable,
@@ -919,8 +922,9 @@ def test_a_standalone_cluster_that_loses_a_worker_mid_job_gives_the_rows_of_one_
             ],
             cwd=ROOT,
             env={**cluster.env, "TMPDIR": str(tmp_path)},
-            stderr=(tmp_path / "stderr.txt").open("w"),
+            stderr=stderr,
         )
+        stderr.close()  # (the child holds its own copy)
         victim = cluster.workers[0]
 
         def kill_when_busy():
