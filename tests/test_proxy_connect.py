@@ -16,7 +16,7 @@ def test_a_connection_reordering_the_list_does_not_make_another_skip_the_live_br
     tried: dict[str, list[tuple[str, int]]] = {"A": [], "B": []}
     current = {"who": "B"}
 
-    async def open_connection(host, port, **_):
+    async def open_connection(host, port, *_, **__):
         who = current["who"]
         tried[who].append((host, port))
         if (host, port) == DEAD:
@@ -26,7 +26,7 @@ def test_a_connection_reordering_the_list_does_not_make_another_skip_the_live_br
         await asyncio.sleep(0.01)
         return who, (host, port)
 
-    monkeypatch.setattr(server.asyncio, "open_connection", open_connection)
+    monkeypatch.setattr(server, "connect", open_connection)
 
     async def run():
         proxy = Proxy([DEAD, LIVE])

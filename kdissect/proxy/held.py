@@ -107,6 +107,17 @@ class HeldBytes:
         s.start, s.head = -1, b""
         self.holding.discard(s)
 
+    def passed(self, s: Side, n: int) -> None:
+        """``n`` bytes of the message taken (``take``) reached the caller without
+        ``feed`` (read straight into its buffer): counted as ``feed`` counts them."""
+        assert s.taken and s.pos + n <= s.skip_until, "only bytes of the taken message"
+        s.pos += n
+        s.held += n
+        self.total += n
+        if s.pos >= s.skip_until:
+            self.total -= s.held
+            s.held, s.taken = 0, False
+
     def _give_up_oldest(self) -> bool:
         sides = [s for s in self.holding if s.forwarded and len(s.head) == 4]
         if not sides:

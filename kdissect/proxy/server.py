@@ -34,6 +34,7 @@ from .held import DEFAULT_LIMIT, HeldBytes
 from .metrics import Counters, DisplayShared, Metrics
 from .notes import Notes
 from .rewrite import rewrite, rewrite_same_size
+from .upstream import Upstream, connect
 from .skipscan import (
     EndpointSpan,
     TooManyEndpoints,
@@ -102,55 +103,95 @@ class _Connection:
 
 class _Large:
     """A large response passed on as it comes, and collected once (for the display, the
-    recording and, for a Fetch answer, the leader hints at its end) into a buffer made
-    for its size, up to LARGE_FIRST bytes before they arrive (a size field alone never
-    makes the proxy take more); ``tail``: its last STREAM_TAIL bytes wait until it is
-    whole. What may go is written from the piece just received (immutable bytes), the
-    rest at the end from the whole buffer, never changed after."""
+    recording and, for a Fetch answer, the leader hints at its end) into buffers made for
+    its size: the socket reads its body straight into them (``space``). A buffer holds
+    up to LARGE_FIRST bytes and is made only when the one before is full (a size field
+    alone never makes the proxy take more); an answer longer than one buffer is joined
+    at its end (rare: clients ask for about 1 MB per partition). ``tail``: its last
+    STREAM_TAIL bytes wait until it is whole. Buffers are never resized or changed where
+    filled, so what is written from them stays valid while the client's socket holds
+    it."""
 
-    __slots__ = ("start", "end", "tail", "prefix", "body", "got", "sent")
+    __slots__ = ("start", "end", "tail", "prefix", "parts", "got", "sent")
 
     def __init__(self, start: int, size: int, tail: bool, head: bytes, out: list):
         self.start, self.end, self.tail = start, start + 4 + size, tail
         self.prefix = head[:4]
-        self.body = bytearray(min(size, LARGE_FIRST))
-        self.got = 4  # bytes received, the size prefix included
+        self.parts = [bytearray(min(size, LARGE_FIRST))]
+        self.got = len(head)  # bytes received, the size prefix included
         self.sent = 0  # bytes written, the size prefix included
-        self._put(memoryview(head)[4:])
-        self._send(head, 0, out)
+        self.parts[0][: len(head) - 4] = memoryview(head)[4:]
+        self._send(out, memoryview(head))
 
     @property
     def offset(self) -> int:  # where its body starts in the stream
         return self.start + 4
 
-    def _put(self, piece: memoryview) -> None:
-        at, body = self.got - 4, self.body
-        inside = max(0, min(len(piece), len(body) - at))
-        body[at : at + inside] = piece[:inside]
-        if inside < len(piece):  # past what was made before the bytes came
-            body += piece[inside:]
-        self.got += len(piece)
+    @property
+    def whole(self) -> bool:
+        return self.got == self.end - self.start
 
-    def _send(self, piece, first: int, out: list) -> None:
-        """Append to ``out`` what of ``piece`` (message bytes from ``first`` on) may go."""
-        limit = self.got
+    @property
+    def body(self) -> bytearray | bytes:
+        """All of it after the size (once whole)."""
+        return self.parts[0] if len(self.parts) == 1 else b"".join(self.parts)
+
+    def space(self) -> memoryview:
+        """Where its next bytes go (up to its end): the rest of the last buffer, or a
+        new one when that is full (its bytes have all come)."""
+        at = self.got - 4 - (len(self.parts) - 1) * LARGE_FIRST
+        if at == len(self.parts[-1]):
+            self.parts.append(bytearray(min(self.end - self.start - self.got, LARGE_FIRST)))
+            at = 0
+        return memoryview(self.parts[-1])[at:]
+
+    def _limit(self) -> int:
         if self.tail:
-            limit = min(limit, self.end - self.start - STREAM_TAIL)
-        if limit > self.sent:
-            out.append(memoryview(piece)[self.sent - first : limit - first])
+            return min(self.got, self.end - self.start - STREAM_TAIL)
+        return self.got
+
+    def _send(self, out: list, head: memoryview | None = None) -> None:
+        """What may go now to ``out``: from ``head`` (its first bytes, as received) or
+        from its buffers."""
+        limit = self._limit()
+        if limit <= self.sent:
+            return
+        if head is not None:
+            out.append(head[self.sent : limit])
             self.sent = limit
+            return
+        self._from_parts(self.sent, limit, out)
+        self.sent = limit
+
+    def _from_parts(self, lo: int, hi: int, out: list) -> None:
+        lo, hi = lo - 4, hi - 4  # offsets in its body
+        while lo < hi:
+            k, at = divmod(lo, LARGE_FIRST)
+            n = min(hi - lo, LARGE_FIRST - at)
+            out.append(memoryview(self.parts[k])[at : at + n])
+            lo += n
+
+    def filled(self, n: int, out: list) -> None:
+        """``n`` more bytes of it were read into ``space()``; what may go to ``out``."""
+        self.got += n
+        self._send(out)
 
     def add(self, chunk: bytes, n: int, out: list) -> None:
-        """The next ``n`` bytes of it, the first of ``chunk``; what may go to ``out``."""
-        first = self.got
-        self._put(memoryview(chunk)[:n])
-        if self.sent >= first:  # (when not, the tail is reached: nothing goes)
-            self._send(chunk, first, out)
+        """The next ``n`` bytes of it, the first of ``chunk`` (received in the common
+        buffer); what may go to ``out``."""
+        piece = memoryview(chunk)[:n]
+        while piece:
+            into = self.space()
+            k = min(len(into), len(piece))
+            into[:k] = piece[:k]
+            self.got += k
+            piece = piece[k:]
+        self._send(out)
 
     def rest(self, out: list) -> None:
         """It is whole: what is left of it to ``out``."""
-        out.append(memoryview(self.body)[self.sent - 4 :])
-        self.sent = self.end - self.start
+        self._from_parts(self.sent, self.got, out)
+        self.sent = self.got
 
 
 def _looks_like_tls(head: bytes) -> bool:
@@ -303,9 +344,10 @@ class Proxy:
         for host, port in list(listener.upstreams):
             try:
                 streams = await asyncio.wait_for(
-                    asyncio.open_connection(
+                    connect(
                         host,
                         port,
+                        READ_SIZE,
                         ssl=self.upstream_ssl,
                         # SNI even with --insecure: brokers behind SNI routing need it
                         server_hostname=host if self.upstream_ssl else None,
@@ -570,7 +612,7 @@ class Proxy:
         finally:
             held.forget(side)
 
-    async def _responses(self, reader, writer, c: _Connection) -> None:
+    async def _responses(self, reader: Upstream, writer, c: _Connection) -> None:
         """Broker to client, in order. A response that names brokers may be rewritten,
         so it goes out whole (they are small); a chunk of whole, unchanged responses is
         written as it came; a large response that cannot name brokers is passed on as
@@ -592,21 +634,30 @@ class Proxy:
             while True:
                 if gone and not len(pending):
                     return
-                chunk = await reader.read(READ_SIZE)
-                if not chunk:
+                if large is not None and reader.idle:
+                    reader.give(large.space())  # its next bytes read straight in
+                direct, chunk = await reader.read()
+                if not direct and not chunk:
                     return
                 c.last = clock()
-                chunk_start = side.pos
-                whole = not side.framer.pending and large is None
                 out: list = []
                 done: list = []  # a large response ended in this chunk
-                if large is not None:
-                    n = min(len(chunk), large.end - chunk_start)
-                    large.add(chunk, n, out)
-                    if large.got == large.end - large.start:
+                if direct:  # (the bytes of `large` that came straight into it)
+                    assert large is not None, "bytes are read into a large answer only"
+                    held.passed(side, direct)
+                    large.filled(direct, out)
+                    if large.whole:
                         done.append(large)
                         large = None
-                frames = held.feed(side, chunk)
+                chunk_start = side.pos
+                whole = not direct and not side.framer.pending and large is None
+                if large is not None and chunk:
+                    n = min(len(chunk), large.end - chunk_start)
+                    large.add(chunk, n, out)
+                    if large.whole:
+                        done.append(large)
+                        large = None
+                frames = held.feed(side, chunk) if chunk else []
                 if side.error:
                     self.on_note(
                         f"broker {c.broker[0]}:{c.broker[1]} sent an "
@@ -669,7 +720,7 @@ class Proxy:
                     if c.recorded is not None:  # as the broker sent it
                         self._safely(self._record, c, 1, data, ts, token)
                 framer = side.framer
-                if framer.pending and framer.base != hold_at:  # a response not whole yet
+                if chunk and framer.pending and framer.base != hold_at:  # not whole yet
                     base = framer.base
                     if base >= chunk_start:  # it began in this chunk
                         head = chunk[base - chunk_start :]
