@@ -19,11 +19,15 @@ on a shared machine state it beside the figures.
 
     .venv/bin/python benchmarks/proxy_on_apache_kafka.py [--nodes 1] [--repeats 5]
         [--records 200000] [--size 1024] [--clients java,rdkafka] [--only consume]
-        [--forwarding-only] [--proxy-root DIR]
+        [--forwarding-only] [--proxy-root DIR] [--compare DIR] [--latency 2000]
 
 ``--only consume`` produces each client's records once (direct) and then times only the
 consumers, each run reading that topic from the start; ``--proxy-root`` runs the proxy of
-another checkout (e.g. the main branch, for before/after figures).
+another checkout (e.g. the main branch, for before/after figures); ``--compare DIR`` runs
+a second proxy from another checkout in the same rounds (direct, this one, that one, the
+order rotating each round), so before/after figures share the machine's load. Each round
+also times --latency ApiVersions round trips on one connection, direct and through each
+proxy (the added latency at p50 and p99 of a small request on a quiet connection).
 """
 
 from __future__ import annotations
@@ -302,6 +306,39 @@ def _create(bootstrap: str, topic: str, rf: int) -> None:
     )
 
 
+def _round_trips(bootstrap: str, n: int) -> list[float]:
+    """Seconds per ApiVersions v0 round trip on one connection, ``n`` of them (after 50
+    not timed: the connection to the broker made)."""
+    import socket
+    import struct
+
+    host, port = bootstrap.rsplit(":", 1)
+    body = struct.pack(">hhih", 18, 0, 1, 5) + b"bench"
+    request = struct.pack(">i", len(body)) + body
+    out = []
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for i in range(n + 50):
+            start = time.perf_counter()
+            sock.sendall(request)
+            need, got = 4, b""
+            while len(got) < need:
+                chunk = sock.recv(65536)
+                if not chunk:
+                    raise ConnectionError("closed during a round trip")
+                got += chunk
+                if need == 4 and len(got) >= 4:
+                    need = 4 + struct.unpack(">i", got[:4])[0]
+            if i >= 50:
+                out.append(time.perf_counter() - start)
+    return out
+
+
+def _pct(values: list[float], q: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, int(q * len(s)))]
+
+
 def _load() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
@@ -325,6 +362,17 @@ def main() -> None:
         help="the kdissect checkout whose proxy runs (default: this one)",
     )
     ap.add_argument(
+        "--compare",
+        type=Path,
+        help="a second kdissect checkout whose proxy runs in the same rounds ('old')",
+    )
+    ap.add_argument(
+        "--latency",
+        type=int,
+        default=2000,
+        help="ApiVersions round trips timed per round and path (0: none)",
+    )
+    ap.add_argument(
         "--forwarding-only",
         action="store_true",
         help="also a run through the proxy with its display stopped (SIGSTOP): "
@@ -334,9 +382,13 @@ def main() -> None:
     workdir = Path(tempfile.mkdtemp(prefix="kdissect-bench-"))
     print(f"load before: {_load()} on {os.cpu_count()} cores", flush=True)
     cluster = ApacheKafka(nodes=args.nodes)
-    proxy = None
+    proxy = old = None
     try:
         proxy = Proxy(cluster.bootstrap(), workdir, args.proxy_root.resolve())
+        if args.compare is not None:
+            (workdir / "old").mkdir()
+            old = Proxy(cluster.bootstrap(), workdir / "old", args.compare.resolve())
+        lat: dict[str, list[tuple[float, float]]] = {}
         rf = min(3, args.nodes)
         subprocess.run(
             [
@@ -369,6 +421,9 @@ def main() -> None:
                 produce(cluster.bootstrap(), shared, args.records, args.size)
             for i in range(args.repeats):
                 order = ("direct", "proxy") if i % 2 == 0 else ("proxy", "direct")
+                if old is not None:
+                    arms = ("direct", "proxy", "old")
+                    order = arms[i % 3 :] + arms[: i % 3]
                 if args.forwarding_only:
                     order = (*order, "forwarding")
                 figures = {}
@@ -379,7 +434,11 @@ def main() -> None:
                     else:
                         _create(cluster.bootstrap(), topic, rf)
                     bootstrap = cluster.bootstrap() if where == "direct" else proxy.bootstrap
+                    if where == "old":
+                        bootstrap = old.bootstrap
                     proxy.settle()
+                    if old is not None:
+                        old.settle()
                     if where == "forwarding":  # the display stopped: it sheds all
                         os.kill(proxy.proc.pid, signal.SIGSTOP)
                     before = proxy.cpu()
@@ -402,12 +461,28 @@ def main() -> None:
                         cpu.setdefault(f"{client} consume", []).append(
                             (after[0] - mid2[0], after[1] - mid2[1])
                         )
+                if args.latency:
+                    for where in order:
+                        if where == "forwarding":
+                            continue
+                        bootstrap = {"direct": cluster.bootstrap(), "proxy": proxy.bootstrap}.get(
+                            where, old.bootstrap if old is not None else ""
+                        )
+                        trips = _round_trips(bootstrap, args.latency)
+                        lat.setdefault(where, []).append((_pct(trips, 0.5), _pct(trips, 0.99)))
                 ratio = (
                     figures["proxy"][0] / figures["direct"][0],
                     figures["proxy"][1] / figures["direct"][1],
                 )
                 results.setdefault(client, []).append(ratio)
                 extra = ""
+                if "old" in figures:
+                    was = (
+                        figures["old"][0] / figures["direct"][0],
+                        figures["old"][1] / figures["direct"][1],
+                    )
+                    results.setdefault(client + " (old)", []).append(was)
+                    extra = f"; old: produce {was[0]:.0%}, consume {was[1]:.0%}"
                 if "forwarding" in figures:
                     alone = (
                         figures["forwarding"][0] / figures["direct"][0],
@@ -424,6 +499,9 @@ def main() -> None:
                 )
         summary = proxy.stop()
         proxy = None
+        if old is not None:
+            old.stop()
+            old = None
         print(
             f"\n{args.nodes} Apache Kafka node(s), {args.records:,} records of "
             f"{args.size} B per run, {args.repeats} alternating pairs per client"
@@ -437,6 +515,17 @@ def main() -> None:
                     f"  {client} {name}: median {statistics.median(values):.0%} of direct "
                     f"({values[0]:.0%}–{values[-1]:.0%})"
                 )
+        for where, rows in lat.items():
+            if where == "direct":
+                continue
+            base = lat["direct"]
+            for k, name in enumerate(("p50", "p99")):
+                added = sorted((r[k] - d[k]) * 1e6 for r, d in zip(rows, base))
+                print(
+                    f"  {where}: ApiVersions round trip {name} added "
+                    f"{statistics.median(added):.0f} µs (rounds {added[0]:.0f}–{added[-1]:.0f}; "
+                    f"direct {statistics.median(d[k] for d in base) * 1e6:.0f} µs)"
+                )
         for what, pairs in cpu.items():
             fwd = statistics.median(p[0] for p in pairs)
             disp = statistics.median(p[1] for p in pairs)
@@ -446,8 +535,9 @@ def main() -> None:
                 print("  " + line)
         print(f"load after: {_load()}")
     finally:
-        if proxy is not None:
-            proxy.proc.kill()
+        for p in (proxy, old):
+            if p is not None:
+                p.proc.kill()
         cluster.close()
         shutil.rmtree(workdir, ignore_errors=True)
 
