@@ -441,24 +441,26 @@ def main() -> None:
                         old.settle()
                     if where == "forwarding":  # the display stopped: it sheds all
                         os.kill(proxy.proc.pid, signal.SIGSTOP)
-                    before = proxy.cpu()
+                    meter = old if where == "old" and old is not None else proxy
+                    before = meter.cpu()
                     p = c = 1.0
                     if args.only != "consume":
                         p = produce(bootstrap, topic, args.records, args.size)
-                    mid = proxy.cpu()
-                    proxy.settle()
-                    mid2 = proxy.cpu()
+                    mid = meter.cpu()
+                    meter.settle()
+                    mid2 = meter.cpu()
                     if args.only != "produce":
                         c = consume(bootstrap, topic, args.records)
-                    after = proxy.cpu()
+                    after = meter.cpu()
                     if where == "forwarding":
                         os.kill(proxy.proc.pid, signal.SIGCONT)
                     figures[where] = (p, c)
-                    if where == "proxy":
-                        cpu.setdefault(f"{client} produce", []).append(
+                    if where in ("proxy", "old"):
+                        label = "" if where == "proxy" else " (old)"
+                        cpu.setdefault(f"{client} produce{label}", []).append(
                             (mid[0] - before[0], mid[1] - before[1])
                         )
-                        cpu.setdefault(f"{client} consume", []).append(
+                        cpu.setdefault(f"{client} consume{label}", []).append(
                             (after[0] - mid2[0], after[1] - mid2[1])
                         )
                 if args.latency:

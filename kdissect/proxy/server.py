@@ -34,7 +34,7 @@ from .held import DEFAULT_LIMIT, HeldBytes
 from .metrics import Counters, DisplayShared, Metrics
 from .notes import Notes
 from .rewrite import rewrite, rewrite_same_size
-from .upstream import Upstream, connect
+from .peer import Peer, connect, writer as peer_writer
 from .skipscan import (
     EndpointSpan,
     TooManyEndpoints,
@@ -247,6 +247,7 @@ class Proxy:
         self.live: dict[int, _Connection] = {}
         self.saw_sasl = False  # a client authenticated with SASL here
         self._index = itertools.count(1)
+        self._scratch = bytearray(READ_SIZE)  # every socket reads here first (peer.py)
         self._tasks: set[asyncio.Task] = set()
         self._housekeeping: asyncio.Task | None = None
 
@@ -347,6 +348,7 @@ class Proxy:
                     connect(
                         host,
                         port,
+                        self._scratch,
                         READ_SIZE,
                         ssl=self.upstream_ssl,
                         # SNI even with --insecure: brokers behind SNI routing need it
@@ -385,7 +387,7 @@ class Proxy:
 
     async def _client(
         self,
-        reader: asyncio.StreamReader,
+        reader: Peer,
         writer: asyncio.StreamWriter,
         listener: Listener,
         admitted: bool = False,
@@ -461,8 +463,15 @@ class Proxy:
     async def _serve(self, listener: Listener, port: int):
         """Listen for ``listener`` on ``port`` (0: a free one)."""
         if self.server_ssl is None:
-            return await asyncio.start_server(
-                lambda r, w: self._client(r, w, listener), self.host, port, backlog=BACKLOG
+            loop = asyncio.get_running_loop()
+
+            def made(peer: Peer, transport) -> None:
+                task = loop.create_task(self._client(peer, peer_writer(peer, transport), listener))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+
+            return await loop.create_server(
+                lambda: Peer(self._scratch, READ_SIZE, made), self.host, port, backlog=BACKLOG
             )
         return _TlsServer(self, listener, socket.create_server((self.host, port), backlog=BACKLOG))
 
@@ -514,8 +523,7 @@ class Proxy:
             )
             sock.close()
             return
-        reader = asyncio.StreamReader()
-        protocol = asyncio.StreamReaderProtocol(reader)
+        protocol = Peer(self._scratch, READ_SIZE)
         try:
             transport, _ = await loop.connect_accepted_socket(
                 lambda: protocol, sock, ssl=self.server_ssl, ssl_handshake_timeout=60
@@ -528,9 +536,7 @@ class Proxy:
             )
             sock.close()
             return
-        await self._client(
-            reader, asyncio.StreamWriter(transport, protocol, reader, loop), listener, admitted=True
-        )
+        await self._client(protocol, peer_writer(protocol, transport), listener, admitted=True)
 
     def _safely(self, fn, *args) -> None:
         """Recording and display must never disturb forwarding."""
@@ -548,7 +554,7 @@ class Proxy:
             self.notes.add(text)
             self.on_note(text)
 
-    async def _requests(self, reader, writer, c: _Connection, who: str) -> None:
+    async def _requests(self, reader: Peer, writer, c: _Connection, who: str) -> None:
         """Client to broker: each chunk is written as it comes (requests are never
         rewritten); the framing core finds the requests in it for pairing, display and
         recording."""
@@ -560,7 +566,7 @@ class Proxy:
         try:
             first = True
             while True:
-                chunk = await reader.read(READ_SIZE)
+                _, chunk = await reader.read()  # (nothing is given to read into)
                 if not chunk:
                     return
                 if first and _looks_like_tls(chunk):
@@ -612,7 +618,7 @@ class Proxy:
         finally:
             held.forget(side)
 
-    async def _responses(self, reader: Upstream, writer, c: _Connection) -> None:
+    async def _responses(self, reader: Peer, writer, c: _Connection) -> None:
         """Broker to client, in order. A response that names brokers may be rewritten,
         so it goes out whole (they are small); a chunk of whole, unchanged responses is
         written as it came; a large response that cannot name brokers is passed on as

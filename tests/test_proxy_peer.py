@@ -1,4 +1,4 @@
-"""The proxy's read path from a broker (proxy/upstream.py): the body of a large answer is
+"""The proxy's read path from a broker (proxy/peer.py): the body of a large answer is
 read by the socket straight into that answer's buffers, every other byte into one reused
 buffer. Whatever the cuts of the stream, a client that reads slowly (so that pieces of
 those buffers wait in the proxy's write queue while more bytes land beside them) gets the
@@ -137,3 +137,35 @@ def test_answers_read_into_their_buffers_arrive_byte_exact(loop):
         at = next(i for i, (a, b) in enumerate(zip(got, stream)) if a != b)
         pytest.fail(f"the client's bytes differ from the broker's from stream offset {at:,}")
     assert display.frames == [(starts[i] + 4, a) for i, a in enumerate(answers)]
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_a_client_that_shut_its_sending_side_still_gets_its_answers(loop):
+    """A client sends its requests and shuts its side (SHUT_WR): the proxy keeps the
+    connection open for writing and passes the answers, large and small, exactly."""
+    if loop == "uvloop":
+        uvloop = pytest.importorskip("uvloop")
+    answers = [struct.pack(">ii", 1, 0) + os.urandom(200_000), struct.pack(">ii", 2, 0) + b"x"]
+    stream = b"".join(struct.pack(">i", len(a)) + a for a in answers)
+    upstream = _Upstream(stream, len(answers), [100_000])
+
+    async def run() -> bytes:
+        proxy = Proxy([("127.0.0.1", upstream.port)], port=0)
+        await proxy.start()
+
+        def client() -> bytes:
+            with socket.create_connection(("127.0.0.1", proxy.bootstrap_port), timeout=60) as s:
+                s.sendall(_fetch_v4_request(1) + _fetch_v4_request(2))
+                s.shutdown(socket.SHUT_WR)
+                return _exactly(s, len(stream))
+
+        try:
+            return await asyncio.to_thread(client)
+        finally:
+            await proxy.close()
+
+    try:
+        got = uvloop.run(run()) if loop == "uvloop" else asyncio.run(run())
+    finally:
+        upstream.close()
+    assert got == stream
