@@ -312,7 +312,7 @@ def _round_trips(bootstrap: str, n: int) -> list[float]:
     import socket
     import struct
 
-    host, port = bootstrap.rsplit(":", 1)
+    host, port = bootstrap.split(",")[0].rsplit(":", 1)  # (a cluster's: its first broker)
     body = struct.pack(">hhih", 18, 0, 1, 5) + b"bench"
     request = struct.pack(">i", len(body)) + body
     out = []
