@@ -8,7 +8,7 @@ import json
 import os
 import threading
 import time
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime, timezone
@@ -31,7 +31,7 @@ from .exchange_list import LOCK, ExchangeList
 from .record_match import asks_records, first_match
 from .filterbar import FILTER_CSS
 from .jobs import BAR_BINDINGS, WORK_CSS
-from .loader import Done, ListedView, Progress, Row, Warn, run_in_process, run_in_thread
+from .loader import Done, ListedView, Row, Warn, fork_loader, receive_rows, run_in_thread
 from .screens import StatsScreen
 from .sorting import SORT_BINDINGS
 from .spill import Spill
@@ -153,7 +153,6 @@ class KdissectApp(Browser):
         self._job_progress: tuple[int, int] | None = None
         self.time_format = "short"
         self.stop = stop or threading.Event()
-        self._incoming: deque = deque()
         self._drawn = 0.0  # when the growing list was last redrawn
         self._undrawn = False  # rows (or the end) came since
         # record keys and values in the tree: decoded (by their schemas, else what they
@@ -181,28 +180,23 @@ class KdissectApp(Browser):
         self.table.set_order("time", lambda v: _sort_value(v, "time"), False)
         self.set_interval(0.05, self._drain)
         self._show_active_filter()  # a start filter (-Y) shows from the start
-        self.run_worker(self._load, thread=True, exclusive=True)
+        self._start_loading()
 
-    def on_unmount(self) -> None:  # (Textual runs Browser's too: the loading stops)
+    def on_unmount(self) -> None:  # (Textual runs Browser's too)
+        self.stop.set()  # the loading stops before its spill file closes
         if self.spill is not None:
             self.spill.close()  # the unlinked file goes with its last descriptor
 
-    # -- loading (worker thread) ---------------------------------------------------------
+    # -- loading -------------------------------------------------------------------------
 
-    def _load(self) -> None:
-        def put(item) -> None:
-            if isinstance(item, Progress):
-                self._progress = (item.done, item.total)  # only the latest matters
-            else:
-                self._incoming.append(item)
-
+    def _start_loading(self) -> None:
+        """The source in a child forked now (``isolate``), else in the worker thread."""
+        options = self.options
         if self.isolate:
-            run_in_process(self.load, self.options, _row, put, self.stop, self.spill)
+            forked = fork_loader(self.load, options, _row, self.spill)
+            self.load_in_worker(lambda take: receive_rows(forked, options, take, self.stop))
         else:
-            run_in_thread(self.load, self.options, _row, put)
-        if self._stopped:  # Esc: the rows so far stay
-            put(Warn("loading stopped (Esc): the list holds what was read until then"))
-            put(Done())
+            self.load_in_worker(lambda take: run_in_thread(self.load, options, _row, take))
 
     def _drain(self) -> None:
         """Add what the loader found since the last tick, for _SLICE seconds at most:

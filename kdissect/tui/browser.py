@@ -8,6 +8,7 @@ sources, their detail and their own keys."""
 from __future__ import annotations
 
 import threading
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
@@ -26,6 +27,7 @@ from .detail import Detail, HexView, Item
 from .exchange_list import ExchangeList
 from .filterbar import FilterInput, FilterSuggester, check_filter
 from .jobs import IN_WORKERS, Jobs, set_text, work_line
+from .loader import Done, Progress, Warn
 from .screens import HelpScreen
 from .sorting import Sorting
 from .work import scan
@@ -96,6 +98,7 @@ class Browser(Sorting, Jobs, App):
     HELP: ClassVar[str | None] = None  # the help screen's text (None: the exchanges')
     STATS_HERE: ClassVar[int] = IN_WORKERS  # statistics of more items: in the background
     EXPORT_AS: ClassVar[str] = ""  # what the work line says the list's export writes
+    STOPPED: ClassVar[str] = "loading stopped (Esc): the list holds what was read until then"
 
     adapter: Adapter
     items: list
@@ -117,6 +120,7 @@ class Browser(Sorting, Jobs, App):
         self.detail_item: Any = None  # what the detail shows
         self.pending: Any = None  # what it is about to show
         self._detail_timer: Timer | None = None
+        self._incoming: deque = deque()  # what the loader sent, not yet in the list
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -158,6 +162,27 @@ class Browser(Sorting, Jobs, App):
 
     def on_unmount(self) -> None:
         self.stop.set()
+
+    # -- loading ---------------------------------------------------------------------------
+
+    def load_in_worker(self, receive: Callable[[Callable[[Any], None]], bool | None]) -> None:
+        """``receive(take)`` in a worker thread: ``take`` queues what the loader sends
+        for the list (a loader's ``Progress``: only the latest matters); ``receive`` returns
+        True when it queued why the loading ended. Its child, if any, was forked before,
+        from the UI thread (loader.Forked)."""
+
+        def run() -> None:
+            if not receive(self._take) and self._stopped:  # Esc: the rows so far stay
+                self._take(Warn(self.STOPPED))
+                self._take(Done())
+
+        self.run_worker(run, thread=True, exclusive=True)
+
+    def _take(self, obj: Any) -> None:
+        if isinstance(obj, Progress):
+            self._progress = (obj.done, obj.total)
+        else:
+            self._incoming.append(obj)
 
     def current(self) -> Any:
         return self.table.current()

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import copy
 import time
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 
@@ -38,7 +38,7 @@ from .detail import Detail, Item
 from .filterbar import FILTER_CSS
 from .jobs import IN_WORKERS as _IN_WORKERS
 from .jobs import BAR_BINDINGS, WORK_CSS
-from .loader import Done, Progress, Warn, run_forked
+from .loader import Done, Forked, Warn
 from .log_items import (
     LOG_FIELDS,
     LogAdapter,
@@ -142,6 +142,7 @@ class LogApp(Browser):
     SEARCH_HINT = "search bytes (in compressed batches too): text, or hex as 0x0001 / hex: 00 01"
     HELP = LOG_HELP
     STATS_HERE = 20 * _IN_WORKERS
+    STOPPED = "reading stopped (Esc): the list holds what was read until then"
     SORT_CYCLE = SORT_CYCLE
     DESCENDING = frozenset({"size", "records"})
     SORT_NAMES = {
@@ -186,37 +187,32 @@ class LogApp(Browser):
         flt = parse_filter(filter_text, LOG_FIELDS) if filter_text.strip() else None
         self.init_browser(", ".join(Path(p).name for p in paths), filter_text, flt)
         self._start_filter = self.filter  # what the reader tests items against
-        self._incoming: deque = deque()  # what the reader sent, not yet in the list
         self.sorted_by: tuple[str, bool] = ("#", False)
         self.error: str | None = None
 
     def on_mount(self) -> None:
         self.table.set_order("#", lambda it: _sort_value(it, "#"), False)
         self._show_active_filter()
-        self.run_worker(self._load, thread=True, exclusive=True)
+        self._start_loading()
         self.set_interval(0.1, self._show_work)
         self.set_interval(_TICK, self._drain)
 
-    # -- loading (a forked child; a worker thread receives) -------------------------------
+    # -- loading -------------------------------------------------------------------------
 
-    def _load(self) -> None:
-        """In the worker: the items read by a forked child (``read_items``), queued for
-        ``_drain``; the child's decoding never holds this process's GIL."""
+    def _start_loading(self) -> None:
+        """The items read by a child forked now (``read_items``), queued for ``_drain``
+        by a worker thread; the child's decoding never holds this process's GIL."""
         paths, options, flt = self.paths, self.options, self.filter
+        forked = Forked(lambda emit: read_items(paths, options, flt, emit))
 
-        def take(obj) -> None:
-            if isinstance(obj, Progress):
-                self._progress = (obj.done, obj.total)  # only the latest matters
-            else:
-                self._incoming.append(obj)
+        def receive(take) -> bool:
+            code = forked.receive(take, self.stop)
+            if code is not None:
+                take(Warn(f"reading stopped: the reader ended unexpectedly (exit {code})"))
+                take(Done())
+            return code is not None
 
-        code = run_forked(lambda emit: read_items(paths, options, flt, emit), take, self.stop)
-        if code is not None:
-            take(Warn(f"reading stopped: the reader ended unexpectedly (exit {code})"))
-            take(Done())
-        elif self._stopped:
-            take(Warn("reading stopped (Esc): the list holds what was read until then"))
-            take(Done())
+        self.load_in_worker(receive)
 
     def _drain(self) -> None:
         """Add what the reader sent since the last tick, for _SLICE seconds at most: keys
