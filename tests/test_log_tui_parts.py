@@ -14,9 +14,9 @@ from kdissect.filters import parse_filter
 from kdissect.protocol import Options
 from kdissect.sources.logdir import LogItem, file_kind, is_partition_name
 from kdissect.sources.logunits import walk
-from kdissect.tui import log_app
+from kdissect.tui import log_items
 from kdissect.tui.loader import Done, Progress, run_forked
-from kdissect.tui.log_app import (
+from kdissect.tui.log_items import (
     _sort_value,
     batch_tree,
     describe,
@@ -113,8 +113,10 @@ def test_record_filters_read_values_and_answer_as_the_trees_do(tmp_path, monkeyp
         return flt(LogItem(item.kind, item.path, item.topic, item.partition, tree, item.findings))
 
     trees = []
-    real = log_app.batch_tree
-    monkeypatch.setattr(log_app, "batch_tree", lambda item, o: trees.append(item) or real(item, o))
+    real = log_items.batch_tree
+    monkeypatch.setattr(
+        log_items, "batch_tree", lambda item, o: trees.append(item) or real(item, o)
+    )
     for text in FILTERS:
         flt = parse_filter(text)
         trees.clear()

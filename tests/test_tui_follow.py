@@ -167,10 +167,10 @@ def test_a_start_filter_with_one_match_shows_it():
 
 
 def test_long_work_runs_in_workers_and_esc_cancels(monkeypatch):
-    import kdissect.tui.app as tui_app
+    import kdissect.tui.browser as browser
 
-    monkeypatch.setattr(tui_app, "_IN_WORKERS", 0)  # every job in workers
-    real_scan = tui_app.scan
+    monkeypatch.setattr(browser, "IN_WORKERS", 0)  # every filter in workers
+    real_scan = browser.scan
     held = []
 
     def slow_scan(items, test, progress, cancel, **kw):  # held until Esc
@@ -180,7 +180,7 @@ def test_long_work_runs_in_workers_and_esc_cancels(monkeypatch):
             return None
         return real_scan(items, test, progress, cancel, **kw)
 
-    monkeypatch.setattr(tui_app, "scan", slow_scan)
+    monkeypatch.setattr(browser, "scan", slow_scan)
 
     async def body(app, pilot):
         everything = len(app.shown)

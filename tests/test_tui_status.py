@@ -11,7 +11,7 @@ from rich.text import Text
 
 from kdissect.protocol import Options
 from kdissect.sources.pcap import exchanges_in
-from kdissect.tui.app import EXPECTED, EXPECTED_MARK, _row
+from kdissect.tui.exchange_items import EXPECTED, EXPECTED_MARK, _row
 from kdissect.tui.exchange_list import COLUMNS, abbreviate, compact_endpoints, fit
 from kdissect.tui.loader import ListedView
 

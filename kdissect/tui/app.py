@@ -8,162 +8,41 @@ import json
 import os
 import threading
 import time
-from collections import OrderedDict, deque
+from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
 from rich.text import Text
-from textual import on
-from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
-from textual.timer import Timer
-from textual.widgets import Footer, Header, Input, Static
+from textual.widgets import Input, Static
 
-from ..filters import Filter, FilterError, parse_filter
 from ..protocol import Message, Options
-from ..protocol.names import error_name
-from ..protocol.node import Node
-from ..render.lines import endpoint, iso, message_json
+from ..render.lines import endpoint, message_json
 from ..render.text import format_value
 from ..stream import anomaly
-from ..stream.content import buffer_nodes, find_bytes, holds_bytes
-from ..stream.facts import Facts
 from ..stream.model import Gap, KafkaMessage
 from .palette import ANSI_DARK, ANSI_LIGHT
-from .detail import FACT, Detail, HexView, Item
-from .exchange_list import COLUMNS, LOCK, ExchangeList
+from .browser import Browser, unique_path
+from .detail import Detail, Item
+from .exchange_items import BROKER_TIME, ExchangeAdapter, _row, _sort_value, tls_item
+from .exchange_list import LOCK, ExchangeList
 from .record_match import asks_records, first_match
-from .filterbar import FILTER_CSS, FilterInput, FilterSuggester, check_filter
-from .jobs import IN_WORKERS as _IN_WORKERS
-from .jobs import BAR_BINDINGS, WORK_CSS, Jobs, set_text, work_line
-from .loader import Done, ListedView, Progress, Row, Warn, run_in_process, run_in_thread
-from .screens import HelpScreen, StatsScreen
-from .sorting import SORT_BINDINGS, Sorting
+from .filterbar import FILTER_CSS
+from .jobs import BAR_BINDINGS, WORK_CSS
+from .loader import Done, ListedView, Row, Warn, fork_loader, receive_rows, run_in_thread
+from .screens import StatsScreen
+from .sorting import SORT_BINDINGS
 from .spill import Spill
-from .work import scan
 
-BROKER_TIME = "broker time"  # latency beyond the wait the client asked for
 # the sort orders the `o` key cycles through (latency: slowest first)
 SORT_CYCLE = ("time", BROKER_TIME, "latency", "status", "API", "client → broker", "client id", "#")
 TIME_FORMATS = ("short", "utc", "local")
 _SLICE = 0.01  # seconds a UI tick adds rows for at most: keys stay answered
 _REDRAW = 0.3  # seconds between redraws of the growing list's extent and counts
 _KEEP_DECODED = 16  # full trees kept for the messages viewed last
-_REST = 0.06  # seconds the list cursor rests before the detail follows
-_DECODE_HERE = 4096  # bigger exchanges decode in a worker thread
 _TOASTS = 5  # load warnings shown as toasts; all of them are in `s`
-
-
-EXPECTED = "italic"  # an expected step (MEMBER_ID_REQUIRED): the text's own colour
-EXPECTED_MARK = "↻ "  # before an expected error's name: a step that is retried
-
-
-def _row(view: ListedView) -> tuple:
-    """(cells of an exchange's row, why it is an anomaly), computed off the UI thread.
-    The status names the anomalies (red: an error, yellow: a warning), then the errors
-    that are a normal step of the protocol (a first JoinGroup's MEMBER_ID_REQUIRED), set
-    apart as expected: visible, not a problem."""
-    ex, first = view.ex, view.ex.first
-    facts = view.facts()
-    reasons = anomaly.reasons(view)
-    normal = anomaly.EXPECTED_ERRORS.get(first.api_key, frozenset())
-    expected = (
-        sorted({error_name(c) for c in facts.errors if c in normal})
-        if first.direction != "sasl"
-        else []
-    )
-    severe = bool(
-        view.problems
-        or any(c not in normal for c in facts.errors)
-        or any(f.severity == "error" for f in ex.findings)
-    )
-    style = "red" if severe else "yellow" if reasons else ""
-    summary = Facts(topics=facts.topics, records=facts.records).text()
-    latency = Text()
-    if ex.latency is not None:  # dim: mostly a wait the client asked for
-        waited = anomaly.client_wait(view) > ex.latency / 2
-        latency = Text(f"{ex.latency * 1000:.1f}ms", style="dim" if waited else "")
-    status = Text()
-    status.append(", ".join(reasons), style=style)
-    for name in expected:
-        status.append(", " if status else "")
-        status.append(EXPECTED_MARK + name, style=EXPECTED)
-    cells = (
-        str(first.frame),
-        iso(first.ts)[11:23],
-        f"{endpoint(ex.client)} → {endpoint(ex.broker)}",
-        Text(first.api_name, style="bold red" if severe else "bold"),
-        str(first.api_version),
-        str(first.correlation_id),
-        ex.request.client_id or "" if ex.request else "",
-        latency,
-        Text(summary),
-        status,
-    )
-    return cells, reasons
-
-
-def _sort_value(view: ListedView, column: str) -> tuple:
-    """(0, value) to sort by; (1, ...) for an empty cell, which stays last."""
-    ex, first = view.ex, view.ex.first
-    if column == "time":
-        return (0, first.ts)
-    if column == "#":
-        return (0, first.frame)
-    if column == "latency":
-        return (0, ex.latency) if ex.latency is not None else (1, 0.0)
-    if column == BROKER_TIME:  # beyond what was asked: long polls wait less
-        took = anomaly.service_time(view)
-        return (0, (took, ex.latency)) if took is not None else (1, (0.0, 0.0))
-    if column == "v":
-        return (0, first.api_version or 0)
-    if column == "corr":
-        return (0, first.correlation_id or 0)
-    text = str(view.row[[c.name for c in COLUMNS].index(column)])
-    return (0, text) if text else (1, "")
-
-
-def tls_item(facts) -> Item:
-    """A decrypted connection's TLS facts (capture.tls.TlsFacts) as a tree in the detail,
-    beside the request and response: each fact a field, read in full on the field line.
-    They have no bytes in the messages (the handshake is not Kafka's)."""
-    root = Node("tls_connection", FACT, 0, 0, facts.state)
-    facts_json = facts.to_json()
-    for name in (
-        "server_name",
-        "version",
-        "cipher",
-        "alpn",
-        "resumed",
-        "state",
-        "records",
-        "records_decrypted",
-        "records_failed",
-        "plaintext_bytes",
-        "frame",
-        "client",
-        "server",
-    ):
-        value = facts_json.get(name)
-        note = (
-            facts.STATES.get(value)
-            if name == "state"
-            else "no SNI in the ClientHello"
-            if name == "server_name" and value is None
-            else None
-        )
-        root.add(
-            Node(
-                name, FACT, 0, 0, ", ".join(value) if isinstance(value, list) else value, note=note
-            )
-        )
-    for f in facts.findings:
-        root.add(Node("finding", FACT, 0, 0, f.code, problem=f.text(), code=f.code))
-    state = "decrypted" if facts.is_decrypted else facts.state
-    label = Text(f"TLS connection: {state}  ({facts.describe()})", "bold green")
-    return Item(label, b"", root)
 
 
 def long_time(ts: float, local: bool) -> str:
@@ -171,15 +50,6 @@ def long_time(ts: float, local: bool) -> str:
     if local:
         when = when.astimezone()
     return when.strftime("%Y-%m-%d %H:%M:%S.%f ") + (when.strftime("%z") if local else "UTC")
-
-
-def unique_path(path: Path) -> Path:
-    """``path``, or ``name-2.ext``, ``name-3.ext``... : an export never overwrites."""
-    n, candidate = 1, path
-    while candidate.exists():
-        n += 1
-        candidate = path.with_name(f"{path.stem}-{n}{path.suffix}")
-    return candidate
 
 
 def screenshot_dir() -> Path:
@@ -190,7 +60,7 @@ def screenshot_dir() -> Path:
     return downloads if downloads.is_dir() else Path.cwd()
 
 
-class KdissectApp(Sorting, Jobs, App):
+class KdissectApp(Browser):
     """Browse exchanges. ``load(emit, warn, progress)`` runs in a worker thread: it calls
     ``emit`` with each exchange as it is found (rows appear while the source is still
     loading, and keep coming from a live one), ``warn`` with what the user should know,
@@ -201,6 +71,12 @@ class KdissectApp(Sorting, Jobs, App):
 
     TITLE = "kdissect"
     AUTO_FOCUS = "#exchanges"
+    FILTER_HINT = (
+        "display filter, e.g. anomaly, api == Produce and "
+        "error != 0  (Tab completes, Enter applies, Esc closes)"
+    )
+    SEARCH_HINT = "search bytes (decompressed records too): text, or hex as 0x0001 / hex: 00 01"
+    EXPORT_AS = " as JSON"
     SORT_CYCLE = SORT_CYCLE
     DESCENDING = frozenset({BROKER_TIME, "latency"})
     SORT_NAMES = {
@@ -255,6 +131,8 @@ class KdissectApp(Sorting, Jobs, App):
         title says "live", rows without a frame number are numbered as they come, and
         the list follows new rows while its cursor is on the last one."""
         super().__init__()
+        self.init_browser(title)
+        self.adapter = ExchangeAdapter(self)
         self.live = live
         self.keys = keys  # the TLS key log (capture.tls.KeyLog), for `E`
         # the source's TLS connections (capture.tls.TlsFacts), decrypted or not
@@ -264,28 +142,17 @@ class KdissectApp(Sorting, Jobs, App):
         self.isolate = isolate  # run the source in a child process
         self.load = load
         self.options = options or Options()
-        self.views: list[ListedView] = []
+        self.items: list[ListedView] = []
         self.sorted_by: tuple[str, bool] = ("time", False)
-        self.filter: Filter | None = None
-        self.filter_text = ""
         self.following: tuple[int, str] | None = None  # (stream, the filter before)
-        self.needle: bytes | None = None
-        self.needle_text = ""
-        self.detail_view: ListedView | None = None  # what the detail shows
-        self.detail_pending: ListedView | None = None  # what it is about to show
-        self._detail_timer: Timer | None = None
-        self.loaded = False
         self.warnings: list[str] = []
         # values the filter bar completes: topics and client ids seen so far
-        self.seen: dict[str, set[str]] = {"topic": set(), "client_id": set()}
+        self.seen["client_id"] = set()
         self.gaps: list[Gap] = []  # holes in the streams (as --stats counts them)
         self._job: tuple[str, threading.Event] | None = None  # (what, cancel)
         self._job_progress: tuple[int, int] | None = None
-        self._stopped = False  # loading stopped by the user (Esc)
         self.time_format = "short"
         self.stop = stop or threading.Event()
-        self._incoming: deque = deque()
-        self._progress: tuple[int, int] | None = None
         self._drawn = 0.0  # when the growing list was last redrawn
         self._undrawn = False  # rows (or the end) came since
         # record keys and values in the tree: decoded (by their schemas, else what they
@@ -294,8 +161,6 @@ class KdissectApp(Sorting, Jobs, App):
         # full trees of the last messages viewed (by message index and whether values
         # were decoded): memory stays bounded
         self._trees: OrderedDict[tuple[int, bool], Message] = OrderedDict()
-        self.title_text = title
-        self.sub_title = title
         # message bytes live in a spill file, loaded when needed (a forked loader only)
         self.spill = Spill() if isolate else None
 
@@ -305,74 +170,33 @@ class KdissectApp(Sorting, Jobs, App):
             self.spill.load(view)
         return view
 
-    def compose(self) -> ComposeResult:
-        yield Header()
-        with Vertical(id="main"):
-            # long work (loading, filters, searches, statistics): what, how far, Esc
-            yield from work_line()
-            yield Static(id="active-filter")
-            yield ExchangeList(id="exchanges")
-            yield Static(id="empty")
-            yield Detail(self.options.show_secrets, id="detail")
-        # in the flow, not docked: docked at one edge they covered each other (and the
-        # footer hid the bar's border and the reason of a bad filter)
-        with Vertical(id="bars"):
-            yield from self._bars()
-        yield Footer()
-
-    def _bars(self) -> ComposeResult:
-        yield FilterInput(
-            placeholder="display filter, e.g. anomaly, api == Produce and "
-            "error != 0  (Tab completes, Enter applies, Esc closes)",
-            id="filter",
-            classes="bar",
-            suggester=FilterSuggester(lambda field: self.seen[field]),
-        )
-        yield Static(id="filter-error")
-        yield Input(
-            placeholder="search bytes (decompressed records too): text, or hex as "
-            "0x0001 / hex: 00 01",
-            id="search",
-            classes="bar",
-        )
-
     @property
-    def table(self) -> ExchangeList:
-        return self.query_one(ExchangeList)
-
-    @property
-    def shown(self) -> list[ListedView]:
-        """The exchanges in the list, in its order."""
-        return self.table.rows
+    def views(self) -> list[ListedView]:
+        """Every exchange read, in arrival order."""
+        return self.items
 
     def on_mount(self) -> None:
         self.ansi_theme_dark, self.ansi_theme_light = ANSI_DARK, ANSI_LIGHT  # legible
         self.table.set_order("time", lambda v: _sort_value(v, "time"), False)
         self.set_interval(0.05, self._drain)
         self._show_active_filter()  # a start filter (-Y) shows from the start
-        self.run_worker(self._load, thread=True, exclusive=True)
+        self._start_loading()
 
-    def on_unmount(self) -> None:
-        self.stop.set()
+    def on_unmount(self) -> None:  # (Textual runs Browser's too)
+        self.stop.set()  # the loading stops before its spill file closes
         if self.spill is not None:
             self.spill.close()  # the unlinked file goes with its last descriptor
 
-    # -- loading (worker thread) ---------------------------------------------------------
+    # -- loading -------------------------------------------------------------------------
 
-    def _load(self) -> None:
-        def put(item) -> None:
-            if isinstance(item, Progress):
-                self._progress = (item.done, item.total)  # only the latest matters
-            else:
-                self._incoming.append(item)
-
+    def _start_loading(self) -> None:
+        """The source in a child forked now (``isolate``), else in the worker thread."""
+        options = self.options
         if self.isolate:
-            run_in_process(self.load, self.options, _row, put, self.stop, self.spill)
+            forked = fork_loader(self.load, options, _row, self.spill)
+            self.load_in_worker(lambda take: receive_rows(forked, options, take, self.stop))
         else:
-            run_in_thread(self.load, self.options, _row, put)
-        if self._stopped:  # Esc: the rows so far stay
-            put(Warn("loading stopped (Esc): the list holds what was read until then"))
-            put(Done())
+            self.load_in_worker(lambda take: run_in_thread(self.load, options, _row, take))
 
     def _drain(self) -> None:
         """Add what the loader found since the last tick, for _SLICE seconds at most:
@@ -414,7 +238,7 @@ class KdissectApp(Sorting, Jobs, App):
             self._drawn, self._undrawn = now, False
             self._show_work()
             table.grown()
-            self._fit_list()
+            self.fit_list()
             self._show_active_filter()
             self._update_subtitle()
             self._show_empty()
@@ -444,9 +268,9 @@ class KdissectApp(Sorting, Jobs, App):
             )
 
     def on_resize(self) -> None:
-        self._fit_list()
+        self.fit_list()
 
-    def _fit_list(self) -> None:
+    def fit_list(self) -> None:
         """The list takes its rows (and the header), at most 45% of the screen (a third
         below 30 lines): a short list leaves the room to the detail."""
         tables = self.query(ExchangeList)
@@ -456,11 +280,8 @@ class KdissectApp(Sorting, Jobs, App):
             most = max(3, int(self.size.height * share))
             table.styles.height = max(3, min(most, table.row_count + 1))
 
-    def _update_subtitle(self) -> None:
-        count = f"{len(self.shown)} of {len(self.views)}" if self.filter else str(len(self.views))
-        state = "" if self.loaded else "  live" if self.live else "  loading…"
-        follow = f"  following stream {self.following[0]}" if self.following else ""
-        self.sub_title = f"{self.title_text}  {count} exchanges{follow}{state}"
+    def subtitle_note(self) -> str:
+        return f"  following stream {self.following[0]}" if self.following else ""
 
     def _show_empty(self) -> None:
         """An empty list says why, and what to do next, until rows come."""
@@ -490,128 +311,37 @@ class KdissectApp(Sorting, Jobs, App):
 
     # -- the list -----------------------------------------------------------------------
 
-    def apply_filter(self, text: str) -> FilterError | None:
-        """Show only matching exchanges; returns the error of a bad filter. A filter on
-        records (decoding every message) over many exchanges runs on all cores in the
-        background, the list staying as it was until it is done."""
-        try:
-            parsed = parse_filter(text) if text.strip() else None
-        except FilterError as e:
-            return e
-        if parsed is not None and parsed.needs_decoding and len(self.views) > _IN_WORKERS:
-            self._filter_in_workers(parsed, text)
-            return None
-        self.filter, self.filter_text = parsed, text
-        self._refill()
-        return None
-
-    def _filter_in_workers(self, parsed, text: str) -> None:
-        views, spill = list(self.views), self.spill
-
-        def test(view: ListedView) -> bool:
-            if spill is not None:
-                spill.load(view, lock=False)  # in a forked child
-            return parsed(view)
-
-        def finish(found: list[int]) -> None:
-            self.filter, self.filter_text = parsed, text
-            later = [v for v in self.views[len(views) :] if self.matches(v)]
-            current = self.current_view()
-            self.table.set_rows([views[i] for i in found] + later, keep=current)
-            self._fit_list()
-            self._after_rows_changed()
-
-        self.run_job(
-            f"filter {text}", lambda progress, cancel: scan(views, test, progress, cancel), finish
-        )
-
-    def matches(self, view: ListedView) -> bool:
-        if self.filter is None:
-            return True
-        if self.filter.needs_decoding:
-            self.load_bytes(view)
-        return self.filter(view)
-
-    def _refill(self) -> None:
-        current = self.current_view()
-        self.table.set_rows([v for v in self.views if self.matches(v)], keep=current)
-        self._fit_list()
-        self._after_rows_changed()
-
-    def _after_rows_changed(self) -> None:
-        self._show_active_filter()
-        self._update_subtitle()
-        self._show_empty()
-        self.follow_cursor()
-
-    def _show_active_filter(self) -> None:
-        active = self.query_one("#active-filter", Static)
-        if self.filter is not None:  # the filter stays in sight
-            set_text(
-                active,
-                Text.assemble(
-                    ("filter ", "dim"),
-                    (self.filter_text, "bold"),
-                    (f"  {len(self.shown)} of {len(self.views)} · / edits it", "dim"),
-                ),
-                layout=False,
-            )
-        active.set_class(self.filter is not None, "visible")
-
     def view_at(self, row: int) -> ListedView | None:
         rows = self.shown
         return rows[row] if 0 <= row < len(rows) else None
 
     def current_view(self) -> ListedView | None:
-        return self.table.current()
+        return self.current()
 
-    def select_view(self, view: ListedView) -> None:
-        """Move the list's cursor to ``view`` and show it now."""
-        self.table.move_cursor(self.table.index(view))
-        self.table.center_cursor()
-        self.show_exchange(view)
+    @property
+    def detail_view(self) -> ListedView | None:
+        """The exchange the detail shows."""
+        return self.detail_item
 
-    @on(ExchangeList.RowHighlighted, "#exchanges")
-    def _row_highlighted(self, event: ExchangeList.RowHighlighted) -> None:
-        """The detail follows the cursor once it rests (keys that scroll through the
-        list stay instant), and big messages decode off the UI thread."""
-        view = self.view_at(event.cursor_row)
-        if view is self.detail_view or view is None:
-            return
-        self.detail_pending = view
-        if self._detail_timer is not None:
-            self._detail_timer.stop()
-        self._detail_timer = self.set_timer(_REST, lambda: self._decode_for(view))
-
-    def _decode_for(self, view: ListedView) -> None:
-        if self.detail_pending is not view or not self.query(HexView):
-            return
+    def decode_cost(self, view: ListedView) -> int:
         self.load_bytes(view)
-        size = sum(m.size for m in view.ex.messages)
-        if size < _DECODE_HERE:
-            self.show_exchange(view)
-            return
-        self.query_one(Detail).field_tree.root.set_label(f"decoding {size} bytes…")
+        return sum(m.size for m in view.ex.messages)
 
-        def decode() -> None:
-            for m in view.ex.messages:
-                self.tree_of(m)
-            self.call_from_thread(self._decoded_for, view)
+    def decoding(self, cost: int) -> None:
+        self.query_one(Detail).field_tree.root.set_label(f"decoding {cost} bytes…")
 
-        self.run_worker(decode, thread=True, group="detail")
-
-    def _decoded_for(self, view: ListedView) -> None:
-        if self.detail_pending is view and self.query(HexView):  # not closing
-            self.show_exchange(view)
+    def decode(self, view: ListedView) -> None:
+        for m in view.ex.messages:
+            self.tree_of(m)
 
     def follow_cursor(self) -> None:
         """After the rows change under the cursor (sort, filter), show what it is on."""
-        self.show_exchange(self.current_view())
+        self.show(self.current_view())
 
-    def show_exchange(self, view: ListedView | None) -> None:
+    def show(self, view: ListedView | None) -> None:
         if view is None:
             return
-        self.detail_view = self.detail_pending = view
+        self.detail_item = self.pending = view
         self.load_bytes(view)
         ex = view.ex
         items = []
@@ -665,12 +395,6 @@ class KdissectApp(Sorting, Jobs, App):
             self._trees.move_to_end(key)
         return decoded
 
-    def sort_value(self, column: str):
-        return lambda v: _sort_value(v, column)
-
-    def after_sort(self) -> None:
-        self.follow_cursor()
-
     # -- actions ------------------------------------------------------------------------
 
     def action_time_format(self) -> None:
@@ -684,65 +408,23 @@ class KdissectApp(Sorting, Jobs, App):
         )
         table.refresh()
 
-    def action_next_problem(self, step: int = 1) -> None:
-        """The next exchange (after the cursor, wrapping) that is an anomaly, opened on
-        its offending field with the field's bytes highlighted."""
-        rows = self.shown
-        n = len(rows)
-        start = self.table.cursor_row
-        for k in range(1, n + 1):
-            view = rows[(start + step * k) % n]
-            if anomaly.reasons(view):
-                self.select_view(view)
-                self._land_on_problem(view)
-                return
-        self.notify(
-            "no anomaly among the exchanges shown: no error code, finding, "
-            "missing answer or unexplained slowness",
-            timeout=4,
-        )
-
-    def _land_on_problem(self, view: ListedView) -> None:
-        detail = self.query_one(Detail)
-        order = sorted(range(len(detail.items)), key=lambda i: -i)  # the response first
-        for index in order:
-            node = anomaly.offending(detail.items[index].root)
-            if node is not None:
-                detail.select(index, node)
-                detail.field_tree.reveal(node, detail.items[index].root)
-                return
-
-    def action_stats(self) -> None:
-        """Statistics of the exchanges shown, the gaps and warnings of the source; over
-        many exchanges gathered in the background (Esc cancels)."""
+    def stats_of(self, views: list) -> Callable:
+        """The statistics of the exchanges shown, the gaps and warnings of the source."""
         from .screens import gather
 
-        views, gaps = list(self.shown), list(self.gaps)
+        gaps = list(self.gaps)
+        return lambda progress, cancel: gather(views, self.load_bytes, gaps, progress, cancel)
 
-        def open_screen(gathered) -> None:
-            self.push_screen(
-                StatsScreen(
-                    views, self.load_bytes, gathered, self.warnings, tls=self.tls_connections
-                ),
-                self._stats_closed,
-            )
-
-        if len(views) > _IN_WORKERS:
-            self.run_job(
-                "statistics",
-                lambda progress, cancel: gather(views, self.load_bytes, gaps, progress, cancel),
-                open_screen,
-            )
-        else:
-            open_screen(gather(views, self.load_bytes, gaps))
+    def open_stats(self, views: list, gathered) -> None:
+        self.push_screen(
+            StatsScreen(views, self.load_bytes, gathered, self.warnings, tls=self.tls_connections),
+            self._stats_closed,
+        )
 
     def _stats_closed(self, view: ListedView | None) -> None:
         """The statistics screen may send back an exchange to jump to."""
         if view is not None and view in self.shown:
-            self.select_view(view)
-
-    def action_help(self) -> None:
-        self.push_screen(HelpScreen())
+            self.select(view)
 
     def action_follow(self) -> None:
         """Only the selected exchange's connection, in capture order; again: all."""
@@ -778,17 +460,13 @@ class KdissectApp(Sorting, Jobs, App):
                 return
         self.notify("no bookmarks in the list (b bookmarks an exchange)")
 
-    def action_toggle_pane(self) -> None:
-        """Tree ⇄ bytes: on a narrow terminal they take turns, else the focus moves."""
-        self.query_one(Detail).toggle_pane()
-
     def action_toggle_values(self) -> None:
         """Record keys and values as raw bytes ⇄ decoded into trees (by the schemas
         given, else by what they look like); the detail shows the same field again."""
         self.values_decoded = not self.values_decoded
         detail = self.query_one(Detail)
         path = detail.selected_path()
-        self.show_exchange(self.detail_view)
+        self.show(self.detail_item)
         if path is not None:
             detail.select_path(*path)
         how = (
@@ -818,10 +496,8 @@ class KdissectApp(Sorting, Jobs, App):
         self.copy_to_clipboard(value)
         self.notify(f"copied {node.name}: {value[:60]}")
 
-    def action_export(self) -> None:
-        view = self.current_view()
-        if view is None:
-            return
+    def export_of(self, view: ListedView) -> tuple[Path, Callable[[Path], object]]:
+        """`e`: the exchange as JSON (its messages as ``--format json`` gives them)."""
         ex = self.load_bytes(view).ex
         out = {
             "client": endpoint(ex.client),
@@ -834,53 +510,37 @@ class KdissectApp(Sorting, Jobs, App):
             },
         }
         path = unique_path(Path(f"kdissect-exchange-{ex.first.frame}.json"))
-        try:
-            path.write_text(json.dumps(out, indent=2, default=str))
-        except OSError as e:
-            self.notify(f"could not write {path}: {e.strerror}", severity="error")
-            return
-        self.notify(f"exported to {path.resolve()}")
+        return path, lambda to: to.write_text(json.dumps(out, indent=2, default=str))
 
     def action_export_list(self) -> None:
         """The exchanges listed (the filter applies), in the list's order, as JSON lines
         (``--format jsonl``'s messages), written in the background (Esc cancels)."""
-        views = list(self.shown)
-        if not views:
-            self.notify("nothing to export: the list is empty", severity="warning")
-            return
         stem = Path(self.title_text).stem if self.title_text else "capture"
-        path = unique_path(Path(f"kdissect-{stem}-{len(views)}-exchanges.jsonl"))
         options = self.options
 
-        def work(progress, cancel):
-            try:
-                # the owner's alone, as recordings and key logs: it holds the traffic
-                with open(path, "w", opener=lambda p, flags: os.open(p, flags, 0o600)) as out:
-                    for done, view in enumerate(views, 1):
-                        ex = self.load_bytes(view).ex
-                        for m in (ex.request, ex.response):
-                            if m is not None:
-                                out.write(
-                                    json.dumps(message_json(m, options, ex), default=str) + "\n"
-                                )
-                        if done % 256 == 0:
-                            if cancel.is_set():
-                                return None
-                            progress(done, len(views))
-            except OSError as e:
-                self.call_from_thread(
-                    self.notify, f"could not write {path}: {e.strerror}", severity="error"
-                )
-                return None
+        def work(path: Path, views: list, progress, cancel) -> int | None:
+            # the owner's alone, as recordings and key logs: it holds the traffic
+            with open(path, "w", opener=lambda p, flags: os.open(p, flags, 0o600)) as out:
+                for done, view in enumerate(views, 1):
+                    ex = self.load_bytes(view).ex
+                    for m in (ex.request, ex.response):
+                        if m is not None:
+                            out.write(json.dumps(message_json(m, options, ex), default=str) + "\n")
+                    if done % 256 == 0:
+                        if cancel.is_set():
+                            return None
+                        progress(done, len(views))
             return len(views)
 
-        def finish(count: int) -> None:
+        def finish(path: Path, count: int) -> None:
             self.notify(
                 f"exported {count} exchanges to {path.resolve()} (JSON lines, a "
                 f"message a line; SASL secrets masked unless --show-secrets)"
             )
 
-        self.run_job(f"export {len(views)} exchanges as JSON", work, finish)
+        self.export_listed(
+            lambda n: unique_path(Path(f"kdissect-{stem}-{n}-exchanges.jsonl")), work, finish
+        )
 
     def action_export_pcapng(self) -> None:
         """The exchanges shown (the filter applies) as a pcapng file Wireshark opens."""
@@ -910,45 +570,8 @@ class KdissectApp(Sorting, Jobs, App):
 
     # -- filter and search bars ---------------------------------------------------------
 
-    @on(Input.Changed, "#filter")
-    def _validate(self, event: Input.Changed) -> None:
-        check_filter(event.input, self.query_one("#filter-error", Static))
-
     def submit_filter(self, text: str) -> None:
         if self.apply_filter(text) is not None:
             return  # the reason stays shown under the bar, caret and all
         self.following = None  # a filter typed ends following a connection
         self.action_close_bars()
-
-    def action_search_next(self) -> None:
-        """The next exchange (after the cursor, wrapping) whose bytes hold the needle,
-        on the wire or in a decompressed record buffer; the field holding the match is
-        selected. Over many exchanges the search runs on all cores in the background."""
-        if not self.needle:
-            self.action_search()
-            return
-        needle, options, spill = self.needle, self.options, self.spill
-
-        def test(view: ListedView) -> bool:
-            if spill is not None:
-                spill.load(view, lock=False)  # in a forked child
-            return holds_bytes(view.ex.messages, needle, options)
-
-        self.search_from_cursor(
-            test,
-            self._show_match,
-            f"{self.needle_text!r} is in no exchange shown (decompressed records included)",
-        )
-
-    def _show_match(self, view: ListedView) -> None:
-        """Select ``view`` and, in its detail, the field holding the needle."""
-        if self.needle is None:
-            return
-        match = find_bytes(self.load_bytes(view).ex.messages, self.needle, self.options)
-        if match is None:
-            return
-        self.select_view(view)
-        detail = self.query_one(Detail)
-        root = detail.items[match.message].root
-        holder = root if match.buffer is None else buffer_nodes(root)[match.buffer]
-        detail.select_at(match.message, holder, match.offset)

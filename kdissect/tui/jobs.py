@@ -93,9 +93,10 @@ class Jobs:
         stack = getattr(self, "screen_stack", [])
         lines = stack[0].query("#work") if stack else None
         bars = stack[0].query(ProgressBar) if stack else None
-        if not lines or not bars:  # starting, or closing (widgets leave one by one)
+        labels = stack[0].query("#work-label") if stack else None
+        if not lines or not bars or not labels:  # starting, or closing (widgets leave one by one)
             return
-        line, bar = lines.first(), bars.first()
+        line, bar, label = lines.first(), bars.first(), labels.first(Static)
         progress = getattr(self, "_progress", None)
         if self._job is not None:
             what = f"{self._job[0]} · Esc cancels"
@@ -106,7 +107,7 @@ class Jobs:
         else:
             line.add_class("done")
             return
-        set_text(stack[0].query_one("#work-label", Static), what)
+        set_text(label, what)
         bar.update(total=total, progress=done)
         line.remove_class("done")
 

@@ -104,45 +104,58 @@ def _forked_child(work: Callable, conn) -> None:
     conn.close()
 
 
+class Forked:
+    """``work(emit)`` in a child forked here, when the app starts it (from the UI
+    thread, never from a worker thread of this multithreaded app): its CPU-bound Python
+    leaves this process's GIL to the UI. ``receive`` (in a worker thread) takes what it
+    emits."""
+
+    def __init__(self, work: Callable[[Callable[[Any], None]], None]) -> None:
+        ctx = multiprocessing.get_context("fork")
+        self.recv, send = ctx.Pipe(duplex=False)
+        self.child = ctx.Process(target=_forked_child, args=(work, send), daemon=True)
+        self.child.start()
+        send.close()
+
+    def receive(self, take: Callable[[Any], None], stop: threading.Event) -> int | None:
+        """``take(obj)`` with each object the child emits, in order, in small batches
+        (unpickling a batch holds the GIL: keys wait for it). Returns None when the child
+        finished or ``stop`` was set (the child is then ended), else the exit code of a
+        child that died first."""
+        child, recv = self.child, self.recv
+        try:
+            while not stop.is_set():
+                if not recv.poll(0.1):
+                    continue
+                try:
+                    batch = recv.recv()
+                except EOFError:  # it died without its last message
+                    child.join(timeout=5)
+                    return child.exitcode if child.exitcode is not None else -1
+                for obj in batch:
+                    if isinstance(obj, _End):
+                        return None
+                    take(obj)
+            return None
+        finally:
+            if child.is_alive():
+                child.terminate()
+            child.join(timeout=5)
+            recv.close()
+
+
 def run_forked(
     work: Callable[[Callable[[Any], None]], None],
     take: Callable[[Any], None],
     stop: threading.Event,
 ) -> int | None:
-    """``work(emit)`` in a forked child (its CPU-bound Python leaves this process's GIL
-    to the UI); ``take(obj)`` here with each object it emits, in order, in small batches
-    (unpickling a batch holds the GIL: keys wait for it). Returns None when the child
-    finished or ``stop`` was set (the child is then ended), else the exit code of a child
-    that died first."""
-    ctx = multiprocessing.get_context("fork")
-    recv, send = ctx.Pipe(duplex=False)
-    child = ctx.Process(target=_forked_child, args=(work, send), daemon=True)
-    child.start()
-    send.close()
-    try:
-        while not stop.is_set():
-            if not recv.poll(0.1):
-                continue
-            try:
-                batch = recv.recv()
-            except EOFError:  # it died without its last message
-                child.join(timeout=5)
-                return child.exitcode if child.exitcode is not None else -1
-            for obj in batch:
-                if isinstance(obj, _End):
-                    return None
-                take(obj)
-        return None
-    finally:
-        if child.is_alive():
-            child.terminate()
-        child.join(timeout=5)
-        recv.close()
+    """``work(emit)`` in a child forked now, ``take`` with what it emits (Forked)."""
+    return Forked(work).receive(take, stop)
 
 
-def run_in_process(load, options, row_of, put: Callable, stop: threading.Event, spill=None) -> None:
-    """``run_in_thread``'s work in a forked child; returns when the source is done or
-    ``stop`` is set (then the child is ended)."""
+def fork_loader(load, options, row_of, spill=None) -> Forked:
+    """``run_in_thread``'s work in a child forked now: exchanges enriched there, sent
+    without their messages' bytes when they went to ``spill``."""
 
     def work(emit: Callable) -> None:
         def sent(item: Message) -> None:
@@ -154,6 +167,13 @@ def run_in_process(load, options, row_of, put: Callable, stop: threading.Event, 
 
         run_in_thread(load, options, row_of, sent)
 
+    return Forked(work)
+
+
+def receive_rows(forked: Forked, options, put: Callable, stop: threading.Event) -> None:
+    """``put`` with what ``fork_loader``'s child sends (its rows as ``Row``s); returns
+    when it is done or ``stop`` is set (then the child is ended)."""
+
     def take(item) -> None:
         if isinstance(item, _Sent):
             view = ListedView(item.ex, options)
@@ -162,7 +182,7 @@ def run_in_process(load, options, row_of, put: Callable, stop: threading.Event, 
         else:
             put(item)
 
-    code = run_forked(work, take, stop)
+    code = forked.receive(take, stop)
     if code is not None:
         put(Warn(f"the loader ended unexpectedly (exit {code})"))
         put(Done())

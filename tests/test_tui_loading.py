@@ -1,0 +1,52 @@
+"""Both TUIs read their source in a forked child, and fork it from the UI thread as the
+screen starts: never from a worker thread (a fork from a worker thread copies the locks
+the other threads of this multithreaded app hold at that instant)."""
+
+from __future__ import annotations
+
+import multiprocessing.process
+import threading
+
+from kdissect.protocol import Options
+from kdissect.sources.pcap import capture_loader
+from kdissect.tui.app import KdissectApp
+from kdissect.tui.log_app import LogApp
+from tests.support.tui import drive
+from tests.test_log import batch
+from tests.test_tui import GROUP
+
+
+def _forks_from(monkeypatch) -> list[str]:
+    """The names of the threads that start a child process from now on."""
+    threads: list[str] = []
+    real = multiprocessing.process.BaseProcess.start
+
+    def start(self) -> None:
+        threads.append(threading.current_thread().name)
+        real(self)
+
+    monkeypatch.setattr(multiprocessing.process.BaseProcess, "start", start)
+    return threads
+
+
+def test_the_log_reader_is_forked_from_the_ui_thread(tmp_path, monkeypatch):
+    part = tmp_path / "orders-0"
+    part.mkdir()
+    (part / "00000000000000000000.log").write_bytes(batch(2, 0, 0, [(b"k", b"v")]))
+    threads = _forks_from(monkeypatch)
+
+    async def body(app, pilot):
+        assert app.loaded and [item.kind for item in app.items] == ["batch"]
+
+    drive(LogApp([str(part)], Options()), body)
+    assert threads == [threading.main_thread().name]
+
+
+def test_the_capture_loader_is_forked_from_the_ui_thread(monkeypatch):
+    threads = _forks_from(monkeypatch)
+
+    async def body(app, pilot):
+        assert app.loaded and app.views
+
+    drive(KdissectApp(capture_loader([str(GROUP)]), title=GROUP.name), body)
+    assert threads == [threading.main_thread().name]
