@@ -80,7 +80,7 @@ COMMIT / ABORT markers, ABORTED transactions' batches, deleted ones below the lo
                   base_offset >= 100, aborted, control, deleted, codec == lz4,
                   record.value == null (tombstones), record.key.group == "g" (as
                   kdissect log -Y; Tab or → completes; a caret shows what is wrong;
-                  docs/log.md); an empty filter: all
+                  docs/guide/log.md); an empty filter: all
   ctrl+f          search bytes, in compressed batches too: text, 0x…, hex: 00 01; n: next
   o / O           sort: file order, size, records, time, status, producer, codec...
                   / reverse; a click on a header sorts by it
@@ -98,7 +98,7 @@ COMMIT / ABORT markers, ABORTED transactions' batches, deleted ones below the lo
   offsets in the tree are positions in the file; compressed records are their own buffer
 [b]Anywhere[/b]
   ?  this help     q  quit
-See docs/log.md and docs/tui.md."""
+See docs/guide/log.md and docs/guide/tui.md."""
 
 
 class LogStatsScreen(ModalScreen):

@@ -50,7 +50,7 @@ _KEPT = frozenset(
         *ATTRIBUTE_FIELDS,
     }
 )
-# the fields the filter bar offers (docs/log.md)
+# the fields the filter bar offers (docs/guide/log.md)
 LOG_FIELDS = list(LOG_NAMES)
 
 

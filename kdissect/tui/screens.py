@@ -165,7 +165,7 @@ HELP = """\
   bytes: [bold black on #fd971f] field [/] [black on #a8a8a8] its parents [/] [bold bright_white on dark_red] problem [/]
 [b]Anywhere[/b]
   ?  this help     q  quit
-See docs/tui.md and docs/filters.md."""
+See docs/guide/tui.md and docs/guide/filters.md."""
 
 
 class HelpScreen(ModalScreen):

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable, Sequence
 
 _REPORT_EVERY = 64  # items between progress reports from a child
-# the children's priority: measured with both cores busy (docs/tui.md), workers at +10
+# the children's priority: measured with both cores busy (docs/guide/tui.md), workers at +10
 # lost to the busy loops (the filter took 10 s, tshark 7) while keys at +0 stayed at a
 # 6 ms median; only at load 30 did +10 keep keys faster (203 ms against 488 ms)
 _NICER = 0
