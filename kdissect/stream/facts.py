@@ -34,16 +34,24 @@ class Facts:
 
     def text(self) -> str:
         parts = []
-        if self.topics:
+        topics = self.topics
+        if topics:
             shown = []
-            for t, ps in list(self.topics.items())[:3]:
-                t = t[: len(UNRESOLVED) + 8] if t.startswith(UNRESOLVED) else t
-                shown.append(
-                    f"{t}[{','.join(map(str, sorted(ps)[:6]))}{',…' if len(ps) > 6 else ''}]"
-                    if ps
-                    else t
-                )
-            more = f" +{len(self.topics) - 3}" if len(self.topics) > 3 else ""
+            for t, ps in topics.items():
+                if len(shown) == 3:
+                    break
+                if t.startswith(UNRESOLVED):
+                    t = t[: len(UNRESOLVED) + 8]
+                if len(ps) == 1:  # (most lines: one partition, no sort, no join)
+                    for p in ps:
+                        shown.append(f"{t}[{p}]")
+                elif ps:
+                    shown.append(
+                        f"{t}[{','.join(map(str, sorted(ps)[:6]))}{',…' if len(ps) > 6 else ''}]"
+                    )
+                else:
+                    shown.append(t)
+            more = f" +{len(topics) - 3}" if len(topics) > 3 else ""
             parts.append(" ".join(shown) + more)
         if self.records:
             parts.append(f"{self.records} record{'s' if self.records != 1 else ''}")
