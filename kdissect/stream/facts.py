@@ -36,7 +36,7 @@ class Facts:
         parts = []
         topics = self.topics
         if topics:
-            shown = []
+            shown: list[str] = []
             for t, ps in topics.items():
                 if len(shown) == 3:
                     break
