@@ -54,7 +54,7 @@ def test_planned_facts_are_the_whole_walks(monkeypatch):
 def test_plans_keep_only_what_teaches_facts():
     """A Fetch request v18 (KRaft replication's): its plan reads topic ids, partitions
     and nothing of replica state, rack or session; BrokerHeartbeat's request, no fact."""
-    plan = facts_module.body_plan(1, 18, "request")
+    plan = facts_module.python_plan(1, 18, "request")
     _element, _names, _has_id, items = plan
     assert [k for k, *_ in items] == ["topics", "forgotten_topics_data"]
     topics = items[0][2]
@@ -62,6 +62,7 @@ def test_plans_keep_only_what_teaches_facts():
     assert [k for k, *_ in topics[3]] == ["partitions"]
     assert [k for k, *_ in topics[3][0][2][3]] == ["partition"]
     assert facts_module.body_plan(63, 1, "request") is None
+    assert facts_module.python_plan(63, 1, "request") is None
 
 
 @pytest.mark.parametrize("capture", ["kafka-kraft-cluster.pcap", "kafka-python-codecs.pcap"])

@@ -46,3 +46,23 @@ def test_kept_values_lines_match_message_json(show_secrets):
                 )
                 assert message_line(m, options, ex, enriched_full=False) == slow, path.name
     assert kept > 500  # the captures hold hundreds of such messages
+
+
+def test_iso_is_datetimes():
+    """``iso`` (the date of the last second kept, the microseconds rounded apart) writes
+    what ``datetime`` writes, at microsecond roundings too (half to even, carried into
+    the next second, minute, day and year), and says invalid outside 1970..9999."""
+    import random
+    from datetime import datetime, timezone
+
+    from kdissect.render.lines import INVALID_TIME, iso
+
+    rng = random.Random(43)
+    times = [rng.uniform(0, 253402300799) for _ in range(20000)]
+    times += [rng.uniform(1.7e9, 1.7e9 + 5) for _ in range(20000)]  # one second after another
+    edges = [1_767_225_599 + f for f in (0.9999994, 0.9999995, 0.9999996, 0.0000005)]
+    times += edges + [0.0, 0.0000005, 0.0000015, 253402300799.0, 1e9 + 0.5e-6]
+    for ts in times:
+        want = datetime.fromtimestamp(ts, tz=timezone.utc).isoformat(timespec="microseconds")
+        assert iso(ts) == want.replace("+00:00", "Z"), ts
+    assert iso(-0.5) == iso(253402300800.0) == iso(float("nan")) == INVALID_TIME

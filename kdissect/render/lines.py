@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
 import os
 import re
@@ -37,18 +36,18 @@ def iso(ts: float) -> str:
     rounded as datetime rounds them (half to even, carried into the second)."""
     if not 0 <= ts <= 253402300799:
         return INVALID_TIME
-    frac, whole = math.modf(ts)
-    us = round(frac * 1e6)
-    second = int(whole)
+    second = int(ts)  # (ts >= 0: math.modf's whole part, and ts - second its fraction)
+    us = round((ts - second) * 1e6)
     if us >= 1_000_000:
         us -= 1_000_000
         second += 1
-    if second != _last_second[0]:
-        _last_second[:] = [
+    last = _last_second
+    if second != last[0]:
+        last[:] = [
             second,
             datetime.fromtimestamp(second, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S."),
         ]
-    return f"{_last_second[1]}{us:06d}Z"
+    return f"{last[1]}{us:06d}Z"
 
 
 _last_second: list = [None, ""]  # [whole second, its text up to the microseconds]
@@ -75,16 +74,24 @@ def exchange_plain(ex: Exchange, options: Options, view: ExchangeFields | None =
     return printable("".join([text for text, _ in line_parts(ex, options, view)]))
 
 
+# (client, broker) -> the line's text between them (a connection's lines share it)
+_BETWEEN: dict[tuple[Any, Any], str] = {}
+
+
 def line_parts(
     ex: Exchange, options: Options, view: ExchangeFields | None = None
 ) -> list[tuple[str, str | None]]:
     """The pieces of an exchange's line and their styles."""
-    first = ex.first
     req, resp = ex.request, ex.response
-    t: list[tuple[str, str | None]] = [
-        (iso(first.ts)[11:26], "dim"),
-        (f"  {endpoint(ex.client)} → {endpoint(ex.broker)}  ", "dim"),
-    ]
+    first = req or resp
+    assert first is not None, "an exchange has a request or a response"
+    ends = (ex.client, ex.broker)
+    between = _BETWEEN.get(ends)
+    if between is None:
+        if len(_BETWEEN) >= 4096:
+            _BETWEEN.clear()
+        between = _BETWEEN[ends] = f"  {endpoint(ex.client)} → {endpoint(ex.broker)}  "
+    t: list[tuple[str, str | None]] = [(iso(first.ts)[11:26], "dim"), (between, "dim")]
     if first.direction == "sasl":
         t.append(("SASL token", "bold magenta"))
         tree = first.decoded(options).tree
@@ -104,8 +111,9 @@ def line_parts(
     t.append((f"  #{msg.correlation_id}", None))
     if req is not None and req.client_id:
         t.append((f"  {req.client_id}", "green"))
-    if ex.latency is not None:
-        t.append((f"  {ex.latency * 1000:.1f}ms", "yellow" if ex.latency > 0.1 else ""))
+    latency = ex.latency
+    if latency is not None:
+        t.append((f"  {latency * 1000:.1f}ms", "yellow" if latency > 0.1 else ""))
     view = view or ExchangeFields(ex, options)
     f = view.facts()
     summary = f.text()

@@ -253,6 +253,9 @@ def _asked_wait(api_key: int | None, body: Any) -> tuple[str | None, int | None]
 
 def _int_field(body: Any, name: str) -> int | None:
     """An integer field of a body: a located tree's node, or a values decoder's dict."""
+    if type(body) is dict:  # (the usual: first)
+        value = body.get(name)
+        return value if type(value) is int else None
     if body is None:
         return None
     if isinstance(body, dict):
@@ -337,7 +340,7 @@ def _check_version(ex: Exchange, advertised: Any, findings: list[Finding]) -> No
 
 
 def _status(ex: Exchange) -> str:
-    codes = {f.code for f in ex.findings}
+    codes = {f.code for f in ex.findings} if ex.findings else ()
     for code, text in _STATUS if codes else ():
         if code in codes:
             if text is None:

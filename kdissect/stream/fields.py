@@ -41,7 +41,8 @@ class ExchangeFields:
     @property
     def problems(self) -> int:
         """Findings about malformed bytes or spent budgets."""
-        return sum(1 for f in self.ex.findings if f.kind.group in PROBLEM_GROUPS)
+        findings = self.ex.findings
+        return sum(1 for f in findings if f.kind.group in PROBLEM_GROUPS) if findings else 0
 
     def field(self, name: str) -> list[Any]:
         get = FIELDS[name].get

@@ -15,6 +15,7 @@ use std::collections::{HashMap, VecDeque};
 
 mod avro;
 mod crc32c;
+mod facts;
 mod jsonrec;
 mod logjson;
 mod mapped;
@@ -879,6 +880,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(mapped::map_guard, m)?)?;
     m.add_function(wrap_pyfunction!(mapped::map_unguard, m)?)?;
     m.add_class::<values::Program>()?;
+    m.add_class::<facts::FactsPlan>()?;
     Ok(())
 }
 
