@@ -289,11 +289,11 @@ def test_a_live_source_keeps_the_list_growing():
     exchanges = exchanges_in([str(GROUP)]).exchanges
     release = threading.Event()
 
-    def load(emit, warn, progress):
+    def load(sink):
         for i, ex in enumerate(exchanges):
             if i == 10:
                 release.wait(10)  # the source goes quiet for a while
-            emit(ex)
+            sink.exchange(ex)
             time.sleep(0.005)
 
     async def go():

@@ -8,7 +8,7 @@ import multiprocessing.process
 import threading
 
 from kdissect.protocol import Options
-from kdissect.sources.pcap import capture_loader
+from kdissect.sources.pcap import capture_loader, exchanges_in
 from kdissect.tui.app import KdissectApp
 from kdissect.tui.log_app import LogApp
 from tests.support.tui import drive
@@ -50,3 +50,34 @@ def test_the_capture_loader_is_forked_from_the_ui_thread(monkeypatch):
 
     drive(KdissectApp(capture_loader([str(GROUP)]), title=GROUP.name), body)
     assert threads == [threading.main_thread().name]
+
+
+def test_a_live_source_hands_gaps_tls_and_notes_to_the_screen_by_their_kind():
+    """A source (live, the proxy) gets the engine's sink itself: its gaps are counted as
+    gaps, its TLS connections listed, an error note shown as an error. (The live and
+    proxy TUIs once turned gaps into plain text and dropped the TLS facts.)"""
+    from kdissect.capture.tls import KeyLog
+    from kdissect.stream.model import Gap
+    from tests.test_tui_tls import KEYS, TLS
+
+    keys = KeyLog()
+    keys.add_file(str(KEYS))
+    seen = exchanges_in([str(TLS)], keys=keys)
+    hole = Gap(1, "response", 4000, 120, 0, 0.0)
+    assert seen.tls_facts and seen.exchanges
+
+    def load(sink) -> None:
+        for facts in seen.tls_facts:
+            sink.tls(facts)
+        for ex in seen.exchanges:
+            sink.exchange(ex)
+        sink.gap(hole)
+        sink.note("the interface went down", "error")
+
+    async def body(app, pilot):
+        assert app.loaded and len(app.views) == len(seen.exchanges)
+        assert app.tls_connections == seen.tls_facts
+        assert app.gaps == [hole] and hole.describe() in app.warnings
+        assert "the interface went down" in app.warnings
+
+    drive(KdissectApp(load, title="live", isolate=False, live=True), body)

@@ -119,11 +119,11 @@ def test_a_live_list_is_titled_live_numbers_its_rows_and_follows_them():
             m.frame = 0  # the proxy has no frames
     release = threading.Event()
 
-    def load(emit, warn, progress):
+    def load(sink):
         for i, ex in enumerate(exchanges):
             if i == 10:
                 release.wait(10)
-            emit(ex)
+            sink.exchange(ex)
             time.sleep(0.005)
 
     async def go():

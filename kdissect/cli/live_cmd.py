@@ -86,7 +86,6 @@ def live(
     from ..render.printer import ExchangePrinter
     from ..sources.live import Interface
     from ..stream.engine import Engine
-    from ..stream.sink import CallbackSink
 
     display_filter, options, kafka_ports = _traffic_options(
         filter_text, show_secrets, max_decompressed, ports
@@ -110,13 +109,11 @@ def live(
     )
     if tui or (tui is None and interactive):
 
-        def load(emit, warn, progress):
+        def load(sink):
             try:
-                Engine(
-                    Interface(iface, stop, **watch), CallbackSink(emit, warn, progress), options
-                ).run()
+                Engine(Interface(iface, stop, **watch), sink, options).run()
             except LiveError as e:
-                warn(str(e))
+                sink.note(str(e), "error")
 
         _run_tui(load, options, f"live: {iface}", filter_text, display_filter, stop)
         return

@@ -259,7 +259,6 @@ def proxy(
     from ..proxy.server import Proxy
     from ..render.printer import ExchangePrinter
     from ..stream.engine import Engine
-    from ..stream.sink import CallbackSink
 
     upstreams = [_host_port(u.strip(), 9092) for u in upstream.split(",") if u.strip()]
     if not upstreams:
@@ -391,12 +390,12 @@ def proxy(
     if tui or (tui is None and interactive):
         stop = threading.Event()
 
-        def load(emit, warn, progress):
+        def load(sink):
             _yield_cpu()  # (the TUI's loader process)
-            warn(listening)
+            sink.note(listening, "info")
             Engine(
                 FeedDisplay(lag=display_lag, fd=forwarder.fd, shared=forwarder.shared),
-                CallbackSink(emit, warn, progress),
+                sink,
                 options,
             ).run()
 

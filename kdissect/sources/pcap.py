@@ -21,7 +21,7 @@ from ..stream import direction as evidence
 from ..stream.connection import KafkaConnection
 from ..stream.budget import Budget
 from ..stream.engine import Engine
-from ..stream.sink import CallbackSink, Collect, Sink
+from ..stream.sink import Collect, Sink
 
 if TYPE_CHECKING:
     from ..capture.tls import TlsFacts
@@ -535,15 +535,14 @@ def tracked(reader, path: str, progress: Callable[[int, int], None]):
 
 
 def capture_loader(paths, options: Options | None = None, **kw):
-    """The TUI's source for capture files: ``load(emit, warn, progress)`` runs them
-    through the engine (``kw`` as for ``read_captures``)."""
+    """The TUI's source for capture files: ``load(sink)`` runs them through the engine
+    into the TUI's sink (``kw`` as for ``read_captures``)."""
 
-    def load(emit, warn, progress) -> None:
-        # gaps and TLS connections (TlsFacts) go to `warn` as objects: the TUI counts
-        # the gaps as --stats does and lists the TLS connections
-        sink = CallbackSink(emit, warn, progress, gap=warn, tls=warn)
+    def load(sink: Sink) -> None:
         Engine(
-            CaptureFiles(paths, packets=lambda reader, path: tracked(reader, path, progress), **kw),
+            CaptureFiles(
+                paths, packets=lambda reader, path: tracked(reader, path, sink.progress), **kw
+            ),
             sink,
             options,
         ).run()

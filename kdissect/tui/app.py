@@ -31,7 +31,17 @@ from .exchange_list import LOCK, ExchangeList
 from .record_match import asks_records, first_match
 from .filterbar import FILTER_CSS
 from .jobs import BAR_BINDINGS, WORK_CSS
-from .loader import Done, ListedView, Row, Warn, fork_loader, receive_rows, run_in_thread
+from .loader import (
+    Done,
+    GapSeen,
+    ListedView,
+    Note,
+    Row,
+    TlsSeen,
+    fork_loader,
+    receive_rows,
+    run_in_thread,
+)
 from .screens import StatsScreen
 from .sorting import SORT_BINDINGS
 from .spill import Spill
@@ -61,10 +71,11 @@ def screenshot_dir() -> Path:
 
 
 class KdissectApp(Browser):
-    """Browse exchanges. ``load(emit, warn, progress)`` runs in a worker thread: it calls
-    ``emit`` with each exchange as it is found (rows appear while the source is still
-    loading, and keep coming from a live one), ``warn`` with what the user should know,
-    and ``progress(done, total)`` if it knows how far it is. With ``isolate`` (the
+    """Browse exchanges. ``load(sink)`` runs in a worker thread: it calls the sink's
+    engine hooks (stream.sink): ``exchange`` with each exchange as it is found (rows
+    appear while the source is still loading, and keep coming from a live one), ``gap``
+    and ``tls`` with the holes and TLS connections, ``note`` with what the user should
+    know, and ``progress(done, total)`` if it knows how far it is. With ``isolate`` (the
     default) it runs in a forked child process, so its CPU-bound decoding leaves this
     process's GIL to the UI; ``isolate=False`` keeps it in a thread (a source that needs
     this process's objects). ``stop`` is set when the app closes."""
@@ -213,8 +224,15 @@ class KdissectApp(Browser):
         until = time.monotonic() + _SLICE
         while self._incoming and time.monotonic() < until:
             item = self._incoming.popleft()
-            if isinstance(item, Warn):
-                self._warned(item.what)
+            if isinstance(item, Note):
+                self._warned(item.text, item.level)
+            elif isinstance(item, GapSeen):
+                self.gaps.append(item.gap)  # counted in the statistics as --stats counts them
+                self._warned(item.gap.describe())
+            elif isinstance(item, TlsSeen):  # listed in the statistics
+                self.tls_connections.append(item.facts)
+                if item.facts.stream is not None:
+                    self.tls_by_stream[item.facts.stream] = item.facts
             elif isinstance(item, Done):
                 self.loaded = True
                 self._undrawn = True
@@ -247,21 +265,12 @@ class KdissectApp(Browser):
         elif at_end and table.row_count > before:
             table.move_cursor(table.row_count - 1)
 
-    def _warned(self, what) -> None:
-        """A warning of the source: kept (the statistics list them all, with the gaps
-        counted as --stats counts them); the first few are shown as they come. A TLS
-        connection's facts come this way too (listed in the statistics)."""
-        if not isinstance(what, (str, Gap)):  # capture.tls.TlsFacts
-            self.tls_connections.append(what)
-            if what.stream is not None:
-                self.tls_by_stream[what.stream] = what
-            return
-        if isinstance(what, Gap):
-            self.gaps.append(what)
-            what = what.describe()
+    def _warned(self, what: str, level: str = "warn") -> None:
+        """A note of the source: kept (the statistics list them all); the first few are
+        shown as they come, an error in the error colour."""
         self.warnings.append(what)
         if len(self.warnings) <= _TOASTS:
-            self.notify(what, severity="warning", timeout=8)
+            self.notify(what, severity="error" if level == "error" else "warning", timeout=8)
         elif len(self.warnings) == _TOASTS + 1:
             self.notify(
                 "more warnings: s (statistics) lists them all", severity="warning", timeout=8

@@ -27,7 +27,7 @@ from .detail import Detail, HexView, Item
 from .exchange_list import ExchangeList
 from .filterbar import FilterInput, FilterSuggester, check_filter
 from .jobs import IN_WORKERS, Jobs, set_text, work_line
-from .loader import Done, Progress, Warn
+from .loader import Done, Note, Progress
 from .screens import HelpScreen
 from .sorting import Sorting
 from .work import scan
@@ -173,7 +173,7 @@ class Browser(Sorting, Jobs, App):
 
         def run() -> None:
             if not receive(self._take) and self._stopped:  # Esc: the rows so far stay
-                self._take(Warn(self.STOPPED))
+                self._take(Note(self.STOPPED))
                 self._take(Done())
 
         self.run_worker(run, thread=True, exclusive=True)

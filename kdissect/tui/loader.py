@@ -1,8 +1,8 @@
-"""Running a TUI source: ``load(emit, warn, progress)`` in a thread of this process, or
-in a child process so that the decoding (CPU-bound Python) does not hold this process's
-GIL while the UI answers keys. Either way the UI receives typed messages: ``Row``
-(an enriched exchange's view and its row), ``Warn`` (a note or a Gap), ``Progress`` and
-finally ``Done``. With a ``Spill``, the child sends exchanges without their messages'
+"""Running a TUI source: ``load(sink)`` (the engine's hooks: exchange, gap, tls, note,
+progress) in a thread of this process, or in a child process so that the decoding
+(CPU-bound Python) does not hold this process's GIL while the UI answers keys. Either
+way the UI receives typed messages, one per hook: ``Row`` (an enriched exchange's view
+and its row), ``GapSeen``, ``TlsSeen``, ``Note``, ``Progress`` and finally ``Done``. With a ``Spill``, the child sends exchanges without their messages'
 bytes (``view.spans`` says where they are in the spill file)."""
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any
 
 from ..stream.fields import ExchangeFields
 from ..stream.model import Exchange, Gap
+from ..stream.sink import BaseSink
 
 _BATCH_SECONDS = 0.05
 
@@ -27,8 +28,19 @@ class Row:
 
 
 @dataclass(slots=True)
-class Warn:
-    what: str | Gap | object  # a note, a Gap, or a TLS connection's TlsFacts
+class Note:
+    text: str
+    level: str = "warn"  # "info", "warn" or "error", as the engine's note hook says
+
+
+@dataclass(slots=True)
+class GapSeen:
+    gap: Gap
+
+
+@dataclass(slots=True)
+class TlsSeen:
+    facts: Any  # a TLS connection's capture.tls.TlsFacts
 
 
 @dataclass(slots=True)
@@ -42,7 +54,7 @@ class Done:
     pass
 
 
-Message = Row | Warn | Progress | Done
+Message = Row | GapSeen | TlsSeen | Note | Progress | Done
 
 
 @dataclass(slots=True)
@@ -64,17 +76,36 @@ class ListedView(ExchangeFields):
     _reasons: list[str] | None = None  # anomaly.reasons, found by the loader (its cache)
 
 
+class _ToScreen(BaseSink):
+    """The engine's hooks as the screen's messages (``put``); an exchange (enriched by
+    the engine in front of it) as its view and row."""
+
+    def __init__(self, options, row_of, put: Callable[[Message], None]) -> None:
+        self._options, self._row_of, self._put = options, row_of, put
+
+    def exchange(self, ex: Exchange) -> None:
+        view = ListedView(ex, self._options)
+        self._put(Row(view, self._row_of(view)))
+
+    def gap(self, g: Gap) -> None:
+        self._put(GapSeen(g))
+
+    def tls(self, facts: Any) -> None:
+        self._put(TlsSeen(facts))
+
+    def note(self, text: str, level: str = "warn") -> None:
+        self._put(Note(text, level))
+
+    def progress(self, done: int, total: int) -> None:
+        self._put(Progress(done, total))
+
+
 def run_in_thread(load, options, row_of, put: Callable) -> None:
-    """``load`` hands enriched exchanges (the engine ran in front of it) to ``emit``."""
-
-    def emit(ex) -> None:
-        view = ListedView(ex, options)
-        put(Row(view, row_of(view)))
-
+    """``load(sink)``: the source run with a sink whose hooks ``put`` typed messages."""
     try:
-        load(emit, lambda what: put(Warn(what)), lambda done, total: put(Progress(done, total)))
+        load(_ToScreen(options, row_of, put))
     except Exception as e:  # the source failed: say so, keep rows
-        put(Warn(f"loading stopped: {e}"))
+        put(Note(f"loading stopped: {e}", "error"))
     put(Done())
 
 
@@ -184,5 +215,5 @@ def receive_rows(forked: Forked, options, put: Callable, stop: threading.Event) 
 
     code = forked.receive(take, stop)
     if code is not None:
-        put(Warn(f"the loader ended unexpectedly (exit {code})"))
+        put(Note(f"the loader ended unexpectedly (exit {code})", "error"))
         put(Done())

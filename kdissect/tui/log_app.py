@@ -38,7 +38,7 @@ from .detail import Detail, Item
 from .filterbar import FILTER_CSS
 from .jobs import IN_WORKERS as _IN_WORKERS
 from .jobs import BAR_BINDINGS, WORK_CSS
-from .loader import Done, Forked, Warn
+from .loader import Done, Forked, Note
 from .log_items import (
     LOG_FIELDS,
     LogAdapter,
@@ -208,7 +208,7 @@ class LogApp(Browser):
         def receive(take) -> bool:
             code = forked.receive(take, self.stop)
             if code is not None:
-                take(Warn(f"reading stopped: the reader ended unexpectedly (exit {code})"))
+                take(Note(f"reading stopped: the reader ended unexpectedly (exit {code})", "error"))
                 take(Done())
             return code is not None
 
@@ -225,8 +225,8 @@ class LogApp(Browser):
         done = False
         while self._incoming and time.monotonic() < until:
             obj = self._incoming.popleft()
-            if isinstance(obj, Warn):
-                self.error = str(obj.what)
+            if isinstance(obj, Note):
+                self.error = obj.text
             elif isinstance(obj, Done):
                 done = True
             else:

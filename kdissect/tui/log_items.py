@@ -33,7 +33,7 @@ from ..sources.logunits import walk
 from ..stream.content import buffer_nodes
 from ..stream.fields import LOG_NAMES
 from .detail import Item
-from .loader import Done, Progress, Warn
+from .loader import Done, Note, Progress
 
 _FLUSH = 0.1  # seconds between reports of how far reading is
 _WHOLE_FILE = 64 << 20  # files other than segments are shown whole up to this size
@@ -338,7 +338,7 @@ def read_items(
     """Every item of ``paths`` (``walk``'s bulk path: clean batches as JSON lines, no
     tree), described for the list and lightened (``describe``, ``lighten``), tested
     against ``flt`` (``item.passed``), with ``Progress`` (bytes read of the total) now
-    and then, a ``Warn`` if reading stopped early, then ``Done``: what the log TUI's
+    and then, a ``Note`` if reading stopped early, then ``Done``: what the log TUI's
     reader (a forked child) sends to the UI."""
     total = _total_size(paths)
     read = done_bytes = 0
@@ -360,9 +360,9 @@ def read_items(
                 emit(Progress(done_bytes + item.start + item.length, total))  # type: ignore[attr-defined]
                 said = time.monotonic()
     except LogError as e:
-        emit(Warn(str(e)))
+        emit(Note(str(e), "error"))
     except Exception as e:  # a file that cannot be read: say so, keep rows
-        emit(Warn(f"reading stopped: {e}"))
+        emit(Note(f"reading stopped: {e}", "error"))
     emit(Done())
 
 
