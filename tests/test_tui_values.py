@@ -48,13 +48,21 @@ async def on_produce(app, pilot, codec: str):
         if v.ex.first.api_name == "Produce" and f"orders-{codec}" in v.facts().topics
     ]
     assert rows, f"no Produce to orders-{codec} in the capture"
+    seen = []  # what each row showed: said when none fits (CI failed here once, alone never)
     for row in rows:
         app.table.move_cursor(row)
         await settle(app, pilot)
+        view = app.shown[row]
         root = app.query_one(Detail).items[0].root
-        if len(value_nodes(root)) == 3:
+        found = len(value_nodes(root))
+        if found == 3 and app.detail_view is view:
             return root
-    raise AssertionError(f"no Produce to orders-{codec} carries the three records")
+        request = view.ex.request
+        seen.append(
+            f"frame {view.ex.first.frame}: {found} values, "
+            f"status {request.status if request else None}, shown {app.detail_view is view}"
+        )
+    raise AssertionError(f"no Produce to orders-{codec} carries the three records: {seen}")
 
 
 def test_avro_values_from_the_real_broker_are_trees_located_in_their_bytes(apache_kafka, tmp_path):

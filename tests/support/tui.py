@@ -23,8 +23,9 @@ async def loaded(app: Any, pilot: Any) -> None:
 
 async def settle(app: Any, pilot: Any) -> None:
     """Until the detail shows the exchange under the cursor (it follows once the
-    cursor rests, decoding big ones off the UI thread)."""
-    for _ in range(200):
+    cursor rests, decoding big ones off the UI thread): up to 20 s, for a machine busy
+    at the end of a long suite (it returns as soon as the detail follows)."""
+    for _ in range(1000):
         if app.detail_view is not None and app.detail_view is app.current_view():
             break
         await pilot.pause(0.02)
