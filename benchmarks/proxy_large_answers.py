@@ -27,6 +27,8 @@ import threading
 import time
 from pathlib import Path
 
+from kdissect.protocol.varint import uvarint_bytes
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -40,14 +42,6 @@ def _exactly(s: socket.socket, n: int) -> bytes:
     return bytes(out)
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append(n & 0x7F | 0x80)
-        n >>= 7
-    return bytes(out + bytes([n]))
-
-
 def fetch_request(corr: int) -> bytes:
     body = struct.pack(">hhih", 1, 16, corr, 2) + b"bn" + b"\0"  # header v2, no body
     return struct.pack(">i", len(body)) + body
@@ -59,7 +53,7 @@ def fetch_answer(corr: int, records: bytes) -> bytes:
         struct.pack(">ihqqq", 0, 0, 10, 10, 0)
         + b"\x01"  # no aborted transactions
         + struct.pack(">i", -1)
-        + _uvarint(len(records) + 1)
+        + uvarint_bytes(len(records) + 1)
         + records
         + b"\0"
     )

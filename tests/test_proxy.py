@@ -22,6 +22,7 @@ from kdissect.protocol import decode_response
 from kdissect.proxy.skipscan import response_layout
 from tests.support.broker import Broker, free_port
 from tests.support.relay import Relay
+from tests.support.sockets import recv_exactly
 
 pytestmark = pytest.mark.slow  # a broker and the proxy in front of it
 
@@ -456,16 +457,6 @@ def api_versions(sock: socket.socket, corr: int) -> bytes:
     sock.sendall(struct.pack(">i", len(request)) + request)
     size = struct.unpack(">i", recv_exactly(sock, 4))[0]
     return recv_exactly(sock, size)
-
-
-def recv_exactly(sock: socket.socket, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        if not chunk:
-            raise ConnectionError("closed")
-        data += chunk
-    return data
 
 
 def test_many_clients_large_messages_acks0_and_clients_that_vanish():

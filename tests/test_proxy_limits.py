@@ -20,6 +20,7 @@ from kdissect.protocol import decode_response
 from kdissect.proxy.server import LARGE_FIRST, MAX_NEW_LISTENERS
 from tests.support.broker import free_port
 from tests.test_proxy import ProxyProcess
+from tests.support.sockets import recv_exactly
 
 pytestmark = pytest.mark.slow
 
@@ -27,20 +28,10 @@ pytestmark = pytest.mark.slow
 # -- a raw Kafka client ---------------------------------------------------------------------
 
 
-def _exactly(s: socket.socket, n: int) -> bytes:
-    out = b""
-    while len(out) < n:
-        chunk = s.recv(n - len(out))
-        if not chunk:
-            raise ConnectionError(f"closed after {len(out)} of {n} bytes")
-        out += chunk
-    return out
-
-
 def call(s: socket.socket, request: bytes) -> bytes:
     """Send one request (without its size), return the response (without its size)."""
     s.sendall(struct.pack(">i", len(request)) + request)
-    return _exactly(s, struct.unpack(">i", _exactly(s, 4))[0])
+    return recv_exactly(s, struct.unpack(">i", recv_exactly(s, 4))[0])
 
 
 def api_versions(corr: int = 1) -> bytes:
@@ -100,7 +91,7 @@ class HostileBroker:
     def _serve(self, conn: socket.socket) -> None:
         try:
             while True:
-                request = _exactly(conn, struct.unpack(">i", _exactly(conn, 4))[0])
+                request = recv_exactly(conn, struct.unpack(">i", recv_exactly(conn, 4))[0])
                 key, _version, corr = struct.unpack_from(">hhi", request)
                 body = (
                     self.answer(corr) if key == 3 else struct.pack(">ihi", corr, 0, 0)
@@ -185,7 +176,7 @@ def test_answers_naming_thousands_of_brokers_are_forwarded_with_capped_listeners
                 # meanwhile another client is served (the proxy did not stall on it)
                 with socket.create_connection(("127.0.0.1", proxy.port), timeout=20) as other:
                     assert call(other, api_versions(5))[:4] == struct.pack(">i", 5)
-                answer = _exactly(s, struct.unpack(">i", _exactly(s, 4))[0])
+                answer = recv_exactly(s, struct.unpack(">i", recv_exactly(s, 4))[0])
             assert answer == metadata_v1_response(4, flood)  # as the broker sent it
         rows, err = proxy.stop()
     finally:
@@ -497,7 +488,7 @@ class ScriptedBroker:
         with conn:
             try:
                 for _ in self.answers:
-                    _exactly(conn, struct.unpack(">i", _exactly(conn, 4))[0])
+                    recv_exactly(conn, struct.unpack(">i", recv_exactly(conn, 4))[0])
             except ConnectionError:
                 return
             at = 0
@@ -552,7 +543,7 @@ def test_large_answers_cut_anywhere_pass_byte_exact():
             for version, corr in ((4, 1), (16, 2), (16, 3), (4, 4), (4, 5)):
                 request = _fetch_request(version, corr)
                 s.sendall(struct.pack(">i", len(request)) + request)
-            got = _exactly(s, len(upstream.stream))
+            got = recv_exactly(s, len(upstream.stream))
         rows, err = proxy.stop()
     finally:
         proxy.proc.kill()

@@ -19,15 +19,7 @@ import pytest
 
 from kdissect.proxy.server import LARGE_FIRST, STREAM_TAIL, Proxy
 
-
-def _exactly(s: socket.socket, n: int) -> bytes:
-    out = bytearray()
-    while len(out) < n:
-        chunk = s.recv(min(n - len(out), 1 << 20))
-        if not chunk:
-            raise ConnectionError(f"closed after {len(out)} of {n} bytes")
-        out += chunk
-    return bytes(out)
+from tests.support.sockets import recv_exactly
 
 
 def _fetch_v4_request(corr: int) -> bytes:
@@ -50,7 +42,7 @@ class _Upstream:
         conn, _ = self.sock.accept()
         with conn:
             for _ in range(self.n):
-                _exactly(conn, struct.unpack(">i", _exactly(conn, 4))[0])
+                recv_exactly(conn, struct.unpack(">i", recv_exactly(conn, 4))[0])
             at = 0
             for cut in [*self.cuts, len(self.stream)]:
                 conn.sendall(self.stream[at:cut])
@@ -121,7 +113,7 @@ def test_answers_read_into_their_buffers_arrive_byte_exact(loop):
                 while len(got) < LARGE_FIRST:  # slowly, at first
                     got += s.recv(65536)
                     time.sleep(0.001)
-                return bytes(got) + _exactly(s, len(stream) - len(got))
+                return bytes(got) + recv_exactly(s, len(stream) - len(got))
 
         try:
             return await asyncio.to_thread(client)
@@ -157,7 +149,7 @@ def test_a_client_that_shut_its_sending_side_still_gets_its_answers(loop):
             with socket.create_connection(("127.0.0.1", proxy.bootstrap_port), timeout=60) as s:
                 s.sendall(_fetch_v4_request(1) + _fetch_v4_request(2))
                 s.shutdown(socket.SHUT_WR)
-                return _exactly(s, len(stream))
+                return recv_exactly(s, len(stream))
 
         try:
             return await asyncio.to_thread(client)
