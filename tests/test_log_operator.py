@@ -99,6 +99,32 @@ def test_log_filters_find_control_aborted_deleted_codec_and_tombstones(log_dir):
     assert "deleted" in res.output and "client_id" not in res.output
 
 
+def test_json_lines_and_parquet_carry_the_aborted_and_deleted_marks(log_dir, tmp_path):
+    import json
+
+    import pyarrow.parquet as pq
+
+    def batches(*args: str) -> list[dict]:
+        objs = [json.loads(line) for line in _log(*args, "--format", "jsonl").splitlines()]
+        return [o for o in objs if o["type"] == "batch"]
+
+    txn = batches(str(log_dir / f"{ops.TXN}-0"))
+    # committed records, COMMIT, aborted records, ABORT: only the aborted data batch
+    assert [b["aborted"] for b in txn] == [False, False, True, False]
+    gone = [b for b in batches(str(log_dir)) if b["topic"] == ops.DELETED]
+    below = [b for b in gone if b["deleted"] is not None]
+    assert len(below) == ops.DELETED_BELOW and len(gone) > len(below)
+    assert all(b["deleted"] == "all" and b["log_start_offset"] == ops.DELETED_BELOW for b in below)
+    assert all(b["log_start_offset"] is None for b in gone if b["deleted"] is None)
+    # the same columns in the batches table, for the same batches
+    _log(str(log_dir), "--format", "parquet", "-o", str(tmp_path))
+    rows = pq.read_table(tmp_path / "batches.parquet").to_pylist()
+    assert [r["aborted"] for r in rows if r["topic"] == ops.TXN] == [False, False, True, False]
+    marked = [r for r in rows if r["topic"] == ops.DELETED and r["deleted"] == "all"]
+    assert len(marked) == ops.DELETED_BELOW
+    assert {r["log_start_offset"] for r in marked} == {ops.DELETED_BELOW}
+
+
 def run(path: Path, body, size=(200, 50)) -> None:
     async def go():
         app = LogApp([str(path)], Options())

@@ -31,9 +31,14 @@ class LogItemLike(Protocol):
     findings: list[Finding]
     values: Any
     lines: Any
+    aborted: bool
+    log_start: int | None
 
     @property
     def file(self) -> str: ...
+
+    @property
+    def deleted(self) -> bool | None: ...
 
     def all_findings(self) -> list[Finding]: ...
 
@@ -72,6 +77,19 @@ def _child_value(n, name):
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")  # by the attributes' low 3 bits
 
 
+def _marks(item: LogItemLike) -> dict:
+    """What the partition's other files say of the batch: ``aborted`` (its transaction
+    is in a .txnindex), ``deleted`` ("all"/"part" of it below ``log_start_offset``, the
+    log start offset: deleted for Kafka, still on disk; null when none of it is or
+    nothing shows the log start)."""
+    deleted = item.deleted
+    return {
+        "aborted": item.aborted,
+        "deleted": None if deleted is None else "all" if deleted else "part",
+        "log_start_offset": item.log_start,
+    }
+
+
 def _values_batch_json(item: LogItemLike) -> dict:
     """``batch_json`` of a batch the bulk path read as values or lines (a clean v2 batch)."""
     got = item.values or item.lines
@@ -91,6 +109,7 @@ def _values_batch_json(item: LogItemLike) -> dict:
         "transactional": bool(attrs & 0x10),
         "control": bool(attrs & 0x20),
         "crc_valid": True,
+        **_marks(item),
         "findings": [f.to_json() for f in item.findings],
     }
 
@@ -129,6 +148,8 @@ def batch_json(item: LogItemLike) -> dict:
     crc = tree.child("crc")
     if crc is not None:
         out["crc_valid"] = crc.problem is None
+    if tree.ktype == "record_batch" or tree.ktype.startswith("message_v"):
+        out.update(_marks(item))
     out["findings"] = [f.to_json() for f in item.all_findings()]
     return out
 
