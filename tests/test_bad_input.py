@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from kdissect.protocol import decode_request, decode_response, guess
-from kdissect.protocol.context import Options as DecodeOptions
+from kdissect.protocol.context import Decoding, Options as DecodeOptions
 from kdissect.protocol.node import Node
 from kdissect.protocol.records import read_records
 from tests.test_real_clients import kafka_python_fetch, kafka_python_produce, settle
@@ -133,12 +133,13 @@ def test_decompression_bomb_is_a_problem(codec, name):
     assert len(batch) < 1024 * 1024
     holder = Node("records", "records", 0, len(batch))
     options = DecodeOptions(max_decompressed=1024 * 1024)
-    _bounded(lambda: read_records(batch, holder, 0, len(batch), options), limit_mb=12)
+    _bounded(lambda: read_records(batch, holder, 0, len(batch), Decoding(options)), limit_mb=12)
     findings = holder.findings()
     assert findings and findings[0][1] == "decompressed_budget" and "budget" in findings[0][2]
     # with a cap that fits, the same batch decodes to its one record
     roomy = Node("records", "records", 0, len(batch))
-    read_records(batch, roomy, 0, len(batch), DecodeOptions(max_decompressed=16 * 1024 * 1024))
+    roomy_options = DecodeOptions(max_decompressed=16 * 1024 * 1024)
+    read_records(batch, roomy, 0, len(batch), Decoding(roomy_options))
     assert roomy.problems() == []
     record = next(n for n in roomy.walk() if n.ktype == "record")
     assert record.child("value").value == b"\x00" * (8 * 1024 * 1024)

@@ -142,11 +142,12 @@ def test_record_batches_after_a_hole_are_decoded(tmp_path):
 def test_locating_batches_in_noise_is_linear_and_claims_nothing():
     import time
     from kdissect.protocol import Options
+    from kdissect.protocol.context import Decoding
     from kdissect.protocol.records import locate_batches
 
     # every byte says "magic 2" and every length fits: the CRC work must stay bounded
     hostile = bytes([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x40, 0] * 4 + [2] * 200_000)
     started = time.process_time()
-    found = locate_batches(hostile, Options())
+    found = locate_batches(hostile, Decoding(Options()))
     assert time.process_time() - started < 2
     assert [(n.name, n.offset, n.length) for n in found] == [("_unlocated", 0, len(hostile))]

@@ -94,7 +94,7 @@ def test_internal_topic_fetches_without_records_are_read_by_value():
     from kdissect.stream.facts import SUMMARY
 
     exchanges, engine = _run(ROOT / "captures" / "kafka-kraft-cluster.pcap")
-    full = Options(topic_ids=engine.enricher.topic_ids)
+    full, topic_ids = Options(), engine.enricher.topic_ids
     by_value = located = 0
     for ex in exchanges:
         resp = ex.response
@@ -102,7 +102,7 @@ def test_internal_topic_fetches_without_records_are_read_by_value():
             ex.first.api_key != FETCH
             or resp is None
             or ex.status != "ok"
-            or not mentions_internal_topic(resp.data, full.topic_ids)
+            or not mentions_internal_topic(resp.data, topic_ids)
         ):
             continue
         heads = body_values(resp.data, "response", FETCH, resp.api_version, SUMMARY, bytes)
@@ -110,7 +110,9 @@ def test_internal_topic_fetches_without_records_are_read_by_value():
         batches = [
             b for t in heads["responses"] for p in t["partitions"] for b in (p["records"] or ())
         ]
-        body = body_values(resp.data, "response", FETCH, resp.api_version, full, bytes)
+        body = body_values(
+            resp.data, "response", FETCH, resp.api_version, full, bytes, topic_ids=topic_ids
+        )
         assert (body is None) == bool(batches)
         by_value += body is not None
         located += body is None

@@ -5,7 +5,6 @@ the message's JSON line, whichever decoder wrote the line."""
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -148,23 +147,23 @@ def missing_fields(paths: list[Path]) -> tuple[int, dict[str, set[str]]]:
     for capture in paths:
         # as the command line: one dict of topic ids the engine fills and JSON lines read
         # (records of internal topics fetched by id); the tree with what the engine learnt
-        options = Options(topic_ids={})
+        options, topic_ids = Options(), {}
         sink = Collect()
-        engine = Engine(CaptureFiles([str(capture)]), sink, options)
+        engine = Engine(CaptureFiles([str(capture)]), sink, options, topic_ids=topic_ids)
         engine.run()
-        tree_options = dataclasses.replace(options, topic_ids=engine.topic_ids)
         for ex in sink.exchanges:
             for m in ex.messages:
                 if m.api_key is None or m.direction == "sasl":
                     continue
-                decoded = m.decoded(tree_options)
+                decoded = m.decoded(options, topic_ids)
                 if decoded.body is None:
                     continue
                 want: set[str] = set()
                 tree_paths(decoded.body, "body", want)
                 have: set[str] = set()
                 opaque: set[str] = set()
-                json_paths(message_json(m, options, ex)["body"], "body", have, opaque)
+                body = message_json(m, options, ex, topic_ids=topic_ids)["body"]
+                json_paths(body, "body", have, opaque)
                 lost = {p for p in want - have if not _under_opaque(p, opaque)}
                 checked += 1
                 if lost:

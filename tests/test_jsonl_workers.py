@@ -52,7 +52,7 @@ def both_ways(exchanges) -> tuple[list[str], list[str]]:
                 out.append(
                     json.dumps(message_json(m, OPTIONS, ex, d), default=str) + "\n"
                     if keep
-                    else message_line(m, OPTIONS, ex, enriched_full=False)
+                    else message_line(m, OPTIONS, ex, enriched_full=False, topic_ids=ids)
                 )
     return full, fast
 

@@ -312,6 +312,7 @@ def test_internal_records_written_by_kafka_decode_value_for_value():
     """Every version of every internal record (__consumer_offsets, __transaction_state,
     __share_group_state, __cluster_metadata, __remote_log_metadata, KRaft control records),
     written by its generated class, decodes with kdissect's layout to Kafka's values."""
+    from kdissect.protocol.context import Decoding
     from kdissect.protocol.decode import decode_prefix
     from kdissect.protocol.internal import internal_layout
 
@@ -327,7 +328,7 @@ def test_internal_records_written_by_kafka_decode_value_for_value():
             failures.append(f"{where}: kdissect has no layout")
             continue
         tree, complete = decode_prefix(
-            bytes.fromhex(s["hex"]), 0, st, s["name"], RAW_RECORDS, whole=True
+            bytes.fromhex(s["hex"]), 0, st, s["name"], Decoding(RAW_RECORDS), whole=True
         )
         if not complete or tree.problems():
             failures.append(f"{where}: {tree.problems()}")

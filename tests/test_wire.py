@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from codegen import gen_readers
-from kdissect.protocol.context import Abort, Options
+from kdissect.protocol.context import Abort, Decoding, Options
 from kdissect.protocol.decode import read_value
 from kdissect.protocol.layout import PRIMITIVES, Field, Struct
 from kdissect.protocol.node import Node
@@ -144,7 +144,7 @@ READERS = {(f, c): _values_reader(f, c) for f in FIELDS for c in (False, True)}
 def test_located_values_and_skip_agree_on_one_value(f, compact, data):
     """Where the located read succeeds cleanly, the skip ends at the same byte and the
     values reader gives the same value; where it fails, the values reader bails."""
-    ctx = Options(records=False).for_message()
+    ctx = Decoding(Options(records=False))
     parent = Node("p", "struct", 0)
     try:
         node = read_value(Reader(data), f, "x", compact, parent, ctx)

@@ -13,6 +13,7 @@ from rich.text import Text
 
 from ..blob import _EXPECTED, BlobError, find_candidates, parse_blob
 from ..protocol import Options, api_key_of, api_name
+from ..protocol.context import Decoding
 from ..protocol.decode import decode_body
 from ..protocol.grammar import GrammarError, parse_grammar
 from ..render.text import print_node
@@ -419,7 +420,7 @@ def _blob_grammar(
         g = parse_grammar(source)
     except GrammarError as e:
         raise click.UsageError(f"bad grammar: {e}") from None
-    tree = decode_body(data, 0, g.root, g.root.name, options)
+    tree = decode_body(data, 0, g.root, g.root.name, Decoding(options))
     if as_json:
         _echo_json(
             {

@@ -188,13 +188,10 @@ def budget(max_decompressed: str, **options) -> Options:
     nodes = ctx.meta.get("kdissect.max_nodes", Options.max_nodes) if ctx else Options.max_nodes
     from .values_opts import values_source  # --schemas, --registry... (or None)
 
-    # one dict of topic ids for the run: the engine fills it, the writers' decoders read
-    # it (records of internal topics fetched by id decoded in JSON lines as in -V)
     return Options(
         max_decompressed=_size(max_decompressed, "--max-decompressed"),
         max_nodes=nodes,
         values=values_source(ctx),
-        topic_ids={},
         **options,
     )
 

@@ -117,9 +117,10 @@ def live(
 
         _run_tui(load, options, f"live: {iface}", filter_text, display_filter, stop)
         return
-    printer = ExchangePrinter(options, fmt, verbose, display_filter)
+    topic_ids: dict[str, str] = {}  # the run's topic names: the engine's, the writers'
+    printer = ExchangePrinter(options, fmt, verbose, display_filter, topic_ids=topic_ids)
     try:
-        Engine(Interface(iface, stop, **watch), printer, options).run()
+        Engine(Interface(iface, stop, **watch), printer, options, topic_ids=topic_ids).run()
     except LiveError as e:
         raise click.ClickException(str(e)) from None
     except KeyboardInterrupt:

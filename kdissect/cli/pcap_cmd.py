@@ -180,8 +180,11 @@ def pcap(
             keys=keylog,
         )
         return
+    # the run's topic names: the engine fills them, the writers' decoders read them
+    # (records of internal topics fetched by id decoded in JSON lines as in -V)
+    topic_ids: dict[str, str] = {}
     printer = ExchangePrinter(
-        options, fmt, verbose, display_filter, stats, jobs or available_cores()
+        options, fmt, verbose, display_filter, stats, jobs or available_cores(), topic_ids
     )
     try:
         Engine(
@@ -195,6 +198,7 @@ def pcap(
             ),
             printer,
             options,
+            topic_ids=topic_ids,
         ).run()
     except BrokenPipeError:
         # the reader went away (`| head`): stop quietly, as command-line tools do

@@ -405,10 +405,11 @@ def proxy(
         forwarder.join()
         return
     err.print(listening + " (Ctrl-C stops)", style="green")
-    printer = ExchangePrinter(options, fmt, verbose, display_filter)
+    topic_ids: dict[str, str] = {}  # the run's topic names: the engine's, the writers'
+    printer = ExchangePrinter(options, fmt, verbose, display_filter, topic_ids=topic_ids)
     shown = _Guarded(printer, err)
     display = FeedDisplay(lag=display_lag, fd=forwarder.fd, shared=forwarder.shared)
-    engine = Engine(display, shown, options, full=printer.full)
+    engine = Engine(display, shown, options, full=printer.full, topic_ids=topic_ids)
     displays.append(display)
     if signals:
         display.stop()

@@ -1,4 +1,4 @@
-"""One message's budget (``context.Options.for_message``): below the context and the
+"""One message's budget (``context.Decoding``): below the context and the
 value decoders (values_schema), which both charge it."""
 
 from __future__ import annotations

@@ -1,10 +1,12 @@
-"""What every decoder of a message shares: the options and the per-message budget, and
-how a field fails (the ``Abort`` signal). The field walker (decode.py) and the record
+"""What every decoder of a message shares: the options (configuration, the same for a
+whole run), one message's decoding context (``Decoding``: the options, the topic names
+learned so far, the message's budget), and how a field fails (the ``Abort`` signal). The field walker (decode.py) and the record
 decoder (records.py) both build on it, and neither imports the other's internals."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
@@ -29,30 +31,33 @@ class Options:
     # what a summary needs); False: leave the bytes raw
     records: bool | str = True
     embedded: bool = True  # decode structures inside bytes fields
-    # topic id -> name, learned by the engine from earlier messages (Metadata...): lets
-    # decoders name the topic of a Fetch v13+ (internal topics' records by schema)
-    topic_ids: dict[str, str] | None = field(default=None, compare=False, repr=False)
     # record keys/values: a values_schema.SchemaSource (schemas by id, per-topic
     # overrides) or None to leave them as bytes (docs/guide/values.md)
     values: SchemaSource | None = field(default=None, compare=False)
-    # the budget of the message being decoded (set by ``for_message``)
-    budget: Budget | None = field(default=None, compare=False, repr=False)
 
-    def for_message(self) -> Options:
-        """These options with a fresh budget: call once per message."""
-        return replace(self, budget=Budget(self.max_decompressed, self.max_nodes))
+
+class Decoding:
+    """One message's decoding: the run's ``options``; the topic names learned so far
+    (``topic_ids``: topic id -> name, from earlier messages: Metadata...), which name the
+    topic of a Fetch v13+ so that internal topics' records are read by schema (the engine
+    owns and fills them, decoders only read them); and the message's ``budget``. Made
+    once per message by its decoder (``message._message``) and passed down."""
+
+    __slots__ = ("options", "topic_ids", "budget")
+
+    def __init__(self, options: Options, topic_ids: Mapping[str, str] | None = None):
+        self.options, self.topic_ids = options, topic_ids
+        self.budget = Budget(options.max_decompressed, options.max_nodes)
 
 
 class Abort(Exception):
     """A field failed; its node already carries the problem and the remaining bytes."""
 
 
-def charge_nodes(r: Reader, parent: Node, ctx: Options, n: int) -> None:
+def charge_nodes(r: Reader, parent: Node, ctx: Decoding, n: int) -> None:
     """Spend ``n`` nodes of the message's budget; once it is spent, the rest of the region
     is kept raw under ``parent`` (finding node_budget) and decoding of the region stops."""
     budget = ctx.budget
-    if budget is None:
-        return
     budget.nodes -= n
     if budget.nodes < 0:
         parent.add(

@@ -11,7 +11,7 @@ import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from .context import Abort, Options, charge_nodes, fail
+from .context import Abort, Decoding, charge_nodes, fail
 from .layout import Field, Struct
 from .node import Node
 from .reader import DecodeError, Reader
@@ -32,7 +32,9 @@ def no_cyclic_gc() -> Iterator[None]:
             gc.enable()
 
 
-def read_struct(r: Reader, st: Struct, name: str, ctx: Options, parent: Node | None = None) -> Node:
+def read_struct(
+    r: Reader, st: Struct, name: str, ctx: Decoding, parent: Node | None = None
+) -> Node:
     """Decode a struct; it joins ``parent`` first, so a failure inside stays visible."""
     node = Node(name, "struct", r.pos)
     if parent is not None:
@@ -41,7 +43,7 @@ def read_struct(r: Reader, st: Struct, name: str, ctx: Options, parent: Node | N
     return node
 
 
-def _fill(r: Reader, st: Struct, node: Node, ctx: Options) -> None:
+def _fill(r: Reader, st: Struct, node: Node, ctx: Decoding) -> None:
     """Read ``st``'s fields (and tagged section) into ``node``, which ends where they do."""
     try:
         for f in st.fields:
@@ -52,7 +54,7 @@ def _fill(r: Reader, st: Struct, node: Node, ctx: Options) -> None:
         node.length = r.pos - node.offset
 
 
-def read_field(r: Reader, f: Field, flexible: bool, parent: Node, ctx: Options) -> Node:
+def read_field(r: Reader, f: Field, flexible: bool, parent: Node, ctx: Decoding) -> Node:
     if f.array:
         return _read_array(r, f, flexible, parent, ctx)
     compact = flexible if f.compact is None else f.compact
@@ -64,7 +66,7 @@ def read_field(r: Reader, f: Field, flexible: bool, parent: Node, ctx: Options) 
     return read_value(r, f, f.name, compact, parent, ctx)
 
 
-def read_value(r: Reader, f: Field, name: str, compact: bool, parent: Node, ctx: Options) -> Node:
+def read_value(r: Reader, f: Field, name: str, compact: bool, parent: Node, ctx: Decoding) -> Node:
     node = parent.add(Node(name, f.type, r.pos))
     try:
         c = TYPES.get(f.type) or codec(f.type)  # codec() raises for unknown types
@@ -79,7 +81,7 @@ def read_value(r: Reader, f: Field, name: str, compact: bool, parent: Node, ctx:
     return node
 
 
-def _read_array(r: Reader, f: Field, flexible: bool, parent: Node, ctx: Options) -> Node:
+def _read_array(r: Reader, f: Field, flexible: bool, parent: Node, ctx: Decoding) -> Node:
     # the count follows the struct's flexibility; string/bytes elements may say otherwise
     compact = flexible
     elem_compact = flexible if f.compact is None else f.compact
@@ -120,7 +122,7 @@ def _read_array(r: Reader, f: Field, flexible: bool, parent: Node, ctx: Options)
     return node
 
 
-def _read_nullable_struct(r: Reader, f: Field, parent: Node, ctx: Options) -> Node:
+def _read_nullable_struct(r: Reader, f: Field, parent: Node, ctx: Decoding) -> Node:
     start = r.pos
     marker = Node("_present", "int8", start)
     try:
@@ -142,7 +144,7 @@ def _read_nullable_struct(r: Reader, f: Field, parent: Node, ctx: Options) -> No
     return node
 
 
-def read_tagged(r: Reader, st: Struct, parent: Node, ctx: Options) -> Node:
+def read_tagged(r: Reader, st: Struct, parent: Node, ctx: Decoding) -> Node:
     section = parent.add(Node("_tagged_fields", "tagged_fields", r.pos))
     try:
         count = section.add(Node("_count", "uvarint", r.pos))
@@ -214,7 +216,7 @@ def read_tagged(r: Reader, st: Struct, parent: Node, ctx: Options) -> Node:
 
 
 def decode_body(
-    buf: bytes, start: int, st: Struct, name: str, ctx: Options, whole: bool = True
+    buf: bytes, start: int, st: Struct, name: str, ctx: Decoding, whole: bool = True
 ) -> Node:
     """Decode ``buf[start:]`` as ``st`` (``whole``: bytes left over are a problem);
     never raises DecodeError/Abort."""
@@ -223,11 +225,9 @@ def decode_body(
 
 
 def decode_prefix(
-    buf: bytes, start: int, st: Struct, name: str, ctx: Options, whole: bool = False
+    buf: bytes, start: int, st: Struct, name: str, ctx: Decoding, whole: bool = False
 ) -> tuple[Node, bool]:
     """Like ``decode_body``; also says whether decoding reached the struct's end."""
-    if ctx.budget is None:
-        ctx = ctx.for_message()
     r = Reader(buf, start)
     node = Node(name, "struct", start)
     complete = True

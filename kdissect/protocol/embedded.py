@@ -10,7 +10,7 @@ from itertools import chain
 from typing import Any, Iterable, Iterator
 
 from .apis import DESCRIBE_GROUPS, JOIN_GROUP, SASL_AUTHENTICATE, SYNC_GROUP, TABLE
-from .context import Abort, Options, charge_nodes
+from .context import Abort, Decoding, charge_nodes
 from .decode import read_struct
 from .grammar import parse_grammar
 from .layout import Struct
@@ -90,7 +90,7 @@ def _content(node: Node) -> tuple[int, int] | None:
     return node.end - len(node.value), node.end
 
 
-def _consumer(data: bytes, node: Node, kind: str, ctx: Options, strict: bool) -> None:
+def _consumer(data: bytes, node: Node, kind: str, ctx: Decoding, strict: bool) -> None:
     span = _content(node)
     if span is None or span[1] - span[0] < 2:
         return
@@ -130,13 +130,13 @@ def _consumer(data: bytes, node: Node, kind: str, ctx: Options, strict: bool) ->
     node.note = f"consumer protocol {kind.lower()} v{version}"
 
 
-def decode_consumer_bytes(data: bytes, node: Node, kind: str, ctx: Options) -> None:
+def decode_consumer_bytes(data: bytes, node: Node, kind: str, ctx: Decoding) -> None:
     """Decode a ``bytes`` node holding a consumer-protocol Subscription or Assignment (as
     group metadata on __consumer_offsets stores them) in place, if it decodes cleanly."""
     _consumer(data, node, kind, ctx, strict=True)
 
 
-def _consumer_fields(body: Node, data: bytes, key: int, direction: str, ctx: Options) -> None:
+def _consumer_fields(body: Node, data: bytes, key: int, direction: str, ctx: Decoding) -> None:
     proto = _value(body, "protocol_type")
     # without a protocol_type (older versions), decode only what decodes cleanly
     strict = proto != "consumer"
@@ -169,7 +169,7 @@ def _consumer_fields(body: Node, data: bytes, key: int, direction: str, ctx: Opt
             _consumer(data, node, kind, ctx, strict)
 
 
-def _sasl(body: Node, data: bytes, ctx: Options) -> None:
+def _sasl(body: Node, data: bytes, ctx: Decoding) -> None:
     for node in _at(body, "auth_bytes"):
         span = _content(node)
         if span is None:
@@ -180,7 +180,7 @@ def _sasl(body: Node, data: bytes, ctx: Options) -> None:
             add_sasl_fields(node, data, start, end, ctx)
 
 
-def add_sasl_fields(node: Node, data: bytes, start: int, end: int, ctx: Options) -> None:
+def add_sasl_fields(node: Node, data: bytes, start: int, end: int, ctx: Decoding) -> None:
     """Children for the SASL token in ``data[start:end]`` (the bytes of ``node``): its
     fields, with secrets redacted in the children and masked in ``node.value``. Each
     field and separator is charged to the message's node budget; once it is spent, the
@@ -192,7 +192,7 @@ def add_sasl_fields(node: Node, data: bytes, start: int, end: int, ctx: Options)
         return
     kind, fields = parts
     node.note = kind
-    masked = None if ctx.show_secrets else bytearray(token)
+    masked = None if ctx.options.show_secrets else bytearray(token)
     has_secret = False
     pos = 0
     cut: Node | None = None
@@ -217,7 +217,7 @@ def add_sasl_fields(node: Node, data: bytes, start: int, end: int, ctx: Options)
         )
         if secret:
             child.secret = True
-            if not ctx.show_secrets:
+            if not ctx.options.show_secrets:
                 child.value = "<redacted>"
         pos = b
     if cut is None and pos < len(token):
@@ -284,10 +284,10 @@ _SCRAM_NAMES = {
 
 
 def decode_embedded(
-    body: Node | None, data: bytes, api_key: int | None, direction: str, ctx: Options
+    body: Node | None, data: bytes, api_key: int | None, direction: str, ctx: Decoding
 ) -> None:
     """Decode the structures inside the ``bytes`` fields of a message's ``body``."""
-    if body is None or not ctx.embedded:
+    if body is None or not ctx.options.embedded:
         return
     if api_key == SASL_AUTHENTICATE:
         _sasl(body, data, ctx)

@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import struct
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from functools import lru_cache
 
 from .apis import FETCH, FETCH_SNAPSHOT, PRODUCE
-from .context import Options
+from .context import Decoding
 from .decode import decode_prefix
 from .embedded import decode_consumer_bytes
 from .grammar import parse_grammar
@@ -94,7 +94,7 @@ def _by_type() -> dict[tuple[str, int, str], str]:
 _NAMES = tuple(t.encode() for t in TOPIC_FAMILIES)
 
 
-def mentions_internal_topic(data: bytes, topic_ids: dict[str, str] | None = None) -> bool:
+def mentions_internal_topic(data: bytes, topic_ids: Mapping[str, str] | None = None) -> bool:
     """Whether a Produce/Fetch message may carry an internal topic, by name or by a known
     id (a cheap byte search, before choosing a decoder)."""
     if b"__" in data and any(n in data for n in _NAMES):
@@ -120,7 +120,7 @@ def _content(node: Node | None) -> tuple[int, bytes] | None:
 
 
 def _struct_at(
-    name: str, version: int, data: bytes, start: int, ctx: Options, holder: Node
+    name: str, version: int, data: bytes, start: int, ctx: Decoding, holder: Node
 ) -> None:
     """Decode ``data[start:]`` as ``name`` at ``version`` (the newest known layout for a
     newer version, flagged) into ``holder``'s children, offsets shifted by ``base``."""
@@ -150,7 +150,7 @@ def _shifted(node: Node, base: int) -> None:
 
 
 def _decode_into(
-    node: Node, family: str, part: str, rtype_hint: int | None, ctx: Options
+    node: Node, family: str, part: str, rtype_hint: int | None, ctx: Decoding
 ) -> int | None:
     """Decode one key or value node in place; returns the record type it names."""
     found = _content(node)
@@ -214,7 +214,7 @@ def _decode_into(
     return rtype
 
 
-def decode_record(record: Node, family: str, control: bool, ctx: Options) -> None:
+def decode_record(record: Node, family: str, control: bool, ctx: Decoding) -> None:
     """Decode the key and value of one record (a v2 ``record`` or v0/v1 message node) of an
     internal topic of ``family`` in place."""
     key, value = record.child("key"), record.child("value")
@@ -231,10 +231,10 @@ def decode_record(record: Node, family: str, control: bool, ctx: Options) -> Non
         _decode_into(value, family, "value", rtype, ctx)
 
 
-def decode_records(holder: Node, family: str | None, ctx: Options) -> None:
+def decode_records(holder: Node, family: str | None, ctx: Decoding) -> None:
     """Decode every record under ``holder`` (a records node, a batch, a segment) whose
     batch says control, or which belongs to ``family``."""
-    if not ctx.embedded:
+    if not ctx.options.embedded:
         return
     for batch in _down_to(holder, "record_batch"):
         if batch.ktype == "record_batch":
@@ -277,7 +277,7 @@ _CARRIED = {
 }
 
 
-def decode_wire_records(body: Node, api_key: int, ctx: Options) -> None:
+def decode_wire_records(body: Node, api_key: int, ctx: Decoding) -> None:
     """Internal-topic records inside a Produce request (``api_key`` 0), a Fetch response
     (1) or a FetchSnapshot response (59): the topic is named in the message (or, for
     KRaft's Fetch v13+, by its fixed id)."""

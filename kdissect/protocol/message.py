@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import struct
+from collections.abc import Mapping
 from typing import NamedTuple
 
 from . import schemas, secrets
 from .apis import ENVELOPE
-from .context import Options
+from .context import Decoding, Options
 from .decode import decode_body, decode_prefix, no_cyclic_gc
 from .embedded import add_sasl_fields, decode_embedded
 from .internal import RECORD_CARRIERS, decode_wire_records
@@ -141,11 +142,13 @@ def _message(
     version: int | None,
     data: bytes,
     header_struct: Struct,
-    ctx: Options,
+    options: Options,
+    topic_ids: Mapping[str, str] | None,
     forwarded: tuple[int, int] | None = None,
 ) -> Message:
     with no_cyclic_gc():
-        return _build(direction, key, version, data, header_struct, ctx.for_message(), forwarded)
+        ctx = Decoding(options, topic_ids)
+        return _build(direction, key, version, data, header_struct, ctx, forwarded)
 
 
 def _build(
@@ -154,7 +157,7 @@ def _build(
     version: int | None,
     data: bytes,
     header_struct: Struct,
-    ctx: Options,
+    ctx: Decoding,
     forwarded: tuple[int, int] | None = None,
 ) -> Message:
     name = f"{api_name(key)}{direction.title()}" if key is not None else direction.title()
@@ -201,19 +204,20 @@ def _build(
         _unexplained(body, data, version, read_as)
     root.add(body)
     decode_embedded(body, data, key, direction, ctx)
-    if body is not None and ctx.embedded and (key, direction) in RECORD_CARRIERS:
+    options = ctx.options
+    if body is not None and options.embedded and (key, direction) in RECORD_CARRIERS:
         decode_wire_records(body, key, ctx)  # internal topics' records, by schema
-    if ctx.values is not None and ctx.records is True:
+    if options.values is not None and options.records is True:
         from .values_schema import decode_values  # only when values are asked for
 
-        decode_values(body, ctx.values, ctx.budget)
+        decode_values(body, options.values, ctx.budget)
     if key == ENVELOPE:
         _envelope(body, direction, forwarded, ctx)
     secrets.mark(body, key)  # after them: metadata records hold secrets too
     return msg
 
 
-def _envelope(body: Node, direction: str, forwarded: tuple[int, int] | None, ctx: Options) -> None:
+def _envelope(body: Node, direction: str, forwarded: tuple[int, int] | None, ctx: Decoding) -> None:
     """The request an Envelope forwards (KRaft: a broker to the controller), decoded
     under its ``request_data``, and the controller's answer under the response's
     ``response_data`` (header and body, as Kafka's ``serializeWithHeader`` writes it),
@@ -233,11 +237,11 @@ def _envelope(body: Node, direction: str, forwarded: tuple[int, int] | None, ctx
     if direction == "request":
         if struct.unpack_from(">h", inner)[0] == ENVELOPE:
             return
-        tree = decode_request(inner, ctx).tree
+        tree = decode_request(inner, ctx.options, ctx.topic_ids).tree
     elif forwarded is None or forwarded[0] == ENVELOPE:
         return  # its request is not known: masked whole (secrets.EMBEDDED)
     else:
-        tree = decode_response(inner, *forwarded, options=ctx).tree
+        tree = decode_response(inner, *forwarded, ctx.options, topic_ids=ctx.topic_ids).tree
     if tree.problems():
         # not a message kdissect can read (Kafka's classes leave these bytes opaque too):
         # kept as bytes, masked whole as they may hold what a message would mask
@@ -280,8 +284,10 @@ def _unexplained(body: Node, data: bytes, version: int | None, read_as: int | No
     body.length = end - body.offset
 
 
-def decode_request(data: bytes, options: Options | None = None) -> Message:
-    ctx = options or Options()
+def decode_request(
+    data: bytes, options: Options | None = None, topic_ids: Mapping[str, str] | None = None
+) -> Message:
+    """``topic_ids``: the topic names learned so far (topic id -> name; ``Decoding``)."""
     key = version = None
     hv = 1
     if len(data) >= 4:
@@ -289,18 +295,30 @@ def decode_request(data: bytes, options: Options | None = None) -> Message:
         read_as = schemas.effective_version(key, version)
         if read_as is not None:
             hv = schemas.request_header_version(key, read_as)
-    return _message("request", key, version, data, schemas.REQUEST_HEADERS[hv], ctx)
+    return _message(
+        "request", key, version, data, schemas.REQUEST_HEADERS[hv], options or Options(), topic_ids
+    )
 
 
 def decode_request_as(
-    data: bytes, api_key: int, api_version: int, options: Options | None = None
+    data: bytes,
+    api_key: int,
+    api_version: int,
+    options: Options | None = None,
+    topic_ids: Mapping[str, str] | None = None,
 ) -> Message:
     """A request read as ``api_key`` v``api_version`` whatever its header says (a user's
     hint overriding the header): the header is read with that API's header version."""
     read_as = schemas.effective_version(api_key, api_version)
     hv = schemas.request_header_version(api_key, read_as) if read_as is not None else 1
     return _message(
-        "request", api_key, api_version, data, schemas.REQUEST_HEADERS[hv], options or Options()
+        "request",
+        api_key,
+        api_version,
+        data,
+        schemas.REQUEST_HEADERS[hv],
+        options or Options(),
+        topic_ids,
     )
 
 
@@ -308,7 +326,7 @@ def decode_bare_body(
     data: bytes, api_key: int, api_version: int, direction: str, options: Options | None = None
 ) -> Message:
     """Bytes that are a body without its header (as client test fixtures hold them)."""
-    ctx = (options or Options()).for_message()
+    ctx = Decoding(options or Options())
     with no_cyclic_gc():
         root = Node(f"{api_name(api_key)}{direction.title()}", "message", 0, len(data))
         msg = Message(direction, api_key, api_version, None, None, root, data)
@@ -342,15 +360,22 @@ def decode_response(
     api_version: int,
     options: Options | None = None,
     forwarded: tuple[int, int] | None = None,
+    topic_ids: Mapping[str, str] | None = None,
 ) -> Message:
     """``forwarded``: for an Envelope response, the (api key, version) of the request its
     Envelope request forwarded (``forwarded_api``): its ``response_data`` is read as
-    that request's response."""
-    ctx = options or Options()
+    that request's response. ``topic_ids``: as for ``decode_request``."""
     read_as = schemas.effective_version(api_key, api_version)
     hv = schemas.response_header_version(api_key, api_version if read_as is None else read_as)
     return _message(
-        "response", api_key, api_version, data, schemas.RESPONSE_HEADERS[hv], ctx, forwarded
+        "response",
+        api_key,
+        api_version,
+        data,
+        schemas.RESPONSE_HEADERS[hv],
+        options or Options(),
+        topic_ids,
+        forwarded,
     )
 
 
@@ -361,7 +386,7 @@ def forwarded_api(envelope: bytes) -> tuple[int, int] | None:
     if len(envelope) < 4 or struct.unpack_from(">h", envelope)[0] != ENVELOPE:
         return None
     head, complete = decode_prefix(
-        envelope, 0, schemas.REQUEST_HEADERS[2], "header", Options().for_message()
+        envelope, 0, schemas.REQUEST_HEADERS[2], "header", Decoding(Options())
     )
     if not complete:
         return None
@@ -381,18 +406,18 @@ def decode(
     api_key: int | None = None,
     api_version: int | None = None,
     options: Options | None = None,
+    topic_ids: Mapping[str, str] | None = None,
 ) -> Message:
     if direction == "request":
-        return decode_request(data, options)
+        return decode_request(data, options, topic_ids)
     if api_key is None or api_version is None:
         raise ValueError("a response needs api_key and api_version (or use guess)")
-    return decode_response(data, api_key, api_version, options)
+    return decode_response(data, api_key, api_version, options, topic_ids=topic_ids)
 
 
 def sasl_token_message(data: bytes, options: Options | None = None) -> Message:
     """A raw SASL token (sent without a Kafka header after SaslHandshake v0)."""
     root = Node("SaslToken", "message", 0, len(data))
     token = root.add(Node("token", "bytes", 0, len(data), data))
-    ctx = options or Options()
-    add_sasl_fields(token, data, 0, len(data), ctx if ctx.budget else ctx.for_message())
+    add_sasl_fields(token, data, 0, len(data), Decoding(options or Options()))
     return Message("sasl", None, None, None, None, root, data)

@@ -24,7 +24,7 @@ from typing import Any
 from .batch import FIELDS, Batch, record_starts
 from .crc import crc32_of, crc32c_of
 
-from .context import Options
+from .context import Decoding, Options
 from .decode import decode_body
 from .internal import internal_layout
 from .internal_schemas import MESSAGES
@@ -149,7 +149,7 @@ def txn_index(buf: bytes) -> Node:
 def producer_snapshot(buf: bytes, options: Options | None = None) -> Node:
     """int16 version, then Kafka's ProducerSnapshot struct of that version (its layout
     is among the generated internal schemas): a CRC32C of what follows it, the producers."""
-    ctx = (options or Options()).for_message()
+    ctx = Decoding(options or Options())
     root = Node("producer_snapshot", "struct", 0, len(buf))
     if len(buf) < 2:
         root.add(

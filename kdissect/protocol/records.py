@@ -27,7 +27,7 @@ from .batch import (
 )
 from .codecs import CODECS, CodecError, TooBig, decompress
 from .crc import crc32_of
-from .context import Abort, Options, charge_nodes, fail, time_note
+from .context import Abort, Decoding, charge_nodes, fail, time_note
 from .node import NOTE_MAKERS, Node
 from .reader import DecodeError, Reader
 from .values_readers.record_loop import located_record
@@ -69,11 +69,9 @@ def _sized(r: Reader, parent: Node, name: str, length_kind: str) -> Node:
 
 
 def read_records(
-    buf: bytes, parent: Node, start: int, end: int, ctx: Options, depth: int = 0
+    buf: bytes, parent: Node, start: int, end: int, ctx: Decoding, depth: int = 0
 ) -> None:
     """Append one node per batch / message found in ``buf[start:end]`` to ``parent``."""
-    if ctx.budget is None:
-        ctx = ctx.for_message()
     pos = start
     while pos < end:
         left = end - pos
@@ -120,7 +118,6 @@ def read_records(
             )
             return
         budget = ctx.budget
-        assert budget is not None, "records are decoded with a message's budget"
         if budget.nodes <= 0:
             parent.add(
                 Node(
@@ -157,13 +154,12 @@ def read_records(
 
 
 def _decompressed(
-    parent: Node, codec: int, payload: bytes, offset: int, ctx: Options, name: str
+    parent: Node, codec: int, payload: bytes, offset: int, ctx: Decoding, name: str
 ) -> bytes | None:
     """Add a node holding the decompressed buffer; None (with a problem) on failure.
     Every payload of the message draws on one budget of decompressed bytes."""
     node = parent.add(Node(name, "records", offset, len(payload)))
     budget = ctx.budget
-    assert budget is not None, "records are decoded with a message's budget"
     try:
         data, how = decompress(codec, payload, budget.decompressed)
     except TooBig:
@@ -193,7 +189,7 @@ def _decompressed(
 # -- MessageSet v0 / v1 -------------------------------------------------------------
 
 
-def _message_v01(buf: bytes, start: int, end: int, ctx: Options, depth: int) -> Node:
+def _message_v01(buf: bytes, start: int, end: int, ctx: Decoding, depth: int) -> Node:
     node = Node("message", "message_v0", start, end - start)
     r = Reader(buf, start, end)
     at: dict[str, Node] = {}
@@ -226,9 +222,9 @@ def _message_v01(buf: bytes, start: int, end: int, ctx: Options, depth: int) -> 
         f", {CODECS.get(codec, codec)} wrapper" if codec else ""
     )
     if codec and value.value is not None:
-        if depth >= ctx.max_nesting:
+        if depth >= ctx.options.max_nesting:
             value.problem = (
-                f"compressed wrappers nested more than {ctx.max_nesting} deep; "
+                f"compressed wrappers nested more than {ctx.options.max_nesting} deep; "
                 f"this one is kept compressed"
             )
             value.code = "nesting_budget"
@@ -274,7 +270,7 @@ def record_offset(n: Node) -> int | None:
 # -- RecordBatch v2 ----------------------------------------------------------------
 
 
-def _batch_v2(buf: bytes, start: int, end: int, ctx: Options) -> Node:
+def _batch_v2(buf: bytes, start: int, end: int, ctx: Decoding) -> Node:
     node = Node("record_batch", "record_batch", start, end - start)
     r = Reader(buf, start, end)
     at: dict[str, Node] = {}
@@ -295,7 +291,7 @@ def _batch_v2(buf: bytes, start: int, end: int, ctx: Options) -> Node:
     base, last_delta = at["base_offset"].value, at["last_offset_delta"].value
     attrs, count, max_ts = at["attributes"], at["record_count"], at["max_timestamp"]
     codec = attrs.value & CODEC_MASK
-    if ctx.records == "batches":  # a summary: the header says enough
+    if ctx.options.records == "batches":  # a summary: the header says enough
         node.note = (
             f"offsets {base}..{base + last_delta}, {count.value} record(s), "
             f"{attributes_note(attrs.value, 2)}"
@@ -318,7 +314,6 @@ def _batch_v2(buf: bytes, start: int, end: int, ctx: Options) -> Node:
         f"{attributes_note(attrs.value, 2)}"
     )
     budget = ctx.budget
-    assert budget is not None, "records are decoded with a message's budget"
     if count.value < 0 or count.value > end - r.pos + (budget.decompressed if codec else 0):
         count.problem = f"record count {count.value} is impossible for the bytes present"
         count.code = "array_past_end"
@@ -490,13 +485,11 @@ def _control(key: Node, value: Node) -> None:
 _MAX_CHECKED = 4  # CRC work over a buffer: at most this many times its length
 
 
-def locate_batches(buf: bytes, ctx: Options) -> list[Node]:
+def locate_batches(buf: bytes, ctx: Decoding) -> list[Node]:
     """Record batches (v2) found anywhere in ``buf``: bytes captured after a hole, whose
     place in the message's layout is lost. A batch is claimed only where its length fits
     and its CRC32C matches; the bytes between are ``_unlocated`` raw nodes, so the nodes
     cover ``buf`` exactly. CRC work is bounded (linear in ``len(buf)``)."""
-    if ctx.budget is None:
-        ctx = ctx.for_message()
     out: list[Node] = []
     n, pos, raw, budget = len(buf), 0, 0, _MAX_CHECKED * len(buf)
     while pos + HEAD_SIZE <= n and budget > 0:

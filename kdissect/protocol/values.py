@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import importlib
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from . import schemas
@@ -40,7 +40,7 @@ from .batch import (
     computed_crc,
     payload,
 )
-from .context import Options
+from .context import Decoding, Options
 from .node import Node
 from .internal import RECORD_CARRIERS as _RECORD_CARRIERS, mentions_internal_topic
 from .reader import Bail as Bail, VarintTooLong, uvarint
@@ -247,7 +247,7 @@ def _records(buf: bytes, pos: int, end: int, s: _State) -> list[Any]:
         left = end - pos
         if left < FRAME or LOG_OVERHEAD + _I32.unpack_from(buf, pos + LENGTH_AT)[0] > left:
             tail = Node("records", "records", pos)
-            read_records(buf, tail, pos, end, Options())  # the located partial batch
+            read_records(buf, tail, pos, end, Decoding(Options()))  # the located partial batch
             (node,) = tail.children
             if node.problem:
                 raise Bail
@@ -456,6 +456,7 @@ def body_values(
     batch_records: Callable[[list[Any]], Any] | None = None,
     text_values: bool = False,
     batch_text: Callable[..., Any] | None = None,
+    topic_ids: Mapping[str, str] | None = None,
 ) -> dict[Any, Any] | None:
     """The body of a clean message as plain values (bytes through ``conv``); None when the
     message is not clean or not for this path (the caller decodes it located).
@@ -465,7 +466,8 @@ def body_values(
     records' decoded Avro values come as ``values_schema.fast.JsonText``, for a caller
     encoding them with ``fast.dumps``. ``batch_text(data, pos, end, count, base, ts0,
     fixed_ts)``, with ``batch_records``: a batch's records already encoded (what
-    ``batch_records`` gets instead of the list), or None to read them here."""
+    ``batch_records`` gets instead of the list), or None to read them here. ``topic_ids``:
+    the topic names learned so far (``context.Decoding``)."""
     if options.records not in (True, False, "batches") or (
         options.embedded and api_key in _EMBEDDED_APIS
     ):
@@ -477,7 +479,7 @@ def body_values(
         options.embedded
         and options.records is True
         and (api_key, direction) in _RECORD_CARRIERS
-        and mentions_internal_topic(data, options.topic_ids)
+        and mentions_internal_topic(data, topic_ids)
     )
     if (
         getattr(options.values, "overrides", None)

@@ -15,7 +15,7 @@ import struct
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .context import Options
+from .context import Decoding
 from .layout import FIXED_FORMATS, VARINT_BYTES
 from .node import Node
 from .plain import Frozen
@@ -56,7 +56,7 @@ class Codec(Frozen):
         fmt: str | None = None,  # struct format of a fixed width
         packable: bool = False,  # a fixed width whose unpacked value is the value
         plain: Callable[[Reader], Any] | None = None,  # read a value (fixed widths, varints)
-        read: Callable[[Reader, Field, bool, Node, Options], None] | None = None,  # located
+        read: Callable[[Reader, Field, bool, Node, Decoding], None] | None = None,  # located
         varint: int = 0,  # varints: their longest encoding in bytes
         zigzag: bool = False,
         wide: bool = False,  # classic length prefix int32 (else int16)
@@ -77,7 +77,7 @@ def length(r: Reader, compact: bool, wide: bool) -> int:
 # -- located reads of the length-prefixed types -------------------------------------------
 
 
-def _read_string(r: Reader, f: Field, compact: bool, node: Node, ctx: Options) -> None:
+def _read_string(r: Reader, f: Field, compact: bool, node: Node, ctx: Decoding) -> None:
     n = length(r, compact, False)
     if n < 0:
         if n != -1 or not f.nullable:
@@ -97,14 +97,14 @@ def _read_string(r: Reader, f: Field, compact: bool, node: Node, ctx: Options) -
         node.code = "bad_utf8"
 
 
-def _read_bytes(r: Reader, f: Field, compact: bool, node: Node, ctx: Options) -> None:
+def _read_bytes(r: Reader, f: Field, compact: bool, node: Node, ctx: Decoding) -> None:
     n = length(r, compact, True)
     if n < -1 or (n == -1 and not f.nullable and f.type == "bytes"):
         raise DecodeError(f"bytes length {n} is not allowed here", "bad_length")
     if n < 0:
         return
     r.check_length(n, f.type)
-    if f.type == "records" and ctx.records:
+    if f.type == "records" and ctx.options.records:
         from .records import read_records  # lazily: the proxy and pastes skip records
 
         node.value = n

@@ -22,13 +22,13 @@ class JsonlWriter:
     values_conv = staticmethod(json_bytes)
 
     def __init__(self, ctx: WriterContext):
-        self.options = ctx.options
+        self.options, self.topic_ids = ctx.options, ctx.topic_ids
         steady_heap()
         self.workers = None
         if ctx.jobs > 1:
             from .jsonl_workers import JsonlWorkers  # only then: processes cost start-up
 
-            self.workers = JsonlWorkers(ctx.options, ctx.jobs, sys.stdout.write)
+            self.workers = JsonlWorkers(ctx.options, ctx.jobs, sys.stdout.write, ctx.topic_ids)
 
     def exchange(self, ex: Exchange, view: ExchangeFields) -> None:
         if self.workers is not None:
@@ -37,7 +37,7 @@ class JsonlWriter:
             # one write per exchange (a write per line was a tenth of a run of small ones)
             sys.stdout.write(
                 "".join(
-                    [message_line(m, self.options, ex, enriched_full=False) for m in ex.messages]
+                    [message_line(m, self.options, ex, False, self.topic_ids) for m in ex.messages]
                 )
             )
 

@@ -19,6 +19,7 @@ SEVERITY_STYLE = {"error": "bold red", "warn": "yellow", "note": "cyan"}
 class TextWriter:
     def __init__(self, ctx: WriterContext):
         self.options, self.verbose, self.console = ctx.options, ctx.verbose, ctx.console
+        self.topic_ids = ctx.topic_ids
         self.full = ctx.verbose
         self.terminal = self.console.is_terminal  # asked once: rich asks the OS each time
 
@@ -43,7 +44,7 @@ class TextWriter:
         """The full trees of the exchange's messages: decoded by the engine when it
         knew this printer wants them, else here."""
         kept = [d for d in (ex.decoded or ()) if d is not None]
-        return kept or [m.decoded(self.options) for m in ex.messages]
+        return kept or [m.decoded(self.options, self.topic_ids) for m in ex.messages]
 
     def tls(self, facts) -> None:
         if self.verbose:

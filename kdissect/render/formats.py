@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ..protocol.plain import Frozen
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from rich.console import Console
 
     from ..protocol import Options
@@ -38,12 +40,22 @@ class FormatWriter(Protocol):
 
 
 class WriterContext(Frozen):
-    """What a writer is built with."""
+    """What a writer is built with. ``topic_ids``: the run's topic names (id -> name),
+    filled by the engine as it learns them (``stream.engine.Engine``), for a writer that
+    decodes messages itself."""
 
-    __slots__ = _fields = ("options", "verbose", "jobs", "console")
+    __slots__ = _fields = ("options", "verbose", "jobs", "console", "topic_ids")
 
-    def __init__(self, options: Options, verbose: bool, jobs: int, console: Console):
+    def __init__(
+        self,
+        options: Options,
+        verbose: bool,
+        jobs: int,
+        console: Console,
+        topic_ids: Mapping[str, str] | None = None,
+    ):
         self.options, self.verbose, self.jobs, self.console = options, verbose, jobs, console
+        self.topic_ids = topic_ids
 
 
 class Format(Frozen):

@@ -16,7 +16,7 @@ import dataclasses
 import operator
 import pickle
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from ..protocol import Options
@@ -68,10 +68,12 @@ def _loads(item: bytes | tuple) -> tuple:
     return pickle.loads(item) if isinstance(item, bytes) else item
 
 
-def _render(chunk: list[bytes | tuple], options: Options) -> str:
+def _render(
+    chunk: list[bytes | tuple], options: Options, topic_ids: Mapping[str, str] | None
+) -> str:
     try:
         return "".join(
-            message_line(m, options, ex, enriched_full=False)
+            message_line(m, options, ex, False, topic_ids)
             for ex in map(_unpack, map(_loads, chunk))
             for m in ex.messages
         )
@@ -82,12 +84,20 @@ def _render(chunk: list[bytes | tuple], options: Options) -> str:
 class JsonlWorkers:
     """``add`` exchanges in output order; ``close`` writes the rest and stops the workers."""
 
-    def __init__(self, options: Options, jobs: int, write: Callable[[str], object]):
+    def __init__(
+        self,
+        options: Options,
+        jobs: int,
+        write: Callable[[str], object],
+        topic_ids: Mapping[str, str] | None = None,
+    ):
         self.options, self.write, self.jobs = options, write, jobs
-        # the topic ids the engine has learnt (it fills options.topic_ids as it goes): a
+        # the topic ids the engine has learnt (it fills ``topic_ids`` as it goes): a
         # chunk is rendered with a copy of them as they were when its exchanges were
         # added, as one process renders each exchange when it comes
-        self.chunk_options, self.ids_known = options, 0
+        self.topic_ids = topic_ids
+        self.chunk_ids = dict(topic_ids) if topic_ids is not None else None
+        self.ids_known = 0
         self.pool: ProcessPoolExecutor | None = None  # with the first full chunk
         self.ahead = jobs + 1  # one waiting beyond those being decoded: enough
         self.chunk: list[bytes | tuple] = []
@@ -95,11 +105,11 @@ class JsonlWorkers:
         self.inflight: deque[Future] = deque()
 
     def add(self, ex: Exchange) -> None:
-        ids = self.options.topic_ids
+        ids = self.topic_ids
         if ids is not None and len(ids) != self.ids_known:
             self._send()  # the exchanges added before these were learnt
             self.ids_known = len(ids)
-            self.chunk_options = dataclasses.replace(self.options, topic_ids=dict(ids))
+            self.chunk_ids = dict(ids)
         size = sum(len(m.data) for m in ex.messages)
         if size >= CHUNK_BYTES:
             # a big exchange goes alone and unpickled: the pool pickles it once (a copy
@@ -120,7 +130,7 @@ class JsonlWorkers:
             return
         if self.pool is None:
             if not full:
-                self.write(_render(self.chunk, self.chunk_options))
+                self.write(_render(self.chunk, self.options, self.chunk_ids))
                 self.chunk, self.chunk_bytes = [], 0
                 return
             import multiprocessing
@@ -130,7 +140,7 @@ class JsonlWorkers:
             methods = multiprocessing.get_all_start_methods()
             context = multiprocessing.get_context("fork" if "fork" in methods else None)
             self.pool = ProcessPoolExecutor(self.jobs, mp_context=context)
-        self.inflight.append(self.pool.submit(_render, self.chunk, self.chunk_options))
+        self.inflight.append(self.pool.submit(_render, self.chunk, self.options, self.chunk_ids))
         self.chunk, self.chunk_bytes = [], 0
         while self.inflight and (len(self.inflight) > self.ahead or self.inflight[0].done()):
             self.write(self.inflight.popleft().result())

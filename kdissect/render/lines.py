@@ -7,7 +7,7 @@ from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore
 import os
 import re
 from datetime import datetime, timezone
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .printable import printable
@@ -138,6 +138,7 @@ def message_json(
     decoded=None,
     enriched_full: bool = True,
     batch_records=None,
+    topic_ids: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """One message as JSON; ``ex`` (its enriched exchange) adds the exchange's status
     and the findings about this message; ``decoded`` is its tree, if already made.
@@ -147,7 +148,8 @@ def message_json(
     trees; if only from summaries, a message that is not clean gets the findings its
     full tree adds (inside records), where full enrichment puts them.
     ``batch_records``: see ``protocol.values.body_values``; with it, record values may
-    be pre-encoded JSON (``values_schema.fast.dumps`` encodes them)."""
+    be pre-encoded JSON (``values_schema.fast.dumps`` encodes them). ``topic_ids``: the
+    topic names the engine learned so far (``protocol.context.Decoding``)."""
     # the body enrichment read with the values decoder for this sink, if it did
     values = m.values if decoded is None else None
     # SASL tokens go through the located tree, whose embedded decoder masks their secrets
@@ -169,11 +171,12 @@ def message_json(
             batch_records,
             batch_records is not None,
             jsonl_records.batch_text,
+            topic_ids=topic_ids,
         )
     if values is not None:
         problems, tree_findings = [], None
     else:
-        decoded = decoded or m.decoded(options)
+        decoded = decoded or m.decoded(options, topic_ids)
         body = decoded.body if m.direction != "sasl" else decoded.tree.children[0]
         values = plain_json(body, options.show_secrets) if body is not None else None
         found = decoded.tree.findings()  # one walk for both (big trees)
@@ -236,7 +239,11 @@ _encode = json.JSONEncoder(default=str).encode
 
 
 def message_line(
-    m: KafkaMessage, options: Options, ex: Exchange | None = None, enriched_full: bool = True
+    m: KafkaMessage,
+    options: Options,
+    ex: Exchange | None = None,
+    enriched_full: bool = True,
+    topic_ids: Mapping[str, str] | None = None,
 ) -> str:
     """One JSON line (see docs/guide/jsonl.md). Each record batch is encoded as soon as it is
     read, so a big Fetch response never holds all its records as objects at once."""
@@ -249,7 +256,7 @@ def message_line(
         parts.append(dumps(records))  # json.dumps, record values pre-encoded
         return f"{_RAW}{len(parts) - 1}@@"
 
-    line = _encode(message_json(m, options, ex, None, enriched_full, encode))
+    line = _encode(message_json(m, options, ex, None, enriched_full, encode, topic_ids))
     if parts:
         line = _RAW_SLOT.sub(lambda match: parts[int(match[1])], line)
     return line + "\n"

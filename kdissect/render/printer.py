@@ -28,8 +28,11 @@ class ExchangePrinter(BaseSink):
         display_filter: Filter | None = None,
         stats: bool = False,
         jobs: int = 1,
+        topic_ids: dict[str, str] | None = None,
     ):
+        """``topic_ids``: the run's topic names, as the engine fills them (``Engine``'s)."""
         self.options, self.fmt, self.verbose, self.filter = options, fmt, verbose, display_filter
+        self.topic_ids = topic_ids
         # rich itself only when something is rendered with it (render/console.py)
         self.console = console(highlight=False)
         if not self.console.is_terminal:
@@ -44,7 +47,7 @@ class ExchangePrinter(BaseSink):
         self.writer: FormatWriter | None = (
             None
             if stats
-            else FORMATS[fmt].build(WriterContext(options, verbose, jobs, self.console))
+            else FORMATS[fmt].build(WriterContext(options, verbose, jobs, self.console, topic_ids))
         )
         self.exchanges = 0
         self.gaps = 0
@@ -63,7 +66,7 @@ class ExchangePrinter(BaseSink):
         return getattr(self.writer, "values_conv", None)
 
     def exchange(self, ex: Exchange) -> None:
-        view = ExchangeFields(ex, self.options)
+        view = ExchangeFields(ex, self.options, self.topic_ids)
         if self.filter is not None and not self.filter(view):
             return
         self.exchanges += 1

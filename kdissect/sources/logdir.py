@@ -22,7 +22,7 @@ from typing import cast
 from ..bounded import InputError, read_file
 from ..stream.filter_values import NULL
 from ..protocol import ondisk
-from ..protocol.context import Options
+from ..protocol.context import Decoding, Options
 from ..protocol.batch import AT, FRAME, HEAD_SIZE, LOG_OVERHEAD, MAGIC_AT, Batch
 from ..protocol.findings import Finding
 from ..protocol.internal import decode_records, family_of
@@ -703,7 +703,9 @@ def _segment(
     hidden_after: int | None = None
     known_last = -1  # the last offset of the last batch read
     pos = released = 0
-    options = options.for_message()
+    # one budget for the segment's internal and schema'd records (each batch's own
+    # records read with a fresh one, below)
+    segment = Decoding(options)
     try:
         while pos < size:
             if pos - released > _RELEASE and isinstance(mm, mmap.mmap):
@@ -768,15 +770,15 @@ def _segment(
                 head = _head_of_values(got[0])
             else:
                 holder = Node("", "records", pos)
-                read_records(mm, holder, pos, pos + total, options.for_message())
+                read_records(mm, holder, pos, pos + total, Decoding(options))
                 tree = holder.children[0]
                 if family is not None or control:
-                    decode_records(tree, family, options)  # internal topics, control records
+                    decode_records(tree, family, segment)  # internal topics, control records
                 elif options.values is not None and options.records is True:
                     from ..protocol.values_schema import SchemaSource, decode_values
 
                     decode_values(
-                        tree, cast(SchemaSource, options.values), options.budget, state.topic
+                        tree, cast(SchemaSource, options.values), segment.budget, state.topic
                     )  # docs/guide/values.md
                 item = LogItem("batch", path, state.topic, state.partition, tree)
                 head = _head_of(tree)

@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from ..protocol import Options, decode_request, decode_response, schemas
+from ..protocol.context import Decoding
 from ..protocol.findings import Finding
 from ..protocol.guess import Candidate, confidence, guess
 from ..protocol.message import Message, decode_bare_body, decode_request_as, peek_request_header
@@ -203,7 +204,7 @@ class PastedBytes:
 
 
 def _records(data: bytes, options: Options) -> Dissected:
-    ctx = options.for_message()
+    ctx = Decoding(options)
     root = Node("Records", "message", 0, len(data))
     holder = root.add(Node("records", "records", 0, len(data)))
     if _bare_message(data):
@@ -229,11 +230,11 @@ def _bare_message(data: bytes) -> bool:
     )
 
 
-def _read_bare_message(data: bytes, holder: Node, options: Options) -> None:
+def _read_bare_message(data: bytes, holder: Node, ctx: Decoding) -> None:
     """Read it as the one entry of a MessageSet: the records reader is given the offset
     and size it lacks, and the entry's nodes are moved back onto the pasted bytes."""
     head = struct.pack(">qi", 0, len(data))
-    read_records(head + data, holder, 0, len(head) + len(data), options)
+    read_records(head + data, holder, 0, len(head) + len(data), ctx)
     for entry in holder.children:
         entry.children = [c for c in entry.children if c.name not in ("offset", "message_size")]
         _shift(entry, -len(head))

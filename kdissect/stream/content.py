@@ -4,7 +4,7 @@ buffers: for record filters and the TUI's search."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from dataclasses import replace
@@ -50,12 +50,14 @@ class Record:
         return f"Record({self.key!r}, {self.value!r}, {self.headers!r})"
 
 
-def full_tree(m: KafkaMessage, options: Options | None = None) -> Node | None:
+def full_tree(
+    m: KafkaMessage, options: Options | None = None, topic_ids: Mapping[str, str] | None = None
+) -> Node | None:
     """The message's full tree, records decompressed, decoded now and not kept (the
-    list holds summaries, not trees)."""
+    list holds summaries, not trees); ``topic_ids``: the topic names learned so far."""
     if m is None or m.direction == "sasl":
         return None
-    tree: Node | None = m.decoded(options or _FULL).tree
+    tree: Node | None = m.decoded(options or _FULL, topic_ids).tree
     return tree
 
 
@@ -73,7 +75,9 @@ def records(view: Any) -> list[Record]:
     if view.ex.first.api_key not in CARRY_RECORDS:
         return []
     return [
-        r for m in (view.ex.request, view.ex.response) for r in _message_records(m, view.options)
+        r
+        for m in (view.ex.request, view.ex.response)
+        for r in _message_records(m, view.options, view.topic_ids)
     ]
 
 
@@ -88,7 +92,11 @@ def record_keys(view: Any) -> list[str]:
         out += (
             keys
             if keys is not None
-            else [r.key for r in _message_records(m, view.options) if r.key is not None]
+            else [
+                r.key
+                for r in _message_records(m, view.options, view.topic_ids)
+                if r.key is not None
+            ]
         )
     return out
 
@@ -111,7 +119,7 @@ def has_key(view: Any, key: str) -> bool:
         ):
             if key in keys:
                 return True
-        elif any(r.key == key for r in _message_records(m, view.options)):
+        elif any(r.key == key for r in _message_records(m, view.options, view.topic_ids)):
             return True
     return False
 
@@ -125,12 +133,14 @@ def _key_needles(key: bytes) -> tuple[bytes, bytes]:
     return varint_bytes(len(key)) + key, b"\0" + key
 
 
-def _message_records(m: KafkaMessage, options: Options | None) -> list[Record]:
-    quick = _clean_records(m, options)
+def _message_records(
+    m: KafkaMessage, options: Options | None, topic_ids: Mapping[str, str] | None
+) -> list[Record]:
+    quick = _clean_records(m, options, topic_ids)
     if quick is not None:
         return quick
     out: list[Record] = []
-    tree = full_tree(m, options)
+    tree = full_tree(m, options, topic_ids)
     for node in tree.walk() if tree is not None else ():
         if node.ktype != "record" and not node.ktype.startswith("message_v"):
             continue
@@ -236,7 +246,9 @@ def _batch_keys(data: bytes, count: int, keys: list[str]) -> bool:
         return False
 
 
-def _clean_records(m: KafkaMessage, options: Options | None) -> list[Record] | None:
+def _clean_records(
+    m: KafkaMessage, options: Options | None, topic_ids: Mapping[str, str] | None
+) -> list[Record] | None:
     """The records of a clean message from the values-only decoder (no tree: several
     times quicker, the same values); None when the message needs the located decoder."""
     if (
@@ -257,7 +269,16 @@ def _clean_records(m: KafkaMessage, options: Options | None) -> list[Record] | N
             for r in batch
         )
 
-    body = body_values(m.data, m.direction, m.api_key, m.api_version, options or _FULL, bytes, take)
+    body = body_values(
+        m.data,
+        m.direction,
+        m.api_key,
+        m.api_version,
+        options or _FULL,
+        bytes,
+        take,
+        topic_ids=topic_ids,
+    )
     return None if body is None else out
 
 

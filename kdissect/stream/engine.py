@@ -80,7 +80,10 @@ class Fanout(BaseSink):
 
 class Engine:
     """``source`` → enrichment → ``sinks``. ``full``: decode whole field trees once (for
-    sinks that print them; by default when any sink says ``full``), else summaries."""
+    sinks that print them; by default when any sink says ``full``), else summaries.
+    ``topic_ids``: the run's dict of topic names (id -> name) that enrichment fills as it
+    learns them; a caller whose sinks decode messages themselves gives them the same dict
+    (by default the engine makes its own: ``topic_ids`` below)."""
 
     def __init__(
         self,
@@ -88,6 +91,7 @@ class Engine:
         sinks: Sink | Sequence[Sink],
         options: Options | None = None,
         full: bool | None = None,
+        topic_ids: dict[str, str] | None = None,
     ):
         many: list[Sink] = list(sinks) if isinstance(sinks, (list, tuple)) else [sinks]  # type: ignore[list-item]
         self.source = source
@@ -97,7 +101,9 @@ class Engine:
         self.sink: Sink = many[0] if len(many) == 1 else Fanout(many)
         if full is None:
             full = self.sink.full
-        self.enricher = Enricher(self.sink, options, full=full, values_conv=conv)
+        self.enricher = Enricher(
+            self.sink, options, full=full, values_conv=conv, topic_ids=topic_ids
+        )
 
     @property
     def topic_ids(self) -> dict[str, str]:

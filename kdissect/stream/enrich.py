@@ -61,7 +61,10 @@ class Enricher:
     ``full``: decode whole trees (kept on the exchange in ``decoded`` for the sink to
     print, then dropped with it) instead of summaries. ``values_conv``: bodies read by the
     values decoder are read with bytes through it and kept on their messages
-    (``KafkaMessage.values``), for a sink that prints them."""
+    (``KafkaMessage.values``), for a sink that prints them. ``topic_ids``: the run's
+    topic names (topic id -> name), filled here as messages teach them, in order; the
+    caller's dict if it gives one, so that its sinks' decoders (JSON lines, -V trees,
+    --stats) name what enrichment's do."""
 
     def __init__(
         self,
@@ -69,17 +72,14 @@ class Enricher:
         options: Options | None = None,
         full: bool = False,
         values_conv: Callable[[bytes], object] | None = None,
+        topic_ids: dict[str, str] | None = None,
     ):
         self.sink = sink
         self.values_conv = values_conv
         options = options or Options()
         self.full = full
         self.options = options if full else dataclasses.replace(options, records="batches")
-        # topic id -> name, learned in order; the caller's dict if its options hold one,
-        # so that its sinks' decoders (JSON lines) name what enrichment's do
-        self.topic_ids: dict[str, str] = options.topic_ids if options.topic_ids is not None else {}
-        # decoders see what is learned (Fetch v13+ of internal topics names them by id)
-        self.options = dataclasses.replace(self.options, topic_ids=self.topic_ids)
+        self.topic_ids: dict[str, str] = topic_ids if topic_ids is not None else {}
         self.advertised: dict[int, dict[int, tuple[int, int]]] = {}  # stream -> ranges
         self.diagnoses = Diagnoses()  # Kafka-level diagnoses (their state)
         self.orphans = Orphans()  # what orphan responses taught so far
@@ -155,7 +155,8 @@ def enrich(
             assert m.api_key is not None and m.api_version is not None, "read by kind"
             plans.append(body_plan(m.api_key, m.api_version, m.direction))
             continue
-        d = m.decoded(options)
+        # decoders see what is learned (Fetch v13+ of internal topics names them by id)
+        d = m.decoded(options, topic_ids)
         decoded.append(d)
         where = m.direction
         cut = m.status.startswith("truncated")

@@ -29,11 +29,19 @@ PROBLEM_GROUPS = frozenset({"malformed", "budget"})
 
 class ExchangeFields:
     """An enriched exchange as summaries and display filters see it: ``field(name)`` ->
-    list of values. Reads only what enrichment put on the exchange."""
+    list of values. Reads only what enrichment put on the exchange; a field that decodes
+    its messages again does so with ``options`` and the run's ``topic_ids`` (id -> name,
+    as the engine learned them)."""
 
-    def __init__(self, ex: Exchange, options: Options | None = None):
+    def __init__(
+        self,
+        ex: Exchange,
+        options: Options | None = None,
+        topic_ids: dict[str, str] | None = None,
+    ):
         self.ex = ex
         self.options = options
+        self.topic_ids = topic_ids
 
     def facts(self) -> Facts:
         return self.ex.facts if self.ex.facts is not None else Facts()

@@ -156,10 +156,17 @@ def exchange_records(view: Any) -> list[dict[Any, Any]]:
                 continue
             found: list[dict[Any, Any]] = []
             body = body_values(
-                m.data, m.direction, m.api_key, m.api_version, options, json_bytes, found.extend
+                m.data,
+                m.direction,
+                m.api_key,
+                m.api_version,
+                options,
+                json_bytes,
+                found.extend,
+                topic_ids=view.topic_ids,
             )
             if body is None:
-                tree = full_tree(m, options)
+                tree = full_tree(m, options, view.topic_ids)
                 found = records_of(tree) if tree is not None else []
             out += found
     _last = ((view, ex.request, ex.response), out)

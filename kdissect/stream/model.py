@@ -6,11 +6,13 @@ order. Views only read them."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TYPE_CHECKING
 
 from ..protocol import Message, Options, decode_request, decode_response
 from ..protocol.apis import CARRY_RECORDS
+from ..protocol.context import Decoding
 from ..protocol.findings import Finding
 from ..protocol.node import Node
 from ..protocol.records import locate_batches
@@ -56,12 +58,15 @@ class KafkaMessage:
     def api_name(self) -> str:
         return api_name(self.api_key) if self.direction != "sasl" else "SASL token"
 
-    def decoded(self, options: Options | None = None) -> Message:
+    def decoded(
+        self, options: Options | None = None, topic_ids: Mapping[str, str] | None = None
+    ) -> Message:
         """The full field tree, decoded anew on each call (callers that show it keep
         it as long as they need it). A response of unknown API decodes as raw bytes:
-        enrichment guesses orphans' APIs before views see them."""
+        enrichment guesses orphans' APIs before views see them. ``topic_ids``: the topic
+        names learned so far (``protocol.context.Decoding``)."""
         if self.direction == "request":
-            m = decode_request(self.data, options)
+            m = decode_request(self.data, options, topic_ids)
         elif self.direction == "sasl":
             from ..protocol.message import sasl_token_message
 
@@ -69,7 +74,9 @@ class KafkaMessage:
         elif self.api_key is None or self.api_version is None:
             m = decode_response(self.data, -1, -1, options)
         else:
-            m = decode_response(self.data, self.api_key, self.api_version, options, self.forwarded)
+            m = decode_response(
+                self.data, self.api_key, self.api_version, options, self.forwarded, topic_ids
+            )
         if self.holes:
             _show_cut(
                 m.tree,
@@ -109,7 +116,7 @@ def _show_cut(
             )
             node.buffer = data
             if records and options.records:
-                found = locate_batches(data, options)
+                found = locate_batches(data, Decoding(options))
                 if any(c.ktype == "record_batch" for c in found):
                     node.children = found
                     whole = sum(c.length for c in found if c.ktype == "record_batch")

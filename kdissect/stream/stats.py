@@ -378,7 +378,7 @@ def group_event(ex: Exchange, view: ExchangeFields) -> tuple[str, GroupEvent] | 
     generation = got.get("generation_id") if key == JOIN_GROUP else asked.get("generation_id")
     detail = ""
     if key in HEARTBEATS:
-        generation, detail = _heartbeat(req, resp, error, options)
+        generation, detail = _heartbeat(req, resp, error, view.topic_ids)
     elif key == JOIN_GROUP and not error:
         members = resp.child("members") if resp is not None else None
         count = len(_items(members)) if members is not None else 0
@@ -402,7 +402,9 @@ def group_event(ex: Exchange, view: ExchangeFields) -> tuple[str, GroupEvent] | 
     )
 
 
-def _heartbeat(req: Any, resp: Any, error: str, options: Any) -> tuple[int | None, str]:
+def _heartbeat(
+    req: Any, resp: Any, error: str, topic_ids: dict[str, str] | None
+) -> tuple[int | None, str]:
     """(member epoch, what changed) of a KIP-848, share or streams group heartbeat: a
     member joining (epoch 0) or leaving (-1; -2 a static member), its epoch moving and
     what it was assigned, or why the coordinator fenced it. "" when nothing changed."""
@@ -427,14 +429,14 @@ def _heartbeat(req: Any, resp: Any, error: str, options: Any) -> tuple[int | Non
         return epoch, "left the group" + (
             " (a static member: it may come back)" if sent == -2 else ""
         )
-    topic_ids = getattr(options, "topic_ids", None) or {}
     assigned = got.get("assignment")
     parts: list[str] = []
     if isinstance(assigned, dict):
         for t in assigned.get("topic_partitions") or ():
             if isinstance(t, dict) and isinstance(t.get("topic_id"), str):
                 ps = sorted(p for p in t.get("partitions") or () if type(p) is int)
-                parts.append(f"{topic_of_id(t['topic_id'], topic_ids)}[{','.join(map(str, ps))}]")
+                name = topic_of_id(t["topic_id"], topic_ids or {})
+                parts.append(f"{name}[{','.join(map(str, ps))}]")
     for kind in ("active_tasks", "standby_tasks", "warmup_tasks"):  # streams
         for t in got.get(kind) or ():
             if isinstance(t, dict):

@@ -14,6 +14,7 @@ from pathlib import Path
 from ..filters import Filter
 from ..protocol import Options, ondisk
 from ..protocol.batch import CRC_FROM, HEAD_SIZE, Batch
+from ..protocol.context import Decoding
 from ..protocol.internal import decode_records, family_of
 from ..protocol.node import Node
 from ..protocol.records import read_records
@@ -233,12 +234,13 @@ def batch_tree(item: LogItem, options: Options) -> tuple[Node, bytes]:
     by their schemas)."""
     data = read_span(item.path, item.start, item.length)  # type: ignore[attr-defined]
     holder = Node("", "records", 0)
-    read_records(data, holder, 0, len(data), options.for_message())
+    ctx = Decoding(options)  # one budget for the batch, as a message has
+    read_records(data, holder, 0, len(data), ctx)
     tree = holder.children[0]
     family = "metadata" if file_kind(item.path) == "kraft_snapshot" else family_of(item.topic)
     head = Batch(data, 0, len(data))
     if family is not None or (len(data) > CRC_FROM + 1 and head.magic == 2 and head.control):
-        decode_records(tree, family, options)
+        decode_records(tree, family, ctx)
     return tree, data
 
 

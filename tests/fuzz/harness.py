@@ -275,14 +275,15 @@ def timed_blob(data: bytes) -> None:
 
 
 def parse_grammar_text(text: str, data: bytes) -> None:
-    from kdissect.protocol.decode import Options, decode_body
+    from kdissect.protocol.context import Decoding, Options
+    from kdissect.protocol.decode import decode_body
     from kdissect.protocol.grammar import GrammarError, parse_grammar
 
     try:
         g = parse_grammar(text)
     except GrammarError:
         return
-    tree = decode_body(data, 0, g.root, g.root.name, Options(max_nodes=50_000))
+    tree = decode_body(data, 0, g.root, g.root.name, Decoding(Options(max_nodes=50_000)))
     for _ in tree.iter_json():
         pass
 
