@@ -60,3 +60,25 @@ def test_every_sink_of_several_gets_every_event_of_a_real_tls_capture():
     first, second = sinks
     assert first.exchanges and len(first.exchanges) == len(second.exchanges)
     assert first.tls_facts and len(first.tls_facts) == len(second.tls_facts)
+
+
+def test_a_callback_sink_gets_each_notes_level(tmp_path):
+    """``CallbackSink``'s note callback gets the level with the text (the proxy display
+    and the TUI show an error apart from a warning): a file that is not a capture is an
+    error, a capture cut in a packet a warning, as a ``Collect`` records them."""
+    from kdissect.stream.sink import CallbackSink
+
+    junk = tmp_path / "junk.pcap"
+    junk.write_bytes(b"not a capture file\n" * 8)
+    whole = (TLS.parents[1] / "kcat.pcap").read_bytes()
+    cut = tmp_path / "cut.pcap"
+    cut.write_bytes(whole[:-7])
+    got: list[tuple[str, str]] = []
+    paths = [str(junk), str(cut)]
+    sink = CallbackSink(lambda ex: None, note=lambda text, level: got.append((level, text)))
+    Engine(CaptureFiles(paths), sink).run()
+    collected = Collect()
+    Engine(CaptureFiles(paths), collected).run()
+    assert got == collected.notes
+    assert [level for level, text in got if text.startswith(str(junk))] == ["error"]
+    assert "warn" in [level for level, text in got if text.startswith(str(cut))]

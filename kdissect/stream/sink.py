@@ -99,18 +99,19 @@ def check(sinks: Sequence[object]) -> BytesConv | None:
 
 
 class CallbackSink(BaseSink):
-    """A sink made of plain callbacks (what the TUI's loader and tests hand in)."""
+    """A sink made of plain callbacks (what the TUI's loader and tests hand in). ``note``
+    gets each note's text and level ("info", "warn", "error"), as ``Sink.note``."""
 
     def __init__(
         self,
         exchange: Callable[[Exchange], None],
-        note: Callable[[str], None] = lambda text: None,
+        note: Callable[[str, str], None] = lambda text, level: None,
         progress: Callable[[int, int], None] = lambda done, total: None,
         gap: Callable[[Gap], None] | None = None,
         tls: Callable[[Any], None] = lambda facts: None,
     ):
         self._exchange, self._note, self._progress, self._tls = exchange, note, progress, tls
-        self._gap = gap or (lambda g: note(g.describe()))
+        self._gap = gap or (lambda g: note(g.describe(), "warn"))
 
     def exchange(self, ex: Exchange) -> None:
         self._exchange(ex)
@@ -122,7 +123,7 @@ class CallbackSink(BaseSink):
         self._tls(facts)
 
     def note(self, text: str, level: str = "warn") -> None:
-        self._note(text)
+        self._note(text, level)
 
     def progress(self, done: int, total: int) -> None:
         self._progress(done, total)
