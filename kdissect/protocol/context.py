@@ -1,7 +1,8 @@
 """What every decoder of a message shares: the options (configuration, the same for a
 whole run), one message's decoding context (``Decoding``: the options, the topic names
-learned so far, the message's budget), and how a field fails (the ``Abort`` signal). The field walker (decode.py) and the record
-decoder (records.py) both build on it, and neither imports the other's internals."""
+learned so far, the message's budget), and how a field fails (the ``Abort`` signal).
+The field walker (decode.py) and the record decoder (records.py) both build on it, and
+neither imports the other's internals."""
 
 from __future__ import annotations
 
