@@ -4,6 +4,7 @@ still covers every byte, with the problem marked where decoding stopped."""
 from __future__ import annotations
 
 import struct
+from pathlib import Path
 import tracemalloc
 
 import pytest
@@ -160,3 +161,29 @@ def test_sasl_fields_spend_the_node_budget_and_a_cut_keeps_secrets_masked():
     assert b"c2VjcmV0" not in bytes(rest.value) and b"c2VjcmV0" not in bytes(node.value)
     shown = sasl_token_message(token, Options(max_nodes=100, show_secrets=True))
     assert b"c2VjcmV0" in bytes(shown.tree.child("token").children[-1].value)
+
+
+def test_options_carry_no_run_state_each_message_has_its_own_budget():
+    """``Options`` is configuration (compared and hashed by value, the same after a run):
+    each message decoded with it gets a fresh budget, so a message that spends its field
+    budget decodes the same after others as alone (real messages of a KRaft cluster)."""
+    from kdissect.protocol import decode_request, decode_response
+    from kdissect.protocol.context import Options
+    from kdissect.sources.pcap import exchanges_in
+
+    capture = Path(__file__).resolve().parents[1] / "captures" / "kafka-kraft-cluster.pcap"
+    messages = [m for ex in exchanges_in([str(capture)]).exchanges for m in ex.messages]
+    options = Options(max_nodes=40)
+
+    def tree(m, options):
+        if m.direction == "request":
+            return decode_request(m.data, options).tree
+        return decode_response(m.data, m.api_key, m.api_version, options).tree
+
+    shared = [tree(m, options) for m in messages if m.direction != "sasl"]
+    alone = [tree(m, Options(max_nodes=40)) for m in messages if m.direction != "sasl"]
+    spent = sum(1 for t in shared if any(n.code == "node_budget" for n in t.walk()))
+    assert 0 < spent < len(shared)  # some messages spend the budget, not all
+    assert [t.plain() for t in shared] == [t.plain() for t in alone]
+    assert options == Options(max_nodes=40) and hash(options) == hash(Options(max_nodes=40))
+    assert options != Options(max_nodes=41)
