@@ -176,7 +176,7 @@ def render(msg, data: bytes, full_text: bool) -> None:
 
 def decode_hinted(data: bytes, direction: str, key: int, version: int) -> None:
     from kdissect.protocol import decode_request, decode_response
-    from kdissect.protocol.decode import Options
+    from kdissect.protocol.context import Options
 
     options = Options(max_decompressed=8 << 20, max_nodes=50_000)
     # an Envelope response's answer is read as the forwarded request's: an API and
@@ -194,7 +194,7 @@ def decode_hinted(data: bytes, direction: str, key: int, version: int) -> None:
 
 def decode_guessed(data: bytes) -> None:
     from kdissect.protocol import decode_response, guess
-    from kdissect.protocol.decode import Options
+    from kdissect.protocol.context import Options
     from kdissect.protocol.guess import confidence
 
     cands = guess(data)
@@ -213,7 +213,7 @@ _CAPTURE_FILE = None
 def read_capture(data: bytes) -> None:
     """A capture file's bytes through the reader and the whole engine to JSON lines."""
     global _CAPTURE_FILE
-    from kdissect.protocol.decode import Options
+    from kdissect.protocol.context import Options
     from kdissect.render.lines import exchange_line, message_json
     from kdissect.sources.pcap import read_captures
     from kdissect.stream.enrich import Enricher
@@ -318,7 +318,7 @@ def read_segment(data: bytes) -> None:
     """Segment bytes through the log source (as __consumer_offsets-0 and as a user
     topic's, with a damaged index beside) to JSON lines and text."""
     from kdissect.cli.log_cmd import item_json, item_line
-    from kdissect.protocol.decode import Options
+    from kdissect.protocol.context import Options
     from kdissect.sources.logunits import walk
 
     if not _SEGMENT_DIRS:
