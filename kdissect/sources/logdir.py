@@ -703,9 +703,6 @@ def _segment(
     hidden_after: int | None = None
     known_last = -1  # the last offset of the last batch read
     pos = released = 0
-    # one budget for the segment's internal and schema'd records (each batch's own
-    # records read with a fresh one, below)
-    segment = Decoding(options)
     try:
         while pos < size:
             if pos - released > _RELEASE and isinstance(mm, mmap.mmap):
@@ -770,15 +767,18 @@ def _segment(
                 head = _head_of_values(got[0])
             else:
                 holder = Node("", "records", pos)
-                read_records(mm, holder, pos, pos + total, Decoding(options))
+                # one budget a batch, as one message's on the wire: its records and
+                # what they hold (internal topics' structs, schema'd values)
+                batch = Decoding(options)
+                read_records(mm, holder, pos, pos + total, batch)
                 tree = holder.children[0]
                 if family is not None or control:
-                    decode_records(tree, family, segment)  # internal topics, control records
+                    decode_records(tree, family, batch)  # internal topics, control records
                 elif options.values is not None and options.records is True:
                     from ..protocol.values_schema import SchemaSource, decode_values
 
                     decode_values(
-                        tree, cast(SchemaSource, options.values), segment.budget, state.topic
+                        tree, cast(SchemaSource, options.values), batch.budget, state.topic
                     )  # docs/guide/values.md
                 item = LogItem("batch", path, state.topic, state.partition, tree)
                 head = _head_of(tree)
