@@ -121,7 +121,9 @@ def serve(upstream_port: int) -> None:
     from kdissect.proxy import process
     from kdissect.proxy.server import Proxy
 
-    keep = getattr(process, "_keep_freed_memory", None)
+    keep = getattr(process, "keep_freed_memory", None) or getattr(
+        process, "_keep_freed_memory", None
+    )
     if keep is not None:
         keep()
 

@@ -18,6 +18,7 @@ from ..stream.sink import CallbackSink, Sink
 from . import feed
 from .backoff import CpuGate
 from .metrics import DisplayShared
+from .process import keep_freed_memory
 
 _SIZE = struct.Struct(">i")
 
@@ -81,6 +82,7 @@ class FeedDisplay:
         return self.stop_at is not None and time.monotonic() >= self.stop_at
 
     def run(self, fd: int) -> None:
+        keep_freed_memory()  # each answer's copies: not page-faulted in anew (process.py)
         gate = self.gate
         unread = 0
         try:
