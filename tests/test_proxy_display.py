@@ -17,6 +17,7 @@ _CHILD = r"""
 import ctypes, os, struct, sys, time
 from kdissect.proxy import feed
 from kdissect.proxy.display import FeedDisplay
+from kdissect.stream.sink import CallbackSink
 
 class Info(ctypes.Structure):  # glibc's struct mallinfo2
     _fields_ = [(n, ctypes.c_size_t) for n in
@@ -38,7 +39,7 @@ if sys.argv[1] == "display":
     # one Fetch exchange with a 2 MiB answer through the display channel
     r, w = os.pipe()
     request = struct.pack(">hhih", 1, 4, 7, 2) + b"fc"
-    answer = struct.pack(">i", 7) + bytes(2 << 20)
+    answer = struct.pack(">i", 7) + os.urandom(2 << 20)
     opened = b'[["127.0.0.1", 50000], ["127.0.0.1", 9092]]'
     if os.fork() == 0:
         os.close(r)
@@ -48,9 +49,15 @@ if sys.argv[1] == "display":
                 f.write(feed.HEADER.pack(feed.FRAME, 1, side, time.time(), 4, len(m)) + m)
         os._exit(0)
     os.close(w)
-    display = FeedDisplay(lag=0)
+    got = []
+    display = FeedDisplay(CallbackSink(got.append), lag=0)
     display.run(r)
     os.wait()
+    (exchange,) = got
+    response = exchange.messages[1]
+    # the answer read straight into a buffer of its own reaches the engine whole, as bytes
+    assert type(response.data) is bytes and response.data == answer, "answer altered"
+    assert response.offset == 4 and response.correlation_id == 7
     shown = display.shown
 print(shown, mapped_for(4 << 20))
 """
@@ -71,5 +78,5 @@ def test_the_display_keeps_freed_memory_for_the_copies_of_each_answer():
     _, mapped = _run("plain")
     assert mapped >= 4 << 20, "glibc's defaults map a 4 MiB block of its own (the contrast)"
     shown, mapped = _run("display")
-    assert shown == 1, "the display read and showed the exchange"
+    assert shown == 1, "the display read and showed the exchange, its answer byte-exact"
     assert mapped == 0, "after the display ran, a 4 MiB block comes from memory kept"

@@ -125,8 +125,8 @@ class FeedDisplay:
         _kind, conn, side, ts, _offset, payload = record
         if side == 1:  # a response: left out with its request
             skipped = self._skipped.get(conn)
-            if skipped and payload[:4] in skipped:
-                del skipped[payload[:4]]
+            if skipped and bytes(payload[:4]) in skipped:
+                del skipped[bytes(payload[:4])]
                 return False
             return True
         now = time.monotonic()
@@ -134,7 +134,7 @@ class FeedDisplay:
         if self.lag and lag > self.lag:  # behind: a sample, until it has caught up
             if now < self._next_sample:
                 skipped = self._skipped.setdefault(conn, {})
-                skipped[payload[4:8]] = None
+                skipped[bytes(payload[4:8])] = None
                 if len(skipped) > _REMEMBERED:
                     del skipped[next(iter(skipped))]
                 self.left_out += 1
@@ -158,7 +158,13 @@ class FeedDisplay:
             c = self.connections.get(conn)
             if c is not None:
                 try:
-                    c.data(side, offset - 4, _SIZE.pack(len(payload)) + payload, ts, 0)
+                    if len(payload) >= feed.BIG:
+                        # its size, then itself: the framer joins the two once (not a
+                        # copy with the size and another without it)
+                        c.data(side, offset - 4, _SIZE.pack(len(payload)), ts, 0)
+                        c.data(side, offset, payload, ts, 0)
+                    else:
+                        c.data(side, offset - 4, _SIZE.pack(len(payload)) + payload, ts, 0)
                 except Exception as e:  # a decoding bug: report it, go on
                     self._failed(e)
         elif kind == feed.OPEN:

@@ -23,6 +23,7 @@ HEADER = struct.Struct(">BIBdQI")
 OPEN, FRAME, CLOSE, NOTE, DROPPED, READY, ERROR = range(7)
 _PIPE_SIZE = 1 << 20  # ask the kernel for a 1 MiB pipe (Linux)
 _READ = 1 << 20  # the display reads up to this much at a time
+BIG = 64 << 10  # a payload this large is read into a buffer of its own
 
 
 class FeedWriter:
@@ -141,29 +142,55 @@ def read_records(fd: int, waiting=lambda: None, working=lambda: None, stopped=la
     """The display's end: (kind, conn, side, ts, offset, payload) until the forwarder
     closes the channel, or ``stopped()`` says to end while the channel is empty.
     ``waiting()`` is called before a read that would block (the channel is empty),
-    ``working()`` after it."""
-    buf = bytearray()
+    ``working()`` after it. A payload of ``BIG`` bytes or more is a bytearray of its
+    own that the pipe was read straight into (one copy fewer of each large answer:
+    measured 0.8 ms of the display's CPU per 1.4 MB answer through a growing buffer);
+    smaller ones are bytes."""
     chunk = bytearray(_READ)
     view = memoryview(chunk)
+    start = end = 0  # chunk[start:end]: read, not yet handed out
+
     with os.fdopen(fd, "rb", buffering=0) as f:
-        while True:
-            while len(buf) >= HEADER.size:
-                kind, conn, side, ts, offset, size = HEADER.unpack_from(buf)
-                end = HEADER.size + size
-                if len(buf) < end:
-                    break
-                payload = bytes(memoryview(buf)[HEADER.size : end])
-                del buf[:end]  # (cheap at the front of a bytearray)
-                yield kind, conn, side, ts, offset, payload
-            if select.select([fd], [], [], 0)[0]:
-                n = f.readinto(chunk)
-            else:
+
+        def read(into: memoryview) -> int:
+            """Bytes read into ``into``; 0 at the end of the channel or when stopped."""
+            if not select.select([fd], [], [], 0)[0]:
                 waiting()
                 while not select.select([fd], [], [], 0.1)[0]:
                     if stopped():
-                        return
-                n = f.readinto(chunk)
+                        return 0
                 working()
+            return f.readinto(into) or 0
+
+        while True:
+            while end - start >= HEADER.size:
+                kind, conn, side, ts, offset, size = HEADER.unpack_from(chunk, start)
+                body = start + HEADER.size
+                if size >= BIG:
+                    payload = bytearray(size)
+                    have = min(end - body, size)
+                    payload[:have] = view[body : body + have]
+                    start = body + have
+                    rest = memoryview(payload)
+                    while have < size:
+                        n = read(rest[have:])
+                        if not n:
+                            return
+                        have += n
+                    rest.release()
+                    yield kind, conn, side, ts, offset, payload
+                    continue
+                if end - body < size:
+                    break
+                start = body + size
+                yield kind, conn, side, ts, offset, bytes(view[body:start])
+            if start == end:
+                start = end = 0
+            elif end == len(chunk):  # the tail of a record (< BIG + HEADER.size) to the front
+                tail = bytes(view[start:end])
+                start, end = 0, len(tail)
+                chunk[:end] = tail
+            n = read(view[end:])
             if not n:
                 return
-            buf += view[:n]
+            end += n
