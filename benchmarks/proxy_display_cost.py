@@ -8,7 +8,7 @@ engine into JSON lines (to /dev/null). Reported: the display process's CPU secon
 answer (user + system, its own rusage; the writer is another process).
 
     .venv/bin/python benchmarks/proxy_display_cost.py [--answers 200] [--size 1400000]
-        [--rounds 5] [--compare DIR]
+        [--rounds 5] [--compare DIR] [--channel-only]
 
 No broker, client or forwarder shares the cores: CPU time per answer moves little with
 the machine's load (wall time would).
@@ -59,7 +59,7 @@ def _records(size: int) -> bytes:
     return bytes(out)
 
 
-def display(answers: int, size: int) -> None:
+def display(answers: int, size: int, channel_only: bool = False) -> None:
     """(Child process, this checkout on sys.path) the channel, a writer process, the
     display; prints its CPU seconds."""
     from kdissect.protocol.context import Options
@@ -87,10 +87,16 @@ def display(answers: int, size: int) -> None:
                     f.write(payload)
         os._exit(0)
     os.close(w)
-    options = Options(topic_ids={})
+    try:  # (a checkout where the options carried the run's topic names)
+        options = Options(topic_ids={})  # type: ignore[call-arg]
+    except TypeError:
+        options = Options()
     printer = ExchangePrinter(options, "jsonl")
     before = resource.getrusage(resource.RUSAGE_SELF)
-    Engine(FeedDisplay(lag=0, fd=r), printer, options, full=printer.full).run()
+    if channel_only:  # framing and pairing, no enrichment or printer
+        FeedDisplay(lag=0).run(r)
+    else:
+        Engine(FeedDisplay(lag=0, fd=r), printer, options, full=printer.full).run()
     after = resource.getrusage(resource.RUSAGE_SELF)
     sys.stdout.flush()
     os.wait()
@@ -104,10 +110,15 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=1_400_000)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--compare", type=Path, help="another checkout's display ('old')")
+    ap.add_argument(
+        "--channel-only",
+        action="store_true",
+        help="only the channel, framing and pairing (no enrichment, no JSON lines)",
+    )
     ap.add_argument("--display", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.display:
-        display(args.answers, args.size)
+        display(args.answers, args.size, args.channel_only)
         return
     arms = {"new": ROOT}
     if args.compare is not None:
@@ -128,6 +139,7 @@ def main() -> None:
                     str(args.answers),
                     "--size",
                     str(args.size),
+                    *(["--channel-only"] if args.channel_only else []),
                 ],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
