@@ -117,6 +117,14 @@ class _Leaf:
 
     def plain(self, values: list) -> bytes:
         if self.kind == STRING:
+            distinct = set(values)
+            if len(distinct) * 4 <= len(values):
+                # few values, many times (records' capture, topic, exchange...): each one
+                # encoded once (encoding every value was a sixth of the records table)
+                keys = list(distinct)
+                data = _utf8(keys)
+                each = {k: _U32(len(b)) + b for k, b in zip(keys, data)}
+                return b"".join(map(each.__getitem__, values))
             data = _utf8(values)
             return b"".join(chain.from_iterable(zip(map(_U32, map(len, data)), data)))
         return struct.pack(f"<{len(values)}{_SCALARS[self.kind][1]}", *values)

@@ -69,10 +69,7 @@ fn text_or_hex<'py>(py: Python<'py>, b: &[u8]) -> PyResult<Bound<'py, PyAny>> {
     if !b.is_ascii() {
         if let Ok(s) = std::str::from_utf8(b) {
             let text = PyString::new(py, s);
-            if text
-                .call_method0(intern!(py, "isprintable"))?
-                .is_truthy()?
-            {
+            if text.call_method0(intern!(py, "isprintable"))?.is_truthy()? {
                 return Ok(text.into_any());
             }
         }
@@ -237,7 +234,10 @@ mod tests {
         let mut p = 0;
         assert_eq!(nullable(&[0x01], &mut p, 1), Some(None));
         let mut p = 0;
-        assert_eq!(nullable(&[0x04, b'a', b'b'], &mut p, 3), Some(Some(&b"ab"[..])));
+        assert_eq!(
+            nullable(&[0x04, b'a', b'b'], &mut p, 3),
+            Some(Some(&b"ab"[..]))
+        );
         let mut p = 0;
         assert_eq!(nullable(&[0x06, b'a', b'b'], &mut p, 3), None);
         let mut p = 0;
