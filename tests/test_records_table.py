@@ -230,3 +230,29 @@ def test_cli_tables_agree(tmp_path, native):
     import pyarrow.parquet as pq
 
     assert pq.read_metadata(tmp_path / "compiled.parquet").num_rows > 1600
+
+
+def test_blocks_sorted_and_spilled_as_rows(tmp_path, monkeypatch, native):
+    """The fast rows reach the table as blocks (a batch's rows as one item, sorted and
+    spilled as one): the same records table, byte for byte, as the tree's rows one by
+    one, spilled every 5 rows or never."""
+    from kdissect.pipeline import spill
+    from kdissect.pipeline.local import write_exchanges
+
+    files = [str(ROOT / "captures" / n) for n in ("kafka-broker-killed.pcap", "kcat.pcap")]
+    got = []
+    for run, fast in ((5, True), (1_000_000, True), (5, False), (1_000_000, False)):
+        monkeypatch.setattr(spill, "RUN", run)
+        if not fast:
+            monkeypatch.setattr(rows_module, "fast_record_rows", lambda *a: False)
+        r = tmp_path / f"{run}-{fast}.parquet"
+        write_exchanges(
+            files,
+            str(tmp_path / "x.parquet"),
+            ports=(9092,),
+            detect=True,
+            warn=lambda w: None,
+            records_out=str(r),
+        )
+        got.append(r.read_bytes())
+    assert got[0] == got[1] == got[2] == got[3]

@@ -19,7 +19,7 @@ from __future__ import annotations
 import struct
 from math import isfinite
 from collections.abc import Iterable, Sequence
-from itertools import chain
+from itertools import chain, islice
 from operator import itemgetter
 from typing import Any, BinaryIO
 
@@ -375,13 +375,12 @@ def write_table(
     try:
         with open(path, "wb") as f:
             writer = ParquetWriter(f, columns, metadata)
-            batch: list[dict] = []
-            for row in rows:
-                batch.append(row)
-                if len(batch) == ROW_GROUP:
-                    writer.write(batch)
-                    batch = []
-            writer.write(batch)
+            it = iter(rows)
+            while True:
+                batch = list(islice(it, ROW_GROUP))  # (a row group at once, in C)
+                writer.write(batch)
+                if len(batch) < ROW_GROUP:
+                    break
             writer.close()
     except OSError as e:
         raise WriteError(f"cannot write {path}: {e.strerror or e}") from None

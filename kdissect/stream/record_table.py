@@ -57,11 +57,12 @@ def fast_record_rows(
     m: KafkaMessage,
     capture: str,
     options: Any,
-    out: list[dict[Any, Any]],
+    out: list[Any],
     joins: dict[str, Any] | None,
+    blocks: bool = False,
 ) -> bool:
-    """Append the rows of the records ``m`` carries to ``out``; False (nothing appended)
-    when the located tree must decide."""
+    """Append the rows of the records ``m`` carries to ``out`` (``blocks``: a RecordBlock
+    per batch); False (nothing appended) when the located tree must decide."""
     if _native is None or m.holes or m.forwarded is not None or m.api_version is None:
         return False
     assert m.api_key is not None
@@ -85,12 +86,16 @@ def fast_record_rows(
         "correlation_id": m.correlation_id,
         "message_ts": m.ts,
     }
-    found: list[dict[Any, Any]] = []
+    found: list[RecordBlock] = []
     try:
         _walk(body, None, None, False, head, joins, found)
     except _Unsure:
         return False
-    out += found
+    if blocks:
+        out += found
+    else:
+        for b in found:
+            out += b.rows()
     return True
 
 
@@ -101,7 +106,7 @@ def _walk(
     element: bool,
     head: dict[str, Any],
     joins: dict[str, Any] | None,
-    out: list[dict[Any, Any]],
+    out: list[RecordBlock],
 ) -> None:
     """rows._walk_records on the values decoder's dicts: array elements name the topic
     and partition of the records below them."""
@@ -127,16 +132,42 @@ def _walk(
             _emit(v, topic, partition, head, joins, out)
 
 
+class RecordBlock:
+    """The rows of one batch's records, held as one: the columns they share (every
+    column, in rows._record_row's order, the joins after it) and each record's own.
+    Held, sorted and spilled as one item (pipeline/spill.py); ``rows()`` makes the dicts."""
+
+    __slots__ = ("shared", "records")
+
+    def __init__(self, shared: dict[str, Any], records: list[tuple[Any, ...]]):
+        self.shared, self.records = shared, records
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def rows(self) -> list[dict[Any, Any]]:
+        out = []
+        shared = self.shared
+        for offset, ts, key, size, headers in self.records:
+            r = shared.copy()
+            r["offset"], r["timestamp"], r["key"], r["value_size"] = offset, ts, key, size
+            r["headers"], r["problems"] = headers, []
+            out.append(r)
+        return out
+
+    def __reduce__(self) -> tuple[Any, ...]:  # (pickled by spill.py)
+        return RecordBlock, (self.shared, list(self.records))
+
+
 def _emit(
     rows: _Rows,
     topic: Any,
     partition: Any,
     head: dict[str, Any],
     joins: dict[str, Any] | None,
-    out: list[dict[Any, Any]],
+    out: list[Any],
 ) -> None:
-    # every column in rows._record_row's order, the joins after it
-    template = {
+    shared = {
         **head,
         "topic": topic,
         "partition": partition,
@@ -152,11 +183,8 @@ def _emit(
         "value_schema": None,
         **(joins or {}),
     }
-    for offset, ts, key, size, headers in rows:
-        r = template.copy()
-        r["offset"], r["timestamp"], r["key"], r["value_size"] = offset, ts, key, size
-        r["headers"], r["problems"] = headers, []
-        out.append(r)
+    if rows:
+        out.append(RecordBlock(shared, rows))
 
 
 def batch_columns_py(
