@@ -51,6 +51,14 @@ def run(tree: Path, args: list[str]) -> tuple[float, int]:
     return usage.ru_utime + usage.ru_stime, usage.ru_maxrss
 
 
+def rows_in(path: str) -> int:
+    """The rows of a Parquet file, read in another process (a child's peak RSS starts
+    at its parent's: this one stays small without pyarrow)."""
+    code = "import sys, pyarrow.parquet as pq; print(pq.read_metadata(sys.argv[1]).num_rows)"
+    got = subprocess.run([sys.executable, "-c", code, path], capture_output=True, text=True)
+    return int(got.stdout)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--capture", help="the capture (default: copies of a repo capture)")
@@ -72,8 +80,6 @@ def main() -> None:
         times: dict[tuple[str, str], list[float]] = {}
         rss: dict[tuple[str, str], int] = {}
         counts: dict[str, int] = {}
-        import pyarrow.parquet as pq
-
         for _ in range(a.runs):
             for tree_name, tree in trees.items():
                 for kind, args in kinds.items():
@@ -81,7 +87,7 @@ def main() -> None:
                     times.setdefault((tree_name, kind), []).append(cpu)
                     rss[(tree_name, kind)] = max(rss.get((tree_name, kind), 0), peak)
                     if kind == "records":
-                        counts[tree_name] = pq.read_metadata(r).num_rows
+                        counts[tree_name] = rows_in(r)
         print(f"{capture}: {os.path.getsize(capture) / 1e6:.1f} MB, medians of {a.runs} runs")
         per: dict[str, float] = {}
         for tree_name in trees:
