@@ -77,6 +77,7 @@ def fast_record_rows(
         NO_BYTES,
         batch_records=_same,
         batch_text=_batch_rows,
+        replayable=True,
     )
     if body is None:
         return False
@@ -123,7 +124,13 @@ def _walk(
         if t is list:
             for e in v:
                 if type(e) is dict:
-                    _walk(e, topic, partition, True, head, joins, out)
+                    rows = e.get("records")
+                    if type(rows) is _Rows:  # a batch (its fields name nothing)
+                        if "control" in e["attributes"]:
+                            raise _Unsure  # control records: the tree reads them
+                        _emit(rows, topic, partition, head, joins, out)
+                    else:
+                        _walk(e, topic, partition, True, head, joins, out)
         elif t is dict:
             _walk(v, topic, partition, False, head, joins, out)
         elif t is _Rows:
