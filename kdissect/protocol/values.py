@@ -502,7 +502,14 @@ def body_values(
         records = options.records
         got: dict[Any, Any] | None
         if records is True:  # (Python's _records reads them: it needs a state)
-            s = _State(conv, options, compact, batch_records, text_values, batch_text)
+            s = _State(
+                conv,
+                options,
+                compact,
+                batch_records,
+                text_values,
+                batch_text if batch_records is not None else None,
+            )
             s.internal = internal
             got = fast.read(data, s)
         else:
