@@ -195,7 +195,9 @@ class RowSink(BaseSink):
         self.rows.exchanges.append(row)
         if self.with_records:
             joins = self.ids.record_columns(ex)
-            self.rows.records.extend(r | joins for r in record_rows(ex, self.capture, self.values))
+            records = self.rows.records
+            blocks = getattr(records, "takes_blocks", False)
+            records.extend(record_rows(ex, self.capture, self.values, joins, blocks=blocks))
 
     def gap(self, g: Gap) -> None:
         self.on_gap(g)

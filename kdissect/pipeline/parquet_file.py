@@ -19,7 +19,7 @@ from __future__ import annotations
 import struct
 from math import isfinite
 from collections.abc import Iterable, Sequence
-from itertools import chain
+from itertools import chain, islice
 from operator import itemgetter
 from typing import Any, BinaryIO
 
@@ -117,6 +117,14 @@ class _Leaf:
 
     def plain(self, values: list) -> bytes:
         if self.kind == STRING:
+            distinct = set(values)
+            if len(distinct) * 4 <= len(values):
+                # few values, many times (records' capture, topic, exchange...): each one
+                # encoded once (encoding every value was a sixth of the records table)
+                keys = list(distinct)
+                data = _utf8(keys)
+                each = {k: _U32(len(b)) + b for k, b in zip(keys, data)}
+                return b"".join(map(each.__getitem__, values))
             data = _utf8(values)
             return b"".join(chain.from_iterable(zip(map(_U32, map(len, data)), data)))
         return struct.pack(f"<{len(values)}{_SCALARS[self.kind][1]}", *values)
@@ -367,13 +375,12 @@ def write_table(
     try:
         with open(path, "wb") as f:
             writer = ParquetWriter(f, columns, metadata)
-            batch: list[dict] = []
-            for row in rows:
-                batch.append(row)
-                if len(batch) == ROW_GROUP:
-                    writer.write(batch)
-                    batch = []
-            writer.write(batch)
+            it = iter(rows)
+            while True:
+                batch = list(islice(it, ROW_GROUP))  # (a row group at once, in C)
+                writer.write(batch)
+                if len(batch) < ROW_GROUP:
+                    break
             writer.close()
     except OSError as e:
         raise WriteError(f"cannot write {path}: {e.strerror or e}") from None

@@ -10,28 +10,43 @@ import heapq
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any
 
+from ..stream.record_table import RecordBlock
+
 RUN = 16_384  # rows held in memory (about 1 KiB each): a run of this many is spilled
-_CHUNK = 256  # rows per pickle: what a run holds in memory while merged
+_CHUNK = 256  # rows per pickle (or more: the blocks of one whole): what a run holds in memory while merged
 
 
 class SortedRows:
-    """``append`` rows, then iterate them once, ordered by ``key``."""
+    """``append`` rows, then iterate them once, ordered by ``key``. Rows may come as
+    record_table.RecordBlock items too (``takes_blocks``: a batch's records, which share
+    their sort key), held, sorted and spilled as one and made rows when read: a records
+    table then sorts and pickles a tuple of a record's own columns, not a dict of all."""
+
+    takes_blocks = True
 
     def __init__(self, key: Callable[[dict], Any], run: int | None = None):
         self.key, self.run = key, run or RUN
-        self.rows: list[dict] = []
+        self.rows: list[Any] = []  # rows and blocks
+        self.held = 0  # rows in them
         self.files: list[IO[bytes]] = []
         self.count = 0
 
-    def append(self, row: dict) -> None:
-        self.rows.append(row)
-        self.count += 1
-        if len(self.rows) >= self.run:
-            self._spill()
+    def _key(self, item: Any) -> Any:
+        return self.key(item.shared if type(item) is RecordBlock else item)
 
-    def extend(self, rows: Iterable[dict]) -> None:
-        for row in rows:
-            self.append(row)
+    def append(self, row: dict) -> None:
+        self.extend([row])
+
+    def extend(self, rows: Iterable[Any]) -> None:
+        # a whole list at once (an exchange's records: one call, not one per row); a run
+        # may pass ``run`` by that list
+        rows = rows if isinstance(rows, list) else list(rows)
+        n = sum(len(r) if type(r) is RecordBlock else 1 for r in rows)
+        self.rows += rows
+        self.count += n
+        self.held += n
+        if self.held >= self.run:
+            self._spill()
 
     def __iadd__(self, rows: Iterable[dict]) -> SortedRows:
         self.extend(rows)
@@ -42,30 +57,45 @@ class SortedRows:
         import tempfile  # (here: most captures never spill, and the import costs)
 
         f = tempfile.TemporaryFile()
-        rows = sorted(self.rows, key=self.key)
-        for start in range(0, len(rows), _CHUNK):
-            pickle.dump(rows[start : start + _CHUNK], f, pickle.HIGHEST_PROTOCOL)
+        chunk: list[Any] = []
+        n = 0
+        for item in sorted(self.rows, key=self._key):  # pickles of about _CHUNK rows
+            chunk.append(item)
+            n += len(item) if type(item) is RecordBlock else 1
+            if n >= _CHUNK:
+                pickle.dump(chunk, f, pickle.HIGHEST_PROTOCOL)
+                chunk, n = [], 0
+        if chunk:
+            pickle.dump(chunk, f, pickle.HIGHEST_PROTOCOL)
         f.seek(0)
         self.files.append(f)
-        self.rows = []
+        self.rows, self.held = [], 0
 
     def __len__(self) -> int:
         return self.count
 
     def __iter__(self) -> Iterator[dict]:
         if not self.files:
-            yield from sorted(self.rows, key=self.key)
+            yield from _rows(sorted(self.rows, key=self._key))
             return
-        runs = [_read(f) for f in self.files] + [iter(sorted(self.rows, key=self.key))]
+        runs = [_read(f) for f in self.files] + [iter(sorted(self.rows, key=self._key))]
         self.rows = []
         try:
-            yield from heapq.merge(*runs, key=self.key)
+            yield from _rows(heapq.merge(*runs, key=self._key))
         finally:
             for f in self.files:
                 f.close()
 
 
-def _read(f: IO[bytes]) -> Iterator[dict]:
+def _rows(items: Iterable[Any]) -> Iterator[dict]:
+    for item in items:
+        if type(item) is RecordBlock:
+            yield from item.rows()
+        else:
+            yield item
+
+
+def _read(f: IO[bytes]) -> Iterator[Any]:
     import pickle
 
     while True:

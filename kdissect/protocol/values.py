@@ -457,6 +457,7 @@ def body_values(
     text_values: bool = False,
     batch_text: Callable[..., Any] | None = None,
     topic_ids: Mapping[str, str] | None = None,
+    replayable: bool = False,
 ) -> dict[Any, Any] | None:
     """The body of a clean message as plain values (bytes through ``conv``); None when the
     message is not clean or not for this path (the caller decodes it located).
@@ -467,7 +468,10 @@ def body_values(
     encoding them with ``fast.dumps``. ``batch_text(data, pos, end, count, base, ts0,
     fixed_ts)``, with ``batch_records``: a batch's records already encoded (what
     ``batch_records`` gets instead of the list), or None to read them here. ``topic_ids``:
-    the topic names learned so far (``context.Decoding``)."""
+    the topic names learned so far (``context.Decoding``).
+    ``replayable``: ``batch_records`` and ``batch_text`` do nothing but answer, so the
+    compiled reader may call them and then hand the message over (the Python readers
+    then call them again)."""
     if options.records not in (True, False, "batches") or (
         options.embedded and api_key in _EMBEDDED_APIS
     ):
@@ -493,12 +497,19 @@ def body_values(
     read, head, compact, fast = plan
     if read is None:
         return None
-    if fast is not None and batch_records is None:
+    if fast is not None and (batch_records is None or replayable):
         # compiled (values_native): the same dict, or None when the readers below decide
         records = options.records
         got: dict[Any, Any] | None
         if records is True:  # (Python's _records reads them: it needs a state)
-            s = _State(conv, options, compact, None, text_values, None)
+            s = _State(
+                conv,
+                options,
+                compact,
+                batch_records,
+                text_values,
+                batch_text if batch_records is not None else None,
+            )
             s.internal = internal
             got = fast.read(data, s)
         else:

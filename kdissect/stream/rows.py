@@ -21,6 +21,7 @@ from ..protocol.values_schema import value_columns
 from .facts import UNRESOLVED, topic_of_id
 from .fields import PROBLEM_GROUPS
 from .model import Exchange, KafkaMessage
+from .record_table import fast_record_rows
 
 
 def _body(tree: Node | None, m: KafkaMessage) -> Node | None:
@@ -133,18 +134,33 @@ def _unresolved(row: dict[Any, Any]) -> bool:
 RECORDS = Options(records=True)
 
 
-def record_rows(ex: Exchange, capture: str, values: Any = None) -> list[dict[Any, Any]]:
+def record_rows(
+    ex: Exchange,
+    capture: str,
+    values: Any = None,
+    joins: dict[str, Any] | None = None,
+    fast: bool = True,
+    blocks: bool = False,
+) -> list[Any]:
     """Every record an exchange carries (Produce requests, Fetch and ShareFetch
     responses), with the topic and partition it belongs to; ``values`` (a
-    values_schema.SchemaSource) decodes keys and values by schema (docs/guide/values.md)."""
+    values_schema.SchemaSource) decodes keys and values by schema (docs/guide/values.md).
+    ``joins``: columns added to every row. ``fast``: read what it can without a tree
+    (stream/record_table.py); False: the located tree only, the reference. ``blocks``:
+    the rows read without a tree come as record_table.RecordBlock items (a batch's rows
+    as one), for a holder that takes them (pipeline/spill.py)."""
     options = RECORDS if values is None else replace(RECORDS, values=values)
-    out: list[dict[Any, Any]] = []
+    out: list[Any] = []
     for m in (ex.request, ex.response):
         if m is None or not carries_records(m.api_key, m.direction):
             continue
+        if fast and values is None and fast_record_rows(m, capture, options, out, joins, blocks):
+            continue
         body = _body(m.decoded(options).tree, m)
         if body is not None:
-            _walk_records(body, None, None, m, capture, out)
+            found: list[dict[Any, Any]] = []
+            _walk_records(body, None, None, m, capture, found)
+            out += (r | joins for r in found) if joins else found
     return out
 
 

@@ -20,6 +20,7 @@ mod jsonrec;
 mod logjson;
 mod mapped;
 mod reasm;
+mod records_table;
 mod tls;
 mod values;
 
@@ -876,6 +877,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<avro::AvroJson>()?;
     m.add_class::<reasm::Reasm>()?;
     m.add_function(wrap_pyfunction!(jsonrec::records_json, m)?)?;
+    m.add_function(wrap_pyfunction!(records_table::record_table_rows, m)?)?;
     m.add_class::<tls::RecordCipher>()?;
     m.add_function(wrap_pyfunction!(mapped::map_guard, m)?)?;
     m.add_function(wrap_pyfunction!(mapped::map_unguard, m)?)?;

@@ -130,3 +130,13 @@ def run_views(data: bytes) -> None:
         keys: list[str] = []
         assert record_keys(data, 2, len(data), count, keys) == (views[-1][5] if views else 2)
         assert keys == [v[2].decode("utf-8", "replace") for v in views if v[2] is not None]
+
+
+def run_rectable(data: bytes) -> None:
+    """Issue 43's: the records table's compiled batch walker (native/src/records_table.rs)
+    against its reference (stream/record_table.batch_columns_py), on the same inputs:
+    the same columns, or a hand-over (None)."""
+    from kdissect import _native  # type: ignore[attr-defined]
+    from kdissect.stream.record_table import batch_columns_py
+
+    _compare(data, batch_columns_py, _native.record_table_rows, "record columns")

@@ -55,13 +55,15 @@ TARGETS.update(_native_target())
 
 def _logjson_target() -> dict:
     """Issue 25's: kdissect log's compiled record lines against the Python reference."""
-    from .logjson_target import logjson_input, run_jsonrec, run_logjson, run_views
+    from .logjson_target import logjson_input, run_jsonrec, run_logjson, run_rectable, run_views
 
     return {
         "logjson": (logjson_input, run_logjson, lambda a: (a, "")),
         "jsonrec": (logjson_input, run_jsonrec, lambda a: (a, "")),
         # issue 37's: the Record views against the generated record loop
         "records": (logjson_input, run_views, lambda a: (a, "")),
+        # issue 43's: the records table's compiled batch walker against its reference
+        "rectable": (logjson_input, run_rectable, lambda a: (a, "")),
     }
 
 

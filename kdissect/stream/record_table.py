@@ -1,0 +1,221 @@
+"""The records table's rows the fast way: a message's body read by the values decoder
+(no tree), each clean v2 batch's records turned into their columns by the compiled walker
+(native/src/records_table.rs), a row per record from one template per partition.
+
+The reference is the located tree (``rows.record_rows``'s ``_record_row``): a message
+this path is not sure of (damage, a message set, internal topics' records, keys or values
+by schema, holes, a batch the walker hands back) is left to it, whole. The compiled
+walker is the only fast one: without it (not built, ``KDISSECT_PURE=1``) every message
+takes the tree. tests/test_records_table.py compares the two on every capture.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from ..protocol.reader import Bail
+from ..protocol.values import NO_BYTES, body_values
+from ..render.compiled import compiled
+from .facts import topic_of_id
+from .model import KafkaMessage
+
+
+class _Rows(list):  # type: ignore[type-arg]
+    """One batch's record columns (what the values decoder keeps as the batch's records)."""
+
+    __slots__ = ()
+
+
+_native = compiled("record_table_rows")
+
+
+def _batch_rows(
+    data: Any, pos: int, end: int, count: int, base: int, ts0: int, fixed_ts: bool
+) -> _Rows:
+    assert _native is not None
+    got = _native(data, pos, end, count, base, ts0, fixed_ts)
+    if got is None:
+        raise Bail  # the tree decides, for the whole message
+    return _Rows(got)
+
+
+def _same(records: Any) -> Any:
+    return records
+
+
+class _Unsure(Exception):
+    """A body this path leaves to the tree (found while walking it)."""
+
+
+_KEY_VERSION = struct.Struct(">hh")
+_TOPIC = frozenset(("topic", "name", "topic_name"))
+_PARTITION = frozenset(("partition_index", "partition", "index"))
+
+
+def fast_record_rows(
+    m: KafkaMessage,
+    capture: str,
+    options: Any,
+    out: list[Any],
+    joins: dict[str, Any] | None,
+    blocks: bool = False,
+) -> bool:
+    """Append the rows of the records ``m`` carries to ``out`` (``blocks``: a RecordBlock
+    per batch); False (nothing appended) when the located tree must decide."""
+    if _native is None or m.holes or m.forwarded is not None or m.api_version is None:
+        return False
+    assert m.api_key is not None
+    if m.direction == "request" and m.data[:4] != _KEY_VERSION.pack(m.api_key, m.api_version):
+        return False  # the tree reads the request's own header
+    body = body_values(
+        m.data,
+        m.direction,
+        m.api_key,
+        m.api_version,
+        options,
+        NO_BYTES,
+        batch_records=_same,
+        batch_text=_batch_rows,
+        replayable=True,
+    )
+    if body is None:
+        return False
+    head = {
+        "capture": capture,
+        "direction": "produce" if m.direction == "request" else "fetch",
+        "correlation_id": m.correlation_id,
+        "message_ts": m.ts,
+    }
+    found: list[RecordBlock] = []
+    try:
+        _walk(body, None, None, False, head, joins, found)
+    except _Unsure:
+        return False
+    if blocks:
+        out += found
+    else:
+        for b in found:
+            out += b.rows()
+    return True
+
+
+def _walk(
+    node: dict[Any, Any],
+    topic: Any,
+    partition: Any,
+    element: bool,
+    head: dict[str, Any],
+    joins: dict[str, Any] | None,
+    out: list[RecordBlock],
+) -> None:
+    """rows._walk_records on the values decoder's dicts: array elements name the topic
+    and partition of the records below them."""
+    if element:
+        for k, v in node.items():
+            if k in _TOPIC and type(v) is str:
+                topic = v
+            elif k == "topic_id" and topic is None and type(v) is str:
+                topic = topic_of_id(v, {})
+            elif k in _PARTITION and type(v) is int:
+                partition = v
+    for v in node.values():
+        t = type(v)
+        if t is list:
+            for e in v:
+                if type(e) is dict:
+                    rows = e.get("records")
+                    if type(rows) is _Rows:  # a batch (its fields name nothing)
+                        if "control" in e["attributes"]:
+                            raise _Unsure  # control records: the tree reads them
+                        _emit(rows, topic, partition, head, joins, out)
+                    else:
+                        _walk(e, topic, partition, True, head, joins, out)
+        elif t is dict:
+            _walk(v, topic, partition, False, head, joins, out)
+        elif t is _Rows:
+            if "control" in node["attributes"]:
+                raise _Unsure  # control records: the tree reads their key and value
+            _emit(v, topic, partition, head, joins, out)
+
+
+class RecordBlock:
+    """The rows of one batch's records, held as one: the columns they share (every
+    column, in rows._record_row's order, the joins after it) and each record's own.
+    Held, sorted and spilled as one item (pipeline/spill.py); ``rows()`` makes the dicts."""
+
+    __slots__ = ("shared", "records")
+
+    def __init__(self, shared: dict[str, Any], records: list[tuple[Any, ...]]):
+        self.shared, self.records = shared, records
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def rows(self) -> list[dict[Any, Any]]:
+        out = []
+        shared = self.shared
+        for offset, ts, key, size, headers in self.records:
+            r = shared.copy()
+            r["offset"], r["timestamp"], r["key"], r["value_size"] = offset, ts, key, size
+            r["headers"], r["problems"] = headers, []
+            out.append(r)
+        return out
+
+    def __reduce__(self) -> tuple[Any, ...]:  # (pickled by spill.py)
+        return RecordBlock, (self.shared, list(self.records))
+
+
+def _emit(
+    rows: _Rows,
+    topic: Any,
+    partition: Any,
+    head: dict[str, Any],
+    joins: dict[str, Any] | None,
+    out: list[Any],
+) -> None:
+    shared = {
+        **head,
+        "topic": topic,
+        "partition": partition,
+        "offset": None,
+        "timestamp": None,
+        "key": None,
+        "value_size": None,
+        "headers": None,
+        "problems": None,
+        "key_json": None,
+        "key_schema": None,
+        "value_json": None,
+        "value_schema": None,
+        **(joins or {}),
+    }
+    if rows:
+        out.append(RecordBlock(shared, rows))
+
+
+def batch_columns_py(
+    data: Any, pos: int, end: int, count: int, base: int, ts0: int, fixed_ts: bool
+) -> list[tuple[Any, ...]] | None:
+    """The reference of the compiled walker on one batch: the values decoder's record
+    loop, each record's columns as ``rows._record_row`` makes them (None: not clean)."""
+    from ..protocol.reader import VarintTooLong
+    from ..protocol.values import record_loop
+    from .rows import _text_or_hex, ms_micros
+
+    try:
+        records, stop = record_loop(data, pos, end, count, base, ts0, fixed_ts, bytes)
+    except (Bail, IndexError, VarintTooLong):
+        return None
+    if stop != end:
+        return None
+    return [
+        (
+            r["offset"],
+            ms_micros(r["timestamp"]),
+            _text_or_hex(r["key"]),
+            len(r["value"]) if r["value"] is not None else None,
+            [{"key": h["key"], "value": _text_or_hex(h["value"])} for h in r["headers"]],
+        )
+        for r in records
+    ]
