@@ -6,6 +6,7 @@ For tests whose point is what the command prints or how it exits. Tests of the p
 itself keep a subprocess: start-up imports, CPU and memory measured, signals, workers,
 rights, a real terminal. A bug raises here with its traceback (the entry point's --debug),
 where the installed command would print one line and exit 70: such a test fails either way.
+One run at a time: the run has the process's sys.stdin, stdout and stderr to itself.
 """
 
 from __future__ import annotations
