@@ -19,9 +19,12 @@ from click.testing import CliRunner
 from kdissect.cli.entry import main
 
 
-def kdissect(*args: str, input: str | bytes | None = None) -> subprocess.CompletedProcess[bytes]:
-    """One run of ``kdissect ARGS`` (paths absolute: the working directory is the test's)."""
-    with CliRunner().isolation(input=input) as (out, err, _):
+def kdissect(
+    *args: str, input: str | bytes | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[bytes]:
+    """One run of ``kdissect ARGS`` (paths absolute: the working directory is the test's);
+    ``env``: variables set for the run."""
+    with CliRunner().isolation(input=input, env=env) as (out, err, _):
         code = 0
         try:
             main([*args, "--debug"])
@@ -37,9 +40,11 @@ def kdissect(*args: str, input: str | bytes | None = None) -> subprocess.Complet
     return subprocess.CompletedProcess(["kdissect", *args], code, out.getvalue(), err.getvalue())
 
 
-def kdissect_text(*args: str) -> subprocess.CompletedProcess[str]:
+def kdissect_text(
+    *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """``kdissect``, its stdout and stderr decoded (UTF-8, as `text=True` reads a pipe here)."""
-    run = kdissect(*args)
+    run = kdissect(*args, env=env)
     return subprocess.CompletedProcess(
         run.args, run.returncode, run.stdout.decode(), run.stderr.decode()
     )
