@@ -8,7 +8,6 @@ import json
 import re
 import struct
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,7 @@ from kdissect.blob import BlobError, find_candidates, parse_blob
 from kdissect.protocol import decode_request
 from kdissect.protocol.embedded import sasl_parts
 from kdissect.protocol.grammar import GrammarError, parse_grammar
+from tests.support.cli import kdissect
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "captures" / "blobs" / "metadata-v0-response.erl"
@@ -24,13 +24,7 @@ DATA = bytes(int(x) for x in re.findall(r"\d+", SAMPLE.read_text()))
 
 
 def run(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "kdissect", *args],
-        input=stdin,
-        capture_output=True,
-        cwd=ROOT,
-        timeout=120,
-    )
+    return kdissect(*args, input=stdin)
 
 
 def _columns(data: bytes, per_line: int, fmt) -> str:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import random
 import subprocess
-import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from kdissect.capture.pcapfile import CaptureReader
 from kdissect.render.records import records_of
 from kdissect.sources.pcap import exchanges_in
 from kdissect.stream.facts import facts
+from tests.support.cli import kdissect_text
 from tests.support.scenarios import SCENARIOS, records
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -316,18 +316,12 @@ def test_damaged_captures(tmp_path, damage):
 
 
 def test_cli_on_a_capture_and_on_bad_files(tmp_path):
-    run = lambda *a: subprocess.run(
-        [sys.executable, "-m", "kdissect", "pcap", *a],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=120,
-    )
-    res = run("captures/confluent-group.pcap")
+    run = lambda *a: kdissect_text("pcap", *a)
+    res = run(str(CAPTURES / "confluent-group.pcap"))
     assert res.returncode == 0
     assert "JoinGroup v5" in res.stdout and "MEMBER_ID_REQUIRED" in res.stdout
     assert "Produce v10" in res.stdout and "ck-group[0]  4 records" in res.stdout
-    res = run("captures/aiokafka.pcap", "--format", "jsonl")
+    res = run(str(CAPTURES / "aiokafka.pcap"), "--format", "jsonl")
     rows = [json.loads(line) for line in res.stdout.splitlines()]
     by_index = {r["index"]: r for r in rows}
     for r in rows:
@@ -450,13 +444,7 @@ def test_unsupported_link_type_is_reported(tmp_path):
     out = tmp_path / "usb.pcap"
     with PcapWriter(str(out), linktype=189, sync=True) as w:  # USB: not IP
         w.write(b"\x00" * 64)
-    res = subprocess.run(
-        [sys.executable, "-m", "kdissect", "pcap", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    res = kdissect_text("pcap", str(out))
     # nothing Kafka could be found: said, and exit status 1
     assert res.returncode == 1 and "unsupported link types: link type 189 (1 packets)" in res.stderr
     assert "no Kafka traffic found in 1 packets" in res.stderr
@@ -522,12 +510,7 @@ def test_sasl_tokens_after_handshake_v0_are_recognised():
     final = next(m for m in tokens if "client-final" in m.decoded().tree.children[0].note)
     proof = final.decoded().tree.children[0].child("proof")
     assert proof.value == "<redacted>" and proof.secret
-    res = subprocess.run(
-        [sys.executable, "-m", "kdissect", "pcap", "captures/sasl-v0.pcap", "--format", "jsonl"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-    )
+    res = kdissect_text("pcap", str(CAPTURES / "sasl-v0.pcap"), "--format", "jsonl")
     raw_proof = final.data.split(b",p=")[1].decode()
     assert raw_proof not in res.stdout and '"proof": "<redacted>"' in res.stdout
 
@@ -575,13 +558,7 @@ def test_kafka_found_on_any_port_and_verbose_trees(tmp_path):
     got = dissect(moved, ports={19093}, detect=False)[0]
     assert strip(_fingerprint(got)) == original and got[0].broker[1] == 19093
     assert dissect(moved, detect=False)[0] == []
-    run = lambda *a: subprocess.run(
-        [sys.executable, "-m", "kdissect", "pcap", str(moved), *a],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    run = lambda *a: kdissect_text("pcap", str(moved), *a)
     res = run("--no-detect")
     assert "no Kafka traffic found" in res.stderr and "add others with -p" in res.stderr
     res = run("-V", "-Y", "api == Produce")

@@ -11,8 +11,6 @@ from __future__ import annotations
 import importlib
 import json
 import struct
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -24,6 +22,7 @@ from kdissect.sources.pcap import exchanges_in
 from kdissect.stream import orphans
 from kdissect.stream.framing import UNSURE, UNSURE_MAX, Framer
 from kdissect.stream.connection import plausible_request
+from tests.support.cli import kdissect_text as kdissect
 from tests.support.pcap_edit import (
     begun_later,
     first_requests_as,
@@ -55,16 +54,6 @@ def reading(got) -> list[tuple]:
 
 def sides(got) -> Counter:
     return Counter({ex.stream: ex.side_by for ex in got.exchanges}.values())
-
-
-def kdissect(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "kdissect", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
 
 
 # -- a version newer than the tables ----------------------------------------------------

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -11,6 +10,7 @@ import pytest
 from kdissect.filters import FilterError, parse_filter
 from kdissect.stream.fields import ExchangeFields
 from kdissect.stream.stats import Stats, percentile
+from tests.support.cli import kdissect_text
 from tests.test_captures import dissect
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -102,12 +102,7 @@ def test_stats_add_up(views):
 
 
 def test_cli_filter_and_stats():
-    run = lambda *a: subprocess.run(
-        [sys.executable, "-m", "kdissect", "pcap", str(GROUP), *a],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    run = lambda *a: kdissect_text("pcap", str(GROUP), *a)
     res = run("-Y", "error != 0")
     assert (
         res.returncode == 0 and res.stdout.count("\n") == 1 and "MEMBER_ID_REQUIRED" in res.stdout
@@ -122,12 +117,7 @@ def test_cli_filter_and_stats():
 
 def test_topic_ids_are_named_from_the_capture():
     """Fetch v16 names topics only by id; the Metadata exchanges before it say which."""
-    run = lambda *a: subprocess.run(
-        [sys.executable, "-m", "kdissect", "pcap", str(GROUP), *a],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    run = lambda *a: kdissect_text("pcap", str(GROUP), *a)
     res = run("-Y", "api == Fetch and topic == ck-group")
     lines = res.stdout.splitlines()
     assert len(lines) == 2 and all("Fetch v16" in ln and "ck-group[0,1,2,3]" in ln for ln in lines)

@@ -195,6 +195,7 @@ def _run_unprivileged(args: list[str]) -> tuple[int, str, str]:
     return run.returncode, out, err
 
 
+@pytest.mark.slow  # seven CLI runs without the right to read: seconds
 def test_permission_denied_for_real(tmp_path):
     """Files and directories kdissect may not read (the tests run as root, who reads
     everything: here without that right): in a log dir, an unreadable segment and an
@@ -272,6 +273,7 @@ def test_quorum_state_deep_and_wide(tmp_path):
     assert code == 0 and '"k99999"' in out
 
 
+@pytest.mark.slow  # 40 MB of files written and read back: seconds
 def test_full_index_and_huge_checkpoint_are_bounded(tmp_path):
     """A 10 MiB .index with every entry used (Kafka's default size: 1.3 M entries took
     3.3 GB) and a 21 MB leader-epoch-checkpoint (1.5 GB): the entries past a bound are
@@ -544,6 +546,7 @@ def test_registry_that_trickles_is_given_up(tmp_path, monkeypatch):
 # -- key logs, the proxy's options, live ---------------------------------------------------
 
 
+@pytest.mark.slow  # 200 MB of newlines written and read: seconds
 def test_keylog_of_newlines(tmp_path):
     """200 MB of newlines took 1.8 GB (a list of empty lines)."""
     keys = tmp_path / "nl.keys"
@@ -795,6 +798,7 @@ def test_protobuf_message_index_path_is_bounded(tmp_path):
     assert code == 0 and "message index path" in out
 
 
+@pytest.mark.slow  # seven runs of values of 160 KB-1.4 MB: seconds
 def test_protobuf_repeated_keys_are_linear(tmp_path):
     """A later occurrence of a Protobuf field or map key replaced the earlier one after a
     search of the message's fields: a 160 KB value of unknown fields each followed by the
@@ -842,6 +846,7 @@ def test_protobuf_repeated_keys_are_linear(tmp_path):
     assert "k0  number" in results[-1][1]  # (the located tree)
 
 
+@pytest.mark.slow  # two runs over a 3,000-field type: seconds
 def test_protobuf_repeated_field_of_a_big_type(tmp_path):
     """A 160 KB Protobuf value with a repeated field (34 CPU-s in the issue): each element
     of a repeated message rebuilt its type's field index (a type of 3,000 fields: 42
@@ -869,6 +874,7 @@ def test_protobuf_repeated_field_of_a_big_type(tmp_path):
     assert '"m": [{"f1": 7}, {}, {}' in text and '"e": ["V1", "V1", "V1"' in text
 
 
+@pytest.mark.slow  # 256 MB gzipped and inflated again: seconds
 def test_pcapng_secrets_block_of_newlines(tmp_path):
     """A 282 KB .pcapng.gz whose Decryption Secrets Block inflates to 256 MB of newlines
     (> 2.6 GB: a list of empty lines): read as a key log without such a list."""

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from kdissect.protocol import schemas
 from kdissect.sources.pcap import exchanges_in
 from tests.support.apache_kafka import PREVIOUS_CLIENTS, VERSION, previous_clients_classpath
 from tests.support.capture import Tcpdump
+from tests.support.cli import kdissect_text
 from tests.support.kafka_scenarios import (
     CAPTURES,
     SNAPSHOTTING,
@@ -221,10 +221,10 @@ def test_tls_capture_opens_with_its_key_log():
 # -- live: the same sessions against the session's broker and cluster -------------------
 def cli_lines(path: Path, ports: list[int]) -> list[dict]:
     """`kdissect pcap PATH -p PORT... --format jsonl`, as a user runs it: its messages."""
-    args = [sys.executable, "-m", "kdissect", "pcap", str(path), "--format", "jsonl"]
+    args = ["pcap", str(path), "--format", "jsonl"]
     for port in ports:
         args += ["-p", str(port)]
-    out = subprocess.run(args, capture_output=True, text=True, timeout=600, cwd=ROOT)
+    out = kdissect_text(*args)
     assert out.returncode == 0, out.stderr[-2000:]
     return [json.loads(x) for x in out.stdout.splitlines() if x.startswith("{")]
 

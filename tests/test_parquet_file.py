@@ -17,6 +17,7 @@ from kdissect.pipeline import columns, parquet_file
 from kdissect.pipeline.extract import capture_rows
 from kdissect.pipeline.parquet_file import write_table
 from kdissect.pipeline.tables import EXCHANGES, RECORDS, _micros, arrow_schema
+from tests.support.cli import kdissect_text
 
 ROOT = Path(__file__).resolve().parents[1]
 CAPTURES = sorted(str(p) for p in (ROOT / "captures").rglob("*.pcap"))
@@ -233,12 +234,7 @@ def test_parquet_exits_as_the_other_formats_on_an_unreadable_input(tmp_path, con
     out = tmp_path / "x.parquet"
 
     def run(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [sys.executable, "-m", "kdissect", "pcap", str(bad), *args],
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-        )
+        return kdissect_text("pcap", str(bad), *args)
 
     for done in (
         run("--format", "jsonl"),
@@ -250,12 +246,6 @@ def test_parquet_exits_as_the_other_formats_on_an_unreadable_input(tmp_path, con
     # with a readable capture beside it, its rows are still written, and the status says
     # one input was not read
     good = str(ROOT / "captures" / "kcat.pcap")
-    done = subprocess.run(
-        [sys.executable, "-m", "kdissect", "pcap", good, str(bad), "--format", "parquet"]
-        + ["-o", str(out)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-    )
+    done = kdissect_text("pcap", good, str(bad), "--format", "parquet", "-o", str(out))
     assert done.returncode == 1 and says in done.stderr
     assert pq.read_table(out).num_rows > 0

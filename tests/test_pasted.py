@@ -1,12 +1,11 @@
 """Reading a paste: whole or split into size-prefixed messages, whichever decodes best."""
 
 import struct
-import subprocess
-import sys
 from pathlib import Path
 
 from kdissect.sources.paste_choice import read_paste
 from kdissect.sources.pasted import Hints
+from tests.support.cli import kdissect_text as kdissect
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -47,23 +46,8 @@ def test_a_real_chain_of_messages_is_still_split():
 
 
 def test_the_cli_says_which_reading_it_chose():
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "kdissect",
-            "blob",
-            API_VERSIONS_V0.hex(),
-            "--api",
-            "ApiVersions",
-            "--version",
-            "0",
-            "--response",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=ROOT,
+    out = kdissect(
+        "blob", API_VERSIONS_V0.hex(), "--api", "ApiVersions", "--version", "0", "--response"
     )
     assert out.returncode == 0, out.stderr
     assert "as one message without a size prefix (chosen over 2 size-prefixed" in out.stderr
@@ -338,45 +322,21 @@ def test_records_reads_a_bare_v0_message_as_a_message_set_entry():
 
 def test_show_extraction_lists_the_candidates_and_candidate_picks_one():
     text = (REAL / "tester-log-request-and-response.txt").read_text()
-    res = subprocess.run(
-        [sys.executable, "-m", "kdissect", "blob", text, "--show-extraction", "--no-hex"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=120,
-    )
+    res = kdissect("blob", text, "--show-extraction", "--no-hex")
     assert res.returncode == 0, res.stderr
     assert "3 candidate region(s), best first" in res.stderr
     assert (
         "1. 62 bytes (hex dumps, joined) from lines 6-14: 2 size-prefixed messages" in res.stderr
         and "<- read" in res.stderr
     )
-    other = subprocess.run(
-        [sys.executable, "-m", "kdissect", "blob", text, "--candidate", "3", "--json"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=120,
-    )
+    other = kdissect("blob", text, "--candidate", "3", "--json")
     out = json.loads(other.stdout)
     assert out["input"]["candidate"] == 3 and out["input"]["length"] == 23
     assert [m["direction"] for m in out["messages"]] == ["response"]
-    plain = subprocess.run(
-        [sys.executable, "-m", "kdissect", "blob", text, "--no-hex"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=120,
-    )
+    plain = kdissect("blob", text, "--no-hex")
     assert plain.stderr.startswith(
         "read 62 bytes (hex dumps, joined) from lines 6-14, "
         "candidate 1 of 3 (--show-extraction lists them)"
     )
-    bad = subprocess.run(
-        [sys.executable, "-m", "kdissect", "blob", text, "--candidate", "9"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=120,
-    )
+    bad = kdissect("blob", text, "--candidate", "9")
     assert bad.returncode == 2 and "there is no candidate 9" in bad.stderr

@@ -15,6 +15,7 @@ from kdissect.pipeline.extract import capture_rows, flow_rows, shard_segments
 from kdissect.stream.diagnoses import ACROSS_CONNECTIONS
 from kdissect.stream.rows import UNRESOLVED, resolve_record_topics, resolve_topics
 from kdissect.sources.pcap import DEFAULT_PORTS
+from tests.support.cli import kdissect_text
 
 pytestmark = pytest.mark.slow  # whole Parquet/Spark pipelines
 
@@ -414,22 +415,8 @@ def test_log_tables_of_a_directory_without_kafka_files_are_refused(tmp_path):
     writes nothing (empty tables would say the log was read and found empty)."""
     (tmp_path / "in" / "sub").mkdir(parents=True)
     (tmp_path / "in" / "sub" / "notes.txt").write_text("not Kafka's")
-    res = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "kdissect",
-            "log",
-            str(tmp_path / "in"),
-            "--format",
-            "parquet",
-            "-o",
-            str(tmp_path / "t"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=Path(__file__).resolve().parents[1],
+    res = kdissect_text(
+        "log", str(tmp_path / "in"), "--format", "parquet", "-o", str(tmp_path / "t")
     )
     assert res.returncode == 1 and "Traceback" not in res.stderr
     assert "no Kafka log files in" in res.stderr

@@ -6,8 +6,6 @@ from __future__ import annotations
 import csv
 import io
 import struct
-import subprocess
-import sys
 from pathlib import Path
 
 import click
@@ -19,6 +17,7 @@ from kdissect.sources.pcap import exchanges_in
 from kdissect.sources.rawstreams import RawStreams
 from kdissect.stream.engine import Engine
 from kdissect.stream.sink import Collect
+from tests.support.cli import kdissect_text
 
 ROOT = Path(__file__).resolve().parents[1]
 CAPTURE = ROOT / "captures" / "kafka-sasl.pcap"
@@ -35,14 +34,9 @@ def test_tsv_is_registered_and_offered_where_it_can_be_written():
 
 
 def test_tsv_gives_one_row_per_exchange_with_the_filter_fields():
-    out = subprocess.run(
-        [sys.executable, "-m", "kdissect", "pcap", "--no-tui", "--format", "tsv", str(CAPTURE)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=120,
-        check=True,
-    ).stdout
+    run = kdissect_text("pcap", "--no-tui", "--format", "tsv", str(CAPTURE))
+    assert run.returncode == 0, run.stderr
+    out = run.stdout
     rows = list(csv.DictReader(io.StringIO(out), delimiter="\t"))
     exchanges = exchanges_in([str(CAPTURE)]).exchanges
     assert len(rows) == len(exchanges) > 0

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_hostile import KDISSECT, ROOT
+from tests.support.cli import kdissect
 from tests.test_hostile_files import _uvarint as _uv, _varint, mh, tcp_pcap
 
 JAAS_PW = "JaasPw-7781"
@@ -159,9 +159,7 @@ def assert_clean(text: str, where: str) -> None:
 
 
 def _run(args: list[str], tmp_path: Path) -> str:
-    import subprocess
-
-    run = subprocess.run([*KDISSECT, *args], cwd=ROOT, capture_output=True, timeout=600)
+    run = kdissect(*args)
     assert run.returncode == 0, run.stderr.decode()[-2000:]
     return run.stdout.decode("utf-8", "replace") + run.stderr.decode("utf-8", "replace")
 

@@ -14,13 +14,13 @@ import hashlib
 import hmac
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.support.apache_kafka import ApacheKafka, classpath
 from tests.support.capture import Tcpdump
+from tests.support.cli import kdissect
 from tests.support.javac import java_command
 from tests.test_proxy import ProxyProcess
 from tests.test_secrets_outputs import _forms, _parquet_text
@@ -32,9 +32,7 @@ pytestmark = pytest.mark.slow
 
 
 def kd(*args: str) -> str:
-    run = subprocess.run(
-        [sys.executable, "-m", "kdissect", *args], cwd=ROOT, capture_output=True, timeout=900
-    )
+    run = kdissect(*args)
     assert run.returncode == 0, (args, run.stderr.decode()[-2000:])
     assert b"Traceback" not in run.stderr
     return run.stdout.decode("utf-8", "replace") + run.stderr.decode("utf-8", "replace")

@@ -6,7 +6,6 @@ same workload sent in plaintext, checked against tshark with the same key log.""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import time
 import sys
@@ -268,6 +267,7 @@ def test_hostile_records_give_findings(damage):
 
 from kdissect.sources.pcap import exchanges_in  # noqa: E402
 from tests.support.broker import Broker, free_port  # noqa: E402
+from tests.support.cli import kdissect_text  # noqa: E402
 from tests.support.tls_capture import record_tls  # noqa: E402
 
 CONFIGS = {
@@ -361,13 +361,7 @@ def tls12_run(tls_broker, tmp_path_factory):
 
 
 def kdissect(*args, env=None):
-    return subprocess.run(
-        [sys.executable, "-m", "kdissect", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, **(env or {})},
-    )
+    return kdissect_text(*map(str, args), env=env)
 
 
 @pytest.mark.slow
