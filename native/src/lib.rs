@@ -20,6 +20,7 @@ mod jsonrec;
 mod logjson;
 mod mapped;
 mod reasm;
+mod record_walk;
 mod records_table;
 mod tls;
 mod values;

@@ -14,6 +14,8 @@ use pyo3::types::{PyBytes, PyString};
 use std::cell::RefCell;
 use std::io::Write;
 
+use crate::record_walk::{bytes_of, walk, Records, HEX};
+
 thread_local! {
     /// The output buffer, kept between calls: a fresh one per batch costs a page fault
     /// per 4 KiB written (the allocator maps big blocks anew each time).
@@ -46,37 +48,6 @@ fn text_of(
         }
         Ok(got)
     })
-}
-
-const HEX: &[u8; 16] = b"0123456789abcdef";
-
-/// An unsigned LEB128 varint of at most `max` bytes at `*p`, all before `end` (Python's
-/// `reader.uvarint`: longer is an error, as is running past the end).
-#[inline]
-fn uvarint(d: &[u8], p: &mut usize, end: usize, max: usize) -> Option<u128> {
-    let mut value: u128 = 0;
-    for i in 0..max {
-        if *p >= end {
-            return None;
-        }
-        let b = d[*p];
-        *p += 1;
-        value |= ((b & 0x7f) as u128) << (7 * i);
-        if b < 0x80 {
-            return Some(value);
-        }
-    }
-    None
-}
-
-#[inline]
-fn zigzag(n: u128) -> i128 {
-    ((n >> 1) as i128) ^ -((n & 1) as i128)
-}
-
-#[inline]
-fn varint(d: &[u8], p: &mut usize, end: usize, max: usize) -> Option<i128> {
-    uvarint(d, p, end, max).map(zigzag)
 }
 
 /// `s` as a JSON string the way Python's `json` writes it with `ensure_ascii`: `\"`,
@@ -271,22 +242,6 @@ fn push_wide(py: Python<'_>, out: &mut Vec<u8>, b: &[u8]) -> PyResult<()> {
     Ok(())
 }
 
-/// Nullable bytes (zigzag varint length, -1 for null) at `*p`, ending by `rec_end`.
-#[inline]
-fn nullable<'a>(d: &'a [u8], p: &mut usize, rec_end: usize) -> Option<Option<&'a [u8]>> {
-    let size = varint(d, p, rec_end, 5)?;
-    if size < 0 {
-        return if size == -1 { Some(None) } else { None };
-    }
-    let q = p.checked_add(usize::try_from(size).ok()?)?;
-    if q > rec_end {
-        return None;
-    }
-    let got = &d[*p..q];
-    *p = q;
-    Some(Some(got))
-}
-
 fn push_nullable(py: Python<'_>, out: &mut Vec<u8>, b: Option<&[u8]>) -> PyResult<()> {
     match b {
         None => out.extend_from_slice(b"null"),
@@ -298,83 +253,36 @@ fn push_nullable(py: Python<'_>, out: &mut Vec<u8>, b: Option<&[u8]>) -> PyResul
 /// The lines, or Ok(false) at the first thing the Python reference must judge. `list`:
 /// the records as one JSON array instead (`[{"offset": ...}, ...]`, what `json.dumps`
 /// makes of the values decoder's list: `kdissect pcap --format jsonl`'s batches).
-#[allow(clippy::too_many_arguments)]
-fn lines(
-    py: Python<'_>,
-    out: &mut Vec<u8>,
-    d: &[u8],
-    mut pos: usize,
-    end: usize,
-    count: i64,
-    base: i64,
-    ts0: i64,
-    fixed_ts: bool,
-    list: bool,
-) -> PyResult<bool> {
-    out.reserve((end - pos) + (end - pos) / 4 + 64);
+fn lines(py: Python<'_>, out: &mut Vec<u8>, d: &[u8], at: &Records, list: bool) -> PyResult<bool> {
+    out.reserve((at.end - at.pos) + (at.end - at.pos) / 4 + 64);
     if list {
         out.push(b'[');
     }
-    for i in 0..count {
-        let start = pos;
-        let mut p = pos;
-        let Some(length) = varint(d, &mut p, end, 5) else {
-            return Ok(false);
-        };
-        if length < 1 || length > (end - p) as i128 {
-            return Ok(false);
-        }
-        let rec_end = p + length as usize;
-        p += 1; // attributes
-        let Some(ts_delta) = varint(d, &mut p, rec_end, 10) else {
-            return Ok(false);
-        };
-        let ts = if fixed_ts {
-            ts0 as i128
-        } else {
-            ts0 as i128 + ts_delta
-        };
-        let Some(off_delta) = varint(d, &mut p, rec_end, 5) else {
-            return Ok(false);
-        };
-        let offset = base as i128 + off_delta;
-        let Some(key) = nullable(d, &mut p, rec_end) else {
-            return Ok(false);
-        };
-        let Some(value) = nullable(d, &mut p, rec_end) else {
-            return Ok(false);
-        };
-        let Some(nh) = varint(d, &mut p, rec_end, 5) else {
-            return Ok(false);
-        };
-        if nh < 0 || nh > (rec_end - p) as i128 {
-            return Ok(false);
-        }
+    let mut first = true;
+    let whole = walk(d, at, |r| {
         if !list {
-            push_int(out, start as i128);
+            push_int(out, r.start as i128);
             out.extend_from_slice(b", \"offset\": ");
         } else {
-            out.extend_from_slice(if i > 0 {
-                b", {\"offset\": "
-            } else {
+            out.extend_from_slice(if first {
                 b"{\"offset\": "
+            } else {
+                b", {\"offset\": "
             });
         }
-        push_int(out, offset);
+        first = false;
+        push_int(out, r.offset);
         out.extend_from_slice(b", \"timestamp\": ");
-        push_int(out, ts);
+        push_int(out, r.timestamp);
         out.extend_from_slice(b", \"key\": ");
-        push_nullable(py, out, key)?;
+        push_nullable(py, out, r.key)?;
         out.extend_from_slice(b", \"value\": ");
-        push_nullable(py, out, value)?;
+        push_nullable(py, out, r.value)?;
         out.extend_from_slice(b", \"headers\": [");
-        for j in 0..nh {
+        for (j, &(hkey, hvalue)) in r.headers.iter().enumerate() {
             if j > 0 {
                 out.extend_from_slice(b", ");
             }
-            let Some(hkey) = nullable(d, &mut p, rec_end) else {
-                return Ok(false);
-            };
             out.extend_from_slice(b"{\"key\": ");
             match hkey {
                 None => out.extend_from_slice(b"null"),
@@ -383,23 +291,17 @@ fn lines(
                     Err(_) => return Ok(false), // decoded with U+FFFD by Python
                 },
             }
-            let Some(hvalue) = nullable(d, &mut p, rec_end) else {
-                return Ok(false);
-            };
             out.extend_from_slice(b", \"value\": ");
             push_nullable(py, out, hvalue)?;
             out.push(b'}');
         }
-        if p != rec_end {
-            return Ok(false);
-        }
         out.extend_from_slice(if list { b"]}" } else { b"]}\n" });
-        pos = rec_end;
-    }
+        Ok(true)
+    })?;
     if list {
         out.push(b']');
     }
-    Ok(pos == end)
+    Ok(whole)
 }
 
 /// `render.log_lines.record_lines_py` for the `count` records of a v2 batch in
@@ -436,14 +338,19 @@ pub(crate) fn records_text(
     fixed_ts: bool,
     list: bool,
 ) -> PyResult<Option<Py<PyString>>> {
-    if !data.is_c_contiguous() || end > data.len_bytes() || pos > end {
+    // Safety: `data` is held (and read only) for this call
+    let Some(d) = (unsafe { bytes_of(&data, pos, end) }) else {
         return Ok(None);
-    }
-    // Safety: a contiguous buffer of len_bytes bytes, held (and read only) for this call
-    let d = unsafe { std::slice::from_raw_parts(data.buf_ptr() as *const u8, data.len_bytes()) };
-    text_of(py, |out| {
-        lines(py, out, d, pos, end, count, base, ts0, fixed_ts, list)
-    })
+    };
+    let at = Records {
+        pos,
+        end,
+        count,
+        base_offset: base,
+        base_timestamp: ts0,
+        fixed_timestamp: fixed_ts,
+    };
+    text_of(py, |out| lines(py, out, d, &at, list))
 }
 
 /// The first newline at or after `from` (8 bytes at a time).
