@@ -16,7 +16,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..stream.rows import ms_micros
+from ..stream.cells import ms_micros
 
 # Kafka's ms timestamps as TIMESTAMP (µs, UTC: the capture tables' type, and the unit
 # Spark's Arrow reader takes); none (-1) and damage past year 9999 are null

@@ -6,6 +6,7 @@ switch turns them all off: ``KDISSECT_PURE=1`` runs the pure-Python references."
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 PURE_ENV = "KDISSECT_PURE"
@@ -20,3 +21,10 @@ def extension() -> Any | None:
     except ImportError:
         return None
     return _native
+
+
+def compiled(name: str) -> Callable[..., Any] | None:
+    """A function of the extension by name, or None (not built, too old to have it, or
+    ``KDISSECT_PURE`` set): its caller then runs the pure-Python reference."""
+    ext = extension()
+    return getattr(ext, name, None) if ext is not None else None

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from ..protocol.reader import Bail, VarintTooLong
 from ..protocol.values import record_loop
 from ..protocol.values_schema.fast import JsonText
-from .compiled import compiled
+from ..protocol.native_ext import compiled
 from .records import json_bytes
 
 # json.dumps(x, default=str), as the lines encode

@@ -23,7 +23,7 @@ from typing import Any
 from ..protocol.batch import record_starts
 from ..protocol.reader import Bail, VarintTooLong
 from ..protocol.values import record_loop
-from .compiled import compiled as _compiled
+from ..protocol.native_ext import compiled as _compiled
 from .records import json_bytes
 
 # json.dumps(x, default=str): what every `kdissect log` JSON line is encoded with

@@ -16,7 +16,8 @@ from typing import Any
 
 from ..protocol.reader import Bail
 from ..protocol.values import NO_BYTES, body_values
-from ..render.compiled import compiled
+from ..protocol.native_ext import compiled
+from .cells import ms_micros, text_or_hex
 from .facts import topic_of_id
 from .model import KafkaMessage
 
@@ -201,7 +202,6 @@ def batch_columns_py(
     loop, each record's columns as ``rows._record_row`` makes them (None: not clean)."""
     from ..protocol.reader import VarintTooLong
     from ..protocol.values import record_loop
-    from .rows import _text_or_hex, ms_micros
 
     try:
         records, stop = record_loop(data, pos, end, count, base, ts0, fixed_ts, bytes)
@@ -213,9 +213,9 @@ def batch_columns_py(
         (
             r["offset"],
             ms_micros(r["timestamp"]),
-            _text_or_hex(r["key"]),
+            text_or_hex(r["key"]),
             len(r["value"]) if r["value"] is not None else None,
-            [{"key": h["key"], "value": _text_or_hex(h["value"])} for h in r["headers"]],
+            [{"key": h["key"], "value": text_or_hex(h["value"])} for h in r["headers"]],
         )
         for r in records
     ]

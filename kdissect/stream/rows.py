@@ -20,6 +20,7 @@ from ..protocol.records import record_offset
 from ..protocol.values_schema import value_columns
 from .facts import UNRESOLVED, topic_of_id
 from .fields import PROBLEM_GROUPS
+from .cells import ms_micros, text_or_hex
 from .model import Exchange, KafkaMessage
 from .record_table import fast_record_rows
 
@@ -188,29 +189,6 @@ def _plain_message(n: Node) -> bool:
     return attrs is not None and attrs.value is not None and attrs.value & 7 == 0
 
 
-# a record's own timestamp (ms) as the tables' TIMESTAMP (int µs): -1 (none) and values
-# past 9999-12-31 (damage) are null there; JSON lines keep the number as it was sent
-MAX_TIMESTAMP_MS = 253_402_300_799_999
-
-
-def ms_micros(ms: Any) -> int | None:
-    """A Kafka timestamp (ms) as a table's TIMESTAMP (µs), or None (see above)."""
-    return ms * 1000 if type(ms) is int and 0 <= ms <= MAX_TIMESTAMP_MS else None
-
-
-def _text_or_hex(value: Any) -> str | None:
-    if value is None:
-        return None
-    b = bytes(value)
-    try:
-        text = b.decode("utf-8")
-        if all(ch.isprintable() for ch in text):
-            return text
-    except UnicodeDecodeError:
-        pass
-    return "0x" + b.hex()
-
-
 def _record_row(
     n: Node, topic: Any, partition: Any, m: KafkaMessage, capture: str
 ) -> dict[Any, Any]:
@@ -230,12 +208,12 @@ def _record_row(
         "partition": partition,
         "offset": offset,
         "timestamp": ms_micros(ts),
-        "key": _text_or_hex(key.value) if key is not None else None,
+        "key": text_or_hex(key.value) if key is not None else None,
         "value_size": len(value.value) if value is not None and value.value is not None else None,
         "headers": [
             {
                 "key": k.value,
-                "value": _text_or_hex(v.value) if (v := h.child("value")) is not None else None,
+                "value": text_or_hex(v.value) if (v := h.child("value")) is not None else None,
             }
             for h in (headers.children if headers is not None else [])
             if (k := h.child("key")) is not None

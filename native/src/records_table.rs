@@ -17,9 +17,9 @@ use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
 use crate::record_walk::{bytes_of, walk, Records, HEX};
 
-/// rows.ms_micros's bound: timestamps (ms) past 9999-12-31 are null in the tables.
+/// cells.ms_micros's bound: timestamps (ms) past 9999-12-31 are null in the tables.
 const MAX_TIMESTAMP_MS: i128 = 253_402_300_799_999;
-/// rows._text_or_hex: the bytes as text when they are UTF-8 and every character is
+/// cells.text_or_hex: the bytes as text when they are UTF-8 and every character is
 /// printable (Python's `str.isprintable`, asked of Python past ASCII), else `0x` + hex.
 fn text_or_hex<'py>(py: Python<'py>, b: &[u8]) -> PyResult<Bound<'py, PyAny>> {
     if b.iter().all(|&c| (0x20..0x7f).contains(&c)) {
