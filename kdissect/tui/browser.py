@@ -150,7 +150,6 @@ class Browser(Sorting, Jobs, App):
 
     adapter: Adapter
     items: list
-    sorted_by: tuple[str, bool]
     live = False  # a source that runs until stopped
     loaded = False
 
@@ -274,21 +273,21 @@ class Browser(Sorting, Jobs, App):
         while at < len(batch) and time.monotonic() < until:
             self._arrived(batch[at])
             at += 1
-        if at < len(batch):
-            self.post_message(Arrived(batch, at))
-        else:
-            with self._handover:
-                batch, self._pending = self._pending, []
-                self._posted = bool(batch)
-            if batch:
-                self.post_message(Arrived(batch))
         first = before == 0 and table.row_count > 0
         self._redraw(first)
         if first:  # the first rows: show the first one
             self.show(self.current())
         elif at_end and table.row_count > before:
             table.move_cursor(table.row_count - 1)
-        await asyncio.sleep(0)  # the keys the terminal sent meanwhile join the queue
+        await asyncio.sleep(0)  # the keys the terminal sent meanwhile join the queue...
+        if at < len(batch):  # ...before the rest
+            self.post_message(Arrived(batch, at))
+            return
+        with self._handover:
+            batch, self._pending = self._pending, []
+            self._posted = bool(batch)
+        if batch:
+            self.post_message(Arrived(batch))
 
     def _arrived(self, obj: Any) -> None:
         self._undrawn = True

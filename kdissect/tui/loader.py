@@ -2,8 +2,10 @@
 progress) in a thread of this process, or in a child process so that the decoding
 (CPU-bound Python) does not hold this process's GIL while the UI answers keys. Either
 way the UI receives typed messages, one per hook: ``Row`` (an enriched exchange's view
-and its row), ``GapSeen``, ``TlsSeen``, ``Note``, ``Progress`` and finally ``Done``. With a ``Spill``, the child sends exchanges without their messages'
-bytes (``view.spans`` says where they are in the spill file)."""
+and its row), ``GapSeen``, ``TlsSeen``, ``Note``, ``Progress`` and finally ``Done``, a
+batch at a time from a child (the screen takes them as browser.Arrived messages). With
+a ``Spill``, the child sends exchanges without their messages' bytes (``view.spans``
+says where they are in the spill file)."""
 
 from __future__ import annotations
 
