@@ -7,12 +7,12 @@ statistics, e/E export, p goes to the next problem (a finding), ? helps, q quits
 
 Items come from ``sources.logunits.walk`` in a forked child (``read_items``: one batch
 decoded at a time, its decoding never holding this process's GIL) and are added to the
-list in slices of a few milliseconds (browser.Arrived), so the screen answers keys while a
-big log dir is read. Memory stays bounded as in `kdissect log`: the list keeps each batch's cells,
-findings and place in its file, not its tree; the selected batch is decoded again from
-the file (the last few are kept). Filters over the items read, searches, statistics and
-exports run in the background (filters and searches on every core: work.py), with
-progress on the work line; Esc cancels them."""
+list in slices of a few milliseconds (browser.Arrived), so the screen answers keys while
+a big log dir is read. Memory stays bounded as in `kdissect log`: the list keeps each
+batch's cells, findings and place in its file, not its tree; the selected batch is decoded
+again from the file (the last few are kept). Filters over the items read, searches,
+statistics and exports run in the background (filters and searches on every core:
+work.py), with progress on the work line; Esc cancels them."""
 
 from __future__ import annotations
 
