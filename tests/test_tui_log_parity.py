@@ -19,7 +19,8 @@ from click.testing import CliRunner
 from kdissect.cli import main
 from kdissect.protocol import Options
 from kdissect.tui.detail import Detail, HexView
-from kdissect.tui.log_app import LogApp, LogStatsScreen
+from kdissect.tui.log_app import LogApp
+from kdissect.tui.log_stats import LogStatsScreen
 from kdissect.tui.screens import HelpScreen
 from tests.support.tui import drive
 

@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 import os
 import threading
-import time
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime, timezone
@@ -16,14 +14,13 @@ from pathlib import Path
 
 from rich.text import Text
 from textual.binding import Binding
-from textual.widgets import Input, Static
+from textual.widgets import Input
 
 from ..protocol import Message, Options
 from ..render.lines import endpoint, message_json
 from ..render.text import format_value
 from ..stream import anomaly
 from ..stream.model import Gap, KafkaMessage
-from .palette import ANSI_DARK, ANSI_LIGHT
 from .browser import Browser, unique_path
 from .detail import Detail, Item
 from .exchange_items import BROKER_TIME, ExchangeAdapter, _row, _sort_value, tls_item
@@ -31,17 +28,7 @@ from .exchange_list import LOCK, ExchangeList
 from .record_match import asks_records, first_match
 from .filterbar import FILTER_CSS
 from .jobs import BAR_BINDINGS, WORK_CSS
-from .loader import (
-    Done,
-    GapSeen,
-    ListedView,
-    Note,
-    Row,
-    TlsSeen,
-    fork_loader,
-    receive_rows,
-    run_in_thread,
-)
+from .loader import GapSeen, ListedView, Row, TlsSeen, fork_loader, receive_rows, run_in_thread
 from .screens import StatsScreen
 from .sorting import SORT_BINDINGS
 from .spill import Spill
@@ -49,10 +36,6 @@ from .spill import Spill
 # the sort orders the `o` key cycles through (latency: slowest first)
 SORT_CYCLE = ("time", BROKER_TIME, "latency", "status", "API", "client → broker", "client id", "#")
 TIME_FORMATS = ("short", "utc", "local")
-_SLICE = 0.01  # seconds a UI tick adds rows for at most: keys stay answered
-_REDRAW = 0.3  # seconds between redraws of the growing list's extent and counts
-_KEEP_DECODED = 16  # full trees kept for the messages viewed last
-_TOASTS = 5  # load warnings shown as toasts; all of them are in `s`
 
 
 def long_time(ts: float, local: bool) -> str:
@@ -88,6 +71,7 @@ class KdissectApp(Browser):
     )
     SEARCH_HINT = "search bytes (decompressed records too): text, or hex as 0x0001 / hex: 00 01"
     EXPORT_AS = " as JSON"
+    EMPTY_HIDES = True
     SORT_CYCLE = SORT_CYCLE
     DESCENDING = frozenset({BROKER_TIME, "latency"})
     SORT_NAMES = {
@@ -156,7 +140,6 @@ class KdissectApp(Browser):
         self.items: list[ListedView] = []
         self.sorted_by: tuple[str, bool] = ("time", False)
         self.following: tuple[int, str] | None = None  # (stream, the filter before)
-        self.warnings: list[str] = []
         # values the filter bar completes: topics and client ids seen so far
         self.seen["client_id"] = set()
         self.gaps: list[Gap] = []  # holes in the streams (as --stats counts them)
@@ -164,14 +147,9 @@ class KdissectApp(Browser):
         self._job_progress: tuple[int, int] | None = None
         self.time_format = "short"
         self.stop = stop or threading.Event()
-        self._drawn = 0.0  # when the growing list was last redrawn
-        self._undrawn = False  # rows (or the end) came since
         # record keys and values in the tree: decoded (by their schemas, else what they
         # look like) or raw bytes; `d` toggles (see tree_options)
         self.values_decoded = self.options.values is not None
-        # full trees of the last messages viewed (by message index and whether values
-        # were decoded): memory stays bounded
-        self._trees: OrderedDict[tuple[int, bool], Message] = OrderedDict()
         # message bytes live in a spill file, loaded when needed (a forked loader only)
         self.spill = Spill() if isolate else None
 
@@ -186,13 +164,6 @@ class KdissectApp(Browser):
         """Every exchange read, in arrival order."""
         return self.items
 
-    def on_mount(self) -> None:
-        self.ansi_theme_dark, self.ansi_theme_light = ANSI_DARK, ANSI_LIGHT  # legible
-        self.table.set_order("time", lambda v: _sort_value(v, "time"), False)
-        self.set_interval(0.05, self._drain)
-        self._show_active_filter()  # a start filter (-Y) shows from the start
-        self._start_loading()
-
     def on_unmount(self) -> None:  # (Textual runs Browser's too)
         self.stop.set()  # the loading stops before its spill file closes
         if self.spill is not None:
@@ -200,81 +171,38 @@ class KdissectApp(Browser):
 
     # -- loading -------------------------------------------------------------------------
 
-    def _start_loading(self) -> None:
+    def start_loading(self) -> None:
         """The source in a child forked now (``isolate``), else in the worker thread."""
         options = self.options
         if self.isolate:
             forked = fork_loader(self.load, options, _row, self.spill)
             self.load_in_worker(lambda take: receive_rows(forked, options, take, self.stop))
         else:
-            self.load_in_worker(lambda take: run_in_thread(self.load, options, _row, take))
-
-    def _drain(self) -> None:
-        """Add what the loader found since the last tick, for _SLICE seconds at most:
-        keys are answered between slices. What the rows change on screen (the list's
-        extent, the counts, the progress) is redrawn every _REDRAW seconds at most:
-        a redraw of the screen costs more than adding thousands of rows."""
-        tables = self.query(ExchangeList)
-        if not tables:  # the app is closing: its widgets are gone
-            return
-        table = tables.first()
-        before = table.row_count
-        # a live list follows new rows while the cursor is on the last one (tail -f)
-        at_end = self.live and table.cursor_row >= before - 1 and self.sorted_by == ("time", False)
-        until = time.monotonic() + _SLICE
-        while self._incoming and time.monotonic() < until:
-            item = self._incoming.popleft()
-            if isinstance(item, Note):
-                self._warned(item.text, item.level)
-            elif isinstance(item, GapSeen):
-                self.gaps.append(item.gap)  # counted in the statistics as --stats counts them
-                self._warned(item.gap.describe())
-            elif isinstance(item, TlsSeen):  # listed in the statistics
-                self.tls_connections.append(item.facts)
-                if item.facts.stream is not None:
-                    self.tls_by_stream[item.facts.stream] = item.facts
-            elif isinstance(item, Done):
-                self.loaded = True
-                self._undrawn = True
-            elif isinstance(item, Row):
-                view = item.view
-                view.row, view._reasons = item.row
-                if view.row[0] in ("", "0"):  # no frame (the proxy's): by arrival
-                    view.row = (str(len(self.views) + 1), *view.row[1:])
-                self.views.append(view)
-                self.seen["topic"].update(view.facts().topics)
-                if view.ex.request is not None and view.ex.request.client_id:
-                    self.seen["client_id"].add(view.ex.request.client_id)
-                if self.matches(view):
-                    table.add(view)
-                self._undrawn = True
-        now = time.monotonic()
-        first = before == 0 and table.row_count > 0
-        if (self._undrawn or not self.loaded) and (
-            first or self.loaded or now - self._drawn >= _REDRAW
-        ):
-            self._drawn, self._undrawn = now, False
-            self._show_work()
-            table.grown()
-            self.fit_list()
-            self._show_active_filter()
-            self._update_subtitle()
-            self._show_empty()
-        if first:  # the first rows: show the first one
-            self.follow_cursor()
-        elif at_end and table.row_count > before:
-            table.move_cursor(table.row_count - 1)
-
-    def _warned(self, what: str, level: str = "warn") -> None:
-        """A note of the source: kept (the statistics list them all); the first few are
-        shown as they come, an error in the error colour."""
-        self.warnings.append(what)
-        if len(self.warnings) <= _TOASTS:
-            self.notify(what, severity="error" if level == "error" else "warning", timeout=8)
-        elif len(self.warnings) == _TOASTS + 1:
-            self.notify(
-                "more warnings: s (statistics) lists them all", severity="warning", timeout=8
+            self.load_in_worker(
+                lambda take: run_in_thread(self.load, options, _row, lambda sent: take([sent]))
             )
+
+    def admit(self, sent: object) -> ListedView | None:
+        """A row's exchange, numbered if it has no frame; gaps and TLS connections kept
+        for the statistics (gaps counted as --stats counts them)."""
+        if isinstance(sent, GapSeen):
+            self.gaps.append(sent.gap)
+            self.noted(sent.gap.describe(), "warn")
+            return None
+        if isinstance(sent, TlsSeen):
+            self.tls_connections.append(sent.facts)
+            if sent.facts.stream is not None:
+                self.tls_by_stream[sent.facts.stream] = sent.facts
+            return None
+        assert isinstance(sent, Row)
+        view = sent.view
+        view.row, view._reasons = sent.row
+        if view.row[0] in ("", "0"):  # no frame (the proxy's): by arrival
+            view.row = (str(len(self.views) + 1), *view.row[1:])
+        self.seen["topic"].update(view.facts().topics)
+        if view.ex.request is not None and view.ex.request.client_id:
+            self.seen["client_id"].add(view.ex.request.client_id)
+        return view
 
     def on_resize(self) -> None:
         self.fit_list()
@@ -292,31 +220,23 @@ class KdissectApp(Browser):
     def subtitle_note(self) -> str:
         return f"  following stream {self.following[0]}" if self.following else ""
 
-    def _show_empty(self) -> None:
-        """An empty list says why, and what to do next, until rows come."""
-        empty = self.query_one("#empty", Static)
-        if self.shown or not self.loaded:
-            empty.remove_class("visible")
-            self.table.display = self.query_one(Detail).display = True
-            return
+    def empty_text(self) -> Text:
         text = Text()
         if self.views:
             text.append(f"No exchange matches the filter {self.filter_text!r}", "bold yellow")
             text.append(f" ({len(self.views)} exchanges loaded).\n\n")
             text.append("/ changes the filter; an empty filter shows everything.")
-        else:
-            text.append(f"No Kafka exchanges in {self.title_text or 'the source'}.", "bold red")
-            text.append("\n\n")
-            for w in self.warnings:
-                text.append(f"• {w}\n", "yellow")
-            text.append(
-                "\nWhat next: check the file opens (`kdissect pcap FILE --no-tui` "
-                "prints the same reasons); if Kafka runs on other ports, add them "
-                "with -p PORT. q quits."
-            )
-        empty.update(text)
-        empty.add_class("visible")
-        self.table.display = self.query_one(Detail).display = False
+            return text
+        text.append(f"No Kafka exchanges in {self.title_text or 'the source'}.", "bold red")
+        text.append("\n\n")
+        for w in self.warnings:
+            text.append(f"• {w}\n", "yellow")
+        text.append(
+            "\nWhat next: check the file opens (`kdissect pcap FILE --no-tui` "
+            "prints the same reasons); if Kafka runs on other ports, add them "
+            "with -p PORT. q quits."
+        )
+        return text
 
     # -- the list -----------------------------------------------------------------------
 
@@ -392,16 +312,12 @@ class KdissectApp(Browser):
     def tree_of(self, m: KafkaMessage) -> Message:
         """The full tree of ``m``, decoded on first view and kept among the last few."""
         key = (m.index, self.values_decoded)
-        decoded = self._trees.get(key)
+        decoded = self.trees.recall(key)
         if decoded is None:
             decoded = m.decoded(self.tree_options())
             if not m.data and self.spill is not None:
                 return decoded  # its bytes were let go meanwhile: not kept
-            self._trees[key] = decoded
-            while len(self._trees) > _KEEP_DECODED:
-                self._trees.popitem(last=False)
-        else:
-            self._trees.move_to_end(key)
+            self.trees.keep(key, decoded)
         return decoded
 
     # -- actions ------------------------------------------------------------------------

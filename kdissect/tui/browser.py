@@ -3,12 +3,20 @@ selected item's field trees beside its bytes, a display filter, a byte search, t
 problem, sorting. What differs between exchanges (pcap, live, proxy) and Kafka's files
 on disk is an ``Adapter``: the cells and sort keys of an item, how a filter and a search
 test it, whether it is a problem and where. The apps (app.py, log_app.py) hold their
-sources, their detail and their own keys."""
+sources, their detail and their own keys.
+
+A source's messages (loader.py: rows, notes, progress, the end) reach the screen as
+``Arrived`` messages, handled between keys: a worker thread receives them and posts
+what came since the last post, one ``Arrived`` at a time (never one per row), and the
+screen adds them for a few milliseconds, then lets the keys queued meanwhile run before
+it goes on (``on_arrived``). Nothing polls."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
-from collections import deque
+import time
+from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
@@ -17,6 +25,7 @@ from rich.text import Text
 from textual import on
 from textual.app import App, ComposeResult
 from textual.containers import Vertical
+from textual.message import Message
 from textual.timer import Timer
 from textual.widgets import Footer, Header, Input, Static
 
@@ -28,12 +37,48 @@ from .exchange_list import ExchangeList
 from .filterbar import FilterInput, FilterSuggester, check_filter
 from .jobs import IN_WORKERS, Jobs, set_text, work_line
 from .loader import Done, Note, Progress
+from .palette import ANSI_DARK, ANSI_LIGHT
 from .screens import HelpScreen
 from .sorting import Sorting
 from .work import scan
 
 REST = 0.06  # seconds the list cursor rests before the detail follows
 DECODE_HERE = 4096  # bigger items decode in a worker thread
+SLICE = 0.01  # seconds the screen adds arrived items for, at most, before keys run
+REDRAW = 0.3  # seconds between redraws of the growing list's extent and counts
+KEEP_TREES = 16  # decoded trees kept for the items viewed last
+TOASTS = 5  # notes of the source shown as toasts (the statistics list them all)
+
+
+class Arrived(Message):
+    """What the source sent since the previous ``Arrived`` (loader.py's messages, and
+    the items), from ``start`` on: the rest of a batch the screen did not finish in one
+    slice comes again, behind the keys typed meanwhile."""
+
+    def __init__(self, batch: list, start: int = 0) -> None:
+        super().__init__()
+        self.batch, self.start = batch, start
+
+
+class Recent(OrderedDict):
+    """The trees decoded last, by key (at most ``most``): memory stays bounded."""
+
+    def __init__(self, most: int = KEEP_TREES) -> None:
+        super().__init__()
+        self.most = most
+
+    def recall(self, key: Any) -> Any:
+        """The tree kept under ``key`` (now the most recent), else None."""
+        found = self.get(key)
+        if found is not None:
+            self.move_to_end(key)
+        return found
+
+    def keep(self, key: Any, tree: Any) -> None:
+        self[key] = tree
+        self.move_to_end(key)
+        while len(self) > self.most:
+            self.popitem(last=False)
 
 
 def unique_path(path: Path) -> Path:
@@ -87,9 +132,11 @@ class Adapter(Protocol):
 
 class Browser(Sorting, Jobs, App):
     """The list, the detail, the bars and the work line over ``adapter``'s items. A
-    subclass sets ``adapter``, ``items`` (every item read, in arrival order) and says how
-    to show one (``show``), what the list shows when it is empty (``_show_empty``) and
-    what follows when the rows change (``follow_cursor``)."""
+    subclass sets ``adapter``, ``items`` (every item read, in arrival order),
+    ``sorted_by`` (its first order: arrival's) and says how to load (``start_loading``),
+    how to take what the source sends (``admit``, ``noted``, ``finished``), how to show
+    an item (``show``), what the list says when it is empty (``empty_text``) and what
+    follows when the rows change (``follow_cursor``)."""
 
     LIST: ClassVar[type[ExchangeList]] = ExchangeList
     LIST_ID: ClassVar[str] = "exchanges"
@@ -99,6 +146,7 @@ class Browser(Sorting, Jobs, App):
     STATS_HERE: ClassVar[int] = IN_WORKERS  # statistics of more items: in the background
     EXPORT_AS: ClassVar[str] = ""  # what the work line says the list's export writes
     STOPPED: ClassVar[str] = "loading stopped (Esc): the list holds what was read until then"
+    EMPTY_HIDES: ClassVar[bool] = False  # the empty list's reason takes the list's place
 
     adapter: Adapter
     items: list
@@ -120,7 +168,15 @@ class Browser(Sorting, Jobs, App):
         self.detail_item: Any = None  # what the detail shows
         self.pending: Any = None  # what it is about to show
         self._detail_timer: Timer | None = None
-        self._incoming: deque = deque()  # what the loader sent, not yet in the list
+        self.trees = Recent()  # the trees of the items viewed last
+        self.warnings: list[str] = []  # the source's notes
+        # what the source sent and no Arrived carries yet; whether one is on its way
+        self._pending: list = []
+        self._posted = False
+        self._handover = threading.Lock()
+        self._drawn = 0.0  # when the growing list was last redrawn
+        self._undrawn = False  # items (or the end) came since
+        self._redraw_timer: Timer | None = None
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -160,29 +216,135 @@ class Browser(Sorting, Jobs, App):
         """Items read so far (the filter may show fewer)."""
         return len(self.items)
 
+    def on_mount(self) -> None:
+        # ANSI colours mapped legibly (palette.py); kdissect log's screen once kept Textual's
+        self.ansi_theme_dark, self.ansi_theme_light = ANSI_DARK, ANSI_LIGHT
+        self.arrival = self.sorted_by  # the first order: the items' arrival
+        column, reverse = self.sorted_by
+        self.table.set_order(column, self.sort_value(column), reverse)
+        self._show_active_filter()  # a start filter (-Y) shows from the start
+        self.start_loading()
+
     def on_unmount(self) -> None:
         self.stop.set()
 
     # -- loading ---------------------------------------------------------------------------
 
-    def load_in_worker(self, receive: Callable[[Callable[[Any], None]], bool | None]) -> None:
-        """``receive(take)`` in a worker thread: ``take`` queues what the loader sends
-        for the list (a loader's ``Progress``: only the latest matters); ``receive`` returns
-        True when it queued why the loading ended. Its child, if any, was forked before,
-        from the UI thread (loader.Forked)."""
+    def start_loading(self) -> None:
+        """Start the source: ``load_in_worker`` with its receiving end."""
+        raise NotImplementedError
+
+    def load_in_worker(self, receive: Callable[[Callable[[list], None]], bool | None]) -> None:
+        """``receive(take)`` in a worker thread: ``take(objects)`` hands what the source
+        sent (in order) to the screen; ``receive`` returns True when it handed over why the
+        loading ended. Its child, if any, was forked before, from the UI thread
+        (loader.Forked)."""
 
         def run() -> None:
             if not receive(self._take) and self._stopped:  # Esc: the rows so far stay
-                self._take(Note(self.STOPPED))
-                self._take(Done())
+                self._take([Note(self.STOPPED), Done()])
 
         self.run_worker(run, thread=True, exclusive=True)
 
-    def _take(self, obj: Any) -> None:
+    def _take(self, objects: list) -> None:
+        """(In the worker thread.) ``objects`` for the screen: posted now if no
+        ``Arrived`` is on its way, else they join the next one (``on_arrived`` posts it)."""
+        with self._handover:
+            self._pending.extend(objects)
+            if self._posted:
+                return
+            self._posted = True
+            batch, self._pending = self._pending, []
+        self.post_message(Arrived(batch))
+
+    async def on_arrived(self, message: Arrived) -> None:
+        """Add the items that arrived for SLICE seconds at most, then let the keys typed
+        meanwhile run (the rest, or what came since, is posted behind them). What the
+        items change on screen (the list's extent, the counts, the progress) is redrawn
+        every REDRAW seconds at most: a redraw costs more than adding thousands of rows."""
+        if not self.query(ExchangeList):  # the app is closing: its widgets are gone
+            return
+        table = self.table
+        before = table.row_count
+        # a live list follows new rows while the cursor is on the last one (tail -f)
+        at_end = self.live and table.cursor_row >= before - 1 and self.sorted_by == self.arrival
+        batch, at = message.batch, message.start
+        until = time.monotonic() + SLICE
+        while at < len(batch) and time.monotonic() < until:
+            self._arrived(batch[at])
+            at += 1
+        first = before == 0 and table.row_count > 0
+        self._redraw(first)
+        if first:  # the first rows: show the first one
+            self.show(self.current())
+        elif at_end and table.row_count > before:
+            table.move_cursor(table.row_count - 1)
+        await asyncio.sleep(0)  # the keys the terminal sent meanwhile join the queue...
+        if at < len(batch):  # ...before the rest
+            self.post_message(Arrived(batch, at))
+            return
+        with self._handover:
+            batch, self._pending = self._pending, []
+            self._posted = bool(batch)
+        if batch:
+            self.post_message(Arrived(batch))
+
+    def _arrived(self, obj: Any) -> None:
+        self._undrawn = True
         if isinstance(obj, Progress):
             self._progress = (obj.done, obj.total)
+        elif isinstance(obj, Note):
+            self.noted(obj.text, obj.level)
+        elif isinstance(obj, Done):
+            self.loaded = True
+            self.finished()
         else:
-            self._incoming.append(obj)
+            item = self.admit(obj)
+            if item is not None:
+                self.items.append(item)
+                if self.matches(item):
+                    self.table.add(item)
+
+    def admit(self, obj: Any) -> Any:
+        """The item to list for what the source sent (None: a fact kept elsewhere)."""
+        return obj
+
+    def noted(self, text: str, level: str) -> None:
+        """A note of the source: kept (the statistics list them all); the first few are
+        shown as they come, an error in the error colour."""
+        self.warnings.append(text)
+        if len(self.warnings) <= TOASTS:
+            self.notify(text, severity="error" if level == "error" else "warning", timeout=8)
+        elif len(self.warnings) == TOASTS + 1:
+            self.notify(
+                "more warnings: s (statistics) lists them all", severity="warning", timeout=8
+            )
+
+    def finished(self) -> None:
+        """The source has sent everything."""
+
+    def _redraw(self, now_: bool = False) -> None:
+        """What the items changed on screen, now if ``now_`` or the loading ended, else
+        REDRAW seconds after the last redraw."""
+        if not self._undrawn or not self.query(ExchangeList):
+            return
+        now = time.monotonic()
+        wait = self._drawn + REDRAW - now
+        if not (now_ or self.loaded or wait <= 0):
+            if self._redraw_timer is None:
+                self._redraw_timer = self.set_timer(wait, self._redraw_later)
+            return
+        self._drawn, self._undrawn = now, False
+        self._show_work()
+        self.table.grown()
+        self.fit_list()
+        self._show_active_filter()
+        self._update_subtitle()
+        self._show_empty()
+
+    def _redraw_later(self) -> None:
+        self._redraw_timer = None
+        self._redraw()
 
     def current(self) -> Any:
         return self.table.current()
@@ -329,6 +491,17 @@ class Browser(Sorting, Jobs, App):
         self.sub_title = f"{self.title_text}  {count} {self.adapter.noun}s{note}{state}"
 
     def _show_empty(self) -> None:
+        """An empty list says why, and what to do next, once the loading ended."""
+        empty = self.query_one("#empty", Static)
+        says = self.loaded and not self.shown
+        if says:
+            empty.update(self.empty_text())
+        empty.set_class(says, "visible")
+        if self.EMPTY_HIDES:
+            self.table.display = self.query_one(Detail).display = not says
+
+    def empty_text(self) -> Text:
+        """Why the list is empty (nothing read, or nothing passes the filter)."""
         raise NotImplementedError
 
     @on(Input.Changed, "#filter")

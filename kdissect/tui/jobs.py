@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
+from textual.message import Message
 from textual.widgets import Input, ProgressBar, Static
 
 from .work import scan
 
 IN_WORKERS = 200  # record filters and searches over more rows run in workers
+_SAY_EVERY = 0.1  # seconds between a job's progress reports to the screen
 
 WORK_CSS = """
     #work { height: 1; }
@@ -73,6 +76,10 @@ def work_line() -> ComposeResult:
         yield ProgressBar(id="progress", show_eta=True)
 
 
+class WorkMoved(Message):
+    """The job under way got further (its worker thread says so every _SAY_EVERY s)."""
+
+
 class Jobs:
     """The job under way and the work line (a mixin of a Textual App)."""
 
@@ -121,8 +128,14 @@ class Jobs:
         self._job, self._job_progress = (what, cancel), None
         self._show_work()
 
+        said = 0.0
+
         def progress(done: int, total: int) -> None:
+            nonlocal said
             self._job_progress = (done, total)
+            if time.monotonic() - said >= _SAY_EVERY:
+                said = time.monotonic()
+                self.post_message(WorkMoved())  # type: ignore[attr-defined]
 
         def run() -> None:
             result = work(progress, cancel)
@@ -136,6 +149,9 @@ class Jobs:
                 finish(result)
 
         self.run_worker(run, thread=True, group="job")  # type: ignore[attr-defined]
+
+    def on_work_moved(self, message: WorkMoved) -> None:
+        self._show_work()
 
     def cancel_job(self) -> bool:
         """Esc: cancel the job under way, else stop loading; True if there was one."""

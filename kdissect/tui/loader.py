@@ -2,8 +2,10 @@
 progress) in a thread of this process, or in a child process so that the decoding
 (CPU-bound Python) does not hold this process's GIL while the UI answers keys. Either
 way the UI receives typed messages, one per hook: ``Row`` (an enriched exchange's view
-and its row), ``GapSeen``, ``TlsSeen``, ``Note``, ``Progress`` and finally ``Done``. With a ``Spill``, the child sends exchanges without their messages'
-bytes (``view.spans`` says where they are in the spill file)."""
+and its row), ``GapSeen``, ``TlsSeen``, ``Note``, ``Progress`` and finally ``Done``, a
+batch at a time from a child (the screen takes them as browser.Arrived messages). With
+a ``Spill``, the child sends exchanges without their messages' bytes (``view.spans``
+says where they are in the spill file)."""
 
 from __future__ import annotations
 
@@ -117,7 +119,8 @@ _MOST = 256  # objects per batch at most: each unpickles in a few ms
 
 
 def _forked_child(work: Callable, conn) -> None:
-    """In the child: ``work(emit)``, what it emits sent in batches."""
+    """In the child: ``work(emit)``, what it emits sent in batches (the screen gets a
+    batch at a time: browser.Arrived)."""
     batch: list = []
     last = time.monotonic()
 
@@ -148,11 +151,11 @@ class Forked:
         self.child.start()
         send.close()
 
-    def receive(self, take: Callable[[Any], None], stop: threading.Event) -> int | None:
-        """``take(obj)`` with each object the child emits, in order, in small batches
-        (unpickling a batch holds the GIL: keys wait for it). Returns None when the child
-        finished or ``stop`` was set (the child is then ended), else the exit code of a
-        child that died first."""
+    def receive(self, take: Callable[[list], None], stop: threading.Event) -> int | None:
+        """``take(objects)`` with the objects the child emits, in order, a batch as it
+        sent them (unpickling a batch holds the GIL: keys wait for it). Returns None when
+        the child finished or ``stop`` was set (the child is then ended), else the exit
+        code of a child that died first."""
         child, recv = self.child, self.recv
         try:
             while not stop.is_set():
@@ -163,10 +166,13 @@ class Forked:
                 except EOFError:  # it died without its last message
                     child.join(timeout=5)
                     return child.exitcode if child.exitcode is not None else -1
-                for obj in batch:
-                    if isinstance(obj, _End):
-                        return None
-                    take(obj)
+                ended = bool(batch) and isinstance(batch[-1], _End)
+                if ended:
+                    batch.pop()
+                if batch:
+                    take(batch)
+                if ended:
+                    return None
             return None
         finally:
             if child.is_alive():
@@ -180,8 +186,13 @@ def run_forked(
     take: Callable[[Any], None],
     stop: threading.Event,
 ) -> int | None:
-    """``work(emit)`` in a child forked now, ``take`` with what it emits (Forked)."""
-    return Forked(work).receive(take, stop)
+    """``work(emit)`` in a child forked now, ``take`` with each object it emits (Forked)."""
+
+    def each(batch: list) -> None:
+        for obj in batch:
+            take(obj)
+
+    return Forked(work).receive(each, stop)
 
 
 def fork_loader(load, options, row_of, spill=None) -> Forked:
@@ -201,19 +212,19 @@ def fork_loader(load, options, row_of, spill=None) -> Forked:
     return Forked(work)
 
 
-def receive_rows(forked: Forked, options, put: Callable, stop: threading.Event) -> None:
-    """``put`` with what ``fork_loader``'s child sends (its rows as ``Row``s); returns
-    when it is done or ``stop`` is set (then the child is ended)."""
+def receive_rows(
+    forked: Forked, options, put: Callable[[list], None], stop: threading.Event
+) -> None:
+    """``put(messages)`` with what ``fork_loader``'s child sends (its rows as ``Row``s), a
+    batch at a time; returns when it is done or ``stop`` is set (then the child is ended)."""
 
-    def take(item) -> None:
+    def row(item):
         if isinstance(item, _Sent):
             view = ListedView(item.ex, options)
             view.spans = item.spans
-            put(Row(view, item.row))
-        else:
-            put(item)
+            return Row(view, item.row)
+        return item
 
-    code = forked.receive(take, stop)
+    code = forked.receive(lambda batch: put([row(item) for item in batch]), stop)
     if code is not None:
-        put(Note(f"the loader ended unexpectedly (exit {code})", "error"))
-        put(Done())
+        put([Note(f"the loader ended unexpectedly (exit {code})", "error"), Done()])

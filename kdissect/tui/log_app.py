@@ -7,27 +7,21 @@ statistics, e/E export, p goes to the next problem (a finding), ? helps, q quits
 
 Items come from ``sources.logunits.walk`` in a forked child (``read_items``: one batch
 decoded at a time, its decoding never holding this process's GIL) and are added to the
-list in slices of a few milliseconds, so the screen answers keys while a big log dir is
-read. Memory stays bounded as in `kdissect log`: the list keeps each batch's cells,
-findings and place in its file, not its tree; the selected batch is decoded again from
-the file (the last few are kept). Filters over the items read, searches, statistics and
-exports run in the background (filters and searches on every core: work.py), with
-progress on the work line; Esc cancels them."""
+list in slices of a few milliseconds (browser.Arrived), so the screen answers keys while
+a big log dir is read. Memory stays bounded as in `kdissect log`: the list keeps each
+batch's cells, findings and place in its file, not its tree; the selected batch is decoded
+again from the file (the last few are kept). Filters over the items read, searches,
+statistics and exports run in the background (filters and searches on every core:
+work.py), with progress on the work line; Esc cancels them."""
 
 from __future__ import annotations
 
 import copy
-import time
-from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 
 from rich.text import Text
-from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import VerticalScroll
-from textual.screen import ModalScreen
-from textual.widgets import Static
 
 from ..filters import parse_filter
 from ..protocol import Options
@@ -43,19 +37,14 @@ from .log_items import (
     LOG_FIELDS,
     LogAdapter,
     _shift,
-    _sort_value,
     batch_tree,
     item_bytes,
     read_items,
     whole_batch,
 )
 from .log_list import LogList
-from .palette import ANSI_DARK, ANSI_LIGHT
 from .sorting import SORT_BINDINGS
 
-_TICK = 0.05  # seconds between hand-overs of items read to the list
-_SLICE = 0.01  # seconds a hand-over takes at most: keys wait no longer
-_KEEP_TREES = 16  # trees of the batches viewed last
 # the sort orders the `o` key cycles through (size and records: biggest first)
 SORT_CYCLE = (
     "#",
@@ -99,32 +88,6 @@ COMMIT / ABORT markers, ABORTED transactions' batches, deleted ones below the lo
 [b]Anywhere[/b]
   ?  this help     q  quit
 See docs/guide/log.md and docs/guide/tui.md."""
-
-
-class LogStatsScreen(ModalScreen):
-    """The statistics of the items listed (the filter applies)."""
-
-    BINDINGS = [Binding("escape,s,q", "dismiss", "Close")]
-    CSS = """
-    LogStatsScreen { align: center middle; }
-    #stats-box { width: 96%; height: 94%; border: round $accent; background: $surface;
-                 border-subtitle-color: $text-muted; }
-    """
-
-    def __init__(self, renderable) -> None:
-        super().__init__()
-        self.renderable = renderable
-
-    def compose(self) -> ComposeResult:
-        with VerticalScroll(id="stats-box"):
-            yield Static(self.renderable, id="stats-tables")
-            yield Static(Text("escape closes", style="dim"))
-
-    def on_mount(self) -> None:
-        self.ansi_theme_dark, self.ansi_theme_light = ANSI_DARK, ANSI_LIGHT  # legible
-        box = self.query_one("#stats-box")
-        box.border_subtitle = "↑ ↓ PgUp PgDn or the wheel scroll · Esc closes"
-        box.focus()
 
 
 class LogApp(Browser):
@@ -183,94 +146,55 @@ class LogApp(Browser):
         self.options = options or Options()
         self.adapter = LogAdapter(self.options)
         self.items: list[LogItem] = []  # every item read, in file order
-        self._trees: OrderedDict[int, tuple[Node, bytes]] = OrderedDict()
         flt = parse_filter(filter_text, LOG_FIELDS) if filter_text.strip() else None
         self.init_browser(", ".join(Path(p).name for p in paths), filter_text, flt)
         self._start_filter = self.filter  # what the reader tests items against
         self.sorted_by: tuple[str, bool] = ("#", False)
         self.error: str | None = None
 
-    def on_mount(self) -> None:
-        self.table.set_order("#", lambda it: _sort_value(it, "#"), False)
-        self._show_active_filter()
-        self._start_loading()
-        self.set_interval(0.1, self._show_work)
-        self.set_interval(_TICK, self._drain)
-
     # -- loading -------------------------------------------------------------------------
 
-    def _start_loading(self) -> None:
-        """The items read by a child forked now (``read_items``), queued for ``_drain``
-        by a worker thread; the child's decoding never holds this process's GIL."""
+    def start_loading(self) -> None:
+        """The items read by a child forked now (``read_items``), handed to the screen by
+        a worker thread; the child's decoding never holds this process's GIL."""
         paths, options, flt = self.paths, self.options, self.filter
         forked = Forked(lambda emit: read_items(paths, options, flt, emit))
 
         def receive(take) -> bool:
             code = forked.receive(take, self.stop)
             if code is not None:
-                take(Note(f"reading stopped: the reader ended unexpectedly (exit {code})", "error"))
-                take(Done())
+                why = f"reading stopped: the reader ended unexpectedly (exit {code})"
+                take([Note(why, "error"), Done()])
             return code is not None
 
         self.load_in_worker(receive)
 
-    def _drain(self) -> None:
-        """Add what the reader sent since the last tick, for _SLICE seconds at most: keys
-        are answered between slices."""
-        if not self._incoming or not self.query(LogList):  # nothing, or closing
-            return
-        table = self.table
-        first = not table.rows
-        until = time.monotonic() + _SLICE
-        done = False
-        while self._incoming and time.monotonic() < until:
-            obj = self._incoming.popleft()
-            if isinstance(obj, Note):
-                self.error = obj.text
-            elif isinstance(obj, Done):
-                done = True
-            else:
-                self._take_item(obj)
-        table.grown()
-        if done:
-            self.loaded = True
-            if self.error and table.rows:
-                self.notify(self.error, severity="warning", timeout=8)
-        self._show_work()
-        self._show_empty()
-        self._show_active_filter()
-        self._update_subtitle()
-        if first and table.rows:
-            self.show(table.rows[0])
-
-    def _take_item(self, item: LogItem) -> None:
+    def admit(self, item: LogItem) -> LogItem:
         passed = getattr(item, "passed", None)  # tested against the start filter
         if passed is not None:
             item.tested = (self._start_filter, passed)  # type: ignore[attr-defined]
             del item.passed  # type: ignore[attr-defined]
-        self.items.append(item)
         if item.topic is not None:
             self.seen["topic"].add(item.topic)
-        if self.matches(item):
-            self.table.add(item)
+        return item
 
-    def _show_empty(self) -> None:
-        empty = self.query_one("#empty", Static)
-        if self.shown or not self.loaded:
-            empty.remove_class("visible")
-            return
+    def noted(self, text: str, level: str) -> None:
+        self.error = text  # shown when the reading ends
+
+    def finished(self) -> None:
+        if self.error and self.shown:
+            self.notify(self.error, severity="warning", timeout=8)
+
+    def empty_text(self) -> Text:
         if self.error:
-            text = Text(self.error, style="bold red")
-        elif self.read:
-            text = Text(
+            return Text(self.error, style="bold red")
+        if self.read:
+            return Text(
                 f"No item matches the filter {self.filter_text!r} ({self.read} "
                 f"read). / changes it; an empty filter shows everything.",
                 "yellow",
             )
-        else:
-            text = Text("No Kafka files found.", style="bold red")
-        empty.update(text)
-        empty.add_class("visible")
+        return Text("No Kafka files found.", style="bold red")
 
     # -- the list and the detail ---------------------------------------------------------
 
@@ -278,7 +202,7 @@ class LogApp(Browser):
         self.show_current()
 
     def decode_cost(self, item: LogItem) -> int:
-        if not whole_batch(item) or id(item) in self._trees:
+        if not whole_batch(item) or id(item) in self.trees:
             return 0  # a tree read with the item, or kept
         return item.length  # type: ignore[attr-defined]
 
@@ -290,7 +214,7 @@ class LogApp(Browser):
 
     def keep_decoded(self, item: LogItem, decoded: tuple[Node, bytes] | None) -> None:
         if decoded is not None:
-            self._keep_tree(item, decoded)
+            self.trees.keep(id(item), decoded)
 
     def show(self, item: LogItem) -> None:
         self.detail_item = item
@@ -311,7 +235,7 @@ class LogApp(Browser):
         """(tree, bytes, their position in the file): a batch decoded again from its
         file (the last few kept), another file's tree as read."""
         start = getattr(item, "start", 0)
-        found = self._trees.get(id(item))
+        found = self.trees.recall(id(item))
         if found is None:
             try:
                 if item.tree is not None:  # a file other than a segment, or damage
@@ -322,14 +246,8 @@ class LogApp(Browser):
             except OSError as e:
                 self.notify(f"cannot read {item.path}: {e.strerror}", severity="error")
                 return None, b"", 0
-            self._keep_tree(item, found)
-        self._trees.move_to_end(id(item))
+            self.trees.keep(id(item), found)
         return found[0], found[1], start
-
-    def _keep_tree(self, item: LogItem, found: tuple[Node, bytes]) -> None:
-        self._trees[id(item)] = found
-        while len(self._trees) > _KEEP_TREES:
-            self._trees.popitem(last=False)
 
     def file_tree(self, item: LogItem) -> Node | None:
         """The item's tree at positions in its file (for the JSON lines); safe off the
@@ -352,9 +270,9 @@ class LogApp(Browser):
         return lambda progress, cancel: gather(items, progress, cancel)
 
     def open_stats(self, items: list, gathered) -> None:
-        from .log_stats import stats_view
+        from .log_stats import LogStatsScreen
 
-        self.push_screen(LogStatsScreen(stats_view(gathered)))
+        self.push_screen(LogStatsScreen(gathered))
 
     def export_of(self, item: LogItem) -> tuple[Path, Callable[[Path], object]]:
         """`e`: the item (a batch with its records) as JSON lines."""

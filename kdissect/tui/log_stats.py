@@ -1,6 +1,6 @@
-"""Statistics of kdissect log's items (the `s` screen): per partition and per segment
-file, batches, records, bytes, codecs, producers, findings and the time range; then the
-findings by code. Gathered from what the list keeps of each item (``stat``: no file is
+"""Statistics of kdissect log's items and their screen (`s`): per partition and per
+segment file, batches, records, bytes, codecs, producers, findings and the time range;
+then the findings by code. Gathered from what the list keeps of each item (``stat``: no file is
 read again), so it is quick even over hundreds of thousands of batches."""
 
 from __future__ import annotations
@@ -13,6 +13,11 @@ from datetime import datetime, timezone
 from rich import box
 from rich.table import Table
 from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
 
 
 @dataclass
@@ -192,5 +197,26 @@ class StatsView:
         yield findings
 
 
-def stats_view(stats: LogStats) -> StatsView:
-    return StatsView(stats)
+class LogStatsScreen(ModalScreen):
+    """The statistics of the items listed (the filter applies)."""
+
+    BINDINGS = [Binding("escape,s,q", "dismiss", "Close")]
+    CSS = """
+    LogStatsScreen { align: center middle; }
+    #stats-box { width: 96%; height: 94%; border: round $accent; background: $surface;
+                 border-subtitle-color: $text-muted; }
+    """
+
+    def __init__(self, stats: LogStats) -> None:
+        super().__init__()
+        self.renderable = StatsView(stats)
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="stats-box"):
+            yield Static(self.renderable, id="stats-tables")
+            yield Static(Text("escape closes", style="dim"))
+
+    def on_mount(self) -> None:
+        scroll = self.query_one("#stats-box")
+        scroll.border_subtitle = "↑ ↓ PgUp PgDn or the wheel scroll · Esc closes"
+        scroll.focus()
