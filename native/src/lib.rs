@@ -17,6 +17,7 @@ mod avro;
 mod crc32c;
 mod facts;
 mod jsonrec;
+mod line;
 mod logjson;
 mod mapped;
 mod reasm;
@@ -881,6 +882,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(mapped::map_unguard, m)?)?;
     m.add_class::<values::Program>()?;
     m.add_class::<facts::FactsPlan>()?;
+    m.add_function(wrap_pyfunction!(line::summary_line, m)?)?;
     Ok(())
 }
 
