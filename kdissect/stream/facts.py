@@ -17,7 +17,7 @@ from ..protocol.node import Node
 from ..protocol.values import BatchHeads
 
 
-@dataclass
+@dataclass(slots=True)  # (made per exchange: a third of the cost of one with a __dict__)
 class Facts:
     topics: dict[str, set[int]] = field(default_factory=dict)
     records: int = 0
