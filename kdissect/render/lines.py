@@ -19,6 +19,9 @@ from ..stream.model import Exchange, KafkaMessage
 from .records import json_bytes, plain_json
 from . import jsonl_records
 from ..stream.fields import ExchangeFields
+from ..stream.facts import UNRESOLVED, Facts
+from ..protocol.names import api_name
+from ..protocol.native_ext import extension
 
 if TYPE_CHECKING:
     from rich.text import Text
@@ -70,12 +73,70 @@ def exchange_line(ex: Exchange, options: Options, view: ExchangeFields | None = 
 
 def exchange_plain(ex: Exchange, options: Options, view: ExchangeFields | None = None) -> str:
     """The exchange's line as ``exchange_line(...).plain`` is, without building a rich
-    ``Text`` (appending to one was a tenth of a summary of many small exchanges)."""
+    ``Text`` (appending to one was a tenth of a summary of many small exchanges); written
+    by the compiled extension when it is at hand (``compiled_plain``)."""
+    if _SUMMARY_LINE is not None:
+        line = compiled_plain(ex, view)
+        if line is not None:
+            return line
+    return python_plain(ex, options, view)
+
+
+def python_plain(ex: Exchange, options: Options, view: ExchangeFields | None = None) -> str:
+    """``exchange_plain`` from ``line_parts``: the reference."""
     return printable("".join([text for text, _ in line_parts(ex, options, view)]))
+
+
+# native/src/line.rs's summary_line (None: no extension, or KDISSECT_PURE at import)
+_SUMMARY_LINE = getattr(extension(), "summary_line", None)
+
+
+def compiled_plain(ex: Exchange, view: ExchangeFields | None = None) -> str | None:
+    """``line_parts``' plain line written by the extension (on many small exchanges the
+    Python line was a fifth of a summary's CPU); None where it leaves the line to Python
+    (SASL tokens, facts of unexpected types, strings that are not UTF-8)."""
+    req, resp = ex.request, ex.response
+    msg = req or resp
+    assert msg is not None, "an exchange has a request or a response"
+    if msg.direction == "sasl" or _SUMMARY_LINE is None:
+        return None
+    ends = (ex.client, ex.broker)
+    between = _BETWEEN.get(ends)
+    if between is None:
+        between = _between(ends)
+    f = ex.facts if ex.facts is not None else Facts()
+    findings = ex.findings
+    try:
+        line: str | None = _SUMMARY_LINE(
+            msg.ts,
+            between,
+            api_name(msg.api_key),
+            msg.api_version,
+            msg.correlation_id,
+            req.client_id if req is not None else None,
+            ex.latency,
+            f.topics,
+            f.records,
+            f.error_text() if f.errors else None,
+            ex.status,
+            resp.how if resp is not None and req is None else None,
+            (view or ExchangeFields(ex)).problems if findings else 0,
+            UNRESOLVED,
+        )
+    except (UnicodeEncodeError, TypeError, OverflowError):
+        return None  # (a lone surrogate, an odd type, a huge int: Python says it)
+    return line
 
 
 # (client, broker) -> the line's text between them (a connection's lines share it)
 _BETWEEN: dict[tuple[Any, Any], str] = {}
+
+
+def _between(ends: tuple[Any, Any]) -> str:
+    if len(_BETWEEN) >= 4096:
+        _BETWEEN.clear()
+    between = _BETWEEN[ends] = f"  {endpoint(ends[0])} → {endpoint(ends[1])}  "
+    return between
 
 
 def line_parts(
@@ -88,9 +149,7 @@ def line_parts(
     ends = (ex.client, ex.broker)
     between = _BETWEEN.get(ends)
     if between is None:
-        if len(_BETWEEN) >= 4096:
-            _BETWEEN.clear()
-        between = _BETWEEN[ends] = f"  {endpoint(ex.client)} → {endpoint(ex.broker)}  "
+        between = _between(ends)
     t: list[tuple[str, str | None]] = [(iso(first.ts)[11:26], "dim"), (between, "dim")]
     if first.direction == "sasl":
         t.append(("SASL token", "bold magenta"))

@@ -14,9 +14,9 @@ from functools import partial
 from typing import Any
 
 from ..protocol import peek_request_header, schemas
-from ..protocol.apis import CONTROLLED_SHUTDOWN, ENVELOPE, PRODUCE, SASL_HANDSHAKE
+from ..protocol.apis import CONTROLLED_SHUTDOWN, ENVELOPE, SASL_HANDSHAKE
 from ..protocol.findings import Finding
-from ..protocol.message import forwarded_api, produce_acks
+from ..protocol.message import forwarded_api, request_head
 from .correlation import Correlator, Pending
 from .budget import Budget
 from .framing import MAX_MESSAGE, Frame, Framer
@@ -318,36 +318,33 @@ class KafkaConnection:
             self._response(msg, findings)
 
     def _request(self, msg: KafkaMessage, findings: list[Finding]) -> None:
-        head = peek_request_header(msg.data)
+        head = request_head(msg.data)
         if head is None:
             msg.status = "malformed header"
             findings.append(Finding("malformed_header", "", "request"))
             self._emit(msg, None, self._next_seq(), findings)
             return
-        msg.api_key, msg.api_version = head.api_key, head.api_version
-        msg.correlation_id, msg.client_id = head.correlation_id, head.client_id
-        expected = not (
-            head.api_key == PRODUCE and produce_acks(msg.data, head.size, head.api_version) == 0
-        )
+        msg.api_key, msg.api_version, corr, msg.client_id, _, acks = head
+        msg.correlation_id = corr
         pending, finished = self.pending.request(
-            head.correlation_id, (msg, findings, self._next_seq()), expected, msg.ts
+            corr, (msg, findings, self._next_seq()), acks != 0, msg.ts
         )
         if pending.reused:
             findings.append(
                 Finding(
                     "correlation_reused",
-                    f"correlation id {head.correlation_id} was still pending",
+                    f"correlation id {corr} was still pending",
                     "request",
                 )
             )
         for p in finished:  # acks=0 ones done waiting, or pushed out
             self._unanswered(p, "pending_limit")
-        early = self.early.get(head.correlation_id) if self.early else None
+        early = self.early.get(corr) if self.early else None
         if early:
             assert self.early is not None
             resp, resp_findings = early.pop(0)
             if not early:
-                del self.early[head.correlation_id]
+                del self.early[corr]
             self._response(resp, resp_findings)
 
     def _unanswered(self, p: Pending[Any], code: str) -> None:

@@ -17,7 +17,7 @@ from ..protocol.node import Node
 from ..protocol.values import BatchHeads
 
 
-@dataclass
+@dataclass(slots=True)  # (made per exchange: a third of the cost of one with a __dict__)
 class Facts:
     topics: dict[str, set[int]] = field(default_factory=dict)
     records: int = 0
@@ -56,9 +56,12 @@ class Facts:
         if self.records:
             parts.append(f"{self.records} record{'s' if self.records != 1 else ''}")
         if self.errors:
-            names = sorted({error_name(c) for c in self.errors})
-            parts.append(",".join(names))
+            parts.append(self.error_text())
         return "  ".join(parts)
+
+    def error_text(self) -> str:
+        """The names of the errors, as the summary line shows them."""
+        return ",".join(sorted({error_name(c) for c in self.errors}))
 
 
 _ZERO_UUID = "00000000-0000-0000-0000-000000000000"

@@ -16,7 +16,9 @@ use std::collections::{HashMap, VecDeque};
 mod avro;
 mod crc32c;
 mod facts;
+mod head;
 mod jsonrec;
+mod line;
 mod logjson;
 mod mapped;
 mod reasm;
@@ -884,6 +886,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(mapped::map_unguard, m)?)?;
     m.add_class::<values::Program>()?;
     m.add_class::<facts::FactsPlan>()?;
+    m.add_function(wrap_pyfunction!(line::summary_line, m)?)?;
+    m.add_function(wrap_pyfunction!(head::request_head, m)?)?;
     Ok(())
 }
 

@@ -1,0 +1,125 @@
+//! A request's header and, for a Produce, its acks, read in one call per request
+//! (kdissect/protocol/message.py, `request_head`): what the connection core needs to pair
+//! it. `python_request_head` (peek_request_header and produce_acks) stays the reference:
+//! tests/test_head_native.py compares the two on every request of every capture and on
+//! damaged copies.
+
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyTuple};
+
+const PRODUCE: i16 = 0;
+const ASSUMED_FLEXIBLE: i64 = -2; // message._ASSUMED_FLEXIBLE
+
+fn i16_at(b: &[u8], at: usize) -> Option<i16> {
+    Some(i16::from_be_bytes(
+        b.get(at..at.checked_add(2)?)?.try_into().ok()?,
+    ))
+}
+
+/// produce_acks: the acks after a Produce request's header (`pos`), None if short.
+fn produce_acks(data: &[u8], mut pos: usize, version: i16) -> Option<i16> {
+    if version >= 3 {
+        if version >= 9 {
+            // compact nullable string: uvarint length + 1 (at most 5 bytes)
+            let mut n: u64 = 0;
+            let mut done = false;
+            for i in 0..5 {
+                let b = *data.get(pos)?;
+                pos += 1;
+                n |= ((b & 0x7F) as u64) << (7 * i);
+                if b < 0x80 {
+                    done = true;
+                    break;
+                }
+            }
+            if !done {
+                return None;
+            }
+            pos = pos.checked_add(n.saturating_sub(1) as usize)?;
+        } else {
+            let n = i16_at(data, pos)?;
+            pos += 2 + n.max(0) as usize;
+        }
+    }
+    i16_at(data, pos)
+}
+
+/// (api key, version, correlation id, client id, header size, a Produce's acks or None),
+/// None when the bytes cannot be a request header, or False: Python reads this one (a
+/// kind not yet in `header_versions`, message._HEADER_VERSIONS, or a client id that is
+/// not UTF-8).
+#[pyfunction]
+pub fn request_head<'py>(
+    py: Python<'py>,
+    data: &[u8],
+    header_versions: &Bound<'py, PyDict>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let none = || Ok(py.None().into_bound(py));
+    if data.len() < 8 {
+        return none();
+    }
+    let key = i16::from_be_bytes([data[0], data[1]]);
+    let version = i16::from_be_bytes([data[2], data[3]]);
+    let corr = i32::from_be_bytes([data[4], data[5], data[6], data[7]]);
+    let Some(hv) = header_versions.get_item((key, version))? else {
+        return Ok(false.into_pyobject(py)?.to_owned().into_any());
+    };
+    let hv: i64 = hv.extract()?;
+    let acks = |size: usize| {
+        (key == PRODUCE)
+            .then(|| produce_acks(data, size, version))
+            .flatten()
+    };
+    if hv == 0 {
+        return Ok(PyTuple::new(
+            py,
+            [
+                key.into_pyobject(py)?.into_any(),
+                version.into_pyobject(py)?.into_any(),
+                corr.into_pyobject(py)?.into_any(),
+                py.None().into_bound(py),
+                8usize.into_pyobject(py)?.into_any(),
+                acks(8).into_pyobject(py)?.into_any(),
+            ],
+        )?
+        .into_any());
+    }
+    let Some(n) = i16_at(data, 8) else {
+        return none();
+    };
+    let n_len = n.max(0) as usize;
+    if n < -1 || 10 + n_len > data.len() {
+        return none();
+    }
+    let client_id = if n == -1 {
+        None
+    } else {
+        match std::str::from_utf8(&data[10..10 + n_len]) {
+            Ok(s) => Some(s),
+            Err(_) => return Ok(false.into_pyobject(py)?.to_owned().into_any()),
+        }
+    };
+    let mut size = 10 + n_len;
+    if hv == 2 || hv == ASSUMED_FLEXIBLE {
+        if size >= data.len() {
+            // a version newer than the tables may not be flexible after all
+            if hv == 2 {
+                return none();
+            }
+        } else if data[size] == 0 {
+            size += 1; // only the empty tag section is cheap to skip
+        }
+    }
+    Ok(PyTuple::new(
+        py,
+        [
+            key.into_pyobject(py)?.into_any(),
+            version.into_pyobject(py)?.into_any(),
+            corr.into_pyobject(py)?.into_any(),
+            client_id.into_pyobject(py)?.into_any(),
+            size.into_pyobject(py)?.into_any(),
+            acks(size).into_pyobject(py)?.into_any(),
+        ],
+    )?
+    .into_any())
+}

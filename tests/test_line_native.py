@@ -1,0 +1,140 @@
+"""The compiled summary line (native/src/line.rs, ``lines.compiled_plain``) against its
+reference, ``lines.python_plain`` (the text of ``line_parts``): on every exchange of every
+capture under captures/, and on damaged copies of them (control characters and odd
+Unicode in client ids, topics and statuses, missing fields, times at the rounding edges
+and out of range, many topics and partitions, partitions of odd types), the same line, or
+the compiled path says None and leaves the line to Python."""
+
+from __future__ import annotations
+
+import copy
+import random
+from pathlib import Path
+
+import pytest
+
+from kdissect.protocol import Options
+from kdissect.protocol.findings import Finding
+from kdissect.render import lines
+from kdissect.sources.pcap import CaptureFiles
+from kdissect.stream.engine import Engine
+from kdissect.stream.facts import Facts
+from kdissect.stream.sink import Collect
+
+ROOT = Path(__file__).resolve().parents[1]
+CAPTURES = sorted((ROOT / "captures").glob("**/*.pcap")) + sorted(
+    (ROOT / "captures").glob("**/*.pcapng")
+)
+
+pytestmark = pytest.mark.skipif(
+    lines._SUMMARY_LINE is None, reason="the compiled extension is not built"
+)
+
+_EXCHANGES: list = []
+
+
+def exchanges() -> list:
+    if not _EXCHANGES:
+        for path in CAPTURES:
+            sink = Collect()
+            Engine(CaptureFiles([str(path)]), sink, Options()).run()
+            _EXCHANGES.extend(sink.exchanges)
+    return _EXCHANGES
+
+
+def same(ex) -> bool:
+    """Whether the compiled line is the reference's (True when it leaves it to Python)."""
+    fast = lines.compiled_plain(ex)
+    slow = lines.python_plain(ex, Options())
+    assert fast is None or fast == slow, (fast, slow)
+    return fast is not None
+
+
+def test_every_exchange_of_every_capture():
+    written = sum(same(ex) for ex in exchanges())
+    assert len(exchanges()) > 2000
+    # all but SASL tokens' lines are the compiled path's
+    sasl = sum(1 for ex in exchanges() if (ex.request or ex.response).direction == "sasl")
+    assert written == len(exchanges()) - sasl
+
+
+_ODD = ["", "a\nb", "\x1b[31m", "x\x7fy", "\x9b", "é☃", "\u2028", "t\x00", "𝄞", "a b"]
+
+
+def test_damaged_copies():
+    rng = random.Random(43)
+    written = 0
+    base = [ex for ex in exchanges() if (ex.request or ex.response).direction != "sasl"]
+    for _ in range(4000):
+        ex = copy.copy(rng.choice(base))
+        req = copy.copy(ex.request) if ex.request is not None else None
+        resp = copy.copy(ex.response) if ex.response is not None else None
+        ex.request, ex.response = req, resp
+        first = req or resp
+        f = ex.facts = copy.copy(ex.facts) if ex.facts is not None else Facts()
+        f.topics = {t: set(ps) for t, ps in f.topics.items()}
+        roll = rng.random
+        if roll() < 0.3:
+            first.ts = rng.choice(
+                [
+                    -1.0,
+                    0.0,
+                    253402300799.0,
+                    253402300800.0,
+                    float("nan"),
+                    1.5e9 + rng.randrange(10**6) / 2e6,
+                    1.7e9 + 0.9999995,
+                    86399.9999996,
+                ]
+            )
+        if resp is not None and req is not None and roll() < 0.3:
+            resp.ts = req.ts + rng.choice([0.0, 1e-7, 0.00005, 0.00015, 0.12345, 1e7, 2.5e-4])
+        if req is not None and roll() < 0.3:
+            req.client_id = rng.choice(_ODD + [None])
+        if roll() < 0.2:
+            first.correlation_id = rng.choice([None, -1, 0, 2**31 - 1])
+        if roll() < 0.2:
+            first.api_version = rng.choice([None, 0, 99])
+        if roll() < 0.3:
+            f.topics[rng.choice(_ODD) + "t"] = set(rng.sample(range(-3, 40), rng.randrange(9)))
+        if roll() < 0.2:
+            f.topics["topic-id:" + rng.choice(["", "abc", "0123456789abcdef", "é☃𝄞1234567"])] = {1}
+        if roll() < 0.1:
+            f.topics["b"] = rng.choice([{True}, {2, True}, {2**70}, {1.5}, {"x"}])
+        if roll() < 0.3:
+            f.records = rng.choice([0, 1, 2, -1, 10**6])
+        if roll() < 0.3:
+            f.errors = rng.sample([3, 6, 7, 15, 16, 35, 58, 999], rng.randrange(4))
+        if roll() < 0.3:
+            ex.status = rng.choice(["ok", "unanswered", "orphan (request not captured)"] + _ODD)
+        if resp is not None and roll() < 0.3:
+            resp.how = rng.choice([None, "paired by correlation id"] + _ODD)
+        if roll() < 0.3:
+            ex.findings = list(ex.findings) + [
+                Finding(rng.choice(["malformed_header", "memory_budget", "throttled"]), "x", "")
+                for _ in range(rng.randrange(3))
+            ]
+        if roll() < 0.05:
+            first.api_key = rng.choice([None, 9999])
+        written += same(ex)
+    assert written > 3000  # left to Python only where a partition is not an int
+
+
+def test_no_extension_means_python(monkeypatch):
+    ex = exchanges()[0]
+    monkeypatch.setattr(lines, "_SUMMARY_LINE", None)
+    assert lines.compiled_plain(ex) is None
+    assert lines.exchange_plain(ex, Options()) == lines.python_plain(ex, Options())
+
+
+def test_latency_and_time_roundings():
+    """Milliseconds to one decimal and microseconds of the time of day as Python rounds
+    them (half to even on the exact value), ties included."""
+    rng = random.Random(7)
+    ties = [k / 4000 for k in range(-2, 400)] + [k / 8e6 for k in range(0, 4000, 7)]
+    for latency in ties + [rng.random() * 10 ** rng.randrange(-6, 4) for _ in range(20000)]:
+        ts = rng.choice([0.0, 1.7e9]) + latency
+        line = lines._SUMMARY_LINE(
+            ts, " ", "Fetch", 1, 1, None, latency, {}, 0, None, "ok", None, 0, "topic-id:"
+        )
+        assert line == f"{lines.iso(ts)[11:26]} Fetch v1  #1  {latency * 1000:.1f}ms", latency
