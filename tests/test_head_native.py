@@ -21,9 +21,16 @@ CAPTURES = sorted((ROOT / "captures").glob("**/*.pcap")) + sorted(
     (ROOT / "captures").glob("**/*.pcapng")
 )
 
-pytestmark = pytest.mark.skipif(
-    message._REQUEST_HEAD is None, reason="the compiled extension is not built"
-)
+
+@pytest.fixture(autouse=True)
+def _compiled():
+    """Fails, not skips, without the compiled function: nothing would be compared."""
+    if message._REQUEST_HEAD is None:
+        pytest.fail(
+            "the compiled extension is not built or KDISSECT_PURE is set: install with "
+            "cargo on the PATH (pip install -e ., as ./scripts/test does)"
+        )
+
 
 _REQUESTS: list[bytes] = []
 
