@@ -394,8 +394,11 @@ class Framer:
 
     def _inside(self, start: int, stop: int, ended: bool) -> int | None:
         """The first plausible start in ``buf[start:stop]`` whose message chains."""
+        # (a message ending past the bytes held cannot be seen to chain: its start is not
+        # even tested, so many such starts cost no more than a search)
+        reach = len(self._buf) - (0 if ended else HEAD)
         while True:
-            found = self._find_boundary(start, stop)
+            found = self._find_boundary(start, stop, reach)
             if found is None or self._chains(found, ended):
                 return found
             start = found + 1
@@ -468,8 +471,11 @@ class Framer:
         self._want = want
         return out
 
-    def _find_boundary(self, start: int, stop: int | None = None) -> int | None:
-        """The first plausible message start in ``buf[start:stop]``."""
+    def _find_boundary(
+        self, start: int, stop: int | None = None, reach: int | None = None
+    ) -> int | None:
+        """The first plausible message start in ``buf[start:stop]`` (whose message ends
+        by ``reach``, if given)."""
         buf, limit, boundary = self._buf, self.max_message, self._boundary
         if boundary is None:  # resync is only set with a boundary test
             return None
@@ -490,7 +496,11 @@ class Framer:
                     return None
                 pos = max(pos + 1, nonzero.start() - 3)
                 continue
-            if 4 <= size <= limit and boundary(buf, pos):
+            if (
+                4 <= size <= limit
+                and (reach is None or pos + 4 + size <= reach)
+                and boundary(buf, pos)
+            ):
                 return pos
             pos += 1
         return None
