@@ -374,13 +374,19 @@ class Framer:
             found = self._inside(1, len(buf), True)
             if found is None:
                 break
-            self._search_from(self._base)
-            self._found(self._base + found)
+            self._false_start(self._base, self._base + found)
             del buf[:found]
             self._base += found
-            self.unsure_at, self._check_start = self._base, False
+            self._check_start = False
             out += self._frames()
         return out
+
+    def _false_start(self, offset: int, real: int) -> None:
+        """The unconfirmed start at stream ``offset`` gives way to the one at ``real``
+        (unconfirmed too): the bytes between are unread."""
+        self._unread_from = offset
+        self._found(real)
+        self.unsure_at = real
 
     def _chains(self, pos: int, ended: bool) -> bool:
         """Does the message at ``buf[pos]`` end where another plausible one starts (or,
@@ -457,9 +463,7 @@ class Framer:
                 # does, that start is the real one (see _reframe)
                 found = self._inside(pos + 1, end, False)
                 if found is not None:
-                    self._search_from(self._base + pos)
-                    self._found(self._base + found)
-                    self.unsure_at = self._base + found
+                    self._false_start(self._base + pos, self._base + found)
                     pos = found
                     continue
             # one copy (a bytearray slice would make a second)
