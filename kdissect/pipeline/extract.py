@@ -55,7 +55,7 @@ def flow_key(seg: Segment) -> str:
 
 
 @dataclass(frozen=True)
-class Decoding:
+class TaskSettings:
     """How a pipeline task decodes a flow or file: the Kafka ports, whether Kafka is
     also found on other ports by its bytes, whether record rows are made, the TLS key
     log (a capture.tls.KeyLog, copied by each task), the memory budget in bytes
@@ -235,9 +235,9 @@ class ShardSegments:
     capture order) through TCP reassembly and the connection core."""
 
     def __init__(
-        self, segments: Iterable[tuple], frame_base: Callable[[int], int], decoding: Decoding
+        self, segments: Iterable[tuple], frame_base: Callable[[int], int], settings: TaskSettings
     ):
-        self.segments, self.frame_base, self.decoding = segments, frame_base, decoding
+        self.segments, self.frame_base, self.settings = segments, frame_base, settings
         self.dissector: CaptureDissector | None = None
 
     def feed(self, sink) -> None:
@@ -246,7 +246,7 @@ class ShardSegments:
 
     def steps(self, sink) -> Iterator[None]:
         """``feed``, pausing after each segment (so rows can be taken out as they come)."""
-        d = self.decoding
+        d = self.settings
         self.dissector = dissector = CaptureDissector(
             sink,
             d.ports,
@@ -289,14 +289,14 @@ def flow_row_chunks(
     capture: str,
     segments: Iterable[tuple],
     frame_base: Callable[[int], int],
-    decoding: Decoding,
+    settings: TaskSettings,
     chunk_rows: int = CHUNK_ROWS,
 ) -> Iterator[Rows]:
     """``flow_rows`` as it goes: Rows of about ``chunk_rows`` exchanges and records each,
     in the order they were made; the last one also carries the topic ids learned and the
     connection count. A task holds one chunk, however big the file."""
     rows = Rows()
-    source = ShardSegments(segments, frame_base, decoding)
+    source = ShardSegments(segments, frame_base, settings)
 
     def gap(g: Gap) -> None:
         assert source.dissector is not None
@@ -306,9 +306,9 @@ def flow_row_chunks(
     sink = RowSink(
         capture,
         rows,
-        decoding.with_records,
+        settings.with_records,
         on_gap=gap,
-        values=decoding.values,
+        values=settings.values,
         warn=lambda text: sink.rows.warnings.append(text),
     )
     engine = Engine(source, sink)
@@ -326,15 +326,15 @@ def flow_rows(
     capture: str,
     segments: Iterable[tuple],
     frame_base: Callable[[int], int],
-    decoding: Decoding,
+    settings: TaskSettings,
 ) -> Rows:
     """Rows of one flow from its segment rows (SEGMENT_COLUMNS tuples), given in capture
     order. ``frame_base(shard)`` is the number of packets before that shard (so frames
-    are numbered as in the file). ``decoding.max_memory``: the memory budget (bytes held
+    are numbered as in the file). ``settings.max_memory``: the memory budget (bytes held
     for partial messages and out-of-order segments) as --max-memory gives pcap; a worker
     decodes one flow at a time, so it bounds the worker process."""
     rows = Rows()
-    for chunk in flow_row_chunks(capture, segments, frame_base, decoding, chunk_rows=1 << 62):
+    for chunk in flow_row_chunks(capture, segments, frame_base, settings, chunk_rows=1 << 62):
         rows = chunk
     return rows
 

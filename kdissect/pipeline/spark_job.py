@@ -27,7 +27,7 @@ from ..stream.model import Gap
 from ..stream.facts import UNRESOLVED
 from ..stream.rows import resolve_record_topics, resolve_topics
 from . import manifest, output, storage
-from .extract import Decoding, flow_row_chunks, shard_segments
+from .extract import TaskSettings, flow_row_chunks, shard_segments
 from .session import MEMORY_ADVICE, get_session, parallelism  # noqa: F401  (get_session: the API's entry)
 from .tables import CAPTURES, EXCHANGES, RECORDS, _micros
 from .tracker import Tracker
@@ -208,14 +208,14 @@ class _Chunker:
 _DECODED = ""  # the flow of stage-1 rows that carry finished rows (whole files)
 
 
-def _stage1(tasks: list[ShardTask], decoding: Decoding) -> Callable:
+def _stage1(tasks: list[ShardTask], settings: TaskSettings) -> Callable:
     def run(batches):
         for batch in batches:
             for shard_id in batch.column("id").to_pylist():
                 t = tasks[shard_id]
                 if t.whole:
                     # a file read whole is decoded here: only its rows are shuffled
-                    for i, out in enumerate(_decode_file(t, shard_id, decoding)):
+                    for i, out in enumerate(_decode_file(t, shard_id, settings)):
                         blob = pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
                         yield pa.RecordBatch.from_pylist(
                             [
@@ -284,7 +284,7 @@ def _out_rows(capture: str, rows) -> list[dict]:
     return out
 
 
-def _decode_file(t: ShardTask, shard_id: int, decoding: Decoding) -> Iterator[list[dict]]:
+def _decode_file(t: ShardTask, shard_id: int, settings: TaskSettings) -> Iterator[list[dict]]:
     """A whole file read and decoded in one task: stage 2's output rows, a list of about
     _BATCH at a time as they are made (a task's memory does not grow with the file), its
     shard summary last."""
@@ -293,7 +293,7 @@ def _decode_file(t: ShardTask, shard_id: int, decoding: Decoding) -> Iterator[li
     )
     with _memory_said():
         for chunk in flow_row_chunks(
-            t.capture, rows, lambda shard: shard << _SHARD_BITS, decoding, chunk_rows=_BATCH
+            t.capture, rows, lambda shard: shard << _SHARD_BITS, settings, chunk_rows=_BATCH
         ):
             yield _out_rows(t.capture, chunk)
     row = summary.row()
@@ -316,19 +316,19 @@ def _memory_said():
         raise TaskMemoryError(MEMORY_ADVICE) from None
 
 
-def _whole_files(tasks: list[ShardTask], decoding: Decoding) -> Callable:
+def _whole_files(tasks: list[ShardTask], settings: TaskSettings) -> Callable:
     """When no file is split: stage 2's output rows straight from each task."""
 
     def run(batches):
         for batch in batches:
             for shard_id in batch.column("id").to_pylist():
-                for out in _decode_file(tasks[shard_id], shard_id, decoding):
+                for out in _decode_file(tasks[shard_id], shard_id, settings):
                     yield pa.RecordBatch.from_pylist(out, schema=OUT)
 
     return run
 
 
-def _stage2(decoding: Decoding) -> Callable:
+def _stage2(settings: TaskSettings) -> Callable:
     def rows_of(batches):
         for batch in batches:
             flows = batch.column("flow")
@@ -361,7 +361,7 @@ def _stage2(decoding: Decoding) -> Callable:
                         capture,
                         segs,
                         lambda shard: shard << _SHARD_BITS,
-                        decoding,
+                        settings,
                         chunk_rows=_BATCH,
                     ):
                         yield _out_rows(capture, chunk)
@@ -441,7 +441,7 @@ def run_job(
             result,
             paths,
             staged,
-            Decoding(frozenset(ports), detect, with_records, keys, max_memory, values),
+            TaskSettings(frozenset(ports), detect, with_records, keys, max_memory, values),
             shard_bytes=shard_bytes,
             split=split,
             partition_by=partition_by,
@@ -486,7 +486,7 @@ def _decode_and_write(
     result: JobResult,
     paths: list[str],
     out: str,
-    decoding: Decoding,
+    settings: TaskSettings,
     *,
     shard_bytes: int,
     split: bool | None,
@@ -512,13 +512,13 @@ def _decode_and_write(
     files = spark.range(0, len(tasks), 1, len(tasks))
     if all(t.whole for t in tasks):
         decoded = files.mapInArrow(
-            _whole_files(tasks, decoding),
+            _whole_files(tasks, settings),
             from_arrow_schema(OUT),
         )
     else:
         decoded = (
             files.mapInArrow(
-                _stage1(tasks, decoding),
+                _stage1(tasks, settings),
                 from_arrow_schema(CHUNKS),
             )
             # several partitions a core: connections differ in size, so few
@@ -526,7 +526,7 @@ def _decode_and_write(
             .repartition(4 * cores, "capture", "flow")
             .sortWithinPartitions("capture", "flow", "shard", "chunk")
             .mapInArrow(
-                _stage2(decoding),
+                _stage2(settings),
                 from_arrow_schema(OUT),
             )
         )
@@ -540,7 +540,7 @@ def _decode_and_write(
 
     with Tracker(spark, shown, on_stall):
         side = decoded.where(F.col("exchange").isNull() & F.col("record").isNull()).collect()
-    ids = _digest(side, result, paths, sizes, decoding.with_records)
+    ids = _digest(side, result, paths, sizes, settings.with_records)
     if not result.unresolved:
         ids = {}  # nothing to name: skip that pass
 
@@ -562,7 +562,7 @@ def _decode_and_write(
         write_mode,
         by,
     )
-    if decoding.with_records:
+    if settings.with_records:
         records = decoded.where(F.col("record").isNotNull()).select("record.*")
         if ids:
             records = records.mapInArrow(_resolver(ids, RECORDS, True), from_arrow_schema(RECORDS))
