@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from kdissect.capture.shards import HEADER, find_start, plan, read_header, read_shard
-from kdissect.pipeline.extract import capture_rows, flow_rows, shard_segments
+from kdissect.pipeline.extract import TaskSettings, capture_rows, flow_rows, shard_segments
 from kdissect.stream.diagnoses import ACROSS_CONNECTIONS
 from kdissect.stream.rows import UNRESOLVED, resolve_record_topics, resolve_topics
 from kdissect.sources.pcap import DEFAULT_PORTS
@@ -77,7 +77,7 @@ def sharded_rows(path: Path, shard_bytes: int):
     segments.sort(key=lambda r: (r[1], r[2], r[4]))
     exchanges, records, ids = [], [], {}
     for _, flow in itertools.groupby(segments, key=lambda r: r[1]):
-        rows = flow_rows(path.name, flow, base.__getitem__, DEFAULT_PORTS, True, True)
+        rows = flow_rows(path.name, flow, base.__getitem__, TaskSettings(DEFAULT_PORTS, True, True))
         exchanges += rows.exchanges
         records += rows.records
         ids.update(rows.topic_ids)
@@ -247,7 +247,7 @@ def test_topic_ids_are_named_across_connections_on_real_traffic():
     port = fetches[0]["client_port"]
     _, segments = shard_segments(path.name, str(path), 0, 0, path.stat().st_size, False)
     flow = [s for s in segments if port in (s[7], s[9])]
-    alone = flow_rows(path.name, flow, lambda shard: 0, DEFAULT_PORTS, True, False)
+    alone = flow_rows(path.name, flow, lambda shard: 0, TaskSettings(DEFAULT_PORTS, True, False))
     fetched = [t for r in alone.exchanges if r["api_name"] == "Fetch" for t in r["topics"]]
     assert fetched and all(t.startswith(UNRESOLVED) for t in fetched)
 

@@ -35,10 +35,8 @@ def test_resync_after_a_gap_through_long_garbage():
     k.data(0, 0, framed[0], 0.0, 1)
     k.gap(0, len(framed[0]), 100, 0.0, 2)  # the next message's start is lost
     offset = len(framed[0]) + 100
-    # implausible sizes, then noise: seeded, since in about 1 noise in 25 its last four
-    # bytes read as a size before the next real message, whose own size then reads as a
-    # plausible header; that start is taken (marked "its size may be false") and swallows
-    # the messages after it. Not re-searched when the capture ends: a known limit.
+    # implausible sizes, then noise (noises whose last 4 bytes read as a size are tested
+    # below)
     garbage = b"\xff" * 200_000 + random.Random(2026).randbytes(300_000)
     for i in range(0, len(garbage), 1400):
         k.data(0, offset + i, garbage[i : i + 1400], 0.0, 3)
@@ -54,6 +52,77 @@ def test_resync_after_a_gap_through_long_garbage():
     assert [(g.offset, g.length) for g in gaps if g.unread] == [
         (offset - len(garbage), len(garbage))
     ]
+
+
+def _after_noise(noise: bytes, then: list[bytes], hole: int | None = None, more=()):
+    """A connection whose request stream is lost after its first message and resumes
+    inside ``noise``, then the messages ``then`` (1400-byte chunks); with ``hole``, a
+    50-byte hole after that many bytes of them and ``more`` after it. The requests
+    decoded and the unread stretches (offset from the noise's start, length)."""
+    first = struct.pack(">i", len(REAL[0].data)) + REAL[0].data
+    k, exchanges, gaps = connection()
+    k.data(0, 0, first, 0.0, 1)
+    k.gap(0, len(first), 100, 0.0, 2)
+    at = len(first) + 100
+    stream = noise + b"".join(then)
+    stop = len(stream) if hole is None else len(noise) + hole
+    for i in range(0, stop, 1400):
+        k.data(0, at + i, stream[i : min(i + 1400, stop)], 0.0, 3)
+    if hole is not None:
+        k.gap(0, at + stop, 50, 0.0, 4)
+        k.data(0, at + stop + 50, b"".join(more), 0.0, 5)
+    k.close()
+    got = [ex.request.data for ex in exchanges if ex.request is not None]
+    unread = sorted((g.offset - at, g.length) for g in gaps if g.unread)
+    return got, unread
+
+
+def _covered(stretches: list[tuple[int, int]]) -> tuple[int, int]:
+    """Adjacent stretches as one (start, length); they must leave no byte out."""
+    start, length = stretches[0]
+    for offset, n in stretches[1:]:
+        assert offset == start + length, stretches
+        length += n
+    return start, length
+
+
+REAL = [m for m in messages(dissect(CAPTURE)[0]) if m.direction == "request"]
+FRAMED = [struct.pack(">i", len(m.data)) + m.data for m in REAL]
+
+
+def test_noise_whose_end_reads_as_a_size_does_not_swallow_the_real_messages():
+    """Resynchronisation inside noise: when the noise's last 4 bytes read as a size (of at
+    most 100 MiB), the real message's own size after them reads as a plausible header
+    (api key 0, version 48), and that false start was taken, swallowing every message
+    after it. 300 noises (about 7 of them end so), each before a real Metadata and
+    Produce request: both are decoded, and every byte of the noise is reported unread."""
+    then = FRAMED[1:3]
+    assert REAL[1].api_key == 3 and len(REAL[1].data) == 48  # the shape said above
+    false_starts = 0
+    for seed in range(300):
+        noise = random.Random(seed).randbytes(3000)
+        false_starts += noise[-4] <= 6
+        got, unread = _after_noise(noise, then)
+        assert REAL[1].data in got and REAL[2].data in got, seed
+        assert _covered(unread) == (0, len(noise)), seed
+    assert false_starts >= 5  # the case tested is among them
+
+
+def test_a_false_size_at_the_end_of_noise_is_refuted_wherever_its_end_falls():
+    """The false start's size chosen: its claimed end inside the real messages after it
+    (the start inside it chains, its end does not), beyond the capture's end, or beyond
+    a hole that cuts the stream: each time every real message is decoded."""
+    noise = random.Random(1).randbytes(3000)[:-4]
+    for size in (100, 1000, 5000, 10**7):
+        got, unread = _after_noise(noise + struct.pack(">i", size), FRAMED[1:])
+        assert [m.data for m in REAL[1:]] == got[1:], size
+        assert _covered(unread) == (0, len(noise) + 4), size
+        cut = sum(map(len, FRAMED[1:11]))  # a hole after 10 of them
+        got, unread = _after_noise(
+            noise + struct.pack(">i", size), FRAMED[1:11], cut, FRAMED[11:14]
+        )
+        assert [m.data for m in REAL[1:11] + REAL[11:14]] == got[1:], size
+        assert _covered(unread) == (0, len(noise) + 4), size
 
 
 def test_gap_inside_a_known_message_reports_it_truncated():

@@ -54,6 +54,22 @@ def flow_key(seg: Segment) -> str:
     return f"{a}|{b}" if a <= b else f"{b}|{a}"
 
 
+@dataclass(frozen=True)
+class TaskSettings:
+    """How a pipeline task decodes a flow or file: the Kafka ports, whether Kafka is
+    also found on other ports by its bytes, whether record rows are made, the TLS key
+    log (a capture.tls.KeyLog, copied by each task), the memory budget in bytes
+    (--max-memory; stream.budget) and the schemas of the records' keys and values (a
+    values_schema.SchemaSource). Sent to Spark's tasks as one value."""
+
+    ports: Any
+    detect: bool
+    with_records: bool
+    keys: Any = None
+    max_memory: int | None = None
+    values: Any = None
+
+
 @dataclass
 class ShardSummary:
     capture: str
@@ -219,17 +235,9 @@ class ShardSegments:
     capture order) through TCP reassembly and the connection core."""
 
     def __init__(
-        self,
-        segments: Iterable[tuple],
-        frame_base: Callable[[int], int],
-        ports,
-        detect: bool,
-        keys=None,
-        max_memory: int | None = None,
+        self, segments: Iterable[tuple], frame_base: Callable[[int], int], settings: TaskSettings
     ):
-        self.segments, self.frame_base = segments, frame_base
-        self.ports, self.detect, self.keys = ports, detect, keys
-        self.max_memory = max_memory
+        self.segments, self.frame_base, self.settings = segments, frame_base, settings
         self.dissector: CaptureDissector | None = None
 
     def feed(self, sink) -> None:
@@ -238,12 +246,13 @@ class ShardSegments:
 
     def steps(self, sink) -> Iterator[None]:
         """``feed``, pausing after each segment (so rows can be taken out as they come)."""
+        d = self.settings
         self.dissector = dissector = CaptureDissector(
             sink,
-            self.ports,
-            self.detect,
-            keys=self.keys.copy() if self.keys is not None else None,
-            budget=Budget(self.max_memory) if self.max_memory else None,
+            d.ports,
+            d.detect,
+            keys=d.keys.copy() if d.keys is not None else None,
+            budget=Budget(d.max_memory) if d.max_memory else None,
         )
         segment, frame_base = dissector.tcp.segment, self.frame_base
         for (
@@ -280,19 +289,14 @@ def flow_row_chunks(
     capture: str,
     segments: Iterable[tuple],
     frame_base: Callable[[int], int],
-    ports,
-    detect: bool,
-    with_records: bool,
-    keys=None,
-    max_memory: int | None = None,
-    values=None,
+    settings: TaskSettings,
     chunk_rows: int = CHUNK_ROWS,
 ) -> Iterator[Rows]:
     """``flow_rows`` as it goes: Rows of about ``chunk_rows`` exchanges and records each,
     in the order they were made; the last one also carries the topic ids learned and the
     connection count. A task holds one chunk, however big the file."""
     rows = Rows()
-    source = ShardSegments(segments, frame_base, ports, detect, keys, max_memory)
+    source = ShardSegments(segments, frame_base, settings)
 
     def gap(g: Gap) -> None:
         assert source.dissector is not None
@@ -302,9 +306,9 @@ def flow_row_chunks(
     sink = RowSink(
         capture,
         rows,
-        with_records,
+        settings.with_records,
         on_gap=gap,
-        values=values,
+        values=settings.values,
         warn=lambda text: sink.rows.warnings.append(text),
     )
     engine = Engine(source, sink)
@@ -322,31 +326,15 @@ def flow_rows(
     capture: str,
     segments: Iterable[tuple],
     frame_base: Callable[[int], int],
-    ports,
-    detect: bool,
-    with_records: bool,
-    keys=None,
-    max_memory: int | None = None,
-    values=None,
+    settings: TaskSettings,
 ) -> Rows:
     """Rows of one flow from its segment rows (SEGMENT_COLUMNS tuples), given in capture
     order. ``frame_base(shard)`` is the number of packets before that shard (so frames
-    are numbered as in the file). ``max_memory``: the memory budget (bytes held for
-    partial messages and out-of-order segments) as --max-memory gives pcap; a worker
+    are numbered as in the file). ``settings.max_memory``: the memory budget (bytes held
+    for partial messages and out-of-order segments) as --max-memory gives pcap; a worker
     decodes one flow at a time, so it bounds the worker process."""
     rows = Rows()
-    for chunk in flow_row_chunks(
-        capture,
-        segments,
-        frame_base,
-        ports,
-        detect,
-        with_records,
-        keys,
-        max_memory,
-        values,
-        chunk_rows=1 << 62,
-    ):
+    for chunk in flow_row_chunks(capture, segments, frame_base, settings, chunk_rows=1 << 62):
         rows = chunk
     return rows
 

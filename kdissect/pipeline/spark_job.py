@@ -27,7 +27,7 @@ from ..stream.model import Gap
 from ..stream.facts import UNRESOLVED
 from ..stream.rows import resolve_record_topics, resolve_topics
 from . import manifest, output, storage
-from .extract import flow_row_chunks, shard_segments
+from .extract import TaskSettings, flow_row_chunks, shard_segments
 from .session import MEMORY_ADVICE, get_session, parallelism  # noqa: F401  (get_session: the API's entry)
 from .tables import CAPTURES, EXCHANGES, RECORDS, _micros
 from .tracker import Tracker
@@ -208,26 +208,14 @@ class _Chunker:
 _DECODED = ""  # the flow of stage-1 rows that carry finished rows (whole files)
 
 
-def _stage1(
-    tasks: list[ShardTask],
-    ports,
-    detect: bool,
-    with_records: bool,
-    keys=None,
-    max_memory: int | None = None,
-    values=None,
-) -> Callable:
+def _stage1(tasks: list[ShardTask], settings: TaskSettings) -> Callable:
     def run(batches):
         for batch in batches:
             for shard_id in batch.column("id").to_pylist():
                 t = tasks[shard_id]
                 if t.whole:
                     # a file read whole is decoded here: only its rows are shuffled
-                    for i, out in enumerate(
-                        _decode_file(
-                            t, shard_id, ports, detect, with_records, keys, max_memory, values
-                        )
-                    ):
+                    for i, out in enumerate(_decode_file(t, shard_id, settings)):
                         blob = pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
                         yield pa.RecordBatch.from_pylist(
                             [
@@ -296,16 +284,7 @@ def _out_rows(capture: str, rows) -> list[dict]:
     return out
 
 
-def _decode_file(
-    t: ShardTask,
-    shard_id: int,
-    ports,
-    detect: bool,
-    with_records: bool,
-    keys=None,
-    max_memory: int | None = None,
-    values=None,
-) -> Iterator[list[dict]]:
+def _decode_file(t: ShardTask, shard_id: int, settings: TaskSettings) -> Iterator[list[dict]]:
     """A whole file read and decoded in one task: stage 2's output rows, a list of about
     _BATCH at a time as they are made (a task's memory does not grow with the file), its
     shard summary last."""
@@ -314,16 +293,7 @@ def _decode_file(
     )
     with _memory_said():
         for chunk in flow_row_chunks(
-            t.capture,
-            rows,
-            lambda shard: shard << _SHARD_BITS,
-            ports,
-            detect,
-            with_records,
-            keys,
-            max_memory,
-            values,
-            chunk_rows=_BATCH,
+            t.capture, rows, lambda shard: shard << _SHARD_BITS, settings, chunk_rows=_BATCH
         ):
             yield _out_rows(t.capture, chunk)
     row = summary.row()
@@ -346,31 +316,19 @@ def _memory_said():
         raise TaskMemoryError(MEMORY_ADVICE) from None
 
 
-def _whole_files(
-    tasks: list[ShardTask],
-    ports,
-    detect: bool,
-    with_records: bool,
-    keys=None,
-    max_memory: int | None = None,
-    values=None,
-) -> Callable:
+def _whole_files(tasks: list[ShardTask], settings: TaskSettings) -> Callable:
     """When no file is split: stage 2's output rows straight from each task."""
 
     def run(batches):
         for batch in batches:
             for shard_id in batch.column("id").to_pylist():
-                for out in _decode_file(
-                    tasks[shard_id], shard_id, ports, detect, with_records, keys, max_memory, values
-                ):
+                for out in _decode_file(tasks[shard_id], shard_id, settings):
                     yield pa.RecordBatch.from_pylist(out, schema=OUT)
 
     return run
 
 
-def _stage2(
-    ports, detect: bool, with_records: bool, keys=None, max_memory: int | None = None, values=None
-) -> Callable:
+def _stage2(settings: TaskSettings) -> Callable:
     def rows_of(batches):
         for batch in batches:
             flows = batch.column("flow")
@@ -403,12 +361,7 @@ def _stage2(
                         capture,
                         segs,
                         lambda shard: shard << _SHARD_BITS,
-                        ports,
-                        detect,
-                        with_records,
-                        keys,
-                        max_memory,
-                        values,
+                        settings,
                         chunk_rows=_BATCH,
                     ):
                         yield _out_rows(capture, chunk)
@@ -488,17 +441,12 @@ def run_job(
             result,
             paths,
             staged,
-            ports=frozenset(ports),
-            detect=detect,
-            with_records=with_records,
+            TaskSettings(frozenset(ports), detect, with_records, keys, max_memory, values),
             shard_bytes=shard_bytes,
             split=split,
             partition_by=partition_by,
             progress=progress,
             on_stall=on_stall,
-            keys=keys,
-            max_memory=max_memory,
-            values=values,
         )
         options = {
             "records": with_records,
@@ -538,18 +486,13 @@ def _decode_and_write(
     result: JobResult,
     paths: list[str],
     out: str,
+    settings: TaskSettings,
     *,
-    ports,
-    detect: bool,
-    with_records: bool,
     shard_bytes: int,
     split: bool | None,
     partition_by: str | None,
     progress: Callable[[str, int, int], None],
     on_stall,
-    keys,
-    max_memory: int | None,
-    values,
 ) -> None:
     """The job proper: the tables of ``paths`` written as new directories under ``out``
     (the run's staging directory)."""
@@ -569,13 +512,13 @@ def _decode_and_write(
     files = spark.range(0, len(tasks), 1, len(tasks))
     if all(t.whole for t in tasks):
         decoded = files.mapInArrow(
-            _whole_files(tasks, ports, detect, with_records, keys, max_memory, values),
+            _whole_files(tasks, settings),
             from_arrow_schema(OUT),
         )
     else:
         decoded = (
             files.mapInArrow(
-                _stage1(tasks, ports, detect, with_records, keys, max_memory, values),
+                _stage1(tasks, settings),
                 from_arrow_schema(CHUNKS),
             )
             # several partitions a core: connections differ in size, so few
@@ -583,7 +526,7 @@ def _decode_and_write(
             .repartition(4 * cores, "capture", "flow")
             .sortWithinPartitions("capture", "flow", "shard", "chunk")
             .mapInArrow(
-                _stage2(ports, detect, with_records, keys, max_memory, values),
+                _stage2(settings),
                 from_arrow_schema(OUT),
             )
         )
@@ -597,7 +540,7 @@ def _decode_and_write(
 
     with Tracker(spark, shown, on_stall):
         side = decoded.where(F.col("exchange").isNull() & F.col("record").isNull()).collect()
-    ids = _digest(side, result, paths, sizes, with_records)
+    ids = _digest(side, result, paths, sizes, settings.with_records)
     if not result.unresolved:
         ids = {}  # nothing to name: skip that pass
 
@@ -619,7 +562,7 @@ def _decode_and_write(
         write_mode,
         by,
     )
-    if with_records:
+    if settings.with_records:
         records = decoded.where(F.col("record").isNotNull()).select("record.*")
         if ids:
             records = records.mapInArrow(_resolver(ids, RECORDS, True), from_arrow_schema(RECORDS))

@@ -222,8 +222,7 @@ class KafkaConnection:
         for side, framer in enumerate(self.framers):
             if budget is not None:
                 budget.drop(framer)
-            f = framer.close()
-            if f is not None:
+            for f in framer.close():
                 self._message(side, f, self.last_ts, 0)
             if framer.unread:
                 self._unread(side, self.last_ts, 0)

@@ -27,6 +27,7 @@ UNSURE = (
     "began inside the connection): its size may be false"
 )
 RESYNC_TAIL = 4096  # bytes kept while searching for a boundary (a header's worth)
+HEAD = 14  # bytes the boundary test reads: a request's size and header to its client id's size
 HEAD_KEPT = 512  # bytes of a message kept when the memory budget gives it up
 
 _SIZE = struct.Struct(">i")
@@ -230,7 +231,7 @@ class Framer:
                     out.append(Frame(offset + 4, data[4:]))
                     return out
             self._base = offset
-        elif len(data) >= self._want - have > 0 and not self.resync:
+        elif len(data) >= self._want - have > 0 and not self.resync and self.unsure_at < 0:
             # the piece completing the message begun (the compiled reassembler's usual
             # second chunk): joined to the first once, not through the buffer
             n = self._want - have
@@ -273,7 +274,11 @@ class Framer:
         """The search ended at ``offset``: what it passed over is unread."""
         start, self._unread_from = self._unread_from, -1
         if 0 <= start < offset:
-            self.unread.append((start, offset - start))
+            last = self.unread[-1] if self.unread else None
+            if last is not None and sum(last) == start:  # (a false start passed over too)
+                self.unread[-1] = (last[0], offset - last[0])
+            else:
+                self.unread.append((start, offset - start))
 
     def gap(self, offset: int, length: int) -> list[Frame]:
         """``length`` bytes at stream ``offset`` were lost. A hole inside a message
@@ -286,9 +291,11 @@ class Framer:
             return out  # inside a message given up
         if offset < self._skip_until:
             offset, length = self._skip_until, end - self._skip_until
-        self._want = 0
-        buf = self._unhold()
         cut = self._cut
+        if cut is None:
+            out += self._reframe()
+        buf = self._unhold()
+        self._want = 0
         if cut is None:
             size = _SIZE.unpack_from(buf)[0] if len(buf) >= 4 and not self.resync else -1
             if 4 <= size <= self.max_message and len(buf) >= 12 and offset < self._base + 4 + size:
@@ -336,22 +343,71 @@ class Framer:
             budget=True,
         )
 
-    def close(self) -> Frame | None:
-        """The capture ended: a message begun but not finished, truncated (with its
-        size known), or None."""
+    def close(self) -> list[Frame]:
+        """The capture ended: the messages an unconfirmed start hid (``_reframe``), then
+        a message begun but not finished, truncated (with its size known)."""
         if self._cut is not None:
-            return self._end_cut(True)
-        buf = self._unhold()
+            return [self._end_cut(True)]
+        out = self._reframe()
+        buf = self._buf
         if self._unread_from >= 0:  # still searching: the rest is unread
             self._found(self._base + len(buf))
         if not buf:
-            return None
+            return out
         size = _SIZE.unpack_from(buf)[0] if len(buf) >= 12 and not self.resync else -1
         if 4 <= size <= self.max_message and len(buf) - 4 < size:
             self._cut = _Cut(self._base + 4, size, bytes(buf[4:]))
             buf.clear()
-            return self._end_cut(True)
-        return None
+            out.append(self._end_cut(True))
+        return out
+
+    def _reframe(self) -> list[Frame]:
+        """The bytes stop (the capture ends, or a hole) before the unconfirmed message
+        begun reaches its claimed end. If a start inside it chains (its message ends
+        where another plausible one starts, or where the bytes stop), that start was the
+        real one: the 4 bytes before a real size (the end of noise, or of a message cut
+        by a hole) often read as a size of their own, and the real size after them as a
+        plausible header. The bytes before it are unread, and framing goes on from it."""
+        buf = self._unhold()
+        out: list[Frame] = []
+        while self.unsure_at == self._base and not self.resync and len(buf) >= 4:
+            found = self._inside(1, len(buf), True)
+            if found is None:
+                break
+            self._false_start(self._base, self._base + found)
+            del buf[:found]
+            self._base += found
+            self._check_start = False
+            out += self._frames()
+        return out
+
+    def _false_start(self, offset: int, real: int) -> None:
+        """The unconfirmed start at stream ``offset`` gives way to the one at ``real``
+        (unconfirmed too): the bytes between are unread."""
+        self._unread_from = offset
+        self._found(real)
+        self.unsure_at = real
+
+    def _chains(self, pos: int, ended: bool) -> bool:
+        """Does the message at ``buf[pos]`` end where another plausible one starts (or,
+        ``ended``, exactly where the bytes stop)?"""
+        buf, boundary = self._buf, self._boundary
+        assert boundary is not None, "a chain is checked only with a boundary test"
+        end = pos + 4 + _SIZE.unpack_from(buf, pos)[0]
+        if end + HEAD <= len(buf):
+            return boundary(buf, end)
+        return ended and end == len(buf)
+
+    def _inside(self, start: int, stop: int, ended: bool) -> int | None:
+        """The first plausible start in ``buf[start:stop]`` whose message chains."""
+        # (a message ending past the bytes held cannot be seen to chain: its start is not
+        # even tested, so many such starts cost no more than a search)
+        reach = len(self._buf) - (0 if ended else HEAD)
+        while True:
+            found = self._find_boundary(start, stop, reach)
+            if found is None or self._chains(found, ended):
+                return found
+            start = found + 1
 
     def _frames(self) -> list[Frame]:
         buf = self._buf
@@ -375,7 +431,7 @@ class Framer:
             if self.unsure_at >= 0 and self.unsure_at != self._base + pos:
                 self.unsure_at = -1  # the unconfirmed message ended where said
             if self.unsure_at == self._base + pos and self._check_start:
-                if len(buf) - pos < 14 and size > len(buf) - pos - 4:
+                if len(buf) - pos < HEAD and size > len(buf) - pos - 4:
                     break  # (too few bytes to check the start yet)
                 self._check_start = False
                 assert self._boundary is not None, "checked only with a boundary test"
@@ -396,18 +452,34 @@ class Framer:
             if len(buf) - pos - 4 < size:
                 want = 4 + size
                 break
+            end = pos + 4 + size
+            if (
+                self.unsure_at == self._base + pos
+                and end + HEAD <= len(buf)
+                and self._boundary is not None
+                and not self._boundary(buf, end)
+            ):
+                # an unconfirmed message whose end does not chain: when a start inside it
+                # does, that start is the real one (see _reframe)
+                found = self._inside(pos + 1, end, False)
+                if found is not None:
+                    self._false_start(self._base + pos, self._base + found)
+                    pos = found
+                    continue
             # one copy (a bytearray slice would make a second)
-            out.append(
-                Frame(self._base + pos + 4, bytes(memoryview(buf)[pos + 4 : pos + 4 + size]))
-            )
-            pos += 4 + size
+            out.append(Frame(self._base + pos + 4, bytes(memoryview(buf)[pos + 4 : end])))
+            pos = end
         if pos:
             del buf[:pos]
             self._base += pos
         self._want = want
         return out
 
-    def _find_boundary(self, start: int) -> int | None:
+    def _find_boundary(
+        self, start: int, stop: int | None = None, reach: int | None = None
+    ) -> int | None:
+        """The first plausible message start in ``buf[start:stop]`` (whose message ends
+        by ``reach``, if given)."""
         buf, limit, boundary = self._buf, self.max_message, self._boundary
         if boundary is None:  # resync is only set with a boundary test
             return None
@@ -415,7 +487,7 @@ class Framer:
         # the candidates found at C speed: a size of at most 100 MiB starts with a byte of
         # 0-6, and a run of zero bytes (a size of 0 at each place) is skipped whole; a
         # Python step per byte took 70 CPU-s over 800 MB of zeros
-        pos, end = start, len(buf) - 7
+        pos, end = start, len(buf) - 7 if stop is None else min(stop, len(buf) - 7)
         while pos < end:
             found = _SMALL_FIRST.search(buf, pos, end)
             if found is None:
@@ -428,7 +500,11 @@ class Framer:
                     return None
                 pos = max(pos + 1, nonzero.start() - 3)
                 continue
-            if 4 <= size <= limit and boundary(buf, pos):
+            if (
+                4 <= size <= limit
+                and (reach is None or pos + 4 + size <= reach)
+                and boundary(buf, pos)
+            ):
                 return pos
             pos += 1
         return None

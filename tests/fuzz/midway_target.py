@@ -3,7 +3,10 @@ streams made of real Kafka messages (requests one way, answers the other), cut a
 random point and damaged, through the client-side decision, the TLS record-chain
 search, the framer begun inside a message and the orphan guesser. Nothing may escape,
 no message found at an unconfirmed start may exceed what a broker accepts, and a
-record chain found must be two chained record headers. Kept apart from harness.py so
+record chain found must be two chained record headers. The requests also come after a
+hole and noise, in chunks cut where the noise says: the framer searches, and may take
+a false start and refute it; its messages and the stretches it passed over must follow
+each other in order, without overlap, inside the stream. Kept apart from harness.py so
 targets added by others merge cleanly."""
 
 from __future__ import annotations
@@ -38,6 +41,37 @@ def midway_input(rng: random.Random) -> bytes:
     return data
 
 
+def _after_noise(requests: bytes) -> None:
+    """``requests`` after a hole and noise made from their own bytes (the noise's last
+    four bytes often a size: the false start this checks), fed in chunks."""
+    from kdissect.stream.connection import plausible_request
+    from kdissect.stream.framing import Framer
+
+    rng = random.Random(requests[-64:])
+    noise = rng.randbytes(rng.choice((0, 10, 300, 3000)))
+    if noise and rng.random() < 0.5:
+        noise = noise[:-4] + struct.pack(">i", rng.choice((8, 100, 1000, 10**7)))
+    stream = noise + requests
+    framer = Framer(plausible_request)
+    framer.gap(0, 10)
+    frames, pos = [], 10
+    while pos < 10 + len(stream):
+        n = rng.choice((1, 13, 100, 1400, 1 << 20))
+        frames += framer.feed(stream[pos - 10 : pos - 10 + n], pos)
+        pos += n
+    frames += framer.close()
+    spans = [
+        (f.offset - 4, f.offset + max([len(f.data)] + [at + len(p) for at, p in f.pieces or ()]))
+        for f in frames
+    ]
+    spans += [(o, o + n) for o, n in framer.unread]
+    end = 10
+    for a, b in sorted(spans):
+        assert a >= end, f"{a}-{b} overlaps what came before (to {end})"
+        end = b
+    assert end <= 10 + len(stream)
+
+
 def run_midway(data: bytes) -> None:
     from kdissect.capture.tls.handshake import record_chain, record_header
     from kdissect.stream import direction, orphans
@@ -69,8 +103,8 @@ def run_midway(data: bytes) -> None:
         framer = Framer(plausible_request if side == 0 else (lambda buf, pos: False))
         framer.begun_inside(check=side == 0)
         frames = framer.feed(stream, 0)
-        last = framer.close()
-        for i, f in enumerate(frames + ([last] if last is not None else [])):
+        for i, f in enumerate(frames + framer.close()):
             assert len(f.data) <= UNSURE_MAX
             if side == 1 and i < 3:
                 guesser.guess(1, f.data)
+    _after_noise(client)
