@@ -26,6 +26,7 @@ mod record_walk;
 mod records_table;
 mod tls;
 mod values;
+mod varint;
 
 const MAX_PACKET: usize = 256 * 1024 * 1024;
 const TS_MAX: f64 = 253402300799.0;

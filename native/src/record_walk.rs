@@ -8,32 +8,9 @@
 use pyo3::buffer::PyBuffer;
 use pyo3::PyResult;
 
+use crate::varint::varint;
+
 pub(crate) const HEX: &[u8; 16] = b"0123456789abcdef";
-
-/// An unsigned LEB128 varint of at most `max` bytes at `*p`, all before `end` (Python's
-/// `reader.uvarint`: longer is an error, as is running past the end).
-#[inline]
-pub(crate) fn uvarint(d: &[u8], p: &mut usize, end: usize, max: usize) -> Option<u128> {
-    let mut value: u128 = 0;
-    for i in 0..max {
-        if *p >= end {
-            return None;
-        }
-        let b = d[*p];
-        *p += 1;
-        value |= ((b & 0x7f) as u128) << (7 * i);
-        if b < 0x80 {
-            return Some(value);
-        }
-    }
-    None
-}
-
-/// A zigzag varint (signed) of at most `max` bytes.
-#[inline]
-pub(crate) fn varint(d: &[u8], p: &mut usize, end: usize, max: usize) -> Option<i128> {
-    uvarint(d, p, end, max).map(|n| ((n >> 1) as i128) ^ -((n & 1) as i128))
-}
 
 /// Nullable bytes (zigzag varint length, -1 for null) at `*p`, ending by `rec_end`.
 #[inline]
@@ -166,18 +143,6 @@ pub(crate) unsafe fn bytes_of(data: &PyBuffer<u8>, pos: usize, end: usize) -> Op
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn varints_stop_at_the_end_and_at_their_width() {
-        let mut p = 0;
-        assert_eq!(varint(&[0x02], &mut p, 1, 5), Some(1));
-        let mut p = 0;
-        assert_eq!(varint(&[0x01], &mut p, 1, 5), Some(-1));
-        let mut p = 0;
-        assert_eq!(varint(&[0x80], &mut p, 1, 5), None);
-        let mut p = 0;
-        assert_eq!(varint(&[0xff; 6], &mut p, 6, 5), None);
-    }
 
     #[test]
     fn nullable_reads_null_and_refuses_past_the_record() {

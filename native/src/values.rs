@@ -9,6 +9,7 @@
 //! fields. Any doubt (a bail of the Python readers, a byte past the end, invalid UTF-8,
 //! a varint too long) returns None and the Python readers decide.
 
+use crate::varint::{self, zigzag};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
 use std::collections::HashMap;
@@ -279,22 +280,7 @@ fn take<'a>(buf: &'a [u8], pos: &mut usize, n: usize) -> R<&'a [u8]> {
 
 /// reader.uvarint: at most ``max`` bytes (value up to 7 × max bits)
 fn uvarint(buf: &[u8], pos: &mut usize, max: u32) -> R<u128> {
-    let mut value: u128 = 0;
-    let mut shift = 0u32;
-    for _ in 0..max {
-        let b = byte(buf, *pos)?;
-        *pos += 1;
-        value |= ((b & 0x7F) as u128) << shift;
-        if b < 0x80 {
-            return Ok(value);
-        }
-        shift += 7;
-    }
-    Err(Stop::Bail)
-}
-
-fn zigzag(v: u128) -> i128 {
-    ((v >> 1) as i128) ^ -((v & 1) as i128)
+    varint::uvarint(buf, pos, buf.len(), max as usize).ok_or(Stop::Bail)
 }
 
 fn uuid_text(b: &[u8]) -> String {
