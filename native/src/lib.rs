@@ -24,6 +24,7 @@ mod mapped;
 mod reasm;
 mod record_walk;
 mod records_table;
+mod scan;
 mod tls;
 mod values;
 mod varint;
@@ -889,6 +890,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<facts::FactsPlan>()?;
     m.add_function(wrap_pyfunction!(line::summary_line, m)?)?;
     m.add_function(wrap_pyfunction!(head::request_head, m)?)?;
+    m.add_function(wrap_pyfunction!(scan::contains_any, m)?)?;
     Ok(())
 }
 

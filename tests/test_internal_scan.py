@@ -1,0 +1,75 @@
+"""The compiled search for internal topics' names and ids (native/src/scan.rs, behind
+``internal.mentions_internal_topic``) against its Python reference
+(``mentions_internal_topic_py``): every message of every capture under captures/, with
+and without learned topic ids, and seeded blobs with the names and ids planted at every
+kind of place (block edges, the very start and end, cut by a byte) in the data that made
+the Python search slow (JSON values, zero padding, runs of ``_``)."""
+
+from __future__ import annotations
+
+import random
+import uuid
+from pathlib import Path
+
+import pytest
+
+from kdissect.protocol import internal
+from tests.fuzz.msgvalues_target import messages
+
+ROOT = Path(__file__).resolve().parents[1]
+CAPTURES = sorted((ROOT / "captures").glob("**/*.pcap")) + sorted(
+    (ROOT / "captures").glob("**/*.pcapng")
+)
+OFFSETS_ID = str(uuid.UUID(int=0x0123456789ABCDEF0123456789ABCDEF))
+IDS = {OFFSETS_ID: "__consumer_offsets", str(uuid.UUID(int=7)): "orders"}
+
+
+@pytest.fixture(autouse=True)
+def _compiled():
+    """Fails, not skips, without the compiled function: nothing would be compared."""
+    if internal._contains_any is None:
+        pytest.fail(
+            "the compiled extension is not built or KDISSECT_PURE is set: install with "
+            "cargo on the PATH (pip install -e ., as ./scripts/test does)"
+        )
+
+
+def same(data: bytes, ids=None) -> bool:
+    got = internal.mentions_internal_topic(data, ids)
+    assert got == internal.mentions_internal_topic_py(data, ids), (data[:64], ids)
+    return got
+
+
+def test_every_message_of_every_capture():
+    found = [same(d) for d, _, _, _ in messages(CAPTURES)]
+    assert len(found) > 4000
+    # the KRaft captures' replication Fetches name __cluster_metadata by its id; others none
+    assert 0 < sum(found) < len(found)
+    for d, _, _, _ in messages(CAPTURES):
+        same(d, IDS)
+
+
+def test_planted_names_and_ids_in_hostile_data():
+    rng = random.Random(2026)
+    fillers = [
+        b'{"order_id": "o_1", "customer_name": "x", "pad": "' + bytes(14) + b'"}',
+        bytes(64),
+        b"_" * 64,
+        bytes(range(256)),
+    ]
+    needles = [*internal._NAMES, internal._METADATA_ID_BYTES, uuid.UUID(OFFSETS_ID).bytes]
+    planted = 0
+    for _ in range(3000):
+        filler = rng.choice(fillers)
+        size = rng.choice([0, 1, 15, 16, 17, 31, 32, 33, rng.randrange(200)])
+        data = bytearray((filler * (size // len(filler) + 1))[:size])
+        if rng.random() < 0.8:
+            needle = rng.choice(needles)
+            if rng.random() < 0.3:
+                needle = needle[:-1] if rng.random() < 0.5 else needle[1:]  # cut: no match
+            at = rng.choice([0, len(data), rng.randrange(len(data) + 1)])
+            data[at:at] = needle
+        data_bytes = bytes(data)
+        planted += same(data_bytes, IDS)
+        same(data_bytes)
+    assert 1000 < planted < 3000  # both answers were asked for often
