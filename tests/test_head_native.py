@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from kdissect.protocol import native_ext
+
 from kdissect.protocol import message
 from kdissect.protocol.apis import PRODUCE
 from tests.fuzz.msgvalues_target import messages
@@ -25,6 +27,7 @@ CAPTURES = sorted((ROOT / "captures").glob("**/*.pcap")) + sorted(
 @pytest.fixture(autouse=True)
 def _compiled():
     """Fails, not skips, without the compiled function: nothing would be compared."""
+    native_ext.refresh()  # (an earlier test may have run with KDISSECT_PURE)
     if message._REQUEST_HEAD is None:
         pytest.fail(
             "the compiled extension is not built or KDISSECT_PURE is set: install with "

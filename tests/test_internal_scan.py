@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from kdissect.protocol import native_ext
+
 from kdissect.protocol import internal
 from tests.fuzz.msgvalues_target import messages
 
@@ -27,6 +29,7 @@ IDS = {OFFSETS_ID: "__consumer_offsets", str(uuid.UUID(int=7)): "orders"}
 @pytest.fixture(autouse=True)
 def _compiled():
     """Fails, not skips, without the compiled function: nothing would be compared."""
+    native_ext.refresh()  # (an earlier test may have run with KDISSECT_PURE)
     if internal._contains_any is None:
         pytest.fail(
             "the compiled extension is not built or KDISSECT_PURE is set: install with "

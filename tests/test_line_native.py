@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from kdissect.protocol import native_ext
+
 from kdissect.protocol import Options
 from kdissect.protocol.findings import Finding
 from kdissect.render import lines
@@ -30,6 +32,7 @@ CAPTURES = sorted((ROOT / "captures").glob("**/*.pcap")) + sorted(
 @pytest.fixture(autouse=True)
 def _compiled():
     """Fails, not skips, without the compiled function: nothing would be compared."""
+    native_ext.refresh()  # (an earlier test may have run with KDISSECT_PURE)
     if lines._SUMMARY_LINE is None:
         pytest.fail(
             "the compiled extension is not built or KDISSECT_PURE is set: install with "

@@ -154,6 +154,33 @@ def test_damaged_captures_scan_and_print_alike(capture, tmp_path):
         assert_same_output(f, ["--format", "jsonl"], ["--stats"], [])
 
 
+def test_kdissect_pure_set_in_the_process_reaches_every_held_compiled_function():
+    """A run started with KDISSECT_PURE set in this process uses none of the compiled
+    functions modules hold as globals (``native_ext.bind``), and the next run without it
+    uses them again: the in-process comparisons of both paths (assert_same_output) compare
+    two paths, not the compiled one with itself."""
+    import kdissect.protocol.internal
+    import kdissect.protocol.message
+    import kdissect.render.lines
+    import kdissect.render.log_lines
+    import kdissect.stream.record_table  # noqa: F401  (every module that binds one)
+    from kdissect.protocol import native_ext
+
+    def held() -> list[tuple[object, object]]:
+        return [(getattr(sys.modules[m], n), fb) for m, n, _, fb in native_ext._BOUND]
+
+    args = ["pcap", "--no-tui", "-j", "1", str(ROOT / "captures" / "acks0.pcap")]
+    assert len(native_ext._BOUND) >= 5
+    for pure in ("1", "0", "1"):
+        res = CliRunner().invoke(main, args, env={"KDISSECT_PURE": pure})
+        assert res.exit_code == 0, res.output
+        if pure == "1":
+            assert all(value is fallback for value, fallback in held())
+        else:
+            assert all(v is not None and v is not fallback for v, fallback in held())
+    native_ext.refresh()  # as the environment is now, for the tests after this one
+
+
 def assert_same_output(path: Path, *views: list[str]) -> None:
     for view in views:
         args = ["pcap", "--no-tui", "-j", "1", str(path), *view]

@@ -30,7 +30,7 @@ from .decode import decode_prefix
 from .embedded import decode_consumer_bytes
 from .grammar import parse_grammar
 from .layout import Struct
-from .native_ext import compiled
+from .native_ext import bind
 from .node import Node
 from . import secrets
 from .reader import VarintTooLong, uvarint
@@ -97,7 +97,7 @@ _NAMES = tuple(t.encode() for t in TOPIC_FAMILIES)
 
 # native/src/scan.rs: the same answer in one pass (the searches below cost a few ms on
 # a MB of JSON values or zero padding); None without the extension
-_contains_any = compiled("contains_any")
+_contains_any = bind(__name__, "_contains_any", "contains_any")
 
 
 def mentions_internal_topic(data: bytes, topic_ids: Mapping[str, str] | None = None) -> bool:

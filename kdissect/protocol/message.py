@@ -14,7 +14,7 @@ from .embedded import add_sasl_fields, decode_embedded
 from .internal import RECORD_CARRIERS, decode_wire_records
 from .layout import Struct
 from .names import api_name
-from .native_ext import extension
+from .native_ext import bind
 from .node import Node
 from .plain import Compared
 from .reader import VarintTooLong, uvarint
@@ -143,8 +143,8 @@ def python_request_head(data: bytes) -> RequestHead | None:
 # (and versions newer than it knows, read as the newest known one)
 _HEADER_VERSIONS: dict[tuple[int, int], int] = {}
 _ASSUMED_FLEXIBLE = -2  # a newer version of a flexible API: header v2, probably
-# native/src/head.rs's request_head (None: no extension, or KDISSECT_PURE at import)
-_REQUEST_HEAD = getattr(extension(), "request_head", None)
+# native/src/head.rs's request_head (None: no extension, or KDISSECT_PURE; native_ext.refresh)
+_REQUEST_HEAD = bind(__name__, "_REQUEST_HEAD", "request_head")
 
 
 def produce_acks(data: bytes, header_size: int, api_version: int) -> int | None:

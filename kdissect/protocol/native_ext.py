@@ -6,6 +6,7 @@ switch turns them all off: ``KDISSECT_PURE=1`` runs the pure-Python references."
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -28,3 +29,25 @@ def compiled(name: str) -> Callable[..., Any] | None:
     ``KDISSECT_PURE`` set): its caller then runs the pure-Python reference."""
     ext = extension()
     return getattr(ext, name, None) if ext is not None else None
+
+
+# (module, global, function, fallback): the compiled functions modules hold as globals
+# for speed (a lookup per call costs ~1-3 µs), chosen again by refresh()
+_BOUND: list[tuple[str, str, str, Any]] = []
+
+
+def bind(module: str, name: str, function: str, fallback: Any = None) -> Any:
+    """``compiled(function)``, else ``fallback``, for a module to keep as its global
+    ``name``; ``refresh()`` chooses again, so ``KDISSECT_PURE`` set in a running process
+    (a test, an embedding program) reaches these functions at the next run's start."""
+    _BOUND.append((module, name, function, fallback))
+    return compiled(function) or fallback
+
+
+def refresh() -> None:
+    """Choose every bound function again (``KDISSECT_PURE`` read anew): called as a run
+    starts (``stream.engine.Engine``, ``sources.logunits.walk``)."""
+    for module, name, function, fallback in _BOUND:
+        held = sys.modules.get(module)
+        if held is not None:
+            setattr(held, name, compiled(function) or fallback)

@@ -21,7 +21,7 @@ from . import jsonl_records
 from ..stream.fields import ExchangeFields
 from ..stream.facts import UNRESOLVED, Facts
 from ..protocol.names import api_name
-from ..protocol.native_ext import extension
+from ..protocol.native_ext import bind
 
 if TYPE_CHECKING:
     from rich.text import Text
@@ -87,8 +87,8 @@ def python_plain(ex: Exchange, options: Options, view: ExchangeFields | None = N
     return printable("".join([text for text, _ in line_parts(ex, options, view)]))
 
 
-# native/src/line.rs's summary_line (None: no extension, or KDISSECT_PURE at import)
-_SUMMARY_LINE = getattr(extension(), "summary_line", None)
+# native/src/line.rs's summary_line (None: no extension, or KDISSECT_PURE; native_ext.refresh)
+_SUMMARY_LINE = bind(__name__, "_SUMMARY_LINE", "summary_line")
 
 
 def compiled_plain(ex: Exchange, view: ExchangeFields | None = None) -> str | None:

@@ -23,7 +23,7 @@ from typing import Any
 from ..protocol.batch import record_starts
 from ..protocol.reader import Bail, VarintTooLong
 from ..protocol.values import record_loop
-from ..protocol.native_ext import compiled as _compiled
+from ..protocol.native_ext import bind, compiled as _compiled
 from .records import json_bytes
 
 # json.dumps(x, default=str): what every `kdissect log` JSON line is encoded with
@@ -74,4 +74,4 @@ def prefixed_py(prefix: str, lines: str) -> bytes:
     return (prefix + lines[:-1].replace("\n", "\n" + prefix) + "\n").encode()
 
 
-prefixed: Callable[[str, str], bytes] = _compiled("log_prefix_lines") or prefixed_py
+prefixed: Callable[[str, str], bytes] = bind(__name__, "prefixed", "log_prefix_lines", prefixed_py)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..protocol.context import Options
+from ..protocol.native_ext import refresh as refresh_compiled
 from . import logdir
 from .logdir import Conv, LogError, LogItem
 
@@ -177,6 +178,7 @@ def walk(
     located trees, for bulk output (JSON lines, Parquet); the checks are the same.
     ``lines``: a record-lines writer (render/log_lines.py's ``record_lines_for()``): such
     batches come with their records as JSON text instead (``item.lines``), for JSON lines."""
+    refresh_compiled()  # KDISSECT_PURE as it is now, for this run
     conv = logdir.conv_for(values, lines)
     for text in paths:
         if is_url(text):  # copied a partition at a time

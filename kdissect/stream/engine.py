@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from ..protocol import Options
+from ..protocol.native_ext import refresh as refresh_compiled
 from .enrich import Enricher
 from .model import Exchange, Gap
 from .sink import BaseSink, BytesConv, Sink, check
@@ -94,6 +95,7 @@ class Engine:
         topic_ids: dict[str, str] | None = None,
     ):
         many: list[Sink] = list(sinks) if isinstance(sinks, (list, tuple)) else [sinks]  # type: ignore[list-item]
+        refresh_compiled()  # KDISSECT_PURE as it is now, for this run
         self.source = source
         # a sink that prints bodies read by the values decoder (JSON lines) takes the ones
         # enrichment reads (bytes shown its way) instead of decoding them again

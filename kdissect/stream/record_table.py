@@ -16,7 +16,7 @@ from typing import Any
 
 from ..protocol.reader import Bail
 from ..protocol.values import NO_BYTES, body_values
-from ..protocol.native_ext import compiled
+from ..protocol.native_ext import bind
 from .cells import ms_micros, text_or_hex
 from .facts import topic_of_id
 from .model import KafkaMessage
@@ -28,7 +28,7 @@ class _Rows(list):  # type: ignore[type-arg]
     __slots__ = ()
 
 
-_native = compiled("record_table_rows")
+_native = bind(__name__, "_native", "record_table_rows")
 
 
 def _batch_rows(
