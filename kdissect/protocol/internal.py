@@ -104,7 +104,9 @@ def mentions_internal_topic(data: bytes, topic_ids: Mapping[str, str] | None = N
     """Whether a Produce/Fetch message may carry an internal topic, by name or by a known
     id (a cheap byte search, before choosing a decoder)."""
     if _contains_any is not None:
-        return bool(_contains_any(data, _needles(topic_ids)))
+        got = _contains_any(data, _needles(topic_ids))
+        if got is not None:  # (None: bytes not contiguous)
+            return bool(got)
     return mentions_internal_topic_py(data, topic_ids)
 
 

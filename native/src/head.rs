@@ -4,6 +4,7 @@
 //! tests/test_head_native.py compares the two on every request of every capture and on
 //! damaged copies.
 
+use crate::varint::uvarint;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
@@ -21,20 +22,7 @@ fn produce_acks(data: &[u8], mut pos: usize, version: i16) -> Option<i16> {
     if version >= 3 {
         if version >= 9 {
             // compact nullable string: uvarint length + 1 (at most 5 bytes)
-            let mut n: u64 = 0;
-            let mut done = false;
-            for i in 0..5 {
-                let b = *data.get(pos)?;
-                pos += 1;
-                n |= ((b & 0x7F) as u64) << (7 * i);
-                if b < 0x80 {
-                    done = true;
-                    break;
-                }
-            }
-            if !done {
-                return None;
-            }
+            let n = uvarint(data, &mut pos, data.len(), 5)?;
             pos = pos.checked_add(n.saturating_sub(1) as usize)?;
         } else {
             let n = i16_at(data, pos)?;

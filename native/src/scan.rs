@@ -11,6 +11,8 @@
 use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
 
+use crate::record_walk::bytes_of;
+
 /// How common a byte is in record data, lower is rarer: zero and space padding, ASCII
 /// letters by their English frequency, digits and JSON punctuation, `_`; everything else
 /// (the bytes of compressed data, ids) is rare.
@@ -93,15 +95,15 @@ pub(crate) fn holds_any(data: &[u8], needles: &[Vec<u8>]) -> bool {
     any_anchor(data, &anchors, found_at)
 }
 
-/// `holds_any` of a Python bytes-like object.
+/// `holds_any` of a Python bytes-like object; None when its bytes are not contiguous
+/// (the caller's Python search decides).
 #[pyfunction]
-pub fn contains_any(data: PyBuffer<u8>, needles: Vec<Vec<u8>>) -> PyResult<bool> {
-    if !data.is_c_contiguous() {
-        return Ok(false);
-    }
-    // Safety: a contiguous buffer of len_bytes bytes, held (and read only) for this call
-    let d = unsafe { std::slice::from_raw_parts(data.buf_ptr() as *const u8, data.len_bytes()) };
-    Ok(holds_any(d, &needles))
+pub fn contains_any(data: PyBuffer<u8>, needles: Vec<Vec<u8>>) -> PyResult<Option<bool>> {
+    // Safety: `data` is held (and read only) for this call
+    let Some(d) = (unsafe { bytes_of(&data, 0, data.len_bytes()) }) else {
+        return Ok(None);
+    };
+    Ok(Some(holds_any(d, &needles)))
 }
 
 #[cfg(test)]
