@@ -6,6 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
+# the fields naming a record's topic and partition in the messages that carry records
+# (Produce, Fetch, ShareFetch), as both row readers find them
+TOPIC_FIELDS = frozenset(("topic", "name", "topic_name"))
+PARTITION_FIELDS = frozenset(("partition_index", "partition", "index"))
+
 # a record's own timestamp (ms) as the tables' TIMESTAMP (int µs): -1 (none) and values
 # past 9999-12-31 (damage) are null there; JSON lines keep the number as it was sent
 MAX_TIMESTAMP_MS = 253_402_300_799_999

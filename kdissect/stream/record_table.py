@@ -17,7 +17,7 @@ from typing import Any
 from ..protocol.reader import Bail
 from ..protocol.values import NO_BYTES, body_values
 from ..protocol.native_ext import bind
-from .cells import ms_micros, text_or_hex
+from .cells import PARTITION_FIELDS, TOPIC_FIELDS, ms_micros, text_or_hex
 from .facts import topic_of_id
 from .model import KafkaMessage
 
@@ -50,8 +50,6 @@ class _Unsure(Exception):
 
 
 _KEY_VERSION = struct.Struct(">hh")
-_TOPIC = frozenset(("topic", "name", "topic_name"))
-_PARTITION = frozenset(("partition_index", "partition", "index"))
 
 
 def fast_record_rows(
@@ -114,11 +112,11 @@ def _walk(
     and partition of the records below them."""
     if element:
         for k, v in node.items():
-            if k in _TOPIC and type(v) is str:
+            if k in TOPIC_FIELDS and type(v) is str:
                 topic = v
             elif k == "topic_id" and topic is None and type(v) is str:
                 topic = topic_of_id(v, {})
-            elif k in _PARTITION and type(v) is int:
+            elif k in PARTITION_FIELDS and type(v) is int:
                 partition = v
     for v in node.values():
         t = type(v)

@@ -20,7 +20,7 @@ from ..protocol.records import record_offset
 from ..protocol.values_schema import value_columns
 from .facts import UNRESOLVED, topic_of_id
 from .fields import PROBLEM_GROUPS
-from .cells import ms_micros, text_or_hex
+from .cells import PARTITION_FIELDS, TOPIC_FIELDS, ms_micros, text_or_hex
 from .model import Exchange, KafkaMessage
 from .record_table import fast_record_rows
 
@@ -170,11 +170,11 @@ def _walk_records(
 ) -> None:
     if node.name.startswith("["):
         for c in node.children:
-            if c.ktype == "string" and c.name in ("topic", "name", "topic_name"):
+            if c.ktype == "string" and c.name in TOPIC_FIELDS:
                 topic = c.value
             elif c.ktype == "uuid" and c.name == "topic_id" and topic is None:
                 topic = topic_of_id(str(c.value), {})
-            elif c.ktype == "int32" and c.name in ("partition_index", "partition", "index"):
+            elif c.ktype == "int32" and c.name in PARTITION_FIELDS:
                 partition = c.value
     for c in node.children:
         kind = c.ktype
