@@ -244,7 +244,7 @@ def test_quick_paths_agree_with_the_located_decoder():
                             located.append(
                                 (content._text(n.child("key").value) if n.child("key") else None)
                             )
-                quick += content._clean_records(m, None) is not None
+                quick += content._clean_records(m, None, None) is not None
             assert [r.key for r in content.records(view)] == located, (path, ex.first.frame)
             assert content.record_keys(view) == [k for k in located if k is not None]
             for key in {k for k in located if k is not None} | {"no such key", ""}:
