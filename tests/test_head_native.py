@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from kdissect.protocol import native_ext
 
 from kdissect.protocol import message
 from kdissect.protocol.apis import PRODUCE
 from tests.fuzz.msgvalues_target import messages
+
+from tests.support.native_check import require_compiled
 
 ROOT = Path(__file__).resolve().parents[1]
 CAPTURES = sorted((ROOT / "captures").glob("**/*.pcap")) + sorted(
@@ -26,13 +27,7 @@ CAPTURES = sorted((ROOT / "captures").glob("**/*.pcap")) + sorted(
 
 @pytest.fixture(autouse=True)
 def _compiled():
-    """Fails, not skips, without the compiled function: nothing would be compared."""
-    native_ext.refresh()  # (an earlier test may have run with KDISSECT_PURE)
-    if message._REQUEST_HEAD is None:
-        pytest.fail(
-            "the compiled extension is not built or KDISSECT_PURE is set: install with "
-            "cargo on the PATH (pip install -e ., as ./scripts/test does)"
-        )
+    require_compiled(message, "_REQUEST_HEAD")
 
 
 _REQUESTS: list[bytes] = []

@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from kdissect.protocol import native_ext
 
 from kdissect.protocol import internal
 from tests.fuzz.msgvalues_target import messages
+
+from tests.support.native_check import require_compiled
 
 ROOT = Path(__file__).resolve().parents[1]
 CAPTURES = sorted((ROOT / "captures").glob("**/*.pcap")) + sorted(
@@ -28,13 +29,7 @@ IDS = {OFFSETS_ID: "__consumer_offsets", str(uuid.UUID(int=7)): "orders"}
 
 @pytest.fixture(autouse=True)
 def _compiled():
-    """Fails, not skips, without the compiled function: nothing would be compared."""
-    native_ext.refresh()  # (an earlier test may have run with KDISSECT_PURE)
-    if internal._contains_any is None:
-        pytest.fail(
-            "the compiled extension is not built or KDISSECT_PURE is set: install with "
-            "cargo on the PATH (pip install -e ., as ./scripts/test does)"
-        )
+    require_compiled(internal, "_contains_any")
 
 
 def same(data: bytes, ids=None) -> bool:

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from kdissect.protocol import native_ext
 
 from kdissect.protocol import Options
 from kdissect.protocol.findings import Finding
@@ -23,6 +22,8 @@ from kdissect.stream.engine import Engine
 from kdissect.stream.facts import Facts
 from kdissect.stream.sink import Collect
 
+from tests.support.native_check import require_compiled
+
 ROOT = Path(__file__).resolve().parents[1]
 CAPTURES = sorted((ROOT / "captures").glob("**/*.pcap")) + sorted(
     (ROOT / "captures").glob("**/*.pcapng")
@@ -31,13 +32,7 @@ CAPTURES = sorted((ROOT / "captures").glob("**/*.pcap")) + sorted(
 
 @pytest.fixture(autouse=True)
 def _compiled():
-    """Fails, not skips, without the compiled function: nothing would be compared."""
-    native_ext.refresh()  # (an earlier test may have run with KDISSECT_PURE)
-    if lines._SUMMARY_LINE is None:
-        pytest.fail(
-            "the compiled extension is not built or KDISSECT_PURE is set: install with "
-            "cargo on the PATH (pip install -e ., as ./scripts/test does)"
-        )
+    require_compiled(lines, "_SUMMARY_LINE")
 
 
 _EXCHANGES: list = []

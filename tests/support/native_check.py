@@ -251,3 +251,18 @@ def to_pcapng(
         )
         pos += 16 + incl
     return b"".join(out)
+
+
+def require_compiled(module, name: str) -> None:
+    """Fail, not skip, when the compiled function ``module.name`` (bound through
+    ``native_ext.bind``) is missing: a differential test would compare nothing."""
+    import pytest
+
+    from kdissect.protocol import native_ext
+
+    native_ext.refresh()  # (an earlier test may have run with KDISSECT_PURE)
+    if getattr(module, name) is None:
+        pytest.fail(
+            "the compiled extension is not built or KDISSECT_PURE is set: install with "
+            "cargo on the PATH (pip install -e ., as ./scripts/test does)"
+        )
