@@ -121,6 +121,8 @@ class Proxy:
         asleep, deadline = 0, time.monotonic() + timeout
         while asleep < 20 and time.monotonic() < deadline:
             state = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            if state == "T":  # stopped (--forwarding-only): it decodes nothing
+                return
             asleep = asleep + 1 if state == "S" else 0
             time.sleep(0.05)
 
@@ -131,28 +133,32 @@ class Proxy:
         return self.err.read()
 
 
+def _producer_command(bootstrap: str, topic: str, records: int, size: int) -> list[str]:
+    return [
+        java(),
+        *PERF_JVM,
+        "-cp",
+        classpath(),
+        "org.apache.kafka.tools.ProducerPerformance",
+        "--topic",
+        topic,
+        "--num-records",
+        str(records),
+        "--record-size",
+        str(size),
+        "--throughput",
+        "-1",
+        "--producer-props",
+        f"bootstrap.servers={bootstrap}",
+        "acks=1",
+        "linger.ms=5",
+        "batch.size=65536",
+    ]
+
+
 def java_produce(bootstrap: str, topic: str, records: int, size: int) -> float:
     done = subprocess.run(
-        [
-            java(),
-            *PERF_JVM,
-            "-cp",
-            classpath(),
-            "org.apache.kafka.tools.ProducerPerformance",
-            "--topic",
-            topic,
-            "--num-records",
-            str(records),
-            "--record-size",
-            str(size),
-            "--throughput",
-            "-1",
-            "--producer-props",
-            f"bootstrap.servers={bootstrap}",
-            "acks=1",
-            "linger.ms=5",
-            "batch.size=65536",
-        ],
+        _producer_command(bootstrap, topic, records, size),
         capture_output=True,
         text=True,
         timeout=600,
@@ -282,7 +288,8 @@ def rdkafka_consume(bootstrap: str, topic: str, records: int) -> float:
 CLIENTS = {"java": (java_produce, java_consume), "rdkafka": (rdkafka_produce, rdkafka_consume)}
 
 
-def _create(bootstrap: str, topic: str, rf: int) -> None:
+def _topics(bootstrap: str, *args: str, check: bool = True) -> None:
+    """Kafka's own kafka-topics (TopicCommand) with ``args``."""
     subprocess.run(
         [
             java(),
@@ -292,17 +299,25 @@ def _create(bootstrap: str, topic: str, rf: int) -> None:
             "org.apache.kafka.tools.TopicCommand",
             "--bootstrap-server",
             bootstrap,
-            "--create",
-            "--topic",
-            topic,
-            "--partitions",
-            "3",
-            "--replication-factor",
-            str(rf),
+            *args,
         ],
         capture_output=True,
-        check=True,
+        check=check,
         timeout=120,
+    )
+
+
+def _create(bootstrap: str, topic: str, rf: int, check: bool = True) -> None:
+    _topics(
+        bootstrap,
+        "--create",
+        "--topic",
+        topic,
+        "--partitions",
+        "3",
+        "--replication-factor",
+        str(rf),
+        check=check,
     )
 
 
@@ -332,6 +347,25 @@ def _round_trips(bootstrap: str, n: int) -> list[float]:
             if i >= 50:
                 out.append(time.perf_counter() - start)
     return out
+
+
+def _beside_flood(bootstrap: str, topic: str, size: int, n: int) -> list[float]:
+    """``n`` ApiVersions round trips on one connection while a Java producer floods the
+    same path (as fast as it goes, acks=1) on its own connection: the head-of-line cost a
+    small request pays beside bulk traffic."""
+    flood = subprocess.Popen(
+        _producer_command(bootstrap, topic, 50_000_000, size),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        time.sleep(4)  # the JVM started, its connections made, records flowing
+        if flood.poll() is not None:
+            raise RuntimeError("the flooding producer ended before the round trips")
+        return _round_trips(bootstrap, n)
+    finally:
+        flood.kill()
+        flood.wait()
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -373,6 +407,13 @@ def main() -> None:
         help="ApiVersions round trips timed per round and path (0: none)",
     )
     ap.add_argument(
+        "--flood-latency",
+        type=int,
+        default=0,
+        help="ApiVersions round trips timed per round and path beside a flooding Java "
+        "producer on the same path (0: none)",
+    )
+    ap.add_argument(
         "--forwarding-only",
         action="store_true",
         help="also a run through the proxy with its display stopped (SIGSTOP): "
@@ -390,27 +431,7 @@ def main() -> None:
             old = Proxy(cluster.bootstrap(), workdir / "old", args.compare.resolve())
         lat: dict[str, list[tuple[float, float]]] = {}
         rf = min(3, args.nodes)
-        subprocess.run(
-            [
-                java(),
-                *PERF_JVM,
-                "-cp",
-                classpath(),
-                "org.apache.kafka.tools.TopicCommand",
-                "--bootstrap-server",
-                cluster.bootstrap(),
-                "--create",
-                "--topic",
-                "warm",
-                "--partitions",
-                "3",
-                "--replication-factor",
-                str(rf),
-            ],
-            capture_output=True,
-            check=False,
-            timeout=120,
-        )
+        _create(cluster.bootstrap(), "warm", rf, check=False)
         results: dict[str, list[tuple[float, float]]] = {}
         cpu: dict[str, list[tuple[float, float]]] = {}
         for client in args.clients.split(","):
@@ -472,6 +493,20 @@ def main() -> None:
                         )
                         trips = _round_trips(bootstrap, args.latency)
                         lat.setdefault(where, []).append((_pct(trips, 0.5), _pct(trips, 0.99)))
+                if args.flood_latency:
+                    for where in order:
+                        if where == "forwarding":
+                            continue
+                        bootstrap = {"direct": cluster.bootstrap(), "proxy": proxy.bootstrap}.get(
+                            where, old.bootstrap if old is not None else ""
+                        )
+                        topic = f"flood-{where}-{client}-{i}"
+                        _create(cluster.bootstrap(), topic, rf)
+                        trips = _beside_flood(bootstrap, topic, args.size, args.flood_latency)
+                        _topics(cluster.bootstrap(), "--delete", "--topic", topic)  # its GBs
+                        lat.setdefault(f"{where} beside a flood", []).append(
+                            (_pct(trips, 0.5), _pct(trips, 0.99))
+                        )
                 ratio = (
                     figures["proxy"][0] / figures["direct"][0],
                     figures["proxy"][1] / figures["direct"][1],
@@ -502,7 +537,11 @@ def main() -> None:
         summary = proxy.stop()
         proxy = None
         if old is not None:
-            old.stop()
+            summary += "".join(
+                f"\n{line} (old)"
+                for line in old.stop().splitlines()
+                if line.startswith("display: ")
+            )
             old = None
         print(
             f"\n{args.nodes} Apache Kafka node(s), {args.records:,} records of "
@@ -518,9 +557,9 @@ def main() -> None:
                     f"({values[0]:.0%}–{values[-1]:.0%})"
                 )
         for where, rows in lat.items():
-            if where == "direct":
+            if where.startswith("direct"):
                 continue
-            base = lat["direct"]
+            base = lat["direct" + where.partition(" ")[1] + where.partition(" ")[2]]
             for k, name in enumerate(("p50", "p99")):
                 added = sorted((r[k] - d[k]) * 1e6 for r, d in zip(rows, base))
                 print(

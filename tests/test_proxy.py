@@ -897,6 +897,38 @@ def test_the_display_pauses_briefly_while_every_core_is_busy_then_goes_on_sampli
     assert gate.paused - before <= 0.2  # (still busy with other work: no pause either)
 
 
+def test_busy_past_the_pause_the_display_decodes_on_a_ration_never_dark():
+    """While every core stays busy past MAX_PAUSE, the display goes on with at most a
+    tenth of one core (decoding at full speed took a core from clients and brokers that
+    had none to spare), and it never stops: every half second it still works."""
+    from kdissect.proxy.backoff import MAX_PAUSE, RATION, RATION_BURST, CpuGate
+
+    gate = CpuGate()
+    burners = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(gate.cores)
+    ]
+    try:
+        time.sleep(0.3)
+        while gate.paused < MAX_PAUSE - 0.05:  # the first pause, then the ration
+            gate.check()
+        start, cpu = time.monotonic(), time.process_time()
+        worked = [0.0] * 6  # CPU-seconds of "decoding" per half second
+        while (now := time.monotonic() - start) < 3.0:
+            gate.check()
+            t = time.thread_time()
+            while time.thread_time() - t < 0.001:  # a message's decoding
+                pass
+            worked[int(now / 0.5)] += time.thread_time() - t
+        used, elapsed = time.process_time() - cpu, time.monotonic() - start
+    finally:
+        for b in burners:
+            b.kill()
+            b.wait()
+    assert gate.rationed > 1.0
+    assert used <= RATION * elapsed + RATION_BURST + 0.1, (used, elapsed)
+    assert min(worked) > 0, worked
+
+
 def test_one_look_finding_a_core_free_does_not_end_a_lasting_load():
     """/proc/stat counts in 10 ms ticks, so a 50 ms look may find a core free on a
     machine that has none: that must not start another pause within a lasting load
