@@ -898,9 +898,10 @@ def test_the_display_pauses_briefly_while_every_core_is_busy_then_goes_on_sampli
 
 
 def test_busy_past_the_pause_the_display_decodes_on_a_ration_never_dark():
-    """While every core stays busy past MAX_PAUSE, the display goes on with at most a
-    tenth of one core (decoding at full speed took a core from clients and brokers that
-    had none to spare), and it never stops: every half second it still works."""
+    """While every core stays busy past MAX_PAUSE, the display goes on with a tenth of one
+    core, not more (decoding at full speed took a core from clients and brokers that had
+    none to spare) and not much less (its naps count towards its ration), and it never
+    stops: every half second it still works."""
     from kdissect.proxy.backoff import MAX_PAUSE, RATION, RATION_BURST, CpuGate
 
     gate = CpuGate()
@@ -925,7 +926,7 @@ def test_busy_past_the_pause_the_display_decodes_on_a_ration_never_dark():
             b.kill()
             b.wait()
     assert gate.rationed > 1.0
-    assert used <= RATION * elapsed + RATION_BURST + 0.1, (used, elapsed)
+    assert 0.5 * RATION * elapsed <= used <= RATION * elapsed + RATION_BURST + 0.1, (used, elapsed)
     assert min(worked) > 0, worked
 
 

@@ -176,7 +176,7 @@ class CpuGate:
             nap = min(-self.credit / RATION, RATION_NAP)
             self._sleep(nap)
             self.rationed += nap
-            wall = time.monotonic()
+        # (from before the nap: the next call credits the nap's time)
         self._ration_at = (wall, time.process_time())
 
     def _set_loaded(self, loaded: bool) -> None:
