@@ -484,25 +484,17 @@ def main() -> None:
                         cpu.setdefault(f"{client} consume{label}", []).append(
                             (after[0] - mid2[0], after[1] - mid2[1])
                         )
-                if args.latency:
-                    for where in order:
-                        if where == "forwarding":
-                            continue
-                        bootstrap = {"direct": cluster.bootstrap(), "proxy": proxy.bootstrap}.get(
-                            where, old.bootstrap if old is not None else ""
-                        )
-                        trips = _round_trips(bootstrap, args.latency)
+                paths = {"direct": cluster.bootstrap(), "proxy": proxy.bootstrap}
+                if old is not None:
+                    paths["old"] = old.bootstrap
+                for where in (w for w in order if w in paths):
+                    if args.latency:
+                        trips = _round_trips(paths[where], args.latency)
                         lat.setdefault(where, []).append((_pct(trips, 0.5), _pct(trips, 0.99)))
-                if args.flood_latency:
-                    for where in order:
-                        if where == "forwarding":
-                            continue
-                        bootstrap = {"direct": cluster.bootstrap(), "proxy": proxy.bootstrap}.get(
-                            where, old.bootstrap if old is not None else ""
-                        )
+                    if args.flood_latency:
                         topic = f"flood-{where}-{client}-{i}"
                         _create(cluster.bootstrap(), topic, rf)
-                        trips = _beside_flood(bootstrap, topic, args.size, args.flood_latency)
+                        trips = _beside_flood(paths[where], topic, args.size, args.flood_latency)
                         _topics(cluster.bootstrap(), "--delete", "--topic", topic)  # its GBs
                         lat.setdefault(f"{where} beside a flood", []).append(
                             (_pct(trips, 0.5), _pct(trips, 0.99))
