@@ -910,8 +910,9 @@ def test_busy_past_the_pause_the_display_decodes_on_a_ration_never_dark():
     ]
     try:
         time.sleep(0.3)
-        while gate.paused < MAX_PAUSE - 0.05:  # the first pause, then the ration
-            gate.check()
+        deadline = time.monotonic() + 5
+        while gate.paused < MAX_PAUSE - 0.05 and time.monotonic() < deadline:
+            gate.check()  # the first pause, then the ration
         start, cpu = time.monotonic(), time.process_time()
         worked = [0.0] * 6  # CPU-seconds of "decoding" per half second
         while (now := time.monotonic() - start) < 3.0:

@@ -69,7 +69,8 @@ DISPLAY_NICENESS = 10
 
 def _yield_cpu() -> None:
     """Decoding for the display runs below forwarding, clients and brokers (nice 10),
-    and ``backoff.CpuGate`` pauses it briefly while no core is free. Not SCHED_IDLE
+    and ``backoff.CpuGate`` pauses it briefly while no core is free, then keeps it to a
+    tenth of one core until one is. Not SCHED_IDLE
     and not nice 19: measured with a busy loop per core at normal priority beside the
     proxy, a SCHED_IDLE display wrote its first line after 5-7 s and decoded 5 of 130
     requests, and at nice 19 the process took ~1 s just to exit after SIGTERM (its
