@@ -11,9 +11,9 @@ other work for minutes, the display would otherwise stay dark for minutes; past 
 it goes on, without offering its core, on a ration of a tenth of one core (decoding as
 fast as it could, it took a core from the clients: Java consume through the proxy at
 70 % of direct on an otherwise idle 2-core machine, 97 % with the display stopped), and
-samples the exchanges when it falls far behind (display.py). (With a whole core as the line, Metadata round trips through
-the proxy on 2 cores added +0.92 ms at p99 in two runs; with 1¼, +0.70.) Where there is
-no /proc/stat (not Linux) it never pauses.
+samples the exchanges when it falls far behind (display.py). (With a whole core as the
+line, Metadata round trips through the proxy on 2 cores added +0.92 ms at p99 in two
+runs; with 1¼, +0.70.) Where there is no /proc/stat (not Linux) it never pauses.
 
 Even with a core free, one message's decoding is a burst of milliseconds (a Metadata
 answer naming 110 topics: 7 ms), and measured on this kind of VM the scheduler does not
