@@ -51,6 +51,7 @@ ROUND["jsonrec"] = 400  # issue 28: JSON lines' compiled record lists, likewise
 ROUND["records"] = 400  # issue 37: the Record views against the record loop
 ROUND["rectable"] = 400  # issue 43: the records table's compiled batch walker, likewise
 ROUND["msgvalues"] = 400  # issue 43: the compiled message values against the readers
+ROUND["bodyjson"] = 400  # issue 43: JSON lines' compiled body text against the readers
 ROUND["avro"] = 1000  # issue 27: the compiled Avro reader against the Python one
 ROUND["parquet"] = 100  # issue 28: the Parquet writer, read back by pyarrow
 ROUND["midway"] = 200  # issue 36: connections seen without their start

@@ -25,6 +25,7 @@ SLICE["logjson"] = 500  # issue 25's: both record-line writers, compared
 SLICE["jsonrec"] = 500  # issue 28's: both record-list writers, compared
 SLICE["records"] = 500  # issue 37's: Record views against the record loop
 SLICE["rectable"] = 500  # issue 43's: the records table's batch walker, compared
+SLICE["bodyjson"] = 500  # issue 43's: JSON lines' compiled body text, compared
 SLICE["avro"] = 1000  # issue 27's: both Avro readers, compared
 SLICE["parquet"] = 50  # issue 28's: the Parquet writer, read back by pyarrow
 SLICE["midway"] = 250  # issue 36's: connections seen without their start

@@ -1,5 +1,5 @@
 """JSON lines of messages whose bodies enrichment kept are written directly
-(render/lines.py ``_kept_values_line``): the same text as encoding ``message_json``'s
+(render/lines.py ``_values_line``): the same text as encoding ``message_json``'s
 object, on every message of the repo captures, with secrets masked and shown."""
 
 from __future__ import annotations
@@ -66,3 +66,21 @@ def test_iso_is_datetimes():
         want = datetime.fromtimestamp(ts, tz=timezone.utc).isoformat(timespec="microseconds")
         assert iso(ts) == want.replace("+00:00", "Z"), ts
     assert iso(-0.5) == iso(253402300800.0) == iso(float("nan")) == INVALID_TIME
+
+
+@pytest.mark.parametrize("show_secrets", [False, True])
+def test_every_line_is_its_objects_encoding(show_secrets):
+    """Lines of messages with records (read by the values decoder, their batches encoded
+    as read) and of messages read located are the encoding of ``message_json``'s object
+    too: the direct writing and the compiled reader's hand-over change no byte."""
+    options = Options(show_secrets=show_secrets)
+    seen = 0
+    for path in CAPTURES:
+        sink = Collect()
+        Engine(CaptureFiles([str(path)]), sink, options).run()
+        for ex in sink.exchanges:
+            for m in ex.messages:
+                seen += 1
+                slow = _encode(message_json(m, options, ex, enriched_full=False)) + "\n"
+                assert message_line(m, options, ex, enriched_full=False) == slow, path.name
+    assert seen > 1000

@@ -531,3 +531,37 @@ def body_values(
     except (Bail, VarintTooLong, struct.error, IndexError, UnicodeDecodeError):
         return None
     return body if pos == len(data) else None
+
+
+def body_json(
+    data: bytes,
+    direction: str,
+    api_key: int,
+    api_version: int,
+    options: Options,
+    topic_ids: Mapping[str, str] | None = None,
+) -> str | None:
+    """The JSON text JSON lines write for a clean message's body (``body_values`` with
+    ``render.records.json_bytes``, its record batches read, encoded by ``json``), written
+    by the compiled reader without a dict per struct (native/src/body_json.rs); None when
+    it is not sure or not for this path: ``body_values`` then reads it, which decides.
+    Secrets are not masked here: for a message without any (``secrets.mask_values``)."""
+    if (
+        options.records is not True
+        or options.values is not None
+        or (options.embedded and api_key in _EMBEDDED_APIS)
+    ):
+        return None
+    plan = _PLANS.get((api_key, api_version, direction))
+    if plan is None:
+        plan = _PLANS[(api_key, api_version, direction)] = _plan(api_key, api_version, direction)
+    fast = plan[3]
+    if fast is None:
+        return None
+    internal = (
+        options.embedded
+        and (api_key, direction) in _RECORD_CARRIERS
+        and mentions_internal_topic(data, topic_ids)
+    )
+    text: str | None = fast.json(data, options.max_nodes, internal)
+    return text

@@ -14,7 +14,7 @@ from .printable import printable
 from ..protocol import Options
 from ..protocol.findings import Finding
 from ..protocol import secrets
-from ..protocol.values import body_values
+from ..protocol.values import body_json, body_values
 from ..stream.model import Exchange, KafkaMessage
 from .records import json_bytes, plain_json
 from . import jsonl_records
@@ -209,6 +209,22 @@ def message_json(
     ``batch_records``: see ``protocol.values.body_values``; with it, record values may
     be pre-encoded JSON (``values_schema.fast.dumps`` encodes them). ``topic_ids``: the
     topic names the engine learned so far (``protocol.context.Decoding``)."""
+    got = _body_of(m, options, ex, decoded, enriched_full, batch_records, topic_ids)
+    return _message_dict(m, ex, *got)
+
+
+def _body_of(
+    m: KafkaMessage,
+    options: Options,
+    ex: Exchange | None,
+    decoded: Any,
+    enriched_full: bool,
+    batch_records: Any,
+    topic_ids: Mapping[str, str] | None,
+    replayable: bool = False,
+) -> tuple[Any, list[dict[str, Any]] | None, Any]:
+    """(the body's values with secrets masked, the tree's problems, the tree findings
+    to show); problems None: the values decoder read it (no tree, nothing found)."""
     # the body enrichment read with the values decoder for this sink, if it did
     values = m.values if decoded is None else None
     # SASL tokens go through the located tree, whose embedded decoder masks their secrets
@@ -231,10 +247,11 @@ def message_json(
             batch_records is not None,
             jsonl_records.batch_text,
             topic_ids=topic_ids,
+            replayable=replayable,
         )
-    if values is not None:
-        problems, tree_findings = [], None
-    else:
+    problems: list[dict[str, Any]] | None = None
+    tree_findings = None
+    if values is None:
         decoded = decoded or m.decoded(options, topic_ids)
         body = decoded.body if m.direction != "sasl" else decoded.tree.children[0]
         values = plain_json(body, options.show_secrets) if body is not None else None
@@ -243,6 +260,16 @@ def message_json(
         tree_findings = None if enriched_full else found
     if not options.show_secrets:
         secrets.mask_values(values, m.api_key)
+    return values, problems, tree_findings
+
+
+def _message_dict(
+    m: KafkaMessage,
+    ex: Exchange | None,
+    values: Any,
+    problems: list[dict[str, Any]] | None,
+    tree_findings: Any,
+) -> dict[str, Any]:
     out = {
         "index": m.index,
         "frame": m.frame,
@@ -256,7 +283,7 @@ def message_json(
         "pair": m.pair,
         "seq": ex.seq if ex is not None else None,
         "status": ex.status if ex is not None else m.status,
-        "problems": problems,
+        "problems": problems or [],
         "findings": [f.to_json() for f in _findings(m, ex, tree_findings)]
         if ex is not None and (ex.findings or tree_findings)
         else [],
@@ -307,7 +334,23 @@ def message_line(
     """One JSON line (see docs/guide/jsonl.md). Each record batch is encoded as soon as it is
     read, so a big Fetch response never holds all its records as objects at once."""
     if ex is not None and m.values is not None:
-        return _kept_values_line(m, options, ex)
+        values = m.values
+        if not options.show_secrets:
+            secrets.mask_values(values, m.api_key)
+        return _values_line(m, ex, _body(values))
+    key, version = m.api_key, m.api_version
+    if (
+        m.values is None
+        and key is not None
+        and version is not None
+        and m.direction != "sasl"
+        and key not in secrets.EMBEDDED
+        and (options.show_secrets or key not in secrets.SENSITIVE_APIS)
+    ):
+        # the body's text written by the compiled reader (no dict per struct), when sure
+        text = body_json(m.data, m.direction, key, version, options, topic_ids)
+        if text is not None:
+            return _values_line(m, ex, text)
     parts: list[str] = []
     dumps = _DUMPS or _load_dumps()
 
@@ -315,24 +358,32 @@ def message_line(
         parts.append(dumps(records))  # json.dumps, record values pre-encoded
         return f"{_RAW}{len(parts) - 1}@@"
 
-    line = _encode(message_json(m, options, ex, None, enriched_full, encode, topic_ids))
+    # (the compiled reader may call ``encode`` and then hand the message to the Python
+    # readers: what it appended is never named by a slot of the line, so it may)
+    got = _body_of(m, options, ex, None, enriched_full, encode, topic_ids, replayable=True)
+    if got[1] is None:  # read by the values decoder: written directly
+        line = _values_line(m, ex, _body(got[0]))
+    else:
+        line = _encode(_message_dict(m, ex, *got)) + "\n"
     if parts:
         line = _RAW_SLOT.sub(lambda match: parts[int(match[1])], line)
-    return line + "\n"
+    return line
 
 
-def _kept_values_line(m: KafkaMessage, options: Options, ex: Exchange) -> str:
-    """``message_line`` of a message whose body enrichment kept (read by the values
-    decoder, no records): the object ``message_json`` makes, keys in its order, written
-    directly: building the dict and encoding it was half the line's cost on small
-    messages. tests/test_lines.py holds the two to each other."""
-    values = m.values
-    if not options.show_secrets:
-        secrets.mask_values(values, m.api_key)
+def _values_line(m: KafkaMessage, ex: Exchange | None, body: str) -> str:
+    """``message_line`` of a message read by the values decoder, ``body`` its values'
+    JSON text (secrets masked): the object ``_message_dict`` makes, keys in its order,
+    written directly: building the dict and encoding it was half the line's cost on
+    small messages.
+    tests/test_lines.py holds the two to each other."""
     ts = m.ts
-    findings = _encode([f.to_json() for f in _findings(m, ex, None)]) if ex.findings else "[]"
+    findings = (
+        _encode([f.to_json() for f in _findings(m, ex, None)])
+        if ex is not None and ex.findings
+        else "[]"
+    )
     # (ints and None written inline: a call per field was a fifth of this)
-    index, frame, stream, key, version, corr, pair, seq = (
+    index, frame, stream, key, version, corr, pair = (
         m.index,
         m.frame,
         m.stream,
@@ -340,8 +391,8 @@ def _kept_values_line(m: KafkaMessage, options: Options, ex: Exchange) -> str:
         m.api_version,
         m.correlation_id,
         m.pair,
-        ex.seq,
     )
+    seq = ex.seq if ex is not None else None
     line = (
         f'{{"index": {"null" if index is None else index}, '
         f'"frame": {"null" if frame is None else frame}, '
@@ -352,9 +403,10 @@ def _kept_values_line(m: KafkaMessage, options: Options, ex: Exchange) -> str:
         f'"api_version": {"null" if version is None else version}, '
         f'"correlation_id": {"null" if corr is None else corr}, '
         f'"pair": {"null" if pair is None else pair}, '
-        f'"seq": {"null" if seq is None else seq}, "status": {_str(ex.status)}, '
+        f'"seq": {"null" if seq is None else seq}, '
+        f'"status": {_str(ex.status if ex is not None else m.status)}, '
         f'"problems": [], "findings": {findings}, "size": {len(m.data)}, '
-        f'"body": {_body(values)}'
+        f'"body": {body}'
     )
     if m.direction == "request":
         client_id = m.client_id

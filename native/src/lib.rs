@@ -14,6 +14,7 @@ use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 use std::collections::{HashMap, VecDeque};
 
 mod avro;
+mod body_json;
 mod crc32c;
 mod facts;
 mod head;

@@ -53,7 +53,7 @@ fn text_of(
 /// `s` as a JSON string the way Python's `json` writes it with `ensure_ascii`: `\"`,
 /// `\\`, `\b \f \n \r \t`, other controls and everything past `~` as `\uXXXX` (lowercase
 /// hex, surrogate pairs above the BMP).
-fn push_json_str(out: &mut Vec<u8>, s: &str) {
+pub(crate) fn push_json_str(out: &mut Vec<u8>, s: &str) {
     out.push(b'"');
     let b = s.as_bytes();
     let mut run = 0;
@@ -115,7 +115,7 @@ fn push_hex(out: &mut Vec<u8>, b: &[u8]) {
 
 /// A decimal integer (i128: a 10-byte varint delta plus an int64 goes past i64).
 #[inline]
-fn push_int(out: &mut Vec<u8>, v: i128) {
+pub(crate) fn push_int(out: &mut Vec<u8>, v: i128) {
     if v < 0 {
         out.push(b'-');
     }
@@ -174,7 +174,7 @@ fn plain8(w: u64) -> bool {
 /// printable (Python's `str.isprintable`) or a tab or line break, else `{"hex": ...}`.
 /// ASCII is judged (and escaped) here in one pass; a value with non-ASCII characters is
 /// judged again with Python's own `isprintable` on those characters.
-fn push_bytes(py: Python<'_>, out: &mut Vec<u8>, b: &[u8]) -> PyResult<()> {
+pub(crate) fn push_bytes(py: Python<'_>, out: &mut Vec<u8>, b: &[u8]) -> PyResult<()> {
     let mark = out.len();
     out.push(b'"');
     let mut run = 0;
@@ -253,7 +253,13 @@ fn push_nullable(py: Python<'_>, out: &mut Vec<u8>, b: Option<&[u8]>) -> PyResul
 /// The lines, or Ok(false) at the first thing the Python reference must judge. `list`:
 /// the records as one JSON array instead (`[{"offset": ...}, ...]`, what `json.dumps`
 /// makes of the values decoder's list: `kdissect pcap --format jsonl`'s batches).
-fn lines(py: Python<'_>, out: &mut Vec<u8>, d: &[u8], at: &Records, list: bool) -> PyResult<bool> {
+pub(crate) fn lines(
+    py: Python<'_>,
+    out: &mut Vec<u8>,
+    d: &[u8],
+    at: &Records,
+    list: bool,
+) -> PyResult<bool> {
     out.reserve((at.end - at.pos) + (at.end - at.pos) / 4 + 64);
     if list {
         out.push(b'[');

@@ -15,25 +15,25 @@ use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
 use std::collections::HashMap;
 
 // kind codes: must match values_native.py's
-const I8: u8 = 0;
-const I16: u8 = 1;
-const I32: u8 = 2;
-const I64: u8 = 3;
-const U16: u8 = 4;
-const U32: u8 = 5;
-const F64: u8 = 6;
-const BOOL: u8 = 7;
-const UUID: u8 = 8;
-const VARINT: u8 = 9;
-const VARLONG: u8 = 10;
-const UVARINT: u8 = 11;
-const STRING: u8 = 12;
-const BYTES: u8 = 13;
-const RECORDS: u8 = 14;
-const STRUCT: u8 = 20;
-const NULLABLE_STRUCT: u8 = 21;
-const ARRAY_STRUCT: u8 = 22;
-const ARRAY_VALUE: u8 = 23;
+pub(crate) const I8: u8 = 0;
+pub(crate) const I16: u8 = 1;
+pub(crate) const I32: u8 = 2;
+pub(crate) const I64: u8 = 3;
+pub(crate) const U16: u8 = 4;
+pub(crate) const U32: u8 = 5;
+pub(crate) const F64: u8 = 6;
+pub(crate) const BOOL: u8 = 7;
+pub(crate) const UUID: u8 = 8;
+pub(crate) const VARINT: u8 = 9;
+pub(crate) const VARLONG: u8 = 10;
+pub(crate) const UVARINT: u8 = 11;
+pub(crate) const STRING: u8 = 12;
+pub(crate) const BYTES: u8 = 13;
+pub(crate) const RECORDS: u8 = 14;
+pub(crate) const STRUCT: u8 = 20;
+pub(crate) const NULLABLE_STRUCT: u8 = 21;
+pub(crate) const ARRAY_STRUCT: u8 = 22;
+pub(crate) const ARRAY_VALUE: u8 = 23;
 
 const HEAD_KEYS: [&str; 14] = [
     "base_offset",
@@ -52,7 +52,7 @@ const HEAD_KEYS: [&str; 14] = [
     "records",
 ];
 
-enum Shape {
+pub(crate) enum Shape {
     Value(u8),
     Struct(Box<StructP>),
     NullableStruct(Box<StructP>),
@@ -60,17 +60,17 @@ enum Shape {
     ArrayValue(u8, i64),
 }
 
-struct FieldP {
-    name: Option<Py<PyString>>, // None: read, not kept (a "_" field)
-    shape: Shape,
-    compact: bool,     // the value's length prefix
-    len_compact: bool, // an array's count prefix (the enclosing struct's flexibility)
-    nullable: bool,
+pub(crate) struct FieldP {
+    pub name: Option<Py<PyString>>, // None: read, not kept (a "_" field)
+    pub shape: Shape,
+    pub compact: bool,     // the value's length prefix
+    pub len_compact: bool, // an array's count prefix (the enclosing struct's flexibility)
+    pub nullable: bool,
 }
 
-struct StructP {
-    fields: Vec<FieldP>,
-    tagged: Option<HashMap<u64, StructP>>,
+pub(crate) struct StructP {
+    pub fields: Vec<FieldP>,
+    pub tagged: Option<HashMap<u64, StructP>>,
 }
 
 enum Stop {
@@ -211,6 +211,21 @@ impl Program {
     ) -> PyResult<Option<Bound<'py, PyDict>>> {
         self.run(py, data, conv, records, compact, nodes, None)
     }
+
+    /// The body of ``data`` as the JSON text JSON lines write (``body_values`` with
+    /// ``json_bytes`` and record batches read, encoded by ``json``), or None: the
+    /// values decoder decides (body_json.rs). ``internal``: the message may carry an
+    /// internal topic's records (read located).
+    fn json(
+        &self,
+        py: Python<'_>,
+        data: &Bound<'_, PyBytes>,
+        nodes: i64,
+        internal: bool,
+    ) -> PyResult<Option<Py<PyString>>> {
+        let buf = data.as_bytes();
+        crate::body_json::body_json(py, &self.head, &self.body, buf, nodes, internal)
+    }
 }
 
 impl Program {
@@ -283,7 +298,7 @@ fn uvarint(buf: &[u8], pos: &mut usize, max: u32) -> R<u128> {
     varint::uvarint(buf, pos, buf.len(), max as usize).ok_or(Stop::Bail)
 }
 
-fn uuid_text(b: &[u8]) -> String {
+pub(crate) fn uuid_text(b: &[u8]) -> String {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut s = String::with_capacity(36);
     for (i, x) in b.iter().enumerate() {

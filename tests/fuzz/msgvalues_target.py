@@ -131,3 +131,30 @@ def run_msgvalues(data: bytes) -> None:
         if got == "no program":
             return
         assert got is None or same(got, want), f"the values differ: {got!r} != {want!r}"
+
+
+def reference_json(data: bytes, direction: str, key: int, version: int) -> str | None:
+    """The body's text JSON lines get from the reference: the generated readers' values
+    (records read, bytes through ``json_bytes``) encoded by ``json`` as the lines encode
+    them; None where the readers hand the message to the located decoder."""
+    from kdissect.protocol import Options
+    from kdissect.render.lines import _encode
+    from kdissect.render.records import json_bytes
+
+    body = python_read(data, direction, key, version, Options(records=True), json_bytes)
+    return None if body is None else _encode(body)
+
+
+def run_bodyjson(data: bytes) -> None:
+    """native/src/body_json.rs against the reference: the same text, or None."""
+    from kdissect.protocol import Options
+    from kdissect.protocol.values import body_json
+
+    if len(data) < 4:
+        return
+    key, version, resp = struct.unpack_from(">hBB", data)
+    direction = "response" if resp & 1 else "request"
+    got = body_json(data[4:], direction, key, version, Options())
+    if got is not None:
+        want = reference_json(data[4:], direction, key, version)
+        assert got == want, f"the texts differ: {got!r} != {want!r}"

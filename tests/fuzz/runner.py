@@ -72,9 +72,13 @@ TARGETS.update(_logjson_target())
 
 def _msgvalues_target() -> dict:
     """Issue 43's: the compiled read of message values against the generated readers."""
-    from .msgvalues_target import msgvalues_input, run_msgvalues
+    from .msgvalues_target import msgvalues_input, run_bodyjson, run_msgvalues
 
-    return {"msgvalues": (msgvalues_input, run_msgvalues, lambda a: (a, ""))}
+    return {
+        "msgvalues": (msgvalues_input, run_msgvalues, lambda a: (a, "")),
+        # the JSON lines' body text written compiled, against the readers and json
+        "bodyjson": (msgvalues_input, run_bodyjson, lambda a: (a, "")),
+    }
 
 
 TARGETS.update(_msgvalues_target())
