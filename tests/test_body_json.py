@@ -13,8 +13,7 @@ from pathlib import Path
 from kdissect.protocol import Options
 from kdissect.protocol.apis import FETCH, PRODUCE
 from kdissect.protocol.internal import mentions_internal_topic
-from kdissect.protocol.values import body_json
-from tests.fuzz.msgvalues_target import messages, reference_json
+from tests.fuzz.msgvalues_target import messages, reference_json, written_json
 
 ROOT = Path(__file__).resolve().parents[1]
 CAPTURES = sorted((ROOT / "captures").glob("**/*.pcap")) + sorted(
@@ -32,22 +31,24 @@ def captured() -> list:
 def test_every_captured_body_is_written_as_the_reference_writes_it():
     written: Counter = Counter()
     carriers: Counter = Counter()
+    internal = 0  # written with internal topics' records decoded by schema
     for data, direction, key, version in captured():
-        got = body_json(data, direction, key, version, Options())
+        got = written_json(data, direction, key, version)
         want = reference_json(data, direction, key, version)
         if got is not None:
             assert got == want, (key, version, direction)
             written[key] += 1
+            internal += mentions_internal_topic(data) and '_decoded": ' in got
         carrier = (key, direction) in ((PRODUCE, "request"), (FETCH, "response"))
-        if carrier and want and not mentions_internal_topic(data):
+        if carrier and want:
             carriers[key] += got is not None
             carriers[-key - 1] += 1  # (how many the reference reads)
     assert sum(written.values()) > 3000 and len(written) > 40, written
     # the record carriers (most of a JSON line's cost) are written here, not handed over
-    # (but compressed batches; those that may carry internal topics' records go to the
-    # located decoder)
+    # (but compressed batches), those that may carry internal topics' records too
     for key in (PRODUCE, FETCH):
-        assert carriers[key] > 0.9 * carriers[-key - 1] > 150, (key, carriers)
+        assert carriers[key] > 0.9 * carriers[-key - 1] > 300, (key, carriers)
+    assert internal > 300, internal
 
 
 def test_damaged_bodies_are_written_as_the_reference_writes_them_or_not_at_all():
@@ -65,7 +66,7 @@ def test_damaged_bodies_are_written_as_the_reference_writes_them_or_not_at_all()
                 for _ in range(rng.randint(1, 3)):
                     b[rng.randrange(len(b))] = rng.randrange(256)
             d = bytes(b)
-            got = body_json(d, direction, key, version, Options())
+            got = written_json(d, direction, key, version)
             if got is not None:
                 assert got == reference_json(d, direction, key, version), (key, d.hex())
                 written += 1
@@ -77,6 +78,22 @@ def test_what_it_leaves_to_the_reference():
     data, direction, key, version = next(
         m for m in captured() if m[2] == PRODUCE and m[1] == "request"
     )
-    assert body_json(data, direction, key, version, Options()) is not None
+    assert written_json(data, direction, key, version) is not None
     for options in (Options(records="batches"), Options(records=False)):
-        assert body_json(data, direction, key, version, options) is None
+        assert written_json(data, direction, key, version, options) is None
+
+
+def test_internal_records_need_the_located_reading():
+    """A message that may carry an internal topic's records is written only with the
+    located reading of its records fields (``json_view.internal_records_json``)."""
+    from kdissect.protocol.values import body_json
+
+    data, direction, key, version = next(
+        m
+        for m in captured()
+        if m[2] == FETCH
+        and m[1] == "response"
+        and mentions_internal_topic(m[0])
+        and (written_json(*m) or "").count('_decoded": ')
+    )
+    assert body_json(data, direction, key, version, Options()) is None

@@ -4,11 +4,15 @@ the JSON lines, `kdissect log`, the filters on record values and the TUI all rea
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from typing import Any
 
+from .context import Decoding, Options
+from .internal import METADATA_TOPIC_ID, decode_records, family_of
 from .node import Node
 from .ondisk import BATCH_FIELDS
-from .records import record_offset
+from .records import read_records, record_offset
 from .secrets import REDACTED
 from .values_schema import by_value_schema, decoded_of, json_value, plain_value, schema_id_of
 
@@ -181,3 +185,43 @@ def batch_json(b: Node, show: bool = False) -> dict[Any, Any]:
             "records": records_of(b, show),
         }
     return {"partial": b.note or b.problem, "length": b.length}
+
+
+def internal_records_json(
+    options: Options,
+    topic_ids: Mapping[str, str] | None,
+    buf: bytes,
+    start: int,
+    end: int,
+    topic: str | None,
+    topic_id: str | None,
+    nodes: int,
+    decompressed: int,
+) -> tuple[str, int, int] | None:
+    """A records field of a message that may carry an internal topic's records, for
+    ``values.body_json``: its batches as the located decoder reads them in the whole message
+    (``internal.decode_wire_records``: the family of the topic its struct names, by name
+    or id) and as JSON lines show them; with the node and decompression budgets left
+    (``decompressed`` -1: the message's first). None where that tree holds a finding:
+    the whole message is then read located."""
+    if topic is None and topic_id is not None:
+        topic = (
+            "__cluster_metadata"
+            if topic_id == METADATA_TOPIC_ID
+            else (topic_ids.get(topic_id) if topic_ids else None)
+        )
+    ctx = Decoding(options, topic_ids)
+    ctx.budget.nodes = nodes
+    if decompressed >= 0:
+        ctx.budget.decompressed = decompressed
+    node = Node("records", "records", start, end - start, end - start)
+    read_records(buf, node, start, end, ctx)
+    decode_records(node, family_of(topic), ctx)
+    if node.findings():
+        return None
+    show = options.show_secrets
+    text = _ENCODE([batch_json(b, show) for b in node.children if not b.name.startswith("_")])
+    return text, ctx.budget.nodes, ctx.budget.decompressed
+
+
+_ENCODE = json.JSONEncoder(default=str).encode  # json.dumps(x, default=str), as the lines

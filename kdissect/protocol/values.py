@@ -23,6 +23,7 @@ from __future__ import annotations
 import importlib
 import struct
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 from . import schemas
@@ -540,12 +541,16 @@ def body_json(
     api_version: int,
     options: Options,
     topic_ids: Mapping[str, str] | None = None,
+    internal_records: Callable[..., tuple[str, int, int] | None] | None = None,
 ) -> str | None:
     """The JSON text JSON lines write for a clean message's body (``body_values`` with
     ``render.records.json_bytes``, its record batches read, encoded by ``json``), written
     by the compiled reader without a dict per struct (native/src/body_json.rs); None when
     it is not sure or not for this path: ``body_values`` then reads it, which decides.
-    Secrets are not masked here: for a message without any (``secrets.mask_values``)."""
+    Secrets are not masked here: for a message without any (``secrets.mask_values``).
+    ``internal_records``: ``json_view.internal_records_json``, for the records of a
+    message that may carry an internal topic's (without it, such a message is not read
+    here)."""
     if (
         options.records is not True
         or options.values is not None
@@ -558,10 +563,14 @@ def body_json(
     fast = plan[3]
     if fast is None:
         return None
-    internal = (
+    internal = None
+    if (
         options.embedded
         and (api_key, direction) in _RECORD_CARRIERS
         and mentions_internal_topic(data, topic_ids)
-    )
+    ):
+        if internal_records is None:
+            return None
+        internal = partial(internal_records, options, topic_ids)
     text: str | None = fast.json(data, options.max_nodes, internal)
     return text

@@ -17,6 +17,7 @@ from ..protocol import secrets
 from ..protocol.values import body_json, body_values
 from ..stream.model import Exchange, KafkaMessage
 from .records import json_bytes, plain_json
+from ..protocol.json_view import internal_records_json as _internal
 from . import jsonl_records
 from ..stream.fields import ExchangeFields
 from ..stream.facts import UNRESOLVED, Facts
@@ -348,7 +349,7 @@ def message_line(
         and (options.show_secrets or key not in secrets.SENSITIVE_APIS)
     ):
         # the body's text written by the compiled reader (no dict per struct), when sure
-        text = body_json(m.data, m.direction, key, version, options, topic_ids)
+        text = body_json(m.data, m.direction, key, version, options, topic_ids, _internal)
         if text is not None:
             return _values_line(m, ex, text)
     parts: list[str] = []

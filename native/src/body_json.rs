@@ -6,13 +6,15 @@
 //!
 //! The reference is Python: `kdissect.protocol.values.body_values` with `json_bytes`, then
 //! `render.lines` encoding the dict. This returns exactly that text, or None at anything
-//! it leaves to the reference: a float, a compressed, partial or v0/v1 batch, records of
-//! a message that may carry an internal topic, a tag seen twice, bytes the reference
-//! reads differently, the node budget spent. tests/test_lines.py compares the two on
+//! it leaves to the reference: a float, a compressed, partial or v0/v1 batch, a tag seen
+//! twice, bytes the reference reads differently, the node budget spent. In a message that
+//! may carry an internal topic (a name or id found in its bytes), each records field goes
+//! to a Python callback with the topic its struct names: the located decoder's reading
+//! of those batches alone (internal records decoded by schema), or None. tests/test_lines.py compares the two on
 //! every message of the repository's captures and damaged copies.
 
 use pyo3::prelude::*;
-use pyo3::types::PyString;
+use pyo3::types::{PyBytes, PyString};
 use std::collections::HashMap;
 
 use crate::logjson::{lines, push_bytes, push_int, push_json_str};
@@ -43,17 +45,22 @@ const CONTROL: i16 = 0x20;
 const DELETE_HORIZON: i16 = 0x40;
 
 /// The body of the message `buf` (its header read and left out) as JSON text.
-pub(crate) fn body_json(
-    py: Python<'_>,
+pub(crate) fn body_json<'py>(
+    py: Python<'py>,
     head: &StructP,
     body: &StructP,
-    buf: &[u8],
+    data: &Bound<'py, PyBytes>,
     nodes: i64,
-    internal: bool,
+    internal: Option<Bound<'py, PyAny>>,
 ) -> PyResult<Option<Py<PyString>>> {
+    let buf = data.as_bytes();
     let mut w = Writer {
         py,
         internal,
+        whole: data.clone(),
+        topic: None,
+        topic_id: None,
+        decompressed: -1,
         nodes,
         out: Vec::with_capacity(buf.len() + buf.len() / 2 + 64),
     };
@@ -74,7 +81,13 @@ pub(crate) fn body_json(
 
 struct Writer<'py> {
     py: Python<'py>,
-    internal: bool, // records here are left to the located path
+    // records of a message that may carry an internal topic: (bytes, start, end, topic,
+    // topic id, nodes, decompressed) -> None or (their text, nodes and decompressed left)
+    internal: Option<Bound<'py, PyAny>>,
+    whole: Bound<'py, PyBytes>,
+    topic: Option<String>, // the topic (or name) field of the struct being written
+    topic_id: Option<String>, // its topic_id
+    decompressed: i64,     // what decompression may still make (-1: the callback's own)
     nodes: i64,
     out: Vec<u8>,
 }
@@ -125,12 +138,21 @@ impl Writer<'_> {
     fn structure(&mut self, st: &StructP, buf: &[u8], pos: &mut usize) -> R<()> {
         self.out.push(b'{');
         let mut first = true;
+        // the topic a struct names is its records' (internal.decode_wire_records)
+        let outer = self
+            .internal
+            .as_ref()
+            .map(|_| (self.topic.clone(), self.topic_id.clone()));
         self.fields(st, buf, pos, &mut first)?;
         if let Some(table) = &st.tagged {
             let n = uvarint(buf, pos, 5)?;
             if n > 0 {
                 self.tagged(n, table, buf, pos, &mut first)?;
             }
+        }
+        if let Some((topic, topic_id)) = outer {
+            self.topic = topic;
+            self.topic_id = topic_id;
         }
         self.out.push(b'}');
         Ok(())
@@ -144,12 +166,38 @@ impl Writer<'_> {
             if let Some(name) = &f.name {
                 push_key(&mut self.out, first, name.bind(self.py).to_str()?);
             }
+            let at = *pos;
             self.field(f, buf, pos)?;
+            if self.internal.is_some() {
+                self.note_topic(f, &buf[at..*pos]);
+            }
             if f.name.is_none() {
                 self.out.truncate(mark);
             }
         }
         Ok(())
+    }
+
+    /// Remember a struct's `topic`/`name` (a string) or `topic_id` field, from the text
+    /// just written for it (`raw` its bytes).
+    fn note_topic(&mut self, f: &FieldP, raw: &[u8]) {
+        let Some(name) = &f.name else { return };
+        let Ok(name) = name.bind(self.py).to_str() else {
+            return;
+        };
+        match (name, &f.shape) {
+            ("topic" | "name", Shape::Value(STRING)) => {
+                let mut p = 0;
+                self.topic = match self.length(raw, &mut p, f.compact, false) {
+                    Ok(n) if n >= 0 => std::str::from_utf8(&raw[p..]).ok().map(str::to_owned),
+                    _ => None,
+                };
+            }
+            ("topic_id", Shape::Value(UUID)) if raw.len() == 16 => {
+                self.topic_id = Some(uuid_text(raw));
+            }
+            _ => {}
+        }
     }
 
     fn field(&mut self, f: &FieldP, buf: &[u8], pos: &mut usize) -> R<()> {
@@ -295,8 +343,25 @@ impl Writer<'_> {
 
     /// values._records with records read: the field's v2 batches as a JSON list.
     fn records(&mut self, buf: &[u8], mut pos: usize, end: usize) -> R<()> {
-        if self.internal && pos < end {
-            return Err(Stop::Bail);
+        if let Some(f) = self.internal.clone() {
+            let args = (
+                self.whole.clone(),
+                pos,
+                end,
+                self.topic.clone(),
+                self.topic_id.clone(),
+                self.nodes,
+                self.decompressed,
+            );
+            let got = f.call1(args)?;
+            if got.is_none() {
+                return Err(Stop::Bail);
+            }
+            let (text, nodes, decompressed): (Bound<'_, PyString>, i64, i64) = got.extract()?;
+            self.out.extend_from_slice(text.to_str()?.as_bytes());
+            self.nodes = nodes;
+            self.decompressed = decompressed;
+            return Ok(());
         }
         self.out.push(b'[');
         let mut first = true;

@@ -214,17 +214,16 @@ impl Program {
 
     /// The body of ``data`` as the JSON text JSON lines write (``body_values`` with
     /// ``json_bytes`` and record batches read, encoded by ``json``), or None: the
-    /// values decoder decides (body_json.rs). ``internal``: the message may carry an
-    /// internal topic's records (read located).
-    fn json(
+    /// values decoder decides (body_json.rs). ``internal``: for a message that may carry
+    /// an internal topic's records, what reads each records field (body_json.rs).
+    fn json<'py>(
         &self,
-        py: Python<'_>,
-        data: &Bound<'_, PyBytes>,
+        py: Python<'py>,
+        data: &Bound<'py, PyBytes>,
         nodes: i64,
-        internal: bool,
+        internal: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Option<Py<PyString>>> {
-        let buf = data.as_bytes();
-        crate::body_json::body_json(py, &self.head, &self.body, buf, nodes, internal)
+        crate::body_json::body_json(py, &self.head, &self.body, data, nodes, internal)
     }
 }
 

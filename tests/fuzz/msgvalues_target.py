@@ -136,25 +136,46 @@ def run_msgvalues(data: bytes) -> None:
 def reference_json(data: bytes, direction: str, key: int, version: int) -> str | None:
     """The body's text JSON lines get from the reference: the generated readers' values
     (records read, bytes through ``json_bytes``) encoded by ``json`` as the lines encode
-    them; None where the readers hand the message to the located decoder."""
+    them; for a message that may carry an internal topic's records, the located tree's
+    (records decoded by schema) when it holds no finding. None where the line would hold
+    problems (the located decoder's findings) or the readers hand the message over."""
     from kdissect.protocol import Options
+    from kdissect.protocol.internal import RECORD_CARRIERS, mentions_internal_topic
+    from kdissect.protocol.json_view import plain_json
+    from kdissect.protocol.message import decode_request, decode_response
     from kdissect.render.lines import _encode
     from kdissect.render.records import json_bytes
 
+    options = Options()
+    if (key, direction) in RECORD_CARRIERS and mentions_internal_topic(data):
+        if direction == "request":
+            m = decode_request(data, options)
+        else:
+            m = decode_response(data, key, version, options)
+        if m.body is None or m.tree.findings():
+            return None
+        return _encode(plain_json(m.body, options.show_secrets))
     body = python_read(data, direction, key, version, Options(records=True), json_bytes)
     return None if body is None else _encode(body)
 
 
-def run_bodyjson(data: bytes) -> None:
-    """native/src/body_json.rs against the reference: the same text, or None."""
+def written_json(data: bytes, direction: str, key: int, version: int, options=None):
+    """What JSON lines' compiled writer makes of a body (as ``render.lines`` calls it)."""
     from kdissect.protocol import Options
+    from kdissect.protocol.json_view import internal_records_json
     from kdissect.protocol.values import body_json
 
+    options = options or Options()
+    return body_json(data, direction, key, version, options, None, internal_records_json)
+
+
+def run_bodyjson(data: bytes) -> None:
+    """native/src/body_json.rs against the reference: the same text, or None."""
     if len(data) < 4:
         return
     key, version, resp = struct.unpack_from(">hBB", data)
     direction = "response" if resp & 1 else "request"
-    got = body_json(data[4:], direction, key, version, Options())
+    got = written_json(data[4:], direction, key, version)
     if got is not None:
         want = reference_json(data[4:], direction, key, version)
         assert got == want, f"the texts differ: {got!r} != {want!r}"
