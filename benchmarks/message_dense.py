@@ -7,6 +7,7 @@ ApiVersions, Vote...) copied COPIES times (benchmarks/replicate_capture.py; 40 c
     kdissect pcap (summary)      vs  tshark -T fields -e kafka.api_key
     kdissect pcap --stats        vs  tshark -T fields -e kafka.api_key
     kdissect pcap --format jsonl vs  tshark -T json            (-j 1: one process)
+    kdissect pcap --format parquet [--records-output]   (no peer: against --baseline)
 
 tshark is told each Kafka port of the capture (-d tcp.port==P,kafka for every server
 port kdissect's summary names). Prints medians of CPU time (user + system, children
@@ -52,7 +53,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--copies", type=int, default=40)
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--only", choices=["summary", "stats", "jsonl"], action="append")
+    ap.add_argument(
+        "--only", choices=["summary", "stats", "jsonl", "parquet", "records"], action="append"
+    )
     ap.add_argument("--no-peer", action="store_true", help="kdissect alone")
     ap.add_argument("--baseline", metavar="DIR", help="also run the kdissect tree in DIR")
     ap.add_argument("--keep", metavar="PATH", help="write the capture here and keep it")
@@ -92,11 +95,15 @@ def main() -> None:
     for p in ports:  # (over TLS: Kafka inside the decrypted records)
         tshark += ["-d", f"tls.port=={p},kafka" if args.keylog else f"tcp.port=={p},kafka"]
     fields = tshark + ["-T", "fields", "-e", "kafka.api_key"]
+    table, recs = (os.path.join(tmp.name, n) for n in ("exchanges.parquet", "records.parquet"))
     ours = kdissect + [cap]
     rows = [
         ("summary", fields, ours + ["--no-tui"]),
         ("stats", fields, ours + ["--no-tui", "--stats"]),
         ("jsonl", tshark + ["-T", "json"], ours + ["--format", "jsonl", "-j", "1"]),
+        # no peer writes these tables: kdissect against its baseline only
+        ("parquet", None, ours + ["--format", "parquet", "-o", table]),
+        ("records", None, ours + ["--format", "parquet", "-o", table, "--records-output", recs]),
     ]
     rows = [r for r in rows if not args.only or r[0] in args.only]
     what = os.path.basename(cap) if args.capture else f"{args.copies} copies of {SOURCE.name}"
@@ -108,7 +115,7 @@ def main() -> None:
     print(f"{'run':34} {'CPU s':>7} {'µs/ex':>7} {'wall s':>7} {'CPU ×':>6}   CPU of each run")
     for label, peer_cmd, cmd in rows:
         variants = (
-            ([] if args.no_peer else [("tshark", peer_cmd)])
+            ([] if args.no_peer or peer_cmd is None else [("tshark", peer_cmd)])
             + [("kdissect", cmd)]
             + ([("kdissect baseline", cmd)] if args.baseline else [])
         )

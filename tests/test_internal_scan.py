@@ -29,7 +29,7 @@ IDS = {OFFSETS_ID: "__consumer_offsets", str(uuid.UUID(int=7)): "orders"}
 
 @pytest.fixture(autouse=True)
 def _compiled():
-    require_compiled(internal, "_contains_any")
+    require_compiled(internal, "_Needles")
 
 
 def same(data: bytes, ids=None) -> bool:

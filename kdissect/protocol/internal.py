@@ -22,6 +22,7 @@ from __future__ import annotations
 import struct
 import uuid
 from collections.abc import Iterator, Mapping
+from typing import Any
 from functools import lru_cache
 
 from .apis import FETCH, FETCH_SNAPSHOT, PRODUCE
@@ -95,28 +96,36 @@ def _by_type() -> dict[tuple[str, int, str], str]:
 _NAMES = tuple(t.encode() for t in TOPIC_FAMILIES)
 
 
-# native/src/scan.rs: the same answer in one pass (the searches below cost a few ms on
-# a MB of JSON values or zero padding); None without the extension
-_contains_any = bind(__name__, "_contains_any", "contains_any")
+# native/src/scan.rs (Needles, below): the same answer in one pass (the searches of
+# mentions_internal_topic_py cost a few ms on a MB of JSON values or zero padding)
 
 
 def mentions_internal_topic(data: bytes, topic_ids: Mapping[str, str] | None = None) -> bool:
     """Whether a Produce/Fetch message may carry an internal topic, by name or by a known
     id (a cheap byte search, before choosing a decoder)."""
-    if _contains_any is not None:
-        got = _contains_any(data, _needles(topic_ids))
+    if _Needles is not None:
+        needles = _needles(topic_ids)
+        search = _SEARCHES.get(needles)
+        if search is None:
+            if len(_SEARCHES) > 64:  # (ids come and go only in hostile captures)
+                _SEARCHES.clear()
+            search = _SEARCHES[needles] = _Needles(list(needles)).found_in
+        got = search(data)
         if got is not None:  # (None: bytes not contiguous)
             return bool(got)
     return mentions_internal_topic_py(data, topic_ids)
 
 
-def _needles(topic_ids: Mapping[str, str] | None) -> list[bytes]:
+def _needles(topic_ids: Mapping[str, str] | None) -> tuple[bytes, ...]:
     if not topic_ids:
         return _BASE_NEEDLES
-    return [*_BASE_NEEDLES, *(_id_bytes(i) for i, n in topic_ids.items() if n in TOPIC_FAMILIES)]
+    return (*_BASE_NEEDLES, *(_id_bytes(i) for i, n in topic_ids.items() if n in TOPIC_FAMILIES))
 
 
-_BASE_NEEDLES = [*_NAMES, _METADATA_ID_BYTES]
+_BASE_NEEDLES = (*_NAMES, _METADATA_ID_BYTES)
+# native/src/scan.rs's needle sets, prepared once per set of needles
+_Needles = bind(__name__, "_Needles", "Needles")
+_SEARCHES: dict[tuple[bytes, ...], Any] = {}
 
 
 @lru_cache(maxsize=4096)

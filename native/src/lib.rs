@@ -887,11 +887,11 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<tls::RecordCipher>()?;
     m.add_function(wrap_pyfunction!(mapped::map_guard, m)?)?;
     m.add_function(wrap_pyfunction!(mapped::map_unguard, m)?)?;
+    m.add_class::<scan::Needles>()?;
     m.add_class::<values::Program>()?;
     m.add_class::<facts::FactsPlan>()?;
     m.add_function(wrap_pyfunction!(line::summary_line, m)?)?;
     m.add_function(wrap_pyfunction!(head::request_head, m)?)?;
-    m.add_function(wrap_pyfunction!(scan::contains_any, m)?)?;
     Ok(())
 }
 
