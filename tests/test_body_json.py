@@ -97,3 +97,67 @@ def test_internal_records_need_the_located_reading():
         and (written_json(*m) or "").count('_decoded": ')
     )
     assert body_json(data, direction, key, version, Options()) is None
+
+
+def _varint(n: int) -> bytes:
+    n = (n << 1) ^ (n >> 63)  # zigzag
+    out = bytearray()
+    while n >= 0x80:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    return bytes(out + bytes([n]))
+
+
+def _batch(records: list[tuple[bytes, bytes]]) -> bytes:
+    """A clean uncompressed v2 batch of (key, value) records."""
+    import struct
+
+    from kdissect.protocol.batch import computed_crc
+
+    body = b""
+    for i, (k, v) in enumerate(records):
+        rec = b"\0" + _varint(0) + _varint(i) + _varint(len(k)) + k + _varint(len(v)) + v
+        body += _varint(len(rec) + 1) + rec + _varint(0)  # (no headers)
+    n = len(records)
+    tail = struct.pack(">hiqqqhii", 0, max(n - 1, 0), 0, 0, -1, -1, -1, n) + body
+    head = bytearray(struct.pack(">qiibI", 0, 9 + len(tail), 0, 2, 0) + tail)
+    head[17:21] = struct.pack(">I", computed_crc(bytes(head), 0, len(head)))
+    return bytes(head)
+
+
+def _produce_v3(topics: list[tuple[str, bytes]]) -> bytes:
+    import struct
+
+    def s16(text: str) -> bytes:
+        return struct.pack(">h", len(text)) + text.encode()
+
+    out = struct.pack(">hhi", PRODUCE, 3, 7) + s16("t") + struct.pack(">hhii", -1, 1, 1000, 1)
+    out = out[:-4] + struct.pack(">i", len(topics))  # (no transactional id, acks 1)
+    for name, records in topics:
+        out += s16(name) + struct.pack(">iii", 1, 0, len(records)) + records
+    return out
+
+
+def test_internal_records_never_hide_the_budget_the_whole_decode_spends():
+    """An internal topic's records decoded by schema are charged where the whole-message
+    decode would charge them last: at every budget, the text is the reference's or None
+    (found by review: a later batch's unchecked charge hid the located tree's
+    node_budget finding)."""
+    import struct
+
+    key = struct.pack(">h", 5) + b"\0\x01g\0\x01m"  # a ConsumerGroupMemberMetadata key
+    names = b"".join(b"\x03t%d" % (i % 10) for i in range(50))
+    value = struct.pack(">h", 0) + b"\0\0\x02c\x02h" + bytes([51]) + names
+    value += b"\0" + struct.pack(">i", 1000) + b"\0\0"
+    data = _produce_v3([("__consumer_offsets", _batch([(key, value)])), ("x", _batch([]))])
+    whole = reference_json(data, "request", PRODUCE, 3)
+    assert whole is not None and '"value_decoded": ' in whole  # decoded by schema
+    assert written_json(data, "request", PRODUCE, 3) == whole
+    texts = 0
+    for budget in range(1, 400):
+        options = Options(max_nodes=budget)
+        got = written_json(data, "request", PRODUCE, 3, options)
+        if got is not None:
+            assert got == reference_json(data, "request", PRODUCE, 3, options), budget
+            texts += 1
+    assert texts > 100  # (a budget big enough for it is written)

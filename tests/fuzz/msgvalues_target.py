@@ -133,7 +133,7 @@ def run_msgvalues(data: bytes) -> None:
         assert got is None or same(got, want), f"the values differ: {got!r} != {want!r}"
 
 
-def reference_json(data: bytes, direction: str, key: int, version: int) -> str | None:
+def reference_json(data: bytes, direction: str, key: int, version: int, options=None) -> str | None:
     """The body's text JSON lines get from the reference: the generated readers' values
     (records read, bytes through ``json_bytes``) encoded by ``json`` as the lines encode
     them; for a message that may carry an internal topic's records, the located tree's
@@ -146,7 +146,7 @@ def reference_json(data: bytes, direction: str, key: int, version: int) -> str |
     from kdissect.render.lines import _encode
     from kdissect.render.records import json_bytes
 
-    options = Options()
+    options = options or Options()
     if (key, direction) in RECORD_CARRIERS and mentions_internal_topic(data):
         if direction == "request":
             m = decode_request(data, options)
@@ -155,7 +155,7 @@ def reference_json(data: bytes, direction: str, key: int, version: int) -> str |
         if m.body is None or m.tree.findings():
             return None
         return _encode(plain_json(m.body, options.show_secrets))
-    body = python_read(data, direction, key, version, Options(records=True), json_bytes)
+    body = python_read(data, direction, key, version, options, json_bytes)
     return None if body is None else _encode(body)
 
 
