@@ -161,3 +161,28 @@ def test_internal_records_never_hide_the_budget_the_whole_decode_spends():
             assert got == reference_json(data, "request", PRODUCE, 3, options), budget
             texts += 1
     assert texts > 100  # (a budget big enough for it is written)
+
+
+def test_internal_topics_named_by_learned_ids():
+    """Fetch v13+ names topics by id: with the ids a capture taught (its Metadata
+    answers), replication Fetches of __consumer_offsets and the like are written with
+    their records decoded by schema, as the located tree decodes them."""
+    from kdissect.sources.pcap import CaptureFiles
+    from kdissect.stream.engine import Engine
+    from kdissect.stream.sink import CallbackSink
+
+    decoded = 0
+    for name in ("kafka44-cluster.pcap",):
+        capture = ROOT / "captures" / name
+        engine = Engine(CaptureFiles([str(capture)]), CallbackSink(lambda ex: None))
+        engine.run()
+        ids = dict(engine.topic_ids)
+        assert any(n == "__consumer_offsets" for n in ids.values()), name
+        for data, direction, key, version in messages([capture]):
+            if (key, direction) != (FETCH, "response"):
+                continue
+            got = written_json(data, direction, key, version, None, ids)
+            if got is not None:
+                assert got == reference_json(data, direction, key, version, None, ids)
+                decoded += '"key_schema": "OffsetCommitKey' in got
+    assert decoded > 0

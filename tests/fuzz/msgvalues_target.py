@@ -133,7 +133,9 @@ def run_msgvalues(data: bytes) -> None:
         assert got is None or same(got, want), f"the values differ: {got!r} != {want!r}"
 
 
-def reference_json(data: bytes, direction: str, key: int, version: int, options=None) -> str | None:
+def reference_json(
+    data: bytes, direction: str, key: int, version: int, options=None, topic_ids=None
+) -> str | None:
     """The body's text JSON lines get from the reference: the generated readers' values
     (records read, bytes through ``json_bytes``) encoded by ``json`` as the lines encode
     them; for a message that may carry an internal topic's records, the located tree's
@@ -147,11 +149,11 @@ def reference_json(data: bytes, direction: str, key: int, version: int, options=
     from kdissect.render.records import json_bytes
 
     options = options or Options()
-    if (key, direction) in RECORD_CARRIERS and mentions_internal_topic(data):
+    if (key, direction) in RECORD_CARRIERS and mentions_internal_topic(data, topic_ids):
         if direction == "request":
-            m = decode_request(data, options)
+            m = decode_request(data, options, topic_ids)
         else:
-            m = decode_response(data, key, version, options)
+            m = decode_response(data, key, version, options, None, topic_ids)
         if m.body is None or m.tree.findings():
             return None
         return _encode(plain_json(m.body, options.show_secrets))
@@ -159,14 +161,15 @@ def reference_json(data: bytes, direction: str, key: int, version: int, options=
     return None if body is None else _encode(body)
 
 
-def written_json(data: bytes, direction: str, key: int, version: int, options=None):
-    """What JSON lines' compiled writer makes of a body (as ``render.lines`` calls it)."""
+def written_json(data: bytes, direction: str, key: int, version: int, options=None, topic_ids=None):
+    """What JSON lines' compiled writer makes of a body (as ``render.lines`` calls it);
+    ``topic_ids``: the topic names learned so far."""
     from kdissect.protocol import Options
     from kdissect.protocol.json_view import internal_records_json
     from kdissect.protocol.values import body_json
 
     options = options or Options()
-    return body_json(data, direction, key, version, options, None, internal_records_json)
+    return body_json(data, direction, key, version, options, topic_ids, internal_records_json)
 
 
 def run_bodyjson(data: bytes) -> None:
