@@ -84,3 +84,56 @@ def test_every_line_is_its_objects_encoding(show_secrets):
                 slow = _encode(message_json(m, options, ex, enriched_full=False)) + "\n"
                 assert message_line(m, options, ex, enriched_full=False) == slow, path.name
     assert seen > 1000
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_both_line_writers_write_message_json(monkeypatch, compiled):
+    """The compiled writer of a values-read line (native/src/line.rs ``json_line``) and
+    its Python reference each write exactly the encoding of ``message_json``'s object."""
+    from kdissect.render import lines
+    from tests.support.native_check import require_compiled
+
+    if compiled:
+        require_compiled(lines, "_json_line")
+    else:
+        monkeypatch.setattr(lines, "_json_line", None)
+    options = Options()
+    seen = 0
+    for path in CAPTURES:
+        sink = _Kept()
+        Engine(CaptureFiles([str(path)]), sink, options).run()
+        for ex in sink.exchanges:
+            for m in ex.messages:
+                slow = (
+                    _encode(message_json(dataclasses.replace(m), options, ex, enriched_full=False))
+                    + "\n"
+                )
+                seen += message_line(m, options, ex, enriched_full=False) == slow
+                assert message_line(m, options, ex, enriched_full=False) == slow, path.name
+    assert seen > 1000
+
+
+def test_the_compiled_line_writes_times_as_iso_does():
+    """Times at every rounding edge (half to even, carried into the next second, day,
+    year), random ones over 1970..9999, and those outside it (null), the other fields
+    null, text with escapes and non-ASCII: the compiled line is the Python one."""
+    import random
+
+    from kdissect.render import lines
+    from kdissect.stream.model import KafkaMessage
+    from tests.support.native_check import require_compiled
+
+    require_compiled(lines, "_json_line")
+    rng = random.Random(4343)
+    times = [rng.uniform(0, 253402300799) for _ in range(5000)]
+    times += [rng.uniform(1.7e9, 1.7e9 + 5) for _ in range(5000)]
+    times += [1_767_225_599 + f for f in (0.9999994, 0.9999995, 0.9999996, 0.0000005)]
+    times += [0.0, 0.0000005, 253402300799.0, 253402300798.9999996, -0.5, 253402300800.0]
+    times += [float("nan"), float("inf"), 951782400.0, 4107542399.9999995]  # 2000-02-29
+    for i, ts in enumerate(times):
+        m = KafkaMessage(i, 3, ("request", "response")[i % 2], ts, 7, 4, b"\x00" * (i % 5))
+        m.api_key = None if i % 3 == 0 else i % 80
+        m.client_id = (None, 'é\t"cli\\ent\x01', "plain", "\U0001f600")[i % 4]
+        m.how = "paired by correlation id" if i % 2 else None
+        want = lines._values_line_py(m, None, '{"a": 1}', "[]")
+        assert lines._values_line(m, None, '{"a": 1}') == want, ts

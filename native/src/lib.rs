@@ -891,6 +891,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<values::Program>()?;
     m.add_class::<facts::FactsPlan>()?;
     m.add_function(wrap_pyfunction!(line::summary_line, m)?)?;
+    m.add_function(wrap_pyfunction!(line::json_line, m)?)?;
     m.add_function(wrap_pyfunction!(head::request_head, m)?)?;
     Ok(())
 }

@@ -223,3 +223,117 @@ mod tests {
         assert_eq!(printable("plain".to_string()), "plain");
     }
 }
+
+/// Days since 1970-01-01 to (year, month, day) in the proleptic Gregorian calendar (the
+/// civil-from-days algorithm: eras of 400 years, March-based years).
+fn civil(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (yoe + era * 400 + (m <= 2) as i64, m, d)
+}
+
+fn push_opt(out: &mut Vec<u8>, v: Option<i64>) {
+    match v {
+        None => out.extend_from_slice(b"null"),
+        Some(n) => crate::logjson::push_int(out, n as i128),
+    }
+}
+
+/// `lines._values_line`: the JSON line of a message whose body is already JSON text
+/// (`body`, and `findings` the findings' JSON list), keys in `message_json`'s order;
+/// `extra_key` names the request's `client_id` or a response's `how`, `extra_value` its
+/// value (None: null).
+/// The time as `lines.iso` writes it (UTC, microseconds rounded half to even and
+/// carried), null outside 1970..9999. tests/test_lines.py holds it to the Python line.
+#[pyfunction]
+#[pyo3(signature = (index, frame, stream, direction, ts, api_key, api_name, api_version, correlation_id, pair, seq, status, findings, size, body, extra_key, extra_value))]
+#[allow(clippy::too_many_arguments)]
+pub fn json_line(
+    index: Option<i64>,
+    frame: Option<i64>,
+    stream: Option<i64>,
+    direction: &str,
+    ts: f64,
+    api_key: Option<i64>,
+    api_name: &str,
+    api_version: Option<i64>,
+    correlation_id: Option<i64>,
+    pair: Option<i64>,
+    seq: Option<i64>,
+    status: &str,
+    findings: &str,
+    size: i64,
+    body: &str,
+    extra_key: Option<&str>,
+    extra_value: Option<&str>,
+) -> String {
+    use crate::logjson::push_json_str;
+    let mut out: Vec<u8> = Vec::with_capacity(body.len() + findings.len() + 320);
+    out.extend_from_slice(b"{\"index\": ");
+    push_opt(&mut out, index);
+    out.extend_from_slice(b", \"frame\": ");
+    push_opt(&mut out, frame);
+    out.extend_from_slice(b", \"stream\": ");
+    push_opt(&mut out, stream);
+    out.extend_from_slice(b", \"direction\": ");
+    push_json_str(&mut out, direction);
+    out.extend_from_slice(b", \"ts\": ");
+    if (0.0..=TS_MAX).contains(&ts) {
+        let mut second = ts.trunc();
+        let mut us = ((ts - second) * 1e6).round_ties_even() as i64;
+        if us >= 1_000_000 {
+            us -= 1_000_000;
+            second += 1.0;
+        }
+        let second = second as i64;
+        let (y, m, d) = civil(second.div_euclid(86_400));
+        let day = second.rem_euclid(86_400);
+        let text = format!(
+            "\"{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{us:06}Z\"",
+            day / 3600,
+            day / 60 % 60,
+            day % 60
+        );
+        out.extend_from_slice(text.as_bytes());
+    } else {
+        out.extend_from_slice(b"null");
+    }
+    out.extend_from_slice(b", \"api_key\": ");
+    push_opt(&mut out, api_key);
+    out.extend_from_slice(b", \"api_name\": ");
+    push_json_str(&mut out, api_name);
+    out.extend_from_slice(b", \"api_version\": ");
+    push_opt(&mut out, api_version);
+    out.extend_from_slice(b", \"correlation_id\": ");
+    push_opt(&mut out, correlation_id);
+    out.extend_from_slice(b", \"pair\": ");
+    push_opt(&mut out, pair);
+    out.extend_from_slice(b", \"seq\": ");
+    push_opt(&mut out, seq);
+    out.extend_from_slice(b", \"status\": ");
+    push_json_str(&mut out, status);
+    out.extend_from_slice(b", \"problems\": [], \"findings\": ");
+    out.extend_from_slice(findings.as_bytes());
+    out.extend_from_slice(b", \"size\": ");
+    crate::logjson::push_int(&mut out, size as i128);
+    out.extend_from_slice(b", \"body\": ");
+    out.extend_from_slice(body.as_bytes());
+    if let Some(key) = extra_key {
+        out.extend_from_slice(b", ");
+        push_json_str(&mut out, key);
+        out.extend_from_slice(b": ");
+        match extra_value {
+            None => out.extend_from_slice(b"null"),
+            Some(v) => push_json_str(&mut out, v),
+        }
+    }
+    out.extend_from_slice(b"}\n");
+    // every part is UTF-8 (the escapes ASCII, `findings` and `body` str)
+    String::from_utf8(out).unwrap_or_default()
+}
