@@ -13,7 +13,7 @@ from pathlib import Path
 from kdissect.protocol import Options
 from kdissect.protocol.apis import FETCH, PRODUCE
 from kdissect.protocol.internal import mentions_internal_topic
-from tests.fuzz.msgvalues_target import messages, reference_json, written_json
+from tests.fuzz.msgvalues_target import damaged, messages, reference_json, written_json
 
 ROOT = Path(__file__).resolve().parents[1]
 CAPTURES = sorted((ROOT / "captures").glob("**/*.pcap")) + sorted(
@@ -59,13 +59,7 @@ def test_damaged_bodies_are_written_as_the_reference_writes_them_or_not_at_all()
     written = 0
     for data, direction, key, version in sample:
         for _ in range(3):
-            b = bytearray(data)
-            if rng.random() < 0.3:
-                b = b[: rng.randrange(len(b))]
-            elif b:
-                for _ in range(rng.randint(1, 3)):
-                    b[rng.randrange(len(b))] = rng.randrange(256)
-            d = bytes(b)
+            d = damaged(rng, data)
             got = written_json(d, direction, key, version)
             if got is not None:
                 assert got == reference_json(d, direction, key, version), (key, d.hex())

@@ -28,23 +28,30 @@ class _Kept(Collect):
     values_conv = staticmethod(json_bytes)  # enrichment keeps the bodies it reads
 
 
-@pytest.mark.parametrize("show_secrets", [False, True])
-def test_kept_values_lines_match_message_json(show_secrets):
-    options = Options(show_secrets=show_secrets)
-    kept = 0
+def _lines_compared(options: Options, sink_type: type = Collect, kept_only: bool = False) -> int:
+    """Every message of CAPTURES (read into a ``sink_type``; ``kept_only``: those whose
+    body enrichment kept): its line is the encoding of ``message_json``'s object.
+    Returns how many were compared."""
+    compared = 0
     for path in CAPTURES:
-        sink = _Kept()
+        sink = sink_type()
         Engine(CaptureFiles([str(path)]), sink, options).run()
         for ex in sink.exchanges:
             for m in ex.messages:
-                if m.values is None:
+                if kept_only and m.values is None:
                     continue
-                kept += 1
+                compared += 1
                 slow = (
                     _encode(message_json(dataclasses.replace(m), options, ex, enriched_full=False))
                     + "\n"
                 )
                 assert message_line(m, options, ex, enriched_full=False) == slow, path.name
+    return compared
+
+
+@pytest.mark.parametrize("show_secrets", [False, True])
+def test_kept_values_lines_match_message_json(show_secrets):
+    kept = _lines_compared(Options(show_secrets=show_secrets), _Kept, kept_only=True)
     assert kept > 500  # the captures hold hundreds of such messages
 
 
@@ -73,16 +80,7 @@ def test_every_line_is_its_objects_encoding(show_secrets):
     """Lines of messages with records (read by the values decoder, their batches encoded
     as read) and of messages read located are the encoding of ``message_json``'s object
     too: the direct writing and the compiled reader's hand-over change no byte."""
-    options = Options(show_secrets=show_secrets)
-    seen = 0
-    for path in CAPTURES:
-        sink = Collect()
-        Engine(CaptureFiles([str(path)]), sink, options).run()
-        for ex in sink.exchanges:
-            for m in ex.messages:
-                seen += 1
-                slow = _encode(message_json(m, options, ex, enriched_full=False)) + "\n"
-                assert message_line(m, options, ex, enriched_full=False) == slow, path.name
+    seen = _lines_compared(Options(show_secrets=show_secrets))
     assert seen > 1000
 
 
@@ -97,20 +95,7 @@ def test_both_line_writers_write_message_json(monkeypatch, compiled):
         require_compiled(lines, "_json_line")
     else:
         monkeypatch.setattr(lines, "_json_line", None)
-    options = Options()
-    seen = 0
-    for path in CAPTURES:
-        sink = _Kept()
-        Engine(CaptureFiles([str(path)]), sink, options).run()
-        for ex in sink.exchanges:
-            for m in ex.messages:
-                slow = (
-                    _encode(message_json(dataclasses.replace(m), options, ex, enriched_full=False))
-                    + "\n"
-                )
-                seen += message_line(m, options, ex, enriched_full=False) == slow
-                assert message_line(m, options, ex, enriched_full=False) == slow, path.name
-    assert seen > 1000
+    assert _lines_compared(Options(), _Kept) > 1000
 
 
 def test_the_compiled_line_writes_times_as_iso_does():

@@ -14,7 +14,7 @@ import pytest
 from kdissect.protocol import Options
 from kdissect.protocol.values import BatchHeads, _records
 from kdissect.protocol.values_native import program
-from tests.fuzz.msgvalues_target import compiled_read, messages, python_read, same
+from tests.fuzz.msgvalues_target import compiled_read, damaged, messages, python_read, same
 
 ROOT = Path(__file__).resolve().parents[1]
 CAPTURES = sorted((ROOT / "captures").glob("**/*.pcap")) + sorted(
@@ -72,13 +72,7 @@ def test_damaged_messages_read_as_python_reads_them():
     both = 0
     for data, direction, key, version in sample:
         for _ in range(3):
-            b = bytearray(data)
-            if rng.random() < 0.3:
-                b = b[: rng.randrange(len(b))]
-            elif b:
-                for _ in range(rng.randint(1, 3)):
-                    b[rng.randrange(len(b))] = rng.randrange(256)
-            d = bytes(b)
+            d = damaged(rng, data)
             want = python_read(d, direction, key, version, options, bytes.hex)
             got = compiled_read(d, direction, key, version, options, bytes.hex)
             assert got is None or same(got, want), (key, version, direction, d.hex())

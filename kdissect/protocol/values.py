@@ -434,6 +434,30 @@ def _plan(api_key: int, api_version: int, direction: str) -> tuple[Any, Any, boo
 _PLANS: dict[tuple[int, int, str], tuple[Any, Any, bool, Any]] = {}
 
 
+def _plan_of(api_key: int, api_version: int, direction: str) -> tuple[Any, Any, bool, Any]:
+    """``_plan`` of a message kind, made once."""
+    plan = _PLANS.get((api_key, api_version, direction))
+    if plan is None:
+        plan = _PLANS[(api_key, api_version, direction)] = _plan(api_key, api_version, direction)
+    return plan
+
+
+def _may_carry_internal(
+    data: bytes,
+    api_key: int,
+    direction: str,
+    options: Options,
+    topic_ids: Mapping[str, str] | None,
+) -> bool:
+    """Whether a message's records may be an internal topic's, which the located path
+    decodes by schema (a record carrier naming one's name or a known id)."""
+    return bool(
+        options.embedded
+        and (api_key, direction) in _RECORD_CARRIERS
+        and mentions_internal_topic(data, topic_ids)
+    )
+
+
 # bytes fields left out (None): for a reader that only checks or learns from the fields
 NO_BYTES: Callable[[bytes], Any] = lambda b: None  # noqa: E731
 _BARE = Options(records=False, embedded=False)
@@ -480,11 +504,8 @@ def body_values(
     # internal topics' records are decoded by schema on the located path; a message that
     # may hold some is read here when it holds none (most of KRaft's replication
     # Fetches: in a cluster's JSON lines, they were half the located decodes)
-    internal = (
-        options.embedded
-        and options.records is True
-        and (api_key, direction) in _RECORD_CARRIERS
-        and mentions_internal_topic(data, topic_ids)
+    internal = options.records is True and _may_carry_internal(
+        data, api_key, direction, options, topic_ids
     )
     if (
         getattr(options.values, "overrides", None)
@@ -492,10 +513,7 @@ def body_values(
         and schemas.has_records(api_key, api_version, direction)
     ):
         return None  # per-topic schemas: the located path knows the topics
-    plan = _PLANS.get((api_key, api_version, direction))
-    if plan is None:
-        plan = _PLANS[(api_key, api_version, direction)] = _plan(api_key, api_version, direction)
-    read, head, compact, fast = plan
+    read, head, compact, fast = _plan_of(api_key, api_version, direction)
     if read is None:
         return None
     if fast is not None and (batch_records is None or replayable):
@@ -557,18 +575,11 @@ def body_json(
         or (options.embedded and api_key in _EMBEDDED_APIS)
     ):
         return None
-    plan = _PLANS.get((api_key, api_version, direction))
-    if plan is None:
-        plan = _PLANS[(api_key, api_version, direction)] = _plan(api_key, api_version, direction)
-    fast = plan[3]
+    fast = _plan_of(api_key, api_version, direction)[3]
     if fast is None:
         return None
     internal = None
-    if (
-        options.embedded
-        and (api_key, direction) in _RECORD_CARRIERS
-        and mentions_internal_topic(data, topic_ids)
-    ):
+    if _may_carry_internal(data, api_key, direction, options, topic_ids):
         if internal_records is None:
             return None
         internal = partial(internal_records, options, topic_ids)

@@ -21,21 +21,7 @@ use std::collections::HashMap;
 use crate::logjson::{lines, push_bytes, push_int, push_json_str};
 use crate::record_walk::Records;
 use crate::values::*;
-use crate::varint::{self, zigzag};
-
-/// Why the text is not written: the reference decides, or Python raised.
-enum Stop {
-    Bail,
-    Err(PyErr),
-}
-
-impl From<PyErr> for Stop {
-    fn from(e: PyErr) -> Self {
-        Stop::Err(e)
-    }
-}
-
-type R<T> = Result<T, Stop>;
+use crate::varint::zigzag;
 
 const HEAD_SIZE: usize = 61; // a v2 batch's header
 const FRAME: usize = 17; // enough to frame a batch and tell its format
@@ -101,13 +87,6 @@ struct Writer<'py> {
     out: Vec<u8>,
 }
 
-fn take<'a>(buf: &'a [u8], pos: &mut usize, n: usize) -> R<&'a [u8]> {
-    let end = pos.checked_add(n).ok_or(Stop::Bail)?;
-    let got = buf.get(*pos..end).ok_or(Stop::Bail)?;
-    *pos = end;
-    Ok(got)
-}
-
 /// An object's member name (after a separator unless it is the `first`).
 fn push_key(out: &mut Vec<u8>, first: &mut bool, name: &str) {
     if !*first {
@@ -118,29 +97,9 @@ fn push_key(out: &mut Vec<u8>, first: &mut bool, name: &str) {
     out.extend_from_slice(b": ");
 }
 
-fn uvarint(buf: &[u8], pos: &mut usize, max: usize) -> R<u128> {
-    varint::uvarint(buf, pos, buf.len(), max).ok_or(Stop::Bail)
-}
-
 impl Writer<'_> {
     fn charge(&mut self, n: i64) -> R<()> {
-        self.nodes -= n;
-        if self.nodes < 0 {
-            return Err(Stop::Bail);
-        }
-        Ok(())
-    }
-
-    fn length(&self, buf: &[u8], pos: &mut usize, compact: bool, wide: bool) -> R<i64> {
-        if compact {
-            return Ok(uvarint(buf, pos, 5)? as i64 - 1);
-        }
-        let b = take(buf, pos, if wide { 4 } else { 2 })?;
-        Ok(if wide {
-            i32::from_be_bytes([b[0], b[1], b[2], b[3]]) as i64
-        } else {
-            i16::from_be_bytes([b[0], b[1]]) as i64
-        })
+        spend(&mut self.nodes, n)
     }
 
     /// A struct as a JSON object.
@@ -197,7 +156,7 @@ impl Writer<'_> {
         match (name, &f.shape) {
             ("topic" | "name", Shape::Value(STRING)) => {
                 let mut p = 0;
-                self.topic = match self.length(raw, &mut p, f.compact, false) {
+                self.topic = match length(raw, &mut p, f.compact, false) {
                     Ok(n) if n >= 0 => std::str::from_utf8(&raw[p..]).ok().map(str::to_owned),
                     _ => None,
                 };
@@ -224,7 +183,7 @@ impl Writer<'_> {
                 }
             }
             Shape::ArrayStruct(_, cost) | Shape::ArrayValue(_, cost) => {
-                let n = self.length(buf, pos, f.len_compact, true)?;
+                let n = length(buf, pos, f.len_compact, true)?;
                 if n < -1 || n > buf.len() as i64 - *pos as i64 {
                     return Err(Stop::Bail);
                 }
@@ -286,7 +245,7 @@ impl Writer<'_> {
             VARLONG => push_int(&mut self.out, zigzag(uvarint(buf, pos, 10)?) as i128),
             UVARINT => push_int(&mut self.out, uvarint(buf, pos, 5)? as i128),
             STRING | BYTES | RECORDS => {
-                let n = self.length(buf, pos, compact, kind != STRING)?;
+                let n = length(buf, pos, compact, kind != STRING)?;
                 if n < 0 {
                     if n != -1 || !(nullable || kind == RECORDS) {
                         return Err(Stop::Bail);
@@ -412,28 +371,20 @@ impl Writer<'_> {
         if b.len() < HEAD_SIZE {
             return Err(Stop::Bail);
         }
-        let i64_at = |o: usize| i64::from_be_bytes(b[o..o + 8].try_into().unwrap());
-        let i32_at = |o: usize| i32::from_be_bytes(b[o..o + 4].try_into().unwrap());
-        let i16_at = |o: usize| i16::from_be_bytes([b[o], b[o + 1]]);
-        let crc = u32::from_be_bytes(b[17..21].try_into().unwrap());
-        if crate::crc32c::crc32c(&b[21..]) != crc {
-            return Err(Stop::Bail);
-        }
-        let attrs = i16_at(21);
-        let count = i32_at(57) as i64;
+        let h = checked_head(b).ok_or(Stop::Bail)?;
+        let (attrs, count) = (h.attributes, h.count as i64);
         if attrs & CODEC_MASK != 0 || count < 0 || count > (b.len() - HEAD_SIZE) as i64 {
             return Err(Stop::Bail); // compressed (Python decompresses), or a count that cannot be
         }
         self.charge(9 * count)?;
-        let (base, base_ts, max_ts) = (i64_at(0), i64_at(27), i64_at(35));
         let stamped = attrs & LOG_APPEND_TIME != 0;
         let out = &mut self.out;
         let fields: [(&[u8], i64); 5] = [
-            (b"{\"base_offset\": ", base),
-            (b", \"batch_length\": ", i32_at(8) as i64),
-            (b", \"partition_leader_epoch\": ", i32_at(12) as i64),
+            (b"{\"base_offset\": ", h.base_offset),
+            (b", \"batch_length\": ", h.length as i64),
+            (b", \"partition_leader_epoch\": ", h.leader_epoch as i64),
             (b", \"magic\": ", 2),
-            (b", \"crc\": ", crc as i64),
+            (b", \"crc\": ", h.crc as i64),
         ];
         for (k, v) in fields {
             out.extend_from_slice(k);
@@ -452,12 +403,12 @@ impl Writer<'_> {
         }
         out.push(b'"');
         let fields: [(&[u8], i64); 7] = [
-            (b", \"last_offset_delta\": ", i32_at(23) as i64),
-            (b", \"base_timestamp\": ", base_ts),
-            (b", \"max_timestamp\": ", max_ts),
-            (b", \"producer_id\": ", i64_at(43)),
-            (b", \"producer_epoch\": ", i16_at(51) as i64),
-            (b", \"base_sequence\": ", i32_at(53) as i64),
+            (b", \"last_offset_delta\": ", h.last_offset_delta as i64),
+            (b", \"base_timestamp\": ", h.base_timestamp),
+            (b", \"max_timestamp\": ", h.max_timestamp),
+            (b", \"producer_id\": ", h.producer_id),
+            (b", \"producer_epoch\": ", h.producer_epoch as i64),
+            (b", \"base_sequence\": ", h.base_sequence as i64),
             (b", \"record_count\": ", count),
         ];
         for (k, v) in fields {
@@ -469,8 +420,12 @@ impl Writer<'_> {
             pos: HEAD_SIZE,
             end: b.len(),
             count,
-            base_offset: base,
-            base_timestamp: if stamped { max_ts } else { base_ts },
+            base_offset: h.base_offset,
+            base_timestamp: if stamped {
+                h.max_timestamp
+            } else {
+                h.base_timestamp
+            },
             fixed_timestamp: stamped,
         };
         if !lines(self.py, out, b, &at, true)? {

@@ -13,12 +13,11 @@ const TS_MAX: f64 = 253402300799.0; // 9999-12-31T23:59:59Z: lines.iso's bound
 const SHOWN_TOPICS: usize = 3;
 const SHOWN_PARTITIONS: usize = 6;
 
-/// `lines.iso(ts)[11:26]`: HH:MM:SS.ffffff (UTC), the microseconds rounded as Python's
-/// `round` rounds them (half to even, carried into the second).
-fn time_of_day(out: &mut String, ts: f64) {
+/// `lines.iso`'s instant of `ts`: (whole seconds, microseconds rounded as Python's
+/// `round` rounds them, half to even, carried into the second); None outside 1970..9999.
+fn instant(ts: f64) -> Option<(i64, i64)> {
     if !(0.0..=TS_MAX).contains(&ts) {
-        out.push_str("??:??:??.??????");
-        return;
+        return None;
     }
     let mut second = ts.trunc();
     let mut us = ((ts - second) * 1e6).round_ties_even() as i64;
@@ -26,7 +25,17 @@ fn time_of_day(out: &mut String, ts: f64) {
         us -= 1_000_000;
         second += 1.0;
     }
-    let day = second as i64 % 86_400;
+    Some((second as i64, us))
+}
+
+/// `lines.iso(ts)[11:26]`: HH:MM:SS.ffffff (UTC), the microseconds rounded as Python's
+/// `round` rounds them (half to even, carried into the second).
+fn time_of_day(out: &mut String, ts: f64) {
+    let Some((second, us)) = instant(ts) else {
+        out.push_str("??:??:??.??????");
+        return;
+    };
+    let day = second % 86_400;
     let _ = write!(
         out,
         "{:02}:{:02}:{:02}.{:06}",
@@ -275,53 +284,54 @@ pub fn json_line(
 ) -> String {
     use crate::logjson::push_json_str;
     let mut out: Vec<u8> = Vec::with_capacity(body.len() + findings.len() + 320);
-    out.extend_from_slice(b"{\"index\": ");
-    push_opt(&mut out, index);
-    out.extend_from_slice(b", \"frame\": ");
-    push_opt(&mut out, frame);
-    out.extend_from_slice(b", \"stream\": ");
-    push_opt(&mut out, stream);
+    let ints = |out: &mut Vec<u8>, fields: &[(&[u8], Option<i64>)]| {
+        for (key, value) in fields {
+            out.extend_from_slice(key);
+            push_opt(out, *value);
+        }
+    };
+    ints(
+        &mut out,
+        &[
+            (b"{\"index\": ", index),
+            (b", \"frame\": ", frame),
+            (b", \"stream\": ", stream),
+        ],
+    );
     out.extend_from_slice(b", \"direction\": ");
     push_json_str(&mut out, direction);
     out.extend_from_slice(b", \"ts\": ");
-    if (0.0..=TS_MAX).contains(&ts) {
-        let mut second = ts.trunc();
-        let mut us = ((ts - second) * 1e6).round_ties_even() as i64;
-        if us >= 1_000_000 {
-            us -= 1_000_000;
-            second += 1.0;
+    match instant(ts) {
+        Some((second, us)) => {
+            let (y, m, d) = civil(second.div_euclid(86_400));
+            let day = second.rem_euclid(86_400);
+            let text = format!(
+                "\"{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{us:06}Z\"",
+                day / 3600,
+                day / 60 % 60,
+                day % 60
+            );
+            out.extend_from_slice(text.as_bytes());
         }
-        let second = second as i64;
-        let (y, m, d) = civil(second.div_euclid(86_400));
-        let day = second.rem_euclid(86_400);
-        let text = format!(
-            "\"{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{us:06}Z\"",
-            day / 3600,
-            day / 60 % 60,
-            day % 60
-        );
-        out.extend_from_slice(text.as_bytes());
-    } else {
-        out.extend_from_slice(b"null");
+        None => out.extend_from_slice(b"null"),
     }
-    out.extend_from_slice(b", \"api_key\": ");
-    push_opt(&mut out, api_key);
+    ints(&mut out, &[(b", \"api_key\": ", api_key)]);
     out.extend_from_slice(b", \"api_name\": ");
     push_json_str(&mut out, api_name);
-    out.extend_from_slice(b", \"api_version\": ");
-    push_opt(&mut out, api_version);
-    out.extend_from_slice(b", \"correlation_id\": ");
-    push_opt(&mut out, correlation_id);
-    out.extend_from_slice(b", \"pair\": ");
-    push_opt(&mut out, pair);
-    out.extend_from_slice(b", \"seq\": ");
-    push_opt(&mut out, seq);
+    ints(
+        &mut out,
+        &[
+            (b", \"api_version\": ", api_version),
+            (b", \"correlation_id\": ", correlation_id),
+            (b", \"pair\": ", pair),
+            (b", \"seq\": ", seq),
+        ],
+    );
     out.extend_from_slice(b", \"status\": ");
     push_json_str(&mut out, status);
     out.extend_from_slice(b", \"problems\": [], \"findings\": ");
     out.extend_from_slice(findings.as_bytes());
-    out.extend_from_slice(b", \"size\": ");
-    crate::logjson::push_int(&mut out, size as i128);
+    ints(&mut out, &[(b", \"size\": ", Some(size))]);
     out.extend_from_slice(b", \"body\": ");
     out.extend_from_slice(body.as_bytes());
     if let Some(key) = extra_key {

@@ -73,7 +73,8 @@ pub(crate) struct StructP {
     pub tagged: Option<HashMap<u64, StructP>>,
 }
 
-enum Stop {
+/// Why a read stops: the reference decides (Bail), or Python raised.
+pub(crate) enum Stop {
     Bail,
     Err(PyErr),
 }
@@ -90,7 +91,7 @@ impl From<PyErr> for Stop {
     }
 }
 
-type R<T> = Result<T, Stop>;
+pub(crate) type R<T> = Result<T, Stop>;
 
 fn parse_struct(t: &Bound<'_, PyAny>) -> PyResult<StructP> {
     // (fields, tagged or None); field: (name or None, kind, compact, len_compact,
@@ -281,11 +282,11 @@ struct Cx<'a, 'py> {
     keys: &'a [Py<PyString>],
 }
 
-fn byte(buf: &[u8], pos: usize) -> R<u8> {
+pub(crate) fn byte(buf: &[u8], pos: usize) -> R<u8> {
     buf.get(pos).copied().ok_or(Stop::Bail)
 }
 
-fn take<'a>(buf: &'a [u8], pos: &mut usize, n: usize) -> R<&'a [u8]> {
+pub(crate) fn take<'a>(buf: &'a [u8], pos: &mut usize, n: usize) -> R<&'a [u8]> {
     let end = pos.checked_add(n).ok_or(Stop::Bail)?;
     let got = buf.get(*pos..end).ok_or(Stop::Bail)?;
     *pos = end;
@@ -293,8 +294,69 @@ fn take<'a>(buf: &'a [u8], pos: &mut usize, n: usize) -> R<&'a [u8]> {
 }
 
 /// reader.uvarint: at most ``max`` bytes (value up to 7 × max bits)
-fn uvarint(buf: &[u8], pos: &mut usize, max: u32) -> R<u128> {
+pub(crate) fn uvarint(buf: &[u8], pos: &mut usize, max: u32) -> R<u128> {
     varint::uvarint(buf, pos, buf.len(), max as usize).ok_or(Stop::Bail)
+}
+
+/// A length prefix: compact (uvarint, less one) or int32 (`wide`) / int16.
+pub(crate) fn length(buf: &[u8], pos: &mut usize, compact: bool, wide: bool) -> R<i64> {
+    if compact {
+        return Ok(uvarint(buf, pos, 5)? as i64 - 1);
+    }
+    let b = take(buf, pos, if wide { 4 } else { 2 })?;
+    Ok(if wide {
+        i32::from_be_bytes([b[0], b[1], b[2], b[3]]) as i64
+    } else {
+        i16::from_be_bytes([b[0], b[1]]) as i64
+    })
+}
+
+/// The node budget charged ``n`` (the located decoder's accounting): Bail once spent.
+pub(crate) fn spend(nodes: &mut i64, n: i64) -> R<()> {
+    *nodes -= n;
+    if *nodes < 0 {
+        return Err(Stop::Bail);
+    }
+    Ok(())
+}
+
+/// A v2 record batch's header (its first 61 bytes), as `batch.HEAD` unpacks it.
+pub(crate) struct BatchHead {
+    pub base_offset: i64,
+    pub length: i32,
+    pub leader_epoch: i32,
+    pub crc: u32,
+    pub attributes: i16,
+    pub last_offset_delta: i32,
+    pub base_timestamp: i64,
+    pub max_timestamp: i64,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub base_sequence: i32,
+    pub count: i32,
+}
+
+/// The header of the batch `b` (at least 61 bytes, the batch exactly) when its CRC-32C
+/// (over the bytes after the CRC) is right; None otherwise.
+pub(crate) fn checked_head(b: &[u8]) -> Option<BatchHead> {
+    let i64_at = |o: usize| i64::from_be_bytes(b[o..o + 8].try_into().unwrap());
+    let i32_at = |o: usize| i32::from_be_bytes(b[o..o + 4].try_into().unwrap());
+    let i16_at = |o: usize| i16::from_be_bytes([b[o], b[o + 1]]);
+    let crc = u32::from_be_bytes(b[17..21].try_into().unwrap());
+    (crate::crc32c::crc32c(&b[21..]) == crc).then(|| BatchHead {
+        base_offset: i64_at(0),
+        length: i32_at(8),
+        leader_epoch: i32_at(12),
+        crc,
+        attributes: i16_at(21),
+        last_offset_delta: i32_at(23),
+        base_timestamp: i64_at(27),
+        max_timestamp: i64_at(35),
+        producer_id: i64_at(43),
+        producer_epoch: i16_at(51),
+        base_sequence: i32_at(53),
+        count: i32_at(57),
+    })
 }
 
 pub(crate) fn uuid_text(b: &[u8]) -> String {
@@ -312,11 +374,7 @@ pub(crate) fn uuid_text(b: &[u8]) -> String {
 
 impl<'py> Cx<'_, 'py> {
     fn charge(&mut self, n: i64) -> R<()> {
-        self.nodes -= n;
-        if self.nodes < 0 {
-            return Err(Stop::Bail);
-        }
-        Ok(())
+        spend(&mut self.nodes, n)
     }
 
     /// A call into Python with ``s.nodes`` current; its bail exceptions are a bail.
@@ -334,18 +392,6 @@ impl<'py> Cx<'_, 'py> {
             Err(e) if e.matches(self.py, &self.bails)? => Err(Stop::Bail),
             Err(e) => Err(Stop::Err(e)),
         }
-    }
-
-    fn length(&self, buf: &[u8], pos: &mut usize, compact: bool, wide: bool) -> R<i64> {
-        if compact {
-            return Ok(uvarint(buf, pos, 5)? as i64 - 1);
-        }
-        let b = take(buf, pos, if wide { 4 } else { 2 })?;
-        Ok(if wide {
-            i32::from_be_bytes([b[0], b[1], b[2], b[3]]) as i64
-        } else {
-            i16::from_be_bytes([b[0], b[1]]) as i64
-        })
     }
 
     fn value(
@@ -384,7 +430,7 @@ impl<'py> Cx<'_, 'py> {
             VARLONG => zigzag(uvarint(buf, pos, 10)?).into_pyobject(py)?.into_any(),
             UVARINT => uvarint(buf, pos, 5)?.into_pyobject(py)?.into_any(),
             STRING | BYTES | RECORDS => {
-                let n = self.length(buf, pos, compact, kind != STRING)?;
+                let n = length(buf, pos, compact, kind != STRING)?;
                 if n < 0 {
                     if n != -1 || !(nullable || kind == RECORDS) {
                         return Err(Stop::Bail);
@@ -445,7 +491,7 @@ impl<'py> Cx<'_, 'py> {
                     }
                 }
                 Shape::ArrayStruct(_, cost) | Shape::ArrayValue(_, cost) => {
-                    let n = self.length(buf, pos, f.len_compact, true)?;
+                    let n = length(buf, pos, f.len_compact, true)?;
                     if n < -1 || n > buf.len() as i64 - *pos as i64 {
                         return Err(Stop::Bail);
                     }
@@ -526,28 +572,22 @@ impl<'py> Cx<'_, 'py> {
                 return Err(Stop::Bail);
             }
             self.nodes -= 16;
-            let i64_at = |o: usize| i64::from_be_bytes(b[o..o + 8].try_into().unwrap());
-            let i32_at = |o: usize| i32::from_be_bytes(b[o..o + 4].try_into().unwrap());
-            let i16_at = |o: usize| i16::from_be_bytes([b[o], b[o + 1]]);
-            let crc = u32::from_be_bytes(b[17..21].try_into().unwrap());
-            if crate::crc32c::crc32c(&b[21..total]) != crc {
-                return Err(Stop::Bail);
-            }
+            let h = checked_head(&b[..total]).ok_or(Stop::Bail)?;
             let d = PyDict::new(py);
             let k = &self.keys;
-            d.set_item(k[0].bind(py), i64_at(0))?;
-            d.set_item(k[1].bind(py), i32_at(8))?;
-            d.set_item(k[2].bind(py), i32_at(12))?;
+            d.set_item(k[0].bind(py), h.base_offset)?;
+            d.set_item(k[1].bind(py), h.length)?;
+            d.set_item(k[2].bind(py), h.leader_epoch)?;
             d.set_item(k[3].bind(py), b[16] as i8)?;
-            d.set_item(k[4].bind(py), crc)?;
-            d.set_item(k[5].bind(py), i16_at(21))?;
-            d.set_item(k[6].bind(py), i32_at(23))?;
-            d.set_item(k[7].bind(py), i64_at(27))?;
-            d.set_item(k[8].bind(py), i64_at(35))?;
-            d.set_item(k[9].bind(py), i64_at(43))?;
-            d.set_item(k[10].bind(py), i16_at(51))?;
-            d.set_item(k[11].bind(py), i32_at(53))?;
-            d.set_item(k[12].bind(py), i32_at(57))?;
+            d.set_item(k[4].bind(py), h.crc)?;
+            d.set_item(k[5].bind(py), h.attributes)?;
+            d.set_item(k[6].bind(py), h.last_offset_delta)?;
+            d.set_item(k[7].bind(py), h.base_timestamp)?;
+            d.set_item(k[8].bind(py), h.max_timestamp)?;
+            d.set_item(k[9].bind(py), h.producer_id)?;
+            d.set_item(k[10].bind(py), h.producer_epoch)?;
+            d.set_item(k[11].bind(py), h.base_sequence)?;
+            d.set_item(k[12].bind(py), h.count)?;
             d.set_item(k[13].bind(py), pyo3::types::PyList::empty(py))?;
             heads.append(d)?;
             pos += total;

@@ -68,10 +68,18 @@ def same(a, b) -> bool:
 def plan(key: int, version: int, direction: str) -> tuple:
     from kdissect.protocol import values
 
-    k = (key, version, direction)
-    if k not in values._PLANS:
-        values._PLANS[k] = values._plan(key, version, direction)
-    return values._PLANS[k]
+    return values._plan_of(key, version, direction)
+
+
+def damaged(rng: random.Random, data: bytes) -> bytes:
+    """A cut (three times in ten) or one to three bytes changed copy of ``data``."""
+    b = bytearray(data)
+    if rng.random() < 0.3:
+        b = b[: rng.randrange(len(b))]
+    elif b:
+        for _ in range(rng.randint(1, 3)):
+            b[rng.randrange(len(b))] = rng.randrange(256)
+    return bytes(b)
 
 
 def python_read(data: bytes, direction: str, key: int, version: int, options, conv):
