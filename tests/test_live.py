@@ -2,14 +2,21 @@
 broker, and a clear answer when capturing is not allowed."""
 
 import json
+import os
+import signal
+import socket
+import struct
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
 from tests.support.broker import Broker
 from tests.support.capture import wait_sniffing
+from tests.support.sockets import recv_exactly
 
 pytestmark = pytest.mark.slow  # captures on the loopback interface (root)
 
@@ -63,6 +70,51 @@ def test_live_decodes_what_passes_on_loopback():
     answered = {m["correlation_id"] for m in messages if m["direction"] == "response"}
     assert produce[0]["correlation_id"] in answered  # paired live, not orphaned
     assert all(m["status"] == "ok" for m in messages)  # each packet seen once, in order
+
+
+def test_live_lines_reach_a_pipe_as_they_happen_and_sigterm_keeps_the_rest():
+    """Python holds up to 8 KiB of output for a pipe, and SIGTERM ended the process
+    without writing it: `kdissect live | grep` showed nothing of light traffic, and
+    `timeout 60 kdissect live > file` left an empty file. Without PYTHONUNBUFFERED
+    (which some environments set and hid it), each line arrives while it runs, and
+    SIGTERM stops as Ctrl-C does."""
+    broker = Broker()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    lines: list[str] = []
+    try:
+        sniffer = subprocess.Popen(
+            [sys.executable, "-m", "kdissect", "live", "-i", "lo", "-p", str(broker.port)]
+            + ["--no-detect", "--no-tui"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+            env=env,
+        )
+        reader = threading.Thread(target=lambda: lines.extend(iter(sniffer.stdout.readline, "")))
+        reader.start()
+        wait_sniffing(sniffer.pid)
+        with socket.create_connection(("127.0.0.1", broker.port), timeout=30) as sock:
+            request = struct.pack(">hhih", 18, 0, 41, 4) + b"pipe"
+            sock.sendall(struct.pack(">i", len(request)) + request)
+            size = struct.unpack(">i", recv_exactly(sock, 4))[0]
+            recv_exactly(sock, size)
+            deadline = time.monotonic() + 60
+            while not any("#41" in line for line in lines) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert any("ApiVersions v0  #41  pipe" in line for line in lines), lines
+            assert sniffer.poll() is None  # shown while it runs, not at its end
+            # a request whose answer is not captured: shown when SIGTERM stops the run
+            request = struct.pack(">hhih", 18, 0, 42, 4) + b"pipe"
+            sock.sendall(struct.pack(">i", len(request)) + request)
+            time.sleep(1)
+            sniffer.send_signal(signal.SIGTERM)
+            _, err = sniffer.communicate(timeout=60)
+        reader.join(10)
+    finally:
+        broker.stop()
+    assert sniffer.returncode == 0 and "Traceback" not in err, err
+    assert any("#42" in line for line in lines), lines
 
 
 def test_live_says_what_to_do_without_capture_rights():

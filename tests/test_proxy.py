@@ -1244,3 +1244,23 @@ def test_sigterm_on_a_busy_machine_ends_the_proxy_within_2_s():
     assert took < 2.0, took
     assert "display: " in err and "requests shown" in err
     assert "Traceback" not in err
+
+
+def test_lines_reach_a_pipe_as_exchanges_happen():
+    """Python holds up to 8 KiB of output for a pipe: the proxy's lines for a pipe (`|
+    grep`, a log shipper) came only when it stopped. Without PYTHONUNBUFFERED (which
+    some environments set and hid it), each line must arrive while the proxy runs."""
+    broker = Broker()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    proxy = ProxyProcess(f"127.0.0.1:{broker.port}", env=env)
+    try:
+        with socket.create_connection(("127.0.0.1", proxy.port), timeout=30) as sock:
+            api_versions(sock, 7)
+            proxy.wait_for(lambda rows: any(r.get("correlation_id") == 7 for r in rows), 60)
+            shown = [json.loads(line) for line in list(proxy.out)]
+            assert proxy.proc.poll() is None  # still running: not the lines written at exit
+        assert any(r["api_name"] == "ApiVersions" and r["correlation_id"] == 7 for r in shown)
+        proxy.stop()
+    finally:
+        proxy.proc.kill()
+        broker.stop()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 
@@ -24,6 +25,27 @@ SIZE_UNITS = {
     "g": 1024**3,
     "gb": 1024**3,
 }
+
+
+def buffer_stdout() -> None:
+    """Lines for a file or a pipe go out in blocks, even where PYTHONUNBUFFERED (set in
+    many container images) asked Python to write each at once: reading a capture file
+    writes one line per exchange, and a system call per line was a tenth of a summary's
+    CPU. A terminal, and the live commands (whose lines must show as they happen), keep
+    Python's own choice."""
+    out = sys.stdout
+    if isinstance(out, io.TextIOWrapper) and out.write_through and not out.isatty():
+        out.reconfigure(write_through=False)
+
+
+def prompt_stdout() -> None:
+    """Lines for a pipe or a file go out as they are written, for the commands that show
+    traffic as it happens (``live``, the proxy): Python holds up to 8 KiB for a pipe, so
+    `kdissect live | grep` showed nothing for minutes of light traffic (and lost it
+    when stopped by a signal). A terminal is line-buffered already."""
+    out = sys.stdout
+    if isinstance(out, io.TextIOWrapper) and not out.write_through and not out.isatty():
+        out.reconfigure(line_buffering=True)
 
 
 def port_options(command):

@@ -15,6 +15,7 @@ from .common import (
     memory_option,
     on_terminal,
     port_options,
+    prompt_stdout,
     secret_options,
 )
 from .group import SUMMARIES, main
@@ -81,6 +82,7 @@ def live(
     show_secrets,
     max_decompressed,
 ):
+    import signal
     import threading
     from ..capture.live import LiveError
     from ..render.printer import ExchangePrinter
@@ -118,6 +120,10 @@ def live(
         _run_tui(load, options, f"live: {iface}", filter_text, display_filter, stop)
         return
     topic_ids: dict[str, str] = {}  # the run's topic names: the engine's, the writers'
+    prompt_stdout()
+    # SIGTERM (a service manager, `timeout`) stops as Ctrl-C does: what was captured is
+    # decoded and shown, not dropped with the process
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
     printer = ExchangePrinter(options, fmt, verbose, display_filter, topic_ids=topic_ids)
     try:
         Engine(Interface(iface, stop, **watch), printer, options, topic_ids=topic_ids).run()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 import click
 
@@ -12,6 +13,7 @@ from .common import (
     _progress,
     _run_tui,
     _traffic_options,
+    buffer_stdout,
     keylog_option,
     memory_budget,
     memory_option,
@@ -183,6 +185,7 @@ def pcap(
     # the run's topic names: the engine fills them, the writers' decoders read them
     # (records of internal topics fetched by id decoded in JSON lines as in -V)
     topic_ids: dict[str, str] = {}
+    buffer_stdout()
     printer = ExchangePrinter(
         options, fmt, verbose, display_filter, stats, jobs or available_cores(), topic_ids
     )
@@ -200,6 +203,7 @@ def pcap(
             options,
             topic_ids=topic_ids,
         ).run()
+        sys.stdout.flush()  # (buffered: a closed pipe is seen here, not at exit)
     except BrokenPipeError:
         # the reader went away (`| head`): stop quietly, as command-line tools do
         printer.abort()

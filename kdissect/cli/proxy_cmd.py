@@ -19,6 +19,7 @@ from .common import (
     _traffic_options,
     display_options,
     on_terminal,
+    prompt_stdout,
     secret_options,
 )
 from .group import SUMMARIES, main
@@ -407,6 +408,7 @@ def proxy(
         return
     err.print(listening + " (Ctrl-C stops)", style="green")
     topic_ids: dict[str, str] = {}  # the run's topic names: the engine's, the writers'
+    prompt_stdout()
     printer = ExchangePrinter(options, fmt, verbose, display_filter, topic_ids=topic_ids)
     shown = _Guarded(printer, err)
     display = FeedDisplay(lag=display_lag, fd=forwarder.fd, shared=forwarder.shared)

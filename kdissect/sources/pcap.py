@@ -94,6 +94,11 @@ class CaptureDissector:
         self.reasm: Any = None
         self.rconns: dict[int, TcpConnection] = {}
         self.untracked: set[int] = set()
+        # plain Kafka connections of the compiled reassembler, by number: (its Kafka
+        # connection's ``data``, flip), so their data events skip the TLS layer and the
+        # dispatch by connection (both only pass them on: three calls per chunk were a
+        # twentieth of a summary of many small messages)
+        self.plain: dict[int, tuple[Any, int]] = {}
         # what each Kafka connection calls, bound once (not three bound methods made and
         # kept per connection)
         self._calls = (self._exchange, sink.gap, self._next_index)
@@ -126,7 +131,7 @@ class CaptureDissector:
         """A batch of the compiled scanner (capture.native): segments and secrets, or
         the compiled reassembler's events (native/src/reasm.rs says what they are)."""
         take = self.tcp.take
-        tls, conns = self.tls, self.rconns
+        tls, conns, plain = self.tls, self.rconns, self.plain
         for row in batch:
             n = len(row)
             if n == 11:
@@ -134,7 +139,11 @@ class CaptureDissector:
             elif n == 1:
                 self.add_secrets(row[0])
             elif row[0] == 1:
-                tls.data(conns[row[1]], row[2], row[3], row[4], row[5], row[6])
+                found = plain.get(row[1])
+                if found is not None:
+                    found[0](row[2] ^ found[1], row[3], row[4], row[5], row[6])
+                else:
+                    tls.data(conns[row[1]], row[2], row[3], row[4], row[5], row[6])
             elif row[0] == 5:  # a direction's charge dropped (two per
                 dirs = conns[row[1]].dirs  # connection at its end: inline)
                 if dirs:  # else never charged
@@ -161,6 +170,7 @@ class CaptureDissector:
             self.untracked.discard(cid)
             self.tls_ready.discard((cid, 0))
             self.tls_ready.discard((cid, 1))
+            self.plain.pop(cid, None)
             self.tls.closed(self.rconns.pop(cid))
         elif tag == 4:
             conn = self.rconns[cid]
@@ -188,6 +198,7 @@ class CaptureDissector:
             if found is None or tls_facts(conn) is not None:
                 continue  # not Kafka, or TLS: Python's to read
             k, flip = found
+            self.plain[cid] = (k.data, flip)
             for direction in (0, 1):
                 at = k.framers[direction ^ flip].position()
                 if at is not None:
