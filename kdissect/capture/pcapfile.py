@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
+from ..protocol.times import LAST_SECOND
 from .native import map_guard, map_unguard, scanner_class
 
 PCAP_MAGICS = {
@@ -454,7 +455,7 @@ def ticks_to_seconds(ticks: int, resolution: int) -> float:
 
 
 # a timestamp outside 1970..9999 cannot be a capture time: it is shown as invalid (-1)
-TS_MAX = 253402300799.0
+TS_MAX = float(LAST_SECOND)
 TS_INVALID = -1.0
 
 

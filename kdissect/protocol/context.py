@@ -15,6 +15,7 @@ from .budget import Budget
 from .names import error_note
 from .node import NOTE_MAKERS, Node
 from .reader import Reader
+from .times import LAST_MS
 
 if TYPE_CHECKING:  # values_schema is imported only when values are asked for
     from .values_schema import SchemaSource
@@ -80,7 +81,7 @@ def charge_nodes(r: Reader, parent: Node, ctx: Decoding, n: int) -> None:
 
 
 def time_note(ms: int) -> str | None:
-    if ms < 0 or ms > 253402300799999:  # -1 means "none"; beyond year 9999
+    if ms < 0 or ms > LAST_MS:  # -1 means "none"; beyond year 9999
         return None
     t = datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
     return t.isoformat(timespec="milliseconds").replace("+00:00", "Z")

@@ -14,6 +14,7 @@ from .printable import printable
 from ..protocol import Options
 from ..protocol.findings import Finding
 from ..protocol import secrets
+from ..protocol.times import LAST_SECOND
 from ..protocol.values import body_json, body_values
 from ..stream.model import Exchange, KafkaMessage
 from .records import json_bytes, plain_json
@@ -38,7 +39,7 @@ def iso(ts: float) -> str:
     with the date and time of the last whole second kept: formatting a datetime per
     message was 7 % of JSON lines on many small exchanges. The microseconds are
     rounded as datetime rounds them (half to even, carried into the second)."""
-    if not 0 <= ts <= 253402300799:
+    if not 0 <= ts <= LAST_SECOND:
         return INVALID_TIME
     second = int(ts)  # (ts >= 0: math.modf's whole part, and ts - second its fraction)
     us = round((ts - second) * 1e6)
@@ -276,7 +277,7 @@ def _message_dict(
         "frame": m.frame,
         "stream": m.stream,
         "direction": m.direction,
-        "ts": iso(m.ts) if 0 <= m.ts <= 253402300799 else None,
+        "ts": iso(m.ts) if 0 <= m.ts <= LAST_SECOND else None,
         "api_key": m.api_key,
         "api_name": m.api_name,
         "api_version": m.api_version,
@@ -437,7 +438,7 @@ def _values_line_py(m: KafkaMessage, ex: Exchange | None, body: str, findings: s
         f'"frame": {"null" if frame is None else frame}, '
         f'"stream": {"null" if stream is None else stream}, '
         f'"direction": {_str(m.direction)}, '
-        f'"ts": {_str(iso(ts)) if 0 <= ts <= 253402300799 else "null"}, '
+        f'"ts": {_str(iso(ts)) if 0 <= ts <= LAST_SECOND else "null"}, '
         f'"api_key": {"null" if key is None else key}, "api_name": {_str(m.api_name)}, '
         f'"api_version": {"null" if version is None else version}, '
         f'"correlation_id": {"null" if corr is None else corr}, '

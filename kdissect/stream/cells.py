@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..protocol.times import LAST_MS
+
 # the fields naming a record's topic and partition in the messages that carry records
 # (Produce, Fetch, ShareFetch), as both row readers find them
 TOPIC_FIELDS = frozenset(("topic", "name", "topic_name"))
@@ -13,7 +15,7 @@ PARTITION_FIELDS = frozenset(("partition_index", "partition", "index"))
 
 # a record's own timestamp (ms) as the tables' TIMESTAMP (int µs): -1 (none) and values
 # past 9999-12-31 (damage) are null there; JSON lines keep the number as it was sent
-MAX_TIMESTAMP_MS = 253_402_300_799_999
+MAX_TIMESTAMP_MS = LAST_MS
 
 
 def ms_micros(ms: Any) -> int | None:

@@ -31,7 +31,8 @@ mod values;
 mod varint;
 
 const MAX_PACKET: usize = 256 * 1024 * 1024;
-const TS_MAX: f64 = 253402300799.0;
+/// protocol/times.py LAST_SECOND: the last instant written as a date (9999-12-31T23:59:59Z).
+pub(crate) const LAST_SECOND: f64 = 253402300799.0;
 const TLS_KEY_LOG: u32 = 0x544C_534B;
 const ETH_IPV4: i64 = 0x0800;
 const ETH_IPV6: i64 = 0x86DD;
@@ -49,7 +50,7 @@ struct Waiting {
 }
 
 fn clamp_ts(ts: f64) -> f64 {
-    if (0.0..=TS_MAX).contains(&ts) {
+    if (0.0..=LAST_SECOND).contains(&ts) {
         ts
     } else {
         -1.0

@@ -9,14 +9,13 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyInt, PyString};
 use std::fmt::Write;
 
-const TS_MAX: f64 = 253402300799.0; // 9999-12-31T23:59:59Z: lines.iso's bound
 const SHOWN_TOPICS: usize = 3;
 const SHOWN_PARTITIONS: usize = 6;
 
 /// `lines.iso`'s instant of `ts`: (whole seconds, microseconds rounded as Python's
 /// `round` rounds them, half to even, carried into the second); None outside 1970..9999.
 fn instant(ts: f64) -> Option<(i64, i64)> {
-    if !(0.0..=TS_MAX).contains(&ts) {
+    if !(0.0..=crate::LAST_SECOND).contains(&ts) {
         return None;
     }
     let mut second = ts.trunc();

@@ -18,7 +18,7 @@ use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use crate::record_walk::{bytes_of, walk, Records, HEX};
 
 /// cells.ms_micros's bound: timestamps (ms) past 9999-12-31 are null in the tables.
-const MAX_TIMESTAMP_MS: i128 = 253_402_300_799_999;
+const MAX_TIMESTAMP_MS: i128 = crate::LAST_SECOND as i128 * 1000 + 999;
 /// cells.text_or_hex: the bytes as text when they are UTF-8 and every character is
 /// printable (Python's `str.isprintable`, asked of Python past ASCII), else `0x` + hex.
 fn text_or_hex<'py>(py: Python<'py>, b: &[u8]) -> PyResult<Bound<'py, PyAny>> {
