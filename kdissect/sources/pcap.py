@@ -94,11 +94,13 @@ class CaptureDissector:
         self.reasm: Any = None
         self.rconns: dict[int, TcpConnection] = {}
         self.untracked: set[int] = set()
-        # plain Kafka connections of the compiled reassembler, by number: (its Kafka
-        # connection's ``data``, flip), so their data events skip the TLS layer and the
-        # dispatch by connection (both only pass them on: three calls per chunk were a
-        # twentieth of a summary of many small messages)
-        self.plain: dict[int, tuple[Any, int]] = {}
+        # the directions of the compiled reassembler whose bytes are Kafka's as they come
+        # (plain Kafka, or TLS it decrypts), by connection number: per direction (its
+        # Kafka connection's ``data``, flip) or None. Their data events skip the TLS
+        # layer and the dispatch by connection, which only pass them on (three to five
+        # calls per chunk were a tenth of a summary of many small messages); a TLS
+        # session counts the plaintext so handed on when the direction comes back
+        self.direct: dict[int, list[tuple[Any, int] | None]] = {}
         # what each Kafka connection calls, bound once (not three bound methods made and
         # kept per connection)
         self._calls = (self._exchange, sink.gap, self._next_index)
@@ -131,7 +133,7 @@ class CaptureDissector:
         """A batch of the compiled scanner (capture.native): segments and secrets, or
         the compiled reassembler's events (native/src/reasm.rs says what they are)."""
         take = self.tcp.take
-        tls, conns, plain = self.tls, self.rconns, self.plain
+        tls, conns, direct = self.tls, self.rconns, self.direct
         for row in batch:
             n = len(row)
             if n == 11:
@@ -139,9 +141,10 @@ class CaptureDissector:
             elif n == 1:
                 self.add_secrets(row[0])
             elif row[0] == 1:
-                found = plain.get(row[1])
-                if found is not None:
-                    found[0](row[2] ^ found[1], row[3], row[4], row[5], row[6])
+                found = direct.get(row[1])
+                to = found[row[2]] if found is not None else None
+                if to is not None:
+                    to[0](row[2] ^ to[1], row[3], row[4], row[5], row[6])
                 else:
                     tls.data(conns[row[1]], row[2], row[3], row[4], row[5], row[6])
             elif row[0] == 5:  # a direction's charge dropped (two per
@@ -170,7 +173,7 @@ class CaptureDissector:
             self.untracked.discard(cid)
             self.tls_ready.discard((cid, 0))
             self.tls_ready.discard((cid, 1))
-            self.plain.pop(cid, None)
+            self.direct.pop(cid, None)
             self.tls.closed(self.rconns.pop(cid))
         elif tag == 4:
             conn = self.rconns[cid]
@@ -180,6 +183,9 @@ class CaptureDissector:
         elif tag == 6:
             self._take_over()
         elif tag == 8:  # a TLS direction the reassembler decrypted
+            found = self.direct.get(cid)
+            if found is not None:
+                found[row[2]] = None
             self.tls.given_back(self.rconns[cid], *row[2:])
 
     def _track(self) -> None:
@@ -198,7 +204,7 @@ class CaptureDissector:
             if found is None or tls_facts(conn) is not None:
                 continue  # not Kafka, or TLS: Python's to read
             k, flip = found
-            self.plain[cid] = (k.data, flip)
+            self.direct[cid] = [(k.data, flip), (k.data, flip)]
             for direction in (0, 1):
                 at = k.framers[direction ^ flip].position()
                 if at is not None:
@@ -209,6 +215,7 @@ class CaptureDissector:
         giving up is exact) takes the compiled one's state and the rest of the file."""
         assert self.reasm is not None
         count, packets, closing, conns = self.reasm.export()
+        self.direct.clear()  # (the Python reassembler delivers from here on)
         tcp = self.tcp
         tcp.count, tcp.packets = count, packets
         for cid, closed, last_ts, n, dirs in conns:
@@ -263,6 +270,8 @@ class CaptureDissector:
                 cipher, seq, plain, begun = state
                 self.tls.given_back(conn, direction, seq, 0, plain, begun, 0.0, 0)
                 self.tls_ready.discard((cid, direction))
+            elif found is not None:
+                self.direct.setdefault(cid, [None, None])[direction] = (found[0].data, found[1])
 
     def scanned(self, reader) -> None:
         """Count the packets the compiled scanner read (it counts them itself)."""

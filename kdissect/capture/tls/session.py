@@ -353,7 +353,10 @@ class TlsSession:
         s.seq = seq
         f.records += records
         f.decrypted += records
-        assert s.plain == plain, "the compiled decryptor's offset is the session's"
+        # the plaintext handed on straight to Kafka meanwhile (sources/pcap.py ``direct``)
+        assert s.plain <= plain, "the compiled decryptor's offset is the session's or beyond"
+        f.plaintext_bytes += plain - s.plain
+        s.plain = plain
         if rest:
             self.data(side, rest, ts, frame)
         self.ready(side)
