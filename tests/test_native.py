@@ -134,6 +134,31 @@ def test_kafka_sizes_tracked_in_rust(monkeypatch):
     assert len(chunks) <= 3 * messages < segments, (len(chunks), messages, segments)
 
 
+def test_a_message_whole_within_a_batch_reaches_python_as_one_chunk(monkeypatch):
+    """A message begun at a segment's start and complete before Python takes the
+    compiled reassembler's events comes as one chunk, not its first bytes and then the
+    rest (on a 3-node cluster's traffic: 217,000 chunks for 163,000 messages before,
+    169,000 after). The memory budget's view is unchanged: tests above compare the
+    exchanges and gaps under budgets that give up partial messages."""
+    chunks = []
+    rows = pcap_source.CaptureDissector.rows
+    monkeypatch.setattr(
+        pcap_source.CaptureDissector,
+        "rows",
+        lambda self, batch: (
+            chunks.extend(r for r in batch if r[0] == 1 and len(r) == 7),
+            rows(self, batch),
+        ),
+    )
+    monkeypatch.delenv("KDISSECT_PURE", raising=False)
+    monkeypatch.setattr(pcapfile, "_BLOCK", 4096)  # Python learns what is Kafka early
+    sink = Collect()
+    read_captures([str(ROOT / "captures" / "kafka44-cluster.pcap")], sink)
+    messages = sum((x.request is not None) + (x.response is not None) for x in sink.exchanges)
+    assert messages > 500
+    assert len(chunks) <= messages * 1.05, (len(chunks), messages)  # was 603 for 540
+
+
 def divergence_free_segments(path: Path) -> int:
     from tests.support.native_check import python_scan
 

@@ -10,9 +10,12 @@
 //!
 //! Size-prefix tracking (``track``): for a direction Python frames as Kafka, data that
 //! neither starts a partial message nor completes one is held here and handed over with
-//! the data that completes the message, so Python sees about two calls per message
-//! instead of one per segment. The framer's output is the same: it frames only when a
-//! message is complete, with the time and frame of the data that completed it. The
+//! the data that completes the message; the data that starts one waits in a placeholder
+//! event, handed over there when Python takes the events, or joined to the rest when the
+//! message is whole before that. So Python sees one or two calls per message instead of
+//! one per segment. The framer's output is the same: it frames only when a message is
+//! complete, with the time and frame of the data that completed it, and its budget holds
+//! a partial message from the same place in the events as before. The
 //! bytes held here count against the budget's headroom (``room``): when a segment could
 //! spend it, everything held is handed over and Python's reassembler takes over.
 
@@ -72,6 +75,13 @@ struct Track {
     acc_offset: i64,
     acc_ts: f64,
     acc_frame: i64,
+    // the first bytes of a message, not handed over yet: where their event goes in the
+    // events (a placeholder), their offset, time and frame. Handed over there when the
+    // events are taken (``drain_into``) before the message is whole; joined to the rest
+    // instead when it is whole first and ends where the data ends
+    first: Vec<u8>,
+    first_slot: Option<usize>,
+    first_at: (i64, f64, i64),
 }
 
 impl Track {
@@ -89,6 +99,9 @@ impl Track {
             acc_offset: 0,
             acc_ts: 0.0,
             acc_frame: 0,
+            first: Vec::new(),
+            first_slot: None,
+            first_at: (0, 0.0, 0),
         };
         if t.head.len() == 4 {
             let size = i32::from_be_bytes([t.head[0], t.head[1], t.head[2], t.head[3]]) as i64;
@@ -196,6 +209,8 @@ pub struct Reasm {
     packets: i64,
     closing: VecDeque<(i64, u64, (Addr, Addr))>,
     out: Vec<PyObject>,
+    // directions whose first piece waits in a placeholder of ``out``: (cid, dir)
+    firsts: Vec<(u64, usize)>,
     acc_total: i64,
     plain: Vec<u8>, // a TLS segment's plaintext (kept: reused for the next)
     /// budget headroom left for this batch (set by Python before each feed)
@@ -252,6 +267,7 @@ impl Reasm {
             return self.tls_back(py, cid, dir, d, tls, &[]);
         }
         if let Some(t) = d.track.as_mut() {
+            Self::hand_first(py, &mut self.out, cid, dir, t)?;
             if !t.acc.is_empty() {
                 let bytes = PyBytes::new(py, &t.acc).into_any().unbind();
                 let (off, ts, frame) = (t.acc_offset, t.acc_ts, t.acc_frame);
@@ -333,7 +349,23 @@ impl Reasm {
             d.track = None;
             return self.emit_data(py, cid, dir, off, payload, ts, frame);
         }
+        if completes && t.first_slot.is_some() && stop == t.start {
+            // whole before the events were taken, and nothing after it: one event, at
+            // the place of the last bytes (Python's framer holds nothing in between, so
+            // the memory budget sees no holder come and go)
+            let slot = t.first_slot.take().expect("checked");
+            let whole = joined(py, &[&t.first, &t.acc, payload])?;
+            let start = t.first_at.0;
+            self.acc_total -= t.acc.len() as i64;
+            t.first.clear();
+            t.acc.clear();
+            t.py_pending = false;
+            let _ = slot; // (the placeholder stays None: drain_into leaves it out)
+            let bytes = whole.into_any().unbind();
+            return self.push(py, (1, cid, dir, start, bytes, ts, frame));
+        }
         if completes {
+            Self::hand_first(py, &mut self.out, cid, dir, t)?;
             let had = t.acc.len() as i64;
             let start = if had == 0 { off } else { t.acc_offset };
             let whole = if had == 0 {
@@ -347,11 +379,17 @@ impl Reasm {
             let bytes = whole.into_any().unbind();
             return self.push(py, (1, cid, dir, start, bytes, ts, frame));
         }
-        if !t.py_pending && t.acc.is_empty() {
-            // the first bytes of a message: Python's framer starts holding (the budget
-            // learns of the holder here, in the order the Python path tells it)
-            t.py_pending = true;
-            return self.emit_data(py, cid, dir, off, payload, ts, frame);
+        if !t.py_pending && t.first_slot.is_none() && t.acc.is_empty() {
+            // the first bytes of a message: Python's framer would start holding here (the
+            // budget learns of the holder in the order the Python path tells it), so
+            // their event keeps this place: a placeholder, filled when the events are
+            // taken, unless the message is whole by then (above)
+            t.first_slot = Some(self.out.len());
+            t.first.extend_from_slice(payload);
+            t.first_at = (off, ts, frame);
+            self.out.push(py.None());
+            self.firsts.push((cid, dir));
+            return Ok(());
         }
         if t.acc.is_empty() {
             t.acc_offset = off;
@@ -801,10 +839,48 @@ impl Reasm {
         Ok(true)
     }
 
-    /// Events so far, appended to ``out`` (before a row the Scanner adds itself).
+    /// A direction's first piece waiting in its placeholder: its event goes there now
+    /// (Python's framer holds it from that place on).
+    fn hand_first(
+        py: Python<'_>,
+        out: &mut [PyObject],
+        cid: u64,
+        dir: usize,
+        t: &mut Track,
+    ) -> PyResult<()> {
+        if let Some(slot) = t.first_slot.take() {
+            let (off, ts, frame) = t.first_at;
+            let bytes = PyBytes::new(py, &t.first).into_any().unbind();
+            t.first.clear();
+            t.py_pending = true;
+            out[slot] = (1, cid, dir, off, bytes, ts, frame)
+                .into_pyobject(py)?
+                .into_any()
+                .unbind();
+        }
+        Ok(())
+    }
+
+    /// Events so far, appended to ``out`` (before a row the Scanner adds itself); first
+    /// pieces still waiting are handed over in their places, and the places of those
+    /// joined to the rest of their message are left out.
     pub fn drain_into(&mut self, out: &Bound<'_, PyList>) -> PyResult<()> {
+        let py = out.py();
+        for (cid, dir) in std::mem::take(&mut self.firsts) {
+            let Some(&i) = self.by_cid.get(&cid) else {
+                continue;
+            };
+            if let Some(t) = self.slab[i]
+                .as_mut()
+                .and_then(|c| c.dirs[dir].track.as_mut())
+            {
+                Self::hand_first(py, &mut self.out, cid, dir, t)?;
+            }
+        }
         for e in self.out.drain(..) {
-            out.append(e)?;
+            if !e.is_none(py) {
+                out.append(e)?;
+            }
         }
         Ok(())
     }
@@ -825,6 +901,7 @@ impl Reasm {
             packets: 0,
             closing: VecDeque::new(),
             out: Vec::new(),
+            firsts: Vec::new(),
             acc_total: 0,
             plain: Vec::new(),
             room: 0,
