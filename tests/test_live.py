@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.broker import Broker
+from tests.support.broker import Broker, free_port
 from tests.support.capture import wait_sniffing
 from tests.support.sockets import recv_exactly
 
@@ -115,6 +115,44 @@ def test_live_lines_reach_a_pipe_as_they_happen_and_sigterm_keeps_the_rest():
         broker.stop()
     assert sniffer.returncode == 0 and "Traceback" not in err, err
     assert any("#42" in line for line in lines), lines
+
+
+@pytest.mark.parametrize("iface", ["lo", "any"])  # any: libpcap's, every interface
+def test_live_keeps_whole_packets_of_64_kib(iface):
+    """Loopback's packets (MTU 65536) are up to 65,550 bytes, and an interface merging
+    segments (GRO) makes such packets too: scapy's capture length of 65,535 bytes cut
+    14 bytes off each, and a message longer than a packet was never whole. A request of
+    300 kB between sockets with large buffers (64 KiB segments, as Apache Kafka's)."""
+    port = free_port()
+    server = socket.socket()
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+    server.bind(("127.0.0.1", port))
+    server.listen()
+    sniffer = subprocess.Popen(
+        [sys.executable, "-m", "kdissect", "live", "-i", iface, "-p", str(port)]
+        + ["--no-detect", "--no-tui", "--duration", "8"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    try:
+        wait_sniffing(sniffer.pid, every_interface=iface == "any")
+        client = socket.socket()
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 8 << 20)
+        client.connect(("127.0.0.1", port))
+        peer, _ = server.accept()
+        request = struct.pack(">hhih", 18, 3, 9, 4) + b"big1" + b"\x00" * 300_000
+        client.sendall(struct.pack(">i", len(request)) + request)
+        assert len(recv_exactly(peer, 4 + len(request))) == 4 + len(request)
+        client.close()
+        peer.close()
+        out, err = sniffer.communicate(timeout=60)
+    finally:
+        server.close()
+        sniffer.kill()
+    assert "ApiVersions v3  #9  big1" in out, out + err
+    assert "truncated" not in out and "gap:" not in err, out + err
 
 
 def test_live_says_what_to_do_without_capture_rights():

@@ -1246,12 +1246,16 @@ def test_sigterm_on_a_busy_machine_ends_the_proxy_within_2_s():
     assert "Traceback" not in err
 
 
-def test_lines_reach_a_pipe_as_exchanges_happen():
+@pytest.mark.parametrize("unbuffered", [False, True])
+def test_lines_reach_a_pipe_as_exchanges_happen(unbuffered):
     """Python holds up to 8 KiB of output for a pipe: the proxy's lines for a pipe (`|
-    grep`, a log shipper) came only when it stopped. Without PYTHONUNBUFFERED (which
-    some environments set and hid it), each line must arrive while the proxy runs."""
+    grep`, a log shipper) came only when it stopped, with PYTHONUNBUFFERED too (the
+    display's stdout, remade so that a signal cannot cut a write short, was buffered).
+    Each line must arrive while the proxy runs."""
     broker = Broker()
     env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    if unbuffered:
+        env["PYTHONUNBUFFERED"] = "1"
     proxy = ProxyProcess(f"127.0.0.1:{broker.port}", env=env)
     try:
         with socket.create_connection(("127.0.0.1", proxy.port), timeout=30) as sock:

@@ -4,10 +4,15 @@ to capture: root, or CAP_NET_RAW and CAP_NET_ADMIN on the Python binary."""
 from __future__ import annotations
 
 import logging
+import os
+import sys
 import threading
 from collections.abc import Callable
 
 from .pcapfile import Packet
+
+
+SNAPLEN = 262144  # bytes kept of each packet (tcpdump's default)
 
 
 class LiveError(Exception):
@@ -32,6 +37,15 @@ def _open(iface: str, bpf: str | None):
         conf.use_pcap = True
     except Exception:  # no libpcap: the native socket will do
         pass
+    try:
+        import scapy.arch.libpcap as libpcap
+
+        # scapy opens libpcap with a snapshot length of 65535 bytes: every packet of
+        # loopback (MTU 65536) or of an interface merging segments (GRO) lost its end,
+        # and no message longer than a packet was ever whole. tcpdump's length:
+        libpcap.MTU = SNAPLEN  # type: ignore[attr-defined]
+    except ImportError:
+        pass
     from scapy.error import Scapy_Exception
 
     try:
@@ -53,8 +67,12 @@ def sniff(
     """Call ``on_packet`` for each packet on ``iface`` until ``stop`` is set, ``count``
     packets were seen or ``timeout`` seconds passed; returns the packets seen. Raises
     LiveError saying what to do when capturing is not allowed or the interface is wrong."""
-    if iface not in interfaces():
-        raise LiveError(f"no interface {iface!r}; this machine has: {', '.join(interfaces())}")
+    # ("any": libpcap's pseudo-interface of every interface, on Linux; not listed)
+    if iface not in interfaces() and not (iface == "any" and sys.platform.startswith("linux")):
+        listed = ", ".join(interfaces()) + (
+            " (and any)" if sys.platform.startswith("linux") else ""
+        )
+        raise LiveError(f"no interface {iface!r}; this machine has: {listed}")
     try:
         sock, linktypes = _open(iface, bpf)
     except OSError as e:
@@ -66,8 +84,8 @@ def sniff(
         if denied:
             raise LiveError(
                 f"capturing on {iface} is not allowed for this user. Run as root (sudo), "
-                f"or give Python the capabilities once: sudo setcap "
-                f"cap_net_raw,cap_net_admin=eip $(readlink -f $(which python3))"
+                f"or give this Python the capabilities once: sudo setcap "
+                f"cap_net_raw,cap_net_admin=eip {os.path.realpath(sys.executable)}"
             ) from None
         raise LiveError(f"cannot capture on {iface}: {e.strerror or e}") from None
     linktype = linktypes.get(sock.LL, 1)

@@ -27,12 +27,13 @@ LIVE_HELP = (
 
 Sniffs IFACE (with libpcap, like tcpdump), reassembles TCP and shows every exchange as
 its response arrives: in the TUI on a terminal, else one line per exchange (or JSON
-lines) until Ctrl-C, --count or --duration. Kafka connections are found as in
+lines, written as they come, also into a pipe) until Ctrl-C or SIGTERM, --count or
+--duration. Kafka connections are found as in
 `kdissect pcap` (port 9092, --port, or how they start; connections already open when
 sniffing starts are picked up at the next message boundary).
 
-Capturing needs root, or once: sudo setcap cap_net_raw,cap_net_admin=eip
-$(readlink -f $(which python3))
+Capturing needs root, or once: sudo setcap cap_net_raw,cap_net_admin=eip PYTHON,
+with PYTHON the interpreter kdissect runs on (without the rights, live names it).
 
 \b
 Examples:

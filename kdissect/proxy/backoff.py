@@ -286,11 +286,15 @@ def _finish_every_write(name: str) -> None:
     except (AttributeError, OSError, ValueError):
         return
     stream.flush()
+    raw = _WholeWrites(fd)
+    # a stream Python writes unbuffered (PYTHONUNBUFFERED, -u: its buffer is the raw
+    # file) stays so: a BufferedWriter here held the display's lines until exit
+    unbuffered = not isinstance(getattr(stream, "buffer", None), io.BufferedIOBase)
     setattr(
         sys,
         name,
         io.TextIOWrapper(
-            io.BufferedWriter(_WholeWrites(fd)),
+            raw if unbuffered else io.BufferedWriter(raw),
             encoding=stream.encoding,
             errors=stream.errors,
             line_buffering=stream.line_buffering,

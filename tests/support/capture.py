@@ -72,9 +72,10 @@ class Tcpdump:
             self.stop()
 
 
-def wait_sniffing(pid: int, timeout: float = 60) -> None:
+def wait_sniffing(pid: int, timeout: float = 60, every_interface: bool = False) -> None:
     """Until process ``pid`` (e.g. `kdissect live -i lo`) has a packet socket bound to an
-    interface and running (/proc/net/packet): what a fixed sleep used to guess."""
+    interface and running (/proc/net/packet): what a fixed sleep used to guess.
+    ``every_interface``: `-i any`, whose socket is bound to none (index 0)."""
     import os
 
     deadline = time.monotonic() + timeout
@@ -86,7 +87,8 @@ def wait_sniffing(pid: int, timeout: float = 60) -> None:
         with open("/proc/net/packet") as f:
             for line in f.readlines()[1:]:
                 cols = line.split()  # sk RefCnt Type Proto Iface R Rmem User Inode
-                if f"socket:[{cols[8]}]" in mine and cols[4] != "0" and cols[5] == "1":
+                bound = cols[4] != "0" or every_interface
+                if f"socket:[{cols[8]}]" in mine and bound and cols[5] == "1":
                     time.sleep(0.2)  # (its filter is set next)
                     return
         time.sleep(0.05)
