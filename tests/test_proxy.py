@@ -760,6 +760,10 @@ def test_bootstrap_list_wildcard_listen_metrics_and_a_clean_stop():
         assert metric(text, "kdissect_proxy_rewritten_responses_total", api="Metadata") >= 1
         assert metric(text, "kdissect_proxy_bytes_total", direction="to_client") > 0
         assert metric(text, "kdissect_proxy_request_latency_seconds_count", api="Produce") >= 1
+        # measured finer than uvloop's clock, which counts whole milliseconds (a sum of
+        # such latencies is a whole number of them)
+        took = metric(text, "kdissect_proxy_request_latency_seconds_sum", api="Metadata") * 1e3
+        assert abs(took - round(took)) > 1e-6, took
         assert metric(text, "kdissect_proxy_connections_open") >= 1
         assert "kdissect_proxy_connection_requests_total" not in text
         assert metric(text, "kdissect_proxy_display_dropped_exchanges_total", reason="shed") == 0

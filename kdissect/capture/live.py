@@ -43,7 +43,7 @@ def _open(iface: str, bpf: str | None):
         # scapy opens libpcap with a snapshot length of 65535 bytes: every packet of
         # loopback (MTU 65536) or of an interface merging segments (GRO) lost its end,
         # and no message longer than a packet was ever whole. tcpdump's length:
-        libpcap.MTU = SNAPLEN  # type: ignore[attr-defined]
+        libpcap.MTU = SNAPLEN
     except ImportError:
         pass
     from scapy.error import Scapy_Exception
