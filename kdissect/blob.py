@@ -68,6 +68,7 @@ _EXPECTED = (
     "quoted hex in code, or base64"
 )
 
+_BINARY = re.compile("[\x00-\x08\x0e-\x1a\x1c-\x1f]")
 _BOMS = ((b"\xef\xbb\xbf", "utf-8"), (b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be"))
 
 
@@ -115,9 +116,12 @@ def _as_text(raw: bytes) -> str | Blob:
             except UnicodeDecodeError:
                 break
     try:
-        return raw.decode("utf-8")
+        text = raw.decode("utf-8")
     except UnicodeDecodeError:
         return Blob(raw, "raw binary")
+    # control characters no paste holds (a terminal's colours, ESC, excepted): the bytes
+    # themselves, whose every byte happened to be below 0x80 (most Kafka requests)
+    return Blob(raw, "raw binary") if _BINARY.search(text) else text
 
 
 class _Source:

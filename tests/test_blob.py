@@ -170,6 +170,35 @@ def test_junk_input_is_a_clear_error():
         parse_blob("00 01 0")
 
 
+# an ApiVersions v3 request as librdkafka 2.16 sends it (kcat.pcap's first), size included
+RDKAFKA_REQUEST = bytes.fromhex(
+    "000000250012000300000001000772646b61666b61000b6c696272646b61666b6107322e31362e3000"
+)
+
+
+def test_a_binary_file_is_read_as_bytes_even_when_every_byte_is_ascii(tmp_path):
+    """A request's bytes are all below 0x80 (UTF-8 text, strictly): read as text, the
+    file was refused as "not hex", its NUL bytes printed to the terminal."""
+    f = tmp_path / "req.bin"
+    f.write_bytes(RDKAFKA_REQUEST)
+    res = run("blob", str(f), "--json")
+    assert res.returncode == 0, res.stderr
+    m = json.loads(res.stdout)["messages"][0]
+    assert (m["api_name"], m["api_version"], m["size_prefixed"]) == ("ApiVersions", 3, True)
+    pasted = tmp_path / "pasted.txt"  # its hex, tabs and newlines: still a paste
+    pasted.write_text("\t" + RDKAFKA_REQUEST[:20].hex() + "\r\n" + RDKAFKA_REQUEST[20:].hex())
+    res = run("blob", str(pasted), "--json")
+    assert json.loads(res.stdout)["messages"][0]["api_name"] == "ApiVersions"
+
+
+def test_a_file_that_is_not_there_is_said_so(tmp_path):
+    for missing in (str(tmp_path / "nope.txt"), "./dump.bin", "capture.hex"):
+        res = run("blob", missing)
+        assert res.returncode == 2 and "no such file" in res.stderr.decode(), missing
+    res = run("blob", RDKAFKA_REQUEST.hex())  # bytes written out are still bytes
+    assert res.returncode == 0
+
+
 def test_stdin_and_size_prefix():
     prefixed = struct.pack(">i", len(DATA)) + DATA
     res = run("blob", "--json", stdin=prefixed.hex().encode())

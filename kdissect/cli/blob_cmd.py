@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import sys
 
 import click
@@ -400,7 +401,17 @@ def _file_or_text(arg: str, what: str, holding: str) -> str | bytes:
             raise click.BadParameter(
                 f"cannot read {arg!r}: {e.strerror or e}", param_hint=what
             ) from None
+    if _PATH_LIKE.match(arg):
+        raise click.BadParameter(
+            f"no such file: {arg!r}; give a file holding {holding}, or {holding} themselves",
+            param_hint=what,
+        )
     return arg
+
+
+# a file's name, not bytes written out: a path (/, ./, ../, ~/) or a name with an
+# extension, without spaces (hex and base64 of Kafka bytes have neither shape)
+_PATH_LIKE = re.compile(r"(?:\.{0,2}/|~/)\S*$|\S*[^\s.]\.[A-Za-z][A-Za-z0-9]{0,5}$")
 
 
 def _blob_grammar(

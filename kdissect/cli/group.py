@@ -7,6 +7,7 @@ import importlib
 import click
 
 from .. import __version__
+from ..crash import EXIT_INTERRUPTED
 
 # each command's module, imported when that command runs: a paste answers without
 # loading the capture, proxy, Spark and log machinery (start-up is most of its time)
@@ -41,6 +42,14 @@ def _show_version(ctx: click.Context, _param: click.Parameter, value: bool) -> N
 
 
 class LazyGroup(click.Group):
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            # Ctrl-C ends with the shell's 130 (click's "Aborted!" and 1 said what
+            # kdissect says of an input it could not read)
+            raise SystemExit(EXIT_INTERRUPTED) from None
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(set(super().list_commands(ctx)) | set(COMMAND_MODULES))
 

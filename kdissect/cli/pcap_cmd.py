@@ -209,6 +209,9 @@ def pcap(
         printer.abort()
         quiet_stdout()
         return
+    except KeyboardInterrupt:
+        printer.abort()  # (workers still rendering are stopped, not waited for)
+        raise
     if printer.errors:
         raise SystemExit(1)  # an input could not be read, or held no Kafka traffic
 

@@ -81,6 +81,15 @@ def _render(
         give_back()
 
 
+def _leave_ctrl_c_to_the_parent() -> None:
+    """A worker ignores SIGINT (Ctrl-C reaches the whole process group): interrupted
+    inside the pool's queue it held a lock, and the parent then waited for it forever;
+    the parent stops the workers itself."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 class JsonlWorkers:
     """``add`` exchanges in output order; ``close`` writes the rest and stops the workers."""
 
@@ -139,7 +148,9 @@ class JsonlWorkers:
             # fork: workers start at once, with everything already imported
             methods = multiprocessing.get_all_start_methods()
             context = multiprocessing.get_context("fork" if "fork" in methods else None)
-            self.pool = ProcessPoolExecutor(self.jobs, mp_context=context)
+            self.pool = ProcessPoolExecutor(
+                self.jobs, mp_context=context, initializer=_leave_ctrl_c_to_the_parent
+            )
         self.inflight.append(self.pool.submit(_render, self.chunk, self.options, self.chunk_ids))
         self.chunk, self.chunk_bytes = [], 0
         while self.inflight and (len(self.inflight) > self.ahead or self.inflight[0].done()):
