@@ -1272,3 +1272,47 @@ def test_lines_reach_a_pipe_as_exchanges_happen(unbuffered):
     finally:
         proxy.proc.kill()
         broker.stop()
+
+
+def test_an_answer_too_big_for_the_display_leaves_its_exchange_whole_and_said():
+    """The display's buffer (--display-buffer) holds answers up to twice its size: a
+    bigger one was dropped alone, and its request was shown "unanswered" (a false
+    finding) though the broker answered and the client got every record. Now its
+    first bytes go instead: the exchange is shown, paired, with the answer marked as
+    not shown and why."""
+    from kafka import KafkaConsumer, KafkaProducer
+
+    broker = Broker()
+    proxy = ProxyProcess(f"127.0.0.1:{broker.port}", "--display-buffer", "1M")
+    try:
+        producer = KafkaProducer(
+            bootstrap_servers=proxy.bootstrap, max_request_size=8 << 20, linger_ms=0
+        )
+        value = bytes(range(256)) * (3 * 4096)  # 3 MiB: more than twice the buffer
+        for _ in range(3):
+            producer.send("too-big-to-show", value).get(timeout=60)
+        producer.close()
+        consumer = KafkaConsumer(
+            "too-big-to-show",
+            bootstrap_servers=proxy.bootstrap,
+            auto_offset_reset="earliest",
+            consumer_timeout_ms=8000,
+            fetch_max_bytes=64 << 20,
+            max_partition_fetch_bytes=64 << 20,
+        )
+        assert [m.value for m in consumer] == [value] * 3  # the client got everything
+        consumer.close()
+        rows, err = proxy.stop()
+    finally:
+        proxy.proc.kill()
+        broker.stop()
+    assert not [r for r in rows if r["status"] == "unanswered"], err
+    fetched = [
+        r
+        for r in rows
+        if r["api_name"] == "Fetch" and r["direction"] == "response" and r["pair"] is not None
+    ]
+    cut = [r for r in fetched if r["status"].startswith("truncated: not shown")]
+    assert cut, [r["status"] for r in fetched]
+    assert "the display could not keep up" in cut[0]["status"]
+    assert "answers not shown" in err

@@ -21,6 +21,7 @@ from .metrics import DisplayShared
 from .process import keep_freed_memory
 
 _SIZE = struct.Struct(">i")
+_COUNT = struct.Struct(">I")
 
 
 LAG = 5.0  # seconds: records older than this mean the display is behind
@@ -56,6 +57,8 @@ class FeedDisplay:
         self.connections: dict[int, KafkaConnection] = {}
         self.messages = itertools.count()
         self.dropped = 0  # exchanges the forwarder shed
+        self.cut = 0  # answers it passed as their first bytes (no room for them)
+        self._said_dropped = 0.0  # when shedding was last noted (once a second)
         self.left_out = 0  # exchanges this display left out (behind)
         self.shown = 0  # requests decoded
         self.max_lag = 0.0  # seconds between forwarding and decoding, at most
@@ -116,6 +119,8 @@ class FeedDisplay:
         dropped = max(self.dropped, self.shared.shed() if self.shared is not None else 0)
         if dropped:
             text += f", {dropped} shed by the forwarder"
+        if self.cut:
+            text += f", {self.cut} answers not shown (no room for them; their requests were)"
         if unread:
             text += f", {unread} bytes of traffic still queued when it stopped"
         return text + f"; at most {self.max_lag:.2f} s behind the traffic"
@@ -167,6 +172,24 @@ class FeedDisplay:
                         c.data(side, offset - 4, _SIZE.pack(len(payload)) + payload, ts, 0)
                 except Exception as e:  # a decoding bug: report it, go on
                     self._failed(e)
+        elif kind == feed.CUT:  # an answer not passed: its first bytes and its size
+            c = self.connections.get(conn)
+            if c is not None:
+                size = _COUNT.unpack_from(payload)[0]
+                self.cut += 1
+                try:
+                    c.cut(
+                        side,
+                        offset,
+                        bytes(payload[_COUNT.size :]),
+                        size,
+                        "not shown: the display could not keep up (forwarding was not "
+                        f"slowed): {size - (len(payload) - _COUNT.size)} of {size} bytes "
+                        "passed on without it",
+                        ts,
+                    )
+                except Exception as e:
+                    self._failed(e)
         elif kind == feed.OPEN:
             client, broker = json.loads(payload)
             c = self.connections[conn] = KafkaConnection(
@@ -188,10 +211,13 @@ class FeedDisplay:
                     self._failed(e)
         elif kind == feed.DROPPED:
             self.dropped += offset
-            sink.note(
-                f"{offset} exchanges not shown: the display could not keep up "
-                f"(forwarding was not slowed; {self.dropped} in all)"
-            )
+            now = time.monotonic()
+            if now - self._said_dropped >= 1.0:  # once a second at most: the total
+                self._said_dropped = now
+                sink.note(
+                    f"exchanges not shown: the display could not keep up (forwarding "
+                    f"was not slowed; {self.dropped} in all so far)"
+                )
         elif kind == feed.ERROR:
             self.error = payload.decode()
         else:

@@ -4,7 +4,9 @@ records on a pipe, behind a buffer bounded in bytes.
 The forwarder never waits for the display. Before a request is queued it asks for room;
 without room the whole exchange is shed (its response is dropped too) and counted, and
 the display is told how many it missed. A response to a shown request may use up to
-twice the budget, so exchanges stay whole unless the display is far behind.
+twice the budget; beyond that only its first bytes and its size go (a CUT record, up to
+three times the budget), so the display pairs it with its request and says the answer
+was not shown, instead of calling the request unanswered.
 
 Record: kind (1 byte), connection (4), side (1), time (float64), stream offset (8),
 payload length (4), payload. The kernel's pipe (1 MiB asked for) holds records beyond
@@ -20,7 +22,8 @@ import select
 import struct
 
 HEADER = struct.Struct(">BIBdQI")
-OPEN, FRAME, CLOSE, NOTE, DROPPED, READY, ERROR = range(7)
+OPEN, FRAME, CLOSE, NOTE, DROPPED, READY, ERROR, CUT = range(8)
+CUT_HEAD = 64  # bytes of an answer passed when the answer itself has no room (CUT)
 _PIPE_SIZE = 1 << 20  # ask the kernel for a 1 MiB pipe (Linux)
 _READ = 1 << 20  # the display reads up to this much at a time
 BIG = 64 << 10  # a payload this large is read into a buffer of its own
@@ -67,6 +70,15 @@ class FeedWriter:
         if self.unreported:
             self.dropped(self.unreported)
         self._put(FRAME, conn, side, ts, offset, data)
+
+    def cut(self, conn: int, side: int, ts: float, offset: int, data) -> bool:
+        """The answer at ``offset`` has no room: its first bytes and its size instead.
+        False when even those have none (the display is far behind)."""
+        if self.broken or self.buffered + HEADER.size + 4 + CUT_HEAD > self.budget * 3:
+            return False
+        head = bytes(data[:CUT_HEAD])
+        self._put(CUT, conn, side, ts, offset, struct.pack(">I", len(data)) + head)
+        return True
 
     def open(self, conn: int, client, broker) -> None:
         self._put(OPEN, conn, 0, 0.0, 0, json.dumps([list(client), list(broker)]).encode())

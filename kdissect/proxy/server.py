@@ -721,7 +721,9 @@ class Proxy:
                         if match is None or shown:
                             if feed.room(len(data), answer=match is not None):
                                 feed.frame(c.index, 1, ts, (big or f).offset, data)
-                            else:
+                            elif match is None or not feed.cut(
+                                c.index, 1, ts, (big or f).offset, data
+                            ):  # (cut: the exchange shown, its answer said not shown)
                                 counters.dropped += 1
                                 feed.unreported += 1
                                 self.metrics.shed()

@@ -183,6 +183,22 @@ class KafkaConnection:
         if budget is not None and (framer.pending or budget.holds(framer)):
             self._charge(side)
 
+    def cut(self, side: int, offset: int, head: bytes, size: int, why: str, ts: float) -> None:
+        """A message of ``size`` bytes at stream ``offset`` of which only ``head`` is
+        given (the proxy's display had no room for the rest): paired and shown as cut,
+        ``why`` saying so. Framing goes on after it."""
+        framer = self.framers[side]
+        if framer.pending:
+            return  # (in a message: not at a boundary, as the proxy's records always are)
+        kept = head[:size]
+        framer.skip_to(offset + size)
+        self._message(
+            side,
+            Frame(offset, kept, f"truncated: {why}", [], [(len(kept), size - len(kept))]),
+            ts,
+            0,
+        )
+
     def _charge(self, side: int) -> None:
         framer = self.framers[side]
         assert self.budget is not None, "charged only with a budget"

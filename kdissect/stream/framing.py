@@ -162,6 +162,12 @@ class Framer:
             len(self._buf) + (0 if held is None else len(held)) + (0 if cut is None else cut.kept)
         )
 
+    def skip_to(self, offset: int) -> None:
+        """The stream goes on at ``offset`` (nothing held: the bytes before it are not
+        given, and are no hole)."""
+        if not self.pending:
+            self._base = offset
+
     def _unhold(self) -> bytearray:
         """The buffer, with the piece held as bytes moved into it."""
         if self._held is not None:
