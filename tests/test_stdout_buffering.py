@@ -67,3 +67,18 @@ def test_the_summary_is_whole_and_a_closed_pipe_is_quiet(unbuffered):
     )
     assert head.stdout == whole.stdout.splitlines(keepends=True)[0]
     assert "Traceback" not in head.stderr and "Exception" not in head.stderr, head.stderr
+
+
+@pytest.mark.parametrize("args", [["-V"], [], ["--format", "jsonl"]])
+def test_a_reader_that_goes_away_ends_the_run_quietly_with_0(args):
+    """`| head`: the run stops, says nothing, and ends with 0 (rich's own handling of a
+    closed pipe, which printed the -V trees, ended it with 1)."""
+    big = ROOT / "captures" / "kafka-kraft-snapshot.pcap"
+    command = " ".join([sys.executable, "-m", "kdissect", "pcap", "--no-tui", *args, str(big)])
+    run = subprocess.run(
+        ["bash", "-c", command + " | head -n 3 >/dev/null; exit ${PIPESTATUS[0]}"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert run.returncode == 0 and run.stderr == "", run.stderr

@@ -53,9 +53,7 @@ class _Deferred:
 
     def __getattr__(self, name: str) -> Any:  # only for what the class lacks
         if self._console is None:
-            from rich.console import Console
-
-            self._console = Console(**self._options)
+            self._console = _console_class()(**self._options)
         return getattr(self._console, name)
 
 
@@ -89,6 +87,23 @@ def console(**options: Any) -> Console:
     stand-in that imports rich only when something is printed through it."""
     if surely_plain(bool(options.get("stderr"))):
         return cast("Console", _Deferred(options))
-    from rich.console import Console
+    return _console_class()(**options)
 
-    return Console(**options)
+
+_CONSOLE: Any = None
+
+
+def _console_class() -> Any:
+    """rich's Console, but a reader that went away (`| head`) ends the command as every
+    other writer of kdissect's does (quietly, status 0): rich's own ends it with 1."""
+    global _CONSOLE
+    if _CONSOLE is None:
+        from rich.console import Console
+
+        class QuietConsole(Console):
+            def on_broken_pipe(self) -> None:
+                self.quiet = True
+                raise BrokenPipeError
+
+        _CONSOLE = QuietConsole
+    return _CONSOLE
