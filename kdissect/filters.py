@@ -170,8 +170,11 @@ class _Parser:
     def __init__(self, text: str, names: list[str] | None = None):
         self.text = text
         # the fields this filter may name (kdissect log's: not the exchanges' latency...)
-        self.names = names if names is not None else list(FIELDS)
-        self.known = set(self.names) if names is not None else FIELDS
+        # (an exchange's: not the fields of batches on disk, which it has no value for)
+        self.names = (
+            names if names is not None else [n for n, f in FIELDS.items() if f.get is not None]
+        )
+        self.known = set(self.names)
         self.toks = _tokens(text)
         self.i = 0
         self.fields: set[str] = set()
@@ -248,6 +251,19 @@ class _Parser:
         ):
             hint = _did_you_mean(tok.text, [*self.names, *_ALIASES])
             apis = sorted(set(API_NAMES.values()))
+            if name in FIELDS:  # another command's field
+                of_batches = FIELDS[name].get is None
+                raise FilterError(
+                    tok.pos,
+                    f"{tok.text!r} is a field of "
+                    + (
+                        "batches on disk (`kdissect log`), not of exchanges"
+                        if of_batches
+                        else "exchanges (pcap, live, proxy), not of batches on disk"
+                    )
+                    + f"; fields here: {', '.join(self.names)}",
+                    self.text,
+                )
             if api_key_of(tok.text) is not None:  # an API name as a field
                 hint = f" (did you mean api == {api_name_of(tok.text)}?)"
             elif not hint and _did_you_mean(tok.text, apis):

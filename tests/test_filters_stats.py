@@ -67,6 +67,9 @@ def test_filters_select_what_they_say(views):
         ("api == Produce and", 18, "expected a field name"),
         ("latency > fast", 10, "duration like 50ms"),
         ("topik == x", 0, "unknown field 'topik' (did you mean topic"),
+        # kdissect log's fields of batches on disk: no value for exchanges (matched none)
+        ("codec == lz4", 0, "'codec' is a field of batches on disk (`kdissect log`)"),
+        ("producer_id == -1", 0, "not of exchanges"),
         ("api == Nope", 7, "unknown API"),
         ("(api == Fetch", 13, "expected ')'"),
         ("client_id ~ '('", 12, "bad regular expression"),
