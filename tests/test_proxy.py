@@ -1316,3 +1316,46 @@ def test_an_answer_too_big_for_the_display_leaves_its_exchange_whole_and_said():
     assert cut, [r["status"] for r in fetched]
     assert "the display could not keep up" in cut[0]["status"]
     assert "answers not shown" in err
+
+
+def test_sigterm_with_a_display_stuck_on_unread_output_still_says_the_counters():
+    """A display writing to a pipe nobody reads is stuck; SIGTERM gives up on it within
+    a second. By the time the command has ended it has said what the display showed
+    and the forwarder's counters (connections, requests, bytes, exchanges shed), which
+    the forwarder said only after the display had taken what was queued."""
+    from kafka import KafkaProducer
+
+    broker = Broker()
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kdissect", "proxy", "--upstream", f"127.0.0.1:{broker.port}"]
+        + ["--listen", f"127.0.0.1:{port}", "--no-tui", "--format", "jsonl"],
+        stdout=subprocess.PIPE,  # never read
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
+    )
+    try:
+        for _ in range(150):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        producer = KafkaProducer(bootstrap_servers=f"127.0.0.1:{port}", linger_ms=0)
+        for _ in range(3000):  # JSON lines of far more than the pipes hold
+            producer.send("unread-output", bytes(range(256)) * 8)
+        producer.flush(timeout=60)
+        producer.close()
+        time.sleep(1)
+        proc.terminate()
+        assert proc.wait(timeout=30) == 0
+        # what was said by the time the command ended (as a shell or a supervisor sees
+        # it: not what a process left behind writes later)
+        assert proc.stderr is not None
+        os.set_blocking(proc.stderr.fileno(), False)
+        err = (proc.stderr.read() or b"").decode()
+    finally:
+        proc.kill()
+        broker.stop()
+    assert "stopped before the display had shown everything" in err, err
+    assert "proxy: " in err and "requests" in err, err

@@ -425,6 +425,9 @@ def proxy(
             display.summary() + "; stopped before the display had shown everything it was given\n"
         )
         os.write(2, text.encode())  # not through the console: the display may hold it
+        # the forwarder's counters (it says them as soon as its connections are closed)
+        # before this process ends; it is not waited for beyond that
+        forwarder.process.join(2.0)
         _flush_and_exit()
 
     # before the display lowers its priority: the watcher thread keeps the normal one

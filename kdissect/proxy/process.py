@@ -200,8 +200,10 @@ async def _serve(
     await proxy.close()
     if proxy.recorder is not None:
         proxy.recorder.close()
+    # the counters are final: said now, not after the display has taken what is queued
+    # (a display stuck on an output nobody reads holds that up, and is given up on)
+    print(f"proxy: {proxy.metrics.summary()}", file=sys.stderr, flush=True)
     if feed.unreported:
         feed.dropped(feed.unreported)
     await feed.aclose()
-    print(f"proxy: {proxy.metrics.summary()}", file=sys.stderr)
     return 0
