@@ -222,3 +222,50 @@ def test_a_plaintext_client_retrying_on_a_tls_listener_is_told_once(apache_kafka
     assert "security.protocol=SSL, or SASL_SSL if it authenticates" in told[0]
     assert "security.protocol=SASL_SSL)" in told[1]
     assert "9 more times" in err  # the repeats, counted
+
+
+def _sent_to_broker(recording: Path, proxy_port: int) -> list[bytes]:
+    """The TCP payloads of the recording towards the broker, per connection."""
+    from scapy.all import TCP, rdpcap
+
+    streams: dict[int, bytes] = {}
+    for p in rdpcap(str(recording)):
+        if TCP in p and bytes(p[TCP].payload) and p[TCP].sport not in (proxy_port,):
+            streams[p[TCP].sport] = streams.get(p[TCP].sport, b"") + bytes(p[TCP].payload)
+    return list(streams.values())
+
+
+def test_the_recording_holds_bytes_forwarded_that_never_made_a_message(tmp_path):
+    """Requests are forwarded as they come: a client that sends part of one and
+    resets, or sends bytes that are not Kafka, had those bytes reach the broker but not
+    the recording, which says it holds everything forwarded. A partial request of an
+    API that carries secrets is recorded with only its header readable."""
+    broker = Broker()
+    recording = tmp_path / "r.pcapng"
+    proxy = ProxyProcess(f"127.0.0.1:{broker.port}", "-w", str(recording))
+    request = struct.pack(">hhih", 18, 3, 5, 4) + b"part" + b"\x00" * 10
+    framed = struct.pack(">i", len(request)) + request
+    plain_sasl = (
+        struct.pack(">hhih", 36, 2, 6, 4) + b"part" + b"\x00\x00\x00\x10\x00alice\x00s3cret!"
+    )
+    try:
+        for first_bytes in (
+            framed[:7],
+            b"GET / HTTP/1.1\r\nHost: x\r\n\r\n",
+            struct.pack(">i", len(plain_sasl) + 40) + plain_sasl,  # never finished
+        ):
+            s = socket.create_connection(("127.0.0.1", proxy.port), timeout=10)
+            s.sendall(first_bytes)
+            time.sleep(0.3)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            s.close()  # a reset
+            time.sleep(0.3)
+        proxy.stop()
+    finally:
+        proxy.proc.kill()
+        broker.stop()
+    sent = _sent_to_broker(recording, proxy.port)
+    assert framed[:7] in sent
+    assert b"GET / HTTP/1.1\r\nHost: x\r\n\r\n" in sent
+    masked = [s for s in sent if s[4:6] == struct.pack(">h", 36)]
+    assert masked and b"s3cret" not in masked[0] and masked[0][12:] == b"*" * (len(masked[0]) - 12)

@@ -221,6 +221,26 @@ class RecordedConnection:
             request = self.asked.pop(struct.unpack_from(">i", frame, 4)[0], None)
         self.data(side, self.r.mask(frame, side, sasl_raw, request), ts)
 
+    def partial(self, side: int, data: bytes, ts: float, sasl_raw: bool = False) -> None:
+        """The bytes of a message that never ended (the connection did first), or that
+        are not Kafka: written as they came, size and header included, the rest masked
+        when it may hold a secret (an API that carries them, an answer to one, or not
+        readable as a header: raw SASL), as whole frames' secrets are."""
+        keep = len(data)
+        if not self.r.show_secrets:
+            if sasl_raw:  # a SASL token without a Kafka header: all of it may be secret
+                sensitive = True
+                keep = 4
+            elif side == 0:
+                key = struct.unpack_from(">h", data, 4)[0] if len(data) >= 6 else None
+                sensitive = key is None or key in secrets.SENSITIVE_APIS
+            else:
+                corr = struct.unpack_from(">i", data, 4)[0] if len(data) >= 8 else None
+                sensitive = corr is None or corr in self.asked
+            if sensitive:
+                keep = min(keep, 12)  # size, and a request's key, version, correlation id
+        self.data(side, data[:keep] + b"*" * (len(data) - keep), ts)
+
     def data(self, side: int, payload: bytes, ts: float) -> None:
         src, dst = (self.client, self.broker) if side == 0 else (self.broker, self.client)
         for i in range(0, len(payload), _MSS):

@@ -30,7 +30,7 @@ from ..protocol.reader import DecodeError
 from ..protocol.apis import FETCH, PRODUCE, SASL
 from ..stream.connection import RawSasl
 from ..stream.correlation import Correlator
-from .held import DEFAULT_LIMIT, HeldBytes
+from .held import DEFAULT_LIMIT, HeldBytes, Side
 from .metrics import Counters, DisplayShared, Metrics
 from .notes import Notes
 from .rewrite import rewrite, rewrite_same_size
@@ -618,7 +618,16 @@ class Proxy:
         except (ConnectionError, OSError):
             return
         finally:
+            # forwarded, never framed: a request cut by the client's end, bytes that
+            # are not Kafka (the recording holds every byte the broker was sent)
+            self._record_rest(c, 0, side)
             held.forget(side)
+
+    def _record_rest(self, c: _Connection, direction: int, side: Side) -> None:
+        rest = side.framer.held() if c.recorded is not None else b""
+        if rest and c.recorded is not None:
+            raw = c.sasl.active if direction == 0 else bool(c.sasl.awaiting)
+            self._safely(c.recorded.partial, direction, rest, time.time(), raw)
 
     async def _responses(self, reader: Peer, writer, c: _Connection) -> None:
         """Broker to client, in order. A response that names brokers may be rewritten,
@@ -767,6 +776,7 @@ class Proxy:
         except (ConnectionError, OSError):
             return
         finally:
+            self._record_rest(c, 1, side)  # an answer begun when the broker ended
             held.forget(side)
 
     @staticmethod

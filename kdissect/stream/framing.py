@@ -162,6 +162,12 @@ class Framer:
             len(self._buf) + (0 if held is None else len(held)) + (0 if cut is None else cut.kept)
         )
 
+    def held(self) -> bytes:
+        """The bytes of the message being filled, as they came (its size included), or
+        after a bad size the bytes from it on (the proxy records them when a connection
+        ends there)."""
+        return bytes(self._held if self._held is not None else self._buf)
+
     def skip_to(self, offset: int) -> None:
         """The stream goes on at ``offset`` (nothing held: the bytes before it are not
         given, and are no hole)."""
