@@ -790,3 +790,19 @@ def test_a_capture_starting_mid_connection_says_what_cannot_be_decrypted(tmp_pat
     assert not [
         g for g in got.gaps if g.stream in {e.stream for e in got.exchanges if e.broker[1] == 9093}
     ]
+
+
+def test_a_key_log_with_nothing_usable_and_a_missing_sslkeylogfile_are_said(tmp_path):
+    """captures/tls13.pcap (kafka-python over TLS 1.3 to Apache Kafka): a key log file
+    of no usable line was reported as "no keys for them; give --keylog FILE" though one
+    was given, and an SSLKEYLOGFILE naming no file was passed over in silence."""
+    junk = tmp_path / "notes.txt"
+    junk.write_text("these are not TLS secrets\n" * 5)
+    given = kdissect_text("pcap", str(CAPTURES / "tls13.pcap"), "--no-tui", "--keylog", str(junk))
+    assert "the key log given holds no secret kdissect can use" in given.stderr, given.stderr
+    assert "give --keylog FILE" not in given.stderr
+    missing = str(tmp_path / "not-written-yet.log")
+    env = kdissect_text(
+        "pcap", str(CAPTURES / "tls13.pcap"), "--no-tui", env={"SSLKEYLOGFILE": missing}
+    )
+    assert f"SSLKEYLOGFILE={missing} does not exist" in env.stderr, env.stderr

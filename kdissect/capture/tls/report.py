@@ -59,6 +59,12 @@ def tls_summary(conns: list[TlsFacts], keys: KeyLog | None) -> list[tuple[str, s
                 f"not decrypted: the key log ({len(keys)} secrets) has none for them; "
                 f"was it written by the client of this capture? (see docs/guide/tls.md)"
             )
+        elif state == "no keys" and keys is not None and keys.files:
+            what = (
+                "not decrypted: the key log given holds no secret kdissect can use "
+                "(an NSS key log: 'CLIENT_RANDOM ...' or TLS 1.3's '..._TRAFFIC_SECRET' "
+                "lines; see docs/guide/tls.md)"
+            )
         notes.append(
             (f"{n} TLS connection{'s' if n != 1 else ''} to {server} ({facts}): {what}", level)
         )
