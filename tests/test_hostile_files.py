@@ -897,3 +897,22 @@ def test_pcapng_secrets_block_of_newlines(tmp_path):
         f.write(mh.epb(mh.frames(b"\0\0\0\0")[0]))
     code, _ = check(["pcap", str(path)], tmp_path)
     assert code == 0  # read (not refused as damaged)
+
+
+def test_a_capture_piped_in_is_refused_with_what_to_do():
+    """`tcpdump -w - | kdissect pcap /dev/stdin`: the reader maps and seeks files; a
+    pipe was refused with Python's "File or stream is not seekable" alone."""
+    with open(ROOT / "captures" / "kcat.pcap", "rb") as capture:
+        feeder = subprocess.Popen(["cat"], stdin=capture, stdout=subprocess.PIPE)
+        piped = subprocess.run(
+            [*KDISSECT, "pcap", "--no-tui", "/dev/stdin"],
+            stdin=feeder.stdout,
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=60,
+        )
+        feeder.kill()
+        feeder.wait()
+    assert piped.returncode == 1 and "Traceback" not in piped.stderr
+    assert "write the capture to a file first" in piped.stderr, piped.stderr

@@ -4,6 +4,8 @@ are Kafka -> the stream engine's connections -> a sink, streaming."""
 from __future__ import annotations
 
 import gc
+import os
+import stat
 from collections.abc import Callable, Iterable
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -519,7 +521,7 @@ def _read(
             what = (
                 " (run kdissect as a user who can read it)"
                 if isinstance(e, PermissionError)
-                else ""
+                else _stream_hint(path)
             )
             sink.note(f"{path}: cannot read it: {e.strerror or e}{what}", "error")
             readable = dissector.packets > 0
@@ -575,3 +577,18 @@ def exchanges_in(paths, options: Options | None = None, **kw) -> Collect:
     sink = Collect()
     Engine(CaptureFiles(paths, **kw), sink, options).run()
     return sink
+
+
+def _stream_hint(path: str) -> str:
+    """What to do when ``path`` is a pipe or a terminal (kdissect reads capture files,
+    which it maps and seeks): write the capture to a file first."""
+    try:
+        seekable = stat.S_ISREG(os.stat(path).st_mode) or stat.S_ISBLK(os.stat(path).st_mode)
+    except OSError:
+        return ""
+    if seekable:
+        return ""
+    return (
+        " (a pipe or device: kdissect pcap reads capture files; write the capture to a "
+        "file first, e.g. tcpdump -w capture.pcap, or sniff with kdissect live)"
+    )
