@@ -212,6 +212,12 @@ def test_hints_pick_the_api():
     assert (m["api_name"], m["api_version"], m["how"]) == ("Metadata", 1, "told: API and version")
     res = run("blob", str(SAMPLE), "--api", "NoSuchApi")
     assert res.returncode == 2 and "unknown API" in res.stderr.decode()
+    # hints that cannot both hold, or name nothing kdissect can read, are usage errors (the
+    # last flag won, or junk was decoded as whatever matched)
+    res = run("blob", str(SAMPLE), "--request", "--response")
+    assert res.returncode == 2 and "exclude each other" in res.stderr.decode()
+    res = run("blob", str(SAMPLE), "--api", "999")
+    assert res.returncode == 2 and "API key 999 is not one kdissect knows" in res.stderr.decode()
 
 
 def test_stream_of_messages_pairs_in_order():

@@ -17,6 +17,7 @@ from ..protocol import Options, api_key_of, api_name
 from ..protocol.context import Decoding
 from ..protocol.decode import decode_body
 from ..protocol.grammar import GrammarError, parse_grammar
+from ..protocol.names import API_NAMES
 from ..render.text import print_node
 from ..protocol.guess import distinguish
 from ..sources.paste_choice import NoSuchCandidate, TextReading, read_regions
@@ -78,8 +79,8 @@ Examples:
 @click.option(
     "--version", "api_version", type=click.IntRange(0, 32767), metavar="N", help="API version."
 )
-@click.option("--request", "direction", flag_value="request", help="The bytes are a request.")
-@click.option("--response", "direction", flag_value="response", help="The bytes are a response.")
+@click.option("--request", "as_request", is_flag=True, help="The bytes are a request.")
+@click.option("--response", "as_response", is_flag=True, help="The bytes are a response.")
 @click.option(
     "--body",
     is_flag=True,
@@ -146,7 +147,8 @@ def blob(
     input,
     api,
     api_version,
-    direction,
+    as_request,
+    as_response,
     body,
     records,
     at,
@@ -159,6 +161,9 @@ def blob(
     no_hex,
     max_decompressed,
 ):
+    if as_request and as_response:
+        raise click.UsageError("--request and --response exclude each other: give one")
+    direction = "request" if as_request else "response" if as_response else None
     console = Console(highlight=False)
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     if input is None and sys.stdin.isatty() and sys.stdout.isatty() and not as_json:
@@ -187,6 +192,12 @@ def blob(
         if key is None:
             raise click.BadParameter(
                 f"unknown API {api!r}; use a name like Metadata or a key from 0 to 32767 like 3",
+                param_hint="--api",
+            )
+        if key not in API_NAMES:
+            raise click.BadParameter(
+                f"API key {key} is not one kdissect knows (its tables name keys "
+                f"{min(API_NAMES)}-{max(API_NAMES)}): it has no layout to read it with",
                 param_hint="--api",
             )
     if body and key is not None and api_version is not None and direction is None:
