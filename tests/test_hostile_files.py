@@ -916,3 +916,12 @@ def test_a_capture_piped_in_is_refused_with_what_to_do():
         feeder.wait()
     assert piped.returncode == 1 and "Traceback" not in piped.stderr
     assert "write the capture to a file first" in piped.stderr, piped.stderr
+
+
+def test_a_port_range_written_backwards_is_said_so():
+    from tests.support.cli import kdissect_text
+
+    res = kdissect_text("pcap", str(ROOT / "captures" / "kcat.pcap"), "-p", "9094-9092")
+    assert res.returncode == 2 and "'9094-9092' runs backwards" in res.stderr, res.stderr
+    res = kdissect_text("pcap", str(ROOT / "captures" / "kcat.pcap"), "-p", "9092-70000")
+    assert res.returncode == 2 and "outside 1-65535" in res.stderr, res.stderr

@@ -258,6 +258,11 @@ def _ports(values: tuple[str, ...]) -> set[int]:
                 raise click.BadParameter(
                     f"{part!r} is not a port or range (e.g. 9093, 19092-19094)", param_hint="--port"
                 ) from None
+            if 0 < b < a < 65536:
+                raise click.BadParameter(
+                    f"{part!r} runs backwards: write the lower port first ({b}-{a})",
+                    param_hint="--port",
+                )
             if not (0 < a <= b < 65536):
                 raise click.BadParameter(f"{part!r} is outside 1-65535", param_hint="--port")
             ports.update(range(a, b + 1))
