@@ -11,6 +11,7 @@ import threading
 from pathlib import Path
 
 from kdissect.filters import parse_filter
+from kdissect.stream.fields import LOG_NAMES
 from kdissect.protocol import Options
 from kdissect.sources.logdir import LogItem, file_kind, is_partition_name
 from kdissect.sources.logunits import walk
@@ -118,7 +119,7 @@ def test_record_filters_read_values_and_answer_as_the_trees_do(tmp_path, monkeyp
         log_items, "batch_tree", lambda item, o: trees.append(item) or real(item, o)
     )
     for text in FILTERS:
-        flt = parse_filter(text)
+        flt = parse_filter(text, list(LOG_NAMES))
         trees.clear()
         got = [passes(flt, item, options) for item in items]
         # (by_tree calls the real decoder directly: not counted)
@@ -130,7 +131,9 @@ def test_record_filters_read_values_and_answer_as_the_trees_do(tmp_path, monkeyp
             if i.cells[1] == "batch v2" and not i.every and "control" not in i.cells[6]
         ]
         assert len(clean) >= 4 and not set(map(id, trees)) & set(map(id, clean)), text
-    assert any(passes(parse_filter('record.key == "e"'), i, options) for i in items)
+    assert any(
+        passes(parse_filter('record.key == "e"', list(LOG_NAMES)), i, options) for i in items
+    )
 
 
 def test_the_reader_runs_in_a_forked_child(tmp_path):
@@ -142,7 +145,7 @@ def test_the_reader_runs_in_a_forked_child(tmp_path):
 
     def work(emit) -> None:
         emit(os.getpid())
-        read_items([str(part)], Options(), parse_filter("producer_id == 9"), emit)
+        read_items([str(part)], Options(), parse_filter("producer_id == 9", list(LOG_NAMES)), emit)
 
     assert run_forked(work, got.append, threading.Event()) is None
     pids, rest = got[:1], got[1:]
