@@ -589,3 +589,18 @@ def test_resync_after_damage_is_bounded(tmp_path):
     codes = findings(jsonl(str(part)))
     assert time.process_time() - started < 10
     assert codes == ["log_nonsense_tail"], codes
+
+
+def test_the_directory_holding_log_dirs_reads_them(tmp_path):
+    """A broker's data directory (or a copy of one) holding its log dirs: they were not
+    looked into ("the Kafka files hold nothing to show", or "no Kafka files found")."""
+    for name in ("kraft-combined-logs", "other-logs"):
+        root = tmp_path / "data" / name
+        part = root / "t-0"
+        part.mkdir(parents=True)
+        (part / "00000000000000000000.log").write_bytes(batch(2, 0, 0, [(b"a", name.encode())]))
+        (root / "meta.properties").write_text("version=1\nnode.id=1\ncluster.id=abc\n")
+    objs = jsonl(str(tmp_path / "data"))
+    files = {o["file"].split("/data/")[1] for o in objs}
+    assert "kraft-combined-logs/t-0/00000000000000000000.log" in files, files
+    assert "other-logs/meta.properties" in files, files

@@ -424,13 +424,28 @@ def path_items(text: str, options: Options, conv: Conv = None) -> Iterator[LogIt
         ) from None
     if path.is_file():
         yield from _single_file(path, options, conv)
-    elif (
-        any(_partition_of(p)[0] and p.is_dir() for p in path.iterdir())
-        or (path / "meta.properties").exists()
-    ):
+    elif _is_log_dir(path):
         yield from _log_dir(path, options, conv)
     else:
-        yield from _partition_dir(path, options, None, conv)
+        # the directory holding log dirs (a broker's data directory, a copy of one):
+        # the log dirs one level down, when it holds no Kafka file itself
+        below = sorted(p for p in path.iterdir() if p.is_dir() and _is_log_dir(p))
+        if below and not any(p.is_file() and file_kind(p) for p in path.iterdir()):
+            for log_dir in below:
+                yield from _log_dir(log_dir, options, conv)
+        else:
+            yield from _partition_dir(path, options, None, conv)
+
+
+def _is_log_dir(path: Path) -> bool:
+    """A broker's log dir: partition directories in it, or its meta.properties."""
+    try:
+        return (
+            any(_partition_of(p)[0] and p.is_dir() for p in path.iterdir())
+            or (path / "meta.properties").exists()
+        )
+    except OSError:  # (unreadable: not this; said where it is read)
+        return False
 
 
 def _single_file(path: Path, options: Options, conv: Conv = None) -> Iterator[LogItem]:
