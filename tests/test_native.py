@@ -112,8 +112,9 @@ def test_tight_budget_hands_over_mid_file(monkeypatch):
     assert taken, "the budget never got tight: the hand-over was not exercised"
 
 
-def test_kafka_sizes_tracked_in_rust(monkeypatch):
-    """On MTU-1500 traffic Python gets a few chunks per message, not one per segment."""
+def _chunks_and_messages(monkeypatch, capture: str) -> tuple[int, int]:
+    """(data chunks Python was handed, Kafka messages) reading ``capture`` on the
+    compiled path, with blocks small enough that Python learns early what is Kafka."""
     chunks = []
     rows = pcap_source.CaptureDissector.rows
     monkeypatch.setattr(
@@ -125,13 +126,19 @@ def test_kafka_sizes_tracked_in_rust(monkeypatch):
         ),
     )
     monkeypatch.delenv("KDISSECT_PURE", raising=False)
-    monkeypatch.setattr(pcapfile, "_BLOCK", 4096)  # Python learns what is Kafka early
+    monkeypatch.setattr(pcapfile, "_BLOCK", 4096)
     sink = Collect()
-    read_captures([str(ROOT / "captures" / "mtu1500.pcap")], sink)
+    read_captures([str(ROOT / "captures" / capture)], sink)
     messages = sum((x.request is not None) + (x.response is not None) for x in sink.exchanges)
+    return len(chunks), messages
+
+
+def test_kafka_sizes_tracked_in_rust(monkeypatch):
+    """On MTU-1500 traffic Python gets a few chunks per message, not one per segment."""
+    chunks, messages = _chunks_and_messages(monkeypatch, "mtu1500.pcap")
     segments = divergence_free_segments(ROOT / "captures" / "mtu1500.pcap")
     assert messages and chunks
-    assert len(chunks) <= 3 * messages < segments, (len(chunks), messages, segments)
+    assert chunks <= 3 * messages < segments, (chunks, messages, segments)
 
 
 def test_a_message_whole_within_a_batch_reaches_python_as_one_chunk(monkeypatch):
@@ -140,23 +147,9 @@ def test_a_message_whole_within_a_batch_reaches_python_as_one_chunk(monkeypatch)
     rest (on a 3-node cluster's traffic: 217,000 chunks for 163,000 messages before,
     169,000 after). The memory budget's view is unchanged: tests above compare the
     exchanges and gaps under budgets that give up partial messages."""
-    chunks = []
-    rows = pcap_source.CaptureDissector.rows
-    monkeypatch.setattr(
-        pcap_source.CaptureDissector,
-        "rows",
-        lambda self, batch: (
-            chunks.extend(r for r in batch if r[0] == 1 and len(r) == 7),
-            rows(self, batch),
-        ),
-    )
-    monkeypatch.delenv("KDISSECT_PURE", raising=False)
-    monkeypatch.setattr(pcapfile, "_BLOCK", 4096)  # Python learns what is Kafka early
-    sink = Collect()
-    read_captures([str(ROOT / "captures" / "kafka44-cluster.pcap")], sink)
-    messages = sum((x.request is not None) + (x.response is not None) for x in sink.exchanges)
+    chunks, messages = _chunks_and_messages(monkeypatch, "kafka44-cluster.pcap")
     assert messages > 500
-    assert len(chunks) <= messages * 1.05, (len(chunks), messages)  # was 603 for 540
+    assert chunks <= messages * 1.05, (chunks, messages)  # was 603 for 540
 
 
 def divergence_free_segments(path: Path) -> int:
