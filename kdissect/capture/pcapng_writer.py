@@ -228,8 +228,9 @@ class RecordedConnection:
         readable as a header: raw SASL), as whole frames' secrets are."""
         keep = len(data)
         if not self.r.show_secrets:
-            if sasl_raw:  # a SASL token without a Kafka header: all of it may be secret
-                sensitive = True
+            size = struct.unpack_from(">i", data)[0] if len(data) >= 4 else -1
+            if sasl_raw or size < 0:  # a SASL token without a Kafka header, or no size:
+                sensitive = True  # all of it may be secret
                 keep = 4
             elif side == 0:
                 key = struct.unpack_from(">h", data, 4)[0] if len(data) >= 6 else None

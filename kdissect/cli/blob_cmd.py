@@ -420,9 +420,10 @@ def _file_or_text(arg: str, what: str, holding: str) -> str | bytes:
     return arg
 
 
-# a file's name, not bytes written out: a path (/, ./, ../, ~/) or a name with an
-# extension, without spaces (hex and base64 of Kafka bytes have neither shape)
-_PATH_LIKE = re.compile(r"(?:\.{0,2}/|~/)\S*$|\S*[^\s.]\.[A-Za-z][A-Za-z0-9]{0,5}$")
+# a file's name, not bytes written out: a path (/x, ./, ../, ~/) or a name with an
+# extension, without spaces (hex has neither shape, base64 no dot, and its slashes come
+# in runs: a Fetch's replica id -1 is "/////")
+_PATH_LIKE = re.compile(r"(?:\.{1,2}/|~/)\S*$|/(?!.*//)\S+$|\S*[^\s.]\.[A-Za-z][A-Za-z0-9]{0,5}$")
 
 
 def _blob_grammar(

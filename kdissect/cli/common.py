@@ -122,7 +122,7 @@ def keylog_option(command):
 
     def load(_ctx, _param, paths):
         env = os.environ.get("SSLKEYLOGFILE")
-        if env and not os.path.exists(env):
+        if env and not os.path.exists(env) and not paths:
             # (set for every program, it may name a file no client has written yet)
             click.echo(f"kdissect: SSLKEYLOGFILE={env} does not exist: not read", err=True)
         paths = list(paths) + ([env] if env and os.path.exists(env) else [])

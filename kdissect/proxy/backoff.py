@@ -274,11 +274,9 @@ def _finish_every_write(name: str) -> None:
     its text layer drops the rest. So ``sys.<name>`` gets a raw file that writes
     everything; regular files are never cut short and stay as they are."""
     stream = getattr(sys, name)
-    try:
-        if isinstance(stream.buffer.raw, _WholeWrites):
-            return
-    except AttributeError:
-        pass
+    buffer = getattr(stream, "buffer", None)
+    if isinstance(getattr(buffer, "raw", buffer), _WholeWrites):
+        return
     try:
         fd = stream.fileno()
         if stat.S_ISREG(os.fstat(fd).st_mode):
@@ -286,18 +284,18 @@ def _finish_every_write(name: str) -> None:
     except (AttributeError, OSError, ValueError):
         return
     stream.flush()
-    raw = _WholeWrites(fd)
     # a stream Python writes unbuffered (PYTHONUNBUFFERED, -u: its buffer is the raw
-    # file) stays so: a BufferedWriter here held the display's lines until exit
-    unbuffered = not isinstance(getattr(stream, "buffer", None), io.BufferedIOBase)
+    # file) stays prompt, a line at a time: the BufferedWriter (which keeps what a cut
+    # write left) held the display's lines until exit
+    unbuffered = not isinstance(buffer, io.BufferedIOBase)
     setattr(
         sys,
         name,
         io.TextIOWrapper(
-            raw if unbuffered else io.BufferedWriter(raw),
+            io.BufferedWriter(_WholeWrites(fd)),
             encoding=stream.encoding,
             errors=stream.errors,
-            line_buffering=stream.line_buffering,
+            line_buffering=stream.line_buffering or unbuffered,
             write_through=getattr(stream, "write_through", False),
         ),
     )

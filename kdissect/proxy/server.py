@@ -624,7 +624,8 @@ class Proxy:
             held.forget(side)
 
     def _record_rest(self, c: _Connection, direction: int, side: Side) -> None:
-        rest = side.framer.held() if c.recorded is not None else b""
+        # (not after bytes that are not Kafka: the chunk holding them was not forwarded)
+        rest = side.framer.held() if c.recorded is not None and not side.error else b""
         if rest and c.recorded is not None:
             raw = c.sasl.active if direction == 0 else bool(c.sasl.awaiting)
             self._safely(c.recorded.partial, direction, rest, time.time(), raw)

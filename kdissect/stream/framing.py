@@ -195,6 +195,7 @@ class Framer:
             self._cut is not None
             or self.resync
             or self.error is not None
+            or self.unsure_at >= 0  # (a start not confirmed yet: Python checks the next)
             or self._skip_until > self._base + len(self._buf)
         ):
             return None
