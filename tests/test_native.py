@@ -255,3 +255,18 @@ def test_a_start_not_yet_confirmed_is_framed_by_python_alone(block):
     with, and the two paths framed different messages (frames, times, pairings)."""
     path = ROOT / "tests" / "data" / "unconfirmed-start.pcap"
     assert engine_divergence(str(path), None, block) is None
+
+
+def test_mixed_faulty_captures_reassemble_alike(tmp_path):
+    """Seeded captures of several connections with reordered, retransmitted, lost and
+    odd-sized segments, some seen without their SYN (tests/support/tcp_mix.py): the
+    same exchanges and gaps on both paths, at the default budget (800 such captures
+    found the unconfirmed start above; under budgets small enough to give up partial
+    messages, about 1 % of them still differ: not yet understood)."""
+    from tests.support.tcp_mix import mixed_capture
+
+    for seed in range(120):
+        path = tmp_path / f"{seed}.pcap"
+        path.write_bytes(mixed_capture(seed))
+        for block in (256, 2048):
+            assert engine_divergence(str(path), None, block) is None, (seed, block)

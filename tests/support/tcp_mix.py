@@ -1,0 +1,85 @@
+"""Seeded captures of several Kafka-framed connections with the faults a capture has:
+segments of every size, some reordered, retransmitted or lost, connections seen without
+their SYN, cut streams, a bad size now and then, FIN or RST. The bytes are made up (an
+ApiVersions header and noise); what they exercise is reassembly and framing, compared
+between the compiled path and the pure-Python one (tests/test_native.py)."""
+
+from __future__ import annotations
+
+import random
+import struct
+
+_SIZES = (1, 2, 3, 4, 5, 7, 50, 500, 1448, 1448, 1448, 4000, 20000)
+_BODIES = (0, 1, 3, 5, 20, 100, 700, 3000, 9000, 40000)
+SYN, FIN, RST, PSH_ACK = 0x02, 0x11, 0x14, 0x18
+
+
+def _packet(src: tuple, dst: tuple, seq: int, ack: int, flags: int, payload: bytes) -> bytes:
+    tcp = struct.pack(
+        ">HHIIBBHHH", src[1], dst[1], seq & 0xFFFFFFFF, ack & 0xFFFFFFFF, 5 << 4, flags, 65535, 0, 0
+    )
+    ip = struct.pack(
+        ">BBHHHBBH4s4s", 0x45, 0, 40 + len(payload), 0, 0, 64, 6, 0, bytes(src[0]), bytes(dst[0])
+    )
+    return b"\x00" * 12 + b"\x08\x00" + ip + tcp + payload
+
+
+def _message(rng: random.Random, corr: int) -> bytes:
+    n = rng.choice(_BODIES)
+    body = struct.pack(">hhi", 18, 0, corr) + rng.randbytes(n - 8) if n >= 8 else bytes(n)
+    size = -5 if rng.random() < 0.02 else len(body)  # a size no message has, now and then
+    return struct.pack(">i", size) + body
+
+
+def mixed_capture(seed: int) -> bytes:
+    """A pcap (Ethernet, microseconds) of 1-5 connections to port 9092."""
+    rng = random.Random(seed)
+    conns = []
+    for c in range(rng.randint(1, 5)):
+        ends = (([10, 0, 0, 1 + c], 40000 + c), ([10, 0, 0, 100], 9092))
+        sides = []
+        for _ in range(2):
+            data = b"".join(_message(rng, i) for i in range(rng.randint(1, 8)))
+            if rng.random() < 0.2:
+                data = data[: rng.randrange(len(data) + 1)]  # the stream is cut
+            pieces, pos = [], 0
+            while pos < len(data):
+                n = rng.choice(_SIZES)
+                pieces.append((pos, data[pos : pos + n]))
+                pos += n
+            sides.append((rng.randrange(1 << 32), len(data), pieces))
+        steps = [(0, "syn"), (1, "synack")] if rng.random() < 0.8 else []
+        steps += [(d, piece) for d in (0, 1) for piece in sides[d][2]]
+        steps += [(0, "fin" if rng.random() < 0.8 else "rst"), (1, "fin")]
+        conns.append((ends, sides, steps))
+    order = []
+    waiting = {c: list(conn[2]) for c, conn in enumerate(conns)}
+    while waiting:
+        c = rng.choice(list(waiting))
+        steps = waiting[c]
+        if len(steps) > 1 and rng.random() < 0.1:
+            steps[0], steps[1] = steps[1], steps[0]  # reordered
+        order.append((c, *steps.pop(0)))
+        if rng.random() < 0.05 and not isinstance(order[-1][2], str):
+            order.append(order[-1])  # retransmitted
+        if not steps:
+            del waiting[c]
+    ts, records = 1000.0, []
+    for c, d, what in order:
+        ends, sides = conns[c][0], conns[c][1]
+        src, dst = ends[d], ends[1 - d]
+        isn, length, _ = sides[d]
+        other = sides[1 - d][0]
+        ts += rng.random() * 0.001
+        if what == "syn":
+            p = _packet(src, dst, isn - 1, 0, SYN, b"")
+        elif what == "synack":
+            p = _packet(src, dst, isn - 1, other, SYN | 0x10, b"")
+        elif what in ("fin", "rst"):
+            p = _packet(src, dst, isn + length, other, FIN if what == "fin" else RST, b"")
+        elif rng.random() < 0.03:
+            continue  # lost
+        else:
+            p = _packet(src, dst, isn + what[0], other, PSH_ACK, what[1])
+        records.append(struct.pack("<IIII", int(ts), int(ts % 1 * 1e6), len(p), len(p)) + p)
+    return struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 262144, 1) + b"".join(records)
