@@ -459,6 +459,24 @@ def api_versions(sock: socket.socket, corr: int) -> bytes:
     return recv_exactly(sock, size)
 
 
+def read_big(topic: str, bootstrap: str) -> list[bytes]:
+    """Every record value of ``topic`` from the start, with fetches big enough for
+    records of tens of MB."""
+    from kafka import KafkaConsumer
+
+    consumer = KafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=8000,
+        fetch_max_bytes=64 << 20,
+        max_partition_fetch_bytes=64 << 20,
+    )
+    values = [m.value for m in consumer]
+    consumer.close()
+    return values
+
+
 def test_many_clients_large_messages_acks0_and_clients_that_vanish():
     from kafka import KafkaConsumer, KafkaProducer
 
@@ -495,17 +513,7 @@ def test_many_clients_large_messages_acks0_and_clients_that_vanish():
         )
         assert len([m for m in consumer]) == 50
         consumer.close()
-        consumer = KafkaConsumer(
-            "big-through-proxy",
-            bootstrap_servers=proxy.bootstrap,
-            auto_offset_reset="earliest",
-            consumer_timeout_ms=8000,
-            fetch_max_bytes=64 << 20,
-            max_partition_fetch_bytes=64 << 20,
-        )
-        values = [m.value for m in consumer]
-        consumer.close()
-        assert values == [payload]
+        assert read_big("big-through-proxy", proxy.bootstrap) == [payload]
         rows, err = proxy.stop()
     finally:
         proxy.proc.kill()
@@ -1280,7 +1288,7 @@ def test_an_answer_too_big_for_the_display_leaves_its_exchange_whole_and_said():
     finding) though the broker answered and the client got every record. Now its
     first bytes go instead: the exchange is shown, paired, with the answer marked as
     not shown and why."""
-    from kafka import KafkaConsumer, KafkaProducer
+    from kafka import KafkaProducer
 
     broker = Broker()
     proxy = ProxyProcess(f"127.0.0.1:{broker.port}", "--display-buffer", "1M")
@@ -1292,16 +1300,7 @@ def test_an_answer_too_big_for_the_display_leaves_its_exchange_whole_and_said():
         for _ in range(3):
             producer.send("too-big-to-show", value).get(timeout=60)
         producer.close()
-        consumer = KafkaConsumer(
-            "too-big-to-show",
-            bootstrap_servers=proxy.bootstrap,
-            auto_offset_reset="earliest",
-            consumer_timeout_ms=8000,
-            fetch_max_bytes=64 << 20,
-            max_partition_fetch_bytes=64 << 20,
-        )
-        assert [m.value for m in consumer] == [value] * 3  # the client got everything
-        consumer.close()
+        assert read_big("too-big-to-show", proxy.bootstrap) == [value] * 3  # got everything
         rows, err = proxy.stop()
     finally:
         proxy.proc.kill()

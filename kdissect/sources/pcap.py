@@ -583,9 +583,10 @@ def _stream_hint(path: str) -> str:
     """What to do when ``path`` is a pipe or a terminal (kdissect reads capture files,
     which it maps and seeks): write the capture to a file first."""
     try:
-        seekable = stat.S_ISREG(os.stat(path).st_mode) or stat.S_ISBLK(os.stat(path).st_mode)
+        mode = os.stat(path).st_mode
     except OSError:
         return ""
+    seekable = stat.S_ISREG(mode) or stat.S_ISBLK(mode)
     if seekable:
         return ""
     return (
