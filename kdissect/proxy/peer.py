@@ -39,6 +39,9 @@ class Peer(asyncio.BufferedProtocol):
         self.into: memoryview | None = None
         self._into_at = 0
         self._into_new = 0
+        # called with each count of bytes read into ``into`` (not filling it): True when
+        # it passed them on itself, so the reading task need not wake for them
+        self.on_into: Callable[[int], bool] | None = None
         self._eof = False
         self._error: BaseException | None = None
         self._paused_reading = False
@@ -100,9 +103,11 @@ class Peer(asyncio.BufferedProtocol):
         into = self.into
         if into is not None and self._into_at < len(into):
             self._into_at += nbytes
-            self._into_new += nbytes
             if self._into_at == len(into):
                 self.into = None  # full: the bytes after it go to the scratch buffer
+            elif not self._into_new and self.on_into is not None and self.on_into(nbytes):
+                return
+            self._into_new += nbytes
         else:
             self._chunks.append(bytes(self._scratch[:nbytes]))
             self._waiting += nbytes
