@@ -217,6 +217,28 @@ def test_partition_dir_consistent(tmp_path):
     assert code == 0 and "offsets 2..2" in out
 
 
+def test_a_record_filter_with_records_shows_the_records_that_pass_it(tmp_path):
+    part, _ = _partition(tmp_path)  # batches: offsets 0-1 (keys a, b), 2 (c), 3-4 (d, e)
+
+    def shown(flt: str) -> list[int]:
+        return [o["offset"] for o in jsonl(str(part), "-Y", flt) if o["type"] == "record"]
+
+    assert shown('record.key == "b"') == [1]  # not a, its batch-mate
+    assert shown('!(record.key == "a")') == [1, 2, 3, 4]  # b too: asked record by record
+    assert shown('record.key == "d" || record.value == "2"') == [1, 3]
+    # the other fields are the batch's
+    assert shown('record.key ~ "[ad]" && producer_id == 9') == [3]
+    # one record must have both: no batch is shown
+    assert shown('record.key == "a" && record.value == "2"') == []
+    code, out = run_log(str(part), "-Y", 'record.key == "b"', "--records")
+    rows = [line for line in out.splitlines() if line.strip().startswith("offset")]
+    assert code == 0 and len(rows) == 1 and 'key "b"' in rows[0], out
+    assert out.count("@") == 1  # its batch's line
+    # without --records, batches: any of its records
+    code, out = run_log(str(part), "-Y", 'record.key == "a" && record.value == "2"')
+    assert code == 0 and out.count("@") == 1, out
+
+
 def test_checks_find_what_disagrees(tmp_path):
     part, positions = _partition(tmp_path)
     # the index names the wrong position, the time index the wrong timestamp, the epoch

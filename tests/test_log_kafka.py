@@ -219,6 +219,24 @@ def test_read_while_the_broker_runs(kafka_dirs):
     assert errors == []
 
 
+def test_a_record_filter_lists_only_the_records_that_pass_it(kafka_dirs):
+    """On the broker's own files: `-Y 'record.key == "t3"' --records` over transactions
+    of five records to a batch lists the t3 of each, not their batch-mates."""
+    log_dir, (_code, objs, _out), _wire = kafka_dirs
+    every = [o for o in objs if o["type"] == "record" and o["topic"] == "txn"]
+    want = [o["offset"] for o in every if o["key"] == "t3"]
+    assert len(want) == 3 and len(every) >= 15
+    code, got, out = _run(str(log_dir / "txn-0"), "-Y", 'record.key == "t3"')
+    assert code == 0, out[-2000:]
+    assert [o["offset"] for o in got if o["type"] == "record"] == want
+    assert sum(o["type"] == "batch" for o in got) == 3
+    text = CliRunner().invoke(
+        main, ["log", str(log_dir / "txn-0"), "-Y", 'record.key == "t3"', "--records"]
+    )
+    rows = [line for line in text.output.splitlines() if line.strip().startswith("offset")]
+    assert len(rows) == 3 and all('key "t3"' in r for r in rows), text.output
+
+
 def test_every_segment_agrees_with_kafka_dump_log(kafka_dirs):
     log_dir, _running, wire_conns = kafka_dirs
     assert _cleaned(log_dir), "the log cleaner did not run on the compacted topic"

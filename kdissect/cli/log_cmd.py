@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from functools import partial
 
 from typing import TYPE_CHECKING
 
@@ -13,9 +14,11 @@ from ..render.console import console, print_parts
 from ..render.log_json import batch_records, field_value, item_chunks, item_json, item_lines
 from ..render.records import json_bytes, record_json
 from ..render.kafka_forms import readable
+from ..render.log_lines import encode
 from ..sources.logdir import LogError, LogItem, end_marker
 from ..sources.logunits import LogDir, walk
 from ..stream.engine import Engine
+from ..stream.filter_values import OneRecord, asks_records
 from ..stream.sink import ItemSink
 from .common import budget, format_choices, on_terminal
 from .group import SUMMARIES, main
@@ -218,8 +221,13 @@ class LogPrinter(ItemSink):
         self.fmt, self.verbose, self.records, self.filter = fmt, verbose, records, flt
         self.out = console(highlight=False, soft_wrap=True)
         self.shown = 0
+        # --records with a record filter: the records that pass it, each asked alone
+        self.per_record = records and flt is not None and asks_records(flt.fields)
 
     def item(self, item: LogItem) -> None:
+        if self.per_record and item.kind in ("batch", "message"):
+            self._matching_records(item)
+            return
         if self.filter is not None and not self.filter(item):
             return
         self.shown += 1
@@ -239,6 +247,33 @@ class LogPrinter(ItemSink):
         elif self.records and item.tree is not None:
             for rec in batch_records(item):
                 print_parts(self.out, [(f"    {_record_text(rec)}", None)])
+
+    def _matching_records(self, item: LogItem) -> None:
+        """A batch with the records that pass the filter asked one at a time (its
+        record fields that record's, the others the batch's): a batch none of whose
+        records passes is not shown. (Asked of the whole batch, a filter passes it when
+        any record has the key, and every record was shown.)"""
+        flt = self.filter
+        assert flt is not None, "only with a filter"
+        if self.fmt == "jsonl":
+            head, *recs = item_json(item, True)
+            kept = [r for r in recs if flt(OneRecord(item.values_of, r))]
+            if kept:
+                self.shown += 1
+                sys.stdout.write("".join(encode(o) + "\n" for o in (head, *kept)))
+            return
+        nodes = batch_records(item) if item.tree is not None else []
+        kept = [n for n in nodes if flt(OneRecord(item.values_of, partial(record_json, n)))]
+        if not kept:
+            return
+        self.shown += 1
+        print_parts(self.out, item_parts(item))
+        if self.verbose and item.tree is not None:
+            from ..render.text import print_tree
+
+            print_tree(self.out, item.tree)
+        for rec in kept:
+            print_parts(self.out, [(f"    {_record_text(rec)}", None)])
 
 
 def _holds_kafka_files(paths: list[str]) -> bool:

@@ -16,7 +16,7 @@ says which names they are, what a literal means for them, and their values.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 
@@ -84,6 +84,50 @@ def of_records(records: Iterable[dict[Any, Any]], name: str) -> list[Any]:
         if isinstance(value, (dict, list)):
             _pick(value, parts, out)
     return out
+
+
+def of_record(r: dict[Any, Any], name: str) -> list[Any]:
+    """The values of a ``record.*`` field for one record as JSON lines show it (a
+    record filter asked record by record: the TUI's match, ``log --records``)."""
+    if name in ("record.key", "record.value"):
+        v = r.get(name[len("record.") :])
+        return [v] if isinstance(v, str) else [NULL] if v is None else []
+    headers = r.get("headers") or ()
+    if name == "record.header":
+        return [h["key"] for h in headers]
+    if name.startswith("record.header."):
+        want = name[len("record.header.") :]
+        return [h["value"] for h in headers if h["key"] == want and isinstance(h["value"], str)]
+    if needs_records(name):
+        return of_records([r], name)
+    return []
+
+
+class OneRecord:
+    """Something a filter is asked of (an exchange's view, a log batch) with one record
+    standing for its records: ``record.*`` fields are that record's, the others its
+    holder's (``rest``)."""
+
+    def __init__(
+        self,
+        rest: Callable[[str], list[Any]],
+        record: dict[Any, Any] | Callable[[], dict[Any, Any]],
+    ):
+        """``record``: as JSON shows it, or what makes that (only if a record field is
+        asked)."""
+        self._rest, self._record = rest, record
+
+    def values_of(self, name: str) -> list[Any]:
+        if not name.startswith("record."):
+            return self._rest(name)
+        if not isinstance(self._record, dict):
+            self._record = self._record()  # (made once)
+        return of_record(self._record, name)
+
+
+def asks_records(fields: Iterable[str]) -> bool:
+    """Whether a filter of these fields reads records' fields."""
+    return any(f.startswith("record.") for f in fields)
 
 
 def _json_text(text: str) -> Any:
