@@ -19,8 +19,10 @@ on a shared machine state it beside the figures.
 
     .venv/bin/python benchmarks/proxy_on_apache_kafka.py [--nodes 1] [--repeats 5]
         [--records 200000] [--size 1024] [--clients java,rdkafka] [--only consume]
-        [--forwarding-only] [--proxy-root DIR] [--compare DIR] [--latency 2000]
+        [--forwarding-only] [--relay] [--proxy-root DIR] [--compare DIR] [--latency 2000]
 
+``--relay`` adds a run through a plain copy relay (copy_relay.py): the cost of any
+second hop through user space on this machine, the ceiling to read the proxy against.
 ``--only consume`` produces each client's records once (direct) and then times only the
 consumers, each run reading that topic from the start; ``--proxy-root`` runs the proxy of
 another checkout (e.g. the main branch, for before/after figures); ``--compare DIR`` runs
@@ -414,17 +416,40 @@ def main() -> None:
         "producer on the same path (0: none)",
     )
     ap.add_argument(
+        "--relay",
+        action="store_true",
+        help="also a run through a plain copy relay (copy_relay.py, its own process; "
+        "1 node: the relay fronts the node's INTERNAL listener, advertised at the relay): "
+        "what the second hop alone costs on this machine",
+    )
+    ap.add_argument(
         "--forwarding-only",
         action="store_true",
         help="also a run through the proxy with its display stopped (SIGSTOP): "
         "what forwarding alone costs",
     )
     args = ap.parse_args()
+    if args.relay and args.nodes != 1:
+        ap.error("--relay needs --nodes 1 (the relay stands for one node's listener)")
     workdir = Path(tempfile.mkdtemp(prefix="kdissect-bench-"))
     print(f"load before: {_load()} on {os.cpu_count()} cores", flush=True)
-    cluster = ApacheKafka(nodes=args.nodes)
+    cluster = ApacheKafka(nodes=args.nodes, start=False)
+    relay = None
+    if args.relay:
+        relay_port = free_port()
+        cluster.advertise(1, "INTERNAL", "127.0.0.1", relay_port)
+    cluster.start()
     proxy = old = None
     try:
+        if args.relay:
+            relay = subprocess.Popen(
+                [
+                    sys.executable,
+                    str(ROOT / "benchmarks" / "copy_relay.py"),
+                    str(relay_port),
+                    str(cluster.node(1).ports["INTERNAL"]),
+                ]
+            )
         proxy = Proxy(cluster.bootstrap(), workdir, args.proxy_root.resolve())
         if args.compare is not None:
             (workdir / "old").mkdir()
@@ -447,6 +472,8 @@ def main() -> None:
                     order = arms[i % 3 :] + arms[: i % 3]
                 if args.forwarding_only:
                     order = (*order, "forwarding")
+                if args.relay:
+                    order = (*order, "relay")
                 figures = {}
                 for where in order:
                     topic = f"{client}-{where}-{i}"
@@ -457,6 +484,8 @@ def main() -> None:
                     bootstrap = cluster.bootstrap() if where == "direct" else proxy.bootstrap
                     if where == "old":
                         bootstrap = old.bootstrap
+                    if where == "relay":
+                        bootstrap = f"127.0.0.1:{relay_port}"
                     proxy.settle()
                     if old is not None:
                         old.settle()
@@ -512,13 +541,20 @@ def main() -> None:
                     )
                     results.setdefault(client + " (old)", []).append(was)
                     extra = f"; old: produce {was[0]:.0%}, consume {was[1]:.0%}"
+                if "relay" in figures:
+                    hop = (
+                        figures["relay"][0] / figures["direct"][0],
+                        figures["relay"][1] / figures["direct"][1],
+                    )
+                    results.setdefault(client + " (copy relay)", []).append(hop)
+                    extra += f"; copy relay: produce {hop[0]:.0%}, consume {hop[1]:.0%}"
                 if "forwarding" in figures:
                     alone = (
                         figures["forwarding"][0] / figures["direct"][0],
                         figures["forwarding"][1] / figures["direct"][1],
                     )
                     results.setdefault(client + " (display stopped)", []).append(alone)
-                    extra = f"; display stopped: produce {alone[0]:.0%}, consume {alone[1]:.0%}"
+                    extra += f"; display stopped: produce {alone[0]:.0%}, consume {alone[1]:.0%}"
                 print(
                     f"{client} pair {i + 1}: produce direct {figures['direct'][0]:,.0f}/s "
                     f"proxy {figures['proxy'][0]:,.0f}/s ({ratio[0]:.0%}); consume direct "
@@ -571,6 +607,8 @@ def main() -> None:
         for p in (proxy, old):
             if p is not None:
                 p.proc.kill()
+        if relay is not None:
+            relay.kill()
         cluster.close()
         shutil.rmtree(workdir, ignore_errors=True)
 
