@@ -1364,3 +1364,38 @@ def test_sigterm_with_a_display_stuck_on_unread_output_still_says_the_counters()
         broker.stop()
     assert "stopped before the display had shown everything" in err, err
     assert "proxy: " in err and "requests" in err, err
+
+
+def test_the_forwarder_ends_when_the_display_process_is_killed():
+    """The forwarder watches its channel to the display (written by a thread of its
+    own): a display killed while nothing is being written still ends the forwarder, and
+    its listener, at once; it does not serve on unseen."""
+    broker = Broker()
+    proxy = ProxyProcess(f"127.0.0.1:{broker.port}")
+    try:
+        with socket.create_connection(("127.0.0.1", proxy.port), timeout=20) as s:
+            assert api_versions(s, 3)[:4] == struct.pack(">i", 3)
+        kids = [
+            int(pid)
+            for task in os.listdir(f"/proc/{proxy.proc.pid}/task")
+            for pid in open(f"/proc/{proxy.proc.pid}/task/{task}/children").read().split()
+        ]
+        assert len(kids) == 1
+        os.kill(proxy.proc.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            try:
+                state = open(f"/proc/{kids[0]}/stat").read().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                break  # gone, and reaped
+            if state == "Z":
+                break
+            time.sleep(0.05)
+        else:
+            os.kill(kids[0], signal.SIGKILL)
+            pytest.fail("the forwarder went on serving after its display was killed")
+        with pytest.raises(OSError):
+            socket.create_connection(("127.0.0.1", proxy.port), timeout=2).close()
+    finally:
+        proxy.proc.kill()
+        broker.stop()
