@@ -22,6 +22,10 @@ from .reader import VarintTooLong, uvarint
 _HEAD = struct.Struct(">hhi")
 
 
+# what a message that belongs to no API is called (blob --records, raw SASL tokens)
+_NO_API_TITLES = {"records": "Record batches", "sasl": "SASL token"}
+
+
 class Message(Compared):
     """A decoded message: its header's facts and its located tree."""
 
@@ -58,6 +62,8 @@ class Message(Compared):
 
     @property
     def title(self) -> str:
+        if self.api_key is None and self.direction in _NO_API_TITLES:
+            return _NO_API_TITLES[self.direction]  # (not "Unknown v? Records")
         version = "?" if self.api_version is None else self.api_version
         return f"{self.api_name} v{version} {self.direction.title()}"
 

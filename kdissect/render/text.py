@@ -44,7 +44,9 @@ def format_value(node: Node, show_secrets: bool = False, limit: int = 64) -> str
     if node.ktype == "records" and isinstance(v, int):
         return f"{v} bytes"
     if v is None:
-        return "null"
+        # a batch, a records holder: their children are their value ("= null" said
+        # they were null); a node without any is a null one
+        return "" if node.children else "null"
     if isinstance(v, (bytes, bytearray)):
         return format_bytes(bytes(v), limit)
     if isinstance(v, str):
