@@ -399,8 +399,13 @@ def item_parts(item: LogItem) -> list[tuple[str, str | None]]:
     else:
         parts.append((f"  {item.kind}", None))
     for f in item.all_findings():
-        parts.append((f"  ✗ {f.text()}", "red" if f.severity == "error" else "yellow"))
+        mark, style = _MARKS[f.severity]
+        parts.append((f"  {mark} {f.text()}", style))
     return parts
+
+
+# a finding's mark on a line, by its severity: only an error is a cross
+_MARKS = {"error": ("✗", "red"), "warn": ("!", "yellow"), "note": ("·", "cyan")}
 
 
 def marks(item: LogItem) -> list[tuple[str, str | None]]:
