@@ -626,3 +626,18 @@ def test_the_directory_holding_log_dirs_reads_them(tmp_path):
     files = {o["file"].split("/data/")[1] for o in objs}
     assert "kraft-combined-logs/t-0/00000000000000000000.log" in files, files
     assert "other-logs/meta.properties" in files, files
+
+
+def test_a_lines_findings_are_marked_by_severity(tmp_path):
+    """A note (a batch past the high watermark: a leader's unreplicated tail) is no
+    error: only errors get the cross."""
+    part, _ = _partition(tmp_path)
+    (tmp_path / "replication-offset-checkpoint").write_text("0\n1\npay 0 3\n")
+    code, out = run_log(str(tmp_path))
+    assert code == 0, out
+    noted = [
+        line
+        for line in out.splitlines()
+        if "past_high_watermark" in line or "high watermark" in line
+    ]
+    assert noted and all("✗" not in line and "·" in line for line in noted), out
