@@ -5,6 +5,7 @@ files in the layouts Kafka writes them; then damaged the ways a crash damages th
 from __future__ import annotations
 
 import json
+import os
 import struct
 import subprocess
 import sys
@@ -237,6 +238,31 @@ def test_a_record_filter_with_records_shows_the_records_that_pass_it(tmp_path):
     # without --records, batches: any of its records
     code, out = run_log(str(part), "-Y", 'record.key == "a" && record.value == "2"')
     assert code == 0 and out.count("@") == 1, out
+
+
+def test_a_record_filter_with_records_keeps_damaged_batches_and_the_files_order(tmp_path):
+    """A torn batch (no record read) is asked as a batch: `anomaly || record.key == x`
+    still lists it. And the JSON lines keep the files' order when written to a pipe
+    (the index files follow their segment)."""
+    part, _ = _partition(tmp_path)
+    log = part / "00000000000000000000.log"
+    log.write_bytes(log.read_bytes() + marker_and_damage(5, 7, 0, 3, [(b"t", b"u")]))
+    flt = 'anomaly || record.key == "zz"'
+    code, out = run_log(str(part), "-Y", flt, "--records")
+    assert code == 0 and "log_size_past_end" in out, out  # the torn one, at its end
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    done = subprocess.run(
+        [sys.executable, "-m", "kdissect", "log", str(part), "--format", "jsonl", "--records"]
+        + ["-Y", '!(record.key == "a")'],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    kinds = [json.loads(line)["type"] for line in done.stdout.splitlines()]
+    assert done.returncode == 0 and "batch" in kinds and "offset_index" in kinds, done.stderr
+    last_batch = max(i for i, k in enumerate(kinds) if k in ("batch", "record"))
+    assert last_batch < kinds.index("offset_index"), kinds
 
 
 def test_checks_find_what_disagrees(tmp_path):

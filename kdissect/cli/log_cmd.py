@@ -225,15 +225,22 @@ class LogPrinter(ItemSink):
         self.per_record = records and flt is not None and asks_records(flt.fields)
 
     def item(self, item: LogItem) -> None:
+        picked: list | None = None  # what to list of a batch (None: as it is)
         if self.per_record and item.kind in ("batch", "message"):
-            self._matching_records(item)
-            return
-        if self.filter is not None and not self.filter(item):
+            picked = self._passing(item)
+            if picked is None:
+                return
+        elif self.filter is not None and not self.filter(item):
             return
         self.shown += 1
         if self.fmt == "jsonl":
             out = getattr(sys.stdout, "buffer", None)  # bytes: no encoding pass
-            for chunk in item_chunks(item, self.records):
+            chunks = (
+                item_chunks(item, self.records)
+                if picked is None
+                else [(encode(o) + "\n").encode() for o in picked]
+            )
+            for chunk in chunks:
                 if out is not None:
                     out.write(chunk)
                 else:
@@ -245,35 +252,29 @@ class LogPrinter(ItemSink):
 
             print_tree(self.out, item.tree)
         elif self.records and item.tree is not None:
-            for rec in batch_records(item):
+            for rec in batch_records(item) if picked is None else picked:
                 print_parts(self.out, [(f"    {_record_text(rec)}", None)])
 
-    def _matching_records(self, item: LogItem) -> None:
-        """A batch with the records that pass the filter asked one at a time (its
-        record fields that record's, the others the batch's): a batch none of whose
-        records passes is not shown. (Asked of the whole batch, a filter passes it when
-        any record has the key, and every record was shown.)"""
+    def _passing(self, item: LogItem) -> list | None:
+        """With a record filter and --records: the batch's records that pass it, each
+        asked alone (its record fields that record's, the others the batch's) -- record
+        nodes, or for JSON lines the batch's object and theirs; None when none passes
+        (the batch is not shown). A batch of which no record was read (damaged, not
+        decompressed) is asked as a batch. (Asked of a whole batch, a filter passes it
+        when any record has the key, and every record was listed.)"""
         flt = self.filter
         assert flt is not None, "only with a filter"
         if self.fmt == "jsonl":
             head, *recs = item_json(item, True)
+            if not recs:
+                return [head] if flt(item) else None
             kept = [r for r in recs if flt(OneRecord(item.values_of, r))]
-            if kept:
-                self.shown += 1
-                sys.stdout.write("".join(encode(o) + "\n" for o in (head, *kept)))
-            return
+            return [head, *kept] if kept else None
         nodes = batch_records(item) if item.tree is not None else []
+        if not nodes:
+            return [] if flt(item) else None
         kept = [n for n in nodes if flt(OneRecord(item.values_of, partial(record_json, n)))]
-        if not kept:
-            return
-        self.shown += 1
-        print_parts(self.out, item_parts(item))
-        if self.verbose and item.tree is not None:
-            from ..render.text import print_tree
-
-            print_tree(self.out, item.tree)
-        for rec in kept:
-            print_parts(self.out, [(f"    {_record_text(rec)}", None)])
+        return kept or None
 
 
 def _holds_kafka_files(paths: list[str]) -> bool:
