@@ -20,8 +20,6 @@ import json
 import os
 import select
 import struct
-import threading
-from queue import SimpleQueue
 
 HEADER = struct.Struct(">BIBdQI")
 OPEN, FRAME, CLOSE, NOTE, DROPPED, READY, ERROR, CUT = range(8)
@@ -29,30 +27,16 @@ CUT_HEAD = 64  # bytes of an answer passed when the answer itself has no room (C
 _PIPE_SIZE = 1 << 20  # ask the kernel for a 1 MiB pipe (Linux)
 _READ = 1 << 20  # the display reads up to this much at a time
 BIG = 64 << 10  # a payload this large is read into a buffer of its own
-_WRITER_NICENESS = 10  # the thread copying into the pipe yields to forwarding
 
 
 class FeedWriter:
-    """The forwarder's end. ``budget``: bytes the channel may hold.
-
-    The pipe is written by a thread of its own (blocking writes, below forwarding's
-    priority): copying each answer into the pipe on the event loop put that copy on
-    every forwarded byte's path (measured: Java consume through the proxy at 70 % of
-    direct with the display reading every answer, undecoded, against 92 % with it
-    stopped). The buffers queued are never changed once filled (server.py), so the
-    thread writes them as they are."""
+    """The forwarder's end (asyncio). ``budget``: bytes the channel may hold."""
 
     def __init__(self, fd: int, budget: int, on_broken=lambda: None):
         self.fd, self.budget, self.on_broken = fd, budget, on_broken
-        self._out: list = []
+        self.transport: asyncio.WriteTransport | None = None
+        self._out: list[bytes] = []
         self._out_bytes = 0
-        # bytes handed to the writing thread and bytes it wrote (each counter written by
-        # one thread only): the difference is what waits in its queue
-        self._handed = 0
-        self._written = 0
-        self._queue: SimpleQueue[list | None] = SimpleQueue()
-        self._thread: threading.Thread | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
         self.broken = False  # the display went away: forwarding goes on
         self.unreported = 0  # exchanges shed since the display was last told
 
@@ -63,16 +47,15 @@ class FeedWriter:
             fcntl.fcntl(self.fd, fcntl.F_SETPIPE_SZ, _PIPE_SIZE)
         except (ImportError, AttributeError, OSError):
             pass
-        self._loop = loop = asyncio.get_running_loop()
-        # the read end's close makes the write end readable (an error): the display is
-        # gone, even while nothing is being written
-        loop.add_reader(self.fd, self._gone)
-        self._thread = threading.Thread(target=self._write_all, name="kdissect-feed", daemon=True)
-        self._thread.start()
+        loop = asyncio.get_running_loop()
+        pipe = os.fdopen(self.fd, "wb", buffering=0)
+        self.transport, protocol = await loop.connect_write_pipe(_Protocol, pipe)
+        protocol.feed = self
 
     @property
     def buffered(self) -> int:
-        return self._out_bytes + self._handed - self._written
+        t = self.transport
+        return self._out_bytes + (t.get_write_buffer_size() if t is not None else 0)
 
     def room(self, size: int, answer: bool = False) -> bool:
         """Is there room for a message of ``size`` bytes? (``answer``: the response
@@ -111,75 +94,39 @@ class FeedWriter:
         self._put(DROPPED, 0, 0, 0.0, count, b"")
 
     def _put(self, kind: int, conn: int, side: int, ts: float, offset: int, payload: bytes) -> None:
-        if self.broken or self._loop is None:
+        if self.broken or self.transport is None:
             return
         if not self._out:
-            self._loop.call_soon(self._flush)
+            asyncio.get_running_loop().call_soon(self._flush)
         self._out.append(HEADER.pack(kind, conn, side, ts, offset, len(payload)))
         self._out.append(payload)
         self._out_bytes += HEADER.size + len(payload)
 
     def _flush(self) -> None:
-        """Once per turn of the event loop: what was queued in it, to the thread."""
-        out, n = self._out, self._out_bytes
-        self._out, self._out_bytes = [], 0
-        if out and not self.broken:
-            self._handed += n
-            self._queue.put(out)
-
-    def _write_all(self) -> None:
-        """The thread: each batch written whole, in order, until told to end."""
-        try:  # below forwarding (Linux: a thread's own niceness)
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), _WRITER_NICENESS)
-        except (AttributeError, OSError):
-            pass
-        writable = select.poll()  # (not select.select: any descriptor number)
-        writable.register(self.fd, select.POLLOUT)
-        while (batch := self._queue.get()) is not None:
-            for piece in batch:
-                view = memoryview(piece).cast("B")
-                try:
-                    while view:
-                        try:
-                            view = view[os.write(self.fd, view) :]
-                        except BlockingIOError:  # (the event loop's watch made it so)
-                            writable.poll()  # until the display reads
-                except OSError:
-                    self._lost_from_thread()
-                self._written += len(piece)
-
-    def _lost_from_thread(self) -> None:
-        if not self.broken and self._loop is not None:
-            self.broken = True
-            try:
-                self._loop.call_soon_threadsafe(self.on_broken)
-            except RuntimeError:  # (the loop is closed: the process is ending)
-                pass
-
-    def _gone(self) -> None:
-        assert self._loop is not None
-        self._loop.remove_reader(self.fd)
-        if not self.broken:
-            self.broken = True
-            self.on_broken()
+        """Once per turn of the event loop: one write for everything queued in it."""
+        out, self._out, self._out_bytes = self._out, [], 0
+        if not self.broken and self.transport is not None and not self.transport.is_closing():
+            self.transport.writelines(out)  # uvloop writes them without joining
 
     async def aclose(self, timeout: float = 10.0) -> None:
         """Flush, give the display ``timeout`` seconds to take what is queued, close."""
-        if self._loop is None:
+        if self.transport is None:
             return
         self._flush()
-        deadline = self._loop.time() + timeout
-        while not self.broken and self.buffered and self._loop.time() < deadline:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while not self.broken and self.transport.get_write_buffer_size() and loop.time() < deadline:
             await asyncio.sleep(0.02)
-        self._loop.remove_reader(self.fd)
-        self._queue.put(None)
-        thread = self._thread
-        if thread is not None:
-            thread.join(0.2)
-            if thread.is_alive():
-                return  # a write the display does not take: the process's exit ends it
-        # (closed only once the thread is gone: it must never write to a reused number)
-        os.close(self.fd)
+        self.transport.close()
+
+
+class _Protocol(asyncio.BaseProtocol):
+    feed: FeedWriter | None = None
+
+    def connection_lost(self, exc) -> None:
+        if self.feed is not None:
+            self.feed.broken = True
+            self.feed.on_broken()
 
 
 def read_record(fd: int):
