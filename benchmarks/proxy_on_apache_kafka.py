@@ -288,6 +288,8 @@ def rdkafka_consume(bootstrap: str, topic: str, records: int) -> float:
 
 
 CLIENTS = {"java": (java_produce, java_consume), "rdkafka": (rdkafka_produce, rdkafka_consume)}
+# runs beside direct and the proxy in a round, and how their ratios are labelled
+ARMS = (("old", "old"), ("relay", "copy relay"), ("forwarding", "display stopped"))
 
 
 def _topics(bootstrap: str, *args: str, check: bool = True) -> None:
@@ -534,27 +536,14 @@ def main() -> None:
                 )
                 results.setdefault(client, []).append(ratio)
                 extra = ""
-                if "old" in figures:
-                    was = (
-                        figures["old"][0] / figures["direct"][0],
-                        figures["old"][1] / figures["direct"][1],
-                    )
-                    results.setdefault(client + " (old)", []).append(was)
-                    extra = f"; old: produce {was[0]:.0%}, consume {was[1]:.0%}"
-                if "relay" in figures:
-                    hop = (
-                        figures["relay"][0] / figures["direct"][0],
-                        figures["relay"][1] / figures["direct"][1],
-                    )
-                    results.setdefault(client + " (copy relay)", []).append(hop)
-                    extra += f"; copy relay: produce {hop[0]:.0%}, consume {hop[1]:.0%}"
-                if "forwarding" in figures:
-                    alone = (
-                        figures["forwarding"][0] / figures["direct"][0],
-                        figures["forwarding"][1] / figures["direct"][1],
-                    )
-                    results.setdefault(client + " (display stopped)", []).append(alone)
-                    extra += f"; display stopped: produce {alone[0]:.0%}, consume {alone[1]:.0%}"
+                for arm, label in ARMS:  # the other runs of the round, against direct
+                    if arm in figures:
+                        other = (
+                            figures[arm][0] / figures["direct"][0],
+                            figures[arm][1] / figures["direct"][1],
+                        )
+                        results.setdefault(f"{client} ({label})", []).append(other)
+                        extra += f"; {label}: produce {other[0]:.0%}, consume {other[1]:.0%}"
                 print(
                     f"{client} pair {i + 1}: produce direct {figures['direct'][0]:,.0f}/s "
                     f"proxy {figures['proxy'][0]:,.0f}/s ({ratio[0]:.0%}); consume direct "

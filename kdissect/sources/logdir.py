@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import cast
 
 from ..bounded import InputError, read_file
-from ..stream.filter_values import NULL
+from ..stream.filter_values import of_record
 from ..protocol import ondisk
 from ..protocol.context import Decoding, Options
 from ..protocol.batch import AT, FRAME, HEAD_SIZE, LOG_OVERHEAD, MAGIC_AT, Batch
@@ -162,22 +162,8 @@ class LogItem:
 
                 if needs_records(name):
                     return of_records(recs, name)
-            if part in ("key", "value"):  # a null one (a tombstone's value) is null
-                return [
-                    r[part] if isinstance(r[part], str) else NULL
-                    for r in recs
-                    if isinstance(r[part], str) or r[part] is None
-                ]
-            if part == "header":
-                return [h["key"] for r in recs for h in r["headers"]]
-            if part.startswith("header."):
-                want = part[len("header.") :]
-                return [
-                    h["value"]
-                    for r in recs
-                    for h in r["headers"]
-                    if h["key"] == want and isinstance(h["value"], str)
-                ]
+            if part in ("key", "value", "header") or part.startswith("header."):
+                return [v for r in recs for v in of_record(r, name)]  # each record's
             return []
         if head is not None:  # a clean v2 batch: its header's fields
             value = head.get({"records": "record_count", "offset": "base_offset"}.get(name, name))
