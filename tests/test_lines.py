@@ -122,3 +122,41 @@ def test_the_compiled_line_writes_times_as_iso_does():
         m.how = "paired by correlation id" if i % 2 else None
         want = lines._values_line_py(m, None, '{"a": 1}', "[]")
         assert lines._values_line(m, None, '{"a": 1}') == want, ts
+
+
+def _jsonl(*args: str) -> list[dict]:
+    import json
+
+    from click.testing import CliRunner
+
+    from kdissect.cli import main
+
+    run = CliRunner().invoke(main, ["pcap", "--format", "jsonl", *args])
+    assert run.exit_code == 0, run.output
+    return [json.loads(line) for line in run.stdout.splitlines()]
+
+
+def _what(line: dict) -> tuple:
+    """What a message line says that does not depend on the other files of the run."""
+    if "tls_connection" in line:
+        return ("tls", line["tls_connection"]["frame"], line["tls_connection"]["server"])
+    return (line["frame"], line["ts"], line["api_key"], line["correlation_id"], line["size"])
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_json_lines_of_several_captures_say_which_file_each_line_is_from(jobs):
+    """Frame numbers start again in each file: reading several, each line ends with the
+    file it is from (the TLS connection lines too); reading one, there is no such member."""
+    root = Path(__file__).parent.parent / "captures"
+    files = [str(root / n) for n in ("acks0.pcap", "kafka-kraft-cluster.pcap", "tls13.pcap")]
+    keys = ["--keylog", str(root / "tls13.keys")]
+    together = _jsonl("-j", jobs, *files, *keys)
+    assert [list(line)[-1] for line in together] == ["capture"] * len(together)
+    for path in files:
+        alone = _jsonl("-j", jobs, path, *keys)
+        assert alone and all("capture" not in line for line in alone)
+        mine = [_what(line) for line in together if line["capture"] == path]
+        assert mine == [_what(line) for line in alone], path
+    # the files' lines in the order of the files: frames start again at each
+    order = [line["capture"] for line in together]
+    assert order == sorted(order, key=files.index)

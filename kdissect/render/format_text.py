@@ -40,6 +40,9 @@ class TextWriter:
                     Text(f"  {f.severity}: {printable(f.text())}", style=SEVERITY_STYLE[f.severity])
                 )
 
+    def capture(self, path: str) -> None:
+        pass  # (its lines and trees carry no frame numbers)
+
     def _trees(self, ex: Exchange) -> list:
         """The full trees of the exchange's messages: decoded by the engine when it
         knew this printer wants them, else here."""

@@ -57,6 +57,9 @@ class TsvWriter:
     def tls(self, facts) -> None:
         pass
 
+    def capture(self, path: str) -> None:
+        pass  # (no frame column: streams are numbered across the files)
+
     def close(self) -> None:
         pass
 

@@ -34,6 +34,9 @@ class FormatWriter(Protocol):
 
     def tls(self, facts: Any) -> None: ...  # a TLS connection ended (capture.tls.TlsFacts)
 
+    # the next exchanges are those of this capture file (a run reading several)
+    def capture(self, path: str) -> None: ...
+
     def close(self) -> None: ...  # the input is done
 
     def abort(self) -> None: ...  # the output went away: stop, write nothing

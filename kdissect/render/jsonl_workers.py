@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from ..protocol import Options
 from ..stream.model import Exchange, KafkaMessage
 from .heap import give_back
-from .lines import message_line
+from .lines import message_line, with_field
 
 if TYPE_CHECKING:
     from concurrent.futures import Future, ProcessPoolExecutor
@@ -69,14 +69,18 @@ def _loads(item: bytes | tuple) -> tuple:
 
 
 def _render(
-    chunk: list[bytes | tuple], options: Options, topic_ids: Mapping[str, str] | None
+    chunk: list[bytes | tuple],
+    options: Options,
+    topic_ids: Mapping[str, str] | None,
+    field: str = "",
 ) -> str:
     try:
-        return "".join(
+        lines = (
             message_line(m, options, ex, False, topic_ids)
             for ex in map(_unpack, map(_loads, chunk))
             for m in ex.messages
         )
+        return "".join((with_field(line, field) for line in lines) if field else lines)
     finally:
         give_back()
 
@@ -112,6 +116,12 @@ class JsonlWorkers:
         self.chunk: list[bytes | tuple] = []
         self.chunk_bytes = 0
         self.inflight: deque[Future] = deque()
+        self.capture = ""  # the lines' "capture" field (lines.capture_field), if any
+
+    def field(self, field: str) -> None:
+        """The exchanges added from now on get this ``capture`` field."""
+        self._send()  # (those before are another file's)
+        self.capture = field
 
     def add(self, ex: Exchange) -> None:
         ids = self.topic_ids
@@ -139,7 +149,7 @@ class JsonlWorkers:
             return
         if self.pool is None:
             if not full:
-                self.write(_render(self.chunk, self.options, self.chunk_ids))
+                self.write(_render(self.chunk, self.options, self.chunk_ids, self.capture))
                 self.chunk, self.chunk_bytes = [], 0
                 return
             import multiprocessing
@@ -151,7 +161,9 @@ class JsonlWorkers:
             self.pool = ProcessPoolExecutor(
                 self.jobs, mp_context=context, initializer=_leave_ctrl_c_to_the_parent
             )
-        self.inflight.append(self.pool.submit(_render, self.chunk, self.options, self.chunk_ids))
+        self.inflight.append(
+            self.pool.submit(_render, self.chunk, self.options, self.chunk_ids, self.capture)
+        )
         self.chunk, self.chunk_bytes = [], 0
         while self.inflight and (len(self.inflight) > self.ahead or self.inflight[0].done()):
             self.write(self.inflight.popleft().result())

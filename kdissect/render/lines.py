@@ -457,6 +457,19 @@ def _values_line_py(m: KafkaMessage, ex: Exchange | None, body: str, findings: s
 
 
 _str = encode_basestring_ascii  # a str as json.dumps writes it
+
+
+def capture_field(path: str) -> str:
+    """The ``"capture"`` member that ends each JSON line of a run reading several capture
+    files (``with_field``): the file's path as given."""
+    return f', "capture": {_str(path)}'
+
+
+def with_field(line: str, field: str) -> str:
+    """A JSON line (an object, then a newline) with ``field`` as its last member."""
+    return f"{line[:-2]}{field}}}\n"
+
+
 # what _encode does with a dict or a list, without making the C encoder anew per call
 # (that was most of encoding a small body): the arguments JSONEncoder(default=str) passes
 _body_chunks = (

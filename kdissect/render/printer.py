@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..stream.fields import ExchangeFields
+from ..stream.model import CaptureStart
 from ..stream.sink import BaseSink
 from .console import console, print_line
 from .formats import FORMATS, FormatWriter, WriterContext
@@ -89,6 +90,11 @@ class ExchangePrinter(BaseSink):
             self.tls_connections.append(facts)
         elif self.writer is not None:
             self.writer.tls(facts)
+
+    def item(self, item: object) -> None:
+        """A capture file of several begins (``CaptureStart``): the writer's to show."""
+        if isinstance(item, CaptureStart) and self.writer is not None:
+            self.writer.capture(item.path)
 
     def note(self, text: str, level: str = "warn") -> None:
         if level == "error":

@@ -22,6 +22,7 @@ from ..protocol import Options
 from ..stream import direction as evidence
 from ..stream.connection import KafkaConnection
 from ..stream.budget import Budget
+from ..stream.model import CaptureStart
 from ..stream.engine import Engine
 from ..stream.sink import Collect, Sink
 
@@ -494,7 +495,10 @@ def _read(
 
     total, messages, streams = 0, 0, 1
     budget = budget if budget is not None else Budget()
+    paths = list(paths)
     for path in paths:
+        if len(paths) > 1:  # frame numbers start again: say whose they are
+            sink.item(CaptureStart(str(path)))
         file_keys = keys.copy() if keys is not None else KeyLog()
         dissector = CaptureDissector(sink, ports, detect, messages, streams, file_keys, budget)
         readable = True

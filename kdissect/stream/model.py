@@ -201,3 +201,12 @@ class Gap:
             f"gap: {name} {self.direction}s lost "
             f"{self.length} bytes at stream offset {self.offset} ({resume})"
         )
+
+
+@dataclass(slots=True, frozen=True)
+class CaptureStart:
+    """A source reading several capture files tells its sinks (``item``) where each
+    begins: the exchanges and TLS connections after it are that file's (its frame numbers
+    start again at 1). ``path`` as the user gave it."""
+
+    path: str
