@@ -160,3 +160,22 @@ def test_json_lines_of_several_captures_say_which_file_each_line_is_from(jobs):
     # the files' lines in the order of the files: frames start again at each
     order = [line["capture"] for line in together]
     assert order == sorted(order, key=files.index)
+
+
+def test_trees_to_a_pipe_take_their_width_from_columns_when_set():
+    """`-V` to a pipe or file wraps its trees at 160 columns unless COLUMNS says how wide
+    (``COLUMNS=90 kdissect pcap -V f.pcap | less``)."""
+    from click.testing import CliRunner
+
+    from kdissect.cli import main
+
+    capture = str(Path(__file__).parent.parent / "captures" / "kafka-java-consumer-group.pcap")
+
+    def widest_tree_line(columns: str | None) -> int:
+        run = CliRunner().invoke(main, ["pcap", "-V", capture], env={"COLUMNS": columns})
+        assert run.exit_code == 0, run.output
+        return max(len(line) for line in run.stdout.splitlines() if line[:1] in "├└│ ")
+
+    assert widest_tree_line("90") <= 90
+    assert 90 < widest_tree_line(None) <= 160
+    assert widest_tree_line("not a number") == widest_tree_line(None)

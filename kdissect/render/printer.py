@@ -4,6 +4,7 @@ statistics; gaps and notes to stderr."""
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 from ..stream.fields import ExchangeFields
@@ -18,6 +19,14 @@ if TYPE_CHECKING:
     from ..stream.model import Exchange, Gap
 
 GAPS_LISTED = 20
+PIPE_WIDTH = 160  # trees and tables to a pipe or file: wide enough not to squeeze them
+
+
+def pipe_width() -> int:
+    """The width of what goes to a pipe or a file: ``COLUMNS`` when the user sets it
+    (``COLUMNS=100 kdissect pcap -V f.pcap | less``), else ``PIPE_WIDTH``."""
+    columns = os.environ.get("COLUMNS", "")
+    return int(columns) if columns.isdigit() and 20 <= int(columns) <= 10_000 else PIPE_WIDTH
 
 
 class ExchangePrinter(BaseSink):
@@ -37,7 +46,7 @@ class ExchangePrinter(BaseSink):
         # rich itself only when something is rendered with it (render/console.py)
         self.console = console(highlight=False)
         if not self.console.is_terminal:
-            self.console = console(highlight=False, width=160)  # don't squeeze tables
+            self.console = console(highlight=False, width=pipe_width())
         self.err = console(stderr=True, highlight=False, soft_wrap=True)
         self.stats = None
         if stats:
