@@ -14,6 +14,16 @@ if os.environ.get("CI"):
     settings.load_profile("ci")
 
 
+def pytest_sessionstart(session) -> None:
+    """GNU readline (imported with pytest's debugger) exports COLUMNS and LINES of its
+    terminal into the C environment, not os.environ: every kdissect a test starts would
+    then wrap -V and --stats at 80 columns (kdissect honours COLUMNS). Not the user's
+    setting: dropped. (A COLUMNS the user sets is in os.environ too, and stays.)"""
+    for name in ("COLUMNS", "LINES"):
+        if name not in os.environ:
+            os.unsetenv(name)
+
+
 @pytest.fixture(scope="session")
 def kafka():
     """A real broker behind a recording relay; clients bootstrap at ``kafka.bootstrap``

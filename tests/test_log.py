@@ -667,3 +667,48 @@ def test_a_lines_findings_are_marked_by_severity(tmp_path):
         if "past_high_watermark" in line or "high watermark" in line
     ]
     assert noted and all("✗" not in line and "·" in line for line in noted), out
+
+
+def _offset_index(entries: list[tuple[int, int]]) -> bytes:
+    return b"".join(struct.pack(">ii", rel, pos) for rel, pos in entries)
+
+
+def test_an_index_without_its_segment_says_where_its_entries_go_backwards(tmp_path):
+    """Without the segment no entry can be checked against the batches, but an index
+    whose offsets or positions go backwards is damaged whatever the segment holds."""
+    import json
+
+    part = tmp_path / "t-0"
+    part.mkdir()
+    good = part / "00000000000000000100.index"
+    good.write_bytes(_offset_index([(5, 0), (9, 4200), (30, 9000)]))
+    bad = part / "00000000000000000200.index"
+    bad.write_bytes(_offset_index([(5, 0), (9, 4200), (7, 9000), (12, 100)]))
+    code, out = run_log(str(good), "--format", "jsonl")
+    assert code == 0 and "index_not_monotonic" not in out
+    for target in (str(bad), str(part)):
+        code, out = run_log(target, "--format", "jsonl")
+        lines = [json.loads(x) for x in out.splitlines()]
+        found = [
+            f["detail"]
+            for line in lines
+            for f in line.get("findings", ())
+            if f["code"] == "index_not_monotonic"
+        ]
+        assert found == [
+            "offsets go backwards: 207 after 209",
+            "positions go backwards: 100 after 9000",
+        ], target
+
+
+def test_a_line_lists_three_findings_of_a_kind_then_counts_the_rest(tmp_path):
+    part = tmp_path / "t-0"
+    part.mkdir()
+    index = part / "00000000000000000000.index"
+    index.write_bytes(_offset_index([(100 - i, i) for i in range(10)]))  # offsets fall
+    code, out = run_log(str(index))
+    assert code == 0
+    assert out.count("offsets go backwards") == 3
+    assert "… 6 more [index_not_monotonic]" in out
+    code, out = run_log(str(index), "--format", "jsonl")
+    assert out.count("offsets go backwards") == 9

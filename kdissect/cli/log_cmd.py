@@ -399,10 +399,20 @@ def item_parts(item: LogItem) -> list[tuple[str, str | None]]:
             parts.append((f"  {tree.value} entries", None))
     else:
         parts.append((f"  {item.kind}", None))
+    shown: dict[str, int] = {}  # code -> findings of it on the item
     for f in item.all_findings():
-        mark, style = _MARKS[f.severity]
-        parts.append((f"  {mark} {f.text()}", style))
+        shown[f.code] = n = shown.get(f.code, 0) + 1
+        if n <= SHOWN_PER_CODE:
+            mark, style = _MARKS[f.severity]
+            parts.append((f"  {mark} {f.text()}", style))
+    for code, n in shown.items():
+        if n > SHOWN_PER_CODE:  # (-V and the JSON lines list every one)
+            parts.append((f"  … {n - SHOWN_PER_CODE} more [{code}]", "dim"))
     return parts
+
+
+# findings of one code listed on an item's line: a damaged index can have one per entry
+SHOWN_PER_CODE = 3
 
 
 # a finding's mark on a line, by its severity: only an error is a cross

@@ -449,7 +449,10 @@ def _single_file(path: Path, options: Options, conv: Conv = None) -> Iterator[Lo
     elif kind == "kafka07":
         yield from _kafka07(path, topic, partition)
     else:
-        yield LogItem(kind, path, topic, partition, decode_file(path, kind, options))
+        tree = decode_file(path, kind, options)
+        if kind in ("offset_index", "time_index"):
+            _check_alone(path, {kind: tree})
+        yield LogItem(kind, path, topic, partition, tree)
 
 
 CLEAN_SHUTDOWN = ".kafka_cleanshutdown"  # a broker's log dir after a clean stop
@@ -635,6 +638,8 @@ def _partition_dir(
             indexes["txn_index"] = txns[base]
         if "segment" in group:
             yield from _segment(group["segment"], options, state, "segment", indexes, prev)
+        else:
+            _check_alone(group.get("offset_index") or group["time_index"], indexes)
         # after their segment: the checks against it have marked their entries
         for kind, tree in indexes.items():
             yield LogItem(kind, group[kind], topic, partition, tree)
@@ -1052,6 +1057,31 @@ def _tail_item(path: Path, state: _Partition, pos: int, buf, end: int) -> LogIte
 def _flag(node: Node, code: str, reason: str) -> None:
     if node.problem is None:
         node.problem, node.code = reason, code
+
+
+def _check_alone(path: Path, indexes: dict[str, Node]) -> None:
+    """What an index shows without its segment: offsets (and, in a time index,
+    timestamps) that go backwards; an offset index's positions too. (With the segment,
+    ``_segment`` checks every entry against the batches.)"""
+    base = _base_offset(path)
+    tree = indexes.get("offset_index")
+    if tree is not None:
+        entries = [
+            (e, base + rel, pos)
+            for e, rel, pos in _index_entries(tree, ("relative_offset", "position"))
+            if isinstance(rel, int) and isinstance(pos, int)
+        ]
+        _monotonic(tree, entries, 1, "offsets")
+        _monotonic(tree, entries, 2, "positions")
+    tree = indexes.get("time_index")
+    if tree is not None:
+        stamps = [
+            (e, ts, base + rel)
+            for e, ts, rel in _index_entries(tree, ("timestamp", "relative_offset"))
+            if isinstance(ts, int) and isinstance(rel, int)
+        ]
+        _monotonic(tree, stamps, 1, "timestamps")
+        _monotonic(tree, stamps, 2, "offsets")
 
 
 def _monotonic(tree: Node | None, entries: list, col: int, what: str) -> None:
