@@ -203,10 +203,13 @@ class Gap:
         )
 
 
-@dataclass(slots=True, frozen=True)
 class CaptureStart:
     """A source reading several capture files tells its sinks (``item``) where each
     begins: the exchanges and TLS connections after it are that file's (its frame numbers
-    start again at 1). ``path`` as the user gave it."""
+    start again at 1). ``path`` as the user gave it. (A plain class: a dataclass costs
+    every run's start-up its compiled methods.)"""
 
-    path: str
+    __slots__ = ("path",)
+
+    def __init__(self, path: str):
+        self.path = path
