@@ -256,3 +256,41 @@ def test_no_second_batch_walker(what, pattern, allowed):
             if re.search(pattern, line):
                 found.append(f"kdissect/{rel}:{n}: {line.strip()}")
     assert not found, f"{what}:\n" + "\n".join(found)
+
+
+def _message_v1(offset: int, value: bytes, attributes: int = 0) -> bytes:
+    """A magic 1 message (log entry): offset, size, CRC32 of the rest, magic, attributes,
+    timestamp, null key, value."""
+    import struct
+    import zlib
+
+    rest = struct.pack(">bbqi", 1, attributes, 1_700_000_000_000, -1)
+    rest += struct.pack(">i", len(value)) + value
+    body = struct.pack(">I", zlib.crc32(rest)) + rest
+    return struct.pack(">qi", offset, len(body)) + body
+
+
+@pytest.mark.parametrize(
+    "wrapper,offsets,problem",
+    [
+        (0, [0, 1, 2, 3], False),  # a producer's wrapper (kafka-python, librdkafka): as is
+        (103, [100, 101, 102, 103], False),  # the broker's: the last inner's absolute offset
+        (2, [0, 1, 2, 3], True),  # below the last relative offset: Kafka refuses it
+    ],
+)
+def test_magic_1_inner_offsets_are_read_as_kafka_reads_them(wrapper, offsets, problem):
+    import gzip
+
+    from kdissect.protocol import Options
+    from kdissect.protocol.context import Decoding
+    from kdissect.protocol.node import Node
+    from kdissect.protocol.records import read_records, record_offset
+
+    inner = b"".join(_message_v1(i, b"v%d" % i) for i in range(4))
+    data = _message_v1(wrapper, gzip.compress(inner), attributes=1)
+    holder = Node("records", "records", 0, len(data))
+    read_records(data, holder, 0, len(data), Decoding(Options()))
+    wrapper_node = holder.children[0]
+    messages = [n for n in wrapper_node.walk() if n.ktype.startswith("message_v")][1:]
+    assert [record_offset(m) for m in messages] == offsets
+    assert (wrapper_node.child("offset").code == "malformed_field") is problem

@@ -235,13 +235,16 @@ def _message_v01(buf: bytes, start: int, end: int, ctx: Decoding, depth: int) ->
             holder = value.children[-1]
             read_records(inner, holder, 0, len(inner), ctx, depth + 1)
             if magic >= 1:
-                _resolve_relative_offsets(holder, offset.value)
+                _resolve_relative_offsets(holder, offset)
     return node
 
 
-def _resolve_relative_offsets(holder: Node, wrapper_offset: int) -> None:
+def _resolve_relative_offsets(holder: Node, wrapper: Node) -> None:
     """Magic 1 inner messages carry offsets relative to the wrapper, whose offset is the
-    absolute offset of the last inner message."""
+    absolute offset of the last inner message -- as Kafka reads them
+    (AbstractLegacyRecordBatch): a wrapper offset of 0 (a producer's message set, as
+    some clients send it) leaves them as they are; one below the last inner offset is
+    invalid (Kafka refuses the message set), and they are left as they are too."""
     inner = [c for c in holder.children if c.ktype.startswith("message_v")]
     if not inner:
         return
@@ -249,11 +252,21 @@ def _resolve_relative_offsets(holder: Node, wrapper_offset: int) -> None:
     if last_offset is None:
         return
     last = last_offset.value
+    base = wrapper.value - last
+    if wrapper.value == 0:
+        base = 0
+    elif base < 0:
+        base = 0
+        wrapper.problem = (
+            f"the wrapper's offset {wrapper.value} is below its last inner message's "
+            f"relative offset {last}: Kafka refuses such a message set"
+        )
+        wrapper.code = "malformed_field"
     for m in inner:
         off = m.child("offset")
         if off is None:
             continue
-        absolute = wrapper_offset - last + off.value
+        absolute = base + off.value
         off.note = f"absolute offset {absolute}"
         m.value = {"offset": absolute}  # what views read (as for v2 records)
 
