@@ -161,7 +161,7 @@ def test_text_output_has_tree_hex_and_verdict():
 
 def test_junk_input_is_a_clear_error():
     res = run("blob", "this is not bytes at all!")
-    assert res.returncode == 2
+    assert res.returncode == 1  # the input holds nothing to decode (not a wrong command line)
     err = res.stderr.decode()
     assert "expected hex" in err and "Traceback" not in err
     with pytest.raises(BlobError):
@@ -416,8 +416,8 @@ def test_show_extraction_says_which_lines():
 def test_the_cli_error_names_where_reading_stopped():
     res = run("blob", "00 00 00 12\n00 0g 00 00")
     err = res.stderr.decode()
-    assert res.returncode == 2 and "line 2, character 4: '0g' is not hex" in err
-    assert "Traceback" not in err
+    assert res.returncode == 1 and "line 2, character 4: '0g' is not hex" in err
+    assert "Traceback" not in err and "Usage:" not in err
 
 
 def test_candidates_are_listed_and_told_apart():
@@ -560,3 +560,19 @@ def test_repeated_lines_of_real_dumps(tool, tmp_path):
     out = tool_dump(tool, data, tmp_path)
     assert tool[0] == "xxd" or "*" in out
     assert parse_blob(out).data == data
+
+
+def test_json_to_a_reader_that_goes_away_ends_quietly():
+    """`blob --json | head -1`: status 0 and nothing on stderr, as pcap's and log's outputs."""
+    import sys
+
+    sample = str(SAMPLE)
+    res = subprocess.run(
+        f"{sys.executable} -m kdissect blob --json {sample} | head -c 10 >/dev/null;"
+        " echo ${PIPESTATUS[0]}",
+        shell=True,
+        executable="/bin/bash",
+        capture_output=True,
+        cwd=ROOT,
+    )
+    assert res.stdout.decode().strip() == "0" and res.stderr == b""

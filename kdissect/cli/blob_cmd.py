@@ -7,6 +7,7 @@ import json
 import os
 import re
 import sys
+from typing import NoReturn
 
 import click
 from rich.console import Console
@@ -22,6 +23,7 @@ from ..render.text import print_node
 from ..protocol.guess import distinguish
 from ..sources.paste_choice import NoSuchCandidate, TextReading, read_regions
 from ..sources.pasted import Hints
+from ..crash import quiet_stdout
 from .common import budget, budget_nodes_option
 from .group import SUMMARIES, main
 from .values_opts import value_options
@@ -183,7 +185,7 @@ def blob(
         try:
             parsed = parse_blob(text)
         except BlobError as e:
-            raise click.UsageError(f"could not read the bytes: {e}") from None
+            _no_bytes(e)
         _blob_grammar(console, grammar, parsed.data, options, as_json, no_hex, parsed.format)
         return
     key = None
@@ -210,7 +212,7 @@ def blob(
             text, Hints(key, api_version, direction, body, records, at), options, pick
         )
     except (BlobError, NoSuchCandidate) as e:
-        raise click.UsageError(f"could not read the bytes: {e}") from None
+        _no_bytes(e)
     parsed, reading = found.blob, found.reading
     data = parsed.data
     if show_extraction and not as_json:
@@ -511,17 +513,30 @@ def _item_json(item, n: int, show_secrets: bool) -> dict:
 _TREE = "\x00tree {}\x00"  # stands for a tree in the JSON until it is written out
 
 
+def _no_bytes(e: Exception) -> NoReturn:
+    """The input holds no bytes to decode (exit status 1, as for a file that is no
+    capture): what was wrong, where, and what is read."""
+    click.echo(f"kdissect blob: could not read the bytes: {e}", err=True)
+    sys.exit(1)
+
+
 def _echo_json(out: dict, trees: list, show_secrets: bool) -> None:
     """``out`` as indented JSON, each tree placeholder replaced by its tree written in
-    pieces (a tree as dicts can take gigabytes; as text it streams)."""
+    pieces (a tree as dicts can take gigabytes; as text it streams). A reader that goes
+    away (``| head``) ends it quietly, status 0, as every other output."""
     text = json.dumps(out, indent=2, default=str)
     write = sys.stdout.write
-    for i, tree in enumerate(trees):
-        marker = json.dumps(_TREE.format(i))
-        head, _, text = text.partition(marker)
-        write(head)
-        line = head[head.rfind("\n") + 1 :]
-        level = (len(line) - len(line.lstrip(" "))) // 2  # the "tree" key's depth
-        for piece in tree.iter_json(show_secrets, level):
-            write(piece)
-    write(text + "\n")
+    try:
+        for i, tree in enumerate(trees):
+            marker = json.dumps(_TREE.format(i))
+            head, _, text = text.partition(marker)
+            write(head)
+            line = head[head.rfind("\n") + 1 :]
+            level = (len(line) - len(line.lstrip(" "))) // 2  # the "tree" key's depth
+            for piece in tree.iter_json(show_secrets, level):
+                write(piece)
+        write(text + "\n")
+        sys.stdout.flush()  # (a closed pipe is seen here, not at exit)
+    except BrokenPipeError:
+        quiet_stdout()
+        sys.exit(0)
