@@ -179,3 +179,26 @@ def test_trees_to_a_pipe_take_their_width_from_columns_when_set():
     assert widest_tree_line("90") <= 90
     assert 90 < widest_tree_line(None) <= 160
     assert widest_tree_line("not a number") == widest_tree_line(None)
+
+
+@pytest.mark.parametrize(
+    "args,says",
+    [
+        (["pcap", "--stats", "--format", "jsonl", "CAP"], "--stats prints its tables instead"),
+        (["pcap", "--format", "tsv", "-V", "CAP"], "-V shows field trees in the text format"),
+        (["log", "DIR", "-o", "OUT"], "-o/--output is for --format parquet"),
+        (["log", "--format", "jsonl", "-V", "DIR"], "-V shows field trees in the text format"),
+    ],
+)
+def test_options_one_output_cannot_honour_are_refused(tmp_path, args, says):
+    """They were silently dropped (--stats printed its tables, -V nothing, -o wrote
+    nothing): a wrong command line says so, status 2."""
+    from click.testing import CliRunner
+
+    from kdissect.cli import main
+
+    capture = str(Path(__file__).parent.parent / "captures" / "kcat.pcap")
+    given = {"CAP": capture, "DIR": str(tmp_path), "OUT": str(tmp_path / "out")}
+    run = CliRunner().invoke(main, [given.get(a, a) for a in args])
+    assert run.exit_code == 2 and says in run.output, run.output
+    assert not (tmp_path / "out").exists()

@@ -285,6 +285,18 @@ def _print_warnings(err: Console, warnings: list[str], listed: int = 20) -> None
         err.print(f"… and {len(warnings) - listed} more warnings", style="yellow")
 
 
+def check_views(fmt: str, verbose: bool, stats: bool = False) -> None:
+    """Options of `pcap`, `live` and `proxy` that one output cannot honour together:
+    refused, not silently dropped."""
+    if stats and fmt != "text":
+        raise click.UsageError(f"--stats prints its tables instead of --format {fmt}: give one")
+    if verbose and fmt != "text":
+        raise click.UsageError(
+            f"-V shows field trees in the text format, not in --format {fmt}: leave out "
+            f"-V (--format jsonl carries every field)"
+        )
+
+
 def _traffic_options(filter_text, show_secrets, max_decompressed, ports):
     """(display filter, decoding options, Kafka ports) from the options `pcap` and
     `live` share."""

@@ -9,6 +9,7 @@ from ..crash import quiet_stdout
 from .common import (
     _run_tui,
     _traffic_options,
+    check_views,
     display_options,
     keylog_option,
     memory_budget,
@@ -90,6 +91,7 @@ def live(
     from ..sources.live import Interface
     from ..stream.engine import Engine
 
+    check_views(fmt, verbose)
     display_filter, options, kafka_ports = _traffic_options(
         filter_text, show_secrets, max_decompressed, ports
     )

@@ -137,6 +137,14 @@ def log(
     err = console(stderr=True)  # rich itself only if something is said through it
     if fmt == "parquet" and not output:
         raise click.UsageError("--format parquet needs -o DIR (the tables' directory)")
+    if output and fmt != "parquet":
+        raise click.UsageError(
+            f"-o/--output is for --format parquet; {fmt} goes to stdout (redirect it)"
+        )
+    if verbose and fmt != "text":
+        raise click.UsageError(
+            f"-V shows field trees in the text format; --format {fmt} has its own: leave out -V"
+        )
     if on_spark:
         if fmt != "parquet" or filter_text or output is None:
             raise click.UsageError(

@@ -13,6 +13,7 @@ from .common import (
     _progress,
     _run_tui,
     _traffic_options,
+    check_views,
     buffer_stdout,
     keylog_option,
     memory_budget,
@@ -155,6 +156,7 @@ def pcap(
     from ..sources.pcap import CaptureFiles, capture_loader
     from ..stream.engine import Engine
 
+    check_views(fmt, verbose, stats)
     display_filter, options, kafka_ports = _traffic_options(
         filter_text, show_secrets, max_decompressed, ports
     )

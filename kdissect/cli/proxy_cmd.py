@@ -17,6 +17,7 @@ from .common import (
     _run_tui,
     _size,
     _traffic_options,
+    check_views,
     display_options,
     on_terminal,
     prompt_stdout,
@@ -282,6 +283,7 @@ def proxy(
             ) from None
     budget = _size(display_buffer)
     memory = _size(max_memory, "--max-memory")
+    check_views(fmt, verbose)
     display_filter, options, _ = _traffic_options(filter_text, show_secrets, max_decompressed, ())
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     interactive = on_terminal(fmt, verbose)
