@@ -360,6 +360,15 @@ class _Parser:
                     tok.pos, f"expected a duration like 50ms, found {text!r}", self.text
                 )
             return float(m[1]) * _DURATION[m[2] or "ms"]
+        spec = FIELDS.get(name)
+        if spec is not None and not spec.accepts(text):
+            hint = _did_you_mean(text, [c for c in spec.choices if not c.endswith(": ")])
+            raise FilterError(
+                tok.pos,
+                f"{name} is never {text!r}{hint}; its values: "
+                + ", ".join(c + "..." if c.endswith(": ") else c for c in spec.choices),
+                self.text,
+            )
         if name in ("record.key", "record.value") and tok.kind == "word" and text == "null":
             return filter_values.NULL  # a null key, a tombstone's value
         if filter_values.is_value_path(name):

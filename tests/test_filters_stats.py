@@ -81,12 +81,43 @@ def test_filters_select_what_they_say(views):
         ("error == MEMBER_ID", 9, "did you mean MEMBER_ID_REQUIRED"),
         ("finding == trailing", 11, "did you mean trailing_bytes"),
         ("severity >= bad", 12, "expected a severity (note, warn, error)"),
+        # closed sets of values: one that can never be is a typo, not a filter of nothing
+        ("status == weird", 10, "status is never 'weird'; its values: ok,"),
+        ("status in {ok, unanswerd}", 15, "(did you mean unanswered?)"),
     ],
 )
 def test_filter_errors_say_where(text, position, words):
     with pytest.raises(FilterError) as e:
         parse_filter(text)
     assert e.value.position == position and words in str(e.value)
+
+
+def test_closed_value_sets_take_what_can_be():
+    from kdissect.stream.fields import LOG_NAMES
+
+    with pytest.raises(FilterError) as e:
+        parse_filter("codec == zstdd", list(LOG_NAMES))
+    assert "codec is never 'zstdd' (did you mean zstd?)" in str(e.value)
+    for text in (
+        "status ~ weird",  # a pattern: anything
+        'status == "truncated: 3 of 9 bytes not captured"',
+        "status != unanswered",
+        "status == 'no response expected (acks=0)'",
+    ):
+        parse_filter(text)
+    parse_filter("codec in {lz4, zstd}", list(LOG_NAMES))
+
+
+def test_a_filter_that_matches_nothing_says_so():
+    from click.testing import CliRunner
+
+    from kdissect.cli import main
+
+    capture = str(Path(__file__).parent.parent / "captures" / "kcat.pcap")
+    run = CliRunner().invoke(main, ["pcap", "--no-tui", capture, "-Y", "api == CreateAcls"])
+    assert run.exit_code == 0 and run.stdout == "" and "nothing matched" in run.stderr
+    run = CliRunner().invoke(main, ["pcap", "--no-tui", capture, "-Y", "api == Fetch"])
+    assert run.stdout and "nothing matched" not in run.stderr
 
 
 def test_stats_add_up(views):

@@ -216,6 +216,8 @@ def pcap(
         raise
     if printer.errors:
         raise SystemExit(1)  # an input could not be read, or held no Kafka traffic
+    if display_filter is not None and printer.exchanges == 0:
+        printer.note("nothing matched the filter", "info")  # (not a silent empty output)
 
 
 def available_cores() -> int:

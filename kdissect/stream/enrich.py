@@ -24,21 +24,9 @@ from ..protocol.values import NO_BYTES, body_values
 from .anomaly import EXPECTED_ERRORS
 from .diagnoses import Diagnoses
 from .facts import body_plan, facts
-from .model import Exchange, Gap
+from .model import ACKS0, STATUS_OF_FINDING, Exchange, Gap
 from .orphans import Orphans
 from .sink import Sink
-
-# finding code -> the exchange's status, most telling first
-_STATUS = (
-    ("message_truncated", None),
-    ("malformed_header", "malformed header"),
-    ("orphan_response", "orphan (request not captured)"),
-    ("unanswered", "unanswered"),
-    ("pending_limit", "given up (too many pending)"),
-    ("acks0_answered", "answer to acks=0 (brokers normally send none)"),
-    ("unknown_api", "unknown API"),
-    ("unknown_version", "unknown API version"),
-)
 
 
 # what running out of bytes looks like to the decoder: on a message the capture cut, the
@@ -342,7 +330,7 @@ def _check_version(ex: Exchange, advertised: Any, findings: list[Finding]) -> No
 
 def _status(ex: Exchange) -> str:
     codes = {f.code for f in ex.findings} if ex.findings else ()
-    for code, text in _STATUS if codes else ():
+    for code, text in STATUS_OF_FINDING if codes else ():
         if code in codes:
             if text is None:
                 # a cut message whose header is unreadable too says "malformed header"
@@ -351,5 +339,5 @@ def _status(ex: Exchange) -> str:
                 )
             return text
     if ex.request is not None and ex.response is None and not ex.expected:
-        return "no response expected (acks=0)"
+        return ACKS0
     return "ok"

@@ -13,11 +13,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ..protocol.codecs import CODECS
 from ..protocol.findings import REGISTRY as FINDINGS
 from ..protocol.findings import SEVERITIES
 from ..protocol.plain import Frozen
 from . import anomaly, content
 from .facts import Facts
+from .model import STATUSES
 
 if TYPE_CHECKING:
     from ..protocol import Options
@@ -63,7 +65,7 @@ Getter = Callable[[ExchangeFields], list[Any]]
 class FilterField(Frozen):
     """A display-filter field: its kind, its one-line docs, how an exchange gives it."""
 
-    __slots__ = _fields = ("name", "kind", "docs", "get", "complete")
+    __slots__ = _fields = ("name", "kind", "docs", "get", "complete", "choices")
 
     def __init__(
         self,
@@ -71,21 +73,34 @@ class FilterField(Frozen):
         kind: str,  # one of KINDS: how a compared value is read
         docs: str,  # one line: --help, error messages, docs/guide/filters.md
         get: Getter | None = None,  # None: no value for exchanges (log items say their own)
-        complete: bool = True,
-    ):  # offered by the TUI's completion
+        complete: bool = True,  # offered by the TUI's completion
+        choices: tuple[str, ...] = (),  # a closed set of values ("x: " also opens "x: ...")
+    ):
         self.name, self.kind, self.docs, self.get, self.complete = name, kind, docs, get, complete
+        self.choices = choices
+
+    def accepts(self, value: str) -> bool:
+        """Whether a text value can ever be one of this field's (any, without choices)."""
+        return not self.choices or any(
+            value == c or (c.endswith(": ") and value.startswith(c)) for c in self.choices
+        )
 
 
 FIELDS: dict[str, FilterField] = {}
 
 
 def field(
-    name: str, kind: str, docs: str, get: Getter | None = None, complete: bool = True
+    name: str,
+    kind: str,
+    docs: str,
+    get: Getter | None = None,
+    complete: bool = True,
+    choices: tuple[str, ...] = (),
 ) -> FilterField:
     """Register one display-filter field."""
     if kind not in KINDS or name in FIELDS:
         raise ValueError(f"filter field {name}: kind {kind!r} unknown or registered twice")
-    FIELDS[name] = f = FilterField(name, kind, docs, get, complete)
+    FIELDS[name] = f = FilterField(name, kind, docs, get, complete, choices)
     return f
 
 
@@ -155,6 +170,7 @@ field(
     "the messages' statuses: `ok`, `unanswered`, `orphan (request not "
     "captured)`, `no response expected (acks=0)`, `truncated: ...`",
     lambda x: [x.ex.status],
+    choices=STATUSES,
 )
 field("stream", "number", "connection number", lambda x: [x.ex.stream])
 field(
@@ -280,6 +296,7 @@ field(
     "codec",
     "text",
     _LOG + "a v2 batch's compression: `none`, `gzip`, `snappy`, `lz4`, `zstd` (`codec == zstd`)",
+    choices=tuple(CODECS.values()),
 )
 field(
     "deleted",

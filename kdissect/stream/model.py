@@ -22,6 +22,22 @@ if TYPE_CHECKING:
     from .facts import Facts
 
 
+# finding code -> the exchange's status, most telling first
+STATUS_OF_FINDING = (
+    ("message_truncated", None),
+    ("malformed_header", "malformed header"),
+    ("orphan_response", "orphan (request not captured)"),
+    ("unanswered", "unanswered"),
+    ("pending_limit", "given up (too many pending)"),
+    ("acks0_answered", "answer to acks=0 (brokers normally send none)"),
+    ("unknown_api", "unknown API"),
+    ("unknown_version", "unknown API version"),
+)
+ACKS0 = "no response expected (acks=0)"
+# every status an exchange can have ("truncated: " goes on with what was lost)
+STATUSES = ("ok", ACKS0, "truncated", "truncated: ", *(t for _, t in STATUS_OF_FINDING if t))
+
+
 @dataclass(slots=True)
 class KafkaMessage:
     index: int  # message number in the capture (0-based)
