@@ -19,17 +19,23 @@ on a shared machine state it beside the figures.
 
     .venv/bin/python benchmarks/proxy_on_apache_kafka.py [--nodes 1] [--repeats 5]
         [--records 200000] [--size 1024] [--clients java,rdkafka] [--only consume]
-        [--forwarding-only] [--relay] [--proxy-root DIR] [--compare DIR] [--latency 2000]
+        [--forwarding-only] [--relay] [--relay-mode copy,splice] [--relay-only]
+        [--proxy-root DIR] [--compare DIR] [--latency 2000]
 
 ``--relay`` adds a run through a plain copy relay (copy_relay.py): the cost of any
 second hop through user space on this machine, the ceiling to read the proxy against.
+``--relay-mode`` says which relays (comma-separated, each its own process in front of its
+own listener of the node, a run each per round): copy (the default) or splice
+(copy_relay.py --splice: socket -> pipe -> socket, the bytes never in user space).
+``--relay-only`` leaves the proxy out: direct and the relays only, their order rotating
+each round, with each relay's CPU seconds per run.
 ``--only consume`` produces each client's records once (direct) and then times only the
 consumers, each run reading that topic from the start; ``--proxy-root`` runs the proxy of
 another checkout (e.g. the main branch, for before/after figures); ``--compare DIR`` runs
 a second proxy from another checkout in the same rounds (direct, this one, that one, the
 order rotating each round), so before/after figures share the machine's load. Each round
 also times --latency ApiVersions round trips on one connection, direct and through each
-proxy (the added latency at p50 and p99 of a small request on a quiet connection).
+proxy and relay (the added latency at p50 and p99 of a small request on a quiet connection).
 """
 
 from __future__ import annotations
@@ -289,7 +295,44 @@ def rdkafka_consume(bootstrap: str, topic: str, records: int) -> float:
 
 CLIENTS = {"java": (java_produce, java_consume), "rdkafka": (rdkafka_produce, rdkafka_consume)}
 # runs beside direct and the proxy in a round, and how their ratios are labelled
-ARMS = (("old", "old"), ("relay", "copy relay"), ("forwarding", "display stopped"))
+RELAY_MODES = ("copy", "splice")  # copy_relay.py's: plain copies, or splice(2)
+ARMS = (
+    ("old", "old"),
+    *((f"relay-{mode}", f"{mode} relay") for mode in RELAY_MODES),
+    ("forwarding", "display stopped"),
+)
+
+
+class Relay:
+    """copy_relay.py in ``mode`` in front of ``upstream`` (a port on 127.0.0.1)."""
+
+    def __init__(self, mode: str, port: int, upstream: int):
+        self.port = port
+        flags = ["--splice"] if mode == "splice" else []
+        self.proc = subprocess.Popen(
+            [sys.executable, str(ROOT / "benchmarks" / "copy_relay.py"), *flags]
+            + [str(port), str(upstream)]
+        )
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def cpu(self) -> tuple[float, float]:
+        return _cpu_seconds(self.proc.pid), 0.0
+
+    def settle(self) -> None:
+        pass
+
+
+class Idle:
+    """No process between client and broker (direct, with --relay-only)."""
+
+    def cpu(self) -> tuple[float, float]:
+        return 0.0, 0.0
+
+    def settle(self) -> None:
+        pass
 
 
 def _topics(bootstrap: str, *args: str, check: bool = True) -> None:
@@ -421,7 +464,7 @@ def main() -> None:
         "--relay",
         action="store_true",
         help="also a run through a plain copy relay (copy_relay.py, its own process; "
-        "1 node: the relay fronts the node's INTERNAL listener, advertised at the relay): "
+        "1 node: the relay fronts a listener of its own, advertised at the relay): "
         "what the second hop alone costs on this machine",
     )
     ap.add_argument(
@@ -430,29 +473,53 @@ def main() -> None:
         help="also a run through the proxy with its display stopped (SIGSTOP): "
         "what forwarding alone costs",
     )
+    ap.add_argument(
+        "--relay-mode",
+        default="copy",
+        help="with --relay: which relays, comma-separated: copy (recv_into + sendall), "
+        "splice (socket -> pipe -> socket, no copy through user space); default copy",
+    )
+    ap.add_argument(
+        "--relay-only",
+        action="store_true",
+        help="with --relay: no proxy, only direct and the relays (order rotating)",
+    )
     args = ap.parse_args()
+    modes = args.relay_mode.split(",")
     if args.relay and args.nodes != 1:
         ap.error("--relay needs --nodes 1 (the relay stands for one node's listener)")
+    if not set(modes) <= set(RELAY_MODES) or len(set(modes)) != len(modes):
+        ap.error(f"--relay-mode: distinct ones of {', '.join(RELAY_MODES)}")
+    if args.relay_only and not args.relay:
+        ap.error("--relay-only needs --relay")
+    if args.relay_only and (args.compare or args.forwarding_only):
+        ap.error("--relay-only runs no proxy (no --compare, no --forwarding-only)")
+
+    def timed(rates: tuple[float, float], ratio: tuple[float, float] | None = None) -> str:
+        """A run's records/s (and ratios to direct), of what was timed."""
+        return ", ".join(
+            f"{name} {rates[k]:,.0f}/s" + (f" ({ratio[k]:.0%})" if ratio else "")
+            for k, name in enumerate(("produce", "consume"))
+            if not args.only or name == args.only
+        )
+
     workdir = Path(tempfile.mkdtemp(prefix="kdissect-bench-"))
     print(f"load before: {_load()} on {os.cpu_count()} cores", flush=True)
-    cluster = ApacheKafka(nodes=args.nodes, start=False)
-    relay = None
-    if args.relay:
-        relay_port = free_port()
-        cluster.advertise(1, "INTERNAL", "127.0.0.1", relay_port)
+    # a listener per relay (RELAY_COPY...), advertised at its relay: a client that
+    # bootstraps through a relay is told to connect through that relay
+    listeners = tuple(f"RELAY_{m.upper()}" for m in modes) if args.relay else ()
+    cluster = ApacheKafka(nodes=args.nodes, listeners=("PLAINTEXT", *listeners), start=False)
+    relay_ports = {m: free_port() for m in modes} if args.relay else {}
+    for m, port in relay_ports.items():
+        cluster.advertise(1, f"RELAY_{m.upper()}", "127.0.0.1", port)
     cluster.start()
     proxy = old = None
+    relays: dict[str, Relay] = {}
     try:
-        if args.relay:
-            relay = subprocess.Popen(
-                [
-                    sys.executable,
-                    str(ROOT / "benchmarks" / "copy_relay.py"),
-                    str(relay_port),
-                    str(cluster.node(1).ports["INTERNAL"]),
-                ]
-            )
-        proxy = Proxy(cluster.bootstrap(), workdir, args.proxy_root.resolve())
+        for m, port in relay_ports.items():
+            relays[f"relay-{m}"] = Relay(m, port, cluster.node(1).ports[f"RELAY_{m.upper()}"])
+        if not args.relay_only:
+            proxy = Proxy(cluster.bootstrap(), workdir, args.proxy_root.resolve())
         if args.compare is not None:
             (workdir / "old").mkdir()
             old = Proxy(cluster.bootstrap(), workdir / "old", args.compare.resolve())
@@ -460,6 +527,7 @@ def main() -> None:
         rf = min(3, args.nodes)
         _create(cluster.bootstrap(), "warm", rf, check=False)
         results: dict[str, list[tuple[float, float]]] = {}
+        rates: dict[str, list[tuple[float, float]]] = {}  # records/s per client and arm
         cpu: dict[str, list[tuple[float, float]]] = {}
         for client in args.clients.split(","):
             produce, consume = CLIENTS[client]
@@ -474,8 +542,11 @@ def main() -> None:
                     order = arms[i % 3 :] + arms[: i % 3]
                 if args.forwarding_only:
                     order = (*order, "forwarding")
-                if args.relay:
-                    order = (*order, "relay")
+                if args.relay_only:
+                    arms = ("direct", *relays)
+                    order = arms[i % len(arms) :] + arms[: i % len(arms)]
+                elif args.relay:
+                    order = (*order, *relays)
                 figures = {}
                 for where in order:
                     topic = f"{client}-{where}-{i}"
@@ -483,17 +554,20 @@ def main() -> None:
                         topic = shared
                     else:
                         _create(cluster.bootstrap(), topic, rf)
-                    bootstrap = cluster.bootstrap() if where == "direct" else proxy.bootstrap
-                    if where == "old":
-                        bootstrap = old.bootstrap
-                    if where == "relay":
-                        bootstrap = f"127.0.0.1:{relay_port}"
-                    proxy.settle()
-                    if old is not None:
-                        old.settle()
+                    bootstrap = cluster.bootstrap()
+                    if where != "direct":  # forwarding: the proxy with its display stopped
+                        bootstrap = (
+                            relays.get(where) or (old if where == "old" else proxy)
+                        ).bootstrap
+                    for running in (proxy, old):
+                        if running is not None:
+                            running.settle()
                     if where == "forwarding":  # the display stopped: it sheds all
                         os.kill(proxy.proc.pid, signal.SIGSTOP)
-                    meter = old if where == "old" and old is not None else proxy
+                    # whose CPU seconds the run reads (direct with --relay-only: nobody's)
+                    meter = relays.get(where) or (old if where == "old" else proxy)
+                    if meter is None:
+                        meter = Idle()
                     before = meter.cpu()
                     p = c = 1.0
                     if args.only != "consume":
@@ -507,17 +581,19 @@ def main() -> None:
                     if where == "forwarding":
                         os.kill(proxy.proc.pid, signal.SIGCONT)
                     figures[where] = (p, c)
-                    if where in ("proxy", "old"):
-                        label = "" if where == "proxy" else " (old)"
+                    rates.setdefault(f"{client} {where}", []).append((p, c))
+                    if where in ("proxy", "old") or where in relays:
+                        label = {"proxy": "", "old": " (old)"}.get(where, f" ({where})")
                         cpu.setdefault(f"{client} produce{label}", []).append(
                             (mid[0] - before[0], mid[1] - before[1])
                         )
                         cpu.setdefault(f"{client} consume{label}", []).append(
                             (after[0] - mid2[0], after[1] - mid2[1])
                         )
-                paths = {"direct": cluster.bootstrap(), "proxy": proxy.bootstrap}
-                if old is not None:
-                    paths["old"] = old.bootstrap
+                paths = {"direct": cluster.bootstrap()}
+                for arm, other in (("proxy", proxy), ("old", old), *relays.items()):
+                    if other is not None:
+                        paths[arm] = other.bootstrap
                 for where in (w for w in order if w in paths):
                     if args.latency:
                         trips = _round_trips(paths[where], args.latency)
@@ -530,28 +606,22 @@ def main() -> None:
                         lat.setdefault(f"{where} beside a flood", []).append(
                             (_pct(trips, 0.5), _pct(trips, 0.99))
                         )
-                ratio = (
-                    figures["proxy"][0] / figures["direct"][0],
-                    figures["proxy"][1] / figures["direct"][1],
-                )
-                results.setdefault(client, []).append(ratio)
-                extra = ""
-                for arm, label in ARMS:  # the other runs of the round, against direct
-                    if arm in figures:
-                        other = (
-                            figures[arm][0] / figures["direct"][0],
-                            figures[arm][1] / figures["direct"][1],
-                        )
-                        results.setdefault(f"{client} ({label})", []).append(other)
-                        extra += f"; {label}: produce {other[0]:.0%}, consume {other[1]:.0%}"
+                line = ""
+                for arm, label in (("proxy", None), *ARMS):  # each run against direct
+                    if arm not in figures:
+                        continue
+                    ratio = (
+                        figures[arm][0] / figures["direct"][0],
+                        figures[arm][1] / figures["direct"][1],
+                    )
+                    results.setdefault(client + (f" ({label})" if label else ""), []).append(ratio)
+                    line += f"; {label or 'proxy'}: {timed(figures[arm], ratio)}"
                 print(
-                    f"{client} pair {i + 1}: produce direct {figures['direct'][0]:,.0f}/s "
-                    f"proxy {figures['proxy'][0]:,.0f}/s ({ratio[0]:.0%}); consume direct "
-                    f"{figures['direct'][1]:,.0f}/s proxy {figures['proxy'][1]:,.0f}/s "
-                    f"({ratio[1]:.0%}){extra}; load {_load()}",
+                    f"{client} round {i + 1} ({', '.join(order)}): direct "
+                    f"{timed(figures['direct'])}{line}; load {_load()}",
                     flush=True,
                 )
-        summary = proxy.stop()
+        summary = proxy.stop() if proxy is not None else ""
         proxy = None
         if old is not None:
             summary += "".join(
@@ -562,8 +632,17 @@ def main() -> None:
             old = None
         print(
             f"\n{args.nodes} Apache Kafka node(s), {args.records:,} records of "
-            f"{args.size} B per run, {args.repeats} alternating pairs per client"
+            f"{args.size} B per run, {args.repeats} rounds per client"
         )
+        for what, rows in rates.items():
+            for k, name in enumerate(("produce", "consume")):
+                if args.only and name != args.only:
+                    continue
+                values = sorted(r[k] for r in rows)
+                print(
+                    f"  {what} {name}: median {statistics.median(values):,.0f} records/s "
+                    f"({values[0]:,.0f}–{values[-1]:,.0f})"
+                )
         for client, ratios in results.items():
             for k, name in enumerate(("produce", "consume")):
                 if args.only and name != args.only:
@@ -585,8 +664,13 @@ def main() -> None:
                     f"direct {statistics.median(d[k] for d in base) * 1e6:.0f} µs)"
                 )
         for what, pairs in cpu.items():
+            if args.only and f" {args.only}" not in what:
+                continue  # not timed
             fwd = statistics.median(p[0] for p in pairs)
             disp = statistics.median(p[1] for p in pairs)
+            if "(relay-" in what:
+                print(f"  CPU per run, {what}: relay {fwd:.2f} s")
+                continue
             print(f"  CPU per proxied run, {what}: forwarder {fwd:.2f} s, display {disp:.2f} s")
         for line in summary.splitlines():
             if line.startswith(("proxy: ", "display: ")):
@@ -596,8 +680,9 @@ def main() -> None:
         for p in (proxy, old):
             if p is not None:
                 p.proc.kill()
-        if relay is not None:
-            relay.kill()
+        for relay in relays.values():
+            relay.proc.kill()
+            relay.proc.wait()
         cluster.close()
         shutil.rmtree(workdir, ignore_errors=True)
 
