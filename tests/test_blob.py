@@ -576,3 +576,18 @@ def test_json_to_a_reader_that_goes_away_ends_quietly():
         cwd=ROOT,
     )
     assert res.stdout.decode().strip() == "0" and res.stderr == b""
+
+
+def test_a_version_alone_is_the_request_headers_apis():
+    """`--version 3` on a SaslAuthenticate v1 request: read as SaslAuthenticate v3, the
+    header's disagreement said -- not as an AddOffsetsToTxn v3 response that happens to
+    read cleanly, which showed the PLAIN password's bytes unmasked."""
+    plain = (
+        "0000002c0024000100000003000b6b642d706c61696e2d6f6b0000001300616c69636500"
+        "616c6963652d736563726574"
+    )
+    res = run("blob", plain, "--version", "3")
+    out = res.stdout.decode()
+    assert res.returncode == 0 and "SaslAuthenticate v3 Request" in out
+    assert "hint_disagrees" in out and "the header says SaslAuthenticate v1" in out
+    assert "73 65 63 72 65 74" not in out and "secret" not in out  # "secret", masked

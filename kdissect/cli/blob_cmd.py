@@ -211,7 +211,9 @@ def blob(
         found = read_text(
             text, Hints(key, api_version, direction, body, records, at), options, pick
         )
-    except (BlobError, NoSuchCandidate) as e:
+    except NoSuchCandidate as e:
+        raise click.BadParameter(str(e), param_hint="--candidate") from None
+    except BlobError as e:
         _no_bytes(e)
     parsed, reading = found.blob, found.reading
     data = parsed.data

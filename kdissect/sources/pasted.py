@@ -286,10 +286,14 @@ def _one(chunk: bytes, hints: Hints, options: Options, pending: Correlator) -> D
         and (head.client_id is None or head.client_id.isprintable())
     )
     if (
-        hints.api_key is not None
-        and readable_request
+        readable_request
         and hints.direction is None
-        and not any(c.clean for c in cands)
+        and (
+            (hints.api_key is not None and not any(c.clean for c in cands))
+            # a version alone is the header's API's (a response of another API that happens
+            # to read cleanly at that version is no better evidence than the header)
+            or (hints.api_key is None and hints.api_version is not None)
+        )
     ):
         return _told_request(chunk, hints, options)  # a header that disagrees with hints
     if not cands or (readable_request and not any(c.clean for c in cands)):
