@@ -712,3 +712,39 @@ def test_a_line_lists_three_findings_of_a_kind_then_counts_the_rest(tmp_path):
     assert "… 6 more [index_not_monotonic]" in out
     code, out = run_log(str(index), "--format", "jsonl")
     assert out.count("offsets go backwards") == 9
+
+
+def test_kip848_records_kafka_36_wrote_are_read_with_its_early_access_layout(tmp_path):
+    """Kafka 3.6 wrote KIP-848's consumer-group records in layouts 3.7 replaced at the
+    same version 0: read with the 4.x layout they were truncated errors and wrong values
+    (what Kafka 3.6's classes decode from such a log is the expectation); a 4.x record
+    keeps the 4.x layout."""
+    d = tmp_path / "__consumer_offsets-0"
+    d.mkdir()
+    key = struct.pack(">hh", 8, 12) + b"kip848-group" + struct.pack(">h", 2) + b"m1"
+    v36 = struct.pack(">hiii", 0, 5, 4, 5) + b"\x01\x01\x01" + b"\x00" + b"\x00\x00\x01\x00"
+    v44 = struct.pack(">hiib", 0, 6, 5, 0) + b"\x01\x01\x00"
+    (d / "00000000000000000000.log").write_bytes(batch(2, 0, 0, [(key, v36), (key, v44)]))
+    objs = jsonl(str(d))
+    old, new = [o["value_decoded"] for o in objs if o["type"] == "record"]
+    assert old["ConsumerGroupCurrentMemberAssignmentValue"] == {
+        "member_epoch": 5,
+        "previous_member_epoch": 4,
+        "target_member_epoch": 5,
+        "assigned_partitions": [],
+        "partitions_pending_revocation": [],
+        "partitions_pending_assignment": [],
+        "error": 0,
+        "metadata_version": 0,
+        "metadata_bytes": "",
+    }
+    assert new["ConsumerGroupCurrentMemberAssignmentValue"] == {
+        "member_epoch": 6,
+        "previous_member_epoch": 5,
+        "state": 0,
+        "assigned_partitions": [],
+        "partitions_pending_revocation": [],
+    }
+    assert findings(objs) == []
+    code, out = run_log(str(d), "--records")
+    assert out.count("read with Kafka 3.6's early-access layout") == 1

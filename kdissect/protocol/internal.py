@@ -78,6 +78,15 @@ def _layouts() -> dict[tuple[str, int], Struct]:
     }
 
 
+@lru_cache(maxsize=1)
+def _early_layouts() -> dict[tuple[str, int], Struct]:
+    """Older layouts at the same versions (internal_early.py)."""
+    from . import internal_early
+
+    messages = parse_grammar(internal_early.BNF).messages.items()
+    return {(name, version): st for (name, _rec, version), st in messages}
+
+
 def internal_layout(name: str, version: int) -> Struct | None:
     """One generated layout by message name and version (None if unknown)."""
     return _layouts().get((name, version))
@@ -169,6 +178,15 @@ def _struct_at(
     tree, _complete = decode_prefix(data, start, _layouts()[(name, used)], name, ctx, whole=True)
     tree.ktype = "struct"
     tree.note = f"{name} v{version}"
+    early = _early_layouts().get((name, version)) if tree.problems() else None
+    if early is not None:  # a layout Kafka changed without a new version: its older one?
+        old, _ = decode_prefix(data, start, early, name, ctx, whole=True)
+        if not old.problems():
+            from .internal_early import EARLY_ACCESS
+
+            tree = old
+            tree.ktype = "struct"
+            tree.note = f"{name} v{version}, read with {EARLY_ACCESS}"
     if used != version:
         tree.problem = (
             f"{name} version {version} is not in kdissect's schemas "
