@@ -15,6 +15,7 @@ from ..render.log_json import batch_records, field_value, item_chunks, item_json
 from ..render.records import json_bytes, record_json
 from ..render.kafka_forms import readable
 from ..render.log_lines import encode
+from ..render.marks import MARKS
 from ..sources.logdir import LogError, LogItem, end_marker
 from ..sources.logunits import LogDir, walk
 from ..stream.engine import Engine
@@ -411,7 +412,7 @@ def item_parts(item: LogItem) -> list[tuple[str, str | None]]:
     for f in item.all_findings():
         shown[f.code] = n = shown.get(f.code, 0) + 1
         if n <= SHOWN_PER_CODE:
-            mark, style = _MARKS[f.severity]
+            mark, style = MARKS[f.severity]
             parts.append((f"  {mark} {f.text()}", style))
     for code, n in shown.items():
         if n > SHOWN_PER_CODE:  # (-V and the JSON lines list every one)
@@ -421,10 +422,6 @@ def item_parts(item: LogItem) -> list[tuple[str, str | None]]:
 
 # findings of one code listed on an item's line: a damaged index can have one per entry
 SHOWN_PER_CODE = 3
-
-
-# a finding's mark on a line, by its severity: only an error is a cross
-_MARKS = {"error": ("✗", "red"), "warn": ("!", "yellow"), "note": ("·", "cyan")}
 
 
 def marks(item: LogItem) -> list[tuple[str, str | None]]:

@@ -10,17 +10,18 @@ from datetime import datetime, timezone
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from .marks import MARKS
 from .printable import printable
 from ..protocol import Options
-from ..protocol.findings import Finding
+from ..protocol.findings import SEVERITIES, Finding
 from ..protocol import secrets
 from ..protocol.times import LAST_SECOND
 from ..protocol.values import body_json, body_values
-from ..stream.model import Exchange, KafkaMessage
+from ..stream.model import STATUS_OF_FINDING, Exchange, KafkaMessage
 from .records import json_bytes, plain_json
 from ..protocol.json_view import internal_records_json as _internal
 from . import jsonl_records
-from ..stream.fields import ExchangeFields
+from ..stream.fields import PROBLEM_GROUPS, ExchangeFields
 from ..stream.facts import UNRESOLVED, Facts
 from ..protocol.names import api_name
 from ..protocol.native_ext import bind
@@ -84,6 +85,30 @@ def exchange_plain(ex: Exchange, options: Options, view: ExchangeFields | None =
     return python_plain(ex, options, view)
 
 
+MARKED = 3  # finding codes named on a summary line; the rest are counted
+# what a summary line shows otherwise: the status, the error names, the problem count
+_SHOWN = frozenset({"error_code", "expected_error", *(code for code, _ in STATUS_OF_FINDING)})
+
+
+def finding_marks(ex: Exchange) -> list[tuple[str, str | None]]:
+    """The findings a summary line names (each code once, the most severe first), beyond
+    what its status, error names and problem count already say: `! authentication_failed`."""
+    codes: dict[str, str] = {}
+    for f in ex.findings:
+        if f.code not in _SHOWN and f.kind.group not in PROBLEM_GROUPS:
+            codes.setdefault(f.code, f.severity)
+    if not codes:
+        return []
+    ranked = sorted(codes.items(), key=lambda cs: -SEVERITIES.index(cs[1]))
+    parts: list[tuple[str, str | None]] = []
+    for code, severity in ranked[:MARKED]:
+        mark, style = MARKS[severity]
+        parts.append((f"  {mark} {code}", style))
+    if len(ranked) > MARKED:
+        parts.append((f"  +{len(ranked) - MARKED}", "dim"))
+    return parts
+
+
 def python_plain(ex: Exchange, options: Options, view: ExchangeFields | None = None) -> str:
     """``exchange_plain`` from ``line_parts``: the reference."""
     return printable("".join([text for text, _ in line_parts(ex, options, view)]))
@@ -127,6 +152,8 @@ def compiled_plain(ex: Exchange, view: ExchangeFields | None = None) -> str | No
         )
     except (UnicodeEncodeError, TypeError, OverflowError):
         return None  # (a lone surrogate, an odd type, a huge int: Python says it)
+    if findings and line is not None:  # (the findings' codes: Python's, as on few lines)
+        line += "".join([text for text, _ in finding_marks(ex)])
     return line
 
 
@@ -189,6 +216,8 @@ def line_parts(
         t.append((f"  ({resp.how})", "italic dim"))
     if problems:
         t.append((f"  ✗ {problems} problem{'s' if problems != 1 else ''}", "bold red"))
+    if ex.findings:
+        t += finding_marks(ex)
     return t
 
 
