@@ -202,3 +202,40 @@ def test_options_one_output_cannot_honour_are_refused(tmp_path, args, says):
     run = CliRunner().invoke(main, [given.get(a, a) for a in args])
     assert run.exit_code == 2 and says in run.output, run.output
     assert not (tmp_path / "out").exists()
+
+
+def test_summary_lines_name_the_findings_nothing_else_on_them_says():
+    """A failed SCRAM login (the server-final's `e=unknown-user`) was silent on its line;
+    the line now names it. What the status, the error names and `✗ N problems` say is
+    not named again; three codes at most, the most severe first, the rest counted."""
+    from kdissect.protocol.findings import Finding
+    from kdissect.render.lines import exchange_plain, python_plain
+
+    root = Path(__file__).parent.parent / "captures"
+    sink = Collect()
+    Engine(CaptureFiles([str(root / "sasl-scram.pcap")]), sink, Options()).run()
+    failed = [e for e in sink.exchanges if "authentication_failed" in {f.code for f in e.findings}]
+    assert failed
+    for ex in failed:
+        assert exchange_plain(ex, Options()).endswith("  ! authentication_failed")
+    import copy
+
+    ex = copy.copy(failed[0])
+    ex.findings = []
+    assert "!" not in exchange_plain(ex, Options())
+    ex.findings = [
+        Finding("unanswered", "", "request"),  # the status says it
+        Finding("error_code", "NOT_LEADER_OR_FOLLOWER", "response"),  # the error names do
+        Finding("no_api_versions", "", "request"),  # a note
+        Finding("slow_response", "3 s", "response"),  # a warning
+        Finding("throttled", "throttled 5 ms", "response"),
+        Finding("removed_version", "Produce v0", "request"),
+        Finding("clock_skew", "ahead", "request"),
+    ]
+    ex.status = "unanswered"
+    for line in (exchange_plain(ex, Options()), python_plain(ex, Options())):
+        marks = line.split("[unanswered]", 1)[1]
+        assert "error_code" not in marks and "unanswered" not in marks
+        named = [part.split()[1] for part in marks.split("  ") if part and part[0] in "✗!·"]
+        assert len(named) == 3 and marks.endswith("  +2")
+        assert "no_api_versions" not in named  # a note: the least severe, counted
