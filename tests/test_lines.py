@@ -239,3 +239,24 @@ def test_summary_lines_name_the_findings_nothing_else_on_them_says():
         named = [part.split()[1] for part in marks.split("  ") if part and part[0] in "✗!·"]
         assert len(named) == 3 and marks.endswith("  +2")
         assert "no_api_versions" not in named  # a note: the least severe, counted
+
+
+def test_tsv_of_several_captures_names_each_lines_file():
+    from click.testing import CliRunner
+
+    from kdissect.cli import main
+
+    root = Path(__file__).parent.parent / "captures"
+    files = [str(root / "kcat.pcap"), str(root / "acks0.pcap")]
+    rows = [
+        line.split("\t")
+        for line in CliRunner()
+        .invoke(main, ["pcap", "--format", "tsv", *files])
+        .stdout.splitlines()
+    ]
+    assert rows[0][-1] == "capture" and len({len(r) for r in rows}) == 1
+    assert [r[-1] for r in rows[1:]] == sorted((r[-1] for r in rows[1:]), key=files.index)
+    assert set(r[-1] for r in rows[1:]) == set(files)
+    alone = CliRunner().invoke(main, ["pcap", "--format", "tsv", files[0]]).stdout.splitlines()
+    assert alone[0].split("\t")[-1] == "finding"
+    assert len(alone) - 1 == sum(r[-1] == files[0] for r in rows[1:])

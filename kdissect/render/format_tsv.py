@@ -41,9 +41,17 @@ class TsvWriter:
     full = False
 
     def __init__(self, ctx: WriterContext):
-        sys.stdout.write("\t".join(("time", *COLUMNS)) + "\n")
+        self.headed = False  # the header line is written
+        self.file: str | None = None  # the capture file, when the run reads several
+
+    def _head(self) -> None:
+        extra = ("capture",) if self.file is not None else ()
+        sys.stdout.write("\t".join(("time", *COLUMNS, *extra)) + "\n")
+        self.headed = True
 
     def exchange(self, ex: Exchange, view: ExchangeFields) -> None:
+        if not self.headed:
+            self._head()
         cells = [iso(ex.first.ts)]
         for name in COLUMNS:
             values = view.field(name)
@@ -52,16 +60,23 @@ class TsvWriter:
             elif name == "latency":
                 values = [f"{v * 1000:.3f}" for v in values]  # milliseconds
             cells.append(_cell(values))
+        if self.file is not None:
+            cells.append(_cell([self.file]))
         sys.stdout.write("\t".join(cells) + "\n")
 
     def tls(self, facts) -> None:
         pass
 
     def capture(self, path: str) -> None:
-        pass  # (no frame column: streams are numbered across the files)
+        """Reading several files (told before the first exchange): a last column names
+        each line's."""
+        self.file = path
+        if not self.headed:
+            self._head()
 
     def close(self) -> None:
-        pass
+        if not self.headed:
+            self._head()
 
     def abort(self) -> None:
         pass
