@@ -84,6 +84,7 @@ class CaptureDissector:
         # the Kafka client (a capture that began mid-connection): side = direction ^ it
         self.kafka: dict[int, tuple[KafkaConnection, int]] = {}
         self.sniffing: dict[int, tuple[list[_Chunk], list[_Chunk]]] = {}
+        self.sniffed = 0  # the bytes of the chunks in ``sniffing``
         self.ignored: set[int] = set()
         self.messages = first_message
         self.first_stream = first_stream
@@ -129,7 +130,7 @@ class CaptureDissector:
         cls = reasm_class()
         if cls is not None:
             self.reasm = reader.reasm = cls(sorted(self.ports))
-            self.reasm.room = self.budget.limit - self.budget.used
+            self.reasm.room = self._room()
             self.tls.ready = self._tls_ready
 
     def rows(self, batch: list[tuple]) -> None:
@@ -162,7 +163,15 @@ class CaptureDissector:
                 self._track()
             if self.tls_ready:
                 self._tls_track()
-            rs.room = self.budget.limit - self.budget.used
+            rs.room = self._room()
+
+    def _room(self) -> int:
+        """The budget's headroom for the compiled reassembler: what is left, less the
+        bytes held while a connection is decided (here and in the TLS layer). No holder
+        counts them, but when the connection is decided they go to its framers (which
+        are charged) at once, with no segment of their own: without them, the reference
+        could give up where the compiled path did not hand over first."""
+        return self.budget.limit - self.budget.used - self.sniffed - self.tls.held_bytes
 
     def _event(self, row: tuple) -> None:
         tag, cid = row[0], row[1]
@@ -329,7 +338,7 @@ class CaptureDissector:
             return None
         if verdict is evidence.NOT_KAFKA:
             self.ignored.add(id(conn))
-            self.sniffing.pop(id(conn), None)
+            self._unsniff(conn)
             return None
         client, broker = (conn.a, conn.b) if verdict.client == 0 else (conn.b, conn.a)
         k = KafkaConnection(
@@ -384,19 +393,25 @@ class CaptureDissector:
         # undecided: hold the chunks until the first bytes tell, then replay them in order
         held = self.sniffing.setdefault(id(conn), ([], []))
         held[direction].append((offset, payload, ts, frame))
+        self.sniffed += len(payload)
         self._decided(conn, held, self._decide(conn, held))
 
     def _decided(self, conn, held, k: KafkaConnection | None) -> None:
         """Replay what was held while deciding, in the order it came."""
         if k is None:
             return
-        del self.sniffing[id(conn)]
+        self._unsniff(conn)
         flip = self.kafka[id(conn)][1]
         chunks = sorted(
             ((f, d, o, p, t) for d in (0, 1) for o, p, t, f in held[d]), key=lambda c: c[0]
         )
         for f, d, o, p, t in chunks:
             k.data(d ^ flip, o, p, t, f)
+
+    def _unsniff(self, conn) -> None:
+        held = self.sniffing.pop(id(conn), None)
+        if held is not None:
+            self.sniffed -= sum(len(c[1]) for chunks in held for c in chunks)
 
     def gap(self, conn, direction, offset, length, ts, frame) -> None:
         found = self.kafka.get(id(conn))
@@ -409,7 +424,7 @@ class CaptureDissector:
             # still deciding (e.g. waiting for the other side that never came)
             self._decided(conn, held, self._decide(conn, held, ending=True))
         found = self.kafka.pop(id(conn), None)
-        self.sniffing.pop(id(conn), None)
+        self._unsniff(conn)
         self.ignored.discard(id(conn))  # ids are reused once the object is gone
         if found is not None:
             found[0].close()

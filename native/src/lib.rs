@@ -428,19 +428,18 @@ impl Scanner {
         };
         if let Some(r) = self.reasm.as_ref() {
             let mut r = r.bind(py).borrow_mut();
-            let cost = (s.payload.1 - s.payload.0) as i64 + s.missing.max(0);
-            if r.fits(py, cost)? {
-                let seg = reasm::SegIn {
-                    frame: index as i64,
-                    ts,
-                    src: reasm::Addr::new(&d[s.src.0..s.src.1], s.sport),
-                    dst: reasm::Addr::new(&d[s.dst.0..s.dst.1], s.dport),
-                    seq: s.seq,
-                    ack: s.ack,
-                    flags: s.flags,
-                    payload: &d[s.payload.0..s.payload.1],
-                    missing: s.missing,
-                };
+            let seg = reasm::SegIn {
+                frame: index as i64,
+                ts,
+                src: reasm::Addr::new(&d[s.src.0..s.src.1], s.sport),
+                dst: reasm::Addr::new(&d[s.dst.0..s.dst.1], s.dport),
+                seq: s.seq,
+                ack: s.ack,
+                flags: s.flags,
+                payload: &d[s.payload.0..s.payload.1],
+                missing: s.missing,
+            };
+            if r.fits(py, &seg)? {
                 let (addrs, ip) = (&mut self.addrs, &mut self.ip_address);
                 return r.take(py, &seg, &mut |raw| addr_text(py, addrs, ip, raw));
             }

@@ -17,7 +17,9 @@
 //! complete, with the time and frame of the data that completed it, and its budget holds
 //! a partial message from the same place in the events as before. The
 //! bytes held here count against the budget's headroom (``room``): when a segment could
-//! spend it, everything held is handed over and Python's reassembler takes over.
+//! spend it, everything held is handed over and Python's reassembler takes over. What
+//! a segment could spend includes the held segments it may hand on (``held_at_risk``):
+//! the reference's budget counts those twice for a moment.
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
@@ -272,6 +274,9 @@ impl Reasm {
                 let bytes = PyBytes::new(py, &t.acc).into_any().unbind();
                 let (off, ts, frame) = (t.acc_offset, t.acc_ts, t.acc_frame);
                 self.acc_total -= t.acc.len() as i64;
+                // Python's framer holds them now: its budget counts them once it has the
+                // events, and ``room`` is set again only then
+                self.room -= t.acc.len() as i64;
                 t.acc.clear();
                 t.py_pending = true;
                 self.push(py, (1, cid, dir, off, bytes, ts, frame))?;
@@ -827,16 +832,45 @@ impl Reasm {
     }
 
     /// Whether the Scanner should hand this segment here (false: as a Python row).
-    pub fn fits(&mut self, py: Python<'_>, cost: i64) -> PyResult<bool> {
+    pub fn fits(&mut self, py: Python<'_>, s: &SegIn<'_>) -> PyResult<bool> {
         if self.tight {
             return Ok(false);
         }
-        if self.room - self.acc_total - cost < 0 {
+        let cost = s.payload.len() as i64 + s.missing.max(0);
+        if self.room - self.acc_total - cost - self.held_at_risk(s) < 0 {
             self.go_tight(py)?;
             return Ok(false);
         }
         self.room -= cost;
         Ok(true)
+    }
+
+    /// The held bytes a segment may count twice in the reference's budget: tcp.py hands
+    /// a direction's held segments on (a hole filled, overdue or too much held, or the
+    /// connection finished) before it tells the budget they are no longer held. One
+    /// direction at a time: the most a direction holds of the segment's connection, or
+    /// of a closed one this segment's count finishes.
+    fn held_at_risk(&self, s: &SegIn<'_>) -> i64 {
+        let most = |i: usize| {
+            self.slab[i]
+                .as_ref()
+                .map_or(0, |c| c.dirs[0].held_bytes.max(c.dirs[1].held_bytes))
+        };
+        let mut at_risk = self
+            .by_key
+            .get(&key_of(s.src, s.dst))
+            .map_or(0, |&i| most(i));
+        for &(at, cid, k) in &self.closing {
+            if self.packets + 1 - at <= CLOSE_WAIT {
+                break; // (``take`` finishes them after counting the segment)
+            }
+            if let Some(&j) = self.by_key.get(&k) {
+                if self.slab[j].as_ref().map(|c| c.cid) == Some(cid) {
+                    at_risk = at_risk.max(most(j));
+                }
+            }
+        }
+        at_risk
     }
 
     /// A direction's first piece waiting in its placeholder: its event goes there now
@@ -967,10 +1001,27 @@ impl Reasm {
         true
     }
 
-    /// End of the file: every connection finished, in the order they began.
+    /// End of the file: every connection finished, in the order they began; or, when
+    /// that could spend the budget, none: the events end with the hand-over (6) and
+    /// Python's reassembler finishes them.
     fn flush<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let mut live: Vec<(u64, usize)> = self.by_cid.iter().map(|(&c, &i)| (c, i)).collect();
         live.sort();
+        // finishing a direction hands its held segments on before the budget drops their
+        // charge (``held_at_risk``), and the bytes tracking holds here are framers' on
+        // the Python path: ``fits``'s test, for the whole flush
+        let most = live
+            .iter()
+            .filter_map(|&(_, i)| self.slab[i].as_ref())
+            .flat_map(|c| c.dirs.iter().map(|d| d.held_bytes))
+            .max()
+            .unwrap_or(0);
+        if !self.tight && self.room - self.acc_total - most < 0 {
+            self.go_tight(py)?;
+        }
+        if self.tight {
+            live.clear(); // Python's reassembler has them (``_take_over``)
+        }
         for (_, i) in live {
             self.finish(py, i)?;
         }

@@ -83,3 +83,48 @@ def mixed_capture(seed: int) -> bytes:
             p = _packet(src, dst, isn + what[0], other, PSH_ACK, what[1])
         records.append(struct.pack("<IIII", int(ts), int(ts % 1 * 1e6), len(p), len(p)) + p)
     return struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 262144, 1) + b"".join(records)
+
+
+def handed_mid_batch(pad: int) -> bytes:
+    """A pcap (Ethernet, microseconds) for the compiled reassembler's headroom test: one
+    connection whose request and response (50,000 bytes each, announced) arrive 500
+    bytes at a time, each pair in a read block of its own (4096 bytes: ACKs fill them; a
+    new connection's SYN makes each block's events); then a request segment the snap
+    length cut, the data after the hole (so the bytes tracked for the request go to
+    Python), 3000 more request bytes, and another connection's whole request. ``pad``
+    ACKs before the cut segment move where the read blocks fall."""
+    client, broker, other = ([10, 0, 0, 1], 40000), ([10, 0, 0, 100], 9092), [10, 0, 0, 7]
+    c, s = 1000, 5_000_000
+    records: list[bytes] = []
+
+    def add(src: tuple, dst: tuple, seq: int, ack: int, flags: int, payload: bytes, cut: int = 0):
+        p = _packet(src, dst, seq, ack, flags, payload)
+        if cut:  # the IP length says ``cut`` bytes more than were captured
+            p = p[:16] + struct.pack(">H", 40 + len(payload) + cut) + p[18:]
+        ts = 1000.0 + len(records) * 0.0001
+        records.append(struct.pack("<IIII", int(ts), int(ts % 1 * 1e6), len(p), len(p) + cut) + p)
+
+    add(client, broker, c - 1, 0, SYN, b"")
+    add(broker, client, s - 1, c, SYN | 0x10, b"")
+    add(client, broker, c, s, PSH_ACK, struct.pack(">ihhi", 50000, 18, 0, 1) + bytes(88))
+    add(broker, client, s, c + 100, PSH_ACK, struct.pack(">ii", 50000, 1) + bytes(92))
+    c, s = c + 100, s + 100
+    for i in range(6):
+        add(client, broker, c, s, PSH_ACK, bytes(500))
+        add(broker, client, s, c + 500, PSH_ACK, bytes(500))
+        c, s = c + 500, s + 500
+        for _ in range(60):
+            add(client, broker, c, s, 0x10, b"")
+        add((other, 50000 + i), ([10, 0, 0, 8], 9999), 77, 0, SYN, b"")
+    for _ in range(pad):
+        add(client, broker, c, s, 0x10, b"")
+    add(client, broker, c, s, PSH_ACK, bytes(10), cut=100)
+    add(client, broker, c + 110, s, PSH_ACK, bytes(10))
+    add(client, broker, c + 120, s, PSH_ACK, bytes(3000))
+    add(client, broker, c + 3120, s, PSH_ACK, bytes(100))
+    second = ([10, 0, 0, 2], 40001)
+    add(second, broker, 99, 0, SYN, b"")
+    add(second, broker, 100, 0, PSH_ACK, struct.pack(">ihhi", 8, 18, 0, 7))
+    for _ in range(30):  # (the scanner hands packets on 16 behind: its time-order window)
+        add(client, broker, c + 3220, s, 0x10, b"")
+    return struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 262144, 1) + b"".join(records)

@@ -43,6 +43,7 @@ class TlsLayer:
         self.kind: dict[int, int] = {}
         self.sessions: dict[int, tuple[TlsSession, int]] = {}  # id(conn) -> (session, flip)
         self.held: dict[int, list] = {}
+        self.held_bytes = 0  # the bytes of the chunks in ``held`` (no budget counts them)
         self.resumable: dict[bytes, bytes] = {}  # TLS 1.2 resumption, capture-wide
         # ready(conn, direction): a direction the compiled reassembler could now decrypt
         self.ready: Callable[[Any, int], None] | None = None
@@ -85,6 +86,7 @@ class TlsLayer:
         else:
             held = self.held.setdefault(id(conn), [])
             held.append((frame, direction, offset, payload, ts))
+            self.held_bytes += len(payload)
             self._sniff(conn, held)
 
     def gap(self, conn, direction, offset, length, ts, frame) -> None:
@@ -156,6 +158,7 @@ class TlsLayer:
         whole record starts (None: not found or no bytes)."""
         self.kind[id(conn)] = kind
         held = sorted(self.held.pop(id(conn), []), key=lambda c: c[0])
+        self.held_bytes -= sum(len(c[3]) for c in held)
         if kind == _TLS:
             from .session import TlsFacts, TlsSession  # only with TLS: not at start-up
 
