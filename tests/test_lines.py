@@ -260,3 +260,31 @@ def test_tsv_of_several_captures_names_each_lines_file():
     alone = CliRunner().invoke(main, ["pcap", "--format", "tsv", files[0]]).stdout.splitlines()
     assert alone[0].split("\t")[-1] == "finding"
     assert len(alone) - 1 == sum(r[-1] == files[0] for r in rows[1:])
+
+
+def test_a_capture_on_standard_input_is_read_as_a_file_named_dash():
+    """`tcpdump -w - ... | kdissect pcap -`: the same lines as from the file; named `-`
+    where a file's name is shown."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).parent.parent
+    capture = root / "captures" / "kcat.pcap"
+
+    def run(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "kdissect", "pcap", "--no-tui", *args],
+            input=stdin,
+            capture_output=True,
+            cwd=root,
+        )
+
+    piped = run("-", stdin=capture.read_bytes())
+    assert piped.returncode == 0 and piped.stdout == run(str(capture)).stdout != b""
+    both = run("--format", "jsonl", "-", "captures/acks0.pcap", stdin=capture.read_bytes())
+    names = {line.split(b'"capture": ')[1][:-1] for line in both.stdout.splitlines()}
+    assert names == {b'"-"', b'"captures/acks0.pcap"'}
+    junk = run("-", stdin=b"not a capture at all")
+    assert junk.returncode == 1 and junk.stderr.startswith(b"-: not a pcap or pcapng file")
+    twice = run("-", "-")
+    assert twice.returncode == 2 and b"standard input (-) can be read once" in twice.stderr

@@ -32,7 +32,8 @@ PCAP_HELP = (
     SUMMARIES["pcap"]
     + """
 
-Reads pcap and pcapng (also gzip-compressed), reassembles TCP, finds Kafka connections
+Reads pcap and pcapng (also gzip-compressed; - for standard input, read to its end
+first), reassembles TCP, finds Kafka connections
 (port 9092, any --port you add, and any connection that starts like a Kafka request),
 frames the messages, pairs each response with its request by correlation id, and decodes
 every field with the request's API and version. Lost data is reported as gaps and
@@ -45,8 +46,10 @@ Blocks; without keys each is reported with its server name, version and cipher.
 \b
 Output: on a terminal, the TUI (exchange list, field trees, bytes; press ? in it).
 Piped, or with --no-tui:
-  default           one line per exchange: time, client → broker, API and version,
-                    correlation id, client id, latency, topics/partitions, records, errors
+  default           one line per exchange: time, client → broker, API and
+                    version, correlation id, client id, latency, topics and
+                    partitions, records, errors, findings (✗ error, ! warning,
+                    · note)
   -V, --verbose     the full field trees of both messages
   --format jsonl    one JSON object per Kafka message (see docs/guide/jsonl.md)
   --schemas DIR, --registry URL, --value-schema TOPIC=FILE
@@ -78,7 +81,10 @@ PCAP_HELP = PCAP_HELP.replace("{fields}", help_list())
 @main.command(help=PCAP_HELP)
 # (readable=False: a file that cannot be read is said by the reader, the others still read)
 @click.argument(
-    "files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, readable=False)
+    "files",
+    nargs=-1,
+    required=True,
+    type=click.Path(exists=True, dir_okay=False, readable=False, allow_dash=True),
 )
 @port_options
 @click.option("-V", "--verbose", is_flag=True, help="Print full field trees.")
@@ -161,6 +167,11 @@ def pcap(
         filter_text, show_secrets, max_decompressed, ports
     )
     detect = not no_detect
+    if "-" in files:
+        if files.count("-") > 1:
+            raise click.UsageError("standard input (-) can be read once")
+        spooled = StdinCapture()
+        files = tuple(spooled if f == "-" else f for f in files)
     if fmt == "parquet" or output or records_output:
         _write_parquet(
             files, output, fmt, kafka_ports, detect, display_filter, options, keylog, records_output
@@ -218,6 +229,31 @@ def pcap(
         raise SystemExit(1)  # an input could not be read, or held no Kafka traffic
     if display_filter is not None and printer.exchanges == 0:
         printer.note("nothing matched the filter", "info")  # (not a silent empty output)
+
+
+class StdinCapture(os.PathLike):
+    """``-``: a capture on standard input (`tcpdump -w - ... | kdissect pcap -`), spooled
+    to a temporary file first (captures are mapped and seeked; the disk holds it, not
+    memory), then read as a file named ``-``. Removed when the process ends."""
+
+    def __init__(self) -> None:
+        import shutil
+        import tempfile
+
+        if sys.stdin is None or sys.stdin.isatty():
+            raise click.UsageError(
+                "- reads a capture from standard input, which is a terminal here: pipe one "
+                "in (tcpdump -w - ... | kdissect pcap -), or sniff with kdissect live"
+            )
+        self.file = tempfile.NamedTemporaryFile(prefix="kdissect-stdin-", suffix=".pcap")
+        shutil.copyfileobj(sys.stdin.buffer, self.file, 1 << 20)
+        self.file.flush()
+
+    def __fspath__(self) -> str:
+        return self.file.name
+
+    def __str__(self) -> str:
+        return "-"
 
 
 def available_cores() -> int:

@@ -31,7 +31,7 @@ def write_exchanges(
     ``keep(exchange)`` may leave exchanges out (display filters). ``records_out``: also
     write the records table there (``values``: schemas for its key/value columns)."""
     rows = capture_rows(
-        [(f, f) for f in files],
+        [(str(f), f) for f in files],  # (named as given: "-" for standard input)
         ports,
         detect,
         records_out is not None,
