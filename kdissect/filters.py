@@ -361,7 +361,11 @@ class _Parser:
                 )
             return float(m[1]) * _DURATION[m[2] or "ms"]
         spec = FIELDS.get(name)
-        if spec is not None and not spec.accepts(text):
+        if (
+            spec is not None
+            and op in ("==", "=", "!=", "contains")  # (in {...} asks its values as ==)
+            and not spec.accepts(text, op == "contains")
+        ):
             hint = _did_you_mean(text, [c for c in spec.choices if not c.endswith(": ")])
             raise FilterError(
                 tok.pos,

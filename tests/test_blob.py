@@ -591,3 +591,15 @@ def test_a_version_alone_is_the_request_headers_apis():
     assert res.returncode == 0 and "SaslAuthenticate v3 Request" in out
     assert "hint_disagrees" in out and "the header says SaslAuthenticate v1" in out
     assert "73 65 63 72 65 74" not in out and "secret" not in out  # "secret", masked
+
+
+def test_a_version_alone_leaves_a_response_that_only_looks_like_a_request_to_the_guess():
+    """A Produce v5 response whose correlation id (5) reads as api key 0 and a known
+    version: the bytes do not decode cleanly as that request, so the candidates decide."""
+    response = (
+        "00000036000000050000000100066f726465727300000001000000000000000000000000002a"
+        "ffffffffffffffff000000000000000000000000"
+    )
+    res = run("blob", response, "--version", "5")
+    out = res.stdout.decode()
+    assert res.returncode == 0 and "Produce v5 Response" in out and "correlation_id=5" in out

@@ -106,6 +106,12 @@ def test_closed_value_sets_take_what_can_be():
     ):
         parse_filter(text)
     parse_filter("codec in {lz4, zstd}", list(LOG_NAMES))
+    # contains asks for a part of a value: refused only when no value can hold it
+    parse_filter('status contains "acks"')
+    parse_filter('status contains "budget"')  # ("truncated: the memory budget...")
+    with pytest.raises(FilterError):
+        parse_filter('codec contains "zz"', list(LOG_NAMES))
+    parse_filter('codec contains "ap"', list(LOG_NAMES))  # snappy
 
 
 def test_a_filter_that_matches_nothing_says_so():

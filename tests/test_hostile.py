@@ -246,7 +246,7 @@ def test_budget_findings_are_reported(hostile):
 def test_cli_errors_are_one_line(hostile, tmp_path):
     cases = [
         (["blob", str(hostile)], 2, "is a directory"),
-        (["blob", "hello world"], 2, "expected hex"),
+        (["blob", "hello world"], 1, "expected hex"),  # no bytes to decode: 1
         (["blob", "--api", "99999999999999999999", "00"], 2, "unknown API"),
         (["blob", "--max-decompressed", "1e400", "0000"], 2, "out of range"),
         (

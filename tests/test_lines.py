@@ -288,3 +288,22 @@ def test_a_capture_on_standard_input_is_read_as_a_file_named_dash():
     assert junk.returncode == 1 and junk.stderr.startswith(b"-: not a pcap or pcapng file")
     twice = run("-", "-")
     assert twice.returncode == 2 and b"standard input (-) can be read once" in twice.stderr
+
+
+def test_a_status_names_one_finding_the_others_are_marked():
+    """The status says the first of its findings (unanswered); another that would have
+    been a status (unknown_version) is still named on the line."""
+    import copy
+
+    from kdissect.protocol.findings import Finding
+    from kdissect.render.lines import exchange_plain
+
+    root = Path(__file__).parent.parent / "captures"
+    sink = Collect()
+    Engine(CaptureFiles([str(root / "kcat.pcap")]), sink, Options()).run()
+    ex = copy.copy(sink.exchanges[0])
+    ex.findings = [Finding("unanswered", "", "request"), Finding("unknown_version", "", "request")]
+    ex.status = "unanswered"
+    line = exchange_plain(ex, Options())
+    assert "[unanswered]" in line and "unknown_version" in line
+    assert "! unanswered" not in line and "· unanswered" not in line

@@ -748,3 +748,57 @@ def test_kip848_records_kafka_36_wrote_are_read_with_its_early_access_layout(tmp
     assert findings(objs) == []
     code, out = run_log(str(d), "--records")
     assert out.count("read with Kafka 3.6's early-access layout") == 1
+
+
+def test_a_transaction_index_alone_is_read(tmp_path):
+    """A segment's files are renamed one at a time when Kafka deletes it: a .txnindex can
+    be all that is left of one (the index checks crashed on it)."""
+    part = tmp_path / "orders-0"
+    part.mkdir()
+    (part / "00000000000000000000.txnindex").write_bytes(struct.pack(">hqqqq", 0, 7, 0, 5, 6))
+    code, out = run_log(str(part))
+    assert code == 0 and "txn_index" in out and "1 entries" in out
+
+
+def test_kafka_36_member_metadata_value_is_read_with_its_assignors(tmp_path):
+    d = tmp_path / "__consumer_offsets-0"
+    d.mkdir()
+    key = struct.pack(">hh", 5, 12) + b"kip848-group" + struct.pack(">h", 2) + b"m1"
+
+    def compact(text: bytes) -> bytes:
+        return bytes([len(text) + 1]) + text
+
+    value = (
+        struct.pack(">h", 0)
+        + compact(b"")  # instance id
+        + compact(b"r")
+        + compact(b"c")
+        + compact(b"h")
+        + b"\x02"  # one subscribed topic
+        + compact(b"demo-topic")
+        + compact(b"")  # regex
+        + struct.pack(">i", 5000)
+        + compact(b"")  # server assignor
+        + b"\x02"  # one assignor (3.6's early-access layout)
+        + compact(b"range")
+        + struct.pack(">hhbh", 0, 1, 0, 1)
+        + b"\x01"  # its metadata: empty
+        + b"\x00"  # its tags
+        + b"\x00"  # the value's tags
+    )
+    (d / "00000000000000000000.log").write_bytes(batch(2, 0, 0, [(key, value)]))
+    objs = jsonl(str(d))
+    got = next(o for o in objs if o["type"] == "record")["value_decoded"]
+    member = got["ConsumerGroupMemberMetadataValue"]
+    assert member["subscribed_topic_names"] == ["demo-topic"]
+    assert member["assignors"] == [
+        {
+            "name": "range",
+            "minimum_version": 0,
+            "maximum_version": 1,
+            "reason": 0,
+            "version": 1,
+            "metadata": "",
+        }
+    ]
+    assert findings(objs) == []

@@ -290,6 +290,8 @@ def check_views(fmt: str, verbose: bool, stats: bool = False) -> None:
     refused, not silently dropped."""
     if stats and fmt != "text":
         raise click.UsageError(f"--stats prints its tables instead of --format {fmt}: give one")
+    if stats and verbose:
+        raise click.UsageError("--stats prints its tables instead of -V's trees: give one")
     if verbose and fmt != "text":
         raise click.UsageError(
             f"-V shows field trees in the text format, not in --format {fmt}: leave out "

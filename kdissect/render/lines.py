@@ -86,16 +86,20 @@ def exchange_plain(ex: Exchange, options: Options, view: ExchangeFields | None =
 
 
 MARKED = 3  # finding codes named on a summary line; the rest are counted
-# what a summary line shows otherwise: the status, the error names, the problem count
-_SHOWN = frozenset({"error_code", "expected_error", *(code for code, _ in STATUS_OF_FINDING)})
+# what a summary line shows otherwise: the error names, the problem count (and the status)
+_SHOWN = frozenset({"error_code", "expected_error"})
+_STATUS_CODES = tuple(code for code, _ in STATUS_OF_FINDING)
 
 
 def finding_marks(ex: Exchange) -> list[tuple[str, str | None]]:
     """The findings a summary line names (each code once, the most severe first), beyond
     what its status, error names and problem count already say: `! authentication_failed`."""
+    present = {f.code for f in ex.findings}
+    # the status says one of these: the first present (enrichment's _status)
+    said = next((code for code in _STATUS_CODES if code in present), None)
     codes: dict[str, str] = {}
     for f in ex.findings:
-        if f.code not in _SHOWN and f.kind.group not in PROBLEM_GROUPS:
+        if f.code not in _SHOWN and f.code != said and f.kind.group not in PROBLEM_GROUPS:
             codes.setdefault(f.code, f.severity)
     if not codes:
         return []

@@ -23,6 +23,7 @@ from ..bounded import InputError, read_file
 from ..stream.filter_values import of_record
 from ..protocol import ondisk
 from ..protocol.context import Decoding, Options
+from ..protocol.codecs import CODECS
 from ..protocol.batch import AT, FRAME, HEAD_SIZE, LOG_OVERHEAD, MAGIC_AT, Batch
 from ..protocol.findings import Finding
 from ..protocol.internal import decode_records, family_of
@@ -199,7 +200,6 @@ class LogItem:
         return value if isinstance(value, int) else None
 
 
-CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 # the filter fields read from a v2 batch's attributes
 ATTRIBUTE_FIELDS = frozenset({"control", "transactional", "codec"})
 
@@ -209,7 +209,8 @@ def attribute_values(name: str, attrs: int | None) -> list:
     if attrs is None:
         return []
     if name == "codec":
-        return [CODECS[attrs & 7]] if attrs & 7 < len(CODECS) else []
+        codec = CODECS.get(attrs & 7)
+        return [codec] if codec is not None else []
     bit = 0x20 if name == "control" else 0x10
     return [True] if attrs & bit else []
 
@@ -638,7 +639,7 @@ def _partition_dir(
             indexes["txn_index"] = txns[base]
         if "segment" in group:
             yield from _segment(group["segment"], options, state, "segment", indexes, prev)
-        else:
+        elif "offset_index" in group or "time_index" in group:
             _check_alone(group.get("offset_index") or group["time_index"], indexes)
         # after their segment: the checks against it have marked their entries
         for kind, tree in indexes.items():

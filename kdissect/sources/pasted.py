@@ -290,9 +290,15 @@ def _one(chunk: bytes, hints: Hints, options: Options, pending: Correlator) -> D
         and hints.direction is None
         and (
             (hints.api_key is not None and not any(c.clean for c in cands))
-            # a version alone is the header's API's (a response of another API that happens
-            # to read cleanly at that version is no better evidence than the header)
-            or (hints.api_key is None and hints.api_version is not None)
+            # a version alone is the API's that a whole, clean request header names: a
+            # response of another API that happens to read cleanly at that version is no
+            # better evidence (a response's first bytes can look like a header: then the
+            # request does not decode cleanly, and the candidates decide)
+            or (
+                hints.api_key is None
+                and hints.api_version is not None
+                and not decode_request(chunk, options).problems
+            )
         )
     ):
         return _told_request(chunk, hints, options)  # a header that disagrees with hints

@@ -79,10 +79,13 @@ class FilterField(Frozen):
         self.name, self.kind, self.docs, self.get, self.complete = name, kind, docs, get, complete
         self.choices = choices
 
-    def accepts(self, value: str) -> bool:
-        """Whether a text value can ever be one of this field's (any, without choices)."""
+    def accepts(self, value: str, part: bool = False) -> bool:
+        """Whether a text value can ever be one of this field's (``part``: be in one, as
+        ``contains`` asks); any, without choices."""
         return not self.choices or any(
-            value == c or (c.endswith(": ") and value.startswith(c)) for c in self.choices
+            (value in c if part else value == c)
+            or (c.endswith(": ") and (part or value.startswith(c)))
+            for c in self.choices
         )
 
 
@@ -167,8 +170,8 @@ field(
 field(
     "status",
     "text",
-    "the messages' statuses: `ok`, `unanswered`, `orphan (request not "
-    "captured)`, `no response expected (acks=0)`, `truncated: ...`",
+    "the exchange's status: "
+    + ", ".join(f"`{s}...`" if s.endswith(": ") else f"`{s}`" for s in STATUSES),
     lambda x: [x.ex.status],
     choices=STATUSES,
 )

@@ -4,7 +4,8 @@ loader, the Parquet/Spark row collector, the proxy display and ``kdissect log``'
 The engine tells sinks these things, one hook each (``HOOKS``): ``exchange`` for each
 finished exchange (after enrichment), ``gap`` for each hole in a stream (and each
 stretch read past, ``Gap.unread``), ``item`` for sources whose events are not exchanges
-(``kdissect log``'s files and record batches, a paste's messages), ``tls`` when a TLS
+(``kdissect log``'s files and record batches, a paste's messages; reading several
+capture files, ``stream.model.CaptureStart`` before each file's exchanges), ``tls`` when a TLS
 connection ends (its ``capture.tls.TlsFacts``), ``note`` for what the user should know
 (``level`` "info", "warn" or "error": an error means some input could not be read at
 all), ``progress(done, total)`` on long work, and ``done`` once at the end.

@@ -13,7 +13,6 @@ from textual.widgets import Input, Static
 
 from ..filters import _ALIASES, FilterError, parse_filter
 from ..protocol.names import API_NAMES
-from ..sources.logdir import CODECS
 from ..stream.fields import FIELDS, completions
 
 _WORDS = ("and", "or", "not", "in", "contains", "matches")
@@ -53,8 +52,12 @@ class FilterSuggester(Suggester):
             if self.errors is None:
                 self.errors = _error_names()
             return self.errors
-        if name == "codec":  # kdissect log's batches
-            return list(CODECS)
+        if name in FIELDS and FIELDS[name].choices:  # a closed set (codec, status)
+            return [
+                c if re.fullmatch(r"\w+", c) else f'"{c}"'
+                for c in FIELDS[name].choices
+                if not c.endswith(": ")
+            ]
         fixed = completions(FIELDS[name].kind) if name in FIELDS else None
         if fixed is not None:
             return fixed
