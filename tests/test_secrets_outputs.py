@@ -308,3 +308,23 @@ def test_envelope_response_read_as_its_forwarded_request_answer(tmp_path):
     assert "CustomPw" not in _parquet_text(tmp_path / "pq")
     shown = _run(["pcap", "--no-tui", "--show-secrets", "--format", "jsonl", str(pcap)], tmp_path)
     assert "CustomPw-5151" in shown
+
+
+def test_the_byte_search_does_not_confirm_a_masked_secret():
+    """The TUI's search (stream/content.py) found `alice-secret` in the SASL/PLAIN
+    exchange and selected the `<redacted>` password: a masked secret confirmed, or guessed
+    piece by piece. It searches around the secrets unless they are shown."""
+    from kdissect.protocol import Options
+    from kdissect.sources.pcap import exchanges_in
+    from kdissect.stream.content import find_bytes, holds_bytes
+
+    capture = str(Path(__file__).resolve().parents[1] / "captures" / "kafka-sasl.pcap")
+    exchanges = exchanges_in([capture]).exchanges
+    shown = Options(show_secrets=True)
+    for needle in (b"alice-secret", b"e-secr"):
+        assert not any(holds_bytes(ex.messages, needle) for ex in exchanges)
+        assert not any(find_bytes(ex.messages, needle) for ex in exchanges)
+        assert any(holds_bytes(ex.messages, needle, shown) for ex in exchanges)
+    # what is not secret in the same message is still found (the user name)
+    sasl = [ex for ex in exchanges if holds_bytes(ex.messages, b"alice-secret", shown)]
+    assert all(find_bytes(ex.messages, b"alice") is not None for ex in sasl)

@@ -166,11 +166,11 @@ class Recorder:
         spans: Iterable = ()
         key = struct.unpack_from(">h", body)[0] if len(body) >= 2 else None
         if sasl_raw:
-            spans = _secret_spans(sasl_token_message(body, self.options).tree)
+            spans = secrets.secret_spans(sasl_token_message(body, self.options).tree)
         elif side == 0 and key in _MASKED_REQUESTS:
-            spans = _secret_spans(decode_request(body, self.options).tree)
+            spans = secrets.secret_spans(decode_request(body, self.options).tree)
         elif side == 1 and request is not None and request[0] in secrets.SENSITIVE_APIS:
-            spans = _secret_spans(decode_response(body, *request, self.options).tree)
+            spans = secrets.secret_spans(decode_response(body, *request, self.options).tree)
         masked = bytearray(frame)
         for start, end in spans:
             masked[4 + start : 4 + end] = b"*" * (end - start)
@@ -179,14 +179,6 @@ class Recorder:
 
 # requests that may carry a credential (read whole only then)
 _MASKED_REQUESTS = secrets.SENSITIVE_APIS | {ENVELOPE}
-
-
-def _secret_spans(tree) -> list[tuple[int, int]]:
-    out = []
-    for node in tree.walk():  # leaves: a holder's secret is its own hex, not its bytes
-        if node.secret and node.buffer is None and not node.children:
-            out.append((node.offset, node.end))
-    return out
 
 
 _MAX_ASKED = 10_000  # sensitive requests awaiting their answer, per connection

@@ -244,3 +244,12 @@ def mark_record(holder: Node) -> None:
 def _value_of(node: Node, name: str) -> object:
     c = node.child(name)
     return c.value if c is not None else None
+
+
+def secret_spans(tree: Node) -> list[tuple[int, int]]:
+    """Where a message's secrets lie in its bytes (start, end), as its tree marks them."""
+    out = []
+    for node in tree.walk():  # leaves: a holder's secret is its own hex, not its bytes
+        if node.secret and node.buffer is None and not node.children:
+            out.append((node.offset, node.end))
+    return out

@@ -10,6 +10,7 @@ from typing import Any
 from dataclasses import replace
 
 from ..protocol import Options
+from ..protocol import secrets
 from ..protocol.apis import CARRY_RECORDS
 from ..protocol.node import Node
 from ..protocol.plain import Frozen
@@ -310,10 +311,29 @@ def buffer_nodes(tree: Node) -> list[Node]:
     return [n for n in tree.walk() if n.buffer is not None]
 
 
+def _find_shown(m: Any, needle: bytes, options: Options | None) -> int:
+    """Where ``needle`` is in a message's bytes (-1: nowhere), never inside a secret the
+    displays mask (a search must not confirm a password they hide), unless secrets are
+    shown."""
+    data: bytes = m.data
+    at = data.find(needle)
+    if at < 0 or (options is not None and options.show_secrets):
+        return at
+    if m.direction != "sasl" and m.api_key not in secrets.SENSITIVE_APIS:
+        return at
+    start = 0
+    for lo, hi in sorted(secrets.secret_spans(m.decoded(options or Options()).tree)):
+        at = data.find(needle, start, lo)
+        if at >= 0:
+            return at
+        start = max(start, hi)
+    return data.find(needle, start)
+
+
 def holds_bytes(messages: list[Any], needle: bytes, options: Options | None = None) -> bool:
     """Whether ``find_bytes`` finds ``needle``, quickly: the compressed batches of clean
     messages are decompressed without decoding a record or building a tree."""
-    if any(needle in m.data for m in messages):
+    if any(needle in m.data and _find_shown(m, needle, options) >= 0 for m in messages):
         return True
     for m in messages:
         if m.api_key not in CARRY_RECORDS or m.direction == "sasl":
@@ -331,7 +351,7 @@ def find_bytes(messages: list[Any], needle: bytes, options: Options | None = Non
     """The first place ``needle`` occurs: in a message's bytes as on the wire, else in a
     decompressed buffer of its records."""
     for index, m in enumerate(messages):
-        at = m.data.find(needle)
+        at = _find_shown(m, needle, options)
         if at >= 0:
             return Match(index, None, at)
     for index, m in enumerate(messages):
