@@ -342,3 +342,52 @@ def test_blob_screen_updates_as_hints_change():
             assert "unknown API 'Nonsense'" in str(app.query_one("#status", Static).content)
 
     asyncio.run(go())
+
+
+def test_in_a_bar_slash_is_a_character_and_the_filter_in_effect_is_edited():
+    """`/` typed in the filter or search bar was taken as the key that opens the filter bar
+    again (`client_id ~ "kd/x"` lost its slash; `a/b` in search became a filter of `b`);
+    `/` opened an empty bar, not the filter in effect."""
+
+    async def body(app, pilot):
+        await pilot.press("slash", *"api == JoinGroup", "enter")
+        await pilot.pause()
+        assert app.filter_text == "api == JoinGroup"
+        await pilot.press("slash")
+        box = app.query_one("#filter", Input)
+        assert box.has_focus and box.value == "api == JoinGroup"
+        await pilot.press("ctrl+u", *'client_id ~ "a/b"')
+        await pilot.pause()
+        assert box.value == 'client_id ~ "a/b"'
+        await pilot.press("escape", "ctrl+f", *"x/y")
+        await pilot.pause()
+        search = app.query_one("#search", Input)
+        assert search.has_focus and search.value == "x/y"
+
+    run(GROUP, body)
+
+
+def test_the_list_fits_the_new_size_on_a_resize():
+    async def body(app, pilot):
+        table = app.query_one(ExchangeList)
+        await pilot.resize_terminal(80, 24)
+        await pilot.pause()
+        small = table.styles.height.value
+        await pilot.resize_terminal(200, 50)
+        await pilot.pause()
+        large = table.styles.height.value
+        assert small <= int(24 * 0.33) < large <= int(50 * 0.45)
+
+    run(GROUP, body)
+
+
+def test_ctrl_c_quits():
+    """Textual's own ctrl+c only told how to quit."""
+
+    async def body(app, pilot):
+        assert not app._exit
+        await pilot.press("ctrl+c")
+        await pilot.pause()
+        assert app._exit and app.return_code == 0
+
+    run(GROUP, body)

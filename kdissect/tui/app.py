@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from rich.text import Text
+from textual import events
 from textual.binding import Binding
 from textual.widgets import Input
 
@@ -204,17 +205,18 @@ class KdissectApp(Browser):
             self.seen["client_id"].add(view.ex.request.client_id)
         return view
 
-    def on_resize(self) -> None:
-        self.fit_list()
+    def on_resize(self, event: events.Resize) -> None:
+        self.fit_list(event.size.height)  # (self.size is still the old size here)
 
-    def fit_list(self) -> None:
+    def fit_list(self, height: int | None = None) -> None:
         """The list takes its rows (and the header), at most 45% of the screen (a third
         below 30 lines): a short list leaves the room to the detail."""
         tables = self.query(ExchangeList)
         if tables:
             table = tables.first()
-            share = 0.45 if self.size.height >= 30 else 0.33  # small screens: the detail
-            most = max(3, int(self.size.height * share))
+            height = self.size.height if height is None else height
+            share = 0.45 if height >= 30 else 0.33  # small screens: the detail
+            most = max(3, int(height * share))
             table.styles.height = max(3, min(most, table.row_count + 1))
 
     def subtitle_note(self) -> str:

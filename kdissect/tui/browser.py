@@ -464,7 +464,7 @@ class Browser(Sorting, Jobs, App):
         self._show_empty()
         self.follow_cursor()
 
-    def fit_list(self) -> None:
+    def fit_list(self, height: int | None = None) -> None:
         """The list's height, as its rows ask (exchanges: a short list leaves the room)."""
 
     def _show_active_filter(self) -> None:

@@ -41,6 +41,9 @@ BAR_BINDINGS = [
     Binding("slash", "filter", "Filter", priority=True),
     Binding("ctrl+f", "search", "Search", show=False, priority=True),
     Binding("escape", "close_bars", "Close bar", show=False, priority=True),
+    # Textual's own ctrl+c only says how to quit; a terminal tool quits (an Input with
+    # the focus keeps ctrl+c as its copy)
+    Binding("ctrl+c", "quit", "Quit", show=False),
 ]
 _BAR_ACTIONS = frozenset({"filter", "search", "close_bars"})
 
@@ -88,8 +91,11 @@ class Jobs:
 
     def check_action(self, action: str, parameters) -> bool | None:
         """The bar keys act on the main screen only (a modal one on top has its own
-        Esc)."""
+        Esc); in a bar, `/` is a character (a path, a regular expression), not a key
+        that opens the filter bar again."""
         if action in _BAR_ACTIONS and len(self.screen_stack) > 1:  # type: ignore[attr-defined]
+            return False
+        if action == "filter" and isinstance(self.focused, Input):  # type: ignore[attr-defined]
             return False
         return True
 
@@ -182,6 +188,9 @@ class Jobs:
 
     def action_filter(self) -> None:
         self._open_bar("filter")
+        box = self.query_one("#filter", Input)  # type: ignore[attr-defined]
+        box.value = getattr(self, "filter_text", "") or ""  # what is in effect, to edit
+        box.cursor_position = len(box.value)
 
     def action_search(self) -> None:
         self._open_bar("search")
