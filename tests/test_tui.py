@@ -391,3 +391,18 @@ def test_ctrl_c_quits():
         assert app._exit and app.return_code == 0
 
     run(GROUP, body)
+
+
+def test_exporting_an_empty_list_writes_no_file(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+
+    async def body(app, pilot):
+        await pilot.press("slash", *"api == CreateAcls", "enter")
+        await pilot.pause()
+        assert not app.shown
+        await pilot.press("E")
+        await pilot.pause()
+        assert list(tmp_path.iterdir()) == []
+        assert any("nothing to export" in str(n.message) for n in app._notifications)
+
+    run(GROUP, body)

@@ -473,6 +473,9 @@ class KdissectApp(Browser):
         """The exchanges shown (the filter applies) as a pcapng file Wireshark opens."""
         from .export import write_pcapng
 
+        if not self.shown:  # (as J says: no empty file left behind)
+            self.notify("nothing to export: the list is empty", severity="warning")
+            return
         stem = Path(self.title_text).stem if self.title_text else "capture"
         path = unique_path(Path(f"kdissect-{stem}-{len(self.shown)}-exchanges.pcapng"))
         try:
