@@ -406,3 +406,24 @@ def test_exporting_an_empty_list_writes_no_file(tmp_path, monkeypatch):
         assert any("nothing to export" in str(n.message) for n in app._notifications)
 
     run(GROUP, body)
+
+
+def test_an_exchanges_findings_are_read_in_full_in_the_detail():
+    """The list and the title showed finding codes only (and a red cross for warnings):
+    the detail now holds each finding with its explanation, marked by severity."""
+
+    async def body(app, pilot):
+        table = app.query_one(ExchangeList)
+        table.move_cursor(row_of(app, lambda v: bool(v.ex.findings)))
+        await settle(app, pilot)
+        view = app.current_view()
+        detail = app.query_one(Detail)
+        last = detail.items[-1]
+        assert str(last.label).startswith(f"Findings ({len(view.ex.findings)})")
+        notes = [n.note for n in last.root.children]
+        assert notes == [
+            f"{'✗!·'[['error', 'warn', 'note'].index(f.severity)]} {f.severity}: {f.text()}"
+            for f in view.ex.findings
+        ]
+
+    run(GROUP, body)

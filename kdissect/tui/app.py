@@ -24,7 +24,7 @@ from ..stream import anomaly
 from ..stream.model import Gap, KafkaMessage
 from .browser import Browser, unique_path
 from .detail import Detail, Item
-from .exchange_items import BROKER_TIME, ExchangeAdapter, _row, _sort_value, tls_item
+from .exchange_items import BROKER_TIME, ExchangeAdapter, _row, _sort_value, findings_item, tls_item
 from .exchange_list import LOCK, ExchangeList
 from .record_match import asks_records, first_match
 from .filterbar import FILTER_CSS
@@ -287,9 +287,13 @@ class KdissectApp(Browser):
         if ex.tls is not None:  # read from a decrypted TLS connection
             title.append(f"  {LOCK} TLS", "green")
             items.append(tls_item(self.tls_by_stream.get(ex.stream, ex.tls)))
+        if ex.findings:
+            items.append(findings_item(ex.findings))
         reasons = anomaly.reasons(view)
-        if reasons:
-            title.append(f"  ✗ {', '.join(reasons)}", "bold red")
+        if reasons:  # a cross for errors; a warning's mark otherwise (as on the lines)
+            worst = any(f.severity == "error" for f in ex.findings) or view.facts().errors
+            mark, style = ("✗", "bold red") if worst else ("!", "yellow")
+            title.append(f"  {mark} {', '.join(reasons)}", style)
         detail = self.query_one(Detail)
         detail.show(title, items)
         if asks_records(self.filter):  # the record the filter matched, opened
