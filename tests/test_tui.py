@@ -427,3 +427,23 @@ def test_an_exchanges_findings_are_read_in_full_in_the_detail():
         ]
 
     run(GROUP, body)
+
+
+def test_the_trees_root_selects_the_first_message_whole():
+    """On the exchange's title (the tree's root) the field line kept the last field."""
+
+    async def body(app, pilot):
+        await settle(app, pilot)
+        await pilot.press("tab", "down", "down")
+        await pilot.pause()
+        detail = app.query_one(Detail)
+        line = app.query_one("#field-line", Static)
+        before = str(line.render())
+        assert detail.selected[1] is not detail.items[0].root
+        await pilot.press("home")
+        await pilot.pause()
+        assert detail.selected == (0, detail.items[0].root)
+        assert str(line.render()) != before
+        assert app.query_one(HexView).data == detail.items[0].data
+
+    run(GROUP, body)

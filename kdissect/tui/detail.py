@@ -507,6 +507,8 @@ class Detail(Vertical):
             index, node = event.node.data
             self.select(index, node, move_cursor=not self._from_hex)
             self._from_hex = False
+        elif event.node.is_root and self.items:  # the title: its first message, whole
+            self.select(0, self.items[0].root, move_cursor=False)
 
     @on(HexView.CursorMoved)
     def _byte_selected(self, event: HexView.CursorMoved) -> None:
