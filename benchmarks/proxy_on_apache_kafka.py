@@ -634,24 +634,19 @@ def main() -> None:
             f"\n{args.nodes} Apache Kafka node(s), {args.records:,} records of "
             f"{args.size} B per run, {args.repeats} rounds per client"
         )
-        for what, rows in rates.items():
-            for k, name in enumerate(("produce", "consume")):
-                if args.only and name != args.only:
-                    continue
-                values = sorted(r[k] for r in rows)
-                print(
-                    f"  {what} {name}: median {statistics.median(values):,.0f} records/s "
-                    f"({values[0]:,.0f}–{values[-1]:,.0f})"
-                )
-        for client, ratios in results.items():
-            for k, name in enumerate(("produce", "consume")):
-                if args.only and name != args.only:
-                    continue
-                values = sorted(r[k] for r in ratios)
-                print(
-                    f"  {client} {name}: median {statistics.median(values):.0%} of direct "
-                    f"({values[0]:.0%}–{values[-1]:.0%})"
-                )
+
+        def medians(table: dict, form: str, unit: str) -> None:
+            """Each row's produce and consume medians (and ranges) in ``form``."""
+            for who, rows in table.items():
+                for k, name in enumerate(("produce", "consume")):
+                    if args.only and name != args.only:
+                        continue
+                    v = sorted(r[k] for r in rows)
+                    median, lo, hi = (format(x, form) for x in (statistics.median(v), v[0], v[-1]))
+                    print(f"  {who} {name}: median {median}{unit} ({lo}–{hi})")
+
+        medians(rates, ",.0f", " records/s")
+        medians(results, ".0%", " of direct")
         for where, rows in lat.items():
             if where.startswith("direct"):
                 continue
