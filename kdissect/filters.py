@@ -25,7 +25,7 @@ from typing import Any
 from .stream import filter_values
 from .protocol.findings import REGISTRY, SEVERITIES
 from .protocol.names import API_NAMES, api_key_of
-from .stream.fields import FIELDS, READS_BYTES, values as _values
+from .stream.fields import FIELDS, READS_BYTES, choice_texts, values as _values
 
 
 class FilterError(ValueError):
@@ -370,7 +370,7 @@ class _Parser:
             raise FilterError(
                 tok.pos,
                 f"{name} is never {text!r}{hint}; its values: "
-                + ", ".join(c + "..." if c.endswith(": ") else c for c in spec.choices),
+                + ", ".join(choice_texts(spec.choices)),
                 self.text,
             )
         if name in ("record.key", "record.value") and tok.kind == "word" and text == "null":

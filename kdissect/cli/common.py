@@ -286,8 +286,8 @@ def _print_warnings(err: Console, warnings: list[str], listed: int = 20) -> None
 
 
 def check_views(fmt: str, verbose: bool, stats: bool = False) -> None:
-    """Options of `pcap`, `live` and `proxy` that one output cannot honour together:
-    refused, not silently dropped."""
+    """Options of `pcap`, `live`, `proxy` and `log` that one output cannot honour
+    together: refused, not silently dropped."""
     if stats and fmt != "text":
         raise click.UsageError(f"--stats prints its tables instead of --format {fmt}: give one")
     if stats and verbose:

@@ -21,7 +21,7 @@ from ..sources.logunits import LogDir, walk
 from ..stream.engine import Engine
 from ..stream.filter_values import OneRecord, asks_records
 from ..stream.sink import ItemSink
-from .common import budget, format_choices, on_terminal
+from .common import budget, check_views, format_choices, on_terminal
 from .group import SUMMARIES, main
 from .values_opts import value_options
 
@@ -142,10 +142,7 @@ def log(
         raise click.UsageError(
             f"-o/--output is for --format parquet; {fmt} goes to stdout (redirect it)"
         )
-    if verbose and fmt != "text":
-        raise click.UsageError(
-            f"-V shows field trees in the text format; --format {fmt} has its own: leave out -V"
-        )
+    check_views(fmt, verbose)
     if on_spark:
         if fmt != "parquet" or filter_text or output is None:
             raise click.UsageError(

@@ -662,6 +662,24 @@ class _Running:
     checked_snapshots: set[int] = field(default_factory=set)
 
 
+def _entries(indexes: dict[str, Node], base: int) -> tuple[list, list]:
+    """A segment's index entries in file order: the offset index's (entry, offset,
+    position), the time index's (entry, timestamp, offset); offsets absolute."""
+    oidx = [
+        (e, base + rel, pos)
+        for e, rel, pos in _index_entries(
+            indexes.get("offset_index"), ("relative_offset", "position")
+        )
+    ]
+    tidx = [
+        (e, ts, base + rel)
+        for e, ts, rel in _index_entries(
+            indexes.get("time_index"), ("timestamp", "relative_offset")
+        )
+    ]
+    return oidx, tidx
+
+
 def _index_entries(tree: Node | None, fields: tuple[str, str]) -> list[tuple[Node, int, int]]:
     out = []
     for e in tree.children if tree is not None else ():
@@ -686,20 +704,9 @@ def _segment(
     mm = _map(path)
     size = len(mm)
     # index entries, in file order (positions and offsets grow: merged as batches pass)
-    oidx = [
-        (e, base_name + rel, pos)
-        for e, rel, pos in _index_entries(
-            indexes.get("offset_index"), ("relative_offset", "position")
-        )
-    ]
-    tidx = [
-        (e, ts, base_name + rel)
-        for e, ts, rel in _index_entries(
-            indexes.get("time_index"), ("timestamp", "relative_offset")
-        )
-    ]
-    _monotonic(indexes.get("offset_index"), oidx, 1, "offsets")
-    _monotonic(indexes.get("time_index"), tidx, 1, "timestamps")
+    oidx, tidx = _entries(indexes, base_name)
+    _monotonic(oidx, 1, "offsets")
+    _monotonic(tidx, 1, "timestamps")
     oi = ti = 0
     batch_ends: dict[int, tuple[int, int]] = {}  # last offset -> (position, max ts), this segment
     starts: set[int] = set()  # where damaged batches start (index entries may name them)
@@ -1064,28 +1071,14 @@ def _check_alone(path: Path, indexes: dict[str, Node]) -> None:
     """What an index shows without its segment: offsets (and, in a time index,
     timestamps) that go backwards; an offset index's positions too. (With the segment,
     ``_segment`` checks every entry against the batches.)"""
-    base = _base_offset(path)
-    tree = indexes.get("offset_index")
-    if tree is not None:
-        entries = [
-            (e, base + rel, pos)
-            for e, rel, pos in _index_entries(tree, ("relative_offset", "position"))
-            if isinstance(rel, int) and isinstance(pos, int)
-        ]
-        _monotonic(tree, entries, 1, "offsets")
-        _monotonic(tree, entries, 2, "positions")
-    tree = indexes.get("time_index")
-    if tree is not None:
-        stamps = [
-            (e, ts, base + rel)
-            for e, ts, rel in _index_entries(tree, ("timestamp", "relative_offset"))
-            if isinstance(ts, int) and isinstance(rel, int)
-        ]
-        _monotonic(tree, stamps, 1, "timestamps")
-        _monotonic(tree, stamps, 2, "offsets")
+    oidx, tidx = _entries(indexes, _base_offset(path))
+    _monotonic(oidx, 1, "offsets")
+    _monotonic(oidx, 2, "positions")
+    _monotonic(tidx, 1, "timestamps")
+    _monotonic(tidx, 2, "offsets")
 
 
-def _monotonic(tree: Node | None, entries: list, col: int, what: str) -> None:
+def _monotonic(entries: list, col: int, what: str) -> None:
     prev = None
     for e in entries:
         v = e[col]

@@ -92,6 +92,11 @@ class FilterField(Frozen):
 FIELDS: dict[str, FilterField] = {}
 
 
+def choice_texts(choices: tuple[str, ...]) -> list[str]:
+    """A closed set of values as a user reads them (an open one, ``x: ``, as ``x: ...``)."""
+    return [c + "..." if c.endswith(": ") else c for c in choices]
+
+
 def field(
     name: str,
     kind: str,
@@ -170,8 +175,7 @@ field(
 field(
     "status",
     "text",
-    "the exchange's status: "
-    + ", ".join(f"`{s}...`" if s.endswith(": ") else f"`{s}`" for s in STATUSES),
+    "the exchange's status: " + ", ".join(f"`{s}`" for s in choice_texts(STATUSES)),
     lambda x: [x.ex.status],
     choices=STATUSES,
 )
@@ -298,7 +302,10 @@ field(
 field(
     "codec",
     "text",
-    _LOG + "a v2 batch's compression: `none`, `gzip`, `snappy`, `lz4`, `zstd` (`codec == zstd`)",
+    _LOG
+    + "a v2 batch's compression: "
+    + ", ".join(f"`{c}`" for c in CODECS.values())
+    + " (`codec == zstd`)",
     choices=tuple(CODECS.values()),
 )
 field(
