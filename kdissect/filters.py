@@ -75,6 +75,7 @@ _TOKEN = re.compile(
 )""",
     re.X,
 )
+_NUMBER_LIKE = re.compile(r"-?\d[\w.]*")
 _COMPARE = {"==", "!=", "<", "<=", ">", ">=", "~", "!~", "contains", "in", "matches", "="}
 
 
@@ -93,6 +94,14 @@ def _tokens(text: str) -> list[Token]:
         m = _TOKEN.match(text, pos)
         if not m or m.end() == pos:
             start = len(text) - len(text[pos:].lstrip())  # after the blanks
+            run = _NUMBER_LIKE.match(text, start)
+            if run:  # a number with letters after it: 5xs, 10mins, 1e3
+                raise FilterError(
+                    start,
+                    f"unexpected {run[0]!r}: a number is like 42 or 1.5, a duration like "
+                    "50ms (units us, µs, ms, s)",
+                    text,
+                )
             raise FilterError(start, f"unexpected {text[start]!r}", text)
         kind = m.lastgroup
         assert kind is not None, "every alternative of _TOKEN is a named group"

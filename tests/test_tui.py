@@ -170,6 +170,10 @@ def test_filter_bar_validates_completes_and_applies():
 def test_follow_a_connection_and_back():
     async def body(app, pilot):
         table = app.query_one(ExchangeList)
+        await pilot.press("o")  # an order of one's own: following shows capture order
+        await pilot.pause()
+        order = app.sorted_by
+        assert order[0] != "time"
         table.move_cursor(row_of(app, lambda v: v.ex.first.api_key == 11))
         await settle(app, pilot)
         stream = app.current_view().ex.stream
@@ -186,6 +190,7 @@ def test_follow_a_connection_and_back():
         await pilot.press("f")
         await pilot.pause()
         assert table.row_count == total
+        assert app.sorted_by == order  # and back to the order chosen before
 
     run(GROUP, body)
 
@@ -215,6 +220,14 @@ def test_search_bytes_bookmarks_and_jump():
             if m
         )
         assert parse_needle("0x00 0a") == b"\x00\x0a" and parse_needle("hex: 0a:0b") == b"\n\x0b"
+        for typed, why in (
+            ("0xabc", "hex takes two digits a byte: 'abc' has 3"),
+            ("hex: 0g", "'g' is not a hex digit"),
+            ("0x", "type text, or hex"),
+            ("  ", "type text, or hex"),
+        ):
+            with pytest.raises(ValueError, match=why):
+                parse_needle(typed)
         # bookmarks
         table.move_cursor(3)
         await pilot.press("b")

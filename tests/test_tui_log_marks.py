@@ -35,10 +35,13 @@ def test_rows_say_topic_partition_and_transaction_markers(tmp_path):
             assert batches and all("customers-3" in line for line in batches)
             assert sum("COMMIT" in line for line in lines) == 1, "\n".join(lines)
             assert sum("ABORT" in line for line in lines) == 1
-            # at 80 columns the topic-partition stays
+            # at 80 columns the topic-partition and the transaction's marks stay
             await pilot.resize_terminal(80, 24)
             await pilot.pause(0.3)
             assert "customers-3" in app.table.render_line(1).text
+            lines = [app.table.render_line(y).text for y in range(1, app.table.row_count + 1)]
+            assert sum("COMMIT v2" in line for line in lines) == 1, "\n".join(lines)
+            assert sum("ABORT v2" in line for line in lines) == 1
 
     asyncio.run(go())
 
@@ -67,6 +70,11 @@ def test_p_on_a_check_across_batches_selects_its_field(tmp_path):
                 _, node = app.query_one(Detail).selected
                 seen.append((app.current().cells[3], node.name))
             assert seen == [("1–1", "base_sequence"), ("9–9", "base_offset")], seen
+            # the check's finding is an item of the detail, whole, however long the path
+            found = app.query_one(Detail).items[-1]
+            assert str(found.label) == "Findings (1)", found.label
+            (node,) = found.root.children
+            assert "offsets 2" in (node.note or ""), node.note
 
     asyncio.run(go())
 
@@ -123,8 +131,8 @@ def test_marks_and_operator_filters_in_text_and_tui(tmp_path):
             kinds = [it.cells[1] for it in app.shown if it.kind == "batch"]
             assert kinds == [
                 "batch v2 deleted",
-                "batch v2 ABORTED",
-                "batch v2 ABORT",
+                "ABORTED v2",
+                "ABORT v2",
                 "batch v2",
             ], kinds
             for flt, n in (

@@ -49,6 +49,10 @@ def test_help_scrolls_with_the_usual_keys_at_once():
             await pilot.pause(0.2)
             assert box.scroll_y > before or box.scroll_y == box.max_scroll_y, key
         assert box.scroll_y == box.max_scroll_y
+        assert "the end" in str(box.border_subtitle)  # not "more below" any longer
+        await pilot.press("home")
+        await pilot.pause(0.2)
+        assert "more below" in str(box.border_subtitle)
         await pilot.press("escape")
         await pilot.pause()
         assert not isinstance(app.screen, HelpScreen)

@@ -23,8 +23,8 @@ from ..render.text import format_value
 from ..stream import anomaly
 from ..stream.model import Gap, KafkaMessage
 from .browser import Browser, unique_path
-from .detail import Detail, Item
-from .exchange_items import BROKER_TIME, ExchangeAdapter, _row, _sort_value, findings_item, tls_item
+from .detail import Detail, Item, findings_item
+from .exchange_items import BROKER_TIME, ExchangeAdapter, _row, _sort_value, tls_item
 from .exchange_list import LOCK, ExchangeList
 from .record_match import asks_records, first_match
 from .filterbar import FILTER_CSS
@@ -140,7 +140,8 @@ class KdissectApp(Browser):
         self.options = options or Options()
         self.items: list[ListedView] = []
         self.sorted_by: tuple[str, bool] = ("time", False)
-        self.following: tuple[int, str] | None = None  # (stream, the filter before)
+        # (stream, the filter and the sort order before)
+        self.following: tuple[int, str, tuple[str, bool]] | None = None
         # values the filter bar completes: topics and client ids seen so far
         self.seen["client_id"] = set()
         self.gaps: list[Gap] = []  # holes in the streams (as --stats counts them)
@@ -360,8 +361,10 @@ class KdissectApp(Browser):
     def action_follow(self) -> None:
         """Only the selected exchange's connection, in capture order; again: all."""
         if self.following is not None:
-            _, before = self.following
+            _, before, order = self.following
             self.following = None
+            if order != self.sorted_by:
+                self.sort_by(*order)
             self.apply_filter(before)
             self.query_one("#filter", Input).value = before
             return
@@ -369,7 +372,7 @@ class KdissectApp(Browser):
         if view is None:
             return
         before = self.filter_text
-        self.following = (view.ex.stream, before)
+        self.following = (view.ex.stream, before, self.sorted_by)
         self.sorted_by = ("time", False)
         self.table.set_order("time", lambda v: _sort_value(v, "time"), False, keep=view)
         self.apply_filter(f"stream == {view.ex.stream}")

@@ -17,6 +17,7 @@ from textual.widgets.tree import TreeNode
 
 from ..protocol.node import Node
 from ..render.kafka_forms import kafka_form
+from ..render.marks import MARKS
 from ..render.text import PROBLEM, as_root, format_value, hexdump, leaf_colours
 from .palette import PARENT_TONES, TREE_CURSOR_CSS, dark, legible
 
@@ -42,6 +43,16 @@ class Item:
     data: bytes
     root: Node
     base: int = 0
+
+
+def findings_item(findings: list) -> Item:
+    """What kdissect noticed about an exchange or a log's item, each finding with its
+    explanation (the lists show codes), marked by severity."""
+    root = Node("findings", FACT, 0, 0, len(findings))
+    for f in findings:
+        mark, _style = MARKS[f.severity]
+        root.add(Node(f.code, FACT, 0, 0, f.where, note=f"{mark} {f.severity}: {f.text()}"))
+    return Item(Text(f"Findings ({len(findings)})", "bold yellow"), b"", root)
 
 
 def locate(root: Node, target: Node) -> tuple[Node, list[Node]] | None:

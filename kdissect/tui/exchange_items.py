@@ -9,8 +9,6 @@ from typing import Any
 
 from rich.text import Text
 
-from ..render.marks import MARKS
-
 from ..filters import Filter
 from ..protocol.names import error_name
 from ..protocol.node import Node
@@ -133,16 +131,6 @@ def tls_item(facts) -> Item:
     state = "decrypted" if facts.is_decrypted else facts.state
     label = Text(f"TLS connection: {state}  ({facts.describe()})", "bold green")
     return Item(label, b"", root)
-
-
-def findings_item(findings: list) -> Item:
-    """What kdissect noticed about the exchange, each finding with its explanation (the
-    list shows codes; -V and the JSON lines say the rest), marked by severity."""
-    root = Node("findings", FACT, 0, 0, len(findings))
-    for f in findings:
-        mark, _style = MARKS[f.severity]
-        root.add(Node(f.code, FACT, 0, 0, f.where, note=f"{mark} {f.severity}: {f.text()}"))
-    return Item(Text(f"Findings ({len(findings)})", "bold yellow"), b"", root)
 
 
 class ExchangeAdapter:

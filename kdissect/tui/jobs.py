@@ -48,19 +48,29 @@ BAR_BINDINGS = [
 _BAR_ACTIONS = frozenset({"filter", "search", "close_bars"})
 
 
-def parse_needle(text: str) -> bytes | None:
-    """Search text as bytes: ``0x0a0b``, ``hex: 0a 0b`` or plain text (UTF-8)."""
+SEARCH_FORMS = "type text, or hex as 0x0a0b or hex: 0a 0b"
+
+
+def parse_needle(text: str) -> bytes:
+    """Search text as bytes: ``0x0a0b``, ``hex: 0a 0b`` or plain text (UTF-8); a
+    ValueError says what is wrong with it."""
     t = text.strip()
     hexpart = (
         t[4:] if t.lower().startswith("hex:") else t[2:] if t.lower().startswith("0x") else None
     )
-    if hexpart is not None:
-        digits = re.sub(r"[\s:]", "", hexpart)
-        try:
-            return bytes.fromhex(digits) or None
-        except ValueError:
-            return None
-    return t.encode() if t else None
+    if hexpart is None:
+        if not t:
+            raise ValueError(SEARCH_FORMS)
+        return t.encode()
+    digits = re.sub(r"[\s:]", "", hexpart)
+    bad = re.search(r"[^0-9a-fA-F]", digits)
+    if bad:
+        raise ValueError(f"{bad[0]!r} is not a hex digit (0-9, a-f); {SEARCH_FORMS}")
+    if len(digits) % 2:
+        raise ValueError(f"hex takes two digits a byte: {digits!r} has {len(digits)}")
+    if not digits:
+        raise ValueError(SEARCH_FORMS)
+    return bytes.fromhex(digits)
 
 
 def set_text(line: Static, content, layout: bool = True) -> None:
@@ -88,6 +98,7 @@ class Jobs:
 
     _job: tuple[str, threading.Event] | None = None  # (what, cancel)
     _job_progress: tuple[int, int] | None = None
+    needle: bytes | None = None  # what ctrl+f looks for (n: the next)
 
     def check_action(self, action: str, parameters) -> bool | None:
         """The bar keys act on the main screen only (a modal one on top has its own
@@ -210,12 +221,11 @@ class Jobs:
         self.action_close_bars()
 
     def submit_search(self, text: str) -> None:
-        self.needle = parse_needle(text)
-        if self.needle is None:
-            self.notify(  # type: ignore[attr-defined]
-                "type text, or hex as 0x0a0b or hex: 0a 0b",
-                severity="error",
-            )
+        try:
+            self.needle = parse_needle(text)
+        except ValueError as why:
+            self.needle = None
+            self.notify(str(why), severity="error")  # type: ignore[attr-defined]
             return
         self.needle_text = text.strip()
         self.action_close_bars()

@@ -28,7 +28,7 @@ from ..protocol import Options
 from ..protocol.node import Node
 from ..sources.logdir import LogItem
 from .browser import Browser, unique_path
-from .detail import Detail, Item
+from .detail import Detail, Item, findings_item
 from .filterbar import FILTER_CSS
 from .jobs import IN_WORKERS as _IN_WORKERS
 from .jobs import BAR_BINDINGS, WORK_CSS
@@ -222,14 +222,15 @@ class LogApp(Browser):
         title = Text(f"{item.path}", style="bold")
         if item.topic is not None:
             title.append(f"  {item.topic}-{item.partition}")
-        for f in item.findings:  # the checks across batches and files
-            title.append(f"  ✗ {f.text()}", "bold red" if f.severity == "error" else "yellow")
+        # the checks across batches and files: an item of their own (a long path would
+        # cut them off the title's line)
+        found = [findings_item(list(item.findings))] if item.findings else []
         tree, data, start = self.tree_of(item)
         if tree is None:
-            detail.show(title, [])
+            detail.show(title, found)
             return
         label = Text(f"{item.kind} at position {start} ({len(data)} bytes)", "bold")
-        detail.show(title, [Item(label, data, tree, start)])
+        detail.show(title, [Item(label, data, tree, start), *found])
 
     def tree_of(self, item: LogItem) -> tuple[Node | None, bytes, int]:
         """(tree, bytes, their position in the file): a batch decoded again from its

@@ -158,12 +158,11 @@ def describe(number: int, item: LogItem) -> None:
         first_ts = max_ts = h.get("timestamp")
     control = isinstance(attrs, int) and bool(attrs & 0x20)
     shown_codec = codec + (" control" if control else "")
-    kind = f"batch v{magic}" if magic is not None else "damage"
-    marker = end_marker(tree) if control and tree is not None else None
-    if marker:  # a transaction's end: COMMIT or ABORT
-        kind += f" {marker}"
+    # the transaction's word first: a narrow terminal cuts the kind column's end
+    word = end_marker(tree) if control and tree is not None else None  # COMMIT or ABORT
     if item.aborted:  # a batch of an aborted transaction
-        kind += " ABORTED"
+        word = "ABORTED"
+    kind = "damage" if magic is None else f"{word or 'batch'} v{magic}"
     item.attrs = attrs if isinstance(attrs, int) else None  # type: ignore[attr-defined]
     gone = item.gone = item.deleted  # type: ignore[attr-defined]
     if gone is not None:  # below the log start offset, on disk

@@ -13,7 +13,7 @@ from .exchange_list import Column, ExchangeList, fit_columns
 COLUMNS = (
     Column("#", 7, 5, True),
     Column("partition", 22, 12),
-    Column("kind", 17, 8),
+    Column("kind", 17, 10),  # "ABORTED v2" whole
     Column("position", 18, 10),
     Column("offsets", 15, 8),
     Column("records", 7, 5, True),

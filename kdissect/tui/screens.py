@@ -194,12 +194,18 @@ class HelpScreen(ModalScreen):
     def on_mount(self) -> None:
         box = self.query_one("#help-box", VerticalScroll)
         box.focus()
-        self.call_after_refresh(self._say_it_scrolls)
+        self.watch(box, "scroll_y", self._say_where, init=False)
+        self.call_after_refresh(self._say_where)
 
-    def _say_it_scrolls(self) -> None:
+    def _say_where(self, _scroll_y: float = 0.0) -> None:
+        """The box's border says whether more is below, or that this is the end."""
         box = self.query_one("#help-box", VerticalScroll)
-        if box.max_scroll_y > 0:
+        if box.max_scroll_y <= 0:
+            box.border_subtitle = ""
+        elif box.scroll_y < box.max_scroll_y:
             box.border_subtitle = "more below: ↓ PgDn Space End · Esc closes"
+        else:
+            box.border_subtitle = "the end: ↑ PgUp Home · Esc closes"
 
     def action_page_down(self) -> None:
         self.query_one("#help-box", VerticalScroll).scroll_page_down()
