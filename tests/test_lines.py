@@ -162,6 +162,28 @@ def test_json_lines_of_several_captures_say_which_file_each_line_is_from(jobs):
     assert order == sorted(order, key=files.index)
 
 
+def test_summaries_of_several_captures_are_headed_by_their_file():
+    """The text summary of several files heads each file's lines with its name (as
+    head(1) does); of one file, no heading."""
+    from click.testing import CliRunner
+
+    from kdissect.cli import main
+
+    root = Path(__file__).parent.parent / "captures"
+    files = [str(root / n) for n in ("acks0.pcap", "kcat.pcap")]
+
+    def lines(*paths: str) -> list[str]:
+        run = CliRunner().invoke(main, ["pcap", "--no-tui", *paths])
+        assert run.exit_code == 0, run.output
+        return run.stdout.splitlines()
+
+    alone = [lines(path) for path in files]
+    assert all(line and not line[0].startswith("==>") for line in alone)
+    assert lines(*files) == [
+        line for path, mine in zip(files, alone) for line in [f"==> {path} <==", *mine]
+    ]
+
+
 def test_trees_to_a_pipe_take_their_width_from_columns_when_set():
     """`-V` to a pipe or file wraps its trees at 160 columns unless COLUMNS says how wide
     (``COLUMNS=90 kdissect pcap -V f.pcap | less``)."""

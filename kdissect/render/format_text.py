@@ -41,7 +41,15 @@ class TextWriter:
                 )
 
     def capture(self, path: str) -> None:
-        pass  # (its lines and trees carry no frame numbers)
+        """Reading several files: a heading before each file's lines, as head(1) and
+        tail(1) name theirs (the lines carry no file, and connections may repeat)."""
+        heading = f"==> {printable(path)} <=="
+        if self.terminal:
+            from rich.text import Text
+
+            self.console.print(Text(heading, style="bold"), soft_wrap=True)
+        else:
+            sys.stdout.write(heading + "\n")
 
     def _trees(self, ex: Exchange) -> list:
         """The full trees of the exchange's messages: decoded by the engine when it
