@@ -261,6 +261,20 @@ def test_help_listing_is_clicks_own_over_the_real_commands():
         assert ours.getvalue() == clicks.getvalue() and "spark" in ours.getvalue()
 
 
+@pytest.mark.parametrize("command", ["", "pcap", "log", "live", "proxy", "blob", "spark"])
+def test_help_fits_80_columns(command):
+    """Every --help line fits a terminal of 80 columns (click does not wrap the
+    examples and tables of its \\b blocks)."""
+    from click.testing import CliRunner
+
+    from kdissect.cli import main
+
+    run = CliRunner().invoke(main, [*command.split(), "--help"], env={"COLUMNS": "80"})
+    assert run.exit_code == 0, run.output
+    wide = [line for line in run.output.splitlines() if len(line) > 80]
+    assert wide == [], wide
+
+
 def test_colours_still_reach_a_forced_terminal(tmp_path):
     """FORCE_COLOR makes rich colour a pipe: the lazy console must leave that to rich."""
     modules, out = loaded(

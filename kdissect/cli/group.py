@@ -82,12 +82,12 @@ def main() -> None:
 
     \b
     Commands:
-      pcap   decode Kafka traffic in capture files (pcap, pcapng, .gz): paired exchanges
-      blob   annotate bytes pasted from a debugging session (hex, dumps, b'..', <<..>>, base64)
+      pcap   decode captured Kafka traffic (pcap, pcapng, .gz): paired exchanges
+      blob   annotate pasted bytes (hex, dumps, b'..', <<..>>, base64)
       live   decode Kafka traffic on a network interface as it passes
       proxy  stand between Kafka clients and brokers, decoding everything live
-      spark  turn many or huge captures into Parquet tables of exchanges, on Apache Spark
-      log    decode Kafka's files on disk: segments, indexes, snapshots, checkpoints
+      spark  turn many or huge captures into Parquet tables, on Apache Spark
+      log    decode Kafka's files on disk: segments, indexes, snapshots...
 
     Run `kdissect COMMAND --help` for examples. Exit status: 0 decoded (damage in the
     bytes is reported, not fatal), 1 the input is not a capture / holds nothing to decode,

@@ -41,7 +41,7 @@ Examples:
   sudo kdissect live -i eth0
   kdissect live -i lo -p 19092 --no-tui -Y 'error != 0'
   kdissect live -i any --format jsonl --duration 60 > kafka.jsonl
-  kdissect live -i lo --keylog keys.log   (TLS: the key log is re-read as clients add keys)
+  kdissect live -i lo --keylog keys.log    # TLS: re-read as clients add keys
 """
 )
 

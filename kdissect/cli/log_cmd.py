@@ -53,12 +53,13 @@ aborted transactions against the .txnindex, batches past the high watermark.
 \b
 Examples:
   kdissect log /var/lib/kafka/data/orders-0
-  kdissect log /var/lib/kafka/data -Y 'finding'             # only what is wrong
-  kdissect log 00000000000000000000.log -V                  # every field, byte by byte
+  kdissect log /var/lib/kafka/data -Y 'finding'     # only what is wrong
+  kdissect log 00000000000000000000.log -V          # every field, to the byte
   kdissect log __consumer_offsets-7 --format jsonl --records
   kdissect log orders-0 -Y 'record.key == "order-42"' --records
   kdissect log orders-0 -Y 'producer_id == 7 and finding == sequence_gap'
-  kdissect log orders-0 --schemas schemas/ --records -Y 'record.value.customer.id == "c-3"'
+  kdissect log orders-0 --schemas schemas/ --records \\
+               -Y 'record.value.customer.id == "c-3"'
 
 JSON lines: one object per file and per batch (--records: per record too);
 docs/guide/log.md. On a terminal (and without -V, --records or --format), the files and

@@ -44,26 +44,27 @@ keys of --keylog FILE, SSLKEYLOGFILE, or the capture's own pcapng Decryption Sec
 Blocks; without keys each is reported with its server name, version and cipher.
 
 \b
-Output: on a terminal, the TUI (exchange list, field trees, bytes; press ? in it).
+Output: on a terminal, the TUI (exchanges, field trees, bytes; press ? in it).
 Piped, or with --no-tui:
   default           one line per exchange: time, client → broker, API and
                     version, correlation id, client id, latency, topics and
                     partitions, records, errors, findings (✗ error, ! warning,
                     · note)
   -V, --verbose     the full field trees of both messages
-  --format jsonl    one JSON object per Kafka message (see docs/guide/jsonl.md)
+  --format jsonl    one JSON object per Kafka message (docs/guide/jsonl.md)
   --schemas DIR, --registry URL, --value-schema TOPIC=FILE
                     record keys/values decoded (Avro, Protobuf, JSON:
                     docs/guide/values.md)
 
 \b
 Filters (-Y, see docs/guide/filters.md), over exchanges:
-  api == Produce and topic == "orders"      error != 0        latency > 50ms
-  client_id ~ "rdkafka"                     api in {Fetch, ListOffsets} and records > 0
-  anomaly (anything wrong)                  record.key == "order-42"  (compressed too)
+  api == Produce and topic == "orders"     error != 0     latency > 50ms
+  client_id ~ "rdkafka"    api in {Fetch, ListOffsets} and records > 0
+  anomaly (anything wrong)     record.key == "order-42" (compressed too)
 {fields}
           (Wireshark's kafka.* names work too: kafka.api_key...)
-  into decoded values: record.value.customer.id == "c-3"   record.value_schema == 2
+  into decoded values: record.value.customer.id == "c-3"
+                       record.value_schema == 2
 
 \b
 Examples:
@@ -71,11 +72,11 @@ Examples:
   kdissect pcap -p 9093 -p 19092-19094 traffic.pcap.gz
   kdissect pcap capture.pcap -Y 'error != 0' -V
   kdissect pcap capture.pcap --stats
-  kdissect pcap tls.pcap --keylog keys.log     (TLS 1.2 and 1.3; docs/guide/tls.md)
-  kdissect pcap capture.pcap --format jsonl | jq 'select(.api_name == "Produce")'
+  kdissect pcap tls.pcap --keylog keys.log      # TLS: docs/guide/tls.md
+  kdissect pcap capture.pcap --format jsonl | jq 'select(.api_key == 0)'
 """
 )
-PCAP_HELP = PCAP_HELP.replace("{fields}", help_list())
+PCAP_HELP = PCAP_HELP.replace("{fields}", help_list(width=78))
 
 
 @main.command(help=PCAP_HELP)

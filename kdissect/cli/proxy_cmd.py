@@ -52,8 +52,10 @@ connections, and prints the counters (bytes, requests, latency, left-out exchang
 \b
 Examples:
   kdissect proxy --upstream kafka-1:9092,kafka-2:9092
-  kdissect proxy --upstream 10.0.0.5:9092 --listen 127.0.0.1:19092 --broker-ports 19100
-  kdissect proxy --upstream broker:9092 --listen 0.0.0.0:9092 --advertise proxy.example.com
+  kdissect proxy --upstream 10.0.0.5:9092 --listen 127.0.0.1:19092 \\
+                 --broker-ports 19100
+  kdissect proxy --upstream broker:9092 --listen 0.0.0.0:9092 \\
+                 --advertise proxy.example.com
   kdissect proxy --upstream broker:9092 --no-tui -Y 'api == Produce'
   kdissect proxy --upstream broker:9092 --no-tui --format jsonl \\
       --metrics 127.0.0.1:9464 > traffic.jsonl    # metrics at :9464/metrics

@@ -32,13 +32,16 @@ through fsspec, with that filesystem's usual credentials, e.g. AWS_ENDPOINT_URL 
 S3-compatible server). Writes under OUT:
 
 \b
-  exchanges  one row per request/response exchange: exchange_id, connection, API,
-             version, correlation id, client id, times, latency, sizes, errors,
-             topics and partitions, record counts and bytes, status, problems
-  records    (with --records) one row per record, with the exchange_id of the
-             exchange that carried it: topic, partition, offset, key, value size...
-  captures   one row per capture file: size, packets, connections, exchanges, gaps,
-             warnings and a status (ok, incomplete, damaged, no kafka, unreadable)
+  exchanges  one row per request/response exchange: exchange_id, connection,
+             API, version, correlation id, client id, times, latency, sizes,
+             errors, topics and partitions, record counts and bytes, status,
+             problems
+  records    (with --records) one row per record, with the exchange_id of
+             the exchange that carried it: topic, partition, offset, key,
+             value size...
+  captures   one row per capture file: size, packets, connections,
+             exchanges, gaps, warnings and a status (ok, incomplete,
+             damaged, no kafka, unreadable)
 
 An existing OUT is refused unless --mode says what to do with its tables.
 docs/guide/spark.md describes every column and has example queries (Spark SQL,
@@ -55,17 +58,19 @@ tens of seconds to start: for a few local files `kdissect pcap F... --format par
 Where it runs (--master, else a master set in MASTER / PYSPARK_SUBMIT_ARGS /
 spark-defaults.conf / SPARK_REMOTE, else embedded local[*] on 127.0.0.1):
   local[4]            this machine, 4 cores
-  spark://host:7077   a standalone cluster      yarn, k8s://https://...  those clusters
+  spark://host:7077   a standalone cluster
+  yarn, k8s://...     those clusters
   sc://host:15002     Spark Connect (needs pyspark[connect] on this side)
-On a cluster, executors must reach the capture paths and have kdissect installed
-(docs/guide/spark.md shows how to ship it).
+On a cluster, executors must reach the capture paths and have kdissect
+installed (docs/guide/spark.md shows how to ship it).
 
 \b
 Examples:
   kdissect spark captures/ --out tables/
   kdissect spark big.pcap --out tables/ --records --mode overwrite
   kdissect spark s3a://bucket/caps/ --out /data/tables --partition-by date
-  kdissect spark /nfs/caps --out /nfs/tables --master spark://head:7077 --mode append
+  kdissect spark /nfs/caps --out /nfs/tables --master spark://head:7077 \\
+                 --mode append
 Then query, e.g. with Spark SQL or DuckDB:
   SELECT api_name, count(*) FROM exchanges GROUP BY api_name
 """
