@@ -139,6 +139,29 @@ def test_at_120_columns_the_error_is_in_the_list_and_tab_completes_a_filter():
 
 
 @pytest.mark.slow
+def test_keys_typed_in_one_burst_run_in_their_order():
+    """ctrl+u, Tab and the letters after them, sent at once (a fast typist, a paste,
+    tmux): ctrl+u used to run after the letters behind it, clearing them."""
+    session = start("captures/kafka-sasl.pcap", 120, 40)
+    try:
+        wait_for(session, "122 exchanges")
+        tmux(session, "send-keys", "-t", session, "/")
+        time.sleep(0.3)
+        burst = ["x", "y", "C-u", *"api", "Space", "=", "=", "Space", *"SaslAuth", "Tab"]
+        tmux(session, "send-keys", "-t", session, *burst, "Space", *"or")
+        wait_for(session, "api == SaslAuthenticate or ")
+        tmux(session, "send-keys", "-t", session, "C-u", *"error", "Space", "!=", "Space", "0")
+        screen = wait_for(session, "error != 0")
+        assert "SaslAuthenticate or" not in screen
+        # (Escape apart: a terminal sends Escape then q at once as alt+q)
+        tmux(session, "send-keys", "-t", session, "Escape")
+        time.sleep(0.3)
+        tmux(session, "send-keys", "-t", session, "q")
+        wait_for(session, "EXIT=0")
+    finally:
+        stop(session)
+
+
 def test_at_80x24_p_reaches_the_offending_field_and_its_explanation_reads_in_full():
     session = start("captures/kafka-sasl.pcap", 80, 24)
     try:

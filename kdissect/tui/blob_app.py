@@ -21,6 +21,7 @@ from ..sources.paste_choice import read_paste
 from ..sources.pasted import Hints
 from .palette import ANSI_DARK, ANSI_LIGHT
 from .detail import Detail, Item
+from .filterbar import OrderedInput
 from .screens import HelpScreen
 
 BLOB_HELP = """\
@@ -99,17 +100,17 @@ class BlobApp(App):
                 area.border_title = "paste bytes: hex, xxd, hexdump -C, <<0,1>>, b'\\x00', base64"
                 yield area
                 with Container(id="hints"):
-                    yield Input(
+                    yield OrderedInput(
                         placeholder="API (name or key): any",
                         id="api",
                         suggester=SuggestFromList(
                             sorted(set(API_NAMES.values())), case_sensitive=False
                         ),
                     )
-                    yield Input(placeholder="version: any", id="version", type="integer")
+                    yield OrderedInput(placeholder="version: any", id="version", type="integer")
                     yield Select(DIRECTIONS, value="auto", allow_blank=False, id="direction")
                     yield Select(MODES, value="message", allow_blank=False, id="mode")
-                    yield Input(placeholder="start at byte: 0", id="at", type="integer")
+                    yield OrderedInput(placeholder="start at byte: 0", id="at", type="integer")
             yield Static(Text("paste bytes above", style="dim"), id="status")
             yield Detail(self.options.show_secrets, id="detail")
         yield Footer()

@@ -34,7 +34,7 @@ from ..protocol.node import Node
 from ..stream import anomaly
 from .detail import Detail, HexView, Item
 from .exchange_list import ExchangeList
-from .filterbar import FilterInput, FilterSuggester, check_filter
+from .filterbar import FilterInput, FilterSuggester, OrderedInput, check_filter
 from .jobs import IN_WORKERS, Jobs, set_text, work_line
 from .loader import Done, Note, Progress
 from .palette import ANSI_DARK, ANSI_LIGHT
@@ -199,7 +199,7 @@ class Browser(Sorting, Jobs, App):
                 ),
             )
             yield Static(id="filter-error")
-            yield Input(placeholder=self.SEARCH_HINT, id="search", classes="bar")
+            yield OrderedInput(placeholder=self.SEARCH_HINT, id="search", classes="bar")
         yield Footer()
 
     @property

@@ -7,7 +7,8 @@ from __future__ import annotations
 import re
 
 from rich.text import Text
-from textual.binding import Binding
+from textual import events
+from textual.binding import Binding, NoBinding
 from textual.suggester import Suggester
 from textual.widgets import Input, Static
 
@@ -98,11 +99,32 @@ class FilterSuggester(Suggester):
         return None
 
 
-class FilterInput(Input):
+class OrderedInput(Input):
+    """An Input that runs its own keys (ctrl+u, ←, Backspace, Tab...) in the order they
+    were typed. Textual inserts a character as the Input reads it, but hands a bound key
+    up to the app, whose bindings run after the Input has read the keys queued behind
+    it: a burst of ctrl+u then letters (a paste, a fast typist, tmux) cleared the
+    letters typed after it."""
+
+    async def _on_key(self, event: events.Key) -> None:
+        if not event.is_printable:
+            try:
+                binding = self._bindings.get_bindings_for_key(event.key)[0]
+            except NoBinding:
+                binding = None
+            if binding is not None and self.check_action(binding.action, ()) is not False:
+                event.stop()
+                event.prevent_default()
+                await self.run_action(binding.action)
+                return
+        await super()._on_key(event)
+
+
+class FilterInput(OrderedInput):
     """The filter bar: Tab completes (the suggestion, shown dim) instead of moving the
     focus away, so what is typed next stays in the bar."""
 
-    BINDINGS = [Binding("tab", "complete", "Complete", show=False, priority=True)]
+    BINDINGS = [Binding("tab", "complete", "Complete", show=False)]
 
     def _current_suggestion(self) -> str:
         """The suggestion for the value as it is now: Textual computes it in a worker
