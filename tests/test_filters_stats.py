@@ -127,6 +127,24 @@ def test_a_filter_that_matches_nothing_says_so():
     assert run.stdout and "nothing matched" not in run.stderr
 
 
+@pytest.mark.parametrize("fmt", ["text", "jsonl"])
+def test_a_log_filter_that_matches_nothing_says_so_in_every_format(tmp_path, fmt):
+    from click.testing import CliRunner
+
+    from kdissect.cli import main
+    from tests.test_log import batch
+
+    part = tmp_path / "orders-0"
+    part.mkdir()
+    (part / "00000000000000000000.log").write_bytes(batch(2, 0, 0, [(b"a", b"1")]))
+    for flt, shown in (("aborted", False), ("not aborted", True)):
+        run = CliRunner().invoke(main, ["log", str(part), "--format", fmt, "-Y", flt])
+        assert run.exit_code == 0, run.output
+        assert (
+            bool(run.stdout) == shown and ("nothing matched the filter" in run.stderr) != shown
+        ), (flt, run.stdout, run.stderr)
+
+
 def test_stats_add_up(views):
     stats = Stats()
     for v in views:

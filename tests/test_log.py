@@ -71,9 +71,11 @@ def run_log(*args: str) -> tuple[int, str]:
 
 
 def jsonl(*args: str) -> list[dict]:
-    code, out = run_log(*args, "--format", "jsonl", "--records")
-    assert code == 0, out
-    return [json.loads(line) for line in out.splitlines()]
+    res = CliRunner().invoke(
+        main, ["log", *args, "--format", "jsonl", "--records"], catch_exceptions=False
+    )
+    assert res.exit_code == 0, res.output
+    return [json.loads(line) for line in res.stdout.splitlines()]  # (notes: stderr)
 
 
 def findings(objs: list[dict]) -> list[str]:
@@ -802,3 +804,17 @@ def test_kafka_36_member_metadata_value_is_read_with_its_assignors(tmp_path):
         }
     ]
     assert findings(objs) == []
+
+
+def test_batch_lines_name_their_partition(tmp_path):
+    """Reading a log dir, each batch's line names its segment by its partition
+    (`orders-0/000….log`): lines of different partitions grep apart."""
+    for name, key in (("orders-0", b"o"), ("pay-0", b"p")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "00000000000000000000.log").write_bytes(batch(2, 0, 0, [(key, b"1")]))
+    code, out = run_log(str(tmp_path), "--no-tui")
+    firsts = sorted(line.split("  ")[0] for line in out.splitlines() if "@0+" in line)
+    assert code == 0 and firsts == [
+        "orders-0/00000000000000000000.log",
+        "pay-0/00000000000000000000.log",
+    ], out

@@ -44,7 +44,7 @@ def _log(*args: str) -> str:
 
 
 def _batch_lines(out: str) -> list[str]:
-    return [line for line in out.splitlines() if line.startswith("0000") and "@" in line]
+    return [line for line in out.splitlines() if ".log" in line.split("  ")[0] and "@" in line]
 
 
 def test_text_lines_mark_transactions_deletions_and_decode_internal_records(log_dir):
@@ -152,7 +152,7 @@ async def _filter(app, pilot, text: str) -> None:
 def test_tui_marks_filters_completes_and_opens(log_dir):
     async def body(app, pilot):
         rows = _rows(app)
-        kinds = [r for r in rows if f"{ops.TXN}-0" in r and "batch" in r]
+        kinds = [r for r in rows if f"{ops.TXN}-0" in r and " v2 " in r]
         assert [
             ("COMMIT" in r and "ABORT" not in r, "ABORTED" in r, bool(re.search(r"ABORT(?!ED)", r)))
             for r in kinds

@@ -106,7 +106,7 @@ def test_marks_and_operator_filters_in_text_and_tui(tmp_path):
 
     part = _operator_partition(tmp_path)
     code, out = run_log(str(part))
-    lines = [line for line in out.splitlines() if line.startswith("0000") and "@" in line]
+    lines = [line for line in out.splitlines() if ".log" in line.split("  ")[0] and "@" in line]
     assert code == 0 and len(lines) == 4, out
     assert "deleted: all of it below the log start offset 2" in lines[0]
     assert "ABORTED" in lines[1] and lines[2].rstrip().endswith("ABORT")

@@ -112,7 +112,8 @@ file, 2 a wrong command line.
     is_flag=True,
     help="With --format parquet: build the tables on Spark, a task per partition "
     "directory (many log dirs, a whole cluster's, or s3:// copies); -o is "
-    "then a directory of Parquet directories (docs/guide/log.md).",
+    "then a directory of Parquet directories (docs/guide/log.md). Whole tables: "
+    "no -Y.",
 )
 @click.option(
     "--master",
@@ -206,8 +207,8 @@ def log(
         sys.exit(1)
     except BrokenPipeError:
         sys.exit(0)
-    if printer.shown == 0 and flt is not None and fmt == "text":
-        err.print("nothing matched")
+    if printer.shown == 0 and flt is not None:
+        err.print("nothing matched the filter")  # (stderr: not a silent empty output)
     elif printer.shown == 0 and flt is None:
         if _holds_kafka_files(list(paths)):
             err.print("the Kafka files hold nothing to show (empty segments)")
@@ -376,7 +377,11 @@ def item_line(item: LogItem) -> Text:
 def item_parts(item: LogItem) -> list[tuple[str, str | None]]:
     """An item's line as (text, style) parts: a rich Text on a terminal, plain text on a
     pipe (render/console.print_parts)."""
-    where = item.path.name if item.kind in ("batch", "message") else item.file
+    where = item.file
+    if item.kind in ("batch", "message"):  # the segment, by its partition: lines grep whole
+        where = item.path.name
+        if item.topic is not None:
+            where = f"{item.path.parent.name}/{where}"
     parts: list[tuple[str, str | None]] = [
         (f"{where}", "bold" if item.kind not in ("batch", "message") else "dim")
     ]

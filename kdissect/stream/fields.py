@@ -149,7 +149,7 @@ field("client_id", "text", "the request's client id", _client_id)
 field(
     "latency",
     "duration",
-    "response time; a number with a unit: `us`, `ms` (the default) or `s`",
+    "response time; a number with a unit: `us` (or `µs`), `ms` (the default) or `s`",
     lambda x: [x.ex.latency] if x.ex.latency is not None else [],
 )
 field(
