@@ -806,3 +806,44 @@ def test_a_key_log_with_nothing_usable_and_a_missing_sslkeylogfile_are_said(tmp_
         "pcap", str(CAPTURES / "tls13.pcap"), "--no-tui", env={"SSLKEYLOGFILE": missing}
     )
     assert f"SSLKEYLOGFILE={missing} does not exist" in env.stderr, env.stderr
+
+
+def test_partial_handshake_messages_are_in_the_memory_budget(tmp_path):
+    """TLS handshake messages being reassembled (up to 1 MiB each, a direction) count in
+    --max-memory with everything else: four connections each holding 600 KB of one
+    under a 1 MiB budget give up the oldest, say so, and the run ends cleanly."""
+    import struct
+
+    from click.testing import CliRunner
+
+    from kdissect.cli import main
+    from tests.support.tcp_mix import PSH_ACK, SYN, _packet
+
+    broker = ([10, 0, 0, 100], 9093)
+    clients = [([10, 0, 0, 1], 40000 + i) for i in range(4)]
+    seqs = [1000] * len(clients)
+    packets: list[bytes] = []
+
+    def add(i: int, flags: int, payload: bytes = b"") -> None:
+        packets.append(_packet(clients[i], broker, seqs[i], 0, flags, payload))
+        seqs[i] += len(payload) + (1 if flags == SYN else 0)
+
+    for i in range(len(clients)):
+        add(i, SYN)
+        # a ClientHello that says it is 700,000 bytes long: its fragments are held
+        add(i, PSH_ACK, record(22, b"\x01" + (700_000).to_bytes(3, "big") + bytes(1000), 0x0301))
+    for _ in range(40):  # 15 KB records, round-robin: 600 KB each
+        for i in range(len(clients)):
+            add(i, PSH_ACK, record(22, bytes(15_000)))
+    head = struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 262144, 1)
+    cap = tmp_path / "big-hellos.pcap"
+    cap.write_bytes(
+        head
+        + b"".join(struct.pack("<IIII", 1000, n, len(p), len(p)) + p for n, p in enumerate(packets))
+    )
+    run = CliRunner().invoke(main, ["pcap", str(cap), "--format", "jsonl", "--max-memory", "1M"])
+    assert run.exit_code in (0, 1), run.output
+    tls = [json.loads(line)["tls_connection"] for line in run.stdout.splitlines()]
+    given_up = [f["detail"] for t in tls for f in t["findings"] if f["code"] == "memory_budget"]
+    assert len(tls) == 4 and len(given_up) >= 2, tls
+    assert all("bytes of a partial TLS handshake message given up" in d for d in given_up)

@@ -69,7 +69,7 @@ class CaptureDissector:
         self.sink = sink
         self.keys = keys if keys is not None else KeyLog()
         # TLS connections are decrypted (or reported) between reassembly and Kafka
-        self.tls = TlsLayer(self, self.keys, self._tls_ended)
+        self.tls = TlsLayer(self, self.keys, self._tls_ended, self.budget)
         self.tls_connections: list[TlsFacts] = []
         # TLS directions the compiled reassembler could decrypt: (its cid, direction)
         self.tls_ready: set[tuple[int, int]] = set()

@@ -36,10 +36,13 @@ class TlsLayer:
         down,
         keys: KeyLog | None = None,
         report: Callable[[TlsFacts], None] = lambda facts: None,
+        budget: Any = None,
     ):
         """``report(facts)`` is called once per TLS connection, when it ends (after
-        ``down.closed``)."""
+        ``down.closed``). ``budget``: the process's memory budget
+        (``stream.budget.Budget``), charged by each session with what it holds."""
         self.down, self.keys, self.report = down, keys, report
+        self.budget = budget
         self.kind: dict[int, int] = {}
         self.sessions: dict[int, tuple[TlsSession, int]] = {}  # id(conn) -> (session, flip)
         self.held: dict[int, list] = {}
@@ -176,7 +179,9 @@ class TlsLayer:
                 if tell is not None:
                     tell(conn, side ^ client)
 
-            session = TlsSession(facts, self.keys, emit, emit_gap, self.resumable, mid, ready)
+            session = TlsSession(
+                facts, self.keys, emit, emit_gap, self.resumable, mid, ready, self.budget
+            )
             self.sessions[id(conn)] = (session, client)
             if inside is not None:
                 session.begun_inside([inside[client], inside[1 - client]])

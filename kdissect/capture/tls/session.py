@@ -10,7 +10,7 @@ what went wrong. Memory per direction: one record and one handshake message."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ...protocol.findings import Finding
 from ...protocol.plain import Compared
@@ -206,10 +206,14 @@ class TlsSession:
         resumable: dict[bytes, bytes] | None = None,
         mid_connection: bool = False,
         ready: Callable[[int], None] = lambda side: None,
+        budget: Any = None,
     ):
         """``ready(side)``: a direction now has application keys the compiled reassembler
-        could use (``hand_over``)."""
+        could use (``hand_over``). ``budget``: the process's memory budget
+        (``stream.budget.Budget``), charged with the partial records and handshake
+        messages held."""
         self.facts, self.keys, self.emit, self.emit_gap = facts, keys, emit, emit_gap
+        self.budget = budget
         self.ready = ready
         self.resumable = resumable if resumable is not None else {}  # session id/ticket -> master
         self.sides = (_Side(), _Side())
@@ -258,6 +262,37 @@ class TlsSession:
             s.plain += len(payload)
             self.facts.plaintext_bytes += len(payload)
             return
+        self._read(side, s, payload, ts, frame)
+        if self.budget is not None:
+            self._charge(side, s)
+
+    def _charge(self, side: int, s: _Side) -> None:
+        """Tell the budget what the direction holds of a handshake message begun (up to
+        ``MAX_HANDSHAKE`` each: many connections' together are bounded only there). (A
+        record begun, at most ``MAX_RECORD`` bytes, is not charged: the compiled
+        reassembler holds it too, outside the budget, and both must read alike.)"""
+        assert self.budget is not None, "charged only with a budget"
+        held = len(s.hs)
+        if held or self.budget.holds(s):
+            self.budget.set(s, held, lambda: self._give_up(side))
+
+    def _give_up(self, side: int) -> None:
+        """The budget is spent and this direction's partial data is the oldest: it goes,
+        and with it the rest of the direction (its records can no longer be followed)."""
+        s = self.sides[side]
+        held = len(s.hs)
+        s.buf.clear()
+        s.pos = 0
+        s.hs = bytearray()
+        s.broken = True
+        self._finding(
+            "memory_budget",
+            f"{self._who(side)}: {held} bytes of a partial TLS handshake message given "
+            "up (--max-memory): the rest of this direction is not read",
+            side,
+        )
+
+    def _read(self, side: int, s: _Side, payload: bytes, ts: float, frame: int) -> None:
         if s.broken:
             return
         if s.lost:  # after lost bytes: find the next record first
@@ -340,6 +375,8 @@ class TlsSession:
         begun = bytes(s.buf)
         s.buf.clear()
         s.native = True
+        if self.budget is not None:
+            self.budget.drop(s)  # (the record begun is the compiled reassembler's now)
         return s.cipher, s.seq, s.plain, begun
 
     def given_back(
@@ -400,9 +437,14 @@ class TlsSession:
         if s.cipher is not None:
             self.emit_gap(side, s.plain, lost, ts, frame)
             s.plain += lost
+        if self.budget is not None:
+            self._charge(side, s)
 
     def finish(self) -> TlsFacts:
         f = self.facts
+        if self.budget is not None:
+            for s in self.sides:
+                self.budget.drop(s)
         if self.waiting:
             self.waiting = []
             self._undecryptable()
