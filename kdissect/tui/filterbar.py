@@ -107,9 +107,11 @@ class OrderedInput(Input):
     letters typed after it."""
 
     async def _on_key(self, event: events.Key) -> None:
-        if not event.is_printable:
+        # (Textual's own map of the widget's keys: a Textual without it keeps its order)
+        lookup = getattr(self._bindings, "get_bindings_for_key", None)
+        if not event.is_printable and lookup is not None:
             try:
-                binding = self._bindings.get_bindings_for_key(event.key)[0]
+                binding = lookup(event.key)[0]
             except NoBinding:
                 binding = None
             if binding is not None and self.check_action(binding.action, ()) is not False:
