@@ -71,3 +71,19 @@ def test_planted_names_and_ids_in_hostile_data():
         planted += same(data_bytes, IDS)
         same(data_bytes)
     assert 1000 < planted < 3000  # both answers were asked for often
+
+
+def test_learned_ids_are_searched_as_they_change():
+    """The needles made from learned topic ids are kept while the ids stay as they were:
+    an id named, renamed to an internal topic's name, or forgotten is searched so at once
+    (the caller's dict changed in place, as enrichment changes it)."""
+    tid = str(uuid.UUID(int=0x4243))
+    data = b"\x00\x01" + uuid.UUID(tid).bytes + b"\x02"
+    ids = {OFFSETS_ID: "__consumer_offsets"}
+    assert not same(data, ids)
+    ids[tid] = "orders"
+    assert not same(data, ids)
+    ids[tid] = "__transaction_state"  # renamed: the same size and keys
+    assert same(data, ids)
+    del ids[tid]
+    assert not same(data, ids)

@@ -163,6 +163,38 @@ def test_damaged_messages_step_aside_or_agree():
     assert answered > 100  # flips inside values (names, numbers) keep messages clean
 
 
+def test_enrichment_reads_each_kind_as_body_values():
+    """Enrichment reads a body through what it asked once of the message's kind
+    (``_kind``: ``values.plain_reader``, else ``body_values``): the same dict as
+    ``body_values`` (keys in order, types), on every message of every capture and on
+    damaged copies (where the compiled read steps aside), with the options a summary,
+    JSON lines and raw records use."""
+    from kdissect.protocol.values import NO_BYTES
+    from kdissect.stream.enrich import _kind
+    from kdissect.stream.model import KafkaMessage
+    from tests.fuzz.msgvalues_target import damaged, same
+
+    rng = random.Random(43)
+    corpus = [m for p in CAPTURES for m in messages(p)]
+    corpus += [(damaged(rng, d), *rest) for d, *rest in rng.choices(corpus, k=3000)]
+    read = 0
+    for options in (SUMMARY, Options(records="batches", embedded=False), Options(records=False)):
+        kinds: dict = {}
+        for data, direction, key, version in corpus:
+            m = KafkaMessage(0, 1, direction, 0.0, 0, 0, data, key, version)
+            kind = kinds.setdefault((key, version, direction), _kind(m, options))
+            for conv in (NO_BYTES, json_bytes):
+                got = enrich_values_body(m, options, conv, kind)
+                assert same(got, enrich_values_body(m, options, conv)), (key, version)
+                if kind is None:
+                    assert got is None
+                    continue
+                want = body_values(data, direction, key, version, options, conv)
+                assert same(got, want), (key, version, direction)
+                read += got is not None
+    assert read > 10_000
+
+
 def test_raw_records_and_small_budgets():
     """Options change both paths alike: records left raw, tight budgets (decompressed
     bytes, nodes): a message the located decoder cuts short never takes the values path."""

@@ -471,6 +471,22 @@ def bare_values(
     return body_values(data, direction, api_key, api_version, _BARE, NO_BYTES)
 
 
+def plain_reader(
+    api_key: int, api_version: int, direction: str, options: Options
+) -> tuple[Any, bool] | None:
+    """(compiled reader, compact) of a kind whose ``body_values`` with ``options`` (and
+    no ``batch_records``) is ``reader.read_plain(data, conv, options.records, compact,
+    options.max_nodes)``, or ``body_values`` itself where that gives None: for a caller
+    reading every message of a run (enrichment), which so asks once per kind what
+    ``body_values`` asks per message. None: no such reader (call ``body_values``)."""
+    if options.records not in (False, "batches") or (
+        options.embedded and api_key in _EMBEDDED_APIS
+    ):
+        return None
+    read, _, compact, fast = _plan_of(api_key, api_version, direction)
+    return (fast, compact) if read is not None and fast is not None else None
+
+
 def body_values(
     data: bytes,
     direction: str,

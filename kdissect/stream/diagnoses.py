@@ -242,7 +242,7 @@ class _Sends(deque["_Send"]):
         self.top = -1
 
     def append(self, send: _Send) -> None:
-        super().append(send)
+        deque.append(self, send)  # (not super(): a call per idempotent batch)
         if send.last > self.top:
             self.top = send.last
 
@@ -287,9 +287,10 @@ class Diagnoses:
         req, resp = ex.request, ex.response
         out = ex.findings
         if req is not None and req.direction == "request" and req.api_key is not None:
-            self._versions(ex, out)
+            whole = req.status == "ok" and not req.holes  # (_complete, asked once)
+            self._versions(ex, out, whole)
             key = req.api_key
-            if key == PRODUCE and _complete(req):
+            if key == PRODUCE and whole:
                 self._produce(
                     ex,
                     plain(req_body),
@@ -297,7 +298,7 @@ class Diagnoses:
                     topic_ids,
                     out,
                 )
-            elif _complete(req) and _complete(resp):
+            elif whole and _complete(resp):
                 if key == FETCH:
                     self._fetch(ex, plain(req_body), plain(resp_body), topic_ids, out)
                 elif key in (
@@ -329,16 +330,18 @@ class Diagnoses:
             and not (ex.first.api_key == FETCH and "__cluster_metadata" in ex.facts.topics)
         ):
             self._storm(ex, out)
-        self._slow(ex, out)
+        if req is not None and resp is not None and resp.ts - req.ts > SLOW:
+            self._slow(ex, out)  # (only a latency above SLOW can be: asked inline)
 
     # -- clients ---------------------------------------------------------------------------
 
-    def _versions(self, ex: Exchange, out: list[Finding]) -> None:
+    def _versions(self, ex: Exchange, out: list[Finding], whole: bool) -> None:
+        """``whole``: the request is ``_complete``."""
         req = ex.request
         assert req is not None and req.api_key is not None and req.api_version is not None
         # a request framed after a hole (or a connection's sides mistaken) may be bytes that
         # only look like a header: claim only what a whole, cleanly decoded request says
-        clean = _complete(req) and not (
+        clean = whole and not (
             out and any(f.kind.group == "malformed" and f.where.startswith("request") for f in out)
         )
         gone = REMOVED.get((req.api_key, req.api_version)) if clean else None
@@ -489,7 +492,9 @@ class Diagnoses:
         if sends is None:
             sends = _Sends(SENDS_KEPT)
         _put(self.sends, key, sends)
-        if this.first > sends.top and error not in _codes("OUT_OF_ORDER_SEQUENCE_NUMBER"):
+        if this.first > sends.top and (
+            not error or error not in _codes("OUT_OF_ORDER_SEQUENCE_NUMBER")
+        ):
             # the common case, told cheaply: a batch past every kept send overlaps none,
             # and was not refused as out of order: nothing to say
             sends.append(this)

@@ -20,7 +20,7 @@ from ..protocol import Message, Options, schemas
 from ..protocol.apis import API_VERSIONS, SASL_AUTHENTICATE, WAIT_FIELDS
 from ..protocol.findings import Finding
 from ..protocol.names import error_name
-from ..protocol.values import NO_BYTES, body_values
+from ..protocol.values import NO_BYTES, body_values, plain_reader
 from .anomaly import EXPECTED_ERRORS
 from .diagnoses import Diagnoses
 from .facts import body_plan, facts
@@ -71,6 +71,7 @@ class Enricher:
         self.advertised: dict[int, dict[int, tuple[int, int]]] = {}  # stream -> ranges
         self.diagnoses = Diagnoses()  # Kafka-level diagnoses (their state)
         self.orphans = Orphans()  # what orphan responses taught so far
+        self.kinds: dict[tuple[Any, ...], _Kind | None] = {}  # enrich's, for self.options
 
     # -- Sink ---------------------------------------------------------------------------
 
@@ -84,6 +85,7 @@ class Enricher:
             self.diagnoses,
             self.values_conv,
             self.orphans,
+            self.kinds,
         )
         self.sink.exchange(ex)
 
@@ -118,34 +120,43 @@ def enrich(
     diagnoses: Diagnoses | None = None,
     values_conv: Callable[[bytes], object] | None = None,
     orphans: Orphans | None = None,
+    kinds: dict[tuple[Any, ...], _Kind | None] | None = None,
 ) -> None:
+    """``kinds``: what ``_kind`` said of each message kind, for a run's exchanges with
+    these ``options`` (the caller's dict: filled here)."""
+    if kinds is None:
+        kinds = {}
     req, resp = ex.request, ex.response
     findings = ex.findings
     if resp is not None and req is None and resp.direction == "response" and resp.api_key is None:
         _guess(resp, findings, orphans if orphans is not None else Orphans())
-    decoded: list[Message | None] = []
-    bodies: list[Any] = []
-    plans: list[Any] = []  # beside bodies: what facts read of them
-    for m in (req, resp):
+    # beside each message (request, response): its full tree when ``keep``, its body (a
+    # values dict, a located node, or None), and what facts read of a values dict
+    decoded: list[Message | None] = [None, None]
+    bodies: list[Any] = [None, None]
+    plans: list[Any] = [None, None]
+    conv = values_conv or NO_BYTES
+    for i, m in enumerate((req, resp)):
         if m is None:
-            decoded.append(None)
             continue
-        values = None if keep else _values_body(m, options, values_conv or NO_BYTES)
-        if values is not None:
-            # kept for the printing sink only without records: it prints records'
-            # contents, which a summary read keeps as batch headers
-            if values_conv is not None and not schemas.has_records(
-                m.api_key, m.api_version, m.direction
-            ):
-                m.values = values
-            decoded.append(None)
-            bodies.append(values)
-            assert m.api_key is not None and m.api_version is not None, "read by kind"
-            plans.append(body_plan(m.api_key, m.api_version, m.direction))
-            continue
+        if not keep:
+            kind = kinds.get((m.api_key, m.api_version, m.direction), _UNKNOWN)
+            if kind is _UNKNOWN:
+                if len(kinds) >= 4096:  # (hostile captures' keys and versions: unbounded)
+                    kinds.clear()
+                kind = kinds[m.api_key, m.api_version, m.direction] = _kind(m, options)
+            values = _values_body(m, options, conv, kind)
+            if values is not None:
+                assert kind is not None, "read by kind"
+                # kept for the printing sink only without records: it prints records'
+                # contents, which a summary read keeps as batch headers
+                if values_conv is not None and not kind.records:
+                    m.values = values
+                bodies[i] = values
+                plans[i] = kind.plan
+                continue
         # decoders see what is learned (Fetch v13+ of internal topics names them by id)
-        d = m.decoded(options, topic_ids)
-        decoded.append(d)
+        d = decoded[i] = m.decoded(options, topic_ids)
         where = m.direction
         cut = m.status.startswith("truncated")
         for path, code, reason in d.tree.findings():
@@ -173,43 +184,48 @@ def enrich(
             findings.append(
                 Finding("assumed_version", _assumed(m, d, advertised.get(ex.stream)), where)
             )
-        bodies.append(d.tree.children[0] if m.direction == "sasl" else d.body)
-        plans.append(None)
-    if advertised and req is not None and req.direction == "request" and req.api_key is not None:
+        bodies[i] = d.tree.children[0] if m.direction == "sasl" else d.body
+    if (
+        advertised
+        and ex.stream in advertised  # (what _check_version reads: asked here, cheaply)
+        and req is not None
+        and req.direction == "request"
+        and req.api_key is not None
+    ):
         _check_version(ex, advertised, findings)
-    ex.facts = facts(*bodies, topic_ids=topic_ids, plans=plans)
-    req_body = bodies[0] if req is not None else None
-    resp_body = bodies[-1] if resp is not None else None
+    req_body, resp_body = bodies
+    f = ex.facts = facts(req_body, resp_body, topic_ids=topic_ids, plans=plans)
     if req is not None and req_body is not None and req.api_key in WAIT_FIELDS:
-        ex.facts.asked_wait_field, ex.facts.asked_wait_ms = _asked_wait(req.api_key, req_body)
+        f.asked_wait_field, f.asked_wait_ms = _asked_wait(req.api_key, req_body)
     if resp is not None and resp.direction == "response":
         top = _int_field(resp_body, "error_code")
         if top is not None:
-            ex.facts.top_error = top
-        seen: set[int] = set()
-        sites = ex.facts.error_sites
-        normal = EXPECTED_ERRORS.get(ex.first.api_key, ()) if sites else ()
-        for topic, partition, err in sites:
-            if err not in seen:
-                seen.add(err)
-                at = f" ({topic}[{partition}])" if topic is not None else ""
-                findings.append(
-                    Finding(
-                        "expected_error" if err in normal else "error_code",
-                        f"{error_name(err)}{at}",
-                        "response",
+            f.top_error = top
+        sites = f.error_sites
+        if sites:
+            seen: set[int] = set()
+            normal = EXPECTED_ERRORS.get(ex.first.api_key, ())
+            for topic, partition, err in sites:
+                if err not in seen:
+                    seen.add(err)
+                    at = f" ({topic}[{partition}])" if topic is not None else ""
+                    findings.append(
+                        Finding(
+                            "expected_error" if err in normal else "error_code",
+                            f"{error_name(err)}{at}",
+                            "response",
+                        )
                     )
-                )
         throttle = _int_field(resp_body, "throttle_time_ms")
         if throttle is not None:
-            ex.facts.throttle_ms = throttle
+            f.throttle_ms = throttle
             if throttle > 0:
                 findings.append(Finding("throttled", f"throttled {throttle} ms", "response"))
         if ex.first.api_key == API_VERSIONS and resp_body is not None and resp.status == "ok":
             _learn_versions(ex.stream, resp_body, advertised)
     if diagnoses is not None:
         diagnoses.observe(ex, req_body, resp_body, topic_ids)
-    ex.status = _status(ex)
+    ex.status = _status(ex) if findings or not ex.expected else "ok"  # (the usual: no call)
     if keep:
         ex.decoded = (decoded[0], decoded[1])
 
@@ -264,23 +280,59 @@ def _int_field(body: Any, name: str) -> int | None:
 _LOCATED_APIS = frozenset({SASL_AUTHENTICATE})
 
 
-def _values_body(
-    m: Any, options: Options, conv: Callable[[bytes], object] = NO_BYTES
-) -> dict[Any, Any] | None:
-    """The body of a clean message read by the values decoder, record batches as their
-    headers (``options.records`` is "batches"): the same facts and findings as a located
-    summary tree, which no summary needs (several times faster: a Metadata answer naming
-    110 topics took 31 ms located, 18 ms so). ``conv`` reads bytes fields (for a sink that
-    prints the body). None: decode it located (a message cut by holes shows what was
-    captured after them there)."""
+class _Kind:
+    """How enrichment reads the bodies of one message kind, asked once per kind (per
+    message, the lookups were a twentieth of a summary of many small exchanges): its
+    ``values.plain_reader`` (None: ``body_values``), its facts' ``body_plan``, and
+    whether it carries records."""
+
+    __slots__ = ("reader", "plan", "records")
+
+    def __init__(self, api_key: int, api_version: int, direction: str, options: Options):
+        self.reader = plain_reader(api_key, api_version, direction, options)
+        self.plan = body_plan(api_key, api_version, direction)
+        self.records = schemas.has_records(api_key, api_version, direction)
+
+
+_UNKNOWN: Any = object()
+
+
+def _kind(m: Any, options: Options) -> _Kind | None:
+    """How a message of ``m``'s kind is read by value; None: located (SASL, an unknown
+    API, ``_LOCATED_APIS``)."""
     if (
         m.direction == "sasl"
         or m.api_key is None
         or m.api_key in _LOCATED_APIS
         or m.api_version is None
-        or m.holes
     ):
         return None
+    return _Kind(m.api_key, m.api_version, m.direction, options)
+
+
+def _values_body(
+    m: Any,
+    options: Options,
+    conv: Callable[[bytes], object] = NO_BYTES,
+    kind: _Kind | None = _UNKNOWN,
+) -> dict[Any, Any] | None:
+    """The body of a clean message read by the values decoder, record batches as their
+    headers (``options.records`` is "batches"): the same facts and findings as a located
+    summary tree, which no summary needs (several times faster: a Metadata answer naming
+    110 topics took 31 ms located, 18 ms so). ``conv`` reads bytes fields (for a sink that
+    prints the body); ``kind``: ``_kind(m, options)``, if known. None: decode it located
+    (a message cut by holes shows what was captured after them there)."""
+    if kind is _UNKNOWN:
+        kind = _kind(m, options)
+    if kind is None or m.holes:
+        return None
+    reader = kind.reader
+    if reader is not None:
+        got: dict[Any, Any] | None = reader[0].read_plain(
+            m.data, conv, options.records, reader[1], options.max_nodes
+        )
+        if got is not None:
+            return got
     return body_values(m.data, m.direction, m.api_key, m.api_version, options, conv)
 
 

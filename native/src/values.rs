@@ -553,7 +553,14 @@ impl<'py> Cx<'_, 'py> {
         } else {
             n + 4
         };
-        let heads = pyo3::types::PyList::empty(py);
+        // an empty values.BatchHeads by list.__new__, filled here: calling the class ran
+        // its Python __init__ (a frame and a copy of the list per records field, a
+        // fiftieth of a summary of many small exchanges)
+        let cls = self.batch_heads.as_any();
+        let made = cls.call_method1(pyo3::intern!(py, "__new__"), (cls,))?;
+        let heads = made
+            .downcast::<pyo3::types::PyList>()
+            .map_err(PyErr::from)?;
         while pos < end {
             let left = end - pos;
             if left < 17 {
@@ -592,7 +599,8 @@ impl<'py> Cx<'_, 'py> {
             heads.append(d)?;
             pos += total;
         }
-        Ok(self.batch_heads.call1((heads, size))?)
+        made.setattr(pyo3::intern!(py, "size"), size)?;
+        Ok(made)
     }
 
     /// values._tagged

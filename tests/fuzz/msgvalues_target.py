@@ -36,10 +36,10 @@ def messages(captures) -> list[tuple[bytes, str, int, int]]:
     got: list = []
     plain = enrich_module._values_body
 
-    def spy(m, options, conv=enrich_module.NO_BYTES):
+    def spy(m, *args):
         if m.api_key is not None and m.api_version is not None and m.direction != "sasl":
             got.append((bytes(m.data), m.direction, m.api_key, m.api_version))
-        return plain(m, options, conv)
+        return plain(m, *args)
 
     enrich_module._values_body = spy
     try:
