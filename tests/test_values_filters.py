@@ -14,6 +14,7 @@ import pytest
 from kdissect.stream.filter_values import of_records
 from kdissect.filters import FilterError, parse_filter
 from tests.test_log import batch, run_log
+from tests.test_log import jsonl as log_jsonl
 from tests.test_values_real import _orders
 from tests.test_values_schema import ORDER, avro_bytes, framed
 
@@ -37,10 +38,8 @@ def orders(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def offsets(part: Path, schemas: Path | None, flt: str) -> list[int]:
-    args = [str(part), "--format", "jsonl", "--records", "-Y", flt]
-    code, out = run_log(*args, *(["--schemas", str(schemas)] if schemas else []))
-    assert code == 0, out
-    return [o["offset"] for o in map(json.loads, out.splitlines()) if o["type"] == "record"]
+    args = ["-Y", flt, *(["--schemas", str(schemas)] if schemas else [])]
+    return [o["offset"] for o in log_jsonl(str(part), *args) if o["type"] == "record"]
 
 
 @pytest.mark.parametrize(
