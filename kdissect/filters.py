@@ -99,7 +99,7 @@ def _tokens(text: str) -> list[Token]:
                 raise FilterError(
                     start,
                     f"unexpected {run[0]!r}: a number is like 42 or 1.5, a duration like "
-                    "50ms (units us, µs, ms, s)",
+                    f'50ms (units us, µs, ms, s); text goes in quotes ("{run[0]}")',
                     text,
                 )
             raise FilterError(start, f"unexpected {text[start]!r}", text)

@@ -67,6 +67,7 @@ def test_filters_select_what_they_say(views):
         ("api == Produce and", 18, "expected a field name"),
         ("latency > fast", 10, "duration like 50ms"),
         ("latency > 5xs", 10, "unexpected '5xs': a number is like 42 or 1.5, a duration like"),
+        ("client == 10.0.0.1", 10, 'text goes in quotes ("10.0.0.1")'),
         ("topik == x", 0, "unknown field 'topik' (did you mean topic"),
         # kdissect log's fields of batches on disk: no value for exchanges (matched none)
         ("codec == lz4", 0, "'codec' is a field of batches on disk (`kdissect log`)"),

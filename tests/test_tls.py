@@ -842,7 +842,7 @@ def test_partial_handshake_messages_are_in_the_memory_budget(tmp_path):
         + b"".join(struct.pack("<IIII", 1000, n, len(p), len(p)) + p for n, p in enumerate(packets))
     )
     run = CliRunner().invoke(main, ["pcap", str(cap), "--format", "jsonl", "--max-memory", "1M"])
-    assert run.exit_code in (0, 1), run.output
+    assert run.exit_code == 0, run.output  # (TLS without keys: reported, not an error)
     tls = [json.loads(line)["tls_connection"] for line in run.stdout.splitlines()]
     given_up = [f["detail"] for t in tls for f in t["findings"] if f["code"] == "memory_budget"]
     assert len(tls) == 4 and len(given_up) >= 2, tls

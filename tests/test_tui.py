@@ -187,10 +187,31 @@ def test_follow_a_connection_and_back():
         assert indexes == sorted(indexes)
         assert app.current_view().ex.first.api_key == 11  # still on the same one
         assert f"following stream {stream}" in app.sub_title
+        table.move_cursor(table.row_count - 1)  # another exchange of the connection
+        await settle(app, pilot)
+        picked = app.current_view()
         await pilot.press("f")
         await pilot.pause()
+        await settle(app, pilot)
         assert table.row_count == total
-        assert app.sorted_by == order  # and back to the order chosen before
+        assert app.sorted_by == order  # and back to the order chosen before,
+        assert app.current_view() is picked  # on the exchange selected
+
+    run(GROUP, body)
+
+
+@pytest.mark.parametrize("bar", ["slash", "ctrl+f"])
+def test_ctrl_c_in_a_bar_quits(bar):
+    """ctrl+c is an Input's copy; with nothing selected it is the app's: quit (the bars
+    run their own keys in typed order, and must still leave that one to the app)."""
+
+    async def body(app, pilot):
+        await pilot.press(bar)
+        await pilot.pause()
+        assert isinstance(app.focused, Input), app.focused
+        await pilot.press("a", "b", "ctrl+c")
+        await pilot.pause()
+        assert app._exit
 
     run(GROUP, body)
 

@@ -128,23 +128,22 @@ def mentions_internal_topic(data: bytes, topic_ids: Mapping[str, str] | None = N
 def _needles(topic_ids: Mapping[str, str] | None) -> tuple[bytes, ...]:
     if not topic_ids:
         return _BASE_NEEDLES
-    last = _LAST_NEEDLES
-    needles: tuple[bytes, ...]
-    if last[0] == topic_ids:  # (names learned seldom change: compared in C, not walked)
-        needles = last[1]
+    global _LAST_NEEDLES
+    ids, needles = _LAST_NEEDLES  # (one read: TUI threads may replace it meanwhile)
+    if ids == topic_ids:  # (names learned seldom change: compared in C, not walked)
         return needles
     needles = (
         *_BASE_NEEDLES,
         *(_id_bytes(i) for i, n in topic_ids.items() if n in TOPIC_FAMILIES),
     )
-    last[:] = [dict(topic_ids), needles]
+    _LAST_NEEDLES = (dict(topic_ids), needles)
     return needles
 
 
 _BASE_NEEDLES = (*_NAMES, _METADATA_ID_BYTES)
 # the topic names the needles were last made from (a copy: the caller's dict grows) and
 # those needles (made per message, they were a twentieth of a cluster's JSON lines)
-_LAST_NEEDLES: list[Any] = [{}, _BASE_NEEDLES]
+_LAST_NEEDLES: tuple[dict[str, str], tuple[bytes, ...]] = ({}, _BASE_NEEDLES)
 # native/src/scan.rs's needle sets, prepared once per set of needles
 _Needles = bind(__name__, "_Needles", "Needles")
 _SEARCHES: dict[tuple[bytes, ...], Any] = {}

@@ -363,8 +363,12 @@ class KdissectApp(Browser):
         if self.following is not None:
             _, before, order = self.following
             self.following = None
-            if order != self.sorted_by:
-                self.sort_by(*order)
+            if order != self.sorted_by:  # the order chosen before, on the same exchange
+                self.sorted_by = order
+                column, reverse = order
+                self.table.set_order(
+                    column, self.sort_value(column), reverse, keep=self.current_view()
+                )
             self.apply_filter(before)
             self.query_one("#filter", Input).value = before
             return

@@ -114,10 +114,14 @@ class OrderedInput(Input):
                 binding = lookup(event.key)[0]
             except NoBinding:
                 binding = None
-            if binding is not None and self.check_action(binding.action, ()) is not False:
+            # (an action that does nothing -- copy with nothing selected -- leaves the key
+            # to the app, as Textual does: ctrl+c then quits)
+            if binding is not None and await self.app.run_action(binding.action, self):
                 event.stop()
                 event.prevent_default()
-                await self.run_action(binding.action)
+                restart_blink = getattr(self, "_restart_blink", None)
+                if restart_blink is not None:
+                    restart_blink()  # (as Input's own key handler does)
                 return
         await super()._on_key(event)
 
