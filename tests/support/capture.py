@@ -10,7 +10,10 @@ import time
 from pathlib import Path
 
 
-IN_FLIGHT_AT_STOP = 8  # receptions (4 packets) the stop itself may leave unread
+# receptions the stop itself may leave unread: 8 (4 packets) was too few beside a Java
+# client still polling on a loaded machine (616 received, 303 captured: 10 at the stop);
+# a packet lost before the stop leaves a hole that the tests' decoding reports anyway
+IN_FLIGHT_AT_STOP = 24
 
 
 class Tcpdump:
