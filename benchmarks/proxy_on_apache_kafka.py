@@ -178,6 +178,9 @@ def java_produce(bootstrap: str, topic: str, records: int, size: int) -> float:
 
 
 def java_consume(bootstrap: str, topic: str, records: int) -> float:
+    # one run: with --show-detailed-stats and a long --reporting-interval (as this was until
+    # 2026-11-30) the 4.4 tool prints no row, so every measurement ran the consumer twice
+    # and timed the second while the display still worked through the first's backlog
     done = subprocess.run(
         [
             java(),
@@ -189,13 +192,10 @@ def java_consume(bootstrap: str, topic: str, records: int) -> float:
             bootstrap,
             "--topic",
             topic,
-            "--messages",
+            "--num-records",
             str(records),
             "--timeout",
             "60000",
-            "--show-detailed-stats",
-            "--reporting-interval",
-            "600000",
         ],
         capture_output=True,
         text=True,
@@ -208,32 +208,6 @@ def java_consume(bootstrap: str, topic: str, records: int) -> float:
         for line in done.stdout.splitlines()
         if line.count(",") >= 9 and line[:1].isdigit()
     ]
-    if not rows:
-        done = subprocess.run(
-            [
-                java(),
-                *PERF_JVM,
-                "-cp",
-                classpath(),
-                "org.apache.kafka.tools.ConsumerPerformance",
-                "--bootstrap-server",
-                bootstrap,
-                "--topic",
-                topic,
-                "--messages",
-                str(records),
-                "--timeout",
-                "60000",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        rows = [
-            line.split(",")
-            for line in done.stdout.splitlines()
-            if line.count(",") >= 9 and line[:1].isdigit()
-        ]
     if not rows:
         raise RuntimeError(done.stdout[-2000:] + done.stderr[-2000:])
     return float(rows[-1][9])  # fetch.nMsg.sec: without the group's join time
