@@ -272,6 +272,8 @@ class TlsSession:
         record begun, at most ``MAX_RECORD`` bytes, is not charged: the compiled
         reassembler holds it too, outside the budget, and both must read alike.)"""
         assert self.budget is not None, "charged only with a budget"
+        if s.broken:  # nothing more is read there (records replayed may have added some)
+            s.hs = bytearray()
         held = len(s.hs)
         if held or self.budget.holds(s):
             self.budget.set(s, held, lambda: self._give_up(side))
@@ -695,6 +697,9 @@ class TlsSession:
             self.facts.records -= len(held)  # counted when they came
             for side, ctype, version, header, payload, ts, frame in held:
                 self._record(side, self.sides[side], ctype, version, header, payload, ts, frame)
+            if self.budget is not None:  # (both sides' handshakes may have moved)
+                for side, s in enumerate(self.sides):
+                    self._charge(side, s)
         elif len(self.waiting) >= MAX_WAITING:
             self.awaiting_keys = False
             self.waiting = []
