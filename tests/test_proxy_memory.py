@@ -49,7 +49,9 @@ def _faults_after_a_burst(keep: int | None, out) -> None:
 
 
 def _run(keep: int | None) -> int:
-    ctx = multiprocessing.get_context("fork")
+    # spawned: a child forked from the test run's process inherits its heap (freed
+    # blocks, pages shared copy-on-write) and counts faults that are not the burst's
+    ctx = multiprocessing.get_context("spawn")
     out = ctx.Queue()
     p = ctx.Process(target=_faults_after_a_burst, args=(keep, out))
     p.start()
