@@ -51,18 +51,9 @@ fn push_padded(out: &mut String, v: i64, width: usize) {
     if v < 0 {
         out.push('-');
     }
-    let mut m = v.unsigned_abs();
     let mut buf = [b'0'; 20];
-    let mut at = buf.len();
-    loop {
-        at -= 1;
-        buf[at] = b'0' + (m % 10) as u8;
-        m /= 10;
-        if m == 0 {
-            break;
-        }
-    }
-    at = at.min(buf.len().saturating_sub(width));
+    let at =
+        crate::logjson::decimal(v.unsigned_abs(), &mut buf).min(buf.len().saturating_sub(width));
     out.push_str(std::str::from_utf8(&buf[at..]).unwrap_or_default());
 }
 

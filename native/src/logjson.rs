@@ -124,18 +124,24 @@ pub(crate) fn push_int(out: &mut Vec<u8>, v: i128) {
         let _ = write!(out, "{n}");
         return;
     }
-    let mut buf = [0u8; 20];
+    let mut buf = [b'0'; 20];
+    let at = decimal(n as u64, &mut buf);
+    out.extend_from_slice(&buf[at..]);
+}
+
+/// `m`'s decimal digits at the end of `buf`; where they start (the bytes before are
+/// left as they were: a caller that filled `buf` with '0' pads with them).
+#[inline]
+pub(crate) fn decimal(mut m: u64, buf: &mut [u8; 20]) -> usize {
     let mut at = buf.len();
-    let mut m = n as u64;
     loop {
         at -= 1;
         buf[at] = b'0' + (m % 10) as u8;
         m /= 10;
         if m == 0 {
-            break;
+            return at;
         }
     }
-    out.extend_from_slice(&buf[at..]);
 }
 
 /// What a byte asks of the JSON text: 0 itself, 1 an escape (`"`, `\\`, tab, line
