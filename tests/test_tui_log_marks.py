@@ -167,3 +167,21 @@ def test_the_log_start_offset_checkpoint_marks_deleted_batches(tmp_path):
         line.split("offsets ")[1].split(",")[0] for line in out.splitlines() if "@" in line
     ] == ["0..0", "1..1", "2..2"], out
     assert out.count("below the log start offset 3") == 3
+
+
+def test_a_finding_about_a_whole_file_shows_no_empty_value():
+    """A finding with no place (a whole file or batch) read `= ''` in the detail."""
+    from rich.text import Text
+
+    from kdissect.protocol.findings import Finding
+    from kdissect.tui.detail import describe, findings_item
+
+    item = findings_item(
+        [
+            Finding("offset_gap", "offsets 2–8 missing", ""),
+            Finding("crc_mismatch", "x", "batch @0"),
+        ]
+    )
+    lines = [describe(Text(n.name), n, 0, False, 80).plain for n in item.root.children]
+    assert "=" not in lines[0] and "offsets 2–8 missing" in lines[0], lines
+    assert "= 'batch @0'" in lines[1], lines

@@ -380,7 +380,12 @@ def describe(label: Text, node: Node, base: int, show_secrets: bool, width: int)
     decompressed size, note and problem: a tree line, or the field line in full."""
     if node.ktype != FACT:
         label.append(f" @{node.offset + base}+{node.length}", style="dim")
-    value = format_value(node, show_secrets, width)
+    # (a fact without a value, e.g. a finding about a whole file: no "= ''" or "= null")
+    value = (
+        ""
+        if node.ktype == FACT and node.value in ("", None)
+        else format_value(node, show_secrets, width)
+    )
     if value:
         label.append(" = ")
         label.append(value, style="bold")
