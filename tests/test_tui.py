@@ -200,6 +200,29 @@ def test_follow_a_connection_and_back():
     run(GROUP, body)
 
 
+def test_a_filter_typed_while_following_brings_the_order_back():
+    """Typing a filter ended following but left the list in capture order."""
+
+    async def body(app, pilot):
+        table = app.query_one(ExchangeList)
+        await pilot.press("o")
+        await pilot.pause()
+        order = app.sorted_by
+        assert order[0] != "time"
+        table.move_cursor(row_of(app, lambda v: v.ex.first.api_key == 11))
+        await settle(app, pilot)
+        await pilot.press("f")
+        await pilot.pause()
+        assert app.following is not None and app.sorted_by[0] == "time"
+        await pilot.press("slash", *"api == 11", "enter")
+        await settle(app, pilot)
+        assert app.following is None and "following" not in app.sub_title
+        assert app.sorted_by == order
+        assert all(app.view_at(i).ex.first.api_key == 11 for i in range(table.row_count))
+
+    run(GROUP, body)
+
+
 @pytest.mark.parametrize("bar", ["slash", "ctrl+f"])
 def test_ctrl_c_in_a_bar_quits(bar):
     """ctrl+c is an Input's copy; with nothing selected it is the app's: quit (the bars

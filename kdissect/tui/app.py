@@ -361,14 +361,8 @@ class KdissectApp(Browser):
     def action_follow(self) -> None:
         """Only the selected exchange's connection, in capture order; again: all."""
         if self.following is not None:
-            _, before, order = self.following
-            self.following = None
-            if order != self.sorted_by:  # the order chosen before, on the same exchange
-                self.sorted_by = order
-                column, reverse = order
-                self.table.set_order(
-                    column, self.sort_value(column), reverse, keep=self.current_view()
-                )
+            before = self.following[1]
+            self.stop_following()
             self.apply_filter(before)
             self.query_one("#filter", Input).value = before
             return
@@ -380,6 +374,17 @@ class KdissectApp(Browser):
         self.sorted_by = ("time", False)
         self.table.set_order("time", lambda v: _sort_value(v, "time"), False, keep=view)
         self.apply_filter(f"stream == {view.ex.stream}")
+
+    def stop_following(self) -> None:
+        """Following ends: the order chosen before it comes back, on the same exchange
+        (following shows capture order)."""
+        assert self.following is not None, "only while following"
+        order = self.following[2]
+        self.following = None
+        if order != self.sorted_by:
+            self.sorted_by = order
+            column, reverse = order
+            self.table.set_order(column, self.sort_value(column), reverse, keep=self.current_view())
 
     def action_bookmark(self) -> None:
         view = self.current_view()
@@ -514,5 +519,7 @@ class KdissectApp(Browser):
     def submit_filter(self, text: str) -> None:
         if self.apply_filter(text) is not None:
             return  # the reason stays shown under the bar, caret and all
-        self.following = None  # a filter typed ends following a connection
+        if self.following is not None:  # a filter typed ends following a connection
+            self.stop_following()
+            self._update_subtitle()  # (apply_filter's said "following")
         self.action_close_bars()
