@@ -53,6 +53,12 @@ def test_help_scrolls_with_the_usual_keys_at_once():
         await pilot.press("home")
         await pilot.pause(0.2)
         assert "more below" in str(box.border_subtitle)
+        await pilot.resize_terminal(100, 200)  # all of it fits: nothing to say
+        await pilot.pause(0.3)
+        assert box.max_scroll_y == 0 and not box.border_subtitle, box.border_subtitle
+        await pilot.resize_terminal(80, 24)
+        await pilot.pause(0.3)
+        assert "more below" in str(box.border_subtitle)
         await pilot.press("escape")
         await pilot.pause()
         assert not isinstance(app.screen, HelpScreen)

@@ -197,6 +197,10 @@ class HelpScreen(ModalScreen):
         self.watch(box, "scroll_y", self._say_where, init=False)
         self.call_after_refresh(self._say_where)
 
+    def on_resize(self) -> None:
+        # a taller terminal may show it all, a shorter one hide the end: said anew
+        self.call_after_refresh(self._say_where)
+
     def _say_where(self, _scroll_y: float = 0.0) -> None:
         """The box's border says whether more is below, or that this is the end."""
         box = self.query_one("#help-box", VerticalScroll)
