@@ -179,3 +179,37 @@ def test_the_filtered_list_exports_as_json_lines(tmp_path, monkeypatch):
         assert len(lines) == len(shown) + answered
 
     run(body, size=(120, 40))
+
+
+def test_internal_topics_records_are_decoded_in_the_tree_and_the_export(tmp_path, monkeypatch):
+    """A replica's Fetch of __consumer_offsets names the topic by id (v13+): the TUI's
+    trees and its J export decoded them without the names the engine learned, so the
+    records stayed hex where -V and --format jsonl decode them by their schemas."""
+    import json
+
+    from click.testing import CliRunner
+
+    from kdissect.cli import main as cli
+
+    capture = CLIENTS.parent / "kafka44-cluster.pcap"
+    args = ["pcap", str(capture), "--no-tui", "--format", "jsonl", "-Y", "response_frame == 498"]
+    expected = CliRunner().invoke(cli, args).output.splitlines()
+    assert any("key_decoded" in line for line in expected)
+    monkeypatch.chdir(tmp_path)
+
+    async def body(app, pilot):
+        assert app.apply_filter("response_frame == 498") is None
+        await pilot.pause()
+        (view,) = app.shown
+        tree = app.tree_of(app.load_bytes(view).ex.response).tree
+        assert any("OffsetCommitKey" in (n.note or "") for n in tree.walk())
+        await pilot.press("J")
+        for _ in range(100):
+            files = list(tmp_path.glob("kdissect-*-exchanges.jsonl"))
+            if files and app._job is None:
+                break
+            await pilot.pause(0.05)
+        got = [json.loads(line) for line in files[0].read_text().splitlines()]
+        assert got == [json.loads(line) for line in expected]
+
+    drive(KdissectApp(capture_loader([str(capture)]), title="k44"), body, (120, 40), settled=True)

@@ -103,6 +103,10 @@ class Engine:
         self.sink: Sink = many[0] if len(many) == 1 else Fanout(many)
         if full is None:
             full = self.sink.full
+        if topic_ids is None:  # (a sink's own, if it gives one: BaseSink.topic_ids)
+            topic_ids = next(
+                (t for t in (getattr(s, "topic_ids", None) for s in many) if t is not None), None
+            )
         self.enricher = Enricher(
             self.sink, options, full=full, values_conv=conv, topic_ids=topic_ids
         )

@@ -12,7 +12,9 @@ all), ``progress(done, total)`` on long work, and ``done`` once at the end.
 
 A sink also says what it needs: ``full`` (whole field trees, decoded once for every
 sink) and ``values_conv`` (how it shows bytes in bodies read by the values decoder:
-enrichment then keeps the bodies it reads for it). ``BaseSink`` has every hook as a
+enrichment then keeps the bodies it reads for it); a sink that decodes messages again
+later (the TUI's trees) may give, as ``topic_ids``, the dict of topic names (id -> name)
+enrichment fills as it learns them. ``BaseSink`` has every hook as a
 no-op; the engine checks each sink when it is handed one (``check``), so a missing hook
 is an error at start, not a silent ``getattr`` miss.
 """
@@ -52,6 +54,8 @@ class BaseSink:
     @property
     def values_conv(self) -> BytesConv | None:
         return None
+
+    topic_ids: dict[str, str] | None = None
 
     def exchange(self, ex: Exchange) -> None:
         pass

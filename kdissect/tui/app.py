@@ -29,7 +29,16 @@ from .exchange_list import LOCK, ExchangeList
 from .record_match import asks_records, first_match
 from .filterbar import FILTER_CSS
 from .jobs import BAR_BINDINGS, WORK_CSS
-from .loader import GapSeen, ListedView, Row, TlsSeen, fork_loader, receive_rows, run_in_thread
+from .loader import (
+    GapSeen,
+    ListedView,
+    Row,
+    TlsSeen,
+    TopicNames,
+    fork_loader,
+    receive_rows,
+    run_in_thread,
+)
 from .screens import StatsScreen
 from .sorting import SORT_BINDINGS
 from .spill import Spill
@@ -133,6 +142,7 @@ class KdissectApp(Browser):
         self.keys = keys  # the TLS key log (capture.tls.KeyLog), for `E`
         # the source's TLS connections (capture.tls.TlsFacts), decrypted or not
         self.tls_connections: list = []
+        self.topic_ids: dict[str, str] = {}  # topic names the loader learned (TopicNames)
         # their final facts by Kafka connection (an exchange carries them as they were)
         self.tls_by_stream: dict[int, object] = {}
         self.isolate = isolate  # run the source in a child process
@@ -191,6 +201,9 @@ class KdissectApp(Browser):
             self.gaps.append(sent.gap)
             self.noted(sent.gap.describe(), "warn")
             return None
+        if isinstance(sent, TopicNames):
+            self.topic_ids.update(sent.names)
+            return None
         if isinstance(sent, TlsSeen):
             self.tls_connections.append(sent.facts)
             if sent.facts.stream is not None:
@@ -198,6 +211,7 @@ class KdissectApp(Browser):
             return None
         assert isinstance(sent, Row)
         view = sent.view
+        view.topic_ids = self.topic_ids  # (filters and exports decode with them too)
         view.row, view._reasons = sent.row
         if view.row[0] in ("", "0"):  # no frame (the proxy's): by arrival
             view.row = (str(len(self.views) + 1), *view.row[1:])
@@ -318,10 +332,11 @@ class KdissectApp(Browser):
 
     def tree_of(self, m: KafkaMessage) -> Message:
         """The full tree of ``m``, decoded on first view and kept among the last few."""
-        key = (m.index, self.values_decoded)
+        # (names learned meanwhile, while loading, make another tree)
+        key = (m.index, self.values_decoded, len(self.topic_ids))
         decoded = self.trees.recall(key)
         if decoded is None:
-            decoded = m.decoded(self.tree_options())
+            decoded = m.decoded(self.tree_options(), self.topic_ids)
             if not m.data and self.spill is not None:
                 return decoded  # its bytes were let go meanwhile: not kept
             self.trees.keep(key, decoded)
@@ -447,7 +462,7 @@ class KdissectApp(Browser):
             "broker": endpoint(ex.broker),
             "latency_ms": ex.latency * 1000 if ex.latency is not None else None,
             **{
-                m.direction: message_json(m, self.options, ex)
+                m.direction: message_json(m, self.options, ex, topic_ids=self.topic_ids)
                 for m in (ex.request, ex.response)
                 if m is not None
             },
@@ -468,7 +483,8 @@ class KdissectApp(Browser):
                     ex = self.load_bytes(view).ex
                     for m in (ex.request, ex.response):
                         if m is not None:
-                            out.write(json.dumps(message_json(m, options, ex), default=str) + "\n")
+                            line = message_json(m, options, ex, topic_ids=self.topic_ids)
+                            out.write(json.dumps(line, default=str) + "\n")
                     if done % 256 == 0:
                         if cancel.is_set():
                             return None
