@@ -79,7 +79,7 @@ def parse_blob(text: str | bytes) -> Blob:
         if isinstance(decoded, Blob):
             return decoded
         text = decoded
-    s = text.lstrip("\ufeff")  # a byte-order mark an editor left in front
+    s = _one_line_end(text.lstrip("\ufeff"))  # (a byte-order mark an editor left in front)
     if not s.strip():
         raise BlobError("no input: " + _EXPECTED)
     src = _Source(s)
@@ -100,6 +100,15 @@ def parse_blob(text: str | bytes) -> Blob:
         best = max(failures, key=lambda e: (e.line or 0, e.col or 0))
         raise BlobError(f"{_plain_message(best)}; {_EXPECTED}", best.line, best.col)
     raise BlobError("could not read the input as bytes: " + _EXPECTED, 1, 1)
+
+
+def _one_line_end(text: str) -> str:
+    """Lines ended by CR alone read as lines: terminals paste them so (xterm, tmux and
+    others turn each newline of a paste into CR), and a dump of many lines was read as
+    its first. CR LF is one end."""
+    if "\r" not in text:
+        return text
+    return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 def _plain_message(e: BlobError) -> str:
@@ -1027,7 +1036,7 @@ def find_candidates(text: str | bytes) -> list[Blob]:
         if isinstance(decoded, Blob):
             return [decoded]
         text = decoded
-    s = text.lstrip("\ufeff")
+    s = _one_line_end(text.lstrip("\ufeff"))
     if not s.strip():
         return []
     src = _Source(s)

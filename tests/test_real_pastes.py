@@ -163,3 +163,14 @@ def test_cases_hold_text_and_several_literals():
     assert len(busy) >= 10, busy
     several = [c["file"] for c in CASES if len(find_candidates((DATA / c["file"]).read_text())) > 1]
     assert len(several) >= 10, several
+
+
+def test_pastes_with_lines_ended_by_cr_read_as_with_lf():
+    """A terminal pastes each newline as CR (xterm, tmux, GNOME Terminal): a dump of many
+    lines was read as its first line. Every real paste, its line ends made CR, gives the
+    bytes it gives with LF."""
+    for case in CASES:
+        text = (DATA / case["file"]).read_text()
+        want = read_text(text).blob.data
+        assert "\n" in text.strip(), case["file"]
+        assert read_text(text.replace("\n", "\r")).blob.data == want, case["file"]
