@@ -89,6 +89,13 @@ def test_sorts_by_broker_time_and_raw_latency_are_labelled_apart():
         app.sort_by("broker time", True)
         header = app.table.render_line(0).text
         assert "broker ▼" in header and "latency" not in header
+        # and the column shows the broker time it is sorted by (it showed raw latency)
+        column = header.index("broker ▼") + len("broker ▼")
+        shown = [app.table.render_line(y).text[:column].split()[-1] for y in range(1, 20)]
+        times = [float(t.removesuffix("ms")) for t in shown if t.endswith("ms")]
+        assert len(times) >= 15 and times == sorted(times, reverse=True), shown
+        raw = [v.ex.latency * 1000 for v in app.shown[:19] if v.ex.latency is not None]
+        assert raw != sorted(raw, reverse=True), "the capture must have waits asked for"
         app.sort_by("latency", True)
         header = app.table.render_line(0).text
         assert "latency ▼" in header and "broker" not in header

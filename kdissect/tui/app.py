@@ -24,7 +24,7 @@ from ..stream import anomaly
 from ..stream.model import Gap, KafkaMessage
 from .browser import Browser, unique_path
 from .detail import Detail, Item, findings_item
-from .exchange_items import BROKER_TIME, ExchangeAdapter, _row, _sort_value, tls_item
+from .exchange_items import BROKER_TIME, ExchangeAdapter, ExchangeRows, _row, _sort_value, tls_item
 from .exchange_list import LOCK, ExchangeList
 from .record_match import asks_records, first_match
 from .filterbar import FILTER_CSS
@@ -72,6 +72,8 @@ class KdissectApp(Browser):
     default) it runs in a forked child process, so its CPU-bound decoding leaves this
     process's GIL to the UI; ``isolate=False`` keeps it in a thread (a source that needs
     this process's objects). ``stop`` is set when the app closes."""
+
+    LIST = ExchangeRows
 
     TITLE = "kdissect"
     AUTO_FOCUS = "#exchanges"

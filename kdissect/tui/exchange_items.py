@@ -17,7 +17,7 @@ from ..stream import anomaly
 from ..stream.content import buffer_nodes, find_bytes, holds_bytes
 from ..stream.facts import Facts
 from .detail import FACT, Item
-from .exchange_list import COLUMNS
+from .exchange_list import COLUMNS, ExchangeList
 from .loader import ListedView
 
 BROKER_TIME = "broker time"  # latency beyond the wait the client asked for
@@ -51,7 +51,7 @@ def _row(view: ListedView) -> tuple:
     latency = Text()
     if ex.latency is not None:  # dim: mostly a wait the client asked for
         waited = anomaly.client_wait(view) > ex.latency / 2
-        latency = Text(f"{ex.latency * 1000:.1f}ms", style="dim" if waited else "")
+        latency = _ms(ex.latency, "dim" if waited else "")
     status = Text()
     status.append(", ".join(reasons), style=style)
     for name in expected:
@@ -70,6 +70,25 @@ def _row(view: ListedView) -> tuple:
         status,
     )
     return cells, reasons
+
+
+def _ms(seconds: float, style: str = "") -> Text:
+    return Text(f"{seconds * 1000:.1f}ms", style=style)
+
+
+_LATENCY = [c.name for c in COLUMNS].index("latency")
+
+
+class ExchangeRows(ExchangeList):
+    """The exchanges' list: sorted by broker time, its latency column (headed
+    ``broker``) shows the broker time it is sorted by, not the raw latency."""
+
+    def cells(self, view) -> list:
+        cells = super().cells(view)
+        if self.order_name == BROKER_TIME:
+            took = anomaly.service_time(view)
+            cells[_LATENCY] = _ms(took) if took is not None else Text()
+        return cells
 
 
 def _sort_value(view: ListedView, column: str) -> tuple:
