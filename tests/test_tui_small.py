@@ -84,6 +84,20 @@ def test_unfollowing_keeps_the_selected_exchange_in_view():
     run(body, size=(120, 40))
 
 
+def test_the_selected_row_stays_in_view_when_the_terminal_shrinks():
+    async def body(app, pilot):
+        table = app.table
+        table.move_cursor(30)
+        await settle(app, pilot)
+        await pilot.resize_terminal(80, 24)
+        await pilot.pause(0.3)
+        visible = table.scrollable_content_region.height - 1
+        assert table.cursor_row == 30
+        assert table.scroll_y <= table.cursor_row < table.scroll_y + visible, table.scroll_y
+
+    run(body, size=(120, 40))
+
+
 def test_sorts_by_broker_time_and_raw_latency_are_labelled_apart():
     async def body(app, pilot):
         app.sort_by("broker time", True)

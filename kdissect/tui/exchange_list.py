@@ -345,6 +345,8 @@ class ExchangeList(ScrollView, can_focus=True):
 
     def on_resize(self) -> None:
         self._resized()
+        # a smaller list may have left the cursor's row below its end: in view again
+        self.call_after_refresh(self.scroll_to_cursor)
 
     # -- drawing ------------------------------------------------------------------------
 
