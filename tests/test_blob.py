@@ -603,3 +603,36 @@ def test_a_version_alone_leaves_a_response_that_only_looks_like_a_request_to_the
     res = run("blob", response, "--version", "5")
     out = res.stdout.decode()
     assert res.returncode == 0 and "Produce v5 Response" in out and "correlation_id=5" in out
+
+
+# an ApiVersions v3 answer (Kafka 4.4's, 287 bytes with its size)
+API_VERSIONS_ANSWER = (
+    "0000011b00000001000025001d000000030000240000000200002c0000000100002e0000000000003c000000"
+    "01000016000000050000470000000000001c0000000400001100000001000001000000110000020000000900"
+    "00190000000400001a0000000400000e0000000500002a00000002000032000000000000120000000400000c"
+    "00000004000013000000070000000000000b000009000000090000450000000000001e000000030000180000"
+    "000500000a000000060000200000000400000d0000000500000b000000090000330000000000001500000002"
+    "0000030000000c0000080000000900000f00000005000010000000050000140000000600004b000000000000"
+    "000000040001010108ffffffffffffffff020101030100"
+)
+
+
+def test_a_version_newer_than_the_schemas_that_leaves_bytes_unexplained_is_not_clean():
+    """Read as Fetch v99 (as v18, the newest known), most of its bytes are unexplained:
+    it said "every message decodes cleanly" and --json "clean": true, with no note."""
+    import json
+
+    args = ("blob", API_VERSIONS_ANSWER, "--api", "Fetch", "--version", "99", "--response")
+    res = run(*args)
+    out, err = res.stdout.decode(), res.stderr.decode()
+    assert res.returncode == 0, err
+    assert "decodes cleanly" not in err and "left unexplained" in err, err
+    assert "1 note(s)" in out and "v99 read as v18" in out and "does not explain" in out, out
+    got = json.loads(run(*args, "--json").stdout)
+    assert [c["clean"] for c in got["input"]["candidates"]] == [False]
+    (message,) = got["messages"]
+    assert [f["code"] for f in message["findings"]] == ["assumed_version"]
+    # a newer version whose bytes are all explained still reads cleanly, with its note
+    res = run("blob", API_VERSIONS_ANSWER, "--api", "ApiVersions", "--version", "9", "--response")
+    assert "decodes cleanly" in res.stderr.decode()
+    assert "1 note(s)" in res.stdout.decode() and "v9 read as v" in res.stdout.decode()

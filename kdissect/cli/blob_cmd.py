@@ -17,8 +17,10 @@ from ..blob import _EXPECTED, BlobError, find_candidates, parse_blob
 from ..protocol import Options, api_key_of, api_name
 from ..protocol.context import Decoding
 from ..protocol.decode import decode_body
+from ..protocol.findings import REGISTRY
 from ..protocol.grammar import GrammarError, parse_grammar
 from ..protocol.names import API_NAMES
+from ..render.marks import MARKS
 from ..render.text import print_node
 from ..protocol.guess import distinguish
 from ..sources.paste_choice import NoSuchCandidate, TextReading, read_regions
@@ -358,7 +360,7 @@ def _candidate_summary(c) -> str:
     names = ", ".join(i.message.title for i in items[:3]) + (
         f" and {len(items) - 3} more" if len(items) > 3 else ""
     )
-    state = "clean" if all(i.clean for i in items) else "does not decode cleanly"
+    state = "clean" if all(i.whole for i in items) else "does not decode cleanly"
     return (
         f"{len(c.blob.data)} bytes ({c.blob.format}) from {_where(c.blob)}: "
         f"{c.reading.label}, {names}, {state}"
@@ -384,7 +386,7 @@ def _candidate_json(c) -> dict:
         "where": _where(c.blob),
         "reading": c.reading.label,
         "messages": [i.message.title for i in c.reading.items],
-        "clean": all(i.clean for i in c.reading.items),
+        "clean": all(i.whole for i in c.reading.items),
     }
 
 
@@ -468,12 +470,16 @@ PROBLEMS_LISTED = 50
 
 
 def _print_problems(console, findings: list[tuple[str, str, str]]) -> None:
-    """The problems of a tree, the first PROBLEMS_LISTED of them (--json has all)."""
+    """The problems of a tree and what else was noticed, the first PROBLEMS_LISTED of
+    them (--json has all), each in its severity's colour: notes alone (a version read as
+    the newest known one, all of it explained) are not called problems."""
     if not findings:
         return
-    console.print(Text(f"{len(findings)} problem(s):", style="bold red"))
-    for path, code, reason in findings[:PROBLEMS_LISTED]:
-        console.print(Text(f"  {path}: {reason} [{code}]", style="red"))
+    styles = [MARKS[REGISTRY[c].severity if c in REGISTRY else "error"][1] for _, c, _ in findings]
+    noun = "note" if set(styles) == {MARKS["note"][1]} else "problem"
+    console.print(Text(f"{len(findings)} {noun}(s):", style=f"bold {styles[0]}"))
+    for (path, code, reason), style in zip(findings[:PROBLEMS_LISTED], styles):
+        console.print(Text(f"  {path}: {reason} [{code}]", style=style))
     if len(findings) > PROBLEMS_LISTED:
         console.print(
             Text(

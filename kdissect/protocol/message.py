@@ -75,6 +75,24 @@ class Message(Compared):
     def problems(self) -> list[tuple[str, str]]:
         return self.tree.problems()
 
+    @property
+    def unexplained(self) -> int:
+        """Bytes of the body its layout does not explain (a version read as an older
+        one, ``assumed_from``, with fields the newer version added), or 0."""
+        body = self.body
+        left = body.child("_unexplained") if body is not None else None
+        return left.length if left is not None else 0
+
+    def assumed(self) -> str | None:
+        """What an ``assumed_version`` finding says of it (None: its version is known):
+        the layout used and what it left unexplained."""
+        if self.assumed_from is None:
+            return None
+        text = f"v{self.api_version} read as v{self.assumed_from}, the newest kdissect knows"
+        if self.unexplained:
+            text += f"; {self.unexplained} bytes it does not explain"
+        return text
+
 
 class RequestHeader(NamedTuple):  # (a tuple: made per request, a frozen dataclass was slow)
     api_key: int

@@ -65,7 +65,11 @@ def read_paste(data: bytes, hints: Hints | None = None, options: Options | None 
         if best is None:
             best = reading
             if cut.prefixed and all(i.clean for i in reading.items):
-                best.why = "its sizes chain and every message decodes cleanly"
+                best.why = "its sizes chain and every message decodes " + (
+                    "cleanly"
+                    if all(i.whole for i in reading.items)
+                    else "without a problem, bytes a newer version added left unexplained"
+                )
                 break  # no need to hold a second decode of the paste
             continue
         best = _better(best, reading)

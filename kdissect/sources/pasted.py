@@ -59,7 +59,15 @@ class Dissected:
 
     @property
     def clean(self) -> bool:
+        """Decoded without a problem (what choosing a reading weighs)."""
         return not self.message.problems and (not self.candidates or self.candidates[0].clean)
+
+    @property
+    def whole(self) -> bool:
+        """Clean, and every byte explained by its layout: a version newer than the
+        schemas, read as the newest known one, may leave what it added unexplained (what
+        the reading says of itself)."""
+        return self.clean and not self.message.unexplained
 
 
 @dataclass
@@ -194,6 +202,9 @@ class PastedBytes:
             item.offset, item.size_prefixed = start, self.cut.prefixed
             item.findings.extend(self.cut.findings)
             msg = item.message
+            assumed = msg.assumed()
+            if assumed is not None:
+                item.findings.append(Finding("assumed_version", assumed, msg.direction))
             if (
                 msg.direction == "request"
                 and msg.api_key is not None

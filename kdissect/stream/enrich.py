@@ -234,10 +234,7 @@ def _assumed(m: Any, d: Message, ranges: dict[int, tuple[int, int]] | None) -> s
     """What an ``assumed_version`` finding says: the layout used, what it left
     unexplained, and whether the broker said on this connection that it speaks the
     version (its ApiVersions answer)."""
-    text = f"v{m.api_version} read as v{d.assumed_from}, the newest kdissect knows"
-    left = d.body.child("_unexplained") if d.body is not None else None
-    if left is not None:
-        text += f"; {left.length} bytes it does not explain"
+    text = d.assumed() or ""
     said = ranges.get(m.api_key) if ranges else None
     if said is not None:
         speaks = said[0] <= m.api_version <= said[1]
