@@ -234,3 +234,24 @@ def test_internal_topics_records_are_decoded_in_the_tree_and_the_export(tmp_path
         assert got == [json.loads(line) for line in expected]
 
     drive(KdissectApp(capture_loader([str(capture)]), title="k44"), body, (120, 40), settled=True)
+
+
+def test_the_helps_wrap_within_their_columns_at_80_columns():
+    """The helps were laid out for 100 columns: at 80 each entry's description went on
+    at column 0 (`time over 500 ms…` under the keys)."""
+    from rich.console import Console
+    from rich.text import Text
+
+    from kdissect.tui.blob_app import BLOB_HELP
+    from kdissect.tui.screens import HELP, help_layout
+
+    for text in (HELP, BLOB_HELP):
+        console = Console(width=76, record=True)
+        console.print(help_layout(text))
+        lines = console.export_text().splitlines()
+        flush = " ".join(Text.from_markup(x).plain for x in text.splitlines() if x[:1] != " ")
+        assert lines and all(len(line) <= 76 for line in lines)
+        for line in lines:  # at column 0: only the headings (and their own wrapping)
+            assert line[:1] == " " or line.strip() in flush, line
+        # descriptions go on under their column
+        assert any(line.startswith(" " * 16) and line[16] != " " for line in lines)

@@ -26,16 +26,16 @@ from .screens import HelpScreen
 
 BLOB_HELP = """\
 [b]Blob screen[/b]
-  Paste bytes the way you found them, code and all: hex (any spacing, 0x, colons, a
-  label in front), xxd, hexdump -C, od, Wireshark or tcpdump -X dumps (packet headers
-  left out), Erlang/Elixir <<0,0,"t"::binary>>, Python b'\\x00...' over several lines,
-  C/Java/Go/Rust arrays, Node's {"type":"Buffer",...}, Go's [0 0 18], quoted hex in
-  code, base64. The status line says which lines the bytes came from, or the line and
-  character where reading stopped. The size prefix may be there or not; several
-  messages in a row are split; a fragment is resynced (or give the offset to start at).
-  What: a whole message (default), a body without its header, or a bare record batch.
-  API, version and direction are optional: without them kdissect reads the request
-  header, or ranks every API and version by how cleanly the bytes decode.
+  Paste bytes the way you found them, code and all: hex (any spacing, 0x, colons, a \
+label in front), xxd, hexdump -C, od, Wireshark or tcpdump -X dumps (packet headers \
+left out), Erlang/Elixir <<0,0,"t"::binary>>, Python b'\\x00...' over several lines, \
+C/Java/Go/Rust arrays, Node's {"type":"Buffer",...}, Go's [0 0 18], quoted hex in \
+code, base64. The status line says which lines the bytes came from, or the line and \
+character where reading stopped. The size prefix may be there or not; several \
+messages in a row are split; a fragment is resynced (or give the offset to start at). \
+What: a whole message (default), a body without its header, or a bare record batch. \
+API, version and direction are optional: without them kdissect reads the request \
+header, or ranks every API and version by how cleanly the bytes decode.
   tab             move between the box, the hints, the field tree and the bytes
   ← → ↑ ↓         in the bytes: move the cursor; the field under it is selected
   a paste replaces what the box held (select part of it to paste over that part only)

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from rich.console import Group, RenderableType
+from rich.padding import Padding
+from rich.table import Table
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
@@ -150,7 +153,7 @@ HELP = """\
                   loading (the rows so far stay)
 [b]Detail[/b]
   tab             field tree ⇄ bytes          *   open every field under the cursor
-  v               tree ⇄ bytes on a narrow terminal (they take turns below 114 columns)
+  v               tree ⇄ bytes on a narrow terminal (they take turns below 114 columns);
                   the line under them: the selected field in full (name, value, offset,
                   length, explanation)
   x               jump between the request and the response
@@ -166,6 +169,49 @@ HELP = """\
 [b]Anywhere[/b]
   ?  this help     q  quit
 See docs/guide/tui.md and docs/guide/filters.md."""
+
+
+_KEYS = 16  # a help entry's keys take columns 2-17; what they do starts at column 18
+
+
+def _entry(line: str) -> tuple[str, str] | None:
+    """(keys, what they do) of a help line laid out in two columns, else None."""
+    if len(line) > _KEYS + 2 and line[:2] == "  " and line[2] not in " [":
+        if line[_KEYS : _KEYS + 2] == "  " and line[_KEYS + 2] != " ":
+            return line[2:_KEYS].rstrip(), line[_KEYS + 2 :]
+    return None
+
+
+def help_layout(text: str) -> RenderableType:
+    """A help text (console markup, written for 100 columns: two-column entries whose
+    description goes on under column 18) laid out for the box's width: each entry's
+    description wraps in its column (at 80 columns, lines cut at the box's edge went on
+    at column 0), other lines with their indent kept."""
+    parts: list[RenderableType] = []
+    entries: list[list[str]] = []
+
+    def flush() -> None:
+        if entries:
+            grid = Table.grid(padding=(0, 1))
+            grid.add_column(width=_KEYS - 3, no_wrap=True)
+            grid.add_column(ratio=1)
+            for keys, said in entries:
+                grid.add_row(Text.from_markup(keys), Text.from_markup(said))
+            parts.append(Padding(grid, (0, 0, 0, 2)))
+            entries.clear()
+
+    for line in text.splitlines():
+        entry = _entry(line)
+        if entry is not None:
+            entries.append(list(entry))
+        elif entries and line.startswith(" " * (_KEYS + 2)):  # the description goes on
+            entries[-1][1] += " " + line.strip()
+        else:
+            flush()
+            indent = len(line) - len(line.lstrip(" "))
+            parts.append(Padding(Text.from_markup(line.lstrip(" ")), (0, 0, 0, indent)))
+    flush()
+    return Group(*parts)
 
 
 class HelpScreen(ModalScreen):
@@ -189,7 +235,7 @@ class HelpScreen(ModalScreen):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help-box"):
-            yield Static(self.text, id="help")
+            yield Static(help_layout(self.text), id="help")
 
     def on_mount(self) -> None:
         box = self.query_one("#help-box", VerticalScroll)
