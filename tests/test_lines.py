@@ -329,3 +329,15 @@ def test_a_status_names_one_finding_the_others_are_marked():
     line = exchange_plain(ex, Options())
     assert "[unanswered]" in line and "unknown_version" in line
     assert "! unanswered" not in line and "· unanswered" not in line
+
+
+@pytest.mark.parametrize("pure", ["1", "0"])
+def test_a_message_without_a_correlation_id_shows_a_question_mark(pure):
+    """A header too short to hold one printed `#None` (as `v?` for the version)."""
+    from click.testing import CliRunner
+
+    from kdissect.cli import main
+
+    path = Path(__file__).parent / "data" / "unconfirmed-start.pcap"
+    res = CliRunner().invoke(main, ["pcap", "--no-tui", str(path)], env={"KDISSECT_PURE": pure})
+    assert "#None" not in res.output and "Unknown v?  #?  [malformed header]" in res.output

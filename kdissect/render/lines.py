@@ -200,7 +200,8 @@ def line_parts(
     assert msg is not None, "an exchange has a request or a response"
     version = "?" if msg.api_version is None else msg.api_version
     t.append((f"{msg.api_name} v{version}", "bold cyan"))
-    t.append((f"  #{msg.correlation_id}", None))
+    corr = "?" if msg.correlation_id is None else msg.correlation_id  # (as "v?")
+    t.append((f"  #{corr}", None))
     if req is not None and req.client_id:
         t.append((f"  {req.client_id}", "green"))
     latency = ex.latency

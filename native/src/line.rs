@@ -175,7 +175,7 @@ pub fn summary_line(
             out.push_str("  #");
             push_dec(&mut out, c);
         }
-        None => out.push_str("  #None"),
+        None => out.push_str("  #?"),
     }
     if let Some(c) = client_id.filter(|c| !c.is_empty()) {
         out.push_str("  ");
