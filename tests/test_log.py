@@ -656,6 +656,29 @@ def test_the_directory_holding_log_dirs_reads_them(tmp_path):
     assert "other-logs/meta.properties" in files, files
 
 
+def test_log_dirs_further_down_are_read_too(tmp_path):
+    """Copies of several projects' data, each log dir one level further down
+    (project/kraft-combined-logs): only log dirs one level down were read, the others
+    skipped without a word."""
+    for name in ("a/kraft-combined-logs", "b@v2/kraft-combined-logs", "c"):
+        root = tmp_path / "copies" / name
+        part = root / "t-0"
+        part.mkdir(parents=True)
+        (part / "00000000000000000000.log").write_bytes(batch(2, 0, 0, [(b"k", name.encode())]))
+        (root / "meta.properties").write_text("version=1\nnode.id=1\ncluster.id=abc\n")
+    (tmp_path / "copies" / "a" / "notes").mkdir()  # nothing of Kafka's: nothing said
+    objs = jsonl(str(tmp_path / "copies"))
+    segments = sorted(
+        o["file"].split("/copies/")[1]
+        for o in objs
+        if o["file"].endswith(".log") and o.get("type") == "batch"
+    )
+    assert segments == [
+        f"{name}/t-0/00000000000000000000.log"
+        for name in ("a/kraft-combined-logs", "b@v2/kraft-combined-logs", "c")
+    ], segments
+
+
 def test_a_lines_findings_are_marked_by_severity(tmp_path):
     """A note (a batch past the high watermark: a leader's unreplicated tail) is no
     error: only errors get the cross."""

@@ -414,14 +414,46 @@ def path_items(text: str, options: Options, conv: Conv = None) -> Iterator[LogIt
     elif _is_log_dir(path):
         yield from _log_dir(path, options, conv)
     else:
-        # the directory holding log dirs (a broker's data directory, a copy of one):
-        # the log dirs one level down, when it holds no Kafka file itself
-        below = sorted(p for p in path.iterdir() if p.is_dir() and _is_log_dir(p))
+        # the directory holding log dirs (a broker's data directory, copies of several
+        # brokers' ones, a project holding its kraft-combined-logs): the log dirs below
+        # it, when it holds no Kafka file itself
+        below = _log_dirs_below(path)
         if below and not any(p.is_file() and file_kind(p) for p in path.iterdir()):
             for log_dir in below:
                 yield from _log_dir(log_dir, options, conv)
         else:
             yield from _partition_dir(path, options, None, conv)
+
+
+LOG_DIRS_DEPTH = 3  # levels below a directory searched for log dirs
+LOG_DIRS_LOOKED_AT = 10_000  # directories at most (a home directory given by mistake)
+
+
+def _log_dirs_below(path: Path) -> list[Path]:
+    """The log dirs below ``path``, up to LOG_DIRS_DEPTH levels down (none inside one;
+    symbolic links not followed), in path order. (Only one level was searched: a copy
+    of a project's ``kraft-combined-logs`` one level further down was skipped, unsaid.)"""
+    found: list[Path] = []
+    level, looked = [path], 0
+    for _ in range(LOG_DIRS_DEPTH):
+        deeper: list[Path] = []
+        for parent in level:
+            try:
+                children = sorted(parent.iterdir())
+            except OSError:
+                continue
+            for p in children:
+                if looked >= LOG_DIRS_LOOKED_AT:
+                    return sorted(found)
+                if p.is_symlink() or not p.is_dir():
+                    continue
+                looked += 1
+                if _is_log_dir(p):
+                    found.append(p)
+                elif not _partition_of(p)[0]:
+                    deeper.append(p)
+        level = deeper
+    return sorted(found)
 
 
 def _is_log_dir(path: Path) -> bool:
