@@ -153,6 +153,7 @@ HELP = """\
                   loading (the rows so far stay)
 [b]Detail[/b]
   tab             field tree ⇄ bytes          *   open every field under the cursor
+  shift+tab       back to the list (p, n and a click leave the keys in the detail)
   v               tree ⇄ bytes on a narrow terminal (they take turns below 114 columns);
                   the line under them: the selected field in full (name, value, offset,
                   length, explanation)
