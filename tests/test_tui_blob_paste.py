@@ -69,5 +69,10 @@ def test_the_tree_gets_rows_at_80x24():
             assert app.query_one(FieldTree).size.height >= 8  # was 5
             hints = app.query_one("#at")  # the last hint, whole
             assert hints.region.bottom <= app.query_one("#input").region.bottom
+            # the box takes the width (beside the hints it had 22 columns of 80)
+            assert app.query_one("#paste").size.width >= 76
+            await pilot.resize_terminal(140, 40)
+            await pilot.pause(0.2)
+            assert app.query_one("#at").region.x > app.query_one("#paste").region.right - 1
 
     asyncio.run(go())

@@ -8,6 +8,7 @@ from textual import events, on
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.css.query import NoMatches
+from textual.geometry import Size
 from textual.containers import Container, Horizontal, Vertical
 from textual.suggester import SuggestFromList
 from textual.timer import Timer
@@ -122,13 +123,25 @@ class BlobApp(App):
         if self.initial:
             self.action_dissect()
 
-    def on_resize(self) -> None:
-        self._fit_input()
+    def on_resize(self, event: events.Resize) -> None:
+        self._fit_input(event.size)  # (the app's own size is still the old one here)
 
-    def _fit_input(self) -> None:
+    def _fit_input(self, size: Size | None = None) -> None:
         """The paste box and hints take a third of a short screen (at 24 lines the
-        tree had 5 rows under a 12-line box), 9 lines (the hints whole) to 12."""
-        self.query_one("#input").styles.height = max(9, min(12, self.size.height // 3))
+        tree had 5 rows under a 12-line box), 9 lines (the hints whole) to 12; on a
+        narrow one the hints go under the box, in a row (beside it, at 80 columns the box
+        had 22: a pasted xxd line broke into pieces)."""
+        size = size or self.size
+        box, hints = self.query_one("#input"), self.query_one("#hints")
+        box.styles.height = max(9, min(12, size.height // 3))
+        wide = size.width >= 120
+        box.styles.layout = "horizontal" if wide else "vertical"
+        hints.styles.width = 56 if wide else "100%"
+        hints.styles.height = "1fr" if wide else 3
+        hints.styles.grid_size_columns = 2 if wide else 5
+        self.query_one("#api", Input).placeholder = "API (name or key): any" if wide else "API: any"
+        self.query_one("#version", Input).placeholder = "version: any" if wide else "version"
+        self.query_one("#at", Input).placeholder = "start at byte: 0" if wide else "at byte: 0"
 
     @on(TextArea.Changed)
     @on(Input.Changed)
