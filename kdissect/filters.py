@@ -258,7 +258,7 @@ class _Parser:
             and not (name.startswith(_HEADER) and len(name) > len(_HEADER))
             and not filter_values.is_value_path(name)
         ):
-            hint = _did_you_mean(tok.text, [*self.names, *_ALIASES])
+            hint = did_you_mean(tok.text, [*self.names, *_ALIASES])
             apis = sorted(set(API_NAMES.values()))
             if name in FIELDS:  # another command's field
                 of_batches = FIELDS[name].get is None
@@ -275,8 +275,8 @@ class _Parser:
                 )
             if api_key_of(tok.text) is not None:  # an API name as a field
                 hint = f" (did you mean api == {api_name_of(tok.text)}?)"
-            elif not hint and _did_you_mean(tok.text, apis):
-                close = _did_you_mean(tok.text, apis)[len(" (did you mean ") : -2].split(", ")
+            elif not hint and did_you_mean(tok.text, apis):
+                close = did_you_mean(tok.text, apis)[len(" (did you mean ") : -2].split(", ")
                 hint = f" (did you mean api == {close[0]}?)"
             raise FilterError(
                 tok.pos,
@@ -327,7 +327,7 @@ class _Parser:
         if kind == "api":
             key = api_key_of(text)
             if key is None:
-                hint = _did_you_mean(text, sorted(set(API_NAMES.values())))
+                hint = did_you_mean(text, sorted(set(API_NAMES.values())))
                 raise FilterError(tok.pos, f"unknown API {text!r}{hint}", self.text)
             return key
         if kind == "error":
@@ -342,12 +342,12 @@ class _Parser:
             by_name = {n: c for c, (n, _r) in error_table().items()}
             by_name["NONE"] = 0
             if text.upper() not in by_name:
-                hint = _did_you_mean(text.upper(), list(by_name))
+                hint = did_you_mean(text.upper(), list(by_name))
                 raise FilterError(tok.pos, f"unknown error name {text!r}{hint}", self.text)
             return by_name[text.upper()]
         if kind == "finding":
             if text not in REGISTRY:
-                hint = _did_you_mean(text, list(REGISTRY))
+                hint = did_you_mean(text, list(REGISTRY))
                 raise FilterError(
                     tok.pos,
                     f"unknown finding {text!r}{hint} (docs/guide/findings.md lists them)",
@@ -375,7 +375,7 @@ class _Parser:
             and op in ("==", "=", "!=", "contains")  # (in {...} asks its values as ==)
             and not spec.accepts(text, op == "contains")
         ):
-            hint = _did_you_mean(text, [c for c in spec.choices if not c.endswith(": ")])
+            hint = did_you_mean(text, [c for c in spec.choices if not c.endswith(": ")])
             raise FilterError(
                 tok.pos,
                 f"{name} is never {text!r}{hint}; its values: "
@@ -440,7 +440,7 @@ def api_name_of(text: str) -> str:
     return API_NAMES[key] if key is not None else text
 
 
-def _did_you_mean(word: str, choices: list[str]) -> str:
+def did_you_mean(word: str, choices: list[str]) -> str:
     lower = {c.lower(): c for c in choices}
     w = word.lower()
     close = [k for k in lower if k.startswith(w) and k != w]

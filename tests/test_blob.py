@@ -212,6 +212,8 @@ def test_hints_pick_the_api():
     assert (m["api_name"], m["api_version"], m["how"]) == ("Metadata", 1, "told: API and version")
     res = run("blob", str(SAMPLE), "--api", "NoSuchApi")
     assert res.returncode == 2 and "unknown API" in res.stderr.decode()
+    res = run("blob", str(SAMPLE), "--api", "Fetc")  # as -Y does: what it may mean
+    assert res.returncode == 2 and "(did you mean Fetch, " in res.stderr.decode()
     # hints that cannot both hold, or name nothing kdissect can read, are usage errors (the
     # last flag won, or junk was decoded as whatever matched)
     res = run("blob", str(SAMPLE), "--request", "--response")

@@ -26,6 +26,7 @@ from ..protocol.guess import distinguish
 from ..sources.paste_choice import NoSuchCandidate, TextReading, read_regions
 from ..sources.pasted import Hints
 from ..crash import quiet_stdout
+from ..filters import did_you_mean
 from .common import budget, budget_nodes_option
 from .group import SUMMARIES, main
 from .values_opts import value_options
@@ -194,8 +195,10 @@ def blob(
     if api is not None:
         key = api_key_of(api)
         if key is None:
+            close = did_you_mean(api, sorted(set(API_NAMES.values())))
             raise click.BadParameter(
-                f"unknown API {api!r}; use a name like Metadata or a key from 0 to 32767 like 3",
+                f"unknown API {api!r}{close}; use a name like Metadata or a key from 0 to "
+                "32767 like 3",
                 param_hint="--api",
             )
         if key not in API_NAMES:
