@@ -341,3 +341,17 @@ def test_a_message_without_a_correlation_id_shows_a_question_mark(pure):
     path = Path(__file__).parent / "data" / "unconfirmed-start.pcap"
     res = CliRunner().invoke(main, ["pcap", "--no-tui", str(path)], env={"KDISSECT_PURE": pure})
     assert "#None" not in res.output and "Unknown v?  #?  [malformed header]" in res.output
+
+
+def test_the_tui_is_not_opened_on_a_file_that_is_no_capture(tmp_path):
+    """It opened, then said the file held no Kafka traffic (add ports with -p); the
+    command line says what the file is and exits 1."""
+    from click.testing import CliRunner
+
+    from kdissect.cli import main
+
+    text = tmp_path / "README.md"
+    text.write_text("# not a capture\\n")
+    res = CliRunner().invoke(main, ["pcap", "--tui", str(text)])
+    assert res.exit_code == 1, res.output
+    assert "not a pcap or pcapng file" in res.output

@@ -160,7 +160,7 @@ def pcap(
     max_decompressed,
 ):
     from ..render.printer import ExchangePrinter
-    from ..sources.pcap import CaptureFiles, capture_loader
+    from ..sources.pcap import CaptureFiles, capture_loader, unreadable
     from ..stream.engine import Engine
 
     check_views(fmt, verbose, stats)
@@ -180,6 +180,11 @@ def pcap(
         return
     interactive = on_terminal(fmt, verbose or stats)
     if (tui or interactive) and not no_tui:
+        said = [unreadable(f) for f in files if isinstance(f, str)]
+        if said and all(said) and len(said) == len(files):  # nothing to open the TUI on
+            for reason in said:
+                click.echo(reason, err=True)
+            sys.exit(1)
         _run_tui(
             capture_loader(
                 files,

@@ -598,6 +598,23 @@ def exchanges_in(paths, options: Options | None = None, **kw) -> Collect:
     return sink
 
 
+def unreadable(path: str) -> str | None:
+    """Why ``path`` cannot be read as a capture, as reading it would say (its first
+    packet is read), or None. (The TUI opened on README.md and then said it held no
+    Kafka traffic; the command line said what it is.)"""
+    from ..capture.pcapfile import CaptureError, CaptureReader
+
+    try:
+        with CaptureReader(path) as reader:
+            next(iter(reader.packets()), None)
+    except CaptureError as e:
+        return str(e)
+    except OSError as e:
+        hint = " (run kdissect as a user who can read it)" if isinstance(e, PermissionError) else ""
+        return f"{path}: cannot read it: {e.strerror or e}{hint or _stream_hint(path)}"
+    return None
+
+
 def _stream_hint(path: str) -> str:
     """What to do when ``path`` is a pipe or a terminal (kdissect reads capture files,
     which it maps and seeks): write the capture to a file first."""
