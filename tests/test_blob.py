@@ -638,3 +638,10 @@ def test_a_version_newer_than_the_schemas_that_leaves_bytes_unexplained_is_not_c
     res = run("blob", API_VERSIONS_ANSWER, "--api", "ApiVersions", "--version", "9", "--response")
     assert "decodes cleanly" in res.stderr.decode()
     assert "1 note(s)" in res.stdout.decode() and "v9 read as v" in res.stdout.decode()
+
+
+def test_a_hinted_api_that_does_not_fit_says_only_it_was_tried():
+    """With --api only that API was tried: "no API decodes these bytes cleanly" said
+    more than was looked at."""
+    out = run("blob", API_VERSIONS_ANSWER, "--api", "Fetch").stdout.decode()
+    assert "Fetch does not decode these bytes cleanly" in out and "no API" not in out

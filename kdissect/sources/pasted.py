@@ -22,7 +22,7 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from ..protocol import Options, decode_request, decode_response, schemas
+from ..protocol import Options, api_name, decode_request, decode_response, schemas
 from ..protocol.context import Decoding
 from ..protocol.findings import Finding
 from ..protocol.guess import Candidate, confidence, guess
@@ -334,8 +334,16 @@ def _one(chunk: bytes, hints: Hints, options: Options, pending: Correlator) -> D
         if not verdict.startswith("high") and "--api" not in verdict:
             how += "; if you know the API, give --api NAME --version N"
     else:
+        # (with hints, only what they allow was tried: say so, not "no API")
+        tried = (
+            "no API decodes"
+            if hints.api_key is None
+            else f"{api_name(hints.api_key)} does not decode"
+        )
+        if hints.api_key is None and hints.api_version is not None:
+            tried = f"no API at v{hints.api_version} decodes"
         how = (
-            f"no API decodes these bytes cleanly; the closest is {top.label}; a body "
+            f"{tried} these bytes cleanly; the closest is {top.label}; a body "
             f"without its header? try --body (with --api, --version and --request or "
             f"--response if you know them)"
         )
