@@ -470,6 +470,10 @@ def replay(path: Path) -> None:
         from .midway_target import run_midway
 
         run_midway(data)
+    elif target in ("msgvalues", "bodyjson"):
+        from .msgvalues_target import run_bodyjson, run_msgvalues
+
+        (run_msgvalues if target == "msgvalues" else run_bodyjson)(data)
     else:
         from .files_target import replay as replay_files
         from .hostile_targets import replay as replay_hostile
