@@ -257,8 +257,9 @@ impl Program {
         };
         let buf = data.as_bytes();
         let mut pos = 0usize;
+        // (the header's fields are read for their checks only: its dict was thrown away)
         let got = cx
-            .read_struct(&self.head, buf, Some(data), &mut pos)
+            .read_fields(&self.head, buf, Some(data), &mut pos, None)
             .and_then(|_| cx.read_struct(&self.body, buf, Some(data), &mut pos));
         match got {
             Ok(d) if pos == buf.len() => Ok(Some(d)),
@@ -468,6 +469,61 @@ impl<'py> Cx<'_, 'py> {
         })
     }
 
+    /// A value read for its checks only (a field not kept): what `value` checks, with
+    /// nothing built. Bytes (which go through `conv`) and records go through `value`.
+    fn skip_value(
+        &mut self,
+        kind: u8,
+        compact: bool,
+        nullable: bool,
+        buf: &[u8],
+        whole: Option<&Bound<'py, PyBytes>>,
+        pos: &mut usize,
+    ) -> R<()> {
+        match kind {
+            I8 => {
+                take(buf, pos, 1)?;
+            }
+            I16 | U16 => {
+                take(buf, pos, 2)?;
+            }
+            I32 | U32 => {
+                take(buf, pos, 4)?;
+            }
+            I64 | F64 => {
+                take(buf, pos, 8)?;
+            }
+            BOOL => {
+                if take(buf, pos, 1)?[0] > 1 {
+                    return Err(Stop::Bail);
+                }
+            }
+            UUID => {
+                take(buf, pos, 16)?;
+            }
+            VARINT | UVARINT => {
+                uvarint(buf, pos, 5)?;
+            }
+            VARLONG => {
+                uvarint(buf, pos, 10)?;
+            }
+            STRING => {
+                let n = length(buf, pos, compact, false)?;
+                if n < 0 {
+                    if n != -1 || !nullable {
+                        return Err(Stop::Bail);
+                    }
+                    return Ok(());
+                }
+                std::str::from_utf8(take(buf, pos, n as usize)?).map_err(|_| Stop::Bail)?;
+            }
+            _ => {
+                self.value(kind, compact, nullable, buf, whole, pos)?;
+            }
+        }
+        Ok(())
+    }
+
     fn read_struct(
         &mut self,
         st: &StructP,
@@ -475,9 +531,31 @@ impl<'py> Cx<'_, 'py> {
         whole: Option<&Bound<'py, PyBytes>>,
         pos: &mut usize,
     ) -> R<Bound<'py, PyDict>> {
+        let out = PyDict::new(self.py);
+        self.read_fields(st, buf, whole, pos, Some(&out))?;
+        Ok(out)
+    }
+
+    /// A struct's fields into `out`, those with a name; the others (and all of them
+    /// when `out` is None: a struct not kept) read for their checks only, as
+    /// `read_struct` reads them (the same bails, charges and calls into Python).
+    fn read_fields(
+        &mut self,
+        st: &StructP,
+        buf: &[u8],
+        whole: Option<&Bound<'py, PyBytes>>,
+        pos: &mut usize,
+        out: Option<&Bound<'py, PyDict>>,
+    ) -> R<()> {
         let py = self.py;
-        let out = PyDict::new(py);
         for f in &st.fields {
+            let (out, name) = match (out, &f.name) {
+                (Some(out), Some(name)) => (out, name),
+                _ => {
+                    self.skip_field(f, buf, whole, pos)?;
+                    continue;
+                }
+            };
             let v = match &f.shape {
                 Shape::Value(k) => self.value(*k, f.compact, f.nullable, buf, whole, pos)?,
                 Shape::Struct(sub) => self.read_struct(sub, buf, whole, pos)?.into_any(),
@@ -516,17 +594,61 @@ impl<'py> Cx<'_, 'py> {
                     }
                 }
             };
-            if let Some(name) = &f.name {
-                out.set_item(name.bind(py), v)?;
-            }
+            out.set_item(name.bind(py), v)?;
         }
         if let Some(table) = &st.tagged {
             let n = uvarint(buf, pos, 5)?;
             if n > 0 {
-                self.tagged(n, table, buf, pos, &out)?;
+                self.tagged(n, table, buf, pos, out)?;
             }
         }
-        Ok(out)
+        Ok(())
+    }
+
+    /// A field not kept, read for its checks only (``read_fields``' reading of it, with
+    /// nothing built).
+    fn skip_field(
+        &mut self,
+        f: &FieldP,
+        buf: &[u8],
+        whole: Option<&Bound<'py, PyBytes>>,
+        pos: &mut usize,
+    ) -> R<()> {
+        match &f.shape {
+            Shape::Value(k) => self.skip_value(*k, f.compact, f.nullable, buf, whole, pos),
+            Shape::Struct(sub) => self.read_fields(sub, buf, whole, pos, None),
+            Shape::NullableStruct(sub) => {
+                let null = byte(buf, *pos)? > 127;
+                *pos += 1;
+                if null {
+                    Ok(())
+                } else {
+                    self.read_fields(sub, buf, whole, pos, None)
+                }
+            }
+            Shape::ArrayStruct(_, cost) | Shape::ArrayValue(_, cost) => {
+                let n = length(buf, pos, f.len_compact, true)?;
+                if n < -1 || n > buf.len() as i64 - *pos as i64 {
+                    return Err(Stop::Bail);
+                }
+                if n == -1 {
+                    return Ok(());
+                }
+                self.charge(n * cost)?;
+                for _ in 0..n {
+                    match &f.shape {
+                        Shape::ArrayStruct(sub, _) => {
+                            self.read_fields(sub, buf, whole, pos, None)?
+                        }
+                        Shape::ArrayValue(k, _) => {
+                            self.skip_value(*k, f.compact, f.nullable, buf, whole, pos)?
+                        }
+                        _ => unreachable!(),
+                    }
+                }
+                Ok(())
+            }
+        }
     }
 
     /// values._batch_heads: the v2 batch headers of ``buf[pos..end]`` (CRC-checked).
@@ -610,7 +732,7 @@ impl<'py> Cx<'_, 'py> {
         table: &HashMap<u64, StructP>,
         buf: &[u8],
         pos: &mut usize,
-        out: &Bound<'py, PyDict>,
+        out: Option<&Bound<'py, PyDict>>,
     ) -> R<()> {
         if n > (buf.len() - *pos) as u128 {
             return Err(Stop::Bail);
@@ -625,16 +747,26 @@ impl<'py> Cx<'_, 'py> {
                     let f = self.conv.clone();
                     let args = PyTuple::new(self.py, [PyBytes::new(self.py, region)])?;
                     let v = self.call(&f, args)?;
-                    out.set_item(format!("tag_{tag}"), v)?;
+                    if let Some(out) = out {
+                        out.set_item(format!("tag_{tag}"), v)?;
+                    }
                 }
                 Some(sub) => {
                     let mut p = 0usize;
-                    let d = self.read_struct(sub, region, None, &mut p)?;
+                    let d = match out {
+                        Some(_) => Some(self.read_struct(sub, region, None, &mut p)?),
+                        None => {
+                            self.read_fields(sub, region, None, &mut p, None)?;
+                            None
+                        }
+                    };
                     if p != size {
                         return Err(Stop::Bail);
                     }
-                    for (k, v) in d.iter() {
-                        out.set_item(k, v)?;
+                    if let (Some(out), Some(d)) = (out, d) {
+                        for (k, v) in d.iter() {
+                            out.set_item(k, v)?;
+                        }
                     }
                 }
             }
