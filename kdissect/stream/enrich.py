@@ -206,7 +206,16 @@ def enrich(
     if req is not None and req_body is not None and req.api_key in WAIT_FIELDS:
         f.asked_wait_field, f.asked_wait_ms = _asked_wait(req.api_key, req_body)
     if resp is not None and resp.direction == "response":
-        top = _int_field(resp_body, "error_code")
+        if type(resp_body) is dict:  # (_int_field's usual case, inline)
+            top = resp_body.get("error_code")
+            if type(top) is not int:
+                top = None
+            throttle = resp_body.get("throttle_time_ms")
+            if type(throttle) is not int:
+                throttle = None
+        else:
+            top = _int_field(resp_body, "error_code")
+            throttle = _int_field(resp_body, "throttle_time_ms")
         if top is not None:
             f.top_error = top
         sites = f.error_sites
@@ -224,7 +233,6 @@ def enrich(
                             "response",
                         )
                     )
-        throttle = _int_field(resp_body, "throttle_time_ms")
         if throttle is not None:
             f.throttle_ms = throttle
             if throttle > 0:
