@@ -444,17 +444,15 @@ def read_names() -> frozenset[str]:
 
 
 def _constants(value: Any, found: set[str], module: str, depth: int) -> None:
-    """The strings of ``value`` (a constant, a function or a class of ``module``)."""
+    """The strings of ``value`` (a constant, a function or a class of ``module``). Not
+    of dicts: the modules' dicts are caches filled as messages come (facts' roles of
+    the names seen), which would make the names depend on what came first."""
     if depth > 6:
         return
     if isinstance(value, str):
         found.add(value)
-    elif isinstance(value, (tuple, list, set, frozenset)):
+    elif isinstance(value, (tuple, frozenset)):
         for v in value:
-            _constants(v, found, module, depth + 1)
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            _constants(k, found, module, depth + 1)
             _constants(v, found, module, depth + 1)
     elif isinstance(value, types.CodeType):
         for v in value.co_consts:
