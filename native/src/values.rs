@@ -185,13 +185,13 @@ impl Program {
         data: &Bound<'py, PyBytes>,
         s: &Bound<'py, PyAny>,
     ) -> PyResult<Option<Bound<'py, PyDict>>> {
-        let records = s.getattr("records")?;
-        let compact = s.getattr("compact")?.is_truthy()?;
-        let nodes = s.getattr("nodes")?.extract()?;
+        let records = s.getattr(pyo3::intern!(py, "records"))?;
+        let compact = s.getattr(pyo3::intern!(py, "compact"))?.is_truthy()?;
+        let nodes = s.getattr(pyo3::intern!(py, "nodes"))?.extract()?;
         self.run(
             py,
             data,
-            s.getattr("conv")?,
+            s.getattr(pyo3::intern!(py, "conv"))?,
             &records,
             compact,
             nodes,
@@ -381,12 +381,12 @@ impl<'py> Cx<'_, 'py> {
     /// A call into Python with ``s.nodes`` current; its bail exceptions are a bail.
     fn call(&mut self, f: &Bound<'py, PyAny>, args: Bound<'py, PyTuple>) -> R<Bound<'py, PyAny>> {
         if let Some(s) = &self.s {
-            s.setattr("nodes", self.nodes)?;
+            s.setattr(pyo3::intern!(self.py, "nodes"), self.nodes)?;
         }
         match f.call1(args) {
             Ok(v) => {
                 if let Some(s) = &self.s {
-                    self.nodes = s.getattr("nodes")?.extract()?;
+                    self.nodes = s.getattr(pyo3::intern!(self.py, "nodes"))?.extract()?;
                 }
                 Ok(v)
             }
