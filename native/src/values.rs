@@ -71,6 +71,20 @@ pub(crate) struct FieldP {
 pub(crate) struct StructP {
     pub fields: Vec<FieldP>,
     pub tagged: Option<HashMap<u64, StructP>>,
+    // its kept fields' names, in order, each with None: a struct of more than
+    // TEMPLATE_FROM of them starts as a copy of this (one allocation of the right size)
+    // instead of an empty dict that grows (resized as the sixth and eleventh keys come)
+    pub template: Option<Py<PyDict>>,
+}
+
+const TEMPLATE_FROM: usize = 5;
+
+fn template<'py>(py: Python<'py>, names: &[&Py<PyString>]) -> PyResult<Py<PyDict>> {
+    let d = PyDict::new(py);
+    for n in names {
+        d.set_item(n.bind(py), py.None())?;
+    }
+    Ok(d.unbind())
 }
 
 /// Why a read stops: the reference decides (Bail), or Python raised.
@@ -139,7 +153,17 @@ fn parse_struct(t: &Bound<'_, PyAny>) -> PyResult<StructP> {
         }
         Some(m)
     };
-    Ok(StructP { fields, tagged })
+    let names: Vec<&Py<PyString>> = fields.iter().filter_map(|f| f.name.as_ref()).collect();
+    let template = if names.len() > TEMPLATE_FROM {
+        Some(template(t.py(), &names)?)
+    } else {
+        None
+    };
+    Ok(StructP {
+        fields,
+        tagged,
+        template,
+    })
 }
 
 /// One message kind's header and body layouts.
@@ -147,10 +171,11 @@ fn parse_struct(t: &Bound<'_, PyAny>) -> PyResult<StructP> {
 pub struct Program {
     head: StructP,
     body: StructP,
-    records: Py<PyAny>,      // values._records
-    batch_heads: Py<PyAny>,  // values.BatchHeads
-    bails: Py<PyAny>,        // the exceptions a Python reader's bail is (a tuple)
-    keys: Vec<Py<PyString>>, // a batch head's keys, in values._batch_heads' order
+    records: Py<PyAny>,        // values._records
+    batch_heads: Py<PyAny>,    // values.BatchHeads
+    bails: Py<PyAny>,          // the exceptions a Python reader's bail is (a tuple)
+    keys: Vec<Py<PyString>>,   // a batch head's keys, in values._batch_heads' order
+    head_template: Py<PyDict>, // those keys, each with None (StructP.template)
 }
 
 #[pymethods]
@@ -163,16 +188,19 @@ impl Program {
         batch_heads: Py<PyAny>,
         bails: Py<PyAny>,
     ) -> PyResult<Self> {
+        let keys: Vec<Py<PyString>> = HEAD_KEYS
+            .iter()
+            .map(|k| PyString::intern(head.py(), k).unbind())
+            .collect();
+        let head_template = template(head.py(), &keys.iter().collect::<Vec<_>>())?;
         Ok(Program {
             head: parse_struct(head)?,
             body: parse_struct(body)?,
             records,
             batch_heads,
             bails,
-            keys: HEAD_KEYS
-                .iter()
-                .map(|k| PyString::intern(head.py(), k).unbind())
-                .collect(),
+            keys,
+            head_template,
         })
     }
 
@@ -254,6 +282,7 @@ impl Program {
             s,
             nodes,
             keys: &self.keys,
+            head_template: &self.head_template,
         };
         let buf = data.as_bytes();
         let mut pos = 0usize;
@@ -281,6 +310,7 @@ struct Cx<'a, 'py> {
     s: Option<Bound<'py, PyAny>>, // the state, kept current around calls into Python
     nodes: i64,
     keys: &'a [Py<PyString>],
+    head_template: &'a Py<PyDict>,
 }
 
 pub(crate) fn byte(buf: &[u8], pos: usize) -> R<u8> {
@@ -531,7 +561,10 @@ impl<'py> Cx<'_, 'py> {
         whole: Option<&Bound<'py, PyBytes>>,
         pos: &mut usize,
     ) -> R<Bound<'py, PyDict>> {
-        let out = PyDict::new(self.py);
+        let out = match &st.template {
+            Some(t) => t.bind(self.py).copy()?,
+            None => PyDict::new(self.py),
+        };
         self.read_fields(st, buf, whole, pos, Some(&out))?;
         Ok(out)
     }
@@ -702,7 +735,7 @@ impl<'py> Cx<'_, 'py> {
             }
             self.nodes -= 16;
             let h = checked_head(&b[..total]).ok_or(Stop::Bail)?;
-            let d = PyDict::new(py);
+            let d = self.head_template.bind(py).copy()?;
             let k = &self.keys;
             d.set_item(k[0].bind(py), h.base_offset)?;
             d.set_item(k[1].bind(py), h.length)?;
