@@ -4,7 +4,7 @@ each stage's function is wrapped to add up its CPU time (inclusive; each wrapped
 adds ~1 µs of timing), then the run's total, per exchange:
 
     connection.data   everything after TCP reassembly (framing, messages, pairing, below)
-    framer.feed       Kafka framing
+    framer.feed       Kafka framing (feed, and whole where the tree has it)
     _emit             enrichment and the sink (what the connection hands on)
     values body read  the values decoder (compiled or generated readers)
     facts, diagnoses, printer (the line's or JSON line's text)
@@ -50,6 +50,8 @@ def wrap(owner: Any, name: str, label: str) -> None:
 def main() -> None:
     wrap(connection.KafkaConnection, "data", "1 connection.data")
     wrap(framing.Framer, "feed", "2 framer.feed")
+    if hasattr(framing.Framer, "whole"):  # (a chunk of one whole message: not fed)
+        wrap(framing.Framer, "whole", "2 framer.feed")
     wrap(connection.KafkaConnection, "_emit", "3 _emit (enrich + sink)")
     wrap(enrich, "_values_body", "4 values body read")
     wrap(enrich, "facts", "5 facts")

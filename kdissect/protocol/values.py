@@ -487,6 +487,21 @@ def plain_reader(
     return (fast, compact) if read is not None and fast is not None else None
 
 
+def lean_reader(
+    api_key: int, api_version: int, direction: str, options: Options, keep: frozenset[str]
+) -> tuple[Any, bool] | None:
+    """``plain_reader`` whose dicts hold only the fields ``keep`` names (and error codes,
+    records and the structs holding any: ``values_native.kept``), for a caller that reads
+    no other (a summary's enrichment: building and freeing the rest was a fifth of its
+    work). The same messages read (the same checks), or None where ``plain_reader``
+    says None. ``keep``: one set object for a run (its programs are kept by its id)."""
+    got = plain_reader(api_key, api_version, direction, options)
+    if got is None:
+        return None
+    fast = program(api_key, api_version, direction, _records, BatchHeads, keep)
+    return (fast, got[1]) if fast is not None else None
+
+
 def body_values(
     data: bytes,
     direction: str,

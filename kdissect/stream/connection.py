@@ -174,6 +174,15 @@ class KafkaConnection:
 
     def data(self, side: int, offset: int, payload: bytes, ts: float, frame: int) -> None:
         framer = self.framers[side]
+        body = framer.whole(payload, offset)
+        if body is not None:  # (the usual chunk: one whole message, nothing held)
+            self._clean(side, offset + 4, body, ts, frame)
+            if framer.unread:
+                self._unread(side, ts, frame)
+            budget = self.budget
+            if budget is not None and budget.holds(framer):
+                self._charge(side)
+            return
         for f in framer.feed(payload, offset):
             self._message(side, f, ts, frame)
         if framer.unread:
@@ -294,6 +303,9 @@ class KafkaConnection:
         return self.seq - 1
 
     def _message(self, side: int, f: Frame, ts: float, frame: int) -> None:
+        if not f.truncated and not f.budget:
+            self._clean(side, f.offset, f.data, ts, frame)
+            return
         if self.early:
             self._orphan_stale(ts)
         if ts > self.last_ts:
@@ -334,6 +346,38 @@ class KafkaConnection:
             self._request(msg, findings)
         else:
             self._response(msg, findings)
+
+    def _clean(self, side: int, offset: int, data: bytes, ts: float, frame: int) -> None:
+        """``_message`` of a message framed whole (not cut, not given up)."""
+        if self.early:
+            self._orphan_stale(ts)
+        if ts > self.last_ts:
+            self.last_ts = ts
+        msg = KafkaMessage(
+            self.next_index(),
+            self.index,
+            "request" if side == 0 else "response",
+            ts,
+            frame,
+            offset,
+            data,
+        )
+        sasl = self.sasl
+        if sasl is not None:
+            if side == 0 and sasl.active and sasl.client_token(data):
+                msg.direction = "sasl"
+                findings = [Finding("sasl_token", "from the client", "sasl")]
+                self._emit(msg, None, self._next_seq(), findings)
+                return
+            if side == 1 and sasl.awaiting and sasl.broker_token():
+                msg.direction = "sasl"
+                findings = [Finding("sasl_token", "from the broker", "sasl")]
+                self._emit(None, msg, self._next_seq(), findings)
+                return
+        if side == 0:
+            self._request(msg, [])
+        else:
+            self._response(msg, [])
 
     def _request(self, msg: KafkaMessage, findings: list[Finding]) -> None:
         head = request_head(msg.data)
@@ -395,6 +439,10 @@ class KafkaConnection:
         if corr is None:
             self._orphan(msg, findings)
             return
+        answered = self.pending.first(corr)
+        if answered is not None:  # (the usual: the oldest request, nothing else to say)
+            self._answer(msg, findings, answered, None)
+            return
         match, finished = self.pending.response(corr, msg.ts)
         for p in finished:  # acks=0 requests: no answer will come
             self._unanswered(p, "unanswered")
@@ -409,7 +457,18 @@ class KafkaConnection:
                 if not early[oldest]:
                     del early[oldest]
             return
-        answered = match.pending  # (its fields read directly: Match's properties are calls)
+        # (its fields read directly: Match's properties are calls)
+        self._answer(msg, findings, match.pending, match.earlier)
+
+    def _answer(
+        self,
+        msg: KafkaMessage,
+        findings: list[Finding],
+        answered: Pending[Any],
+        earlier: list[Pending[Any]] | None,
+    ) -> None:
+        """``msg`` answers ``answered``; ``earlier``: requests sent before it still
+        waiting (None: none)."""
         req, req_findings, seq = answered.item
         msg.api_key, msg.api_version = req.api_key, req.api_version
         if req.api_key == ENVELOPE:
@@ -422,10 +481,10 @@ class KafkaConnection:
             findings = req_findings
         if not answered.expected:
             findings.append(Finding("acks0_answered", "", "response"))
-        if match.earlier:
-            if all(p.ts <= self.response_gap for p in match.earlier):
+        if earlier:
+            if all(p.ts <= self.response_gap for p in earlier):
                 # their answers were most likely in a hole: nothing was out of order
-                for p in self.pending.give_up(match.earlier):
+                for p in self.pending.give_up(earlier):
                     self._unanswered(p, "response_lost")
             else:
                 findings.append(Finding("out_of_order", "", "response"))

@@ -113,6 +113,27 @@ class Correlator(Generic[T]):
             self._expire(ts) if self._acks0 else []
         )
 
+    def first(self, correlation_id: int) -> Pending[T] | None:
+        """``response``'s usual case, in one call: the answer's request is the oldest
+        pending and the only one with its id, and no acks=0 request waits. It is
+        finished and returned (``response`` would return it matched, nothing earlier,
+        nothing finished); None: nothing done, ask ``response``."""
+        if self._acks0:
+            return None
+        waiting = self._by_id.get(correlation_id)
+        if waiting is None or len(waiting) != 1:
+            return None
+        p = waiting[0]
+        order = self._order
+        if next(iter(order)) != p.seq:
+            return None
+        del order[p.seq]
+        del self._by_id[correlation_id]
+        if not order:  # (as _drop: a dict keeps its grown table)
+            order.clear()
+            self._by_id.clear()
+        return p
+
     def give_up(self, pending: list[Pending[T]]) -> list[Pending[T]]:
         """Stop waiting for these (their answers will not come): returned for reporting."""
         return [self._drop(p) for p in pending if p.seq in self._order]

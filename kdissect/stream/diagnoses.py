@@ -288,7 +288,10 @@ class Diagnoses:
         out = ex.findings
         if req is not None and req.direction == "request" and req.api_key is not None:
             whole = req.status == "ok" and not req.holes  # (_complete, asked once)
-            self._versions(ex, out, whole)
+            if whole and (
+                (req.api_key, req.api_version) in REMOVED or (ex.opened and req.offset == 4)
+            ):  # (what _versions can say anything of: asked here, cheaply)
+                self._versions(ex, out, whole)
             key = req.api_key
             if key == PRODUCE and whole:
                 self._produce(

@@ -14,13 +14,15 @@ from __future__ import annotations
 from typing import Any
 
 import dataclasses
+import sys
+import types
 from collections.abc import Callable
 
 from ..protocol import Message, Options, schemas
 from ..protocol.apis import API_VERSIONS, SASL_AUTHENTICATE, WAIT_FIELDS
 from ..protocol.findings import Finding
 from ..protocol.names import error_name
-from ..protocol.values import NO_BYTES, body_values, plain_reader
+from ..protocol.values import NO_BYTES, body_values, lean_reader, plain_reader
 from .anomaly import EXPECTED_ERRORS
 from .diagnoses import Diagnoses
 from .facts import body_plan, facts
@@ -72,6 +74,8 @@ class Enricher:
         self.diagnoses = Diagnoses()  # Kafka-level diagnoses (their state)
         self.orphans = Orphans()  # what orphan responses taught so far
         self.kinds: dict[tuple[Any, ...], _Kind | None] = {}  # enrich's, for self.options
+        # no sink sees the bodies: they hold only the fields enrichment reads (_Kind)
+        self.lean = not full and values_conv is None
 
     # -- Sink ---------------------------------------------------------------------------
 
@@ -86,6 +90,7 @@ class Enricher:
             self.values_conv,
             self.orphans,
             self.kinds,
+            self.lean,
         )
         self.sink.exchange(ex)
 
@@ -121,9 +126,12 @@ def enrich(
     values_conv: Callable[[bytes], object] | None = None,
     orphans: Orphans | None = None,
     kinds: dict[tuple[Any, ...], _Kind | None] | None = None,
+    lean: bool = False,
 ) -> None:
     """``kinds``: what ``_kind`` said of each message kind, for a run's exchanges with
-    these ``options`` (the caller's dict: filled here)."""
+    these ``options`` and ``lean`` (the caller's dict: filled here). ``lean``: no one
+    but enrichment reads the bodies (``values_conv`` is None, ``keep`` False): they may
+    hold only the fields it reads (``read_names``)."""
     if kinds is None:
         kinds = {}
     req, resp = ex.request, ex.response
@@ -144,7 +152,7 @@ def enrich(
             if kind is _UNKNOWN:
                 if len(kinds) >= 4096:  # (hostile captures' keys and versions: unbounded)
                     kinds.clear()
-                kind = kinds[m.api_key, m.api_version, m.direction] = _kind(m, options)
+                kind = kinds[m.api_key, m.api_version, m.direction] = _kind(m, options, lean)
             values = _values_body(m, options, conv, kind)
             if values is not None:
                 assert kind is not None, "read by kind"
@@ -198,7 +206,16 @@ def enrich(
     if req is not None and req_body is not None and req.api_key in WAIT_FIELDS:
         f.asked_wait_field, f.asked_wait_ms = _asked_wait(req.api_key, req_body)
     if resp is not None and resp.direction == "response":
-        top = _int_field(resp_body, "error_code")
+        if type(resp_body) is dict:  # (_int_field's usual case, inline)
+            top = resp_body.get("error_code")
+            if type(top) is not int:
+                top = None
+            throttle = resp_body.get("throttle_time_ms")
+            if type(throttle) is not int:
+                throttle = None
+        else:
+            top = _int_field(resp_body, "error_code")
+            throttle = _int_field(resp_body, "throttle_time_ms")
         if top is not None:
             f.top_error = top
         sites = f.error_sites
@@ -216,7 +233,6 @@ def enrich(
                             "response",
                         )
                     )
-        throttle = _int_field(resp_body, "throttle_time_ms")
         if throttle is not None:
             f.throttle_ms = throttle
             if throttle > 0:
@@ -285,8 +301,14 @@ class _Kind:
 
     __slots__ = ("reader", "plan", "records")
 
-    def __init__(self, api_key: int, api_version: int, direction: str, options: Options):
-        self.reader = plain_reader(api_key, api_version, direction, options)
+    def __init__(
+        self, api_key: int, api_version: int, direction: str, options: Options, lean: bool
+    ):
+        self.reader = (
+            lean_reader(api_key, api_version, direction, options, read_names())
+            if lean
+            else plain_reader(api_key, api_version, direction, options)
+        )
         self.plan = body_plan(api_key, api_version, direction)
         self.records = schemas.has_records(api_key, api_version, direction)
 
@@ -294,9 +316,9 @@ class _Kind:
 _UNKNOWN: Any = object()
 
 
-def _kind(m: Any, options: Options) -> _Kind | None:
+def _kind(m: Any, options: Options, lean: bool = False) -> _Kind | None:
     """How a message of ``m``'s kind is read by value; None: located (SASL, an unknown
-    API, ``_LOCATED_APIS``)."""
+    API, ``_LOCATED_APIS``). ``lean``: as ``enrich`` says."""
     if (
         m.direction == "sasl"
         or m.api_key is None
@@ -304,7 +326,7 @@ def _kind(m: Any, options: Options) -> _Kind | None:
         or m.api_version is None
     ):
         return None
-    return _Kind(m.api_key, m.api_version, m.direction, options)
+    return _Kind(m.api_key, m.api_version, m.direction, options, lean)
 
 
 def _values_body(
@@ -390,3 +412,55 @@ def _status(ex: Exchange) -> str:
     if ex.request is not None and ex.response is None and not ex.expected:
         return ACKS0
     return "ok"
+
+
+_READ_NAMES: frozenset[str] | None = None
+
+
+def read_names() -> frozenset[str]:
+    """The body fields enrichment may read (by name: this module's, ``facts``' and
+    ``diagnoses``' code, and the ``WAIT_FIELDS``), for lean reads: every string these
+    modules hold as a constant (a field read by name is named in them: ``.get("...")``,
+    the names ``_partitions`` and ``_int_field`` are given, tuples of names). Error codes
+    and records are kept whatever they are called (``values_native.kept``). A name built
+    at run time would not be here: tests/test_lean_values.py holds lean bodies to whole
+    ones on every capture."""
+    global _READ_NAMES
+    if _READ_NAMES is None:
+        from . import diagnoses, facts as facts_module
+
+        found: set[str] = set()
+        for module in (diagnoses, facts_module, sys.modules[__name__]):
+            for key, value in vars(module).items():
+                if not key.startswith("__"):  # (its __builtins__ is no name it reads)
+                    _constants(value, found, module.__name__, 0)
+        for names in WAIT_FIELDS.values():
+            found.update(names)
+        _READ_NAMES = frozenset(n for n in found if n.isidentifier())
+    return _READ_NAMES
+
+
+def _constants(value: Any, found: set[str], module: str, depth: int) -> None:
+    """The strings of ``value`` (a constant, a function or a class of ``module``). Not
+    of dicts: the modules' dicts are caches filled as messages come (facts' roles of
+    the names seen), which would make the names depend on what came first."""
+    if depth > 6:
+        return
+    if isinstance(value, str):
+        found.add(value)
+    elif isinstance(value, (tuple, frozenset)):
+        for v in value:
+            _constants(v, found, module, depth + 1)
+    elif isinstance(value, types.CodeType):
+        for v in value.co_consts:
+            _constants(v, found, module, depth + 1)
+    elif isinstance(value, types.FunctionType):
+        if value.__module__ == module:
+            _constants(value.__code__, found, module, depth + 1)
+    elif isinstance(value, (staticmethod, classmethod, property)):
+        for f in (getattr(value, "__func__", None), getattr(value, "fget", None)):
+            if f is not None:
+                _constants(f, found, module, depth + 1)
+    elif isinstance(value, type) and value.__module__ == module:
+        for v in vars(value).values():
+            _constants(v, found, module, depth + 1)

@@ -201,6 +201,30 @@ class Framer:
             return None
         return self._base, bytes(self._buf)
 
+    def whole(self, data: bytes, offset: int) -> bytes | None:
+        """``data`` at stream ``offset`` when it is exactly one whole message where the
+        next one starts, nothing held (the compiled reassembler's usual chunk): the
+        message after its size, the framer past it, as ``feed`` would leave it (without
+        a ``Frame`` and a list: a message's framing costs a call). None: nothing done,
+        ``feed`` it."""
+        if (
+            self._held is not None
+            or self._buf
+            or self._cut is not None
+            or offset < self._skip_until
+            or self.resync
+            or self.error is not None
+            or self.unsure_at >= 0
+            or type(data) is not bytes
+            or len(data) < 4
+        ):
+            return None
+        size = len(data) - 4
+        if _SIZE.unpack_from(data)[0] != size or size > self.max_message:
+            return None
+        self._base, self._want = offset + len(data), 0
+        return data[4:]
+
     def feed(self, data: bytes, offset: int | None = None) -> list[Frame]:
         """``data`` found at stream ``offset`` (default: right after what came before)."""
         held = self._held

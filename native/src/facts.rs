@@ -139,13 +139,16 @@ impl FactsPlan {
         };
         let got = w.planned(d, &self.plan, None);
         // (added after the walk: a hand-back to Python adds its own to f meanwhile)
+        // (names interned: a &str made a Python string per call, a sixth of the walk)
         if w.records != 0 {
-            let n = f.getattr("records")?.add(w.records)?;
-            f.setattr("records", n)?;
+            let name = pyo3::intern!(py, "records");
+            let n = f.getattr(name)?.add(w.records)?;
+            f.setattr(name, n)?;
         }
         if w.record_bytes != 0 {
-            let n = f.getattr("record_bytes")?.add(w.record_bytes)?;
-            f.setattr("record_bytes", n)?;
+            let name = pyo3::intern!(py, "record_bytes");
+            let n = f.getattr(name)?.add(w.record_bytes)?;
+            f.setattr(name, n)?;
         }
         got
     }

@@ -71,6 +71,20 @@ pub(crate) struct FieldP {
 pub(crate) struct StructP {
     pub fields: Vec<FieldP>,
     pub tagged: Option<HashMap<u64, StructP>>,
+    // its kept fields' names, in order, each with None: a struct of more than
+    // TEMPLATE_FROM of them starts as a copy of this (one allocation of the right size)
+    // instead of an empty dict that grows (resized as the sixth and eleventh keys come)
+    pub template: Option<Py<PyDict>>,
+}
+
+const TEMPLATE_FROM: usize = 5;
+
+fn template<'py>(py: Python<'py>, names: &[&Py<PyString>]) -> PyResult<Py<PyDict>> {
+    let d = PyDict::new(py);
+    for n in names {
+        d.set_item(n.bind(py), py.None())?;
+    }
+    Ok(d.unbind())
 }
 
 /// Why a read stops: the reference decides (Bail), or Python raised.
@@ -139,7 +153,17 @@ fn parse_struct(t: &Bound<'_, PyAny>) -> PyResult<StructP> {
         }
         Some(m)
     };
-    Ok(StructP { fields, tagged })
+    let names: Vec<&Py<PyString>> = fields.iter().filter_map(|f| f.name.as_ref()).collect();
+    let template = if names.len() > TEMPLATE_FROM {
+        Some(template(t.py(), &names)?)
+    } else {
+        None
+    };
+    Ok(StructP {
+        fields,
+        tagged,
+        template,
+    })
 }
 
 /// One message kind's header and body layouts.
@@ -147,10 +171,11 @@ fn parse_struct(t: &Bound<'_, PyAny>) -> PyResult<StructP> {
 pub struct Program {
     head: StructP,
     body: StructP,
-    records: Py<PyAny>,      // values._records
-    batch_heads: Py<PyAny>,  // values.BatchHeads
-    bails: Py<PyAny>,        // the exceptions a Python reader's bail is (a tuple)
-    keys: Vec<Py<PyString>>, // a batch head's keys, in values._batch_heads' order
+    records: Py<PyAny>,        // values._records
+    batch_heads: Py<PyAny>,    // values.BatchHeads
+    bails: Py<PyAny>,          // the exceptions a Python reader's bail is (a tuple)
+    keys: Vec<Py<PyString>>,   // a batch head's keys, in values._batch_heads' order
+    head_template: Py<PyDict>, // those keys, each with None (StructP.template)
 }
 
 #[pymethods]
@@ -163,16 +188,19 @@ impl Program {
         batch_heads: Py<PyAny>,
         bails: Py<PyAny>,
     ) -> PyResult<Self> {
+        let keys: Vec<Py<PyString>> = HEAD_KEYS
+            .iter()
+            .map(|k| PyString::intern(head.py(), k).unbind())
+            .collect();
+        let head_template = template(head.py(), &keys.iter().collect::<Vec<_>>())?;
         Ok(Program {
             head: parse_struct(head)?,
             body: parse_struct(body)?,
             records,
             batch_heads,
             bails,
-            keys: HEAD_KEYS
-                .iter()
-                .map(|k| PyString::intern(head.py(), k).unbind())
-                .collect(),
+            keys,
+            head_template,
         })
     }
 
@@ -185,13 +213,13 @@ impl Program {
         data: &Bound<'py, PyBytes>,
         s: &Bound<'py, PyAny>,
     ) -> PyResult<Option<Bound<'py, PyDict>>> {
-        let records = s.getattr("records")?;
-        let compact = s.getattr("compact")?.is_truthy()?;
-        let nodes = s.getattr("nodes")?.extract()?;
+        let records = s.getattr(pyo3::intern!(py, "records"))?;
+        let compact = s.getattr(pyo3::intern!(py, "compact"))?.is_truthy()?;
+        let nodes = s.getattr(pyo3::intern!(py, "nodes"))?.extract()?;
         self.run(
             py,
             data,
-            s.getattr("conv")?,
+            s.getattr(pyo3::intern!(py, "conv"))?,
             &records,
             compact,
             nodes,
@@ -254,11 +282,13 @@ impl Program {
             s,
             nodes,
             keys: &self.keys,
+            head_template: &self.head_template,
         };
         let buf = data.as_bytes();
         let mut pos = 0usize;
+        // (the header's fields are read for their checks only: its dict was thrown away)
         let got = cx
-            .read_struct(&self.head, buf, Some(data), &mut pos)
+            .read_fields(&self.head, buf, Some(data), &mut pos, None)
             .and_then(|_| cx.read_struct(&self.body, buf, Some(data), &mut pos));
         match got {
             Ok(d) if pos == buf.len() => Ok(Some(d)),
@@ -280,6 +310,7 @@ struct Cx<'a, 'py> {
     s: Option<Bound<'py, PyAny>>, // the state, kept current around calls into Python
     nodes: i64,
     keys: &'a [Py<PyString>],
+    head_template: &'a Py<PyDict>,
 }
 
 pub(crate) fn byte(buf: &[u8], pos: usize) -> R<u8> {
@@ -380,12 +411,12 @@ impl<'py> Cx<'_, 'py> {
     /// A call into Python with ``s.nodes`` current; its bail exceptions are a bail.
     fn call(&mut self, f: &Bound<'py, PyAny>, args: Bound<'py, PyTuple>) -> R<Bound<'py, PyAny>> {
         if let Some(s) = &self.s {
-            s.setattr("nodes", self.nodes)?;
+            s.setattr(pyo3::intern!(self.py, "nodes"), self.nodes)?;
         }
         match f.call1(args) {
             Ok(v) => {
                 if let Some(s) = &self.s {
-                    self.nodes = s.getattr("nodes")?.extract()?;
+                    self.nodes = s.getattr(pyo3::intern!(self.py, "nodes"))?.extract()?;
                 }
                 Ok(v)
             }
@@ -468,6 +499,61 @@ impl<'py> Cx<'_, 'py> {
         })
     }
 
+    /// A value read for its checks only (a field not kept): what `value` checks, with
+    /// nothing built. Bytes (which go through `conv`) and records go through `value`.
+    fn skip_value(
+        &mut self,
+        kind: u8,
+        compact: bool,
+        nullable: bool,
+        buf: &[u8],
+        whole: Option<&Bound<'py, PyBytes>>,
+        pos: &mut usize,
+    ) -> R<()> {
+        match kind {
+            I8 => {
+                take(buf, pos, 1)?;
+            }
+            I16 | U16 => {
+                take(buf, pos, 2)?;
+            }
+            I32 | U32 => {
+                take(buf, pos, 4)?;
+            }
+            I64 | F64 => {
+                take(buf, pos, 8)?;
+            }
+            BOOL => {
+                if take(buf, pos, 1)?[0] > 1 {
+                    return Err(Stop::Bail);
+                }
+            }
+            UUID => {
+                take(buf, pos, 16)?;
+            }
+            VARINT | UVARINT => {
+                uvarint(buf, pos, 5)?;
+            }
+            VARLONG => {
+                uvarint(buf, pos, 10)?;
+            }
+            STRING => {
+                let n = length(buf, pos, compact, false)?;
+                if n < 0 {
+                    if n != -1 || !nullable {
+                        return Err(Stop::Bail);
+                    }
+                    return Ok(());
+                }
+                std::str::from_utf8(take(buf, pos, n as usize)?).map_err(|_| Stop::Bail)?;
+            }
+            _ => {
+                self.value(kind, compact, nullable, buf, whole, pos)?;
+            }
+        }
+        Ok(())
+    }
+
     fn read_struct(
         &mut self,
         st: &StructP,
@@ -475,9 +561,34 @@ impl<'py> Cx<'_, 'py> {
         whole: Option<&Bound<'py, PyBytes>>,
         pos: &mut usize,
     ) -> R<Bound<'py, PyDict>> {
+        let out = match &st.template {
+            Some(t) => t.bind(self.py).copy()?,
+            None => PyDict::new(self.py),
+        };
+        self.read_fields(st, buf, whole, pos, Some(&out))?;
+        Ok(out)
+    }
+
+    /// A struct's fields into `out`, those with a name; the others (and all of them
+    /// when `out` is None: a struct not kept) read for their checks only, as
+    /// `read_struct` reads them (the same bails, charges and calls into Python).
+    fn read_fields(
+        &mut self,
+        st: &StructP,
+        buf: &[u8],
+        whole: Option<&Bound<'py, PyBytes>>,
+        pos: &mut usize,
+        out: Option<&Bound<'py, PyDict>>,
+    ) -> R<()> {
         let py = self.py;
-        let out = PyDict::new(py);
         for f in &st.fields {
+            let (out, name) = match (out, &f.name) {
+                (Some(out), Some(name)) => (out, name),
+                _ => {
+                    self.skip_field(f, buf, whole, pos)?;
+                    continue;
+                }
+            };
             let v = match &f.shape {
                 Shape::Value(k) => self.value(*k, f.compact, f.nullable, buf, whole, pos)?,
                 Shape::Struct(sub) => self.read_struct(sub, buf, whole, pos)?.into_any(),
@@ -516,17 +627,61 @@ impl<'py> Cx<'_, 'py> {
                     }
                 }
             };
-            if let Some(name) = &f.name {
-                out.set_item(name.bind(py), v)?;
-            }
+            out.set_item(name.bind(py), v)?;
         }
         if let Some(table) = &st.tagged {
             let n = uvarint(buf, pos, 5)?;
             if n > 0 {
-                self.tagged(n, table, buf, pos, &out)?;
+                self.tagged(n, table, buf, pos, out)?;
             }
         }
-        Ok(out)
+        Ok(())
+    }
+
+    /// A field not kept, read for its checks only (``read_fields``' reading of it, with
+    /// nothing built).
+    fn skip_field(
+        &mut self,
+        f: &FieldP,
+        buf: &[u8],
+        whole: Option<&Bound<'py, PyBytes>>,
+        pos: &mut usize,
+    ) -> R<()> {
+        match &f.shape {
+            Shape::Value(k) => self.skip_value(*k, f.compact, f.nullable, buf, whole, pos),
+            Shape::Struct(sub) => self.read_fields(sub, buf, whole, pos, None),
+            Shape::NullableStruct(sub) => {
+                let null = byte(buf, *pos)? > 127;
+                *pos += 1;
+                if null {
+                    Ok(())
+                } else {
+                    self.read_fields(sub, buf, whole, pos, None)
+                }
+            }
+            Shape::ArrayStruct(_, cost) | Shape::ArrayValue(_, cost) => {
+                let n = length(buf, pos, f.len_compact, true)?;
+                if n < -1 || n > buf.len() as i64 - *pos as i64 {
+                    return Err(Stop::Bail);
+                }
+                if n == -1 {
+                    return Ok(());
+                }
+                self.charge(n * cost)?;
+                for _ in 0..n {
+                    match &f.shape {
+                        Shape::ArrayStruct(sub, _) => {
+                            self.read_fields(sub, buf, whole, pos, None)?
+                        }
+                        Shape::ArrayValue(k, _) => {
+                            self.skip_value(*k, f.compact, f.nullable, buf, whole, pos)?
+                        }
+                        _ => unreachable!(),
+                    }
+                }
+                Ok(())
+            }
+        }
     }
 
     /// values._batch_heads: the v2 batch headers of ``buf[pos..end]`` (CRC-checked).
@@ -580,7 +735,7 @@ impl<'py> Cx<'_, 'py> {
             }
             self.nodes -= 16;
             let h = checked_head(&b[..total]).ok_or(Stop::Bail)?;
-            let d = PyDict::new(py);
+            let d = self.head_template.bind(py).copy()?;
             let k = &self.keys;
             d.set_item(k[0].bind(py), h.base_offset)?;
             d.set_item(k[1].bind(py), h.length)?;
@@ -610,7 +765,7 @@ impl<'py> Cx<'_, 'py> {
         table: &HashMap<u64, StructP>,
         buf: &[u8],
         pos: &mut usize,
-        out: &Bound<'py, PyDict>,
+        out: Option<&Bound<'py, PyDict>>,
     ) -> R<()> {
         if n > (buf.len() - *pos) as u128 {
             return Err(Stop::Bail);
@@ -625,16 +780,26 @@ impl<'py> Cx<'_, 'py> {
                     let f = self.conv.clone();
                     let args = PyTuple::new(self.py, [PyBytes::new(self.py, region)])?;
                     let v = self.call(&f, args)?;
-                    out.set_item(format!("tag_{tag}"), v)?;
+                    if let Some(out) = out {
+                        out.set_item(format!("tag_{tag}"), v)?;
+                    }
                 }
                 Some(sub) => {
                     let mut p = 0usize;
-                    let d = self.read_struct(sub, region, None, &mut p)?;
+                    let d = match out {
+                        Some(_) => Some(self.read_struct(sub, region, None, &mut p)?),
+                        None => {
+                            self.read_fields(sub, region, None, &mut p, None)?;
+                            None
+                        }
+                    };
                     if p != size {
                         return Err(Stop::Bail);
                     }
-                    for (k, v) in d.iter() {
-                        out.set_item(k, v)?;
+                    if let (Some(out), Some(d)) = (out, d) {
+                        for (k, v) in d.iter() {
+                            out.set_item(k, v)?;
+                        }
                     }
                 }
             }

@@ -71,6 +71,53 @@ def plan(key: int, version: int, direction: str) -> tuple:
     return values._plan_of(key, version, direction)
 
 
+def lean_read(data: bytes, direction: str, key: int, version: int, conv=None):
+    """The lean read enrichment makes for a summary (``values.lean_reader`` with the
+    names enrichment reads); "no program" where there is none."""
+    from kdissect.protocol import Options, values
+    from kdissect.stream.enrich import read_names
+
+    options = Options(records="batches")
+    got = values.lean_reader(key, version, direction, options, read_names())
+    if got is None:
+        return "no program"
+    return got[0].read_plain(
+        data, conv or values.NO_BYTES, options.records, got[1], options.max_nodes
+    )
+
+
+def pruned(whole, key: int, version: int, direction: str):
+    """``whole`` (a compiled read of the body) as the lean read should give it: only the
+    fields ``values_native.kept`` keeps, walked with the layout."""
+    from kdissect.protocol import schemas
+    from kdissect.protocol.values_native import kept
+    from kdissect.stream.enrich import read_names
+
+    keep = read_names()
+
+    def prune(value, st):
+        if not isinstance(value, dict):
+            return value
+        out = {}
+        fields = {f.name: f for f in st.fields + st.tagged}
+        for k, v in value.items():
+            f = fields.get(k)
+            if f is None and k.startswith("tag_"):  # an unknown tag's bytes: kept
+                out[k] = v
+                continue
+            assert f is not None, ("a key the layout does not have", k)
+            if not kept(f, keep):
+                continue
+            if f.struct is not None and isinstance(v, list):
+                v = [prune(x, f.struct) for x in v]
+            elif f.struct is not None:
+                v = prune(v, f.struct)
+            out[k] = v
+        return out
+
+    return prune(whole, schemas.layout(key, version, direction))
+
+
 def damaged(rng: random.Random, data: bytes) -> bytes:
     """A cut (three times in ten) or one to three bytes changed copy of ``data``."""
     b = bytearray(data)
@@ -139,6 +186,17 @@ def run_msgvalues(data: bytes) -> None:
         if got == "no program":
             return
         assert got is None or same(got, want), f"the values differ: {got!r} != {want!r}"
+    # the lean read (a summary's): read exactly when the whole compiled read reads,
+    # holding the fields it keeps of it
+    none = lambda b: None  # noqa: E731
+    whole = compiled_read(data[4:], direction, key, version, Options(records="batches"), none)
+    lean = lean_read(data[4:], direction, key, version)
+    if lean == "no program":  # (enrichment reads those with body_values)
+        return
+    assert (lean is None) == (whole is None), "the lean read decides otherwise"
+    if lean is not None:
+        want = pruned(whole, key, version, direction)
+        assert same(lean, want), f"the lean values differ: {lean!r} != {want!r}"
 
 
 def reference_json(

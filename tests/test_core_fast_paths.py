@@ -1,0 +1,129 @@
+"""The connection core's one-call paths (issue 43) against the calls they stand for:
+``Framer.whole`` against ``Framer.feed`` (the same frames, the same framer state after)
+and ``Correlator.first`` against ``Correlator.response`` (the same request finished, the
+same state after), on random streams: whole messages, pieces, bad sizes, holes, budgets
+given up, reused and acks=0 correlation ids."""
+
+from __future__ import annotations
+
+import random
+import struct
+
+from kdissect.stream.correlation import Correlator
+from kdissect.stream.framing import Framer, _Cut
+
+
+def _state(f: Framer) -> tuple:
+    def plain(v):
+        if isinstance(v, _Cut):
+            return tuple(getattr(v, n) for n in _Cut.__slots__)
+        return v
+
+    return tuple(plain(getattr(f, n)) for n in Framer.__slots__ if n != "_boundary") + (
+        f.pending,
+        f.position(),
+    )
+
+
+def _frames(frames) -> list:
+    return [(f.offset, f.data, f.truncated, f.pieces, f.holes, f.budget) for f in frames]
+
+
+def _chunks(rng: random.Random) -> list:
+    """(offset, data or None for a hole of len, len) chunks of a random stream."""
+    out, offset = [], 0
+    for _ in range(rng.randrange(1, 40)):
+        size = rng.choice([0, 1, 7, 20, 300])
+        msg = struct.pack(">i", size) + bytes(rng.randrange(256) for _ in range(size))
+        roll = rng.random()
+        if roll < 0.05:
+            msg = struct.pack(">i", -5) + msg[4:]  # a size that cannot be one
+        elif roll < 0.08:
+            msg = msg[:2]  # less than a size
+        if rng.random() < 0.6 or len(msg) < 2:
+            pieces = [msg]
+        else:
+            cut = rng.randrange(1, len(msg))
+            pieces = [msg[:cut], msg[cut:]]
+        for p in pieces:
+            if rng.random() < 0.05:
+                out.append((offset, None, rng.randrange(1, 30)))
+                offset += out[-1][2]
+            out.append((offset, p, len(p)))
+            offset += len(p)
+        if rng.random() < 0.1:  # a piece joined with the next message's start
+            out.append((offset, b"\x00\x00", 2))
+            offset += 2
+    return out
+
+
+def _boundary(buf: bytearray, pos: int) -> bool:
+    return len(buf) - pos >= 4 and 0 <= struct.unpack_from(">i", buf, pos)[0] <= 300
+
+
+def test_whole_is_feed():
+    rng = random.Random(43)
+    taken = 0
+    for _ in range(3000):
+        a, b = Framer(_boundary), Framer(_boundary)
+        if rng.random() < 0.1:
+            a.begun_inside(True)
+            b.begun_inside(True)
+        for offset, data, n in _chunks(rng):
+            if data is None:
+                assert _frames(a.gap(offset, n)) == _frames(b.gap(offset, n))
+            else:
+                body = a.whole(data, offset)
+                if body is None:
+                    got = _frames(a.feed(data, offset))
+                else:
+                    taken += 1
+                    got = [(offset + 4, body, None, None, None, False)]
+                assert got == _frames(b.feed(data, offset))
+            if rng.random() < 0.05:
+                assert _frames([x for x in [a.give_up()] if x]) == _frames(
+                    [x for x in [b.give_up()] if x]
+                )
+            assert _state(a) == _state(b)
+        assert _frames(a.close()) == _frames(b.close())
+    assert taken > 5000, taken
+
+
+def _pstate(c: Correlator) -> tuple:
+    return (
+        [(p.correlation_id, p.seq, p.expected, p.ts) for p in c._order.values()],
+        {k: [p.seq for p in v] for k, v in c._by_id.items()},
+        [p.seq for p in c._acks0 or ()],
+        c._seq,
+    )
+
+
+def test_first_is_response():
+    rng = random.Random(45)
+    firsts = 0
+    for _ in range(2000):
+        a, b = Correlator(max_pending=rng.choice([3, 4096])), Correlator()
+        b.max_pending = a.max_pending
+        ts = 0.0
+        for _ in range(rng.randrange(1, 60)):
+            ts += rng.random() * 2
+            corr = rng.randrange(6)
+            if rng.random() < 0.55:
+                expected = rng.random() > 0.1
+                pa, fa = a.request(corr, corr, expected, ts)
+                pb, fb = b.request(corr, corr, expected, ts)
+                assert [p.seq for p in fa] == [p.seq for p in fb] and pa.seq == pb.seq
+            else:
+                p = a.first(corr)
+                if p is None:
+                    ma, fa = a.response(corr, ts)
+                    got = (ma and ma.pending.seq, ma and [q.seq for q in ma.earlier])
+                    got_f = [q.seq for q in fa]
+                else:
+                    firsts += 1
+                    got, got_f = (p.seq, []), []
+                mb, fb = b.response(corr, ts)
+                assert got == (mb and mb.pending.seq, mb and [q.seq for q in mb.earlier])
+                assert got_f == [q.seq for q in fb]
+            assert _pstate(a) == _pstate(b)
+    assert firsts > 1000, firsts
