@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from .budget import Budget
-from .names import error_note
+from .names import API_NAMES, error_note
 from .node import NOTE_MAKERS, Node
 from .reader import Reader
 from .times import LAST_MS
@@ -89,6 +89,7 @@ def time_note(ms: int) -> str | None:
 
 NOTE_MAKERS["error"] = error_note
 NOTE_MAKERS["time"] = time_note
+NOTE_MAKERS["api"] = API_NAMES.get  # an API key's name (None: a key Kafka has not named)
 
 
 def fail(r: Reader, node: Node, reason: str, code: str = "malformed_field") -> Abort:

@@ -53,7 +53,7 @@ class Field(Frozen):
         nullable: bool = False,
         tag: int | None = None,  # set for tagged fields (flexible versions only)
         struct: Struct | None = None,  # element/struct layout when type == "struct"
-        hint: str | None = None,  # "error", "time" or "duration": how to annotate the value
+        hint: str | None = None,  # "error", "time", "duration", "api": how to annotate the value
         compact: bool | None = None,
     ):  # None: follow the enclosing struct's flexibility
         self.name, self.type, self.array, self.nullable = name, type, array, nullable
@@ -85,6 +85,8 @@ def default_hint(name: str, type_: str) -> str | None:
     """Annotations that follow from Kafka's naming conventions alone."""
     if type_ == "int16" and (name == "error_code" or name.endswith("_error_code")):
         return "error"
+    if type_ == "int16" and name in ("api_key", "request_api_key"):
+        return "api"  # (ApiVersions' list, headers: 18 says nothing to most readers)
     if type_ == "int64" and (name.endswith("timestamp") or name.endswith("timestamp_ms")):
         return "time"
     return None

@@ -19,7 +19,7 @@ REQUEST_HEADERS = {
     0: Struct(
         "RequestHeader",
         (
-            Field("request_api_key", _I16),
+            Field("request_api_key", _I16, hint="api"),
             Field("request_api_version", _I16),
             Field("correlation_id", "int32"),
         ),
@@ -27,7 +27,7 @@ REQUEST_HEADERS = {
     1: Struct(
         "RequestHeader",
         (
-            Field("request_api_key", _I16),
+            Field("request_api_key", _I16, hint="api"),
             Field("request_api_version", _I16),
             Field("correlation_id", "int32"),
             _CLIENT_ID,
@@ -36,7 +36,7 @@ REQUEST_HEADERS = {
     2: Struct(
         "RequestHeader",
         (
-            Field("request_api_key", _I16),
+            Field("request_api_key", _I16, hint="api"),
             Field("request_api_version", _I16),
             Field("correlation_id", "int32"),
             _CLIENT_ID,
