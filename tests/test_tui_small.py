@@ -255,3 +255,35 @@ def test_the_helps_wrap_within_their_columns_at_80_columns():
             assert line[:1] == " " or line.strip() in flush, line
         # descriptions go on under their column
         assert any(line.startswith(" " * 16) and line[16] != " " for line in lines)
+
+
+def test_the_statistics_tables_keep_their_width_and_scroll_sideways_at_80_columns():
+    """At 80x24 the per-API table was squeezed into the box: OffsetFetch and OffsetCommit
+    both read `Offse…`, figures `4644.…`. The tables keep their own width and scroll."""
+    from textual.containers import HorizontalScroll
+
+    from kdissect.tui.screens import StatsScreen
+
+    capture = CLIENTS.parent / "kafka44-cluster.pcap"
+
+    async def body(app, pilot):
+        await pilot.press("s")
+        for _ in range(100):
+            if isinstance(app.screen, StatsScreen):
+                break
+            await pilot.pause(0.05)
+        await pilot.pause(0.3)
+        screen = app.screen
+        wide = screen.query_one("#stats-wide", HorizontalScroll)
+        tables = screen.query_one("#stats-tables")
+        assert tables.size.width > wide.size.width and wide.max_scroll_x > 0
+        text = "\n".join(tables.render_line(y).text for y in range(tables.size.height))
+        assert "ConsumerGroupHeartbeat" in text and "OffsetCommit" in text and "4644.16" in text
+        assert "← →" in str(screen.query_one("#stats-box").border_subtitle)
+        await pilot.press("tab")  # as the box's border says
+        assert app.focused is screen.query_one("#stats-box")
+        await pilot.press("down", "right", "right")
+        await pilot.pause(0.2)
+        assert wide.scroll_x > 0 and screen.query_one("#stats-box").scroll_y > 0
+
+    drive(KdissectApp(capture_loader([str(capture)]), title="k44"), body, (80, 24), settled=True)
