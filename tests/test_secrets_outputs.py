@@ -328,3 +328,15 @@ def test_the_byte_search_does_not_confirm_a_masked_secret():
     # what is not secret in the same message is still found (the user name)
     sasl = [ex for ex in exchanges if holds_bytes(ex.messages, b"alice-secret", shown)]
     assert all(find_bytes(ex.messages, b"alice") is not None for ex in sasl)
+
+
+def test_a_masked_token_in_hex_shows_its_secret_bytes_as_stars():
+    """A SASL/PLAIN token's value in -V showed its masked password as `2a 2a ...`, the
+    bytes of `*`: as if they had been sent. They show as `**`, as in the dump."""
+    capture = Path(__file__).resolve().parents[1] / "captures" / "kafka-sasl.pcap"
+    out = kdissect("pcap", str(capture), "-V").stdout.decode()
+    line = next(x for x in out.splitlines() if "auth_bytes" in x and "SASL/PLAIN" in x)
+    assert "2a 2a" not in line and "** **" in line and "secrets masked" in line, line
+    shown = kdissect("pcap", str(capture), "-V", "--show-secrets").stdout.decode()
+    line = next(x for x in shown.splitlines() if "auth_bytes" in x and "SASL/PLAIN" in x)
+    assert "**" not in line and "masked" not in line, line

@@ -48,13 +48,32 @@ def format_value(node: Node, show_secrets: bool = False, limit: int = 64) -> str
         # they were null); a node without any is a null one
         return "" if node.children else "null"
     if isinstance(v, (bytes, bytearray)):
-        return format_bytes(bytes(v), limit)
+        shown = format_bytes(bytes(v), limit)
+        if shown[0] not in "'\"b" and not show_secrets and any(c.secret for c in node.children):
+            # (as text the masked characters read as *s; as hex as 2a, bytes never sent)
+            return _masked_bytes(node, bytes(v), limit)
+        return shown
     if isinstance(v, str):
         s = v if len(v) <= limit else v[:limit] + "…"
         return repr(s)
     if isinstance(v, dict):
         return ", ".join(f"{k}={val}" for k, val in v.items())
     return str(v)
+
+
+def _masked_bytes(node: Node, b: bytes, limit: int) -> str:
+    """A token's bytes with its secret fields' bytes as ``**`` (as the dump shows them):
+    their masked value held ``*``s, shown as ``2a 2a``, as if those bytes were sent.
+    The value is the node's last ``len(b)`` bytes (after any length prefix)."""
+    start = node.offset + node.length - len(b)
+    hidden = bytearray(len(b))
+    for c in node.children:
+        if c.secret:
+            lo, hi = max(0, c.offset - start), min(len(b), c.offset + c.length - start)
+            hidden[lo:hi] = b"\x01" * max(0, hi - lo)
+    n = min(len(b), limit // 2)
+    shown = " ".join("**" if hidden[i] else f"{b[i]:02x}" for i in range(n))
+    return f"{shown}{' …' if len(b) > n else ''} ({len(b)} bytes, secrets masked)"
 
 
 def format_bytes(b: bytes, limit: int = 64) -> str:
