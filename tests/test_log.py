@@ -679,6 +679,33 @@ def test_log_dirs_further_down_are_read_too(tmp_path):
     ], segments
 
 
+def test_log_dirs_linked_from_their_disks_are_read_and_loops_end(tmp_path):
+    """A data directory of links to each broker's disk (data/broker1 -> /mnt/disk1/...):
+    read as before the deeper search (which skipped links); a link back up ends."""
+    disk = tmp_path / "disk1" / "kafka-logs"
+    (disk / "orders-0").mkdir(parents=True)
+    (disk / "orders-0" / "00000000000000000000.log").write_bytes(batch(2, 0, 0, [(b"k", b"v")]))
+    (disk / "meta.properties").write_text("version=1\nnode.id=1\ncluster.id=abc\n")
+    data = tmp_path / "data"
+    (data / "more").mkdir(parents=True)
+    (data / "broker1").symlink_to(disk)
+    (data / "more" / "up").symlink_to(data)  # a loop
+    objs = jsonl(str(data))
+    assert [o["file"].split("/data/")[1] for o in objs if o.get("type") == "batch"] == [
+        "broker1/orders-0/00000000000000000000.log"
+    ]
+
+
+def test_a_tree_too_large_to_search_for_log_dirs_is_refused(tmp_path, monkeypatch):
+    from kdissect.sources import logdir
+
+    monkeypatch.setattr(logdir, "LOG_DIRS_LOOKED_AT", 50)
+    for i in range(60):
+        (tmp_path / "home" / f"d{i}").mkdir(parents=True)
+    code, out = run_log(str(tmp_path / "home"))
+    assert code != 0 and "more than 50 entries" in out, out
+
+
 def test_a_lines_findings_are_marked_by_severity(tmp_path):
     """A note (a batch past the high watermark: a leader's unreplicated tail) is no
     error: only errors get the cross."""

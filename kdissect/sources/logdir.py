@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import stat
 import re
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
@@ -426,34 +427,62 @@ def path_items(text: str, options: Options, conv: Conv = None) -> Iterator[LogIt
 
 
 LOG_DIRS_DEPTH = 3  # levels below a directory searched for log dirs
-LOG_DIRS_LOOKED_AT = 10_000  # directories at most (a home directory given by mistake)
+LOG_DIRS_LOOKED_AT = 10_000  # entries at most (a home directory given by mistake)
 
 
 def _log_dirs_below(path: Path) -> list[Path]:
-    """The log dirs below ``path``, up to LOG_DIRS_DEPTH levels down (none inside one;
-    symbolic links not followed), in path order. (Only one level was searched: a copy
-    of a project's ``kraft-combined-logs`` one level further down was skipped, unsaid.)"""
+    """The log dirs below ``path``, up to LOG_DIRS_DEPTH levels down (none inside one),
+    in path order; symbolic links followed once each (a broker's log dir linked from
+    its disk), never in a loop. Below the first level a log dir must show it: its
+    meta.properties, or a partition directory holding a Kafka file (a ``name-N``
+    directory alone is common: /usr/lib/llvm-14). (Only one level was searched: a copy
+    of a project's ``kraft-combined-logs`` one level further down was skipped, unsaid.)
+    LogError when there are more than LOG_DIRS_LOOKED_AT entries to look at."""
     found: list[Path] = []
+    seen: set[tuple[int, int]] = set()
     level, looked = [path], 0
-    for _ in range(LOG_DIRS_DEPTH):
+    for depth in range(LOG_DIRS_DEPTH):
         deeper: list[Path] = []
         for parent in level:
             try:
                 children = sorted(parent.iterdir())
             except OSError:
                 continue
+            looked += len(children)
+            if looked > LOG_DIRS_LOOKED_AT:
+                raise LogError(
+                    f"{path}: more than {LOG_DIRS_LOOKED_AT} entries in the directories "
+                    f"below it, and no log dir found in them yet: give a log dir, a "
+                    f"partition directory or a segment"
+                )
             for p in children:
-                if looked >= LOG_DIRS_LOOKED_AT:
-                    return sorted(found)
-                if p.is_symlink() or not p.is_dir():
+                try:
+                    st = p.stat()  # (follows a link)
+                except OSError:
                     continue
-                looked += 1
-                if _is_log_dir(p):
+                if not stat.S_ISDIR(st.st_mode) or (st.st_dev, st.st_ino) in seen:
+                    continue
+                seen.add((st.st_dev, st.st_ino))
+                if _is_log_dir(p) if depth == 0 else _shows_log_dir(p):
                     found.append(p)
                 elif not _partition_of(p)[0]:
                     deeper.append(p)
         level = deeper
     return sorted(found)
+
+
+def _shows_log_dir(path: Path) -> bool:
+    """A log dir by firmer evidence than ``_is_log_dir``'s: its meta.properties, or a
+    partition directory holding a file of Kafka's."""
+    if (path / "meta.properties").is_file():
+        return True
+    try:
+        return any(
+            _partition_of(p)[0] and p.is_dir() and any(file_kind(f) for f in p.iterdir())
+            for p in path.iterdir()
+        )
+    except OSError:
+        return False
 
 
 def _is_log_dir(path: Path) -> bool:
