@@ -287,3 +287,26 @@ def test_the_statistics_tables_keep_their_width_and_scroll_sideways_at_80_column
         assert wide.scroll_x > 0 and screen.query_one("#stats-box").scroll_y > 0
 
     drive(KdissectApp(capture_loader([str(capture)]), title="k44"), body, (80, 24), settled=True)
+
+
+def test_topic_names_learned_reach_the_screen_with_the_exchange_that_taught_them():
+    """Names were sent at most every 0.5 s: one learned just after a send waited for
+    the next exchange (on an idle live connection, for ever). Each exchange now sends
+    what is new since the last, and only that."""
+    from kdissect.stream.model import Exchange
+    from kdissect.tui.loader import Row, TopicNames, _ToScreen
+
+    sent: list = []
+    sink = _ToScreen(None, lambda view: (), sent.append)
+    ex = Exchange(None, None, ("c", 1), ("b", 2), 0, 0)
+    for i in range(3):
+        sink.topic_ids[f"id{i}"] = f"t{i}"
+        sink.exchange(ex)
+    sink.exchange(ex)  # nothing new: nothing sent
+    assert [type(m).__name__ for m in sent] == ["Row", "TopicNames"] * 3 + ["Row"]
+    assert [m.names for m in sent if isinstance(m, TopicNames)] == [
+        {"id0": "t0"},
+        {"id1": "t1"},
+        {"id2": "t2"},
+    ]
+    assert all(isinstance(m, (Row, TopicNames)) for m in sent)

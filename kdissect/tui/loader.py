@@ -9,6 +9,7 @@ says where they are in the spill file)."""
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing
 import threading
 import time
@@ -58,18 +59,15 @@ class Done:
 
 @dataclass(slots=True)
 class TopicNames:
-    """The topic names (id -> name) the engine has learned so far: the trees decoded
-    on view name topics known by id with them (Fetch v13+ of ``__consumer_offsets``
-    and the other internal topics, whose records are decoded by their schemas)."""
+    """Topic names (id -> name) the engine learned since the last ones sent: the trees
+    decoded on view name topics known by id with them (Fetch v13+ of
+    ``__consumer_offsets`` and the other internal topics, whose records are decoded by
+    their schemas)."""
 
     names: dict[str, str]
 
 
 Message = Row | GapSeen | TlsSeen | Note | Progress | Done | TopicNames
-
-# how often the learned topic names are sent while they grow (each time a whole copy:
-# a capture of many topics sends a few copies a second, not one per topic)
-_NAMES_SECONDS = 0.5
 
 
 @dataclass(slots=True)
@@ -98,21 +96,18 @@ class _ToScreen(BaseSink):
     def __init__(self, options, row_of, put: Callable[[Message], None]) -> None:
         self._options, self._row_of, self._put = options, row_of, put
         self.topic_ids: dict[str, str] = {}  # the engine's (BaseSink.topic_ids)
-        self._told, self._next_tell = 0, 0.0
+        self._told = 0  # how many of them were sent
 
     def exchange(self, ex: Exchange) -> None:
         view = ListedView(ex, self._options)
         self._put(Row(view, self._row_of(view)))
-        if len(self.topic_ids) != self._told and time.monotonic() >= self._next_tell:
-            self._tell_names()
-
-    def _tell_names(self) -> None:
-        self._told, self._next_tell = len(self.topic_ids), time.monotonic() + _NAMES_SECONDS
-        self._put(TopicNames(dict(self.topic_ids)))
-
-    def done(self) -> None:
-        if len(self.topic_ids) != self._told:
-            self._tell_names()
+        ids = self.topic_ids
+        if len(ids) != self._told:
+            # the names added since (enrichment only adds: a dict keeps their order),
+            # taken from its end: what each sends is what is new, however many came before
+            new = list(itertools.islice(reversed(ids.items()), len(ids) - self._told))
+            self._told = len(ids)
+            self._put(TopicNames(dict(reversed(new))))
 
     def gap(self, g: Gap) -> None:
         self._put(GapSeen(g))
