@@ -10,7 +10,7 @@ import random
 import struct
 
 from kdissect.stream.correlation import Correlator
-from kdissect.stream.framing import Framer, _Cut
+from kdissect.stream.framing import MAX_MESSAGE, Framer, _Cut
 
 
 def _state(f: Framer) -> tuple:
@@ -65,7 +65,9 @@ def test_whole_is_feed():
     rng = random.Random(43)
     taken = 0
     for _ in range(3000):
-        a, b = Framer(_boundary), Framer(_boundary)
+        # (a small largest message too: sizes of 300 are then over it)
+        most = rng.choice([MAX_MESSAGE, MAX_MESSAGE, 100])
+        a, b = Framer(_boundary, max_message=most), Framer(_boundary, max_message=most)
         if rng.random() < 0.1:
             a.begun_inside(True)
             b.begun_inside(True)
