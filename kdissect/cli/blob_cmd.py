@@ -478,9 +478,11 @@ def _print_problems(console, findings: list[tuple[str, str, str]]) -> None:
     the newest known one, all of it explained) are not called problems."""
     if not findings:
         return
-    styles = [MARKS[REGISTRY[c].severity if c in REGISTRY else "error"][1] for _, c, _ in findings]
-    noun = "note" if set(styles) == {MARKS["note"][1]} else "problem"
-    console.print(Text(f"{len(findings)} {noun}(s):", style=f"bold {styles[0]}"))
+    severities = [REGISTRY[c].severity if c in REGISTRY else "error" for _, c, _ in findings]
+    styles = [MARKS[s][1] for s in severities]
+    worst = next(s for s in ("error", "warn", "note") if s in severities)  # the heading's
+    noun = "note" if worst == "note" else "problem"
+    console.print(Text(f"{len(findings)} {noun}(s):", style=f"bold {MARKS[worst][1]}"))
     for (path, code, reason), style in zip(findings[:PROBLEMS_LISTED], styles):
         console.print(Text(f"  {path}: {reason} [{code}]", style=style))
     if len(findings) > PROBLEMS_LISTED:
