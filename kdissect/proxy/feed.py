@@ -21,6 +21,8 @@ import os
 import select
 import struct
 
+from .buffers import filled_later
+
 HEADER = struct.Struct(">BIBdQI")
 OPEN, FRAME, CLOSE, NOTE, DROPPED, READY, ERROR, CUT = range(8)
 CUT_HEAD = 64  # bytes of an answer passed when the answer itself has no room (CUT)
@@ -179,7 +181,7 @@ def read_records(fd: int, waiting=lambda: None, working=lambda: None, stopped=la
                 kind, conn, side, ts, offset, size = HEADER.unpack_from(chunk, start)
                 body = start + HEADER.size
                 if size >= BIG:
-                    payload = bytearray(size)
+                    payload = filled_later(size)  # (handed on only once all read)
                     have = min(end - body, size)
                     payload[:have] = view[body : body + have]
                     start = body + have

@@ -30,6 +30,7 @@ from ..protocol.reader import DecodeError
 from ..protocol.apis import FETCH, PRODUCE, SASL
 from ..stream.connection import RawSasl
 from ..stream.correlation import Correlator
+from .buffers import filled_later
 from .held import DEFAULT_LIMIT, HeldBytes, Side
 from .metrics import Counters, DisplayShared, Metrics
 from .notes import Notes
@@ -112,12 +113,13 @@ class _Large:
     filled, so what is written from them stays valid while the client's socket holds
     it."""
 
-    __slots__ = ("start", "end", "tail", "prefix", "parts", "got", "sent")
+    __slots__ = ("start", "end", "tail", "prefix", "parts", "got", "sent", "first")
 
     def __init__(self, start: int, size: int, tail: bool, head: bytes, out: list):
         self.start, self.end, self.tail = start, start + 4 + size, tail
         self.prefix = head[:4]
-        self.parts = [bytearray(min(size, LARGE_FIRST))]
+        self.parts = [filled_later(min(size, LARGE_FIRST))]  # (only filled bytes are read)
+        self.first = memoryview(self.parts[0])
         self.got = len(head)  # bytes received, the size prefix included
         self.sent = 0  # bytes written, the size prefix included
         self.parts[0][: len(head) - 4] = memoryview(head)[4:]
@@ -141,7 +143,7 @@ class _Large:
         new one when that is full (its bytes have all come)."""
         at = self.got - 4 - (len(self.parts) - 1) * LARGE_FIRST
         if at == len(self.parts[-1]):
-            self.parts.append(bytearray(min(self.end - self.start - self.got, LARGE_FIRST)))
+            self.parts.append(filled_later(min(self.end - self.start - self.got, LARGE_FIRST)))
             at = 0
         return memoryview(self.parts[-1])[at:]
 
@@ -170,6 +172,17 @@ class _Large:
             n = min(hi - lo, LARGE_FIRST - at)
             out.append(memoryview(self.parts[k])[at : at + n])
             lo += n
+
+    def more(self, n: int) -> memoryview | None:
+        """``filled`` for an answer of one buffer (the usual case, and cheaper): ``n``
+        more bytes of it were read into ``space()``; what may go now (None: nothing)."""
+        self.got += n
+        limit = self._limit()
+        sent = self.sent
+        if limit <= sent:
+            return None
+        self.sent = limit
+        return self.first[sent - 4 : limit - 4]
 
     def filled(self, n: int, out: list) -> None:
         """``n`` more bytes of it were read into ``space()``; what may go to ``out``."""
@@ -666,6 +679,12 @@ class Proxy:
                 return False
             c.last = clock()
             held.passed(side, n)
+            if len(big.parts) == 1:
+                piece = big.more(n)
+                if piece is not None:
+                    transport.write(piece)
+                    counters.bytes_to_client += len(piece)
+                return True
             out: list = []
             big.filled(n, out)
             if out:
