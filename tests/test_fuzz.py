@@ -45,6 +45,7 @@ SLICE.update(
 SEED = int(os.environ.get("KDISSECT_FUZZ_SEED", "20261129"))
 
 
+@pytest.mark.slow  # (~30 s: the fast tier stays under 2 minutes; the full suite runs it)
 @pytest.mark.parametrize("target", sorted(SLICE))
 def test_fuzz_slice(target):
     ran = runner.run(target, SLICE[target] // 25, batch=25, seed=SEED)

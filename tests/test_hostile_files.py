@@ -259,6 +259,7 @@ def test_fifo_and_empty_dir_exit_1(tmp_path):
     assert code == 1 and "no Kafka files" in err  # as `kdissect log --help` says
 
 
+@pytest.mark.slow  # (6 s)
 def test_quorum_state_deep_and_wide(tmp_path):
     """200k-deep JSON crashed (RecursionError); 100k keys took minutes (a search from the
     start of the text per key): now a finding, and linear."""

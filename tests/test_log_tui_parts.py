@@ -208,3 +208,25 @@ def test_tiered_storage_names():
     assert file_kind(Path("00000000000000000000-short.log")) is None
     assert is_partition_name("tiered-0-VLY7UePSTTayRfhxDPO-mQ")
     assert is_partition_name("my-topic-12") and not is_partition_name("my-topic")
+
+
+def test_exported_segments_keep_their_aborted_transactions(tmp_path):
+    """The export wrote the segment alone: read again, the batches of an aborted
+    transaction (and its ABORT marker) were no longer marked aborted: their .txnindex
+    entry was left behind. The export lists them in a .txnindex of its own."""
+    from tests.test_tui_log_marks import _operator_partition
+
+    part = _operator_partition(tmp_path)
+    batches = [i for i in _items(part) if whole_batch(i)]
+    before = [(b.base, b.aborted) for b in batches]
+    assert (2, True) in before and (0, False) in before, before
+    written = write_segments(tmp_path / "out", batches, item_bytes)
+    ((segment, _),) = written.items()
+    assert segment.with_suffix(".txnindex").is_file()
+    again = [i for i in _items(segment.parent) if i.kind == "batch"]
+    assert [(i.base, i.aborted) for i in again] == before
+    # the transaction's batches without their marker: still aborted, to the last one
+    written = write_segments(tmp_path / "part", [b for b in batches if b.base != 4], item_bytes)
+    ((segment, _),) = written.items()
+    again = [i for i in _items(segment.parent) if i.kind == "batch"]
+    assert [(i.base, i.aborted) for i in again] == [x for x in before if x[0] != 4]

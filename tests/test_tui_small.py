@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
 from textual.containers import VerticalScroll
 from textual.widgets import Footer
 from textual.widgets._footer import FooterKey
@@ -24,6 +25,7 @@ def run(body, size=(80, 24)) -> None:
     drive(KdissectApp(capture_loader([str(CLIENTS)]), title="clients"), body, size, settled=True)
 
 
+@pytest.mark.slow  # (5-6 s of a real app at 80x24)
 def test_footer_keeps_stats_help_and_quit_at_80_columns():
     async def body(app, pilot):
         await pilot.pause(0.2)
@@ -36,6 +38,7 @@ def test_footer_keeps_stats_help_and_quit_at_80_columns():
     run(body)
 
 
+@pytest.mark.slow  # (5-6 s of a real app at 80x24)
 def test_help_scrolls_with_the_usual_keys_at_once():
     async def body(app, pilot):
         await pilot.press("question_mark")
@@ -66,6 +69,7 @@ def test_help_scrolls_with_the_usual_keys_at_once():
     run(body)
 
 
+@pytest.mark.slow  # (5-6 s of a real app at 80x24)
 def test_unfollowing_keeps_the_selected_exchange_in_view():
     async def body(app, pilot):
         table = app.table

@@ -1,11 +1,13 @@
 """kdissect log's exports: items as the JSON lines of `kdissect log --format jsonl
 --records`, and the batches themselves as a log dir Kafka's tools read: per partition one
 ``.log`` segment named by its first offset, holding the batches' bytes as they are in
-their files, in file order (kafka-dump-log and `kdissect log` open it)."""
+their files, in file order, with a ``.txnindex`` listing the aborted transactions among
+them (kafka-dump-log and `kdissect log` open it)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+import struct
 from pathlib import Path
 
 from ..render.log_json import item_lines
@@ -72,16 +74,59 @@ def write_segments(
         part = directory / name
         part.mkdir(parents=True, exist_ok=True)
         segment = part / f"{max(0, first or 0):020d}.log"
+        heads: list[tuple[int, int, int, int, bool]] = []
         with open(segment, "wb") as out:
             for item in items:
-                out.write(read(item))
+                data = read(item)
+                out.write(data)
+                head = _v2_head(data)
+                if head is not None:
+                    heads.append((*head, item.aborted))
                 done += 1
                 if done % 256 == 0:
                     if cancel is not None and cancel.is_set():
                         return written
                     progress(done, len(batches))
+        aborted = _aborted_transactions(heads)
+        if aborted:  # (else the marks of aborted transactions are lost on reading it)
+            segment.with_suffix(".txnindex").write_bytes(
+                b"".join(_TXN_ENTRY.pack(0, pid, lo, hi, lo) for pid, lo, hi in aborted)
+            )
         written[segment] = len(items)
     return written
+
+
+_TXN_ENTRY = struct.Struct(">hqqqq")  # version, producer id, first, last, last stable offset
+
+
+def _v2_head(data: bytes) -> tuple[int, int, int, int] | None:
+    """(base offset, last offset, producer id, attributes) of a v2 batch's bytes."""
+    if len(data) < 61 or data[16] != 2:
+        return None
+    base, delta = struct.unpack_from(">q", data)[0], struct.unpack_from(">i", data, 23)[0]
+    attributes, pid = struct.unpack_from(">h", data, 21)[0], struct.unpack_from(">q", data, 43)[0]
+    return base, base + delta, pid, attributes
+
+
+def _aborted_transactions(
+    heads: list[tuple[int, int, int, int, bool]],
+) -> list[tuple[int, int, int]]:
+    """(producer id, first offset, last offset) of each aborted transaction among
+    batches (base, last, producer id, attributes, aborted) in offset order, as a
+    .txnindex lists them: from its first batch to its ABORT marker (the control batch
+    that ends it), or to its last batch exported when the marker is not."""
+    open_: dict[int, list[int]] = {}
+    out: list[tuple[int, int, int]] = []
+    for base, last, pid, attributes, aborted in sorted(heads):
+        if not aborted:
+            continue
+        span = open_.setdefault(pid, [base, last])
+        span[1] = last
+        if attributes & 0x20:  # the control batch: its marker
+            out.append((pid, span[0], span[1]))
+            del open_[pid]
+    out += [(pid, lo, hi) for pid, (lo, hi) in open_.items()]
+    return sorted(out, key=lambda t: t[1])
 
 
 def export(
