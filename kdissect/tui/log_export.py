@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable, Sequence
 import struct
 from pathlib import Path
 
+from ..protocol import batch
 from ..render.log_json import item_lines
 from ..sources.logdir import LogItem
 
@@ -101,11 +102,11 @@ _TXN_ENTRY = struct.Struct(">hqqqq")  # version, producer id, first, last, last 
 
 def _v2_head(data: bytes) -> tuple[int, int, int, int] | None:
     """(base offset, last offset, producer id, attributes) of a v2 batch's bytes."""
-    if len(data) < 61 or data[16] != 2:
+    if len(data) < batch.HEAD_SIZE or data[batch.MAGIC_AT] != 2:
         return None
-    base, delta = struct.unpack_from(">q", data)[0], struct.unpack_from(">i", data, 23)[0]
-    attributes, pid = struct.unpack_from(">h", data, 21)[0], struct.unpack_from(">q", data, 43)[0]
-    return base, base + delta, pid, attributes
+    head = dict(zip(batch.FIELDS, batch.HEAD.unpack_from(data)))
+    base = head["base_offset"]
+    return base, base + head["last_offset_delta"], head["producer_id"], head["attributes"]
 
 
 def _aborted_transactions(
@@ -122,7 +123,7 @@ def _aborted_transactions(
             continue
         span = open_.setdefault(pid, [base, last])
         span[1] = last
-        if attributes & 0x20:  # the control batch: its marker
+        if attributes & batch.CONTROL:  # the control batch: its marker
             out.append((pid, span[0], span[1]))
             del open_[pid]
     out += [(pid, lo, hi) for pid, (lo, hi) in open_.items()]
