@@ -303,52 +303,19 @@ class KafkaConnection:
         return self.seq - 1
 
     def _message(self, side: int, f: Frame, ts: float, frame: int) -> None:
-        if not f.truncated and not f.budget:
-            self._clean(side, f.offset, f.data, ts, frame)
-            return
-        if self.early:
-            self._orphan_stale(ts)
-        if ts > self.last_ts:
-            self.last_ts = ts
-        msg = KafkaMessage(
-            self.next_index(),
-            self.index,
-            "request" if side == 0 else "response",
-            ts,
-            frame,
-            f.offset,
-            f.data,
-        )
-        findings = []
-        if f.budget:
-            findings.append(
-                Finding(
-                    "memory_budget", (f.truncated or "").removeprefix("truncated: "), msg.direction
-                )
-            )
-        if f.truncated:
-            msg.status = f.truncated
-            msg.pieces, msg.holes = f.pieces, f.holes
-            msg.size += sum(len(p) for _, p in f.pieces or ())
-            findings.append(Finding("message_truncated", f.truncated, msg.direction))
-        sasl = self.sasl  # (its state read here: a call per message)
-        if sasl is not None and side == 0 and sasl.active and sasl.client_token(f.data):
-            msg.direction = "sasl"
-            findings.append(Finding("sasl_token", "from the client", "sasl"))
-            self._emit(msg, None, self._next_seq(), findings)
-            return
-        if sasl is not None and side == 1 and sasl.awaiting and sasl.broker_token():
-            msg.direction = "sasl"
-            findings.append(Finding("sasl_token", "from the broker", "sasl"))
-            self._emit(None, msg, self._next_seq(), findings)
-            return
-        if side == 0:
-            self._request(msg, findings)
-        else:
-            self._response(msg, findings)
+        self._clean(side, f.offset, f.data, ts, frame, f if f.truncated or f.budget else None)
 
-    def _clean(self, side: int, offset: int, data: bytes, ts: float, frame: int) -> None:
-        """``_message`` of a message framed whole (not cut, not given up)."""
+    def _clean(
+        self,
+        side: int,
+        offset: int,
+        data: bytes,
+        ts: float,
+        frame: int,
+        cut: Frame | None = None,
+    ) -> None:
+        """A message framed: whole (the usual: no ``Frame`` made), or ``cut`` (a frame
+        whose message was cut by holes or given up to the memory budget)."""
         if self.early:
             self._orphan_stale(ts)
         if ts > self.last_ts:
@@ -362,22 +329,37 @@ class KafkaConnection:
             offset,
             data,
         )
-        sasl = self.sasl
+        findings: list[Finding] = []
+        if cut is not None:
+            if cut.budget:
+                findings.append(
+                    Finding(
+                        "memory_budget",
+                        (cut.truncated or "").removeprefix("truncated: "),
+                        msg.direction,
+                    )
+                )
+            if cut.truncated:
+                msg.status = cut.truncated
+                msg.pieces, msg.holes = cut.pieces, cut.holes
+                msg.size += sum(len(p) for _, p in cut.pieces or ())
+                findings.append(Finding("message_truncated", cut.truncated, msg.direction))
+        sasl = self.sasl  # (its state read here: a call per message)
         if sasl is not None:
             if side == 0 and sasl.active and sasl.client_token(data):
                 msg.direction = "sasl"
-                findings = [Finding("sasl_token", "from the client", "sasl")]
+                findings.append(Finding("sasl_token", "from the client", "sasl"))
                 self._emit(msg, None, self._next_seq(), findings)
                 return
             if side == 1 and sasl.awaiting and sasl.broker_token():
                 msg.direction = "sasl"
-                findings = [Finding("sasl_token", "from the broker", "sasl")]
+                findings.append(Finding("sasl_token", "from the broker", "sasl"))
                 self._emit(None, msg, self._next_seq(), findings)
                 return
         if side == 0:
-            self._request(msg, [])
+            self._request(msg, findings)
         else:
-            self._response(msg, [])
+            self._response(msg, findings)
 
     def _request(self, msg: KafkaMessage, findings: list[Finding]) -> None:
         head = request_head(msg.data)
