@@ -183,22 +183,27 @@ def test_a_live_list_is_titled_live_numbers_its_rows_and_follows_them():
     asyncio.run(go())
 
 
-def test_the_filtered_list_exports_as_json_lines(tmp_path, monkeypatch):
+async def exported_lines(app, pilot, folder: Path) -> list:
+    """``J`` pressed: the JSON lines it wrote to ``folder``, once its job is done."""
     import json
 
+    await pilot.press("J")
+    for _ in range(100):
+        files = list(folder.glob("kdissect-*-exchanges.jsonl"))
+        if files and app._job is None:
+            break
+        await pilot.pause(0.05)
+    return [json.loads(line) for line in files[0].read_text().splitlines()]
+
+
+def test_the_filtered_list_exports_as_json_lines(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
 
     async def body(app, pilot):
         app.apply_filter("api == Produce")
         await pilot.pause()
         shown = list(app.shown)
-        await pilot.press("J")
-        for _ in range(100):
-            files = list(tmp_path.glob("kdissect-*-exchanges.jsonl"))
-            if files and app._job is None:
-                break
-            await pilot.pause(0.05)
-        lines = [json.loads(line) for line in files[0].read_text().splitlines()]
+        lines = await exported_lines(app, pilot, tmp_path)
         assert lines and all(line["api_name"] == "Produce" for line in lines)
         answered = sum(1 for v in shown if v.ex.response is not None)
         assert len(lines) == len(shown) + answered
@@ -228,13 +233,7 @@ def test_internal_topics_records_are_decoded_in_the_tree_and_the_export(tmp_path
         (view,) = app.shown
         tree = app.tree_of(app.load_bytes(view).ex.response).tree
         assert any("OffsetCommitKey" in (n.note or "") for n in tree.walk())
-        await pilot.press("J")
-        for _ in range(100):
-            files = list(tmp_path.glob("kdissect-*-exchanges.jsonl"))
-            if files and app._job is None:
-                break
-            await pilot.pause(0.05)
-        got = [json.loads(line) for line in files[0].read_text().splitlines()]
+        got = await exported_lines(app, pilot, tmp_path)
         assert got == [json.loads(line) for line in expected]
 
     drive(KdissectApp(capture_loader([str(capture)]), title="k44"), body, (120, 40), settled=True)
