@@ -244,3 +244,23 @@ def test_tui_statistics_one_line_a_row_at_120_columns(log_dir):
         assert len(per_file) == 2, "\n".join(lines)
 
     run(log_dir, body, size=(120, 40))
+
+
+def test_an_export_lists_aborted_transactions_as_the_broker_did(log_dir, tmp_path):
+    """The log TUI's `E` export of the real broker's transactional partition: its
+    .txnindex holds the bytes the broker's own .txnindex holds (each aborted
+    transaction from its first batch to its ABORT marker), and read again the batches
+    keep their marks with no finding."""
+    from kdissect.tui.log_export import write_segments
+    from kdissect.tui.log_items import item_bytes
+    from tests.test_log_tui_parts import _items, whole_batch
+
+    part = log_dir / f"{ops.TXN}-0"
+    (theirs,) = part.glob("*.txnindex")
+    items = [i for i in _items(part) if whole_batch(i)]
+    ((segment, count),) = write_segments(tmp_path / "out", items, item_bytes).items()
+    assert count == 4
+    assert segment.with_suffix(".txnindex").read_bytes() == theirs.read_bytes()
+    again = [i for i in _items(segment.parent) if whole_batch(i)]
+    assert [(i.base, i.aborted) for i in again] == [(i.base, i.aborted) for i in items]
+    assert not [f for i in again for f in i.findings]

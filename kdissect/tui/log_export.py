@@ -11,6 +11,7 @@ import struct
 from pathlib import Path
 
 from ..protocol import batch
+from ..protocol.varint import VarintTooLong, varint
 from ..render.log_json import item_lines
 from ..sources.logdir import LogItem
 
@@ -75,14 +76,14 @@ def write_segments(
         part = directory / name
         part.mkdir(parents=True, exist_ok=True)
         segment = part / f"{max(0, first or 0):020d}.log"
-        heads: list[tuple[int, int, int, int, bool]] = []
+        heads: list[tuple[int, int, int, int, int | None, bool]] = []
         with open(segment, "wb") as out:
             for item in items:
                 data = read(item)
                 out.write(data)
                 head = _v2_head(data)
                 if head is not None:
-                    heads.append((*head, item.aborted))
+                    heads.append((*head, _marker_type(data, head[3]), item.aborted))
                 done += 1
                 if done % 256 == 0:
                     if cancel is not None and cancel.is_set():
@@ -91,7 +92,7 @@ def write_segments(
         aborted = _aborted_transactions(heads)
         if aborted:  # (else the marks of aborted transactions are lost on reading it)
             segment.with_suffix(".txnindex").write_bytes(
-                b"".join(_TXN_ENTRY.pack(0, pid, lo, hi, lo) for pid, lo, hi in aborted)
+                b"".join(_TXN_ENTRY.pack(0, *entry) for entry in aborted)
             )
         written[segment] = len(items)
     return written
@@ -109,24 +110,60 @@ def _v2_head(data: bytes) -> tuple[int, int, int, int] | None:
     return base, base + head["last_offset_delta"], head["producer_id"], head["attributes"]
 
 
+def _marker_type(data: bytes, attributes: int) -> int | None:
+    """A control batch's marker type (0 ABORT, 1 COMMIT), from its first record's key
+    (control batches are never compressed); None for any other batch or bytes that do
+    not hold one."""
+    if not attributes & batch.CONTROL:
+        return None
+    end = len(data)
+    try:
+        _size, pos = varint(data, batch.HEAD_SIZE, end)
+        _ts_delta, pos = varint(data, pos + 1, end, 10)  # (after the record's attributes)
+        _offset_delta, pos = varint(data, pos, end)
+        key_size, pos = varint(data, pos, end)
+    except (IndexError, VarintTooLong):
+        return None
+    if key_size < 4 or pos + 4 > end:
+        return None
+    marker: int = _I16.unpack_from(data, pos + 2)[0]  # (after the key's version)
+    return marker
+
+
+_I16 = struct.Struct(">h")
+_ABORT, _COMMIT = 0, 1
+
+
 def _aborted_transactions(
-    heads: list[tuple[int, int, int, int, bool]],
-) -> list[tuple[int, int, int]]:
-    """(producer id, first offset, last offset) of each aborted transaction among
-    batches (base, last, producer id, attributes, aborted) in offset order, as a
-    .txnindex lists them: from its first batch to its ABORT marker (the control batch
-    that ends it), or to its last batch exported when the marker is not."""
-    open_: dict[int, list[int]] = {}
-    out: list[tuple[int, int, int]] = []
-    for base, last, pid, attributes, aborted in sorted(heads):
-        if not aborted:
+    heads: list[tuple[int, int, int, int, int | None, bool]],
+) -> list[tuple[int, int, int, int]]:
+    """(producer id, first offset, last offset, last stable offset) of each aborted
+    transaction among batches (base, last, producer id, attributes, marker type, marked
+    aborted) in offset order, as the broker's .txnindex lists them: from the
+    transaction's first batch to its ABORT marker, the last stable offset then being the
+    first offset of a transaction still open, else the one after the marker. A
+    transaction exported without its marker but marked aborted (its partition's
+    .txnindex said so) ends at its last batch."""
+    open_: dict[int, int] = {}  # producer id -> its open transaction's first offset
+    aborted_open: dict[int, int] = {}  # ... and the last offset of those marked aborted
+    out: list[tuple[int, int, int, int]] = []
+    for base, last, pid, attributes, marker, aborted in sorted(heads):
+        if not attributes & batch.TRANSACTIONAL:
             continue
-        span = open_.setdefault(pid, [base, last])
-        span[1] = last
-        if attributes & batch.CONTROL:  # the control batch: its marker
-            out.append((pid, span[0], span[1]))
-            del open_[pid]
-    out += [(pid, lo, hi) for pid, (lo, hi) in open_.items()]
+        if not attributes & batch.CONTROL:
+            open_.setdefault(pid, base)
+            if aborted:
+                aborted_open[pid] = last
+            continue
+        if marker not in (_ABORT, _COMMIT):  # (unreadable: the transaction stays open)
+            continue
+        first = open_.pop(pid, base)
+        aborted_open.pop(pid, None)
+        if marker == _ABORT:
+            out.append((pid, first, last, min(open_.values(), default=last + 1)))
+    for pid, last in aborted_open.items():
+        first = open_.pop(pid)
+        out.append((pid, first, last, min(open_.values(), default=last + 1)))
     return sorted(out, key=lambda t: t[1])
 
 
