@@ -78,14 +78,28 @@ def _plausibility(tree: Node) -> tuple[float, int]:
     return penalty, leaves
 
 
-def _score(msg: Message, size: int, bad: list[Node] | None = None) -> tuple[float, bool]:
+# problems that only say the bytes ran out: a field (or the count of one) that goes past
+# their end, as in the first bytes of a longer message
+_RAN_OUT = frozenset({"truncated", "bad_length", "array_past_end"})
+
+
+def _score(
+    msg: Message, size: int, bad: list[Node] | None = None, cut: bool = False
+) -> tuple[float, bool, bool]:
+    """(score, clean, whether its fields count: clean, or cut where the bytes end)."""
     bad = _problem_nodes(msg) if bad is None else bad
     if bad:
+        if cut and all(n.code in _RAN_OUT and "negative" not in (n.problem or "") for n in bad):
+            # the first bytes of a longer message: a decode that is plausible up to where
+            # the bytes end ranks by the fields it read, above any other failure (at most
+            # 50) and below every clean decode
+            penalty, leaves = _plausibility(msg.tree)
+            return max(0.0, 50.0 + 0.9 * min(leaves, 50) - 10 * penalty), False, True
         # how far it got before the first problem, as a weak hint
         first = min(n.offset for n in bad)
-        return 50.0 * first / max(size, 1), False
+        return 50.0 * first / max(size, 1), False, False
     penalty, leaves = _plausibility(msg.tree)
-    return 100.0 - 10 * penalty + min(leaves, 50) / 10, True
+    return 100.0 - 10 * penalty + min(leaves, 50) / 10, True, True
 
 
 def _problem_nodes(msg: Message) -> list[Node]:
@@ -117,10 +131,13 @@ def guess(
     api_key: int | None = None,
     api_version: int | None = None,
     body: bool = False,
+    cut: bool = False,
 ) -> list[Candidate]:
     """Every candidate for a message (bytes after the size prefix; with ``body``, bytes
     of a body without its header), clean ones first, best first; versions that decode
-    to the very same fields are grouped into one candidate."""
+    to the very same fields are grouped into one candidate. ``cut``: the bytes are the
+    first of a longer message (its size prefix says so), so running out of them is no
+    evidence against a reading."""
     scored: list[Candidate] = []
     if direction in (None, "request") and len(data) >= 8 and not body:
         msg = decode_request(data, _FULL)
@@ -131,7 +148,7 @@ def guess(
             and api_key in (None, msg.api_key)
             and api_version in (None, msg.api_version)
         ):
-            scored.append(_candidate(msg, "request", len(data), bonus=1))
+            scored.append(_candidate(msg, "request", len(data), bonus=1, cut=cut))
     directions = [
         d for d in ("response", "request") if direction in (None, d) and (body or d == "response")
     ]
@@ -154,7 +171,7 @@ def guess(
                     done = alike[sig] = (
                         min(n.offset for n in bad)
                         if _budget_only(bad)
-                        else _candidate(msg, d, len(data), bad=bad)
+                        else _candidate(msg, d, len(data), bad=bad, cut=cut)
                     )
                 if isinstance(done, int):
                     probed.append((done, key, version))
@@ -167,7 +184,7 @@ def guess(
                 sig = _signature(key, version, d, body)
                 if sig not in full:
                     full[sig] = _candidate(
-                        _decode(data, key, version, d, body, _FULL), d, len(data)
+                        _decode(data, key, version, d, body, _FULL), d, len(data), cut=cut
                     )
                 scored.append(_copy(full[sig], version))
             else:  # not tried in full: as far as the probe got
@@ -176,9 +193,9 @@ def guess(
                 )
     groups: dict[tuple[Any, ...], Candidate] = {}
     for cand in scored:
-        k = (
-            (cand.api_key, cand.direction, _shape(cand.leaves))
-            if cand.clean
+        k = (  # (a clean decode, or one cut where the bytes end: by what it read)
+            (cand.api_key, cand.direction, cand.clean, _shape(cand.leaves))
+            if cand.clean or cand.leaves
             else (cand.api_key, cand.api_version, cand.direction)
         )
         best = groups.get(k)
@@ -229,9 +246,14 @@ def _decode(
 
 
 def _candidate(
-    msg: Message, direction: str, size: int, bonus: float = 0, bad: list[Node] | None = None
+    msg: Message,
+    direction: str,
+    size: int,
+    bonus: float = 0,
+    bad: list[Node] | None = None,
+    cut: bool = False,
 ) -> Candidate:
-    score, clean = _score(msg, size, bad)
+    score, clean, counts = _score(msg, size, bad, cut)
     assert msg.api_key is not None and msg.api_version is not None, "read as a known API"
     return Candidate(
         msg.api_key,
@@ -239,7 +261,7 @@ def _candidate(
         direction,
         score + bonus,
         clean,
-        leaves=_leaves(msg) if clean else (),
+        leaves=_leaves(msg) if counts else (),
     )
 
 

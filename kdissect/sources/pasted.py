@@ -82,6 +82,7 @@ class Cut:
     findings: list[Finding] = field(default_factory=list)
     skipped: int = 0
     records: bool = False
+    short: bool = False  # the message's size prefix says it goes on past the bytes
 
 
 def cuts(data: bytes, told: bool = False) -> list[Cut]:
@@ -98,24 +99,27 @@ def cuts(data: bytes, told: bool = False) -> list[Cut]:
         out.insert(0, Cut(label, True, spans))
     elif len(data) >= 12:
         size, left = struct.unpack_from(">i", data)[0], len(data) - 4
-        if left < size <= MAX_MESSAGE and (told or _request_header(data[4:])):
-            # a fixture that holds the first bytes of a longer message: decode what is
-            # there (slices only: the prefix never sizes anything), the rest is missing
+        if left < size <= MAX_MESSAGE and not _request_header(data) and _plausible_id(data):
+            # a fixture or a dump (a packet's payload) that holds the first bytes of a
+            # longer message: decode what is there (slices only: the prefix never sizes
+            # anything), the rest is missing. The likeliest reading when the API is told
+            # or a request header follows; else (a response's first bytes?) it competes
+            # with the others. (Bytes that start with a request header, client id and
+            # all, have no prefix.)
             finding = Finding(
                 "truncated",
                 f"the size prefix says {size} bytes, but only "
                 f"{left} were pasted: the last {size - left} are "
                 f"missing; what is there is decoded",
             )
-            out.insert(
-                0,
-                Cut(
-                    f"one size-prefixed message cut short ({left} of {size} bytes)",
-                    True,
-                    [(4, len(data))],
-                    [finding],
-                ),
+            short = Cut(
+                f"one size-prefixed message cut short ({left} of {size} bytes)",
+                True,
+                [(4, len(data))],
+                [finding],
+                short=True,
             )
+            out.insert(0 if told or _request_header(data[4:]) else len(out), short)
         # a prefix that is near the byte count: a paste cut short, or with bytes after it
         elif 8 <= size != left and size <= 2 * left + 64:
             end = 4 + min(size, left)
@@ -137,6 +141,14 @@ def cuts(data: bytes, told: bool = False) -> list[Cut]:
                 )
             )
     return out
+
+
+def _plausible_id(data: bytes) -> bool:
+    """The 4 bytes after a size prefix can be a correlation id (a response's first
+    field, or a request's, after its API key and version): clients count them up from
+    0, and one above 2**28 is more likely text (four printable characters read as a
+    number are above it) or a body's first fields."""
+    return 0 <= struct.unpack_from(">i", data, 4)[0] < 1 << 28 or _request_header(data[4:])
 
 
 def _request_header(chunk: bytes) -> bool:
@@ -198,7 +210,7 @@ class PastedBytes:
             return
         pending: Correlator[tuple[int, int | None]] = Correlator()
         for start, end in self.cut.spans:
-            item = _one(data[start:end], hints, options, pending)
+            item = _one(data[start:end], hints, options, pending, self.cut.short)
             item.offset, item.size_prefixed = start, self.cut.prefixed
             item.findings.extend(self.cut.findings)
             msg = item.message
@@ -263,9 +275,12 @@ def _shift(node: Node, by: int) -> None:
         _shift(child, by)
 
 
-def _one(chunk: bytes, hints: Hints, options: Options, pending: Correlator) -> Dissected:
+def _one(
+    chunk: bytes, hints: Hints, options: Options, pending: Correlator, short: bool = False
+) -> Dissected:
+    """One message's reading (``short``: the first bytes of a longer one)."""
     if hints.body:
-        return _body(chunk, hints, options)
+        return _body(chunk, hints, options, short)
     if hints.direction == "request":
         return _told_request(chunk, hints, options)
     if (
@@ -289,13 +304,17 @@ def _one(chunk: bytes, hints: Hints, options: Options, pending: Correlator) -> D
                 msg = decode_response(chunk, key, version, options)
                 if not msg.problems:
                     return Dissected(0, False, msg, f"paired with request {corr} in the same input")
-    cands = guess(chunk, hints.direction, hints.api_key, hints.api_version)
+    cands = guess(chunk, hints.direction, hints.api_key, hints.api_version, cut=short)
     head = peek_request_header(chunk) if hints.direction is None else None
     readable_request = (
         head is not None
         and schemas.is_known(head.api_key, head.api_version)
         and (head.client_id is None or head.client_id.isprintable())
     )
+    if short and readable_request and cands and cands[0].leaves and not _request_header(chunk):
+        # the first bytes of a longer message, read up to where they end as the top
+        # candidate reads them: a header without a client id is weaker evidence
+        readable_request = False
     if (
         readable_request
         and hints.direction is None
@@ -333,6 +352,20 @@ def _one(chunk: bytes, hints: Hints, options: Options, pending: Correlator) -> D
         how = f"guessed {top.label} (confidence {verdict})"
         if not verdict.startswith("high") and "--api" not in verdict:
             how += "; if you know the API, give --api NAME --version N"
+    elif short and top.leaves:
+        others = [c.label for c in cands[1:3] if c.leaves]
+        how = (
+            f"the first bytes of a longer message: read as {top.label}, the likeliest "
+            f"reading up to where they end"
+            + (f" (then {', '.join(others)})" if others else "")
+            + (
+                ""
+                if not others
+                else "; if you know the version, give --version N"
+                if hints.api_key is not None
+                else "; if you know the API, give --api NAME --version N"
+            )
+        )
     else:
         # (with hints, only what they allow was tried: say so, not "no API")
         tried = (
@@ -372,7 +405,7 @@ def _told_request(chunk: bytes, hints: Hints, options: Options) -> Dissected:
     )
 
 
-def _body(chunk: bytes, hints: Hints, options: Options) -> Dissected:
+def _body(chunk: bytes, hints: Hints, options: Options, short: bool = False) -> Dissected:
     """A body without its header: as told, or the best of every layout."""
     key, version, direction = hints.api_key, hints.api_version, hints.direction
     if key is not None and version is not None and direction is not None:
@@ -382,7 +415,7 @@ def _body(chunk: bytes, hints: Hints, options: Options) -> Dissected:
             decode_bare_body(chunk, key, version, direction, options),
             "told: a body of this API and version",
         )
-    cands = guess(chunk, direction, key, version, body=True)
+    cands = guess(chunk, direction, key, version, body=True, cut=short)
     if not cands:
         msg = Message(
             direction or "response",
