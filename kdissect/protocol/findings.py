@@ -181,6 +181,12 @@ register(
     "a version newer than kdissect's schemas, decoded with the newest known layout",
 )
 register(
+    "answered_in_v0",
+    "note",
+    "protocol",
+    "an ApiVersions version the broker does not support, answered in v0 (read so)",
+)
+register(
     "unknown_version",
     "warn",
     "protocol",

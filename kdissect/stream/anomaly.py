@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..protocol.apis import FETCH, HEARTBEAT, JOIN_GROUP, SHARE_FETCH, SYNC_GROUP
+from ..protocol.apis import API_VERSIONS, FETCH, HEARTBEAT, JOIN_GROUP, SHARE_FETCH, SYNC_GROUP
 from ..protocol.names import error_name
 from ..protocol.node import Node
 
@@ -43,10 +43,13 @@ def service_time(view: Any) -> float | None:
 
 # error codes that are a normal step of an API's protocol, not a failure: a first
 # JoinGroup is told MEMBER_ID_REQUIRED (79) and joins again with the id it was given
-# (KIP-394); a Heartbeat during a rebalance hears REBALANCE_IN_PROGRESS (27) and rejoins
+# (KIP-394); a Heartbeat during a rebalance hears REBALANCE_IN_PROGRESS (27) and rejoins;
+# a client newer than its broker is told UNSUPPORTED_VERSION (35) by ApiVersions and asks
+# again in a version the answer names
 EXPECTED_ERRORS: dict[int | None, frozenset[int]] = {
     JOIN_GROUP: frozenset({MEMBER_ID_REQUIRED}),
     HEARTBEAT: frozenset({27}),
+    API_VERSIONS: frozenset({35}),
 }
 
 

@@ -14,7 +14,7 @@ from functools import partial
 from typing import Any
 
 from ..protocol import peek_request_header, schemas
-from ..protocol.apis import CONTROLLED_SHUTDOWN, ENVELOPE, SASL_HANDSHAKE
+from ..protocol.apis import API_VERSIONS, CONTROLLED_SHUTDOWN, ENVELOPE, SASL_HANDSHAKE
 from ..protocol.findings import Finding
 from ..protocol.message import forwarded_api, request_head
 from .correlation import Correlator, Pending
@@ -55,6 +55,9 @@ def is_request(data: bytes) -> bool:
     """Does a message (the bytes after its size) read as a Kafka request? After
     SaslHandshake v0 this tells raw SASL tokens from Kafka requests again."""
     return plausible_request(_SIZE.pack(len(data)) + data[:512])
+
+
+_UNSUPPORTED = struct.pack(">h", 35)  # UNSUPPORTED_VERSION, the first field of every version
 
 
 def opens_raw_sasl(api_key: int | None, api_version: int | None, response: bytes) -> bool:
@@ -463,6 +466,18 @@ class KafkaConnection:
             findings = req_findings
         if not answered.expected:
             findings.append(Finding("acks0_answered", "", "response"))
+        if req.api_key == API_VERSIONS and req.api_version and msg.data[4:6] == _UNSUPPORTED:
+            # a broker answers an ApiVersions version it does not support in v0 (Kafka's
+            # RequestContext.apiVersion), and clients read it so
+            msg.api_version = 0
+            findings.append(
+                Finding(
+                    "answered_in_v0",
+                    f"v{req.api_version} is not a version the broker supports: it "
+                    f"answered in v0, which says the versions it does",
+                    "response",
+                )
+            )
         if earlier:
             if all(p.ts <= self.response_gap for p in earlier):
                 # their answers were most likely in a hole: nothing was out of order

@@ -207,7 +207,7 @@ field(
     "number",
     "true when anything is wrong: a nonzero error code (but a normal step of the "
     "protocol: a first JoinGroup's MEMBER_ID_REQUIRED, a Heartbeat's "
-    "REBALANCE_IN_PROGRESS), a finding of "
+    "REBALANCE_IN_PROGRESS, ApiVersions' UNSUPPORTED_VERSION), a finding of "
     "severity warn or error (no answer, malformed bytes, throttled, a version not "
     "advertised...), or a broker time over 500 ms. Waits the client asked for are not "
     "slowness (see `service_time`). The TUI's `p` key goes to the next exchange it selects.",
