@@ -189,6 +189,44 @@ def _lagging(bootstrap: str) -> None:
     c.close()
 
 
+def _read_committed(bootstrap: str) -> None:
+    """A read_committed consumer at the end of what it may read while a transaction is
+    open after it: the answers' last stable offset is below their high watermark, and
+    the consumer is not behind (Kafka's clients count its lag from the last stable
+    offset; kdissect said "3 behind")."""
+    from confluent_kafka import Consumer, Producer
+
+    create_topic(bootstrap, "committed")
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "client.id": "kd-rc-writer"})
+    for i in range(20):
+        p.produce("committed", value=b"readable %d" % i)
+    assert p.flush(30) == 0
+    t = Producer({"bootstrap.servers": bootstrap, "transactional.id": "kd-rc-open", "linger.ms": 0})
+    t.init_transactions(30)
+    t.begin_transaction()
+    for i in range(3):
+        t.produce("committed", value=b"not yet %d" % i)
+    assert t.flush(30) == 0
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "kd-rc",
+            "client.id": "kd-rc",
+            "isolation.level": "read_committed",
+            "auto.offset.reset": "earliest",
+            "fetch.wait.max.ms": 100,
+        }
+    )
+    c.subscribe(["committed"])
+    got, deadline = 0, time.monotonic() + 60
+    while got < 20 or time.monotonic() < deadline - 57:  # then a few fetches at the end
+        assert time.monotonic() < deadline, got
+        m = c.poll(0.2)
+        got += m is not None and m.error() is None
+    c.close()
+    t.abort_transaction(30)
+
+
 def _quota(bootstrap: str) -> None:
     """A produce quota of 1 byte/s for the client id kd-retrying (Kafka's kafka-configs)."""
     from tests.support.apache_kafka import run_tool
@@ -306,6 +344,7 @@ def node(tmp_path_factory):
             t.join(120)
         assert not failed, failed
         _lagging(bootstrap)
+        _read_committed(bootstrap)
         _producer_troubles(bootstrap)
         _batches_to_damage(bootstrap)
         java_session("consumer-group", bootstrap)
@@ -384,6 +423,28 @@ def test_no_false_finding_on_kafka_4_traffic(node, traffic):
     assert checked["controlled_shutdown"] >= 1, checked
     for e in held:
         assert not e.has("slow_response") or e.latency - WAIT_MS / 1000 > oracle.SLOW_S
+
+
+def test_a_read_committed_consumer_is_behind_its_last_stable_offset_only(traffic):
+    """(_read_committed) Its Fetches at the last stable offset, a transaction open after
+    it, say no lag; the high watermark (as Kafka's classes read the answers) was past it."""
+    exchanges, truth = traffic
+    fetches = [
+        e
+        for e in exchanges
+        if e.first.api_name == "Fetch" and e.first.client_id == "kd-rc" and e.response
+    ]
+    waiting = [
+        e
+        for e in fetches
+        if any(
+            p["lastStableOffset"] < p["highWatermark"]
+            for t in truth.get(e.response.index, {}).get("responses") or ()
+            for p in t.get("partitions") or ()
+        )
+    ]
+    assert len(waiting) >= 3, len(fetches)
+    assert not [e for e in fetches if e.has("consumer_lag")]
 
 
 def _tail(pcap: Path, after: float, out: Path) -> None:

@@ -500,8 +500,8 @@ register(
     "consumer_lag",
     "note",
     "performance",
-    "a consumer's Fetch left it behind the high watermark (lag per partition, after "
-    "the records this fetch returned)",
+    "a consumer's Fetch left it behind the high watermark (the last stable offset for a "
+    "read_committed one; lag per partition, after the records this fetch returned)",
 )
 register(
     "empty_fetches",

@@ -573,6 +573,9 @@ class Diagnoses:
         }
         behind, idle = [], []
         returned = False
+        # a read_committed consumer reads up to the last stable offset, and Kafka's
+        # clients count its lag from there (an open transaction's records wait)
+        committed = body.get("isolation_level") == 1
         for topic, p in _partitions(answer, "responses", "partitions", topic_ids):
             part = _index(p)
             batches = [b for b in p.get("records") or () if isinstance(b, dict)]
@@ -582,6 +585,11 @@ class Diagnoses:
                 p.get("high_watermark"),
                 p.get("error_code"),
             )
+            limit, mark = high, "high watermark"
+            if committed:
+                stable = p.get("last_stable_offset")  # (unknown: no lag is said)
+                limit = stable if type(stable) is int and stable >= 0 else None
+                mark = "last stable offset, read_committed"
             if error:
                 idle.append(
                     f"{topic}[{part}] answered {error_name(error)}"
@@ -594,10 +602,9 @@ class Diagnoses:
             after = _after(batches)
             self._given(ex, topic, part, start, after)
             end = start if after is None else max(start, after)
-            if high - end > 0:
+            if limit is not None and limit - end > 0:
                 behind.append(
-                    f"{topic}[{part}] {high - end} behind (fetched at {start}, "
-                    f"high watermark {high})"
+                    f"{topic}[{part}] {limit - end} behind (fetched at {start}, {mark} {limit})"
                 )
             if after is None:
                 idle.append(_why_empty(topic, part, start, high, p.get("last_stable_offset")))

@@ -327,16 +327,23 @@ def _consumer(h: History, ex: Exchange) -> bool:
 
 def consumer_lag(ex: Exchange, detail: str, h: History, errors: dict[int, str]) -> str | None:
     """Each partition said behind: a consumer's Fetch, its offset and the answer's high
-    watermark as Kafka read them, the high watermark that far past the offset after the
-    last batch returned (or the fetch offset, none returned)."""
+    watermark as Kafka read them (its last stable offset for a read_committed consumer:
+    Kafka's clients count lag from there), that far past the offset after the last batch
+    returned (or the fetch offset, none returned)."""
     answer = h.answer(ex)
     if answer is None or not _consumer(h, ex):
         return "not a consumer's Fetch Kafka read whole"
+    committed = (h.request(ex) or {}).get("isolationLevel") == 1
+    limit, said = (
+        ("lastStableOffset", "last stable offset, read_committed")
+        if committed
+        else ("highWatermark", "high watermark")
+    )
     items = re.findall(
-        r"(\S+)\[(\d+)\] (\d+) behind \(fetched at (\d+), high watermark (\d+)\)", detail
+        r"(\S+)\[(\d+)\] (\d+) behind \(fetched at (\d+), " + said + r" (\d+)\)", detail
     )
     if not items:
-        return "unparsed"
+        return f"unparsed (a {'read_committed' if committed else 'read_uncommitted'} consumer)"
     asked = _fetched_at(h, ex)
     high = {
         (h.topic(t), p["partitionIndex"]): p
@@ -347,17 +354,12 @@ def consumer_lag(ex: Exchange, detail: str, h: History, errors: dict[int, str]) 
     for topic, part, behind, start, hw in items:
         key = (h.said(topic), int(part))
         p = high.get(key)
-        if (
-            asked.get(key) != int(start)
-            or p is None
-            or p["errorCode"]
-            or p["highWatermark"] != int(hw)
-        ):
+        if asked.get(key) != int(start) or p is None or p["errorCode"] or p[limit] != int(hw):
             return f"{topic}[{part}]: Kafka reads offset {asked.get(key)}, answer {_brief(p)}"
         batches = returned.get(key) or []
         end = max(int(start), batches[-1]["lastOffset"] + 1) if batches else int(start)
-        if p["highWatermark"] - end != int(behind) or int(behind) <= 0:
-            return f"{topic}[{part}]: {p['highWatermark'] - end} behind, not {behind}"
+        if p[limit] - end != int(behind) or int(behind) <= 0:
+            return f"{topic}[{part}]: {p[limit] - end} behind, not {behind}"
     return None
 
 
