@@ -415,3 +415,49 @@ def test_a_real_capture_begun_after_the_connections_opened(tmp_path):
     assert any(not by.startswith("SYN") for by in evidence), evidence
     produced = [ex for ex in detected.exchanges if ex.first.api_key == 0]
     assert len(produced) >= 20
+
+
+def _tail_of(src: Path, dst: Path, first: int) -> Path:
+    """The capture as if begun at its ``first`` packet (0-based), as `editcap -r` cuts."""
+    return rewrite(src, dst, lambda packets: packets[first:])
+
+
+@pytest.mark.slow  # (~10 s: 19 captures read)
+def test_a_capture_begun_at_any_packet_reads_each_connection_the_right_way(tmp_path):
+    """A Kafka 4.4 cluster on ports other than 9092 (captures/kafka44-cluster.pcap),
+    the capture begun at 19 places. Connections seen without their SYN lost every
+    exchange when the broker spoke first (the tail of an answer: the side talking alone
+    was taken for no Kafka) or when a raft client's first request was a Fetch v18, and
+    a connection whose both sides start like requests (a small correlation id reads as
+    a Produce header) could be read backwards. Now each is read as in the whole capture:
+    every exchange whose messages are all in the tail, none that is not there."""
+    src = CAPTURES / "kafka44-cluster.pcap"
+    whole = exchanges_in([str(src)]).exchanges
+
+    def answered(exchanges, shift: int) -> set:
+        return {
+            (ex.broker[1], ex.request.api_key, ex.request.correlation_id, ex.response.frame - shift)
+            for ex in exchanges
+            if ex.request is not None and ex.response is not None
+        }
+
+    for first in range(25, 1411, 75):
+        cut = exchanges_in([str(_tail_of(src, tmp_path / f"from-{first}.pcap", first))])
+        expected = answered(
+            [ex for ex in whole if ex.request is not None and ex.request.frame > first], first
+        )
+        got = answered(cut.exchanges, 0)
+        assert expected <= got, (first, sorted(expected - got)[:5])
+        assert got <= answered(whole, first), (first, sorted(got - answered(whole, first))[:5])
+        # (bytes before a connection's first whole message are said unread, never framed)
+        assert not [m for ex in cut.exchanges for m in ex.messages if m.api_key is None]
+
+
+def test_an_unconfirmed_start_smaller_than_a_correlation_id_is_no_message():
+    """The first bytes of an answer's tail (zeros read as a size of 0 or 1) were framed as
+    messages of no bytes ("ApiKey-1Response ✗ truncated"); they are passed over."""
+    framer = Framer(lambda buf, pos: False)
+    framer.begun_inside(check=False)
+    tail = bytes(4) + struct.pack(">i", 1) + b"\x00\x00\x01\x3e" + bytes(40)
+    assert framer.feed(tail, 0) == []
+    assert framer.resync

@@ -37,7 +37,7 @@ class Endpoints(NamedTuple):
     broker: tuple[str, int]
 
 
-_SNIFF = 256
+_SNIFF = evidence.HOLD  # (the first bytes of each side: a few messages to pair)
 _Chunk = tuple[int, bytes, float, int]  # a held chunk: offset, payload, ts, frame
 # a connection of the compiled reassembler has no Python Direction objects until the
 # budget charges one or Python's reassembler takes over (``_dirs``): it keeps that state
@@ -341,6 +341,15 @@ class CaptureDissector:
             self._unsniff(conn)
             return None
         client, broker = (conn.a, conn.b) if verdict.client == 0 else (conn.b, conn.a)
+        if (
+            conn.saw_syn
+            and self.detect
+            and broker not in self.listeners
+            and len(self.listeners) < evidence.MAX_LEARNED_PORTS
+        ):
+            # a port a Kafka client opened a connection to is a listener: another
+            # connection to it, seen without its start, is a client's
+            self.listeners.add(broker)
         k = KafkaConnection(
             self.first_stream + len(self.streams), client, broker, *self._calls, self.budget
         )

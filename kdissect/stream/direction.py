@@ -20,6 +20,7 @@ from ..protocol import schemas
 from ..protocol.apis import DESCRIBE_CLUSTER, FIND_COORDINATOR, METADATA
 from ..protocol.values import bare_values
 from .connection import plausible_request
+from .framing import MAX_MESSAGE
 
 HOLD = 2048  # bytes held per connection while the shape alone waits for an answer
 SNIFF = 14  # bytes of a side that show a request header's start
@@ -101,10 +102,27 @@ def _listener(end: tuple[str, int], listeners: set[tuple[str, int]]) -> bool:
 
 
 def _answered(starts: list[bytes], d: int) -> bool:
-    """Does the other side's first message answer side ``d``'s first request (its
-    correlation id)?"""
-    s, o = starts[d], starts[1 - d]
-    return len(s) >= 12 and len(o) >= 8 and s[8:12] == o[4:8]
+    """Does a message of the other side answer one of side ``d``'s requests (its
+    correlation id)? Each side's messages are framed from its first byte as far as
+    their sizes chain in what was held: a capture begun mid-connection may hold answers
+    to requests sent before it began, so the first ones need not pair."""
+    asked = {m[8:12] for m in _framed(starts[d], 12)}
+    return bool(asked) and any(m[4:8] in asked for m in _framed(starts[1 - d], 8))
+
+
+def _framed(data: bytes, least: int, most: int = 8) -> list[bytes]:
+    """The first (up to ``most``) size-prefixed messages of ``data`` whose sizes chain
+    (each at least ``least`` bytes with its size; the last may be cut where the bytes
+    end, if its first ``least`` are there)."""
+    out: list[bytes] = []
+    pos = 0
+    while len(out) < most and pos + least <= len(data):
+        size = struct.unpack_from(">i", data, pos)[0]
+        if not 4 <= size <= MAX_MESSAGE:
+            break
+        out.append(data[pos : pos + least])
+        pos += 4 + size
+    return out
 
 
 def _shape(starts: list[bytes], detect: bool, held: int, ending: bool) -> Verdict | None:
@@ -117,13 +135,17 @@ def _shape(starts: list[bytes], detect: bool, held: int, ending: bool) -> Verdic
                 if final or all(len(s) >= SNIFF for s in starts)
                 else None
             )
-        if all(len(s) >= SNIFF for s in starts) or sum(map(len, starts)) >= 256 or ending:
+        # (a capture begun inside an answer: the broker speaks first; the client's next
+        # request tells, unless a side talks alone for HOLD bytes)
+        if all(len(s) >= SNIFF for s in starts) or final:
             return NOT_KAFKA
         return None
     answered = [plausible[d] and _answered(starts, d) for d in (0, 1)]
     if answered[0] != answered[1]:
         d = answered.index(True)
         return Verdict(d, "request shape", HIGH, "answered by its correlation id")
+    if all(plausible) and not final:
+        return None  # both start like requests: wait for an answer to tell
     if plausible[0] != plausible[1]:
         d = plausible.index(True)
         if len(starts[1 - d]) < 8 and not final:

@@ -477,7 +477,10 @@ class Framer:
                     self._search_from(self._base + pos)
                     pos += 1
                     continue
-            if size < 0 or size > (UNSURE_MAX if self.unsure_at == self._base + pos else limit):
+            unsure = self.unsure_at == self._base + pos
+            # (a message has at least its correlation id: an unconfirmed start whose
+            # size is smaller is bytes that only look like one, e.g. zeros in an answer)
+            if size < (4 if unsure else 0) or size > (UNSURE_MAX if unsure else limit):
                 if self._boundary is None:
                     self.error = (
                         f"implausible message size {size} at stream offset {self._base + pos}"
