@@ -144,7 +144,7 @@ def guess(
         if (
             msg.api_key is not None
             and msg.api_version is not None
-            and schemas.is_known(msg.api_key, msg.api_version)
+            and schemas.readable(msg.api_key, msg.api_version)
             and api_key in (None, msg.api_key)
             and api_version in (None, msg.api_version)
         ):

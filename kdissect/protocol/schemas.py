@@ -195,6 +195,21 @@ def is_known(api_key: int, api_version: int) -> bool:
     return api_version in all_versions().get(api_key, ())
 
 
+MAX_VERSION = 127  # a request version believed by its shape (Kafka's are near 20)
+NEWER = 8  # versions past the newest known that a newer client may speak (~2 a year)
+
+
+def readable(api_key: int, api_version: int) -> bool:
+    """A pasted request of this API and version can be read: a version kdissect knows,
+    or one a client newer than its tables may speak (up to ``NEWER`` past the newest),
+    read with the newest known layout. (Bytes that are no request read as one of a
+    version far past the newest.)"""
+    versions = all_versions().get(api_key)
+    if not versions:
+        return False
+    return api_version in versions or versions[-1] < api_version <= versions[-1] + NEWER
+
+
 def effective_version(api_key: int, api_version: int) -> int | None:
     """The version whose layout reads ``api_version``: itself when known; for a version
     newer than any kdissect knows, the newest known one (Kafka adds fields as tagged

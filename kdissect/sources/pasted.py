@@ -157,7 +157,7 @@ def _request_header(chunk: bytes) -> bool:
     head = peek_request_header(chunk)
     return (
         head is not None
-        and schemas.is_known(head.api_key, head.api_version)
+        and schemas.readable(head.api_key, head.api_version)
         and bool(head.client_id)
         and head.client_id is not None
         and head.client_id.isprintable()
@@ -308,7 +308,7 @@ def _one(
     head = peek_request_header(chunk) if hints.direction is None else None
     readable_request = (
         head is not None
-        and schemas.is_known(head.api_key, head.api_version)
+        and schemas.readable(head.api_key, head.api_version)
         and (head.client_id is None or head.client_id.isprintable())
     )
     if short and readable_request and cands and cands[0].leaves and not _request_header(chunk):

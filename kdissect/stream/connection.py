@@ -28,7 +28,7 @@ _SIZE = struct.Struct(">i")
 _NOTHING = lambda: None  # noqa: E731 - nothing held, nothing to give up
 
 
-MAX_VERSION = 127  # a request header's version, recognised by shape (Kafka is at ~20)
+MAX_VERSION = schemas.MAX_VERSION  # a request header's version, recognised by shape
 
 
 def plausible_request(data: bytes | bytearray, pos: int = 0) -> bool:
