@@ -26,7 +26,7 @@ import base64
 import binascii
 import bisect
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from itertools import islice
 from typing import Any
@@ -360,6 +360,24 @@ def _strip_packet_headers(out: _Out, packets: list[tuple[int, int]]) -> None:
         f"the {''.join(link_names)}IP and TCP headers of {len(packets)} packet(s) ({removed} bytes)"
     )
     out.data, out.pieces = data, pieces
+
+
+def _payload_of(blob: Blob) -> Blob | None:
+    """A whole captured packet as one run of hex (Wireshark's "Copy as Hex Stream" of a
+    frame): its TCP payload, the link, IP and TCP headers left out; None if it is not
+    one (or carries nothing)."""
+    head = _packet_headers(blob.data)
+    if head is None or sum(head) >= len(blob.data):
+        return None
+    skip = sum(head)
+    pieces = tuple(
+        replace(p, offset=max(0, p.offset - skip), size=p.offset + p.size - max(p.offset, skip))
+        for p in blob.pieces
+        if p.offset + p.size > skip
+    )
+    names = {14: "Ethernet, ", 16: "Linux cooked, ", 0: ""}
+    left_out = f"the {names[head[0]]}IP and TCP headers of the packet ({skip} bytes)"
+    return Blob(blob.data[skip:], blob.format, pieces, (*blob.skipped, left_out))
 
 
 def _packet_headers(p: bytes) -> tuple[int, int, int] | None:
@@ -1056,7 +1074,9 @@ def find_candidates(text: str | bytes) -> list[Blob]:
     readers = [_read_dump, _read_plain]
     for reader in readers:  # the whole-text readings: any size
         try:
-            keep(reader(src), 1)
+            blob = reader(src)
+            keep(_payload_of(blob) if blob is not None else None, 1)
+            keep(blob, 1)
         except BlobError:
             pass
     root = None

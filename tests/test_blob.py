@@ -645,3 +645,29 @@ def test_a_hinted_api_that_does_not_fit_says_only_it_was_tried():
     more than was looked at."""
     out = run("blob", API_VERSIONS_ANSWER, "--api", "Fetch").stdout.decode()
     assert "Fetch does not decode these bytes cleanly" in out and "no API" not in out
+
+
+def test_a_whole_frame_copied_as_a_hex_stream_reads_as_its_tcp_payload():
+    """Wireshark's "Copy as Hex Stream" of a whole frame: the Ethernet, IP and TCP
+    headers came with it, and a DescribeQuorum answer was read as a "Produce v0
+    Request" of the headers' bytes. Frames of a real capture whose payload is one whole
+    Kafka message: each is read as that payload, the headers said left out."""
+    from scapy.layers.inet import TCP
+    from scapy.packet import Raw
+    from scapy.utils import PcapReader
+
+    from kdissect.sources.paste_choice import read_regions
+
+    frames = []
+    for p in PcapReader(str(ROOT / "captures" / "kafka44-cluster.pcap")):
+        load = bytes(p[Raw].load) if TCP in p and Raw in p else b""
+        if len(load) >= 24 and struct.unpack_from(">i", load)[0] == len(load) - 4:
+            frames.append((bytes(p), load))
+        if len(frames) == 12:
+            break
+    assert len(frames) == 12
+    for frame, load in frames:
+        blob = find_candidates(frame.hex())[0]
+        assert blob.data == load and any("IP and TCP headers" in s for s in blob.skipped)
+        best = read_regions(find_candidates(frame.hex()))
+        assert best.blob.data == load and best.reading.items[0].clean, frame.hex()[:80]
