@@ -669,3 +669,23 @@ def test_no_false_finding_on_the_repo_captures(name):
     _, false = oracle.check(exchanges, truth)
     assert false == [], false[:10]
     assert oracle.unchecked(exchanges) == set()
+
+
+def test_a_group_leader_s_sync_group_is_broker_time_a_follower_s_a_wait(node):
+    """(_rebalances' classic group) A follower's SyncGroup is held until the leader's
+    brings the assignments: its latency is a wait. The leader's waits for no one: its
+    latency is the broker's (writing the group's metadata); --stats showed '-' for it."""
+    import json
+
+    def synced(flt: str) -> list[int]:
+        res = CliRunner().invoke(
+            main,
+            ["pcap", str(node[1]), "-Y", f"api == SyncGroup and {flt}", "--format", "jsonl"],
+            catch_exceptions=False,
+        )
+        objs = [json.loads(line) for line in res.output.splitlines() if line.startswith("{")]
+        return [len(o["body"]["assignments"]) for o in objs if o["direction"] == "request"]
+
+    leaders, followers = synced("service_time > 0"), synced("service_time == 0")
+    assert leaders and all(leaders), leaders
+    assert followers and not any(followers), followers

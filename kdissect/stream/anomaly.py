@@ -30,8 +30,8 @@ def client_wait(view: Any) -> float:
     # a ShareFetch likewise: the broker's time is what is beyond the whole wait
     if key in (FETCH, SHARE_FETCH, JOIN_GROUP):
         return min(latency, wait / 1000) if isinstance(wait, int) and wait > 0 else 0.0
-    if key == SYNC_GROUP:  # held until the leader sends assignments
-        return float(latency)
+    if key == SYNC_GROUP:  # a follower's is held until the leader sends assignments
+        return 0.0 if view.facts().leads_sync else float(latency)
     return 0.0
 
 

@@ -58,6 +58,7 @@ def is_request(data: bytes) -> bool:
 
 
 _UNSUPPORTED = struct.pack(">h", 35)  # UNSUPPORTED_VERSION, the first field of every version
+_FALLBACK_VERSION = 0  # ApiVersions' answer to a version the broker does not support
 
 
 def opens_raw_sasl(api_key: int | None, api_version: int | None, response: bytes) -> bool:
@@ -469,7 +470,7 @@ class KafkaConnection:
         if req.api_key == API_VERSIONS and req.api_version and msg.data[4:6] == _UNSUPPORTED:
             # a broker answers an ApiVersions version it does not support in v0 (Kafka's
             # RequestContext.apiVersion), and clients read it so
-            msg.api_version = 0
+            msg.api_version = _FALLBACK_VERSION
             findings.append(
                 Finding(
                     "answered_in_v0",

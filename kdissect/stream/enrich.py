@@ -19,7 +19,7 @@ import types
 from collections.abc import Callable
 
 from ..protocol import Message, Options, schemas
-from ..protocol.apis import API_VERSIONS, SASL_AUTHENTICATE, WAIT_FIELDS
+from ..protocol.apis import API_VERSIONS, SASL_AUTHENTICATE, SYNC_GROUP, WAIT_FIELDS
 from ..protocol.findings import Finding
 from ..protocol.names import error_name
 from ..protocol.values import NO_BYTES, body_values, lean_reader, plain_reader
@@ -205,6 +205,8 @@ def enrich(
     f = ex.facts = facts(req_body, resp_body, topic_ids=topic_ids, plans=plans)
     if req is not None and req_body is not None and req.api_key in WAIT_FIELDS:
         f.asked_wait_field, f.asked_wait_ms = _asked_wait(req.api_key, req_body)
+    elif req is not None and req_body is not None and req.api_key == SYNC_GROUP:
+        f.leads_sync = _has_items(req_body, "assignments")
     if resp is not None and resp.direction == "response":
         if type(resp_body) is dict:  # (_int_field's usual case, inline)
             top = resp_body.get("error_code")
@@ -267,6 +269,14 @@ def _asked_wait(api_key: int | None, body: Any) -> tuple[str | None, int | None]
         if value is not None:
             return name, value
     return None, None
+
+
+def _has_items(body: Any, name: str) -> bool:
+    """Whether an array field of a body (a values dict or a located tree) holds items."""
+    if type(body) is dict:
+        return bool(body.get(name))
+    node = body.child(name) if body is not None else None
+    return node is not None and any(not c.name.startswith("_") for c in node.children)
 
 
 def _int_field(body: Any, name: str) -> int | None:

@@ -31,6 +31,9 @@ class Facts:
     asked_wait_ms: int | None = None
     asked_wait_field: str | None = None
     throttle_ms: int | None = None  # the response's throttle_time_ms
+    # a SyncGroup that brings the group's assignments: its leader's, which waits for no
+    # member (the others' are held until it comes)
+    leads_sync: bool = False
 
     def text(self) -> str:
         parts = []

@@ -232,7 +232,8 @@ field(
     "broker time: the latency less the wait the client asked for "
     "(a Fetch or ShareFetch may be held up to `max_wait_ms`, with records or without; a "
     "JoinGroup up to "
-    "`rebalance_timeout_ms`; a SyncGroup until the leader's assignments arrive). A duration "
+    "`rebalance_timeout_ms`; a follower's SyncGroup until the leader's assignments arrive). A "
+    "duration "
     "like `latency`.",
     _service_time,
 )

@@ -103,8 +103,8 @@ def _slow(ex: Exchange, detail: str, truth: dict[int, dict], _state) -> str | No
         or truth.get(ex.response.index) is None
     ):
         return "a message Kafka's classes do not read"
-    if ex.first.api_key == 14:
-        return "a SyncGroup is held until the group's leader sends the assignments"
+    if ex.first.api_key == 14 and not body.get("assignments"):
+        return "a follower's SyncGroup is held until the group's leader sends the assignments"
     waits = _waits(ex.first.api_key, body)
     if ex.first.api_key == 11 and truth[ex.response.index].get("errorCode") == 79:
         waits = []  # MEMBER_ID_REQUIRED: a first JoinGroup is answered at once
