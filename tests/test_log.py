@@ -868,3 +868,23 @@ def test_batch_lines_name_their_partition(tmp_path):
         "orders-0/00000000000000000000.log",
         "pay-0/00000000000000000000.log",
     ], out
+
+
+def test_trees_to_a_pipe_wrap_at_pcaps_width_not_80_columns(tmp_path):
+    """`log -V` to a pipe or file cropped its tree lines at rich's 80 columns (a value's
+    quote never closed, its size lost; findings' texts cut): it wraps them at 160, or at
+    COLUMNS, as `pcap -V` does (docs/guide/pcap.md)."""
+    part = tmp_path / "wide-0"
+    part.mkdir()
+    value = b"zstd-value-0 " * 10
+    (part / "00000000000000000000.log").write_bytes(batch(2, 4, 0, [(b"k0", value)]))
+
+    def tree(columns: str | None) -> list[str]:
+        res = CliRunner().invoke(main, ["log", "-V", str(part)], env={"COLUMNS": columns})
+        assert res.exit_code == 0, res.output
+        return [line for line in res.stdout.splitlines() if line[:1] in "├└│ "]
+
+    shown = next(line for line in tree(None) if "value  bytes" in line)
+    assert shown.endswith(f"(decompressed)  = {value[:64].decode()!r}"[:-1] + "…' (130 bytes)")
+    assert max(map(len, tree(None))) <= 160
+    assert max(map(len, tree("90"))) <= 90
