@@ -564,3 +564,25 @@ def test_kafka_found_on_any_port_and_verbose_trees(tmp_path):
     res = run("-V", "-Y", "api == Produce")
     assert res.stdout.count("ProduceRequest") == 4 and "record_batch" in res.stdout
     assert "aio-key-0" in res.stdout and "partition_responses" in res.stdout
+
+
+def test_an_unknown_apis_header_says_its_version_is_not_known():
+    """A request of an API key kdissect lacks (a real flexible request, its key changed
+    to 95) had its header read without tagged fields, silently: the header's tagged-fields
+    byte became the body's first. The header now says its version cannot be known and
+    how it was read (the response's too)."""
+    from kdissect.protocol.message import decode_request, decode_response
+
+    exchanges, _, _ = dissect(CAPTURES / "kafka-java-admin.pcap")
+    ex = next(ex for ex in exchanges if ex.request.api_key == 32 and ex.response is not None)
+    req, resp = ex.request, ex.response
+    assert req.data[:2] == b"\x00\x20"  # DescribeConfigs, a flexible version (v4)
+    tree = decode_request(b"\x00\x5f" + req.data[2:]).tree
+    header, body = tree.child("header"), tree.child("body")
+    assert header.child("_tagged_fields") is None and body.value[:1] == b"\x00"
+    assert "version unknown" in header.note and "read as v1" in header.note
+    assert body.code == "unknown_api"
+    answer = decode_response(resp.data, 95, req.api_version).tree.child("header")
+    assert "version unknown" in answer.note and "read as v0" in answer.note
+    # an API kdissect knows reads its header as its version says: no such note
+    assert decode_request(req.data).tree.child("header").note is None

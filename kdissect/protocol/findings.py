@@ -86,6 +86,12 @@ class Finding(Frozen):
         }
 
 
+def severity_of(code: str | None) -> str:
+    """The severity of a field's problem by its code (``Node.code``: None reads as
+    malformed_field), what its mark in a tree follows."""
+    return REGISTRY[code or "malformed_field"].severity
+
+
 def markdown_table() -> str:
     rows = ["| code | severity | group | meaning |", "|---|---|---|---|"]
     for k in sorted(REGISTRY.values(), key=lambda k: (GROUPS.index(k.group), k.code)):

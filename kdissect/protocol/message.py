@@ -246,6 +246,8 @@ def _build(
             )
         else:
             what, code = f"API key {key} is not in kdissect's schemas", "unknown_api"
+        if key is not None and key >= 0 and not header_struct.flexible:
+            header.note = _HEADER_UNKNOWN[direction]
         root.add(
             Node("body", "bytes", start, len(data) - start, data[start:], problem=what, code=code)
         )
@@ -269,6 +271,15 @@ def _build(
         _envelope(body, direction, forwarded, ctx)
     secrets.mark(body, key)  # after them: metadata records hold secrets too
     return msg
+
+
+# a message whose layout kdissect lacks: its header version is that of the layout's
+# flexibility, which is not known; read without tagged fields, it says so
+_HEADER_UNKNOWN = {
+    d: f"version unknown without the API's schema: read as v{v} (no tagged fields); if "
+    f"it is v{v + 1} (a flexible version), the body's first byte here is its tagged fields"
+    for d, v in (("request", 1), ("response", 0))
+}
 
 
 def _envelope(body: Node, direction: str, forwarded: tuple[int, int] | None, ctx: Decoding) -> None:

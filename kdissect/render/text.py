@@ -11,8 +11,10 @@ from rich.console import Console, Group, RenderableType
 from rich.text import Text
 from rich.tree import Tree
 
+from ..protocol.findings import severity_of
 from ..protocol.node import Node
 from .kafka_forms import kafka_form
+from .marks import MARKS
 from .plain_print import Entries, Part, Piece, PlainPrinter, prints_plain
 
 PALETTE = [
@@ -185,9 +187,11 @@ def _label_parts(
         t.append((f"  ({form})", "cyan"))
     if node.note:
         t.append((f"  ({node.note})", "italic cyan"))
-    if node.problem:
-        t.append(("  ✗ ", "bold red"))
-        t.append((node.problem, PROBLEM))
+    if node.problem:  # marked by its severity, as findings are on the lines
+        severity = severity_of(node.code)
+        mark, style = MARKS[severity]
+        t.append((f"  {mark} ", f"bold {style}"))
+        t.append((node.problem, PROBLEM if severity == "error" else style))
     return t
 
 
