@@ -317,7 +317,20 @@ def _envelope(body: Node, direction: str, forwarded: tuple[int, int] | None, ctx
         n.offset += base
     holder.children = tree.children
     holder.note = tree.name
-    holder.secret = True  # its own bytes only (shown as hex): its fields are the children
+    # its own bytes, as hex (JSON with --show-secrets) or as a value, would show what its
+    # fields mask: masked; views show it by its size (holds_message), its fields below
+    holder.secret = True
+
+
+def holds_message(node: Node) -> bool:
+    """Whether ``node`` is a bytes field holding a whole message decoded under it (an
+    Envelope's request_data and response_data: its header and body)."""
+    return (
+        node.ktype == "bytes"
+        and len(node.children) >= 2
+        and node.children[0].name == "header"
+        and node.children[1].name == "body"
+    )
 
 
 def _unexplained(body: Node, data: bytes, version: int | None, read_as: int | None) -> None:

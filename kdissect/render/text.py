@@ -12,6 +12,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from ..protocol.findings import severity_of
+from ..protocol.message import holds_message
 from ..protocol.node import Node
 from .kafka_forms import kafka_form
 from .marks import MARKS
@@ -37,6 +38,8 @@ TREE_LIMIT = 5_000  # fields listed per tree (rich draws ~1,000 a second)
 
 def format_value(node: Node, show_secrets: bool = False, limit: int = 64) -> str:
     v = node.value
+    if isinstance(v, (bytes, bytearray)) and holds_message(node):
+        return f"{len(v)} bytes"  # a message (Envelope's): its fields are below, named
     if node.secret and not show_secrets:
         return "<redacted>"
     if node.ktype == "array":
