@@ -564,3 +564,72 @@ def test_kafka_found_on_any_port_and_verbose_trees(tmp_path):
     res = run("-V", "-Y", "api == Produce")
     assert res.stdout.count("ProduceRequest") == 4 and "record_batch" in res.stdout
     assert "aio-key-0" in res.stdout and "partition_responses" in res.stdout
+
+
+def test_an_unknown_apis_header_says_its_version_is_not_known():
+    """A request of an API key kdissect lacks (a real flexible request, its key changed
+    to 95) had its header read without tagged fields, silently: the header's tagged-fields
+    byte became the body's first. The header now says its version cannot be known and
+    how it was read (the response's too)."""
+    from kdissect.protocol.message import decode_request, decode_response
+
+    exchanges, _, _ = dissect(CAPTURES / "kafka-java-admin.pcap")
+    ex = next(ex for ex in exchanges if ex.request.api_key == 32 and ex.response is not None)
+    req, resp = ex.request, ex.response
+    assert req.data[:2] == b"\x00\x20"  # DescribeConfigs, a flexible version (v4)
+    tree = decode_request(b"\x00\x5f" + req.data[2:]).tree
+    header, body = tree.child("header"), tree.child("body")
+    assert header.child("_tagged_fields") is None and body.value[:1] == b"\x00"
+    assert "version unknown" in header.note and "read as v1" in header.note
+    assert body.code == "unknown_api"
+    answer = decode_response(resp.data, 95, req.api_version).tree.child("header")
+    assert "version unknown" in answer.note and "read as v0" in answer.note
+    # an API kdissect knows reads its header as its version says: no such note
+    assert decode_request(req.data).tree.child("header").note is None
+
+
+def _tree_text(*args: str) -> str:
+    from click.testing import CliRunner
+
+    from kdissect.cli import main
+
+    res = CliRunner().invoke(main, ["pcap", "--no-tui", "-V", *args], env={"COLUMNS": "400"})
+    assert res.exit_code == 0, res.output[-2000:]
+    return res.stdout
+
+
+def test_an_envelopes_forwarded_message_and_principal_are_shown_as_what_they_are():
+    """An Envelope (KRaft: a broker forwarding a client's CreateTopics to the controller)
+    showed its request_data and response_data as "<redacted>" (hex with --show-secrets)
+    above the messages decoded in them, and its request_principal as raw bytes: the
+    messages are shown by their size, and the principal as Kafka's DefaultPrincipalData
+    (what DefaultKafkaPrincipalBuilder.serialize writes)."""
+    capture = str(CAPTURES / "kafka-kraft-cluster.pcap")
+    for secrets in ([], ["--show-secrets"]):
+        text = _tree_text(capture, "-Y", "api == Envelope", *secrets)
+        assert "request_data  bytes  @12+59  = 58 bytes  (CreateTopicsRequest)" in text
+        assert "response_data  bytes  @5+35  = 34 bytes  (CreateTopicsResponse)" in text
+        assert "<redacted>" not in text
+    assert "(DefaultPrincipalData v0: User:ANONYMOUS)" in text
+    for field in ("type  string  @74+5  = 'User'", "name  string  @79+10  = 'ANONYMOUS'"):
+        assert field in text
+    assert "token_authenticated  bool  @89+1  = False" in text
+
+
+def test_resource_types_are_named_by_their_apis_enum():
+    """resource_type numbers were left bare: a config resource's (ConfigResource.Type:
+    2 TOPIC, 4 BROKER, 32 GROUP) and an ACL's (ResourceType: 2 TOPIC, 3 GROUP) share the
+    name, so each is named by its API's (or KRaft record's) enum."""
+    from kdissect.protocol import schemas
+    from kdissect.protocol.context import RESOURCE_TYPES
+    from kdissect.protocol.node import Node
+
+    admin = _tree_text(str(CAPTURES / "kafka-java-admin.pcap"), "-Y", "api == DescribeConfigs")
+    assert "resource_type  int8  @20+1  = 2  (TOPIC)" in admin
+    kraft = _tree_text(str(CAPTURES / "kafka-kraft-cluster.pcap"))
+    assert "resource_type  int8  @363+1  = 4  (BROKER)" in kraft  # a ConfigRecord
+    acl = schemas.layout(30, 3, "request").fields[0].struct.fields[0]  # CreateAcls
+    assert acl.name == "resource_type" and acl.hint == "acl_resource"
+    node = Node("resource_type", "int8", 0, 1, 3)
+    node.hint = acl.hint
+    assert node.note == RESOURCE_TYPES["acl"][3] == "GROUP"

@@ -355,3 +355,32 @@ def test_the_tui_is_not_opened_on_a_file_that_is_no_capture(tmp_path):
     res = CliRunner().invoke(main, ["pcap", "--tui", str(text)])
     assert res.exit_code == 1, res.output
     assert "not a pcap or pcapng file" in res.output
+
+
+@pytest.mark.parametrize("paste", ["go-bytes.go", "node-buffer.json"])
+def test_a_trees_problem_is_marked_by_its_findings_severity(paste):
+    """A field's problem in a tree carried ✗ whatever its severity (a warning's trailing
+    bytes, a note's assumed layout): marked as the findings are on the lines
+    (docs/guide/findings.md: ✗ error, ! warning, · note), by its registered code."""
+    import json
+
+    from click.testing import CliRunner
+
+    from kdissect.cli import main
+    from kdissect.protocol.findings import REGISTRY
+    from kdissect.render.marks import MARKS
+
+    path = str(Path(__file__).parent.parent / "captures" / "blobs" / "pastes" / paste)
+    tree = json.loads(CliRunner().invoke(main, ["blob", "--json", path]).stdout)
+    problems = []
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (dict, list)):  # (the tree's nodes, wherever they are)
+            stack += node.values() if isinstance(node, dict) else node
+        if isinstance(node, dict) and "problem" in node and "code" in node:
+            problems.append((node["problem"], REGISTRY[node["code"]].severity))
+    assert problems
+    text = CliRunner(env={"COLUMNS": "1000"}).invoke(main, ["blob", "--no-hex", path]).stdout
+    for problem, severity in problems:
+        assert f"  {MARKS[severity][0]} {problem}" in text, (problem, severity)

@@ -868,3 +868,48 @@ def test_batch_lines_name_their_partition(tmp_path):
         "orders-0/00000000000000000000.log",
         "pay-0/00000000000000000000.log",
     ], out
+
+
+def test_trees_to_a_pipe_wrap_at_pcaps_width_not_80_columns(tmp_path):
+    """`log -V` to a pipe or file cropped its tree lines at rich's 80 columns (a value's
+    quote never closed, its size lost; findings' texts cut): it wraps them at 160, or at
+    COLUMNS, as `pcap -V` does (docs/guide/pcap.md)."""
+    part = tmp_path / "wide-0"
+    part.mkdir()
+    value = b"zstd-value-0 " * 10
+    (part / "00000000000000000000.log").write_bytes(batch(2, 4, 0, [(b"k0", value)]))
+
+    def tree(columns: str | None) -> list[str]:
+        res = CliRunner().invoke(main, ["log", "-V", str(part)], env={"COLUMNS": columns})
+        assert res.exit_code == 0, res.output
+        return [line for line in res.stdout.splitlines() if line[:1] in "├└│ "]
+
+    shown = next(line for line in tree(None) if "value  bytes" in line)
+    assert shown.endswith(f"(decompressed)  = {value[:64].decode()!r}"[:-1] + "…' (130 bytes)")
+    assert max(map(len, tree(None))) <= 160
+    assert max(map(len, tree("90"))) <= 90
+
+
+def test_attribute_bits_no_kafka_defines_are_named_and_noted(tmp_path):
+    """A batch whose attributes set a bit no Kafka version defines (0x100, its CRC
+    fixed) showed "256 (none)": the unknown bits are named, and a note-level finding
+    says Kafka ignores them, on the located and the bulk (JSON lines) paths alike."""
+    part = tmp_path / "odd-0"
+    part.mkdir()
+    odd = bytearray(batch(2, 0, 0, [(b"k", b"v")]))
+    struct.pack_into(">h", odd, 21, struct.unpack_from(">h", odd, 21)[0] | 0x100)
+    struct.pack_into(">I", odd, 17, crc32c.crc32c(bytes(odd[21:])))
+    (part / "00000000000000000000.log").write_bytes(bytes(odd) + batch(2, 0, 1, [(b"x", b"y")]))
+    code, out = run_log("-V", str(part))
+    assert code == 0
+    line = next(line for line in out.splitlines() if "attributes  int16" in line)
+    assert line.endswith(
+        "= 256  (none; unknown bits 0x100)  · attribute bits 0x100 are "
+        "defined by no Kafka version (Kafka ignores them)"
+    ), line
+    objs = jsonl(str(part))
+    batches = [o for o in objs if o["type"] == "batch"]
+    assert [f["code"] for f in batches[0]["findings"]] == ["unknown_attribute_bits"]
+    assert batches[0]["findings"][0]["severity"] == "note"
+    assert batches[1]["findings"] == []
+    assert [r["value"] for r in objs if r["type"] == "record"] == ["v", "y"]

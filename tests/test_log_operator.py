@@ -264,3 +264,23 @@ def test_an_export_lists_aborted_transactions_as_the_broker_did(log_dir, tmp_pat
     again = [i for i in _items(segment.parent) if whole_batch(i)]
     assert [(i.base, i.aborted) for i in again] == [(i.base, i.aborted) for i in items]
     assert not [f for i in again for f in i.findings]
+
+
+def test_a_segment_given_alone_is_read_with_its_partitions_evidence(log_dir):
+    """A segment given alone was read without its partition: the aborted transaction's
+    batch lost its ABORTED mark (its .txnindex beside it) and the batches DeleteRecords
+    removed their mark (the leader-epoch checkpoint's log start). Read with the files
+    beside it, it says what the partition directory says, and which files it read."""
+    for topic, says in ((ops.TXN, "ABORTED"), (ops.DELETED, "below the log start offset")):
+        part = log_dir / f"{topic}-0"
+        segment = min(part.glob("*.log"))
+        res = CliRunner().invoke(main, ["log", str(segment)], catch_exceptions=False)
+        assert res.exit_code == 0, res.output[-3000:]
+        alone = _batch_lines(res.stdout)
+        assert alone == [line for line in _batch_lines(_log(str(part))) if segment.name in line], (
+            topic
+        )
+        assert any(says in line for line in alone), topic
+        assert "leader-epoch-checkpoint" in res.stderr, res.stderr
+        if topic == ops.TXN:
+            assert segment.with_suffix(".txnindex").name in res.stderr, res.stderr

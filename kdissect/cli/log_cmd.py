@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ..render.console import console, print_parts
+from ..render.console import console, output_console, print_parts
 from ..render.log_json import batch_records, field_value, item_chunks, item_json, item_lines
 from ..render.records import json_bytes, record_json
 from ..render.kafka_forms import readable
@@ -174,6 +174,7 @@ def log(
             sys.exit(1)
         LogApp(list(paths), options, filter_text or "").run()
         return
+    _say_read_beside(paths)
     if fmt == "parquet" and output:  # (checked above: parquet has -o)
         from ..pipeline.log_tables import write_log_tables
 
@@ -227,7 +228,7 @@ class LogPrinter(ItemSink):
 
     def __init__(self, fmt: str, verbose: bool, records: bool, flt: Filter | None):
         self.fmt, self.verbose, self.records, self.filter = fmt, verbose, records, flt
-        self.out = console(highlight=False, soft_wrap=True)
+        self.out = output_console()  # (as pcap's: trees wrap at 160 columns to a pipe)
         self.shown = 0
         # --records with a record filter: the records that pass it, each asked alone
         self.per_record = records and flt is not None and asks_records(flt.fields)
@@ -283,6 +284,26 @@ class LogPrinter(ItemSink):
             return [] if flt(item) else None
         kept = [n for n in nodes if flt(OneRecord(item.values_of, partial(record_json, n)))]
         return kept or None
+
+
+def _say_read_beside(paths: tuple[str, ...]) -> None:
+    """Name the partition's files a segment given alone is read with (stderr: the output
+    stays the segment's)."""
+    from pathlib import Path
+
+    from ..sources.logdir import file_kind, read_beside
+
+    for text in paths:
+        path = Path(text)
+        if path.is_file() and file_kind(path) == "segment":
+            beside = read_beside(path)
+            if beside:
+                click.echo(
+                    f"kdissect log: {path.name} read with its partition's "
+                    f"{', '.join(p.name for p in beside)} (aborted transactions, leader "
+                    f"epochs, the log start offset); the other files are not read",
+                    err=True,
+                )
 
 
 def _holds_kafka_files(paths: list[str]) -> bool:

@@ -4,7 +4,8 @@ One row per API key (one line each, so that adding an API or a property is one e
 its name as Kafka spells it, and the properties that other stages act on — which
 direction carries record batches, whether its ``bytes`` fields hold embedded structures
 (consumer protocol, SASL tokens), whether its answers teach topic ids or name brokers,
-which request fields ask the broker to wait, whether it is part of SASL. Every module asks
+which request fields ask the broker to wait, whether it is part of SASL, which enum its
+resource types are. Every module asks
 this table (or the sets derived from it below) instead of writing API keys by number.
 """
 
@@ -27,6 +28,7 @@ class Api(Frozen):
         "names_brokers",
         "waits",
         "sasl",
+        "resources",
     )
 
     def __init__(
@@ -40,11 +42,14 @@ class Api(Frozen):
         waits: tuple[
             str, ...
         ] = (),  # request fields asking the broker to hold the answer (first found)
-        sasl: bool = False,
-    ):  # part of SASL authentication
+        sasl: bool = False,  # part of SASL authentication
+        # the enum its resource_type fields' numbers are (a hint, context.py): "config"
+        # (ConfigResource.Type) or "acl" (ACLs' ResourceType): the same name, two enums
+        resources: str = "",
+    ):
         self.key, self.name, self.records, self.embedded = key, name, records, embedded
         self.teaches_topic_ids, self.names_brokers = teaches_topic_ids, names_brokers
-        self.waits, self.sasl = waits, sasl
+        self.waits, self.sasl, self.resources = waits, sasl, resources
 
 
 TABLE: dict[int, Api] = {}
@@ -88,11 +93,11 @@ api(25, "AddOffsetsToTxn")
 END_TXN = api(26, "EndTxn").key
 api(27, "WriteTxnMarkers")
 api(28, "TxnOffsetCommit")
-api(29, "DescribeAcls")
-api(30, "CreateAcls")
-api(31, "DeleteAcls")
-DESCRIBE_CONFIGS = api(32, "DescribeConfigs").key
-ALTER_CONFIGS = api(33, "AlterConfigs").key
+api(29, "DescribeAcls", resources="acl")
+api(30, "CreateAcls", resources="acl")
+api(31, "DeleteAcls", resources="acl")
+DESCRIBE_CONFIGS = api(32, "DescribeConfigs", resources="config").key
+ALTER_CONFIGS = api(33, "AlterConfigs", resources="config").key
 api(34, "AlterReplicaLogDirs")
 api(35, "DescribeLogDirs")
 SASL_AUTHENTICATE = api(36, "SaslAuthenticate", embedded=True, sasl=True).key
@@ -103,7 +108,7 @@ EXPIRE_DELEGATION_TOKEN = api(40, "ExpireDelegationToken").key
 DESCRIBE_DELEGATION_TOKEN = api(41, "DescribeDelegationToken").key
 api(42, "DeleteGroups")
 api(43, "ElectLeaders")
-INCREMENTAL_ALTER_CONFIGS = api(44, "IncrementalAlterConfigs").key
+INCREMENTAL_ALTER_CONFIGS = api(44, "IncrementalAlterConfigs", resources="config").key
 api(45, "AlterPartitionReassignments")
 api(46, "ListPartitionReassignments")
 api(47, "OffsetDelete")
@@ -133,7 +138,7 @@ api(70, "ControllerRegistration")
 api(71, "GetTelemetrySubscriptions")
 api(72, "PushTelemetry")
 api(73, "AssignReplicasToDirs")
-api(74, "ListConfigResources")
+api(74, "ListConfigResources", resources="config")
 api(75, "DescribeTopicPartitions", teaches_topic_ids=True)
 SHARE_GROUP_HEARTBEAT = api(76, "ShareGroupHeartbeat").key
 api(77, "ShareGroupDescribe")

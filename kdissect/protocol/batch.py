@@ -122,6 +122,15 @@ LOG_APPEND_TIME = 0x08
 TRANSACTIONAL = 0x10  # v2
 CONTROL = 0x20  # v2
 DELETE_HORIZON = 0x40  # v2
+KNOWN_ATTRIBUTES = 0x7F  # v2 (int16); v0/v1 (int8): CODEC_MASK | LOG_APPEND_TIME
+
+
+def unknown_bits(attrs: int, magic: int) -> int:
+    """The attribute bits no Kafka version defines (Kafka ignores them)."""
+    if magic == 2:
+        return attrs & 0xFFFF & ~KNOWN_ATTRIBUTES
+    return attrs & 0xFF & ~(CODEC_MASK | LOG_APPEND_TIME)
+
 
 # a batch's bytes: bytes, bytearray, a memoryview or a segment's map
 Bytes = Any
@@ -156,6 +165,7 @@ def payload(
     pos = start + HEAD_SIZE
     if (
         count < 0
+        or unknown_bits(head[5], 2)  # (the located tree says so)
         or (max_nodes is not None and 9 * count + 16 > max_nodes)
         or count > end - pos + (max_decompressed if codec else 0)
     ):
@@ -464,4 +474,5 @@ def attributes_note(attrs: int, magic: int) -> str:
             parts.append("control")
         if attrs & DELETE_HORIZON:
             parts.append("delete-horizon")
-    return ", ".join(parts)
+    unknown = unknown_bits(attrs, magic)
+    return ", ".join(parts) + (f"; unknown bits {unknown:#x}" if unknown else "")

@@ -87,6 +87,31 @@ def time_note(ms: int) -> str | None:
     return t.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+# Kafka's enums of resource types, by number: a config's resource (ConfigResource.Type)
+# and an ACL's (ResourceType); an API's or a record's resource_type fields are one or the
+# other (apis.py's ``resources``, layout.resource_hints)
+RESOURCE_TYPES = {
+    "config": {
+        0: "UNKNOWN",
+        2: "TOPIC",
+        4: "BROKER",
+        8: "BROKER_LOGGER",
+        16: "CLIENT_METRICS",
+        32: "GROUP",
+    },
+    "acl": {
+        0: "UNKNOWN",
+        1: "ANY",
+        2: "TOPIC",
+        3: "GROUP",
+        4: "CLUSTER",
+        5: "TRANSACTIONAL_ID",
+        6: "DELEGATION_TOKEN",
+        7: "USER",
+    },
+}
+for _kind, _names in RESOURCE_TYPES.items():
+    NOTE_MAKERS[f"{_kind}_resource"] = _names.get
 NOTE_MAKERS["error"] = error_note
 NOTE_MAKERS["time"] = time_note
 NOTE_MAKERS["api"] = API_NAMES.get  # an API key's name (None: a key Kafka has not named)

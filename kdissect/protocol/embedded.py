@@ -1,6 +1,7 @@
 """Structures carried inside ``bytes`` fields: the consumer protocol's subscriptions and
-assignments (JoinGroup, SyncGroup, DescribeGroups) and SASL tokens (SaslAuthenticate).
-Secrets (PLAIN passwords, SCRAM proofs, OAUTHBEARER tokens) are marked ``secret``."""
+assignments (JoinGroup, SyncGroup, DescribeGroups), SASL tokens (SaslAuthenticate) and
+the principal an Envelope forwards. Secrets (PLAIN passwords, SCRAM proofs, OAUTHBEARER
+tokens) are marked ``secret``."""
 
 from __future__ import annotations
 
@@ -9,11 +10,11 @@ from functools import lru_cache
 from itertools import chain
 from typing import Any, Iterable, Iterator
 
-from .apis import DESCRIBE_GROUPS, JOIN_GROUP, SASL_AUTHENTICATE, SYNC_GROUP, TABLE
+from .apis import DESCRIBE_GROUPS, ENVELOPE, JOIN_GROUP, SASL_AUTHENTICATE, SYNC_GROUP, TABLE
 from .context import Abort, Decoding, charge_nodes
 from .decode import read_struct
 from .grammar import parse_grammar
-from .layout import Struct
+from .layout import Field, Struct
 from .node import Node
 from .reader import Reader
 
@@ -283,6 +284,45 @@ _SCRAM_NAMES = {
 }
 
 
+# Kafka's DefaultPrincipalData (clients' common/message/DefaultPrincipalData.json, v0,
+# flexible), after the int16 version MessageUtil.toVersionPrefixedBytes puts first: what
+# DefaultKafkaPrincipalBuilder.serialize writes into an Envelope's request_principal
+_PRINCIPAL = Struct(
+    "DefaultPrincipalData",
+    (
+        Field("version", "int16"),
+        Field("type", "string"),
+        Field("name", "string"),
+        Field("token_authenticated", "bool"),
+    ),
+    flexible=True,
+)
+
+
+def _principal(body: Node, data: bytes, ctx: Decoding) -> None:
+    """An Envelope's ``request_principal`` as Kafka's default serde writes it; bytes a
+    custom principal builder (KafkaPrincipalSerde) wrote in its own format stay bytes,
+    with a note saying so."""
+    node = body.child("request_principal")
+    span = _content(node) if node is not None else None
+    if node is None or span is None:
+        return
+    start, end = span
+    r = Reader(data, start, end)
+    holder = Node("", "struct", start)
+    try:
+        read_struct(r, _PRINCIPAL, "principal", ctx, holder)
+    except Abort:
+        pass
+    got = holder.children[0]
+    if got.problems() or r.remaining or _value(got, "version") != 0:
+        node.note = "not Kafka's DefaultPrincipalData v0: a custom KafkaPrincipalSerde's format"
+        return
+    prefix = Node("_length", "uvarint", node.offset, start - node.offset, len(node.value))
+    node.children = [prefix, *got.children]
+    node.note = f"DefaultPrincipalData v0: {_value(got, 'type')}:{_value(got, 'name')}"
+
+
 def decode_embedded(
     body: Node | None, data: bytes, api_key: int | None, direction: str, ctx: Decoding
 ) -> None:
@@ -293,6 +333,8 @@ def decode_embedded(
         _sasl(body, data, ctx)
     elif api_key in _CONSUMER_GROUP_APIS:
         _consumer_fields(body, data, api_key, direction, ctx)
+    elif api_key == ENVELOPE and direction == "request":
+        _principal(body, data, ctx)
 
 
 # the group APIs whose bytes fields hold consumer-protocol structures

@@ -86,6 +86,12 @@ class Finding(Frozen):
         }
 
 
+def severity_of(code: str | None) -> str:
+    """The severity of a field's problem by its code (``Node.code``: None reads as
+    malformed_field), what its mark in a tree follows."""
+    return REGISTRY[code or "malformed_field"].severity
+
+
 def markdown_table() -> str:
     rows = ["| code | severity | group | meaning |", "|---|---|---|---|"]
     for k in sorted(REGISTRY.values(), key=lambda k: (GROUPS.index(k.group), k.code)):
@@ -102,6 +108,13 @@ register(
     "a field cannot be read as its type says (the rest of the region is kept raw)",
 )
 register("truncated", "error", "malformed", "the message ends before a field does")
+register(
+    "unknown_attribute_bits",
+    "note",
+    "protocol",
+    "a record batch's (or message's) attributes set bits no Kafka version defines; "
+    "Kafka ignores them",
+)
 register("trailing_bytes", "warn", "malformed", "bytes left over after the end of a structure")
 register(
     "array_past_end", "error", "malformed", "an array or record count needs more bytes than exist"

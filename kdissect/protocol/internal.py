@@ -30,7 +30,7 @@ from .context import Decoding
 from .decode import decode_prefix
 from .embedded import decode_consumer_bytes
 from .grammar import parse_grammar
-from .layout import Struct
+from .layout import Struct, resource_hints
 from .native_ext import bind
 from .node import Node
 from . import secrets
@@ -71,10 +71,15 @@ _PREFIXED = ("group", "transaction", "share")
 _FRAMED = ("metadata", "remote")
 
 
+# the records whose resource types' numbers are an enum (layout.resource_hints)
+_RESOURCES = {"ConfigRecord": "config", "AccessControlEntryRecord": "acl"}
+
+
 @lru_cache(maxsize=1)
 def _layouts() -> dict[tuple[str, int], Struct]:
     return {
-        (name, version): st for (name, _rec, version), st in parse_grammar(BNF).messages.items()
+        (name, version): resource_hints(st, _RESOURCES[name]) if name in _RESOURCES else st
+        for (name, _rec, version), st in parse_grammar(BNF).messages.items()
     }
 
 

@@ -53,7 +53,7 @@ class Field(Frozen):
         nullable: bool = False,
         tag: int | None = None,  # set for tagged fields (flexible versions only)
         struct: Struct | None = None,  # element/struct layout when type == "struct"
-        hint: str | None = None,  # "error", "time", "duration", "api": how to annotate the value
+        hint: str | None = None,  # "error", "time", "api"...: how to annotate (NOTE_MAKERS)
         compact: bool | None = None,
     ):  # None: follow the enclosing struct's flexibility
         self.name, self.type, self.array, self.nullable = name, type, array, nullable
@@ -90,3 +90,19 @@ def default_hint(name: str, type_: str) -> str | None:
     if type_ == "int64" and (name.endswith("timestamp") or name.endswith("timestamp_ms")):
         return "time"
     return None
+
+
+_RESOURCE_FIELDS = frozenset({"resource_type", "resource_type_filter", "resource_types"})
+
+
+def resource_hints(st: Struct, kind: str) -> Struct:
+    """``st`` with its resource types' numbers named as ``kind``'s enum ("config" or
+    "acl": context.py's RESOURCE_TYPES): which enum they are depends on the API or the
+    record (apis.py's ``resources``), not on the field's name."""
+
+    def one(f: Field) -> Field:
+        sub = resource_hints(f.struct, kind) if f.struct is not None else None
+        named = f"{kind}_resource" if f.name in _RESOURCE_FIELDS and f.type == "int8" else f.hint
+        return Field(f.name, f.type, f.array, f.nullable, f.tag, sub, named, f.compact)
+
+    return Struct(st.name, tuple(map(one, st.fields)), tuple(map(one, st.tagged)), st.flexible)

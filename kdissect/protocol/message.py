@@ -246,6 +246,8 @@ def _build(
             )
         else:
             what, code = f"API key {key} is not in kdissect's schemas", "unknown_api"
+        if key is not None and key >= 0 and not header_struct.flexible:
+            header.note = _HEADER_UNKNOWN[direction]
         root.add(
             Node("body", "bytes", start, len(data) - start, data[start:], problem=what, code=code)
         )
@@ -269,6 +271,15 @@ def _build(
         _envelope(body, direction, forwarded, ctx)
     secrets.mark(body, key)  # after them: metadata records hold secrets too
     return msg
+
+
+# a message whose layout kdissect lacks: its header version is that of the layout's
+# flexibility, which is not known; read without tagged fields, it says so
+_HEADER_UNKNOWN = {
+    d: f"version unknown without the API's schema: read as v{v} (no tagged fields); if "
+    f"it is v{v + 1} (a flexible version), the body's first byte here is its tagged fields"
+    for d, v in (("request", 1), ("response", 0))
+}
 
 
 def _envelope(body: Node, direction: str, forwarded: tuple[int, int] | None, ctx: Decoding) -> None:
@@ -306,7 +317,20 @@ def _envelope(body: Node, direction: str, forwarded: tuple[int, int] | None, ctx
         n.offset += base
     holder.children = tree.children
     holder.note = tree.name
-    holder.secret = True  # its own bytes only (shown as hex): its fields are the children
+    # its own bytes, as hex (JSON with --show-secrets) or as a value, would show what its
+    # fields mask: masked; views show it by its size (holds_message), its fields below
+    holder.secret = True
+
+
+def holds_message(node: Node) -> bool:
+    """Whether ``node`` is a bytes field holding a whole message decoded under it (an
+    Envelope's request_data and response_data: its header and body)."""
+    return (
+        node.ktype == "bytes"
+        and len(node.children) >= 2
+        and node.children[0].name == "header"
+        and node.children[1].name == "body"
+    )
 
 
 def _unexplained(body: Node, data: bytes, version: int | None, read_as: int | None) -> None:

@@ -23,6 +23,7 @@ from .batch import (
     RECORD_BATCH,
     Batch,
     attributes_note,
+    unknown_bits,
     length_at,
 )
 from .codecs import CODECS, CodecError, TooBig, decompress
@@ -213,7 +214,7 @@ def _message_v01(buf: bytes, start: int, end: int, ctx: Decoding, depth: int) ->
                 magic = leaf.value
                 node.ktype = f"message_v{magic}"
             elif f.name == "attributes":
-                leaf.note = attributes_note(leaf.value, magic)
+                _attributes(leaf, magic)
     except Abort:
         return node
     offset, attrs, value = at["offset"], at["attributes"], at["value"]
@@ -237,6 +238,17 @@ def _message_v01(buf: bytes, start: int, end: int, ctx: Decoding, depth: int) ->
             if magic >= 1:
                 _resolve_relative_offsets(holder, offset)
     return node
+
+
+def _attributes(leaf: Node, magic: int) -> None:
+    """A batch's or message's attributes, named; bits no Kafka defines are said."""
+    leaf.note = attributes_note(leaf.value, magic)
+    unknown = unknown_bits(leaf.value, magic)
+    if unknown:
+        leaf.problem = (
+            f"attribute bits {unknown:#x} are defined by no Kafka version (Kafka ignores them)"
+        )
+        leaf.code = "unknown_attribute_bits"
 
 
 def _resolve_relative_offsets(holder: Node, wrapper: Node) -> None:
@@ -298,7 +310,7 @@ def _batch_v2(buf: bytes, start: int, end: int, ctx: Decoding) -> Node:
                     leaf.problem = f"CRC32C mismatch: computed {computed:#010x}"
                     leaf.code = "crc_mismatch"
             elif f.name == "attributes":
-                leaf.note = attributes_note(leaf.value, 2)
+                _attributes(leaf, 2)
     except Abort:
         return node
     base, last_delta = at["base_offset"].value, at["last_offset_delta"].value

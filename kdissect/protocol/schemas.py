@@ -7,9 +7,9 @@ from typing import Any, Protocol
 from functools import lru_cache
 
 from . import snapshot
-from .apis import API_VERSIONS, CONTROLLED_SHUTDOWN
+from .apis import API_VERSIONS, CONTROLLED_SHUTDOWN, TABLE
 from .grammar import message_headers, parse_grammar
-from .layout import Field, Struct
+from .layout import Field, Struct, resource_hints
 from .names import API_NAMES
 from .wire import carries_records
 
@@ -95,6 +95,14 @@ def recent_versions() -> set[tuple[int, int]]:
 
 @lru_cache(maxsize=None)
 def layout(api_key: int, api_version: int, direction: str) -> Struct | None:
+    st = _layout(api_key, api_version, direction)
+    api = TABLE.get(api_key)
+    if st is None or api is None or not api.resources:
+        return st
+    return resource_hints(st, api.resources)
+
+
+def _layout(api_key: int, api_version: int, direction: str) -> Struct | None:
     # recent.bnf first: it also corrects versions kio has (one direction may be there alone)
     if (api_key, api_version) in _versions("recent.bnf"):
         st = _table("recent.bnf").get((api_key, direction, api_version))

@@ -82,6 +82,23 @@ def print_parts(console: Console, parts: list[tuple[str, str | None]]) -> None:
     console.print(line)
 
 
+PIPE_WIDTH = 160  # trees and tables to a pipe or file: wide enough not to squeeze them
+
+
+def pipe_width() -> int:
+    """The width of what goes to a pipe or a file: ``COLUMNS`` when the user sets it
+    (``COLUMNS=100 kdissect pcap -V f.pcap | less``), else ``PIPE_WIDTH``."""
+    columns = os.environ.get("COLUMNS", "")
+    return int(columns) if columns.isdigit() and 20 <= int(columns) <= 10_000 else PIPE_WIDTH
+
+
+def output_console() -> Console:
+    """The console of what a command prints (lines, -V trees, tables): a terminal's
+    width, or ``pipe_width()`` to a pipe or a file (rich's 80 would cut the trees)."""
+    out = console(highlight=False)
+    return out if out.is_terminal else console(highlight=False, width=pipe_width())
+
+
 def console(**options: Any) -> Console:
     """``rich.console.Console(**options)``, or on a stream that is surely not a terminal a
     stand-in that imports rich only when something is printed through it."""

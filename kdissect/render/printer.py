@@ -4,13 +4,12 @@ statistics; gaps and notes to stderr."""
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING
 
 from ..stream.fields import ExchangeFields
 from ..stream.model import CaptureStart
 from ..stream.sink import BaseSink
-from .console import console, print_line
+from .console import console, output_console, print_line
 from .formats import FORMATS, FormatWriter, WriterContext
 
 if TYPE_CHECKING:
@@ -19,14 +18,6 @@ if TYPE_CHECKING:
     from ..stream.model import Exchange, Gap
 
 GAPS_LISTED = 20
-PIPE_WIDTH = 160  # trees and tables to a pipe or file: wide enough not to squeeze them
-
-
-def pipe_width() -> int:
-    """The width of what goes to a pipe or a file: ``COLUMNS`` when the user sets it
-    (``COLUMNS=100 kdissect pcap -V f.pcap | less``), else ``PIPE_WIDTH``."""
-    columns = os.environ.get("COLUMNS", "")
-    return int(columns) if columns.isdigit() and 20 <= int(columns) <= 10_000 else PIPE_WIDTH
 
 
 class ExchangePrinter(BaseSink):
@@ -44,9 +35,7 @@ class ExchangePrinter(BaseSink):
         self.options, self.fmt, self.verbose, self.filter = options, fmt, verbose, display_filter
         self.topic_ids = topic_ids
         # rich itself only when something is rendered with it (render/console.py)
-        self.console = console(highlight=False)
-        if not self.console.is_terminal:
-            self.console = console(highlight=False, width=pipe_width())
+        self.console = output_console()
         self.err = console(stderr=True, highlight=False, soft_wrap=True)
         self.stats = None
         if stats:

@@ -11,8 +11,11 @@ from rich.console import Console, Group, RenderableType
 from rich.text import Text
 from rich.tree import Tree
 
+from ..protocol.findings import severity_of
+from ..protocol.message import holds_message
 from ..protocol.node import Node
 from .kafka_forms import kafka_form
+from .marks import MARKS
 from .plain_print import Entries, Part, Piece, PlainPrinter, prints_plain
 
 PALETTE = [
@@ -35,6 +38,8 @@ TREE_LIMIT = 5_000  # fields listed per tree (rich draws ~1,000 a second)
 
 def format_value(node: Node, show_secrets: bool = False, limit: int = 64) -> str:
     v = node.value
+    if isinstance(v, (bytes, bytearray)) and holds_message(node):
+        return f"{len(v)} bytes"  # a message (Envelope's): its fields are below, named
     if node.secret and not show_secrets:
         return "<redacted>"
     if node.ktype == "array":
@@ -185,9 +190,11 @@ def _label_parts(
         t.append((f"  ({form})", "cyan"))
     if node.note:
         t.append((f"  ({node.note})", "italic cyan"))
-    if node.problem:
-        t.append(("  ✗ ", "bold red"))
-        t.append((node.problem, PROBLEM))
+    if node.problem:  # marked by its severity, as findings are on the lines
+        severity = severity_of(node.code)
+        mark, style = MARKS[severity]
+        t.append((f"  {mark} ", f"bold {style}"))
+        t.append((node.problem, PROBLEM if severity == "error" else style))
     return t
 
 

@@ -506,6 +506,8 @@ def _single_file(path: Path, options: Options, conv: Conv = None) -> Iterator[Lo
             f"quorum-state or a 0.7 .kafka file)"
         )
     state = _Partition(topic, partition, conv=conv)
+    if kind == "segment":
+        _read_beside(path, options, state)
     if kind in ("segment", "kraft_snapshot"):
         yield from _segment(path, options, state, kind)
     elif kind == "kafka07":
@@ -638,12 +640,7 @@ def _partition_dir(
             continue
         tree = decode_file(p, kind, options)
         if p.name.endswith(("leader-epoch-checkpoint", ".leader_epoch_checkpoint")):
-            state.epochs = [
-                (epoch, start)
-                for e in (tree.child("entries") or Node("", "", 0)).children
-                if isinstance(epoch := _value(e, "epoch"), int)
-                and isinstance(start := _value(e, "start_offset"), int)
-            ]
+            _take_epochs(state, tree)
         # a tiered copy's snapshot is named by its segment's first offset but holds the
         # state at the segment's end: no offset to compare it at; nor has one whose CRC
         # fails (Kafka's recovery deletes it and rebuilds the state from the log)
@@ -664,16 +661,7 @@ def _partition_dir(
                 if not e.name.startswith("_") and e.child("last_offset") is not None
             }
         yield LogItem(kind, p, topic, partition, tree)
-    # Kafka moves the first epoch's start to the log start offset when that moves
-    # (DeleteRecords, retention): the checkpoint of log starts is only flushed each minute
-    # (the partition's own checkpoint only: a tiered copy's .leader_epoch_checkpoint
-    # files are per remote segment, each starting at its segment)
-    if (
-        state.epochs
-        and (path / "leader-epoch-checkpoint").is_file()
-        and (state.log_start is None or state.epochs[0][1] > state.log_start)
-    ):
-        state.log_start, state.log_start_from = state.epochs[0][1], "epochs"
+    _epochs_log_start(state, path)
     # every aborted transaction first: its batches come before the .txnindex that lists it
     # (that of the segment holding its ABORT marker)
     txns = {
@@ -682,12 +670,7 @@ def _partition_dir(
         if "txn_index" in group
     }
     for txn in txns.values():
-        for e in txn.children:
-            pid, first, last = (
-                _value(e, n) for n in ("producer_id", "first_offset", "last_offset")
-            )
-            if isinstance(pid, int) and isinstance(first, int) and isinstance(last, int):
-                state.aborted.setdefault(pid, []).append((first, last))
+        _take_aborted(state, txn)
     prev = _Running()
     for base in sorted(by_base):
         group = by_base[base]
@@ -705,6 +688,76 @@ def _partition_dir(
         # after their segment: the checks against it have marked their entries
         for kind, tree in indexes.items():
             yield LogItem(kind, group[kind], topic, partition, tree)
+
+
+def _take_epochs(state: _Partition, tree: Node) -> None:
+    """The (epoch, start offset) entries of a leader-epoch checkpoint."""
+    state.epochs = [
+        (epoch, start)
+        for e in (tree.child("entries") or Node("", "", 0)).children
+        if isinstance(epoch := _value(e, "epoch"), int)
+        and isinstance(start := _value(e, "start_offset"), int)
+    ]
+
+
+def _epochs_log_start(state: _Partition, part: Path) -> None:
+    """Kafka moves the first epoch's start to the log start offset when that moves
+    (DeleteRecords, retention): the checkpoint of log starts is only flushed each minute
+    (the partition's own checkpoint only: a tiered copy's .leader_epoch_checkpoint
+    files are per remote segment, each starting at its segment)."""
+    if (
+        state.epochs
+        and (part / "leader-epoch-checkpoint").is_file()
+        and (state.log_start is None or state.epochs[0][1] > state.log_start)
+    ):
+        state.log_start, state.log_start_from = state.epochs[0][1], "epochs"
+
+
+def _take_aborted(state: _Partition, txn: Node) -> None:
+    """The aborted transactions a .txnindex lists."""
+    for e in txn.children:
+        pid, first, last = (_value(e, n) for n in ("producer_id", "first_offset", "last_offset"))
+        if isinstance(pid, int) and isinstance(first, int) and isinstance(last, int):
+            state.aborted.setdefault(pid, []).append((first, last))
+
+
+def read_beside(segment: Path) -> list[Path]:
+    """The files of a segment's partition directory that a segment given alone is read
+    with, as its partition directory would be: every .txnindex (an aborted transaction is
+    listed by the segment holding its ABORT marker, perhaps a later one) and the
+    leader-epoch-checkpoint (leader epochs, and the log start offset Kafka moves its
+    first entry to). Nothing for a segment outside a partition directory."""
+    part = segment.parent
+    if _partition_of(part)[0] is None:
+        return []
+    try:
+        files = sorted(part.iterdir())
+    except OSError:
+        return []
+    return [
+        p
+        for p in files
+        if (
+            file_kind(p) == "txn_index"
+            and not p.name.endswith((".deleted", ".cleaned", ".swap"))
+            or p.name == "leader-epoch-checkpoint"
+        )
+        and p.is_file()
+        and _unreadable(p, None, None) is None
+    ]
+
+
+def _read_beside(segment: Path, options: Options, state: _Partition) -> None:
+    """``state`` as the partition's files beside a segment given alone say it
+    (``read_beside``): what marks its batches ABORTED or deleted, and checks their
+    leader epochs."""
+    for p in read_beside(segment):
+        tree = decode_file(p, file_kind(p) or "", options)
+        if p.name == "leader-epoch-checkpoint":
+            _take_epochs(state, tree)
+        else:
+            _take_aborted(state, tree)
+    _epochs_log_start(state, segment.parent)
 
 
 # -- one segment -----------------------------------------------------------------------
