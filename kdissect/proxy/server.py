@@ -23,7 +23,7 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from ..protocol.message import peek_request_header, produce_acks
 from ..protocol.reader import DecodeError
@@ -205,12 +205,6 @@ class _Large:
         """It is whole: what is left of it to ``out``."""
         self._from_parts(self.sent, self.got, out)
         self.sent = self.got
-
-    def received(self) -> bytes:
-        """Its bytes so far, its size first (for a recording of it cut short)."""
-        out: list = []
-        self._from_parts(4, self.got, out)
-        return b"".join([self.prefix, *out])
 
 
 def _looks_like_tls(head: bytes) -> bool:
@@ -577,41 +571,17 @@ class Proxy:
         """Client to broker: each chunk is written as it comes (requests are never
         rewritten); the framing core finds the requests in it for pairing, display and
         recording."""
-        counters = c.counters
+        feed, pending, counters = self.feed, c.pending, c.counters
+        api = self.metrics.api
         clock = asyncio.get_running_loop().time
         held = self.held
         side = held.side(f"{who} request")  # no resync: a bad size ends the connection
-        large: _Large | None = None  # a large request read straight into its buffer
         try:
             first = True
             while True:
-                if large is not None and reader.idle:
-                    reader.give(large.space())  # its next bytes read straight in
-                direct, chunk = await reader.read()
-                if not direct and not chunk:
-                    return
-                done: list[_Large] = []  # a large request ended in this read
-                if direct:  # (bytes of `large` that came straight into it)
-                    assert large is not None, "bytes are read into a large request only"
-                    held.passed(side, direct)
-                    out: list = []
-                    large.filled(direct, out)
-                    writer.writelines(out)  # before the chunk after them: in order
-                    counters.bytes_to_broker += direct
-                    if large.whole:
-                        done.append(large)
-                        large = None
+                _, chunk = await reader.read()  # (nothing is given to read into)
                 if not chunk:
-                    c.last = clock()
-                    self._requests_framed(c, done, [])
-                    await writer.drain()
-                    continue
-                if large is not None:  # its bytes that came through the scratch buffer
-                    n = min(len(chunk), large.end - side.pos)
-                    large.add(chunk, n, [])  # (written below, with the chunk)
-                    if large.whole:
-                        done.append(large)
-                        large = None
+                    return
                 if first and _looks_like_tls(chunk):
                     self.on_note(
                         f"{who}: a TLS handshake on a plaintext listener: the client "
@@ -629,62 +599,42 @@ class Proxy:
                     return
                 writer.write(chunk)
                 counters.bytes_to_broker += len(chunk)
+                ts = time.time()
                 c.last = clock()
-                self._requests_framed(c, done, frames)
-                # a request not whole yet: a large one is read straight into a buffer of
-                # its size from here (no copy through the scratch buffer, no join of its
-                # pieces), when the memory cap has room for all of it
-                at = side.framer.position() if side.framer.pending and not c.sasl.active else None
-                if at is not None and len(at[1]) >= 4:
-                    start, head = at
-                    size = _SIZE.unpack_from(head)[0]
-                    if STREAM_TAIL < size <= LARGE_FIRST and held.total + size <= held.limit:
-                        held.take(side, start + 4 + size)
-                        large = _Large(start, size, False, head, [])
+                # latencies by perf_counter: the loop's clock (uvloop's) counts whole ms
+                now = time.perf_counter()
+                for f in frames:
+                    data = f.data
+                    shown = feed is not None and feed.room(len(data))
+                    token = c.sasl.client_token(data)
+                    if len(data) >= 8 and not token:
+                        key, version, corr = _HEAD.unpack_from(data)
+                        answered = key != PRODUCE or not _acks0(data)
+                        pending.request(corr, (key, version, shown), answered, now)
+                        if answered:
+                            if len(c.kinds) > 4096:  # answers that never came
+                                c.kinds.clear()
+                            c.kinds[data[4:8]] = (key, version)
+                        api(key).requests += 1
+                        if key in _SASL_KEYS:
+                            self.saw_sasl = True
+                    counters.requests += 1
+                    if shown:
+                        feed.frame(c.index, 0, ts, f.offset, data)
+                    elif feed is not None:
+                        counters.dropped += 1
+                        feed.unreported += 1
+                        self.metrics.shed()
+                    if c.recorded is not None:
+                        self._safely(self._record, c, 0, data, ts, token)
                 await writer.drain()
         except (ConnectionError, OSError):
             return
         finally:
-            if large is not None and c.recorded is not None:  # cut by the client's end
-                self._safely(c.recorded.partial, 0, large.received(), time.time(), c.sasl.active)
             # forwarded, never framed: a request cut by the client's end, bytes that
             # are not Kafka (the recording holds every byte the broker was sent)
             self._record_rest(c, 0, side)
             held.forget(side)
-
-    def _requests_framed(self, c: _Connection, large: list[_Large], frames: list) -> None:
-        """Requests that ended in this read (forwarded already): paired, counted, shown
-        and recorded."""
-        feed, pending, counters = self.feed, c.pending, c.counters
-        api = self.metrics.api
-        ts = time.time()
-        # latencies by perf_counter: the loop's clock (uvloop's) counts whole ms
-        now = time.perf_counter()
-        for f in large + frames:
-            # (a large request's is its bytearray: read as bytes are, never changed)
-            data = cast(bytes, f.body if isinstance(f, _Large) else f.data)
-            shown = feed is not None and feed.room(len(data))
-            token = c.sasl.client_token(data)
-            if len(data) >= 8 and not token:
-                key, version, corr = _HEAD.unpack_from(data)
-                answered = key != PRODUCE or not _acks0(data)
-                pending.request(corr, (key, version, shown), answered, now)
-                if answered:
-                    if len(c.kinds) > 4096:  # answers that never came
-                        c.kinds.clear()
-                    c.kinds[bytes(data[4:8])] = (key, version)
-                api(key).requests += 1
-                if key in _SASL_KEYS:
-                    self.saw_sasl = True
-            counters.requests += 1
-            if shown:
-                feed.frame(c.index, 0, ts, f.offset, data)
-            elif feed is not None:
-                counters.dropped += 1
-                feed.unreported += 1
-                self.metrics.shed()
-            if c.recorded is not None:
-                self._safely(self._record, c, 0, data, ts, token)
 
     def _record_rest(self, c: _Connection, direction: int, side: Side) -> None:
         # (not after bytes that are not Kafka: the chunk holding them was not forwarded)
