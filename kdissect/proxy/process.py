@@ -17,7 +17,6 @@ from collections.abc import Callable
 
 from .feed import ERROR, READY, FeedWriter
 from .metrics import DisplayShared
-from .sched import short_slices
 
 
 def event_loop_factory(kind: str):
@@ -132,7 +131,6 @@ def _main(
 ) -> None:
     os.close(read_fd)
     keep_freed_memory(forwarder_keeps(budget))
-    short_slices()  # woken by a socket, it runs before a busy core's task ends its slice
     # until the loop handles it (below), a Ctrl-C must not end start-up with a traceback
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
