@@ -250,7 +250,7 @@ def test_the_recording_holds_bytes_forwarded_that_never_made_a_message(tmp_path)
     plain_sasl = (
         struct.pack(">hhih", 36, 2, 6, 4) + b"part" + b"\x00\x00\x00\x10\x00alice\x00s3cret!"
     )
-    # a large one (read straight into a buffer of its size) cut after 200 KB of its 300
+    # a large one, cut after 200 KB of its 300
     large = struct.pack(">ihhih", 300_000, 1, 4, 7, 4) + b"part" + os.urandom(200_000)
     try:
         for first_bytes in (
