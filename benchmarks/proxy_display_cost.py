@@ -59,7 +59,7 @@ def _records(size: int) -> bytes:
     return bytes(out)
 
 
-def display(answers: int, size: int, channel_only: bool = False) -> None:
+def display(answers: int, size: int, channel_only: bool = False, fmt: str = "jsonl") -> None:
     """(Child process, this checkout on sys.path) the channel, a writer process, the
     display; prints its CPU seconds."""
     from kdissect.protocol.context import Options
@@ -91,7 +91,7 @@ def display(answers: int, size: int, channel_only: bool = False) -> None:
         options = Options(topic_ids={})  # type: ignore[call-arg]
     except TypeError:
         options = Options()
-    printer = ExchangePrinter(options, "jsonl")
+    printer = ExchangePrinter(options, fmt)
     before = resource.getrusage(resource.RUSAGE_SELF)
     if channel_only:  # framing and pairing, no enrichment or printer
         FeedDisplay(lag=0).run(r)
@@ -115,10 +115,17 @@ def main() -> None:
         action="store_true",
         help="only the channel, framing and pairing (no enrichment, no JSON lines)",
     )
+    ap.add_argument(
+        "--format",
+        default="jsonl",
+        help="the display's output: jsonl (every record, the benchmark's default) or text "
+        "(one summary line per message: the proxy's default when piped, and what the TUI "
+        "decodes)",
+    )
     ap.add_argument("--display", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.display:
-        display(args.answers, args.size, args.channel_only)
+        display(args.answers, args.size, args.channel_only, args.format)
         return
     arms = {"new": ROOT}
     if args.compare is not None:
@@ -140,6 +147,8 @@ def main() -> None:
                     "--size",
                     str(args.size),
                     *(["--channel-only"] if args.channel_only else []),
+                    "--format",
+                    args.format,
                 ],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Produce and consume through `kdissect proxy` against direct, on real Apache Kafka
 (the pinned 4.4 release, tests/support/apache_kafka.py: --nodes 1 or 3 KRaft nodes),
-with decoding on (JSON lines of every exchange to a file, the default display lag):
+with decoding on (JSON lines of every exchange to a file, or with --format text the
+default display's summary line per message, the default display lag):
 
     java      Kafka's own kafka-producer-perf-test / kafka-consumer-perf-test
               (org.apache.kafka.tools.ProducerPerformance / ConsumerPerformance from the
@@ -80,11 +81,11 @@ def _children(pid: int) -> list[int]:
 
 
 class Proxy:
-    """`kdissect proxy` with JSON lines of every exchange to a file."""
+    """`kdissect proxy` with JSON lines of every exchange (or ``fmt``) to a file."""
 
-    def __init__(self, bootstrap: str, workdir: Path, root: Path = ROOT):
+    def __init__(self, bootstrap: str, workdir: Path, root: Path = ROOT, fmt: str = "jsonl"):
         self.port = free_port()
-        self.out = open(workdir / "proxy.jsonl", "w")
+        self.out = open(workdir / f"proxy.{fmt}", "w")
         self.err = open(workdir / "proxy.err", "w+")
         self.proc = subprocess.Popen(
             [
@@ -98,7 +99,7 @@ class Proxy:
                 f"127.0.0.1:{self.port}",
                 "--no-tui",
                 "--format",
-                "jsonl",
+                fmt,
             ],
             stdout=self.out,
             stderr=self.err,
@@ -442,6 +443,13 @@ def main() -> None:
         "what the second hop alone costs on this machine",
     )
     ap.add_argument(
+        "--format",
+        default="jsonl",
+        choices=("jsonl", "text"),
+        help="the proxy display's output: jsonl (every record of every exchange) or text "
+        "(a summary line per message: the default display, decoding what the TUI does)",
+    )
+    ap.add_argument(
         "--forwarding-only",
         action="store_true",
         help="also a run through the proxy with its display stopped (SIGSTOP): "
@@ -493,10 +501,10 @@ def main() -> None:
         for m, port in relay_ports.items():
             relays[f"relay-{m}"] = Relay(m, port, cluster.node(1).ports[f"RELAY_{m.upper()}"])
         if not args.relay_only:
-            proxy = Proxy(cluster.bootstrap(), workdir, args.proxy_root.resolve())
+            proxy = Proxy(cluster.bootstrap(), workdir, args.proxy_root.resolve(), args.format)
         if args.compare is not None:
             (workdir / "old").mkdir()
-            old = Proxy(cluster.bootstrap(), workdir / "old", args.compare.resolve())
+            old = Proxy(cluster.bootstrap(), workdir / "old", args.compare.resolve(), args.format)
         lat: dict[str, list[tuple[float, float]]] = {}
         rf = min(3, args.nodes)
         _create(cluster.bootstrap(), "warm", rf, check=False)

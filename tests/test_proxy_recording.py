@@ -250,9 +250,12 @@ def test_the_recording_holds_bytes_forwarded_that_never_made_a_message(tmp_path)
     plain_sasl = (
         struct.pack(">hhih", 36, 2, 6, 4) + b"part" + b"\x00\x00\x00\x10\x00alice\x00s3cret!"
     )
+    # a large one, cut after 200 KB of its 300
+    large = struct.pack(">ihhih", 300_000, 1, 4, 7, 4) + b"part" + os.urandom(200_000)
     try:
         for first_bytes in (
             framed[:7],
+            large,
             b"GET / HTTP/1.1\r\nAuthorization: Basic dXNlcjpodW50ZXIy\r\n\r\n",
             struct.pack(">i", len(plain_sasl) + 40) + plain_sasl,  # never finished
         ):
@@ -268,6 +271,7 @@ def test_the_recording_holds_bytes_forwarded_that_never_made_a_message(tmp_path)
         broker.stop()
     sent = _sent_to_broker(recording, proxy.port)
     assert framed[:7] in sent
+    assert large in sent
     assert not any(b"dXNlcjpodW50ZXIy" in s for s in sent)
     masked = [s for s in sent if s[4:6] == struct.pack(">h", 36)]
     assert masked and b"s3cret" not in masked[0] and masked[0][12:] == b"*" * (len(masked[0]) - 12)

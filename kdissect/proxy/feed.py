@@ -164,17 +164,22 @@ def read_records(fd: int, waiting=lambda: None, working=lambda: None, stopped=la
     view = memoryview(chunk)
     start = end = 0  # chunk[start:end]: read, not yet handed out
 
+    # non-blocking: a read finds the channel empty itself (None), so a channel with
+    # bytes waiting costs one system call per read, not a select() before each
+    os.set_blocking(fd, False)
     with os.fdopen(fd, "rb", buffering=0) as f:
 
         def read(into: memoryview) -> int:
             """Bytes read into ``into``; 0 at the end of the channel or when stopped."""
-            if not select.select([fd], [], [], 0)[0]:
+            n = f.readinto(into)
+            while n is None:  # empty: wait for the forwarder
                 waiting()
                 while not select.select([fd], [], [], 0.1)[0]:
                     if stopped():
                         return 0
                 working()
-            return f.readinto(into) or 0
+                n = f.readinto(into)
+            return n
 
         while True:
             while end - start >= HEADER.size:
