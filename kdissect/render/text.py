@@ -11,11 +11,10 @@ from rich.console import Console, Group, RenderableType
 from rich.text import Text
 from rich.tree import Tree
 
-from ..protocol.findings import severity_of
 from ..protocol.message import holds_message
 from ..protocol.node import Node
 from .kafka_forms import kafka_form
-from .marks import MARKS
+from .marks import problem_mark
 from .plain_print import Entries, Part, Piece, PlainPrinter, prints_plain
 
 PALETTE = [
@@ -191,10 +190,9 @@ def _label_parts(
     if node.note:
         t.append((f"  ({node.note})", "italic cyan"))
     if node.problem:  # marked by its severity, as findings are on the lines
-        severity = severity_of(node.code)
-        mark, style = MARKS[severity]
-        t.append((f"  {mark} ", f"bold {style}"))
-        t.append((node.problem, PROBLEM if severity == "error" else style))
+        mark, colour, error = problem_mark(node.code)
+        t.append((f"  {mark} ", f"bold {colour}"))
+        t.append((node.problem, PROBLEM if error else colour))
     return t
 
 

@@ -399,11 +399,15 @@ def _check_version(ex: Exchange, advertised: Any, findings: list[Finding]) -> No
     if ranges is not None and req.api_key != API_VERSIONS:
         lo_hi = ranges.get(req.api_key)
         if lo_hi is None or not lo_hi[0] <= req.api_version <= lo_hi[1]:
-            said = f"v{lo_hi[0]}-v{lo_hi[1]}" if lo_hi else "not at all"
+            said = (
+                f"the broker advertised v{lo_hi[0]}-v{lo_hi[1]}"
+                if lo_hi
+                else "the broker did not advertise this API"
+            )
             findings.append(
                 Finding(
                     "version_not_advertised",
-                    f"{req.api_name} v{req.api_version}; the broker advertised {said}",
+                    f"{req.api_name} v{req.api_version}; {said}",
                     "request",
                 )
             )

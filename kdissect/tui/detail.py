@@ -17,7 +17,7 @@ from textual.widgets.tree import TreeNode
 
 from ..protocol.node import Node
 from ..render.kafka_forms import kafka_form
-from ..render.marks import MARKS
+from ..render.marks import MARKS, problem_mark
 from ..render.text import PROBLEM, as_root, format_value, hexdump, leaf_colours
 from .palette import PARENT_TONES, TREE_CURSOR_CSS, dark, legible
 
@@ -396,8 +396,9 @@ def describe(label: Text, node: Node, base: int, show_secrets: bool, width: int)
         label.append(f"  ⇢ {len(node.buffer)} bytes decompressed", style="cyan")
     if node.note:
         label.append(f"  {node.note}", style="italic cyan")
-    if node.problem:
-        label.append(f"  ✗ {node.problem}", style="bold red")
+    if node.problem:  # marked by its severity, as in -V
+        mark, colour, error = problem_mark(node.code)
+        label.append(f"  {mark} {node.problem}", style="bold red" if error else f"bold {colour}")
     return label
 
 
