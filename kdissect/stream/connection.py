@@ -180,7 +180,8 @@ class KafkaConnection:
             if framer.unread:
                 self._unread(side, ts, frame)
             budget = self.budget
-            if budget is not None and budget.holds(framer):
+            # (nothing held anywhere, the usual: the budget is not asked)
+            if budget is not None and budget.used and budget.holds(framer):
                 self._charge(side)
             return
         for f in framer.feed(payload, offset):

@@ -153,7 +153,16 @@ def enrich(
                 if len(kinds) >= 4096:  # (hostile captures' keys and versions: unbounded)
                     kinds.clear()
                 kind = kinds[m.api_key, m.api_version, m.direction] = _kind(m, options, lean)
-            values = _values_body(m, options, conv, kind)
+            # (_values_body with its kind known, inline: a call per message)
+            values = None
+            if kind is not None and not m.holes:
+                reader = kind.reader
+                if reader is not None:
+                    values = reader[0].read_plain(
+                        m.data, conv, options.records, reader[1], options.max_nodes
+                    )
+                if values is None:
+                    values = _generated_body(m, options, conv)
             if values is not None:
                 assert kind is not None, "read by kind"
                 # kept for the printing sink only without records: it prints records'
@@ -352,6 +361,14 @@ def _values_body(
         )
         if got is not None:
             return got
+    return _generated_body(m, options, conv)
+
+
+def _generated_body(
+    m: Any, options: Options, conv: Callable[[bytes], object]
+) -> dict[Any, Any] | None:
+    """The body by ``body_values`` (the generated readers, or None: located), where no
+    compiled program reads its kind or the program declined the message."""
     return body_values(m.data, m.direction, m.api_key, m.api_version, options, conv)
 
 
