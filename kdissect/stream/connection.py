@@ -371,9 +371,9 @@ class KafkaConnection:
             return
         msg.api_key, msg.api_version, corr, msg.client_id, _, acks = head
         msg.correlation_id = corr
-        pending, finished = self.pending.request(
-            corr, (msg, findings, self._next_seq()), acks != 0, msg.ts
-        )
+        seq = self.seq  # (_next_seq inline: a call per request)
+        self.seq = seq + 1
+        pending, finished = self.pending.request(corr, (msg, findings, seq), acks != 0, msg.ts)
         if pending.reused:
             findings.append(
                 Finding(

@@ -202,14 +202,16 @@ def enrich(
                 Finding("assumed_version", _assumed(m, d, advertised.get(ex.stream)), where)
             )
         bodies[i] = d.tree.children[0] if m.direction == "sasl" else d.body
+    ranges = advertised.get(ex.stream) if advertised else None
     if (
-        advertised
-        and ex.stream in advertised  # (what _check_version reads: asked here, cheaply)
+        ranges is not None  # (what _check_version reads: asked here, cheaply)
         and req is not None
         and req.direction == "request"
         and req.api_key is not None
     ):
-        _check_version(ex, advertised, findings)
+        lo_hi = ranges.get(req.api_key)  # (advertised, the usual: nothing to check)
+        if lo_hi is None or not lo_hi[0] <= req.api_version <= lo_hi[1]:  # type: ignore[operator]
+            _check_version(ex, advertised, findings)
     req_body, resp_body = bodies
     f = ex.facts = facts(req_body, resp_body, topic_ids=topic_ids, plans=plans)
     if req is not None and req_body is not None and req.api_key in WAIT_FIELDS:
