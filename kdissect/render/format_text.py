@@ -24,6 +24,9 @@ class TextWriter:
         self.terminal = self.console.is_terminal  # asked once: rich asks the OS each time
 
     def exchange(self, ex: Exchange, view: ExchangeFields) -> None:
+        if not self.verbose and not self.terminal:  # (the usual: a summary piped)
+            sys.stdout.write(exchange_plain(ex, self.options, view) + "\n")
+            return
         trees = self._trees(ex) if self.full else []
         if self.terminal:
             self.console.print(exchange_line(ex, self.options, view), soft_wrap=True)

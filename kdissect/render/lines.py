@@ -137,6 +137,11 @@ def compiled_plain(ex: Exchange, view: ExchangeFields | None = None) -> str | No
         between = _between(ends)
     f = ex.facts if ex.facts is not None else Facts()
     findings = ex.findings
+    latency = None  # (Exchange.latency, inline: a call per line)
+    if req is not None and resp is not None:
+        latency = resp.ts - req.ts
+        if not latency >= 0:
+            latency = None
     try:
         line: str | None = _SUMMARY_LINE(
             msg.ts,
@@ -145,7 +150,7 @@ def compiled_plain(ex: Exchange, view: ExchangeFields | None = None) -> str | No
             msg.api_version,
             msg.correlation_id,
             req.client_id if req is not None else None,
-            ex.latency,
+            latency,
             f.topics,
             f.records,
             f.error_text() if f.errors else None,

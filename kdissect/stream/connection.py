@@ -184,7 +184,8 @@ class KafkaConnection:
             if framer.unread:
                 self._unread(side, ts, frame)
             budget = self.budget
-            if budget is not None and budget.holds(framer):
+            # (nothing held anywhere, the usual: the budget is not asked)
+            if budget is not None and budget.used and budget.holds(framer):
                 self._charge(side)
             return
         for f in framer.feed(payload, offset):
@@ -374,9 +375,9 @@ class KafkaConnection:
             return
         msg.api_key, msg.api_version, corr, msg.client_id, _, acks = head
         msg.correlation_id = corr
-        pending, finished = self.pending.request(
-            corr, (msg, findings, self._next_seq()), acks != 0, msg.ts
-        )
+        seq = self.seq  # (_next_seq inline: a call per request)
+        self.seq = seq + 1
+        pending, finished = self.pending.request(corr, (msg, findings, seq), acks != 0, msg.ts)
         if pending.reused:
             findings.append(
                 Finding(

@@ -301,9 +301,12 @@ class Diagnoses:
                     topic_ids,
                     out,
                 )
-            elif whole and _complete(resp):
+            elif whole and resp is not None and resp.status == "ok" and not resp.holes:
                 if key == FETCH:
-                    self._fetch(ex, plain(req_body), plain(resp_body), topic_ids, out)
+                    # (a follower's or a voter's Fetch, most of a cluster's, says nothing
+                    # here: told from its dict without three calls)
+                    if type(req_body) is not dict or _consumer(req_body):
+                        self._fetch(ex, plain(req_body), plain(resp_body), topic_ids, out)
                 elif key in (
                     JOIN_GROUP,
                     LEAVE_GROUP,
@@ -377,11 +380,11 @@ class Diagnoses:
         errors: dict[tuple[str, int | None], int] = {}
         appended: dict[tuple[str, int | None], int] = {}
         for topic, p in _partitions(answer, "responses", "partition_responses", topic_ids):
-            code = p.get("error_code")
-            errors[topic, _index(p)] = code if type(code) is int else 0
+            code, index = p.get("error_code"), _index(p)
+            errors[topic, index] = code if type(code) is int else 0
             t = p.get("log_append_time_ms")
             if type(t) is int and t >= 0:
-                appended[topic, _index(p)] = t
+                appended[topic, index] = t
         capture_ms = req.ts * 1000
         for topic, p in _partitions(body, "topic_data", "partition_data", topic_ids):
             part = _index(p)

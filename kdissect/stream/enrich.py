@@ -153,7 +153,16 @@ def enrich(
                 if len(kinds) >= 4096:  # (hostile captures' keys and versions: unbounded)
                     kinds.clear()
                 kind = kinds[m.api_key, m.api_version, m.direction] = _kind(m, options, lean)
-            values = _values_body(m, options, conv, kind)
+            # (_values_body with its kind known, inline: a call per message)
+            values = None
+            if kind is not None and not m.holes:
+                reader = kind.reader
+                if reader is not None:
+                    values = reader[0].read_plain(
+                        m.data, conv, options.records, reader[1], options.max_nodes
+                    )
+                if values is None:
+                    values = _generated_body(m, options, conv)
             if values is not None:
                 assert kind is not None, "read by kind"
                 # kept for the printing sink only without records: it prints records'
@@ -193,14 +202,16 @@ def enrich(
                 Finding("assumed_version", _assumed(m, d, advertised.get(ex.stream)), where)
             )
         bodies[i] = d.tree.children[0] if m.direction == "sasl" else d.body
+    ranges = advertised.get(ex.stream) if advertised else None
     if (
-        advertised
-        and ex.stream in advertised  # (what _check_version reads: asked here, cheaply)
+        ranges is not None  # (what _check_version reads: asked here, cheaply)
         and req is not None
         and req.direction == "request"
         and req.api_key is not None
     ):
-        _check_version(ex, advertised, findings)
+        lo_hi = ranges.get(req.api_key)  # (advertised, the usual: nothing to check)
+        if lo_hi is None or not lo_hi[0] <= req.api_version <= lo_hi[1]:  # type: ignore[operator]
+            _check_version(ex, advertised, findings)
     req_body, resp_body = bodies
     f = ex.facts = facts(req_body, resp_body, topic_ids=topic_ids, plans=plans)
     if req is not None and req_body is not None and req.api_key in WAIT_FIELDS:
@@ -362,6 +373,14 @@ def _values_body(
         )
         if got is not None:
             return got
+    return _generated_body(m, options, conv)
+
+
+def _generated_body(
+    m: Any, options: Options, conv: Callable[[bytes], object]
+) -> dict[Any, Any] | None:
+    """The body by ``body_values`` (the generated readers, or None: located), where no
+    compiled program reads its kind or the program declined the message."""
     return body_values(m.data, m.direction, m.api_key, m.api_version, options, conv)
 
 

@@ -17,6 +17,7 @@ mod avro;
 mod body_json;
 mod crc32c;
 mod facts;
+mod fasthash;
 mod head;
 mod jsonrec;
 mod line;

@@ -21,10 +21,11 @@
 //! a segment could spend includes the held segments it may hand on (``held_at_risk``):
 //! the reference's budget counts those twice for a moment.
 
+use crate::fasthash::Map;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 use pyo3::BoundObject;
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashSet, VecDeque};
 
 const FIN: u32 = 0x01;
 const SYN: u32 = 0x02;
@@ -217,8 +218,8 @@ pub struct Reasm {
     ports: HashSet<u32>,
     slab: Vec<Option<Conn>>,
     free: Vec<usize>,
-    by_key: HashMap<(Addr, Addr), usize>,
-    by_cid: HashMap<u64, usize>,
+    by_key: Map<(Addr, Addr), usize>,
+    by_cid: Map<u64, usize>,
     count: u64,
     packets: i64,
     closing: VecDeque<(i64, u64, (Addr, Addr))>,
@@ -941,8 +942,8 @@ impl Reasm {
             ports: ports.into_iter().collect(),
             slab: Vec::new(),
             free: Vec::new(),
-            by_key: HashMap::new(),
-            by_cid: HashMap::new(),
+            by_key: Map::default(),
+            by_cid: Map::default(),
             count: 0,
             packets: 0,
             closing: VecDeque::new(),

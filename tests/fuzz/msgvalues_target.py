@@ -29,24 +29,18 @@ def messages(captures) -> list[tuple[bytes, str, int, int]]:
     """(data, direction, api_key, api_version) of every message of ``captures`` that the
     summary reads by value."""
     from kdissect.sources.pcap import CaptureFiles
-    from kdissect.stream import enrich as enrich_module
     from kdissect.stream.engine import Engine
     from kdissect.stream.sink import CallbackSink
 
     got: list = []
-    plain = enrich_module._values_body
 
-    def spy(m, *args):
-        if m.api_key is not None and m.api_version is not None and m.direction != "sasl":
-            got.append((bytes(m.data), m.direction, m.api_key, m.api_version))
-        return plain(m, *args)
+    def take(ex) -> None:  # (each message enrichment reads by value, if it can)
+        for m in ex.messages:
+            if m.api_key is not None and m.api_version is not None and m.direction != "sasl":
+                got.append((bytes(m.data), m.direction, m.api_key, m.api_version))
 
-    enrich_module._values_body = spy
-    try:
-        for capture in captures:
-            Engine(CaptureFiles([str(capture)]), CallbackSink(lambda ex: None)).run()
-    finally:
-        enrich_module._values_body = plain
+    for capture in captures:
+        Engine(CaptureFiles([str(capture)]), CallbackSink(take)).run()
     return got
 
 
