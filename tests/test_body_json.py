@@ -180,3 +180,45 @@ def test_internal_topics_named_by_learned_ids():
                 assert got == reference_json(data, direction, key, version, None, ids)
                 decoded += '"key_schema": "OffsetCommitKey' in got
     assert decoded > 0
+
+
+def _uncompressed_batch(data: bytes) -> int | None:
+    """Where an uncompressed v2 batch starts in a message (its CRC checks out), if any."""
+    from kdissect.protocol import batch
+    from kdissect.protocol.crc import crc32c_of
+
+    for pos in range(len(data) - batch.HEAD_SIZE):
+        end = pos + 12 + batch.length_at(data, pos)
+        if (
+            data[pos + batch.MAGIC_AT] == 2
+            and pos + batch.HEAD_SIZE <= end <= len(data)
+            and data[pos + 22] & batch.CODEC_MASK == 0
+            and crc32c_of(data, pos + 21, end) == int.from_bytes(data[pos + 17 : pos + 21], "big")
+        ):
+            return pos
+    return None
+
+
+def test_a_batch_with_attribute_bits_no_kafka_defines_is_left_to_the_reference():
+    """Real Produce requests whose uncompressed batch has bit 0x100 set (CRC made again):
+    the reference reads such a batch located, to note the bits (unknown_attribute_bits);
+    the compiled writer wrote it as a clean batch ("none")."""
+    from kdissect.protocol import batch
+    from kdissect.protocol.crc import crc32c_of
+
+    done = 0
+    for data, direction, key, version in captured():
+        if (key, direction) != (PRODUCE, "request") or done == 20:
+            continue
+        pos = _uncompressed_batch(data)
+        if pos is None:
+            continue
+        end = pos + 12 + batch.length_at(data, pos)
+        b = bytearray(data)
+        b[pos + 21] |= 0x01  # the attributes' high byte: bit 0x100
+        b[pos + 17 : pos + 21] = crc32c_of(b, pos + 21, end).to_bytes(4, "big")
+        odd = bytes(b)
+        assert written_json(odd, direction, key, version) is None
+        assert written_json(data, direction, key, version) is not None
+        done += 1
+    assert done == 20

@@ -26,6 +26,7 @@ use crate::varint::zigzag;
 const HEAD_SIZE: usize = 61; // a v2 batch's header
 const FRAME: usize = 17; // enough to frame a batch and tell its format
 const CODEC_MASK: i16 = 0x07;
+const KNOWN_ATTRIBUTES: i16 = 0x7F; // (batch.KNOWN_ATTRIBUTES: bits no Kafka defines are noted)
 const LOG_APPEND_TIME: i16 = 0x08;
 const TRANSACTIONAL: i16 = 0x10;
 const CONTROL: i16 = 0x20;
@@ -373,8 +374,14 @@ impl Writer<'_> {
         }
         let h = checked_head(b).ok_or(Stop::Bail)?;
         let (attrs, count) = (h.attributes, h.count as i64);
-        if attrs & CODEC_MASK != 0 || count < 0 || count > (b.len() - HEAD_SIZE) as i64 {
-            return Err(Stop::Bail); // compressed (Python decompresses), or a count that cannot be
+        if attrs & CODEC_MASK != 0
+            || attrs & !KNOWN_ATTRIBUTES != 0
+            || count < 0
+            || count > (b.len() - HEAD_SIZE) as i64
+        {
+            // compressed (Python decompresses), bits Python's tree notes, or a count
+            // that cannot be
+            return Err(Stop::Bail);
         }
         self.charge(9 * count)?;
         let stamped = attrs & LOG_APPEND_TIME != 0;
