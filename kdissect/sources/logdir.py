@@ -1336,7 +1336,9 @@ def _check_batch(item: LogItem, head: _Head, state: _Partition, run: _Running) -
         add(
             Finding(
                 "past_high_watermark",
-                f"last offset {last} is at or past the high watermark {state.hw}",
+                f"last offset {last} is at or past the high watermark {state.hw} of "
+                f"replication-offset-checkpoint: not replicated yet, or written after "
+                f"the checkpoint (a running broker writes it every 5 s by default)",
             )
         )
     if not head.v2:  # a v0/v1 message: no epochs, producers or transactions
