@@ -61,6 +61,13 @@ def test_an_unsupported_api_versions_version_is_answered_and_read_in_v0(apache_r
     assert set(body) == {"error_code", "api_keys"}  # v0: no throttle time
     (entry,) = body["api_keys"].children[1:]
     assert [c.value for c in entry.children] == [API_VERSIONS, 0, theirs]
+    # the same bytes pasted (the requests, then the answers): paired and read alike
+    from kdissect.sources.paste_choice import read_paste
+
+    items = read_paste(bytes(conn.to_broker) + bytes(conn.to_client)).items
+    answer = items[3]
+    assert "paired with request 2" in answer.how and answer.message.api_version == 0
+    assert answer.message.problems == [] and [f.code for f in answer.findings] == ["answered_in_v0"]
 
 
 def _broker_max(answer: bytes) -> int:

@@ -461,3 +461,58 @@ def test_an_unconfirmed_start_smaller_than_a_correlation_id_is_no_message():
     tail = bytes(4) + struct.pack(">i", 1) + b"\x00\x00\x01\x3e" + bytes(40)
     assert framer.feed(tail, 0) == []
     assert framer.resync
+
+
+def _request(key: int, version: int, corr: int, client: bytes = b"cli") -> bytes:
+    m = struct.pack(">hhih", key, version, corr, len(client)) + client
+    return struct.pack(">i", len(m)) + m
+
+
+def _answer(corr: int, body: bytes) -> bytes:
+    return struct.pack(">ii", 4 + len(body), corr) + body
+
+
+def test_a_listener_a_client_opened_is_that_address_not_its_port_anywhere():
+    """An address a Kafka client opened a connection to (its SYN) is a listener. Matched
+    by its port alone, a client elsewhere whose own port happened to be it was read
+    backwards, and a connection that is no Kafka was taken for Kafka."""
+    from kdissect.stream import direction
+
+    servers = {("10.0.0.2", 45678)}
+    answer = _answer(7, struct.pack(">hi", 0, 1) + struct.pack(">hhh", 18, 0, 3))
+    common = dict(syn=False, hello=None, ports=frozenset({9092}), listeners=set())
+    client, broker = ("10.0.0.1", 45678), ("10.0.0.3", 39092)
+    got = direction.decide(
+        client,
+        broker,
+        [_request(18, 0, 7), answer],
+        servers=servers,
+        detect=True,
+        held=64,
+        ending=True,
+        **common,
+    )
+    assert got is not None and got.client == 0 and got.by == "request shape", got
+    http = [b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"]
+    got = direction.decide(
+        ("10.0.0.5", 45678),
+        ("10.0.0.6", 8080),
+        http,
+        servers=servers,
+        detect=True,
+        held=64,
+        ending=True,
+        **common,
+    )
+    assert got is direction.NOT_KAFKA
+    got = direction.decide(
+        ("10.0.0.7", 51000),
+        ("10.0.0.2", 45678),
+        [b"", b""],
+        servers=servers,
+        detect=True,
+        held=0,
+        ending=False,
+        **common,
+    )
+    assert got is not None and got.client == 0 and got.by == "listener port"

@@ -427,3 +427,24 @@ def test_a_request_newer_than_the_tables_names_its_api_without_hints():
         both = b"".join(struct.pack(">i", len(m)) + m for m in (newer, resp))
         first, second = read_paste(both).items
         assert second.message.api_key == key and "paired with request" in second.how, key
+
+
+def test_an_answer_is_not_a_request_of_a_version_past_the_newest():
+    """Answers whose correlation id is 14-21 read as a "Produce v14-v21" request header
+    (key 0, a version a newer client might speak): without a client id after it, that
+    header is not believed, and each answer is read as a response, as before versions
+    past the newest were read."""
+    from kdissect.protocol import schemas
+
+    newest = max(schemas.all_versions()[0])
+    taken = 0
+    for name in ("kafka44-cluster", "kafka-clients"):
+        for data, direction, key, _ in _messages_of(name):
+            corr = struct.unpack_from(">i", data)[0]
+            if direction != "response" or not newest < corr <= newest + schemas.NEWER:
+                continue
+            for paste in (data, struct.pack(">i", len(data)) + data):
+                [item] = read_paste(paste).items
+                assert item.message.direction == "response", (name, key, corr)
+                taken += 1
+    assert taken >= 10, taken

@@ -99,6 +99,10 @@ def _score(
         first = min(n.offset for n in bad)
         return 50.0 * first / max(size, 1), False, False
     penalty, leaves = _plausibility(msg.tree)
+    if cut:
+        # a layout complete exactly where the bytes end though the prefix says more
+        # follow: no better than one that ran out of them, and not clean
+        return max(0.0, 50.0 + 0.9 * min(leaves, 50) - 10 * penalty), False, True
     return 100.0 - 10 * penalty + min(leaves, 50) / 10, True, True
 
 
@@ -125,6 +129,20 @@ def _budget_only(bad: list[Node]) -> bool:
     return bool(bad) and all(n.code == "node_budget" for n in bad)
 
 
+def believable_request(api_key: int, api_version: int, client_id: str | None) -> bool:
+    """Bytes whose header reads as this request can be one: a version kdissect knows, or
+    a newer one (``schemas.readable``) behind a client id that says so (a response's
+    correlation id 14 reads as a "Produce v14" header; its next bytes are no client id)."""
+    if schemas.is_known(api_key, api_version):
+        return True
+    return (
+        schemas.readable(api_key, api_version)
+        and bool(client_id)
+        and client_id is not None
+        and client_id.isprintable()
+    )
+
+
 def guess(
     data: bytes,
     direction: str | None = None,
@@ -144,7 +162,8 @@ def guess(
         if (
             msg.api_key is not None
             and msg.api_version is not None
-            and schemas.readable(msg.api_key, msg.api_version)
+            and believable_request(msg.api_key, msg.api_version, msg.client_id)
+            and (not cut or bool(msg.client_id))  # (first bytes: the header must say more)
             and api_key in (None, msg.api_key)
             and api_version in (None, msg.api_version)
         ):

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import NamedTuple
 
 from . import schemas, secrets
-from .apis import ENVELOPE, PRODUCE
+from .apis import API_VERSIONS, ENVELOPE, PRODUCE
 from .context import Decoding, Options
 from .decode import decode_body, decode_prefix, no_cyclic_gc
 from .embedded import add_sasl_fields, decode_embedded
@@ -169,6 +169,18 @@ _HEADER_VERSIONS: dict[tuple[int, int], int] = {}
 _ASSUMED_FLEXIBLE = -2  # a newer version of a flexible API: header v2, probably
 # native/src/head.rs's request_head (None: no extension, or KDISSECT_PURE; native_ext.refresh)
 _REQUEST_HEAD = bind(__name__, "_REQUEST_HEAD", "request_head")
+
+
+_UNSUPPORTED = struct.pack(">h", 35)  # UNSUPPORTED_VERSION, the first field of every version
+
+
+def answered_version(api_key: int | None, api_version: int | None, response: bytes) -> int | None:
+    """The version a response to this request is written in: the request's, but a broker
+    answers an ApiVersions version it does not support in v0 (Kafka's
+    RequestContext.apiVersion), and its clients read it so."""
+    if api_key == API_VERSIONS and api_version and response[4:6] == _UNSUPPORTED:
+        return 0
+    return api_version
 
 
 def produce_acks(data: bytes, header_size: int, api_version: int) -> int | None:

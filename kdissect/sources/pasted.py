@@ -22,10 +22,11 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from ..protocol import Options, api_name, decode_request, decode_response, schemas
+from ..protocol import Options, api_name, decode_request, decode_response
+from ..protocol.message import answered_version
 from ..protocol.context import Decoding
 from ..protocol.findings import Finding
-from ..protocol.guess import Candidate, confidence, guess
+from ..protocol.guess import Candidate, believable_request, confidence, guess
 from ..protocol.message import Message, decode_bare_body, decode_request_as, peek_request_header
 from ..protocol.node import Node
 from ..protocol.crc import crc32_of
@@ -157,7 +158,7 @@ def _request_header(chunk: bytes) -> bool:
     head = peek_request_header(chunk)
     return (
         head is not None
-        and schemas.readable(head.api_key, head.api_version)
+        and believable_request(head.api_key, head.api_version, head.client_id)
         and bool(head.client_id)
         and head.client_id is not None
         and head.client_id.isprintable()
@@ -299,16 +300,25 @@ def _one(
         if pending.waiting_for(corr):
             match, _ = pending.response(corr)
             assert match is not None, "waiting_for(corr) said so"
-            key, version = match.item
-            if hints.api_key in (None, key):
+            key, asked = match.item
+            version = answered_version(key, asked, chunk)
+            if hints.api_key in (None, key) and version is not None:
                 msg = decode_response(chunk, key, version, options)
                 if not msg.problems:
-                    return Dissected(0, False, msg, f"paired with request {corr} in the same input")
+                    how = f"paired with request {corr} in the same input"
+                    if version == asked:
+                        return Dissected(0, False, msg, how)
+                    said = Finding(
+                        "answered_in_v0",
+                        f"v{asked} is not a version the broker supports: it answered in "
+                        f"v{version}, which says the versions it does",
+                    )
+                    return Dissected(0, False, msg, how, findings=[said])
     cands = guess(chunk, hints.direction, hints.api_key, hints.api_version, cut=short)
     head = peek_request_header(chunk) if hints.direction is None else None
     readable_request = (
         head is not None
-        and schemas.readable(head.api_key, head.api_version)
+        and believable_request(head.api_key, head.api_version, head.client_id)
         and (head.client_id is None or head.client_id.isprintable())
     )
     if short and readable_request and cands and cands[0].leaves and not _request_header(chunk):

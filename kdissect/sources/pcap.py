@@ -4,6 +4,7 @@ are Kafka -> the stream engine's connections -> a sink, streaming."""
 from __future__ import annotations
 
 import gc
+import itertools
 import os
 import stat
 from collections.abc import Callable, Iterable
@@ -108,8 +109,10 @@ class CaptureDissector:
         # what each Kafka connection calls, bound once (not three bound methods made and
         # kept per connection)
         self._calls = (self._exchange, sink.gap, self._next_index)
-        # broker listeners named in the capture's answers: (host, port)
-        self.listeners: set[tuple[str, int]] = set()
+        # broker listeners the capture's answers name (by host name or address: their
+        # ports), and the addresses Kafka clients opened connections to (their SYN)
+        self.listeners: set[int] = set()
+        self.servers: set[tuple[str, int]] = set()
 
     def _next_index(self) -> int:
         self.messages += 1
@@ -330,6 +333,7 @@ class CaptureDissector:
             hello=tls.client if tls is not None and tls.hello_seen else None,
             ports=self.ports,
             listeners=self.listeners,
+            servers=self.servers,
             detect=self.detect and not on_port,
             held=sum(len(c[1]) for chunks in held for c in chunks),
             ending=ending,
@@ -341,15 +345,10 @@ class CaptureDissector:
             self._unsniff(conn)
             return None
         client, broker = (conn.a, conn.b) if verdict.client == 0 else (conn.b, conn.a)
-        if (
-            conn.saw_syn
-            and self.detect
-            and broker not in self.listeners
-            and len(self.listeners) < evidence.MAX_LEARNED_PORTS
-        ):
-            # a port a Kafka client opened a connection to is a listener: another
+        if conn.saw_syn and self.detect and len(self.servers) < evidence.MAX_LEARNED_PORTS:
+            # an address a Kafka client opened a connection to is a listener: another
             # connection to it, seen without its start, is a client's
-            self.listeners.add(broker)
+            self.servers.add(broker)
         k = KafkaConnection(
             self.first_stream + len(self.streams), client, broker, *self._calls, self.budget
         )
@@ -381,7 +380,9 @@ class CaptureDissector:
             and self.detect
             and len(self.listeners) < evidence.MAX_LEARNED_PORTS
         ):
-            self.listeners |= evidence.listeners(ex.response.data, req.api_key, req.api_version)
+            named = evidence.listeners(ex.response.data, req.api_key, req.api_version)
+            room = evidence.MAX_LEARNED_PORTS - len(self.listeners)
+            self.listeners.update(itertools.islice({port for _, port in named}, room))
         self.sink.exchange(ex)
 
     def data(self, conn, direction, offset, payload, ts, frame) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 from ..protocol import peek_request_header, schemas
 from ..protocol.apis import API_VERSIONS, CONTROLLED_SHUTDOWN, ENVELOPE, SASL_HANDSHAKE
 from ..protocol.findings import Finding
-from ..protocol.message import forwarded_api, request_head
+from ..protocol.message import answered_version, forwarded_api, request_head
 from .correlation import Correlator, Pending
 from .budget import Budget
 from .framing import MAX_MESSAGE, Frame, Framer
@@ -55,10 +55,6 @@ def is_request(data: bytes) -> bool:
     """Does a message (the bytes after its size) read as a Kafka request? After
     SaslHandshake v0 this tells raw SASL tokens from Kafka requests again."""
     return plausible_request(_SIZE.pack(len(data)) + data[:512])
-
-
-_UNSUPPORTED = struct.pack(">h", 35)  # UNSUPPORTED_VERSION, the first field of every version
-_FALLBACK_VERSION = 0  # ApiVersions' answer to a version the broker does not support
 
 
 def opens_raw_sasl(api_key: int | None, api_version: int | None, response: bytes) -> bool:
@@ -468,18 +464,18 @@ class KafkaConnection:
             findings = req_findings
         if not answered.expected:
             findings.append(Finding("acks0_answered", "", "response"))
-        if req.api_key == API_VERSIONS and req.api_version and msg.data[4:6] == _UNSUPPORTED:
-            # a broker answers an ApiVersions version it does not support in v0 (Kafka's
-            # RequestContext.apiVersion), and clients read it so
-            msg.api_version = _FALLBACK_VERSION
-            findings.append(
-                Finding(
-                    "answered_in_v0",
-                    f"v{req.api_version} is not a version the broker supports: it "
-                    f"answered in v0, which says the versions it does",
-                    "response",
+        if req.api_key == API_VERSIONS:  # (the one API that may answer in another version)
+            version = answered_version(req.api_key, req.api_version, msg.data)
+            if version != req.api_version:
+                msg.api_version = version
+                findings.append(
+                    Finding(
+                        "answered_in_v0",
+                        f"v{req.api_version} is not a version the broker supports: it "
+                        f"answered in v{version}, which says the versions it does",
+                        "response",
+                    )
                 )
-            )
         if earlier:
             if all(p.ts <= self.response_gap for p in earlier):
                 # their answers were most likely in a hole: nothing was out of order

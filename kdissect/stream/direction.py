@@ -14,6 +14,7 @@ guess among hundreds of layouts; deciding costs a few slices of the first bytes.
 from __future__ import annotations
 
 import struct
+from collections.abc import Set as AbstractSet
 from typing import Any, NamedTuple
 
 from ..protocol import schemas
@@ -54,16 +55,19 @@ def decide(
     syn: bool,
     hello: tuple[str, int] | None,
     ports: frozenset[int],
-    listeners: set[tuple[str, int]],
+    listeners: AbstractSet[int],
+    servers: AbstractSet[tuple[str, int]],
     detect: bool,
     held: int,
     ending: bool,
 ) -> Verdict | None:
     """``starts``: the first bytes of each direction (0: a -> b); ``syn``: ``a`` sent
-    the SYN; ``hello``: who sent the TLS ClientHello, if seen; ``detect``: whether the
+    the SYN; ``hello``: who sent the TLS ClientHello, if seen; ``listeners``: the ports
+    of listeners the capture's answers name; ``servers``: the addresses Kafka clients
+    opened connections to (their SYN); ``detect``: whether the
     bytes must show Kafka (else a Kafka port said it); ``held``: bytes held so far;
     ``ending``: the connection ends (decide with what there is). None: not yet known."""
-    side = _strong(a, b, syn, hello, ports, listeners)
+    side = _strong(a, b, syn, hello, ports, listeners, servers)
     if side is not None:
         if not detect or side.by in ("Kafka port", "listener port"):
             return side
@@ -80,7 +84,13 @@ def decide(
 
 
 def _strong(
-    a: Any, b: Any, syn: bool, hello: Any, ports: frozenset[int], listeners: set[tuple[str, int]]
+    a: Any,
+    b: Any,
+    syn: bool,
+    hello: Any,
+    ports: frozenset[int],
+    listeners: AbstractSet[int],
+    servers: AbstractSet[tuple[str, int]],
 ) -> Verdict | None:
     if syn:
         return Verdict(0, "SYN", CERTAIN)
@@ -89,16 +99,13 @@ def _strong(
     on = (a[1] in ports, b[1] in ports)
     if on[0] != on[1]:
         return Verdict(1 if on[0] else 0, "Kafka port", HIGH)
-    if listeners:
-        named = (_listener(a, listeners), _listener(b, listeners))
+    if listeners or servers:
+        # a listener named by an answer is named by host name or address: its port is
+        # what can be compared; one a client opened (its SYN) is that very address
+        named = (a[1] in listeners or a in servers, b[1] in listeners or b in servers)
         if named[0] != named[1]:
             return Verdict(1 if named[0] else 0, "listener port", HIGH)
     return None
-
-
-def _listener(end: tuple[str, int], listeners: set[tuple[str, int]]) -> bool:
-    # a listener is named by host name or address: its port is what can be compared
-    return end in listeners or any(port == end[1] for _, port in listeners)
 
 
 def _answered(starts: list[bytes], d: int) -> bool:
