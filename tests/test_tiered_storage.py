@@ -30,7 +30,7 @@ def _jsonl(*args: str) -> list[dict]:
         main, ["log", *args, "--format", "jsonl", "--records"], catch_exceptions=False
     )
     assert res.exit_code == 0, res.output[-2000:]
-    return [json.loads(x) for x in res.output.splitlines()]
+    return [json.loads(x) for x in res.stdout.splitlines()]  # (stderr: what was read)
 
 
 def _decoded(part: Path) -> list[dict]:
