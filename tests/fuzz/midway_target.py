@@ -89,6 +89,7 @@ def run_midway(data: bytes) -> None:
             hello=None,
             ports=frozenset(),
             listeners=set(),
+            servers=set(),
             detect=True,
             held=len(data),
             ending=ending,
