@@ -445,7 +445,10 @@ class Proxy:
             finally:  # one side ended: end the other cleanly
                 for t in (ups, down):
                     t.cancel()
-                await asyncio.gather(ups, down, return_exceptions=True)
+                ended = await asyncio.gather(ups, down, return_exceptions=True)
+            for e in ended:  # a bug in either side: said (below), not swallowed
+                if isinstance(e, Exception):
+                    raise e
         except asyncio.CancelledError:
             # the proxy is closing: end normally, or asyncio's stream callback reports the
             # cancellation as an error with a traceback
