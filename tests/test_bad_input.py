@@ -69,6 +69,7 @@ def test_random_mutations(real_messages, data):
     assert leaves_tile(msg.tree, len(buf))
 
 
+@pytest.mark.slow  # (seconds: kept out of the fast tier)
 @settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.binary(min_size=0, max_size=200))
 def test_garbage_as_any_api(blob):

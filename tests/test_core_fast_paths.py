@@ -9,6 +9,8 @@ from __future__ import annotations
 import random
 import struct
 
+import pytest
+
 from kdissect.stream.correlation import Correlator
 from kdissect.stream.framing import MAX_MESSAGE, Framer, _Cut
 
@@ -61,6 +63,7 @@ def _boundary(buf: bytearray, pos: int) -> bool:
     return len(buf) - pos >= 4 and 0 <= struct.unpack_from(">i", buf, pos)[0] <= 300
 
 
+@pytest.mark.slow  # (seconds: kept out of the fast tier)
 def test_whole_is_feed():
     rng = random.Random(43)
     taken = 0

@@ -453,6 +453,39 @@ def test_a_capture_begun_at_any_packet_reads_each_connection_the_right_way(tmp_p
         assert not [m for ex in cut.exchanges for m in ex.messages if m.api_key is None]
 
 
+@pytest.mark.slow  # (~1 s each: the capture read whole and cut)
+@pytest.mark.parametrize(
+    "first",
+    [
+        456,  # an answer's tail whose first bytes read as a size of megabytes
+        589,  # (another such)
+        616,  # a tail holding 26 bytes that read as the answer to the next request
+    ],
+)
+def test_answers_after_a_tail_pair_when_they_come(tmp_path, first):
+    """captures/kafka44-cluster.pcap begun inside a raft Fetch answer. The answer side's
+    first bytes read as a size of megabytes, so every answer after them was held until
+    the capture ended and then paired with frame 0 and the last packet's time (a live
+    capture never showed them); or bytes inside the tail read as the answer to the
+    request sent next, though they came before it. Each answer now pairs at the packet
+    that completes it, as in the whole capture."""
+    src = CAPTURES / "kafka44-cluster.pcap"
+    whole = exchanges_in([str(src)]).exchanges
+    cut = exchanges_in([str(_tail_of(src, tmp_path / "cut.pcap", first))]).exchanges
+
+    def answered(exchanges, shift: int) -> set:
+        return {
+            (ex.client, ex.request.correlation_id, ex.response.frame - shift, ex.response.ts)
+            for ex in exchanges
+            if ex.request is not None and ex.response is not None
+        }
+
+    expected = answered([ex for ex in whole if ex.request and ex.request.frame > first], first)
+    got = answered(cut, 0)
+    assert expected <= got, sorted(expected - got)[:5]
+    assert got <= answered(whole, first), sorted(got - answered(whole, first))[:5]
+
+
 def test_an_unconfirmed_start_smaller_than_a_correlation_id_is_no_message():
     """The first bytes of an answer's tail (zeros read as a size of 0 or 1) were framed as
     messages of no bytes ("ApiKey-1Response ✗ truncated"); they are passed over."""

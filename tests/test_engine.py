@@ -266,6 +266,7 @@ def package_imports(package: str) -> dict[str, set[str]]:
     }
 
 
+@pytest.mark.slow  # (seconds: kept out of the fast tier)
 def test_no_import_cycles_in_protocol():
     imports = package_imports("protocol")  # parsed once (it was once per import)
     graph = {m: {i for i in deps if i in imports and i != m} for m, deps in imports.items()}

@@ -292,6 +292,7 @@ def test_hostile_filters_are_refused_with_where(text, position, words):
     assert len(str(e.value)) < 400  # a window of the text, not all of it
 
 
+@pytest.mark.slow  # (seconds: kept out of the fast tier)
 def test_escapes_decode_strictly_and_long_filters_evaluate(views):
     assert parse_filter('client_id == "a\\x41\\u00e9\\N{DIGIT ONE}"').predicate is not None
     # an unknown escape stays as written: a regular expression reads as it looks

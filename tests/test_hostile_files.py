@@ -411,6 +411,7 @@ def test_registry_answers_of_the_wrong_shape(tmp_path, shape):
     assert "unreachable" not in err  # it answered: not said to be offline
 
 
+@pytest.mark.slow  # (seconds: kept out of the fast tier)
 def test_registry_cache_corrupt_or_a_file(tmp_path):
     """A damaged cache entry is asked again (it made every later run fail); a cache
     path that is a file is a usage error."""
@@ -724,6 +725,7 @@ def test_preallocated_segment_and_07_log_zero_tails(tmp_path):
     assert code == 0 and "log_zero_tail" in out
 
 
+@pytest.mark.slow  # (seconds: kept out of the fast tier)
 def test_huge_avro_decimals(tmp_path):
     """A 600 KB decimal (25 CPU-s, then decimal.Overflow: exit 70) and three of 400 KB
     (34 CPU-s): more digits than the precision allows is said, the bytes are kept."""

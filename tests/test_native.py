@@ -257,6 +257,7 @@ def test_a_start_not_yet_confirmed_is_framed_by_python_alone(block):
     assert engine_divergence(str(path), None, block) is None
 
 
+@pytest.mark.slow  # (seconds: kept out of the fast tier)
 def test_mixed_faulty_captures_reassemble_alike(tmp_path):
     """Seeded captures of several connections with reordered, retransmitted, lost and
     odd-sized segments, some seen without their SYN (tests/support/tcp_mix.py): the

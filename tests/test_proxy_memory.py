@@ -60,6 +60,7 @@ def _run(keep: int | None) -> int:
     return faults
 
 
+@pytest.mark.slow  # (seconds: kept out of the fast tier)
 def test_the_forwarder_keeps_what_the_display_channel_held():
     pages = _QUEUED // 4096
     kept = _run(process.forwarder_keeps(_BUDGET))

@@ -129,6 +129,7 @@ def score() -> tuple[float, list[str]]:
     return right / len(CASES), lines
 
 
+@pytest.mark.slow  # (seconds: kept out of the fast tier)
 def test_real_pastes_read_right_without_hints(capsys):
     share, lines = score()
     report = (
@@ -165,6 +166,7 @@ def test_cases_hold_text_and_several_literals():
     assert len(several) >= 10, several
 
 
+@pytest.mark.slow  # (seconds: kept out of the fast tier)
 def test_pastes_with_lines_ended_by_cr_read_as_with_lf():
     """A terminal pastes each newline as CR (xterm, tmux, GNOME Terminal): a dump of many
     lines was read as its first line. Every real paste, its line ends made CR, gives the

@@ -8,6 +8,8 @@ import ast
 import re
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "kdissect"
 REGISTRY = "kdissect/protocol/apis.py"
@@ -160,6 +162,7 @@ def _scan() -> dict[str, list[tuple[int, str]]]:
     return _API_NUMBERS
 
 
+@pytest.mark.slow  # (seconds: kept out of the fast tier)
 def test_api_keys_are_named_from_the_api_table():
     found = {rel: hits for rel, hits in _scan().items() if hits}
     assert found == {}, "write API keys by their names from kdissect/protocol/apis.py"
@@ -195,6 +198,7 @@ def test_the_checker_sees_api_numbers():
     )
 
 
+@pytest.mark.slow  # (seconds: the package scanned, as above)
 def test_error_codes_come_from_the_one_table():
     """kio's ErrorCode enum is read by the error table only (names.py): views ask
     ``protocol.names``."""

@@ -8,6 +8,8 @@ import gc
 import weakref
 from pathlib import Path
 
+import pytest
+
 from kdissect.sources.pcap import read_captures
 from kdissect.stream.enrich import Enricher
 from kdissect.stream.sink import Sink
@@ -43,6 +45,7 @@ def test_cyclic_garbage_made_between_reads_is_still_collected():
     assert ref() is None
 
 
+@pytest.mark.slow  # (seconds: kept out of the fast tier)
 def test_reads_after_the_first_freeze_nothing_and_trees_leave_no_cycles():
     read()
     frozen = gc.get_freeze_count()

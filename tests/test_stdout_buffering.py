@@ -50,6 +50,7 @@ def test_a_pipe_gets_blocks_a_terminal_keeps_its_lines():
     assert tty.stderr == "True"  # a terminal: as the user's environment asked
 
 
+@pytest.mark.slow  # (seconds: kept out of the fast tier)
 @pytest.mark.parametrize("unbuffered", [True, False])
 def test_the_summary_is_whole_and_a_closed_pipe_is_quiet(unbuffered):
     run = [sys.executable, "-m", "kdissect", "pcap", "--no-tui", str(CAPTURE)]

@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
+
 from textual import events
 from textual.widgets import Static, TextArea
 
@@ -31,6 +33,7 @@ async def until(pilot, done) -> None:
         await pilot.pause(0.05)
 
 
+@pytest.mark.slow  # (seconds: kept out of the fast tier)
 def test_a_second_paste_replaces_the_first_and_ctrl_l_clears():
     async def go():
         app = BlobApp()
@@ -59,6 +62,7 @@ def test_a_second_paste_replaces_the_first_and_ctrl_l_clears():
     asyncio.run(go())
 
 
+@pytest.mark.slow  # (seconds: kept out of the fast tier)
 def test_the_tree_gets_rows_at_80x24():
     from kdissect.tui.detail import FieldTree
 

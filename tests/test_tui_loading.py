@@ -7,6 +7,8 @@ from __future__ import annotations
 import multiprocessing.process
 import threading
 
+import pytest
+
 from kdissect.protocol import Options
 from kdissect.sources.pcap import capture_loader, exchanges_in
 from kdissect.tui.app import KdissectApp
@@ -29,6 +31,7 @@ def _forks_from(monkeypatch) -> list[str]:
     return threads
 
 
+@pytest.mark.slow  # (seconds: kept out of the fast tier)
 def test_the_log_reader_is_forked_from_the_ui_thread(tmp_path, monkeypatch):
     part = tmp_path / "orders-0"
     part.mkdir()

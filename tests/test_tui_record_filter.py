@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from kdissect.render.records import record_json
 from kdissect.sources.pcap import capture_loader
 from kdissect.tui.app import KdissectApp
@@ -15,6 +17,7 @@ from tests.support.tui import loaded, settle
 from tests.test_tui import CODECS
 
 
+@pytest.mark.slow  # (seconds: kept out of the fast tier)
 def test_a_record_filter_opens_the_matching_record():
     async def go():
         app = KdissectApp(capture_loader([str(CODECS)]), title=CODECS.name)

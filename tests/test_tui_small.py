@@ -196,6 +196,7 @@ async def exported_lines(app, pilot, folder: Path) -> list:
     return [json.loads(line) for line in files[0].read_text().splitlines()]
 
 
+@pytest.mark.slow  # (seconds: kept out of the fast tier)
 def test_the_filtered_list_exports_as_json_lines(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
 
@@ -260,6 +261,7 @@ def test_the_helps_wrap_within_their_columns_at_80_columns():
         assert any(line.startswith(" " * 16) and line[16] != " " for line in lines)
 
 
+@pytest.mark.slow  # (seconds: kept out of the fast tier)
 def test_the_statistics_tables_keep_their_width_and_scroll_sideways_at_80_columns():
     """At 80x24 the per-API table was squeezed into the box: OffsetFetch and OffsetCommit
     both read `Offse…`, figures `4644.…`. The tables keep their own width and scroll."""

@@ -211,6 +211,7 @@ def test_filters_typed_while_a_log_loads_arrive_whole(tmp_path):
     log_filters_hold(tmp_path, 60_000, 4)
 
 
+@pytest.mark.slow  # (seconds: kept out of the fast tier)
 def test_tab_right_after_the_last_letter_completes():
     """Tab 20 ms after the last letter: the completion (Textual computes it in the
     background after each key) is computed when Tab comes."""

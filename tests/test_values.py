@@ -163,6 +163,7 @@ def test_damaged_messages_step_aside_or_agree():
     assert answered > 100  # flips inside values (names, numbers) keep messages clean
 
 
+@pytest.mark.slow  # (seconds: kept out of the fast tier)
 def test_enrichment_reads_each_kind_as_body_values():
     """Enrichment reads a body through what it asked once of the message's kind
     (``_kind``: ``values.plain_reader``, else ``body_values``): the same dict as

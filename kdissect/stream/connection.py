@@ -104,8 +104,12 @@ class RawSasl:
 
 
 def _answers_pending(pending: Correlator[Any], buf: bytearray, pos: int) -> bool:
-    """Does a response to a pending request plausibly start at ``buf[pos]``?"""
-    return pending.waiting_for(_SIZE.unpack_from(buf, pos + 4)[0])
+    """Does a response to a pending request plausibly start at ``buf[pos]``? Not in bytes
+    that came before the request was sent (a capture begun inside an answer once paired a
+    request with 26 bytes of that answer's tail). ``buf`` ends where the answering side's
+    stream has come to (the framer tests places in what it was just given)."""
+    at = pending.answer_end - len(buf) + pos
+    return pending.waiting_for(_SIZE.unpack_from(buf, pos + 4)[0], at)
 
 
 class KafkaConnection:
@@ -174,6 +178,8 @@ class KafkaConnection:
 
     def data(self, side: int, offset: int, payload: bytes, ts: float, frame: int) -> None:
         framer = self.framers[side]
+        if side:
+            self.pending.answer_end = offset + len(payload)
         body = framer.whole(payload, offset)
         if body is not None:  # (the usual chunk: one whole message, nothing held)
             self._clean(side, offset + 4, body, ts, frame)
@@ -226,6 +232,8 @@ class KafkaConnection:
             self.response_gap = max(self.response_gap, ts)
         for f in self.framers[side].gap(offset, length):
             self._message(side, f, ts, frame)
+        if side:  # (after the framer: it tested what it held before the hole)
+            self.pending.answer_end = offset + length
         if self.framers[side].unread:
             self._unread(side, ts, frame)
         if self.budget is not None:
