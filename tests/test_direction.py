@@ -455,21 +455,24 @@ def test_a_capture_begun_at_any_packet_reads_each_connection_the_right_way(tmp_p
 
 @pytest.mark.slow  # (~1 s each: the capture read whole and cut)
 @pytest.mark.parametrize(
-    "first",
+    "name,first",
     [
-        456,  # an answer's tail whose first bytes read as a size of megabytes
-        589,  # (another such)
-        616,  # a tail holding 26 bytes that read as the answer to the next request
+        ("kafka44-cluster.pcap", 456),  # an answer's tail whose first bytes read as a size
+        ("kafka44-cluster.pcap", 589),  # of megabytes (twice)
+        ("kafka44-cluster.pcap", 616),  # a tail with 26 bytes that read as the next answer
+        ("kafka-kraft-snapshot.pcap", 4250),  # a FetchSnapshot answer of 2,071 bytes first
     ],
 )
-def test_answers_after_a_tail_pair_when_they_come(tmp_path, first):
-    """captures/kafka44-cluster.pcap begun inside a raft Fetch answer. The answer side's
-    first bytes read as a size of megabytes, so every answer after them was held until
-    the capture ended and then paired with frame 0 and the last packet's time (a live
-    capture never showed them); or bytes inside the tail read as the answer to the
-    request sent next, though they came before it. Each answer now pairs at the packet
-    that completes it, as in the whole capture."""
-    src = CAPTURES / "kafka44-cluster.pcap"
+def test_a_capture_begun_at_an_answer_reads_the_answers_after_it(tmp_path, name, first):
+    """Real captures begun inside or just before an answer, off port 9092, without the
+    connection's SYN. An answer's tail whose first bytes read as a size of megabytes held
+    every answer after it until the capture ended, then paired with frame 0 and the last
+    packet's time (a live capture never showed them); bytes inside the tail read as the
+    answer to the request sent next, though they came before it; and an answer longer
+    than the 2 KiB held while deciding, whose correlation id 6 reads as a Produce v6
+    header, made the broker the client (the connection read backwards). Each answer now
+    pairs at the packet that completes it, as in the whole capture."""
+    src = CAPTURES / name
     whole = exchanges_in([str(src)]).exchanges
     cut = exchanges_in([str(_tail_of(src, tmp_path / "cut.pcap", first))]).exchanges
 

@@ -38,8 +38,31 @@ class Endpoints(NamedTuple):
     broker: tuple[str, int]
 
 
-_SNIFF = evidence.HOLD  # (the first bytes of each side: a few messages to pair)
 _Chunk = tuple[int, bytes, float, int]  # a held chunk: offset, payload, ts, frame
+# bytes held across all connections being decided past which each decides at
+# ``evidence.HOLD`` (a capture of many one-way flows must not hold ``ALONE`` each)
+_SNIFF_TOTAL = 64 * 1024 * 1024
+
+
+class _Held:
+    """A connection's chunks held while it is decided, and each side's first bytes (up
+    to ``evidence.ALONE``: kept as they come, not joined anew for each packet)."""
+
+    __slots__ = ("chunks", "first", "size")
+
+    def __init__(self) -> None:
+        self.chunks: tuple[list[_Chunk], list[_Chunk]] = ([], [])
+        self.first = (bytearray(), bytearray())
+        self.size = 0
+
+    def add(self, direction: int, chunk: _Chunk) -> None:
+        self.chunks[direction].append(chunk)
+        first = self.first[direction]
+        if len(first) < evidence.ALONE:
+            first += chunk[1][: evidence.ALONE - len(first)]
+        self.size += len(chunk[1])
+
+
 # a connection of the compiled reassembler has no Python Direction objects until the
 # budget charges one or Python's reassembler takes over (``_dirs``): it keeps that state
 # itself, and a capture may hold 200,000 connections
@@ -84,7 +107,7 @@ class CaptureDissector:
         # TCP connection -> its Kafka connection, and 1 when the TCP initiator is not
         # the Kafka client (a capture that began mid-connection): side = direction ^ it
         self.kafka: dict[int, tuple[KafkaConnection, int]] = {}
-        self.sniffing: dict[int, tuple[list[_Chunk], list[_Chunk]]] = {}
+        self.sniffing: dict[int, _Held] = {}
         self.sniffed = 0  # the bytes of the chunks in ``sniffing``
         self.ignored: set[int] = set()
         self.messages = first_message
@@ -313,7 +336,9 @@ class CaptureDissector:
 
     # -- StreamSink -------------------------------------------------------------------
 
-    def _decide(self, conn: TcpConnection, held, ending: bool = False) -> KafkaConnection | None:
+    def _decide(
+        self, conn: TcpConnection, held: _Held, ending: bool = False
+    ) -> KafkaConnection | None:
         """Is this connection Kafka, and which side is the client? None: not yet known
         (or not Kafka: then it is ignored from now on). ``ending``: the connection ends,
         decide with what was held. The client side is taken from the strongest evidence
@@ -324,18 +349,18 @@ class CaptureDissector:
             self.ignored.add(id(conn))
             return None
         tls = self.tls.facts(conn)
-        starts = [b"".join(c[1] for c in chunks)[:_SNIFF] for chunks in held]
         verdict = evidence.decide(
             conn.a,
             conn.b,
-            starts,
+            list(held.first),
             syn=conn.saw_syn,
             hello=tls.client if tls is not None and tls.hello_seen else None,
             ports=self.ports,
             listeners=self.listeners,
             servers=self.servers,
             detect=self.detect and not on_port,
-            held=sum(len(c[1]) for chunks in held for c in chunks),
+            # (past the total, as if each held ALONE: decided with what it has)
+            held=held.size if self.sniffed <= _SNIFF_TOTAL else evidence.ALONE,
             ending=ending,
         )
         if verdict is None:
@@ -396,24 +421,27 @@ class CaptureDissector:
             conn.saw_syn or (conn.a[1] in self.ports) != (conn.b[1] in self.ports)
         ):
             # a Kafka port (and which side it is on) says it at once: nothing to hold
-            k = self._decide(conn, ([], []))
+            k = self._decide(conn, _Held())
             assert k is not None, "a connection on a Kafka port is Kafka"
             k.data(direction ^ self.kafka[id(conn)][1], offset, payload, ts, frame)
             return
         # undecided: hold the chunks until the first bytes tell, then replay them in order
-        held = self.sniffing.setdefault(id(conn), ([], []))
-        held[direction].append((offset, payload, ts, frame))
+        held = self.sniffing.get(id(conn))
+        if held is None:
+            held = self.sniffing[id(conn)] = _Held()
+        held.add(direction, (offset, payload, ts, frame))
         self.sniffed += len(payload)
         self._decided(conn, held, self._decide(conn, held))
 
-    def _decided(self, conn, held, k: KafkaConnection | None) -> None:
+    def _decided(self, conn, held: _Held, k: KafkaConnection | None) -> None:
         """Replay what was held while deciding, in the order it came."""
         if k is None:
             return
         self._unsniff(conn)
         flip = self.kafka[id(conn)][1]
         chunks = sorted(
-            ((f, d, o, p, t) for d in (0, 1) for o, p, t, f in held[d]), key=lambda c: c[0]
+            ((f, d, o, p, t) for d in (0, 1) for o, p, t, f in held.chunks[d]),
+            key=lambda c: c[0],
         )
         for f, d, o, p, t in chunks:
             k.data(d ^ flip, o, p, t, f)
@@ -421,7 +449,7 @@ class CaptureDissector:
     def _unsniff(self, conn) -> None:
         held = self.sniffing.pop(id(conn), None)
         if held is not None:
-            self.sniffed -= sum(len(c[1]) for chunks in held for c in chunks)
+            self.sniffed -= held.size
 
     def gap(self, conn, direction, offset, length, ts, frame) -> None:
         found = self.kafka.get(id(conn))

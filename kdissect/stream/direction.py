@@ -6,7 +6,8 @@ start (a request header's shape, answered by its correlation id).
 
 The shape alone can mislead: a response whose correlation id is small reads as a
 Produce request header. So when only the shape speaks, the other side's first bytes are
-awaited (up to ``HOLD`` bytes) to check that they answer the request's correlation id.
+awaited (up to ``HOLD`` bytes a side, ``ALONE`` while one side is silent) to check that
+they answer the request's correlation id.
 A wrong guess reads a whole connection backwards, and every "response" then becomes a
 guess among hundreds of layouts; deciding costs a few slices of the first bytes.
 """
@@ -14,6 +15,7 @@ guess among hundreds of layouts; deciding costs a few slices of the first bytes.
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any, NamedTuple
 
@@ -24,6 +26,11 @@ from .connection import plausible_request
 from .framing import MAX_MESSAGE
 
 HOLD = 2048  # bytes held per connection while the shape alone waits for an answer
+# ... and while one side has said nothing and the other's first message is still
+# arriving: a capture begun just before a large answer must see the client's next
+# request (and its answer) before the answer's start, which may read as a request, is
+# taken for the client's
+ALONE = 1024 * 1024
 SNIFF = 14  # bytes of a side that show a request header's start
 NAMES_LISTENERS = frozenset({METADATA, FIND_COORDINATOR, DESCRIBE_CLUSTER})
 MAX_LEARNED_PORTS = 4096  # listener ports learned per capture (a bound, not a real count)
@@ -50,7 +57,7 @@ NOT_KAFKA = Verdict(-1, "", "")
 def decide(
     a: tuple[str, int],
     b: tuple[str, int],
-    starts: list[bytes],
+    starts: Sequence[bytes | bytearray],
     *,
     syn: bool,
     hello: tuple[str, int] | None,
@@ -108,7 +115,7 @@ def _strong(
     return None
 
 
-def _answered(starts: list[bytes], d: int) -> bool:
+def _answered(starts: Sequence[bytes | bytearray], d: int) -> bool:
     """Does a message of the other side answer one of side ``d``'s requests (its
     correlation id)? Each side's messages are framed from its first byte as far as
     their sizes chain in what was held: a capture begun mid-connection may hold answers
@@ -117,7 +124,7 @@ def _answered(starts: list[bytes], d: int) -> bool:
     return bool(asked) and any(m[4:8] in asked for m in _framed(starts[1 - d], 8))
 
 
-def _framed(data: bytes, least: int, most: int = 8) -> list[bytes]:
+def _framed(data: bytes | bytearray, least: int, most: int = 8) -> list[bytes]:
     """The first (up to ``most``) size-prefixed messages of ``data`` whose sizes chain
     (each at least ``least`` bytes with its size; the last may be cut where the bytes
     end, if its first ``least`` are there)."""
@@ -127,14 +134,41 @@ def _framed(data: bytes, least: int, most: int = 8) -> list[bytes]:
         size = struct.unpack_from(">i", data, pos)[0]
         if not 4 <= size <= MAX_MESSAGE:
             break
-        out.append(data[pos : pos + least])
+        out.append(bytes(data[pos : pos + least]))
         pos += 4 + size
     return out
 
 
-def _shape(starts: list[bytes], detect: bool, held: int, ending: bool) -> Verdict | None:
+def _final(starts: Sequence[bytes | bytearray], held: int, ending: bool) -> bool:
+    """Must the shape decide with what it holds? When the connection ends, at ``ALONE``
+    bytes, and else once each side has sent ``HOLD`` bytes. While one side has said
+    nothing, the other is held until it has sent two whole messages (its first may be
+    a large answer whose start reads as a request: the silent side's next request, and
+    its answer, tell) and ``HOLD`` bytes."""
+    if ending or held >= ALONE:
+        return True
+    if starts[0] and starts[1]:
+        return min(len(starts[0]), len(starts[1])) >= HOLD
+    return held >= HOLD and _whole_messages(starts[0] or starts[1]) >= 2
+
+
+def _whole_messages(data: bytes | bytearray) -> int:
+    """How many size-prefixed messages from the start of ``data`` are whole (up to 2)."""
+    pos = n = 0
+    while n < 2 and pos + 4 <= len(data):
+        size = struct.unpack_from(">i", data, pos)[0]
+        if not 4 <= size <= MAX_MESSAGE or pos + 4 + size > len(data):
+            break
+        pos += 4 + size
+        n += 1
+    return n
+
+
+def _shape(
+    starts: Sequence[bytes | bytearray], detect: bool, held: int, ending: bool
+) -> Verdict | None:
     plausible = [plausible_request(s) for s in starts]
-    final = ending or held >= HOLD
+    final = _final(starts, held, ending)
     if not any(plausible):
         if not detect:  # on a Kafka port: the reassembler's guess
             return (
