@@ -87,7 +87,10 @@ class CaptureDissector:
         self.sniffing: dict[int, tuple[list[_Chunk], list[_Chunk]]] = {}
         self.sniffed = 0  # the bytes of the chunks in ``sniffing``
         self.ignored: set[int] = set()
-        self.messages = first_message
+        # messages are numbered by a C counter (a Python method was a call per message);
+        # ``messages`` reads where it stands
+        self._count = itertools.count(first_message)
+        self._next_index = self._count.__next__
         self.first_stream = first_stream
         self.packets = 0
         self.unsupported: dict[int, int] = {}  # linktype -> packets skipped
@@ -114,9 +117,11 @@ class CaptureDissector:
         self.listeners: set[int] = set()
         self.servers: set[tuple[str, int]] = set()
 
-    def _next_index(self) -> int:
-        self.messages += 1
-        return self.messages - 1
+    @property
+    def messages(self) -> int:
+        """The number the next message will get (the messages numbered so far, from
+        ``first_message`` on)."""
+        return int(repr(self._count)[6:-1])  # (``count(N)``: its next value, not taken)
 
     def packet(self, pkt: Packet) -> None:
         self.packets += 1

@@ -373,6 +373,11 @@ class KafkaConnection:
         msg.correlation_id = corr
         seq = self.seq  # (_next_seq inline: a call per request)
         self.seq = seq + 1
+        if acks != 0 and self.pending.usual(corr, (msg, findings, seq), msg.ts) is not None:
+            # (the usual: pending, its id not reused, nothing finished)
+            if self.early and corr in self.early:
+                self._early(corr)
+            return
         pending, finished = self.pending.request(corr, (msg, findings, seq), acks != 0, msg.ts)
         if pending.reused:
             findings.append(
@@ -384,9 +389,14 @@ class KafkaConnection:
             )
         for p in finished:  # acks=0 ones done waiting, or pushed out
             self._unanswered(p, "pending_limit")
-        early = self.early.get(corr) if self.early else None
+        if self.early and corr in self.early:
+            self._early(corr)
+
+    def _early(self, corr: int) -> None:
+        """A request with ``corr`` came: the first response held for it is taken."""
+        assert self.early is not None
+        early = self.early[corr]
         if early:
-            assert self.early is not None
             resp, resp_findings = early.pop(0)
             if not early:
                 del self.early[corr]
