@@ -1,11 +1,13 @@
 """The connection core's one-call paths (issue 43) against the calls they stand for:
-``Framer.whole`` against ``Framer.feed`` (the same frames, the same framer state after),
+``Framer.whole`` and ``Framer.whole_body`` against ``Framer.feed`` (the same frames, the
+same framer state after),
 ``Correlator.first`` against ``Correlator.response`` (the same request finished, the
 same state after) and ``Correlator.usual`` against ``Correlator.request``, on random streams: whole messages, pieces, bad sizes, holes, budgets
 given up, reused and acks=0 correlation ids."""
 
 from __future__ import annotations
 
+import copy
 import random
 import struct
 
@@ -63,7 +65,7 @@ def _boundary(buf: bytearray, pos: int) -> bool:
 
 def test_whole_is_feed():
     rng = random.Random(43)
-    taken = 0
+    taken = whole_bodies = 0
     for _ in range(3000):
         # (a small largest message too: sizes of 300 are then over it)
         most = rng.choice([MAX_MESSAGE, MAX_MESSAGE, 100])
@@ -75,7 +77,18 @@ def test_whole_is_feed():
             if data is None:
                 assert _frames(a.gap(offset, n)) == _frames(b.gap(offset, n))
             else:
-                body = a.whole(data, offset)
+                # (whole, or whole_body with a whole message's bytes less its size)
+                one = len(data) >= 4 and struct.unpack_from(">i", data)[0] == len(data) - 4
+                if one and rng.random() < 0.5:
+                    probe = copy.copy(a)  # (whole sets only _base and _want)
+                    expect = probe.whole(data, offset)
+                    took = a.whole_body(data[4:], offset + 4)
+                    assert took == (expect is not None)
+                    assert _state(a) == _state(probe)
+                    whole_bodies += took
+                    body = data[4:] if took else None
+                else:
+                    body = a.whole(data, offset)
                 if body is None:
                     got = _frames(a.feed(data, offset))
                 else:
@@ -88,7 +101,7 @@ def test_whole_is_feed():
                 )
             assert _state(a) == _state(b)
         assert _frames(a.close()) == _frames(b.close())
-    assert taken > 5000, taken
+    assert taken > 5000 and whole_bodies > 1000, (taken, whole_bodies)
 
 
 def _pstate(c: Correlator) -> tuple:

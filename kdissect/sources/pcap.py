@@ -7,6 +7,7 @@ import gc
 import itertools
 import os
 import stat
+import struct
 from collections.abc import Callable, Iterable
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -39,6 +40,7 @@ class Endpoints(NamedTuple):
 
 
 _SNIFF = evidence.HOLD  # (the first bytes of each side: a few messages to pair)
+_SIZE = struct.Struct(">i")
 _Chunk = tuple[int, bytes, float, int]  # a held chunk: offset, payload, ts, frame
 # a connection of the compiled reassembler has no Python Direction objects until the
 # budget charges one or Python's reassembler takes over (``_dirs``): it keeps that state
@@ -104,11 +106,12 @@ class CaptureDissector:
         self.untracked: set[int] = set()
         # the directions of the compiled reassembler whose bytes are Kafka's as they come
         # (plain Kafka, or TLS it decrypts), by connection number: per direction (its
-        # Kafka connection's ``data``, flip) or None. Their data events skip the TLS
+        # Kafka connection's ``data``, flip, its ``message``) or None. Their data events
+        # (``message`` for a whole message without its size, event 9) skip the TLS
         # layer and the dispatch by connection, which only pass them on (three to five
         # calls per chunk were a tenth of a summary of many small messages); a TLS
         # session counts the plaintext so handed on when the direction comes back
-        self.direct: dict[int, list[tuple[Any, int] | None]] = {}
+        self.direct: dict[int, list[tuple[Any, int, Any] | None]] = {}
         # what each Kafka connection calls, bound once (not three bound methods made and
         # kept per connection)
         self._calls = (self._exchange, sink.gap, self._next_index)
@@ -152,6 +155,14 @@ class CaptureDissector:
                 take(*row)
             elif n == 1:
                 self.add_secrets(row[0])
+            elif row[0] == 9:  # one whole Kafka message, without its size
+                found = direct.get(row[1])
+                to = found[row[2]] if found is not None else None
+                if to is not None:
+                    to[2](row[2] ^ to[1], row[3], row[4], row[5], row[6])
+                else:  # (not seen: only directions handed on directly are tracked)
+                    data = _SIZE.pack(len(row[4])) + row[4]
+                    tls.data(conns[row[1]], row[2], row[3] - 4, data, row[5], row[6])
             elif row[0] == 1:
                 found = direct.get(row[1])
                 to = found[row[2]] if found is not None else None
@@ -224,7 +235,7 @@ class CaptureDissector:
             if found is None or tls_facts(conn) is not None:
                 continue  # not Kafka, or TLS: Python's to read
             k, flip = found
-            self.direct[cid] = [(k.data, flip), (k.data, flip)]
+            self.direct[cid] = [(k.data, flip, k.message), (k.data, flip, k.message)]
             for direction in (0, 1):
                 at = k.framers[direction ^ flip].position()
                 if at is not None:
@@ -291,7 +302,8 @@ class CaptureDissector:
                 self.tls.given_back(conn, direction, seq, 0, plain, begun, 0.0, 0)
                 self.tls_ready.discard((cid, direction))
             elif found is not None:
-                self.direct.setdefault(cid, [None, None])[direction] = (found[0].data, found[1])
+                k = found[0]
+                self.direct.setdefault(cid, [None, None])[direction] = (k.data, found[1], k.message)
 
     def scanned(self, reader) -> None:
         """Count the packets the compiled scanner read (it counts them itself)."""
