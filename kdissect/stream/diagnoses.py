@@ -422,14 +422,18 @@ class Diagnoses:
                             and abs((stamp - capture_ms) / 1000) > SKEW_S
                         ):
                             self._skew(batch, capture_ms, topic, part, out)
-                        self._sequence(
-                            ex,
-                            batch,
-                            topic,
-                            part,
-                            errors.get((topic, part)) if answer is not None else None,
-                            out,
-                        )
+                        # (else not an idempotent producer's batch: _sequence says
+                        # nothing of it, asked without a call)
+                        pid = batch.get("producer_id")
+                        if type(pid) is int and pid >= 0:
+                            self._sequence(
+                                ex,
+                                batch,
+                                topic,
+                                part,
+                                errors.get((topic, part)) if answer is not None else None,
+                                out,
+                            )
         for (topic, part), t in appended.items() if appended else ():
             assert ex.response is not None  # appended is read from the answer
             ahead = (t - ex.response.ts * 1000) / 1000
