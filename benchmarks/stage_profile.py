@@ -3,11 +3,13 @@
 each stage's function is wrapped to add up its CPU time (inclusive; each wrapped call
 adds ~1 µs of timing), then the run's total, per exchange:
 
-    connection.data   everything after TCP reassembly (framing, messages, pairing, below)
-    framer.feed       Kafka framing (feed, and whole where the tree has it)
-    _emit             enrichment and the sink (what the connection hands on)
+    connection.data   everything after TCP reassembly (framing, messages, pairing, below;
+                      data, and message where the tree has it)
+    framer.feed       Kafka framing (feed, and whole and whole_body where the tree has them)
+    _emit             enrichment and the sink (what the connection hands on: the
+                      dissector's _exchange)
     values body read  the values decoder (compiled or generated readers)
-    facts, diagnoses, printer (the line's or JSON line's text)
+    facts (pair_facts or facts), diagnoses, printer (the line's or JSON line's text)
 
     PYTHONPATH=. .venv/bin/python benchmarks/stage_profile.py pcap --no-tui CAPTURE
     PYTHONPATH=. .venv/bin/python benchmarks/stage_profile.py pcap --format jsonl -j 1 CAPTURE
@@ -28,6 +30,7 @@ import kdissect.stream.connection as connection
 import kdissect.stream.diagnoses as diagnoses
 import kdissect.stream.enrich as enrich
 import kdissect.stream.framing as framing
+import kdissect.sources.pcap as pcap
 
 spent: collections.Counter[str] = collections.Counter()
 calls: collections.Counter[str] = collections.Counter()
@@ -65,10 +68,16 @@ class _Timed:
 
 def main() -> None:
     wrap(connection.KafkaConnection, "data", "1 connection.data")
+    if hasattr(connection.KafkaConnection, "message"):  # (event 9: a whole message)
+        wrap(connection.KafkaConnection, "message", "1 connection.data")
     wrap(framing.Framer, "feed", "2 framer.feed")
     if hasattr(framing.Framer, "whole"):  # (a chunk of one whole message: not fed)
         wrap(framing.Framer, "whole", "2 framer.feed")
-    wrap(connection.KafkaConnection, "_emit", "3 _emit (enrich + sink)")
+    if hasattr(framing.Framer, "whole_body"):
+        wrap(framing.Framer, "whole_body", "2 framer.feed")
+    # (what the connection hands on: the dissector's, as _emit runs inline on most paths
+    # now; bound when each connection is made, so wrapped before)
+    wrap(pcap.CaptureDissector, "_exchange", "3 _emit (enrich + sink)")
     if "_values_body(" in inspect.getsource(enrich.enrich):
         wrap(enrich, "_values_body", "4 values body read")
     else:  # (enrich reads bodies inline: each kind's compiled program timed, and the rest)
@@ -82,7 +91,7 @@ def main() -> None:
             return got
 
         enrich._kind = kind
-    wrap(enrich, "facts", "5 facts")
+    wrap(enrich, "pair_facts" if hasattr(enrich, "pair_facts") else "facts", "5 facts")
     wrap(diagnoses.Diagnoses, "observe", "6 diagnoses")
     wrap(printer.ExchangePrinter, "exchange", "7 printer")
     from kdissect.cli.entry import main as kdissect

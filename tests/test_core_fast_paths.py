@@ -1,11 +1,13 @@
 """The connection core's one-call paths (issue 43) against the calls they stand for:
-``Framer.whole`` against ``Framer.feed`` (the same frames, the same framer state after)
-and ``Correlator.first`` against ``Correlator.response`` (the same request finished, the
-same state after), on random streams: whole messages, pieces, bad sizes, holes, budgets
+``Framer.whole`` and ``Framer.whole_body`` against ``Framer.feed`` (the same frames, the
+same framer state after),
+``Correlator.first`` against ``Correlator.response`` (the same request finished, the
+same state after) and ``Correlator.usual`` against ``Correlator.request``, on random streams: whole messages, pieces, bad sizes, holes, budgets
 given up, reused and acks=0 correlation ids."""
 
 from __future__ import annotations
 
+import copy
 import random
 import struct
 
@@ -66,7 +68,7 @@ def _boundary(buf: bytearray, pos: int) -> bool:
 @pytest.mark.slow  # (seconds: kept out of the fast tier)
 def test_whole_is_feed():
     rng = random.Random(43)
-    taken = 0
+    taken = whole_bodies = 0
     for _ in range(3000):
         # (a small largest message too: sizes of 300 are then over it)
         most = rng.choice([MAX_MESSAGE, MAX_MESSAGE, 100])
@@ -78,7 +80,18 @@ def test_whole_is_feed():
             if data is None:
                 assert _frames(a.gap(offset, n)) == _frames(b.gap(offset, n))
             else:
-                body = a.whole(data, offset)
+                # (whole, or whole_body with a whole message's bytes less its size)
+                one = len(data) >= 4 and struct.unpack_from(">i", data)[0] == len(data) - 4
+                if one and rng.random() < 0.5:
+                    probe = copy.copy(a)  # (whole sets only _base and _want)
+                    expect = probe.whole(data, offset)
+                    took = a.whole_body(data[4:], offset + 4)
+                    assert took == (expect is not None)
+                    assert _state(a) == _state(probe)
+                    whole_bodies += took
+                    body = data[4:] if took else None
+                else:
+                    body = a.whole(data, offset)
                 if body is None:
                     got = _frames(a.feed(data, offset))
                 else:
@@ -91,7 +104,7 @@ def test_whole_is_feed():
                 )
             assert _state(a) == _state(b)
         assert _frames(a.close()) == _frames(b.close())
-    assert taken > 5000, taken
+    assert taken > 5000 and whole_bodies > 1000, (taken, whole_bodies)
 
 
 def _pstate(c: Correlator) -> tuple:
@@ -132,3 +145,38 @@ def test_first_is_response():
                 assert got_f == [q.seq for q in fb]
             assert _pstate(a) == _pstate(b)
     assert firsts > 1000, firsts
+
+
+def test_usual_is_request():
+    """``Correlator.usual`` adds a request exactly as ``request`` would, or declines."""
+    rng = random.Random(46)
+    usuals = 0
+    for _ in range(2000):
+        a, b = Correlator(max_pending=rng.choice([3, 4096])), Correlator()
+        b.max_pending = a.max_pending
+        ts = 0.0
+        for _ in range(rng.randrange(1, 60)):
+            ts += rng.random() * 2
+            corr = rng.randrange(6)
+            if rng.random() < 0.55:
+                expected = rng.random() > 0.1
+                pa = a.usual(corr, corr, ts) if expected else None
+                if pa is None:
+                    pa, fa = a.request(corr, corr, expected, ts)
+                    ra = pa.reused
+                else:
+                    usuals += 1
+                    fa, ra = [], False
+                pb, fb = b.request(corr, corr, expected, ts)
+                assert [p.seq for p in fa] == [p.seq for p in fb]
+                assert (pa.seq, pa.expected, pa.ts, ra) == (pb.seq, pb.expected, pb.ts, pb.reused)
+            else:
+                ma, fa = a.response(corr, ts)
+                mb, fb = b.response(corr, ts)
+                assert (ma and ma.pending.seq, ma and [q.seq for q in ma.earlier]) == (
+                    mb and mb.pending.seq,
+                    mb and [q.seq for q in mb.earlier],
+                )
+                assert [q.seq for q in fa] == [q.seq for q in fb]
+            assert _pstate(a) == _pstate(b)
+    assert usuals > 1000, usuals

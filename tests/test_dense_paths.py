@@ -32,20 +32,21 @@ def test_planned_facts_are_the_whole_walks(monkeypatch):
     """Every exchange of every capture: the facts through the plans equal the facts of
     the same bodies walked whole (topics, partitions, errors and where, records, bytes),
     and the topic ids each teaches."""
-    plain = facts_module.facts
+    plain, pair = facts_module.facts, facts_module.pair_facts
     compared = planned = 0
 
-    def both(*trees, topic_ids=None, plans=()):
+    def both(request, response, plans, topic_ids):
         nonlocal compared, planned
-        ids = copy.deepcopy(topic_ids)
-        whole = plain(*trees, topic_ids=ids)
-        got = plain(*trees, topic_ids=topic_ids, plans=plans)
-        assert got == whole and topic_ids == ids
+        ids, ids2 = copy.deepcopy(topic_ids), copy.deepcopy(topic_ids)
+        whole = plain(request, response, topic_ids=ids)
+        by_plans = plain(request, response, topic_ids=ids2, plans=plans)
+        got = pair(request, response, plans, topic_ids)  # (enrichment's call)
+        assert got == whole == by_plans and topic_ids == ids == ids2
         compared += 1
         planned += any(p is not None and p is not facts_module.GENERIC for p in plans)
         return got
 
-    monkeypatch.setattr(enrich_module, "facts", both)
+    monkeypatch.setattr(enrich_module, "pair_facts", both)
     for capture in CAPTURES:
         _run(capture)
     assert planned > 1000 and compared > planned * 0.9, (compared, planned)

@@ -7,6 +7,7 @@ import gc
 import itertools
 import os
 import stat
+import struct
 from collections.abc import Callable, Iterable
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -38,6 +39,7 @@ class Endpoints(NamedTuple):
     broker: tuple[str, int]
 
 
+_SIZE = struct.Struct(">i")
 _Chunk = tuple[int, bytes, float, int]  # a held chunk: offset, payload, ts, frame
 # bytes held across all connections being decided past which each decides at
 # ``evidence.HOLD`` (a capture of many one-way flows must not hold ``ALONE`` each)
@@ -110,7 +112,10 @@ class CaptureDissector:
         self.sniffing: dict[int, _Held] = {}
         self.sniffed = 0  # the bytes of the chunks in ``sniffing``
         self.ignored: set[int] = set()
-        self.messages = first_message
+        # messages are numbered by a C counter (a Python method was a call per message);
+        # ``messages`` reads where it stands
+        self._count = itertools.count(first_message)
+        self._next_index = self._count.__next__
         self.first_stream = first_stream
         self.packets = 0
         self.unsupported: dict[int, int] = {}  # linktype -> packets skipped
@@ -124,11 +129,12 @@ class CaptureDissector:
         self.untracked: set[int] = set()
         # the directions of the compiled reassembler whose bytes are Kafka's as they come
         # (plain Kafka, or TLS it decrypts), by connection number: per direction (its
-        # Kafka connection's ``data``, flip) or None. Their data events skip the TLS
+        # Kafka connection's ``data``, flip, its ``message``) or None. Their data events
+        # (``message`` for a whole message without its size, event 9) skip the TLS
         # layer and the dispatch by connection, which only pass them on (three to five
         # calls per chunk were a tenth of a summary of many small messages); a TLS
         # session counts the plaintext so handed on when the direction comes back
-        self.direct: dict[int, list[tuple[Any, int] | None]] = {}
+        self.direct: dict[int, list[tuple[Any, int, Any] | None]] = {}
         # what each Kafka connection calls, bound once (not three bound methods made and
         # kept per connection)
         self._calls = (self._exchange, sink.gap, self._next_index)
@@ -137,9 +143,11 @@ class CaptureDissector:
         self.listeners: set[int] = set()
         self.servers: set[tuple[str, int]] = set()
 
-    def _next_index(self) -> int:
-        self.messages += 1
-        return self.messages - 1
+    @property
+    def messages(self) -> int:
+        """The number the next message will get (the messages numbered so far, from
+        ``first_message`` on)."""
+        return int(repr(self._count)[6:-1])  # (``count(N)``: its next value, not taken)
 
     def packet(self, pkt: Packet) -> None:
         self.packets += 1
@@ -170,6 +178,14 @@ class CaptureDissector:
                 take(*row)
             elif n == 1:
                 self.add_secrets(row[0])
+            elif row[0] == 9:  # one whole Kafka message, without its size
+                found = direct.get(row[1])
+                to = found[row[2]] if found is not None else None
+                if to is not None:
+                    to[2](row[2] ^ to[1], row[3], row[4], row[5], row[6])
+                else:  # (not seen: only directions handed on directly are tracked)
+                    data = _SIZE.pack(len(row[4])) + row[4]
+                    tls.data(conns[row[1]], row[2], row[3] - 4, data, row[5], row[6])
             elif row[0] == 1:
                 found = direct.get(row[1])
                 to = found[row[2]] if found is not None else None
@@ -242,7 +258,7 @@ class CaptureDissector:
             if found is None or tls_facts(conn) is not None:
                 continue  # not Kafka, or TLS: Python's to read
             k, flip = found
-            self.direct[cid] = [(k.data, flip), (k.data, flip)]
+            self.direct[cid] = [(k.data, flip, k.message), (k.data, flip, k.message)]
             for direction in (0, 1):
                 at = k.framers[direction ^ flip].position()
                 if at is not None:
@@ -309,7 +325,8 @@ class CaptureDissector:
                 self.tls.given_back(conn, direction, seq, 0, plain, begun, 0.0, 0)
                 self.tls_ready.discard((cid, direction))
             elif found is not None:
-                self.direct.setdefault(cid, [None, None])[direction] = (found[0].data, found[1])
+                k = found[0]
+                self.direct.setdefault(cid, [None, None])[direction] = (k.data, found[1], k.message)
 
     def scanned(self, reader) -> None:
         """Count the packets the compiled scanner read (it counts them itself)."""

@@ -176,19 +176,47 @@ class KafkaConnection:
 
     # -- input ----------------------------------------------------------------------
 
+    def message(self, side: int, offset: int, body: bytes, ts: float, frame: int) -> None:
+        """One whole message at stream ``offset`` (after its size), ``body`` without its
+        size: the compiled reassembler's usual chunk (its event 9), taken as ``data``
+        takes the message with its size (without copying it less its size)."""
+        framer = self.framers[side]
+        if side:
+            self.pending.answer_end = offset + len(body)
+        if not framer.whole_body(body, offset):
+            self.data(side, offset - 4, _SIZE.pack(len(body)) + body, ts, frame)
+            return
+        if not self.early and self.sasl is None:  # (_whole inline: a call per message)
+            if ts > self.last_ts:
+                self.last_ts = ts
+            msg = KafkaMessage(
+                self.next_index(),
+                self.index,
+                "request" if side == 0 else "response",
+                ts,
+                frame,
+                offset,
+                body,
+            )
+            if side == 0:
+                self._request(msg, [])
+            else:
+                self._response(msg, [])
+        else:
+            self._clean(side, offset, body, ts, frame)
+        if framer.unread:
+            self._unread(side, ts, frame)
+        budget = self.budget
+        if budget is not None and budget.used and budget.holds(framer):
+            self._charge(side)
+
     def data(self, side: int, offset: int, payload: bytes, ts: float, frame: int) -> None:
         framer = self.framers[side]
         if side:
             self.pending.answer_end = offset + len(payload)
         body = framer.whole(payload, offset)
-        if body is not None:  # (the usual chunk: one whole message, nothing held)
-            self._clean(side, offset + 4, body, ts, frame)
-            if framer.unread:
-                self._unread(side, ts, frame)
-            budget = self.budget
-            # (nothing held anywhere, the usual: the budget is not asked)
-            if budget is not None and budget.used and budget.holds(framer):
-                self._charge(side)
+        if body is not None:  # (one whole message, nothing held)
+            self._whole(side, framer, offset + 4, body, ts, frame)
             return
         for f in framer.feed(payload, offset):
             self._message(side, f, ts, frame)
@@ -197,6 +225,36 @@ class KafkaConnection:
         budget = self.budget
         # (most chunks end at a message's end: nothing held, nothing charged before)
         if budget is not None and (framer.pending or budget.holds(framer)):
+            self._charge(side)
+
+    def _whole(
+        self, side: int, framer: Framer, offset: int, body: bytes, ts: float, frame: int
+    ) -> None:
+        """A whole message ``framer`` took (``Framer.whole``), ``body`` at ``offset``."""
+        if not self.early and self.sasl is None:
+            # (_clean's usual case inline: nothing held early, no raw SASL)
+            if ts > self.last_ts:
+                self.last_ts = ts
+            msg = KafkaMessage(
+                self.next_index(),
+                self.index,
+                "request" if side == 0 else "response",
+                ts,
+                frame,
+                offset,
+                body,
+            )
+            if side == 0:
+                self._request(msg, [])
+            else:
+                self._response(msg, [])
+        else:
+            self._clean(side, offset, body, ts, frame)
+        if framer.unread:
+            self._unread(side, ts, frame)
+        budget = self.budget
+        # (nothing held anywhere, the usual: the budget is not asked)
+        if budget is not None and budget.used and budget.holds(framer):
             self._charge(side)
 
     def cut(self, side: int, offset: int, head: bytes, size: int, why: str, ts: float) -> None:
@@ -381,6 +439,11 @@ class KafkaConnection:
         msg.correlation_id = corr
         seq = self.seq  # (_next_seq inline: a call per request)
         self.seq = seq + 1
+        if acks != 0 and self.pending.usual(corr, (msg, findings, seq), msg.ts) is not None:
+            # (the usual: pending, its id not reused, nothing finished)
+            if self.early and corr in self.early:
+                self._early(corr)
+            return
         pending, finished = self.pending.request(corr, (msg, findings, seq), acks != 0, msg.ts)
         if pending.reused:
             findings.append(
@@ -392,9 +455,14 @@ class KafkaConnection:
             )
         for p in finished:  # acks=0 ones done waiting, or pushed out
             self._unanswered(p, "pending_limit")
-        early = self.early.get(corr) if self.early else None
+        if self.early and corr in self.early:
+            self._early(corr)
+
+    def _early(self, corr: int) -> None:
+        """A request with ``corr`` came: the first response held for it is taken."""
+        assert self.early is not None
+        early = self.early[corr]
         if early:
-            assert self.early is not None
             resp, resp_findings = early.pop(0)
             if not early:
                 del self.early[corr]
@@ -504,4 +572,24 @@ class KafkaConnection:
             if self.sasl is None:
                 self.sasl = RawSasl()
             self.sasl.answered(req.api_key, req.api_version, msg.data)
-        self._emit(req, msg, seq, findings, answered.expected)
+        if self.doubt is not None:
+            self._emit(req, msg, seq, findings, answered.expected)
+            return
+        self.emit_exchange(  # (_emit inline: a call per exchange)
+            Exchange(
+                req,
+                msg,
+                self.client,
+                self.broker,
+                self.index,
+                seq,
+                answered.expected,
+                findings,
+                None,
+                "ok",
+                None,
+                self.tls,
+                self.opened,
+                self.side_by,
+            )
+        )

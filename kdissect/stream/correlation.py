@@ -96,6 +96,21 @@ class Correlator(Generic[T]):
             finished.append(self._drop(next(iter(self._order.values()))))
         return p, finished
 
+    def usual(self, correlation_id: int, item: T, ts: float = 0.0) -> Pending[T] | None:
+        """``request``'s usual case, in one call: a request expecting an answer whose
+        correlation id is not pending, no acks=0 request waiting, room left. It is added
+        and returned (``request`` would return it, not reused, nothing finished); None:
+        nothing done, ask ``request``."""
+        by_id, order = self._by_id, self._order
+        if self._acks0 or correlation_id in by_id or len(order) >= self.max_pending:
+            return None
+        seq = self._seq
+        p = Pending(item, correlation_id, seq, True, ts, False, self.answer_end)
+        self._seq = seq + 1
+        by_id[correlation_id] = [p]
+        order[seq] = p
+        return p
+
     def response(
         self, correlation_id: int, ts: float = 0.0
     ) -> tuple[Match[T] | None, list[Pending[T]]]:

@@ -294,10 +294,13 @@ class Diagnoses:
                 self._versions(ex, out, whole)
             key = req.api_key
             if key == PRODUCE and whole:
+                # (plain and _complete inline for values dicts: calls per Produce)
                 self._produce(
                     ex,
-                    plain(req_body),
-                    plain(resp_body) if _complete(resp) else None,
+                    req_body if type(req_body) is dict else plain(req_body),
+                    (resp_body if type(resp_body) is dict else plain(resp_body))
+                    if resp is not None and resp.status == "ok" and not resp.holes
+                    else None,
                     topic_ids,
                     out,
                 )
@@ -375,32 +378,63 @@ class Diagnoses:
     def _produce(
         self, ex: Exchange, body: Any, answer: Any, topic_ids: dict[str, str], out: list[Finding]
     ) -> None:
+        # (_partitions, _index and _skew inline: an idempotent producer's one-record
+        # Produce, the whole of a small-produce capture, made a call of each per batch)
         req = ex.request
         assert req is not None
         errors: dict[tuple[str, int | None], int] = {}
-        appended: dict[tuple[str, int | None], int] = {}
-        for topic, p in _partitions(answer, "responses", "partition_responses", topic_ids):
-            code, index = p.get("error_code"), _index(p)
-            errors[topic, index] = code if type(code) is int else 0
-            t = p.get("log_append_time_ms")
-            if type(t) is int and t >= 0:
-                appended[topic, index] = t
-        capture_ms = req.ts * 1000
-        for topic, p in _partitions(body, "topic_data", "partition_data", topic_ids):
-            part = _index(p)
-            for batch in p.get("records") or ():
-                if not isinstance(batch, dict) or batch.get("magic") != 2:
+        appended: dict[tuple[str, int | None], int] | None = None
+        if isinstance(answer, dict):
+            for t in answer.get("responses") or ():
+                if not isinstance(t, dict):
                     continue
-                self._skew(batch, capture_ms, topic, part, out)
-                self._sequence(
-                    ex,
-                    batch,
-                    topic,
-                    part,
-                    errors.get((topic, part)) if answer is not None else None,
-                    out,
-                )
-        for (topic, part), t in appended.items():
+                topic = _topic(t, topic_ids)
+                for p in t.get("partition_responses") or ():
+                    if not isinstance(p, dict) or topic is None:
+                        continue
+                    code, index = p.get("error_code"), _index(p)
+                    errors[topic, index] = code if type(code) is int else 0
+                    at = p.get("log_append_time_ms")
+                    if type(at) is int and at >= 0:
+                        if appended is None:
+                            appended = {}
+                        appended[topic, index] = at
+        capture_ms = req.ts * 1000
+        if isinstance(body, dict):
+            for t in body.get("topic_data") or ():
+                if not isinstance(t, dict):
+                    continue
+                topic = _topic(t, topic_ids)
+                for p in t.get("partition_data") or ():
+                    if not isinstance(p, dict) or topic is None:
+                        continue
+                    part = _index(p)
+                    for batch in p.get("records") or ():
+                        if not isinstance(batch, dict) or batch.get("magic") != 2:
+                            continue
+                        attrs, stamp = batch.get("attributes"), batch.get("max_timestamp")
+                        # (LogAppendTime: the broker stamps it, not the client)
+                        if (
+                            type(attrs) is int
+                            and not attrs & 8
+                            and type(stamp) is int
+                            and stamp >= 0
+                            and abs((stamp - capture_ms) / 1000) > SKEW_S
+                        ):
+                            self._skew(batch, capture_ms, topic, part, out)
+                        # (else not an idempotent producer's batch: _sequence says
+                        # nothing of it, asked without a call)
+                        pid = batch.get("producer_id")
+                        if type(pid) is int and pid >= 0:
+                            self._sequence(
+                                ex,
+                                batch,
+                                topic,
+                                part,
+                                errors.get((topic, part)) if answer is not None else None,
+                                out,
+                            )
+        for (topic, part), t in appended.items() if appended else ():
             assert ex.response is not None  # appended is read from the answer
             ahead = (t - ex.response.ts * 1000) / 1000
             if abs(ahead) > SKEW_S:
@@ -482,7 +516,11 @@ class Diagnoses:
                 )
             )
         if known is None or epoch >= known:
-            _put(self.epochs, producer, epoch)
+            epochs = self.epochs  # (_put inline: a call per batch)
+            epochs[producer] = epoch
+            epochs.move_to_end(producer)
+            if len(epochs) > MAX_TRACKED:
+                epochs.popitem(last=False)
         this = _Send(
             ex.stream,
             ex.seq,
@@ -494,10 +532,14 @@ class Diagnoses:
             seq + count - 1,
         )
         key = (*producer, epoch, topic, part)
-        sends = self.sends.get(key)
+        table = self.sends
+        sends = table.get(key)
         if sends is None:
             sends = _Sends(SENDS_KEPT)
-        _put(self.sends, key, sends)
+        table[key] = sends  # (_put inline)
+        table.move_to_end(key)
+        if len(table) > MAX_TRACKED:
+            table.popitem(last=False)
         if this.first > sends.top and (
             not error or error not in _codes("OUT_OF_ORDER_SEQUENCE_NUMBER")
         ):
@@ -570,11 +612,18 @@ class Diagnoses:
             return
         req, resp = ex.request, ex.response
         assert req is not None and resp is not None
-        asked = {
-            (t, _index(p)): p.get("fetch_offset")
-            for t, p in _partitions(body, "topics", "partitions", topic_ids)
-        }
-        behind, idle = [], []
+        # (the request's _partitions inline: a generator per consumer Fetch)
+        asked = {}
+        for t in body.get("topics") or ():
+            if isinstance(t, dict):
+                topic = _topic(t, topic_ids)
+                for p in t.get("partitions") or ():
+                    if isinstance(p, dict) and topic is not None:
+                        asked[topic, _index(p)] = p.get("fetch_offset")
+        behind: list[str] = []
+        # what each partition that gave nothing says: text, or _why_empty's arguments
+        # (written only if empty_fetches says them: most empty answers never are)
+        idle: list[Any] = []
         returned = False
         # a read_committed consumer reads up to the last stable offset, and Kafka's
         # clients count its lag from there (an open transaction's records wait)
@@ -610,7 +659,7 @@ class Diagnoses:
                     f"{topic}[{part}] {limit - end} behind (fetched at {start}, {mark} {limit})"
                 )
             if after is None:
-                idle.append(_why_empty(topic, part, start, high, p.get("last_stable_offset")))
+                idle.append((topic, part, start, high, p.get("last_stable_offset")))
         if behind:
             out.append(Finding("consumer_lag", _some(behind), "response"))
         self._empty(ex.stream, req.ts, resp.ts, returned, idle, out)
@@ -636,9 +685,11 @@ class Diagnoses:
         asked: float,
         now: float,
         returned: bool,
-        idle: list[str],
+        idle: list[Any],
         out: list[Finding],
     ) -> None:
+        """``idle``: what each partition that gave nothing says, as text or as
+        ``_why_empty``'s arguments."""
         if returned:
             self.empty.pop(stream, None)
             return
@@ -647,7 +698,7 @@ class Diagnoses:
         if not said and now - first >= EMPTY_S:
             said = True
             why = (
-                _some(idle)
+                _some([i if type(i) is str else _why_empty(*i) for i in idle])
                 if idle
                 else ("no partition in the answers (an incremental fetch session: nothing changed)")
             )

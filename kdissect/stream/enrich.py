@@ -25,7 +25,7 @@ from ..protocol.names import error_name
 from ..protocol.values import NO_BYTES, body_values, lean_reader, plain_reader
 from .anomaly import EXPECTED_ERRORS
 from .diagnoses import Diagnoses
-from .facts import body_plan, facts
+from .facts import body_plan, pair_facts
 from .model import ACKS0, STATUS_OF_FINDING, Exchange, Gap
 from .orphans import Orphans
 from .sink import Sink
@@ -213,7 +213,7 @@ def enrich(
         if lo_hi is None or not lo_hi[0] <= req.api_version <= lo_hi[1]:  # type: ignore[operator]
             _check_version(ex, advertised, findings)
     req_body, resp_body = bodies
-    f = ex.facts = facts(req_body, resp_body, topic_ids=topic_ids, plans=plans)
+    f = ex.facts = pair_facts(req_body, resp_body, plans, topic_ids)
     if req is not None and req_body is not None and req.api_key in WAIT_FIELDS:
         f.asked_wait_field, f.asked_wait_ms = _asked_wait(req.api_key, req_body)
     elif req is not None and req_body is not None and req.api_key == SYNC_GROUP:

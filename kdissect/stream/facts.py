@@ -108,6 +108,54 @@ def facts(
     return f
 
 
+def pair_facts(
+    request: Node | dict[Any, Any] | None,
+    response: Node | dict[Any, Any] | None,
+    plans: Sequence[Any],
+    topic_ids: dict[str, str],
+) -> Facts:
+    """``facts(request, response, topic_ids=topic_ids, plans=plans)`` (``plans``: two),
+    a compiled plan's walk called directly (enrichment's call per exchange: the general
+    one's arguments and loop cost as much as the walks of most bodies)."""
+    f = Facts()
+    if request is not None:
+        plan = plans[0]
+        if (
+            type(request) is dict
+            and plan is not None
+            and plan is not GENERIC
+            and type(plan) is not tuple
+        ):
+            plan.walk(request, f, topic_ids)
+        else:
+            _facts_of(request, plan, f, topic_ids)
+    if response is not None:
+        plan = plans[1]
+        if (
+            type(response) is dict
+            and plan is not None
+            and plan is not GENERIC
+            and type(plan) is not tuple
+        ):
+            plan.walk(response, f, topic_ids)
+        else:
+            _facts_of(response, plan, f, topic_ids)
+    return f
+
+
+def _facts_of(tree: Node | dict[Any, Any], plan: Any, f: Facts, ids: dict[str, str]) -> None:
+    """What ``facts`` does with one tree and its plan."""
+    if isinstance(tree, dict):
+        if plan is GENERIC:
+            _collect_values(tree, f, None, "", ids, False)
+        elif type(plan) is tuple:
+            _collect_planned(tree, plan, f, None, ids)
+        elif plan is not None:
+            plan.walk(tree, f, ids)
+    else:
+        _collect(tree, f, None, "", ids)
+
+
 def _is_topic_array(name: str) -> bool:
     return "topic" in name or name in ("responses", "partition_data")
 

@@ -227,6 +227,24 @@ class Framer:
         self._base, self._want = offset + len(data), 0
         return data[4:]
 
+    def whole_body(self, body: bytes, offset: int) -> bool:
+        """``whole`` of a message the compiled reassembler found whole, given without its
+        size (``body``, at stream ``offset``): True when taken (the framer past it, as
+        ``whole`` would leave it); False: nothing done (``whole`` would not take it)."""
+        if (
+            self._held is not None
+            or self._buf
+            or self._cut is not None
+            or offset - 4 < self._skip_until
+            or self.resync
+            or self.error is not None
+            or self.unsure_at >= 0
+            or len(body) > self.max_message
+        ):
+            return False
+        self._base, self._want = offset + len(body), 0
+        return True
+
     def feed(self, data: bytes, offset: int | None = None) -> list[Frame]:
         """``data`` found at stream ``offset`` (default: right after what came before)."""
         held = self._held

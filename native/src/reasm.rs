@@ -3,7 +3,9 @@
 //! Scanner's segments without building a Python tuple per segment.
 //!
 //! Events go to Python as tuples, in order: (0, cid, a_ip, a_port, b_ip, b_port, ts,
-//! saw_syn) a new connection; (1, cid, dir, offset, bytes, ts, frame) data; (2, cid, dir,
+//! saw_syn) a new connection; (1, cid, dir, offset, bytes, ts, frame) data, or (9, ...)
+//! data that is exactly one whole Kafka message of a size-tracked direction, Python's
+//! framer holding nothing: its offset and bytes after its size; (2, cid, dir,
 //! offset, length, ts, frame) a gap; (3, cid) closed; (4, cid, dir, held) the bytes a
 //! direction holds out of order (the memory budget's charge); (5, cid, dir) its charge
 //! dropped; (6, None) the budget is tight: Python takes the state over (``export``).
@@ -254,6 +256,25 @@ pub(crate) fn joined<'py>(py: Python<'py>, parts: &[&[u8]]) -> PyResult<Bound<'p
     }
 }
 
+/// ``parts`` joined less their first 4 bytes when those are the size of exactly the
+/// rest (one whole Kafka message: what Python's ``Framer.whole`` takes), else None.
+fn one_message<'a>(parts: &[&'a [u8]]) -> Option<Vec<&'a [u8]>> {
+    let total: usize = parts.iter().map(|p| p.len()).sum();
+    let mut head = [0u8; 4];
+    let mut got = 0;
+    let mut rest = Vec::with_capacity(parts.len());
+    for p in parts {
+        let take = (4 - got).min(p.len());
+        head[got..got + take].copy_from_slice(&p[..take]);
+        got += take;
+        if take < p.len() {
+            rest.push(&p[take..]);
+        }
+    }
+    let size = i32::from_be_bytes(head) as i64;
+    (got == 4 && size == total as i64 - 4 && size <= MAX_MESSAGE).then_some(rest)
+}
+
 fn key_of(src: Addr, dst: Addr) -> (Addr, Addr) {
     // any fixed order of the two endpoints does: the key only finds the connection
     if (src.raw(), src.port) <= (dst.raw(), dst.port) {
@@ -372,30 +393,42 @@ impl Reasm {
             // the place of the last bytes (Python's framer holds nothing in between, so
             // the memory budget sees no holder come and go)
             let slot = t.first_slot.take().expect("checked");
-            let whole = joined(py, &[&t.first, &t.acc, payload])?;
             let start = t.first_at.0;
+            let event = match one_message(&[&t.first, &t.acc, payload]) {
+                // exactly one message: its bytes after the size (event 9)
+                Some(parts) => (9, start + 4, joined(py, &parts)?),
+                None => (1, start, joined(py, &[&t.first, &t.acc, payload])?),
+            };
             self.acc_total -= t.acc.len() as i64;
             t.first.clear();
             t.acc.clear();
             t.py_pending = false;
             let _ = slot; // (the placeholder stays None: drain_into leaves it out)
-            let bytes = whole.into_any().unbind();
-            return self.push(py, (1, cid, dir, start, bytes, ts, frame));
+            let bytes = event.2.into_any().unbind();
+            return self.push(py, (event.0, cid, dir, event.1, bytes, ts, frame));
         }
         if completes {
             Self::hand_first(py, &mut self.out, cid, dir, t)?;
             let had = t.acc.len() as i64;
-            let start = if had == 0 { off } else { t.acc_offset };
-            let whole = if had == 0 {
-                PyBytes::new(py, payload)
+            // exactly one message, Python's framer holding nothing of it: event 9
+            let one = if had == 0 && !t.py_pending && stop == t.start {
+                one_message(&[payload])
             } else {
-                joined(py, &[&t.acc, payload])? // one copy of each part
+                None
+            };
+            let start = if had == 0 { off } else { t.acc_offset };
+            let (tag, start, whole) = if let Some(parts) = one {
+                (9, start + 4, joined(py, &parts)?)
+            } else if had == 0 {
+                (1, start, PyBytes::new(py, payload))
+            } else {
+                (1, start, joined(py, &[&t.acc, payload])?) // one copy of each part
             };
             self.acc_total -= had;
             t.acc.clear();
             t.py_pending = stop > t.start;
             let bytes = whole.into_any().unbind();
-            return self.push(py, (1, cid, dir, start, bytes, ts, frame));
+            return self.push(py, (tag, cid, dir, start, bytes, ts, frame));
         }
         if !t.py_pending && t.first_slot.is_none() && t.acc.is_empty() {
             // the first bytes of a message: Python's framer would start holding here (the
@@ -1221,6 +1254,26 @@ mod tests {
         let d = dir_at(100, 5000);
         assert_eq!(d.unwrap(100 + 4000), 4000);
         assert_eq!(d.unwrap(100 + 6000), 6000);
+    }
+
+    #[test]
+    fn one_message_is_exactly_one_size_and_its_bytes() {
+        let msg: &[u8] = &[0, 0, 0, 3, 7, 8, 9];
+        for cut in 0..=msg.len() {
+            for cut2 in cut..=msg.len() {
+                let parts = [&msg[..cut], &msg[cut..cut2], &msg[cut2..]];
+                let rest = one_message(&parts).expect("one message");
+                assert_eq!(rest.concat(), vec![7, 8, 9]);
+            }
+        }
+        assert!(one_message(&[&[0, 0, 0, 3, 7, 8]]).is_none()); // short
+        assert!(one_message(&[&[0, 0, 0, 1, 7, 0, 0, 0, 0]]).is_none()); // two
+        assert!(one_message(&[&[0, 0, 0]]).is_none());
+        assert!(one_message(&[&[255, 255, 255, 251]]).is_none()); // -5: no size
+        assert_eq!(
+            one_message(&[&[0, 0, 0, 0]]).map(|r| r.concat()),
+            Some(vec![])
+        );
     }
 
     #[test]
