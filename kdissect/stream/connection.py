@@ -104,12 +104,8 @@ class RawSasl:
 
 
 def _answers_pending(pending: Correlator[Any], buf: bytearray, pos: int) -> bool:
-    """Does a response to a pending request plausibly start at ``buf[pos]``? Not in bytes
-    that came before the request was sent (a capture begun inside an answer once paired a
-    request with 26 bytes of that answer's tail). ``buf`` ends where the answering side's
-    stream has come to (the framer tests places in what it was just given)."""
-    at = pending.answer_end - len(buf) + pos
-    return pending.waiting_for(_SIZE.unpack_from(buf, pos + 4)[0], at)
+    """Does a response to a pending request plausibly start at ``buf[pos]``?"""
+    return pending.waiting_for(_SIZE.unpack_from(buf, pos + 4)[0])
 
 
 class KafkaConnection:
@@ -181,8 +177,6 @@ class KafkaConnection:
         size: the compiled reassembler's usual chunk (its event 9), taken as ``data``
         takes the message with its size (without copying it less its size)."""
         framer = self.framers[side]
-        if side:
-            self.pending.answer_end = offset + len(body)
         if not framer.whole_body(body, offset):
             self.data(side, offset - 4, _SIZE.pack(len(body)) + body, ts, frame)
             return
@@ -212,8 +206,6 @@ class KafkaConnection:
 
     def data(self, side: int, offset: int, payload: bytes, ts: float, frame: int) -> None:
         framer = self.framers[side]
-        if side:
-            self.pending.answer_end = offset + len(payload)
         body = framer.whole(payload, offset)
         if body is not None:  # (one whole message, nothing held)
             self._whole(side, framer, offset + 4, body, ts, frame)
@@ -290,8 +282,6 @@ class KafkaConnection:
             self.response_gap = max(self.response_gap, ts)
         for f in self.framers[side].gap(offset, length):
             self._message(side, f, ts, frame)
-        if side:  # (after the framer: it tested what it held before the hole)
-            self.pending.answer_end = offset + length
         if self.framers[side].unread:
             self._unread(side, ts, frame)
         if self.budget is not None:

@@ -28,7 +28,6 @@ class Pending(Generic[T]):
     expected: bool = True  # False: the request asked for no response (acks=0)
     ts: float = 0.0
     reused: bool = False  # its correlation id was already pending
-    after: int = 0  # the answering side's stream offset when it was sent: its answer is past it
 
 
 @dataclass(slots=True)
@@ -56,7 +55,7 @@ class Correlator(Generic[T]):
     with the latest earlier unanswered request that used it (the earlier one's answer
     was most likely lost); one expecting an answer wins over an acks=0 Produce."""
 
-    __slots__ = ("_by_id", "_order", "_acks0", "_seq", "max_pending", "acks0_wait", "answer_end")
+    __slots__ = ("_by_id", "_order", "_acks0", "_seq", "max_pending", "acks0_wait")
 
     def __init__(self, max_pending: int = MAX_PENDING, acks0_wait: float = ACKS0_WAIT):
         self._by_id: dict[int, list[Pending[T]]] = {}
@@ -67,9 +66,6 @@ class Correlator(Generic[T]):
         self._seq = 0
         self.max_pending = max_pending
         self.acks0_wait = acks0_wait
-        # how far the answering side's stream has come (its caller keeps it): an answer
-        # cannot start before the stream offset it had reached when its request was sent
-        self.answer_end = 0
 
     def request(
         self, correlation_id: int, item: T, expected: bool = True, ts: float = 0.0
@@ -82,7 +78,6 @@ class Correlator(Generic[T]):
             expected,
             ts,
             bool(waiting) and any(w.expected for w in waiting),
-            self.answer_end,
         )
         self._seq += 1
         waiting.append(p)
@@ -105,7 +100,7 @@ class Correlator(Generic[T]):
         if self._acks0 or correlation_id in by_id or len(order) >= self.max_pending:
             return None
         seq = self._seq
-        p = Pending(item, correlation_id, seq, True, ts, False, self.answer_end)
+        p = Pending(item, correlation_id, seq, True, ts, False)
         self._seq = seq + 1
         by_id[correlation_id] = [p]
         order[seq] = p
@@ -158,13 +153,8 @@ class Correlator(Generic[T]):
         """Stop waiting for these (their answers will not come): returned for reporting."""
         return [self._drop(p) for p in pending if p.seq in self._order]
 
-    def waiting_for(self, correlation_id: int, at: int | None = None) -> bool:
-        """Is a request with this id waiting for an answer (one that may start at the
-        answering side's stream offset ``at``, if given)?"""
-        return any(
-            p.expected and (at is None or at >= p.after)
-            for p in self._by_id.get(correlation_id, ())
-        )
+    def waiting_for(self, correlation_id: int) -> bool:
+        return any(p.expected for p in self._by_id.get(correlation_id, ()))
 
     def close(self) -> list[Pending[T]]:
         """Everything still pending, in the order sent; the correlator is empty after."""

@@ -118,7 +118,6 @@ class Framer:
         "_check_start",
         "_unread_from",
         "unread",
-        "_inside_from",
     )
 
     def __init__(
@@ -147,7 +146,6 @@ class Framer:
         # passed over since the caller last took them, as (stream offset, length)
         self._unread_from = -1
         self.unread: list[tuple[int, int]] = []
-        self._inside_from = 0  # stream offset where ``_confirm_inside`` looks next
 
     def begun_inside(self, check: bool) -> None:
         """The capture began inside the connection: its first bytes may be anywhere in a
@@ -306,39 +304,8 @@ class Framer:
         buf = self._unhold()
         buf += data
         if len(buf) < self._want:
-            if self.unsure_at == self._base and self._boundary is not None:
-                return out + self._confirm_inside()
             return out  # a big message still arriving: nothing to look at
         return out + self._frames()
-
-    def _confirm_inside(self) -> list[Frame]:
-        """An unconfirmed message still arriving (the capture began inside the
-        connection): a start inside it whose message ends exactly where the bytes end,
-        or where another plausible one starts, is the real one. An answer's tail whose
-        first bytes read as a size of megabytes held every answer after it until the
-        capture ended (then paired at the wrong time, a live capture's never shown).
-        Each place is tested once its message has arrived: a start whose message is
-        still arriving is tested again when more comes, those before it never again."""
-        buf, base = self._buf, self._base
-        pos = max(1, self._inside_from - base)
-        while True:
-            found = self._find_boundary(pos)
-            if found is None:
-                self._inside_from = base + max(pos, len(buf) - 7)
-                return []
-            end = found + 4 + _SIZE.unpack_from(buf, found)[0]
-            if end > len(buf) or len(buf) < end + HEAD and end != len(buf):
-                self._inside_from = base + found  # its end not seen yet
-                return []
-            if self._chains(found, True):
-                break
-            pos = found + 1
-        self._false_start(self._base, self._base + found)
-        del buf[:found]
-        self._base += found
-        self._check_start = False
-        self._want = 0
-        return self._frames()
 
     def _end_cut(self, ended: bool) -> Frame:
         cut = self._cut
