@@ -180,29 +180,7 @@ class KafkaConnection:
         if not framer.whole_body(body, offset):
             self.data(side, offset - 4, _SIZE.pack(len(body)) + body, ts, frame)
             return
-        if not self.early and self.sasl is None:  # (_whole inline: a call per message)
-            if ts > self.last_ts:
-                self.last_ts = ts
-            msg = KafkaMessage(
-                self.next_index(),
-                self.index,
-                "request" if side == 0 else "response",
-                ts,
-                frame,
-                offset,
-                body,
-            )
-            if side == 0:
-                self._request(msg, [])
-            else:
-                self._response(msg, [])
-        else:
-            self._clean(side, offset, body, ts, frame)
-        if framer.unread:
-            self._unread(side, ts, frame)
-        budget = self.budget
-        if budget is not None and budget.used and budget.holds(framer):
-            self._charge(side)
+        self._whole(side, framer, offset, body, ts, frame)
 
     def data(self, side: int, offset: int, payload: bytes, ts: float, frame: int) -> None:
         framer = self.framers[side]
@@ -222,7 +200,8 @@ class KafkaConnection:
     def _whole(
         self, side: int, framer: Framer, offset: int, body: bytes, ts: float, frame: int
     ) -> None:
-        """A whole message ``framer`` took (``Framer.whole``), ``body`` at ``offset``."""
+        """A whole message ``framer`` took (``Framer.whole`` or ``whole_body``), ``body``
+        at ``offset``."""
         if not self.early and self.sasl is None:
             # (_clean's usual case inline: nothing held early, no raw SASL)
             if ts > self.last_ts:
