@@ -12,7 +12,9 @@ default display's summary line per message, the default display lag):
               back by a consumer; records per second from first to last record
 
 Direct and proxied runs alternate in pairs (which goes first alternates too); a ratio is
-the median of the pairs' proxied / direct. For each proxied run the CPU seconds of the
+the median of the pairs' proxied / direct, printed also order-balanced (the geometric mean
+over as many rounds of each order) beside each order's median: on three nodes the second
+arm of a round gained whichever it was. Each arm starts once the brokers are quiet. For each proxied run the CPU seconds of the
 forwarding process and of the display process (decoding, JSON) are read from /proc, so
 the figures say where the proxy spent its time; the exchanges the display shed or left
 out are read from the proxy's exit summary. The load average is printed before and after:
@@ -395,6 +397,40 @@ def _pct(values: list[float], q: float) -> float:
     return s[min(len(s) - 1, int(q * len(s)))]
 
 
+def _quiet(cluster: ApacheKafka, timeout: float = 30.0, share: float = 0.15) -> float:
+    """Wait until the brokers' JVMs use under ``share`` of a core over half a second, after
+    writing the page cache's dirty pages (``os.sync``): the last run's replication and log
+    flushes, or the flood's deleted topic, must not fall on the next arm. Without it the
+    second arm of a round ran faster whichever it was (rounds with direct first gave the
+    proxy 99-128 % of direct, rounds with the proxy first 69-87 %). Returns the seconds
+    waited."""
+    start = time.monotonic()
+    os.sync()
+    pids = [n.proc.pid for n in cluster.nodes if n.proc is not None]
+    while time.monotonic() - start < timeout:
+        before = sum(_cpu_seconds(p) for p in pids)
+        time.sleep(0.5)
+        if sum(_cpu_seconds(p) for p in pids) - before < share * 0.5:
+            break
+    return time.monotonic() - start
+
+
+def _order_effect(rows: list[tuple[float, float]], k: int) -> tuple[float, float, float]:
+    """(median ratio of rounds with direct first, of rounds with the proxy first, their
+    order-balanced estimate): a run that gains from going second gains ``b`` in one order
+    and loses it in the other, so the geometric mean of equally many rounds of each order
+    cancels it, where a median of all rounds keeps whatever the odd round brings."""
+    first = [r[k] for r in rows[0::2]]
+    second = [r[k] for r in rows[1::2]]
+    n = min(len(first), len(second))
+    balanced = statistics.geometric_mean(first[:n] + second[:n]) if n else float("nan")
+    return (
+        statistics.median(first) if first else float("nan"),
+        statistics.median(second) if second else float("nan"),
+        balanced,
+    )
+
+
 def _load() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
@@ -511,6 +547,7 @@ def main() -> None:
         results: dict[str, list[tuple[float, float]]] = {}
         rates: dict[str, list[tuple[float, float]]] = {}  # records/s per client and arm
         cpu: dict[str, list[tuple[float, float]]] = {}
+        quiet_s: list[float] = []  # waits for quiet brokers before each arm
         for client in args.clients.split(","):
             produce, consume = CLIENTS[client]
             if args.only == "consume":  # one topic, produced once, read by every run
@@ -544,6 +581,7 @@ def main() -> None:
                     for running in (proxy, old):
                         if running is not None:
                             running.settle()
+                    quiet_s.append(_quiet(cluster))
                     if where == "forwarding":  # the display stopped: it sheds all
                         os.kill(proxy.proc.pid, signal.SIGSTOP)
                     # whose CPU seconds the run reads (direct with --relay-only: nobody's)
@@ -583,6 +621,7 @@ def main() -> None:
                     if args.flood_latency:
                         topic = f"flood-{where}-{client}-{i}"
                         _create(cluster.bootstrap(), topic, rf)
+                        quiet_s.append(_quiet(cluster))  # the last flood's GBs deleted
                         trips = _beside_flood(paths[where], topic, args.size, args.flood_latency)
                         _topics(cluster.bootstrap(), "--delete", "--topic", topic)  # its GBs
                         lat.setdefault(f"{where} beside a flood", []).append(
@@ -629,6 +668,21 @@ def main() -> None:
 
         medians(rates, ",.0f", " records/s")
         medians(results, ".0%", " of direct")
+        if old is None and not args.relay_only:  # two orders only: direct/proxy, proxy/direct
+            for who, rows in results.items():
+                for k, name in enumerate(("produce", "consume")):
+                    if args.only and name != args.only:
+                        continue
+                    d_first, p_first, balanced = _order_effect(rows, k)
+                    print(
+                        f"  {who} {name}: {balanced:.0%} of direct order-balanced (geometric "
+                        f"mean; direct first {d_first:.0%}, proxy first {p_first:.0%})"
+                    )
+        if quiet_s:
+            print(
+                f"  waits for quiet brokers before an arm: median {statistics.median(quiet_s):.1f} s"
+                f" (max {max(quiet_s):.1f} s)"
+            )
         for where, rows in lat.items():
             if where.startswith("direct"):
                 continue
