@@ -114,32 +114,14 @@ def pair_facts(
     plans: Sequence[Any],
     topic_ids: dict[str, str],
 ) -> Facts:
-    """``facts(request, response, topic_ids=topic_ids, plans=plans)`` (``plans``: two),
-    a compiled plan's walk called directly (enrichment's call per exchange: the general
-    one's arguments and loop cost as much as the walks of most bodies)."""
+    """``facts(request, response, topic_ids=topic_ids, plans=plans)`` (``plans``: two)
+    without its loop and keywords (enrichment's call per exchange: the general one's
+    arguments and loop cost as much as the walks of most bodies)."""
     f = Facts()
     if request is not None:
-        plan = plans[0]
-        if (
-            type(request) is dict
-            and plan is not None
-            and plan is not GENERIC
-            and type(plan) is not tuple
-        ):
-            plan.walk(request, f, topic_ids)
-        else:
-            _facts_of(request, plan, f, topic_ids)
+        _facts_of(request, plans[0], f, topic_ids)
     if response is not None:
-        plan = plans[1]
-        if (
-            type(response) is dict
-            and plan is not None
-            and plan is not GENERIC
-            and type(plan) is not tuple
-        ):
-            plan.walk(response, f, topic_ids)
-        else:
-            _facts_of(response, plan, f, topic_ids)
+        _facts_of(response, plans[1], f, topic_ids)
     return f
 
 
