@@ -668,7 +668,7 @@ def main() -> None:
 
         medians(rates, ",.0f", " records/s")
         medians(results, ".0%", " of direct")
-        if old is None and not args.relay_only:  # two orders only: direct/proxy, proxy/direct
+        if args.compare is None and not args.relay_only:  # two orders: direct first or not
             for who, rows in results.items():
                 for k, name in enumerate(("produce", "consume")):
                     if args.only and name != args.only:

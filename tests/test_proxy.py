@@ -252,7 +252,7 @@ def test_clients_work_through_the_proxy_and_bytes_pass_unchanged(chain):
     clients = {r.get("client_id") for r in rows if r["direction"] == "request"}
     assert {"kp-through-proxy", "ck-through-proxy"} <= clients
     assert "is reached through" in err
-    assert "(uvloop)" in err  # installed with the test extra
+    assert "(uvloop, forwarding at normal priority)" in err  # installed with the test extra
 
     # bytes: every byte passed unchanged except broker addresses
     assert assert_bytes_pass_unchanged(relay_a, relay_b) >= 1

@@ -228,6 +228,16 @@ def _yield_cpu() -> None:
     show_default=True,
     help="auto: uvloop when installed (pip install 'kdissect[fast]'), else asyncio.",
 )
+@click.option(
+    "--forwarder-priority",
+    type=click.Choice(["normal", "realtime"]),
+    default="normal",
+    show_default=True,
+    help="Scheduling of the forwarding process. realtime (SCHED_RR 1; needs root or "
+    "CAP_SYS_NICE): forwarding never waits for a core the brokers and clients keep busy, "
+    "so small requests beside bulk traffic wait less, at some cost in throughput on a "
+    "saturated machine (docs/guide/proxy.md). The display always runs below (nice 10).",
+)
 @secret_options
 def proxy(
     upstream,
@@ -254,6 +264,7 @@ def proxy(
     metrics_at,
     metrics_per_connection,
     event_loop,
+    forwarder_priority,
     show_secrets,
     max_decompressed,
 ):
@@ -365,7 +376,9 @@ def proxy(
             shared,
         )
 
-    forwarder = process.start(make, budget, event_loop, metrics_addr, metrics_per_connection)
+    forwarder = process.start(
+        make, budget, event_loop, metrics_addr, metrics_per_connection, forwarder_priority
+    )
     signals = []
     displays: list[FeedDisplay] = []
 
@@ -388,8 +401,11 @@ def proxy(
         if signals:  # stopped while starting: nothing to say
             return
         raise click.ClickException(f"cannot start the proxy on {listen}: {forwarder.error}")
-    bound, loop_name = ready.rsplit("|", 1)
-    listening = f"listening on {bound} for Kafka clients; brokers: {upstream} ({loop_name})"
+    bound, loop_name, scheduling = ready.rsplit("|", 2)
+    listening = (
+        f"listening on {bound} for Kafka clients; brokers: {upstream} "
+        f"({loop_name}, forwarding at {scheduling})"
+    )
     if metrics_addr is not None:
         listening += f"; metrics at http://{metrics_addr[0]}:{metrics_addr[1]}/metrics"
 

@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 from .feed import ERROR, READY, FeedWriter
 from .metrics import DisplayShared
+from .priority import PriorityRefused, raise_forwarding
 
 
 def event_loop_factory(kind: str):
@@ -62,9 +63,10 @@ def start(
     loop_kind: str = "auto",
     metrics_at: tuple[str, int] | None = None,
     per_connection: bool = False,
+    priority: str = "normal",
 ) -> Forwarder:
     """Fork the forwarding process. ``make_proxy(feed, on_note, shared)`` builds the
-    Proxy there."""
+    Proxy there; ``priority``: one of ``priority.POLICIES``."""
     read_fd, write_fd = os.pipe()
     shared = DisplayShared()
     ctx = multiprocessing.get_context("fork")
@@ -78,6 +80,7 @@ def start(
             loop_kind,
             (metrics_at, per_connection),
             shared,
+            priority,
         ),
         name="kdissect-proxy",
     )
@@ -128,9 +131,15 @@ def _main(
     loop_kind: str,
     metrics_at,
     shared: DisplayShared,
+    priority: str,
 ) -> None:
     os.close(read_fd)
     keep_freed_memory(forwarder_keeps(budget))
+    try:
+        scheduling = raise_forwarding(priority)
+    except PriorityRefused as e:
+        _fatal(write_fd, str(e))
+        return
     # until the loop handles it (below), a Ctrl-C must not end start-up with a traceback
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
@@ -139,7 +148,9 @@ def _main(
         _fatal(write_fd, str(e))
         return
     with asyncio.Runner(loop_factory=factory) as runner:
-        code = runner.run(_serve(make_proxy, write_fd, budget, name, metrics_at, shared))
+        code = runner.run(
+            _serve(make_proxy, write_fd, budget, f"{name}|{scheduling}", metrics_at, shared)
+        )
     sys.stderr.flush()
     os._exit(code)
 
@@ -153,8 +164,9 @@ def _fatal(write_fd: int, text: str) -> None:
 
 
 async def _serve(
-    make_proxy, write_fd: int, budget: int, loop_name: str, metrics_at, shared: DisplayShared
+    make_proxy, write_fd: int, budget: int, running: str, metrics_at, shared: DisplayShared
 ) -> int:
+    """``running``: the event loop's name and the scheduling, as READY tells them."""
     metrics_addr, per_connection = metrics_at
     stop = asyncio.Event()
     feed = FeedWriter(write_fd, budget, on_broken=stop.set)  # the parent is gone
@@ -205,7 +217,7 @@ async def _serve(
     # tens of milliseconds (135 ms on a busy machine) a forwarded message would wait
     gc.collect()
     gc.freeze()
-    feed.note(f"{proxy.host}:{proxy.bootstrap_port}|{loop_name}", READY)
+    feed.note(f"{proxy.host}:{proxy.bootstrap_port}|{running}", READY)
     await stop.wait()
     await proxy.close()
     if proxy.recorder is not None:
