@@ -85,7 +85,14 @@ def _children(pid: int) -> list[int]:
 class Proxy:
     """`kdissect proxy` with JSON lines of every exchange (or ``fmt``) to a file."""
 
-    def __init__(self, bootstrap: str, workdir: Path, root: Path = ROOT, fmt: str = "jsonl"):
+    def __init__(
+        self,
+        bootstrap: str,
+        workdir: Path,
+        root: Path = ROOT,
+        fmt: str = "jsonl",
+        options: tuple[str, ...] = (),
+    ):
         self.port = free_port()
         self.out = open(workdir / f"proxy.{fmt}", "w")
         self.err = open(workdir / "proxy.err", "w+")
@@ -102,6 +109,7 @@ class Proxy:
                 "--no-tui",
                 "--format",
                 fmt,
+                *options,
             ],
             stdout=self.out,
             stderr=self.err,
@@ -498,6 +506,14 @@ def main() -> None:
         "splice (socket -> pipe -> socket, no copy through user space); default copy",
     )
     ap.add_argument(
+        "--proxy-option",
+        action="append",
+        default=[],
+        metavar="OPTION",
+        help="an option for this checkout's proxy only (not --compare's), e.g. "
+        "--proxy-option=--forwarder-priority=realtime; repeatable",
+    )
+    ap.add_argument(
         "--relay-only",
         action="store_true",
         help="with --relay: no proxy, only direct and the relays (order rotating)",
@@ -537,7 +553,13 @@ def main() -> None:
         for m, port in relay_ports.items():
             relays[f"relay-{m}"] = Relay(m, port, cluster.node(1).ports[f"RELAY_{m.upper()}"])
         if not args.relay_only:
-            proxy = Proxy(cluster.bootstrap(), workdir, args.proxy_root.resolve(), args.format)
+            proxy = Proxy(
+                cluster.bootstrap(),
+                workdir,
+                args.proxy_root.resolve(),
+                args.format,
+                tuple(args.proxy_option),
+            )
         if args.compare is not None:
             (workdir / "old").mkdir()
             old = Proxy(cluster.bootstrap(), workdir / "old", args.compare.resolve(), args.format)
