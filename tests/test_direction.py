@@ -480,6 +480,48 @@ def test_a_capture_begun_just_before_a_large_answer_reads_the_connection_right(t
     assert got <= answered(whole, first), sorted(got - answered(whole, first))[:5]
 
 
+def _pairs_as_in_the_whole(tmp_path, src: Path, first: int) -> None:
+    """Every exchange whose request comes after the cut pairs as in the whole capture, at
+    the same packet and time, and nothing pairs otherwise."""
+    whole = exchanges_in([str(src)]).exchanges
+    cut = exchanges_in([str(_tail_of(src, tmp_path / f"cut-{first}.pcap", first))]).exchanges
+
+    def answered(exchanges, shift: int) -> set:
+        return {
+            (ex.client, ex.request.correlation_id, ex.response.frame - shift, ex.response.ts)
+            for ex in exchanges
+            if ex.request is not None and ex.response is not None
+        }
+
+    expected = answered([ex for ex in whole if ex.request and ex.request.frame > first], first)
+    got = answered(cut, 0)
+    assert expected <= got, (first, sorted(expected - got)[:5])
+    assert got <= answered(whole, first), (first, sorted(got - answered(whole, first))[:5])
+
+
+@pytest.mark.slow  # (~3 s: the capture read whole and cut twice)
+def test_an_answers_tail_read_as_a_size_of_megabytes_holds_no_later_answer(tmp_path):
+    """captures/kafka44-cluster.pcap begun inside Fetch answers: their tails' first bytes
+    read as a size of 16 MB (a search from the tail took a start in bytes captured
+    before its request; at 589 the tail's own first bytes read as a 48 KB answer
+    nobody asked for). Every later answer on the connection was held until the capture
+    ended, then paired at frame 0 with the last packet's time (a live capture never
+    showed them). A start inside the unconfirmed one that answers a pending request and
+    chains is now taken as it arrives, and only in bytes captured after its request."""
+    for first in (456, 589):
+        _pairs_as_in_the_whole(tmp_path, CAPTURES / "kafka44-cluster.pcap", first)
+
+
+@pytest.mark.slow  # (~1 s: the capture read whole and cut)
+def test_a_tail_captured_before_a_request_is_not_its_answer(tmp_path):
+    """captures/kafka44-cluster.pcap begun at 616, inside a Fetch answer: 26 bytes of its
+    tail read as an answer to the next Fetch (sent after they were captured), and the
+    framing after them was lost (4 answers unanswered). An answer found by search must
+    start in bytes captured no earlier than its request (told by their timestamps: bytes
+    held behind a hole are delivered after later requests)."""
+    _pairs_as_in_the_whole(tmp_path, CAPTURES / "kafka44-cluster.pcap", 616)
+
+
 def test_an_unconfirmed_start_smaller_than_a_correlation_id_is_no_message():
     """The first bytes of an answer's tail (zeros read as a size of 0 or 1) were framed as
     messages of no bytes ("ApiKey-1Response ✗ truncated"); they are passed over."""
