@@ -4,6 +4,7 @@ are Kafka -> the stream engine's connections -> a sink, streaming."""
 from __future__ import annotations
 
 import gc
+import heapq
 import itertools
 import os
 import stat
@@ -456,8 +457,9 @@ class CaptureDissector:
             return
         self._unsniff(conn)
         flip = self.kafka[id(conn)][1]
-        chunks = sorted(
-            ((f, d, o, p, t) for d in (0, 1) for o, p, t, f in held.chunks[d]),
+        # (merged by frame, each side kept in its stream order: see TlsLayer._decide)
+        chunks = heapq.merge(
+            *[[(f, d, o, p, t) for o, p, t, f in held.chunks[d]] for d in (0, 1)],
             key=lambda c: c[0],
         )
         for f, d, o, p, t in chunks:

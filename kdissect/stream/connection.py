@@ -9,8 +9,8 @@ decoding shows."""
 from __future__ import annotations
 
 import struct
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable
-from functools import partial
 from typing import Any
 
 from ..protocol import peek_request_header, schemas
@@ -103,9 +103,50 @@ class RawSasl:
             self.active = True
 
 
-def _answers_pending(pending: Correlator[Any], buf: bytearray, pos: int) -> bool:
-    """Does a response to a pending request plausibly start at ``buf[pos]``?"""
-    return pending.waiting_for(_SIZE.unpack_from(buf, pos + 4)[0])
+class _Answers:
+    """The answering side's boundary test: does a response to a pending request
+    plausibly start at ``buf[pos]``? Not in bytes captured before that request was sent
+    (26 bytes of an answer's tail were paired as the next request's answer): told by
+    the bytes' timestamps, not by the order they were delivered in (bytes held behind a
+    hole come after later requests). ``buf`` ends at the stream offset ``end``; the
+    chunks fed while the framer is in doubt are kept as where they start and their
+    times (bytes before them: no bound). It holds the correlator, not the connection:
+    no cycle, so a finished connection is freed at once."""
+
+    __slots__ = ("pending", "end", "starts", "times")
+
+    def __init__(self, pending: Correlator[Any]):
+        self.pending = pending
+        self.end = 0
+        self.starts: list[int] = []
+        self.times: list[float] = []
+
+    def __call__(self, buf: bytearray, pos: int) -> bool:
+        corr = _SIZE.unpack_from(buf, pos + 4)[0]
+        at = bisect_right(self.starts, self.end - len(buf) + pos) - 1
+        return self.pending.waiting_for(corr, self.times[at] if at >= 0 else float("inf"))
+
+    def needles(self) -> list[bytes]:
+        return [_SIZE.pack(c) for c in self.pending.expected_ids()]
+
+    def arrive(self, framer: Framer, offset: int, ts: float) -> None:
+        """Bytes at ``offset`` came at ``ts`` (kept only while ``framer`` is in doubt)."""
+        starts = self.starts
+        if framer.resync or framer.unsure_at >= 0:
+            if len(starts) > 64:  # (those wholly before the bytes held are of no use)
+                cut = bisect_right(starts, framer.base) - 1
+                if cut > 0:
+                    del starts[:cut], self.times[:cut]
+            starts.append(offset)
+            self.times.append(ts)
+        elif starts:
+            starts.clear()
+            self.times.clear()
+
+    def since(self, ts: float) -> int:
+        """The stream offset from which bytes came at ``ts`` or later."""
+        at = bisect_left(self.times, ts)
+        return self.starts[at] if at < len(self.starts) else self.end
 
 
 class KafkaConnection:
@@ -133,6 +174,7 @@ class KafkaConnection:
         "opened",
         "side_by",
         "doubt",
+        "answers",
     )
 
     def __init__(
@@ -153,7 +195,11 @@ class KafkaConnection:
         self.pending: Correlator[tuple[KafkaMessage, list[Finding], int]] = Correlator()
         # (the response side's boundary asks the correlator, not this object: no cycle, so
         # a finished connection is freed at once, not by the cyclic collector)
-        self.framers = (Framer(plausible_request), Framer(partial(_answers_pending, self.pending)))
+        self.answers = _Answers(self.pending)
+        self.framers = (
+            Framer(plausible_request),
+            Framer(self.answers, needles=self.answers.needles),
+        )
         # responses seen before their request (packets reordered across directions),
         # held until the request shows up or the connection ends (made when the first
         # comes: most connections never have one)
@@ -188,6 +234,9 @@ class KafkaConnection:
         if body is not None:  # (one whole message, nothing held)
             self._whole(side, framer, offset + 4, body, ts, frame)
             return
+        if side:
+            self.answers.end = offset + len(payload)
+            self.answers.arrive(framer, offset, ts)
         for f in framer.feed(payload, offset):
             self._message(side, f, ts, frame)
         if framer.unread:
@@ -261,6 +310,8 @@ class KafkaConnection:
             self.response_gap = max(self.response_gap, ts)
         for f in self.framers[side].gap(offset, length):
             self._message(side, f, ts, frame)
+        if side:  # (after the framer: it tested the bytes held before the hole)
+            self.answers.end = offset + length
         if self.framers[side].unread:
             self._unread(side, ts, frame)
         if self.budget is not None:
@@ -408,6 +459,8 @@ class KafkaConnection:
         msg.correlation_id = corr
         seq = self.seq  # (_next_seq inline: a call per request)
         self.seq = seq + 1
+        if self.answers.starts:  # the answers' framer in doubt: its answer may be held
+            self.framers[1].search_again(self.answers.since(msg.ts))
         if acks != 0 and self.pending.usual(corr, (msg, findings, seq), msg.ts) is not None:
             # (the usual: pending, its id not reused, nothing finished)
             if self.early and corr in self.early:

@@ -153,8 +153,13 @@ class Correlator(Generic[T]):
         """Stop waiting for these (their answers will not come): returned for reporting."""
         return [self._drop(p) for p in pending if p.seq in self._order]
 
-    def waiting_for(self, correlation_id: int) -> bool:
-        return any(p.expected for p in self._by_id.get(correlation_id, ()))
+    def waiting_for(self, correlation_id: int, since: float = float("inf")) -> bool:
+        """Is a request with this id waiting for an answer (one sent by ``since``)?"""
+        return any(p.expected and p.ts <= since for p in self._by_id.get(correlation_id, ()))
+
+    def expected_ids(self) -> list[int]:
+        """The correlation ids of the requests waiting for an answer."""
+        return [c for c, waiting in self._by_id.items() if any(p.expected for p in waiting)]
 
     def close(self) -> list[Pending[T]]:
         """Everything still pending, in the order sent; the correlator is empty after."""

@@ -9,6 +9,7 @@ the stages before and after it do not know it is there."""
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -160,7 +161,13 @@ class TlsLayer:
         ``inside``: the capture began inside a record: where each direction's first
         whole record starts (None: not found or no bytes)."""
         self.kind[id(conn)] = kind
-        held = sorted(self.held.pop(id(conn), []), key=lambda c: c[0])
+        # by frame, but each direction in the order it came: its stream order (a segment
+        # reordered in the capture comes later with its earlier frame; sorted by frame, a
+        # direction's bytes were replayed out of order and framed wrong)
+        chunks = self.held.pop(id(conn), [])
+        held = list(
+            heapq.merge(*[[c for c in chunks if c[1] == d] for d in (0, 1)], key=lambda c: c[0])
+        )
         self.held_bytes -= sum(len(c[3]) for c in held)
         if kind == _TLS:
             from .session import TlsFacts, TlsSession  # only with TLS: not at start-up
