@@ -17,6 +17,7 @@ documented in docs/internals/protocol.md.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import random
 import struct
@@ -86,8 +87,10 @@ def zstd(data: bytes) -> bytes:
     return zstandard.ZstdCompressor(level=19).compress(data)
 
 
+@functools.cache
 def kafka_messages() -> dict[str, bytes]:
-    """name -> a stream of size-prefixed Kafka requests."""
+    """name -> a stream of size-prefixed Kafka requests (made once: the captures and the
+    blobs both hold them; callers must not change the dict)."""
     zeros = bytes(200 * MiB)
     out = {
         "bomb-gzip": produce(record_batch(gzip.compress(zeros, 9), 10, 1)),
@@ -107,10 +110,9 @@ def kafka_messages() -> dict[str, bytes]:
         ),
         "bomb-lz4": produce(record_batch(lz4.frame.compress(bytes(100 * MiB)), 10, 3)),
         "bomb-zstd": produce(record_batch(zstd(bytes(1024 * MiB)), 10, 4)),
-        # every one under a per-payload cap, together 1.4 GB
-        "bombs-24-zstd": produce(
-            b"".join(record_batch(zstd(bytes(60 * MiB)), 10, 4) for _ in range(24))
-        ),
+        # every one under a per-payload cap, together 1.4 GB (24 copies of one batch:
+        # compressed once, not 24 times)
+        "bombs-24-zstd": produce(record_batch(zstd(bytes(60 * MiB)), 10, 4) * 24),
         # a count of 4 Mi over records that cost 7 bytes each: 36 M fields
         "record-count-4Mi": produce(record_batch(zstd(MINIMAL_RECORD * (4 << 20)), 4 << 20, 4)),
         # zero-length records never advance: a loop over 4 Mi nothings

@@ -78,7 +78,7 @@ def apache_kafka():
 
 @pytest.fixture(scope="session")
 def hostile(tmp_path_factory):
-    """The hostile set (scripts/make_hostile.py: 90 MB, ~20 s to write) once for the
+    """The hostile set (scripts/make_hostile.py: 90 MB, ~8 CPU-s to write) once for the
     session: tests/test_hostile.py runs it through the CLI, tests/test_native.py through
     both packet paths. Tests read it and must not change it."""
     import subprocess

@@ -34,9 +34,9 @@ WAIT_MS = 500
 
 
 def _long_polls(bootstrap: str, seconds: float = 8) -> None:
-    """A record every 150 ms while kafka-python and librdkafka fetch with min_bytes no
-    trickle reaches: the broker holds each Fetch for its max_wait_ms, then answers with
-    the records it has."""
+    """A record every 75 ms while kafka-python and librdkafka fetch, side by side, with
+    min_bytes no trickle reaches: the broker holds each Fetch for its max_wait_ms, then
+    answers with the records it has. (~100 records: _lagging reads 60 of them.)"""
     from confluent_kafka import Consumer, Producer
     from kafka import KafkaConsumer, TopicPartition
 
@@ -50,12 +50,10 @@ def _long_polls(bootstrap: str, seconds: float = 8) -> None:
             p.produce("longpoll", value=b"r%d" % i)
             p.poll(0)
             i += 1
-            time.sleep(0.15)
+            time.sleep(0.075)
         p.flush(30)
 
-    t = threading.Thread(target=trickle)
-    t.start()
-    try:
+    def kafka_python():
         c = KafkaConsumer(
             bootstrap_servers=bootstrap,
             client_id="kd-longpoll",
@@ -67,6 +65,8 @@ def _long_polls(bootstrap: str, seconds: float = 8) -> None:
         while time.monotonic() < deadline:
             c.poll(timeout_ms=1000)
         c.close()
+
+    def librdkafka():
         rd = Consumer(
             {
                 "bootstrap.servers": bootstrap,
@@ -82,6 +82,24 @@ def _long_polls(bootstrap: str, seconds: float = 8) -> None:
         while time.monotonic() < deadline:
             rd.poll(0.5)
         rd.close()
+
+    failed: list[BaseException] = []
+
+    def run(f):
+        try:
+            f()
+        except BaseException as e:  # said after the join
+            failed.append(e)
+
+    t = threading.Thread(target=trickle)
+    t.start()
+    try:
+        readers = [threading.Thread(target=run, args=(f,)) for f in (kafka_python, librdkafka)]
+        for r in readers:
+            r.start()
+        for r in readers:
+            r.join(120)
+        assert not failed, failed
     finally:
         stop.set()
         t.join(60)

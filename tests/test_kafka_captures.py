@@ -382,8 +382,68 @@ def test_fetch_snapshot_carries_the_metadata_snapshot():
     ), names
 
 
+class _SnapshotScenario:
+    """The live FetchSnapshot scenario on a cluster of its own (SNAPSHOTTING), run in a
+    thread from the module's first test on: most of its minute is Kafka waiting for its
+    metadata log cleaner, whose period is fixed (60 s from the node's start:
+    KafkaRaftClient's RaftMetadataLogCleanerManager, no setting shortens it), and the
+    module's other tests run meanwhile instead of waiting with it. ``result()`` waits
+    for it: (the cluster, stopped with its files, the capture of its CONTROLLER
+    listeners)."""
+
+    def __init__(self, directory: Path):
+        import threading
+
+        from tests.support.apache_kafka import ApacheKafka
+
+        self.kafka = ApacheKafka(nodes=3, start=False, extra=SNAPSHOTTING)
+        self.path = directory / "snap.pcap"
+        self.failed: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            with Tcpdump(self.path, self.kafka.ports("CONTROLLER")):
+                self.kafka.start()
+                kraft_snapshot_fetch(self.kafka)
+        except BaseException as e:  # raised in the test
+            self.failed = e
+        finally:
+            # SIGKILL: the files stay as they are (node 3's new checkpoint, which its own
+            # cleaner would delete a minute on) until close(), and the JVMs stop working
+            for node in self.kafka.nodes:
+                self.kafka.stop_node(node.node_id, kill=True)
+
+    def result(self):
+        self.thread.join()
+        if self.failed is not None:
+            raise self.failed
+        return self.kafka, self.path
+
+    def close(self) -> None:
+        self.kafka.close()  # (its admin calls then fail, and the thread ends)
+        self.thread.join(60)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def snapshot_scenario(request, tmp_path_factory):
+    """Started with the module when test_fetch_snapshot_live is to run (not in the fast
+    tier, which leaves it out), else None."""
+    if not any(
+        getattr(i, "originalname", "") == "test_fetch_snapshot_live" for i in request.session.items
+    ):
+        yield None
+        return
+    scenario = _SnapshotScenario(tmp_path_factory.mktemp("snapshot"))
+    try:
+        yield scenario
+    finally:
+        scenario.close()
+
+
 @pytest.mark.slow
-def test_fetch_snapshot_live(tmp_path):
+def test_fetch_snapshot_live(snapshot_scenario):
     """The same, live, on a cluster of its own (SNAPSHOTTING): the snapshot bytes the
     response carried are the .checkpoint file the voter then wrote, and `kdissect log`
     reads that file as the same records."""
@@ -392,29 +452,25 @@ def test_fetch_snapshot_live(tmp_path):
     from click.testing import CliRunner
 
     from kdissect.cli import main
-    from tests.support.apache_kafka import ApacheKafka
 
-    with ApacheKafka(nodes=3, start=False, extra=SNAPSHOTTING) as kafka:
-        with Tcpdump(tmp_path / "snap.pcap", kafka.ports("CONTROLLER")) as dump:
-            kafka.start()
-            kraft_snapshot_fetch(kafka)
-        assert_clean("kafka-kraft-snapshot", dump.path)
-        fetched = fetched_snapshots(dump.path)
-        assert fetched
-        for part, raw, names in fetched:
-            sid = part["snapshot_id"]
-            ck = (
-                kafka.node(3).log_dir
-                / "__cluster_metadata-0"
-                / f"{sid['end_offset']:020d}-{sid['epoch']:010d}.checkpoint"
-            )
-            assert ck.read_bytes() == raw
-            res = CliRunner().invoke(
-                main, ["log", str(ck), "--format", "jsonl", "--records"], catch_exceptions=False
-            )
-            on_disk = [
-                o.get("value_schema", "").split(" ")[0]
-                for o in map(json.loads, res.output.splitlines())
-                if o["type"] == "record"
-            ]
-            assert on_disk == names
+    kafka, capture = snapshot_scenario.result()
+    assert_clean("kafka-kraft-snapshot", capture)
+    fetched = fetched_snapshots(capture)
+    assert fetched
+    for part, raw, names in fetched:
+        sid = part["snapshot_id"]
+        ck = (
+            kafka.node(3).log_dir
+            / "__cluster_metadata-0"
+            / f"{sid['end_offset']:020d}-{sid['epoch']:010d}.checkpoint"
+        )
+        assert ck.read_bytes() == raw
+        res = CliRunner().invoke(
+            main, ["log", str(ck), "--format", "jsonl", "--records"], catch_exceptions=False
+        )
+        on_disk = [
+            o.get("value_schema", "").split(" ")[0]
+            for o in map(json.loads, res.output.splitlines())
+            if o["type"] == "record"
+        ]
+        assert on_disk == names

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.broker import Broker, free_port
-from tests.support.capture import wait_sniffing
+from tests.support.capture import stopped_when, wait_sniffing
 from tests.support.sockets import recv_exactly
 
 pytestmark = pytest.mark.slow  # captures on the loopback interface (root)
@@ -27,6 +27,7 @@ def test_live_decodes_what_passes_on_loopback():
     from kafka import KafkaProducer
 
     broker = Broker()
+    sniffer = None
     try:
         sniffer = subprocess.Popen(
             [
@@ -42,8 +43,6 @@ def test_live_decodes_what_passes_on_loopback():
                 "--no-tui",
                 "--format",
                 "jsonl",
-                "--duration",
-                "12",
             ],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -58,8 +57,16 @@ def test_live_decodes_what_passes_on_loopback():
             producer.send("live-topic", key=b"k%d" % i, value=b"seen live")
         producer.flush()
         producer.close()
-        out, err = sniffer.communicate(timeout=60)
+        # the producer is closed: its last exchange, the Produce, shown answered
+        out, err = stopped_when(
+            sniffer,
+            lambda shown: any(
+                m["api_name"] == "Produce" and m["direction"] == "response" for m in shown
+            ),
+        )
     finally:
+        if sniffer is not None and sniffer.poll() is None:
+            sniffer.kill()
         broker.stop()
     assert sniffer.returncode == 0, err
     messages = [json.loads(line) for line in out.splitlines()]

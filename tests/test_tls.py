@@ -690,7 +690,7 @@ def test_sasl_plain_over_tls_is_decrypted_and_not_called_plaintext(apache_kafka,
 def test_live_decrypts_with_a_key_log_being_written(tls_broker, tmp_path):
     """`kdissect live --keylog` while the client writes the key log: each new connection's
     secrets are read as they appear."""
-    from tests.support.capture import wait_sniffing
+    from tests.support.capture import stopped_when, wait_sniffing
     from tests.support.tls import TlsTerminator, self_signed
     from tests.support.tls_capture import run_client
 
@@ -712,8 +712,6 @@ def test_live_decrypts_with_a_key_log_being_written(tls_broker, tmp_path):
             "--no-tui",
             "--format",
             "jsonl",
-            "--duration",
-            "20",
             "--keylog",
             str(keylog),
         ],
@@ -724,7 +722,15 @@ def test_live_decrypts_with_a_key_log_being_written(tls_broker, tmp_path):
     try:
         wait_sniffing(sniffer.pid)
         run_client(f"127.0.0.1:{port}", cert, keylog, "--topic", "live-tls", "--messages", "5")
-        out, err = sniffer.communicate(timeout=90)
+        # the client is done: a Fetch answered (its consumer's, after every connection's
+        # handshake and the Produce) shown means what the checks below need was read
+        out, err = stopped_when(
+            sniffer,
+            lambda shown: any(
+                m.get("api_name") == "Fetch" and m.get("direction") == "response" for m in shown
+            ),
+            timeout=90,
+        )
     finally:
         sniffer.kill()
         terminator.close()

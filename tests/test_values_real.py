@@ -81,7 +81,7 @@ def _consume(conf: dict, topics: list[str], n: int) -> list[tuple[str, bytes]]:
 
 
 def test_framed_values_from_the_real_broker_decode_as_the_libraries_read_them(
-    apache_kafka, tmp_path: Path
+    apache_kafka, spark, tmp_path: Path
 ):
     schemas = tmp_path / "schemas"
     schemas.mkdir()
@@ -317,26 +317,27 @@ def test_framed_values_from_the_real_broker_decode_as_the_libraries_read_them(
         raw_by_decoded
     )
     assert all(r["key_json"] is None and r["key_schema"] is None for r in records)
-    spark = subprocess.run(
+    # `kdissect spark` in this process: its session is the suite's (the spark fixture:
+    # get_session finds it), not a JVM of its own for a capture of a few KB
+    from click.testing import CliRunner
+
+    from kdissect.cli import main
+
+    on_spark = CliRunner().invoke(
+        main,
         [
-            sys.executable,
-            "-m",
-            "kdissect",
             "spark",
             str(pcap),
             "--out",
             str(tmp_path / "t"),
             "--records",
             "--master",
-            "local[1]",
+            spark.sparkContext.master,
             "--schemas",
             str(schemas),
         ],
-        capture_output=True,
-        text=True,
-        timeout=600,
     )
-    assert spark.returncode == 0, spark.stderr
+    assert on_spark.exit_code == 0, (on_spark.output, on_spark.exception)
     table = pq.read_table(tmp_path / "t" / "records").to_pylist()
     assert len(table) == len(records)
     assert sorted((r["value_schema"], r["value_json"]) for r in table) == sorted(

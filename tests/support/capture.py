@@ -3,9 +3,11 @@ libpcap kept every packet it saw."""
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -111,3 +113,30 @@ def wait_sniffing(pid: int, timeout: float = 60, every_interface: bool = False) 
                     return
         time.sleep(0.05)
     raise AssertionError(f"process {pid} opened no packet socket in {timeout:.0f} s")
+
+
+def stopped_when(sniffer: subprocess.Popen, done, timeout: float = 60) -> tuple[str, str]:
+    """(stdout, stderr) of a `kdissect live --format jsonl` run (text pipes), stopped with
+    SIGTERM once the JSON lines shown so far satisfy ``done``, or after ``timeout``: the
+    run lasts as long as the traffic, not a --duration guessed long enough for it on a
+    loaded machine. SIGTERM stops as Ctrl-C does, what was captured shown
+    (tests/test_live.py's SIGTERM test)."""
+    out: list[str] = []
+    err: list[str] = []
+    readers = [
+        threading.Thread(target=lambda s=stream, k=sink: k.extend(iter(s.readline, "")))
+        for stream, sink in ((sniffer.stdout, out), (sniffer.stderr, err))
+    ]
+    for reader in readers:
+        reader.start()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and sniffer.poll() is None:
+        if done([json.loads(line) for line in list(out)]):
+            break
+        time.sleep(0.05)
+    if sniffer.poll() is None:
+        sniffer.send_signal(signal.SIGTERM)
+    sniffer.wait(60)
+    for reader in readers:
+        reader.join(10)
+    return "".join(out), "".join(err)
