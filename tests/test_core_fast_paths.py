@@ -180,3 +180,86 @@ def test_usual_is_request():
                 assert [q.seq for q in fa] == [q.seq for q in fb]
             assert _pstate(a) == _pstate(b)
     assert usuals > 1000, usuals
+
+
+def test_at_rest_is_where_whole_body_takes_any_message():
+    """``Framer.at_rest`` (the compiled pass takes a connection only there) says where
+    ``whole_body`` would take a whole message of any size, and ``passed`` leaves the
+    state ``whole_body`` leaves."""
+    rng = random.Random(47)
+    rests = 0
+    for _ in range(600):
+        most = rng.choice([MAX_MESSAGE, MAX_MESSAGE, 100])
+        a = Framer(_boundary, max_message=most)
+        if rng.random() < 0.1:
+            a.begun_inside(True)
+        for offset, data, n in _chunks(rng):
+            if data is None:
+                a.gap(offset, n)
+            elif (body := a.whole(data, offset)) is None:
+                a.feed(data, offset)
+            at = a.at_rest()
+            if at is None:
+                continue
+            rests += 1
+            for size in (0, 9, 300):
+                body = bytes(rng.randrange(256) for _ in range(size))
+                probe, moved = copy.copy(a), copy.copy(a)
+                assert probe.whole_body(body, at + 4)
+                moved.passed(at + 4 + size)
+                assert _state(moved) == _state(probe)
+    assert rests > 1000, rests
+
+
+def _items(c: Correlator) -> tuple:
+    """A correlator's state by its items (``_pstate`` less the sequence numbers; and
+    less ``reused``, read only by the caller of the ``request`` that made it)."""
+    return (
+        [(p.correlation_id, p.item, p.expected, p.ts) for p in c._order.values()],
+        {k: [p.item for p in v] for k, v in c._by_id.items()},
+        [p.item for p in c._acks0 or () if p.seq in c._order],
+    )
+
+
+def test_plain_requests_taken_and_pended_again_pair_alike():
+    """``Correlator.plain`` (the compiled pass takes a connection's pending requests only
+    then): what it returns, closed and pended again by ``usual`` in order (the pass's
+    hand-back), pairs every later request and answer as the correlator left alone."""
+    rng = random.Random(48)
+    taken = 0
+    for _ in range(1500):
+        a = Correlator(max_pending=rng.choice([3, 4096]))
+        item = 0
+        ts = 0.0
+        for _ in range(rng.randrange(1, 60)):
+            ts += rng.random() * 2
+            corr = rng.randrange(6)
+            if rng.random() < 0.55:
+                item += 1
+                expected = rng.random() > 0.1
+                if a.usual(corr, item, ts) is None:
+                    a.request(corr, item, expected, ts)
+            else:
+                a.response(corr, ts)
+            waiting = a.plain()
+            if waiting is None:
+                continue
+            assert waiting == list(a._order.values())
+            assert all(p.expected for p in waiting)
+            assert len({p.correlation_id for p in waiting}) == len(waiting)
+            left = copy.deepcopy(a)
+            for p in a.close():
+                assert a.usual(p.correlation_id, p.item, p.ts) is not None
+            assert _items(a) == _items(left)
+            taken += 1
+            for _ in range(5):  # the same pairing after
+                corr = rng.randrange(6)
+                ma, fa = a.response(corr, ts)
+                mb, fb = left.response(corr, ts)
+                assert (ma and ma.pending.item, ma and [q.item for q in ma.earlier]) == (
+                    mb and mb.pending.item,
+                    mb and [q.item for q in mb.earlier],
+                )
+                assert [q.item for q in fa] == [q.item for q in fb]
+                assert _items(a) == _items(left)
+    assert taken > 1000, taken

@@ -167,6 +167,14 @@ def python_request_head(data: bytes) -> RequestHead | None:
 # (and versions newer than it knows, read as the newest known one)
 _HEADER_VERSIONS: dict[tuple[int, int], int] = {}
 _ASSUMED_FLEXIBLE = -2  # a newer version of a flexible API: header v2, probably
+
+
+def header_versions() -> dict[tuple[int, int], int]:
+    """The table of request header versions ``request_head`` reads by (the compiled
+    reassembler's pass reads headers by it too: pairs are added, never changed)."""
+    return _HEADER_VERSIONS
+
+
 # native/src/head.rs's request_head (None: no extension, or KDISSECT_PURE; native_ext.refresh)
 _REQUEST_HEAD = bind(__name__, "_REQUEST_HEAD", "request_head")
 

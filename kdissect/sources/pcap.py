@@ -22,6 +22,7 @@ from ..capture.tcp import Direction, Reassembler, TcpConnection
 from ..capture.tls import KeyLog, TlsLayer
 from ..capture.tls.report import tls_summary
 from ..protocol import Options
+from ..protocol.message import header_versions
 from ..stream import direction as evidence
 from ..stream.connection import KafkaConnection
 from ..stream.budget import Budget
@@ -75,6 +76,10 @@ _NO_DIRS: Any = ()
 class CaptureDissector:
     """Feed packets; finished exchanges and gaps go to ``sink`` as they happen (the
     caller calls ``finish`` at the end of the packets, and the sink's ``done``)."""
+
+    # the compiled reassembler frames, reads and pairs the messages of connections in
+    # the simple state itself (``_pass``; tests turn it off to compare)
+    passing = True
 
     def __init__(
         self,
@@ -136,6 +141,14 @@ class CaptureDissector:
         # calls per chunk were a tenth of a summary of many small messages); a TLS
         # session counts the plaintext so handed on when the direction comes back
         self.direct: dict[int, list[tuple[Any, int, Any] | None]] = {}
+        # connections the compiled reassembler pairs (native/src/reasm.rs ``pair``), by
+        # its number: their Kafka connection's calls for its events 10 and 11, the
+        # connection, flip; those whose both directions come directly, not (yet) paired
+        # there; and those of them to ask after this batch (new ones: the others are
+        # asked when their data came, ``_pass``)
+        self.passes: dict[int, tuple[Any, Any, KafkaConnection, int]] = {}
+        self.pass_wait: set[int] = set()
+        self.pass_new: set[int] = set()
         # what each Kafka connection calls, bound once (not three bound methods made and
         # kept per connection)
         self._calls = (self._exchange, sink.gap, self._next_index)
@@ -167,19 +180,35 @@ class CaptureDissector:
             self.reasm = reader.reasm = cls(sorted(self.ports))
             self.reasm.room = self._room()
             self.tls.ready = self._tls_ready
+            if self.passing:
+                self.reasm.head_table(header_versions())
 
     def rows(self, batch: list[tuple]) -> None:
         """A batch of the compiled scanner (capture.native): segments and secrets, or
         the compiled reassembler's events (native/src/reasm.rs says what they are)."""
         take = self.tcp.take
-        tls, conns, direct = self.tls, self.rconns, self.direct
+        tls, conns, direct, passes = self.tls, self.rconns, self.direct, self.passes
         for row in batch:
             n = len(row)
             if n == 11:
                 take(*row)
+                continue
+            tag = row[0]
+            if tag == 10:  # a request the compiled pass read
+                p = passes.get(row[1])
+                if p is not None:
+                    p[0](row)
+                else:
+                    self._passed_late(row)
+            elif tag == 11:  # the answer it paired with the oldest request
+                p = passes.get(row[1])
+                if p is not None:
+                    p[1](row)
+                else:
+                    self._passed_late(row)
             elif n == 1:
                 self.add_secrets(row[0])
-            elif row[0] == 9:  # one whole Kafka message, without its size
+            elif tag == 9:  # one whole Kafka message, without its size
                 found = direct.get(row[1])
                 to = found[row[2]] if found is not None else None
                 if to is not None:
@@ -187,14 +216,14 @@ class CaptureDissector:
                 else:  # (not seen: only directions handed on directly are tracked)
                     data = _SIZE.pack(len(row[4])) + row[4]
                     tls.data(conns[row[1]], row[2], row[3] - 4, data, row[5], row[6])
-            elif row[0] == 1:
+            elif tag == 1:
                 found = direct.get(row[1])
                 to = found[row[2]] if found is not None else None
                 if to is not None:
                     to[0](row[2] ^ to[1], row[3], row[4], row[5], row[6])
                 else:
                     tls.data(conns[row[1]], row[2], row[3], row[4], row[5], row[6])
-            elif row[0] == 5:  # a direction's charge dropped (two per
+            elif tag == 5:  # a direction's charge dropped (two per
                 dirs = conns[row[1]].dirs  # connection at its end: inline)
                 if dirs:  # else never charged
                     self.budget.drop(id(dirs[row[2]]))
@@ -206,6 +235,8 @@ class CaptureDissector:
                 self._track()
             if self.tls_ready:
                 self._tls_track()
+            if self.passing:
+                self._pass()
             rs.room = self._room()
 
     def _room(self) -> int:
@@ -224,8 +255,20 @@ class CaptureDissector:
             self.untracked.add(cid)
         elif tag == 2:
             self.tls.gap(self.rconns[cid], *row[2:])
+        elif tag == 12:  # the compiled pass hands a connection back
+            self._pass_back(cid, row[2], row[3])
+        elif tag == 13:  # handed back where a message's first piece came, and the piece
+            self._pass_back(cid, row[7], row[8])
+            found = self.direct.get(cid)
+            to = found[row[2]] if found is not None else None
+            if to is not None:
+                to[0](row[2] ^ to[1], row[3], row[4], row[5], row[6])
+            else:
+                self.tls.data(self.rconns[cid], row[2], row[3], row[4], row[5], row[6])
         elif tag == 3:
             self.untracked.discard(cid)
+            self.pass_wait.discard(cid)
+            self.pass_new.discard(cid)
             self.tls_ready.discard((cid, 0))
             self.tls_ready.discard((cid, 1))
             self.direct.pop(cid, None)
@@ -260,6 +303,8 @@ class CaptureDissector:
                 continue  # not Kafka, or TLS: Python's to read
             k, flip = found
             self.direct[cid] = [(k.data, flip, k.message), (k.data, flip, k.message)]
+            if self.passing:
+                self._pass_wait(cid)
             for direction in (0, 1):
                 at = k.framers[direction ^ flip].position()
                 if at is not None:
@@ -271,6 +316,8 @@ class CaptureDissector:
         assert self.reasm is not None
         count, packets, closing, conns = self.reasm.export()
         self.direct.clear()  # (the Python reassembler delivers from here on)
+        self.pass_wait.clear()  # (the pass handed every connection back before)
+        self.pass_new.clear()
         tcp = self.tcp
         tcp.count, tcp.packets = count, packets
         for cid, closed, last_ts, n, dirs in conns:
@@ -301,6 +348,62 @@ class CaptureDissector:
         tcp.closing = deque((at, self.rconns.get(cid, gone)) for at, cid in closing)
         self.untracked.clear()
 
+    def _pass_wait(self, cid: int) -> None:
+        self.pass_wait.add(cid)
+        self.pass_new.add(cid)
+
+    def _pass(self) -> None:
+        """Connections whose messages may now be paired by the compiled reassembler
+        (native/src/reasm.rs ``pair``): both directions come directly and the Kafka
+        connection is in the simple state (``KafkaConnection.passing``). Asked when
+        they begin to wait and then when their data came (nothing else changes it)."""
+        assert self.reasm is not None
+        waiting = self.pass_wait
+        asked = self.pass_new
+        asked.update(cid for cid in self.reasm.touched() if cid in waiting)
+        if not asked:
+            return
+        pair, kafka, rconns, direct = self.reasm.pair, self.kafka, self.rconns, self.direct
+        for cid in sorted(asked):
+            dirs = direct.get(cid)
+            conn = rconns.get(cid)
+            found = kafka.get(id(conn)) if conn is not None else None
+            if dirs is None or None in dirs or found is None or found[0].sasl is not None:
+                waiting.discard(cid)  # (not now; a TLS direction tracked asks again)
+                continue
+            k, flip = found
+            at = k.passing()
+            if at is None:
+                continue
+            starts = (at[0], at[1]) if flip == 0 else (at[1], at[0])  # by direction
+            taken = pair(cid, flip, starts, at[2])
+            if taken < 0:
+                waiting.discard(cid)
+            elif taken:
+                k.pass_on()
+                self.passes[cid] = (k.passed_request, k.passed_answer, k, flip)
+                waiting.discard(cid)
+        asked.clear()
+
+    def _pass_back(self, cid: int, end0: int, end1: int) -> None:
+        """A connection the compiled pass handed back, its directions' last messages
+        read there ending at ``end0`` and ``end1``; nothing if it was handed back
+        before (native/src/reasm.rs ``hand_first``: a first piece's place may come
+        earlier)."""
+        found = self.passes.pop(cid, None)
+        if found is None:
+            return
+        k, flip = found[2], found[3]
+        k.pass_back(end1 if flip else end0, end0 if flip else end1)
+        self._pass_wait(cid)
+
+    def _passed_late(self, row: tuple) -> None:
+        """A message the compiled pass read after Python took its connection back
+        (``_pass_back``): taken as its event 9, the whole message, would be."""
+        k, flip = self.kafka[id(self.rconns[row[1]])]
+        side = 0 if row[0] == 10 else 1
+        k.message(side, row[2], row[3], row[4], row[5])
+
     def _tls_ready(self, conn: TcpConnection, direction: int) -> None:
         self.tls_ready.add((conn.index, direction))
 
@@ -328,6 +431,8 @@ class CaptureDissector:
             elif found is not None:
                 k = found[0]
                 self.direct.setdefault(cid, [None, None])[direction] = (k.data, found[1], k.message)
+                if self.passing:
+                    self._pass_wait(cid)
 
     def scanned(self, reader) -> None:
         """Count the packets the compiled scanner read (it counts them itself)."""

@@ -26,6 +26,9 @@ MAX_EARLY = 256  # responses held while waiting for a request seen out of order
 EARLY_WAIT = 1.0  # seconds such a response waits before it is called an orphan
 _SIZE = struct.Struct(">i")
 _NOTHING = lambda: None  # noqa: E731 - nothing held, nothing to give up
+# requests the compiled pass leaves to Python: they pair otherwise or change the
+# connection's state (``_answer``)
+_NOT_PASSED = frozenset({API_VERSIONS, SASL_HANDSHAKE, ENVELOPE})
 
 
 MAX_VERSION = schemas.MAX_VERSION  # a request header's version, recognised by shape
@@ -175,6 +178,7 @@ class KafkaConnection:
         "side_by",
         "doubt",
         "answers",
+        "queue",
     )
 
     def __init__(
@@ -215,6 +219,9 @@ class KafkaConnection:
         # complete before then may be lost in it
         self.response_gap = float("-inf")
         self.last_ts = 0.0
+        # the requests the compiled reassembler's pass paired (``passing``), oldest
+        # first, each as the correlator keeps it; None: not passed there
+        self.queue: list[tuple[KafkaMessage, list[Finding], int]] | None = None
 
     # -- input ----------------------------------------------------------------------
 
@@ -276,6 +283,125 @@ class KafkaConnection:
         # (nothing held anywhere, the usual: the budget is not asked)
         if budget is not None and budget.used and budget.holds(framer):
             self._charge(side)
+
+    # -- the compiled reassembler's pass (native/src/reasm.rs ``pair``) ----------------
+
+    def passing(self) -> tuple[int, int, list[int]] | None:
+        """Where each side's framer stands and the correlation ids pending, oldest first,
+        when the connection is in the state the compiled pass reads (nothing held,
+        nothing early, no raw SASL, no doubt to tell, each request pending expecting an
+        answer with an id of its own and answered as ``_answer``'s usual case); else
+        None. ``pass_on`` then moves the pending requests to the queue."""
+        if self.early or self.sasl is not None or self.doubt is not None:
+            return None
+        requests, answers = self.framers
+        at0, at1 = requests.at_rest(), answers.at_rest()
+        if at0 is None or at1 is None:
+            return None
+        budget = self.budget
+        if budget is not None and (budget.holds(requests) or budget.holds(answers)):
+            return None
+        waiting = self.pending.plain()
+        if waiting is None or any(p.item[0].api_key in _NOT_PASSED for p in waiting):
+            return None
+        return at0, at1, [p.correlation_id for p in waiting]
+
+    def pass_on(self) -> None:
+        """The pass took the connection (``passing`` said so): its pending requests wait
+        in the queue, in the order sent."""
+        self.queue = [p.item for p in self.pending.close()]
+
+    def passed_request(self, row: tuple[Any, ...]) -> None:
+        """A request the pass read (event 10): what ``_whole`` and ``_request`` make of
+        a request pending in the usual way, the header given."""
+        _, _, offset, body, ts, frame, key, version, corr, client_id = row
+        if ts > self.last_ts:
+            self.last_ts = ts
+        msg = KafkaMessage(
+            self.next_index(),
+            self.index,
+            "request",
+            ts,
+            frame,
+            offset,
+            body,
+            key,
+            version,
+            corr,
+            client_id,
+        )
+        seq = self.seq
+        self.seq = seq + 1
+        assert self.queue is not None, "passed"
+        self.queue.append((msg, [], seq))
+
+    def passed_answer(self, row: tuple[Any, ...]) -> None:
+        """The answer to the oldest request pending (event 11): ``_answer``'s usual
+        case (nothing earlier, expected, not ApiVersions, SaslHandshake or Envelope)."""
+        _, _, offset, body, ts, frame, corr = row
+        if ts > self.last_ts:
+            self.last_ts = ts
+        assert self.queue is not None, "passed"
+        req, findings, seq = self.queue.pop(0)
+        msg = KafkaMessage(
+            self.next_index(),
+            self.index,
+            "response",
+            ts,
+            frame,
+            offset,
+            body,
+            req.api_key,
+            req.api_version,
+            corr,
+            None,
+            req.index,
+            "ok",
+            "paired by correlation id",
+        )
+        req.pair = msg.index
+        if ts < req.ts:
+            findings.append(
+                Finding(
+                    "impossible_latency",
+                    f"the response was complete {(req.ts - ts) * 1e3:.3f} ms "
+                    f"before its request in the capture",
+                    "response",
+                )
+            )
+        self.emit_exchange(
+            Exchange(
+                req,
+                msg,
+                self.client,
+                self.broker,
+                self.index,
+                seq,
+                True,
+                findings,
+                None,
+                "ok",
+                None,
+                self.tls,
+                self.opened,
+                self.side_by,
+            )
+        )
+
+    def pass_back(self, client_end: int, broker_end: int) -> None:
+        """The pass hands the connection back (event 12): each side's framer goes on
+        after the last message read there (-1: none), the requests queued pend as
+        ``_request`` would have left them."""
+        for framer, end in zip(self.framers, (client_end, broker_end)):
+            if end >= 0:
+                framer.passed(end)
+        queue, self.queue = self.queue, None
+        pending = self.pending
+        for item in queue or ():
+            msg = item[0]
+            assert msg.correlation_id is not None, "a request passed has its header read"
+            added = pending.usual(msg.correlation_id, item, msg.ts)
+            assert added is not None, "the pass pends only what usual takes"
 
     def cut(self, side: int, offset: int, head: bytes, size: int, why: str, ts: float) -> None:
         """A message of ``size`` bytes at stream ``offset`` of which only ``head`` is

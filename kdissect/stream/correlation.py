@@ -149,6 +149,14 @@ class Correlator(Generic[T]):
             self._by_id.clear()
         return p
 
+    def plain(self) -> list[Pending[T]] | None:
+        """What is pending, in the order sent, when each request expects an answer and
+        has a correlation id of its own (``usual`` added them all); else None."""
+        if self._acks0 or len(self._by_id) != len(self._order):
+            return None
+        waiting = list(self._order.values())
+        return waiting if all(p.expected for p in waiting) else None
+
     def give_up(self, pending: list[Pending[T]]) -> list[Pending[T]]:
         """Stop waiting for these (their answers will not come): returned for reporting."""
         return [self._drop(p) for p in pending if p.seq in self._order]

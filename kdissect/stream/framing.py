@@ -218,6 +218,30 @@ class Framer:
             return None
         return self._base, bytes(self._buf)
 
+    def at_rest(self) -> int | None:
+        """The stream offset of the next message when the framer holds nothing and
+        ``whole_body`` would take any whole message there (of at most ``MAX_MESSAGE``
+        bytes); else None. The compiled reassembler's pass then frames such messages
+        itself (``passed``)."""
+        if (
+            self._held is not None
+            or self._buf
+            or self._cut is not None
+            or self._skip_until > self._base
+            or self.resync
+            or self.error is not None
+            or self.unsure_at >= 0
+            or self.unread
+            or self.max_message != MAX_MESSAGE
+        ):
+            return None
+        return self._base
+
+    def passed(self, end: int) -> None:
+        """Messages up to stream offset ``end`` were framed elsewhere, each whole where
+        the framer stood (``whole_body`` of each leaves this state)."""
+        self._base, self._want = end, 0
+
     def whole(self, data: bytes, offset: int) -> bytes | None:
         """``data`` at stream ``offset`` when it is exactly one whole message where the
         next one starts, nothing held (the compiled reassembler's usual chunk): the

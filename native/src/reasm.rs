@@ -22,10 +22,23 @@
 //! spend it, everything held is handed over and Python's reassembler takes over. What
 //! a segment could spend includes the held segments it may hand on (``held_at_risk``):
 //! the reference's budget counts those twice for a moment.
+//!
+//! The per-connection pass (``pair``): for a connection Python finds in the simple state
+//! (both directions size-tracked, nothing held, nothing early, no raw SASL or doubt,
+//! its pending requests plain), whole messages are read and paired here: a request
+//! whose header reads and that expects an answer comes as (10, cid, offset, bytes, ts,
+//! frame, api key, version, correlation id, client id) -- Python numbers it and queues
+//! it -- and the answer to the oldest pending request as (11, cid, offset, bytes, ts,
+//! frame, correlation id): Python makes the exchange with the request it queued first.
+//! Before any other event of the connection (a message it does not pair, data that is
+//! not one whole message, a gap, TLS given back, the budget's take-over, the close) it
+//! hands over: (12, cid, end of direction 0's last message passed, direction 1's) (-1:
+//! none), and Python's framers and correlator go on from there as if they had read them.
 
 use crate::fasthash::Map;
+use crate::head;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 use pyo3::BoundObject;
 use std::collections::{BTreeMap, HashSet, VecDeque};
 
@@ -98,6 +111,8 @@ struct Track {
     // instead when it is whole first and ends where the data ends
     first: Vec<u8>,
     first_slot: Option<usize>,
+    // the pass's ends when it came, its connection paired (``hand_first``)
+    first_ends: Option<[i64; 2]>,
     first_at: (i64, f64, i64),
 }
 
@@ -118,6 +133,7 @@ impl Track {
             acc_frame: 0,
             first: Vec::new(),
             first_slot: None,
+            first_ends: None,
             first_at: (0, 0.0, 0),
         };
         if t.head.len() == 4 {
@@ -192,6 +208,19 @@ impl Dir {
     }
 }
 
+/// A connection paired here (``pair``); Python's queue holds its pending requests.
+struct Pass {
+    client: usize,          // the client's direction
+    pending: VecDeque<i32>, // their correlation ids, oldest first (none twice)
+    ends: [i64; 2],         // where each direction's last message read here ends (-1: none)
+}
+
+// pending requests kept here (Python's correlator keeps 4096): past it, Python's
+const PASS_PENDING: usize = 64;
+const API_VERSIONS: i16 = 18;
+const SASL_HANDSHAKE: i16 = 17;
+const ENVELOPE: i16 = 58;
+
 struct Conn {
     cid: u64,
     a: Addr,
@@ -200,6 +229,7 @@ struct Conn {
     closed: bool,
     last_ts: f64,
     packets: i64,
+    seen: u64, // ``Reasm::seen`` when its data was last listed in ``touched``
 }
 
 /// A segment as the Scanner found it.
@@ -229,7 +259,16 @@ pub struct Reasm {
     // directions whose first piece waits in a placeholder of ``out``: (cid, dir)
     firsts: Vec<(u64, usize)>,
     acc_total: i64,
-    plain: Vec<u8>, // a TLS segment's plaintext (kept: reused for the next)
+    plain: Vec<u8>,         // a TLS segment's plaintext (kept: reused for the next)
+    passes: Map<u64, Pass>, // connections paired here (``pair``)
+    // message._HEADER_VERSIONS (set by Python) and what was found in it: the pairs are
+    // added there, never changed
+    heads: Option<Py<PyDict>>,
+    head_versions: Map<(i16, i16), i64>,
+    // connections that delivered data since Python last asked (``touched``), and the
+    // round of asking (each connection listed once a round)
+    touched: Vec<u64>,
+    seen: u64,
     /// budget headroom left for this batch (set by Python before each feed)
     #[pyo3(get, set)]
     room: i64,
@@ -303,7 +342,11 @@ impl Reasm {
             return self.tls_back(py, cid, dir, d, tls, &[]);
         }
         if let Some(t) = d.track.as_mut() {
-            Self::hand_first(py, &mut self.out, cid, dir, t)?;
+            // (a first piece's place is earlier: a pass is handed back there, if at all)
+            Self::hand_first(py, &mut self.out, &mut self.passes, cid, dir, t)?;
+        }
+        self.unpair(py, cid)?;
+        if let Some(t) = d.track.as_mut() {
             if !t.acc.is_empty() {
                 let bytes = PyBytes::new(py, &t.acc).into_any().unbind();
                 let (off, ts, frame) = (t.acc_offset, t.acc_ts, t.acc_frame);
@@ -329,6 +372,7 @@ impl Reasm {
         ts: f64,
         frame: i64,
     ) -> PyResult<()> {
+        self.unpair(py, cid)?;
         let bytes = PyBytes::new(py, payload).into_any().unbind();
         self.push(py, (1, cid, dir, off, bytes, ts, frame))
     }
@@ -393,6 +437,7 @@ impl Reasm {
             // the place of the last bytes (Python's framer holds nothing in between, so
             // the memory budget sees no holder come and go)
             let slot = t.first_slot.take().expect("checked");
+            t.first_ends = None;
             let start = t.first_at.0;
             let event = match one_message(&[&t.first, &t.acc, payload]) {
                 // exactly one message: its bytes after the size (event 9)
@@ -404,11 +449,10 @@ impl Reasm {
             t.acc.clear();
             t.py_pending = false;
             let _ = slot; // (the placeholder stays None: drain_into leaves it out)
-            let bytes = event.2.into_any().unbind();
-            return self.push(py, (event.0, cid, dir, event.1, bytes, ts, frame));
+            return self.whole_event(py, cid, dir, event, ts, frame);
         }
         if completes {
-            Self::hand_first(py, &mut self.out, cid, dir, t)?;
+            Self::hand_first(py, &mut self.out, &mut self.passes, cid, dir, t)?;
             let had = t.acc.len() as i64;
             // exactly one message, Python's framer holding nothing of it: event 9
             let one = if had == 0 && !t.py_pending && stop == t.start {
@@ -417,7 +461,7 @@ impl Reasm {
                 None
             };
             let start = if had == 0 { off } else { t.acc_offset };
-            let (tag, start, whole) = if let Some(parts) = one {
+            let event = if let Some(parts) = one {
                 (9, start + 4, joined(py, &parts)?)
             } else if had == 0 {
                 (1, start, PyBytes::new(py, payload))
@@ -427,14 +471,16 @@ impl Reasm {
             self.acc_total -= had;
             t.acc.clear();
             t.py_pending = stop > t.start;
-            let bytes = whole.into_any().unbind();
-            return self.push(py, (tag, cid, dir, start, bytes, ts, frame));
+            return self.whole_event(py, cid, dir, event, ts, frame);
         }
         if !t.py_pending && t.first_slot.is_none() && t.acc.is_empty() {
             // the first bytes of a message: Python's framer would start holding here (the
             // budget learns of the holder in the order the Python path tells it), so
             // their event keeps this place: a placeholder, filled when the events are
-            // taken, unless the message is whole by then (above)
+            // taken, unless the message is whole by then (above). A paired connection
+            // stays paired; if the placeholder is filled, it is handed back there, as it
+            // stood then (``hand_first``)
+            t.first_ends = self.passes.get(&cid).map(|p| p.ends);
             t.first_slot = Some(self.out.len());
             t.first.extend_from_slice(payload);
             t.first_at = (off, ts, frame);
@@ -539,6 +585,7 @@ impl Reasm {
                     closed: false,
                     last_ts: 0.0,
                     packets: 0,
+                    seen: 0,
                 };
                 let i = match self.free.pop() {
                     Some(i) => {
@@ -735,6 +782,10 @@ impl Reasm {
                     self.report_hole(py, c, dir)?;
                 }
                 let cid = c.cid;
+                if c.seen != self.seen && self.heads.is_some() {
+                    c.seen = self.seen;
+                    self.touched.push(cid);
+                }
                 let d = &mut c.dirs[dir];
                 if ts > d.last_ts {
                     d.last_ts = ts;
@@ -837,6 +888,7 @@ impl Reasm {
             while !c.dirs[dir].held.is_empty() {
                 self.skip_hole(py, &mut c, dir)?;
             }
+            self.unpair(py, c.cid)?;
             self.push(py, (5, c.cid, dir))?;
             let d = &c.dirs[dir];
             let end = d.end.max(d.acked);
@@ -875,6 +927,130 @@ impl Reasm {
         }
         self.tight = true;
         self.push(py, (6, py.None()))
+    }
+
+    /// A paired connection back to Python (event 12), before any event of it that the
+    /// pass does not make; nothing when it is not paired.
+    fn unpair(&mut self, py: Python<'_>, cid: u64) -> PyResult<()> {
+        if self.passes.is_empty() {
+            return Ok(());
+        }
+        if let Some(p) = self.passes.remove(&cid) {
+            self.push(py, (12, cid, p.ends[0], p.ends[1]))?;
+        }
+        Ok(())
+    }
+
+    /// The header version of a request's (api key, version), as Python's table says;
+    /// None: not there yet (Python's reading adds it).
+    fn head_version(&mut self, py: Python<'_>, kv: (i16, i16)) -> PyResult<Option<i64>> {
+        if let Some(&hv) = self.head_versions.get(&kv) {
+            return Ok(Some(hv));
+        }
+        let Some(table) = self.heads.as_ref() else {
+            return Ok(None);
+        };
+        let Some(hv) = table.bind(py).get_item(kv)? else {
+            return Ok(None);
+        };
+        let hv: i64 = hv.extract()?;
+        self.head_versions.insert(kv, hv);
+        Ok(Some(hv))
+    }
+
+    /// The data event of the bytes that complete a message: (9, ...) one whole message
+    /// (paired here when its connection is: ``pass_message``), else (1, ...).
+    fn whole_event(
+        &mut self,
+        py: Python<'_>,
+        cid: u64,
+        dir: usize,
+        event: (i32, i64, Bound<'_, PyBytes>),
+        ts: f64,
+        frame: i64,
+    ) -> PyResult<()> {
+        let (tag, off, bytes) = event;
+        if tag == 9 && !self.passes.is_empty() {
+            if self.pass_message(py, cid, dir, off, &bytes, ts, frame)? {
+                return Ok(());
+            }
+        } else if tag != 9 {
+            self.unpair(py, cid)?;
+        }
+        let bytes = bytes.into_any().unbind();
+        self.push(py, (tag, cid, dir, off, bytes, ts, frame))
+    }
+
+    /// One whole message (``bytes`` at stream offset ``off``, after its size) of a
+    /// direction: paired here when its connection is (event 10 or 11, true); when it is
+    /// paired but this message is not the simple case, handed over first (false: the
+    /// caller sends it as event 9).
+    #[allow(clippy::too_many_arguments)]
+    fn pass_message(
+        &mut self,
+        py: Python<'_>,
+        cid: u64,
+        dir: usize,
+        off: i64,
+        bytes: &Bound<'_, PyBytes>,
+        ts: f64,
+        frame: i64,
+    ) -> PyResult<bool> {
+        let Some(p) = self.passes.get(&cid) else {
+            return Ok(false);
+        };
+        let body = bytes.as_bytes();
+        let end = off + body.len() as i64;
+        if dir == p.client {
+            let hv = match head::key_version(body) {
+                Some(kv) => self.head_version(py, kv)?,
+                None => None,
+            };
+            let p = self.passes.get_mut(&cid).expect("paired");
+            let h = match hv.map(|hv| head::read(body, hv)) {
+                Some(head::Read::Head(h)) => Some(h),
+                _ => None,
+            };
+            let simple = h.as_ref().filter(|h| {
+                // (these pair otherwise, change the connection's state, or expect no
+                // answer: connection.py's reference says what they do)
+                !matches!(h.key, API_VERSIONS | SASL_HANDSHAKE | ENVELOPE)
+                    && h.acks != Some(0)
+                    && p.pending.len() < PASS_PENDING
+                    && !p.pending.contains(&h.corr)
+            });
+            if let Some(h) = simple {
+                p.pending.push_back(h.corr);
+                p.ends[dir] = end;
+                let bytes = bytes.clone().into_any().unbind();
+                let event = (
+                    10,
+                    cid,
+                    off,
+                    bytes,
+                    ts,
+                    frame,
+                    h.key,
+                    h.version,
+                    h.corr,
+                    h.client_id,
+                );
+                self.push(py, event)?;
+                return Ok(true);
+            }
+        } else if body.len() >= 4 {
+            let corr = i32::from_be_bytes([body[0], body[1], body[2], body[3]]);
+            let p = self.passes.get_mut(&cid).expect("paired");
+            if p.pending.front() == Some(&corr) {
+                p.pending.pop_front();
+                p.ends[dir] = end;
+                let bytes = bytes.clone().into_any().unbind();
+                self.push(py, (11, cid, off, bytes, ts, frame, corr))?;
+                return Ok(true);
+            }
+        }
+        self.unpair(py, cid)?;
+        Ok(false)
     }
 
     /// Whether the Scanner should hand this segment here (false: as a Python row).
@@ -920,10 +1096,14 @@ impl Reasm {
     }
 
     /// A direction's first piece waiting in its placeholder: its event goes there now
-    /// (Python's framer holds it from that place on).
+    /// (Python's framer holds it from that place on). A connection paired when it came
+    /// is handed back there (13: event 12's ends as they were then, and event 1's
+    /// fields): Python reads the connection's events after it as event 9s, and its
+    /// events 12 and 13 after it are stale.
     fn hand_first(
         py: Python<'_>,
         out: &mut [PyObject],
+        passes: &mut Map<u64, Pass>,
         cid: u64,
         dir: usize,
         t: &mut Track,
@@ -933,10 +1113,15 @@ impl Reasm {
             let bytes = PyBytes::new(py, &t.first).into_any().unbind();
             t.first.clear();
             t.py_pending = true;
-            out[slot] = (1, cid, dir, off, bytes, ts, frame)
-                .into_pyobject(py)?
-                .into_any()
-                .unbind();
+            out[slot] = match t.first_ends.take() {
+                None => (1, cid, dir, off, bytes, ts, frame).into_pyobject(py)?,
+                Some(ends) => {
+                    passes.remove(&cid);
+                    (13, cid, dir, off, bytes, ts, frame, ends[0], ends[1]).into_pyobject(py)?
+                }
+            }
+            .into_any()
+            .unbind();
         }
         Ok(())
     }
@@ -954,7 +1139,7 @@ impl Reasm {
                 .as_mut()
                 .and_then(|c| c.dirs[dir].track.as_mut())
             {
-                Self::hand_first(py, &mut self.out, cid, dir, t)?;
+                Self::hand_first(py, &mut self.out, &mut self.passes, cid, dir, t)?;
             }
         }
         for e in self.out.drain(..) {
@@ -984,6 +1169,11 @@ impl Reasm {
             firsts: Vec::new(),
             acc_total: 0,
             plain: Vec::new(),
+            passes: Map::default(),
+            heads: None,
+            head_versions: Map::default(),
+            touched: Vec::new(),
+            seen: 1,
             room: 0,
             tight: false,
         }
@@ -1008,6 +1198,66 @@ impl Reasm {
         if let Some(t) = Track::at(start, held, d.next) {
             d.track = Some(t);
         }
+    }
+
+    /// Python's table of request header versions (message._HEADER_VERSIONS): the pass
+    /// reads a request's header only for the pairs it holds.
+    fn head_table(&mut self, table: Py<PyDict>) {
+        self.heads = Some(table);
+    }
+
+    /// The connections that delivered data since the last call (with the pass on):
+    /// only their Kafka state can have become simple (``pair``), so Python asks those
+    /// again, not every connection waiting (200,000 idle ones were 18 CPU-s).
+    fn touched(&mut self) -> Vec<u64> {
+        self.seen += 1;
+        std::mem::take(&mut self.touched)
+    }
+
+    /// Pair a connection's messages here from now on (the module's doc): ``client`` is
+    /// the client's direction, ``starts`` where each direction's framer stands (holding
+    /// nothing), ``pending`` the correlation ids of the requests waiting, oldest first.
+    /// 1: taken; 0: not now (this side must stand where Python does, holding nothing,
+    /// after Python has taken every event); -1: not while a direction is not tracked.
+    fn pair(&mut self, cid: u64, client: usize, starts: (i64, i64), pending: Vec<i32>) -> i32 {
+        let Some(c) = self.by_cid.get(&cid).and_then(|&i| self.slab[i].as_ref()) else {
+            return -1;
+        };
+        if self.tight || client > 1 || c.closed || self.heads.is_none() {
+            return -1;
+        }
+        if c.dirs.iter().any(|d| d.track.is_none()) {
+            return -1; // (a TLS direction tracked later asks again)
+        }
+        if !self.out.is_empty() || pending.len() > PASS_PENDING || self.passes.contains_key(&cid) {
+            return 0;
+        }
+        let at_rest = |d: &Dir, start: i64| {
+            d.track.as_ref().is_some_and(|t| {
+                t.start == start
+                    && t.end < 0
+                    && t.head.is_empty()
+                    && !t.py_pending
+                    && t.acc.is_empty()
+                    && t.first_slot.is_none()
+            })
+        };
+        if !at_rest(&c.dirs[0], starts.0) || !at_rest(&c.dirs[1], starts.1) {
+            return 0;
+        }
+        let mut seen = HashSet::new();
+        if !pending.iter().all(|corr| seen.insert(*corr)) {
+            return 0;
+        }
+        self.passes.insert(
+            cid,
+            Pass {
+                client,
+                pending: pending.into(),
+                ends: [-1, -1],
+            },
+        );
+        1
     }
 
     /// Decrypt a TLS direction here (tls.rs ``TlsDir``) from now on: ``cipher`` (a

@@ -93,17 +93,21 @@ def _engine_view(
     budget: int | None,
     block: int | None = None,
     spent: list[int] | None = None,
+    keys: str | None = None,
+    passing: bool = True,
 ) -> list:
     """Everything the engine makes of a file before enrichment: each message (bytes,
     frame, time, offset, status, holes), exchange (pairing, findings), gap and note.
     ``block``: the bytes the reader feeds the compiled scanner at a time. ``spent``:
-    gets the times the budget made a holder give up its data."""
+    gets the times the budget made a holder give up its data. ``keys``: a TLS key log
+    file. ``passing``: the compiled reassembler's pass runs (CaptureDissector.passing)."""
     import gc
     import os
 
     from kdissect.capture import pcapfile
     from kdissect.capture.native import PURE_ENV
-    from kdissect.sources.pcap import read_captures
+    from kdissect.capture.tls import KeyLog
+    from kdissect.sources.pcap import CaptureDissector, read_captures
     from kdissect.stream.budget import Budget
     from kdissect.stream.sink import Collect
 
@@ -135,15 +139,22 @@ def _engine_view(
     before, block_before = os.environ.get(PURE_ENV), pcapfile._BLOCK
     os.environ[PURE_ENV] = "1" if pure else "0"
     pcapfile._BLOCK = block or block_before
+    pass_before, CaptureDissector.passing = CaptureDissector.passing, passing
     try:
         sink = Collect()
         used = Budget(budget) if budget else Budget()
-        read_captures([path], sink, budget=used)
+        log = None
+        if keys is not None:
+            log = KeyLog()
+            with open(keys, "rb") as f:
+                log.add_text(f.read())
+        read_captures([path], sink, budget=used, keys=log)
         if spent is not None:
             spent.append(used.given_up)
     finally:
         gc.unfreeze()  # read_captures freezes what exists: a fuzzer calls it often
         pcapfile._BLOCK = block_before
+        CaptureDissector.passing = pass_before
         if before is None:
             del os.environ[PURE_ENV]
         else:

@@ -128,3 +128,58 @@ def handed_mid_batch(pad: int) -> bytes:
     for _ in range(30):  # (the scanner hands packets on 16 behind: its time-order window)
         add(client, broker, c + 3220, s, 0x10, b"")
     return struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 262144, 1) + b"".join(records)
+
+
+def answer_begun_then_bad_request(pad: int) -> bytes:
+    """A pcap (Ethernet, microseconds) for the compiled pass's hand-back where a first
+    piece waits: one connection on the Kafka port whose first exchange (a Metadata v1
+    request and its answer) comes in a read block of its own (4096 bytes: ACKs fill
+    them), so the pass takes it; then a second request, the first 10 bytes of its
+    answer, and from the client a size no message has (the pass hands back there); ACKs
+    end the block before the answer is whole, so its first piece's place is filled when
+    the events are taken: the hand-back there comes before the other. ``pad`` ACKs
+    before the bad size move where the read blocks fall."""
+    client, broker = ([10, 0, 0, 1], 40000), ([10, 0, 0, 100], 9092)
+    c, s = 1000, 5_000_000
+    records: list[bytes] = []
+
+    def add(src: tuple, dst: tuple, seq: int, ack: int, flags: int, payload: bytes) -> None:
+        p = _packet(src, dst, seq, ack, flags, payload)
+        ts = 1000.0 + len(records) * 0.0001
+        records.append(struct.pack("<IIII", int(ts), int(ts % 1 * 1e6), len(p), len(p)) + p)
+
+    def acks(n: int) -> None:
+        for _ in range(n):
+            add(client, broker, c, s, 0x10, b"")
+
+    def request(corr: int) -> bytes:
+        body = struct.pack(">hhih", 3, 1, corr, 1) + b"c" + struct.pack(">i", -1)
+        return struct.pack(">i", len(body)) + body
+
+    def answer(corr: int) -> bytes:
+        body = struct.pack(">i", corr) + bytes(40)
+        return struct.pack(">i", len(body)) + body
+
+    add(client, broker, c - 1, 0, SYN, b"")
+    add(broker, client, s - 1, c, SYN | 0x10, b"")
+    for corr in (1, 2):
+        m = request(corr)
+        add(client, broker, c, s, PSH_ACK, m)
+        c += len(m)
+        a = answer(corr)
+        add(broker, client, s, c, PSH_ACK, a)
+        s += len(a)
+        acks(90)
+    m = request(3)
+    add(client, broker, c, s, PSH_ACK, m)
+    c += len(m)
+    a = answer(3)
+    add(broker, client, s, c, PSH_ACK, a[:10])
+    acks(pad)
+    add(client, broker, c, s + 10, PSH_ACK, struct.pack(">i", -5) + bytes(4))
+    c += 8
+    acks(90)
+    add(broker, client, s + 10, c, PSH_ACK, a[10:])
+    s += len(a)
+    acks(40)
+    return struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 262144, 1) + b"".join(records)

@@ -1,0 +1,173 @@
+"""The compiled reassembler's per-connection pass (native/src/reasm.rs ``pair``: whole
+messages of a connection in the simple state framed, their request headers read and
+paired with their answers in Rust, Python handed each request and each exchange)
+against the Python path it stands for: everything the engine makes of a file (messages,
+exchanges, findings, gaps, notes: tests/support/native_check.py) is the same with the
+pass, without it (the compiled reassembler handing Python every whole message) and on
+the pure-Python path, on every capture of captures/ and on damaged and cut copies, in
+small and large read blocks (where batches end decides when connections are paired and
+where first pieces of messages wait) and under budgets small enough to take over."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from kdissect.capture import pcapfile
+from kdissect.sources import pcap as pcap_source
+from kdissect.sources.pcap import read_captures
+from kdissect.stream.sink import Collect
+from tests.support.damage import damage
+from tests.support.native_check import _compare, _engine_view
+
+ROOT = Path(__file__).resolve().parents[1]
+CAPTURES = sorted((ROOT / "captures").rglob("*.pcap"))
+# the captures of many small exchanges the pass is for (TLS with its keys)
+DENSE = ["kafka44-cluster.pcap", "kafka-kraft-cluster.pcap", "tls/kafka44-tls.pcap"]
+
+
+@pytest.fixture(autouse=True)
+def _built():
+    try:
+        from kdissect import _native  # noqa: F401  # type: ignore[attr-defined]
+    except ImportError:
+        pytest.fail("the compiled packet path is not built (pip install -e .)")
+
+
+def _keys(path: Path) -> str | None:
+    keys = path.with_suffix(".keys")
+    return str(keys) if keys.exists() else None
+
+
+def _divergence(
+    path: Path, blocks: tuple[int, ...], budget: int | None = None, keys: str | None = None
+) -> str | None:
+    """Where the pass's view differs from the compiled path's without it or the pure
+    path's, or None."""
+    pure = _engine_view(str(path), True, budget, keys=keys)
+    for block in blocks:
+        without = _engine_view(str(path), False, budget, block, keys=keys, passing=False)
+        with_pass = _engine_view(str(path), False, budget, block, keys=keys)
+        for name, other in (("without the pass", without), ("pure", pure)):
+            differs = _compare(other, with_pass)
+            if differs:
+                return f"block {block}, {name}: {differs}"
+    return None
+
+
+def _events(monkeypatch, path: Path, block: int, keys: str | None = None) -> Counter[int]:
+    """The compiled reassembler's events by kind, reading ``path``."""
+    seen: Counter[int] = Counter()
+    rows = pcap_source.CaptureDissector.rows
+
+    def counted(self, batch):
+        seen.update(r[0] for r in batch if len(r) not in (1, 11))
+        return rows(self, batch)
+
+    monkeypatch.setattr(pcap_source.CaptureDissector, "rows", counted)
+    monkeypatch.delenv("KDISSECT_PURE", raising=False)
+    monkeypatch.setattr(pcapfile, "_BLOCK", block)
+    log = None
+    if keys is not None:
+        from kdissect.capture.tls import KeyLog
+
+        log = KeyLog()
+        log.add_text(Path(keys).read_bytes())
+    read_captures([str(path)], Collect(), keys=log)
+    return seen
+
+
+@pytest.mark.parametrize("name", DENSE)
+def test_the_pass_pairs_most_messages_of_dense_traffic(monkeypatch, name):
+    """On a cluster's traffic (and small messages over TLS) most requests and answers
+    are read and paired in Rust: events 10 and 11, not 9 (a whole message for Python's
+    framer and correlator) -- else the pass would be a no-op these tests cannot see."""
+    path = ROOT / "captures" / name
+    seen = _events(monkeypatch, path, 4096, _keys(path))
+    assert seen[10] > 5 and seen[11] > 5, seen
+    assert seen[10] + seen[11] > seen[9], seen
+
+
+@pytest.mark.parametrize("path", CAPTURES, ids=lambda p: p.name)
+def test_repo_captures_alike_with_and_without_the_pass(path):
+    assert _divergence(path, (256, 4096), keys=_keys(path)) is None
+
+
+@pytest.mark.parametrize("name", DENSE)
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_damaged_copies_alike(tmp_path, name, seed):
+    """Lost, reordered and cut segments and a start mid-stream: gaps, holes, answers
+    without their requests, messages begun inside -- each hands the connection back
+    to Python first."""
+    path = ROOT / "captures" / name
+    data, _ = damage(path.read_bytes(), seed=seed, drop=0.02 * seed, snaplen=None)
+    f = tmp_path / "damaged.pcap"
+    f.write_bytes(data)
+    assert _divergence(f, (512, 4096), keys=_keys(path)) is None
+
+
+@pytest.mark.parametrize("name", DENSE)
+def test_cut_copies_alike(tmp_path, name):
+    """Files that end anywhere: the flush at the end hands every paired connection back
+    before it closes them (requests left unanswered, messages cut)."""
+    path = ROOT / "captures" / name
+    data = path.read_bytes()
+    for cut in (len(data) // 7, len(data) // 3 + 11, len(data) * 2 // 3 + 5):
+        f = tmp_path / f"cut{cut}.pcap"
+        f.write_bytes(data[:cut])
+        assert _divergence(f, (2048,), keys=_keys(path)) is None, cut
+
+
+@pytest.mark.parametrize("budget", [20_000, 200_000])
+def test_the_budget_taking_over_hands_back_first(budget):
+    """A budget small enough that Python's reassembler takes over mid-file: the pass
+    hands every paired connection back before."""
+    path = ROOT / "captures" / "kafka44-cluster.pcap"
+    assert _divergence(path, (1024,), budget) is None
+
+
+def test_hand_backs_happen_where_first_pieces_wait(monkeypatch, tmp_path):
+    """A message begun in one batch and whole in a later one hands its connection back
+    where its first piece came (event 13); anything else not paired, where it comes
+    (event 12). Small blocks end batches inside messages: both happen, and the result
+    is the reference's (above)."""
+    path = ROOT / "captures" / "kafka-kraft-cluster.pcap"
+    seen = _events(monkeypatch, path, 512)
+    assert seen[13] > 0 and seen[12] > 0, seen
+    assert _divergence(path, (512,)) is None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", DENSE)
+def test_many_damaged_copies_alike(tmp_path, name):
+    path = ROOT / "captures" / name
+    for seed in range(4, 24):
+        data, _ = damage(path.read_bytes(), seed=seed, drop=0.01 * (seed % 5), snaplen=None)
+        f = tmp_path / f"{seed}.pcap"
+        f.write_bytes(data)
+        for budget in (None, 50_000):
+            assert _divergence(f, (300, 2048), budget, keys=_keys(path)) is None, (seed, budget)
+
+
+def test_a_hand_back_where_a_first_piece_waits_comes_first(monkeypatch, tmp_path):
+    """An answer begun while its connection is paired, not whole when the events are
+    taken: the connection is handed back in the answer's first piece's place (event
+    13), as it stood then. Something else handed it back later in the same events (a
+    request's bad size: event 12); Python takes the first hand-back, and the requests
+    and answers the pass read between the two as whole messages of its own (event 9)."""
+    from tests.support.tcp_mix import answer_begun_then_bad_request
+
+    stale = []
+    back = pcap_source.CaptureDissector._pass_back
+    monkeypatch.setattr(
+        pcap_source.CaptureDissector,
+        "_pass_back",
+        lambda self, cid, a, b: (stale.append(cid not in self.passes), back(self, cid, a, b)),
+    )
+    for pad in range(0, 60, 3):
+        path = tmp_path / f"{pad}.pcap"
+        path.write_bytes(answer_begun_then_bad_request(pad))
+        assert _divergence(path, (4096,)) is None, pad
+    assert any(stale) and not all(stale), stale
