@@ -330,7 +330,7 @@ def test_tls_on_a_plaintext_listener_and_a_vanished_broker_close_cleanly():
         broker.stop()
         proxy.proc.kill()
     assert "TLS handshake" in err and "plaintext listener" in err
-    assert "(asyncio)" in err
+    assert "(asyncio, forwarding at normal priority)" in err
     assert any(r["api_name"] == "ApiVersions" and r["direction"] == "response" for r in rows)
 
 
