@@ -39,7 +39,9 @@ def run(checkout: Path, capture: Path, keys: Path | None, view: list[str], pure:
     env["PYTHONPATH"] = str(checkout)
     if pure:
         env["KDISSECT_PURE"] = "1"
-    args = [sys.executable, "-m", "kdissect", "pcap", "--no-tui", str(capture), *view]
+    # -P: `-m` would put the working directory first on sys.path, and run from a
+    # checkout's root both runs took that checkout's code
+    args = [sys.executable, "-P", "-m", "kdissect", "pcap", "--no-tui", str(capture), *view]
     if keys is not None:
         args += ["--keylog", str(keys)]
     done = subprocess.run(args, capture_output=True, env=env, timeout=3600)

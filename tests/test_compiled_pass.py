@@ -171,3 +171,24 @@ def test_a_hand_back_where_a_first_piece_waits_comes_first(monkeypatch, tmp_path
         path.write_bytes(answer_begun_then_bad_request(pad))
         assert _divergence(path, (4096,)) is None, pad
     assert any(stale) and not all(stale), stale
+
+
+def test_connections_past_the_pass_bound_are_not_listed_each_batch(monkeypatch, tmp_path):
+    """One direction only (requests never answered): a connection's pending requests
+    pass the pass's bound (64) and it is never taken. Its pending requests were listed
+    for the pass after every batch that brought it data (up to 4,096 of them: a one-way
+    capture's --stats took 5.7x the CPU); past the bound they are not listed at all.
+    The output stays the pure path's."""
+    from kdissect.stream.connection import PASS_PENDING
+    from kdissect.stream.correlation import Correlator
+    from tests.support.tcp_mix import unanswered_requests
+
+    listed: list[int] = []
+    plain = Correlator.plain
+    monkeypatch.setattr(
+        Correlator, "plain", lambda self: (listed.append(len(self)), plain(self))[1]
+    )
+    path = tmp_path / "one-way.pcap"
+    path.write_bytes(unanswered_requests(20, 400))
+    assert _divergence(path, (2048,)) is None
+    assert listed and max(listed) <= PASS_PENDING, max(listed)

@@ -183,3 +183,30 @@ def answer_begun_then_bad_request(pad: int) -> bytes:
     s += len(a)
     acks(40)
     return struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 262144, 1) + b"".join(records)
+
+
+def unanswered_requests(connections: int, requests: int) -> bytes:
+    """A pcap (Ethernet, microseconds) of ``connections`` connections on the Kafka port,
+    each opened (SYN, SYN-ACK) and then sending ``requests`` Metadata v1 requests in
+    turns, none answered (a capture of one direction only): the pending requests of
+    every connection grow past what the compiled pass takes."""
+    broker = ([10, 0, 0, 100], 9092)
+    records: list[bytes] = []
+
+    def add(src: tuple, dst: tuple, seq: int, ack: int, flags: int, payload: bytes) -> None:
+        p = _packet(src, dst, seq, ack, flags, payload)
+        ts = 1000.0 + len(records) * 0.0001
+        records.append(struct.pack("<IIII", int(ts), int(ts % 1 * 1e6), len(p), len(p)) + p)
+
+    clients = [([10, 0, 1, 1], 40000 + i) for i in range(connections)]
+    for client in clients:
+        add(client, broker, 999, 0, SYN, b"")
+        add(broker, client, 4999, 1000, SYN | 0x10, b"")
+    sent = [1000] * connections
+    for corr in range(1, requests + 1):
+        body = struct.pack(">hhih", 3, 1, corr, 1) + b"c" + struct.pack(">i", -1)
+        m = struct.pack(">i", len(body)) + body
+        for i, client in enumerate(clients):
+            add(client, broker, sent[i], 5000, PSH_ACK, m)
+            sent[i] += len(m)
+    return struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 262144, 1) + b"".join(records)
