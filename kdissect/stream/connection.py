@@ -75,6 +75,17 @@ def opens_raw_sasl(api_key: int | None, api_version: int | None, response: bytes
     )
 
 
+def _impossible_latency(request_ts: float, response_ts: float) -> Finding:
+    """An answer complete before its request in the capture (clocks of merged captures,
+    or a pairing to doubt)."""
+    return Finding(
+        "impossible_latency",
+        f"the response was complete {(request_ts - response_ts) * 1e3:.3f} ms "
+        f"before its request in the capture",
+        "response",
+    )
+
+
 class RawSasl:
     """SASL without Kafka headers on one connection: after a SaslHandshake v0 that
     succeeded, the client's messages are raw SASL tokens until it sends a Kafka request
@@ -367,14 +378,7 @@ class KafkaConnection:
         )
         req.pair = msg.index
         if ts < req.ts:
-            findings.append(
-                Finding(
-                    "impossible_latency",
-                    f"the response was complete {(req.ts - ts) * 1e3:.3f} ms "
-                    f"before its request in the capture",
-                    "response",
-                )
-            )
+            findings.append(_impossible_latency(req.ts, ts))
         self.emit_exchange(
             Exchange(
                 req,
@@ -714,14 +718,7 @@ class KafkaConnection:
             else:
                 findings.append(Finding("out_of_order", "", "response"))
         if msg.ts < req.ts:
-            findings.append(
-                Finding(
-                    "impossible_latency",
-                    f"the response was complete {(req.ts - msg.ts) * 1e3:.3f} ms "
-                    f"before its request in the capture",
-                    "response",
-                )
-            )
+            findings.append(_impossible_latency(req.ts, msg.ts))
         if req.api_key == SASL_HANDSHAKE:
             if self.sasl is None:
                 self.sasl = RawSasl()
