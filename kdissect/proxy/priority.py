@@ -5,10 +5,11 @@ waits for it twice, once each way. On a machine whose cores the brokers and clie
 busy, a forwarder at normal priority waits for a core at every wake-up. Real-time
 scheduling (``SCHED_RR`` 1) takes a core at once on wake-up: measured beside a flooding
 Java producer on one Apache Kafka node (load 6-14 on two cores), a small request's round
-trip added 0.12 ms at p50 through the proxy against 0.85-1.2 ms at normal priority. It is
-not the default because it costs throughput on such a machine: woken at once, the
-forwarder moves smaller reads, more often (its CPU per run +15-45 %), and in the same
-rounds Java produce fell from 91 to 79 % of direct and consume from 77 to 59 %. The
+trip added 0.12 ms at p50 through the proxy against 0.85-1.2 ms at normal priority (three
+nodes, the machine otherwise idle: 0.32 against 4.6 ms). It is not the default: woken at
+once, the forwarder moves smaller reads, more often (its CPU per run +15-45 %), and on a
+machine loaded besides, Java produce fell from 91 to 79 % of direct and consume from 77
+to 59 % in the same rounds (with the machine otherwise idle: within the noise). The
 kernel's real-time throttling leaves other tasks 5 % of each core should the forwarder
 ever spin; children do not inherit it (``SCHED_RESET_ON_FORK``), and the display's
 process, forked before, keeps its nice 10."""
