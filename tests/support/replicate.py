@@ -9,8 +9,10 @@ from __future__ import annotations
 import struct
 
 
-def replicate(data: bytes, copies: int, out) -> None:
-    """Write ``copies`` copies of the pcap file ``data`` to the binary file ``out``."""
+def replicate(data: bytes, copies: int, out, first: int = 0) -> None:
+    """Write ``copies`` copies of the pcap file ``data`` to the binary file ``out``;
+    the copies' subnets are numbered from ``first`` (so that copies of two captures
+    can be merged without sharing hosts)."""
     endian = "<" if data[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"
     rec = struct.Struct(endian + "IIII")
     first = last = None
@@ -22,7 +24,7 @@ def replicate(data: bytes, copies: int, out) -> None:
         pos += 16 + incl
     span = (last - first + 1) if first is not None else 0
     out.write(data[:24])
-    for k in range(copies):
+    for k in range(first, first + copies):
         pos = 24
         while pos + 16 <= len(data):
             sec, frac, incl, orig = rec.unpack_from(data, pos)
@@ -32,6 +34,6 @@ def replicate(data: bytes, copies: int, out) -> None:
                     third = frame[at + 1] + k
                     frame[at + 1] = third & 0xFF
                     frame[at] = (frame[at] + (third >> 8)) & 0xFF
-            out.write(rec.pack(sec + k * span, frac, incl, orig))
+            out.write(rec.pack(sec + (k - first) * span, frac, incl, orig))
             out.write(frame)
             pos += 16 + incl
