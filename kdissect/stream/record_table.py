@@ -86,7 +86,7 @@ def fast_record_rows(
         "correlation_id": m.correlation_id,
         "message_ts": m.ts,
     }
-    found: list[RecordBlock] = []
+    found: list[Any] = []  # RecordBlocks and rows
     try:
         _walk(body, None, None, False, head, joins, found)
     except _Unsure:
@@ -95,7 +95,10 @@ def fast_record_rows(
         out += found
     else:
         for b in found:
-            out += b.rows()
+            if type(b) is RecordBlock:
+                out += b.rows()
+            else:
+                out.append(b)
     return True
 
 
@@ -106,7 +109,7 @@ def _walk(
     element: bool,
     head: dict[str, Any],
     joins: dict[str, Any] | None,
-    out: list[RecordBlock],
+    out: list[Any],
 ) -> None:
     """rows._walk_records on the values decoder's dicts: array elements name the topic
     and partition of the records below them."""
@@ -189,7 +192,11 @@ def _emit(
         "value_schema": None,
         **(joins or {}),
     }
-    if rows:
+    if len(rows) == 1:  # a row as it is (message-dense traffic: a block cost more than it saved)
+        ((shared["offset"], shared["timestamp"], shared["key"], shared["value_size"], headers),) = rows
+        shared["headers"], shared["problems"] = headers, []
+        out.append(shared)
+    elif rows:
         out.append(RecordBlock(shared, rows))
 
 
