@@ -25,7 +25,7 @@ from kdissect.protocol.apis import carries_records
 from kdissect.sources.pcap import read_captures
 from kdissect.stream import record_table, rows as rows_module
 from kdissect.stream.model import Exchange
-from kdissect.stream.record_table import batch_columns_py
+from kdissect.stream.record_table import RecordBlock, batch_columns_py
 from kdissect.stream.rows import record_rows
 from kdissect.stream.sink import Collect
 from tests.test_log_lines import TEXTS, record
@@ -88,6 +88,10 @@ def compare(ex: Exchange, fast_hits: list[int]) -> int:
             want = record_rows(ex, "cap", None, joins, fast=False)
             got = record_rows(ex, "cap", None, joins)
             assert same(got, want), (ex.first.api_name, got[:2], want[:2])
+            # as the records table takes them: blocks of a batch's rows, one-record rows
+            held = record_rows(ex, "cap", None, joins, blocks=True)
+            rows = [r for b in held for r in (b.rows() if type(b) is RecordBlock else [b])]
+            assert same(rows, want), (ex.first.api_name, rows[:2], want[:2])
     finally:
         rows_module.fast_record_rows = plain
     fast_hits.append(sum(calls))

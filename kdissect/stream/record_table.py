@@ -61,7 +61,8 @@ def fast_record_rows(
     blocks: bool = False,
 ) -> bool:
     """Append the rows of the records ``m`` carries to ``out`` (``blocks``: a RecordBlock
-    per batch); False (nothing appended) when the located tree must decide."""
+    per batch of more than one record); False (nothing appended) when the located tree
+    must decide."""
     if _native is None or m.holes or m.forwarded is not None or m.api_version is None:
         return False
     assert m.api_key is not None
@@ -192,9 +193,12 @@ def _emit(
         "value_schema": None,
         **(joins or {}),
     }
-    if len(rows) == 1:  # a row as it is (message-dense traffic: a block cost more than it saved)
-        ((shared["offset"], shared["timestamp"], shared["key"], shared["value_size"], headers),) = rows
-        shared["headers"], shared["problems"] = headers, []
+    if len(rows) == 1:
+        # a row as it is: on message-dense traffic (a record a message) a block, its
+        # pickling and its copy to a row cost more than they saved
+        offset, ts, key, size, headers = rows[0]
+        shared["offset"], shared["timestamp"], shared["key"] = offset, ts, key
+        shared["value_size"], shared["headers"], shared["problems"] = size, headers, []
         out.append(shared)
     elif rows:
         out.append(RecordBlock(shared, rows))
