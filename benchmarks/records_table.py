@@ -13,8 +13,8 @@ alternating round after round; medians are printed, with the peak RSS of each.
 captures/kafka-broker-killed.pcap (tests/support/replicate.py); the issue's figure is
 on a record-dense capture of every codec (benchmarks/make_bulk_capture.py, as root):
 
-    .venv/bin/python benchmarks/records_table.py [--capture FILE] [--runs 3]
-        [--against /path/to/other/checkout]
+    .venv/bin/python benchmarks/records_table.py [--capture FILE [--keylog KEYS]]
+        [--runs 3] [--against /path/to/other/checkout]
 """
 
 from __future__ import annotations
@@ -62,6 +62,7 @@ def rows_in(path: str) -> int:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--capture", help="the capture (default: copies of a repo capture)")
+    ap.add_argument("--keylog", help="TLS keys of --capture (an SSLKEYLOGFILE)")
     ap.add_argument("--copies", type=int, default=40)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--against", help="another checkout of kdissect, run alternately")
@@ -75,6 +76,8 @@ def main() -> None:
                 replicate(data, a.copies, f)
         x, r = os.path.join(tmp, "x.parquet"), os.path.join(tmp, "r.parquet")
         base = ["pcap", os.path.abspath(capture), "--format", "parquet", "-o", x]
+        if a.keylog:
+            base += ["--keylog", os.path.abspath(a.keylog)]
         trees = {"this": ROOT} | ({"against": Path(a.against)} if a.against else {})
         kinds = {"exchanges": base, "records": base + ["--records-output", r]}
         times: dict[tuple[str, str], list[float]] = {}

@@ -25,7 +25,7 @@ from kdissect.protocol.apis import carries_records
 from kdissect.sources.pcap import read_captures
 from kdissect.stream import record_table, rows as rows_module
 from kdissect.stream.model import Exchange
-from kdissect.stream.record_table import batch_columns_py
+from kdissect.stream.record_table import RecordBlock, batch_columns_py
 from kdissect.stream.rows import record_rows
 from kdissect.stream.sink import Collect
 from tests.test_log_lines import TEXTS, record
@@ -88,6 +88,10 @@ def compare(ex: Exchange, fast_hits: list[int]) -> int:
             want = record_rows(ex, "cap", None, joins, fast=False)
             got = record_rows(ex, "cap", None, joins)
             assert same(got, want), (ex.first.api_name, got[:2], want[:2])
+            # as the records table takes them: blocks of a batch's rows, one-record rows
+            held = record_rows(ex, "cap", None, joins, blocks=True)
+            rows = [r for b in held for r in (b.rows() if type(b) is RecordBlock else [b])]
+            assert same(rows, want), (ex.first.api_name, rows[:2], want[:2])
     finally:
         rows_module.fast_record_rows = plain
     fast_hits.append(sum(calls))
@@ -259,3 +263,30 @@ def test_blocks_sorted_and_spilled_as_rows(tmp_path, monkeypatch, native):
         )
         got.append(r.read_bytes())
     assert got[0] == got[1] == got[2] == got[3]
+
+
+def test_carriers_name_one_topic_and_one_partition_a_struct():
+    """record_table._follow reads a struct's names in any order: right while no struct
+    of a record carrier's layout has two topic fields (a topic_id among them) or two
+    partition fields (the tree's walk takes the last one)."""
+    from kdissect.protocol import schemas
+    from kdissect.stream.cells import PARTITION_FIELDS, TOPIC_FIELDS
+
+    def check(st: Any, where: str) -> None:
+        names = [f.name for f in st.fields + st.tagged]
+        assert len([n for n in names if n in TOPIC_FIELDS or n == "topic_id"]) <= 1, where
+        assert len([n for n in names if n in PARTITION_FIELDS]) <= 1, where
+        for f in st.fields + st.tagged:
+            if f.struct is not None:
+                check(f.struct, f"{where}.{f.name}")
+
+    kinds = 0
+    for api_key in range(100):
+        for direction in ("request", "response"):
+            if carries_records(api_key, direction):
+                for version in range(30):
+                    st = schemas.layout(api_key, version, direction)
+                    if st is not None:
+                        check(st, f"{api_key} v{version} {direction}")
+                        kinds += 1
+    assert kinds > 30

@@ -14,6 +14,8 @@ from __future__ import annotations
 import struct
 from typing import Any
 
+from ..protocol import schemas
+from ..protocol.layout import Struct
 from ..protocol.reader import Bail
 from ..protocol.values import NO_BYTES, body_values
 from ..protocol.native_ext import bind
@@ -61,7 +63,8 @@ def fast_record_rows(
     blocks: bool = False,
 ) -> bool:
     """Append the rows of the records ``m`` carries to ``out`` (``blocks``: a RecordBlock
-    per batch); False (nothing appended) when the located tree must decide."""
+    per batch of more than one record); False (nothing appended) when the located tree
+    must decide."""
     if _native is None or m.holes or m.forwarded is not None or m.api_version is None:
         return False
     assert m.api_key is not None
@@ -86,56 +89,97 @@ def fast_record_rows(
         "correlation_id": m.correlation_id,
         "message_ts": m.ts,
     }
-    found: list[RecordBlock] = []
+    found: list[Any] = []  # RecordBlocks and rows
     try:
-        _walk(body, None, None, False, head, joins, found)
+        route = _route_of(m.api_key, m.api_version, m.direction)
+        _follow(body, route, None, None, head, joins, found)
     except _Unsure:
         return False
     if blocks:
         out += found
     else:
         for b in found:
-            out += b.rows()
+            if type(b) is RecordBlock:
+                out += b.rows()
+            else:
+                out.append(b)
     return True
 
 
-def _walk(
+class _Route:
+    """Where a struct's records are, from its layout: its fields that name a topic or a
+    partition (an array element's name the records below it), and each field holding
+    records (``records``) or a struct that does, with that struct's route (None: the
+    records field itself). The walk then visits nothing else of a body."""
+
+    __slots__ = ("names", "fields")
+    names: tuple[str, ...]
+    fields: tuple[tuple[str, _Route | None], ...]
+
+    def __init__(self, st: Struct):
+        self.names = tuple(f.name for f in st.fields + st.tagged if f.name in _NAMES)
+        fields: list[tuple[str, _Route | None]] = []
+        for f in st.fields + st.tagged:
+            if f.type == "records":
+                fields.append((f.name, None))
+            elif f.struct is not None and (sub := _Route(f.struct)).fields:
+                fields.append((f.name, sub))
+        self.fields = tuple(fields)
+
+
+_NAMES = TOPIC_FIELDS | PARTITION_FIELDS | {"topic_id"}
+# (api_key, api_version, direction) -> its body's route (made once per kind)
+_ROUTES: dict[tuple[int, int, str], _Route | None] = {}
+
+
+def _route_of(api_key: int, api_version: int, direction: str) -> _Route | None:
+    k = (api_key, api_version, direction)
+    if k not in _ROUTES:
+        st = schemas.layout(api_key, api_version, direction)
+        _ROUTES[k] = _Route(st) if st is not None else None
+    return _ROUTES[k]
+
+
+def _follow(
     node: dict[Any, Any],
+    route: _Route | None,
     topic: Any,
     partition: Any,
-    element: bool,
     head: dict[str, Any],
     joins: dict[str, Any] | None,
-    out: list[RecordBlock],
+    out: list[Any],
 ) -> None:
-    """rows._walk_records on the values decoder's dicts: array elements name the topic
-    and partition of the records below them."""
-    if element:
-        for k, v in node.items():
-            if k in TOPIC_FIELDS and type(v) is str:
-                topic = v
-            elif k == "topic_id" and topic is None and type(v) is str:
-                topic = topic_of_id(v, {})
-            elif k in PARTITION_FIELDS and type(v) is int:
-                partition = v
-    for v in node.values():
-        t = type(v)
-        if t is list:
+    """rows._walk_records on the values decoder's dicts, along ``route``: array elements
+    name the topic and partition of the records below them (a struct of the carriers
+    names one topic and one partition at most: their order does not matter)."""
+    if route is None:
+        return
+    for name, sub in route.fields:
+        v = node.get(name)
+        if sub is None:  # the records field: its batches (or a partial batch's note)
+            for batch in v or ():
+                rows = batch.get("records")
+                if type(rows) is _Rows:
+                    if "control" in batch["attributes"]:
+                        raise _Unsure  # control records: the tree reads their key and value
+                    _emit(rows, topic, partition, head, joins, out)
+        elif type(v) is list:
             for e in v:
                 if type(e) is dict:
-                    rows = e.get("records")
-                    if type(rows) is _Rows:  # a batch (its fields name nothing)
-                        if "control" in e["attributes"]:
-                            raise _Unsure  # control records: the tree reads them
-                        _emit(rows, topic, partition, head, joins, out)
-                    else:
-                        _walk(e, topic, partition, True, head, joins, out)
-        elif t is dict:
-            _walk(v, topic, partition, False, head, joins, out)
-        elif t is _Rows:
-            if "control" in node["attributes"]:
-                raise _Unsure  # control records: the tree reads their key and value
-            _emit(v, topic, partition, head, joins, out)
+                    t, p = topic, partition
+                    for k in sub.names:
+                        x = e.get(k)
+                        if k == "topic_id":
+                            if t is None and type(x) is str:
+                                t = topic_of_id(x, {})
+                        elif k in TOPIC_FIELDS:
+                            if type(x) is str:
+                                t = x
+                        elif type(x) is int:
+                            p = x
+                    _follow(e, sub, t, p, head, joins, out)
+        elif type(v) is dict:
+            _follow(v, sub, topic, partition, head, joins, out)
 
 
 class RecordBlock:
@@ -189,7 +233,14 @@ def _emit(
         "value_schema": None,
         **(joins or {}),
     }
-    if rows:
+    if len(rows) == 1:
+        # a row as it is: on message-dense traffic (a record a message) a block, its
+        # pickling and its copy to a row cost more than they saved
+        offset, ts, key, size, headers = rows[0]
+        shared["offset"], shared["timestamp"], shared["key"] = offset, ts, key
+        shared["value_size"], shared["headers"], shared["problems"] = size, headers, []
+        out.append(shared)
+    elif rows:
         out.append(RecordBlock(shared, rows))
 
 

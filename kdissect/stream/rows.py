@@ -149,7 +149,8 @@ def record_rows(
     ``joins``: columns added to every row. ``fast``: read what it can without a tree
     (stream/record_table.py); False: the located tree only, the reference. ``blocks``:
     the rows read without a tree come as record_table.RecordBlock items (a batch's rows
-    as one), for a holder that takes them (pipeline/spill.py)."""
+    as one; a batch of one record as its row), for a holder that takes them
+    (pipeline/spill.py)."""
     options = RECORDS if values is None else replace(RECORDS, values=values)
     out: list[Any] = []
     for m in (ex.request, ex.response):
