@@ -192,3 +192,96 @@ def test_connections_past_the_pass_bound_are_not_listed_each_batch(monkeypatch, 
     path.write_bytes(unanswered_requests(20, 400))
     assert _divergence(path, (2048,)) is None
     assert listed and max(listed) <= PASS_PENDING, max(listed)
+
+
+# -- KafkaConnection's side of the pass, on its own (no extension needed) -----------------
+
+
+def _requests(count: int) -> list:
+    """Whole requests of a repo capture, each expecting an answer and with an id of its
+    own (none that the pass leaves to Python), in the order sent."""
+    from kdissect.stream.connection import _NOT_PASSED
+    from tests.test_captures import dissect, messages
+
+    capture = ROOT / "captures" / "confluent-group.pcap"
+    found, ids = [], set()
+    for m in messages(dissect(capture)[0]):
+        if m.direction == "request" and m.api_key not in _NOT_PASSED:
+            if m.correlation_id not in ids:
+                ids.add(m.correlation_id)
+                found.append(m)
+    return found[:count]
+
+
+def _connection():
+    from kdissect.stream.connection import KafkaConnection
+
+    exchanges: list = []
+    counter = iter(range(10**9))
+    k = KafkaConnection(
+        1, ("10.0.0.1", 50000), ("10.0.0.2", 9092), exchanges.append, [].append,
+        lambda: next(counter),
+    )  # fmt: skip
+    return k, exchanges
+
+
+def _said(exchanges) -> list:
+    return [
+        (
+            ex.request.index,
+            ex.request.data,
+            ex.request.correlation_id,
+            ex.seq,
+            ex.expected,
+            [(f.code, f.text()) for f in ex.findings],
+            ex.response,
+        )
+        for ex in exchanges
+    ]
+
+
+def _fed(requests, passed_from: int | None, close: bool = True, back: bool = False):
+    """The exchanges of a connection given ``requests`` (each after its size, one after
+    the other): as Python frames them, or from ``passed_from`` on as the pass hands
+    them (event 10's rows), handed back after them with ``back``."""
+    from kdissect.protocol.message import request_head
+
+    k, exchanges = _connection()
+    offset = 0
+    for i, m in enumerate(requests):
+        if i == passed_from:
+            assert k.passing() is not None
+            k.pass_on()
+        if passed_from is not None and i >= passed_from:
+            key, version, corr, client_id, _, _ = request_head(m.data)
+            k.passed_request((10, 1, offset + 4, m.data, 1.0 + i, i, key, version, corr, client_id))
+        else:
+            k.message(0, offset + 4, m.data, 1.0 + i, i)
+        offset += 4 + len(m.data)
+    if back:
+        k.pass_back(offset, -1)
+    if close:
+        k.close()
+    return _said(exchanges)
+
+
+def test_a_connection_closed_while_passed_ends_its_queued_requests():
+    """The pass hands a connection back before its close; should it not, ``close``
+    ends the queued requests as the Python path ends its pending ones (unanswered)."""
+    requests = _requests(4)
+    expected = _fed(requests, None)
+    assert len(expected) == 4 and all(said[5][0][0] == "unanswered" for said in expected)
+    assert _fed(requests, 2) == expected
+    assert _fed(requests, 0) == expected
+
+
+def test_a_hand_back_pends_what_the_usual_case_refuses():
+    """The pass never queues a request the correlator's usual case refuses (an id still
+    pending): should it, the hand-back pends it as ``_request`` does (a reused id said),
+    not only under assertions (``python -O``)."""
+    one = _requests(2)
+    requests = [one[0], one[1], one[0]]  # the first's id again while it is pending
+    expected = _fed(requests, None)
+    assert any(code == "correlation_reused" for said in expected for code, _ in said[5])
+    assert _fed(requests, 1, back=True) == expected
+    assert _fed(requests, 0, back=True) == expected

@@ -326,3 +326,68 @@ def test_producer_retries_across_connections():
             "NOT_ENOUGH_REPLICAS; this one was answered ok: written once)"
         ],
     ]
+
+
+def test_a_produce_read_where_it_says_something():
+    """A Produce's diagnoses, in the order said: each batch's CreateTime skew and its
+    producer's sequence (with its partition's answer: read only for an idempotent batch),
+    then the partitions the broker stamped (LogAppendTime) far from the capture clock --
+    topics by name or by id, elements that are not dicts passed over."""
+    from kdissect.stream.diagnoses import Diagnoses
+
+    ex, _, _ = _produce(0, 0, 0, ts=1000.0)
+    far, near = 1000_000 + 3_600_000, 1000_000 + 1_000
+
+    def batch(stamp, pid, seq=0):
+        return {
+            "magic": 2,
+            "attributes": 0,
+            "max_timestamp": stamp,
+            "producer_id": pid,
+            "producer_epoch": 0,
+            "base_sequence": seq,
+            "record_count": 5,
+        }
+
+    body = {
+        "topic_data": [
+            "not a topic",
+            {"name": "a", "partition_data": [{"index": 0, "records": [batch(far, -1)]}]},
+            {
+                "topic_id": "id-b",
+                "partition_data": [
+                    {"index": 1, "records": [batch(near, 7, 0), batch(near, 7, 10)]},
+                    {"partition": 2, "records": [batch(1000_000 - 900_000, -1)]},
+                ],
+            },
+        ]
+    }
+    answer = {
+        "responses": [
+            {"name": "a", "partition_responses": [{"index": 0, "log_append_time_ms": far}]},
+            {
+                "topic_id": "id-b",
+                "partition_responses": [
+                    "not a partition",
+                    {"index": 1, "error_code": 45, "log_append_time_ms": -1},
+                    {"partition": 2, "log_append_time_ms": 1000_000 - 600_000},
+                ],
+            },
+        ]
+    }
+    Diagnoses().observe(ex, body, answer, {"id-b": "b"})
+    gap = "producer 7 epoch 0, b[1]: batch {} refused (OUT_OF_ORDER_SEQUENCE_NUMBER); no "
+    assert [(f.code, f.detail) for f in ex.findings] == [
+        ("clock_skew", "records for a[0] stamped 3600 s ahead of the capture clock (CreateTime)"),
+        (
+            "producer_sequence_gap",
+            gap.format("0-4") + "earlier accepted batch of it in the capture",
+        ),
+        (
+            "producer_sequence_gap",
+            gap.format("10-14") + "earlier accepted batch of it in the capture",
+        ),
+        ("clock_skew", "records for b[2] stamped 900 s behind the capture clock (CreateTime)"),
+        ("clock_skew", "the broker stamped a[0] 3600 s ahead of the capture clock (LogAppendTime)"),
+        ("clock_skew", "the broker stamped b[2] 600 s behind the capture clock (LogAppendTime)"),
+    ]

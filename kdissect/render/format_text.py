@@ -6,7 +6,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from .formats import WriterContext
-from .lines import exchange_line, exchange_plain
+from .lines import compiled_plain, exchange_line, exchange_plain, python_plain
 from .printable import printable
 
 if TYPE_CHECKING:
@@ -25,7 +25,10 @@ class TextWriter:
 
     def exchange(self, ex: Exchange, view: ExchangeFields) -> None:
         if not self.verbose and not self.terminal:  # (the usual: a summary piped)
-            sys.stdout.write(exchange_plain(ex, self.options, view) + "\n")
+            line = compiled_plain(ex, view)  # (exchange_plain inline: a call per line)
+            if line is None:
+                line = python_plain(ex, self.options, view)
+            sys.stdout.write(line + "\n")
             return
         trees = self._trees(ex) if self.full else []
         if self.terminal:

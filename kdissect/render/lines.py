@@ -23,7 +23,7 @@ from ..protocol.json_view import internal_records_json as _internal
 from . import jsonl_records
 from ..stream.fields import PROBLEM_GROUPS, ExchangeFields
 from ..stream.facts import UNRESOLVED, Facts
-from ..protocol.names import api_name
+from ..protocol.names import API_NAMES as _API_NAMES, api_name
 from ..protocol.native_ext import bind
 
 if TYPE_CHECKING:
@@ -142,11 +142,11 @@ def compiled_plain(ex: Exchange, view: ExchangeFields | None = None) -> str | No
         latency = resp.ts - req.ts
         if not latency >= 0:
             latency = None
-    try:
+    try:  # (api_name's usual case inline: a call per line)
         line: str | None = _SUMMARY_LINE(
             msg.ts,
             between,
-            api_name(msg.api_key),
+            _API_NAMES.get(msg.api_key) or api_name(msg.api_key),  # type: ignore[arg-type]
             msg.api_version,
             msg.correlation_id,
             req.client_id if req is not None else None,

@@ -25,6 +25,9 @@ from .model import Exchange, Gap, KafkaMessage
 MAX_EARLY = 256  # responses held while waiting for a request seen out of order
 EARLY_WAIT = 1.0  # seconds such a response waits before it is called an orphan
 _SIZE = struct.Struct(">i")
+# arrivals an answering framer in doubt keeps before it drops those wholly before the
+# bytes it holds (_Answers.arrive: a search over many chunks keeps only what it can use)
+_ARRIVALS_KEPT = 64
 _NOTHING = lambda: None  # noqa: E731 - nothing held, nothing to give up
 # requests the compiled pass leaves to Python: they pair otherwise or change the
 # connection's state (``_answer``)
@@ -151,7 +154,7 @@ class _Answers:
         """Bytes at ``offset`` came at ``ts`` (kept only while ``framer`` is in doubt)."""
         starts = self.starts
         if framer.resync or framer.unsure_at >= 0:
-            if len(starts) > 64:  # (those wholly before the bytes held are of no use)
+            if len(starts) > _ARRIVALS_KEPT:  # (those wholly before the bytes held are of no use)
                 cut = bisect_right(starts, framer.base) - 1
                 if cut > 0:
                     del starts[:cut], self.times[:cut]
@@ -409,9 +412,11 @@ class KafkaConnection:
         pending = self.pending
         for item in queue or ():
             msg = item[0]
-            assert msg.correlation_id is not None, "a request passed has its header read"
-            added = pending.usual(msg.correlation_id, item, msg.ts)
-            assert added is not None, "the pass pends only what usual takes"
+            corr = msg.correlation_id
+            assert corr is not None, "a request passed has its header read"
+            # (the pass pends only what usual takes; should it not, _request's way)
+            if pending.usual(corr, item, msg.ts) is None:
+                self._pend(corr, item, True)
 
     def cut(self, side: int, offset: int, head: bytes, size: int, why: str, ts: float) -> None:
         """A message of ``size`` bytes at stream ``offset`` of which only ``head`` is
@@ -466,6 +471,8 @@ class KafkaConnection:
         framer.unread.clear()
 
     def close(self) -> None:
+        if self.queue is not None:  # (the pass hands a connection back before its close)
+            self.pass_back(-1, -1)
         budget = self.budget
         for side, framer in enumerate(self.framers):
             if budget is not None:
@@ -602,7 +609,16 @@ class KafkaConnection:
             if self.early and corr in self.early:
                 self._early(corr)
             return
-        pending, finished = self.pending.request(corr, (msg, findings, seq), acks != 0, msg.ts)
+        self._pend(corr, (msg, findings, seq), acks != 0)
+
+    def _pend(
+        self, corr: int, item: tuple[KafkaMessage, list[Finding], int], expects: bool
+    ) -> None:
+        """A request (``item``: its message, findings and seq) pending beyond the
+        correlator's usual case: its id reused, requests it pushed out or finished given
+        up."""
+        msg, findings, _ = item
+        pending, finished = self.pending.request(corr, item, expects, msg.ts)
         if pending.reused:
             findings.append(
                 Finding(

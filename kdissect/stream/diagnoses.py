@@ -155,6 +155,35 @@ def _index(p: dict[Any, Any]) -> int | None:
     return None
 
 
+def _produce_errors(answer: Any, topic_ids: dict[str, str]) -> dict[tuple[str, int | None], int]:
+    """A Produce answer's error code per (topic, partition) (0 where it is not an int)."""
+    errors: dict[tuple[str, int | None], int] = {}
+    for topic, p in _partitions(answer, "responses", "partition_responses", topic_ids):
+        code = p.get("error_code")
+        errors[topic, _index(p)] = code if type(code) is int else 0
+    return errors
+
+
+def _appended(answer: Any, topic_ids: dict[str, str]) -> dict[tuple[str, int | None], int]:
+    """When the broker stamped each (topic, partition) of a Produce answer
+    (log_append_time_ms, LogAppendTime topics only: -1 elsewhere), ms."""
+    appended: dict[tuple[str, int | None], int] = {}
+    if not isinstance(answer, dict):
+        return appended
+    for t in answer.get("responses") or ():
+        if not isinstance(t, dict):
+            continue
+        for p in t.get("partition_responses") or ():
+            # (the partition's time first: its topic is read only for a stamped one)
+            if isinstance(p, dict):
+                at = p.get("log_append_time_ms")
+                if type(at) is int and at >= 0:
+                    topic = _topic(t, topic_ids)
+                    if topic is not None:
+                        appended[topic, _index(p)] = at
+    return appended
+
+
 def _complete(m: KafkaMessage | None) -> bool:
     return m is not None and m.status == "ok" and not m.holes
 
@@ -379,36 +408,28 @@ class Diagnoses:
         self, ex: Exchange, body: Any, answer: Any, topic_ids: dict[str, str], out: list[Finding]
     ) -> None:
         # (_partitions, _index and _skew inline: an idempotent producer's one-record
-        # Produce, the whole of a small-produce capture, made a call of each per batch)
+        # Produce, the whole of a small-produce capture, made a call of each per batch;
+        # the answer's errors are read only for an idempotent batch, and its partitions'
+        # names only where the broker stamped them: most producers' batches need neither)
         req = ex.request
         assert req is not None
-        errors: dict[tuple[str, int | None], int] = {}
-        appended: dict[tuple[str, int | None], int] | None = None
-        if isinstance(answer, dict):
-            for t in answer.get("responses") or ():
-                if not isinstance(t, dict):
-                    continue
-                topic = _topic(t, topic_ids)
-                for p in t.get("partition_responses") or ():
-                    if not isinstance(p, dict) or topic is None:
-                        continue
-                    code, index = p.get("error_code"), _index(p)
-                    errors[topic, index] = code if type(code) is int else 0
-                    at = p.get("log_append_time_ms")
-                    if type(at) is int and at >= 0:
-                        if appended is None:
-                            appended = {}
-                        appended[topic, index] = at
+        errors: dict[tuple[str, int | None], int] | None = None
         capture_ms = req.ts * 1000
         if isinstance(body, dict):
             for t in body.get("topic_data") or ():
                 if not isinstance(t, dict):
                     continue
-                topic = _topic(t, topic_ids)
-                for p in t.get("partition_data") or ():
-                    if not isinstance(p, dict) or topic is None:
+                topic = t.get("topic", t.get("name"))
+                if type(topic) is not str:  # (_topic's usual case first)
+                    topic = _topic(t, topic_ids)
+                    if topic is None:
                         continue
-                    part = _index(p)
+                for p in t.get("partition_data") or ():
+                    if not isinstance(p, dict):
+                        continue
+                    part = p.get("index")
+                    if type(part) is not int:
+                        part = _index(p)
                     for batch in p.get("records") or ():
                         if not isinstance(batch, dict) or batch.get("magic") != 2:
                             continue
@@ -426,6 +447,8 @@ class Diagnoses:
                         # nothing of it, asked without a call)
                         pid = batch.get("producer_id")
                         if type(pid) is int and pid >= 0:
+                            if errors is None:
+                                errors = _produce_errors(answer, topic_ids)
                             self._sequence(
                                 ex,
                                 batch,
@@ -434,7 +457,7 @@ class Diagnoses:
                                 errors.get((topic, part)) if answer is not None else None,
                                 out,
                             )
-        for (topic, part), t in appended.items() if appended else ():
+        for (topic, part), t in _appended(answer, topic_ids).items():
             assert ex.response is not None  # appended is read from the answer
             ahead = (t - ex.response.ts * 1000) / 1000
             if abs(ahead) > SKEW_S:

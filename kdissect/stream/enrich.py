@@ -250,7 +250,8 @@ def enrich(
             f.throttle_ms = throttle
             if throttle > 0:
                 findings.append(Finding("throttled", f"throttled {throttle} ms", "response"))
-        if ex.first.api_key == API_VERSIONS and resp_body is not None and resp.status == "ok":
+        # (ex.first inline: a call per exchange)
+        if (req or resp).api_key == API_VERSIONS and resp_body is not None and resp.status == "ok":
             _learn_versions(ex.stream, resp_body, advertised)
     if diagnoses is not None:
         diagnoses.observe(ex, req_body, resp_body, topic_ids)

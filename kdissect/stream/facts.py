@@ -118,11 +118,28 @@ def pair_facts(
     without its loop and keywords (enrichment's call per exchange: the general one's
     arguments and loop cost as much as the walks of most bodies)."""
     f = Facts()
+    # (_facts_of's usual case inline: a dict body and a compiled plan; two calls an exchange)
     if request is not None:
-        _facts_of(request, plans[0], f, topic_ids)
+        plan = plans[0]
+        if type(plan) is _COMPILED_PLAN and type(request) is dict:
+            plan.walk(request, f, topic_ids)
+        else:
+            _facts_of(request, plan, f, topic_ids)
     if response is not None:
-        _facts_of(response, plans[1], f, topic_ids)
+        plan = plans[1]
+        if type(plan) is _COMPILED_PLAN and type(response) is dict:
+            plan.walk(response, f, topic_ids)
+        else:
+            _facts_of(response, plan, f, topic_ids)
     return f
+
+
+class _NotCompiled:
+    """What no plan is: the compiled plans' type where the extension is not at hand."""
+
+
+# the compiled plans' type (compiled_plan): pair_facts walks them inline
+_COMPILED_PLAN: Any = getattr(extension(), "FactsPlan", None) or _NotCompiled
 
 
 def _facts_of(tree: Node | dict[Any, Any], plan: Any, f: Facts, ids: dict[str, str]) -> None:
