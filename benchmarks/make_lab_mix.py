@@ -3,7 +3,7 @@
 capture of librdkafka (every codec) and the same traffic from kafka-python, each made
 by make_bulk_capture.py at MTU 1500, each copied ten times onto hosts of their own
 (tests/support/replicate.py: copy k's addresses in subnet k, kafka-python's copies
-after librdkafka's numbers, both starting at the same time), merged by time (mergecap,
+numbered after librdkafka's; each input keeps its own start), merged by time (mergecap,
 Wireshark's). As root (make_bulk_capture.py needs a network namespace):
 
     .venv/bin/python benchmarks/make_lab_mix.py /tmp/lab [--mb 12] [--copies 10]

@@ -15,14 +15,14 @@ def replicate(data: bytes, copies: int, out, first: int = 0) -> None:
     can be merged without sharing hosts)."""
     endian = "<" if data[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"
     rec = struct.Struct(endian + "IIII")
-    first = last = None
+    start = last = None
     pos = 24
     while pos + 16 <= len(data):
         sec, _frac, incl, _orig = rec.unpack_from(data, pos)
-        first = sec if first is None else first
+        start = sec if start is None else start
         last = sec
         pos += 16 + incl
-    span = (last - first + 1) if first is not None else 0
+    span = (last - start + 1) if start is not None else 0
     out.write(data[:24])
     for k in range(first, first + copies):
         pos = 24
