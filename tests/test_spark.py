@@ -23,6 +23,7 @@ from kdissect.pipeline.output import OutputError
 from kdissect.pipeline.session import explain
 from kdissect.pipeline.spark_job import plan_shards, run_job
 from kdissect.pipeline.tables import RECORDS, _micros
+from kdissect.pipeline.tracker import STALL_ENV, STALL_SECONDS, stall_seconds
 from kdissect.sources.pcap import DEFAULT_PORTS
 
 pytestmark = pytest.mark.slow  # Spark (a JVM)
@@ -644,6 +645,7 @@ def test_a_cluster_without_free_cores_is_said_after_a_few_seconds(tmp_path):
         "SPARK_LOCAL_IP": "127.0.0.1",
         "SPARK_NO_DAEMONIZE": "1",
         "SPARK_LOG_DIR": str(tmp_path),
+        STALL_ENV: "3",  # the warning's wait (10 s by default: test_stall_seconds)
     }
     master = subprocess.Popen(
         [
@@ -690,7 +692,8 @@ def test_a_cluster_without_free_cores_is_said_after_a_few_seconds(tmp_path):
                 break
             said += line
         watchdog.cancel()
-        assert "no Spark task has started after 1" in said, said
+        waited = re.search(r"no Spark task has started after (\d+) s", said)
+        assert waited and int(waited[1]) >= 3, said
         assert "Initial job has not accepted any resources" in said
     finally:
         for p in (job, master):
@@ -700,6 +703,19 @@ def test_a_cluster_without_free_cores_is_said_after_a_few_seconds(tmp_path):
                     p.wait(timeout=30)
                 except subprocess.TimeoutExpired:
                     p.kill()
+
+
+def test_stall_seconds(monkeypatch):
+    """10 s without a task before the warning, unless $KDISSECT_SPARK_STALL_SECONDS says
+    another positive number of seconds."""
+    monkeypatch.delenv(STALL_ENV, raising=False)
+    assert stall_seconds() == STALL_SECONDS == 10
+    for value, seconds in (("3", 3), ("0.5", 0.5), ("0", 10), ("-1", 10), ("x", 10)):
+        monkeypatch.setenv(STALL_ENV, value)
+        assert stall_seconds() == seconds, value
+    for value in ("nan", "inf", ""):
+        monkeypatch.setenv(STALL_ENV, value)
+        assert stall_seconds() == 10, value
 
 
 def test_tls_capture_decrypted_on_the_executors(spark, tmp_path):
