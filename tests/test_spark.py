@@ -501,39 +501,50 @@ def _plain(v):
 
 def test_spark_command_end_to_end(tmp_path):
     """Two captures and a file that is none: the tables hold the captures' rows, and the
-    run exits 1 with the reason, as `kdissect pcap` does in every format."""
+    run exits 1 with the reason, as `kdissect pcap` does in every format. The refusals
+    that need no finished run go on while it runs (a process each: the job's JVM uses
+    one core of local[1])."""
     out = tmp_path / "tables"
     env = {**os.environ, "TMPDIR": str(tmp_path)}
     junk = tmp_path / "notes.pcap"
     junk.write_text("hello, not a capture")
-    res = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "kdissect",
-            "spark",
-            "captures/kcat.pcap",
-            "captures/aiokafka.pcap",
-            str(junk),
-            "--out",
-            str(out),
-            "--records",
-            "--master",
-            "local[1]",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=600,
-        env=env,
-    )
-    assert res.returncode == 1, res.stderr
-    assert "notes.pcap: not a pcap or pcapng file" in res.stderr
-    assert "1 capture(s) not read cleanly" in res.stderr and "Traceback" not in res.stderr
+    said = tmp_path / "job-stderr.txt"
+    with open(said, "w") as stderr:
+        job = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "kdissect",
+                "spark",
+                "captures/kcat.pcap",
+                "captures/aiokafka.pcap",
+                str(junk),
+                "--out",
+                str(out),
+                "--records",
+                "--master",
+                "local[1]",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            text=True,
+            cwd=ROOT,
+            env=env,
+        )
+    try:
+        _refusals_beside_a_job(tmp_path)
+        job.wait(timeout=600)
+    finally:
+        if job.poll() is None:
+            job.kill()
+    err = said.read_text()
+    assert job.returncode == 1, err
+    assert "notes.pcap: not a pcap or pcapng file" in err
+    assert "1 capture(s) not read cleanly" in err and "Traceback" not in err
     exchanges = table(out / "exchanges")
-    assert f"wrote {len(exchanges)} exchanges and" in res.stderr
-    assert "hint:" in res.stderr and "--format parquet" in res.stderr  # small input
-    assert "WARN" not in res.stderr and "log4j" not in res.stderr  # the JVM's noise is kept out
+    assert f"wrote {len(exchanges)} exchanges and" in err
+    assert "hint:" in err and "--format parquet" in err  # small input
+    assert "WARN" not in err and "log4j" not in err  # the JVM's noise is kept out
     assert not list(tmp_path.glob("kdissect-spark-*.log"))  # removed after success
     assert {r["capture"] for r in exchanges} == {"captures/kcat.pcap", "captures/aiokafka.pcap"}
     assert table(out / "records")
@@ -543,19 +554,29 @@ def test_spark_command_end_to_end(tmp_path):
         "captures/aiokafka.pcap": "ok",
         str(junk): "unreadable",
     }
-    # refused before Spark starts: an existing --out, a missing input
-    for args, said in (
-        (["captures/kcat.pcap", "--out", str(out)], "--mode overwrite"),
-        (["nowhere.pcap", "--out", str(tmp_path / "n")], "no such file"),
-    ):
-        res = subprocess.run(
-            [sys.executable, "-m", "kdissect", "spark", *args],
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-            timeout=60,
-        )
-        assert res.returncode == 2 and said in res.stderr and "Traceback" not in res.stderr
+    # refused before Spark starts: an existing --out
+    res = subprocess.run(
+        [sys.executable, "-m", "kdissect", "spark", "captures/kcat.pcap", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
+    assert res.returncode == 2 and "--mode overwrite" in res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def _refusals_beside_a_job(tmp_path: Path) -> None:
+    """test_spark_command_end_to_end's runs that fail: a missing input (refused before
+    Spark starts), a master that is none, no Java."""
+    res = subprocess.run(
+        [sys.executable, "-m", "kdissect", "spark", "nowhere.pcap", "--out", str(tmp_path / "n")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
+    assert res.returncode == 2 and "no such file" in res.stderr and "Traceback" not in res.stderr
     res = subprocess.run(
         [
             sys.executable,
