@@ -13,6 +13,7 @@ it (what Kafka's recovery keeps is the truth); then killed."""
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import threading
@@ -327,6 +328,16 @@ def _batches_to_damage(bootstrap: str) -> None:
             assert p.flush(30) == 0  # a batch per record
 
 
+JAVA_MODES = ("consumer-group", "share-group", "transactions")  # KafkaScenarios.java
+
+
+def _python_clients(bootstrap: str) -> None:
+    _lagging(bootstrap)
+    _read_committed(bootstrap)
+    _producer_troubles(bootstrap)
+    _batches_to_damage(bootstrap)
+
+
 @pytest.fixture(scope="module")
 def node(tmp_path_factory):
     """(the node, the capture, a copy of its log dir after the controlled shutdown)."""
@@ -361,13 +372,23 @@ def node(tmp_path_factory):
         for t in others:
             t.join(120)
         assert not failed, failed
-        _lagging(bootstrap)
-        _read_committed(bootstrap)
-        _producer_troubles(bootstrap)
-        _batches_to_damage(bootstrap)
-        java_session("consumer-group", bootstrap)
-        java_session("share-group", bootstrap)
-        java_session("transactions", bootstrap)
+        # then the rest side by side: the Python clients' scenarios one after the other
+        # (the produce quota _quota set is in place), and the Java clients' three sessions
+        # (a JVM each, their own topics, groups and transactional ids), 18 s one after the
+        # other, mostly start-up and waits
+        others = [
+            threading.Thread(target=beside, args=(f,))
+            for f in (
+                _python_clients,
+                *(functools.partial(java_session, mode) for mode in JAVA_MODES),
+            )
+        ]
+        for t in others:
+            t.start()
+        for t in others:
+            t.join(300)
+        assert not failed, failed
+        assert not any(t.is_alive() for t in others), "a scenario did not end"
         kafka.stop_node(1)  # SIGTERM: a controlled shutdown
         dump.stop()
         shutil.copytree(kafka.log_dirs[0], tmp / "clean")

@@ -31,12 +31,13 @@ HOSTILE: dict[str, Path] = {}
 
 
 def run_measured(
-    args: list[str], cwd: Path, stdout: Path | None = None
+    args: list[str], cwd: Path, stdout: Path | None = None, tag: str = ""
 ) -> tuple[int, str, float, int]:
     """(exit status, stderr, CPU seconds, peak RSS in bytes) of one CLI run, measured by
     a small launcher (tests/support/measured.py: its children do not inherit pytest's size).
-    ``stdout``: a file to keep the output in (else it is dropped)."""
-    err_path, report = cwd / "stderr.txt", cwd / "measured.txt"
+    ``stdout``: a file to keep the output in (else it is dropped). ``tag``: names the
+    run's files in ``cwd`` (runs side by side in one directory)."""
+    err_path, report = cwd / f"stderr{tag}.txt", cwd / f"measured{tag}.txt"
     with open(stdout or os.devnull, "wb") as out, open(err_path, "wb") as err:
         proc = subprocess.Popen(
             [sys.executable, str(MEASURED), str(report), *KDISSECT, *args],
@@ -65,9 +66,13 @@ def _wait(proc, timeout: float) -> None:
 
 
 def check(
-    args: list[str], cwd: Path, time_limit: float = TIME_LIMIT, stdout: Path | None = None
+    args: list[str],
+    cwd: Path,
+    time_limit: float = TIME_LIMIT,
+    stdout: Path | None = None,
+    tag: str = "",
 ) -> tuple[int, str]:
-    code, err, seconds, rss = run_measured(args, cwd, stdout)
+    code, err, seconds, rss = run_measured(args, cwd, stdout, tag)
     what = " ".join(args[:1] + [Path(a).name for a in args[1:]])
     report = os.environ.get("KDISSECT_HOSTILE_REPORT")  # figures for docs/internals/protocol.md
     if report:
@@ -81,6 +86,18 @@ def check(
         lines = [ln for ln in err.splitlines() if ln.strip()]
         assert lines, (what, "a failure must say why")
     return code, err
+
+
+def check_side_by_side(runs: list[dict]) -> list[tuple[int, str]]:
+    """``check(**run)`` of each run, the runs side by side (a thread each: the two cores
+    of the test machine; pytest only waits). Each run is held to the same limits: its
+    own CPU seconds and peak RSS, as measured.py gives them, whatever runs beside it.
+    The results in the order of ``runs``; the first failure is raised (after all ended)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(len(runs)) as pool:
+        futures = [pool.submit(check, tag=f"-{i}", **run) for i, run in enumerate(runs)]
+        return [f.result() for f in futures]
 
 
 CAPTURES = [
@@ -136,8 +153,12 @@ CAPTURES = [
 def test_pcap_jsonl_and_stats(hostile, tmp_path, name):
     path = hostile / name
     assert path.exists(), "make_hostile.py and this list must agree"
-    _, err = check(["pcap", "--format", "jsonl", str(path)], tmp_path)
-    check(["pcap", "--stats", str(path)], tmp_path)
+    (_, err), _ = check_side_by_side(
+        [
+            dict(args=["pcap", "--format", "jsonl", str(path)], cwd=tmp_path),
+            dict(args=["pcap", "--stats", str(path)], cwd=tmp_path),
+        ]
+    )
     if name == "partials-4x300M.pcap.gz":
         # four requests announcing 300 MiB (more than a broker takes from a start it cannot
         # confirm), 200 MiB of each captured: every byte accounted for as unread, not lost
@@ -207,10 +228,12 @@ BUDGET_FINDINGS = {
 def test_blob(hostile, tmp_path, name):
     path = hostile / "blob" / name
     assert path.exists(), "make_hostile.py and this list must agree"
-    code, err = check(["blob", str(path)], tmp_path)
+    runs = [dict(args=["blob", str(path)], cwd=tmp_path)]
+    out = tmp_path / "out.json"
     if name in JSON_TOO:
-        out = tmp_path / "out.json"
-        check(["blob", "--json", str(path)], tmp_path, stdout=out)
+        runs.append(dict(args=["blob", "--json", str(path)], cwd=tmp_path, stdout=out))
+    (code, err), *_ = check_side_by_side(runs)
+    if name in JSON_TOO:
         if name in BUDGET_FINDINGS:
             assert_budget_finding(out.read_text(), BUDGET_FINDINGS[name], name)
         out.unlink()  # up to 130 MB: not kept with the session's files

@@ -32,6 +32,34 @@ DECODERS = {
 
 
 def _produce(bootstrap: str) -> None:
+    import threading
+
+    from tests.support.kafka_scenarios import java_session
+
+    # a share group (KIP-932): its records in __consumer_offsets, its acquisition state
+    # in __share_group_state. The Java client's session (a JVM; its own topic and group)
+    # runs beside the rest, which takes seconds of waits of its own
+    shared: list = []
+
+    def share_group() -> None:
+        try:
+            shared.append(java_session("share-group", bootstrap))
+        except BaseException as e:  # said after the join
+            shared.append(e)
+
+    java = threading.Thread(target=share_group)
+    java.start()
+    try:
+        _produce_python(bootstrap)
+    finally:
+        java.join(300)
+    assert shared, "the share group's session did not end"
+    if isinstance(shared[0], BaseException):
+        raise shared[0]
+    assert sorted(shared[0]) == [f"s{i}" for i in range(5)]
+
+
+def _produce_python(bootstrap: str) -> None:
     from confluent_kafka import Consumer, Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -111,11 +139,6 @@ def _produce(bootstrap: str) -> None:
                 c.commit(m, asynchronous=False)
         c.close()
         assert got >= 10, f"{protocol} consumer read {got} records"
-    # a share group (KIP-932): its records in __consumer_offsets, its acquisition state
-    # in __share_group_state
-    from tests.support.kafka_scenarios import java_session
-
-    assert sorted(java_session("share-group", bootstrap)) == [f"s{i}" for i in range(5)]
 
 
 def _fetch_internal(port: int) -> None:

@@ -23,6 +23,7 @@ from kdissect.pipeline.output import OutputError
 from kdissect.pipeline.session import explain
 from kdissect.pipeline.spark_job import plan_shards, run_job
 from kdissect.pipeline.tables import RECORDS, _micros
+from kdissect.pipeline.tracker import STALL_ENV, STALL_SECONDS, stall_seconds
 from kdissect.sources.pcap import DEFAULT_PORTS
 
 pytestmark = pytest.mark.slow  # Spark (a JVM)
@@ -500,39 +501,50 @@ def _plain(v):
 
 def test_spark_command_end_to_end(tmp_path):
     """Two captures and a file that is none: the tables hold the captures' rows, and the
-    run exits 1 with the reason, as `kdissect pcap` does in every format."""
+    run exits 1 with the reason, as `kdissect pcap` does in every format. The refusals
+    that need no finished run go on while it runs (a process each: the job's JVM uses
+    one core of local[1])."""
     out = tmp_path / "tables"
     env = {**os.environ, "TMPDIR": str(tmp_path)}
     junk = tmp_path / "notes.pcap"
     junk.write_text("hello, not a capture")
-    res = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "kdissect",
-            "spark",
-            "captures/kcat.pcap",
-            "captures/aiokafka.pcap",
-            str(junk),
-            "--out",
-            str(out),
-            "--records",
-            "--master",
-            "local[1]",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=600,
-        env=env,
-    )
-    assert res.returncode == 1, res.stderr
-    assert "notes.pcap: not a pcap or pcapng file" in res.stderr
-    assert "1 capture(s) not read cleanly" in res.stderr and "Traceback" not in res.stderr
+    said = tmp_path / "job-stderr.txt"
+    with open(said, "w") as stderr:
+        job = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "kdissect",
+                "spark",
+                "captures/kcat.pcap",
+                "captures/aiokafka.pcap",
+                str(junk),
+                "--out",
+                str(out),
+                "--records",
+                "--master",
+                "local[1]",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            text=True,
+            cwd=ROOT,
+            env=env,
+        )
+    try:
+        _refusals_beside_a_job(tmp_path)
+        job.wait(timeout=600)
+    finally:
+        if job.poll() is None:
+            job.kill()
+    err = said.read_text()
+    assert job.returncode == 1, err
+    assert "notes.pcap: not a pcap or pcapng file" in err
+    assert "1 capture(s) not read cleanly" in err and "Traceback" not in err
     exchanges = table(out / "exchanges")
-    assert f"wrote {len(exchanges)} exchanges and" in res.stderr
-    assert "hint:" in res.stderr and "--format parquet" in res.stderr  # small input
-    assert "WARN" not in res.stderr and "log4j" not in res.stderr  # the JVM's noise is kept out
+    assert f"wrote {len(exchanges)} exchanges and" in err
+    assert "hint:" in err and "--format parquet" in err  # small input
+    assert "WARN" not in err and "log4j" not in err  # the JVM's noise is kept out
     assert not list(tmp_path.glob("kdissect-spark-*.log"))  # removed after success
     assert {r["capture"] for r in exchanges} == {"captures/kcat.pcap", "captures/aiokafka.pcap"}
     assert table(out / "records")
@@ -542,19 +554,29 @@ def test_spark_command_end_to_end(tmp_path):
         "captures/aiokafka.pcap": "ok",
         str(junk): "unreadable",
     }
-    # refused before Spark starts: an existing --out, a missing input
-    for args, said in (
-        (["captures/kcat.pcap", "--out", str(out)], "--mode overwrite"),
-        (["nowhere.pcap", "--out", str(tmp_path / "n")], "no such file"),
-    ):
-        res = subprocess.run(
-            [sys.executable, "-m", "kdissect", "spark", *args],
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-            timeout=60,
-        )
-        assert res.returncode == 2 and said in res.stderr and "Traceback" not in res.stderr
+    # refused before Spark starts: an existing --out
+    res = subprocess.run(
+        [sys.executable, "-m", "kdissect", "spark", "captures/kcat.pcap", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
+    assert res.returncode == 2 and "--mode overwrite" in res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def _refusals_beside_a_job(tmp_path: Path) -> None:
+    """test_spark_command_end_to_end's runs that fail: a missing input (refused before
+    Spark starts), a master that is none, no Java."""
+    res = subprocess.run(
+        [sys.executable, "-m", "kdissect", "spark", "nowhere.pcap", "--out", str(tmp_path / "n")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
+    assert res.returncode == 2 and "no such file" in res.stderr and "Traceback" not in res.stderr
     res = subprocess.run(
         [
             sys.executable,
@@ -644,6 +666,7 @@ def test_a_cluster_without_free_cores_is_said_after_a_few_seconds(tmp_path):
         "SPARK_LOCAL_IP": "127.0.0.1",
         "SPARK_NO_DAEMONIZE": "1",
         "SPARK_LOG_DIR": str(tmp_path),
+        STALL_ENV: "3",  # the warning's wait (10 s by default: test_stall_seconds)
     }
     master = subprocess.Popen(
         [
@@ -690,7 +713,8 @@ def test_a_cluster_without_free_cores_is_said_after_a_few_seconds(tmp_path):
                 break
             said += line
         watchdog.cancel()
-        assert "no Spark task has started after 1" in said, said
+        waited = re.search(r"no Spark task has started after (\d+) s", said)
+        assert waited and int(waited[1]) >= 3, said
         assert "Initial job has not accepted any resources" in said
     finally:
         for p in (job, master):
@@ -700,6 +724,19 @@ def test_a_cluster_without_free_cores_is_said_after_a_few_seconds(tmp_path):
                     p.wait(timeout=30)
                 except subprocess.TimeoutExpired:
                     p.kill()
+
+
+def test_stall_seconds(monkeypatch):
+    """10 s without a task before the warning, unless $KDISSECT_SPARK_STALL_SECONDS says
+    another positive number of seconds."""
+    monkeypatch.delenv(STALL_ENV, raising=False)
+    assert stall_seconds() == STALL_SECONDS == 10
+    for value, seconds in (("3", 3), ("0.5", 0.5), ("0", 10), ("-1", 10), ("x", 10)):
+        monkeypatch.setenv(STALL_ENV, value)
+        assert stall_seconds() == seconds, value
+    for value in ("nan", "inf", ""):
+        monkeypatch.setenv(STALL_ENV, value)
+        assert stall_seconds() == 10, value
 
 
 def test_tls_capture_decrypted_on_the_executors(spark, tmp_path):

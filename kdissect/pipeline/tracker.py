@@ -4,6 +4,7 @@ log, and the job just hangs)."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -11,23 +12,36 @@ from collections.abc import Callable
 from .session import context
 
 STALL_SECONDS = 10.0
+STALL_ENV = "KDISSECT_SPARK_STALL_SECONDS"  # another wait before the warning (the tests: 3)
+
+
+def stall_seconds() -> float:
+    """How long a job runs without a task before the warning: $KDISSECT_SPARK_STALL_SECONDS
+    when it is a positive number, else STALL_SECONDS."""
+    try:
+        seconds = float(os.environ.get(STALL_ENV, ""))
+    except ValueError:
+        return STALL_SECONDS
+    return seconds if 0 < seconds < float("inf") else STALL_SECONDS
 
 
 class Tracker:
     """Reports the tasks of each stage of the jobs run inside it to ``update(stage_number,
     done, total)``, stages numbered from 0 in the order they appear: from the status
     tracker of a classic session, or from Spark Connect's progress messages. If no task
-    has run after ``stall`` seconds, ``on_stall(seconds)`` is told once."""
+    has run after ``stall`` seconds (None: ``stall_seconds()``), ``on_stall(seconds)`` is
+    told once."""
 
     def __init__(
         self,
         spark,
         update: Callable[[int, int, int], None],
         on_stall: Callable[[float], None] | None = None,
-        stall: float = STALL_SECONDS,
+        stall: float | None = None,
     ):
         self.spark, self.sc, self.update = spark, context(spark), update
-        self.on_stall, self.stall = on_stall, stall
+        self.on_stall = on_stall
+        self.stall = stall_seconds() if stall is None else stall
         self.group = f"kdissect-{id(self)}"
         self.stop = threading.Event()
         self.started = time.monotonic()
