@@ -260,13 +260,22 @@ def timed_blob(data: bytes) -> None:
     from kdissect.blob import BlobError, find_candidates, parse_blob
 
     big = (data * (BLOB_SCALE // len(data) + 1))[:BLOB_SCALE].decode("latin-1")
-    start = time.process_time()
-    try:
-        parse_blob(big)
-    except BlobError:
-        pass
-    find_candidates(big)
-    spent = time.process_time() - start
+
+    def read() -> float:
+        start = time.process_time()
+        try:
+            parse_blob(big)
+        except BlobError:
+            pass
+        find_candidates(big)
+        return time.process_time() - start
+
+    # measured twice before failing: on a VM whose host is busy, time the vCPU waits
+    # counts as the process's (a CI run measured 2.1 CPU-s for an input that reads in
+    # 0.1); a reader that is not linear is slow both times
+    spent = read()
+    if spent > 2.0:
+        spent = min(spent, read())
     if spent > 2.0:
         raise AssertionError(
             f"the paste reader took {spent:.1f} CPU-s on {BLOB_SCALE} "
