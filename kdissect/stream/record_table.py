@@ -196,17 +196,19 @@ class RecordBlock:
         return len(self.records)
 
     def rows(self) -> list[dict[Any, Any]]:
-        out = []
         shared = self.shared
-        for offset, ts, key, size, headers in self.records:
-            r = shared.copy()
-            r["offset"], r["timestamp"], r["key"], r["value_size"] = offset, ts, key, size
-            r["headers"], r["problems"] = headers, []
-            out.append(r)
-        return out
+        return [_as_row(shared.copy(), record) for record in self.records]
 
     def __reduce__(self) -> tuple[Any, ...]:  # (pickled by spill.py)
         return RecordBlock, (self.shared, list(self.records))
+
+
+def _as_row(row: dict[str, Any], record: tuple[Any, ...]) -> dict[str, Any]:
+    """``row`` (a batch's shared columns) with one record's own columns filled in."""
+    offset, ts, key, size, headers = record
+    row["offset"], row["timestamp"], row["key"], row["value_size"] = offset, ts, key, size
+    row["headers"], row["problems"] = headers, []
+    return row
 
 
 def _emit(
@@ -236,10 +238,7 @@ def _emit(
     if len(rows) == 1:
         # a row as it is: on message-dense traffic (a record a message) a block, its
         # pickling and its copy to a row cost more than they saved
-        offset, ts, key, size, headers = rows[0]
-        shared["offset"], shared["timestamp"], shared["key"] = offset, ts, key
-        shared["value_size"], shared["headers"], shared["problems"] = size, headers, []
-        out.append(shared)
+        out.append(_as_row(shared, rows[0]))
     elif rows:
         out.append(RecordBlock(shared, rows))
 
