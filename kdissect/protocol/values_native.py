@@ -145,7 +145,7 @@ def program(
         head = schemas.RESPONSE_HEADERS[schemas.response_header_version(api_key, api_version)]
     try:
         return _CLASS(
-            _compile(head, _MEMO), _compile(body, _MEMO, keep=keep), records, heads, _BAILS
+            _compile(head, _MEMO), _compile(body, _MEMO, keep=keep), records, heads, _BAILS, keep
         )
     except Unsupported:
         return None

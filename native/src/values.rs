@@ -51,6 +51,7 @@ const HEAD_KEYS: [&str; 14] = [
     "record_count",
     "records",
 ];
+const RECORDS_KEY: usize = 13; // HEAD_KEYS' "records"
 
 pub(crate) enum Shape {
     Value(u8),
@@ -171,28 +172,38 @@ fn parse_struct(t: &Bound<'_, PyAny>) -> PyResult<StructP> {
 pub struct Program {
     head: StructP,
     body: StructP,
-    records: Py<PyAny>,        // values._records
-    batch_heads: Py<PyAny>,    // values.BatchHeads
-    bails: Py<PyAny>,          // the exceptions a Python reader's bail is (a tuple)
-    keys: Vec<Py<PyString>>,   // a batch head's keys, in values._batch_heads' order
+    records: Py<PyAny>,     // values._records
+    batch_heads: Py<PyAny>, // values.BatchHeads
+    bails: Py<PyAny>,       // the exceptions a Python reader's bail is (a tuple)
+    // a batch head's keys, in values._batch_heads' order, each with its place in
+    // HEAD_KEYS (what the head's value is); of a lean program only those it keeps
+    keys: Vec<(usize, Py<PyString>)>,
     head_template: Py<PyDict>, // those keys, each with None (StructP.template)
 }
 
 #[pymethods]
 impl Program {
+    /// ``keep``: a lean program's names kept (values_native.kept), or None: all.
     #[new]
+    #[pyo3(signature = (head, body, records, batch_heads, bails, keep=None))]
     fn new(
         head: &Bound<'_, PyAny>,
         body: &Bound<'_, PyAny>,
         records: Py<PyAny>,
         batch_heads: Py<PyAny>,
         bails: Py<PyAny>,
+        keep: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
-        let keys: Vec<Py<PyString>> = HEAD_KEYS
-            .iter()
-            .map(|k| PyString::intern(head.py(), k).unbind())
-            .collect();
-        let head_template = template(head.py(), &keys.iter().collect::<Vec<_>>())?;
+        let mut keys: Vec<(usize, Py<PyString>)> = Vec::with_capacity(HEAD_KEYS.len());
+        for (i, k) in HEAD_KEYS.iter().enumerate() {
+            let name = PyString::intern(head.py(), k);
+            // (values_native.kept: a batch head's fields are ints, "records" a records
+            // field: kept whatever the names)
+            if i == RECORDS_KEY || keep.map_or(Ok(true), |keep| keep.contains(&name))? {
+                keys.push((i, name.unbind()));
+            }
+        }
+        let head_template = template(head.py(), &keys.iter().map(|k| &k.1).collect::<Vec<_>>())?;
         Ok(Program {
             head: parse_struct(head)?,
             body: parse_struct(body)?,
@@ -309,7 +320,7 @@ struct Cx<'a, 'py> {
     bails: Bound<'py, PyAny>,
     s: Option<Bound<'py, PyAny>>, // the state, kept current around calls into Python
     nodes: i64,
-    keys: &'a [Py<PyString>],
+    keys: &'a [(usize, Py<PyString>)],
     head_template: &'a Py<PyDict>,
 }
 
@@ -736,21 +747,25 @@ impl<'py> Cx<'_, 'py> {
             self.nodes -= 16;
             let h = checked_head(&b[..total]).ok_or(Stop::Bail)?;
             let d = self.head_template.bind(py).copy()?;
-            let k = &self.keys;
-            d.set_item(k[0].bind(py), h.base_offset)?;
-            d.set_item(k[1].bind(py), h.length)?;
-            d.set_item(k[2].bind(py), h.leader_epoch)?;
-            d.set_item(k[3].bind(py), b[16] as i8)?;
-            d.set_item(k[4].bind(py), h.crc)?;
-            d.set_item(k[5].bind(py), h.attributes)?;
-            d.set_item(k[6].bind(py), h.last_offset_delta)?;
-            d.set_item(k[7].bind(py), h.base_timestamp)?;
-            d.set_item(k[8].bind(py), h.max_timestamp)?;
-            d.set_item(k[9].bind(py), h.producer_id)?;
-            d.set_item(k[10].bind(py), h.producer_epoch)?;
-            d.set_item(k[11].bind(py), h.base_sequence)?;
-            d.set_item(k[12].bind(py), h.count)?;
-            d.set_item(k[13].bind(py), pyo3::types::PyList::empty(py))?;
+            for (i, key) in self.keys {
+                let key = key.bind(py);
+                match *i {
+                    0 => d.set_item(key, h.base_offset)?,
+                    1 => d.set_item(key, h.length)?,
+                    2 => d.set_item(key, h.leader_epoch)?,
+                    3 => d.set_item(key, b[16] as i8)?,
+                    4 => d.set_item(key, h.crc)?,
+                    5 => d.set_item(key, h.attributes)?,
+                    6 => d.set_item(key, h.last_offset_delta)?,
+                    7 => d.set_item(key, h.base_timestamp)?,
+                    8 => d.set_item(key, h.max_timestamp)?,
+                    9 => d.set_item(key, h.producer_id)?,
+                    10 => d.set_item(key, h.producer_epoch)?,
+                    11 => d.set_item(key, h.base_sequence)?,
+                    12 => d.set_item(key, h.count)?,
+                    _ => d.set_item(key, pyo3::types::PyList::empty(py))?,
+                }
+            }
             heads.append(d)?;
             pos += total;
         }

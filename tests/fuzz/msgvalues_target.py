@@ -84,6 +84,7 @@ def pruned(whole, key: int, version: int, direction: str):
     """``whole`` (a compiled read of the body) as the lean read should give it: only the
     fields ``values_native.kept`` keeps, walked with the layout."""
     from kdissect.protocol import schemas
+    from kdissect.protocol.values import BatchHeads
     from kdissect.protocol.values_native import kept
     from kdissect.stream.enrich import read_names
 
@@ -102,7 +103,13 @@ def pruned(whole, key: int, version: int, direction: str):
             assert f is not None, ("a key the layout does not have", k)
             if not kept(f, keep):
                 continue
-            if f.struct is not None and isinstance(v, list):
+            if isinstance(v, BatchHeads):  # a batch head's fields named in keep only
+                heads = BatchHeads(
+                    [{n: x for n, x in h.items() if n in keep or n == "records"} for h in v],
+                    v.size,
+                )
+                v = heads
+            elif f.struct is not None and isinstance(v, list):
                 v = [prune(x, f.struct) for x in v]
             elif f.struct is not None:
                 v = prune(v, f.struct)
