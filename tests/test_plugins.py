@@ -83,3 +83,20 @@ def test_the_filter_docs_come_from_the_field_registry():
 
     assert markdown_table() in (ROOT / "docs" / "guide" / "filters.md").read_text()
     assert all(name in help_list() for name, f in FIELDS.items() if f.get is not None)
+
+
+@pytest.mark.parametrize("fmt", ["tsv", "text"])
+@pytest.mark.parametrize("capture", ["kafka-sasl.pcap", "kafka-broker-killed.pcap"])
+def test_writers_given_no_view_write_what_they_write_given_the_filters(fmt, capture):
+    """Where no display filter runs the printer makes no ``ExchangeFields`` (the writers
+    get None and make their own where they read fields): the same lines as after a
+    filter that takes every exchange (which hands them its view)."""
+    path = str(ROOT / "captures" / capture)
+    plain = kdissect_text("pcap", "--no-tui", "--format", fmt, path)
+    every = kdissect_text("pcap", "--no-tui", "--format", fmt, "-Y", "stream >= 0", path)
+    assert plain.returncode == every.returncode == 0, (plain.stderr, every.stderr)
+    assert plain.stdout == every.stdout and plain.stdout.count("\n") > 10
+    if fmt == "text":  # (the -V trees and findings too)
+        plain = kdissect_text("pcap", "--no-tui", "-V", path)
+        every = kdissect_text("pcap", "--no-tui", "-V", "-Y", "stream >= 0", path)
+        assert plain.stdout == every.stdout

@@ -31,7 +31,7 @@ class JsonlWriter:
             self.workers = JsonlWorkers(ctx.options, ctx.jobs, sys.stdout.write, ctx.topic_ids)
         self.field = ""  # the "capture" field's text, when the run reads several files
 
-    def exchange(self, ex: Exchange, view: ExchangeFields) -> None:
+    def exchange(self, ex: Exchange, view: ExchangeFields | None) -> None:
         if self.workers is not None:
             self.workers.add(ex)
         else:

@@ -23,7 +23,7 @@ class TextWriter:
         self.full = ctx.verbose
         self.terminal = self.console.is_terminal  # asked once: rich asks the OS each time
 
-    def exchange(self, ex: Exchange, view: ExchangeFields) -> None:
+    def exchange(self, ex: Exchange, view: ExchangeFields | None) -> None:
         if not self.verbose and not self.terminal:  # (the usual: a summary piped)
             line = compiled_plain(ex, view)  # (exchange_plain inline: a call per line)
             if line is None:

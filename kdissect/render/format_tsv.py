@@ -43,15 +43,18 @@ class TsvWriter:
     def __init__(self, ctx: WriterContext):
         self.headed = False  # the header line is written
         self.file: str | None = None  # the capture file, when the run reads several
+        self.options, self.topic_ids = ctx.options, ctx.topic_ids  # (the printer's view's)
 
     def _head(self) -> None:
         extra = ("capture",) if self.file is not None else ()
         sys.stdout.write("\t".join(("time", *COLUMNS, *extra)) + "\n")
         self.headed = True
 
-    def exchange(self, ex: Exchange, view: ExchangeFields) -> None:
+    def exchange(self, ex: Exchange, view: ExchangeFields | None) -> None:
         if not self.headed:
             self._head()
+        if view is None:
+            view = ExchangeFields(ex, self.options, self.topic_ids)
         cells = [iso(ex.first.ts)]
         for name in COLUMNS:
             values = view.field(name)

@@ -30,7 +30,9 @@ class FormatWriter(Protocol):
 
     full: bool
 
-    def exchange(self, ex: Exchange, view: ExchangeFields) -> None: ...
+    # ``view``: what the display filter saw; None where none ran (a writer that reads
+    # fields makes its own: one per exchange was a twentieth of a summary's Python)
+    def exchange(self, ex: Exchange, view: ExchangeFields | None) -> None: ...
 
     def tls(self, facts: Any) -> None: ...  # a TLS connection ended (capture.tls.TlsFacts)
 

@@ -65,13 +65,16 @@ class ExchangePrinter(BaseSink):
         return getattr(self.writer, "values_conv", None)
 
     def exchange(self, ex: Exchange) -> None:
-        view = ExchangeFields(ex, self.options, self.topic_ids)
-        if self.filter is not None and not self.filter(view):
-            return
+        view = None  # (no filter, no --stats, the usual: no view made)
+        if self.filter is not None or self.stats is not None:
+            view = ExchangeFields(ex, self.options, self.topic_ids)
+            if self.filter is not None and not self.filter(view):
+                return
+            if self.stats is not None:
+                self.exchanges += 1
+                self.stats.add(ex, view)
+                return
         self.exchanges += 1
-        if self.stats is not None:
-            self.stats.add(ex, view)
-            return
         assert self.writer is not None
         self.writer.exchange(ex, view)
 
