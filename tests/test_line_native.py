@@ -143,3 +143,21 @@ def test_latency_and_time_roundings():
             ts, " ", "Fetch", 1, 1, None, latency, {}, 0, None, "ok", None, 0, "topic-id:"
         )
         assert line == f"{lines.iso(ts)[11:26]} Fetch v1  #1  {latency * 1000:.1f}ms", latency
+
+
+def test_the_ends_kept_per_stream_are_the_exchanges_own():
+    """``compiled_plain`` keeps each stream's text between its ends: an exchange of the
+    same stream number with other ends (another capture, a swapped side, a copy) gets
+    its own, as the reference writes it."""
+    ex = next(e for e in exchanges() if (e.request or e.response).direction != "sasl")
+    assert same(ex)
+    for client, broker in (
+        (("10.9.8.7", 4242), ex.broker),
+        (ex.client, ("::1", 9092)),
+        (ex.broker, ex.client),
+        (tuple(list(ex.client)), tuple(list(ex.broker))),  # (equal values, other tuples)
+    ):
+        other = copy.copy(ex)
+        other.client, other.broker = client, broker
+        assert same(other) and same(ex)
+        assert lines.between_text(client, broker) in lines.compiled_plain(other)

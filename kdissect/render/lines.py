@@ -131,10 +131,11 @@ def compiled_plain(ex: Exchange, view: ExchangeFields | None = None) -> str | No
     assert msg is not None, "an exchange has a request or a response"
     if msg.direction == "sasl" or _SUMMARY_LINE is None:
         return None
-    ends = (ex.client, ex.broker)
-    between = _BETWEEN.get(ends)
-    if between is None:
-        between = _between(ends)
+    got = _BETWEEN.get(ex.stream)  # (_between's usual case inline: a call per line)
+    if got is not None and got[0] is ex.client and got[1] is ex.broker:
+        between = got[2]
+    else:
+        between = _between(ex)
     f = ex.facts if ex.facts is not None else Facts()
     findings = ex.findings
     latency = None  # (Exchange.latency, inline: a call per line)
@@ -166,14 +167,23 @@ def compiled_plain(ex: Exchange, view: ExchangeFields | None = None) -> str | No
     return line
 
 
-# (client, broker) -> the line's text between them (a connection's lines share it)
-_BETWEEN: dict[tuple[Any, Any], str] = {}
+def between_text(client: tuple[str, int], broker: tuple[str, int]) -> str:
+    """The line's text between its time and its API: the two ends."""
+    return f"  {endpoint(client)} → {endpoint(broker)}  "
 
 
-def _between(ends: tuple[Any, Any]) -> str:
+# stream -> (client, broker, between_text of them): a connection's lines share it. Asked
+# by stream, the ends held by identity (the same tuples: the text of the same values);
+# keyed by the ends, their hashes were a hundredth of a summary of small exchanges
+_BETWEEN: dict[int, tuple[Any, Any, str]] = {}
+
+
+def _between(ex: Exchange) -> str:
+    """``between_text`` of ``ex``'s ends, kept for the next lines of its stream."""
     if len(_BETWEEN) >= 4096:
         _BETWEEN.clear()
-    between = _BETWEEN[ends] = f"  {endpoint(ends[0])} → {endpoint(ends[1])}  "
+    between = between_text(ex.client, ex.broker)
+    _BETWEEN[ex.stream] = (ex.client, ex.broker, between)
     return between
 
 
@@ -184,10 +194,7 @@ def line_parts(
     req, resp = ex.request, ex.response
     first = req or resp
     assert first is not None, "an exchange has a request or a response"
-    ends = (ex.client, ex.broker)
-    between = _BETWEEN.get(ends)
-    if between is None:
-        between = _between(ends)
+    between = between_text(ex.client, ex.broker)  # (the reference: not kept)
     t: list[tuple[str, str | None]] = [(iso(first.ts)[11:26], "dim"), (between, "dim")]
     if first.direction == "sasl":
         t.append(("SASL token", "bold magenta"))
