@@ -7,6 +7,7 @@ formats.py.)"""
 from __future__ import annotations
 
 import sys
+from typing import cast
 
 from ..stream.fields import ExchangeFields
 from ..stream.model import Exchange
@@ -43,7 +44,10 @@ class TsvWriter:
     def __init__(self, ctx: WriterContext):
         self.headed = False  # the header line is written
         self.file: str | None = None  # the capture file, when the run reads several
-        self.options, self.topic_ids = ctx.options, ctx.topic_ids  # (the printer's view's)
+        # what the printer's views are made with (the run's dict of topic names, which
+        # WriterContext hands on read-only)
+        self.options = ctx.options
+        self.topic_ids = cast("dict[str, str] | None", ctx.topic_ids)
 
     def _head(self) -> None:
         extra = ("capture",) if self.file is not None else ()
