@@ -17,7 +17,7 @@ from typing import Any
 from ..protocol import schemas
 from ..protocol.layout import Struct
 from ..protocol.reader import Bail
-from ..protocol.values import NO_BYTES, body_values
+from ..protocol.values import NO_BYTES, body_values, table_reader, table_values
 from ..protocol.native_ext import bind
 from .cells import PARTITION_FIELDS, TOPIC_FIELDS, ms_micros, text_or_hex
 from .facts import topic_of_id
@@ -70,17 +70,22 @@ def fast_record_rows(
     assert m.api_key is not None
     if m.direction == "request" and m.data[:4] != _KEY_VERSION.pack(m.api_key, m.api_version):
         return False  # the tree reads the request's own header
-    body = body_values(
-        m.data,
-        m.direction,
-        m.api_key,
-        m.api_version,
-        options,
-        NO_BYTES,
-        batch_records=_same,
-        batch_text=_batch_rows,
-        replayable=True,
-    )
+    route, reader = _route_of(m.api_key, m.api_version, m.direction)
+    body = None
+    if reader is not None:  # each records field's batches read to their rows at once
+        body = table_values(reader, m.data, m.api_key, m.direction, options)
+    if body is None:
+        body = body_values(
+            m.data,
+            m.direction,
+            m.api_key,
+            m.api_version,
+            options,
+            NO_BYTES,
+            batch_records=_same,
+            batch_text=_batch_rows,
+            replayable=True,
+        )
     if body is None:
         return False
     head = {
@@ -91,7 +96,6 @@ def fast_record_rows(
     }
     found: list[Any] = []  # RecordBlocks and rows
     try:
-        route = _route_of(m.api_key, m.api_version, m.direction)
         _follow(body, route, None, None, head, joins, found)
     except _Unsure:
         return False
@@ -128,16 +132,27 @@ class _Route:
 
 
 _NAMES = TOPIC_FIELDS | PARTITION_FIELDS | {"topic_id"}
-# (api_key, api_version, direction) -> its body's route (made once per kind)
-_ROUTES: dict[tuple[int, int, str], _Route | None] = {}
+# (api_key, api_version, direction) -> its body's route and the compiled reader that
+# keeps only what the route reads (values.table_reader; None: none), made once per kind
+_ROUTES: dict[tuple[int, int, str], tuple[_Route | None, tuple[Any, bool] | None]] = {}
 
 
-def _route_of(api_key: int, api_version: int, direction: str) -> _Route | None:
+def _route_of(
+    api_key: int, api_version: int, direction: str
+) -> tuple[_Route | None, tuple[Any, bool] | None]:
     k = (api_key, api_version, direction)
-    if k not in _ROUTES:
+    got = _ROUTES.get(k)
+    if got is None:
         st = schemas.layout(api_key, api_version, direction)
-        _ROUTES[k] = _Route(st) if st is not None else None
-    return _ROUTES[k]
+        route = _Route(st) if st is not None else None
+        reader = table_reader(api_key, api_version, direction, _NAMES) if _TABLE else None
+        got = _ROUTES[k] = (route, reader)
+    return got
+
+
+# whether records are read by the compiled table read (values.table_values) before the
+# values decoder (tests turn it off: the two must give the same rows)
+_TABLE = True
 
 
 def _follow(
@@ -158,6 +173,9 @@ def _follow(
         v = node.get(name)
         if sub is None:  # the records field: its batches (or a partial batch's note)
             for batch in v or ():
+                if type(batch) is list:  # read by table_values: the batch's rows
+                    _emit(batch, topic, partition, head, joins, out)
+                    continue
                 rows = batch.get("records")
                 if type(rows) is _Rows:
                     if "control" in batch["attributes"]:
@@ -212,7 +230,7 @@ def _as_row(row: dict[str, Any], record: tuple[Any, ...]) -> dict[str, Any]:
 
 
 def _emit(
-    rows: _Rows,
+    rows: list[tuple[Any, ...]],
     topic: Any,
     partition: Any,
     head: dict[str, Any],

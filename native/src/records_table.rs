@@ -125,8 +125,18 @@ pub fn record_table_rows<'py>(
         base_timestamp: ts0,
         fixed_timestamp: fixed_ts,
     };
+    batch_rows(py, d, &at)
+}
+
+/// `record_table_rows` of the records `at` names in `d` (a buffer read by Rust: the
+/// values decoder's compiled table read, values.rs).
+pub(crate) fn batch_rows<'py>(
+    py: Python<'py>,
+    d: &[u8],
+    at: &Records,
+) -> PyResult<Option<Bound<'py, PyList>>> {
     let out = PyList::empty(py);
-    if rows(py, &out, d, &at)? {
+    if rows(py, &out, d, at)? {
         Ok(Some(out))
     } else {
         Ok(None)
