@@ -516,16 +516,23 @@ def table_reader(
 
 
 def table_values(
-    reader: tuple[Any, bool], data: bytes, api_key: int, direction: str, options: Options
-) -> dict[Any, Any] | None:
+    reader: tuple[Any, bool],
+    data: bytes,
+    api_key: int,
+    direction: str,
+    options: Options,
+    route: tuple[Any, ...],
+    topic_of_id: Callable[[str, dict[str, str]], str],
+) -> list[tuple[Any, Any, list[Any]]] | None:
     """For the records table (stream/record_table.py), by the compiled read ``reader``
     (``table_reader``'s) alone: the body ``body_values`` gives with ``batch_text`` the
     records table's rows of a batch (``record_table._batch_rows``) and bytes fields left
-    out (NO_BYTES), each records field a list of its v2 batches' rows (not their dicts),
-    the dict holding only what ``reader`` keeps. None where it is not sure: a message
-    for the Python readers or the located path, or records it leaves to them (a batch
-    partial, compressed, a control batch's, not clean; any records of a message that
-    may carry an internal topic's); ``body_values`` then decides."""
+    out (NO_BYTES), followed as ``record_table._follow`` follows it along ``route``
+    (``_Route.spec``; ``topic_of_id``: what names a topic by its id): ``(topic,
+    partition, rows)`` of each batch. None where it is not sure: a message for the
+    Python readers or the located path, or records it leaves to them (a batch partial,
+    compressed, a control batch's, not clean; any records of a message that may carry an
+    internal topic's); ``body_values`` then decides."""
     if (
         options.records is not True
         or options.values is not None
@@ -533,8 +540,8 @@ def table_values(
     ):
         return None
     internal = _may_carry_internal(data, api_key, direction, options, None)
-    got: dict[Any, Any] | None = reader[0].table(
-        data, NO_BYTES, reader[1], options.max_nodes, internal
+    got: list[tuple[Any, Any, list[Any]]] | None = reader[0].table(
+        data, NO_BYTES, reader[1], options.max_nodes, internal, route, topic_of_id
     )
     return got
 

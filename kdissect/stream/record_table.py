@@ -70,11 +70,24 @@ def fast_record_rows(
     assert m.api_key is not None
     if m.direction == "request" and m.data[:4] != _KEY_VERSION.pack(m.api_key, m.api_version):
         return False  # the tree reads the request's own header
+    head = {
+        "capture": capture,
+        "direction": "produce" if m.direction == "request" else "fetch",
+        "correlation_id": m.correlation_id,
+        "message_ts": m.ts,
+    }
+    found: list[Any] = []  # RecordBlocks and rows
     route, reader = _route_of(m.api_key, m.api_version, m.direction)
-    body = None
-    if reader is not None:  # each records field's batches read to their rows at once
-        body = table_values(reader, m.data, m.api_key, m.direction, options)
-    if body is None:
+    # each records field's batches read to their rows at once, and followed, compiled
+    batches = (
+        table_values(reader, m.data, m.api_key, m.direction, options, route.spec, topic_of_id)
+        if reader is not None and route is not None
+        else None
+    )
+    if batches is not None:
+        for topic, partition, rows in batches:
+            _emit(rows, topic, partition, head, joins, found)
+    else:
         body = body_values(
             m.data,
             m.direction,
@@ -86,19 +99,12 @@ def fast_record_rows(
             batch_text=_batch_rows,
             replayable=True,
         )
-    if body is None:
-        return False
-    head = {
-        "capture": capture,
-        "direction": "produce" if m.direction == "request" else "fetch",
-        "correlation_id": m.correlation_id,
-        "message_ts": m.ts,
-    }
-    found: list[Any] = []  # RecordBlocks and rows
-    try:
-        _follow(body, route, None, None, head, joins, found)
-    except _Unsure:
-        return False
+        if body is None:
+            return False
+        try:
+            _follow(body, route, None, None, head, joins, found)
+        except _Unsure:
+            return False
     if blocks:
         out += found
     else:
@@ -116,9 +122,10 @@ class _Route:
     records (``records``) or a struct that does, with that struct's route (None: the
     records field itself). The walk then visits nothing else of a body."""
 
-    __slots__ = ("names", "fields")
+    __slots__ = ("names", "fields", "spec")
     names: tuple[str, ...]
     fields: tuple[tuple[str, _Route | None], ...]
+    spec: tuple[Any, ...]
 
     def __init__(self, st: Struct):
         self.names = tuple(f.name for f in st.fields + st.tagged if f.name in _NAMES)
@@ -129,6 +136,12 @@ class _Route:
             elif f.struct is not None and (sub := _Route(f.struct)).fields:
                 fields.append((f.name, sub))
         self.fields = tuple(fields)
+        # the same for the compiled walk (records_table.rs's follow): each name with
+        # what _follow takes it for (0 a topic id, 1 a topic, 2 a partition)
+        self.spec = (
+            tuple((n, 0 if n == "topic_id" else 1 if n in TOPIC_FIELDS else 2) for n in self.names),
+            tuple((name, sub.spec if sub is not None else None) for name, sub in self.fields),
+        )
 
 
 _NAMES = TOPIC_FIELDS | PARTITION_FIELDS | {"topic_id"}
@@ -173,9 +186,6 @@ def _follow(
         v = node.get(name)
         if sub is None:  # the records field: its batches (or a partial batch's note)
             for batch in v or ():
-                if type(batch) is list:  # read by table_values: the batch's rows
-                    _emit(batch, topic, partition, head, joins, out)
-                    continue
                 rows = batch.get("records")
                 if type(rows) is _Rows:
                     if "control" in batch["attributes"]:

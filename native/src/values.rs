@@ -244,11 +244,14 @@ impl Program {
 
     /// ``read_plain`` with ``records`` True where each records field is a list of its
     /// v2 batches' records-table rows (``records_table.rs``'s list per batch, what
-    /// ``record_table._batch_rows`` makes of it), read here: for the records table
-    /// (``values.table_values``). None where the Python readers must decide (and also
-    /// where any batch is partial, compressed, a control batch, or not clean: the values
-    /// decoder then reads the message, which decides). ``internal``: the message may
-    /// carry an internal topic's records (``_State.internal``): any records bail.
+    /// ``record_table._batch_rows`` makes of it), read here, then followed along
+    /// ``route`` (``records_table::follow``): the records table's ``(topic, partition,
+    /// rows)`` of each batch, in ``record_table._follow``'s order (``values.table_values``).
+    /// None where the Python readers must decide (and also where any batch is partial,
+    /// compressed, a control batch, or not clean: the values decoder then reads the
+    /// message, which decides). ``internal``: the message may carry an internal topic's
+    /// records (``_State.internal``): any records bail.
+    #[allow(clippy::too_many_arguments)]
     fn table<'py>(
         &self,
         py: Python<'py>,
@@ -257,10 +260,18 @@ impl Program {
         compact: bool,
         nodes: i64,
         internal: bool,
-    ) -> PyResult<Option<Bound<'py, PyDict>>> {
+        route: &Bound<'py, PyTuple>,
+        topic_of_id: &Bound<'py, PyAny>,
+    ) -> PyResult<Option<Bound<'py, pyo3::types::PyList>>> {
         let on = pyo3::types::PyBool::new(py, true).to_owned().into_any();
         let mode = if internal { Table::Empty } else { Table::Rows };
-        self.run(py, data, conv, &on, compact, nodes, None, mode)
+        let Some(body) = self.run(py, data, conv, &on, compact, nodes, None, mode)? else {
+            return Ok(None);
+        };
+        let out = pyo3::types::PyList::empty(py);
+        let none = py.None().into_bound(py);
+        crate::records_table::follow(&body, route, &none, &none, topic_of_id, &out)?;
+        Ok(Some(out))
     }
 
     /// The body of ``data`` as the JSON text JSON lines write (``body_values`` with
