@@ -832,13 +832,14 @@ impl<'py> Cx<'_, 'py> {
                 return Err(Stop::Bail);
             }
             let total = total as usize;
-            let h = checked_head(&b[..total]).ok_or(Stop::Bail)?;
-            // payload's checks (no codec here), and _follow's control batches
-            let attrs = h.attributes as i64 & 0xFFFF;
-            if h.count < 0 || attrs & !0x7F != 0 || attrs & 0x07 != 0 || attrs & 0x20 != 0 {
+            // payload's checks (no codec here), and _follow's control batches: before
+            // the CRC (a compressed batch is the values decoder's: its CRC checked once)
+            let attrs = i16::from_be_bytes([b[21], b[22]]) as i64 & 0xFFFF;
+            if attrs & !0x7F != 0 || attrs & 0x07 != 0 || attrs & 0x20 != 0 {
                 return Err(Stop::Bail);
             }
-            if h.count as usize > total - 61 {
+            let h = checked_head(&b[..total]).ok_or(Stop::Bail)?;
+            if h.count < 0 || h.count as usize > total - 61 {
                 return Err(Stop::Bail);
             }
             self.charge(9 * h.count as i64)?;
