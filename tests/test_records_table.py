@@ -290,3 +290,54 @@ def test_carriers_name_one_topic_and_one_partition_a_struct():
                         check(st, f"{api_key} v{version} {direction}")
                         kinds += 1
     assert kinds > 30
+
+
+def test_table_read_equals_the_values_decoder(native, monkeypatch):
+    """The compiled table read (values.table_values: each records field's batches read
+    straight to their rows, the body's dict only what the route reads) against the
+    values decoder's read of the same messages (record_table._TABLE off): the same
+    rows, on every capture and on damaged copies of the messages with records; and it
+    read most of them."""
+    from kdissect.protocol import values
+
+    read: list[bool] = []
+
+    def spy(*args: Any) -> Any:
+        got = values.table_values(*args)
+        read.append(got is not None)
+        return got
+
+    monkeypatch.setattr(record_table, "table_values", spy)
+    rng = random.Random(4343)
+    found = carriers(CAPTURES)
+    damaged = []
+    for ex in rng.sample(found, 150):
+        m = rng.choice([m for m in ex.messages if carries_records(m.api_key, m.direction)])
+        data = bytearray(m.data)
+        for _ in range(rng.randint(1, 3)):
+            data[rng.randrange(len(data))] = rng.randrange(256)
+        d = dataclasses.replace(m, data=bytes(data), size=len(data))
+        damaged.append(
+            dataclasses.replace(
+                ex,
+                request=d if m is ex.request else ex.request,
+                response=d if m is ex.response else ex.response,
+            )
+        )
+    got = {}
+    for table in (True, False):
+        monkeypatch.setattr(record_table, "_TABLE", table)
+        monkeypatch.setattr(record_table, "_ROUTES", {})
+        got[table] = [
+            (record_rows(ex, "cap", None, JOINS), record_rows(ex, "cap", None, JOINS, blocks=True))
+            for ex in found + damaged
+        ]
+    assert len(got[True]) == len(got[False])
+    for (a, a_blocks), (b, b_blocks) in zip(got[True], got[False]):
+        assert same(a, b)
+        assert [type(x) for x in a_blocks] == [type(x) for x in b_blocks]
+        assert same(
+            [x.rows() if type(x) is RecordBlock else x for x in a_blocks],
+            [x.rows() if type(x) is RecordBlock else x for x in b_blocks],
+        )
+    assert sum(read) > 0.6 * len(read) > 1000, (sum(read), len(read))

@@ -502,6 +502,50 @@ def lean_reader(
     return (fast, got[1]) if fast is not None else None
 
 
+def table_reader(
+    api_key: int, api_version: int, direction: str, keep: frozenset[str]
+) -> tuple[Any, bool] | None:
+    """(compiled reader, compact) of a message kind for ``table_values``, its dicts
+    holding only the fields ``keep`` names (``values_native.kept``); None: no such reader.
+    ``keep``: one set object for a run (its programs are kept by its id)."""
+    read, _, compact, fast = _plan_of(api_key, api_version, direction)
+    if read is None or fast is None:
+        return None
+    table = program(api_key, api_version, direction, _records, BatchHeads, keep)
+    return (table, compact) if table is not None else None
+
+
+def table_values(
+    reader: tuple[Any, bool],
+    data: bytes,
+    api_key: int,
+    direction: str,
+    options: Options,
+    route: tuple[Any, ...],
+    topic_of_id: Callable[[str, dict[str, str]], str],
+) -> list[tuple[Any, Any, list[Any]]] | None:
+    """For the records table (stream/record_table.py), by the compiled read ``reader``
+    (``table_reader``'s) alone: the body ``body_values`` gives with ``batch_text`` the
+    records table's rows of a batch (``record_table._batch_rows``) and bytes fields left
+    out (NO_BYTES), followed as ``record_table._follow`` follows it along ``route``
+    (``_Route.spec``; ``topic_of_id``: what names a topic by its id): ``(topic,
+    partition, rows)`` of each batch. None where it is not sure: a message for the
+    Python readers or the located path, or records it leaves to them (a batch partial,
+    compressed, a control batch's, not clean; any records of a message that may carry an
+    internal topic's); ``body_values`` then decides."""
+    if (
+        options.records is not True
+        or options.values is not None
+        or (options.embedded and api_key in _EMBEDDED_APIS)
+    ):
+        return None
+    internal = _may_carry_internal(data, api_key, direction, options, None)
+    got: list[tuple[Any, Any, list[Any]]] | None = reader[0].table(
+        data, NO_BYTES, reader[1], options.max_nodes, internal, route, topic_of_id
+    )
+    return got
+
+
 def body_values(
     data: bytes,
     direction: str,

@@ -17,7 +17,7 @@ from typing import Any
 from ..protocol import schemas
 from ..protocol.layout import Struct
 from ..protocol.reader import Bail
-from ..protocol.values import NO_BYTES, body_values
+from ..protocol.values import NO_BYTES, body_values, table_reader, table_values
 from ..protocol.native_ext import bind
 from .cells import PARTITION_FIELDS, TOPIC_FIELDS, ms_micros, text_or_hex
 from .facts import topic_of_id
@@ -70,19 +70,6 @@ def fast_record_rows(
     assert m.api_key is not None
     if m.direction == "request" and m.data[:4] != _KEY_VERSION.pack(m.api_key, m.api_version):
         return False  # the tree reads the request's own header
-    body = body_values(
-        m.data,
-        m.direction,
-        m.api_key,
-        m.api_version,
-        options,
-        NO_BYTES,
-        batch_records=_same,
-        batch_text=_batch_rows,
-        replayable=True,
-    )
-    if body is None:
-        return False
     head = {
         "capture": capture,
         "direction": "produce" if m.direction == "request" else "fetch",
@@ -90,11 +77,34 @@ def fast_record_rows(
         "message_ts": m.ts,
     }
     found: list[Any] = []  # RecordBlocks and rows
-    try:
-        route = _route_of(m.api_key, m.api_version, m.direction)
-        _follow(body, route, None, None, head, joins, found)
-    except _Unsure:
-        return False
+    route, reader = _route_of(m.api_key, m.api_version, m.direction)
+    # each records field's batches read to their rows at once, and followed, compiled
+    batches = (
+        table_values(reader, m.data, m.api_key, m.direction, options, route.spec, topic_of_id)
+        if reader is not None and route is not None
+        else None
+    )
+    if batches is not None:
+        for topic, partition, rows in batches:
+            _emit(rows, topic, partition, head, joins, found)
+    else:
+        body = body_values(
+            m.data,
+            m.direction,
+            m.api_key,
+            m.api_version,
+            options,
+            NO_BYTES,
+            batch_records=_same,
+            batch_text=_batch_rows,
+            replayable=True,
+        )
+        if body is None:
+            return False
+        try:
+            _follow(body, route, None, None, head, joins, found)
+        except _Unsure:
+            return False
     if blocks:
         out += found
     else:
@@ -112,9 +122,10 @@ class _Route:
     records (``records``) or a struct that does, with that struct's route (None: the
     records field itself). The walk then visits nothing else of a body."""
 
-    __slots__ = ("names", "fields")
+    __slots__ = ("names", "fields", "spec")
     names: tuple[str, ...]
     fields: tuple[tuple[str, _Route | None], ...]
+    spec: tuple[Any, ...]
 
     def __init__(self, st: Struct):
         self.names = tuple(f.name for f in st.fields + st.tagged if f.name in _NAMES)
@@ -125,19 +136,36 @@ class _Route:
             elif f.struct is not None and (sub := _Route(f.struct)).fields:
                 fields.append((f.name, sub))
         self.fields = tuple(fields)
+        # the same for the compiled walk (records_table.rs's follow): each name with
+        # what _follow takes it for (0 a topic id, 1 a topic, 2 a partition)
+        self.spec = (
+            tuple((n, 0 if n == "topic_id" else 1 if n in TOPIC_FIELDS else 2) for n in self.names),
+            tuple((name, sub.spec if sub is not None else None) for name, sub in self.fields),
+        )
 
 
 _NAMES = TOPIC_FIELDS | PARTITION_FIELDS | {"topic_id"}
-# (api_key, api_version, direction) -> its body's route (made once per kind)
-_ROUTES: dict[tuple[int, int, str], _Route | None] = {}
+# (api_key, api_version, direction) -> its body's route and the compiled reader that
+# keeps only what the route reads (values.table_reader; None: none), made once per kind
+_ROUTES: dict[tuple[int, int, str], tuple[_Route | None, tuple[Any, bool] | None]] = {}
 
 
-def _route_of(api_key: int, api_version: int, direction: str) -> _Route | None:
+def _route_of(
+    api_key: int, api_version: int, direction: str
+) -> tuple[_Route | None, tuple[Any, bool] | None]:
     k = (api_key, api_version, direction)
-    if k not in _ROUTES:
+    got = _ROUTES.get(k)
+    if got is None:
         st = schemas.layout(api_key, api_version, direction)
-        _ROUTES[k] = _Route(st) if st is not None else None
-    return _ROUTES[k]
+        route = _Route(st) if st is not None else None
+        reader = table_reader(api_key, api_version, direction, _NAMES) if _TABLE else None
+        got = _ROUTES[k] = (route, reader)
+    return got
+
+
+# whether records are read by the compiled table read (values.table_values) before the
+# values decoder (tests turn it off: the two must give the same rows)
+_TABLE = True
 
 
 def _follow(
@@ -212,7 +240,7 @@ def _as_row(row: dict[str, Any], record: tuple[Any, ...]) -> dict[str, Any]:
 
 
 def _emit(
-    rows: _Rows,
+    rows: list[tuple[Any, ...]],
     topic: Any,
     partition: Any,
     head: dict[str, Any],

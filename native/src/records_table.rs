@@ -13,7 +13,7 @@
 use pyo3::buffer::PyBuffer;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+use pyo3::types::{PyDict, PyInt, PyList, PyString, PyTuple};
 
 use crate::record_walk::{bytes_of, walk, Records, HEX};
 
@@ -125,10 +125,90 @@ pub fn record_table_rows<'py>(
         base_timestamp: ts0,
         fixed_timestamp: fixed_ts,
     };
+    batch_rows(py, d, &at)
+}
+
+/// `record_table_rows` of the records `at` names in `d` (a buffer read by Rust: the
+/// values decoder's compiled table read, values.rs).
+pub(crate) fn batch_rows<'py>(
+    py: Python<'py>,
+    d: &[u8],
+    at: &Records,
+) -> PyResult<Option<Bound<'py, PyList>>> {
     let out = PyList::empty(py);
-    if rows(py, &out, d, &at)? {
+    if rows(py, &out, d, at)? {
         Ok(Some(out))
     } else {
         Ok(None)
     }
+}
+
+/// A route's names: what `record_table._Route.spec` says each is (`_ROLES`).
+const TOPIC_ID: u8 = 0;
+const TOPIC: u8 = 1;
+
+/// `record_table._follow` on a body read by `Program.table` (its records fields lists of
+/// each batch's rows): `(topic, partition, rows)` of each batch appended to `out`, in
+/// that walk's order. `route`: `_Route.spec`, `(((name, role), ...), ((field, route or
+/// None), ...))`; `topic_of_id`: `facts.topic_of_id`, called as `_follow` calls it.
+pub(crate) fn follow<'py>(
+    node: &Bound<'py, PyDict>,
+    route: &Bound<'py, PyTuple>,
+    topic: &Bound<'py, PyAny>,
+    partition: &Bound<'py, PyAny>,
+    topic_of_id: &Bound<'py, PyAny>,
+    out: &Bound<'py, PyList>,
+) -> PyResult<()> {
+    let py = node.py();
+    let fields = route.get_item(1)?;
+    for field in fields.downcast::<PyTuple>()?.iter() {
+        let field = field.downcast_into::<PyTuple>()?;
+        let Some(v) = node.get_item(field.get_item(0)?)? else {
+            continue;
+        };
+        let sub = field.get_item(1)?;
+        if sub.is_none() {
+            // the records field: each batch's rows (Program.table reads no other)
+            if let Ok(batches) = v.downcast::<PyList>() {
+                for rows in batches.iter() {
+                    out.append((topic, partition, rows))?;
+                }
+            }
+            continue;
+        }
+        let sub = sub.downcast_into::<PyTuple>()?;
+        if v.is_exact_instance_of::<PyList>() {
+            let names = sub.get_item(0)?;
+            let names = names.downcast::<PyTuple>()?;
+            for e in v.downcast::<PyList>()?.iter() {
+                let Ok(e) = e.downcast_exact::<PyDict>() else {
+                    continue;
+                };
+                let (mut t, mut p) = (topic.clone(), partition.clone());
+                for name in names.iter() {
+                    let name = name.downcast_into::<PyTuple>()?;
+                    let x = match e.get_item(name.get_item(0)?)? {
+                        Some(x) => x,
+                        None => py.None().into_bound(py),
+                    };
+                    let role: u8 = name.get_item(1)?.extract()?;
+                    if role == TOPIC_ID {
+                        if t.is_none() && x.is_exact_instance_of::<PyString>() {
+                            t = topic_of_id.call1((x, PyDict::new(py)))?;
+                        }
+                    } else if role == TOPIC {
+                        if x.is_exact_instance_of::<PyString>() {
+                            t = x;
+                        }
+                    } else if x.is_exact_instance_of::<PyInt>() {
+                        p = x;
+                    }
+                }
+                follow(e, &sub, &t, &p, topic_of_id, out)?;
+            }
+        } else if let Ok(d) = v.downcast_exact::<PyDict>() {
+            follow(d, &sub, topic, partition, topic_of_id, out)?;
+        }
+    }
+    Ok(())
 }

@@ -235,6 +235,7 @@ impl Program {
             compact,
             nodes,
             Some(s.clone()),
+            Table::Off,
         )
     }
 
@@ -249,7 +250,39 @@ impl Program {
         compact: bool,
         nodes: i64,
     ) -> PyResult<Option<Bound<'py, PyDict>>> {
-        self.run(py, data, conv, records, compact, nodes, None)
+        self.run(py, data, conv, records, compact, nodes, None, Table::Off)
+    }
+
+    /// ``read_plain`` with ``records`` True where each records field is a list of its
+    /// v2 batches' records-table rows (``records_table.rs``'s list per batch, what
+    /// ``record_table._batch_rows`` makes of it), read here, then followed along
+    /// ``route`` (``records_table::follow``): the records table's ``(topic, partition,
+    /// rows)`` of each batch, in ``record_table._follow``'s order (``values.table_values``).
+    /// None where the Python readers must decide (and also where any batch is partial,
+    /// compressed, a control batch, or not clean: the values decoder then reads the
+    /// message, which decides). ``internal``: the message may carry an internal topic's
+    /// records (``_State.internal``): any records bail.
+    #[allow(clippy::too_many_arguments)]
+    fn table<'py>(
+        &self,
+        py: Python<'py>,
+        data: &Bound<'py, PyBytes>,
+        conv: Bound<'py, PyAny>,
+        compact: bool,
+        nodes: i64,
+        internal: bool,
+        route: &Bound<'py, PyTuple>,
+        topic_of_id: &Bound<'py, PyAny>,
+    ) -> PyResult<Option<Bound<'py, pyo3::types::PyList>>> {
+        let on = pyo3::types::PyBool::new(py, true).to_owned().into_any();
+        let mode = if internal { Table::Empty } else { Table::Rows };
+        let Some(body) = self.run(py, data, conv, &on, compact, nodes, None, mode)? else {
+            return Ok(None);
+        };
+        let out = pyo3::types::PyList::empty(py);
+        let none = py.None().into_bound(py);
+        crate::records_table::follow(&body, route, &none, &none, topic_of_id, &out)?;
+        Ok(Some(out))
     }
 
     /// The body of ``data`` as the JSON text JSON lines write (``body_values`` with
@@ -278,8 +311,10 @@ impl Program {
         compact: bool,
         nodes: i64,
         s: Option<Bound<'py, PyAny>>,
+        table: Table,
     ) -> PyResult<Option<Bound<'py, PyDict>>> {
         let mut cx = Cx {
+            table,
             py,
             conv,
             records_on: mode.is_truthy()?,
@@ -309,8 +344,18 @@ impl Program {
     }
 }
 
+/// Program.table's records fields: not asked (Off), each batch's rows (Rows), or none
+/// at all (Empty: a message that may carry an internal topic's records).
+#[derive(Clone, Copy, PartialEq)]
+enum Table {
+    Off,
+    Rows,
+    Empty,
+}
+
 struct Cx<'a, 'py> {
     py: Python<'py>,
+    table: Table, // records as the records table's rows, read here (Program.table)
     conv: Bound<'py, PyAny>,
     records_on: bool,
     batches: bool, // records="batches": their headers, read here
@@ -484,6 +529,7 @@ impl<'py> Cx<'_, 'py> {
                 match kind {
                     STRING => PyString::new(py, std::str::from_utf8(raw).map_err(|_| Stop::Bail)?)
                         .into_any(),
+                    RECORDS if self.table != Table::Off => self.table_rows(buf, start, *pos)?,
                     RECORDS if self.batches => self.batch_heads(buf, start, *pos)?,
                     RECORDS if self.records_on => {
                         let f = self.records.clone();
@@ -771,6 +817,65 @@ impl<'py> Cx<'_, 'py> {
         }
         made.setattr(pyo3::intern!(py, "size"), size)?;
         Ok(made)
+    }
+
+    /// values._records with values._batch and record_table._batch_rows, for clean,
+    /// uncompressed, whole v2 batches that are not control batches: a list of each
+    /// batch's rows. Anything else bails (the values decoder reads the message: it may
+    /// read what this leaves, or decide that the tree must).
+    fn table_rows(&mut self, buf: &[u8], mut pos: usize, end: usize) -> R<Bound<'py, PyAny>> {
+        let py = self.py;
+        let out = pyo3::types::PyList::empty(py);
+        if self.table == Table::Empty && pos < end {
+            return Err(Stop::Bail); // values._records' internal: the located path
+        }
+        while pos < end {
+            let left = end - pos;
+            if left < 17 {
+                return Err(Stop::Bail); // a partial batch
+            }
+            let b = &buf[pos..end];
+            let total = 12 + i32::from_be_bytes([b[8], b[9], b[10], b[11]]) as i64;
+            if total > left as i64 {
+                return Err(Stop::Bail); // a partial batch
+            }
+            if b[16] != 2 {
+                return Err(Stop::Bail);
+            }
+            self.charge(16)?;
+            if self.nodes <= 0 || total < 61 {
+                return Err(Stop::Bail);
+            }
+            let total = total as usize;
+            // payload's checks (no codec here), and _follow's control batches: before
+            // the CRC (a compressed batch is the values decoder's: its CRC checked once)
+            let attrs = i16::from_be_bytes([b[21], b[22]]) as i64 & 0xFFFF;
+            if attrs & !0x7F != 0 || attrs & 0x07 != 0 || attrs & 0x20 != 0 {
+                return Err(Stop::Bail);
+            }
+            let h = checked_head(&b[..total]).ok_or(Stop::Bail)?;
+            if h.count < 0 || h.count as usize > total - 61 {
+                return Err(Stop::Bail);
+            }
+            self.charge(9 * h.count as i64)?;
+            let fixed = attrs & 0x08 != 0;
+            let at = crate::record_walk::Records {
+                pos: pos + 61,
+                end: pos + total,
+                count: h.count as i64,
+                base_offset: h.base_offset,
+                base_timestamp: if fixed {
+                    h.max_timestamp
+                } else {
+                    h.base_timestamp
+                },
+                fixed_timestamp: fixed,
+            };
+            let rows = crate::records_table::batch_rows(py, buf, &at)?.ok_or(Stop::Bail)?;
+            out.append(rows)?;
+            pos += total;
+        }
+        Ok(out.into_any())
     }
 
     /// values._tagged
