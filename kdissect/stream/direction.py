@@ -128,23 +128,25 @@ def _strong(
     return None
 
 
-def _answered(starts: Sequence[bytes | bytearray], d: int, at: int) -> bool:
-    """Does a message of the other side answer one of side ``d``'s requests (its
-    correlation id)? Side ``d``'s messages are framed from ``at`` (where its first
-    request-shaped message starts) as far as their sizes chain in what was held: a
-    capture begun mid-connection may hold answers to requests sent before it began, so
-    the first ones need not pair. The other side's answers are framed from its first
-    byte; when its sizes do not chain from there it began inside a message, and an
-    answer is looked for by correlation id where a chain of sizes starts."""
+def _answered(starts: Sequence[bytes | bytearray], d: int, at: int) -> tuple[int, bool]:
+    """How many of side ``d``'s requests does the other side answer (their correlation
+    ids)? Side ``d``'s messages are framed from ``at`` (where its first request-shaped
+    message starts) as far as their sizes chain in what was held: a capture begun
+    mid-connection may hold answers to requests sent before it began, so the first ones
+    need not pair. The other side's answers are framed from its first byte; when its
+    sizes do not chain from there it began inside a message, and an answer is looked
+    for by correlation id where a chain of sizes starts (an answer with a small
+    correlation id also reads as a request: counting tells the real requests, which
+    several answers pair, from such a reading, which one may pair by chance). Also
+    whether the answers were framed (not looked for)."""
     asked = {m[8:12] for m in _framed(starts[d], 12, at=at)}
     if not asked:
-        return False
+        return 0, True
     other = starts[1 - d]
-    if any(m[4:8] in asked for m in _framed(other, 8)):
-        return True
+    framed = {m[4:8] for m in _framed(other, 8)}
     if _chains_from(other, 0):
-        return False  # it starts at a message: its answers are those framed
-    return any(_answer_inside(other, c) for c in asked)
+        return len(asked & framed), True  # it starts at a message: its answers are those
+    return sum(1 for c in asked if c in framed or _answer_inside(other, c)), False
 
 
 def _answer_inside(data: bytes | bytearray, correlation: bytes) -> bool:
@@ -252,10 +254,21 @@ def _shape(
         if all(len(s) >= SNIFF for s in starts) or final:
             return NOT_KAFKA
         return None
-    answered = [p is not None and _answered(starts, d, p) for d, p in enumerate(at)]
+    found = [(0, True) if p is None else _answered(starts, d, p) for d, p in enumerate(at)]
+    answered = [n for n, _ in found]
     if answered[0] != answered[1]:
-        d = answered.index(True)
-        return Verdict(d, "request shape", HIGH, "answered by its correlation id")
+        d = 0 if answered[0] > answered[1] else 1
+        # (an answer looked for inside bytes begun mid-message may be there by chance:
+        # one is not enough until the bytes held are all there is)
+        if not answered[1 - d] and (found[d][1] or answered[d] >= 2 or final):
+            return Verdict(d, "request shape", HIGH, "answered by its correlation id")
+        if answered[d] >= 2 * answered[1 - d] and (final or answered[d] >= 3):
+            return Verdict(
+                d,
+                "request shape",
+                MEDIUM,
+                f"{answered[d]} of its correlation ids answered, {answered[1 - d]} of the other's",
+            )
     if not final:
         # Seen without its start, either side may begin inside a message: an answer's
         # tail can start like a request while the client's first bytes end one. Only an
