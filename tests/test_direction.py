@@ -340,6 +340,35 @@ def test_a_capture_begun_inside_messages_never_makes_one_bigger_than_a_broker_ta
                 assert UNSURE in m.status or m.holes, m.status
 
 
+@pytest.mark.parametrize("skip,cut", [(0, 5), (1, 5), (0, 40), (2, 5), (5, 40)])
+def test_both_sides_begun_inside_messages_on_no_kafka_port_read_the_right_way(tmp_path, skip, cut):
+    """captures/kafka-clients.pcap (librdkafka, kafka-python, aiokafka against Apache
+    Kafka on port 57019, which is no Kafka port to kdissect) begun inside a message of
+    each direction of every connection, without its SYN. An answer's tail can start
+    like a request (its bytes read as a size of 256, then ShareGroupHeartbeat v0) while
+    the client's first bytes end a request: the shape alone read every connection of
+    these cuts backwards but two (41 of 41 at (0, 5)), and paired no exchange. Now a
+    side begun inside a message is no evidence against it and answers are found by
+    their correlation ids: at most one connection (of three packets, at (5, 40)) is
+    read backwards, flagged as a guess, none decided with certainty is, and the
+    connections' exchanges are paired."""
+    src = CAPTURES / "kafka-clients.pcap"
+    got = dissect(rewrite(src, tmp_path / "inside.pcap", lambda ps: begun_later(ps, skip, cut)))
+    firsts = {}
+    for ex in got.exchanges:
+        firsts.setdefault(ex.stream, ex)
+    backwards = [ex for ex in firsts.values() if ex.broker[1] != PORT]
+    assert not [ex.side_by for ex in backwards if ex.side_by.endswith("(high)")]
+    assert all(ex.has("client_side_guessed") for ex in backwards)
+    assert len(backwards) <= (1 if (skip, cut) == (5, 40) else 0), [ex.side_by for ex in backwards]
+    paired = [
+        ex
+        for ex in got.exchanges
+        if ex.request is not None and ex.response is not None and ex.broker[1] == PORT
+    ]
+    assert len(paired) >= len(firsts) > 1
+
+
 def test_resync_and_a_mid_message_start_never_take_an_oversized_size():
     """The bytes of the false 137,967,921-byte Produce v0: a Produce v0 header after a size
     beyond what a broker accepts, at the start of a connection seen without it, or found

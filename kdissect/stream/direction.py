@@ -14,6 +14,8 @@ guess among hundreds of layouts; deciding costs a few slices of the first bytes.
 
 from __future__ import annotations
 
+import itertools
+import re
 import struct
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
@@ -32,6 +34,17 @@ HOLD = 2048  # bytes held per connection while the shape alone waits for an answ
 # taken for the client's
 ALONE = 1024 * 1024
 SNIFF = 14  # bytes of a side that show a request header's start
+# when a side may begin inside a message: how far into it a request is looked for
+# (requests are small: the next one starts soon), how far an answer (found by its
+# correlation id at C speed), and how many places or messages are read (a bound per
+# call, whatever the bytes)
+REQUEST_SEARCH = HOLD
+ANSWER_SEARCH = 64 * 1024
+SEARCH_TRIES = 16
+ANSWER_TRIES = 64
+# what follows a request's size, as plausible_request reads it: an API key below 0x60,
+# a version up to 127, a correlation id >= 0 (found at C speed; each place then read)
+_REQUEST_HEAD = re.compile(rb"\x00[\x00-\x5f]\x00[\x00-\x7f][\x00-\x7f]")
 NAMES_LISTENERS = frozenset({METADATA, FIND_COORDINATOR, DESCRIBE_CLUSTER})
 MAX_LEARNED_PORTS = 4096  # listener ports learned per capture (a bound, not a real count)
 
@@ -115,21 +128,81 @@ def _strong(
     return None
 
 
-def _answered(starts: Sequence[bytes | bytearray], d: int) -> bool:
-    """Does a message of the other side answer one of side ``d``'s requests (its
-    correlation id)? Each side's messages are framed from its first byte as far as
-    their sizes chain in what was held: a capture begun mid-connection may hold answers
-    to requests sent before it began, so the first ones need not pair."""
-    asked = {m[8:12] for m in _framed(starts[d], 12)}
-    return bool(asked) and any(m[4:8] in asked for m in _framed(starts[1 - d], 8))
+def _answered(starts: Sequence[bytes | bytearray], d: int, at: int) -> tuple[int, bool]:
+    """How many of side ``d``'s requests does the other side answer (their correlation
+    ids)? Side ``d``'s messages are framed from ``at`` (where its first request-shaped
+    message starts) as far as their sizes chain in what was held: a capture begun
+    mid-connection may hold answers to requests sent before it began, so the first ones
+    need not pair. The other side's answers are framed from its first byte; when its
+    sizes do not chain from there it began inside a message, and an answer is looked
+    for by correlation id where a chain of sizes starts (an answer with a small
+    correlation id also reads as a request: counting tells the real requests, which
+    several answers pair, from such a reading, which one may pair by chance). Also
+    whether the answers were framed (not looked for)."""
+    asked = {m[8:12] for m in _framed(starts[d], 12, at=at)}
+    if not asked:
+        return 0, True
+    other = starts[1 - d]
+    framed = {m[4:8] for m in _framed(other, 8)}
+    if _chains_from(other, 0):
+        return len(asked & framed), True  # it starts at a message: its answers are those
+    return sum(1 for c in asked if c in framed or _answer_inside(other, c)), False
 
 
-def _framed(data: bytes | bytearray, least: int, most: int = 8) -> list[bytes]:
-    """The first (up to ``most``) size-prefixed messages of ``data`` whose sizes chain
-    (each at least ``least`` bytes with its size; the last may be cut where the bytes
-    end, if its first ``least`` are there)."""
+def _answer_inside(data: bytes | bytearray, correlation: bytes) -> bool:
+    """Is there an answer with ``correlation`` in ``data``'s first ``ANSWER_SEARCH``
+    bytes whose sizes chain on (up to ``ANSWER_TRIES`` places tried, found at C
+    speed: a small correlation id is also a common value inside a message)?"""
+    end, pos = min(len(data), ANSWER_SEARCH), 4
+    for _ in range(ANSWER_TRIES):
+        found = data.find(correlation, pos, end)
+        if found < 0:
+            return False
+        if _chains_from(data, found - 4):
+            return True
+        pos = found + 1
+    return False
+
+
+def _chains_from(data: bytes | bytearray, pos: int) -> bool:
+    """Do size-prefixed messages follow one another from ``pos`` through what was
+    held: up to its last byte, or into a last message the bytes cut after at least two
+    whole ones (a garbage size is often large enough to run past the end)? Up to
+    ``SEARCH_TRIES`` messages are followed."""
+    whole = 0
+    while pos + 4 <= len(data) and whole < SEARCH_TRIES:
+        size = struct.unpack_from(">i", data, pos)[0]
+        if not 4 <= size <= MAX_MESSAGE:
+            return False
+        if pos + 4 + size > len(data):
+            return whole >= 2
+        pos += 4 + size
+        whole += 1
+    return whole >= 1
+
+
+def _request_at(data: bytes | bytearray) -> int | None:
+    """Where a side's first request-shaped message starts: 0 when its first bytes start
+    like a request; else (a capture begun inside a message) the first later place in
+    its first ``REQUEST_SEARCH`` bytes that starts like one and from which sizes chain on.
+    Candidates are found at C speed and at most ``SEARCH_TRIES`` of them are read: each
+    call costs the same however the bytes look."""
+    if plausible_request(data):
+        return 0
+    heads = _REQUEST_HEAD.finditer(data, 5, min(len(data), REQUEST_SEARCH))
+    for found in itertools.islice(heads, SEARCH_TRIES):
+        pos = found.start() - 4
+        if plausible_request(data, pos) and _chains_from(data, pos):
+            return pos
+    return None
+
+
+def _framed(data: bytes | bytearray, least: int, most: int = 8, at: int = 0) -> list[bytes]:
+    """The first (up to ``most``) size-prefixed messages of ``data`` from ``at`` whose
+    sizes chain (each at least ``least`` bytes with its size; the last may be cut where
+    the bytes end, if its first ``least`` are there)."""
     out: list[bytes] = []
-    pos = 0
+    pos = at
     while len(out) < most and pos + least <= len(data):
         size = struct.unpack_from(">i", data, pos)[0]
         if not 4 <= size <= MAX_MESSAGE:
@@ -167,9 +240,9 @@ def _whole_messages(data: bytes | bytearray) -> int:
 def _shape(
     starts: Sequence[bytes | bytearray], detect: bool, held: int, ending: bool
 ) -> Verdict | None:
-    plausible = [plausible_request(s) for s in starts]
     final = _final(starts, held, ending)
-    if not any(plausible):
+    at = [_request_at(s) for s in starts]
+    if at[0] is None and at[1] is None:
         if not detect:  # on a Kafka port: the reassembler's guess
             return (
                 Verdict(0, "request shape", LOW, "neither side starts like a request")
@@ -181,25 +254,43 @@ def _shape(
         if all(len(s) >= SNIFF for s in starts) or final:
             return NOT_KAFKA
         return None
-    answered = [plausible[d] and _answered(starts, d) for d in (0, 1)]
+    found = [(0, True) if p is None else _answered(starts, d, p) for d, p in enumerate(at)]
+    answered = [n for n, _ in found]
     if answered[0] != answered[1]:
-        d = answered.index(True)
-        return Verdict(d, "request shape", HIGH, "answered by its correlation id")
-    if all(plausible) and not final:
-        return None  # both start like requests: wait for an answer to tell
-    if plausible[0] != plausible[1]:
-        d = plausible.index(True)
-        if len(starts[1 - d]) < 8 and not final:
-            return None  # wait for the other side's first bytes
+        d = 0 if answered[0] > answered[1] else 1
+        # (an answer looked for inside bytes begun mid-message may be there by chance:
+        # one is not enough until the bytes held are all there is)
+        if not answered[1 - d] and (found[d][1] or answered[d] >= 2 or final):
+            return Verdict(d, "request shape", HIGH, "answered by its correlation id")
+        if answered[d] >= 2 * answered[1 - d] and (final or answered[d] >= 3):
+            return Verdict(
+                d,
+                "request shape",
+                MEDIUM,
+                f"{answered[d]} of its correlation ids answered, {answered[1 - d]} of the other's",
+            )
+    if not final:
+        # Seen without its start, either side may begin inside a message: an answer's
+        # tail can start like a request while the client's first bytes end one. Only an
+        # answer tells, or what was held once it is all there is.
+        return None
+    if (at[0] is None) != (at[1] is None):
+        d = 0 if at[0] is not None else 1
         why = (
             "the other side sent nothing"
             if not starts[1 - d]
             else "the other side does not start like one"
+            if at[d] == 0
+            else "a request-shaped message inside its first bytes; none in the other's"
         )
-        return Verdict(d, "request shape", MEDIUM, why)
-    # both start like requests and neither answers the other: a version the tables know
-    # is the better sign, else the reassembler's guess (the higher port is the client's)
-    known = [schemas.is_known(*struct.unpack_from(">hh", s, 4)) for s in starts]
+        return Verdict(d, "request shape", MEDIUM if at[d] == 0 else LOW, why)
+    # both hold request-shaped messages and neither is answered by the other: a version
+    # the tables know is the better sign, else the reassembler's guess (the higher port
+    # is the client's)
+    known = [
+        schemas.is_known(*struct.unpack_from(">hh", s, 4 + (p or 0)))
+        for s, p in zip(starts, at, strict=True)
+    ]
     if known[0] != known[1]:
         return Verdict(
             known.index(True),

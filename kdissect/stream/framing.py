@@ -621,6 +621,7 @@ class Framer:
                 want = 4 + size
                 break
             end = pos + 4 + size
+            chained = True
             if (
                 self.unsure_at == self._base + pos
                 and end + HEAD <= len(buf)
@@ -634,9 +635,15 @@ class Framer:
                     self._false_start(self._base + pos, self._base + found)
                     pos = found
                     continue
+                chained = False
             # one copy (a bytearray slice would make a second)
             out.append(Frame(self._base + pos + 4, bytes(memoryview(buf)[pos + 4 : end])))
             pos = end
+            if not chained:
+                # nor is the start after it confirmed (an answer's tail read as a size
+                # once swallowed the answers after it): a start inside its message may
+                # still be taken when it chains (``_arriving``, ``_reframe``)
+                self.unsure_at = self._base + end
         if pos:
             del buf[:pos]
             self._base += pos
