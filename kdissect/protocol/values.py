@@ -539,10 +539,15 @@ def table_values(
         or (options.embedded and api_key in _EMBEDDED_APIS)
     ):
         return None
-    internal = _may_carry_internal(data, api_key, direction, options, None)
     got: list[tuple[Any, Any, list[Any]]] | None = reader[0].table(
-        data, NO_BYTES, reader[1], options.max_nodes, internal, route, topic_of_id
+        data, NO_BYTES, reader[1], options.max_nodes, route, topic_of_id
     )
+    # Records of a message that may carry an internal topic's are body_values' (the
+    # located path decodes them by schema). Asked after the read, and only when it gave
+    # a batch: the look for a name costs more than a read that gives up (a fetch ending
+    # in a partial batch: 68 µs against 0.6 for 120 KB), and body_values looks again.
+    if got is None or (got and _may_carry_internal(data, api_key, direction, options, None)):
+        return None
     return got
 
 

@@ -1,5 +1,7 @@
-"""The records table's rows the fast way: a message's body read by the values decoder
-(no tree), each clean v2 batch's records turned into their columns by the compiled walker
+"""The records table's rows the fast way: a Produce or Fetch body read by the compiled
+table read (``values.table_values``: each clean, uncompressed v2 batch straight to its
+rows, followed to its topic and partition in Rust), else by the values decoder (no tree),
+each clean v2 batch's records turned into their columns by the compiled walker
 (native/src/records_table.rs), a row per record from one template per partition.
 
 The reference is the located tree (``rows.record_rows``'s ``_record_row``): a message

@@ -143,7 +143,8 @@ pub(crate) fn batch_rows<'py>(
     }
 }
 
-/// A route's names: what `record_table._Route.spec` says each is (`_ROLES`).
+/// A route's names: what `record_table._Route.spec` says each is (0 a topic id, 1 a
+/// topic, 2 a partition: any other number is taken for a partition, as `_follow` does).
 const TOPIC_ID: u8 = 0;
 const TOPIC: u8 = 1;
 

@@ -260,8 +260,8 @@ impl Program {
     /// rows)`` of each batch, in ``record_table._follow``'s order (``values.table_values``).
     /// None where the Python readers must decide (and also where any batch is partial,
     /// compressed, a control batch, or not clean: the values decoder then reads the
-    /// message, which decides). ``internal``: the message may carry an internal topic's
-    /// records (``_State.internal``): any records bail.
+    /// message, which decides). Whether the message may carry an internal topic's
+    /// records (then the values decoder's too) is asked by the caller after the read.
     #[allow(clippy::too_many_arguments)]
     fn table<'py>(
         &self,
@@ -270,13 +270,11 @@ impl Program {
         conv: Bound<'py, PyAny>,
         compact: bool,
         nodes: i64,
-        internal: bool,
         route: &Bound<'py, PyTuple>,
         topic_of_id: &Bound<'py, PyAny>,
     ) -> PyResult<Option<Bound<'py, pyo3::types::PyList>>> {
         let on = pyo3::types::PyBool::new(py, true).to_owned().into_any();
-        let mode = if internal { Table::Empty } else { Table::Rows };
-        let Some(body) = self.run(py, data, conv, &on, compact, nodes, None, mode)? else {
+        let Some(body) = self.run(py, data, conv, &on, compact, nodes, None, Table::Rows)? else {
             return Ok(None);
         };
         let out = pyo3::types::PyList::empty(py);
@@ -344,13 +342,13 @@ impl Program {
     }
 }
 
-/// Program.table's records fields: not asked (Off), each batch's rows (Rows), or none
-/// at all (Empty: a message that may carry an internal topic's records).
+/// Program.table's records fields: not asked (Off), or each batch's rows (Rows; a
+/// message that may carry an internal topic's records is not Program.table's: the
+/// caller asks after the read).
 #[derive(Clone, Copy, PartialEq)]
 enum Table {
     Off,
     Rows,
-    Empty,
 }
 
 struct Cx<'a, 'py> {
@@ -405,6 +403,25 @@ pub(crate) fn spend(nodes: &mut i64, n: i64) -> R<()> {
         return Err(Stop::Bail);
     }
     Ok(())
+}
+
+/// The size and attributes of the batch at the start of `b` when the table read takes
+/// it: whole, magic 2, at least its 61-byte header, and (payload's checks, with no codec
+/// here, and _follow's control batches) no codec, no control bit, no unknown attribute
+/// bit. None: the values decoder reads the records field.
+fn table_batch(b: &[u8]) -> Option<(usize, i64)> {
+    if b.len() < 17 {
+        return None; // a partial batch
+    }
+    let total = 12 + i32::from_be_bytes([b[8], b[9], b[10], b[11]]) as i64;
+    if total > b.len() as i64 || b[16] != 2 || total < 61 {
+        return None;
+    }
+    let attrs = i16::from_be_bytes([b[21], b[22]]) as i64 & 0xFFFF;
+    if attrs & !0x7F != 0 || attrs & 0x07 != 0 || attrs & 0x20 != 0 {
+        return None;
+    }
+    Some((total as usize, attrs))
 }
 
 /// A v2 record batch's header (its first 61 bytes), as `batch.HEAD` unpacks it.
@@ -826,31 +843,18 @@ impl<'py> Cx<'_, 'py> {
     fn table_rows(&mut self, buf: &[u8], mut pos: usize, end: usize) -> R<Bound<'py, PyAny>> {
         let py = self.py;
         let out = pyo3::types::PyList::empty(py);
-        if self.table == Table::Empty && pos < end {
-            return Err(Stop::Bail); // values._records' internal: the located path
+        // every batch's framing first: a field the values decoder must read (a partial
+        // batch at a fetch's end, a compressed one) is handed back before any CRC or row
+        // is made here (the decoder then reads the whole message again)
+        let mut at = pos;
+        while at < end {
+            at += table_batch(&buf[at..end]).ok_or(Stop::Bail)?.0;
         }
         while pos < end {
-            let left = end - pos;
-            if left < 17 {
-                return Err(Stop::Bail); // a partial batch
-            }
             let b = &buf[pos..end];
-            let total = 12 + i32::from_be_bytes([b[8], b[9], b[10], b[11]]) as i64;
-            if total > left as i64 {
-                return Err(Stop::Bail); // a partial batch
-            }
-            if b[16] != 2 {
-                return Err(Stop::Bail);
-            }
+            let (total, attrs) = table_batch(b).ok_or(Stop::Bail)?;
             self.charge(16)?;
-            if self.nodes <= 0 || total < 61 {
-                return Err(Stop::Bail);
-            }
-            let total = total as usize;
-            // payload's checks (no codec here), and _follow's control batches: before
-            // the CRC (a compressed batch is the values decoder's: its CRC checked once)
-            let attrs = i16::from_be_bytes([b[21], b[22]]) as i64 & 0xFFFF;
-            if attrs & !0x7F != 0 || attrs & 0x07 != 0 || attrs & 0x20 != 0 {
+            if self.nodes <= 0 {
                 return Err(Stop::Bail);
             }
             let h = checked_head(&b[..total]).ok_or(Stop::Bail)?;
