@@ -8,8 +8,12 @@ The shape alone can mislead: a response whose correlation id is small reads as a
 Produce request header. So when only the shape speaks, the other side's first bytes are
 awaited (up to ``HOLD`` bytes a side, ``ALONE`` while one side is silent) to check that
 they answer the request's correlation id.
+Without the SYN either side may begin inside a message (an answer's tail can start like
+a request while the client's first bytes end one): a request-shaped message is also
+looked for further in, and answers by their correlation ids, within the first ``HOLD``
+bytes of each side, at a cost per packet bounded whatever the bytes.
 A wrong guess reads a whole connection backwards, and every "response" then becomes a
-guess among hundreds of layouts; deciding costs a few slices of the first bytes.
+guess among hundreds of layouts.
 """
 
 from __future__ import annotations
@@ -34,17 +38,19 @@ HOLD = 2048  # bytes held per connection while the shape alone waits for an answ
 # taken for the client's
 ALONE = 1024 * 1024
 SNIFF = 14  # bytes of a side that show a request header's start
-# when a side may begin inside a message: how far into it a request is looked for
-# (requests are small: the next one starts soon), how far an answer (found by its
-# correlation id at C speed), and how many places or messages are read (a bound per
-# call, whatever the bytes)
-REQUEST_SEARCH = HOLD
-ANSWER_SEARCH = 64 * 1024
+# when a side may begin inside a message: how far into each side a request or an answer
+# is looked for (the shape waits for an answer only until a side has sent this much), and
+# how many places or messages are read in a call (a bound per packet, whatever the bytes)
+SEARCH = HOLD
 SEARCH_TRIES = 16
-ANSWER_TRIES = 64
-# what follows a request's size, as plausible_request reads it: an API key below 0x60,
-# a version up to 127, a correlation id >= 0 (found at C speed; each place then read)
-_REQUEST_HEAD = re.compile(rb"\x00[\x00-\x5f]\x00[\x00-\x7f][\x00-\x7f]")
+# what follows a request's size, as plausible_request reads it: an API key kdissect knows
+# (below 256), a version up to 127, a correlation id >= 0 (found at C speed; each place
+# then read in full)
+_REQUEST_HEAD = re.compile(
+    b"\\x00[\\x00-"
+    + re.escape(bytes([min(max(schemas.all_versions()), 255)]))
+    + b"]\\x00[\\x00-\\x7f][\\x00-\\x7f]"
+)
 NAMES_LISTENERS = frozenset({METADATA, FIND_COORDINATOR, DESCRIBE_CLUSTER})
 MAX_LEARNED_PORTS = 4096  # listener ports learned per capture (a bound, not a real count)
 
@@ -128,7 +134,12 @@ def _strong(
     return None
 
 
-def _answered(starts: Sequence[bytes | bytearray], d: int, at: int) -> tuple[int, bool]:
+class _Answered(NamedTuple):
+    answers: int  # how many of a side's requests the other side answers
+    framed: bool  # found by framing the other side from its first byte (not looked for)
+
+
+def _answered(starts: Sequence[bytes | bytearray], d: int, at: int) -> _Answered:
     """How many of side ``d``'s requests does the other side answer (their correlation
     ids)? Side ``d``'s messages are framed from ``at`` (where its first request-shaped
     message starts) as far as their sizes chain in what was held: a capture begun
@@ -137,30 +148,30 @@ def _answered(starts: Sequence[bytes | bytearray], d: int, at: int) -> tuple[int
     sizes do not chain from there it began inside a message, and an answer is looked
     for by correlation id where a chain of sizes starts (an answer with a small
     correlation id also reads as a request: counting tells the real requests, which
-    several answers pair, from such a reading, which one may pair by chance). Also
-    whether the answers were framed (not looked for)."""
+    several answers pair, from such a reading, which one may pair by chance)."""
     asked = {m[8:12] for m in _framed(starts[d], 12, at=at)}
-    if not asked:
-        return 0, True
     other = starts[1 - d]
     framed = {m[4:8] for m in _framed(other, 8)}
-    if _chains_from(other, 0):
-        return len(asked & framed), True  # it starts at a message: its answers are those
-    return sum(1 for c in asked if c in framed or _answer_inside(other, c)), False
+    if not asked or _chains_from(other, 0):
+        return _Answered(len(asked & framed), True)
+    tries = [SEARCH_TRIES]  # (shared by the correlation ids: a bound per call)
+    return _Answered(sum(1 for c in asked if c in framed or _answer_inside(other, c, tries)), False)
 
 
-def _answer_inside(data: bytes | bytearray, correlation: bytes) -> bool:
-    """Is there an answer with ``correlation`` in ``data``'s first ``ANSWER_SEARCH``
-    bytes whose sizes chain on (up to ``ANSWER_TRIES`` places tried, found at C
-    speed: a small correlation id is also a common value inside a message)?"""
-    end, pos = min(len(data), ANSWER_SEARCH), 4
-    for _ in range(ANSWER_TRIES):
-        found = data.find(correlation, pos, end)
+def _answer_inside(data: bytes | bytearray, correlation: bytes, tries: list[int]) -> bool:
+    """Is there an answer with ``correlation`` in ``data``'s first ``SEARCH`` bytes
+    whose sizes chain on? Looked for from the end (the latest bytes are the likeliest
+    to be whole answers; a small correlation id is also a common value inside a
+    message), ``tries[0]`` places at most, found at C speed."""
+    end = min(len(data), SEARCH)
+    while tries[0] > 0:
+        found = data.rfind(correlation, 4, end)
         if found < 0:
             return False
+        tries[0] -= 1
         if _chains_from(data, found - 4):
             return True
-        pos = found + 1
+        end = found + 3  # (the next place to look ends before this one)
     return False
 
 
@@ -184,12 +195,12 @@ def _chains_from(data: bytes | bytearray, pos: int) -> bool:
 def _request_at(data: bytes | bytearray) -> int | None:
     """Where a side's first request-shaped message starts: 0 when its first bytes start
     like a request; else (a capture begun inside a message) the first later place in
-    its first ``REQUEST_SEARCH`` bytes that starts like one and from which sizes chain on.
+    its first ``SEARCH`` bytes that starts like one and from which sizes chain on.
     Candidates are found at C speed and at most ``SEARCH_TRIES`` of them are read: each
     call costs the same however the bytes look."""
     if plausible_request(data):
         return 0
-    heads = _REQUEST_HEAD.finditer(data, 5, min(len(data), REQUEST_SEARCH))
+    heads = _REQUEST_HEAD.finditer(data, 5, min(len(data), SEARCH))
     for found in itertools.islice(heads, SEARCH_TRIES):
         pos = found.start() - 4
         if plausible_request(data, pos) and _chains_from(data, pos):
@@ -254,25 +265,29 @@ def _shape(
         if all(len(s) >= SNIFF for s in starts) or final:
             return NOT_KAFKA
         return None
-    found = [(0, True) if p is None else _answered(starts, d, p) for d, p in enumerate(at)]
+    found = [_Answered(0, True) if p is None else _answered(starts, d, p) for d, p in enumerate(at)]
     answered = [n for n, _ in found]
+    # Seen without its start, either side may begin inside a message: an answer's tail
+    # can start like a request while the client's first bytes end one. An answer tells;
+    # it is waited for while the bytes looked at are still coming in, and (as before)
+    # until what was held is all there is while a side has sent next to nothing or both
+    # start like requests
+    lengths = [len(s) for s in starts]
+    waiting = not final and (max(lengths) < SEARCH or min(lengths) < 8 or at[0] == at[1] == 0)
     if answered[0] != answered[1]:
         d = 0 if answered[0] > answered[1] else 1
-        # (an answer looked for inside bytes begun mid-message may be there by chance:
-        # one is not enough until the bytes held are all there is)
-        if not answered[1 - d] and (found[d][1] or answered[d] >= 2 or final):
+        if not answered[1 - d] and (found[d].framed or answered[d] >= 2):
             return Verdict(d, "request shape", HIGH, "answered by its correlation id")
-        if answered[d] >= 2 * answered[1 - d] and (final or answered[d] >= 3):
+        # (an answer looked for inside bytes begun mid-message may be there by chance:
+        # one alone, or more against some of the other's, is a guess)
+        if answered[d] >= 2 * answered[1 - d] and (not waiting or answered[d] >= 3):
             return Verdict(
                 d,
                 "request shape",
                 MEDIUM,
                 f"{answered[d]} of its correlation ids answered, {answered[1 - d]} of the other's",
             )
-    if not final:
-        # Seen without its start, either side may begin inside a message: an answer's
-        # tail can start like a request while the client's first bytes end one. Only an
-        # answer tells, or what was held once it is all there is.
+    if waiting:
         return None
     if (at[0] is None) != (at[1] is None):
         d = 0 if at[0] is not None else 1
