@@ -502,6 +502,17 @@ def lean_reader(
     return (fast, got[1]) if fast is not None else None
 
 
+def _records_compiled(options: Options, api_key: int) -> bool:
+    """Whether a compiled read may give a body with its records read (``options.records``
+    True): no value schemas to apply, no embedded structures of ``api_key`` to decode
+    (the Python readers do both)."""
+    return (
+        options.records is True
+        and options.values is None
+        and not (options.embedded and api_key in _EMBEDDED_APIS)
+    )
+
+
 def table_reader(
     api_key: int, api_version: int, direction: str, keep: frozenset[str]
 ) -> tuple[Any, bool] | None:
@@ -533,11 +544,7 @@ def table_values(
     Python readers or the located path, or records it leaves to them (a batch partial,
     compressed, a control batch's, not clean; any records of a message that may carry an
     internal topic's); ``body_values`` then decides."""
-    if (
-        options.records is not True
-        or options.values is not None
-        or (options.embedded and api_key in _EMBEDDED_APIS)
-    ):
+    if not _records_compiled(options, api_key):
         return None
     got: list[tuple[Any, Any, list[Any]]] | None = reader[0].table(
         data, NO_BYTES, reader[1], options.max_nodes, route, topic_of_id
@@ -649,11 +656,7 @@ def body_json(
     ``internal_records``: ``json_view.internal_records_json``, for the records of a
     message that may carry an internal topic's (without it, such a message is not read
     here)."""
-    if (
-        options.records is not True
-        or options.values is not None
-        or (options.embedded and api_key in _EMBEDDED_APIS)
-    ):
+    if not _records_compiled(options, api_key):
         return None
     fast = _plan_of(api_key, api_version, direction)[3]
     if fast is None:
