@@ -25,7 +25,8 @@ from kdissect.protocol.apis import carries_records
 from kdissect.sources.pcap import read_captures
 from kdissect.stream import record_table, rows as rows_module
 from kdissect.stream.model import Exchange
-from kdissect.stream.record_table import RecordBlock, batch_columns_py
+from kdissect.pipeline import columns
+from kdissect.stream.record_table import RecordBlock, RowShape, batch_columns_py
 from kdissect.stream.rows import record_rows
 from kdissect.stream.sink import Collect
 from tests.test_log_lines import TEXTS, record
@@ -33,6 +34,7 @@ from tests.test_log_lines import TEXTS, record
 ROOT = Path(__file__).resolve().parents[1]
 CAPTURES = sorted((ROOT / "captures").glob("**/*.pcap"))
 JOINS = {"exchange_id": "c:1", "connection_id": "c", "client_ip": "10.0.0.1"}
+SHAPE = RowShape(columns.names(columns.RECORDS))  # the records table's tuple rows
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +69,7 @@ def same(a: Any, b: Any) -> bool:
         return False
     if isinstance(a, dict):
         return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
-    if isinstance(a, list):
+    if isinstance(a, (list, tuple)):
         return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
     return bool(a == b)
 
@@ -88,10 +90,12 @@ def compare(ex: Exchange, fast_hits: list[int]) -> int:
             want = record_rows(ex, "cap", None, joins, fast=False)
             got = record_rows(ex, "cap", None, joins)
             assert same(got, want), (ex.first.api_name, got[:2], want[:2])
-            # as the records table takes them: blocks of a batch's rows, one-record rows
-            held = record_rows(ex, "cap", None, joins, blocks=True)
+            # as the records table takes them: tuples in its column order, blocks of a
+            # batch's rows, one-record rows
+            held = record_rows(ex, "cap", None, joins, shape=SHAPE)
             rows = [r for b in held for r in (b.rows() if type(b) is RecordBlock else [b])]
-            assert same(rows, want), (ex.first.api_name, rows[:2], want[:2])
+            tuples = [SHAPE.row(r) for r in want]
+            assert same(rows, tuples), (ex.first.api_name, rows[:2], tuples[:2])
     finally:
         rows_module.fast_record_rows = plain
     fast_hits.append(sum(calls))
@@ -329,7 +333,7 @@ def test_table_read_equals_the_values_decoder(native, monkeypatch):
         monkeypatch.setattr(record_table, "_TABLE", table)
         monkeypatch.setattr(record_table, "_ROUTES", {})
         got[table] = [
-            (record_rows(ex, "cap", None, JOINS), record_rows(ex, "cap", None, JOINS, blocks=True))
+            (record_rows(ex, "cap", None, JOINS), record_rows(ex, "cap", None, JOINS, shape=SHAPE))
             for ex in found + damaged
         ]
     assert len(got[True]) == len(got[False])

@@ -98,6 +98,11 @@ CAPTURES: Columns = (
     ("status", STRING),  # ok | incomplete | damaged | no kafka | unreadable
 )
 
+
+def names(columns: Columns) -> tuple[str, ...]:
+    return tuple(name for name, _kind in columns)
+
+
 TIME_COLUMNS = tuple(
     name for table in (EXCHANGES, RECORDS) for name, kind in table if kind == TIMESTAMP
 )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from itertools import groupby
 from operator import itemgetter
 from typing import Any, BinaryIO
@@ -212,8 +213,8 @@ class RowSink(BaseSink):
         if self.with_records:
             joins = self.ids.record_columns(ex)
             records = self.rows.records
-            blocks = getattr(records, "takes_blocks", False)
-            records.extend(record_rows(ex, self.capture, self.values, joins, blocks=blocks))
+            shape = getattr(records, "shape", None)  # (a holder of tuple rows: spill.py)
+            records.extend(record_rows(ex, self.capture, self.values, joins, shape=shape))
 
     def gap(self, g: Gap) -> None:
         self.on_gap(g)
@@ -382,16 +383,25 @@ def capture_rows(
             learnt[capture] = rows.topic_ids
     if collect is not None:
         out.exchanges = _Named(out.exchanges, learnt, resolve_topics)  # type: ignore
-        out.records = _Named(out.records, learnt, resolve_record_topics)  # type: ignore
+        shape = getattr(out.records, "shape", None)
+        out.records = _Named(  # type: ignore
+            out.records,
+            learnt,
+            partial(resolve_record_topics, shape=shape),
+            "capture" if shape is None else shape.names.index("capture"),
+        )
     return out
 
 
 class _Named:
-    """Rows whose topics are named, as they are read, by their capture's topic ids."""
+    """Rows whose topics are named, as they are read, by their capture's topic ids
+    (``capture``: where a row holds its capture, a key or an index)."""
 
-    def __init__(self, rows: Iterable[dict], learnt: dict[str, dict[str, str]], resolve):
-        self.rows, self.learnt, self.resolve = rows, learnt, resolve
+    def __init__(
+        self, rows: Iterable[Any], learnt: dict[str, dict[str, str]], resolve, capture="capture"
+    ):
+        self.rows, self.learnt, self.resolve, self.capture = rows, learnt, resolve, capture
 
-    def __iter__(self) -> Iterator[dict]:
-        for capture, group in groupby(self.rows, key=itemgetter("capture")):
+    def __iter__(self) -> Iterator[Any]:
+        for capture, group in groupby(self.rows, key=itemgetter(self.capture)):
             yield from self.resolve(group, self.learnt.get(capture, {}))

@@ -10,6 +10,7 @@ from .extract import capture_rows
 from .parquet_file import write_table
 from .spill import SortedRows
 from ..sources.pcap import steady_gc
+from ..stream.record_table import RowShape
 
 
 def write_exchanges(
@@ -40,7 +41,7 @@ def write_exchanges(
         keep=keep,
         keys=keys,
         values=values,
-        collect=lambda table: SortedRows(_ORDER[table]),
+        collect=lambda table: SortedRows(_ORDER[table], shape=_SHAPE.get(table)),
     )
     meta = manifest.metadata(
         "capture",
@@ -63,6 +64,10 @@ def write_exchanges(
         return write_table(rows.exchanges, columns.EXCHANGES, out, meta), rows.errors
 
 
+# the records table's rows: tuples in its column order
+_SHAPE = {"records": RowShape(columns.names(columns.RECORDS))}
+_CAPTURE, _MESSAGE_TS = map(_SHAPE["records"].names.index, ("capture", "message_ts"))
+
 # the order the Spark job writes: by capture, then time
 _ORDER = {
     "exchanges": lambda r: (
@@ -72,5 +77,5 @@ _ORDER = {
         r["correlation_id"] if r["correlation_id"] is not None else -1,
         r["seq"],
     ),
-    "records": lambda r: (r["capture"], r["message_ts"] if r["message_ts"] is not None else 0),
+    "records": lambda r: (r[_CAPTURE], r[_MESSAGE_TS] if r[_MESSAGE_TS] is not None else 0),
 }

@@ -281,12 +281,18 @@ class ParquetWriter:
         chunks: list[t.Struct] = []
         first, size, packed = self.pos, 0, 0
         names = [name for name, _kind in self.columns]
-        try:  # the values by column, transposed in C
-            if len(names) < 2:
-                raise KeyError  # (itemgetter of one name gives values, not tuples)
-            by_column: dict[str, Sequence] = dict(zip(names, zip(*map(itemgetter(*names), rows))))
-        except KeyError:  # a row without some column: null there
-            by_column = {name: [r.get(name) for r in rows] for name in names}
+        by_column: dict[str, Sequence]
+        if type(rows[0]) is tuple:  # tuple rows, in the columns' order: transposed in C
+            by_column = dict(zip(names, zip(*rows)))
+            if len(by_column) != len(names):
+                raise ValueError(f"rows of {len(by_column)} columns, not {len(names)}")
+        else:
+            try:  # the values by column, transposed in C
+                if len(names) < 2:
+                    raise KeyError  # (itemgetter of one name gives values, not tuples)
+                by_column = dict(zip(names, zip(*map(itemgetter(*names), rows))))
+            except KeyError:  # a row without some column: null there
+                by_column = {name: [r.get(name) for r in rows] for name in names}
         lists: dict[str, _Slots] = {}
         for leaf in self.leaves:
             reps, defs, values = leaf.levels(by_column, lists)

@@ -17,22 +17,21 @@ _CHUNK = 256  # rows per pickle (or more: the blocks of one whole): what a run h
 
 
 class SortedRows:
-    """``append`` rows, then iterate them once, ordered by ``key``. Rows may come as
-    record_table.RecordBlock items too (``takes_blocks``: a batch's records, which share
-    their sort key), held, sorted and spilled as one and made rows when read: a records
-    table then sorts and pickles a tuple of a record's own columns, not a dict of all."""
+    """``append`` rows, then iterate them once, ordered by ``key``. With ``shape`` (a
+    record_table.RowShape: the records table's), rows are tuples in its column order and
+    may come as record_table.RecordBlock items too (a batch's records, which share their
+    sort key), held, sorted and spilled as one and made rows when read: the records table
+    then sorts and pickles a tuple of a record's own columns, not a row of all."""
 
-    takes_blocks = True
-
-    def __init__(self, key: Callable[[dict], Any], run: int | None = None):
-        self.key, self.run = key, run or RUN
+    def __init__(self, key: Callable[[Any], Any], run: int | None = None, shape: Any = None):
+        self.key, self.run, self.shape = key, run or RUN, shape
         self.rows: list[Any] = []  # rows and blocks
         self.held = 0  # rows in them
         self.files: list[IO[bytes]] = []
         self.count = 0
 
     def _key(self, item: Any) -> Any:
-        return self.key(item.shared if type(item) is RecordBlock else item)
+        return self.key(item.first() if type(item) is RecordBlock else item)
 
     def append(self, row: dict) -> None:
         self.extend([row])
@@ -74,7 +73,7 @@ class SortedRows:
     def __len__(self) -> int:
         return self.count
 
-    def __iter__(self) -> Iterator[dict]:
+    def __iter__(self) -> Iterator[Any]:
         if not self.files:
             yield from _rows(sorted(self.rows, key=self._key))
             return
@@ -87,7 +86,7 @@ class SortedRows:
                 f.close()
 
 
-def _rows(items: Iterable[Any]) -> Iterator[dict]:
+def _rows(items: Iterable[Any]) -> Iterator[Any]:
     for item in items:
         if type(item) is RecordBlock:
             yield from item.rows()

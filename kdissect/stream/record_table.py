@@ -14,6 +14,7 @@ takes the tree. tests/test_records_table.py compares the two on every capture.
 from __future__ import annotations
 
 import struct
+from operator import itemgetter
 from typing import Any
 
 from ..protocol import schemas
@@ -62,23 +63,17 @@ def fast_record_rows(
     options: Any,
     out: list[Any],
     joins: dict[str, Any] | None,
-    blocks: bool = False,
+    shape: RowShape | None = None,
 ) -> bool:
-    """Append the rows of the records ``m`` carries to ``out`` (``blocks``: a RecordBlock
-    per batch of more than one record); False (nothing appended) when the located tree
-    must decide."""
+    """Append the rows of the records ``m`` carries to ``out``: dicts as the tree's, or
+    with ``shape`` tuples in its column order, a batch of more than one record as one
+    RecordBlock; False (nothing appended) when the located tree must decide."""
     if _native is None or m.holes or m.forwarded is not None or m.api_version is None:
         return False
     assert m.api_key is not None
     if m.direction == "request" and m.data[:4] != _KEY_VERSION.pack(m.api_key, m.api_version):
         return False  # the tree reads the request's own header
-    head = {
-        "capture": capture,
-        "direction": "produce" if m.direction == "request" else "fetch",
-        "correlation_id": m.correlation_id,
-        "message_ts": m.ts,
-    }
-    found: list[Any] = []  # RecordBlocks and rows
+    found: list[tuple[Any, Any, list[Any]]] = []  # (topic, partition, rows) of each batch
     route, reader = _route_of(m.api_key, m.api_version, m.direction)
     # each records field's batches read to their rows at once, and followed, compiled
     batches = (
@@ -87,8 +82,7 @@ def fast_record_rows(
         else None
     )
     if batches is not None:
-        for topic, partition, rows in batches:
-            _emit(rows, topic, partition, head, joins, found)
+        found = batches
     else:
         body = body_values(
             m.data,
@@ -104,18 +98,85 @@ def fast_record_rows(
         if body is None:
             return False
         try:
-            _follow(body, route, None, None, head, joins, found)
+            _follow(body, route, None, None, found)
         except _Unsure:
             return False
-    if blocks:
-        out += found
-    else:
-        for b in found:
-            if type(b) is RecordBlock:
-                out += b.rows()
-            else:
-                out.append(b)
+    if not found:
+        return True
+    head = (capture, "produce" if m.direction == "request" else "fetch", m.correlation_id, m.ts)
+    join_names = tuple(joins) if joins else ()
+    # after a record's own columns: its problems, the value columns (null), the joins
+    tail = _TAIL + (tuple(joins.values()) if joins else ())
+    if shape is None:
+        names = _SOURCE + join_names
+        for topic, partition, rows in found:
+            shared = head + (topic, partition)
+            for record in rows:
+                row = dict(zip(names, shared + record + tail))
+                row["problems"] = []  # (each row its own list, as the tree's)
+                out.append(row)
+        return True
+    order = shape.order(join_names)
+    for topic, partition, rows in found:
+        shared = head + (topic, partition)
+        if len(rows) == 1:
+            # a row as it is: on message-dense traffic (a record a message) a block, its
+            # pickling and its making of rows cost more than they saved
+            out.append(order(shared + rows[0] + tail))
+        elif rows:
+            out.append(RecordBlock(shared, rows, tail, order))
     return True
+
+
+# a record row's values in the order this module makes them (the tree's dict's:
+# rows._record_row): the message's, the batch's (topic, partition), the record's own
+# (the compiled walker's five, then problems), the value columns, then the joins
+_HEAD = ("capture", "direction", "correlation_id", "message_ts")
+_SOURCE = _HEAD + (
+    "topic",
+    "partition",
+    "offset",
+    "timestamp",
+    "key",
+    "value_size",
+    "headers",
+    "problems",
+    "key_json",
+    "key_schema",
+    "value_json",
+    "value_schema",
+)
+# a fast row's problems (none: one empty list, never changed, shared by every tuple row)
+# and value columns (no schemas on this path)
+_TAIL: tuple[Any, ...] = ([], None, None, None, None)
+
+
+class RowShape:
+    """Record rows as tuples in a table's column order (``names``: columns.RECORDS's,
+    given by the pipeline), for the records table's holder, spill and writer: a tuple
+    of its values, not a dict keyed by every column name. A column this module does not
+    make is null."""
+
+    __slots__ = ("names", "topic", "_orders")
+
+    def __init__(self, names: tuple[str, ...]):
+        self.names = names
+        self.topic = names.index("topic")
+        self._orders: dict[tuple[str, ...], Any] = {}
+
+    def order(self, joins: tuple[str, ...]) -> Any:
+        """What puts a row made here (_SOURCE's values, then those of ``joins``) in the
+        column order: one itemgetter, made once per join names."""
+        got = self._orders.get(joins)
+        if got is None:
+            at = {n: i for i, n in enumerate(_SOURCE + joins)}
+            null = _SOURCE.index("key_json")  # (null on every row made here)
+            got = self._orders[joins] = itemgetter(*(at.get(n, null) for n in self.names))
+        return got
+
+    def row(self, row: dict[str, Any]) -> tuple[Any, ...]:
+        """A dict row (the tree's) as a tuple row."""
+        return tuple(map(row.get, self.names))
 
 
 class _Route:
@@ -175,9 +236,7 @@ def _follow(
     route: _Route | None,
     topic: Any,
     partition: Any,
-    head: dict[str, Any],
-    joins: dict[str, Any] | None,
-    out: list[Any],
+    out: list[tuple[Any, Any, list[Any]]],
 ) -> None:
     """rows._walk_records on the values decoder's dicts, along ``route``: array elements
     name the topic and partition of the records below them (a struct of the carriers
@@ -192,7 +251,7 @@ def _follow(
                 if type(rows) is _Rows:
                     if "control" in batch["attributes"]:
                         raise _Unsure  # control records: the tree reads their key and value
-                    _emit(rows, topic, partition, head, joins, out)
+                    out.append((topic, partition, rows))
         elif type(v) is list:
             for e in v:
                 if type(e) is dict:
@@ -207,70 +266,42 @@ def _follow(
                                 t = x
                         elif type(x) is int:
                             p = x
-                    _follow(e, sub, t, p, head, joins, out)
+                    _follow(e, sub, t, p, out)
         elif type(v) is dict:
-            _follow(v, sub, topic, partition, head, joins, out)
+            _follow(v, sub, topic, partition, out)
 
 
 class RecordBlock:
-    """The rows of one batch's records, held as one: the columns they share (every
-    column, in rows._record_row's order, the joins after it) and each record's own.
-    Held, sorted and spilled as one item (pipeline/spill.py); ``rows()`` makes the dicts."""
+    """The tuple rows (RowShape) of one batch's records, held as one: the values they
+    share (the message's and the batch's, and ``tail``: what follows a record's own),
+    each record's own, and ``order`` (RowShape.order's). Held, sorted and spilled as one
+    item (pipeline/spill.py); ``rows()`` makes the rows."""
 
-    __slots__ = ("shared", "records")
+    __slots__ = ("shared", "records", "tail", "order")
 
-    def __init__(self, shared: dict[str, Any], records: list[tuple[Any, ...]]):
-        self.shared, self.records = shared, records
+    def __init__(
+        self,
+        shared: tuple[Any, ...],
+        records: list[tuple[Any, ...]],
+        tail: tuple[Any, ...],
+        order: Any,
+    ):
+        self.shared, self.records, self.tail, self.order = shared, records, tail, order
 
     def __len__(self) -> int:
         return len(self.records)
 
-    def rows(self) -> list[dict[Any, Any]]:
-        shared = self.shared
-        return [_as_row(shared.copy(), record) for record in self.records]
+    def first(self) -> tuple[Any, ...]:
+        """The first record's row (what the block is sorted by: its columns but the
+        record's own are every row's)."""
+        return self.order(self.shared + self.records[0] + self.tail)  # type: ignore[no-any-return]
+
+    def rows(self) -> list[tuple[Any, ...]]:
+        shared, tail, order = self.shared, self.tail, self.order
+        return [order(shared + record + tail) for record in self.records]
 
     def __reduce__(self) -> tuple[Any, ...]:  # (pickled by spill.py)
-        return RecordBlock, (self.shared, list(self.records))
-
-
-def _as_row(row: dict[str, Any], record: tuple[Any, ...]) -> dict[str, Any]:
-    """``row`` (a batch's shared columns) with one record's own columns filled in."""
-    offset, ts, key, size, headers = record
-    row["offset"], row["timestamp"], row["key"], row["value_size"] = offset, ts, key, size
-    row["headers"], row["problems"] = headers, []
-    return row
-
-
-def _emit(
-    rows: list[tuple[Any, ...]],
-    topic: Any,
-    partition: Any,
-    head: dict[str, Any],
-    joins: dict[str, Any] | None,
-    out: list[Any],
-) -> None:
-    shared = {
-        **head,
-        "topic": topic,
-        "partition": partition,
-        "offset": None,
-        "timestamp": None,
-        "key": None,
-        "value_size": None,
-        "headers": None,
-        "problems": None,
-        "key_json": None,
-        "key_schema": None,
-        "value_json": None,
-        "value_schema": None,
-        **(joins or {}),
-    }
-    if len(rows) == 1:
-        # a row as it is: on message-dense traffic (a record a message) a block, its
-        # pickling and its copy to a row cost more than they saved
-        out.append(_as_row(shared, rows[0]))
-    elif rows:
-        out.append(RecordBlock(shared, rows))
+        return RecordBlock, (self.shared, list(self.records), self.tail, self.order)
 
 
 def batch_columns_py(

@@ -22,7 +22,7 @@ from .facts import UNRESOLVED, topic_of_id
 from .fields import PROBLEM_GROUPS
 from .cells import PARTITION_FIELDS, TOPIC_FIELDS, ms_micros, text_or_hex
 from .model import Exchange, KafkaMessage
-from .record_table import fast_record_rows
+from .record_table import RowShape, fast_record_rows
 
 
 def _body(tree: Node | None, m: KafkaMessage) -> Node | None:
@@ -110,13 +110,18 @@ def resolve_topics(
 
 
 def resolve_record_topics(
-    records: Iterable[dict[Any, Any]], topic_ids: dict[str, str]
-) -> Iterator[dict[Any, Any]]:
-    """``resolve_topics`` for record rows."""
+    records: Iterable[Any], topic_ids: dict[str, str], shape: RowShape | None = None
+) -> Iterator[Any]:
+    """``resolve_topics`` for record rows (dicts, or ``shape``'s tuples)."""
+    if not topic_ids:
+        yield from records
+        return
+    at: Any = "topic" if shape is None else shape.topic
     for r in records:
-        t = r["topic"]
+        t = r[at]
         if t and t.startswith(UNRESOLVED) and t[len(UNRESOLVED) :] in topic_ids:
-            r = {**r, "topic": topic_ids[t[len(UNRESOLVED) :]]}
+            name = topic_ids[t[len(UNRESOLVED) :]]
+            r = {**r, "topic": name} if shape is None else r[:at] + (name,) + r[at + 1 :]
         yield r
 
 
@@ -141,28 +146,30 @@ def record_rows(
     values: Any = None,
     joins: dict[str, Any] | None = None,
     fast: bool = True,
-    blocks: bool = False,
+    shape: RowShape | None = None,
 ) -> list[Any]:
     """Every record an exchange carries (Produce requests, Fetch and ShareFetch
     responses), with the topic and partition it belongs to; ``values`` (a
     values_schema.SchemaSource) decodes keys and values by schema (docs/guide/values.md).
     ``joins``: columns added to every row. ``fast``: read what it can without a tree
-    (stream/record_table.py); False: the located tree only, the reference. ``blocks``:
-    the rows read without a tree come as record_table.RecordBlock items (a batch's rows
-    as one; a batch of one record as its row), for a holder that takes them
-    (pipeline/spill.py)."""
+    (stream/record_table.py); False: the located tree only, the reference. ``shape``
+    (a record_table.RowShape): the rows as tuples in its column order, and those read
+    without a tree as record_table.RecordBlock items (a batch's rows as one; a batch of
+    one record as its row), for a holder that takes them (pipeline/spill.py)."""
     options = RECORDS if values is None else replace(RECORDS, values=values)
     out: list[Any] = []
     for m in (ex.request, ex.response):
         if m is None or not carries_records(m.api_key, m.direction):
             continue
-        if fast and values is None and fast_record_rows(m, capture, options, out, joins, blocks):
+        if fast and values is None and fast_record_rows(m, capture, options, out, joins, shape):
             continue
         body = _body(m.decoded(options).tree, m)
         if body is not None:
             found: list[dict[Any, Any]] = []
             _walk_records(body, None, None, m, capture, found)
-            out += (r | joins for r in found) if joins else found
+            if joins:
+                found = [r | joins for r in found]
+            out += found if shape is None else map(shape.row, found)
     return out
 
 
