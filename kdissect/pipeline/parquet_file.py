@@ -27,6 +27,7 @@ import snappy
 
 from . import thrift as t
 from .columns import FLOAT64, INT16, INT32, INT64, STRING, TIMESTAMP, Columns
+from ..protocol.native_ext import bind
 
 ROW_GROUP = 8_192
 
@@ -51,6 +52,11 @@ _SCALARS: dict[str, tuple[int, str, int | None, t.Struct | None]] = {
     ),
 }
 _U32 = struct.Struct("<I").pack
+
+# a column that is not a list, its levels and values in one compiled pass
+# (native/src/parquet_plain.rs: _Leaf.column's bytes, or None: this module writes it)
+_plain_native = bind(__name__, "_plain_native", "parquet_plain")
+_NATIVE_KIND = {STRING: 0, INT16: 1, INT32: 2, INT64: 3, FLOAT64: 4, TIMESTAMP: 5}
 
 
 class _Leaf:
@@ -114,6 +120,18 @@ class _Leaf:
             defs + pieces[-1],
             [v for v in values if v is not None and v is not _NULL_ITEM],
         )
+
+    def encoded(
+        self, rows: dict[str, Sequence], lists: dict[str, _Slots]
+    ) -> tuple[bytes | None, bytes, bytes]:
+        """(repetition levels or None, definition levels, the PLAIN values) of this leaf
+        in a row group (``levels``' arguments)."""
+        if not self.in_list and _plain_native is not None:
+            got = _plain_native(rows[self.column], _NATIVE_KIND[self.kind])
+            if got is not None:
+                return None, got[0], got[1]
+        reps, defs, values = self.levels(rows, lists)
+        return reps, defs, self.plain(values)
 
     def plain(self, values: list) -> bytes:
         if self.kind == STRING:
@@ -295,11 +313,11 @@ class ParquetWriter:
                 by_column = {name: [r.get(name) for r in rows] for name in names}
         lists: dict[str, _Slots] = {}
         for leaf in self.leaves:
-            reps, defs, values = leaf.levels(by_column, lists)
+            reps, defs, plain = leaf.encoded(by_column, lists)
             page = (
                 (_hybrid(reps, 1) if reps is not None else b"")
                 + _hybrid(defs, leaf.max_def)
-                + leaf.plain(values)
+                + plain
             )
             data = snappy.compress(page)
             header = t.encode(

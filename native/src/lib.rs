@@ -23,6 +23,7 @@ mod jsonrec;
 mod line;
 mod logjson;
 mod mapped;
+mod parquet_plain;
 mod reasm;
 mod record_walk;
 mod records_table;
@@ -885,6 +886,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<reasm::Reasm>()?;
     m.add_function(wrap_pyfunction!(jsonrec::records_json, m)?)?;
     m.add_function(wrap_pyfunction!(records_table::record_table_rows, m)?)?;
+    m.add_function(wrap_pyfunction!(parquet_plain::parquet_plain, m)?)?;
     m.add_class::<tls::RecordCipher>()?;
     m.add_function(wrap_pyfunction!(mapped::map_guard, m)?)?;
     m.add_function(wrap_pyfunction!(mapped::map_unguard, m)?)?;
