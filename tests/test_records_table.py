@@ -345,3 +345,34 @@ def test_table_read_equals_the_values_decoder(native, monkeypatch):
             [x.rows() if type(x) is RecordBlock else x for x in b_blocks],
         )
     assert sum(read) > 0.6 * len(read) > 1000, (sum(read), len(read))
+
+
+def test_tuple_rows_and_blocks_spilled_in_runs_come_back_sorted():
+    """SortedRows with the records table's shape: tuple rows and RecordBlocks, spilled
+    every 3 rows (to temporary files, pickled) or never, come back as ``sorted`` orders
+    the rows made of them (stable: equal keys keep their order)."""
+    from operator import itemgetter
+
+    from kdissect.pipeline import spill
+
+    order = SHAPE.order(())
+    rng = random.Random(7)
+    items: list[Any] = []
+    for i in range(60):
+        shared = ("cap", "fetch", i, float(rng.randrange(5)), "t", 0)
+        records = [(o, None, f"k{o}", 1, []) for o in range(rng.choice((1, 1, 3)))]
+        tail = record_table._TAIL
+        if len(records) == 1:
+            items.append(order(shared + records[0] + tail))
+        else:
+            items.append(RecordBlock(shared, records, tail, order))
+    rows = [r for x in items for r in (x.rows() if type(x) is RecordBlock else [x])]
+    key = itemgetter(SHAPE.names.index("capture"), SHAPE.names.index("message_ts"))
+    want = sorted(rows, key=key)
+    for run in (3, 1_000_000):
+        held = spill.SortedRows(key, run=run, shape=SHAPE)
+        for x in items:
+            held.extend([x])
+        assert len(held) == len(rows) > 60
+        assert bool(held.files) == (run == 3)
+        assert list(held) == want

@@ -29,6 +29,7 @@ class SortedRows:
         self.held = 0  # rows in them
         self.files: list[IO[bytes]] = []
         self.count = 0
+        self.sort_key = key  # (the key of a row, until a block comes: _key)
 
     def _key(self, item: Any) -> Any:
         return self.key(item.first() if type(item) is RecordBlock else item)
@@ -40,7 +41,12 @@ class SortedRows:
         # a whole list at once (an exchange's records: one call, not one per row); a run
         # may pass ``run`` by that list
         rows = rows if isinstance(rows, list) else list(rows)
-        n = sum(len(r) if type(r) is RecordBlock else 1 for r in rows)
+        n = len(rows)
+        if self.shape is not None:  # (blocks come only with tuple rows)
+            for r in rows:
+                if type(r) is RecordBlock:
+                    n += len(r) - 1
+                    self.sort_key = self._key
         self.rows += rows
         self.count += n
         self.held += n
@@ -58,7 +64,7 @@ class SortedRows:
         f = tempfile.TemporaryFile()
         chunk: list[Any] = []
         n = 0
-        for item in sorted(self.rows, key=self._key):  # pickles of about _CHUNK rows
+        for item in sorted(self.rows, key=self.sort_key):  # pickles of about _CHUNK rows
             chunk.append(item)
             n += len(item) if type(item) is RecordBlock else 1
             if n >= _CHUNK:
@@ -75,12 +81,12 @@ class SortedRows:
 
     def __iter__(self) -> Iterator[Any]:
         if not self.files:
-            yield from _rows(sorted(self.rows, key=self._key))
+            yield from _rows(sorted(self.rows, key=self.sort_key))
             return
-        runs = [_read(f) for f in self.files] + [iter(sorted(self.rows, key=self._key))]
+        runs = [_read(f) for f in self.files] + [iter(sorted(self.rows, key=self.sort_key))]
         self.rows = []
         try:
-            yield from _rows(heapq.merge(*runs, key=self._key))
+            yield from _rows(heapq.merge(*runs, key=self.sort_key))
         finally:
             for f in self.files:
                 f.close()
