@@ -160,6 +160,8 @@ class RowShape:
     __slots__ = ("names", "topic", "_orders")
 
     def __init__(self, names: tuple[str, ...]):
+        if len(names) < 2:  # (an itemgetter of one index gives a value, not a tuple)
+            raise ValueError("a row shape has two columns or more")
         self.names = names
         self.topic = names.index("topic")
         self._orders: dict[tuple[str, ...], Any] = {}
