@@ -18,6 +18,7 @@ from kdissect.sources.pcap import CaptureFiles
 from kdissect.stream import diagnoses as diagnoses_module
 from kdissect.stream.diagnoses import SKEW_S, Diagnoses
 from kdissect.stream.engine import Engine
+from kdissect.stream.enrich import read_names
 from kdissect.stream.model import Exchange, KafkaMessage
 from kdissect.stream.sink import CallbackSink
 
@@ -59,6 +60,8 @@ def test_quiet_produces_of_the_captures_say_nothing(monkeypatch):
         else:
             loud += 1
 
+    # (the names lean reads keep, found in _produce's code: before it is replaced)
+    read_names()
     monkeypatch.setattr(Diagnoses, "_produce", check)
     # every Produce reaches _produce (the reference), asked beside it
     # (and not bound again as a run starts: native_ext.refresh)
@@ -68,7 +71,7 @@ def test_quiet_produces_of_the_captures_say_nothing(monkeypatch):
     )
     for capture in CAPTURES:
         Engine(CaptureFiles([str(capture)]), CallbackSink(lambda ex: None)).run()
-    assert quiet > 50 and loud >= 1, (quiet, loud)
+    assert quiet >= 10 and loud >= 100, (quiet, loud)
 
 
 _ODD: list[Any] = [None, True, False, 2.0, "2", -1, 0, 2, 8, 9, 2**63, -(2**63) - 1, [], {}]
