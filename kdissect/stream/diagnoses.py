@@ -40,6 +40,7 @@ from ..protocol.apis import (
 )
 from ..protocol.findings import Finding
 from ..protocol.names import error_code, error_name
+from ..protocol.native_ext import bind
 from ..protocol.node import Node
 from ..protocol.removed_versions import REMOVED
 from .anomaly import SLOW, client_wait
@@ -77,6 +78,10 @@ ACROSS_CONNECTIONS = frozenset(
 STORM_COUNT = 10  # that many leadership errors on a connection ...
 STORM_WINDOW = 5.0  # ... within these seconds is a storm
 SKEW_S = 300.0  # record timestamps this far from the capture clock: skew
+
+# native/src/produce.rs's produce_quiet(body, answer, ts, SKEW_S): True where _produce
+# would say and keep nothing (None: no extension, or KDISSECT_PURE; native_ext.refresh)
+_PRODUCE_QUIET = bind(__name__, "_PRODUCE_QUIET", "produce_quiet")
 EMPTY_S = 10.0  # a consumer's fetches returning nothing for this long
 MAX_TRACKED = 100_000  # producer/partition/group states kept (oldest dropped first)
 SENDS_KEPT = 8  # a producer/partition's latest sends compared for retries
@@ -324,15 +329,15 @@ class Diagnoses:
             key = req.api_key
             if key == PRODUCE and whole:
                 # (plain and _complete inline for values dicts: calls per Produce)
-                self._produce(
-                    ex,
-                    req_body if type(req_body) is dict else plain(req_body),
+                body = req_body if type(req_body) is dict else plain(req_body)
+                answer = (
                     (resp_body if type(resp_body) is dict else plain(resp_body))
                     if resp is not None and resp.status == "ok" and not resp.holes
-                    else None,
-                    topic_ids,
-                    out,
+                    else None
                 )
+                # (most Produces say nothing: told by the extension without the walk)
+                if _PRODUCE_QUIET is None or not _PRODUCE_QUIET(body, answer, req.ts, SKEW_S):
+                    self._produce(ex, body, answer, topic_ids, out)
             elif whole and resp is not None and resp.status == "ok" and not resp.holes:
                 if key == FETCH:
                     # (a follower's or a voter's Fetch, most of a cluster's, says nothing

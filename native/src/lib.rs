@@ -24,6 +24,7 @@ mod line;
 mod logjson;
 mod mapped;
 mod parquet_plain;
+mod produce;
 mod reasm;
 mod record_walk;
 mod records_table;
@@ -894,6 +895,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<values::Program>()?;
     m.add_class::<facts::FactsPlan>()?;
     m.add_function(wrap_pyfunction!(line::summary_line, m)?)?;
+    m.add_function(wrap_pyfunction!(produce::produce_quiet, m)?)?;
     m.add_function(wrap_pyfunction!(line::json_line, m)?)?;
     m.add_function(wrap_pyfunction!(head::request_head, m)?)?;
     Ok(())
