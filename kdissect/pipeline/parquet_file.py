@@ -54,7 +54,8 @@ _SCALARS: dict[str, tuple[int, str, int | None, t.Struct | None]] = {
 _U32 = struct.Struct("<I").pack
 
 # a column that is not a list, its levels and values in one compiled pass
-# (native/src/parquet_plain.rs: _Leaf.column's bytes, or None: this module writes it)
+# (native/src/parquet_plain.rs: the bytes of _Leaf.levels and _Leaf.plain, or None: this
+# module writes it)
 _plain_native = bind(__name__, "_plain_native", "parquet_plain")
 _NATIVE_KIND = {STRING: 0, INT16: 1, INT32: 2, INT64: 3, FLOAT64: 4, TIMESTAMP: 5}
 
@@ -279,7 +280,8 @@ def _schema(columns: Columns) -> list[t.Struct]:
 
 
 class ParquetWriter:
-    """Rows (dicts keyed by column name; a missing key is null) into a Parquet file of
+    """Rows (dicts keyed by column name, a missing key null; or tuples of every column's
+    value in ``columns``' order, all of one write call alike) into a Parquet file of
     ``columns``, one row group per ``write`` call of at most ``ROW_GROUP`` rows."""
 
     def __init__(self, out: BinaryIO, columns: Columns, metadata: dict[str, str] | None = None):
@@ -291,19 +293,20 @@ class ParquetWriter:
         self.pos = 4
         out.write(b"PAR1")
 
-    def write(self, rows: Sequence[dict]) -> None:
+    def write(self, rows: Sequence[Any]) -> None:
         for start in range(0, len(rows), ROW_GROUP):
             self._group(rows[start : start + ROW_GROUP])
 
-    def _group(self, rows: Sequence[dict]) -> None:
+    def _group(self, rows: Sequence[Any]) -> None:
         chunks: list[t.Struct] = []
         first, size, packed = self.pos, 0, 0
         names = [name for name, _kind in self.columns]
         by_column: dict[str, Sequence]
         if type(rows[0]) is tuple:  # tuple rows, in the columns' order: transposed in C
+            # (zip would cut longer rows and read a dict row as its keys: all checked, in C)
+            if set(map(type, rows)) != {tuple} or set(map(len, rows)) != {len(names)}:
+                raise ValueError(f"rows are not all tuples of the {len(names)} columns")
             by_column = dict(zip(names, zip(*rows)))
-            if len(by_column) != len(names):
-                raise ValueError(f"rows of {len(by_column)} columns, not {len(names)}")
         else:
             try:  # the values by column, transposed in C
                 if len(names) < 2:
@@ -392,7 +395,7 @@ class WriteError(Exception):
 
 
 def write_table(
-    rows: Iterable[dict], columns: Columns, path: str, metadata: dict[str, str] | None = None
+    rows: Iterable[Any], columns: Columns, path: str, metadata: dict[str, str] | None = None
 ) -> int:
     """Write ``rows`` as a Parquet file of ``columns`` at ``path`` (with ``metadata`` as
     the file's key-value metadata); returns the row count."""
