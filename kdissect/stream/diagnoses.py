@@ -412,6 +412,9 @@ class Diagnoses:
     def _produce(
         self, ex: Exchange, body: Any, answer: Any, topic_ids: dict[str, str], out: list[Finding]
     ) -> None:
+        # A finding or a state added here must be told to native/src/produce.rs too: it
+        # answers "nothing to say" for most Produces without calling this
+        # (tests/test_produce_quiet.py compares the two on all the diagnoses keep).
         # (_partitions, _index and _skew inline: an idempotent producer's one-record
         # Produce, the whole of a small-produce capture, made a call of each per batch;
         # the answer's errors are read only for an idempotent batch, and its partitions'

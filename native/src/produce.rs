@@ -21,10 +21,27 @@ fn items<'py>(
     match d.get_item(key) {
         Ok(None) => Ok(None),
         Ok(Some(v)) if v.is_none() => Ok(None),
-        // (values.BatchHeads, a records field read for a summary, is a list)
-        Ok(Some(v)) => v.downcast_into::<PyList>().map(Some).map_err(|_| ()),
-        Err(_) => Err(()),
+        Ok(Some(v)) if v.is_exact_instance_of::<PyList>() || iterates_as_list(&v) => {
+            v.downcast_into::<PyList>().map(Some).map_err(|_| ())
+        }
+        Ok(Some(_)) | Err(_) => Err(()),
     }
+}
+
+/// A list subclass that iterates over its items as a list does (values.BatchHeads, a
+/// records field read for a summary): its items are what `_produce` walks. One with an
+/// `__iter__` of its own may yield others: `_produce` decides.
+fn iterates_as_list(v: &Bound<'_, PyAny>) -> bool {
+    let py = v.py();
+    let name = pyo3::intern!(py, "__iter__");
+    v.is_instance_of::<PyList>()
+        && match (
+            v.get_type().getattr(name),
+            py.get_type::<PyList>().getattr(name),
+        ) {
+            (Ok(own), Ok(list)) => own.is(&list),
+            _ => false,
+        }
 }
 
 /// An exact int's value (Ok(None): not an exact int; Err: too big for i64, let Python say).
