@@ -144,3 +144,23 @@ def test_tshark_opens_the_export_decrypted(tmp_path, monkeypatch):
     assert len(fields) == 2 * 23 - sum(
         1 for e in exchanges_in([str(out)]).exchanges if e.response is None
     )
+
+
+def test_a_connection_still_read_says_decrypted_once_a_record_is():
+    """The detail of an exchange shown while the capture loads is made before its
+    connection ends (when the state is settled): its TLS facts say "decrypted" as soon as
+    a record is, in the label, the tree's root and its state field alike."""
+    from kdissect.capture.tls.session import TlsFacts
+    from kdissect.tui.exchange_items import tls_item
+
+    facts = TlsFacts(("10.0.0.1", 40000), ("10.0.0.2", 9093))
+    assert facts.state == "handshake"
+    item = tls_item(facts)
+    assert str(item.label).startswith("TLS connection: handshake")
+    facts.records = facts.decrypted = 2
+    item = tls_item(facts)
+    state = next(n for n in item.root.children if n.name == "state")
+    assert str(item.label).startswith("TLS connection: decrypted")
+    assert item.root.value == state.value == "decrypted"
+    assert state.note == TlsFacts.STATES["decrypted"]
+    assert facts.state == "handshake"  # (the facts themselves are the session's to settle)

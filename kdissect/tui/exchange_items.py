@@ -114,9 +114,12 @@ def _sort_value(view: ListedView, column: str) -> tuple:
 def tls_item(facts) -> Item:
     """A decrypted connection's TLS facts (capture.tls.TlsFacts) as a tree in the detail,
     beside the request and response: each fact a field, read in full on the field line.
-    They have no bytes in the messages (the handshake is not Kafka's)."""
-    root = Node("tls_connection", FACT, 0, 0, facts.state)
-    facts_json = facts.to_json()
+    They have no bytes in the messages (the handshake is not Kafka's). A connection still
+    being read says "decrypted" once a record is, as its end will: the detail of an
+    exchange shown while the capture loads is not rebuilt when the connection ends."""
+    state = "decrypted" if facts.is_decrypted else facts.state
+    root = Node("tls_connection", FACT, 0, 0, state)
+    facts_json = facts.to_json() | {"state": state}
     for name in (
         "server_name",
         "version",
@@ -147,7 +150,6 @@ def tls_item(facts) -> Item:
         )
     for f in facts.findings:
         root.add(Node("finding", FACT, 0, 0, f.code, problem=f.text(), code=f.code))
-    state = "decrypted" if facts.is_decrypted else facts.state
     label = Text(f"TLS connection: {state}  ({facts.describe()})", "bold green")
     return Item(label, b"", root)
 
