@@ -144,6 +144,19 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.slow)
 
 
+# Spark's JVMs in the tests JIT-compile with C1 only, as the Kafka brokers' do
+# (tests/support/apache_kafka.py): the suite's Spark jobs are small and short, a JVM's
+# start-up is most of each, and C2's compiler threads took half of its CPU (`kdissect spark`
+# on kcat.pcap, local[1]: 35-40 CPU-s with C2, 18-22 with C1 only). SPARK_SUBMIT_OPTS is
+# read by spark-submit for the driver's JVM: the session fixture's, every `kdissect spark`
+# a test starts (they inherit the environment) and a local Spark Connect server;
+# SPARK_DAEMON_JAVA_OPTS by a standalone master and its workers (tests/support/
+# spark_cluster.py). What the tests assert does not depend on the JIT; a setting the user
+# made is kept. (benchmarks/ do not load this file: their JVMs keep the defaults.)
+os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
+os.environ.setdefault("SPARK_DAEMON_JAVA_OPTS", "-XX:TieredStopAtLevel=1")
+
+
 # Spark and S3 (moto) for test_spark.py and test_log_kafka.py
 @pytest.fixture(scope="session")
 def s3():

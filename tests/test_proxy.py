@@ -622,7 +622,14 @@ def java_client(*args: str) -> subprocess.CompletedProcess:
 
     return subprocess.run(
         [
-            *java_command(ROOT / "tests/support/java/JavaClient.java", ":".join(map(str, jars))),
+            # C1 only, as the suite's other Java clients (tests/support/kafka_scenarios.py):
+            # a short-lived client spends its CPU compiling, not running
+            *java_command(
+                ROOT / "tests/support/java/JavaClient.java",
+                ":".join(map(str, jars)),
+                "-XX:+UseSerialGC",
+                "-XX:TieredStopAtLevel=1",
+            ),
             *args,
         ],
         capture_output=True,

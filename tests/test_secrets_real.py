@@ -91,7 +91,9 @@ def test_no_secret_in_any_output_or_file(tmp_path):
             proxy = ProxyProcess(upstream, "-w", str(recording))
             try:
                 run = subprocess.run(
-                    java_command(SOURCE, classpath()) + [proxy.bootstrap],
+                    # C1 only, as the suite's other Java clients (kafka_scenarios.py)
+                    java_command(SOURCE, classpath(), "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
+                    + [proxy.bootstrap],
                     capture_output=True,
                     text=True,
                     timeout=300,
