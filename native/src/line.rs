@@ -67,7 +67,8 @@ fn push_padded(out: &mut String, v: i64, width: usize) {
 fn push_tenths(out: &mut String, v: f64) {
     out.push_str("  ");
     let n = (v * 10.0).round();
-    if v >= 0.0 && n < 1e15 && v.mul_add(10.0, -n).abs() < 0.5 {
+    // (sign-positive: -0.0 is written "-0.0"; NaN and infinities fail n < 1e15)
+    if v.is_sign_positive() && n < 1e15 && v.mul_add(10.0, -n).abs() < 0.5 {
         let n = n as i64;
         push_dec(out, n / 10);
         out.push('.');
@@ -273,6 +274,9 @@ mod tests {
     fn tenths_as_write_formats_them() {
         let mut values = vec![
             0.0,
+            -0.0,
+            -0.04,
+            f64::NAN,
             0.05,
             0.15,
             0.25,
