@@ -118,12 +118,16 @@ def mentions_internal_topic(data: bytes, topic_ids: Mapping[str, str] | None = N
     """Whether a Produce/Fetch message may carry an internal topic, by name or by a known
     id (a cheap byte search, before choosing a decoder)."""
     if _Needles is not None:
-        needles = _needles(topic_ids)
-        search = _SEARCHES.get(needles)
-        if search is None:
-            if len(_SEARCHES) > 64:  # (ids come and go only in hostile captures)
-                _SEARCHES.clear()
-            search = _SEARCHES[needles] = _Needles(list(needles)).found_in
+        # (without ids, the one base search: this check's Python calls were most of
+        # its cost a record on message-dense traffic, in the records table)
+        search = _BASE_SEARCH
+        if topic_ids:
+            needles = _needles(topic_ids)
+            search = _SEARCHES.get(needles)
+            if search is None:
+                if len(_SEARCHES) > 64:  # (ids come and go only in hostile captures)
+                    _SEARCHES.clear()
+                search = _SEARCHES[needles] = _Needles(list(needles)).found_in
         got = search(data)
         if got is not None:  # (None: bytes not contiguous)
             return bool(got)
@@ -152,6 +156,8 @@ _LAST_NEEDLES: tuple[dict[str, str], tuple[bytes, ...]] = ({}, _BASE_NEEDLES)
 # native/src/scan.rs's needle sets, prepared once per set of needles
 _Needles = bind(__name__, "_Needles", "Needles")
 _SEARCHES: dict[tuple[bytes, ...], Any] = {}
+# the search of the base needles (no ids learned: the records table's every message)
+_BASE_SEARCH: Any = _Needles(list(_BASE_NEEDLES)).found_in if _Needles is not None else None
 
 
 @lru_cache(maxsize=4096)

@@ -10,6 +10,7 @@
 
 use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
+use pyo3::types::PyBytes;
 
 use crate::record_walk::bytes_of;
 
@@ -135,7 +136,13 @@ impl Needles {
     }
 
     /// Whether `data` holds any of the needles; None when its bytes are not contiguous.
-    fn found_in(&self, data: PyBuffer<u8>) -> PyResult<Option<bool>> {
+    /// A `bytes` is read as it is (taking a buffer of it was most of a small message's
+    /// search: the records table asks once per message).
+    fn found_in(&self, data: &Bound<'_, PyAny>) -> PyResult<Option<bool>> {
+        if let Ok(b) = data.downcast::<PyBytes>() {
+            return Ok(Some(self.set.held_by(b.as_bytes())));
+        }
+        let data: PyBuffer<u8> = PyBuffer::get(data)?;
         // Safety: `data` is held (and read only) for this call
         let Some(d) = (unsafe { bytes_of(&data, 0, data.len_bytes()) }) else {
             return Ok(None);
