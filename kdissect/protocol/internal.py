@@ -120,8 +120,9 @@ def mentions_internal_topic(data: bytes, topic_ids: Mapping[str, str] | None = N
     if _Needles is not None:
         # (without ids, the one base search: this check's Python calls were most of
         # its cost a record on message-dense traffic, in the records table)
-        search = _BASE_SEARCH
-        if topic_ids:
+        # (None where the extension was bound after this module's import: native_ext.refresh)
+        search = None if topic_ids else _BASE_SEARCH
+        if search is None:
             needles = _needles(topic_ids)
             search = _SEARCHES.get(needles)
             if search is None:
