@@ -96,7 +96,7 @@ def test_learned_ids_are_searched_as_they_change():
 def test_the_search_holds_when_the_extension_is_bound_after_import(monkeypatch):
     """Imported under KDISSECT_PURE, then bound (native_ext.refresh): the base search made
     at import is missing, and the check makes it as it makes one for learned ids."""
-    require_compiled()
+    require_compiled(internal, "_Needles")
     monkeypatch.setattr(internal, "_BASE_SEARCH", None)
     for data in (b"xx__consumer_offsetsyy", b"nothing here", b""):
         assert internal.mentions_internal_topic(data) == internal.mentions_internal_topic_py(
