@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from kdissect.protocol import Options
-from kdissect.protocol.values import BatchHeads, body_values
+from kdissect.protocol import Options, native_ext
+from kdissect.protocol.values import BatchHeads, body_values, plain_reader
 from kdissect.stream import facts as facts_module
 from kdissect.stream.facts import Facts, _collect_planned, compiled_plan, python_plan
 from tests.fuzz.msgvalues_target import messages
@@ -83,6 +83,7 @@ def both(py: Any, fast: Any, body: Any, ids: dict[str, str]) -> tuple:
 
 def test_the_compiled_walk_is_built():
     """./scripts/test builds the extension: without it the tests below compare nothing."""
+    native_ext.refresh()  # as a run starts: an earlier test's KDISSECT_PURE forgotten
     assert isinstance(
         facts_module.body_plan(1, 18, "request"), type(compiled_plan(python_plan(1, 18, "request")))
     )
@@ -166,3 +167,22 @@ def test_damaged_bodies_walk_alike():
             assert got == want, damaged
             differ += want != both(py, fast, body, ids)[0]
     assert differ > 100, differ  # the damage reached what the facts read
+
+
+def test_kdissect_pure_set_in_a_running_process_reaches_the_plans_at_the_next_run(monkeypatch):
+    """The plans kept per message kind are made again when a run starts with the other
+    choice (they were kept from the first, so a test's KDISSECT_PURE outlived it)."""
+    kind = (1, 18, "request")
+    batches = Options(records="batches", embedded=False)
+    monkeypatch.setenv(native_ext.PURE_ENV, "1")
+    native_ext.refresh()
+    assert type(facts_module.body_plan(*kind)) is tuple
+    assert plain_reader(*kind, batches) is None  # the values readers too
+    assert facts_module._COMPILED_PLAN is facts_module._NotCompiled
+    monkeypatch.delenv(native_ext.PURE_ENV)
+    native_ext.refresh()
+    compiled = facts_module.body_plan(*kind)
+    assert type(compiled) is not tuple and type(compiled) is facts_module._COMPILED_PLAN
+    assert plain_reader(*kind, batches) is not None
+    native_ext.refresh()  # the same choice again: what was made is kept
+    assert facts_module.body_plan(*kind) is compiled

@@ -7,7 +7,6 @@ import gzip
 import os
 import random
 import re
-import socket
 import subprocess
 import sys
 from collections import Counter
@@ -657,34 +656,11 @@ def test_the_job_runs_over_spark_connect(tmp_path):
 def test_a_cluster_without_free_cores_is_said_after_a_few_seconds(tmp_path):
     """A real standalone master with no worker: Spark waits forever for resources and
     says so only in its log; kdissect says it on the terminal."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    bin_dir = os.path.dirname(sys.executable)
-    env = {
-        **os.environ,
-        "SPARK_LOCAL_IP": "127.0.0.1",
-        "SPARK_NO_DAEMONIZE": "1",
-        "SPARK_LOG_DIR": str(tmp_path),
-        STALL_ENV: "3",  # the warning's wait (10 s by default: test_stall_seconds)
-    }
-    master = subprocess.Popen(
-        [
-            os.path.join(bin_dir, "spark-class"),
-            "org.apache.spark.deploy.master.Master",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--webui-port",
-            "0",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env=env,
-    )
-    job = None
-    try:
+    import threading
+
+    from tests.support.spark_cluster import standalone
+
+    with standalone(tmp_path, workers=0) as cluster:
         job = subprocess.Popen(
             [
                 sys.executable,
@@ -695,35 +671,32 @@ def test_a_cluster_without_free_cores_is_said_after_a_few_seconds(tmp_path):
                 "--out",
                 str(tmp_path / "t"),
                 "--master",
-                f"spark://127.0.0.1:{port}",
+                cluster.url,
             ],
             cwd=ROOT,
-            env=env,
+            env={**cluster.env, STALL_ENV: "3"},  # the warning's wait (10 s by default)
             stderr=subprocess.PIPE,
             text=True,
         )
-        import threading
-
-        watchdog = threading.Timer(240, job.kill)  # a job that never says it ends here
-        watchdog.start()
-        said = ""
-        while "no Spark task has started" not in said:
-            line = job.stderr.readline()
-            if not line:
-                break
-            said += line
-        watchdog.cancel()
-        waited = re.search(r"no Spark task has started after (\d+) s", said)
-        assert waited and int(waited[1]) >= 3, said
-        assert "Initial job has not accepted any resources" in said
-    finally:
-        for p in (job, master):
-            if p is not None:
-                p.terminate()
-                try:
-                    p.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    p.kill()
+        try:
+            watchdog = threading.Timer(240, job.kill)  # a job that never says it ends here
+            watchdog.start()
+            said = ""
+            while "no Spark task has started" not in said:
+                line = job.stderr.readline()
+                if not line:
+                    break
+                said += line
+            watchdog.cancel()
+            waited = re.search(r"no Spark task has started after (\d+) s", said)
+            assert waited and int(waited[1]) >= 3, said
+            assert "Initial job has not accepted any resources" in said
+        finally:
+            job.terminate()
+            try:
+                job.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                job.kill()
 
 
 def test_stall_seconds(monkeypatch):

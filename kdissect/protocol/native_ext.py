@@ -44,6 +44,19 @@ def bind(module: str, name: str, function: str, fallback: Any = None) -> Any:
     return compiled(function) or fallback
 
 
+# what modules made from the choice and keep (per message kind: compiled readers,
+# facts plans), forgotten by refresh() when the choice changes
+_FORGET: list[Callable[[], None]] = []
+_chosen: list[bool] = [extension() is not None]
+
+
+def forget_on_change(forget: Callable[[], None]) -> None:
+    """Have ``refresh()`` call ``forget`` when the extension's choice changed since the
+    last run (``KDISSECT_PURE`` set or cleared in a running process), so a module's
+    cache of what it made from the old choice is made again."""
+    _FORGET.append(forget)
+
+
 def refresh() -> None:
     """Choose every bound function again (``KDISSECT_PURE`` read anew): called as a run
     starts (``stream.engine.Engine``, ``sources.logunits.walk``)."""
@@ -51,3 +64,8 @@ def refresh() -> None:
         held = sys.modules.get(module)
         if held is not None:
             setattr(held, name, compiled(function) or fallback)
+    now = extension() is not None
+    if now != _chosen[0]:
+        _chosen[0] = now
+        for forget in _FORGET:
+            forget()

@@ -46,6 +46,7 @@ from .node import Node
 from .internal import RECORD_CARRIERS as _RECORD_CARRIERS, mentions_internal_topic
 from .reader import Bail as Bail, VarintTooLong, uvarint
 from .records import read_records
+from .native_ext import forget_on_change
 from .values_native import program
 from .varint import Buf, uvarint_bytes
 from .values_readers.record_loop import loop as _generated_loop
@@ -432,6 +433,7 @@ def _plan(api_key: int, api_version: int, direction: str) -> tuple[Any, Any, boo
 # (api_key, api_version, direction) -> _plan's answer, made once per kind (looked up
 # per message, it was a tenth of the values path's cost on small messages)
 _PLANS: dict[tuple[int, int, str], tuple[Any, Any, bool, Any]] = {}
+forget_on_change(_PLANS.clear)
 
 
 def _plan_of(api_key: int, api_version: int, direction: str) -> tuple[Any, Any, bool, Any]:

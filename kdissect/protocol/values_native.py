@@ -13,7 +13,7 @@ from typing import Any
 
 from . import schemas
 from .layout import Struct
-from .native_ext import extension
+from .native_ext import extension, forget_on_change
 from .reader import Bail, VarintTooLong
 
 # the kinds of native/src/values.rs
@@ -115,6 +115,14 @@ def _kind(type_: str) -> int:
 _BAILS: tuple[type[Exception], ...] | None = None
 _CLASS: Any = None
 _MEMO: _Memo = {}
+
+
+def _forget_class() -> None:
+    global _CLASS
+    _CLASS = None
+
+
+forget_on_change(_forget_class)
 
 
 def program(

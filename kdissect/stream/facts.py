@@ -11,7 +11,7 @@ from typing import Any
 from ..protocol import Options, schemas
 from ..protocol.internal import METADATA_TOPIC_ID
 from ..protocol.names import error_name
-from ..protocol.native_ext import extension
+from ..protocol.native_ext import bind, extension, forget_on_change
 from ..protocol.layout import Struct
 from ..protocol.node import Node
 from ..protocol.values import BatchHeads
@@ -167,7 +167,7 @@ class _NotCompiled:
 
 
 # the compiled plans' type (compiled_plan): pair_facts walks them inline
-_COMPILED_PLAN: Any = getattr(extension(), "FactsPlan", None) or _NotCompiled
+_COMPILED_PLAN: Any = bind(__name__, "_COMPILED_PLAN", "FactsPlan", _NotCompiled)
 
 
 def _facts_of(tree: Node | dict[Any, Any], plan: Any, f: Facts, ids: dict[str, str]) -> None:
@@ -340,6 +340,7 @@ GENERIC: Any = "generic"  # walk the dict whole (_collect_values)
 _LIST, _DICT, _REC = 3, 4, 5
 _UNSET = object()
 _BODY_PLANS: dict[tuple[int, int, str], Any] = {}
+forget_on_change(_BODY_PLANS.clear)
 
 
 def body_plan(api_key: int, api_version: int, direction: str) -> Any:

@@ -88,9 +88,10 @@ def standalone(
                     env=env,
                 )
             )
-        # ready when every worker has registered (the master is up by then)
+        # ready when the master leads and every worker has registered (a client or a
+        # worker started before the master listens is refused)
         deadline = time.monotonic() + 300
-        while not all(
+        while "elected leader" not in logs[0].read_text(errors="replace") or not all(
             "Successfully registered with master" in log.read_text(errors="replace")
             for log in logs[1:]
         ):
