@@ -24,6 +24,16 @@ def pytest_sessionstart(session) -> None:
             os.unsetenv(name)
 
 
+@pytest.fixture(autouse=True)
+def _extension_chosen_from_the_environment():
+    """Each test starts with the compiled paths as its environment says, as a run does
+    (``native_ext.refresh``): a test that set ``KDISSECT_PURE`` and ran leaves the
+    per-kind caches made without the extension, for a test that asks them directly."""
+    from kdissect.protocol import native_ext
+
+    native_ext.refresh()
+
+
 @pytest.fixture(scope="session")
 def kafka():
     """A real broker behind a recording relay; clients bootstrap at ``kafka.bootstrap``

@@ -83,7 +83,6 @@ def both(py: Any, fast: Any, body: Any, ids: dict[str, str]) -> tuple:
 
 def test_the_compiled_walk_is_built():
     """./scripts/test builds the extension: without it the tests below compare nothing."""
-    native_ext.refresh()  # as a run starts: an earlier test's KDISSECT_PURE forgotten
     assert isinstance(
         facts_module.body_plan(1, 18, "request"), type(compiled_plan(python_plan(1, 18, "request")))
     )

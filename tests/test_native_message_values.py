@@ -90,6 +90,8 @@ def test_pure_env_leaves_the_python_readers(monkeypatch):
     """KDISSECT_PURE=1: no compiled program (what the pure-Python reference runs)."""
     from kdissect.protocol import values_native
 
+    from kdissect.protocol import native_ext
+
     monkeypatch.setenv("KDISSECT_PURE", "1")
-    monkeypatch.setattr(values_native, "_CLASS", None)
+    native_ext.refresh()  # as a run starts
     assert values_native.program(1, 16, "response", _records, BatchHeads) is None

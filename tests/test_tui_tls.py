@@ -118,6 +118,38 @@ def test_export_keeps_the_decrypted_messages_and_the_key_log(tmp_path, monkeypat
     ]
 
 
+def test_export_carries_only_its_own_connections_secrets(tmp_path, monkeypatch):
+    """An SSLKEYLOGFILE holds other programs' secrets too (a browser's), and a filtered
+    list a few connections: the export carries the secrets of the connections it holds,
+    and no other line of the key log."""
+    monkeypatch.chdir(tmp_path)
+    keys = key_log()
+    foreign = [(f"CLIENT_RANDOM {n:064x} {'ab' * 48}").encode() for n in range(1, 6)]
+    keys.add_text(b"\n".join(foreign).decode())
+    kept: list = []
+
+    async def body(app, pilot):
+        await pilot.press("/", *"stream == 1", "enter")
+        await pilot.pause(0.3)
+        assert app.shown and {v.ex.stream for v in app.shown} == {1}
+        kept.extend(app.shown[0].ex.tls.client_randoms)
+        await pilot.press("E")
+        await pilot.pause()
+
+    drive(KdissectApp(capture_loader([str(TLS)], keys=keys), title=TLS.name, keys=keys), body)
+    (out,) = tmp_path.glob("kdissect-*.pcapng")
+    (logged,) = secrets_blocks(out)
+    lines = logged.splitlines()
+    want = [
+        line
+        for line in KEYS.read_bytes().splitlines()
+        if line and not line.startswith(b"#") and bytes.fromhex(line.split()[1].decode()) in kept
+    ]
+    assert len(kept) == 1 and len(want) == 5  # TLS 1.3: five secrets a connection
+    assert sorted(lines) == sorted(want)
+    assert not set(lines) & set(foreign)
+
+
 def test_tshark_opens_the_export_decrypted(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     out = export(tmp_path)

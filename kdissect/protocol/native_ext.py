@@ -44,16 +44,23 @@ def bind(module: str, name: str, function: str, fallback: Any = None) -> Any:
     return compiled(function) or fallback
 
 
-# what modules made from the choice and keep (per message kind: compiled readers,
-# facts plans), forgotten by refresh() when the choice changes
+# the extension as chosen at import and by the last refresh(): what modules make and
+# keep per message kind (compiled readers, facts plans) is made from it, and forgotten
+# when refresh() chooses otherwise
+_CHOSEN: list[Any | None] = [extension()]
 _FORGET: list[Callable[[], None]] = []
-_chosen: list[bool] = [extension() is not None]
+
+
+def chosen() -> Any | None:
+    """The extension module as the running program chose it (at import, then as each
+    run starts: ``refresh``), or None: for what a module makes once and keeps."""
+    return _CHOSEN[0]
 
 
 def forget_on_change(forget: Callable[[], None]) -> None:
-    """Have ``refresh()`` call ``forget`` when the extension's choice changed since the
-    last run (``KDISSECT_PURE`` set or cleared in a running process), so a module's
-    cache of what it made from the old choice is made again."""
+    """Have ``refresh()`` call ``forget`` when it chooses otherwise than before
+    (``KDISSECT_PURE`` set or cleared in a running process), so that a module's cache
+    of what it made from ``chosen()`` is made again."""
     _FORGET.append(forget)
 
 
@@ -64,8 +71,8 @@ def refresh() -> None:
         held = sys.modules.get(module)
         if held is not None:
             setattr(held, name, compiled(function) or fallback)
-    now = extension() is not None
-    if now != _chosen[0]:
-        _chosen[0] = now
+    now = extension()
+    if (now is None) != (_CHOSEN[0] is None):
+        _CHOSEN[0] = now
         for forget in _FORGET:
             forget()

@@ -13,7 +13,7 @@ from typing import Any
 
 from . import schemas
 from .layout import Struct
-from .native_ext import extension, forget_on_change
+from .native_ext import chosen, forget_on_change
 from .reader import Bail, VarintTooLong
 
 # the kinds of native/src/values.rs
@@ -140,7 +140,7 @@ def program(
     for a run: its programs are kept by its id)."""
     global _CLASS, _BAILS
     if _CLASS is None:
-        _CLASS = getattr(extension(), "Program", False)
+        _CLASS = getattr(chosen(), "Program", False)
         _BAILS = (Bail, VarintTooLong, struct.error, IndexError, UnicodeDecodeError)
     if not _CLASS:
         return None

@@ -11,7 +11,7 @@ from typing import Any
 from ..protocol import Options, schemas
 from ..protocol.internal import METADATA_TOPIC_ID
 from ..protocol.names import error_name
-from ..protocol.native_ext import bind, extension, forget_on_change
+from ..protocol.native_ext import bind, chosen, forget_on_change
 from ..protocol.layout import Struct
 from ..protocol.node import Node
 from ..protocol.values import BatchHeads
@@ -369,7 +369,7 @@ def compiled_plan(plan: Any) -> Any | None:
     (tests/test_dense_paths.py compares the two)."""
     if type(plan) is not tuple:
         return None
-    ext = extension()
+    ext = chosen()
     cls = getattr(ext, "FactsPlan", None) if ext is not None else None
     if cls is None:
         return None

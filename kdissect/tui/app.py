@@ -505,7 +505,7 @@ class KdissectApp(Browser):
 
     def action_export_pcapng(self) -> None:
         """The exchanges shown (the filter applies) as a pcapng file Wireshark opens."""
-        from .export import write_pcapng
+        from .export import exported_secrets, write_pcapng
 
         if not self.shown:  # (as J says: no empty file left behind)
             self.notify("nothing to export: the list is empty", severity="warning")
@@ -519,7 +519,8 @@ class KdissectApp(Browser):
         except OSError as e:
             self.notify(f"could not write {path}: {e.strerror}", severity="error")
             return
-        tls = " with the TLS key log" if self.keys is not None and len(self.keys) else ""
+        secrets = len(exported_secrets(self.keys, self.shown))
+        tls = f" with its connections' {secrets} TLS secrets" if secrets else ""
         self.notify(
             f"exported {count} exchanges to {path.resolve()}{tls} (SASL secrets "
             f"masked unless --show-secrets)"

@@ -3,9 +3,11 @@ synthetic TCP connection (the proxy's recording format) carrying only the messag
 the exchanges exported, at their capture times. SASL secrets are masked unless shown.
 
 The messages of decrypted TLS connections are written as the plaintext they carried, so
-the export opens decrypted anywhere; with a TLS key log the export also keeps its
-secrets in a Decryption Secrets Block (what Wireshark's ``editcap --inject-secrets``
-writes), so the original capture merged with it (``mergecap``) opens decrypted too."""
+the export opens decrypted anywhere; with a TLS key log the export also keeps the
+secrets of the connections it carries (none of the key log's other lines: an
+``SSLKEYLOGFILE`` often holds a browser's too) in a Decryption Secrets Block (what
+Wireshark's ``editcap --inject-secrets`` writes), so the original capture merged with it
+(``mergecap``) opens decrypted too."""
 
 from __future__ import annotations
 
@@ -16,14 +18,31 @@ import tempfile
 from ..capture.pcapng_writer import RecordedConnection, Recorder
 
 
-def _keylog_file(keys) -> str | None:
-    """The key log's secrets as an NSS key log file (the recorder reads a file), or None
-    without secrets; the caller removes it."""
+def exported_secrets(keys, views) -> list[tuple[str, bytes, bytes]]:
+    """(label, client random, secret) of the key log's lines that name a TLS connection
+    of ``views`` (by its ClientHellos' randoms), in the key log's order."""
     if keys is None or not len(keys):
+        return []
+    randoms = set()
+    for v in views:
+        tls = v.ex.tls
+        if tls is not None:
+            randoms.update(getattr(tls, "client_randoms", ()))
+    return [
+        (label, client_random, secret)
+        for (label, client_random), secret in keys.secrets.items()
+        if client_random in randoms
+    ]
+
+
+def _keylog_file(secrets: list[tuple[str, bytes, bytes]]) -> str | None:
+    """``secrets`` as an NSS key log file (the recorder reads a file), or None without
+    any; the caller removes it."""
+    if not secrets:
         return None
     fd, name = tempfile.mkstemp(prefix="kdissect-keys-", suffix=".log")
     with os.fdopen(fd, "w") as f:
-        for (label, client_random), secret in keys.secrets.items():
+        for label, client_random, secret in secrets:
             f.write(f"{label} {client_random.hex()} {secret.hex()}\n")
     return name
 
@@ -31,7 +50,8 @@ def _keylog_file(keys) -> str | None:
 def write_pcapng(path: str, views, show_secrets: bool = False, load=None, keys=None) -> int:
     """Write the exchanges of ``views``; returns how many were written. ``load(view)``
     gives a view's messages their bytes (they may be kept elsewhere until needed);
-    ``keys`` (a capture.tls.KeyLog) go into a Decryption Secrets Block."""
+    the secrets of ``keys`` (a capture.tls.KeyLog) that name the exported TLS
+    connections go into a Decryption Secrets Block."""
     messages = []
     for v in views:
         ex = v.ex
@@ -47,7 +67,7 @@ def write_pcapng(path: str, views, show_secrets: bool = False, load=None, keys=N
     # a connection closes (FIN) right after its last message, so the packets stay in time
     # order: closing them all at the end wrote FINs after later packets, with earlier times
     last = {item[2].stream: at for at, item in enumerate(messages)}
-    keylog = _keylog_file(keys)
+    keylog = _keylog_file(exported_secrets(keys, views))
     recorder = Recorder(path, show_secrets, keylog)
     connections: dict[int, RecordedConnection] = {}
     try:

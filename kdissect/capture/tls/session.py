@@ -90,6 +90,9 @@ class TlsFacts(Compared):
         self.plaintext_bytes = 0  # application data handed on
         self.record_bytes = 0  # bytes of the records read (headers too)
         self.findings: list[Finding] = []
+        # its ClientHellos' randoms, which name its secrets in a key log (an export
+        # carries the secrets of its own connections only)
+        self.client_randoms: list[bytes] = []
 
     STATES = {
         "decrypted": "decrypted",
@@ -580,6 +583,7 @@ class TlsSession:
                 )
             if self.client_hello is None or hello.random != self.client_hello.random:
                 self.handshakes += 1
+                f.client_randoms.append(hello.random)
             self.client_hello = hello
             f.server_name = f.server_name or hello.server_name
             f.alpn = hello.alpn or f.alpn
