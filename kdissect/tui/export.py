@@ -23,7 +23,7 @@ def exported_secrets(keys, views) -> list[tuple[str, bytes, bytes]]:
     of ``views`` (by its ClientHellos' randoms), in the key log's order."""
     if keys is None or not len(keys):
         return []
-    randoms = set()
+    randoms: set[bytes] = set()
     for v in views:
         tls = v.ex.tls
         if tls is not None:
