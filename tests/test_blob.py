@@ -8,6 +8,7 @@ import json
 import re
 import struct
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -579,6 +580,49 @@ def test_json_to_a_reader_that_goes_away_ends_quietly():
         cwd=ROOT,
     )
     assert res.stdout.decode().strip() == "0" and res.stderr == b""
+
+
+@pytest.mark.parametrize("view", [[], ["--json"]])
+def test_text_to_a_reader_that_goes_away_ends_quietly(view):
+    """`blob | head`: status 0 and nothing on stderr for the text tree too (click took
+    the closed pipe for an error: status 1). A paste of two messages: the first one's
+    tree is written while the second is still to come."""
+    pair = ROOT / "tests" / "data" / "real_pastes" / "go-hex-produce-v5-pair.go"
+    res = subprocess.run(
+        f"{sys.executable} -m kdissect blob {' '.join(view)} {pair} | head -c 1 >/dev/null;"
+        " echo ${PIPESTATUS[0]}",
+        shell=True,
+        executable="/bin/bash",
+        capture_output=True,
+        cwd=ROOT,
+    )
+    assert res.stdout.decode().strip() == "0" and b"Error" not in res.stderr
+
+
+def test_a_capture_given_to_blob_names_the_command_that_reads_it():
+    res = run("blob", str(ROOT / "captures" / "kcat.pcap"))
+    assert res.returncode == 1 and res.stdout == b""
+    assert "packet capture" in res.stderr.decode() and "kdissect pcap" in res.stderr.decode()
+
+
+def test_a_log_segment_given_to_blob_reads_as_record_batches(tmp_path):
+    """A file that begins with a record batch whose CRC holds (a segment; batches made by
+    kafka-python's builder) reads as --records, and says so: it read as a Produce v0
+    request before."""
+    from tests.test_log import batch
+
+    segment = tmp_path / "00000000000000000000.log"
+    segment.write_bytes(
+        batch(2, 0, 0, [(b"k0", b"first value"), (b"k1", b"second")])
+        + batch(2, 1, 2, [(b"k2", b"gzip'd value")])
+    )
+    res = run("blob", str(segment))
+    out, err = res.stdout.decode(), res.stderr.decode()
+    assert res.returncode == 0 and "read as --records" in err and "kdissect log" in err
+    assert out.startswith("Record batches") and out.count("record_batch  record_batch") == 2
+    assert "first value" in out and "gzip'd value" in out
+    hinted = run("blob", str(segment), "--api", "Produce", "--version", "0", "--request")
+    assert "read as --records" not in hinted.stderr.decode()  # told otherwise: as told
 
 
 def test_a_version_alone_is_the_request_headers_apis():

@@ -14,6 +14,8 @@ from rich.console import Console
 from rich.text import Text
 
 from ..blob import _EXPECTED, BlobError, find_candidates, parse_blob
+from ..capture.pcapfile import PCAP_MAGICS, PCAPNG_SHB
+from ..protocol.crc import crc32c_of
 from ..protocol import Options, api_key_of, api_name
 from ..protocol.context import Decoding
 from ..protocol.decode import decode_body
@@ -148,7 +150,16 @@ Examples:
 )
 @budget_nodes_option
 @value_options
-def blob(
+def blob(**params):
+    try:
+        _blob(**params)
+        sys.stdout.flush()  # (a closed pipe is seen here, not at exit)
+    except BrokenPipeError:  # the reader went away (`| head`): quietly, status 0
+        quiet_stdout()
+        sys.exit(0)
+
+
+def _blob(
     input,
     api,
     api_version,
@@ -183,6 +194,8 @@ def blob(
         )
     limit = _candidate_limit(shown)
     text = _read_input(input)
+    if isinstance(text, bytes) and not (api or body or records or at or grammar):
+        records = _other_kind_of_file(text, input, err)
     options = budget(max_decompressed, show_secrets=show_secrets)
     if grammar is not None:
         try:
@@ -391,6 +404,39 @@ def _candidate_json(c) -> dict:
         "messages": [i.message.title for i in c.reading.items],
         "clean": all(i.whole for i in c.reading.items),
     }
+
+
+def _other_kind_of_file(data: bytes, name: str | None, err: Console) -> bool:
+    """A file given whole that is not one or a few messages: a capture is refused with
+    the command that reads it; a record batch whose CRC holds (a log segment, a dumped
+    batch) is read as ``--records`` (returns True), saying so."""
+    if data[:4] in PCAP_MAGICS or data[:4] == PCAPNG_SHB:
+        shown = name if name not in (None, "-") else "FILE"
+        click.echo(
+            f"kdissect blob: the input is a packet capture (pcap/pcapng), not Kafka "
+            f"messages: read it with `kdissect pcap {shown}`",
+            err=True,
+        )
+        sys.exit(1)
+    if len(data) >= _BATCH_HEAD and data[16] == 2:
+        length = int.from_bytes(data[8:12], "big", signed=True)
+        end = 12 + length
+        if _BATCH_HEAD <= end <= len(data) and crc32c_of(data, 21, end) == int.from_bytes(
+            data[17:21], "big"
+        ):
+            err.print(
+                Text(
+                    "the bytes begin with a record batch whose CRC holds: read as --records "
+                    "(a log segment? `kdissect log` reads it with its index and checks)",
+                    style="dim",
+                )
+            )
+            return True
+    return False
+
+
+# a v2 record batch's fixed head (base offset to record count)
+_BATCH_HEAD = 61
 
 
 def _read_input(arg: str | None) -> str | bytes:
