@@ -247,18 +247,28 @@ def test_help_lists_commands_without_importing_them(tmp_path):
     )
 
 
-def test_help_listing_is_clicks_own_over_the_real_commands():
-    """The stand-ins of `kdissect --help` list what click lists from the commands."""
+def test_help_lists_each_command_once_with_its_own_summary_whole():
+    """`kdissect --help` lists the commands once, in the order of use, each with the first
+    paragraph of the command's own help, not cut (click cut them with "...", under a
+    second hand-written list)."""
+    import re
+
+    from click.testing import CliRunner
+
     from kdissect.cli import group
 
-    for name in group.COMMAND_MODULES:
-        group.main.get_command(click.Context(group.main), name)  # imports all of them
     for width in (60, 80, 100):
-        ctx = click.Context(group.main, max_content_width=width, terminal_width=width)
-        ours, clicks = ctx.make_formatter(), ctx.make_formatter()
-        group.main.format_commands(ctx, ours)
-        click.Group.format_commands(group.main, ctx, clicks)
-        assert ours.getvalue() == clicks.getvalue() and "spark" in ours.getvalue()
+        out = CliRunner().invoke(group.main, ["--help"], env={"COLUMNS": str(width)}).output
+        assert out.count("Commands:") == 1
+        listing = out[out.index("Commands:") :]
+        assert "..." not in listing
+        names = re.findall(r"^  (\w+)  ", listing, re.M)
+        assert names == list(group.COMMAND_MODULES)
+        for name in names:
+            command = group.main.get_command(click.Context(group.main), name)
+            first = " ".join(command.help.split("\n\n")[0].split())
+            assert first == group.SUMMARIES[name]
+            assert " ".join(first.split()) in " ".join(listing.split())
 
 
 @pytest.mark.parametrize("command", ["", "pcap", "log", "live", "proxy", "blob", "spark"])

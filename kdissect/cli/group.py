@@ -59,10 +59,10 @@ class LazyGroup(click.Group):
         return super().get_command(ctx, name)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        # click's own listing, over stand-ins that carry only the summaries: listing the
-        # commands through get_command would import every command's module
-        stand_ins = [click.Command(name, help=SUMMARIES[name]) for name in COMMAND_MODULES]
-        click.Group(commands=stand_ins).format_commands(ctx, formatter)
+        # the summaries, whole (click cuts them at the width) and in the order of use;
+        # through get_command every command's module would be imported
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, SUMMARIES[name]) for name in COMMAND_MODULES])
 
 
 @click.group(
@@ -77,17 +77,15 @@ class LazyGroup(click.Group):
     callback=_show_version,
     help="Show the version and which packet path runs (compiled or Python), and exit.",
 )
+@click.option(
+    "--debug",
+    is_flag=True,
+    expose_value=False,  # (taken off the command line before click: cli/entry.py)
+    help="Show the traceback of an internal error instead of one line (anywhere on the "
+    "command line; or KDISSECT_DEBUG=1).",
+)
 def main() -> None:
     """kdissect: see every byte of Kafka traffic.
-
-    \b
-    Commands:
-      pcap   decode captured Kafka traffic (pcap, pcapng, .gz): paired exchanges
-      blob   annotate pasted bytes (hex, dumps, b'..', <<..>>, base64)
-      live   decode Kafka traffic on a network interface as it passes
-      proxy  stand between Kafka clients and brokers, decoding everything live
-      spark  turn many or huge captures into Parquet tables, on Apache Spark
-      log    decode Kafka's files on disk: segments, indexes, snapshots...
 
     Run `kdissect COMMAND --help` for examples. Exit status: 0 decoded (damage in the
     bytes is reported, not fatal), 1 the input is not a capture / holds nothing to decode,
