@@ -573,6 +573,9 @@ def test_crc_mismatch_says_what_recovery_does(tmp_path):
     assert "at the broker's next start, truncates the partition at this batch" in said["unclean"][0]
     assert "stopped cleanly, so recovery does not read it" in said["clean"][0]
     assert "when it runs over it (after an unclean shutdown)" in said["alone"][0]
+    # both CRCs in one base, to compare at a glance
+    stored = int.from_bytes(flipped[17:21], "big")
+    assert f"stored {stored:#010x}, computed 0x" in said["alone"][0]
 
 
 def test_producer_snapshot_with_a_bad_crc_is_not_compared(tmp_path):

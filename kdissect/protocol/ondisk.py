@@ -179,7 +179,7 @@ def producer_snapshot(buf: bytes, options: Options | None = None) -> Node:
     if crc is not None and isinstance(crc.value, int) and len(buf) >= 6:
         computed = crc32c_of(buf, 6, len(buf))
         if computed != crc.value:
-            crc.problem = f"CRC32C mismatch: computed {computed:#010x}"
+            crc.problem = f"CRC32C mismatch: stored {crc.value:#010x}, computed {computed:#010x}"
             crc.code = "crc_mismatch"
     return root
 
@@ -374,7 +374,7 @@ def kafka07_message(buf: bytes, pos: int, end: int, base_offset: int) -> Node:
     payload = bytes(buf[at : pos + 4 + size])
     computed = crc32_of(payload, 0, len(payload))
     if computed != crc.value:
-        crc.problem = f"CRC32 mismatch: computed {computed:#010x}"
+        crc.problem = f"CRC32 mismatch: stored {crc.value:#010x}, computed {computed:#010x}"
         crc.code = "crc_mismatch"
     node.add(Node("payload", "bytes", at, len(payload), payload))
     node.note = f"offset {base_offset + pos}"

@@ -208,7 +208,9 @@ def _message_v01(buf: bytes, start: int, end: int, ctx: Decoding, depth: int) ->
             if f.name == "crc":
                 computed = crc32_of(buf, r.pos, end)
                 if computed != leaf.value:
-                    leaf.problem = f"CRC32 mismatch: computed {computed:#010x}"
+                    leaf.problem = (
+                        f"CRC32 mismatch: stored {leaf.value:#010x}, computed {computed:#010x}"
+                    )
                     leaf.code = "crc_mismatch"
             elif f.name == "magic":
                 magic = leaf.value
@@ -307,7 +309,9 @@ def _batch_v2(buf: bytes, start: int, end: int, ctx: Decoding) -> Node:
             if f.name == "crc":
                 computed = Batch(buf, start, end).crc_computed
                 if computed != leaf.value:
-                    leaf.problem = f"CRC32C mismatch: computed {computed:#010x}"
+                    leaf.problem = (
+                        f"CRC32C mismatch: stored {leaf.value:#010x}, computed {computed:#010x}"
+                    )
                     leaf.code = "crc_mismatch"
             elif f.name == "attributes":
                 _attributes(leaf, 2)
