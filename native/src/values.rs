@@ -204,6 +204,17 @@ impl Program {
             }
         }
         let head_template = template(head.py(), &keys.iter().map(|k| &k.1).collect::<Vec<_>>())?;
+        // (made by PyType_GenericNew in batch_heads: a list subclass, or no Program)
+        let list_type = batch_heads
+            .bind(head.py())
+            .downcast::<pyo3::types::PyType>()
+            .map_err(PyErr::from)
+            .and_then(|t| t.is_subclass_of::<pyo3::types::PyList>())?;
+        if !list_type {
+            return Err(pyo3::exceptions::PyTypeError::new_err(
+                "batch_heads: a list subclass",
+            ));
+        }
         Ok(Program {
             head: parse_struct(head)?,
             body: parse_struct(body)?,
@@ -785,8 +796,20 @@ impl<'py> Cx<'_, 'py> {
         // an empty values.BatchHeads by list.__new__, filled here: calling the class ran
         // its Python __init__ (a frame and a copy of the list per records field, a
         // fiftieth of a summary of many small exchanges)
+        // (list.__new__(cls) is PyType_GenericNew: called directly, without looking up
+        // and calling __new__ through Python, a tenth of the batch heads' instructions)
         let cls = self.batch_heads.as_any();
-        let made = cls.call_method1(pyo3::intern!(py, "__new__"), (cls,))?;
+        // SAFETY: cls is a live type object (values.BatchHeads, a list subclass) and the
+        // args a live tuple; the result is a new reference or NULL with an exception
+        let made = unsafe {
+            let args = pyo3::types::PyTuple::empty(py);
+            let p = pyo3::ffi::PyType_GenericNew(
+                cls.as_ptr().cast::<pyo3::ffi::PyTypeObject>(),
+                args.as_ptr(),
+                std::ptr::null_mut(),
+            );
+            Bound::from_owned_ptr_or_err(py, p)?
+        };
         let heads = made
             .downcast::<pyo3::types::PyList>()
             .map_err(PyErr::from)?;
