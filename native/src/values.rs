@@ -51,7 +51,11 @@ const HEAD_KEYS: [&str; 14] = [
     "record_count",
     "records",
 ];
-const RECORDS_KEY: usize = 13; // HEAD_KEYS' "records"
+const RECORDS_KEY: usize = 13; // HEAD_KEYS' "records" (the last)
+
+/// The last batch head a Program made (a private copy, never handed out) with its
+/// values, in HEAD_KEYS' order: the next is made from a copy of it.
+type HeadLast = std::sync::Mutex<Option<(Py<PyDict>, [i64; RECORDS_KEY])>>;
 
 pub(crate) enum Shape {
     Value(u8),
@@ -179,6 +183,7 @@ pub struct Program {
     // HEAD_KEYS (what the head's value is); of a lean program only those it keeps
     keys: Vec<(usize, Py<PyString>)>,
     head_template: Py<PyDict>, // those keys, each with None (StructP.template)
+    head_last: HeadLast,
 }
 
 #[pymethods]
@@ -223,6 +228,7 @@ impl Program {
             bails,
             keys,
             head_template,
+            head_last: std::sync::Mutex::new(None),
         })
     }
 
@@ -338,6 +344,7 @@ impl Program {
             nodes,
             keys: &self.keys,
             head_template: &self.head_template,
+            head_last: &self.head_last,
         };
         let buf = data.as_bytes();
         let mut pos = 0usize;
@@ -376,6 +383,7 @@ struct Cx<'a, 'py> {
     nodes: i64,
     keys: &'a [(usize, Py<PyString>)],
     head_template: &'a Py<PyDict>,
+    head_last: &'a HeadLast,
 }
 
 pub(crate) fn byte(buf: &[u8], pos: usize) -> R<u8> {
@@ -832,26 +840,64 @@ impl<'py> Cx<'_, 'py> {
             }
             self.nodes -= 16;
             let h = checked_head(&b[..total]).ok_or(Stop::Bail)?;
-            let d = self.head_template.bind(py).copy()?;
-            for (i, key) in self.keys {
-                let key = key.bind(py);
-                match *i {
-                    0 => d.set_item(key, h.base_offset)?,
-                    1 => d.set_item(key, h.length)?,
-                    2 => d.set_item(key, h.leader_epoch)?,
-                    3 => d.set_item(key, b[16] as i8)?,
-                    4 => d.set_item(key, h.crc)?,
-                    5 => d.set_item(key, h.attributes)?,
-                    6 => d.set_item(key, h.last_offset_delta)?,
-                    7 => d.set_item(key, h.base_timestamp)?,
-                    8 => d.set_item(key, h.max_timestamp)?,
-                    9 => d.set_item(key, h.producer_id)?,
-                    10 => d.set_item(key, h.producer_epoch)?,
-                    11 => d.set_item(key, h.base_sequence)?,
-                    12 => d.set_item(key, h.count)?,
-                    _ => d.set_item(key, pyo3::types::PyList::empty(py))?,
+            // HEAD_KEYS' values, "records" (a new empty list each) aside
+            let values: [i64; RECORDS_KEY] = [
+                h.base_offset,
+                h.length.into(),
+                h.leader_epoch.into(),
+                (b[16] as i8).into(),
+                h.crc.into(),
+                h.attributes.into(),
+                h.last_offset_delta.into(),
+                h.base_timestamp,
+                h.max_timestamp,
+                h.producer_id,
+                h.producer_epoch.into(),
+                h.base_sequence.into(),
+                h.count.into(),
+            ];
+            // A copy of the last head made (held privately), its values that differ set:
+            // a producer's batches differ in a field or two (its timestamp, a sequence),
+            // and setting every field of a copy of the template was half the heads' cost.
+            // (try_lock: a read started by a finalizer during this one builds its own)
+            let mut last = self.head_last.try_lock().ok();
+            let d = match last.as_deref().and_then(|l| l.as_ref()) {
+                Some((held, was)) => {
+                    let d = held.bind(py).copy()?;
+                    let mut changed = 0;
+                    for (i, key) in self.keys {
+                        if *i == RECORDS_KEY {
+                            d.set_item(key.bind(py), pyo3::types::PyList::empty(py))?;
+                        } else if was[*i] != values[*i] {
+                            d.set_item(key.bind(py), values[*i])?;
+                            changed += 1;
+                        }
+                    }
+                    if changed > 2 {
+                        // (another producer's batches: held from here)
+                        if let Some(l) = last.as_deref_mut() {
+                            *l = Some((d.copy()?.unbind(), values));
+                        }
+                    }
+                    d
                 }
-            }
+                None => {
+                    let d = self.head_template.bind(py).copy()?;
+                    for (i, key) in self.keys {
+                        let key = key.bind(py);
+                        if *i == RECORDS_KEY {
+                            d.set_item(key, pyo3::types::PyList::empty(py))?;
+                        } else {
+                            d.set_item(key, values[*i])?;
+                        }
+                    }
+                    if let Some(l) = last.as_deref_mut() {
+                        *l = Some((d.copy()?.unbind(), values));
+                    }
+                    d
+                }
+            };
+            drop(last);
             heads.append(d)?;
             pos += total;
         }
