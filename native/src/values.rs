@@ -55,6 +55,13 @@ const RECORDS_KEY: usize = 13; // HEAD_KEYS' "records" (the last)
 
 /// The last batch head a Program made (a private copy, never handed out) with its
 /// values, in HEAD_KEYS' order: the next is made from a copy of it.
+/// The last short string a Program made: its bytes (the first `len`) and its str.
+struct LastStr {
+    len: usize,
+    bytes: [u8; 64],
+    text: Option<Py<PyString>>,
+}
+
 type HeadLast = std::sync::Mutex<Option<(Py<PyDict>, [i64; RECORDS_KEY])>>;
 
 pub(crate) enum Shape {
@@ -184,6 +191,7 @@ pub struct Program {
     keys: Vec<(usize, Py<PyString>)>,
     head_template: Py<PyDict>, // those keys, each with None (StructP.template)
     head_last: HeadLast,
+    last_str: std::sync::Mutex<LastStr>,
 }
 
 #[pymethods]
@@ -229,6 +237,11 @@ impl Program {
             keys,
             head_template,
             head_last: std::sync::Mutex::new(None),
+            last_str: std::sync::Mutex::new(LastStr {
+                len: 0,
+                bytes: [0; 64],
+                text: None,
+            }),
         })
     }
 
@@ -345,6 +358,7 @@ impl Program {
             keys: &self.keys,
             head_template: &self.head_template,
             head_last: &self.head_last,
+            last_str: &self.last_str,
         };
         let buf = data.as_bytes();
         let mut pos = 0usize;
@@ -384,6 +398,7 @@ struct Cx<'a, 'py> {
     keys: &'a [(usize, Py<PyString>)],
     head_template: &'a Py<PyDict>,
     head_last: &'a HeadLast,
+    last_str: &'a std::sync::Mutex<LastStr>,
 }
 
 pub(crate) fn byte(buf: &[u8], pos: usize) -> R<u8> {
@@ -517,6 +532,32 @@ impl<'py> Cx<'_, 'py> {
         }
     }
 
+    /// A string field's str: the last one this program made when its bytes are the
+    /// same (a str is immutable: shared, its hash kept; a body's topic names, made and
+    /// hashed anew per message, were a twentieth of a small Produce's summary), else a
+    /// new one, held as the last if short.
+    fn string(&mut self, raw: &[u8]) -> R<Bound<'py, PyAny>> {
+        let py = self.py;
+        // (try_lock: a read started by a finalizer during this one makes its own)
+        let mut last = self.last_str.try_lock().ok();
+        if let Some(l) = last.as_deref() {
+            if let Some(held) = &l.text {
+                if l.len == raw.len() && l.bytes[..l.len] == *raw {
+                    return Ok(held.bind(py).clone().into_any());
+                }
+            }
+        }
+        let made = PyString::new(py, std::str::from_utf8(raw).map_err(|_| Stop::Bail)?);
+        if let Some(l) = last.as_deref_mut() {
+            if raw.len() <= l.bytes.len() {
+                l.bytes[..raw.len()].copy_from_slice(raw);
+                l.len = raw.len();
+                l.text = Some(made.clone().unbind());
+            }
+        }
+        Ok(made.into_any())
+    }
+
     fn value(
         &mut self,
         kind: u8,
@@ -563,8 +604,7 @@ impl<'py> Cx<'_, 'py> {
                 let start = *pos;
                 let raw = take(buf, pos, n as usize)?;
                 match kind {
-                    STRING => PyString::new(py, std::str::from_utf8(raw).map_err(|_| Stop::Bail)?)
-                        .into_any(),
+                    STRING => self.string(raw)?,
                     RECORDS if self.table != Table::Off => self.table_rows(buf, start, *pos)?,
                     RECORDS if self.batches => self.batch_heads(buf, start, *pos)?,
                     RECORDS if self.records_on => {

@@ -1,8 +1,9 @@
-"""A records field's batch heads read for a summary by the compiled values decoder
-(native/src/values.rs ``batch_heads``): each head is made from a copy of the last one its
-program made, the values that differ set. Held to the generated readers (the reference)
-on every message with record batches of every capture, read in a shuffled order (heads
-of other producers, topics and batches between), whole and lean, with each head handed
+"""What the compiled values decoder (native/src/values.rs) holds from one read to the
+next: a records field's batch heads read for a summary are each made from a copy of the
+last one its program made, the values that differ set (``batch_heads``), and a string
+field whose bytes are the last short string's is that str (``string``). Held to the
+generated readers (the reference) on every message of every capture read in a shuffled
+order (other producers, topics and batches between), whole and lean, each head handed
 out then damaged by its caller (cleared, its values replaced): no head shares anything a
 caller can change with another."""
 
@@ -81,3 +82,19 @@ def test_heads_made_from_the_last_are_the_reference():
         _damage(got, rng)
         _damage(lean, rng)
     assert compared > 500 and with_heads > 300, (compared, with_heads)
+
+
+def test_every_message_read_in_a_shuffled_order():
+    """Strings (topic names, ids, hosts...) of every kind, read after others' strings."""
+    rng = random.Random(12)
+    order = messages(CAPTURES)
+    rng.shuffle(order)
+    compared = 0
+    for data, direction, key, version in order:
+        want = python_read(data, direction, key, version, _BATCHES, _NONE)
+        got = compiled_read(data, direction, key, version, _BATCHES, _NONE)
+        if got == "no program" or want is None:
+            continue
+        assert got is not None and same(got, want), (key, version, direction)
+        compared += 1
+    assert compared > 5000, compared
