@@ -185,3 +185,33 @@ def test_kdissect_pure_set_in_a_running_process_reaches_the_plans_at_the_next_ru
     assert plain_reader(*kind, batches) is not None
     native_ext.refresh()  # the same choice again: what was made is kept
     assert facts_module.body_plan(*kind) is compiled
+
+
+def test_pairs_walk_alike():
+    """``walk_pair`` (an exchange's two bodies in one call, ``pair_facts``) against the
+    reference walking one body, then the other, on the same Facts and ids: pairs of
+    captured bodies (topics met again, ids learned by the first and read by the second)
+    and damaged copies."""
+    rng = random.Random(7)
+    every = bodies()
+    ids0 = {"AAAAAAAAAAAAAAAAAAAAAQ": "known"}
+    for n in range(6000):
+        (py0, fast0, b0), (py1, fast1, b1) = rng.choice(every), rng.choice(every)
+        if n % 2:
+            b0, b1 = _mutate(copy.deepcopy(b0), rng), _mutate(copy.deepcopy(b1), rng)
+        out = []
+        for walk in (
+            lambda f, i: (
+                _collect_planned(b0, py0, f, None, i),
+                _collect_planned(b1, py1, f, None, i),
+            ),
+            lambda f, i: fast0.walk_pair(b0, fast1, b1, f, i),
+        ):
+            f, i = Facts(), dict(ids0)
+            try:
+                walk(f, i)
+            except Exception as e:
+                out.append((type(e), shape(f), list(i.items())))
+                continue
+            out.append((shape(f), list(i.items())))
+        assert out[0] == out[1], (b0, b1)

@@ -3,7 +3,8 @@ reference, ``lines.python_plain`` (the text of ``line_parts``): on every exchang
 capture under captures/, and on damaged copies of them (control characters and odd
 Unicode in client ids, topics and statuses, missing fields, times at the rounding edges
 and out of range, many topics and partitions, partitions of odd types), the same line, or
-the compiled path says None and leaves the line to Python."""
+the compiled path says None and leaves the line to Python. Its UTF-8 bytes (what the text
+writer hands stdout's binary layer) likewise."""
 
 from __future__ import annotations
 
@@ -48,10 +49,17 @@ def exchanges() -> list:
 
 
 def same(ex) -> bool:
-    """Whether the compiled line is the reference's (True when it leaves it to Python)."""
+    """Whether the compiled line is the reference's (True when it leaves it to Python);
+    its UTF-8 form (stdout's binary layer) the reference's line and a newline encoded,
+    None exactly where the line is Python's or findings mark it."""
     fast = lines.compiled_plain(ex)
     slow = lines.python_plain(ex, Options())
     assert fast is None or fast == slow, (fast, slow)
+    raw = lines.compiled_plain(ex, None, True)
+    if fast is None or ex.findings:
+        assert raw is None
+    else:
+        assert raw == (slow + "\n").encode(), (raw, slow)
     return fast is not None
 
 
@@ -161,3 +169,46 @@ def test_the_ends_kept_per_stream_are_the_exchanges_own():
         other.client, other.broker = client, broker
         assert same(other) and same(ex)
         assert lines.between_text(client, broker) in lines.compiled_plain(other)
+
+
+def _written(stdout, monkeypatch, binary: bool = False) -> bytes:
+    """What a summary's text writer puts on ``stdout`` (a TextIOWrapper over BytesIO):
+    a line written before it, a heading, every exchange of two captures' worth, a line
+    written after it."""
+    import io
+
+    from rich.console import Console
+
+    from kdissect.render.format_text import TextWriter
+    from kdissect.render.formats import WriterContext
+
+    monkeypatch.setattr("sys.stdout", stdout)
+    stdout.write("before é\n")
+    w = TextWriter(WriterContext(Options(), False, 1, Console(file=io.StringIO())))
+    for i, ex in enumerate(exchanges()[:3000]):
+        if i % 1000 == 0:
+            w.capture(f"capture {i} →")
+        w.exchange(ex, None)
+    assert (w._raw is not None) == binary  # (the path taken)
+    w.close()
+    stdout.write("after\n")
+    stdout.flush()
+    return stdout.buffer.getvalue()
+
+
+def test_text_writer_binary_layer_as_text_layer(monkeypatch):
+    """The text writer's lines through stdout's binary layer (a buffered UTF-8 stdout)
+    are the bytes, in the order, that the text layer writes (where it must: writing
+    through, line-buffered, another encoding)."""
+    import io
+
+    def wrapper(**kw):
+        return io.TextIOWrapper(io.BytesIO(), encoding=kw.pop("encoding", "utf-8"), **kw)
+
+    binary = _written(wrapper(), monkeypatch, True)
+    assert b"\xe2\x86\x92" in binary and binary.startswith(b"before \xc3\xa9\n")
+    assert binary.endswith(b"after\n")
+    assert _written(wrapper(write_through=True), monkeypatch) == binary
+    assert _written(wrapper(line_buffering=True), monkeypatch) == binary
+    utf16 = _written(wrapper(encoding="utf-16", errors="strict"), monkeypatch)
+    assert utf16.decode("utf-16") == binary.decode()

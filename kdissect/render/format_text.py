@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import codecs
+import io
+import os
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .formats import WriterContext
 from .lines import compiled_plain, exchange_line, exchange_plain, python_plain
@@ -22,9 +25,23 @@ class TextWriter:
         self.topic_ids = ctx.topic_ids
         self.full = ctx.verbose
         self.terminal = self.console.is_terminal  # asked once: rich asks the OS each time
+        # the sys.stdout _binary was asked of, and what it said
+        self._stdout: object = None
+        self._raw: Any = None
 
     def exchange(self, ex: Exchange, view: ExchangeFields | None) -> None:
         if not self.verbose and not self.terminal:  # (the usual: a summary piped)
+            out = sys.stdout
+            raw = self._raw if out is self._stdout else self._binary(out)
+            if raw is not None:
+                data = compiled_plain(ex, view, True)
+                if data is None:  # (marked by findings, or Python's line: encoded here)
+                    text = compiled_plain(ex, view)
+                    if text is None:
+                        text = python_plain(ex, self.options, view)
+                    data = (text + "\n").encode("utf-8", out.errors or "strict")
+                raw.write(data)
+                return
             line = compiled_plain(ex, view)  # (exchange_plain inline: a call per line)
             if line is None:
                 line = python_plain(ex, self.options, view)
@@ -46,6 +63,27 @@ class TextWriter:
                     Text(f"  {f.severity}: {printable(f.text())}", style=SEVERITY_STYLE[f.severity])
                 )
 
+    def _binary(self, out: Any) -> Any:
+        """``out``'s binary layer, where the summary lines go as the extension's UTF-8
+        (encoding the line back from a str was a tenth of its cost), or None: the text
+        layer writes them. Only where that layer would write the same bytes (UTF-8, no
+        newline translation) and hold them as the binary layer does (neither
+        line-buffered nor writing through: a terminal, ``live``); what it holds is
+        flushed first. Nothing else writes to stdout while the lines come (notes and
+        progress go to stderr, this writer's headings the same way as its lines), so
+        text written later lands after them, as before."""
+        self._stdout, self._raw = out, None
+        if (
+            isinstance(out, io.TextIOWrapper)
+            and not out.line_buffering
+            and not out.write_through
+            and os.linesep == "\n"
+            and codecs.lookup(out.encoding).name == "utf-8"
+        ):
+            out.flush()
+            self._raw = out.buffer
+        return self._raw
+
     def capture(self, path: str) -> None:
         """Reading several files: a heading before each file's lines, as head(1) and
         tail(1) name theirs (the lines carry no file, and connections may repeat)."""
@@ -54,6 +92,13 @@ class TextWriter:
             from rich.text import Text
 
             self.console.print(Text(heading, style="bold"), soft_wrap=True)
+        elif not self.verbose:  # (where the lines go: _binary's layer, or the text's)
+            out = sys.stdout
+            raw = self._raw if out is self._stdout else self._binary(out)
+            if raw is not None:
+                raw.write((heading + "\n").encode("utf-8", out.errors or "strict"))
+            else:
+                out.write(heading + "\n")
         else:
             sys.stdout.write(heading + "\n")
 

@@ -8,7 +8,7 @@ import os
 import re
 from datetime import datetime, timezone
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from .marks import MARKS
 from .printable import printable
@@ -122,10 +122,30 @@ def python_plain(ex: Exchange, options: Options, view: ExchangeFields | None = N
 _SUMMARY_LINE = bind(__name__, "_SUMMARY_LINE", "summary_line")
 
 
-def compiled_plain(ex: Exchange, view: ExchangeFields | None = None) -> str | None:
+@overload
+def compiled_plain(
+    ex: Exchange, view: ExchangeFields | None = None, utf8: Literal[False] = False
+) -> str | None: ...
+
+
+@overload
+def compiled_plain(
+    ex: Exchange, view: ExchangeFields | None, utf8: Literal[True]
+) -> bytes | None: ...
+
+
+def compiled_plain(
+    ex: Exchange, view: ExchangeFields | None = None, utf8: bool = False
+) -> str | bytes | None:
     """``line_parts``' plain line written by the extension (on many small exchanges the
     Python line was a fifth of a summary's CPU); None where it leaves the line to Python
-    (SASL tokens, facts of unexpected types, strings that are not UTF-8)."""
+    (SASL tokens, facts of unexpected types, strings that are not UTF-8). ``utf8``: the
+    line and a newline as UTF-8 bytes, for stdout's binary layer (as a str, the line
+    was decoded from the extension's UTF-8 and encoded back by the text layer: a fifth
+    of its cost), and None also where findings mark the line (their marks are Python's:
+    written as a str)."""
+    if utf8 and ex.findings:
+        return None
     req, resp = ex.request, ex.response
     msg = req or resp
     assert msg is not None, "an exchange has a request or a response"
@@ -144,7 +164,7 @@ def compiled_plain(ex: Exchange, view: ExchangeFields | None = None) -> str | No
         if not latency >= 0:
             latency = None
     try:  # (api_name's usual case inline: a call per line)
-        line: str | None = _SUMMARY_LINE(
+        line: Any = _SUMMARY_LINE(
             msg.ts,
             between,
             _API_NAMES.get(msg.api_key) or api_name(msg.api_key),  # type: ignore[arg-type]
@@ -159,6 +179,7 @@ def compiled_plain(ex: Exchange, view: ExchangeFields | None = None) -> str | No
             resp.how if resp is not None and req is None else None,
             (view or ExchangeFields(ex)).problems if findings else 0,
             UNRESOLVED,
+            utf8,
         )
     except (UnicodeEncodeError, TypeError, OverflowError):
         return None  # (a lone surrogate, an odd type, a huge int: Python says it)

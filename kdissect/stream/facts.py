@@ -146,15 +146,24 @@ def pair_facts(
     without its loop and keywords (enrichment's call per exchange: the general one's
     arguments and loop cost as much as the walks of most bodies)."""
     f = Facts()
-    # (_facts_of's usual case inline: a dict body and a compiled plan; two calls an exchange)
+    p0, p1 = plans
+    # (_facts_of's usual case inline: dict bodies and compiled plans, both in one call)
+    if (
+        type(p0) is _COMPILED_PLAN
+        and type(p1) is _COMPILED_PLAN
+        and type(request) is dict
+        and type(response) is dict
+    ):
+        p0.walk_pair(request, p1, response, f, topic_ids)
+        return f
     if request is not None:
-        plan = plans[0]
+        plan = p0
         if type(plan) is _COMPILED_PLAN and type(request) is dict:
             plan.walk(request, f, topic_ids)
         else:
             _facts_of(request, plan, f, topic_ids)
     if response is not None:
-        plan = plans[1]
+        plan = p1
         if type(plan) is _COMPILED_PLAN and type(response) is dict:
             plan.walk(response, f, topic_ids)
         else:

@@ -8,6 +8,27 @@
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyInt, PyList, PySet, PyString, PyTuple};
 
+/// `d.get(key)` by the C API's borrowed lookup, without pyo3's own (a reference
+/// counted and a result matched per lookup: a fifth of a walk's instructions).
+fn get<'py>(
+    d: &Bound<'py, PyDict>,
+    key: &Bound<'py, PyAny>,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
+    let py = d.py();
+    // SAFETY: both pointers are live objects held by the caller; the result is a
+    // borrowed reference (or NULL with or without an exception), owned here at once
+    unsafe {
+        let v = pyo3::ffi::PyDict_GetItemWithError(d.as_ptr(), key.as_ptr());
+        if v.is_null() {
+            return match PyErr::take(py) {
+                Some(e) => Err(e),
+                None => Ok(None),
+            };
+        }
+        Ok(Some(Bound::from_borrowed_ptr(py, v)))
+    }
+}
+
 const PARTITION: u8 = 1;
 const ERROR: u8 = 2;
 const LIST: u8 = 3;
@@ -82,6 +103,10 @@ pub struct FactsPlan {
     unresolved: Py<PyString>,  // the prefix of a topic known only by its id
 }
 
+/// The topic an element is of (its parent's, or named there), with its set of
+/// partitions in f.topics.
+type Topic<'py> = Option<(Bound<'py, PyAny>, Bound<'py, PyAny>)>;
+
 /// What one walk adds to a Facts, held until its end (f.records, f.record_bytes).
 struct Walk<'a, 'py> {
     py: Python<'py>,
@@ -127,34 +152,71 @@ impl FactsPlan {
         f: &Bound<'py, PyAny>,
         ids: &Bound<'py, PyDict>,
     ) -> PyResult<()> {
-        let mut w = Walk {
+        let mut w = Walk::new(py, self, f, ids);
+        let got = w.planned(d, &self.plan, None);
+        w.finish(got)
+    }
+
+    /// ``walk(d, f, ids)``, then ``other.walk(e, f, ids)``: an exchange's two bodies in
+    /// one call (facts.pair_facts; a call and the Facts' counts' update saved).
+    fn walk_pair<'py>(
+        &self,
+        py: Python<'py>,
+        d: &Bound<'py, PyDict>,
+        other: &Bound<'py, FactsPlan>,
+        e: &Bound<'py, PyDict>,
+        f: &Bound<'py, PyAny>,
+        ids: &Bound<'py, PyDict>,
+    ) -> PyResult<()> {
+        let mut w = Walk::new(py, self, f, ids);
+        let mut got = w.planned(d, &self.plan, None);
+        if got.is_ok() {
+            let other = other.get();
+            // (the second walk's hand-backs call its own plan's whole: the same function)
+            w.fp = other;
+            got = w.planned(e, &other.plan, None);
+        }
+        w.finish(got)
+    }
+}
+
+impl<'a, 'py> Walk<'a, 'py> {
+    fn new(
+        py: Python<'py>,
+        fp: &'a FactsPlan,
+        f: &'a Bound<'py, PyAny>,
+        ids: &'a Bound<'py, PyDict>,
+    ) -> Self {
+        Walk {
             py,
-            fp: self,
+            fp,
             f,
             ids,
             topics: None,
             errors: None,
             records: 0,
             record_bytes: 0,
-        };
-        let got = w.planned(d, &self.plan, None);
-        // (added after the walk: a hand-back to Python adds its own to f meanwhile)
+        }
+    }
+
+    /// The walk's counts added to f (after the walk: a hand-back to Python adds its own
+    /// to f meanwhile), then its outcome.
+    fn finish(self, got: PyResult<()>) -> PyResult<()> {
+        let (py, f) = (self.py, self.f);
         // (names interned: a &str made a Python string per call, a sixth of the walk)
-        if w.records != 0 {
+        if self.records != 0 {
             let name = pyo3::intern!(py, "records");
-            let n = f.getattr(name)?.add(w.records)?;
+            let n = f.getattr(name)?.add(self.records)?;
             f.setattr(name, n)?;
         }
-        if w.record_bytes != 0 {
+        if self.record_bytes != 0 {
             let name = pyo3::intern!(py, "record_bytes");
-            let n = f.getattr(name)?.add(w.record_bytes)?;
+            let n = f.getattr(name)?.add(self.record_bytes)?;
             f.setattr(name, n)?;
         }
         got
     }
-}
 
-impl<'py> Walk<'_, 'py> {
     fn topics(&mut self) -> PyResult<&Bound<'py, PyDict>> {
         if self.topics.is_none() {
             let t = self.f.getattr(pyo3::intern!(self.py, "topics"))?;
@@ -175,10 +237,11 @@ impl<'py> Walk<'_, 'py> {
     fn whole(
         &self,
         d: &Bound<'py, PyAny>,
-        topic: &Option<Bound<'py, PyAny>>,
+        topic: &Topic<'py>,
         array: &Bound<'py, PyAny>,
         element: bool,
     ) -> PyResult<()> {
+        let topic = topic.as_ref().map(|t| &t.0);
         self.fp
             .whole
             .bind(self.py)
@@ -186,19 +249,20 @@ impl<'py> Walk<'_, 'py> {
         Ok(())
     }
 
-    /// facts._element_topic: the topic an element names, noted in f.topics.
+    /// facts._element_topic: the topic an element names, noted in f.topics, with its
+    /// set there.
     fn element_topic(
         &mut self,
         name: Option<Bound<'py, PyAny>>,
         topic_id: Option<Bound<'py, PyAny>>,
-    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+    ) -> PyResult<Topic<'py>> {
         let name = match (name, topic_id) {
             (Some(n), Some(id)) => {
                 self.ids.set_item(id, &n)?;
                 Some(n)
             }
             (None, Some(id)) => {
-                let known = match self.ids.get_item(&id)? {
+                let known = match get(self.ids, &id)? {
                     Some(v) if v.is_truthy()? => Some(v),
                     _ => None,
                 };
@@ -212,28 +276,36 @@ impl<'py> Walk<'_, 'py> {
             }
             (n, None) => n,
         };
-        if let Some(n) = &name {
-            let py = self.py;
-            let topics = self.topics()?;
-            if !topics.contains(n)? {
-                topics.set_item(n, PySet::empty(py)?)?;
+        let Some(n) = name else {
+            return Ok(None);
+        };
+        let py = self.py;
+        let topics = self.topics()?;
+        // (setdefault: the set is carried with the topic to its partitions, not looked
+        // up again for each; only Python's setdefault adds to f.topics meanwhile)
+        let set = match get(topics, &n)? {
+            Some(set) => set,
+            None => {
+                let set = PySet::empty(py)?.into_any();
+                topics.set_item(&n, &set)?;
+                set
             }
-        }
-        Ok(name)
+        };
+        Ok(Some((n, set)))
     }
 
     fn planned(
         &mut self,
         d: &Bound<'py, PyDict>,
         plan: &PlanP,
-        mut topic: Option<Bound<'py, PyAny>>,
+        mut topic: Topic<'py>,
     ) -> PyResult<()> {
         let py = self.py;
         if plan.element {
             let mut name = None;
             for k in &plan.names {
                 // several: the last, as _collect_values
-                if let Some(v) = d.get_item(k.bind(py))? {
+                if let Some(v) = get(d, k.bind(py).as_any())? {
                     if v.is_instance_of::<PyString>() {
                         name = Some(v);
                     }
@@ -241,7 +313,7 @@ impl<'py> Walk<'_, 'py> {
             }
             let mut topic_id = None;
             if plan.has_id {
-                if let Some(v) = d.get_item(pyo3::intern!(py, "topic_id"))? {
+                if let Some(v) = get(d, pyo3::intern!(py, "topic_id").as_any())? {
                     if v.is_instance_of::<PyString>() && !v.eq(self.fp.zero_uuid.bind(py))? {
                         topic_id = Some(v);
                     }
@@ -256,7 +328,7 @@ impl<'py> Walk<'_, 'py> {
         let mut partition: Option<Bound<'py, PyAny>> = None;
         for it in &plan.items {
             let key = it.key.bind(py);
-            let v = match d.get_item(key)? {
+            let v = match get(d, key.as_any())? {
                 Some(v) if !v.is_none() => v,
                 _ => continue,
             };
@@ -265,16 +337,12 @@ impl<'py> Walk<'_, 'py> {
                     if v.is_exact_instance_of::<PyInt>() && v.is_truthy()? {
                         let (errors, sites) = self.errors()?;
                         errors.append(&v)?;
-                        sites.append((&topic, &partition, &v))?;
+                        sites.append((topic.as_ref().map(|t| &t.0), &partition, &v))?;
                     }
                 }
                 PARTITION => {
                     if let (true, Some(t)) = (v.is_exact_instance_of::<PyInt>(), &topic) {
-                        self.topics()?
-                            .as_any()
-                            .get_item(t)?
-                            .downcast_into::<PySet>()?
-                            .add(&v)?;
+                        t.1.downcast::<PySet>()?.add(&v)?;
                         partition = Some(v);
                     }
                 }
@@ -313,7 +381,7 @@ impl<'py> Walk<'_, 'py> {
         &mut self,
         d: &Bound<'py, PyDict>,
         sub: &Sub,
-        topic: &Option<Bound<'py, PyAny>>,
+        topic: &Topic<'py>,
         array: &Bound<'py, PyAny>,
         element: bool,
     ) -> PyResult<()> {
@@ -338,7 +406,7 @@ impl<'py> Walk<'_, 'py> {
             let Ok(batch) = batch.downcast_exact::<PyDict>() else {
                 return Ok(false);
             };
-            match batch.get_item(pyo3::intern!(self.py, "record_count"))? {
+            match get(batch, pyo3::intern!(self.py, "record_count").as_any())? {
                 Some(c) if c.is_none() => {}
                 Some(c) if c.is_exact_instance_of::<PyInt>() => match c.extract::<i64>() {
                     Ok(n) => match records.checked_add(n) {

@@ -51,7 +51,18 @@ const HEAD_KEYS: [&str; 14] = [
     "record_count",
     "records",
 ];
-const RECORDS_KEY: usize = 13; // HEAD_KEYS' "records"
+const RECORDS_KEY: usize = 13; // HEAD_KEYS' "records" (the last)
+
+/// The last batch head a Program made (a private copy, never handed out) with its
+/// values, in HEAD_KEYS' order: the next is made from a copy of it.
+/// The last short string a Program made: its bytes (the first `len`) and its str.
+struct LastStr {
+    len: usize,
+    bytes: [u8; 64],
+    text: Option<Py<PyString>>,
+}
+
+type HeadLast = std::sync::Mutex<Option<(Py<PyDict>, [i64; RECORDS_KEY])>>;
 
 pub(crate) enum Shape {
     Value(u8),
@@ -179,6 +190,8 @@ pub struct Program {
     // HEAD_KEYS (what the head's value is); of a lean program only those it keeps
     keys: Vec<(usize, Py<PyString>)>,
     head_template: Py<PyDict>, // those keys, each with None (StructP.template)
+    head_last: HeadLast,
+    last_str: std::sync::Mutex<LastStr>,
 }
 
 #[pymethods]
@@ -204,6 +217,17 @@ impl Program {
             }
         }
         let head_template = template(head.py(), &keys.iter().map(|k| &k.1).collect::<Vec<_>>())?;
+        // (made by PyType_GenericNew in batch_heads: a list subclass, or no Program)
+        let list_type = batch_heads
+            .bind(head.py())
+            .downcast::<pyo3::types::PyType>()
+            .map_err(PyErr::from)
+            .and_then(|t| t.is_subclass_of::<pyo3::types::PyList>())?;
+        if !list_type {
+            return Err(pyo3::exceptions::PyTypeError::new_err(
+                "batch_heads: a list subclass",
+            ));
+        }
         Ok(Program {
             head: parse_struct(head)?,
             body: parse_struct(body)?,
@@ -212,6 +236,12 @@ impl Program {
             bails,
             keys,
             head_template,
+            head_last: std::sync::Mutex::new(None),
+            last_str: std::sync::Mutex::new(LastStr {
+                len: 0,
+                bytes: [0; 64],
+                text: None,
+            }),
         })
     }
 
@@ -327,6 +357,8 @@ impl Program {
             nodes,
             keys: &self.keys,
             head_template: &self.head_template,
+            head_last: &self.head_last,
+            last_str: &self.last_str,
         };
         let buf = data.as_bytes();
         let mut pos = 0usize;
@@ -365,6 +397,8 @@ struct Cx<'a, 'py> {
     nodes: i64,
     keys: &'a [(usize, Py<PyString>)],
     head_template: &'a Py<PyDict>,
+    head_last: &'a HeadLast,
+    last_str: &'a std::sync::Mutex<LastStr>,
 }
 
 pub(crate) fn byte(buf: &[u8], pos: usize) -> R<u8> {
@@ -498,6 +532,32 @@ impl<'py> Cx<'_, 'py> {
         }
     }
 
+    /// A string field's str: the last one this program made when its bytes are the
+    /// same (a str is immutable: shared, its hash kept; a body's topic names, made and
+    /// hashed anew per message, were a twentieth of a small Produce's summary), else a
+    /// new one, held as the last if short.
+    fn string(&mut self, raw: &[u8]) -> R<Bound<'py, PyAny>> {
+        let py = self.py;
+        // (try_lock: a read started by a finalizer during this one makes its own)
+        let mut last = self.last_str.try_lock().ok();
+        if let Some(l) = last.as_deref() {
+            if let Some(held) = &l.text {
+                if l.len == raw.len() && l.bytes[..l.len] == *raw {
+                    return Ok(held.bind(py).clone().into_any());
+                }
+            }
+        }
+        let made = PyString::new(py, std::str::from_utf8(raw).map_err(|_| Stop::Bail)?);
+        if let Some(l) = last.as_deref_mut() {
+            if raw.len() <= l.bytes.len() {
+                l.bytes[..raw.len()].copy_from_slice(raw);
+                l.len = raw.len();
+                l.text = Some(made.clone().unbind());
+            }
+        }
+        Ok(made.into_any())
+    }
+
     fn value(
         &mut self,
         kind: u8,
@@ -544,8 +604,7 @@ impl<'py> Cx<'_, 'py> {
                 let start = *pos;
                 let raw = take(buf, pos, n as usize)?;
                 match kind {
-                    STRING => PyString::new(py, std::str::from_utf8(raw).map_err(|_| Stop::Bail)?)
-                        .into_any(),
+                    STRING => self.string(raw)?,
                     RECORDS if self.table != Table::Off => self.table_rows(buf, start, *pos)?,
                     RECORDS if self.batches => self.batch_heads(buf, start, *pos)?,
                     RECORDS if self.records_on => {
@@ -785,8 +844,20 @@ impl<'py> Cx<'_, 'py> {
         // an empty values.BatchHeads by list.__new__, filled here: calling the class ran
         // its Python __init__ (a frame and a copy of the list per records field, a
         // fiftieth of a summary of many small exchanges)
+        // (list.__new__(cls) is PyType_GenericNew: called directly, without looking up
+        // and calling __new__ through Python, a tenth of the batch heads' instructions)
         let cls = self.batch_heads.as_any();
-        let made = cls.call_method1(pyo3::intern!(py, "__new__"), (cls,))?;
+        // SAFETY: cls is a live type object (values.BatchHeads, a list subclass) and the
+        // args a live tuple; the result is a new reference or NULL with an exception
+        let made = unsafe {
+            let args = pyo3::types::PyTuple::empty(py);
+            let p = pyo3::ffi::PyType_GenericNew(
+                cls.as_ptr().cast::<pyo3::ffi::PyTypeObject>(),
+                args.as_ptr(),
+                std::ptr::null_mut(),
+            );
+            Bound::from_owned_ptr_or_err(py, p)?
+        };
         let heads = made
             .downcast::<pyo3::types::PyList>()
             .map_err(PyErr::from)?;
@@ -809,26 +880,64 @@ impl<'py> Cx<'_, 'py> {
             }
             self.nodes -= 16;
             let h = checked_head(&b[..total]).ok_or(Stop::Bail)?;
-            let d = self.head_template.bind(py).copy()?;
-            for (i, key) in self.keys {
-                let key = key.bind(py);
-                match *i {
-                    0 => d.set_item(key, h.base_offset)?,
-                    1 => d.set_item(key, h.length)?,
-                    2 => d.set_item(key, h.leader_epoch)?,
-                    3 => d.set_item(key, b[16] as i8)?,
-                    4 => d.set_item(key, h.crc)?,
-                    5 => d.set_item(key, h.attributes)?,
-                    6 => d.set_item(key, h.last_offset_delta)?,
-                    7 => d.set_item(key, h.base_timestamp)?,
-                    8 => d.set_item(key, h.max_timestamp)?,
-                    9 => d.set_item(key, h.producer_id)?,
-                    10 => d.set_item(key, h.producer_epoch)?,
-                    11 => d.set_item(key, h.base_sequence)?,
-                    12 => d.set_item(key, h.count)?,
-                    _ => d.set_item(key, pyo3::types::PyList::empty(py))?,
+            // HEAD_KEYS' values, "records" (a new empty list each) aside
+            let values: [i64; RECORDS_KEY] = [
+                h.base_offset,
+                h.length.into(),
+                h.leader_epoch.into(),
+                (b[16] as i8).into(),
+                h.crc.into(),
+                h.attributes.into(),
+                h.last_offset_delta.into(),
+                h.base_timestamp,
+                h.max_timestamp,
+                h.producer_id,
+                h.producer_epoch.into(),
+                h.base_sequence.into(),
+                h.count.into(),
+            ];
+            // A copy of the last head made (held privately), its values that differ set:
+            // a producer's batches differ in a field or two (its timestamp, a sequence),
+            // and setting every field of a copy of the template was half the heads' cost.
+            // (try_lock: a read started by a finalizer during this one builds its own)
+            let mut last = self.head_last.try_lock().ok();
+            let d = match last.as_deref().and_then(|l| l.as_ref()) {
+                Some((held, was)) => {
+                    let d = held.bind(py).copy()?;
+                    let mut changed = 0;
+                    for (i, key) in self.keys {
+                        if *i == RECORDS_KEY {
+                            d.set_item(key.bind(py), pyo3::types::PyList::empty(py))?;
+                        } else if was[*i] != values[*i] {
+                            d.set_item(key.bind(py), values[*i])?;
+                            changed += 1;
+                        }
+                    }
+                    if changed > 2 {
+                        // (another producer's batches: held from here)
+                        if let Some(l) = last.as_deref_mut() {
+                            *l = Some((d.copy()?.unbind(), values));
+                        }
+                    }
+                    d
                 }
-            }
+                None => {
+                    let d = self.head_template.bind(py).copy()?;
+                    for (i, key) in self.keys {
+                        let key = key.bind(py);
+                        if *i == RECORDS_KEY {
+                            d.set_item(key, pyo3::types::PyList::empty(py))?;
+                        } else {
+                            d.set_item(key, values[*i])?;
+                        }
+                    }
+                    if let Some(l) = last.as_deref_mut() {
+                        *l = Some((d.copy()?.unbind(), values));
+                    }
+                    d
+                }
+            };
+            drop(last);
             heads.append(d)?;
             pos += total;
         }
