@@ -165,7 +165,7 @@ def test_tables_that_fit_are_laid_out_without_rich(monkeypatch):
     table.add_row("1", "127.0.0.1:9092", end_section=True)
     table.add_row(("and 3 more", "dim"))
     want = _rich([table], 80, False)
-    monkeypatch.setattr(Table, "__rich__", lambda self: pytest.fail("rich was asked"))
+    monkeypatch.setattr(Table, "_rich", lambda self, *a: pytest.fail("rich was asked"))
     assert table_text([table], 80) == want
     # columns as wide as their widest cell plus padding; the title padded to the table
     assert want.splitlines()[:3] == [
