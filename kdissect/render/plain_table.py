@@ -161,21 +161,28 @@ def _blank(table: Table, index: int) -> bool:
 
 def _fit(table: Table, width: int) -> tuple[list[Column], list[int] | None, int] | None:
     """The columns shown, their widths (None: rich's own, every cell fits) and the
-    padding either side of a cell for a console ``width`` wide: headers wrapped at
-    their words first, then columns of blank or 0 cells left out, then no padding;
-    None when none of that fits."""
+    padding either side of a cell for a console ``width`` wide: every cell whole if it
+    fits; else columns of blank or 0 cells left out, headers and wrapping cells wrapped
+    at their words, then no padding; None when none of that fits."""
     full = list(table.columns)
+    pad = table.padding[1]
+    fitted = _widths(table, full, pad, width, natural_only=True)
+    if fitted is not None:
+        return full, fitted, pad
+    # columns of nothing but blanks or 0 go before any header is wrapped
     kept = [c for i, c in enumerate(full) if not (c.optional and _blank(table, i))]
-    tries = [(full, table.padding[1]), (kept, table.padding[1]), (full, 0), (kept, 0)]
-    for columns, pad in tries:
-        fitted = _widths(table, columns, pad, width)
+    for each in (pad, 0):
+        fitted = _widths(table, kept, each, width)
         if fitted is not None:
-            return columns, fitted, pad
+            return kept, fitted, each
     return None
 
 
-def _widths(table: Table, columns: list[Column], pad: int, width: int) -> list[int] | None:
-    """Widths of ``columns`` that fit ``width`` cutting no kept cell, or None."""
+def _widths(
+    table: Table, columns: list[Column], pad: int, width: int, natural_only: bool = False
+) -> list[int] | None:
+    """Widths of ``columns`` that fit ``width`` cutting no kept cell (``natural_only``:
+    wrapping no header or cell either), or None."""
     from rich.cells import cell_len
 
     index = [next(j for j, d in enumerate(table.columns) if d is c) for c in columns]
@@ -189,6 +196,8 @@ def _widths(table: Table, columns: list[Column], pad: int, width: int) -> list[i
         or 1
         for c, b in zip(columns, bodies)
     ]
+    if natural_only:
+        return natural if sum(natural) + extra <= width else None
     spare = width - extra - sum(least)
     if spare < 0:
         return None
