@@ -64,11 +64,46 @@ _ALIASES = {
     "kafka.message_value": "record.value",
     "kafka.header_key": "record.header",
 }
+# Wireshark fields of other layers that kdissect has as fields of its own: named in the
+# error (a filter carried over from Wireshark)
+_ADDRESSES = (
+    'client or broker, addresses as ip:port (broker ~ ":9092$", client ~ "^10\\.0\\.0\\.5:")'
+)
+_OTHER_LAYERS = {
+    **dict.fromkeys(
+        (
+            "tcp.port",
+            "tcp.srcport",
+            "tcp.dstport",
+            "udp.port",
+            "ip.addr",
+            "ip.src",
+            "ip.dst",
+            "ipv6.addr",
+            "ipv6.src",
+            "ipv6.dst",
+        ),
+        _ADDRESSES,
+    ),
+    "tcp.stream": "stream, the connection number",
+    "frame.number": "frame, the capture frame of the request",
+    "frame.len": "bytes, request + response size",
+    "kafka.len": "bytes, request + response size",
+}
+_OTHER_LAYER = re.compile(
+    r"(?<![\w.])(" + "|".join(re.escape(n) for n in _OTHER_LAYERS) + r")(?![\w.])"
+)
+
+
+def _other_layer(name: str) -> str:
+    return f" (a Wireshark field kdissect does not have; use {_OTHER_LAYERS[name]})"
+
+
 _HEADER = "record.header."
 _DURATION = {"us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0}
 _TOKEN = re.compile(
     r"""\s*(?:
-    (?P<num>-?\d+(?:\.\d+)?(?:us|µs|ms|s)?(?![\w.]))
+    (?P<num>-?0[xX][0-9a-fA-F]+(?![\w.])|-?\d+(?:\.\d+)?(?:us|µs|ms|s)?(?![\w.]))
   | (?P<str>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')
   | (?P<op>==|!=|<=|>=|!~|&&|\|\||[<>~!(){},=])
   | (?P<word>[A-Za-z_][\w.\-]*)
@@ -184,7 +219,17 @@ class _Parser:
             names if names is not None else [n for n, f in FIELDS.items() if f.get is not None]
         )
         self.known = set(self.names)
-        self.toks = _tokens(text)
+        try:
+            self.toks = _tokens(text)
+        except FilterError as e:  # ip.addr == 10.0.0.5: the field is what to say
+            first = _OTHER_LAYER.search(text, 0, e.position)
+            if first is None:
+                raise
+            raise FilterError(
+                first.start(),
+                f"unknown field {first[1]!r}{_other_layer(first[1])}",
+                text,
+            ) from None
         self.i = 0
         self.fields: set[str] = set()
 
@@ -252,6 +297,16 @@ class _Parser:
             return inner
         if tok.kind != "word":
             raise self.error(tok, f"a field name ({', '.join(self.names)}) or '('")
+        if tok.text == "kafka" and "api" in self.known:  # Wireshark's protocol filter
+            self.take()
+            if self.peek().text in _COMPARE:
+                raise FilterError(
+                    self.peek().pos,
+                    "'kafka' alone selects every Kafka exchange; compare a field "
+                    "(kafka.api_key == 0, api == Produce)",
+                    self.text,
+                )
+            return lambda x: True
         name = _ALIASES.get(tok.text, tok.text)
         if (
             name not in self.known
@@ -273,7 +328,9 @@ class _Parser:
                     + f"; fields here: {', '.join(self.names)}",
                     self.text,
                 )
-            if api_key_of(tok.text) is not None:  # an API name as a field
+            if tok.text in _OTHER_LAYERS:
+                hint = _other_layer(tok.text)
+            elif api_key_of(tok.text) is not None:  # an API name as a field
                 hint = f" (did you mean api == {api_name_of(tok.text)}?)"
             elif not hint and did_you_mean(tok.text, apis):
                 close = did_you_mean(tok.text, apis)[len(" (did you mean ") : -2].split(", ")
@@ -303,11 +360,14 @@ class _Parser:
         values = set()
         while True:
             values.add(self.value(name, "=="))
-            tok = self.take()
+            tok = self.peek()
+            if tok.kind in ("num", "str", "word"):  # Wireshark's {0 1}: blank-separated
+                continue
+            self.take()
             if tok.text == "}":
                 return values
             if tok.text != ",":
-                raise self.error(tok, "',' or '}'")
+                raise self.error(tok, "',', a value or '}'")
 
     def value(self, name: str, op: str):
         tok = self.take()
@@ -319,6 +379,14 @@ class _Parser:
             text = _unquote(tok, self.text)
         elif tok.kind == "num" and sum(c.isdigit() for c in text) > MAX_DIGITS:
             raise FilterError(tok.pos, f"number longer than {MAX_DIGITS} digits", self.text)
+        if tok.kind == "num" and text.lstrip("-")[:2] in ("0x", "0X"):  # Wireshark's 0x0
+            if len(text) > MAX_DIGITS:
+                raise FilterError(tok.pos, f"number longer than {MAX_DIGITS} digits", self.text)
+            if op in ("~", "!~"):
+                raise FilterError(
+                    tok.pos, f"expected a pattern in quotes, found {text!r}", self.text
+                )
+            text = str(int(text, 16))
         if op in ("~", "!~"):
             try:
                 return re.compile(text)

@@ -347,3 +347,47 @@ def test_group_timeline_beyond_classic():
         assert g.kind == kind
         assert [(e.generation, e.detail) for e in g.events] == events, name
         assert g.heartbeats >= 1
+
+
+def test_wireshark_habits_read_as_wireshark_reads_them(views):
+    """`kafka` alone (the protocol filter), blank-separated sets (`{0 1}`) and hex
+    numbers (`0x0`), as Wireshark's display filters take them."""
+    assert select(views, "kafka") == views
+    assert select(views, "kafka and api == Fetch") == select(views, "api == Fetch")
+    both = select(views, "kafka.api_key in {0, 1}")
+    assert both and select(views, "kafka.api_key in {0 1}") == both
+    assert select(views, "api in {Produce Fetch}") == both
+    assert select(views, "kafka.api_key in {0x0 0x1}") == both
+    assert select(views, "api == 0x0") == select(views, "api == Produce")
+    assert select(views, "kafka.api_key == 0X1") == select(views, "api == Fetch")
+    assert select(views, "error != 0x0") == select(views, "error != 0")
+    with pytest.raises(FilterError, match="'kafka' alone selects every Kafka exchange"):
+        parse_filter("kafka == 1")
+    with pytest.raises(FilterError, match="expected ',', a value or '}'"):
+        parse_filter("api in {0 1 ==")
+    with pytest.raises(FilterError, match="longer than 30 digits"):
+        parse_filter("api == 0x" + "f" * 40)
+
+
+@pytest.mark.parametrize(
+    "text,position,use",
+    [
+        ("tcp.port == 9092", 0, "use client or broker"),
+        ("tcp.dstport == 9092", 0, "use client or broker"),
+        ("ip.addr == 10.0.0.5", 0, "use client or broker"),
+        ("api == 0 and ip.src == 10.0.0.5", 13, "use client or broker"),
+        ("tcp.stream == 3", 0, "use stream"),
+        ("frame.number == 7", 0, "use frame"),
+    ],
+)
+def test_wireshark_fields_of_other_layers_name_the_kdissect_field(text, position, use):
+    with pytest.raises(FilterError) as e:
+        parse_filter(text)
+    assert e.value.position == position and use in str(e.value), str(e.value)
+
+
+def test_format_json_is_told_of_jsonl():
+    res = kdissect_text("pcap", str(GROUP), "--format", "json")
+    assert res.returncode == 2 and "did you mean jsonl?" in res.stderr
+    res = kdissect_text("log", "--format", "json", str(GROUP))
+    assert res.returncode == 2 and "did you mean jsonl?" in res.stderr

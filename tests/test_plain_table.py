@@ -165,7 +165,7 @@ def test_tables_that_fit_are_laid_out_without_rich(monkeypatch):
     table.add_row("1", "127.0.0.1:9092", end_section=True)
     table.add_row(("and 3 more", "dim"))
     want = _rich([table], 80, False)
-    monkeypatch.setattr(Table, "__rich__", lambda self: pytest.fail("rich was asked"))
+    monkeypatch.setattr(Table, "_rich", lambda self, *a: pytest.fail("rich was asked"))
     assert table_text([table], 80) == want
     # columns as wide as their widest cell plus padding; the title padded to the table
     assert want.splitlines()[:3] == [
@@ -220,3 +220,41 @@ def test_a_colour_console_prints_through_rich():
     table.add_row(("x", "red"))
     plain_table.print_pieces(console, [table])
     assert "\x1b[" in f.getvalue()
+
+
+def _wide_table() -> Table:
+    table = Table(title="Clients (by client id)", title_justify="left", box="SIMPLE_HEAD")
+    table.add_column("client", keep=True)
+    for col in ("exchanges", "errors", "p50 ms", "p99 ms", "throttled", "throttle ms"):
+        table.add_column(col, justify="right", optional=col.startswith("throttle"))
+    table.add_row("kd-streams-StreamThread-1-consumer", "21", "0", "3.96", "583.10", "0", "0")
+    table.add_row("kd-streams-StreamThread-1-producer", "7", "0", "1.95", "11.33", "0", "0")
+    return table
+
+
+def test_a_narrow_console_drops_blank_columns_and_cuts_no_name_or_figure():
+    wide = _rich([_wide_table()], 160)
+    assert "throttle ms" in wide
+    for width in (80, 60):
+        text = _rich([_wide_table()], width)
+        assert all(len(line) <= width for line in text.splitlines()), text
+        assert "kd-streams-StreamThread-1-consumer" in text
+        assert "kd-streams-StreamThread-1-producer" in text
+        assert "583.10" in text and "11.33" in text and "…" not in text, text
+        assert "throttle" not in text  # all 0: left out before anything is cut
+
+
+def test_a_table_too_wide_even_so_comes_in_parts_then_as_paragraphs():
+    table = _wide_table()
+    table.add_column("more ms", justify="right")
+    table.rows = [row + ("12345.67",) for row in table.rows]
+    table.note = "and 3 more"
+    text = _rich([table], 50)
+    assert all(len(line) <= 50 for line in text.splitlines()), text
+    # each part repeats the client column
+    assert text.count("kd-streams-StreamThread-1-consumer") >= 2, text
+    assert "583.10" in text and "12345.67" in text and "…" not in text
+    assert "\nand 3 more\n" in text
+    text = _rich([table], 36)  # the client id and one column do not fit: paragraphs
+    assert "kd-streams-StreamThread-1-consumer" in text and "p99 ms 583.10" in text, text
+    assert all(len(line) <= 36 for line in text.splitlines()), text

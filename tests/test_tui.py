@@ -504,3 +504,32 @@ def test_the_trees_root_selects_the_first_message_whole():
         assert app.query_one(HexView).data == detail.items[0].data
 
     run(GROUP, body)
+
+
+def test_tab_completes_the_name_typed_and_offers_no_longer_one_after_it():
+    """With `api == Fetch` in effect: `/`, ctrl+u, `api == Fetc`, Tab. The ghost showed
+    `Fetch`; Tab made it `Fetch`, and at once the ghost offered `FetchSnapshot` (drawn dim
+    after it: it read as if Tab had inserted FetchSnapshot, and a second Tab did). A whole
+    name is complete: no longer one is offered until a letter past it is typed."""
+
+    async def body(app, pilot):
+        await pilot.press("slash", *"api == Fetch", "enter")
+        await pilot.pause()
+        assert app.filter_text == "api == Fetch"
+        await pilot.press("slash")
+        box = app.query_one("#filter", Input)
+        await pilot.press("ctrl+u", *"api == Fetc")
+        await pilot.pause(0.2)
+        assert box._suggestion == "api == Fetch"  # the ghost: `h`
+        await pilot.press("tab")
+        await pilot.pause(0.2)
+        assert box.value == "api == Fetch"
+        assert box._suggestion in ("", box.value)  # no ghost after it
+        await pilot.press("tab")
+        await pilot.pause(0.2)
+        assert box.value == "api == Fetch"
+        await pilot.press(*"S", "tab")
+        await pilot.pause(0.2)
+        assert box.value == "api == FetchSnapshot"
+
+    run(CAPTURES / "kafka44-cluster.pcap", body)

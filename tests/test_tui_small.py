@@ -262,11 +262,11 @@ def test_the_helps_wrap_within_their_columns_at_80_columns():
 
 
 @pytest.mark.slow  # (seconds: kept out of the fast tier)
-def test_the_statistics_tables_keep_their_width_and_scroll_sideways_at_80_columns():
+def test_the_statistics_tables_fit_80_columns_cutting_no_name_figure_or_title():
     """At 80x24 the per-API table was squeezed into the box: OffsetFetch and OffsetCommit
-    both read `Offse…`, figures `4644.…`. The tables keep their own width and scroll."""
-    from textual.containers import HorizontalScroll
-
+    both read `Offse…`, figures `4644.…`; then the tables kept their own width and
+    scrolled sideways, and their titles were cut mid-word ("…clients aske"). The tables
+    now fit the box (headers wrapped, blank columns left out, parts), whole."""
     from kdissect.tui.screens import StatsScreen
 
     capture = CLIENTS.parent / "kafka44-cluster.pcap"
@@ -279,17 +279,22 @@ def test_the_statistics_tables_keep_their_width_and_scroll_sideways_at_80_column
             await pilot.pause(0.05)
         await pilot.pause(0.3)
         screen = app.screen
-        wide = screen.query_one("#stats-wide", HorizontalScroll)
+        box = screen.query_one("#stats-box")
         tables = screen.query_one("#stats-tables")
-        assert tables.size.width > wide.size.width and wide.max_scroll_x > 0
+        assert tables.size.width <= box.size.width and box.max_scroll_x == 0
         text = "\n".join(tables.render_line(y).text for y in range(tables.size.height))
         assert "ConsumerGroupHeartbeat" in text and "OffsetCommit" in text and "4644.16" in text
-        assert "← →" in str(screen.query_one("#stats-box").border_subtitle)
+        assert "127.0.0.1:45225" in text and "kd-streams-StreamThread-1-consumer" in text
+        # the per-API table's title, wrapped whole within the box
+        title = " ".join(text.split("┏")[0].split())
+        assert "less the waits clients asked for" in title, title
+        assert "max_wait_ms, JoinGroup/SyncGroup rebalances)" in title, title
+        assert all(len(line.rstrip()) <= box.size.width for line in text.splitlines())
         await pilot.press("tab")  # as the box's border says
-        assert app.focused is screen.query_one("#stats-box")
-        await pilot.press("down", "right", "right")
+        assert app.focused is box
+        await pilot.press("down", "down")
         await pilot.pause(0.2)
-        assert wide.scroll_x > 0 and screen.query_one("#stats-box").scroll_y > 0
+        assert box.scroll_y > 0
 
     drive(KdissectApp(capture_loader([str(capture)]), title="k44"), body, (80, 24), settled=True)
 

@@ -11,7 +11,34 @@ from typing import TYPE_CHECKING
 import click
 
 from ..protocol import Options
-from ..render.formats import choices as format_choices
+from ..render.formats import choices as _choices
+
+
+class FormatChoice(click.Choice):
+    """--format's values, with a did-you-mean (``--format json``: jsonl)."""
+
+    def convert(self, value, param, ctx):
+        try:
+            return super().convert(value, param, ctx)
+        except click.BadParameter as e:
+            import difflib
+
+            text = str(value).lower()
+            close = [c for c in self.choices if isinstance(c, str) and c.startswith(text)]
+            close += [
+                c
+                for c in difflib.get_close_matches(text, [str(c) for c in self.choices], 2, 0.6)
+                if c not in close
+            ]
+            if not close:
+                raise
+            self.fail(f"{e.message} (did you mean {', '.join(close[:2])}?)", param, ctx)
+
+
+def format_choices(**kw) -> FormatChoice:
+    """The --format values of a command (render/formats.py) as a click type."""
+    return FormatChoice(_choices(**kw))
+
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -78,7 +105,7 @@ def display_options(command):
             click.option(
                 "--format",
                 "fmt",
-                type=click.Choice(format_choices(files=False)),
+                type=format_choices(files=False),
                 default="text",
                 show_default=True,
                 help="Output format without the TUI.",

@@ -81,7 +81,7 @@ file, 2 a wrong command line.
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(format_choices(log=True)),
+    type=format_choices(log=True),
     default="text",
     show_default=True,
     help="Lines for people, JSON lines, or Parquet tables "

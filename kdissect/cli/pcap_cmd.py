@@ -92,7 +92,7 @@ PCAP_HELP = PCAP_HELP.replace("{fields}", help_list(width=78))
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(format_choices()),
+    type=format_choices(),
     default="text",
     show_default=True,
     help="Output format (parquet needs -o FILE.parquet; tsv: one tab-separated line per exchange).",

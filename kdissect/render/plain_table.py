@@ -30,10 +30,23 @@ Cell = Union[str, tuple[str, str]]
 
 # (plain classes, not dataclasses: making a dataclass costs a millisecond at import)
 class Column:
-    def __init__(self, header: str, justify: str = "left", no_wrap: bool = False):
+    def __init__(
+        self,
+        header: str,
+        justify: str = "left",
+        no_wrap: bool = False,
+        keep: bool = False,
+        optional: bool = False,
+        label: str | None = None,
+    ):
         self.header = header
         self.justify = justify  # left, right or center
         self.no_wrap = no_wrap
+        # never cut (identifying: an address, a client id, an API); right-justified
+        # columns (figures) are never cut either: a cut number is a wrong number
+        self.keep = keep or justify == "right"
+        self.optional = optional  # dropped on a narrow console when every cell is blank or 0
+        self.label = label or header  # its name in the stacked layout
 
 
 class Table:
@@ -52,9 +65,18 @@ class Table:
         self.columns: list[Column] = []
         self.rows: list[tuple[Cell, ...]] = []
         self.sections: set[int] = set()  # rows followed by a line
+        self.note: str | None = None  # a line under the table ("and 13 more")
 
-    def add_column(self, header: str, justify: str = "left", no_wrap: bool = False) -> None:
-        self.columns.append(Column(header, justify, no_wrap))
+    def add_column(
+        self,
+        header: str,
+        justify: str = "left",
+        no_wrap: bool = False,
+        keep: bool = False,
+        optional: bool = False,
+        label: str | None = None,
+    ) -> None:
+        self.columns.append(Column(header, justify, no_wrap, keep, optional, label))
 
     def add_row(self, *cells: Cell, end_section: bool = False) -> None:
         """Cells left out are empty, as in rich."""
@@ -70,7 +92,32 @@ class Table:
     def row_count(self) -> int:
         return len(self.rows)
 
-    def __rich__(self) -> Any:
+    def __rich_console__(self, console: Any, options: Any) -> Any:
+        """The table at the console's width: as rich lays it out when every cell fits;
+        narrower, headers wrapped at their words and columns of blank or 0 cells left
+        out, but never cutting an identifying cell or a figure; stacked (one row a
+        paragraph) when even that does not fit."""
+        from rich.text import Text
+
+        fitted = _fit(self, options.max_width)
+        if fitted is not None:
+            yield self._rich(*fitted)
+        else:
+            parts = _parts(self, options.max_width)
+            if parts is None:
+                yield _stacked(self, options.max_width)
+            else:
+                for part in parts:
+                    yield part._rich(*_fit(part, options.max_width))  # type: ignore[misc]
+        if self.note:
+            yield Text(self.note, style="dim")
+
+    def __rich_measure__(self, console: Any, options: Any) -> Any:
+        from rich.measure import Measurement
+
+        return Measurement.get(console, options, self._rich(self.columns, None, self.padding[1]))
+
+    def _rich(self, columns: list[Column], widths: list[int] | None, pad: int) -> Any:
         from rich import box
         from rich.table import Table as RichTable
         from rich.text import Text
@@ -79,20 +126,150 @@ class Table:
             title=Text(self.title, style="table.title") if self.title else None,
             title_justify=self.title_justify,  # type: ignore[arg-type]
             box=getattr(box, self.box),
-            padding=self.padding,
+            padding=(self.padding[0], pad),
         )
-        for c in self.columns:
+        for i, c in enumerate(columns):
             table.add_column(
                 Text(c.header),
                 justify=c.justify,  # type: ignore[arg-type]
                 no_wrap=c.no_wrap,
+                width=None if widths is None else widths[i],
             )
+        shown = [next(j for j, d in enumerate(self.columns) if d is c) for c in columns]
         for i, row in enumerate(self.rows):
             table.add_row(
-                *(Text(c) if isinstance(c, str) else Text(c[0], style=c[1]) for c in row),
+                *(
+                    Text(c) if isinstance(c, str) else Text(c[0], style=c[1])
+                    for c in (row[j] for j in shown)
+                ),
                 end_section=i in self.sections,
             )
         return table
+
+
+def _text(cell: Cell) -> str:
+    return cell if isinstance(cell, str) else cell[0]
+
+
+def _longest_word(text: str) -> int:
+    return max((len(w) for w in text.split()), default=0)
+
+
+def _blank(table: Table, index: int) -> bool:
+    return all(_text(row[index]).strip() in ("", "0") for row in table.rows)
+
+
+def _fit(table: Table, width: int) -> tuple[list[Column], list[int] | None, int] | None:
+    """The columns shown, their widths (None: rich's own, every cell fits) and the
+    padding either side of a cell for a console ``width`` wide: every cell whole if it
+    fits; else columns of blank or 0 cells left out, headers and wrapping cells wrapped
+    at their words, then no padding; None when none of that fits."""
+    full = list(table.columns)
+    pad = table.padding[1]
+    fitted = _widths(table, full, pad, width, natural_only=True)
+    if fitted is not None:
+        return full, fitted, pad
+    # columns of nothing but blanks or 0 go before any header is wrapped
+    kept = [c for i, c in enumerate(full) if not (c.optional and _blank(table, i))]
+    for each in (pad, 0):
+        fitted = _widths(table, kept, each, width)
+        if fitted is not None:
+            return kept, fitted, each
+    return None
+
+
+def _widths(
+    table: Table, columns: list[Column], pad: int, width: int, natural_only: bool = False
+) -> list[int] | None:
+    """Widths of ``columns`` that fit ``width`` cutting no kept cell (``natural_only``:
+    wrapping no header or cell either), or None."""
+    from rich.cells import cell_len
+
+    index = [next(j for j, d in enumerate(table.columns) if d is c) for c in columns]
+    extra = 2 + len(columns) - 1 + 2 * pad * len(columns)
+    bodies = [[_text(row[i]) for row in table.rows] for i in index]
+    natural = [
+        max([cell_len(c.header), *(cell_len(t) for t in b)]) for c, b in zip(columns, bodies)
+    ]
+    least = [
+        max([_longest_word(c.header)] + [cell_len(t) if c.keep else _longest_word(t) for t in b])
+        or 1
+        for c, b in zip(columns, bodies)
+    ]
+    if natural_only:
+        return natural if sum(natural) + extra <= width else None
+    spare = width - extra - sum(least)
+    if spare < 0:
+        return None
+    widths = list(least)
+    # the room left: to the columns that wrap their text first, then to the headers
+    for wraps in (True, False):
+        for i, c in enumerate(columns):
+            if c.keep != wraps and spare > 0:
+                more = min(spare, natural[i] - widths[i])
+                widths[i] += more
+                spare -= more
+    return widths
+
+
+def _parts(table: Table, width: int) -> list[Table] | None:
+    """The table cut into tables of fewer columns, each repeating the leading ones (the
+    first column and the kept ones after it), when each part fits ``width``."""
+    lead = 1
+    while (
+        lead < len(table.columns)
+        and table.columns[lead].keep
+        and (table.columns[lead].justify == "left")
+    ):
+        lead += 1
+    kept = [
+        i
+        for i, c in enumerate(table.columns)
+        if i >= lead and not (c.optional and _blank(table, i))
+    ]
+    groups: list[list[int]] = []
+    for i in kept:
+        trial = [*groups[-1], i] if groups else [i]
+        if groups and _fit(_part(table, [*range(lead), *trial]), width) is not None:
+            groups[-1] = trial
+        else:
+            groups.append([i])
+    parts = [_part(table, [*range(lead), *g]) for g in groups]
+    if not parts or any(_fit(p, width) is None for p in parts):
+        return None
+    for p in parts[1:]:
+        p.title = None
+    return parts
+
+
+def _part(table: Table, index: list[int]) -> Table:
+    part = Table(table.title, table.title_justify, table.box, table.padding)
+    part.columns = [table.columns[i] for i in index]
+    part.rows = [tuple(row[i] for i in index) for row in table.rows]
+    part.sections = table.sections
+    return part
+
+
+def _stacked(table: Table, width: int) -> Any:
+    """Each row a paragraph: its first cell, then ``label value`` for the others (the
+    layout of a console too narrow for the table's columns)."""
+    from rich.text import Text
+
+    out = Text()
+    if table.title:
+        out.append(table.title + "\n", style="table.title")
+    blank = [c.optional and _blank(table, i) for i, c in enumerate(table.columns)]
+    for row in table.rows:
+        first = row[0]
+        out.append(_text(first), style="bold" if isinstance(first, str) else first[1] or "bold")
+        for i, (c, cell) in enumerate(zip(table.columns[1:], row[1:]), 1):
+            if blank[i] or not _text(cell).strip():
+                continue
+            out.append(f"  {c.label} ", style="dim")
+            out.append(_text(cell), style="" if isinstance(cell, str) else cell[1])
+        out.append("\n")
+    out.rstrip()
+    return out
 
 
 class Lines:
@@ -243,6 +420,10 @@ def _table_lines(table: Table, width: int, ascii_only: bool) -> list[str] | None
         elif index - 1 in table.sections and index != last:
             out.append(box.get_row(widths, "row", edge=True))
     out.append(box.get_bottom(widths))
+    if table.note:
+        if not (_one_line(table.note) and len(table.note) <= width):
+            return None
+        out.append(table.note)
     return out
 
 

@@ -30,8 +30,23 @@ def stats_pieces(stats: Stats) -> Pieces:
         "rebalances)",
         title_justify="left",
     )
-    for col in ("API", "count", "p50 ms", "p90 ms", "p99 ms", "max ms", "waited", "max latency ms"):
-        apis.add_column(col, justify="left" if col == "API" else "right")
+    for col in (
+        "API",
+        "count",
+        "timed",
+        "p50 ms",
+        "p90 ms",
+        "p99 ms",
+        "max ms",
+        "waited",
+        "max latency ms",
+    ):
+        apis.add_column(
+            col,
+            justify="left" if col == "API" else "right",
+            keep=col == "API",
+            optional=col in ("timed", "waited"),
+        )
     every = []
     for name, count in stats.per_api.most_common():
         service = stats.service.get(name) or (
@@ -43,14 +58,17 @@ def stats_pieces(stats: Stats) -> Pieces:
         apis.add_row(
             name,
             str(count),
+            _timed(len(service), count),
             *cells,
             str(stats.waited.get(name, 0) or ""),
             _ms(max(raw)) if raw else "-",
         )
     if every:
+        total = sum(stats.per_api.values())
         apis.add_row(
             ("all", "bold"),
-            str(sum(stats.per_api.values())),
+            str(total),
+            _timed(len(every), total),
             *[_ms(v) for v in stats.latency_summary(every)],
             "",
             "",
@@ -59,7 +77,7 @@ def stats_pieces(stats: Stats) -> Pieces:
     parts.append(apis)
     if stats.errors:
         errors = Table(title="Errors", title_justify="left")
-        errors.add_column("error")
+        errors.add_column("error", keep=True)
         errors.add_column("count", justify="right")
         for name, count in stats.errors.most_common(LISTED):
             errors.add_row((name, "red"), str(count))
@@ -67,7 +85,7 @@ def stats_pieces(stats: Stats) -> Pieces:
         parts.append(errors)
     if stats.diagnoses:
         found = Table(title="Diagnoses (docs/guide/findings.md)", title_justify="left")
-        found.add_column("finding")
+        found.add_column("finding", keep=True)
         found.add_column("count", justify="right")
         for code, count in stats.diagnoses.most_common():
             found.add_row(code, str(count))
@@ -91,7 +109,14 @@ def stats_pieces(stats: Stats) -> Pieces:
         ("#", "client", "broker", "exchanges", "client", "broker", "seconds", "errors")
     ):
         address = i in (1, 2)
-        conns.add_column(col, justify="left" if address else "right", no_wrap=address)
+        conns.add_column(
+            col,
+            justify="left" if address else "right",
+            no_wrap=address,
+            keep=address,
+            optional=col == "errors",
+            label=("bytes from client", "bytes from broker")[i - 4] if i in (4, 5) else None,
+        )
     for index, c in busiest:
         conns.add_row(
             str(index),
@@ -108,7 +133,7 @@ def stats_pieces(stats: Stats) -> Pieces:
     sides = Counter(c.side_by for c in stats.connections.values() if c.side_by)
     if sides:
         decided = Table(title="Client side decided by", title_justify="left")
-        decided.add_column("evidence")
+        decided.add_column("evidence", keep=True)
         decided.add_column("connections", justify="right")
         for by, n in sides.most_common():
             decided.add_row(by, str(n))
@@ -123,7 +148,11 @@ def stats_pieces(stats: Stats) -> Pieces:
         more = f" (the first {TOPICS_LISTED} of {len(rows)})" if len(rows) > TOPICS_LISTED else ""
         topics = Table(title=f"Topics{more}", title_justify="left", box="SIMPLE_HEAD")
         for col in ("topic", "partitions", "exchanges", "Produce", "Fetch", "errors"):
-            topics.add_column(col, justify="left" if col in ("topic", "partitions") else "right")
+            topics.add_column(
+                col,
+                justify="left" if col in ("topic", "partitions") else "right",
+                keep=col == "topic",
+            )
         for name, b in rows[:TOPICS_LISTED]:
             topics.add_row(
                 name,
@@ -165,17 +194,37 @@ LISTED = 50  # rows of the connection, client, broker and error tables
 
 
 def _more(table: Table, total: int) -> None:
-    """Say how many rows a bounded table left out."""
+    """Say how many rows a bounded table left out (a line under it)."""
     if total > table.row_count:
-        table.add_row((f"and {total - table.row_count} more", "dim"))
+        table.note = f"and {total - table.row_count} more"
+
+
+def _timed(timed: int, count: int) -> str:
+    """The exchanges a row's broker-time percentiles cover, when fewer than its count
+    (a Fetch answered before its max_wait_ms has no known broker time: left out)."""
+    return str(timed) if timed < count else ""
 
 
 def _breakdown(title: str, what: str, rows: dict[str, Breakdown]) -> Table:
     table = Table(
         title=f"{title} (p50 and p99 of broker time)", title_justify="left", box="SIMPLE_HEAD"
     )
-    for col in (what, "exchanges", "errors", "p50 ms", "p99 ms", "throttled", "throttle ms"):
-        table.add_column(col, justify="left" if col == what else "right")
+    for col in (
+        what,
+        "exchanges",
+        "errors",
+        "timed",
+        "p50 ms",
+        "p99 ms",
+        "throttled",
+        "throttle ms",
+    ):
+        table.add_column(
+            col,
+            justify="left" if col == what else "right",
+            keep=col == what,
+            optional=col in ("timed", "throttled", "throttle ms"),
+        )
     for name, b in heapq.nsmallest(LISTED, rows.items(), key=lambda kv: -kv[1].exchanges):
         lat = sorted(b.latency)
         p50, p99 = (_ms(percentile(lat, 50)), _ms(percentile(lat, 99))) if lat else ("-", "-")
@@ -183,6 +232,7 @@ def _breakdown(title: str, what: str, rows: dict[str, Breakdown]) -> Table:
             name,
             str(b.exchanges),
             (str(b.errors), "red" if b.errors else ""),
+            _timed(len(lat), b.exchanges),
             p50,
             p99,
             (str(b.throttled), "yellow" if b.throttled else ""),
@@ -198,7 +248,7 @@ def _partitions(stats: Stats, listed: int = 40) -> Table:
     more = f" (the first {listed} of {len(rows)})" if len(rows) > listed else ""
     table = Table(title=f"Partitions{more}", title_justify="left", box="SIMPLE_HEAD")
     for col in ("topic", "partition", "exchanges", "Produce", "Fetch", "errors"):
-        table.add_column(col, justify="left" if col == "topic" else "right")
+        table.add_column(col, justify="left" if col == "topic" else "right", keep=col == "topic")
     for (topic, partition), b in rows[:listed]:
         table.add_row(
             topic,

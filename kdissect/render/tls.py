@@ -10,7 +10,7 @@ from .plain_table import Table
 
 def tls_table(conns: list) -> Any:
     """The rich table of ``tls_rows`` (the TUI's)."""
-    return tls_rows(conns).__rich__()
+    return tls_rows(conns)  # (a rich renderable: laid out at the width it is given)
 
 
 def tls_rows(conns: list) -> Table:

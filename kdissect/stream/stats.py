@@ -33,6 +33,14 @@ from .fields import ExchangeFields
 from .model import Exchange, Gap
 
 
+def service_known(latency: float | None, service: float | None) -> bool:
+    """Whether an exchange's broker time (its latency less the wait the client asked
+    for) is known: a Fetch answered before its max_wait_ms elapsed gets a broker time of
+    0, which says only that the wait covered it all (unknown), unless the latency itself
+    was 0. Every --stats table counts broker time by this one rule."""
+    return service is not None and latency is not None and (service > 0 or latency == 0)
+
+
 def percentile(sorted_values: list[float], p: float) -> float:
     """Nearest-rank percentile of already sorted values."""
     if not sorted_values:
@@ -252,14 +260,15 @@ class Stats(Compared):
         req = ex.request
         client = req.client_id if req and req.client_id else f"{ex.client[0]} (no client id)"
         service = anomaly.service_time(view) if latency is not None else None
+        known = service_known(latency, service)
         broker = self._broker_names.get(ex.broker)
         if broker is None:
             broker = self._broker_names[ex.broker] = f"{ex.broker[0]}:{ex.broker[1]}"
         for b in (_breakdown(self.clients, client), _breakdown(self.brokers, broker)):
             b.exchanges += 1
             b.errors += errors
-            if service is not None:
-                b.latency.append(service)
+            if known:
+                b.latency.append(service)  # type: ignore[arg-type]
             if throttle:
                 b.throttled += 1
                 b.throttle_ms += throttle
@@ -286,7 +295,7 @@ class Stats(Compared):
         if service is not None and latency is not None:
             if latency - service > 0.001:
                 self.waited[name] += 1
-            if service > 0 or latency == 0:  # a wait that took it all: time unknown
+            if known:  # (not a wait that took it all: time unknown)
                 self.service[name].append(service)
 
     def _group(self, ex: Exchange, view: ExchangeFields) -> None:

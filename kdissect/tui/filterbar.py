@@ -93,8 +93,14 @@ class FilterSuggester(Suggester):
         if word is None:
             return None
         prefix = word.group(0)
-        for candidate in self.candidates(value[: word.start()]):
-            if candidate.lower().startswith(prefix.lower()) and candidate != prefix:
+        candidates = self.candidates(value[: word.start()])
+        lower = prefix.lower()
+        if any(c.lower() == lower for c in candidates):
+            # a whole name already (`Fetch`, the one Tab just completed): offering a longer
+            # one (`FetchSnapshot`) showed as if Tab had inserted it, and a second Tab did
+            return None
+        for candidate in candidates:
+            if candidate.lower().startswith(lower):
                 return value[: word.start()] + candidate
         return None
 

@@ -11,7 +11,7 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import HorizontalScroll, VerticalScroll
+from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
@@ -49,32 +49,6 @@ def gather(
     return stats, points
 
 
-class _Sideways(HorizontalScroll, can_focus=False):
-    """The statistics tables at their own width (scrolled by the box's ← →)."""
-
-
-class _StatsBox(VerticalScroll):
-    """The statistics screen's scrolling box: ↑ ↓ PgUp PgDn, and ← → for the tables
-    wider than the box."""
-
-    BINDINGS = [
-        Binding("left", "sideways(-8)", "Left", show=False),
-        Binding("right", "sideways(8)", "Right", show=False),
-    ]
-
-    def action_sideways(self, by: int) -> None:
-        self.query_one(_Sideways).scroll_relative(x=by, animate=False)
-
-
-def _natural_width(renderable: RenderableType) -> int:
-    """The columns ``renderable`` takes when nothing limits it (a table's widest row)."""
-    from rich.console import Console
-    from rich.measure import Measurement
-
-    console = Console(width=4096)
-    return max(1, Measurement.get(console, console.options, renderable).maximum)
-
-
 class StatsScreen(ModalScreen):
     """Statistics over the exchanges shown (the filter applies): broker time over real
     time (Enter or a click goes to the slice's slowest exchange: the screen closes with
@@ -88,7 +62,6 @@ class StatsScreen(ModalScreen):
     #latency:focus { background: $boost; }
     #slice { margin: 0 1; color: $text-muted; }
     #stats-box { border-subtitle-color: $text-muted; }
-    #stats-wide { height: auto; }
     """
 
     def __init__(
@@ -114,7 +87,7 @@ class StatsScreen(ModalScreen):
         self.tls = list(tls)
 
     def compose(self) -> ComposeResult:
-        with _StatsBox(id="stats-box"):
+        with VerticalScroll(id="stats-box"):
             yield Static(
                 Text(
                     f"broker time over the capture ({len(self.points)} exchanges; "
@@ -125,13 +98,11 @@ class StatsScreen(ModalScreen):
             )
             yield LatencyChart(self.points, id="latency")
             yield Static(id="slice")
-            # the tables at their own width: on a narrow screen they scroll sideways
-            # (← →) instead of cutting API names and figures to a few characters
-            tables = stats_tables(self.stats)
-            with _Sideways(id="stats-wide"):
-                yield Static(tables, id="stats-tables").set_styles(
-                    f"width: {_natural_width(tables)};"
-                )
+            # the tables at the box's width: on a narrow screen they wrap their headers,
+            # leave out columns of blanks or 0, then come in parts (render/plain_table.py),
+            # never cutting an API name, an address, a client id or a figure; their
+            # titles wrap with them (they scrolled sideways, titles cut mid-word)
+            yield Static(stats_tables(self.stats), id="stats-tables")
             if self.tls:
                 yield Static(tls_table(self.tls), id="tls")
             if self.warnings:
@@ -155,10 +126,6 @@ class StatsScreen(ModalScreen):
         if self.points:
             chart.jump_to_slowest()
         self._describe()
-        if self.query_one("#stats-wide", HorizontalScroll).max_scroll_x > 0:
-            self.query_one(
-                "#stats-box"
-            ).border_subtitle = "more below: Tab, then ↑ ↓ PgUp PgDn, ← → · Esc closes"
 
     @on(LatencyChart.Moved)
     def _describe(self) -> None:

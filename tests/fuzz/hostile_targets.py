@@ -62,6 +62,9 @@ _WORDS = [
     "bytes",
     "nosuch",
     "Produce",
+    "kafka",  # Wireshark's protocol filter: every exchange
+    "tcp.port",  # Wireshark fields of other layers: refused with the kdissect field
+    "ip.addr",
 ]
 _OPS = ["==", "!=", "<", "<=", ">", ">=", "~", "!~", "contains", "in", "=", "matches"]
 _VALUES = [
@@ -87,6 +90,17 @@ _VALUES = [
     '"(a|b)*c"',
     '"["',
     "{Produce, Fetch}",
+    "{Produce Fetch}",
+    "{0 1}",
+    "{0x0 0x1, 2}",
+    "{1 2",
+    "0x0",
+    "0X1f",
+    "-0x1",
+    "0x",
+    "0xg",
+    "0x" + "f" * 40,
+    "10.0.0.5",
     "{1, 2",
     "1" * 40,
     "9" * 5000,
@@ -107,6 +121,10 @@ def filter_input(rng: random.Random) -> str:
                 " and ".join(["api"] * n),
                 " or ".join(["version == 1"] * n),
                 "! " * n + "error",
+                "kafka.api_key in {" + "0 " * n + "}",
+                "api in {" + "0x1 " * n,
+                "ip.addr == " + "1." * n,
+                " or ".join(["kafka"] * n),
             ]
         )
 
