@@ -15,7 +15,7 @@ from rich.text import Text
 
 from ..blob import _EXPECTED, BlobError, find_candidates, parse_blob
 from ..capture.pcapfile import PCAP_MAGICS, PCAPNG_SHB
-from ..protocol.crc import crc32c_of
+from ..protocol.batch import HEAD_SIZE, Batch
 from ..protocol import Options, api_key_of, api_name
 from ..protocol.context import Decoding
 from ..protocol.decode import decode_body
@@ -418,25 +418,17 @@ def _other_kind_of_file(data: bytes, name: str | None, err: Console) -> bool:
             err=True,
         )
         sys.exit(1)
-    if len(data) >= _BATCH_HEAD and data[16] == 2:
-        length = int.from_bytes(data[8:12], "big", signed=True)
-        end = 12 + length
-        if _BATCH_HEAD <= end <= len(data) and crc32c_of(data, 21, end) == int.from_bytes(
-            data[17:21], "big"
-        ):
-            err.print(
-                Text(
-                    "the bytes begin with a record batch whose CRC holds: read as --records "
-                    "(a log segment? `kdissect log` reads it with its index and checks)",
-                    style="dim",
-                )
+    first = Batch(data, 0) if len(data) >= HEAD_SIZE else None
+    if first is not None and first.magic == 2 and first.fits(len(data)) and first.crc_ok:
+        err.print(
+            Text(
+                "the bytes begin with a record batch whose CRC holds: read as --records "
+                "(a log segment? `kdissect log` reads it with its index and checks)",
+                style="dim",
             )
-            return True
+        )
+        return True
     return False
-
-
-# a v2 record batch's fixed head (base offset to record count)
-_BATCH_HEAD = 61
 
 
 def _read_input(arg: str | None) -> str | bytes:
