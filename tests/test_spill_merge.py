@@ -19,9 +19,9 @@ def _runs(rng: random.Random) -> list[list[list[tuple[int, int, int]]]]:
     """Sorted runs of (key, run, index) rows cut into chunks."""
     keys = rng.choice((2, 5, 50, 10_000))
     runs = []
-    for r in range(rng.randrange(0, 7)):
+    for r in range(rng.choice((rng.randrange(0, 7), 300))):
         rows = sorted(
-            ((rng.randrange(keys), r, i) for i in range(rng.randrange(0, 300))),
+            ((rng.randrange(keys), r, i) for i in range(rng.randrange(0, 60 if r > 6 else 300))),
             key=itemgetter(0),
         )
         chunks, at = [], 0

@@ -9,7 +9,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Iterator
 from itertools import chain
-from operator import itemgetter
+from heapq import heapify, heappop, heapreplace
 from typing import IO, Any
 
 from ..stream.record_table import RecordBlock
@@ -146,16 +146,18 @@ def _merge(runs: list[Iterator[list[Any]]], key: Callable[[Any], Any]) -> Iterat
     key=key) merges them (stable: of equal keys, an earlier run's first), given as
     stretches: the run whose head comes first gives every row up to the next head of
     another (rows arrive nearly in time order: runs overlap little, and a stretch is
-    found with a few key calls, not a step a row)."""
-    live: list[list[Any]] = []  # [head key, run index, chunk, position, run]
+    found with a few key calls, not a step a row). A heap of the runs' heads, as
+    heapq.merge's: a step costs the log of the runs, however many."""
+    heap: list[list[Any]] = []  # [head key, run index, chunk, position, run]
     for i, run in enumerate(runs):
         for chunk in run:
             if chunk:
-                live.append([key(chunk[0]), i, chunk, 0, run])
+                heap.append([key(chunk[0]), i, chunk, 0, run])
                 break
-    while len(live) > 1:
-        live.sort(key=_HEAD)  # (a handful of runs)
-        first, second = live[0], live[1]
+    heapify(heap)  # (entries compare by key, then run index: never further)
+    while len(heap) > 1:
+        first = heap[0]
+        second = heap[1] if len(heap) == 2 or heap[1] < heap[2] else heap[2]
         bound, later = second[0], first[1] > second[1]
         chunk, at = first[2], first[3]
         n = len(chunk)
@@ -172,20 +174,19 @@ def _merge(runs: list[Iterator[list[Any]]], key: Callable[[Any], Any]) -> Iterat
         yield chunk if at == 0 and end == n else chunk[at:end]
         if end < n:
             first[0], first[3] = key(chunk[end]), end
+            heapreplace(heap, first)
             continue
         for chunk in first[4]:
             if chunk:
                 first[0], first[2], first[3] = key(chunk[0]), chunk, 0
+                heapreplace(heap, first)
                 break
         else:
-            live.remove(first)
-    for _key, _i, chunk, at, run in live:
+            heappop(heap)
+    for _key, _i, chunk, at, run in heap:
         yield chunk[at:] if at else chunk
         yield from run
 
 
 def _before(k: Any, bound: Any, later: bool) -> bool:
     return k < bound if later else not bound < k
-
-
-_HEAD = itemgetter(0, 1)
