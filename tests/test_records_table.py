@@ -376,3 +376,77 @@ def test_tuple_rows_and_blocks_spilled_in_runs_come_back_sorted():
         assert len(held) == len(rows) > 60
         assert bool(held.files) == (run == 3)
         assert list(held) == want
+
+
+def test_table_read_looks_for_internal_topics_as_python_does(native, monkeypatch):
+    """values.table_values hands the internal topics' needles to the compiled read,
+    which looks itself after a read that gave batches: the same answers as asking
+    _may_carry_internal after the read (base_needles None), on every message with
+    records of every capture, on copies with an internal topic's name or
+    __cluster_metadata's id written into them, and with the needles not bound."""
+    from kdissect.protocol import internal, values
+
+    names = [n for n in internal._BASE_NEEDLES if n.startswith(b"__")]
+    rng = random.Random(4344)
+    msgs = []
+    for ex in carriers(CAPTURES):
+        for m in ex.messages:
+            if m is None or not carries_records(m.api_key, m.direction) or m.api_version is None:
+                continue
+            msgs.append(m)
+            data = bytearray(m.data)
+            needle = rng.choice(names + [internal._METADATA_ID_BYTES])
+            at = rng.randrange(max(1, len(data) - len(needle)))
+            data[at : at + len(needle)] = needle
+            msgs.append(dataclasses.replace(m, data=bytes(data), size=len(data)))
+    assert internal.base_needles() is not None
+
+    def table(m: Any) -> Any:
+        route, reader, _head = record_table._route_of(m.api_key, m.api_version, m.direction)
+        if route is None or reader is None:
+            return "no reader"
+        return values.table_values(
+            reader,
+            bytes(m.data),
+            m.api_key,
+            m.direction,
+            rows_module.RECORDS,
+            route.spec,
+            record_table.topic_of_id,
+        )
+
+    compiled = [table(m) for m in msgs]
+    monkeypatch.setattr(values, "base_needles", lambda: None)
+    python = [table(m) for m in msgs]
+    monkeypatch.setattr(values, "_may_carry_internal", lambda *a: False)
+    unchecked = [table(m) for m in msgs]
+    assert same(compiled, python)
+    # the look decided many: read to batches, then left to the values decoder
+    found = sum(a is None and bool(b) for a, b in zip(compiled, unchecked))
+    assert found > 100 and sum(bool(x) for x in compiled) > 200, found
+
+
+def test_the_shared_empty_problems_stay_empty(tmp_path, native):
+    """Every fast tuple row holds the one empty ``problems`` list of record_table._TAIL
+    (a list per row cost a record's time for nothing): nothing on the way to the table
+    (holder, spill, topic naming, writer) may change it, or every row would show it."""
+    from kdissect.pipeline import spill
+    from kdissect.pipeline.local import write_exchanges
+
+    problems = record_table._TAIL[0]
+    assert problems == [] and type(problems) is list
+    for run in (5, 1_000_000):
+        spill_run = spill.RUN
+        spill.RUN = run
+        try:
+            write_exchanges(
+                [str(ROOT / "captures" / n) for n in ("kafka-broker-killed.pcap", "kcat.pcap")],
+                str(tmp_path / "x.parquet"),
+                ports=(9092,),
+                detect=True,
+                warn=lambda w: None,
+                records_out=str(tmp_path / "r.parquet"),
+            )
+        finally:
+            spill.RUN = spill_run
+        assert record_table._TAIL[0] is problems and problems == []

@@ -157,8 +157,16 @@ _LAST_NEEDLES: tuple[dict[str, str], tuple[bytes, ...]] = ({}, _BASE_NEEDLES)
 # native/src/scan.rs's needle sets, prepared once per set of needles
 _Needles = bind(__name__, "_Needles", "Needles")
 _SEARCHES: dict[tuple[bytes, ...], Any] = {}
-# the search of the base needles (no ids learned: the records table's every message)
-_BASE_SEARCH: Any = _Needles(list(_BASE_NEEDLES)).found_in if _Needles is not None else None
+# the base needles (no ids learned: the records table's every message) and their search
+_BASE_SET: Any = _Needles(list(_BASE_NEEDLES)) if _Needles is not None else None
+_BASE_SEARCH: Any = _BASE_SET.found_in if _BASE_SET is not None else None
+
+
+def base_needles() -> Any:
+    """The compiled needles ``mentions_internal_topic(data)`` (no topic ids) searches
+    ``bytes`` for, for a compiled caller to search itself; None: none bound (then ask
+    ``mentions_internal_topic``)."""
+    return _BASE_SET if _Needles is not None else None
 
 
 @lru_cache(maxsize=4096)

@@ -43,7 +43,7 @@ from .batch import (
 )
 from .context import Decoding, Options
 from .node import Node
-from .internal import RECORD_CARRIERS as _RECORD_CARRIERS, mentions_internal_topic
+from .internal import RECORD_CARRIERS as _RECORD_CARRIERS, base_needles, mentions_internal_topic
 from .reader import Bail as Bail, VarintTooLong, uvarint
 from .records import read_records
 from .native_ext import forget_on_change
@@ -548,14 +548,20 @@ def table_values(
     internal topic's); ``body_values`` then decides."""
     if not _records_compiled(options, api_key):
         return None
-    got: list[tuple[Any, Any, list[Any]]] | None = reader[0].table(
-        data, NO_BYTES, reader[1], options.max_nodes, route, topic_of_id
-    )
     # Records of a message that may carry an internal topic's are body_values' (the
     # located path decodes them by schema). Asked after the read, and only when it gave
     # a batch: the look for a name costs more than a read that gives up (a fetch ending
     # in a partial batch: 68 µs against 0.6 for 120 KB), and body_values looks again.
-    if got is None or (got and _may_carry_internal(data, api_key, direction, options, None)):
+    # The read looks itself when given the needles (what _may_carry_internal asks).
+    needles = (
+        base_needles() if options.embedded and (api_key, direction) in _RECORD_CARRIERS else None
+    )
+    got: list[tuple[Any, Any, list[Any]]] | None = reader[0].table(
+        data, NO_BYTES, reader[1], options.max_nodes, route, topic_of_id, needles
+    )
+    if got is None or (
+        needles is None and got and _may_carry_internal(data, api_key, direction, options, None)
+    ):
         return None
     return got
 

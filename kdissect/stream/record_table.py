@@ -71,13 +71,14 @@ def fast_record_rows(
     if _native is None or m.holes or m.forwarded is not None or m.api_version is None:
         return False
     assert m.api_key is not None
-    if m.direction == "request" and m.data[:4] != _KEY_VERSION.pack(m.api_key, m.api_version):
+    direction, data = m.direction, m.data
+    route, reader, head = _route_of(m.api_key, m.api_version, direction)
+    if head is not None and data[:4] != head:
         return False  # the tree reads the request's own header
     found: list[tuple[Any, Any, list[Any]]] = []  # (topic, partition, rows) of each batch
-    route, reader = _route_of(m.api_key, m.api_version, m.direction)
     # each records field's batches read to their rows at once, and followed, compiled
     batches = (
-        table_values(reader, m.data, m.api_key, m.direction, options, route.spec, topic_of_id)
+        table_values(reader, data, m.api_key, direction, options, route.spec, topic_of_id)
         if reader is not None and route is not None
         else None
     )
@@ -103,14 +104,14 @@ def fast_record_rows(
             return False
     if not found:
         return True
-    head = (capture, "produce" if m.direction == "request" else "fetch", m.correlation_id, m.ts)
+    message = (capture, "produce" if direction == "request" else "fetch", m.correlation_id, m.ts)
     join_names = tuple(joins) if joins else ()
     # after a record's own columns: its problems, the value columns (null), the joins
     tail = _TAIL + (tuple(joins.values()) if joins else ())
     if shape is None:
         names = _SOURCE + join_names
         for topic, partition, rows in found:
-            shared = head + (topic, partition)
+            shared = message + (topic, partition)
             for record in rows:
                 row = dict(zip(names, shared + record + tail))
                 row["problems"] = []  # (each row its own list, as the tree's)
@@ -118,7 +119,7 @@ def fast_record_rows(
         return True
     order = shape.order(join_names)
     for topic, partition, rows in found:
-        shared = head + (topic, partition)
+        shared = message + (topic, partition)
         if len(rows) == 1:
             # a row as it is: on message-dense traffic (a record a message) a block, its
             # pickling and its making of rows cost more than they saved
@@ -210,21 +211,25 @@ class _Route:
 
 
 _NAMES = TOPIC_FIELDS | PARTITION_FIELDS | {"topic_id"}
-# (api_key, api_version, direction) -> its body's route and the compiled reader that
-# keeps only what the route reads (values.table_reader; None: none), made once per kind
-_ROUTES: dict[tuple[int, int, str], tuple[_Route | None, tuple[Any, bool] | None]] = {}
+# (api_key, api_version, direction) -> its body's route, the compiled reader that
+# keeps only what the route reads (values.table_reader; None: none) and a request's
+# first four bytes (its api key and version: None for a response), made once per kind
+_ROUTES: dict[
+    tuple[int, int, str], tuple[_Route | None, tuple[Any, bool] | None, bytes | None]
+] = {}
 
 
 def _route_of(
     api_key: int, api_version: int, direction: str
-) -> tuple[_Route | None, tuple[Any, bool] | None]:
+) -> tuple[_Route | None, tuple[Any, bool] | None, bytes | None]:
     k = (api_key, api_version, direction)
     got = _ROUTES.get(k)
     if got is None:
         st = schemas.layout(api_key, api_version, direction)
         route = _Route(st) if st is not None else None
         reader = table_reader(api_key, api_version, direction, _NAMES) if _TABLE else None
-        got = _ROUTES[k] = (route, reader)
+        head = _KEY_VERSION.pack(api_key, api_version) if direction == "request" else None
+        got = _ROUTES[k] = (route, reader, head)
     return got
 
 
@@ -279,7 +284,7 @@ class RecordBlock:
     each record's own, and ``order`` (RowShape.order's). Held, sorted and spilled as one
     item (pipeline/spill.py); ``rows()`` makes the rows."""
 
-    __slots__ = ("shared", "records", "tail", "order")
+    __slots__ = ("shared", "records", "tail", "order", "_first")
 
     def __init__(
         self,
@@ -289,6 +294,7 @@ class RecordBlock:
         order: Any,
     ):
         self.shared, self.records, self.tail, self.order = shared, records, tail, order
+        self._first: tuple[Any, ...] | None = None
 
     def __len__(self) -> int:
         return len(self.records)
@@ -296,7 +302,16 @@ class RecordBlock:
     def first(self) -> tuple[Any, ...]:
         """The first record's row (what the block is sorted by: its columns but the
         record's own are every row's)."""
-        return self.order(self.shared + self.records[0] + self.tail)  # type: ignore[no-any-return]
+        if self._first is None:
+            self._first = self.order(self.shared + self.records[0] + self.tail)
+        return self._first
+
+    def __getitem__(self, column: int) -> Any:
+        """The first row's value of ``column``: a block is sorted by a row's key
+        made in C (an itemgetter of columns), as the rows are."""
+        return self.first()[column]
+
+    __iter__ = None  # (not a sequence of its columns: iterating one is a mistake)
 
     def rows(self) -> list[tuple[Any, ...]]:
         shared, tail, order = self.shared, self.tail, self.order

@@ -151,6 +151,13 @@ impl Needles {
     }
 }
 
+impl Needles {
+    /// Whether `data` holds any of the needles (`found_in` for Rust callers).
+    pub fn held_by(&self, data: &[u8]) -> bool {
+        self.set.held_by(data)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -291,8 +291,12 @@ impl Program {
     /// None where the Python readers must decide (and also where any batch is partial,
     /// compressed, a control batch, or not clean: the values decoder then reads the
     /// message, which decides). Whether the message may carry an internal topic's
-    /// records (then the values decoder's too) is asked by the caller after the read.
+    /// records (then the values decoder's too) is asked after the read, and only when
+    /// it gave a batch: here when ``internal`` (the needles of
+    /// ``internal.mentions_internal_topic``) is given (None then when one is found),
+    /// else by the caller (the Python calls around the search were most of its cost).
     #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (data, conv, compact, nodes, route, topic_of_id, internal=None))]
     fn table<'py>(
         &self,
         py: Python<'py>,
@@ -302,6 +306,7 @@ impl Program {
         nodes: i64,
         route: &Bound<'py, PyTuple>,
         topic_of_id: &Bound<'py, PyAny>,
+        internal: Option<PyRef<'py, crate::scan::Needles>>,
     ) -> PyResult<Option<Bound<'py, pyo3::types::PyList>>> {
         let on = pyo3::types::PyBool::new(py, true).to_owned().into_any();
         let Some(body) = self.run(py, data, conv, &on, compact, nodes, None, Table::Rows)? else {
@@ -310,6 +315,9 @@ impl Program {
         let out = pyo3::types::PyList::empty(py);
         let none = py.None().into_bound(py);
         crate::records_table::follow(&body, route, &none, &none, topic_of_id, &out)?;
+        if !out.is_empty() && internal.is_some_and(|n| n.held_by(data.as_bytes())) {
+            return Ok(None);
+        }
         Ok(Some(out))
     }
 
