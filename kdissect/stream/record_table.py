@@ -21,7 +21,7 @@ from ..protocol import schemas
 from ..protocol.layout import Struct
 from ..protocol.reader import Bail
 from ..protocol.values import NO_BYTES, body_values, table_reader, table_values
-from ..protocol.native_ext import bind
+from ..protocol.native_ext import bind, forget_on_change
 from .cells import PARTITION_FIELDS, TOPIC_FIELDS, ms_micros, text_or_hex
 from .facts import topic_of_id
 from .model import KafkaMessage
@@ -217,6 +217,7 @@ _NAMES = TOPIC_FIELDS | PARTITION_FIELDS | {"topic_id"}
 _ROUTES: dict[
     tuple[int, int, str], tuple[_Route | None, tuple[Any, bool] | None, bytes | None]
 ] = {}
+forget_on_change(_ROUTES.clear)  # (its readers are compiled or not as the run chose)
 
 
 def _route_of(
