@@ -1,8 +1,8 @@
 """Hostile input end to end: every crafted capture and blob (scripts/make_hostile.py)
 through the real CLI, `kdissect pcap --format jsonl`, `--stats` and `kdissect blob`: no
-traceback, a documented exit status, under 30 s and 1 GiB peak RSS each.
+traceback, a documented exit status, under 45 s and 1 GiB peak RSS each.
 
-The 30 s are CPU seconds (user + system) of the run, workers included: the test machine
+The 45 s are CPU seconds (user + system) of the run, workers included: the test machine
 is shared, and its wall clock says more about the neighbours than about kdissect. A run
 still going after WALL_LIMIT is killed and fails (200,000 connections take 20–30 CPU-s:
 at a load average of 25 on two cores, one such run took 10 minutes of wall time)."""
@@ -24,7 +24,11 @@ pytestmark = pytest.mark.slow  # the whole hostile set through the CLI
 ROOT = Path(__file__).resolve().parents[1]
 KDISSECT = [sys.executable, "-m", "kdissect"]
 MEASURED = ROOT / "tests" / "support" / "measured.py"
-TIME_LIMIT = 30.0  # CPU seconds
+# CPU seconds: a guard against work that grows faster than the input (minutes, hours),
+# not a benchmark. The largest runs take 16-21 CPU-s on an idle machine of this kind and
+# were seen at 26-32 on the same machine when it ran slower (tshark's own CPU for one
+# capture doubled with it, 2.1 -> 4.8 s), so the guard leaves room for that.
+TIME_LIMIT = 45.0
 WALL_LIMIT = 900.0
 RSS_LIMIT = 1 << 30
 HOSTILE: dict[str, Path] = {}
@@ -169,7 +173,8 @@ def test_pcap_jsonl_and_stats(hostile, tmp_path, name):
 def test_many_connections_in_one_process(hostile, tmp_path):
     """200,000 connections of one exchange each (issue 22): JSON lines in one process too
     (the test above runs the default, one worker per core). All three runs are held to
-    the common 30 CPU-s: idle they take 16-21 (docs/guide/pcap.md), ~18 inside a full suite."""
+    the common TIME_LIMIT: idle they take 16-21 CPU-s (docs/guide/pcap.md), ~18 inside a
+    full suite."""
     check(
         ["pcap", "--format", "jsonl", "-j", "1", str(hostile / "connections-200k.pcap")], tmp_path
     )
