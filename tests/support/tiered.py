@@ -104,7 +104,7 @@ def fill(
     )
 
 
-def delete_topic(kafka: ApacheKafka, topic: str, done, timeout: float = 90) -> None:
+def delete_topic(kafka: ApacheKafka, topic: str, done, timeout: float = 240) -> None:
     """Delete ``topic``; returns once ``done()`` (e.g. the partition's deletion finished
     in ``__remote_log_metadata``)."""
     from confluent_kafka.admin import AdminClient
