@@ -14,11 +14,10 @@ from kdissect.protocol import Options
 from kdissect.protocol.apis import FETCH, PRODUCE
 from kdissect.protocol.internal import mentions_internal_topic
 from tests.fuzz.msgvalues_target import damaged, messages, reference_json, written_json
+from tests.support.repo_captures import every_capture
 
 ROOT = Path(__file__).resolve().parents[1]
-CAPTURES = sorted((ROOT / "captures").glob("**/*.pcap")) + sorted(
-    (ROOT / "captures").glob("**/*.pcapng")
-)
+CAPTURES = every_capture()
 _MESSAGES: list = []
 
 

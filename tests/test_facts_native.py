@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import copy
 import random
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,11 +18,9 @@ from kdissect.protocol.values import BatchHeads, body_values, plain_reader
 from kdissect.stream import facts as facts_module
 from kdissect.stream.facts import Facts, _collect_planned, compiled_plan, python_plan
 from tests.fuzz.msgvalues_target import messages
+from tests.support.repo_captures import every_capture
 
-ROOT = Path(__file__).resolve().parents[1]
-CAPTURES = sorted((ROOT / "captures").glob("**/*.pcap")) + sorted(
-    (ROOT / "captures").glob("**/*.pcapng")
-)
+CAPTURES = every_capture()
 
 _BODIES: list = []
 

@@ -8,7 +8,6 @@ reads it."""
 from __future__ import annotations
 
 import random
-from pathlib import Path
 
 import pytest
 
@@ -18,11 +17,9 @@ from kdissect.protocol.apis import PRODUCE
 from tests.fuzz.msgvalues_target import messages
 
 from tests.support.native_check import require_compiled
+from tests.support.repo_captures import every_capture
 
-ROOT = Path(__file__).resolve().parents[1]
-CAPTURES = sorted((ROOT / "captures").glob("**/*.pcap")) + sorted(
-    (ROOT / "captures").glob("**/*.pcapng")
-)
+CAPTURES = every_capture()
 
 
 @pytest.fixture(autouse=True)

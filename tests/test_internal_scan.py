@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import random
 import uuid
-from pathlib import Path
 
 import pytest
 
@@ -18,11 +17,9 @@ from kdissect.protocol import internal
 from tests.fuzz.msgvalues_target import messages
 
 from tests.support.native_check import require_compiled
+from tests.support.repo_captures import every_capture
 
-ROOT = Path(__file__).resolve().parents[1]
-CAPTURES = sorted((ROOT / "captures").glob("**/*.pcap")) + sorted(
-    (ROOT / "captures").glob("**/*.pcapng")
-)
+CAPTURES = every_capture()
 OFFSETS_ID = str(uuid.UUID(int=0x0123456789ABCDEF0123456789ABCDEF))
 IDS = {OFFSETS_ID: "__consumer_offsets", str(uuid.UUID(int=7)): "orders"}
 

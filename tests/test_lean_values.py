@@ -25,11 +25,9 @@ from tests.fuzz.msgvalues_target import (
     same,
 )
 from kdissect.protocol import Options
+from tests.support.repo_captures import every_capture
 
-ROOT = Path(__file__).resolve().parents[1]
-CAPTURES = sorted((ROOT / "captures").glob("**/*.pcap")) + sorted(
-    (ROOT / "captures").glob("**/*.pcapng")
-)
+CAPTURES = every_capture()
 _BATCHES = Options(records="batches")
 _NONE = lambda b: None  # noqa: E731
 

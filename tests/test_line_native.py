@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import random
-from pathlib import Path
 
 import pytest
 
@@ -24,11 +23,9 @@ from kdissect.stream.facts import Facts
 from kdissect.stream.sink import Collect
 
 from tests.support.native_check import require_compiled
+from tests.support.repo_captures import every_capture
 
-ROOT = Path(__file__).resolve().parents[1]
-CAPTURES = sorted((ROOT / "captures").glob("**/*.pcap")) + sorted(
-    (ROOT / "captures").glob("**/*.pcapng")
-)
+CAPTURES = every_capture()
 
 
 @pytest.fixture(autouse=True)

@@ -7,7 +7,6 @@ an int) or None, never a value where the Python readers bail."""
 from __future__ import annotations
 
 import random
-from pathlib import Path
 
 import pytest
 
@@ -15,11 +14,9 @@ from kdissect.protocol import Options
 from kdissect.protocol.values import BatchHeads, _records
 from kdissect.protocol.values_native import program
 from tests.fuzz.msgvalues_target import compiled_read, damaged, messages, python_read, same
+from tests.support.repo_captures import every_capture
 
-ROOT = Path(__file__).resolve().parents[1]
-CAPTURES = sorted((ROOT / "captures").glob("**/*.pcap")) + sorted(
-    (ROOT / "captures").glob("**/*.pcapng")
-)
+CAPTURES = every_capture()
 
 
 def test_the_compiled_read_is_built():

@@ -10,7 +10,6 @@ caller can change with another."""
 from __future__ import annotations
 
 import random
-from pathlib import Path
 
 from kdissect.protocol import Options
 from kdissect.protocol.values import BatchHeads
@@ -22,11 +21,9 @@ from tests.fuzz.msgvalues_target import (
     python_read,
     same,
 )
+from tests.support.repo_captures import every_capture
 
-ROOT = Path(__file__).resolve().parents[1]
-CAPTURES = sorted((ROOT / "captures").glob("**/*.pcap")) + sorted(
-    (ROOT / "captures").glob("**/*.pcapng")
-)
+CAPTURES = every_capture()
 _BATCHES = Options(records="batches")
 _NONE = lambda b: None  # noqa: E731
 
