@@ -505,7 +505,7 @@ class KdissectApp(Browser):
 
     def action_export_pcapng(self) -> None:
         """The exchanges shown (the filter applies) as a pcapng file Wireshark opens."""
-        from .export import exported_secrets, write_pcapng
+        from .export import write_pcapng
 
         if not self.shown:  # (as J says: no empty file left behind)
             self.notify("nothing to export: the list is empty", severity="warning")
@@ -513,13 +513,12 @@ class KdissectApp(Browser):
         stem = Path(self.title_text).stem if self.title_text else "capture"
         path = unique_path(Path(f"kdissect-{stem}-{len(self.shown)}-exchanges.pcapng"))
         try:
-            count = write_pcapng(
+            count, secrets = write_pcapng(
                 str(path), self.shown, self.options.show_secrets, self.load_bytes, self.keys
             )
         except OSError as e:
             self.notify(f"could not write {path}: {e.strerror}", severity="error")
             return
-        secrets = len(exported_secrets(self.keys, self.shown))
         tls = f" with its connections' {secrets} TLS secrets" if secrets else ""
         self.notify(
             f"exported {count} exchanges to {path.resolve()}{tls} (SASL secrets "

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import struct
 import tempfile
+from typing import NamedTuple
 
 from ..capture.pcapng_writer import RecordedConnection, Recorder
 
@@ -47,8 +48,14 @@ def _keylog_file(secrets: list[tuple[str, bytes, bytes]]) -> str | None:
     return name
 
 
-def write_pcapng(path: str, views, show_secrets: bool = False, load=None, keys=None) -> int:
-    """Write the exchanges of ``views``; returns how many were written. ``load(view)``
+class Exported(NamedTuple):
+    exchanges: int
+    secrets: int  # TLS secrets written in the Decryption Secrets Block
+
+
+def write_pcapng(path: str, views, show_secrets: bool = False, load=None, keys=None) -> Exported:
+    """Write the exchanges of ``views``; says how many, and how many TLS secrets went with
+    them. ``load(view)``
     gives a view's messages their bytes (they may be kept elsewhere until needed);
     the secrets of ``keys`` (a capture.tls.KeyLog) that name the exported TLS
     connections go into a Decryption Secrets Block."""
@@ -67,7 +74,8 @@ def write_pcapng(path: str, views, show_secrets: bool = False, load=None, keys=N
     # a connection closes (FIN) right after its last message, so the packets stay in time
     # order: closing them all at the end wrote FINs after later packets, with earlier times
     last = {item[2].stream: at for at, item in enumerate(messages)}
-    keylog = _keylog_file(exported_secrets(keys, views))
+    secrets = exported_secrets(keys, views)
+    keylog = _keylog_file(secrets)
     recorder = Recorder(path, show_secrets, keylog)
     connections: dict[int, RecordedConnection] = {}
     try:
@@ -85,4 +93,4 @@ def write_pcapng(path: str, views, show_secrets: bool = False, load=None, keys=N
         recorder.close()
         if keylog is not None:
             os.unlink(keylog)
-    return len(views)
+    return Exported(len(views), len(secrets))
