@@ -302,10 +302,9 @@ def _varint(located: bool, var: str, longest: str) -> list[str]:
 
 
 def _sized(located: bool, var: str, convert: str, kind: str, parent: str, null: str) -> list[str]:
-    if convert == "text":
-        value = 'data[p:q].decode("utf-8", "replace")'
-    else:
-        value = "data[p:q]" if located else f"{convert}(data[p:q])"
+    # text (a header's key): a key that is not UTF-8 stops both paths, and the tree's
+    # reader (records.py) says so where it stands
+    value = "data[p:q]" if located or convert == "text" else f"{convert}(data[p:q])"
     lines = [
         *(["o = p"] if located else []),
         *_varint(located, "n", "varint"),
@@ -320,7 +319,16 @@ def _sized(located: bool, var: str, convert: str, kind: str, parent: str, null: 
         "    q = p + size",
         "    if q > rec_end:",
         "        STOP",
-        f"    {var} = {value}",
+        *(
+            [
+                "    try:",
+                f"        {var} = {value}.decode()",
+                "    except UnicodeDecodeError:",
+                "        STOP" if located else "        raise Bail from None",
+            ]
+            if convert == "text"
+            else [f"    {var} = {value}"]
+        ),
         "    p = q",
     ]
     if located:

@@ -86,9 +86,11 @@ def test_odd_bytes_take_the_reference(native):
     ):
         assert native(data, 0, len(data), count, 0, 0, False) is None
         assert records_json_py(data, 0, len(data), count, 0, 0, False) is None
-    odd_key = record(b"k", b"v", [(b"\xff", b"x")])  # the reference writes U+FFFD
+    # a header key that is not UTF-8: both leave it to the tree, which says so on the key
+    # (tests/test_header_keys.py)
+    odd_key = record(b"k", b"v", [(b"\xff", b"x")])
     assert native(odd_key, 0, len(odd_key), 1, 0, 0, False) is None
-    assert "\\ufffd" in (records_json_py(odd_key, 0, len(odd_key), 1, 0, 0, False) or "")
+    assert records_json_py(odd_key, 0, len(odd_key), 1, 0, 0, False) is None
 
 
 def test_random_records_agree(native):

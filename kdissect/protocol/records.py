@@ -489,7 +489,7 @@ def _record_body(
             try:
                 hk = _sized(r, h, "key", "varint")
                 if hk.value is not None:
-                    hk.ktype, hk.value = "string", hk.value.decode("utf-8", "replace")
+                    hk.ktype, hk.value = "string", _header_key(hk)
                 _sized(r, h, "value", "varint")
             finally:
                 h.length = r.pos - h.offset
@@ -499,6 +499,18 @@ def _record_body(
     node.hint = "record"
     if control:
         _control(key, value)
+
+
+def _header_key(node: Node) -> str:
+    """A header's key as text. Kafka's clients write it as UTF-8 (Java decodes other bytes
+    as U+FFFD, as shown here): bytes that are not are a problem of the key's node."""
+    raw = node.value
+    try:
+        return raw.decode()
+    except UnicodeDecodeError as e:
+        node.problem = f"header key is not valid UTF-8 (byte {e.start}; shown with U+FFFD)"
+        node.code = "bad_utf8"
+        return raw.decode("utf-8", "replace")
 
 
 def _control(key: Node, value: Node) -> None:

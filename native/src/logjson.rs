@@ -300,7 +300,7 @@ pub(crate) fn lines(
                 None => out.extend_from_slice(b"null"),
                 Some(k) => match std::str::from_utf8(k) {
                     Ok(s) => push_json_str(out, s),
-                    Err(_) => return Ok(false), // decoded with U+FFFD by Python
+                    Err(_) => return Ok(false), // not UTF-8: the tree says so on the key
                 },
             }
             out.extend_from_slice(b", \"value\": ");

@@ -58,7 +58,7 @@ fn rows<'py>(py: Python<'py>, out: &Bound<'py, PyList>, d: &[u8], at: &Records) 
                 return Ok(false); // a null key: the tree decides
             };
             let Ok(hkey) = std::str::from_utf8(hkey) else {
-                return Ok(false); // decoded with U+FFFD by Python
+                return Ok(false); // not UTF-8: the tree says so on the key
             };
             let h = PyDict::new(py);
             h.set_item(k_key, PyString::new(py, hkey))?;

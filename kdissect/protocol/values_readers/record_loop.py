@@ -119,7 +119,10 @@ def loop(data: Any, pos: int, end: int, count: int, base: int, ts0: int, fixed_t
                 q = p + size
                 if q > rec_end:
                     raise Bail
-                hkey = data[p:q].decode("utf-8", "replace")
+                try:
+                    hkey = data[p:q].decode()
+                except UnicodeDecodeError:
+                    raise Bail from None
                 p = q
             n = data[p]
             if n < 128:
@@ -267,7 +270,10 @@ def located_record(data: Any, pos: int, end: int, name: str, base: int, ts0: int
                 q = p + size
                 if q > rec_end:
                     return None
-                hkey = data[p:q].decode("utf-8", "replace")
+                try:
+                    hkey = data[p:q].decode()
+                except UnicodeDecodeError:
+                    return None
                 p = q
             h.add(Node('key', 'string', o, p - o, hkey))
             o = p
