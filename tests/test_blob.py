@@ -716,3 +716,24 @@ def test_a_whole_frame_copied_as_a_hex_stream_reads_as_its_tcp_payload():
         assert blob.data == load and any("IP and TCP headers" in s for s in blob.skipped)
         best = read_regions(find_candidates(frame.hex()))
         assert best.blob.data == load and best.reading.items[0].clean, frame.hex()[:80]
+
+
+def test_json_lists_every_clean_guess_and_only_the_best_others():
+    """A response is tried as every API and version: JSON lists each guess that decodes
+    cleanly, of the others only the best --candidates N (it listed hundreds), and says
+    how many it left out; --candidates all lists every one."""
+
+    def candidates(*extra: str) -> dict:
+        res = run("blob", str(SAMPLE), "--json", *extra)
+        assert res.returncode == 0, res.stderr
+        return json.loads(res.stdout)["messages"][0]
+
+    every = candidates("--candidates", "all")
+    assert every["candidates_left_out"] == 0
+    clean = [c for c in every["candidates"] if c["clean"]]
+    others = [c for c in every["candidates"] if not c["clean"]]
+    assert clean and len(others) > 100
+    for extra, n in (((), 5), (("--candidates", "2"), 2)):
+        m = candidates(*extra)
+        assert m["candidates"] == clean + others[:n]
+        assert m["candidates_left_out"] == len(others) - n

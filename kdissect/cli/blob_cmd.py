@@ -128,7 +128,8 @@ Examples:
     default="5",
     show_default=True,
     metavar="N|all",
-    help="How many of the clean candidates a guess lists.",
+    help="How many of the clean candidates a guess lists (with --json: every clean one, "
+    "and this many of those that do not decode cleanly).",
 )
 @click.option(
     "--json", "as_json", is_flag=True, help="Print the tree as JSON (see docs/guide/json.md)."
@@ -254,7 +255,7 @@ def _blob(
                 "candidates": [_candidate_json(c) for c in found.candidates],
             },
             "reading": {"as": reading.label, "why": reading.why},
-            "messages": [_item_json(item, n, show_secrets) for n, item in enumerate(items)],
+            "messages": [_item_json(item, n, show_secrets, limit) for n, item in enumerate(items)],
         }
         _echo_json(out, [i.message.tree for i in items], show_secrets)
         return
@@ -532,8 +533,14 @@ def _print_problems(console, findings: list[tuple[str, str, str]]) -> None:
         )
 
 
-def _item_json(item, n: int, show_secrets: bool) -> dict:
+def _item_json(item, n: int, show_secrets: bool, limit: int | None) -> dict:
     msg = item.message
+    # every clean candidate, and of the others the best ``limit`` (--candidates): a
+    # response is tried as every API and version, so hundreds of guesses that fail are
+    # noise, not choices; how many are left out is said
+    clean = [c for c in item.candidates if c.clean]
+    unclean = [c for c in item.candidates if not c.clean]
+    listed = clean + (unclean if limit is None else unclean[:limit])
     return {
         "offset": item.offset,
         "size_prefixed": item.size_prefixed,
@@ -554,8 +561,9 @@ def _item_json(item, n: int, show_secrets: bool) -> dict:
                 "score": round(c.score, 2),
                 "clean": c.clean,
             }
-            for c in item.candidates
+            for c in listed
         ],
+        "candidates_left_out": len(item.candidates) - len(listed),
         "problems": [{"path": p, "code": c, "problem": r} for p, c, r in msg.tree.findings()],
         "tree": _TREE.format(n),
     }
