@@ -504,7 +504,7 @@ def _record_body(
 def _header_key(node: Node) -> str:
     """A header's key as text. Kafka's clients write it as UTF-8 (Java decodes other bytes
     as U+FFFD, as shown here): bytes that are not are a problem of the key's node."""
-    raw = node.value
+    raw: bytes = node.value
     try:
         return raw.decode()
     except UnicodeDecodeError as e:
