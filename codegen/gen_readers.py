@@ -270,7 +270,7 @@ RECORD
 
 _LOCATED = """
 def located_record(data: Any, pos: int, end: int, name: str, base: int, ts0: int,
-                   fixed_ts: bool) -> Node | None:
+                   fixed_ts: bool, bad: list[Node]) -> Node | None:
     try:
 RECORD
     except (IndexError, VarintTooLong):
@@ -302,8 +302,8 @@ def _varint(located: bool, var: str, longest: str) -> list[str]:
 
 
 def _sized(located: bool, var: str, convert: str, kind: str, parent: str, null: str) -> list[str]:
-    # text (a header's key): a key that is not UTF-8 stops both paths, and the tree's
-    # reader (records.py) says so where it stands
+    # text (a header's key): a key that is not UTF-8 stops the values loop; the located
+    # one keeps it (U+FFFD) and hands its node to ``bad`` (records.py says so, once a batch)
     value = "data[p:q]" if located or convert == "text" else f"{convert}(data[p:q])"
     lines = [
         *(["o = p"] if located else []),
@@ -324,7 +324,15 @@ def _sized(located: bool, var: str, convert: str, kind: str, parent: str, null: 
                 "    try:",
                 f"        {var} = {value}.decode()",
                 "    except UnicodeDecodeError:",
-                "        STOP" if located else "        raise Bail from None",
+                f'        {var} = {value}.decode("utf-8", "replace")',
+                "        odd = True",
+            ]
+            if convert == "text" and located
+            else [
+                "    try:",
+                f"        {var} = {value}.decode()",
+                "    except UnicodeDecodeError:",
+                "        raise Bail from None",
             ]
             if convert == "text"
             else [f"    {var} = {value}"]
@@ -333,10 +341,12 @@ def _sized(located: bool, var: str, convert: str, kind: str, parent: str, null: 
     ]
     if located:
         name = {"hkey": "key", "hvalue": "value"}.get(var, var)
-        lines.append(
-            f"{parent}.{'append' if parent == 'kids' else 'add'}"
-            f"(Node({name!r}, {kind!r}, o, p - o, {var}))"
-        )
+        made = f"Node({name!r}, {kind!r}, o, p - o, {var})"
+        if convert == "text":  # (the caller says what is odd: records.py's bad_keys)
+            lines[:0] = ["odd = False"]
+            lines += [f"made = {parent}.add({made})", "if odd:", "    bad.append(made)"]
+        else:
+            lines.append(f"{parent}.{'append' if parent == 'kids' else 'add'}({made})")
     return lines
 
 

@@ -916,3 +916,38 @@ def test_attribute_bits_no_kafka_defines_are_named_and_noted(tmp_path):
     assert batches[0]["findings"][0]["severity"] == "note"
     assert batches[1]["findings"] == []
     assert [r["value"] for r in objs if r["type"] == "record"] == ["v", "y"]
+
+
+def test_header_keys_that_are_not_utf8_are_one_problem_a_batch(tmp_path):
+    """A client that writes a header key that is not UTF-8 (kafka-python, given a str whose
+    encode() gives such bytes) writes it on every record: one problem a batch says how many
+    keys, each shown with U+FFFD as Kafka's classes read it; a finding a record made a
+    topic's output hundreds of times its size."""
+
+    class RawKey(str):
+        def encode(self, *args, **kwargs) -> bytes:  # type: ignore[override]
+            return b"\xfftrace"
+
+    b = MemoryRecordsBuilder(
+        2,
+        0,
+        1 << 20,
+        offset=0,
+        transactional=False,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+    )
+    for i in range(50):
+        b.append(1700000000000 + i, b"k%d" % i, b"v", [(RawKey("x"), b"1"), ("ok", b"2")])
+    b.close()
+    good = batch(2, 0, 50, [(b"k", b"v")])
+    root = _segment_dir(tmp_path, "keys", bytes(b.buffer()) + good)
+    items = jsonl(str(root))
+    batches = [i for i in items if i["type"] == "batch"]
+    assert [[f["code"] for f in b["findings"]] for b in batches] == [["bad_utf8"], []]
+    assert "so are 49 more header key(s) of this batch" in batches[0]["findings"][0]["detail"]
+    records = [i for i in items if i["type"] == "record"]
+    assert [[h["key"] for h in r["headers"]] for r in records] == [["\ufffdtrace", "ok"]] * 50 + [
+        ["h"]
+    ]

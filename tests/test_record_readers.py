@@ -38,13 +38,31 @@ def shape(n: Node) -> tuple:
     )
 
 
-def read(buf: bytes, start: int, end: int, batch: tuple[int, int, int | None], fast: bool):
-    """Record 0 at ``buf[start:end]`` by one reader: (its tree or None, where it ended)."""
+def read(
+    buf: bytes,
+    start: int,
+    end: int,
+    batch: tuple[int, int, int | None],
+    fast: bool,
+    bad: list | None = None,
+):
+    """Record 0 at ``buf[start:end]`` by one reader: (its tree or None, where it ended);
+    header keys that are not UTF-8 go to ``bad``."""
     base, ts, stamp = batch
     r = Reader(buf, start, end)
     parent = Node("records", "records", start)
     decline = lambda *args: None  # noqa: E731
-    rec = _record(r, parent, 0, base, ts, stamp, False, located_record if fast else decline)
+    rec = _record(
+        r,
+        parent,
+        0,
+        base,
+        ts,
+        stamp,
+        False,
+        located_record if fast else decline,
+        bad if bad is not None else [],
+    )
     node = rec if rec is not None else (parent.children[0] if parent.children else None)
     return node, r.pos
 
@@ -105,6 +123,7 @@ def test_every_record_of_the_captures_reads_the_same_by_both_readers():
             batch[0],
             batch[1] if batch[2] is None else batch[2],
             batch[2] is not None,
+            [],
         )
         step, step_end = read(buf, start, end, batch, fast=False)
         assert fast is not None, "a clean record the fast reader declined"
@@ -134,6 +153,7 @@ def test_damaged_records_read_the_same_or_the_fast_reader_declines():
                 del b[i]
                 end -= 1
         data = bytes(b)
+        fast_bad: list = []
         fast = located_record(
             data,
             start,
@@ -142,8 +162,10 @@ def test_damaged_records_read_the_same_or_the_fast_reader_declines():
             batch[0],
             batch[1] if batch[2] is None else batch[2],
             batch[2] is not None,
+            fast_bad,
         )
-        step, step_end = read(data, start, end, batch, fast=False)
+        step_bad: list = []
+        step, step_end = read(data, start, end, batch, fast=False, bad=step_bad)
         assert step is not None
         if any(n.problem for n in step.walk()):
             faulted += 1
@@ -152,4 +174,28 @@ def test_damaged_records_read_the_same_or_the_fast_reader_declines():
         if fast is not None:
             answered += 1
             assert shape(fast) == shape(step) and fast.end == step_end
+            # the same header keys found not UTF-8 (records.py says so once a batch)
+            assert [shape(n) for n in fast_bad] == [shape(n) for n in step_bad]
     assert faulted > 500 and answered > 500
+
+
+def test_a_header_key_that_is_not_utf8_reads_the_same_and_is_handed_over():
+    """kafka-python writes the key's bytes as its str's encode() gives them: both readers
+    show it with U+FFFD and hand its node over (records.py says so once a batch)."""
+    from kafka.record.memory_records import MemoryRecordsBuilder
+
+    class RawKey(str):
+        def encode(self, *args, **kwargs) -> bytes:  # type: ignore[override]
+            return b"\xfftrace"
+
+    b = MemoryRecordsBuilder(2, 0, 1 << 20, 0, False, -1, -1, -1)
+    b.append(1700000000000, b"k", b"v", [("ok", b"1"), (RawKey("x"), b"2")])
+    b.close()
+    buf = bytes(b.buffer())
+    batch = (0, 1700000000000, None)
+    fast_bad: list = []
+    fast = located_record(buf, 61, len(buf), "record[0]", 0, 1700000000000, False, fast_bad)
+    step_bad: list = []
+    step, step_end = read(buf, 61, len(buf), batch, fast=False, bad=step_bad)
+    assert fast is not None and shape(fast) == shape(step) and fast.end == step_end
+    assert [n.value for n in fast_bad] == [n.value for n in step_bad] == ["\ufffdtrace"]

@@ -537,10 +537,11 @@ def _item_json(item, n: int, show_secrets: bool, limit: int | None) -> dict:
     msg = item.message
     # every clean candidate, and of the others the best ``limit`` (--candidates): a
     # response is tried as every API and version, so hundreds of guesses that fail are
-    # noise, not choices; how many are left out is said
+    # noise, not choices; how many are left out is said. Without a clean one, the best
+    # other (the one read) is always listed.
     clean = [c for c in item.candidates if c.clean]
     unclean = [c for c in item.candidates if not c.clean]
-    listed = clean + (unclean if limit is None else unclean[:limit])
+    listed = clean + (unclean if limit is None else unclean[: max(limit, 0 if clean else 1)])
     return {
         "offset": item.offset,
         "size_prefixed": item.size_prefixed,

@@ -35,7 +35,7 @@ from .values_readers.record_loop import located_record
 
 CONTROL_TYPES = {0: "ABORT", 1: "COMMIT"}
 # the generated fast reader of one record (values_readers/record_loop.py)
-FastRecord = Callable[[bytes, int, int, str, int, int, bool], "Node | None"]
+FastRecord = Callable[[bytes, int, int, str, int, int, bool, list[Node]], "Node | None"]
 
 
 def _record_note(value: dict[Any, Any]) -> str:
@@ -366,6 +366,7 @@ def _batch_v2(buf: bytes, start: int, end: int, ctx: Decoding) -> Node:
     else:
         holder, rr = node, r
     stamp = max_ts.value if log_append else None
+    bad_keys: list[Node] = []  # header keys that are not UTF-8: one problem says them all
     try:
         for i in range(count.value):
             if rr.remaining == 0:
@@ -381,13 +382,23 @@ def _batch_v2(buf: bytes, start: int, end: int, ctx: Decoding) -> Node:
                 )
                 break
             rec = _record(
-                rr, holder, i, base, at["base_timestamp"].value, stamp, control, located_record
+                rr,
+                holder,
+                i,
+                base,
+                at["base_timestamp"].value,
+                stamp,
+                control,
+                located_record,
+                bad_keys,
             )
             if rec is None:
                 break
             charge_nodes(rr, holder, ctx, len(rec.children) + 1)
     except Abort:
         pass  # the budget is spent: the rest is kept raw
+    if bad_keys:
+        _say_bad_keys(bad_keys)
     if rr.remaining:
         holder.add(
             Node(
@@ -412,6 +423,7 @@ def _record(
     log_append_ts: int | None,
     control: bool,
     fast_read: FastRecord,
+    bad_keys: list[Node],
 ) -> Node | None:
     """Record ``i``: the common case by the generated fast reader (a well-formed record in
     one tight pass), else read field by field, saying what is wrong."""
@@ -424,6 +436,7 @@ def _record(
             base_offset,
             base_ts if log_append_ts is None else log_append_ts,
             log_append_ts is not None,
+            bad_keys,
         )
         if fast is not None:
             r.pos = fast.end
@@ -441,7 +454,7 @@ def _record(
             )
         sub = Reader(r.buf, r.pos, r.pos + length)
         try:
-            _record_body(sub, node, base_offset, base_ts, log_append_ts, control)
+            _record_body(sub, node, base_offset, base_ts, log_append_ts, control, bad_keys)
             if sub.remaining:
                 node.add(
                     Node(
@@ -465,7 +478,13 @@ def _record(
 
 
 def _record_body(
-    r: Reader, node: Node, base_offset: int, base_ts: int, log_append_ts: int | None, control: bool
+    r: Reader,
+    node: Node,
+    base_offset: int,
+    base_ts: int,
+    log_append_ts: int | None,
+    control: bool,
+    bad_keys: list[Node],
 ) -> None:
     _leaf(r, node, "attributes", "int8", Reader.int8)
     ts_delta = _leaf(r, node, "timestamp_delta", "varlong", Reader.varlong)
@@ -489,7 +508,7 @@ def _record_body(
             try:
                 hk = _sized(r, h, "key", "varint")
                 if hk.value is not None:
-                    hk.ktype, hk.value = "string", _header_key(hk)
+                    hk.ktype, hk.value = "string", _header_key(hk, bad_keys)
                 _sized(r, h, "value", "varint")
             finally:
                 h.length = r.pos - h.offset
@@ -501,16 +520,26 @@ def _record_body(
         _control(key, value)
 
 
-def _header_key(node: Node) -> str:
+def _header_key(node: Node, bad_keys: list[Node]) -> str:
     """A header's key as text. Kafka's clients write it as UTF-8 (Java decodes other bytes
-    as U+FFFD, as shown here): bytes that are not are a problem of the key's node."""
+    as U+FFFD, as shown here): a key that is not goes to ``bad_keys``."""
     raw: bytes = node.value
     try:
         return raw.decode()
-    except UnicodeDecodeError as e:
-        node.problem = f"header key is not valid UTF-8 (byte {e.start}; shown with U+FFFD)"
-        node.code = "bad_utf8"
+    except UnicodeDecodeError:
+        bad_keys.append(node)
         return raw.decode("utf-8", "replace")
+
+
+def _say_bad_keys(keys: list[Node]) -> None:
+    """The problem of a batch's header keys that are not UTF-8, on the first: a client
+    that writes such keys writes them on every record, and a problem each made a topic's
+    output hundreds of times its size."""
+    more = len(keys) - 1
+    keys[0].problem = "header key is not valid UTF-8 (shown with U+FFFD)" + (
+        f"; so are {more} more header key(s) of this batch" if more else ""
+    )
+    keys[0].code = "bad_utf8"
 
 
 def _control(key: Node, value: Node) -> None:

@@ -153,7 +153,7 @@ def loop(data: Any, pos: int, end: int, count: int, base: int, ts0: int, fixed_t
 
 
 def located_record(data: Any, pos: int, end: int, name: str, base: int, ts0: int,
-                   fixed_ts: bool) -> Node | None:
+                   fixed_ts: bool, bad: list[Node]) -> Node | None:
     try:
         p = pos
         n = data[p]
@@ -254,6 +254,7 @@ def located_record(data: Any, pos: int, end: int, name: str, base: int, ts0: int
         kids.append(hnode)
         for j in range(count_h):
             h = hnode.add(Node(f"[{j}]", "struct", p))
+            odd = False
             o = p
             n = data[p]
             if n < 128:
@@ -273,9 +274,12 @@ def located_record(data: Any, pos: int, end: int, name: str, base: int, ts0: int
                 try:
                     hkey = data[p:q].decode()
                 except UnicodeDecodeError:
-                    return None
+                    hkey = data[p:q].decode("utf-8", "replace")
+                    odd = True
                 p = q
-            h.add(Node('key', 'string', o, p - o, hkey))
+            made = h.add(Node('key', 'string', o, p - o, hkey))
+            if odd:
+                bad.append(made)
             o = p
             n = data[p]
             if n < 128:
