@@ -305,6 +305,16 @@ def _sized(located: bool, var: str, convert: str, kind: str, parent: str, null: 
     # text (a header's key): a key that is not UTF-8 stops the values loop; the located
     # one keeps it (U+FFFD) and hands its node to ``bad`` (records.py says so, once a batch)
     value = "data[p:q]" if located or convert == "text" else f"{convert}(data[p:q])"
+    if convert != "text":
+        store = [f"    {var} = {value}"]
+    else:
+        odd = [f'        {var} = {value}.decode("utf-8", "replace")', "        odd = True"]
+        store = [
+            "    try:",
+            f"        {var} = {value}.decode()",
+            "    except UnicodeDecodeError:",
+            *(odd if located else ["        raise Bail from None"]),
+        ]
     lines = [
         *(["o = p"] if located else []),
         *_varint(located, "n", "varint"),
@@ -319,24 +329,7 @@ def _sized(located: bool, var: str, convert: str, kind: str, parent: str, null: 
         "    q = p + size",
         "    if q > rec_end:",
         "        STOP",
-        *(
-            [
-                "    try:",
-                f"        {var} = {value}.decode()",
-                "    except UnicodeDecodeError:",
-                f'        {var} = {value}.decode("utf-8", "replace")',
-                "        odd = True",
-            ]
-            if convert == "text" and located
-            else [
-                "    try:",
-                f"        {var} = {value}.decode()",
-                "    except UnicodeDecodeError:",
-                "        raise Bail from None",
-            ]
-            if convert == "text"
-            else [f"    {var} = {value}"]
-        ),
+        *store,
         "    p = q",
     ]
     if located:
