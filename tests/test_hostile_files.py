@@ -928,3 +928,49 @@ def test_a_port_range_written_backwards_is_said_so():
     assert res.returncode == 2 and "'9094-9092' runs backwards" in res.stderr, res.stderr
     res = kdissect_text("pcap", str(ROOT / "captures" / "kcat.pcap"), "-p", "9092-70000")
     assert res.returncode == 2 and "outside 1-65535" in res.stderr, res.stderr
+
+
+def test_files_a_live_broker_deletes_while_they_are_read(tmp_path, monkeypatch):
+    """A live log dir: the broker deletes a segment, and renames a partition directory
+    away, between kdissect listing them and reading them (what CI met on a KRaft
+    controller's __cluster_metadata). Each is one unreadable_file item saying so, the
+    rest read; no traceback."""
+    from kdissect.protocol import Options
+    from kdissect.sources import logdir
+    from kdissect.sources.logunits import walk
+
+    root = _log_dir(tmp_path / "logs")
+    body = b"\0" + _varint(0) + _varint(0) + _varint(-1) + _varint(5) + b"hello" + _varint(0)
+    batch = mh.record_batch(_varint(len(body)) + body, 1)
+    for name in ("a-0", "c-0", "d-0"):
+        (root / name).mkdir(exist_ok=True)
+        (root / name / "00000000000000000000.log").write_bytes(batch)
+    doomed_segment = root / "a-0" / "00000000000000000000.log"
+    doomed_dir = root / "d-0"
+    real_map, real_listed = logdir._map, logdir._unreadable
+
+    def map_after_delete(path):
+        if path == doomed_segment:
+            path.unlink()
+        return real_map(path)
+
+    def listed_then_renamed(path, topic, partition, want_dir=False):
+        said = real_listed(path, topic, partition, want_dir)
+        if path == doomed_dir and said is None:
+            path.rename(root / "d-0.0123-delete")
+        return said
+
+    monkeypatch.setattr(logdir, "_map", map_after_delete)
+    monkeypatch.setattr(logdir, "_unreadable", listed_then_renamed)
+    items = list(walk([str(root)], Options(), values=False))
+    gone = {
+        i.path.relative_to(root).as_posix(): i.tree.problem
+        for i in items
+        if i.tree is not None and i.tree.code == "unreadable_file"
+    }
+    assert sorted(gone) == ["a-0/00000000000000000000.log", "d-0"], gone
+    assert all(
+        "No such file or directory" in why and "live log dir" in why for why in gone.values()
+    )
+    batches = [i.path.parent.name for i in items if i.kind == "batch"]
+    assert batches == ["c-0"], [(i.kind, i.path.name) for i in items]

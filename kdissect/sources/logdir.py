@@ -306,15 +306,29 @@ def _unreadable(
         why = f"cannot read it: {e.strerror or e}"
     if why is None:
         return None
-    tree = Node(
-        path.name,
-        "file",
-        0,
-        0,
-        problem=f"{why}; skipped (run kdissect as a user who can read the whole log dir)",
-        code="unreadable_file",
+    return _skipped(
+        path,
+        topic,
+        partition,
+        f"{why}; skipped (run kdissect as a user who can read the whole log dir)",
     )
+
+
+def _skipped(path: Path, topic: str | None, partition: int | None, why: str) -> LogItem:
+    tree = Node(path.name, "file", 0, 0, problem=why, code="unreadable_file")
     return LogItem(file_kind(path) or "file", path, topic, partition, tree)
+
+
+def _gone(path: Path, topic: str | None, partition: int | None, e: OSError) -> LogItem:
+    """The item of a file that could not be opened after it was listed: in a live log
+    dir the broker deletes and renames segments while they are being read."""
+    return _skipped(
+        path,
+        topic,
+        partition,
+        f"cannot read it: {e.strerror or e}; skipped (a live log dir: the broker may have "
+        f"deleted or renamed it after it was listed)",
+    )
 
 
 def file_kind(path: Path) -> str | None:
@@ -620,7 +634,11 @@ def _partition_dir(
         state.hw = hws.get((topic, partition))
     if starts and topic is not None and partition is not None and (topic, partition) in starts:
         state.log_start, state.log_start_from = starts[(topic, partition)], "checkpoint"
-    files = sorted(p for p in path.iterdir() if p.is_file() or file_kind(p) is not None)
+    try:
+        files = sorted(p for p in path.iterdir() if p.is_file() or file_kind(p) is not None)
+    except OSError as e:  # e.g. deleted (renamed to -delete) after its log dir was listed
+        yield _gone(path, topic, partition, e)
+        return
     by_base: dict[int, dict[str, Path]] = {}
     for p in files:
         kind = file_kind(p)
@@ -815,7 +833,11 @@ def _segment(
     indexes = indexes or {}
     base_name = _base_offset(path)
     family = "metadata" if kind == "kraft_snapshot" else family_of(state.topic)
-    mm = _map(path)
+    try:
+        mm = _map(path)
+    except OSError as gone:
+        yield _gone(path, state.topic, state.partition, gone)
+        return
     size = len(mm)
     # index entries, in file order (positions and offsets grow: merged as batches pass)
     oidx, tidx = _entries(indexes, base_name)
@@ -1470,7 +1492,11 @@ def _check_txn(txn: Node | None, aborts: list[tuple[int, int]], path: Path) -> N
 
 def _kafka07(path: Path, topic: str | None, partition: int | None) -> Iterator[LogItem]:
     base = _base_offset(path)
-    mm = _map(path)
+    try:
+        mm = _map(path)
+    except OSError as gone:
+        yield _gone(path, topic, partition, gone)
+        return
     size = len(mm)
     pos = 0
     try:
