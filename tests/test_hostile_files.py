@@ -106,6 +106,17 @@ def _log_dir(root: Path) -> Path:
     return root
 
 
+def _segments_of_one_record(root: Path, *partitions: str) -> bytes:
+    """A first segment of one record ("hello") in each of ``partitions`` under ``root``;
+    returns the batch."""
+    body = b"\0" + _varint(0) + _varint(0) + _varint(-1) + _varint(5) + b"hello" + _varint(0)
+    batch = mh.record_batch(_varint(len(body)) + body, 1)
+    for name in partitions:
+        (root / name).mkdir(exist_ok=True)
+        (root / name / "00000000000000000000.log").write_bytes(batch)
+    return batch
+
+
 def test_checkpoint_not_a_number_is_what_stops_a_broker(tmp_path):
     """``0 abc`` in a leader-epoch-checkpoint crashed the run (TypeError) and lost every
     partition after it: now a finding that says Kafka refuses the file, and the other
@@ -204,11 +215,7 @@ def test_permission_denied_for_real(tmp_path):
     unreadable capture beside a readable one is said and the other decoded (exit 1, as
     for a capture that is not one; click refused the whole command line before, exit 2)."""
     root = _log_dir(tmp_path / "logs")
-    body = b"\0" + _varint(0) + _varint(0) + _varint(-1) + _varint(5) + b"hello" + _varint(0)
-    batch = mh.record_batch(_varint(len(body)) + body, 1)
-    for name in ("a-0", "b-0", "c-0"):
-        (root / name).mkdir(exist_ok=True)
-        (root / name / "00000000000000000000.log").write_bytes(batch)
+    batch = _segments_of_one_record(root, "a-0", "b-0", "c-0")
     ok, denied = tmp_path / "ok.pcap", tmp_path / "denied.pcap"
     ok.write_bytes(tcp_pcap(mh.produce(batch)))
     denied.write_bytes(ok.read_bytes())
@@ -940,11 +947,7 @@ def test_files_a_live_broker_deletes_while_they_are_read(tmp_path, monkeypatch):
     from kdissect.sources.logunits import walk
 
     root = _log_dir(tmp_path / "logs")
-    body = b"\0" + _varint(0) + _varint(0) + _varint(-1) + _varint(5) + b"hello" + _varint(0)
-    batch = mh.record_batch(_varint(len(body)) + body, 1)
-    for name in ("a-0", "c-0", "d-0"):
-        (root / name).mkdir(exist_ok=True)
-        (root / name / "00000000000000000000.log").write_bytes(batch)
+    _segments_of_one_record(root, "a-0", "c-0", "d-0")
     doomed_segment = root / "a-0" / "00000000000000000000.log"
     doomed_dir = root / "d-0"
     real_map, real_listed = logdir._map, logdir._unreadable
