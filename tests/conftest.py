@@ -148,10 +148,71 @@ SLOW_FIXTURES = {
 }
 
 
+# -- two cores -----------------------------------------------------------------------------
+# scripts/test runs the suite in two phases: `--phase shared` on both cores (pytest-xdist,
+# `-n 2 --dist loadgroup`), then `--phase alone`, the tests marked `alone`, with the machine
+# to themselves: they assert on time or on a share of the CPU, which the other worker's
+# load would falsify. Under xdist each test goes in a group that one worker runs whole:
+# the tests of an expensive session fixture together (one broker, Spark or hostile set a
+# run, not one a worker), each file's other tests together (its module fixtures made once).
+# Workers take groups in collection order as they free up, so the longest go first
+# (LONGEST_FIRST, measured in a serial run: a stale entry costs balance, never a result).
+SESSION_GROUPS = {  # fixture -> its group, in the order a test using several is placed
+    "apache_cluster": "apache_cluster",
+    "spark": "spark",
+    "s3": "spark",
+    "apache_kafka": "apache_kafka",
+    "apache_recorded": "apache_kafka",
+    "kafka": "kafka",
+    "recorded": "kafka",
+    "hostile": "hostile",
+}
+LONGEST_FIRST = ()
+
+
+def pytest_addoption(parser) -> None:
+    parser.addoption(
+        "--phase",
+        choices=("all", "shared", "alone"),
+        default="all",
+        help="all tests (default); all but those marked `alone`; only those (scripts/test)",
+    )
+
+
+def pytest_configure(config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "alone: asserts on time or on a share of the CPU: scripts/test runs it after the "
+        "others, with the machine to itself",
+    )
+
+
+def _group(item) -> str:
+    names = set(getattr(item, "fixturenames", ()))
+    return next((g for f, g in SESSION_GROUPS.items() if f in names), item.nodeid.split("::")[0])
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist names each test's group in its id
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+    phase = config.getoption("--phase")
+    if phase != "all":
+        keep = [
+            i for i in items if (i.get_closest_marker("alone") is not None) == (phase == "alone")
+        ]
+        if len(keep) < len(items):
+            kept = set(map(id, keep))
+            config.hook.pytest_deselected(items=[i for i in items if id(i) not in kept])
+            items[:] = keep
+    if not hasattr(config, "workerinput"):  # not an xdist worker: nothing to share out
+        return
+    groups = {id(i): _group(i) for i in items}
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(groups[id(item)]))
+    rank = {g: n for n, g in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda i: rank.get(groups[id(i)], len(rank)))  # stable: else as collected
 
 
 # Spark's JVMs in the tests JIT-compile with C1 only, as the Kafka brokers' do

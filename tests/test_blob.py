@@ -466,6 +466,7 @@ HOSTILE = {  # the inputs of issue 22, class 3, and their relatives, ~1 MB each
 
 @pytest.mark.slow  # (seconds: kept out of the fast tier)
 @pytest.mark.parametrize("name", HOSTILE)
+@pytest.mark.alone
 def test_hostile_pastes_take_linear_time(name):
     """1 MB in about a second of CPU at most (the old reader took 12-29 CPU-s for 20-40 KB
     of the first five), and four times the input costs about four times the time."""

@@ -883,6 +883,7 @@ def test_a_display_that_falls_behind_sheds_whole_exchanges_not_clients():
     assert "Traceback" not in err
 
 
+@pytest.mark.alone
 def test_the_display_pauses_briefly_while_every_core_is_busy_then_goes_on_sampling():
     """Decoding for the display waits while the rest of the machine leaves no core free
     (the forwarder then sheds), but never more than MAX_PAUSE in a row: a load that
@@ -934,6 +935,7 @@ def test_the_display_pauses_briefly_while_every_core_is_busy_then_goes_on_sampli
         assert gate.paused - before <= MAX_PAUSE + 0.15, others
 
 
+@pytest.mark.alone
 def test_busy_past_the_pause_the_display_decodes_on_a_ration_never_dark():
     """While every core stays busy past MAX_PAUSE, the display goes on with a tenth of one
     core, not more (decoding at full speed took a core from clients and brokers that had
@@ -968,6 +970,7 @@ def test_busy_past_the_pause_the_display_decodes_on_a_ration_never_dark():
     assert min(worked) > 0, worked
 
 
+@pytest.mark.alone
 def test_one_look_finding_a_core_free_does_not_end_a_lasting_load():
     """/proc/stat counts in 10 ms ticks, so a 50 ms look may find a core free on a
     machine that has none: that must not start another pause within a lasting load
@@ -990,6 +993,7 @@ def test_one_look_finding_a_core_free_does_not_end_a_lasting_load():
     assert answers[:-1] == [True] * (len(answers) - 1) and answers[-1] is False
 
 
+@pytest.mark.alone
 def test_on_one_core_the_display_runs_while_the_rest_leaves_it_half(monkeypatch):
     """The line is "others leave under 1¼ cores free", which a 1-core machine never
     meets: there the display runs while the others use under half the core, and
@@ -1251,6 +1255,7 @@ def test_the_display_samples_while_far_behind_and_leaves_exchanges_out_whole(tmp
 
 
 @pytest.mark.slow
+@pytest.mark.alone
 def test_sigterm_on_a_busy_machine_ends_the_proxy_within_2_s():
     """A busy loop per core at normal priority: the display (nice 10) gets little CPU,
     yet SIGTERM ends the proxy within 2 s, with the display's summary."""

@@ -236,6 +236,7 @@ def test_broker_ports_base_must_be_a_port():
 # -- connections -----------------------------------------------------------------------------
 
 
+@pytest.mark.alone
 def test_2000_connects_at_once_without_a_stall(apache_kafka):
     """A storm of 2,000 connections: none waits for a SYN retry (1 s), all are served."""
     proxy = ProxyProcess(apache_kafka.bootstrap())

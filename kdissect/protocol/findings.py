@@ -566,5 +566,6 @@ register(
     "error",
     "storage",
     "a file or directory cannot be read (permissions, not a regular file, too big "
-    "to take whole): it is skipped, the rest is read",
+    "to take whole, deleted by a running broker after it was listed): it is skipped, "
+    "the rest is read",
 )
