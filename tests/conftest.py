@@ -167,7 +167,17 @@ SESSION_GROUPS = {  # fixture -> its group, in the order a test using several is
     "recorded": "kafka",
     "hostile": "hostile",
 }
-LONGEST_FIRST = ()
+LONGEST_FIRST = (
+    "tests/test_spark.py",
+    "hostile",
+    "spark",
+    "apache_kafka",
+    "tests/test_tui_typeahead.py",
+    "tests/test_findings_oracle.py",
+    "apache_cluster",
+    "kafka",
+    "tests/test_direction.py",
+)
 
 
 def pytest_addoption(parser) -> None:
