@@ -247,13 +247,12 @@ def s3():
     the session: Spark's JVM keeps the environment it started with, so a second server
     (another port) would be out of its workers' reach."""
     import os
-    import socket
 
     from moto.server import ThreadedMotoServer
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    from tests.support.broker import free_port
+
+    port = free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     env = {

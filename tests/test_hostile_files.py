@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.broker import free_port
 from tests.test_hostile import KDISSECT, ROOT, check
 
 _spec = importlib.util.spec_from_file_location("make_hostile", ROOT / "scripts" / "make_hostile.py")
@@ -57,12 +58,6 @@ def produce_pcap(path: Path, value: bytes) -> Path:
     records = _varint(len(body)) + body
     path.write_bytes(tcp_pcap(mh.produce(mh.record_batch(records, 1))))
     return path
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def framed(schema_id: int, payload: bytes) -> bytes:

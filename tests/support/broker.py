@@ -14,9 +14,19 @@ def tansu_binary() -> str:
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port nothing listens on now. Under pytest-xdist (scripts/test) each
+    worker keeps only ports of its own class ((port // 2) % workers): two workers never
+    pick the same port between one's pick and its server's bind."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    mine = int(worker[2:]) % workers if worker[2:].isdigit() else 0
+    for _ in range(1000):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if (port // 2) % workers == mine:
+            break
+    return port
 
 
 class Broker:

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tests.support.broker import free_port
 
 
 @dataclass
@@ -23,17 +24,11 @@ class Cluster:
     env: dict = field(default_factory=dict)  # what kdissect spark should run with
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextlib.contextmanager
 def standalone(
     work: Path, workers: int = 2, cores: int = 1, memory: str = "1g", pythonpath: str | None = None
 ) -> Iterator[Cluster]:
-    port = _free_port()
+    port = free_port()
     spark_class = os.path.join(os.path.dirname(sys.executable), "spark-class")
     import pyspark
 
