@@ -150,34 +150,33 @@ SLOW_FIXTURES = {
 
 # -- two cores -----------------------------------------------------------------------------
 # scripts/test runs the suite in two phases: `--phase shared` on both cores (pytest-xdist,
-# `-n 2 --dist loadgroup`), then `--phase alone`, the tests marked `alone`, with the machine
-# to themselves: they assert on time or on a share of the CPU, which the other worker's
-# load would falsify. Under xdist each test goes in a group that one worker runs whole:
-# the tests of an expensive session fixture together (one broker, Spark or hostile set a
-# run, not one a worker), each file's other tests together (its module fixtures made once).
-# Workers take groups in collection order as they free up, so the longest go first
-# (LONGEST_FIRST, as measured: a stale entry costs balance, never a result).
-SESSION_GROUPS = {  # fixture -> its group, in the order a test using several is placed
-    "apache_cluster": "apache_cluster",
+# `-n 2 --dist loadgroup`), then `--phase alone`, the tests marked `alone`, in one process
+# with the machine to themselves. Under xdist each test goes in a group that one worker runs
+# whole. A file with a test on an expensive session fixture goes whole to that fixture's
+# group (one Apache Kafka node and cluster, Spark session, Tansu broker or hostile set a
+# run, not one a worker; and its module fixtures, such as a scenario started for one of its
+# tests, made once); every other file is a group of its own. Workers take groups in
+# collection order as they free up, so the longest go first (LONGEST_FIRST, as measured: a
+# stale entry costs balance, never a result).
+SESSION_GROUPS = {  # fixture -> its group; a file using several goes to the first listed
+    "apache_kafka": "apache",
+    "apache_recorded": "apache",
+    "apache_cluster": "apache",
     "spark": "spark",
     "s3": "spark",
-    "apache_kafka": "apache_kafka",
-    "apache_recorded": "apache_kafka",
-    "kafka": "kafka",
-    "recorded": "kafka",
+    "kafka": "tansu",
+    "recorded": "tansu",
     "hostile": "hostile",
 }
-LONGEST_FIRST = (  # test-seconds per group on both cores, 2026-12-01: 469, 463, 242...
-    "hostile",
-    "tests/test_spark.py",
-    "apache_kafka",
+LONGEST_FIRST = (  # test-seconds per group on both cores, 2026-12-01: 655, 576, 483...
     "spark",
+    "apache",
+    "hostile",
     "tests/test_findings_oracle.py",
-    "apache_cluster",
     "tests/test_roundtrip_kio.py",
     "tests/test_proxy.py",
-    "tests/test_kafka_captures.py",
     "tests/test_tui_typeahead.py",
+    "tests/test_values.py",
 )
 
 
@@ -193,14 +192,23 @@ def pytest_addoption(parser) -> None:
 def pytest_configure(config) -> None:
     config.addinivalue_line(
         "markers",
-        "alone: asserts on time or on a share of the CPU: scripts/test runs it after the "
-        "others, with the machine to itself",
+        "alone: asserts on wall time or on a share of the CPU, or needs a view of the whole "
+        "run (syrupy's check for unused snapshots): scripts/test runs it after the others, "
+        "in one process with the machine to itself",
     )
 
 
-def _group(item) -> str:
-    names = set(getattr(item, "fixturenames", ()))
-    return next((g for f, g in SESSION_GROUPS.items() if f in names), item.nodeid.split("::")[0])
+def _file_groups(items) -> dict[str, str]:
+    """Each file's group (see above)."""
+    order = list(SESSION_GROUPS)
+    first: dict[str, int] = {}
+    for item in items:
+        path = item.nodeid.split("::")[0]
+        used = [order.index(f) for f in getattr(item, "fixturenames", ()) if f in SESSION_GROUPS]
+        if used:
+            first[path] = min(used + [first.get(path, len(order))])
+    paths = {item.nodeid.split("::")[0] for item in items}
+    return {p: SESSION_GROUPS[order[first[p]]] if p in first else p for p in paths}
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist names each test's group in its id
@@ -219,7 +227,8 @@ def pytest_collection_modifyitems(config, items):
             items[:] = keep
     if not hasattr(config, "workerinput"):  # not an xdist worker: nothing to share out
         return
-    groups = {id(i): _group(i) for i in items}
+    by_file = _file_groups(items)
+    groups = {id(i): by_file[i.nodeid.split("::")[0]] for i in items}
     for item in items:
         item.add_marker(pytest.mark.xdist_group(groups[id(item)]))
     rank = {g: n for n, g in enumerate(LONGEST_FIRST)}

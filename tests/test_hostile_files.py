@@ -933,42 +933,53 @@ def test_a_port_range_written_backwards_is_said_so():
 
 
 def test_files_a_live_broker_deletes_while_they_are_read(tmp_path, monkeypatch):
-    """A live log dir: the broker deletes a segment, and renames a partition directory
-    away, between kdissect listing them and reading them (what CI met on a KRaft
-    controller's __cluster_metadata). Each is one unreadable_file item saying so, the
-    rest read; no traceback."""
+    """A live log dir: the broker deletes segments and renames partition directories
+    away (retention, a deleted topic) between kdissect listing them and reading them
+    (CI met it on a KRaft controller's __cluster_metadata): a segment gone before it is
+    checked or before it is mapped, a partition directory gone while the one before it is
+    read or between its check and its listing. Each is one unreadable_file item saying
+    so, the rest read; no traceback."""
     from kdissect.protocol import Options
     from kdissect.sources import logdir
     from kdissect.sources.logunits import walk
 
     root = _log_dir(tmp_path / "logs")
-    _segments_of_one_record(root, "a-0", "c-0", "d-0")
-    doomed_segment = root / "a-0" / "00000000000000000000.log"
-    doomed_dir = root / "d-0"
-    real_map, real_listed = logdir._map, logdir._unreadable
+    _segments_of_one_record(root, "a-0", "c-0", "d-0", "e-0")
+    segment = "00000000000000000000.log"
+    real_map, real_check, real_partition = logdir._map, logdir._unreadable, logdir._partition_dir
 
     def map_after_delete(path):
-        if path == doomed_segment:
+        if path == root / "a-0" / segment:
             path.unlink()
         return real_map(path)
 
-    def listed_then_renamed(path, topic, partition, want_dir=False):
-        said = real_listed(path, topic, partition, want_dir)
-        if path == doomed_dir and said is None:
-            path.rename(root / "d-0.0123-delete")
+    def checked_around_a_delete(path, topic, partition, want_dir=False):
+        if path == root / "e-0" / segment:
+            path.unlink()  # listed with its partition, gone before its check
+        said = real_check(path, topic, partition, want_dir)
+        if path == root / "d-0" and said is None:
+            path.rename(root / "d-0.0123-delete")  # checked, gone before it is listed
         return said
 
+    def partition_then_rename(path, *args, **kwargs):
+        yield from real_partition(path, *args, **kwargs)
+        if path.name == "a-0":
+            (root / "b-0").rename(root / "b-0.4567-delete")  # the log dir listed it
+
     monkeypatch.setattr(logdir, "_map", map_after_delete)
-    monkeypatch.setattr(logdir, "_unreadable", listed_then_renamed)
+    monkeypatch.setattr(logdir, "_unreadable", checked_around_a_delete)
+    monkeypatch.setattr(logdir, "_partition_dir", partition_then_rename)
     items = list(walk([str(root)], Options(), values=False))
     gone = {
         i.path.relative_to(root).as_posix(): i.tree.problem
         for i in items
         if i.tree is not None and i.tree.code == "unreadable_file"
     }
-    assert sorted(gone) == ["a-0/00000000000000000000.log", "d-0"], gone
-    assert all(
-        "No such file or directory" in why and "live log dir" in why for why in gone.values()
-    )
+    assert sorted(gone) == [f"a-0/{segment}", "b-0", "d-0", f"e-0/{segment}"], gone
+    for why in gone.values():
+        assert why == (
+            "cannot read it: No such file or directory; skipped (a live log dir: the broker "
+            "may have deleted or renamed it after it was listed)"
+        ), why
     batches = [i.path.parent.name for i in items if i.kind == "batch"]
     assert batches == ["c-0"], [(i.kind, i.path.name) for i in items]

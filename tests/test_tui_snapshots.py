@@ -19,7 +19,9 @@ from textual.widgets import Input
 from tests.support.tui import settle as settle_detail
 from tests.test_tui import CODECS, GROUP, app_for
 
-pytestmark = pytest.mark.slow  # Textual apps rendered to SVG snapshots
+# Textual apps rendered to SVG snapshots; alone: in one process, where syrupy checks that
+# no snapshot is left unused (it does not under pytest-xdist)
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
 CAPTURES = Path(__file__).resolve().parents[1] / "captures"
 SIZES = [

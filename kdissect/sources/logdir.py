@@ -10,6 +10,7 @@ and offset. Decoding itself is ``protocol`` (records.py, ondisk.py, internal.py)
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import stat
@@ -295,6 +296,8 @@ def _unreadable(
         if want_dir:
             os.listdir(path)
         elif not path.is_file():
+            if not os.path.lexists(path):  # listed, then gone
+                return _cannot_read(path, topic, partition, FileNotFoundError(errno.ENOENT, ""))
             why = (
                 "a directory, not a file"
                 if path.is_dir()
@@ -303,15 +306,13 @@ def _unreadable(
         else:
             os.close(os.open(path, os.O_RDONLY))
     except OSError as e:
-        why = f"cannot read it: {e.strerror or e}"
+        return _cannot_read(path, topic, partition, e)
     if why is None:
         return None
-    return _skipped(
-        path,
-        topic,
-        partition,
-        f"{why}; skipped (run kdissect as a user who can read the whole log dir)",
-    )
+    return _skipped(path, topic, partition, f"{why}; skipped ({_RIGHTS})")
+
+
+_RIGHTS = "run kdissect as a user who can read the whole log dir"
 
 
 def _skipped(path: Path, topic: str | None, partition: int | None, why: str) -> LogItem:
@@ -319,16 +320,16 @@ def _skipped(path: Path, topic: str | None, partition: int | None, why: str) -> 
     return LogItem(file_kind(path) or "file", path, topic, partition, tree)
 
 
-def _gone(path: Path, topic: str | None, partition: int | None, e: OSError) -> LogItem:
-    """The item of a file that could not be opened after it was listed: in a live log
-    dir the broker deletes and renames segments while they are being read."""
-    return _skipped(
-        path,
-        topic,
-        partition,
-        f"cannot read it: {e.strerror or e}; skipped (a live log dir: the broker may have "
-        f"deleted or renamed it after it was listed)",
-    )
+def _cannot_read(path: Path, topic: str | None, partition: int | None, e: OSError) -> LogItem:
+    """The item of a file or directory that would not open or list. One that is gone was
+    there when its directory was listed: in a live log dir the broker deletes and renames
+    segments and partition directories while they are being read."""
+    if e.errno == errno.ENOENT:
+        why = "No such file or directory"
+        hint = "a live log dir: the broker may have deleted or renamed it after it was listed"
+    else:
+        why, hint = e.strerror or str(e), _RIGHTS
+    return _skipped(path, topic, partition, f"cannot read it: {why}; skipped ({hint})")
 
 
 def file_kind(path: Path) -> str | None:
@@ -553,7 +554,8 @@ def _log_dir(path: Path, options: Options, conv: Conv = None) -> Iterator[LogIte
     hws = high_watermarks(path)
     starts = checkpoint_offsets(path, "log-start-offset-checkpoint")
     for p in sorted(path.iterdir()):
-        if p.is_dir() and _partition_of(p)[0]:
+        # (one gone since the listing is said: a running broker renames a deleted topic's)
+        if _partition_of(p)[0] and (p.is_dir() or not os.path.lexists(p)):
             bad = _unreadable(p, *_partition_of(p), want_dir=True)
             if bad is not None:
                 yield bad
@@ -637,7 +639,7 @@ def _partition_dir(
     try:
         files = sorted(p for p in path.iterdir() if p.is_file() or file_kind(p) is not None)
     except OSError as e:  # e.g. deleted (renamed to -delete) after its log dir was listed
-        yield _gone(path, topic, partition, e)
+        yield _cannot_read(path, topic, partition, e)
         return
     by_base: dict[int, dict[str, Path]] = {}
     for p in files:
@@ -836,7 +838,7 @@ def _segment(
     try:
         mm = _map(path)
     except OSError as gone:
-        yield _gone(path, state.topic, state.partition, gone)
+        yield _cannot_read(path, state.topic, state.partition, gone)
         return
     size = len(mm)
     # index entries, in file order (positions and offsets grow: merged as batches pass)
@@ -1495,7 +1497,7 @@ def _kafka07(path: Path, topic: str | None, partition: int | None) -> Iterator[L
     try:
         mm = _map(path)
     except OSError as gone:
-        yield _gone(path, topic, partition, gone)
+        yield _cannot_read(path, topic, partition, gone)
         return
     size = len(mm)
     pos = 0

@@ -15,8 +15,9 @@ def tansu_binary() -> str:
 
 def free_port() -> int:
     """A loopback port nothing listens on now. Under pytest-xdist (scripts/test) each
-    worker keeps only ports of its own class ((port // 2) % workers): two workers never
-    pick the same port between one's pick and its server's bind."""
+    worker keeps only ports of its own class ((port // 2) % workers): two workers' picks
+    never meet in the time between one's pick and its server's bind (a port another
+    worker binds at once, at 0, still may)."""
     worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     mine = int(worker[2:]) % workers if worker[2:].isdigit() else 0
