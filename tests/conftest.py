@@ -149,9 +149,9 @@ SLOW_FIXTURES = {
 
 
 # -- two cores -----------------------------------------------------------------------------
-# scripts/test runs the suite in two phases: `--phase shared` on both cores (pytest-xdist,
-# `-n 2 --dist loadgroup`), then `--phase alone`, the tests marked `alone`, in one process
-# with the machine to themselves. Under xdist each test goes in a group that one worker runs
+# The suite can run in two phases (README; scripts/test does not yet: see there):
+# `--phase shared` on both cores (pytest-xdist, `-n 2 --dist loadgroup`), then `--phase
+# alone`, the tests marked `alone`, in one process with the machine to themselves. Under xdist each test goes in a group that one worker runs
 # whole. A file with a test on an expensive session fixture goes whole to that fixture's
 # group (one Apache Kafka node and cluster, Spark session, Tansu broker or hostile set a
 # run, not one a worker; and its module fixtures, such as a scenario started for one of its
@@ -193,8 +193,8 @@ def pytest_configure(config) -> None:
     config.addinivalue_line(
         "markers",
         "alone: asserts on wall time or on a share of the CPU, or needs a view of the whole "
-        "run (syrupy's check for unused snapshots): scripts/test runs it after the others, "
-        "in one process with the machine to itself",
+        "run (syrupy's check for unused snapshots): `--phase alone` runs it after the "
+        "others, in one process with the machine to itself",
     )
 
 

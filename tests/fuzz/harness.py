@@ -131,7 +131,7 @@ def reset_peak_memory() -> None:
     """Forget this process's peak RSS so far (Linux: clear_refs 5), so that
     ``check_memory`` judges the inputs since, not whatever the process ran before (in a
     test session: other tests, whose memory the process may still hold: a worker of
-    scripts/test's shared phase held 1.3 GiB before the fuzz slice)."""
+    the two-phase run's shared phase held 1.3 GiB before the fuzz slice)."""
     global _held_at_reset
     try:
         with open("/proc/self/clear_refs", "w") as f:

@@ -14,7 +14,7 @@ def tansu_binary() -> str:
 
 
 def free_port() -> int:
-    """A loopback port nothing listens on now. Under pytest-xdist (scripts/test) each
+    """A loopback port nothing listens on now. Under pytest-xdist (README: two phases) each
     worker keeps only ports of its own class ((port // 2) % workers): two workers' picks
     never meet in the time between one's pick and its server's bind (a port another
     worker binds at once, at 0, still may)."""
