@@ -4,7 +4,8 @@ client may send any), the broker stores them unchecked, and Kafka's own classes 
 them with U+FFFD. kdissect shows the key so too, and says on the key's node that its
 bytes are not UTF-8: in a capture (JSON lines, the records table) and in the
 broker's log, the compiled and the Python paths alike (both hand such a key to the tree).
-(The summary line reads batches' heads and CRCs, not their records: it does not see it.)
+(The summary line reads batches' heads and CRCs, not their records: it does not show it;
+a filter on ``finding`` or ``severity`` reads the records, and finds it.)
 
 The record is written by kafka-python, a real client, through its own encoder: its
 header key is a str whose ``encode`` gives bytes that are not UTF-8."""
@@ -106,3 +107,22 @@ def test_the_brokers_log_says_the_key_is_not_utf8_as_kafka_reads_it(produced):
     assert [f["code"] for b in batches for f in b["findings"]] == ["bad_utf8"]
     records = [i for i in items if i["type"] == "record"]
     assert [[h["key"] for h in rec["headers"]] for rec in records] == [[SHOWN], ["fine"]]
+
+
+def test_a_filter_on_findings_reads_the_records(produced):
+    """``finding`` and ``severity`` see a record's finding, which the summary's enrichment
+    (batches' heads and CRCs) does not read: the filter reads Produce's records."""
+    path, _ = produced
+
+    def matched(flt: str) -> list[dict]:
+        out = _cli("pcap", str(path), "--format", "jsonl", "-Y", flt)
+        return [json.loads(x) for x in out.splitlines()]
+
+    found = matched("finding == bad_utf8")
+    assert {(x["api_name"], x["direction"]) for x in found} == {
+        ("Produce", "request"),
+        ("Produce", "response"),
+    }
+    assert all(TOPIC in json.dumps(x) for x in found)
+    assert {x["seq"] for x in found} <= {x["seq"] for x in matched("severity >= warn")}
+    assert not [x for x in matched("finding != bad_utf8") if x["seq"] in {y["seq"] for y in found}]

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ..protocol.apis import CARRY_RECORDS
 from ..protocol.codecs import CODECS
 from ..protocol.findings import REGISTRY as FINDINGS
 from ..protocol.findings import SEVERITIES
@@ -202,6 +203,17 @@ field(
     lambda x: [x.ex.first.frame],
 )
 field("response_frame", "number", "capture frame of the response", _response_frame)
+
+
+def _finding_codes(x: Any) -> list[str]:
+    """The exchange's finding codes, then its records' (the summary's enrichment reads
+    batches' heads and CRCs, not their records)."""
+    codes = [f.code for f in x.ex.findings]
+    if x.ex.first.api_key in CARRY_RECORDS:
+        codes += _filter_values().record_findings(x)
+    return codes
+
+
 field(
     "anomaly",
     "number",
@@ -216,15 +228,17 @@ field(
 field(
     "finding",
     "finding",
-    "the exchange's finding codes (`finding == unanswered`); the codes "
-    "are listed in [findings.md](findings.md)",
-    lambda x: [f.code for f in x.ex.findings],
+    "the exchange's finding codes (`finding == unanswered`), its records' included (a "
+    "header key not UTF-8: the filter reads the records of Produce and Fetch, as "
+    "`record.*` fields do); the codes are listed in [findings.md](findings.md)",
+    _finding_codes,
 )
 field(
     "severity",
     "severity",
-    "the severities of its findings: `note`, `warn`, `error`, in that order (`severity >= warn`)",
-    lambda x: [f.kind.rank for f in x.ex.findings],
+    "the severities of its findings, its records' included: `note`, `warn`, `error`, in "
+    "that order (`severity >= warn`)",
+    lambda x: [FINDINGS[code].rank for code in _finding_codes(x)],
 )
 field(
     "service_time",
@@ -351,8 +365,17 @@ LOG_NAMES = (
 )
 
 # fields whose values come from the messages' bytes (record contents), not from enrichment
+# alone (findings: their records' too)
 READS_BYTES = frozenset(
-    {"record.key", "record.value", "record.header", "record.value_schema", "record.key_schema"}
+    {
+        "record.key",
+        "record.value",
+        "record.header",
+        "record.value_schema",
+        "record.key_schema",
+        "finding",
+        "severity",
+    }
 )
 
 

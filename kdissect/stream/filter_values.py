@@ -167,16 +167,28 @@ def _scalar(v: Any) -> bool:
     return v is not None and not isinstance(v, (dict, list))
 
 
-# the records of the last exchange asked about: a filter naming several value fields
-# decodes each exchange once (one entry: memory stays bounded). Keyed by the view and its
-# messages: a live exchange gains its response after a first look
-_last: tuple[tuple[Any, Any, Any], list[dict[Any, Any]]] | None = None
+# what the records of the last exchange asked about gave: a filter naming several value
+# fields decodes each exchange once (one entry: memory stays bounded). Keyed by the view and
+# its messages: a live exchange gains its response after a first look
+_last: tuple[tuple[Any, Any, Any], list[dict[Any, Any]], list[str]] | None = None
 
 
 def exchange_records(view: Any) -> list[dict[Any, Any]]:
     """Every record of the exchange as JSON lines show it (decoded by schema when the
     view's options carry schemas): the values-only decoder for clean messages, the
     located tree otherwise."""
+    return _read_records(view)[0]
+
+
+def record_findings(view: Any) -> list[str]:
+    """The finding codes of the exchange's records (a header key not UTF-8, a record that
+    does not decode...): what the full trees of its Produce request or Fetch response
+    say, which enrichment (batches' heads and CRCs) does not read. Empty for clean
+    records and for exchanges without records."""
+    return _read_records(view)[1]
+
+
+def _read_records(view: Any) -> tuple[list[dict[Any, Any]], list[str]]:
     global _last
     last, ex = _last, view.ex
     if (
@@ -185,7 +197,7 @@ def exchange_records(view: Any) -> list[dict[Any, Any]]:
         and last[0][1] is ex.request
         and last[0][2] is ex.response
     ):
-        return last[1]
+        return last[1], last[2]
     from ..protocol import Options
     from ..protocol.apis import CARRY_RECORDS
     from ..protocol.json_view import json_bytes, records_of
@@ -194,6 +206,7 @@ def exchange_records(view: Any) -> list[dict[Any, Any]]:
 
     options = view.options or Options()
     out: list[dict[Any, Any]] = []
+    codes: list[str] = []
     if view.ex.first.api_key in CARRY_RECORDS:
         for m in (view.ex.request, view.ex.response):
             if m is None or m.direction == "sasl" or not m.data:
@@ -209,9 +222,11 @@ def exchange_records(view: Any) -> list[dict[Any, Any]]:
                 found.extend,
                 topic_ids=view.topic_ids,
             )
-            if body is None:
+            if body is None:  # not clean: the located tree says where and why
                 tree = full_tree(m, options, view.topic_ids)
                 found = records_of(tree) if tree is not None else []
+                if tree is not None:
+                    codes += [code for _, code, _ in tree.findings()]
             out += found
-    _last = ((view, ex.request, ex.response), out)
-    return out
+    _last = ((view, ex.request, ex.response), out, codes)
+    return out, codes
