@@ -983,3 +983,34 @@ def test_files_a_live_broker_deletes_while_they_are_read(tmp_path, monkeypatch):
         ), why
     batches = [i.path.parent.name for i in items if i.kind == "batch"]
     assert batches == ["c-0"], [(i.kind, i.path.name) for i in items]
+
+
+def test_a_url_log_dir_says_what_it_could_not_copy(tmp_path):
+    """A log dir read through a URL (``file://`` here; ``s3://`` alike) is copied a
+    partition at a time: a dangling link or a FIFO among its files (a FIFO would block
+    the copy), a partition directory gone between the plan and its copy, are each one
+    unreadable_file item naming the URL, the rest read. Before: an internal error, or a
+    copy that never returned."""
+    from kdissect.protocol import Options
+    from kdissect.sources.logunits import items, plan
+
+    root = _log_dir(tmp_path / "logs")
+    _segments_of_one_record(root, "a-0", "c-0", "d-0")
+    (root / "a-0" / "00000000000000000007.log").symlink_to(tmp_path / "nowhere")
+    os.mkfifo(root / "c-0" / "00000000000000000009.log")
+    url = root.as_uri()
+    units = plan([url])
+    shutil.rmtree(root / "d-0")  # planned, gone before it is copied
+    got = [i for u in units for i in items(u, Options())]
+    said = {i.url[len(url) + 1 :]: i.tree.problem for i in got if i.tree.code == "unreadable_file"}
+    gone = "No such file or directory; skipped (a live log dir: the broker may have deleted"
+    assert sorted(said) == ["a-0/00000000000000000007.log", "c-0/00000000000000000009.log", "d-0"]
+    assert said["d-0"].startswith("cannot read it: " + gone), said
+    for name in ("a-0/00000000000000000007.log", "c-0/00000000000000000009.log"):
+        assert said[name].startswith("not a regular file (a FIFO, socket, device or dangling"), said
+    batches = sorted(i.url[len(url) + 1 :] for i in got if i.kind == "batch")
+    assert batches == ["a-0/00000000000000000000.log", "c-0/00000000000000000000.log"], batches
+    for named in ("a-0/00000000000000000007.log", "c-0/00000000000000000009.log"):
+        code, out, err = stdout_of(["log", f"{url}/{named}"], tmp_path)  # named alone
+        assert code == 1 and out == "", (out, err)
+        assert err.startswith(f"kdissect log: {url}/{named}: no") and "internal" not in err, err

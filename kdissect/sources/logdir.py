@@ -263,7 +263,7 @@ class _Partition:
     log_start_from: str = ""
 
 
-def _partition_of(path: Path) -> tuple[str | None, int | None]:
+def partition_of(path: Path) -> tuple[str | None, int | None]:
     m = _PARTITION_DIR.match(path.name)
     return (m["topic"], int(m["partition"])) if m else (None, None)
 
@@ -297,22 +297,24 @@ def _unreadable(
             os.listdir(path)
         elif not path.is_file():
             if not os.path.lexists(path):  # listed, then gone
-                return _cannot_read(path, topic, partition, FileNotFoundError(errno.ENOENT, ""))
-            why = (
-                "a directory, not a file"
-                if path.is_dir()
-                else "not a regular file (a FIFO, socket, device or dangling link)"
-            )
+                return cannot_read(path, topic, partition, FileNotFoundError(errno.ENOENT, ""))
+            why = "a directory, not a file" if path.is_dir() else NOT_REGULAR
         else:
             os.close(os.open(path, os.O_RDONLY))
     except OSError as e:
-        return _cannot_read(path, topic, partition, e)
+        return cannot_read(path, topic, partition, e)
     if why is None:
         return None
     return _skipped(path, topic, partition, f"{why}; skipped ({_RIGHTS})")
 
 
 _RIGHTS = "run kdissect as a user who can read the whole log dir"
+NOT_REGULAR = "not a regular file (a FIFO, socket, device or dangling link)"
+
+
+def not_regular(path: Path, topic: str | None, partition: int | None) -> LogItem:
+    """The item of a listed name that is no regular file (never opened: a FIFO blocks)."""
+    return _skipped(path, topic, partition, f"{NOT_REGULAR}; skipped ({_RIGHTS})")
 
 
 def _skipped(path: Path, topic: str | None, partition: int | None, why: str) -> LogItem:
@@ -320,7 +322,7 @@ def _skipped(path: Path, topic: str | None, partition: int | None, why: str) -> 
     return LogItem(file_kind(path) or "file", path, topic, partition, tree)
 
 
-def _cannot_read(path: Path, topic: str | None, partition: int | None, e: OSError) -> LogItem:
+def cannot_read(path: Path, topic: str | None, partition: int | None, e: OSError) -> LogItem:
     """The item of a file or directory that would not open or list. One that is gone was
     there when its directory was listed: in a live log dir the broker deletes and renames
     segments and partition directories while they are being read."""
@@ -405,6 +407,13 @@ def conv_for(values: bool = False, lines: Callable[..., str | None] | None = Non
     return None
 
 
+def not_file_or_dir(text: str) -> LogError:
+    return LogError(
+        f"{text}: not a regular file or directory (a FIFO, socket or "
+        f"device); give a segment, a partition directory or a log dir"
+    )
+
+
 def path_items(text: str, options: Options, conv: Conv = None) -> Iterator[LogItem]:
     """Every item of one local path: a segment or other file, a partition directory, or a
     log dir's files then its partitions (URLs: logunits.py)."""
@@ -412,10 +421,7 @@ def path_items(text: str, options: Options, conv: Conv = None) -> Iterator[LogIt
     if not path.exists():
         raise LogError(f"{text}: no such file or directory")
     if not path.is_file() and not path.is_dir():
-        raise LogError(
-            f"{text}: not a regular file or directory (a FIFO, socket or "
-            f"device); give a segment, a partition directory or a log dir"
-        )
+        raise not_file_or_dir(text)
     try:
         if path.is_dir():
             os.listdir(path)
@@ -480,7 +486,7 @@ def _log_dirs_below(path: Path) -> list[Path]:
                 seen.add((st.st_dev, st.st_ino))
                 if _is_log_dir(p) if depth == 0 else _shows_log_dir(p):
                     found.append(p)
-                elif not _partition_of(p)[0]:
+                elif not partition_of(p)[0]:
                     deeper.append(p)
         level = deeper
     return sorted(found)
@@ -493,7 +499,7 @@ def _shows_log_dir(path: Path) -> bool:
         return True
     try:
         return any(
-            _partition_of(p)[0] and p.is_dir() and any(file_kind(f) for f in p.iterdir())
+            partition_of(p)[0] and p.is_dir() and any(file_kind(f) for f in p.iterdir())
             for p in path.iterdir()
         )
     except OSError:
@@ -504,7 +510,7 @@ def _is_log_dir(path: Path) -> bool:
     """A broker's log dir: partition directories in it, or its meta.properties."""
     try:
         return (
-            any(_partition_of(p)[0] and p.is_dir() for p in path.iterdir())
+            any(partition_of(p)[0] and p.is_dir() for p in path.iterdir())
             or (path / "meta.properties").exists()
         )
     except OSError:  # (unreadable: not this; said where it is read)
@@ -513,7 +519,7 @@ def _is_log_dir(path: Path) -> bool:
 
 def _single_file(path: Path, options: Options, conv: Conv = None) -> Iterator[LogItem]:
     kind = file_kind(path)
-    topic, partition = _partition_of(path.parent)
+    topic, partition = partition_of(path.parent)
     if kind is None:
         raise LogError(
             f"{path}: not a Kafka log file (expected a .log segment, an index, a "
@@ -555,8 +561,8 @@ def _log_dir(path: Path, options: Options, conv: Conv = None) -> Iterator[LogIte
     starts = checkpoint_offsets(path, "log-start-offset-checkpoint")
     for p in sorted(path.iterdir()):
         # (one gone since the listing is said: a running broker renames a deleted topic's)
-        if _partition_of(p)[0] and (p.is_dir() or not os.path.lexists(p)):
-            bad = _unreadable(p, *_partition_of(p), want_dir=True)
+        if partition_of(p)[0] and (p.is_dir() or not os.path.lexists(p)):
+            bad = _unreadable(p, *partition_of(p), want_dir=True)
             if bad is not None:
                 yield bad
                 continue
@@ -579,7 +585,7 @@ def single_file(path: Path, options: Options, conv: Conv = None) -> Iterator[Log
 def log_dir_files(path: Path, options: Options, conv: Conv = None) -> Iterator[LogItem]:
     """The files of a log dir itself (meta.properties, the offset checkpoints...)."""
     for p in sorted(path.iterdir()):
-        kind = file_kind(p) if not _partition_of(p)[0] else None
+        kind = file_kind(p) if not partition_of(p)[0] else None
         if kind is not None and (bad := _unreadable(p, None, None)) is not None:
             yield bad
         elif kind in ("segment", "kraft_snapshot", "kafka07"):
@@ -630,7 +636,7 @@ def _partition_dir(
     clean: bool | None = None,
     starts: dict[tuple[str, int], int] | None = None,
 ) -> Iterator[LogItem]:
-    topic, partition = _partition_of(path)
+    topic, partition = partition_of(path)
     state = _Partition(topic, partition, conv=conv, clean=clean)
     if hws is not None and topic is not None and partition is not None:
         state.hw = hws.get((topic, partition))
@@ -639,7 +645,7 @@ def _partition_dir(
     try:
         files = sorted(p for p in path.iterdir() if p.is_file() or file_kind(p) is not None)
     except OSError as e:  # e.g. deleted (renamed to -delete) after its log dir was listed
-        yield _cannot_read(path, topic, partition, e)
+        yield cannot_read(path, topic, partition, e)
         return
     by_base: dict[int, dict[str, Path]] = {}
     for p in files:
@@ -748,7 +754,7 @@ def read_beside(segment: Path) -> list[Path]:
     leader-epoch-checkpoint (leader epochs, and the log start offset Kafka moves its
     first entry to). Nothing for a segment outside a partition directory."""
     part = segment.parent
-    if _partition_of(part)[0] is None:
+    if partition_of(part)[0] is None:
         return []
     try:
         files = sorted(part.iterdir())
@@ -838,7 +844,7 @@ def _segment(
     try:
         mm = _map(path)
     except OSError as gone:
-        yield _cannot_read(path, state.topic, state.partition, gone)
+        yield cannot_read(path, state.topic, state.partition, gone)
         return
     size = len(mm)
     # index entries, in file order (positions and offsets grow: merged as batches pass)
@@ -1497,7 +1503,7 @@ def _kafka07(path: Path, topic: str | None, partition: int | None) -> Iterator[L
     try:
         mm = _map(path)
     except OSError as gone:
-        yield _cannot_read(path, topic, partition, gone)
+        yield cannot_read(path, topic, partition, gone)
         return
     size = len(mm)
     pos = 0

@@ -47,15 +47,15 @@ def _join(url: str, name: str) -> str:
     return url.rstrip("/") + "/" + name
 
 
-def _listing(url: str) -> tuple[list[str], list[str]]:
-    """(files, directories) directly under a URL, by name."""
+def _listing(url: str) -> tuple[list[str], list[str], list[str]]:
+    """(files, directories, others) directly under a URL, by name; others are neither
+    (a FIFO, a socket, a dangling link: ``file://``)."""
     fs, p = _fs(url)
-    files: list[str] = []
-    dirs: list[str] = []
+    kinds: dict[str, list[str]] = {"file": [], "directory": [], "other": []}
     for e in fs.ls(p, detail=True):
         name = posixpath.basename(e["name"].rstrip("/"))
-        (dirs if e["type"] == "directory" else files).append(name)
-    return sorted(files), sorted(dirs)
+        kinds.get(e["type"], kinds["other"]).append(name)
+    return sorted(kinds["file"]), sorted(kinds["directory"]), sorted(kinds["other"])
 
 
 def plan(inputs: list[str]) -> list[Unit]:
@@ -87,7 +87,9 @@ def plan(inputs: list[str]) -> list[Unit]:
         if fs.isfile(p):
             units.append(Unit("file", text))
             continue
-        files, dirs = _listing(text)
+        if not fs.isdir(p):
+            raise logdir.not_file_or_dir(text)
+        files, dirs, _ = _listing(text)
         parts = [d for d in dirs if logdir.is_partition_name(d)]
         if parts or "meta.properties" in files:
             units.append(Unit("files", text))
@@ -107,27 +109,52 @@ def items(unit: Unit, options: Options, conv: Conv = None) -> Iterator[LogItem]:
     with tempfile.TemporaryDirectory(prefix="kdissect-log-") as tmp:
         name = posixpath.basename(unit.path.rstrip("/")) or "root"
         local = Path(tmp) / name
+        base = unit.path.rstrip("/")
+        topic, partition = logdir.partition_of(Path(name))
+        skipped: list[LogItem] = []  # listed, then not copied: said first, the rest read
         fs, p = _fs(unit.path)
         if unit.kind == "file":
-            fs.get(p, str(local))
+            skipped += _copied(fs, p, local, None, None)
         else:
             local.mkdir()
-            for f in _listing(unit.path)[0]:
-                fs.get(_fs(_join(unit.path, f))[1], str(local / f))
+            try:
+                files, _, others = _listing(unit.path)
+            except OSError as e:  # listed with its log dir, gone since
+                files, others = [], []
+                skipped.append(logdir.cannot_read(local, topic, partition, e))
+            for f in files:
+                skipped += _copied(fs, _fs(_join(unit.path, f))[1], local / f, topic, partition)
+            skipped += [logdir.not_regular(local / f, topic, partition) for f in others]
         hw_dir = None
         if unit.log_dir is not None:  # the checkpoints of high watermarks, log starts
             for name in ("replication-offset-checkpoint", "log-start-offset-checkpoint"):
                 ck = _join(unit.log_dir, name)
                 cfs, cp = _fs(ck)
-                if cfs.exists(cp):
-                    hw_dir = Path(tmp) / "_log_dir"
-                    hw_dir.mkdir(exist_ok=True)
-                    cfs.get(cp, str(hw_dir / name))
-        base = unit.path.rstrip("/")
+                hw = Path(tmp) / "_log_dir"
+                hw.mkdir(exist_ok=True)
+                if cfs.exists(cp) and not _copied(cfs, cp, hw / name, None, None):
+                    hw_dir = hw  # (one gone since: the checks go without it, as without one)
+        for item in skipped:
+            rel = os.path.relpath(item.path, local)
+            item.url = base if rel == "." else f"{base}/{rel}"
+            yield item
+        if unit.kind == "file" and skipped:
+            return
         for item in _local(unit, local, options, conv, hw_dir):
             rel = os.path.relpath(item.path, local)
             item.url = base if rel == "." else f"{base}/{rel}"
             yield item
+
+
+def _copied(fs, src: str, dst: Path, topic: str | None, partition: int | None) -> list[LogItem]:
+    """Copy one listed file; the item saying why not, if it could not be (gone since it
+    was listed, no right to read it)."""
+    try:
+        fs.get(src, str(dst))
+    except OSError as e:
+        dst.unlink(missing_ok=True)  # (a part copied)
+        return [logdir.cannot_read(dst, topic, partition, e)]
+    return []
 
 
 def _local(
