@@ -987,10 +987,9 @@ def test_files_a_live_broker_deletes_while_they_are_read(tmp_path, monkeypatch):
 
 def test_a_url_log_dir_says_what_it_could_not_copy(tmp_path):
     """A log dir read through a URL (``file://`` here; ``s3://`` alike) is copied a
-    partition at a time: a dangling link or a FIFO among its files (a FIFO would block
-    the copy), a partition directory gone between the plan and its copy, are each one
-    unreadable_file item naming the URL, the rest read. Before: an internal error, or a
-    copy that never returned."""
+    partition at a time: a dangling link or a FIFO among its files, a partition directory
+    gone between the plan and its copy, are each one unreadable_file item naming the URL,
+    the rest read. Before: an internal error (FileNotFoundError)."""
     from kdissect.protocol import Options
     from kdissect.sources.logunits import items, plan
 
