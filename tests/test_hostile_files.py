@@ -13,6 +13,7 @@ import socket
 import stat
 import struct
 import subprocess
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -1013,3 +1014,48 @@ def test_a_url_log_dir_says_what_it_could_not_copy(tmp_path):
         code, out, err = stdout_of(["log", f"{url}/{named}"], tmp_path)  # named alone
         assert code == 1 and out == "", (out, err)
         assert err.startswith(f"kdissect log: {url}/{named}: no") and "internal" not in err, err
+
+
+_TRUNCATE_WHILE_READ = """
+import json, os, sys
+from pathlib import Path
+from kdissect.protocol import Options
+from kdissect.sources.logunits import walk
+
+partition, values = Path(sys.argv[1]), sys.argv[2] == "values"
+seen = []
+for item in walk([str(partition)], Options(), values=values):
+    seen.append([item.kind, item.tree.code if item.tree is not None else None])
+    if item.kind == "batch" and sum(k == "batch" for k, _ in seen) == 1:
+        os.truncate(partition / "00000000000000000000.log", 4096)  # a follower truncating
+print(json.dumps(seen))
+"""
+
+
+@pytest.mark.parametrize("values", ["trees", "values"])
+def test_a_segment_a_broker_truncates_while_it_is_read(tmp_path, values):
+    """A running broker may truncate a segment kdissect has mapped (a follower truncating
+    its log to its leader's). Touching a page past the new end raised SIGBUS and ended the
+    process; now the batches read before are shown, then one log_shrank_while_read item,
+    and nothing decoded from the vanished pages. Both the located trees and the compiled
+    values path (the bulk outputs) read through the guarded map."""
+    part = tmp_path / "t-0"
+    part.mkdir()
+    value = b"v" * 9000  # each batch spans pages: the second starts past the cut
+    body = b"\0" + _varint(0) + _varint(0) + _varint(-1) + _varint(len(value)) + value + _varint(0)
+    batch = mh.record_batch(_varint(len(body)) + body, 1)
+    (part / "00000000000000000000.log").write_bytes(
+        b"".join(struct.pack(">q", i) + batch[8:] for i in range(20))
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", _TRUNCATE_WHILE_READ, str(part), values],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
+    assert run.returncode == 0, (run.returncode, run.stderr[-2000:])
+    seen = json.loads(run.stdout)
+    assert [k for k, _ in seen].count("batch") == 1, seen
+    assert ["segment", "log_shrank_while_read"] in seen, seen
+    assert seen[-1] == ["segment", "log_shrank_while_read"], seen

@@ -569,3 +569,10 @@ register(
     "to take whole, deleted by a running broker after it was listed): it is skipped, "
     "the rest is read",
 )
+register(
+    "log_shrank_while_read",
+    "warn",
+    "storage",
+    "a segment shrank while it was read (a running broker truncated it, as a follower "
+    "does to match its leader): its batches up to there are shown, the rest is not",
+)

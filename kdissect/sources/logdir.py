@@ -15,7 +15,7 @@ import mmap
 import os
 import stat
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import Any, NamedTuple
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +29,7 @@ from ..protocol.codecs import CODECS
 from ..protocol.batch import AT, FRAME, HEAD_SIZE, LOG_OVERHEAD, MAGIC_AT, Batch
 from ..protocol.findings import Finding
 from ..protocol.internal import decode_records, family_of
+from ..protocol.native_ext import compiled
 from ..protocol.node import Node
 from ..protocol.records import read_records, record_offset
 
@@ -284,6 +285,55 @@ def _map(path: Path):
         return b""
     with open(path, "rb") as f:
         return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+
+
+def _mapped(
+    path: Path,
+    topic: str | None,
+    partition: int | None,
+    read: Callable[[Any], Generator[LogItem, None, None]],
+) -> Iterator[LogItem]:
+    """``read``'s items of the file's map, guarded: a running broker may truncate a segment
+    while it is read (a follower truncating to its leader), and touching a page past the
+    new end would raise SIGBUS and end the process. native/src/mapped.rs's guard reads
+    such a page as zeros and notes it; then what was decoded from those zeros is not
+    given, but one item saying the file shrank (without the compiled extension, or with
+    ``KDISSECT_PURE``, the map is not guarded)."""
+    try:
+        mm = _map(path)
+    except OSError as gone:
+        yield cannot_read(path, topic, partition, gone)
+        return
+    guard, faulted, unguard = (compiled(f) for f in ("map_guard", "map_faulted", "map_unguard"))
+    slot = None
+    if isinstance(mm, mmap.mmap) and guard is not None and faulted is not None:
+        slot = guard(mm)
+    items = read(mm)
+    try:
+        for item in items:
+            if slot is not None and faulted is not None and faulted(slot):
+                yield _shrank(path, topic, partition, len(mm))
+                return
+            yield item
+    finally:
+        items.close()
+        if slot is not None and unguard is not None:
+            unguard(slot)
+        if isinstance(mm, mmap.mmap):
+            mm.close()
+
+
+def _shrank(path: Path, topic: str | None, partition: int | None, mapped: int) -> LogItem:
+    try:
+        now = f"{os.stat(path).st_size} bytes now"
+    except OSError:
+        now = "gone now"
+    why = (
+        f"the file shrank while it was read (a running broker truncated it: {mapped} bytes "
+        f"when it was opened, {now}); what followed the items above is not shown"
+    )
+    tree = Node(path.name, "file", 0, 0, problem=why, code="log_shrank_while_read")
+    return LogItem(file_kind(path) or "file", path, topic, partition, tree)
 
 
 def _unreadable(
@@ -836,16 +886,26 @@ def _segment(
     indexes: dict[str, Node] | None = None,
     run: _Running | None = None,
 ) -> Iterator[LogItem]:
-    run = run or _Running()
+    yield from _mapped(
+        path,
+        state.topic,
+        state.partition,
+        lambda mm: _segment_items(path, mm, options, state, kind, indexes or {}, run or _Running()),
+    )
+
+
+def _segment_items(
+    path: Path,
+    mm: Any,
+    options: Options,
+    state: _Partition,
+    kind: str,
+    indexes: dict[str, Node],
+    run: _Running,
+) -> Generator[LogItem, None, None]:
     run.aborts = []
-    indexes = indexes or {}
     base_name = _base_offset(path)
     family = "metadata" if kind == "kraft_snapshot" else family_of(state.topic)
-    try:
-        mm = _map(path)
-    except OSError as gone:
-        yield cannot_read(path, state.topic, state.partition, gone)
-        return
     size = len(mm)
     # index entries, in file order (positions and offsets grow: merged as batches pass)
     oidx, tidx = _entries(indexes, base_name)
@@ -861,143 +921,137 @@ def _segment(
     hidden_after: int | None = None
     known_last = -1  # the last offset of the last batch read
     pos = released = 0
-    try:
-        while pos < size:
-            if pos - released > _RELEASE and isinstance(mm, mmap.mmap):
-                released = _release(mm, released, pos)
-            left = size - pos
-            b = Batch(mm, pos) if left >= FRAME else None
-            total = b.size if b is not None else LOG_OVERHEAD
-            if b is not None and (not b.plausible or total > left):
-                # damage, not a torn write, when intact batches follow: say what Kafka does
-                # with it and go on at the next batch
-                resume = _next_batch(mm, pos, size, [e[2] for e in oidx[oi:]])
-                if resume is not None:
-                    node = _damaged(mm, pos, resume, state)
-                    yield LogItem("batch", path, state.topic, state.partition, node)
-                    starts.add(pos)
-                    # a batch whose CRC holds says its offsets (and the time index may
-                    # name it); other damage hides them
-                    run.last_offset = None
-                    if node.code == "log_bad_magic":
-                        h = Batch(mm, pos).fields()
-                        run.last_offset = h["base_offset"] + h["last_offset_delta"]
-                        batch_ends[run.last_offset] = (pos, h["max_timestamp"])
-                    elif hidden_after is None:
-                        hidden_after = known_last
-                    pos = resume
-                    continue
-            if b is None or not b.plausible:
-                yield _tail_item(path, state, pos, mm, size)
-                break
-            if total > left:
-                node = Node(
-                    "batch",
-                    "bytes",
-                    pos,
-                    left,
-                    left,
-                    problem=f"batch of {total} bytes at position {pos} runs "
-                    f"{total - left} bytes past the end of the file",
-                    code="log_size_past_end",
-                )
+    while pos < size:
+        if pos - released > _RELEASE and isinstance(mm, mmap.mmap):
+            released = _release(mm, released, pos)
+        left = size - pos
+        b = Batch(mm, pos) if left >= FRAME else None
+        total = b.size if b is not None else LOG_OVERHEAD
+        if b is not None and (not b.plausible or total > left):
+            # damage, not a torn write, when intact batches follow: say what Kafka does
+            # with it and go on at the next batch
+            resume = _next_batch(mm, pos, size, [e[2] for e in oidx[oi:]])
+            if resume is not None:
+                node = _damaged(mm, pos, resume, state)
                 yield LogItem("batch", path, state.topic, state.partition, node)
-                break
-            control = b.magic == 2 and b.control
-            bulk = (
-                state.conv if family is None and not control and options.values is None else None
-            )  # values by schema need the tree
-            got: Any = None
-            if isinstance(bulk, Lines):  # the JSON lines path: a clean batch as text
-                got = ondisk.batch_lines(
-                    mm, pos, pos + total, options.max_decompressed, options.max_nodes, bulk.write
-                )
-                if got is not None:
-                    item = LogItem("batch", path, state.topic, state.partition, lines=got)
-            elif bulk is not None:  # the bulk path: a clean batch, no tree
-                got = ondisk.batch_values(
-                    mm, pos, pos + total, options.max_decompressed, options.max_nodes, bulk
-                )
-                if got is not None:
-                    item = LogItem("batch", path, state.topic, state.partition, values=got)
+                starts.add(pos)
+                # a batch whose CRC holds says its offsets (and the time index may
+                # name it); other damage hides them
+                run.last_offset = None
+                if node.code == "log_bad_magic":
+                    h = Batch(mm, pos).fields()
+                    run.last_offset = h["base_offset"] + h["last_offset_delta"]
+                    batch_ends[run.last_offset] = (pos, h["max_timestamp"])
+                elif hidden_after is None:
+                    hidden_after = known_last
+                pos = resume
+                continue
+        if b is None or not b.plausible:
+            yield _tail_item(path, state, pos, mm, size)
+            break
+        if total > left:
+            node = Node(
+                "batch",
+                "bytes",
+                pos,
+                left,
+                left,
+                problem=f"batch of {total} bytes at position {pos} runs "
+                f"{total - left} bytes past the end of the file",
+                code="log_size_past_end",
+            )
+            yield LogItem("batch", path, state.topic, state.partition, node)
+            break
+        control = b.magic == 2 and b.control
+        bulk = (
+            state.conv if family is None and not control and options.values is None else None
+        )  # values by schema need the tree
+        got: Any = None
+        if isinstance(bulk, Lines):  # the JSON lines path: a clean batch as text
+            got = ondisk.batch_lines(
+                mm, pos, pos + total, options.max_decompressed, options.max_nodes, bulk.write
+            )
             if got is not None:
-                got[0]["position"] = pos
-                head = _head_of_values(got[0])
-            else:
-                holder = Node("", "records", pos)
-                # one budget a batch, as one message's on the wire: its records and
-                # what they hold (internal topics' structs, schema'd values)
-                batch = Decoding(options)
-                read_records(mm, holder, pos, pos + total, batch)
-                tree = holder.children[0]
-                if family is not None or control:
-                    decode_records(tree, family, batch)  # internal topics, control records
-                elif options.values is not None and options.records is True:
-                    from ..protocol.values_schema import SchemaSource, decode_values
+                item = LogItem("batch", path, state.topic, state.partition, lines=got)
+        elif bulk is not None:  # the bulk path: a clean batch, no tree
+            got = ondisk.batch_values(
+                mm, pos, pos + total, options.max_decompressed, options.max_nodes, bulk
+            )
+            if got is not None:
+                item = LogItem("batch", path, state.topic, state.partition, values=got)
+        if got is not None:
+            got[0]["position"] = pos
+            head = _head_of_values(got[0])
+        else:
+            holder = Node("", "records", pos)
+            # one budget a batch, as one message's on the wire: its records and
+            # what they hold (internal topics' structs, schema'd values)
+            batch = Decoding(options)
+            read_records(mm, holder, pos, pos + total, batch)
+            tree = holder.children[0]
+            if family is not None or control:
+                decode_records(tree, family, batch)  # internal topics, control records
+            elif options.values is not None and options.records is True:
+                from ..protocol.values_schema import SchemaSource, decode_values
 
-                    decode_values(
-                        tree, cast(SchemaSource, options.values), batch.budget, state.topic
-                    )  # docs/guide/values.md
-                item = LogItem("batch", path, state.topic, state.partition, tree)
-                head = _head_of(tree)
-                _what_recovery_does(tree, state)
-            _check_batch(item, head, state, run)
-            _mark(item, head, state)
-            last, max_ts = head.last, head.max_ts
-            if hidden_after is not None and head.base is not None:
-                hidden.append((hidden_after, head.base))
-                hidden_after = None
-            if last is not None:
-                batch_ends[last] = (pos, max_ts if max_ts is not None else -1)
-                known_last = last
-            # offset index entries at this position name this batch's last offset
-            while oi < len(oidx) and oidx[oi][2] <= pos:
-                e, off, ipos = oidx[oi]
-                if ipos in starts:
-                    pass  # the damaged batch there says what is wrong
-                elif ipos < pos or off != last:
-                    _flag(
-                        e,
-                        "index_bad_entry",
-                        f"entry (offset {off}, position {ipos}) does not point at a batch start"
-                        if ipos < pos
-                        else f"entry names offset {off}; the batch at position {ipos} ends at "
-                        f"offset {last}",
-                    )
-                oi += 1
-            while ti < len(tidx) and last is not None and tidx[ti][2] <= last:
-                e, ts, off = tidx[ti]
-                found = batch_ends.get(off)
-                if found is None and (
-                    any(a < off < b for a, b in hidden)
-                    or (hidden_after is not None and off > hidden_after)
-                ):
-                    pass  # an offset of a damaged batch: its own finding says what is wrong
-                elif found is None:
-                    _flag(
-                        e,
-                        "time_index_mismatch",
-                        f"entry names offset {off}, which ends no batch of this segment",
-                    )
-                elif found[1] != ts:
-                    _flag(
-                        e,
-                        "time_index_mismatch",
-                        f"entry says timestamp {ts}; the batch "
-                        f"ending at offset {off} has max "
-                        f"timestamp {found[1]}",
-                    )
-                ti += 1
-            if len(batch_ends) > 4096:  # keep only batches a time-index entry can still name
-                needed = tidx[ti][2] if ti < len(tidx) else None
-                batch_ends = {
-                    k: v for k, v in batch_ends.items() if needed is not None and k >= needed
-                }
-            yield item
-            pos += total
-    finally:
-        if isinstance(mm, mmap.mmap):
-            mm.close()
+                decode_values(
+                    tree, cast(SchemaSource, options.values), batch.budget, state.topic
+                )  # docs/guide/values.md
+            item = LogItem("batch", path, state.topic, state.partition, tree)
+            head = _head_of(tree)
+            _what_recovery_does(tree, state)
+        _check_batch(item, head, state, run)
+        _mark(item, head, state)
+        last, max_ts = head.last, head.max_ts
+        if hidden_after is not None and head.base is not None:
+            hidden.append((hidden_after, head.base))
+            hidden_after = None
+        if last is not None:
+            batch_ends[last] = (pos, max_ts if max_ts is not None else -1)
+            known_last = last
+        # offset index entries at this position name this batch's last offset
+        while oi < len(oidx) and oidx[oi][2] <= pos:
+            e, off, ipos = oidx[oi]
+            if ipos in starts:
+                pass  # the damaged batch there says what is wrong
+            elif ipos < pos or off != last:
+                _flag(
+                    e,
+                    "index_bad_entry",
+                    f"entry (offset {off}, position {ipos}) does not point at a batch start"
+                    if ipos < pos
+                    else f"entry names offset {off}; the batch at position {ipos} ends at "
+                    f"offset {last}",
+                )
+            oi += 1
+        while ti < len(tidx) and last is not None and tidx[ti][2] <= last:
+            e, ts, off = tidx[ti]
+            found = batch_ends.get(off)
+            if found is None and (
+                any(a < off < b for a, b in hidden)
+                or (hidden_after is not None and off > hidden_after)
+            ):
+                pass  # an offset of a damaged batch: its own finding says what is wrong
+            elif found is None:
+                _flag(
+                    e,
+                    "time_index_mismatch",
+                    f"entry names offset {off}, which ends no batch of this segment",
+                )
+            elif found[1] != ts:
+                _flag(
+                    e,
+                    "time_index_mismatch",
+                    f"entry says timestamp {ts}; the batch "
+                    f"ending at offset {off} has max "
+                    f"timestamp {found[1]}",
+                )
+            ti += 1
+        if len(batch_ends) > 4096:  # keep only batches a time-index entry can still name
+            needed = tidx[ti][2] if ti < len(tidx) else None
+            batch_ends = {k: v for k, v in batch_ends.items() if needed is not None and k >= needed}
+        yield item
+        pos += total
     for e, off, ipos in oidx[oi:]:
         _flag(
             e,
@@ -1499,30 +1553,29 @@ def _check_txn(txn: Node | None, aborts: list[tuple[int, int]], path: Path) -> N
 
 
 def _kafka07(path: Path, topic: str | None, partition: int | None) -> Iterator[LogItem]:
+    yield from _mapped(
+        path, topic, partition, lambda mm: _kafka07_items(path, mm, topic, partition)
+    )
+
+
+def _kafka07_items(
+    path: Path, mm: Any, topic: str | None, partition: int | None
+) -> Generator[LogItem, None, None]:
     base = _base_offset(path)
-    try:
-        mm = _map(path)
-    except OSError as gone:
-        yield cannot_read(path, topic, partition, gone)
-        return
     size = len(mm)
     pos = 0
-    try:
-        while pos < size:
-            if size - pos < 4:
+    while pos < size:
+        if size - pos < 4:
+            yield _tail_item(path, _Partition(topic, partition), pos, mm, size)
+            return
+        node = ondisk.kafka07_message(mm, pos, size, base)
+        n = _value(node, "length")
+        if node.children[0].problem:
+            if _all_zero(path, pos, size):
                 yield _tail_item(path, _Partition(topic, partition), pos, mm, size)
-                return
-            node = ondisk.kafka07_message(mm, pos, size, base)
-            n = _value(node, "length")
-            if node.children[0].problem:
-                if _all_zero(path, pos, size):
-                    yield _tail_item(path, _Partition(topic, partition), pos, mm, size)
-                else:
-                    node.children[0].code = "log_size_past_end" if n > 0 else "log_nonsense_tail"
-                    yield LogItem("message", path, topic, partition, node)
-                return
-            yield LogItem("message", path, topic, partition, node)
-            pos += 4 + n
-    finally:
-        if isinstance(mm, mmap.mmap):
-            mm.close()
+            else:
+                node.children[0].code = "log_size_past_end" if n > 0 else "log_nonsense_tail"
+                yield LogItem("message", path, topic, partition, node)
+            return
+        yield LogItem("message", path, topic, partition, node)
+        pos += 4 + n

@@ -891,6 +891,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<tls::RecordCipher>()?;
     m.add_function(wrap_pyfunction!(mapped::map_guard, m)?)?;
     m.add_function(wrap_pyfunction!(mapped::map_unguard, m)?)?;
+    m.add_function(wrap_pyfunction!(mapped::map_faulted, m)?)?;
     m.add_class::<scan::Needles>()?;
     m.add_class::<values::Program>()?;
     m.add_class::<facts::FactsPlan>()?;

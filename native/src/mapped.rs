@@ -1,4 +1,5 @@
-//! A guard for capture files read through a memory map (kdissect/capture/pcapfile.py).
+//! A guard for files read through a memory map (capture files: kdissect/capture/pcapfile.py;
+//! log segments: kdissect/sources/logdir.py).
 //!
 //! Mapping a plain capture file spares the kernel's copy of every byte into a read
 //! buffer, but a file that shrinks while it is mapped turns the scanner's next touch of
@@ -146,6 +147,13 @@ pub fn map_guard(view: PyBuffer<u8>) -> Option<usize> {
 
 /// Whether a page of the guarded map vanished (the file shrank) since it was guarded.
 pub fn faulted(slot: usize) -> bool {
+    imp::faulted(slot)
+}
+
+/// Whether a page of the guarded map vanished since it was guarded (for a reader that
+/// checks after each unit it decodes: what it decoded may hold those zeros).
+#[pyfunction]
+pub fn map_faulted(slot: usize) -> bool {
     imp::faulted(slot)
 }
 
