@@ -391,3 +391,77 @@ def test_format_json_is_told_of_jsonl():
     assert res.returncode == 2 and "did you mean jsonl?" in res.stderr
     res = kdissect_text("log", "--format", "json", str(GROUP))
     assert res.returncode == 2 and "did you mean jsonl?" in res.stderr
+
+
+def _produce_capture(path: Path, header_key: bytes, cut: bool = False) -> Path:
+    """One Produce v3 exchange whose record has a header named ``header_key`` (the batch
+    by kafka-python's own encoder); ``cut``: ten bytes of the request lost (the capture
+    cut it)."""
+    import struct
+
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    from tests.support.tcp_mix import FIN, PSH_ACK, SYN, _packet
+
+    class _Raw(str):
+        def encode(self, *args, **kwargs) -> bytes:  # what kafka-python writes
+            return header_key
+
+    b = DefaultRecordBatchBuilder(2, 0, 0, -1, -1, -1, 100_000)
+    b.append(0, 1_700_000_000_000, b"k1", b"v1", [(_Raw("x"), b"1")])
+    records = bytes(b.build())
+
+    def text(t: str) -> bytes:
+        return struct.pack(">h", len(t)) + t.encode()
+
+    body = struct.pack(">hhi", 0, 3, 1) + text("cli") + struct.pack(">hhi", -1, 1, 1000)
+    body += struct.pack(">i", 1) + text("t") + struct.pack(">iii", 1, 0, len(records)) + records
+    request = struct.pack(">i", len(body)) + body
+    answer = struct.pack(">ii", 1, 1) + text("t") + struct.pack(">iihqq", 1, 0, 0, 5, -1)
+    answer = struct.pack(">i", len(answer) + 4) + answer + struct.pack(">i", 0)
+    c, s = ([10, 0, 0, 1], 40000), ([10, 0, 0, 2], 9092)
+    at = len(request) - 30
+    packets = [
+        _packet(c, s, 999, 0, SYN, b""),
+        _packet(s, c, 4999, 1000, SYN | 0x10, b""),
+        *(
+            [_packet(c, s, 1000, 5000, PSH_ACK, request[:at])]
+            + [_packet(c, s, 1000 + at + 10, 5000, PSH_ACK, request[at + 10 :])]
+            if cut
+            else [_packet(c, s, 1000, 5000, PSH_ACK, request)]
+        ),
+        _packet(s, c, 5000, 1000 + len(request), PSH_ACK, answer),
+        _packet(c, s, 1000 + len(request), 5000 + len(answer), FIN, b""),
+        _packet(s, c, 5000 + len(answer), 1000 + len(request) + 1, FIN, b""),
+    ]
+    out = struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 262144, 1)
+    for i, p in enumerate(packets):
+        out += struct.pack("<IIII", 1_700_000_000, i * 1000, len(p), len(p)) + p
+    path.write_bytes(out)
+    return path
+
+
+@pytest.mark.parametrize("pure", [False, True], ids=["compiled", "pure"])
+def test_finding_and_severity_filters_read_the_records(tmp_path, monkeypatch, pure):
+    """A record's finding (a header key that is not UTF-8) is not in what enrichment reads
+    (batches' heads and CRCs): ``finding`` and ``severity`` read the records of Produce
+    and Fetch for it; ``anomaly`` does not (documented). A message the capture cut keeps
+    no finding blaming its layout, as enrichment keeps none."""
+    if pure:
+        monkeypatch.setenv("KDISSECT_PURE", "1")
+
+    def count(path: Path, flt: str) -> int:
+        run = kdissect_text("pcap", str(path), "-Y", flt)
+        assert run.returncode in (0, 1), run.stderr  # (1: nothing matched)
+        return len(run.stdout.splitlines())
+
+    bad = _produce_capture(tmp_path / "bad.pcap", b"\xfftrace")
+    good = _produce_capture(tmp_path / "good.pcap", b"trace")
+    cut = _produce_capture(tmp_path / "cut.pcap", b"trace", cut=True)
+    assert count(bad, "api == Produce") == 1 == count(good, "api == Produce")
+    assert count(bad, "finding == bad_utf8") == 1
+    assert count(bad, "severity >= warn") == 1
+    assert count(bad, "finding != bad_utf8") == 0
+    assert count(good, "finding == bad_utf8") == 0 and count(good, "severity >= warn") == 0
+    assert count(cut, "finding == message_truncated") == 1
+    assert count(cut, "finding in {bad_length, truncated, malformed_field}") == 0

@@ -995,9 +995,12 @@ def test_a_url_log_dir_says_what_it_could_not_copy(tmp_path):
     from kdissect.sources.logunits import items, plan
 
     root = _log_dir(tmp_path / "logs")
-    _segments_of_one_record(root, "a-0", "c-0", "d-0")
+    batch = _segments_of_one_record(root, "a-0", "c-0", "d-0")
     (root / "a-0" / "00000000000000000007.log").symlink_to(tmp_path / "nowhere")
     os.mkfifo(root / "c-0" / "00000000000000000009.log")
+    os.mkfifo(root / "c-0" / "notes")  # no Kafka name: not read, not said (as locally)
+    (tmp_path / "elsewhere.log").write_bytes(struct.pack(">q", 5) + batch[8:])
+    (root / "c-0" / "00000000000000000005.log").symlink_to(tmp_path / "elsewhere.log")
     url = root.as_uri()
     units = plan([url])
     shutil.rmtree(root / "d-0")  # planned, gone before it is copied
@@ -1007,9 +1010,16 @@ def test_a_url_log_dir_says_what_it_could_not_copy(tmp_path):
     assert sorted(said) == ["a-0/00000000000000000007.log", "c-0/00000000000000000009.log", "d-0"]
     assert said["d-0"].startswith("cannot read it: " + gone), said
     for name in ("a-0/00000000000000000007.log", "c-0/00000000000000000009.log"):
-        assert said[name].startswith("not a regular file (a FIFO, socket, device or dangling"), said
+        assert said[name] == (
+            "not a regular file (a FIFO, socket, device or dangling link); skipped (only "
+            "regular files are read)"
+        ), said
     batches = sorted(i.url[len(url) + 1 :] for i in got if i.kind == "batch")
-    assert batches == ["a-0/00000000000000000000.log", "c-0/00000000000000000000.log"], batches
+    assert batches == [
+        "a-0/00000000000000000000.log",
+        "c-0/00000000000000000000.log",
+        "c-0/00000000000000000005.log",  # a link to a segment is read, as a local path's
+    ], batches
     for named in ("a-0/00000000000000000007.log", "c-0/00000000000000000009.log"):
         code, out, err = stdout_of(["log", f"{url}/{named}"], tmp_path)  # named alone
         assert code == 1 and out == "", (out, err)
@@ -1027,28 +1037,34 @@ seen = []
 for item in walk([str(partition)], Options(), values=values):
     seen.append([item.kind, item.tree.code if item.tree is not None else None])
     if item.kind == "batch" and sum(k == "batch" for k, _ in seen) == 1:
-        os.truncate(partition / "00000000000000000000.log", 4096)  # a follower truncating
+        os.truncate(partition / "00000000000000000000.log", int(sys.argv[3]))  # a follower
 print(json.dumps(seen))
 """
 
 
 @pytest.mark.parametrize("values", ["trees", "values"])
-def test_a_segment_a_broker_truncates_while_it_is_read(tmp_path, values):
+@pytest.mark.parametrize("cut", ["pages", "last page"])
+def test_a_segment_a_broker_truncates_while_it_is_read(tmp_path, values, cut):
     """A running broker may truncate a segment kdissect has mapped (a follower truncating
     its log to its leader's). Touching a page past the new end raised SIGBUS and ended the
     process; now the batches read before are shown, then one log_shrank_while_read item,
-    and nothing decoded from the vanished pages. Both the located trees and the compiled
-    values path (the bulk outputs) read through the guarded map."""
+    and nothing decoded from the vanished pages. A cut inside the map's last page faults
+    nothing (the rest of the page reads as zeros): it was said as a zero tail. Both the
+    located trees and the compiled values path (the bulk outputs) read through the
+    guarded map."""
     part = tmp_path / "t-0"
     part.mkdir()
-    value = b"v" * 9000  # each batch spans pages: the second starts past the cut
+    # pages: each batch spans pages, the second starts past the cut (4096); last page: 20
+    # small batches in one page, the last one cut off
+    value = b"v" * (9000 if cut == "pages" else 100)
     body = b"\0" + _varint(0) + _varint(0) + _varint(-1) + _varint(len(value)) + value + _varint(0)
     batch = mh.record_batch(_varint(len(body)) + body, 1)
     (part / "00000000000000000000.log").write_bytes(
         b"".join(struct.pack(">q", i) + batch[8:] for i in range(20))
     )
+    to = 4096 if cut == "pages" else 19 * len(batch)
     run = subprocess.run(
-        [sys.executable, "-c", _TRUNCATE_WHILE_READ, str(part), values],
+        [sys.executable, "-c", _TRUNCATE_WHILE_READ, str(part), values, str(to)],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -1056,6 +1072,11 @@ def test_a_segment_a_broker_truncates_while_it_is_read(tmp_path, values):
     )
     assert run.returncode == 0, (run.returncode, run.stderr[-2000:])
     seen = json.loads(run.stdout)
-    assert [k for k, _ in seen].count("batch") == 1, seen
+    # what is shown is the file's: trees check the size before each item (the first
+    # batch was read before the cut); the bulk paths give on the batches they read clean,
+    # all before the cut (in one page: the 19 the cut kept; across pages the next one
+    # faults)
+    kept = 19 if (values, cut) == ("values", "last page") else 1
+    assert [k for k, _ in seen].count("batch") == kept, seen
     assert ["segment", "log_shrank_while_read"] in seen, seen
     assert seen[-1] == ["segment", "log_shrank_while_read"], seen

@@ -57,13 +57,23 @@ def record_cipher_class() -> Any | None:
 
 
 def map_guard() -> Any | None:
-    """The compiled guard of mapped capture files (``_native.map_guard``: native/src/
-    mapped.rs), or None: files are then read, not mapped."""
+    """The compiled guard of mapped files (``_native.map_guard``: native/src/mapped.rs),
+    or None: capture files are then read, not mapped."""
     if scanner_class() is None:
         return None
     from .. import _native  # type: ignore[attr-defined]
 
     return getattr(_native, "map_guard", None)
+
+
+def map_faulted() -> Any | None:
+    """Whether a page of a guarded map vanished, by its slot (``_native.map_faulted``), or
+    None without the guard."""
+    if map_guard() is None:
+        return None
+    from .. import _native  # type: ignore[attr-defined]
+
+    return getattr(_native, "map_faulted", None)
 
 
 def map_unguard(slot: int) -> bool:

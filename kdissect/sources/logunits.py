@@ -49,12 +49,16 @@ def _join(url: str, name: str) -> str:
 
 def _listing(url: str) -> tuple[list[str], list[str], list[str]]:
     """(files, directories, others) directly under a URL, by name; others are neither
-    (a FIFO, a socket, a dangling link: ``file://``)."""
+    (``file://``: a FIFO, a socket, a dangling link; a link counts as what it names, as
+    a local path's do)."""
     fs, p = _fs(url)
     kinds: dict[str, list[str]] = {"file": [], "directory": [], "other": []}
     for e in fs.ls(p, detail=True):
         name = posixpath.basename(e["name"].rstrip("/"))
-        kinds.get(e["type"], kinds["other"]).append(name)
+        kind = e["type"]
+        if kind not in ("file", "directory"):  # (fsspec's local listing does not follow links)
+            kind = "file" if fs.isfile(e["name"]) else "directory" if fs.isdir(e["name"]) else kind
+        kinds.get(kind, kinds["other"]).append(name)
     return sorted(kinds["file"]), sorted(kinds["directory"]), sorted(kinds["other"])
 
 
@@ -124,7 +128,11 @@ def items(unit: Unit, options: Options, conv: Conv = None) -> Iterator[LogItem]:
                 skipped.append(logdir.cannot_read(local, topic, partition, e))
             for f in files:
                 skipped += _copied(fs, _fs(_join(unit.path, f))[1], local / f, topic, partition)
-            skipped += [logdir.not_regular(local / f, topic, partition) for f in others]
+            skipped += [
+                logdir.not_regular(local / f, topic, partition)
+                for f in others
+                if logdir.file_kind(Path(f)) is not None  # (others are not read locally either)
+            ]
         hw_dir = None
         if unit.log_dir is not None:  # the checkpoints of high watermarks, log starts
             for name in ("replication-offset-checkpoint", "log-start-offset-checkpoint"):

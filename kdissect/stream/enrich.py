@@ -26,23 +26,9 @@ from ..protocol.values import NO_BYTES, body_values, lean_reader, plain_reader
 from .anomaly import EXPECTED_ERRORS
 from .diagnoses import Diagnoses
 from .facts import body_plan, pair_facts
-from .model import ACKS0, STATUS_OF_FINDING, Exchange, Gap
+from .model import ACKS0, STATUS_OF_FINDING, Exchange, Gap, tree_findings
 from .orphans import Orphans
 from .sink import Sink
-
-
-# what running out of bytes looks like to the decoder: on a message the capture cut, the
-# cut explains it (message_truncated), so the layout cannot be blamed (evidence incomplete)
-_CUT_CODES = frozenset(
-    {
-        "truncated",
-        "missing_tag_trailer",
-        "array_past_end",
-        "bad_length",
-        "record_count_mismatch",
-        "malformed_field",
-    }
-)
 
 
 class Enricher:
@@ -175,10 +161,8 @@ def enrich(
         # decoders see what is learned (Fetch v13+ of internal topics names them by id)
         d = decoded[i] = m.decoded(options, topic_ids)
         where = m.direction
-        cut = m.status.startswith("truncated")
-        for path, code, reason in d.tree.findings():
-            if not (cut and code in _CUT_CODES):
-                findings.append(Finding(code, reason, f"{where}: {path}"))
+        for path, code, reason in tree_findings(m, d.tree):
+            findings.append(Finding(code, reason, f"{where}: {path}"))
         if (
             (m.direction == "sasl" or m.api_key == SASL_AUTHENTICATE)
             and ex.tls is None

@@ -210,7 +210,7 @@ def _finding_codes(x: Any) -> list[str]:
     batches' heads and CRCs, not their records)."""
     codes = [f.code for f in x.ex.findings]
     if x.ex.first.api_key in CARRY_RECORDS:
-        codes += _filter_values().record_findings(x)
+        codes += [c for c in _filter_values().record_findings(x) if c not in codes]
     return codes
 
 
@@ -222,7 +222,8 @@ field(
     "REBALANCE_IN_PROGRESS, ApiVersions' UNSUPPORTED_VERSION), a finding of "
     "severity warn or error (no answer, malformed bytes, throttled, a version not "
     "advertised...), or a broker time over 500 ms. Waits the client asked for are not "
-    "slowness (see `service_time`). The TUI's `p` key goes to the next exchange it selects.",
+    "slowness (see `service_time`). The TUI's `p` key goes to the next exchange it selects. "
+    "It does not read records (fast on every exchange): `severity >= warn` does.",
     lambda x: [True] if anomaly.reasons(x) else [],
 )
 field(

@@ -181,10 +181,10 @@ def exchange_records(view: Any) -> list[dict[Any, Any]]:
 
 
 def record_findings(view: Any) -> list[str]:
-    """The finding codes of the exchange's records (a header key not UTF-8, a record that
-    does not decode...): what the full trees of its Produce request or Fetch response
-    say, which enrichment (batches' heads and CRCs) does not read. Empty for clean
-    records and for exchanges without records."""
+    """The finding codes of the exchange's messages read with their records (a header key
+    not UTF-8, a record that does not decode...): the full trees of its Produce request
+    or Fetch response, kept as enrichment keeps a tree's (which reads batches' heads and
+    CRCs only). Empty for clean messages and for exchanges without records."""
     return _read_records(view)[1]
 
 
@@ -203,6 +203,7 @@ def _read_records(view: Any) -> tuple[list[dict[Any, Any]], list[str]]:
     from ..protocol.json_view import json_bytes, records_of
     from ..protocol.values import body_values
     from .content import full_tree
+    from .model import tree_findings
 
     options = view.options or Options()
     out: list[dict[Any, Any]] = []
@@ -226,7 +227,7 @@ def _read_records(view: Any) -> tuple[list[dict[Any, Any]], list[str]]:
                 tree = full_tree(m, options, view.topic_ids)
                 found = records_of(tree) if tree is not None else []
                 if tree is not None:
-                    codes += [code for _, code, _ in tree.findings()]
+                    codes += [code for _, code, _ in tree_findings(m, tree)]
             out += found
     _last = ((view, ex.request, ex.response), out, codes)
     return out, codes

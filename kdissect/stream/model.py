@@ -270,3 +270,26 @@ class CaptureStart:
 
     def __init__(self, path: str):
         self.path = path
+
+
+# what running out of bytes looks like to the decoder: on a message the capture cut, the
+# cut explains it (message_truncated), so the layout cannot be blamed (evidence incomplete)
+_CUT_CODES = frozenset(
+    {
+        "truncated",
+        "missing_tag_trailer",
+        "array_past_end",
+        "bad_length",
+        "record_count_mismatch",
+        "malformed_field",
+    }
+)
+
+
+def tree_findings(m: KafkaMessage, tree: Node) -> list[tuple[str, str, str]]:
+    """(path, code, reason) of a message's tree as its exchange's findings keep them: a
+    message the capture cut keeps no code that would blame its layout (``_CUT_CODES``)."""
+    found: list[tuple[str, str, str]] = tree.findings()
+    if not m.status.startswith("truncated"):
+        return found
+    return [f for f in found if f[1] not in _CUT_CODES]

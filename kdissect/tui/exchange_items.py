@@ -10,6 +10,7 @@ from typing import Any
 from rich.text import Text
 
 from ..filters import Filter
+from ..protocol.apis import CARRY_RECORDS
 from ..protocol.names import error_name
 from ..protocol.node import Node
 from ..render.lines import endpoint, iso
@@ -172,8 +173,8 @@ class ExchangeAdapter:
         return _sort_value(view, column)
 
     def matches(self, flt: Filter, view: ListedView) -> bool:
-        if flt.needs_decoding:
-            self.app.load_bytes(view)
+        if flt.needs_decoding and view.ex.first.api_key in CARRY_RECORDS:
+            self.app.load_bytes(view)  # (the fields reading bytes read records only)
         return flt(view)
 
     def slow(self, flt: Filter) -> bool:
