@@ -149,7 +149,7 @@ SLOW_FIXTURES = {
 
 
 # -- two cores -----------------------------------------------------------------------------
-# The suite can run in two phases (README; scripts/test does not yet: see there):
+# The suite runs in two phases (scripts/test, README):
 # `--phase shared` on both cores (pytest-xdist, `-n 2 --dist loadgroup`), then `--phase
 # alone`, the tests marked `alone`, in one process with the machine to themselves. Under xdist each test goes in a group that one worker runs
 # whole. A file with a test on an expensive session fixture goes whole to that fixture's
