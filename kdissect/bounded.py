@@ -46,6 +46,9 @@ def read_file(path: str | os.PathLike, cap: int, what: str = "file") -> bytes:
             chunks.append(chunk)
             left -= len(chunk)
         data = b"".join(chunks)
+        shrunk = os.fstat(fd).st_size
+        if shrunk < len(data):  # trimmed while read (a broker trims a preallocated index
+            data = data[:shrunk]  # when its segment rolls): past its new end is not the file's
     except OSError as e:
         raise InputError(f"{name}: cannot read the {what}: {e.strerror or e}") from None
     finally:

@@ -1080,3 +1080,52 @@ def test_a_segment_a_broker_truncates_while_it_is_read(tmp_path, values, cut):
     assert [k for k, _ in seen].count("batch") == kept, seen
     assert ["segment", "log_shrank_while_read"] in seen, seen
     assert seen[-1] == ["segment", "log_shrank_while_read"], seen
+
+
+def test_index_files_a_broker_trims_or_deletes_while_they_are_read(tmp_path, monkeypatch):
+    """A broker trims a segment's preallocated index to its entries when the segment
+    rolls, and deletes indexes with their segments. Trimmed between two reads of a
+    chunk, kdissect kept a chunk of the old zeros (4 MiB: "4 bytes after the last whole
+    12-byte entry", trailing_bytes); deleted after the listing, the item named the file
+    twice and gave no hint. Now the bytes past the new end are not kept, and a deleted
+    index is said as gone from a live log dir."""
+    import kdissect.bounded as bounded
+    from kdissect.protocol import Options
+    from kdissect.sources import logdir
+    from kdissect.sources.logunits import walk
+
+    part = tmp_path / "t-0"
+    _segments_of_one_record(tmp_path, "t-0")
+    entries = struct.pack(">qi", 1_700_000_000_000, 0)
+    timeindex = part / "00000000000000000000.timeindex"
+    timeindex.write_bytes(entries + bytes(10 * 2**20 - 12))  # preallocated, as Kafka does
+    index = part / "00000000000000000000.index"
+    index.write_bytes(bytes(8))
+    real_read, real_file_read = os.read, logdir._read
+
+    trimmed = []
+
+    def read_then_trim(fd, n):
+        chunk = real_read(fd, n)
+        if os.fstat(fd).st_ino == timeindex.stat().st_ino and not trimmed:
+            os.truncate(timeindex, 12)  # the segment rolled after the first chunk
+            trimmed.append(len(chunk))
+        return chunk
+
+    def read_after_delete(path):
+        if path == index:
+            path.unlink()
+        return real_file_read(path)
+
+    monkeypatch.setattr(bounded.os, "read", read_then_trim)
+    monkeypatch.setattr(logdir, "_read", read_after_delete)
+    items = {i.path.name: i for i in walk([str(part)], Options(), values=False)}
+    tree = items[timeindex.name].tree
+    assert trimmed == [4 * 2**20]  # (the race happened: read a chunk, then trimmed)
+    assert not [f for f in tree.findings() if f[1] == "trailing_bytes"], tree.findings()
+    gone = items[index.name].tree
+    assert gone.code == "unreadable_file"
+    assert gone.problem == (
+        "cannot read it: No such file or directory; skipped (a live log dir: the broker "
+        "may have deleted or renamed it after it was listed)"
+    ), gone.problem

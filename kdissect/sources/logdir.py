@@ -386,12 +386,16 @@ def cannot_read(path: Path, topic: str | None, partition: int | None, e: OSError
     """The item of a file or directory that would not open or list. One that is gone was
     there when its directory was listed: in a live log dir the broker deletes and renames
     segments and partition directories while they are being read."""
+    return _skipped(path, topic, partition, _cannot_read_text(e))
+
+
+def _cannot_read_text(e: OSError) -> str:
     if isinstance(e, FileNotFoundError):  # (s3fs's carry no errno)
         why = "No such file or directory"
         hint = "a live log dir: the broker may have deleted or renamed it after it was listed"
     else:
         why, hint = e.strerror or str(e), _RIGHTS
-    return _skipped(path, topic, partition, f"cannot read it: {why}; skipped ({hint})")
+    return f"cannot read it: {why}; skipped ({hint})"
 
 
 def file_kind(path: Path) -> str | None:
@@ -425,7 +429,11 @@ def decode_file(path: Path, kind: str, options: Options) -> Node:
     try:
         data = _read(path)
     except InputError as e:
-        return Node(path.name, "file", 0, 0, problem=f"{e}; skipped", code="unreadable_file")
+        if os.path.lexists(path):  # (its message names the file: the item does already)
+            why = f"{str(e).removeprefix(f'{path}: ')}; skipped"
+        else:  # listed, then gone
+            why = _cannot_read_text(FileNotFoundError(errno.ENOENT, ""))
+        return Node(path.name, "file", 0, 0, problem=why, code="unreadable_file")
     base = _base_offset(path)
     if kind == "offset_index":
         return ondisk.offset_index(data, base)
