@@ -1151,6 +1151,11 @@ def test_a_batch_being_written_into_a_preallocated_segment_is_read_once_written(
     at = seg.stat().st_size
     with open(seg, "ab") as f:
         f.write(bytes(65536))  # preallocated
+    # its time index names the third batch and a fourth, written after the segment's zeros
+    # were reached (not an entry past the segment's last batch)
+    (tmp_path / "t-0" / "00000000000000000000.timeindex").write_bytes(
+        struct.pack(">qi", 0, 2) + struct.pack(">qi", 0, 3)
+    )
     real_map = logdir._map
     looked: list[int] = []
 
@@ -1176,3 +1181,5 @@ def test_a_batch_being_written_into_a_preallocated_segment_is_read_once_written(
         (b.tree.code, b.tree.problem) for b in batches
     ]
     assert [b.tree.offset for b in batches][:3] == [0, len(batch), at]
+    found = [f for i in items if i.tree is not None for f in i.tree.findings()]
+    assert not [f for f in found if f[1] == "time_index_mismatch"], found

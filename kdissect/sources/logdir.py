@@ -1111,6 +1111,8 @@ def _segment_items(
             batch_ends = {k: v for k, v in batch_ends.items() if needed is not None and k >= needed}
         yield item
         pos += total
+    if written():  # entries past the batches read may name batches written since
+        oidx, oi, tidx, ti = [], 0, [], 0
     for e, off, ipos in oidx[oi:]:
         _flag(
             e,
