@@ -1042,7 +1042,7 @@ print(json.dumps(seen))
 """
 
 
-@pytest.mark.parametrize("values", ["trees", "values"])
+@pytest.mark.parametrize("values", ["trees", "values", "pure"])
 @pytest.mark.parametrize("cut", ["pages", "last page"])
 def test_a_segment_a_broker_truncates_while_it_is_read(tmp_path, values, cut):
     """A running broker may truncate a segment kdissect has mapped (a follower truncating
@@ -1051,7 +1051,7 @@ def test_a_segment_a_broker_truncates_while_it_is_read(tmp_path, values, cut):
     and nothing decoded from the vanished pages. A cut inside the map's last page faults
     nothing (the rest of the page reads as zeros): it was said as a zero tail. Both the
     located trees and the compiled values path (the bulk outputs) read through the
-    guarded map."""
+    guarded map, and so does KDISSECT_PURE (the guard decodes nothing)."""
     part = tmp_path / "t-0"
     part.mkdir()
     # pages: each batch spans pages, the second starts past the cut (4096); last page: 20
@@ -1065,6 +1065,7 @@ def test_a_segment_a_broker_truncates_while_it_is_read(tmp_path, values, cut):
     to = 4096 if cut == "pages" else 19 * len(batch)
     run = subprocess.run(
         [sys.executable, "-c", _TRUNCATE_WHILE_READ, str(part), values, str(to)],
+        env={**os.environ, "KDISSECT_PURE": "1" if values == "pure" else "0"},
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -1183,3 +1184,36 @@ def test_a_batch_being_written_into_a_preallocated_segment_is_read_once_written(
     assert [b.tree.offset for b in batches][:3] == [0, len(batch), at]
     found = [f for i in items if i.tree is not None for f in i.tree.findings()]
     assert not [f for f in found if f[1] == "time_index_mismatch"], found
+
+
+def test_a_url_log_dir_copied_while_its_broker_trims_and_appends(tmp_path, monkeypatch):
+    """A URL's partition is copied file by file. An index trimmed while copied kept the old
+    zeros past its new end (a false trailing_bytes, in a helper's stress of a live
+    broker); an index copied after its segment named batches appended since (a false
+    time_index_mismatch). Now the copy keeps nothing past the file's size after it, and
+    segments are copied last."""
+    from fsspec.implementations.local import LocalFileSystem
+
+    from kdissect.protocol import Options
+    from kdissect.sources.logunits import walk
+
+    root = _log_dir(tmp_path / "logs")
+    _segments_of_one_record(root, "a-0")
+    timeindex = root / "a-0" / "00000000000000000000.timeindex"
+    timeindex.write_bytes(struct.pack(">qi", 0, 0) + bytes(10 * 2**20 - 12))  # preallocated
+    real_get = LocalFileSystem.get_file
+    copied: list[str] = []
+
+    def get_then_trim(self, rpath, lpath, *args, **kwargs):
+        real_get(self, rpath, lpath, *args, **kwargs)
+        copied.append(Path(rpath).name)
+        if Path(rpath) == timeindex:
+            os.truncate(timeindex, 12)  # the segment rolled while the index was copied
+
+    monkeypatch.setattr(LocalFileSystem, "get_file", get_then_trim)
+    items = list(walk([root.as_uri()], Options(), values=False))
+    assert timeindex.name in copied
+    a0 = [n for n in copied if n.startswith("000")]
+    assert a0[-1].endswith(".log"), copied  # the segment last
+    found = [f for i in items if i.tree is not None for f in i.tree.findings()]
+    assert not [f for f in found if f[1] == "trailing_bytes"], found

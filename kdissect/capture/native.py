@@ -56,20 +56,24 @@ def record_cipher_class() -> Any | None:
     return getattr(_native, "RecordCipher", None)
 
 
-def map_guard() -> Any | None:
+def map_guard(even_pure: bool = False) -> Any | None:
     """The compiled guard of mapped files (``_native.map_guard``: native/src/mapped.rs),
-    or None: capture files are then read, not mapped."""
-    if scanner_class() is None:
+    or None: capture files are then read, not mapped. ``even_pure``: the guard even with
+    ``KDISSECT_PURE`` (it decodes nothing; a reader that cannot read instead of mapping
+    keeps it)."""
+    if not even_pure and scanner_class() is None:
         return None
-    from .. import _native  # type: ignore[attr-defined]
-
+    try:
+        from .. import _native  # type: ignore[attr-defined]
+    except ImportError:
+        return None
     return getattr(_native, "map_guard", None)
 
 
-def map_faulted() -> Any | None:
+def map_faulted(even_pure: bool = False) -> Any | None:
     """Whether a page of a guarded map vanished, by its slot (``_native.map_faulted``), or
     None without the guard."""
-    if map_guard() is None:
+    if map_guard(even_pure) is None:
         return None
     from .. import _native  # type: ignore[attr-defined]
 

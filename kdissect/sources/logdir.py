@@ -311,7 +311,8 @@ def _mapped(
         yield cannot_read(path, topic, partition, gone)
         return
     mapped = isinstance(mm, mmap.mmap)
-    guard, faulted = (map_guard(), map_faulted()) if mapped else (None, None)
+    # (guarded with KDISSECT_PURE too: a segment cannot be read whole instead of mapped)
+    guard, faulted = (map_guard(True), map_faulted(True)) if mapped else (None, None)
     slot = guard(mm) if guard is not None else None
     vanished: Callable[[int], bool] = faulted or (lambda _slot: False)
     items = read(mm)
@@ -907,8 +908,12 @@ def _segment(
 ) -> Iterator[LogItem]:
     opened = _mtime(path)
 
-    def written() -> bool:
-        return _mtime(path) != opened
+    def written(lately: bool = False) -> bool:
+        """Written since it was opened (``lately``: or in the last seconds: mtimes move in
+        the kernel's coarse ticks, so a segment written just before and just after it was
+        opened may show one mtime, and a read of a small segment is quicker than that)."""
+        now = _mtime(path)
+        return now != opened or (lately and now is not None and time.time_ns() - now < _LATELY)
 
     yield from _mapped(
         path,
@@ -933,6 +938,7 @@ def _mtime(path: Path) -> int | None:
 # again a few times, a moment apart, before it is said (a helper's stress of a live
 # broker: 29 false errors in ~300 reads of such a segment, each clean 1.5 s later).
 _LOOKS_AGAIN = 5
+_LATELY = 5 * 10**9  # ns
 _NO_HEAD = bytes(LOG_OVERHEAD)
 
 
@@ -948,7 +954,7 @@ def _segment_items(
     kind: str,
     indexes: dict[str, Node],
     run: _Running,
-    written: Callable[[], bool] = lambda: False,
+    written: Callable[..., bool] = lambda lately=False: False,
 ) -> Generator[LogItem, None, None]:
     run.aborts = []
     base_name = _base_offset(path)
@@ -980,12 +986,15 @@ def _segment_items(
             and (not b.plausible or total > left)
             and looks
             and mm[pos : pos + LOG_OVERHEAD] != _NO_HEAD  # (zeros: preallocated, not begun)
-            and written()
+            and written(lately=True)
         ):
             looks -= 1  # (a batch being written: see _LOOKS_AGAIN)
+            seen = bytes(mm[pos : pos + FRAME])
             _pause()
             b = Batch(mm, pos)
             total = b.size
+            if bytes(mm[pos : pos + FRAME]) == seen:  # unchanged: damage, not a write
+                looks = 0
         if b is not None and (not b.plausible or total > left):
             # damage, not a torn write, when intact batches follow: say what Kafka does
             # with it and go on at the next batch

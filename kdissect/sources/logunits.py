@@ -126,7 +126,9 @@ def items(unit: Unit, options: Options, conv: Conv = None) -> Iterator[LogItem]:
             except OSError as e:  # listed with its log dir, gone since
                 files, others = [], []
                 skipped.append(logdir.cannot_read(local, topic, partition, e))
-            for f in files:
+            # segments last: an index or snapshot copied after its segment may name batches
+            # a running broker appended since (copied first, it names fewer)
+            for f in sorted(files, key=lambda f: f.endswith(".log")):
                 skipped += _copied(fs, _fs(_join(unit.path, f))[1], local / f, topic, partition)
             skipped += [
                 logdir.not_regular(local / f, topic, partition)
@@ -159,6 +161,9 @@ def _copied(fs, src: str, dst: Path, topic: str | None, partition: int | None) -
     was listed, no right to read it)."""
     try:
         fs.get(src, str(dst))
+        now = fs.size(src)  # trimmed while copied (a broker trims an index when it rolls)
+        if now is not None and now < dst.stat().st_size:
+            os.truncate(dst, now)  # past its new end is not the file's
     except OSError as e:
         dst.unlink(missing_ok=True)  # (a part copied)
         return [logdir.cannot_read(dst, topic, partition, e)]
