@@ -10,6 +10,7 @@ read through here, so their tables are the same."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import posixpath
 import tempfile
@@ -144,13 +145,8 @@ def items(unit: Unit, options: Options, conv: Conv = None) -> Iterator[LogItem]:
                 hw.mkdir(exist_ok=True)
                 if cfs.exists(cp) and not _copied(cfs, cp, hw / name, None, None):
                     hw_dir = hw  # (one gone since: the checks go without it, as without one)
-        for item in skipped:
-            rel = os.path.relpath(item.path, local)
-            item.url = base if rel == "." else f"{base}/{rel}"
-            yield item
-        if unit.kind == "file" and skipped:
-            return
-        for item in _local(unit, local, options, conv, hw_dir):
+        read = () if unit.kind == "file" and skipped else _local(unit, local, options, conv, hw_dir)
+        for item in itertools.chain(skipped, read):
             rel = os.path.relpath(item.path, local)
             item.url = base if rel == "." else f"{base}/{rel}"
             yield item
