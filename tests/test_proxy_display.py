@@ -80,3 +80,33 @@ def test_the_display_keeps_freed_memory_for_the_copies_of_each_answer():
     shown, mapped = _run("display")
     assert shown == 1, "the display read and showed the exchange, its answer byte-exact"
     assert mapped == 0, "after the display ran, a 4 MiB block comes from memory kept"
+
+
+def test_a_display_stopped_behind_the_traffic_still_says_the_notes_queued_after_it(tmp_path):
+    """Stopped with exchanges still queued, the display passes them over undecoded but
+    says the notes among them (an operator's hint queued behind a burst was lost)."""
+    import os
+    import struct
+    import time
+
+    from kdissect.proxy import feed
+    from kdissect.proxy.display import FeedDisplay
+    from kdissect.stream.sink import CallbackSink
+
+    r, w = os.pipe()
+    opened = b'[["127.0.0.1", 50000], ["127.0.0.1", 9092]]'
+    request = struct.pack(">hhih", 18, 3, 1, 2) + b"cl"
+    records = [feed.HEADER.pack(feed.OPEN, 1, 0, 0.0, 0, len(opened)) + opened]
+    records += [feed.HEADER.pack(feed.FRAME, 1, 0, time.time(), 4, len(request)) + request] * 50
+    note = b"a plaintext client on a TLS listener: ..."
+    records.append(feed.HEADER.pack(feed.NOTE, 0, 0, 0.0, 0, len(note)) + note)
+    os.write(w, b"".join(records))
+    os.close(w)
+    said: list[str] = []
+    display = FeedDisplay(CallbackSink(lambda ex: None, lambda text, level: said.append(text)))
+    display.stop(grace=0)
+    display.run(r)
+    assert display.shown == 0
+    assert note.decode() in said
+    assert said[-1].startswith("display: 0 requests shown")
+    assert f"{sum(map(len, records)) - len(records[-1])} bytes of traffic still queued" in said[-1]

@@ -219,6 +219,9 @@ async def _serve(
     gc.freeze()
     feed.note(f"{proxy.host}:{proxy.bootstrap_port}|{running}", READY)
     await stop.wait()
+    # the repeats' last counts are final counters too: said here, as the summary below
+    # (through the channel they were lost whenever the display was given up on)
+    proxy.repeated.emit = lambda text: print(f"proxy: {text}", file=sys.stderr, flush=True)
     await proxy.close()
     if proxy.recorder is not None:
         proxy.recorder.close()
