@@ -718,10 +718,13 @@ def _partition_dir(
         yield cannot_read(path, topic, partition, e)
         return
     by_base: dict[int, dict[str, Path]] = {}
+    unread: set[int] = set()  # segments listed but not readable: gaps in what is read
     for p in files:
         kind = file_kind(p)
         if kind is not None and (bad := _unreadable(p, topic, partition)) is not None:
             yield bad
+            if kind == "segment" and p.suffix not in (".deleted", ".cleaned", ".swap"):
+                unread.add(_base_offset(p))
             continue
         if kind is None or p.suffix in (".deleted", ".cleaned", ".swap"):
             continue  # being deleted or swapped in: not part of the partition's log
@@ -768,8 +771,10 @@ def _partition_dir(
     for txn in txns.values():
         _take_aborted(state, txn)
     prev = _Running()
-    for base in sorted(by_base):
-        group = by_base[base]
+    for base in sorted(by_base.keys() | unread):
+        group = by_base.get(base, {})
+        if base in unread:
+            _lost_sight(prev)
         indexes: dict[str, Node] = {
             kind: decode_file(group[kind], kind, options)
             for kind in ("offset_index", "time_index")
@@ -778,12 +783,30 @@ def _partition_dir(
         if base in txns:
             indexes["txn_index"] = txns[base]
         if "segment" in group:
-            yield from _segment(group["segment"], options, state, "segment", indexes, prev)
+            for item in _segment(group["segment"], options, state, "segment", indexes, prev):
+                if item.tree is not None and item.tree.code in _NOT_READ_WHOLE:
+                    _lost_sight(prev)
+                yield item
         elif "offset_index" in group or "time_index" in group:
             _check_alone(group.get("offset_index") or group["time_index"], indexes)
         # after their segment: the checks against it have marked their entries
         for kind, tree in indexes.items():
             yield LogItem(kind, group[kind], topic, partition, tree)
+
+
+# a segment's items that say it was not read (whole): deleted or truncated by a running
+# broker between the listing and the read
+_NOT_READ_WHOLE = ("unreadable_file", "log_shrank_while_read")
+
+
+def _lost_sight(run: _Running) -> None:
+    """What the checks across batches remember, forgotten where part of the log could not
+    be read: a producer's state may have moved in the batches not read (a false
+    producer_state_mismatch or sequence_gap against the next snapshot or batch), and
+    the offsets not read were in the log (no offset_gap). The snapshots' comparisons
+    then hold only for producers seen after the gap."""
+    run.last_offset = None
+    run.producers.clear()
 
 
 def _take_epochs(state: _Partition, tree: Node) -> None:
