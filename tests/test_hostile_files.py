@@ -1186,6 +1186,50 @@ def test_a_batch_being_written_into_a_preallocated_segment_is_read_once_written(
     assert not [f for f in found if f[1] == "time_index_mismatch"], found
 
 
+def test_a_batch_finished_while_the_next_one_is_searched_for_is_read_not_damage(
+    tmp_path, monkeypatch
+):
+    """A torn batch at the end of a live preallocated segment, unchanged at the looks
+    again, is searched past for intact batches; the broker may finish it (and append
+    another) meanwhile. Read as damage from bytes read after the search, it was said as
+    "magic byte 2, which no Kafka writes" (log_bad_magic, a helper's stress of a live
+    broker). Now a batch whole after the search is read again."""
+    from kdissect.protocol import Options
+    from kdissect.sources import logdir
+    from kdissect.sources.logunits import walk
+
+    batch = _segments_of_one_record(tmp_path, "t-0")
+    seg = tmp_path / "t-0" / "00000000000000000000.log"
+    seg.write_bytes(struct.pack(">q", 0) + batch[8:] + struct.pack(">q", 1) + batch[8:])
+    at = seg.stat().st_size
+    with open(seg, "ab") as f:
+        f.write(struct.pack(">q", 2) + bytes(65536))  # the third begun, preallocated
+    real_next = logdir._next_batch
+    searched: list[int] = []
+
+    def finished_while_searching(mm, pos, size, positions):
+        searched.append(pos)
+        with open(seg, "r+b") as f:  # the broker finishes the third and appends a fourth
+            os.pwrite(
+                f.fileno(),
+                struct.pack(">q", 2) + batch[8:] + struct.pack(">q", 3) + batch[8:],
+                at,
+            )
+        return real_next(mm, pos, size, positions)
+
+    monkeypatch.setattr(logdir, "_pause", lambda: None)
+    monkeypatch.setattr(logdir, "_next_batch", finished_while_searching)
+    items = list(walk([str(tmp_path / "t-0")], Options(), values=False))
+    batches = [i for i in items if i.kind == "batch" and i.tree is not None]
+    assert searched[0] == at
+    assert [(b.tree.offset, b.tree.code) for b in batches][:4] == [
+        (0, None),
+        (len(batch), None),
+        (at, None),
+        (at + len(batch), None),
+    ], [(b.tree.code, b.tree.problem) for b in batches]
+
+
 def test_a_url_log_dir_copied_while_its_broker_trims_and_appends(tmp_path, monkeypatch):
     """A URL's partition is copied file by file. An index trimmed while copied kept the old
     zeros past its new end (a false trailing_bytes, in a helper's stress of a live

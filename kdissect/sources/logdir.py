@@ -998,6 +998,7 @@ def _segment_items(
     known_last = -1  # the last offset of the last batch read
     pos = released = 0
     looks = _LOOKS_AGAIN
+    reread = -1  # where a batch read as damage was read once more
     while pos < size:
         if pos - released > _RELEASE and isinstance(mm, mmap.mmap):
             released = _release(mm, released, pos)
@@ -1022,6 +1023,13 @@ def _segment_items(
             # damage, not a torn write, when intact batches follow: say what Kafka does
             # with it and go on at the next batch
             resume = _next_batch(mm, pos, size, [e[2] for e in oidx[oi:]])
+            if resume is not None and reread != pos:
+                # the search took a while: a batch being written may be whole by now
+                # (read as damage, it was said as "magic byte 2, which no Kafka writes")
+                now = Batch(mm, pos)
+                if now.plausible and now.size <= left:
+                    reread = pos
+                    continue
             if resume is not None:
                 node = _damaged(mm, pos, resume, state)
                 yield LogItem("batch", path, state.topic, state.partition, node)
