@@ -94,8 +94,10 @@ class FeedDisplay:
                     # they are few, and an operator's (a misconfigured client's hint)
                     if record[0] in (feed.NOTE, feed.DROPPED, feed.ERROR):
                         self._record(*record)
-                    else:
-                        unread += feed.HEADER.size + len(record[5])
+                    elif record[0] == feed.FRAME:  # a message (its size was taken off)
+                        unread += 4 + len(record[5])
+                    elif record[0] == feed.CUT:  # an answer's first bytes
+                        unread += len(record[5]) - _COUNT.size
                     continue
                 gate.check()  # no free core: wait a little (not long)
                 if record[0] == feed.FRAME and not self._shows(record):
