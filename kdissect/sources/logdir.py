@@ -16,7 +16,7 @@ import os
 import stat
 import re
 import time
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from typing import Any, NamedTuple
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -692,10 +692,12 @@ def partition_items(
     hws: dict[tuple[str, int], int] | None,
     conv: Conv = None,
     starts: dict[tuple[str, int], int] | None = None,
+    not_read: Iterable[Path] = (),
 ) -> Iterator[LogItem]:
     """One partition directory's items (``hws``, ``starts``: its log dir's high
-    watermarks and log start offsets)."""
-    return _partition_dir(path, options, hws, conv, starts=starts)
+    watermarks and log start offsets; ``not_read``: files of it listed elsewhere and
+    not readable, said elsewhere: a URL's files it could not copy)."""
+    return _partition_dir(path, options, hws, conv, starts=starts, not_read=not_read)
 
 
 def _partition_dir(
@@ -705,6 +707,7 @@ def _partition_dir(
     conv: Conv = None,
     clean: bool | None = None,
     starts: dict[tuple[str, int], int] | None = None,
+    not_read: Iterable[Path] = (),
 ) -> Iterator[LogItem]:
     topic, partition = partition_of(path)
     state = _Partition(topic, partition, conv=conv, clean=clean)
@@ -718,13 +721,14 @@ def _partition_dir(
         yield cannot_read(path, topic, partition, e)
         return
     by_base: dict[int, dict[str, Path]] = {}
-    unread: set[int] = set()  # segments listed but not readable: gaps in what is read
+    # segments listed but not readable: gaps in what is read
+    unread = {b: p for p in not_read if (b := _gap_at(p)) is not None}
     for p in files:
         kind = file_kind(p)
         if kind is not None and (bad := _unreadable(p, topic, partition)) is not None:
             yield bad
-            if kind == "segment" and p.suffix not in (".deleted", ".cleaned", ".swap"):
-                unread.add(_base_offset(p))
+            if (gap := _gap_at(p)) is not None:
+                unread[gap] = p
             continue
         if kind is None or p.suffix in (".deleted", ".cleaned", ".swap"):
             continue  # being deleted or swapped in: not part of the partition's log
@@ -771,10 +775,10 @@ def _partition_dir(
     for txn in txns.values():
         _take_aborted(state, txn)
     prev = _Running()
-    for base in sorted(by_base.keys() | unread):
+    for base in sorted(by_base.keys() | unread.keys()):
         group = by_base.get(base, {})
         if base in unread:
-            _lost_sight(prev)
+            yield from _lost_sight(state, prev, unread[base], base)
         indexes: dict[str, Node] = {
             kind: decode_file(group[kind], kind, options)
             for kind in ("offset_index", "time_index")
@@ -784,9 +788,11 @@ def _partition_dir(
             indexes["txn_index"] = txns[base]
         if "segment" in group:
             for item in _segment(group["segment"], options, state, "segment", indexes, prev):
-                if item.tree is not None and item.tree.code in _NOT_READ_WHOLE:
-                    _lost_sight(prev)
                 yield item
+                if item.tree is not None and item.tree.code in _NOT_READ_WHOLE:
+                    # none of it read (gone), or up to where it shrank
+                    gone = item.tree.code == "unreadable_file"
+                    yield from _lost_sight(state, prev, item.path, base if gone else None)
         elif "offset_index" in group or "time_index" in group:
             _check_alone(group.get("offset_index") or group["time_index"], indexes)
         # after their segment: the checks against it have marked their entries
@@ -799,12 +805,27 @@ def _partition_dir(
 _NOT_READ_WHOLE = ("unreadable_file", "log_shrank_while_read")
 
 
-def _lost_sight(run: _Running) -> None:
+def _gap_at(path: Path) -> int | None:
+    """The base offset of a segment of the partition's log that could not be read (not
+    one being deleted or swapped in)."""
+    if file_kind(path) != "segment" or path.suffix in (".deleted", ".cleaned", ".swap"):
+        return None
+    return _base_offset(path)
+
+
+def _lost_sight(
+    state: _Partition, run: _Running, path: Path, read_below: int | None
+) -> Iterator[LogItem]:
     """What the checks across batches remember, forgotten where part of the log could not
-    be read: a producer's state may have moved in the batches not read (a false
-    producer_state_mismatch or sequence_gap against the next snapshot or batch), and
-    the offsets not read were in the log (no offset_gap). The snapshots' comparisons
-    then hold only for producers seen after the gap."""
+    be read (``path``): a producer's state may have moved in the batches not read (a
+    false producer_state_mismatch or sequence_gap against the next snapshot or batch),
+    and the offsets not read were in the log (no offset_gap). The snapshots the batches
+    read decide are compared first (those up to ``read_below``, the gap's first offset,
+    or None: up to the last batch read); later ones hold only for producers seen after
+    the gap."""
+    found = _check_snapshots(state, run, read_below)
+    if found:
+        yield LogItem("check", path, state.topic, state.partition, None, found)
     run.last_offset = None
     run.producers.clear()
 

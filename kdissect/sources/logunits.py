@@ -145,7 +145,11 @@ def items(unit: Unit, options: Options, conv: Conv = None) -> Iterator[LogItem]:
                 hw.mkdir(exist_ok=True)
                 if cfs.exists(cp) and not _copied(cfs, cp, hw / name, None, None):
                     hw_dir = hw  # (one gone since: the checks go without it, as without one)
-        read = () if unit.kind == "file" and skipped else _local(unit, local, options, conv, hw_dir)
+        read = (
+            ()
+            if unit.kind == "file" and skipped
+            else _local(unit, local, options, conv, hw_dir, [i.path for i in skipped])
+        )
         for item in itertools.chain(skipped, read):
             rel = os.path.relpath(item.path, local)
             item.url = base if rel == "." else f"{base}/{rel}"
@@ -167,8 +171,15 @@ def _copied(fs, src: str, dst: Path, topic: str | None, partition: int | None) -
 
 
 def _local(
-    unit: Unit, path: Path, options: Options, conv: Conv, log_dir: Path | None
+    unit: Unit,
+    path: Path,
+    options: Options,
+    conv: Conv,
+    log_dir: Path | None,
+    not_read: list[Path] | None = None,
 ) -> Iterator[LogItem]:
+    """``not_read``: a URL's files listed and not copied (a partition's log has gaps
+    there)."""
     if unit.kind == "file":
         return logdir.single_file(path, options, conv)
     if unit.kind == "files":
@@ -179,7 +190,7 @@ def _local(
         if log_dir is not None
         else None
     )
-    return logdir.partition_items(path, options, hws, conv, starts)
+    return logdir.partition_items(path, options, hws, conv, starts, not_read or ())
 
 
 class LogDir:
