@@ -257,10 +257,11 @@ def test_hostile_set_scans_alike(hostile, tmp_path):
     view_digest), so that the largest file does not hold one process while the other is
     idle; a digest that differs is compared whole again, as engine_divergence.
 
-    The 200,000-connection file is compared as a 20,000-connection one written alike:
-    the same paths at a tenth of the cost (~70 CPU-s: a pure view of 19, three compiled
-    of 16; the pure path spends nothing of any budget on either, every exchange being
-    whole). Its size is what test_hostile.py's runs through the CLI are about."""
+    The 200,000-connection file (~70 CPU-s here: a pure view of 19, three compiled of
+    16) is compared as a 20,000-connection one written alike, at a tenth of the cost
+    (the pure path spends nothing of any budget on either, every exchange being whole;
+    its connections come from one client address, the big file's from four). Its size
+    is what test_hostile.py's runs through the CLI are about."""
     import multiprocessing
     import os
     from concurrent.futures import ProcessPoolExecutor

@@ -109,4 +109,49 @@ def test_a_display_stopped_behind_the_traffic_still_says_the_notes_queued_after_
     assert display.shown == 0
     assert note.decode() in said
     assert said[-1].startswith("display: 0 requests shown")
-    assert f"{50 * (4 + len(request))} bytes of traffic still queued" in said[-1]
+    assert f"{50 * (4 + len(request))} bytes of traffic passed over undecoded" in said[-1]
+
+
+@pytest.mark.alone  # (a bound on wall time, though a loose one)
+def test_a_stopped_display_passes_over_what_is_queued_for_a_moment_only():
+    """Traffic still coming after a stop (up to three times the budget can be queued) is
+    passed over for ``DRAIN`` seconds, not until the channel is empty: the CLI gives up
+    on a display 0.2 s after its grace, and what it says then is not the summary."""
+    import os
+    import struct
+    import threading
+    import time
+
+    from kdissect.proxy import feed
+    from kdissect.proxy.display import DRAIN, FeedDisplay
+    from kdissect.stream.sink import CallbackSink
+
+    r, w = os.pipe()
+    opened = b'[["127.0.0.1", 50000], ["127.0.0.1", 9092]]'
+    request = struct.pack(">hhih", 18, 3, 1, 2) + b"cl" + bytes(4000)
+    frame = feed.HEADER.pack(feed.FRAME, 1, 0, time.time(), 4, len(request)) + request
+    writing = threading.Event()
+
+    def write_for_3_s() -> None:
+        os.write(w, feed.HEADER.pack(feed.OPEN, 1, 0, 0.0, 0, len(opened)) + opened)
+        writing.set()
+        end = time.monotonic() + 3
+        try:
+            while time.monotonic() < end:
+                os.write(w, frame * 16)
+        except BrokenPipeError:  # (the display has ended)
+            pass
+        os.close(w)
+
+    writer = threading.Thread(target=write_for_3_s)
+    writer.start()
+    writing.wait()
+    said: list[str] = []
+    display = FeedDisplay(CallbackSink(lambda ex: None, lambda text, level: said.append(text)))
+    display.stop(grace=0)
+    started = time.monotonic()
+    display.run(r)
+    took = time.monotonic() - started
+    writer.join()
+    assert took < DRAIN + 1.0, took
+    assert "bytes of traffic passed over undecoded" in said[-1]

@@ -25,12 +25,16 @@ _COUNT = struct.Struct(">I")
 LAG = 5.0  # seconds: records older than this mean the display is behind
 SAMPLE_EVERY = 0.25  # while behind: one exchange shown per this many seconds
 STOP_GRACE = 0.3  # seconds the display goes on after a stop is asked for
+# seconds it then goes on reading what is queued, undecoded, for the notes in it (the CLI
+# gives up on it 0.2 s after STOP_GRACE)
+DRAIN = 0.1
 _REMEMBERED = 4096  # left-out requests remembered per connection (acks=0 never answer)
 
 
 class FeedDisplay:
     """``sink`` gets exchanges, gaps and notes. ``run`` returns when the forwarder closes
-    the channel, or ``STOP_GRACE`` after ``stop()``; ``error`` then says why it could not
+    the channel, or after ``stop()``: ``STOP_GRACE`` decoding, then up to ``DRAIN``
+    passing over what is queued but its notes; ``error`` then says why it could not
     start, if it could not.
 
     It never waits long for a free core (``CpuGate``), and while the records it reads
@@ -96,8 +100,8 @@ class FeedDisplay:
                         self._record(*record)
                     elif record[0] == feed.FRAME:  # a message (its size was taken off)
                         unread += 4 + len(record[5])
-                    elif record[0] == feed.CUT:  # an answer's first bytes
-                        unread += len(record[5]) - _COUNT.size
+                    if time.monotonic() >= (self.stop_at or 0.0) + DRAIN:
+                        break
                     continue
                 gate.check()  # no free core: wait a little (not long)
                 if record[0] == feed.FRAME and not self._shows(record):
@@ -127,7 +131,7 @@ class FeedDisplay:
         if self.cut:
             text += f", {self.cut} answers not shown (no room for them; their requests were)"
         if unread:
-            text += f", {unread} bytes of traffic still queued when it stopped"
+            text += f", {unread} bytes of traffic passed over undecoded when it stopped"
         return text + f"; at most {self.max_lag:.2f} s behind the traffic"
 
     def _shows(self, record) -> bool:
