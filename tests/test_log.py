@@ -953,7 +953,9 @@ def test_header_keys_that_are_not_utf8_are_one_problem_a_batch(tmp_path):
     ]
 
 
-@pytest.mark.parametrize("when", ["before_listing", "after_listing", "shrank", "url"])
+@pytest.mark.parametrize(
+    "when", ["before_listing", "after_listing", "shrank", "url", "indexes_left"]
+)
 def test_a_segment_gone_mid_read_leaves_the_producers_it_held_unknown(tmp_path, monkeypatch, when):
     """A running broker deletes a segment (retention, compaction's swap) while its log dir
     is read: the producers' states then moved in batches not read. Found in a stress run
@@ -961,7 +963,9 @@ def test_a_segment_gone_mid_read_leaves_the_producers_it_held_unknown(tmp_path, 
     (here also a false sequence_gap and offset_gap). Now what the checks across batches
     remember is forgotten at the gap; producers seen after it are still compared. The
     gap: a link to a deleted file when listed, deleted between the listing and the read,
-    truncated to nothing once mapped, and under file:// a FIFO, which is not copied."""
+    truncated to nothing once mapped, under file:// a FIFO, which is not copied, and
+    deleted before the listing, its indexes after (the log cleaner, in a helper's second
+    stress: no item says the segment is gone, its indexes stand alone)."""
     from kdissect.sources import logdir
 
     part = tmp_path / "pay-0"
@@ -998,6 +1002,9 @@ def test_a_segment_gone_mid_read_leaves_the_producers_it_held_unknown(tmp_path, 
     elif when == "url":
         gone.unlink()
         os.mkfifo(gone)
+    elif when == "indexes_left":
+        gone.unlink()
+        gone.with_suffix(".index").write_bytes(bytes(80))  # preallocated, no entry yet
     else:
         real_map = logdir._map
 
@@ -1012,8 +1019,9 @@ def test_a_segment_gone_mid_read_leaves_the_producers_it_held_unknown(tmp_path, 
 
         monkeypatch.setattr(logdir, "_map", deleted_then_mapped)
     objs = jsonl(target)
-    skipped = [o for o in objs if o["file"].endswith(gone.name)]
-    assert [f["code"] for o in skipped for f in o["findings"]] == [said], skipped
+    if when != "indexes_left":
+        skipped = [o for o in objs if o["file"].endswith(gone.name)]
+        assert [f["code"] for o in skipped for f in o["findings"]] == [said], skipped
     assert [f for f in findings(objs) if f != said] == []
     # the producer seen after the gap is still compared with the snapshot
     entries = struct.pack(">qhiqiqiq", 7, 0, 3, 3, 0, 1700000000000, -1, -1) + struct.pack(
@@ -1021,6 +1029,31 @@ def test_a_segment_gone_mid_read_leaves_the_producers_it_held_unknown(tmp_path, 
     )
     body = struct.pack(">i", 2) + entries
     snapshot.write_bytes(struct.pack(">hI", 1, crc32c.crc32c(body)) + body)
-    if when in ("after_listing", "shrank"):
+    if when in ("after_listing", "shrank", "indexes_left"):
         gone.write_bytes(b"".join(segments[2]))
     assert "producer_state_mismatch" in findings(jsonl(target))
+
+
+def test_a_marker_of_a_producer_whose_batches_were_not_read_says_nothing_of_its_state(
+    tmp_path,
+):
+    """The log cleaner removes a transaction's batches before its COMMIT marker (kept for
+    delete.retention.ms), and retention may delete the segment that held them: a marker
+    then met first said the producer had no batch (sequence and offset -1), against a
+    snapshot that holds its last batch (a false producer_state_mismatch, then "sequence
+    N follows -1", in a helper's stress of a live compacted partition). A marker of a
+    newer epoch than the batches read still starts the producer again (KIP-890)."""
+    part = tmp_path / "compacted-0"
+    part.mkdir()
+    marker = marker_and_damage(6, 5, 1, 0, [(b"x", b"y")])
+    marker = marker[: 12 + struct.unpack_from(">i", marker, 8)[0]]
+    after = batch(2, 0, 7, [(b"k", b"v")], pid=5, epoch=1, seq=11)
+    (part / "00000000000000000006.log").write_bytes(marker + after)
+    # the producer as its last batch (offset 5, sequence 10, removed by the cleaner) left it
+    body = struct.pack(">i", 1) + struct.pack(">qhiqiqiq", 5, 1, 10, 5, 0, 1700000000000, 0, -1)
+    (part / "00000000000000000007.snapshot").write_bytes(
+        struct.pack(">hI", 1, crc32c.crc32c(body)) + body
+    )
+    objs = jsonl(str(part))
+    assert [o.get("control_type") for o in objs if o["type"] == "record"] == ["COMMIT", None]
+    assert findings(objs) == []

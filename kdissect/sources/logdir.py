@@ -795,6 +795,11 @@ def _partition_dir(
                     yield from _lost_sight(state, prev, item.path, base if gone else None)
         elif "offset_index" in group or "time_index" in group:
             _check_alone(group.get("offset_index") or group["time_index"], indexes)
+            # indexes without their segment: one a running broker deleted (the cleaner,
+            # retention) between their listing and its own, or lost: a gap in the log
+            yield from _lost_sight(
+                state, prev, group.get("offset_index") or group["time_index"], base
+            )
         # after their segment: the checks against it have marked their entries
         for kind, tree in indexes.items():
             yield LogItem(kind, group[kind], topic, partition, tree)
@@ -1572,9 +1577,13 @@ def _check_batch(item: LogItem, head: _Head, state: _Partition, run: _Running) -
                 run.aborts.append((pid, base))
             # a COMMIT/ABORT marker of a newer epoch (transactions v2, KIP-890, bumps it
             # at each end) starts the producer again: Kafka's ProducerStateEntry drops its
-            # batches (last sequence and offset -1), as its snapshots then hold
+            # batches (last sequence and offset -1), as its snapshots then hold. A marker
+            # of a producer none of whose batches was read says nothing of its state: its
+            # batches may be in segments gone (retention) or removed by the cleaner, which
+            # keeps markers longer (a live broker's compacted partition: a false
+            # producer_state_mismatch, "the log's last batch: sequence -1")
             known = run.producers.get(pid)
-            if isinstance(pepoch, int) and (known is None or known[0] != pepoch):
+            if isinstance(pepoch, int) and known is not None and known[0] != pepoch:
                 run.producers[pid] = (pepoch, -1, -1, last)
             return
         if isinstance(seq, int) and seq >= 0:
